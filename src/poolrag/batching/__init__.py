@@ -1,0 +1,1 @@
+"""Grouping requests into forward passes."""

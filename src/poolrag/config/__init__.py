@@ -1,0 +1,1 @@
+"""What a model folder says about how to pool it."""

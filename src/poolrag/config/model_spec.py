@@ -1,0 +1,260 @@
+"""Read a model folder (transformers config + sentence-transformers / ColBERT files) into one spec.
+
+Everything the engine needs to decide tasks and pooling defaults is read here, once, so no later
+layer opens files of the folder again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoConfig, PretrainedConfig
+
+from poolrag.config.pooler_config import PoolerConfig, PoolingType
+from poolrag.errors import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+_ST_POOLING_MODES: dict[str, PoolingType] = {
+    "pooling_mode_cls_token": "CLS",
+    "pooling_mode_mean_tokens": "MEAN",
+    "pooling_mode_lasttoken": "LAST",
+}
+_ST_UNSUPPORTED_MODES = ("pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class DenseSpec:
+    """One projection layer after pooling (sentence-transformers ``Dense`` or a ColBERT ``linear``)."""
+
+    folder: Path
+    in_features: int
+    out_features: int
+    bias: bool
+    activation: str  # a torch.nn class path, e.g. "torch.nn.modules.activation.Tanh"
+    weight_key_prefix: str = "linear."
+    weights_file: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ColbertSpec:
+    """How queries and documents are encoded for late interaction (PyLate / Stanford ColBERT)."""
+
+    query_prefix: str | None
+    document_prefix: str | None
+    query_length: int
+    document_length: int
+    attend_to_expansion_tokens: bool
+    do_query_expansion: bool
+    skiplist_words: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class ModelSpec:
+    path: Path
+    transformer_path: Path
+    hf_config: PretrainedConfig
+    architecture: str
+    pooler_defaults: PoolerConfig
+    dense: list[DenseSpec] = field(default_factory=list)
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
+    similarity: str | None = None
+    st_max_seq_length: int | None = None
+    colbert: ColbertSpec | None = None
+    is_sentence_transformers: bool = False
+    cross_encoder_activation: str | None = None
+
+    @property
+    def is_decoder(self) -> bool:
+        cfg = self.hf_config
+        return bool(getattr(cfg, "is_decoder", False)) or self.architecture.endswith("ForCausalLM") or (
+            cfg.model_type in _DECODER_MODEL_TYPES
+        )
+
+    @property
+    def num_labels(self) -> int:
+        return int(getattr(self.hf_config, "num_labels", 0) or 0)
+
+    @property
+    def id2label(self) -> dict[int, str]:
+        raw = getattr(self.hf_config, "id2label", None) or {}
+        return {int(k): str(v) for k, v in raw.items()}
+
+    @property
+    def matryoshka_dimensions(self) -> tuple[int, ...] | None:
+        dims = getattr(self.hf_config, "matryoshka_dimensions", None)
+        return tuple(int(d) for d in dims) if dims else None
+
+    @property
+    def is_matryoshka(self) -> bool:
+        return bool(getattr(self.hf_config, "is_matryoshka", False)) or self.matryoshka_dimensions is not None
+
+
+_DECODER_MODEL_TYPES = {
+    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "phi3", "qwen2_moe",
+}
+
+
+def _read_json(path: Path) -> dict[str, Any] | list[Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ModelLoadError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def _dense_from_folder(folder: Path, prefix: str = "linear.") -> DenseSpec:
+    cfg = _read_json(folder / "config.json")
+    if not isinstance(cfg, dict):
+        raise ModelLoadError(f"Dense module at {folder} has no config.json")
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        weights = folder / "pytorch_model.bin"
+    return DenseSpec(
+        folder=folder,
+        in_features=int(cfg["in_features"]),
+        out_features=int(cfg["out_features"]),
+        bias=bool(cfg.get("bias", True)),
+        activation=str(cfg.get("activation_function", "torch.nn.modules.linear.Identity")),
+        weight_key_prefix=prefix,
+        weights_file=weights,
+    )
+
+
+def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
+    for key in _ST_UNSUPPORTED_MODES:
+        if cfg.get(key):
+            raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {key!r} is not supported")
+    if cfg.get("include_prompt") is False:
+        raise ModelLoadError(f"{folder}: pooling with include_prompt=false is not supported")
+    if "pooling_mode" in cfg:  # newer sentence-transformers spelling
+        mode = str(cfg["pooling_mode"]).lower()
+        table = {"cls": "CLS", "mean": "MEAN", "lasttoken": "LAST"}
+        if mode not in table:
+            raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {mode!r} is not supported")
+        return table[mode]  # type: ignore[return-value]
+    chosen = [mode for key, mode in _ST_POOLING_MODES.items() if cfg.get(key)]
+    if len(chosen) != 1:
+        raise ModelLoadError(f"{folder}: expected exactly one pooling mode, found {chosen or 'none'}")
+    return chosen[0]
+
+
+def load_model_spec(path: Path, hf_overrides: dict[str, Any] | None, trust_remote_code: bool) -> ModelSpec:
+    """Read config.json and, when present, the sentence-transformers / ColBERT files of ``path``."""
+    modules = _read_json(path / "modules.json")
+    st_config = _read_json(path / "config_sentence_transformers.json") or {}
+    assert isinstance(st_config, dict)
+    transformer_path = path
+    pooling: PoolingType | None = None
+    normalize: bool | None = None
+    dense: list[DenseSpec] = []
+    is_pylate = False
+    if isinstance(modules, list):
+        for module in sorted(modules, key=lambda m: int(m.get("idx", 0))):
+            kind = str(module.get("type", ""))
+            folder = path / str(module.get("path", ""))
+            if kind.endswith("models.Transformer") or kind.endswith("Transformer"):
+                transformer_path = folder
+            elif kind.endswith("models.Pooling"):
+                pooling = _pooling_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
+            elif kind.endswith("Dense"):
+                dense.append(_dense_from_folder(folder))
+                is_pylate = is_pylate or kind.startswith("pylate")
+            elif kind.endswith("Normalize"):
+                normalize = True
+            else:
+                raise ModelLoadError(f"{path}: sentence-transformers module {kind!r} is not supported")
+    is_pylate = is_pylate or st_config.get("model_type") == "ColBERT" or "query_length" in st_config
+
+    try:
+        hf_config = AutoConfig.from_pretrained(transformer_path, trust_remote_code=trust_remote_code)
+    except ValueError as exc:
+        raise ModelLoadError(f"cannot read the model config at {transformer_path}: {exc}") from exc
+    except OSError as exc:
+        raise ModelLoadError(f"no model config at {transformer_path}: {exc}") from exc
+    for key, value in (hf_overrides or {}).items():
+        setattr(hf_config, key, value)
+    architectures = list(getattr(hf_config, "architectures", None) or [])
+    architecture = architectures[0] if architectures else type(hf_config).__name__.replace("Config", "Model")
+
+    colbert: ColbertSpec | None = None
+    if architecture == "HF_ColBERT":
+        colbert, dense = _stanford_colbert(path, hf_config)
+    elif is_pylate:
+        colbert = _pylate_colbert(st_config)
+
+    st_max = _read_json(transformer_path / "sentence_bert_config.json") or {}
+    max_seq = st_max.get("max_seq_length") if isinstance(st_max, dict) else None
+    ce_activation = None
+    st_section = getattr(hf_config, "sentence_transformers", None)
+    if isinstance(st_section, dict):
+        ce_activation = st_section.get("activation_fn")
+
+    return ModelSpec(
+        path=path,
+        transformer_path=transformer_path,
+        hf_config=hf_config,
+        architecture=architecture,
+        pooler_defaults=PoolerConfig(pooling_type=pooling, normalize=normalize),
+        dense=dense,
+        prompts={str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()},
+        default_prompt_name=st_config.get("default_prompt_name"),
+        similarity=st_config.get("similarity_fn_name"),
+        st_max_seq_length=int(max_seq) if max_seq else None,
+        colbert=colbert,
+        is_sentence_transformers=isinstance(modules, list),
+        cross_encoder_activation=ce_activation,
+    )
+
+
+def _pylate_colbert(st_config: dict[str, Any]) -> ColbertSpec:
+    return ColbertSpec(
+        query_prefix=st_config.get("query_prefix", "[Q] ") or None,
+        document_prefix=st_config.get("document_prefix", "[D] ") or None,
+        query_length=int(st_config.get("query_length") or 32),
+        document_length=int(st_config.get("document_length") or 180),
+        attend_to_expansion_tokens=bool(st_config.get("attend_to_expansion_tokens", False)),
+        do_query_expansion=bool(st_config.get("do_query_expansion", True)),
+        skiplist_words=tuple(st_config.get("skiplist_words") or string.punctuation),
+    )
+
+
+def _stanford_colbert(path: Path, hf_config: PretrainedConfig) -> tuple[ColbertSpec, list[DenseSpec]]:
+    """Stanford ``HF_ColBERT``: BERT under ``bert.`` plus ``linear.weight``, settings in artifact.metadata."""
+    meta = _read_json(path / "artifact.metadata") or {}
+    assert isinstance(meta, dict)
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise ModelLoadError(f"{path}: HF_ColBERT folder without model.safetensors")
+    from safetensors import safe_open
+
+    with safe_open(str(weights), framework="pt") as handle:
+        if "linear.weight" not in handle.keys():
+            raise ModelLoadError(f"{path}: HF_ColBERT checkpoint has no linear.weight projection")
+        out_features, in_features = handle.get_slice("linear.weight").get_shape()
+    spec = ColbertSpec(
+        query_prefix=meta.get("query_token_id", "[unused0]"),
+        document_prefix=meta.get("doc_token_id", "[unused1]"),
+        query_length=int(meta.get("query_maxlen", 32)),
+        document_length=int(meta.get("doc_maxlen", 180)),
+        attend_to_expansion_tokens=bool(meta.get("attend_to_mask_tokens", False)),
+        do_query_expansion=True,
+        skiplist_words=tuple(string.punctuation) if meta.get("mask_punctuation", True) else (),
+    )
+    linear = DenseSpec(
+        folder=path,
+        in_features=int(in_features),
+        out_features=int(out_features),
+        bias=False,
+        activation="torch.nn.modules.linear.Identity",
+        weight_key_prefix="linear.",
+        weights_file=weights,
+    )
+    return spec, [linear]

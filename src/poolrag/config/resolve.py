@@ -1,0 +1,34 @@
+"""Turn a hub id or a local path into a local folder, the way a user's hub cache works."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from poolrag.errors import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_model_path(model: str | os.PathLike[str], revision: str | None = None) -> Path:
+    """A local folder is used as is; anything else is a hub id fetched (or found in the cache)
+    with ``huggingface_hub.snapshot_download``, so ``HF_HUB_OFFLINE=1`` works with a warm cache."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    model_id = str(model)
+    if path.exists() or os.sep in model_id.strip("/").replace("/", "", 1):
+        raise ModelLoadError(f"model path {model_id!r} is not a folder")
+    try:
+        from huggingface_hub import snapshot_download
+
+        local = snapshot_download(
+            model_id,
+            revision=revision,
+            allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.py", "*.jinja", "*/*", "*.metadata"],
+        )
+    except Exception as exc:  # the hub client raises many types; all mean "cannot get it"
+        raise ModelLoadError(f"cannot load model {model_id!r}: not a local folder and not fetchable ({exc})") from exc
+    logger.info("resolved %s to %s", model_id, local)
+    return Path(local)

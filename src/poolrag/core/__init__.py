@@ -1,0 +1,1 @@
+"""The engine core: the one place that owns the model and runs batches."""

@@ -1,0 +1,168 @@
+"""Wire a model folder into a runnable pipeline: model, tokenizer, input processor, poolers.
+
+Defaults are decided here, once: the folder's sentence-transformers files first, then the
+caller's ``pooler_config`` on top.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from poolrag.batching.token_budget import TokenBudgetBatcher
+from poolrag.config.model_kind import ModelKind, detect_model_kind, supported_tasks
+from poolrag.config.model_spec import ModelSpec
+from poolrag.config.pooler_config import PoolerConfig
+from poolrag.core.executor import ModelExecutor
+from poolrag.errors import InvalidInputError, ModelLoadError
+from poolrag.loading.model_loader import load_projection, load_transformer
+from poolrag.pooling.heads import ActivationName, ClassifierHead, MatryoshkaHead, TokenClassifierHead, TokenEmbeddingHead
+from poolrag.pooling.methods import pooling_method
+from poolrag.pooling.task_poolers import (
+    EmbeddingPooler,
+    SequenceClassificationPooler,
+    TaskPooler,
+    TokenClassificationPooler,
+    TokenEmbeddingPooler,
+)
+from poolrag.runner.model_runner import ModelRunner
+from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
+
+logger = logging.getLogger(__name__)
+
+_POSITION_OFFSET_TYPES = {"roberta", "xlm-roberta", "camembert", "mpnet", "data2vec-text", "xlm-roberta-xl"}
+_ST_ACTIVATIONS: dict[str, ActivationName] = {
+    "torch.nn.modules.activation.Sigmoid": "sigmoid",
+    "torch.nn.modules.linear.Identity": "identity",
+    "torch.nn.modules.activation.Softmax": "softmax",
+}
+
+
+@dataclass(slots=True)
+class Pipeline:
+    kind: ModelKind
+    supported_tasks: tuple[str, ...]
+    tokenizer: PreTrainedTokenizerBase
+    processor: InputProcessor
+    executor: ModelExecutor
+    pooler_config: PoolerConfig
+    max_model_len: int
+    embedding_dim: int | None
+    classify_activation: ActivationName
+    fingerprint: str
+
+
+def _max_model_len(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, requested: int | None) -> int:
+    cfg = spec.hf_config
+    hard = getattr(cfg, "max_position_embeddings", None)
+    if hard is not None and cfg.model_type in _POSITION_OFFSET_TYPES:
+        hard -= int(getattr(cfg, "pad_token_id", 1) or 1) + 1
+    soft = [x for x in (hard, spec.st_max_seq_length) if x]
+    if tokenizer.model_max_length and tokenizer.model_max_length < 1_000_000:
+        soft.append(int(tokenizer.model_max_length))
+    derived = min(soft) if soft else 512
+    if requested is None:
+        return derived
+    if hard is not None and requested > hard:
+        raise InvalidInputError(f"max_model_len={requested} exceeds the model's {hard} positions")
+    return requested
+
+
+def _classify_activation(spec: ModelSpec, pooler: PoolerConfig) -> ActivationName:
+    if pooler.activation is not None:
+        return pooler.activation
+    if spec.cross_encoder_activation in _ST_ACTIVATIONS:
+        return _ST_ACTIVATIONS[spec.cross_encoder_activation]
+    problem = getattr(spec.hf_config, "problem_type", None)
+    if spec.num_labels == 1 or problem == "multi_label_classification":
+        return "sigmoid"
+    if problem == "regression":
+        return "identity"
+    return "softmax"
+
+
+def fingerprint(spec: ModelSpec) -> str:
+    """Identity of the weights for caches: config plus the names and sizes of weight files."""
+    digest = hashlib.sha256(spec.hf_config.to_json_string().encode())
+    for path in sorted(Path(spec.path).rglob("*")):
+        if path.suffix in (".safetensors", ".bin", ".json") and path.is_file():
+            digest.update(f"{path.relative_to(spec.path)}:{path.stat().st_size}".encode())
+    return digest.hexdigest()[:16]
+
+
+def build_pipeline(
+    spec: ModelSpec,
+    pooler_override: PoolerConfig,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    max_model_len: int | None,
+    max_batch_tokens: int,
+    trust_remote_code: bool,
+    tokenizer_path: str | None = None,
+) -> Pipeline:
+    kind = detect_model_kind(spec)
+    pooler = pooler_override.merged_over(spec.pooler_defaults)
+    if pooler.pooling_type is None:
+        pooler = pooler.merged_over(PoolerConfig(pooling_type="LAST" if spec.is_decoder else "CLS"))
+    if kind is ModelKind.EMBEDDING and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):
+        raise ModelLoadError(f"pooling_type {pooler.pooling_type} cannot produce one embedding per text")
+    if pooler.normalize is None:
+        # sentence-transformers folders normalise only with a Normalize module; bare folders do.
+        pooler = pooler.merged_over(PoolerConfig(normalize=not spec.is_sentence_transformers))
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or spec.transformer_path, trust_remote_code=trust_remote_code)
+    model = load_transformer(spec, kind, dtype, device, trust_remote_code)
+    pad_id = tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    runner = ModelRunner(model, kind, pad_id, device)
+    max_len = _max_model_len(spec, tokenizer, max_model_len)
+    processor = InputProcessor(
+        tokenizer,
+        max_len,
+        PromptSettings(spec.prompts, spec.default_prompt_name),
+        colbert=spec.colbert,
+        uses_token_type_ids=runner._takes_token_types,
+    )
+    projection = load_projection(spec.dense, dtype, device)
+    poolers: dict[str, TaskPooler] = {}
+    embedding_dim: int | None = None
+    activation = _classify_activation(spec, pooler)
+    hidden = int(getattr(spec.hf_config, "hidden_size", 0) or 0)
+    if kind is ModelKind.EMBEDDING:
+        assert pooler.pooling_type is not None
+        embed = EmbeddingPooler(pooling_method(pooler.pooling_type), MatryoshkaHead(projection))
+        poolers["embed"] = poolers["score"] = embed
+        poolers["token_embed"] = TokenEmbeddingPooler(TokenEmbeddingHead(None))
+        embedding_dim = spec.dense[-1].out_features if spec.dense else hidden
+    elif kind is ModelKind.COLBERT:
+        poolers["token_embed"] = poolers["score"] = TokenEmbeddingPooler(
+            TokenEmbeddingHead(projection, processor.colbert_skiplist)
+        )
+        embedding_dim = spec.dense[-1].out_features if spec.dense else hidden
+    elif kind is ModelKind.SEQUENCE_CLASSIFIER:
+        poolers["classify"] = poolers["score"] = SequenceClassificationPooler(ClassifierHead(activation))
+        poolers["reward"] = SequenceClassificationPooler(ClassifierHead("identity"))
+    elif kind is ModelKind.TOKEN_CLASSIFIER:
+        poolers["token_classify"] = TokenClassificationPooler(TokenClassifierHead(pooler.activation or "softmax"))
+        poolers["reward"] = poolers["token_classify"]
+    executor = ModelExecutor(runner, poolers, TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len)))
+    logger.info("loaded %s (%s) on %s as %s, max_model_len=%d", spec.architecture, kind.value, device, dtype, max_len)
+    return Pipeline(
+        kind=kind,
+        supported_tasks=supported_tasks(kind, spec),
+        tokenizer=tokenizer,
+        processor=processor,
+        executor=executor,
+        pooler_config=pooler,
+        max_model_len=max_len,
+        embedding_dim=embedding_dim,
+        classify_activation=activation,
+        fingerprint=fingerprint(spec),
+    )

@@ -1,0 +1,326 @@
+"""The offline API: ``Engine.embed / classify / score / reward / encode``.
+
+Named and shaped like vLLM's ``LLM`` pooling methods. The engine only validates and shapes
+requests and results; tokenisation, batching, the forward pass and pooling live in the layers
+below it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from poolrag.config.model_spec import ModelSpec, load_model_spec
+from poolrag.config.pooler_config import PoolerConfig
+from poolrag.config.resolve import resolve_model_path
+from poolrag.core.model_setup import Pipeline, build_pipeline
+from poolrag.errors import DimensionsError, InputTypeError, InvalidInputError, UnsupportedTaskError
+from poolrag.loading.dtype import resolve_device, resolve_dtype
+from poolrag.outputs import (
+    ClassificationOutput,
+    EmbeddingOutput,
+    PoolingOutput,
+    PoolingRequestOutput,
+    ScoringOutput,
+)
+from poolrag.params import POOLING_TASKS, PoolingParams
+from poolrag.postprocess.entities import Entity, group_entities
+from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.scoring.similarity import cosine, maxsim
+from poolrag.tokenization.input_processor import PromptInput, check_text
+
+logger = logging.getLogger(__name__)
+
+Prompts = PromptInput | Sequence[PromptInput]
+
+
+def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
+    if isinstance(prompts, (str, dict)):
+        return [prompts]
+    if not isinstance(prompts, Sequence):
+        raise InputTypeError(f"{what} must be a string or a list of strings, not {type(prompts).__name__}")
+    items = list(prompts)
+    for item in items:
+        if not isinstance(item, (str, dict)):
+            raise InputTypeError(f"each of {what} must be a string, not {type(item).__name__}")
+    return items
+
+
+class Engine:
+    """Load a pooling model once and run any of its tasks.
+
+    Args:
+        model: hub id or local folder (sentence-transformers, PyLate/Stanford ColBERT or plain
+            transformers layout).
+        task: the primary task; checked against what the model supports (auto when omitted).
+        dtype: ``auto`` (bf16/fp16 on CUDA, fp32 on CPU), or an explicit dtype.
+        device: ``cuda``, ``cpu``, ... (auto when omitted).
+        max_model_len: token limit per input (defaults to the model's own).
+        pooler_config: overrides of the folder's pooling defaults (vLLM's keys).
+        hf_overrides: attributes set on the transformers config, e.g. ``{"is_matryoshka": True}``.
+        trust_remote_code: allow model folders that ship their own modeling code.
+        max_batch_tokens: padded-token budget of one forward pass.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        task: str | None = None,
+        dtype: str | torch.dtype = "auto",
+        device: str | torch.device | None = None,
+        max_model_len: int | None = None,
+        pooler_config: PoolerConfig | dict[str, Any] | None = None,
+        hf_overrides: dict[str, Any] | None = None,
+        trust_remote_code: bool = False,
+        max_batch_tokens: int = 16384,
+        revision: str | None = None,
+        tokenizer: str | None = None,
+    ) -> None:
+        self.model_name = str(model)
+        path = resolve_model_path(model, revision)
+        self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code)
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self._pipeline: Pipeline = build_pipeline(
+            self.spec,
+            PoolerConfig.from_value(pooler_config),
+            dtype=self.dtype,
+            device=self.device,
+            max_model_len=max_model_len,
+            max_batch_tokens=max_batch_tokens,
+            trust_remote_code=trust_remote_code,
+            tokenizer_path=tokenizer,
+        )
+        if task is not None and task not in self.supported_tasks:
+            raise UnsupportedTaskError(task, self.supported_tasks)
+        self.task: str = task or self.supported_tasks[0]
+
+    # -- what the model is ------------------------------------------------------------------------
+    @property
+    def supported_tasks(self) -> tuple[str, ...]:
+        return self._pipeline.supported_tasks
+
+    @property
+    def max_model_len(self) -> int:
+        return self._pipeline.max_model_len
+
+    @property
+    def embedding_dim(self) -> int | None:
+        """Size of ``embed`` (or ColBERT token) vectors before any Matryoshka truncation."""
+        return self._pipeline.embedding_dim
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._pipeline.tokenizer
+
+    @property
+    def id2label(self) -> dict[int, str]:
+        return self.spec.id2label
+
+    @property
+    def is_matryoshka(self) -> bool:
+        return self.spec.is_matryoshka
+
+    @property
+    def model_identity(self) -> str:
+        """Stable identity of name + weights, for content-addressed caches."""
+        return f"{self.model_name}@{self._pipeline.fingerprint}"
+
+    @property
+    def score_kind(self) -> str:
+        """How ``score`` works for this model: ``cross-encoder``, ``cosine`` or ``maxsim``."""
+        kind = self._pipeline.kind.value
+        return {"sequence_classifier": "cross-encoder", "colbert": "maxsim"}.get(kind, "cosine")
+
+    # -- parameter resolution -----------------------------------------------------------------------
+    def _check_task(self, task: str) -> None:
+        if task not in POOLING_TASKS:
+            raise InvalidInputError(f"unknown pooling task {task!r}; known: {', '.join(POOLING_TASKS)}")
+        if task not in self.supported_tasks:
+            raise UnsupportedTaskError(task, self.supported_tasks)
+
+    def _check_dimensions(self, dimensions: int | None, task: str) -> None:
+        if dimensions is None:
+            return
+        if task != "embed":
+            raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int):
+            raise DimensionsError("dimensions must be an integer")
+        full = self.embedding_dim or 0
+        if dimensions <= 0 or dimensions > full:
+            raise DimensionsError(f"dimensions must be between 1 and {full}, got {dimensions}")
+        if not self.spec.is_matryoshka:
+            raise DimensionsError(
+                "this model is not a Matryoshka model, so truncated vectors would be meaningless; "
+                'pass hf_overrides={"is_matryoshka": True} if it was trained for it'
+            )
+        allowed = self.spec.matryoshka_dimensions
+        if allowed is not None and dimensions not in allowed:
+            raise DimensionsError(f"dimensions must be one of {list(allowed)}, got {dimensions}")
+
+    def _resolve(self, task: str, params: PoolingParams | None) -> ResolvedParams:
+        self._check_task(task)
+        params = params or PoolingParams()
+        cfg = self._pipeline.pooler_config
+        dimensions = params.dimensions if params.dimensions is not None else (cfg.dimensions if task == "embed" else None)
+        self._check_dimensions(dimensions, task)
+        if task == "embed":
+            normalize = params.normalize if params.normalize is not None else bool(cfg.normalize)
+        else:
+            normalize = params.normalize if params.normalize is not None else True
+        default_activation = not (task == "reward" and self._pipeline.kind.value == "sequence_classifier")
+        use_activation = params.use_activation if params.use_activation is not None else (
+            cfg.use_activation if cfg.use_activation is not None else default_activation
+        )
+        step_tag_id = params.step_tag_id if params.step_tag_id is not None else cfg.step_tag_id
+        returned = params.returned_token_ids if params.returned_token_ids is not None else cfg.returned_token_ids
+        return ResolvedParams(
+            task=task,
+            dimensions=dimensions,
+            normalize=normalize,
+            use_activation=use_activation,
+            input_type=params.input_type,
+            step_tag_id=step_tag_id if task == "reward" else None,
+            returned_token_ids=returned if task in ("reward", "token_classify") else None,
+        )
+
+    def _requests(self, prompts: Prompts, task: str, params: PoolingParams | None) -> list[PoolingRequest]:
+        items = _as_list(prompts)
+        resolved = self._resolve(task, params)
+        p = params or PoolingParams()
+        return self._pipeline.processor.texts(items, resolved, p.truncate_prompt_tokens, p.prompt)
+
+    def _prompt_texts(self, prompts: Prompts) -> list[str | None]:
+        return [p if isinstance(p, str) else None for p in _as_list(prompts)]
+
+    # -- tasks ----------------------------------------------------------------------------------------
+    def encode(
+        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """Any task's raw pooled data (a vector, a per-token matrix, per-step rewards)."""
+        requests = self._requests(prompts, pooling_task, pooling_params)
+        results = self._pipeline.executor.execute(requests)
+        texts = self._prompt_texts(prompts)
+        return [
+            PoolingRequestOutput(str(i), PoolingOutput(data), list(req.token_ids), texts[i])
+            for i, (req, data) in enumerate(zip(requests, results, strict=True))
+        ]
+
+    def embed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        requests = self._requests(prompts, "embed", pooling_params)
+        results = self._pipeline.executor.execute(requests)
+        texts = self._prompt_texts(prompts)
+        return [
+            PoolingRequestOutput(str(i), EmbeddingOutput(vec), list(req.token_ids), texts[i])
+            for i, (req, vec) in enumerate(zip(requests, results, strict=True))
+        ]
+
+    def embed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
+        """All embeddings as one ``[N, D]`` float32 array, without per-item Python objects."""
+        requests = self._requests(prompts, "embed", pooling_params)
+        if not requests:
+            dims = (pooling_params.dimensions if pooling_params else None) or self.embedding_dim or 0
+            return np.zeros((0, dims), dtype=np.float32)
+        return np.stack(self._pipeline.executor.execute(requests))
+
+    def classify(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        requests = self._requests(prompts, "classify", pooling_params)
+        results = self._pipeline.executor.execute(requests)
+        texts = self._prompt_texts(prompts)
+        return [
+            PoolingRequestOutput(str(i), ClassificationOutput(probs), list(req.token_ids), texts[i])
+            for i, (req, probs) in enumerate(zip(requests, results, strict=True))
+        ]
+
+    def reward(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """One score per text for a sequence reward model; per-step scores for a process reward model."""
+        return self.encode(prompts, "reward", pooling_params)
+
+    def token_classify(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        return self.encode(prompts, "token_classify", pooling_params)
+
+    def extract_entities(self, texts: str | Sequence[str], min_score: float = 0.0) -> list[list[Entity]]:
+        """Named entities with character offsets, from a BIO token-classification model."""
+        items = [check_text(t) for t in ([texts] if isinstance(texts, str) else list(texts))]
+        if not items:
+            return []
+        self._check_task("token_classify")
+        limit = self.max_model_len
+        encoded = self.tokenizer(items, return_offsets_mapping=True, truncation=True, max_length=limit)
+        prompts = [{"prompt_token_ids": ids} for ids in encoded["input_ids"]]
+        outputs = self.token_classify(prompts)
+        return [
+            group_entities(text, offsets, out.outputs.data, self.id2label, min_score)
+            for text, offsets, out in zip(items, encoded["offset_mapping"], outputs, strict=True)
+        ]
+
+    def score(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        """Relevance of ``text_2`` items to ``text_1``: 1:1, 1:N (one query) or N:N (zipped pairs).
+
+        Cross-encoders read each pair jointly; embedding models use cosine; ColBERT models MaxSim.
+        """
+        firsts = [check_text(t, "text_1") for t in _as_list(text_1, "text_1")]
+        seconds = [check_text(t, "text_2") for t in _as_list(text_2, "text_2")]
+        if not firsts or not seconds:
+            if not firsts and not seconds:
+                return []
+            raise InvalidInputError("text_1 and text_2 must both be non-empty")
+        if len(firsts) == 1:
+            firsts = firsts * len(seconds)
+        elif len(firsts) != len(seconds):
+            raise InvalidInputError(
+                f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: use one query or equal-length lists"
+            )
+        params = pooling_params or PoolingParams()
+        truncate = params.truncate_prompt_tokens
+        kind = self.score_kind
+        if kind == "cross-encoder":
+            resolved = self._resolve("score", params)
+            if self.spec.num_labels != 1:
+                raise UnsupportedTaskError("score", self.supported_tasks)
+            requests = self._pipeline.processor.pairs(list(zip(firsts, seconds, strict=True)), resolved, truncate)
+            results = self._pipeline.executor.execute(requests)
+            return [
+                PoolingRequestOutput(str(i), ScoringOutput(float(r[0])), list(req.token_ids))
+                for i, (req, r) in enumerate(zip(requests, results, strict=True))
+            ]
+        task = "embed" if kind == "cosine" else "token_embed"
+        self._check_task("score")
+        processor = self._pipeline.processor
+        query_params = self._resolve(task, params.with_updates(input_type="query", dimensions=None))
+        doc_params = self._resolve(task, params.with_updates(input_type="document", dimensions=None))
+        q_requests = processor.texts(firsts, query_params, truncate, params.prompt)
+        d_requests = processor.texts(seconds, doc_params, truncate, None)
+        results = self._pipeline.executor.execute(q_requests + d_requests)
+        sim = cosine if kind == "cosine" else maxsim
+        n = len(q_requests)
+        return [
+            PoolingRequestOutput(
+                str(i),
+                ScoringOutput(sim(results[i], results[n + i])),
+                list(q_requests[i].token_ids) + list(d_requests[i].token_ids),
+            )
+            for i in range(n)
+        ]
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer(check_text(text), add_special_tokens=True)["input_ids"])

@@ -1,0 +1,51 @@
+"""Errors poolrag raises for bad requests and bad models.
+
+Every error a caller can cause derives from :class:`PoolragError` and ``ValueError`` (or
+``TypeError``), so front doors (the HTTP server, the adapters) can map them to a client error
+without catching unrelated bugs.
+"""
+
+from __future__ import annotations
+
+
+class PoolragError(Exception):
+    """Base class of every error poolrag raises on purpose."""
+
+
+class InvalidInputError(PoolragError, ValueError):
+    """The request is malformed: empty text, wrong dimensions, bad parameters."""
+
+
+class InputTypeError(PoolragError, TypeError):
+    """An input that is not text (or token ids) was passed where text was expected."""
+
+
+class UnsupportedTaskError(InvalidInputError):
+    """The model cannot run the requested pooling task."""
+
+    def __init__(self, task: str, supported: tuple[str, ...]) -> None:
+        super().__init__(
+            f"task {task!r} is not supported by this model; supported tasks: {', '.join(supported) or 'none'}"
+        )
+        self.task = task
+        self.supported = supported
+
+
+class InputTooLongError(InvalidInputError):
+    """An input exceeds the model's maximum length and truncation was not requested."""
+
+    def __init__(self, num_tokens: int, max_len: int) -> None:
+        super().__init__(
+            f"input has {num_tokens} tokens, more than the model's maximum of {max_len}; "
+            "shorten it or pass truncate_prompt_tokens to truncate"
+        )
+        self.num_tokens = num_tokens
+        self.max_len = max_len
+
+
+class DimensionsError(InvalidInputError):
+    """Matryoshka ``dimensions`` that the model does not support."""
+
+
+class ModelLoadError(PoolragError, RuntimeError):
+    """The model folder could not be understood or loaded."""

@@ -1,0 +1,79 @@
+"""Build the transformers module (and projection layers) a model kind needs."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+from transformers import (
+    AutoModel,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    PreTrainedModel,
+)
+
+from poolrag.config.model_kind import ModelKind
+from poolrag.config.model_spec import DenseSpec, ModelSpec
+from poolrag.errors import ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+_AUTO_CLASSES = {
+    ModelKind.EMBEDDING: AutoModel,
+    ModelKind.COLBERT: AutoModel,
+    ModelKind.SEQUENCE_CLASSIFIER: AutoModelForSequenceClassification,
+    ModelKind.TOKEN_CLASSIFIER: AutoModelForTokenClassification,
+}
+
+
+def load_transformer(
+    spec: ModelSpec, kind: ModelKind, dtype: torch.dtype, device: torch.device, trust_remote_code: bool
+) -> PreTrainedModel:
+    auto_class = _AUTO_CLASSES[kind]
+    try:
+        model = auto_class.from_pretrained(
+            spec.transformer_path,
+            config=spec.hf_config,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+        )
+    except ValueError as exc:
+        hint = "" if trust_remote_code else " (if the model ships its own code, pass trust_remote_code=True)"
+        raise ModelLoadError(f"cannot load {spec.architecture} from {spec.transformer_path}: {exc}{hint}") from exc
+    return model.to(device).eval()
+
+
+def _activation(path: str) -> nn.Module:
+    module_name, _, cls_name = path.rpartition(".")
+    if not module_name.startswith("torch.nn"):
+        raise ModelLoadError(f"projection activation {path!r} is not a torch.nn module")
+    return getattr(importlib.import_module(module_name), cls_name)()
+
+
+def load_projection(layers: list[DenseSpec], dtype: torch.dtype, device: torch.device) -> nn.Module | None:
+    """Stack the Dense / ColBERT linear layers into one module, or ``None`` when there are none."""
+    if not layers:
+        return None
+    modules: list[nn.Module] = []
+    for layer in layers:
+        linear = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias)
+        if layer.weights_file is None or not layer.weights_file.is_file():
+            raise ModelLoadError(f"projection weights missing in {layer.folder}")
+        if layer.weights_file.suffix == ".safetensors":
+            state = load_file(str(layer.weights_file))
+        else:
+            state = torch.load(layer.weights_file, map_location="cpu", weights_only=True)
+        prefix = layer.weight_key_prefix
+        weights = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        try:
+            linear.load_state_dict(weights)
+        except RuntimeError as exc:
+            raise ModelLoadError(f"projection weights in {layer.folder} do not fit: {exc}") from exc
+        modules.append(linear)
+        act = _activation(layer.activation)
+        if not isinstance(act, nn.Identity):
+            modules.append(act)
+    return nn.Sequential(*modules).to(device=device, dtype=dtype).eval()

@@ -1,0 +1,141 @@
+"""Heads: turn pooled rows into the numbers a task returns.
+
+Each head takes the requests of the batch so that per-request parameters (Matryoshka size,
+normalisation, activation) apply even when callers with different parameters share a batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from poolrag.request import PoolingRequest, ResolvedParams
+
+ActivationName = Literal["softmax", "sigmoid", "identity"]
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """One device-to-host copy, always float32."""
+    return t.detach().float().cpu().numpy()
+
+
+def activate(logits: torch.Tensor, activation: ActivationName) -> torch.Tensor:
+    logits = logits.float()
+    if activation == "softmax":
+        return torch.softmax(logits, dim=-1)
+    if activation == "sigmoid":
+        return torch.sigmoid(logits)
+    return logits
+
+
+def _groups(requests: Sequence[PoolingRequest]) -> dict[ResolvedParams, list[int]]:
+    groups: dict[ResolvedParams, list[int]] = defaultdict(list)
+    for i, req in enumerate(requests):
+        groups[req.params].append(i)
+    return groups
+
+
+class MatryoshkaHead(nn.Module):
+    """Optional projection, then truncate to ``dimensions``, then L2-normalise (in that order,
+    so a truncated vector is still a unit vector)."""
+
+    def __init__(self, projection: nn.Module | None = None) -> None:
+        super().__init__()
+        self.projection = projection
+
+    def forward(self, pooled: torch.Tensor, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        vectors = self.projection(pooled) if self.projection is not None else pooled
+        vectors = vectors.float()
+        groups = _groups(requests)
+        if len(groups) == 1:
+            params = requests[0].params
+            host = to_numpy(self._finish(vectors, params))
+            return list(host)
+        results: list[np.ndarray] = [np.empty(0, np.float32)] * len(requests)
+        for params, rows in groups.items():
+            host = to_numpy(self._finish(vectors[rows], params))
+            for row, i in enumerate(rows):
+                results[i] = host[row]
+        return results
+
+    @staticmethod
+    def _finish(vectors: torch.Tensor, params: ResolvedParams) -> torch.Tensor:
+        if params.dimensions is not None:
+            vectors = vectors[:, : params.dimensions]
+        if params.normalize:
+            vectors = F.normalize(vectors, p=2, dim=-1)
+        return vectors
+
+
+class TokenEmbeddingHead(nn.Module):
+    """ColBERT-style per-token vectors: project every row, drop skiplist tokens of documents,
+    normalise each token vector."""
+
+    def __init__(self, projection: nn.Module | None, skiplist: frozenset[int] = frozenset()) -> None:
+        super().__init__()
+        self.projection = projection
+        self.skiplist = torch.tensor(sorted(skiplist), dtype=torch.long) if skiplist else None
+
+    def forward(
+        self, states: torch.Tensor, token_ids: torch.Tensor, lengths: list[int], requests: Sequence[PoolingRequest]
+    ) -> list[np.ndarray]:
+        vectors = self.projection(states) if self.projection is not None else states
+        vectors = vectors.float()
+        if any(r.params.normalize for r in requests):
+            normed = F.normalize(vectors, p=2, dim=-1)
+        host = to_numpy(vectors)
+        host_normed = to_numpy(normed) if any(r.params.normalize for r in requests) else host
+        keep = np.ones(len(host), dtype=bool)
+        if self.skiplist is not None:
+            skip = torch.isin(token_ids, self.skiplist.to(token_ids.device)).cpu().numpy()
+            keep = ~skip
+        out: list[np.ndarray] = []
+        start = 0
+        for n, req in zip(lengths, requests, strict=True):
+            rows = slice(start, start + n)
+            data = host_normed[rows] if req.params.normalize else host[rows]
+            if req.params.input_type != "query" and self.skiplist is not None:
+                data = data[keep[rows]]
+            out.append(data)
+            start += n
+        return out
+
+
+class ClassifierHead:
+    """Sequence logits → probabilities (or logits when ``use_activation`` is off)."""
+
+    def __init__(self, activation: ActivationName) -> None:
+        self.activation = activation
+
+    def __call__(self, logits: torch.Tensor, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        probs = to_numpy(activate(logits, self.activation))
+        raw = to_numpy(logits) if any(not r.params.use_activation for r in requests) else probs
+        return [probs[i] if r.params.use_activation else raw[i] for i, r in enumerate(requests)]
+
+
+class TokenClassifierHead:
+    """Per-token logits → per-token probabilities; STEP selection and column choice for PRMs."""
+
+    def __init__(self, activation: ActivationName) -> None:
+        self.activation = activation
+
+    def __call__(
+        self, logits: torch.Tensor, token_ids: torch.Tensor, lengths: list[int], requests: Sequence[PoolingRequest]
+    ) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for rows, ids, req in zip(
+            torch.split(logits, lengths), torch.split(token_ids, lengths), requests, strict=True
+        ):
+            params = req.params
+            if params.task == "reward" and params.step_tag_id is not None:
+                rows = rows[ids == params.step_tag_id]
+            if params.returned_token_ids:
+                rows = rows[:, list(params.returned_token_ids)]
+            out.append(to_numpy(activate(rows, self.activation) if params.use_activation else rows))
+        return out

@@ -1,0 +1,56 @@
+"""Pooling methods: choose or combine the rows of each packed sequence.
+
+They work on :class:`PackedStates`, so left or right padding upstream makes no difference.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+from poolrag.config.pooler_config import PoolingType
+from poolrag.runner.forward_output import PackedStates
+
+
+class PoolingMethod(ABC):
+    @abstractmethod
+    def __call__(self, packed: PackedStates) -> torch.Tensor:
+        """One row per sequence: ``[B, H]``."""
+
+
+class CLSPool(PoolingMethod):
+    """First token ([CLS] / <s>): what BERT-style embedders were trained with."""
+
+    def __call__(self, packed: PackedStates) -> torch.Tensor:
+        return packed.states[packed.offsets]
+
+
+class LastPool(PoolingMethod):
+    """Last real token: the only one a causal decoder has let see the whole text."""
+
+    def __call__(self, packed: PackedStates) -> torch.Tensor:
+        return packed.states[packed.offsets + packed.lengths - 1]
+
+
+class MeanPool(PoolingMethod):
+    """Average over the tokens of each sequence, accumulated in fp32 like sentence-transformers."""
+
+    def __call__(self, packed: PackedStates) -> torch.Tensor:
+        lengths = packed.lengths
+        segment = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
+        sums = torch.zeros((len(lengths), packed.states.shape[-1]), dtype=torch.float32, device=lengths.device)
+        sums.index_add_(0, segment, packed.states.float())
+        return (sums / lengths[:, None].clamp(min=1).float()).to(packed.states.dtype)
+
+
+def pooling_method(kind: PoolingType) -> PoolingMethod:
+    table: dict[str, type[PoolingMethod]] = {"CLS": CLSPool, "LAST": LastPool, "MEAN": MeanPool}
+    return table[kind]()
+
+
+def step_rows(tokens: torch.Tensor, token_ids: torch.Tensor, step_tag_id: int | None) -> torch.Tensor:
+    """STEP pooling for one sequence: the rows at ``step_tag_id`` positions (all rows if unset)."""
+    if step_tag_id is None:
+        return tokens
+    return tokens[token_ids == step_tag_id]

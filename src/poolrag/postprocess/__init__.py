@@ -1,0 +1,1 @@
+"""Turning raw task outputs into what an application wants (entities, rankings)."""

@@ -1,0 +1,68 @@
+"""Group per-token BIO tags into entities with character offsets (what a NER user wants)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    label: str
+    text: str
+    start: int  # character offsets into the original text, end exclusive
+    end: int
+    score: float  # mean probability of the tokens' winning tags
+
+
+def _split_tag(tag: str) -> tuple[str, str]:
+    if len(tag) > 2 and tag[1] in "-_" and tag[0] in "BIES":
+        return tag[0], tag[2:]
+    return ("O", "") if tag == "O" else ("B", tag)
+
+
+def group_entities(
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    probs: np.ndarray,
+    id2label: Mapping[int, str],
+    min_score: float = 0.0,
+) -> list[Entity]:
+    """Merge B-/I- tagged tokens into spans.
+
+    ``offsets`` are the tokenizer's (start, end) per token, with (0, 0) for special tokens, which
+    are skipped. A new entity starts at a B- tag, at a label change, or at an I- tag that follows O
+    (lenient decoding, as Hugging Face's "simple" aggregation does).
+    """
+    entities: list[Entity] = []
+    current: tuple[str, int, int, list[float]] | None = None
+
+    def close() -> None:
+        nonlocal current
+        if current is not None:
+            label, start, end, scores = current
+            score = float(np.mean(scores))
+            if score >= min_score:
+                entities.append(Entity(label, text[start:end], start, end, score))
+            current = None
+
+    best = probs.argmax(axis=-1)
+    for (start, end), tag_id, row in zip(offsets, best, probs, strict=True):
+        if start == end:
+            continue
+        prefix, label = _split_tag(id2label[int(tag_id)])
+        score = float(row[tag_id])
+        if prefix == "O":
+            close()
+        elif current is not None and prefix in ("I", "E") and label == current[0]:
+            current = (label, current[1], end, [*current[3], score])
+        elif current is not None and prefix == "B" and label == current[0] and start == current[2]:
+            # a word piece tagged B- right after the previous piece continues the same word
+            current = (label, current[1], end, [*current[3], score])
+        else:
+            close()
+            current = (label, start, end, [score])
+    close()
+    return entities

@@ -1,0 +1,1 @@
+"""The forward pass: token ids in, hidden states or logits out."""

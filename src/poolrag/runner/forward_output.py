@@ -1,0 +1,35 @@
+"""What a forward pass hands to the poolers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(slots=True)
+class PackedStates:
+    """Per-token rows of every sequence, padding removed, concatenated in batch order.
+
+    Packed form makes pooling independent of padding side: sequence ``i`` owns rows
+    ``offsets[i] : offsets[i] + lengths[i]``.
+    """
+
+    states: torch.Tensor  # [total_tokens, H]
+    lengths: torch.Tensor  # [B] int64, on the states' device
+    token_ids: torch.Tensor  # [total_tokens] int64
+
+    @property
+    def offsets(self) -> torch.Tensor:
+        return torch.cumsum(self.lengths, 0) - self.lengths
+
+    def split(self) -> list[torch.Tensor]:
+        return list(torch.split(self.states, self.lengths.tolist()))
+
+
+@dataclass(slots=True)
+class ForwardOutput:
+    """Either per-token rows (hidden states or token logits) or one row per sequence (logits)."""
+
+    tokens: PackedStates | None = None
+    sequences: torch.Tensor | None = None  # [B, num_labels]

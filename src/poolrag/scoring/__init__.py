@@ -1,0 +1,1 @@
+"""Similarity functions for bi-encoder and late-interaction scoring."""

@@ -1,0 +1,1 @@
+"""Text to token ids: prompts, pairs, truncation and ColBERT markers."""

@@ -1,0 +1,237 @@
+"""Turn user inputs into :class:`PoolingRequest` objects.
+
+All tokenisation happens here, in one batched call to the fast (Rust) tokenizer per request list,
+so the model layers below only ever see token ids.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from poolrag.config.model_spec import ColbertSpec
+from poolrag.errors import InputTooLongError, InputTypeError, InvalidInputError, ModelLoadError
+from poolrag.request import PoolingRequest, ResolvedParams
+
+logger = logging.getLogger(__name__)
+
+TokensPrompt = dict[str, Any]  # {"prompt_token_ids": [...]} as in vLLM
+PromptInput = str | TokensPrompt
+
+_DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
+
+
+@dataclass(slots=True)
+class PromptSettings:
+    """The model folder's instruction prompts (sentence-transformers ``prompts``)."""
+
+    prompts: dict[str, str]
+    default_prompt_name: str | None = None
+
+    def prefix_for(self, input_type: str | None, explicit: str | None) -> str:
+        if explicit is not None:
+            return explicit
+        if input_type == "query" and "query" in self.prompts:
+            return self.prompts["query"]
+        if input_type == "document":
+            for name in _DOCUMENT_PROMPT_NAMES:
+                if name in self.prompts:
+                    return self.prompts[name]
+            return ""
+        if input_type is None and self.default_prompt_name:
+            return self.prompts.get(self.default_prompt_name, "")
+        return ""
+
+
+def check_text(value: object, what: str = "input") -> str:
+    if not isinstance(value, str):
+        raise InputTypeError(f"{what} must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{what} is empty")
+    return value
+
+
+class InputProcessor:
+    """Tokenises single texts, text pairs and ColBERT queries/documents for one model."""
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        max_len: int,
+        prompts: PromptSettings,
+        colbert: ColbertSpec | None = None,
+        uses_token_type_ids: bool = True,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.max_len = max_len
+        self.prompts = prompts
+        self.colbert = colbert
+        self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
+        self._colbert_ids = self._colbert_token_ids(colbert) if colbert else None
+
+    # -- limits ---------------------------------------------------------------------------------
+    def _limit(self, truncate: int | None) -> int | None:
+        """Token limit to truncate to, or ``None`` when over-long input must be an error."""
+        if truncate is None:
+            return None
+        return self.max_len if truncate == -1 else min(truncate, self.max_len)
+
+    def _check_length(self, ids: Sequence[int]) -> None:
+        if len(ids) > self.max_len:
+            raise InputTooLongError(len(ids), self.max_len)
+
+    # -- single texts -------------------------------------------------------------------------
+    def texts(
+        self, prompts: Sequence[PromptInput], params: ResolvedParams, truncate: int | None, prompt: str | None
+    ) -> list[PoolingRequest]:
+        if self.colbert is not None and params.task in ("token_embed", "score"):
+            return self._colbert(prompts, params)
+        prefix = self.prompts.prefix_for(params.input_type, prompt)
+        limit = self._limit(truncate)
+        requests: list[PoolingRequest | None] = [None] * len(prompts)
+        text_positions: list[int] = []
+        texts: list[str] = []
+        for i, item in enumerate(prompts):
+            if isinstance(item, dict):
+                requests[i] = self._from_token_ids(item, params, limit)
+            else:
+                texts.append(prefix + check_text(item))
+                text_positions.append(i)
+        if texts:
+            encoded = self.tokenizer(
+                texts,
+                add_special_tokens=True,
+                truncation=limit is not None,
+                max_length=limit,
+                return_token_type_ids=self.uses_token_type_ids,
+                return_attention_mask=False,
+            )
+            type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
+            for j, pos in enumerate(text_positions):
+                ids = encoded["input_ids"][j]
+                self._check_length(ids)
+                requests[pos] = PoolingRequest(
+                    token_ids=tuple(ids),
+                    params=params,
+                    token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
+                )
+        return requests  # type: ignore[return-value]
+
+    def _from_token_ids(self, item: TokensPrompt, params: ResolvedParams, limit: int | None) -> PoolingRequest:
+        ids = item.get("prompt_token_ids")
+        if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            raise InputTypeError("prompt_token_ids must be a list of integers")
+        if not ids:
+            raise InvalidInputError("prompt_token_ids is empty")
+        vocab = len(self.tokenizer)
+        if any(t < 0 or t >= vocab for t in ids):
+            raise InvalidInputError(f"token ids must be in [0, {vocab})")
+        if limit is not None:
+            ids = ids[:limit]
+        self._check_length(ids)
+        return PoolingRequest(token_ids=tuple(ids), params=params)
+
+    # -- pairs (cross-encoders) -----------------------------------------------------------------
+    def pairs(
+        self, pairs: Sequence[tuple[str, str]], params: ResolvedParams, truncate: int | None
+    ) -> list[PoolingRequest]:
+        if not pairs:
+            return []
+        firsts = [check_text(a, "text_1") for a, _ in pairs]
+        seconds = [check_text(b, "text_2") for _, b in pairs]
+        limit = self._limit(truncate)
+        encoded = self.tokenizer(
+            firsts,
+            seconds,
+            add_special_tokens=True,
+            truncation="longest_first" if limit is not None else False,
+            max_length=limit,
+            return_token_type_ids=self.uses_token_type_ids,
+            return_attention_mask=False,
+        )
+        type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
+        out = []
+        for j, ids in enumerate(encoded["input_ids"]):
+            self._check_length(ids)
+            out.append(
+                PoolingRequest(
+                    token_ids=tuple(ids),
+                    params=params,
+                    token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
+                )
+            )
+        return out
+
+    # -- ColBERT ----------------------------------------------------------------------------------
+    def _colbert_token_ids(self, spec: ColbertSpec) -> dict[str, Any]:
+        tok = self.tokenizer
+
+        def marker(text: str | None) -> int | None:
+            if not text:
+                return None
+            token_id = tok.convert_tokens_to_ids(text)
+            if token_id is None or token_id == tok.unk_token_id:
+                raise ModelLoadError(f"ColBERT marker {text!r} is not a token of this tokenizer")
+            return int(token_id)
+
+        expansion = tok.mask_token_id if tok.mask_token_id is not None else tok.eos_token_id
+        skip = {tok.convert_tokens_to_ids(w) for w in spec.skiplist_words}
+        skip.discard(tok.unk_token_id)
+        return {
+            "query": marker(spec.query_prefix),
+            "document": marker(spec.document_prefix),
+            "expansion": expansion,
+            "skiplist": frozenset(int(s) for s in skip if s is not None),
+        }
+
+    @property
+    def colbert_skiplist(self) -> frozenset[int]:
+        return self._colbert_ids["skiplist"] if self._colbert_ids else frozenset()
+
+    def _colbert(self, prompts: Sequence[PromptInput], params: ResolvedParams) -> list[PoolingRequest]:
+        """Queries: marker after [CLS], padded with [MASK] to ``query_length`` (expansion tokens
+        produce vectors but are not attended to unless configured). Documents: marker, truncated to
+        ``document_length``; punctuation is dropped later, at pooling."""
+        spec = self.colbert
+        ids_cfg = self._colbert_ids
+        assert spec is not None and ids_cfg is not None
+        is_query = params.input_type == "query"
+        marker = ids_cfg["query" if is_query else "document"]
+        length = spec.query_length if is_query else spec.document_length
+        budget = length - 1 if marker is not None else length
+        texts = [check_text(p) if not isinstance(p, dict) else None for p in prompts]
+        if any(t is None for t in texts):
+            raise InputTypeError("ColBERT inputs must be text")
+        encoded = self.tokenizer(
+            texts,
+            add_special_tokens=True,
+            truncation=True,
+            max_length=budget,
+            return_token_type_ids=False,
+            return_attention_mask=False,
+        )
+        out = []
+        for ids in encoded["input_ids"]:
+            ids = list(ids)
+            attention = None
+            if is_query and spec.do_query_expansion:
+                real = len(ids)
+                ids = ids + [ids_cfg["expansion"]] * (budget - real)
+                if not spec.attend_to_expansion_tokens:
+                    attention = [1] * real + [0] * (budget - real)
+            if marker is not None:
+                ids.insert(1, marker)
+                if attention is not None:
+                    attention.insert(1, 1)
+            out.append(
+                PoolingRequest(
+                    token_ids=tuple(ids),
+                    params=params,
+                    attention=tuple(attention) if attention is not None else None,
+                )
+            )
+        return out
