@@ -168,18 +168,26 @@ class Engine:
         self._check_task(task)
         params = params or PoolingParams()
         cfg = self._pipeline.pooler_config
-        dimensions = params.dimensions if params.dimensions is not None else (cfg.dimensions if task == "embed" else None)
+        dimensions = (
+            params.dimensions
+            if params.dimensions is not None
+            else (cfg.dimensions if task == "embed" else None)
+        )
         self._check_dimensions(dimensions, task)
         if task == "embed":
             normalize = params.normalize if params.normalize is not None else bool(cfg.normalize)
         else:
             normalize = params.normalize if params.normalize is not None else True
         default_activation = not (task == "reward" and self._pipeline.kind.value == "sequence_classifier")
-        use_activation = params.use_activation if params.use_activation is not None else (
-            cfg.use_activation if cfg.use_activation is not None else default_activation
+        use_activation = (
+            params.use_activation
+            if params.use_activation is not None
+            else (cfg.use_activation if cfg.use_activation is not None else default_activation)
         )
         step_tag_id = params.step_tag_id if params.step_tag_id is not None else cfg.step_tag_id
-        returned = params.returned_token_ids if params.returned_token_ids is not None else cfg.returned_token_ids
+        returned = (
+            params.returned_token_ids if params.returned_token_ids is not None else cfg.returned_token_ids
+        )
         return ResolvedParams(
             task=task,
             dimensions=dimensions,
@@ -297,7 +305,9 @@ class Engine:
             resolved = self._resolve("score", params)
             if self.spec.num_labels != 1:
                 raise UnsupportedTaskError("score", self.supported_tasks)
-            requests = self._pipeline.processor.pairs(list(zip(firsts, seconds, strict=True)), resolved, truncate)
+            requests = self._pipeline.processor.pairs(
+                list(zip(firsts, seconds, strict=True)), resolved, truncate
+            )
             results = self._pipeline.executor.execute(requests)
             return [
                 PoolingRequestOutput(str(i), ScoringOutput(float(r[0])), list(req.token_ids))

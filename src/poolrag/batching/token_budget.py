@@ -30,7 +30,9 @@ class TokenBudgetBatcher:
         for i in order:
             n = lengths[i]
             width = max(longest, n)
-            if current and (width * (len(current) + 1) > self.max_batch_tokens or len(current) >= self.max_batch_size):
+            if current and (
+                width * (len(current) + 1) > self.max_batch_tokens or len(current) >= self.max_batch_size
+            ):
                 batches.append(current)
                 current, width = [], n
             current.append(i)

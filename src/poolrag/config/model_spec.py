@@ -25,7 +25,11 @@ _ST_POOLING_MODES: dict[str, PoolingType] = {
     "pooling_mode_mean_tokens": "MEAN",
     "pooling_mode_lasttoken": "LAST",
 }
-_ST_UNSUPPORTED_MODES = ("pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens")
+_ST_UNSUPPORTED_MODES = (
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +77,10 @@ class ModelSpec:
     @property
     def is_decoder(self) -> bool:
         cfg = self.hf_config
-        return bool(getattr(cfg, "is_decoder", False)) or self.architecture.endswith("ForCausalLM") or (
-            cfg.model_type in _DECODER_MODEL_TYPES
+        return (
+            bool(getattr(cfg, "is_decoder", False))
+            or self.architecture.endswith("ForCausalLM")
+            or (cfg.model_type in _DECODER_MODEL_TYPES)
         )
 
     @property
@@ -97,7 +103,17 @@ class ModelSpec:
 
 
 _DECODER_MODEL_TYPES = {
-    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "phi3", "qwen2_moe",
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "gpt2",
+    "phi3",
+    "qwen2_moe",
 }
 
 
@@ -236,7 +252,7 @@ def _stanford_colbert(path: Path, hf_config: PretrainedConfig) -> tuple[ColbertS
     from safetensors import safe_open
 
     with safe_open(str(weights), framework="pt") as handle:
-        if "linear.weight" not in handle.keys():
+        if "linear.weight" not in handle:
             raise ModelLoadError(f"{path}: HF_ColBERT checkpoint has no linear.weight projection")
         out_features, in_features = handle.get_slice("linear.weight").get_shape()
     spec = ColbertSpec(

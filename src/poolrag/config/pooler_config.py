@@ -49,7 +49,9 @@ class PoolerConfig:
         """Fields set here win; unset ones come from ``defaults``."""
         return PoolerConfig(
             **{
-                f.name: getattr(self, f.name) if getattr(self, f.name) is not None else getattr(defaults, f.name)
+                f.name: getattr(self, f.name)
+                if getattr(self, f.name) is not None
+                else getattr(defaults, f.name)
                 for f in fields(PoolerConfig)
             }
         )

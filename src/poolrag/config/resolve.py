@@ -26,9 +26,20 @@ def resolve_model_path(model: str | os.PathLike[str], revision: str | None = Non
         local = snapshot_download(
             model_id,
             revision=revision,
-            allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.py", "*.jinja", "*/*", "*.metadata"],
+            allow_patterns=[
+                "*.json",
+                "*.safetensors",
+                "*.txt",
+                "*.model",
+                "*.py",
+                "*.jinja",
+                "*/*",
+                "*.metadata",
+            ],
         )
     except Exception as exc:  # the hub client raises many types; all mean "cannot get it"
-        raise ModelLoadError(f"cannot load model {model_id!r}: not a local folder and not fetchable ({exc})") from exc
+        raise ModelLoadError(
+            f"cannot load model {model_id!r}: not a local folder and not fetchable ({exc})"
+        ) from exc
     logger.info("resolved %s to %s", model_id, local)
     return Path(local)

@@ -22,7 +22,9 @@ logger = logging.getLogger(__name__)
 
 
 class ModelExecutor:
-    def __init__(self, runner: ModelRunner, poolers: Mapping[str, TaskPooler], batcher: TokenBudgetBatcher) -> None:
+    def __init__(
+        self, runner: ModelRunner, poolers: Mapping[str, TaskPooler], batcher: TokenBudgetBatcher
+    ) -> None:
         self.runner = runner
         self.poolers = dict(poolers)
         self.batcher = batcher

@@ -21,7 +21,13 @@ from poolrag.config.pooler_config import PoolerConfig
 from poolrag.core.executor import ModelExecutor
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.model_loader import load_projection, load_transformer
-from poolrag.pooling.heads import ActivationName, ClassifierHead, MatryoshkaHead, TokenClassifierHead, TokenEmbeddingHead
+from poolrag.pooling.heads import (
+    ActivationName,
+    ClassifierHead,
+    MatryoshkaHead,
+    TokenClassifierHead,
+    TokenEmbeddingHead,
+)
 from poolrag.pooling.methods import pooling_method
 from poolrag.pooling.task_poolers import (
     EmbeddingPooler,
@@ -116,7 +122,9 @@ def build_pipeline(
         # sentence-transformers folders normalise only with a Normalize module; bare folders do.
         pooler = pooler.merged_over(PoolerConfig(normalize=not spec.is_sentence_transformers))
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or spec.transformer_path, trust_remote_code=trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(
+        tokenizer_path or spec.transformer_path, trust_remote_code=trust_remote_code
+    )
     model = load_transformer(spec, kind, dtype, device, trust_remote_code)
     pad_id = tokenizer.pad_token_id
     if pad_id is None:
@@ -150,10 +158,16 @@ def build_pipeline(
         poolers["classify"] = poolers["score"] = SequenceClassificationPooler(ClassifierHead(activation))
         poolers["reward"] = SequenceClassificationPooler(ClassifierHead("identity"))
     elif kind is ModelKind.TOKEN_CLASSIFIER:
-        poolers["token_classify"] = TokenClassificationPooler(TokenClassifierHead(pooler.activation or "softmax"))
+        poolers["token_classify"] = TokenClassificationPooler(
+            TokenClassifierHead(pooler.activation or "softmax")
+        )
         poolers["reward"] = poolers["token_classify"]
-    executor = ModelExecutor(runner, poolers, TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len)))
-    logger.info("loaded %s (%s) on %s as %s, max_model_len=%d", spec.architecture, kind.value, device, dtype, max_len)
+    executor = ModelExecutor(
+        runner, poolers, TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len))
+    )
+    logger.info(
+        "loaded %s (%s) on %s as %s, max_model_len=%d", spec.architecture, kind.value, device, dtype, max_len
+    )
     return Pipeline(
         kind=kind,
         supported_tasks=supported_tasks(kind, spec),

@@ -42,7 +42,9 @@ def load_transformer(
         )
     except ValueError as exc:
         hint = "" if trust_remote_code else " (if the model ships its own code, pass trust_remote_code=True)"
-        raise ModelLoadError(f"cannot load {spec.architecture} from {spec.transformer_path}: {exc}{hint}") from exc
+        raise ModelLoadError(
+            f"cannot load {spec.architecture} from {spec.transformer_path}: {exc}{hint}"
+        ) from exc
     return model.to(device).eval()
 
 
@@ -67,7 +69,7 @@ def load_projection(layers: list[DenseSpec], dtype: torch.dtype, device: torch.d
         else:
             state = torch.load(layer.weights_file, map_location="cpu", weights_only=True)
         prefix = layer.weight_key_prefix
-        weights = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        weights = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
         try:
             linear.load_state_dict(weights)
         except RuntimeError as exc:

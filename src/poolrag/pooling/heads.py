@@ -83,7 +83,11 @@ class TokenEmbeddingHead(nn.Module):
         self.skiplist = torch.tensor(sorted(skiplist), dtype=torch.long) if skiplist else None
 
     def forward(
-        self, states: torch.Tensor, token_ids: torch.Tensor, lengths: list[int], requests: Sequence[PoolingRequest]
+        self,
+        states: torch.Tensor,
+        token_ids: torch.Tensor,
+        lengths: list[int],
+        requests: Sequence[PoolingRequest],
     ) -> list[np.ndarray]:
         vectors = self.projection(states) if self.projection is not None else states
         vectors = vectors.float()
@@ -126,7 +130,11 @@ class TokenClassifierHead:
         self.activation = activation
 
     def __call__(
-        self, logits: torch.Tensor, token_ids: torch.Tensor, lengths: list[int], requests: Sequence[PoolingRequest]
+        self,
+        logits: torch.Tensor,
+        token_ids: torch.Tensor,
+        lengths: list[int],
+        requests: Sequence[PoolingRequest],
     ) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         for rows, ids, req in zip(

@@ -39,7 +39,9 @@ class MeanPool(PoolingMethod):
     def __call__(self, packed: PackedStates) -> torch.Tensor:
         lengths = packed.lengths
         segment = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
-        sums = torch.zeros((len(lengths), packed.states.shape[-1]), dtype=torch.float32, device=lengths.device)
+        sums = torch.zeros(
+            (len(lengths), packed.states.shape[-1]), dtype=torch.float32, device=lengths.device
+        )
         sums.index_add_(0, segment, packed.states.float())
         return (sums / lengths[:, None].clamp(min=1).float()).to(packed.states.dtype)
 

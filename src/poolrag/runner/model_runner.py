@@ -18,7 +18,9 @@ from poolrag.runner.forward_output import ForwardOutput, PackedStates
 
 
 class ModelRunner:
-    def __init__(self, model: PreTrainedModel, kind: ModelKind, pad_token_id: int, device: torch.device) -> None:
+    def __init__(
+        self, model: PreTrainedModel, kind: ModelKind, pad_token_id: int, device: torch.device
+    ) -> None:
         self.model = model
         self.kind = kind
         self.pad_token_id = pad_token_id

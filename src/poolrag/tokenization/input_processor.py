@@ -121,9 +121,13 @@ class InputProcessor:
                 )
         return requests  # type: ignore[return-value]
 
-    def _from_token_ids(self, item: TokensPrompt, params: ResolvedParams, limit: int | None) -> PoolingRequest:
+    def _from_token_ids(
+        self, item: TokensPrompt, params: ResolvedParams, limit: int | None
+    ) -> PoolingRequest:
         ids = item.get("prompt_token_ids")
-        if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        if not isinstance(ids, (list, tuple)) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in ids
+        ):
             raise InputTypeError("prompt_token_ids must be a list of integers")
         if not ids:
             raise InvalidInputError("prompt_token_ids is empty")
