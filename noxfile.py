@@ -1,0 +1,37 @@
+"""Test sessions. `nox` runs them all; each gets its own virtualenv because some integration
+packages cannot share one (llama-index's Milvus store breaks with the pymilvus 3 that
+langchain-milvus needs)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "tests", "llamaindex"]
+nox.options.default_venv_backend = "venv"
+nox.options.error_on_missing_interpreters = True
+
+# torch==2.13.0 resolves to the local CPU wheel here; never let a dependency pull a CUDA build.
+CPU_TORCH = ("-c", "constraints-cpu.txt")
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    session.install("ruff==0.17.5")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """Engine, server, ingestion, stores and the LangChain adapters."""
+    session.install(*CPU_TORCH, "-e", ".[test,server,milvus,qdrant,qdrant-edge,langchain,langchain-test]")
+    session.run("python", "scripts/build_test_assets.py")
+    session.run("pytest", "tests", "--ignore=tests/integrations/llamaindex", *session.posargs)
+
+
+@nox.session(python="3.11")
+def llamaindex(session: nox.Session) -> None:
+    """The LlamaIndex adapters, in an environment of their own."""
+    session.install(*CPU_TORCH, "-e", ".[test,server,qdrant,llamaindex,llamaindex-test]")
+    session.run("python", "scripts/build_test_assets.py")
+    session.run("pytest", "tests/integrations/llamaindex", *session.posargs)

