@@ -1,0 +1,75 @@
+"""`classify`, `score` (cross-encoder) and `token_classify` equal transformers / CrossEncoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from conftest import SENTENCES
+from sentence_transformers import CrossEncoder
+from tiny_models import ENCODER_ARCHS
+
+from poolrag import Engine, PoolingParams
+
+
+def _reference_logits(folder, auto_class, texts, pairs=None) -> list[np.ndarray]:
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = auto_class.from_pretrained(folder).eval()
+    out = []
+    with torch.no_grad():
+        for i, text in enumerate(texts):  # unpadded, one at a time: the ground truth
+            enc = tokenizer(text, pairs[i], return_tensors="pt") if pairs else tokenizer(text, return_tensors="pt")
+            enc = {k: v for k, v in enc.items() if k != "token_type_ids" or "token_type_ids" in tokenizer.model_input_names}
+            out.append(model(**enc).logits[0].numpy())
+    return out
+
+
+@pytest.mark.parametrize("arch", ENCODER_ARCHS)
+def test_sequence_classification_matches_transformers(tiny_model, arch: str) -> None:
+    folder = tiny_model(arch, head="sequence", num_labels=3)
+    engine = Engine(folder)
+    assert engine.supported_tasks == ("classify",)
+    logits = _reference_logits(folder, transformers.AutoModelForSequenceClassification, SENTENCES)
+    probs = [out.outputs.probs for out in engine.classify(SENTENCES)]
+    for ours, ref in zip(probs, logits, strict=True):
+        np.testing.assert_allclose(ours, torch.softmax(torch.from_numpy(ref), -1).numpy(), atol=1e-5)
+        assert ours.sum() == pytest.approx(1.0, abs=1e-5)
+    raw = engine.classify(SENTENCES, PoolingParams(use_activation=False))
+    for ours, ref in zip(raw, logits, strict=True):
+        np.testing.assert_allclose(ours.outputs.probs, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ENCODER_ARCHS)
+def test_cross_encoder_score_matches_crossencoder_predict(tiny_model, arch: str) -> None:
+    folder = tiny_model(arch, head="sequence", num_labels=1)
+    engine = Engine(folder)
+    assert set(engine.supported_tasks) == {"classify", "score", "reward"}
+    query, docs = "what do pooling models do?", SENTENCES
+    reference = CrossEncoder(str(folder), device="cpu").predict([(query, d) for d in docs])
+    ours = [out.outputs.score for out in engine.score(query, docs)]
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+    # N:N pairs, zipped
+    pairs = engine.score(docs, list(reversed(docs)))
+    reference_pairs = CrossEncoder(str(folder), device="cpu").predict(list(zip(docs, reversed(docs), strict=True)))
+    np.testing.assert_allclose([p.outputs.score for p in pairs], reference_pairs, atol=1e-5)
+
+
+def test_reward_of_a_one_label_classifier_is_the_raw_logit(tiny_model) -> None:
+    folder = tiny_model("bert", head="sequence", num_labels=1)
+    logits = _reference_logits(folder, transformers.AutoModelForSequenceClassification, SENTENCES)
+    rewards = Engine(folder).reward(SENTENCES)
+    for out, ref in zip(rewards, logits, strict=True):
+        np.testing.assert_allclose(out.outputs.data, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ENCODER_ARCHS)
+def test_token_classification_matches_transformers(tiny_model, arch: str) -> None:
+    folder = tiny_model(arch, head="token", num_labels=5)
+    engine = Engine(folder)
+    assert engine.supported_tasks == ("token_classify",)
+    logits = _reference_logits(folder, transformers.AutoModelForTokenClassification, SENTENCES)
+    outputs = engine.token_classify(SENTENCES)
+    for out, ref in zip(outputs, logits, strict=True):
+        assert out.outputs.data.shape == (out.num_tokens, 5)
+        np.testing.assert_allclose(out.outputs.data, torch.softmax(torch.from_numpy(ref), -1).numpy(), atol=1e-5)

@@ -1,0 +1,150 @@
+"""Tiny randomly initialised models, built on disk per test, for parity against the references.
+
+Every architecture uses the all-MiniLM-L6-v2 WordPiece tokenizer ([PAD]=0, [CLS]=101, [SEP]=102,
+[MASK]=103): the model does not care which tokenizer produced its ids, and one vocabulary keeps the
+folders small. Special-token ids in each config are set to match it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+ENCODER_ARCHS = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert")
+HIDDEN = 32
+
+
+def _config(arch: str, **extra: object) -> transformers.PretrainedConfig:
+    common = dict(vocab_size=30522, pad_token_id=0, **extra)
+    if arch == "distilbert":
+        return transformers.DistilBertConfig(dim=HIDDEN, n_layers=2, n_heads=2, hidden_dim=37, **common)
+    if arch == "modernbert":
+        return transformers.ModernBertConfig(
+            hidden_size=HIDDEN,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=40,
+            cls_token_id=101,
+            sep_token_id=102,
+            bos_token_id=101,
+            eos_token_id=102,
+            max_position_embeddings=512,
+            **common,
+        )
+    cls = {
+        "bert": transformers.BertConfig,
+        "roberta": transformers.RobertaConfig,
+        "xlm-roberta": transformers.XLMRobertaConfig,
+        "mpnet": transformers.MPNetConfig,
+    }[arch]
+    return cls(
+        hidden_size=HIDDEN,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=514,
+        bos_token_id=101,
+        eos_token_id=102,
+        **common,
+    )
+
+
+def copy_tokenizer(src: Path, dest: Path) -> None:
+    for name in TOKENIZER_FILES:
+        if (src / name).exists():
+            shutil.copy(src / name, dest / name)
+
+
+def build_encoder(
+    dest: Path,
+    arch: str,
+    tokenizer_src: Path,
+    head: str | None = None,
+    num_labels: int = 2,
+    seed: int = 0,
+    **config_extra: object,
+) -> Path:
+    """Save a tiny ``arch`` model (bare backbone, or with a ``"sequence"``/``"token"`` head)."""
+    torch.manual_seed(seed)
+    config = _config(arch, **config_extra)
+    if head is None:
+        model = transformers.AutoModel.from_config(config)
+    else:
+        config.num_labels = num_labels
+        config.id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
+        config.label2id = {v: k for k, v in config.id2label.items()}
+        auto = {
+            "sequence": transformers.AutoModelForSequenceClassification,
+            "token": transformers.AutoModelForTokenClassification,
+        }[head]
+        model = auto.from_config(config)
+    model.eval().save_pretrained(dest)
+    copy_tokenizer(tokenizer_src, dest)
+    return dest
+
+
+def write_sentence_transformers(
+    folder: Path,
+    pooling: str = "mean",
+    dense_out: int | None = None,
+    dense_activation: str = "torch.nn.modules.activation.Tanh",
+    normalize: bool = False,
+    prompts: dict[str, str] | None = None,
+    max_seq_length: int = 128,
+    seed: int = 1,
+) -> Path:
+    """Turn a saved backbone folder into a sentence-transformers folder (Pooling, Dense, Normalize)."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": HIDDEN,
+                "pooling_mode_cls_token": pooling == "cls",
+                "pooling_mode_mean_tokens": pooling == "mean",
+                "pooling_mode_max_tokens": False,
+                "pooling_mode_mean_sqrt_len_tokens": False,
+                "pooling_mode_lasttoken": pooling == "lasttoken",
+            }
+        )
+    )
+    modules.append({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"})
+    if dense_out is not None:
+        torch.manual_seed(seed)
+        dense_dir = folder / "2_Dense"
+        dense_dir.mkdir()
+        linear = torch.nn.Linear(HIDDEN, dense_out)
+        save_file(
+            {"linear.weight": linear.weight.detach().contiguous(), "linear.bias": linear.bias.detach()},
+            str(dense_dir / "model.safetensors"),
+        )
+        (dense_dir / "config.json").write_text(
+            json.dumps(
+                {
+                    "in_features": HIDDEN,
+                    "out_features": dense_out,
+                    "bias": True,
+                    "activation_function": dense_activation,
+                }
+            )
+        )
+        modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    if normalize:
+        (folder / "3_Normalize").mkdir()
+        modules.append(
+            {"idx": len(modules), "name": str(len(modules)), "path": "3_Normalize",
+             "type": "sentence_transformers.models.Normalize"}
+        )
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length}))
+    st_config: dict[str, object] = {"similarity_fn_name": "cosine"}
+    if prompts:
+        st_config["prompts"] = prompts
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(st_config))
+    return folder
