@@ -133,6 +133,11 @@ class Engine:
         return f"{self.model_name}@{self._pipeline.fingerprint}"
 
     @property
+    def pooler_config(self) -> PoolerConfig:
+        """The resolved pooling defaults (folder + caller overrides); caches key on them."""
+        return self._pipeline.pooler_config
+
+    @property
     def score_kind(self) -> str:
         """How ``score`` works for this model: ``cross-encoder``, ``cosine`` or ``maxsim``."""
         kind = self._pipeline.kind.value
