@@ -21,6 +21,7 @@ from poolrag.config.resolve import resolve_model_path
 from poolrag.core.model_setup import Pipeline, build_pipeline
 from poolrag.errors import DimensionsError, InputTypeError, InvalidInputError, UnsupportedTaskError
 from poolrag.loading.dtype import resolve_device, resolve_dtype
+from poolrag.loading.placement import Placement
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -33,6 +34,7 @@ from poolrag.postprocess.entities import Entity, group_entities
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.scoring.similarity import cosine, maxsim
 from poolrag.tokenization.input_processor import PromptInput, check_text
+from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +67,13 @@ class Engine:
         hf_overrides: attributes set on the transformers config, e.g. ``{"is_matryoshka": True}``.
         trust_remote_code: allow model folders that ship their own modeling code.
         max_batch_tokens: padded-token budget of one forward pass.
+        convert: adapt a ``*ForCausalLM`` checkpoint: ``embed`` (LAST-token vectors), ``classify``
+            (scores from the lm_head rows of ``hf_overrides["classifier_from_token"]``) or
+            ``reward`` (process reward model, with a STEP ``pooler_config``).
+        score_template: prompt for (query, document) pairs of LLM rerankers: a shipped name
+            (``qwen3_reranker``, ``bge_reranker_v2_gemma``, ``mxbai_rerank_v2``), a .jinja path or Jinja text.
+        device_map: accelerate placement (``"auto"``, a dict) for models larger than one device.
+        quantization: ``"int8"`` weight-only quantization (torchao).
     """
 
     def __init__(
@@ -81,10 +90,15 @@ class Engine:
         max_batch_tokens: int = 16384,
         revision: str | None = None,
         tokenizer: str | None = None,
+        convert: str | None = None,
+        score_template: str | ScoreTemplate | None = None,
+        device_map: str | dict[str, Any] | None = None,
+        quantization: str | None = None,
     ) -> None:
         self.model_name = str(model)
+        self._score_template = load_score_template(score_template) if score_template is not None else None
         path = resolve_model_path(model, revision)
-        self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code)
+        self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code, convert)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self._pipeline: Pipeline = build_pipeline(
@@ -96,6 +110,7 @@ class Engine:
             max_batch_tokens=max_batch_tokens,
             trust_remote_code=trust_remote_code,
             tokenizer_path=tokenizer,
+            placement=Placement(device_map, quantization),
         )
         if task is not None and task not in self.supported_tasks:
             raise UnsupportedTaskError(task, self.supported_tasks)
@@ -140,8 +155,7 @@ class Engine:
     @property
     def score_kind(self) -> str:
         """How ``score`` works for this model: ``cross-encoder``, ``cosine`` or ``maxsim``."""
-        kind = self._pipeline.kind.value
-        return {"sequence_classifier": "cross-encoder", "colbert": "maxsim"}.get(kind, "cosine")
+        return self._pipeline.kind.score_kind
 
     # -- parameter resolution -----------------------------------------------------------------------
     def _check_task(self, task: str) -> None:
@@ -183,7 +197,7 @@ class Engine:
             normalize = params.normalize if params.normalize is not None else bool(cfg.normalize)
         else:
             normalize = params.normalize if params.normalize is not None else True
-        default_activation = not (task == "reward" and self._pipeline.kind.value == "sequence_classifier")
+        default_activation = not (task == "reward" and self._pipeline.kind.rewards_are_raw)
         use_activation = (
             params.use_activation
             if params.use_activation is not None
@@ -286,11 +300,14 @@ class Engine:
         text_1: str | Sequence[str],
         text_2: str | Sequence[str],
         pooling_params: PoolingParams | None = None,
+        score_template: str | ScoreTemplate | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
         """Relevance of ``text_2`` items to ``text_1``: 1:1, 1:N (one query) or N:N (zipped pairs).
 
         Cross-encoders read each pair jointly; embedding models use cosine; ColBERT models MaxSim.
+        ``score_template`` (or the engine's) formats each pair into one prompt for LLM rerankers.
         """
+        template = load_score_template(score_template) if score_template is not None else self._score_template
         firsts = [check_text(t, "text_1") for t in _as_list(text_1, "text_1")]
         seconds = [check_text(t, "text_2") for t in _as_list(text_2, "text_2")]
         if not firsts or not seconds:
@@ -310,14 +327,22 @@ class Engine:
             resolved = self._resolve("score", params)
             if self.spec.num_labels != 1:
                 raise UnsupportedTaskError("score", self.supported_tasks)
-            requests = self._pipeline.processor.pairs(
-                list(zip(firsts, seconds, strict=True)), resolved, truncate
-            )
+            pairs = list(zip(firsts, seconds, strict=True))
+            if template is not None:
+                requests = templated_pair_requests(
+                    self.tokenizer, template, pairs, resolved, self.max_model_len, truncate
+                )
+            else:
+                requests = self._pipeline.processor.pairs(pairs, resolved, truncate)
             results = self._pipeline.executor.execute(requests)
             return [
                 PoolingRequestOutput(str(i), ScoringOutput(float(r[0])), list(req.token_ids))
                 for i, (req, r) in enumerate(zip(requests, results, strict=True))
             ]
+        if score_template is not None:
+            raise InvalidInputError(
+                "score templates format pairs for cross-encoders; this model scores by similarity"
+            )
         task = "embed" if kind == "cosine" else "token_embed"
         self._check_task("score")
         processor = self._pipeline.processor

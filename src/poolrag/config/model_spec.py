@@ -73,6 +73,7 @@ class ModelSpec:
     colbert: ColbertSpec | None = None
     is_sentence_transformers: bool = False
     cross_encoder_activation: str | None = None
+    convert: str | None = None  # "embed" | "classify" | "reward": adapt a *ForCausalLM checkpoint
 
     @property
     def is_decoder(self) -> bool:
@@ -82,6 +83,16 @@ class ModelSpec:
             or self.architecture.endswith("ForCausalLM")
             or (cfg.model_type in _DECODER_MODEL_TYPES)
         )
+
+    @property
+    def classifier_from_token(self) -> tuple[str | int, ...] | None:
+        """Vocabulary entries whose lm_head rows become a converted classifier (vLLM's key)."""
+        tokens = getattr(self.hf_config, "classifier_from_token", None)
+        if tokens is None:
+            return None
+        if isinstance(tokens, (str, int)):
+            tokens = [tokens]
+        return tuple(tokens)
 
     @property
     def num_labels(self) -> int:
@@ -162,8 +173,12 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
     return chosen[0]
 
 
-def load_model_spec(path: Path, hf_overrides: dict[str, Any] | None, trust_remote_code: bool) -> ModelSpec:
+def load_model_spec(
+    path: Path, hf_overrides: dict[str, Any] | None, trust_remote_code: bool, convert: str | None = None
+) -> ModelSpec:
     """Read config.json and, when present, the sentence-transformers / ColBERT files of ``path``."""
+    if convert not in (None, "embed", "classify", "reward"):
+        raise ModelLoadError(f"convert must be 'embed', 'classify' or 'reward', not {convert!r}")
     modules = _read_json(path / "modules.json")
     st_config = _read_json(path / "config_sentence_transformers.json") or {}
     assert isinstance(st_config, dict)
@@ -227,6 +242,7 @@ def load_model_spec(path: Path, hf_overrides: dict[str, Any] | None, trust_remot
         colbert=colbert,
         is_sentence_transformers=isinstance(modules, list),
         cross_encoder_activation=ce_activation,
+        convert=convert,
     )
 
 
@@ -252,7 +268,7 @@ def _stanford_colbert(path: Path, hf_config: PretrainedConfig) -> tuple[ColbertS
     from safetensors import safe_open
 
     with safe_open(str(weights), framework="pt") as handle:
-        if "linear.weight" not in handle:
+        if "linear.weight" not in handle.keys():  # noqa: SIM118 (safe_open is not iterable)
             raise ModelLoadError(f"{path}: HF_ColBERT checkpoint has no linear.weight projection")
         out_features, in_features = handle.get_slice("linear.weight").get_shape()
     spec = ColbertSpec(

@@ -20,7 +20,10 @@ from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.core.executor import ModelExecutor
 from poolrag.errors import InvalidInputError, ModelLoadError
+from poolrag.loading.decoder_loader import DECODER_KINDS, DecoderParts, load_decoder
 from poolrag.loading.model_loader import load_projection, load_transformer
+from poolrag.loading.placement import Placement, check_model_fits, input_device
+from poolrag.pooling.decoder_poolers import LastTokenScorePooler, StepRewardPooler
 from poolrag.pooling.heads import (
     ActivationName,
     ClassifierHead,
@@ -28,7 +31,9 @@ from poolrag.pooling.heads import (
     TokenClassifierHead,
     TokenEmbeddingHead,
 )
+from poolrag.pooling.lm_head_rows import LMHeadRowsHead, vocab_ids
 from poolrag.pooling.methods import pooling_method
+from poolrag.pooling.step_reward import LMHeadStepProjection, ModuleStepProjection, StepRewardHead
 from poolrag.pooling.task_poolers import (
     EmbeddingPooler,
     SequenceClassificationPooler,
@@ -111,9 +116,13 @@ def build_pipeline(
     max_batch_tokens: int,
     trust_remote_code: bool,
     tokenizer_path: str | None = None,
+    placement: Placement | None = None,
 ) -> Pipeline:
-    kind = detect_model_kind(spec)
+    placement = placement or Placement()
     pooler = pooler_override.merged_over(spec.pooler_defaults)
+    kind = detect_model_kind(spec, pooler)
+    if kind is ModelKind.STEP_REWARD and pooler.pooling_type is None:
+        pooler = pooler.merged_over(PoolerConfig(pooling_type="STEP"))
     if pooler.pooling_type is None:
         pooler = pooler.merged_over(PoolerConfig(pooling_type="LAST" if spec.is_decoder else "CLS"))
     if kind is ModelKind.EMBEDDING and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):
@@ -125,11 +134,22 @@ def build_pipeline(
     tokenizer = AutoTokenizer.from_pretrained(
         tokenizer_path or spec.transformer_path, trust_remote_code=trust_remote_code
     )
-    model = load_transformer(spec, kind, dtype, device, trust_remote_code)
+    check_model_fits(spec.transformer_path, dtype, device, placement)
+    decoder: DecoderParts | None = None
+    if kind in DECODER_KINDS:
+        decoder = load_decoder(spec, kind, dtype, device, trust_remote_code, placement)
+        model = decoder.backbone
+    else:
+        model = load_transformer(spec, kind, dtype, device, trust_remote_code, placement)
+    if spec.is_decoder and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
     pad_id = tokenizer.pad_token_id
     if pad_id is None:
         pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
-    runner = ModelRunner(model, kind, pad_id, device)
+    # decoder heads run in the poolers: the runner only returns the backbone's hidden states
+    runner_kind = ModelKind.EMBEDDING if kind in DECODER_KINDS else kind
+    runner = ModelRunner(model, runner_kind, pad_id, input_device(model, device))
+    lm_rows = _lm_head_rows(spec, kind, decoder, tokenizer)
     max_len = _max_model_len(spec, tokenizer, max_model_len)
     processor = InputProcessor(
         tokenizer,
@@ -162,6 +182,18 @@ def build_pipeline(
             TokenClassifierHead(pooler.activation or "softmax")
         )
         poolers["reward"] = poolers["token_classify"]
+    elif kind is ModelKind.DECODER_CLASSIFIER:
+        assert decoder is not None and decoder.score is not None
+        poolers["classify"] = poolers["score"] = LastTokenScorePooler(
+            decoder.score, ClassifierHead(activation)
+        )
+        poolers["reward"] = LastTokenScorePooler(decoder.score, ClassifierHead("identity"))
+    elif kind is ModelKind.LM_HEAD_CLASSIFIER:
+        assert lm_rows is not None
+        poolers["classify"] = poolers["score"] = LastTokenScorePooler(lm_rows, ClassifierHead(activation))
+    elif kind is ModelKind.STEP_REWARD:
+        assert decoder is not None
+        poolers["reward"] = StepRewardPooler(StepRewardHead(_step_projection(decoder, pooler)))
     executor = ModelExecutor(
         runner, poolers, TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len))
     )
@@ -170,7 +202,7 @@ def build_pipeline(
     )
     return Pipeline(
         kind=kind,
-        supported_tasks=supported_tasks(kind, spec),
+        supported_tasks=supported_tasks(kind, spec, pooler),
         tokenizer=tokenizer,
         processor=processor,
         executor=executor,
@@ -180,3 +212,39 @@ def build_pipeline(
         classify_activation=activation,
         fingerprint=fingerprint(spec),
     )
+
+
+def _lm_head_rows(
+    spec: ModelSpec, kind: ModelKind, decoder: DecoderParts | None, tokenizer: PreTrainedTokenizerBase
+) -> LMHeadRowsHead | None:
+    """The converted classifier's head; the config's label count is set to what it produces."""
+    if kind is not ModelKind.LM_HEAD_CLASSIFIER:
+        return None
+    assert decoder is not None and decoder.output_embeddings is not None
+    tokens = spec.classifier_from_token
+    if not tokens:
+        raise ModelLoadError(
+            "convert='classify' needs the tokens whose lm_head rows score the input, e.g. "
+            'hf_overrides={"classifier_from_token": ["no", "yes"]} (negative first, positive last)'
+        )
+    ids = vocab_ids(tokenizer, tokens)
+    head = LMHeadRowsHead.from_vocab(decoder.output_embeddings, ids, decoder.final_softcap)
+    decoder.output_embeddings = None  # only the chosen rows stay referenced
+    labels = [str(t) for t in tokens] if head.num_labels > 1 else [str(tokens[-1])]
+    spec.hf_config.id2label = dict(enumerate(labels))
+    spec.hf_config.label2id = {label: i for i, label in enumerate(labels)}
+    return head
+
+
+def _step_projection(
+    decoder: DecoderParts, pooler: PoolerConfig
+) -> LMHeadStepProjection | ModuleStepProjection:
+    if decoder.output_embeddings is not None:
+        if not pooler.returned_token_ids:
+            raise ModelLoadError(
+                "a language-model process reward model needs pooler_config returned_token_ids "
+                "(the ids of its good/bad step tokens); the full vocabulary is never scored"
+            )
+        return LMHeadStepProjection(decoder.output_embeddings, decoder.final_softcap)
+    assert decoder.score is not None
+    return ModuleStepProjection(decoder.score)

@@ -18,6 +18,7 @@ from transformers import (
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import DenseSpec, ModelSpec
 from poolrag.errors import ModelLoadError
+from poolrag.loading.placement import Placement
 
 logger = logging.getLogger(__name__)
 
@@ -30,22 +31,33 @@ _AUTO_CLASSES = {
 
 
 def load_transformer(
-    spec: ModelSpec, kind: ModelKind, dtype: torch.dtype, device: torch.device, trust_remote_code: bool
+    spec: ModelSpec,
+    kind: ModelKind,
+    dtype: torch.dtype,
+    device: torch.device,
+    trust_remote_code: bool,
+    placement: Placement | None = None,
 ) -> PreTrainedModel:
     auto_class = _AUTO_CLASSES[kind]
+    placement = placement or Placement()
     try:
         model = auto_class.from_pretrained(
             spec.transformer_path,
             config=spec.hf_config,
             dtype=dtype,
             trust_remote_code=trust_remote_code,
+            **placement.from_pretrained_kwargs(device),
         )
     except ValueError as exc:
         hint = "" if trust_remote_code else " (if the model ships its own code, pass trust_remote_code=True)"
         raise ModelLoadError(
             f"cannot load {spec.architecture} from {spec.transformer_path}: {exc}{hint}"
         ) from exc
-    return model.to(device).eval()
+    except torch.OutOfMemoryError as exc:
+        raise ModelLoadError(
+            f"{spec.architecture} does not fit on {device}: pass device_map='auto' or quantization='int8'"
+        ) from exc
+    return model.eval() if placement.places_itself else model.to(device).eval()
 
 
 def _activation(path: str) -> nn.Module:
@@ -78,4 +90,6 @@ def load_projection(layers: list[DenseSpec], dtype: torch.dtype, device: torch.d
         act = _activation(layer.activation)
         if not isinstance(act, nn.Identity):
             modules.append(act)
-    return nn.Sequential(*modules).to(device=device, dtype=dtype).eval()
+    projection = nn.Sequential(*modules).to(device=device, dtype=dtype).eval()
+    # inference only: frozen weights let heads run on inference-mode tensors from the forward pass
+    return projection.requires_grad_(False)

@@ -1,0 +1,47 @@
+"""Task poolers for decoder models whose head runs here, after pooling, not inside the model.
+
+transformers' decoder classifiers find "the last token" by searching for ``pad_token_id``; that
+misreads a text that ends in EOS when EOS doubles as padding. Pooling the packed hidden states
+(padding already removed) and then applying the head reads the true last token whatever the
+padding, and runs the head on one row per sequence instead of every position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from torch import nn
+
+from poolrag.pooling.heads import ClassifierHead
+from poolrag.pooling.methods import LastPool
+from poolrag.pooling.step_reward import StepRewardHead
+from poolrag.request import PoolingRequest
+from poolrag.runner.forward_output import ForwardOutput
+
+
+class LastTokenScorePooler:
+    """LAST token → ``score`` module (a classifier's linear or a few lm_head rows) → activation."""
+
+    def __init__(self, score: nn.Module, head: ClassifierHead) -> None:
+        self.method = LastPool()
+        self.score = score
+        self.head = head
+
+    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        assert output.tokens is not None
+        pooled = self.method(output.tokens)
+        param = next(self.score.parameters(), None)
+        if param is not None and param.device != pooled.device:
+            pooled = pooled.to(param.device)  # device_map may put the head on another device
+        return self.head(self.score(pooled), requests)
+
+
+class StepRewardPooler:
+    def __init__(self, head: StepRewardHead) -> None:
+        self.head = head
+
+    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        tokens = output.tokens
+        assert tokens is not None
+        return self.head(tokens.states, tokens.token_ids, tokens.lengths.tolist(), requests)

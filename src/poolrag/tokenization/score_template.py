@@ -1,0 +1,139 @@
+"""Score templates: the prompt an LLM reranker expects around a (query, document) pair.
+
+Decoder rerankers were trained on one exact prompt (a chat turn, "A: ... B: ..."); a pair fed
+to them any other way scores noise. A template is Jinja text with ``query`` and ``document``
+(and, optionally, ``instruction``); the ones for Qwen3-Reranker, bge-reranker-v2-gemma and
+mxbai-rerank-v2 ship with poolrag under their names. Templates are rendered in a sandbox because
+per-call templates may come from HTTP clients.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+
+from jinja2 import StrictUndefined, TemplateError, meta
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from poolrag.errors import InputTooLongError, InvalidInputError
+from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.tokenization.input_processor import check_text
+
+logger = logging.getLogger(__name__)
+
+_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+_REQUIRED = frozenset({"query", "document"})
+
+
+def shipped_score_templates() -> tuple[str, ...]:
+    """Names of the templates shipped in ``poolrag/templates``."""
+    folder = resources.files("poolrag") / "templates"
+    return tuple(sorted(p.name[: -len(".jinja")] for p in folder.iterdir() if p.name.endswith(".jinja")))
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(source: str):  # type: ignore[no-untyped-def]
+    try:
+        parsed = _ENV.parse(source)
+    except TemplateError as exc:
+        raise InvalidInputError(f"score template is not valid Jinja: {exc}") from exc
+    missing = _REQUIRED - meta.find_undeclared_variables(parsed)
+    if missing:
+        raise InvalidInputError(
+            f"a score template must use {{{{ query }}}} and {{{{ document }}}}; missing {sorted(missing)}"
+        )
+    return _ENV.from_string(source)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreTemplate:
+    """A compiled pair template plus fixed variables (e.g. a task ``instruction``)."""
+
+    source: str
+    name: str | None = None
+    variables: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _compile(self.source)  # fail at construction, not at the first request
+
+    def with_variables(self, **variables: str) -> ScoreTemplate:
+        """The same template with extra variables, e.g. ``instruction="Find the law that..."``."""
+        if _REQUIRED & set(variables):
+            raise InvalidInputError("query and document are given per pair, not as template variables")
+        return replace(self, variables={**self.variables, **variables})
+
+    def render(self, query: str, document: str) -> str:
+        try:
+            return _compile(self.source).render(**self.variables, query=query, document=document)
+        except TemplateError as exc:
+            raise InvalidInputError(f"score template {self.name or ''} failed to render: {exc}") from exc
+
+
+def load_score_template(value: str | ScoreTemplate) -> ScoreTemplate:
+    """A shipped template name, a path to a ``.jinja`` file, or Jinja text itself."""
+    if isinstance(value, ScoreTemplate):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError("score_template must be a template name, a .jinja path or Jinja text")
+    if value in shipped_score_templates():
+        source = (resources.files("poolrag") / "templates" / f"{value}.jinja").read_text(encoding="utf-8")
+        return ScoreTemplate(source, name=value)
+    if value.endswith(".jinja") and "\n" not in value:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise InvalidInputError(f"score template file {value!r} does not exist")
+        return ScoreTemplate(path.read_text(encoding="utf-8"), name=path.stem)
+    if "{{" not in value:
+        raise InvalidInputError(
+            f"unknown score template {value!r}; shipped: {', '.join(shipped_score_templates())}, "
+            "or pass Jinja text using {{ query }} and {{ document }}"
+        )
+    return ScoreTemplate(value)
+
+
+def templated_pair_requests(
+    tokenizer: object,
+    template: ScoreTemplate,
+    pairs: Sequence[tuple[str, str]],
+    params: ResolvedParams,
+    max_len: int,
+    truncate: int | None,
+) -> list[PoolingRequest]:
+    """Render and tokenise each pair in one batched call.
+
+    Too long and truncation allowed: the *document* is shortened, never the template's tail,
+    because the tail (the question the model answers) is where the score is read.
+    """
+    limit = None if truncate is None else (max_len if truncate == -1 else min(truncate, max_len))
+    texts = [template.render(check_text(q, "text_1"), check_text(d, "text_2")) for q, d in pairs]
+    encoded = tokenizer(texts, add_special_tokens=True, return_attention_mask=False)["input_ids"]  # type: ignore[operator]
+    requests: list[PoolingRequest] = []
+    for (query, document), ids in zip(pairs, encoded, strict=True):
+        if len(ids) > max_len or (limit is not None and len(ids) > limit):
+            if limit is None:
+                raise InputTooLongError(len(ids), max_len)
+            ids = _shorten_document(tokenizer, template, query, document, len(ids), limit)
+        requests.append(PoolingRequest(token_ids=tuple(ids), params=params))
+    return requests
+
+
+def _shorten_document(
+    tokenizer: object, template: ScoreTemplate, query: str, document: str, length: int, limit: int
+) -> list[int]:
+    doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]  # type: ignore[operator]
+    keep = len(doc_ids) - (length - limit)
+    for _ in range(4):  # re-tokenising at the cut can move a token or two across the boundary
+        if keep <= 0:
+            raise InvalidInputError(
+                f"the score template and query alone take more than {limit} tokens; shorten the query"
+            )
+        text = template.render(query, tokenizer.decode(doc_ids[:keep]))  # type: ignore[attr-defined]
+        ids = tokenizer(text, add_special_tokens=True)["input_ids"]  # type: ignore[operator]
+        if len(ids) <= limit:
+            return list(ids)
+        keep -= len(ids) - limit
+    raise InvalidInputError(f"could not fit the templated pair into {limit} tokens")

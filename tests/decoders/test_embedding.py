@@ -1,0 +1,125 @@
+"""LLM embedders: LAST-token pooling, normalised, exact against transformers whatever the padding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from tiny_decoders import EOS, PAD, SIDES, TEXTS, build, normalize, ref_last_hidden
+
+from poolrag import Engine, PoolingParams
+from poolrag.errors import ModelLoadError
+
+BASE_MODELS = {
+    "llama": "LlamaModel",
+    "mistral": "MistralModel",
+    "qwen2": "Qwen2Model",
+    "qwen3": "Qwen3Model",
+    "gemma2": "Gemma2Model",
+}
+
+
+@pytest.fixture(scope="module", params=sorted(BASE_MODELS))
+def base_embedder(request, tmp_path_factory):
+    family = request.param
+    folder = tmp_path_factory.mktemp(family)
+    model, tokenizer = build(folder, family, transformers.AutoModel)
+    assert type(model).__name__ == BASE_MODELS[family]
+    return family, model, tokenizer, Engine(folder)
+
+
+@pytest.mark.parametrize("side", SIDES)
+def test_base_model_embeddings_are_the_normalised_last_hidden_state(base_embedder, side):
+    family, model, tokenizer, engine = base_embedder
+    assert engine.task == "embed" and engine.embedding_dim == model.config.hidden_size
+    assert engine._pipeline.pooler_config.pooling_type == "LAST"
+    seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
+    assert max(map(len, seqs)) > 20 * min(map(len, seqs))  # a batch of very different lengths
+    expected = normalize(ref_last_hidden(model, seqs, PAD, side))
+    got = engine.embed_array(TEXTS)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+    assert not np.allclose(got[0], got[1], atol=1e-3)  # the vectors depend on the text
+
+
+def _write_sentence_transformers_files(folder: Path, prompts: dict[str, str]) -> None:
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": 32, "pooling_mode_lasttoken": True, "include_prompt": True})
+    )
+    (folder / "2_Normalize").mkdir()
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 512}))
+    (folder / "config_sentence_transformers.json").write_text(
+        json.dumps({"prompts": prompts, "default_prompt_name": None, "similarity_fn_name": "cosine"})
+    )
+
+
+QWEN3_QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
+
+
+@pytest.fixture(scope="module")
+def qwen3_embedding_folder(tmp_path_factory):
+    """Qwen3-Embedding layout: a Qwen3ForCausalLM checkpoint, EOS appended, a query-only prompt."""
+    folder = tmp_path_factory.mktemp("qwen3-embedding")
+    build(folder, "qwen3", transformers.AutoModelForCausalLM, tokenizer_kwargs={"add_eos": True})
+    _write_sentence_transformers_files(folder, {"query": QWEN3_QUERY_PROMPT, "document": ""})
+    return folder
+
+
+def test_sentence_transformers_llm_embedder_matches_sentence_transformers(qwen3_embedding_folder):
+    from sentence_transformers import SentenceTransformer
+
+    engine = Engine(qwen3_embedding_folder)
+    assert engine.spec.architecture == "Qwen3ForCausalLM" and engine.task == "embed"
+    assert engine.tokenize("hi")[-1] == EOS
+    reference = SentenceTransformer(str(qwen3_embedding_folder), device="cpu")
+    queries = ["What is a panda?", "capital of France"]
+    docs = TEXTS
+    got_q = engine.embed_array(queries, PoolingParams(input_type="query"))
+    got_d = engine.embed_array(docs, PoolingParams(input_type="document"))
+    np.testing.assert_allclose(got_q, reference.encode(queries, prompt_name="query"), atol=1e-5)
+    np.testing.assert_allclose(got_d, reference.encode(docs), atol=1e-5)
+    # the instruction goes on queries only: a query embedded as a document differs
+    as_doc = engine.embed_array(queries, PoolingParams(input_type="document"))
+    assert not np.allclose(as_doc, got_q, atol=1e-3)
+    scores = [o.outputs.score for o in engine.score(queries[0], docs)]
+    np.testing.assert_allclose(scores, got_d @ got_q[0], atol=1e-5)
+
+
+def test_causal_lm_without_a_pooling_task_needs_convert(tmp_path):
+    model, tokenizer = build(tmp_path, "llama", transformers.AutoModelForCausalLM)
+    with pytest.raises(ModelLoadError, match="convert='embed'"):
+        Engine(tmp_path)
+    engine = Engine(tmp_path, convert="embed")
+    assert engine.supported_tasks[0] == "embed"
+    seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
+    expected = normalize(ref_last_hidden(model.model, seqs, PAD, "left"))
+    np.testing.assert_allclose(engine.embed_array(TEXTS), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_matryoshka_truncates_the_last_token_state_before_normalising(tmp_path):
+    model, tokenizer = build(tmp_path, "qwen3", transformers.AutoModel)
+    engine = Engine(tmp_path, hf_overrides={"matryoshka_dimensions": [8, 16, 32]})
+    seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
+    full = ref_last_hidden(model, seqs, PAD, None)
+    got = engine.embed_array(TEXTS, PoolingParams(dimensions=16))
+    np.testing.assert_allclose(got, normalize(full[:, :16]), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="dimensions must be one of"):
+        engine.embed("hi", PoolingParams(dimensions=12))
+
+
+def test_use_cache_is_off_for_decoder_backbones(base_embedder):
+    *_, engine = base_embedder
+    assert engine._pipeline.executor.runner.model.config.use_cache is False
+    with torch.no_grad():
+        assert engine.embed("hi")[0].outputs.embedding.shape == (32,)
