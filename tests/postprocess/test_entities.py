@@ -1,0 +1,42 @@
+"""BIO grouping: spans, offsets and scores from per-token probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from poolrag.postprocess.entities import group_entities
+
+LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+
+
+def _probs(tags: list[int], confidence: float = 0.9) -> np.ndarray:
+    probs = np.full((len(tags), len(LABELS)), (1 - confidence) / (len(LABELS) - 1), dtype=np.float32)
+    probs[np.arange(len(tags)), tags] = confidence
+    return probs
+
+
+def test_b_and_i_tags_merge_into_one_span_with_character_offsets() -> None:
+    text = "Ada Lovelace visited New York"
+    offsets = [(0, 0), (0, 3), (4, 12), (13, 20), (21, 24), (25, 29), (0, 0)]
+    tags = [0, 1, 2, 0, 3, 4, 0]
+    entities = group_entities(text, offsets, _probs(tags), LABELS)
+    assert [(e.label, e.text, e.start, e.end) for e in entities] == [
+        ("PER", "Ada Lovelace", 0, 12),
+        ("LOC", "New York", 21, 29),
+    ]
+    assert entities[0].score == np.float32(0.9)
+
+
+def test_adjacent_subword_tagged_b_continues_the_word_but_a_spaced_b_starts_a_new_entity() -> None:
+    text = "Bob Ann"
+    offsets = [(0, 1), (1, 3), (4, 7)]
+    entities = group_entities(text, offsets, _probs([1, 1, 1]), LABELS)
+    assert [e.text for e in entities] == ["Bob", "Ann"]
+
+
+def test_label_change_and_min_score_split_and_filter() -> None:
+    text = "Paris Hilton"
+    offsets = [(0, 5), (6, 12)]
+    entities = group_entities(text, offsets, _probs([3, 2], confidence=0.6), LABELS, min_score=0.5)
+    assert [(e.label, e.text) for e in entities] == [("LOC", "Paris"), ("PER", "Hilton")]
+    assert group_entities(text, offsets, _probs([3, 2], confidence=0.6), LABELS, min_score=0.7) == []
