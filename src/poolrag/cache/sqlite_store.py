@@ -1,0 +1,236 @@
+"""The on-disk embedding cache: content-addressed float32 vectors in one SQLite file.
+
+SQLite in WAL mode gives what several processes sharing one cache need without a server:
+atomic transactions (a vector is either fully written or absent), concurrent readers with one
+writer, and a file that survives ``kill -9``. Vectors are stored as raw little-endian float32
+bytes (never pickled) next to a checksum of key + shape + bytes, so a flipped bit or a row pasted
+under the wrong key is noticed, dropped and recomputed instead of silently returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of vectors
+_EVICT_TO = 0.9  # after an overflow, evict down to this fraction of the bound (amortises evictions)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    key BLOB PRIMARY KEY,
+    dim INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    checksum BLOB NOT NULL,
+    nbytes INTEGER NOT NULL,
+    last_used INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vectors_last_used ON vectors(last_used);
+CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 0), nbytes INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals VALUES (0, 0);
+CREATE TRIGGER IF NOT EXISTS vectors_ins AFTER INSERT ON vectors
+    BEGIN UPDATE totals SET nbytes = nbytes + NEW.nbytes WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS vectors_del AFTER DELETE ON vectors
+    BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes WHERE id = 0; END;
+CREATE TRIGGER IF NOT EXISTS vectors_upd AFTER UPDATE OF nbytes ON vectors
+    BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes + NEW.nbytes WHERE id = 0; END;
+"""
+_SQL_VARS = 500  # keys per IN (...) query, well under SQLite's variable limit
+
+
+def default_cache_path() -> Path:
+    """``$POOLRAG_CACHE_DIR/embeddings.sqlite``, else under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
+    root = os.environ.get("POOLRAG_CACHE_DIR")
+    if root:
+        return Path(root) / "embeddings.sqlite"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "poolrag" / "embeddings.sqlite"
+
+
+def _checksum(key: bytes, dim: int, data: bytes) -> bytes:
+    return hashlib.blake2b(key + dim.to_bytes(4, "little") + data, digest_size=16).digest()
+
+
+@dataclass
+class CacheStats:
+    """Counters of one cache object (this process only); ``corrupt`` counts entries dropped."""
+
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    corrupt: int = 0
+    evicted: int = 0
+
+
+class EmbeddingCache:
+    """Persistent, size-bounded, multi-process-safe map from 32-byte keys to float32 vectors.
+
+    Args:
+        path: the SQLite file (created with its folder); default :func:`default_cache_path`.
+        max_bytes: bound on stored vector bytes; least recently used entries are evicted past it.
+        timeout: seconds to wait for another process's write lock before giving up.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        timeout: float = 30.0,
+    ) -> None:
+        if max_bytes <= 0:
+            raise ValueError("max_bytes must be positive")
+        self.path = Path(path) if path is not None else default_cache_path()
+        self.max_bytes = int(max_bytes)
+        self._timeout = float(timeout)
+        self.stats = CacheStats()
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._connection()
+
+    # -- connection ---------------------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        return conn
+
+    def _connection(self) -> sqlite3.Connection:
+        # A connection must not cross fork(): a child process opens its own.
+        if self._conn is None or self._pid != os.getpid():
+            try:
+                self._conn = self._open()
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise  # locked / unreadable: not corruption, let the caller see it
+                aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+                logger.warning(
+                    "embedding cache %s is not a valid database (%s); moved to %s", self.path, exc, aside
+                )
+                for suffix in ("", "-wal", "-shm"):
+                    src = Path(f"{self.path}{suffix}")
+                    if src.exists():
+                        os.replace(src, f"{aside}{suffix}")
+                self._conn = self._open()
+            self._pid = os.getpid()
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> EmbeddingCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reads --------------------------------------------------------------------------------------
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """Vectors for the keys that are present and intact; corrupt entries are deleted."""
+        found: dict[bytes, np.ndarray] = {}
+        bad: list[bytes] = []
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            conn = self._connection()
+            for start in range(0, len(unique), _SQL_VARS):
+                part = unique[start : start + _SQL_VARS]
+                marks = ",".join("?" * len(part))
+                rows = conn.execute(
+                    f"SELECT key, dim, data, checksum FROM vectors WHERE key IN ({marks})", part
+                ).fetchall()
+                for key, dim, data, checksum in rows:
+                    if len(data) != 4 * dim or _checksum(key, dim, data) != checksum:
+                        bad.append(key)
+                        continue
+                    found[key] = np.frombuffer(data, dtype="<f4").astype(np.float32)
+            now = time.time_ns()
+            if bad:
+                logger.warning("embedding cache: %d corrupt entries dropped and will be recomputed", len(bad))
+                self.stats.corrupt += len(bad)
+            if found or bad:
+                with conn:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.executemany("DELETE FROM vectors WHERE key = ?", [(k,) for k in bad])
+                    conn.executemany(
+                        "UPDATE vectors SET last_used = ? WHERE key = ?", [(now, k) for k in found]
+                    )
+        hits = sum(1 for k in keys if k in found)
+        self.stats.hits += hits
+        self.stats.misses += len(keys) - hits
+        return found
+
+    # -- writes -------------------------------------------------------------------------------------
+    def put_many(self, items: Mapping[bytes, np.ndarray] | Iterable[tuple[bytes, np.ndarray]]) -> None:
+        """Store vectors in one transaction (all or nothing), then evict down to the size bound."""
+        pairs = list(items.items()) if isinstance(items, Mapping) else list(items)
+        if not pairs:
+            return
+        now = time.time_ns()
+        rows = []
+        for key, vector in pairs:
+            arr = np.ascontiguousarray(vector, dtype="<f4")
+            if arr.ndim != 1:
+                raise ValueError("the embedding cache stores one-dimensional vectors")
+            data = arr.tobytes()
+            rows.append((key, arr.shape[0], data, _checksum(key, arr.shape[0], data), len(data), now))
+        with self._lock:
+            conn = self._connection()
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(
+                    "INSERT OR REPLACE INTO vectors (key, dim, data, checksum, nbytes, last_used) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                self._evict(conn)
+            self.stats.writes += len(rows)
+
+    def _evict(self, conn: sqlite3.Connection) -> None:
+        (total,) = conn.execute("SELECT nbytes FROM totals WHERE id = 0").fetchone()
+        if total <= self.max_bytes:
+            return
+        target = total - int(self.max_bytes * _EVICT_TO)
+        freed, victims = 0, []
+        for key, nbytes in conn.execute("SELECT key, nbytes FROM vectors ORDER BY last_used, key"):
+            victims.append((key,))
+            freed += nbytes
+            if freed >= target:
+                break
+        conn.executemany("DELETE FROM vectors WHERE key = ?", victims)
+        self.stats.evicted += len(victims)
+        logger.debug("embedding cache: evicted %d entries (%d bytes)", len(victims), freed)
+
+    def clear(self) -> None:
+        with self._lock:
+            conn = self._connection()
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM vectors")
+
+    # -- introspection ------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._connection().execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Vector bytes stored (what ``max_bytes`` bounds)."""
+        with self._lock:
+            return int(self._connection().execute("SELECT nbytes FROM totals WHERE id = 0").fetchone()[0])

@@ -1,0 +1,216 @@
+"""``poolrag ingest PATH...``: fill a Milvus or Qdrant collection from text, Markdown and JSONL files.
+
+Also home of the options ``poolrag search`` shares (store location, cache), so both commands
+spell them the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 3
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("vector store")
+    group.add_argument(
+        "--store", choices=("milvus", "qdrant", "qdrant-edge"), default="milvus", help="default: milvus"
+    )
+    group.add_argument("--uri", help="milvus: a Milvus Lite file (default ./poolrag_milvus.db) or server URL")
+    group.add_argument(
+        "--path", help="qdrant / qdrant-edge: local folder (default ./poolrag_qdrant, ./poolrag_edge)"
+    )
+    group.add_argument("--url", help="qdrant: server URL, e.g. http://localhost:6333")
+    group.add_argument("--api-key", help="server API key / token (qdrant url, milvus server)")
+    group.add_argument("--collection", default="poolrag", help="collection name (default: poolrag)")
+    group.add_argument("--retries", type=_positive_int, default=5, help="attempts while the database is down")
+    group.add_argument("--retry-delay", type=float, default=0.5, help="first backoff in seconds (doubles)")
+
+
+def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("embedding cache")
+    group.add_argument(
+        "--cache", metavar="FILE", help="cache file (default: ~/.cache/poolrag/embeddings.sqlite)"
+    )
+    group.add_argument("--no-cache", action="store_true", help="embed everything, store nothing")
+    group.add_argument("--cache-max-gb", type=float, default=1.0, help="size bound of the cache (default 1)")
+
+
+def open_store_from_args(args: argparse.Namespace) -> Any:
+    from poolrag.stores import RetryPolicy, open_store
+
+    retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
+    return open_store(
+        args.store,
+        args.collection,
+        uri=args.uri,
+        path=args.path,
+        url=args.url,
+        api_key=args.api_key,
+        retry=retry,
+    )
+
+
+def open_cache_from_args(args: argparse.Namespace) -> Any:
+    if args.no_cache:
+        return None
+    from poolrag.cache import EmbeddingCache
+
+    return EmbeddingCache(args.cache, max_bytes=int(args.cache_max_gb * (1 << 30)))
+
+
+def load_engine(model: str, options: dict[str, Any] | None = None) -> Any:
+    from poolrag import Engine
+
+    return Engine(model, **(options or {}))
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def report_error(command: str, exc: BaseException) -> int:
+    from poolrag.stores import StoreUnavailableError
+
+    print(f"poolrag {command}: error: {exc}", file=sys.stderr)
+    return EXIT_UNAVAILABLE if isinstance(exc, StoreUnavailableError) else EXIT_BAD_INPUT
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "ingest",
+        help="chunk, embed (cached) and upsert documents into Milvus or Qdrant",
+        description=(
+            "Read .txt/.md/.rst/.jsonl files (folders recursively), chunk them by tokens, embed through "
+            "the on-disk cache and upsert into a collection. Re-running adds nothing new, a killed run "
+            "resumes from its checkpoint, and changed documents replace their old chunks."
+        ),
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to ingest")
+    add_store_arguments(parser)
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", help="hub id or folder (default: all-MiniLM-L6-v2, offline if packaged)")
+    model.add_argument(
+        "--dimensions",
+        type=_positive_int,
+        help="store Matryoshka-truncated vectors of this size; full vectors stay in the cache for re-scoring",
+    )
+    model.add_argument(
+        "--assume-matryoshka",
+        action="store_true",
+        help="treat the model as Matryoshka-trained (only if it was: truncating other models loses quality)",
+    )
+    chunking = parser.add_argument_group("chunking and writing")
+    chunking.add_argument(
+        "--chunk-tokens", type=_positive_int, help="tokens per chunk (default: min(256, model max))"
+    )
+    chunking.add_argument(
+        "--overlap", type=int, default=32, help="tokens shared by neighbouring chunks (default 32)"
+    )
+    chunking.add_argument("--batch-size", type=_positive_int, default=64, help="chunks per embed+upsert step")
+    chunking.add_argument(
+        "--quantization", choices=("int8", "binary"), help="quantized index for a new collection"
+    )
+    chunking.add_argument(
+        "--prune", action="store_true", help="delete chunks of sources not given in this run"
+    )
+    chunking.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    chunking.add_argument(
+        "--checkpoint", metavar="FILE", help="progress file (default: under the cache folder)"
+    )
+    add_cache_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from poolrag.errors import PoolragError
+
+    setup_logging(args.verbose)
+    store = None
+    try:
+        store, report = _ingest(args)
+    except PoolragError as exc:
+        return report_error("ingest", exc)
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        print(json.dumps(report.__dict__ | {"chunks_per_second": report.chunks_per_second}))
+    else:
+        print(
+            f"ingested {report.documents} documents into {args.store} collection {args.collection!r}: "
+            f"{report.chunks} chunks, {report.upserted} upserted, {report.embedded} embedded "
+            f"({report.chunks_existing} already stored), {report.deleted} deleted, {report.seconds:.1f}s"
+            + (" (resumed)" if report.resumed else "")
+        )
+    return 0
+
+
+def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
+    from poolrag.cache import CachedEmbedder
+    from poolrag.ingest import (
+        ColbertEncoder,
+        DenseEncoder,
+        IngestPipeline,
+        TokenChunker,
+        default_model,
+        read_paths,
+    )
+
+    # Check the cheap things (paths, options) before loading a model or touching a database.
+    documents = list(read_paths(args.paths, text_field=args.text_field))
+    options: dict[str, Any] = {}
+    if args.assume_matryoshka:
+        options["hf_overrides"] = {"is_matryoshka": True}
+    engine = load_engine(args.model or default_model(), options)
+    if engine.score_kind == "maxsim":
+        if args.dimensions:
+            from poolrag.errors import DimensionsError
+
+            raise DimensionsError("ColBERT token vectors have no Matryoshka sizes; omit --dimensions")
+        encoder: Any = ColbertEncoder(engine)
+    else:
+        embedder = CachedEmbedder(engine, open_cache_from_args(args))
+        encoder = DenseEncoder(embedder, args.dimensions)
+    chunker = TokenChunker.for_engine(engine, args.chunk_tokens, args.overlap)
+    store = open_store_from_args(args)
+    pipeline = IngestPipeline(
+        store,
+        encoder,
+        chunker,
+        batch_size=args.batch_size,
+        quantization=args.quantization,
+        model_options=options,
+        checkpoint_path=args.checkpoint,
+        checkpoint_dir=None if args.cache is None else _parent(args.cache),
+        progress=not args.quiet,
+    )
+    return store, pipeline.run(documents, prune=args.prune)
+
+
+def _parent(path: str) -> str:
+    from pathlib import Path
+
+    return str(Path(path).expanduser().resolve().parent)

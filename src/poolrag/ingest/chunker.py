@@ -1,0 +1,144 @@
+"""Token-aware chunking with overlap, using the model's own tokenizer.
+
+Chunks are measured in the tokens the model will actually see, so none is silently truncated at
+embedding time. Cuts prefer paragraph and sentence ends near the window's end, and a chunk never
+starts inside a word. Each chunk keeps its source and character offsets, and its id is a UUIDv5 of
+source + offset + text: the same chunk gets the same id on every run (idempotent upserts), an
+edited chunk gets a new one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest.readers import Document
+
+CHUNK_NAMESPACE = uuid.UUID("6f0c2a3e-54c1-5d0e-9a57-2b8f3e1c9d40")
+_SENTENCE_END = (".", "!", "?", ":", ";")
+
+
+def chunk_id(source: str, start: int, text: str) -> str:
+    return str(uuid.uuid5(CHUNK_NAMESPACE, f"{source}\x00{start}\x00{text}"))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str
+    source: str
+    text: str
+    start: int
+    end: int
+    index: int
+    num_tokens: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def payload(self) -> dict[str, Any]:
+        """What the store keeps next to the vector."""
+        return {
+            **self.metadata,
+            "text": self.text,
+            "source": self.source,
+            "start": self.start,
+            "end": self.end,
+            "chunk_index": self.index,
+        }
+
+
+class TokenChunker:
+    """Split documents into windows of at most ``max_tokens`` tokens overlapping by ``overlap``.
+
+    Args:
+        tokenizer: a Hugging Face *fast* tokenizer (offsets mapping is required).
+        max_tokens: tokens per chunk, excluding the special tokens the model adds.
+        overlap: tokens shared by consecutive chunks, so a sentence cut at a boundary is whole in one.
+    """
+
+    def __init__(self, tokenizer: Any, *, max_tokens: int, overlap: int = 32) -> None:
+        if max_tokens <= 0:
+            raise InvalidInputError("chunk size must be a positive number of tokens")
+        if not 0 <= overlap < max_tokens:
+            raise InvalidInputError(
+                f"overlap must be between 0 and chunk size - 1 ({max_tokens - 1}), got {overlap}"
+            )
+        if not getattr(tokenizer, "is_fast", False):
+            raise InvalidInputError("token-aware chunking needs a fast tokenizer (offsets mapping)")
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+
+    @classmethod
+    def for_engine(cls, engine: Any, max_tokens: int | None = None, overlap: int = 32) -> TokenChunker:
+        """A chunker whose chunks fit ``engine``'s length limit (room left for special tokens)."""
+        limit = engine.max_model_len - engine.tokenizer.num_special_tokens_to_add(pair=False)
+        if engine.score_kind == "maxsim":
+            limit -= 1  # ColBERT inserts a [D]/[Q] marker token
+        if max_tokens is None:
+            max_tokens = min(256, limit)
+        elif max_tokens > limit:
+            raise InvalidInputError(
+                f"chunk size {max_tokens} exceeds what {engine.model_name} accepts "
+                f"({limit} tokens plus special tokens)"
+            )
+        return cls(engine.tokenizer, max_tokens=max_tokens, overlap=min(overlap, max_tokens - 1))
+
+    def _count(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _break_at(self, text: str, offsets: list[tuple[int, int]], lo: int, hi: int) -> int:
+        """Index after the best cut in tokens ``[lo, hi)``: the last paragraph end, else the last
+        sentence or line end, else ``hi``."""
+        fallback = hi
+        for k in range(hi - 1, lo - 1, -1):
+            end = offsets[k][1]
+            following = text[end : end + 2]
+            if following == "\n\n":
+                return k + 1
+            if fallback == hi and (
+                following[:1] == "\n" or (text[end - 1] in _SENTENCE_END and following[:1].isspace())
+            ):
+                fallback = k + 1
+        return fallback
+
+    @staticmethod
+    def _word_start(text: str, offsets: list[tuple[int, int]], i: int, limit: int) -> int:
+        """First token at or after ``i`` (and before ``limit``) that starts a word; else ``i``."""
+        for k in range(i, limit):
+            if offsets[k][0] == 0 or text[offsets[k][0] - 1].isspace():
+                return k
+        return i
+
+    def split(self, document: Document) -> list[Chunk]:
+        text = document.text
+        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = [(int(a), int(b)) for a, b in encoding["offset_mapping"] if b > a]
+        n = len(offsets)
+        chunks: list[Chunk] = []
+        seen: set[str] = set()
+        i = 0
+        while i < n:
+            j = min(i + self.max_tokens, n)
+            if j < n:
+                j = self._break_at(text, offsets, i + max(1, (self.max_tokens * 3) // 5), j)
+            while True:
+                start, end = offsets[i][0], offsets[j - 1][1]
+                piece = text[start:end]
+                count = self._count(piece)
+                if count <= self.max_tokens or j - i <= 1:
+                    break
+                j = max(i + 1, j - (count - self.max_tokens))
+            cid = chunk_id(document.source, start, piece)
+            if cid not in seen:
+                seen.add(cid)
+                chunks.append(
+                    Chunk(
+                        cid, document.source, piece, start, end, len(chunks), count, dict(document.metadata)
+                    )
+                )
+            if j >= n:
+                break
+            nxt = max(j - self.overlap, i + 1)
+            i = self._word_start(text, offsets, nxt, j)
+        return chunks

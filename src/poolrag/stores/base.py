@@ -1,0 +1,146 @@
+"""What every vector store offers the ingestion pipeline and the retrievers.
+
+A store object is bound to one collection. Collections carry poolrag's own metadata (model
+identity, vector size, layout) so that a later run with another model or size is refused instead
+of silently mixing incomparable vectors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from poolrag.stores.errors import CollectionMismatchError
+
+Layout = Literal["dense", "multivector"]
+Quantization = Literal["int8", "binary"]
+METADATA_KEY = "poolrag"
+logger = logging.getLogger(__name__)
+
+
+def weights_fingerprint(model_identity: str) -> str:
+    """The weights part of ``name@fingerprint``; the name may be a local path that differs per machine."""
+    return model_identity.rsplit("@", 1)[-1]
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    """How a collection is laid out and which model filled it.
+
+    Attributes:
+        dimension: size of the stored vectors (a Matryoshka size, or the model's full size).
+        full_dimension: the model's full size; the funnel re-scores with it.
+        layout: one vector per chunk (``dense``) or one per token (``multivector``, ColBERT).
+        quantization: ``int8`` / ``binary`` index compression where the store supports it.
+        model_options: how to load the model again for search (e.g. ``is_matryoshka`` override).
+    """
+
+    name: str
+    dimension: int
+    model_identity: str
+    full_dimension: int
+    model_name: str = ""
+    layout: Layout = "dense"
+    metric: str = "cosine"
+    quantization: Quantization | None = None
+    model_options: dict[str, Any] = field(default_factory=dict)
+
+    def to_metadata(self) -> str:
+        data = asdict(self)
+        data.pop("name")
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_metadata(cls, name: str, text: str) -> CollectionSpec:
+        data = json.loads(text)
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(name=name, **known)
+
+    def check_compatible(self, stored: CollectionSpec, where: str) -> None:
+        """Raise :class:`CollectionMismatchError` if vectors described by ``self`` cannot join ``stored``."""
+        problems = []
+        if stored.layout != self.layout:
+            problems.append(f"layout {stored.layout!r} vs {self.layout!r}")
+        if stored.dimension != self.dimension:
+            problems.append(f"{stored.dimension}-dimension vectors vs {self.dimension}")
+        if weights_fingerprint(stored.model_identity) != weights_fingerprint(self.model_identity):
+            problems.append(f"model {stored.model_identity} vs {self.model_identity}")
+        if problems:
+            raise CollectionMismatchError(
+                f"collection {self.name!r} in {where} holds {stored.dimension}-dimension {stored.layout} "
+                f"vectors from {stored.model_identity}, but this run uses {self.dimension}-dimension "
+                f"{self.layout} vectors from {self.model_identity} ({'; '.join(problems)}). Mixing them "
+                "would make search meaningless: use another --collection, or delete this one first."
+            )
+
+
+@dataclass
+class ChunkRecord:
+    """One chunk to store: a ``[D]`` vector (dense) or ``[T, D]`` token vectors (multivector)."""
+
+    id: str
+    vector: np.ndarray
+    payload: dict[str, Any]
+
+
+@dataclass
+class StoreHit:
+    id: str
+    score: float
+    payload: dict[str, Any]
+
+
+class VectorStore(Protocol):
+    """One collection in one database. Every call retries while the database is unreachable."""
+
+    name: str  # "milvus", "qdrant", "qdrant-edge"
+    location: str  # human-readable, for messages
+    collection: str
+
+    def read_spec(self) -> CollectionSpec | None:
+        """The collection's poolrag metadata; ``None`` if it does not exist."""
+
+    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
+        """Create the collection, or check an existing one against ``spec`` and return the stored spec."""
+
+    def list_sources(self) -> dict[str, str]:
+        """Every chunk id in the collection, mapped to its source."""
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None: ...
+
+    def delete(self, ids: Sequence[str]) -> None: ...
+
+    def count(self) -> int:
+        """Number of chunks (not token rows)."""
+
+    def search(self, vector: np.ndarray, limit: int) -> list[StoreHit]: ...
+
+    def search_multivector(self, vectors: np.ndarray, limit: int) -> list[StoreHit]:
+        """ColBERT: chunks by MaxSim of the ``[T, D]`` query token vectors."""
+
+    def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by id (``[D]`` or ``[T, D]``)."""
+
+    def close(self) -> None: ...
+
+
+def ensure_against(store: VectorStore, spec: CollectionSpec, create: Any) -> CollectionSpec:
+    """Shared body of ``ensure_collection``: create if missing, else check compatibility."""
+    stored = store.read_spec()
+    if stored is None:
+        create(spec)
+        return spec
+    spec.check_compatible(stored, f"{store.name} at {store.location}")
+    if stored.quantization != spec.quantization:
+        logger.warning(
+            "collection %r keeps its quantization %r (asked for %r)",
+            spec.name,
+            stored.quantization,
+            spec.quantization,
+        )
+    return stored

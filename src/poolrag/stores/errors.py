@@ -1,0 +1,21 @@
+"""Errors of the vector-store layer, each with a message that says what to do next."""
+
+from __future__ import annotations
+
+from poolrag.errors import InvalidInputError, PoolragError
+
+
+class CollectionMismatchError(InvalidInputError):
+    """The collection holds vectors of another model, size or layout; writing would mix them."""
+
+
+class CollectionNotFoundError(InvalidInputError):
+    """Search asked for a collection that does not exist (nothing was ingested into it)."""
+
+
+class StoreUnavailableError(PoolragError, ConnectionError):
+    """The database could not be reached (or stayed locked) even after retrying."""
+
+    def __init__(self, message: str, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.attempts = attempts

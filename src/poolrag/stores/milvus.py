@@ -1,0 +1,340 @@
+"""Milvus store (pymilvus): a Milvus Lite file by default, any Milvus server by URI.
+
+Layouts:
+  * dense: one row per chunk (``id``, ``vector``, ``text``, ``source`` + dynamic payload fields).
+  * multivector (ColBERT): Milvus Lite has no multi-vector field, so each token vector is a row
+    (``id = chunk:token``, ``chunk_id``, ``tok``) and the chunk's payload rides on token 0. Search
+    runs one ANN query per query token to collect candidate chunks, then fetches *all* token rows
+    of those candidates and scores them with exact MaxSim, so a chunk is never under-scored
+    because some of its tokens fell outside a per-token top-k.
+
+Quantization: Milvus Lite stores FLOAT_VECTOR only (no INT8/BINARY_VECTOR fields), so ``int8``
+and ``binary`` select quantized *indexes* (HNSW_SQ with SQ8, IVF_RABITQ with 1 bit per
+dimension), which a Milvus server supports too. Collection metadata lives in collection properties.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from poolrag.errors import InvalidInputError
+from poolrag.scoring.similarity import maxsim
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
+from poolrag.stores.errors import StoreUnavailableError
+from poolrag.stores.retry import RetryPolicy
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_URI = "./poolrag_milvus.db"
+_TEXT_MAX = 65535
+_SOURCE_MAX = 4096
+_PAGE = 1000
+_INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
+    None: ("AUTOINDEX", {}),
+    "int8": ("HNSW_SQ", {"M": 16, "efConstruction": 200, "sq_type": "SQ8"}),
+    "binary": ("IVF_RABITQ", {"nlist": 128}),
+}
+
+
+class _LiteNoise(logging.Filter):
+    """Drops two harmless messages Milvus Lite causes on every paginated query: its in-process
+    gRPC server lacks ``AllocTimestamp``, and pymilvus then falls back to a client-side timestamp."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return "Method not implemented" not in text and "failed to get mvccTs" not in text
+
+
+def _quiet_milvus_lite() -> None:
+    for name in ("grpc._server", "pymilvus.client.iterator.query_iterator"):
+        target = logging.getLogger(name)
+        if not any(isinstance(f, _LiteNoise) for f in target.filters):
+            target.addFilter(_LiteNoise())
+
+
+def _is_local(uri: str) -> bool:
+    return "://" not in uri
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """Connection refused, a timeout, or a Milvus Lite file held by another process."""
+    from pymilvus.exceptions import ConnectionConfigException, MilvusException, MilvusUnavailableException
+
+    if isinstance(exc, MilvusUnavailableException):
+        return True
+    if isinstance(exc, ConnectionConfigException):
+        return "Open local milvus failed" in str(exc) and "not exists" not in str(exc)
+    if isinstance(exc, MilvusException):
+        text = str(exc).lower()
+        return exc.code == 2 or "unavailable" in text or "deadline" in text or "connect" in text
+    return isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def _quote(ids: Sequence[str]) -> str:
+    return json.dumps(list(ids))
+
+
+class MilvusStore:
+    """One Milvus collection. ``uri``: a ``*.db`` path (Milvus Lite) or ``http://host:19530``."""
+
+    name = "milvus"
+
+    def __init__(
+        self,
+        collection: str,
+        uri: str = DEFAULT_URI,
+        *,
+        token: str = "",
+        retry: RetryPolicy | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.collection = collection
+        self.uri = str(uri)
+        self.location = self.uri
+        self.retry = retry or RetryPolicy()
+        self._timeout = timeout
+        self._spec: CollectionSpec | None = None
+        if _is_local(self.uri):
+            _quiet_milvus_lite()
+            parent = Path(self.uri).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise InvalidInputError(
+                    f"cannot create Milvus Lite database {self.uri}: folder {parent} does not exist"
+                )
+        self._client = self._call(lambda: self._connect(token), "connect")
+
+    def _connect(self, token: str) -> Any:
+        from pymilvus import MilvusClient
+
+        return MilvusClient(uri=self.uri, token=token, timeout=self._timeout)
+
+    def _call(self, fn: Callable[[], T], what: str) -> T:
+        def attempt() -> T:
+            try:
+                return fn()
+            except Exception as exc:
+                if _unavailable(exc):
+                    raise StoreUnavailableError(str(exc)) from exc
+                raise
+
+        return self.retry.call(attempt, what, f"milvus at {self.uri}")
+
+    # -- collection ---------------------------------------------------------------------------------
+    def read_spec(self) -> CollectionSpec | None:
+        if self._spec is not None:
+            return self._spec
+        if not self._call(lambda: self._client.has_collection(self.collection), "has_collection"):
+            return None
+        info = self._call(lambda: self._client.describe_collection(self.collection), "describe_collection")
+        raw = (info.get("properties") or {}).get(METADATA_KEY)
+        if raw is None:
+            from poolrag.stores.errors import CollectionMismatchError
+
+            raise CollectionMismatchError(
+                f"collection {self.collection!r} in milvus at {self.uri} was not created by poolrag "
+                "(no model metadata); choose another --collection"
+            )
+        self._spec = CollectionSpec.from_metadata(self.collection, raw)
+        # A reopened collection starts released; searching and querying need it loaded.
+        self._call(lambda: self._client.load_collection(self.collection), "load_collection")
+        return self._spec
+
+    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
+        self._spec = ensure_against(self, spec, self._create)
+        return self._spec
+
+    def _create(self, spec: CollectionSpec) -> None:
+        from pymilvus import DataType, MilvusClient
+
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=True)
+        if spec.layout == "multivector":
+            schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=96)
+            schema.add_field("chunk_id", DataType.VARCHAR, max_length=64)
+            schema.add_field("tok", DataType.INT64)
+        else:
+            schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=spec.dimension)
+        schema.add_field("source", DataType.VARCHAR, max_length=_SOURCE_MAX)
+        index = self._client.prepare_index_params()
+        index_type, params = _INDEXES[spec.quantization]
+        index.add_index("vector", index_type=index_type, metric_type="COSINE", params=params)
+        self._call(
+            lambda: self._client.create_collection(
+                self.collection,
+                schema=schema,
+                index_params=index,
+                properties={METADATA_KEY: spec.to_metadata()},
+            ),
+            "create_collection",
+        )
+        logger.info(
+            "created milvus collection %r (%s, %d dims, %s index)",
+            spec.name,
+            spec.layout,
+            spec.dimension,
+            index_type,
+        )
+
+    def _layout(self) -> str:
+        spec = self.read_spec()
+        return spec.layout if spec else "dense"
+
+    # -- writes -------------------------------------------------------------------------------------
+    def _rows(self, record: ChunkRecord) -> list[dict[str, Any]]:
+        payload = dict(record.payload)
+        text = payload.get("text", "")
+        if len(text.encode()) > _TEXT_MAX:
+            raise InvalidInputError(f"chunk {record.id} is longer than Milvus's {_TEXT_MAX}-byte text limit")
+        source = str(payload.pop("source", ""))
+        if self._layout() == "dense":
+            return [
+                {
+                    "id": record.id,
+                    "vector": record.vector.astype(np.float32).tolist(),
+                    "source": source,
+                    **payload,
+                }
+            ]
+        rows = []
+        for tok, vec in enumerate(np.asarray(record.vector, dtype=np.float32)):
+            row: dict[str, Any] = {
+                "id": f"{record.id}:{tok}",
+                "chunk_id": record.id,
+                "tok": tok,
+                "vector": vec.tolist(),
+            }
+            row["source"] = source
+            if tok == 0:
+                row.update(payload)
+            rows.append(row)
+        return rows
+
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        if not records:
+            return
+        if self._layout() == "multivector":
+            # A re-embedded chunk may have fewer tokens than before: clear its old rows first.
+            self.delete([r.id for r in records])
+        rows = [row for r in records for row in self._rows(r)]
+        self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
+
+    def delete(self, ids: Sequence[str]) -> None:
+        ids = list(ids)
+        for start in range(0, len(ids), _PAGE):
+            part = ids[start : start + _PAGE]
+            if self._layout() == "multivector":
+                expr = f"chunk_id in {_quote(part)}"
+                self._call(lambda e=expr: self._client.delete(self.collection, filter=e), "delete")
+            else:
+                self._call(lambda p=part: self._client.delete(self.collection, ids=p), "delete")
+
+    # -- reads --------------------------------------------------------------------------------------
+    def _iterate(self, expr: str, fields: list[str]) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            it = self._client.query_iterator(
+                self.collection, batch_size=_PAGE, filter=expr, output_fields=fields
+            )
+            try:
+                while batch := it.next():
+                    out.extend(batch)
+            finally:
+                it.close()
+            return out
+
+        return self._call(run, "query")
+
+    def list_sources(self) -> dict[str, str]:
+        if self._layout() == "multivector":
+            rows = self._iterate("tok == 0", ["chunk_id", "source"])
+            return {r["chunk_id"]: r["source"] for r in rows}
+        rows = self._iterate("", ["source"])
+        return {r["id"]: r["source"] for r in rows}
+
+    def count(self) -> int:
+        expr = "tok == 0" if self._layout() == "multivector" else ""
+        rows = self._call(
+            lambda: self._client.query(self.collection, filter=expr, output_fields=["count(*)"]), "count"
+        )
+        return int(rows[0]["count(*)"])
+
+    def search(self, vector: np.ndarray, limit: int) -> list[StoreHit]:
+        data = [np.asarray(vector, dtype=np.float32).tolist()]
+        res = self._call(
+            lambda: self._client.search(self.collection, data, limit=limit, output_fields=["*"]), "search"
+        )
+        hits = []
+        for hit in res[0]:
+            entity = dict(hit.get("entity") or {})
+            entity.pop("vector", None)
+            hits.append(StoreHit(str(hit["id"]), float(hit["distance"]), entity))
+        return hits
+
+    def search_multivector(
+        self, vectors: np.ndarray, limit: int, per_token: int | None = None
+    ) -> list[StoreHit]:
+        """Per-token ANN for candidates, then exact MaxSim over every token of each candidate."""
+        queries = np.asarray(vectors, dtype=np.float32)
+        per_token = per_token or max(4 * limit, 32)
+        res = self._call(
+            lambda: self._client.search(
+                self.collection, queries.tolist(), limit=per_token, output_fields=["chunk_id"]
+            ),
+            "search",
+        )
+        candidates = list(dict.fromkeys(h["entity"]["chunk_id"] for row in res for h in row))
+        if not candidates:
+            return []
+        token_vectors = self.fetch_vectors(candidates)
+        scored = sorted(
+            ((cid, maxsim(queries, mat)) for cid, mat in token_vectors.items()), key=lambda x: -x[1]
+        )[:limit]
+        top = [cid for cid, _ in scored]
+        rows = self._call(
+            lambda: self._client.query(
+                self.collection, filter=f"chunk_id in {_quote(top)} and tok == 0", output_fields=["*"]
+            ),
+            "query",
+        )
+        payloads = {}
+        for row in rows:
+            row = dict(row)
+            cid = row.pop("chunk_id")
+            for key in ("id", "tok", "vector"):
+                row.pop(key, None)
+            payloads[cid] = row
+        return [StoreHit(cid, float(score), payloads.get(cid, {})) for cid, score in scored]
+
+    def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        ids = list(ids)
+        out: dict[str, np.ndarray] = {}
+        if self._layout() == "multivector":
+            tokens: dict[str, dict[int, list[float]]] = {}
+            for start in range(0, len(ids), _PAGE):
+                expr = f"chunk_id in {_quote(ids[start : start + _PAGE])}"
+                for row in self._iterate(expr, ["chunk_id", "tok", "vector"]):
+                    tokens.setdefault(row["chunk_id"], {})[int(row["tok"])] = row["vector"]
+            for cid, rows in tokens.items():
+                out[cid] = np.asarray([rows[i] for i in sorted(rows)], dtype=np.float32)
+            return out
+        for start in range(0, len(ids), _PAGE):
+            part = ids[start : start + _PAGE]
+            rows = self._call(
+                lambda p=part: self._client.query(self.collection, ids=p, output_fields=["vector"]), "query"
+            )
+            for row in rows:
+                out[str(row["id"])] = np.asarray(row["vector"], dtype=np.float32)
+        return out
+
+    def close(self) -> None:
+        try:
+            self._client.close()
+        except Exception:  # closing a dead connection must not mask the real error
+            logger.debug("closing milvus client failed", exc_info=True)

@@ -1,0 +1,241 @@
+"""Qdrant store (qdrant-client): local mode in a folder by default, any Qdrant server by URL.
+
+One unnamed vector per point: a ``[D]`` vector (dense) or a ``[T, D]`` multivector compared with
+MaxSim (ColBERT), which Qdrant scores natively. ``int8`` / ``binary`` quantization keep the
+original vectors on disk and a compressed copy in RAM; searches oversample on the compressed copy
+and rescore with the originals. Collection metadata holds poolrag's model description.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
+from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
+from poolrag.stores.retry import RetryPolicy
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_PATH = "./poolrag_qdrant"
+_PAGE = 1000
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """Connection refused, timeouts, or a local-mode folder held by another process."""
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    if isinstance(exc, ResponseHandlingException):
+        return True
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code in (502, 503, 504)
+    if isinstance(exc, RuntimeError) and "already accessed by another instance" in str(exc):
+        return True
+    try:
+        import grpc
+
+        if isinstance(exc, grpc.RpcError):
+            return exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    except ImportError:  # pragma: no cover - grpc ships with qdrant-client
+        pass
+    import httpx
+
+    return isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError))
+
+
+def _quantization(kind: str | None) -> Any:
+    from qdrant_client import models
+
+    if kind == "int8":
+        return models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(
+                type=models.ScalarType.INT8, quantile=0.99, always_ram=True
+            )
+        )
+    if kind == "binary":
+        return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
+    return None
+
+
+class QdrantStore:
+    """One Qdrant collection: ``path`` for local mode, or ``url`` (+ ``api_key``) for a server."""
+
+    name = "qdrant"
+
+    def __init__(
+        self,
+        collection: str,
+        *,
+        path: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: int = 10,
+    ) -> None:
+        if path is not None and url is not None:
+            raise ValueError("give either a local path or a server url, not both")
+        self.collection = collection
+        self.retry = retry or RetryPolicy()
+        self._spec: CollectionSpec | None = None
+        if url is None:
+            path = path or DEFAULT_PATH
+            Path(path).mkdir(parents=True, exist_ok=True)
+            self.location = str(path)
+        else:
+            self.location = url
+        self._client = self._call(lambda: self._connect(path, url, api_key, timeout), "connect")
+
+    @staticmethod
+    def _connect(path: str | None, url: str | None, api_key: str | None, timeout: int) -> Any:
+        from qdrant_client import QdrantClient
+
+        if url is None:
+            return QdrantClient(path=path)
+        return QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
+
+    def _call(self, fn: Callable[[], T], what: str) -> T:
+        def attempt() -> T:
+            try:
+                return fn()
+            except Exception as exc:
+                if _unavailable(exc):
+                    raise StoreUnavailableError(str(exc) or type(exc).__name__) from exc
+                raise
+
+        return self.retry.call(attempt, what, f"qdrant at {self.location}")
+
+    # -- collection ---------------------------------------------------------------------------------
+    def read_spec(self) -> CollectionSpec | None:
+        if self._spec is not None:
+            return self._spec
+        if not self._call(lambda: self._client.collection_exists(self.collection), "collection_exists"):
+            return None
+        info = self._call(lambda: self._client.get_collection(self.collection), "get_collection")
+        raw = (info.config.metadata or {}).get(METADATA_KEY)
+        if raw is None:
+            raise CollectionMismatchError(
+                f"collection {self.collection!r} in qdrant at {self.location} was not created by poolrag "
+                "(no model metadata); choose another --collection"
+            )
+        self._spec = CollectionSpec.from_metadata(self.collection, raw)
+        return self._spec
+
+    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
+        self._spec = ensure_against(self, spec, self._create)
+        return self._spec
+
+    def _create(self, spec: CollectionSpec) -> None:
+        from qdrant_client import models
+
+        multivector = (
+            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
+            if spec.layout == "multivector"
+            else None
+        )
+        vectors = models.VectorParams(
+            size=spec.dimension, distance=models.Distance.COSINE, multivector_config=multivector
+        )
+        self._call(
+            lambda: self._client.create_collection(
+                self.collection,
+                vectors_config=vectors,
+                quantization_config=_quantization(spec.quantization),
+                metadata={METADATA_KEY: spec.to_metadata()},
+            ),
+            "create_collection",
+        )
+        self._call(
+            lambda: self._client.create_payload_index(
+                self.collection, "source", models.PayloadSchemaType.KEYWORD
+            ),
+            "create_payload_index",
+        )
+        logger.info("created qdrant collection %r (%s, %d dims)", spec.name, spec.layout, spec.dimension)
+
+    # -- writes -------------------------------------------------------------------------------------
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        from qdrant_client import models
+
+        if not records:
+            return
+        points = [
+            models.PointStruct(
+                id=r.id, vector=np.asarray(r.vector, dtype=np.float32).tolist(), payload=r.payload
+            )
+            for r in records
+        ]
+        self._call(lambda: self._client.upsert(self.collection, points, wait=True), "upsert")
+
+    def delete(self, ids: Sequence[str]) -> None:
+        from qdrant_client import models
+
+        ids = list(ids)
+        for start in range(0, len(ids), _PAGE):
+            selector = models.PointIdsList(points=ids[start : start + _PAGE])
+            self._call(lambda s=selector: self._client.delete(self.collection, s, wait=True), "delete")
+
+    # -- reads --------------------------------------------------------------------------------------
+    def list_sources(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        offset = None
+        while True:
+            points, offset = self._call(
+                lambda o=offset: self._client.scroll(
+                    self.collection, limit=_PAGE, offset=o, with_payload=["source"], with_vectors=False
+                ),
+                "scroll",
+            )
+            out.update({str(p.id): (p.payload or {}).get("source", "") for p in points})
+            if offset is None:
+                return out
+
+    def count(self) -> int:
+        return int(self._call(lambda: self._client.count(self.collection, exact=True).count, "count"))
+
+    def _query(self, query: Any, limit: int) -> list[StoreHit]:
+        from qdrant_client import models
+
+        spec = self.read_spec()
+        params = None
+        if spec is not None and spec.quantization:
+            params = models.SearchParams(
+                quantization=models.QuantizationSearchParams(rescore=True, oversampling=2.0)
+            )
+        res = self._call(
+            lambda: self._client.query_points(
+                self.collection, query=query, limit=limit, with_payload=True, search_params=params
+            ),
+            "query_points",
+        )
+        return [StoreHit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+
+    def search(self, vector: np.ndarray, limit: int) -> list[StoreHit]:
+        return self._query(np.asarray(vector, dtype=np.float32).tolist(), limit)
+
+    def search_multivector(self, vectors: np.ndarray, limit: int) -> list[StoreHit]:
+        return self._query(np.asarray(vectors, dtype=np.float32).tolist(), limit)
+
+    def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        ids = list(ids)
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), _PAGE):
+            part = ids[start : start + _PAGE]
+            points = self._call(
+                lambda p=part: self._client.retrieve(
+                    self.collection, p, with_payload=False, with_vectors=True
+                ),
+                "retrieve",
+            )
+            out.update({str(p.id): np.asarray(p.vector, dtype=np.float32) for p in points})
+        return out
+
+    def close(self) -> None:
+        try:
+            self._client.close()
+        except Exception:
+            logger.debug("closing qdrant client failed", exc_info=True)
