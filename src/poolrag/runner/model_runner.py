@@ -32,7 +32,9 @@ class ModelRunner:
         width = max(r.num_tokens for r in batch)
         ids = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
         attention = torch.zeros((len(batch), width), dtype=torch.long)
-        types = torch.zeros((len(batch), width), dtype=torch.long) if self._takes_token_types else None
+        # only when the tokenizer made them: GPT-2 accepts token_type_ids but adds embeddings for them
+        with_types = self._takes_token_types and any(r.token_type_ids is not None for r in batch)
+        types = torch.zeros((len(batch), width), dtype=torch.long) if with_types else None
         for row, req in enumerate(batch):
             n = req.num_tokens
             ids[row, :n] = torch.tensor(req.token_ids, dtype=torch.long)
