@@ -1,0 +1,5 @@
+import sys
+
+from poolrag.cli import main
+
+sys.exit(main())

@@ -1,0 +1,135 @@
+"""``poolrag serve MODEL``: run the OpenAI-compatible pooling server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from poolrag.server.settings import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_INPUTS, DEFAULT_MAX_QUEUE
+
+logger = logging.getLogger(__name__)
+
+API_KEY_ENV = "POOLRAG_API_KEY"
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve a model over HTTP (OpenAI-compatible embeddings, score, rerank, classify, pooling)",
+        description="Serve a pooling model over HTTP with OpenAI / vLLM / Jina / Cohere-shaped endpoints.",
+    )
+    parser.add_argument("model", metavar="MODEL", help="hub id or local model folder")
+    net = parser.add_argument_group("server")
+    net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    net.add_argument("--port", type=int, default=8000)
+    net.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV),
+        help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, if set)",
+    )
+    net.add_argument(
+        "--served-model-name",
+        nargs="+",
+        metavar="NAME",
+        help="name(s) clients pass as 'model'; the first is reported (default: MODEL)",
+    )
+    net.add_argument(
+        "--max-queue",
+        type=_positive_int,
+        default=DEFAULT_MAX_QUEUE,
+        help="most requests admitted at once; more get 503 + Retry-After",
+    )
+    net.add_argument(
+        "--max-inputs", type=_positive_int, default=DEFAULT_MAX_INPUTS, help="most inputs per request"
+    )
+    net.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="largest request body (413)",
+    )
+    net.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+    eng = parser.add_argument_group("engine")
+    eng.add_argument("--task", help="primary pooling task (default: the model's own)")
+    eng.add_argument("--dtype", default="auto", help="auto, float32, float16, bfloat16")
+    eng.add_argument("--device", help="cuda, cpu, ... (default: auto)")
+    eng.add_argument("--max-model-len", type=_positive_int, help="token limit per input")
+    eng.add_argument(
+        "--max-batch-tokens", type=_positive_int, default=16384, help="padded tokens per forward pass"
+    )
+    eng.add_argument(
+        "--trust-remote-code", action="store_true", help="allow model folders with their own code"
+    )
+    eng.add_argument(
+        "--pooler-config", type=_json_object, metavar="JSON", help="pooling overrides (vLLM's keys)"
+    )
+    eng.add_argument(
+        "--hf-overrides", type=_json_object, metavar="JSON", help="transformers config overrides"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        import uvicorn
+
+        from poolrag.server import ServerSettings, create_app
+    except ImportError as exc:
+        print(f"poolrag serve needs the server extra: pip install 'poolrag[server]' ({exc})", file=sys.stderr)
+        return 2
+    from poolrag import Engine, PoolragError
+
+    try:
+        settings = ServerSettings(
+            served_model_names=tuple(args.served_model_name or [args.model]),
+            api_key=args.api_key or None,
+            max_queue=args.max_queue,
+            max_inputs=args.max_inputs,
+            max_body_bytes=args.max_body_bytes,
+        )
+        engine = Engine(
+            args.model,
+            task=args.task,
+            dtype=args.dtype,
+            device=args.device,
+            max_model_len=args.max_model_len,
+            pooler_config=args.pooler_config,
+            hf_overrides=args.hf_overrides,
+            trust_remote_code=args.trust_remote_code,
+            max_batch_tokens=args.max_batch_tokens,
+        )
+    except (PoolragError, ValueError, OSError) as exc:
+        print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)
+        return 1
+    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
+        logger.warning("listening on %s without an API key: anyone who can reach it can use it", args.host)
+    uvicorn.run(create_app(engine, settings), host=args.host, port=args.port, log_level=args.log_level)
+    return 0

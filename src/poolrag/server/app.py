@@ -1,0 +1,86 @@
+"""The app factory: one engine behind OpenAI / vLLM / Jina / Cohere-shaped endpoints."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+import poolrag
+from poolrag.server.admission import Admission
+from poolrag.server.auth import APIKeyMiddleware
+from poolrag.server.body_limit import BodySizeLimitMiddleware
+from poolrag.server.engine_calls import EngineCalls
+from poolrag.server.errors import install_error_handlers
+from poolrag.server.metrics import MetricsMiddleware, ServerMetrics
+from poolrag.server.openapi import install_openapi
+from poolrag.server.routes import (
+    classify,
+    embeddings,
+    health,
+    metrics,
+    models,
+    pooling,
+    rerank,
+    score,
+    tokenize,
+)
+from poolrag.server.settings import ServerSettings
+from poolrag.server.state import ServerState, now
+
+logger = logging.getLogger(__name__)
+
+_ROUTERS = (embeddings, score, rerank, classify, pooling, tokenize, models, health, metrics)
+
+
+def create_app(engine: Any, settings: ServerSettings) -> FastAPI:
+    """Build the ASGI app serving ``engine`` (a :class:`poolrag.Engine`).
+
+    Middleware order, outermost first: metrics (sees every answer), API key (before any body is
+    read), body size limit, then FastAPI's routing and validation.
+    """
+    server_metrics = ServerMetrics(settings.max_queue)
+    calls = EngineCalls(engine, settings.engine_threads)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        logger.info(
+            "serving %s as %s (tasks: %s)",
+            engine.model_name,
+            ", ".join(settings.served_model_names),
+            ", ".join(engine.supported_tasks),
+        )
+        try:
+            yield
+        finally:
+            calls.close()
+
+    app = FastAPI(
+        title="poolrag",
+        version=poolrag.__version__,
+        description="OpenAI-compatible embeddings, scoring, reranking, classification and pooling.",
+        lifespan=lifespan,
+    )
+    app.state.poolrag = ServerState(
+        engine=engine,
+        settings=settings,
+        calls=calls,
+        admission=Admission(settings.max_queue, settings.retry_after_s, server_metrics),
+        metrics=server_metrics,
+        started=now(),
+    )
+    for module in _ROUTERS:
+        app.include_router(module.router)
+    install_error_handlers(app)
+    install_openapi(app)
+
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    if settings.api_key is not None:
+        app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)
+    app.add_middleware(
+        MetricsMiddleware, metrics=server_metrics, known_paths=lambda: app.openapi()["paths"].keys()
+    )
+    return app

@@ -1,0 +1,144 @@
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+
+Clients written for OpenAI (the ``openai`` package, LangChain) read ``error.message`` and the
+status code, so every failure, including schema validation and the middleware's 401/413/503,
+is answered in that shape. Client mistakes are 4xx; only real server faults are 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from poolrag.errors import (
+    DimensionsError,
+    InputTooLongError,
+    InputTypeError,
+    InvalidInputError,
+    PoolragError,
+    UnsupportedTaskError,
+)
+
+logger = logging.getLogger(__name__)
+
+_TYPE_BY_STATUS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    503: "service_unavailable_error",
+}
+
+
+class APIError(Exception):
+    """An error answered to the client as is (status, message, and OpenAI's type/param/code)."""
+
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        type: str | None = None,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.type = type or _TYPE_BY_STATUS.get(status_code, "server_error")
+        self.param = param
+        self.code = code
+        self.headers = dict(headers or {})
+
+
+def error_response(error: APIError) -> JSONResponse:
+    body = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
+    return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+
+
+def from_poolrag_error(exc: PoolragError) -> APIError:
+    """Map the engine's errors: anything the caller caused is a 400 with the engine's message."""
+    if isinstance(exc, InputTooLongError):
+        return APIError(400, str(exc), param="input", code="context_length_exceeded")
+    if isinstance(exc, DimensionsError):
+        return APIError(400, str(exc), param="dimensions", code="invalid_dimensions")
+    if isinstance(exc, UnsupportedTaskError):
+        return APIError(400, str(exc), code="unsupported_task")
+    if isinstance(exc, InputTypeError):
+        return APIError(400, str(exc), code="invalid_type")
+    if isinstance(exc, InvalidInputError):
+        return APIError(400, str(exc), code="invalid_value")
+    return APIError(500, f"the model failed: {exc}", type="server_error", code="model_error")
+
+
+def _loc_path(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts)
+
+
+def from_validation_error(exc: RequestValidationError) -> APIError:
+    """A 400 (as OpenAI answers), naming the first offending field."""
+    errors = list(exc.errors())
+    if not errors:
+        return APIError(400, "invalid request", code="invalid_request")
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        detail = (first.get("ctx") or {}).get("error", "")
+        return APIError(
+            400, f"the request body is not valid JSON: {detail}".rstrip(": "), code="invalid_json"
+        )
+    messages = []
+    for err in errors[:3]:
+        where = _loc_path(err.get("loc", ()))
+        messages.append(f"{where or 'request body'}: {err.get('msg', 'invalid value')}")
+    if len(errors) > 3:
+        messages.append(f"and {len(errors) - 3} more")
+    param = _loc_path(first.get("loc", ())) or None
+    return APIError(400, "; ".join(messages), param=param, code="invalid_request")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, APIError)
+        return error_response(exc)
+
+    async def on_poolrag_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, PoolragError)
+        error = from_poolrag_error(exc)
+        if error.status_code >= 500:
+            logger.error("engine error: %s", exc, exc_info=exc)
+        return error_response(error)
+
+    async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return error_response(from_validation_error(exc))
+
+    async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        try:
+            phrase = HTTPStatus(exc.status_code).phrase
+        except ValueError:
+            phrase = "error"
+        message = exc.detail if isinstance(exc.detail, str) and exc.detail else phrase
+        return error_response(APIError(exc.status_code, message, headers=exc.headers))
+
+    async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error while serving a request", exc_info=exc)
+        return error_response(
+            APIError(500, "internal server error", type="server_error", code="internal_error")
+        )
+
+    app.add_exception_handler(APIError, on_api_error)
+    app.add_exception_handler(PoolragError, on_poolrag_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)

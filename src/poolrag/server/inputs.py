@@ -1,0 +1,41 @@
+"""Checks every endpoint applies before the engine sees a request: model name, input count, shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from poolrag.server.errors import APIError
+from poolrag.server.settings import ServerSettings
+
+
+def check_model(settings: ServerSettings, model: str | None) -> None:
+    """``model`` may be omitted; when given it must be one of the served names."""
+    if model is not None and model not in settings.served_model_names:
+        served = ", ".join(repr(n) for n in settings.served_model_names)
+        raise APIError(
+            400, f"model {model!r} is not served here; use {served}", param="model", code="model_not_found"
+        )
+
+
+def check_count(settings: ServerSettings, count: int, param: str) -> None:
+    if count == 0:
+        raise APIError(400, f"{param} must not be empty", param=param, code="empty_input")
+    if count > settings.max_inputs:
+        raise APIError(
+            400,
+            f"{param} has {count} items, more than this server's limit of {settings.max_inputs} per request",
+            param=param,
+            code="too_many_inputs",
+        )
+
+
+def to_prompts(value: str | Sequence[Any], settings: ServerSettings, param: str = "input") -> list[Any]:
+    """OpenAI's ``input`` forms as engine prompts: texts stay texts, token ids become token prompts."""
+    if isinstance(value, str):
+        return [value]
+    items = list(value)
+    if items and all(isinstance(t, int) for t in items):  # one list of token ids
+        return [{"prompt_token_ids": items}]
+    check_count(settings, len(items), param)
+    return [{"prompt_token_ids": item} if isinstance(item, list) else item for item in items]

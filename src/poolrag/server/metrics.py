@@ -1,0 +1,107 @@
+"""Prometheus metrics: one registry per app, so several servers can live in one process."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+UNMATCHED_PATH = "unmatched"
+
+
+class ServerMetrics:
+    """Requests, tokens, queue depth, request batch sizes and latencies."""
+
+    def __init__(self, max_queue: int) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "poolrag_requests",
+            "HTTP requests by path and status.",
+            ["path", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "poolrag_request_duration_seconds",
+            "Time from request to response, by path.",
+            ["path"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.engine_latency = Histogram(
+            "poolrag_engine_duration_seconds",
+            "Time a request spends waiting for and running on the engine, by path.",
+            ["path"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.prompt_tokens = Counter(
+            "poolrag_prompt_tokens", "Tokens the model read, by path.", ["path"], registry=self.registry
+        )
+        self.batch_size = Histogram(
+            "poolrag_request_batch_size",
+            "Inputs (texts, pairs, documents) per request, by path.",
+            ["path"],
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "poolrag_queue_depth",
+            "Requests admitted and waiting for or running on the engine.",
+            registry=self.registry,
+        )
+        self.queue_capacity = Gauge(
+            "poolrag_queue_capacity", "Most requests admitted at once (--max-queue).", registry=self.registry
+        )
+        self.queue_capacity.set(max_queue)
+        self.rejected = Counter(
+            "poolrag_queue_rejections",
+            "Requests refused with 503 because the queue was full.",
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Counts every response, including those the auth and size middleware answer themselves.
+
+    Paths that are not routes of the app are counted under one label, so a scanner cannot blow
+    up the number of time series. The routes are listed lazily (``known_paths`` is called on the
+    first request), once the app is complete.
+    """
+
+    def __init__(
+        self, app: ASGIApp, metrics: ServerMetrics, known_paths: Callable[[], Iterable[str]]
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self._list_paths = known_paths
+        self._known: frozenset[str] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._known is None:
+            self._known = frozenset(self._list_paths())
+        path = scope.get("path", "")
+        label = path if path in self._known else UNMATCHED_PATH
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_status)
+        finally:
+            self.metrics.requests.labels(label, str(status)).inc()
+            self.metrics.latency.labels(label).observe(time.perf_counter() - started)

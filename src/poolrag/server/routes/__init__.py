@@ -1,0 +1,1 @@
+"""One module per endpoint family; each exposes ``router``."""

@@ -1,0 +1,40 @@
+"""``POST /classify``: vLLM's classification API (label, probabilities per input)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from poolrag.params import PoolingParams
+from poolrag.server.inputs import to_prompts
+from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.schemas import ClassificationData, ClassificationRequest, ClassificationResponse, Usage
+from poolrag.server.state import new_id, now, server_state
+
+router = APIRouter(tags=["classification"])
+PATH = "/classify"
+
+
+@router.post(PATH, response_model=ClassificationResponse, responses=ENGINE_ERRORS)
+async def classify(body: ClassificationRequest, request: Request) -> ClassificationResponse:
+    state = server_state(request)
+    state.check_model(body.model)
+    prompts = to_prompts(body.input, state.settings)
+    params = PoolingParams(
+        truncate_prompt_tokens=body.truncate_prompt_tokens, use_activation=body.use_activation
+    )
+    outputs = await state.run_engine(PATH, "classify", len(prompts), prompts, params)
+    id2label = state.engine.id2label
+    data = []
+    for i, out in enumerate(outputs):
+        probs = out.outputs.probs
+        best = int(probs.argmax())
+        label = id2label.get(best, f"LABEL_{best}")
+        data.append(ClassificationData(index=i, label=label, probs=probs.tolist(), num_classes=len(probs)))
+    tokens = sum(out.num_tokens for out in outputs)
+    return ClassificationResponse(
+        id=new_id("classify"),
+        created=now(),
+        model=state.settings.model_name,
+        data=data,
+        usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
+    )

@@ -1,0 +1,45 @@
+"""``POST /score`` and ``/v1/score``: vLLM's pair scoring (1:1, 1:N or N:N)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from poolrag.params import PoolingParams
+from poolrag.server.inputs import check_count
+from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
+from poolrag.server.state import new_id, now, server_state
+
+router = APIRouter(tags=["scoring"])
+
+
+async def _score(body: ScoreRequest, request: Request) -> ScoreResponse:
+    state = server_state(request)
+    state.check_model(body.model)
+    firsts = [body.text_1] if isinstance(body.text_1, str) else list(body.text_1)
+    seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
+    check_count(state.settings, len(firsts), "text_1")
+    check_count(state.settings, len(seconds), "text_2")
+    params = PoolingParams(truncate_prompt_tokens=body.truncate_prompt_tokens)
+    path = request.url.path
+    outputs = await state.run_engine(path, "score", len(seconds), firsts, seconds, params)
+    tokens = sum(out.num_tokens for out in outputs)
+    return ScoreResponse(
+        id=new_id("score"),
+        created=now(),
+        model=state.settings.model_name,
+        data=[ScoreData(index=i, score=out.outputs.score) for i, out in enumerate(outputs)],
+        usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
+    )
+
+
+for _path in ("/score", "/v1/score"):
+    router.add_api_route(
+        _path,
+        _score,
+        methods=["POST"],
+        response_model=ScoreResponse,
+        responses=ENGINE_ERRORS,
+        name=f"score{_path.replace('/', '_')}",
+        summary="Score text pairs",
+    )

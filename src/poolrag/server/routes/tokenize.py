@@ -1,0 +1,38 @@
+"""``POST /tokenize``: the token ids the model would read, for clients that budget context length."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from poolrag.server.errors import APIError
+from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
+from poolrag.server.state import server_state
+
+router = APIRouter(tags=["tokenization"])
+PATH = "/tokenize"
+
+
+def _tokenize(engine: Any, prompt: str, add_special_tokens: bool) -> list[int]:
+    if add_special_tokens:
+        return engine.tokenize(prompt)
+    return list(engine.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+
+@router.post(PATH, response_model=TokenizeResponse, response_model_exclude_none=True, responses=ENGINE_ERRORS)
+async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
+    state = server_state(request)
+    state.check_model(body.model)
+    if not body.prompt.strip():
+        raise APIError(400, "prompt is empty", param="prompt", code="empty_input")
+    engine = state.engine
+    tokens = await state.run_blocking(PATH, _tokenize, engine, body.prompt, body.add_special_tokens)
+    state.metrics.prompt_tokens.labels(PATH).inc(len(tokens))
+    return TokenizeResponse(
+        count=len(tokens),
+        max_model_len=engine.max_model_len,
+        tokens=tokens,
+        token_strs=engine.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None,
+    )

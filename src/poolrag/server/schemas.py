@@ -1,0 +1,261 @@
+"""Request and response bodies, shaped like OpenAI's and vLLM's pooling APIs.
+
+The pydantic models are the single source of both validation and ``/openapi.json``, so the
+published schema is exactly what the server accepts. Unknown fields are ignored (clients add
+their own, e.g. Cohere's ``rank_fields``), as OpenAI-compatible servers do.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
+
+
+def _single_error(message: str) -> WrapValidator:
+    """Replace a union's one-error-per-branch report with one readable message."""
+
+    def validate(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            raise PydanticCustomError("invalid_input_shape", message) from exc
+
+    return WrapValidator(validate)
+
+
+TokenIds = list[StrictInt]
+PoolingInput = Annotated[
+    StrictStr | list[StrictStr] | TokenIds | list[TokenIds],
+    _single_error("must be a string, a list of strings, a list of token ids or a list of token-id lists"),
+    Field(description="Text, texts, one token-id list, or several token-id lists."),
+]
+TextOrTexts = Annotated[
+    StrictStr | list[StrictStr],
+    _single_error("must be a string or a list of strings"),
+]
+TruncatePromptTokens = Annotated[
+    StrictInt | None,
+    Field(
+        ge=-1,
+        description="Keep at most this many tokens per input (-1: the model's maximum). Without it, "
+        "an input over the model's length is an error rather than silently truncated.",
+    ),
+]
+InputType = Literal["query", "document"]
+
+
+class RequestBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: StrictStr | None = Field(None, description="One of the served model names; optional.")
+
+
+# -- errors ------------------------------------------------------------------------------------------
+class ErrorInfo(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorInfo
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+# -- /v1/embeddings ---------------------------------------------------------------------------------
+class EmbeddingRequest(RequestBody):
+    input: PoolingInput
+    encoding_format: Literal["float", "base64"] = Field(
+        "float", description="base64: the little-endian float32 bytes of each vector, as OpenAI sends."
+    )
+    dimensions: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
+    user: StrictStr | None = None
+    truncate_prompt_tokens: TruncatePromptTokens = None
+    input_type: InputType | None = Field(
+        None, description="Selects the model's query or document prompt (poolrag extension)."
+    )
+
+
+class EmbeddingData(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class EmbeddingResponse(BaseModel):
+    id: str
+    object: Literal["list"] = "list"
+    created: int
+    model: str
+    data: list[EmbeddingData]
+    usage: Usage
+
+
+# -- /score -------------------------------------------------------------------------------------------
+class ScoreRequest(RequestBody):
+    text_1: TextOrTexts = Field(description="One query, or as many texts as text_2 (zipped pairs).")
+    text_2: TextOrTexts
+    truncate_prompt_tokens: TruncatePromptTokens = None
+    user: StrictStr | None = None
+
+
+class ScoreData(BaseModel):
+    index: int
+    object: Literal["score"] = "score"
+    score: float
+
+
+class ScoreResponse(BaseModel):
+    id: str
+    object: Literal["list"] = "list"
+    created: int
+    model: str
+    data: list[ScoreData]
+    usage: Usage
+
+
+# -- /rerank ------------------------------------------------------------------------------------------
+class RerankDocumentIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    text: StrictStr
+
+
+class RerankRequest(RequestBody):
+    query: StrictStr
+    documents: list[StrictStr | RerankDocumentIn] = Field(
+        description='Texts, or objects {"text": ...} as Jina and Cohere v1 accept.'
+    )
+    top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
+    return_documents: StrictBool = True
+    truncate_prompt_tokens: TruncatePromptTokens = None
+
+
+class RerankDocument(BaseModel):
+    text: str
+
+
+class RerankResult(BaseModel):
+    index: int
+    relevance_score: float
+    document: RerankDocument | None = None
+
+
+class RerankUsage(BaseModel):
+    total_tokens: int
+
+
+class RerankResponse(BaseModel):
+    id: str
+    model: str
+    usage: RerankUsage
+    results: list[RerankResult]
+
+
+# -- /classify ---------------------------------------------------------------------------------------
+class ClassificationRequest(RequestBody):
+    input: PoolingInput
+    truncate_prompt_tokens: TruncatePromptTokens = None
+    use_activation: StrictBool | None = Field(None, description="false: return raw logits as probs.")
+    user: StrictStr | None = None
+
+
+class ClassificationData(BaseModel):
+    index: int
+    label: str
+    probs: list[float]
+    num_classes: int
+
+
+class ClassificationResponse(BaseModel):
+    id: str
+    object: Literal["list"] = "list"
+    created: int
+    model: str
+    data: list[ClassificationData]
+    usage: Usage
+
+
+# -- /pooling -----------------------------------------------------------------------------------------
+PoolingTaskName = Literal["embed", "classify", "token_embed", "token_classify", "reward"]
+
+
+class PoolingRequest(RequestBody):
+    input: PoolingInput
+    task: PoolingTaskName | None = Field(
+        None, description="Pooling task; the model's primary task if omitted."
+    )
+    dimensions: StrictInt | None = Field(None, ge=1)
+    normalize: StrictBool | None = None
+    use_activation: StrictBool | None = None
+    input_type: InputType | None = None
+    truncate_prompt_tokens: TruncatePromptTokens = None
+    user: StrictStr | None = None
+
+
+class PoolingData(BaseModel):
+    index: int
+    object: Literal["pooling"] = "pooling"
+    data: float | list[float] | list[list[float]] = Field(
+        description="The pooled array as nested lists: a vector, or one row per token or step."
+    )
+
+
+class PoolingResponse(BaseModel):
+    id: str
+    object: Literal["list"] = "list"
+    created: int
+    model: str
+    data: list[PoolingData]
+    usage: Usage
+
+
+# -- /tokenize ----------------------------------------------------------------------------------------
+class TokenizeRequest(RequestBody):
+    prompt: StrictStr
+    add_special_tokens: StrictBool = True
+    return_token_strs: StrictBool = False
+
+
+class TokenizeResponse(BaseModel):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
+
+
+# -- /v1/models, /health ------------------------------------------------------------------------------
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "poolrag"
+    root: str
+    max_model_len: int
+    tasks: list[str]
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"

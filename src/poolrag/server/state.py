@@ -1,0 +1,65 @@
+"""What every route needs: the engine, the limits, the queue and the metrics of one app."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from fastapi import Request
+
+from poolrag.server.admission import Admission
+from poolrag.server.engine_calls import EngineCalls
+from poolrag.server.inputs import check_model
+from poolrag.server.metrics import ServerMetrics
+from poolrag.server.settings import ServerSettings
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class ServerState:
+    engine: Any
+    settings: ServerSettings
+    calls: EngineCalls
+    admission: Admission
+    metrics: ServerMetrics
+    started: int
+
+    def check_model(self, model: str | None) -> None:
+        check_model(self.settings, model)
+
+    async def run_engine(self, path: str, method: str, num_inputs: int, *args: Any, **kwargs: Any) -> Any:
+        """Admit the request (or 503), run ``engine.<method>`` off the loop, record batch size,
+        engine time and, for per-input outputs, the tokens the model read."""
+        async with self.admission.slot():
+            started = time.perf_counter()
+            result = await self.calls.run(method, *args, **kwargs)
+            self.metrics.engine_latency.labels(path).observe(time.perf_counter() - started)
+        self.metrics.batch_size.labels(path).observe(num_inputs)
+        if isinstance(result, list):
+            tokens = sum(getattr(item, "num_tokens", 0) for item in result)
+            self.metrics.prompt_tokens.labels(path).inc(tokens)
+        return result
+
+    async def run_blocking(self, path: str, fn: Callable[..., T], *args: Any) -> T:
+        """Admit the request (or 503) and run a blocking helper off the loop."""
+        async with self.admission.slot():
+            started = time.perf_counter()
+            result = await self.calls.offload(fn, *args)
+            self.metrics.engine_latency.labels(path).observe(time.perf_counter() - started)
+        return result
+
+
+def server_state(request: Request) -> ServerState:
+    return request.app.state.poolrag
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def now() -> int:
+    return int(time.time())

@@ -1,0 +1,244 @@
+"""Live servers for the server tests: each listens on 127.0.0.1 on a free port and is called
+with real HTTP clients.
+
+* ``minilm_server``: ``poolrag serve`` started as a subprocess through the CLI (all-MiniLM-L6-v2).
+* In-process uvicorn servers (a thread each) for the other models and server settings, sharing
+  their engine with the test so results can be compared with the offline API directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from poolrag import Engine
+from poolrag.server import ServerSettings, create_app
+
+from .model_folders import build_pylate_colbert, build_sequence_classifier
+
+logger = logging.getLogger(__name__)
+
+MINILM_NAMES = ("all-MiniLM-L6-v2", "minilm")
+MINILM_MAX_INPUTS = 256
+API_KEY = "test-key-7f3a"
+STARTUP_TIMEOUT_S = 180
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running server: its base URL, the name it reports and the offline engine for the model."""
+
+    url: str
+    model: str
+    engine: Engine
+
+
+class LiveServer:
+    """uvicorn in a background thread, on a socket bound before it starts (no port race)."""
+
+    def __init__(self, app: Any) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("in-process server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.socket.close()
+
+
+@contextmanager
+def serve_in_thread(engine: Engine, **settings: Any) -> Iterator[str]:
+    settings.setdefault("served_model_names", ("test-model",))
+    with LiveServer(create_app(engine, ServerSettings(**settings))) as live:
+        yield live.url
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"poolrag serve exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"poolrag serve did not become healthy:\n{log.read_text()[-4000:]}")
+
+
+# -- model folders --------------------------------------------------------------------------------------
+def _converted_asset(name: str) -> Path | None:
+    """A real converted model from the shared test assets, when they have been built."""
+    try:
+        from build_test_assets import ensure_assets
+    except ImportError:
+        return None
+    try:
+        folder = ensure_assets() / name
+    except Exception as exc:  # the assets have tests of their own; fall back to a tiny model here
+        logger.warning("test assets unavailable (%s); using a tiny random model instead of %s", exc, name)
+        return None
+    return folder if (folder / "config.json").is_file() else None
+
+
+@pytest.fixture(scope="session")
+def cross_encoder_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ms-marco-MiniLM-L-12-v2 when the converted asset exists, else a tiny random cross-encoder."""
+    real = _converted_asset("ms-marco-MiniLM-L-12-v2")
+    if real is not None:
+        return real
+    return build_sequence_classifier(tmp_path_factory.mktemp("cross-encoder"), minilm_path, ["LABEL_0"])
+
+
+@pytest.fixture(scope="session")
+def colbert_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    real = _converted_asset("colbert-pylate")
+    if real is not None:
+        return real
+    return build_pylate_colbert(tmp_path_factory.mktemp("colbert"), minilm_path)
+
+
+@pytest.fixture(scope="session")
+def classifier_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_sequence_classifier(
+        tmp_path_factory.mktemp("classifier"),
+        minilm_path,
+        ["sports", "politics", "science"],
+        multi_label=True,
+    )
+
+
+# -- servers ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def minilm_server(
+    minilm_path: Path, minilm_engine: Engine, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """``poolrag serve`` through the CLI, in a process of its own."""
+    log = tmp_path_factory.mktemp("minilm-server") / "server.log"
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "poolrag.cli", "serve", str(minilm_path),
+        "--port", str(port),
+        "--served-model-name", *MINILM_NAMES,
+        "--max-inputs", str(MINILM_MAX_INPUTS),
+        "--log-level", "warning",
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("POOLRAG_API_KEY", None)
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log)
+        yield Served(url, MINILM_NAMES[0], minilm_engine)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def cross_encoder_engine(cross_encoder_path: Path) -> Engine:
+    return Engine(cross_encoder_path)
+
+
+@pytest.fixture(scope="session")
+def cross_encoder_server(cross_encoder_engine: Engine) -> Iterator[Served]:
+    with serve_in_thread(cross_encoder_engine, served_model_names=("reranker",)) as url:
+        yield Served(url, "reranker", cross_encoder_engine)
+
+
+@pytest.fixture(scope="session")
+def classifier_engine(classifier_path: Path) -> Engine:
+    return Engine(classifier_path)
+
+
+@pytest.fixture(scope="session")
+def classifier_server(classifier_engine: Engine) -> Iterator[Served]:
+    with serve_in_thread(classifier_engine, served_model_names=("topics",)) as url:
+        yield Served(url, "topics", classifier_engine)
+
+
+@pytest.fixture(scope="session")
+def colbert_engine(colbert_path: Path) -> Engine:
+    return Engine(colbert_path)
+
+
+@pytest.fixture(scope="session")
+def colbert_server(colbert_engine: Engine) -> Iterator[Served]:
+    with serve_in_thread(colbert_engine, served_model_names=("colbert",)) as url:
+        yield Served(url, "colbert", colbert_engine)
+
+
+@pytest.fixture(scope="session")
+def matryoshka_engine(minilm_path: Path) -> Engine:
+    return Engine(minilm_path, hf_overrides={"matryoshka_dimensions": [128, 256, 384]})
+
+
+@pytest.fixture(scope="session")
+def matryoshka_server(matryoshka_engine: Engine) -> Iterator[Served]:
+    with serve_in_thread(matryoshka_engine, served_model_names=("minilm-matryoshka",)) as url:
+        yield Served(url, "minilm-matryoshka", matryoshka_engine)
+
+
+@pytest.fixture(scope="session")
+def keyed_server(minilm_engine: Engine) -> Iterator[Served]:
+    """Requires ``Authorization: Bearer API_KEY``."""
+    with serve_in_thread(minilm_engine, served_model_names=("minilm",), api_key=API_KEY) as url:
+        yield Served(url, "minilm", minilm_engine)
+
+
+@pytest.fixture(scope="session")
+def limited_server(minilm_engine: Engine) -> Iterator[Served]:
+    """One request admitted at a time and 4 KiB bodies, to reach 503 and 413 cheaply."""
+    with serve_in_thread(
+        minilm_engine, served_model_names=("minilm",), max_queue=1, max_body_bytes=4096, retry_after_s=2
+    ) as url:
+        yield Served(url, "minilm", minilm_engine)
+
+
+@pytest.fixture(scope="session")
+def http() -> Iterator[httpx.Client]:
+    """A plain HTTP client; tests pass full URLs (``f"{server.url}/v1/embeddings"``)."""
+    with httpx.Client(timeout=120) as client:
+        yield client

@@ -1,0 +1,152 @@
+"""Every client mistake gets its status and an OpenAI-shaped error, never a 500 or FastAPI's 422."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from .conftest import MINILM_MAX_INPUTS, Served
+
+LONG_TEXT = "retrieval " * 300
+
+# (path, JSON body, expected error code or None, fragment of the message, param)
+MINILM_CASES = [
+    (
+        "/v1/embeddings",
+        {"model": "gpt-4", "input": "x"},
+        "model_not_found",
+        "model 'gpt-4' is not served",
+        "model",
+    ),
+    ("/v1/embeddings", {"input": []}, "empty_input", "input must not be empty", "input"),
+    ("/v1/embeddings", {"input": ""}, "invalid_value", "input is empty", None),
+    ("/v1/embeddings", {"input": ["fine", "   "]}, "invalid_value", "input is empty", None),
+    (
+        "/v1/embeddings",
+        {"input": 123},
+        "invalid_request",
+        "input: must be a string, a list of strings",
+        "input",
+    ),
+    ("/v1/embeddings", {"input": ["a", 1]}, "invalid_request", "input: must be a string", "input"),
+    ("/v1/embeddings", {"input": [[101, 102], "text"]}, "invalid_request", "input: must be", "input"),
+    ("/v1/embeddings", {}, "invalid_request", "input: Field required", "input"),
+    ("/v1/embeddings", {"input": "x", "encoding_format": "int8"}, "invalid_request", "encoding_format", None),
+    ("/v1/embeddings", {"input": "x", "dimensions": 0}, "invalid_request", "dimensions", "dimensions"),
+    (
+        "/v1/embeddings",
+        {"input": "x", "truncate_prompt_tokens": 0},
+        "invalid_value",
+        "truncate_prompt_tokens",
+        None,
+    ),
+    ("/v1/embeddings", {"input": [[]]}, "invalid_value", "prompt_token_ids is empty", None),
+    ("/v1/embeddings", {"input": [99999999]}, "invalid_value", "token ids must be in [0, 30522)", None),
+    ("/v1/embeddings", {"input": [-1, 5]}, "invalid_value", "token ids must be in", None),
+    (
+        "/v1/embeddings",
+        {"input": LONG_TEXT},
+        "context_length_exceeded",
+        "more than the model's maximum",
+        "input",
+    ),
+    (
+        "/v1/embeddings",
+        {"input": ["x"] * (MINILM_MAX_INPUTS + 1)},
+        "too_many_inputs",
+        f"input has {MINILM_MAX_INPUTS + 1} items, more than this server's limit of {MINILM_MAX_INPUTS}",
+        "input",
+    ),
+    ("/classify", {"input": "x"}, "unsupported_task", "task 'classify' is not supported", None),
+    (
+        "/pooling",
+        {"input": "x", "task": "reward"},
+        "unsupported_task",
+        "task 'reward' is not supported",
+        None,
+    ),
+    ("/pooling", {"input": "x", "task": "generate"}, "invalid_request", "task", "task"),
+    (
+        "/score",
+        {"text_1": ["a", "b"], "text_2": ["c", "d", "e"]},
+        "invalid_value",
+        "equal-length lists",
+        None,
+    ),
+    ("/score", {"text_1": [], "text_2": ["c"]}, "empty_input", "text_1 must not be empty", "text_1"),
+    ("/v1/score", {"text_1": "a"}, "invalid_request", "text_2: Field required", "text_2"),
+    ("/rerank", {"documents": ["a"]}, "invalid_request", "query: Field required", "query"),
+    ("/rerank", {"query": "q", "documents": []}, "empty_input", "documents must not be empty", "documents"),
+    ("/v1/rerank", {"query": "q", "documents": ["a"], "top_n": -1}, "invalid_request", "top_n", "top_n"),
+    ("/v2/rerank", {"query": "q", "documents": [{"title": "no text"}]}, "invalid_request", "documents", None),
+    ("/v1/rerank", {"query": "", "documents": ["a"]}, "empty_input", "query is empty", "query"),
+    ("/rerank", {"query": "q", "documents": ["a", " "]}, "empty_input", "documents[1] is empty", "documents"),
+    ("/tokenize", {"prompt": " "}, "empty_input", "prompt is empty", "prompt"),
+    ("/tokenize", {"prompt": ["a"]}, "invalid_request", "prompt", "prompt"),
+]
+
+
+def _assert_openai_error(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert isinstance(error["message"], str) and error["message"]
+    return error
+
+
+@pytest.mark.parametrize(("path", "body", "code", "message", "param"), MINILM_CASES)
+def test_bad_requests_get_400_with_a_clear_message(
+    minilm_server: Served,
+    http: httpx.Client,
+    path: str,
+    body: dict,
+    code: str,
+    message: str,
+    param: str | None,
+) -> None:
+    error = _assert_openai_error(http.post(f"{minilm_server.url}{path}", json=body), 400)
+    assert error["type"] == "invalid_request_error"
+    assert error["code"] == code
+    assert message in error["message"]
+    if param is not None:
+        assert error["param"] == param
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [(b'{"input": "x"', "not valid JSON"), (b"[1, 2]", "valid dictionary"), (b"null", "valid dictionary")],
+)
+def test_malformed_bodies_get_400(
+    minilm_server: Served, http: httpx.Client, content: bytes, fragment: str
+) -> None:
+    response = http.post(
+        f"{minilm_server.url}/v1/embeddings", content=content, headers={"content-type": "application/json"}
+    )
+    assert fragment in _assert_openai_error(response, 400)["message"]
+
+
+def test_wrong_task_for_the_model_is_400(
+    cross_encoder_server: Served, classifier_server: Served, http: httpx.Client
+) -> None:
+    embed = http.post(f"{cross_encoder_server.url}/v1/embeddings", json={"input": "x"})
+    assert "task 'embed' is not supported" in _assert_openai_error(embed, 400)["message"]
+    rerank = http.post(f"{classifier_server.url}/rerank", json={"query": "q", "documents": ["a"]})
+    assert _assert_openai_error(rerank, 400)["code"] == "unsupported_task"
+
+
+def test_unknown_paths_and_methods_are_openai_shaped(minilm_server: Served, http: httpx.Client) -> None:
+    missing = _assert_openai_error(http.get(f"{minilm_server.url}/v1/chat/completions"), 404)
+    assert missing["type"] == "not_found_error"
+    wrong_method = _assert_openai_error(http.get(f"{minilm_server.url}/v1/embeddings"), 405)
+    assert wrong_method["message"] == "Method Not Allowed"
+
+
+def test_openai_client_raises_bad_request_with_the_message(minilm_server: Served) -> None:
+    client = openai.OpenAI(base_url=f"{minilm_server.url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.embeddings.create(model="text-embedding-3-small", input="x")
+    assert "is not served here" in caught.value.message
+    assert caught.value.code == "model_not_found"

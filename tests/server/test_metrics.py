@@ -1,0 +1,54 @@
+"""GET /metrics: Prometheus counters for requests, tokens, queue, batch sizes and latency."""
+
+from __future__ import annotations
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from .conftest import Served
+
+
+def _samples(http: httpx.Client, url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = http.get(f"{url}/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def test_requests_tokens_and_batches_are_counted(minilm_server: Served, http: httpx.Client) -> None:
+    path = (("path", "/v1/embeddings"),)
+    ok = ("poolrag_requests_total", (("path", "/v1/embeddings"), ("status", "200")))
+    bad = ("poolrag_requests_total", (("path", "/v1/embeddings"), ("status", "400")))
+    before = _samples(http, minilm_server.url)
+    usage = 0
+    for texts in (["one"], ["two", "three"], ["four", "five", "six"]):
+        usage += http.post(f"{minilm_server.url}/v1/embeddings", json={"input": texts}).json()["usage"][
+            "prompt_tokens"
+        ]
+    http.post(f"{minilm_server.url}/v1/embeddings", json={"input": []})
+    after = _samples(http, minilm_server.url)
+
+    assert after[ok] - before.get(ok, 0) == 3
+    assert after[bad] - before.get(bad, 0) == 1
+    tokens = ("poolrag_prompt_tokens_total", path)
+    assert after[tokens] - before.get(tokens, 0) == usage
+    batch_sum = ("poolrag_request_batch_size_sum", path)
+    assert after[batch_sum] - before.get(batch_sum, 0) == 6
+    latency = ("poolrag_request_duration_seconds_count", path)
+    assert after[latency] - before.get(latency, 0) == 4
+    engine_time = ("poolrag_engine_duration_seconds_count", path)
+    assert after[engine_time] - before.get(engine_time, 0) == 3
+    assert after[("poolrag_queue_depth", ())] == 0
+    assert after[("poolrag_queue_capacity", ())] == 256
+
+
+def test_unknown_paths_share_one_label(minilm_server: Served, http: httpx.Client) -> None:
+    for i in range(3):
+        http.get(f"{minilm_server.url}/scan/{i}")
+    labels = {dict(labels).get("path") for _, labels in _samples(http, minilm_server.url)}
+    assert "unmatched" in labels
+    assert not any(str(label).startswith("/scan") for label in labels)

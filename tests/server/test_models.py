@@ -1,0 +1,23 @@
+"""GET /v1/models: the served names, as the openai client lists them."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+
+from .conftest import MINILM_NAMES, Served
+
+
+def test_openai_client_lists_every_served_name(minilm_server: Served) -> None:
+    client = openai.OpenAI(base_url=f"{minilm_server.url}/v1", api_key="unused", max_retries=0)
+    assert [model.id for model in client.models.list()] == list(MINILM_NAMES)
+
+
+def test_model_cards_describe_the_model(minilm_server: Served, http: httpx.Client) -> None:
+    body = http.get(f"{minilm_server.url}/v1/models").json()
+    card = body["data"][0]
+    assert body["object"] == "list"
+    assert card["object"] == "model" and card["owned_by"] == "poolrag"
+    assert card["root"] == minilm_server.engine.model_name
+    assert card["max_model_len"] == 256
+    assert card["tasks"] == ["embed", "score", "token_embed"]

@@ -1,0 +1,51 @@
+"""POST /pooling: any task's raw pooled data as nested lists, as ``engine.encode``."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+
+from poolrag import PoolingParams
+
+from .conftest import Served
+
+
+def test_token_embeddings_equal_offline(minilm_server: Served, http: httpx.Client) -> None:
+    body = http.post(
+        f"{minilm_server.url}/pooling", json={"input": ["hello world", "a b c"], "task": "token_embed"}
+    ).json()
+    expected = [
+        out.outputs.data for out in minilm_server.engine.encode(["hello world", "a b c"], "token_embed")
+    ]
+    for item, data in zip(body["data"], expected, strict=True):
+        assert item["object"] == "pooling"
+        got = np.asarray(item["data"], dtype=np.float32)
+        assert got.shape == data.shape == (len(data), 384)
+        np.testing.assert_allclose(got, data, rtol=0, atol=1e-6)
+
+
+def test_default_task_is_the_models_primary_one(minilm_server: Served, http: httpx.Client) -> None:
+    body = http.post(f"{minilm_server.url}/pooling", json={"input": "hello"}).json()
+    expected = minilm_server.engine.embed("hello")[0].outputs.embedding
+    np.testing.assert_allclose(body["data"][0]["data"], expected, rtol=0, atol=1e-6)
+
+
+def test_colbert_query_token_vectors_equal_offline(colbert_server: Served, http: httpx.Client) -> None:
+    body = http.post(
+        f"{colbert_server.url}/pooling",
+        json={"input": "what is late interaction?", "task": "token_embed", "input_type": "query"},
+    ).json()
+    params = PoolingParams(input_type="query")
+    expected = colbert_server.engine.encode("what is late interaction?", "token_embed", params)[
+        0
+    ].outputs.data
+    np.testing.assert_allclose(body["data"][0]["data"], expected, rtol=0, atol=1e-6)
+
+
+def test_reward_equals_offline(cross_encoder_server: Served, http: httpx.Client) -> None:
+    body = http.post(
+        f"{cross_encoder_server.url}/pooling", json={"input": ["good", "bad"], "task": "reward"}
+    ).json()
+    expected = [out.outputs.data for out in cross_encoder_server.engine.reward(["good", "bad"])]
+    for item, data in zip(body["data"], expected, strict=True):
+        np.testing.assert_allclose(item["data"], data, rtol=0, atol=1e-6)

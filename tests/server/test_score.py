@@ -1,0 +1,45 @@
+"""POST /score and /v1/score: pair scores equal ``engine.score`` (1:1, 1:N, N:N)."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+
+from .conftest import Served
+
+QUERY = "What is the capital of France?"
+DOCUMENTS = ["Paris is the capital of France.", "Bananas are yellow.", "France borders Spain."]
+
+
+def _scores(server: Served, text_1: str | list[str], text_2: str | list[str]) -> list[float]:
+    return [out.outputs.score for out in server.engine.score(text_1, text_2)]
+
+
+@pytest.mark.parametrize("path", ["/score", "/v1/score"])
+@pytest.mark.parametrize(
+    ("text_1", "text_2"),
+    [(QUERY, DOCUMENTS[0]), (QUERY, DOCUMENTS), (["a cat", "a dog", "a car"], DOCUMENTS)],
+    ids=["1:1", "1:N", "N:N"],
+)
+def test_embedding_model_scores_equal_offline(
+    minilm_server: Served, http: httpx.Client, path: str, text_1: str | list[str], text_2: str | list[str]
+) -> None:
+    body = http.post(f"{minilm_server.url}{path}", json={"text_1": text_1, "text_2": text_2}).json()
+    expected = _scores(minilm_server, text_1, text_2)
+    assert [d["index"] for d in body["data"]] == list(range(len(expected)))
+    assert all(d["object"] == "score" for d in body["data"])
+    np.testing.assert_allclose([d["score"] for d in body["data"]], expected, rtol=0, atol=1e-6)
+    assert body["object"] == "list" and body["model"] == minilm_server.model
+
+
+@pytest.mark.parametrize("path", ["/score", "/v1/score"])
+def test_cross_encoder_scores_equal_offline(
+    cross_encoder_server: Served, http: httpx.Client, path: str
+) -> None:
+    body = http.post(f"{cross_encoder_server.url}{path}", json={"text_1": QUERY, "text_2": DOCUMENTS}).json()
+    np.testing.assert_allclose(
+        [d["score"] for d in body["data"]], _scores(cross_encoder_server, QUERY, DOCUMENTS), rtol=0, atol=1e-6
+    )
+    tokens = sum(out.num_tokens for out in cross_encoder_server.engine.score(QUERY, DOCUMENTS))
+    assert body["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}
