@@ -1,0 +1,73 @@
+"""LangChain ``BaseDocumentCompressor`` that reranks with a poolrag scoring model.
+
+Drop it into ``ContextualCompressionRetriever`` (package ``langchain-classic``) behind any
+retriever. It scores every (query, document) pair in one engine call: a cross-encoder reads each
+pair jointly, an embedding model uses cosine, a ColBERT model MaxSim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import BaseDocumentCompressor, Document
+from pydantic import Field
+
+from integrations.backend_fields import BackendFields
+from integrations.ranking import best_first
+from poolrag import InputTypeError, PoolingParams
+
+
+class PoolragReranker(BackendFields, BaseDocumentCompressor):
+    """Keep the ``top_n`` documents most relevant to the query, best first.
+
+    Each returned document is a copy whose ``metadata[score_key]`` holds its relevance score; the
+    input documents are not modified.
+
+    Example:
+        .. code-block:: python
+
+            reranker = PoolragReranker(model_name="cross-encoder/ms-marco-MiniLM-L-12-v2", top_n=3)
+            retriever = ContextualCompressionRetriever(base_compressor=reranker, base_retriever=...)
+    """
+
+    top_n: int | None = Field(default=3, ge=1, description="Documents to keep; None keeps all, reordered.")
+    score_key: str = Field(default="relevance_score", description="Metadata key that receives the score.")
+
+    def _params(self) -> PoolingParams:
+        return PoolingParams(truncate_prompt_tokens=self.truncate_prompt_tokens)
+
+    def _ranked(self, documents: Sequence[Document], scores: np.ndarray) -> list[Document]:
+        return [
+            Document(
+                page_content=documents[i].page_content,
+                metadata={**documents[i].metadata, self.score_key: float(scores[i])},
+                id=documents[i].id,
+            )
+            for i in best_first(scores, self.top_n)
+        ]
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        """Score every document against ``query`` and keep the best ``top_n``."""
+        _check(query)
+        if not documents:
+            return []
+        texts = [doc.page_content for doc in documents]
+        return self._ranked(documents, self.backend.score_array(query, texts, self._params()))
+
+    async def acompress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        _check(query)
+        if not documents:
+            return []
+        texts = [doc.page_content for doc in documents]
+        return self._ranked(documents, await self.backend.ascore_array(query, texts, self._params()))
+
+
+def _check(query: object) -> None:
+    if not isinstance(query, str):
+        raise InputTypeError(f"the query must be a string, not {type(query).__name__}")

@@ -1,0 +1,6 @@
+"""HTTP client for ``poolrag serve`` with the engine's result types (numpy arrays)."""
+
+from poolrag.client.client import PoolragClient
+from poolrag.client.errors import RemoteError, RemoteInvalidInputError
+
+__all__ = ["PoolragClient", "RemoteError", "RemoteInvalidInputError"]

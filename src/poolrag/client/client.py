@@ -1,0 +1,294 @@
+"""A thin HTTP client for ``poolrag serve`` that answers with the engine's numpy results.
+
+The framework adapters run either on an in-process :class:`~poolrag.Engine` or on a server; this
+client gives the remote case the same method names and result types (``embed_array`` returns the
+same ``[N, D]`` float32 array as ``Engine.embed_array``), so an adapter does not care which it holds.
+Large inputs are split into requests of ``max_inputs_per_request`` items; the server batches them
+by token budget like the engine does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+import numpy as np
+
+from poolrag.client import wire
+from poolrag.client.errors import RemoteError, RemoteInvalidInputError
+from poolrag.errors import InvalidInputError
+from poolrag.params import PoolingParams
+
+logger = logging.getLogger(__name__)
+
+_CLIENT_ERRORS = (400, 413, 422)
+
+
+class PoolragClient:
+    """Sync and async calls to ``/v1/embeddings``, ``/score``, ``/rerank`` and ``/pooling``.
+
+    Args:
+        base_url: the server's root, e.g. ``http://127.0.0.1:8000`` (a trailing ``/v1`` is accepted).
+        api_key: sent as a bearer token; defaults to ``$POOLRAG_API_KEY``.
+        model: the served model name; omitted from requests when ``None`` (the server's only model).
+        timeout: seconds per HTTP request.
+        max_inputs_per_request: inputs per HTTP request; longer lists are split and concatenated.
+        max_concurrency: how many of those requests the async methods keep in flight at once.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        model: str | None = None,
+        timeout: float = 120.0,
+        max_inputs_per_request: int = 256,
+        max_concurrency: int = 4,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if max_inputs_per_request < 1 or max_concurrency < 1:
+            raise InvalidInputError("max_inputs_per_request and max_concurrency must be at least 1")
+        root = base_url.rstrip("/")
+        self.base_url = root[: -len("/v1")] if root.endswith("/v1") else root
+        self.api_key = api_key if api_key is not None else os.environ.get("POOLRAG_API_KEY")
+        self.model = model
+        self.timeout = timeout
+        self.max_inputs_per_request = max_inputs_per_request
+        self.max_concurrency = max_concurrency
+        self._client: httpx.Client | None = None
+        self._async_client: httpx.AsyncClient | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"PoolragClient(base_url={self.base_url!r}, model={self.model!r})"
+
+    # -- transport ------------------------------------------------------------------------------
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _sync(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
+        return self._client
+
+    def _async(self) -> httpx.AsyncClient:
+        # An AsyncClient's connections belong to the event loop that opened them; a caller that runs
+        # several loops one after another (asyncio.run per call) gets a fresh client per loop.
+        loop = asyncio.get_running_loop()
+        if self._async_client is None or self._async_loop is not loop:
+            self._async_client = httpx.AsyncClient(
+                base_url=self.base_url, headers=self._headers(), timeout=self.timeout
+            )
+            self._async_loop = loop
+        return self._async_client
+
+    def _body(self, fields: dict[str, Any]) -> dict[str, Any]:
+        return {"model": self.model, **fields} if self.model is not None else fields
+
+    def _check(self, response: httpx.Response) -> dict[str, Any]:
+        if response.is_success:
+            return response.json()
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = None
+        message = wire.error_message(response.status_code, body, response.text)
+        path = response.request.url.path
+        if response.status_code in _CLIENT_ERRORS:
+            raise RemoteInvalidInputError(f"{path}: {message}", response.status_code)
+        raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
+
+    def _post(self, path: str, fields: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = self._sync().post(path, json=self._body(fields))
+        except httpx.HTTPError as exc:
+            raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
+        return self._check(response)
+
+    async def _apost(self, path: str, fields: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = await self._async().post(path, json=self._body(fields))
+        except httpx.HTTPError as exc:
+            raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
+        return self._check(response)
+
+    def _chunks(self, n: int) -> list[slice]:
+        step = self.max_inputs_per_request
+        return [slice(start, min(start + step, n)) for start in range(0, n, step)]
+
+    async def _gather(self, calls: list[Callable[[], Any]]) -> list[Any]:
+        limit = asyncio.Semaphore(self.max_concurrency)
+
+        async def run(call: Callable[[], Any]) -> Any:
+            async with limit:
+                return await call()
+
+        return await asyncio.gather(*(run(call) for call in calls))
+
+    # -- request bodies ---------------------------------------------------------------------------
+    def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> list[tuple[dict[str, Any], int]]:
+        items = [wire.wire_input(p) for p in wire.as_prompt_list(prompts)]
+        extra = {
+            "encoding_format": "base64",
+            **wire.param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
+        }
+        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
+
+    def _pooling_requests(
+        self, prompts: Any, task: str, params: PoolingParams | None
+    ) -> list[tuple[dict[str, Any], int]]:
+        items = [wire.wire_input(p) for p in wire.as_prompt_list(prompts)]
+        extra = {"task": task, **wire.param_fields(params, wire.POOLING_FIELDS, "/pooling")}
+        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
+
+    def _score_requests(
+        self, text_1: str | Sequence[str], text_2: str | Sequence[str], params: PoolingParams | None
+    ) -> list[tuple[dict[str, Any], int]]:
+        firsts = wire.as_prompt_list(text_1, "text_1")
+        seconds = wire.as_prompt_list(text_2, "text_2")
+        if not firsts and not seconds:
+            return []
+        if not firsts or not seconds:
+            raise InvalidInputError("text_1 and text_2 must both be non-empty")
+        if len(firsts) != 1 and len(firsts) != len(seconds):
+            raise InvalidInputError(
+                f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: "
+                "use one query or equal-length lists"
+            )
+        extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
+        requests = []
+        for s in self._chunks(len(seconds)):
+            first: str | list[str] = firsts[0] if len(firsts) == 1 else firsts[s]
+            requests.append(({"text_1": first, "text_2": seconds[s], **extra}, len(seconds[s])))
+        return requests
+
+    # -- embeddings ------------------------------------------------------------------------------------
+    def embed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
+        """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
+        vectors: list[np.ndarray] = []
+        for body, n in self._embed_requests(prompts, pooling_params):
+            vectors += wire.decode_embeddings(self._post("/v1/embeddings", body), n)
+        return _stack(vectors, pooling_params)
+
+    async def aembed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
+        requests = self._embed_requests(prompts, pooling_params)
+
+        def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
+            async def send() -> list[np.ndarray]:
+                return wire.decode_embeddings(await self._apost("/v1/embeddings", body), n)
+
+            return send
+
+        parts = await self._gather([call(body, n) for body, n in requests])
+        return _stack([v for part in parts for v in part], pooling_params)
+
+    # -- scores ----------------------------------------------------------------------------------------
+    def score_array(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> np.ndarray:
+        """Scores of ``text_2`` against ``text_1`` (1:1, 1:N, N:N), like ``Engine.score``, as float64."""
+        scores: list[float] = []
+        for body, n in self._score_requests(text_1, text_2, pooling_params):
+            scores += wire.decode_scores(self._post("/score", body), n)
+        return np.asarray(scores, dtype=np.float64)
+
+    async def ascore_array(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> np.ndarray:
+        requests = self._score_requests(text_1, text_2, pooling_params)
+
+        def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
+            async def send() -> list[float]:
+                return wire.decode_scores(await self._apost("/score", body), n)
+
+            return send
+
+        parts = await self._gather([call(body, n) for body, n in requests])
+        return np.asarray([s for part in parts for s in part], dtype=np.float64)
+
+    def rerank(
+        self, query: str, documents: Sequence[str], top_n: int | None = None
+    ) -> list[tuple[int, float]]:
+        """``(document index, relevance score)`` pairs, best first, from the server's ``/rerank``."""
+        if not documents:
+            return []
+        fields: dict[str, Any] = {"query": query, "documents": list(documents), "return_documents": False}
+        if top_n is not None:
+            fields["top_n"] = top_n
+        return wire.decode_rerank(self._post("/rerank", fields))
+
+    async def arerank(
+        self, query: str, documents: Sequence[str], top_n: int | None = None
+    ) -> list[tuple[int, float]]:
+        if not documents:
+            return []
+        fields: dict[str, Any] = {"query": query, "documents": list(documents), "return_documents": False}
+        if top_n is not None:
+            fields["top_n"] = top_n
+        return wire.decode_rerank(await self._apost("/rerank", fields))
+
+    # -- raw pooled data (ColBERT token vectors, rewards) ------------------------------------------------
+    def encode_arrays(
+        self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[np.ndarray]:
+        """Each input's pooled data (e.g. a ``[T, D]`` matrix for ``token_embed``), like ``Engine.encode``."""
+        out: list[np.ndarray] = []
+        for body, n in self._pooling_requests(prompts, pooling_task, pooling_params):
+            out += wire.decode_pooling(self._post("/pooling", body), n)
+        return out
+
+    async def aencode_arrays(
+        self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[np.ndarray]:
+        requests = self._pooling_requests(prompts, pooling_task, pooling_params)
+
+        def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
+            async def send() -> list[np.ndarray]:
+                return wire.decode_pooling(await self._apost("/pooling", body), n)
+
+            return send
+
+        parts = await self._gather([call(body, n) for body, n in requests])
+        return [a for part in parts for a in part]
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        if self._async_client is not None:
+            await self._async_client.aclose()
+            self._async_client = None
+            self._async_loop = None
+
+    def __enter__(self) -> PoolragClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> PoolragClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _stack(vectors: list[np.ndarray], params: PoolingParams | None) -> np.ndarray:
+    if vectors:
+        return np.stack(vectors)
+    return np.zeros((0, (params.dimensions if params else None) or 0), dtype=np.float32)

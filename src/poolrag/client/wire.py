@@ -1,0 +1,103 @@
+"""Request bodies and response decoding for ``poolrag serve``, shared by the sync and async client.
+
+Embeddings travel as base64 little-endian float32 so that remote vectors are bit-identical to the
+engine's; per-token matrices travel as JSON numbers, which round-trip float32 exactly as well.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.params import PoolingParams
+
+#: The PoolingParams fields each endpoint reads from a request body.
+EMBEDDINGS_FIELDS = ("dimensions", "truncate_prompt_tokens", "input_type")
+POOLING_FIELDS = ("dimensions", "normalize", "use_activation", "truncate_prompt_tokens", "input_type")
+SCORE_FIELDS = ("truncate_prompt_tokens",)
+
+
+def wire_input(item: Any) -> str | list[int]:
+    """One prompt as the server accepts it: text, or the token ids of a ``{"prompt_token_ids"}`` prompt."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Mapping) and "prompt_token_ids" in item:
+        return [int(t) for t in item["prompt_token_ids"]]
+    raise InputTypeError(f"each prompt must be a string or a token prompt, not {type(item).__name__}")
+
+
+def as_prompt_list(prompts: Any, what: str = "prompts") -> list[Any]:
+    """Normalise the engine's ``str | list`` prompt argument to a list, as ``Engine`` does."""
+    if isinstance(prompts, (str, Mapping)):
+        return [prompts]
+    if not isinstance(prompts, Sequence):
+        raise InputTypeError(f"{what} must be a string or a list of strings, not {type(prompts).__name__}")
+    return list(prompts)
+
+
+def param_fields(params: PoolingParams | None, accepted: tuple[str, ...], endpoint: str) -> dict[str, Any]:
+    """The pooling parameters that are set, as request-body fields of ``endpoint``.
+
+    A parameter the endpoint does not read is refused: silently dropping it would give a result
+    that differs from the in-process engine's.
+    """
+    if params is None:
+        return {}
+    fields = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    fields = {name: value for name, value in fields.items() if value is not None}
+    refused = sorted(set(fields) - set(accepted))
+    if refused:
+        raise InvalidInputError(f"{endpoint} does not accept {', '.join(refused)} over HTTP")
+    return fields
+
+
+def decode_vector(value: str | Sequence[float]) -> np.ndarray:
+    """A float32 vector from a base64 string or a list of numbers."""
+    if isinstance(value, str):
+        return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
+def _by_index(items: list[dict[str, Any]], expected: int, what: str) -> list[dict[str, Any]]:
+    ordered = sorted(items, key=lambda item: int(item["index"]))
+    if [int(item["index"]) for item in ordered] != list(range(expected)):
+        raise ValueError(f"server returned {len(ordered)} {what} results for {expected} inputs")
+    return ordered
+
+
+def decode_embeddings(body: dict[str, Any], expected: int) -> list[np.ndarray]:
+    return [decode_vector(item["embedding"]) for item in _by_index(body["data"], expected, "embedding")]
+
+
+def decode_scores(body: dict[str, Any], expected: int) -> list[float]:
+    return [float(item["score"]) for item in _by_index(body["data"], expected, "score")]
+
+
+def decode_pooling(body: dict[str, Any], expected: int) -> list[np.ndarray]:
+    return [
+        np.asarray(item["data"], dtype=np.float32) for item in _by_index(body["data"], expected, "pooling")
+    ]
+
+
+def decode_rerank(body: dict[str, Any]) -> list[tuple[int, float]]:
+    return [(int(item["index"]), float(item["relevance_score"])) for item in body["results"]]
+
+
+def error_message(status: int, body: Any, text: str) -> str:
+    """The human message out of an OpenAI-shaped (``{"error": {...}}``) or FastAPI-shaped error body."""
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if body.get("message"):
+            return str(body["message"])
+        if "detail" in body:
+            return str(body["detail"])
+    return text.strip() or f"HTTP {status}"

@@ -1,0 +1,230 @@
+"""PoolragEmbeddings: LangChain's standard suites, equality with the engine, prompts, batching,
+Matryoshka dimensions, remote mode and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from langchain_tests.integration_tests import EmbeddingsIntegrationTests
+from langchain_tests.unit_tests import EmbeddingsUnitTests
+from rag_corpus import API_KEY, TEXTS
+
+from integrations.backend import EngineBackend
+from integrations.langchain import PoolragEmbeddings
+from poolrag import (
+    DimensionsError,
+    Engine,
+    InputTooLongError,
+    InputTypeError,
+    InvalidInputError,
+    PoolingParams,
+)
+from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
+
+DOC = PoolingParams(input_type="document", truncate_prompt_tokens=-1)
+QUERY = PoolingParams(input_type="query", truncate_prompt_tokens=-1)
+
+
+# -- LangChain's standard suites -------------------------------------------------------------------------
+class TestStandardUnit(EmbeddingsUnitTests):
+    """Constructed from a model path (loads its own engine) and from environment variables."""
+
+    @pytest.fixture(autouse=True)
+    def _model_path(self, minilm_path: Path) -> None:
+        type(self).model_path = str(minilm_path)
+
+    @property
+    def embeddings_class(self) -> type[PoolragEmbeddings]:
+        return PoolragEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict:
+        return {"model_name": self.model_path}
+
+    @property
+    def init_from_env_params(self) -> tuple[dict, dict, dict]:
+        url = "http://127.0.0.1:9"  # never contacted: construction does not call the server
+        return (
+            {"POOLRAG_BASE_URL": url, "POOLRAG_API_KEY": "env-key"},
+            {},
+            {"base_url": url, "api_key": "env-key"},
+        )
+
+
+class TestStandardInProcess(EmbeddingsIntegrationTests):
+    @pytest.fixture(autouse=True)
+    def _engine(self, minilm_engine: Engine) -> None:
+        type(self).engine = minilm_engine
+
+    @property
+    def embeddings_class(self) -> type[PoolragEmbeddings]:
+        return PoolragEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict:
+        return {"engine": self.engine}
+
+
+class TestStandardRemote(EmbeddingsIntegrationTests):
+    @pytest.fixture(autouse=True)
+    def _url(self, minilm_url: str) -> None:
+        type(self).url = minilm_url
+
+    @property
+    def embeddings_class(self) -> type[PoolragEmbeddings]:
+        return PoolragEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict:
+        return {"base_url": self.url}
+
+
+# -- same vectors as the engine --------------------------------------------------------------------------
+def test_documents_and_query_are_the_engines_vectors(minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    documents = np.asarray(embeddings.embed_documents(TEXTS), dtype=np.float32)
+    query = np.asarray(embeddings.embed_query("capital of France"), dtype=np.float32)
+    np.testing.assert_array_equal(documents, minilm_engine.embed_array(TEXTS, DOC))
+    np.testing.assert_array_equal(query, minilm_engine.embed_array(["capital of France"], QUERY)[0])
+    assert documents.shape == (len(TEXTS), 384)
+    assert all(isinstance(x, float) for x in embeddings.embed_query("x"))
+
+
+def test_model_name_loads_the_same_model_in_process(minilm_path: Path, minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(model_name=str(minilm_path))
+    assert isinstance(embeddings.backend, EngineBackend)
+    assert embeddings.backend.engine is not minilm_engine
+    np.testing.assert_array_equal(
+        np.asarray(embeddings.embed_documents(TEXTS[:3]), dtype=np.float32),
+        minilm_engine.embed_array(TEXTS[:3], DOC),
+    )
+
+
+def test_input_type_selects_the_models_query_and_document_prompts(
+    prompted_minilm_path: Path, minilm_engine: Engine
+) -> None:
+    embeddings = PoolragEmbeddings(model_name=str(prompted_minilm_path))
+    text = "capital of France"
+    query = np.asarray(embeddings.embed_query(text), dtype=np.float32)
+    document = np.asarray(embeddings.embed_documents([text])[0], dtype=np.float32)
+    np.testing.assert_allclose(query, minilm_engine.embed_array(["query: " + text])[0], atol=1e-6)
+    np.testing.assert_allclose(document, minilm_engine.embed_array(["passage: " + text])[0], atol=1e-6)
+    assert not np.allclose(query, document, atol=1e-3)
+
+
+def test_the_whole_list_goes_to_the_engine_in_one_call(
+    minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+    original = minilm_engine.embed_array
+
+    def recording(prompts, pooling_params=None):
+        calls.append(list(prompts))
+        return original(prompts, pooling_params)
+
+    monkeypatch.setattr(minilm_engine, "embed_array", recording)
+    texts = [f"document number {i} about topic {i % 7}" for i in range(300)]
+    vectors = PoolragEmbeddings(engine=minilm_engine).embed_documents(texts)
+    assert calls == [texts]  # the engine, not the adapter, splits by token budget
+    assert len(vectors) == 300
+
+
+async def test_async_methods_equal_sync(minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    np.testing.assert_array_equal(await embeddings.aembed_documents(TEXTS), embeddings.embed_documents(TEXTS))
+    np.testing.assert_array_equal(await embeddings.aembed_query("ocean"), embeddings.embed_query("ocean"))
+
+
+# -- Matryoshka ----------------------------------------------------------------------------------------------
+def test_dimensions_gives_the_engines_truncated_vectors(matryoshka_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=matryoshka_engine, dimensions=128)
+    documents = np.asarray(embeddings.embed_documents(TEXTS), dtype=np.float32)
+    query = np.asarray(embeddings.embed_query("ocean"), dtype=np.float32)
+    assert documents.shape == (len(TEXTS), 128) and query.shape == (128,)
+    np.testing.assert_array_equal(
+        documents, matryoshka_engine.embed_array(TEXTS, DOC.with_updates(dimensions=128))
+    )
+    np.testing.assert_allclose(np.linalg.norm(documents, axis=1), 1.0, atol=1e-5)
+
+
+def test_dimensions_on_a_model_that_is_not_matryoshka_is_refused(minilm_engine: Engine) -> None:
+    with pytest.raises(DimensionsError, match="not a Matryoshka model"):
+        PoolragEmbeddings(engine=minilm_engine, dimensions=128).embed_query("ocean")
+
+
+# -- remote -------------------------------------------------------------------------------------------------
+async def test_remote_equals_in_process(minilm_engine: Engine, minilm_url: str) -> None:
+    local = PoolragEmbeddings(engine=minilm_engine)
+    remote = PoolragEmbeddings(base_url=minilm_url, model_name="minilm")
+    assert isinstance(remote.backend, PoolragClient)
+    np.testing.assert_array_equal(remote.embed_documents(TEXTS), local.embed_documents(TEXTS))
+    np.testing.assert_array_equal(remote.embed_query("ocean"), local.embed_query("ocean"))
+    np.testing.assert_array_equal(await remote.aembed_documents(TEXTS), local.embed_documents(TEXTS))
+    np.testing.assert_array_equal(await remote.aembed_query("ocean"), local.embed_query("ocean"))
+
+
+def test_remote_lists_longer_than_one_request_are_split_and_kept_in_order(
+    minilm_engine: Engine, minilm_url: str
+) -> None:
+    client = PoolragClient(minilm_url, max_inputs_per_request=3)
+    texts = [f"sentence {i}: {TEXTS[i % len(TEXTS)]}" for i in range(10)]
+    remote = np.asarray(PoolragEmbeddings(client=client).embed_documents(texts), dtype=np.float32)
+    np.testing.assert_allclose(remote, minilm_engine.embed_array(texts, DOC), atol=1e-6)
+
+
+def test_remote_with_api_key(keyed_minilm_url: str, minilm_engine: Engine) -> None:
+    vector = PoolragEmbeddings(base_url=keyed_minilm_url, api_key=API_KEY).embed_query("ocean")
+    np.testing.assert_array_equal(vector, minilm_engine.embed_array(["ocean"], QUERY)[0])
+    with pytest.raises(RemoteError) as error:
+        PoolragEmbeddings(base_url=keyed_minilm_url, api_key="wrong").embed_query("ocean")
+    assert error.value.status_code == 401
+
+
+def test_remote_bad_input_is_a_value_error(minilm_url: str) -> None:
+    with pytest.raises(RemoteInvalidInputError) as error:
+        PoolragEmbeddings(base_url=minilm_url).embed_documents(["fine", ""])
+    assert isinstance(error.value, ValueError) and error.value.status_code == 400
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    with pytest.raises(RemoteError, match="cannot reach poolrag server"):
+        PoolragEmbeddings(base_url="http://127.0.0.1:9").embed_query("ocean")
+
+
+# -- input limits and bad input ------------------------------------------------------------------------
+def test_long_inputs_are_cut_at_the_model_maximum_unless_asked_not_to(minilm_engine: Engine) -> None:
+    long_text = "word " * 2000
+    vector = PoolragEmbeddings(engine=minilm_engine).embed_query(long_text)
+    np.testing.assert_array_equal(vector, minilm_engine.embed_array([long_text], QUERY)[0])
+    with pytest.raises(InputTooLongError):
+        PoolragEmbeddings(engine=minilm_engine, truncate_prompt_tokens=None).embed_query(long_text)
+
+
+def test_bad_input_is_refused_clearly(minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    with pytest.raises(InputTypeError):
+        embeddings.embed_query(42)  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="list of strings"):
+        embeddings.embed_documents("one string")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        embeddings.embed_documents(["fine", ""])
+    assert embeddings.embed_documents([]) == []
+
+
+def test_construction_needs_exactly_one_model_source(
+    minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pydantic reports constructor errors as ValidationError, a ValueError, with poolrag's message.
+    monkeypatch.delenv("POOLRAG_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="which model"):
+        PoolragEmbeddings()
+    with pytest.raises(ValueError, match="only one"):
+        PoolragEmbeddings(engine=minilm_engine, base_url="http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="not both"):
+        PoolragEmbeddings(engine=minilm_engine, model_name="other")
+    with pytest.raises(ValueError, match="http"):
+        PoolragEmbeddings(base_url="127.0.0.1:8000")
+    with pytest.raises(ValueError, match="engine must be a poolrag"):
+        PoolragEmbeddings(engine="not an engine")
