@@ -1,0 +1,132 @@
+"""EmbeddingCache: the on-disk store itself (no model involved)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag.cache import EmbeddingCache
+
+
+def _key(i: int) -> bytes:
+    return i.to_bytes(4, "little") * 8
+
+
+def _vec(i: int, dim: int = 16) -> np.ndarray:
+    return np.random.default_rng(i).standard_normal(dim).astype(np.float32)
+
+
+def test_vectors_round_trip_bit_exact_and_misses_are_absent(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    cache.put_many({_key(i): _vec(i) for i in range(5)})
+    found = cache.get_many([_key(i) for i in range(7)])
+    assert sorted(found) == sorted(_key(i) for i in range(5))
+    for i in range(5):
+        assert found[_key(i)].dtype == np.float32
+        assert np.array_equal(found[_key(i)], _vec(i))
+    assert (cache.stats.hits, cache.stats.misses) == (5, 2)
+    assert len(cache) == 5 and cache.nbytes == 5 * 16 * 4
+
+
+def test_vectors_are_stored_as_raw_float32_not_pickles(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    EmbeddingCache(path).put_many({_key(1): _vec(1)})
+    with sqlite3.connect(path) as conn:
+        (data,) = conn.execute("SELECT data FROM vectors").fetchone()
+    assert data == _vec(1).astype("<f4").tobytes()
+
+
+def test_persists_across_instances(tmp_path: Path) -> None:
+    EmbeddingCache(tmp_path / "c.sqlite").put_many({_key(1): _vec(1)})
+    again = EmbeddingCache(tmp_path / "c.sqlite")
+    assert np.array_equal(again.get_many([_key(1)])[_key(1)], _vec(1))
+
+
+def test_flipped_bit_is_detected_dropped_and_reported_as_a_miss(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = EmbeddingCache(path)
+    cache.put_many({_key(1): _vec(1), _key(2): _vec(2)})
+    with sqlite3.connect(path) as conn:
+        (data,) = conn.execute("SELECT data FROM vectors WHERE key = ?", (_key(1),)).fetchone()
+        broken = bytearray(data)
+        broken[5] ^= 0x10
+        conn.execute("UPDATE vectors SET data = ? WHERE key = ?", (bytes(broken), _key(1)))
+    found = cache.get_many([_key(1), _key(2)])
+    assert list(found) == [_key(2)]
+    assert cache.stats.corrupt == 1
+    assert len(cache) == 1  # the bad entry is gone, so the next put replaces it cleanly
+
+
+def test_an_entry_moved_under_another_key_is_detected(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = EmbeddingCache(path)
+    cache.put_many({_key(1): _vec(1), _key(2): _vec(2)})
+    with sqlite3.connect(path) as conn:
+        row = conn.execute("SELECT data, checksum FROM vectors WHERE key = ?", (_key(2),)).fetchone()
+        conn.execute("UPDATE vectors SET data = ?, checksum = ? WHERE key = ?", (*row, _key(1)))
+    assert _key(1) not in cache.get_many([_key(1)])
+    assert cache.stats.corrupt == 1
+
+
+def test_a_file_that_is_not_a_database_is_moved_aside_and_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"this is not sqlite" * 100)
+    cache = EmbeddingCache(path)
+    cache.put_many({_key(1): _vec(1)})
+    assert _key(1) in cache.get_many([_key(1)])
+    assert any(p.name.startswith("c.sqlite.corrupt-") for p in tmp_path.iterdir())
+
+
+def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    with pytest.raises(ValueError, match="one-dimensional"):
+        cache.put_many([(_key(1), _vec(1)), (_key(2), np.zeros((2, 2), np.float32))])
+    assert len(cache) == 0
+
+
+def test_size_bound_evicts_least_recently_used(tmp_path: Path) -> None:
+    entry = 16 * 4
+    cache = EmbeddingCache(tmp_path / "c.sqlite", max_bytes=10 * entry)
+    for i in range(10):
+        cache.put_many({_key(i): _vec(i)})
+    cache.get_many([_key(0)])  # key 0 is now the most recently used
+    cache.put_many({_key(10): _vec(10)})
+    assert cache.nbytes <= 10 * entry
+    present = cache.get_many([_key(i) for i in range(11)])
+    assert _key(0) in present and _key(10) in present
+    assert _key(1) not in present  # the oldest untouched entry went first
+    assert cache.stats.evicted >= 1
+
+
+def _writer(path: str, worker: int) -> None:
+    cache = EmbeddingCache(path, timeout=60)
+    for round_ in range(20):
+        # Overlapping keys (shared) and private ones, written concurrently by every worker.
+        cache.put_many(
+            {
+                _key(1000 + round_): _vec(1000 + round_),
+                _key(worker * 100 + round_): _vec(worker * 100 + round_),
+            }
+        )
+        cache.get_many([_key(1000 + round_)])
+
+
+def test_several_processes_share_one_cache_safely(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.sqlite")
+    EmbeddingCache(path)  # create the schema once, like a first run would
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(path, w)) for w in range(1, 4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    cache = EmbeddingCache(path)
+    keys = [_key(1000 + r) for r in range(20)] + [_key(w * 100 + r) for w in range(1, 4) for r in range(20)]
+    found = cache.get_many(keys)
+    assert len(found) == len(keys) and cache.stats.corrupt == 0
+    assert all(np.array_equal(found[k], _vec(int.from_bytes(k[:4], "little"))) for k in keys)

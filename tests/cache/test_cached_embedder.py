@@ -1,0 +1,125 @@
+"""CachedEmbedder: the engine behind the cache, as ingestion, retrieval and the adapters use it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag import DimensionsError, InputTypeError, InvalidInputError, PoolingParams
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+
+TEXTS = ["The cat sat on the mat.", "Quantum computers use qubits.", "Bread rises because of yeast."]
+
+
+def test_first_call_computes_second_call_reads_the_cache(tmp_path: Path, minilm_engine) -> None:
+    embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    expected = minilm_engine.embed_array(TEXTS, PoolingParams(input_type="document"))
+    first = embedder.embed_documents(TEXTS)
+    assert (embedder.hits, embedder.misses) == (0, 3)
+    second = embedder.embed_documents(TEXTS)
+    assert (embedder.hits, embedder.misses) == (3, 3)
+    np.testing.assert_allclose(first, expected, atol=1e-6)
+    assert np.array_equal(first, second)
+
+
+def test_cache_is_shared_between_embedders_and_processes_via_the_file(tmp_path: Path, minilm_engine) -> None:
+    CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite")).embed_documents(TEXTS)
+    fresh = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    fresh.embed_documents(TEXTS[::-1])
+    assert (fresh.hits, fresh.misses) == (3, 0)
+
+
+def test_only_missing_texts_reach_the_model_and_order_is_kept(tmp_path: Path, minilm_engine) -> None:
+    embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    embedder.embed_documents(TEXTS[:2])
+    mixed = embedder.embed_documents([TEXTS[2], TEXTS[0], TEXTS[2]])
+    assert embedder.misses == 3  # 2 before + TEXTS[2] once (its duplicate is reused)
+    expected = minilm_engine.embed_array([TEXTS[2], TEXTS[0], TEXTS[2]], PoolingParams(input_type="document"))
+    np.testing.assert_allclose(mixed, expected, atol=1e-6)
+
+
+def test_queries_and_documents_are_cached_apart(tmp_path: Path, minilm_engine) -> None:
+    embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    embedder.embed_documents(TEXTS[:1])
+    query = embedder.embed_query(TEXTS[0])
+    assert embedder.misses == 2 and query.shape == (384,)
+
+
+def test_a_corrupt_entry_is_recomputed_to_the_same_vector(tmp_path: Path, minilm_engine) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = EmbeddingCache(path)
+    embedder = CachedEmbedder(minilm_engine, cache)
+    original = embedder.embed_documents(TEXTS)
+    with sqlite3.connect(path) as conn:
+        (key, data) = conn.execute("SELECT key, data FROM vectors LIMIT 1").fetchone()
+        conn.execute("UPDATE vectors SET data = ? WHERE key = ?", (data[:-4] + b"\x00\x00\x80\x7f", key))
+    again = embedder.embed_documents(TEXTS)
+    assert cache.stats.corrupt == 1 and embedder.misses == 4
+    np.testing.assert_allclose(again, original, atol=1e-6)
+    assert embedder.embed_documents(TEXTS).shape == (3, 384) and embedder.misses == 4  # repaired
+
+
+def test_full_vectors_serve_every_matryoshka_size_without_recomputing(
+    tmp_path: Path, matryoshka_minilm
+) -> None:
+    embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "c.sqlite"))
+    full = embedder.embed_documents(TEXTS)
+    for dims in (256, 64, 32):
+        small = embedder.embed_documents(TEXTS, dimensions=dims)
+        direct = matryoshka_minilm.embed_array(TEXTS, PoolingParams(dimensions=dims, input_type="document"))
+        assert small.shape == (3, dims)
+        np.testing.assert_allclose(small, direct, atol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(small, axis=1), 1.0, atol=1e-5)
+    assert embedder.misses == 3
+    np.testing.assert_allclose(
+        full[:, :64] / np.linalg.norm(full[:, :64], axis=1, keepdims=True),
+        embedder.embed_documents(TEXTS, dimensions=64),
+        atol=1e-6,
+    )
+
+
+def test_model_override_changes_the_cache_namespace(tmp_path: Path, minilm_engine, matryoshka_minilm) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    CachedEmbedder(minilm_engine, cache).embed_documents(TEXTS[:1])
+    other = CachedEmbedder(matryoshka_minilm, cache)
+    other.embed_documents(TEXTS[:1])
+    assert other.misses == 1
+
+
+def test_truncating_a_non_matryoshka_model_is_refused_before_any_work(tmp_path: Path, minilm_engine) -> None:
+    embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    with pytest.raises(DimensionsError, match="not a Matryoshka model"):
+        embedder.embed_documents(TEXTS, dimensions=64)
+    with pytest.raises(DimensionsError, match="between 1 and 384"):
+        embedder.embed_documents(TEXTS, dimensions=385)
+    assert embedder.misses == 0
+    assert embedder.embed_documents(TEXTS[:1], dimensions=384).shape == (1, 384)  # full size is fine
+
+
+def test_bad_inputs_are_rejected_clearly(minilm_engine) -> None:
+    embedder = CachedEmbedder(minilm_engine)
+    with pytest.raises(InputTypeError):
+        embedder.embed_documents("not a list")  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError):
+        embedder.embed_documents(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(InvalidInputError, match="empty"):
+        embedder.embed_documents(["   "])
+    with pytest.raises(InputTypeError):
+        embedder.embed_query(None)  # type: ignore[arg-type]
+    assert embedder.embed_documents([]).shape == (0, 384)
+
+
+def test_async_variants_match_the_sync_ones(tmp_path: Path, minilm_engine) -> None:
+    embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
+
+    async def both() -> tuple[np.ndarray, np.ndarray]:
+        return await embedder.aembed_documents(TEXTS), await embedder.aembed_query(TEXTS[0])
+
+    docs, query = asyncio.run(both())
+    np.testing.assert_allclose(docs, embedder.embed_documents(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(query, embedder.embed_query(TEXTS[0]), atol=1e-6)
+    assert embedder.misses == 4 and embedder.hits == 4
