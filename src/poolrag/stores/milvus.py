@@ -121,7 +121,12 @@ class MilvusStore:
                 return fn()
             except Exception as exc:
                 if _unavailable(exc):
-                    raise StoreUnavailableError(str(exc)) from exc
+                    message = str(exc)
+                    if _is_local(self.uri) and "Open local milvus failed" in message:
+                        message = (
+                            f"Milvus Lite could not open {self.uri}; is another process using it? ({exc})"
+                        )
+                    raise StoreUnavailableError(message) from exc
                 raise
 
         return self.retry.call(attempt, what, f"milvus at {self.uri}")

@@ -82,6 +82,7 @@ class QdrantStore:
         self.collection = collection
         self.retry = retry or RetryPolicy()
         self._spec: CollectionSpec | None = None
+        self._local = url is None  # local mode searches exhaustively: no payload indexes, no quantization
         if url is None:
             path = path or DEFAULT_PATH
             Path(path).mkdir(parents=True, exist_ok=True)
@@ -149,13 +150,15 @@ class QdrantStore:
             ),
             "create_collection",
         )
+        logger.info("created qdrant collection %r (%s, %d dims)", spec.name, spec.layout, spec.dimension)
+        if self._local:
+            return
         self._call(
             lambda: self._client.create_payload_index(
                 self.collection, "source", models.PayloadSchemaType.KEYWORD
             ),
             "create_payload_index",
         )
-        logger.info("created qdrant collection %r (%s, %d dims)", spec.name, spec.layout, spec.dimension)
 
     # -- writes -------------------------------------------------------------------------------------
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
@@ -202,7 +205,7 @@ class QdrantStore:
 
         spec = self.read_spec()
         params = None
-        if spec is not None and spec.quantization:
+        if spec is not None and spec.quantization and not self._local:
             params = models.SearchParams(
                 quantization=models.QuantizationSearchParams(rescore=True, oversampling=2.0)
             )

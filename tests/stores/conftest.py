@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from stores_support import FAST_RETRY, SENTENCES, store_location
+
+from poolrag.stores import RetryPolicy, open_store
+
+
+@pytest.fixture(scope="session")
+def sentence_vectors(minilm_engine) -> np.ndarray:
+    """Real MiniLM embeddings of SENTENCES (384 dims, unit length)."""
+    return minilm_engine.embed_array(SENTENCES)
+
+
+@pytest.fixture(scope="session")
+def sentence_token_vectors(minilm_engine) -> list[np.ndarray]:
+    """Real per-token MiniLM vectors, normalised like ColBERT's, to exercise the multivector layout."""
+    out = minilm_engine.encode(SENTENCES, pooling_task="token_embed")
+    mats = [np.asarray(o.outputs.data, dtype=np.float32) for o in out]
+    return [m / np.linalg.norm(m, axis=1, keepdims=True) for m in mats]
+
+
+@pytest.fixture
+def make_store(tmp_path: Path):
+    """Open (and later close) stores of any kind on files under this test's tmp folder."""
+    opened = []
+
+    def make(kind: str, collection: str = "docs", root: Path | None = None, retry: RetryPolicy = FAST_RETRY):
+        store = open_store(kind, collection, retry=retry, **store_location(kind, root or tmp_path))
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()

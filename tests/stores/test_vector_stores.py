@@ -1,0 +1,195 @@
+"""Milvus Lite, Qdrant local mode and Qdrant Edge, for real, behind one interface."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from stores_support import FAST_RETRY, SENTENCES, STORE_KINDS, closed_port
+
+from poolrag.scoring.similarity import maxsim
+from poolrag.stores import (
+    ChunkRecord,
+    CollectionMismatchError,
+    CollectionSpec,
+    RetryPolicy,
+    StoreUnavailableError,
+    open_store,
+)
+
+MODEL = "minilm@2cbc4fe1b1001d07"
+
+
+def _ids(n: int) -> list[str]:
+    return [str(uuid.uuid5(uuid.NAMESPACE_URL, f"chunk-{i}")) for i in range(n)]
+
+
+def _spec(dim: int = 384, model: str = MODEL, layout: str = "dense", quantization=None) -> CollectionSpec:
+    return CollectionSpec(
+        name="docs",
+        dimension=dim,
+        model_identity=model,
+        full_dimension=384,
+        model_name="minilm",
+        layout=layout,
+        quantization=quantization,  # type: ignore[arg-type]
+    )
+
+
+def _records(vectors) -> list[ChunkRecord]:
+    return [
+        ChunkRecord(cid, vec, {"text": text, "source": f"doc-{i % 2}.md", "start": 0, "end": len(text)})
+        for i, (cid, vec, text) in enumerate(zip(_ids(len(SENTENCES)), vectors, SENTENCES, strict=True))
+    ]
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_dense_round_trip(kind: str, make_store, sentence_vectors) -> None:
+    store = make_store(kind)
+    assert store.read_spec() is None
+    store.ensure_collection(_spec())
+    store.upsert(_records(sentence_vectors))
+    assert store.count() == len(SENTENCES)
+    ids = _ids(len(SENTENCES))
+    assert store.list_sources() == {cid: f"doc-{i % 2}.md" for i, cid in enumerate(ids)}
+    hits = store.search(sentence_vectors[2], 3)
+    assert hits[0].id == ids[2] and hits[0].payload["text"] == SENTENCES[2]
+    assert hits[0].payload["source"] == "doc-0.md" and hits[0].score == pytest.approx(1.0, abs=1e-4)
+    assert hits[0].score >= hits[1].score >= hits[2].score
+    fetched = store.fetch_vectors(ids[:2])
+    np.testing.assert_allclose(fetched[ids[1]], sentence_vectors[1], atol=1e-6)
+    store.upsert(_records(sentence_vectors))  # same ids again: replaced, never duplicated
+    assert store.count() == len(SENTENCES)
+    store.delete(ids[:2])
+    assert store.count() == len(SENTENCES) - 2 and ids[0] not in store.list_sources()
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_metadata_survives_reopening_and_mismatches_are_refused(
+    kind: str, make_store, sentence_vectors
+) -> None:
+    first = make_store(kind)
+    first.ensure_collection(_spec())
+    first.upsert(_records(sentence_vectors))
+    first.close()
+    store = make_store(kind)
+    assert store.read_spec() == _spec()
+    assert store.ensure_collection(_spec()) == _spec()
+    with pytest.raises(CollectionMismatchError, match=r"384-dimension .* 64-dimension|64-dimension"):
+        store.ensure_collection(_spec(dim=64))
+    with pytest.raises(CollectionMismatchError, match="other-model"):
+        store.ensure_collection(_spec(model="other-model@ffffffffffffffff"))
+    with pytest.raises(CollectionMismatchError, match="multivector"):
+        store.ensure_collection(_spec(layout="multivector"))
+    # The same weights under another path (another machine) are the same model.
+    assert store.ensure_collection(_spec(model="/elsewhere/minilm@2cbc4fe1b1001d07")).dimension == 384
+    assert store.count() == len(SENTENCES)
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_multivector_layout_scores_by_exact_maxsim(kind: str, make_store, sentence_token_vectors) -> None:
+    store = make_store(kind)
+    store.ensure_collection(_spec(layout="multivector"))
+    store.upsert(_records(sentence_token_vectors))
+    assert store.count() == len(SENTENCES)
+    query = sentence_token_vectors[4][:5]
+    hits = store.search_multivector(query, 3)
+    assert hits[0].id == _ids(len(SENTENCES))[4] and hits[0].payload["text"] == SENTENCES[4]
+    expected = {
+        cid: maxsim(query, m) for cid, m in zip(_ids(len(SENTENCES)), sentence_token_vectors, strict=True)
+    }
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[hit.id], rel=1e-4)
+    stored = store.fetch_vectors([hits[0].id])[hits[0].id]
+    np.testing.assert_allclose(stored, sentence_token_vectors[4], atol=1e-6)
+    # Re-upserting a chunk with fewer tokens leaves no stale token rows behind.
+    shorter = [
+        ChunkRecord(hits[0].id, sentence_token_vectors[4][:3], {"text": "short", "source": "doc-0.md"})
+    ]
+    store.upsert(shorter)
+    assert store.fetch_vectors([hits[0].id])[hits[0].id].shape[0] == 3
+    assert store.count() == len(SENTENCES)
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+@pytest.mark.parametrize("quantization", ["int8", "binary"])
+def test_quantized_collections_still_find_the_right_chunk(
+    kind, quantization, make_store, sentence_vectors
+) -> None:
+    store = make_store(kind)
+    store.ensure_collection(_spec(quantization=quantization))
+    store.upsert(_records(sentence_vectors))
+    for i in (0, 3, 5):
+        assert store.search(sentence_vectors[i], 1)[0].id == _ids(len(SENTENCES))[i]
+    assert store.read_spec().quantization == quantization
+
+
+def test_qdrant_server_down_is_retried_then_reported(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    started = time.monotonic()
+    with pytest.raises(
+        StoreUnavailableError, match=r"qdrant at http://127\.0\.0\.1:\d+ is unavailable"
+    ) as err:
+        open_store("qdrant", "docs", url=url, retry=FAST_RETRY).ensure_collection(_spec())
+    assert err.value.attempts == 3 and time.monotonic() - started < 30
+
+
+def test_milvus_server_down_is_retried_then_reported() -> None:
+    uri = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(StoreUnavailableError, match="failed 3 times") as err:
+        open_store("milvus", "docs", uri=uri, retry=FAST_RETRY)
+    assert err.value.attempts == 3
+
+
+def _hold_milvus_file(path: Path, seconds: float) -> subprocess.Popen:
+    code = (
+        "import sys, time\nfrom pymilvus import MilvusClient\n"
+        f"client = MilvusClient({str(path)!r})\nprint('ready', flush=True)\ntime.sleep({seconds})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_a_milvus_lite_file_held_by_another_process_is_retried_until_released(tmp_path: Path) -> None:
+    path = tmp_path / "busy.db"
+    holder = _hold_milvus_file(path, 60)
+    try:
+        with pytest.raises(StoreUnavailableError, match="another process"):
+            open_store("milvus", "docs", uri=str(path), retry=FAST_RETRY)
+    finally:
+        holder.kill()
+        holder.wait()
+    holder = _hold_milvus_file(path, 1.0)  # released a second from now: the retries outlast it
+    try:
+        store = open_store(
+            "milvus", "docs", uri=str(path), retry=RetryPolicy(attempts=8, base_delay=0.3, max_delay=2)
+        )
+        store.ensure_collection(_spec())
+        assert store.count() == 0
+        store.close()
+    finally:
+        holder.wait(30)
+
+
+def test_retry_policy_backs_off_exponentially_up_to_a_cap() -> None:
+    policy = RetryPolicy(attempts=6, base_delay=0.5, max_delay=3.0)
+    assert [policy.delay(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    with pytest.raises(ValueError):
+        RetryPolicy(attempts=0)
+
+
+def test_bad_store_arguments_are_rejected(tmp_path: Path) -> None:
+    from poolrag.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="unknown store"):
+        open_store("redis", "docs")
+    with pytest.raises(InvalidInputError, match="--uri"):
+        open_store("milvus", "docs", path=str(tmp_path))
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        open_store("milvus", "docs", uri=str(tmp_path / "missing" / "x.db"))
