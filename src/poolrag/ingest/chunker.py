@@ -53,12 +53,15 @@ class TokenChunker:
     Args:
         tokenizer: a Hugging Face *fast* tokenizer (offsets mapping is required).
         max_tokens: tokens per chunk, excluding the special tokens the model adds.
-        overlap: tokens shared by consecutive chunks, so a sentence cut at a boundary is whole in one.
+        overlap: tokens shared by consecutive chunks, so a sentence cut at a boundary is whole in one
+            (default: 32, at most a quarter of the chunk).
     """
 
-    def __init__(self, tokenizer: Any, *, max_tokens: int, overlap: int = 32) -> None:
+    def __init__(self, tokenizer: Any, *, max_tokens: int, overlap: int | None = None) -> None:
         if max_tokens <= 0:
             raise InvalidInputError("chunk size must be a positive number of tokens")
+        if overlap is None:
+            overlap = min(32, max_tokens // 4)
         if not 0 <= overlap < max_tokens:
             raise InvalidInputError(
                 f"overlap must be between 0 and chunk size - 1 ({max_tokens - 1}), got {overlap}"

@@ -1,0 +1,91 @@
+"""TokenChunker: token-bounded, overlapping, offset-faithful chunks with stable ids."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest import Document, TokenChunker
+
+PARAGRAPH = (
+    "Honeybees communicate through the waggle dance. The angle of the dance points to the food, and its "
+    "duration tells the distance. Colonies reproduce by swarming when the old queen leaves."
+)
+TEXT = "\n\n".join(f"Section {i}. {PARAGRAPH}" for i in range(8))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(minilm_engine):
+    return minilm_engine.tokenizer
+
+
+def _count(tokenizer, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def test_chunks_fit_the_budget_keep_offsets_and_overlap(tokenizer) -> None:
+    chunks = TokenChunker(tokenizer, max_tokens=48, overlap=8).split(Document("doc.md", TEXT, {"lang": "en"}))
+    assert len(chunks) > 5
+    for chunk in chunks:
+        assert TEXT[chunk.start : chunk.end] == chunk.text
+        assert chunk.num_tokens == _count(tokenizer, chunk.text) <= 48
+        assert chunk.start == 0 or TEXT[chunk.start - 1].isspace()  # never starts inside a word
+        assert chunk.payload()["source"] == "doc.md" and chunk.payload()["lang"] == "en"
+    for prev, nxt in itertools.pairwise(chunks):
+        assert prev.start < nxt.start < prev.end  # consecutive chunks overlap
+    assert chunks[0].start == 0 and chunks[-1].end == len(TEXT.rstrip())
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+
+
+def test_cuts_prefer_paragraph_and_sentence_ends(tokenizer) -> None:
+    chunks = TokenChunker(tokenizer, max_tokens=60, overlap=0).split(Document("d", TEXT))
+    assert all(c.text.rstrip().endswith((".", "!", "?")) for c in chunks)
+
+
+def test_ids_are_stable_and_only_edited_chunks_change(tokenizer) -> None:
+    chunker = TokenChunker(tokenizer, max_tokens=48, overlap=8)
+    before = chunker.split(Document("doc.md", TEXT))
+    assert [c.id for c in before] == [c.id for c in chunker.split(Document("doc.md", TEXT))]
+    edited = TEXT[: before[-1].start] + TEXT[before[-1].start :].replace("swarming", "swarmings")
+    after = chunker.split(Document("doc.md", edited))
+    changed = {c.id for c in after} ^ {c.id for c in before}
+    assert len(changed) == 2  # the last chunk's old and new versions
+    assert {c.id for c in chunker.split(Document("other.md", TEXT))}.isdisjoint({c.id for c in before})
+
+
+def test_repeated_text_in_one_document_keeps_distinct_chunks(tokenizer) -> None:
+    text = "Same sentence here.\n\n" * 6
+    chunks = TokenChunker(tokenizer, max_tokens=5, overlap=0).split(Document("d", text))
+    assert len(chunks) == len({c.id for c in chunks}) == 6
+
+
+def test_sizes_follow_the_engine_and_bad_settings_are_refused(minilm_engine, tokenizer) -> None:
+    chunker = TokenChunker.for_engine(minilm_engine)
+    assert chunker.max_tokens == 254  # MiniLM: 256 positions minus [CLS] and [SEP]
+    with pytest.raises(InvalidInputError, match="exceeds"):
+        TokenChunker.for_engine(minilm_engine, max_tokens=300)
+    with pytest.raises(InvalidInputError, match="overlap"):
+        TokenChunker(tokenizer, max_tokens=10, overlap=10)
+    assert TokenChunker(tokenizer, max_tokens=10).split(Document("d", "   \n ")) == []
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=st.lists(
+        st.sampled_from(["alpha", "beta.", "gamma,", "\n\n", "tokenization", "x", "naïve", "日本"]),
+        max_size=120,
+    ),
+    size=st.integers(min_value=4, max_value=40),
+)
+def test_any_text_is_covered_within_budget(tokenizer, words: list[str], size: int) -> None:
+    text = " ".join(words)
+    chunks = TokenChunker(tokenizer, max_tokens=size, overlap=size // 4).split(Document("d", text))
+    covered = set()
+    for c in chunks:
+        assert text[c.start : c.end] == c.text and c.num_tokens <= size
+        covered.update(range(c.start, c.end))
+    assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())

@@ -1,0 +1,68 @@
+"""Readers: files and folders, JSONL, Python iterables; bad input fails clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest import Document, from_iterable, read_paths
+
+
+def test_folders_are_read_recursively_in_a_stable_order(tmp_path: Path) -> None:
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a.md").write_text("# A\nalpha")
+    (tmp_path / "b" / "c.txt").write_text("gamma")
+    (tmp_path / "b" / "skip.bin").write_bytes(b"\x00\x01")
+    (tmp_path / ".hidden.md").write_text("secret")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "x.md").write_text("internal")
+    docs = list(read_paths([tmp_path]))
+    assert [d.text for d in docs] == ["# A\nalpha", "gamma"]
+    assert docs[0].source == (tmp_path / "a.md").resolve().as_posix()
+    assert docs[1].metadata == {"filename": "c.txt"}
+    assert [d.source for d in read_paths([tmp_path / "b" / "c.txt"])] == [docs[1].source]
+
+
+def test_jsonl_records_become_documents_with_metadata(tmp_path: Path) -> None:
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"id": "x1", "text": "first", "lang": "en"}\n\n{"body": "second", "tags": [1]}\n')
+    with pytest.raises(InvalidInputError, match=r"data\.jsonl:3: expected an object with a string 'text'"):
+        list(read_paths([path]))
+    path.write_text('{"id": "x1", "text": "first", "lang": "en"}\n\n{"text": "second", "tags": [1]}\n')
+    docs = list(read_paths([path]))
+    assert [d.text for d in docs] == ["first", "second"]
+    assert docs[0].source.endswith("data.jsonl#x1") and docs[1].source.endswith("data.jsonl#3")
+    assert docs[0].metadata == {"lang": "en"} and docs[1].metadata == {}
+    path.write_text('{"body": "custom field"}\n')
+    assert [d.text for d in read_paths([path], text_field="body")] == ["custom field"]
+
+
+def test_bad_paths_and_files_fail_with_the_file_named(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="no such file"):
+        list(read_paths([tmp_path / "missing"]))
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
+    with pytest.raises(InvalidInputError, match=r"latin1\.txt is not UTF-8"):
+        list(read_paths([tmp_path]))
+    (tmp_path / "latin1.txt").unlink()
+    (tmp_path / "broken.jsonl").write_text("{not json\n")
+    with pytest.raises(InvalidInputError, match=r"broken\.jsonl:1: not valid JSON"):
+        list(read_paths([tmp_path]))
+
+
+def test_python_iterables_of_several_shapes() -> None:
+    docs = list(
+        from_iterable(
+            [Document("s0", "zero"), "one", ("s2", "two"), {"text": "three", "source": "s3", "lang": "en"}]
+        )
+    )
+    assert [(d.source, d.text) for d in docs] == [
+        ("s0", "zero"),
+        ("item-1", "one"),
+        ("s2", "two"),
+        ("s3", "three"),
+    ]
+    assert docs[3].metadata == {"lang": "en"}
+    with pytest.raises(InvalidInputError, match="document 0"):
+        list(from_iterable([42]))  # type: ignore[list-item]
