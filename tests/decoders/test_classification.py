@@ -46,7 +46,9 @@ def test_classify_matches_transformers_whatever_the_padding(classifier, side):
 def reward_model(request, tmp_path_factory):
     """A sequence reward model: a one-label *ForSequenceClassification."""
     folder = tmp_path_factory.mktemp(f"{request.param}-rm")
-    model, tokenizer = build(folder, request.param, transformers.AutoModelForSequenceClassification, num_labels=1)
+    model, tokenizer = build(
+        folder, request.param, transformers.AutoModelForSequenceClassification, num_labels=1
+    )
     return model, tokenizer, Engine(folder)
 
 

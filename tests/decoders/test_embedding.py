@@ -34,7 +34,7 @@ def base_embedder(request, tmp_path_factory):
 
 @pytest.mark.parametrize("side", SIDES)
 def test_base_model_embeddings_are_the_normalised_last_hidden_state(base_embedder, side):
-    family, model, tokenizer, engine = base_embedder
+    _family, model, tokenizer, engine = base_embedder
     assert engine.task == "embed" and engine.embedding_dim == model.config.hidden_size
     assert engine._pipeline.pooler_config.pooling_type == "LAST"
     seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
@@ -64,7 +64,9 @@ def _write_sentence_transformers_files(folder: Path, prompts: dict[str, str]) ->
     )
 
 
-QWEN3_QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
+QWEN3_QUERY_PROMPT = (
+    "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
+)
 
 
 @pytest.fixture(scope="module")

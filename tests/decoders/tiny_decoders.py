@@ -75,11 +75,13 @@ def build_tokenizer(
     return fast
 
 
-def tiny_config(family: str, vocab_size: int, pad_id: int = PAD, **extra: object) -> transformers.PretrainedConfig:
+def tiny_config(
+    family: str, vocab_size: int, pad_id: int = PAD, **extra: object
+) -> transformers.PretrainedConfig:
     ids = dict(vocab_size=vocab_size, pad_token_id=pad_id, bos_token_id=BOS, eos_token_id=EOS)
     if family == "gpt2":
         return transformers.GPT2Config(
-            n_embd=HIDDEN, n_layer=2, n_head=4, n_positions=512, initializer_range=0.2, **ids, **extra
+            n_embd=HIDDEN, n_layer=2, n_head=4, n_positions=1024, initializer_range=0.2, **ids, **extra
         )
     common = dict(
         hidden_size=HIDDEN,
@@ -87,7 +89,7 @@ def tiny_config(family: str, vocab_size: int, pad_id: int = PAD, **extra: object
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=1024,
         initializer_range=0.2,
         **ids,
     )
@@ -109,11 +111,6 @@ def tiny_config(family: str, vocab_size: int, pad_id: int = PAD, **extra: object
     raise ValueError(family)
 
 
-def save_model(model: transformers.PreTrainedModel, folder: Path) -> Path:
-    model.save_pretrained(folder)
-    return folder
-
-
 def build(
     folder: Path,
     family: str,
@@ -124,13 +121,18 @@ def build(
     seed: int = 0,
     **config_extra: object,
 ) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerFast]:
-    """A random ``auto_class`` model of ``family`` saved with its tokenizer in ``folder``."""
+    """A random ``auto_class`` model of ``family`` saved with its tokenizer in ``folder``.
+
+    The tokenizer returned is the one ``AutoTokenizer`` makes of the finished folder: for some
+    model types (qwen2) transformers swaps in its own pre-tokenizer, and references must tokenise
+    exactly as the engine does.
+    """
     tokenizer = build_tokenizer(folder, **(tokenizer_kwargs or {}))
     torch.manual_seed(seed)
     config = tiny_config(family, len(tokenizer), pad_id=pad_id, **config_extra)
     model = auto_class.from_config(config).eval()
     model.save_pretrained(folder)
-    return model, tokenizer
+    return model, transformers.AutoTokenizer.from_pretrained(folder)
 
 
 # -- references ---------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
@@ -150,6 +151,8 @@ def build_pipeline(
     runner_kind = ModelKind.EMBEDDING if kind in DECODER_KINDS else kind
     runner = ModelRunner(model, runner_kind, pad_id, input_device(model, device))
     lm_rows = _lm_head_rows(spec, kind, decoder, tokenizer)
+    if kind is ModelKind.DECODER_CLASSIFIER and decoder is not None:
+        _match_labels_to_head(spec, decoder.score)
     max_len = _max_model_len(spec, tokenizer, max_model_len)
     processor = InputProcessor(
         tokenizer,
@@ -248,3 +251,17 @@ def _step_projection(
         return LMHeadStepProjection(decoder.output_embeddings, decoder.final_softcap)
     assert decoder.score is not None
     return ModuleStepProjection(decoder.score)
+
+
+def _match_labels_to_head(spec: ModelSpec, score: nn.Module | None) -> None:
+    """Remote reward heads (Qwen2-Math-RM) leave config.num_labels at its default of 2 while
+    producing one value; the head's output size is the truth."""
+    linears = [m for m in score.modules() if isinstance(m, nn.Linear)] if score is not None else []
+    if linears and linears[-1].out_features != spec.num_labels:
+        logger.info(
+            "%s: head has %d outputs, config says %d",
+            spec.architecture,
+            linears[-1].out_features,
+            spec.num_labels,
+        )
+        spec.hf_config.num_labels = linears[-1].out_features

@@ -70,6 +70,12 @@ def load_decoder(
     placement: Placement,
 ) -> DecoderParts:
     auto_class = _auto_class(spec, kind)
+    remote = getattr(spec.hf_config, "auto_map", None) or {}
+    if auto_class.__name__ in remote and not trust_remote_code:
+        raise ModelLoadError(
+            f"{spec.architecture} ships its own modeling code ({remote[auto_class.__name__]}); "
+            "pass trust_remote_code=True after reviewing it"
+        )
     try:
         model = auto_class.from_pretrained(
             spec.transformer_path,
