@@ -73,7 +73,7 @@ def _unavailable(exc: BaseException) -> bool:
         return "Open local milvus failed" in str(exc) and "not exists" not in str(exc)
     if isinstance(exc, MilvusException):
         text = str(exc).lower()
-        return exc.code == 2 or "unavailable" in text or "deadline" in text or "connect" in text
+        return exc.code == 2 or "unavailable" in text or "deadline" in text or "fail connecting" in text
     return isinstance(exc, (ConnectionError, TimeoutError))
 
 

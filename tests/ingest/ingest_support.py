@@ -1,0 +1,41 @@
+"""A small corpus written to disk, and helpers shared by the ingestion tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TOPICS = {
+    "bees.md": (
+        "# Honeybees\n\nHoneybee foragers tell their sisters where flowers are with the waggle dance. "
+        "The angle of the dance points to the food relative to the sun.\n\nThe duration of the waggle run "
+        "tells the distance to the flowers. Colonies reproduce by swarming in spring.\n\nA colony has one "
+        "queen, thousands of workers and a few hundred drones in summer."
+    ),
+    "tides.txt": (
+        "Tides are caused mainly by the Moon's gravity, which raises two bulges in the oceans.\n\nWhen the "
+        "Sun and the Moon line up, their pulls add together and produce large spring tides.\n\nAt the "
+        "quarter moons the pulls partly cancel and the tides are smaller; these are neap tides."
+    ),
+    "bread.md": (
+        "# Sourdough\n\nSourdough bread rises with a starter of wild yeast and lactic acid bacteria.\n\nThe "
+        "dough ferments slowly, is shaped, proofed overnight and baked in a very hot covered pot.\n\nSteam "
+        "keeps the crust soft long enough for the loaf to expand in the oven."
+    ),
+    "rust.md": (
+        "# Ownership\n\nRust manages memory through ownership: every value has exactly one owner.\n\nThe "
+        "borrow checker allows one mutable reference or many shared ones, never both at once.\n\nThis rules "
+        "out data races and use-after-free bugs at compile time."
+    ),
+    "chess.txt": (
+        "Good chess openings control the centre, develop knights and bishops and castle early.\n\nPopular "
+        "first moves are e4 and d4, leading to the Sicilian Defence or the Queen's Gambit.\n\nBeginners "
+        "should learn opening principles rather than memorising long lines."
+    ),
+}
+
+
+def write_corpus(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in TOPICS.items():
+        (root / name).write_text(text)
+    return root

@@ -1,0 +1,29 @@
+"""Checkpoint: atomic, tied to one run's settings, ignored when unreadable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from poolrag.ingest import Checkpoint
+
+RUN = {"store": "milvus", "collection": "docs", "model": "m@1", "dimension": 64}
+
+
+def test_saved_progress_is_loaded_by_the_same_run(tmp_path: Path) -> None:
+    path = tmp_path / "ck.json"
+    first = Checkpoint.open(path, RUN)
+    assert not first.resumed and not path.exists()
+    first.mark_done({"a.md": "d1"})
+    again = Checkpoint.open(path, RUN)
+    assert again.resumed and again.is_done("a.md", "d1") and not again.is_done("a.md", "changed")
+    assert [p.name for p in tmp_path.iterdir()] == ["ck.json"]  # no temp files left behind
+    again.remove()
+    assert not path.exists()
+
+
+def test_a_checkpoint_of_other_settings_or_a_damaged_one_starts_over(tmp_path: Path) -> None:
+    path = tmp_path / "ck.json"
+    Checkpoint.open(path, RUN).mark_done({"a.md": "d1"})
+    assert not Checkpoint.open(path, {**RUN, "dimension": 128}).resumed
+    path.write_text('{"version": 1, "run": ')
+    assert not Checkpoint.open(path, RUN).resumed

@@ -1,0 +1,160 @@
+"""IngestPipeline against real Milvus Lite and Qdrant local mode: idempotent, incremental, guarded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ingest_support import write_corpus
+
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, from_iterable, read_paths
+from poolrag.retrieval import Retriever
+from poolrag.stores import CollectionMismatchError, RetryPolicy, StoreUnavailableError, open_store
+
+FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)
+KINDS = ["milvus", "qdrant", "qdrant-edge"]
+
+
+def _location(kind: str, root: Path) -> dict[str, str]:
+    return {"uri": str(root / "milvus.db")} if kind == "milvus" else {"path": str(root / kind)}
+
+
+class Setup:
+    """One store + cache + pipeline under a tmp folder, reopened the way separate runs would."""
+
+    def __init__(self, kind: str, root: Path, engine, dimensions: int | None = None) -> None:
+        self.kind, self.root, self.engine, self.dimensions = kind, root, engine, dimensions
+        self.corpus = write_corpus(root / "corpus")
+        self.store = None
+
+    def pipeline(self, **kwargs) -> tuple[IngestPipeline, CachedEmbedder]:
+        if self.store is not None:
+            self.store.close()
+        self.store = open_store(self.kind, "docs", retry=FAST_RETRY, **_location(self.kind, self.root))
+        embedder = self.embedder()
+        chunker = TokenChunker(self.engine.tokenizer, max_tokens=24, overlap=4)
+        pipe = IngestPipeline(
+            self.store,
+            DenseEncoder(embedder, self.dimensions),
+            chunker,
+            batch_size=4,
+            checkpoint_dir=self.root / "ck",
+            progress=False,
+            **kwargs,
+        )
+        return pipe, embedder
+
+    def embedder(self) -> CachedEmbedder:
+        return CachedEmbedder(self.engine, EmbeddingCache(self.root / "cache.sqlite"))
+
+    def run(self, prune: bool = False):
+        pipe, embedder = self.pipeline()
+        report = pipe.run(read_paths([self.corpus]), prune=prune)
+        assert report.embedded == embedder.misses
+        return report
+
+    def expected_ids(self) -> set[str]:
+        chunker = TokenChunker(self.engine.tokenizer, max_tokens=24, overlap=4)
+        return {c.id for d in read_paths([self.corpus]) for c in chunker.split(d)}
+
+
+@pytest.fixture
+def setup(request, tmp_path: Path, minilm_engine):
+    s = Setup(request.param, tmp_path, minilm_engine)
+    yield s
+    if s.store is not None:
+        s.store.close()
+
+
+@pytest.mark.parametrize("setup", KINDS, indirect=True)
+def test_ingest_search_and_reingest_adds_nothing(setup: Setup) -> None:
+    first = setup.run()
+    ids = setup.expected_ids()
+    assert first.chunks == first.upserted == first.embedded == len(ids) > len(list(setup.corpus.iterdir()))
+    assert setup.store.count() == len(ids) and set(setup.store.list_sources()) == ids
+    hits = Retriever(setup.store, setup.embedder()).search("how do bees show where the flowers are", k=3)
+    assert hits[0].source.endswith("bees.md") and "waggle" in hits[0].text
+    assert setup.corpus.joinpath("bees.md").read_text()[hits[0].start : hits[0].end] == hits[0].text
+
+    again = setup.run()
+    assert (again.upserted, again.embedded, again.deleted) == (0, 0, 0)
+    assert again.chunks_existing == len(ids) and setup.store.count() == len(ids)
+
+
+@pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
+def test_editing_one_document_reembeds_only_its_changed_chunk(setup: Setup) -> None:
+    setup.run()
+    before = setup.expected_ids()
+    path = setup.corpus / "tides.txt"
+    path.write_text(path.read_text().replace("tides are smaller", "tides are weaker"))
+    report = setup.run()
+    after = setup.expected_ids()
+    assert len(after - before) == 1
+    assert (report.embedded, report.upserted, report.deleted) == (1, 1, 1)
+    assert set(setup.store.list_sources()) == after and setup.store.count() == len(after)
+
+
+@pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
+def test_removed_documents_are_deleted_only_with_prune(setup: Setup) -> None:
+    setup.run()
+    total = setup.store.count()
+    (setup.corpus / "chess.txt").unlink()
+    assert setup.run().deleted == 0 and setup.store.count() == total
+    pruned = setup.run(prune=True)
+    assert pruned.deleted > 0 and setup.store.count() == total - pruned.deleted
+    assert not any(src.endswith("chess.txt") for src in setup.store.list_sources().values())
+
+
+def test_python_iterables_ingest_like_files(tmp_path: Path, minilm_engine) -> None:
+    setup = Setup("qdrant", tmp_path, minilm_engine)
+    pipe, _ = setup.pipeline()
+    docs = [
+        ("faq-1", "Reset your password from the account page."),
+        ("faq-2", "Invoices are emailed monthly."),
+    ]
+    assert pipe.run(from_iterable(docs)).upserted == 2
+    assert sorted(setup.store.list_sources().values()) == ["faq-1", "faq-2"]
+    setup.store.close()
+
+
+@pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
+def test_a_different_model_or_size_is_refused_before_anything_is_embedded(setup: Setup, minilm_path) -> None:
+    from poolrag import Engine
+
+    setup.run()
+    count = setup.store.count()
+    setup.engine = Engine(minilm_path, hf_overrides={"is_matryoshka": True})
+    setup.dimensions = 64
+    pipe, embedder = setup.pipeline()
+    with pytest.raises(CollectionMismatchError, match=r"384-dimension .* 64-dimension"):
+        pipe.run(read_paths([setup.corpus]))
+    assert embedder.misses == 0 and setup.store.count() == count
+
+
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_database_down_retries_then_fails_clearly_with_nothing_written(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    embedder = CachedEmbedder(minilm_engine, cache)
+    location = (
+        {"uri": f"http://127.0.0.1:{port}"} if kind == "milvus" else {"url": f"http://127.0.0.1:{port}"}
+    )
+    with pytest.raises(StoreUnavailableError, match="is unavailable") as err:
+        store = open_store(kind, "docs", retry=FAST_RETRY, **location)
+        IngestPipeline(
+            store,
+            DenseEncoder(embedder),
+            TokenChunker(minilm_engine.tokenizer, max_tokens=24),
+            checkpoint_dir=tmp_path / "ck",
+            progress=False,
+        ).run(read_paths([write_corpus(tmp_path / "corpus")]))
+    assert err.value.attempts == 3
+    assert embedder.misses == 0 and len(cache) == 0  # failed before embedding anything
+    assert not (tmp_path / "ck").exists()  # and before writing a checkpoint
