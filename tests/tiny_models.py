@@ -114,7 +114,9 @@ def write_sentence_transformers(
             }
         )
     )
-    modules.append({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"})
+    modules.append(
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}
+    )
     if dense_out is not None:
         torch.manual_seed(seed)
         dense_dir = folder / "2_Dense"
@@ -134,12 +136,18 @@ def write_sentence_transformers(
                 }
             )
         )
-        modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+        )
     if normalize:
         (folder / "3_Normalize").mkdir()
         modules.append(
-            {"idx": len(modules), "name": str(len(modules)), "path": "3_Normalize",
-             "type": "sentence_transformers.models.Normalize"}
+            {
+                "idx": len(modules),
+                "name": str(len(modules)),
+                "path": "3_Normalize",
+                "type": "sentence_transformers.models.Normalize",
+            }
         )
     (folder / "modules.json").write_text(json.dumps(modules))
     (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length}))

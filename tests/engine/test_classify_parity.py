@@ -19,8 +19,16 @@ def _reference_logits(folder, auto_class, texts, pairs=None) -> list[np.ndarray]
     out = []
     with torch.no_grad():
         for i, text in enumerate(texts):  # unpadded, one at a time: the ground truth
-            enc = tokenizer(text, pairs[i], return_tensors="pt") if pairs else tokenizer(text, return_tensors="pt")
-            enc = {k: v for k, v in enc.items() if k != "token_type_ids" or "token_type_ids" in tokenizer.model_input_names}
+            enc = (
+                tokenizer(text, pairs[i], return_tensors="pt")
+                if pairs
+                else tokenizer(text, return_tensors="pt")
+            )
+            enc = {
+                k: v
+                for k, v in enc.items()
+                if k != "token_type_ids" or "token_type_ids" in tokenizer.model_input_names
+            }
             out.append(model(**enc).logits[0].numpy())
     return out
 
@@ -51,7 +59,9 @@ def test_cross_encoder_score_matches_crossencoder_predict(tiny_model, arch: str)
     np.testing.assert_allclose(ours, reference, atol=1e-5)
     # N:N pairs, zipped
     pairs = engine.score(docs, list(reversed(docs)))
-    reference_pairs = CrossEncoder(str(folder), device="cpu").predict(list(zip(docs, reversed(docs), strict=True)))
+    reference_pairs = CrossEncoder(str(folder), device="cpu").predict(
+        list(zip(docs, reversed(docs), strict=True))
+    )
     np.testing.assert_allclose([p.outputs.score for p in pairs], reference_pairs, atol=1e-5)
 
 
@@ -72,4 +82,6 @@ def test_token_classification_matches_transformers(tiny_model, arch: str) -> Non
     outputs = engine.token_classify(SENTENCES)
     for out, ref in zip(outputs, logits, strict=True):
         assert out.outputs.data.shape == (out.num_tokens, 5)
-        np.testing.assert_allclose(out.outputs.data, torch.softmax(torch.from_numpy(ref), -1).numpy(), atol=1e-5)
+        np.testing.assert_allclose(
+            out.outputs.data, torch.softmax(torch.from_numpy(ref), -1).numpy(), atol=1e-5
+        )

@@ -33,18 +33,37 @@ def _pylate_folder(tiny_model, tmp_path: Path) -> Path:
     dense.mkdir()
     save_file({"linear.weight": torch.randn(DIM, HIDDEN)}, str(dense / "model.safetensors"))
     (dense / "config.json").write_text(
-        json.dumps({"in_features": HIDDEN, "out_features": DIM, "bias": False,
-                    "activation_function": "torch.nn.modules.linear.Identity"})
+        json.dumps(
+            {
+                "in_features": HIDDEN,
+                "out_features": DIM,
+                "bias": False,
+                "activation_function": "torch.nn.modules.linear.Identity",
+            }
+        )
     )
-    (folder / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Dense", "type": "pylate.models.Dense.Dense"},
-    ]))
-    (folder / "config_sentence_transformers.json").write_text(json.dumps({
-        "query_prefix": "[unused0]", "document_prefix": "[unused1]", "query_length": QUERY_LEN,
-        "document_length": DOC_LEN, "attend_to_expansion_tokens": False,
-        "skiplist_words": list(string.punctuation), "do_query_expansion": True, "similarity_fn_name": "MaxSim",
-    }))
+    (folder / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Dense", "type": "pylate.models.Dense.Dense"},
+            ]
+        )
+    )
+    (folder / "config_sentence_transformers.json").write_text(
+        json.dumps(
+            {
+                "query_prefix": "[unused0]",
+                "document_prefix": "[unused1]",
+                "query_length": QUERY_LEN,
+                "document_length": DOC_LEN,
+                "attend_to_expansion_tokens": False,
+                "skiplist_words": list(string.punctuation),
+                "do_query_expansion": True,
+                "similarity_fn_name": "MaxSim",
+            }
+        )
+    )
     return folder
 
 
@@ -59,10 +78,19 @@ def _stanford_folder(pylate: Path, tmp_path: Path) -> Path:
     config = json.loads((pylate / "config.json").read_text())
     config["architectures"] = ["HF_ColBERT"]
     (folder / "config.json").write_text(json.dumps(config))
-    (folder / "artifact.metadata").write_text(json.dumps({
-        "query_token_id": "[unused0]", "doc_token_id": "[unused1]", "query_maxlen": QUERY_LEN,
-        "doc_maxlen": DOC_LEN, "attend_to_mask_tokens": False, "mask_punctuation": True, "dim": DIM,
-    }))
+    (folder / "artifact.metadata").write_text(
+        json.dumps(
+            {
+                "query_token_id": "[unused0]",
+                "doc_token_id": "[unused1]",
+                "query_maxlen": QUERY_LEN,
+                "doc_maxlen": DOC_LEN,
+                "attend_to_mask_tokens": False,
+                "mask_punctuation": True,
+                "dim": DIM,
+            }
+        )
+    )
     return folder
 
 
@@ -79,7 +107,9 @@ def _reference(folder: Path, text: str, is_query: bool) -> np.ndarray:
     marker = tokenizer.convert_tokens_to_ids("[unused0]" if is_query else "[unused1]")
     ids, attend = [ids[0], marker, *ids[1:]], [1, 1, *attend[1:]]
     with torch.no_grad():
-        hidden = model(input_ids=torch.tensor([ids]), attention_mask=torch.tensor([attend])).last_hidden_state[0]
+        hidden = model(
+            input_ids=torch.tensor([ids]), attention_mask=torch.tensor([attend])
+        ).last_hidden_state[0]
     vectors = torch.nn.functional.normalize(hidden @ weight.T, dim=-1)
     if not is_query:
         skip = {tokenizer.convert_tokens_to_ids(p) for p in string.punctuation}
@@ -88,8 +118,11 @@ def _reference(folder: Path, text: str, is_query: bool) -> np.ndarray:
 
 
 QUERIES = ["what is late interaction?", "a very long query " * 10]
-DOCUMENTS = ["Late interaction scores every query token, against every document token!",
-             "Unrelated: the weather, today, is sunny; and warm.", "short doc " * 30]
+DOCUMENTS = [
+    "Late interaction scores every query token, against every document token!",
+    "Unrelated: the weather, today, is sunny; and warm.",
+    "short doc " * 30,
+]
 
 
 @pytest.fixture

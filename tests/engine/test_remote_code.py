@@ -18,7 +18,7 @@ from tiny_models import copy_tokenizer, write_sentence_transformers
 
 from poolrag import Engine, ModelLoadError
 
-CONFIGURATION = '''
+CONFIGURATION = """
 from transformers import PretrainedConfig
 
 
@@ -31,9 +31,9 @@ class TinyRemoteConfig(PretrainedConfig):
         self.hidden_size = hidden_size
         self.num_layers = num_layers
         self.max_position_embeddings = 512
-'''
+"""
 
-MODELING = '''
+MODELING = """
 import torch
 from torch import nn
 from transformers import PreTrainedModel
@@ -62,7 +62,7 @@ class TinyRemoteModel(PreTrainedModel):
         hidden = self.embed(input_ids) + self.position(positions)
         pad = None if attention_mask is None else attention_mask == 0
         return BaseModelOutput(last_hidden_state=self.encoder(hidden, src_key_padding_mask=pad))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,10 @@ def remote_folder(tmp_path_factory, minilm_path) -> Path:
     config = {
         "model_type": "tiny_remote_bert",
         "architectures": ["TinyRemoteModel"],
-        "auto_map": {"AutoConfig": "configuration_tiny.TinyRemoteConfig", "AutoModel": "modeling_tiny.TinyRemoteModel"},
+        "auto_map": {
+            "AutoConfig": "configuration_tiny.TinyRemoteConfig",
+            "AutoModel": "modeling_tiny.TinyRemoteModel",
+        },
         "vocab_size": 30522,
         "hidden_size": 32,
         "num_layers": 2,

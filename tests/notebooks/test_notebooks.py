@@ -22,5 +22,7 @@ def test_notebook_runs_without_errors(path: Path) -> None:
     NotebookClient(
         notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     ).execute()
-    errors = [o for cell in notebook.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o for cell in notebook.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"
+    ]
     assert not errors

@@ -58,8 +58,12 @@ def test_colbert_maxsim_ranks_the_relevant_document_first(assets: Path, layout: 
 
 
 def test_both_colbert_layouts_give_the_same_vectors(assets: Path) -> None:
-    pylate = Engine(assets / "colbert-pylate").encode(PASSAGES, "token_embed", PoolingParams(input_type="document"))
-    stanford = Engine(assets / "colbert-hf").encode(PASSAGES, "token_embed", PoolingParams(input_type="document"))
+    pylate = Engine(assets / "colbert-pylate").encode(
+        PASSAGES, "token_embed", PoolingParams(input_type="document")
+    )
+    stanford = Engine(assets / "colbert-hf").encode(
+        PASSAGES, "token_embed", PoolingParams(input_type="document")
+    )
     for a, b in zip(pylate, stanford, strict=True):
         np.testing.assert_allclose(a.outputs.data, b.outputs.data, atol=1e-6)
 
