@@ -1,8 +1,11 @@
 """Cut work into batches by a token budget rather than a fixed count.
 
 A fixed batch size either wastes the device on short texts or runs out of memory on long ones;
-a budget on padded tokens (rows × longest row) keeps each forward pass the same size. Sorting by
-length first keeps padding small.
+a budget on the tokens of a forward pass keeps each pass the same size. Sorting by length first
+keeps padding small; a cap on the padding share of a batch keeps it small even when only a few
+texts of very different lengths are queued together (a query next to a 500-token passage): it is
+cheaper to run two small batches than to pad the query to 500 tokens. A packed batch has no
+padding, so its budget counts real tokens and the cap does not apply.
 """
 
 from __future__ import annotations
@@ -13,30 +16,47 @@ from poolrag.errors import InvalidInputError
 
 
 class TokenBudgetBatcher:
-    """Plans batches of indices whose padded size stays within ``max_batch_tokens``."""
+    """Plans batches of indices whose size stays within ``max_batch_tokens``.
 
-    def __init__(self, max_batch_tokens: int = 16384, max_batch_size: int = 512) -> None:
+    Args:
+        max_batch_tokens: tokens of one forward pass (padded rows × width, or real tokens when packed).
+        max_batch_size: sequences of one forward pass.
+        max_padding: largest share of padding tokens a padded batch may hold (0.25 = 25%).
+    """
+
+    def __init__(
+        self, max_batch_tokens: int = 16384, max_batch_size: int = 512, max_padding: float = 0.25
+    ) -> None:
         if max_batch_tokens <= 0 or max_batch_size <= 0:
             raise InvalidInputError("max_batch_tokens and max_batch_size must be positive")
+        if not 0.0 <= max_padding < 1.0:
+            raise InvalidInputError("max_padding must be in [0, 1)")
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
+        self.max_padding = max_padding
 
-    def plan(self, lengths: Sequence[int]) -> list[list[int]]:
+    def plan(
+        self, lengths: Sequence[int], *, packed: bool = False, max_batch_tokens: int | None = None
+    ) -> list[list[int]]:
         """Indices grouped into batches, longest first (one over-budget item gets a batch alone)."""
+        budget = max_batch_tokens or self.max_batch_tokens
         order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
         batches: list[list[int]] = []
         current: list[int] = []
-        longest = 0
+        width = 0  # longest row of the current batch (the first, as rows come longest first)
+        real = 0  # real tokens of the current batch
         for i in order:
             n = lengths[i]
-            width = max(longest, n)
-            if current and (
-                width * (len(current) + 1) > self.max_batch_tokens or len(current) >= self.max_batch_size
-            ):
-                batches.append(current)
-                current, width = [], n
+            if current:
+                rows = len(current) + 1
+                size = real + n if packed else width * rows
+                too_padded = not packed and (width * rows - real - n) > self.max_padding * width * rows
+                if size > budget or rows > self.max_batch_size or too_padded:
+                    batches.append(current)
+                    current, width, real = [], 0, 0
             current.append(i)
-            longest = width
+            width = max(width, n)
+            real += n
         if current:
             batches.append(current)
         return batches

@@ -1,19 +1,23 @@
-"""Execute pooling requests: dedupe, batch by token budget, forward, pool.
+"""Execute pooling requests through the engine core, synchronously or from asyncio.
 
-This is the synchronous heart that every front door ends in; it holds a lock so that threads
-sharing an engine never interleave forward passes on one model.
+Every front door ends here. The sync API blocks the calling thread on the core's future, so
+threads sharing an engine are batched together (and never interleave forward passes on the
+model: only the core's worker thread runs it); asyncio callers await the same future without
+blocking the event loop, and cancelling the awaiting task drops the work still queued.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
-from collections import defaultdict
+import weakref
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 
 import numpy as np
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
+from poolrag.core.engine_core import EngineCore
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
 from poolrag.runner.model_runner import ModelRunner
@@ -25,27 +29,42 @@ class ModelExecutor:
     def __init__(
         self, runner: ModelRunner, poolers: Mapping[str, TaskPooler], batcher: TokenBudgetBatcher
     ) -> None:
-        self.runner = runner
-        self.poolers = dict(poolers)
-        self.batcher = batcher
-        self._lock = threading.Lock()
+        self.core = EngineCore(runner, poolers, batcher)
+        # the core's threads hold the core, not this object: closing it when the engine goes away
+        # lets the model be freed
+        self._finalizer = weakref.finalize(self, EngineCore.close, self.core, 5.0)
+
+    @property
+    def runner(self) -> ModelRunner:
+        return self.core.runner
+
+    @property
+    def poolers(self) -> dict[str, TaskPooler]:
+        return self.core.poolers
+
+    @property
+    def batcher(self) -> TokenBudgetBatcher:
+        return self.core.batcher
+
+    def submit(self, requests: Sequence[PoolingRequest]) -> Future[list[np.ndarray]]:
+        return self.core.submit(requests)
 
     def execute(self, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
         """Results in input order; identical requests are computed once and share the result."""
-        unique: dict[PoolingRequest, int] = {}
-        slot = [unique.setdefault(req, len(unique)) for req in requests]
-        distinct = list(unique)
-        results: list[np.ndarray | None] = [None] * len(distinct)
-        by_task: dict[str, list[int]] = defaultdict(list)
-        for i, req in enumerate(distinct):
-            by_task[req.params.task].append(i)
-        with self._lock:
-            for task, members in by_task.items():
-                pooler = self.poolers[task]
-                lengths = [distinct[i].num_tokens for i in members]
-                for batch in self.batcher.plan(lengths):
-                    batch_requests = [distinct[members[j]] for j in batch]
-                    output = self.runner.forward(batch_requests)
-                    for j, value in zip(batch, pooler(output, batch_requests), strict=True):
-                        results[members[j]] = value
-        return [results[s] for s in slot]  # type: ignore[misc]
+        if not requests:
+            return []
+        future = self.core.submit(requests)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # e.g. KeyboardInterrupt: do not leave the work queued
+            raise
+
+    async def aexecute(self, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        """Like :meth:`execute`, awaited; cancelling the awaiting task cancels the queued work."""
+        if not requests:
+            return []
+        return await asyncio.wrap_future(self.core.submit(requests))
+
+    def close(self) -> None:
+        self._finalizer()

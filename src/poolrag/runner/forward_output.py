@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -33,3 +34,20 @@ class ForwardOutput:
 
     tokens: PackedStates | None = None
     sequences: torch.Tensor | None = None  # [B, num_labels]
+
+    @staticmethod
+    def concat(parts: Sequence[ForwardOutput]) -> ForwardOutput:
+        """Join the outputs of consecutive sub-batches (a batch split after running out of memory)."""
+        if len(parts) == 1:
+            return parts[0]
+        if parts[0].sequences is not None:
+            return ForwardOutput(sequences=torch.cat([p.sequences for p in parts]))  # type: ignore[misc]
+        tokens = [p.tokens for p in parts]
+        assert all(t is not None for t in tokens)
+        return ForwardOutput(
+            tokens=PackedStates(
+                states=torch.cat([t.states for t in tokens]),  # type: ignore[union-attr]
+                lengths=torch.cat([t.lengths for t in tokens]),  # type: ignore[union-attr]
+                token_ids=torch.cat([t.token_ids for t in tokens]),  # type: ignore[union-attr]
+            )
+        )

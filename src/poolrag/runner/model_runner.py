@@ -1,25 +1,62 @@
 """Run a transformers module on a batch of :class:`PoolingRequest` objects.
 
-Sequences are right-padded here (positions stay 0..n-1, exact for encoders and causal decoders
-alike) and unpadded again straight after the forward pass, so nothing downstream sees padding.
+Two layouts, same results (the runner checks this on a probe batch before using packing):
+
+* **padded**: sequences right-padded (positions stay 0..n-1, exact for encoders and causal
+  decoders alike) and unpadded straight after the forward pass;
+* **packed**: all tokens in one row with varlen attention, so no FLOP is spent on padding.
+  Default on CUDA; on CPU the length-sorted, waste-capped batches the batcher plans leave so
+  little padding that packing does not pay (see benchmarks/RESULTS.md), so it is opt-in there.
+
+Nothing downstream sees padding either way: the output is always :class:`PackedStates` rows (or
+one logits row per sequence). Results stay on the device; the poolers make the one copy to the
+host per batch.
+
+Running out of memory on a batch splits it in two and retries each half, and lowers the token
+budget the scheduler plans with, so a request never fails because its batch was too big.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 import torch
 from transformers import PreTrainedModel
 
 from poolrag.config.model_kind import ModelKind
-from poolrag.request import PoolingRequest
+from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.runner.batch_inputs import BatchInputs, build_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
+from poolrag.runner.oom import is_out_of_memory, release_cached_memory
+from poolrag.runner.varlen_attention import packed_forward, register
+
+logger = logging.getLogger(__name__)
+
+_POSITION_OFFSET_TYPES = {"roberta", "xlm-roberta", "camembert", "data2vec-text", "xlm-roberta-xl"}
+# kinds whose output is per-token rows: the model's own head (if any) works on packed rows too
+_PACKABLE_KINDS = (ModelKind.EMBEDDING, ModelKind.COLBERT, ModelKind.TOKEN_CLASSIFIER)
 
 
 class ModelRunner:
+    """Owns the forward pass. Not thread-safe by itself: the engine core calls it from one thread.
+
+    Args:
+        model: the transformers module (backbone or ``*For...Classification``).
+        kind: which output to return (hidden states, token logits or sequence logits).
+        pad_token_id: id used for padding in the padded layout.
+        device: where inputs go (the model's input-embedding device).
+        packing: ``True``/``False`` to force the layout; ``None`` = packed on CUDA only.
+    """
+
     def __init__(
-        self, model: PreTrainedModel, kind: ModelKind, pad_token_id: int, device: torch.device
+        self,
+        model: PreTrainedModel,
+        kind: ModelKind,
+        pad_token_id: int,
+        device: torch.device,
+        packing: bool | None = None,
     ) -> None:
         self.model = model
         self.kind = kind
@@ -27,38 +64,139 @@ class ModelRunner:
         self.device = device
         accepted = inspect.signature(model.forward).parameters
         self._takes_token_types = "token_type_ids" in accepted
+        self._pin = device.type == "cuda"
+        cfg = getattr(model, "config", None)
+        model_type = getattr(cfg, "model_type", "")
+        self._position_offset = (
+            int(getattr(cfg, "pad_token_id", 1) or 1) + 1 if model_type in _POSITION_OFFSET_TYPES else 0
+        )
+        # after an out-of-memory split: the largest batch (in tokens) known to be too big
+        self.oom_token_limit: int | None = None
+        self.packed = False
+        if packing is None:
+            packing = device.type == "cuda"
+        if packing:
+            self.enable_packing()
 
-    def _tensors(self, batch: Sequence[PoolingRequest]) -> dict[str, torch.Tensor]:
-        width = max(r.num_tokens for r in batch)
-        ids = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
+    # -- layouts ------------------------------------------------------------------------------------
+    def enable_packing(self) -> bool:
+        """Switch to packed batches if this model supports them exactly; returns whether it did."""
+        reason = self._packing_unsupported()
+        if reason is None:
+            previous = getattr(self.model.config, "_attn_implementation", None)
+            self._set_attention(register())
+            try:
+                reason = self._probe_packing()
+            except Exception as exc:  # a model whose layers reject packed kwargs
+                reason = f"probe failed: {exc!r}"
+            if reason is not None and previous is not None:
+                self._set_attention(previous)
+        if reason is not None:
+            logger.info("packed batches off for this model (%s); using padded batches", reason)
+            self.packed = False
+            return False
+        self.packed = True
+        return True
+
+    def _packing_unsupported(self) -> str | None:
+        if self.kind not in _PACKABLE_KINDS:
+            return f"{self.kind.value} heads read fixed positions of padded rows"
+        if not getattr(self.model, "_supports_attention_backend", False):
+            return "its attention layers do not take transformers' attention interface"
+        if "position_ids" not in inspect.signature(self.model.forward).parameters:
+            return "its forward takes no position_ids"
+        return None
+
+    def _set_attention(self, name: str) -> None:
+        setter = getattr(self.model, "set_attn_implementation", None)
+        if setter is not None:
+            setter(name)
+        else:
+            self.model.config._attn_implementation = name
+
+    def _probe_packing(self) -> str | None:
+        """Compare packed with padded on two short sequences of different lengths."""
+        vocab = int(getattr(self.model.config, "vocab_size", 1000) or 1000)
+        probe_params = ResolvedParams(task="probe")
+        batch = [
+            PoolingRequest(tuple(100 + (7 * i) % max(vocab - 100, 1) for i in range(n)), probe_params)
+            for n in (5, 11, 3)
+        ]
+        padded = self._run(self._prepare(batch, packed=False)).tokens
+        packed = self._run(self._prepare(batch, packed=True)).tokens
+        assert padded is not None and packed is not None
+        tol = 1e-4 if padded.states.dtype == torch.float32 else 3e-2
+        diff = (padded.states.float() - packed.states.float()).abs().max().item()
+        if diff > tol * max(1.0, padded.states.float().abs().max().item()):
+            return f"packed differs from padded by {diff:.2e}"
+        return None
+
+    # -- one batch ----------------------------------------------------------------------------------
+    def prepare(self, batch: Sequence[PoolingRequest]) -> BatchInputs:
+        """Host tensors for ``batch`` (pinned on CUDA); cheap, so it can run ahead of the forward."""
+        packed = self.packed and all(r.attention is None for r in batch)
+        return self._prepare(batch, packed)
+
+    def _prepare(self, batch: Sequence[PoolingRequest], packed: bool) -> BatchInputs:
         # only when the tokenizer made them: GPT-2 accepts token_type_ids but adds embeddings for them
         with_types = self._takes_token_types and any(r.token_type_ids is not None for r in batch)
-        types = torch.zeros((len(batch), width), dtype=torch.long) if with_types else None
-        for row, req in enumerate(batch):
-            n = req.num_tokens
-            ids[row, :n] = torch.tensor(req.token_ids, dtype=torch.long)
-            if req.attention is None:
-                attention[row, :n] = 1
-            else:
-                attention[row, :n] = torch.tensor(req.attention, dtype=torch.long)
-            if types is not None and req.token_type_ids is not None:
-                types[row, :n] = torch.tensor(req.token_type_ids, dtype=torch.long)
-        tensors = {"input_ids": ids, "attention_mask": attention}
-        if types is not None:
-            tensors["token_type_ids"] = types
-        return {k: v.to(self.device, non_blocking=True) for k, v in tensors.items()}
+        return build_inputs(
+            batch,
+            pad_token_id=self.pad_token_id,
+            with_token_types=with_types,
+            packed=packed,
+            position_offset=self._position_offset,
+            pin=self._pin,
+        )
 
     @torch.inference_mode()
-    def forward(self, batch: Sequence[PoolingRequest]) -> ForwardOutput:
-        inputs = self._tensors(batch)
-        lengths = torch.tensor([r.num_tokens for r in batch], dtype=torch.long, device=self.device)
-        width = inputs["input_ids"].shape[1]
-        keep = torch.arange(width, device=self.device)[None, :] < lengths[:, None]
-        output = self.model(**inputs)
+    def _run(self, inputs: BatchInputs) -> ForwardOutput:
+        inputs = inputs.to(self.device)
+        if inputs.packed:
+            with packed_forward():
+                output = self.model(**inputs.kwargs)
+        else:
+            output = self.model(**inputs.kwargs)
         if self.kind is ModelKind.SEQUENCE_CLASSIFIER:
             return ForwardOutput(sequences=output.logits)
         states = output.logits if self.kind is ModelKind.TOKEN_CLASSIFIER else output.last_hidden_state
-        return ForwardOutput(
-            tokens=PackedStates(states=states[keep], lengths=lengths, token_ids=inputs["input_ids"][keep])
+        ids = inputs.kwargs["input_ids"]
+        assert isinstance(ids, torch.Tensor)
+        if inputs.packed:
+            rows, row_ids = states[0], ids[0]
+        else:
+            keep = inputs.keep
+            assert keep is not None
+            rows, row_ids = states[keep], ids[keep]
+        return ForwardOutput(tokens=PackedStates(states=rows, lengths=inputs.lengths, token_ids=row_ids))
+
+    def forward(self, batch: Sequence[PoolingRequest]) -> ForwardOutput:
+        """The outputs of ``batch`` (in order); splits and retries on out-of-memory."""
+        return self.run_prepared(batch, self.prepare(batch))
+
+    def run_prepared(self, batch: Sequence[PoolingRequest], inputs: BatchInputs) -> ForwardOutput:
+        try:
+            return self._run(inputs)
+        except Exception as exc:
+            if not is_out_of_memory(exc) or len(batch) < 2:
+                raise
+            tokens = inputs.num_tokens
+        del inputs  # free the batch's device tensors before retrying
+        release_cached_memory(self.device)
+        self.oom_token_limit = tokens if self.oom_token_limit is None else min(self.oom_token_limit, tokens)
+        half = len(batch) // 2
+        logger.warning(
+            "out of memory on a batch of %d sequences (%d tokens): splitting it in two", len(batch), tokens
         )
+        return ForwardOutput.concat([self.forward(batch[:half]), self.forward(batch[half:])])
+
+    def token_budget(self, planned: int) -> int:
+        """The scheduler's budget, lowered below the smallest batch that ran out of memory."""
+        if self.oom_token_limit is None:
+            return planned
+        return max(1, min(planned, self.oom_token_limit // 2))
+
+    # -- changing the model in place -----------------------------------------------------------------
+    def replace_model(self, transform: Callable[[torch.nn.Module], torch.nn.Module]) -> None:
+        """Apply ``transform`` (e.g. a fast CPU mode) to the model the runner owns."""
+        self.model = transform(self.model)  # type: ignore[assignment]

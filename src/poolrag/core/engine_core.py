@@ -1,0 +1,326 @@
+"""The asynchronous engine core: one worker thread owns the model, any number of callers submit.
+
+Callers (threads, asyncio tasks, server requests) tokenise on their own threads and hand
+:class:`PoolingRequest` lists to :meth:`EngineCore.submit`, getting a ``concurrent.futures.Future``
+back. The pipeline behind it has two stages, each a thread, so the model never waits on Python:
+
+1. **scheduler/forward** (the worker): takes everything queued, forms the next batch from a
+   window at the head of the queue (sorted by length, cut by the token budget), builds its input
+   tensors and runs the forward pass;
+2. **post-processing**: pools, applies the head, makes the one device→host copy per batch and
+   hands each caller its rows, while the worker already runs the next forward pass.
+
+Scheduling is first come, first served at the granularity of a window of a few batches, so a big
+ingestion job cannot starve a query forever and concurrent single-text callers are batched
+together. Identical requests queued at the same time are computed once. A caller that cancels its
+future has its queued work dropped before it reaches the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from queue import Queue
+
+import numpy as np
+import torch
+
+from poolrag.batching.token_budget import TokenBudgetBatcher
+from poolrag.pooling.task_poolers import TaskPooler
+from poolrag.request import PoolingRequest
+from poolrag.runner.forward_output import ForwardOutput
+from poolrag.runner.model_runner import ModelRunner
+
+logger = logging.getLogger(__name__)
+
+
+class EngineClosedError(RuntimeError):
+    """The engine core was shut down; no more work is accepted."""
+
+
+class _Job:
+    """One caller's submission: a future and a result slot per request, in input order."""
+
+    __slots__ = ("future", "results", "waiting")
+
+    def __init__(self, future: Future[list[np.ndarray]], size: int) -> None:
+        self.future = future
+        self.results: list[np.ndarray | None] = [None] * size
+        self.waiting = size
+
+    @property
+    def live(self) -> bool:
+        return not self.future.done()
+
+    def deliver(self, index: int, value: np.ndarray) -> None:
+        self.results[index] = value
+        self.waiting -= 1
+        if self.waiting == 0 and self.live:
+            with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
+                self.future.set_result(self.results)  # type: ignore[arg-type]
+
+    def fail(self, exc: BaseException) -> None:
+        if self.live:
+            with contextlib.suppress(InvalidStateError):
+                self.future.set_exception(exc)
+
+
+@dataclass(slots=True, eq=False)
+class _Unit:
+    """One distinct request and every (job, slot) waiting for its result."""
+
+    request: PoolingRequest
+    pooler: TaskPooler
+    subscribers: list[tuple[_Job, int]] = field(default_factory=list)
+    scheduled: bool = False
+
+    @property
+    def live(self) -> bool:
+        return any(job.live for job, _ in self.subscribers)
+
+
+@dataclass(slots=True)
+class CoreStats:
+    """Counters for benchmarks and metrics (read without a lock: approximate while running)."""
+
+    batches: int = 0
+    sequences: int = 0
+    tokens: int = 0
+    padded_tokens: int = 0
+    dropped: int = 0  # requests never run because every caller waiting for them cancelled
+
+
+@dataclass(slots=True)
+class _Finished:
+    units: list[_Unit]
+    requests: list[PoolingRequest]
+    output: ForwardOutput | None
+    error: BaseException | None = None
+    event: object | None = None  # CUDA event recorded after the forward pass
+
+
+class EngineCore:
+    """Owns the runner; batches the queued work of all callers.
+
+    Args:
+        runner: the forward pass (called from the worker thread only).
+        poolers: task name → pooler.
+        batcher: plans batches by token budget.
+        window_batches: how many batches' worth of the queue head are sorted together.
+    """
+
+    def __init__(
+        self,
+        runner: ModelRunner,
+        poolers: Mapping[str, TaskPooler],
+        batcher: TokenBudgetBatcher,
+        window_batches: int = 4,
+    ) -> None:
+        self.runner = runner
+        self.poolers = dict(poolers)
+        self.batcher = batcher
+        self.window_batches = window_batches
+        self.stats = CoreStats()
+        self._cv = threading.Condition()
+        self._inbox: list[tuple[_Job, Sequence[PoolingRequest]]] = []
+        self._queue: deque[_Unit] = deque()  # arrival order; scheduled/dead units are skipped lazily
+        self._waiting: dict[PoolingRequest, _Unit] = {}  # not yet scheduled, for deduplication
+        self._finished: Queue[_Finished | None] = Queue(maxsize=2)
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        cuda = runner.device.type == "cuda" and torch.cuda.is_available()
+        self._post_stream = torch.cuda.Stream(runner.device) if cuda else None
+
+    # -- callers' side ----------------------------------------------------------------------------
+    def submit(self, requests: Sequence[PoolingRequest]) -> Future[list[np.ndarray]]:
+        """Queue ``requests``; the future's result is one array per request, in order."""
+        future: Future[list[np.ndarray]] = Future()
+        if not requests:
+            future.set_result([])
+            return future
+        job = _Job(future, len(requests))
+        with self._cv:
+            if self._closed:
+                raise EngineClosedError("the engine is closed")
+            self._start_threads()
+            self._inbox.append((job, requests))
+            self._cv.notify()
+        return future
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Stop accepting work, fail what is still queued, and stop the threads."""
+        with self._cv:
+            if self._closed:
+                return
+            self._closed = True
+            self._cv.notify_all()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- threads --------------------------------------------------------------------------------
+    def _start_threads(self) -> None:
+        if self._threads:
+            return
+        for target, name in ((self._schedule_loop, "poolrag-forward"), (self._post_loop, "poolrag-post")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _schedule_loop(self) -> None:
+        try:
+            while True:
+                with self._cv:
+                    while not self._inbox and not self._has_work() and not self._closed:
+                        self._cv.wait()
+                    if self._closed:
+                        break
+                    arrivals, self._inbox = self._inbox, []
+                for job, requests in arrivals:
+                    self._admit(job, requests)
+                units = self._next_batch()
+                if units:
+                    self._run(units)
+        except BaseException as exc:  # a bug here must not leave callers waiting forever
+            logger.exception("engine core scheduler stopped")
+            self._fail_everything(exc)
+        finally:
+            self._fail_everything(EngineClosedError("the engine is closed"))
+            self._finished.put(None)
+
+    def _post_loop(self) -> None:
+        while True:
+            item = self._finished.get()
+            if item is None:
+                return
+            try:
+                self._finish(item)
+            except BaseException as exc:
+                logger.exception("engine core post-processing failed")
+                for unit in item.units:
+                    for job, _ in unit.subscribers:
+                        job.fail(exc)
+
+    # -- scheduling -----------------------------------------------------------------------------------
+    def _has_work(self) -> bool:
+        while self._queue and (self._queue[0].scheduled or not self._queue[0].live):
+            self._drop_head()
+        return bool(self._queue)
+
+    def _drop_head(self) -> None:
+        unit = self._queue.popleft()
+        if not unit.scheduled:
+            self._waiting.pop(unit.request, None)
+            self.stats.dropped += 1
+
+    def _admit(self, job: _Job, requests: Sequence[PoolingRequest]) -> None:
+        for index, request in enumerate(requests):
+            unit = self._waiting.get(request)
+            if unit is None:
+                try:
+                    pooler = self.poolers[request.params.task]
+                except KeyError:
+                    job.fail(KeyError(f"no pooler for task {request.params.task!r}"))
+                    return
+                unit = _Unit(request, pooler)
+                self._waiting[request] = unit
+                self._queue.append(unit)
+            unit.subscribers.append((job, index))
+
+    def _window(self, budget: int) -> list[_Unit]:
+        """Queue head: live, unscheduled units sharing the oldest one's pooler, up to the window."""
+        if not self._has_work():
+            return []
+        head = self._queue[0]
+        limit_tokens = budget * self.window_batches
+        limit_count = self.batcher.max_batch_size * self.window_batches
+        window: list[_Unit] = []
+        tokens = 0
+        for unit in self._queue:
+            if unit.scheduled or unit.pooler is not head.pooler:
+                continue
+            if not unit.live:
+                continue  # dropped when it reaches the head
+            window.append(unit)
+            tokens += unit.request.num_tokens
+            if tokens >= limit_tokens or len(window) >= limit_count:
+                break
+        return window
+
+    def _next_batch(self) -> list[_Unit]:
+        budget = self.runner.token_budget(self.batcher.max_batch_tokens)
+        window = self._window(budget)
+        if not window:
+            return []
+        lengths = [u.request.num_tokens for u in window]
+        plan = self.batcher.plan(lengths, packed=self.runner.packed, max_batch_tokens=budget)
+        chosen = next(b for b in plan if 0 in b)  # the batch holding the oldest request
+        units = [window[i] for i in chosen]
+        for unit in units:
+            unit.scheduled = True
+            self._waiting.pop(unit.request, None)
+        return units
+
+    # -- running ----------------------------------------------------------------------------------------
+    def _run(self, units: list[_Unit]) -> None:
+        requests = [u.request for u in units]
+        try:
+            inputs = self.runner.prepare(requests)
+            output = self.runner.run_prepared(requests, inputs)
+        except Exception as exc:
+            logger.warning("forward pass failed for a batch of %d requests: %r", len(requests), exc)
+            self._finished.put(_Finished(units, requests, None, exc))
+            return
+        stats = self.stats
+        stats.batches += 1
+        stats.sequences += len(requests)
+        stats.tokens += inputs.num_tokens
+        stats.padded_tokens += (
+            inputs.num_tokens if inputs.packed else len(requests) * max(r.num_tokens for r in requests)
+        )
+        event = None
+        if self._post_stream is not None:
+            event = torch.cuda.Event()
+            event.record()
+        self._finished.put(_Finished(units, requests, output, None, event))
+
+    def _finish(self, item: _Finished) -> None:
+        if item.error is not None:
+            for unit in item.units:
+                for job, _ in unit.subscribers:
+                    job.fail(item.error)
+            return
+        assert item.output is not None
+        pooler = item.units[0].pooler
+        if self._post_stream is not None and item.event is not None:
+            with torch.cuda.stream(self._post_stream):
+                self._post_stream.wait_event(item.event)  # type: ignore[arg-type]
+                values = pooler(item.output, item.requests)
+        else:
+            values = pooler(item.output, item.requests)
+        for unit, value in zip(item.units, values, strict=True):
+            for n, (job, index) in enumerate(unit.subscribers):
+                # callers sharing a result each get their own array: one may modify it in place
+                job.deliver(index, value if n == 0 else value.copy())
+
+    def _fail_everything(self, exc: BaseException) -> None:
+        with self._cv:
+            self._closed = True
+            arrivals, self._inbox = self._inbox, []
+        for job, _ in arrivals:
+            job.fail(exc)
+        for unit in self._queue:
+            if not unit.scheduled:
+                for job, _ in unit.subscribers:
+                    job.fail(exc)
+        self._queue.clear()
+        self._waiting.clear()

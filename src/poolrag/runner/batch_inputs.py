@@ -1,0 +1,118 @@
+"""Token ids of a batch → the host tensors a forward pass takes, without a Python loop per row.
+
+Two layouts:
+
+* **padded** ``[B, W]`` rows with an attention mask (every architecture runs it);
+* **packed** one ``[1, T]`` row of all tokens, positions restarting per sequence, plus the
+  cumulative lengths varlen attention needs (no FLOP is spent on padding).
+
+On CUDA the host tensors are put in pinned memory so the copy to the device is asynchronous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+
+import numpy as np
+import torch
+
+from poolrag.request import PoolingRequest
+
+
+@dataclass(slots=True)
+class BatchInputs:
+    """Model keyword arguments (host or device tensors) plus what unpadding needs afterwards."""
+
+    kwargs: dict[str, torch.Tensor | int]
+    lengths: torch.Tensor  # [B] int64
+    packed: bool
+    num_tokens: int
+    on_device: bool = False
+    keep: torch.Tensor | None = field(default=None)  # [B, W] bool, padded layout only
+
+    def to(self, device: torch.device) -> BatchInputs:
+        if self.on_device:
+            return self
+        moved = {
+            k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+            for k, v in self.kwargs.items()
+        }
+        keep = self.keep.to(device, non_blocking=True) if self.keep is not None else None
+        return BatchInputs(
+            moved, self.lengths.to(device, non_blocking=True), self.packed, self.num_tokens, True, keep
+        )
+
+
+def _flat(batch: Sequence[PoolingRequest], attr: str, total: int) -> np.ndarray:
+    return np.fromiter(chain.from_iterable(getattr(r, attr) for r in batch), dtype=np.int64, count=total)
+
+
+def _pin(t: torch.Tensor, pin: bool) -> torch.Tensor:
+    return t.pin_memory() if pin else t
+
+
+def build_inputs(
+    batch: Sequence[PoolingRequest],
+    *,
+    pad_token_id: int,
+    with_token_types: bool,
+    packed: bool,
+    position_offset: int = 0,
+    pin: bool = False,
+) -> BatchInputs:
+    lengths = np.fromiter((r.num_tokens for r in batch), dtype=np.int64, count=len(batch))
+    total = int(lengths.sum())
+    ids = _flat(batch, "token_ids", total)
+    types: np.ndarray | None = None
+    if with_token_types:
+        if all(r.token_type_ids is not None for r in batch):
+            types = _flat(batch, "token_type_ids", total)
+        else:
+            types = np.zeros(total, dtype=np.int64)
+            start = 0
+            for r in batch:
+                if r.token_type_ids is not None:
+                    types[start : start + r.num_tokens] = r.token_type_ids
+                start += r.num_tokens
+    lengths_t = torch.from_numpy(lengths)
+    if packed:
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        positions = np.arange(total, dtype=np.int64) - starts + position_offset
+        cu = np.zeros(len(batch) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=cu[1:])
+        kwargs: dict[str, torch.Tensor | int] = {
+            "input_ids": _pin(torch.from_numpy(ids)[None], pin),
+            "position_ids": _pin(torch.from_numpy(positions)[None], pin),
+            "cu_seq_lens_q": _pin(torch.from_numpy(cu), pin),
+            "cu_seq_lens_k": _pin(torch.from_numpy(cu), pin),
+            "max_length_q": int(lengths.max()),
+            "max_length_k": int(lengths.max()),
+        }
+        if types is not None:
+            kwargs["token_type_ids"] = _pin(torch.from_numpy(types)[None], pin)
+        return BatchInputs(kwargs, _pin(lengths_t, pin), True, total)
+
+    width = int(lengths.max())
+    keep = np.arange(width)[None, :] < lengths[:, None]
+    padded_ids = np.full((len(batch), width), pad_token_id, dtype=np.int64)
+    padded_ids[keep] = ids
+    attention = keep.astype(np.int64)
+    if any(r.attention is not None for r in batch):
+        flat_attention = np.ones(total, dtype=np.int64)
+        start = 0
+        for r in batch:
+            if r.attention is not None:
+                flat_attention[start : start + r.num_tokens] = r.attention
+            start += r.num_tokens
+        attention[keep] = flat_attention
+    kwargs = {
+        "input_ids": _pin(torch.from_numpy(padded_ids), pin),
+        "attention_mask": _pin(torch.from_numpy(attention), pin),
+    }
+    if types is not None:
+        padded_types = np.zeros((len(batch), width), dtype=np.int64)
+        padded_types[keep] = types
+        kwargs["token_type_ids"] = _pin(torch.from_numpy(padded_types), pin)
+    return BatchInputs(kwargs, _pin(lengths_t, pin), False, total, keep=_pin(torch.from_numpy(keep), pin))
