@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from poolrag import Engine, InvalidInputError, PoolingParams
+from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
 
 logger = logging.getLogger(__name__)
@@ -65,32 +66,63 @@ class EngineBackend:
 
     Args:
         engine: the engine to run.
-        cache: optional embedding cache for ``embed_array``: an object with the engine's
-            ``embed_array(prompts, pooling_params)`` signature that answers from disk where it can
-            (poolrag's ``CachedEmbedder`` built on this same engine).
+        cache: optional embedding cache for ``embed_array``: an :class:`~poolrag.cache.EmbeddingCache`
+            (or its file path), read through a ``CachedEmbedder`` per truncation setting, or a
+            ``CachedEmbedder`` on this same engine (which then embeds with its own pooling params).
+            Unchanged texts are read from disk instead of being embedded again.
     """
 
     def __init__(self, engine: Engine, cache: Any | None = None) -> None:
         self.engine = engine
-        self.cache = cache
+        self._embedder: CachedEmbedder | None = None
+        self._store: EmbeddingCache | None = None
+        self._embedders: dict[int | None, CachedEmbedder] = {}
+        if cache is None:
+            pass
+        elif isinstance(cache, CachedEmbedder):
+            if cache.engine is not engine:
+                raise InvalidInputError("the CachedEmbedder wraps another engine than this adapter's")
+            self._embedder = cache
+        elif isinstance(cache, EmbeddingCache):
+            self._store = cache
+        elif isinstance(cache, (str, os.PathLike)):
+            self._store = EmbeddingCache(cache)
+        else:
+            raise InvalidInputError(
+                "cache must be an EmbeddingCache, a CachedEmbedder or a file path, "
+                f"not {type(cache).__name__}"
+            )
 
     def __repr__(self) -> str:
-        return f"EngineBackend({self.engine.model_name!r}, cached={self.cache is not None})"
+        cached = self._embedder is not None or self._store is not None
+        return f"EngineBackend({self.engine.model_name!r}, cached={cached})"
+
+    def cached_embedder(self, params: PoolingParams | None) -> CachedEmbedder | None:
+        """The cache-reading embedder for these parameters (``None`` without a cache)."""
+        if self._embedder is not None:
+            return self._embedder
+        if self._store is None:
+            return None
+        # The cache key covers truncation, so each truncation setting gets its own embedder.
+        truncate = params.truncate_prompt_tokens if params is not None else None
+        if truncate not in self._embedders:
+            base = PoolingParams(truncate_prompt_tokens=truncate)
+            self._embedders[truncate] = CachedEmbedder(self.engine, self._store, pooling_params=base)
+        return self._embedders[truncate]
 
     def embed_array(self, prompts: Sequence[str], pooling_params: PoolingParams | None = None) -> np.ndarray:
-        if self.cache is not None:
-            return self.cache.embed_array(list(prompts), pooling_params)
+        embedder = self.cached_embedder(pooling_params)
+        if embedder is not None:
+            return embedder.embed(list(prompts), **_cache_args(pooling_params))
         return self.engine.embed_array(list(prompts), pooling_params)
 
     async def aembed_array(
         self, prompts: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         prompts = list(prompts)
-        if self.cache is not None:
-            native = getattr(self.cache, "aembed_array", None)
-            if native is not None:
-                return await native(prompts, pooling_params)
-            return await asyncio.to_thread(self.cache.embed_array, prompts, pooling_params)
+        embedder = self.cached_embedder(pooling_params)
+        if embedder is not None:
+            return await embedder.aembed(prompts, **_cache_args(pooling_params))
         native = getattr(self.engine, "aembed_array", None)
         if native is not None:
             return await native(prompts, pooling_params)
@@ -127,6 +159,17 @@ class EngineBackend:
         return await asyncio.to_thread(self.encode_arrays, prompts, pooling_task, pooling_params)
 
 
+def _cache_args(params: PoolingParams | None) -> dict[str, Any]:
+    """The per-call arguments of ``CachedEmbedder.embed``; other parameters are fixed per embedder."""
+    if params is None:
+        return {}
+    if params.prompt is not None or params.normalize is not None or params.use_activation is not None:
+        raise InvalidInputError(
+            "with an embedding cache, set prompt / normalize on the CachedEmbedder itself"
+        )
+    return {"input_type": params.input_type, "dimensions": params.dimensions}
+
+
 def _stack(vectors: list[np.ndarray], engine: Engine, params: PoolingParams | None) -> np.ndarray:
     if vectors:
         return np.stack(vectors)
@@ -150,9 +193,12 @@ def resolve_backend(
     * ``base_url=`` (or ``$POOLRAG_BASE_URL`` when nothing else is given): call ``poolrag serve``;
       ``model_name`` is then the served model name and ``api_key`` defaults to ``$POOLRAG_API_KEY``.
     * ``client=``: share a :class:`PoolragClient`.
+    * ``cache=`` a ``CachedEmbedder`` alone: run its engine, reading through its cache.
     """
     if sum(x is not None for x in (engine, client, base_url)) > 1:
         raise InvalidInputError("pass only one of engine=, client= and base_url=")
+    if isinstance(cache, CachedEmbedder) and engine is client is base_url is model_name is None:
+        engine = cache.engine  # the cache's own engine is the one to run
     if engine is not None:
         if model_name is not None:
             raise InvalidInputError("pass either engine= or model_name=, not both (the engine has its model)")

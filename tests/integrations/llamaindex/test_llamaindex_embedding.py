@@ -20,6 +20,7 @@ from poolrag import (
     InvalidInputError,
     PoolingParams,
 )
+from poolrag.cache import EmbeddingCache
 from poolrag.client import PoolragClient, RemoteError
 
 DOC = PoolingParams(input_type="document", truncate_prompt_tokens=-1)
@@ -151,3 +152,25 @@ def test_long_and_bad_input(minilm_engine: Engine, monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("POOLRAG_BASE_URL", raising=False)
     with pytest.raises(ValueError, match="which model"):
         PoolragEmbedding()
+
+
+def test_embedding_cache_serves_unchanged_texts(
+    minilm_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+    original = minilm_engine.embed_array
+
+    def recording(prompts, pooling_params=None):
+        calls.append(list(prompts))
+        return original(prompts, pooling_params)
+
+    monkeypatch.setattr(minilm_engine, "embed_array", recording)
+    path = tmp_path / "embeddings.sqlite"
+    cold = PoolragEmbedding(engine=minilm_engine, cache=EmbeddingCache(path)).get_text_embedding_batch(TEXTS)
+    assert calls == [TEXTS]
+    calls.clear()
+    warm = PoolragEmbedding(engine=minilm_engine, cache=EmbeddingCache(path))
+    assert warm.get_text_embedding_batch(TEXTS) == cold
+    assert asyncio.run(warm.aget_text_embedding_batch(TEXTS)) == cold
+    assert calls == []
+    np.testing.assert_array_equal(as_array(cold), original(TEXTS, DOC))
