@@ -7,10 +7,11 @@ below it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Generator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -32,13 +33,18 @@ from poolrag.outputs import (
 from poolrag.params import POOLING_TASKS, PoolingParams
 from poolrag.postprocess.entities import Entity, group_entities
 from poolrag.request import PoolingRequest, ResolvedParams
-from poolrag.scoring.similarity import cosine, maxsim
+from poolrag.scoring.similarity import maxsim, similarity_by_name
 from poolrag.tokenization.input_processor import PromptInput, check_text
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
 
 logger = logging.getLogger(__name__)
 
 Prompts = PromptInput | Sequence[PromptInput]
+T = TypeVar("T")
+# A task method written once for both front doors: it yields its requests, receives their results.
+Steps = Generator[list[PoolingRequest], list[np.ndarray], T]
+# inputs larger than this are tokenised off the event loop by the async methods
+_ASYNC_INLINE_ITEMS = 32
 
 
 def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
@@ -51,6 +57,11 @@ def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
         if not isinstance(item, (str, dict)):
             raise InputTypeError(f"each of {what} must be a string, not {type(item).__name__}")
     return items
+
+
+def _size(prompts: object) -> int:
+    """How many items a call carries (1 for a single string or token prompt)."""
+    return 1 if isinstance(prompts, (str, dict)) or not isinstance(prompts, Sequence) else len(prompts)
 
 
 class Engine:
@@ -207,6 +218,9 @@ class Engine:
         returned = (
             params.returned_token_ids if params.returned_token_ids is not None else cfg.returned_token_ids
         )
+        columns = self._pipeline.reward_columns  # checked here: a pooler must never fail a shared batch
+        if task == "reward" and returned and columns and any(not 0 <= t < columns for t in returned):
+            raise InvalidInputError(f"returned_token_ids must be in [0, {columns})")
         return ResolvedParams(
             task=task,
             dimensions=dimensions,
@@ -226,13 +240,52 @@ class Engine:
     def _prompt_texts(self, prompts: Prompts) -> list[str | None]:
         return [p if isinstance(p, str) else None for p in _as_list(prompts)]
 
+    # -- running: one body per task, driven synchronously or from asyncio ------------------------------
+    def _drive(self, steps: Steps[T]) -> T:
+        """Run a task's steps with the blocking executor (thread-safe: the core batches threads)."""
+        try:
+            requests = next(steps)
+            steps.send(self._pipeline.executor.execute(requests))
+        except StopIteration as done:
+            return done.value
+        raise RuntimeError("a task plan asked for more than one round of results")
+
+    async def _adrive(self, steps: Steps[T], size: int) -> T:
+        """Run a task's steps without blocking the event loop; big inputs are tokenised in a thread."""
+
+        def first() -> tuple[bool, Any]:
+            try:
+                return False, next(steps)
+            except StopIteration as done:
+                return True, done.value
+
+        finished, value = await asyncio.to_thread(first) if size > _ASYNC_INLINE_ITEMS else first()
+        if finished:
+            return value
+        try:
+            steps.send(await self._pipeline.executor.aexecute(value))
+        except StopIteration as done:
+            return done.value
+        raise RuntimeError("a task plan asked for more than one round of results")
+
     # -- tasks ----------------------------------------------------------------------------------------
     def encode(
         self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Any task's raw pooled data (a vector, a per-token matrix, per-step rewards)."""
+        return self._drive(self._encode_steps(prompts, pooling_task, pooling_params))
+
+    async def aencode(
+        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """:meth:`encode` for asyncio: batched with every other caller of this engine."""
+        return await self._adrive(self._encode_steps(prompts, pooling_task, pooling_params), _size(prompts))
+
+    def _encode_steps(
+        self, prompts: Prompts, pooling_task: str, pooling_params: PoolingParams | None
+    ) -> Steps[list[PoolingRequestOutput[PoolingOutput]]]:
         requests = self._requests(prompts, pooling_task, pooling_params)
-        results = self._pipeline.executor.execute(requests)
+        results = yield requests
         texts = self._prompt_texts(prompts)
         return [
             PoolingRequestOutput(str(i), PoolingOutput(data), list(req.token_ids), texts[i])
@@ -242,8 +295,19 @@ class Engine:
     def embed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        return self._drive(self._embed_steps(prompts, pooling_params))
+
+    async def aembed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        """:meth:`embed` for asyncio: batched with every other caller of this engine."""
+        return await self._adrive(self._embed_steps(prompts, pooling_params), _size(prompts))
+
+    def _embed_steps(
+        self, prompts: Prompts, pooling_params: PoolingParams | None
+    ) -> Steps[list[PoolingRequestOutput[EmbeddingOutput]]]:
         requests = self._requests(prompts, "embed", pooling_params)
-        results = self._pipeline.executor.execute(requests)
+        results = yield requests
         texts = self._prompt_texts(prompts)
         return [
             PoolingRequestOutput(str(i), EmbeddingOutput(vec), list(req.token_ids), texts[i])
@@ -252,17 +316,35 @@ class Engine:
 
     def embed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, without per-item Python objects."""
+        return self._drive(self._embed_array_steps(prompts, pooling_params))
+
+    async def aembed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
+        """:meth:`embed_array` for asyncio: batched with every other caller of this engine."""
+        return await self._adrive(self._embed_array_steps(prompts, pooling_params), _size(prompts))
+
+    def _embed_array_steps(self, prompts: Prompts, pooling_params: PoolingParams | None) -> Steps[np.ndarray]:
         requests = self._requests(prompts, "embed", pooling_params)
         if not requests:
             dims = (pooling_params.dimensions if pooling_params else None) or self.embedding_dim or 0
             return np.zeros((0, dims), dtype=np.float32)
-        return np.stack(self._pipeline.executor.execute(requests))
+        return np.stack((yield requests))
 
     def classify(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        return self._drive(self._classify_steps(prompts, pooling_params))
+
+    async def aclassify(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        """:meth:`classify` for asyncio: batched with every other caller of this engine."""
+        return await self._adrive(self._classify_steps(prompts, pooling_params), _size(prompts))
+
+    def _classify_steps(
+        self, prompts: Prompts, pooling_params: PoolingParams | None
+    ) -> Steps[list[PoolingRequestOutput[ClassificationOutput]]]:
         requests = self._requests(prompts, "classify", pooling_params)
-        results = self._pipeline.executor.execute(requests)
+        results = yield requests
         texts = self._prompt_texts(prompts)
         return [
             PoolingRequestOutput(str(i), ClassificationOutput(probs), list(req.token_ids), texts[i])
@@ -275,10 +357,22 @@ class Engine:
         """One score per text for a sequence reward model; per-step scores for a process reward model."""
         return self.encode(prompts, "reward", pooling_params)
 
+    async def areward(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """:meth:`reward` for asyncio."""
+        return await self.aencode(prompts, "reward", pooling_params)
+
     def token_classify(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         return self.encode(prompts, "token_classify", pooling_params)
+
+    async def atoken_classify(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """:meth:`token_classify` for asyncio."""
+        return await self.aencode(prompts, "token_classify", pooling_params)
 
     def extract_entities(self, texts: str | Sequence[str], min_score: float = 0.0) -> list[list[Entity]]:
         """Named entities with character offsets, from a BIO token-classification model."""
@@ -307,6 +401,26 @@ class Engine:
         Cross-encoders read each pair jointly; embedding models use cosine; ColBERT models MaxSim.
         ``score_template`` (or the engine's) formats each pair into one prompt for LLM rerankers.
         """
+        return self._drive(self._score_steps(text_1, text_2, pooling_params, score_template))
+
+    async def ascore(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+        score_template: str | ScoreTemplate | None = None,
+    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        """:meth:`score` for asyncio: batched with every other caller of this engine."""
+        steps = self._score_steps(text_1, text_2, pooling_params, score_template)
+        return await self._adrive(steps, _size(text_2))
+
+    def _score_steps(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None,
+        score_template: str | ScoreTemplate | None,
+    ) -> Steps[list[PoolingRequestOutput[ScoringOutput]]]:
         template = load_score_template(score_template) if score_template is not None else self._score_template
         firsts = [check_text(t, "text_1") for t in _as_list(text_1, "text_1")]
         seconds = [check_text(t, "text_2") for t in _as_list(text_2, "text_2")]
@@ -334,7 +448,7 @@ class Engine:
                 )
             else:
                 requests = self._pipeline.processor.pairs(pairs, resolved, truncate)
-            results = self._pipeline.executor.execute(requests)
+            results = yield requests
             return [
                 PoolingRequestOutput(str(i), ScoringOutput(float(r[0])), list(req.token_ids))
                 for i, (req, r) in enumerate(zip(requests, results, strict=True))
@@ -350,8 +464,8 @@ class Engine:
         doc_params = self._resolve(task, params.with_updates(input_type="document", dimensions=None))
         q_requests = processor.texts(firsts, query_params, truncate, params.prompt)
         d_requests = processor.texts(seconds, doc_params, truncate, None)
-        results = self._pipeline.executor.execute(q_requests + d_requests)
-        sim = cosine if kind == "cosine" else maxsim
+        results = yield q_requests + d_requests
+        sim = similarity_by_name(self.spec.similarity) if kind == "cosine" else maxsim
         n = len(q_requests)
         return [
             PoolingRequestOutput(
