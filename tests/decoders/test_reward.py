@@ -86,6 +86,13 @@ def test_step_columns_and_activation_can_change_per_call(math_shepherd):
     )
 
 
+def test_bad_returned_token_ids_fail_the_call_not_the_engine(math_shepherd):
+    *_, engine, (_tag, good, _bad) = math_shepherd
+    with pytest.raises(ValueError, match="returned_token_ids must be in"):
+        engine.reward(STEPS[0], PoolingParams(returned_token_ids=(good, 10**6)))
+    assert engine.reward(STEPS[0])[0].outputs.data.shape == (3, 2)  # the engine still serves
+
+
 def test_a_language_model_prm_needs_its_returned_token_ids(math_shepherd, tmp_path):
     build(tmp_path, "mistral", transformers.AutoModelForCausalLM)
     with pytest.raises(ModelLoadError, match="returned_token_ids"):

@@ -67,6 +67,8 @@ class Pipeline:
     embedding_dim: int | None
     classify_activation: ActivationName
     fingerprint: str
+    # how many columns returned_token_ids may index for reward (labels or vocabulary rows)
+    reward_columns: int | None = None
 
 
 def _max_model_len(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, requested: int | None) -> int:
@@ -214,6 +216,7 @@ def build_pipeline(
         embedding_dim=embedding_dim,
         classify_activation=activation,
         fingerprint=fingerprint(spec),
+        reward_columns=_reward_columns(spec, kind, decoder),
     )
 
 
@@ -265,3 +268,14 @@ def _match_labels_to_head(spec: ModelSpec, score: nn.Module | None) -> None:
             spec.num_labels,
         )
         spec.hf_config.num_labels = linears[-1].out_features
+
+
+def _reward_columns(spec: ModelSpec, kind: ModelKind, decoder: DecoderParts | None) -> int | None:
+    if kind is ModelKind.TOKEN_CLASSIFIER:
+        return spec.num_labels
+    if kind is not ModelKind.STEP_REWARD or decoder is None:
+        return None
+    if decoder.output_embeddings is not None:
+        return int(decoder.output_embeddings.shape[0])
+    linears = [m for m in decoder.score.modules() if isinstance(m, nn.Linear)] if decoder.score else []
+    return linears[-1].out_features if linears else None
