@@ -9,9 +9,10 @@ and rescore with the originals. Collection metadata holds poolrag's model descri
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -96,7 +97,8 @@ class QdrantStore:
         from qdrant_client import QdrantClient
 
         if url is None:
-            return QdrantClient(path=path)
+            assert path is not None
+            return _LocalClients.acquire(path)
         return QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
@@ -238,7 +240,44 @@ class QdrantStore:
         return out
 
     def close(self) -> None:
+        if self._client is None:
+            return
         try:
-            self._client.close()
+            if self._local:
+                _LocalClients.release(self.location)
+            else:
+                self._client.close()
         except Exception:
             logger.debug("closing qdrant client failed", exc_info=True)
+        self._client = None
+
+
+class _LocalClients:
+    """One local-mode client per folder per process: local mode locks its folder, so two
+    collections in the same folder (or two stores on one collection) must share a client."""
+
+    _lock = threading.Lock()
+    _open: ClassVar[dict[str, list[Any]]] = {}  # resolved path -> [client, users]
+
+    @classmethod
+    def acquire(cls, path: str) -> Any:
+        from qdrant_client import QdrantClient
+
+        key = str(Path(path).resolve())
+        with cls._lock:
+            if key not in cls._open:
+                cls._open[key] = [QdrantClient(path=path), 0]
+            cls._open[key][1] += 1
+            return cls._open[key][0]
+
+    @classmethod
+    def release(cls, path: str) -> None:
+        key = str(Path(path).resolve())
+        with cls._lock:
+            entry = cls._open.get(key)
+            if entry is None:
+                return
+            entry[1] -= 1
+            if entry[1] == 0:
+                del cls._open[key]
+                entry[0].close()
