@@ -219,8 +219,13 @@ class Engine:
             params.returned_token_ids if params.returned_token_ids is not None else cfg.returned_token_ids
         )
         columns = self._pipeline.reward_columns  # checked here: a pooler must never fail a shared batch
-        if task == "reward" and returned and columns and any(not 0 <= t < columns for t in returned):
-            raise InvalidInputError(f"returned_token_ids must be in [0, {columns})")
+        if (
+            task == "reward"
+            and returned is not None
+            and columns
+            and (not returned or any(not 0 <= t < columns for t in returned))
+        ):
+            raise InvalidInputError(f"returned_token_ids must be a non-empty list of ids in [0, {columns})")
         return ResolvedParams(
             task=task,
             dimensions=dimensions,

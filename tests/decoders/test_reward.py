@@ -88,8 +88,10 @@ def test_step_columns_and_activation_can_change_per_call(math_shepherd):
 
 def test_bad_returned_token_ids_fail_the_call_not_the_engine(math_shepherd):
     *_, engine, (_tag, good, _bad) = math_shepherd
-    with pytest.raises(ValueError, match="returned_token_ids must be in"):
+    with pytest.raises(ValueError, match="returned_token_ids must be a non-empty list of ids in"):
         engine.reward(STEPS[0], PoolingParams(returned_token_ids=(good, 10**6)))
+    with pytest.raises(ValueError, match="non-empty"):
+        engine.reward(STEPS[0], PoolingParams(returned_token_ids=()))
     assert engine.reward(STEPS[0])[0].outputs.data.shape == (3, 2)  # the engine still serves
 
 
