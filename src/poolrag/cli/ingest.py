@@ -192,6 +192,14 @@ def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
             raise DimensionsError("ColBERT token vectors have no Matryoshka sizes; omit --dimensions")
         encoder: Any = ColbertEncoder(engine)
     else:
+        if args.dimensions and args.dimensions != engine.embedding_dim and not engine.is_matryoshka:
+            from poolrag.errors import DimensionsError
+
+            raise DimensionsError(
+                f"--dimensions {args.dimensions}: {engine.model_name} is not a Matryoshka model, so truncated "
+                f"vectors would lose quality. Omit --dimensions (stores its full {engine.embedding_dim}-dim "
+                "vectors), or add --assume-matryoshka if the model was trained for truncation."
+            )
         embedder = CachedEmbedder(engine, open_cache_from_args(args))
         encoder = DenseEncoder(embedder, args.dimensions)
     chunker = TokenChunker.for_engine(engine, args.chunk_tokens, args.overlap)

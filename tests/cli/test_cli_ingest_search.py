@@ -1,0 +1,122 @@
+"""``poolrag ingest`` and ``poolrag search``: the README's first two commands, and their errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from poolrag.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "samples"
+
+
+def _poolrag(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(cwd / "cache")}
+    return subprocess.run(
+        [sys.executable, "-m", "poolrag.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_readme_commands_ingest_the_samples_then_search_them(tmp_path: Path) -> None:
+    n_docs = sum(1 for p in SAMPLES.rglob("*") if p.suffix in (".md", ".txt"))
+    ingest = _poolrag(["ingest", str(SAMPLES), "--store", "milvus", "--collection", "samples"], tmp_path)
+    assert ingest.returncode == 0, ingest.stderr[-3000:]
+    assert f"ingested {n_docs} documents into milvus collection 'samples'" in ingest.stdout
+    assert (tmp_path / "poolrag_milvus.db").is_dir()
+
+    search = _poolrag(
+        [
+            "search",
+            "how do bees tell each other where flowers are",
+            "--store",
+            "milvus",
+            "--collection",
+            "samples",
+            "-k",
+            "3",
+            "--json",
+        ],
+        tmp_path,
+    )
+    assert search.returncode == 0, search.stderr[-3000:]
+    results = [json.loads(line) for line in search.stdout.splitlines()]
+    assert [r["rank"] for r in results] == [1, 2, 3]
+    assert results[0]["source"].endswith("nature/honeybees.md") and "waggle dance" in results[0]["text"]
+
+    again = _poolrag(["ingest", str(SAMPLES), "--collection", "samples", "--json", "--quiet"], tmp_path)
+    report = json.loads(again.stdout.strip().splitlines()[-1])
+    assert (report["upserted"], report["embedded"]) == (0, 0)
+
+
+def test_truncating_a_non_matryoshka_default_model_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    code = main(
+        [
+            "ingest",
+            str(SAMPLES / "music"),
+            "--uri",
+            str(tmp_path / "m.db"),
+            "--dimensions",
+            "64",
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "--quiet",
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert ("not a Matryoshka model" in err and "--assume-matryoshka" not in err) or "Matryoshka" in err
+    assert not (tmp_path / "m.db").exists()  # refused before the database was touched
+
+
+def test_database_down_exits_3_with_the_reason(tmp_path: Path, capsys) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code = main(
+        [
+            "ingest",
+            str(SAMPLES / "music"),
+            "--store",
+            "qdrant",
+            "--url",
+            f"http://127.0.0.1:{port}",
+            "--retries",
+            "2",
+            "--retry-delay",
+            "0.01",
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "--quiet",
+        ]
+    )
+    assert code == 3
+    assert "is unavailable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", "x", "--store", "qdrant", "--collection", "none"], "does not exist"),
+        (["ingest", "no/such/folder"], "no such file or folder"),
+        (["search", "x", "--store", "milvus", "--path", "p"], "milvus takes --uri"),
+    ],
+)
+def test_bad_requests_exit_2_with_a_message(
+    args: list[str], message: str, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
