@@ -54,10 +54,6 @@ def test_readme_commands_ingest_the_samples_then_search_them(tmp_path: Path) -> 
     assert [r["rank"] for r in results] == [1, 2, 3]
     assert results[0]["source"].endswith("nature/honeybees.md") and "waggle dance" in results[0]["text"]
 
-    again = _poolrag(["ingest", str(SAMPLES), "--collection", "samples", "--json", "--quiet"], tmp_path)
-    report = json.loads(again.stdout.strip().splitlines()[-1])
-    assert (report["upserted"], report["embedded"]) == (0, 0)
-
 
 def test_truncating_a_non_matryoshka_default_model_is_a_clear_error(tmp_path: Path, capsys) -> None:
     code = main(
@@ -75,7 +71,7 @@ def test_truncating_a_non_matryoshka_default_model_is_a_clear_error(tmp_path: Pa
     )
     assert code == 2
     err = capsys.readouterr().err
-    assert ("not a Matryoshka model" in err and "--assume-matryoshka" not in err) or "Matryoshka" in err
+    assert "not a Matryoshka model" in err and "--assume-matryoshka" in err
     assert not (tmp_path / "m.db").exists()  # refused before the database was touched
 
 

@@ -196,8 +196,8 @@ def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
             from poolrag.errors import DimensionsError
 
             raise DimensionsError(
-                f"--dimensions {args.dimensions}: {engine.model_name} is not a Matryoshka model, so truncated "
-                f"vectors would lose quality. Omit --dimensions (stores its full {engine.embedding_dim}-dim "
+                f"--dimensions {args.dimensions}: {engine.model_name} is not a Matryoshka model, so "
+                f"truncated vectors would lose quality. Omit --dimensions (stores its full {engine.embedding_dim}-dim "
                 "vectors), or add --assume-matryoshka if the model was trained for truncation."
             )
         embedder = CachedEmbedder(engine, open_cache_from_args(args))
