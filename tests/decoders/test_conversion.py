@@ -83,6 +83,27 @@ def test_only_the_chosen_lm_head_rows_are_kept(reranker):
     )
 
 
+def test_vllm_style_overrides_load_the_same_reranker(tmp_path):
+    """vLLM serves the original Qwen3-Reranker with these hf_overrides and no convert flag."""
+    build(tmp_path, "qwen3", transformers.AutoModelForCausalLM, tokenizer_kwargs={"add_bos": False})
+    overrides = {
+        "architectures": ["Qwen3ForSequenceClassification"],
+        "classifier_from_token": ["no", "yes"],
+        "is_original_qwen3_reranker": True,
+    }
+    vllm_style = Engine(tmp_path, hf_overrides=overrides, score_template="qwen3_reranker")
+    converted = Engine(
+        tmp_path,
+        convert="classify",
+        hf_overrides={"classifier_from_token": ["no", "yes"]},
+        score_template="qwen3_reranker",
+    )
+    assert vllm_style._pipeline.kind.value == "lm_head_classifier"
+    a = [s.outputs.score for s in vllm_style.score(QUERY, TEXTS)]
+    b = [s.outputs.score for s in converted.score(QUERY, TEXTS)]
+    np.testing.assert_allclose(a, b, atol=1e-7)
+
+
 def test_classify_on_a_rendered_prompt_gives_p_yes(reranker):
     *_, engine, _ids, prompt = reranker
     text = prompt(QUERY, TEXTS[1])
@@ -150,6 +171,12 @@ def test_conversion_errors_are_clear(tmp_path):
     build(tmp_path / "base", "qwen3", transformers.AutoModel)
     with pytest.raises(ModelLoadError, match="needs a \\*ForCausalLM"):
         Engine(tmp_path / "base", convert="classify", hf_overrides={"classifier_from_token": ["no", "yes"]})
+    build(tmp_path / "untied", "llama", transformers.AutoModel)  # a backbone: no lm_head weights at all
+    with pytest.raises(ModelLoadError, match=r"no weights for lm_head\.weight"):
+        Engine(
+            tmp_path / "untied",
+            hf_overrides={"architectures": ["LlamaForCausalLM"], "classifier_from_token": ["no", "yes"]},
+        )
     engine = Engine(tmp_path / "lm", convert="embed")
     with pytest.raises(ValueError, match="score templates format pairs for cross-encoders"):
         engine.score(QUERY, TEXTS[:1], score_template="qwen3_reranker")

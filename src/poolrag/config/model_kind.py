@@ -81,6 +81,11 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
     if convert == "embed":
         return ModelKind.EMBEDDING
     causal = _is_causal_lm(arch)
+    vllm_recipe = causal or arch.endswith("ForSequenceClassification")
+    if spec.classifier_from_token and convert in (None, "classify") and vllm_recipe:
+        # vLLM's recipe: hf_overrides={"architectures": [...ForSequenceClassification],
+        # "classifier_from_token": [...]} on a *ForCausalLM checkpoint means "score with these rows"
+        return ModelKind.LM_HEAD_CLASSIFIER
     if convert == "classify" and not arch.endswith("ForSequenceClassification"):
         if not causal:
             raise ModelLoadError(

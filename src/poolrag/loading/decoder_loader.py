@@ -82,6 +82,7 @@ def load_decoder(
             config=spec.hf_config,
             dtype=dtype,
             trust_remote_code=trust_remote_code,
+            output_loading_info=True,
             **placement.from_pretrained_kwargs(device),
         )
     except ValueError as exc:
@@ -93,6 +94,13 @@ def load_decoder(
         raise ModelLoadError(
             f"{spec.architecture} does not fit on {device}: pass device_map='auto' or quantization='int8'"
         ) from exc
+    model, info = model
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:  # a head transformers would initialise at random: scores would be noise
+        raise ModelLoadError(
+            f"{spec.transformer_path} has no weights for {', '.join(missing[:4])}"
+            f"{' ...' if len(missing) > 4 else ''}; as {auto_class.__name__} they would start at random"
+        )
     if not placement.places_itself:
         model = model.to(device)
     model.eval()
