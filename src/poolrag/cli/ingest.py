@@ -198,7 +198,8 @@ def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
             raise DimensionsError(
                 f"--dimensions {args.dimensions}: {engine.model_name} is not a Matryoshka model, so "
                 "truncated vectors would lose quality. Omit --dimensions (stores its full "
-                f"{engine.embedding_dim}-dim vectors), or add --assume-matryoshka if the model was trained for truncation."
+                f"{engine.embedding_dim}-dim vectors), or add --assume-matryoshka if the model "
+                "was trained for truncation."
             )
         embedder = CachedEmbedder(engine, open_cache_from_args(args))
         encoder = DenseEncoder(embedder, args.dimensions)
