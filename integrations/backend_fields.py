@@ -26,7 +26,7 @@ def _api_key_from_env() -> SecretStr | None:
 class BackendFields(BaseModel):
     """Where an adapter's model runs; resolved once, at construction."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=())
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=(), extra="forbid")
 
     model_name: str | None = Field(
         default=None,

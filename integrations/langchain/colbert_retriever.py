@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from integrations.backend_fields import BackendFields
 from integrations.colbert import ColBERTSearcher, Hit, InMemoryMultiVectorIndex, MultiVectorIndex
@@ -32,6 +32,8 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
             retriever = PoolragColBERTRetriever.from_texts(texts, model_name="lightonai/colbertv2.0", k=4)
             retriever.invoke("what is late interaction?")
     """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=(), extra="forbid")
 
     index: Any = Field(default_factory=InMemoryMultiVectorIndex, description="Where the token vectors live.")
     k: int = Field(default=4, ge=1, description="Documents to return.")

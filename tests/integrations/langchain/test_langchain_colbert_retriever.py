@@ -203,6 +203,8 @@ def test_bad_arguments_are_refused(in_memory: PoolragColBERTRetriever, colbert_e
         in_memory.invoke("query", filter=["topic"])
     with pytest.raises(InvalidInputError, match="empty list"):
         in_memory.invoke("query", filter={"topic": []})
+    with pytest.raises(ValueError, match="Extra inputs"):
+        PoolragColBERTRetriever(engine=colbert_engine, top_k=2)
     with pytest.raises(ValueError, match="MultiVectorIndex"):
         PoolragColBERTRetriever(engine=colbert_engine, index={"not": "an index"})
     with pytest.raises(InvalidInputError, match="equal lengths"):

@@ -106,6 +106,8 @@ def test_empty_input_and_bad_input(cross_encoder_engine: Engine) -> None:
         reranker.compress_documents(corpus_documents(), None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         PoolragReranker(engine=cross_encoder_engine, top_n=0)
+    with pytest.raises(ValueError, match="Extra inputs"):
+        PoolragReranker(engine=cross_encoder_engine, top_k=2)  # a misspelt option is not ignored
 
 
 def test_long_documents_are_cut_to_the_model_length_by_default(cross_encoder_engine: Engine) -> None:

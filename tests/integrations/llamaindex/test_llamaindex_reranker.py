@@ -83,3 +83,5 @@ def test_empty_and_bad_input(cross_encoder_engine: Engine) -> None:
         rerank.postprocess_nodes(corpus_nodes())
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         PoolragRerank(engine=cross_encoder_engine, top_n=0)
+    with pytest.raises(ValueError, match="Extra inputs"):
+        PoolragRerank(engine=cross_encoder_engine, top_k=2)  # a misspelt option is not ignored
