@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import transformers
-from test_score_templates import bge_gemma_prompt, mxbai_v2_prompt, qwen3_reranker_prompt
+from reranker_prompts import bge_gemma_prompt, mxbai_v2_prompt, qwen3_reranker_prompt
 from tiny_decoders import PAD, SIDES, TEXTS, build, ref_token_logits, softmax
 
 from poolrag import Engine, PoolingParams

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from remote_code import llama_bidirectional_reranker, qwen2_reward_model
+from decoder_remote_code import llama_bidirectional_reranker, qwen2_reward_model
 from tiny_decoders import PAD, SIDES, TEXTS, build, build_tokenizer, run_padded, softmax, tiny_config
 
 from poolrag import Engine, PoolingParams
