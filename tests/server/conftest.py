@@ -229,11 +229,16 @@ def keyed_server(minilm_engine: Engine) -> Iterator[Served]:
 
 
 @pytest.fixture(scope="session")
-def limited_server(minilm_engine: Engine) -> Iterator[Served]:
-    """One request admitted at a time and 4 KiB bodies, to reach 503 and 413 cheaply."""
-    with serve_in_thread(
-        minilm_engine, served_model_names=("minilm",), max_queue=1, max_body_bytes=4096, retry_after_s=2
-    ) as url:
+def one_slot_server(minilm_engine: Engine) -> Iterator[Served]:
+    """Admits one request at a time, to reach the 503 of a full queue."""
+    with serve_in_thread(minilm_engine, served_model_names=("minilm",), max_queue=1, retry_after_s=2) as url:
+        yield Served(url, "minilm", minilm_engine)
+
+
+@pytest.fixture(scope="session")
+def small_body_server(minilm_engine: Engine) -> Iterator[Served]:
+    """Accepts bodies of at most 4 KiB, to reach the 413 cheaply."""
+    with serve_in_thread(minilm_engine, served_model_names=("minilm",), max_body_bytes=4096) as url:
         yield Served(url, "minilm", minilm_engine)
 
 

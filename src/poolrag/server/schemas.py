@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -23,6 +24,22 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 
+def _encodable(value: str) -> str:
+    """JSON may smuggle in lone surrogates (``"\\ud800"``), which no tokenizer can read."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PydanticCustomError(
+            "invalid_text",
+            "text is not valid Unicode (lone surrogate at position {position})",
+            {"position": exc.start},
+        ) from exc
+    return value
+
+
+Text = Annotated[StrictStr, AfterValidator(_encodable)]
+
+
 def _single_error(message: str) -> WrapValidator:
     """Replace a union's one-error-per-branch report with one readable message."""
 
@@ -30,6 +47,9 @@ def _single_error(message: str) -> WrapValidator:
         try:
             return handler(value)
         except ValidationError as exc:
+            text_error = next((e for e in exc.errors() if e["type"] == "invalid_text"), None)
+            if text_error is not None:
+                raise PydanticCustomError("invalid_text", text_error["msg"]) from exc
             raise PydanticCustomError("invalid_input_shape", message) from exc
 
     return WrapValidator(validate)
@@ -37,12 +57,12 @@ def _single_error(message: str) -> WrapValidator:
 
 TokenIds = list[StrictInt]
 PoolingInput = Annotated[
-    StrictStr | list[StrictStr] | TokenIds | list[TokenIds],
+    Text | list[Text] | TokenIds | list[TokenIds],
     _single_error("must be a string, a list of strings, a list of token ids or a list of token-id lists"),
     Field(description="Text, texts, one token-id list, or several token-id lists."),
 ]
 TextOrTexts = Annotated[
-    StrictStr | list[StrictStr],
+    Text | list[Text],
     _single_error("must be a string or a list of strings"),
 ]
 TruncatePromptTokens = Annotated[
@@ -135,12 +155,12 @@ class ScoreResponse(BaseModel):
 class RerankDocumentIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    text: StrictStr
+    text: Text
 
 
 class RerankRequest(RequestBody):
-    query: StrictStr
-    documents: list[StrictStr | RerankDocumentIn] = Field(
+    query: Text
+    documents: list[Text | RerankDocumentIn] = Field(
         description='Texts, or objects {"text": ...} as Jina and Cohere v1 accept.'
     )
     top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
@@ -229,7 +249,7 @@ class PoolingResponse(BaseModel):
 
 # -- /tokenize ----------------------------------------------------------------------------------------
 class TokenizeRequest(RequestBody):
-    prompt: StrictStr
+    prompt: Text
     add_special_tokens: StrictBool = True
     return_token_strs: StrictBool = False
 

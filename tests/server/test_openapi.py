@@ -1,0 +1,105 @@
+"""/openapi.json describes what the server accepts and answers; schemathesis holds it to that."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from .conftest import Served
+
+ENDPOINTS = {
+    ("post", "/v1/embeddings"),
+    ("post", "/score"),
+    ("post", "/v1/score"),
+    ("post", "/rerank"),
+    ("post", "/v1/rerank"),
+    ("post", "/v2/rerank"),
+    ("post", "/classify"),
+    ("post", "/pooling"),
+    ("post", "/tokenize"),
+    ("get", "/v1/models"),
+    ("get", "/health"),
+    ("get", "/metrics"),
+}
+
+
+@pytest.fixture(scope="module")
+def openapi(minilm_server: Served, http: httpx.Client) -> dict:
+    return http.get(f"{minilm_server.url}/openapi.json").json()
+
+
+def test_every_endpoint_is_described(openapi: dict) -> None:
+    described = {(method, path) for path, item in openapi["paths"].items() for method in item}
+    assert described == ENDPOINTS
+
+
+def test_schema_errors_are_documented_as_openai_400s(openapi: dict) -> None:
+    for path, item in openapi["paths"].items():
+        for method, operation in item.items():
+            assert "422" not in operation["responses"], (method, path)
+            if method == "post":
+                error = operation["responses"]["400"]["content"]["application/json"]["schema"]
+                assert error == {"$ref": "#/components/schemas/ErrorResponse"}
+                assert {"401", "413", "503"} <= set(operation["responses"])
+    assert "HTTPValidationError" not in openapi["components"]["schemas"]
+
+
+def test_embedding_input_forms_are_published(openapi: dict) -> None:
+    request = openapi["components"]["schemas"]["EmbeddingRequest"]
+    forms = request["properties"]["input"]["anyOf"]
+    assert {"type": "string"} in forms
+    assert {"type": "array", "items": {"type": "string"}} in forms
+    assert {"type": "array", "items": {"type": "integer"}} in forms
+    assert {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}} in forms
+    assert request["properties"]["encoding_format"]["enum"] == ["float", "base64"]
+    assert request["required"] == ["input"]
+
+
+@pytest.fixture(scope="module")
+def api_schema(minilm_server: Served) -> schemathesis.BaseSchema:
+    return schemathesis.openapi.from_url(f"{minilm_server.url}/openapi.json")
+
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
+
+
+CASES = [
+    (method, path, mode)
+    for method, path in sorted(ENDPOINTS)
+    # GET endpoints take no input, so there is nothing to get wrong
+    for mode in (
+        [GenerationMode.POSITIVE, GenerationMode.NEGATIVE] if method == "post" else [GenerationMode.POSITIVE]
+    )
+]
+
+
+@pytest.mark.parametrize(("method", "path", "mode"), CASES, ids=[f"{m}-{p}-{g.value}" for m, p, g in CASES])
+def test_server_conforms_to_its_schema(
+    api_schema: schemathesis.BaseSchema, method: str, path: str, mode: GenerationMode
+) -> None:
+    """Requests generated from the schema, valid and invalid: no 5xx, only documented statuses
+    and bodies, and whatever the schema forbids is refused."""
+    operation = api_schema[path][method.upper()]
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def conforms(case: schemathesis.Case) -> None:
+        case.call_and_validate(checks=CHECKS, timeout=120)
+
+    conforms()
