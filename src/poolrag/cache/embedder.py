@@ -157,11 +157,13 @@ class CachedEmbedder:
         missing = self._missing(items, keys, found)
         computed: dict[bytes, np.ndarray] = {}
         if missing:
-            outputs = await self.engine.aembed(list(missing.values()), self._params(input_type))
-            computed = {
-                k: np.asarray(o.outputs.embedding, dtype=np.float32)
-                for k, o in zip(missing, outputs, strict=True)
-            }
+            params = self._params(input_type)
+            if hasattr(self.engine, "aembed_array"):
+                vectors = list(await self.engine.aembed_array(list(missing.values()), params))
+            else:
+                outputs = await self.engine.aembed(list(missing.values()), params)
+                vectors = [o.outputs.embedding for o in outputs]
+            computed = {k: np.asarray(v, dtype=np.float32) for k, v in zip(missing, vectors, strict=True)}
             await asyncio.to_thread(self._store, computed)
         return self._assemble(keys, found, computed, dimensions)
 
