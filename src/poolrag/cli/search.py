@@ -90,7 +90,9 @@ def _search(store: Any, args: argparse.Namespace) -> list[Any]:
             f"collection {args.collection!r} does not exist in {args.store} at {store.location}; "
             "run 'poolrag ingest' first (with the same --store/--uri/--path/--collection)"
         )
-    engine = load_engine(args.model or spec.model_name or default_model(), spec.model_options)
+    engine = load_engine(
+        args.model or _recorded_model(spec.model_name) or default_model(), spec.model_options
+    )
     reranker = load_engine(args.rerank) if args.rerank else None
     if spec.layout == "multivector":
         return ColbertRetriever(store, engine, reranker=reranker).search(
@@ -98,3 +100,15 @@ def _search(store: Any, args: argparse.Namespace) -> list[Any]:
         )
     retriever = Retriever(store, CachedEmbedder(engine, open_cache_from_args(args)), reranker=reranker)
     return retriever.search(args.query, args.k, candidates=args.candidates, rescore=not args.no_rescore)
+
+
+def _recorded_model(name: str) -> str | None:
+    """The model the collection was filled with, unless it was a local folder that is not here (a
+    collection copied from another machine): then the default model is tried, and the weights
+    fingerprint check decides whether it is the same model."""
+    from pathlib import Path
+
+    if not name:
+        return None
+    looks_local = name.startswith(("/", ".", "~")) or "\\" in name
+    return name if not looks_local or Path(name).expanduser().exists() else None
