@@ -4,6 +4,9 @@ Qdrant scores multivectors server-side (``MultiVectorComparator.MAX_SIM``) and a
 filters in the same query, so ``k`` results are the best ``k`` among the matching documents rather
 than a post-filtered shortlist. Works with any ``QdrantClient``: local mode (``":memory:"`` or a
 path) for development and tests, a Qdrant server by URL in production.
+
+The payload layout is configurable so that the retrievers can also search ColBERT collections that
+``poolrag ingest`` filled (text under ``"text"``, metadata as top-level payload fields).
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ ID_KEY = "doc_id"
 
 
 def point_id(doc_id: str) -> str:
-    """The Qdrant point id of a document id (stable across runs)."""
-    return str(uuid.uuid5(_ID_NAMESPACE, doc_id))
+    """The Qdrant point id of a document id: the id itself when it is a UUID, else a stable UUID5."""
+    try:
+        return str(uuid.UUID(doc_id))
+    except ValueError:
+        return str(uuid.uuid5(_ID_NAMESPACE, doc_id))
 
 
 class QdrantMultiVectorIndex:
@@ -41,13 +47,30 @@ class QdrantMultiVectorIndex:
         collection_name: created on first ``add`` if missing; an existing collection must hold
             MaxSim multivectors of the same size.
         dim: token-vector size, to create the collection up front (else taken from the first ``add``).
+        text_key: payload field holding the text (``"text"`` for collections ``poolrag ingest`` filled).
+        metadata_key: payload field holding the metadata dict, or ``None`` when metadata fields are
+            top-level payload fields (as ``poolrag ingest`` writes them).
     """
 
-    def __init__(self, client: QdrantClient, collection_name: str, dim: int | None = None) -> None:
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection_name: str,
+        dim: int | None = None,
+        *,
+        text_key: str = TEXT_KEY,
+        metadata_key: str | None = METADATA_KEY,
+    ) -> None:
         if not collection_name:
             raise InvalidInputError("collection_name must not be empty")
+        if not text_key or text_key in (metadata_key, ID_KEY):
+            raise InvalidInputError(
+                f"text_key must be a non-empty payload field of its own, got {text_key!r}"
+            )
         self.client = client
         self.collection_name = collection_name
+        self.text_key = text_key
+        self.metadata_key = metadata_key
         self._dim: int | None = None
         if client.collection_exists(collection_name):
             self._dim = self._existing_dim()
@@ -115,11 +138,26 @@ class QdrantMultiVectorIndex:
             models.PointStruct(
                 id=point_id(doc_id),
                 vector=np.asarray(matrix, dtype=np.float32).tolist(),
-                payload={ID_KEY: doc_id, TEXT_KEY: text, METADATA_KEY: dict(metadata)},
+                payload=self._payload(doc_id, text, metadata),
             )
             for doc_id, text, matrix, metadata in zip(ids, texts, vectors, metadatas, strict=True)
         ]
         self.client.upsert(self.collection_name, points=points, wait=True)
+
+    def _payload(self, doc_id: str, text: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        if self.metadata_key is not None:
+            return {ID_KEY: doc_id, self.text_key: text, self.metadata_key: dict(metadata)}
+        clash = {ID_KEY, self.text_key} & set(metadata)
+        if clash:
+            raise InvalidInputError(f"metadata keys {sorted(clash)} collide with the payload's own fields")
+        return {**metadata, ID_KEY: doc_id, self.text_key: text}
+
+    def _hit(self, point: Any) -> Hit:
+        payload = dict(point.payload or {})
+        doc_id = str(payload.pop(ID_KEY, point.id))
+        text = str(payload.pop(self.text_key, ""))
+        metadata = dict(payload.get(self.metadata_key) or {}) if self.metadata_key is not None else payload
+        return Hit(id=doc_id, score=float(point.score), text=text, metadata=metadata)
 
     def delete(self, ids: Sequence[str]) -> None:
         if self._dim is None or not ids:
@@ -140,26 +178,18 @@ class QdrantMultiVectorIndex:
             self.collection_name,
             query=query.tolist(),
             limit=k,
-            query_filter=_qdrant_filter(wanted),
+            query_filter=_qdrant_filter(wanted, self.metadata_key),
             with_payload=True,
         )
-        return [
-            Hit(
-                id=str(point.payload.get(ID_KEY, point.id)),
-                score=float(point.score),
-                text=str(point.payload.get(TEXT_KEY, "")),
-                metadata=dict(point.payload.get(METADATA_KEY) or {}),
-            )
-            for point in result.points
-        ]
+        return [self._hit(point) for point in result.points]
 
 
-def _qdrant_filter(wanted: dict[str, Any]) -> models.Filter | None:
+def _qdrant_filter(wanted: dict[str, Any], metadata_key: str | None) -> models.Filter | None:
     if not wanted:
         return None
     conditions: list[models.Condition] = []
     for key, value in wanted.items():
-        field = f"{METADATA_KEY}.{key}"
+        field = f"{metadata_key}.{key}" if metadata_key is not None else key
         if isinstance(value, float):  # Qdrant matches only keywords, integers and booleans exactly
             conditions.append(models.FieldCondition(key=field, range=models.Range(gte=value, lte=value)))
             continue

@@ -209,3 +209,41 @@ def test_bad_arguments_are_refused(in_memory: PoolragColBERTRetriever, colbert_e
         PoolragColBERTRetriever(engine=colbert_engine, index={"not": "an index"})
     with pytest.raises(InvalidInputError, match="equal lengths"):
         in_memory.add_texts(["a", "b"], metadatas=[{}])
+
+
+def test_searches_a_colbert_collection_filled_by_poolrag_ingest(
+    colbert_engine: Engine, tmp_path: Path
+) -> None:
+    from poolrag.ingest import ColbertEncoder, IngestPipeline, TokenChunker
+    from poolrag.ingest import Document as Source
+    from poolrag.stores import open_store
+
+    store = open_store("qdrant", "ingested", path=str(tmp_path / "qdrant"))
+    IngestPipeline(
+        store,
+        ColbertEncoder(colbert_engine),
+        TokenChunker(colbert_engine.tokenizer, max_tokens=100),
+        checkpoint_dir=tmp_path,
+        progress=False,
+    ).run([Source(f"doc{i}.txt", t, dict(m)) for i, (t, m) in enumerate(zip(TEXTS, METADATAS, strict=True))])
+    store.close()
+
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    index = QdrantMultiVectorIndex(client, "ingested", text_key="text", metadata_key=None)
+    retriever = PoolragColBERTRetriever(engine=colbert_engine, index=index, k=len(TEXTS))
+    query = "Which programming language is easy to read?"
+    documents = retriever.invoke(query)
+    scores = engine_maxsim(colbert_engine, query)
+    assert [d.metadata["source"] for d in documents] == [
+        f"doc{i}.txt" for i in np.argsort(-scores, kind="stable")
+    ]
+    assert documents[0].page_content == TEXTS[QUERIES[query]]
+    np.testing.assert_allclose([d.metadata["score"] for d in documents], np.sort(scores)[::-1], rtol=1e-5)
+    only = retriever.invoke(query, filter={"source": "doc7.txt"})
+    assert [d.page_content for d in only] == [TEXTS[7]]
+    assert [d.metadata["topic"] for d in retriever.invoke(query, filter={"topic": "biology"})] == [
+        "biology"
+    ] * 2
+    retriever.delete([documents[0].id])
+    assert len(index) == len(TEXTS) - 1
+    client.close()

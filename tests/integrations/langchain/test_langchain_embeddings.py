@@ -3,6 +3,7 @@ Matryoshka dimensions, remote mode and bad input."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import numpy as np
@@ -135,6 +136,17 @@ async def test_async_methods_equal_sync(minilm_engine: Engine) -> None:
     embeddings = PoolragEmbeddings(engine=minilm_engine)
     np.testing.assert_array_equal(await embeddings.aembed_documents(TEXTS), embeddings.embed_documents(TEXTS))
     np.testing.assert_array_equal(await embeddings.aembed_query("ocean"), embeddings.embed_query("ocean"))
+
+
+async def test_async_embedding_does_not_block_the_event_loop(minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    task = asyncio.ensure_future(embeddings.aembed_documents([f"text {i}" for i in range(64)]))
+    await asyncio.sleep(0)  # the task starts; a blocking implementation completes here
+    ticks = 0
+    while not task.done():
+        ticks += 1
+        await asyncio.sleep(0)
+    assert ticks >= 1 and len(await task) == 64
 
 
 # -- Matryoshka ----------------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@ inside LangChain's ContextualCompressionRetriever."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 from langchain_classic.retrievers import ContextualCompressionRetriever
@@ -61,6 +63,17 @@ async def test_async_equals_sync(cross_encoder_engine: Engine) -> None:
     assert await reranker.acompress_documents(corpus_documents(), query) == reranker.compress_documents(
         corpus_documents(), query
     )
+
+
+async def test_async_reranking_does_not_block_the_event_loop(cross_encoder_engine: Engine) -> None:
+    reranker = PoolragReranker(engine=cross_encoder_engine)
+    task = asyncio.ensure_future(reranker.acompress_documents(corpus_documents(), "capital of France"))
+    await asyncio.sleep(0)  # the task starts; a blocking implementation completes here
+    ticks = 0
+    while not task.done():
+        ticks += 1
+        await asyncio.sleep(0)
+    assert ticks >= 1 and len(await task) == 3
 
 
 async def test_remote_equals_in_process(cross_encoder_engine: Engine, cross_encoder_url: str) -> None:

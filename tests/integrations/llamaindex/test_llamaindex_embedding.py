@@ -65,6 +65,22 @@ def test_async_methods_equal_sync(minilm_engine: Engine) -> None:
     np.testing.assert_allclose(batch, model.get_text_embedding_batch(TEXTS), atol=1e-6)
 
 
+def test_async_embedding_does_not_block_the_event_loop(minilm_engine: Engine) -> None:
+    model = PoolragEmbedding(engine=minilm_engine)
+
+    async def run() -> int:
+        task = asyncio.ensure_future(model.aget_text_embedding_batch([f"text {i}" for i in range(64)]))
+        await asyncio.sleep(0)  # the task starts; a blocking implementation completes here
+        ticks = 0
+        while not task.done():
+            ticks += 1
+            await asyncio.sleep(0)
+        assert len(await task) == 64
+        return ticks
+
+    assert asyncio.run(run()) >= 1
+
+
 def test_embed_batch_size_sends_whole_batches_to_the_engine(
     minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
