@@ -116,3 +116,20 @@ def test_bad_requests_exit_2_with_a_message(
     monkeypatch.chdir(tmp_path)
     assert main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_search_finds_the_model_when_the_ingest_folder_is_gone(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """A collection copied from another machine records a model folder that is not here; search
+    falls back to the default model, and the weights fingerprint confirms it is the same one."""
+    import shutil
+
+    copy = tmp_path / "elsewhere" / "minilm"
+    shutil.copytree(minilm_path, copy)
+    common = ["--uri", str(tmp_path / "m.db"), "--collection", "c", "--cache", str(tmp_path / "c.sqlite")]
+    assert main(["ingest", str(SAMPLES / "nature"), "--model", str(copy), "--quiet", *common]) == 0
+    shutil.rmtree(copy)
+    capsys.readouterr()
+    assert main(["search", "why do corals turn white", "-k", "1", "--json", *common]) == 0
+    assert json.loads(capsys.readouterr().out)["source"].endswith("nature/coral-reefs.md")
