@@ -58,6 +58,11 @@ def minilm_url(minilm_engine: Engine) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def matryoshka_url(matryoshka_engine: Engine) -> Iterator[str]:
+    yield from serve(matryoshka_engine, "minilm-matryoshka")
+
+
+@pytest.fixture(scope="session")
 def keyed_minilm_url(minilm_engine: Engine) -> Iterator[str]:
     """Requires ``Authorization: Bearer API_KEY``."""
     yield from serve(minilm_engine, "minilm", api_key=API_KEY)

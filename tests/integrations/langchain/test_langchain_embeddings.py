@@ -161,6 +161,15 @@ def test_dimensions_gives_the_engines_truncated_vectors(matryoshka_engine: Engin
     np.testing.assert_allclose(np.linalg.norm(documents, axis=1), 1.0, atol=1e-5)
 
 
+def test_remote_dimensions_equal_in_process(matryoshka_engine: Engine, matryoshka_url: str) -> None:
+    local = PoolragEmbeddings(engine=matryoshka_engine, dimensions=256)
+    remote = PoolragEmbeddings(base_url=matryoshka_url, dimensions=256)
+    assert remote.embed_documents(TEXTS) == local.embed_documents(TEXTS)
+    assert len(remote.embed_query("ocean")) == 256 and remote.embed_query("ocean") == local.embed_query(
+        "ocean"
+    )
+
+
 def test_dimensions_on_a_model_that_is_not_matryoshka_is_refused(minilm_engine: Engine) -> None:
     with pytest.raises(DimensionsError, match="not a Matryoshka model"):
         PoolragEmbeddings(engine=minilm_engine, dimensions=128).embed_query("ocean")
