@@ -19,6 +19,7 @@ import torch
 from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path
+from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
 from poolrag.errors import DimensionsError, InputTypeError, InvalidInputError, UnsupportedTaskError
 from poolrag.loading.dtype import resolve_device, resolve_dtype
@@ -157,6 +158,11 @@ class Engine:
     def model_identity(self) -> str:
         """Stable identity of name + weights, for content-addressed caches."""
         return f"{self.model_name}@{self._pipeline.fingerprint}"
+
+    @property
+    def core_stats(self) -> CoreStats:
+        """Live counters of the engine core (forward batches, sequences, tokens), for metrics."""
+        return self._pipeline.executor.core.stats
 
     @property
     def pooler_config(self) -> PoolerConfig:

@@ -42,6 +42,11 @@ def test_requests_tokens_and_batches_are_counted(minilm_server: Served, http: ht
     assert after[latency] - before.get(latency, 0) == 4
     engine_time = ("poolrag_engine_duration_seconds_count", path)
     assert after[engine_time] - before.get(engine_time, 0) == 3
+    batches = ("poolrag_engine_batches_total", ())
+    sequences = ("poolrag_engine_sequences_total", ())
+    assert after[batches] - before[batches] >= 1  # the core may batch several requests together
+    assert after[sequences] - before[sequences] == 6  # six distinct texts
+    assert after[("poolrag_engine_tokens_total", ())] <= after[("poolrag_engine_padded_tokens_total", ())]
     assert after[("poolrag_queue_depth", ())] == 0
     assert after[("poolrag_queue_capacity", ())] == 256
 

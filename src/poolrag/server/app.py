@@ -42,7 +42,7 @@ def create_app(engine: Any, settings: ServerSettings) -> FastAPI:
     Middleware order, outermost first: metrics (sees every answer), API key (before any body is
     read), body size limit, then FastAPI's routing and validation.
     """
-    server_metrics = ServerMetrics(settings.max_queue)
+    server_metrics = ServerMetrics(settings.max_queue, engine)
     calls = EngineCalls(engine, settings.engine_threads)
 
     @asynccontextmanager
