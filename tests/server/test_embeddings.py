@@ -157,3 +157,16 @@ def test_langchain_openai_embeddings_get_the_offline_vectors(minilm_server: Serv
     expected = _offline(minilm_server, TEXTS)
     np.testing.assert_allclose(np.array(documents, dtype=np.float32), expected, atol=1e-6)
     np.testing.assert_allclose(np.array(query, dtype=np.float32), expected[0], atol=1e-6)
+
+
+def test_megabytes_of_text_are_tokenised_and_truncated_like_offline(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    """Big requests take the thread pool rather than the event loop; the answer is the same."""
+    text = "retrieval augmented generation " * 40_000  # 1.24 MB
+    body = http.post(
+        f"{minilm_server.url}/v1/embeddings", json={"input": [text, "short"], "truncate_prompt_tokens": -1}
+    ).json()
+    expected = _offline(minilm_server, [text, "short"], PoolingParams(truncate_prompt_tokens=-1))
+    np.testing.assert_allclose([d["embedding"] for d in body["data"]], expected, rtol=0, atol=1e-6)
+    assert body["usage"]["prompt_tokens"] == 256 + 3

@@ -2,7 +2,10 @@
 
 The engine's async core (``aembed``, ``aclassify``, ``ascore``, ``aencode``), when present, batches
 concurrent requests together and is used directly; otherwise the thread-safe synchronous methods
-run on a small thread pool of their own.
+run on a small thread pool of their own. Requests carrying a lot of text also take the thread
+pool (the synchronous methods feed the same core, so they are still batched with everyone else):
+the async methods may tokenise small requests on the event loop, and megabytes of text would
+stall every other connection meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +19,20 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+#: Above this many characters of text, a request is tokenised on the thread pool, not the loop.
+INLINE_TEXT_CHARS = 100_000
+
+
+def text_chars(args: tuple[Any, ...]) -> int:
+    """Characters of text in an engine call's arguments (strings and lists of strings)."""
+    total = 0
+    for arg in args:
+        if isinstance(arg, str):
+            total += len(arg)
+        elif isinstance(arg, list):
+            total += sum(len(item) for item in arg if isinstance(item, str))
+    return total
+
 
 class EngineCalls:
     def __init__(self, engine: Any, threads: int) -> None:
@@ -27,7 +44,7 @@ class EngineCalls:
 
     async def run(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``engine.<method>(*args, **kwargs)``, awaited."""
-        if self.uses_async_core(method):
+        if self.uses_async_core(method) and text_chars(args) <= INLINE_TEXT_CHARS:
             return await getattr(self.engine, f"a{method}")(*args, **kwargs)
         return await self.offload(getattr(self.engine, method), *args, **kwargs)
 
