@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,13 @@ from live_server import serve
 from rag_corpus import API_KEY
 
 from poolrag import Engine
+
+# tests/ is on sys.path (tests/conftest.py), so this folder could pass for a namespace package named
+# ``integrations`` and shadow the real one at the repository root, which an editable install only
+# finds after sys.path. Putting the root first makes ``import integrations`` mean the adapters.
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 # -- models ----------------------------------------------------------------------------------------------
