@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+from live_server import LiveServer  # tests/live_server.py, shared with the client tests
 
 from poolrag import Engine
 from poolrag.server import ServerSettings, create_app
@@ -45,35 +44,6 @@ class Served:
     url: str
     model: str
     engine: Engine
-
-
-class LiveServer:
-    """uvicorn in a background thread, on a socket bound before it starts (no port race)."""
-
-    def __init__(self, app: Any) -> None:
-        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.socket.bind(("127.0.0.1", 0))
-        self.port = self.socket.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("in-process server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        self.socket.close()
 
 
 @contextmanager
