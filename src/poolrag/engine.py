@@ -443,7 +443,8 @@ class Engine:
             firsts = firsts * len(seconds)
         elif len(firsts) != len(seconds):
             raise InvalidInputError(
-                f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: use one query or equal-length lists"
+                f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: "
+                "use one query or equal-length lists"
             )
         params = pooling_params or PoolingParams()
         truncate = params.truncate_prompt_tokens

@@ -97,3 +97,9 @@ def test_missing_model_is_a_load_error(tmp_path) -> None:
 def test_unknown_pooler_config_key_is_rejected(minilm_path) -> None:
     with pytest.raises(InvalidInputError, match="unknown pooler_config keys"):
         Engine(minilm_path, pooler_config={"pooling": "MEAN"})
+
+
+def test_invalid_unicode_is_an_error(minilm_engine: Engine) -> None:
+    with pytest.raises(InvalidInputError, match="not valid Unicode"):
+        minilm_engine.embed(["fine", "broken \ud800 surrogate"])
+    assert minilm_engine.embed_array(["naïve café 日本語"]).shape == (1, 384)

@@ -52,6 +52,11 @@ def check_text(value: object, what: str = "input") -> str:
         raise InputTypeError(f"{what} must be a string, not {type(value).__name__}")
     if not value.strip():
         raise InvalidInputError(f"{what} is empty")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # lone surrogates cannot be tokenised
+            raise InvalidInputError(f"{what} is not valid Unicode text: {exc.reason}") from None
     return value
 
 
