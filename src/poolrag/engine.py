@@ -22,6 +22,7 @@ from poolrag.config.resolve import resolve_model_path
 from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
 from poolrag.errors import DimensionsError, InputTypeError, InvalidInputError, UnsupportedTaskError
+from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.placement import Placement
 from poolrag.outputs import (
@@ -86,6 +87,9 @@ class Engine:
             (``qwen3_reranker``, ``bge_reranker_v2_gemma``, ``mxbai_rerank_v2``), a .jinja path or Jinja text.
         device_map: accelerate placement (``"auto"``, a dict) for models larger than one device.
         quantization: ``"int8"`` weight-only quantization (torchao).
+        cpu_fast_mode: opt-in faster CPU inference, ``"bf16"`` (CPUs with AVX512-BF16/AMX) or ``"int8"``
+            (dynamic quantisation); its cosine to fp32 on probe texts is logged and kept in
+            ``engine.fast_mode_report``. The default is exact fp32.
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class Engine:
         score_template: str | ScoreTemplate | None = None,
         device_map: str | dict[str, Any] | None = None,
         quantization: str | None = None,
+        cpu_fast_mode: str | None = None,
     ) -> None:
         self.model_name = str(model)
         self._score_template = load_score_template(score_template) if score_template is not None else None
@@ -127,6 +132,11 @@ class Engine:
         if task is not None and task not in self.supported_tasks:
             raise UnsupportedTaskError(task, self.supported_tasks)
         self.task: str = task or self.supported_tasks[0]
+        self.fast_mode_report: FastModeReport | None = None
+        if cpu_fast_mode is not None:
+            self.fast_mode_report = enable_cpu_fast_mode(
+                self._pipeline.executor.runner, cpu_fast_mode, probe_requests(self._pipeline.processor)
+            )
 
     # -- what the model is ------------------------------------------------------------------------
     @property

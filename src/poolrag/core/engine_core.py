@@ -178,6 +178,7 @@ class EngineCore:
 
     def _schedule_loop(self) -> None:
         try:
+            self.runner.prepare_for_serving()
             while True:
                 with self._cv:
                     while not self._inbox and not self._has_work() and not self._closed:

@@ -26,6 +26,7 @@ import torch
 from transformers import PreTrainedModel
 
 from poolrag.config.model_kind import ModelKind
+from poolrag.loading.cpu_fast_mode import pack_linear_weights
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.batch_inputs import BatchInputs, build_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
@@ -48,6 +49,7 @@ class ModelRunner:
         pad_token_id: id used for padding in the padded layout.
         device: where inputs go (the model's input-embedding device).
         packing: ``True``/``False`` to force the layout; ``None`` = packed on CUDA only.
+        pack_weights: on CPU, pre-pack linear weights for oneDNN once at load (exact fp32).
     """
 
     def __init__(
@@ -57,8 +59,13 @@ class ModelRunner:
         pad_token_id: int,
         device: torch.device,
         packing: bool | None = None,
+        pack_weights: bool = True,
     ) -> None:
         self.model = model
+        # packed at the start of serving (see ``prepare_for_serving``), so a fast mode can still
+        # convert the plain weights after construction
+        self._pack_weights = pack_weights and device.type == "cpu"
+        self._serving = False
         self.kind = kind
         self.pad_token_id = pad_token_id
         self.device = device
@@ -197,6 +204,16 @@ class ModelRunner:
         return max(1, min(planned, self.oom_token_limit // 2))
 
     # -- changing the model in place -----------------------------------------------------------------
+    def prepare_for_serving(self) -> None:
+        """Last step before the engine core's first batch: pre-pack CPU weights (once)."""
+        if self._serving:
+            return
+        self._serving = True
+        if self._pack_weights:
+            self.model = pack_linear_weights(self.model)  # type: ignore[assignment]
+
     def replace_model(self, transform: Callable[[torch.nn.Module], torch.nn.Module]) -> None:
-        """Apply ``transform`` (e.g. a fast CPU mode) to the model the runner owns."""
+        """Apply ``transform`` (e.g. a fast CPU mode) to the model, before serving starts."""
+        if self._serving:
+            raise RuntimeError("the model can only be replaced before the engine has run a batch")
         self.model = transform(self.model)  # type: ignore[assignment]
