@@ -74,8 +74,10 @@ class ModelRunner:
         self._pin = device.type == "cuda"
         cfg = getattr(model, "config", None)
         model_type = getattr(cfg, "model_type", "")
+        pad_index = getattr(cfg, "pad_token_id", None)
+        # RoBERTa-style models number positions from padding_idx + 1
         self._position_offset = (
-            int(getattr(cfg, "pad_token_id", 1) or 1) + 1 if model_type in _POSITION_OFFSET_TYPES else 0
+            (1 if pad_index is None else int(pad_index)) + 1 if model_type in _POSITION_OFFSET_TYPES else 0
         )
         # after an out-of-memory split: the largest batch (in tokens) known to be too big
         self.oom_token_limit: int | None = None

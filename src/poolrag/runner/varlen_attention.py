@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +28,12 @@ import torch
 import torch.nn.functional as F
 
 ATTENTION_NAME = "poolrag_varlen"
+
+# the CPU path of jagged-tensor SDPA goes through PyTorch's strided nested tensors internally and
+# says so once per process; the warning is about that internal call, not about this code
+warnings.filterwarnings(
+    "ignore", message="The PyTorch API of nested tensors is in prototype", category=UserWarning
+)
 
 _state = threading.local()
 _registered = False

@@ -1,0 +1,96 @@
+"""``await engine.a<task>(...)`` gives what the sync method gives, and fails the same way."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag import Engine, PoolingParams
+from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
+
+TEXTS = ["a short one", "a somewhat longer text about vector search and rerankers", "third"]
+PASSAGES = [f"passage {i} about " + "retrieval " * i for i in range(1, 40)]  # enough to tokenise off-loop
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_aembed_and_aembed_array_match_the_sync_api(minilm_engine: Engine) -> None:
+    sync = minilm_engine.embed(TEXTS)
+    got = run(minilm_engine.aembed(TEXTS))
+    assert [o.prompt for o in got] == TEXTS
+    assert [o.prompt_token_ids for o in got] == [o.prompt_token_ids for o in sync]
+    for a, b in zip(got, sync, strict=True):
+        np.testing.assert_allclose(a.outputs.embedding, b.outputs.embedding, rtol=0, atol=1e-6)
+    array = run(minilm_engine.aembed_array(PASSAGES))
+    np.testing.assert_allclose(array, minilm_engine.embed_array(PASSAGES), rtol=0, atol=1e-6)
+    assert run(minilm_engine.aembed_array([])).shape == (0, 384)
+
+
+def test_ascore_and_aencode_on_an_embedding_model(minilm_engine: Engine) -> None:
+    sync = [o.outputs.score for o in minilm_engine.score("what is retrieval?", PASSAGES)]
+    got = [o.outputs.score for o in run(minilm_engine.ascore("what is retrieval?", PASSAGES))]
+    np.testing.assert_allclose(got, sync, rtol=0, atol=1e-6)
+    tokens = run(minilm_engine.aencode(TEXTS, pooling_task="token_embed"))
+    for out, ref in zip(tokens, minilm_engine.encode(TEXTS, pooling_task="token_embed"), strict=True):
+        np.testing.assert_allclose(out.outputs.data, ref.outputs.data, rtol=0, atol=1e-5)
+
+
+def test_aclassify_ascore_and_areward_on_cross_encoders(tiny_model: Callable[..., Path]) -> None:
+    classifier = Engine(tiny_model("bert", "sequence", num_labels=3))
+    for a, b in zip(run(classifier.aclassify(TEXTS)), classifier.classify(TEXTS), strict=True):
+        np.testing.assert_allclose(a.outputs.probs, b.outputs.probs, rtol=0, atol=1e-6)
+    reranker = Engine(tiny_model("bert", "sequence", num_labels=1))
+    got = [o.outputs.score for o in run(reranker.ascore("query", PASSAGES))]
+    np.testing.assert_allclose(got, [o.outputs.score for o in reranker.score("query", PASSAGES)], atol=1e-6)
+    rewards = run(reranker.areward(TEXTS))
+    for a, b in zip(rewards, reranker.reward(TEXTS), strict=True):
+        np.testing.assert_allclose(a.outputs.data, b.outputs.data, rtol=0, atol=1e-6)
+
+
+def test_atoken_classify_matches(tiny_model: Callable[..., Path]) -> None:
+    tagger = Engine(tiny_model("bert", "token", num_labels=5))
+    for a, b in zip(run(tagger.atoken_classify(TEXTS)), tagger.token_classify(TEXTS), strict=True):
+        np.testing.assert_allclose(a.outputs.data, b.outputs.data, rtol=0, atol=1e-6)
+
+
+def test_async_errors_are_the_sync_errors(minilm_engine: Engine) -> None:
+    with pytest.raises(InputTypeError):
+        run(minilm_engine.aembed([1, 2]))  # type: ignore[list-item]
+    with pytest.raises(InvalidInputError):
+        run(minilm_engine.aembed(["fine", "   "]))
+    with pytest.raises(InvalidInputError):
+        run(minilm_engine.aembed([*PASSAGES, ""]))  # found while tokenising off the event loop
+    with pytest.raises(UnsupportedTaskError):
+        run(minilm_engine.aclassify(TEXTS))
+    with pytest.raises(InvalidInputError):
+        run(minilm_engine.aembed(["x " * 1000]))  # too long without truncation
+    long = run(minilm_engine.aembed(["x " * 1000], PoolingParams(truncate_prompt_tokens=-1)))
+    assert len(long[0].prompt_token_ids) == minilm_engine.max_model_len
+
+
+def test_the_event_loop_keeps_running_while_the_engine_works(minilm_engine: Engine) -> None:
+    """Awaiting an embedding must not block other coroutines (no sync call hidden in the path)."""
+
+    async def main() -> int:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(ticker())
+        await minilm_engine.aembed_array(PASSAGES * 4)
+        done.set()
+        await task
+        return ticks
+
+    assert run(main()) > 10

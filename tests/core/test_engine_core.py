@@ -1,0 +1,246 @@
+"""The engine core: many callers, one worker, batches across callers, results to the right caller.
+
+fp32 results depend on the shape of the batch a text ran in by ~1e-7 (GEMM blocking, a GEMV for a
+single row), so results are compared bit for bit where the batches are the same and to 1e-6
+where concurrency grouped texts differently; every comparison also checks that each caller got the
+vector of its own text, not a neighbour's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from poolrag import Engine
+from poolrag.core.engine_core import EngineClosedError, EngineCore
+from poolrag.request import ResolvedParams
+
+TEXTS = [
+    f"caller {i} asks about "
+    + " ".join(["retrieval", "pooling", "vectors", "batches"][: 1 + i % 4]) * (1 + i % 9)
+    for i in range(48)
+]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model: Callable[..., Path]) -> Engine:
+    return Engine(tiny_model("bert"))
+
+
+@pytest.fixture(scope="module")
+def reference(engine: Engine) -> np.ndarray:
+    """Every text embedded alone, through the sync API."""
+    return np.stack([engine.embed_array([t])[0] for t in TEXTS])
+
+
+def _core(engine: Engine) -> EngineCore:
+    return engine._pipeline.executor.core
+
+
+@contextmanager
+def gated(core: EngineCore) -> Iterator[tuple[threading.Event, list[list[Any]]]]:
+    """Hold the worker inside its next forward pass until the gate opens; record every batch."""
+    gate = threading.Event()
+    entered = threading.Event()
+    batches: list[list[Any]] = []
+    runner = core.runner
+    original = runner.run_prepared
+
+    def held(batch: Any, inputs: Any) -> Any:
+        batches.append(list(batch))
+        entered.set()
+        gate.wait(30)
+        return original(batch, inputs)
+
+    runner.run_prepared = held  # type: ignore[method-assign]
+    try:
+        yield gate, batches
+    finally:
+        gate.set()
+        del runner.run_prepared
+
+
+def _assert_own_results(got: np.ndarray, reference: np.ndarray) -> None:
+    np.testing.assert_allclose(got, reference, rtol=0, atol=1e-6)
+    distance = np.abs(got[:, None, :] - reference[None, :, :]).max(axis=-1)  # L∞, every pair
+    assert (distance.argmin(axis=1) == np.arange(len(got))).all()  # nearest is its own text's
+    mixed_up = distance + np.eye(len(got)) * 1e9
+    assert mixed_up.min() > 1e-5  # and every other text's vector is ten tolerances away
+
+
+def test_results_come_back_in_input_order(engine: Engine, reference: np.ndarray) -> None:
+    order = np.random.default_rng(0).permutation(len(TEXTS))
+    shuffled = engine.embed_array([TEXTS[i] for i in order])
+    _assert_own_results(shuffled, reference[order])
+
+
+def test_duplicates_in_one_call_are_computed_once(engine: Engine) -> None:
+    core = _core(engine)
+    before = core.stats.sequences
+    out = engine.embed_array([TEXTS[0], TEXTS[1], TEXTS[0], TEXTS[0]])
+    assert core.stats.sequences - before == 2
+    assert np.array_equal(out[0], out[2]) and np.array_equal(out[0], out[3])
+
+
+def test_many_threads_each_get_their_own_results(engine: Engine, reference: np.ndarray) -> None:
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        results = list(pool.map(lambda t: engine.embed_array([t])[0], TEXTS))
+    _assert_own_results(np.stack(results), reference)
+
+
+def test_many_asyncio_tasks_each_get_their_own_results(engine: Engine, reference: np.ndarray) -> None:
+    async def main() -> list[np.ndarray]:
+        return await asyncio.gather(*(engine.aembed_array([t]) for t in TEXTS))
+
+    got = np.concatenate(asyncio.run(main()))
+    _assert_own_results(got, reference)
+
+
+def test_threads_and_asyncio_tasks_together(engine: Engine, reference: np.ndarray) -> None:
+    half = len(TEXTS) // 2
+
+    async def main() -> list[np.ndarray]:
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            threaded = [loop.run_in_executor(pool, engine.embed_array, [t]) for t in TEXTS[:half]]
+            tasks = [engine.aembed_array([t]) for t in TEXTS[half:]]
+            return list(await asyncio.gather(*threaded, *tasks))
+
+    got = np.concatenate(asyncio.run(main()))
+    _assert_own_results(got, reference)
+
+
+def test_callers_sharing_inputs_get_bit_identical_results_to_the_sync_path(engine: Engine) -> None:
+    """Same inputs → same batches → the very same bits, however many callers ask at once."""
+    texts = TEXTS[:6]
+    expected = engine.embed_array(texts)
+
+    async def main() -> list[np.ndarray]:
+        return await asyncio.gather(*(engine.aembed_array(texts) for _ in range(8)))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        threaded = list(pool.map(lambda _: engine.embed_array(texts), range(8)))
+    for got in threaded + asyncio.run(main()):
+        assert np.array_equal(got, expected)
+    # each caller owns its array: changing one leaves the others alone
+    threaded[0][:] = 0
+    assert np.array_equal(threaded[1], expected)
+
+
+def test_queued_callers_are_batched_together(engine: Engine, reference: np.ndarray) -> None:
+    core = _core(engine)
+    with gated(core) as (gate, batches), ThreadPoolExecutor(max_workers=17) as pool:
+        first = pool.submit(engine.embed_array, ["the worker is busy with this one"])
+        while not batches:
+            threading.Event().wait(0.001)
+        futures = [pool.submit(engine.embed_array, [t]) for t in TEXTS[:16]]
+        while sum(1 for job, _ in core._inbox) < 16:  # all sixteen queued behind the busy worker
+            threading.Event().wait(0.001)
+        gate.set()
+        results = [f.result(timeout=30)[0] for f in futures]
+        first.result(timeout=30)
+    _assert_own_results(np.stack(results), reference[:16])
+    assert len(batches) - 1 < 16  # sixteen callers, fewer forward passes
+    assert max(len(b) for b in batches[1:]) > 1
+
+
+def test_cancelled_work_never_reaches_the_model(engine: Engine) -> None:
+    core = _core(engine)
+    dropped_before = core.stats.dropped
+    params = ResolvedParams(task="embed", normalize=True)
+    requests = engine._pipeline.processor.texts([f"cancel me {i}" for i in range(40)], params, None, None)
+    with gated(core) as (gate, batches):
+        busy = core.submit(engine._pipeline.processor.texts(["busy"], params, None, None))
+        while not batches:
+            threading.Event().wait(0.001)
+        doomed = core.submit(requests)
+        assert doomed.cancel()
+        gate.set()
+        busy.result(timeout=30)
+        survivor = engine.embed_array(["after the cancellation"])
+    seen = {r for batch in batches for r in batch}
+    assert not seen & set(requests)
+    assert core.stats.dropped - dropped_before == len(requests)
+    assert survivor.shape == (1, engine.embedding_dim)
+    with pytest.raises(CancelledError):
+        doomed.result()
+
+
+def test_cancelling_an_asyncio_task_drops_its_queued_work(engine: Engine) -> None:
+    core = _core(engine)
+    texts = [f"async cancel {i}" for i in range(30)]
+
+    async def main() -> np.ndarray:
+        with gated(core) as (gate, batches):
+            busy = asyncio.ensure_future(engine.aembed_array(["busy again"]))
+            while not batches:
+                await asyncio.sleep(0.001)
+            task = asyncio.ensure_future(engine.aembed_array(texts))
+            await asyncio.sleep(0.05)  # queued behind the busy worker
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            gate.set()
+            await busy
+        seen = {tuple(r.token_ids) for batch in batches for r in batch}
+        wanted = {tuple(engine.tokenize(t)) for t in texts}
+        assert not seen & wanted
+        return await engine.aembed_array(["still serving"])
+
+    assert asyncio.run(main()).shape == (1, engine.embedding_dim)
+
+
+def test_a_failing_batch_fails_only_its_callers(engine: Engine) -> None:
+    core = _core(engine)
+    runner = core.runner
+    original = runner.run_prepared
+    calls = {"n": 0}
+
+    def fail_once(batch: Any, inputs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("device fell over")
+        return original(batch, inputs)
+
+    runner.run_prepared = fail_once  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError, match="device fell over"):
+            engine.embed_array(["the unlucky one"])
+        assert engine.embed_array(["the next caller"]).shape == (1, engine.embedding_dim)
+    finally:
+        del runner.run_prepared
+
+
+def test_closed_core_refuses_work_and_fails_what_was_queued(tiny_model: Callable[..., Path]) -> None:
+    engine = Engine(tiny_model("bert"))
+    core = _core(engine)
+    params = ResolvedParams(task="embed")
+    with gated(core) as (gate, batches):
+        busy = core.submit(engine._pipeline.processor.texts(["busy"], params, None, None))
+        while not batches:
+            threading.Event().wait(0.001)
+        queued = core.submit(engine._pipeline.processor.texts(["queued"], params, None, None))
+        closer = threading.Thread(target=core.close)
+        closer.start()
+        while not core.closed:
+            threading.Event().wait(0.001)
+        gate.set()
+        closer.join(30)
+    busy.result(timeout=30)  # the batch already running finishes
+    with pytest.raises(EngineClosedError):
+        queued.result(timeout=30)
+    with pytest.raises(EngineClosedError):
+        engine.embed_array(["too late"])
+
+
+def test_empty_submissions_resolve_at_once(engine: Engine) -> None:
+    assert _core(engine).submit([]).result(timeout=1) == []
+    assert engine.embed_array([]).shape == (0, engine.embedding_dim)

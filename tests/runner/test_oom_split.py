@@ -1,0 +1,104 @@
+"""Running out of memory on a batch splits it and retries; the caller never sees the error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from poolrag import Engine
+from poolrag.request import PoolingRequest, ResolvedParams
+
+PARAMS = ResolvedParams(task="embed")
+TEXTS = [f"text number {i} " + "word " * (i % 17) for i in range(24)]
+
+
+class MemoryBudget(nn.Module):
+    """Wraps a model and raises CUDA's out-of-memory error for batches over ``max_tokens``
+    (as a too-small GPU would), recording the size of every batch it is asked to run."""
+
+    def __init__(
+        self, model: nn.Module, max_tokens: int, error: type[BaseException] = torch.OutOfMemoryError
+    ):
+        super().__init__()
+        self.inner = model
+        self.max_tokens = max_tokens
+        self.error = error
+        self.seen: list[int] = []
+        self.config = model.config
+
+    def forward(self, **kwargs: Any) -> Any:
+        tokens = kwargs["input_ids"].numel()
+        self.seen.append(tokens)
+        if tokens > self.max_tokens:
+            raise self.error(f"CUDA out of memory. Tried to allocate a batch of {tokens} tokens")
+        return self.inner(**kwargs)
+
+
+def _requests(engine: Engine) -> list[PoolingRequest]:
+    return engine._pipeline.processor.texts(TEXTS, PARAMS, None, None)
+
+
+@pytest.fixture
+def engine(tiny_model: Callable[..., Path]) -> Engine:
+    return Engine(tiny_model("bert"))
+
+
+def test_runner_splits_a_batch_that_runs_out_of_memory(engine: Engine) -> None:
+    runner = engine._pipeline.executor.runner
+    batch = _requests(engine)
+    reference = runner.forward(batch).tokens
+    budget = MemoryBudget(runner.model, max_tokens=60)
+    runner.model = budget
+    split = runner.forward(batch).tokens
+    assert reference is not None and split is not None
+    torch.testing.assert_close(split.states, reference.states, rtol=0, atol=1e-5)
+    assert torch.equal(split.lengths, reference.lengths)
+    assert torch.equal(split.token_ids, reference.token_ids)
+    assert max(budget.seen) > 60  # the first try was too big ...
+    assert sum(1 for n in budget.seen if n <= 60) >= 2  # ... and halves ran instead
+    assert runner.oom_token_limit is not None and runner.token_budget(16384) <= 60
+
+
+def test_engine_callers_get_results_despite_a_small_memory_budget(engine: Engine) -> None:
+    reference = engine.embed_array(TEXTS)
+    runner = engine._pipeline.executor.runner
+    runner.model = MemoryBudget(runner.model, max_tokens=40)
+    again = engine.embed_array(TEXTS)
+    np.testing.assert_allclose(again, reference, rtol=0, atol=1e-5)
+    # later batches are planned under the lowered budget: no more failed attempts
+    runner.model.seen.clear()
+    engine.embed_array([t + " again" for t in TEXTS])
+    assert all(n <= 40 for n in runner.model.seen)
+
+
+def test_cpu_allocation_failures_split_too(engine: Engine) -> None:
+    runner = engine._pipeline.executor.runner
+    batch = _requests(engine)[:8]
+    reference = runner.forward(batch).tokens
+    runner.model = MemoryBudget(runner.model, max_tokens=30, error=MemoryError)
+    split = runner.forward(batch).tokens
+    assert reference is not None and split is not None
+    torch.testing.assert_close(split.states, reference.states, rtol=0, atol=1e-5)
+
+
+def test_a_single_sequence_that_does_not_fit_fails_clearly(engine: Engine) -> None:
+    runner = engine._pipeline.executor.runner
+    runner.model = MemoryBudget(runner.model, max_tokens=2)
+    with pytest.raises(torch.OutOfMemoryError):
+        engine.embed_array(["one sequence too long for the memory budget"])
+    runner.model = runner.model.inner
+    assert engine.embed_array(["it works again"]).shape == (1, engine.embedding_dim)
+
+
+def test_other_errors_are_not_mistaken_for_out_of_memory(engine: Engine) -> None:
+    runner = engine._pipeline.executor.runner
+    runner.model = MemoryBudget(runner.model, max_tokens=0, error=ValueError)
+    with pytest.raises(ValueError):
+        runner.forward(_requests(engine)[:4])
+    assert runner.model.seen == [runner.model.seen[0]]  # no retries

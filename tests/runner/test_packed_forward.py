@@ -1,0 +1,105 @@
+"""Packed (varlen) batches give the same numbers as padded ones, or are refused for the model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import ENCODER_ARCHS
+
+from poolrag import Engine
+from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.runner.model_runner import ModelRunner
+
+PARAMS = ResolvedParams(task="embed")
+
+
+def _requests(engine: Engine, texts: list[str]) -> list[PoolingRequest]:
+    return engine._pipeline.processor.texts(texts, PARAMS, None, None)
+
+
+TEXTS = [
+    "short",
+    "A sentence of medium length about batching and padding.",
+    "A considerably longer passage that keeps going, with several clauses, commas and words, so that "
+    "its length differs a lot from the others in the batch and padding would matter.",
+    "Another one.",
+]
+
+
+def _padded_and_packed(runner: ModelRunner, batch: list[PoolingRequest]) -> tuple[torch.Tensor, torch.Tensor]:
+    runner.packed = False
+    padded = runner.forward(batch).tokens
+    assert runner.enable_packing()
+    packed = runner.forward(batch).tokens
+    assert padded is not None and packed is not None
+    assert torch.equal(padded.lengths, packed.lengths)
+    assert torch.equal(padded.token_ids, packed.token_ids)
+    return padded.states, packed.states
+
+
+def test_packed_equals_padded_on_minilm(minilm_path: Path) -> None:
+    engine = Engine(minilm_path)
+    padded, packed = _padded_and_packed(engine._pipeline.executor.runner, _requests(engine, TEXTS))
+    torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(("arch", "head"), [("bert", None), ("roberta", None), ("bert", "token")])
+def test_packed_equals_padded_on_tiny_models(
+    tiny_model: Callable[..., Path], arch: str, head: str | None
+) -> None:
+    engine = Engine(tiny_model(arch, head))
+    padded, packed = _padded_and_packed(engine._pipeline.executor.runner, _requests(engine, TEXTS))
+    torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ENCODER_ARCHS)
+def test_packing_is_exact_or_refused_for_every_encoder(tiny_model: Callable[..., Path], arch: str) -> None:
+    """The load-time probe only lets a model run packed when it matches padded."""
+    engine = Engine(tiny_model(arch))
+    runner = engine._pipeline.executor.runner
+    batch = _requests(engine, TEXTS)
+    padded = runner.forward(batch).tokens
+    if runner.enable_packing():
+        packed = runner.forward(batch).tokens
+        assert padded is not None and packed is not None
+        torch.testing.assert_close(packed.states, padded.states, rtol=0, atol=1e-5)
+    else:
+        assert not runner.packed and not runner.prepare(batch).packed
+
+
+def test_engine_results_match_with_packing_on(minilm_path: Path) -> None:
+    padded_engine = Engine(minilm_path)
+    packed_engine = Engine(minilm_path)
+    assert packed_engine._pipeline.executor.runner.enable_packing()
+    texts = TEXTS * 3
+    torch.testing.assert_close(
+        torch.from_numpy(packed_engine.embed_array(texts)),
+        torch.from_numpy(padded_engine.embed_array(texts)),
+        rtol=0,
+        atol=1e-5,
+    )
+
+
+def test_sequence_classifiers_keep_the_padded_layout(tiny_model: Callable[..., Path]) -> None:
+    """Their heads read position 0 of each padded row, which a packed row does not have."""
+    runner = Engine(tiny_model("bert", "sequence"))._pipeline.executor.runner
+    assert not runner.enable_packing()
+    assert not runner.packed
+
+
+def test_requests_with_their_own_attention_pattern_run_padded(minilm_path: Path) -> None:
+    """ColBERT query expansion tokens produce rows without being attended to: varlen cannot say that."""
+    engine = Engine(minilm_path)
+    runner = engine._pipeline.executor.runner
+    masked = PoolingRequest((101, 2023, 2003, 103, 103, 102), PARAMS, attention=(1, 1, 1, 0, 0, 1))
+    plain = _requests(engine, ["plain text"])[0]
+    reference = runner.forward([masked, plain]).tokens
+    assert runner.enable_packing()
+    assert not runner.prepare([masked, plain]).packed
+    assert runner.prepare([plain]).packed
+    again = runner.forward([masked, plain]).tokens
+    assert reference is not None and again is not None
+    assert torch.equal(reference.states, again.states)
