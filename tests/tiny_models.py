@@ -19,6 +19,16 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spec
 ENCODER_ARCHS = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert")
 HIDDEN = 32
 
+# mixed lengths (and a duplicate) so that batching, padding and dedupe all matter
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Hi",
+    "Pooling models turn text into vectors; rerankers turn pairs into scores.",
+    "A much longer sentence that goes on and on, with commas, clauses and more words than the others "
+    "so that the batch mixes very different lengths and padding matters a great deal.",
+    "Hi",
+]
+
 
 def _config(arch: str, **extra: object) -> transformers.PretrainedConfig:
     common = dict(vocab_size=30522, pad_token_id=0, **extra)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 Prompts = PromptInput | Sequence[PromptInput]
 T = TypeVar("T")
+Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 # A task method written once for both front doors: it yields its requests, receives their results.
 Steps = Generator[list[PoolingRequest], list[np.ndarray], T]
 # inputs larger than this are tokenised off the event loop by the async methods
@@ -294,46 +295,44 @@ class Engine:
         self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Any task's raw pooled data (a vector, a per-token matrix, per-step rewards)."""
-        return self._drive(self._encode_steps(prompts, pooling_task, pooling_params))
+        return self._drive(self._output_steps(prompts, pooling_task, pooling_params, PoolingOutput))
 
     async def aencode(
         self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """:meth:`encode` for asyncio: batched with every other caller of this engine."""
-        return await self._adrive(self._encode_steps(prompts, pooling_task, pooling_params), _size(prompts))
+        return await self._adrive(
+            self._output_steps(prompts, pooling_task, pooling_params, PoolingOutput), _size(prompts)
+        )
 
-    def _encode_steps(
-        self, prompts: Prompts, pooling_task: str, pooling_params: PoolingParams | None
-    ) -> Steps[list[PoolingRequestOutput[PoolingOutput]]]:
-        requests = self._requests(prompts, pooling_task, pooling_params)
+    def _output_steps(
+        self,
+        prompts: Prompts,
+        task: str,
+        pooling_params: PoolingParams | None,
+        wrap: Callable[[np.ndarray], Out],
+    ) -> Steps[list[PoolingRequestOutput[Out]]]:
+        """The one body of every per-input task: tokenise, yield to the core, wrap each result."""
+        requests = self._requests(prompts, task, pooling_params)
         results = yield requests
         texts = self._prompt_texts(prompts)
         return [
-            PoolingRequestOutput(str(i), PoolingOutput(data), list(req.token_ids), texts[i])
+            PoolingRequestOutput(str(i), wrap(data), list(req.token_ids), texts[i])
             for i, (req, data) in enumerate(zip(requests, results, strict=True))
         ]
 
     def embed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
-        return self._drive(self._embed_steps(prompts, pooling_params))
+        return self._drive(self._output_steps(prompts, "embed", pooling_params, EmbeddingOutput))
 
     async def aembed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
         """:meth:`embed` for asyncio: batched with every other caller of this engine."""
-        return await self._adrive(self._embed_steps(prompts, pooling_params), _size(prompts))
-
-    def _embed_steps(
-        self, prompts: Prompts, pooling_params: PoolingParams | None
-    ) -> Steps[list[PoolingRequestOutput[EmbeddingOutput]]]:
-        requests = self._requests(prompts, "embed", pooling_params)
-        results = yield requests
-        texts = self._prompt_texts(prompts)
-        return [
-            PoolingRequestOutput(str(i), EmbeddingOutput(vec), list(req.token_ids), texts[i])
-            for i, (req, vec) in enumerate(zip(requests, results, strict=True))
-        ]
+        return await self._adrive(
+            self._output_steps(prompts, "embed", pooling_params, EmbeddingOutput), _size(prompts)
+        )
 
     def embed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, without per-item Python objects."""
@@ -353,24 +352,15 @@ class Engine:
     def classify(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
-        return self._drive(self._classify_steps(prompts, pooling_params))
+        return self._drive(self._output_steps(prompts, "classify", pooling_params, ClassificationOutput))
 
     async def aclassify(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
         """:meth:`classify` for asyncio: batched with every other caller of this engine."""
-        return await self._adrive(self._classify_steps(prompts, pooling_params), _size(prompts))
-
-    def _classify_steps(
-        self, prompts: Prompts, pooling_params: PoolingParams | None
-    ) -> Steps[list[PoolingRequestOutput[ClassificationOutput]]]:
-        requests = self._requests(prompts, "classify", pooling_params)
-        results = yield requests
-        texts = self._prompt_texts(prompts)
-        return [
-            PoolingRequestOutput(str(i), ClassificationOutput(probs), list(req.token_ids), texts[i])
-            for i, (req, probs) in enumerate(zip(requests, results, strict=True))
-        ]
+        return await self._adrive(
+            self._output_steps(prompts, "classify", pooling_params, ClassificationOutput), _size(prompts)
+        )
 
     def reward(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None

@@ -8,15 +8,6 @@ from pathlib import Path
 import pytest
 from tiny_models import build_encoder
 
-SENTENCES = [
-    "The quick brown fox jumps over the lazy dog.",
-    "Hi",
-    "Pooling models turn text into vectors; rerankers turn pairs into scores.",
-    "A much longer sentence that goes on and on, with commas, clauses and more words than the others "
-    "so that the batch mixes very different lengths and padding matters a great deal.",
-    "Hi",
-]
-
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Callable[..., Path]:

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from conftest import SENTENCES
 from sentence_transformers import CrossEncoder
-from tiny_models import ENCODER_ARCHS
+from tiny_models import ENCODER_ARCHS, SENTENCES
 
 from poolrag import Engine, PoolingParams
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SENTENCES
 from sentence_transformers import SentenceTransformer
-from tiny_models import ENCODER_ARCHS, write_sentence_transformers
+from tiny_models import ENCODER_ARCHS, SENTENCES, write_sentence_transformers
 
 from poolrag import Engine, PoolingParams
 
