@@ -21,11 +21,11 @@ class TokenBudgetBatcher:
     Args:
         max_batch_tokens: tokens of one forward pass (padded rows × width, or real tokens when packed).
         max_batch_size: sequences of one forward pass.
-        max_padding: largest share of padding tokens a padded batch may hold (0.25 = 25%).
+        max_padding: largest share of padding tokens a padded batch may hold (0.10 = 10%).
     """
 
     def __init__(
-        self, max_batch_tokens: int = 16384, max_batch_size: int = 512, max_padding: float = 0.25
+        self, max_batch_tokens: int = 16384, max_batch_size: int = 512, max_padding: float = 0.10
     ) -> None:
         if max_batch_tokens <= 0 or max_batch_size <= 0:
             raise InvalidInputError("max_batch_tokens and max_batch_size must be positive")
