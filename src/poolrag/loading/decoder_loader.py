@@ -23,6 +23,7 @@ from transformers import (
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec
 from poolrag.errors import ModelLoadError
+from poolrag.loading.model_loader import from_pretrained
 from poolrag.loading.placement import Placement
 
 logger = logging.getLogger(__name__)
@@ -76,24 +77,9 @@ def load_decoder(
             f"{spec.architecture} ships its own modeling code ({remote[auto_class.__name__]}); "
             "pass trust_remote_code=True after reviewing it"
         )
-    try:
-        model = auto_class.from_pretrained(
-            spec.transformer_path,
-            config=spec.hf_config,
-            dtype=dtype,
-            trust_remote_code=trust_remote_code,
-            output_loading_info=True,
-            **placement.from_pretrained_kwargs(device),
-        )
-    except ValueError as exc:
-        hint = "" if trust_remote_code else " (if the model ships its own code, pass trust_remote_code=True)"
-        raise ModelLoadError(
-            f"cannot load {spec.architecture} from {spec.transformer_path}: {exc}{hint}"
-        ) from exc
-    except torch.OutOfMemoryError as exc:
-        raise ModelLoadError(
-            f"{spec.architecture} does not fit on {device}: pass device_map='auto' or quantization='int8'"
-        ) from exc
+    model = from_pretrained(
+        auto_class, spec, dtype, device, trust_remote_code, placement, output_loading_info=True
+    )
     model, info = model
     missing = sorted(info.get("missing_keys") or [])
     if missing:  # a head transformers would initialise at random: scores would be noise

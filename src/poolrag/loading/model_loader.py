@@ -38,15 +38,29 @@ def load_transformer(
     trust_remote_code: bool,
     placement: Placement | None = None,
 ) -> PreTrainedModel:
-    auto_class = _AUTO_CLASSES[kind]
     placement = placement or Placement()
+    model = from_pretrained(_AUTO_CLASSES[kind], spec, dtype, device, trust_remote_code, placement)
+    return model.eval() if placement.places_itself else model.to(device).eval()
+
+
+def from_pretrained(
+    auto_class: type,
+    spec: ModelSpec,
+    dtype: torch.dtype,
+    device: torch.device,
+    trust_remote_code: bool,
+    placement: Placement,
+    **extra: object,
+) -> object:
+    """``auto_class.from_pretrained`` with poolrag's errors: what to pass when it cannot load or fit."""
     try:
-        model = auto_class.from_pretrained(
+        return auto_class.from_pretrained(  # type: ignore[attr-defined]
             spec.transformer_path,
             config=spec.hf_config,
             dtype=dtype,
             trust_remote_code=trust_remote_code,
             **placement.from_pretrained_kwargs(device),
+            **extra,
         )
     except ValueError as exc:
         hint = "" if trust_remote_code else " (if the model ships its own code, pass trust_remote_code=True)"
@@ -57,7 +71,6 @@ def load_transformer(
         raise ModelLoadError(
             f"{spec.architecture} does not fit on {device}: pass device_map='auto' or quantization='int8'"
         ) from exc
-    return model.eval() if placement.places_itself else model.to(device).eval()
 
 
 def _activation(path: str) -> nn.Module:
