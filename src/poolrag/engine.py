@@ -25,6 +25,7 @@ from poolrag.errors import DimensionsError, InputTypeError, InvalidInputError, U
 from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.placement import Placement
+from poolrag.models.native_loader import ModelImpl
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -91,6 +92,9 @@ class Engine:
         cpu_fast_mode: opt-in faster CPU inference, ``"bf16"`` (CPUs with AVX512-BF16/AMX) or ``"int8"``
             (dynamic quantisation); its cosine to fp32 on probe texts is logged and kept in
             ``engine.fast_mode_report``. The default is exact fp32.
+        model_impl: ``"auto"`` runs BERT / RoBERTa / XLM-RoBERTa on poolrag's own packed, fused
+            implementation where it is exact and everything else through transformers;
+            ``"native"`` requires the former, ``"transformers"`` forces the latter.
     """
 
     def __init__(
@@ -112,6 +116,7 @@ class Engine:
         device_map: str | dict[str, Any] | None = None,
         quantization: str | None = None,
         cpu_fast_mode: str | None = None,
+        model_impl: ModelImpl = "auto",
     ) -> None:
         self.model_name = str(model)
         self._score_template = load_score_template(score_template) if score_template is not None else None
@@ -129,6 +134,7 @@ class Engine:
             trust_remote_code=trust_remote_code,
             tokenizer_path=tokenizer,
             placement=Placement(device_map, quantization),
+            model_impl=model_impl,
         )
         if task is not None and task not in self.supported_tasks:
             raise UnsupportedTaskError(task, self.supported_tasks)

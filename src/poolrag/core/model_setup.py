@@ -24,6 +24,7 @@ from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.decoder_loader import DECODER_KINDS, DecoderParts, load_decoder
 from poolrag.loading.model_loader import load_projection, load_transformer
 from poolrag.loading.placement import Placement, check_model_fits, input_device
+from poolrag.models.native_loader import ModelImpl, try_load_native
 from poolrag.pooling.decoder_poolers import LastTokenScorePooler, StepRewardPooler
 from poolrag.pooling.heads import (
     ActivationName,
@@ -120,6 +121,7 @@ def build_pipeline(
     trust_remote_code: bool,
     tokenizer_path: str | None = None,
     placement: Placement | None = None,
+    model_impl: ModelImpl = "auto",
 ) -> Pipeline:
     placement = placement or Placement()
     pooler = pooler_override.merged_over(spec.pooler_defaults)
@@ -143,7 +145,9 @@ def build_pipeline(
         decoder = load_decoder(spec, kind, dtype, device, trust_remote_code, placement)
         model = decoder.backbone
     else:
-        model = load_transformer(spec, kind, dtype, device, trust_remote_code, placement)
+        model = try_load_native(spec, kind, dtype, device, placement, model_impl) or load_transformer(
+            spec, kind, dtype, device, trust_remote_code, placement
+        )
     if spec.is_decoder and hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
     pad_id = tokenizer.pad_token_id

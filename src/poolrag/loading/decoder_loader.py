@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -17,7 +18,6 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
-    PreTrainedModel,
 )
 
 from poolrag.config.model_kind import ModelKind
@@ -25,6 +25,9 @@ from poolrag.config.model_spec import ModelSpec
 from poolrag.errors import ModelLoadError
 from poolrag.loading.model_loader import from_pretrained
 from poolrag.loading.placement import Placement
+
+if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (seconds)
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file
@@ -12,13 +13,15 @@ from transformers import (
     AutoModel,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
-    PreTrainedModel,
 )
 
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import DenseSpec, ModelSpec
 from poolrag.errors import ModelLoadError
 from poolrag.loading.placement import Placement
+
+if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (seconds)
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 

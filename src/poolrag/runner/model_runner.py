@@ -5,8 +5,9 @@ Two layouts, same results (the runner checks this on a probe batch before using 
 * **padded**: sequences right-padded (positions stay 0..n-1, exact for encoders and causal
   decoders alike) and unpadded straight after the forward pass;
 * **packed**: all tokens in one row with varlen attention, so no FLOP is spent on padding.
-  Default on CUDA; on CPU the length-sorted, waste-capped batches the batcher plans leave so
-  little padding that packing does not pay (see benchmarks/RESULTS.md), so it is opt-in there.
+  Always for poolrag's native models (:mod:`poolrag.models`, which pad only inside attention);
+  for transformers modules the default on CUDA only: on CPU their jagged attention is slower
+  than the little padding the length-sorted batches leave (see benchmarks/RESULTS.md).
 
 Nothing downstream sees padding either way: the output is always :class:`PackedStates` rows (or
 one logits row per sequence). Results stay on the device; the poolers make the one copy to the
@@ -21,17 +22,21 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import PreTrainedModel
 
 from poolrag.config.model_kind import ModelKind
 from poolrag.loading.cpu_fast_mode import pack_linear_weights
+from poolrag.models.fused_linear import onednn_available
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.batch_inputs import BatchInputs, build_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
 from poolrag.runner.oom import is_out_of_memory, release_cached_memory
 from poolrag.runner.varlen_attention import packed_forward, register
+
+if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (seconds)
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +53,7 @@ class ModelRunner:
         kind: which output to return (hidden states, token logits or sequence logits).
         pad_token_id: id used for padding in the padded layout.
         device: where inputs go (the model's input-embedding device).
-        packing: ``True``/``False`` to force the layout; ``None`` = packed on CUDA only.
+        packing: ``True``/``False`` to force the layout; ``None`` = packed for native models and on CUDA.
         pack_weights: on CPU, pre-pack linear weights for oneDNN once at load (exact fp32).
     """
 
@@ -62,6 +67,7 @@ class ModelRunner:
         pack_weights: bool = True,
     ) -> None:
         self.model = model
+        self._native = bool(getattr(model, "native", False))
         # packed at the start of serving (see ``prepare_for_serving``), so a fast mode can still
         # convert the plain weights after construction
         self._pack_weights = pack_weights and device.type == "cpu"
@@ -83,13 +89,16 @@ class ModelRunner:
         self.oom_token_limit: int | None = None
         self.packed = False
         if packing is None:
-            packing = device.type == "cuda"
+            packing = self._native or device.type == "cuda"
         if packing:
             self.enable_packing()
 
     # -- layouts ------------------------------------------------------------------------------------
     def enable_packing(self) -> bool:
         """Switch to packed batches if this model supports them exactly; returns whether it did."""
+        if self._native:
+            self.packed = True
+            return True
         reason = self._packing_unsupported()
         if reason is None:
             previous = getattr(self.model.config, "_attn_implementation", None)
@@ -106,6 +115,15 @@ class ModelRunner:
             return False
         self.packed = True
         return True
+
+    @property
+    def padding_free(self) -> bool:
+        """No FLOP of the forward pass is spent on padding, so batches need no padding cap.
+
+        False for native models on the CPU: they run attention over a padded block, so mixing a
+        query with a long passage in one batch still costs attention FLOPs there.
+        """
+        return self.packed and not (self._native and self.device.type == "cpu")
 
     def _packing_unsupported(self) -> str | None:
         if self.kind not in _PACKABLE_KINDS:
@@ -211,8 +229,12 @@ class ModelRunner:
         if self._serving:
             return
         self._serving = True
-        if self._pack_weights:
+        if not self._pack_weights:
+            return
+        if not self._native:
             self.model = pack_linear_weights(self.model)  # type: ignore[assignment]
+        elif onednn_available(next(self.model.parameters()).dtype):
+            self.model.pack_weights()  # type: ignore[operator]
 
     def replace_model(self, transform: Callable[[torch.nn.Module], torch.nn.Module]) -> None:
         """Apply ``transform`` (e.g. a fast CPU mode) to the model, before serving starts."""

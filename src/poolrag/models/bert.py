@@ -1,0 +1,213 @@
+"""BERT, RoBERTa and XLM-RoBERTa encoders on packed rows, with their classification heads.
+
+The three share one layer layout (post-norm, GELU feed-forward, absolute positions); RoBERTa only
+numbers positions from ``pad_token_id + 1``, which the runner's position ids already do. Query,
+key and value are one ``[3H, H]`` matmul; the attention output and feed-forward matmuls add the
+residual inside the kernel, the up-projection applies GELU inside it (see :mod:`fused_linear`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from poolrag.config.model_kind import ModelKind
+from poolrag.models.fused_linear import FusedLinear
+from poolrag.models.packed_attention import AttentionLayout, packed_self_attention
+
+MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+
+
+@dataclass(slots=True)
+class NativeOutput:
+    """The two fields the runner reads from a transformers output."""
+
+    last_hidden_state: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+
+
+def _embedding(rows: int, width: int) -> nn.Embedding:
+    # an uninitialised table: the checkpoint fills it, and random init on the meta device would
+    # import torch's compiler stack (seconds of cold start) for nothing
+    return nn.Embedding(rows, width, _weight=torch.empty(rows, width))
+
+
+class Embeddings(nn.Module):
+    def __init__(self, cfg: Any) -> None:
+        super().__init__()
+        self.word = _embedding(cfg.vocab_size, cfg.hidden_size)
+        self.position = _embedding(cfg.max_position_embeddings, cfg.hidden_size)
+        self.token_type = _embedding(max(int(cfg.type_vocab_size), 1), cfg.hidden_size)
+        self.norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+
+    def forward(
+        self, ids: torch.Tensor, positions: torch.Tensor, token_types: torch.Tensor | None
+    ) -> torch.Tensor:
+        x = self.word(ids) + self.position(positions)
+        x = x + (self.token_type.weight[0] if token_types is None else self.token_type(token_types))
+        return self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: Any) -> None:
+        super().__init__()
+        hidden = cfg.hidden_size
+        self.heads = int(cfg.num_attention_heads)
+        self.qkv = FusedLinear(hidden, 3 * hidden)
+        self.attn_out = FusedLinear(hidden, hidden)
+        self.attn_norm = nn.LayerNorm(hidden, eps=cfg.layer_norm_eps)
+        self.up = FusedLinear(hidden, cfg.intermediate_size, "gelu")
+        self.down = FusedLinear(cfg.intermediate_size, hidden)
+        self.ffn_norm = nn.LayerNorm(hidden, eps=cfg.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor, layout: AttentionLayout) -> torch.Tensor:
+        context = packed_self_attention(self.qkv(x), layout, self.heads)
+        x = self.attn_norm(self.attn_out(context, residual=x))
+        return self.ffn_norm(self.down(self.up(x), residual=x))
+
+
+class FirstTokenClassifier(nn.Module):
+    """``out(tanh(dense(first token)))``: BERT's pooler + classifier, RoBERTa's classification head."""
+
+    def __init__(self, hidden: int, labels: int) -> None:
+        super().__init__()
+        self.dense = FusedLinear(hidden, hidden)
+        self.out = nn.Linear(hidden, labels)
+
+    def forward(self, first_tokens: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.dense(first_tokens)))
+
+
+class BertFamilyModel(nn.Module):
+    """Backbone plus the head ``kind`` needs. Takes the runner's packed or padded keyword arguments."""
+
+    native = True  # the runner packs every batch for it and lets it pack its own weights
+
+    def __init__(self, cfg: Any, kind: ModelKind) -> None:
+        super().__init__()
+        self.config = cfg
+        self.kind = kind
+        self.embeddings = Embeddings(cfg)
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.head: nn.Module | None = None
+        if kind is ModelKind.SEQUENCE_CLASSIFIER:
+            self.head = FirstTokenClassifier(cfg.hidden_size, cfg.num_labels)
+        elif kind is ModelKind.TOKEN_CLASSIFIER:
+            self.head = nn.Linear(cfg.hidden_size, cfg.num_labels)
+        self._position_offset = int(cfg.pad_token_id or 0) + 1 if cfg.model_type != "bert" else 0
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word
+
+    def pack_weights(self) -> int:
+        """Reorder every matmul weight for oneDNN (CPU); returns how many were packed."""
+        return sum(m.pack() for m in self.modules() if isinstance(m, FusedLinear))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cu_seq_lens_q: torch.Tensor | None = None,
+        max_length_q: int | None = None,
+        **_: Any,
+    ) -> NativeOutput:
+        shape = input_ids.shape
+        if cu_seq_lens_q is not None:  # packed: one row of all tokens
+            layout = AttentionLayout.from_lengths(cu_seq_lens_q.diff(), max_length_q)
+            first = cu_seq_lens_q[:-1].to(torch.int64)
+        else:  # padded [B, W], positions 0..W-1 (+ offset)
+            if attention_mask is None:
+                attention_mask = torch.ones_like(input_ids)
+            layout = AttentionLayout.from_mask(attention_mask)
+            if position_ids is None:
+                position_ids = torch.arange(shape[1], device=input_ids.device).expand(shape)
+                position_ids = position_ids + self._position_offset
+            first = torch.arange(0, shape.numel(), shape[1], device=input_ids.device)
+        assert position_ids is not None, "packed batches carry their position ids"
+        types = None if token_type_ids is None else token_type_ids.reshape(-1)
+        x = self.embeddings(input_ids.reshape(-1), position_ids.reshape(-1), types)
+        for layer in self.layers:
+            x = layer(x, layout)
+        if self.kind is ModelKind.SEQUENCE_CLASSIFIER:
+            assert self.head is not None
+            return NativeOutput(logits=self.head(x.index_select(0, first)))
+        if self.kind is ModelKind.TOKEN_CLASSIFIER:
+            assert self.head is not None
+            return NativeOutput(logits=self.head(x).view(*shape, -1))
+        return NativeOutput(last_hidden_state=x.view(*shape, -1))
+
+
+# -- checkpoint names → ours --------------------------------------------------------------------------
+_PREFIXES = ("bert.", "roberta.", "model.")
+_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.+)$")
+_LAYER_NAMES = {
+    "attention.output.dense": "attn_out.linear",
+    "attention.output.LayerNorm": "attn_norm",
+    "intermediate.dense": "up.linear",
+    "output.dense": "down.linear",
+    "output.LayerNorm": "ffn_norm",
+}
+_TOP_NAMES = {
+    "embeddings.word_embeddings": "embeddings.word",
+    "embeddings.position_embeddings": "embeddings.position",
+    "embeddings.token_type_embeddings": "embeddings.token_type",
+    "embeddings.LayerNorm": "embeddings.norm",
+}
+_HEAD_NAMES = {
+    ModelKind.SEQUENCE_CLASSIFIER: {
+        "pooler.dense": "head.dense.linear",  # BERT
+        "classifier.dense": "head.dense.linear",  # RoBERTa
+        "classifier.out_proj": "head.out",
+        "classifier": "head.out",
+    },
+    ModelKind.TOKEN_CLASSIFIER: {"classifier": "head"},
+}
+_QKV = re.compile(r"^attention\.self\.(query|key|value)\.(weight|bias)$")
+
+
+def _split_param(name: str) -> tuple[str, str]:
+    module, _, param = name.rpartition(".")
+    return module, {"gamma": "weight", "beta": "bias"}.get(param, param)
+
+
+def convert_checkpoint(raw: Mapping[str, torch.Tensor], kind: ModelKind) -> dict[str, torch.Tensor]:
+    """A transformers BERT/RoBERTa state dict → this module's names (query/key/value fused)."""
+    out: dict[str, torch.Tensor] = {}
+    qkv: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
+    head_names = _HEAD_NAMES.get(kind, {})
+    for key, tensor in raw.items():
+        name = key
+        head_module, head_param = _split_param(name)
+        if head_module in head_names:
+            out[f"{head_names[head_module]}.{head_param}"] = tensor
+            continue
+        for prefix in _PREFIXES:
+            if name.startswith(prefix):
+                name = name[len(prefix) :]
+                break
+        module, param = _split_param(name)
+        if module in _TOP_NAMES:
+            out[f"{_TOP_NAMES[module]}.{param}"] = tensor
+        elif module in head_names:
+            out[f"{head_names[module]}.{param}"] = tensor
+        elif (match := _LAYER.match(f"{module}.{param}")) is not None:
+            index, rest = match.groups()
+            if (fused := _QKV.match(rest)) is not None:
+                qkv.setdefault((index, fused.group(2)), {})[fused.group(1)] = tensor
+                continue
+            inner, param = rest.rsplit(".", 1)
+            if inner in _LAYER_NAMES:
+                out[f"layers.{index}.{_LAYER_NAMES[inner]}.{param}"] = tensor
+    for (index, param), parts in qkv.items():
+        if len(parts) == 3:
+            out[f"layers.{index}.qkv.linear.{param}"] = torch.cat(
+                [parts["query"], parts["key"], parts["value"]]
+            )
+    return out

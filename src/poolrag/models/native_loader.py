@@ -1,0 +1,102 @@
+"""Decide whether a model runs on poolrag's own implementation, and load it from safetensors.
+
+``model_impl="auto"`` (the default) takes the native path only where it is exact: a supported
+family, GELU (erf), absolute positions, no remote code, weights in safetensors, every tensor
+the module needs present. Anything else returns a reason and the caller loads through
+transformers, as vLLM's ``model_impl`` does. ``"native"`` turns that reason into an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Literal
+
+import torch
+from safetensors.torch import load_file
+
+from poolrag.config.model_kind import ModelKind
+from poolrag.config.model_spec import ModelSpec
+from poolrag.errors import ModelLoadError
+from poolrag.loading.placement import Placement
+from poolrag.models.bert import MODEL_TYPES, BertFamilyModel, convert_checkpoint
+
+logger = logging.getLogger(__name__)
+
+ModelImpl = Literal["auto", "native", "transformers"]
+MODEL_IMPLS = ("auto", "native", "transformers")
+_KINDS = (ModelKind.EMBEDDING, ModelKind.COLBERT, ModelKind.SEQUENCE_CLASSIFIER, ModelKind.TOKEN_CLASSIFIER)
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.safetensors"))
+
+
+def unsupported_reason(spec: ModelSpec, kind: ModelKind, placement: Placement) -> str | None:
+    """Why the native implementation cannot run this model exactly, or ``None`` when it can."""
+    cfg = spec.hf_config
+    model_type = getattr(cfg, "model_type", "")
+    if model_type not in MODEL_TYPES:
+        return f"no native implementation of {model_type!r} (native: {', '.join(MODEL_TYPES)})"
+    if kind not in _KINDS:
+        return f"{kind.value} models run through transformers"
+    if getattr(cfg, "auto_map", None):
+        return "the folder ships its own modelling code"
+    if placement.places_itself:
+        return "device_map / quantization place weights through transformers"
+    if getattr(cfg, "hidden_act", None) != "gelu":
+        return f"activation {getattr(cfg, 'hidden_act', None)!r} (native: exact 'gelu')"
+    if getattr(cfg, "position_embedding_type", "absolute") not in (None, "absolute"):
+        return f"position_embedding_type {cfg.position_embedding_type!r}"
+    if getattr(cfg, "is_decoder", False) or getattr(cfg, "add_cross_attention", False):
+        return "decoder / cross-attention configuration"
+    if not _weight_files(spec.transformer_path):
+        return "no safetensors weights"
+    return None
+
+
+def load_native(
+    spec: ModelSpec, kind: ModelKind, dtype: torch.dtype, device: torch.device
+) -> BertFamilyModel:
+    """Build the module on the meta device and assign the checkpoint's tensors (no double allocation)."""
+    raw: dict[str, torch.Tensor] = {}
+    for file in _weight_files(spec.transformer_path):
+        raw.update(load_file(str(file), device=str(device) if device.type != "mps" else "cpu"))
+    state = convert_checkpoint(raw, kind)
+    with torch.device("meta"):
+        model = BertFamilyModel(spec.hf_config, kind)
+    expected = set(model.state_dict())
+    missing = sorted(expected - set(state))
+    if missing:
+        raise ModelLoadError(f"checkpoint lacks {len(missing)} tensors the model needs, e.g. {missing[:3]}")
+    state = {name: state[name].to(device=device, dtype=dtype) for name in expected}
+    try:
+        model.load_state_dict(state, assign=True, strict=True)
+    except RuntimeError as exc:  # shapes that disagree with the config
+        raise ModelLoadError(f"checkpoint does not fit its config: {exc}") from exc
+    return model.eval().requires_grad_(False)
+
+
+def try_load_native(
+    spec: ModelSpec,
+    kind: ModelKind,
+    dtype: torch.dtype,
+    device: torch.device,
+    placement: Placement,
+    model_impl: ModelImpl,
+) -> BertFamilyModel | None:
+    """The native module, or ``None`` when transformers should load the model (``"auto"`` only)."""
+    if model_impl not in MODEL_IMPLS:
+        raise ModelLoadError(f"unknown model_impl {model_impl!r}; use one of {', '.join(MODEL_IMPLS)}")
+    if model_impl == "transformers":
+        return None
+    reason = unsupported_reason(spec, kind, placement)
+    if reason is None:
+        try:
+            return load_native(spec, kind, dtype, device)
+        except ModelLoadError as exc:
+            reason = str(exc)
+    if model_impl == "native":
+        raise ModelLoadError(f"model_impl='native' cannot run {spec.architecture}: {reason}")
+    logger.info("running %s through transformers: %s", spec.architecture, reason)
+    return None

@@ -1,0 +1,103 @@
+"""Bidirectional self-attention over packed rows.
+
+The native models keep every activation as ``[T, H]`` rows of real tokens. Attention is the one
+place that needs sequences: on CUDA in fp16/bf16 PyTorch's flash ``varlen_attn`` reads the packed
+rows directly; elsewhere the rows are scattered into a ``[B, W, ...]`` block (``W`` the longest
+sequence), run through SDPA with a key-padding mask, and gathered back. The batcher sorts by
+length, so that block holds little padding, and only attention ever sees it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(slots=True)
+class AttentionLayout:
+    """Where each packed row sits in the ``[B, W]`` block attention works on."""
+
+    batch: int
+    width: int
+    cu_seqlens: torch.Tensor  # [B + 1] int32 offsets of each sequence's rows
+    rows: torch.Tensor | None  # [T] positions in the flattened block; None when nothing is padded
+    key_mask: torch.Tensor | None  # [B, 1, 1, W] bool, True = attend; None when nothing is masked
+
+    @staticmethod
+    def from_lengths(lengths: torch.Tensor, width: int | None = None) -> AttentionLayout:
+        """Packed rows of sequences with these ``lengths`` (an int tensor on the rows' device)."""
+        lengths = lengths.to(torch.int64)
+        batch = int(lengths.numel())
+        cu = torch.zeros(batch + 1, dtype=torch.int32, device=lengths.device)
+        torch.cumsum(lengths, 0, out=cu[1:])
+        if width is None:
+            width = int(lengths.max())
+        if bool((lengths == width).all()):
+            return AttentionLayout(batch, width, cu, None, None)
+        columns = torch.arange(width, device=lengths.device)
+        keep = columns[None, :] < lengths[:, None]  # [B, W]
+        rows = keep.reshape(-1).nonzero().squeeze(1)
+        return AttentionLayout(batch, width, cu, rows, keep[:, None, None, :])
+
+    @staticmethod
+    def from_mask(attention_mask: torch.Tensor) -> AttentionLayout:
+        """A padded ``[B, W]`` batch run row for row (every position a row), masked by ``attention_mask``."""
+        batch, width = attention_mask.shape
+        keep = attention_mask.bool()
+        cu = torch.arange(0, (batch + 1) * width, width, dtype=torch.int32, device=keep.device)
+        key_mask = None if bool(keep.all()) else keep[:, None, None, :]
+        return AttentionLayout(batch, width, cu, None, key_mask)
+
+    @property
+    def varlen_ok(self) -> bool:
+        """Packed rows with no mask beyond the sequence boundaries (what ``varlen_attn`` expresses)."""
+        return self.key_mask is None or self.rows is not None
+
+
+def cuda_varlen_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu: torch.Tensor,
+    max_len: int,
+    scale: float | None,
+    causal: bool = False,
+) -> torch.Tensor:
+    """PyTorch's flash varlen kernel on ``[T, heads, d]`` rows (CUDA, fp16/bf16)."""
+    from torch.nn.attention.varlen import varlen_attn
+
+    cu32 = cu.to(torch.int32)
+    window = (-1, 0) if causal else (-1, -1)
+    return varlen_attn(
+        q,
+        k,
+        v,
+        cu32,
+        cu32,
+        max_len,
+        max_len,
+        scale=scale,
+        window_size=window,
+        enable_gqa=k.shape[1] != q.shape[1],
+    )
+
+
+def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int) -> torch.Tensor:
+    """``[T, 3H]`` fused query/key/value rows → ``[T, H]`` attention output rows."""
+    rows, width3 = qkv.shape
+    hidden = width3 // 3
+    head_dim = hidden // heads
+    if qkv.is_cuda and qkv.dtype in (torch.float16, torch.bfloat16) and layout.varlen_ok:
+        q, k, v = qkv.view(rows, 3, heads, head_dim).unbind(1)
+        out = cuda_varlen_attention(q, k, v, layout.cu_seqlens, layout.width, None)
+        return out.reshape(rows, hidden)
+    block = qkv
+    if layout.rows is not None:
+        block = qkv.new_zeros(layout.batch * layout.width, width3)
+        block.index_copy_(0, layout.rows, qkv)
+    q, k, v = block.view(layout.batch, layout.width, 3, heads, head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.key_mask)  # [B, heads, W, d]
+    out = out.transpose(1, 2).reshape(layout.batch * layout.width, hidden)
+    return out if layout.rows is None else out.index_select(0, layout.rows)
