@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,21 @@ def minilm_engine(minilm_path: Path):
     from poolrag import Engine
 
     return Engine(minilm_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Callable[..., Path]:
+    """``tiny_model(arch, head=None, num_labels=2, **config)`` → a folder with random weights and the
+    MiniLM tokenizer, built once per combination in a test session."""
+    from tiny_models import build_encoder
+
+    built: dict[tuple[object, ...], Path] = {}
+
+    def make(arch: str, head: str | None = None, num_labels: int = 2, **extra: object) -> Path:
+        key = (arch, head, num_labels, tuple(sorted(extra.items())))
+        if key not in built:
+            dest = tmp_path_factory.mktemp(f"{arch}-{head or 'base'}")
+            built[key] = build_encoder(dest, arch, minilm_path, head=head, num_labels=num_labels, **extra)
+        return built[key]
+
+    return make

@@ -1,4 +1,8 @@
-"""Packed (varlen) batches give the same numbers as padded ones, or are refused for the model."""
+"""Packed (varlen) batches give the same numbers as padded ones, or are refused for the model.
+
+Both implementations are covered: transformers modules (packing through its attention
+interface, probed at load) and poolrag's native encoders (packed always, padded on request).
+"""
 
 from __future__ import annotations
 
@@ -40,17 +44,22 @@ def _padded_and_packed(runner: ModelRunner, batch: list[PoolingRequest]) -> tupl
     return padded.states, packed.states
 
 
-def test_packed_equals_padded_on_minilm(minilm_path: Path) -> None:
-    engine = Engine(minilm_path)
+IMPLS = ("transformers", "native")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_packed_equals_padded_on_minilm(minilm_path: Path, impl: str) -> None:
+    engine = Engine(minilm_path, model_impl=impl)
     padded, packed = _padded_and_packed(engine._pipeline.executor.runner, _requests(engine, TEXTS))
     torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize(("arch", "head"), [("bert", None), ("roberta", None), ("bert", "token")])
 def test_packed_equals_padded_on_tiny_models(
-    tiny_model: Callable[..., Path], arch: str, head: str | None
+    tiny_model: Callable[..., Path], arch: str, head: str | None, impl: str
 ) -> None:
-    engine = Engine(tiny_model(arch, head))
+    engine = Engine(tiny_model(arch, head), model_impl=impl)
     padded, packed = _padded_and_packed(engine._pipeline.executor.runner, _requests(engine, TEXTS))
     torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
 
@@ -58,7 +67,7 @@ def test_packed_equals_padded_on_tiny_models(
 @pytest.mark.parametrize("arch", ENCODER_ARCHS)
 def test_packing_is_exact_or_refused_for_every_encoder(tiny_model: Callable[..., Path], arch: str) -> None:
     """The load-time probe only lets a model run packed when it matches padded."""
-    engine = Engine(tiny_model(arch))
+    engine = Engine(tiny_model(arch), model_impl="transformers")
     runner = engine._pipeline.executor.runner
     batch = _requests(engine, TEXTS)
     padded = runner.forward(batch).tokens
@@ -71,8 +80,8 @@ def test_packing_is_exact_or_refused_for_every_encoder(tiny_model: Callable[...,
 
 
 def test_engine_results_match_with_packing_on(minilm_path: Path) -> None:
-    padded_engine = Engine(minilm_path)
-    packed_engine = Engine(minilm_path)
+    padded_engine = Engine(minilm_path, model_impl="transformers")
+    packed_engine = Engine(minilm_path, model_impl="transformers")
     assert packed_engine._pipeline.executor.runner.enable_packing()
     texts = TEXTS * 3
     torch.testing.assert_close(
@@ -83,16 +92,27 @@ def test_engine_results_match_with_packing_on(minilm_path: Path) -> None:
     )
 
 
-def test_sequence_classifiers_keep_the_padded_layout(tiny_model: Callable[..., Path]) -> None:
+def test_transformers_sequence_classifiers_keep_the_padded_layout(tiny_model: Callable[..., Path]) -> None:
     """Their heads read position 0 of each padded row, which a packed row does not have."""
-    runner = Engine(tiny_model("bert", "sequence"))._pipeline.executor.runner
+    runner = Engine(tiny_model("bert", "sequence"), model_impl="transformers")._pipeline.executor.runner
     assert not runner.enable_packing()
     assert not runner.packed
 
 
+def test_native_sequence_classifiers_run_packed(tiny_model: Callable[..., Path]) -> None:
+    """The native head reads each sequence's first packed row, so cross-encoders pack too."""
+    engine = Engine(tiny_model("bert", "sequence"), model_impl="native")
+    reference = Engine(tiny_model("bert", "sequence"), model_impl="transformers")
+    assert engine._pipeline.executor.runner.packed
+    pairs = [(TEXTS[0], t) for t in TEXTS]
+    got = [o.outputs.probs for o in engine.classify([f"{a} {b}" for a, b in pairs])]
+    want = [o.outputs.probs for o in reference.classify([f"{a} {b}" for a, b in pairs])]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=0, atol=1e-5)
+
+
 def test_requests_with_their_own_attention_pattern_run_padded(minilm_path: Path) -> None:
     """ColBERT query expansion tokens produce rows without being attended to: varlen cannot say that."""
-    engine = Engine(minilm_path)
+    engine = Engine(minilm_path, model_impl="transformers")
     runner = engine._pipeline.executor.runner
     masked = PoolingRequest((101, 2023, 2003, 103, 103, 102), PARAMS, attention=(1, 1, 1, 0, 0, 1))
     plain = _requests(engine, ["plain text"])[0]

@@ -231,10 +231,11 @@ class ModelRunner:
         self._serving = True
         if not self._pack_weights:
             return
-        if not self._native:
+        pack = getattr(self.model, "pack_weights", None)  # native models pack (and fuse) their own
+        if pack is None:
             self.model = pack_linear_weights(self.model)  # type: ignore[assignment]
         elif onednn_available(next(self.model.parameters()).dtype):
-            self.model.pack_weights()  # type: ignore[operator]
+            pack()
 
     def replace_model(self, transform: Callable[[torch.nn.Module], torch.nn.Module]) -> None:
         """Apply ``transform`` (e.g. a fast CPU mode) to the model, before serving starts."""
