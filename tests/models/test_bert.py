@@ -1,0 +1,123 @@
+"""poolrag's native BERT / RoBERTa / XLM-RoBERTa equal transformers' modules.
+
+Each architecture and head is run by both implementations on the same checkpoint, in the packed
+layout the engine uses and in the padded layout (with a ColBERT-style attention mask), with the
+oneDNN-fused CPU weights and with the plain ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from tiny_models import SENTENCES
+
+from poolrag import Engine
+from poolrag.config.model_kind import ModelKind
+from poolrag.models.bert import BertFamilyModel, convert_checkpoint
+from poolrag.models.fused_linear import FusedLinear
+from poolrag.request import PoolingRequest, ResolvedParams
+
+PARAMS = ResolvedParams(task="embed")
+ARCHS = ("bert", "roberta", "xlm-roberta")
+
+
+def _requests(engine: Engine) -> list[PoolingRequest]:
+    return engine._pipeline.processor.texts(list(SENTENCES), PARAMS, None, None)
+
+
+def _engines(folder: Path) -> tuple[Engine, Engine]:
+    return Engine(folder, model_impl="native"), Engine(folder, model_impl="transformers")
+
+
+@pytest.mark.parametrize("head", [None, "token", "sequence"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_native_equals_transformers(tiny_model: Callable[..., Path], arch: str, head: str | None) -> None:
+    native, reference = _engines(tiny_model(arch, head, num_labels=3))
+    assert isinstance(native._pipeline.executor.runner.model, BertFamilyModel)
+    assert not isinstance(reference._pipeline.executor.runner.model, BertFamilyModel)
+    batch = _requests(native)
+    got, want = (
+        native._pipeline.executor.runner.forward(batch),
+        reference._pipeline.executor.runner.forward(batch),
+    )
+    if head == "sequence":
+        assert got.sequences is not None and want.sequences is not None
+        assert got.sequences.shape == (len(SENTENCES), 3)
+        torch.testing.assert_close(got.sequences, want.sequences, rtol=0, atol=1e-5)
+    else:
+        assert got.tokens is not None and want.tokens is not None
+        assert torch.equal(got.tokens.lengths, want.tokens.lengths)
+        torch.testing.assert_close(got.tokens.states, want.tokens.states, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_padded_layout_and_attention_masks_match(tiny_model: Callable[..., Path], arch: str) -> None:
+    """A request with its own attention pattern (ColBERT [MASK] expansion) runs padded, masked alike."""
+    native, reference = _engines(tiny_model(arch))
+    masked = PoolingRequest((101, 2023, 2003, 103, 103, 102), PARAMS, attention=(1, 1, 1, 0, 0, 1))
+    batch = [masked, *_requests(native)]
+    assert not native._pipeline.executor.runner.prepare(batch).packed
+    got = native._pipeline.executor.runner.forward(batch).tokens
+    want = reference._pipeline.executor.runner.forward(batch).tokens
+    assert got is not None and want is not None
+    torch.testing.assert_close(got.states, want.states, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("head", [None, "sequence"])
+def test_fused_cpu_weights_equal_plain_ones(tiny_model: Callable[..., Path], head: str | None) -> None:
+    """The engine packs weights (GELU and residual add inside oneDNN) when serving starts; same numbers."""
+    engine = Engine(tiny_model("bert", head), model_impl="native")
+    runner = engine._pipeline.executor.runner
+    batch = _requests(engine)
+    plain = runner.forward(batch)
+    runner.prepare_for_serving()
+    fused_layers = [m for m in runner.model.modules() if isinstance(m, FusedLinear)]
+    assert fused_layers and all(m.packed_weight is not None for m in fused_layers)
+    fused = runner.forward(batch)
+    got = fused.sequences if head else fused.tokens.states  # type: ignore[union-attr]
+    want = plain.sequences if head else plain.tokens.states  # type: ignore[union-attr]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+
+
+def test_minilm_runs_native_by_default_and_equals_transformers(minilm_path: Path) -> None:
+    native, reference = Engine(minilm_path), Engine(minilm_path, model_impl="transformers")
+    assert isinstance(native._pipeline.executor.runner.model, BertFamilyModel)
+    texts = list(SENTENCES) * 5
+    torch.testing.assert_close(
+        torch.from_numpy(native.embed_array(texts)),
+        torch.from_numpy(reference.embed_array(texts)),
+        rtol=0,
+        atol=1e-5,
+    )
+
+
+def test_legacy_layer_norm_names_load(tiny_model: Callable[..., Path], tmp_path: Path) -> None:
+    """Old BERT checkpoints call LayerNorm parameters gamma/beta and prefix everything with ``bert.``."""
+    source = tiny_model("bert")
+    state = load_file(str(source / "model.safetensors"))
+    renamed = {
+        "bert."
+        + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+        for k, v in state.items()
+    }
+    converted = convert_checkpoint(renamed, ModelKind.EMBEDDING)
+    assert converted.keys() == convert_checkpoint(state, ModelKind.EMBEDDING).keys()
+    for name in converted:
+        assert torch.equal(converted[name], convert_checkpoint(state, ModelKind.EMBEDDING)[name])
+    folder = tmp_path / "legacy"
+    folder.mkdir()
+    for item in source.iterdir():
+        if item.name != "model.safetensors":
+            (folder / item.name).write_bytes(item.read_bytes())
+    save_file(renamed, str(folder / "model.safetensors"))
+    native = Engine(folder, model_impl="native")
+    torch.testing.assert_close(
+        torch.from_numpy(native.embed_array(SENTENCES)),
+        torch.from_numpy(Engine(source, model_impl="transformers").embed_array(SENTENCES)),
+        rtol=0,
+        atol=1e-5,
+    )

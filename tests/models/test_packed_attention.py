@@ -1,0 +1,44 @@
+"""Attention over packed rows equals attention run sequence by sequence."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from poolrag.models.packed_attention import AttentionLayout, packed_self_attention
+
+HEADS, HEAD_DIM = 3, 8
+HIDDEN = HEADS * HEAD_DIM
+
+
+def _per_sequence(qkv: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    outs = []
+    for rows in torch.split(qkv, lengths):
+        q, k, v = rows.view(len(rows), 3, HEADS, HEAD_DIM).permute(1, 2, 0, 3)
+        outs.append(F.scaled_dot_product_attention(q, k, v).transpose(0, 1).reshape(len(rows), HIDDEN))
+    return torch.cat(outs)
+
+
+@pytest.mark.parametrize("lengths", [[3, 7, 1, 7], [5, 5, 5], [1]])
+def test_packed_rows_attend_within_their_sequence(lengths: list[int]) -> None:
+    torch.manual_seed(0)
+    qkv = torch.randn(sum(lengths), 3 * HIDDEN)
+    layout = AttentionLayout.from_lengths(torch.tensor(lengths))
+    assert layout.width == max(lengths) and layout.batch == len(lengths)
+    assert (layout.rows is None) == (len(set(lengths)) == 1)
+    torch.testing.assert_close(
+        packed_self_attention(qkv, layout, HEADS), _per_sequence(qkv, lengths), rtol=0, atol=1e-6
+    )
+
+
+def test_a_padded_batch_masks_keys_only() -> None:
+    """Masked positions still produce rows (ColBERT query expansion) but nobody attends to them."""
+    torch.manual_seed(0)
+    mask = torch.tensor([[1, 1, 0, 1], [1, 1, 1, 1]])
+    qkv = torch.randn(8, 3 * HIDDEN)
+    out = packed_self_attention(qkv, AttentionLayout.from_mask(mask), HEADS)
+    q, k, v = qkv.view(2, 4, 3, HEADS, HEAD_DIM).permute(2, 0, 3, 1, 4)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.bool()[:, None, None, :])
+    torch.testing.assert_close(out, want.transpose(1, 2).reshape(8, HIDDEN), rtol=0, atol=1e-6)
+    assert AttentionLayout.from_mask(torch.ones(2, 4)).key_mask is None
