@@ -10,7 +10,8 @@ which have no build for torch 2.13 and break vLLM's imports). It is started with
 
 vLLM stays loaded in a child process and its passes alternate with poolrag's (median of
 ``--passes`` after a warm-up each), so a change in machine load hits both alike.
-poolrag runs exact fp32 (the default) and ``cpu_fast_mode="bf16"``. The table gives texts/s,
+poolrag runs exact fp32 (the default, native encoder), exact fp32 on transformers' modules
+(``model_impl="transformers"``, for reference) and ``cpu_fast_mode="bf16"``. The table gives texts/s,
 tokens/s, the ratio to vLLM of the same precision, and the agreement of every engine's vectors with
 sentence-transformers fp32 (max |Δ| and min cosine).
 """
@@ -87,27 +88,34 @@ def main() -> None:
     texts = mixed_corpus(args.n)
     st = SentenceTransformer(str(model), device="cpu")
     reference = st.encode(texts, batch_size=32)
-    engines = {"fp32": Engine(model), "bf16": Engine(model, cpu_fast_mode="bf16")}
-    tokens = sum(len(ids) for ids in engines["fp32"].tokenizer(texts)["input_ids"])
+    contenders = {
+        "fp32": {
+            "poolrag fp32 (exact)": Engine(model),
+            "poolrag fp32, transformers modules": Engine(model, model_impl="transformers"),
+        },
+        "bf16": {"poolrag cpu_fast_mode=bf16": Engine(model, cpu_fast_mode="bf16")},
+    }
+    tokens = sum(len(ids) for ids in contenders["fp32"]["poolrag fp32 (exact)"].tokenizer(texts)["input_ids"])
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for precision, dtype in (("fp32", "float32"), ("bf16", "bfloat16")):
-            engine = engines[precision]
+            engines = contenders[precision]
             vllm = VllmProcess(args.vllm_python, model, dtype, args.n, Path(tmp))
             try:
-                # alternate vLLM and poolrag passes so that load changes hit both alike
-                times = interleaved(
-                    {"vllm": vllm.run, "poolrag": lambda e=engine: e.embed_array(texts)}, args.passes
-                )
+                # alternate vLLM and poolrag passes so that load changes hit all alike
+                runs = {"vllm": vllm.run} | {
+                    label: (lambda e=engine: e.embed_array(texts)) for label, engine in engines.items()
+                }
+                times = interleaved(runs, args.passes)
             finally:
                 vllm.close()
             delta, cos = agreement(vllm.vectors, reference)
             rows.append([f"vLLM-CPU {precision}", args.n, vllm.info["tokens"], args.n / times["vllm"],
                          vllm.info["tokens"] / times["vllm"], 1.0, delta, cos])  # fmt: skip
-            delta, cos = agreement(engine.embed_array(texts), reference)
-            label = "poolrag fp32 (exact)" if precision == "fp32" else "poolrag cpu_fast_mode=bf16"
-            rows.append([label, args.n, tokens, args.n / times["poolrag"], tokens / times["poolrag"],
-                         times["vllm"] / times["poolrag"], delta, cos])  # fmt: skip
+            for label, engine in engines.items():
+                delta, cos = agreement(engine.embed_array(texts), reference)
+                rows.append([label, args.n, tokens, args.n / times[label], tokens / times[label],
+                             times["vllm"] / times[label], delta, cos])  # fmt: skip
             print(
                 f"vLLM {dtype}: load + first vector {vllm.info['load_and_first_vector_s']:.1f} s", flush=True
             )

@@ -54,6 +54,33 @@ def test_packed_batches_count_real_tokens_and_ignore_padding() -> None:
         assert sum(lengths[i] for i in batch) <= 600
 
 
+def _attention_waste(lengths: list[int], batch: list[int], hidden: int) -> float:
+    width = max(lengths[i] for i in batch)
+    squares = sum(lengths[i] ** 2 for i in batch)
+    useful = 6 * hidden * sum(lengths[i] for i in batch) + squares
+    return (len(batch) * width * width - squares) / useful
+
+
+def test_attention_only_padding_keeps_short_texts_of_different_lengths_together() -> None:
+    """Native CPU encoders pad only inside attention: 4..12-token queries cost nothing to mix."""
+    lengths = [4 + i % 9 for i in range(300)]
+    batcher = TokenBudgetBatcher(max_batch_tokens=16384)
+    assert len(batcher.plan(lengths)) > 1  # the padded layout cuts at every few lengths
+    assert batcher.plan(lengths, attention_hidden_size=384) == [sorted(range(300), key=lambda i: -lengths[i])]
+
+
+def test_attention_only_padding_caps_wasted_attention_flops() -> None:
+    # with a tiny hidden size attention dominates, so a long passage must not pad 40 queries
+    lengths = [500] + [10] * 40 + _mixed_lengths(200)
+    batches = TokenBudgetBatcher(max_batch_tokens=4096, max_padding=0.1).plan(
+        lengths, attention_hidden_size=8
+    )
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for batch in batches:
+        assert sum(lengths[i] for i in batch) <= 4096 or len(batch) == 1
+        assert len(batch) == 1 or _attention_waste(lengths, batch, 8) <= 0.1
+
+
 def test_an_item_over_budget_gets_a_batch_of_its_own() -> None:
     batches = TokenBudgetBatcher(max_batch_tokens=100).plan([300, 20, 20])
     assert batches[0] == [0]

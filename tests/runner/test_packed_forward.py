@@ -123,3 +123,12 @@ def test_requests_with_their_own_attention_pattern_run_padded(minilm_path: Path)
     again = runner.forward([masked, plain]).tokens
     assert reference is not None and again is not None
     assert torch.equal(reference.states, again.states)
+
+
+def test_the_batcher_is_told_how_padding_costs(tiny_model: Callable[..., Path]) -> None:
+    """Padded layout: every padded token costs; native on CPU: only attention pays for padding."""
+    native = Engine(tiny_model("bert"), model_impl="native")._pipeline.executor.runner
+    assert native.packed and not native.padding_free and native.attention_hidden_size == 32
+    padded = Engine(tiny_model("bert"), model_impl="transformers")._pipeline.executor.runner
+    assert not padded.packed and not padded.padding_free and padded.attention_hidden_size is None
+    assert padded.enable_packing() and padded.padding_free  # varlen attention: no padding anywhere

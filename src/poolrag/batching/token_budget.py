@@ -6,6 +6,11 @@ keeps padding small; a cap on the padding share of a batch keeps it small even w
 texts of very different lengths are queued together (a query next to a 500-token passage): it is
 cheaper to run two small batches than to pad the query to 500 tokens. A packed batch has no
 padding, so its budget counts real tokens and the cap does not apply.
+
+A third layout sits between the two: packed rows whose attention runs over a padded block (the
+native encoders on a CPU). There padding costs only attention FLOPs, ``W² - l²`` per row against
+``~6·hidden·l + l²`` of useful work, so the cap is on that share instead: short texts of
+different lengths then share one large batch (big matmuls) instead of being cut into many.
 """
 
 from __future__ import annotations
@@ -36,9 +41,20 @@ class TokenBudgetBatcher:
         self.max_padding = max_padding
 
     def plan(
-        self, lengths: Sequence[int], *, packed: bool = False, max_batch_tokens: int | None = None
+        self,
+        lengths: Sequence[int],
+        *,
+        packed: bool = False,
+        max_batch_tokens: int | None = None,
+        attention_hidden_size: int | None = None,
     ) -> list[list[int]]:
-        """Indices grouped into batches, longest first (one over-budget item gets a batch alone)."""
+        """Indices grouped into batches, longest first (one over-budget item gets a batch alone).
+
+        ``attention_hidden_size``: packed rows with padded attention (see the module docstring);
+        the budget counts real tokens and the cap applies to attention's wasted FLOPs.
+        """
+        if attention_hidden_size is not None:
+            return self._plan_padded_attention(lengths, max_batch_tokens, attention_hidden_size)
         budget = max_batch_tokens or self.max_batch_tokens
         order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
         batches: list[list[int]] = []
@@ -57,6 +73,31 @@ class TokenBudgetBatcher:
             current.append(i)
             width = max(width, n)
             real += n
+        if current:
+            batches.append(current)
+        return batches
+
+    def _plan_padded_attention(
+        self, lengths: Sequence[int], max_batch_tokens: int | None, hidden: int
+    ) -> list[list[int]]:
+        budget = max_batch_tokens or self.max_batch_tokens
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
+        batches: list[list[int]] = []
+        current: list[int] = []
+        width = real = squares = 0
+        for i in order:
+            n = lengths[i]
+            if current:
+                rows = len(current) + 1
+                wasted = rows * width * width - squares - n * n
+                useful = 6 * hidden * (real + n) + squares + n * n
+                if real + n > budget or rows > self.max_batch_size or wasted > self.max_padding * useful:
+                    batches.append(current)
+                    current, width, real, squares = [], 0, 0, 0
+            current.append(i)
+            width = max(width, n)
+            real += n
+            squares += n * n
         if current:
             batches.append(current)
         return batches

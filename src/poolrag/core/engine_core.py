@@ -263,7 +263,12 @@ class EngineCore:
         if not window:
             return []
         lengths = [u.request.num_tokens for u in window]
-        plan = self.batcher.plan(lengths, packed=self.runner.padding_free, max_batch_tokens=budget)
+        plan = self.batcher.plan(
+            lengths,
+            packed=self.runner.padding_free,
+            max_batch_tokens=budget,
+            attention_hidden_size=self.runner.attention_hidden_size,
+        )
         chosen = next(b for b in plan if 0 in b)  # the batch holding the oldest request
         units = [window[i] for i in chosen]
         for unit in units:

@@ -118,12 +118,19 @@ class ModelRunner:
 
     @property
     def padding_free(self) -> bool:
-        """No FLOP of the forward pass is spent on padding, so batches need no padding cap.
+        """No FLOP of the forward pass is spent on padding, so batches need no padding cap."""
+        return self.packed and self.attention_hidden_size is None
 
-        False for native models on the CPU: they run attention over a padded block, so mixing a
-        query with a long passage in one batch still costs attention FLOPs there.
-        """
-        return self.packed and not (self._native and self.device.type == "cpu")
+    @property
+    def attention_hidden_size(self) -> int | None:
+        """Hidden size when only attention pads (native models off CUDA's half-precision varlen
+        kernel), for the batcher's cap on wasted attention FLOPs."""
+        if not (self.packed and self._native):
+            return None
+        dtype = next(self.model.parameters()).dtype
+        if self.device.type == "cuda" and dtype in (torch.float16, torch.bfloat16):
+            return None
+        return int(self.model.config.hidden_size)
 
     def _packing_unsupported(self) -> str | None:
         if self.kind not in _PACKABLE_KINDS:
