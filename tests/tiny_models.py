@@ -31,7 +31,7 @@ SENTENCES = [
 
 
 def _config(arch: str, **extra: object) -> transformers.PretrainedConfig:
-    common = dict(vocab_size=30522, pad_token_id=0, **extra)
+    common = {"vocab_size": 30522, "pad_token_id": 0} | extra
     if arch == "distilbert":
         return transformers.DistilBertConfig(dim=HIDDEN, n_layers=2, n_heads=2, hidden_dim=37, **common)
     if arch == "modernbert":
@@ -78,6 +78,7 @@ def build_encoder(
     head: str | None = None,
     num_labels: int = 2,
     seed: int = 0,
+    shard_size: str = "5GB",
     **config_extra: object,
 ) -> Path:
     """Save a tiny ``arch`` model (bare backbone, or with a ``"sequence"``/``"token"`` head)."""
@@ -94,9 +95,21 @@ def build_encoder(
             "token": transformers.AutoModelForTokenClassification,
         }[head]
         model = auto.from_config(config)
-    model.eval().save_pretrained(dest)
+    _randomise_biases_and_norms(model)
+    model.eval().save_pretrained(dest, max_shard_size=shard_size)
     copy_tokenizer(tokenizer_src, dest)
     return dest
+
+
+def _randomise_biases_and_norms(model: torch.nn.Module) -> None:
+    """transformers initialises biases to 0 and norms to 1/0: a reimplementation that swapped or
+    dropped them would still agree. Random values make every parameter count."""
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                param.normal_(0.0, 0.1)
+            elif "norm" in name.lower() and name.endswith("weight"):
+                param.normal_(1.0, 0.1)
 
 
 def write_sentence_transformers(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -118,6 +119,72 @@ def test_legacy_layer_norm_names_load(tiny_model: Callable[..., Path], tmp_path:
     torch.testing.assert_close(
         torch.from_numpy(native.embed_array(SENTENCES)),
         torch.from_numpy(Engine(source, model_impl="transformers").embed_array(SENTENCES)),
+        rtol=0,
+        atol=1e-5,
+    )
+
+
+def test_roberta_as_it_ships(tiny_model: Callable[..., Path]) -> None:
+    """pad_token_id=1 (positions start at 2), one token type, no token_type_ids from the caller."""
+    folder = tiny_model("roberta", "sequence", type_vocab_size=1, pad_token_id=1)
+    native, reference = _engines(folder)
+    texts = list(SENTENCES)
+    got = torch.tensor(np.stack([o.outputs.probs for o in native.classify(texts)]))
+    want = torch.tensor(np.stack([o.outputs.probs for o in reference.classify(texts)]))
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    model = native._pipeline.executor.runner.model
+    ids = torch.tensor([[0, 2023, 232, 2]])
+    with torch.inference_mode():
+        implicit = model(ids, attention_mask=torch.ones_like(ids)).logits
+        explicit = model(
+            ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids)
+        ).logits
+    torch.testing.assert_close(implicit, explicit, rtol=0, atol=0)
+
+
+def test_an_unused_roberta_pooler_is_ignored_as_transformers_does(
+    tiny_model: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Old RoBERTa classifiers still carry ``roberta.pooler``; their head is ``classifier.dense``."""
+    source = tiny_model("roberta", "sequence")
+    folder = tmp_path / "with-pooler"
+    folder.mkdir()
+    for item in source.iterdir():
+        (folder / item.name).write_bytes(item.read_bytes())
+    state = load_file(str(source / "model.safetensors"))
+    state["roberta.pooler.dense.weight"] = torch.randn(32, 32)
+    state["roberta.pooler.dense.bias"] = torch.randn(32)
+    save_file(state, str(folder / "model.safetensors"))
+    native, reference = _engines(folder)
+    got = np.stack([o.outputs.probs for o in native.classify(list(SENTENCES))])
+    want = np.stack([o.outputs.probs for o in reference.classify(list(SENTENCES))])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+
+
+def test_two_tensors_for_one_parameter_are_refused() -> None:
+    weight = torch.zeros(2, 32)
+    with pytest.raises(ValueError, match=r"two checkpoint tensors map to head\.out\.weight"):
+        convert_checkpoint(
+            {"classifier.weight": weight, "bert.classifier.weight": weight}, ModelKind.SEQUENCE_CLASSIFIER
+        )
+
+
+def test_bf16_on_cpu_is_close_to_transformers_bf16(tiny_model: Callable[..., Path]) -> None:
+    folder = tiny_model("bert")
+    native = Engine(folder, model_impl="native", dtype="bfloat16")
+    reference = Engine(folder, model_impl="transformers", dtype="bfloat16")
+    got, want = native.embed_array(SENTENCES), reference.embed_array(SENTENCES)
+    cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert cosine.min() > 0.999
+
+
+def test_sharded_checkpoints_load(tiny_model: Callable[..., Path]) -> None:
+    sharded = tiny_model("bert", shard_size="500KB")
+    assert (sharded / "model.safetensors.index.json").is_file()
+    native = Engine(sharded, model_impl="native")
+    torch.testing.assert_close(
+        torch.from_numpy(native.embed_array(SENTENCES)),
+        torch.from_numpy(Engine(sharded, model_impl="transformers").embed_array(SENTENCES)),
         rtol=0,
         atol=1e-5,
     )

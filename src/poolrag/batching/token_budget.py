@@ -16,8 +16,16 @@ different lengths then share one large batch (big matmuls) instead of being cut 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
 
 from poolrag.errors import InvalidInputError
+
+
+def default_batch_tokens(device: torch.device) -> int:
+    """Tokens per forward pass: big on GPUs (fill the device), small on CPUs (stay in cache)."""
+    return 16384 if device.type == "cuda" else 4096
 
 
 class TokenBudgetBatcher:
@@ -26,7 +34,8 @@ class TokenBudgetBatcher:
     Args:
         max_batch_tokens: tokens of one forward pass (padded rows × width, or real tokens when packed).
         max_batch_size: sequences of one forward pass.
-        max_padding: largest share of padding tokens a padded batch may hold (0.10 = 10%).
+        max_padding: largest share of a batch's work that padding may waste (0.10 = 10%): padded
+            tokens for the padded layout, attention FLOPs when only attention pads.
     """
 
     def __init__(
@@ -50,54 +59,50 @@ class TokenBudgetBatcher:
     ) -> list[list[int]]:
         """Indices grouped into batches, longest first (one over-budget item gets a batch alone).
 
+        ``packed``: no padding anywhere, the budget counts real tokens and nothing is capped.
         ``attention_hidden_size``: packed rows with padded attention (see the module docstring);
         the budget counts real tokens and the cap applies to attention's wasted FLOPs.
         """
-        if attention_hidden_size is not None:
-            return self._plan_padded_attention(lengths, max_batch_tokens, attention_hidden_size)
         budget = max_batch_tokens or self.max_batch_tokens
         order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
         batches: list[list[int]] = []
-        current: list[int] = []
-        width = 0  # longest row of the current batch (the first, as rows come longest first)
-        real = 0  # real tokens of the current batch
+        current = _Batch()
         for i in order:
             n = lengths[i]
-            if current:
-                rows = len(current) + 1
-                size = real + n if packed else width * rows
-                too_padded = not packed and (width * rows - real - n) > self.max_padding * width * rows
-                if size > budget or rows > self.max_batch_size or too_padded:
-                    batches.append(current)
-                    current, width, real = [], 0, 0
-            current.append(i)
-            width = max(width, n)
-            real += n
-        if current:
-            batches.append(current)
+            if current.indices and self._overflows(current, n, budget, packed, attention_hidden_size):
+                batches.append(current.indices)
+                current = _Batch()
+            current.add(i, n)
+        if current.indices:
+            batches.append(current.indices)
         return batches
 
-    def _plan_padded_attention(
-        self, lengths: Sequence[int], max_batch_tokens: int | None, hidden: int
-    ) -> list[list[int]]:
-        budget = max_batch_tokens or self.max_batch_tokens
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
-        batches: list[list[int]] = []
-        current: list[int] = []
-        width = real = squares = 0
-        for i in order:
-            n = lengths[i]
-            if current:
-                rows = len(current) + 1
-                wasted = rows * width * width - squares - n * n
-                useful = 6 * hidden * (real + n) + squares + n * n
-                if real + n > budget or rows > self.max_batch_size or wasted > self.max_padding * useful:
-                    batches.append(current)
-                    current, width, real, squares = [], 0, 0, 0
-            current.append(i)
-            width = max(width, n)
-            real += n
-            squares += n * n
-        if current:
-            batches.append(current)
-        return batches
+    def _overflows(self, batch: _Batch, n: int, budget: int, packed: bool, hidden: int | None) -> bool:
+        """Would one more row of ``n`` tokens break the budget, the size limit or the padding cap?"""
+        rows = len(batch.indices) + 1
+        width, real, squares = max(batch.width, n), batch.real + n, batch.squares + n * n
+        if rows > self.max_batch_size:
+            return True
+        if hidden is not None:  # attention FLOPs on padding over useful work (~6·hidden·l + l²)
+            wasted = (rows * width * width - squares) / (6 * hidden * real + squares)
+            return real > budget or wasted > self.max_padding
+        if packed:
+            return real > budget
+        padded = rows * width
+        return padded > budget or padded - real > self.max_padding * padded
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Running totals of the batch being planned."""
+
+    indices: list[int] = field(default_factory=list)
+    width: int = 0
+    real: int = 0
+    squares: int = 0
+
+    def add(self, index: int, n: int) -> None:
+        self.indices.append(index)
+        self.width = max(self.width, n)
+        self.real += n
+        self.squares += n * n

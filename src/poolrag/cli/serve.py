@@ -80,7 +80,10 @@ def register(subparsers: Any) -> None:
     eng.add_argument("--device", help="cuda, cpu, ... (default: auto)")
     eng.add_argument("--max-model-len", type=_positive_int, help="token limit per input")
     eng.add_argument(
-        "--max-batch-tokens", type=_positive_int, default=16384, help="padded tokens per forward pass"
+        "--max-batch-tokens",
+        type=_positive_int,
+        default=None,
+        help="tokens per forward pass (default: 16384 on CUDA, 4096 on CPU)",
     )
     eng.add_argument(
         "--trust-remote-code", action="store_true", help="allow model folders with their own code"

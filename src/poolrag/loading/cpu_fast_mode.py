@@ -48,9 +48,15 @@ def cpu_flags() -> frozenset[str]:
 
 
 def has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX-BF16: bf16 matmuls run at (at least) twice the fp32 rate."""
+    """AVX512-BF16 or AMX-BF16: the CPU computes bf16 dot products natively."""
     flags = cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def bf16_beats_fp32() -> bool:
+    """Only AMX makes oneDNN's bf16 matmuls faster than fp32: with AVX512-BF16 alone they measured
+    0.5-0.8x the fp32 rate (benchmarks/RESULTS.md)."""
+    return "amx_bf16" in cpu_flags()
 
 
 class PackedLinear(nn.Module):
@@ -165,6 +171,8 @@ def enable_cpu_fast_mode(runner: object, mode: str, probe: Sequence[PoolingReque
     )
     if not native:
         logger.warning("cpu_fast_mode=%r: this CPU lacks native support, it may be slower than fp32", mode)
+    elif mode == "bf16" and not bf16_beats_fp32():
+        logger.warning("cpu_fast_mode='bf16' without AMX: bf16 matmuls run slower than fp32 on this CPU")
     reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
     runner.replace_model(lambda model: convert_for_fast_mode(model, mode))  # type: ignore[attr-defined]
     fast = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]

@@ -1,7 +1,8 @@
 """BERT, RoBERTa and XLM-RoBERTa encoders on packed rows, with their classification heads.
 
 The three share one layer layout (post-norm, GELU feed-forward, absolute positions); RoBERTa only
-numbers positions from ``pad_token_id + 1``, which the runner's position ids already do. Query,
+numbers positions from ``pad_token_id + 1`` (packed rows get them from the runner, padded rows here)
+and classifies with its own head instead of BERT's pooler. Query,
 key and value are one ``[3H, H]`` matmul; the attention output and feed-forward matmuls add the
 residual inside the kernel, the up-projection applies GELU inside it (see :mod:`fused_linear`).
 """
@@ -99,7 +100,9 @@ class BertFamilyModel(nn.Module):
             self.head = FirstTokenClassifier(cfg.hidden_size, cfg.num_labels)
         elif kind is ModelKind.TOKEN_CLASSIFIER:
             self.head = nn.Linear(cfg.hidden_size, cfg.num_labels)
-        self._position_offset = int(cfg.pad_token_id or 0) + 1 if cfg.model_type != "bert" else 0
+        # RoBERTa numbers positions from padding_idx + 1 (the runner does the same for packed rows)
+        pad = getattr(cfg, "pad_token_id", None)
+        self._position_offset = 0 if cfg.model_type == "bert" else (1 if pad is None else int(pad)) + 1
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings.word
@@ -160,14 +163,11 @@ _TOP_NAMES = {
     "embeddings.token_type_embeddings": "embeddings.token_type",
     "embeddings.LayerNorm": "embeddings.norm",
 }
-_HEAD_NAMES = {
-    ModelKind.SEQUENCE_CLASSIFIER: {
-        "pooler.dense": "head.dense.linear",  # BERT
-        "classifier.dense": "head.dense.linear",  # RoBERTa
-        "classifier.out_proj": "head.out",
-        "classifier": "head.out",
-    },
-    ModelKind.TOKEN_CLASSIFIER: {"classifier": "head"},
+_SEQUENCE_HEADS = {
+    # BERT: the pooler (dense + tanh on [CLS]) feeds the classifier
+    "bert": {"pooler.dense": "head.dense.linear", "classifier": "head.out"},
+    # RoBERTa family: its own classification head; an old checkpoint's pooler is unused, as in transformers
+    "roberta": {"classifier.dense": "head.dense.linear", "classifier.out_proj": "head.out"},
 }
 _QKV = re.compile(r"^attention\.self\.(query|key|value)\.(weight|bias)$")
 
@@ -177,16 +177,31 @@ def _split_param(name: str) -> tuple[str, str]:
     return module, {"gamma": "weight", "beta": "bias"}.get(param, param)
 
 
-def convert_checkpoint(raw: Mapping[str, torch.Tensor], kind: ModelKind) -> dict[str, torch.Tensor]:
-    """A transformers BERT/RoBERTa state dict → this module's names (query/key/value fused)."""
-    out: dict[str, torch.Tensor] = {}
+def head_names(model_type: str, kind: ModelKind) -> dict[str, str]:
+    """Checkpoint module names of ``kind``'s head → ours."""
+    if kind is ModelKind.SEQUENCE_CLASSIFIER:
+        return _SEQUENCE_HEADS["bert" if model_type == "bert" else "roberta"]
+    if kind is ModelKind.TOKEN_CLASSIFIER:
+        return {"classifier": "head"}
+    return {}
+
+
+def convert_checkpoint(
+    raw: Mapping[str, torch.Tensor], kind: ModelKind, model_type: str = "bert"
+) -> dict[str, torch.Tensor]:
+    """A transformers BERT/RoBERTa state dict → this module's names (query/key/value fused).
+
+    Raises ``ValueError`` when two checkpoint tensors would land on one parameter: silently keeping
+    either would give wrong outputs.
+    """
+    out = _Renamed()
     qkv: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
-    head_names = _HEAD_NAMES.get(kind, {})
+    heads = head_names(model_type, kind)
     for key, tensor in raw.items():
         name = key
         head_module, head_param = _split_param(name)
-        if head_module in head_names:
-            out[f"{head_names[head_module]}.{head_param}"] = tensor
+        if head_module in heads:
+            out[f"{heads[head_module]}.{head_param}"] = tensor
             continue
         for prefix in _PREFIXES:
             if name.startswith(prefix):
@@ -195,8 +210,8 @@ def convert_checkpoint(raw: Mapping[str, torch.Tensor], kind: ModelKind) -> dict
         module, param = _split_param(name)
         if module in _TOP_NAMES:
             out[f"{_TOP_NAMES[module]}.{param}"] = tensor
-        elif module in head_names:
-            out[f"{head_names[module]}.{param}"] = tensor
+        elif module in heads:
+            out[f"{heads[module]}.{param}"] = tensor
         elif (match := _LAYER.match(f"{module}.{param}")) is not None:
             index, rest = match.groups()
             if (fused := _QKV.match(rest)) is not None:
@@ -210,4 +225,13 @@ def convert_checkpoint(raw: Mapping[str, torch.Tensor], kind: ModelKind) -> dict
             out[f"layers.{index}.qkv.linear.{param}"] = torch.cat(
                 [parts["query"], parts["key"], parts["value"]]
             )
-    return out
+    return dict(out)
+
+
+class _Renamed(dict[str, torch.Tensor]):
+    """A dict that refuses a second tensor for the same name."""
+
+    def __setitem__(self, name: str, tensor: torch.Tensor) -> None:
+        if name in self:
+            raise ValueError(f"two checkpoint tensors map to {name}")
+        super().__setitem__(name, tensor)

@@ -18,7 +18,11 @@ Activation = Literal["none", "gelu"]
 
 
 class FusedLinear(nn.Module):
-    """``activation(x @ W.T + b) (+ residual)``, one kernel on CPU once :meth:`pack` has run."""
+    """``activation(x @ W.T + b) (+ residual)``, one kernel on CPU once :meth:`pack` has run.
+
+    Packing is the last step before serving: it empties ``linear.weight``, so ``state_dict()`` and
+    ``.to()`` no longer describe the layer afterwards.
+    """
 
     def __init__(self, in_features: int, out_features: int, activation: Activation = "none") -> None:
         super().__init__()
@@ -28,6 +32,8 @@ class FusedLinear(nn.Module):
 
     def pack(self, batch_hint: int = 1024) -> bool:
         """Reorder the weight for oneDNN (CPU, fp32/bf16, plain ``nn.Linear``); returns whether it did."""
+        if self.packed_weight is not None:
+            return True
         linear = self.linear
         if type(linear) is not nn.Linear or linear.weight.device.type != "cpu":
             return False
@@ -55,7 +61,7 @@ class FusedLinear(nn.Module):
 
 def onednn_available(dtype: torch.dtype) -> bool:
     """Whether this PyTorch build can run packed oneDNN linears in ``dtype`` on this CPU."""
-    if not torch.backends.mkldnn.is_available():
+    if dtype not in (torch.float32, torch.bfloat16) or not torch.backends.mkldnn.is_available():
         return False
     if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return False

@@ -8,12 +8,13 @@ transformers, as vLLM's ``model_impl`` does. ``"native"`` turns that reason into
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Literal
 
 import torch
-from safetensors.torch import load_file
+from safetensors import safe_open
 
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec
@@ -29,7 +30,13 @@ _KINDS = (ModelKind.EMBEDDING, ModelKind.COLBERT, ModelKind.SEQUENCE_CLASSIFIER,
 
 
 def _weight_files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.safetensors"))
+    """The checkpoint's files as transformers reads them: the shard index, else ``model.safetensors``."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return [folder / shard for shard in shards]
+    single = folder / "model.safetensors"
+    return [single] if single.is_file() else []
 
 
 def unsupported_reason(spec: ModelSpec, kind: ModelKind, placement: Placement) -> str | None:
@@ -58,23 +65,39 @@ def unsupported_reason(spec: ModelSpec, kind: ModelKind, placement: Placement) -
 def load_native(
     spec: ModelSpec, kind: ModelKind, dtype: torch.dtype, device: torch.device
 ) -> BertFamilyModel:
-    """Build the module on the meta device and assign the checkpoint's tensors (no double allocation)."""
-    raw: dict[str, torch.Tensor] = {}
-    for file in _weight_files(spec.transformer_path):
-        raw.update(load_file(str(file), device=str(device) if device.type != "mps" else "cpu"))
-    state = convert_checkpoint(raw, kind)
+    """Build the module on the meta device and assign the checkpoint's tensors.
+
+    Tensors are read one at a time and cast on the host, so peak memory is the model plus one
+    tensor; heads the task does not use (an MLM head, a pooler) are never read.
+    """
     with torch.device("meta"):
         model = BertFamilyModel(spec.hf_config, kind)
+    model_type = spec.hf_config.model_type
+    raw: dict[str, torch.Tensor] = {}
+    try:
+        for file in _weight_files(spec.transformer_path):
+            with safe_open(str(file), framework="pt") as handle:
+                for key in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                    if _wanted(key):
+                        raw[key] = handle.get_tensor(key).to(dtype)
+        state = convert_checkpoint(raw, kind, model_type)
+    except (OSError, ValueError, RuntimeError) as exc:  # unreadable file, duplicate names
+        raise ModelLoadError(f"cannot read the checkpoint natively: {exc}") from exc
+    del raw
     expected = set(model.state_dict())
     missing = sorted(expected - set(state))
     if missing:
         raise ModelLoadError(f"checkpoint lacks {len(missing)} tensors the model needs, e.g. {missing[:3]}")
-    state = {name: state[name].to(device=device, dtype=dtype) for name in expected}
     try:
-        model.load_state_dict(state, assign=True, strict=True)
-    except RuntimeError as exc:  # shapes that disagree with the config
-        raise ModelLoadError(f"checkpoint does not fit its config: {exc}") from exc
+        model.load_state_dict({name: state.pop(name).to(device) for name in expected}, assign=True)
+    except (RuntimeError, torch.OutOfMemoryError) as exc:  # shapes that disagree with the config
+        raise ModelLoadError(f"checkpoint does not fit its config or {device}: {exc}") from exc
     return model.eval().requires_grad_(False)
+
+
+def _wanted(key: str) -> bool:
+    """Skip what no pooling task reads: masked-LM / pre-training heads."""
+    return not key.startswith(("cls.", "lm_head.")) and ".lm_head." not in key
 
 
 def try_load_native(

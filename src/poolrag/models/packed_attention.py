@@ -10,6 +10,7 @@ length, so that block holds little padding, and only attention ever sees it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +57,16 @@ class AttentionLayout:
         return self.key_mask is None or self.rows is not None
 
 
+@cache
+def cuda_varlen_available(device_index: int) -> bool:
+    """PyTorch ships ``varlen_attn`` and the GPU runs flash attention (compute capability ≥ 8.0)."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.get_device_capability(device_index) >= (8, 0)
+
+
 def cuda_varlen_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -89,7 +100,12 @@ def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int
     rows, width3 = qkv.shape
     hidden = width3 // 3
     head_dim = hidden // heads
-    if qkv.is_cuda and qkv.dtype in (torch.float16, torch.bfloat16) and layout.varlen_ok:
+    if (
+        qkv.is_cuda
+        and qkv.dtype in (torch.float16, torch.bfloat16)
+        and layout.varlen_ok
+        and cuda_varlen_available(qkv.device.index or 0)
+    ):
         q, k, v = qkv.view(rows, 3, heads, head_dim).unbind(1)
         out = cuda_varlen_attention(q, k, v, layout.cu_seqlens, layout.width, None)
         return out.reshape(rows, hidden)

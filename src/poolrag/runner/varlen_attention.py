@@ -27,6 +27,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from poolrag.models.packed_attention import cuda_varlen_attention
+
 ATTENTION_NAME = "poolrag_varlen"
 
 # the CPU path of jagged-tensor SDPA goes through PyTorch's strided nested tensors internally and
@@ -67,33 +69,6 @@ def _nested_sdpa(
     return out.transpose(1, 2).values()
 
 
-def _cuda_varlen(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu: torch.Tensor,
-    max_len: int,
-    scale: float | None,
-    causal: bool,
-) -> torch.Tensor:
-    from torch.nn.attention.varlen import varlen_attn
-
-    cu32 = cu.to(torch.int32)
-    window = (-1, 0) if causal else (-1, -1)
-    return varlen_attn(
-        q,
-        k,
-        v,
-        cu32,
-        cu32,
-        max_len,
-        max_len,
-        scale=scale,
-        window_size=window,
-        enable_gqa=k.shape[1] != q.shape[1],
-    )
-
-
 def varlen_attention_forward(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -116,7 +91,7 @@ def varlen_attention_forward(
     causal = bool(getattr(module, "is_causal", False))
     q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))  # [T, H, D]
     if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
-        out = _cuda_varlen(q, k, v, cu, max_len, scaling, causal)
+        out = cuda_varlen_attention(q, k, v, cu, max_len, scaling, causal)
     else:
         if k.shape[1] != q.shape[1]:  # grouped-query attention: share each key/value head
             repeat = q.shape[1] // k.shape[1]
