@@ -30,6 +30,15 @@ def _requests(engine: Engine) -> list[PoolingRequest]:
     return engine._pipeline.processor.texts(list(SENTENCES), PARAMS, None, None)
 
 
+def _assert_same_embeddings(native: Engine, reference: Engine, texts: list[str] = SENTENCES) -> None:
+    torch.testing.assert_close(
+        torch.from_numpy(native.embed_array(texts)),
+        torch.from_numpy(reference.embed_array(texts)),
+        rtol=0,
+        atol=1e-5,
+    )
+
+
 def _engines(folder: Path) -> tuple[Engine, Engine]:
     return Engine(folder, model_impl="native"), Engine(folder, model_impl="transformers")
 
@@ -87,13 +96,7 @@ def test_fused_cpu_weights_equal_plain_ones(tiny_model: Callable[..., Path], hea
 def test_minilm_runs_native_by_default_and_equals_transformers(minilm_path: Path) -> None:
     native, reference = Engine(minilm_path), Engine(minilm_path, model_impl="transformers")
     assert isinstance(native._pipeline.executor.runner.model, BertFamilyModel)
-    texts = list(SENTENCES) * 5
-    torch.testing.assert_close(
-        torch.from_numpy(native.embed_array(texts)),
-        torch.from_numpy(reference.embed_array(texts)),
-        rtol=0,
-        atol=1e-5,
-    )
+    _assert_same_embeddings(native, reference, list(SENTENCES) * 5)
 
 
 def test_legacy_layer_norm_names_load(tiny_model: Callable[..., Path], tmp_path: Path) -> None:
@@ -115,13 +118,7 @@ def test_legacy_layer_norm_names_load(tiny_model: Callable[..., Path], tmp_path:
         if item.name != "model.safetensors":
             (folder / item.name).write_bytes(item.read_bytes())
     save_file(renamed, str(folder / "model.safetensors"))
-    native = Engine(folder, model_impl="native")
-    torch.testing.assert_close(
-        torch.from_numpy(native.embed_array(SENTENCES)),
-        torch.from_numpy(Engine(source, model_impl="transformers").embed_array(SENTENCES)),
-        rtol=0,
-        atol=1e-5,
-    )
+    _assert_same_embeddings(Engine(folder, model_impl="native"), Engine(source, model_impl="transformers"))
 
 
 def test_roberta_as_it_ships(tiny_model: Callable[..., Path]) -> None:
@@ -181,10 +178,4 @@ def test_bf16_on_cpu_is_close_to_transformers_bf16(tiny_model: Callable[..., Pat
 def test_sharded_checkpoints_load(tiny_model: Callable[..., Path]) -> None:
     sharded = tiny_model("bert", shard_size="500KB")
     assert (sharded / "model.safetensors.index.json").is_file()
-    native = Engine(sharded, model_impl="native")
-    torch.testing.assert_close(
-        torch.from_numpy(native.embed_array(SENTENCES)),
-        torch.from_numpy(Engine(sharded, model_impl="transformers").embed_array(SENTENCES)),
-        rtol=0,
-        atol=1e-5,
-    )
+    _assert_same_embeddings(Engine(sharded, model_impl="native"), Engine(sharded, model_impl="transformers"))
