@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from poolrag.errors import InvalidInputError
+from poolrag.models.fused_linear import onednn_available
 from poolrag.request import PoolingRequest, ResolvedParams
 
 logger = logging.getLogger(__name__)
@@ -114,15 +115,8 @@ def pack_linear_weights(model: nn.Module) -> nn.Module:
         return model
     if not type(model).__module__.startswith("transformers."):
         return model  # remote code may read ``layer.weight`` directly; only transformers' own is known safe
-    if not torch.backends.mkldnn.is_available():
-        return model
-    if param.dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        return model
-    try:
-        probe = PackedLinear(nn.Linear(8, 8).to(param.dtype))
-        probe(torch.zeros(2, 8, dtype=param.dtype))
-    except (RuntimeError, AttributeError) as exc:  # a PyTorch build without these ops
-        logger.info("oneDNN packed linear layers unavailable (%s); keeping eager ones", exc)
+    if not onednn_available(param.dtype):
+        logger.info("oneDNN packed linear layers unavailable for %s; keeping eager ones", param.dtype)
         return model
     count = _swap_linears(model, PackedLinear)
     logger.debug("packed %d linear layers for oneDNN", count)

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from poolrag.config.model_kind import ModelKind
+from poolrag.config.positions import position_offset
 from poolrag.models.fused_linear import FusedLinear
 from poolrag.models.packed_attention import AttentionLayout, packed_self_attention
 
@@ -100,9 +101,7 @@ class BertFamilyModel(nn.Module):
             self.head = FirstTokenClassifier(cfg.hidden_size, cfg.num_labels)
         elif kind is ModelKind.TOKEN_CLASSIFIER:
             self.head = nn.Linear(cfg.hidden_size, cfg.num_labels)
-        # RoBERTa numbers positions from padding_idx + 1 (the runner does the same for packed rows)
-        pad = getattr(cfg, "pad_token_id", None)
-        self._position_offset = 0 if cfg.model_type == "bert" else (1 if pad is None else int(pad)) + 1
+        self._position_offset = position_offset(cfg)  # padded rows; packed rows come with position ids
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings.word

@@ -8,6 +8,7 @@ composition, which is the reference the fused path is tested against.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Literal
 
 import torch
@@ -59,6 +60,7 @@ class FusedLinear(nn.Module):
         return y if residual is None else y + residual
 
 
+@cache
 def onednn_available(dtype: torch.dtype) -> bool:
     """Whether this PyTorch build can run packed oneDNN linears in ``dtype`` on this CPU."""
     if dtype not in (torch.float32, torch.bfloat16) or not torch.backends.mkldnn.is_available():

@@ -67,6 +67,13 @@ def cuda_varlen_available(device_index: int) -> bool:
     return torch.cuda.get_device_capability(device_index) >= (8, 0)
 
 
+def pads_attention(device: torch.device, dtype: torch.dtype) -> bool:
+    """False only where packed rows go to the varlen kernel as they are (CUDA, fp16/bf16)."""
+    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
+        return True
+    return not cuda_varlen_available(device.index or 0)
+
+
 def cuda_varlen_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -100,12 +107,7 @@ def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int
     rows, width3 = qkv.shape
     hidden = width3 // 3
     head_dim = hidden // heads
-    if (
-        qkv.is_cuda
-        and qkv.dtype in (torch.float16, torch.bfloat16)
-        and layout.varlen_ok
-        and cuda_varlen_available(qkv.device.index or 0)
-    ):
+    if layout.varlen_ok and not pads_attention(qkv.device, qkv.dtype):
         q, k, v = qkv.view(rows, 3, heads, head_dim).unbind(1)
         out = cuda_varlen_attention(q, k, v, layout.cu_seqlens, layout.width, None)
         return out.reshape(rows, hidden)

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from poolrag.config.model_kind import ModelKind
+from poolrag.config.positions import position_offset
 from poolrag.loading.cpu_fast_mode import pack_linear_weights
 from poolrag.models.fused_linear import onednn_available
+from poolrag.models.packed_attention import pads_attention
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.batch_inputs import BatchInputs, build_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
@@ -40,7 +42,6 @@ if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (sec
 
 logger = logging.getLogger(__name__)
 
-_POSITION_OFFSET_TYPES = {"roberta", "xlm-roberta", "camembert", "data2vec-text", "xlm-roberta-xl"}
 # kinds whose output is per-token rows: the model's own head (if any) works on packed rows too
 _PACKABLE_KINDS = (ModelKind.EMBEDDING, ModelKind.COLBERT, ModelKind.TOKEN_CLASSIFIER)
 
@@ -78,13 +79,7 @@ class ModelRunner:
         accepted = inspect.signature(model.forward).parameters
         self._takes_token_types = "token_type_ids" in accepted
         self._pin = device.type == "cuda"
-        cfg = getattr(model, "config", None)
-        model_type = getattr(cfg, "model_type", "")
-        pad_index = getattr(cfg, "pad_token_id", None)
-        # RoBERTa-style models number positions from padding_idx + 1
-        self._position_offset = (
-            (1 if pad_index is None else int(pad_index)) + 1 if model_type in _POSITION_OFFSET_TYPES else 0
-        )
+        self._position_offset = position_offset(getattr(model, "config", None))
         # after an out-of-memory split: the largest batch (in tokens) known to be too big
         self.oom_token_limit: int | None = None
         self.packed = False
@@ -127,8 +122,8 @@ class ModelRunner:
         kernel), for the batcher's cap on wasted attention FLOPs."""
         if not (self.packed and self._native):
             return None
-        dtype = next(self.model.parameters()).dtype
-        if self.device.type == "cuda" and dtype in (torch.float16, torch.bfloat16):
+        param = next(self.model.parameters())
+        if not pads_attention(param.device, param.dtype):
             return None
         return int(self.model.config.hidden_size)
 
