@@ -9,6 +9,7 @@ vector of its own text, not a neighbour's.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, ThreadPoolExecutor
@@ -150,6 +151,24 @@ def test_queued_callers_are_batched_together(engine: Engine, reference: np.ndarr
     _assert_own_results(np.stack(results), reference[:16])
     assert len(batches) - 1 < 16  # sixteen callers, fewer forward passes
     assert max(len(b) for b in batches[1:]) > 1
+
+
+def test_one_callers_texts_are_batched_with_their_neighbours_in_length(
+    tiny_model: Callable[..., Path],
+) -> None:
+    """However a caller orders its texts, each batch holds a contiguous slice of them sorted by length
+    (so padded attention wastes nothing and equal lengths share one attention call)."""
+    engine = Engine(tiny_model("bert"), max_batch_tokens=512)
+    texts = [" ".join(["word"] * n) for n in np.random.default_rng(1).permutation(np.arange(1, 101))]
+    with gated(engine._pipeline.executor.core) as (gate, batches):
+        gate.set()
+        vectors = engine.embed_array(texts)
+    assert len(batches) > 4
+    lengths = [sorted(r.num_tokens for r in batch) for batch in batches]
+    assert sum(len(batch) for batch in batches) == len(texts)  # each text ran once
+    for longer, shorter in itertools.pairwise(lengths):
+        assert shorter[-1] <= longer[0]  # longest first, no two batches interleave
+    np.testing.assert_allclose(vectors[3], engine.embed_array([texts[3]])[0], rtol=0, atol=1e-6)
 
 
 def test_cancelled_work_never_reaches_the_model(engine: Engine) -> None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from poolrag.models.packed_attention import AttentionLayout, packed_self_attention
+from poolrag.models.packed_attention import AttentionLayout, EqualLengthRun, packed_self_attention
 
 HEADS, HEAD_DIM = 3, 8
 HIDDEN = HEADS * HEAD_DIM
@@ -20,16 +20,34 @@ def _per_sequence(qkv: torch.Tensor, lengths: list[int]) -> torch.Tensor:
     return torch.cat(outs)
 
 
-@pytest.mark.parametrize("lengths", [[3, 7, 1, 7], [5, 5, 5], [1]])
-def test_packed_rows_attend_within_their_sequence(lengths: list[int]) -> None:
+@pytest.mark.parametrize("lengths", [[3, 7, 1, 7], [5, 5, 5], [1], [2, 2, 4, 4, 4, 9]])
+@pytest.mark.parametrize("by_runs", [True, False], ids=["equal-length-runs", "padded-block"])
+def test_packed_rows_attend_within_their_sequence(
+    lengths: list[int], by_runs: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not by_runs:  # too many runs for their size: the rows go through the padded block
+        monkeypatch.setattr(EqualLengthRun, "MAX_RUNS_ALWAYS", 0)
     torch.manual_seed(0)
     qkv = torch.randn(sum(lengths), 3 * HIDDEN)
     layout = AttentionLayout.from_lengths(torch.tensor(lengths))
     assert layout.width == max(lengths) and layout.batch == len(lengths)
-    assert (layout.rows is None) == (len(set(lengths)) == 1)
+    uniform = len(set(lengths)) == 1
+    assert (layout.runs is not None) == (by_runs and not uniform)
+    assert (layout.rows is None) == (by_runs or uniform)
     torch.testing.assert_close(
         packed_self_attention(qkv, layout, HEADS), _per_sequence(qkv, lengths), rtol=0, atol=1e-6
     )
+
+
+def test_equal_length_runs_cover_the_rows_in_order() -> None:
+    runs = EqualLengthRun.split(torch.tensor([2, 2, 4, 4, 4, 9]))
+    assert runs == (EqualLengthRun(0, 2, 2), EqualLengthRun(4, 3, 4), EqualLengthRun(16, 1, 9))
+
+
+def test_many_short_runs_fall_back_to_the_padded_block() -> None:
+    """Twenty distinct lengths over 210 rows: one call per run would cost more than the padding."""
+    assert EqualLengthRun.split(torch.arange(1, 21)) is None
+    assert EqualLengthRun.split(torch.arange(1, 21).repeat_interleave(20)) is not None
 
 
 def test_a_padded_batch_masks_keys_only() -> None:

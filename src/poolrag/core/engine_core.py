@@ -224,7 +224,11 @@ class EngineCore:
             self.stats.dropped += 1
 
     def _admit(self, job: _Job, requests: Sequence[PoolingRequest]) -> None:
-        for index, request in enumerate(requests):
+        # one job's requests arrive together, so their queue order is free: longest first puts
+        # neighbours in length next to each other, and a window of a few batches then holds
+        # sequences of (nearly) equal length however the caller ordered them
+        for index in sorted(range(len(requests)), key=lambda i: -requests[i].num_tokens):
+            request = requests[index]
             unit = self._waiting.get(request)
             if unit is None:
                 try:

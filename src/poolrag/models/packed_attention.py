@@ -2,9 +2,12 @@
 
 The native models keep every activation as ``[T, H]`` rows of real tokens. Attention is the one
 place that needs sequences: on CUDA in fp16/bf16 PyTorch's flash ``varlen_attn`` reads the packed
-rows directly; elsewhere the rows are scattered into a ``[B, W, ...]`` block (``W`` the longest
-sequence), run through SDPA with a key-padding mask, and gathered back. The batcher sorts by
-length, so that block holds little padding, and only attention ever sees it.
+rows directly. On the CPU the batcher's length sorting is put to use: consecutive sequences of
+equal length are already a ``[n, L, ...]`` block in the packed rows, so each such run goes to SDPA
+as a view, with no padding, no mask and no copies; a batch of many distinct lengths (few tokens
+each, where one call per run would cost more than it saves) and every other device instead scatter
+the rows into a ``[B, W, ...]`` block (``W`` the longest sequence), run SDPA with a key-padding
+mask, and gather them back.
 """
 
 from __future__ import annotations
@@ -16,6 +19,33 @@ import torch
 import torch.nn.functional as F
 
 
+@dataclass(frozen=True, slots=True)
+class EqualLengthRun:
+    """``count`` consecutive sequences of ``length`` tokens starting at packed row ``start``."""
+
+    start: int
+    count: int
+    length: int
+
+    # one SDPA call per run pays off once a run averages this many rows (measured on CPU: below
+    # it the per-call overhead exceeds what the padded block wastes)
+    MIN_ROWS_PER_RUN = 128
+    MAX_RUNS_ALWAYS = 8
+
+    @staticmethod
+    def split(lengths: torch.Tensor) -> tuple[EqualLengthRun, ...] | None:
+        """The runs of equal ``lengths`` (host tensor), or None where there are too many of them."""
+        values, counts = torch.unique_consecutive(lengths, return_counts=True)
+        total = int(lengths.sum())
+        if len(values) > max(EqualLengthRun.MAX_RUNS_ALWAYS, total // EqualLengthRun.MIN_ROWS_PER_RUN):
+            return None
+        runs, start = [], 0
+        for length, count in zip(values.tolist(), counts.tolist(), strict=True):
+            runs.append(EqualLengthRun(start, count, length))
+            start += count * length
+        return tuple(runs)
+
+
 @dataclass(slots=True)
 class AttentionLayout:
     """Where each packed row sits in the ``[B, W]`` block attention works on."""
@@ -25,6 +55,7 @@ class AttentionLayout:
     cu_seqlens: torch.Tensor  # [B + 1] int32 offsets of each sequence's rows
     rows: torch.Tensor | None  # [T] positions in the flattened block; None when nothing is padded
     key_mask: torch.Tensor | None  # [B, 1, 1, W] bool, True = attend; None when nothing is masked
+    runs: tuple[EqualLengthRun, ...] | None = None  # set when attention goes run by run, unpadded
 
     @staticmethod
     def from_lengths(lengths: torch.Tensor, width: int | None = None) -> AttentionLayout:
@@ -37,6 +68,8 @@ class AttentionLayout:
             width = int(lengths.max())
         if bool((lengths == width).all()):
             return AttentionLayout(batch, width, cu, None, None)
+        if lengths.device.type == "cpu" and (runs := EqualLengthRun.split(lengths)) is not None:
+            return AttentionLayout(batch, width, cu, None, None, runs)
         columns = torch.arange(width, device=lengths.device)
         keep = columns[None, :] < lengths[:, None]  # [B, W]
         rows = keep.reshape(-1).nonzero().squeeze(1)
@@ -111,6 +144,8 @@ def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int
         q, k, v = qkv.view(rows, 3, heads, head_dim).unbind(1)
         out = cuda_varlen_attention(q, k, v, layout.cu_seqlens, layout.width, None)
         return out.reshape(rows, hidden)
+    if layout.runs is not None:
+        return _attend_runs(qkv, layout.runs, heads)
     block = qkv
     if layout.rows is not None:
         block = qkv.new_zeros(layout.batch * layout.width, width3)
@@ -119,3 +154,18 @@ def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.key_mask)  # [B, heads, W, d]
     out = out.transpose(1, 2).reshape(layout.batch * layout.width, hidden)
     return out if layout.rows is None else out.index_select(0, layout.rows)
+
+
+def _attend_runs(qkv: torch.Tensor, runs: tuple[EqualLengthRun, ...], heads: int) -> torch.Tensor:
+    """Each run of equal-length sequences through SDPA as a view of the packed rows."""
+    rows, width3 = qkv.shape
+    hidden = width3 // 3
+    head_dim = hidden // heads
+    out = qkv.new_empty(rows, hidden)
+    for run in runs:
+        end = run.start + run.count * run.length
+        block = qkv[run.start : end].view(run.count, run.length, 3, heads, head_dim)
+        q, k, v = block.permute(2, 0, 3, 1, 4).unbind(0)  # [n, heads, L, d] each
+        attended = F.scaled_dot_product_attention(q, k, v)
+        out[run.start : end].view(run.count, run.length, heads, head_dim).copy_(attended.transpose(1, 2))
+    return out
