@@ -11,7 +11,8 @@ which have no build for torch 2.13 and break vLLM's imports). It is started with
 vLLM stays loaded in a child process and its passes alternate with poolrag's (median of
 ``--passes`` after a warm-up each), so a change in machine load hits both alike.
 poolrag runs exact fp32 (the default, native encoder), exact fp32 on transformers' modules
-(``model_impl="transformers"``, for reference) and ``cpu_fast_mode="bf16"``. The table gives texts/s,
+(``model_impl="transformers"``, for reference), and the fast modes ``cpu_fast_mode="bf16"`` and
+``"int8"`` (SmoothQuant) against vLLM bf16. The table gives texts/s,
 tokens/s, the ratio to vLLM of the same precision, and the agreement of every engine's vectors with
 sentence-transformers fp32 (max |Δ| and min cosine).
 """
@@ -93,7 +94,10 @@ def main() -> None:
             "poolrag fp32 (exact)": Engine(model),
             "poolrag fp32, transformers modules": Engine(model, model_impl="transformers"),
         },
-        "bf16": {"poolrag cpu_fast_mode=bf16": Engine(model, cpu_fast_mode="bf16")},
+        "bf16": {
+            "poolrag cpu_fast_mode=bf16": Engine(model, cpu_fast_mode="bf16"),
+            "poolrag cpu_fast_mode=int8": Engine(model, cpu_fast_mode="int8"),
+        },
     }
     tokens = sum(len(ids) for ids in contenders["fp32"]["poolrag fp32 (exact)"].tokenizer(texts)["input_ids"])
     rows: list[list[object]] = []

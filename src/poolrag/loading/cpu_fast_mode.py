@@ -5,9 +5,10 @@
   same kernels ``torch.compile``'s CPU freezing pass uses, without the compile time). Results
   stay fp32 and differ from eager only by summation order (~1e-6 relative).
 * **Fast mode** (opt-in, ``Engine(..., cpu_fast_mode="bf16")``): weights and activations in bf16 on
-  CPUs with native bf16 dot products (AVX512-BF16 / AMX), pooling still in fp32. ``"int8"``
-  (dynamic int8 quantisation of the linear layers) is offered for CPUs without bf16, but its
-  accuracy depends on the model's activation outliers, so its cost is measured and logged too.
+  CPUs with native bf16 dot products (AVX512-BF16 / AMX), pooling still in fp32. ``"int8"``:
+  native encoders get SmoothQuant int8 matmuls with per-token scales, calibrated on the probe
+  texts (:mod:`poolrag.models.int8_linear`); other models dynamic int8 (one scale per tensor),
+  whose accuracy depends on the model's activation outliers. Either way the cost is measured.
 
 The accuracy cost of a fast mode is measured when it is switched on: the same probe texts go
 through the fp32 model and the fast one, and the cosine between their mean-pooled states is
@@ -29,6 +30,7 @@ from torch import nn
 
 from poolrag.errors import InvalidInputError
 from poolrag.models.fused_linear import onednn_available
+from poolrag.models.int8_linear import int8_available, recording_input_absmax, smooth_quantize
 from poolrag.request import PoolingRequest, ResolvedParams
 
 logger = logging.getLogger(__name__)
@@ -167,8 +169,16 @@ def enable_cpu_fast_mode(runner: object, mode: str, probe: Sequence[PoolingReque
         logger.warning("cpu_fast_mode=%r: this CPU lacks native support, it may be slower than fp32", mode)
     elif mode == "bf16" and not bf16_beats_fp32():
         logger.warning("cpu_fast_mode='bf16' without AMX: bf16 matmuls run slower than fp32 on this CPU")
-    reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
-    runner.replace_model(lambda model: convert_for_fast_mode(model, mode))  # type: ignore[attr-defined]
+    model = runner.model  # type: ignore[attr-defined]
+    if mode == "int8" and getattr(model, "native", False) and int8_available():
+        # the fp32 reference pass doubles as SmoothQuant's calibration
+        with recording_input_absmax(model) as input_absmax:
+            reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
+        swapped = smooth_quantize(model, input_absmax)
+        logger.info("cpu_fast_mode=int8: %d matmuls SmoothQuant int8 (per-token scales)", swapped)
+    else:
+        reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
+        runner.replace_model(lambda model: convert_for_fast_mode(model, mode))  # type: ignore[attr-defined]
     fast = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
     cosine = F.cosine_similarity(reference, fast, dim=-1)
     report = FastModeReport(mode, float(cosine.min()), float(cosine.mean()), native)

@@ -1,0 +1,104 @@
+"""SmoothQuant int8 layers stay close to the fp32 layer they replace, outliers included."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from poolrag import Engine
+from poolrag.models.fused_linear import FusedLinear
+from poolrag.models.int8_linear import (
+    SmoothQuantLinear,
+    int8_available,
+    recording_input_absmax,
+    smooth_quantize,
+)
+
+pytestmark = pytest.mark.skipif(not int8_available(), reason="this PyTorch build has no oneDNN int8 matmul")
+
+
+def _layer(activation: str = "none") -> FusedLinear:
+    torch.manual_seed(0)
+    return FusedLinear(64, 48, activation)  # type: ignore[arg-type]
+
+
+def _with_outliers(rows: int = 50) -> torch.Tensor:
+    """Activations like a transformer's: two hidden channels 60x larger than the rest."""
+    x = torch.randn(rows, 64)
+    x[:, [5, 17]] *= 60
+    return x
+
+
+def _min_cosine(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float(F.cosine_similarity(got, want, dim=-1).min())
+
+
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+def test_int8_layer_stays_within_cosine_0_999_of_fp32(activation: str) -> None:
+    layer, x = _layer(activation), _with_outliers()
+    quantized = SmoothQuantLinear(layer, x.abs().amax(0))
+    with torch.inference_mode():
+        assert _min_cosine(quantized(x), layer(x)) >= 0.999
+        assert not torch.equal(quantized(x), layer(x))  # really int8
+
+
+def test_smoothing_is_what_tames_the_outliers() -> None:
+    """alpha=1 with a flat calibration is plain per-token int8: the outlier channels then set every
+    row's scale and the small channels round to nothing."""
+    layer, x = _layer(), _with_outliers()
+    with torch.inference_mode():
+        smoothed = SmoothQuantLinear(layer, x.abs().amax(0))(x)
+        unsmoothed = SmoothQuantLinear(layer, torch.ones(64), alpha=1.0)(x)
+        want = layer(x)
+    assert (smoothed - want).abs().max() < 0.5 * (unsmoothed - want).abs().max()
+
+
+def test_residual_is_added_after_the_int8_matmul() -> None:
+    layer, x, residual = _layer(), _with_outliers(), torch.randn(50, 48)
+    quantized = SmoothQuantLinear(layer, x.abs().amax(0))
+    with torch.inference_mode():
+        torch.testing.assert_close(quantized(x, residual), quantized(x) + residual, rtol=0, atol=1e-5)
+
+
+def test_a_packed_layer_cannot_be_quantised() -> None:
+    layer = _layer()
+    assert layer.pack()
+    with pytest.raises(ValueError, match="already packed"):
+        SmoothQuantLinear(layer, torch.ones(64))
+
+
+def test_calibration_keeps_the_largest_input_per_channel_and_leaves_no_hooks() -> None:
+    layer = _layer()
+    first, second = torch.randn(4, 64), torch.randn(9, 64) * 3
+    with recording_input_absmax(layer) as absmax, torch.inference_mode():
+        layer(first)
+        layer(second)
+    torch.testing.assert_close(absmax[""], torch.cat([first, second]).abs().amax(0))
+    layer(torch.full((1, 64), 1e6))
+    torch.testing.assert_close(absmax[""], torch.cat([first, second]).abs().amax(0))  # no longer recording
+
+
+def test_attention_matmuls_go_int8_but_the_feed_forward_and_head_stay_fp32(
+    tiny_model: Callable[..., Path],
+) -> None:
+    engine = Engine(tiny_model("bert", "sequence"), model_impl="native", cpu_fast_mode="int8")
+    model = engine._pipeline.executor.runner.model
+    layers = list(model.layers)
+    for name in ("qkv", "attn_out"):
+        assert all(isinstance(getattr(layer, name), SmoothQuantLinear) for layer in layers)
+    for name in ("up", "down"):
+        assert all(type(getattr(layer, name)) is FusedLinear for layer in layers)
+    assert type(model.head.dense) is FusedLinear
+    report = engine.fast_mode_report
+    assert report is not None and report.mode == "int8" and report.min_cosine >= 0.99
+
+
+def test_smooth_quantize_only_touches_recorded_layers(tiny_model: Callable[..., Path]) -> None:
+    engine = Engine(tiny_model("bert"), model_impl="native")
+    model = engine._pipeline.executor.runner.model
+    assert smooth_quantize(model, {}) == 0
+    assert not any(isinstance(m, SmoothQuantLinear) for m in model.modules())
