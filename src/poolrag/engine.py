@@ -91,9 +91,10 @@ class Engine:
             (``qwen3_reranker``, ``bge_reranker_v2_gemma``, ``mxbai_rerank_v2``), a .jinja path or Jinja text.
         device_map: accelerate placement (``"auto"``, a dict) for models larger than one device.
         quantization: ``"int8"`` weight-only quantization (torchao).
-        cpu_fast_mode: opt-in faster CPU inference, ``"bf16"`` (CPUs with AVX512-BF16/AMX) or ``"int8"``
-            (dynamic quantisation); its cosine to fp32 on probe texts is logged and kept in
-            ``engine.fast_mode_report``. The default is exact fp32.
+        cpu_fast_mode: opt-in faster CPU inference, ``"bf16"`` (pays off on CPUs with AMX) or ``"int8"``
+            (SmoothQuant attention matmuls on native encoders, dynamic quantisation elsewhere); its
+            cosine to fp32 on probe texts is logged and kept in ``engine.fast_mode_report``. The
+            default is exact fp32.
         model_impl: ``"auto"`` runs BERT / RoBERTa / XLM-RoBERTa on poolrag's own packed, fused
             implementation where it is exact and everything else through transformers;
             ``"native"`` requires the former, ``"transformers"`` forces the latter.
