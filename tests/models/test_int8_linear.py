@@ -102,3 +102,13 @@ def test_smooth_quantize_only_touches_recorded_layers(tiny_model: Callable[..., 
     model = engine._pipeline.executor.runner.model
     assert smooth_quantize(model, {}) == 0
     assert not any(isinstance(m, SmoothQuantLinear) for m in model.modules())
+
+
+def test_the_capability_probes_leave_the_callers_random_state_alone() -> None:
+    from poolrag.models.fused_linear import onednn_available
+
+    torch.manual_seed(1)
+    want = torch.rand(3)
+    torch.manual_seed(1)
+    assert int8_available.__wrapped__() and onednn_available.__wrapped__(torch.float32)
+    torch.testing.assert_close(torch.rand(3), want, rtol=0, atol=0)

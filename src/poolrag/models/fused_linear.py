@@ -68,7 +68,8 @@ def onednn_available(dtype: torch.dtype) -> bool:
     if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return False
     try:
-        probe = FusedLinear(8, 8, "gelu").to(dtype)
+        with torch.random.fork_rng(devices=[]):  # initialising the probe must not move the caller's RNG
+            probe = FusedLinear(8, 8, "gelu").to(dtype)
         probe.pack()
         probe(torch.zeros(2, 8, dtype=dtype))
         probe.activation = "none"

@@ -133,9 +133,10 @@ def int8_available() -> bool:
     if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.onednn, "qlinear_pointwise"):
         return False
     try:
-        torch.manual_seed(0)
-        fused = FusedLinear(32, 16)
-        x = torch.randn(4, 32)
+        with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
+            torch.manual_seed(0)
+            fused = FusedLinear(32, 16)
+            x = torch.randn(4, 32)
         got = SmoothQuantLinear(fused, x.abs().amax(0))(x)
         want = fused(x)
     except (RuntimeError, AttributeError):
