@@ -174,8 +174,13 @@ def enable_cpu_fast_mode(runner: object, mode: str, probe: Sequence[PoolingReque
         # the fp32 reference pass doubles as SmoothQuant's calibration
         with recording_input_absmax(model) as input_absmax:
             reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
-        swapped = smooth_quantize(model, input_absmax)
-        logger.info("cpu_fast_mode=int8: %d matmuls SmoothQuant int8 (per-token scales)", swapped)
+
+        def quantize(target: nn.Module) -> nn.Module:
+            swapped = smooth_quantize(target, input_absmax)
+            logger.info("cpu_fast_mode=int8: %d matmuls SmoothQuant int8 (per-token scales)", swapped)
+            return target
+
+        runner.replace_model(quantize)  # type: ignore[attr-defined]
     else:
         reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
         runner.replace_model(lambda model: convert_for_fast_mode(model, mode))  # type: ignore[attr-defined]

@@ -44,9 +44,9 @@ class SmoothQuantLinear(nn.Module):
         self, fused: FusedLinear, input_absmax: torch.Tensor, alpha: float = SMOOTHING_ALPHA
     ) -> None:
         super().__init__()
-        weight = fused.linear.weight.detach().float()
-        if weight.numel() == 0:
+        if fused.packed_weight is not None:
             raise ValueError("the layer's weight is already packed; quantise before serving starts")
+        weight = fused.linear.weight.detach().float()
         weight_absmax = weight.abs().amax(0).clamp(min=1e-5)
         smooth = input_absmax.float().clamp(min=1e-5) ** alpha / weight_absmax ** (1 - alpha)
         smooth = smooth.clamp(min=1e-5)

@@ -146,7 +146,7 @@ def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int
         out = cuda_varlen_attention(q, k, v, layout.cu_seqlens, layout.width, None)
         return out.reshape(rows, hidden)
     if layout.runs is not None:
-        return _attend_runs(qkv, layout.runs, heads)
+        return _attend_runs(qkv, layout.runs, heads, head_dim)
     block = qkv
     if layout.rows is not None:
         block = qkv.new_zeros(layout.batch * layout.width, width3)
@@ -157,12 +157,11 @@ def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int
     return out if layout.rows is None else out.index_select(0, layout.rows)
 
 
-def _attend_runs(qkv: torch.Tensor, runs: tuple[EqualLengthRun, ...], heads: int) -> torch.Tensor:
+def _attend_runs(
+    qkv: torch.Tensor, runs: tuple[EqualLengthRun, ...], heads: int, head_dim: int
+) -> torch.Tensor:
     """Each run of equal-length sequences through SDPA as a view of the packed rows."""
-    rows, width3 = qkv.shape
-    hidden = width3 // 3
-    head_dim = hidden // heads
-    out = qkv.new_empty(rows, hidden)
+    out = qkv.new_empty(qkv.shape[0], heads * head_dim)
     for run in runs:
         end = run.start + run.count * run.length
         block = qkv[run.start : end].view(run.count, run.length, 3, heads, head_dim)

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from poolrag.models.packed_attention import cuda_varlen_attention
+from poolrag.models.packed_attention import cuda_varlen_attention, pads_attention
 
 ATTENTION_NAME = "poolrag_varlen"
 
@@ -90,7 +90,7 @@ def varlen_attention_forward(
     max_len = int(kwargs.get("max_length_q") or 0)
     causal = bool(getattr(module, "is_causal", False))
     q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))  # [T, H, D]
-    if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
+    if not pads_attention(q.device, q.dtype):
         out = cuda_varlen_attention(q, k, v, cu, max_len, scaling, causal)
     else:
         if k.shape[1] != q.shape[1]:  # grouped-query attention: share each key/value head
