@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "llamaindex"]
+nox.options.sessions = ["lint", "base_install", "first_hour", "tests", "llamaindex"]
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
 
@@ -19,6 +19,24 @@ def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.5")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python="3.11")
+def base_install(session: nox.Session) -> None:
+    """poolrag with no extras: every CLI subcommand and module either works or names its extra."""
+    session.install(*CPU_TORCH, "-e", ".", "pytest>=8", "pytest-timeout>=2.3")
+    session.run("pytest", "tests/first_hour/test_base_install.py", *session.posargs)
+
+
+@nox.session(python="3.11")
+@nox.parametrize(
+    ("doc", "name"), [("README.md", "main"), ("docs/ingest.md", "qdrant")], ids=["readme", "qdrant"]
+)
+def first_hour(session: nox.Session, doc: str, name: str) -> None:
+    """A documented command exactly as written, in this fresh virtualenv, offline, run twice."""
+    session.run(
+        "python", "tests/first_hour/documented_commands.py", doc, name, "--top-hit", "sourdough.md"
+    )
 
 
 @nox.session(python="3.11")

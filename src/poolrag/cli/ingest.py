@@ -12,6 +12,8 @@ import logging
 import sys
 from typing import Any
 
+from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+
 logger = logging.getLogger(__name__)
 
 EXIT_BAD_INPUT = 2
@@ -145,6 +147,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not require_extra("ingest", args.store):
+        return EXIT_MISSING_EXTRA
     from poolrag.errors import PoolragError
 
     setup_logging(args.verbose)
@@ -157,13 +161,18 @@ def run(args: argparse.Namespace) -> int:
         if store is not None:
             store.close()
     if args.json:
-        print(json.dumps(report.__dict__ | {"chunks_per_second": report.chunks_per_second}))
+        print(
+            json.dumps(
+                report.__dict__
+                | {"from_cache": report.from_cache, "chunks_per_second": report.chunks_per_second}
+            )
+        )
     else:
         print(
             f"ingested {report.documents} documents into {args.store} collection {args.collection!r}: "
-            f"{report.chunks} chunks, {report.upserted} upserted, {report.embedded} embedded "
-            f"({report.chunks_existing} already stored), {report.deleted} deleted, {report.seconds:.1f}s"
-            + (" (resumed)" if report.resumed else "")
+            f"{report.chunks} chunks: {report.embedded} embedded now, {report.from_cache} taken from "
+            f"cache, {report.chunks_existing} already stored; {report.deleted} deleted, "
+            f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
         )
     return 0
 

@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest import (
     _positive_int,
     add_cache_arguments,
@@ -43,6 +44,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not require_extra("search", args.store):
+        return EXIT_MISSING_EXTRA
     from poolrag.errors import PoolragError
 
     setup_logging(args.verbose)

@@ -9,6 +9,7 @@ import os
 import sys
 from typing import Any
 
+from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.server.settings import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_INPUTS, DEFAULT_MAX_QUEUE
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,17 @@ def register(subparsers: Any) -> None:
     eng.add_argument(
         "--hf-overrides", type=_json_object, metavar="JSON", help="transformers config overrides"
     )
+    eng.add_argument(
+        "--cpu-fast-mode",
+        choices=("bf16", "int8"),
+        help="faster, inexact CPU inference; kept only if its measured cosine to fp32 clears the bar",
+    )
+    eng.add_argument(
+        "--model-impl",
+        choices=("auto", "native", "transformers"),
+        default="auto",
+        help="poolrag's own encoder implementation where exact (auto), required (native), or never",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -101,14 +113,12 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    try:
-        import uvicorn
+    if not require_extra("serve", "server"):
+        return EXIT_MISSING_EXTRA
+    import uvicorn
 
-        from poolrag.server import ServerSettings, create_app
-    except ImportError as exc:
-        print(f"poolrag serve needs the server extra: pip install 'poolrag[server]' ({exc})", file=sys.stderr)
-        return 2
     from poolrag import Engine, PoolragError
+    from poolrag.server import ServerSettings, create_app
 
     try:
         settings = ServerSettings(
@@ -128,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
             hf_overrides=args.hf_overrides,
             trust_remote_code=args.trust_remote_code,
             max_batch_tokens=args.max_batch_tokens,
+            cpu_fast_mode=args.cpu_fast_mode,
+            model_impl=args.model_impl,
         )
     except (PoolragError, ValueError, OSError) as exc:
         print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)

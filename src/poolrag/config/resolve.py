@@ -6,6 +6,7 @@ import logging
 import os
 from pathlib import Path
 
+from poolrag.config.packaged_models import packaged_folder
 from poolrag.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -38,8 +39,23 @@ def resolve_model_path(model: str | os.PathLike[str], revision: str | None = Non
             ],
         )
     except Exception as exc:  # the hub client raises many types; all mean "cannot get it"
+        packaged = packaged_folder(model_id) if revision is None else None
+        if packaged is not None:
+            logger.info(
+                "hub unreachable for %s; using the copy installed as a package (%s)",
+                model_id,
+                _first_line(exc),
+            )
+            return packaged.resolve()
         raise ModelLoadError(
-            f"cannot load model {model_id!r}: not a local folder and not fetchable ({exc})"
+            f"cannot load model {model_id!r}: it is not a local folder, so it is a Hugging Face hub id, "
+            "which needs network access to huggingface.co (or a warm hub cache with HF_HUB_OFFLINE=1). "
+            f"Pass the path of a downloaded model folder instead. ({type(exc).__name__}: {_first_line(exc)})"
         ) from exc
     logger.info("resolved %s to %s", model_id, local)
     return Path(local)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

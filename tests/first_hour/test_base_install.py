@@ -1,0 +1,101 @@
+"""poolrag installed with no extras (``pip install poolrag``): what a user gets from each front door.
+
+Run by the ``base_install`` nox session in a virtualenv holding only the base dependencies; in
+the full test environment the checks that need an extra to be *missing* are skipped, the others
+(light imports, fast ``--help``) still run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from poolrag.cli import SUBCOMMANDS
+from poolrag.cli.extras import EXTRA_MODULES, missing_extra
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # ``integrations`` means the adapters, not tests/integrations
+    sys.path.insert(0, str(ROOT))
+# extras outside poolrag's own list: the framework adapters
+ADAPTER_EXTRA_MODULES = {"langchain": ("langchain_core", "httpx"), "llamaindex": ("llama_index", "httpx")}
+EXTRA_OF_MODULE = {
+    module: extra for extra, modules in (EXTRA_MODULES | ADAPTER_EXTRA_MODULES).items() for module in modules
+}
+
+
+def _poolrag(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "poolrag.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def _all_modules() -> list[str]:
+    """Every module file of the installed distribution (found by path: importing is the test)."""
+    names = []
+    for root in (ROOT / "src" / "poolrag", ROOT / "integrations"):
+        for path in root.rglob("*.py"):
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(n for n in names if not n.endswith("__main__"))
+
+
+def test_import_poolrag_loads_neither_torch_nor_transformers() -> None:
+    code = (
+        "import sys, poolrag; poolrag.PoolingParams; poolrag.PoolragError; "
+        "print(sorted(m for m in ('torch', 'transformers', 'fastapi') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", ["", *SUBCOMMANDS])
+def test_help_answers_without_importing_torch(command: str) -> None:
+    code = (
+        "import sys\nfrom poolrag.cli import main\ntry:\n"
+        f"    main({[command, '--help'] if command else ['--help']!r})\n"
+        "except SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
+        "heavy = [m for m in ('torch', 'transformers', 'fastapi', 'pymilvus', 'qdrant_client') "
+        "if m in sys.modules]\nassert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "usage: poolrag" in result.stdout
+
+
+@pytest.mark.parametrize("module", _all_modules())
+def test_every_module_imports_or_names_a_missing_extra(module: str) -> None:
+    """A module that needs an optional dependency may fail only on that dependency, never on a
+    base one or on poolrag itself."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        assert top in EXTRA_OF_MODULE, f"{module} needs {exc.name!r}, which no extra provides"
+        assert importlib.util.find_spec(top) is None  # only a really missing extra may fail
+
+
+@pytest.mark.parametrize(
+    ("argv", "extra"),
+    [
+        (["serve", "some/model"], "server"),
+        (["ingest", "samples"], "milvus"),
+        (["ingest", "samples", "--store", "qdrant"], "qdrant"),
+        (["search", "a question", "--store", "qdrant-edge"], "qdrant-edge"),
+        (["search", "a question"], "milvus"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else " ".join(v[:1] + v[2:]),
+)
+def test_a_subcommand_without_its_extra_says_which_one_in_one_line(argv: list[str], extra: str) -> None:
+    if not missing_extra(extra):
+        pytest.skip(f"the {extra} extra is installed here; the base_install nox session runs this")
+    result = _poolrag(*argv)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f'poolrag {argv[0]} needs the {extra} extra: pip install "poolrag[{extra}]"')
