@@ -13,7 +13,7 @@ EXIT_MISSING_EXTRA = 2
 
 # extra -> top-level modules it installs (looked up, not imported)
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "server": ("fastapi", "uvicorn", "prometheus_client"),
+    "server": ("fastapi", "starlette", "pydantic", "uvicorn", "prometheus_client"),
     "milvus": ("pymilvus", "milvus_lite"),
     "qdrant": ("qdrant_client",),
     "qdrant-edge": ("qdrant_edge",),

@@ -117,6 +117,11 @@ def register(subparsers: Any) -> None:
         help="store Matryoshka-truncated vectors of this size; full vectors stay in the cache for re-scoring",
     )
     model.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow model folders that ship their own code (never recorded in the collection)",
+    )
+    model.add_argument(
         "--assume-matryoshka",
         action="store_true",
         help="treat the model as Matryoshka-trained (only if it was: truncating other models loses quality)",
@@ -193,7 +198,8 @@ def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
     options: dict[str, Any] = {}
     if args.assume_matryoshka:
         options["hf_overrides"] = {"is_matryoshka": True}
-    engine = load_engine(args.model or default_model(), options)
+    load_options = {"trust_remote_code": True} if args.trust_remote_code else {}
+    engine = load_engine(args.model or default_model(), options | load_options)
     if engine.score_kind == "maxsim":
         if args.dimensions:
             from poolrag.errors import DimensionsError

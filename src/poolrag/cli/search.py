@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
@@ -19,20 +20,28 @@ from poolrag.cli.ingest import (
     setup_logging,
 )
 
+logger = logging.getLogger(__name__)
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "search",
         help="search an ingested collection (small-vector recall, full-vector re-score, optional rerank)",
         description=(
-            "Search a collection filled by 'poolrag ingest'. The model defaults to the one recorded in the "
-            "collection; candidates recalled with the stored (possibly Matryoshka-truncated) vectors are "
-            "re-scored with full vectors from the cache, then optionally reranked by a cross-encoder."
+            "Search a collection filled by 'poolrag ingest' with the same --model (the default model "
+            "unless you name one; the collection's record of its model must match). Candidates "
+            "recalled with the stored (possibly Matryoshka-truncated) vectors are re-scored with full "
+            "vectors from the cache, then optionally reranked by a cross-encoder."
         ),
     )
     parser.add_argument("query", help="the question or search text")
     add_store_arguments(parser)
-    parser.add_argument("--model", help="query model (default: the model the collection was ingested with)")
+    parser.add_argument(
+        "--model", help="query model: the one the collection was ingested with (default: all-MiniLM-L6-v2)"
+    )
+    parser.add_argument(
+        "--trust-remote-code", action="store_true", help="allow model folders that ship their own code"
+    )
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder to rerank the candidates with")
     parser.add_argument("-k", type=_positive_int, default=10, help="results to show (default 10)")
     parser.add_argument("--candidates", type=_positive_int, help="stage-1 candidates (default max(10k, 50))")
@@ -85,7 +94,8 @@ def _search(store: Any, args: argparse.Namespace) -> list[Any]:
     from poolrag.cache import CachedEmbedder
     from poolrag.ingest import default_model
     from poolrag.retrieval import ColbertRetriever, Retriever
-    from poolrag.stores import CollectionNotFoundError
+    from poolrag.stores import CollectionMismatchError, CollectionNotFoundError
+    from poolrag.stores.base import weights_fingerprint
 
     spec = store.read_spec()
     if spec is None:
@@ -93,10 +103,19 @@ def _search(store: Any, args: argparse.Namespace) -> list[Any]:
             f"collection {args.collection!r} does not exist in {args.store} at {store.location}; "
             "run 'poolrag ingest' first (with the same --store/--uri/--path/--collection)"
         )
-    engine = load_engine(
-        args.model or _recorded_model(spec.model_name) or default_model(), spec.model_options
-    )
-    reranker = load_engine(args.rerank) if args.rerank else None
+    # The model is the one the user names (or the default), loaded with the user's own options:
+    # what the collection recorded is data and only decides whether the answer is "yes, same model".
+    options = _recorded_matryoshka(spec.model_options)
+    if args.trust_remote_code:
+        options["trust_remote_code"] = True
+    engine = load_engine(args.model or default_model(), options)
+    if weights_fingerprint(spec.model_identity) != weights_fingerprint(engine.model_identity):
+        raise CollectionMismatchError(
+            f"collection {args.collection!r} was filled with {spec.model_name!r} (fingerprint "
+            f"{weights_fingerprint(spec.model_identity)}), but {engine.model_name!r} has fingerprint "
+            f"{weights_fingerprint(engine.model_identity)}; search it with --model {spec.model_name}"
+        )
+    reranker = load_engine(args.rerank, _user_options(args)) if args.rerank else None
     if spec.layout == "multivector":
         return ColbertRetriever(store, engine, reranker=reranker).search(
             args.query, args.k, candidates=args.candidates
@@ -105,13 +124,20 @@ def _search(store: Any, args: argparse.Namespace) -> list[Any]:
     return retriever.search(args.query, args.k, candidates=args.candidates, rescore=not args.no_rescore)
 
 
-def _recorded_model(name: str) -> str | None:
-    """The model the collection was filled with, unless it was a local folder that is not here (a
-    collection copied from another machine): then the default model is tried, and the weights
-    fingerprint check decides whether it is the same model."""
-    from pathlib import Path
+def _user_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {"trust_remote_code": True} if args.trust_remote_code else {}
 
-    if not name:
-        return None
-    looks_local = name.startswith(("/", ".", "~")) or "\\" in name
-    return name if not looks_local or Path(name).expanduser().exists() else None
+
+def _recorded_matryoshka(recorded: object) -> dict[str, Any]:
+    """Of the options ingest recorded, only the Matryoshka flag (a query truncated like the stored
+    vectors needs it) is taken, and only as a boolean; anything else is ignored with a warning."""
+    if not isinstance(recorded, dict) or not recorded:
+        return {}
+    overrides = recorded.get("hf_overrides")
+    matryoshka = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
+    ignored = sorted(k for k in recorded if k != "hf_overrides")
+    if isinstance(overrides, dict):
+        ignored += sorted(f"hf_overrides.{k}" for k in overrides if k != "is_matryoshka")
+    if ignored:
+        logger.warning("ignoring model options recorded in the collection: %s", ", ".join(ignored))
+    return {"hf_overrides": {"is_matryoshka": True}} if matryoshka else {}

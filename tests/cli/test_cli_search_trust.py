@@ -1,0 +1,96 @@
+"""``poolrag search`` treats what a collection recorded as data: it never loads the model folder the
+metadata names, and never turns on remote code because the metadata asks for it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from poolrag import Engine
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.cli import main
+from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
+from poolrag.stores import open_store
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+EVIL_CODE = """
+import pathlib
+pathlib.Path({marker!r}).write_text("remote code ran")
+from transformers import BertConfig as EvilConfig, BertModel as EvilModel
+"""
+
+
+@pytest.fixture
+def booby_trapped_collection(tmp_path: Path, minilm_path: Path) -> tuple[list[str], Path, Path]:
+    """A collection whose metadata names a model folder with an ``auto_map`` and asks for
+    ``trust_remote_code``, as a shared .db file from someone else could."""
+    marker = tmp_path / "remote-code-ran"
+    evil = tmp_path / "shared-model"
+    shutil.copytree(minilm_path, evil)
+    (evil / "evil.py").write_text(EVIL_CODE.format(marker=str(marker)))
+    config = json.loads((evil / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel"}
+    (evil / "config.json").write_text(json.dumps(config))
+
+    cache = tmp_path / "c.sqlite"
+    engine = Engine(minilm_path)
+    encoder = DenseEncoder(CachedEmbedder(engine, EmbeddingCache(cache)))
+    encoder.model_name = str(evil)  # what the collection records as its model
+    store = open_store("milvus", "shared", uri=str(tmp_path / "m.db"))
+    try:
+        IngestPipeline(
+            store,
+            encoder,
+            TokenChunker.for_engine(engine),
+            model_options={"trust_remote_code": True, "hf_overrides": {"auto_map": config["auto_map"]}},
+            checkpoint_dir=tmp_path,
+            progress=False,
+        ).run(read_paths([SAMPLES / "nature"]))
+    finally:
+        store.close()
+    common = ["--uri", str(tmp_path / "m.db"), "--collection", "shared", "--cache", str(cache)]
+    return common, evil, marker
+
+
+def test_search_ignores_the_model_and_options_a_collection_recorded(
+    booby_trapped_collection: tuple[list[str], Path, Path], capsys, caplog
+) -> None:
+    common, _, marker = booby_trapped_collection
+    with caplog.at_level(logging.WARNING, logger="poolrag.cli.search"):
+        assert main(["search", "why do corals turn white", "-k", "1", "--json", *common]) == 0
+    assert not marker.exists()
+    assert json.loads(capsys.readouterr().out)["source"].endswith("nature/coral-reefs.md")
+    assert "ignoring model options recorded in the collection: trust_remote_code, hf_overrides.auto_map" in (
+        caplog.text
+    )
+
+
+def test_naming_the_recorded_folder_still_runs_no_code_without_the_users_flag(
+    booby_trapped_collection: tuple[list[str], Path, Path], capsys
+) -> None:
+    common, evil, marker = booby_trapped_collection
+    code = main(["search", "why do corals turn white", "-k", "1", "--model", str(evil), *common])
+    assert not marker.exists()  # loaded as transformers' own BERT, not with the folder's code
+    assert code == 2  # and its config (auto_map added) is not the config the collection was filled with
+    assert "search it with --model" in capsys.readouterr().err
+
+
+def test_a_collection_of_another_model_is_refused_with_the_flag_to_pass(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    other = tmp_path / "other-model"
+    shutil.copytree(minilm_path, other)
+    config = json.loads((other / "config.json").read_text())
+    config["num_hidden_layers"] = 5  # other weights, other fingerprint
+    (other / "config.json").write_text(json.dumps(config))
+    common = ["--uri", str(tmp_path / "m.db"), "--collection", "c", "--cache", str(tmp_path / "c.sqlite")]
+    assert main(["ingest", str(SAMPLES / "music"), "--model", str(other), "--quiet", *common]) == 0
+    capsys.readouterr()
+    assert main(["search", "a song", *common]) == 2
+    err = capsys.readouterr().err
+    assert f"search it with --model {other}" in err
