@@ -42,7 +42,7 @@ def first_hour(session: nox.Session, doc: str, name: str) -> None:
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
     """Engine, server, ingestion, stores and the LangChain adapters."""
-    session.install(*CPU_TORCH, "-e", ".[test,server,milvus,qdrant,qdrant-edge,langchain,langchain-test]")
+    session.install(*CPU_TORCH, "-e", ".[test,notebooks,server,milvus,qdrant,qdrant-edge,langchain,langchain-test]")
     session.run("python", "scripts/build_test_assets.py")
     session.run("pytest", "tests", "--ignore=tests/integrations/llamaindex", *session.posargs)
 

@@ -88,21 +88,6 @@ def _local_paths(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def strip_stderr(notebook: nbformat.NotebookNode, pattern: re.Pattern[str]) -> None:
-    """Remove stderr text matching ``pattern`` (multi-line) and the stderr outputs it empties."""
-    for cell in notebook.cells:
-        if cell.cell_type != "code":
-            continue
-        kept = []
-        for output in cell.outputs:
-            if output.output_type == "stream" and output.name == "stderr":
-                output.text = pattern.sub("", output.text)
-                if not output.text:
-                    continue
-            kept.append(output)
-        cell.outputs = kept
-
-
 def output_problems(notebook: nbformat.NotebookNode) -> list[str]:
     """Why the notebook's outputs should not be kept as they are; empty when they are clean.
 

@@ -6,20 +6,14 @@ Refresh the saved outputs with ``python tests/notebooks/notebook_runner.py``.
 
 from __future__ import annotations
 
-import importlib.util
-import re
 from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_runner import execute, notebooks, output_problems, strip_stderr
+from notebook_runner import execute, notebooks, output_problems
 
 NOTEBOOKS = notebooks()
 IDS = [p.stem for p in NOTEBOOKS]
-# Importing transformers imports tqdm.auto, which in a kernel without ipywidgets warns once that
-# it cannot draw notebook progress bars. The notebooks extra installs ipywidgets; an environment
-# without it (the test extra alone) is allowed exactly this warning and nothing else.
-TQDM_NO_WIDGETS = re.compile(r"^.*TqdmWarning: IProgress not found.*\n(?:  .*\n)?", re.MULTILINE)
 
 
 def test_there_are_notebooks() -> None:
@@ -46,7 +40,5 @@ def test_notebook_runs_cleanly(path: Path) -> None:
     """A fresh run in this environment's python: every cell passes its asserts, and the outputs
     are as clean as the saved ones must be."""
     notebook = execute(path)  # raises CellExecutionError if a cell fails
-    if importlib.util.find_spec("ipywidgets") is None:
-        strip_stderr(notebook, TQDM_NO_WIDGETS)
     problems = output_problems(notebook)
     assert not problems, "\n".join(problems)
