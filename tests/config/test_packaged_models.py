@@ -1,0 +1,33 @@
+"""A hub id whose weights are installed as a package resolves to that copy when the hub cannot be
+reached (these machines have no hub), and says so; any other hub id fails with a message saying it
+needs the network."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from poolrag import ModelLoadError
+from poolrag.config.packaged_models import packaged_folder
+from poolrag.config.resolve import resolve_model_path
+
+
+def test_the_default_model_hub_id_falls_back_to_the_installed_package(minilm_path: Path, caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="poolrag.config.resolve"):
+        folder = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
+    assert folder == minilm_path.resolve()
+    assert "using the copy installed as a package" in caplog.text
+
+
+def test_a_pinned_revision_is_not_replaced_by_the_package() -> None:
+    with pytest.raises(ModelLoadError, match="needs network access"):
+        resolve_model_path("sentence-transformers/all-MiniLM-L6-v2", revision="0123abc")
+
+
+def test_other_hub_ids_say_they_need_the_network() -> None:
+    assert packaged_folder("BAAI/bge-base-en-v1.5") is None
+    with pytest.raises(ModelLoadError, match="needs network access") as raised:
+        resolve_model_path("BAAI/bge-base-en-v1.5")
+    assert "\n" not in str(raised.value)
