@@ -1,57 +1,19 @@
-"""Which family a model belongs to, and therefore which tasks it can run."""
+"""Which kind a model folder is, and therefore which tasks it can run.
+
+The name-to-role table and each kind's tasks live in ``registry``; this module adds what the
+name alone cannot say: the folder's layout, ``convert`` and the pooler configuration.
+"""
 
 from __future__ import annotations
 
-from enum import Enum
-
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
+from poolrag.config.registry import KINDS, ModelKind, Role, lookup_architecture
 from poolrag.errors import ModelLoadError
 
+__all__ = ["CONVERSIONS", "ModelKind", "detect_model_kind", "supported_tasks"]
 
-class ModelKind(Enum):
-    """The forward pass a family needs; one per loader branch."""
-
-    EMBEDDING = "embedding"  # backbone hidden states -> pooled vectors
-    COLBERT = "colbert"  # backbone hidden states -> projected per-token vectors
-    SEQUENCE_CLASSIFIER = "sequence_classifier"  # *ForSequenceClassification logits
-    TOKEN_CLASSIFIER = "token_classifier"  # *ForTokenClassification logits
-    # Decoders: the backbone runs alone and its hidden states are pooled here, so the row a
-    # score is read from never depends on padding or on pad_token_id.
-    DECODER_CLASSIFIER = "decoder_classifier"  # backbone -> LAST token -> the model's own `score` head
-    LM_HEAD_CLASSIFIER = "lm_head_classifier"  # *ForCausalLM -> LAST token -> a few lm_head rows
-    STEP_REWARD = "step_reward"  # backbone -> step-tag tokens -> lm_head rows or `score` head
-
-    @property
-    def score_kind(self) -> str:
-        """How ``Engine.score`` works: one joint forward per pair, cosine of vectors, or MaxSim."""
-        if self in _PAIR_SCORERS:
-            return "cross-encoder"
-        return "maxsim" if self is ModelKind.COLBERT else "cosine"
-
-    @property
-    def rewards_are_raw(self) -> bool:
-        """Sequence reward models return the head's raw value, not a probability."""
-        return self in (ModelKind.SEQUENCE_CLASSIFIER, ModelKind.DECODER_CLASSIFIER)
-
-
-_PAIR_SCORERS = (ModelKind.SEQUENCE_CLASSIFIER, ModelKind.DECODER_CLASSIFIER, ModelKind.LM_HEAD_CLASSIFIER)
 CONVERSIONS = ("embed", "classify", "reward")
-
-
-SUPPORTED_TASKS: dict[ModelKind, tuple[str, ...]] = {
-    ModelKind.EMBEDDING: ("embed", "score", "token_embed"),
-    ModelKind.COLBERT: ("token_embed", "score"),
-    ModelKind.SEQUENCE_CLASSIFIER: ("classify", "score", "reward"),
-    ModelKind.TOKEN_CLASSIFIER: ("token_classify", "reward"),
-    ModelKind.DECODER_CLASSIFIER: ("classify", "score", "reward"),
-    ModelKind.LM_HEAD_CLASSIFIER: ("classify", "score"),
-    ModelKind.STEP_REWARD: ("reward",),
-}
-
-
-def _is_causal_lm(arch: str) -> bool:
-    return arch.endswith("ForCausalLM") or arch.endswith("LMHeadModel")
 
 
 def _remote_auto_classes(spec: ModelSpec) -> set[str]:
@@ -65,7 +27,7 @@ def _reads_last_token(spec: ModelSpec) -> bool:
     remote-code ``*ForRewardModel`` heads (Qwen2-Math-RM style); other remote classifiers
     (e.g. bidirectional LLM rerankers that mean-pool) keep their own forward.
     """
-    if spec.architecture.endswith("ForRewardModel"):
+    if lookup_architecture(spec.architecture) is Role.REWARD_HEAD:
         return True
     if "AutoModelForSequenceClassification" in _remote_auto_classes(spec):
         return False
@@ -74,19 +36,20 @@ def _reads_last_token(spec: ModelSpec) -> bool:
 
 def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> ModelKind:
     arch = spec.architecture
+    role = lookup_architecture(arch)
     convert = spec.convert
     step = pooler is not None and pooler.pooling_type == "STEP"
     if spec.colbert is not None:
         return ModelKind.COLBERT
     if convert == "embed":
         return ModelKind.EMBEDDING
-    causal = _is_causal_lm(arch)
-    vllm_recipe = causal or arch.endswith("ForSequenceClassification")
-    if spec.classifier_from_token and convert in (None, "classify") and vllm_recipe:
+    causal = role is Role.LM_HEAD
+    sequence_head = role is Role.SEQUENCE_HEAD
+    if spec.classifier_from_token and convert in (None, "classify") and (causal or sequence_head):
         # vLLM's recipe: hf_overrides={"architectures": [...ForSequenceClassification],
         # "classifier_from_token": [...]} on a *ForCausalLM checkpoint means "score with these rows"
         return ModelKind.LM_HEAD_CLASSIFIER
-    if convert == "classify" and not arch.endswith("ForSequenceClassification"):
+    if convert == "classify" and not sequence_head:
         if not causal:
             raise ModelLoadError(
                 f"convert='classify' reads a language-model head, but {arch} has none; "
@@ -97,11 +60,11 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
         if not causal:
             raise ModelLoadError(f"convert='reward' needs a *ForCausalLM checkpoint, not {arch}")
         return ModelKind.STEP_REWARD
-    if arch.endswith("ForSequenceClassification") or arch.endswith("ForRewardModel"):
+    if role in (Role.SEQUENCE_HEAD, Role.REWARD_HEAD):
         return ModelKind.DECODER_CLASSIFIER if _reads_last_token(spec) else ModelKind.SEQUENCE_CLASSIFIER
-    if arch.endswith("ForProcessRewardModel") and spec.is_decoder:
+    if role is Role.PROCESS_REWARD_HEAD and spec.is_decoder:
         return ModelKind.STEP_REWARD
-    if arch.endswith("ForTokenClassification") or arch.endswith("ForProcessRewardModel"):
+    if role in (Role.TOKEN_HEAD, Role.PROCESS_REWARD_HEAD):
         return ModelKind.TOKEN_CLASSIFIER
     if causal:
         if spec.is_sentence_transformers:  # gte-Qwen2 / Qwen3-Embedding: the folder says "embed"
@@ -114,12 +77,10 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
 
 
 def supported_tasks(kind: ModelKind, spec: ModelSpec, pooler: PoolerConfig | None = None) -> tuple[str, ...]:
-    tasks = SUPPORTED_TASKS[kind]
-    if kind in (ModelKind.SEQUENCE_CLASSIFIER, ModelKind.DECODER_CLASSIFIER) and spec.num_labels != 1:
-        tasks = tuple(t for t in tasks if t not in ("score", "reward"))
-    if kind is ModelKind.LM_HEAD_CLASSIFIER and spec.num_labels != 1:
-        tasks = tuple(t for t in tasks if t != "score")
+    """The kind's tasks, less those its head or pooling cannot serve (see ``KindInfo``)."""
+    info = KINDS[kind]
     pooling_type = (pooler or spec.pooler_defaults).pooling_type
-    if kind is ModelKind.TOKEN_CLASSIFIER and pooling_type != "STEP":
-        tasks = tuple(t for t in tasks if t != "reward")
-    return tasks
+    dropped = (info.one_label_tasks if spec.num_labels != 1 else ()) + (
+        info.step_tasks if pooling_type != "STEP" else ()
+    )
+    return tuple(t for t in info.tasks if t not in dropped)

@@ -16,20 +16,16 @@ from typing import Any
 from transformers import AutoConfig, PretrainedConfig
 
 from poolrag.config.pooler_config import PoolerConfig, PoolingType
+from poolrag.config.registry import (
+    DECODER_MODEL_TYPES,
+    ST_POOLING_MODES,
+    ST_UNSUPPORTED_POOLING_MODES,
+    Role,
+    lookup_architecture,
+)
 from poolrag.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
-
-_ST_POOLING_MODES: dict[str, PoolingType] = {
-    "pooling_mode_cls_token": "CLS",
-    "pooling_mode_mean_tokens": "MEAN",
-    "pooling_mode_lasttoken": "LAST",
-}
-_ST_UNSUPPORTED_MODES = (
-    "pooling_mode_max_tokens",
-    "pooling_mode_mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +77,7 @@ class ModelSpec:
         return (
             bool(getattr(cfg, "is_decoder", False))
             or self.architecture.endswith("ForCausalLM")
-            or (cfg.model_type in _DECODER_MODEL_TYPES)
+            or (cfg.model_type in DECODER_MODEL_TYPES)
         )
 
     @property
@@ -113,21 +109,6 @@ class ModelSpec:
         return bool(getattr(self.hf_config, "is_matryoshka", False)) or self.matryoshka_dimensions is not None
 
 
-_DECODER_MODEL_TYPES = {
-    "llama",
-    "mistral",
-    "qwen2",
-    "qwen3",
-    "gemma",
-    "gemma2",
-    "gemma3",
-    "gemma3_text",
-    "gpt2",
-    "phi3",
-    "qwen2_moe",
-}
-
-
 def _read_json(path: Path) -> dict[str, Any] | list[Any] | None:
     if not path.is_file():
         return None
@@ -156,7 +137,7 @@ def _dense_from_folder(folder: Path, prefix: str = "linear.") -> DenseSpec:
 
 
 def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
-    for key in _ST_UNSUPPORTED_MODES:
+    for key in ST_UNSUPPORTED_POOLING_MODES:
         if cfg.get(key):
             raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {key!r} is not supported")
     if cfg.get("include_prompt") is False:
@@ -167,7 +148,7 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
         if mode not in table:
             raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {mode!r} is not supported")
         return table[mode]  # type: ignore[return-value]
-    chosen = [mode for key, mode in _ST_POOLING_MODES.items() if cfg.get(key)]
+    chosen = [mode for key, mode in ST_POOLING_MODES.items() if cfg.get(key)]
     if len(chosen) != 1:
         raise ModelLoadError(f"{folder}: expected exactly one pooling mode, found {chosen or 'none'}")
     return chosen[0]
@@ -216,7 +197,7 @@ def load_model_spec(
     architecture = architectures[0] if architectures else type(hf_config).__name__.replace("Config", "Model")
 
     colbert: ColbertSpec | None = None
-    if architecture == "HF_ColBERT":
+    if lookup_architecture(architecture) is Role.COLBERT:
         colbert, dense = _stanford_colbert(path, hf_config)
     elif is_pylate:
         colbert = _pylate_colbert(st_config)

@@ -19,6 +19,7 @@ from poolrag.batching.token_budget import TokenBudgetBatcher
 from poolrag.config.model_kind import ModelKind, detect_model_kind, supported_tasks
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
+from poolrag.config.registry import default_pooling
 from poolrag.core.executor import ModelExecutor
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.decoder_loader import DECODER_KINDS, DecoderParts, load_decoder
@@ -126,10 +127,8 @@ def build_pipeline(
     placement = placement or Placement()
     pooler = pooler_override.merged_over(spec.pooler_defaults)
     kind = detect_model_kind(spec, pooler)
-    if kind is ModelKind.STEP_REWARD and pooler.pooling_type is None:
-        pooler = pooler.merged_over(PoolerConfig(pooling_type="STEP"))
     if pooler.pooling_type is None:
-        pooler = pooler.merged_over(PoolerConfig(pooling_type="LAST" if spec.is_decoder else "CLS"))
+        pooler = pooler.merged_over(PoolerConfig(pooling_type=default_pooling(kind, spec.is_decoder)))
     if kind is ModelKind.EMBEDDING and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):
         raise ModelLoadError(f"pooling_type {pooler.pooling_type} cannot produce one embedding per text")
     if pooler.normalize is None:

