@@ -138,6 +138,11 @@ def build_pipeline(
     tokenizer = AutoTokenizer.from_pretrained(
         tokenizer_path or spec.transformer_path, trust_remote_code=trust_remote_code
     )
+    # poolrag checks lengths against max_model_len itself (InputTooLongError); the tokenizer's own
+    # "sequence length is longer than the specified maximum" warning names another limit and misleads.
+    warned = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(warned, dict):
+        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     check_model_fits(spec.transformer_path, dtype, device, placement)
     decoder: DecoderParts | None = None
     if kind in DECODER_KINDS:
@@ -206,7 +211,13 @@ def build_pipeline(
         runner, poolers, TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len))
     )
     logger.info(
-        "loaded %s (%s) on %s as %s, max_model_len=%d", spec.architecture, kind.value, device, dtype, max_len
+        "loaded %s (%s) on %s as %s, max_model_len=%d, %s implementation",
+        spec.architecture,
+        kind.value,
+        device,
+        dtype,
+        max_len,
+        "native" if getattr(model, "native", False) else "transformers",
     )
     return Pipeline(
         kind=kind,
