@@ -16,6 +16,7 @@ import uvicorn
 
 from poolrag import Engine
 from poolrag.server import ServerSettings, create_app
+from poolrag.server.run import uvicorn_config
 
 
 class LiveServer:
@@ -25,7 +26,8 @@ class LiveServer:
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        settings = app.state.poolrag.settings  # the same connection deadlines as 'poolrag serve'
+        self.server = uvicorn.Server(uvicorn_config(app, settings, log_level="warning", lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
 
     def __enter__(self) -> LiveServer:

@@ -73,6 +73,24 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_MAX_BODY_BYTES,
         help="largest request body (413)",
     )
+    net.add_argument(
+        "--allowed-hosts",
+        nargs="+",
+        metavar="HOST",
+        help="Host header names to answer ('*': any; default: the loopback names when keyless on loopback)",
+    )
+    net.add_argument("--max-request-tokens", type=_positive_int, help="most token ids per request (413)")
+    net.add_argument(
+        "--max-request-chars", type=_positive_int, help="most characters of text per request (413)"
+    )
+    net.add_argument(
+        "--max-inflight-bytes", type=_positive_int, help="request body bytes held at once; more get 503"
+    )
+    net.add_argument(
+        "--max-inflight-tokens", type=_positive_int, help="tokens in flight at once; more get 503"
+    )
+    net.add_argument("--header-timeout", type=float, default=10.0, help="seconds to send request headers")
+    net.add_argument("--body-timeout", type=float, default=30.0, help="seconds to send a request body (408)")
     net.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
     eng = parser.add_argument_group("engine")
@@ -115,10 +133,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if not require_extra("serve", "server"):
         return EXIT_MISSING_EXTRA
-    import uvicorn
-
     from poolrag import Engine, PoolragError
-    from poolrag.server import ServerSettings, create_app
+    from poolrag.server import ServerSettings
+    from poolrag.server.run import serve
 
     try:
         settings = ServerSettings(
@@ -127,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
             max_queue=args.max_queue,
             max_inputs=args.max_inputs,
             max_body_bytes=args.max_body_bytes,
+            allowed_hosts=tuple(args.allowed_hosts) if args.allowed_hosts else None,
+            max_request_tokens=args.max_request_tokens,
+            max_request_chars=args.max_request_chars,
+            max_inflight_bytes=args.max_inflight_bytes,
+            max_inflight_tokens=args.max_inflight_tokens,
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
         )
         engine = Engine(
             args.model,
@@ -146,5 +170,5 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
         logger.warning("listening on %s without an API key: anyone who can reach it can use it", args.host)
-    uvicorn.run(create_app(engine, settings), host=args.host, port=args.port, log_level=args.log_level)
+    serve(engine, settings, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -15,6 +15,7 @@ from poolrag.server.auth import APIKeyMiddleware
 from poolrag.server.body_limit import BodySizeLimitMiddleware
 from poolrag.server.engine_calls import EngineCalls
 from poolrag.server.errors import install_error_handlers
+from poolrag.server.host_check import HostCheckMiddleware
 from poolrag.server.metrics import MetricsMiddleware, ServerMetrics
 from poolrag.server.openapi import install_openapi
 from poolrag.server.routes import (
@@ -28,7 +29,7 @@ from poolrag.server.routes import (
     score,
     tokenize,
 )
-from poolrag.server.settings import ServerSettings
+from poolrag.server.settings import Limits, ServerSettings
 from poolrag.server.state import ServerState, now
 
 logger = logging.getLogger(__name__)
@@ -39,11 +40,20 @@ _ROUTERS = (embeddings, score, rerank, classify, pooling, tokenize, models, heal
 def create_app(engine: Any, settings: ServerSettings) -> FastAPI:
     """Build the ASGI app serving ``engine`` (a :class:`poolrag.Engine`).
 
-    Middleware order, outermost first: metrics (sees every answer), API key (before any body is
-    read), body size limit, then FastAPI's routing and validation.
+    Middleware order, outermost first: metrics (sees every answer), ``Host`` check, API key
+    (before any body is read), body size/time limit and byte budget, then FastAPI's routing; the
+    POST routes parse and validate off the event loop (:mod:`poolrag.server.routing`).
     """
     server_metrics = ServerMetrics(settings.max_queue, engine)
     calls = EngineCalls(engine, settings.engine_threads)
+    limits = Limits.resolve(settings, engine.max_model_len)
+    admission = Admission(
+        settings.max_queue,
+        limits.max_inflight_bytes,
+        limits.max_inflight_tokens,
+        settings.retry_after_s,
+        server_metrics,
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -67,8 +77,9 @@ def create_app(engine: Any, settings: ServerSettings) -> FastAPI:
     app.state.poolrag = ServerState(
         engine=engine,
         settings=settings,
+        limits=limits,
         calls=calls,
-        admission=Admission(settings.max_queue, settings.retry_after_s, server_metrics),
+        admission=admission,
         metrics=server_metrics,
         started=now(),
     )
@@ -77,9 +88,15 @@ def create_app(engine: Any, settings: ServerSettings) -> FastAPI:
     install_error_handlers(app)
     install_openapi(app)
 
-    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        admission=admission,
+        body_timeout_s=settings.body_timeout_s,
+    )
     if settings.api_key is not None:
         app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)
+    app.add_middleware(HostCheckMiddleware, settings=settings)
     app.add_middleware(
         MetricsMiddleware, metrics=server_metrics, known_paths=lambda: app.openapi()["paths"].keys()
     )

@@ -4,8 +4,11 @@ The engine's async core (``aembed``, ``aclassify``, ``ascore``, ``aencode``), wh
 concurrent requests together and is used directly; otherwise the thread-safe synchronous methods
 run on a small thread pool of their own. Requests carrying a lot of text also take the thread
 pool (the synchronous methods feed the same core, so they are still batched with everyone else):
-the async methods may tokenise small requests on the event loop, and megabytes of text would
-stall every other connection meanwhile.
+the async methods tokenise requests of up to ``ENGINE_INLINE_ITEMS`` inputs on the event loop,
+and megabytes of text in those would stall every other connection meanwhile. Requests with more
+inputs always take the async core, which tokenises them on a thread of its own: only the async
+core drops a cancelled caller's work (a client that disconnected), so the thread-pool path is
+kept for the few-inputs case, where little work can be left behind.
 """
 
 from __future__ import annotations
@@ -21,6 +24,13 @@ T = TypeVar("T")
 
 #: Above this many characters of text, a request is tokenised on the thread pool, not the loop.
 INLINE_TEXT_CHARS = 100_000
+#: Lists longer than this are tokenised off the loop by the engine's async core itself.
+ENGINE_INLINE_ITEMS = 32
+
+
+def most_items(args: tuple[Any, ...]) -> int:
+    """The longest list among an engine call's arguments (1 when none is a list)."""
+    return max((len(arg) for arg in args if isinstance(arg, list)), default=1)
 
 
 def text_chars(args: tuple[Any, ...]) -> int:
@@ -44,7 +54,9 @@ class EngineCalls:
 
     async def run(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``engine.<method>(*args, **kwargs)``, awaited."""
-        if self.uses_async_core(method) and text_chars(args) <= INLINE_TEXT_CHARS:
+        if self.uses_async_core(method) and (
+            most_items(args) > ENGINE_INLINE_ITEMS or text_chars(args) <= INLINE_TEXT_CHARS
+        ):
             return await getattr(self.engine, f"a{method}")(*args, **kwargs)
         return await self.offload(getattr(self.engine, method), *args, **kwargs)
 

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from poolrag.errors import (
@@ -33,8 +34,19 @@ _TYPE_BY_STATUS = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     503: "service_unavailable_error",
+}
+#: ``code`` when the raiser gives none, so every error answer carries one.
+_CODE_BY_STATUS = {
+    400: "invalid_request",
+    401: "invalid_api_key",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    413: "request_too_large",
+    503: "unavailable",
 }
 
 
@@ -56,7 +68,7 @@ class APIError(Exception):
         self.message = message
         self.type = type or _TYPE_BY_STATUS.get(status_code, "server_error")
         self.param = param
-        self.code = code
+        self.code = code or _CODE_BY_STATUS.get(status_code, "internal_error")
         self.headers = dict(headers or {})
 
 
@@ -80,12 +92,22 @@ def from_poolrag_error(exc: PoolragError) -> APIError:
     return APIError(500, f"the model failed: {exc}", type="server_error", code="model_error")
 
 
+_TYPE_TAGS = frozenset({"body", "str", "int", "bool", "float", "list", "dict", "none"})
+
+
+def _is_field(part: object) -> bool:
+    """Field names and list indices; not pydantic's union branch tags (``function-after[...]``,
+    ``str``, a model's class name), which mean nothing to a client."""
+    if isinstance(part, int):
+        return True
+    return isinstance(part, str) and part.isidentifier() and part[0].islower() and part not in _TYPE_TAGS
+
+
 def _loc_path(loc: Sequence[Any]) -> str:
-    parts = [str(p) for p in loc if p != "body"]
-    return ".".join(parts)
+    return ".".join(str(p) for p in loc if _is_field(p))
 
 
-def from_validation_error(exc: RequestValidationError) -> APIError:
+def from_validation_error(exc: RequestValidationError | ValidationError) -> APIError:
     """A 400 (as OpenAI answers), naming the first offending field."""
     errors = list(exc.errors())
     if not errors:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from poolrag.errors import InvalidInputError
 from poolrag.server.errors import APIError
 from poolrag.server.settings import ServerSettings
+from poolrag.tokenization.input_processor import check_text
 
 
 def check_model(settings: ServerSettings, model: str | None) -> None:
@@ -16,6 +18,15 @@ def check_model(settings: ServerSettings, model: str | None) -> None:
         raise APIError(
             400, f"model {model!r} is not served here; use {served}", param="model", code="model_not_found"
         )
+
+
+def is_blank(text: str) -> bool:
+    """Nothing to read (empty, whitespace, NUL or zero-width only), by the engine's own rule."""
+    try:
+        check_text(text)
+    except InvalidInputError:
+        return True
+    return False
 
 
 def check_count(settings: ServerSettings, count: int, param: str) -> None:

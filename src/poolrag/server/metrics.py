@@ -14,6 +14,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 UNMATCHED_PATH = "unmatched"
+#: The status recorded for requests whose client left before the answer (nginx's convention).
+CLIENT_CLOSED = 499
 
 
 class EngineCoreCollector(Collector):
@@ -91,7 +93,17 @@ class ServerMetrics:
         self.queue_capacity.set(max_queue)
         self.rejected = Counter(
             "poolrag_queue_rejections",
-            "Requests refused with 503 because the queue was full.",
+            "Requests refused with 503 because the queue or a byte or token budget was full.",
+            registry=self.registry,
+        )
+        self.inflight_bytes = Gauge(
+            "poolrag_inflight_body_bytes",
+            "Request body bytes held by admitted requests.",
+            registry=self.registry,
+        )
+        self.inflight_tokens = Gauge(
+            "poolrag_inflight_tokens",
+            "Token ids plus estimated text tokens of requests being parsed or run.",
             registry=self.registry,
         )
 
@@ -104,7 +116,8 @@ class MetricsMiddleware:
 
     Paths that are not routes of the app are counted under one label, so a scanner cannot blow
     up the number of time series. The routes are listed lazily (``known_paths`` is called on the
-    first request), once the app is complete.
+    first request), once the app is complete. A request whose client disconnected before the
+    answer started is counted as 499, whatever the app did next: it was neither served nor a fault.
     """
 
     def __init__(
@@ -124,16 +137,26 @@ class MetricsMiddleware:
         path = scope.get("path", "")
         label = path if path in self._known else UNMATCHED_PATH
         started = time.perf_counter()
-        status = 500
+        status: int | None = None
+        gone_first = False
+
+        async def receive_watching() -> Message:
+            nonlocal gone_first
+            message = await receive()
+            if message["type"] == "http.disconnect" and status is None:
+                gone_first = True
+            return message
 
         async def send_with_status(message: Message) -> None:
             nonlocal status
-            if message["type"] == "http.response.start":
+            if message["type"] == "http.response.start" and status is None:
                 status = int(message["status"])
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_status)
+            await self.app(scope, receive_watching, send_with_status)
         finally:
-            self.metrics.requests.labels(label, str(status)).inc()
+            if gone_first:
+                status = CLIENT_CLOSED
+            self.metrics.requests.labels(label, str(status or 500)).inc()
             self.metrics.latency.labels(label).observe(time.perf_counter() - started)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 DEFAULT_MAX_QUEUE = 256
 DEFAULT_MAX_INPUTS = 2048  # OpenAI's own per-request limit for /v1/embeddings
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Host names a keyless loopback server answers to (any port): a DNS-rebinding page cannot use them.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,21 @@ class ServerSettings:
         retry_after_s: the ``Retry-After`` value sent with 503 answers.
         engine_threads: worker threads for synchronous engine calls (unused once the engine has
             an async core).
+        max_request_tokens: most token ids in one request, counted while parsing (413 beyond);
+            ``None``: ``max_inputs`` times the model's maximum length.
+        max_request_chars: most characters of text in one request (413 beyond); ``None``: the
+            larger of ``max_body_bytes`` and eight times ``max_request_tokens``.
+        max_inflight_bytes: request bodies held at once, all requests together; a request that
+            would pass it gets 503 + ``Retry-After`` (one request alone is always admitted).
+            ``None``: four times ``max_body_bytes``.
+        max_inflight_tokens: token ids plus estimated text tokens (characters / 4) of the requests
+            admitted at once; beyond it 503 + ``Retry-After``. ``None``: four times
+            ``max_request_tokens``.
+        allowed_hosts: ``Host`` header names accepted (any port); ``("*",)`` accepts any. ``None``:
+            the loopback names when the server has no API key and listens on loopback, else any.
+        header_timeout_s: a connection must send a request's headers within this time.
+        body_timeout_s: a request's body must arrive within this time (408 otherwise).
+        keep_alive_s: an idle keep-alive connection is closed after this time.
     """
 
     served_model_names: tuple[str, ...]
@@ -33,6 +50,14 @@ class ServerSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     retry_after_s: int = 1
     engine_threads: int = 4
+    max_request_tokens: int | None = None
+    max_request_chars: int | None = None
+    max_inflight_bytes: int | None = None
+    max_inflight_tokens: int | None = None
+    allowed_hosts: tuple[str, ...] | None = None
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    keep_alive_s: float = 5.0
 
     def __post_init__(self) -> None:
         if not self.served_model_names or not all(self.served_model_names):
@@ -40,10 +65,43 @@ class ServerSettings:
         for name in ("max_queue", "max_inputs", "max_body_bytes", "retry_after_s", "engine_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("max_request_tokens", "max_request_chars", "max_inflight_bytes", "max_inflight_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.api_key is not None and not self.api_key:
             raise ValueError("api_key must not be empty; leave it unset to disable authentication")
+        if self.allowed_hosts is not None and not all(self.allowed_hosts):
+            raise ValueError("allowed_hosts must not hold empty names")
 
     @property
     def model_name(self) -> str:
         """The name reported in responses."""
         return self.served_model_names[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The per-request and in-flight limits with every default resolved for one model."""
+
+    max_inputs: int
+    max_body_bytes: int
+    max_request_tokens: int
+    max_request_chars: int
+    max_inflight_bytes: int
+    max_inflight_tokens: int
+
+    @classmethod
+    def resolve(cls, settings: ServerSettings, max_model_len: int) -> Limits:
+        tokens = settings.max_request_tokens or settings.max_inputs * max_model_len
+        return cls(
+            max_inputs=settings.max_inputs,
+            max_body_bytes=settings.max_body_bytes,
+            max_request_tokens=tokens,
+            max_request_chars=settings.max_request_chars or max(settings.max_body_bytes, 8 * tokens),
+            max_inflight_bytes=settings.max_inflight_bytes or 4 * settings.max_body_bytes,
+            max_inflight_tokens=settings.max_inflight_tokens or 4 * tokens,
+        )

@@ -1,4 +1,4 @@
-"""What every route needs: the engine, the limits, the queue and the metrics of one app."""
+"""What every route needs: the engine, the limits, the admission budgets and the metrics of one app."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from poolrag.server.admission import Admission
 from poolrag.server.engine_calls import EngineCalls
 from poolrag.server.inputs import check_model
 from poolrag.server.metrics import ServerMetrics
-from poolrag.server.settings import ServerSettings
+from poolrag.server.settings import Limits, ServerSettings
 
 T = TypeVar("T")
 
@@ -23,6 +23,7 @@ T = TypeVar("T")
 class ServerState:
     engine: Any
     settings: ServerSettings
+    limits: Limits
     calls: EngineCalls
     admission: Admission
     metrics: ServerMetrics

@@ -7,6 +7,7 @@ so the model layers below only ever see token ids.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,10 +48,16 @@ class PromptSettings:
         return ""
 
 
+#: A character that is not whitespace, a control character (NUL, ...) or a zero-width one: text
+#: made only of those tokenises to nothing but special tokens, so it is refused like ``""``.
+_VISIBLE = re.compile("[^\\s\x00-\x1f\x7f\u180e\u200b-\u200d\u2060\ufeff]")
+
+
 def check_text(value: object, what: str = "input") -> str:
+    """``value`` if it is a string with something to read; every front door (Python, HTTP) calls it."""
     if not isinstance(value, str):
         raise InputTypeError(f"{what} must be a string, not {type(value).__name__}")
-    if not value.strip():
+    if _VISIBLE.search(value) is None:
         raise InvalidInputError(f"{what} is empty")
     if not value.isascii():
         try:

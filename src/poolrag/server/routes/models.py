@@ -19,7 +19,7 @@ async def list_models(request: Request) -> ModelList:
         ModelCard(
             id=name,
             created=state.started,
-            root=engine.model_name,
+            root=state.settings.model_name,  # the served name: the folder's path is the host's business
             max_model_len=engine.max_model_len,
             tasks=list(engine.supported_tasks),
         )

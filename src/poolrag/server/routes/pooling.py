@@ -7,10 +7,11 @@ from fastapi import APIRouter, Request
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import PoolingData, PoolingRequest, PoolingResponse, Usage
 from poolrag.server.state import new_id, now, server_state
 
-router = APIRouter(tags=["pooling"])
+router = APIRouter(tags=["pooling"], route_class=OffLoopRoute)
 PATH = "/pooling"
 
 

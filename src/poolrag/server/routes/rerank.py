@@ -10,8 +10,9 @@ from fastapi import APIRouter, Request
 
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count
+from poolrag.server.inputs import check_count, is_blank
 from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import (
     RerankDocument,
     RerankRequest,
@@ -21,7 +22,7 @@ from poolrag.server.schemas import (
 )
 from poolrag.server.state import new_id, server_state
 
-router = APIRouter(tags=["scoring"])
+router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
 
 
 async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
@@ -29,9 +30,9 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
     state.check_model(body.model)
     texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
     check_count(state.settings, len(texts), "documents")
-    if not body.query.strip():
+    if is_blank(body.query):
         raise APIError(400, "query is empty", param="query", code="empty_input")
-    blank = next((i for i, text in enumerate(texts) if not text.strip()), None)
+    blank = next((i for i, text in enumerate(texts) if is_blank(text)), None)
     if blank is not None:
         raise APIError(400, f"documents[{blank}] is empty", param="documents", code="empty_input")
     params = PoolingParams(truncate_prompt_tokens=body.truncate_prompt_tokens)

@@ -7,10 +7,11 @@ from fastapi import APIRouter, Request
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import check_count
 from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
 from poolrag.server.state import new_id, now, server_state
 
-router = APIRouter(tags=["scoring"])
+router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
 
 
 async def _score(body: ScoreRequest, request: Request) -> ScoreResponse:

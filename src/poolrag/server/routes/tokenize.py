@@ -7,11 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from poolrag.server.errors import APIError
+from poolrag.server.inputs import is_blank
 from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
 from poolrag.server.state import server_state
 
-router = APIRouter(tags=["tokenization"])
+router = APIRouter(tags=["tokenization"], route_class=OffLoopRoute)
 PATH = "/tokenize"
 
 
@@ -25,7 +27,7 @@ def _tokenize(engine: Any, prompt: str, add_special_tokens: bool) -> list[int]:
 async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
     state = server_state(request)
     state.check_model(body.model)
-    if not body.prompt.strip():
+    if is_blank(body.prompt):
         raise APIError(400, "prompt is empty", param="prompt", code="empty_input")
     engine = state.engine
     tokens = await state.run_blocking(PATH, _tokenize, engine, body.prompt, body.add_special_tokens)

@@ -1,0 +1,176 @@
+"""Server memory and event-loop responsiveness under hostile 16 MB requests (issue 13).
+
+Starts ``poolrag serve`` (all-MiniLM-L6-v2) in a subprocess on 127.0.0.1, then sends one and then
+eight concurrent requests whose body is a single 16 MB list of token ids with
+``truncate_prompt_tokens: -1`` (the server's largest accepted body). Meanwhile it samples the
+server's resident memory (VmRSS, every 20 ms) and probes ``GET /health`` every 100 ms.
+
+Prints, per phase: the peak RSS, the RSS before it, the slowest ``/health`` answer and the status
+codes the hostile requests got. ``--rss-cap-gb`` kills the server if it grows past the cap, so a
+"before" run on an unbounded server cannot take the shared machine down (reported as "> cap").
+
+    python benchmarks/server_memory.py [--ids 8000000] [--concurrent 8] [--rss-cap-gb 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+from common import machine, minilm_path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Sampler(threading.Thread):
+    """Samples the server's RSS and ``/health`` latency until stopped; kills it past the cap."""
+
+    def __init__(self, process: subprocess.Popen[bytes], url: str, cap_kib: int) -> None:
+        super().__init__(daemon=True)
+        self.process, self.url, self.cap_kib = process, url, cap_kib
+        self.peak_kib = 0
+        self.health_max_s = 0.0
+        self.health_failures = 0
+        self.killed = False
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        threading.Thread(target=self._probe, daemon=True).start()
+        while not self._done.is_set():
+            rss = _rss_kib(self.process.pid)
+            self.peak_kib = max(self.peak_kib, rss)
+            if rss > self.cap_kib and not self.killed:
+                self.killed = True
+                self.process.kill()
+            time.sleep(0.02)
+
+    def _probe(self) -> None:
+        with httpx.Client(timeout=60) as client:
+            while not self._done.is_set():
+                started = time.perf_counter()
+                try:
+                    ok = client.get(f"{self.url}/health").status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                self.health_max_s = max(self.health_max_s, time.perf_counter() - started)
+                self.health_failures += not ok
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def _hostile(url: str, body: bytes) -> str:
+    try:
+        response = httpx.post(
+            f"{url}/v1/embeddings", content=body, headers={"content-type": "application/json"}, timeout=600
+        )
+        return str(response.status_code)
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+
+
+def _phase(process: subprocess.Popen[bytes], url: str, body: bytes, clients: int, cap_kib: int) -> dict:
+    before = _rss_kib(process.pid)
+    sampler = Sampler(process, url, cap_kib)
+    sampler.start()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        statuses = Counter(pool.map(lambda _: _hostile(url, body), range(clients)))
+    elapsed = time.perf_counter() - started
+    time.sleep(1.0)  # let the last samples and probes in
+    sampler.stop()
+    return {
+        "clients": clients,
+        "rss_before_mb": before / 1024,
+        "peak_rss_mb": sampler.peak_kib / 1024,
+        "rss_after_mb": _rss_kib(process.pid) / 1024,
+        "killed_at_cap": sampler.killed,
+        "health_max_s": sampler.health_max_s,
+        "health_failures": sampler.health_failures,
+        "statuses": dict(statuses),
+        "wall_s": elapsed,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ids", type=int, default=8_000_000, help="token ids per request (2 bytes each)")
+    parser.add_argument("--concurrent", type=int, default=8)
+    parser.add_argument("--rss-cap-gb", type=float, default=8.0)
+    args = parser.parse_args()
+
+    body = json.dumps({"input": [1] * args.ids, "truncate_prompt_tokens": -1}, separators=(",", ":"))
+    payload = body.encode()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("POOLRAG_API_KEY", None)
+    command = [sys.executable, "-m", "poolrag.cli", "serve", str(minilm_path()), "--port", str(port)]
+    command += ["--host", "127.0.0.1", "--log-level", "warning"]
+    process = subprocess.Popen(command, env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the server did not start")
+            time.sleep(0.2)
+        print(machine())
+        print(f"body: {len(payload) / 1e6:.1f} MB, {args.ids} token ids, truncate_prompt_tokens -1")
+        print(f"idle server RSS: {_rss_kib(process.pid) / 1024:.0f} MB")
+        cap_kib = int(args.rss_cap_gb * 1024 * 1024)
+        for clients in (1, args.concurrent):
+            if process.poll() is not None:
+                print(f"{clients} concurrent: not run, the server is gone")
+                continue
+            result = _phase(process, url, payload, clients, cap_kib)
+            peak = f"{result['peak_rss_mb']:.0f} MB"
+            if result["killed_at_cap"]:
+                peak = f"> {args.rss_cap_gb:g} GB (killed at the cap)"
+            print(
+                f"{clients} concurrent: peak RSS {peak} (from {result['rss_before_mb']:.0f} MB, "
+                f"{result['rss_after_mb']:.0f} MB after); slowest /health {result['health_max_s']:.3f} s, "
+                f"{result['health_failures']} failed; statuses {result['statuses']}; {result['wall_s']:.1f} s"
+            )
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

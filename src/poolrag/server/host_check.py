@@ -1,0 +1,73 @@
+"""Refuse requests whose ``Host`` header names a host the server does not answer to.
+
+A web page can make a browser send requests to ``127.0.0.1`` under a name it controls (DNS
+rebinding); the browser then lets the page read the answers. A keyless server on loopback is
+exactly what such a page looks for, so by default it answers only to its loopback names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from poolrag.server.errors import APIError, error_response
+from poolrag.server.settings import LOOPBACK_HOSTS, ServerSettings
+
+
+def host_name(value: str) -> str:
+    """The host part of a ``Host`` header, without its port, lower-cased (``[::1]:80`` → ``[::1]``)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
+def effective_hosts(settings: ServerSettings, bound_host: str | None) -> frozenset[str] | None:
+    """The names to accept, or ``None`` for any: the configured list, else the loopback names for
+    a keyless server bound to loopback."""
+    if settings.allowed_hosts is not None:
+        names = frozenset(host_name(h) for h in settings.allowed_hosts)
+        return None if "*" in names else names
+    if settings.api_key is None and bound_host is not None and _is_loopback(bound_host):
+        return frozenset(LOOPBACK_HOSTS)
+    return None
+
+
+class HostCheckMiddleware:
+    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self._by_bound_host: dict[str | None, frozenset[str] | None] = {}
+
+    def _allowed(self, scope: Scope) -> frozenset[str] | None:
+        server = scope.get("server")
+        bound = server[0] if server else None
+        if bound not in self._by_bound_host:
+            self._by_bound_host[bound] = effective_hosts(self.settings, bound)
+        return self._by_bound_host[bound]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        allowed = self._allowed(scope)
+        if allowed is not None:
+            host = next((v for k, v in scope.get("headers", ()) if k == b"host"), b"")
+            if host_name(host.decode("latin-1")) not in allowed:
+                error = APIError(
+                    400,
+                    "the Host header names a host this server does not answer to "
+                    "(see 'poolrag serve --allowed-hosts')",
+                    code="invalid_host",
+                )
+                await error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,84 @@
+"""The route class of every POST endpoint: off-loop parsing, a token budget, abort on disconnect.
+
+FastAPI's own handler parses and validates the body, and serialises the answer, on the event
+loop; for large requests that stalled every other connection. :class:`OffLoopRoute` keeps
+FastAPI's signature (``async def endpoint(body: SomeRequest, request: Request)``), so
+``/openapi.json`` still documents the body model, but its handler:
+
+1. parses and validates the body on a worker thread (:func:`poolrag.server.parsing.parse_body`);
+2. holds the request's tokens in the admission budget while the endpoint runs;
+3. serialises the answer on a worker thread;
+4. watches for the client's ``http.disconnect`` meanwhile: when the client leaves, the work is
+   cancelled (the engine's async core drops queued sequences of a cancelled caller), its queue
+   slot is freed, and the request is counted as 499.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+from starlette.types import Receive
+
+from poolrag.server.metrics import CLIENT_CLOSED
+from poolrag.server.parsing import parse_body
+from poolrag.server.state import server_state
+
+logger = logging.getLogger(__name__)
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns once the client has gone (call only after the body has been read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def until_disconnected(request: Request, work: Awaitable[Response]) -> Response:
+    """``work``'s answer, or, when the client disconnects first, ``work`` cancelled and a 499."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request.receive))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        watcher.cancel()
+    if not task.cancelled() and task.done():
+        return task.result()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    logger.info("client left before the answer to %s; its work was dropped", request.url.path)
+    return Response(status_code=CLIENT_CLOSED)
+
+
+def _dump(result: Any, exclude_none: bool) -> bytes:
+    return result.model_dump_json(exclude_none=exclude_none).encode()
+
+
+class OffLoopRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        endpoint = self.endpoint
+        model: type[BaseModel] = typing.get_type_hints(endpoint)["body"]
+        exclude_none = self.response_model_exclude_none
+
+        async def answer(request: Request, raw: bytes) -> Response:
+            state = server_state(request)
+            parsed = await anyio.to_thread.run_sync(parse_body, raw, model, state.limits)
+            with state.admission.tokens(parsed.tokens):
+                result = await endpoint(parsed.body, request)
+            content = await anyio.to_thread.run_sync(_dump, result, exclude_none)
+            return Response(content, media_type="application/json")
+
+        async def handle(request: Request) -> Response:
+            raw = await request.body()
+            return await until_disconnected(request, answer(request, raw))
+
+        return handle

@@ -1,0 +1,47 @@
+"""Run the app under uvicorn with the server's connection limits.
+
+``poolrag serve`` and the tests start uvicorn through :func:`uvicorn_config`, so both get the same
+deadlines: headers (:mod:`poolrag.server.protocol`), idle keep-alive connections, and the
+graceful-shutdown wait. Body deadlines and sizes are the app's own (its middleware).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from poolrag.server.protocol import with_header_timeout
+from poolrag.server.settings import ServerSettings
+
+#: Most bytes of an incomplete HTTP event (request line + headers) h11 buffers.
+MAX_HEADER_BYTES = 64 * 1024
+
+
+def uvicorn_config(
+    app: FastAPI, settings: ServerSettings, log_level: str = "info", **kwargs: Any
+) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        http=with_header_timeout(settings.header_timeout_s),
+        timeout_keep_alive=max(1, round(settings.keep_alive_s)),
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        timeout_graceful_shutdown=max(1, round(settings.body_timeout_s)),
+        log_level=log_level,
+        **kwargs,
+    )
+
+
+def serve(
+    app_or_engine: Any, settings: ServerSettings, host: str, port: int, log_level: str = "info"
+) -> None:
+    """Serve ``app_or_engine`` (an app from :func:`create_app`, or an engine to build one for) until
+    interrupted."""
+    if isinstance(app_or_engine, FastAPI):
+        app = app_or_engine
+    else:
+        from poolrag.server.app import create_app
+
+        app = create_app(app_or_engine, settings)
+    uvicorn.Server(uvicorn_config(app, settings, log_level, host=host, port=port, lifespan="on")).run()
