@@ -116,20 +116,11 @@ def classifier_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory)
 
 
 # -- servers ---------------------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def minilm_server(
-    minilm_path: Path, minilm_engine: Engine, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Served]:
-    """``poolrag serve`` through the CLI, in a process of its own."""
-    log = tmp_path_factory.mktemp("minilm-server") / "server.log"
+@contextmanager
+def cli_server(model: Path, log: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``poolrag serve MODEL *args`` in a process of its own on 127.0.0.1: (url, process)."""
     port = _free_port()
-    command = [
-        sys.executable, "-m", "poolrag.cli", "serve", str(minilm_path),
-        "--port", str(port),
-        "--served-model-name", *MINILM_NAMES,
-        "--max-inputs", str(MINILM_MAX_INPUTS),
-        "--log-level", "warning",
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "poolrag.cli", "serve", str(model), "--port", str(port), *args]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("POOLRAG_API_KEY", None)
     with log.open("wb") as out:
@@ -137,7 +128,7 @@ def minilm_server(
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process, log)
-        yield Served(url, MINILM_NAMES[0], minilm_engine)
+        yield url, process
     finally:
         process.terminate()
         try:
@@ -145,6 +136,24 @@ def minilm_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def minilm_server(
+    minilm_path: Path, minilm_engine: Engine, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """``poolrag serve`` through the CLI, in a process of its own."""
+    log = tmp_path_factory.mktemp("minilm-server") / "server.log"
+    args = [
+        "--served-model-name",
+        *MINILM_NAMES,
+        "--max-inputs",
+        str(MINILM_MAX_INPUTS),
+        "--log-level",
+        "warning",
+    ]
+    with cli_server(minilm_path, log, *args) as (url, _):
+        yield Served(url, MINILM_NAMES[0], minilm_engine)
 
 
 @pytest.fixture(scope="session")
