@@ -4,24 +4,31 @@ SQLite in WAL mode gives what several processes sharing one cache need without a
 atomic transactions (a vector is either fully written or absent), concurrent readers with one
 writer, and a file that survives ``kill -9``. Vectors are stored as raw little-endian float32
 bytes (never pickled) next to a checksum of key + shape + bytes, so a flipped bit or a row pasted
-under the wrong key is noticed, dropped and recomputed instead of silently returned.
+under the wrong key is noticed, dropped and recomputed instead of silently returned. Damage SQLite
+itself reports (a malformed page found when opening, reading or writing) moves the whole file
+aside and the run goes on with a fresh cache: a cache is only ever a shortcut.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
+from poolrag.cache.recovery import cache_access_error, is_corruption
+
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of vectors
 _EVICT_TO = 0.9  # after an overflow, evict down to this fraction of the bound (amortises evictions)
@@ -54,6 +61,21 @@ def default_cache_path() -> Path:
         return Path(root) / "embeddings.sqlite"
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "poolrag" / "embeddings.sqlite"
+
+
+def _raise_access(path: Path, exc: BaseException) -> None:
+    error = cache_access_error(path, exc)
+    if error is None:
+        raise exc
+    raise error from exc
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _checksum(key: bytes, dim: int, data: bytes) -> bytes:
@@ -96,7 +118,9 @@ class EmbeddingCache:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
-        self._connection()
+        self._inode: tuple[int, int] | None = None
+        with self._lock:
+            self._guarded(lambda conn: conn.execute("SELECT COUNT(*) FROM totals").fetchone())
 
     # -- connection ---------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
@@ -115,19 +139,49 @@ class EmbeddingCache:
             try:
                 self._conn = self._open()
             except sqlite3.DatabaseError as exc:
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise  # locked / unreadable: not corruption, let the caller see it
-                aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-                logger.warning(
-                    "embedding cache %s is not a valid database (%s); moved to %s", self.path, exc, aside
-                )
-                for suffix in ("", "-wal", "-shm"):
-                    src = Path(f"{self.path}{suffix}")
-                    if src.exists():
-                        os.replace(src, f"{aside}{suffix}")
+                if not is_corruption(exc):
+                    _raise_access(self.path, exc)
+                self._set_aside(exc)
                 self._conn = self._open()
+            except OSError as exc:  # the folder cannot be created
+                _raise_access(self.path, exc)
             self._pid = os.getpid()
+            self._inode = _inode(self.path)
         return self._conn
+
+    def _set_aside(self, exc: BaseException) -> None:
+        """Move a corrupt file (and its WAL) aside so the next open starts a fresh cache."""
+        if self._conn is not None and self._pid == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+        self._conn = None
+        if self._inode is not None and _inode(self.path) != self._inode:
+            logger.warning("embedding cache %s was replaced by another process; reopening", self.path)
+            return
+        aside = self.path.with_name(
+            f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        )
+        logger.warning(
+            "embedding cache %s is damaged (%s); moved to %s, vectors will be recomputed",
+            self.path,
+            exc,
+            aside,
+        )
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(f"{self.path}{suffix}")
+            if src.exists():
+                os.replace(src, f"{aside}{suffix}")
+
+    def _guarded(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``operation`` on the connection; on corruption found mid-file, set the file aside
+        and run it once more on a fresh cache. Caller holds ``self._lock``."""
+        try:
+            return operation(self._connection())
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                _raise_access(self.path, exc)
+            self._set_aside(exc)
+        return operation(self._connection())
 
     def close(self) -> None:
         with self._lock:
@@ -144,36 +198,37 @@ class EmbeddingCache:
     # -- reads --------------------------------------------------------------------------------------
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Vectors for the keys that are present and intact; corrupt entries are deleted."""
-        found: dict[bytes, np.ndarray] = {}
-        bad: list[bytes] = []
         unique = list(dict.fromkeys(keys))
         with self._lock:
-            conn = self._connection()
-            for start in range(0, len(unique), _SQL_VARS):
-                part = unique[start : start + _SQL_VARS]
-                marks = ",".join("?" * len(part))
-                rows = conn.execute(
-                    f"SELECT key, dim, data, checksum FROM vectors WHERE key IN ({marks})", part
-                ).fetchall()
-                for key, dim, data, checksum in rows:
-                    if len(data) != 4 * dim or _checksum(key, dim, data) != checksum:
-                        bad.append(key)
-                        continue
-                    found[key] = np.frombuffer(data, dtype="<f4").astype(np.float32)
-            now = time.time_ns()
-            if bad:
-                logger.warning("embedding cache: %d corrupt entries dropped and will be recomputed", len(bad))
-                self.stats.corrupt += len(bad)
-            if found or bad:
-                with conn:
-                    conn.execute("BEGIN IMMEDIATE")
-                    conn.executemany("DELETE FROM vectors WHERE key = ?", [(k,) for k in bad])
-                    conn.executemany(
-                        "UPDATE vectors SET last_used = ? WHERE key = ?", [(now, k) for k in found]
-                    )
+            found = self._guarded(lambda conn: self._read(conn, unique))
         hits = sum(1 for k in keys if k in found)
         self.stats.hits += hits
         self.stats.misses += len(keys) - hits
+        return found
+
+    def _read(self, conn: sqlite3.Connection, unique: list[bytes]) -> dict[bytes, np.ndarray]:
+        found: dict[bytes, np.ndarray] = {}
+        bad: list[bytes] = []
+        for start in range(0, len(unique), _SQL_VARS):
+            part = unique[start : start + _SQL_VARS]
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(
+                f"SELECT key, dim, data, checksum FROM vectors WHERE key IN ({marks})", part
+            ).fetchall()
+            for key, dim, data, checksum in rows:
+                if len(data) != 4 * dim or _checksum(key, dim, data) != checksum:
+                    bad.append(key)
+                    continue
+                found[key] = np.frombuffer(data, dtype="<f4").astype(np.float32)
+        now = time.time_ns()
+        if bad:
+            logger.warning("embedding cache: %d corrupt entries dropped and will be recomputed", len(bad))
+            self.stats.corrupt += len(bad)
+        if found or bad:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("DELETE FROM vectors WHERE key = ?", [(k,) for k in bad])
+                conn.executemany("UPDATE vectors SET last_used = ? WHERE key = ?", [(now, k) for k in found])
         return found
 
     # -- writes -------------------------------------------------------------------------------------
@@ -190,8 +245,8 @@ class EmbeddingCache:
                 raise ValueError("the embedding cache stores one-dimensional vectors")
             data = arr.tobytes()
             rows.append((key, arr.shape[0], data, _checksum(key, arr.shape[0], data), len(data), now))
-        with self._lock:
-            conn = self._connection()
+
+        def write(conn: sqlite3.Connection) -> None:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany(
@@ -200,6 +255,9 @@ class EmbeddingCache:
                     rows,
                 )
                 self._evict(conn)
+
+        with self._lock:
+            self._guarded(write)
             self.stats.writes += len(rows)
 
     def _evict(self, conn: sqlite3.Connection) -> None:
@@ -218,19 +276,25 @@ class EmbeddingCache:
         logger.debug("embedding cache: evicted %d entries (%d bytes)", len(victims), freed)
 
     def clear(self) -> None:
-        with self._lock:
-            conn = self._connection()
+        def wipe(conn: sqlite3.Connection) -> None:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("DELETE FROM vectors")
 
+        with self._lock:
+            self._guarded(wipe)
+
     # -- introspection ------------------------------------------------------------------------------
     def __len__(self) -> int:
         with self._lock:
-            return int(self._connection().execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
+            return int(self._guarded(lambda conn: conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]))
 
     @property
     def nbytes(self) -> int:
         """Vector bytes stored (what ``max_bytes`` bounds)."""
         with self._lock:
-            return int(self._connection().execute("SELECT nbytes FROM totals WHERE id = 0").fetchone()[0])
+            return int(
+                self._guarded(
+                    lambda conn: conn.execute("SELECT nbytes FROM totals WHERE id = 0").fetchone()[0]
+                )
+            )
