@@ -2,8 +2,9 @@
 
 Modelled on the published layouts: Qwen2.5-Math-RM (``Qwen2ForRewardModel``: Qwen2 backbone +
 Linear-ReLU-Linear head read at the last token), Qwen2.5-Math-PRM (the same head with two labels,
-per token) and NVIDIA's bidirectional Llama rerankers (causal mask removed, mean pooling, linear
-``score``), none of which transformers ships itself.
+per token), InternLM2's reward models (``InternLM2ForRewardModel``: the head in ``v_head``, read at
+the last attended token) and NVIDIA's bidirectional Llama rerankers (causal mask removed, mean
+pooling, linear ``score``), none of which transformers ships itself.
 """
 
 from __future__ import annotations
@@ -69,6 +70,43 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
         output = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)
         hidden = output.last_hidden_state
         return TokenClassifierOutput(logits=self.score(hidden))
+"""
+
+INTERNLM2_RM_CONFIG = """
+from transformers import LlamaConfig
+
+
+class InternLM2Config(LlamaConfig):
+    model_type = "internlm2"
+"""
+
+# A Llama backbone stands in for InternLM2's (same computation, other weight names); what
+# matters here is the published head: ``v_head`` on every token, read at the last attended one.
+INTERNLM2_RM_MODELING = """
+import torch
+from torch import nn
+from transformers import LlamaModel, LlamaPreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+
+from .configuration_internlm2 import InternLM2Config
+
+
+class InternLM2ForRewardModel(LlamaPreTrainedModel):
+    config_class = InternLM2Config
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = LlamaModel(config)
+        self.v_head = nn.Linear(config.hidden_size, 1, bias=False)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kwargs):
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        hidden = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)[0]
+        rewards = self.v_head(hidden).squeeze(-1)
+        ends = attention_mask.cumsum(dim=1).argmax(dim=1).view(-1, 1)
+        return SequenceClassifierOutputWithPast(logits=torch.gather(rewards, 1, ends))
 """
 
 BIDIRECTIONAL_CONFIG = """
@@ -157,6 +195,20 @@ def qwen2_reward_model(folder: Path, config_values: dict, process: bool = False)
     auto_map = {
         "AutoConfig": "configuration_qwen2_rm.Qwen2RMConfig",
         "AutoModel": f"modeling_qwen2_rm.{arch}",
+    }
+    return _instantiate(folder, values, auto_map, transformers.AutoModel)
+
+
+def internlm2_reward_model(folder: Path, config_values: dict):
+    """An ``InternLM2ForRewardModel`` folder (head in ``v_head``) registered as AutoModel."""
+    _write_code(
+        folder,
+        {"configuration_internlm2.py": INTERNLM2_RM_CONFIG, "modeling_internlm2.py": INTERNLM2_RM_MODELING},
+    )
+    values = {**config_values, "model_type": "internlm2", "architectures": ["InternLM2ForRewardModel"]}
+    auto_map = {
+        "AutoConfig": "configuration_internlm2.InternLM2Config",
+        "AutoModel": "modeling_internlm2.InternLM2ForRewardModel",
     }
     return _instantiate(folder, values, auto_map, transformers.AutoModel)
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoConfig, PretrainedConfig
+from transformers import PretrainedConfig
 
+from poolrag.config.families import bidirectional_pooling, is_bidirectional, named_colbert, read_hf_config
 from poolrag.config.pooler_config import PoolerConfig, PoolingType
 from poolrag.config.registry import (
     DECODER_MODEL_TYPES,
@@ -70,11 +71,12 @@ class ModelSpec:
     is_sentence_transformers: bool = False
     cross_encoder_activation: str | None = None
     convert: str | None = None  # "embed" | "classify" | "reward": adapt a *ForCausalLM checkpoint
+    bidirectional: bool = False  # a bidirectional Llama run on transformers' layers (config/families.py)
 
     @property
     def is_decoder(self) -> bool:
         cfg = self.hf_config
-        return (
+        return not self.bidirectional and (
             bool(getattr(cfg, "is_decoder", False))
             or self.architecture.endswith("ForCausalLM")
             or (cfg.model_type in DECODER_MODEL_TYPES)
@@ -185,22 +187,24 @@ def load_model_spec(
                 raise ModelLoadError(f"{path}: sentence-transformers module {kind!r} is not supported")
     is_pylate = is_pylate or st_config.get("model_type") == "ColBERT" or "query_length" in st_config
 
-    try:
-        hf_config = AutoConfig.from_pretrained(transformer_path, trust_remote_code=trust_remote_code)
-    except ValueError as exc:
-        raise ModelLoadError(f"cannot read the model config at {transformer_path}: {exc}") from exc
-    except OSError as exc:
-        raise ModelLoadError(f"no model config at {transformer_path}: {exc}") from exc
+    hf_config = read_hf_config(transformer_path, trust_remote_code)
     for key, value in (hf_overrides or {}).items():
         setattr(hf_config, key, value)
     architectures = list(getattr(hf_config, "architectures", None) or [])
     architecture = architectures[0] if architectures else type(hf_config).__name__.replace("Config", "Model")
 
     colbert: ColbertSpec | None = None
-    if lookup_architecture(architecture) is Role.COLBERT:
+    if lookup_architecture(architecture) is Role.COLBERT and architecture == "HF_ColBERT":
         colbert, dense = _stanford_colbert(path, hf_config)
+    elif lookup_architecture(architecture) is Role.COLBERT:
+        colbert, dense = named_colbert(
+            transformer_path, hf_config, dense, _pylate_colbert(st_config) if is_pylate else None
+        )
     elif is_pylate:
         colbert = _pylate_colbert(st_config)
+    bidirectional = is_bidirectional(architecture, hf_config, trust_remote_code)
+    if bidirectional and pooling is None:
+        pooling = bidirectional_pooling(hf_config)
 
     st_max = _read_json(transformer_path / "sentence_bert_config.json") or {}
     max_seq = st_max.get("max_seq_length") if isinstance(st_max, dict) else None
@@ -224,6 +228,7 @@ def load_model_spec(
         is_sentence_transformers=isinstance(modules, list),
         cross_encoder_activation=ce_activation,
         convert=convert,
+        bidirectional=bidirectional,
     )
 
 

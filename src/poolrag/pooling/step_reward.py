@@ -73,6 +73,7 @@ class StepRewardHead:
         self.projection = projection
         self.activation = activation
 
+    @torch.inference_mode()  # the states come from inference mode: no head may track gradients on them
     def __call__(
         self,
         states: torch.Tensor,
