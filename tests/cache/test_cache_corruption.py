@@ -90,7 +90,7 @@ def test_a_cache_that_cannot_be_created_is_one_clear_error(tmp_path: Path) -> No
         EmbeddingCache(blocker / "embeddings.sqlite")
     folder_in_the_way = tmp_path / "embeddings.sqlite"
     folder_in_the_way.mkdir()
-    with pytest.raises(CacheAccessError, match="embeddings.sqlite"):
+    with pytest.raises(CacheAccessError, match=r"embeddings\.sqlite"):
         EmbeddingCache(folder_in_the_way)
 
 

@@ -43,7 +43,7 @@ def test_bad_paths_and_files_fail_with_the_file_named(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="no such file"):
         list(read_paths([tmp_path / "missing"]))
     (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
-    with pytest.raises(InvalidInputError, match=r"latin1\.txt is not UTF-8"):
+    with pytest.raises(InvalidInputError, match=r"latin1\.txt: not UTF-8"):
         list(read_paths([tmp_path]))
     (tmp_path / "latin1.txt").unlink()
     (tmp_path / "broken.jsonl").write_text("{not json\n")

@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from poolrag.errors import InvalidInputError
+
 logger = logging.getLogger(__name__)
 
 VERSION = 1
@@ -43,6 +45,7 @@ class Checkpoint:
     def open(cls, path: Path, run_key: dict[str, Any]) -> Checkpoint:
         """Load the checkpoint of an interrupted run with the same ``run_key``, else start empty."""
         checkpoint = cls(path, run_key)
+        checkpoint.check_writable()
         try:
             data = json.loads(checkpoint.path.read_text())
         except FileNotFoundError:
@@ -58,6 +61,19 @@ class Checkpoint:
         logger.info("resuming from checkpoint %s: %d documents already done", path, len(checkpoint.done))
         return checkpoint
 
+    def check_writable(self) -> None:
+        """Fail before any work when the checkpoint could not be saved later."""
+        probe = self.path.with_name(f".{self.path.name}.{os.getpid()}.probe")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            probe.touch()
+            probe.unlink()
+        except OSError as exc:
+            raise InvalidInputError(
+                f"cannot write the checkpoint {self.path}: {exc.strerror or exc}; "
+                "pass --checkpoint FILE in a writable folder"
+            ) from exc
+
     def is_done(self, source: str, digest: str) -> bool:
         return self.done.get(source) == digest
 
@@ -66,13 +82,20 @@ class Checkpoint:
         self.save()
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Write the file atomically; a folder that cannot be written is the user's to fix."""
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with tmp.open("w") as handle:
-            json.dump({"version": VERSION, "run": self.run_key, "done": self.done}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tmp.open("w") as handle:
+                json.dump({"version": VERSION, "run": self.run_key, "done": self.done}, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise InvalidInputError(
+                f"cannot write the checkpoint {self.path}: {exc.strerror or exc}; "
+                "pass --checkpoint FILE in a writable folder"
+            ) from exc
 
     def remove(self) -> None:
         """A run that finished needs no checkpoint."""

@@ -10,14 +10,16 @@ edited chunk gets a new one.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.readers import Document
+from poolrag.ingest.readers import Document, FileDocument
 
 CHUNK_NAMESPACE = uuid.UUID("6f0c2a3e-54c1-5d0e-9a57-2b8f3e1c9d40")
 _SENTENCE_END = (".", "!", "?", ":", ";")
+_MAX_TOKEN_CHARS = 100  # a "token" spanning more is a word the vocabulary cannot split ([UNK])
 
 
 def chunk_id(source: str, start: int, text: str) -> str:
@@ -90,7 +92,7 @@ class TokenChunker:
     def _count(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def _break_at(self, text: str, offsets: list[tuple[int, int]], lo: int, hi: int) -> int:
+    def _break_at(self, text: Any, offsets: Any, lo: int, hi: int) -> int:
         """Index after the best cut in tokens ``[lo, hi)``: the last paragraph end, else the last
         sentence or line end, else ``hi``."""
         fallback = hi
@@ -106,42 +108,135 @@ class TokenChunker:
         return fallback
 
     @staticmethod
-    def _word_start(text: str, offsets: list[tuple[int, int]], i: int, limit: int) -> int:
+    def _word_start(text: Any, offsets: Any, i: int, limit: int) -> int:
         """First token at or after ``i`` (and before ``limit``) that starts a word; else ``i``."""
         for k in range(i, limit):
             if offsets[k][0] == 0 or text[offsets[k][0] - 1].isspace():
                 return k
         return i
 
-    def split(self, document: Document) -> list[Chunk]:
-        text = document.text
-        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        offsets = [(int(a), int(b)) for a, b in encoding["offset_mapping"] if b > a]
-        n = len(offsets)
-        chunks: list[Chunk] = []
+    def split(self, document: Document | FileDocument, piece_chars: int | None = None) -> list[Chunk]:
+        """All chunks of ``document`` (read whole unless ``piece_chars`` is given)."""
+        return list(self.iter_chunks(document, piece_chars))
+
+    def iter_chunks(
+        self, document: Document | FileDocument, piece_chars: int | None = None
+    ) -> Iterator[Chunk]:
+        """Chunks of ``document``, reading and tokenizing it one piece at a time.
+
+        Pieces end after whitespace (at blank lines where possible), where tokenization restarts
+        the same way, and a chunk is cut only once the tokens after it are known, so the chunks,
+        offsets and ids are those of the whole text at once, while memory holds about one piece.
+        """
+        if piece_chars is None:
+            pieces: Iterable[str] = [document.text] if isinstance(document, Document) else document.pieces()
+        else:
+            pieces = document.pieces(piece_chars)
+        return self._chunks(document.source, iter(pieces), dict(document.metadata))
+
+    def _tokens(self, piece: str, base: int) -> list[tuple[int, int]]:
+        encoding = self.tokenizer(piece, add_special_tokens=False, return_offsets_mapping=True)
+        out: list[tuple[int, int]] = []
+        for a, b in encoding["offset_mapping"]:
+            if b <= a:
+                continue
+            if b - a > _MAX_TOKEN_CHARS:  # e.g. one [UNK] for a 70 KB string without spaces
+                out.extend(self._split_long(piece, a, b, base))
+            else:
+                out.append((base + a, base + b))
+        return out
+
+    def _split_long(self, piece: str, a: int, b: int, base: int) -> list[tuple[int, int]]:
+        """Tokens of an over-long token's span, tokenized in slices short enough to be split."""
+        out = []
+        for lo in range(a, b, _MAX_TOKEN_CHARS):
+            hi = min(lo + _MAX_TOKEN_CHARS, b)
+            enc = self.tokenizer(piece[lo:hi], add_special_tokens=False, return_offsets_mapping=True)
+            spans = [(base + lo + x, base + lo + y) for x, y in enc["offset_mapping"] if y > x]
+            out.extend(spans or [(base + lo, base + hi)])
+        return out
+
+    def _chunks(self, source: str, pieces: Iterator[str], metadata: dict[str, Any]) -> Iterator[Chunk]:
+        text = _Window()
+        offsets: list[tuple[int, int]] = []  # tokens from global index `first` on
+        first = 0
+        more = True
+
+        def load() -> bool:
+            piece = next(pieces, None)
+            if piece is None:
+                return False
+            offsets.extend(self._tokens(piece, text.end))
+            text.append(piece)
+            return True
+
         seen: set[str] = set()
+        index = 0
         i = 0
-        while i < n:
+        while True:
+            # Enough tokens to decide this chunk exactly as the whole text would: one past its window.
+            while more and i + self.max_tokens >= first + len(offsets):
+                more = load()
+            n = first + len(offsets)
+            if i >= n:
+                return
+            view = _Offsets(offsets, first)
             j = min(i + self.max_tokens, n)
             if j < n:
-                j = self._break_at(text, offsets, i + max(1, (self.max_tokens * 3) // 5), j)
+                j = self._break_at(text, view, i + max(1, (self.max_tokens * 3) // 5), j)
             while True:
-                start, end = offsets[i][0], offsets[j - 1][1]
+                start, end = view[i][0], view[j - 1][1]
                 piece = text[start:end]
                 count = self._count(piece)
                 if count <= self.max_tokens or j - i <= 1:
                     break
                 j = max(i + 1, j - (count - self.max_tokens))
-            cid = chunk_id(document.source, start, piece)
+            cid = chunk_id(source, start, piece)
             if cid not in seen:
                 seen.add(cid)
-                chunks.append(
-                    Chunk(
-                        cid, document.source, piece, start, end, len(chunks), count, dict(document.metadata)
-                    )
-                )
-            if j >= n:
-                break
+                yield Chunk(cid, source, piece, start, end, index, count, dict(metadata))
+                index += 1
+            if j >= n and not more:
+                return
             nxt = max(j - self.overlap, i + 1)
-            i = self._word_start(text, offsets, nxt, j)
-        return chunks
+            i = self._word_start(text, view, nxt, j)
+            if i - first > len(offsets) // 2 and i - first > 4096:  # drop what is behind us
+                text.drop_before(view[i][0] - 1)  # one character more: _word_start looks back
+                del offsets[: i - first]
+                first = i
+
+
+class _Window:
+    """The text of the pieces still needed, indexed by offsets into the whole document."""
+
+    def __init__(self) -> None:
+        self.base = 0
+        self.buffer = ""
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.buffer)
+
+    def append(self, piece: str) -> None:
+        self.buffer += piece
+
+    def drop_before(self, offset: int) -> None:
+        if offset > self.base:
+            self.buffer = self.buffer[offset - self.base :]
+            self.base = offset
+
+    def __getitem__(self, key: int | slice) -> str:
+        if isinstance(key, slice):
+            return self.buffer[key.start - self.base : key.stop - self.base]
+        return self.buffer[key - self.base]
+
+
+class _Offsets:
+    """Token offsets by global token index, over the tokens still held."""
+
+    def __init__(self, offsets: list[tuple[int, int]], first: int) -> None:
+        self.offsets = offsets
+        self.first = first
+
+    def __getitem__(self, k: int) -> tuple[int, int]:
+        return self.offsets[k - self.first]

@@ -3,10 +3,12 @@
 Order of work, and why:
   1. Open (or create and check) the collection first: a wrong model/size or an unreachable
      database fails before anything is embedded or written.
-  2. List the ids already stored; chunk every document; only chunks whose id is missing are
-     embedded and upserted (re-runs add nothing; the cache makes moved chunks free).
-  3. Upsert in batches. When all of a document's new chunks are stored, its stale chunks (from an
-     older version of the same source) are deleted and the document is checkpointed.
+  2. List the ids already stored; read and chunk documents one at a time, a piece at a time (a
+     large file never sits in memory whole); only chunks whose id is missing are embedded and
+     upserted (re-runs add nothing; the cache makes moved chunks free).
+  3. Upsert in batches as chunks come. When a document is fully read and all its new chunks are
+     stored, its stale chunks (from an older version of the same source) are deleted and the
+     document is checkpointed.
   4. With ``prune``, chunks of sources not seen in this run are deleted at the end.
 A killed run resumes from the checkpoint; a batch that fails is retried whole (ids make upserts
 idempotent), and when the database stays unreachable the run stops with
@@ -17,17 +19,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path, document_digest
+from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.encoders import ChunkEncoder
-from poolrag.ingest.readers import Document
+from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -49,6 +52,7 @@ class IngestReport:
     resumed: bool = False
     seconds: float = 0.0
     collection: dict[str, object] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # "path: reason" of files left out
 
     @property
     def from_cache(self) -> int:
@@ -124,7 +128,19 @@ class IngestPipeline:
             checkpoint_path = default_checkpoint_path(root, self.run_key)
         self.checkpoint_path = Path(checkpoint_path)
 
-    def run(self, documents: Iterable[Document], *, prune: bool = False) -> IngestReport:
+    def run(
+        self,
+        documents: Iterable[Document | FileDocument],
+        *,
+        prune: bool = False,
+        skipped: Sequence[SkippedFile] = (),
+    ) -> IngestReport:
+        """Ingest ``documents`` one at a time: memory holds one batch of chunks and one piece of
+        the document being read, whatever the corpus size.
+
+        ``skipped``: files the reader left out (filled while ``documents`` is read); their chunks
+        are kept by ``prune``, since an unreadable file is not a deleted one.
+        """
         started = time.monotonic()
         report = IngestReport()
         stored_spec = self.store.ensure_collection(self.spec)
@@ -136,65 +152,44 @@ class IngestPipeline:
         checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)
         report.resumed = checkpoint.resumed
 
-        # Chunk everything first: the progress bar then knows the total and shows a real ETA.
+        run = _Run(self, report, checkpoint)
         seen_sources: set[str] = set()
-        todo: list[Chunk] = []
-        pending: dict[str, tuple[str, int, set[str]]] = {}  # source -> (digest, chunks left, stale ids)
-        done_now: dict[str, str] = {}
-        for doc in _iter_docs(documents, self.progress):
-            if doc.source in seen_sources:
-                raise InvalidInputError(
-                    f"two documents share the source {doc.source!r}; sources must be unique"
-                )
-            seen_sources.add(doc.source)
-            report.documents += 1
-            digest = document_digest(doc.text)
-            if checkpoint.is_done(doc.source, digest):
-                report.documents_skipped += 1
-                continue
-            chunks = self.chunker.split(doc)
-            report.chunks += len(chunks)
-            ids = {c.id for c in chunks}
-            new = [c for c in chunks if c.id not in existing]
-            report.chunks_existing += len(chunks) - len(new)
-            stale = by_source.get(doc.source, set()) - ids
-            if new:
-                pending[doc.source] = (digest, len(new), stale)
-                todo.extend(new)
-            else:
-                self._delete(stale, report)
-                done_now[doc.source] = digest
-        if done_now:
-            checkpoint.mark_done(done_now)
-
-        bar = _progress(self.progress, total=len(todo), desc="embedding + upserting", unit="chunk")
-        computed_before = self.encoder.computed
         try:
-            for start in range(0, len(todo), self.batch_size):
-                batch = todo[start : start + self.batch_size]
-                vectors = self.encoder.encode([c.text for c in batch])
-                self.store.upsert(
-                    [ChunkRecord(c.id, v, c.payload()) for c, v in zip(batch, vectors, strict=True)]
-                )
-                report.upserted += len(batch)
-                report.embedded = self.encoder.computed - computed_before
-                finished: dict[str, str] = {}
-                for chunk in batch:
-                    digest, left, stale = pending[chunk.source]
-                    if left == 1:
-                        self._delete(stale, report)
-                        finished[chunk.source] = digest
-                        del pending[chunk.source]
-                    else:
-                        pending[chunk.source] = (digest, left - 1, stale)
-                if finished:
-                    checkpoint.mark_done(finished)
-                bar.update(len(batch))
+            for doc in _iter_docs(documents, self.progress):
+                if doc.source in seen_sources:
+                    raise InvalidInputError(
+                        f"two documents share the source {doc.source!r}; sources must be unique"
+                    )
+                seen_sources.add(doc.source)
+                report.documents += 1
+                digest = doc.digest
+                if checkpoint.is_done(doc.source, digest):
+                    report.documents_skipped += 1
+                    continue
+                state = _Pending(digest, by_source.get(doc.source, set()))
+                run.pending[doc.source] = state
+                for chunk in self.chunker.iter_chunks(doc):
+                    report.chunks += 1
+                    state.ids.add(chunk.id)
+                    if chunk.id in existing:
+                        report.chunks_existing += 1
+                        continue
+                    state.left += 1
+                    run.add(chunk)
+                state.chunked = True
+                run.finish_if_done(doc.source)
+            run.flush()
         finally:
-            bar.close()
+            run.save()
 
+        report.skipped = [str(s) for s in skipped]
         if prune:
-            orphans = [cid for cid, source in existing.items() if source not in seen_sources]
+            kept = [s.path for s in skipped]
+            orphans = [
+                cid
+                for cid, source in existing.items()
+                if source not in seen_sources and not _under(source, kept)
+            ]
             self._delete(orphans, report)
         checkpoint.remove()
         report.seconds = time.monotonic() - started
@@ -218,6 +213,68 @@ class IngestPipeline:
             report.deleted += len(ids)
 
 
-def _iter_docs(documents: Iterable[Document], progress: bool) -> Iterable[Document]:
+def _iter_docs(documents: Iterable[Any], progress: bool) -> Iterable[Any]:
     total = len(documents) if hasattr(documents, "__len__") else None  # type: ignore[arg-type]
-    return _progress(progress, iterable=documents, total=total, desc="chunking", unit="doc")
+    return _progress(progress, iterable=documents, total=total, desc="ingesting", unit="doc")
+
+
+def _under(source: str, paths: list[str]) -> bool:
+    """Whether ``source`` is one of ``paths`` or a JSONL record of one (``path#id``)."""
+    resolved = [Path(p).resolve().as_posix() for p in paths]
+    return any(source == p or source.startswith(f"{p}#") for p in resolved)
+
+
+@dataclass
+class _Pending:
+    """A document being written: its chunk ids so far, new chunks not yet stored, old ids."""
+
+    digest: str
+    stale: set[str]
+    ids: set[str] = field(default_factory=set)
+    left: int = 0
+    chunked: bool = False
+
+
+class _Run:
+    """The batch being filled and the documents in flight of one :meth:`IngestPipeline.run`."""
+
+    def __init__(self, pipeline: IngestPipeline, report: IngestReport, checkpoint: Checkpoint) -> None:
+        self.pipeline = pipeline
+        self.report = report
+        self.checkpoint = checkpoint
+        self.pending: dict[str, _Pending] = {}
+        self.batch: list[Chunk] = []
+        self.finished: dict[str, str] = {}
+        self.computed_before = pipeline.encoder.computed
+
+    def add(self, chunk: Chunk) -> None:
+        self.batch.append(chunk)
+        if len(self.batch) >= self.pipeline.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Embed and upsert the batch, then checkpoint the documents it completed."""
+        batch, self.batch = self.batch, []
+        if batch:
+            encoder, store = self.pipeline.encoder, self.pipeline.store
+            vectors = encoder.encode([c.text for c in batch])
+            store.upsert([ChunkRecord(c.id, v, c.payload()) for c, v in zip(batch, vectors, strict=True)])
+            self.report.upserted += len(batch)
+            self.report.embedded = encoder.computed - self.computed_before
+            for chunk in batch:
+                self.pending[chunk.source].left -= 1
+            for source in dict.fromkeys(c.source for c in batch):
+                self.finish_if_done(source)
+        self.save()
+
+    def finish_if_done(self, source: str) -> None:
+        state = self.pending[source]
+        if state.chunked and state.left == 0:
+            self.pipeline._delete(state.stale - state.ids, self.report)
+            self.finished[source] = state.digest
+            del self.pending[source]
+
+    def save(self) -> None:
+        if self.finished:
+            self.checkpoint.mark_done(self.finished)
+            self.finished = {}

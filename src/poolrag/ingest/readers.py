@@ -2,12 +2,22 @@
 
 Every document gets a ``source`` that names it across runs (the resolved file path, plus the
 line number for JSONL records, or the caller's own id), because chunk ids derive from it.
+
+Text files are never held whole: a :class:`FileDocument` is checked (UTF-8, readable) and hashed in
+one streaming pass when it is listed, and read again in pieces that end at paragraph breaks when it
+is chunked, so a 50 MB file costs a few MB of memory. A file that cannot be read is a per-file
+problem: with a ``skipped`` list it is recorded there and the run goes on, without one it raises.
+FIFOs, sockets and devices are never opened (reading a FIFO would block forever).
 """
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import json
+import logging
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +25,41 @@ from typing import Any
 
 from poolrag.errors import InvalidInputError
 
+logger = logging.getLogger(__name__)
+
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 JSONL_SUFFIXES = (".jsonl",)
+PIECE_CHARS = 1 << 18  # characters per piece read from a file (256 Ki: about 60k tokens)
+_READ_BYTES = 1 << 20
+
+
+def _digest_of(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def split_pieces(text: str, size: int) -> Iterator[str]:
+    """``text`` in pieces of about ``size`` characters, each ending after a paragraph break (else
+    after whitespace, else at ``size``), so that no word and, where possible, no paragraph is cut."""
+    start = 0
+    while len(text) - start > size:
+        cut = _cut(text, start, start + size)
+        yield text[start:cut]
+        start = cut
+    if start < len(text):
+        yield text[start:]
+
+
+def _cut(text: str, lo: int, hi: int) -> int:
+    """A cut in ``text[lo:hi]``: after the whitespace run holding the last blank line, else the last
+    line end, else the last space; ``hi`` when there is none (a word over a piece long)."""
+    for sep in ("\n\n", "\n", " "):
+        k = text.rfind(sep, lo, hi)
+        if k > lo:
+            end = k + len(sep)
+            while end < len(text) and text[end].isspace():
+                end += 1  # the whole whitespace run stays in this piece
+            return end
+    return hi
 
 
 @dataclass(frozen=True)
@@ -27,10 +70,60 @@ class Document:
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the text: the checkpoint's proof that a document is unchanged."""
+        return _digest_of(self.text)
 
-def _files(path: Path) -> Iterator[Path]:
-    if path.is_file():
-        yield path
+    def pieces(self, size: int = PIECE_CHARS) -> Iterator[str]:
+        return split_pieces(self.text, size)
+
+
+@dataclass(frozen=True)
+class FileDocument:
+    """A UTF-8 text file, read in pieces when chunked; ``digest`` was taken when it was listed."""
+
+    source: str
+    path: Path
+    digest: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The whole text (small files and tests; ingestion reads :meth:`pieces`)."""
+        return self.path.read_text(encoding="utf-8")
+
+    def pieces(self, size: int = PIECE_CHARS) -> Iterator[str]:
+        carry = ""
+        with self.path.open(encoding="utf-8") as handle:
+            while block := handle.read(size):
+                carry += block
+                while len(carry) > size:
+                    cut = _cut(carry, 0, size)
+                    if cut >= len(carry):
+                        break  # the whitespace run may go on in the next block
+                    yield carry[:cut]
+                    carry = carry[cut:]
+        if carry:
+            yield carry
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file (or JSONL record) left out of a run, and why."""
+
+    path: str
+    reason: str
+    line: int | None = None  # of a JSONL record
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.reason}"
+
+
+def _walk(path: Path) -> Iterator[Path]:
+    if not path.is_dir():
+        yield path  # a file, a symlink, a FIFO...: judged by _check
         return
     for root, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -39,7 +132,41 @@ def _files(path: Path) -> Iterator[Path]:
                 yield Path(root) / name
 
 
-def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
+def _describe(exc: OSError) -> str:
+    if exc.errno == 40:  # ELOOP
+        return "symlink loop"
+    return exc.strerror or str(exc)
+
+
+def _check(file: Path) -> str | None:
+    """Why ``file`` cannot be read as a regular file, or ``None`` when it can be opened."""
+    try:
+        mode = os.stat(file).st_mode
+    except FileNotFoundError:
+        return "broken symlink (its target does not exist)" if file.is_symlink() else "no such file"
+    except OSError as exc:
+        return _describe(exc)
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    if not stat.S_ISREG(mode):
+        kind = "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device"
+        return f"not a regular file ({kind})"
+    return None
+
+
+def _scan_text(path: Path) -> str:
+    """SHA-256 of the file's bytes, checking on the way that they decode as UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_READ_BYTES):
+            decoder.decode(block)
+            digest.update(block)
+        decoder.decode(b"", final=True)
+    return digest.hexdigest()
+
+
+def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]:
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -47,11 +174,11 @@ def _read_jsonl(path: Path, text_field: str) -> Iterator[Document]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+                problem(path, f"not valid JSON ({exc.msg})", number)
+                continue
             if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
-                raise InvalidInputError(
-                    f"{path}:{number}: expected an object with a string {text_field!r} field"
-                )
+                problem(path, f"expected an object with a string {text_field!r} field", number)
+                continue
             text = record.pop(text_field)
             ident = record.pop("id", None)
             source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
@@ -62,25 +189,52 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool)) or value is None
 
 
-def read_paths(paths: Iterable[str | os.PathLike[str]], *, text_field: str = "text") -> Iterator[Document]:
+def read_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    text_field: str = "text",
+    skipped: list[SkippedFile] | None = None,
+) -> Iterator[Document | FileDocument]:
     """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl).
 
+    Args:
+        skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
+            JSONL lines); those files are left out and the rest is read. ``None`` raises instead.
+            Non-regular files (FIFOs, sockets, devices) are always left out, with a warning.
+
     Raises:
-        InvalidInputError: a path that does not exist, or a file that is not UTF-8 text.
+        InvalidInputError: a path that does not exist; with ``skipped=None``, any per-file problem.
     """
+
+    def problem(where: Path, reason: str, line: int | None = None, *, fatal: bool = True) -> None:
+        item = SkippedFile(str(where), reason, line)
+        if skipped is None and fatal:
+            raise InvalidInputError(str(item))
+        logger.warning("skipping %s", item)
+        if skipped is not None:
+            skipped.append(item)
+
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             raise InvalidInputError(f"no such file or folder: {raw}")
-        for file in _files(path):
-            if file.suffix.lower() in JSONL_SUFFIXES:
-                yield from _read_jsonl(file, text_field)
+        for file in _walk(path):
+            reason = _check(file)
+            if reason is not None:
+                problem(file, reason, fatal=not reason.startswith("not a regular file"))
                 continue
             try:
-                text = file.read_text(encoding="utf-8")
+                if file.suffix.lower() in JSONL_SUFFIXES:
+                    yield from _read_jsonl(file, text_field, problem)
+                    continue
+                digest = _scan_text(file)
             except UnicodeDecodeError as exc:
-                raise InvalidInputError(f"{file} is not UTF-8 text: {exc}") from exc
-            yield Document(file.resolve().as_posix(), text, {"filename": file.name})
+                problem(file, f"not UTF-8 text ({exc.reason})")
+                continue
+            except OSError as exc:
+                problem(file, f"cannot read: {_describe(exc)}")
+                continue
+            yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
 
 
 def from_iterable(items: Iterable[Document | str | tuple[str, str] | dict[str, Any]]) -> Iterator[Document]:
