@@ -5,6 +5,7 @@ from __future__ import annotations
 from poolrag.errors import InvalidInputError
 from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit, VectorStore
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError, StoreUnavailableError
+from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
 
 STORE_KINDS = ("milvus", "qdrant", "qdrant-edge")
@@ -26,6 +27,7 @@ def open_store(
     ``qdrant``: ``path`` for local mode (default ``./poolrag_qdrant``) or ``url`` for a server.
     ``qdrant-edge``: ``path`` of the folder holding shards (default ``./poolrag_edge``).
     """
+    check_collection_name(collection)
     if kind == "milvus":
         if path is not None or url is not None:
             raise InvalidInputError("milvus takes --uri (a .db file or a server URL), not --path/--url")
@@ -57,5 +59,6 @@ __all__ = [
     "StoreHit",
     "StoreUnavailableError",
     "VectorStore",
+    "check_collection_name",
     "open_store",
 ]

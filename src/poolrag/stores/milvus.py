@@ -1,7 +1,8 @@
 """Milvus store (pymilvus): a Milvus Lite file by default, any Milvus server by URI.
 
 Layouts:
-  * dense: one row per chunk (``id``, ``vector``, ``text``, ``source`` + dynamic payload fields).
+  * dense: one row per chunk (``id``, ``vector``, ``text``, ``source`` + dynamic payload fields;
+    payload keys that clash with columns and over-long sources: see ``milvus_payload``).
   * multivector (ColBERT): Milvus Lite has no multi-vector field, so each token vector is a row
     (``id = chunk:token``, ``chunk_id``, ``tok``) and the chunk's payload rides on token 0. Search
     runs one ANN query per query token to collect candidate chunks, then fetches *all* token rows
@@ -27,6 +28,9 @@ from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
 from poolrag.stores.errors import StoreUnavailableError
+from poolrag.stores.local_paths import check_writable_folder
+from poolrag.stores.milvus_payload import FULL_SOURCE_KEY, SOURCE_MAX, from_entity, full_source, to_row_fields
+from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -34,7 +38,6 @@ T = TypeVar("T")
 
 DEFAULT_URI = "./poolrag_milvus.db"
 _TEXT_MAX = 65535
-_SOURCE_MAX = 4096
 _PAGE = 1000
 _INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
     None: ("AUTOINDEX", {}),
@@ -52,11 +55,25 @@ class _LiteNoise(logging.Filter):
         return "Method not implemented" not in text and "failed to get mvccTs" not in text
 
 
+class _NoTraceback(logging.Filter):
+    """pymilvus logs every failed call at ERROR with a traceback, before raising it. poolrag reports
+    the exception itself (one line per retry, one message when it gives up), so those are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
 def _quiet_milvus_lite() -> None:
     for name in ("grpc._server", "pymilvus.client.iterator.query_iterator"):
         target = logging.getLogger(name)
         if not any(isinstance(f, _LiteNoise) for f in target.filters):
             target.addFilter(_LiteNoise())
+
+
+def _quiet_pymilvus_errors() -> None:
+    target = logging.getLogger("pymilvus.decorators")
+    if not any(isinstance(f, _NoTraceback) for f in target.filters):
+        target.addFilter(_NoTraceback())
 
 
 def _is_local(uri: str) -> bool:
@@ -95,19 +112,23 @@ class MilvusStore:
         retry: RetryPolicy | None = None,
         timeout: float = 10.0,
     ) -> None:
-        self.collection = collection
+        self.collection = check_collection_name(collection)
         self.uri = str(uri)
         self.location = self.uri
         self.retry = retry or RetryPolicy()
         self._timeout = timeout
         self._spec: CollectionSpec | None = None
+        _quiet_pymilvus_errors()
         if _is_local(self.uri):
             _quiet_milvus_lite()
-            parent = Path(self.uri).expanduser().resolve().parent
-            if not parent.is_dir():
+            database = Path(self.uri).expanduser().resolve()
+            if not database.parent.is_dir():
                 raise InvalidInputError(
-                    f"cannot create Milvus Lite database {self.uri}: folder {parent} does not exist"
+                    f"cannot create Milvus Lite database {self.uri}: folder {database.parent} does not exist"
                 )
+            check_writable_folder(database.parent, "the Milvus Lite database")
+            if database.is_dir():
+                check_writable_folder(database, "the Milvus Lite database")
         self._client = self._call(lambda: self._connect(token), "connect")
 
     def _connect(self, token: str) -> Any:
@@ -166,7 +187,7 @@ class MilvusStore:
         else:
             schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=spec.dimension)
-        schema.add_field("source", DataType.VARCHAR, max_length=_SOURCE_MAX)
+        schema.add_field("source", DataType.VARCHAR, max_length=SOURCE_MAX)
         index = self._client.prepare_index_params()
         index_type, params = _INDEXES[spec.quantization]
         index.add_index("vector", index_type=index_type, metric_type="COSINE", params=params)
@@ -193,31 +214,30 @@ class MilvusStore:
 
     # -- writes -------------------------------------------------------------------------------------
     def _rows(self, record: ChunkRecord) -> list[dict[str, Any]]:
-        payload = dict(record.payload)
-        text = payload.get("text", "")
-        if len(text.encode()) > _TEXT_MAX:
-            raise InvalidInputError(f"chunk {record.id} is longer than Milvus's {_TEXT_MAX}-byte text limit")
-        source = str(payload.pop("source", ""))
+        source, fields = to_row_fields(record.payload)
+        text = fields.get("text", "")
+        if isinstance(text, str) and len(text.encode("utf-8", "surrogatepass")) > _TEXT_MAX:
+            raise InvalidInputError(
+                f"{full_source({'source': source, **fields})}: a chunk at characters "
+                f"{fields.get('start')}-{fields.get('end')} is longer than Milvus's {_TEXT_MAX}-byte text "
+                "limit; use a smaller --chunk-tokens or another store"
+            )
         if self._layout() == "dense":
             return [
                 {
+                    **fields,
                     "id": record.id,
-                    "vector": record.vector.astype(np.float32).tolist(),
+                    "vector": np.asarray(record.vector, dtype=np.float32).tolist(),
                     "source": source,
-                    **payload,
                 }
             ]
         rows = []
         for tok, vec in enumerate(np.asarray(record.vector, dtype=np.float32)):
-            row: dict[str, Any] = {
-                "id": f"{record.id}:{tok}",
-                "chunk_id": record.id,
-                "tok": tok,
-                "vector": vec.tolist(),
-            }
+            row: dict[str, Any] = dict(fields) if tok == 0 else {}
+            row.update(
+                {"id": f"{record.id}:{tok}", "chunk_id": record.id, "tok": tok, "vector": vec.tolist()}
+            )
             row["source"] = source
-            if tok == 0:
-                row.update(payload)
             rows.append(row)
         return rows
 
@@ -258,10 +278,10 @@ class MilvusStore:
 
     def list_sources(self) -> dict[str, str]:
         if self._layout() == "multivector":
-            rows = self._iterate("tok == 0", ["chunk_id", "source"])
-            return {r["chunk_id"]: r["source"] for r in rows}
-        rows = self._iterate("", ["source"])
-        return {r["id"]: r["source"] for r in rows}
+            rows = self._iterate("tok == 0", ["chunk_id", "source", FULL_SOURCE_KEY])
+            return {r["chunk_id"]: full_source(r) for r in rows}
+        rows = self._iterate("", ["source", FULL_SOURCE_KEY])
+        return {r["id"]: full_source(r) for r in rows}
 
     def count(self) -> int:
         expr = "tok == 0" if self._layout() == "multivector" else ""
@@ -277,9 +297,9 @@ class MilvusStore:
         )
         hits = []
         for hit in res[0]:
-            entity = dict(hit.get("entity") or {})
-            entity.pop("vector", None)
-            hits.append(StoreHit(str(hit["id"]), float(hit["distance"]), entity))
+            hits.append(
+                StoreHit(str(hit["id"]), float(hit["distance"]), from_entity(hit.get("entity") or {}))
+            )
         return hits
 
     def search_multivector(
@@ -308,13 +328,7 @@ class MilvusStore:
             ),
             "query",
         )
-        payloads = {}
-        for row in rows:
-            row = dict(row)
-            cid = row.pop("chunk_id")
-            for key in ("id", "tok", "vector"):
-                row.pop(key, None)
-            payloads[cid] = row
+        payloads = {row["chunk_id"]: from_entity(row) for row in rows}
         return [StoreHit(cid, float(score), payloads.get(cid, {})) for cid, score in scored]
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:

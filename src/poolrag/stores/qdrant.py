@@ -18,6 +18,8 @@ import numpy as np
 
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
 from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
+from poolrag.stores.local_paths import check_writable_folder
+from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -80,13 +82,13 @@ class QdrantStore:
     ) -> None:
         if path is not None and url is not None:
             raise ValueError("give either a local path or a server url, not both")
-        self.collection = collection
+        self.collection = check_collection_name(collection)
         self.retry = retry or RetryPolicy()
         self._spec: CollectionSpec | None = None
         self._local = url is None  # local mode searches exhaustively: no payload indexes, no quantization
         if url is None:
             path = path or DEFAULT_PATH
-            Path(path).mkdir(parents=True, exist_ok=True)
+            check_writable_folder(Path(path), "the Qdrant local-mode folder", create=True)
             self.location = str(path)
         else:
             self.location = url

@@ -18,6 +18,8 @@ import numpy as np
 
 from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit, ensure_against
 from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
+from poolrag.stores.local_paths import check_writable_folder
+from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ class QdrantEdgeStore:
     name = "qdrant-edge"
 
     def __init__(self, collection: str, *, path: str | None = None, retry: RetryPolicy | None = None) -> None:
-        self.collection = collection
+        self.collection = check_collection_name(collection)
         self.retry = retry or RetryPolicy()
         self.root = Path(path or DEFAULT_PATH) / collection
         self.location = str(self.root.parent)
@@ -100,7 +102,7 @@ class QdrantEdgeStore:
         return self._spec
 
     def _create(self, spec: CollectionSpec) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        check_writable_folder(self.root, "the Qdrant Edge shard", create=True)
         tmp = self.root / f".{_SPEC_FILE}.tmp"
         tmp.write_text(spec.to_metadata())
         self._open_shard(create=spec)

@@ -1,0 +1,33 @@
+"""Checks on the folders local stores write to (Milvus Lite, Qdrant local mode, Qdrant Edge).
+
+A folder that cannot be written is the user's to fix, and retrying cannot help: it must be one
+immediate error naming the path, not five retries reported as "another process using it?". The
+check writes and removes a probe file, because permission bits alone say nothing for root or on a
+read-only mount.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from poolrag.errors import InvalidInputError
+
+
+class StorePathError(InvalidInputError):
+    """A local store's folder is missing, not a folder, or cannot be written."""
+
+
+def check_writable_folder(folder: Path, what: str, *, create: bool = False) -> None:
+    """Raise :class:`StorePathError` unless files can be created in ``folder``."""
+    try:
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".poolrag-probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise StorePathError(
+            f"cannot write {what} at {folder}: {reason} (a permission problem: choose a writable location)"
+        ) from exc
