@@ -93,8 +93,11 @@ class Engine:
         quantization: ``"int8"`` weight-only quantization (torchao).
         cpu_fast_mode: opt-in faster CPU inference, ``"bf16"`` (pays off on CPUs with AMX) or ``"int8"``
             (SmoothQuant attention matmuls on native encoders, dynamic quantisation elsewhere); its
-            cosine to fp32 on probe texts is logged and kept in ``engine.fast_mode_report``. The
-            default is exact fp32.
+            cosine to fp32 on probe texts is measured at load, logged and kept in
+            ``engine.fast_mode_report``. Below ``cpu_fast_mode_min_cosine`` the engine keeps exact
+            fp32 (the report says why), since the arithmetic differs by CPU. The default is exact fp32.
+        cpu_fast_mode_min_cosine: the accuracy bar of ``cpu_fast_mode`` (min cosine to fp32 on the
+            probe texts; default 0.999).
         model_impl: ``"auto"`` runs BERT / RoBERTa / XLM-RoBERTa on poolrag's own packed, fused
             implementation where it is exact and everything else through transformers;
             ``"native"`` requires the former, ``"transformers"`` forces the latter.
@@ -119,6 +122,7 @@ class Engine:
         device_map: str | dict[str, Any] | None = None,
         quantization: str | None = None,
         cpu_fast_mode: str | None = None,
+        cpu_fast_mode_min_cosine: float | None = None,
         model_impl: ModelImpl = "auto",
     ) -> None:
         self.model_name = str(model)
@@ -145,7 +149,10 @@ class Engine:
         self.fast_mode_report: FastModeReport | None = None
         if cpu_fast_mode is not None:
             self.fast_mode_report = enable_cpu_fast_mode(
-                self._pipeline.executor.runner, cpu_fast_mode, probe_requests(self._pipeline.processor)
+                self._pipeline.executor.runner,
+                cpu_fast_mode,
+                probe_requests(self._pipeline.processor),
+                cpu_fast_mode_min_cosine,
             )
 
     # -- what the model is ------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""SmoothQuant int8 layers stay close to the fp32 layer they replace, outliers included."""
+"""SmoothQuant int8 layers stay close to the fp32 layer they replace, outliers included, with
+whichever activation width this CPU's int8 kernel computes exactly."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ import torch.nn.functional as F
 from poolrag import Engine
 from poolrag.models.fused_linear import FusedLinear
 from poolrag.models.int8_linear import (
+    FULL_LEVELS,
+    SEVEN_BIT_LEVELS,
     SmoothQuantLinear,
+    _int8_matmul_is_exact,
+    int8_activation_levels,
     int8_available,
     recording_input_absmax,
     smooth_quantize,
@@ -37,10 +42,19 @@ def _min_cosine(got: torch.Tensor, want: torch.Tensor) -> float:
     return float(F.cosine_similarity(got, want, dim=-1).min())
 
 
+def test_the_chosen_activation_width_is_exact_and_7_bits_always_are() -> None:
+    """Full-range u8 may saturate int16 pair sums (AVX2, AVX-512 without VNNI); 7 bits never do."""
+    levels = int8_activation_levels()
+    assert levels in (FULL_LEVELS, SEVEN_BIT_LEVELS)
+    assert _int8_matmul_is_exact(levels) and _int8_matmul_is_exact(SEVEN_BIT_LEVELS)
+    assert SmoothQuantLinear(_layer(), torch.ones(64)).levels == levels
+
+
+@pytest.mark.parametrize("levels", [None, SEVEN_BIT_LEVELS])
 @pytest.mark.parametrize("activation", ["none", "gelu"])
-def test_int8_layer_stays_within_cosine_0_999_of_fp32(activation: str) -> None:
+def test_int8_layer_stays_within_cosine_0_999_of_fp32(activation: str, levels: int | None) -> None:
     layer, x = _layer(activation), _with_outliers()
-    quantized = SmoothQuantLinear(layer, x.abs().amax(0))
+    quantized = SmoothQuantLinear(layer, x.abs().amax(0), levels=levels)
     with torch.inference_mode():
         assert _min_cosine(quantized(x), layer(x)) >= 0.999
         assert not torch.equal(quantized(x), layer(x))  # really int8
@@ -85,7 +99,12 @@ def test_calibration_keeps_the_largest_input_per_channel_and_leaves_no_hooks() -
 def test_attention_matmuls_go_int8_but_the_feed_forward_and_head_stay_fp32(
     tiny_model: Callable[..., Path],
 ) -> None:
-    engine = Engine(tiny_model("bert", "sequence"), model_impl="native", cpu_fast_mode="int8")
+    engine = Engine(
+        tiny_model("bert", "sequence"),
+        model_impl="native",
+        cpu_fast_mode="int8",
+        cpu_fast_mode_min_cosine=0.0,
+    )
     model = engine._pipeline.executor.runner.model
     layers = list(model.layers)
     for name in ("qkv", "attn_out"):
@@ -94,7 +113,7 @@ def test_attention_matmuls_go_int8_but_the_feed_forward_and_head_stay_fp32(
         assert all(type(getattr(layer, name)) is FusedLinear for layer in layers)
     assert type(model.head.dense) is FusedLinear
     report = engine.fast_mode_report
-    assert report is not None and report.mode == "int8" and report.min_cosine >= 0.99
+    assert report is not None and report.mode == "int8" and report.active and report.min_cosine >= 0.99
 
 
 def test_smooth_quantize_only_touches_recorded_layers(tiny_model: Callable[..., Path]) -> None:
@@ -110,5 +129,5 @@ def test_the_capability_probes_leave_the_callers_random_state_alone() -> None:
     torch.manual_seed(1)
     want = torch.rand(3)
     torch.manual_seed(1)
-    assert int8_available.__wrapped__() and onednn_available.__wrapped__(torch.float32)
+    assert int8_activation_levels.__wrapped__() and onednn_available.__wrapped__(torch.float32)
     torch.testing.assert_close(torch.rand(3), want, rtol=0, atol=0)

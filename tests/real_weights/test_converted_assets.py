@@ -330,7 +330,27 @@ def test_encoder_hidden_states_match_onnx(
     assert _cosine(ours[:, 0], reference[:, 0]).min() > 0.995  # the CLS embedding; measured 0.997
 
 
+def _onnxruntime_int8_saturates() -> bool:
+    """x86 without VNNI (or AMX): onnxruntime's MLAS, which picks kernels from cpuid (no env var
+    caps it), multiplies u8×s8 byte pairs with ``vpmaddubsw`` and saturates their sums at int16.
+    Emulating that saturation here reproduced the 0.0236 reranker error reported on an AVX2-only
+    EPYC, while capping PyTorch and oneDNN at AVX2 on a VNNI CPU left this test passing: the
+    reference differs by CPU, not the converted weights."""
+    try:
+        flags = next(
+            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")
+        ).split()
+    except (OSError, StopIteration):
+        return False  # not Linux x86: ARM's int8 dot products do not saturate
+    exact = {"avx512_vnni", "avx_vnni", "amx_int8"}
+    return "sse2" in flags and not exact.intersection(flags)
+
+
 @real_weights
+@pytest.mark.skipif(
+    _onnxruntime_int8_saturates(),
+    reason="onnxruntime's int8 matmul saturates u8×s8 pair sums on x86 without VNNI: the reference differs",
+)
 @pytest.mark.parametrize(
     ("folder", "field"),
     [(BGE, "last_hidden_state"), (RERANKER, "logits"), (COLBERT_PYLATE, "last_hidden_state")],
@@ -340,6 +360,9 @@ def test_int8_weights_are_exact_once_activations_are_rounded_like_onnx(
 ) -> None:
     # One activation landing on the other side of a rounding boundary (float summation order)
     # perturbs everything after it, so not every input matches; a wrong weight breaks them all.
+    # With exact int32 sums (VNNI, AMX, ARM) the reference is exact integer arithmetic, which fp32
+    # reproduces to summation order whatever ISA PyTorch dispatches to (checked with
+    # ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2), hence a fixed 1e-3.
     model = request.getfixturevalue(MODEL_FIXTURES[folder])
     tokenizer = _tokenizer(assets, folder)
     errors = []

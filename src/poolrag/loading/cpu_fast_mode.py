@@ -12,13 +12,19 @@
 
 The accuracy cost of a fast mode is measured when it is switched on: the same probe texts go
 through the fp32 model and the fast one, and the cosine between their mean-pooled states is
-logged and kept in :class:`FastModeReport`.
+logged and kept in :class:`FastModeReport`. That measurement is the contract, not the CPU's name:
+the arithmetic differs by instruction set (int8 without VNNI saturates, see
+:mod:`poolrag.models.int8_linear`; ``ONEDNN_MAX_CPU_ISA`` changes it on the same machine), so below
+the bar (min cosine ``DEFAULT_MIN_COSINE`` unless the caller sets another) the engine falls back
+to the untouched fp32 model and says why.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,12 +36,18 @@ from torch import nn
 
 from poolrag.errors import InvalidInputError
 from poolrag.models.fused_linear import onednn_available
-from poolrag.models.int8_linear import int8_available, recording_input_absmax, smooth_quantize
+from poolrag.models.int8_linear import (
+    FULL_LEVELS,
+    int8_activation_levels,
+    recording_input_absmax,
+    smooth_quantize,
+)
 from poolrag.request import PoolingRequest, ResolvedParams
 
 logger = logging.getLogger(__name__)
 
 FAST_MODES = ("bf16", "int8")
+DEFAULT_MIN_COSINE = 0.999  # min cosine to fp32 on the probe texts below which fp32 is kept
 
 
 @lru_cache(maxsize=1)
@@ -50,16 +62,36 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def onednn_isa_limit() -> str | None:
+    """``ONEDNN_MAX_CPU_ISA`` (or its old name): oneDNN then ignores the CPU's newer instructions."""
+    limit = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    return None if limit is None or limit.upper() in ("ALL", "DEFAULT") else limit.upper()
+
+
+def _onednn_may_use(*markers: str) -> bool:
+    limit = onednn_isa_limit()
+    return limit is None or any(marker in limit for marker in markers)
+
+
 def has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX-BF16: the CPU computes bf16 dot products natively."""
+    """AVX512-BF16 or AMX-BF16: the CPU computes bf16 dot products natively (and oneDNN may use them)."""
     flags = cpu_flags()
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    return ("avx512_bf16" in flags or "amx_bf16" in flags) and _onednn_may_use("BF16", "FP16", "AMX", "AVX10")
 
 
 def bf16_beats_fp32() -> bool:
-    """Only AMX makes oneDNN's bf16 matmuls faster than fp32: with AVX512-BF16 alone they measured
-    0.5-0.8x the fp32 rate (benchmarks/RESULTS.md)."""
-    return "amx_bf16" in cpu_flags()
+    """AMX makes oneDNN's bf16 matmuls faster than fp32. With AVX512-BF16 alone it depends on the
+    CPU: 0.5-0.8x the fp32 rate on a Xeon, 1.8x on an EPYC (benchmarks/RESULTS.md)."""
+    return "amx_bf16" in cpu_flags() and _onednn_may_use("AMX")
+
+
+def describe_isa() -> str:
+    """The arithmetic this process gets, for logs and reports: PyTorch's kernel dispatch level, the
+    CPU flags that decide fast-mode numerics, and oneDNN's cap when one is set."""
+    flags = sorted(f for f in cpu_flags() if "vnni" in f or "bf16" in f or f.startswith("amx"))
+    text = f"{torch.backends.cpu.get_cpu_capability()}; cpu flags: {' '.join(flags) or 'no vnni/bf16/amx'}"
+    limit = onednn_isa_limit()
+    return text if limit is None else f"{text}; oneDNN capped at {limit}"
 
 
 class PackedLinear(nn.Module):
@@ -133,6 +165,10 @@ class FastModeReport:
     min_cosine: float
     mean_cosine: float
     native: bool  # the CPU has hardware support for the mode's arithmetic
+    active: bool = True  # False: below the bar, the engine runs the exact fp32 model instead
+    isa: str = ""  # see describe_isa()
+    reason: str = ""  # why it is active or not, in words
+    min_cosine_required: float = DEFAULT_MIN_COSINE
 
 
 def _mean_states(forward: Callable[[Sequence[PoolingRequest]], object], probe: Sequence[PoolingRequest]):
@@ -155,52 +191,69 @@ def convert_for_fast_mode(model: nn.Module, mode: str) -> nn.Module:
     raise InvalidInputError(f"unknown cpu_fast_mode {mode!r}; use one of {', '.join(FAST_MODES)}")
 
 
-def enable_cpu_fast_mode(runner: object, mode: str, probe: Sequence[PoolingRequest]) -> FastModeReport:
-    """Switch ``runner``'s model to ``mode`` and measure the cosine to fp32 on ``probe``."""
+def _int8_note(levels: int) -> str:
+    if levels < FULL_LEVELS:
+        return "oneDNN's int8 kernel saturates u8×s8 pair sums here (no VNNI): 7-bit activations"
+    return "oneDNN int8 with full 8-bit activations"
+
+
+def enable_cpu_fast_mode(
+    runner: object,
+    mode: str,
+    probe: Sequence[PoolingRequest],
+    min_cosine: float | None = None,
+) -> FastModeReport:
+    """Switch ``runner``'s model to ``mode`` if its min cosine to fp32 on ``probe`` reaches
+    ``min_cosine`` (default ``DEFAULT_MIN_COSINE``); otherwise put the fp32 model back, untouched
+    and not yet packed, as if no fast mode had been asked. Either way the report says why."""
     if mode not in FAST_MODES:
         raise InvalidInputError(f"unknown cpu_fast_mode {mode!r}; use one of {', '.join(FAST_MODES)}")
+    required = DEFAULT_MIN_COSINE if min_cosine is None else float(min_cosine)
+    if math.isnan(required):
+        raise InvalidInputError("cpu_fast_mode_min_cosine must be a number (a min cosine to fp32)")
     device = getattr(runner, "device", torch.device("cpu"))
     if device.type != "cpu":
         raise InvalidInputError("cpu_fast_mode applies to CPU engines; on GPUs pass dtype='bfloat16'")
-    native = (
-        has_native_bf16() if mode == "bf16" else "avx512_vnni" in cpu_flags() or "avx_vnni" in cpu_flags()
-    )
-    if not native:
-        logger.warning("cpu_fast_mode=%r: this CPU lacks native support, it may be slower than fp32", mode)
-    elif mode == "bf16" and not bf16_beats_fp32():
-        logger.warning("cpu_fast_mode='bf16' without AMX: bf16 matmuls run slower than fp32 on this CPU")
-    model = runner.model  # type: ignore[attr-defined]
-    if mode == "int8" and getattr(model, "native", False) and int8_available():
+    isa = describe_isa()
+    original = runner.model  # type: ignore[attr-defined]
+    levels = int8_activation_levels() if mode == "int8" else None
+    native = has_native_bf16() if mode == "bf16" else levels == FULL_LEVELS
+    if mode == "int8" and getattr(original, "native", False) and levels is not None:
+        note = _int8_note(levels)
         # the fp32 reference pass doubles as SmoothQuant's calibration
-        with recording_input_absmax(model) as input_absmax:
+        with recording_input_absmax(original) as input_absmax:
             reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
 
         def quantize(target: nn.Module) -> nn.Module:
-            swapped = smooth_quantize(target, input_absmax)
+            quantized = copy.deepcopy(target)  # the fp32 original stays intact until the verdict
+            swapped = smooth_quantize(quantized, input_absmax, levels)
             logger.info("cpu_fast_mode=int8: %d matmuls SmoothQuant int8 (per-token scales)", swapped)
-            return target
+            return quantized
 
         runner.replace_model(quantize)  # type: ignore[attr-defined]
     else:
+        note = "bf16 weights and activations" if mode == "bf16" else "dynamic int8 (one scale per tensor)"
         reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
         runner.replace_model(lambda model: convert_for_fast_mode(model, mode))  # type: ignore[attr-defined]
     fast = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
     cosine = F.cosine_similarity(reference, fast, dim=-1)
-    report = FastModeReport(mode, float(cosine.min()), float(cosine.mean()), native)
-    logger.info(
-        "cpu_fast_mode=%s: cosine to fp32 on %d probe texts: min %.6f, mean %.6f",
-        mode,
-        len(probe),
-        report.min_cosine,
-        report.mean_cosine,
-    )
-    if report.min_cosine < 0.99:
-        logger.warning(
-            "cpu_fast_mode=%s changes this model's outputs a lot (cosine to fp32 %.4f): prefer fp32 or bf16",
-            mode,
-            report.min_cosine,
-        )
-    return report
+    lowest, mean = float(cosine.min()), float(cosine.mean())
+    measured = f"min cosine to fp32 {lowest:.6f} (mean {mean:.6f}) on {len(probe)} probe texts"
+    active = lowest >= required
+    if active:
+        reason = f"{measured} >= {required}; {note}"
+        logger.info("cpu_fast_mode=%s on (%s): %s", mode, isa, reason)
+        if mode == "bf16" and not native:
+            logger.warning(
+                "cpu_fast_mode='bf16' is emulated on this CPU (no AVX512-BF16/AMX): ~0.2x fp32's speed"
+            )
+        elif mode == "bf16" and not bf16_beats_fp32():
+            logger.info("cpu_fast_mode='bf16' without AMX: its speed against fp32 depends on the CPU")
+    else:
+        runner.replace_model(lambda _: original)  # type: ignore[attr-defined]
+        reason = f"{measured} < {required}; {note}"
+        logger.warning("cpu_fast_mode=%s falls back to exact fp32 (%s): %s", mode, isa, reason)
+    return FastModeReport(mode, lowest, mean, native, active, isa, reason, required)
 
 
 PROBE_TEXTS = (

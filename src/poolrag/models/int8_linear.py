@@ -9,9 +9,15 @@ far larger than the rest. Two measures recover most of it:
   scale per output channel absorbs them (``max|X_j|`` is recorded on the probe texts);
 * **one scale per token** for the activations, found at run time.
 
-The matmul is oneDNN's u8×s8 kernel (VNNI): activations go in unsigned with zero point 128,
-because signed ones fall back to a reference kernel hundreds of times slower. The per-token scale,
-bias and residual add are applied to its fp32 output.
+The matmul is oneDNN's u8×s8 kernel: activations go in unsigned with zero point 128, because signed
+ones fall back to a reference kernel hundreds of times slower. With VNNI (or AMX) it sums in int32
+and is exact. Without (AVX2, AVX-512 without VNNI) it multiplies byte pairs with ``vpmaddubsw``,
+which saturates at int16: two products of ~128 × 127 already overflow, so outputs went wrong
+wherever weights are large (min cosine 0.992 on all-MiniLM-L6-v2 under AVX2). There the activations
+keep 7 bits (``[-63, 63]`` + 64, so a pair sums to at most 2 · 127 · 127 < 2^15): exact again, at
+the cost of one bit (min cosine 0.9993). :func:`int8_activation_levels` finds out which applies by
+running the kernel, not by reading CPU flags, so ``ONEDNN_MAX_CPU_ISA`` is honoured. The per-token
+scale, bias and residual add are applied to its fp32 output.
 
 Only the attention projections (query/key/value and output) go int8; the feed-forward block stays
 fp32. Measured on all-MiniLM-L6-v2 over 2,000 mixed texts (min / mean cosine to fp32, speed vs
@@ -34,18 +40,27 @@ from poolrag.models.fused_linear import FusedLinear
 # all-MiniLM-L6-v2, down-projection fp32: α 0.3 → min cosine 0.995, 0.5 → 0.9976, 0.75 → 0.9977
 SMOOTHING_ALPHA = 0.75
 KEEP_FP32 = ("up", "down")  # the feed-forward matmuls stay fp32 (see the module docstring)
-_ZERO_POINT = 128
+FULL_LEVELS = 127  # activations in [-127, 127] + 128: all of u8
+SEVEN_BIT_LEVELS = 63  # [-63, 63] + 64: a u8×s8 pair sum fits int16, for kernels without VNNI
 
 
 class SmoothQuantLinear(nn.Module):
     """A :class:`FusedLinear` (same call signature) as a smoothed int8 matmul with per-token scales."""
 
     def __init__(
-        self, fused: FusedLinear, input_absmax: torch.Tensor, alpha: float = SMOOTHING_ALPHA
+        self,
+        fused: FusedLinear,
+        input_absmax: torch.Tensor,
+        alpha: float = SMOOTHING_ALPHA,
+        levels: int | None = None,
     ) -> None:
         super().__init__()
         if fused.packed_weight is not None:
             raise ValueError("the layer's weight is already packed; quantise before serving starts")
+        if levels is None:
+            levels = int8_activation_levels() or FULL_LEVELS
+        if not 1 <= levels <= FULL_LEVELS:
+            raise ValueError(f"activation levels must be within 1..{FULL_LEVELS}, got {levels}")
         weight = fused.linear.weight.detach().float()
         weight_absmax = weight.abs().amax(0).clamp(min=1e-5)
         smooth = input_absmax.float().clamp(min=1e-5) ** alpha / weight_absmax ** (1 - alpha)
@@ -60,13 +75,14 @@ class SmoothQuantLinear(nn.Module):
         self.bias = None if bias is None else bias.detach().float()
         self.activation = fused.activation
         self._one = torch.tensor(1.0)
-        self._zero_point = torch.tensor(_ZERO_POINT, dtype=torch.int64)
+        self.levels = levels
+        self._zero_point = torch.tensor(levels + 1, dtype=torch.int64)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         smoothed = x * self.inv_smooth
         # abs + amax: 10x faster than vector_norm(inf) or aminmax on the CPU (measured)
-        scale = smoothed.abs().amax(1, keepdim=True).clamp_(min=1e-12) / 127
-        quantized = smoothed.div_(scale).round_().add_(_ZERO_POINT).to(torch.uint8)
+        scale = smoothed.abs().amax(1, keepdim=True).clamp_(min=1e-12) / self.levels
+        quantized = smoothed.div_(scale).round_().add_(self.levels + 1).to(torch.uint8)
         acc = torch.ops.onednn.qlinear_pointwise.tensor(
             quantized,
             self._one,
@@ -113,7 +129,9 @@ def recording_input_absmax(model: nn.Module) -> Iterator[dict[str, torch.Tensor]
             handle.remove()
 
 
-def smooth_quantize(model: nn.Module, input_absmax: dict[str, torch.Tensor]) -> int:
+def smooth_quantize(
+    model: nn.Module, input_absmax: dict[str, torch.Tensor], levels: int | None = None
+) -> int:
     """Swap (in place) each recorded encoder :class:`FusedLinear` for a :class:`SmoothQuantLinear`,
     except the ``KEEP_FP32`` ones and the heads; returns how many were swapped."""
     swapped = 0
@@ -123,23 +141,61 @@ def smooth_quantize(model: nn.Module, input_absmax: dict[str, torch.Tensor]) -> 
             continue
         if not parent_name.startswith("layers."):
             continue  # classification heads see one row per sequence: nothing to gain
-        setattr(model.get_submodule(parent_name), child, SmoothQuantLinear(module, input_absmax[name]))
+        setattr(
+            model.get_submodule(parent_name),
+            child,
+            SmoothQuantLinear(module, input_absmax[name], levels=levels),
+        )
         swapped += 1
     return swapped
 
 
+def _int8_matmul_is_exact(levels: int) -> bool:
+    """Whether oneDNN's u8×s8 matmul returns the exact integer sums for activations in
+    ``[-levels, levels]``, worst cases included: every activation and weight at its extreme, so
+    any int16 saturation of pair sums shows."""
+    with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
+        torch.manual_seed(0)
+        x = torch.randint(-levels, levels + 1, (6, 64))
+        w = torch.randint(-127, 128, (16, 64))
+    x[0], x[1] = levels, -levels
+    w[0], w[1] = 127, -127
+    packed = torch.ops.onednn.qlinear_prepack(w.to(torch.int8), [4096, 64])
+    got = torch.ops.onednn.qlinear_pointwise.tensor(
+        (x + levels + 1).to(torch.uint8),
+        torch.tensor(1.0),
+        torch.tensor(levels + 1, dtype=torch.int64),
+        packed,
+        torch.ones(16),
+        torch.zeros(16, dtype=torch.int64),
+        None,
+        1.0,
+        0,
+        torch.float32,
+        "none",
+        [],
+        "",
+    )
+    return torch.equal(got, (x @ w.T).float())  # |sums| < 2^24: exact in fp32
+
+
+@cache
+def int8_activation_levels() -> int | None:
+    """How many levels either side of zero activations may use with this CPU's int8 kernel:
+    ``FULL_LEVELS`` where it is exact, ``SEVEN_BIT_LEVELS`` where full-range pair sums saturate
+    (no VNNI), ``None`` when this PyTorch build has no usable oneDNN int8 matmul."""
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.onednn, "qlinear_pointwise"):
+        return None
+    for levels in (FULL_LEVELS, SEVEN_BIT_LEVELS):
+        try:
+            if _int8_matmul_is_exact(levels):
+                return levels
+        except (RuntimeError, AttributeError):
+            return None
+    return None
+
+
 @cache
 def int8_available() -> bool:
-    """Whether this PyTorch build runs oneDNN's int8 matmul (and it agrees with fp32 on a probe)."""
-    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.onednn, "qlinear_pointwise"):
-        return False
-    try:
-        with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
-            torch.manual_seed(0)
-            fused = FusedLinear(32, 16)
-            x = torch.randn(4, 32)
-        got = SmoothQuantLinear(fused, x.abs().amax(0))(x)
-        want = fused(x)
-    except (RuntimeError, AttributeError):
-        return False
-    return bool(F.cosine_similarity(got, want, dim=-1).min() > 0.99)
+    """Whether this PyTorch build runs oneDNN's int8 matmul exactly (at some activation width)."""
+    return int8_activation_levels() is not None
