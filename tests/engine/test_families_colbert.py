@@ -1,8 +1,10 @@
 """ColBERT selected by architecture name (vLLM's ``ColBERTModernBertModel``, ``ColBERTJinaRobertaModel``)
 on folders that carry the projection in the main checkpoint.
 
-Reference, by hand: the backbone's hidden states (transformers) → projection → L2 per token. As in
-vLLM, such folders without PyLate settings get no markers, no query expansion and no skiplist.
+Reference, by hand: the backbone's hidden states (transformers) → projection → L2 per token. As
+vLLM encodes such folders without PyLate settings: the marker the tokenizer knows after [CLS]
+([unused0] / [unused1] in this vocabulary), queries cut to and padded with [MASK] to 32 tokens,
+all attended, and no skiplist.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from poolrag import Engine, PoolingParams
 from poolrag.errors import ModelLoadError
 
 DIM = 12
+QUERY_LEN = 32
 TEXTS = [
     "what is late interaction?",
     "Late interaction scores every query token, against every document token!",
@@ -38,12 +41,17 @@ def _with_projection(source: Path, dest: Path, key: str, prefix: str = "") -> tu
     return dest, weight
 
 
-def _reference(folder: Path, weight: torch.Tensor, text: str) -> np.ndarray:
+def _reference(folder: Path, weight: torch.Tensor, text: str, is_query: bool) -> np.ndarray:
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     model = transformers.AutoModel.from_pretrained(folder).eval()
-    ids = tokenizer(text, return_tensors="pt")
+    if is_query:
+        ids = tokenizer(text, truncation=True, max_length=QUERY_LEN - 1)["input_ids"]
+        ids += [tokenizer.mask_token_id] * (QUERY_LEN - 1 - len(ids))
+    else:
+        ids = tokenizer(text)["input_ids"]
+    ids.insert(1, tokenizer.convert_tokens_to_ids("[unused0]" if is_query else "[unused1]"))
     with torch.no_grad():
-        hidden = model(input_ids=ids["input_ids"], attention_mask=ids["attention_mask"]).last_hidden_state[0]
+        hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
     return torch.nn.functional.normalize(hidden @ weight.T, dim=-1).numpy()
 
 
@@ -65,10 +73,10 @@ def test_named_colbert_projects_every_token(tiny_model, tmp_path, architecture, 
     for input_type in ("query", "document"):
         outputs = engine.encode(TEXTS, "token_embed", PoolingParams(input_type=input_type))
         for text, out in zip(TEXTS, outputs, strict=True):
-            expected = _reference(folder, weight, text)
+            expected = _reference(folder, weight, text, input_type == "query")
             assert out.outputs.data.shape == expected.shape
             np.testing.assert_allclose(out.outputs.data, expected, rtol=1e-5, atol=1e-5)
-    q, d = (_reference(folder, weight, t) for t in TEXTS)
+    q, d = _reference(folder, weight, TEXTS[0], True), _reference(folder, weight, TEXTS[1], False)
     score = engine.score(TEXTS[0], TEXTS[1])[0].outputs.score
     np.testing.assert_allclose(score, (q @ d.T).max(axis=1).sum(), rtol=1e-5, atol=1e-4)
 

@@ -27,6 +27,13 @@ logger = logging.getLogger(__name__)
 BIDIRECTIONAL_MODEL_TYPE = "llama_bidirec"  # what NVIDIA's remote code registers its config as
 # the names ColBERT checkpoints give their projection (Stanford / PyLate / vLLM's loaders)
 COLBERT_PROJECTIONS = ("linear", "colbert_linear")
+# vLLM's ColBERT input_type handling: the first marker the tokenizer knows (Jina, PyLate, Stanford),
+# queries cut to and padded with [MASK] to 32 tokens, all of them attended
+COLBERT_MARKERS = {
+    "query": ("[QueryMarker]", "[Q]", "[unused0]"),
+    "document": ("[DocumentMarker]", "[D]", "[unused1]"),
+}
+COLBERT_QUERY_LENGTH = 32
 _POSITION_OFFSET_TYPES = {"roberta", "xlm-roberta", "camembert", "data2vec-text", "xlm-roberta-xl"}
 
 
@@ -124,6 +131,21 @@ def _projection_in_checkpoint(folder: Path) -> DenseSpec | None:
     )
 
 
+def _known_token(folder: Path, candidates: tuple[str, ...]) -> str | None:
+    """The first of ``candidates`` that is one token of the folder's tokenizer."""
+    tokenizer_file = folder / "tokenizer.json"
+    if tokenizer_file.is_file():
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        return next((c for c in candidates if tokenizer.token_to_id(c) is not None), None)
+    vocab_file = folder / "vocab.txt"
+    if vocab_file.is_file():
+        vocab = set(vocab_file.read_text(encoding="utf-8").splitlines())
+        return next((c for c in candidates if c in vocab), None)
+    return None
+
+
 def _usable_positions(hf_config: PretrainedConfig) -> int:
     positions = int(getattr(hf_config, "max_position_embeddings", 512) or 512)
     if getattr(hf_config, "model_type", "") in _POSITION_OFFSET_TYPES:
@@ -139,7 +161,7 @@ def named_colbert(
 ) -> tuple[ColbertSpec, list[DenseSpec]]:
     """A ColBERT chosen by architecture name (``ColBERTModernBertModel``, ``ColBERTJinaRobertaModel``,
     ``ColBERTModel``): the projection from a Dense module or the main checkpoint; the markers and
-    lengths from the folder's PyLate settings, else none, as vLLM encodes such models."""
+    lengths from the folder's PyLate settings, else as vLLM encodes such models by input type."""
     from poolrag.config.model_spec import ColbertSpec
 
     if not dense:
@@ -153,14 +175,13 @@ def named_colbert(
         dense = [projection]
     if pylate is not None:
         return pylate, dense
-    length = _usable_positions(hf_config)
     spec = ColbertSpec(
-        query_prefix=None,
-        document_prefix=None,
-        query_length=length,
-        document_length=length,
-        attend_to_expansion_tokens=False,
-        do_query_expansion=False,
+        query_prefix=_known_token(folder, COLBERT_MARKERS["query"]),
+        document_prefix=_known_token(folder, COLBERT_MARKERS["document"]),
+        query_length=COLBERT_QUERY_LENGTH,
+        document_length=_usable_positions(hf_config),
+        attend_to_expansion_tokens=True,
+        do_query_expansion=True,
         skiplist_words=(),  # no skiplist without PyLate settings: vLLM keeps every token
     )
     return spec, dense

@@ -250,7 +250,9 @@ ENTRIES: tuple[Entry, ...] = (
         Role.COLBERT,
         "encoder",
         "or any backbone in a PyLate folder; the `ColBERT*Model` names read the projection from "
-        "`linear.weight` / `colbert_linear.weight` in the checkpoint (or a Dense module)",
+        "`linear.weight` / `colbert_linear.weight` in the checkpoint (or a Dense module) and, "
+        "without PyLate settings, mark and pad queries as vLLM does (`[QueryMarker]` / `[Q]` / "
+        "`[unused0]`, 32 tokens)",
         (
             "tiny random BERT, PyLate and Stanford layouts, vs the ColBERT procedure on transformers",
             "answerai-colbert-small-v1 backbone (random projection), both layouts",
