@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         PoolragError,
         UnsupportedTaskError,
     )
+    from poolrag.llm import LLM
     from poolrag.outputs import (
         ClassificationOutput,
         EmbeddingOutput,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "PoolerConfig": "poolrag.config.pooler_config",
     "Engine": "poolrag.engine",
+    "LLM": "poolrag.llm",
     "DimensionsError": "poolrag.errors",
     "InputTooLongError": "poolrag.errors",
     "InputTypeError": "poolrag.errors",
@@ -52,6 +54,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "LLM",
     "ClassificationOutput",
     "DimensionsError",
     "EmbeddingOutput",

@@ -79,14 +79,18 @@ class Engine:
         dtype: ``auto`` (bf16/fp16 on CUDA, fp32 on CPU), or an explicit dtype.
         device: ``cuda``, ``cpu``, ... (auto when omitted).
         max_model_len: token limit per input (defaults to the model's own).
-        pooler_config: overrides of the folder's pooling defaults (vLLM's keys).
+        pooler_config: overrides of the folder's pooling defaults (vLLM's keys), as a dict, a
+            ``PoolerConfig`` or JSON text; ``enable_chunked_processing`` / ``max_embed_len`` embed
+            inputs longer than ``max_model_len`` in chunks.
         hf_overrides: attributes set on the transformers config, e.g. ``{"is_matryoshka": True}``.
         trust_remote_code: allow model folders that ship their own modeling code.
         max_batch_tokens: token budget of one forward pass; by default 16384 on CUDA and 4096 on
             CPUs, where smaller batches stay in cache (1.1-1.3x on all-MiniLM-L6-v2, RESULTS.md).
         convert: adapt a ``*ForCausalLM`` checkpoint: ``embed`` (LAST-token vectors), ``classify``
             (scores from the lm_head rows of ``hf_overrides["classifier_from_token"]``) or
-            ``reward`` (process reward model, with a STEP ``pooler_config``).
+            ``reward`` (process reward model, with a STEP ``pooler_config``). ``embed`` pools the
+            backbone of any other checkpoint too; ``classify`` / ``reward`` on a checkpoint that
+            already is a classifier / reward model change nothing (as vLLM's ``--convert``).
         score_template: prompt for (query, document) pairs of LLM rerankers: a shipped name
             (``qwen3_reranker``, ``bge_reranker_v2_gemma``, ``mxbai_rerank_v2``), a .jinja path or Jinja text.
         device_map: accelerate placement (``"auto"``, a dict) for models larger than one device.
@@ -111,7 +115,7 @@ class Engine:
         dtype: str | torch.dtype = "auto",
         device: str | torch.device | None = None,
         max_model_len: int | None = None,
-        pooler_config: PoolerConfig | dict[str, Any] | None = None,
+        pooler_config: PoolerConfig | dict[str, Any] | str | None = None,
         hf_overrides: dict[str, Any] | None = None,
         trust_remote_code: bool = False,
         max_batch_tokens: int | None = None,

@@ -25,13 +25,17 @@ from poolrag.config.registry import (
     ARCHITECTURES,
     ENTRIES,
     KINDS,
+    NOT_YET_IMPLEMENTED,
     Entry,
     ModelKind,
     Role,
+    backbone_names,
     default_pooling,
     lookup_architecture,
+    remote_classes,
 )
 from poolrag.config.registry_doc import REGENERATE, markdown
+from poolrag.errors import ModelLoadError
 from poolrag.loading.placement import Placement
 from poolrag.models.native_loader import unsupported_reason
 
@@ -54,11 +58,72 @@ def test_models_page_is_generated_from_the_registry() -> None:
         ("GPT2LMHeadModel", Role.LM_HEAD),
         ("BertModel", Role.BACKBONE),
         ("BertForMaskedLM", Role.BACKBONE),
-        ("NewModel", Role.BACKBONE),
+        ("XLMRobertaModel", Role.BACKBONE),
+        ("Qwen3Model", Role.BACKBONE),
+        ("MistralModel", Role.BACKBONE),
+        ("ModernBertForMaskedLM", Role.BACKBONE),
+        ("BertForPreTraining", Role.BACKBONE),
     ],
 )
 def test_lookup_architecture(name: str, role: Role) -> None:
     assert lookup_architecture(name) is role
+
+
+def test_every_registered_name_and_pattern_is_accepted() -> None:
+    for pattern in ARCHITECTURES:
+        for name in pattern.names:
+            assert lookup_architecture(name) is pattern.role, name
+        for suffix in pattern.suffixes:
+            assert lookup_architecture(f"Some{suffix}") is pattern.role, suffix
+    names = backbone_names()
+    assert {"BertModel", "XLMRobertaModel", "Qwen3Model", "MistralModel", "BertForMaskedLM"} <= names
+    for name in names:  # anything transformers implements as a base model is a backbone
+        assert lookup_architecture(name) in set(Role), name
+
+
+@pytest.mark.parametrize("name", ["NoSuchArchitectureModel", "NewModel", "T5ForConditionalGeneration"])
+def test_unknown_names_are_refused_with_what_is_supported(name: str) -> None:
+    with pytest.raises(ModelLoadError) as error:
+        lookup_architecture(name)
+    message = str(error.value)
+    assert f"unknown architecture {name!r}" in message
+    assert "*ForSequenceClassification" in message and "`HF_ColBERT`" in message and "BertModel" in message
+
+
+def test_names_not_implemented_yet_are_refused_by_name() -> None:
+    for name, reason in NOT_YET_IMPLEMENTED.items():
+        with pytest.raises(ModelLoadError, match="not implemented in poolrag yet") as error:
+            lookup_architecture(name)
+        assert reason in str(error.value)
+        assert not any(p.matches(name) and name in p.names for p in ARCHITECTURES), name
+
+
+def test_a_name_not_implemented_yet_wins_over_its_suffix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(NOT_YET_IMPLEMENTED, "FancyForSequenceClassification", "a fancy head")
+    with pytest.raises(ModelLoadError, match="not implemented in poolrag yet: a fancy head"):
+        lookup_architecture("FancyForSequenceClassification")
+    with pytest.raises(ModelLoadError, match="trust_remote_code=True"):
+        lookup_architecture("FancyForSequenceClassification", frozenset({"FancyForSequenceClassification"}))
+    provided = frozenset({"FancyForSequenceClassification"})  # its own code, trusted: runs that
+    assert lookup_architecture("FancyForSequenceClassification", provided, True) is Role.SEQUENCE_HEAD
+
+
+def test_remote_code_may_bring_its_own_architecture() -> None:
+    provided = remote_classes(
+        {"AutoConfig": "configuration_x.XConfig", "AutoModel": "org/repo--modeling_x.NewModel"}
+    )
+    assert provided == {"XConfig", "NewModel"}
+    assert lookup_architecture("NewModel", provided, remote_code=True) is Role.BACKBONE
+    with pytest.raises(ModelLoadError, match="trust_remote_code=True"):
+        lookup_architecture("NewModel", provided, remote_code=False)
+    reward = remote_classes({"AutoModel": "modeling.Qwen2ForRewardModel"})
+    assert lookup_architecture("Qwen2ForRewardModel", reward, remote_code=True) is Role.REWARD_HEAD
+
+
+@pytest.mark.parametrize("name", ["NoSuchArchitectureModel", "T5ForConditionalGeneration"])
+def test_an_unknown_override_is_refused_before_loading(tiny_model: Callable[..., Path], name: str) -> None:
+    with pytest.raises(ModelLoadError, match=f"unknown architecture {name!r}"):
+        Engine(tiny_model("bert"), hf_overrides={"architectures": [name]})
 
 
 def test_name_patterns_are_disjoint() -> None:
@@ -213,7 +278,7 @@ def test_a_pylate_folder_is_the_colbert_row_too(tiny_model: Callable[..., Path],
 
 @pytest.mark.parametrize(
     ("head", "num_labels", "dropped"),
-    [("sequence", 3, KINDS[ModelKind.SEQUENCE_CLASSIFIER].one_label_tasks), ("token", 2, ("reward",))],
+    [("sequence", 3, KINDS[ModelKind.SEQUENCE_CLASSIFIER].one_label_tasks), ("token", 2, ())],
 )
 def test_conditional_tasks_drop_out(
     tiny_model: Callable[..., Path], head: str, num_labels: int, dropped: tuple[str, ...]

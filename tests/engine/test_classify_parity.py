@@ -76,7 +76,7 @@ def test_reward_of_a_one_label_classifier_is_the_raw_logit(tiny_model) -> None:
 def test_token_classification_matches_transformers(tiny_model, arch: str) -> None:
     folder = tiny_model(arch, head="token", num_labels=5)
     engine = Engine(folder)
-    assert engine.supported_tasks == ("token_classify",)
+    assert engine.supported_tasks == ("token_classify", "reward")  # reward: vLLM's per-token LLM.reward
     logits = _reference_logits(folder, transformers.AutoModelForTokenClassification, SENTENCES)
     outputs = engine.token_classify(SENTENCES)
     for out, ref in zip(outputs, logits, strict=True):

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
         help="serve a model over HTTP (OpenAI-compatible embeddings, score, rerank, classify, pooling)",
         description="Serve a pooling model over HTTP with OpenAI / vLLM / Jina / Cohere-shaped endpoints.",
     )
-    parser.add_argument("model", metavar="MODEL", help="hub id or local model folder")
+    parser.add_argument("model", metavar="MODEL", nargs="?", help="hub id or local model folder")
     net = parser.add_argument_group("server")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     net.add_argument("--port", type=int, default=8000)
@@ -94,6 +94,27 @@ def register(subparsers: Any) -> None:
     net.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
     eng = parser.add_argument_group("engine")
+    eng.add_argument("--model", dest="model_option", metavar="MODEL", help="the model, as vLLM's flag")
+    eng.add_argument(
+        "--runner",
+        type=_runner,
+        default="auto",
+        help="vLLM's runner: auto or pooling (poolrag serves pooling models only)",
+    )
+    eng.add_argument(
+        "--convert",
+        choices=("auto", "none", "embed", "classify", "reward"),
+        default="auto",
+        help="vLLM's model conversion: pool the backbone (embed), score from lm_head rows (classify), "
+        "or a process reward model (reward)",
+    )
+    eng.add_argument(
+        "--score-template",
+        metavar="NAME|FILE",
+        help="prompt for (query, document) pairs of LLM rerankers: a shipped name "
+        "(qwen3_reranker, bge_reranker_v2_gemma, mxbai_rerank_v2) or a .jinja file",
+    )
+    eng.add_argument("--quantization", choices=("int8",), help="weight-only quantization (torchao)")
     eng.add_argument("--task", help="primary pooling task (default: the model's own)")
     eng.add_argument("--dtype", default="auto", help="auto, float32, float16, bfloat16")
     eng.add_argument("--device", help="cuda, cpu, ... (default: auto)")
@@ -127,10 +148,25 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def _runner(text: str) -> str:
+    if text == "generate":
+        raise argparse.ArgumentTypeError("poolrag serves pooling models only; use vLLM to generate text")
+    if text not in ("auto", "pooling"):
+        raise argparse.ArgumentTypeError(f"must be auto or pooling, not {text!r}")
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.model and args.model_option and args.model != args.model_option:
+        print(f"poolrag serve: two models: {args.model} and --model {args.model_option}", file=sys.stderr)
+        return 2
+    args.model = args.model or args.model_option
+    if not args.model:
+        print("poolrag serve: give the model as MODEL or --model MODEL", file=sys.stderr)
+        return 2
     if not require_extra("serve", "server"):
         return EXIT_MISSING_EXTRA
     from poolrag import Engine, PoolragError
@@ -164,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
             max_batch_tokens=args.max_batch_tokens,
             cpu_fast_mode=args.cpu_fast_mode,
             model_impl=args.model_impl,
+            convert=None if args.convert in ("auto", "none") else args.convert,
+            score_template=args.score_template,
+            quantization=args.quantization,
         )
     except (PoolragError, ValueError, OSError) as exc:
         print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.config.registry import KINDS, ModelKind, Role, lookup_architecture
+from poolrag.config.registry import KINDS, ModelKind, Role
 from poolrag.errors import ModelLoadError
 
 __all__ = ["CONVERSIONS", "ModelKind", "detect_model_kind", "supported_tasks"]
@@ -27,7 +27,7 @@ def _reads_last_token(spec: ModelSpec) -> bool:
     remote-code ``*ForRewardModel`` heads (Qwen2-Math-RM style); other remote classifiers
     (e.g. bidirectional LLM rerankers that mean-pool) keep their own forward.
     """
-    if lookup_architecture(spec.architecture) is Role.REWARD_HEAD:
+    if spec.role is Role.REWARD_HEAD:
         return True
     if "AutoModelForSequenceClassification" in _remote_auto_classes(spec):
         return False
@@ -36,7 +36,7 @@ def _reads_last_token(spec: ModelSpec) -> bool:
 
 def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> ModelKind:
     arch = spec.architecture
-    role = lookup_architecture(arch)
+    role = spec.role
     convert = spec.convert
     step = pooler is not None and pooler.pooling_type == "STEP"
     if spec.colbert is not None:
@@ -56,6 +56,8 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
                 "it needs a *ForCausalLM checkpoint"
             )
         return ModelKind.LM_HEAD_CLASSIFIER
+    if convert == "reward" and role in (Role.REWARD_HEAD, Role.PROCESS_REWARD_HEAD, Role.TOKEN_HEAD):
+        convert = None  # already a reward model: vLLM's convert="reward" asks for nothing more
     if convert == "reward" or (causal and step):
         if not causal:
             raise ModelLoadError(f"convert='reward' needs a *ForCausalLM checkpoint, not {arch}")
@@ -77,10 +79,8 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
 
 
 def supported_tasks(kind: ModelKind, spec: ModelSpec, pooler: PoolerConfig | None = None) -> tuple[str, ...]:
-    """The kind's tasks, less those its head or pooling cannot serve (see ``KindInfo``)."""
+    """The kind's tasks, less those its head cannot serve, plus those ``convert`` adds (see ``KindInfo``)."""
     info = KINDS[kind]
-    pooling_type = (pooler or spec.pooler_defaults).pooling_type
-    dropped = (info.one_label_tasks if spec.num_labels != 1 else ()) + (
-        info.step_tasks if pooling_type != "STEP" else ()
-    )
-    return tuple(t for t in info.tasks if t not in dropped)
+    dropped = info.one_label_tasks if spec.num_labels != 1 else ()
+    added = info.classify_tasks if spec.convert == "classify" else ()
+    return tuple(t for t in info.tasks if t not in dropped) + added

@@ -23,6 +23,7 @@ from poolrag.config.registry import (
     ST_UNSUPPORTED_POOLING_MODES,
     Role,
     lookup_architecture,
+    remote_classes,
 )
 from poolrag.errors import ModelLoadError
 
@@ -71,6 +72,7 @@ class ModelSpec:
     is_sentence_transformers: bool = False
     cross_encoder_activation: str | None = None
     convert: str | None = None  # "embed" | "classify" | "reward": adapt a *ForCausalLM checkpoint
+    role: Role = Role.BACKBONE  # what the architecture name says (registry.lookup_architecture)
     bidirectional: bool = False  # a bidirectional Llama run on transformers' layers (config/families.py)
 
     @property
@@ -192,11 +194,14 @@ def load_model_spec(
         setattr(hf_config, key, value)
     architectures = list(getattr(hf_config, "architectures", None) or [])
     architecture = architectures[0] if architectures else type(hf_config).__name__.replace("Config", "Model")
+    # before any weights are read: a name poolrag cannot run is refused here, with what it can run
+    provided = remote_classes(getattr(hf_config, "auto_map", None))
+    role = lookup_architecture(architecture, provided, trust_remote_code)
 
     colbert: ColbertSpec | None = None
-    if lookup_architecture(architecture) is Role.COLBERT and architecture == "HF_ColBERT":
+    if role is Role.COLBERT and architecture == "HF_ColBERT":
         colbert, dense = _stanford_colbert(path, hf_config)
-    elif lookup_architecture(architecture) is Role.COLBERT:
+    elif role is Role.COLBERT:
         colbert, dense = named_colbert(
             transformer_path, hf_config, dense, _pylate_colbert(st_config) if is_pylate else None
         )
@@ -228,6 +233,7 @@ def load_model_spec(
         is_sentence_transformers=isinstance(modules, list),
         cross_encoder_activation=ce_activation,
         convert=convert,
+        role=role,
         bidirectional=bidirectional,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -15,7 +16,9 @@ Activation = Literal["softmax", "sigmoid", "identity"]
 class PoolerConfig:
     """How hidden states become outputs. ``None`` fields fall back to the model folder's defaults.
 
-    Mirrors vLLM's ``pooler_config`` keys so configurations carry over.
+    Mirrors vLLM's ``pooler_config`` keys so configurations carry over. ``enable_chunked_processing``
+    embeds inputs longer than the model's window in window-sized chunks (their pooled vectors
+    averaged, weighted by token count); ``max_embed_len`` caps the length such inputs may have.
     """
 
     pooling_type: PoolingType | None = None
@@ -25,13 +28,25 @@ class PoolerConfig:
     step_tag_id: int | None = None
     returned_token_ids: tuple[int, ...] | None = None
     dimensions: int | None = None
+    enable_chunked_processing: bool | None = None
+    max_embed_len: int | None = None
 
     @classmethod
-    def from_value(cls, value: PoolerConfig | dict[str, Any] | None) -> PoolerConfig:
+    def from_value(cls, value: PoolerConfig | dict[str, Any] | str | None) -> PoolerConfig:
+        """A config from a dict, or from the JSON text vLLM's docs and command lines pass."""
         if value is None:
             return cls()
         if isinstance(value, PoolerConfig):
             return value
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"pooler_config is not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise InvalidInputError(
+                f"pooler_config must be a PoolerConfig, a dict or a JSON object, not {type(value).__name__}"
+            )
         known = {f.name for f in fields(cls)}
         unknown = set(value) - known
         if unknown:
@@ -43,6 +58,9 @@ class PoolerConfig:
                 raise InvalidInputError(f"unknown pooling_type {value['pooling_type']!r}")
         if data.get("returned_token_ids") is not None:
             data["returned_token_ids"] = tuple(int(t) for t in data["returned_token_ids"])
+        cap = data.get("max_embed_len")
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise InvalidInputError(f"max_embed_len must be a positive integer, got {cap!r}")
         return cls(**data)
 
     def merged_over(self, defaults: PoolerConfig) -> PoolerConfig:

@@ -3,15 +3,20 @@
 The engine reads its decisions from these tables (``model_kind``, ``model_spec`` and
 ``core.model_setup`` import them), and ``docs/models.md`` is generated from them by
 ``registry_doc``, so the page cannot say something the code does not do. What a name means is
-decided by :func:`lookup_architecture` alone: making unknown names an error is a change there.
+decided by :func:`lookup_architecture` alone, and a name it does not know is an error: a
+misread architecture would run and answer wrongly, silently.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from poolrag.config.pooler_config import PoolingType
+from poolrag.errors import ModelLoadError
 
 
 class ModelKind(Enum):
@@ -43,7 +48,8 @@ class KindInfo:
     """What a model kind can do once loaded.
 
     ``tasks`` is the full set; ``one_label_tasks`` are dropped unless the head has exactly one
-    output (a relevance or reward value), ``step_tasks`` unless the pooling is ``STEP``.
+    output (a relevance or reward value); ``classify_tasks`` are added when the model is loaded
+    with ``convert='classify'``, as vLLM's ``--convert classify`` adds them.
     """
 
     tasks: tuple[str, ...]
@@ -52,7 +58,7 @@ class KindInfo:
     pooling_note: str  # the same, for the docs; "{default}" is filled in by default_pooling
     native: bool  # poolrag's own module can run it (bert-family encoders, see models/native_loader.py)
     one_label_tasks: tuple[str, ...] = ()
-    step_tasks: tuple[str, ...] = ()
+    classify_tasks: tuple[str, ...] = ()
 
 
 KINDS: dict[ModelKind, KindInfo] = {
@@ -72,14 +78,12 @@ KINDS: dict[ModelKind, KindInfo] = {
         native=True,
         one_label_tasks=("score", "reward"),
     ),
+    # reward is vLLM's LLM.reward: every token's row, or only the step tags' with STEP pooling
     ModelKind.TOKEN_CLASSIFIER: KindInfo(
-        ("token_classify", "reward"),
-        "cosine",
-        None,
-        "none: one row per token",
-        native=True,
-        step_tasks=("reward",),
+        ("token_classify", "reward"), "cosine", None, "none: one row per token", native=True
     ),
+    # decoder heads run after pooling, so token_classify (the head on every token, as vLLM's
+    # converted classifiers do) costs nothing extra
     ModelKind.DECODER_CLASSIFIER: KindInfo(
         ("classify", "score", "reward"),
         "cross-encoder",
@@ -87,6 +91,7 @@ KINDS: dict[ModelKind, KindInfo] = {
         "{default}: the model's own head (`score`, `v_head`, ...) at the last real token",
         native=False,
         one_label_tasks=("score", "reward"),
+        classify_tasks=("token_classify",),
     ),
     ModelKind.LM_HEAD_CLASSIFIER: KindInfo(
         ("classify", "score"),
@@ -129,7 +134,8 @@ class NamePattern:
         return architecture in self.names or architecture.endswith(self.suffixes)
 
 
-# Disjoint by construction, so their order does not matter.
+# Disjoint by construction, so their order does not matter. A family implemented by its exact name
+# (not a suffix) is listed in the ``names`` of a pattern with the role its head has.
 ARCHITECTURES: tuple[NamePattern, ...] = (
     NamePattern(
         Role.COLBERT,
@@ -143,13 +149,87 @@ ARCHITECTURES: tuple[NamePattern, ...] = (
     NamePattern(Role.LM_HEAD, suffixes=("ForCausalLM", "LMHeadModel")),
 )
 
+# Names vLLM runs that poolrag does not implement yet: the patterns above would claim them and run
+# them as something else (a causal last-token classifier, a projection-less cosine embedder), so
+# they are refused by name until their family lands; then the name moves into ARCHITECTURES. A
+# trusted remote-code folder that provides the class (``auto_map``) still runs its own code.
+NOT_YET_IMPLEMENTED: dict[str, str] = {}
 
-def lookup_architecture(architecture: str) -> Role:
-    """The role an architecture name implies; any name no pattern claims is read as a backbone."""
-    for pattern in ARCHITECTURES:
-        if pattern.matches(architecture):
-            return pattern.role
-    return Role.BACKBONE
+# Where transformers itself names base models: the architectures a folder may carry for a bare
+# backbone (``BertModel``, ``Qwen3Model``) or a head no pooling task reads (``BertForMaskedLM``).
+_BACKBONE_TABLES = (
+    "MODEL_MAPPING_NAMES",
+    "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "MODEL_FOR_PRETRAINING_MAPPING_NAMES",
+    "MODEL_FOR_TEXT_ENCODING_MAPPING_NAMES",
+)
+BACKBONE_NAMES_NOTE = (
+    "the base-model, masked-LM and pre-training class names of transformers' own model types "
+    "(`BertModel`, `XLMRobertaModel`, `Qwen3Model`, `BertForMaskedLM`, ...)"
+)
+
+
+@functools.cache
+def backbone_names() -> frozenset[str]:
+    """Class names transformers implements as a backbone (read from its auto-class tables)."""
+    from transformers.models.auto import modeling_auto
+
+    names: set[str] = set()
+    for table in _BACKBONE_TABLES:
+        for value in getattr(modeling_auto, table, {}).values():
+            names.update([value] if isinstance(value, str) else value)
+    # the pre-training table also names seq2seq / multimodal generators: not pooling backbones
+    return frozenset(n for n in names if not n.endswith("ForConditionalGeneration"))
+
+
+def remote_classes(auto_map: dict[str, Any] | None) -> frozenset[str]:
+    """The class names a remote-code folder's ``auto_map`` provides (``"module.Class"`` values)."""
+    found: set[str] = set()
+    for value in (auto_map or {}).values():
+        for ref in [value] if isinstance(value, str) else value or ():
+            if isinstance(ref, str):
+                found.add(ref.rsplit(".", 1)[-1])
+    return frozenset(found)
+
+
+def supported_names() -> str:
+    """The names and patterns lookup_architecture accepts, for error messages."""
+    listed = [f"`{n}`" for p in ARCHITECTURES for n in p.names]
+    listed += [f"`*{s}`" for p in ARCHITECTURES for s in p.suffixes]
+    return f"{', '.join(listed)}, and {BACKBONE_NAMES_NOTE}"
+
+
+def lookup_architecture(
+    architecture: str, provided: frozenset[str] = frozenset(), remote_code: bool = False
+) -> Role:
+    """The role an architecture name implies; names poolrag cannot run are an error, never a guess.
+
+    ``provided`` are the classes the folder's ``auto_map`` names and ``remote_code`` whether the
+    caller trusts that code: a trusted folder may bring any architecture of its own.
+    """
+    role = next((p.role for p in ARCHITECTURES if p.matches(architecture)), None)
+    if remote_code and architecture in provided:
+        return role or Role.BACKBONE
+    own_code = (
+        " (its folder ships code for it: pass trust_remote_code=True after reviewing it)"
+        if architecture in provided
+        else ""
+    )
+    if architecture in NOT_YET_IMPLEMENTED:
+        raise ModelLoadError(
+            f"architecture {architecture!r} is not implemented in poolrag yet: "
+            f"{NOT_YET_IMPLEMENTED[architecture]}{own_code}"
+        )
+    if role is not None:
+        return role
+    if architecture in backbone_names():
+        return Role.BACKBONE
+    close = difflib.get_close_matches(architecture, sorted(backbone_names()), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ModelLoadError(
+        f"unknown architecture {architecture!r}{own_code}. poolrag runs {supported_names()}, "
+        f"or a class a trusted remote-code folder provides (see docs/models.md).{hint}"
+    )
 
 
 # model_type values that are decoders even when the config does not say is_decoder (their bare

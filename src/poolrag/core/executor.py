@@ -3,7 +3,8 @@
 Every front door ends here. The sync API blocks the calling thread on the core's future, so
 threads sharing an engine are batched together (and never interleave forward passes on the
 model: only the core's worker thread runs it); asyncio callers await the same future without
-blocking the event loop, and cancelling the awaiting task drops the work still queued.
+blocking the event loop, and cancelling the awaiting task drops the work still queued. Chunked
+inputs (long embed inputs, see ``ChunkedRequest``) run as their chunks and are joined here.
 """
 
 from __future__ import annotations
@@ -21,8 +22,50 @@ from poolrag.core.engine_core import EngineCore
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
 from poolrag.runner.model_runner import ModelRunner
+from poolrag.tokenization.input_processor import ChunkedRequest
 
 logger = logging.getLogger(__name__)
+
+# which flat results make up each request: (start, count, chunked request or None)
+_Plan = list[tuple[int, int, ChunkedRequest | None]]
+
+
+def _expand(requests: Sequence[PoolingRequest]) -> tuple[list[PoolingRequest], _Plan | None]:
+    """The requests the core runs: chunked ones replaced by their chunks (None: nothing chunked)."""
+    if not any(isinstance(r, ChunkedRequest) for r in requests):
+        return list(requests), None
+    flat: list[PoolingRequest] = []
+    plan: _Plan = []
+    for request in requests:
+        if isinstance(request, ChunkedRequest):
+            plan.append((len(flat), len(request.chunks), request))
+            flat.extend(request.chunks)
+        else:
+            plan.append((len(flat), 1, None))
+            flat.append(request)
+    return flat, plan
+
+
+def join_chunks(request: ChunkedRequest, vectors: Sequence[np.ndarray]) -> np.ndarray:
+    """Mean of the chunk vectors weighted by each chunk's token count (vLLM's aggregation), then
+    the request's Matryoshka size and normalisation, in the order the embedding head applies them."""
+    weights = np.array([len(c.token_ids) for c in request.chunks], dtype=np.float64)
+    mean = (np.stack(vectors).astype(np.float64) * weights[:, None]).sum(0) / weights.sum()
+    params = request.params
+    if params.dimensions is not None:
+        mean = mean[: params.dimensions]
+    if params.normalize:
+        mean = mean / max(float(np.linalg.norm(mean)), 1e-12)
+    return mean.astype(np.float32)
+
+
+def _join(results: list[np.ndarray], plan: _Plan | None) -> list[np.ndarray]:
+    if plan is None:
+        return results
+    return [
+        results[start] if chunked is None else join_chunks(chunked, results[start : start + count])
+        for start, count, chunked in plan
+    ]
 
 
 class ModelExecutor:
@@ -47,15 +90,17 @@ class ModelExecutor:
         return self.core.batcher
 
     def submit(self, requests: Sequence[PoolingRequest]) -> Future[list[np.ndarray]]:
+        """The core's raw queue: chunked requests must go through :meth:`execute` to be joined."""
         return self.core.submit(requests)
 
     def execute(self, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
         """Results in input order; identical requests are computed once and share the result."""
         if not requests:
             return []
-        future = self.core.submit(requests)
+        flat, plan = _expand(requests)
+        future = self.core.submit(flat)
         try:
-            return future.result()
+            return _join(future.result(), plan)
         except BaseException:
             future.cancel()  # e.g. KeyboardInterrupt: do not leave the work queued
             raise
@@ -64,7 +109,8 @@ class ModelExecutor:
         """Like :meth:`execute`, awaited; cancelling the awaiting task cancels the queued work."""
         if not requests:
             return []
-        return await asyncio.wrap_future(self.core.submit(requests))
+        flat, plan = _expand(requests)
+        return _join(await asyncio.wrap_future(self.core.submit(flat)), plan)
 
     def close(self) -> None:
         self._finalizer()

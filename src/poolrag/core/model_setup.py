@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -44,6 +46,8 @@ from poolrag.pooling.task_poolers import (
     TokenClassificationPooler,
     TokenEmbeddingPooler,
 )
+from poolrag.request import PoolingRequest
+from poolrag.runner.forward_output import ForwardOutput
 from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
@@ -55,6 +59,33 @@ _ST_ACTIVATIONS: dict[str, ActivationName] = {
     "torch.nn.modules.linear.Identity": "identity",
     "torch.nn.modules.activation.Softmax": "softmax",
 }
+
+
+class _TokenScorePooler:
+    """token_classify of a decoder classifier: its head on every token row, as vLLM's classify
+    models do (the head is applied here anyway, so no second model is loaded)."""
+
+    def __init__(self, score: nn.Module, head: TokenClassifierHead) -> None:
+        self.score = score
+        self.head = head
+
+    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        tokens = output.tokens
+        assert tokens is not None
+        states = tokens.states
+        param = next(self.score.parameters(), None)
+        if param is not None and param.device != states.device:
+            states = states.to(param.device)
+        return self.head(self.score(states), tokens.token_ids, tokens.lengths.tolist(), requests)
+
+
+def _check_chunking(kind: ModelKind, pooler: PoolerConfig) -> None:
+    if pooler.max_embed_len is not None and not pooler.enable_chunked_processing:
+        raise ModelLoadError("pooler_config max_embed_len needs enable_chunked_processing=true")
+    if pooler.enable_chunked_processing and kind is not ModelKind.EMBEDDING:
+        raise ModelLoadError(
+            f"pooler_config enable_chunked_processing applies to embedding models, not {kind.value}"
+        )
 
 
 @dataclass(slots=True)
@@ -134,6 +165,7 @@ def build_pipeline(
     if pooler.normalize is None:
         # sentence-transformers folders normalise only with a Normalize module; bare folders do.
         pooler = pooler.merged_over(PoolerConfig(normalize=not spec.is_sentence_transformers))
+    _check_chunking(kind, pooler)
 
     tokenizer = AutoTokenizer.from_pretrained(
         tokenizer_path or spec.transformer_path, trust_remote_code=trust_remote_code
@@ -170,6 +202,8 @@ def build_pipeline(
         PromptSettings(spec.prompts, spec.default_prompt_name),
         colbert=spec.colbert,
         uses_token_type_ids=runner._takes_token_types,
+        chunked=bool(pooler.enable_chunked_processing),
+        max_embed_len=pooler.max_embed_len,
     )
     projection = load_projection(spec.dense, dtype, device)
     poolers: dict[str, TaskPooler] = {}
@@ -201,6 +235,7 @@ def build_pipeline(
             decoder.score, ClassifierHead(activation)
         )
         poolers["reward"] = LastTokenScorePooler(decoder.score, ClassifierHead("identity"))
+        poolers["token_classify"] = _TokenScorePooler(decoder.score, TokenClassifierHead(activation))
     elif kind is ModelKind.LM_HEAD_CLASSIFIER:
         assert lm_rows is not None
         poolers["classify"] = poolers["score"] = LastTokenScorePooler(lm_rows, ClassifierHead(activation))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -24,6 +24,29 @@ TokensPrompt = dict[str, Any]  # {"prompt_token_ids": [...]} as in vLLM
 PromptInput = str | TokensPrompt
 
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkedRequest(PoolingRequest):
+    """An embed input longer than the model's window (pooler_config ``enable_chunked_processing``).
+
+    ``token_ids`` is the whole input; ``chunks`` are the window-sized requests that run instead.
+    Each chunk carries the tokenizer's own special tokens (``[CLS] ... [SEP]``), so every chunk is
+    an input the model was trained on and CLS / LAST pooling read a real position; unlike vLLM,
+    which cuts the one tokenised sequence, a middle chunk therefore never lacks them. A prompt
+    prefix (instruction) stays on the first chunk only. The executor joins the chunks' vectors.
+    """
+
+    chunks: tuple[PoolingRequest, ...] = ()
+
+
+def _special_frame(full: Sequence[int], bare: Sequence[int]) -> tuple[list[int], list[int]] | None:
+    """The special tokens the tokenizer puts before and after ``bare`` to make ``full``."""
+    extra = len(full) - len(bare)
+    for start in range(extra + 1):
+        if list(full[start : start + len(bare)]) == list(bare):
+            return list(full[:start]), list(full[start + len(bare) :])
+    return None
 
 
 @dataclass(slots=True)
@@ -77,9 +100,13 @@ class InputProcessor:
         prompts: PromptSettings,
         colbert: ColbertSpec | None = None,
         uses_token_type_ids: bool = True,
+        chunked: bool = False,
+        max_embed_len: int | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.max_len = max_len
+        self.chunked = chunked  # split over-long embed inputs instead of refusing them
+        self.max_embed_len = max_embed_len
         self.prompts = prompts
         self.colbert = colbert
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
@@ -123,8 +150,14 @@ class InputProcessor:
                 return_attention_mask=False,
             )
             type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
+            chunking = self.chunked and params.task == "embed" and limit is None
             for j, pos in enumerate(text_positions):
                 ids = encoded["input_ids"][j]
+                if chunking:
+                    self._check_embed_cap(ids)
+                    if len(ids) > self.max_len:
+                        requests[pos] = self._chunked(texts[j], ids, params)
+                        continue
                 self._check_length(ids)
                 requests[pos] = PoolingRequest(
                     token_ids=tuple(ids),
@@ -132,6 +165,39 @@ class InputProcessor:
                     token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
                 )
         return requests  # type: ignore[return-value]
+
+    # -- chunked processing (long embed inputs) --------------------------------------------------
+    def _check_embed_cap(self, ids: Sequence[int]) -> None:
+        if self.max_embed_len is not None and len(ids) > self.max_embed_len:
+            error = InputTooLongError(len(ids), self.max_embed_len)
+            error.args = (
+                f"input has {len(ids)} tokens, more than pooler_config max_embed_len={self.max_embed_len}; "
+                "shorten it or pass truncate_prompt_tokens to truncate",
+            )
+            raise error
+
+    def _chunked(self, text: str, ids: Sequence[int], params: ResolvedParams) -> ChunkedRequest:
+        """Window-sized chunks of real tokens, each framed by the tokenizer's special tokens; they
+        pool unnormalised and at full size, the join applies the request's own settings."""
+        bare = self.tokenizer(
+            text, add_special_tokens=False, return_token_type_ids=False, return_attention_mask=False
+        )["input_ids"]
+        frame = _special_frame(ids, bare)
+        window = self.max_len - (len(frame[0]) + len(frame[1]) if frame else 0)
+        if frame is None or window < 1:
+            raise InvalidInputError(
+                f"input has {len(ids)} tokens, more than the model's maximum of {self.max_len}, "
+                "and this tokenizer's output cannot be split into chunks"
+            )
+        head, tail = frame
+        sub = replace(params, normalize=False, dimensions=None)
+        chunks = []
+        for start in range(0, len(bare), window):
+            chunk = tuple(head + list(bare[start : start + window]) + tail)
+            types = (0,) * len(chunk) if self.uses_token_type_ids else None
+            chunks.append(PoolingRequest(token_ids=chunk, params=sub, token_type_ids=types))
+        logger.debug("embedding a %d-token input as %d chunks of %d", len(ids), len(chunks), self.max_len)
+        return ChunkedRequest(token_ids=tuple(ids), params=params, chunks=tuple(chunks))
 
     def _from_token_ids(
         self, item: TokensPrompt, params: ResolvedParams, limit: int | None

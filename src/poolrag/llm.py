@@ -1,0 +1,222 @@
+"""``poolrag.LLM``: vLLM's offline pooling front door, so vLLM code runs with one import changed.
+
+A thin layer over :class:`~poolrag.Engine`: it translates vLLM's constructor arguments
+(``runner``, ``convert``, ``pooler_config`` as a JSON string, ...) and method keywords
+(``truncate_prompt_tokens``, ``use_tqdm``, ``lora_request``) and returns the Engine's own output
+objects. Options that only tune vLLM's scheduler or GPU memory are accepted and ignored (they
+change no result); options poolrag cannot honour are refused, never dropped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from poolrag.config.pooler_config import PoolerConfig
+from poolrag.engine import Engine, Prompts
+from poolrag.errors import InvalidInputError
+from poolrag.outputs import (
+    ClassificationOutput,
+    EmbeddingOutput,
+    PoolingOutput,
+    PoolingRequestOutput,
+    ScoringOutput,
+)
+from poolrag.params import PoolingParams
+
+logger = logging.getLogger(__name__)
+
+RUNNERS = ("auto", "pooling")
+# vLLM's convert values -> Engine's convert (None: use the checkpoint as it is)
+CONVERTS: dict[str, str | None] = {
+    "auto": None,
+    "none": None,
+    "embed": "embed",
+    "classify": "classify",
+    "reward": "reward",
+}
+# vLLM engine options that tune its scheduler, cache or GPU memory: no effect on any result here
+IGNORED_OPTIONS = frozenset(
+    {
+        "enforce_eager",
+        "gpu_memory_utilization",
+        "seed",
+        "max_num_seqs",
+        "swap_space",
+        "enable_prefix_caching",
+        "disable_log_stats",
+        "compilation_config",
+        "kv_cache_dtype",
+        "block_size",
+    }
+)
+_ENGINE_OPTIONS = frozenset(inspect.signature(Engine.__init__).parameters) - {"self", "model"}
+
+
+def _params(
+    pooling_params: PoolingParams | None, truncate_prompt_tokens: int | None, lora_request: object
+) -> PoolingParams | None:
+    """vLLM's per-call keywords folded into poolrag's PoolingParams."""
+    if lora_request is not None:
+        raise InvalidInputError("LoRA adapters are not supported: poolrag serves the checkpoint as loaded")
+    if truncate_prompt_tokens is None:
+        return pooling_params
+    return (pooling_params or PoolingParams()).with_updates(truncate_prompt_tokens=truncate_prompt_tokens)
+
+
+class LLM:
+    """vLLM's ``LLM`` for pooling models: ``embed``, ``classify``, ``score``, ``reward``, ``encode``.
+
+    Args:
+        model: hub id or local folder.
+        runner: ``"auto"`` or ``"pooling"``; poolrag serves pooling models only, so ``"generate"``
+            is refused.
+        convert: vLLM's ``--convert``: ``"auto"`` uses the checkpoint as it is; ``"embed"`` pools the
+            backbone's hidden states (LAST for decoders); ``"classify"`` turns a ``*ForCausalLM`` into
+            a classifier (with ``hf_overrides["classifier_from_token"]``) and is a no-op on a
+            ``*ForSequenceClassification``; ``"reward"`` makes a ``*ForCausalLM`` a process reward model
+            (with a ``pooler_config`` naming its step tokens) and is a no-op on reward models.
+        pooler_config: a dict, a :class:`~poolrag.PoolerConfig` or a JSON string.
+        hf_overrides, trust_remote_code, dtype, max_model_len, quantization, tokenizer, revision:
+            as vLLM's (``quantization`` accepts poolrag's ``"int8"``).
+        **engine_options: :class:`~poolrag.Engine` options (``device``, ``score_template``, ...);
+            ``max_num_batched_tokens`` maps to ``max_batch_tokens``, ``tensor_parallel_size`` must
+            be 1 (use ``device_map="auto"`` to spread a large model).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        runner: str = "auto",
+        convert: str = "auto",
+        pooler_config: PoolerConfig | dict[str, Any] | str | None = None,
+        hf_overrides: dict[str, Any] | None = None,
+        trust_remote_code: bool = False,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        quantization: str | None = None,
+        tokenizer: str | None = None,
+        revision: str | None = None,
+        **engine_options: Any,
+    ) -> None:
+        if runner == "generate":
+            raise InvalidInputError(
+                "runner='generate' is not supported: poolrag serves pooling models only "
+                "(embed, classify, score, reward, encode); use vLLM to generate text"
+            )
+        if runner not in RUNNERS:
+            raise InvalidInputError(f"runner must be one of {', '.join(RUNNERS)}, not {runner!r}")
+        if convert not in CONVERTS:
+            raise InvalidInputError(f"convert must be one of {', '.join(CONVERTS)}, not {convert!r}")
+        options = dict(engine_options)
+        if options.pop("tensor_parallel_size", 1) != 1:
+            raise InvalidInputError(
+                "tensor_parallel_size > 1 is not supported; pass device_map='auto' to spread a model "
+                "over several devices"
+            )
+        if "max_num_batched_tokens" in options:
+            options.setdefault("max_batch_tokens", options.pop("max_num_batched_tokens"))
+        ignored = sorted(IGNORED_OPTIONS & set(options))
+        if ignored:
+            logger.info("ignoring vLLM scheduler options that change no result here: %s", ", ".join(ignored))
+            for name in ignored:
+                del options[name]
+        unknown = sorted(set(options) - _ENGINE_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"LLM() got unknown options {unknown}; poolrag accepts {sorted(_ENGINE_OPTIONS)} "
+                f"and ignores {sorted(IGNORED_OPTIONS)}"
+            )
+        self.engine = Engine(
+            model,
+            convert=CONVERTS[convert],
+            pooler_config=PoolerConfig.from_value(pooler_config),
+            hf_overrides=hf_overrides,
+            trust_remote_code=trust_remote_code,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            quantization=quantization,
+            tokenizer=tokenizer,
+            revision=revision,
+            **options,
+        )
+
+    @property
+    def supported_tasks(self) -> tuple[str, ...]:
+        return self.engine.supported_tasks
+
+    def get_tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    def embed(
+        self,
+        prompts: Prompts,
+        pooling_params: PoolingParams | None = None,
+        *,
+        truncate_prompt_tokens: int | None = None,
+        use_tqdm: bool = True,
+        lora_request: object = None,
+    ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        """One vector per prompt (``outputs.embedding``)."""
+        return self.engine.embed(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+
+    def classify(
+        self,
+        prompts: Prompts,
+        pooling_params: PoolingParams | None = None,
+        *,
+        truncate_prompt_tokens: int | None = None,
+        use_tqdm: bool = True,
+        lora_request: object = None,
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        """Class probabilities per prompt (``outputs.probs``)."""
+        return self.engine.classify(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+
+    def reward(
+        self,
+        prompts: Prompts,
+        pooling_params: PoolingParams | None = None,
+        *,
+        truncate_prompt_tokens: int | None = None,
+        use_tqdm: bool = True,
+        lora_request: object = None,
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """Reward data per prompt: one value for a sequence reward model, per-token (or per-step)
+        rows for a token classifier or process reward model, as vLLM returns them."""
+        return self.engine.reward(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+
+    def score(
+        self,
+        data_1: str | Sequence[str],
+        data_2: str | Sequence[str],
+        /,
+        pooling_params: PoolingParams | None = None,
+        *,
+        truncate_prompt_tokens: int | None = None,
+        use_tqdm: bool = True,
+        lora_request: object = None,
+        score_template: str | None = None,
+    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        """Relevance of each ``data_2`` item to ``data_1`` (1:1, 1:N or N:N), ``outputs.score``."""
+        params = _params(pooling_params, truncate_prompt_tokens, lora_request)
+        return self.engine.score(data_1, data_2, params, score_template=score_template)
+
+    def encode(
+        self,
+        prompts: Prompts,
+        pooling_params: PoolingParams | None = None,
+        *,
+        pooling_task: str | None = None,
+        truncate_prompt_tokens: int | None = None,
+        use_tqdm: bool = True,
+        lora_request: object = None,
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """Any task's raw data (``outputs.data``); ``pooling_task`` is required, as in vLLM."""
+        if pooling_task is None:
+            raise InvalidInputError(f"encode() needs pooling_task, one of: {', '.join(self.supported_tasks)}")
+        params = _params(pooling_params, truncate_prompt_tokens, lora_request)
+        return self.engine.encode(prompts, pooling_task, params)

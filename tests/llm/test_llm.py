@@ -1,0 +1,125 @@
+"""``poolrag.LLM``: vLLM's offline pooling calls, as its docs write them, give the Engine's answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_models import SENTENCES
+
+from poolrag import LLM, Engine, PoolingParams
+from poolrag.errors import InvalidInputError, UnsupportedTaskError
+
+
+@pytest.fixture(scope="module")
+def llm(minilm_path: Path) -> LLM:
+    return LLM(str(minilm_path), runner="pooling", convert="embed")
+
+
+def test_llm_is_a_public_name() -> None:
+    import poolrag
+
+    assert "LLM" in poolrag.__all__ and poolrag.LLM is LLM
+
+
+def test_embed_score_and_encode_match_the_engine(llm: LLM, minilm_engine: Engine) -> None:
+    got = llm.embed(SENTENCES)
+    want = minilm_engine.embed(SENTENCES)
+    np.testing.assert_allclose(
+        [o.outputs.embedding for o in got], [o.outputs.embedding for o in want], rtol=1e-5, atol=1e-6
+    )
+    assert [o.prompt_token_ids for o in got] == [o.prompt_token_ids for o in want]
+    scores = llm.score("What is pooling?", SENTENCES[:3])
+    assert [s.outputs.score for s in scores] == pytest.approx(
+        [s.outputs.score for s in minilm_engine.score("What is pooling?", SENTENCES[:3])], abs=1e-6
+    )
+    tokens = llm.encode(SENTENCES[:2], pooling_task="token_embed")
+    assert [o.outputs.data.shape[0] for o in tokens] == [len(o.prompt_token_ids) for o in tokens]
+
+
+def test_vllm_call_keywords(llm: LLM) -> None:
+    out = llm.embed(SENTENCES[3], truncate_prompt_tokens=5, use_tqdm=False)
+    assert len(out[0].prompt_token_ids) == 5
+    with pytest.raises(InvalidInputError, match="LoRA"):
+        llm.embed("hi", lora_request=object())
+    with pytest.raises(InvalidInputError, match="pooling_task"):
+        llm.encode("hi")
+    with pytest.raises(UnsupportedTaskError):
+        llm.encode("hi", pooling_task="classify")
+
+
+@pytest.mark.parametrize(
+    "pooler_config",
+    [
+        '{"pooling_type": "CLS", "normalize": false}',
+        {"pooling_type": "CLS", "normalize": False},
+    ],
+)
+def test_pooler_config_as_the_docs_write_it(minilm_path: Path, pooler_config: object) -> None:
+    llm = LLM(str(minilm_path), pooler_config=pooler_config)
+    engine = Engine(minilm_path, pooler_config=json.dumps({"pooling_type": "CLS", "normalize": False}))
+    assert llm.engine.pooler_config == engine.pooler_config
+    assert engine.pooler_config.pooling_type == "CLS" and engine.pooler_config.normalize is False
+    vector = llm.embed("hello world")[0].outputs.embedding
+    assert abs(float(np.linalg.norm(vector)) - 1.0) > 1e-3  # not normalised, as asked
+
+
+def test_invalid_pooler_config_text_is_a_clear_error(minilm_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="pooler_config is not valid JSON"):
+        Engine(minilm_path, pooler_config="{pooling_type: CLS}")
+    with pytest.raises(InvalidInputError, match="JSON object"):
+        Engine(minilm_path, pooler_config="[1, 2]")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"runner": "generate"}, "pooling models only"),
+        ({"runner": "draft"}, "runner must be one of"),
+        ({"convert": "mm_encoder_only"}, "convert must be one of"),
+        ({"tensor_parallel_size": 2}, "device_map='auto'"),
+    ],
+)
+def test_what_poolrag_cannot_do_is_refused(minilm_path: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        LLM(str(minilm_path), **kwargs)
+
+
+def test_scheduler_options_are_ignored_and_unknown_ones_refused(minilm_path: Path) -> None:
+    llm = LLM(
+        str(minilm_path),
+        enforce_eager=True,
+        gpu_memory_utilization=0.5,
+        seed=0,
+        max_num_batched_tokens=2048,
+        tensor_parallel_size=1,
+    )
+    assert llm.engine._pipeline.executor.batcher.max_batch_tokens == 2048
+    with pytest.raises(TypeError, match="unknown options"):
+        LLM(str(minilm_path), speculative_config={})
+
+
+def test_classify_and_reward_on_encoders(tiny_model: Callable[..., Path]) -> None:
+    classifier = LLM(str(tiny_model("bert", head="sequence", num_labels=3)), convert="classify")
+    probs = classifier.classify(SENTENCES[:2])
+    engine = Engine(tiny_model("bert", head="sequence", num_labels=3))
+    np.testing.assert_allclose(
+        [p.outputs.probs for p in probs], [p.outputs.probs for p in engine.classify(SENTENCES[:2])], atol=1e-6
+    )
+    # vLLM's LLM.reward on a token classifier: one row per token, the token_classify rows
+    tagger = LLM(str(tiny_model("bert", head="token", num_labels=2)), convert="reward")
+    rewards = tagger.reward(SENTENCES[:2])
+    per_token = tagger.engine.token_classify(SENTENCES[:2])
+    for reward, tokens in zip(rewards, per_token, strict=True):
+        assert reward.outputs.data.shape == (len(reward.prompt_token_ids), 2)
+        np.testing.assert_allclose(reward.outputs.data, tokens.outputs.data, atol=1e-6)
+
+
+def test_reward_on_a_token_classifier_through_the_engine(tiny_model: Callable[..., Path]) -> None:
+    engine = Engine(tiny_model("bert", head="token", num_labels=2))
+    assert "reward" in engine.supported_tasks
+    out = engine.reward("a few words here", PoolingParams(use_activation=False))[0]
+    assert out.outputs.data.shape == (len(out.prompt_token_ids), 2)

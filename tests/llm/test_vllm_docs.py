@@ -1,0 +1,34 @@
+"""docs/vllm.md's ``<!-- runnable: vllm -->`` blocks run, offline, on local models of the same kind."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+import transformers
+from decoders.tiny_decoders import build
+from doc_snippets import runnable_blocks, with_local_models
+
+BLOCKS = runnable_blocks("vllm.md", "vllm")
+
+
+def test_the_page_has_runnable_blocks() -> None:
+    assert len(BLOCKS) == 4
+
+
+@pytest.fixture(scope="module")
+def models(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    reranker = tmp_path_factory.mktemp("qwen3-reranker")
+    build(reranker, "qwen3", transformers.AutoModelForCausalLM, tokenizer_kwargs={"add_bos": False})
+    return {"sentence-transformers/all-MiniLM-L6-v2": minilm_path, "Qwen/Qwen3-Reranker-0.6B": reranker}
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_block_runs(models: dict[str, Path], index: int) -> None:
+    code = with_local_models(BLOCKS[index], models)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, f"docs/vllm.md block {index}", "exec"), {})
+    assert printed.getvalue().strip()
