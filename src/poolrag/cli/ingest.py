@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -91,10 +92,23 @@ def setup_logging(verbose: bool) -> None:
 
 
 def report_error(command: str, exc: BaseException) -> int:
+    """One line on stderr naming what went wrong; exit 3 for a database that is down, else 2."""
     from poolrag.stores import StoreUnavailableError
 
-    print(f"poolrag {command}: error: {exc}", file=sys.stderr)
+    if isinstance(exc, OSError) and not isinstance(exc, StoreUnavailableError) and exc.filename:
+        message = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        message = str(exc) or type(exc).__name__
+    print(f"poolrag {command}: error: {' '.join(message.split())}", file=sys.stderr)
     return EXIT_UNAVAILABLE if isinstance(exc, StoreUnavailableError) else EXIT_BAD_INPUT
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """What a command reports as one line instead of a traceback: poolrag's own errors and the
+    operating system's (a path that cannot be read or written)."""
+    from poolrag.errors import PoolragError
+
+    return (PoolragError, OSError)
 
 
 def register(subparsers: Any) -> None:
@@ -144,6 +158,11 @@ def register(subparsers: Any) -> None:
     chunking.add_argument(
         "--checkpoint", metavar="FILE", help="progress file (default: under the cache folder)"
     )
+    chunking.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first file that cannot be read (default: skip it and list it at the end)",
+    )
     add_cache_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -154,16 +173,14 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not require_extra("ingest", args.store):
         return EXIT_MISSING_EXTRA
-    from poolrag.errors import PoolragError
-
     setup_logging(args.verbose)
-    store = None
+    opened: list[Any] = []  # closed even when the run fails after opening the store
     try:
-        store, report = _ingest(args)
-    except PoolragError as exc:
+        report = _ingest(args, opened)
+    except user_errors() as exc:
         return report_error("ingest", exc)
     finally:
-        if store is not None:
+        for store in opened:
             store.close()
     if args.json:
         print(
@@ -179,11 +196,17 @@ def run(args: argparse.Namespace) -> int:
             f"cache, {report.chunks_existing} already stored; {report.deleted} deleted, "
             f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
         )
+    if report.skipped:
+        noun = "file" if len(report.skipped) == 1 else "files"
+        print(f"{len(report.skipped)} {noun} skipped:", file=sys.stderr)
+        for line in report.skipped:
+            print(f"  {line}", file=sys.stderr)
     return 0
 
 
-def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
+def _ingest(args: argparse.Namespace, opened: list[Any]) -> Any:
     from poolrag.cache import CachedEmbedder
+    from poolrag.errors import InvalidInputError
     from poolrag.ingest import (
         ColbertEncoder,
         DenseEncoder,
@@ -192,9 +215,16 @@ def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
         default_model,
         read_paths,
     )
+    from poolrag.stores import check_collection_name
 
-    # Check the cheap things (paths, options) before loading a model or touching a database.
-    documents = list(read_paths(args.paths, text_field=args.text_field))
+    # Check the cheap things (paths, names, the cache) before loading a model or touching a database.
+    check_collection_name(args.collection)
+    for raw in args.paths:
+        if not os.path.lexists(raw):
+            raise InvalidInputError(f"no such file or folder: {raw}")
+    skipped: list[Any] | None = None if args.fail_fast else []
+    documents = read_paths(args.paths, text_field=args.text_field, skipped=skipped)  # read lazily
+    cache = open_cache_from_args(args)
     options: dict[str, Any] = {}
     if args.assume_matryoshka:
         options["hf_overrides"] = {"is_matryoshka": True}
@@ -216,10 +246,11 @@ def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
                 f"{engine.embedding_dim}-dim vectors), or add --assume-matryoshka if the model "
                 "was trained for truncation."
             )
-        embedder = CachedEmbedder(engine, open_cache_from_args(args))
+        embedder = CachedEmbedder(engine, cache)
         encoder = DenseEncoder(embedder, args.dimensions)
     chunker = TokenChunker.for_engine(engine, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
+    opened.append(store)
     pipeline = IngestPipeline(
         store,
         encoder,
@@ -231,7 +262,7 @@ def _ingest(args: argparse.Namespace) -> tuple[Any, Any]:
         checkpoint_dir=None if args.cache is None else _parent(args.cache),
         progress=not args.quiet,
     )
-    return store, pipeline.run(documents, prune=args.prune)
+    return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped)
 
 
 def _parent(path: str) -> str:

@@ -18,6 +18,7 @@ from poolrag.cli.ingest import (
     open_store_from_args,
     report_error,
     setup_logging,
+    user_errors,
 )
 
 logger = logging.getLogger(__name__)
@@ -55,14 +56,12 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not require_extra("search", args.store):
         return EXIT_MISSING_EXTRA
-    from poolrag.errors import PoolragError
-
     setup_logging(args.verbose)
     store = None
     try:
         store = open_store_from_args(args)
         results = _search(store, args)
-    except PoolragError as exc:
+    except user_errors() as exc:
         return report_error("search", exc)
     finally:
         if store is not None:

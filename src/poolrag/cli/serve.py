@@ -204,9 +204,9 @@ def run(args: argparse.Namespace) -> int:
             score_template=args.score_template,
             quantization=args.quantization,
         )
-    except (PoolragError, ValueError, OSError) as exc:
-        print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)
-        return 1
+    except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
+        print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
         logger.warning("listening on %s without an API key: anyone who can reach it can use it", args.host)
     serve(engine, settings, host=args.host, port=args.port, log_level=args.log_level)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import pickle
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -120,6 +122,8 @@ def from_pretrained(
             **placement.from_pretrained_kwargs(device),
             **extra,
         )
+    except pickle.UnpicklingError as exc:
+        raise unsafe_pickle_error(_pickle_files(spec.transformer_path), exc) from exc
     except ValueError as exc:
         hint = "" if trust_remote_code else " (if the model ships its own code, pass trust_remote_code=True)"
         raise ModelLoadError(
@@ -129,6 +133,20 @@ def from_pretrained(
         raise ModelLoadError(
             f"{spec.architecture} does not fit on {device}: pass device_map='auto' or quantization='int8'"
         ) from exc
+
+
+def _pickle_files(folder: object) -> str:
+    files = sorted(Path(str(folder)).glob("*.bin"))
+    return ", ".join(str(f) for f in files) or str(folder)
+
+
+def unsafe_pickle_error(where: str, exc: BaseException) -> ModelLoadError:
+    """One line for a ``.bin`` that ``torch.load(weights_only=True)`` refused: it holds more than
+    tensors (possibly code to run), so it is never loaded, and the user learns which file it is."""
+    return ModelLoadError(
+        f"refusing to load {where}: not a plain weights file (torch.load with weights_only=True "
+        f"rejected it: {type(exc).__name__}); use safetensors weights or a file you trust"
+    )
 
 
 def _activation(path: str) -> nn.Module:
@@ -150,7 +168,10 @@ def load_projection(layers: list[DenseSpec], dtype: torch.dtype, device: torch.d
         if layer.weights_file.suffix == ".safetensors":
             state = load_file(str(layer.weights_file))
         else:
-            state = torch.load(layer.weights_file, map_location="cpu", weights_only=True)
+            try:
+                state = torch.load(layer.weights_file, map_location="cpu", weights_only=True)
+            except pickle.UnpicklingError as exc:
+                raise unsafe_pickle_error(str(layer.weights_file), exc) from exc
         prefix = layer.weight_key_prefix
         weights = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
         try:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 from pathlib import Path
 from typing import Literal
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec
@@ -74,15 +75,19 @@ def load_native(
         model = BertFamilyModel(spec.hf_config, kind)
     model_type = spec.hf_config.model_type
     raw: dict[str, torch.Tensor] = {}
+    current = spec.transformer_path
     try:
         for file in _weight_files(spec.transformer_path):
+            current = file
             with safe_open(str(file), framework="pt") as handle:
                 for key in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
                     if _wanted(key):
                         raw[key] = handle.get_tensor(key).to(dtype)
+        current = spec.transformer_path
         state = convert_checkpoint(raw, kind, model_type)
-    except (OSError, ValueError, RuntimeError) as exc:  # unreadable file, duplicate names
-        raise ModelLoadError(f"cannot read the checkpoint natively: {exc}") from exc
+    except (OSError, ValueError, RuntimeError, SafetensorError, pickle.UnpicklingError) as exc:
+        # unreadable or forged file (named: the user must know which), duplicate names
+        raise ModelLoadError(f"cannot read the checkpoint {current} natively: {exc}") from exc
     del raw
     expected = set(model.state_dict())
     missing = sorted(expected - set(state))

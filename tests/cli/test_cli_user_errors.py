@@ -1,0 +1,203 @@
+"""Issue 13, item 2 (CLI): every user error is one line naming the file or name, exit 2 (3 stays for
+a database that is down); files that cannot be read are skipped and listed, or stop the run with
+--fail-fast; retries log one line each and no traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from poolrag.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+MUSIC = ROOT / "samples" / "music"
+READ_ONLY = Path("/sys")  # sysfs refuses new files even to root
+needs_sysfs = pytest.mark.skipif(not (READ_ONLY / "kernel").is_dir(), reason="needs Linux sysfs")
+
+
+@pytest.fixture(autouse=True)
+def _drop_cli_log_handlers():
+    """``main`` sets up logging on stderr, which pytest swaps per test: drop what it added."""
+    before = list(logging.root.handlers)
+    yield
+    for handler in [h for h in logging.root.handlers if h not in before]:
+        logging.root.removeHandler(handler)
+
+
+def _one_line_error(err: str, *fragments: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("poolrag "), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def _store(tmp_path: Path) -> list[str]:
+    return ["--store", "qdrant", "--path", str(tmp_path / "q"), "--cache", str(tmp_path / "c.sqlite")]
+
+
+def _bad_corpus(root: Path) -> Path:
+    root.mkdir()
+    shutil.copy(MUSIC / next(p.name for p in MUSIC.iterdir() if p.suffix == ".md"), root / "good.md")
+    (root / "dangling.txt").symlink_to(root / "gone.txt")
+    (root / "loop.txt").symlink_to(root / "loop.txt")
+    os.mkfifo(root / "fifo.txt")
+    (root / "latin1.txt").write_bytes("café".encode("latin-1"))
+    return root
+
+
+def test_bad_files_are_skipped_and_summarised_at_the_end(tmp_path: Path, capsys) -> None:
+    corpus = _bad_corpus(tmp_path / "corpus")
+    code = main(["ingest", str(corpus), *_store(tmp_path), "--collection", "c", "--quiet", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(captured.out)
+    assert report["documents"] == 1 and report["upserted"] > 0
+    assert len(report["skipped"]) == 4
+    assert "Traceback" not in captured.err
+    summary = captured.err[captured.err.index("4 files skipped:") :].splitlines()
+    assert [line.split(": ", 1)[0].strip().rsplit("/", 1)[-1] for line in summary[1:]] == sorted(
+        ["dangling.txt", "fifo.txt", "latin1.txt", "loop.txt"]
+    )
+
+
+def test_fail_fast_stops_at_the_first_bad_file(tmp_path: Path, capsys) -> None:
+    corpus = _bad_corpus(tmp_path / "corpus")
+    code = main(["ingest", str(corpus), *_store(tmp_path), "--collection", "c", "--quiet", "--fail-fast"])
+    assert code == 2
+    _one_line_error(capsys.readouterr().err, "dangling.txt", "broken symlink")
+
+
+@pytest.mark.parametrize("name", ["../../escape", "a/b", "", "x" * 300])
+@pytest.mark.parametrize("command", ["ingest", "search"])
+def test_invalid_collection_names_exit_2_before_any_work(
+    command: str, name: str, tmp_path: Path, capsys
+) -> None:
+    first = str(MUSIC) if command == "ingest" else "query"
+    started = time.monotonic()
+    assert main([command, first, *_store(tmp_path), "--collection", name]) == 2
+    _one_line_error(capsys.readouterr().err, "collection name")
+    assert time.monotonic() - started < 5  # no model was loaded
+    assert not (tmp_path / "q").exists()
+
+
+@needs_sysfs
+@pytest.mark.parametrize(
+    ("option", "value", "fragment"),
+    [
+        ("--cache", "/sys/poolrag/c.sqlite", "/sys/poolrag/c.sqlite"),
+        ("--checkpoint", "/sys/poolrag/ck.json", "/sys/poolrag/ck.json"),
+        ("--path", "/sys/poolrag_q", "/sys/poolrag_q"),
+        ("--uri", "/sys/poolrag_m.db", "/sys"),
+    ],
+)
+def test_unwritable_locations_exit_2_naming_the_path(
+    option: str, value: str, fragment: str, tmp_path: Path, capsys
+) -> None:
+    store = ["--store", "milvus"] if option == "--uri" else ["--store", "qdrant"]
+    if option != "--path" and option != "--uri":
+        store += ["--path", str(tmp_path / "q")]
+    args = ["ingest", str(MUSIC), *store, option, value, "--quiet"]
+    if option != "--cache":
+        args += ["--cache", str(tmp_path / "c.sqlite")]
+    started = time.monotonic()
+    assert main(args) == 2
+    _one_line_error(capsys.readouterr().err, fragment)
+    assert time.monotonic() - started < 60  # at once: no retries
+
+
+@pytest.fixture
+def forged_model(tmp_path: Path, minilm_path: Path) -> Path:
+    """A model folder whose pytorch_model.bin is a pickle that would run a command when loaded."""
+    import transformers
+
+    folder = tmp_path / "forged"
+    folder.mkdir()
+    transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37
+    ).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (minilm_path / name).exists():
+            shutil.copy(minilm_path / name, folder / name)
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"weight": Payload()}))
+    return folder
+
+
+def test_a_forged_weights_file_is_one_line_naming_it(forged_model: Path, tmp_path: Path, capsys) -> None:
+    code = main(["ingest", str(MUSIC), *_store(tmp_path), "--model", str(forged_model), "--quiet"])
+    assert code == 2
+    _one_line_error(capsys.readouterr().err, str(forged_model / "pytorch_model.bin"))
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_serve_reports_a_forged_weights_file_with_exit_2(forged_model: Path, tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn")
+    out = subprocess.run(
+        [sys.executable, "-m", "poolrag.cli", "serve", str(forged_model), "--log-level", "error"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    assert f"cannot start: refusing to load {forged_model / 'pytorch_model.bin'}" in out.stderr
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Path) -> None:
+    """Another process holds the Qdrant local folder for a while; the run waits and succeeds."""
+    folder = tmp_path / "q"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom qdrant_client import QdrantClient\n"
+            f"c = QdrantClient(path={str(folder)!r})\nprint('held', flush=True)\ntime.sleep(15)\nc.close()",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "poolrag.cli",
+            "ingest",
+            str(MUSIC),
+            "--store",
+            "qdrant",
+            "--path",
+            str(folder),
+            "--retries",
+            "8",
+            "--retry-delay",
+            "0.5",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    holder.wait(timeout=30)
+    assert out.returncode == 0, out.stderr[-3000:]
+    retries = [line for line in out.stderr.splitlines() if "retry " in line]
+    assert retries and "Traceback" not in out.stderr
+    assert all(line.startswith("WARNING poolrag.stores.retry:") for line in retries)
