@@ -34,15 +34,15 @@ def base_install(session: nox.Session) -> None:
 )
 def first_hour(session: nox.Session, doc: str, name: str) -> None:
     """A documented command exactly as written, in this fresh virtualenv, offline, run twice."""
-    session.run(
-        "python", "tests/first_hour/documented_commands.py", doc, name, "--top-hit", "sourdough.md"
-    )
+    session.run("python", "tests/first_hour/documented_commands.py", doc, name, "--top-hit", "sourdough.md")
 
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
     """Engine, server, ingestion, stores and the LangChain adapters."""
-    session.install(*CPU_TORCH, "-e", ".[test,notebooks,server,milvus,qdrant,qdrant-edge,langchain,langchain-test]")
+    session.install(
+        *CPU_TORCH, "-e", ".[test,notebooks,server,milvus,qdrant,qdrant-edge,langchain,langchain-test]"
+    )
     session.run("python", "scripts/build_test_assets.py")
     session.run("pytest", "tests", "--ignore=tests/integrations/llamaindex", *session.posargs)
 
