@@ -1,0 +1,71 @@
+"""Issue 13, item 2 (readers): files that cannot be read are skipped and listed, or stop the run
+at once without a ``skipped`` list; FIFOs and other non-regular files are never opened."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest import read_paths
+from poolrag.ingest.readers import SkippedFile
+
+
+def _unreadable(path: Path) -> None:
+    """A file whose read fails: chmod 000 for a normal user; as root (which reads anything), a
+    link to /proc/self/mem, which opens but fails to read at offset 0."""
+    if os.geteuid() != 0:
+        path.write_text("secret")
+        path.chmod(0)
+    elif Path("/proc/self/mem").exists():
+        path.symlink_to("/proc/self/mem")
+    else:
+        pytest.skip("no way to make an unreadable file here")
+
+
+def _corpus(root: Path) -> Path:
+    root.mkdir()
+    (root / "good.txt").write_text("Bees dance.")
+    (root / "dangling.txt").symlink_to(root / "missing-target.txt")
+    (root / "loop.txt").symlink_to(root / "loop.txt")
+    os.mkfifo(root / "pipe.txt")  # reading it would block forever
+    _unreadable(root / "unreadable.txt")
+    (root / "latin1.md").write_bytes("café".encode("latin-1"))
+    (root / "mixed.jsonl").write_text('{"text": "fine"}\n{oops\n{"text": "also fine"}\n')
+    return root
+
+
+def test_bad_files_are_skipped_with_their_reasons(tmp_path: Path) -> None:
+    root = _corpus(tmp_path / "corpus")
+    skipped: list[SkippedFile] = []
+    docs = list(read_paths([root], skipped=skipped))
+    assert sorted(d.text for d in docs) == ["Bees dance.", "also fine", "fine"]
+    reasons = {Path(s.path).name + (f":{s.line}" if s.line else ""): s.reason for s in skipped}
+    assert reasons.keys() == {
+        "dangling.txt",
+        "latin1.md",
+        "loop.txt",
+        "mixed.jsonl:2",
+        "pipe.txt",
+        "unreadable.txt",
+    }
+    assert "broken symlink" in reasons["dangling.txt"]
+    assert "symlink loop" in reasons["loop.txt"]
+    assert reasons["pipe.txt"] == "not a regular file (FIFO)"
+    assert reasons["unreadable.txt"].startswith(("cannot read", "Permission denied"))
+    assert "not UTF-8" in reasons["latin1.md"]
+    assert "not valid JSON" in reasons["mixed.jsonl:2"]
+    assert str(skipped[0]).startswith(str(root))  # "path: reason" lines name the file
+
+
+def test_without_a_skip_list_the_first_bad_file_raises_naming_it(tmp_path: Path) -> None:
+    root = tmp_path / "corpus"
+    root.mkdir()
+    os.mkfifo(root / "a-pipe.txt")  # skipped even so: it is not a file to read
+    (root / "b-dangling.txt").symlink_to(root / "nowhere")
+    with pytest.raises(InvalidInputError, match=r"b-dangling\.txt: broken symlink"):
+        list(read_paths([root]))
+    with pytest.raises(InvalidInputError, match=r"b-dangling\.txt: broken symlink"):
+        list(read_paths([root / "b-dangling.txt"]))
