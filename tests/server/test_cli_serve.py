@@ -54,5 +54,5 @@ def test_bad_options_are_usage_errors(
 def test_a_model_that_cannot_load_exits_with_a_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["serve", str(tmp_path)]) == 1
+    assert main(["serve", str(tmp_path)]) == 2
     assert "poolrag serve: cannot start:" in capsys.readouterr().err
