@@ -117,10 +117,11 @@ def classifier_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory)
 
 # -- servers ---------------------------------------------------------------------------------------------
 @contextmanager
-def cli_server(model: Path, log: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``poolrag serve MODEL *args`` in a process of its own on 127.0.0.1: (url, process)."""
+def cli_server(log: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``poolrag serve *args`` (the model first, or as ``--model``) in a process of its own on
+    127.0.0.1, its output in ``log``: (url, process) once ``/health`` answers."""
     port = _free_port()
-    command = [sys.executable, "-m", "poolrag.cli", "serve", str(model), "--port", str(port), *args]
+    command = [sys.executable, "-m", "poolrag.cli", "serve", *args, "--port", str(port)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("POOLRAG_API_KEY", None)
     with log.open("wb") as out:
@@ -152,7 +153,7 @@ def minilm_server(
         "--log-level",
         "warning",
     ]
-    with cli_server(minilm_path, log, *args) as (url, _):
+    with cli_server(log, str(minilm_path), *args) as (url, _):
         yield Served(url, MINILM_NAMES[0], minilm_engine)
 
 

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +13,8 @@ from decoders.tiny_decoders import TEXTS, build
 
 from poolrag import Engine
 from poolrag.cli import build_parser, main
+
+from .conftest import cli_server
 
 QUERY = "What is a panda?"
 OVERRIDES = '{"classifier_from_token": ["no", "yes"]}'
@@ -72,12 +69,6 @@ def test_the_model_is_needed_once(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "a/model", "--model", "b/model"]) == 2
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_a_vllm_serve_line_serves_the_same_scores(tmp_path: Path) -> None:
     """``vllm serve --model M --runner pooling --convert classify --hf-overrides ... --score-template``."""
     folder = tmp_path / "qwen3-reranker"
@@ -86,43 +77,15 @@ def test_a_vllm_serve_line_serves_the_same_scores(tmp_path: Path) -> None:
         folder, convert="classify", score_template="qwen3_reranker", hf_overrides=json.loads(OVERRIDES)
     )
     expected = [s.outputs.score for s in offline.score(QUERY, TEXTS)]
-    port = _free_port()
     line = [
         "--model", str(folder), "--runner", "pooling", "--convert", "classify",
         "--hf-overrides", OVERRIDES, "--score-template", "qwen3_reranker",
-        "--dtype", "float32", "--served-model-name", "reranker", "--port", str(port),
+        "--dtype", "float32", "--served-model-name", "reranker",
     ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("POOLRAG_API_KEY", None)
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "poolrag.cli", "serve", *line],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, log.read_text()[-4000:]
-            assert time.monotonic() < deadline, log.read_text()[-4000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+    with cli_server(tmp_path / "server.log", *line) as (url, _):
         body = {"model": "reranker", "text_1": QUERY, "text_2": TEXTS}
         response = httpx.post(f"{url}/score", json=body, timeout=60)
         assert response.status_code == 200, response.text
         served = [d["score"] for d in sorted(response.json()["data"], key=lambda d: d["index"])]
         np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
         assert np.ptp(expected) > 1e-4
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)

@@ -35,7 +35,7 @@ HEALTH_BOUND_S = 0.5
 def cli(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     """``poolrag serve`` with default limits, in its own process (to read its memory): (url, pid)."""
     log = tmp_path_factory.mktemp("hostile") / "server.log"
-    with cli_server(minilm_path, log, "--log-level", "warning") as (url, process):
+    with cli_server(log, str(minilm_path), "--log-level", "warning") as (url, process):
         yield url, process.pid
 
 
