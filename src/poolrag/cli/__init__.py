@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from collections.abc import Sequence
 
 SUBCOMMANDS = ("serve", "ingest", "search")
@@ -18,7 +19,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# oneDNN keeps one compiled primitive per matmul shape (1,024 by default). Token-budget batches
+# have ever-different row counts, so a long ingest or a server fills that cache with primitives it
+# rarely reuses: ~200 MB of the peak RSS of a 10 MB ingest. The CLI owns its process, so it bounds
+# the cache before torch starts (a user's own setting wins); a library caller decides for itself.
+ONEDNN_CACHE_CAPACITY = "64"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``poolrag`` script; each subcommand sets ``handler`` (returns an exit code)."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
     args = build_parser().parse_args(argv)
     return int(args.handler(args) or 0)
