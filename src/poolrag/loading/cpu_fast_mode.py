@@ -22,9 +22,11 @@ to the untouched fp32 model and says why.
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -124,22 +126,48 @@ def _plain_linear(module: nn.Module) -> bool:
     )
 
 
-def _swap_linears(module: nn.Module, make: Callable[[nn.Linear], nn.Module]) -> int:
+def _swap_linears(
+    module: nn.Module, make: Callable[[nn.Linear], nn.Module], keep: frozenset[str] = frozenset()
+) -> int:
     count = 0
     for name, child in module.named_children():
-        if _plain_linear(child):
+        if _plain_linear(child) and name not in keep:
             setattr(module, name, make(child))
             count += 1
         else:
-            count += _swap_linears(child, make)
+            count += _swap_linears(child, make, keep)
     return count
+
+
+_WEIGHT_READ = re.compile(r"\.([A-Za-z_]\w*)\.weight\b")  # `.dt_proj.weight`, not `.0.weight`
+
+
+@lru_cache(maxsize=256)
+def _weights_read_in(cls: type) -> frozenset[str]:
+    """Attribute names whose ``.weight`` the code of ``cls`` (and its bases) reads directly."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass.__module__.startswith(("torch.", "builtins")):
+            continue
+        try:
+            names.update(_WEIGHT_READ.findall(inspect.getsource(klass)))
+        except (OSError, TypeError):  # no source (built in, or defined at run time)
+            continue
+    return frozenset(names)
+
+
+def weights_read_directly(model: nn.Module) -> frozenset[str]:
+    """Layers the model's own code reads ``.weight`` of, e.g. Jamba's Mamba mixer computing
+    ``self.dt_proj.weight @ x`` on CPU: packing them would remove the attribute it reads."""
+    return frozenset().union(*(_weights_read_in(cls) for cls in {type(m) for m in model.modules()}))
 
 
 def pack_linear_weights(model: nn.Module) -> nn.Module:
     """Swap every fp32/bf16 ``nn.Linear`` on the CPU for a :class:`PackedLinear` (in place).
 
     Left alone when oneDNN is unavailable, the model is on another device or in another dtype, or
-    its code is not transformers' own (remote code may read ``layer.weight``, which packing removes).
+    its code is not transformers' own (remote code may read ``layer.weight``, which packing removes);
+    layers whose ``.weight`` transformers' own code reads stay plain (:func:`weights_read_directly`).
     The original weights are dropped: the model is for inference only from here on.
     """
     param = next(model.parameters(), None)
@@ -152,8 +180,9 @@ def pack_linear_weights(model: nn.Module) -> nn.Module:
     if not onednn_available(param.dtype):
         logger.info("oneDNN packed linear layers unavailable for %s; keeping eager ones", param.dtype)
         return model
-    count = _swap_linears(model, PackedLinear)
-    logger.debug("packed %d linear layers for oneDNN", count)
+    keep = weights_read_directly(model)
+    count = _swap_linears(model, PackedLinear, keep)
+    logger.debug("packed %d linear layers for oneDNN (left plain, read directly: %s)", count, sorted(keep))
     return model
 
 
