@@ -92,3 +92,13 @@ def test_convert_embed_on_a_remote_reward_model_pools_its_backbone(qwen2_rm, sid
     expected = normalize(run_padded(model.model, seqs, PAD, side, last_state))
     got = np.stack([r.outputs.embedding for r in engine.embed(TEXTS)])
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_all_pooling_gives_vllms_per_token_rewards_whose_last_row_is_the_sequence_reward(internlm2_rm):
+    """vLLM pools every token of a ``*ForRewardModel``; ``pooling_type="ALL"`` gives those rows."""
+    _, tokenizer, folder = internlm2_rm
+    per_text = Engine(folder, trust_remote_code=True).reward(TEXTS)
+    per_token = Engine(folder, trust_remote_code=True, pooler_config='{"pooling_type": "ALL"}').reward(TEXTS)
+    for text, one, rows in zip(TEXTS, per_text, per_token, strict=True):
+        assert rows.outputs.data.shape == (len(tokenizer(text)["input_ids"]), 1)
+        np.testing.assert_allclose(rows.outputs.data[-1], one.outputs.data, rtol=1e-5, atol=1e-6)

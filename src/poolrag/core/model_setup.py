@@ -234,7 +234,10 @@ def build_pipeline(
         poolers["classify"] = poolers["score"] = LastTokenScorePooler(
             decoder.score, ClassifierHead(activation)
         )
-        poolers["reward"] = LastTokenScorePooler(decoder.score, ClassifierHead("identity"))
+        if pooler.pooling_type == "ALL":  # vLLM's default for *ForRewardModel: a value per token
+            poolers["reward"] = _TokenScorePooler(decoder.score, TokenClassifierHead("identity"))
+        else:  # the checkpoint's own forward: the value at the last real token
+            poolers["reward"] = LastTokenScorePooler(decoder.score, ClassifierHead("identity"))
         poolers["token_classify"] = _TokenScorePooler(decoder.score, TokenClassifierHead(activation))
     elif kind is ModelKind.LM_HEAD_CLASSIFIER:
         assert lm_rows is not None
