@@ -1,8 +1,7 @@
 """poolrag installed with no extras (``pip install poolrag``): what a user gets from each front door.
 
-Run by the ``base_install`` nox session in a virtualenv holding only the base dependencies; in
-the full test environment the checks that need an extra to be *missing* are skipped, the others
-(light imports, fast ``--help``) still run.
+Run by the ``base_install`` nox session, in a virtualenv holding only the base dependencies (the
+``tests`` session, which installs every extra, leaves this file out).
 """
 
 from __future__ import annotations

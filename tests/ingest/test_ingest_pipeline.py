@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,30 @@ def test_removed_documents_are_deleted_only_with_prune(setup: Setup) -> None:
     pruned = setup.run(prune=True)
     assert pruned.deleted > 0 and setup.store.count() == total - pruned.deleted
     assert not any(src.endswith("chess.txt") for src in setup.store.list_sources().values())
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_prune_keeps_the_chunks_of_a_folder_that_could_not_be_listed(setup: Setup, monkeypatch) -> None:
+    """A subfolder that cannot be listed is a skipped path, not a deleted one (root lists any folder,
+    so the listing error is injected where os.walk asks for it)."""
+    sub = setup.corpus / "more"
+    sub.mkdir()
+    (sub / "octopus.txt").write_text("Octopuses have three hearts and blue blood.")
+    setup.run()
+    total = setup.store.count()
+    listing = os.scandir
+
+    def scandir(path: str = ".") -> object:
+        if Path(path) == sub:
+            raise PermissionError(13, "Permission denied", str(sub))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    pipe, _ = setup.pipeline()
+    skipped: list = []
+    report = pipe.run(read_paths([setup.corpus], skipped=skipped), prune=True, skipped=skipped)
+    assert report.deleted == 0 and setup.store.count() == total
+    assert [s for s in report.skipped if "cannot list the folder" in s and s.startswith(str(sub))]
 
 
 def test_python_iterables_ingest_like_files(tmp_path: Path, minilm_engine) -> None:

@@ -143,16 +143,41 @@ def test_concurrent_large_requests_stay_within_a_small_multiple_of_their_bodies(
 
 
 def test_the_byte_budget_answers_503_with_retry_after(minilm_engine: Engine) -> None:
-    """A body held open reserves its Content-Length; the next one past the budget gets 503."""
+    """A body held open reserves the bytes it has sent; the next one past the budget gets 503."""
     with serve_in_thread(minilm_engine, max_inflight_bytes=100_000, retry_after_s=3) as url:
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as held:
-            held.sendall(_raw_post_head(port, "/v1/embeddings", 80_000) + b'{"input": ')
-            time.sleep(0.2)
+            held.sendall(_raw_post_head(port, "/v1/embeddings", 90_000) + b'{"input": "' + b"x" * 80_000)
+            time.sleep(0.3)
             busy = _post(url, json.dumps({"input": ["x" * 40_000]}).encode())
         assert busy.status_code == 503
         assert busy.headers["retry-after"] == "3" and busy.json()["error"]["code"] == "queue_full"
         assert _post(url, json.dumps({"input": ["x" * 40_000]}).encode()).status_code == 200
+
+
+def test_declared_lengths_alone_do_not_spend_the_byte_budget(minilm_engine: Engine) -> None:
+    """Headers claiming large bodies that never come reserve nothing: others are still served."""
+    with serve_in_thread(minilm_engine, max_inflight_bytes=100_000) as url:
+        port = int(url.rsplit(":", 1)[1])
+        claims = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        try:
+            for claim in claims:
+                claim.sendall(_raw_post_head(port, "/v1/embeddings", 90_000))
+            time.sleep(0.3)
+            assert _post(url, json.dumps({"input": ["x" * 40_000]}).encode()).status_code == 200
+        finally:
+            for claim in claims:
+                claim.close()
+
+
+def test_an_unclosed_string_is_counted_in_linear_time(minilm_engine: Engine) -> None:
+    """A body of many quotes that never close: refused fast, not after a quadratic scan."""
+    with serve_in_thread(minilm_engine) as url:
+        body = b'{"input":"' + b'\\",' * 530_000
+        started = time.monotonic()
+        answer = _post(url, body)
+        assert answer.status_code in (400, 413), answer.text
+        assert time.monotonic() - started < 10
 
 
 # -- 3. a client that leaves takes its work with it ---------------------------------------------------

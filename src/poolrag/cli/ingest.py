@@ -174,14 +174,14 @@ def run(args: argparse.Namespace) -> int:
     if not require_extra("ingest", args.store):
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose)
-    opened: list[Any] = []  # closed even when the run fails after opening the store
+    opened: list[Any] = []  # the cache and the store, closed even when the run fails
     try:
         report = _ingest(args, opened)
     except user_errors() as exc:
         return report_error("ingest", exc)
     finally:
-        for store in opened:
-            store.close()
+        for resource in reversed(opened):
+            resource.close()
     if args.json:
         print(
             json.dumps(
@@ -225,6 +225,8 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> Any:
     skipped: list[Any] | None = None if args.fail_fast else []
     documents = read_paths(args.paths, text_field=args.text_field, skipped=skipped)  # read lazily
     cache = open_cache_from_args(args)
+    if cache is not None:
+        opened.append(cache)
     options: dict[str, Any] = {}
     if args.assume_matryoshka:
         options["hf_overrides"] = {"is_matryoshka": True}

@@ -234,6 +234,9 @@ def lookup_architecture(
 
 # model_type values that are decoders even when the config does not say is_decoder (their bare
 # *Model backbones pool LAST by default).
+#: model types poolrag's own packed encoder implements (models/bert.py); the docs name them
+NATIVE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+
 DECODER_MODEL_TYPES = frozenset(
     {
         "llama",

@@ -13,6 +13,7 @@ from poolrag.config.registry import (
     BACKBONE_NAMES_NOTE,
     DECODER_MODEL_TYPES,
     ENTRIES,
+    NATIVE_MODEL_TYPES,
     NOT_YET_IMPLEMENTED,
     ST_POOLING_MODES,
     ST_UNSUPPORTED_POOLING_MODES,
@@ -20,7 +21,6 @@ from poolrag.config.registry import (
     Role,
     default_pooling,
 )
-from poolrag.models.bert import MODEL_TYPES
 
 REGENERATE = "python -m poolrag.config.registry_doc > docs/models.md"
 
@@ -67,7 +67,7 @@ def _tasks(entry: Entry) -> str:
 
 def _implementation(entry: Entry) -> str:
     if entry.info.native and entry.backbone == "encoder":
-        return f"native for {', '.join(MODEL_TYPES)}; else transformers"
+        return f"native for {', '.join(NATIVE_MODEL_TYPES)}; else transformers"
     return "transformers"
 
 

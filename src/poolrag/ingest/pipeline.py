@@ -184,7 +184,7 @@ class IngestPipeline:
 
         report.skipped = [str(s) for s in skipped]
         if prune:
-            kept = [s.path for s in skipped]
+            kept = [Path(s.path).resolve().as_posix() for s in skipped]
             orphans = [
                 cid
                 for cid, source in existing.items()
@@ -218,10 +218,10 @@ def _iter_docs(documents: Iterable[Any], progress: bool) -> Iterable[Any]:
     return _progress(progress, iterable=documents, total=total, desc="ingesting", unit="doc")
 
 
-def _under(source: str, paths: list[str]) -> bool:
-    """Whether ``source`` is one of ``paths`` or a JSONL record of one (``path#id``)."""
-    resolved = [Path(p).resolve().as_posix() for p in paths]
-    return any(source == p or source.startswith(f"{p}#") for p in resolved)
+def _under(source: str, resolved: list[str]) -> bool:
+    """Whether ``source`` is one of the ``resolved`` paths, a JSONL record of one (``path#id``) or a
+    file inside one (a folder that could not be listed)."""
+    return any(source == p or source.startswith((f"{p}#", f"{p}/")) for p in resolved)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,11 +121,13 @@ class SkippedFile:
         return f"{where}: {self.reason}"
 
 
-def _walk(path: Path) -> Iterator[Path]:
+def _walk(path: Path, unlisted: Callable[[OSError], None]) -> Iterator[Path]:
+    """The text files under ``path``; a folder that cannot be listed goes to ``unlisted`` (so it is
+    reported as skipped, and ``--prune`` keeps what it stored before), never silently dropped."""
     if not path.is_dir():
         yield path  # a file, a symlink, a FIFO...: judged by _check
         return
-    for root, dirs, files in os.walk(path):
+    for root, dirs, files in os.walk(path, onerror=unlisted):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if not name.startswith(".") and name.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES):
@@ -218,7 +220,11 @@ def read_paths(
         path = Path(raw)
         if not path.exists() and not path.is_symlink():
             raise InvalidInputError(f"no such file or folder: {raw}")
-        for file in _walk(path):
+
+        def unlisted(exc: OSError) -> None:
+            problem(Path(exc.filename), f"cannot list the folder: {_describe(exc)}")
+
+        for file in _walk(path, unlisted):
             reason = _check(file)
             if reason is not None:
                 problem(file, reason, fatal=not reason.startswith("not a regular file"))

@@ -19,10 +19,11 @@ from torch import nn
 
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.positions import position_offset
+from poolrag.config.registry import NATIVE_MODEL_TYPES
 from poolrag.models.fused_linear import FusedLinear
 from poolrag.models.packed_attention import AttentionLayout, packed_self_attention
 
-MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+MODEL_TYPES = NATIVE_MODEL_TYPES
 
 
 @dataclass(slots=True)

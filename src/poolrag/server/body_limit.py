@@ -3,8 +3,8 @@
 ``Content-Length`` is checked first; chunked bodies (no length) are counted as they stream in, so
 neither kind can make the server buffer more than the limit. The body must arrive within
 ``body_timeout_s`` (408 otherwise, and the connection is closed), so slow senders cannot hold
-connections and buffers open. Its bytes are reserved in the admission budget until the request
-is answered (503 + ``Retry-After`` when the budget is spent).
+connections and buffers open. The bytes that arrived are reserved in the admission budget until
+the request is answered (503 + ``Retry-After`` when the budget is spent).
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class BodySizeLimitMiddleware:
                         raise APIError(400, "invalid Content-Length header", code="invalid_content_length")
                     if int(length) > self.max_body_bytes:
                         raise self._too_large()
-                    reservation.grow_to(int(length))
+                    # bytes are reserved as they arrive (in _read), not as declared: headers alone
+                    # claiming 16 MB must not fill the budget for everyone else
                 async with asyncio.timeout(self.body_timeout_s):
                     body = await self._read(receive, reservation)
             except _ClientGone:

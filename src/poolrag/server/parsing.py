@@ -26,8 +26,10 @@ from poolrag.server.settings import Limits
 
 M = TypeVar("M", bound=BaseModel)
 
-#: JSON strings (with escapes), removed to count the commas outside them.
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: JSON strings (with escapes), removed to count the commas outside them. The closing quote is
+#: optional so that a string left open matches to the end once, in linear time: with it required,
+#: every quote of a body such as ``{"input":"\",\",...`` rescans the rest (quadratic).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?')
 #: Values a request may hold besides its token ids and inputs (other fields, nested objects).
 _VALUE_SLACK = 1024
 #: Characters per token assumed when estimating the tokens of a text for admission.
