@@ -200,3 +200,36 @@ def normalize(x: np.ndarray) -> np.ndarray:
 def softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def build_jamba_classifier(folder: Path) -> tuple[transformers.PreTrainedModel, object]:
+    """A tiny JambaForSequenceClassification (attention + Mamba + MoE layers, 3 labels) saved to
+    ``folder``; returns the model and its tokenizer."""
+    tokenizer = build_tokenizer(folder)
+    torch.manual_seed(0)
+    config = transformers.JambaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_period=2,
+        attn_layer_offset=1,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        num_experts=2,
+        num_experts_per_tok=1,
+        mamba_d_state=4,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_dt_rank=8,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        num_labels=3,
+        initializer_range=0.2,
+    )
+    model = transformers.JambaForSequenceClassification(config).eval()
+    model.save_pretrained(folder)
+    return model, transformers.AutoTokenizer.from_pretrained(folder)

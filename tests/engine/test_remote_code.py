@@ -65,11 +65,13 @@ class TinyRemoteModel(PreTrainedModel):
 """
 
 
-@pytest.fixture(scope="module")
-def remote_folder(tmp_path_factory, minilm_path) -> Path:
+def write_remote_encoder(folder: Path, tokenizer_src: Path) -> Path:
+    """A tiny backbone that exists only as remote code (``auto_map``), random weights saved
+    through the remote class itself, in ``folder`` (created)."""
     import torch
+    from transformers import AutoConfig, AutoModel
 
-    folder = tmp_path_factory.mktemp("remote")
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "configuration_tiny.py").write_text(textwrap.dedent(CONFIGURATION))
     (folder / "modeling_tiny.py").write_text(textwrap.dedent(MODELING))
     config = {
@@ -85,13 +87,16 @@ def remote_folder(tmp_path_factory, minilm_path) -> Path:
         "pad_token_id": 0,
     }
     (folder / "config.json").write_text(json.dumps(config))
-    copy_tokenizer(minilm_path, folder)
-    # random weights saved through the remote class itself
-    from transformers import AutoConfig, AutoModel
-
+    copy_tokenizer(tokenizer_src, folder)
     torch.manual_seed(3)
     remote_config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
     AutoModel.from_config(remote_config, trust_remote_code=True).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def remote_folder(tmp_path_factory, minilm_path) -> Path:
+    folder = write_remote_encoder(tmp_path_factory.mktemp("remote"), minilm_path)
     for name in ("configuration_tiny.py", "modeling_tiny.py"):
         if not (folder / name).exists():
             raise AssertionError("save_pretrained dropped the remote code")

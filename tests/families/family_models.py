@@ -10,7 +10,6 @@ by hand). The folders and references reuse the builders of the per-family parity
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +25,10 @@ from decoders.decoder_remote_code import (
 )
 from decoders.reranker_prompts import qwen3_reranker_prompt
 from decoders.tiny_decoders import (
-    BOS,
-    EOS,
     PAD,
     TEXTS,
     build,
+    build_jamba_classifier,
     build_tokenizer,
     normalize,
     ref_last_hidden,
@@ -44,7 +42,7 @@ from engine import test_colbert as colbert
 from engine import test_families_colbert as named_colbert
 from engine import test_remote_code as remote_code
 from engine.test_families_bidirectional import _without_code
-from tiny_models import SENTENCES, build_encoder, copy_tokenizer, write_sentence_transformers
+from tiny_models import SENTENCES, build_encoder, write_sentence_transformers
 
 from poolrag import Engine, PoolingParams
 
@@ -152,27 +150,7 @@ def remote_code_encoder(root: Path, tokenizer_src: Path) -> Family:
     """A backbone that exists only as remote code (``auto_map``), in a sentence-transformers folder."""
     from sentence_transformers import SentenceTransformer
 
-    folder = root / "remote-encoder"
-    folder.mkdir()
-    (folder / "configuration_tiny.py").write_text(textwrap.dedent(remote_code.CONFIGURATION))
-    (folder / "modeling_tiny.py").write_text(textwrap.dedent(remote_code.MODELING))
-    config = {
-        "model_type": "tiny_remote_bert",
-        "architectures": ["TinyRemoteModel"],
-        "auto_map": {
-            "AutoConfig": "configuration_tiny.TinyRemoteConfig",
-            "AutoModel": "modeling_tiny.TinyRemoteModel",
-        },
-        "vocab_size": 30522,
-        "hidden_size": 32,
-        "num_layers": 2,
-        "pad_token_id": 0,
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-    copy_tokenizer(tokenizer_src, folder)
-    torch.manual_seed(3)
-    remote_config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True)
-    transformers.AutoModel.from_config(remote_config, trust_remote_code=True).save_pretrained(folder)
+    folder = remote_code.write_remote_encoder(root / "remote-encoder", tokenizer_src)
     write_sentence_transformers(folder, pooling="mean", normalize=True)
 
     def reference(engine: Engine) -> float:
@@ -512,34 +490,7 @@ def bidirectional_llama(root: Path, head: str) -> Family:
 def jamba_classifier(root: Path) -> Family:
     """JambaForSequenceClassification (attention + Mamba layers; CPU runs the Mamba slow path)."""
     folder = root / "jamba"
-    tokenizer = build_tokenizer(folder)
-    torch.manual_seed(0)
-    config = transformers.JambaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        attn_layer_period=2,
-        attn_layer_offset=1,
-        expert_layer_period=2,
-        expert_layer_offset=1,
-        num_experts=2,
-        num_experts_per_tok=1,
-        mamba_d_state=4,
-        mamba_d_conv=4,
-        mamba_expand=2,
-        mamba_dt_rank=8,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        num_labels=3,
-        initializer_range=0.2,
-    )
-    model = transformers.JambaForSequenceClassification(config).eval()
-    model.save_pretrained(folder)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model, tokenizer = build_jamba_classifier(folder)
 
     def reference(engine: Engine) -> float:
         expected = softmax(run_padded(model, _ids(tokenizer, TEXTS), PAD, None, _logits))
