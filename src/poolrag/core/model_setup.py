@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -28,7 +26,7 @@ from poolrag.loading.decoder_loader import DECODER_KINDS, DecoderParts, load_dec
 from poolrag.loading.model_loader import load_projection, load_transformer
 from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.models.native_loader import ModelImpl, try_load_native
-from poolrag.pooling.decoder_poolers import LastTokenScorePooler, StepRewardPooler
+from poolrag.pooling.decoder_poolers import LastTokenScorePooler, StepRewardPooler, TokenScorePooler
 from poolrag.pooling.heads import (
     ActivationName,
     ClassifierHead,
@@ -46,8 +44,6 @@ from poolrag.pooling.task_poolers import (
     TokenClassificationPooler,
     TokenEmbeddingPooler,
 )
-from poolrag.request import PoolingRequest
-from poolrag.runner.forward_output import ForwardOutput
 from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
@@ -59,24 +55,6 @@ _ST_ACTIVATIONS: dict[str, ActivationName] = {
     "torch.nn.modules.linear.Identity": "identity",
     "torch.nn.modules.activation.Softmax": "softmax",
 }
-
-
-class _TokenScorePooler:
-    """token_classify of a decoder classifier: its head on every token row, as vLLM's classify
-    models do (the head is applied here anyway, so no second model is loaded)."""
-
-    def __init__(self, score: nn.Module, head: TokenClassifierHead) -> None:
-        self.score = score
-        self.head = head
-
-    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
-        tokens = output.tokens
-        assert tokens is not None
-        states = tokens.states
-        param = next(self.score.parameters(), None)
-        if param is not None and param.device != states.device:
-            states = states.to(param.device)
-        return self.head(self.score(states), tokens.token_ids, tokens.lengths.tolist(), requests)
 
 
 def _check_chunking(kind: ModelKind, pooler: PoolerConfig) -> None:
@@ -235,10 +213,10 @@ def build_pipeline(
             decoder.score, ClassifierHead(activation)
         )
         if pooler.pooling_type == "ALL":  # vLLM's default for *ForRewardModel: a value per token
-            poolers["reward"] = _TokenScorePooler(decoder.score, TokenClassifierHead("identity"))
+            poolers["reward"] = TokenScorePooler(decoder.score, TokenClassifierHead("identity"))
         else:  # the checkpoint's own forward: the value at the last real token
             poolers["reward"] = LastTokenScorePooler(decoder.score, ClassifierHead("identity"))
-        poolers["token_classify"] = _TokenScorePooler(decoder.score, TokenClassifierHead(activation))
+        poolers["token_classify"] = TokenScorePooler(decoder.score, TokenClassifierHead(activation))
     elif kind is ModelKind.LM_HEAD_CLASSIFIER:
         assert lm_rows is not None
         poolers["classify"] = poolers["score"] = LastTokenScorePooler(lm_rows, ClassifierHead(activation))

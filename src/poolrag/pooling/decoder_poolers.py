@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from poolrag.pooling.heads import ClassifierHead
+from poolrag.pooling.heads import ClassifierHead, TokenClassifierHead
 from poolrag.pooling.methods import LastPool
 from poolrag.pooling.step_reward import StepRewardHead
 from poolrag.request import PoolingRequest
@@ -37,6 +37,26 @@ class LastTokenScorePooler:
         if param is not None and param.device != pooled.device:
             pooled = pooled.to(param.device)  # device_map may put the head on another device
         return self.head(self.score(pooled), requests)
+
+
+class TokenScorePooler:
+    """Every token row → ``score`` module → per-token head: a decoder classifier's
+    ``token_classify`` (as vLLM's classify models do) and its per-token rewards (``ALL`` pooling).
+    The head runs here anyway, so no second model is loaded."""
+
+    def __init__(self, score: nn.Module, head: TokenClassifierHead) -> None:
+        self.score = score
+        self.head = head
+
+    @torch.inference_mode()
+    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        tokens = output.tokens
+        assert tokens is not None
+        states = tokens.states
+        param = next(self.score.parameters(), None)
+        if param is not None and param.device != states.device:
+            states = states.to(param.device)
+        return self.head(self.score(states), tokens.token_ids, tokens.lengths.tolist(), requests)
 
 
 class StepRewardPooler:
