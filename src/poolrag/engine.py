@@ -22,10 +22,11 @@ from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path
 from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
-from poolrag.errors import DimensionsError, InputTypeError, InvalidInputError, UnsupportedTaskError
+from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
 from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.placement import Placement
+from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.models.native_loader import ModelImpl
 from poolrag.outputs import (
     ClassificationOutput,
@@ -34,7 +35,7 @@ from poolrag.outputs import (
     PoolingRequestOutput,
     ScoringOutput,
 )
-from poolrag.params import POOLING_TASKS, PoolingParams
+from poolrag.params import PoolingParams
 from poolrag.postprocess.entities import Entity, group_entities
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.scoring.similarity import maxsim, similarity_by_name
@@ -62,6 +63,10 @@ def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
         if not isinstance(item, (str, dict)):
             raise InputTypeError(f"each of {what} must be a string, not {type(item).__name__}")
     return items
+
+
+def _scores(outputs: Sequence[PoolingRequestOutput[ScoringOutput]]) -> np.ndarray:
+    return np.asarray([out.outputs.score for out in outputs], dtype=np.float64)
 
 
 def _size(prompts: object) -> int:
@@ -147,6 +152,16 @@ class Engine:
             placement=Placement(device_map, quantization),
             model_impl=model_impl,
         )
+        self._facts = ModelFacts(
+            model_name=self.model_name,
+            model_identity=f"{self.model_name}@{self._pipeline.fingerprint}",
+            supported_tasks=self._pipeline.supported_tasks,
+            max_model_len=self._pipeline.max_model_len,
+            embedding_dim=self._pipeline.embedding_dim,
+            is_matryoshka=self.spec.is_matryoshka,
+            matryoshka_dimensions=self.spec.matryoshka_dimensions,
+            score_kind=self._pipeline.kind.score_kind,
+        )
         if task is not None and task not in self.supported_tasks:
             raise UnsupportedTaskError(task, self.supported_tasks)
         self.task: str = task or self.supported_tasks[0]
@@ -188,7 +203,7 @@ class Engine:
     @property
     def model_identity(self) -> str:
         """Stable identity of name + weights, for content-addressed caches."""
-        return f"{self.model_name}@{self._pipeline.fingerprint}"
+        return self._facts.model_identity
 
     @property
     def core_stats(self) -> CoreStats:
@@ -201,38 +216,20 @@ class Engine:
         return self._pipeline.pooler_config
 
     @property
-    def score_kind(self) -> str:
-        """How ``score`` works for this model: ``cross-encoder``, ``cosine`` or ``maxsim``."""
+    def score_kind(self) -> ScoreKind:
+        """How ``score`` works for this model: a cross-encoder, cosine of vectors or MaxSim."""
         return self._pipeline.kind.score_kind
+
+    @property
+    def facts(self) -> ModelFacts:
+        """What callers may know about the model (the :class:`~poolrag.backend.PoolingBackend` facts)."""
+        return self._facts
 
     # -- parameter resolution -----------------------------------------------------------------------
     def _check_task(self, task: str) -> None:
-        if task not in POOLING_TASKS:
-            raise InvalidInputError(f"unknown pooling task {task!r}; known: {', '.join(POOLING_TASKS)}")
-        if task not in self.supported_tasks:
-            raise UnsupportedTaskError(task, self.supported_tasks)
-
-    def _check_dimensions(self, dimensions: int | None, task: str) -> None:
-        if dimensions is None:
-            return
-        if task != "embed":
-            raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
-        if isinstance(dimensions, bool) or not isinstance(dimensions, int):
-            raise DimensionsError("dimensions must be an integer")
-        full = self.embedding_dim or 0
-        if dimensions <= 0 or dimensions > full:
-            raise DimensionsError(f"dimensions must be between 1 and {full}, got {dimensions}")
-        if not self.spec.is_matryoshka:
-            raise DimensionsError(
-                "this model is not a Matryoshka model, so truncated vectors would be meaningless; "
-                'pass hf_overrides={"is_matryoshka": True} if it was trained for it'
-            )
-        allowed = self.spec.matryoshka_dimensions
-        if allowed is not None and dimensions not in allowed:
-            raise DimensionsError(f"dimensions must be one of {list(allowed)}, got {dimensions}")
+        PoolingParams().verify(task, self._facts)
 
     def _resolve(self, task: str, params: PoolingParams | None) -> ResolvedParams:
-        self._check_task(task)
         params = params or PoolingParams()
         cfg = self._pipeline.pooler_config
         dimensions = (
@@ -240,7 +237,7 @@ class Engine:
             if params.dimensions is not None
             else (cfg.dimensions if task == "embed" else None)
         )
-        self._check_dimensions(dimensions, task)
+        params.with_updates(dimensions=dimensions).verify(task, self._facts)
         if task == "embed":
             normalize = params.normalize if params.normalize is not None else bool(cfg.normalize)
         else:
@@ -469,7 +466,7 @@ class Engine:
         params = pooling_params or PoolingParams()
         truncate = params.truncate_prompt_tokens
         kind = self.score_kind
-        if kind == "cross-encoder":
+        if kind is ScoreKind.CROSS_ENCODER:
             resolved = self._resolve("score", params)
             if self.spec.num_labels != 1:
                 raise UnsupportedTaskError("score", self.supported_tasks)
@@ -489,7 +486,7 @@ class Engine:
             raise InvalidInputError(
                 "score templates format pairs for cross-encoders; this model scores by similarity"
             )
-        task = "embed" if kind == "cosine" else "token_embed"
+        task = "embed" if kind is ScoreKind.COSINE else "token_embed"
         self._check_task("score")
         processor = self._pipeline.processor
         query_params = self._resolve(task, params.with_updates(input_type="query", dimensions=None))
@@ -497,7 +494,7 @@ class Engine:
         q_requests = processor.texts(firsts, query_params, truncate, params.prompt)
         d_requests = processor.texts(seconds, doc_params, truncate, None)
         results = yield q_requests + d_requests
-        sim = similarity_by_name(self.spec.similarity) if kind == "cosine" else maxsim
+        sim = similarity_by_name(self.spec.similarity) if kind is ScoreKind.COSINE else maxsim
         n = len(q_requests)
         return [
             PoolingRequestOutput(
@@ -507,6 +504,31 @@ class Engine:
             )
             for i in range(n)
         ]
+
+    # -- the PoolingBackend arrays ----------------------------------------------------------------------
+    def score_array(
+        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        """Scores of each ``text_2`` item against the query ``text_1`` as one float64 array."""
+        return _scores(self.score(text_1, list(text_2), pooling_params))
+
+    async def ascore_array(
+        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        """:meth:`score_array` for asyncio: batched with every other caller of this engine."""
+        return _scores(await self.ascore(text_1, list(text_2), pooling_params))
+
+    def encode_arrays(
+        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[np.ndarray]:
+        """Each prompt's pooled data alone (a vector, or a per-token matrix for ``token_embed``)."""
+        return [out.outputs.data for out in self.encode(prompts, pooling_task, pooling_params)]
+
+    async def aencode_arrays(
+        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[np.ndarray]:
+        """:meth:`encode_arrays` for asyncio: batched with every other caller of this engine."""
+        return [out.outputs.data for out in await self.aencode(prompts, pooling_task, pooling_params)]
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.tokenizer(check_text(text), add_special_tokens=True)["input_ids"])

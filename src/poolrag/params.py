@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from poolrag.errors import InvalidInputError
+from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
+from poolrag.model_facts import ModelFacts
 
-PoolingTask = Literal["embed", "classify", "score", "token_classify", "token_embed", "reward"]
 POOLING_TASKS: tuple[str, ...] = ("embed", "classify", "score", "token_classify", "token_embed", "reward")
 InputType = Literal["query", "document"]
 
@@ -49,3 +49,42 @@ class PoolingParams:
     def with_updates(self, **changes: object) -> PoolingParams:
         """A copy with some fields changed (params are immutable so they can key caches)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def verify(self, task: str, facts: ModelFacts) -> None:
+        """Raise unless these parameters make sense for ``task`` on the model ``facts`` describe.
+
+        The one place that decides whether a task and a ``dimensions`` are allowed: the engine,
+        the cache, the CLI and the server all call it, so they cannot disagree.
+        """
+        if task not in POOLING_TASKS:
+            raise InvalidInputError(f"unknown pooling task {task!r}; known: {', '.join(POOLING_TASKS)}")
+        if task not in facts.supported_tasks:
+            raise UnsupportedTaskError(task, facts.supported_tasks)
+        if self.dimensions is not None:
+            if task != "embed":
+                raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
+            verify_dimensions(self.dimensions, facts)
+
+
+def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:
+    """Raise :class:`DimensionsError` unless ``dimensions`` is a size the model's vectors can take.
+
+    The full size is always accepted (it truncates nothing, and OpenAI clients send it); a smaller
+    size only on a Matryoshka model, and only a trained size where the model lists them.
+    """
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int):
+        raise DimensionsError("dimensions must be an integer")
+    full = facts.embedding_dim or 0
+    if dimensions <= 0 or dimensions > full:
+        raise DimensionsError(f"dimensions must be between 1 and {full}, got {dimensions}")
+    if dimensions == full:
+        return
+    if not facts.is_matryoshka:
+        raise DimensionsError(
+            f"{facts.model_name} is not a Matryoshka model, so its vectors cannot be truncated to "
+            f"{dimensions} dimensions meaningfully; omit dimensions (full size is {full}), or declare "
+            'the model Matryoshka (hf_overrides={"is_matryoshka": True}) only if it was trained for it'
+        )
+    allowed = facts.matryoshka_dimensions
+    if allowed is not None and dimensions not in allowed:
+        raise DimensionsError(f"dimensions must be one of {list(allowed)}, got {dimensions}")

@@ -17,6 +17,7 @@ from typing import Any
 
 from poolrag.config.pooler_config import PoolingType
 from poolrag.errors import ModelLoadError
+from poolrag.model_facts import ScoreKind
 
 
 class ModelKind(Enum):
@@ -33,7 +34,7 @@ class ModelKind(Enum):
     STEP_REWARD = "step_reward"  # backbone -> step-tag tokens -> lm_head rows or `score` head
 
     @property
-    def score_kind(self) -> str:
+    def score_kind(self) -> ScoreKind:
         """How ``Engine.score`` works: one joint forward per pair, cosine of vectors, or MaxSim."""
         return KINDS[self].score
 
@@ -53,7 +54,7 @@ class KindInfo:
     """
 
     tasks: tuple[str, ...]
-    score: str  # "cross-encoder" | "cosine" | "maxsim"
+    score: ScoreKind
     pooling: PoolingType | None  # the default when the folder names none; None: LAST/CLS by backbone
     pooling_note: str  # the same, for the docs; "{default}" is filled in by default_pooling
     native: bool  # poolrag's own module can run it (bert-family encoders, see models/native_loader.py)
@@ -64,15 +65,17 @@ class KindInfo:
 KINDS: dict[ModelKind, KindInfo] = {
     ModelKind.EMBEDDING: KindInfo(
         ("embed", "score", "token_embed"),
-        "cosine",
+        ScoreKind.COSINE,
         None,
         "sentence-transformers `Pooling`, else {default}",
         native=True,
     ),
-    ModelKind.COLBERT: KindInfo(("token_embed", "score"), "maxsim", None, "none: one vector per token", True),
+    ModelKind.COLBERT: KindInfo(
+        ("token_embed", "score"), ScoreKind.MAXSIM, None, "none: one vector per token", True
+    ),
     ModelKind.SEQUENCE_CLASSIFIER: KindInfo(
         ("classify", "score", "reward"),
-        "cross-encoder",
+        ScoreKind.CROSS_ENCODER,
         None,
         "the model's own head",
         native=True,
@@ -80,13 +83,13 @@ KINDS: dict[ModelKind, KindInfo] = {
     ),
     # reward is vLLM's LLM.reward: every token's row, or only the step tags' with STEP pooling
     ModelKind.TOKEN_CLASSIFIER: KindInfo(
-        ("token_classify", "reward"), "cosine", None, "none: one row per token", native=True
+        ("token_classify", "reward"), ScoreKind.COSINE, None, "none: one row per token", native=True
     ),
     # decoder heads run after pooling, so token_classify (the head on every token, as vLLM's
     # converted classifiers do) costs nothing extra
     ModelKind.DECODER_CLASSIFIER: KindInfo(
         ("classify", "score", "reward"),
-        "cross-encoder",
+        ScoreKind.CROSS_ENCODER,
         None,
         "{default}: the model's own head (`score`, `v_head`, ...) at the last real token",
         native=False,
@@ -95,13 +98,15 @@ KINDS: dict[ModelKind, KindInfo] = {
     ),
     ModelKind.LM_HEAD_CLASSIFIER: KindInfo(
         ("classify", "score"),
-        "cross-encoder",
+        ScoreKind.CROSS_ENCODER,
         None,
         "{default}: the chosen `lm_head` rows at the last real token",
         native=False,
         one_label_tasks=("score",),
     ),
-    ModelKind.STEP_REWARD: KindInfo(("reward",), "cosine", "STEP", "{default}: the step-tag tokens", False),
+    ModelKind.STEP_REWARD: KindInfo(
+        ("reward",), ScoreKind.COSINE, "STEP", "{default}: the step-tag tokens", False
+    ),
 }
 
 

@@ -1,0 +1,82 @@
+"""What a caller may know about a served model without holding it: the facts every backend reports.
+
+An in-process :class:`~poolrag.Engine` reads them from the loaded folder; the HTTP client reads the
+same fields from the server's ``GET /v1/models``. Caches, stores, ingestion and the framework
+adapters decide from these facts alone, so they never ask which kind of backend they hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from poolrag.errors import InvalidInputError
+
+
+class ScoreKind(StrEnum):
+    """How ``score`` relates two texts: one joint forward per pair, cosine of vectors, or MaxSim."""
+
+    CROSS_ENCODER = "cross-encoder"
+    COSINE = "cosine"
+    MAXSIM = "maxsim"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """The served model, as far as requests and stored vectors depend on it.
+
+    Attributes:
+        model_name: the name the model was loaded (or is served) under.
+        model_identity: changes whenever the weights do; caches and collections key on it.
+        supported_tasks: the pooling tasks this model runs.
+        max_model_len: tokens per input.
+        embedding_dim: size of ``embed`` (or ColBERT token) vectors before truncation.
+        is_matryoshka: whether a prefix of the vector is a meaningful smaller vector.
+        matryoshka_dimensions: the sizes the model was trained for (``None``: any size).
+        score_kind: how ``score`` works for this model.
+    """
+
+    model_name: str
+    model_identity: str
+    supported_tasks: tuple[str, ...]
+    max_model_len: int
+    embedding_dim: int | None
+    is_matryoshka: bool
+    matryoshka_dimensions: tuple[int, ...] | None
+    score_kind: ScoreKind
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form (``GET /v1/models`` carries it per served name)."""
+        return {
+            "model_identity": self.model_identity,
+            "supported_tasks": list(self.supported_tasks),
+            "max_model_len": self.max_model_len,
+            "embedding_dim": self.embedding_dim,
+            "is_matryoshka": self.is_matryoshka,
+            "matryoshka_dimensions": (
+                None if self.matryoshka_dimensions is None else list(self.matryoshka_dimensions)
+            ),
+            "score_kind": self.score_kind.value,
+        }
+
+    @classmethod
+    def from_json(cls, model_name: str, data: dict[str, Any]) -> ModelFacts:
+        """Facts a server reported; plain values only (nothing here selects code to run)."""
+        try:
+            dims = data.get("matryoshka_dimensions")
+            embedding_dim = data.get("embedding_dim")
+            return cls(
+                model_name=model_name,
+                model_identity=str(data["model_identity"]),
+                supported_tasks=tuple(str(t) for t in data["supported_tasks"]),
+                max_model_len=int(data["max_model_len"]),
+                embedding_dim=None if embedding_dim is None else int(embedding_dim),
+                is_matryoshka=bool(data["is_matryoshka"]),
+                matryoshka_dimensions=None if dims is None else tuple(int(d) for d in dims),
+                score_kind=ScoreKind(data["score_kind"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"the server's model description is incomplete or malformed: {exc}"
+            ) from exc
