@@ -2,6 +2,39 @@
 
 The public names are resolved on first use, so ``import poolrag`` (and every ``poolrag`` CLI
 ``--help``) stays fast: torch and transformers load only when an :class:`Engine` is made.
+
+Layers, bottom to top. A module imports only from its own package and from the lines above
+its own; names on one line are peers and do not import each other either. Data flows one way:
+a lower layer that needs something from above receives it (a protocol from the foundation,
+such as :class:`poolrag.backend.PoolingBackend`, or a callable) instead of importing it. Every
+``import`` counts, at module level, inside a function, or under ``if TYPE_CHECKING:`` (a type
+named from above is still an arrow up). ``tests/test_import_layers.py`` walks the import graph
+against this list and fails on any arrow up and on any module not placed here::
+
+    errors: the exception types every layer raises
+    model_facts: what a served model is (identity, tasks, sizes, score kind)
+    params, outputs, request: what a caller asks for and what it gets back
+    backend: the PoolingBackend protocol that the engine and the HTTP client implement
+    config: reading a model folder into a spec (family, kind, pooler settings, positions)
+    tokenization: text to token ids (prompts, score templates)
+    batching: grouping requests into token-budgeted batches
+    models: poolrag's own torch modules for the common encoder families
+    loading: getting weights onto a device (native or transformers, dtype, placement, CPU mode)
+    runner: one forward pass over a batch of packed rows
+    pooling, scoring, sparse, postprocess: turning hidden states into vectors, scores and entities
+    core: wiring model, runner and poolers into one pipeline
+    engine: the in-process Engine (the PoolingBackend most callers use)
+    llm: vLLM's LLM front door over the Engine
+    poolrag: this facade (lazy public names, the version)
+    client: the HTTP PoolingBackend for a remote ``poolrag serve``
+    cache: embeddings cached on disk around any PoolingBackend
+    stores: vector databases (Milvus, Qdrant, qdrant-edge)
+    retrieval: search, ColBERT and rerank funnels over stores and a backend
+    frameworks: plumbing shared by the LangChain and LlamaIndex partner packages
+    ingest: files to chunks to vectors to a store, resumable
+    evaluation: retrieval quality on BEIR-style datasets
+    server: the OpenAI/vLLM-compatible HTTP server
+    cli: the ``poolrag`` command
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ from poolrag.core.model_setup import Pipeline, build_pipeline
 from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
 from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
+from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
 from poolrag.model_facts import ModelFacts, ScoreKind
-from poolrag.models.native_loader import ModelImpl
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,

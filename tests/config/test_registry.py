@@ -36,8 +36,8 @@ from poolrag.config.registry import (
 )
 from poolrag.config.registry_doc import REGENERATE, markdown
 from poolrag.errors import ModelLoadError
+from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
-from poolrag.models.native_loader import unsupported_reason
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 

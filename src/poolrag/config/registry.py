@@ -57,7 +57,7 @@ class KindInfo:
     score: ScoreKind
     pooling: PoolingType | None  # the default when the folder names none; None: LAST/CLS by backbone
     pooling_note: str  # the same, for the docs; "{default}" is filled in by default_pooling
-    native: bool  # poolrag's own module can run it (bert-family encoders, see models/native_loader.py)
+    native: bool  # poolrag's own module can run it (bert-family encoders, see loading/native_loader.py)
     one_label_tasks: tuple[str, ...] = ()
     classify_tasks: tuple[str, ...] = ()
 

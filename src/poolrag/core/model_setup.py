@@ -24,8 +24,8 @@ from poolrag.core.executor import ModelExecutor
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.decoder_loader import DECODER_KINDS, DecoderParts, load_decoder
 from poolrag.loading.model_loader import load_projection, load_transformer
+from poolrag.loading.native_loader import ModelImpl, try_load_native
 from poolrag.loading.placement import Placement, check_model_fits, input_device
-from poolrag.models.native_loader import ModelImpl, try_load_native
 from poolrag.pooling.decoder_poolers import LastTokenScorePooler, StepRewardPooler, TokenScorePooler
 from poolrag.pooling.heads import (
     ActivationName,

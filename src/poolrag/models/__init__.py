@@ -4,5 +4,5 @@ Why our own: the forward pass is almost all of an embedding job, and transformer
 modules pay for padding, unfused GELU and residual adds, and a slow import. These modules take
 packed rows (no padding anywhere but inside attention), fuse bias + GELU and the residual add into
 the matmul on CPU (oneDNN post-ops), and load straight from safetensors. Any model they do not
-cover exactly runs through transformers instead (see :mod:`poolrag.models.native_loader`).
+cover exactly runs through transformers instead (see :mod:`poolrag.loading.native_loader`).
 """

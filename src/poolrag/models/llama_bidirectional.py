@@ -75,8 +75,6 @@ class BidirectionalSequenceClassifier(nn.Module):
             pooled = hidden[rows, first if self.pooling == "CLS" else last]
         return SequenceClassifierOutput(logits=self.score(pooled))
 
-    def pack_weights(self) -> None:
-        """The runner's CPU weight packing, applied to the transformers backbone it knows is safe."""
-        from poolrag.loading.cpu_fast_mode import pack_linear_weights
-
-        self.backbone = pack_linear_weights(self.backbone)
+    def transformers_parts(self) -> list[nn.Module]:
+        """The parts that are transformers' own code: the runner may pack their CPU weights."""
+        return [self.backbone]

@@ -234,10 +234,15 @@ class ModelRunner:
         if not self._pack_weights:
             return
         pack = getattr(self.model, "pack_weights", None)  # native models pack (and fuse) their own
-        if pack is None:
+        parts = getattr(self.model, "transformers_parts", None)  # a poolrag head on transformers layers
+        if pack is not None:
+            if onednn_available(next(self.model.parameters()).dtype):
+                pack()
+        elif parts is not None:
+            for part in parts():
+                pack_linear_weights(part)  # in place
+        else:
             self.model = pack_linear_weights(self.model)  # type: ignore[assignment]
-        elif onednn_available(next(self.model.parameters()).dtype):
-            pack()
 
     def replace_model(self, transform: Callable[[torch.nn.Module], torch.nn.Module]) -> None:
         """Apply ``transform`` (e.g. a fast CPU mode) to the model, before serving starts."""

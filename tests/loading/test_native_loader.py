@@ -14,9 +14,9 @@ from poolrag import Engine
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import load_model_spec
 from poolrag.errors import ModelLoadError
+from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
 from poolrag.models.bert import BertFamilyModel
-from poolrag.models.native_loader import unsupported_reason
 
 
 def _is_native(engine: Engine) -> bool:
