@@ -1,0 +1,199 @@
+"""Fusing ranked lists: reciprocal-rank fusion and per-query normalised score mixing.
+
+Two places need it. Hybrid search merges a dense and a sparse ranking of the same collection, and
+the second stage merges a cross-encoder's scores with the first stage's. A cross-encoder used
+alone can rank *worse* than the retrieval it reranks when the corpus is outside its training
+domain (on a held-out FAQ set an ms-marco reranker lowered MRR@10 from 0.666 to 0.657), while
+fusing the two stages raised it (RRF 0.675, z-scored half-and-half mix 0.685). So fusion is the
+default second stage and ``replace`` (the reranker's order alone) is the opt-in.
+
+Scores from different models live on different scales (cosine in [-1, 1], cross-encoder logits
+anywhere), so they are never added raw: either each list is normalised per query (z-score, or
+min-max) before a weighted sum, or only ranks are used (RRF), which needs no scores at all — the
+case of a LangChain compressor, which receives documents without their retrieval scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from enum import StrEnum
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from poolrag.errors import InvalidInputError
+
+K = TypeVar("K", bound=Hashable)
+
+DEFAULT_RRF_K = 60
+"""The constant of Cormack et al. (2009); it damps the head of each list so that one list's
+first place cannot outvote agreement further down. Milvus and Qdrant use the same default."""
+
+DEFAULT_RERANK_WEIGHT = 0.5
+
+
+class SecondStage(StrEnum):
+    """How the reranker's scores turn into the final order.
+
+    ``fuse``: mix with the first stage's scores after per-query normalisation when the first stage
+    has scores, reciprocal-rank fusion of the two orders when it has only an order.
+    ``rrf``: reciprocal-rank fusion of the two orders even when scores exist.
+    ``replace``: the reranker's order alone (what rerankers did before fusion).
+    """
+
+    FUSE = "fuse"
+    RRF = "rrf"
+    REPLACE = "replace"
+
+
+class ScoreNormalisation(StrEnum):
+    """Per-query rescaling that puts two scorers on a common scale before mixing.
+
+    ``zscore`` (default) is robust to one outlier stretching the range; ``minmax`` maps to [0, 1].
+    """
+
+    ZSCORE = "zscore"
+    MINMAX = "minmax"
+
+
+def _finite_scores(scores: npt.ArrayLike, what: str) -> np.ndarray:
+    array = np.asarray(scores, dtype=np.float64)
+    if array.ndim != 1:
+        raise InvalidInputError(f"{what} must be a 1-D sequence of scores, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise InvalidInputError(f"{what} contain NaN or infinite values; they cannot be ranked")
+    return array
+
+
+def normalise_scores(
+    scores: npt.ArrayLike, method: ScoreNormalisation | str = ScoreNormalisation.ZSCORE
+) -> np.ndarray:
+    """Rescale one query's scores so that scores of different models can be added.
+
+    A list whose scores are all equal (or that has a single item) cannot tell its items apart, so
+    it becomes all zeros and adds nothing to the order instead of dividing by zero into NaN.
+    """
+    array = _finite_scores(scores, "scores")
+    method = ScoreNormalisation(method)
+    if array.size == 0:
+        return array
+    if method is ScoreNormalisation.ZSCORE:
+        centred = array - array.mean()
+        spread = float(np.sqrt(np.mean(centred * centred)))
+    else:
+        centred = array - array.min()
+        spread = float(array.max() - array.min())
+    # A spread that is zero, or tiny against the scores' own size, is rounding noise, not signal.
+    if spread <= 1e-12 * max(1.0, float(np.max(np.abs(array)))):
+        return np.zeros_like(array)
+    return centred / spread
+
+
+def descending_order(scores: npt.ArrayLike) -> np.ndarray:
+    """Indices that sort ``scores`` from best to worst; equal scores keep their input order."""
+    array = _finite_scores(scores, "scores")
+    return np.argsort(-array, kind="stable")
+
+
+def ranks_from_scores(scores: npt.ArrayLike) -> np.ndarray:
+    """1-based rank of each item under :func:`descending_order` (ties broken by input order)."""
+    order = descending_order(scores)
+    ranks = np.empty(order.size, dtype=np.int64)
+    ranks[order] = np.arange(1, order.size + 1)
+    return ranks
+
+
+def _check_rrf_k(k: float) -> None:
+    if not np.isfinite(k) or k < 0:
+        raise InvalidInputError(f"the RRF constant k must be a finite number >= 0, got {k}")
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[K]],
+    k: float = DEFAULT_RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[K, float]]:
+    """Fuse any number of ranked id lists into one: ``score(id) = Σ weight_i / (k + rank_i(id))``.
+
+    Only ranks matter, so lists with incomparable scores (dense cosine, sparse BM25, a reranker's
+    logits) fuse without any calibration; an id missing from a list gets nothing from it. Ties are
+    broken by first appearance (list by list, top to bottom), so the result is deterministic.
+
+    Returns ``(id, fused score)`` pairs, best first.
+    """
+    _check_rrf_k(k)
+    if weights is None:
+        weights = [1.0] * len(rankings)
+    if len(weights) != len(rankings):
+        raise InvalidInputError(f"{len(weights)} weights for {len(rankings)} ranked lists")
+    if any(not np.isfinite(w) or w < 0 for w in weights):
+        raise InvalidInputError(f"RRF weights must be finite and >= 0, got {list(weights)}")
+    fused: dict[K, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        if len(set(ranking)) != len(ranking):
+            raise InvalidInputError("a ranked list holds the same id twice; rank each id once")
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
+    # sorted() is stable and the dict keeps first-appearance order, which breaks the ties.
+    return sorted(fused.items(), key=lambda pair: -pair[1])
+
+
+def _check_weight(weight: float) -> None:
+    if not 0.0 <= weight <= 1.0:
+        raise InvalidInputError(f"the reranker weight must be in [0, 1], got {weight}")
+
+
+def mix_normalised_scores(
+    first_stage: npt.ArrayLike,
+    reranker: npt.ArrayLike,
+    weight: float = DEFAULT_RERANK_WEIGHT,
+    normalisation: ScoreNormalisation | str = ScoreNormalisation.ZSCORE,
+) -> np.ndarray:
+    """``(1 - weight) · norm(first_stage) + weight · norm(reranker)``, item by item.
+
+    Both arrays score the same candidates in the same order; each is normalised over this query's
+    candidates only, because score scales drift from query to query.
+    """
+    _check_weight(weight)
+    first = normalise_scores(first_stage, normalisation)
+    second = normalise_scores(reranker, normalisation)
+    if first.shape != second.shape:
+        raise InvalidInputError(f"{first.size} first-stage scores for {second.size} reranker scores")
+    return (1.0 - weight) * first + weight * second
+
+
+def fuse_second_stage(
+    reranker_scores: npt.ArrayLike,
+    first_stage_scores: npt.ArrayLike | None = None,
+    mode: SecondStage | str = SecondStage.FUSE,
+    weight: float = DEFAULT_RERANK_WEIGHT,
+    normalisation: ScoreNormalisation | str = ScoreNormalisation.ZSCORE,
+    rrf_k: float = DEFAULT_RRF_K,
+) -> np.ndarray:
+    """The final score of each candidate; sort with :func:`descending_order`.
+
+    Candidates arrive in first-stage order (best first) with the reranker's score of each. When
+    first-stage scores are given, their own order is the first-stage ranking (equal to the input
+    order whenever they are sorted); without them the input order is.
+
+    In RRF the two ranks get weights ``2 · (1 - weight)`` and ``2 · weight``, so the default 0.5
+    is the textbook unweighted sum and ``weight`` means the same thing in every mode.
+    """
+    mode = SecondStage(mode)
+    _check_weight(weight)
+    _check_rrf_k(rrf_k)
+    reranked = _finite_scores(reranker_scores, "reranker scores")
+    if mode is SecondStage.REPLACE:
+        return reranked.copy()
+    if first_stage_scores is not None:
+        first = _finite_scores(first_stage_scores, "first-stage scores")
+        if first.shape != reranked.shape:
+            raise InvalidInputError(f"{first.size} first-stage scores for {reranked.size} reranker scores")
+        if mode is SecondStage.FUSE:
+            return mix_normalised_scores(first, reranked, weight, normalisation)
+        first_ranks = ranks_from_scores(first)
+    else:
+        first_ranks = np.arange(1, reranked.size + 1)
+    rerank_ranks = ranks_from_scores(reranked)
+    return 2.0 * (1.0 - weight) / (rrf_k + first_ranks) + 2.0 * weight / (rrf_k + rerank_ranks)
