@@ -1,7 +1,8 @@
 """Retrieval: the Matryoshka funnel (small-vector recall, full-vector re-score), ColBERT MaxSim,
 and cross-encoder reranking."""
 
-from poolrag.retrieval.funnel import ColbertRetriever, Retriever
+from poolrag.retrieval.colbert import ColbertRetriever
+from poolrag.retrieval.funnel import Retriever
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
 

@@ -7,23 +7,41 @@ from typing import Any
 
 from poolrag.stores.base import StoreHit
 
+#: Payload key holding the caller's id of a text added with ``ColbertRetriever.add_texts`` (the
+#: store's own id is derived from it, since stores accept only UUIDs or bounded strings).
+DOC_ID_KEY = "doc_id"
+_ADDED_OWN_KEYS = frozenset({"text", DOC_ID_KEY})
+_INGESTED_OWN_KEYS = frozenset({"text", "start", "end", "chunk_index"})
+
 
 @dataclass
 class SearchResult:
+    """One retrieved chunk.
+
+    ``payload`` is everything stored with the chunk; :attr:`metadata` is the caller's part of it.
+    """
+
     id: str
     score: float  # the final stage's score (the ranking key)
     text: str
     source: str
     start: int | None
     end: int | None
-    stage_scores: dict[str, float] = field(default_factory=dict)  # "recall", "full", "rerank"
+    stage_scores: dict[str, float] = field(default_factory=dict)  # "recall", "full", "maxsim", "rerank"
     payload: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The payload without poolrag's own fields: the metadata given to ``add_texts`` as it was
+        given, or, for a chunk ``poolrag ingest`` wrote, its document's metadata plus ``source``."""
+        own = _ADDED_OWN_KEYS if DOC_ID_KEY in self.payload else _INGESTED_OWN_KEYS
+        return {k: v for k, v in self.payload.items() if k not in own}
 
     @classmethod
     def from_hit(cls, hit: StoreHit, stage: str) -> SearchResult:
         payload = dict(hit.payload)
         return cls(
-            id=hit.id,
+            id=str(payload.get(DOC_ID_KEY, hit.id)),
             score=hit.score,
             text=str(payload.get("text", "")),
             source=str(payload.get("source", "")),

@@ -1,10 +1,13 @@
-"""Vector stores: Milvus (Lite or server), Qdrant (local mode or server) and Qdrant Edge."""
+"""Vector stores: Milvus (Lite or server), Qdrant (local mode or server), Qdrant Edge, and an
+in-process store for callers without a database. Every search takes an optional metadata filter."""
 
 from __future__ import annotations
 
 from poolrag.errors import InvalidInputError
 from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit, VectorStore
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError, StoreUnavailableError
+from poolrag.stores.filters import MetadataFilter
+from poolrag.stores.memory import InMemoryStore
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
 
@@ -55,6 +58,8 @@ __all__ = [
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "CollectionSpec",
+    "InMemoryStore",
+    "MetadataFilter",
     "RetryPolicy",
     "StoreHit",
     "StoreUnavailableError",

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from poolrag.stores.errors import CollectionMismatchError
+from poolrag.stores.filters import MetadataFilter
 
 Layout = Literal["dense", "multivector"]
 Quantization = Literal["int8", "binary"]
@@ -98,7 +99,7 @@ class StoreHit:
 class VectorStore(Protocol):
     """One collection in one database. Every call retries while the database is unreachable."""
 
-    name: str  # "milvus", "qdrant", "qdrant-edge"
+    name: str  # "milvus", "qdrant", "qdrant-edge", "memory"
     location: str  # human-readable, for messages
     collection: str
 
@@ -118,10 +119,14 @@ class VectorStore(Protocol):
     def count(self) -> int:
         """Number of chunks (not token rows)."""
 
-    def search(self, vector: np.ndarray, limit: int) -> list[StoreHit]: ...
+    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+        """Chunks by cosine similarity to ``vector``, among those whose payload matches ``filter``."""
 
-    def search_multivector(self, vectors: np.ndarray, limit: int) -> list[StoreHit]:
-        """ColBERT: chunks by MaxSim of the ``[T, D]`` query token vectors."""
+    def search_multivector(
+        self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """ColBERT: chunks by MaxSim of the ``[T, D]`` query token vectors, among those matching
+        ``filter`` (the best ``limit`` matching chunks, not a post-filtered shortlist)."""
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (``[D]`` or ``[T, D]``)."""

@@ -16,7 +16,6 @@ dimension), which a Milvus server supports too. Collection metadata lives in col
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,7 +27,9 @@ from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
 from poolrag.stores.errors import StoreUnavailableError
+from poolrag.stores.filters import MetadataFilter, check_filter
 from poolrag.stores.local_paths import check_writable_folder
+from poolrag.stores.milvus_filter import in_list, milvus_expression
 from poolrag.stores.milvus_payload import FULL_SOURCE_KEY, SOURCE_MAX, from_entity, full_source, to_row_fields
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
@@ -92,10 +93,6 @@ def _unavailable(exc: BaseException) -> bool:
         text = str(exc).lower()
         return exc.code == 2 or "unavailable" in text or "deadline" in text or "fail connecting" in text
     return isinstance(exc, (ConnectionError, TimeoutError))
-
-
-def _quote(ids: Sequence[str]) -> str:
-    return json.dumps(list(ids))
 
 
 class MilvusStore:
@@ -255,7 +252,7 @@ class MilvusStore:
         for start in range(0, len(ids), _PAGE):
             part = ids[start : start + _PAGE]
             if self._layout() == "multivector":
-                expr = f"chunk_id in {_quote(part)}"
+                expr = in_list("chunk_id", part)
                 self._call(lambda e=expr: self._client.delete(self.collection, filter=e), "delete")
             else:
                 self._call(lambda p=part: self._client.delete(self.collection, ids=p), "delete")
@@ -290,10 +287,13 @@ class MilvusStore:
         )
         return int(rows[0]["count(*)"])
 
-    def search(self, vector: np.ndarray, limit: int) -> list[StoreHit]:
+    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+        checked = check_filter(filter)
+        expr = milvus_expression(checked) if checked else ""
         data = [np.asarray(vector, dtype=np.float32).tolist()]
         res = self._call(
-            lambda: self._client.search(self.collection, data, limit=limit, output_fields=["*"]), "search"
+            lambda: self._client.search(self.collection, data, filter=expr, limit=limit, output_fields=["*"]),
+            "search",
         )
         hits = []
         for hit in res[0]:
@@ -303,14 +303,30 @@ class MilvusStore:
         return hits
 
     def search_multivector(
-        self, vectors: np.ndarray, limit: int, per_token: int | None = None
+        self,
+        vectors: np.ndarray,
+        limit: int,
+        filter: MetadataFilter | None = None,
+        *,
+        per_token: int | None = None,
     ) -> list[StoreHit]:
-        """Per-token ANN for candidates, then exact MaxSim over every token of each candidate."""
+        """Per-token ANN for candidates, then exact MaxSim over every token of each candidate.
+
+        The payload rides on token 0 only, so a filter first selects the matching chunks and the
+        per-token search is then confined to their rows.
+        """
         queries = np.asarray(vectors, dtype=np.float32)
         per_token = per_token or max(4 * limit, 32)
+        checked = check_filter(filter)
+        scope = ""
+        if checked:
+            rows = self._iterate(f"tok == 0 and ({milvus_expression(checked)})", ["chunk_id"])
+            if not rows:
+                return []
+            scope = in_list("chunk_id", [r["chunk_id"] for r in rows])
         res = self._call(
             lambda: self._client.search(
-                self.collection, queries.tolist(), limit=per_token, output_fields=["chunk_id"]
+                self.collection, queries.tolist(), filter=scope, limit=per_token, output_fields=["chunk_id"]
             ),
             "search",
         )
@@ -324,7 +340,7 @@ class MilvusStore:
         top = [cid for cid, _ in scored]
         rows = self._call(
             lambda: self._client.query(
-                self.collection, filter=f"chunk_id in {_quote(top)} and tok == 0", output_fields=["*"]
+                self.collection, filter=f"{in_list('chunk_id', top)} and tok == 0", output_fields=["*"]
             ),
             "query",
         )
@@ -337,7 +353,7 @@ class MilvusStore:
         if self._layout() == "multivector":
             tokens: dict[str, dict[int, list[float]]] = {}
             for start in range(0, len(ids), _PAGE):
-                expr = f"chunk_id in {_quote(ids[start : start + _PAGE])}"
+                expr = in_list("chunk_id", ids[start : start + _PAGE])
                 for row in self._iterate(expr, ["chunk_id", "tok", "vector"]):
                     tokens.setdefault(row["chunk_id"], {})[int(row["tok"])] = row["vector"]
             for cid, rows in tokens.items():

@@ -5,6 +5,8 @@ ColBERT rows) with dynamic fields, while a Qdrant payload is free-form. So, on t
 
 * a payload key that is a column name (a JSONL record with a ``vector`` field, say) would overwrite
   that column; such keys ride in one dynamic field, ``_poolrag_renamed``, under their own names;
+* a payload without ``source`` gets an empty column and the flag ``_poolrag_no_source``, so it
+  comes back without one (as from Qdrant) rather than with ``source: ""``;
 * a ``source`` longer than the column (``SOURCE_MAX`` bytes; a JSONL ``id`` can be any length) is
   stored cut, with a hash of the whole so distinct sources stay distinct, and the whole source in
   the dynamic field ``_poolrag_source``.
@@ -20,7 +22,8 @@ from typing import Any
 SOURCE_MAX = 4096  # bytes of the VARCHAR source column
 RENAMED_KEY = "_poolrag_renamed"
 FULL_SOURCE_KEY = "_poolrag_source"
-COLUMNS = frozenset({"id", "vector", "chunk_id", "tok", "$meta", RENAMED_KEY, FULL_SOURCE_KEY})
+NO_SOURCE_KEY = "_poolrag_no_source"
+COLUMNS = frozenset({"id", "vector", "chunk_id", "tok", "$meta", RENAMED_KEY, FULL_SOURCE_KEY, NO_SOURCE_KEY})
 
 
 def source_column(source: str) -> str:
@@ -36,6 +39,7 @@ def source_column(source: str) -> str:
 def to_row_fields(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The ``source`` column value and the other fields of a row for ``payload``."""
     fields = dict(payload)
+    has_source = "source" in fields
     source = str(fields.pop("source", ""))
     column = source_column(source)
     renamed = {k: fields.pop(k) for k in [k for k in fields if k in COLUMNS]}
@@ -43,6 +47,8 @@ def to_row_fields(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         fields[RENAMED_KEY] = renamed
     if column != source:
         fields[FULL_SOURCE_KEY] = source
+    if not has_source:
+        fields[NO_SOURCE_KEY] = True
     return column, fields
 
 
@@ -53,8 +59,8 @@ def full_source(row: dict[str, Any]) -> str:
 
 def from_entity(entity: dict[str, Any]) -> dict[str, Any]:
     """The payload a row was written from (schema columns dropped, renamed keys restored)."""
-    payload = {k: v for k, v in entity.items() if k not in COLUMNS}
+    payload = {k: v for k, v in entity.items() if k not in COLUMNS and k != "source"}
     payload.update(entity.get(RENAMED_KEY) or {})
-    if "source" in entity:
+    if "source" in entity and not entity.get(NO_SOURCE_KEY):
         payload["source"] = full_source(entity)
     return payload

@@ -18,6 +18,7 @@ import numpy as np
 
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
 from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
+from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
@@ -204,9 +205,10 @@ class QdrantStore:
     def count(self) -> int:
         return int(self._call(lambda: self._client.count(self.collection, exact=True).count, "count"))
 
-    def _query(self, query: Any, limit: int) -> list[StoreHit]:
+    def _query(self, query: Any, limit: int, filter: MetadataFilter | None) -> list[StoreHit]:
         from qdrant_client import models
 
+        query_filter = qdrant_filter(check_filter(filter))
         spec = self.read_spec()
         params = None
         if spec is not None and spec.quantization and not self._local:
@@ -215,17 +217,25 @@ class QdrantStore:
             )
         res = self._call(
             lambda: self._client.query_points(
-                self.collection, query=query, limit=limit, with_payload=True, search_params=params
+                self.collection,
+                query=query,
+                limit=limit,
+                query_filter=query_filter,
+                with_payload=True,
+                search_params=params,
             ),
             "query_points",
         )
         return [StoreHit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
 
-    def search(self, vector: np.ndarray, limit: int) -> list[StoreHit]:
-        return self._query(np.asarray(vector, dtype=np.float32).tolist(), limit)
+    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+        return self._query(np.asarray(vector, dtype=np.float32).tolist(), limit, filter)
 
-    def search_multivector(self, vectors: np.ndarray, limit: int) -> list[StoreHit]:
-        return self._query(np.asarray(vectors, dtype=np.float32).tolist(), limit)
+    def search_multivector(
+        self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """Qdrant applies the filter inside the MaxSim search, so ``limit`` matching chunks come back."""
+        return self._query(np.asarray(vectors, dtype=np.float32).tolist(), limit, filter)
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         ids = list(ids)
@@ -252,6 +262,26 @@ class QdrantStore:
         except Exception:
             logger.debug("closing qdrant client failed", exc_info=True)
         self._client = None
+
+
+def qdrant_filter(checked: CheckedFilter | None) -> Any:
+    """A checked metadata filter as a qdrant-client ``Filter`` on top-level payload keys."""
+    from qdrant_client import models
+
+    if not checked:
+        return None
+
+    def condition(key: str, value: object) -> Any:
+        # Qdrant matches strings, integers and booleans exactly; a float matches as a one-point range.
+        if isinstance(value, float):
+            return models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))
+        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+    must: list[Any] = []
+    for key, values in checked.items():
+        conditions = [condition(key, v) for v in values]
+        must.append(conditions[0] if len(conditions) == 1 else models.Filter(should=conditions))
+    return models.Filter(must=must)
 
 
 class _LocalClients:

@@ -18,6 +18,7 @@ import numpy as np
 
 from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit, ensure_against
 from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
+from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
@@ -147,24 +148,27 @@ class QdrantEdgeStore:
 
         return int(self._call(lambda: self._shard.count(qe.CountRequest(exact=True)), "count"))
 
-    def _query(self, vector: Any, limit: int) -> list[StoreHit]:
+    def _query(self, vector: Any, limit: int, filter: MetadataFilter | None) -> list[StoreHit]:
         import qdrant_edge as qe
 
+        query_filter = _edge_filter(check_filter(filter))
         spec = self.read_spec()
         params = None
         if spec is not None and spec.quantization:
             params = qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
         request = qe.QueryRequest(
-            limit=limit, query=qe.Query.Nearest(vector), with_payload=True, params=params
+            limit=limit, query=qe.Query.Nearest(vector), with_payload=True, filter=query_filter, params=params
         )
         points = self._call(lambda: self._shard.query(request), "query")
         return [StoreHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
 
-    def search(self, vector: np.ndarray, limit: int) -> list[StoreHit]:
-        return self._query(np.asarray(vector, dtype=np.float32).tolist(), limit)
+    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+        return self._query(np.asarray(vector, dtype=np.float32).tolist(), limit, filter)
 
-    def search_multivector(self, vectors: np.ndarray, limit: int) -> list[StoreHit]:
-        return self._query(np.asarray(vectors, dtype=np.float32).tolist(), limit)
+    def search_multivector(
+        self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        return self._query(np.asarray(vectors, dtype=np.float32).tolist(), limit, filter)
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         records = self._call(
@@ -184,3 +188,22 @@ class QdrantEdgeStore:
             except Exception:
                 logger.debug("closing qdrant-edge shard failed", exc_info=True)
             self._shard = None
+
+
+def _edge_filter(checked: CheckedFilter | None) -> Any:
+    """A checked metadata filter in qdrant-edge's classes (the same shape as the Qdrant store's)."""
+    import qdrant_edge as qe
+
+    if not checked:
+        return None
+
+    def condition(key: str, value: object) -> Any:
+        if isinstance(value, float):  # exact matches take strings, integers and booleans only
+            return qe.FieldCondition(key, range=qe.RangeFloat(gte=value, lte=value))
+        return qe.FieldCondition(key, match=qe.MatchValue(value))
+
+    must: list[Any] = []
+    for key, values in checked.items():
+        conditions = [condition(key, v) for v in values]
+        must.append(conditions[0] if len(conditions) == 1 else qe.Filter(should=conditions))
+    return qe.Filter(must=must)
