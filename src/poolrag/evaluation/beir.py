@@ -1,0 +1,184 @@
+"""Reading a dataset in the BEIR layout, the format public retrieval benchmarks ship in.
+
+    DATASET/corpus.jsonl      {"_id": ..., "title": ..., "text": ...} per line
+    DATASET/queries.jsonl     {"_id": ..., "text": ...} per line
+    DATASET/qrels/test.tsv    query-id <TAB> corpus-id <TAB> score, after a header line
+
+Corpora reach millions of documents, so documents and queries are streamed, never held. The
+files are data: JSON is parsed with :func:`json.loads` and nothing in them is ever executed. A
+malformed row stops the read with an error naming ``file:line``, because a silently skipped
+judgement or document would quietly change every metric computed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from poolrag.errors import InvalidInputError
+
+CORPUS_FILE = "corpus.jsonl"
+QUERIES_FILE = "queries.jsonl"
+QRELS_FOLDER = "qrels"
+
+
+class BeirFormatError(InvalidInputError):
+    """A BEIR file is missing or one of its rows is malformed; the message names the file and line."""
+
+    def __init__(self, path: Path, line: int | None, problem: str) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {problem}")
+        self.path = path
+        self.line = line
+
+
+@dataclass(frozen=True)
+class BeirDocument:
+    id: str
+    title: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BeirQuery:
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Non-blank lines with their 1-based numbers; bad UTF-8 is reported at its line."""
+    if not path.is_file():
+        raise BeirFormatError(path, None, "file not found; a BEIR dataset needs it")
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise BeirFormatError(path, number, f"not valid UTF-8 ({error.reason})") from None
+            if line.strip():
+                yield number, line.rstrip("\r\n")
+
+
+def _json_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in _lines(path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BeirFormatError(path, number, f"not a JSON object ({error.msg})") from None
+        if not isinstance(row, dict):
+            raise BeirFormatError(path, number, f"expected a JSON object, got {type(row).__name__}")
+        yield number, row
+
+
+def _row_id(row: Mapping[str, Any], path: Path, number: int) -> str:
+    value = row.get("_id")
+    # Some published corpora write numeric ids as JSON numbers; they are still names, not values.
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise BeirFormatError(path, number, f'"_id" must be a string, got {value!r}')
+    text = str(value)
+    if not text:
+        raise BeirFormatError(path, number, '"_id" is empty')
+    return text
+
+
+def _row_text(row: Mapping[str, Any], key: str, path: Path, number: int, required: bool) -> str:
+    value = row.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise BeirFormatError(path, number, f'"{key}" must be a string, got {value!r}')
+    return value
+
+
+def _metadata(row: Mapping[str, Any], path: Path, number: int) -> Mapping[str, Any]:
+    value = row.get("metadata", {})
+    if not isinstance(value, dict):
+        raise BeirFormatError(path, number, f'"metadata" must be a JSON object, got {value!r}')
+    return value
+
+
+class BeirDataset:
+    """A BEIR-layout folder; each method re-reads its file, so iterating twice streams twice."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise BeirFormatError(self.folder, None, "not a folder; a BEIR dataset is a folder")
+
+    def __repr__(self) -> str:
+        return f"BeirDataset({str(self.folder)!r})"
+
+    @property
+    def corpus_path(self) -> Path:
+        return self.folder / CORPUS_FILE
+
+    @property
+    def queries_path(self) -> Path:
+        return self.folder / QUERIES_FILE
+
+    def qrels_path(self, split: str = "test") -> Path:
+        return self.folder / QRELS_FOLDER / f"{split}.tsv"
+
+    def documents(self) -> Iterator[BeirDocument]:
+        """The corpus, one document at a time.
+
+        Duplicate ids are not checked here: that would hold every id of a multi-million corpus in
+        memory, and ingestion is idempotent per id anyway (the last copy wins).
+        """
+        path = self.corpus_path
+        for number, row in _json_rows(path):
+            yield BeirDocument(
+                id=_row_id(row, path, number),
+                title=_row_text(row, "title", path, number, required=False),
+                text=_row_text(row, "text", path, number, required=True),
+                metadata=_metadata(row, path, number),
+            )
+
+    def queries(self) -> Iterator[BeirQuery]:
+        """The queries, one at a time; a repeated id is an error (its judgements would be ambiguous)."""
+        path = self.queries_path
+        seen: set[str] = set()
+        for number, row in _json_rows(path):
+            query_id = _row_id(row, path, number)
+            if query_id in seen:
+                raise BeirFormatError(path, number, f"query id {query_id!r} appears twice")
+            seen.add(query_id)
+            yield BeirQuery(
+                id=query_id,
+                text=_row_text(row, "text", path, number, required=True),
+                metadata=_metadata(row, path, number),
+            )
+
+    def qrels(self, split: str = "test") -> dict[str, dict[str, int]]:
+        """Judgements of ``qrels/<split>.tsv``: query id → document id → integer grade.
+
+        The first line is a header when its score column is not an integer (BEIR writes
+        ``query-id corpus-id score``); a header-less file is read from its first line.
+        """
+        path = self.qrels_path(split)
+        judgements: dict[str, dict[str, int]] = {}
+        for number, line in _lines(path):
+            fields = line.split("\t") if "\t" in line else line.split()
+            if len(fields) != 3:
+                problem = f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}"
+                raise BeirFormatError(path, number, problem)
+            query_id, doc_id, score_text = (value.strip() for value in fields)
+            try:
+                grade = int(score_text)
+            except ValueError:
+                if number == 1:
+                    continue  # the header
+                raise BeirFormatError(path, number, f"score {score_text!r} is not an integer") from None
+            if not query_id or not doc_id:
+                raise BeirFormatError(path, number, "empty query-id or corpus-id")
+            previous = judgements.setdefault(query_id, {}).setdefault(doc_id, grade)
+            if previous != grade:
+                raise BeirFormatError(
+                    path, number, f"({query_id}, {doc_id}) judged {previous} earlier and {grade} here"
+                )
+        return judgements

@@ -1,0 +1,108 @@
+"""The BEIR reader: what it reads, and the file:line it names when a row is malformed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.evaluation import BeirDataset, BeirDocument, BeirFormatError, BeirQuery
+
+
+def make_dataset(
+    folder: Path, corpus: str | bytes | None = None, queries: str | None = None, qrels: str | None = None
+) -> BeirDataset:
+    folder.mkdir(parents=True, exist_ok=True)
+    if corpus is None:
+        corpus = json.dumps({"_id": "d1", "title": "T", "text": "x"}) + "\n"
+    if queries is None:
+        queries = json.dumps({"_id": "q1", "text": "y"}) + "\n"
+    if qrels is None:
+        qrels = "query-id\tcorpus-id\tscore\nq1\td1\t1\n"
+    (folder / "corpus.jsonl").write_bytes(corpus if isinstance(corpus, bytes) else corpus.encode())
+    (folder / "queries.jsonl").write_text(queries, encoding="utf-8")
+    (folder / "qrels").mkdir(exist_ok=True)
+    (folder / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
+    return BeirDataset(folder)
+
+
+def test_reads_documents_queries_and_qrels(tmp_path: Path) -> None:
+    corpus = (
+        "\ufeff"  # a byte-order mark some exporters write
+        + json.dumps({"_id": "d1", "title": "Pump", "text": "Rated 24 V.", "metadata": {"url": "u"}})
+        + "\n\n"  # blank lines are skipped
+        + json.dumps({"_id": 7, "text": "numeric id, no title"})
+        + "\n"
+    )
+    queries = json.dumps({"_id": "q1", "text": "pump voltage", "metadata": {"kind": "rare-term"}}) + "\n"
+    qrels = "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\t7\t0\n"
+    dataset = make_dataset(tmp_path / "ds", corpus, queries, qrels)
+    assert list(dataset.documents()) == [
+        BeirDocument("d1", "Pump", "Rated 24 V.", {"url": "u"}),
+        BeirDocument("7", "", "numeric id, no title"),
+    ]
+    assert list(dataset.queries()) == [BeirQuery("q1", "pump voltage", {"kind": "rare-term"})]
+    assert dataset.qrels() == {"q1": {"d1": 2, "7": 0}}
+    # Streaming: each call reads the file again.
+    assert len(list(dataset.documents())) == 2
+
+
+def test_qrels_without_header_and_other_splits(tmp_path: Path) -> None:
+    dataset = make_dataset(tmp_path / "ds", qrels="q1\td1\t1\n")
+    assert dataset.qrels() == {"q1": {"d1": 1}}
+    (tmp_path / "ds" / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq9\td1\t3\n")
+    assert dataset.qrels("dev") == {"q9": {"d1": 3}}
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "line", "problem"),
+    [
+        ("corpus", '{"_id": "d1", "text": "ok"}\n{"_id": "d2", "text": "no end\n', 2, "not a JSON object"),
+        ("corpus", '{"_id": "d1", "text": "ok"}\n["d2", "text"]\n', 2, "expected a JSON object"),
+        ("corpus", '{"title": "no id", "text": "x"}\n', 1, '"_id" must be a string'),
+        ("corpus", '{"_id": "", "text": "x"}\n', 1, '"_id" is empty'),
+        ("corpus", '{"_id": "d1", "title": "no text"}\n', 1, '"text" must be a string'),
+        ("corpus", '{"_id": "d1", "text": 3}\n', 1, '"text" must be a string'),
+        ("corpus", '{"_id": "d1", "text": "x", "metadata": [1]}\n', 1, '"metadata" must be a JSON object'),
+        ("corpus", b'{"_id": "d1", "text": "ok"}\n{"_id": "d2", "text": "\xff"}\n', 2, "not valid UTF-8"),
+        ("queries", '{"_id": "q1", "text": "a"}\n{"_id": "q1", "text": "b"}\n', 2, "appears twice"),
+        ("queries", '{"_id": true, "text": "a"}\n', 1, '"_id" must be a string'),
+        ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\n", 2, "expected 3 tab-separated fields"),
+        ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t0.5\n", 3, "is not an integer"),
+        ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t2\n", 3, "judged 1 earlier and 2 here"),
+        ("qrels", "query-id\tcorpus-id\tscore\n\td1\t1\n", 2, "empty query-id"),
+    ],
+)
+def test_malformed_rows_name_file_and_line(
+    tmp_path: Path, file: str, content: str | bytes, line: int, problem: str
+) -> None:
+    dataset = make_dataset(tmp_path / "ds", **{file: content})
+    path = {
+        "corpus": dataset.corpus_path,
+        "queries": dataset.queries_path,
+        "qrels": dataset.qrels_path(),
+    }[file]
+    read = {
+        "corpus": lambda: list(dataset.documents()),
+        "queries": lambda: list(dataset.queries()),
+        "qrels": dataset.qrels,
+    }[file]
+    with pytest.raises(BeirFormatError) as caught:
+        read()
+    assert str(caught.value).startswith(f"{path}:{line}: ")
+    assert problem in str(caught.value)
+    assert (caught.value.path, caught.value.line) == (path, line)
+    assert isinstance(caught.value, InvalidInputError)  # front doors map it to a user error
+
+
+def test_missing_folder_and_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(BeirFormatError, match="not a folder"):
+        BeirDataset(tmp_path / "nope")
+    dataset = make_dataset(tmp_path / "ds")
+    (tmp_path / "ds" / "corpus.jsonl").unlink()
+    with pytest.raises(BeirFormatError, match=r"corpus\.jsonl: file not found"):
+        list(dataset.documents())
+    with pytest.raises(BeirFormatError, match=r"qrels/dev\.tsv: file not found"):
+        dataset.qrels("dev")
