@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 import numpy as np
@@ -27,7 +28,7 @@ from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, 
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
-from poolrag.model_facts import ModelFacts, ScoreKind
+from poolrag.model_facts import ModelFacts, ScoreKind, output_fingerprint
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -161,6 +162,9 @@ class Engine:
             is_matryoshka=self.spec.is_matryoshka,
             matryoshka_dimensions=self.spec.matryoshka_dimensions,
             score_kind=self._pipeline.kind.score_kind,
+            output_fingerprint=output_fingerprint(asdict(self._pipeline.pooler_config)),
+            normalizes_embeddings=bool(self._pipeline.pooler_config.normalize),
+            default_dimensions=self._pipeline.pooler_config.dimensions,
         )
         if task is not None and task not in self.supported_tasks:
             raise UnsupportedTaskError(task, self.supported_tasks)

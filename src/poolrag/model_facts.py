@@ -7,7 +7,10 @@ adapters decide from these facts alone, so they never ask which kind of backend 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -35,6 +38,13 @@ class ModelFacts:
         is_matryoshka: whether a prefix of the vector is a meaningful smaller vector.
         matryoshka_dimensions: the sizes the model was trained for (``None``: any size).
         score_kind: how ``score`` works for this model.
+        output_fingerprint: digest of the pooler settings that shape outputs (pooling type,
+            normalisation, activation, chunked processing); ``model_identity`` covers the weights
+            only, and the same weights pooled differently give different vectors.
+        normalizes_embeddings: whether ``embed`` returns unit vectors when a request does not say;
+            whoever truncates a full vector to a Matryoshka size renormalises by it.
+        default_dimensions: the size ``embed`` returns when a request names none (the pooler's
+            ``dimensions``); ``None`` is the full ``embedding_dim``.
     """
 
     model_name: str
@@ -45,6 +55,17 @@ class ModelFacts:
     is_matryoshka: bool
     matryoshka_dimensions: tuple[int, ...] | None
     score_kind: ScoreKind
+    output_fingerprint: str
+    normalizes_embeddings: bool
+    default_dimensions: int | None
+
+    def renamed(self, model_name: str) -> ModelFacts:
+        """The same model under another name: a server reports its served name, not its folder path.
+
+        ``model_identity`` is ``name@weights``; only the name part changes.
+        """
+        weights = self.model_identity.rpartition("@")[2]
+        return replace(self, model_name=model_name, model_identity=f"{model_name}@{weights}")
 
     def to_json(self) -> dict[str, Any]:
         """The wire form (``GET /v1/models`` carries it per served name)."""
@@ -58,6 +79,9 @@ class ModelFacts:
                 None if self.matryoshka_dimensions is None else list(self.matryoshka_dimensions)
             ),
             "score_kind": self.score_kind.value,
+            "output_fingerprint": self.output_fingerprint,
+            "normalizes_embeddings": self.normalizes_embeddings,
+            "default_dimensions": self.default_dimensions,
         }
 
     @classmethod
@@ -66,6 +90,7 @@ class ModelFacts:
         try:
             dims = data.get("matryoshka_dimensions")
             embedding_dim = data.get("embedding_dim")
+            default_dimensions = data.get("default_dimensions")
             return cls(
                 model_name=model_name,
                 model_identity=str(data["model_identity"]),
@@ -75,8 +100,22 @@ class ModelFacts:
                 is_matryoshka=bool(data["is_matryoshka"]),
                 matryoshka_dimensions=None if dims is None else tuple(int(d) for d in dims),
                 score_kind=ScoreKind(data["score_kind"]),
+                output_fingerprint=str(data["output_fingerprint"]),
+                normalizes_embeddings=bool(data["normalizes_embeddings"]),
+                default_dimensions=None if default_dimensions is None else int(default_dimensions),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(
                 f"the server's model description is incomplete or malformed: {exc}"
             ) from exc
+
+
+def output_fingerprint(pooler_settings: Mapping[str, object]) -> str:
+    """A short stable digest of the pooler settings that decide a model's outputs.
+
+    ``dimensions`` is left out: it only cuts a vector the other settings decide, and
+    :attr:`ModelFacts.default_dimensions` reports it.
+    """
+    shaping = {name: value for name, value in pooler_settings.items() if name != "dimensions"}
+    text = json.dumps(shaping, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

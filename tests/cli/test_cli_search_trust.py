@@ -46,7 +46,7 @@ def booby_trapped_collection(tmp_path: Path, minilm_path: Path) -> tuple[list[st
         IngestPipeline(
             store,
             encoder,
-            TokenChunker.for_engine(engine),
+            TokenChunker.for_model(engine.tokenizer, engine.facts),
             model_options={"trust_remote_code": True, "hf_overrides": {"auto_map": config["auto_map"]}},
             checkpoint_dir=tmp_path,
             progress=False,

@@ -63,11 +63,11 @@ def test_repeated_text_in_one_document_keeps_distinct_chunks(tokenizer) -> None:
     assert len(chunks) == len({c.id for c in chunks}) == 6
 
 
-def test_sizes_follow_the_engine_and_bad_settings_are_refused(minilm_engine, tokenizer) -> None:
-    chunker = TokenChunker.for_engine(minilm_engine)
+def test_sizes_follow_the_model_and_bad_settings_are_refused(minilm_engine, tokenizer) -> None:
+    chunker = TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts)
     assert chunker.max_tokens == 254  # MiniLM: 256 positions minus [CLS] and [SEP]
     with pytest.raises(InvalidInputError, match="exceeds"):
-        TokenChunker.for_engine(minilm_engine, max_tokens=300)
+        TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, max_tokens=300)
     with pytest.raises(InvalidInputError, match="overlap"):
         TokenChunker(tokenizer, max_tokens=10, overlap=10)
     assert TokenChunker(tokenizer, max_tokens=10).split(Document("d", "   \n ")) == []

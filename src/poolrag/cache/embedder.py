@@ -1,84 +1,113 @@
-"""``CachedEmbedder``: an engine behind the embedding cache, the one door every caller embeds through.
+"""``CachedEmbedder``: any :class:`~poolrag.backend.PoolingBackend` behind the embedding cache.
 
-Ingestion, retrieval and the framework adapters all embed through this class, so a text embedded
-once (by any of them, in any process sharing the cache file) is never embedded again. It always
-asks the engine for full-size vectors and cuts them down to the requested Matryoshka size, so one
-cache entry serves every size.
+Ingestion, retrieval and the framework adapters wrap their backend (an in-process engine or the
+HTTP client) in this class when they want vectors to persist, so a text embedded once (by any of
+them, in any process sharing the cache file) is not embedded again. It is a PoolingBackend itself,
+so code that takes a backend takes a cached one unchanged. It always asks the backend for
+full-size vectors and cuts them down to the requested Matryoshka size, so one cache entry serves
+every size. Only ``embed`` is cached; scores and token vectors go straight to the backend.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from poolrag.backend import PoolingBackend
 from poolrag.cache.keys import cache_namespace, text_key
-from poolrag.cache.matryoshka import check_dimensions, truncate
+from poolrag.cache.matryoshka import truncate
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.errors import InputTypeError
-from poolrag.params import PoolingParams
+from poolrag.model_facts import ModelFacts
+from poolrag.params import InputType, PoolingParams
 from poolrag.tokenization.input_processor import check_text
 
 logger = logging.getLogger(__name__)
 
 
 class CachedEmbedder:
-    """Embed texts with an :class:`~poolrag.Engine`, reusing vectors from an :class:`EmbeddingCache`.
+    """Embed texts with a backend, reusing vectors from an :class:`EmbeddingCache`.
 
     Args:
-        engine: an engine whose model supports ``embed``.
+        backend: any :class:`~poolrag.backend.PoolingBackend` whose model supports ``embed``.
         cache: where vectors persist; ``None`` computes every time (the counters still work).
-        pooling_params: per-call options applied to every text (``input_type`` and ``dimensions``
-            are set per call by the methods below).
-        batch_size: texts per engine call on cache misses; the engine packs each call by tokens.
+        pooling_params: options applied to every call; a call's own parameters override them
+            field by field.
+        batch_size: texts per backend call on cache misses; each batch is stored as it arrives, so
+            a crash keeps what was already paid for.
     """
 
     def __init__(
         self,
-        engine: Any,
+        backend: PoolingBackend,
         cache: EmbeddingCache | None = None,
         *,
         pooling_params: PoolingParams | None = None,
         batch_size: int = 256,
     ) -> None:
-        if "embed" not in engine.supported_tasks:
-            raise ValueError(f"{engine.model_name} cannot embed (tasks: {', '.join(engine.supported_tasks)})")
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
-        self.engine = engine
+        self.backend = backend
         self.cache = cache
         self.batch_size = batch_size
-        base = pooling_params or PoolingParams()
-        # Ask for the full size explicitly when the engine's defaults would truncate.
-        full = engine.embedding_dim if engine.pooler_config.dimensions is not None else None
-        self._base = base.with_updates(dimensions=full)
-        self.normalize = (
-            base.normalize if base.normalize is not None else bool(engine.pooler_config.normalize)
-        )
-        self._namespaces: dict[str | None, bytes] = {}
+        self._base = pooling_params or PoolingParams()
+        self._base.verify("embed", backend.facts)
+        self._namespaces: dict[PoolingParams, bytes] = {}
         self.hits = 0
         self.misses = 0
+
+    def __repr__(self) -> str:
+        return f"CachedEmbedder({self.backend!r}, cache={self.cache!r})"
+
+    # -- what the model is -----------------------------------------------------------------------------
+    @property
+    def facts(self) -> ModelFacts:
+        """The backend's facts: the cache changes where vectors come from, not what they are."""
+        return self.backend.facts
 
     @property
     def full_dimension(self) -> int:
         """Size of the vectors the cache holds (the model's full embedding size)."""
-        return int(self.engine.embedding_dim)
+        return int(self.facts.embedding_dim or 0)
 
     @property
     def model_identity(self) -> str:
-        return str(self.engine.model_identity)
+        return self.facts.model_identity
 
-    def _params(self, input_type: str | None) -> PoolingParams:
-        return self._base.with_updates(input_type=input_type)
+    @property
+    def normalize(self) -> bool:
+        """Whether this embedder's vectors are unit length (so truncated ones are renormalised)."""
+        return _normalizes(self._base, self.facts)
 
-    def _keys(self, texts: Sequence[str], input_type: str | None) -> list[bytes]:
-        if input_type not in self._namespaces:
-            self._namespaces[input_type] = cache_namespace(self.engine, "embed", self._params(input_type))
-        namespace = self._namespaces[input_type]
+    # -- the cache ------------------------------------------------------------------------------------
+    def _merged(self, params: PoolingParams | None) -> PoolingParams:
+        """This embedder's parameters with the call's set fields on top, checked like the backend would."""
+        merged = self._base
+        if params is not None:
+            changes = {
+                f.name: getattr(params, f.name)
+                for f in dataclasses.fields(params)
+                if getattr(params, f.name) is not None
+            }
+            merged = merged.with_updates(**changes)
+        merged.verify("embed", self.facts)
+        return merged
+
+    def _keys(self, texts: Sequence[str], params: PoolingParams) -> list[bytes]:
+        shape = params.with_updates(dimensions=None)
+        if shape not in self._namespaces:
+            self._namespaces[shape] = cache_namespace(self.facts, "embed", shape)
+        namespace = self._namespaces[shape]
         return [text_key(namespace, t) for t in texts]
+
+    def _full_size_request(self, params: PoolingParams) -> PoolingParams:
+        # Ask for the full size explicitly where the backend's default would truncate.
+        full = self.facts.embedding_dim if self.facts.default_dimensions is not None else None
+        return params.with_updates(dimensions=full)
 
     @staticmethod
     def _check_texts(texts: Sequence[str]) -> list[str]:
@@ -90,10 +119,12 @@ class CachedEmbedder:
         found = self.cache.get_many(keys) if self.cache is not None else {}
         return {k: v for k, v in found.items() if v.shape[0] == self.full_dimension}
 
+    @staticmethod
     def _missing(
-        self, texts: list[str], keys: list[bytes], found: dict[bytes, np.ndarray]
-    ) -> dict[bytes, str]:
-        return {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
+        texts: list[str], keys: list[bytes], found: dict[bytes, np.ndarray]
+    ) -> list[tuple[bytes, str]]:
+        """``(key, text)`` of each distinct text the cache did not have."""
+        return list({k: t for k, t in zip(keys, texts, strict=True) if k not in found}.items())
 
     def _store(self, computed: dict[bytes, np.ndarray]) -> None:
         if self.cache is not None and computed:
@@ -104,36 +135,81 @@ class CachedEmbedder:
         keys: list[bytes],
         found: dict[bytes, np.ndarray],
         computed: dict[bytes, np.ndarray],
-        dims: int | None,
+        params: PoolingParams,
     ) -> np.ndarray:
         self.misses += len(computed)
         self.hits += len(keys) - sum(1 for k in dict.fromkeys(keys) if k in computed)
+        dims = params.dimensions if params.dimensions is not None else self.facts.default_dimensions
         if not keys:
             return np.zeros((0, dims or self.full_dimension), dtype=np.float32)
         merged = {**found, **computed}
         full = np.stack([merged[k] for k in keys]).astype(np.float32, copy=False)
-        return truncate(full, dims, self.normalize)
+        return truncate(full, dims, _normalizes(params, self.facts))
 
-    # -- sync ---------------------------------------------------------------------------------------
-    def embed(
-        self, texts: Sequence[str], *, input_type: str | None = None, dimensions: int | None = None
-    ) -> np.ndarray:
+    # -- PoolingBackend: embeddings through the cache -------------------------------------------------
+    def embed_array(self, prompts: Sequence[str], pooling_params: PoolingParams | None = None) -> np.ndarray:
         """``[N, dimensions or full]`` float32 vectors; only texts missing from the cache hit the model."""
-        items = self._check_texts(texts)
-        check_dimensions(self.engine, dimensions)
-        keys = self._keys(items, input_type)
+        items = self._check_texts(prompts)
+        params = self._merged(pooling_params)
+        keys = self._keys(items, params)
         found = self._lookup(keys)
-        missing = self._missing(items, keys, found)
+        todo = self._missing(items, keys, found)
+        request = self._full_size_request(params)
         computed: dict[bytes, np.ndarray] = {}
-        todo = list(missing.items())
-        params = self._params(input_type)
         for start in range(0, len(todo), self.batch_size):
             part = todo[start : start + self.batch_size]
-            vectors = self.engine.embed_array([t for _, t in part], params)
+            vectors = self.backend.embed_array([t for _, t in part], request)
             batch = {k: vectors[i] for i, (k, _) in enumerate(part)}
-            self._store(batch)  # per batch, so a crash keeps what was already paid for
+            self._store(batch)
             computed.update(batch)
-        return self._assemble(keys, found, computed, dimensions)
+        return self._assemble(keys, found, computed, params)
+
+    async def aembed_array(
+        self, prompts: Sequence[str], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        """:meth:`embed_array` for asyncio: the backend's async twin, the cache file on a thread."""
+        items = self._check_texts(prompts)
+        params = self._merged(pooling_params)
+        keys = self._keys(items, params)
+        found = await asyncio.to_thread(self._lookup, keys)
+        todo = self._missing(items, keys, found)
+        request = self._full_size_request(params)
+        computed: dict[bytes, np.ndarray] = {}
+        for start in range(0, len(todo), self.batch_size):
+            part = todo[start : start + self.batch_size]
+            vectors = await self.backend.aembed_array([t for _, t in part], request)
+            batch = {k: np.asarray(vectors[i], dtype=np.float32) for i, (k, _) in enumerate(part)}
+            await asyncio.to_thread(self._store, batch)
+            computed.update(batch)
+        return self._assemble(keys, found, computed, params)
+
+    # -- PoolingBackend: the rest goes straight to the backend ----------------------------------------
+    def score_array(
+        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        return self.backend.score_array(text_1, text_2, pooling_params)
+
+    async def ascore_array(
+        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        return await self.backend.ascore_array(text_1, text_2, pooling_params)
+
+    def encode_arrays(
+        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[np.ndarray]:
+        return self.backend.encode_arrays(prompts, pooling_task, pooling_params)
+
+    async def aencode_arrays(
+        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[np.ndarray]:
+        return await self.backend.aencode_arrays(prompts, pooling_task, pooling_params)
+
+    # -- conveniences by input type --------------------------------------------------------------------
+    def embed(
+        self, texts: Sequence[str], *, input_type: InputType | None = None, dimensions: int | None = None
+    ) -> np.ndarray:
+        """:meth:`embed_array` with the two parameters callers set per call."""
+        return self.embed_array(texts, PoolingParams(input_type=input_type, dimensions=dimensions))
 
     def embed_documents(self, texts: Sequence[str], dimensions: int | None = None) -> np.ndarray:
         return self.embed(texts, input_type="document", dimensions=dimensions)
@@ -143,29 +219,10 @@ class CachedEmbedder:
             raise InputTypeError(f"query must be a string, not {type(text).__name__}")
         return self.embed([text], input_type="query", dimensions=dimensions)[0]
 
-    # -- async --------------------------------------------------------------------------------------
     async def aembed(
-        self, texts: Sequence[str], *, input_type: str | None = None, dimensions: int | None = None
+        self, texts: Sequence[str], *, input_type: InputType | None = None, dimensions: int | None = None
     ) -> np.ndarray:
-        """Like :meth:`embed`; uses the engine's async core when it has one, else a worker thread."""
-        if not hasattr(self.engine, "aembed"):
-            return await asyncio.to_thread(self.embed, texts, input_type=input_type, dimensions=dimensions)
-        items = self._check_texts(texts)
-        check_dimensions(self.engine, dimensions)
-        keys = self._keys(items, input_type)
-        found = await asyncio.to_thread(self._lookup, keys)
-        missing = self._missing(items, keys, found)
-        computed: dict[bytes, np.ndarray] = {}
-        if missing:
-            params = self._params(input_type)
-            if hasattr(self.engine, "aembed_array"):
-                vectors = list(await self.engine.aembed_array(list(missing.values()), params))
-            else:
-                outputs = await self.engine.aembed(list(missing.values()), params)
-                vectors = [o.outputs.embedding for o in outputs]
-            computed = {k: np.asarray(v, dtype=np.float32) for k, v in zip(missing, vectors, strict=True)}
-            await asyncio.to_thread(self._store, computed)
-        return self._assemble(keys, found, computed, dimensions)
+        return await self.aembed_array(texts, PoolingParams(input_type=input_type, dimensions=dimensions))
 
     async def aembed_documents(self, texts: Sequence[str], dimensions: int | None = None) -> np.ndarray:
         return await self.aembed(texts, input_type="document", dimensions=dimensions)
@@ -174,3 +231,7 @@ class CachedEmbedder:
         if not isinstance(text, str):
             raise InputTypeError(f"query must be a string, not {type(text).__name__}")
         return (await self.aembed([text], input_type="query", dimensions=dimensions))[0]
+
+
+def _normalizes(params: PoolingParams, facts: ModelFacts) -> bool:
+    return params.normalize if params.normalize is not None else facts.normalizes_embeddings

@@ -1,9 +1,10 @@
 """Cache keys: everything that decides a vector, hashed, so equal keys mean equal vectors.
 
-The namespace covers the model (name + weights fingerprint), the task, the pooling defaults the
-engine resolved, the per-call parameters and the length limit; the key adds the text. The
-requested Matryoshka size is deliberately *not* part of it: the cache holds full-size vectors and
-serves every smaller size from them.
+The namespace covers the model (its identity and the pooler settings that shape its outputs, both
+from :class:`~poolrag.model_facts.ModelFacts`), the task, the per-call parameters and the length
+limit; the key adds the text. The requested Matryoshka size is deliberately *not* part of it: the
+cache holds full-size vectors and serves every smaller size from them. Only the facts go in, so
+an in-process engine and a remote server with the same model and settings share entries.
 """
 
 from __future__ import annotations
@@ -11,29 +12,24 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict
-from typing import Any
 
+from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 
-KEY_VERSION = 1
+KEY_VERSION = 2
 
 
-def cache_namespace(engine: Any, task: str, params: PoolingParams) -> bytes:
+def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> bytes:
     """Digest of the model and every setting that changes the vector for a given text."""
-    pooler = asdict(engine.pooler_config)
-    pooler.pop("dimensions", None)  # full vectors are requested explicitly; see CachedEmbedder
+    per_call = asdict(params)
+    per_call.pop("dimensions")  # full vectors are cached; sizes are cut on the way out
     description = {
         "v": KEY_VERSION,
-        "model": engine.model_identity,
+        "model": facts.model_identity,
+        "outputs": facts.output_fingerprint,
         "task": task,
-        "pooler": pooler,
-        "max_model_len": engine.max_model_len,
-        "params": {
-            "normalize": params.normalize,
-            "input_type": params.input_type,
-            "prompt": params.prompt,
-            "truncate_prompt_tokens": params.truncate_prompt_tokens,
-        },
+        "max_model_len": facts.max_model_len,
+        "params": per_call,
     }
     return hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode()).digest()
 

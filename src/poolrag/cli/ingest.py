@@ -11,9 +11,14 @@ import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+
+if TYPE_CHECKING:
+    from poolrag.cache import EmbeddingCache
+    from poolrag.engine import Engine
+    from poolrag.ingest.encoders import ChunkEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +76,7 @@ def open_store_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def open_cache_from_args(args: argparse.Namespace) -> Any:
+def open_cache_from_args(args: argparse.Namespace) -> EmbeddingCache | None:
     if args.no_cache:
         return None
     from poolrag.cache import EmbeddingCache
@@ -79,7 +84,7 @@ def open_cache_from_args(args: argparse.Namespace) -> Any:
     return EmbeddingCache(args.cache, max_bytes=int(args.cache_max_gb * (1 << 30)))
 
 
-def load_engine(model: str, options: dict[str, Any] | None = None) -> Any:
+def load_engine(model: str, options: dict[str, Any] | None = None) -> Engine:
     from poolrag import Engine
 
     return Engine(model, **(options or {}))
@@ -205,16 +210,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace, opened: list[Any]) -> Any:
-    from poolrag.cache import CachedEmbedder
     from poolrag.errors import InvalidInputError
-    from poolrag.ingest import (
-        ColbertEncoder,
-        DenseEncoder,
-        IngestPipeline,
-        TokenChunker,
-        default_model,
-        read_paths,
-    )
+    from poolrag.ingest import IngestPipeline, TokenChunker, default_model, read_paths
     from poolrag.stores import check_collection_name
 
     # Check the cheap things (paths, names, the cache) before loading a model or touching a database.
@@ -232,25 +229,8 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> Any:
         options["hf_overrides"] = {"is_matryoshka": True}
     load_options = {"trust_remote_code": True} if args.trust_remote_code else {}
     engine = load_engine(args.model or default_model(), options | load_options)
-    if engine.score_kind == "maxsim":
-        if args.dimensions:
-            from poolrag.errors import DimensionsError
-
-            raise DimensionsError("ColBERT token vectors have no Matryoshka sizes; omit --dimensions")
-        encoder: Any = ColbertEncoder(engine)
-    else:
-        if args.dimensions and args.dimensions != engine.embedding_dim and not engine.is_matryoshka:
-            from poolrag.errors import DimensionsError
-
-            raise DimensionsError(
-                f"--dimensions {args.dimensions}: {engine.model_name} is not a Matryoshka model, so "
-                "truncated vectors would lose quality. Omit --dimensions (stores its full "
-                f"{engine.embedding_dim}-dim vectors), or add --assume-matryoshka if the model "
-                "was trained for truncation."
-            )
-        embedder = CachedEmbedder(engine, cache)
-        encoder = DenseEncoder(embedder, args.dimensions)
-    chunker = TokenChunker.for_engine(engine, args.chunk_tokens, args.overlap)
+    encoder = _encoder(engine, cache, args.dimensions)
+    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
     opened.append(store)
     pipeline = IngestPipeline(
@@ -265,6 +245,29 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> Any:
         progress=not args.quiet,
     )
     return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped)
+
+
+def _encoder(engine: Engine, cache: EmbeddingCache | None, dimensions: int | None) -> ChunkEncoder:
+    """Token vectors for a ColBERT model, else single vectors through the cache.
+
+    Whether ``--dimensions`` is allowed is :meth:`PoolingParams.verify`'s decision (the encoders
+    call it); this only says which flag to change.
+    """
+    from poolrag.cache import CachedEmbedder
+    from poolrag.errors import DimensionsError
+    from poolrag.ingest import ColbertEncoder, DenseEncoder
+    from poolrag.model_facts import ScoreKind
+    from poolrag.params import PoolingParams
+
+    facts = engine.facts
+    try:
+        if facts.score_kind is ScoreKind.MAXSIM:
+            PoolingParams(dimensions=dimensions).verify("token_embed", facts)
+            return ColbertEncoder(engine)
+        return DenseEncoder(CachedEmbedder(engine, cache), dimensions)
+    except DimensionsError as exc:
+        hint = "" if facts.is_matryoshka else "; add --assume-matryoshka only if the model was trained for it"
+        raise DimensionsError(f"--dimensions {dimensions}: {exc}{hint}") from None
 
 
 def _parent(path: str) -> str:

@@ -12,10 +12,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.readers import Document, FileDocument
+from poolrag.model_facts import ModelFacts, ScoreKind
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 CHUNK_NAMESPACE = uuid.UUID("6f0c2a3e-54c1-5d0e-9a57-2b8f3e1c9d40")
 _SENTENCE_END = (".", "!", "?", ":", ";")
@@ -59,7 +63,9 @@ class TokenChunker:
             (default: 32, at most a quarter of the chunk).
     """
 
-    def __init__(self, tokenizer: Any, *, max_tokens: int, overlap: int | None = None) -> None:
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerBase, *, max_tokens: int, overlap: int | None = None
+    ) -> None:
         if max_tokens <= 0:
             raise InvalidInputError("chunk size must be a positive number of tokens")
         if overlap is None:
@@ -75,19 +81,31 @@ class TokenChunker:
         self.overlap = overlap
 
     @classmethod
-    def for_engine(cls, engine: Any, max_tokens: int | None = None, overlap: int = 32) -> TokenChunker:
-        """A chunker whose chunks fit ``engine``'s length limit (room left for special tokens)."""
-        limit = engine.max_model_len - engine.tokenizer.num_special_tokens_to_add(pair=False)
-        if engine.score_kind == "maxsim":
+    def for_model(
+        cls,
+        tokenizer: PreTrainedTokenizerBase,
+        facts: ModelFacts,
+        max_tokens: int | None = None,
+        overlap: int = 32,
+    ) -> TokenChunker:
+        """A chunker whose chunks fit the model's length limit (room left for special tokens).
+
+        Args:
+            tokenizer: the model's own tokenizer (e.g. ``Engine.tokenizer``), so chunks are measured
+                in the tokens the model reads.
+            facts: the model's facts (length limit, whether ColBERT adds a marker token).
+        """
+        limit = facts.max_model_len - tokenizer.num_special_tokens_to_add(pair=False)
+        if facts.score_kind is ScoreKind.MAXSIM:
             limit -= 1  # ColBERT inserts a [D]/[Q] marker token
         if max_tokens is None:
             max_tokens = min(256, limit)
         elif max_tokens > limit:
             raise InvalidInputError(
-                f"chunk size {max_tokens} exceeds what {engine.model_name} accepts "
+                f"chunk size {max_tokens} exceeds what {facts.model_name} accepts "
                 f"({limit} tokens plus special tokens)"
             )
-        return cls(engine.tokenizer, max_tokens=max_tokens, overlap=min(overlap, max_tokens - 1))
+        return cls(tokenizer, max_tokens=max_tokens, overlap=min(overlap, max_tokens - 1))
 
     def _count(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

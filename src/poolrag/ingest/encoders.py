@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.errors import InvalidInputError
+from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
 
 
@@ -29,15 +31,14 @@ class DenseEncoder:
     layout = "dense"
 
     def __init__(self, embedder: CachedEmbedder, dimensions: int | None = None) -> None:
-        from poolrag.cache.matryoshka import check_dimensions
-
-        check_dimensions(embedder.engine, dimensions)
+        facts = embedder.facts
+        PoolingParams(dimensions=dimensions).verify("embed", facts)
         self.embedder = embedder
         self.full_dimension = embedder.full_dimension
         self.dimension = dimensions or self.full_dimension
         self.dimensions = dimensions
-        self.model_identity = embedder.model_identity
-        self.model_name = str(embedder.engine.model_name)
+        self.model_identity = facts.model_identity
+        self.model_name = facts.model_name
 
     @property
     def computed(self) -> int:
@@ -52,18 +53,17 @@ class ColbertEncoder:
 
     layout = "multivector"
 
-    def __init__(self, engine: Any) -> None:
-        if engine.score_kind != "maxsim":
-            raise InvalidInputError(f"{engine.model_name} is not a ColBERT (late-interaction) model")
-        self.engine = engine
-        self.dimension = self.full_dimension = int(engine.embedding_dim)
-        self.model_identity = str(engine.model_identity)
-        self.model_name = str(engine.model_name)
+    def __init__(self, backend: PoolingBackend) -> None:
+        facts = backend.facts
+        if facts.score_kind is not ScoreKind.MAXSIM:
+            raise InvalidInputError(f"{facts.model_name} is not a ColBERT (late-interaction) model")
+        self.backend = backend
+        self.dimension = self.full_dimension = int(facts.embedding_dim or 0)
+        self.model_identity = facts.model_identity
+        self.model_name = facts.model_name
         self.computed = 0
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        outputs = self.engine.encode(
-            list(texts), pooling_task="token_embed", pooling_params=PoolingParams(input_type="document")
-        )
-        self.computed += len(outputs)
-        return [np.asarray(o.outputs.data, dtype=np.float32) for o in outputs]
+        arrays = self.backend.encode_arrays(list(texts), "token_embed", PoolingParams(input_type="document"))
+        self.computed += len(arrays)
+        return [np.asarray(a, dtype=np.float32) for a in arrays]
