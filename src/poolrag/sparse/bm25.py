@@ -1,0 +1,244 @@
+"""Lexical BM25 as sparse vectors, from any Hugging Face tokenizer — hybrid search with no second model.
+
+Dense vectors miss exact terms (part numbers, names, codes); BM25 catches them. Written as sparse
+vectors over the tokenizer's vocabulary, BM25 fits the stores' native sparse search:
+
+    BM25(q, d) = Σ_{t ∈ q} IDF(t) · tf(t, d) · (k1 + 1) / (tf(t, d) + k1 · (1 − b + b · |d| / avgdl))
+    IDF(t)     = ln(1 + (N − n(t) + 0.5) / (n(t) + 0.5))
+
+The sum splits into a document vector holding only the saturated, length-normalised term
+frequency (the fraction) and a query vector holding IDF(t) for each query term, so a store's
+inner product *is* BM25. IDF goes on the query side on purpose: it changes with every document
+added, and on the query side no stored vector has to be rewritten when it does. Where the IDF
+comes from is the caller's choice:
+
+- the store: Qdrant's ``Modifier.IDF`` multiplies each query term by the same IDF, computed from
+  the collection itself; queries then carry unit weights (``encode_queries(texts)``);
+- the ingest: stores without such a modifier (Milvus' sparse float vectors with inner product)
+  need the weights in the query, from :class:`BM25Stats` that ingest keeps next to the
+  collection (``encode_queries(texts, stats)``).
+
+Terms are the tokenizer's ids: special tokens (``[CLS]``, ``[UNK]``, padding...) never count,
+punctuation-only tokens are dropped by default (a comma matching a comma is no evidence of
+relevance), and case follows the tokenizer (uncased models lowercase in their normaliser).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.sparse.vector import SparseVector
+
+TermCounts = Mapping[int, int]
+"""One document's token id → number of occurrences (after special and punctuation tokens go)."""
+
+_STATS_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class BM25Parameters:
+    """``k1`` bounds what repeating a term can add; ``b`` is how much long documents are discounted.
+
+    The defaults are Lucene's and Qdrant's (Robertson's 1.2 and 0.75).
+    """
+
+    k1: float = 1.2
+    b: float = 0.75
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.k1) and self.k1 >= 0):
+            raise InvalidInputError(f"BM25 k1 must be a finite number >= 0, got {self.k1}")
+        if not 0.0 <= self.b <= 1.0:
+            raise InvalidInputError(f"BM25 b must be in [0, 1], got {self.b}")
+
+
+@dataclass(frozen=True)
+class BM25Stats:
+    """Corpus statistics for IDF and the average length: what ingest keeps where the store cannot.
+
+    Counts only, so statistics of separately ingested batches add up exactly (:meth:`merged`) and
+    a re-ingested document's old counts can be taken out again (:meth:`without`).
+    """
+
+    document_count: int = 0
+    total_length: int = 0
+    document_frequency: Mapping[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.document_count < 0 or self.total_length < 0:
+            raise InvalidInputError("BM25 statistics cannot hold negative counts")
+        for token_id, frequency in self.document_frequency.items():
+            if token_id < 0 or not 0 < frequency <= self.document_count:
+                raise InvalidInputError(
+                    f"token {token_id} is in {frequency} documents of {self.document_count}; "
+                    "BM25 statistics are inconsistent"
+                )
+
+    @classmethod
+    def from_term_counts(cls, documents: Iterable[TermCounts]) -> BM25Stats:
+        """Statistics of a batch of documents, as returned by :meth:`BM25Encoder.term_counts`."""
+        frequency: Counter[int] = Counter()
+        count = length = 0
+        for counts in documents:
+            count += 1
+            length += sum(counts.values())
+            frequency.update(token_id for token_id, n in counts.items() if n > 0)
+        return cls(count, length, dict(frequency))
+
+    @property
+    def avg_doc_length(self) -> float:
+        """Mean document length in terms; 0 before any document."""
+        return self.total_length / self.document_count if self.document_count else 0.0
+
+    def idf(self, token_id: int) -> float:
+        """Lucene's (and Qdrant's) non-negative IDF; a term in no document gets the largest value."""
+        n = self.document_frequency.get(token_id, 0)
+        return math.log(1.0 + (self.document_count - n + 0.5) / (n + 0.5))
+
+    def merged(self, other: BM25Stats) -> BM25Stats:
+        """Statistics of both corpora together (disjoint sets of documents)."""
+        frequency = Counter(self.document_frequency)
+        frequency.update(other.document_frequency)
+        count = self.document_count + other.document_count
+        return BM25Stats(count, self.total_length + other.total_length, dict(frequency))
+
+    def without(self, other: BM25Stats) -> BM25Stats:
+        """Statistics after removing documents counted in ``other`` (e.g. a re-ingested file's old chunks)."""
+        frequency = dict(self.document_frequency)
+        for token_id, n in other.document_frequency.items():
+            left = frequency.get(token_id, 0) - n
+            if left < 0:
+                raise InvalidInputError(f"cannot remove token {token_id} from more documents than hold it")
+            if left:
+                frequency[token_id] = left
+            else:
+                frequency.pop(token_id, None)
+        return BM25Stats(
+            self.document_count - other.document_count, self.total_length - other.total_length, frequency
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": _STATS_FORMAT,
+                "document_count": self.document_count,
+                "total_length": self.total_length,
+                "document_frequency": {str(k): v for k, v in sorted(self.document_frequency.items())},
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> BM25Stats:
+        try:
+            data: Any = json.loads(text)
+            if not isinstance(data, dict) or data.get("format") != _STATS_FORMAT:
+                raise ValueError(f"expected a JSON object with format {_STATS_FORMAT}")
+            frequency = {int(k): _count(v) for k, v in dict(data["document_frequency"]).items()}
+            return cls(_count(data["document_count"]), _count(data["total_length"]), frequency)
+        except (ValueError, TypeError, KeyError) as error:
+            raise InvalidInputError(f"not valid BM25 statistics: {error}") from None
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer count, got {value!r}")
+    return value
+
+
+def _is_punctuation_or_blank(token_text: str) -> bool:
+    text = token_text.strip().removeprefix("##").strip()
+    if "\ufffd" in text:
+        return False  # a byte-level piece of a longer character (CJK, emoji), not a symbol
+    return all(unicodedata.category(char)[0] in "PSZ" for char in text)
+
+
+class BM25Encoder:
+    """Turns texts into BM25 document and query vectors over a tokenizer's vocabulary."""
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        parameters: BM25Parameters | None = None,
+        *,
+        drop_punctuation: bool = True,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.parameters = parameters or BM25Parameters()
+        self.drop_punctuation = drop_punctuation
+        self._special_ids = frozenset(tokenizer.all_special_ids)
+        self._dropped: dict[int, bool] = {}  # token id → dropped, filled as tokens are first seen
+
+    @classmethod
+    def from_pretrained(cls, model: str | Path, **kwargs: Any) -> BM25Encoder:
+        """The tokenizer of a model folder (or hub name); BM25 needs nothing else from the model."""
+        return cls(AutoTokenizer.from_pretrained(str(model)), **kwargs)
+
+    def _keeps(self, token_id: int) -> bool:
+        dropped = self._dropped.get(token_id)
+        if dropped is None:
+            dropped = token_id in self._special_ids or (
+                self.drop_punctuation and _is_punctuation_or_blank(self.tokenizer.decode([token_id]))
+            )
+            self._dropped[token_id] = dropped
+        return not dropped
+
+    def term_counts(self, texts: Sequence[str]) -> list[dict[int, int]]:
+        """Each text's term counts. The whole text counts: lexical matching has no length limit."""
+        for text in texts:
+            if not isinstance(text, str):
+                raise InputTypeError(f"BM25 encodes text, got {type(text).__name__}")
+        if not texts:
+            return []
+        # verbose=False: texts longer than the model's window are expected here, not a mistake.
+        encoded = self.tokenizer(
+            list(texts),
+            add_special_tokens=False,
+            verbose=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        return [dict(Counter(t for t in ids if self._keeps(t))) for ids in encoded]
+
+    def document_vectors(self, counts: Sequence[TermCounts], avg_doc_length: float) -> list[SparseVector]:
+        """The term-frequency half of BM25 for each document (IDF belongs to the query side).
+
+        ``avg_doc_length`` is the corpus' mean length in terms, usually ``stats.avg_doc_length`` of
+        the statistics that already include these documents.
+        """
+        k1, b = self.parameters.k1, self.parameters.b
+        if not (math.isfinite(avg_doc_length) and avg_doc_length >= 0):
+            raise InvalidInputError(f"the average document length must be finite and >= 0: {avg_doc_length}")
+        vectors = []
+        for doc in counts:
+            length = sum(doc.values())
+            if not length:
+                vectors.append(SparseVector.empty())
+                continue
+            if avg_doc_length == 0 and b > 0:
+                raise InvalidInputError("a non-empty document needs an average document length > 0")
+            norm = k1 * (1.0 - b + (b * length / avg_doc_length if b > 0 else 0.0))
+            vectors.append(SparseVector.from_dict({t: n * (k1 + 1.0) / (n + norm) for t, n in doc.items()}))
+        return vectors
+
+    def encode_documents(self, texts: Sequence[str], avg_doc_length: float) -> list[SparseVector]:
+        return self.document_vectors(self.term_counts(texts), avg_doc_length)
+
+    def encode_queries(self, texts: Sequence[str], stats: BM25Stats | None = None) -> list[SparseVector]:
+        """Each query term once (BM25 sums over distinct query terms), weighted by its IDF from
+        ``stats``, or 1 when the store applies IDF itself (Qdrant ``Modifier.IDF``)."""
+        vectors = []
+        for counts in self.term_counts(texts):
+            weights = {t: (stats.idf(t) if stats is not None else 1.0) for t in counts}
+            vectors.append(SparseVector.from_dict(weights))
+        return vectors
