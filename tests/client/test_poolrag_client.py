@@ -12,7 +12,14 @@ import pytest
 from live_server import serve
 from rag_corpus import API_KEY, TEXTS
 
-from poolrag import Engine, InputTypeError, InvalidInputError, PoolingParams
+from poolrag import (
+    DimensionsError,
+    Engine,
+    InputTypeError,
+    InvalidInputError,
+    PoolingParams,
+    UnsupportedTaskError,
+)
 from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
 
 QUERY = "Which organelle produces energy in cells?"
@@ -124,18 +131,29 @@ def test_long_lists_are_split_into_requests_and_kept_in_order(
 
 
 def test_empty_inputs_give_empty_results(client: PoolragClient) -> None:
-    assert client.embed_array([]).shape == (0, 0)
+    assert client.embed_array([]).shape == (0, 384)  # the engine's shape: the width is a fact
     assert client.encode_arrays([], "token_embed") == []
     assert client.score_array([], []).shape == (0,)
 
 
 # -- errors ------------------------------------------------------------------------------------------------
 def test_bad_input_rejected_by_the_server_is_a_value_error(client: PoolragClient) -> None:
-    with pytest.raises(RemoteInvalidInputError, match="Matryoshka") as error:
-        client.embed_array(["text"], PoolingParams(dimensions=7))
-    assert error.value.status_code == 400 and isinstance(error.value, ValueError)
-    with pytest.raises(RemoteInvalidInputError):
+    with pytest.raises(RemoteInvalidInputError, match="empty") as error:
         client.embed_array(["fine", ""])
+    assert error.value.status_code == 400 and isinstance(error.value, ValueError)
+
+
+def test_parameters_are_checked_against_the_served_facts_before_sending(
+    client: PoolragClient, minilm_engine: Engine
+) -> None:
+    assert client.facts == minilm_engine.facts.renamed("minilm")
+    with pytest.raises(DimensionsError, match="Matryoshka") as error:
+        client.embed_array(["text"], PoolingParams(dimensions=7))
+    assert not isinstance(error.value, RemoteInvalidInputError)  # refused here, not by the server
+    with pytest.raises(UnsupportedTaskError):
+        client.encode_arrays(["text"], "classify")
+    with pytest.raises(InvalidInputError, match="unknown pooling task"):
+        asyncio.run(client.aencode_arrays(["text"], "generate"))
 
 
 def test_parameters_the_endpoint_would_ignore_are_refused_before_sending(client: PoolragClient) -> None:
@@ -168,7 +186,7 @@ def test_api_key_is_sent_as_a_bearer_token(
 
 
 def test_unknown_model_name_and_unreachable_server(minilm_url: str) -> None:
-    with pytest.raises(RemoteInvalidInputError, match="not served here"):
+    with pytest.raises(InvalidInputError, match="not served here; use 'minilm'"):
         PoolragClient(minilm_url, model="other-model").embed_array(["a"])
     with pytest.raises(RemoteError, match="cannot reach"):
         PoolragClient("http://127.0.0.1:9", timeout=5).embed_array(["a"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import openai
 
+from poolrag.model_facts import ModelFacts
+
 from .conftest import MINILM_NAMES, Served
 
 
@@ -22,3 +24,14 @@ def test_model_cards_describe_the_model(minilm_server: Served, http: httpx.Clien
     assert "/" not in str(body)
     assert card["max_model_len"] == 256
     assert card["tasks"] == ["embed", "score", "token_embed"]
+
+
+def test_model_cards_carry_the_engines_facts_under_the_served_name(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    cards = http.get(f"{minilm_server.url}/v1/models").json()["data"]
+    expected = minilm_server.engine.facts.renamed(MINILM_NAMES[0])
+    for card in cards:  # one engine: every served name describes it the same way
+        assert ModelFacts.from_json(MINILM_NAMES[0], card) == expected
+    assert cards[0]["model_identity"].startswith(f"{MINILM_NAMES[0]}@")
+    assert cards[0]["score_kind"] == "cosine" and cards[0]["embedding_dim"] == 384

@@ -1,10 +1,12 @@
-"""A thin HTTP client for ``poolrag serve`` that answers with the engine's numpy results.
+"""A thin HTTP client for ``poolrag serve``: the :class:`~poolrag.backend.PoolingBackend` of a remote model.
 
-The framework adapters run either on an in-process :class:`~poolrag.Engine` or on a server; this
-client gives the remote case the same method names and result types (``embed_array`` returns the
-same ``[N, D]`` float32 array as ``Engine.embed_array``), so an adapter does not care which it holds.
-Large inputs are split into requests of ``max_inputs_per_request`` items; the server batches them
-by token budget like the engine does.
+Caches, ingestion, retrieval and the framework adapters take a PoolingBackend; this client is the
+remote one, with the same methods, result types (``embed_array`` returns the same ``[N, D]`` float32
+array as ``Engine.embed_array``) and facts (read once from the server's ``GET /v1/models``), so
+they do not care whether the model runs in their process. Parameters are checked against those
+facts before anything is sent, by the rule the engine applies, so a bad request raises the same
+error locally as in process. Large inputs are split into requests of ``max_inputs_per_request``
+items; the server batches them by token budget like the engine does.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +24,7 @@ import numpy as np
 from poolrag.client import wire
 from poolrag.client.errors import RemoteError, RemoteInvalidInputError
 from poolrag.errors import InvalidInputError
+from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 
 logger = logging.getLogger(__name__)
@@ -29,7 +33,8 @@ _CLIENT_ERRORS = (400, 413, 422)
 
 
 class PoolragClient:
-    """Sync and async calls to ``/v1/embeddings``, ``/score``, ``/rerank`` and ``/pooling``.
+    """A :class:`~poolrag.backend.PoolingBackend` over ``/v1/embeddings``, ``/score``, ``/pooling``
+    (and ``/rerank``), sync and async.
 
     Args:
         base_url: the server's root, e.g. ``http://127.0.0.1:8000`` (a trailing ``/v1`` is accepted).
@@ -64,6 +69,8 @@ class PoolragClient:
         self._client: httpx.Client | None = None
         self._async_client: httpx.AsyncClient | None = None
         self._async_loop: asyncio.AbstractEventLoop | None = None
+        self._facts: ModelFacts | None = None
+        self._facts_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PoolragClient(base_url={self.base_url!r}, model={self.model!r})"
@@ -118,6 +125,57 @@ class PoolragClient:
             raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
         return self._check(response)
 
+    def _get(self, path: str) -> dict[str, Any]:
+        try:
+            response = self._sync().get(path)
+        except httpx.HTTPError as exc:
+            raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
+        return self._check(response)
+
+    async def _aget(self, path: str) -> dict[str, Any]:
+        try:
+            response = await self._async().get(path)
+        except httpx.HTTPError as exc:
+            raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
+        return self._check(response)
+
+    # -- the model's facts ------------------------------------------------------------------------------
+    @property
+    def facts(self) -> ModelFacts:
+        """The served model's facts, fetched from ``GET /v1/models`` on first use and kept.
+
+        Blocks on the first call; async code gets them through the async methods, which fetch
+        them without blocking the event loop.
+        """
+        if self._facts is not None:
+            return self._facts
+        return self._keep(self._facts_from(self._get("/v1/models")))
+
+    async def _afacts(self) -> ModelFacts:
+        if self._facts is not None:
+            return self._facts
+        return self._keep(self._facts_from(await self._aget("/v1/models")))
+
+    def _keep(self, fetched: ModelFacts) -> ModelFacts:
+        """The first facts fetched win, so threads and tasks racing on the first call agree."""
+        with self._facts_lock:
+            if self._facts is None:
+                self._facts = fetched
+            return self._facts
+
+    def _facts_from(self, listing: dict[str, Any]) -> ModelFacts:
+        """The card named ``model`` (or the server's first name: one engine, served under each name)."""
+        cards = [card for card in listing.get("data", []) if isinstance(card, dict)]
+        if not cards:
+            raise RemoteError(f"{self.base_url}/v1/models lists no model")
+        if self.model is None:
+            return ModelFacts.from_json(str(cards[0]["id"]), cards[0])
+        for card in cards:
+            if card.get("id") == self.model:
+                return ModelFacts.from_json(self.model, card)
+        served = ", ".join(repr(card.get("id")) for card in cards)
+        raise InvalidInputError(f"model {self.model!r} is not served here; use {served}")
+
     def _chunks(self, n: int) -> list[slice]:
         step = self.max_inputs_per_request
         return [slice(start, min(start + step, n)) for start in range(0, n, step)]
@@ -171,12 +229,16 @@ class PoolragClient:
     # -- embeddings ------------------------------------------------------------------------------------
     def embed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
+        facts = self.facts
+        (pooling_params or PoolingParams()).verify("embed", facts)
         vectors: list[np.ndarray] = []
         for body, n in self._embed_requests(prompts, pooling_params):
             vectors += wire.decode_embeddings(self._post("/v1/embeddings", body), n)
-        return _stack(vectors, pooling_params)
+        return _stack(vectors, pooling_params, facts)
 
     async def aembed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
+        facts = await self._afacts()
+        (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
 
         def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
@@ -186,7 +248,7 @@ class PoolragClient:
             return send
 
         parts = await self._gather([call(body, n) for body, n in requests])
-        return _stack([v for part in parts for v in part], pooling_params)
+        return _stack([v for part in parts for v in part], pooling_params, facts)
 
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(
@@ -196,6 +258,7 @@ class PoolragClient:
         pooling_params: PoolingParams | None = None,
     ) -> np.ndarray:
         """Scores of ``text_2`` against ``text_1`` (1:1, 1:N, N:N), like ``Engine.score``, as float64."""
+        PoolingParams().verify("score", self.facts)
         scores: list[float] = []
         for body, n in self._score_requests(text_1, text_2, pooling_params):
             scores += wire.decode_scores(self._post("/score", body), n)
@@ -207,6 +270,7 @@ class PoolragClient:
         text_2: str | Sequence[str],
         pooling_params: PoolingParams | None = None,
     ) -> np.ndarray:
+        PoolingParams().verify("score", await self._afacts())
         requests = self._score_requests(text_1, text_2, pooling_params)
 
         def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
@@ -244,6 +308,7 @@ class PoolragClient:
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
         """Each input's pooled data (e.g. a ``[T, D]`` matrix for ``token_embed``), like ``Engine.encode``."""
+        (pooling_params or PoolingParams()).verify(pooling_task, self.facts)
         out: list[np.ndarray] = []
         for body, n in self._pooling_requests(prompts, pooling_task, pooling_params):
             out += wire.decode_pooling(self._post("/pooling", body), n)
@@ -252,6 +317,7 @@ class PoolragClient:
     async def aencode_arrays(
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
+        (pooling_params or PoolingParams()).verify(pooling_task, await self._afacts())
         requests = self._pooling_requests(prompts, pooling_task, pooling_params)
 
         def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
@@ -288,7 +354,8 @@ class PoolragClient:
         await self.aclose()
 
 
-def _stack(vectors: list[np.ndarray], params: PoolingParams | None) -> np.ndarray:
+def _stack(vectors: list[np.ndarray], params: PoolingParams | None, facts: ModelFacts) -> np.ndarray:
     if vectors:
         return np.stack(vectors)
-    return np.zeros((0, (params.dimensions if params else None) or 0), dtype=np.float32)
+    dims = (params.dimensions if params else None) or facts.default_dimensions or facts.embedding_dim
+    return np.zeros((0, dims or 0), dtype=np.float32)

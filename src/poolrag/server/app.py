@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -32,13 +32,16 @@ from poolrag.server.routes import (
 from poolrag.server.settings import Limits, ServerSettings
 from poolrag.server.state import ServerState, now
 
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
+
 logger = logging.getLogger(__name__)
 
 _ROUTERS = (embeddings, score, rerank, classify, pooling, tokenize, models, health, metrics)
 
 
-def create_app(engine: Any, settings: ServerSettings) -> FastAPI:
-    """Build the ASGI app serving ``engine`` (a :class:`poolrag.Engine`).
+def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
+    """Build the ASGI app serving ``engine``: the server runs the model in its own process.
 
     Middleware order, outermost first: metrics (sees every answer), ``Host`` check, API key
     (before any body is read), body size/time limit and byte budget, then FastAPI's routing; the

@@ -1,24 +1,26 @@
 """Run engine calls without blocking the event loop.
 
-The engine's async core (``aembed``, ``aclassify``, ``ascore``, ``aencode``), when present, batches
-concurrent requests together and is used directly; otherwise the thread-safe synchronous methods
-run on a small thread pool of their own. Requests carrying a lot of text also take the thread
-pool (the synchronous methods feed the same core, so they are still batched with everyone else):
-the async methods tokenise requests of up to ``ENGINE_INLINE_ITEMS`` inputs on the event loop,
-and megabytes of text in those would stall every other connection meanwhile. Requests with more
-inputs always take the async core, which tokenises them on a thread of its own: only the async
-core drops a cancelled caller's work (a client that disconnected), so the thread-pool path is
-kept for the few-inputs case, where little work can be left behind.
+The engine's async core (``aembed``, ``aclassify``, ``ascore``, ``aencode``) batches concurrent
+requests together and is used directly. Requests carrying a lot of text take a small thread
+pool running the engine's thread-safe synchronous methods instead (they feed the same core, so
+they are still batched with everyone else): the async methods tokenise requests of up to
+``ENGINE_INLINE_ITEMS`` inputs on the event loop, and megabytes of text in those would stall
+every other connection meanwhile. Requests with more inputs always take the async core, which
+tokenises them on a thread of its own: only the async core drops a cancelled caller's work (a
+client that disconnected), so the thread-pool path is kept for the few-inputs case, where little
+work can be left behind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
 
 T = TypeVar("T")
 
@@ -45,18 +47,13 @@ def text_chars(args: tuple[Any, ...]) -> int:
 
 
 class EngineCalls:
-    def __init__(self, engine: Any, threads: int) -> None:
+    def __init__(self, engine: Engine, threads: int) -> None:
         self.engine = engine
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="poolrag-engine")
 
-    def uses_async_core(self, method: str) -> bool:
-        return inspect.iscoroutinefunction(getattr(self.engine, f"a{method}", None))
-
     async def run(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``engine.<method>(*args, **kwargs)``, awaited."""
-        if self.uses_async_core(method) and (
-            most_items(args) > ENGINE_INLINE_ITEMS or text_chars(args) <= INLINE_TEXT_CHARS
-        ):
+        """``engine.<method>(*args, **kwargs)`` (``embed``, ``classify``, ``score``, ``encode``), awaited."""
+        if most_items(args) > ENGINE_INLINE_ITEMS or text_chars(args) <= INLINE_TEXT_CHARS:
             return await getattr(self.engine, f"a{method}")(*args, **kwargs)
         return await self.offload(getattr(self.engine, method), *args, **kwargs)
 

@@ -7,13 +7,16 @@ graceful-shutdown wait. Body deadlines and sizes are the app's own (its middlewa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
 
 from poolrag.server.protocol import with_header_timeout
 from poolrag.server.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
 
 #: Most bytes of an incomplete HTTP event (request line + headers) h11 buffers.
 MAX_HEADER_BYTES = 64 * 1024
@@ -34,7 +37,7 @@ def uvicorn_config(
 
 
 def serve(
-    app_or_engine: Any, settings: ServerSettings, host: str, port: int, log_level: str = "info"
+    app_or_engine: FastAPI | Engine, settings: ServerSettings, host: str, port: int, log_level: str = "info"
 ) -> None:
     """Serve ``app_or_engine`` (an app from :func:`create_app`, or an engine to build one for) until
     interrupted."""

@@ -23,6 +23,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from poolrag.model_facts import ScoreKind
+
 
 def _encodable(value: str) -> str:
     """JSON may smuggle in lone surrogates (``"\\ud800"``), which no tokenizer can read."""
@@ -305,6 +307,10 @@ class TokenizeResponse(BaseModel):
 
 # -- /v1/models, /health ------------------------------------------------------------------------------
 class ModelCard(BaseModel):
+    """OpenAI's model card plus the model's facts (:class:`~poolrag.model_facts.ModelFacts`), which
+    :class:`~poolrag.client.PoolragClient` reads so it can answer and check like an in-process engine;
+    OpenAI clients ignore the extra fields."""
+
     id: str
     object: Literal["model"] = "model"
     created: int
@@ -312,6 +318,15 @@ class ModelCard(BaseModel):
     root: str
     max_model_len: int
     tasks: list[str]
+    model_identity: str
+    supported_tasks: list[str]
+    embedding_dim: int | None
+    is_matryoshka: bool
+    matryoshka_dimensions: list[int] | None
+    score_kind: ScoreKind
+    output_fingerprint: str
+    normalizes_embeddings: bool
+    default_dimensions: int | None
 
 
 class ModelList(BaseModel):

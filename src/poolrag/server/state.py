@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import Request
 
@@ -16,12 +16,15 @@ from poolrag.server.inputs import check_model
 from poolrag.server.metrics import ServerMetrics
 from poolrag.server.settings import Limits, ServerSettings
 
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
+
 T = TypeVar("T")
 
 
 @dataclass(slots=True)
 class ServerState:
-    engine: Any
+    engine: Engine
     settings: ServerSettings
     limits: Limits
     calls: EngineCalls

@@ -30,12 +30,12 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
     state = server_state(request)
     state.check_model(body.model)
     prompts = to_prompts(body.input, state.settings)
-    dimensions = body.dimensions
-    if dimensions is not None and dimensions == state.engine.embedding_dim:
-        dimensions = None  # the full vector is what was asked for, Matryoshka model or not
     params = PoolingParams(
-        dimensions=dimensions, truncate_prompt_tokens=body.truncate_prompt_tokens, input_type=body.input_type
+        dimensions=body.dimensions,
+        truncate_prompt_tokens=body.truncate_prompt_tokens,
+        input_type=body.input_type,
     )
+    params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     outputs = await state.run_engine(PATH, "embed", len(prompts), prompts, params)
     tokens = sum(out.num_tokens for out in outputs)
     data = [

@@ -1,4 +1,5 @@
-"""``GET /v1/models``: the served names, so clients can discover what to pass as ``model``."""
+"""``GET /v1/models``: the served names, so clients can discover what to pass as ``model``, and the
+model's facts, so the HTTP client knows what an in-process engine would."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ router = APIRouter(tags=["models"])
 @router.get("/v1/models", response_model=ModelList, responses=READ_ERRORS)
 async def list_models(request: Request) -> ModelList:
     state = server_state(request)
-    engine = state.engine
+    # Reported under the served name: the folder's path is the host's business.
+    facts = state.engine.facts.renamed(state.settings.model_name)
     cards = [
         ModelCard(
             id=name,
             created=state.started,
-            root=state.settings.model_name,  # the served name: the folder's path is the host's business
-            max_model_len=engine.max_model_len,
-            tasks=list(engine.supported_tasks),
+            root=facts.model_name,
+            tasks=list(facts.supported_tasks),
+            **facts.to_json(),
         )
         for name in state.settings.served_model_names
     ]

@@ -21,16 +21,14 @@ async def pooling(body: PoolingRequest, request: Request) -> PoolingResponse:
     state.check_model(body.model)
     prompts = to_prompts(body.input, state.settings)
     task = body.task or state.engine.task
-    dimensions = body.dimensions
-    if task == "embed" and dimensions is not None and dimensions == state.engine.embedding_dim:
-        dimensions = None
     params = PoolingParams(
-        dimensions=dimensions,
+        dimensions=body.dimensions,
         normalize=body.normalize,
         use_activation=body.use_activation,
         truncate_prompt_tokens=body.truncate_prompt_tokens,
         input_type=body.input_type,
     )
+    params.verify(task, state.engine.facts)  # refused before the request takes a slot
     outputs = await state.run_engine(PATH, "encode", len(prompts), prompts, task, params)
     tokens = sum(out.num_tokens for out in outputs)
     return PoolingResponse(

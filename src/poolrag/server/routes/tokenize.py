@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 
@@ -13,11 +13,14 @@ from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
 from poolrag.server.state import server_state
 
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
+
 router = APIRouter(tags=["tokenization"], route_class=OffLoopRoute)
 PATH = "/tokenize"
 
 
-def _tokenize(engine: Any, prompt: str, add_special_tokens: bool) -> list[int]:
+def _tokenize(engine: Engine, prompt: str, add_special_tokens: bool) -> list[int]:
     if add_special_tokens:
         return engine.tokenize(prompt)
     return list(engine.tokenizer(prompt, add_special_tokens=False)["input_ids"])
