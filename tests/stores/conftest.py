@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from stores_support import FAST_RETRY, SENTENCES, store_location
 
-from poolrag.stores import RetryPolicy, open_store
+from poolrag.stores import InMemoryStore, RetryPolicy, open_store
 
 
 @pytest.fixture(scope="session")
@@ -25,10 +25,13 @@ def sentence_token_vectors(minilm_engine) -> list[np.ndarray]:
 
 @pytest.fixture
 def make_store(tmp_path: Path):
-    """Open (and later close) stores of any kind on files under this test's tmp folder."""
+    """Open (and later close) stores of any kind on files under this test's tmp folder
+    (``memory``: an :class:`InMemoryStore`)."""
     opened = []
 
     def make(kind: str, collection: str = "docs", root: Path | None = None, retry: RetryPolicy = FAST_RETRY):
+        if kind == "memory":
+            return InMemoryStore(collection)
         store = open_store(kind, collection, retry=retry, **store_location(kind, root or tmp_path))
         opened.append(store)
         return store

@@ -16,6 +16,8 @@ SENTENCES = [
     "Coral bleaching happens when corals expel their algae.",
 ]
 STORE_KINDS = ["milvus", "qdrant", "qdrant-edge"]
+#: Every store that searches, the in-process one included (it has no location to reopen).
+SEARCH_KINDS = [*STORE_KINDS, "memory"]
 FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stores_support import FAST_RETRY, SENTENCES, STORE_KINDS, closed_port
+from stores_support import FAST_RETRY, SEARCH_KINDS, SENTENCES, STORE_KINDS, closed_port
 
 from poolrag.scoring.similarity import maxsim
 from poolrag.stores import (
@@ -48,7 +48,7 @@ def _records(vectors) -> list[ChunkRecord]:
     ]
 
 
-@pytest.mark.parametrize("kind", STORE_KINDS)
+@pytest.mark.parametrize("kind", SEARCH_KINDS)
 def test_dense_round_trip(kind: str, make_store, sentence_vectors) -> None:
     store = make_store(kind)
     assert store.read_spec() is None
@@ -91,7 +91,7 @@ def test_metadata_survives_reopening_and_mismatches_are_refused(
     assert store.count() == len(SENTENCES)
 
 
-@pytest.mark.parametrize("kind", STORE_KINDS)
+@pytest.mark.parametrize("kind", SEARCH_KINDS)
 def test_multivector_layout_scores_by_exact_maxsim(kind: str, make_store, sentence_token_vectors) -> None:
     store = make_store(kind)
     store.ensure_collection(_spec(layout="multivector"))

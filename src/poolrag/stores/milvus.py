@@ -27,10 +27,18 @@ from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
 from poolrag.stores.errors import StoreUnavailableError
-from poolrag.stores.filters import MetadataFilter, check_filter
+from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter, matches
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.milvus_filter import in_list, milvus_expression
-from poolrag.stores.milvus_payload import FULL_SOURCE_KEY, SOURCE_MAX, from_entity, full_source, to_row_fields
+from poolrag.stores.milvus_payload import (
+    FULL_SOURCE_KEY,
+    NO_SOURCE_KEY,
+    RENAMED_KEY,
+    SOURCE_MAX,
+    from_entity,
+    full_source,
+    to_row_fields,
+)
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
 
@@ -289,7 +297,14 @@ class MilvusStore:
 
     def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
         checked = check_filter(filter)
-        expr = milvus_expression(checked) if checked else ""
+        expr = ""
+        if checked and all(isinstance(v, str) for values in checked.values() for v in values):
+            expr = milvus_expression(checked)  # strings compare exactly in Milvus: filter in the search
+        elif checked:
+            matching = self._matching(checked, "id")
+            if not matching:
+                return []
+            expr = in_list("id", matching)
         data = [np.asarray(vector, dtype=np.float32).tolist()]
         res = self._call(
             lambda: self._client.search(self.collection, data, filter=expr, limit=limit, output_fields=["*"]),
@@ -320,10 +335,10 @@ class MilvusStore:
         checked = check_filter(filter)
         scope = ""
         if checked:
-            rows = self._iterate(f"tok == 0 and ({milvus_expression(checked)})", ["chunk_id"])
-            if not rows:
+            matching = self._matching(checked, "chunk_id")
+            if not matching:
                 return []
-            scope = in_list("chunk_id", [r["chunk_id"] for r in rows])
+            scope = in_list("chunk_id", matching)
         res = self._call(
             lambda: self._client.search(
                 self.collection, queries.tolist(), filter=scope, limit=per_token, output_fields=["chunk_id"]
@@ -346,6 +361,16 @@ class MilvusStore:
         )
         payloads = {row["chunk_id"]: from_entity(row) for row in rows}
         return [StoreHit(cid, float(score), payloads.get(cid, {})) for cid, score in scored]
+
+    def _matching(self, checked: CheckedFilter, id_field: str) -> list[str]:
+        """Ids of the chunks whose payload matches ``checked`` exactly. Milvus compares JSON booleans
+        as 0 and 1, so what its expression selects is confirmed against the payload here."""
+        expr = milvus_expression(checked)
+        if id_field == "chunk_id":
+            expr = f"tok == 0 and ({expr})"
+        fields = [id_field, "source", FULL_SOURCE_KEY, NO_SOURCE_KEY, RENAMED_KEY, *checked]
+        rows = self._iterate(expr, list(dict.fromkeys(fields)))
+        return [str(row[id_field]) for row in rows if matches(from_entity(row), checked)]
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         ids = list(ids)

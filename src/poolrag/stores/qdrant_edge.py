@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from poolrag.errors import InvalidInputError
 from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit, ensure_against
 from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
@@ -198,7 +199,13 @@ def _edge_filter(checked: CheckedFilter | None) -> Any:
         return None
 
     def condition(key: str, value: object) -> Any:
-        if isinstance(value, float):  # exact matches take strings, integers and booleans only
+        if isinstance(value, bool):
+            # qdrant-edge-py turns a Python bool into the integer 0/1, which never matches a boolean.
+            raise InvalidInputError(
+                f"qdrant-edge cannot filter on boolean values ({key!r}: {value!r}); use the qdrant "
+                "or milvus store, or store the flag as a string"
+            )
+        if isinstance(value, float):  # exact matches take strings and integers only
             return qe.FieldCondition(key, range=qe.RangeFloat(gte=value, lte=value))
         return qe.FieldCondition(key, match=qe.MatchValue(value))
 
