@@ -53,16 +53,16 @@ def _config(arch: str, **extra: object) -> transformers.PretrainedConfig:
         "xlm-roberta": transformers.XLMRobertaConfig,
         "mpnet": transformers.MPNetConfig,
     }[arch]
-    return cls(
-        hidden_size=HIDDEN,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=514,
-        bos_token_id=101,
-        eos_token_id=102,
-        **common,
-    )
+    sizes = {
+        "hidden_size": HIDDEN,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 37,
+        "max_position_embeddings": 514,
+        "bos_token_id": 101,
+        "eos_token_id": 102,
+    }
+    return cls(**(sizes | common))
 
 
 def copy_tokenizer(src: Path, dest: Path) -> None:

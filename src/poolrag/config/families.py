@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from transformers import AutoConfig, LlamaConfig, PretrainedConfig
 
 from poolrag.config.pooler_config import PoolingType
+from poolrag.config.positions import usable_positions
 from poolrag.config.registry import BIDIRECTIONAL_ARCHITECTURES, BIDIRECTIONAL_POOLING
 from poolrag.errors import ModelLoadError
 
@@ -34,7 +35,6 @@ COLBERT_MARKERS = {
     "document": ("[DocumentMarker]", "[D]", "[unused1]"),
 }
 COLBERT_QUERY_LENGTH = 32
-_POSITION_OFFSET_TYPES = {"roberta", "xlm-roberta", "camembert", "data2vec-text", "xlm-roberta-xl"}
 
 
 def _raw_config(folder: Path) -> dict[str, Any]:
@@ -147,10 +147,8 @@ def _known_token(folder: Path, candidates: tuple[str, ...]) -> str | None:
 
 
 def _usable_positions(hf_config: PretrainedConfig) -> int:
-    positions = int(getattr(hf_config, "max_position_embeddings", 512) or 512)
-    if getattr(hf_config, "model_type", "") in _POSITION_OFFSET_TYPES:
-        positions -= int(getattr(hf_config, "pad_token_id", 1) or 1) + 1
-    return positions
+    """The document length a named ColBERT may use (512 when the config has no position table)."""
+    return usable_positions(hf_config) or 512
 
 
 def named_colbert(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from poolrag.batching.token_budget import TokenBudgetBatcher
 from poolrag.config.model_kind import ModelKind, detect_model_kind, supported_tasks
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
+from poolrag.config.positions import usable_positions
 from poolrag.config.registry import default_pooling
 from poolrag.core.executor import ModelExecutor
 from poolrag.errors import InvalidInputError, ModelLoadError
@@ -49,7 +51,6 @@ from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
 logger = logging.getLogger(__name__)
 
-_POSITION_OFFSET_TYPES = {"roberta", "xlm-roberta", "camembert", "mpnet", "data2vec-text", "xlm-roberta-xl"}
 _ST_ACTIVATIONS: dict[str, ActivationName] = {
     "torch.nn.modules.activation.Sigmoid": "sigmoid",
     "torch.nn.modules.linear.Identity": "identity",
@@ -83,10 +84,7 @@ class Pipeline:
 
 
 def _max_model_len(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, requested: int | None) -> int:
-    cfg = spec.hf_config
-    hard = getattr(cfg, "max_position_embeddings", None)
-    if hard is not None and cfg.model_type in _POSITION_OFFSET_TYPES:
-        hard -= int(getattr(cfg, "pad_token_id", 1) or 1) + 1
+    hard = usable_positions(spec.hf_config)
     soft = [x for x in (hard, spec.st_max_seq_length) if x]
     if tokenizer.model_max_length and tokenizer.model_max_length < 1_000_000:
         soft.append(int(tokenizer.model_max_length))
@@ -179,52 +177,23 @@ def build_pipeline(
         max_len,
         PromptSettings(spec.prompts, spec.default_prompt_name),
         colbert=spec.colbert,
-        uses_token_type_ids=runner._takes_token_types,
+        uses_token_type_ids=runner.accepts_token_types,
         chunked=bool(pooler.enable_chunked_processing),
         max_embed_len=pooler.max_embed_len,
     )
-    projection = load_projection(spec.dense, dtype, device)
-    poolers: dict[str, TaskPooler] = {}
-    embedding_dim: int | None = None
     activation = _classify_activation(spec, pooler)
-    hidden = int(getattr(spec.hf_config, "hidden_size", 0) or 0)
-    if kind is ModelKind.EMBEDDING:
-        assert pooler.pooling_type is not None
-        embed = EmbeddingPooler(pooling_method(pooler.pooling_type), MatryoshkaHead(projection))
-        poolers["embed"] = poolers["score"] = embed
-        poolers["token_embed"] = TokenEmbeddingPooler(TokenEmbeddingHead(None))
-        embedding_dim = spec.dense[-1].out_features if spec.dense else hidden
-    elif kind is ModelKind.COLBERT:
-        poolers["token_embed"] = poolers["score"] = TokenEmbeddingPooler(
-            TokenEmbeddingHead(projection, processor.colbert_skiplist)
-        )
-        embedding_dim = spec.dense[-1].out_features if spec.dense else hidden
-    elif kind is ModelKind.SEQUENCE_CLASSIFIER:
-        poolers["classify"] = poolers["score"] = SequenceClassificationPooler(ClassifierHead(activation))
-        poolers["reward"] = SequenceClassificationPooler(ClassifierHead("identity"))
-    elif kind is ModelKind.TOKEN_CLASSIFIER:
-        poolers["token_classify"] = TokenClassificationPooler(
-            TokenClassifierHead(pooler.activation or "softmax")
-        )
-        poolers["reward"] = poolers["token_classify"]
-    elif kind is ModelKind.DECODER_CLASSIFIER:
-        assert decoder is not None and decoder.score is not None
-        poolers["classify"] = poolers["score"] = LastTokenScorePooler(
-            decoder.score, ClassifierHead(activation)
-        )
-        if pooler.pooling_type == "ALL":  # vLLM's default for *ForRewardModel: a value per token
-            poolers["reward"] = TokenScorePooler(decoder.score, TokenClassifierHead("identity"))
-        else:  # the checkpoint's own forward: the value at the last real token
-            poolers["reward"] = LastTokenScorePooler(decoder.score, ClassifierHead("identity"))
-        poolers["token_classify"] = TokenScorePooler(decoder.score, TokenClassifierHead(activation))
-    elif kind is ModelKind.LM_HEAD_CLASSIFIER:
-        assert lm_rows is not None
-        poolers["classify"] = poolers["score"] = LastTokenScorePooler(lm_rows, ClassifierHead(activation))
-    elif kind is ModelKind.STEP_REWARD:
-        assert decoder is not None
-        poolers["reward"] = StepRewardPooler(StepRewardHead(_step_projection(decoder, pooler)))
+    context = _HeadContext(
+        spec=spec,
+        pooler=pooler,
+        projection=load_projection(spec.dense, dtype, device),
+        processor=processor,
+        decoder=decoder,
+        lm_rows=lm_rows,
+        activation=activation,
+    )
+    heads = _POOLER_BUILDERS[kind](context)
     executor = ModelExecutor(
-        runner, poolers, TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len))
+        runner, heads.poolers, TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len))
     )
     logger.info(
         "loaded %s (%s) on %s as %s, max_model_len=%d, %s implementation",
@@ -243,11 +212,101 @@ def build_pipeline(
         executor=executor,
         pooler_config=pooler,
         max_model_len=max_len,
-        embedding_dim=embedding_dim,
+        embedding_dim=heads.embedding_dim,
         classify_activation=activation,
         fingerprint=fingerprint(spec),
         reward_columns=_reward_columns(spec, kind, decoder),
     )
+
+
+@dataclass(slots=True)
+class _HeadContext:
+    """What every kind's pooler builder may read."""
+
+    spec: ModelSpec
+    pooler: PoolerConfig
+    projection: nn.Module | None  # the sentence-transformers Dense layers, if any
+    processor: InputProcessor
+    decoder: DecoderParts | None
+    lm_rows: LMHeadRowsHead | None
+    activation: ActivationName  # of classify / score
+
+    @property
+    def vector_dim(self) -> int:
+        """Size of the vectors after the projection (the backbone's hidden size without one)."""
+        if self.spec.dense:
+            return self.spec.dense[-1].out_features
+        return int(getattr(self.spec.hf_config, "hidden_size", 0) or 0)
+
+
+@dataclass(slots=True)
+class _TaskHeads:
+    poolers: dict[str, TaskPooler]
+    embedding_dim: int | None = None
+
+
+def _embedding_heads(ctx: _HeadContext) -> _TaskHeads:
+    assert ctx.pooler.pooling_type is not None
+    embed = EmbeddingPooler(pooling_method(ctx.pooler.pooling_type), MatryoshkaHead(ctx.projection))
+    poolers: dict[str, TaskPooler] = {
+        "embed": embed,
+        "score": embed,
+        "token_embed": TokenEmbeddingPooler(TokenEmbeddingHead(None)),
+    }
+    return _TaskHeads(poolers, ctx.vector_dim)
+
+
+def _colbert_heads(ctx: _HeadContext) -> _TaskHeads:
+    tokens = TokenEmbeddingPooler(TokenEmbeddingHead(ctx.projection, ctx.processor.colbert_skiplist))
+    return _TaskHeads({"token_embed": tokens, "score": tokens}, ctx.vector_dim)
+
+
+def _sequence_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
+    classify = SequenceClassificationPooler(ClassifierHead(ctx.activation))
+    reward = SequenceClassificationPooler(ClassifierHead("identity"))
+    return _TaskHeads({"classify": classify, "score": classify, "reward": reward})
+
+
+def _token_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
+    tokens = TokenClassificationPooler(TokenClassifierHead(ctx.pooler.activation or "softmax"))
+    return _TaskHeads({"token_classify": tokens, "reward": tokens})
+
+
+def _decoder_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
+    assert ctx.decoder is not None and ctx.decoder.score is not None
+    score = ctx.decoder.score
+    classify = LastTokenScorePooler(score, ClassifierHead(ctx.activation))
+    reward: TaskPooler
+    if ctx.pooler.pooling_type == "ALL":  # vLLM's default for *ForRewardModel: a value per token
+        reward = TokenScorePooler(score, TokenClassifierHead("identity"))
+    else:  # the checkpoint's own forward: the value at the last real token
+        reward = LastTokenScorePooler(score, ClassifierHead("identity"))
+    tokens = TokenScorePooler(score, TokenClassifierHead(ctx.activation))
+    return _TaskHeads({"classify": classify, "score": classify, "reward": reward, "token_classify": tokens})
+
+
+def _lm_head_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
+    assert ctx.lm_rows is not None
+    classify = LastTokenScorePooler(ctx.lm_rows, ClassifierHead(ctx.activation))
+    return _TaskHeads({"classify": classify, "score": classify})
+
+
+def _step_reward_heads(ctx: _HeadContext) -> _TaskHeads:
+    assert ctx.decoder is not None
+    return _TaskHeads({"reward": StepRewardPooler(StepRewardHead(_step_projection(ctx.decoder, ctx.pooler)))})
+
+
+# One builder per kind (a kind missing here fails the import-time check below, not a request).
+_POOLER_BUILDERS: dict[ModelKind, Callable[[_HeadContext], _TaskHeads]] = {
+    ModelKind.EMBEDDING: _embedding_heads,
+    ModelKind.COLBERT: _colbert_heads,
+    ModelKind.SEQUENCE_CLASSIFIER: _sequence_classifier_heads,
+    ModelKind.TOKEN_CLASSIFIER: _token_classifier_heads,
+    ModelKind.DECODER_CLASSIFIER: _decoder_classifier_heads,
+    ModelKind.LM_HEAD_CLASSIFIER: _lm_head_classifier_heads,
+    ModelKind.STEP_REWARD: _step_reward_heads,
+}
+assert set(_POOLER_BUILDERS) == set(ModelKind), "every ModelKind needs a pooler builder"
 
 
 def _lm_head_rows(

@@ -1,0 +1,55 @@
+"""Position-offset families (one list, config/positions.py): the length limit is exactly what the
+model's position table allows, and a text of that length gives transformers' own hidden states.
+
+MPNet is the case two lists once disagreed on: transformers numbers its positions from
+``padding_idx + 1`` like RoBERTa, with ``padding_idx`` fixed at 1 whatever ``pad_token_id`` says,
+so it always loses two positions; a RoBERTa loses ``pad_token_id + 1``; BERT loses none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from tiny_models import build_encoder
+
+from poolrag import Engine
+from poolrag.config.positions import OFFSET_MODEL_TYPES, position_offset, usable_positions
+from poolrag.errors import InputTooLongError
+
+TABLE = 24  # max_position_embeddings of the tiny models; their pad_token_id is 0
+
+
+@pytest.mark.parametrize(("arch", "reserved"), [("bert", 0), ("roberta", 1), ("mpnet", 2)])
+def test_the_longest_text_the_engine_allows_is_the_longest_transformers_can_run(
+    tmp_path: Path, minilm_path: Path, arch: str, reserved: int
+) -> None:
+    folder = build_encoder(tmp_path / arch, arch, minilm_path, max_position_embeddings=TABLE)
+    engine = Engine(folder)
+    assert engine.max_model_len == TABLE - reserved
+
+    reference = transformers.AutoModel.from_pretrained(folder).eval()
+    longest = [101, *range(2000, 2000 + engine.max_model_len - 2), 102]
+    with torch.no_grad():
+        expected = reference(input_ids=torch.tensor([longest])).last_hidden_state[0].numpy()
+        with pytest.raises((IndexError, RuntimeError)):  # one token more runs off the position table
+            reference(input_ids=torch.tensor([[*longest, 102]]))
+    got = engine.encode([{"prompt_token_ids": longest}], "token_embed")[0].outputs.data
+    norms = np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(got), expected / norms, rtol=1e-4, atol=1e-5)
+
+    with pytest.raises(InputTooLongError):
+        engine.encode([{"prompt_token_ids": [*longest, 102]}], "token_embed")
+
+
+def test_the_offset_follows_the_padding_index() -> None:
+    roberta = transformers.RobertaConfig(pad_token_id=1, max_position_embeddings=514)
+    mpnet = transformers.MPNetConfig(pad_token_id=0, max_position_embeddings=514)  # 1 all the same
+    bert = transformers.BertConfig(pad_token_id=0, max_position_embeddings=512)
+    assert "mpnet" in OFFSET_MODEL_TYPES and "bert" not in OFFSET_MODEL_TYPES
+    assert [position_offset(c) for c in (roberta, mpnet, bert)] == [2, 2, 0]
+    assert [usable_positions(c) for c in (roberta, mpnet, bert)] == [512, 512, 512]
+    assert usable_positions(transformers.PretrainedConfig()) is None
