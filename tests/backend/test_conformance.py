@@ -1,0 +1,261 @@
+"""One set of cases, every PoolingBackend: the in-process Engine, the HTTP client on a live server,
+and the embedding cache around each of them.
+
+Whatever a consumer (cache, ingestion, retrieval, the adapters) holds, it must get the same facts,
+the same arrays and the same errors, sync and async. Each case runs against every backend and
+compares with the Engine, the reference. The server serves each model under the engine's own
+name (as ``poolrag serve PATH`` does), so even the facts' names agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+from live_server import serve
+from server.model_folders import build_pylate_colbert
+from tiny_models import build_encoder, write_sentence_transformers
+
+from poolrag import DimensionsError, Engine, InvalidInputError, PoolingParams, UnsupportedTaskError
+from poolrag.backend import PoolingBackend
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.client import PoolragClient
+from poolrag.model_facts import ScoreKind
+
+TEXTS = [
+    "Mitochondria produce most of the cell's energy.",
+    "Paris is the capital of France.",
+    "Hi",
+    "A longer passage about photosynthesis, chlorophyll and the light reactions in the thylakoids.",
+]
+QUERY = "Which organelle produces energy in cells?"
+KINDS = ("engine", "client", "cached-engine", "cached-client")
+DIRECT = ("engine", "client")  # for models that cannot embed, which the cache refuses
+MATRYOSHKA_SIZES = [8, 16, 32]
+
+
+@dataclass
+class Served:
+    """One model: its engine (the reference), a client of its live server, and each kind of backend."""
+
+    engine: Engine
+    client: PoolragClient
+    cache_dir: Path
+    caches: itertools.count = field(default_factory=itertools.count)
+
+    def make(self, kind: str) -> PoolingBackend:
+        if kind == "engine":
+            return self.engine
+        if kind == "client":
+            return self.client
+        inner: PoolingBackend = self.engine if kind == "cached-engine" else self.client
+        return CachedEmbedder(inner, EmbeddingCache(self.cache_dir / f"{kind}-{next(self.caches)}.sqlite"))
+
+
+def _served(engine: Engine, cache_dir: Path) -> Iterator[Served]:
+    for url in serve(engine, engine.model_name):
+        with PoolragClient(url, model=engine.model_name, max_inputs_per_request=3) as client:
+            yield Served(engine, client, cache_dir)
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The packaged all-MiniLM-L6-v2: cosine scores, token embeddings, not Matryoshka."""
+    yield from _served(minilm_engine, tmp_path_factory.mktemp("minilm-caches"))
+
+
+@pytest.fixture(scope="module")
+def matryoshka(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A tiny normalising embedder with query/document prompts, declared Matryoshka at 8/16/32."""
+    folder = build_encoder(tmp_path_factory.mktemp("matryoshka"), "bert", minilm_path)
+    write_sentence_transformers(folder, normalize=True, prompts={"query": "query: ", "document": "passage: "})
+    engine = Engine(folder, hf_overrides={"matryoshka_dimensions": MATRYOSHKA_SIZES})
+    yield from _served(engine, tmp_path_factory.mktemp("matryoshka-caches"))
+
+
+@pytest.fixture(scope="module")
+def cross_encoder(
+    tiny_model: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    engine = Engine(tiny_model("bert", head="sequence", num_labels=1))
+    yield from _served(engine, tmp_path_factory.mktemp("cross-encoder-caches"))
+
+
+@pytest.fixture(scope="module")
+def colbert(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    engine = Engine(build_pylate_colbert(tmp_path_factory.mktemp("colbert"), minilm_path))
+    yield from _served(engine, tmp_path_factory.mktemp("colbert-caches"))
+
+
+def _assert_arrays_equal(got: list[np.ndarray], expected: list[np.ndarray]) -> None:
+    assert [a.shape for a in got] == [e.shape for e in expected]
+    for a, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(a, e, atol=1e-6)
+
+
+# -- what every backend is ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("model", ["minilm", "matryoshka", "cross_encoder", "colbert"])
+def test_every_kind_is_a_pooling_backend_with_the_engines_facts(
+    request: pytest.FixtureRequest, model: str, kind: str
+) -> None:
+    served: Served = request.getfixturevalue(model)
+    if kind.startswith("cached") and "embed" not in served.engine.facts.supported_tasks:
+        with pytest.raises(UnsupportedTaskError):  # the cache caches embeddings; nothing to wrap
+            served.make(kind)
+        return
+    backend = served.make(kind)
+    assert isinstance(backend, PoolingBackend)
+    assert backend.facts == served.engine.facts
+
+
+def test_the_facts_say_what_each_model_is(minilm: Served, matryoshka: Served, colbert: Served) -> None:
+    assert minilm.engine.facts.score_kind is ScoreKind.COSINE and not minilm.engine.facts.is_matryoshka
+    assert matryoshka.engine.facts.matryoshka_dimensions == tuple(MATRYOSHKA_SIZES)
+    assert colbert.engine.facts.score_kind is ScoreKind.MAXSIM
+    assert minilm.engine.facts.output_fingerprint != colbert.engine.facts.output_fingerprint
+
+
+# -- embeddings ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("model", ["minilm", "matryoshka"])
+def test_embed_array_equals_the_engine(request: pytest.FixtureRequest, model: str, kind: str) -> None:
+    served: Served = request.getfixturevalue(model)
+    backend = served.make(kind)
+    for params in (
+        None,
+        PoolingParams(input_type="query"),
+        PoolingParams(input_type="document"),
+        PoolingParams(truncate_prompt_tokens=-1),
+    ):
+        expected = served.engine.embed_array(TEXTS, params)
+        for _ in range(2):  # the second time a cached backend reads the cache
+            got = backend.embed_array(TEXTS, params)
+            assert got.dtype == np.float32
+            np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert backend.embed_array([]).shape == served.engine.embed_array([]).shape
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_matryoshka_dimensions_truncate_as_the_engine(matryoshka: Served, kind: str) -> None:
+    backend = matryoshka.make(kind)
+    backend.embed_array(TEXTS)  # a cached backend now holds full vectors and cuts them
+    for dims in MATRYOSHKA_SIZES:
+        params = PoolingParams(dimensions=dims, input_type="document")
+        got = backend.embed_array(TEXTS, params)
+        assert got.shape == (len(TEXTS), dims)
+        np.testing.assert_allclose(got, matryoshka.engine.embed_array(TEXTS, params), atol=1e-6)
+        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_dimensions_are_the_same_dimensions_error(minilm: Served, matryoshka: Served, kind: str) -> None:
+    cases = [
+        (minilm, 64),  # a plain model cannot be truncated
+        (minilm, 385),  # more than the model has
+        (matryoshka, 12),  # not a trained size
+        (matryoshka, 0),
+    ]
+    for served, dims in cases:
+        backend = served.make(kind)
+        for call in (
+            lambda b=backend, d=dims: b.embed_array(TEXTS[:1], PoolingParams(dimensions=d)),
+            lambda b=backend, d=dims: asyncio.run(b.aembed_array(TEXTS[:1], PoolingParams(dimensions=d))),
+        ):
+            with pytest.raises(DimensionsError) as error:
+                call()
+            assert type(error.value) is DimensionsError
+    # the full size is always accepted, Matryoshka model or not
+    full = minilm.make(kind).embed_array(TEXTS[:1], PoolingParams(dimensions=384))
+    np.testing.assert_allclose(full, minilm.engine.embed_array(TEXTS[:1]), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unknown_and_unsupported_tasks_are_the_same_errors(minilm: Served, kind: str) -> None:
+    backend = minilm.make(kind)
+    for task, error_class in (("generate", InvalidInputError), ("classify", UnsupportedTaskError)):
+        with pytest.raises(error_class) as error:
+            backend.encode_arrays(TEXTS[:1], task)
+        assert type(error.value) is error_class
+        with pytest.raises(error_class) as error:
+            asyncio.run(backend.aencode_arrays(TEXTS[:1], task))
+        assert type(error.value) is error_class
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_input_is_an_invalid_input_error(minilm: Served, kind: str) -> None:
+    backend = minilm.make(kind)
+    for call in (
+        lambda: backend.embed_array(["fine", "   "]),
+        lambda: asyncio.run(backend.aembed_array([""])),
+        lambda: backend.score_array(QUERY, []),
+        lambda: backend.encode_arrays([""], "token_embed"),
+    ):
+        # the client's is RemoteInvalidInputError, an InvalidInputError that also carries the HTTP status
+        with pytest.raises(InvalidInputError):
+            call()
+
+
+# -- scores and token vectors ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("model", "kind"),
+    [("minilm", kind) for kind in KINDS] + [("cross_encoder", kind) for kind in DIRECT],
+)
+def test_score_array_equals_the_engine(request: pytest.FixtureRequest, model: str, kind: str) -> None:
+    served: Served = request.getfixturevalue(model)
+    got = served.make(kind).score_array(QUERY, TEXTS)
+    assert got.dtype == np.float64 and got.shape == (len(TEXTS),)
+    np.testing.assert_allclose(got, served.engine.score_array(QUERY, TEXTS), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("model", "kind"),
+    [("minilm", kind) for kind in KINDS] + [("colbert", kind) for kind in DIRECT],
+)
+def test_token_embed_equals_the_engine(request: pytest.FixtureRequest, model: str, kind: str) -> None:
+    served: Served = request.getfixturevalue(model)
+    backend = served.make(kind)
+    for params in (None, PoolingParams(input_type="document"), PoolingParams(input_type="query")):
+        _assert_arrays_equal(
+            backend.encode_arrays(TEXTS, "token_embed", params),
+            served.engine.encode_arrays(TEXTS, "token_embed", params),
+        )
+
+
+# -- async twins -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_async_twins_equal_sync(minilm: Served, matryoshka: Served, colbert: Served, kind: str) -> None:
+    backend = minilm.make(kind)
+    small = matryoshka.make(kind)
+    params = PoolingParams(dimensions=16, input_type="query")
+
+    async def run() -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+        return await asyncio.gather(
+            backend.aembed_array(TEXTS),
+            small.aembed_array(TEXTS, params),
+            backend.ascore_array(QUERY, TEXTS),
+            backend.aencode_arrays(TEXTS, "token_embed"),
+        )
+
+    embedded, truncated, scores, tokens = asyncio.run(run())
+    np.testing.assert_allclose(embedded, backend.embed_array(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(truncated, small.embed_array(TEXTS, params), atol=1e-6)
+    np.testing.assert_allclose(scores, backend.score_array(QUERY, TEXTS), atol=1e-6)
+    _assert_arrays_equal(tokens, backend.encode_arrays(TEXTS, "token_embed"))
+    if kind in DIRECT:
+        colbert_backend = colbert.make(kind)
+        document = PoolingParams(input_type="document")
+        _assert_arrays_equal(
+            asyncio.run(colbert_backend.aencode_arrays(TEXTS, "token_embed", document)),
+            colbert_backend.encode_arrays(TEXTS, "token_embed", document),
+        )
+        np.testing.assert_allclose(
+            asyncio.run(colbert_backend.ascore_array(QUERY, TEXTS)),
+            colbert_backend.score_array(QUERY, TEXTS),
+            atol=1e-6,
+        )
