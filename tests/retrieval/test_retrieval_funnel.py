@@ -86,7 +86,7 @@ def test_funnel_with_64_dims_recalls_as_well_as_full_vectors(
 ) -> None:
     docs, queries = _corpus()
     embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "cache.sqlite"))
-    chunker = TokenChunker.for_engine(matryoshka_minilm)
+    chunker = TokenChunker.for_model(matryoshka_minilm.tokenizer, matryoshka_minilm.facts)
     stores = {}
     for name, dims in (("full", None), ("small", 64)):
         stores[name] = open_store("qdrant", name, path=str(tmp_path / "qdrant"))
@@ -123,7 +123,7 @@ def test_search_results_carry_every_stage_and_source_offsets(
     IngestPipeline(
         store,
         DenseEncoder(embedder, 128),
-        TokenChunker.for_engine(matryoshka_minilm),
+        TokenChunker.for_model(matryoshka_minilm.tokenizer, matryoshka_minilm.facts),
         checkpoint_dir=tmp_path,
         progress=False,
     ).run(docs)
@@ -131,8 +131,12 @@ def test_search_results_carry_every_stage_and_source_offsets(
     assert [h.source for h in hits] == ["a.md", "b.md"]
     assert set(hits[0].stage_scores) == {"recall", "full"} and hits[0].score == hits[0].stage_scores["full"]
     assert (hits[0].start, hits[0].end) == (0, len(docs[0].text)) and hits[0].score > hits[1].score
-    with pytest.raises(InvalidInputError, match="k must be positive"):
+    with pytest.raises(InvalidInputError, match="k must be a positive integer"):
         Retriever(store, embedder).search("x", k=0)
+    plain = Retriever(store, matryoshka_minilm)  # any backend: wrapped in a cache-less CachedEmbedder
+    assert [(h.id, h.score) for h in plain.search("whale songs", k=2)] == [(h.id, h.score) for h in hits]
+    only_b = plain.search("whale songs", k=2, filter={"source": "b.md"})
+    assert [h.source for h in only_b] == ["b.md"] and only_b[0].metadata == {"source": "b.md"}
     store.close()
 
 
@@ -147,7 +151,7 @@ def test_searching_a_missing_collection_or_with_another_model_fails_clearly(
     IngestPipeline(
         other,
         DenseEncoder(embedder),
-        TokenChunker.for_engine(minilm_engine),
+        TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts),
         checkpoint_dir=tmp_path,
         progress=False,
     ).run([Document("a", "some text")])

@@ -45,7 +45,7 @@ def test_cross_encoder_reranks_the_funnels_candidates(tmp_path: Path, minilm_eng
     IngestPipeline(
         store,
         DenseEncoder(embedder),
-        TokenChunker.for_engine(minilm_engine),
+        TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts),
         checkpoint_dir=tmp_path,
         progress=False,
     ).run(DOCS)
@@ -68,7 +68,7 @@ def test_colbert_collections_rank_by_exact_maxsim(kind: str, tmp_path: Path, col
     report = IngestPipeline(
         store,
         ColbertEncoder(colbert),
-        TokenChunker.for_engine(colbert),
+        TokenChunker.for_model(colbert.tokenizer, colbert.facts),
         checkpoint_dir=tmp_path,
         progress=False,
     ).run(DOCS)
@@ -92,7 +92,7 @@ def test_colbert_collections_rank_by_exact_maxsim(kind: str, tmp_path: Path, col
     again = IngestPipeline(
         store,
         ColbertEncoder(colbert),
-        TokenChunker.for_engine(colbert),
+        TokenChunker.for_model(colbert.tokenizer, colbert.facts),
         checkpoint_dir=tmp_path,
         progress=False,
     ).run(DOCS)

@@ -30,7 +30,8 @@ class Retriever:
 
     Args:
         store: the collection (its metadata says the stored size and the model).
-        embedder: the same model (and cache) the collection was ingested with.
+        backend: the model the collection was ingested with; a :class:`CachedEmbedder` to reuse
+            its cache for the full-size re-score, any other backend is wrapped in one without a cache.
         reranker: a cross-encoder backend or :class:`CrossEncoderReranker` for the last stage.
         candidates: how many hits stage 1 returns; default ``max(10 * k, 50)`` when a later stage
             re-scores them, else ``k``.
@@ -39,19 +40,19 @@ class Retriever:
     def __init__(
         self,
         store: VectorStore,
-        embedder: CachedEmbedder,
+        backend: PoolingBackend,
         *,
         reranker: CrossEncoderReranker | PoolingBackend | None = None,
         candidates: int | None = None,
     ) -> None:
         self.store = store
-        self.embedder = embedder
+        self.embedder = backend if isinstance(backend, CachedEmbedder) else CachedEmbedder(backend)
         self.spec = existing_spec(store)
         if self.spec.layout != "dense":
             raise InvalidInputError(
                 f"collection {self.spec.name!r} holds ColBERT token vectors; use ColbertRetriever"
             )
-        check_model(self.spec, embedder.model_identity, f"{store.name} at {store.location}")
+        check_model(self.spec, self.embedder.model_identity, f"{store.name} at {store.location}")
         if reranker is not None and not isinstance(reranker, CrossEncoderReranker):
             reranker = CrossEncoderReranker(reranker)
         self.reranker = reranker

@@ -1,0 +1,220 @@
+"""ColbertRetriever, the one ColBERT stack: add/search/delete over the in-memory store, Qdrant local
+mode, Milvus Lite and Qdrant Edge with a real ColBERT engine. MaxSim order and scores equal the
+engine's and a hand computation; filters, idempotent re-adds, delete, k, async == sync."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag import Engine
+from poolrag.errors import InvalidInputError
+from poolrag.params import PoolingParams
+from poolrag.retrieval import ColbertRetriever
+from poolrag.stores import (
+    CollectionMismatchError,
+    CollectionSpec,
+    InMemoryStore,
+    VectorStore,
+    open_store,
+)
+
+pytestmark = pytest.mark.real_weights
+
+CORPUS = [
+    ("Paris is the capital and largest city of France.", {"topic": "geography", "year": 2020}),
+    ("Berlin is the capital of Germany and its most populous city.", {"topic": "geography", "year": 2021}),
+    ("The mitochondrion is the powerhouse of the cell, producing ATP.", {"topic": "biology", "year": 2020}),
+    (
+        "Photosynthesis turns sunlight, water and carbon dioxide into glucose.",
+        {"topic": "biology", "year": 2022},
+    ),
+    (
+        "Python is a high-level programming language known for its readability.",
+        {"topic": "computing", "year": 2021},
+    ),
+    ("A hash table maps keys to values using a hash function.", {"topic": "computing", "year": 2022}),
+    ("The Pacific Ocean is the largest and deepest ocean on Earth.", {"topic": "geography", "year": 2022}),
+    ("Bread is baked from flour, water, yeast and salt.", {"topic": "cooking", "year": 2020}),
+]
+TEXTS = [t for t, _ in CORPUS]
+METADATAS = [m for _, m in CORPUS]
+IDS = [f"doc-{i}" for i in range(len(TEXTS))]
+QUERY = "What is the capital of France?"
+KINDS = ["memory", "qdrant", "milvus", "qdrant-edge"]
+
+
+@pytest.fixture(scope="module")
+def colbert(assets: Path) -> Engine:
+    return Engine(assets / "colbert-pylate")
+
+
+@pytest.fixture
+def make_store(tmp_path: Path) -> Callable[..., VectorStore]:
+    opened: list[VectorStore] = []
+
+    def make(kind: str, collection: str = "docs") -> VectorStore:
+        if kind == "memory":
+            return InMemoryStore(collection)
+        location = {"uri": str(tmp_path / "m.db")} if kind == "milvus" else {"path": str(tmp_path / kind)}
+        store = open_store(kind, collection, **location)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def filled(store: VectorStore, engine: Engine) -> ColbertRetriever:
+    retriever = ColbertRetriever(store, engine)
+    assert retriever.add_texts(TEXTS, METADATAS, IDS) == IDS
+    return retriever
+
+
+def hand_maxsim(engine: Engine, query: str) -> np.ndarray:
+    """MaxSim from the token vectors themselves: per query token its best document token, summed."""
+    q = engine.encode_arrays([query], "token_embed", PoolingParams(input_type="query"))[0]
+    docs = engine.encode_arrays(TEXTS, "token_embed", PoolingParams(input_type="document"))
+    return np.asarray([sum(max(float(a @ b) for b in d) for a in q) for d in docs])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_order_and_scores_are_maxsim(kind: str, colbert: Engine, make_store) -> None:
+    retriever = filled(make_store(kind), colbert)
+    for query in (QUERY, "Which organelle produces energy in cells?"):
+        hits = retriever.search(query, k=len(TEXTS))
+        engine_scores = colbert.score_array(query, TEXTS)
+        np.testing.assert_allclose(hand_maxsim(colbert, query), engine_scores, rtol=1e-5)
+        assert [h.id for h in hits] == [IDS[i] for i in np.argsort(-engine_scores, kind="stable")]
+        np.testing.assert_allclose([h.score for h in hits], np.sort(engine_scores)[::-1], rtol=1e-5)
+        for h in hits:
+            i = IDS.index(h.id)
+            assert (h.text, h.metadata, h.source) == (TEXTS[i], METADATAS[i], "")
+            assert h.stage_scores == {"maxsim": h.score}
+    assert retriever.search(QUERY, k=1)[0].id == "doc-0"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_metadata_filters_pick_the_best_matching_texts(kind: str, colbert: Engine, make_store) -> None:
+    retriever = filled(make_store(kind), colbert)
+    everything = retriever.search(QUERY, k=len(TEXTS))
+    biology = retriever.search(QUERY, k=len(TEXTS), filter={"topic": "biology"})
+    assert [h.id for h in biology] == [h.id for h in everything if h.metadata["topic"] == "biology"]
+    assert len(biology) == 2
+    any_of = retriever.search(QUERY, k=2, filter={"topic": ["cooking", "computing"], "year": 2022})
+    expected = [
+        h.id
+        for h in everything
+        if h.metadata["topic"] in ("cooking", "computing") and h.metadata["year"] == 2022
+    ]
+    assert [h.id for h in any_of] == expected[:2] and expected
+    # k counts matching texts: the geography ones rank first overall, the filter still fills k.
+    cooking_or_biology = retriever.search(QUERY, k=3, filter={"topic": ["cooking", "biology"]})
+    assert len(cooking_or_biology) == 3
+    assert retriever.search(QUERY, filter={"topic": "astronomy"}) == []
+    assert retriever.search(QUERY, filter={"missing_key": 1}) == []
+    with pytest.raises(InvalidInputError, match="identifiers"):
+        retriever.search(QUERY, filter={'topic" or 1': 1})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_re_adding_is_idempotent_and_delete_removes(kind: str, colbert: Engine, make_store) -> None:
+    retriever = ColbertRetriever(make_store(kind), colbert)
+    assert retriever.count() == 0 and retriever.search(QUERY) == []  # no collection yet
+    first = retriever.add_texts(TEXTS, METADATAS)
+    assert retriever.add_texts(TEXTS, METADATAS) == first and len(set(first)) == len(TEXTS)
+    assert retriever.count() == len(TEXTS)
+    # Another metadata makes another text; a caller's id replaces what it named.
+    other = retriever.add_texts([TEXTS[0]], [{"topic": "travel"}])
+    assert other[0] not in first and retriever.count() == len(TEXTS) + 1
+    retriever.add_texts(["Rome is the capital of Italy."], [{"topic": "geography"}], ids=[first[0]])
+    assert retriever.count() == len(TEXTS) + 1
+    top = retriever.search("What is the capital of Italy?", k=1)[0]
+    assert (top.id, top.text) == (first[0], "Rome is the capital of Italy.")
+    retriever.delete([first[0], first[1], "never-added"])
+    assert retriever.count() == len(TEXTS) - 1
+    assert {first[0], first[1]}.isdisjoint(h.id for h in retriever.search("capital", k=len(TEXTS)))
+
+
+def test_async_equals_sync(colbert: Engine, make_store) -> None:
+    sync = filled(make_store("qdrant"), colbert)
+
+    async def run() -> tuple[list, list, list]:
+        fresh = ColbertRetriever(make_store("memory"), colbert)
+        assert await fresh.aadd_texts(TEXTS, METADATAS, IDS) == IDS
+        both = await asyncio.gather(fresh.asearch(QUERY, k=4), fresh.asearch("bread", k=2))
+        return both[0], both[1], await fresh.asearch(QUERY, k=3, filter={"year": 2021})
+
+    plain, bread, filtered = asyncio.run(run())
+    for got, want in [
+        (plain, sync.search(QUERY, k=4)),
+        (bread, sync.search("bread", k=2)),
+        (filtered, sync.search(QUERY, k=3, filter={"year": 2021})),
+    ]:
+        assert [h.id for h in got] == [h.id for h in want]
+        np.testing.assert_allclose([h.score for h in got], [h.score for h in want], rtol=1e-5)
+
+
+def test_a_qdrant_collection_on_disk_is_searchable_after_reopening(colbert: Engine, tmp_path: Path) -> None:
+    store = open_store("qdrant", "docs", path=str(tmp_path / "q"))
+    before = filled(store, colbert).search(QUERY, k=3)
+    store.close()
+    reopened = open_store("qdrant", "docs", path=str(tmp_path / "q"))
+    retriever = ColbertRetriever(reopened, colbert)
+    assert retriever.count() == len(TEXTS)
+    after = retriever.search(QUERY, k=3)
+    assert [(h.id, h.metadata) for h in after] == [(h.id, h.metadata) for h in before]
+    reopened.close()
+
+
+def test_bad_arguments_are_refused(colbert: Engine, minilm_engine: Engine) -> None:
+    retriever = filled(InMemoryStore("docs"), colbert)
+    for k in (0, -1, True, 2.5, "3"):
+        with pytest.raises(InvalidInputError, match="k must be a positive integer"):
+            retriever.search(QUERY, k=k)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="filter must be a mapping"):
+        retriever.search(QUERY, filter=["topic"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="empty list"):
+        retriever.search(QUERY, filter={"topic": []})
+    with pytest.raises(InvalidInputError, match="equal lengths"):
+        retriever.add_texts(["a", "b"], metadatas=[{}])
+    with pytest.raises(InvalidInputError, match="equal lengths"):
+        retriever.add_texts(["a", "b"], ids=["x"])
+    with pytest.raises(InvalidInputError, match="unique"):
+        retriever.add_texts(["a", "b"], ids=["x", "x"])
+    with pytest.raises(InvalidInputError, match="payload's own fields"):
+        retriever.add_texts(["a"], [{"text": "clash"}])
+    with pytest.raises(InvalidInputError, match="list of texts"):
+        retriever.add_texts("one string")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="list of ids"):
+        retriever.delete("doc-1")  # type: ignore[arg-type]
+    assert retriever.add_texts([]) == [] and retriever.count() == len(TEXTS)
+    with pytest.raises(InvalidInputError, match="not a ColBERT"):
+        ColbertRetriever(InMemoryStore("docs"), minilm_engine)
+
+
+def test_collections_of_another_layout_or_model_are_refused(colbert: Engine) -> None:
+    dense = InMemoryStore("dense")
+    dense.ensure_collection(CollectionSpec("dense", 96, colbert.facts.model_identity, 96))
+    with pytest.raises(InvalidInputError, match="single vectors"):
+        ColbertRetriever(dense, colbert)
+    other = InMemoryStore("other")
+    other.ensure_collection(CollectionSpec("other", 96, "m@ffffffffffffffff", 96, layout="multivector"))
+    with pytest.raises(CollectionMismatchError, match="query model"):
+        ColbertRetriever(other, colbert)
+
+
+def test_a_cross_encoder_reranks_the_maxsim_candidates(colbert: Engine, assets: Path) -> None:
+    cross_encoder = Engine(assets / "ms-marco-MiniLM-L-12-v2")
+    retriever = ColbertRetriever(InMemoryStore("docs"), colbert, reranker=cross_encoder)
+    retriever.add_texts(TEXTS, METADATAS, IDS)
+    hits = retriever.search(QUERY, k=3, filter={"topic": "geography"})
+    expected = cross_encoder.score_array(QUERY, [h.text for h in hits])
+    assert [h.score for h in hits] == pytest.approx(list(expected), abs=1e-5)
+    assert all(set(h.stage_scores) == {"maxsim", "rerank"} for h in hits)
+    assert hits[0].id == "doc-0" and {h.metadata["topic"] for h in hits} == {"geography"}
