@@ -1,4 +1,6 @@
-"""CachedEmbedder: the engine behind the cache, as ingestion, retrieval and the adapters use it."""
+"""CachedEmbedder: a PoolingBackend behind the cache, as ingestion, retrieval and the adapters use it.
+
+(The same cases against the HTTP client are in tests/backend/test_conformance.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from poolrag import DimensionsError, InputTypeError, InvalidInputError, PoolingParams
+from poolrag import (
+    DimensionsError,
+    Engine,
+    InputTypeError,
+    InvalidInputError,
+    PoolingParams,
+    UnsupportedTaskError,
+)
+from poolrag.backend import PoolingBackend
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 
 TEXTS = ["The cat sat on the mat.", "Quantum computers use qubits.", "Bread rises because of yeast."]
@@ -123,3 +133,53 @@ def test_async_variants_match_the_sync_ones(tmp_path: Path, minilm_engine) -> No
     np.testing.assert_allclose(docs, embedder.embed_documents(TEXTS), atol=1e-6)
     np.testing.assert_allclose(query, embedder.embed_query(TEXTS[0]), atol=1e-6)
     assert embedder.misses == 4 and embedder.hits == 4
+
+
+def test_it_is_a_pooling_backend_with_its_backends_facts(minilm_engine) -> None:
+    embedder = CachedEmbedder(minilm_engine)
+    assert isinstance(embedder, PoolingBackend) and embedder.facts == minilm_engine.facts
+    np.testing.assert_allclose(
+        embedder.score_array(TEXTS[0], TEXTS), minilm_engine.score_array(TEXTS[0], TEXTS), atol=1e-6
+    )
+
+
+def test_a_model_that_cannot_embed_is_refused(tiny_model) -> None:
+    with pytest.raises(UnsupportedTaskError):
+        CachedEmbedder(Engine(tiny_model("bert", head="sequence", num_labels=1)))
+
+
+def test_pooler_settings_that_change_vectors_change_the_cache_namespace(
+    tmp_path: Path, minilm_path: Path, minilm_engine
+) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    CachedEmbedder(minilm_engine, cache).embed_documents(TEXTS)
+    raw = Engine(minilm_path, pooler_config={"normalize": False})  # same weights, other vectors
+    assert raw.facts.model_identity == minilm_engine.facts.model_identity
+    embedder = CachedEmbedder(raw, cache)
+    got = embedder.embed_documents(TEXTS)
+    assert embedder.misses == 3  # nothing taken from the normalised entries
+    np.testing.assert_allclose(got, raw.embed_array(TEXTS, PoolingParams(input_type="document")), atol=1e-6)
+    assert not np.allclose(np.linalg.norm(got, axis=1), 1.0)
+
+
+def test_the_backends_default_dimensions_are_honoured_from_full_cached_vectors(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    engine = Engine(minilm_path, hf_overrides={"is_matryoshka": True}, pooler_config={"dimensions": 128})
+    embedder = CachedEmbedder(engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    default = embedder.embed_array(TEXTS)
+    assert default.shape == (3, 128)
+    np.testing.assert_allclose(default, engine.embed_array(TEXTS), atol=1e-6)
+    full = embedder.embed_array(TEXTS, PoolingParams(dimensions=384))  # from the same cached vectors
+    np.testing.assert_allclose(full, engine.embed_array(TEXTS, PoolingParams(dimensions=384)), atol=1e-6)
+    assert embedder.misses == 3
+
+
+def test_call_parameters_override_the_embedders_own_field_by_field(tmp_path: Path, minilm_engine) -> None:
+    base = PoolingParams(input_type="query", truncate_prompt_tokens=-1)
+    embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"), pooling_params=base)
+    np.testing.assert_allclose(embedder.embed_array(TEXTS), minilm_engine.embed_array(TEXTS, base), atol=1e-6)
+    documents = embedder.embed_array(TEXTS, PoolingParams(input_type="document"))
+    expected = minilm_engine.embed_array(TEXTS, base.with_updates(input_type="document"))
+    np.testing.assert_allclose(documents, expected, atol=1e-6)
+    assert embedder.misses == 6  # queries and documents are cached apart
