@@ -218,3 +218,32 @@ def test_a_cross_encoder_reranks_the_maxsim_candidates(colbert: Engine, assets: 
     assert [h.score for h in hits] == pytest.approx(list(expected), abs=1e-5)
     assert all(set(h.stage_scores) == {"maxsim", "rerank"} for h in hits)
     assert hits[0].id == "doc-0" and {h.metadata["topic"] for h in hits} == {"geography"}
+
+
+@pytest.mark.parametrize("kind", ["qdrant", "milvus"])
+def test_searches_a_collection_poolrag_ingest_filled(
+    kind: str, colbert: Engine, make_store, tmp_path: Path
+) -> None:
+    from poolrag.ingest import ColbertEncoder, Document, IngestPipeline, TokenChunker
+
+    store = make_store(kind, "ingested")
+    IngestPipeline(
+        store,
+        ColbertEncoder(colbert),
+        TokenChunker.for_model(colbert.tokenizer, colbert.facts, max_tokens=100),
+        checkpoint_dir=tmp_path,
+        progress=False,
+    ).run([Document(f"doc{i}.txt", t, dict(m)) for i, (t, m) in enumerate(CORPUS)])
+    retriever = ColbertRetriever(store, colbert)
+    query = "Which programming language is easy to read?"
+    hits = retriever.search(query, k=len(TEXTS))
+    scores = colbert.score_array(query, TEXTS)
+    assert [h.source for h in hits] == [f"doc{i}.txt" for i in np.argsort(-scores, kind="stable")]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1], rtol=1e-5)
+    assert hits[0].metadata == {**METADATAS[4], "source": "doc4.txt"}
+    assert [h.text for h in retriever.search(query, filter={"source": "doc7.txt"})] == [TEXTS[7]]
+    assert [h.metadata["topic"] for h in retriever.search(query, filter={"topic": "biology"})] == [
+        "biology"
+    ] * 2
+    retriever.delete([hits[0].id])  # ingest's ids are the store's own
+    assert retriever.count() == len(TEXTS) - 1
