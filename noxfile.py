@@ -1,12 +1,12 @@
-"""Test sessions. `nox` runs them all; each gets its own virtualenv because some integration
-packages cannot share one (llama-index's Milvus store breaks with the pymilvus 3 that
-langchain-milvus needs)."""
+"""Test sessions. `nox` runs them all, each in a virtualenv of its own: the partner packages under
+integrations/ install on their own next to poolrag (and cannot share one environment: llama-index's
+Milvus store breaks with the pymilvus 3 that langchain-milvus needs)."""
 
 from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "base_install", "first_hour", "tests", "llamaindex"]
+nox.options.sessions = ["lint", "base_install", "first_hour", "tests", "langchain", "llamaindex"]
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
 
@@ -39,19 +39,29 @@ def first_hour(session: nox.Session, doc: str, name: str) -> None:
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """Engine, server, ingestion, stores and the LangChain adapters."""
-    session.install(
-        *CPU_TORCH, "-e", ".[test,notebooks,server,milvus,qdrant,qdrant-edge,langchain,langchain-test]"
-    )
+    """Engine, server, ingestion, stores, retrieval, CLI and notebooks."""
+    session.install(*CPU_TORCH, "-e", ".[test,notebooks,server,milvus,qdrant,qdrant-edge]")
     session.run("python", "scripts/build_test_assets.py")
     # test_base_install.py asserts what a user without extras sees: it runs in base_install
-    ignored = ("--ignore=tests/integrations/llamaindex", "--ignore=tests/first_hour/test_base_install.py")
-    session.run("pytest", "tests", *ignored, *session.posargs)
+    session.run("pytest", "tests", "--ignore=tests/first_hour/test_base_install.py", *session.posargs)
+
+
+def _partner_package(session: nox.Session, folder: str) -> None:
+    """poolrag plus one partner package with its test extra, nothing else, then that package's tests
+    (run from its folder, so its own pytest settings apply)."""
+    session.install(*CPU_TORCH, "-e", ".", "-e", f"integrations/{folder}[test]")
+    session.run("python", "scripts/build_test_assets.py")  # the real models the tests run
+    session.chdir(f"integrations/{folder}")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python="3.11")
+def langchain(session: nox.Session) -> None:
+    """langchain-poolrag: LangChain's standard suites, its unit and integration tests."""
+    _partner_package(session, "langchain-poolrag")
 
 
 @nox.session(python="3.11")
 def llamaindex(session: nox.Session) -> None:
-    """The LlamaIndex adapters, in an environment of their own."""
-    session.install(*CPU_TORCH, "-e", ".[test,server,qdrant,llamaindex,llamaindex-test]")
-    session.run("python", "scripts/build_test_assets.py")
-    session.run("pytest", "tests/integrations/llamaindex", *session.posargs)
+    """llama-index-poolrag: its tests (Qdrant only, see the module docstring)."""
+    _partner_package(session, "llama-index-poolrag")

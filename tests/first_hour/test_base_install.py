@@ -18,10 +18,21 @@ from poolrag.cli import SUBCOMMANDS
 from poolrag.cli.extras import EXTRA_MODULES, missing_extra
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # ``integrations`` means the adapters, not tests/integrations
-    sys.path.insert(0, str(ROOT))
-# extras outside poolrag's own list: the framework adapters
-ADAPTER_EXTRA_MODULES = {"langchain": ("langchain_core", "httpx"), "llamaindex": ("llama_index", "httpx")}
+# The partner packages' modules, read from their folders (a base install does not have them): each
+# may fail only on its framework, never on poolrag.
+PARTNER_PACKAGES = {
+    ROOT / "integrations" / "langchain-poolrag": "langchain_poolrag",
+    ROOT / "integrations" / "llama-index-poolrag": "llama_index",
+}
+for folder in PARTNER_PACKAGES:
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+# extras outside poolrag's own list: the partner packages (pydantic is what poolrag.frameworks needs
+# of them; the server extra brings it too)
+ADAPTER_EXTRA_MODULES = {
+    "langchain": ("langchain_core", "langchain_poolrag", "pydantic", "httpx"),
+    "llamaindex": ("llama_index", "pydantic", "httpx"),
+}
 EXTRA_OF_MODULE = {
     module: extra for extra, modules in (EXTRA_MODULES | ADAPTER_EXTRA_MODULES).items() for module in modules
 }
@@ -34,9 +45,10 @@ def _poolrag(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _all_modules() -> list[str]:
-    """Every module file of the installed distribution (found by path: importing is the test)."""
+    """Every module file of poolrag and of the partner packages (found by path: importing is the test)."""
     names = []
-    for root in (ROOT / "src" / "poolrag", ROOT / "integrations"):
+    roots = [ROOT / "src" / "poolrag", *(folder / top for folder, top in PARTNER_PACKAGES.items())]
+    for root in roots:
         for path in root.rglob("*.py"):
             parts = path.relative_to(root.parent).with_suffix("").parts
             names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
@@ -75,7 +87,7 @@ def test_every_module_imports_or_names_a_missing_extra(module: str) -> None:
     except ModuleNotFoundError as exc:
         top = (exc.name or "").split(".")[0]
         assert top in EXTRA_OF_MODULE, f"{module} needs {exc.name!r}, which no extra provides"
-        assert importlib.util.find_spec(top) is None  # only a really missing extra may fail
+        assert importlib.util.find_spec(exc.name or top) is None  # only a really missing extra may fail
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,131 @@
+"""PoolragReranker: order and scores equal the engine's, top_n, metadata, async, remote, and use
+inside LangChain's ContextualCompressionRetriever."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from adapter_fixtures import loop_turns_until_done
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_poolrag import PoolragEmbeddings, PoolragReranker
+from rag_corpus import METADATAS, QUERIES, TEXTS
+
+from poolrag import Engine, InputTypeError, PoolingParams
+
+
+def corpus_documents() -> list[Document]:
+    return [
+        Document(page_content=t, metadata=dict(m), id=str(i))
+        for i, (t, m) in enumerate(zip(TEXTS, METADATAS, strict=True))
+    ]
+
+
+def engine_scores(engine: Engine, query: str, texts: list[str]) -> np.ndarray:
+    params = PoolingParams(truncate_prompt_tokens=-1)
+    return np.asarray([out.outputs.score for out in engine.score(query, texts, params)])
+
+
+@pytest.mark.parametrize("query", list(QUERIES)[:2])
+def test_keeps_the_top_n_best_first_with_the_engines_scores(cross_encoder_engine: Engine, query: str) -> None:
+    documents = corpus_documents()
+    ranked = PoolragReranker(engine=cross_encoder_engine, top_n=3).compress_documents(documents, query)
+    scores = engine_scores(cross_encoder_engine, query, TEXTS)
+    expected = list(np.argsort(-scores, kind="stable")[:3])
+    assert [int(doc.id) for doc in ranked] == expected
+    assert int(ranked[0].id) == QUERIES[query]  # the real cross-encoder finds the answer
+    for doc in ranked:
+        assert doc.metadata["relevance_score"] == pytest.approx(scores[int(doc.id)], abs=1e-6)
+        assert doc.metadata["topic"] == METADATAS[int(doc.id)]["topic"]
+    assert all("relevance_score" not in doc.metadata for doc in documents)  # inputs untouched
+
+
+def test_top_n_none_keeps_every_document_reordered(cross_encoder_engine: Engine) -> None:
+    query = "What is the capital of France?"
+    ranked = PoolragReranker(engine=cross_encoder_engine, top_n=None, score_key="ce").compress_documents(
+        corpus_documents(), query
+    )
+    scores = [doc.metadata["ce"] for doc in ranked]
+    assert len(ranked) == len(TEXTS) and scores == sorted(scores, reverse=True)
+
+
+def test_equal_scores_keep_the_retrievers_order(cross_encoder_engine: Engine) -> None:
+    twins = [Document(page_content="Paris is in France.", id=name) for name in ("first", "second", "third")]
+    ranked = PoolragReranker(engine=cross_encoder_engine, top_n=None).compress_documents(twins, "France")
+    assert [doc.id for doc in ranked] == ["first", "second", "third"]
+
+
+async def test_async_equals_sync(cross_encoder_engine: Engine) -> None:
+    reranker = PoolragReranker(engine=cross_encoder_engine, top_n=4)
+    query = "Which organelle produces energy in cells?"
+    assert await reranker.acompress_documents(corpus_documents(), query) == reranker.compress_documents(
+        corpus_documents(), query
+    )
+
+
+async def test_async_reranking_does_not_block_the_event_loop(cross_encoder_engine: Engine) -> None:
+    reranker = PoolragReranker(engine=cross_encoder_engine)
+    turns, ranked = await loop_turns_until_done(
+        reranker.acompress_documents(corpus_documents(), "capital of France")
+    )
+    assert turns >= 1 and len(ranked) == 3
+
+
+async def test_remote_equals_in_process(cross_encoder_engine: Engine, cross_encoder_url: str) -> None:
+    query = "How do plants make sugar from light?"
+    local = PoolragReranker(engine=cross_encoder_engine, top_n=5).compress_documents(
+        corpus_documents(), query
+    )
+    remote = PoolragReranker(base_url=cross_encoder_url, top_n=5)
+    assert remote.compress_documents(corpus_documents(), query) == local
+    assert await remote.acompress_documents(corpus_documents(), query) == local
+
+
+@pytest.mark.parametrize("engine_fixture", ["minilm_engine", "colbert_engine"])
+def test_bi_encoders_rerank_by_cosine_or_maxsim(engine_fixture: str, request: pytest.FixtureRequest) -> None:
+    engine: Engine = request.getfixturevalue(engine_fixture)
+    query = "Which programming language is easy to read?"
+    ranked = PoolragReranker(engine=engine, top_n=2).compress_documents(corpus_documents(), query)
+    scores = engine_scores(engine, query, TEXTS)
+    assert [int(doc.id) for doc in ranked] == list(np.argsort(-scores, kind="stable")[:2])
+    assert ranked[0].metadata["relevance_score"] == pytest.approx(scores.max(), abs=1e-5)
+
+
+def test_in_a_contextual_compression_retriever(minilm_engine: Engine, cross_encoder_engine: Engine) -> None:
+    store = InMemoryVectorStore.from_documents(corpus_documents(), PoolragEmbeddings(engine=minilm_engine))
+    retriever = ContextualCompressionRetriever(
+        base_compressor=PoolragReranker(engine=cross_encoder_engine, top_n=2),
+        base_retriever=store.as_retriever(search_kwargs={"k": 5}),
+    )
+    query = "Which organelle produces energy in cells?"
+    candidates = store.as_retriever(search_kwargs={"k": 5}).invoke(query)
+    result = retriever.invoke(query)
+    scores = engine_scores(cross_encoder_engine, query, [doc.page_content for doc in candidates])
+    assert [doc.page_content for doc in result] == [
+        candidates[i].page_content for i in np.argsort(-scores)[:2]
+    ]
+    assert result[0].page_content == TEXTS[QUERIES[query]]
+
+
+def test_empty_input_and_bad_input(cross_encoder_engine: Engine) -> None:
+    reranker = PoolragReranker(engine=cross_encoder_engine)
+    assert reranker.compress_documents([], "anything") == []
+    with pytest.raises(InputTypeError):
+        reranker.compress_documents(corpus_documents(), None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        PoolragReranker(engine=cross_encoder_engine, top_n=0)
+    with pytest.raises(ValueError, match="Extra inputs"):
+        PoolragReranker(engine=cross_encoder_engine, top_k=2)  # a misspelt option is not ignored
+
+
+def test_long_documents_are_cut_to_the_model_length_by_default(cross_encoder_engine: Engine) -> None:
+    long_doc = Document(page_content="Paris is the capital of France. " + "filler text " * 1000)
+    ranked = PoolragReranker(engine=cross_encoder_engine).compress_documents([long_doc], "capital of France")
+    assert ranked[0].metadata["relevance_score"] == pytest.approx(
+        engine_scores(cross_encoder_engine, "capital of France", [long_doc.page_content])[0], abs=1e-6
+    )
+    with pytest.raises(ValueError, match="maximum"):
+        PoolragReranker(engine=cross_encoder_engine, truncate_prompt_tokens=None).compress_documents(
+            [long_doc], "capital of France"
+        )

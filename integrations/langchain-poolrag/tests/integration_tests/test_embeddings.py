@@ -1,0 +1,176 @@
+"""PoolragEmbeddings: LangChain's standard integration suites, equality with the engine, prompts,
+batching, Matryoshka dimensions, remote mode and input limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from adapter_fixtures import DOC, QUERY, loop_turns_until_done
+from langchain_poolrag import PoolragEmbeddings
+from langchain_tests.integration_tests import EmbeddingsIntegrationTests
+from rag_corpus import API_KEY, TEXTS
+
+from poolrag import (
+    DimensionsError,
+    Engine,
+    InputTooLongError,
+)
+from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
+
+
+# -- LangChain's standard suites -------------------------------------------------------------------------
+class TestStandardInProcess(EmbeddingsIntegrationTests):
+    @pytest.fixture(autouse=True)
+    def _engine(self, minilm_engine: Engine) -> None:
+        type(self).engine = minilm_engine
+
+    @property
+    def embeddings_class(self) -> type[PoolragEmbeddings]:
+        return PoolragEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict:
+        return {"engine": self.engine}
+
+
+class TestStandardRemote(EmbeddingsIntegrationTests):
+    @pytest.fixture(autouse=True)
+    def _url(self, minilm_url: str) -> None:
+        type(self).url = minilm_url
+
+    @property
+    def embeddings_class(self) -> type[PoolragEmbeddings]:
+        return PoolragEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict:
+        return {"base_url": self.url}
+
+
+# -- same vectors as the engine --------------------------------------------------------------------------
+def test_documents_and_query_are_the_engines_vectors(minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    documents = np.asarray(embeddings.embed_documents(TEXTS), dtype=np.float32)
+    query = np.asarray(embeddings.embed_query("capital of France"), dtype=np.float32)
+    np.testing.assert_array_equal(documents, minilm_engine.embed_array(TEXTS, DOC))
+    np.testing.assert_array_equal(query, minilm_engine.embed_array(["capital of France"], QUERY)[0])
+    assert documents.shape == (len(TEXTS), 384)
+    assert all(isinstance(x, float) for x in embeddings.embed_query("x"))
+
+
+def test_model_name_loads_the_same_model_in_process(minilm_path: Path, minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(model_name=str(minilm_path))
+    assert isinstance(embeddings.backend, Engine) and embeddings.backend is not minilm_engine
+    np.testing.assert_array_equal(
+        np.asarray(embeddings.embed_documents(TEXTS[:3]), dtype=np.float32),
+        minilm_engine.embed_array(TEXTS[:3], DOC),
+    )
+
+
+def test_input_type_selects_the_models_query_and_document_prompts(
+    prompted_minilm_path: Path, minilm_engine: Engine
+) -> None:
+    embeddings = PoolragEmbeddings(model_name=str(prompted_minilm_path))
+    text = "capital of France"
+    query = np.asarray(embeddings.embed_query(text), dtype=np.float32)
+    document = np.asarray(embeddings.embed_documents([text])[0], dtype=np.float32)
+    np.testing.assert_allclose(query, minilm_engine.embed_array(["query: " + text])[0], atol=1e-6)
+    np.testing.assert_allclose(document, minilm_engine.embed_array(["passage: " + text])[0], atol=1e-6)
+    assert not np.allclose(query, document, atol=1e-3)
+
+
+def test_the_whole_list_goes_to_the_engine_in_one_call(
+    minilm_engine: Engine, engine_calls: list[list[str]]
+) -> None:
+    texts = [f"document number {i} about topic {i % 7}" for i in range(300)]
+    vectors = PoolragEmbeddings(engine=minilm_engine).embed_documents(texts)
+    assert engine_calls == [texts]  # the engine, not the adapter, splits by token budget
+    assert len(vectors) == 300
+
+
+async def test_async_methods_equal_sync(minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    np.testing.assert_array_equal(await embeddings.aembed_documents(TEXTS), embeddings.embed_documents(TEXTS))
+    np.testing.assert_array_equal(await embeddings.aembed_query("ocean"), embeddings.embed_query("ocean"))
+
+
+async def test_async_embedding_does_not_block_the_event_loop(minilm_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    turns, vectors = await loop_turns_until_done(embeddings.aembed_documents([f"t {i}" for i in range(64)]))
+    assert turns >= 1 and len(vectors) == 64
+
+
+# -- Matryoshka ----------------------------------------------------------------------------------------------
+def test_dimensions_gives_the_engines_truncated_vectors(matryoshka_engine: Engine) -> None:
+    embeddings = PoolragEmbeddings(engine=matryoshka_engine, dimensions=128)
+    documents = np.asarray(embeddings.embed_documents(TEXTS), dtype=np.float32)
+    query = np.asarray(embeddings.embed_query("ocean"), dtype=np.float32)
+    assert documents.shape == (len(TEXTS), 128) and query.shape == (128,)
+    np.testing.assert_array_equal(
+        documents, matryoshka_engine.embed_array(TEXTS, DOC.with_updates(dimensions=128))
+    )
+    np.testing.assert_allclose(np.linalg.norm(documents, axis=1), 1.0, atol=1e-5)
+
+
+def test_remote_dimensions_equal_in_process(matryoshka_engine: Engine, matryoshka_url: str) -> None:
+    local = PoolragEmbeddings(engine=matryoshka_engine, dimensions=256)
+    remote = PoolragEmbeddings(base_url=matryoshka_url, dimensions=256)
+    assert remote.embed_documents(TEXTS) == local.embed_documents(TEXTS)
+    assert len(remote.embed_query("ocean")) == 256 and remote.embed_query("ocean") == local.embed_query(
+        "ocean"
+    )
+
+
+def test_dimensions_on_a_model_that_is_not_matryoshka_is_refused(minilm_engine: Engine) -> None:
+    with pytest.raises(DimensionsError, match="not a Matryoshka model"):
+        PoolragEmbeddings(engine=minilm_engine, dimensions=128).embed_query("ocean")
+
+
+# -- remote -------------------------------------------------------------------------------------------------
+async def test_remote_equals_in_process(minilm_engine: Engine, minilm_url: str) -> None:
+    local = PoolragEmbeddings(engine=minilm_engine)
+    remote = PoolragEmbeddings(base_url=minilm_url, model_name="minilm")
+    assert isinstance(remote.backend, PoolragClient)
+    np.testing.assert_array_equal(remote.embed_documents(TEXTS), local.embed_documents(TEXTS))
+    np.testing.assert_array_equal(remote.embed_query("ocean"), local.embed_query("ocean"))
+    np.testing.assert_array_equal(await remote.aembed_documents(TEXTS), local.embed_documents(TEXTS))
+    np.testing.assert_array_equal(await remote.aembed_query("ocean"), local.embed_query("ocean"))
+
+
+def test_remote_lists_longer_than_one_request_are_split_and_kept_in_order(
+    minilm_engine: Engine, minilm_url: str
+) -> None:
+    client = PoolragClient(minilm_url, max_inputs_per_request=3)
+    texts = [f"sentence {i}: {TEXTS[i % len(TEXTS)]}" for i in range(10)]
+    remote = np.asarray(PoolragEmbeddings(client=client).embed_documents(texts), dtype=np.float32)
+    np.testing.assert_allclose(remote, minilm_engine.embed_array(texts, DOC), atol=1e-6)
+
+
+def test_remote_with_api_key(keyed_minilm_url: str, minilm_engine: Engine) -> None:
+    vector = PoolragEmbeddings(base_url=keyed_minilm_url, api_key=API_KEY).embed_query("ocean")
+    np.testing.assert_array_equal(vector, minilm_engine.embed_array(["ocean"], QUERY)[0])
+    with pytest.raises(RemoteError) as error:
+        PoolragEmbeddings(base_url=keyed_minilm_url, api_key="wrong").embed_query("ocean")
+    assert error.value.status_code == 401
+
+
+def test_remote_bad_input_is_a_value_error(minilm_url: str) -> None:
+    with pytest.raises(RemoteInvalidInputError) as error:
+        PoolragEmbeddings(base_url=minilm_url).embed_documents(["fine", ""])
+    assert isinstance(error.value, ValueError) and error.value.status_code == 400
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    with pytest.raises(RemoteError, match="cannot reach poolrag server"):
+        PoolragEmbeddings(base_url="http://127.0.0.1:9").embed_query("ocean")
+
+
+# -- input limits and bad input ------------------------------------------------------------------------
+def test_long_inputs_are_cut_at_the_model_maximum_unless_asked_not_to(minilm_engine: Engine) -> None:
+    long_text = "word " * 2000
+    vector = PoolragEmbeddings(engine=minilm_engine).embed_query(long_text)
+    np.testing.assert_array_equal(vector, minilm_engine.embed_array([long_text], QUERY)[0])
+    with pytest.raises(InputTooLongError):
+        PoolragEmbeddings(engine=minilm_engine, truncate_prompt_tokens=None).embed_query(long_text)

@@ -1,0 +1,102 @@
+"""End to end in LangChain: PoolragEmbeddings fill real vector stores (Qdrant local mode, Milvus
+Lite), their retrievers fetch candidates, PoolragReranker reorders them; every step is checked
+against the engine's own vectors and scores, in process and through a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_core.documents import Document
+from langchain_milvus import Milvus
+from langchain_poolrag import PoolragEmbeddings, PoolragReranker
+from langchain_qdrant import QdrantVectorStore
+from rag_corpus import METADATAS, QUERIES, TEXTS
+
+from poolrag import Engine, PoolingParams
+
+IDS = [f"00000000-0000-0000-0000-{i:012d}" for i in range(len(TEXTS))]  # Qdrant wants UUIDs
+CANDIDATES = 5
+QUERY = "Which organelle produces energy in cells?"
+
+
+def corpus_documents() -> list[Document]:
+    return [Document(page_content=t, metadata=dict(m)) for t, m in zip(TEXTS, METADATAS, strict=True)]
+
+
+def expected_candidates(engine: Engine, query: str) -> list[str]:
+    """The CANDIDATES texts nearest to the query by cosine of the engine's own vectors."""
+    docs = engine.embed_array(TEXTS, PoolingParams(input_type="document"))
+    q = engine.embed_array([query], PoolingParams(input_type="query"))[0]
+    return [TEXTS[i] for i in np.argsort(-(docs @ q), kind="stable")[:CANDIDATES]]
+
+
+def reranked(engine: Engine, query: str, texts: list[str], top_n: int) -> list[str]:
+    scores = [out.outputs.score for out in engine.score(query, texts)]
+    return [texts[i] for i in np.argsort(-np.asarray(scores), kind="stable")[:top_n]]
+
+
+@pytest.fixture
+def adapters(model_sources: tuple[dict, dict]) -> tuple[PoolragEmbeddings, PoolragReranker]:
+    """In process and through servers (``model_sources`` runs each test both ways)."""
+    embedder, reranker = model_sources
+    return PoolragEmbeddings(**embedder), PoolragReranker(**reranker, top_n=2)
+
+
+def test_qdrant_retrieve_then_rerank(
+    adapters: tuple[PoolragEmbeddings, PoolragReranker], minilm_engine: Engine, cross_encoder_engine: Engine
+) -> None:
+    embeddings, reranker = adapters
+    store = QdrantVectorStore.from_documents(
+        corpus_documents(), embeddings, ids=IDS, location=":memory:", collection_name="rag"
+    )
+    stored = store.client.retrieve("rag", IDS, with_vectors=True)
+    np.testing.assert_allclose(
+        np.asarray([p.vector for p in stored], dtype=np.float32),
+        minilm_engine.embed_array(TEXTS, PoolingParams(input_type="document")),
+        atol=1e-6,
+    )
+
+    base = store.as_retriever(search_kwargs={"k": CANDIDATES})
+    candidates = [doc.page_content for doc in base.invoke(QUERY)]
+    assert candidates == expected_candidates(minilm_engine, QUERY)
+
+    chain = ContextualCompressionRetriever(base_compressor=reranker, base_retriever=base)
+    result = chain.invoke(QUERY)
+    assert [doc.page_content for doc in result] == reranked(cross_encoder_engine, QUERY, candidates, 2)
+    assert result[0].page_content == TEXTS[QUERIES[QUERY]]
+    assert result[0].metadata["topic"] == "biology" and result[0].metadata["relevance_score"] > 0.5
+
+
+def test_milvus_lite_retrieve_then_rerank(
+    minilm_engine: Engine, cross_encoder_engine: Engine, tmp_path: Path
+) -> None:
+    store = Milvus.from_documents(
+        corpus_documents(),
+        PoolragEmbeddings(engine=minilm_engine),
+        connection_args={"uri": str(tmp_path / "milvus.db")},
+        collection_name="rag",
+        index_params={"index_type": "FLAT", "metric_type": "COSINE"},
+        drop_old=True,
+    )
+    rows = store.client.query("rag", filter="pk >= 0", output_fields=["text", "vector"])
+    by_text = {row["text"]: np.asarray(row["vector"], dtype=np.float32) for row in rows}
+    np.testing.assert_allclose(
+        np.stack([by_text[t] for t in TEXTS]),
+        minilm_engine.embed_array(TEXTS, PoolingParams(input_type="document")),
+        atol=1e-6,
+    )
+
+    query = "What is the capital of France?"
+    base = store.as_retriever(search_kwargs={"k": CANDIDATES})
+    candidates = [doc.page_content for doc in base.invoke(query)]
+    assert candidates == expected_candidates(minilm_engine, query)
+
+    chain = ContextualCompressionRetriever(
+        base_compressor=PoolragReranker(engine=cross_encoder_engine, top_n=3), base_retriever=base
+    )
+    result = chain.invoke(query)
+    assert [doc.page_content for doc in result] == reranked(cross_encoder_engine, query, candidates, 3)
+    assert result[0].page_content == TEXTS[QUERIES[query]]

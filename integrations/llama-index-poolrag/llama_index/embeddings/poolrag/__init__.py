@@ -1,0 +1,3 @@
+from llama_index.embeddings.poolrag.base import PoolragEmbedding
+
+__all__ = ["PoolragEmbedding"]

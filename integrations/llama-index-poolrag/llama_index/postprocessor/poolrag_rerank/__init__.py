@@ -1,0 +1,3 @@
+from llama_index.postprocessor.poolrag_rerank.base import PoolragRerank
+
+__all__ = ["PoolragRerank"]

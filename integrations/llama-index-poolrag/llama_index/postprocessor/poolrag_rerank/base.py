@@ -1,0 +1,71 @@
+"""LlamaIndex ``BaseNodePostprocessor`` that reranks retrieved nodes with a poolrag scoring model.
+
+Use it as a query engine's ``node_postprocessors``. All (query, node) pairs are scored in one
+engine call: a cross-encoder reads each pair jointly, an embedding model uses cosine, a ColBERT
+model MaxSim.
+"""
+
+from __future__ import annotations
+
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from pydantic import Field
+
+from poolrag.errors import InvalidInputError
+from poolrag.frameworks.adapter_calls import Ranked, arerank, rerank
+from poolrag.frameworks.fields import BackendFields
+
+RETRIEVAL_SCORE_KEY = "retrieval_score"
+
+
+class PoolragRerank(BackendFields, BaseNodePostprocessor):
+    """Keep the ``top_n`` nodes most relevant to the query, best first, scored by the model.
+
+    Example:
+        .. code-block:: python
+
+            rerank = PoolragRerank(model_name="cross-encoder/ms-marco-MiniLM-L-12-v2", top_n=2)
+            query_engine = index.as_query_engine(similarity_top_k=10, node_postprocessors=[rerank])
+    """
+
+    top_n: int | None = Field(default=2, ge=1, description="Nodes to keep; None keeps all, reordered.")
+    keep_retrieval_score: bool = Field(
+        default=False, description=f"Keep the retriever's score in metadata[{RETRIEVAL_SCORE_KEY!r}]."
+    )
+    metadata_mode: MetadataMode = Field(
+        default=MetadataMode.EMBED, description="Which metadata is scored with each node's text."
+    )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PoolragRerank"
+
+    def _query_and_texts(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+    ) -> tuple[str, list[str]]:
+        if query_bundle is None:
+            raise InvalidInputError("reranking needs the query: pass query_bundle or query_str")
+        return query_bundle.query_str, [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
+
+    def _scored(self, nodes: list[NodeWithScore], ranked: list[Ranked]) -> list[NodeWithScore]:
+        out = []
+        for i, score in ranked:
+            node = nodes[i].node
+            if self.keep_retrieval_score:  # a copy: the retriever's nodes stay as they were
+                node = node.model_copy(
+                    update={"metadata": {**node.metadata, RETRIEVAL_SCORE_KEY: nodes[i].score}}
+                )
+            out.append(NodeWithScore(node=node, score=score))
+        return out
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        query, texts = self._query_and_texts(nodes, query_bundle)
+        return self._scored(nodes, rerank(self.backend, query, texts, self._params(), self.top_n))
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        query, texts = self._query_and_texts(nodes, query_bundle)
+        return self._scored(nodes, await arerank(self.backend, query, texts, self._params(), self.top_n))

@@ -1,0 +1,3 @@
+from llama_index.retrievers.poolrag.base import PoolragColBERTRetriever
+
+__all__ = ["PoolragColBERTRetriever"]

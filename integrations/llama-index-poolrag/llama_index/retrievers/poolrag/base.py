@@ -1,0 +1,142 @@
+"""LlamaIndex ``BaseRetriever`` for ColBERT late interaction (MaxSim over per-token vectors).
+
+It wraps poolrag's one ColBERT stack (:class:`poolrag.retrieval.ColbertRetriever`): nodes are encoded
+as documents into any poolrag store (in memory by default, or Qdrant / Milvus from
+:func:`poolrag.stores.open_store`), a query is encoded as a query, and the store returns the
+``similarity_top_k`` best nodes that pass ``filters``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
+
+from poolrag.client import PoolragClient
+from poolrag.engine import Engine
+from poolrag.errors import InvalidInputError
+from poolrag.frameworks.backend_resolution import resolve_backend
+from poolrag.frameworks.colbert_search import open_colbert
+from poolrag.frameworks.ranking import check_top_n
+from poolrag.retrieval import ColbertRetriever, SearchResult
+from poolrag.stores import VectorStore
+
+Filters = MetadataFilters | Mapping[str, Any]
+
+
+class PoolragColBERTRetriever(BaseRetriever):
+    """Top-``similarity_top_k`` nodes by ColBERT MaxSim, optionally restricted by metadata filters.
+
+    ``filters`` takes LlamaIndex ``MetadataFilters`` combined with AND, using the ``==`` and ``in``
+    operators (what every store can evaluate exactly), or a plain ``{key: value or [values]}``.
+    The text that is encoded and returned is each node's content without metadata.
+
+    Example:
+        .. code-block:: python
+
+            retriever = PoolragColBERTRetriever(model_name="lightonai/colbertv2.0", similarity_top_k=4)
+            retriever.add_nodes(nodes)
+            retriever.retrieve("what is late interaction?")
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: Engine | None = None,
+        model_name: str | os.PathLike[str] | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: PoolragClient | None = None,
+        engine_kwargs: dict[str, Any] | None = None,
+        store: VectorStore | None = None,
+        similarity_top_k: int = 4,
+        filters: Filters | None = None,
+        truncate_prompt_tokens: int | None = -1,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        check_top_n(similarity_top_k, "similarity_top_k")
+        backend = resolve_backend(
+            engine=engine,
+            client=client,
+            model_name=model_name,
+            base_url=base_url,
+            api_key=api_key,
+            engine_kwargs=engine_kwargs,
+        )
+        self.colbert: ColbertRetriever = open_colbert(backend, store, truncate_prompt_tokens)
+        self.similarity_top_k = similarity_top_k
+        self.filters = filters
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @property
+    def store(self) -> VectorStore:
+        return self.colbert.store
+
+    def add_nodes(self, nodes: Sequence[BaseNode]) -> list[str]:
+        """Encode and store ``nodes`` under their ``node_id`` (re-adding a node replaces it)."""
+        return self.colbert.add_texts(*_columns(nodes))
+
+    async def aadd_nodes(self, nodes: Sequence[BaseNode]) -> list[str]:
+        return await self.colbert.aadd_texts(*_columns(nodes))
+
+    def delete_nodes(self, node_ids: Sequence[str]) -> None:
+        self.colbert.delete(list(node_ids))
+
+    def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
+        return [
+            NodeWithScore(node=TextNode(id_=r.id, text=r.text, metadata=r.metadata), score=r.score)
+            for r in results
+        ]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        filters = to_filter_dict(self.filters)
+        return self._nodes(self.colbert.search(query_bundle.query_str, self.similarity_top_k, filter=filters))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        filters = to_filter_dict(self.filters)
+        results = await self.colbert.asearch(query_bundle.query_str, self.similarity_top_k, filter=filters)
+        return self._nodes(results)
+
+
+def to_filter_dict(filters: Filters | None) -> dict[str, Any] | None:
+    """LlamaIndex ``MetadataFilters`` (AND of ``==`` / ``in``) as poolrag's ``{key: value}`` filter."""
+    if filters is None:
+        return None
+    if isinstance(filters, Mapping):
+        return dict(filters)
+    if not isinstance(filters, MetadataFilters):
+        raise InvalidInputError(f"filters must be MetadataFilters or a mapping, not {type(filters).__name__}")
+    if filters.condition not in (None, FilterCondition.AND) and len(filters.filters) > 1:
+        raise InvalidInputError(f"ColBERT filters combine conditions with AND only, not {filters.condition}")
+    out: dict[str, Any] = {}
+    for item in filters.filters:
+        if not isinstance(item, MetadataFilter):
+            raise InvalidInputError("nested MetadataFilters are not supported by the ColBERT retriever")
+        if item.operator == FilterOperator.EQ:
+            value: Any = item.value
+        elif item.operator == FilterOperator.IN:
+            value = list(item.value) if isinstance(item.value, (list, tuple)) else [item.value]
+        else:
+            raise InvalidInputError(
+                f"the ColBERT retriever filters with '==' and 'in' only, not {item.operator.value!r}"
+            )
+        if item.key in out:
+            raise InvalidInputError(f"two filters on {item.key!r}; combine them into one 'in' filter")
+        out[item.key] = value
+    return out
+
+
+def _columns(nodes: Sequence[BaseNode]) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    texts = [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]
+    return texts, [dict(node.metadata) for node in nodes], [node.node_id for node in nodes]

@@ -1,0 +1,17 @@
+"""What the LangChain and LlamaIndex partner packages share, written once.
+
+``langchain-poolrag`` and ``llama-index-poolrag`` (under ``integrations/``) are thin: each class is
+its framework's base class plus the pieces here, so the two frameworks accept the same constructor
+arguments, refuse the same mistakes and return the same numbers.
+
+* :mod:`~poolrag.frameworks.backend_resolution`: constructor arguments → one
+  :class:`~poolrag.backend.PoolingBackend` (engine, model to load, server URL or client, cache);
+* :mod:`~poolrag.frameworks.fields`: those arguments as pydantic fields (both frameworks' classes are
+  pydantic models); the only module of poolrag that imports pydantic outside the server;
+* :mod:`~poolrag.frameworks.adapter_calls`: the embed and rerank calls with their input checks;
+* :mod:`~poolrag.frameworks.ranking`: best-first order of scored candidates;
+* :mod:`~poolrag.frameworks.colbert_search`: the core ColBERT retriever as both framework retrievers
+  use it.
+
+Nothing here imports either framework.
+"""

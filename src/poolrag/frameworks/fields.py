@@ -1,0 +1,102 @@
+"""The adapters' constructor arguments as pydantic fields, declared once for both frameworks.
+
+LangChain's and LlamaIndex's base classes are both pydantic models, so each adapter class is its
+framework's base plus one of these mixins, and every adapter takes the same arguments:
+
+* ``engine=`` an already loaded :class:`poolrag.Engine` (shared, nothing is loaded again);
+* ``model_name=`` a path or hub id to load in this process (``engine_kwargs`` go to ``Engine``);
+* ``base_url=`` a ``poolrag serve`` URL (then ``model_name`` is the served name, ``api_key`` defaults
+  to ``$POOLRAG_API_KEY``), or ``client=`` a :class:`poolrag.client.PoolragClient`;
+* nothing at all when ``$POOLRAG_BASE_URL`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+
+from poolrag.backend import PoolingBackend
+from poolrag.frameworks.backend_resolution import API_KEY_ENV, backend_base_url, resolve_backend
+from poolrag.params import InputType, PoolingParams
+
+
+def _api_key_from_env() -> SecretStr | None:
+    value = os.environ.get(API_KEY_ENV)
+    return SecretStr(value) if value else None
+
+
+class BackendFields(BaseModel):
+    """Where an adapter's model runs; resolved once, at construction."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, protected_namespaces=(), extra="forbid")
+
+    model_name: str | None = Field(
+        default=None,
+        description="Model path or hub id to load in process; the served model name when remote.",
+    )
+    base_url: str | None = Field(default=None, description="URL of a `poolrag serve` server.")
+    api_key: SecretStr | None = Field(default_factory=_api_key_from_env, description="API key of the server.")
+    engine: Any = Field(
+        default=None, exclude=True, repr=False, description="A loaded poolrag.Engine to share."
+    )
+    client: Any = Field(default=None, exclude=True, repr=False, description="A PoolragClient to share.")
+    engine_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments of poolrag.Engine when model_name is loaded here.",
+    )
+    truncate_prompt_tokens: int | None = Field(
+        default=-1,
+        description="-1: cut inputs at the model's maximum length, as sentence-transformers does; "
+        "None: raise on over-long inputs instead.",
+    )
+
+    _backend: PoolingBackend = PrivateAttr()
+
+    def _embedding_cache(self) -> Any:
+        """The ``cache=`` argument of classes that embed (none for the others)."""
+        return None
+
+    @model_validator(mode="after")
+    def _connect(self) -> Any:
+        self._backend = resolve_backend(
+            engine=self.engine,
+            client=self.client,
+            model_name=self.model_name,
+            base_url=self.base_url,
+            api_key=self.api_key.get_secret_value() if self.api_key is not None else None,
+            cache=self._embedding_cache(),
+            engine_kwargs=self.engine_kwargs,
+            truncate_prompt_tokens=self.truncate_prompt_tokens,
+        )
+        remote_url = backend_base_url(self._backend)
+        if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=
+            self.base_url = remote_url
+        return self
+
+    @property
+    def backend(self) -> PoolingBackend:
+        """The engine, cache-reading embedder or HTTP client this adapter calls."""
+        return self._backend
+
+    def _params(self, input_type: InputType | None = None) -> PoolingParams:
+        return PoolingParams(truncate_prompt_tokens=self.truncate_prompt_tokens, input_type=input_type)
+
+
+class EmbeddingFields(BackendFields):
+    """An embedding adapter's arguments: where the model runs, plus output size and cache."""
+
+    dimensions: int | None = Field(default=None, description="Matryoshka output size.")
+    cache: Any = Field(
+        default=None,
+        exclude=True,
+        repr=False,
+        description="poolrag EmbeddingCache (or its path), or a CachedEmbedder, to read through.",
+    )
+
+    def _embedding_cache(self) -> Any:
+        return self.cache
+
+    def _params(self, input_type: InputType | None = None) -> PoolingParams:
+        return super()._params(input_type).with_updates(dimensions=self.dimensions)
