@@ -11,9 +11,7 @@ from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.registry import KINDS, ModelKind, Role
 from poolrag.errors import ModelLoadError
 
-__all__ = ["CONVERSIONS", "ModelKind", "detect_model_kind", "supported_tasks"]
-
-CONVERSIONS = ("embed", "classify", "reward")
+__all__ = ["ModelKind", "detect_model_kind", "supported_tasks"]
 
 
 def _remote_auto_classes(spec: ModelSpec) -> set[str]:

@@ -50,9 +50,3 @@ def pooling_method(kind: PoolingType) -> PoolingMethod:
     table: dict[str, type[PoolingMethod]] = {"CLS": CLSPool, "LAST": LastPool, "MEAN": MeanPool}
     return table[kind]()
 
-
-def step_rows(tokens: torch.Tensor, token_ids: torch.Tensor, step_tag_id: int | None) -> torch.Tensor:
-    """STEP pooling for one sequence: the rows at ``step_tag_id`` positions (all rows if unset)."""
-    if step_tag_id is None:
-        return tokens
-    return tokens[token_ids == step_tag_id]
