@@ -229,6 +229,17 @@ class Engine:
         """What callers may know about the model (the :class:`~poolrag.backend.PoolingBackend` facts)."""
         return self._facts
 
+    @property
+    def pipeline(self) -> Pipeline:
+        """The wired layers under this engine, read-only: model kind, input processor, and the
+        executor with its runner (the model), poolers, batcher and core.
+
+        For tools, benchmarks and tests that inspect or probe one layer (which implementation
+        loaded, whether batches are packed); applications use the methods above, which stay
+        stable when the wiring changes.
+        """
+        return self._pipeline
+
     # -- parameter resolution -----------------------------------------------------------------------
     def _check_task(self, task: str) -> None:
         PoolingParams().verify(task, self._facts)

@@ -248,7 +248,7 @@ def test_every_row_has_a_tiny_model() -> None:
 
 
 def _check(engine: Engine, entry: Entry, engine_kwargs: dict[str, Any]) -> None:
-    assert engine._pipeline.kind is entry.kind
+    assert engine.pipeline.kind is entry.kind
     assert lookup_architecture(engine.spec.architecture) is entry.role
     assert engine.spec.is_decoder == (entry.backbone == "decoder")
     assert engine.supported_tasks == entry.info.tasks
@@ -270,7 +270,7 @@ def test_a_pylate_folder_is_the_colbert_row_too(tiny_model: Callable[..., Path],
     folder, _ = _pylate(tiny_model, tmp_path / "pylate")
     engine = Engine(folder)
     assert (
-        engine._pipeline.kind is ModelKind.COLBERT
+        engine.pipeline.kind is ModelKind.COLBERT
         and lookup_architecture(engine.spec.architecture) is Role.BACKBONE
     )
     assert engine.supported_tasks == KINDS[ModelKind.COLBERT].tasks
@@ -284,5 +284,5 @@ def test_conditional_tasks_drop_out(
     tiny_model: Callable[..., Path], head: str, num_labels: int, dropped: tuple[str, ...]
 ) -> None:
     engine = Engine(tiny_model("bert", head=head, num_labels=num_labels))
-    kind = engine._pipeline.kind
+    kind = engine.pipeline.kind
     assert engine.supported_tasks == tuple(t for t in KINDS[kind].tasks if t not in dropped)

@@ -45,9 +45,7 @@ def test_device_map_places_the_model_through_accelerate(qwen3_embedder, monkeypa
     folder, _model, engine = qwen3_embedder
     assert Placement(device_map="auto").from_pretrained_kwargs(torch.device("cpu")) == {"device_map": "auto"}
     placed = Engine(folder, device_map="auto")
-    assert placed._pipeline.executor.runner.device == torch.device(
-        "cpu"
-    )  # inputs go where the embeddings are
+    assert placed.pipeline.executor.runner.device == torch.device("cpu")  # inputs go where the embeddings are
     np.testing.assert_allclose(placed.embed_array(TEXTS), engine.embed_array(TEXTS), atol=1e-6)
     monkeypatch.setitem(sys.modules, "accelerate", None)  # as if accelerate were not installed
     with pytest.raises(ModelLoadError, match="device_map needs accelerate"):
@@ -69,7 +67,7 @@ def test_int8_weights_stay_close_to_full_precision(qwen3_embedder):
         kwargs["device_map"] == {"": "cpu"}
         and type(kwargs["quantization_config"]).__name__ == "TorchAoConfig"
     )
-    layer = quantized._pipeline.executor.runner.model.layers[0].self_attn.q_proj
+    layer = quantized.pipeline.executor.runner.model.layers[0].self_attn.q_proj
     assert type(layer.weight).__module__.startswith("torchao")  # the weights really are int8
     full, eight_bit = engine.embed_array(TEXTS), quantized.embed_array(TEXTS)
     cosine = (full * eight_bit).sum(axis=1)

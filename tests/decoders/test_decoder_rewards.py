@@ -155,7 +155,7 @@ def test_llama_bidirectional_reranker_runs_its_own_forward(tmp_path_factory, sid
     model = llama_bidirectional_reranker(folder, _config_values(len(tokenizer), "llama"))
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     engine = Engine(folder, trust_remote_code=True)
-    assert engine.score_kind == "cross-encoder" and engine._pipeline.kind.value == "sequence_classifier"
+    assert engine.score_kind == "cross-encoder" and engine.pipeline.kind.value == "sequence_classifier"
     query = "What is a panda?"
     seqs = [tokenizer(query, d)["input_ids"] for d in TEXTS]
     logits = run_padded(model, seqs, PAD, side, lambda out, batch, last: out.logits.float().numpy())[:, 0]

@@ -73,10 +73,10 @@ def test_llm_reranker_score_matches_the_causal_lm_reference(reranker, side):
 
 def test_only_the_chosen_lm_head_rows_are_kept(reranker):
     model, _tokenizer, engine, ids, _prompt = reranker
-    backbone = engine._pipeline.executor.runner.model
+    backbone = engine.pipeline.executor.runner.model
     assert backbone.get_output_embeddings() is None if hasattr(backbone, "get_output_embeddings") else True
     assert not hasattr(backbone, "lm_head")
-    head = engine._pipeline.executor.poolers["score"].score
+    head = engine.pipeline.executor.poolers["score"].score
     assert isinstance(head, LMHeadRowsHead) and head.rows.shape == (len(ids), model.config.hidden_size)
     np.testing.assert_array_equal(
         head.rows.numpy(), model.get_output_embeddings().weight[ids].detach().numpy()
@@ -98,7 +98,7 @@ def test_vllm_style_overrides_load_the_same_reranker(tmp_path):
         hf_overrides={"classifier_from_token": ["no", "yes"]},
         score_template="qwen3_reranker",
     )
-    assert vllm_style._pipeline.kind.value == "lm_head_classifier"
+    assert vllm_style.pipeline.kind.value == "lm_head_classifier"
     a = [s.outputs.score for s in vllm_style.score(QUERY, TEXTS)]
     b = [s.outputs.score for s in converted.score(QUERY, TEXTS)]
     np.testing.assert_allclose(a, b, atol=1e-7)

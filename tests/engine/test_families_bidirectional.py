@@ -20,6 +20,8 @@ from decoders.decoder_remote_code import llama_bidirectional_reranker
 from decoders.tiny_decoders import PAD, SIDES, TEXTS, build_tokenizer, normalize, run_padded, tiny_config
 
 from poolrag import Engine
+from poolrag.loading.cpu_fast_mode import PackedLinear
+from poolrag.models.fused_linear import onednn_available
 
 QUERY = "What is a panda?"
 
@@ -58,11 +60,15 @@ def test_reranker_matches_the_published_code(remote, tmp_path, model_type, side)
     architecture = "LlamaBidirectionalForSequenceClassification"
     plain = _without_code(folder, tmp_path / "plain", architecture, model_type)
     engine = Engine(plain)
-    assert engine._pipeline.kind.value == "sequence_classifier" and not engine.spec.is_decoder
+    assert engine.pipeline.kind.value == "sequence_classifier" and not engine.spec.is_decoder
     seqs = [tokenizer(QUERY, d)["input_ids"] for d in TEXTS]
     logits = run_padded(model, seqs, PAD, side, lambda out, batch, last: out.logits.float().numpy())[:, 0]
     got = np.array([s.outputs.score for s in engine.score(QUERY, TEXTS)])
     np.testing.assert_allclose(got, 1 / (1 + np.exp(-logits)), rtol=1e-5, atol=1e-6)
+    # the runner packed the CPU weights of the transformers layers the poolrag head wraps
+    backbone = engine.pipeline.executor.runner.model.backbone
+    packed = any(isinstance(m, PackedLinear) for m in backbone.modules())
+    assert packed == onednn_available(torch.float32)
 
 
 def test_embedder_matches_a_llama_without_its_causal_mask(remote, tmp_path):

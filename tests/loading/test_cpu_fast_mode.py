@@ -73,7 +73,7 @@ def test_default_cpu_engine_is_exact_fp32(minilm_path: Path) -> None:
 
 
 def _model(engine: Engine) -> nn.Module:
-    return engine._pipeline.executor.runner.model
+    return engine.pipeline.executor.runner.model
 
 
 def _assert_contract(engine: Engine, exact: np.ndarray, mode: str, bar: float = DEFAULT_MIN_COSINE) -> None:

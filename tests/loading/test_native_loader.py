@@ -20,7 +20,7 @@ from poolrag.models.bert import BertFamilyModel
 
 
 def _is_native(engine: Engine) -> bool:
-    return isinstance(engine._pipeline.executor.runner.model, BertFamilyModel)
+    return isinstance(engine.pipeline.executor.runner.model, BertFamilyModel)
 
 
 def _copy_without_weights(source: Path, dest: Path) -> Path:

@@ -27,7 +27,7 @@ ARCHS = ("bert", "roberta", "xlm-roberta")
 
 
 def _requests(engine: Engine) -> list[PoolingRequest]:
-    return engine._pipeline.processor.texts(list(SENTENCES), PARAMS, None, None)
+    return engine.pipeline.processor.texts(list(SENTENCES), PARAMS, None, None)
 
 
 def _assert_same_embeddings(native: Engine, reference: Engine, texts: list[str] = SENTENCES) -> None:
@@ -47,12 +47,12 @@ def _engines(folder: Path) -> tuple[Engine, Engine]:
 @pytest.mark.parametrize("arch", ARCHS)
 def test_native_equals_transformers(tiny_model: Callable[..., Path], arch: str, head: str | None) -> None:
     native, reference = _engines(tiny_model(arch, head, num_labels=3))
-    assert isinstance(native._pipeline.executor.runner.model, BertFamilyModel)
-    assert not isinstance(reference._pipeline.executor.runner.model, BertFamilyModel)
+    assert isinstance(native.pipeline.executor.runner.model, BertFamilyModel)
+    assert not isinstance(reference.pipeline.executor.runner.model, BertFamilyModel)
     batch = _requests(native)
     got, want = (
-        native._pipeline.executor.runner.forward(batch),
-        reference._pipeline.executor.runner.forward(batch),
+        native.pipeline.executor.runner.forward(batch),
+        reference.pipeline.executor.runner.forward(batch),
     )
     if head == "sequence":
         assert got.sequences is not None and want.sequences is not None
@@ -70,9 +70,9 @@ def test_padded_layout_and_attention_masks_match(tiny_model: Callable[..., Path]
     native, reference = _engines(tiny_model(arch))
     masked = PoolingRequest((101, 2023, 2003, 103, 103, 102), PARAMS, attention=(1, 1, 1, 0, 0, 1))
     batch = [masked, *_requests(native)]
-    assert not native._pipeline.executor.runner.prepare(batch).packed
-    got = native._pipeline.executor.runner.forward(batch).tokens
-    want = reference._pipeline.executor.runner.forward(batch).tokens
+    assert not native.pipeline.executor.runner.prepare(batch).packed
+    got = native.pipeline.executor.runner.forward(batch).tokens
+    want = reference.pipeline.executor.runner.forward(batch).tokens
     assert got is not None and want is not None
     torch.testing.assert_close(got.states, want.states, rtol=0, atol=1e-5)
 
@@ -81,7 +81,7 @@ def test_padded_layout_and_attention_masks_match(tiny_model: Callable[..., Path]
 def test_fused_cpu_weights_equal_plain_ones(tiny_model: Callable[..., Path], head: str | None) -> None:
     """The engine packs weights (GELU and residual add inside oneDNN) when serving starts; same numbers."""
     engine = Engine(tiny_model("bert", head), model_impl="native")
-    runner = engine._pipeline.executor.runner
+    runner = engine.pipeline.executor.runner
     batch = _requests(engine)
     plain = runner.forward(batch)
     runner.prepare_for_serving()
@@ -95,7 +95,7 @@ def test_fused_cpu_weights_equal_plain_ones(tiny_model: Callable[..., Path], hea
 
 def test_minilm_runs_native_by_default_and_equals_transformers(minilm_path: Path) -> None:
     native, reference = Engine(minilm_path), Engine(minilm_path, model_impl="transformers")
-    assert isinstance(native._pipeline.executor.runner.model, BertFamilyModel)
+    assert isinstance(native.pipeline.executor.runner.model, BertFamilyModel)
     _assert_same_embeddings(native, reference, list(SENTENCES) * 5)
 
 
@@ -129,7 +129,7 @@ def test_roberta_as_it_ships(tiny_model: Callable[..., Path]) -> None:
     got = torch.tensor(np.stack([o.outputs.probs for o in native.classify(texts)]))
     want = torch.tensor(np.stack([o.outputs.probs for o in reference.classify(texts)]))
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
-    model = native._pipeline.executor.runner.model
+    model = native.pipeline.executor.runner.model
     ids = torch.tensor([[0, 2023, 232, 2]])
     with torch.inference_mode():
         implicit = model(ids, attention_mask=torch.ones_like(ids)).logits

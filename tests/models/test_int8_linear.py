@@ -105,7 +105,7 @@ def test_attention_matmuls_go_int8_but_the_feed_forward_and_head_stay_fp32(
         cpu_fast_mode="int8",
         cpu_fast_mode_min_cosine=0.0,
     )
-    model = engine._pipeline.executor.runner.model
+    model = engine.pipeline.executor.runner.model
     layers = list(model.layers)
     for name in ("qkv", "attn_out"):
         assert all(isinstance(getattr(layer, name), SmoothQuantLinear) for layer in layers)
@@ -118,7 +118,7 @@ def test_attention_matmuls_go_int8_but_the_feed_forward_and_head_stay_fp32(
 
 def test_smooth_quantize_only_touches_recorded_layers(tiny_model: Callable[..., Path]) -> None:
     engine = Engine(tiny_model("bert"), model_impl="native")
-    model = engine._pipeline.executor.runner.model
+    model = engine.pipeline.executor.runner.model
     assert smooth_quantize(model, {}) == 0
     assert not any(isinstance(m, SmoothQuantLinear) for m in model.modules())
 

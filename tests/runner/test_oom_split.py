@@ -41,7 +41,7 @@ class MemoryBudget(nn.Module):
 
 
 def _requests(engine: Engine) -> list[PoolingRequest]:
-    return engine._pipeline.processor.texts(TEXTS, PARAMS, None, None)
+    return engine.pipeline.processor.texts(TEXTS, PARAMS, None, None)
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def engine(tiny_model: Callable[..., Path]) -> Engine:
 
 
 def test_runner_splits_a_batch_that_runs_out_of_memory(engine: Engine) -> None:
-    runner = engine._pipeline.executor.runner
+    runner = engine.pipeline.executor.runner
     batch = _requests(engine)
     reference = runner.forward(batch).tokens
     budget = MemoryBudget(runner.model, max_tokens=60)
@@ -67,7 +67,7 @@ def test_runner_splits_a_batch_that_runs_out_of_memory(engine: Engine) -> None:
 
 def test_engine_callers_get_results_despite_a_small_memory_budget(engine: Engine) -> None:
     reference = engine.embed_array(TEXTS)
-    runner = engine._pipeline.executor.runner
+    runner = engine.pipeline.executor.runner
     runner.model = MemoryBudget(runner.model, max_tokens=40)
     again = engine.embed_array(TEXTS)
     np.testing.assert_allclose(again, reference, rtol=0, atol=1e-5)
@@ -78,7 +78,7 @@ def test_engine_callers_get_results_despite_a_small_memory_budget(engine: Engine
 
 
 def test_cpu_allocation_failures_split_too(engine: Engine) -> None:
-    runner = engine._pipeline.executor.runner
+    runner = engine.pipeline.executor.runner
     batch = _requests(engine)[:8]
     reference = runner.forward(batch).tokens
     runner.model = MemoryBudget(runner.model, max_tokens=30, error=MemoryError)
@@ -88,7 +88,7 @@ def test_cpu_allocation_failures_split_too(engine: Engine) -> None:
 
 
 def test_a_single_sequence_that_does_not_fit_fails_clearly(engine: Engine) -> None:
-    runner = engine._pipeline.executor.runner
+    runner = engine.pipeline.executor.runner
     runner.model = MemoryBudget(runner.model, max_tokens=2)
     with pytest.raises(torch.OutOfMemoryError):
         engine.embed_array(["one sequence too long for the memory budget"])
@@ -97,7 +97,7 @@ def test_a_single_sequence_that_does_not_fit_fails_clearly(engine: Engine) -> No
 
 
 def test_other_errors_are_not_mistaken_for_out_of_memory(engine: Engine) -> None:
-    runner = engine._pipeline.executor.runner
+    runner = engine.pipeline.executor.runner
     runner.model = MemoryBudget(runner.model, max_tokens=0, error=ValueError)
     with pytest.raises(ValueError):
         runner.forward(_requests(engine)[:4])

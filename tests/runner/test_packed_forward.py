@@ -21,7 +21,7 @@ PARAMS = ResolvedParams(task="embed")
 
 
 def _requests(engine: Engine, texts: list[str]) -> list[PoolingRequest]:
-    return engine._pipeline.processor.texts(texts, PARAMS, None, None)
+    return engine.pipeline.processor.texts(texts, PARAMS, None, None)
 
 
 TEXTS = [
@@ -50,7 +50,7 @@ IMPLS = ("transformers", "native")
 @pytest.mark.parametrize("impl", IMPLS)
 def test_packed_equals_padded_on_minilm(minilm_path: Path, impl: str) -> None:
     engine = Engine(minilm_path, model_impl=impl)
-    padded, packed = _padded_and_packed(engine._pipeline.executor.runner, _requests(engine, TEXTS))
+    padded, packed = _padded_and_packed(engine.pipeline.executor.runner, _requests(engine, TEXTS))
     torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
 
 
@@ -60,7 +60,7 @@ def test_packed_equals_padded_on_tiny_models(
     tiny_model: Callable[..., Path], arch: str, head: str | None, impl: str
 ) -> None:
     engine = Engine(tiny_model(arch, head), model_impl=impl)
-    padded, packed = _padded_and_packed(engine._pipeline.executor.runner, _requests(engine, TEXTS))
+    padded, packed = _padded_and_packed(engine.pipeline.executor.runner, _requests(engine, TEXTS))
     torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
 
 
@@ -68,7 +68,7 @@ def test_packed_equals_padded_on_tiny_models(
 def test_packing_is_exact_or_refused_for_every_encoder(tiny_model: Callable[..., Path], arch: str) -> None:
     """The load-time probe only lets a model run packed when it matches padded."""
     engine = Engine(tiny_model(arch), model_impl="transformers")
-    runner = engine._pipeline.executor.runner
+    runner = engine.pipeline.executor.runner
     batch = _requests(engine, TEXTS)
     padded = runner.forward(batch).tokens
     if runner.enable_packing():
@@ -82,7 +82,7 @@ def test_packing_is_exact_or_refused_for_every_encoder(tiny_model: Callable[...,
 def test_engine_results_match_with_packing_on(minilm_path: Path) -> None:
     padded_engine = Engine(minilm_path, model_impl="transformers")
     packed_engine = Engine(minilm_path, model_impl="transformers")
-    assert packed_engine._pipeline.executor.runner.enable_packing()
+    assert packed_engine.pipeline.executor.runner.enable_packing()
     texts = TEXTS * 3
     torch.testing.assert_close(
         torch.from_numpy(packed_engine.embed_array(texts)),
@@ -94,7 +94,7 @@ def test_engine_results_match_with_packing_on(minilm_path: Path) -> None:
 
 def test_transformers_sequence_classifiers_keep_the_padded_layout(tiny_model: Callable[..., Path]) -> None:
     """Their heads read position 0 of each padded row, which a packed row does not have."""
-    runner = Engine(tiny_model("bert", "sequence"), model_impl="transformers")._pipeline.executor.runner
+    runner = Engine(tiny_model("bert", "sequence"), model_impl="transformers").pipeline.executor.runner
     assert not runner.enable_packing()
     assert not runner.packed
 
@@ -103,7 +103,7 @@ def test_native_sequence_classifiers_run_packed(tiny_model: Callable[..., Path])
     """The native head reads each sequence's first packed row, so cross-encoders pack too."""
     engine = Engine(tiny_model("bert", "sequence"), model_impl="native")
     reference = Engine(tiny_model("bert", "sequence"), model_impl="transformers")
-    assert engine._pipeline.executor.runner.packed
+    assert engine.pipeline.executor.runner.packed
     pairs = [(TEXTS[0], t) for t in TEXTS]
     got = [o.outputs.probs for o in engine.classify([f"{a} {b}" for a, b in pairs])]
     want = [o.outputs.probs for o in reference.classify([f"{a} {b}" for a, b in pairs])]
@@ -113,7 +113,7 @@ def test_native_sequence_classifiers_run_packed(tiny_model: Callable[..., Path])
 def test_requests_with_their_own_attention_pattern_run_padded(minilm_path: Path) -> None:
     """ColBERT query expansion tokens produce rows without being attended to: varlen cannot say that."""
     engine = Engine(minilm_path, model_impl="transformers")
-    runner = engine._pipeline.executor.runner
+    runner = engine.pipeline.executor.runner
     masked = PoolingRequest((101, 2023, 2003, 103, 103, 102), PARAMS, attention=(1, 1, 1, 0, 0, 1))
     plain = _requests(engine, ["plain text"])[0]
     reference = runner.forward([masked, plain]).tokens
@@ -127,8 +127,8 @@ def test_requests_with_their_own_attention_pattern_run_padded(minilm_path: Path)
 
 def test_the_batcher_is_told_how_padding_costs(tiny_model: Callable[..., Path]) -> None:
     """Padded layout: every padded token costs; native on CPU: only attention pays for padding."""
-    native = Engine(tiny_model("bert"), model_impl="native")._pipeline.executor.runner
+    native = Engine(tiny_model("bert"), model_impl="native").pipeline.executor.runner
     assert native.packed and not native.padding_free and native.attention_hidden_size == 32
-    padded = Engine(tiny_model("bert"), model_impl="transformers")._pipeline.executor.runner
+    padded = Engine(tiny_model("bert"), model_impl="transformers").pipeline.executor.runner
     assert not padded.packed and not padded.padding_free and padded.attention_hidden_size is None
     assert padded.enable_packing() and padded.padding_free  # varlen attention: no padding anywhere

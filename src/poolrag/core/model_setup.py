@@ -69,6 +69,9 @@ def _check_chunking(kind: ModelKind, pooler: PoolerConfig) -> None:
 
 @dataclass(slots=True)
 class Pipeline:
+    """One loaded model, wired: texts go through ``processor``, batches through ``executor``
+    (batcher -> runner -> the task's pooler, driven by its core)."""
+
     kind: ModelKind
     supported_tasks: tuple[str, ...]
     tokenizer: PreTrainedTokenizerBase
