@@ -138,6 +138,10 @@ def test_re_adding_is_idempotent_and_delete_removes(kind: str, colbert: Engine, 
     assert (top.id, top.text) == (first[0], "Rome is the capital of Italy.")
     retriever.delete([first[0], first[1], "never-added"])
     assert retriever.count() == len(TEXTS) - 1
+    # A metadata field called doc_id is the caller's data, not the id.
+    retriever.add_texts(["Owls hunt at night."], [{"doc_id": "theirs"}], ids=["mine"])
+    owl = retriever.search("Which birds hunt at night?", k=1)[0]
+    assert (owl.id, owl.metadata) == ("mine", {"doc_id": "theirs"})
     assert {first[0], first[1]}.isdisjoint(h.id for h in retriever.search("capital", k=len(TEXTS)))
 
 

@@ -8,8 +8,9 @@ from typing import Any
 from poolrag.stores.base import StoreHit
 
 #: Payload key holding the caller's id of a text added with ``ColbertRetriever.add_texts`` (the
-#: store's own id is derived from it, since stores accept only UUIDs or bounded strings).
-DOC_ID_KEY = "doc_id"
+#: store's own id is derived from it, since stores accept only UUIDs or bounded strings). Prefixed
+#: like Milvus's own keys, so a document field such as ``doc_id`` is never mistaken for it.
+DOC_ID_KEY = "_poolrag_doc_id"
 _ADDED_OWN_KEYS = frozenset({"text", DOC_ID_KEY})
 _INGESTED_OWN_KEYS = frozenset({"text", "start", "end", "chunk_index"})
 
