@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = Engine(default_model(), hf_overrides={"is_matryoshka": True})
     docs = _corpus(args.copies)
-    chunker = TokenChunker.for_engine(engine)
+    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts)
     with tempfile.TemporaryDirectory(prefix="poolrag-bench-") as tmp:
         root = Path(tmp)
         cache = EmbeddingCache(root / "cache.sqlite")
