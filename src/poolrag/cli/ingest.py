@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
     from poolrag.engine import Engine
     from poolrag.ingest.encoders import ChunkEncoder
+    from poolrag.ingest.pipeline import IngestReport
+    from poolrag.stores.base import VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--cache-max-gb", type=float, default=1.0, help="size bound of the cache (default 1)")
 
 
-def open_store_from_args(args: argparse.Namespace) -> Any:
+def open_store_from_args(args: argparse.Namespace) -> VectorStore:
     from poolrag.stores import RetryPolicy, open_store
 
     retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
@@ -209,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest(args: argparse.Namespace, opened: list[Any]) -> Any:
+def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     from poolrag.errors import InvalidInputError
     from poolrag.ingest import IngestPipeline, TokenChunker, default_model, read_paths
     from poolrag.stores import check_collection_name

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest import (
@@ -20,6 +20,10 @@ from poolrag.cli.ingest import (
     setup_logging,
     user_errors,
 )
+
+if TYPE_CHECKING:
+    from poolrag.retrieval import SearchResult
+    from poolrag.stores.base import VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _search(store: Any, args: argparse.Namespace) -> list[Any]:
+def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     from poolrag.cache import CachedEmbedder
     from poolrag.ingest import default_model
     from poolrag.retrieval import ColbertRetriever, Retriever
