@@ -18,6 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 
 from poolrag.backend import PoolingBackend
+from poolrag.client import PoolragClient
+from poolrag.engine import Engine
 from poolrag.frameworks.backend_resolution import API_KEY_ENV, backend_base_url, resolve_backend
 from poolrag.params import InputType, PoolingParams
 
@@ -38,10 +40,12 @@ class BackendFields(BaseModel):
     )
     base_url: str | None = Field(default=None, description="URL of a `poolrag serve` server.")
     api_key: SecretStr | None = Field(default_factory=_api_key_from_env, description="API key of the server.")
-    engine: Any = Field(
+    engine: Engine | None = Field(
         default=None, exclude=True, repr=False, description="A loaded poolrag.Engine to share."
     )
-    client: Any = Field(default=None, exclude=True, repr=False, description="A PoolragClient to share.")
+    client: PoolragClient | None = Field(
+        default=None, exclude=True, repr=False, description="A PoolragClient to share."
+    )
     engine_kwargs: dict[str, Any] = Field(
         default_factory=dict,
         description="Keyword arguments of poolrag.Engine when model_name is loaded here.",

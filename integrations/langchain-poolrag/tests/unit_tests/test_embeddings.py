@@ -60,5 +60,7 @@ def test_construction_needs_exactly_one_model_source(
         PoolragEmbeddings(engine=minilm_engine, model_name="other")
     with pytest.raises(ValueError, match="http"):
         PoolragEmbeddings(base_url="127.0.0.1:8000")
-    with pytest.raises(ValueError, match="engine must be a poolrag"):
+    with pytest.raises(ValueError, match="instance of Engine"):
         PoolragEmbeddings(engine="not an engine")
+    with pytest.raises(ValueError, match="instance of PoolragClient"):
+        PoolragEmbeddings(client="http://127.0.0.1:9")
