@@ -49,4 +49,3 @@ class MeanPool(PoolingMethod):
 def pooling_method(kind: PoolingType) -> PoolingMethod:
     table: dict[str, type[PoolingMethod]] = {"CLS": CLSPool, "LAST": LastPool, "MEAN": MeanPool}
     return table[kind]()
-
