@@ -15,11 +15,18 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from poolrag.errors import InvalidInputError
+from poolrag.sparse.vector import SparseVector
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import MetadataFilter
 
 Layout = Literal["dense", "multivector"]
 Quantization = Literal["int8", "binary"]
+SparseKind = Literal["bm25", "learned"]
+#: How a hybrid search fuses its dense and sparse rankings: ``"rrf"``, or ``("weighted", w)`` for
+#: reciprocal-rank fusion with weight ``w`` on the sparse list and ``1 - w`` on the dense one.
+HybridFusion = Literal["rrf"] | tuple[Literal["weighted"], float]
+SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
 METADATA_KEY = "poolrag"
 logger = logging.getLogger(__name__)
 
@@ -39,6 +46,11 @@ class CollectionSpec:
         layout: one vector per chunk (``dense``) or one per token (``multivector``, ColBERT).
         quantization: ``int8`` / ``binary`` index compression where the store supports it.
         model_options: how to load the model again for search (e.g. ``is_matryoshka`` override).
+        sparse: a sparse field next to the dense one, for sparse and hybrid search. ``bm25``: the
+            documents hold BM25's term-frequency half and the store supplies IDF at query time
+            (Qdrant ``Modifier.IDF``; Milvus from statistics it keeps), so queries carry unit
+            weights; ``learned``: model weights (SPLADE, BGE-M3) searched by plain inner product.
+            ``None`` (every collection written before sparse support): dense only.
     """
 
     name: str
@@ -50,6 +62,17 @@ class CollectionSpec:
     metric: str = "cosine"
     quantization: Quantization | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
+    sparse: SparseKind | None = None
+
+    def __post_init__(self) -> None:
+        if self.sparse is not None and self.sparse not in SPARSE_KINDS:
+            raise InvalidInputError(
+                f"sparse must be one of {', '.join(SPARSE_KINDS)} or None, got {self.sparse!r}"
+            )
+        if self.sparse is not None and self.layout != "dense":
+            raise InvalidInputError(
+                "a sparse field goes with the dense layout only (not with ColBERT token vectors)"
+            )
 
     def to_metadata(self) -> str:
         data = asdict(self)
@@ -71,6 +94,8 @@ class CollectionSpec:
             problems.append(f"{stored.dimension}-dimension vectors vs {self.dimension}")
         if weights_fingerprint(stored.model_identity) != weights_fingerprint(self.model_identity):
             problems.append(f"model {stored.model_identity} vs {self.model_identity}")
+        if stored.sparse != self.sparse:
+            problems.append(f"sparse field {stored.sparse or 'none'} vs {self.sparse or 'none'}")
         if problems:
             raise CollectionMismatchError(
                 f"collection {self.name!r} in {where} holds {stored.dimension}-dimension {stored.layout} "
@@ -82,11 +107,13 @@ class CollectionSpec:
 
 @dataclass
 class ChunkRecord:
-    """One chunk to store: a ``[D]`` vector (dense) or ``[T, D]`` token vectors (multivector)."""
+    """One chunk to store: a ``[D]`` vector (dense) or ``[T, D]`` token vectors (multivector), and
+    its sparse vector when the collection has a sparse field (required there; empty is allowed)."""
 
     id: str
     vector: np.ndarray
     payload: dict[str, Any]
+    sparse: SparseVector | None = None
 
 
 @dataclass
@@ -127,6 +154,24 @@ class VectorStore(Protocol):
     ) -> list[StoreHit]:
         """ColBERT: chunks by MaxSim of the ``[T, D]`` query token vectors, among those matching
         ``filter`` (the best ``limit`` matching chunks, not a post-filtered shortlist)."""
+
+    def search_sparse(
+        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """Chunks sharing a term with ``sparse``, by inner product (times IDF in ``bm25`` collections)."""
+
+    def search_hybrid(
+        self,
+        dense: np.ndarray,
+        sparse: SparseVector,
+        limit: int,
+        *,
+        filter: MetadataFilter | None = None,
+        fusion: HybridFusion = "rrf",
+        prefetch: int | None = None,
+    ) -> list[StoreHit]:
+        """The dense and the sparse ranking (``prefetch`` deep each, default ``2 * limit``) fused by
+        reciprocal rank (k = 60); ``filter`` applies to both. Scores are the fused ones."""
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (``[D]`` or ``[T, D]``)."""

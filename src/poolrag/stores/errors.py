@@ -19,3 +19,8 @@ class StoreUnavailableError(PoolragError, ConnectionError):
     def __init__(self, message: str, attempts: int = 1) -> None:
         super().__init__(message)
         self.attempts = attempts
+
+
+class UnsupportedStoreFeature(InvalidInputError):
+    """The store (or this collection's layout) cannot do what was asked, e.g. sparse search in a
+    collection created without a sparse field."""

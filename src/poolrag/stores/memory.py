@@ -5,8 +5,10 @@ the layout and refuses vectors of another model or size), so code written agains
 unchanged on Milvus or Qdrant. Dense search is exact cosine; multivector search is exact MaxSim on
 the stored token vectors (ColBERT's are unit length, so it equals the engine's ``score``). All
 token vectors live in one packed matrix, rebuilt after a change, so a query is one matrix product
-and one segmented max. Suited to corpora of up to some tens of thousands of chunks; the data lives
-as long as the object.
+and one segmented max. Sparse search is exact inner product (times IDF from the stored vectors in
+``bm25`` collections, as Qdrant's ``Modifier.IDF`` does), and hybrid search fuses the two with
+the rule every store shares (:mod:`poolrag.stores.hybrid`). Suited to corpora of up to some tens
+of thousands of chunks; the data lives as long as the object.
 """
 
 from __future__ import annotations
@@ -19,9 +21,21 @@ from typing import Any
 import numpy as np
 
 from poolrag.errors import InvalidInputError
-from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit, ensure_against
+from poolrag.sparse.vector import SparseVector
+from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit, ensure_against
 from poolrag.stores.errors import CollectionNotFoundError
 from poolrag.stores.filters import MetadataFilter, check_filter, matches
+from poolrag.stores.hybrid import (
+    check_limit,
+    check_query_sparse,
+    check_record_sparse,
+    document_frequencies,
+    fuse_rankings,
+    fusion_weights,
+    prefetch_depth,
+    require_sparse,
+    with_idf,
+)
 from poolrag.stores.names import check_collection_name
 
 logger = logging.getLogger(__name__)
@@ -37,6 +51,7 @@ class InMemoryStore:
         self.location = "this process"
         self._spec: CollectionSpec | None = None
         self._records: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
+        self._sparse: dict[str, SparseVector] = {}
         self._lock = threading.Lock()
         self._packed: tuple[list[str], np.ndarray, np.ndarray] | None = None
 
@@ -65,9 +80,12 @@ class InMemoryStore:
         if not records:
             return
         spec = self._require_spec()
+        for record in records:
+            check_record_sparse(spec, record)
         rows = {r.id: (self._checked_vector(spec, r), dict(r.payload)) for r in records}
         with self._lock:
             self._records.update(rows)
+            self._sparse.update({r.id: r.sparse for r in records if r.sparse is not None})
             self._packed = None
 
     @staticmethod
@@ -86,6 +104,7 @@ class InMemoryStore:
         with self._lock:
             for chunk_id in ids:
                 self._records.pop(chunk_id, None)
+                self._sparse.pop(chunk_id, None)
             self._packed = None
 
     # -- reads --------------------------------------------------------------------------------------
@@ -141,6 +160,44 @@ class InMemoryStore:
             similarity = query @ tokens.T  # [query tokens, every stored token]
             scores = np.maximum.reduceat(similarity, starts, axis=1).sum(axis=0)
             return self._top(ids, scores, self._keep(ids, filter), limit)
+
+    def search_sparse(
+        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """Exact inner product over the matching chunks that share a term with ``sparse``."""
+        spec = require_sparse(self._require_spec(), f"{self.name} at {self.location}")
+        query = check_query_sparse(sparse)
+        check_limit(limit)
+        checked = check_filter(filter)
+        with self._lock:
+            if spec.sparse == "bm25":
+                query = with_idf(query, *document_frequencies(self._sparse.values()))
+            terms = set(query.indices.tolist())
+            scored = [
+                (cid, query.dot(vector))
+                for cid, vector in self._sparse.items()
+                if terms.intersection(vector.indices.tolist()) and matches(self._records[cid][1], checked)
+            ]
+            scored.sort(key=lambda pair: -pair[1])
+            return [StoreHit(cid, score, dict(self._records[cid][1])) for cid, score in scored[:limit]]
+
+    def search_hybrid(
+        self,
+        dense: np.ndarray,
+        sparse: SparseVector,
+        limit: int,
+        *,
+        filter: MetadataFilter | None = None,
+        fusion: HybridFusion = "rrf",
+        prefetch: int | None = None,
+    ) -> list[StoreHit]:
+        """Both rankings, ``prefetch`` deep, fused by reciprocal rank (see :mod:`poolrag.stores.hybrid`)."""
+        require_sparse(self._require_spec(), f"{self.name} at {self.location}")
+        weights = fusion_weights(fusion)
+        depth = prefetch_depth(limit, prefetch)
+        return fuse_rankings(
+            self.search(dense, depth, filter), self.search_sparse(sparse, depth, filter), limit, weights
+        )
 
     def _pack(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Every chunk's vectors in one matrix, plus each chunk's first row (called under the lock)."""

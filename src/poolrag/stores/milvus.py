@@ -12,22 +12,53 @@ Layouts:
 Quantization: Milvus Lite stores FLOAT_VECTOR only (no INT8/BINARY_VECTOR fields), so ``int8``
 and ``binary`` select quantized *indexes* (HNSW_SQ with SQ8, IVF_RABITQ with 1 bit per
 dimension), which a Milvus server supports too. Collection metadata lives in collection properties.
+
+Sparse: a collection with a sparse field has a ``SPARSE_FLOAT_VECTOR`` column with an inverted
+index searched by inner product. Milvus has no IDF modifier, so for ``bm25`` collections the store
+keeps the statistics IDF needs (document count and document frequencies, as
+:class:`~poolrag.sparse.BM25Stats`) in a collection property, updated from the stored rows on
+every upsert and delete (a re-upserted chunk's old terms are taken out first), and multiplies each
+query weight by its IDF: queries carry unit weights, as for Qdrant. The property is marked stale
+while a write is under way, so a write that died half-way makes the next reader count afresh.
+Milvus refuses an all-zero sparse row, so a chunk without terms stores one marker term that no
+query holds. Hybrid search is Milvus' ``hybrid_search`` with ``RRFRanker(60)``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
-from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
-from poolrag.stores.errors import StoreUnavailableError
+from poolrag.sparse.vector import SparseVector
+from poolrag.stores.base import (
+    METADATA_KEY,
+    ChunkRecord,
+    CollectionSpec,
+    HybridFusion,
+    StoreHit,
+    ensure_against,
+)
+from poolrag.stores.errors import CollectionNotFoundError, StoreUnavailableError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter, matches
+from poolrag.stores.hybrid import (
+    RRF_K,
+    check_limit,
+    check_query_sparse,
+    check_record_sparse,
+    document_frequencies,
+    fuse_rankings,
+    fusion_weights,
+    prefetch_depth,
+    require_sparse,
+    with_idf,
+)
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.milvus_filter import in_list, milvus_expression
 from poolrag.stores.milvus_payload import (
@@ -35,12 +66,16 @@ from poolrag.stores.milvus_payload import (
     NO_SOURCE_KEY,
     RENAMED_KEY,
     SOURCE_MAX,
+    SPARSE_COLUMN,
     from_entity,
     full_source,
     to_row_fields,
 )
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from poolrag.sparse.bm25 import BM25Stats
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -53,6 +88,11 @@ _INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
     "int8": ("HNSW_SQ", {"M": 16, "efConstruction": 200, "sq_type": "SQ8"}),
     "binary": ("IVF_RABITQ", {"nlist": 128}),
 }
+_STATS_KEY = f"{METADATA_KEY}_bm25"
+_STALE = "stale"
+#: The one term of a chunk without terms (Milvus refuses all-zero sparse rows); never in a query.
+_EMPTY_TERM = 2**31 - 1
+_EMPTY_WEIGHT = 1e-30
 
 
 class _LiteNoise(logging.Filter):
@@ -196,12 +236,18 @@ class MilvusStore:
         index = self._client.prepare_index_params()
         index_type, params = _INDEXES[spec.quantization]
         index.add_index("vector", index_type=index_type, metric_type="COSINE", params=params)
+        properties = {METADATA_KEY: spec.to_metadata()}
+        if spec.sparse is not None:
+            schema.add_field(SPARSE_COLUMN, DataType.SPARSE_FLOAT_VECTOR)
+            index.add_index(SPARSE_COLUMN, index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+        if spec.sparse == "bm25":
+            properties[_STATS_KEY] = _stats_json(0, {})
         self._call(
             lambda: self._client.create_collection(
                 self.collection,
                 schema=schema,
                 index_params=index,
-                properties={METADATA_KEY: spec.to_metadata()},
+                properties=properties,
             ),
             "create_collection",
         )
@@ -228,14 +274,15 @@ class MilvusStore:
                 "limit; use a smaller --chunk-tokens or another store"
             )
         if self._layout() == "dense":
-            return [
-                {
-                    **fields,
-                    "id": record.id,
-                    "vector": np.asarray(record.vector, dtype=np.float32).tolist(),
-                    "source": source,
-                }
-            ]
+            row = {
+                **fields,
+                "id": record.id,
+                "vector": np.asarray(record.vector, dtype=np.float32).tolist(),
+                "source": source,
+            }
+            if record.sparse is not None:
+                row[SPARSE_COLUMN] = _sparse_row(record.sparse)
+            return [row]
         rows = []
         for tok, vec in enumerate(np.asarray(record.vector, dtype=np.float32)):
             row: dict[str, Any] = dict(fields) if tok == 0 else {}
@@ -249,14 +296,40 @@ class MilvusStore:
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
         if not records:
             return
+        spec = self.read_spec()
+        if spec is not None:
+            for record in records:
+                check_record_sparse(spec, record)
         if self._layout() == "multivector":
             # A re-embedded chunk may have fewer tokens than before: clear its old rows first.
             self.delete([r.id for r in records])
         rows = [row for r in records for row in self._rows(r)]
+        if spec is None or spec.sparse != "bm25":
+            self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
+            return
+        # Milvus keeps the last of several rows with one id; so do the statistics.
+        latest = {r.id: r.sparse for r in records if r.sparse is not None}
+        count, frequency = self._counts()
+        self._write_stats(None)
+        old_count, old_frequency = document_frequencies(self.fetch_sparse(list(latest)).values())
+        new_count, new_frequency = document_frequencies(latest.values())
         self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
+        frequency = _add(_add(frequency, old_frequency, -1), new_frequency, 1)
+        self._write_stats(_stats_json(count - old_count + new_count, frequency))
 
     def delete(self, ids: Sequence[str]) -> None:
-        ids = list(ids)
+        ids = list(dict.fromkeys(ids))
+        spec = self.read_spec()
+        if spec is not None and spec.sparse == "bm25" and ids:
+            count, frequency = self._counts()
+            self._write_stats(None)
+            old_count, old_frequency = document_frequencies(self.fetch_sparse(ids).values())
+            self._delete(ids)
+            self._write_stats(_stats_json(count - old_count, _add(frequency, old_frequency, -1)))
+            return
+        self._delete(ids)
+
+    def _delete(self, ids: list[str]) -> None:
         for start in range(0, len(ids), _PAGE):
             part = ids[start : start + _PAGE]
             if self._layout() == "multivector":
@@ -295,27 +368,154 @@ class MilvusStore:
         )
         return int(rows[0]["count(*)"])
 
-    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+    def _scope(self, filter: MetadataFilter | None) -> str | None:
+        """The filter as an expression over dense rows; ``None`` when no chunk matches."""
         checked = check_filter(filter)
-        expr = ""
         if checked and all(isinstance(v, str) for values in checked.values() for v in values):
-            expr = milvus_expression(checked)  # strings compare exactly in Milvus: filter in the search
-        elif checked:
+            return milvus_expression(checked)  # strings compare exactly in Milvus: filter in the search
+        if checked:
             matching = self._matching(checked, "id")
-            if not matching:
-                return []
-            expr = in_list("id", matching)
+            return in_list("id", matching) if matching else None
+        return ""
+
+    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+        expr = self._scope(filter)
+        if expr is None:
+            return []
         data = [np.asarray(vector, dtype=np.float32).tolist()]
         res = self._call(
-            lambda: self._client.search(self.collection, data, filter=expr, limit=limit, output_fields=["*"]),
+            lambda: self._client.search(
+                self.collection, data, anns_field="vector", filter=expr, limit=limit, output_fields=["*"]
+            ),
             "search",
         )
-        hits = []
-        for hit in res[0]:
-            hits.append(
-                StoreHit(str(hit["id"]), float(hit["distance"]), from_entity(hit.get("entity") or {}))
+        return _hits(res[0])
+
+    def _sparse_spec(self) -> CollectionSpec:
+        spec = self.read_spec()
+        if spec is None:
+            raise CollectionNotFoundError(f"collection {self.collection!r} does not exist in milvus")
+        return require_sparse(spec, f"milvus at {self.uri}")
+
+    def _sparse_query(self, spec: CollectionSpec, sparse: SparseVector) -> dict[int, float]:
+        """The query as Milvus takes it, times IDF in ``bm25`` collections; empty when it has no term."""
+        query = check_query_sparse(sparse)
+        if spec.sparse == "bm25":
+            query = with_idf(query, *self._counts())
+        return {t: w for t, w in query.to_dict().items() if t != _EMPTY_TERM}
+
+    def search_sparse(
+        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """Inner product with the stored sparse rows (times IDF from the kept statistics for bm25)."""
+        query = self._sparse_query(self._sparse_spec(), sparse)
+        check_limit(limit)
+        expr = self._scope(filter)
+        if expr is None or not query:
+            return []
+        res = self._call(
+            lambda: self._client.search(
+                self.collection,
+                [query],
+                anns_field=SPARSE_COLUMN,
+                search_params={"metric_type": "IP"},
+                filter=expr,
+                limit=limit,
+                output_fields=["*"],
+            ),
+            "search",
+        )
+        return _hits(res[0])
+
+    def search_hybrid(
+        self,
+        dense: np.ndarray,
+        sparse: SparseVector,
+        limit: int,
+        *,
+        filter: MetadataFilter | None = None,
+        fusion: HybridFusion = "rrf",
+        prefetch: int | None = None,
+    ) -> list[StoreHit]:
+        """Plain RRF runs in Milvus (``hybrid_search``, ``RRFRanker(60)``, the filter in both requests);
+        a weighted fusion is computed from the two legs (``WeightedRanker`` mixes scores, not ranks)."""
+        from pymilvus import AnnSearchRequest, RRFRanker
+
+        spec = self._sparse_spec()
+        weights = fusion_weights(fusion)
+        depth = prefetch_depth(limit, prefetch)
+        query = self._sparse_query(spec, sparse)
+        if weights is not None or not query:
+            dense_hits = self.search(dense, depth, filter)
+            sparse_hits = self.search_sparse(sparse, depth, filter) if query else []
+            return fuse_rankings(dense_hits, sparse_hits, limit, weights)
+        expr = self._scope(filter)
+        if expr is None:
+            return []
+        requests = [
+            AnnSearchRequest(
+                data=[np.asarray(dense, dtype=np.float32).tolist()],
+                anns_field="vector",
+                param={"metric_type": "COSINE"},
+                limit=depth,
+                expr=expr,
+            ),
+            AnnSearchRequest(
+                data=[query], anns_field=SPARSE_COLUMN, param={"metric_type": "IP"}, limit=depth, expr=expr
+            ),
+        ]
+        res = self._call(
+            lambda: self._client.hybrid_search(
+                self.collection, requests, RRFRanker(RRF_K), limit=limit, output_fields=["*"]
+            ),
+            "hybrid_search",
+        )
+        return _hits(res[0])
+
+    # -- BM25 statistics ----------------------------------------------------------------------------
+    def bm25_stats(self) -> BM25Stats:
+        """The collection's document count and document frequencies, for callers that weight queries
+        themselves (``BM25Encoder.encode_queries(texts, stats)``). Lengths are not kept: a stored
+        vector holds BM25's saturated term frequencies, not its document's length."""
+        from poolrag.sparse.bm25 import BM25Stats
+
+        self._sparse_spec()
+        count, frequency = self._counts()
+        return BM25Stats(count, 0, frequency)
+
+    def _counts(self) -> tuple[int, dict[int, int]]:
+        info = self._call(lambda: self._client.describe_collection(self.collection), "describe_collection")
+        raw = (info.get("properties") or {}).get(_STATS_KEY)
+        if raw and raw != _STALE:
+            data = json.loads(raw)
+            frequency = {int(k): int(v) for k, v in data["document_frequency"].items()}
+            return int(data["document_count"]), frequency
+        logger.warning("BM25 statistics of milvus collection %r are stale; counting again", self.collection)
+        rows = self._iterate("", [SPARSE_COLUMN])
+        count, frequency = document_frequencies(_from_sparse_row(r[SPARSE_COLUMN]) for r in rows)
+        self._write_stats(_stats_json(count, frequency))
+        return count, frequency
+
+    def _write_stats(self, text: str | None) -> None:
+        value = text if text is not None else _STALE
+        self._call(
+            lambda: self._client.alter_collection_properties(self.collection, {_STATS_KEY: value}),
+            "alter_collection_properties",
+        )
+
+    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
+        """Stored sparse vectors by id (a chunk without terms comes back empty)."""
+        self._sparse_spec()
+        ids = list(ids)
+        out: dict[str, SparseVector] = {}
+        for start in range(0, len(ids), _PAGE):
+            part = ids[start : start + _PAGE]
+            rows = self._call(
+                lambda p=part: self._client.query(self.collection, ids=p, output_fields=[SPARSE_COLUMN]),
+                "query",
             )
-        return hits
+            out.update({str(row["id"]): _from_sparse_row(row[SPARSE_COLUMN]) for row in rows})
+        return out
 
     def search_multivector(
         self,
@@ -398,3 +598,41 @@ class MilvusStore:
             self._client.close()
         except Exception:  # closing a dead connection must not mask the real error
             logger.debug("closing milvus client failed", exc_info=True)
+
+
+def _hits(rows: Any) -> list[StoreHit]:
+    return [StoreHit(str(h["id"]), float(h["distance"]), from_entity(h.get("entity") or {})) for h in rows]
+
+
+def _sparse_row(vector: SparseVector) -> dict[int, float]:
+    weights = {t: w for t, w in vector.to_dict().items() if w != 0.0}
+    return weights or {_EMPTY_TERM: _EMPTY_WEIGHT}
+
+
+def _from_sparse_row(row: Any) -> SparseVector:
+    weights = {int(t): float(w) for t, w in dict(row).items() if int(t) != _EMPTY_TERM}
+    return SparseVector.from_dict(weights)
+
+
+def _add(frequency: dict[int, int], change: dict[int, int], sign: int) -> dict[int, int]:
+    out = dict(frequency)
+    for term, n in change.items():
+        left = out.get(term, 0) + sign * n
+        if left:
+            out[term] = left
+        else:
+            out.pop(term, None)
+    return out
+
+
+def _stats_json(count: int, frequency: dict[int, int]) -> str:
+    """The statistics as :meth:`poolrag.sparse.BM25Stats.to_json` writes them (lengths not kept)."""
+    return json.dumps(
+        {
+            "format": 1,
+            "document_count": count,
+            "total_length": 0,
+            "document_frequency": {str(k): v for k, v in sorted(frequency.items())},
+        },
+        separators=(",", ":"),
+    )

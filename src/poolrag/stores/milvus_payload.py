@@ -23,7 +23,10 @@ SOURCE_MAX = 4096  # bytes of the VARCHAR source column
 RENAMED_KEY = "_poolrag_renamed"
 FULL_SOURCE_KEY = "_poolrag_source"
 NO_SOURCE_KEY = "_poolrag_no_source"
-COLUMNS = frozenset({"id", "vector", "chunk_id", "tok", "$meta", RENAMED_KEY, FULL_SOURCE_KEY, NO_SOURCE_KEY})
+SPARSE_COLUMN = "_poolrag_sparse"  # prefixed: a collection may already hold a payload key "sparse"
+COLUMNS = frozenset(
+    {"id", "vector", "chunk_id", "tok", "$meta", SPARSE_COLUMN, RENAMED_KEY, FULL_SOURCE_KEY, NO_SOURCE_KEY}
+)
 
 
 def source_column(source: str) -> str:

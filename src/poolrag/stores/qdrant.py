@@ -1,9 +1,12 @@
 """Qdrant store (qdrant-client): local mode in a folder by default, any Qdrant server by URL.
 
 One unnamed vector per point: a ``[D]`` vector (dense) or a ``[T, D]`` multivector compared with
-MaxSim (ColBERT), which Qdrant scores natively. ``int8`` / ``binary`` quantization keep the
-original vectors on disk and a compressed copy in RAM; searches oversample on the compressed copy
-and rescore with the originals. Collection metadata holds poolrag's model description.
+MaxSim (ColBERT), which Qdrant scores natively. A collection with a sparse field instead holds two
+named vectors, ``dense`` and ``sparse`` (the latter with ``Modifier.IDF`` for BM25), and hybrid
+search runs both as prefetches fused by Qdrant's RRF; collections without one keep the unnamed
+layout, so those written before sparse support read as they always did. ``int8`` / ``binary``
+quantization keep the original vectors on disk and a compressed copy in RAM; searches oversample
+on the compressed copy and rescore with the originals. Collection metadata holds poolrag's model description.
 """
 
 from __future__ import annotations
@@ -16,9 +19,27 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit, ensure_against
+from poolrag.sparse.vector import SparseVector
+from poolrag.stores.base import (
+    METADATA_KEY,
+    ChunkRecord,
+    CollectionSpec,
+    HybridFusion,
+    StoreHit,
+    ensure_against,
+)
 from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
+from poolrag.stores.hybrid import (
+    RRF_K,
+    check_limit,
+    check_query_sparse,
+    check_record_sparse,
+    fuse_rankings,
+    fusion_weights,
+    prefetch_depth,
+    require_sparse,
+)
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
@@ -28,6 +49,8 @@ T = TypeVar("T")
 
 DEFAULT_PATH = "./poolrag_qdrant"
 _PAGE = 1000
+DENSE_NAME = "dense"  # the named vectors of a collection with a sparse field
+SPARSE_NAME = "sparse"
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -143,13 +166,19 @@ class QdrantStore:
             if spec.layout == "multivector"
             else None
         )
-        vectors = models.VectorParams(
+        vectors: Any = models.VectorParams(
             size=spec.dimension, distance=models.Distance.COSINE, multivector_config=multivector
         )
+        sparse_vectors = None
+        if spec.sparse is not None:
+            vectors = {DENSE_NAME: vectors}
+            modifier = models.Modifier.IDF if spec.sparse == "bm25" else None
+            sparse_vectors = {SPARSE_NAME: models.SparseVectorParams(modifier=modifier)}
         self._call(
             lambda: self._client.create_collection(
                 self.collection,
                 vectors_config=vectors,
+                sparse_vectors_config=sparse_vectors,
                 quantization_config=_quantization(spec.quantization),
                 metadata={METADATA_KEY: spec.to_metadata()},
             ),
@@ -171,12 +200,16 @@ class QdrantStore:
 
         if not records:
             return
-        points = [
-            models.PointStruct(
-                id=r.id, vector=np.asarray(r.vector, dtype=np.float32).tolist(), payload=r.payload
-            )
-            for r in records
-        ]
+        spec = self.read_spec()
+        points = []
+        for r in records:
+            dense = np.asarray(r.vector, dtype=np.float32).tolist()
+            vector: Any = dense
+            if spec is not None:
+                check_record_sparse(spec, r)
+                if spec.sparse is not None and r.sparse is not None:
+                    vector = {DENSE_NAME: dense, SPARSE_NAME: _qdrant_sparse(r.sparse)}
+            points.append(models.PointStruct(id=r.id, vector=vector, payload=r.payload))
         self._call(lambda: self._client.upsert(self.collection, points, wait=True), "upsert")
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -205,20 +238,37 @@ class QdrantStore:
     def count(self) -> int:
         return int(self._call(lambda: self._client.count(self.collection, exact=True).count, "count"))
 
-    def _query(self, query: Any, limit: int, filter: MetadataFilter | None) -> list[StoreHit]:
+    def _dense_params(self) -> Any:
         from qdrant_client import models
 
-        query_filter = qdrant_filter(check_filter(filter))
         spec = self.read_spec()
-        params = None
         if spec is not None and spec.quantization and not self._local:
-            params = models.SearchParams(
+            return models.SearchParams(
                 quantization=models.QuantizationSearchParams(rescore=True, oversampling=2.0)
             )
+        return None
+
+    def _dense_using(self) -> str | None:
+        spec = self.read_spec()
+        return DENSE_NAME if spec is not None and spec.sparse is not None else None
+
+    def _query(
+        self,
+        query: Any,
+        limit: int,
+        filter: MetadataFilter | None,
+        *,
+        using: str | None = None,
+        params: Any = None,
+        prefetch: Any = None,
+    ) -> list[StoreHit]:
+        query_filter = qdrant_filter(check_filter(filter))
         res = self._call(
             lambda: self._client.query_points(
                 self.collection,
                 query=query,
+                using=using,
+                prefetch=prefetch,
                 limit=limit,
                 query_filter=query_filter,
                 with_payload=True,
@@ -229,13 +279,73 @@ class QdrantStore:
         return [StoreHit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
 
     def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
-        return self._query(np.asarray(vector, dtype=np.float32).tolist(), limit, filter)
+        return self._query(
+            np.asarray(vector, dtype=np.float32).tolist(),
+            limit,
+            filter,
+            using=self._dense_using(),
+            params=self._dense_params(),
+        )
+
+    def _sparse_spec(self) -> CollectionSpec:
+        spec = self.read_spec()
+        if spec is None:
+            from poolrag.stores.errors import CollectionNotFoundError
+
+            raise CollectionNotFoundError(f"collection {self.collection!r} does not exist in qdrant")
+        return require_sparse(spec, f"qdrant at {self.location}")
+
+    def search_sparse(
+        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """Inner product with the stored sparse vectors; Qdrant multiplies by IDF in ``bm25`` collections."""
+        self._sparse_spec()
+        query = _qdrant_sparse(check_query_sparse(sparse))
+        return self._query(query, check_limit(limit), filter, using=SPARSE_NAME)
+
+    def search_hybrid(
+        self,
+        dense: np.ndarray,
+        sparse: SparseVector,
+        limit: int,
+        *,
+        filter: MetadataFilter | None = None,
+        fusion: HybridFusion = "rrf",
+        prefetch: int | None = None,
+    ) -> list[StoreHit]:
+        """Plain RRF runs in Qdrant (two prefetches, the filter in each); a weighted fusion is
+        computed from the two legs (Qdrant's weighted RRF divides ranks by the weight instead)."""
+        from qdrant_client import models
+
+        self._sparse_spec()
+        weights = fusion_weights(fusion)
+        depth = prefetch_depth(limit, prefetch)
+        query = check_query_sparse(sparse)
+        if weights is not None:
+            dense_hits = self.search(dense, depth, filter)
+            return fuse_rankings(dense_hits, self.search_sparse(query, depth, filter), limit, weights)
+        query_filter = qdrant_filter(check_filter(filter))
+        legs = [
+            models.Prefetch(
+                query=np.asarray(dense, dtype=np.float32).tolist(),
+                using=DENSE_NAME,
+                limit=depth,
+                filter=query_filter,
+                params=self._dense_params(),
+            ),
+            models.Prefetch(query=_qdrant_sparse(query), using=SPARSE_NAME, limit=depth, filter=query_filter),
+        ]
+        # Qdrant scores rank r (from 1) as 1 / (r - 1 + k): its k = 61 is the textbook k = 60.
+        fused = models.RrfQuery(rrf=models.Rrf(k=RRF_K + 1))
+        return self._query(fused, limit, filter, prefetch=legs)
 
     def search_multivector(
         self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
     ) -> list[StoreHit]:
         """Qdrant applies the filter inside the MaxSim search, so ``limit`` matching chunks come back."""
-        return self._query(np.asarray(vectors, dtype=np.float32).tolist(), limit, filter)
+        return self._query(
+            np.asarray(vectors, dtype=np.float32).tolist(), limit, filter, params=self._dense_params()
+        )
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         ids = list(ids)
@@ -248,7 +358,9 @@ class QdrantStore:
                 ),
                 "retrieve",
             )
-            out.update({str(p.id): np.asarray(p.vector, dtype=np.float32) for p in points})
+            for p in points:
+                vector = p.vector[DENSE_NAME] if isinstance(p.vector, dict) else p.vector
+                out[str(p.id)] = np.asarray(vector, dtype=np.float32)
         return out
 
     def close(self) -> None:
@@ -262,6 +374,12 @@ class QdrantStore:
         except Exception:
             logger.debug("closing qdrant client failed", exc_info=True)
         self._client = None
+
+
+def _qdrant_sparse(vector: SparseVector) -> Any:
+    from qdrant_client import models
+
+    return models.SparseVector(indices=vector.indices.tolist(), values=vector.values.tolist())
 
 
 def qdrant_filter(checked: CheckedFilter | None) -> Any:

@@ -1,0 +1,309 @@
+"""Sparse and hybrid search in Milvus Lite, Qdrant local mode and the in-process store, for real.
+
+Documents hold BM25's term-frequency half (from the MiniLM tokenizer); queries carry unit weights
+and every store supplies IDF (Qdrant's ``Modifier.IDF``, Milvus from the statistics it keeps, the
+in-process store from its vectors). Sparse scores are checked against BM25 computed by hand, hybrid
+results against reciprocal-rank fusion of the two legs computed by hand, and the stores against
+each other.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.retrieval.fusion import reciprocal_rank_fusion
+from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
+from poolrag.stores import ChunkRecord, CollectionMismatchError, CollectionSpec, StoreHit
+from poolrag.stores.errors import UnsupportedStoreFeature
+from poolrag.stores.hybrid import fuse_rankings
+
+MODEL = "minilm@2cbc4fe1b1001d07"
+KINDS = ["memory", "qdrant", "milvus"]
+CORPUS = [
+    "The part number XK-4471 fits the pump housing of the old boiler.",
+    "Replace the boiler pump every ten years to avoid leaks.",
+    "Honeybees tell each other where flowers are with a waggle dance.",
+    "The Moon's gravity pulls the oceans into two tidal bulges.",
+    "Sourdough rises thanks to wild yeast and lactic acid bacteria.",
+    "The pump of a heating system moves hot water through the radiators.",
+    "Dr. Okonkwo described the waggle dance of bees in 1998.",
+    "Tides are highest when the sun and the moon line up.",
+    "Yeast turns sugar into carbon dioxide, which makes bread rise.",
+    "Leaking radiators often need their valves replaced, not the boiler.",
+]
+TOPICS = ["heating", "heating", "bees", "sea", "bread", "heating", "bees", "sea", "bread", "heating"]
+QUERIES = ["boiler pump XK-4471", "why does the bread rise", "waggle dance Okonkwo", "the moon and the tides"]
+
+
+def chunk_id(i: int) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"hybrid-{i}"))
+
+
+@pytest.fixture(scope="module")
+def encoder(minilm_path: Path) -> BM25Encoder:
+    return BM25Encoder.from_pretrained(minilm_path)
+
+
+@pytest.fixture(scope="module")
+def corpus(minilm_engine, encoder: BM25Encoder):
+    """Dense vectors, term counts and BM25 document vectors of CORPUS."""
+    dense = minilm_engine.embed_array(CORPUS)
+    counts = encoder.term_counts(CORPUS)
+    sparse = encoder.document_vectors(counts, BM25Stats.from_term_counts(counts).avg_doc_length)
+    return dense, counts, sparse
+
+
+def spec(sparse: str | None = "bm25") -> CollectionSpec:
+    return CollectionSpec(
+        name="docs",
+        dimension=384,
+        model_identity=MODEL,
+        full_dimension=384,
+        model_name="minilm",
+        sparse=sparse,  # type: ignore[arg-type]
+    )
+
+
+def payload(i: int) -> dict[str, str]:
+    return {"text": CORPUS[i], "source": f"{i}.md", "topic": TOPICS[i]}
+
+
+def records(corpus, which=None) -> list[ChunkRecord]:
+    dense, _, sparse = corpus
+    which = range(len(CORPUS)) if which is None else which
+    return [ChunkRecord(chunk_id(i), dense[i], payload(i), sparse[i]) for i in which]
+
+
+def hand_bm25(query_terms: set[int], doc: SparseVector, alive: list[dict[int, int]]) -> float:
+    """IDF over the chunks still stored times each document's stored term-frequency weight."""
+    n = len(alive)
+    weights = doc.to_dict()
+    score = 0.0
+    for term in query_terms & weights.keys():
+        df = sum(term in counts for counts in alive)
+        score += math.log(1 + (n - df + 0.5) / (df + 0.5)) * weights[term]
+    return score
+
+
+def check_sparse_scores(store, encoder: BM25Encoder, corpus, alive: list[int]) -> None:
+    _, counts, sparse = corpus
+    for text, query in zip(QUERIES, encoder.encode_queries(QUERIES), strict=True):
+        terms = set(query.indices.tolist())
+        hits = store.search_sparse(query, len(CORPUS))
+        expected = {
+            chunk_id(i): hand_bm25(terms, sparse[i], [counts[j] for j in alive])
+            for i in alive
+            if terms & counts[i].keys()
+        }
+        assert {h.id for h in hits} == set(expected), text
+        for hit in hits:
+            assert hit.score == pytest.approx(expected[hit.id], rel=1e-4), text
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sparse_search_is_bm25_and_survives_reupsert_and_delete(kind, make_store, encoder, corpus) -> None:
+    store = make_store(kind)
+    store.ensure_collection(spec())
+    store.upsert(records(corpus))
+    counts = corpus[1]
+    # The first hand check on the full corpus is BM25 itself (avgdl and IDF of these documents).
+    query = encoder.encode_queries(["boiler pump"])[0]
+    stats = BM25Stats.from_term_counts(counts)
+    expected_full = encoder.encode_queries(["boiler pump"], stats)[0].dot(corpus[2][1])
+    assert store.search_sparse(query, 1)[0].score == pytest.approx(expected_full, rel=1e-4)
+    check_sparse_scores(store, encoder, corpus, list(range(len(CORPUS))))
+    store.upsert(records(corpus))  # the same chunks again: nothing counted twice
+    store.upsert(records(corpus, [3, 3, 4]))  # an id twice in one batch, too
+    assert store.count() == len(CORPUS)
+    check_sparse_scores(store, encoder, corpus, list(range(len(CORPUS))))
+    store.delete([chunk_id(0), chunk_id(5), chunk_id(5)])
+    alive = [i for i in range(len(CORPUS)) if i not in (0, 5)]
+    check_sparse_scores(store, encoder, corpus, alive)
+    filtered = store.search_sparse(encoder.encode_queries(["the pump"])[0], 10, {"topic": "heating"})
+    assert {h.id for h in filtered} == {chunk_id(1), chunk_id(9)} and all(
+        h.payload["topic"] == "heating" for h in filtered
+    )
+    assert store.search_sparse(SparseVector.empty(), 5) == []
+
+
+def test_milvus_keeps_exact_statistics_and_recounts_stale_ones(make_store, encoder, corpus, tmp_path) -> None:
+    store = make_store("milvus")
+    store.ensure_collection(spec())
+    store.upsert(records(corpus))
+    store.upsert(records(corpus, [1, 2]))
+    store.delete([chunk_id(2)])
+    alive = [c for i, c in enumerate(corpus[1]) if i != 2]
+    by_hand = BM25Stats.from_term_counts(alive)
+    assert store.bm25_stats() == BM25Stats(by_hand.document_count, 0, by_hand.document_frequency)
+    store.close()
+    reopened = make_store("milvus")
+    assert reopened.bm25_stats() == BM25Stats(by_hand.document_count, 0, by_hand.document_frequency)
+    # A write that died half-way leaves the statistics marked stale: the next reader counts again.
+    reopened._client.alter_collection_properties("docs", {"poolrag_bm25": "stale"})
+    assert reopened.bm25_stats() == BM25Stats(by_hand.document_count, 0, by_hand.document_frequency)
+    props = reopened._client.describe_collection("docs")["properties"]
+    assert json.loads(props["poolrag_bm25"])["document_count"] == len(CORPUS) - 1
+    # A chunk without terms is stored (Milvus refuses all-zero rows), counted, and never matched.
+    empty = ChunkRecord(chunk_id(99), corpus[0][0], {"text": "...", "source": "e.md"}, SparseVector.empty())
+    reopened.upsert([empty])
+    assert reopened.bm25_stats().document_count == len(CORPUS)
+    assert reopened.fetch_sparse([chunk_id(99)]) == {chunk_id(99): SparseVector.empty()}
+    assert chunk_id(99) not in {h.id for h in reopened.search_sparse(encoder.encode_queries(["the"])[0], 20)}
+
+
+def by_hand_rrf(dense: list[StoreHit], sparse: list[StoreHit], weights=(1.0, 1.0)) -> dict[str, float]:
+    fused = reciprocal_rank_fusion([[h.id for h in dense], [h.id for h in sparse]], k=60, weights=weights)
+    return dict(fused)
+
+
+def check_fused(hits: list[StoreHit], expected: dict[str, float], limit: int) -> None:
+    """Same ids and scores as the hand fusion's best ``limit``, up to the order of tied scores."""
+    assert len(hits) == min(limit, len(expected))
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[hit.id], rel=1e-5)
+    cut = sorted(expected.values(), reverse=True)[len(hits) - 1]
+    assert {i for i, s in expected.items() if s > cut + 1e-9} <= {h.id for h in hits}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_hybrid_is_rrf_of_the_two_legs_with_filters_on_both(kind, make_store, encoder, corpus, minilm_engine):
+    store = make_store(kind)
+    store.ensure_collection(spec())
+    store.upsert(records(corpus))
+    dense_queries = minilm_engine.embed_array(QUERIES)
+    sparse_queries = encoder.encode_queries(QUERIES)
+    for dense, sparse in zip(dense_queries, sparse_queries, strict=True):
+        for filter in (None, {"topic": ["heating", "bees"]}):
+            legs = store.search(dense, 3, filter), store.search_sparse(sparse, 3, filter)
+            hits = store.search_hybrid(dense, sparse, 4, filter=filter, prefetch=3)
+            check_fused(hits, by_hand_rrf(*legs), 4)
+            if filter:
+                assert all(h.payload["topic"] in ("heating", "bees") for h in hits)
+            weighted = store.search_hybrid(
+                dense, sparse, 4, filter=filter, prefetch=3, fusion=("weighted", 0.8)
+            )
+            check_fused(weighted, by_hand_rrf(*legs, weights=(0.4, 1.6)), 4)
+        default = store.search_hybrid(dense, sparse, 2)  # legs 2 * limit deep
+        check_fused(default, by_hand_rrf(store.search(dense, 4), store.search_sparse(sparse, 4)), 2)
+        assert default[0].payload["text"] in CORPUS
+    # A query without terms fuses the dense leg alone.
+    only_dense = store.search_hybrid(dense_queries[0], SparseVector.empty(), 3)
+    check_fused(only_dense, by_hand_rrf(store.search(dense_queries[0], 6), []), 3)
+    with pytest.raises(InvalidInputError, match="fusion"):
+        store.search_hybrid(dense_queries[0], sparse_queries[0], 3, fusion=("weighted", 2.0))
+
+
+def test_every_store_fuses_to_the_same_ranking(make_store, encoder, corpus, minilm_engine) -> None:
+    stores = {kind: make_store(kind) for kind in KINDS}
+    for store in stores.values():
+        store.ensure_collection(spec())
+        store.upsert(records(corpus))
+    queries = zip(minilm_engine.embed_array(QUERIES), encoder.encode_queries(QUERIES), strict=True)
+    for dense, sparse in queries:
+        rankings = {
+            kind: store.search_hybrid(dense, sparse, 5, filter={"topic": ["heating", "sea", "bread"]})
+            for kind, store in stores.items()
+        }
+        reference = {h.id: h.score for h in rankings["memory"]}
+        for kind in ("qdrant", "milvus"):
+            check_fused(rankings[kind], {**reference, **{h.id: h.score for h in rankings[kind]}}, 5)
+            assert {h.id: round(h.score, 6) for h in rankings[kind]} == {
+                i: round(s, 6) for i, s in reference.items()
+            }, kind
+
+
+def test_store_fusion_equals_the_retrieval_fusion() -> None:
+    dense = [StoreHit(f"d{i}", 1.0 - i / 10, {}) for i in range(5)]
+    sparse = [StoreHit(i, 3.0, {}) for i in ("d3", "x", "d0", "y")]
+    for weights in (None, (0.4, 1.6)):
+        fused = fuse_rankings(dense, sparse, 10, weights)
+        expected = reciprocal_rank_fusion([[h.id for h in dense], [h.id for h in sparse]], 60, weights)
+        assert [(h.id, pytest.approx(h.score)) for h in fused] == expected
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dense_only_collections_refuse_sparse_and_hybrid_is_checked(kind, make_store, corpus) -> None:
+    store = make_store(kind)
+    store.ensure_collection(spec(None))
+    with pytest.raises(UnsupportedStoreFeature, match="sparse"):
+        store.upsert(records(corpus))  # sparse vectors for a collection without a sparse field
+    store.upsert([ChunkRecord(r.id, r.vector, r.payload) for r in records(corpus)])
+    assert store.search(corpus[0][4], 1)[0].id == chunk_id(4)
+    with pytest.raises(UnsupportedStoreFeature, match="no sparse field"):
+        store.search_sparse(corpus[2][0], 3)
+    with pytest.raises(UnsupportedStoreFeature, match="no sparse field"):
+        store.search_hybrid(corpus[0][0], corpus[2][0], 3)
+    with pytest.raises(CollectionMismatchError, match="sparse field none vs bm25"):
+        store.ensure_collection(spec("bm25"))
+    hybrid = make_store(kind, "hybrid")
+    hybrid.ensure_collection(spec("bm25"))
+    with pytest.raises(InvalidInputError, match="needs a SparseVector"):
+        hybrid.upsert([ChunkRecord(chunk_id(0), corpus[0][0], {"text": "x"})])
+
+
+def test_collections_written_before_sparse_support_still_work(tmp_path: Path, make_store, corpus) -> None:
+    """Metadata without a ``sparse`` key and Qdrant's unnamed vector, as poolrag wrote them before."""
+    from pymilvus import DataType, MilvusClient
+    from qdrant_client import QdrantClient, models
+
+    old = {
+        "dimension": 384,
+        "full_dimension": 384,
+        "layout": "dense",
+        "metric": "cosine",
+        "model_identity": MODEL,
+        "model_name": "minilm",
+        "model_options": {},
+        "quantization": None,
+    }
+    assert CollectionSpec.from_metadata("docs", json.dumps(old)).sparse is None
+    dense = corpus[0]
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    client.create_collection(
+        "docs",
+        vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE),
+        metadata={"poolrag": json.dumps(old)},
+    )
+    client.upsert(
+        "docs",
+        [
+            models.PointStruct(id=chunk_id(i), vector=dense[i].tolist(), payload={"text": t})
+            for i, t in enumerate(CORPUS)
+        ],
+    )
+    client.close()
+    milvus = MilvusClient(uri=str(tmp_path / "milvus.db"))
+    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=True)
+    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=384)
+    schema.add_field("source", DataType.VARCHAR, max_length=4096)
+    index = milvus.prepare_index_params()
+    index.add_index("vector", index_type="AUTOINDEX", metric_type="COSINE")
+    properties = {"poolrag": json.dumps(old)}
+    milvus.create_collection("docs", schema=schema, index_params=index, properties=properties)
+    milvus.insert(
+        "docs",
+        [
+            {"id": chunk_id(i), "vector": dense[i].tolist(), "source": "", "text": t}
+            for i, t in enumerate(CORPUS)
+        ],
+    )
+    milvus.close()
+    for kind in ("qdrant", "milvus"):
+        store = make_store(kind)
+        assert store.read_spec().sparse is None
+        assert store.ensure_collection(spec(None)).sparse is None
+        hit = store.search(dense[7], 1)[0]
+        assert (hit.id, hit.payload["text"]) == (chunk_id(7), CORPUS[7])
+        np.testing.assert_allclose(store.fetch_vectors([chunk_id(7)])[chunk_id(7)], dense[7], atol=1e-6)
+        store.upsert([ChunkRecord(chunk_id(20), dense[3], {"text": "new", "source": "n.md"})])
+        assert store.count() == len(CORPUS) + 1
