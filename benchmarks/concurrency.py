@@ -63,7 +63,7 @@ def main() -> None:
 
         asyncio.run(main())
 
-    stats = engine._pipeline.executor.core.stats
+    stats = engine.core_stats
     times = interleaved({"batch": one_batch, "threads": threads, "tasks": tasks}, args.passes)
     rows = [
         [label, args.n / times[key], times["batch"] / times[key]]

@@ -81,7 +81,7 @@ def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:
         return
     if not facts.is_matryoshka:
         raise DimensionsError(
-            f"{facts.model_name} is not a Matryoshka model, so its vectors cannot be truncated to "
+            "this model is not a Matryoshka model, so its vectors cannot be truncated to "
             f"{dimensions} dimensions meaningfully; omit dimensions (full size is {full}), or declare "
             'the model Matryoshka (hf_overrides={"is_matryoshka": True}) only if it was trained for it'
         )
