@@ -199,8 +199,8 @@ class ColbertRetriever:
             return []
         query_vectors = self.backend.encode_arrays([query], TOKEN_TASK, self._params("query"))[0]
         hits = self._hits(query_vectors, k, checked, candidates)
-        if self.reranker is not None and hits:
-            self._rerank(hits, self.reranker.scores(query, [r.text for r in hits]))
+        if self.reranker is not None:
+            hits = self.reranker.rerank_results(query, hits)
         return hits[:k]
 
     async def asearch(
@@ -218,9 +218,8 @@ class ColbertRetriever:
             return []
         query_vectors = (await self.backend.aencode_arrays([query], TOKEN_TASK, self._params("query")))[0]
         hits = await asyncio.to_thread(self._hits, query_vectors, k, checked, candidates)
-        if self.reranker is not None and hits:
-            scores = await asyncio.to_thread(self.reranker.scores, query, [r.text for r in hits])
-            self._rerank(hits, scores)
+        if self.reranker is not None:
+            hits = await asyncio.to_thread(self.reranker.rerank_results, query, hits)
         return hits[:k]
 
     def _hits(
@@ -229,12 +228,6 @@ class ColbertRetriever:
         n = candidates or (max(5 * k, 30) if self.reranker is not None else k)
         hits = self.store.search_multivector(np.asarray(query_vectors, dtype=np.float32), max(n, k), filter)
         return [SearchResult.from_hit(h, "maxsim") for h in hits]
-
-    @staticmethod
-    def _rerank(results: list[SearchResult], scores: np.ndarray) -> None:
-        for r, s in zip(results, scores, strict=True):
-            r.score = r.stage_scores["rerank"] = float(s)
-        results.sort(key=lambda r: -r.score)
 
 
 def _columns(

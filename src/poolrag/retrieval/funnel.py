@@ -88,11 +88,8 @@ class Retriever:
             for r, s in zip(results, scores, strict=True):
                 r.score = r.stage_scores["full"] = float(s)
             results.sort(key=lambda r: -r.score)
-        if self.reranker is not None and results:
-            scores = self.reranker.scores(query, [r.text for r in results])
-            for r, s in zip(results, scores, strict=True):
-                r.score = r.stage_scores["rerank"] = float(s)
-            results.sort(key=lambda r: -r.score)
+        if self.reranker is not None:
+            results = self.reranker.rerank_results(query, results)
         return results[:k]
 
 
