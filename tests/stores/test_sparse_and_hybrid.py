@@ -1,10 +1,10 @@
-"""Sparse and hybrid search in Milvus Lite, Qdrant local mode and the in-process store, for real.
+"""Sparse and hybrid search in Milvus Lite, Qdrant local mode, Qdrant Edge and the in-process store.
 
 Documents hold BM25's term-frequency half (from the MiniLM tokenizer); queries carry unit weights
-and every store supplies IDF (Qdrant's ``Modifier.IDF``, Milvus from the statistics it keeps, the
-in-process store from its vectors). Sparse scores are checked against BM25 computed by hand, hybrid
-results against reciprocal-rank fusion of the two legs computed by hand, and the stores against
-each other.
+and every store supplies IDF (Qdrant's and the edge shard's ``Modifier.IDF``, Milvus from the
+statistics it keeps, the in-process store from its vectors). Sparse scores are checked against
+BM25 computed by hand, hybrid results against reciprocal-rank fusion of the two legs computed by
+hand, and the stores against each other.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from poolrag.stores.errors import UnsupportedStoreFeature
 from poolrag.stores.hybrid import fuse_rankings
 
 MODEL = "minilm@2cbc4fe1b1001d07"
-KINDS = ["memory", "qdrant", "milvus"]
+KINDS = ["memory", "qdrant", "milvus", "qdrant-edge"]
 CORPUS = [
     "The part number XK-4471 fits the pump housing of the old boiler.",
     "Replace the boiler pump every ten years to avoid leaks.",
@@ -214,7 +214,7 @@ def test_every_store_fuses_to_the_same_ranking(make_store, encoder, corpus, mini
             for kind, store in stores.items()
         }
         reference = {h.id: h.score for h in rankings["memory"]}
-        for kind in ("qdrant", "milvus"):
+        for kind in KINDS[1:]:
             check_fused(rankings[kind], {**reference, **{h.id: h.score for h in rankings[kind]}}, 5)
             assert {h.id: round(h.score, 6) for h in rankings[kind]} == {
                 i: round(s, 6) for i, s in reference.items()

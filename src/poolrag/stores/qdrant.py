@@ -298,10 +298,17 @@ class QdrantStore:
     def search_sparse(
         self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
     ) -> list[StoreHit]:
-        """Inner product with the stored sparse vectors; Qdrant multiplies by IDF in ``bm25`` collections."""
+        """Inner product with the stored sparse vectors; Qdrant multiplies by IDF in ``bm25`` collections.
+
+        Local mode measures IDF over the live points. A Qdrant server reads it from its sparse index,
+        which goes on counting deleted (and overwritten) points until the optimiser vacuums them.
+        """
         self._sparse_spec()
-        query = _qdrant_sparse(check_query_sparse(sparse))
-        return self._query(query, check_limit(limit), filter, using=SPARSE_NAME)
+        query = check_query_sparse(sparse)
+        check_limit(limit)
+        if not len(query):
+            return []
+        return self._query(_qdrant_sparse(query), limit, filter, using=SPARSE_NAME)
 
     def search_hybrid(
         self,
@@ -321,9 +328,10 @@ class QdrantStore:
         weights = fusion_weights(fusion)
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
-        if weights is not None:
+        if weights is not None or not len(query):
             dense_hits = self.search(dense, depth, filter)
-            return fuse_rankings(dense_hits, self.search_sparse(query, depth, filter), limit, weights)
+            sparse_hits = self.search_sparse(query, depth, filter) if len(query) else []
+            return fuse_rankings(dense_hits, sparse_hits, limit, weights)
         query_filter = qdrant_filter(check_filter(filter))
         legs = [
             models.Prefetch(

@@ -4,6 +4,12 @@ No server and no client/server hop: a shard is a folder. An edge shard has no co
 metadata of its own, so poolrag's description sits next to it in ``poolrag.json`` (written
 atomically, before the shard is created, so a shard without it is never left behind by poolrag).
 Layout on disk: ``<path>/<collection>/shard`` and ``<path>/<collection>/poolrag.json``.
+
+A collection with a sparse field holds named ``dense`` and ``sparse`` vectors (``Modifier.Idf``
+for BM25) and fuses hybrid searches in the shard, as the Qdrant store does; one without keeps the
+unnamed vector it always had. IDF is measured over the live points (an ``IdfParams`` corpus that
+matches every point): the shard's global statistics go on counting deleted points until it is
+optimised, and BM25 must not change with what was deleted.
 """
 
 from __future__ import annotations
@@ -17,9 +23,20 @@ from typing import Any, TypeVar
 import numpy as np
 
 from poolrag.errors import InvalidInputError
-from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit, ensure_against
-from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
+from poolrag.sparse.vector import SparseVector
+from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit, ensure_against
+from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError, StoreUnavailableError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
+from poolrag.stores.hybrid import (
+    RRF_K,
+    check_limit,
+    check_query_sparse,
+    check_record_sparse,
+    fuse_rankings,
+    fusion_weights,
+    prefetch_depth,
+    require_sparse,
+)
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
@@ -30,6 +47,8 @@ T = TypeVar("T")
 DEFAULT_PATH = "./poolrag_edge"
 _SPEC_FILE = "poolrag.json"
 _PAGE = 1000
+DENSE_NAME = "dense"  # the named vectors of a collection with a sparse field, as in the Qdrant store
+SPARSE_NAME = "sparse"
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -81,7 +100,15 @@ class QdrantEdgeStore:
         params = qe.EdgeVectorParams(
             size=create.dimension, distance=qe.Distance.Cosine, multivector_config=multivector
         )
-        config = qe.EdgeConfig(vectors=params, quantization_config=quant)
+        if create.sparse is None:
+            config = qe.EdgeConfig(vectors=params, quantization_config=quant)
+        else:
+            modifier = qe.Modifier.Idf if create.sparse == "bm25" else None
+            config = qe.EdgeConfig(
+                vectors={DENSE_NAME: params},
+                sparse_vectors={SPARSE_NAME: qe.EdgeSparseVectorParams(modifier=modifier)},
+                quantization_config=quant,
+            )
         self._shard = self._call(lambda: qe.EdgeShard.create(str(shard_dir), config), "create shard")
 
     # -- collection ---------------------------------------------------------------------------------
@@ -117,9 +144,15 @@ class QdrantEdgeStore:
 
         if not records:
             return
-        points = [
-            qe.Point(r.id, np.asarray(r.vector, dtype=np.float32).tolist(), dict(r.payload)) for r in records
-        ]
+        spec = self.read_spec()
+        points = []
+        for r in records:
+            vector: Any = np.asarray(r.vector, dtype=np.float32).tolist()
+            if spec is not None:
+                check_record_sparse(spec, r)
+                if spec.sparse is not None and r.sparse is not None:
+                    vector = {DENSE_NAME: vector, SPARSE_NAME: _edge_sparse(r.sparse)}
+            points.append(qe.Point(r.id, vector, dict(r.payload)))
         self._call(lambda: self._shard.update(qe.UpdateOperation.upsert_points(points)), "upsert")
         self._call(self._shard.flush, "flush")
 
@@ -149,27 +182,111 @@ class QdrantEdgeStore:
 
         return int(self._call(lambda: self._shard.count(qe.CountRequest(exact=True)), "count"))
 
-    def _query(self, vector: Any, limit: int, filter: MetadataFilter | None) -> list[StoreHit]:
+    def _dense_params(self) -> Any:
         import qdrant_edge as qe
 
-        query_filter = _edge_filter(check_filter(filter))
         spec = self.read_spec()
-        params = None
         if spec is not None and spec.quantization:
-            params = qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
+            return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
+        return None
+
+    def _dense_query(self, vector: Any) -> Any:
+        import qdrant_edge as qe
+
+        spec = self.read_spec()
+        using = DENSE_NAME if spec is not None and spec.sparse is not None else None
+        return qe.Query.Nearest(vector, using=using)
+
+    def _run(
+        self,
+        query: Any,
+        limit: int,
+        filter: MetadataFilter | None,
+        *,
+        params: Any = None,
+        prefetches: Any = None,
+    ) -> list[StoreHit]:
+        import qdrant_edge as qe
+
         request = qe.QueryRequest(
-            limit=limit, query=qe.Query.Nearest(vector), with_payload=True, filter=query_filter, params=params
+            limit=limit,
+            query=query,
+            prefetches=prefetches,
+            with_payload=True,
+            filter=_edge_filter(check_filter(filter)),
+            params=params,
         )
         points = self._call(lambda: self._shard.query(request), "query")
         return [StoreHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
 
     def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
-        return self._query(np.asarray(vector, dtype=np.float32).tolist(), limit, filter)
+        query = self._dense_query(np.asarray(vector, dtype=np.float32).tolist())
+        return self._run(query, limit, filter, params=self._dense_params())
 
     def search_multivector(
         self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
     ) -> list[StoreHit]:
-        return self._query(np.asarray(vectors, dtype=np.float32).tolist(), limit, filter)
+        query = self._dense_query(np.asarray(vectors, dtype=np.float32).tolist())
+        return self._run(query, limit, filter, params=self._dense_params())
+
+    def _sparse_spec(self) -> CollectionSpec:
+        spec = self.read_spec()
+        if spec is None:
+            raise CollectionNotFoundError(f"shard {self.root} does not exist")
+        return require_sparse(spec, f"qdrant-edge at {self.location}")
+
+    def search_sparse(
+        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """Inner product with the stored sparse vectors; the shard multiplies by IDF for ``bm25``."""
+        import qdrant_edge as qe
+
+        spec = self._sparse_spec()
+        query = check_query_sparse(sparse)
+        check_limit(limit)
+        if not len(query):
+            return []
+        nearest = qe.Query.Nearest(_edge_sparse(query), using=SPARSE_NAME)
+        return self._run(nearest, limit, filter, params=_sparse_params(spec))
+
+    def search_hybrid(
+        self,
+        dense: np.ndarray,
+        sparse: SparseVector,
+        limit: int,
+        *,
+        filter: MetadataFilter | None = None,
+        fusion: HybridFusion = "rrf",
+        prefetch: int | None = None,
+    ) -> list[StoreHit]:
+        """Plain RRF in the shard (two prefetches, the filter in each); weighted from the two legs."""
+        import qdrant_edge as qe
+
+        spec = self._sparse_spec()
+        weights = fusion_weights(fusion)
+        depth = prefetch_depth(limit, prefetch)
+        query = check_query_sparse(sparse)
+        if weights is not None or not len(query):
+            dense_hits = self.search(dense, depth, filter)
+            sparse_hits = self.search_sparse(query, depth, filter) if len(query) else []
+            return fuse_rankings(dense_hits, sparse_hits, limit, weights)
+        query_filter = _edge_filter(check_filter(filter))
+        legs = [
+            qe.Prefetch(
+                depth,
+                query=self._dense_query(np.asarray(dense, dtype=np.float32).tolist()),
+                filter=query_filter,
+                params=self._dense_params(),
+            ),
+            qe.Prefetch(
+                depth,
+                query=qe.Query.Nearest(_edge_sparse(query), using=SPARSE_NAME),
+                filter=query_filter,
+                params=_sparse_params(spec),
+            ),
+        ]
+        # Like Qdrant, the shard scores rank r (from 1) as 1 / (r - 1 + k): k = 61 is the textbook 60.
+        return self._run(qe.Fusion.Rrf(k=RRF_K + 1), limit, filter, prefetches=legs)
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         records = self._call(
@@ -177,7 +294,7 @@ class QdrantEdgeStore:
         )
         out = {}
         for r in records:
-            vec = r.vector[""] if isinstance(r.vector, dict) else r.vector
+            vec = r.vector.get(DENSE_NAME, r.vector.get("")) if isinstance(r.vector, dict) else r.vector
             out[str(r.id)] = np.asarray(vec, dtype=np.float32)
         return out
 
@@ -189,6 +306,19 @@ class QdrantEdgeStore:
             except Exception:
                 logger.debug("closing qdrant-edge shard failed", exc_info=True)
             self._shard = None
+
+
+def _sparse_params(spec: CollectionSpec) -> Any:
+    """IDF over the live points for ``bm25`` (see the module docstring); nothing for learned weights."""
+    import qdrant_edge as qe
+
+    return qe.SearchParams(idf=qe.IdfParams(corpus=qe.Filter())) if spec.sparse == "bm25" else None
+
+
+def _edge_sparse(vector: SparseVector) -> Any:
+    import qdrant_edge as qe
+
+    return qe.SparseVector(vector.indices.tolist(), vector.values.tolist())
 
 
 def _edge_filter(checked: CheckedFilter | None) -> Any:
