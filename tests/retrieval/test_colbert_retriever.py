@@ -14,7 +14,7 @@ import pytest
 from poolrag import Engine
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
-from poolrag.retrieval import ColbertRetriever
+from poolrag.retrieval import ColbertRetriever, CrossEncoderReranker
 from poolrag.stores import (
     CollectionMismatchError,
     CollectionSpec,
@@ -215,7 +215,8 @@ def test_collections_of_another_layout_or_model_are_refused(colbert: Engine) -> 
 
 def test_a_cross_encoder_reranks_the_maxsim_candidates(colbert: Engine, assets: Path) -> None:
     cross_encoder = Engine(assets / "ms-marco-MiniLM-L-12-v2")
-    retriever = ColbertRetriever(InMemoryStore("docs"), colbert, reranker=cross_encoder)
+    replace = CrossEncoderReranker(cross_encoder, second_stage="replace")  # fused: test_rerank_fusion.py
+    retriever = ColbertRetriever(InMemoryStore("docs"), colbert, reranker=replace)
     retriever.add_texts(TEXTS, METADATAS, IDS)
     hits = retriever.search(QUERY, k=3, filter={"topic": "geography"})
     expected = cross_encoder.score_array(QUERY, [h.text for h in hits])
