@@ -1,9 +1,16 @@
-"""Two-stage dense retrieval (the Matryoshka funnel), plus an optional cross-encoder rerank.
+"""Two-stage dense retrieval (the Matryoshka funnel), sparse and hybrid search, plus an optional
+cross-encoder rerank.
 
 Stage 1 recalls candidates with the small vectors stored in the database (cheap to store and to
 search); stage 2 re-scores them with full-size vectors taken from the embedding cache, filled
 when the chunks were ingested (a cache miss, e.g. on another machine, recomputes from the chunk
 text in the payload); stage 3 optionally reranks the survivors with a cross-encoder.
+
+Sparse mode ranks by the collection's sparse field alone (no dense stage to re-score). Hybrid
+mode fuses the dense and the sparse ranking by reciprocal rank, in the store when the stored
+vectors are full size; with smaller stored vectors the funnel re-scores the dense leg first and
+the fusion happens here, by the stores' rule, so the sparse evidence is not lost to a re-score
+that only knows dense similarity.
 """
 
 from __future__ import annotations
@@ -17,10 +24,15 @@ from poolrag.cache.embedder import CachedEmbedder
 from poolrag.cache.matryoshka import truncate
 from poolrag.errors import InvalidInputError
 from poolrag.retrieval.collection_checks import check_k, check_model, existing_spec
+from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
-from poolrag.stores.base import VectorStore
-from poolrag.stores.filters import MetadataFilter, check_filter
+from poolrag.retrieval.sparse_queries import SEARCH_MODES, SearchMode, SparseQueryEncoder
+from poolrag.sparse.vector import SparseVector
+from poolrag.stores.base import HybridFusion, StoreHit, VectorStore
+from poolrag.stores.errors import UnsupportedStoreFeature
+from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
+from poolrag.stores.hybrid import RRF_K, fusion_weights, prefetch_depth
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +47,9 @@ class Retriever:
         reranker: a cross-encoder backend or :class:`CrossEncoderReranker` for the last stage.
         candidates: how many hits stage 1 returns; default ``max(10 * k, 50)`` when a later stage
             re-scores them, else ``k``.
+        sparse_encoder: turns queries into sparse vectors for ``mode="sparse"`` / ``"hybrid"``
+            (e.g. :class:`~poolrag.sparse.BM25Encoder` over the model's tokenizer for a ``bm25``
+            collection; its unit query weights are right, since every store supplies IDF).
     """
 
     def __init__(
@@ -44,8 +59,14 @@ class Retriever:
         *,
         reranker: CrossEncoderReranker | PoolingBackend | None = None,
         candidates: int | None = None,
+        sparse_encoder: SparseQueryEncoder | None = None,
     ) -> None:
+        if sparse_encoder is not None and not isinstance(sparse_encoder, SparseQueryEncoder):
+            raise InvalidInputError(
+                f"sparse_encoder must have encode_queries(texts), got {type(sparse_encoder).__name__}"
+            )
         self.store = store
+        self.sparse_encoder = sparse_encoder
         self.embedder = backend if isinstance(backend, CachedEmbedder) else CachedEmbedder(backend)
         self.spec = existing_spec(store)
         if self.spec.layout != "dense":
@@ -67,30 +88,108 @@ class Retriever:
         query: str,
         k: int = 10,
         *,
+        mode: SearchMode = "dense",
         filter: MetadataFilter | None = None,
         candidates: int | None = None,
         rescore: bool = True,
+        fusion: HybridFusion = "rrf",
+        prefetch: int | None = None,
     ) -> list[SearchResult]:
-        """The ``k`` best chunks for ``query`` among those whose payload matches ``filter``;
-        ``rescore=False`` skips stage 2 (for comparison)."""
+        """The ``k`` best chunks for ``query`` among those whose payload matches ``filter``.
+
+        ``mode``: ``dense`` (the funnel), ``sparse`` (the sparse field alone) or ``hybrid`` (both,
+        fused by ``fusion``: ``"rrf"`` or ``("weighted", w)`` with ``w`` on the sparse ranking);
+        ``prefetch``: how deep each hybrid leg goes (default twice the hits fused). ``rescore=False``
+        skips stage 2 (for comparison).
+        """
         check_k(k)
+        if mode not in SEARCH_MODES:
+            raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
         checked = check_filter(filter)
-        full = self.embedder.embed_query(query)
-        small = truncate(full[None, :], self.dimension, self.embedder.normalize)[0]
-        funnel = rescore and self.dimension < full.shape[0]
-        later_stage = funnel or self.reranker is not None
-        n = candidates or self.candidates or (max(10 * k, 50) if later_stage else k)
-        hits = self.store.search(small, max(n, k), checked)
-        results = [SearchResult.from_hit(h, "recall") for h in hits]
+        if mode == "sparse":
+            n = candidates or self.candidates or (max(10 * k, 50) if self.reranker is not None else k)
+            hits = self.store.search_sparse(self._sparse_query(query), max(n, k), checked)
+            results = [SearchResult.from_hit(h, "sparse") for h in hits]
+        else:
+            weights = fusion_weights(fusion)  # checked before any model runs
+            sparse = self._sparse_query(query) if mode == "hybrid" else None
+            full = self.embedder.embed_query(query)
+            small = truncate(full[None, :], self.dimension, self.embedder.normalize)[0]
+            funnel = rescore and self.dimension < full.shape[0]
+            later_stage = funnel or self.reranker is not None
+            n = candidates or self.candidates or (max(10 * k, 50) if later_stage else k)
+            wanted = max(k, n) if self.reranker is not None else k
+            if sparse is None:
+                hits = self.store.search(small, max(n, k), checked)
+                results = self._rescored(full, [SearchResult.from_hit(h, "recall") for h in hits], funnel)
+            elif funnel:
+                depth = prefetch_depth(wanted, prefetch)
+                recall = max(n, depth)
+                results = self._hybrid_funnel(full, small, sparse, wanted, recall, depth, checked, weights)
+            else:
+                depth = prefetch_depth(wanted, prefetch)
+                hits = self.store.search_hybrid(
+                    small, sparse, wanted, filter=checked, fusion=fusion, prefetch=depth
+                )
+                results = [SearchResult.from_hit(h, "hybrid") for h in hits]
+        if self.reranker is not None:
+            results = self.reranker.rerank_results(query, results)
+        return results[:k]
+
+    def _sparse_query(self, query: str) -> SparseVector:
+        if self.spec.sparse is None:
+            raise UnsupportedStoreFeature(
+                f"collection {self.spec.name!r} has no sparse field; sparse and hybrid search need a "
+                "collection ingested with sparse vectors"
+            )
+        if self.sparse_encoder is None:
+            raise InvalidInputError("sparse and hybrid search need a sparse_encoder (e.g. a BM25Encoder)")
+        (vector,) = self.sparse_encoder.encode_queries([query])
+        return vector
+
+    def _rescored(self, full: np.ndarray, results: list[SearchResult], funnel: bool) -> list[SearchResult]:
+        """Stage 2: full-size cosine from the cache replaces the small-vector score."""
         if funnel and results:
             docs = self.embedder.embed_documents([r.text for r in results])
             scores = _cosine(docs, full)
             for r, s in zip(results, scores, strict=True):
                 r.score = r.stage_scores["full"] = float(s)
             results.sort(key=lambda r: -r.score)
-        if self.reranker is not None:
-            results = self.reranker.rerank_results(query, results)
-        return results[:k]
+        return results
+
+    def _hybrid_funnel(
+        self,
+        full: np.ndarray,
+        small: np.ndarray,
+        sparse: SparseVector,
+        wanted: int,
+        recall: int,
+        depth: int,
+        checked: CheckedFilter | None,
+        weights: tuple[float, float] | None,
+    ) -> list[SearchResult]:
+        """The dense leg (``recall`` small-vector hits re-scored with full vectors, best ``depth``
+        kept) fused with the ``depth``-deep sparse leg by the stores' rule."""
+        dense_hits = self.store.search(small, recall, checked)
+        dense = self._rescored(full, [SearchResult.from_hit(h, "recall") for h in dense_hits], True)[:depth]
+        sparse_hits: list[StoreHit] = self.store.search_sparse(sparse, depth, checked) if len(sparse) else []
+        by_id = {r.id: r for r in dense}
+        sparse_ids = []
+        for hit in sparse_hits:
+            result = SearchResult.from_hit(hit, "sparse")
+            sparse_ids.append(result.id)
+            if result.id in by_id:
+                by_id[result.id].stage_scores["sparse"] = hit.score
+            else:
+                by_id[result.id] = result
+        rankings = [[r.id for r in dense], sparse_ids]
+        fused = reciprocal_rank_fusion(rankings, RRF_K, list(weights) if weights else None)[:wanted]
+        results = []
+        for chunk_id, score in fused:
+            result = by_id[chunk_id]
+            result.score = result.stage_scores["hybrid"] = score
+            results.append(result)
+        return results
 
 
 def _cosine(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:

@@ -1,0 +1,175 @@
+"""Retriever modes over real stores: sparse (BM25 from the MiniLM tokenizer) and hybrid search
+equal the stores' own searches; with 64-dim stored vectors the funnel re-scores the dense leg with
+full vectors before the fusion, checked against reciprocal-rank fusion computed by hand."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag import Engine
+from poolrag.cache import CachedEmbedder
+from poolrag.cache.matryoshka import truncate
+from poolrag.errors import InvalidInputError
+from poolrag.retrieval import Retriever, SparseQueryEncoder
+from poolrag.retrieval.fusion import reciprocal_rank_fusion
+from poolrag.sparse import BM25Encoder, BM25Stats
+from poolrag.stores import ChunkRecord, CollectionSpec, InMemoryStore, open_store
+from poolrag.stores.errors import UnsupportedStoreFeature
+
+CORPUS = [
+    "The part number XK-4471 fits the pump housing of the old boiler.",
+    "Replace the boiler pump every ten years to avoid leaks.",
+    "Honeybees tell each other where flowers are with a waggle dance.",
+    "The Moon's gravity pulls the oceans into two tidal bulges.",
+    "Sourdough rises thanks to wild yeast and lactic acid bacteria.",
+    "The pump of a heating system moves hot water through the radiators.",
+    "Dr. Okonkwo described the waggle dance of bees in 1998.",
+    "Tides are highest when the sun and the moon line up.",
+    "Yeast turns sugar into carbon dioxide, which makes bread rise.",
+    "Leaking radiators often need their valves replaced, not the boiler.",
+]
+TOPICS = ["heating", "heating", "bees", "sea", "bread", "heating", "bees", "sea", "bread", "heating"]
+QUERIES = ["XK-4471", "why does bread rise", "Okonkwo bees", "what makes the tides"]
+
+
+def chunk_id(i: int) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"retrieval-hybrid-{i}"))
+
+
+@pytest.fixture(scope="module")
+def bm25(minilm_path: Path) -> BM25Encoder:
+    return BM25Encoder.from_pretrained(minilm_path)
+
+
+@pytest.fixture(scope="module")
+def matryoshka_minilm(minilm_path: Path) -> Engine:
+    return Engine(minilm_path, hf_overrides={"is_matryoshka": True})
+
+
+def fill(store, backend, bm25: BM25Encoder, dimension: int = 384, sparse: str | None = "bm25"):
+    embedder = CachedEmbedder(backend)
+    full = embedder.embed_documents(CORPUS)
+    vectors = truncate(full, dimension, embedder.normalize)
+    counts = bm25.term_counts(CORPUS)
+    docs = bm25.document_vectors(counts, BM25Stats.from_term_counts(counts).avg_doc_length)
+    facts = backend.facts
+    store.ensure_collection(
+        CollectionSpec(
+            name=store.collection,
+            dimension=dimension,
+            model_identity=facts.model_identity,
+            full_dimension=full.shape[1],
+            model_name=facts.model_name,
+            sparse=sparse,  # type: ignore[arg-type]
+        )
+    )
+    store.upsert(
+        [
+            ChunkRecord(
+                chunk_id(i),
+                vectors[i],
+                {"text": t, "source": f"{i}.md", "topic": TOPICS[i]},
+                docs[i] if sparse else None,
+            )
+            for i, t in enumerate(CORPUS)
+        ]
+    )
+    return embedder
+
+
+@pytest.fixture
+def open_kind(tmp_path: Path):
+    opened = []
+
+    def make(kind: str):
+        if kind == "memory":
+            return InMemoryStore("docs")
+        location = {"uri": str(tmp_path / "m.db")} if kind == "milvus" else {"path": str(tmp_path / kind)}
+        store = open_store(kind, "docs", **location)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "qdrant", "milvus"])
+def test_sparse_and_hybrid_modes_are_the_stores_searches(kind, open_kind, minilm_engine, bm25) -> None:
+    store = open_kind(kind)
+    embedder = fill(store, minilm_engine, bm25)
+    assert isinstance(bm25, SparseQueryEncoder)
+    retriever = Retriever(store, embedder, sparse_encoder=bm25)
+    for query in QUERIES:
+        sparse = bm25.encode_queries([query])[0]
+        dense = embedder.embed_query(query)
+        for filter in (None, {"topic": ["heating", "bees"]}):
+            got = retriever.search(query, 3, mode="sparse", filter=filter)
+            want = store.search_sparse(sparse, 3, filter)
+            assert [(h.id, h.score) for h in got] == [(h.id, h.score) for h in want]
+            assert all(set(h.stage_scores) == {"sparse"} for h in got)
+            got = retriever.search(query, 3, mode="hybrid", filter=filter)
+            want = store.search_hybrid(dense, sparse, 3, filter=filter, prefetch=6)
+            assert [(h.id, pytest.approx(h.score)) for h in got] == [(h.id, h.score) for h in want]
+            assert all(set(h.stage_scores) == {"hybrid"} for h in got)
+            weighted = retriever.search(query, 3, mode="hybrid", fusion=("weighted", 0.9), prefetch=4)
+            want = store.search_hybrid(dense, sparse, 3, fusion=("weighted", 0.9), prefetch=4)
+            assert [h.id for h in weighted] == [h.id for h in want]
+            dense_only = retriever.search(query, 3, filter=filter)
+            assert [h.id for h in dense_only] == [h.id for h in store.search(dense, 3, filter)]
+    # The rare part number is found lexically; hybrid keeps it first.
+    assert retriever.search("XK-4471", 1, mode="sparse")[0].id == chunk_id(0)
+    assert retriever.search("XK-4471", 1, mode="hybrid")[0].id == chunk_id(0)
+
+
+def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka_minilm, bm25) -> None:
+    store = open_store("qdrant", "small", path=str(tmp_path / "q"))
+    embedder = fill(store, matryoshka_minilm, bm25, dimension=64)
+    retriever = Retriever(store, embedder, sparse_encoder=bm25)
+    k, depth = 3, 6
+    for query in QUERIES:
+        full = embedder.embed_query(query)
+        small = truncate(full[None, :], 64, embedder.normalize)[0]
+        recall = store.search(small, 50)  # the funnel's default candidates: max(10 * k, 50)
+        full_docs = embedder.embed_documents([h.payload["text"] for h in recall])
+        cosine = full_docs @ full / (np.linalg.norm(full_docs, axis=1) * np.linalg.norm(full))
+        dense_ranking = [recall[i].id for i in np.argsort(-cosine, kind="stable")[:depth]]
+        sparse_ranking = [h.id for h in store.search_sparse(bm25.encode_queries([query])[0], depth)]
+        expected = reciprocal_rank_fusion([dense_ranking, sparse_ranking], 60)[:k]
+        got = retriever.search(query, k, mode="hybrid")
+        assert [(h.id, pytest.approx(h.score)) for h in got] == expected
+        for hit in got:
+            assert hit.stage_scores["hybrid"] == hit.score
+            assert ("full" in hit.stage_scores) == (hit.id in dense_ranking)
+            assert ("sparse" in hit.stage_scores) == (hit.id in sparse_ranking)
+        # Without the re-score, the store fuses the 64-dim ranking itself.
+        plain = retriever.search(query, k, mode="hybrid", rescore=False)
+        sparse = bm25.encode_queries([query])[0]
+        assert [h.id for h in plain] == [h.id for h in store.search_hybrid(small, sparse, k, prefetch=depth)]
+    store.close()
+
+
+def test_modes_are_checked(open_kind, minilm_engine, bm25) -> None:
+    dense_store = open_kind("memory")
+    fill(dense_store, minilm_engine, bm25, sparse=None)
+    with pytest.raises(UnsupportedStoreFeature, match="no sparse field"):
+        Retriever(dense_store, minilm_engine, sparse_encoder=bm25).search("x", 2, mode="hybrid")
+    hybrid_store = InMemoryStore("hybrid")
+    fill(hybrid_store, minilm_engine, bm25)
+    without_encoder = Retriever(hybrid_store, minilm_engine)
+    with pytest.raises(InvalidInputError, match="need a sparse_encoder"):
+        without_encoder.search("x", 2, mode="sparse")
+    assert len(without_encoder.search("boiler", 2)) == 2  # dense search needs no sparse encoder
+    retriever = Retriever(hybrid_store, minilm_engine, sparse_encoder=bm25)
+    with pytest.raises(InvalidInputError, match="mode must be one of"):
+        retriever.search("x", 2, mode="lexical")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="fusion must be"):
+        retriever.search("x", 2, mode="hybrid", fusion="max")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="prefetch must be"):
+        retriever.search("x", 2, mode="hybrid", prefetch=0)
+    with pytest.raises(InvalidInputError, match="encode_queries"):
+        Retriever(hybrid_store, minilm_engine, sparse_encoder=object())  # type: ignore[arg-type]
