@@ -28,7 +28,8 @@ K = TypeVar("K", bound=Hashable)
 
 DEFAULT_RRF_K = 60
 """The constant of Cormack et al. (2009); it damps the head of each list so that one list's
-first place cannot outvote agreement further down. Milvus and Qdrant use the same default."""
+first place cannot outvote agreement further down. Milvus' ``RRFRanker`` defaults to it too;
+Qdrant's ``Fusion.RRF`` uses k = 2 and scores ``1 / (rank - 1 + k)``, so the stores ask it for 61."""
 
 DEFAULT_RERANK_WEIGHT = 0.5
 

@@ -1,11 +1,17 @@
 """Vector stores: Milvus (Lite or server), Qdrant (local mode or server), Qdrant Edge, and an
-in-process store for callers without a database. Every search takes an optional metadata filter."""
+in-process store for callers without a database. Every search takes an optional metadata filter;
+collections created with a sparse field also search sparse vectors and fuse hybrid searches."""
 
 from __future__ import annotations
 
 from poolrag.errors import InvalidInputError
-from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit, VectorStore
-from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError, StoreUnavailableError
+from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, SparseKind, StoreHit, VectorStore
+from poolrag.stores.errors import (
+    CollectionMismatchError,
+    CollectionNotFoundError,
+    StoreUnavailableError,
+    UnsupportedStoreFeature,
+)
 from poolrag.stores.filters import MetadataFilter
 from poolrag.stores.memory import InMemoryStore
 from poolrag.stores.names import check_collection_name
@@ -58,11 +64,14 @@ __all__ = [
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "CollectionSpec",
+    "HybridFusion",
     "InMemoryStore",
     "MetadataFilter",
     "RetryPolicy",
+    "SparseKind",
     "StoreHit",
     "StoreUnavailableError",
+    "UnsupportedStoreFeature",
     "VectorStore",
     "check_collection_name",
     "open_store",
