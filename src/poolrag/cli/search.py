@@ -1,5 +1,5 @@
 """``poolrag search "query"``: the Matryoshka funnel (or ColBERT MaxSim) over an ingested collection,
-optionally reranked by a cross-encoder."""
+optionally reranked by a cross-encoder whose scores are fused with the first stage's by default."""
 
 from __future__ import annotations
 
@@ -22,10 +22,14 @@ from poolrag.cli.ingest import (
 )
 
 if TYPE_CHECKING:
-    from poolrag.retrieval import SearchResult
+    from poolrag.retrieval import CrossEncoderReranker, SearchResult
     from poolrag.stores.base import VectorStore
 
 logger = logging.getLogger(__name__)
+
+#: poolrag.retrieval.fusion.SecondStage's values, spelled out so that ``--help`` does not import the
+#: retrieval stack (torch, the stores); a test keeps the two equal.
+SECOND_STAGES = ("fuse", "rrf", "replace")
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +40,9 @@ def register(subparsers: Any) -> None:
             "Search a collection filled by 'poolrag ingest' with the same --model (the default model "
             "unless you name one; the collection's record of its model must match). Candidates "
             "recalled with the stored (possibly Matryoshka-truncated) vectors are re-scored with full "
-            "vectors from the cache, then optionally reranked by a cross-encoder."
+            "vectors from the cache, then optionally reranked by a cross-encoder (by default its scores "
+            "are fused with the first stage's, so a reranker outside its domain cannot undo a good "
+            "first stage; --second-stage replace ranks by the reranker alone)."
         ),
     )
     parser.add_argument("query", help="the question or search text")
@@ -48,6 +54,18 @@ def register(subparsers: Any) -> None:
         "--trust-remote-code", action="store_true", help="allow model folders that ship their own code"
     )
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder to rerank the candidates with")
+    parser.add_argument(
+        "--second-stage",
+        choices=SECOND_STAGES,
+        help="with --rerank: fuse (default) mixes per-query z-scores of the first stage and the reranker, "
+        "rrf fuses their ranks, replace keeps the reranker's order alone",
+    )
+    parser.add_argument(
+        "--rerank-weight",
+        type=_unit_interval,
+        metavar="W",
+        help="with --rerank: the reranker's share of the fused score, 0..1 (default 0.5)",
+    )
     parser.add_argument("-k", type=_positive_int, default=10, help="results to show (default 10)")
     parser.add_argument("--candidates", type=_positive_int, help="stage-1 candidates (default max(10k, 50))")
     parser.add_argument("--no-rescore", action="store_true", help="skip the full-vector re-scoring stage")
@@ -61,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if not require_extra("search", args.store):
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose)
+    if args.rerank is None and (args.second_stage is not None or args.rerank_weight is not None):
+        return report_error("search", ValueError("--second-stage and --rerank-weight need --rerank MODEL"))
     store = None
     try:
         store = open_store_from_args(args)
@@ -118,13 +138,36 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
             f"{weights_fingerprint(spec.model_identity)}), but {engine.model_name!r} has fingerprint "
             f"{weights_fingerprint(engine.model_identity)}; search it with --model {spec.model_name}"
         )
-    reranker = load_engine(args.rerank, _user_options(args)) if args.rerank else None
+    reranker = _reranker(args)
     if spec.layout == "multivector":
         return ColbertRetriever(store, engine, reranker=reranker).search(
             args.query, args.k, candidates=args.candidates
         )
     retriever = Retriever(store, CachedEmbedder(engine, open_cache_from_args(args)), reranker=reranker)
     return retriever.search(args.query, args.k, candidates=args.candidates, rescore=not args.no_rescore)
+
+
+def _reranker(args: argparse.Namespace) -> CrossEncoderReranker | None:
+    if not args.rerank:
+        return None
+    from poolrag.retrieval import CrossEncoderReranker
+
+    settings: dict[str, Any] = {}  # what the user left out keeps the reranker's defaults
+    if args.second_stage is not None:
+        settings["second_stage"] = args.second_stage
+    if args.rerank_weight is not None:
+        settings["weight"] = args.rerank_weight
+    return CrossEncoderReranker(load_engine(args.rerank, _user_options(args)), **settings)
+
+
+def _unit_interval(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not 0.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {value!r}")
+    return number
 
 
 def _user_options(args: argparse.Namespace) -> dict[str, Any]:
