@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from poolrag.engine import Engine
     from poolrag.ingest.encoders import ChunkEncoder
     from poolrag.ingest.pipeline import IngestReport
+    from poolrag.ingest.sparse_encoders import SparseChunkEncoder
     from poolrag.stores.base import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -147,6 +148,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="treat the model as Matryoshka-trained (only if it was: truncating other models loses quality)",
     )
+    model.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="also store a lexical BM25 sparse vector per chunk (from the model's tokenizer), "
+        "for 'poolrag search --hybrid'; a new collection is needed for it",
+    )
     chunking = parser.add_argument_group("chunking and writing")
     chunking.add_argument(
         "--chunk-tokens", type=_positive_int, help="tokens per chunk (default: min(256, model max))"
@@ -232,6 +239,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     load_options = {"trust_remote_code": True} if args.trust_remote_code else {}
     engine = load_engine(args.model or default_model(), options | load_options)
     encoder = _encoder(engine, cache, args.dimensions)
+    sparse_encoder = _sparse_encoder(engine, cache) if args.hybrid else None
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
     opened.append(store)
@@ -245,6 +253,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         checkpoint_path=args.checkpoint,
         checkpoint_dir=None if args.cache is None else _parent(args.cache),
         progress=not args.quiet,
+        sparse_encoder=sparse_encoder,
     )
     return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped)
 
@@ -270,6 +279,17 @@ def _encoder(engine: Engine, cache: EmbeddingCache | None, dimensions: int | Non
     except DimensionsError as exc:
         hint = "" if facts.is_matryoshka else "; add --assume-matryoshka only if the model was trained for it"
         raise DimensionsError(f"--dimensions {dimensions}: {exc}{hint}") from None
+
+
+def _sparse_encoder(engine: Engine, cache: EmbeddingCache | None) -> SparseChunkEncoder:
+    """Lexical BM25 over the model's own tokenizer: hybrid search with no second model."""
+    from poolrag.errors import InvalidInputError
+    from poolrag.ingest.sparse_encoders import bm25_for_model
+    from poolrag.model_facts import ScoreKind
+
+    if engine.facts.score_kind is ScoreKind.MAXSIM:
+        raise InvalidInputError("--hybrid goes with single-vector models, not ColBERT token vectors")
+    return bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache)
 
 
 def _parent(path: str) -> str:

@@ -17,6 +17,7 @@ idempotent), and when the database stays unreachable the run stops with
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -31,6 +32,7 @@ from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.encoders import ChunkEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
+from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, SparseChunkEncoder
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ class IngestReport:
     chunks_existing: int = 0
     upserted: int = 0
     embedded: int = 0
+    sparse_computed: int = 0  # chunks whose sparse vector needed the tokenizer/model (not the cache)
     deleted: int = 0
     resumed: bool = False
     seconds: float = 0.0
@@ -75,6 +78,8 @@ class IngestPipeline:
         store: the collection to fill (opened by :func:`poolrag.stores.open_store`).
         encoder: :class:`~poolrag.ingest.encoders.DenseEncoder` or ``ColbertEncoder``.
         chunker: splits documents; its ``max_tokens`` must fit the model.
+        sparse_encoder: also write a sparse vector per chunk (hybrid search), e.g.
+            :class:`~poolrag.ingest.sparse_encoders.BM25ChunkEncoder`; dense layout only.
         batch_size: chunks per embed + upsert step (and per checkpoint).
         quantization: ``int8`` / ``binary`` index compression for a new collection.
         model_options: recorded in the collection so search can load the model the same way.
@@ -93,6 +98,7 @@ class IngestPipeline:
         checkpoint_path: str | Path | None = None,
         checkpoint_dir: str | Path | None = None,
         progress: bool = True,
+        sparse_encoder: SparseChunkEncoder | None = None,
     ) -> None:
         if batch_size <= 0:
             raise InvalidInputError("batch size must be positive")
@@ -103,6 +109,7 @@ class IngestPipeline:
         self.chunker = chunker
         self.batch_size = batch_size
         self.progress = progress
+        self.sparse_encoder = sparse_encoder
         self.spec = CollectionSpec(
             name=store.collection,
             dimension=encoder.dimension,
@@ -112,6 +119,7 @@ class IngestPipeline:
             layout=encoder.layout,  # type: ignore[arg-type]
             quantization=quantization,
             model_options=dict(model_options or {}),
+            sparse=sparse_encoder.kind if sparse_encoder is not None else None,  # type: ignore[arg-type]
         )
         self.run_key = {
             "store": store.name,
@@ -121,6 +129,9 @@ class IngestPipeline:
             "dimension": encoder.dimension,
             "chunking": [chunker.max_tokens, chunker.overlap],
         }
+        if sparse_encoder is not None:
+            self.run_key["sparse"] = sparse_encoder.kind
+        self._collection_ready = False
         if checkpoint_path is None:
             from poolrag.cache.sqlite_store import default_cache_path
 
@@ -143,9 +154,13 @@ class IngestPipeline:
         """
         started = time.monotonic()
         report = IngestReport()
-        stored_spec = self.store.ensure_collection(self.spec)
-        report.collection = {"name": stored_spec.name, "dimension": stored_spec.dimension}
-        existing = self.store.list_sources()
+        self._collection_ready = False
+        stored = self.store.read_spec()
+        if stored is not None or self.sparse_encoder is None:
+            # A new collection with a sparse field waits for the first batch: it records the
+            # average chunk length BM25 normalises by. Reading the spec already reached the database.
+            self._open_collection(report, [])
+        existing = self.store.list_sources() if self._collection_ready else {}
         by_source: dict[str, set[str]] = {}
         for cid, source in existing.items():
             by_source.setdefault(source, set()).add(cid)
@@ -179,6 +194,8 @@ class IngestPipeline:
                 state.chunked = True
                 run.finish_if_done(doc.source)
             run.flush()
+            if not self._collection_ready:
+                self._open_collection(report, [])
         finally:
             run.save()
 
@@ -205,6 +222,22 @@ class IngestPipeline:
             report.seconds,
         )
         return report
+
+    def _open_collection(self, report: IngestReport, first_batch: Sequence[str]) -> None:
+        """Create or check the collection; a sparse encoder adopts the settings it recorded (or
+        fixes them from ``first_batch`` and records them in a new collection)."""
+        spec = self.spec
+        if self.sparse_encoder is not None:
+            stored = self.store.read_spec()
+            recorded = stored.model_options.get(BM25_OPTIONS_KEY) if stored is not None else None
+            self.sparse_encoder.adopt(recorded if isinstance(recorded, dict) else None, first_batch)
+            options = {**spec.model_options, BM25_OPTIONS_KEY: self.sparse_encoder.settings()}
+            spec = dataclasses.replace(spec, model_options=options)
+        stored_spec = self.store.ensure_collection(spec)
+        report.collection = {"name": stored_spec.name, "dimension": stored_spec.dimension}
+        if stored_spec.sparse is not None:
+            report.collection["sparse"] = stored_spec.sparse
+        self._collection_ready = True
 
     def _delete(self, ids: Iterable[str], report: IngestReport) -> None:
         ids = list(ids)
@@ -246,6 +279,8 @@ class _Run:
         self.batch: list[Chunk] = []
         self.finished: dict[str, str] = {}
         self.computed_before = pipeline.encoder.computed
+        sparse = pipeline.sparse_encoder
+        self.sparse_before = sparse.computed if sparse is not None else 0
 
     def add(self, chunk: Chunk) -> None:
         self.batch.append(chunk)
@@ -256,11 +291,25 @@ class _Run:
         """Embed and upsert the batch, then checkpoint the documents it completed."""
         batch, self.batch = self.batch, []
         if batch:
-            encoder, store = self.pipeline.encoder, self.pipeline.store
-            vectors = encoder.encode([c.text for c in batch])
-            store.upsert([ChunkRecord(c.id, v, c.payload()) for c, v in zip(batch, vectors, strict=True)])
+            pipeline = self.pipeline
+            encoder, store, sparse = pipeline.encoder, pipeline.store, pipeline.sparse_encoder
+            texts = [c.text for c in batch]
+            if not pipeline._collection_ready:
+                pipeline._open_collection(self.report, texts)
+            if sparse is not None:
+                sparse.adopt(None, texts)  # a collection made elsewhere recorded no length
+            vectors = encoder.encode(texts)
+            sparse_vectors = sparse.encode(texts) if sparse is not None else [None] * len(batch)
+            store.upsert(
+                [
+                    ChunkRecord(c.id, v, c.payload(), sparse=s)
+                    for c, v, s in zip(batch, vectors, sparse_vectors, strict=True)
+                ]
+            )
             self.report.upserted += len(batch)
             self.report.embedded = encoder.computed - self.computed_before
+            if sparse is not None:
+                self.report.sparse_computed = sparse.computed - self.sparse_before
             for chunk in batch:
                 self.pending[chunk.source].left -= 1
             for source in dict.fromkeys(c.source for c in batch):

@@ -1,0 +1,82 @@
+"""BM25 term counts through the embedding cache: a text counted once is never tokenized again.
+
+What is cached is each text's term counts, not its BM25 weights: counts depend only on the text
+and the tokenizer, while the weights also depend on the collection's average chunk length, which
+differs between collections. Counts ride in the same SQLite file as the vectors (a float32 row
+``[id, count, id, count, ...]``, exact for ids and counts below 2**24) under a namespace of their
+own, so they can never be mistaken for an embedding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+import numpy as np
+
+from poolrag.cache.keys import text_key
+from poolrag.cache.sqlite_store import EmbeddingCache
+from poolrag.sparse.bm25 import BM25Encoder
+
+_FORMAT = 1
+_EXACT_LIMIT = 1 << 24  # float32 holds every integer below this exactly
+
+
+def term_counts_namespace(tokenizer_identity: str, drop_punctuation: bool) -> bytes:
+    """Everything besides the text that decides a text's term counts."""
+    description = {
+        "v": _FORMAT,
+        "kind": "bm25-term-counts",
+        "tokenizer": tokenizer_identity,
+        "drop_punctuation": drop_punctuation,
+    }
+    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).digest()
+
+
+class CachedTermCounter:
+    """:meth:`BM25Encoder.term_counts` that remembers its answers in an :class:`EmbeddingCache`.
+
+    Args:
+        encoder: the BM25 encoder over the model's tokenizer.
+        tokenizer_identity: names the tokenizer (the model identity serves: same weights, same files).
+        cache: where counts persist; ``None`` counts every time.
+    """
+
+    def __init__(
+        self, encoder: BM25Encoder, tokenizer_identity: str, cache: EmbeddingCache | None = None
+    ) -> None:
+        self.encoder = encoder
+        self.cache = cache
+        self.namespace = term_counts_namespace(tokenizer_identity, encoder.drop_punctuation)
+        self.hits = 0
+        self.misses = 0
+
+    def term_counts(self, texts: Sequence[str]) -> list[dict[int, int]]:
+        """Each text's token id → count, from the cache where present."""
+        texts = list(texts)
+        if self.cache is None:
+            self.misses += len(texts)
+            return self.encoder.term_counts(texts)
+        keys = [text_key(self.namespace, text) for text in texts]
+        found = self.cache.get_many(keys)
+        missing = list(dict.fromkeys(i for i, key in enumerate(keys) if key not in found))
+        computed = self.encoder.term_counts([texts[i] for i in missing]) if missing else []
+        fresh = {keys[i]: counts for i, counts in zip(missing, computed, strict=True)}
+        self.cache.put_many({key: _to_row(c) for key, c in fresh.items() if _fits(c)})
+        self.misses += len(missing)
+        self.hits += len(texts) - len(missing)
+        return [fresh[key] if key in fresh else _from_row(found[key]) for key in keys]
+
+
+def _fits(counts: dict[int, int]) -> bool:
+    return all(t < _EXACT_LIMIT and n < _EXACT_LIMIT for t, n in counts.items())
+
+
+def _to_row(counts: dict[int, int]) -> np.ndarray:
+    return np.asarray([v for pair in sorted(counts.items()) for v in pair], dtype=np.float32)
+
+
+def _from_row(row: np.ndarray) -> dict[int, int]:
+    values = row.astype(np.int64).tolist()
+    return dict(zip(values[0::2], values[1::2], strict=True))
