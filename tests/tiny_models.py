@@ -179,3 +179,61 @@ def write_sentence_transformers(
         st_config["prompts"] = prompts
     (folder / "config_sentence_transformers.json").write_text(json.dumps(st_config))
     return folder
+
+
+def build_splade(
+    dest: Path,
+    tokenizer_src: Path,
+    pooling_strategy: str = "max",
+    activation_function: str = "relu",
+    legacy_module: bool = False,
+    seed: int = 0,
+) -> Path:
+    """A tiny random BertForMaskedLM saved by sentence-transformers as a ``SparseEncoder``
+    (transformer with the fill-mask task + ``SpladePooling``), the layout SPLADE checkpoints ship in.
+
+    ``legacy_module`` saves it through the older ``MLMTransformer`` module instead.
+    """
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
+
+    raw = dest / "raw"
+    raw.mkdir(parents=True)
+    torch.manual_seed(seed)
+    model = transformers.BertForMaskedLM(_config("bert"))
+    _randomise_biases_and_norms(model)
+    model.eval().save_pretrained(raw)
+    copy_tokenizer(tokenizer_src, raw)
+    if legacy_module:
+        transformer = MLMTransformer(str(raw))
+    else:
+        transformer = Transformer(str(raw), transformer_task="fill-mask")
+    pooling = SpladePooling(pooling_strategy=pooling_strategy, activation_function=activation_function)
+    encoder = SparseEncoder(modules=[transformer, pooling], device="cpu")
+    folder = dest / "splade"
+    encoder.save(str(folder))
+    shutil.rmtree(raw)
+    return folder
+
+
+def build_bge_m3(dest: Path, tokenizer_src: Path, colbert_dim: int = 24, seed: int = 0) -> Path:
+    """A tiny random XLM-RoBERTa in BGE-M3's layout: the backbone, sentence-transformers CLS pooling +
+    Normalize, and the two heads as plain state dicts (``sparse_linear.pt`` [H→1],
+    ``colbert_linear.pt`` [H→colbert_dim]) with random weights and biases."""
+    build_encoder(dest, "xlm-roberta", tokenizer_src, seed=seed)
+    write_sentence_transformers(dest, pooling="cls", normalize=True)
+    torch.manual_seed(seed + 7)
+    sparse = torch.nn.Linear(HIDDEN, 1)
+    colbert = torch.nn.Linear(HIDDEN, colbert_dim)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(dest)
+    backbone = transformers.AutoModel.from_pretrained(dest).eval()
+    with torch.no_grad():
+        sparse.weight.normal_(0.0, 1.0)
+        colbert.bias.normal_(0.0, 0.1)
+        states = backbone(**tokenizer(SENTENCES, padding=True, return_tensors="pt")).last_hidden_state
+        # centre the raw weights on these texts: about half the tokens weigh > 0, the rest are dropped
+        sparse.bias.fill_(-float(sparse(states).median()))
+    torch.save(sparse.state_dict(), dest / "sparse_linear.pt")
+    torch.save(colbert.state_dict(), dest / "colbert_linear.pt")
+    return dest

@@ -11,13 +11,14 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
 from poolrag.batching.token_budget import default_batch_tokens
+from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path
@@ -36,10 +37,11 @@ from poolrag.outputs import (
     PoolingRequestOutput,
     ScoringOutput,
 )
-from poolrag.params import PoolingParams
+from poolrag.params import MULTI_VECTOR_TASK, PoolingParams
 from poolrag.postprocess.entities import Entity, group_entities
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.scoring.similarity import maxsim, similarity_by_name
+from poolrag.sparse.vector import SparseVector
 from poolrag.tokenization.input_processor import PromptInput, check_text
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
 
@@ -68,6 +70,26 @@ def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
 
 def _scores(outputs: Sequence[PoolingRequestOutput[ScoringOutput]]) -> np.ndarray:
     return np.asarray([out.outputs.score for out in outputs], dtype=np.float64)
+
+
+def _sparse_vector(entries: np.ndarray) -> SparseVector:
+    """A pooler's :data:`SPARSE_ENTRY` records (sorted by id, non-zero) as a :class:`SparseVector`."""
+    return SparseVector(entries["index"], entries["value"])
+
+
+@dataclass(frozen=True, eq=False)
+class MultiVector:
+    """The three vectors a BGE-M3-style model gives one text from one forward pass.
+
+    Attributes:
+        dense: the pooled (CLS) vector, ``[D]`` float32 (normalised as ``embed`` is).
+        sparse: token id → weight (what ``sparse_embed`` returns).
+        colbert: one vector per token after the first, ``[T - 1, D']`` float32 (``token_embed``).
+    """
+
+    dense: np.ndarray
+    sparse: SparseVector
+    colbert: np.ndarray
 
 
 def _size(prompts: object) -> int:
@@ -283,11 +305,28 @@ class Engine:
             input_type=params.input_type,
             step_tag_id=step_tag_id if task == "reward" else None,
             returned_token_ids=returned if task in ("reward", "token_classify") else None,
+            max_active_dims=params.max_active_dims if task == "sparse_embed" else None,
+        )
+
+    def _resolve_multi(self, params: PoolingParams | None) -> ResolvedParams:
+        """One request for the dense, sparse and ColBERT vectors of a three-head model: each part
+        is checked as its own task would be, the dense one carries ``embed``'s settings."""
+        params = params or PoolingParams()
+        if self._pipeline.kind is not ModelKind.BGE_M3:
+            raise UnsupportedTaskError("encode_multi", self.supported_tasks)
+        dense = self._resolve("embed", params.with_updates(max_active_dims=None))
+        self._resolve("sparse_embed", params.with_updates(dimensions=None))
+        return ResolvedParams(
+            task=MULTI_VECTOR_TASK,
+            dimensions=dense.dimensions,
+            normalize=dense.normalize,
+            input_type=params.input_type,
+            max_active_dims=params.max_active_dims,
         )
 
     def _requests(self, prompts: Prompts, task: str, params: PoolingParams | None) -> list[PoolingRequest]:
         items = _as_list(prompts)
-        resolved = self._resolve(task, params)
+        resolved = self._resolve_multi(params) if task == MULTI_VECTOR_TASK else self._resolve(task, params)
         p = params or PoolingParams()
         return self._pipeline.processor.texts(items, resolved, p.truncate_prompt_tokens, p.prompt)
 
@@ -380,6 +419,56 @@ class Engine:
             dims = (pooling_params.dimensions if pooling_params else None) or self.embedding_dim or 0
             return np.zeros((0, dims), dtype=np.float32)
         return np.stack((yield requests))
+
+    def sparse_embed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[SparseVector]:
+        """Token id → weight vectors (SPLADE, BGE-M3's sparse head) for hybrid search.
+
+        ``pooling_params.max_active_dims`` keeps only the largest weights of each text.
+        """
+        return self._drive(self._sparse_steps(prompts, pooling_params))
+
+    async def asparse_embed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[SparseVector]:
+        """:meth:`sparse_embed` for asyncio: batched with every other caller of this engine."""
+        return await self._adrive(self._sparse_steps(prompts, pooling_params), _size(prompts))
+
+    def _sparse_steps(
+        self, prompts: Prompts, pooling_params: PoolingParams | None
+    ) -> Steps[list[SparseVector]]:
+        requests = self._requests(prompts, "sparse_embed", pooling_params)
+        if not requests:
+            return []
+        return [_sparse_vector(entries) for entries in (yield requests)]
+
+    def encode_multi(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[MultiVector]:
+        """Dense, sparse and ColBERT vectors of each text from ONE forward pass (BGE-M3-style models).
+
+        Equal to :meth:`embed`, :meth:`sparse_embed` and ``encode(..., "token_embed")`` with the
+        same parameters, for a third of their cost.
+        """
+        return self._drive(self._multi_steps(prompts, pooling_params))
+
+    async def aencode_multi(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[MultiVector]:
+        """:meth:`encode_multi` for asyncio: batched with every other caller of this engine."""
+        return await self._adrive(self._multi_steps(prompts, pooling_params), _size(prompts))
+
+    def _multi_steps(
+        self, prompts: Prompts, pooling_params: PoolingParams | None
+    ) -> Steps[list[MultiVector]]:
+        requests = self._requests(prompts, MULTI_VECTOR_TASK, pooling_params)
+        if not requests:
+            return []
+        return [
+            MultiVector(dense=parts[0], sparse=_sparse_vector(parts[1]), colbert=parts[2])
+            for parts in (yield requests)
+        ]
 
     def classify(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None

@@ -37,9 +37,15 @@ class ScoringOutput:
 
 @dataclass(slots=True)
 class PoolingOutput:
-    """Raw pooled data: a vector, a per-token matrix, or per-step rewards."""
+    """Raw pooled data: a vector, a per-token matrix, per-step rewards, or for ``sparse_embed`` a
+    record array of :data:`SPARSE_ENTRY` (token id, weight)."""
 
     data: np.ndarray
+
+
+# ``sparse_embed`` results inside the pipeline and in ``encode``'s PoolingOutput.data: one record
+# per non-zero weight, sorted by token id (the engine's sparse methods turn them into SparseVector).
+SPARSE_ENTRY = np.dtype([("index", np.int32), ("value", np.float32)])
 
 
 T = TypeVar("T", EmbeddingOutput, ClassificationOutput, ScoringOutput, PoolingOutput)

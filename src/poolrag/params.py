@@ -8,7 +8,18 @@ from typing import Literal
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
 from poolrag.model_facts import ModelFacts
 
-POOLING_TASKS: tuple[str, ...] = ("embed", "classify", "score", "token_classify", "token_embed", "reward")
+POOLING_TASKS: tuple[str, ...] = (
+    "embed",
+    "classify",
+    "score",
+    "token_classify",
+    "token_embed",
+    "reward",
+    "sparse_embed",
+)
+# Not a task callers name: the engine's encode_multi asks a three-head model (BGE-M3) for its
+# dense, sparse and ColBERT vectors of each text from one forward pass.
+MULTI_VECTOR_TASK = "multi_vector"
 InputType = Literal["query", "document"]
 
 
@@ -25,6 +36,8 @@ class PoolingParams:
         input_type: ``"query"`` or ``"document"``; selects prompts and ColBERT query/document encoding.
         prompt: explicit text prepended to each input, overriding the model's prompts.
         step_tag_id / returned_token_ids: STEP pooling for process reward models.
+        max_active_dims: ``sparse_embed`` keeps only this many largest weights per text
+            (sentence-transformers' ``max_active_dims``); ``None`` keeps every non-zero weight.
     """
 
     dimensions: int | None = None
@@ -35,6 +48,7 @@ class PoolingParams:
     prompt: str | None = None
     step_tag_id: int | None = None
     returned_token_ids: tuple[int, ...] | None = None
+    max_active_dims: int | None = None
 
     def __post_init__(self) -> None:
         if self.input_type not in (None, "query", "document"):
@@ -43,6 +57,12 @@ class PoolingParams:
             self.truncate_prompt_tokens == 0 or self.truncate_prompt_tokens < -1
         ):
             raise InvalidInputError("truncate_prompt_tokens must be a positive number of tokens or -1")
+        if self.max_active_dims is not None and (
+            isinstance(self.max_active_dims, bool)
+            or not isinstance(self.max_active_dims, int)
+            or self.max_active_dims < 1
+        ):
+            raise InvalidInputError("max_active_dims must be a positive integer")
         if self.returned_token_ids is not None and not isinstance(self.returned_token_ids, tuple):
             object.__setattr__(self, "returned_token_ids", tuple(self.returned_token_ids))
 
@@ -64,6 +84,8 @@ class PoolingParams:
             if task != "embed":
                 raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
             verify_dimensions(self.dimensions, facts)
+        if self.max_active_dims is not None and task != "sparse_embed":
+            raise InvalidInputError(f"max_active_dims applies to sparse_embed, not to task {task!r}")
 
 
 def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:

@@ -16,6 +16,7 @@ class ResolvedParams:
     input_type: str | None = None
     step_tag_id: int | None = None
     returned_token_ids: tuple[int, ...] | None = None
+    max_active_dims: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import transformers
 from decoders.decoder_remote_code import qwen2_reward_model
 from decoders.tiny_decoders import build, build_tokenizer, tiny_config
 from safetensors.torch import load_file, save_file
-from tiny_models import copy_tokenizer
+from tiny_models import build_bge_m3, build_splade, copy_tokenizer
 
 from poolrag import Engine
 from poolrag.config.model_spec import load_model_spec
@@ -235,6 +235,14 @@ BUILDERS: dict[tuple[ModelKind, Role, str], Callable[..., tuple[Path, dict[str, 
     (ModelKind.TOKEN_CLASSIFIER, Role.TOKEN_HEAD, "encoder"): _encoder("token", pooler_config=_STEP),
     (ModelKind.TOKEN_CLASSIFIER, Role.PROCESS_REWARD_HEAD, "encoder"): _encoder(
         "token", pooler_config=_STEP, hf_overrides={"architectures": ["BertForProcessRewardModel"]}
+    ),
+    (ModelKind.SPLADE, Role.BACKBONE, "encoder"): lambda tiny_model, folder: (
+        build_splade(folder, tiny_model("bert")),
+        {},
+    ),
+    (ModelKind.BGE_M3, Role.BACKBONE, "encoder"): lambda tiny_model, folder: (
+        build_bge_m3(folder, tiny_model("bert")),
+        {},
     ),
 }
 

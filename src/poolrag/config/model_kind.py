@@ -39,6 +39,12 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
     step = pooler is not None and pooler.pooling_type == "STEP"
     if spec.colbert is not None:
         return ModelKind.COLBERT
+    if spec.splade is not None or (pooler is not None and pooler.pooling_type == "SPLADE"):
+        if role is not Role.BACKBONE or not arch.endswith("ForMaskedLM"):
+            raise ModelLoadError(f"SPLADE pooling reads a masked-LM head; {arch} is not a *ForMaskedLM")
+        return ModelKind.SPLADE
+    if spec.lexical_heads is not None and convert is None and role is Role.BACKBONE:
+        return ModelKind.BGE_M3
     if convert == "embed":
         return ModelKind.EMBEDDING
     causal = role is Role.LM_HEAD

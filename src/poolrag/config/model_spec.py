@@ -56,6 +56,24 @@ class ColbertSpec:
     skiplist_words: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SpladeSpec:
+    """SPLADE pooling (sentence-transformers ``SpladePooling``): ``log(1 + relu(MLM logits))``
+    (``log1p_relu`` applies ``log1p`` once more), then ``max`` or ``sum`` over the tokens."""
+
+    pooling_strategy: str = "max"
+    activation_function: str = "relu"
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHeadsSpec:
+    """BGE-M3's extra heads next to the backbone: ``sparse_linear.pt`` (hidden → 1 weight per
+    token) and ``colbert_linear.pt`` (hidden → ColBERT vector), plain state dicts."""
+
+    sparse_linear: Path
+    colbert_linear: Path
+
+
 @dataclass(slots=True)
 class ModelSpec:
     path: Path
@@ -74,6 +92,8 @@ class ModelSpec:
     convert: str | None = None  # "embed" | "classify" | "reward": adapt a *ForCausalLM checkpoint
     role: Role = Role.BACKBONE  # what the architecture name says (registry.lookup_architecture)
     bidirectional: bool = False  # a bidirectional Llama run on transformers' layers (config/families.py)
+    splade: SpladeSpec | None = None  # a SparseEncoder folder (MLM logits -> sparse vector)
+    lexical_heads: LexicalHeadsSpec | None = None  # BGE-M3: dense + sparse + ColBERT from one pass
 
     @property
     def is_decoder(self) -> bool:
@@ -172,6 +192,7 @@ def load_model_spec(
     normalize: bool | None = None
     dense: list[DenseSpec] = []
     is_pylate = False
+    splade: SpladeSpec | None = None
     if isinstance(modules, list):
         for module in sorted(modules, key=lambda m: int(m.get("idx", 0))):
             kind = str(module.get("type", ""))
@@ -185,6 +206,8 @@ def load_model_spec(
                 is_pylate = is_pylate or kind.startswith("pylate")
             elif kind.endswith("Normalize"):
                 normalize = True
+            elif kind.endswith("SpladePooling"):
+                splade = _splade_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
             else:
                 raise ModelLoadError(f"{path}: sentence-transformers module {kind!r} is not supported")
     is_pylate = is_pylate or st_config.get("model_type") == "ColBERT" or "query_length" in st_config
@@ -235,7 +258,29 @@ def load_model_spec(
         convert=convert,
         role=role,
         bidirectional=bidirectional,
+        splade=splade,
+        lexical_heads=_lexical_heads(transformer_path),
     )
+
+
+def _splade_from_st(cfg: dict[str, Any], folder: Path) -> SpladeSpec:
+    strategy = str(cfg.get("pooling_strategy", "max"))
+    activation = str(cfg.get("activation_function", "relu"))
+    if strategy not in ("max", "sum"):
+        raise ModelLoadError(f"{folder}: SPLADE pooling_strategy {strategy!r} is not 'max' or 'sum'")
+    if activation not in ("relu", "log1p_relu"):
+        raise ModelLoadError(f"{folder}: SPLADE activation_function {activation!r} is not supported")
+    return SpladeSpec(strategy, activation)
+
+
+def _lexical_heads(folder: Path) -> LexicalHeadsSpec | None:
+    """BGE-M3's heads when both files are there (one alone is a folder we cannot read fully)."""
+    sparse, colbert = folder / "sparse_linear.pt", folder / "colbert_linear.pt"
+    if sparse.is_file() and colbert.is_file():
+        return LexicalHeadsSpec(sparse, colbert)
+    if sparse.is_file() or colbert.is_file():
+        logger.warning("%s has only one of sparse_linear.pt / colbert_linear.pt; ignoring it", folder)
+    return None
 
 
 def _pylate_colbert(st_config: dict[str, Any]) -> ColbertSpec:

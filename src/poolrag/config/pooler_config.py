@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from poolrag.errors import InvalidInputError
 
-PoolingType = Literal["CLS", "MEAN", "LAST", "ALL", "STEP"]
+PoolingType = Literal["CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE"]
 Activation = Literal["softmax", "sigmoid", "identity"]
 
 
@@ -54,7 +54,7 @@ class PoolerConfig:
         data = dict(value)
         if data.get("pooling_type") is not None:
             data["pooling_type"] = str(data["pooling_type"]).upper()
-            if data["pooling_type"] not in ("CLS", "MEAN", "LAST", "ALL", "STEP"):
+            if data["pooling_type"] not in ("CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE"):
                 raise InvalidInputError(f"unknown pooling_type {value['pooling_type']!r}")
         if data.get("returned_token_ids") is not None:
             data["returned_token_ids"] = tuple(int(t) for t in data["returned_token_ids"])

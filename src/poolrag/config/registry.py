@@ -32,6 +32,9 @@ class ModelKind(Enum):
     DECODER_CLASSIFIER = "decoder_classifier"  # backbone -> LAST token -> the model's own `score` head
     LM_HEAD_CLASSIFIER = "lm_head_classifier"  # *ForCausalLM -> LAST token -> a few lm_head rows
     STEP_REWARD = "step_reward"  # backbone -> step-tag tokens -> lm_head rows or `score` head
+    # Sparse (lexical) vectors: token id -> weight
+    SPLADE = "splade"  # masked-LM backbone -> its MLM head on every token -> log(1 + relu) -> max
+    BGE_M3 = "bge_m3"  # backbone -> dense CLS, sparse_linear and colbert_linear heads, from one pass
 
     @property
     def score_kind(self) -> ScoreKind:
@@ -106,6 +109,23 @@ KINDS: dict[ModelKind, KindInfo] = {
     ),
     ModelKind.STEP_REWARD: KindInfo(
         ("reward",), ScoreKind.COSINE, "STEP", "{default}: the step-tag tokens", False
+    ),
+    ModelKind.SPLADE: KindInfo(
+        ("sparse_embed",),
+        ScoreKind.COSINE,
+        "SPLADE",
+        "`SpladePooling`: max (or sum) over the tokens of log(1 + relu(MLM logits))",
+        native=False,
+    ),
+    # every task pools the same hidden states, so one forward pass serves all three vectors
+    ModelKind.BGE_M3: KindInfo(
+        ("embed", "sparse_embed", "token_embed", "score"),
+        ScoreKind.COSINE,
+        "CLS",
+        "embed: sentence-transformers `Pooling`, else {default}; sparse_embed: relu(`sparse_linear`) "
+        "per token, max per token id, special tokens dropped; token_embed: `colbert_linear` on the "
+        "tokens after the first, normalised",
+        native=True,
     ),
 }
 
@@ -417,4 +437,26 @@ ENTRIES: tuple[Entry, ...] = (
         ),
     ),
     Entry(ModelKind.TOKEN_CLASSIFIER, Role.PROCESS_REWARD_HEAD, "encoder", "", ()),
+    Entry(
+        ModelKind.SPLADE,
+        Role.BACKBONE,
+        "encoder",
+        "`*ForMaskedLM` in a sentence-transformers `SparseEncoder` folder (`SpladePooling` module), "
+        'or with `pooler_config={"pooling_type": "SPLADE"}` (max pooling)',
+        (
+            "tiny random BertForMaskedLM `SparseEncoder` folders (max and sum, relu and log1p_relu, "
+            "`Transformer` and legacy `MLMTransformer` modules) vs sentence-transformers `SparseEncoder`",
+        ),
+    ),
+    Entry(
+        ModelKind.BGE_M3,
+        Role.BACKBONE,
+        "encoder",
+        "with `sparse_linear.pt` and `colbert_linear.pt` next to the weights (the BGE-M3 layout); "
+        "`Engine.encode_multi` returns all three vectors from one forward pass",
+        (
+            "tiny random XLM-RoBERTa with random heads vs FlagEmbedding's BGE-M3 formulas by hand "
+            "on transformers' hidden states",
+        ),
+    ),
 )

@@ -18,7 +18,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
 from poolrag.config.model_kind import ModelKind, detect_model_kind, supported_tasks
-from poolrag.config.model_spec import ModelSpec
+from poolrag.config.model_spec import ModelSpec, SpladeSpec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.positions import usable_positions
 from poolrag.config.registry import default_pooling
@@ -28,6 +28,8 @@ from poolrag.loading.decoder_loader import DECODER_KINDS, DecoderParts, load_dec
 from poolrag.loading.model_loader import load_projection, load_transformer
 from poolrag.loading.native_loader import ModelImpl, try_load_native
 from poolrag.loading.placement import Placement, check_model_fits, input_device
+from poolrag.loading.sparse_heads import load_lexical_heads, load_masked_lm
+from poolrag.params import MULTI_VECTOR_TASK
 from poolrag.pooling.decoder_poolers import LastTokenScorePooler, StepRewardPooler, TokenScorePooler
 from poolrag.pooling.heads import (
     ActivationName,
@@ -38,6 +40,7 @@ from poolrag.pooling.heads import (
 )
 from poolrag.pooling.lm_head_rows import LMHeadRowsHead, vocab_ids
 from poolrag.pooling.methods import pooling_method
+from poolrag.pooling.sparse_poolers import LexicalHeadsPooler, SpladePooler
 from poolrag.pooling.step_reward import LMHeadStepProjection, ModuleStepProjection, StepRewardHead
 from poolrag.pooling.task_poolers import (
     EmbeddingPooler,
@@ -56,6 +59,10 @@ _ST_ACTIVATIONS: dict[str, ActivationName] = {
     "torch.nn.modules.linear.Identity": "identity",
     "torch.nn.modules.activation.Softmax": "softmax",
 }
+
+
+# kinds whose heads read the backbone's hidden states in the poolers (the runner returns those)
+_HIDDEN_STATE_HEAD_KINDS = frozenset({ModelKind.SPLADE, ModelKind.BGE_M3})
 
 
 def _check_chunking(kind: ModelKind, pooler: PoolerConfig) -> None:
@@ -139,7 +146,7 @@ def build_pipeline(
     kind = detect_model_kind(spec, pooler)
     if pooler.pooling_type is None:
         pooler = pooler.merged_over(PoolerConfig(pooling_type=default_pooling(kind, spec.is_decoder)))
-    if kind is ModelKind.EMBEDDING and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):
+    if kind in (ModelKind.EMBEDDING, ModelKind.BGE_M3) and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):
         raise ModelLoadError(f"pooling_type {pooler.pooling_type} cannot produce one embedding per text")
     if pooler.normalize is None:
         # sentence-transformers folders normalise only with a Normalize module; bare folders do.
@@ -156,12 +163,17 @@ def build_pipeline(
         warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     check_model_fits(spec.transformer_path, dtype, device, placement)
     decoder: DecoderParts | None = None
+    mlm_head: nn.Module | None = None
+    # sparse kinds run their backbone as an embedder does; their heads work in the poolers
+    load_kind = ModelKind.EMBEDDING if kind in _HIDDEN_STATE_HEAD_KINDS else kind
     if kind in DECODER_KINDS:
         decoder = load_decoder(spec, kind, dtype, device, trust_remote_code, placement)
         model = decoder.backbone
+    elif kind is ModelKind.SPLADE:
+        model, mlm_head = load_masked_lm(spec, dtype, device, trust_remote_code, placement)
     else:
         model = try_load_native(spec, kind, dtype, device, placement, model_impl) or load_transformer(
-            spec, kind, dtype, device, trust_remote_code, placement
+            spec, load_kind, dtype, device, trust_remote_code, placement
         )
     if spec.is_decoder and hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
@@ -169,7 +181,7 @@ def build_pipeline(
     if pad_id is None:
         pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     # decoder heads run in the poolers: the runner only returns the backbone's hidden states
-    runner_kind = ModelKind.EMBEDDING if kind in DECODER_KINDS else kind
+    runner_kind = ModelKind.EMBEDDING if kind in DECODER_KINDS or kind in _HIDDEN_STATE_HEAD_KINDS else kind
     runner = ModelRunner(model, runner_kind, pad_id, input_device(model, device))
     lm_rows = _lm_head_rows(spec, kind, decoder, tokenizer)
     if kind is ModelKind.DECODER_CLASSIFIER and decoder is not None:
@@ -193,6 +205,10 @@ def build_pipeline(
         decoder=decoder,
         lm_rows=lm_rows,
         activation=activation,
+        tokenizer=tokenizer,
+        mlm_head=mlm_head,
+        dtype=dtype,
+        device=device,
     )
     heads = _POOLER_BUILDERS[kind](context)
     executor = ModelExecutor(
@@ -233,6 +249,10 @@ class _HeadContext:
     decoder: DecoderParts | None
     lm_rows: LMHeadRowsHead | None
     activation: ActivationName  # of classify / score
+    tokenizer: PreTrainedTokenizerBase
+    mlm_head: nn.Module | None  # SPLADE's masked-LM head
+    dtype: torch.dtype
+    device: torch.device
 
     @property
     def vector_dim(self) -> int:
@@ -299,6 +319,32 @@ def _step_reward_heads(ctx: _HeadContext) -> _TaskHeads:
     return _TaskHeads({"reward": StepRewardPooler(StepRewardHead(_step_projection(ctx.decoder, ctx.pooler)))})
 
 
+def _splade_heads(ctx: _HeadContext) -> _TaskHeads:
+    assert ctx.mlm_head is not None
+    splade = ctx.spec.splade or SpladeSpec()  # a bare ForMaskedLM with pooling_type SPLADE: max, relu
+    return _TaskHeads(
+        {"sparse_embed": SpladePooler(ctx.mlm_head, splade.pooling_strategy, splade.activation_function)}
+    )
+
+
+def _bge_m3_heads(ctx: _HeadContext) -> _TaskHeads:
+    assert ctx.spec.lexical_heads is not None and ctx.pooler.pooling_type is not None
+    hidden = int(ctx.spec.hf_config.hidden_size)
+    sparse, colbert = load_lexical_heads(ctx.spec.lexical_heads, hidden, ctx.dtype, ctx.device)
+    tok = ctx.tokenizer
+    # FlagEmbedding's "unused tokens": never a sparse weight, whatever the head says
+    special = (tok.cls_token_id, tok.eos_token_id, tok.pad_token_id, tok.unk_token_id)
+    pooler = LexicalHeadsPooler(
+        pooling_method(ctx.pooler.pooling_type),
+        MatryoshkaHead(ctx.projection),
+        sparse,
+        colbert,
+        frozenset(int(t) for t in special if t is not None),
+    )
+    tasks = ("embed", "score", "sparse_embed", "token_embed", MULTI_VECTOR_TASK)
+    return _TaskHeads(dict.fromkeys(tasks, pooler), ctx.vector_dim)
+
+
 # One builder per kind (a kind missing here fails the import-time check below, not a request).
 _POOLER_BUILDERS: dict[ModelKind, Callable[[_HeadContext], _TaskHeads]] = {
     ModelKind.EMBEDDING: _embedding_heads,
@@ -308,6 +354,8 @@ _POOLER_BUILDERS: dict[ModelKind, Callable[[_HeadContext], _TaskHeads]] = {
     ModelKind.DECODER_CLASSIFIER: _decoder_classifier_heads,
     ModelKind.LM_HEAD_CLASSIFIER: _lm_head_classifier_heads,
     ModelKind.STEP_REWARD: _step_reward_heads,
+    ModelKind.SPLADE: _splade_heads,
+    ModelKind.BGE_M3: _bge_m3_heads,
 }
 assert set(_POOLER_BUILDERS) == set(ModelKind), "every ModelKind needs a pooler builder"
 

@@ -27,7 +27,13 @@ logger = logging.getLogger(__name__)
 
 ModelImpl = Literal["auto", "native", "transformers"]
 MODEL_IMPLS = ("auto", "native", "transformers")
-_KINDS = (ModelKind.EMBEDDING, ModelKind.COLBERT, ModelKind.SEQUENCE_CLASSIFIER, ModelKind.TOKEN_CLASSIFIER)
+_KINDS = (
+    ModelKind.EMBEDDING,
+    ModelKind.COLBERT,
+    ModelKind.SEQUENCE_CLASSIFIER,
+    ModelKind.TOKEN_CLASSIFIER,
+    ModelKind.BGE_M3,  # loaded as its EMBEDDING backbone; the heads run in the poolers
+)
 
 
 def _weight_files(folder: Path) -> list[Path]:
@@ -121,7 +127,7 @@ def try_load_native(
     reason = unsupported_reason(spec, kind, placement)
     if reason is None:
         try:
-            return load_native(spec, kind, dtype, device)
+            return load_native(spec, ModelKind.EMBEDDING if kind is ModelKind.BGE_M3 else kind, dtype, device)
         except ModelLoadError as exc:
             reason = str(exc)
     if model_impl == "native":
