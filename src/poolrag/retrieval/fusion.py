@@ -79,6 +79,11 @@ def normalise_scores(
     method = ScoreNormalisation(method)
     if array.size == 0:
         return array
+    # Both rescalings ignore the unit, so dividing by the largest magnitude first changes nothing
+    # but keeps scores near the float limit (a client's, say) from overflowing into inf and NaN.
+    largest = float(np.max(np.abs(array)))
+    if largest > 1.0:
+        array = array / largest
     if method is ScoreNormalisation.ZSCORE:
         centred = array - array.mean()
         spread = float(np.sqrt(np.mean(centred * centred)))
