@@ -113,7 +113,7 @@ def test_sparse_and_hybrid_modes_are_the_stores_searches(kind, open_kind, minilm
             assert [(h.id, h.score) for h in got] == [(h.id, h.score) for h in want]
             assert all(set(h.stage_scores) == {"sparse"} for h in got)
             got = retriever.search(query, 3, mode="hybrid", filter=filter)
-            want = store.search_hybrid(dense, sparse, 3, filter=filter, prefetch=6)
+            want = store.search_hybrid(dense, sparse, 3, filter=filter, prefetch=3)
             assert [(h.id, pytest.approx(h.score)) for h in got] == [(h.id, h.score) for h in want]
             assert all(set(h.stage_scores) == {"hybrid"} for h in got)
             weighted = retriever.search(query, 3, mode="hybrid", fusion=("weighted", 0.9), prefetch=4)
@@ -130,7 +130,7 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
     store = open_store("qdrant", "small", path=str(tmp_path / "q"))
     embedder = fill(store, matryoshka_minilm, bm25, dimension=64)
     retriever = Retriever(store, embedder, sparse_encoder=bm25)
-    k, depth = 3, 6
+    k, depth = 3, 3
     for query in QUERIES:
         full = embedder.embed_query(query)
         small = truncate(full[None, :], 64, embedder.normalize)[0]

@@ -192,12 +192,12 @@ def test_hybrid_is_rrf_of_the_two_legs_with_filters_on_both(kind, make_store, en
                 dense, sparse, 4, filter=filter, prefetch=3, fusion=("weighted", 0.8)
             )
             check_fused(weighted, by_hand_rrf(*legs, weights=(0.4, 1.6)), 4)
-        default = store.search_hybrid(dense, sparse, 2)  # legs 2 * limit deep
-        check_fused(default, by_hand_rrf(store.search(dense, 4), store.search_sparse(sparse, 4)), 2)
+        default = store.search_hybrid(dense, sparse, 2)  # legs limit deep
+        check_fused(default, by_hand_rrf(store.search(dense, 2), store.search_sparse(sparse, 2)), 2)
         assert default[0].payload["text"] in CORPUS
     # A query without terms fuses the dense leg alone.
     only_dense = store.search_hybrid(dense_queries[0], SparseVector.empty(), 3)
-    check_fused(only_dense, by_hand_rrf(store.search(dense_queries[0], 6), []), 3)
+    check_fused(only_dense, by_hand_rrf(store.search(dense_queries[0], 3), []), 3)
     with pytest.raises(InvalidInputError, match="fusion"):
         store.search_hybrid(dense_queries[0], sparse_queries[0], 3, fusion=("weighted", 2.0))
 
@@ -213,12 +213,14 @@ def test_every_store_fuses_to_the_same_ranking(make_store, encoder, corpus, mini
             kind: store.search_hybrid(dense, sparse, 5, filter={"topic": ["heating", "sea", "bread"]})
             for kind, store in stores.items()
         }
-        reference = {h.id: h.score for h in rankings["memory"]}
+        reference = rankings["memory"]
         for kind in KINDS[1:]:
-            check_fused(rankings[kind], {**reference, **{h.id: h.score for h in rankings[kind]}}, 5)
-            assert {h.id: round(h.score, 6) for h in rankings[kind]} == {
-                i: round(s, 6) for i, s in reference.items()
-            }, kind
+            got = rankings[kind]
+            # The same fused scores, and the same ids wherever no tie straddles the cut.
+            assert [round(h.score, 6) for h in got] == [round(h.score, 6) for h in reference], kind
+            cut = reference[-1].score
+            above = {h.id: round(h.score, 6) for h in reference if h.score > cut + 1e-9}
+            assert above == {h.id: round(h.score, 6) for h in got if h.score > cut + 1e-9}, kind
 
 
 def test_store_fusion_equals_the_retrieval_fusion() -> None:

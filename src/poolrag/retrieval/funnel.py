@@ -99,7 +99,7 @@ class Retriever:
 
         ``mode``: ``dense`` (the funnel), ``sparse`` (the sparse field alone) or ``hybrid`` (both,
         fused by ``fusion``: ``"rrf"`` or ``("weighted", w)`` with ``w`` on the sparse ranking);
-        ``prefetch``: how deep each hybrid leg goes (default twice the hits fused). ``rescore=False``
+        ``prefetch``: how deep each hybrid leg goes (default: as many as the hits fused). ``rescore=False``
         skips stage 2 (for comparison).
         """
         check_k(k)

@@ -170,7 +170,7 @@ class VectorStore(Protocol):
         fusion: HybridFusion = "rrf",
         prefetch: int | None = None,
     ) -> list[StoreHit]:
-        """The dense and the sparse ranking (``prefetch`` deep each, default ``2 * limit``) fused by
+        """The dense and the sparse ranking (``prefetch`` deep each, default ``limit``) fused by
         reciprocal rank (k = 60); ``filter`` applies to both. Scores are the fused ones."""
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:

@@ -7,8 +7,12 @@ because neither store's own weighted mode is this rule (Qdrant divides ranks by 
 Milvus' ``WeightedRanker`` mixes rescaled scores). The fusion lives in this layer, not in
 ``poolrag.retrieval.fusion``, because stores sit below retrieval; tests check the two agree.
 
-Deep legs hurt: over 100-deep lists, BM25 hits that share only a stopword with the query
-outvote the dense ranking, so the default depth is twice the number of results asked for.
+Deep legs hurt: BM25 hits that share only a common word with the query crowd the sparse list's
+tail and outvote the dense ranking. On ``benchmarks/hybrid_dataset.py`` (seed 0, MiniLM + BM25,
+10 results; the same in memory, Qdrant and Milvus up to ties) MRR@10 by leg depth was 0.62-0.64
+at 5, 0.61-0.62 at 10, 0.55-0.57 at 20, 0.47-0.49 at 100 (dense alone 0.62, recall@10 0.97;
+hybrid recall@10 1.00 up to depth 10, 0.73 at 100). So legs default to the number of results
+asked for.
 """
 
 from __future__ import annotations
@@ -34,10 +38,10 @@ def check_limit(limit: object) -> int:
 
 
 def prefetch_depth(limit: int, prefetch: int | None) -> int:
-    """How deep each leg of a hybrid search goes (default ``2 * limit``)."""
+    """How deep each leg of a hybrid search goes (default ``limit``; see the module docstring)."""
     check_limit(limit)
     if prefetch is None:
-        return 2 * limit
+        return limit
     if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
         raise InvalidInputError(f"prefetch must be a positive integer, got {prefetch!r}")
     return prefetch
