@@ -14,7 +14,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    RootModel,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -24,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from poolrag.model_facts import ScoreKind
+from poolrag.retrieval.fusion import SecondStage
 
 
 def _encodable(value: str) -> str:
@@ -197,6 +200,7 @@ class RerankDocumentIn(BaseModel):
     text: Text
 
 
+FiniteScore = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 RerankDocumentForm = Annotated[
     Text | RerankDocumentIn, _single_error("must be a string or an object with a 'text' string")
 ]
@@ -210,6 +214,21 @@ class RerankRequest(RequestBody):
     top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
     return_documents: StrictBool = True
     truncate_prompt_tokens: TruncatePromptTokens = None
+    first_stage_scores: list[FiniteScore] | None = Field(
+        None,
+        description="poolrag extension: the retriever's score of each document (same order and length); "
+        "the reranker's scores are then fused with them (second_stage 'fuse' by default).",
+    )
+    second_stage: SecondStage | None = Field(
+        None,
+        description="poolrag extension: 'fuse' mixes per-query z-scores of the first stage and the "
+        "reranker (ranks when no first_stage_scores: the documents' order is the first stage), 'rrf' "
+        "fuses ranks, 'replace' ranks by the reranker alone. Default: 'fuse' with first_stage_scores, "
+        "else 'replace' (plain Jina/Cohere reranking).",
+    )
+    rerank_weight: StrictFloat | None = Field(
+        None, ge=0, le=1, description="poolrag extension: the reranker's share when fusing (default 0.5)."
+    )
 
 
 class RerankDocument(BaseModel):
@@ -218,7 +237,8 @@ class RerankDocument(BaseModel):
 
 class RerankResult(BaseModel):
     index: int
-    relevance_score: float
+    relevance_score: float = Field(description="The final score: fused when the second stage fuses.")
+    rerank_score: float | None = Field(None, description="The reranker's own score, when fused.")
     document: RerankDocument | None = None
 
 
@@ -258,7 +278,7 @@ class ClassificationResponse(BaseModel):
 
 
 # -- /pooling -----------------------------------------------------------------------------------------
-PoolingTaskName = Literal["embed", "classify", "token_embed", "token_classify", "reward"]
+PoolingTaskName = Literal["embed", "classify", "token_embed", "token_classify", "reward", "sparse_embed"]
 
 
 class PoolingRequest(RequestBody):
@@ -271,15 +291,38 @@ class PoolingRequest(RequestBody):
     use_activation: StrictBool | None = None
     input_type: InputType | None = None
     truncate_prompt_tokens: TruncatePromptTokens = None
+    max_active_dims: StrictInt | None = Field(
+        None, ge=1, description="sparse_embed: keep only this many largest weights per input."
+    )
     user: StrictStr | None = None
+
+
+class SparseEntry(BaseModel):
+    """One non-zero weight of a sparse vector (TEI's ``/embed_sparse`` item)."""
+
+    index: int = Field(description="Token id.")
+    value: float
 
 
 class PoolingData(BaseModel):
     index: int
     object: Literal["pooling"] = "pooling"
-    data: float | list[float] | list[list[float]] = Field(
-        description="The pooled array as nested lists: a vector, or one row per token or step."
+    data: float | list[float] | list[list[float]] | list[SparseEntry] = Field(
+        description="The pooled array as nested lists: a vector, or one row per token or step; for "
+        "sparse_embed the non-zero weights as {index, value} objects, sorted by token id."
     )
+
+
+# -- /embed_sparse (Hugging Face TEI) -------------------------------------------------------------------
+class EmbedSparseRequest(RequestBody):
+    inputs: TextOrTexts
+    truncate: StrictBool = Field(
+        False, description="Cut inputs longer than the model's maximum instead of refusing them."
+    )
+
+
+class EmbedSparseResponse(RootModel[list[list[SparseEntry]]]):
+    """TEI answers a bare list: one list of entries per input."""
 
 
 class PoolingResponse(BaseModel):

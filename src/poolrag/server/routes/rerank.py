@@ -2,6 +2,12 @@
 
 Runs ``engine.score``, so it works for cross-encoders, embedding models (cosine) and ColBERT
 models (MaxSim) alike.
+
+A client that sends its retriever's ``first_stage_scores`` gets the reranker's scores fused with
+them (``second_stage="fuse"`` by default), as the library's retrievers do: a reranker outside its
+training domain can rank worse than the retrieval it reranks. A client that sends no first-stage
+information gets plain reranker scores (``replace``), so Jina and Cohere clients see what those
+APIs return.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from poolrag.params import PoolingParams
+from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, descending_order, fuse_second_stage
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_count, is_blank
 from poolrag.server.openapi import ENGINE_ERRORS
@@ -35,15 +42,23 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
     blank = next((i for i, text in enumerate(texts) if is_blank(text)), None)
     if blank is not None:
         raise APIError(400, f"documents[{blank}] is empty", param="documents", code="empty_input")
+    mode = _second_stage(body, len(texts))
     params = PoolingParams(truncate_prompt_tokens=body.truncate_prompt_tokens)
     outputs = await state.run_engine(request.url.path, "score", len(texts), body.query, texts, params)
-    order = sorted(range(len(texts)), key=lambda i: -outputs[i].outputs.score)  # stable on ties
+    rerank_scores = [out.outputs.score for out in outputs]
+    if mode is SecondStage.REPLACE:
+        final = rerank_scores
+    else:
+        weight = DEFAULT_RERANK_WEIGHT if body.rerank_weight is None else body.rerank_weight
+        final = fuse_second_stage(rerank_scores, body.first_stage_scores, mode, weight).tolist()
+    order = [int(i) for i in descending_order(final)]  # stable on ties
     if body.top_n:
         order = order[: body.top_n]
     results = [
         RerankResult(
             index=i,
-            relevance_score=outputs[i].outputs.score,
+            relevance_score=final[i],
+            rerank_score=None if mode is SecondStage.REPLACE else rerank_scores[i],
             document=RerankDocument(text=texts[i]) if body.return_documents else None,
         )
         for i in order
@@ -54,6 +69,31 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
         usage=RerankUsage(total_tokens=sum(out.num_tokens for out in outputs)),
         results=results,
     )
+
+
+def _second_stage(body: RerankRequest, n_documents: int) -> SecondStage:
+    """The request's second stage, checked before any model call."""
+    first = body.first_stage_scores
+    if first is not None and len(first) != n_documents:
+        raise APIError(
+            400,
+            f"first_stage_scores has {len(first)} scores for {n_documents} documents; send one per document",
+            param="first_stage_scores",
+            code="invalid_request",
+        )
+    if body.second_stage is not None:
+        mode = body.second_stage
+    else:
+        mode = SecondStage.REPLACE if first is None else SecondStage.FUSE
+    if mode is SecondStage.REPLACE and body.rerank_weight is not None:
+        raise APIError(
+            400,
+            "rerank_weight has no effect when the reranker's scores replace the first stage's; "
+            "send first_stage_scores or second_stage 'fuse' or 'rrf'",
+            param="rerank_weight",
+            code="invalid_request",
+        )
+    return mode
 
 
 for _path in ("/rerank", "/v1/rerank", "/v2/rerank"):
