@@ -26,6 +26,7 @@ ENDPOINTS = {
     ("post", "/v2/rerank"),
     ("post", "/classify"),
     ("post", "/pooling"),
+    ("post", "/embed_sparse"),
     ("post", "/tokenize"),
     ("get", "/v1/models"),
     ("get", "/health"),

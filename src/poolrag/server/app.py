@@ -20,6 +20,7 @@ from poolrag.server.metrics import MetricsMiddleware, ServerMetrics
 from poolrag.server.openapi import install_openapi
 from poolrag.server.routes import (
     classify,
+    embed_sparse,
     embeddings,
     health,
     metrics,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_ROUTERS = (embeddings, score, rerank, classify, pooling, tokenize, models, health, metrics)
+_ROUTERS = (embeddings, score, rerank, classify, pooling, embed_sparse, tokenize, models, health, metrics)
 
 
 def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:

@@ -1,0 +1,104 @@
+"""Sparse vectors over HTTP: ``/pooling`` with ``task: "sparse_embed"`` and TEI's ``/embed_sparse``,
+equal to the engine's ``sparse_embed``; errors as on the other routes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from tiny_models import SENTENCES, build_bge_m3, build_splade
+
+from poolrag import Engine, PoolingParams
+from poolrag.sparse import SparseVector
+
+from .conftest import Served, serve_in_thread
+
+TEXTS = [*SENTENCES[:4], "Part number XK-4471 fits the 2019 model only."]
+
+
+@pytest.fixture(scope="module")
+def splade_server(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    engine = Engine(build_splade(tmp_path_factory.mktemp("splade"), minilm_path))
+    with serve_in_thread(engine, served_model_names=("splade",)) as url:
+        yield Served(url, "splade", engine)
+
+
+@pytest.fixture(scope="module")
+def m3_server(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    engine = Engine(build_bge_m3(tmp_path_factory.mktemp("m3"), minilm_path))
+    with serve_in_thread(engine, served_model_names=("bge-m3",)) as url:
+        yield Served(url, "bge-m3", engine)
+
+
+def _vector(entries: list[dict[str, float]]) -> SparseVector:
+    assert [set(e) for e in entries] == [{"index", "value"}] * len(entries)
+    return SparseVector([e["index"] for e in entries], [e["value"] for e in entries])
+
+
+@pytest.mark.parametrize("server", ["splade_server", "m3_server"])
+def test_embed_sparse_equals_the_engine(
+    server: str, request: pytest.FixtureRequest, http: httpx.Client
+) -> None:
+    served: Served = request.getfixturevalue(server)
+    expected = served.engine.sparse_embed(TEXTS)
+    response = http.post(f"{served.url}/embed_sparse", json={"inputs": TEXTS})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert len(body) == len(TEXTS)
+    for entries, vector in zip(body, expected, strict=True):
+        got = _vector(entries)  # sorted unique ids, or SparseVector refuses them
+        assert got.indices.tolist() == vector.indices.tolist()
+        assert got.values.tolist() == pytest.approx(vector.values.tolist(), rel=1e-6, abs=1e-7)
+    single = http.post(f"{served.url}/embed_sparse", json={"inputs": TEXTS[0]}).json()
+    assert len(single) == 1 and _vector(single[0]) == _vector(body[0])
+
+
+def test_pooling_sparse_task_equals_the_engine(m3_server: Served, http: httpx.Client) -> None:
+    params = PoolingParams(max_active_dims=3)
+    expected = m3_server.engine.sparse_embed(TEXTS, params)
+    body = http.post(
+        f"{m3_server.url}/pooling",
+        json={"input": TEXTS, "task": "sparse_embed", "max_active_dims": 3, "model": "bge-m3"},
+    ).json()
+    assert [item["index"] for item in body["data"]] == list(range(len(TEXTS)))
+    for item, vector in zip(body["data"], expected, strict=True):
+        assert item["object"] == "pooling"
+        got = _vector(item["data"])
+        assert len(got) <= 3
+        assert got.to_dict() == pytest.approx(vector.to_dict(), rel=1e-6)
+    assert body["usage"]["prompt_tokens"] == sum(len(m3_server.engine.tokenize(t)) for t in TEXTS)
+
+
+def test_the_other_tasks_of_a_three_head_model_stay_served(m3_server: Served, http: httpx.Client) -> None:
+    body = http.post(f"{m3_server.url}/v1/embeddings", json={"input": TEXTS[0]}).json()
+    assert body["data"][0]["embedding"] == pytest.approx(
+        m3_server.engine.embed_array(TEXTS[:1])[0].tolist(), abs=1e-6
+    )
+    models = http.get(f"{m3_server.url}/v1/models").json()
+    assert "sparse_embed" in models["data"][0]["supported_tasks"]
+
+
+def test_sparse_errors_are_400_naming_the_supported_tasks(
+    splade_server: Served, colbert_server: Served, http: httpx.Client
+) -> None:
+    unsupported = http.post(f"{colbert_server.url}/embed_sparse", json={"inputs": "hello"})
+    assert unsupported.status_code == 400
+    error = unsupported.json()["error"]
+    assert error["code"] == "unsupported_task" and "token_embed, score" in error["message"]
+    wrong_task = http.post(f"{splade_server.url}/pooling", json={"input": "hello", "task": "embed"})
+    assert wrong_task.status_code == 400
+    assert "supported tasks: sparse_embed" in wrong_task.json()["error"]["message"]
+    unknown = http.post(f"{splade_server.url}/pooling", json={"input": "hello", "task": "splade"})
+    assert unknown.status_code == 400 and "sparse_embed" in unknown.json()["error"]["message"]
+    too_long = http.post(f"{splade_server.url}/embed_sparse", json={"inputs": "word " * 600})
+    assert too_long.status_code == 400
+    assert too_long.json()["error"]["code"] == "context_length_exceeded"
+    truncated = http.post(
+        f"{splade_server.url}/embed_sparse", json={"inputs": "word " * 600, "truncate": True}
+    )
+    assert truncated.status_code == 200 and len(truncated.json()[0]) > 0
+    for bad in ({"inputs": []}, {"inputs": 3}, {}, {"inputs": "hi", "model": "other"}):
+        response = http.post(f"{splade_server.url}/embed_sparse", json=bad)
+        assert response.status_code == 400, bad
