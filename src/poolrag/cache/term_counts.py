@@ -60,9 +60,12 @@ class CachedTermCounter:
             return self.encoder.term_counts(texts)
         keys = [text_key(self.namespace, text) for text in texts]
         found = self.cache.get_many(keys)
-        missing = list(dict.fromkeys(i for i, key in enumerate(keys) if key not in found))
-        computed = self.encoder.term_counts([texts[i] for i in missing]) if missing else []
-        fresh = {keys[i]: counts for i, counts in zip(missing, computed, strict=True)}
+        missing: dict[bytes, str] = {}  # a text repeated in the batch is counted once
+        for key, text in zip(keys, texts, strict=True):
+            if key not in found:
+                missing.setdefault(key, text)
+        computed = self.encoder.term_counts(list(missing.values())) if missing else []
+        fresh = dict(zip(missing, computed, strict=True))
         self.cache.put_many({key: _to_row(c) for key, c in fresh.items() if _fits(c)})
         self.misses += len(missing)
         self.hits += len(texts) - len(missing)
