@@ -124,6 +124,11 @@ def test_sparse_search_is_bm25_and_survives_reupsert_and_delete(kind, make_store
     store.upsert(records(corpus, [3, 3, 4]))  # an id twice in one batch, too
     assert store.count() == len(CORPUS)
     check_sparse_scores(store, encoder, corpus, list(range(len(CORPUS))))
+    stored = store.fetch_sparse([chunk_id(3), chunk_id(4), chunk_id(77)])  # 77: never stored
+    assert set(stored) == {chunk_id(3), chunk_id(4)}
+    for i in (3, 4):
+        np.testing.assert_array_equal(stored[chunk_id(i)].indices, corpus[2][i].indices)
+        np.testing.assert_allclose(stored[chunk_id(i)].values, corpus[2][i].values, rtol=1e-6)
     store.delete([chunk_id(0), chunk_id(5), chunk_id(5)])
     alive = [i for i in range(len(CORPUS)) if i not in (0, 5)]
     check_sparse_scores(store, encoder, corpus, alive)

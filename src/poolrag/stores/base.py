@@ -176,6 +176,9 @@ class VectorStore(Protocol):
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (``[D]`` or ``[T, D]``)."""
 
+    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
+        """Stored sparse vectors by id, in a collection with a sparse field."""
+
     def close(self) -> None: ...
 
 

@@ -215,5 +215,10 @@ class InMemoryStore:
         with self._lock:
             return {i: self._records[i][0].copy() for i in ids if i in self._records}
 
+    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
+        require_sparse(self._require_spec(), f"{self.name} at {self.location}")
+        with self._lock:
+            return {i: self._sparse[i] for i in ids if i in self._sparse}
+
     def close(self) -> None:
         """Nothing to release; the chunks stay readable until the object is dropped."""

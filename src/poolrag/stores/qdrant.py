@@ -371,6 +371,23 @@ class QdrantStore:
                 out[str(p.id)] = np.asarray(vector, dtype=np.float32)
         return out
 
+    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
+        self._sparse_spec()
+        ids = list(ids)
+        out: dict[str, SparseVector] = {}
+        for start in range(0, len(ids), _PAGE):
+            part = ids[start : start + _PAGE]
+            points = self._call(
+                lambda p=part: self._client.retrieve(
+                    self.collection, p, with_payload=False, with_vectors=[SPARSE_NAME]
+                ),
+                "retrieve",
+            )
+            for p in points:
+                stored = (p.vector or {}).get(SPARSE_NAME) if isinstance(p.vector, dict) else None
+                out[str(p.id)] = _from_qdrant_sparse(stored)
+        return out
+
     def close(self) -> None:
         if self._client is None:
             return
@@ -388,6 +405,12 @@ def _qdrant_sparse(vector: SparseVector) -> Any:
     from qdrant_client import models
 
     return models.SparseVector(indices=vector.indices.tolist(), values=vector.values.tolist())
+
+
+def _from_qdrant_sparse(stored: Any) -> SparseVector:
+    if stored is None:
+        return SparseVector.empty()
+    return SparseVector.from_dict(dict(zip(stored.indices, stored.values, strict=True)))
 
 
 def qdrant_filter(checked: CheckedFilter | None) -> Any:

@@ -298,6 +298,18 @@ class QdrantEdgeStore:
             out[str(r.id)] = np.asarray(vec, dtype=np.float32)
         return out
 
+    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
+        self._sparse_spec()
+        records = self._call(
+            lambda: self._shard.retrieve(list(ids), with_payload=False, with_vector=True), "retrieve"
+        )
+        out = {}
+        for r in records:
+            stored = r.vector.get(SPARSE_NAME) if isinstance(r.vector, dict) else None
+            weights = dict(zip(stored.indices, stored.values, strict=True)) if stored is not None else {}
+            out[str(r.id)] = SparseVector.from_dict(weights)
+        return out
+
     def close(self) -> None:
         if self._shard is not None:
             try:
