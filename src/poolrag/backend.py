@@ -47,7 +47,8 @@ class PoolingBackend(Protocol):
     def encode_arrays(
         self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
-        """One array per prompt (e.g. ColBERT's ``[T, D]`` token vectors for ``token_embed``)."""
+        """One array per prompt (e.g. ColBERT's ``[T, D]`` token vectors for ``token_embed``; for
+        ``sparse_embed`` a record array of :data:`~poolrag.outputs.SPARSE_ENTRY`, token id and weight)."""
         ...
 
     async def aencode_arrays(

@@ -19,13 +19,14 @@ import numpy as np
 import pytest
 from live_server import serve
 from server.model_folders import build_pylate_colbert
-from tiny_models import build_encoder, write_sentence_transformers
+from tiny_models import build_bge_m3, build_encoder, write_sentence_transformers
 
 from poolrag import DimensionsError, Engine, InvalidInputError, PoolingParams, UnsupportedTaskError
 from poolrag.backend import PoolingBackend
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
 from poolrag.model_facts import ScoreKind
+from poolrag.outputs import SPARSE_ENTRY
 
 TEXTS = [
     "Mitochondria produce most of the cell's energy.",
@@ -259,3 +260,46 @@ def test_async_twins_equal_sync(minilm: Served, matryoshka: Served, colbert: Ser
             colbert_backend.score_array(QUERY, TEXTS),
             atol=1e-6,
         )
+
+
+# -- sparse vectors (encode_arrays with "sparse_embed") ------------------------------------------------
+@pytest.fixture(scope="module")
+def bge_m3(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A tiny three-head model (dense CLS + sparse + ColBERT heads), the BGE-M3 layout."""
+    engine = Engine(build_bge_m3(tmp_path_factory.mktemp("bge-m3"), minilm_path))
+    yield from _served(engine, tmp_path_factory.mktemp("bge-m3-caches"))
+
+
+def _assert_sparse_equal(got: list[np.ndarray], expected: list[np.ndarray]) -> None:
+    assert [a.dtype for a in got] == [SPARSE_ENTRY] * len(expected)
+    for a, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a["index"], e["index"])
+        # float32 survives JSON exactly; batches of other sizes may move the last bit
+        np.testing.assert_allclose(a["value"], e["value"], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sparse_embed_equals_the_engine_sync_and_async(bge_m3: Served, kind: str) -> None:
+    backend = bge_m3.make(kind)
+    assert "sparse_embed" in backend.facts.supported_tasks
+    for params in (None, PoolingParams(max_active_dims=2)):
+        expected = bge_m3.engine.encode_arrays(TEXTS, "sparse_embed", params)
+        assert any(len(e) > 2 for e in expected) or params is not None
+        _assert_sparse_equal(backend.encode_arrays(TEXTS, "sparse_embed", params), expected)
+        _assert_sparse_equal(asyncio.run(backend.aencode_arrays(TEXTS, "sparse_embed", params)), expected)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sparse_embed_on_a_dense_model_is_the_same_error(minilm: Served, kind: str) -> None:
+    backend = minilm.make(kind)
+    with pytest.raises(UnsupportedTaskError, match="embed, score, token_embed"):
+        backend.encode_arrays(TEXTS, "sparse_embed")
+    with pytest.raises(InvalidInputError, match="max_active_dims applies to sparse_embed"):
+        backend.encode_arrays(TEXTS, "token_embed", PoolingParams(max_active_dims=3))
+
+
+def test_the_client_returns_sparse_vectors_as_the_engine(bge_m3: Served) -> None:
+    expected = bge_m3.engine.sparse_embed(TEXTS)
+    for got in (bge_m3.client.sparse_embed(TEXTS), asyncio.run(bge_m3.client.asparse_embed(TEXTS))):
+        for vector, want in zip(got, expected, strict=True):
+            assert vector.to_dict() == pytest.approx(want.to_dict(), rel=1e-6)

@@ -26,10 +26,15 @@ from poolrag.client.errors import RemoteError, RemoteInvalidInputError
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
+from poolrag.sparse.vector import SparseVector
 
 logger = logging.getLogger(__name__)
 
 _CLIENT_ERRORS = (400, 413, 422)
+
+
+def _sparse_vector(entries: np.ndarray) -> SparseVector:
+    return SparseVector(entries["index"], entries["value"])
 
 
 class PoolragClient:
@@ -310,8 +315,9 @@ class PoolragClient:
         """Each input's pooled data (e.g. a ``[T, D]`` matrix for ``token_embed``), like ``Engine.encode``."""
         (pooling_params or PoolingParams()).verify(pooling_task, self.facts)
         out: list[np.ndarray] = []
+        sparse = pooling_task == "sparse_embed"
         for body, n in self._pooling_requests(prompts, pooling_task, pooling_params):
-            out += wire.decode_pooling(self._post("/pooling", body), n)
+            out += wire.decode_pooling(self._post("/pooling", body), n, sparse)
         return out
 
     async def aencode_arrays(
@@ -320,14 +326,25 @@ class PoolragClient:
         (pooling_params or PoolingParams()).verify(pooling_task, await self._afacts())
         requests = self._pooling_requests(prompts, pooling_task, pooling_params)
 
+        sparse = pooling_task == "sparse_embed"
+
         def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
             async def send() -> list[np.ndarray]:
-                return wire.decode_pooling(await self._apost("/pooling", body), n)
+                return wire.decode_pooling(await self._apost("/pooling", body), n, sparse)
 
             return send
 
         parts = await self._gather([call(body, n) for body, n in requests])
         return [a for part in parts for a in part]
+
+    def sparse_embed(self, prompts: Any, pooling_params: PoolingParams | None = None) -> list[SparseVector]:
+        """Token id → weight vectors, like ``Engine.sparse_embed`` (SPLADE / BGE-M3 servers)."""
+        return [_sparse_vector(a) for a in self.encode_arrays(prompts, "sparse_embed", pooling_params)]
+
+    async def asparse_embed(
+        self, prompts: Any, pooling_params: PoolingParams | None = None
+    ) -> list[SparseVector]:
+        return [_sparse_vector(a) for a in await self.aencode_arrays(prompts, "sparse_embed", pooling_params)]
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:

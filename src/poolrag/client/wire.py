@@ -14,11 +14,19 @@ from typing import Any
 import numpy as np
 
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
 
 #: The PoolingParams fields each endpoint reads from a request body.
 EMBEDDINGS_FIELDS = ("dimensions", "truncate_prompt_tokens", "input_type")
-POOLING_FIELDS = ("dimensions", "normalize", "use_activation", "truncate_prompt_tokens", "input_type")
+POOLING_FIELDS = (
+    "dimensions",
+    "normalize",
+    "use_activation",
+    "truncate_prompt_tokens",
+    "input_type",
+    "max_active_dims",
+)
 SCORE_FIELDS = ("truncate_prompt_tokens",)
 
 
@@ -78,10 +86,21 @@ def decode_scores(body: dict[str, Any], expected: int) -> list[float]:
     return [float(item["score"]) for item in _by_index(body["data"], expected, "score")]
 
 
-def decode_pooling(body: dict[str, Any], expected: int) -> list[np.ndarray]:
-    return [
-        np.asarray(item["data"], dtype=np.float32) for item in _by_index(body["data"], expected, "pooling")
-    ]
+def decode_pooling(body: dict[str, Any], expected: int, sparse: bool = False) -> list[np.ndarray]:
+    """Each input's array; ``sparse`` results (``{index, value}`` objects) as the engine's
+    :data:`~poolrag.outputs.SPARSE_ENTRY` records."""
+    items = _by_index(body["data"], expected, "pooling")
+    if sparse:
+        return [decode_sparse(item["data"]) for item in items]
+    return [np.asarray(item["data"], dtype=np.float32) for item in items]
+
+
+def decode_sparse(entries: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """A list of ``{index, value}`` objects as a :data:`~poolrag.outputs.SPARSE_ENTRY` record array."""
+    out = np.empty(len(entries), dtype=SPARSE_ENTRY)
+    out["index"] = [int(e["index"]) for e in entries]
+    out["value"] = [float(e["value"]) for e in entries]
+    return out
 
 
 def decode_rerank(body: dict[str, Any]) -> list[tuple[int, float]]:
