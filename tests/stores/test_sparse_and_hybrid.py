@@ -315,3 +315,23 @@ def test_collections_written_before_sparse_support_still_work(tmp_path: Path, ma
         np.testing.assert_allclose(store.fetch_vectors([chunk_id(7)])[chunk_id(7)], dense[7], atol=1e-6)
         store.upsert([ChunkRecord(chunk_id(20), dense[3], {"text": "new", "source": "n.md"})])
         assert store.count() == len(CORPUS) + 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_learned_sparse_weights_are_searched_by_plain_inner_product(kind, make_store, corpus) -> None:
+    """SPLADE-style weights carry their own importance: no store multiplies them by IDF."""
+    rng = np.random.default_rng(3)
+    terms = [rng.choice(40, 6, replace=False) for _ in CORPUS]
+    weights = [SparseVector.from_dict({int(t): float(rng.uniform(0.1, 2.0)) for t in ts}) for ts in terms]
+    store = make_store(kind)
+    store.ensure_collection(spec("learned"))
+    dense = corpus[0]
+    store.upsert([ChunkRecord(chunk_id(i), dense[i], payload(i), weights[i]) for i in range(len(CORPUS))])
+    query = SparseVector.from_dict({3: 0.5, 7: 1.5, 11: 1.0, 39: 0.25})
+    hits = store.search_sparse(query, len(CORPUS))
+    expected = {chunk_id(i): query.dot(w) for i, w in enumerate(weights) if set(w.indices) & {3, 7, 11, 39}}
+    assert {h.id: pytest.approx(h.score, rel=1e-5) for h in hits} == expected
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    if kind == "milvus":
+        with pytest.raises(UnsupportedStoreFeature, match="learned sparse weights"):
+            store.bm25_stats()  # learned collections keep no BM25 statistics

@@ -45,7 +45,7 @@ from poolrag.stores.base import (
     StoreHit,
     ensure_against,
 )
-from poolrag.stores.errors import CollectionNotFoundError, StoreUnavailableError
+from poolrag.stores.errors import CollectionNotFoundError, StoreUnavailableError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter, matches
 from poolrag.stores.hybrid import (
     RRF_K,
@@ -479,7 +479,10 @@ class MilvusStore:
         vector holds BM25's saturated term frequencies, not its document's length."""
         from poolrag.sparse.bm25 import BM25Stats
 
-        self._sparse_spec()
+        if self._sparse_spec().sparse != "bm25":
+            raise UnsupportedStoreFeature(
+                f"collection {self.collection!r} holds learned sparse weights; it keeps no BM25 statistics"
+            )
         count, frequency = self._counts()
         return BM25Stats(count, 0, frequency)
 
