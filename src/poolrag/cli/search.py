@@ -66,6 +66,14 @@ def register(subparsers: Any) -> None:
         metavar="W",
         help="with --rerank: the reranker's share of the fused score, 0..1 (default 0.5)",
     )
+    parser.add_argument(
+        "--mode",
+        choices=("dense", "sparse", "hybrid"),
+        default="dense",
+        help="dense vectors (default), the BM25 sparse field alone, or both fused (collections "
+        "ingested with --hybrid)",
+    )
+    parser.add_argument("--hybrid", dest="mode", action="store_const", const="hybrid", help="--mode hybrid")
     parser.add_argument("-k", type=_positive_int, default=10, help="results to show (default 10)")
     parser.add_argument("--candidates", type=_positive_int, help="stage-1 candidates (default max(10k, 50))")
     parser.add_argument("--no-rescore", action="store_true", help="skip the full-vector re-scoring stage")
@@ -115,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     from poolrag.cache import CachedEmbedder
+    from poolrag.errors import InvalidInputError
     from poolrag.ingest import default_model
     from poolrag.retrieval import ColbertRetriever, Retriever
+    from poolrag.sparse import BM25Encoder
     from poolrag.stores import CollectionMismatchError, CollectionNotFoundError
     from poolrag.stores.base import weights_fingerprint
 
@@ -140,11 +150,18 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
         )
     reranker = _reranker(args)
     if spec.layout == "multivector":
+        if args.mode != "dense":
+            raise InvalidInputError(f"--mode {args.mode}: a ColBERT collection has no sparse field")
         return ColbertRetriever(store, engine, reranker=reranker).search(
             args.query, args.k, candidates=args.candidates
         )
-    retriever = Retriever(store, CachedEmbedder(engine, open_cache_from_args(args)), reranker=reranker)
-    return retriever.search(args.query, args.k, candidates=args.candidates, rescore=not args.no_rescore)
+    # Unit query weights: every store multiplies them by IDF.
+    sparse = BM25Encoder(engine.tokenizer) if args.mode != "dense" else None
+    embedder = CachedEmbedder(engine, open_cache_from_args(args))
+    retriever = Retriever(store, embedder, reranker=reranker, sparse_encoder=sparse)
+    return retriever.search(
+        args.query, args.k, mode=args.mode, candidates=args.candidates, rescore=not args.no_rescore
+    )
 
 
 def _reranker(args: argparse.Namespace) -> CrossEncoderReranker | None:
@@ -181,7 +198,7 @@ def _recorded_matryoshka(recorded: object) -> dict[str, Any]:
         return {}
     overrides = recorded.get("hf_overrides")
     matryoshka = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
-    ignored = sorted(k for k in recorded if k != "hf_overrides")
+    ignored = sorted(k for k in recorded if k not in ("hf_overrides", "bm25"))  # bm25: ingest's own
     if isinstance(overrides, dict):
         ignored += sorted(f"hf_overrides.{k}" for k in overrides if k != "is_matryoshka")
     if ignored:

@@ -1,0 +1,191 @@
+"""``poolrag eval DATASET``: recall@k, MRR@k and nDCG@k of each retrieval mode on a BEIR-layout folder.
+
+The corpus is ingested with the same store options, cache and chunk ids as ``poolrag ingest`` (a
+second run embeds nothing), into a collection with dense and BM25 sparse fields, so every mode is
+measured on one collection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+from poolrag.cli.ingest import (
+    _positive_int,
+    add_cache_arguments,
+    add_store_arguments,
+    load_engine,
+    open_cache_from_args,
+    open_store_from_args,
+    report_error,
+    setup_logging,
+    user_errors,
+)
+
+if TYPE_CHECKING:
+    from poolrag.evaluation.run import EvalReport
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODES = "dense,sparse,hybrid"
+METRIC_NAMES = ("recall", "mrr", "ndcg")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="measure retrieval modes (dense, sparse, hybrid, reranked) on a BEIR-layout dataset",
+        description=(
+            "Ingest DATASET/corpus.jsonl like 'poolrag ingest --hybrid' (cached: a second run embeds "
+            "nothing), run every query of DATASET/queries.jsonl judged in DATASET/qrels/SPLIT.tsv in each "
+            "mode, and print recall@k, MRR@k and nDCG@k per mode. A document scores its best chunk."
+        ),
+    )
+    parser.add_argument("dataset", metavar="DATASET", help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/")
+    add_store_arguments(parser)
+    parser.set_defaults(collection=None)
+    parser.add_argument(
+        "--modes",
+        help=f"comma-separated, from dense, sparse, hybrid, hybrid+rerank, hybrid+rerank-replace "
+        f"(default: {DEFAULT_MODES}, plus both rerank modes with --rerank)",
+    )
+    parser.add_argument("--model", help="embedding model (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder for the hybrid+rerank modes")
+    parser.add_argument(
+        "--rerank-weight", type=float, default=0.5, help="the reranker's share when fusing (default 0.5)"
+    )
+    parser.add_argument(
+        "--trust-remote-code", action="store_true", help="allow model folders that ship their own code"
+    )
+    parser.add_argument("-k", type=_positive_int, default=10, help="metrics at this cut-off (default 10)")
+    parser.add_argument("--split", default="test", help="qrels/SPLIT.tsv to judge by (default: test)")
+    parser.add_argument(
+        "--prefetch",
+        type=_positive_int,
+        help="depth of each hybrid leg (default: the chunks fused)",
+    )
+    parser.add_argument(
+        "--chunk-tokens", type=_positive_int, help="tokens per chunk (default: min(256, max))"
+    )
+    parser.add_argument("--overlap", type=int, default=32, help="tokens shared by neighbouring chunks")
+    parser.add_argument("--batch-size", type=_positive_int, default=64, help="chunks per embed+upsert step")
+    parser.add_argument("--checkpoint", metavar="FILE", help="ingest progress file (default: cache folder)")
+    add_cache_arguments(parser)
+    parser.add_argument("--json", action="store_true", help='print {"MODE": {"recall@10": ...}, ...}')
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    parser.set_defaults(handler=run)
+
+
+def default_collection(dataset: str) -> str:
+    """``eval_<folder name>``, reduced to the characters every store accepts."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", Path(dataset).expanduser().resolve().name)
+    return f"eval_{name}"[:200]
+
+
+def run(args: argparse.Namespace) -> int:
+    if not require_extra("eval", args.store):
+        return EXIT_MISSING_EXTRA
+    setup_logging(args.verbose)
+    opened: list[Any] = []
+    try:
+        report = _evaluate(args, opened)
+    except user_errors() as exc:
+        return report_error("eval", exc)
+    finally:
+        for resource in reversed(opened):
+            resource.close()
+    if args.json:
+        print(json.dumps(report.metrics))
+    else:
+        print(_table(report, args.k))
+    return 0
+
+
+def _modes(args: argparse.Namespace) -> list[str]:
+    from poolrag.errors import InvalidInputError
+    from poolrag.evaluation.run import RERANK_MODES, parse_modes
+
+    default = DEFAULT_MODES + (",hybrid+rerank,hybrid+rerank-replace" if args.rerank else "")
+    modes = parse_modes(args.modes or default)
+    needing = [m for m in modes if m in RERANK_MODES]
+    if needing and not args.rerank:
+        raise InvalidInputError(f"mode {', '.join(needing)} needs a cross-encoder: add --rerank MODEL")
+    return modes
+
+
+def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
+    from poolrag.cache import CachedEmbedder, EmbeddingCache
+    from poolrag.evaluation import BeirDataset
+    from poolrag.evaluation.run import SPARSE_MODES, Evaluation
+    from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, default_model
+    from poolrag.ingest.sparse_encoders import bm25_for_model
+    from poolrag.stores import check_collection_name
+
+    # The cheap checks first: modes, names, the dataset folder, before a model or database is touched.
+    modes = _modes(args)
+    args.collection = args.collection or default_collection(args.dataset)
+    check_collection_name(args.collection)
+    dataset = BeirDataset(args.dataset)
+    cache = open_cache_from_args(args)
+    if cache is None:  # queries are embedded once up front and read back during retrieval
+        scratch = tempfile.TemporaryDirectory(prefix="poolrag-eval-")
+        opened.append(_Cleanup(scratch))
+        cache = EmbeddingCache(Path(scratch.name) / "queries.sqlite")
+    opened.append(cache)
+    load_options = {"trust_remote_code": True} if args.trust_remote_code else {}
+    engine = load_engine(args.model or default_model(), load_options)
+    embedder = CachedEmbedder(engine, cache)
+    hybrid = any(m in SPARSE_MODES for m in modes)
+    sparse = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache)
+    reranker = load_engine(args.rerank, load_options) if args.rerank else None
+    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
+    store = open_store_from_args(args)
+    opened.append(store)
+    pipeline = IngestPipeline(
+        store,
+        DenseEncoder(embedder),
+        chunker,
+        batch_size=args.batch_size,
+        checkpoint_path=args.checkpoint,
+        checkpoint_dir=None if args.cache is None else str(Path(args.cache).expanduser().resolve().parent),
+        progress=not args.quiet,
+        sparse_encoder=sparse,
+    )
+    evaluation = Evaluation(
+        pipeline,
+        embedder,
+        sparse_encoder=sparse if hybrid else None,
+        reranker=reranker,
+        rerank_weight=args.rerank_weight,
+    )
+    return evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch)
+
+
+class _Cleanup:
+    """A temporary folder closed like the other resources."""
+
+    def __init__(self, folder: tempfile.TemporaryDirectory[str]) -> None:
+        self.folder = folder
+
+    def close(self) -> None:
+        self.folder.cleanup()
+
+
+def _table(report: EvalReport, k: int) -> str:
+    names = [f"{m}@{k}" for m in METRIC_NAMES]
+    width = max(len(mode) for mode in report.metrics) + 2
+    lines = [
+        f"{report.queries} queries; corpus: {report.ingest.documents} documents, "
+        f"{report.ingest.chunks} chunks ({report.ingest.embedded} embedded now)",
+        "mode".ljust(width) + "".join(name.rjust(12) for name in names),
+    ]
+    for mode, values in report.metrics.items():
+        lines.append(mode.ljust(width) + "".join(f"{values[name]:12.4f}" for name in names))
+    return "\n".join(lines)

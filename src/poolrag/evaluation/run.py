@@ -1,0 +1,196 @@
+"""Measure each retrieval mode on a BEIR-layout dataset, through the same pipeline users run.
+
+The corpus goes through :class:`~poolrag.ingest.IngestPipeline` (chunker, cache, ids, idempotent
+upserts), so a second evaluation embeds nothing and the numbers describe the collection users
+would actually search. Queries are embedded in batches first (through the cache, so each
+retrieval finds its query vector there), then every mode retrieves chunks; a document scores the
+best of its chunks, which is how a reader of the results would credit it.
+
+Modes:
+  ``dense``, ``sparse``, ``hybrid``: the retriever's first stage alone;
+  ``hybrid+rerank``: the hybrid ranking reranked by a cross-encoder, its scores fused with the
+  hybrid ones (the default second stage); ``hybrid+rerank-replace``: the cross-encoder's order alone.
+Every hybrid mode fuses legs of the same depth, so the reranked modes rerank exactly the ranking
+``hybrid`` reports and the table says what the second stage adds to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from poolrag.backend import PoolingBackend
+from poolrag.cache.embedder import CachedEmbedder
+from poolrag.errors import InvalidInputError
+from poolrag.evaluation.beir import BeirDataset, BeirQuery
+from poolrag.evaluation.metrics import evaluate
+from poolrag.ingest.pipeline import IngestPipeline, IngestReport
+from poolrag.ingest.readers import Document
+from poolrag.retrieval.funnel import Retriever
+from poolrag.retrieval.fusion import SecondStage
+from poolrag.retrieval.rerank import CrossEncoderReranker
+from poolrag.retrieval.results import SearchResult
+from poolrag.retrieval.sparse_queries import SparseQueryEncoder
+
+logger = logging.getLogger(__name__)
+
+EVAL_MODES: tuple[str, ...] = ("dense", "sparse", "hybrid", "hybrid+rerank", "hybrid+rerank-replace")
+#: Modes that rerank, and the second stage each uses.
+RERANK_MODES: Mapping[str, SecondStage] = {
+    "hybrid+rerank": SecondStage.FUSE,
+    "hybrid+rerank-replace": SecondStage.REPLACE,
+}
+SPARSE_MODES = frozenset({"sparse", "hybrid", *RERANK_MODES})
+#: The payload field naming a chunk's corpus document.
+CORPUS_ID_KEY = "corpus_id"
+
+
+def parse_modes(text: str | Sequence[str]) -> list[str]:
+    """``"dense,hybrid"`` (or a list) as known modes, in the order given, without repeats."""
+    names = text.split(",") if isinstance(text, str) else list(text)
+    modes = list(dict.fromkeys(name.strip() for name in names if name.strip()))
+    unknown = [m for m in modes if m not in EVAL_MODES]
+    if unknown or not modes:
+        raise InvalidInputError(
+            f"unknown mode {', '.join(map(repr, unknown)) or '(none given)'}; "
+            f"choose from {', '.join(EVAL_MODES)}"
+        )
+    return modes
+
+
+def corpus_documents(dataset: BeirDataset) -> Iterator[Document]:
+    """The corpus as ingest documents: the title heads the text (BEIR's convention), the corpus id
+    rides in every chunk's payload, and the source is ``corpus.jsonl#id`` as ``poolrag ingest`` names
+    a JSONL record."""
+    path = dataset.corpus_path.resolve().as_posix()
+    for doc in dataset.documents():
+        text = f"{doc.title}\n\n{doc.text}" if doc.title else doc.text
+        metadata = {k: v for k, v in doc.metadata.items() if isinstance(v, str | int | float | bool)}
+        yield Document(f"{path}#{doc.id}", text, {**metadata, "title": doc.title, CORPUS_ID_KEY: doc.id})
+
+
+@dataclass
+class EvalReport:
+    """Per mode the averaged metrics (``{"recall@10": ...}``) and the document run they came from."""
+
+    metrics: dict[str, dict[str, float]]
+    runs: dict[str, dict[str, list[tuple[str, float]]]]
+    ingest: IngestReport
+    queries: int
+    queries_embedded: int = 0
+    settings: dict[str, object] = field(default_factory=dict)
+
+
+def documents_of(results: Sequence[SearchResult]) -> list[tuple[str, float]]:
+    """Chunk hits as a document run: each corpus document scored by its best chunk, best first."""
+    best: dict[str, float] = {}
+    for result in results:
+        doc_id = str(result.payload.get(CORPUS_ID_KEY, result.source))
+        if doc_id not in best or result.score > best[doc_id]:
+            best[doc_id] = result.score
+    return sorted(best.items(), key=lambda pair: -pair[1])
+
+
+class Evaluation:
+    """Ingest a BEIR dataset and score retrieval modes on it.
+
+    Args:
+        pipeline: the ingest pipeline for the evaluation's collection (dense encoder, chunker, and a
+            sparse encoder when a sparse or hybrid mode is measured).
+        embedder: the dense model behind the pipeline's encoder (queries go through it).
+        sparse_encoder: query side of the sparse field (the pipeline's BM25 encoder serves).
+        reranker: a cross-encoder backend, needed by the ``hybrid+rerank*`` modes.
+        rerank_weight: the reranker's share in the fused second stage.
+    """
+
+    def __init__(
+        self,
+        pipeline: IngestPipeline,
+        embedder: CachedEmbedder,
+        *,
+        sparse_encoder: SparseQueryEncoder | None = None,
+        reranker: PoolingBackend | None = None,
+        rerank_weight: float = 0.5,
+    ) -> None:
+        self.pipeline = pipeline
+        self.embedder = embedder
+        self.sparse_encoder = sparse_encoder
+        self.reranker = reranker
+        self.rerank_weight = rerank_weight
+
+    def run(
+        self,
+        dataset: BeirDataset,
+        modes: Sequence[str] = ("dense", "sparse", "hybrid"),
+        *,
+        k: int = 10,
+        split: str = "test",
+        query_batch_size: int = 64,
+        prefetch: int | None = None,
+    ) -> EvalReport:
+        """Ingest the corpus (nothing new on a re-run), then retrieve every judged query in each mode.
+
+        ``prefetch``: depth of each hybrid leg (default: the retriever's, as deep as the hits fused).
+        """
+        modes = parse_modes(modes)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+        if any(m in RERANK_MODES for m in modes) and self.reranker is None:
+            raise InvalidInputError(
+                f"modes {', '.join(m for m in modes if m in RERANK_MODES)} need a reranker"
+            )
+        if any(m in SPARSE_MODES for m in modes) and (
+            self.sparse_encoder is None or self.pipeline.sparse_encoder is None
+        ):
+            raise InvalidInputError(
+                "sparse and hybrid modes need a sparse encoder for the corpus and queries"
+            )
+        # The small files first: a broken qrels or queries file is reported before anything is embedded.
+        qrels = dataset.qrels(split)
+        queries = [q for q in dataset.queries() if q.id in qrels]
+        if not queries:
+            raise InvalidInputError(
+                f"no query in {dataset.queries_path} is judged in {dataset.qrels_path(split)}; "
+                "nothing to evaluate"
+            )
+        ingest = self.pipeline.run(corpus_documents(dataset))
+        before = self.embedder.misses
+        for start in range(0, len(queries), query_batch_size):
+            batch = queries[start : start + query_batch_size]
+            self.embedder.embed([q.text for q in batch], input_type="query")
+        embedded = self.embedder.misses - before
+        # Enough chunks that k distinct documents remain when some have several chunks.
+        depth = k if ingest.chunks <= ingest.documents else 3 * k
+        metrics: dict[str, dict[str, float]] = {}
+        runs: dict[str, dict[str, list[tuple[str, float]]]] = {}
+        for mode in modes:
+            retriever = self._retriever(mode)
+            runs[mode] = {
+                q.id: documents_of(self._search(retriever, q, mode, depth, prefetch)) for q in queries
+            }
+            metrics[mode] = evaluate(runs[mode], qrels, (k,))
+            logger.info("%s: %s", mode, metrics[mode])
+        settings = {"k": k, "chunks_per_query": depth, "prefetch": prefetch, "split": split}
+        return EvalReport(metrics, runs, ingest, len(queries), embedded, settings)
+
+    def _retriever(self, mode: str) -> Retriever:
+        reranker = None
+        if mode in RERANK_MODES:
+            assert self.reranker is not None
+            reranker = CrossEncoderReranker(
+                self.reranker, second_stage=RERANK_MODES[mode], weight=self.rerank_weight
+            )
+        return Retriever(
+            self.pipeline.store, self.embedder, reranker=reranker, sparse_encoder=self.sparse_encoder
+        )
+
+    @staticmethod
+    def _search(
+        retriever: Retriever, query: BeirQuery, mode: str, depth: int, prefetch: int | None
+    ) -> list[SearchResult]:
+        base = "hybrid" if mode in RERANK_MODES else mode
+        if base == "hybrid":
+            # The reranked modes see the same fused list plain hybrid ranks (``depth`` of it).
+            return retriever.search(query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth)
+        return retriever.search(query.text, depth, mode=base)  # type: ignore[arg-type]

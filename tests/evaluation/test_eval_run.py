@@ -1,0 +1,205 @@
+"""The eval driver on a tiny BEIR folder written here, against real Milvus Lite and Qdrant local mode:
+its metrics equal a hand computation from the retriever's own outputs, a second run embeds
+nothing, and broken datasets fail with file:line before anything is embedded."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.errors import InvalidInputError
+from poolrag.evaluation import BeirDataset, BeirFormatError
+from poolrag.evaluation.run import Evaluation, corpus_documents, parse_modes
+from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
+from poolrag.ingest.sparse_encoders import bm25_for_model
+from poolrag.retrieval import Retriever
+from poolrag.stores import open_store
+
+K = 3
+DOCS = {
+    "d1": ("Honeybees", "Foragers tell their sisters where flowers are with the waggle dance."),
+    "d2": (
+        "Tides",
+        "The Moon's gravity raises two bulges in the oceans, so the sea rises and falls twice a day.",
+    ),
+    "d3": (
+        "Sourdough",
+        "Sourdough rises with a starter of wild yeast. " * 6 + "Bake it in a very hot covered pot.",
+    ),
+    "d4": ("Part catalogue", "Hinge bracket ZX-7731 fits the left cabinet door of the 1998 model."),
+    "d5": ("Part catalogue", "Hinge bracket ZX-7713 fits the right cabinet door of the 1998 model."),
+    "d6": ("Chess", "Good openings control the centre, develop knights and bishops and castle early."),
+    "d7": (
+        "Rust",
+        "Every value has exactly one owner; the borrow checker forbids data races at compile time.",
+    ),
+    "d8": ("Owls", "Owls hunt at night; soft feathers make their flight silent. " * 5),
+}
+QUERIES = {
+    "q1": "how do bees share where food is",
+    "q2": "why does the ocean go up and down",
+    "q3": "which bracket is ZX-7731",
+    "q4": "bread leavened by wild yeast",
+    "q5": "memory safety without a garbage collector",
+    "q6": "a query nobody judged",
+}
+QRELS = [("q1", "d1", 1), ("q2", "d2", 2), ("q2", "d8", 0), ("q3", "d4", 2), ("q3", "d5", 1)]
+QRELS += [("q4", "d3", 1), ("q5", "d7", 1), ("q5", "d6", 1)]
+
+
+def write_dataset(folder: Path) -> Path:
+    (folder / "qrels").mkdir(parents=True)
+    with (folder / "corpus.jsonl").open("w") as out:
+        for doc_id, (title, text) in DOCS.items():
+            out.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
+    with (folder / "queries.jsonl").open("w") as out:
+        for query_id, text in QUERIES.items():
+            out.write(json.dumps({"_id": query_id, "text": text}) + "\n")
+    lines = ["query-id\tcorpus-id\tscore", *(f"{q}\t{d}\t{s}" for q, d, s in QRELS)]
+    (folder / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def hand_metrics(run: dict[str, list[tuple[str, float]]], k: int) -> dict[str, float]:
+    """recall / reciprocal rank / nDCG at k averaged over judged queries, written out longhand
+    (ties broken by document id descending, as trec_eval does)."""
+    judged = {}
+    for q, d, s in QRELS:
+        judged.setdefault(q, {})[d] = s
+    totals = {"recall": 0.0, "mrr": 0.0, "ndcg": 0.0}
+    for query_id, grades in judged.items():
+        ranked = sorted(run.get(query_id, []), key=lambda pair: pair[0], reverse=True)
+        ranked = [d for d, _ in sorted(ranked, key=lambda pair: -pair[1])][:k]
+        relevant = {d for d, g in grades.items() if g > 0}
+        totals["recall"] += len(relevant & set(ranked)) / len(relevant)
+        first = next((i for i, d in enumerate(ranked) if d in relevant), None)
+        totals["mrr"] += 0.0 if first is None else 1.0 / (first + 1)
+        dcg = sum(grades.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked))
+        ideal = sorted(grades.values(), reverse=True)[:k]
+        totals["ndcg"] += dcg / sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return {f"{name}@{k}": value / len(judged) for name, value in totals.items()}
+
+
+def by_document(results) -> list[tuple[str, float]]:
+    best: dict[str, float] = {}
+    for r in results:
+        doc = r.payload["corpus_id"]
+        best[doc] = max(best.get(doc, -math.inf), r.score)
+    return list(best.items())
+
+
+class Bench:
+    """The evaluation wiring ``poolrag eval`` uses, over one store and one cache in a tmp folder."""
+
+    def __init__(self, kind: str, root: Path, engine) -> None:
+        self.kind, self.root, self.engine = kind, root, engine
+        self.dataset = BeirDataset(write_dataset(root / "beir"))
+
+    def open(self):
+        where = {"uri": str(self.root / "m.db")} if self.kind == "milvus" else {"path": str(self.root / "q")}
+        return open_store(self.kind, "beir", **where)
+
+    def evaluation(self, store) -> tuple[Evaluation, CachedEmbedder]:
+        cache = EmbeddingCache(self.root / "cache.sqlite")
+        embedder = CachedEmbedder(self.engine, cache)
+        sparse = bm25_for_model(self.engine.tokenizer, self.engine.facts.model_identity, cache)
+        chunker = TokenChunker(self.engine.tokenizer, max_tokens=32, overlap=4)
+        pipeline = IngestPipeline(
+            store,
+            DenseEncoder(embedder),
+            chunker,
+            batch_size=4,
+            checkpoint_dir=self.root / "ck",
+            progress=False,
+            sparse_encoder=sparse,
+        )
+        return Evaluation(pipeline, embedder, sparse_encoder=sparse), embedder
+
+
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_metrics_equal_a_hand_computation_and_a_second_run_embeds_nothing(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    bench = Bench(kind, tmp_path, minilm_engine)
+    modes = ["dense", "sparse", "hybrid"]
+    store = bench.open()
+    try:
+        evaluation, embedder = bench.evaluation(store)
+        report = evaluation.run(bench.dataset, modes, k=K)
+        assert report.queries == 5  # q6 is not judged
+        assert report.ingest.documents == len(DOCS) and report.ingest.chunks > len(DOCS)  # d3, d8 split
+        assert report.ingest.upserted == report.ingest.chunks and report.ingest.embedded > 0
+        assert report.queries_embedded == 5
+        depth = report.settings["chunks_per_query"]
+        assert depth == 3 * K
+
+        sparse = bm25_for_model(minilm_engine.tokenizer, minilm_engine.facts.model_identity)
+        retriever = Retriever(store, embedder, sparse_encoder=sparse)
+        for mode in modes:
+            run = {q: by_document(retriever.search(QUERIES[q], depth, mode=mode)) for q in QUERIES}
+            assert {q: dict(pairs) for q, pairs in report.runs[mode].items()} == {
+                q: dict(run[q]) for q in QUERIES if q != "q6"
+            }
+            want = hand_metrics(run, K)
+            assert report.metrics[mode] == pytest.approx(want, abs=1e-12), mode
+        # The metrics are not all perfect, so the comparison above could fail.
+        assert any(v < 1.0 for m in modes for v in report.metrics[m].values())
+    finally:
+        store.close()
+
+    store = bench.open()
+    try:
+        evaluation, _ = bench.evaluation(store)
+        again = evaluation.run(bench.dataset, modes, k=K)
+        assert again.ingest.upserted == 0 and again.ingest.embedded == 0 and again.ingest.sparse_computed == 0
+        assert again.queries_embedded == 0
+        assert again.metrics == report.metrics
+    finally:
+        store.close()
+
+
+def test_documents_carry_title_and_corpus_id(tmp_path: Path) -> None:
+    dataset = BeirDataset(write_dataset(tmp_path / "beir"))
+    first = next(corpus_documents(dataset))
+    assert first.text.startswith("Honeybees\n\nForagers")
+    assert first.metadata["corpus_id"] == "d1" and first.source.endswith("corpus.jsonl#d1")
+
+
+@pytest.mark.parametrize(
+    ("breakage", "where"),
+    [
+        (
+            lambda f: (f / "queries.jsonl").write_text('{"_id": "q1", "text": "ok"}\n{"_id": "q2"}\n'),
+            "queries.jsonl:2",
+        ),
+        (
+            lambda f: (f / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\n"),
+            "test.tsv:2",
+        ),
+    ],
+    ids=["query-without-text", "qrels-short-line"],
+)
+def test_a_broken_dataset_names_file_and_line_before_anything_is_embedded(
+    tmp_path: Path, minilm_engine, breakage, where: str
+) -> None:
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    breakage(bench.dataset.folder)
+    store = bench.open()
+    try:
+        evaluation, embedder = bench.evaluation(store)
+        with pytest.raises(BeirFormatError, match=where.replace(".", r"\.")) as caught:
+            evaluation.run(bench.dataset, ["dense"], k=K)
+        assert str(caught.value).startswith(str(bench.dataset.folder))
+        assert embedder.misses == 0 and store.read_spec() is None
+    finally:
+        store.close()
+
+
+def test_modes_are_checked() -> None:
+    assert parse_modes("dense, hybrid,dense") == ["dense", "hybrid"]
+    with pytest.raises(InvalidInputError, match="unknown mode 'bm25'"):
+        parse_modes("dense,bm25")
