@@ -24,7 +24,8 @@ Layout = Literal["dense", "multivector"]
 Quantization = Literal["int8", "binary"]
 SparseKind = Literal["bm25", "learned"]
 #: How a hybrid search fuses its dense and sparse rankings: ``"rrf"``, or ``("weighted", w)`` for
-#: reciprocal-rank fusion with weight ``w`` on the sparse list and ``1 - w`` on the dense one.
+#: reciprocal-rank fusion with weights ``2 * (1 - w)`` on the dense list and ``2 * w`` on the sparse
+#: one (so ``w = 0.5`` is plain RRF, as in :func:`poolrag.retrieval.fusion.fuse_second_stage`).
 HybridFusion = Literal["rrf"] | tuple[Literal["weighted"], float]
 SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
 METADATA_KEY = "poolrag"
