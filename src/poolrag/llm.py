@@ -215,7 +215,11 @@ class LLM:
         use_tqdm: bool = True,
         lora_request: object = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
-        """Any task's raw data (``outputs.data``); ``pooling_task`` is required, as in vLLM."""
+        """Any task's raw data (``outputs.data``); ``pooling_task`` is required, as in vLLM.
+
+        ``sparse_embed`` (SPLADE, BGE-M3) gives token id / weight records
+        (:data:`~poolrag.outputs.SPARSE_ENTRY`); ``LLM.engine.sparse_embed`` gives ``SparseVector`` s.
+        """
         if pooling_task is None:
             raise InvalidInputError(f"encode() needs pooling_task, one of: {', '.join(self.supported_tasks)}")
         params = _params(pooling_params, truncate_prompt_tokens, lora_request)

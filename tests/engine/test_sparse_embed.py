@@ -233,3 +233,15 @@ def test_bge_m3_heads_are_loaded_without_unpickling_code(m3_folder: Path, tmp_pa
     torch.save({**state, "note": Path("not a tensor")}, folder / "sparse_linear.pt")
     with pytest.raises(ModelLoadError, match="refusing to load"):
         Engine(folder)
+
+
+def test_the_vllm_front_door_encodes_sparse(splade_folders: Callable[..., Path]) -> None:
+    from poolrag import LLM
+
+    llm = LLM(str(splade_folders()))
+    assert llm.supported_tasks == ("sparse_embed",)
+    outputs = llm.encode(TEXTS, pooling_task="sparse_embed", truncate_prompt_tokens=4)
+    expected = llm.engine.sparse_embed(TEXTS, PoolingParams(truncate_prompt_tokens=4))
+    for out, vector in zip(outputs, expected, strict=True):
+        assert out.num_tokens <= 4
+        assert SparseVector(out.outputs.data["index"], out.outputs.data["value"]) == vector
