@@ -3,6 +3,12 @@
 Drop it into ``ContextualCompressionRetriever`` (package ``langchain-classic``) behind any
 retriever. It scores every (query, document) pair in one engine call: a cross-encoder reads each
 pair jointly, an embedding model uses cosine, a ColBERT model MaxSim.
+
+By default the model's order is fused with the retriever's (``second_stage="fuse"``): LangChain
+hands a compressor documents without their retrieval scores, so the two orders are fused by
+reciprocal rank, unless ``first_stage_score_key`` names the metadata key where the retriever left
+its scores (then the scores are mixed after per-query z-scoring). ``second_stage="replace"`` ranks
+by the model alone.
 """
 
 from __future__ import annotations
@@ -13,15 +19,19 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import Field
 
-from poolrag.frameworks.adapter_calls import Ranked, arerank, rerank
+from poolrag.errors import InvalidInputError
+from poolrag.frameworks.adapter_calls import arerank, rerank
 from poolrag.frameworks.fields import BackendFields
+from poolrag.frameworks.ranking import Ranked, SecondStageFields
+from poolrag.retrieval.fusion import SecondStage
 
 
-class PoolragReranker(BackendFields, BaseDocumentCompressor):
+class PoolragReranker(BackendFields, SecondStageFields, BaseDocumentCompressor):
     """Keep the ``top_n`` documents most relevant to the query, best first.
 
-    Each returned document is a copy whose ``metadata[score_key]`` holds its relevance score; the
-    input documents are not modified.
+    Each returned document is a copy whose ``metadata[score_key]`` holds its final score (and,
+    when fused, ``metadata[rerank_score_key]`` the model's own); the input documents are not
+    modified.
 
     Example:
         .. code-block:: python
@@ -32,15 +42,43 @@ class PoolragReranker(BackendFields, BaseDocumentCompressor):
 
     top_n: int | None = Field(default=3, ge=1, description="Documents to keep; None keeps all, reordered.")
     score_key: str = Field(default="relevance_score", description="Metadata key that receives the score.")
+    rerank_score_key: str = Field(
+        default="rerank_score", description="Metadata key that receives the model's own score when fused."
+    )
+    first_stage_score_key: str | None = Field(
+        default=None,
+        description="Metadata key holding the retriever's score of each document, to fuse scores "
+        "instead of orders; every document must carry it.",
+    )
+
+    def _first_stage_scores(self, documents: Sequence[Document]) -> list[float] | None:
+        key = self.first_stage_score_key
+        if key is None or self.second_stage is SecondStage.REPLACE:
+            return None
+        scores = []
+        for i, doc in enumerate(documents):
+            value = doc.metadata.get(key)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidInputError(
+                    f"documents[{i}].metadata[{key!r}] is {value!r}; first_stage_score_key needs a number "
+                    "in every document"
+                )
+            scores.append(float(value))
+        return scores
 
     def _copies(self, documents: Sequence[Document], ranked: list[Ranked]) -> list[Document]:
+        fused = self.second_stage is not SecondStage.REPLACE
         return [
             Document(
-                page_content=documents[i].page_content,
-                metadata={**documents[i].metadata, self.score_key: score},
-                id=documents[i].id,
+                page_content=documents[r.index].page_content,
+                metadata={
+                    **documents[r.index].metadata,
+                    self.score_key: r.score,
+                    **({self.rerank_score_key: r.rerank_score} if fused else {}),
+                },
+                id=documents[r.index].id,
             )
-            for i, score in ranked
+            for r in ranked
         ]
 
     def compress_documents(
@@ -48,11 +86,32 @@ class PoolragReranker(BackendFields, BaseDocumentCompressor):
     ) -> Sequence[Document]:
         """Score every document against ``query`` and keep the best ``top_n``."""
         texts = [doc.page_content for doc in documents]
-        return self._copies(documents, rerank(self.backend, query, texts, self._params(), self.top_n))
+        first_stage = self._first_stage_scores(documents)
+        ranked = rerank(
+            self.backend,
+            query,
+            texts,
+            self._params(),
+            self.top_n,
+            first_stage,
+            self.second_stage,
+            self.rerank_weight,
+        )
+        return self._copies(documents, ranked)
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         texts = [doc.page_content for doc in documents]
-        ranked = await arerank(self.backend, query, texts, self._params(), self.top_n)
+        first_stage = self._first_stage_scores(documents)
+        ranked = await arerank(
+            self.backend,
+            query,
+            texts,
+            self._params(),
+            self.top_n,
+            first_stage,
+            self.second_stage,
+            self.rerank_weight,
+        )
         return self._copies(documents, ranked)

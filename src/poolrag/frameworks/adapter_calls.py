@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from poolrag.backend import PoolingBackend
 from poolrag.errors import InputTypeError
-from poolrag.frameworks.ranking import best_first
+from poolrag.frameworks.ranking import Ranked, rank_second_stage
 from poolrag.params import PoolingParams
-
-#: One reranked candidate: its position in the input and its score.
-Ranked = tuple[int, float]
+from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage
 
 
 def check_text(text: object, what: str = "the text") -> str:
@@ -52,24 +48,37 @@ async def aembed_text(backend: PoolingBackend, text: object, params: PoolingPara
     return (await backend.aembed_array([check_text(text)], params))[0].tolist()
 
 
-def _ranked(scores: np.ndarray, top_n: int | None) -> list[Ranked]:
-    return [(i, float(scores[i])) for i in best_first(scores, top_n)]
-
-
 def rerank(
-    backend: PoolingBackend, query: object, texts: list[str], params: PoolingParams, top_n: int | None
+    backend: PoolingBackend,
+    query: object,
+    texts: list[str],
+    params: PoolingParams,
+    top_n: int | None,
+    first_stage_scores: Sequence[float] | None = None,
+    second_stage: SecondStage | str = SecondStage.REPLACE,
+    weight: float = DEFAULT_RERANK_WEIGHT,
 ) -> list[Ranked]:
-    """The ``top_n`` texts most relevant to ``query`` (all when ``None``), best first, scored in one call."""
+    """The ``top_n`` texts most relevant to ``query`` (all when ``None``), best first, scored in one
+    call and ordered by :func:`~poolrag.frameworks.ranking.rank_second_stage`."""
     check_text(query, "the query")
     if not texts:
         return []
-    return _ranked(backend.score_array(query, texts, params), top_n)
+    scores = backend.score_array(query, texts, params)
+    return rank_second_stage(scores, top_n, first_stage_scores, second_stage, weight)
 
 
 async def arerank(
-    backend: PoolingBackend, query: object, texts: list[str], params: PoolingParams, top_n: int | None
+    backend: PoolingBackend,
+    query: object,
+    texts: list[str],
+    params: PoolingParams,
+    top_n: int | None,
+    first_stage_scores: Sequence[float] | None = None,
+    second_stage: SecondStage | str = SecondStage.REPLACE,
+    weight: float = DEFAULT_RERANK_WEIGHT,
 ) -> list[Ranked]:
     check_text(query, "the query")
     if not texts:
         return []
-    return _ranked(await backend.ascore_array(query, texts, params), top_n)
+    scores = await backend.ascore_array(query, texts, params)
+    return rank_second_stage(scores, top_n, first_stage_scores, second_stage, weight)

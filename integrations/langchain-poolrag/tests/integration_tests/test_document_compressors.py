@@ -1,5 +1,6 @@
-"""PoolragReranker: order and scores equal the engine's, top_n, metadata, async, remote, and use
-inside LangChain's ContextualCompressionRetriever."""
+"""PoolragReranker: order and scores equal the engine's (replace) or its fusion with the retriever's
+order or scores (fuse, rrf; computed by hand here), top_n, metadata, async, remote, and use inside
+LangChain's ContextualCompressionRetriever."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_poolrag import PoolragEmbeddings, PoolragReranker
 from rag_corpus import METADATAS, QUERIES, TEXTS
 
-from poolrag import Engine, InputTypeError, PoolingParams
+from poolrag import Engine, InputTypeError, InvalidInputError, PoolingParams
 
 
 def corpus_documents() -> list[Document]:
@@ -30,7 +31,8 @@ def engine_scores(engine: Engine, query: str, texts: list[str]) -> np.ndarray:
 @pytest.mark.parametrize("query", list(QUERIES)[:2])
 def test_keeps_the_top_n_best_first_with_the_engines_scores(cross_encoder_engine: Engine, query: str) -> None:
     documents = corpus_documents()
-    ranked = PoolragReranker(engine=cross_encoder_engine, top_n=3).compress_documents(documents, query)
+    reranker = PoolragReranker(engine=cross_encoder_engine, top_n=3, second_stage="replace")
+    ranked = reranker.compress_documents(documents, query)
     scores = engine_scores(cross_encoder_engine, query, TEXTS)
     expected = list(np.argsort(-scores, kind="stable")[:3])
     assert [int(doc.id) for doc in ranked] == expected
@@ -39,6 +41,7 @@ def test_keeps_the_top_n_best_first_with_the_engines_scores(cross_encoder_engine
         assert doc.metadata["relevance_score"] == pytest.approx(scores[int(doc.id)], abs=1e-6)
         assert doc.metadata["topic"] == METADATAS[int(doc.id)]["topic"]
     assert all("relevance_score" not in doc.metadata for doc in documents)  # inputs untouched
+    assert all("rerank_score" not in doc.metadata for doc in ranked)  # nothing was fused
 
 
 def test_top_n_none_keeps_every_document_reordered(cross_encoder_engine: Engine) -> None:
@@ -86,7 +89,8 @@ async def test_remote_equals_in_process(cross_encoder_engine: Engine, cross_enco
 def test_bi_encoders_rerank_by_cosine_or_maxsim(engine_fixture: str, request: pytest.FixtureRequest) -> None:
     engine: Engine = request.getfixturevalue(engine_fixture)
     query = "Which programming language is easy to read?"
-    ranked = PoolragReranker(engine=engine, top_n=2).compress_documents(corpus_documents(), query)
+    reranker = PoolragReranker(engine=engine, top_n=2, second_stage="replace")
+    ranked = reranker.compress_documents(corpus_documents(), query)
     scores = engine_scores(engine, query, TEXTS)
     assert [int(doc.id) for doc in ranked] == list(np.argsort(-scores, kind="stable")[:2])
     assert ranked[0].metadata["relevance_score"] == pytest.approx(scores.max(), abs=1e-5)
@@ -95,7 +99,7 @@ def test_bi_encoders_rerank_by_cosine_or_maxsim(engine_fixture: str, request: py
 def test_in_a_contextual_compression_retriever(minilm_engine: Engine, cross_encoder_engine: Engine) -> None:
     store = InMemoryVectorStore.from_documents(corpus_documents(), PoolragEmbeddings(engine=minilm_engine))
     retriever = ContextualCompressionRetriever(
-        base_compressor=PoolragReranker(engine=cross_encoder_engine, top_n=2),
+        base_compressor=PoolragReranker(engine=cross_encoder_engine, top_n=2, second_stage="replace"),
         base_retriever=store.as_retriever(search_kwargs={"k": 5}),
     )
     query = "Which organelle produces energy in cells?"
@@ -122,10 +126,77 @@ def test_empty_input_and_bad_input(cross_encoder_engine: Engine) -> None:
 def test_long_documents_are_cut_to_the_model_length_by_default(cross_encoder_engine: Engine) -> None:
     long_doc = Document(page_content="Paris is the capital of France. " + "filler text " * 1000)
     ranked = PoolragReranker(engine=cross_encoder_engine).compress_documents([long_doc], "capital of France")
-    assert ranked[0].metadata["relevance_score"] == pytest.approx(
+    assert ranked[0].metadata["rerank_score"] == pytest.approx(
         engine_scores(cross_encoder_engine, "capital of France", [long_doc.page_content])[0], abs=1e-6
     )
     with pytest.raises(ValueError, match="maximum"):
         PoolragReranker(engine=cross_encoder_engine, truncate_prompt_tokens=None).compress_documents(
             [long_doc], "capital of France"
         )
+
+
+def _z(values: list[float] | np.ndarray) -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64)
+    return (x - x.mean()) / x.std()
+
+
+def _ranks(values: list[float] | np.ndarray) -> np.ndarray:
+    order = np.argsort(-np.asarray(values), kind="stable")
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(1, len(order) + 1)
+    return ranks
+
+
+def test_by_default_the_retrievers_order_is_fused_by_reciprocal_rank(cross_encoder_engine: Engine) -> None:
+    query = "What is the capital of France?"
+    documents = corpus_documents()[::-1]  # the order the retriever handed over
+    ranked = PoolragReranker(engine=cross_encoder_engine, top_n=4).compress_documents(documents, query)
+    raw = engine_scores(cross_encoder_engine, query, [d.page_content for d in documents])
+    fused = 1 / (60 + np.arange(1, len(documents) + 1)) + 1 / (60 + _ranks(raw))
+    order = list(np.argsort(-fused, kind="stable")[:4])
+    assert [doc.id for doc in ranked] == [documents[i].id for i in order]
+    np.testing.assert_allclose([d.metadata["relevance_score"] for d in ranked], fused[order], atol=1e-12)
+    np.testing.assert_allclose([d.metadata["rerank_score"] for d in ranked], raw[order], atol=1e-6)
+
+
+@pytest.mark.parametrize("second_stage", ["fuse", "rrf"])
+async def test_a_named_metadata_score_is_fused_as_a_score(
+    cross_encoder_engine: Engine, second_stage: str
+) -> None:
+    query = "Which organelle produces energy in cells?"
+    documents = corpus_documents()
+    for i, doc in enumerate(documents):
+        doc.metadata["similarity"] = 0.05 * ((7 * i) % len(documents))
+    first = [doc.metadata["similarity"] for doc in documents]
+    reranker = PoolragReranker(
+        engine=cross_encoder_engine,
+        top_n=None,
+        second_stage=second_stage,
+        rerank_weight=0.3,
+        first_stage_score_key="similarity",
+    )
+    raw = engine_scores(cross_encoder_engine, query, TEXTS)
+    if second_stage == "fuse":
+        expected = 0.7 * _z(first) + 0.3 * _z(raw)
+    else:
+        expected = 1.4 / (60 + _ranks(first)) + 0.6 / (60 + _ranks(raw))
+    order = list(np.argsort(-expected, kind="stable"))
+    for ranked in (
+        reranker.compress_documents(documents, query),
+        await reranker.acompress_documents(documents, query),
+    ):
+        assert [int(doc.id) for doc in ranked] == order
+        np.testing.assert_allclose(
+            [d.metadata["relevance_score"] for d in ranked], expected[order], atol=1e-6
+        )
+
+
+def test_a_named_score_key_must_be_in_every_document(cross_encoder_engine: Engine) -> None:
+    documents = corpus_documents()
+    reranker = PoolragReranker(engine=cross_encoder_engine, first_stage_score_key="similarity")
+    with pytest.raises(InvalidInputError, match=r"documents\[0\].metadata\['similarity'\] is None"):
+        reranker.compress_documents(documents, "capital")
+    with pytest.raises(ValueError, match="less than or equal to 1"):
+        PoolragReranker(engine=cross_encoder_engine, rerank_weight=1.5)
+    with pytest.raises(ValueError, match="second_stage"):
+        PoolragReranker(engine=cross_encoder_engine, second_stage="mix")
