@@ -1,0 +1,131 @@
+"""``poolrag eval DATASET`` on a tiny BEIR folder written by the test, against real Milvus Lite and Qdrant
+local mode: the printed metrics equal a hand computation from the retriever's own outputs over the
+collection the command filled, a second run embeds nothing, and user mistakes are one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from poolrag import Engine
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.cli import main
+from poolrag.cli.eval import default_collection
+from poolrag.ingest.sparse_encoders import bm25_for_model
+from poolrag.retrieval import CrossEncoderReranker, Retriever
+from poolrag.stores import open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluation"))
+from test_eval_run import QUERIES, by_document, hand_metrics, write_dataset
+
+K = 3
+
+
+def _location(kind: str, root: Path) -> list[str]:
+    return ["--uri", str(root / "m.db")] if kind == "milvus" else ["--path", str(root / "q")]
+
+
+def _common(kind: str, root: Path, model: Path) -> list[str]:
+    return [*_location(kind, root), "--store", kind, "--model", str(model), "--cache", str(root / "c.sqlite")]
+
+
+def _eval(dataset: Path, common: list[str], capsys, *extra: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["eval", str(dataset), *common, "-k", str(K), "--chunk-tokens", "32", "-q", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _hand(kind: str, root: Path, engine: Engine, modes: dict[str, CrossEncoderReranker | None], depth: int):
+    where = {"uri": str(root / "m.db")} if kind == "milvus" else {"path": str(root / "q")}
+    store = open_store(kind, default_collection(str(root / "beir")), **where)
+    try:
+        embedder = CachedEmbedder(engine, EmbeddingCache(root / "c.sqlite"))
+        sparse = bm25_for_model(engine.tokenizer, engine.facts.model_identity)
+        metrics = {}
+        for mode, reranker in modes.items():
+            retriever = Retriever(store, embedder, reranker=reranker, sparse_encoder=sparse)
+            base = "hybrid" if reranker is not None else mode
+            extra = {"candidates": depth} if reranker is not None else {}
+            run = {q: by_document(retriever.search(t, depth, mode=base, **extra)) for q, t in QUERIES.items()}
+            metrics[mode] = hand_metrics(run, K)
+        return metrics
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_eval_prints_hand_computed_metrics_and_a_second_run_embeds_nothing(
+    kind: str, tmp_path: Path, minilm_path: Path, minilm_engine, capsys
+) -> None:
+    dataset = write_dataset(tmp_path / "beir")
+    common = _common(kind, tmp_path, minilm_path)
+    code, out, err = _eval(dataset, common, capsys, "--json")
+    assert code == 0, err
+    printed = json.loads(out)
+    assert list(printed) == ["dense", "sparse", "hybrid"]
+    assert all(set(values) == {f"recall@{K}", f"mrr@{K}", f"ndcg@{K}"} for values in printed.values())
+    # Two documents are longer than a chunk: each query takes 3k chunks so k documents remain.
+    hand = _hand(kind, tmp_path, minilm_engine, dict.fromkeys(printed), 3 * K)
+    _assert_close(printed, hand)
+
+    code, out, err = _eval(dataset, common, capsys, "--modes", "hybrid,dense")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "corpus: 8 documents" in lines[0] and "(0 embedded now)" in lines[0]
+    assert [line.split()[0] for line in lines[2:]] == ["hybrid", "dense"]
+    assert float(lines[2].split()[2]) == pytest.approx(printed["hybrid"][f"mrr@{K}"], abs=5e-5)
+
+
+def _assert_close(printed: dict, hand: dict) -> None:
+    assert printed.keys() == hand.keys()
+    for mode in printed:
+        assert printed[mode] == pytest.approx(hand[mode], abs=1e-12), mode
+
+
+@pytest.mark.real_weights
+def test_rerank_modes_fuse_or_replace_the_hybrid_ranking(
+    tmp_path: Path, minilm_path: Path, minilm_engine, assets: Path, capsys
+) -> None:
+    dataset = write_dataset(tmp_path / "beir")
+    rerank_path = assets / "ms-marco-MiniLM-L-12-v2"
+    common = _common("qdrant", tmp_path, minilm_path)
+    code, out, err = _eval(dataset, common, capsys, "--json", "--rerank", str(rerank_path))
+    assert code == 0, err
+    printed = json.loads(out)
+    assert list(printed) == ["dense", "sparse", "hybrid", "hybrid+rerank", "hybrid+rerank-replace"]
+    cross = Engine(rerank_path)
+    modes = {
+        "hybrid+rerank": CrossEncoderReranker(cross),
+        "hybrid+rerank-replace": CrossEncoderReranker(cross, second_stage="replace"),
+    }
+    hand = _hand("qdrant", tmp_path, minilm_engine, modes, 3 * K)
+    for mode in modes:
+        assert printed[mode] == pytest.approx(hand[mode], abs=1e-12), mode
+
+
+def test_rerank_modes_without_rerank_name_the_flag(tmp_path: Path, capsys) -> None:
+    dataset = write_dataset(tmp_path / "beir")
+    where = ["--store", "qdrant", "--path", str(tmp_path / "q")]
+    code, out, err = _eval(dataset, where, capsys, "--modes", "dense,hybrid+rerank")
+    assert code == 2 and out == ""
+    assert err.strip() == "poolrag eval: error: mode hybrid+rerank needs a cross-encoder: add --rerank MODEL"
+    code, _, err = _eval(dataset, where, capsys, "--modes", "bm42")
+    assert code == 2 and "unknown mode 'bm42'" in err and "hybrid+rerank-replace" in err
+
+
+def test_a_broken_dataset_is_one_line_naming_file_and_line(tmp_path: Path, minilm_path: Path, capsys) -> None:
+    dataset = write_dataset(tmp_path / "beir")
+    with (dataset / "corpus.jsonl").open("a") as out:
+        out.write('{"_id": "d9", "title": "no text"}\n')
+    code, out, err = _eval(dataset, _common("milvus", tmp_path, minilm_path), capsys)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("poolrag eval: error: ")
+    assert f"{dataset / 'corpus.jsonl'}:9:" in lines[0]
+
+    code, _, err = _eval(tmp_path / "missing", _common("milvus", tmp_path, minilm_path), capsys)
+    assert code == 2 and "missing: not a folder" in err
