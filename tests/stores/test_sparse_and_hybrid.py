@@ -335,3 +335,49 @@ def test_learned_sparse_weights_are_searched_by_plain_inner_product(kind, make_s
     if kind == "milvus":
         with pytest.raises(UnsupportedStoreFeature, match="learned sparse weights"):
             store.bm25_stats()  # learned collections keep no BM25 statistics
+
+
+@pytest.mark.parametrize("kind", ["memory", "qdrant", "qdrant-edge"])
+def test_dense_sparse_and_token_vectors_in_one_collection(kind, make_store, encoder, corpus, minilm_engine):
+    """BGE-M3's three heads side by side: dense, sparse and ColBERT token vectors, each searchable."""
+    outputs = minilm_engine.encode(CORPUS, pooling_task="token_embed")
+    tokens = [np.asarray(o.outputs.data, dtype=np.float32) for o in outputs]
+    tokens = [t / np.linalg.norm(t, axis=1, keepdims=True) for t in tokens]
+    three = CollectionSpec(**{**spec().__dict__, "multivector_dimension": 384})
+    store = make_store(kind)
+    store.ensure_collection(three)
+    with pytest.raises(InvalidInputError, match="token vectors"):
+        store.upsert(records(corpus)[:1])  # no token vectors for a collection with that field
+    full = [
+        ChunkRecord(r.id, r.vector, r.payload, r.sparse, t)
+        for r, t in zip(records(corpus), tokens, strict=True)
+    ]
+    store.upsert(full)
+    store.upsert(full)  # idempotent
+    assert store.count() == len(CORPUS)
+    query = tokens[6][:5]  # a few token vectors of the Okonkwo sentence
+    for filter in (None, {"topic": ["bees", "sea"]}):
+        allowed = [i for i in range(len(CORPUS)) if filter is None or TOPICS[i] in filter["topic"]]
+        expected = {chunk_id(i): float((query @ tokens[i].T).max(axis=1).sum()) for i in allowed}
+        hits = store.search_multivector(query, 3, filter)
+        best = sorted(expected.values(), reverse=True)[:3]
+        assert [h.score for h in hits] == pytest.approx(best, rel=1e-4)
+        assert hits[0].id == chunk_id(6)
+        assert all(h.score == pytest.approx(expected[h.id], rel=1e-4) for h in hits)
+    dense_hits = store.search(corpus[0][3], 1)
+    assert dense_hits[0].id == chunk_id(3)
+    np.testing.assert_allclose(store.fetch_vectors([chunk_id(3)])[chunk_id(3)], corpus[0][3], atol=1e-5)
+    sparse = encoder.encode_queries(["waggle dance"])[0]
+    assert store.search_sparse(sparse, 1)[0].id in (chunk_id(2), chunk_id(6))
+    legs = store.search(corpus[0][2], 3), store.search_sparse(sparse, 3)
+    check_fused(store.search_hybrid(corpus[0][2], sparse, 3), by_hand_rrf(*legs), 3)
+    with pytest.raises(CollectionMismatchError, match="token-vector field"):
+        store.ensure_collection(spec())
+
+
+def test_milvus_refuses_token_vectors_next_to_dense(make_store) -> None:
+    three = CollectionSpec(**{**spec().__dict__, "multivector_dimension": 384})
+    with pytest.raises(UnsupportedStoreFeature, match="qdrant"):
+        make_store("milvus").ensure_collection(three)
+    with pytest.raises(InvalidInputError, match="multivector_dimension"):
+        CollectionSpec(**{**spec().__dict__, "multivector_dimension": 0})

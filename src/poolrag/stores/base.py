@@ -52,6 +52,8 @@ class CollectionSpec:
             (Qdrant ``Modifier.IDF``; Milvus from statistics it keeps), so queries carry unit
             weights; ``learned``: model weights (SPLADE, BGE-M3) searched by plain inner product.
             ``None`` (every collection written before sparse support): dense only.
+        multivector_dimension: a ColBERT token-vector field next to the dense one (BGE-M3's third
+            head), searched with ``search_multivector``; Qdrant, Qdrant Edge and memory only.
     """
 
     name: str
@@ -64,6 +66,7 @@ class CollectionSpec:
     quantization: Quantization | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
     sparse: SparseKind | None = None
+    multivector_dimension: int | None = None
 
     def __post_init__(self) -> None:
         if self.sparse is not None and self.sparse not in SPARSE_KINDS:
@@ -74,6 +77,21 @@ class CollectionSpec:
             raise InvalidInputError(
                 "a sparse field goes with the dense layout only (not with ColBERT token vectors)"
             )
+        if self.multivector_dimension is not None and (
+            self.layout != "dense"
+            or isinstance(self.multivector_dimension, bool)
+            or not isinstance(self.multivector_dimension, int)
+            or self.multivector_dimension < 1
+        ):
+            raise InvalidInputError(
+                "multivector_dimension is the size of a token-vector field next to the dense one: a "
+                f"positive integer in a dense-layout collection, got {self.multivector_dimension!r}"
+            )
+
+    @property
+    def named_fields(self) -> bool:
+        """Whether the collection holds more than one vector field (so each field has a name)."""
+        return self.sparse is not None or self.multivector_dimension is not None
 
     def to_metadata(self) -> str:
         data = asdict(self)
@@ -97,6 +115,10 @@ class CollectionSpec:
             problems.append(f"model {stored.model_identity} vs {self.model_identity}")
         if stored.sparse != self.sparse:
             problems.append(f"sparse field {stored.sparse or 'none'} vs {self.sparse or 'none'}")
+        if stored.multivector_dimension != self.multivector_dimension:
+            problems.append(
+                f"token-vector field of size {stored.multivector_dimension} vs {self.multivector_dimension}"
+            )
         if problems:
             raise CollectionMismatchError(
                 f"collection {self.name!r} in {where} holds {stored.dimension}-dimension {stored.layout} "
@@ -108,13 +130,15 @@ class CollectionSpec:
 
 @dataclass
 class ChunkRecord:
-    """One chunk to store: a ``[D]`` vector (dense) or ``[T, D]`` token vectors (multivector), and
-    its sparse vector when the collection has a sparse field (required there; empty is allowed)."""
+    """One chunk to store: a ``[D]`` vector (dense) or ``[T, D]`` token vectors (multivector), its
+    sparse vector when the collection has a sparse field (required there; empty is allowed), and its
+    ``[T, D']`` token vectors when the collection has a token-vector field next to the dense one."""
 
     id: str
     vector: np.ndarray
     payload: dict[str, Any]
     sparse: SparseVector | None = None
+    multivector: np.ndarray | None = None
 
 
 @dataclass
@@ -154,7 +178,8 @@ class VectorStore(Protocol):
         self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
     ) -> list[StoreHit]:
         """ColBERT: chunks by MaxSim of the ``[T, D]`` query token vectors, among those matching
-        ``filter`` (the best ``limit`` matching chunks, not a post-filtered shortlist)."""
+        ``filter`` (the best ``limit`` matching chunks, not a post-filtered shortlist); in a dense
+        collection with a token-vector field, by that field."""
 
     def search_sparse(
         self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None

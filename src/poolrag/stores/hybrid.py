@@ -91,8 +91,10 @@ def check_query_sparse(sparse: object) -> SparseVector:
     return sparse
 
 
-def check_record_sparse(spec: CollectionSpec, record: ChunkRecord) -> None:
-    """A collection with a sparse field needs a sparse vector in every record, one without none."""
+def check_record_fields(spec: CollectionSpec, record: ChunkRecord) -> None:
+    """A record holds exactly the collection's fields: a sparse vector where there is a sparse
+    field, ``[T, D']`` token vectors where there is a token-vector field, and neither elsewhere."""
+    check_record_multivector(spec, record)
     if spec.sparse is not None and not isinstance(record.sparse, SparseVector):
         raise InvalidInputError(
             f"chunk {record.id!r}: collection {spec.name!r} has a {spec.sparse} sparse field, so every "
@@ -101,6 +103,24 @@ def check_record_sparse(spec: CollectionSpec, record: ChunkRecord) -> None:
     if spec.sparse is None and record.sparse is not None:
         raise UnsupportedStoreFeature(
             f"chunk {record.id!r} has a sparse vector, but collection {spec.name!r} has no sparse field"
+        )
+
+
+def check_record_multivector(spec: CollectionSpec, record: ChunkRecord) -> None:
+    size = spec.multivector_dimension
+    if size is None:
+        if record.multivector is not None:
+            raise UnsupportedStoreFeature(
+                f"chunk {record.id!r} has token vectors, but collection {spec.name!r} has no "
+                "token-vector field"
+            )
+        return
+    tokens = None if record.multivector is None else np.asarray(record.multivector)
+    if tokens is None or tokens.ndim != 2 or tokens.shape[1] != size or tokens.shape[0] == 0:
+        shape = None if tokens is None else tokens.shape
+        raise InvalidInputError(
+            f"chunk {record.id!r}: collection {spec.name!r} has a token-vector field of size {size}, "
+            f"so every record needs [tokens, {size}] token vectors, got {shape}"
         )
 
 

@@ -28,7 +28,7 @@ from poolrag.stores.filters import MetadataFilter, check_filter, matches
 from poolrag.stores.hybrid import (
     check_limit,
     check_query_sparse,
-    check_record_sparse,
+    check_record_fields,
     document_frequencies,
     fuse_rankings,
     fusion_weights,
@@ -52,6 +52,7 @@ class InMemoryStore:
         self._spec: CollectionSpec | None = None
         self._records: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
         self._sparse: dict[str, SparseVector] = {}
+        self._tokens: dict[str, np.ndarray] = {}  # the token-vector field next to the dense one
         self._lock = threading.Lock()
         self._packed: tuple[list[str], np.ndarray, np.ndarray] | None = None
 
@@ -81,11 +82,14 @@ class InMemoryStore:
             return
         spec = self._require_spec()
         for record in records:
-            check_record_sparse(spec, record)
+            check_record_fields(spec, record)
         rows = {r.id: (self._checked_vector(spec, r), dict(r.payload)) for r in records}
         with self._lock:
             self._records.update(rows)
             self._sparse.update({r.id: r.sparse for r in records if r.sparse is not None})
+            for r in records:
+                if r.multivector is not None:  # a copy: the caller may reuse its buffer
+                    self._tokens[r.id] = np.array(r.multivector, dtype=np.float32)
             self._packed = None
 
     @staticmethod
@@ -105,6 +109,7 @@ class InMemoryStore:
             for chunk_id in ids:
                 self._records.pop(chunk_id, None)
                 self._sparse.pop(chunk_id, None)
+                self._tokens.pop(chunk_id, None)
             self._packed = None
 
     # -- reads --------------------------------------------------------------------------------------
@@ -146,13 +151,20 @@ class InMemoryStore:
     ) -> list[StoreHit]:
         """Exact MaxSim (per query token its best chunk token, summed) over every matching chunk."""
         spec = self._require_spec()
-        if spec.layout != "multivector":
+        if spec.layout != "multivector" and spec.multivector_dimension is None:
             raise InvalidInputError(f"collection {spec.name!r} holds single vectors; use search")
+        size = spec.multivector_dimension or spec.dimension
         query = np.asarray(vectors, dtype=np.float32)
-        if query.ndim != 2 or query.shape[1] != spec.dimension:
-            raise InvalidInputError(
-                f"query must be a [tokens, {spec.dimension}] matrix, got shape {query.shape}"
-            )
+        if query.ndim != 2 or query.shape[1] != size:
+            raise InvalidInputError(f"query must be a [tokens, {size}] matrix, got shape {query.shape}")
+        if spec.multivector_dimension is not None:  # the token-vector field next to the dense one
+            with self._lock:
+                ids = list(self._tokens)
+                if not ids or len(query) == 0:
+                    return []
+                maxsim = ((query @ self._tokens[i].T).max(axis=1).sum() for i in ids)
+                scores = np.fromiter(maxsim, dtype=np.float64, count=len(ids))
+                return self._top(ids, scores, self._keep(ids, filter), limit)
         with self._lock:
             ids, tokens, starts = self._pack()
             if not ids or len(query) == 0:

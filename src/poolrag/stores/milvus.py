@@ -51,7 +51,7 @@ from poolrag.stores.hybrid import (
     RRF_K,
     check_limit,
     check_query_sparse,
-    check_record_sparse,
+    check_record_fields,
     document_frequencies,
     fuse_rankings,
     fusion_weights,
@@ -224,6 +224,11 @@ class MilvusStore:
     def _create(self, spec: CollectionSpec) -> None:
         from pymilvus import DataType, MilvusClient
 
+        if spec.multivector_dimension is not None:
+            raise UnsupportedStoreFeature(
+                "Milvus stores ColBERT token vectors one row per token, in a collection of their own "
+                "(layout 'multivector'); a token-vector field next to a dense one needs qdrant or qdrant-edge"
+            )
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=True)
         if spec.layout == "multivector":
             schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=96)
@@ -299,7 +304,7 @@ class MilvusStore:
         spec = self.read_spec()
         if spec is not None:
             for record in records:
-                check_record_sparse(spec, record)
+                check_record_fields(spec, record)
         if self._layout() == "multivector":
             # A re-embedded chunk may have fewer tokens than before: clear its old rows first.
             self.delete([r.id for r in records])

@@ -34,7 +34,7 @@ from poolrag.stores.hybrid import (
     RRF_K,
     check_limit,
     check_query_sparse,
-    check_record_sparse,
+    check_record_fields,
     fuse_rankings,
     fusion_weights,
     prefetch_depth,
@@ -49,8 +49,9 @@ T = TypeVar("T")
 
 DEFAULT_PATH = "./poolrag_qdrant"
 _PAGE = 1000
-DENSE_NAME = "dense"  # the named vectors of a collection with a sparse field
+DENSE_NAME = "dense"  # the named vectors of a collection with a sparse or token-vector field
 SPARSE_NAME = "sparse"
+MULTIVECTOR_NAME = "colbert"
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -170,8 +171,15 @@ class QdrantStore:
             size=spec.dimension, distance=models.Distance.COSINE, multivector_config=multivector
         )
         sparse_vectors = None
-        if spec.sparse is not None:
+        if spec.named_fields:
             vectors = {DENSE_NAME: vectors}
+        if spec.multivector_dimension is not None:
+            vectors[MULTIVECTOR_NAME] = models.VectorParams(
+                size=spec.multivector_dimension,
+                distance=models.Distance.COSINE,
+                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+            )
+        if spec.sparse is not None:
             modifier = models.Modifier.IDF if spec.sparse == "bm25" else None
             sparse_vectors = {SPARSE_NAME: models.SparseVectorParams(modifier=modifier)}
         self._call(
@@ -206,9 +214,13 @@ class QdrantStore:
             dense = np.asarray(r.vector, dtype=np.float32).tolist()
             vector: Any = dense
             if spec is not None:
-                check_record_sparse(spec, r)
-                if spec.sparse is not None and r.sparse is not None:
-                    vector = {DENSE_NAME: dense, SPARSE_NAME: _qdrant_sparse(r.sparse)}
+                check_record_fields(spec, r)
+                if spec.named_fields:
+                    vector = {DENSE_NAME: dense}
+                if r.sparse is not None:
+                    vector[SPARSE_NAME] = _qdrant_sparse(r.sparse)
+                if r.multivector is not None:
+                    vector[MULTIVECTOR_NAME] = np.asarray(r.multivector, dtype=np.float32).tolist()
             points.append(models.PointStruct(id=r.id, vector=vector, payload=r.payload))
         self._call(lambda: self._client.upsert(self.collection, points, wait=True), "upsert")
 
@@ -250,7 +262,7 @@ class QdrantStore:
 
     def _dense_using(self) -> str | None:
         spec = self.read_spec()
-        return DENSE_NAME if spec is not None and spec.sparse is not None else None
+        return DENSE_NAME if spec is not None and spec.named_fields else None
 
     def _query(
         self,
@@ -351,6 +363,11 @@ class QdrantStore:
         self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
     ) -> list[StoreHit]:
         """Qdrant applies the filter inside the MaxSim search, so ``limit`` matching chunks come back."""
+        spec = self.read_spec()
+        if spec is not None and spec.multivector_dimension is not None:  # the field next to the dense one
+            return self._query(
+                np.asarray(vectors, dtype=np.float32).tolist(), limit, filter, using=MULTIVECTOR_NAME
+            )
         return self._query(
             np.asarray(vectors, dtype=np.float32).tolist(), limit, filter, params=self._dense_params()
         )

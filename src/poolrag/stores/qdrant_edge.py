@@ -31,7 +31,7 @@ from poolrag.stores.hybrid import (
     RRF_K,
     check_limit,
     check_query_sparse,
-    check_record_sparse,
+    check_record_fields,
     fuse_rankings,
     fusion_weights,
     prefetch_depth,
@@ -49,6 +49,7 @@ _SPEC_FILE = "poolrag.json"
 _PAGE = 1000
 DENSE_NAME = "dense"  # the named vectors of a collection with a sparse field, as in the Qdrant store
 SPARSE_NAME = "sparse"
+MULTIVECTOR_NAME = "colbert"
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -100,15 +101,21 @@ class QdrantEdgeStore:
         params = qe.EdgeVectorParams(
             size=create.dimension, distance=qe.Distance.Cosine, multivector_config=multivector
         )
-        if create.sparse is None:
+        if not create.named_fields:
             config = qe.EdgeConfig(vectors=params, quantization_config=quant)
         else:
-            modifier = qe.Modifier.Idf if create.sparse == "bm25" else None
-            config = qe.EdgeConfig(
-                vectors={DENSE_NAME: params},
-                sparse_vectors={SPARSE_NAME: qe.EdgeSparseVectorParams(modifier=modifier)},
-                quantization_config=quant,
-            )
+            vectors = {DENSE_NAME: params}
+            if create.multivector_dimension is not None:
+                vectors[MULTIVECTOR_NAME] = qe.EdgeVectorParams(
+                    size=create.multivector_dimension,
+                    distance=qe.Distance.Cosine,
+                    multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+                )
+            sparse = None
+            if create.sparse is not None:
+                modifier = qe.Modifier.Idf if create.sparse == "bm25" else None
+                sparse = {SPARSE_NAME: qe.EdgeSparseVectorParams(modifier=modifier)}
+            config = qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse, quantization_config=quant)
         self._shard = self._call(lambda: qe.EdgeShard.create(str(shard_dir), config), "create shard")
 
     # -- collection ---------------------------------------------------------------------------------
@@ -149,9 +156,13 @@ class QdrantEdgeStore:
         for r in records:
             vector: Any = np.asarray(r.vector, dtype=np.float32).tolist()
             if spec is not None:
-                check_record_sparse(spec, r)
-                if spec.sparse is not None and r.sparse is not None:
-                    vector = {DENSE_NAME: vector, SPARSE_NAME: _edge_sparse(r.sparse)}
+                check_record_fields(spec, r)
+                if spec.named_fields:
+                    vector = {DENSE_NAME: vector}
+                if r.sparse is not None:
+                    vector[SPARSE_NAME] = _edge_sparse(r.sparse)
+                if r.multivector is not None:
+                    vector[MULTIVECTOR_NAME] = np.asarray(r.multivector, dtype=np.float32).tolist()
             points.append(qe.Point(r.id, vector, dict(r.payload)))
         self._call(lambda: self._shard.update(qe.UpdateOperation.upsert_points(points)), "upsert")
         self._call(self._shard.flush, "flush")
@@ -194,7 +205,7 @@ class QdrantEdgeStore:
         import qdrant_edge as qe
 
         spec = self.read_spec()
-        using = DENSE_NAME if spec is not None and spec.sparse is not None else None
+        using = DENSE_NAME if spec is not None and spec.named_fields else None
         return qe.Query.Nearest(vector, using=using)
 
     def _run(
@@ -226,8 +237,13 @@ class QdrantEdgeStore:
     def search_multivector(
         self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
     ) -> list[StoreHit]:
-        query = self._dense_query(np.asarray(vectors, dtype=np.float32).tolist())
-        return self._run(query, limit, filter, params=self._dense_params())
+        import qdrant_edge as qe
+
+        tokens = np.asarray(vectors, dtype=np.float32).tolist()
+        spec = self.read_spec()
+        if spec is not None and spec.multivector_dimension is not None:  # the field next to the dense one
+            return self._run(qe.Query.Nearest(tokens, using=MULTIVECTOR_NAME), limit, filter)
+        return self._run(self._dense_query(tokens), limit, filter, params=self._dense_params())
 
     def _sparse_spec(self) -> CollectionSpec:
         spec = self.read_spec()
