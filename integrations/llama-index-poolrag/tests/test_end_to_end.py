@@ -12,7 +12,7 @@ import pytest
 from llama_index.core import Document, Settings, StorageContext, VectorStoreIndex
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.schema import MetadataMode, TextNode
+from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 from llama_index.embeddings.poolrag import PoolragEmbedding
 from llama_index.postprocessor.poolrag_rerank import PoolragRerank
 from llama_index.retrievers.poolrag import PoolragColBERTRetriever
@@ -55,9 +55,16 @@ def cosine_top(engine: Engine, query: str, k: int) -> list[str]:
     return [TEXTS[i] for i in np.argsort(-(docs @ q), kind="stable")[:k]]
 
 
-def rerank_order(engine: Engine, query: str, texts: list[str], top_n: int) -> list[str]:
+def rerank_order(engine: Engine, query: str, nodes: list[NodeWithScore], top_n: int) -> list[str]:
+    """PoolragRerank's default second stage: the nodes' retrieval scores and the cross-encoder's,
+    each z-scored over this query's nodes, mixed half and half."""
+    texts = [n.node.get_content() for n in nodes]
     scores = np.asarray([out.outputs.score for out in engine.score(query, texts)])
-    return [texts[i] for i in np.argsort(-scores, kind="stable")[:top_n]]
+    retrieval = np.asarray([n.score for n in nodes])
+    fused = (
+        0.5 * (retrieval - retrieval.mean()) / retrieval.std() + 0.5 * (scores - scores.mean()) / scores.std()
+    )
+    return [texts[i] for i in np.argsort(-fused, kind="stable")[:top_n]]
 
 
 @pytest.fixture
@@ -92,15 +99,14 @@ def test_vector_store_index_over_qdrant_with_a_reranking_query_engine(
         atol=1e-6,
     )
 
-    candidates = [
-        n.node.get_content() for n in index.as_retriever(similarity_top_k=CANDIDATES).retrieve(QUERY)
-    ]
+    retrieved = index.as_retriever(similarity_top_k=CANDIDATES).retrieve(QUERY)
+    candidates = [n.node.get_content() for n in retrieved]
     assert candidates == cosine_top(minilm_engine, QUERY, CANDIDATES)
 
     engine = index.as_query_engine(similarity_top_k=CANDIDATES, node_postprocessors=[rerank])
     response = engine.query(QUERY)
     assert [n.node.get_content() for n in response.source_nodes] == rerank_order(
-        cross_encoder_engine, QUERY, candidates, 2
+        cross_encoder_engine, QUERY, retrieved, 2
     )
     assert response.source_nodes[0].node.get_content() == TEXTS[QUERIES[QUERY]]
     assert response.source_nodes[0].node.metadata["topic"] == "computing"
@@ -120,8 +126,7 @@ def test_colbert_retriever_and_reranker_in_a_retriever_query_engine(
         ],
     )
     response = engine.query(QUERY)
-    candidates = [n.node.get_content() for n in retriever.retrieve(QUERY)]
     assert [n.node.get_content() for n in response.source_nodes] == rerank_order(
-        cross_encoder_engine, QUERY, candidates, 2
+        cross_encoder_engine, QUERY, retriever.retrieve(QUERY), 2
     )
     assert response.source_nodes[0].node.get_content() == TEXTS[QUERIES[QUERY]]

@@ -1,5 +1,6 @@
-"""PoolragRerank: order and scores equal the engine's, top_n, retrieval scores, metadata mode,
-async, remote and bad input."""
+"""PoolragRerank: order and scores equal the engine's (replace) or its fusion with the nodes'
+retrieval scores (fuse by default, z-scores; by order when nodes come without scores; computed by
+hand here), top_n, retrieval scores, metadata mode, async, remote and bad input."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def engine_scores(engine: Engine, query: str, texts: list[str]) -> np.ndarray:
 def test_keeps_top_n_best_first_with_the_engines_scores(cross_encoder_engine: Engine) -> None:
     nodes = corpus_nodes()
     ranked = PoolragRerank(
-        engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE
+        engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE, second_stage="replace"
     ).postprocess_nodes(nodes, query_str=QUERY)
     scores = engine_scores(cross_encoder_engine, QUERY, TEXTS)
     assert [n.node.node_id for n in ranked] == [f"n{i}" for i in np.argsort(-scores, kind="stable")[:3]]
@@ -41,7 +42,7 @@ def test_keeps_top_n_best_first_with_the_engines_scores(cross_encoder_engine: En
 
 def test_by_default_the_node_is_scored_with_its_embed_metadata(cross_encoder_engine: Engine) -> None:
     nodes = corpus_nodes()
-    ranked = PoolragRerank(engine=cross_encoder_engine, top_n=None).postprocess_nodes(
+    ranked = PoolragRerank(engine=cross_encoder_engine, top_n=None, second_stage="replace").postprocess_nodes(
         nodes, QueryBundle(QUERY)
     )
     texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
@@ -85,3 +86,54 @@ def test_empty_and_bad_input(cross_encoder_engine: Engine) -> None:
         PoolragRerank(engine=cross_encoder_engine, top_n=0)
     with pytest.raises(ValueError, match="Extra inputs"):
         PoolragRerank(engine=cross_encoder_engine, top_k=2)  # a misspelt option is not ignored
+
+
+def _z(values: list[float] | np.ndarray) -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64)
+    return (x - x.mean()) / x.std()
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(-values, kind="stable")
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(1, len(order) + 1)
+    return ranks
+
+
+@pytest.mark.parametrize("weight", [None, 0.8])
+def test_by_default_retrieval_scores_and_the_models_are_mixed_as_z_scores(
+    cross_encoder_engine: Engine, weight: float | None
+) -> None:
+    nodes = corpus_nodes()
+    settings = {} if weight is None else {"rerank_weight": weight}
+    rerank = PoolragRerank(engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE, **settings)
+    share = 0.5 if weight is None else weight
+    raw = engine_scores(cross_encoder_engine, QUERY, TEXTS)
+    expected = (1 - share) * _z([n.score for n in nodes]) + share * _z(raw)
+    order = list(np.argsort(-expected, kind="stable")[:3])
+    for ranked in (
+        rerank.postprocess_nodes(nodes, query_str=QUERY),
+        asyncio.run(rerank.apostprocess_nodes(corpus_nodes(), query_str=QUERY)),
+    ):
+        assert [n.node.node_id for n in ranked] == [f"n{i}" for i in order]
+        np.testing.assert_allclose([n.score for n in ranked], expected[order], atol=1e-6)
+
+
+def test_nodes_without_scores_are_fused_by_their_order(cross_encoder_engine: Engine) -> None:
+    nodes = [NodeWithScore(node=n.node, score=None) for n in corpus_nodes()][::-1]
+    texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+    ranked = PoolragRerank(
+        engine=cross_encoder_engine, top_n=None, metadata_mode=MetadataMode.NONE
+    ).postprocess_nodes(nodes, query_str=QUERY)
+    raw = engine_scores(cross_encoder_engine, QUERY, texts)
+    expected = 1 / (60 + np.arange(1, len(nodes) + 1)) + 1 / (60 + _ranks(raw))
+    order = list(np.argsort(-expected, kind="stable"))
+    assert [n.node.node_id for n in ranked] == [nodes[i].node.node_id for i in order]
+    np.testing.assert_allclose([n.score for n in ranked], expected[order], atol=1e-12)
+
+
+def test_second_stage_settings_are_checked(cross_encoder_engine: Engine) -> None:
+    with pytest.raises(ValueError, match="less than or equal to 1"):
+        PoolragRerank(engine=cross_encoder_engine, rerank_weight=1.5)
+    with pytest.raises(ValueError, match="second_stage"):
+        PoolragRerank(engine=cross_encoder_engine, second_stage="mix")

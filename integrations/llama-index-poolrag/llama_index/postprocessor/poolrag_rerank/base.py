@@ -3,6 +3,11 @@
 Use it as a query engine's ``node_postprocessors``. All (query, node) pairs are scored in one
 engine call: a cross-encoder reads each pair jointly, an embedding model uses cosine, a ColBERT
 model MaxSim.
+
+By default the model's scores are fused with the retriever's (``second_stage="fuse"``): each
+node's retrieval score and the model's are z-scored over the query's nodes and mixed
+(``rerank_weight`` is the model's share); nodes that arrive without scores are fused by order
+(reciprocal rank). ``second_stage="replace"`` ranks by the model alone.
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field
 
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.adapter_calls import Ranked, arerank, rerank
+from poolrag.frameworks.adapter_calls import arerank, rerank
 from poolrag.frameworks.fields import BackendFields
+from poolrag.frameworks.ranking import Ranked, SecondStageFields
 
 RETRIEVAL_SCORE_KEY = "retrieval_score"
 
 
-class PoolragRerank(BackendFields, BaseNodePostprocessor):
-    """Keep the ``top_n`` nodes most relevant to the query, best first, scored by the model.
+class PoolragRerank(BackendFields, SecondStageFields, BaseNodePostprocessor):
+    """Keep the ``top_n`` nodes most relevant to the query, best first; each node's score is the final
+    (by default fused) score.
 
     Example:
         .. code-block:: python
@@ -49,23 +56,49 @@ class PoolragRerank(BackendFields, BaseNodePostprocessor):
 
     def _scored(self, nodes: list[NodeWithScore], ranked: list[Ranked]) -> list[NodeWithScore]:
         out = []
-        for i, score in ranked:
-            node = nodes[i].node
+        for r in ranked:
+            node = nodes[r.index].node
             if self.keep_retrieval_score:  # a copy: the retriever's nodes stay as they were
                 node = node.model_copy(
-                    update={"metadata": {**node.metadata, RETRIEVAL_SCORE_KEY: nodes[i].score}}
+                    update={"metadata": {**node.metadata, RETRIEVAL_SCORE_KEY: nodes[r.index].score}}
                 )
-            out.append(NodeWithScore(node=node, score=score))
+            out.append(NodeWithScore(node=node, score=r.score))
         return out
+
+    @staticmethod
+    def _first_stage_scores(nodes: list[NodeWithScore]) -> list[float] | None:
+        """The retriever's scores, or None (fuse by order) when any node came without one."""
+        scores = [n.score for n in nodes]
+        return None if any(s is None for s in scores) else [float(s) for s in scores]
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         query, texts = self._query_and_texts(nodes, query_bundle)
-        return self._scored(nodes, rerank(self.backend, query, texts, self._params(), self.top_n))
+        ranked = rerank(
+            self.backend,
+            query,
+            texts,
+            self._params(),
+            self.top_n,
+            self._first_stage_scores(nodes),
+            self.second_stage,
+            self.rerank_weight,
+        )
+        return self._scored(nodes, ranked)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         query, texts = self._query_and_texts(nodes, query_bundle)
-        return self._scored(nodes, await arerank(self.backend, query, texts, self._params(), self.top_n))
+        ranked = await arerank(
+            self.backend,
+            query,
+            texts,
+            self._params(),
+            self.top_n,
+            self._first_stage_scores(nodes),
+            self.second_stage,
+            self.rerank_weight,
+        )
+        return self._scored(nodes, ranked)
