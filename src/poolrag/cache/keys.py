@@ -23,6 +23,8 @@ def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> byte
     """Digest of the model and every setting that changes the vector for a given text."""
     per_call = asdict(params)
     per_call.pop("dimensions")  # full vectors are cached; sizes are cut on the way out
+    if per_call.get("max_active_dims") is None:  # added later: unset, it must not move existing keys
+        per_call.pop("max_active_dims", None)
     description = {
         "v": KEY_VERSION,
         "model": facts.model_identity,
