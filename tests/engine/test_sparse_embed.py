@@ -70,6 +70,24 @@ def test_splade_matches_sentence_transformers(
         np.testing.assert_allclose(_dense(vector, expected.size), expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("strategy", ["max", "sum"])
+def test_splade_batches_larger_than_one_logits_chunk(
+    splade_folders: Callable[..., Path], strategy: str
+) -> None:
+    """A forward batch of more tokens than the pooler holds vocabulary logits for (2**26 floats:
+    2,199 tokens over this 30,522-word vocabulary) is pooled in several chunks, exactly the same."""
+    folder = splade_folders(strategy)
+    texts = [f"item {i}: {SENTENCES[3]}" for i in range(120)]
+    engine = Engine(folder, max_batch_tokens=8192)
+    assert sum(len(engine.tokenize(t)) for t in texts) > 2 * 2199
+    before = engine.core_stats.batches
+    vectors = engine.sparse_embed(texts)
+    assert engine.core_stats.batches - before < 3  # so some batch spans more than one chunk
+    for vector, expected in zip(vectors, _sentence_transformers(folder, texts), strict=True):
+        np.testing.assert_array_equal(vector.indices, np.flatnonzero(expected))
+        np.testing.assert_allclose(_dense(vector, expected.size), expected, atol=1e-5, rtol=1e-5)
+
+
 def test_splade_max_active_dims_matches_sentence_transformers(splade_folders: Callable[..., Path]) -> None:
     folder = splade_folders()
     reference = _sentence_transformers(folder, UNIQUE, max_active_dims=7)

@@ -323,7 +323,14 @@ def _splade_heads(ctx: _HeadContext) -> _TaskHeads:
     assert ctx.mlm_head is not None
     splade = ctx.spec.splade or SpladeSpec()  # a bare ForMaskedLM with pooling_type SPLADE: max, relu
     return _TaskHeads(
-        {"sparse_embed": SpladePooler(ctx.mlm_head, splade.pooling_strategy, splade.activation_function)}
+        {
+            "sparse_embed": SpladePooler(
+                ctx.mlm_head,
+                int(ctx.spec.hf_config.vocab_size),
+                splade.pooling_strategy,
+                splade.activation_function,
+            )
+        }
     )
 
 

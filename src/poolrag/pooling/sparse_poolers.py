@@ -7,6 +7,7 @@ A sparse result leaves the pooler as a record array of :data:`~poolrag.outputs.S
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,42 +31,77 @@ def sparse_entries(indices: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _top_weights(pooled: torch.Tensor, max_active_dims: int | None) -> np.ndarray:
-    """The non-zero entries of one vocabulary-sized vector (the ``max_active_dims`` largest)."""
-    ids = torch.nonzero(pooled > 0).squeeze(1)
-    values = pooled[ids]
-    if max_active_dims is not None and ids.numel() > max_active_dims:
-        values, order = values.topk(max_active_dims)
-        ids = ids[order]
-        ids, order = ids.sort()
-        values = values[order]
-    return sparse_entries(ids.cpu().numpy(), to_numpy(values))
+# Vocabulary logits held at once by SPLADE pooling: 2**26 floats (256 MB in fp32), e.g. 2,200 tokens
+# over BERT's 30k vocabulary; a single longer sequence still runs, alone.
+_LOGITS_BUDGET = 2**26
+
+
+def _keep_largest(pooled: torch.Tensor, k: int) -> torch.Tensor:
+    """``pooled`` with all but its ``k`` largest weights set to zero."""
+    values, ids = pooled.topk(min(k, pooled.numel()))
+    return torch.zeros_like(pooled).index_copy_(0, ids, values)
+
+
+def _entries_of_rows(pooled: torch.Tensor) -> list[np.ndarray]:
+    """The non-zero entries of each row of ``[B, V]`` weights, with one device-to-host copy."""
+    rows, ids = torch.nonzero(pooled > 0, as_tuple=True)  # row-major: ids sorted within a row
+    values = to_numpy(pooled[rows, ids])
+    counts = np.bincount(rows.cpu().numpy(), minlength=pooled.shape[0])
+    host_ids = ids.cpu().numpy()
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return [sparse_entries(host_ids[a:b], values[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
 class SpladePooler:
     """SPLADE: the MLM head on every token, ``log(1 + relu(logits))`` (twice ``log1p`` for
-    ``log1p_relu``), reduced over the tokens by ``max`` or ``sum``.
+    ``log1p_relu``), reduced over each sequence's tokens by ``max`` or ``sum``.
 
-    One sequence at a time, so the ``[tokens, vocabulary]`` logits of a whole batch are never
-    held at once (a 16k-token batch over a 30k vocabulary would be 2 GB in fp32).
+    Consecutive sequences are pooled together up to a budget of logits, so a batch's whole
+    ``[tokens, vocabulary]`` matrix is never held at once (a 16k-token batch over a 30k vocabulary
+    would be 2 GB in fp32) and short texts still share one head matmul.
     """
 
-    def __init__(self, mlm_head: nn.Module, pooling_strategy: str, activation_function: str) -> None:
+    def __init__(
+        self, mlm_head: nn.Module, vocab_size: int, pooling_strategy: str, activation_function: str
+    ) -> None:
         self.mlm_head = mlm_head
+        self.rows_per_chunk = max(1, _LOGITS_BUDGET // vocab_size)
         self.reduce_max = pooling_strategy == "max"
         self.twice = activation_function == "log1p_relu"
 
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
         tokens = output.tokens
         assert tokens is not None
+        lengths = tokens.lengths.tolist()
+        budget = self.rows_per_chunk
         results: list[np.ndarray] = []
-        for rows, request in zip(tokens.split(), requests, strict=True):
-            weights = torch.log1p(torch.relu(self.mlm_head(rows).float()))
-            if self.twice:
-                weights = torch.log1p(weights)
-            pooled = weights.amax(0) if self.reduce_max else weights.sum(0)
-            results.append(_top_weights(pooled, request.params.max_active_dims))
+        first, row = 0, 0
+        while first < len(lengths):
+            last, rows = first, 0
+            while last < len(lengths) and (last == first or rows + lengths[last] <= budget):
+                rows += lengths[last]
+                last += 1
+            pooled = self._pool(tokens.states[row : row + rows], lengths[first:last])
+            for i, request in enumerate(requests[first:last]):
+                if request.params.max_active_dims is not None:
+                    pooled[i] = _keep_largest(pooled[i], request.params.max_active_dims)
+            results += _entries_of_rows(pooled)
+            first, row = last, row + rows
         return results
+
+    def _pool(self, states: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+        """``[len(lengths), V]`` pooled weights of consecutive sequences."""
+        weights = torch.log1p(torch.relu(self.mlm_head(states).float()))
+        if self.twice:
+            weights = torch.log1p(weights)
+        segment = torch.repeat_interleave(
+            torch.arange(len(lengths), device=states.device),
+            torch.tensor(lengths, device=states.device),
+        )
+        pooled = torch.zeros((len(lengths), weights.shape[-1]), dtype=weights.dtype, device=weights.device)
+        if self.reduce_max:  # weights are >= 0, so the zeros it starts from never win
+            return pooled.index_reduce_(0, segment, weights, "amax", include_self=True)
+        return pooled.index_add_(0, segment, weights)
 
 
 class LexicalHeadsPooler:
