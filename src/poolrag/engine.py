@@ -1,4 +1,5 @@
-"""The offline API: ``Engine.embed / classify / score / reward / encode``.
+"""The offline API: ``Engine.embed / classify / score / reward / encode``, plus ``sparse_embed``
+and ``encode_multi`` (dense + sparse + ColBERT from one pass) for hybrid search.
 
 Named and shaped like vLLM's ``LLM`` pooling methods. The engine only validates and shapes
 requests and results; tokenisation, batching, the forward pass and pooling live in the layers

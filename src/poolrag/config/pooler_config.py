@@ -19,6 +19,8 @@ class PoolerConfig:
     Mirrors vLLM's ``pooler_config`` keys so configurations carry over. ``enable_chunked_processing``
     embeds inputs longer than the model's window in window-sized chunks (their pooled vectors
     averaged, weighted by token count); ``max_embed_len`` caps the length such inputs may have.
+    ``pooling_type="SPLADE"`` makes a plain ``*ForMaskedLM`` folder a SPLADE sparse encoder (max of
+    ``log(1 + relu(MLM logits))``), as a sentence-transformers ``SpladePooling`` module would.
     """
 
     pooling_type: PoolingType | None = None
