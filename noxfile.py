@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "base_install", "first_hour", "tests", "langchain", "llamaindex"]
+nox.options.sessions = ["lint", "base_install", "first_hour", "tests", "ray", "langchain", "llamaindex"]
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
 
@@ -43,7 +43,21 @@ def tests(session: nox.Session) -> None:
     session.install(*CPU_TORCH, "-e", ".[test,notebooks,server,milvus,qdrant,qdrant-edge]")
     session.run("python", "scripts/build_test_assets.py")
     # test_base_install.py asserts what a user without extras sees: it runs in base_install
-    session.run("pytest", "tests", "--ignore=tests/first_hour/test_base_install.py", *session.posargs)
+    session.run(
+        "pytest",
+        "tests",
+        "--ignore=tests/first_hour/test_base_install.py",
+        "--ignore=tests/scaleout",  # the ray session's
+        *session.posargs,
+    )
+
+
+@nox.session(python="3.11")
+def ray(session: nox.Session) -> None:
+    """Ingestion on Ray Data and replicas on Ray Serve, on a local 2-CPU Ray cluster."""
+    session.install(*CPU_TORCH, "-e", ".[test,server,milvus,qdrant,ray]")
+    session.run("python", "scripts/build_test_assets.py")
+    session.run("pytest", "tests/scaleout", *session.posargs)
 
 
 def _partner_package(session: nox.Session, folder: str) -> None:

@@ -34,6 +34,7 @@ against this list and fails on any arrow up and on any module not placed here::
     ingest: files to chunks to vectors to a store, resumable
     evaluation: retrieval quality on BEIR-style datasets
     server: the OpenAI/vLLM-compatible HTTP server
+    scaleout: ingestion and serving replicas on a Ray cluster
     cli: the ``poolrag`` command
 """
 

@@ -17,6 +17,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "milvus": ("pymilvus", "milvus_lite"),
     "qdrant": ("qdrant_client",),
     "qdrant-edge": ("qdrant_edge",),
+    "ray": ("ray",),
 }
 
 

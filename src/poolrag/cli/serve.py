@@ -92,6 +92,23 @@ def register(subparsers: Any) -> None:
     net.add_argument("--header-timeout", type=float, default=10.0, help="seconds to send request headers")
     net.add_argument("--body-timeout", type=float, default=30.0, help="seconds to send a request body (408)")
     net.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    scale = parser.add_argument_group("scaling out (the ray extra)")
+    scale.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="serve replicas on Ray Serve: join the cluster at ADDRESS (e.g. auto, ray://head:10001), "
+        "or start one on this machine when no ADDRESS is given",
+    )
+    scale.add_argument(
+        "--replicas",
+        type=_replica_count,
+        default="auto",
+        metavar="N|auto",
+        help="with --ray: N replicas, or auto: 1 up to one per GPU (or per CPU), scaled on requests "
+        "in flight (default auto)",
+    )
 
     eng = parser.add_argument_group("engine")
     eng.add_argument("--model", dest="model_option", metavar="MODEL", help="the model, as vLLM's flag")
@@ -148,6 +165,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def _replica_count(text: str) -> int | str:
+    return "auto" if text == "auto" else _positive_int(text)
+
+
 def _runner(text: str) -> str:
     if text == "generate":
         raise argparse.ArgumentTypeError("poolrag serves pooling models only; use vLLM to generate text")
@@ -188,8 +209,7 @@ def run(args: argparse.Namespace) -> int:
             header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout,
         )
-        engine = Engine(
-            args.model,
+        engine_options: dict[str, Any] = dict(
             task=args.task,
             dtype=args.dtype,
             device=args.device,
@@ -204,10 +224,26 @@ def run(args: argparse.Namespace) -> int:
             score_template=args.score_template,
             quantization=args.quantization,
         )
+        if args.ray is not None:
+            return _serve_on_ray(args, settings, engine_options)
+        engine = Engine(args.model, **engine_options)
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
         logger.warning("listening on %s without an API key: anyone who can reach it can use it", args.host)
     serve(engine, settings, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _serve_on_ray(args: argparse.Namespace, settings: Any, engine_options: dict[str, Any]) -> int:
+    """The same app as replicas on Ray Serve; blocks until interrupted."""
+    if not require_extra("serve --ray", "ray"):
+        return EXIT_MISSING_EXTRA
+    from poolrag.scaleout.cluster import connect
+    from poolrag.scaleout.ray_serve import ReplicaPlan, serve_on_ray
+
+    plan = ReplicaPlan(replicas=None if args.replicas == "auto" else args.replicas)
+    connect(args.ray)
+    serve_on_ray(args.model, engine_options, settings, plan, host=args.host, port=args.port)
     return 0

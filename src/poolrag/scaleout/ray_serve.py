@@ -1,0 +1,130 @@
+"""``poolrag serve`` as a Ray Serve deployment: replicas of the same FastAPI app behind Ray's proxy.
+
+Each replica builds its own :class:`~poolrag.Engine` and the app :func:`poolrag.server.app.create_app`
+makes for one process, so the HTTP API, its limits and its errors are exactly those of
+``poolrag serve``; Ray adds the routing between replicas. A replica takes one GPU when the
+cluster has GPUs (so replicas = GPUs at most), else a share of CPU cores. Replica count is fixed
+(``replicas``) or follows load: Ray Serve's autoscaler adds replicas while each has more than
+``target_ongoing_requests`` requests in flight, up to ``max_replicas``.
+
+Per-replica state stays per replica: the admission queue (``--max-queue``) and ``/metrics`` count
+one replica's requests. Without Ray, the same result is several ``poolrag serve`` processes
+behind any HTTP load balancer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+
+from poolrag.errors import InvalidInputError
+from poolrag.server.settings import ServerSettings
+
+logger = logging.getLogger(__name__)
+
+APP_NAME = "poolrag"
+
+
+@serve.ingress()
+class PoolragReplica:
+    """One replica: an engine and the app serving it (built on the replica, after the engine)."""
+
+    def __init__(self, model: str, engine_options: Mapping[str, Any], settings: ServerSettings) -> None:
+        from poolrag.engine import Engine
+
+        self.engine = Engine(model, **dict(engine_options))
+        self.settings = settings
+
+    def __serve_build_asgi_app__(self) -> Any:
+        from poolrag.server.app import create_app
+
+        return create_app(self.engine, self.settings)
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    """How many replicas and what each reserves.
+
+    Args:
+        replicas: a fixed count, or ``None`` to autoscale between 1 and ``max_replicas``.
+        max_replicas: autoscaling ceiling (``None``: one per GPU, or CPUs / ``cpus_per_replica``).
+        target_ongoing_requests: requests in flight per replica the autoscaler aims for.
+        gpus_per_replica: ``None``: 1 when the cluster has GPUs, else 0.
+        cpus_per_replica: CPU cores each replica reserves (its torch threads).
+    """
+
+    replicas: int | None = 1
+    max_replicas: int | None = None
+    target_ongoing_requests: float = 8.0
+    gpus_per_replica: float | None = None
+    cpus_per_replica: float = 1.0
+
+    def deployment_options(self, cluster: Mapping[str, float]) -> dict[str, Any]:
+        """Ray Serve deployment options on a cluster with these resources."""
+        gpus = self.gpus_per_replica
+        if gpus is None:
+            gpus = 1.0 if cluster.get("GPU", 0) >= 1 else 0.0
+        actor = {"num_cpus": self.cpus_per_replica, "num_gpus": gpus}
+        if self.replicas is not None:
+            if self.replicas < 1:
+                raise InvalidInputError("replicas must be at least 1")
+            return {"num_replicas": self.replicas, "ray_actor_options": actor}
+        ceiling = self.max_replicas
+        if ceiling is None:
+            per = gpus if gpus else self.cpus_per_replica
+            ceiling = max(int(cluster.get("GPU" if gpus else "CPU", 1) // per), 1)
+        return {
+            "autoscaling_config": {
+                "min_replicas": 1,
+                "max_replicas": ceiling,
+                "target_ongoing_requests": self.target_ongoing_requests,
+            },
+            "ray_actor_options": actor,
+        }
+
+
+def build_application(
+    model: str,
+    engine_options: Mapping[str, Any],
+    settings: ServerSettings,
+    plan: ReplicaPlan,
+    cluster: Mapping[str, float],
+) -> Application:
+    """The deployment of ``model`` with ``plan``'s replicas, ready for :func:`ray.serve.run`."""
+    options = plan.deployment_options(cluster)
+    engine_options = dict(engine_options)
+    deployment = serve.deployment(
+        PoolragReplica,
+        name=APP_NAME,
+        # the proxy's admission cap per replica matches the app's own queue limit
+        max_ongoing_requests=settings.max_queue,
+        **options,
+    )
+    logger.info("ray serve: %s with %s", model, options)
+    return deployment.bind(model, engine_options, settings)
+
+
+def serve_on_ray(
+    model: str,
+    engine_options: Mapping[str, Any],
+    settings: ServerSettings,
+    plan: ReplicaPlan,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    blocking: bool = True,
+) -> None:
+    """Deploy on the connected cluster (``ray.init`` first) and answer HTTP on ``host:port``.
+
+    ``blocking``: wait until interrupted (the CLI), else return once the replicas are ready.
+    """
+    import ray
+
+    serve.start(http_options={"host": host, "port": port})
+    app = build_application(model, engine_options, settings, plan, ray.cluster_resources())
+    serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking)

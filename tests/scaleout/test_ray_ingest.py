@@ -1,0 +1,179 @@
+"""Ingestion on a local 2-CPU Ray cluster writes what the single-process pipeline writes.
+
+Same ids, sources and vectors (1e-6) in Milvus Lite and Qdrant local mode; the actors consult the
+embedding cache the driver fills; a re-run adds nothing; an actor killed mid-run changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ray import cloudpickle
+
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
+from poolrag.scaleout.ray_ingest import ChunkEmbedder, EngineRecipe, RayIngestOptions, ingest_on_ray
+from poolrag.stores import open_store
+
+# The test's actor class travels to the workers by value (they cannot import this test module).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+CHUNK_TOKENS, OVERLAP = 48, 8
+WORDS = [
+    "honey",
+    "tide",
+    "bread",
+    "rust",
+    "chess",
+    "orbit",
+    "lantern",
+    "meadow",
+    "copper",
+    "violin",
+    "glacier",
+    "harbour",
+]
+
+
+def write_corpus(root: Path, files: int = 12) -> Path:
+    """Files of several paragraphs each, so every file is cut into a few chunks."""
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(files):
+        paragraphs = [
+            " ".join(f"{WORDS[(n + p + k) % len(WORDS)]}{k % 7}" for k in range(30 + 5 * p)) + "."
+            for p in range(3)
+        ]
+        (root / f"doc{n:02d}.md").write_text(f"# Document {n}\n\n" + "\n\n".join(paragraphs))
+    return root
+
+
+def location(kind: str, root: Path) -> dict[str, str]:
+    return {"uri": str(root / "milvus.db")} if kind == "milvus" else {"path": str(root / "qdrant")}
+
+
+def contents(store) -> dict[str, tuple[str, np.ndarray]]:
+    sources = store.list_sources()
+    vectors = store.fetch_vectors(list(sources))
+    return {cid: (source, vectors[cid]) for cid, source in sources.items()}
+
+
+def assert_same(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for cid, (source, vector) in want.items():
+        assert got[cid][0] == source
+        np.testing.assert_allclose(got[cid][1], vector, atol=1e-6, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def recipe(minilm_path: Path) -> EngineRecipe:
+    return EngineRecipe(str(minilm_path), chunk_tokens=CHUNK_TOKENS, overlap=OVERLAP)
+
+
+@pytest.fixture(scope="module")
+def single_process(minilm_engine, corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """What one process writes (into Qdrant local; the stores agree on ids and vectors)."""
+    root = tmp_path_factory.mktemp("single")
+    store = open_store("qdrant", "docs", path=str(root / "qdrant"))
+    chunker = TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, CHUNK_TOKENS, OVERLAP)
+    pipeline = IngestPipeline(
+        store,
+        DenseEncoder(CachedEmbedder(minilm_engine, None)),
+        chunker,
+        checkpoint_dir=root / "ck",
+        progress=False,
+    )
+    report = pipeline.run(read_paths([corpus]))
+    assert report.upserted == report.chunks > len(list(corpus.iterdir()))  # several chunks per file
+    try:
+        return contents(store)
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache") / "embeddings.sqlite"
+
+
+@pytest.fixture(scope="module")
+def qdrant_run(ray_cluster, recipe, corpus, single_process, shared_cache, tmp_path_factory) -> dict:
+    """Ray into Qdrant local with an empty cache: everything is computed, and the driver caches it."""
+    root = tmp_path_factory.mktemp("ray-qdrant")
+    store = open_store("qdrant", "docs", **location("qdrant", root))
+    with EmbeddingCache(shared_cache) as cache:
+        report = ingest_on_ray(
+            read_paths([corpus]), store, recipe, cache=cache, options=RayIngestOptions(workers=2)
+        )
+        cached = len(cache)
+    return {"store": store, "report": report, "cached": cached, "root": root}
+
+
+def test_qdrant_local_gets_the_single_process_ids_and_vectors(qdrant_run, single_process) -> None:
+    report = qdrant_run["report"]
+    assert report.chunks == report.upserted == report.embedded == len(single_process)
+    assert report.documents == 12 and report.chunks_existing == 0 and report.deleted == 0
+    assert qdrant_run["cached"] == len(single_process)  # the driver stored what the actors computed
+    assert_same(contents(qdrant_run["store"]), single_process)
+
+
+def test_a_rerun_adds_nothing(qdrant_run, recipe, corpus, single_process, shared_cache) -> None:
+    store = qdrant_run["store"]
+    with EmbeddingCache(shared_cache) as cache:
+        report = ingest_on_ray(read_paths([corpus]), store, recipe, cache=cache)
+    assert report.chunks == report.chunks_existing == len(single_process)
+    assert report.upserted == report.embedded == report.deleted == 0
+    assert_same(contents(store), single_process)
+
+
+def test_milvus_lite_from_the_cache_the_actors_consult(
+    qdrant_run, recipe, corpus, single_process, shared_cache, tmp_path: Path
+) -> None:
+    store = open_store("milvus", "docs", **location("milvus", tmp_path))
+    try:
+        with EmbeddingCache(shared_cache) as cache:
+            report = ingest_on_ray(
+                read_paths([corpus]), store, recipe, cache=cache, options=RayIngestOptions(workers=2)
+            )
+        assert report.upserted == len(single_process)
+        assert report.embedded == 0  # every vector came from the cache file, none from the model
+        assert_same(contents(store), single_process)
+    finally:
+        store.close()
+
+
+class DiesOnce(ChunkEmbedder):
+    """Exits its process on the first batch any actor of the job gets, once (a file is the flag)."""
+
+    flag = ""
+
+    def __call__(self, batch):
+        try:
+            os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return super().__call__(batch)
+        os._exit(1)
+
+
+def test_a_killed_actor_changes_nothing(ray_cluster, recipe, corpus, single_process, tmp_path: Path) -> None:
+    flag = tmp_path / "died"
+    actor = type("DiesOnceHere", (DiesOnce,), {"flag": str(flag)})
+    store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
+    try:
+        report = ingest_on_ray(
+            read_paths([corpus]), store, recipe, options=RayIngestOptions(workers=2), embedder_class=actor
+        )
+        assert flag.exists()  # an actor did die mid-run
+        assert report.upserted == report.chunks == len(single_process)
+        assert store.count() == len(single_process)
+        assert_same(contents(store), single_process)
+    finally:
+        store.close()

@@ -1,0 +1,72 @@
+"""A Ray Serve deployment with two replicas on a local 2-CPU cluster answers like ``poolrag serve``.
+
+Ray reports both replicas running; concurrent requests through its proxy get the offline engine's
+vectors, and the endpoints answer (and refuse) as the single-process server does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from ray import serve
+
+from poolrag.scaleout.ray_serve import APP_NAME, ReplicaPlan, serve_on_ray
+from poolrag.server.settings import ServerSettings
+
+TEXTS = [f"request {n}: {' '.join(['honeybees dance'] * (1 + n % 5))}" for n in range(24)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(ray_cluster, minilm_path: Path) -> Iterator[str]:
+    port = free_port()
+    settings = ServerSettings(served_model_names=("minilm",))
+    plan = ReplicaPlan(replicas=2, cpus_per_replica=1.0)
+    serve_on_ray(str(minilm_path), {}, settings, plan, host="127.0.0.1", port=port, blocking=False)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+
+
+def test_two_replicas_are_running(served: str) -> None:
+    status = serve.status().applications[APP_NAME]
+    replicas = status.deployments[APP_NAME].replica_states
+    assert status.status == "RUNNING" and replicas.get("RUNNING") == 2
+
+
+def test_concurrent_requests_get_the_offline_engines_vectors(served: str, minilm_engine) -> None:
+    async def ask(client: httpx.AsyncClient, text: str) -> list[float]:
+        response = await client.post("/v1/embeddings", json={"model": "minilm", "input": text})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["model"] == "minilm"
+        return body["data"][0]["embedding"]
+
+    async def all_at_once() -> list[list[float]]:
+        async with httpx.AsyncClient(base_url=served, timeout=120) as client:
+            return await asyncio.gather(*(ask(client, t) for t in TEXTS))
+
+    got = np.array(asyncio.run(all_at_once()), dtype=np.float32)
+    want = minilm_engine.embed_array(TEXTS)
+    np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
+
+
+def test_the_same_http_api(served: str) -> None:
+    with httpx.Client(base_url=served, timeout=60) as client:
+        assert client.get("/health").status_code == 200
+        models = client.get("/v1/models").json()
+        assert [card["id"] for card in models["data"]] == ["minilm"]
+        bad = client.post("/v1/embeddings", json={"model": "minilm", "input": []})
+        assert bad.status_code == 400 and "error" in bad.json()
