@@ -1,0 +1,84 @@
+"""``poolrag ingest ... --ray [ADDRESS]``: the ingest command's flags, run on a Ray cluster.
+
+Kept beside :mod:`poolrag.cli.ingest` so that command only branches here: the same documents,
+store, cache and model flags, with the embedding done by :mod:`poolrag.scaleout.ray_ingest`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from poolrag.cache import EmbeddingCache
+    from poolrag.ingest.pipeline import IngestReport
+    from poolrag.stores.base import VectorStore
+
+
+def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scaling out (the ray extra)")
+    group.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="embed on Ray Data actors: join the cluster at ADDRESS (auto, ray://head:10001), or start "
+        "one on this machine when no ADDRESS is given; put it after the paths or write --ray=ADDRESS",
+    )
+    group.add_argument(
+        "--ray-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --ray: embedding actors, each with its own engine (one GPU each where there are GPUs)",
+    )
+
+
+def refuse_unsupported(args: argparse.Namespace) -> None:
+    """Flags the Ray path does not honour, refused before anything loads."""
+    from poolrag.errors import InvalidInputError
+
+    if args.hybrid:
+        raise InvalidInputError("--hybrid is not available with --ray yet; ingest hybrid without --ray")
+    if args.checkpoint:
+        raise InvalidInputError("--ray keeps no checkpoint (a re-run skips stored chunks); drop --checkpoint")
+    if args.ray_workers < 1:
+        raise InvalidInputError("--ray-workers must be at least 1")
+
+
+def ingest_on_ray_from_args(
+    args: argparse.Namespace,
+    documents: Iterable[Any],
+    skipped: Sequence[Any],
+    store: VectorStore,
+    cache: EmbeddingCache | None,
+    model: str,
+    model_options: dict[str, Any],
+    load_options: dict[str, Any],
+) -> IngestReport:
+    import ray
+
+    from poolrag.scaleout.cluster import connect
+    from poolrag.scaleout.ray_ingest import EngineRecipe, RayIngestOptions, ingest_on_ray
+
+    connect(args.ray)
+    ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
+    recipe = EngineRecipe(
+        model,
+        engine_options=model_options | load_options,
+        dimensions=args.dimensions,
+        chunk_tokens=args.chunk_tokens,
+        overlap=args.overlap,
+    )
+    return ingest_on_ray(
+        documents,
+        store,
+        recipe,
+        cache=cache,
+        options=RayIngestOptions(workers=args.ray_workers, write_batch=args.batch_size),
+        quantization=args.quantization,
+        model_options=model_options,
+        prune=args.prune,
+        skipped=skipped,
+    )
