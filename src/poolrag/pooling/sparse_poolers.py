@@ -94,14 +94,8 @@ class SpladePooler:
         weights = torch.log1p(torch.relu(self.mlm_head(states).float()))
         if self.twice:
             weights = torch.log1p(weights)
-        segment = torch.repeat_interleave(
-            torch.arange(len(lengths), device=states.device),
-            torch.tensor(lengths, device=states.device),
-        )
-        pooled = torch.zeros((len(lengths), weights.shape[-1]), dtype=weights.dtype, device=weights.device)
-        if self.reduce_max:  # weights are >= 0, so the zeros it starts from never win
-            return pooled.index_reduce_(0, segment, weights, "amax", include_self=True)
-        return pooled.index_add_(0, segment, weights)
+        parts = torch.split(weights, lengths)
+        return torch.stack([p.amax(0) if self.reduce_max else p.sum(0) for p in parts])
 
 
 class LexicalHeadsPooler:
