@@ -68,8 +68,14 @@ class EncoderLayer(nn.Module):
         self.down = FusedLinear(cfg.intermediate_size, hidden)
         self.ffn_norm = nn.LayerNorm(hidden, eps=cfg.layer_norm_eps)
 
-    def forward(self, x: torch.Tensor, layout: AttentionLayout) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, layout: AttentionLayout, keep_rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``keep_rows``: compute only these rows after attention (which still reads every key and
+        value); everything past attention is per row, so the kept rows come out exactly as before."""
         context = packed_self_attention(self.qkv(x), layout, self.heads)
+        if keep_rows is not None:
+            context, x = context.index_select(0, keep_rows), x.index_select(0, keep_rows)
         x = self.attn_norm(self.attn_out(context, residual=x))
         return self.ffn_norm(self.down(self.up(x), residual=x))
 
@@ -90,6 +96,9 @@ class BertFamilyModel(nn.Module):
     """Backbone plus the head ``kind`` needs. Takes the runner's packed or padded keyword arguments."""
 
     native = True  # the runner packs every batch for it and lets it pack its own weights
+    # the head reads the first token only: the last layer computes that row alone (off = the
+    # reference that benchmarks and tests compare against)
+    classifier_first_rows = True
 
     def __init__(self, cfg: Any, kind: ModelKind) -> None:
         super().__init__()
@@ -119,8 +128,12 @@ class BertFamilyModel(nn.Module):
         position_ids: torch.Tensor | None = None,
         cu_seq_lens_q: torch.Tensor | None = None,
         max_length_q: int | None = None,
+        first_rows_only: bool = False,
         **_: Any,
     ) -> NativeOutput:
+        """``first_rows_only``: the caller pools the first token only (CLS), so the last layer
+        computes that row alone and ``last_hidden_state`` is ``[B, H]``. Sequence classifiers
+        always do this: their head reads the first token."""
         shape = input_ids.shape
         if cu_seq_lens_q is not None:  # packed: one row of all tokens
             layout = AttentionLayout.from_lengths(cu_seq_lens_q.diff(), max_length_q)
@@ -136,14 +149,21 @@ class BertFamilyModel(nn.Module):
         assert position_ids is not None, "packed batches carry their position ids"
         types = None if token_type_ids is None else token_type_ids.reshape(-1)
         x = self.embeddings(input_ids.reshape(-1), position_ids.reshape(-1), types)
-        for layer in self.layers:
-            x = layer(x, layout)
-        if self.kind is ModelKind.SEQUENCE_CLASSIFIER:
+        classifier = self.kind is ModelKind.SEQUENCE_CLASSIFIER
+        first_only = first_rows_only or (classifier and self.classifier_first_rows)
+        last = len(self.layers) - 1
+        for index, layer in enumerate(self.layers):
+            x = layer(x, layout, first if first_only and index == last else None)
+        if first_only and not self.layers:
+            x = x.index_select(0, first)
+        if classifier:
             assert self.head is not None
-            return NativeOutput(logits=self.head(x.index_select(0, first)))
+            return NativeOutput(logits=self.head(x if first_only else x.index_select(0, first)))
         if self.kind is ModelKind.TOKEN_CLASSIFIER:
             assert self.head is not None
             return NativeOutput(logits=self.head(x).view(*shape, -1))
+        if first_only:
+            return NativeOutput(last_hidden_state=x)
         return NativeOutput(last_hidden_state=x.view(*shape, -1))
 
 

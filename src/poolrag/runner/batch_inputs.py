@@ -31,6 +31,8 @@ class BatchInputs:
     num_tokens: int
     on_device: bool = False
     keep: torch.Tensor | None = field(default=None)  # [B, W] bool, padded layout only
+    # the model computes each sequence's first row only in its last layer (CLS-pooled batches)
+    first_rows_only: bool = False
 
     def to(self, device: torch.device) -> BatchInputs:
         if self.on_device:
@@ -40,9 +42,8 @@ class BatchInputs:
             for k, v in self.kwargs.items()
         }
         keep = self.keep.to(device, non_blocking=True) if self.keep is not None else None
-        return BatchInputs(
-            moved, self.lengths.to(device, non_blocking=True), self.packed, self.num_tokens, True, keep
-        )
+        lengths = self.lengths.to(device, non_blocking=True)
+        return BatchInputs(moved, lengths, self.packed, self.num_tokens, True, keep, self.first_rows_only)
 
 
 def _flat(batch: Sequence[PoolingRequest], attr: str, total: int) -> np.ndarray:

@@ -56,6 +56,9 @@ class ModelRunner:
         device: where inputs go (the model's input-embedding device).
         packing: ``True``/``False`` to force the layout; ``None`` = packed for native models and on CUDA.
         pack_weights: on CPU, pre-pack linear weights for oneDNN once at load (exact fp32).
+        first_row_tasks: tasks whose pooler reads only each sequence's first row (CLS pooling).
+            A packed batch of only these tasks on a native model skips the last layer's work for
+            every other row and comes back as one-row sequences (exact: the math per row is unchanged).
     """
 
     def __init__(
@@ -66,9 +69,11 @@ class ModelRunner:
         device: torch.device,
         packing: bool | None = None,
         pack_weights: bool = True,
+        first_row_tasks: frozenset[str] = frozenset(),
     ) -> None:
         self.model = model
         self._native = bool(getattr(model, "native", False))
+        self.first_row_tasks = first_row_tasks
         # packed at the start of serving (see ``prepare_for_serving``), so a fast mode can still
         # convert the plain weights after construction
         self._pack_weights = pack_weights and device.type == "cpu"
@@ -169,7 +174,10 @@ class ModelRunner:
     def prepare(self, batch: Sequence[PoolingRequest]) -> BatchInputs:
         """Host tensors for ``batch`` (pinned on CUDA); cheap, so it can run ahead of the forward."""
         packed = self.packed and all(r.attention is None for r in batch)
-        return self._prepare(batch, packed)
+        inputs = self._prepare(batch, packed)
+        if packed and self._native and self.kind is ModelKind.EMBEDDING and self.first_row_tasks:
+            inputs.first_rows_only = all(r.params.task in self.first_row_tasks for r in batch)
+        return inputs
 
     def _prepare(self, batch: Sequence[PoolingRequest], packed: bool) -> BatchInputs:
         # only when the tokenizer made them: GPT-2 accepts token_type_ids but adds embeddings for them
@@ -187,8 +195,9 @@ class ModelRunner:
     def _run(self, inputs: BatchInputs) -> ForwardOutput:
         inputs = inputs.to(self.device)
         if inputs.packed:
+            first_rows = {"first_rows_only": True} if inputs.first_rows_only else {}
             with packed_forward():
-                output = self.model(**inputs.kwargs)
+                output = self.model(**inputs.kwargs, **first_rows)
         else:
             output = self.model(**inputs.kwargs)
         if self.kind is ModelKind.SEQUENCE_CLASSIFIER:
@@ -196,6 +205,12 @@ class ModelRunner:
         states = output.logits if self.kind is ModelKind.TOKEN_CLASSIFIER else output.last_hidden_state
         ids = inputs.kwargs["input_ids"]
         assert isinstance(ids, torch.Tensor)
+        if inputs.first_rows_only:  # [B, H]: one row per sequence, each a sequence of one token
+            cu = inputs.kwargs["cu_seq_lens_q"]
+            assert isinstance(cu, torch.Tensor)
+            first_ids = ids[0].index_select(0, cu[:-1].to(torch.int64))
+            ones = torch.ones_like(inputs.lengths)
+            return ForwardOutput(tokens=PackedStates(states=states, lengths=ones, token_ids=first_ids))
         if inputs.packed:
             rows, row_ids = states[0], ids[0]
         else:
