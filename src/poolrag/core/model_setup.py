@@ -182,7 +182,14 @@ def build_pipeline(
         pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     # decoder heads run in the poolers: the runner only returns the backbone's hidden states
     runner_kind = ModelKind.EMBEDDING if kind in DECODER_KINDS or kind in _HIDDEN_STATE_HEAD_KINDS else kind
-    runner = ModelRunner(model, runner_kind, pad_id, input_device(model, device))
+    # CLS embedders read one row per sequence: the native encoder's last layer computes only that row
+    # past attention (exact). Never for MEAN/LAST, which read other rows.
+    first_rows = (
+        frozenset({"embed", "score"})
+        if kind is ModelKind.EMBEDDING and pooler.pooling_type == "CLS"
+        else frozenset()
+    )
+    runner = ModelRunner(model, runner_kind, pad_id, input_device(model, device), first_row_tasks=first_rows)
     lm_rows = _lm_head_rows(spec, kind, decoder, tokenizer)
     if kind is ModelKind.DECODER_CLASSIFIER and decoder is not None:
         _match_labels_to_head(spec, decoder.score)
