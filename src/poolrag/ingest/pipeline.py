@@ -2,7 +2,9 @@
 
 Order of work, and why:
   1. Open (or create and check) the collection first: a wrong model/size or an unreachable
-     database fails before anything is embedded or written.
+     database fails before anything is embedded or written. A *new* collection with a BM25
+     sparse field is created with the first batch, whose mean length it records (see
+     :mod:`poolrag.ingest.sparse_encoders`); the database has been reached by then all the same.
   2. List the ids already stored; read and chunk documents one at a time, a piece at a time (a
      large file never sits in memory whole); only chunks whose id is missing are embedded and
      upserted (re-runs add nothing; the cache makes moved chunks free).
