@@ -10,13 +10,13 @@ The sum splits into a document vector holding only the saturated, length-normali
 frequency (the fraction) and a query vector holding IDF(t) for each query term, so a store's
 inner product *is* BM25. IDF goes on the query side on purpose: it changes with every document
 added, and on the query side no stored vector has to be rewritten when it does. Where the IDF
-comes from is the caller's choice:
+comes from:
 
-- the store: Qdrant's ``Modifier.IDF`` multiplies each query term by the same IDF, computed from
-  the collection itself; queries then carry unit weights (``encode_queries(texts)``);
-- the ingest: stores without such a modifier (Milvus' sparse float vectors with inner product)
-  need the weights in the query, from :class:`BM25Stats` that ingest keeps next to the
-  collection (``encode_queries(texts, stats)``).
+- every poolrag store applies it itself (Qdrant's ``Modifier.IDF``; Milvus and the in-memory store
+  from the statistics they keep), so queries sent through poolrag carry unit weights
+  (``encode_queries(texts)``) — passing statistics there as well would apply IDF twice;
+- a store searched outside poolrag, with no IDF of its own, needs the weights in the query, from
+  :class:`BM25Stats` (``encode_queries(texts, stats)``).
 
 Terms are the tokenizer's ids: special tokens (``[CLS]``, ``[UNK]``, padding...) never count,
 punctuation-only tokens are dropped by default (a comma matching a comma is no evidence of
@@ -236,7 +236,7 @@ class BM25Encoder:
 
     def encode_queries(self, texts: Sequence[str], stats: BM25Stats | None = None) -> list[SparseVector]:
         """Each query term once (BM25 sums over distinct query terms), weighted by its IDF from
-        ``stats``, or 1 when the store applies IDF itself (Qdrant ``Modifier.IDF``)."""
+        ``stats``, or 1 when the store applies IDF itself (every poolrag store does)."""
         vectors = []
         for counts in self.term_counts(texts):
             weights = {t: (stats.idf(t) if stats is not None else 1.0) for t in counts}
