@@ -3,8 +3,8 @@
 Documents hold BM25's term-frequency half (from the MiniLM tokenizer); queries carry unit weights
 and every store supplies IDF (Qdrant's and the edge shard's ``Modifier.IDF``, Milvus from the
 statistics it keeps, the in-process store from its vectors). Sparse scores are checked against
-BM25 computed by hand, hybrid results against reciprocal-rank fusion of the two legs computed by
-hand, and the stores against each other.
+BM25 computed by hand, hybrid results against each fusion rule (min-max score mix, Qdrant's DBSF,
+reciprocal-rank fusion) computed by hand from the two legs, and the stores against each other.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
 from poolrag.stores import ChunkRecord, CollectionMismatchError, CollectionSpec, StoreHit
 from poolrag.stores.errors import UnsupportedStoreFeature
-from poolrag.stores.hybrid import fuse_rankings
+from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs, fuse_rankings
 
 MODEL = "minilm@2cbc4fe1b1001d07"
 KINDS = ["memory", "qdrant", "milvus", "qdrant-edge"]
@@ -169,6 +169,26 @@ def by_hand_rrf(dense: list[StoreHit], sparse: list[StoreHit], weights=(1.0, 1.0
     return dict(fused)
 
 
+def by_hand_scores(dense: list[StoreHit], sparse: list[StoreHit], rule: str, w: float = 0.5):
+    """Min-max: each leg mapped to [0, 1] (all equal: 1), mixed ``(1 - w) * dense + w * sparse``.
+    DBSF: each leg mapped by mean ± 3 sample std (one hit or equal scores: 0.5), summed."""
+    fused: dict[str, float] = {}
+    for hits, weight in ((dense, 1 - w), (sparse, w)):
+        scores = np.array([h.score for h in hits], dtype=np.float64)
+        if not len(scores):
+            continue
+        if rule == "minmax":
+            span = scores.max() - scores.min()
+            normalised = (scores - scores.min()) / span if span else np.ones_like(scores)
+        else:
+            weight = 1.0
+            std = scores.std(ddof=1) if len(scores) > 1 else 0.0
+            normalised = (scores - scores.mean() + 3 * std) / (6 * std) if std else np.full_like(scores, 0.5)
+        for hit, value in zip(hits, normalised, strict=True):
+            fused[hit.id] = fused.get(hit.id, 0.0) + weight * float(value)
+    return fused
+
+
 def check_fused(hits: list[StoreHit], expected: dict[str, float], limit: int) -> None:
     """Same ids and scores as the hand fusion's best ``limit``, up to the order of tied scores."""
     assert len(hits) == min(limit, len(expected))
@@ -180,7 +200,9 @@ def check_fused(hits: list[StoreHit], expected: dict[str, float], limit: int) ->
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_hybrid_is_rrf_of_the_two_legs_with_filters_on_both(kind, make_store, encoder, corpus, minilm_engine):
+def test_hybrid_fuses_the_two_legs_by_each_rule_with_filters_on_both(
+    kind, make_store, encoder, corpus, minilm_engine
+):
     store = make_store(kind)
     store.ensure_collection(spec())
     store.upsert(records(corpus))
@@ -190,22 +212,30 @@ def test_hybrid_is_rrf_of_the_two_legs_with_filters_on_both(kind, make_store, en
         # Strings filter inside Milvus' search; integers go through its exact id pre-selection.
         for filter in (None, {"topic": ["heating", "bees"]}, {"shelf": [0, 2]}):
             legs = store.search(dense, 3, filter), store.search_sparse(sparse, 3, filter)
-            hits = store.search_hybrid(dense, sparse, 4, filter=filter, prefetch=3)
-            check_fused(hits, by_hand_rrf(*legs), 4)
+            hits = store.search_hybrid(dense, sparse, 4, filter=filter, prefetch=3)  # the default
+            check_fused(hits, by_hand_scores(*legs, "minmax", 0.6), 4)
             for key, allowed in (filter or {}).items():
                 assert hits and all(h.payload[key] in allowed for h in legs[0] + legs[1] + hits)
-            weighted = store.search_hybrid(
-                dense, sparse, 4, filter=filter, prefetch=3, fusion=("weighted", 0.8)
-            )
-            check_fused(weighted, by_hand_rrf(*legs, weights=(0.4, 1.6)), 4)
+            for fusion, expected in (
+                ("rrf", by_hand_rrf(*legs)),
+                (("weighted", 0.8), by_hand_rrf(*legs, weights=(0.4, 1.6))),
+                ("dbsf", by_hand_scores(*legs, "dbsf")),
+                (("minmax", 0.25), by_hand_scores(*legs, "minmax", 0.25)),
+            ):
+                fused = store.search_hybrid(dense, sparse, 4, filter=filter, prefetch=3, fusion=fusion)
+                check_fused(fused, expected, 4)
         default = store.search_hybrid(dense, sparse, 2)  # legs limit deep
-        check_fused(default, by_hand_rrf(store.search(dense, 2), store.search_sparse(sparse, 2)), 2)
+        legs = store.search(dense, 2), store.search_sparse(sparse, 2)
+        check_fused(default, by_hand_scores(*legs, "minmax", 0.6), 2)
         assert default[0].payload["text"] in CORPUS
-    # A query without terms fuses the dense leg alone.
-    only_dense = store.search_hybrid(dense_queries[0], SparseVector.empty(), 3)
-    check_fused(only_dense, by_hand_rrf(store.search(dense_queries[0], 3), []), 3)
-    with pytest.raises(InvalidInputError, match="fusion"):
-        store.search_hybrid(dense_queries[0], sparse_queries[0], 3, fusion=("weighted", 2.0))
+    # A query without terms fuses the dense leg alone, by every rule.
+    dense_leg = store.search(dense_queries[0], 3)
+    for fusion in (DEFAULT_FUSION, "dbsf", "rrf"):
+        only_dense = store.search_hybrid(dense_queries[0], SparseVector.empty(), 3, fusion=fusion)
+        assert [h.id for h in only_dense] == [h.id for h in dense_leg], fusion
+    for bad in (("weighted", 2.0), ("minmax", -0.1), "max", ("dbsf", 0.5)):
+        with pytest.raises(InvalidInputError, match="fusion"):
+            store.search_hybrid(dense_queries[0], sparse_queries[0], 3, fusion=bad)
 
 
 def test_every_store_fuses_to_the_same_ranking(make_store, encoder, corpus, minilm_engine) -> None:
@@ -213,20 +243,27 @@ def test_every_store_fuses_to_the_same_ranking(make_store, encoder, corpus, mini
     for store in stores.values():
         store.ensure_collection(spec())
         store.upsert(records(corpus))
-    queries = zip(minilm_engine.embed_array(QUERIES), encoder.encode_queries(QUERIES), strict=True)
-    for dense, sparse in queries:
-        rankings = {
-            kind: store.search_hybrid(dense, sparse, 5, filter={"topic": ["heating", "sea", "bread"]})
-            for kind, store in stores.items()
-        }
-        reference = rankings["memory"]
-        for kind in KINDS[1:]:
-            got = rankings[kind]
-            # The same fused scores, and the same ids wherever no tie straddles the cut.
-            assert [round(h.score, 6) for h in got] == [round(h.score, 6) for h in reference], kind
-            cut = reference[-1].score
-            above = {h.id: round(h.score, 6) for h in reference if h.score > cut + 1e-9}
-            assert above == {h.id: round(h.score, 6) for h in got if h.score > cut + 1e-9}, kind
+    queries = list(zip(minilm_engine.embed_array(QUERIES), encoder.encode_queries(QUERIES), strict=True))
+    for fusion in (DEFAULT_FUSION, "dbsf", "rrf", ("weighted", 0.8)):
+        for dense, sparse in queries:
+            rankings = {
+                kind: store.search_hybrid(
+                    dense, sparse, 5, filter={"topic": ["heating", "sea", "bread"]}, fusion=fusion
+                )
+                for kind, store in stores.items()
+            }
+            reference = rankings["memory"]
+            for kind in KINDS[1:]:
+                got = rankings[kind]
+                # The same fused scores, and the same ids wherever no tie straddles the cut.
+                assert [h.score for h in got] == pytest.approx([h.score for h in reference], abs=1e-5)
+                cut = reference[-1].score
+                above = {h.id for h in reference if h.score > cut + 1e-5}
+                assert above <= {h.id for h in got}, (kind, fusion)
+                # Each id scores the same in both, so the orders differ only among equal scores.
+                scores = {h.id: h.score for h in reference}
+                for hit in got:
+                    assert hit.id not in scores or hit.score == pytest.approx(scores[hit.id], abs=1e-5)
 
 
 def test_store_fusion_equals_the_retrieval_fusion() -> None:
@@ -236,6 +273,29 @@ def test_store_fusion_equals_the_retrieval_fusion() -> None:
         fused = fuse_rankings(dense, sparse, 10, weights)
         expected = reciprocal_rank_fusion([[h.id for h in dense], [h.id for h in sparse]], 60, weights)
         assert [(h.id, pytest.approx(h.score)) for h in fused] == expected
+        via_rule = fuse_legs(dense, sparse, 10, "rrf" if weights is None else ("weighted", 0.8))
+        assert [(h.id, pytest.approx(h.score)) for h in via_rule] == expected
+
+
+def test_score_fusion_picks_the_confident_leg() -> None:
+    """Why scores, not ranks: a sparse leg with one clear winner beats a flat dense leg under both
+    score rules, where RRF ranks the dense leg's first hit first."""
+    dense = [StoreHit(i, 0.500 - n / 1000, {}) for n, i in enumerate(["d0", "d1", "d4", "d2", "d3"])]
+    sparse = [StoreHit("d4", 9.0, {}), StoreHit("d0", 1.03, {})]
+    sparse += [StoreHit(f"s{i}", 1.0 + i / 100, {}) for i in (2, 1, 0)]
+    assert fuse_legs(dense, sparse, 1, "rrf")[0].id == "d0"
+    for fusion in (DEFAULT_FUSION, "dbsf", ("minmax", 0.5)):
+        best = fuse_legs(dense, sparse, 3, fusion)
+        assert best[0].id == "d4", fusion
+        assert best[0].score == pytest.approx(by_hand_scores(dense, sparse, *_rule(fusion))["d4"])
+    # One hit or equal scores: min-max gives that leg 1, DBSF 0.5, as Qdrant does.
+    one = [StoreHit("a", 0.3, {})]
+    assert fuse_legs(one, [], 1, ("minmax", 0.6))[0].score == pytest.approx(0.4)
+    assert fuse_legs(one, [], 1, "dbsf")[0].score == pytest.approx(0.5)
+
+
+def _rule(fusion) -> tuple[str, float]:
+    return ("dbsf", 0.5) if fusion == "dbsf" else ("minmax", fusion[1])
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -370,7 +430,7 @@ def test_dense_sparse_and_token_vectors_in_one_collection(kind, make_store, enco
     sparse = encoder.encode_queries(["waggle dance"])[0]
     assert store.search_sparse(sparse, 1)[0].id in (chunk_id(2), chunk_id(6))
     legs = store.search(corpus[0][2], 3), store.search_sparse(sparse, 3)
-    check_fused(store.search_hybrid(corpus[0][2], sparse, 3), by_hand_rrf(*legs), 3)
+    check_fused(store.search_hybrid(corpus[0][2], sparse, 3), by_hand_scores(*legs, "minmax", 0.6), 3)
     with pytest.raises(CollectionMismatchError, match="token-vector field"):
         store.ensure_collection(spec())
 

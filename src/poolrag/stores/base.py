@@ -23,10 +23,11 @@ from poolrag.stores.filters import MetadataFilter
 Layout = Literal["dense", "multivector"]
 Quantization = Literal["int8", "binary"]
 SparseKind = Literal["bm25", "learned"]
-#: How a hybrid search fuses its dense and sparse rankings: ``"rrf"``, or ``("weighted", w)`` for
-#: reciprocal-rank fusion with weights ``2 * (1 - w)`` on the dense list and ``2 * w`` on the sparse
-#: one (so ``w = 0.5`` is plain RRF, as in :func:`poolrag.retrieval.fusion.fuse_second_stage`).
-HybridFusion = Literal["rrf"] | tuple[Literal["weighted"], float]
+#: How a hybrid search fuses its dense and sparse legs (rules in :mod:`poolrag.stores.hybrid`):
+#: ``("minmax", w)`` per-query min-max normalised scores mixed ``(1 - w) * dense + w * sparse`` (the
+#: default, w = 0.6), ``"dbsf"`` (Qdrant's distribution-based score fusion), ``"rrf"``, or
+#: ``("weighted", w)`` for RRF with weights ``2 * (1 - w)`` and ``2 * w`` (``w = 0.5`` is plain RRF).
+HybridFusion = Literal["rrf", "dbsf"] | tuple[Literal["weighted", "minmax"], float]
 SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
 METADATA_KEY = "poolrag"
 logger = logging.getLogger(__name__)
@@ -193,11 +194,12 @@ class VectorStore(Protocol):
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = "rrf",
+        fusion: HybridFusion = ("minmax", 0.6),
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """The dense and the sparse ranking (``prefetch`` deep each, default ``limit``) fused by
-        reciprocal rank (k = 60); ``filter`` applies to both. Scores are the fused ones."""
+        ``fusion`` (default: min-max normalised scores, 0.6 on sparse); ``filter`` applies to both.
+        Scores are the fused ones."""
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (``[D]`` or ``[T, D]``)."""

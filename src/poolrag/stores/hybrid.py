@@ -1,25 +1,36 @@
-"""What every store shares for sparse and hybrid search: argument checks, the fusion rule, IDF.
+"""What every store shares for sparse and hybrid search: argument checks, the fusion rules, IDF.
 
-One fusion rule for all stores, so a collection ranks the same in Qdrant, Milvus and memory:
-reciprocal-rank fusion with k = 60 over the dense and the sparse ranking, each ``prefetch`` deep.
-Qdrant and Milvus fuse plain RRF themselves; a weighted fusion is computed here from both legs,
-because neither store's own weighted mode is this rule (Qdrant divides ranks by the weight,
-Milvus' ``WeightedRanker`` mixes rescaled scores). The fusion lives in this layer, not in
-``poolrag.retrieval.fusion``, because stores sit below retrieval; tests check the two agree.
+One set of fusion rules for all stores, so a collection ranks the same in memory, Qdrant, Milvus and
+qdrant-edge (up to ties), each leg ``prefetch`` deep and ``filter`` applied in both:
 
-Deep legs hurt: BM25 hits that share only a common word with the query crowd the sparse list's
-tail and outvote the dense ranking. On ``benchmarks/hybrid_dataset.py`` (seed 0, MiniLM + BM25,
-10 results; the same in memory, Qdrant and Milvus up to ties) MRR@10 by leg depth was 0.62-0.64
-at 5, 0.61-0.62 at 10, 0.55-0.57 at 20, 0.47-0.49 at 100 (dense alone 0.62, recall@10 0.97;
-hybrid recall@10 1.00 up to depth 10, 0.73 at 100). So legs default to the number of results
-asked for.
+- ``("minmax", w)``, the default with ``w = 0.6``: each leg's scores min-max normalised per query
+  (best hit 1, worst 0), mixed ``(1 - w) * dense + w * sparse``. No store computes this, so every
+  store fetches the two legs and fuses them here.
+- ``"dbsf"``: Qdrant's distribution-based score fusion (each leg's scores mapped by
+  ``mean ± 3 * sample std`` to about [0, 1], summed); Qdrant and qdrant-edge run it natively, the
+  others compute the same here.
+- ``"rrf"``: reciprocal-rank fusion, ``Σ 1 / (60 + rank)``; Qdrant, qdrant-edge and Milvus run it.
+- ``("weighted", w)``: RRF with weights ``2 * (1 - w)`` and ``2 * w``, computed here (Qdrant divides
+  ranks by the weight instead, Milvus' ``WeightedRanker`` squashes inner products through arctan).
+
+Why score fusion by default: rank fusion cannot tell a confident leg from a lost one. On
+``benchmarks/hybrid_dataset.py`` (seed 0, MiniLM + BM25, legs 10 deep) BM25 is confidently right on
+rare-term queries and confidently wrong on paraphrases, dense is middling on both, and RRF lands
+below dense (MRR@10 0.60 vs 0.615); scores keep BM25's margin on a rare term, so min-max mixing
+reaches 0.70-0.72 and DBSF 0.66 (the weight was chosen on a seeded half of the queries; the table
+and the split are in benchmarks/RESULTS.md). Milvus' arctan normalisation was worse than RRF there.
+
+Deep legs hurt rank fusion (MRR 0.61 at depth 10, 0.48 at 100 with RRF: BM25 hits sharing only a
+common word crowd the sparse list's tail), so legs default to the number of results asked for.
+The fusion lives in this layer, not in ``poolrag.retrieval.fusion``, because stores sit below
+retrieval; tests check the RRF here and there agree.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -47,15 +58,44 @@ def prefetch_depth(limit: int, prefetch: int | None) -> int:
     return prefetch
 
 
-def fusion_weights(fusion: HybridFusion) -> tuple[float, float] | None:
-    """``None`` for plain RRF, else the (dense, sparse) weights, scaled so 0.5 is plain RRF."""
-    if fusion == "rrf":
-        return None
-    if isinstance(fusion, tuple) and len(fusion) == 2 and fusion[0] == "weighted":
+#: The fusion a hybrid search uses unless told otherwise (see the module docstring for why).
+DEFAULT_FUSION: HybridFusion = ("minmax", 0.6)
+
+
+def check_fusion(fusion: object) -> HybridFusion:
+    """``fusion`` if it is one of the rules, else :class:`InvalidInputError` (before any search runs)."""
+    if fusion in ("rrf", "dbsf"):
+        return fusion  # type: ignore[return-value]
+    if isinstance(fusion, tuple) and len(fusion) == 2 and fusion[0] in ("weighted", "minmax"):
         weight = fusion[1]
         if isinstance(weight, (int, float)) and not isinstance(weight, bool) and 0.0 <= weight <= 1.0:
-            return 2.0 * (1.0 - weight), 2.0 * float(weight)
-    raise InvalidInputError(f"fusion must be 'rrf' or ('weighted', w) with w in [0, 1], got {fusion!r}")
+            return (fusion[0], float(weight))  # type: ignore[return-value]
+    raise InvalidInputError(
+        f"fusion must be 'rrf', 'dbsf', ('weighted', w) or ('minmax', w) with w in [0, 1], got {fusion!r}"
+    )
+
+
+def fusion_weights(fusion: HybridFusion) -> tuple[float, float] | None:
+    """RRF's (dense, sparse) weights: ``None`` for plain RRF, else scaled so 0.5 is plain RRF."""
+    fusion = check_fusion(fusion)
+    if fusion == "rrf":
+        return None
+    if isinstance(fusion, tuple) and fusion[0] == "weighted":
+        return 2.0 * (1.0 - fusion[1]), 2.0 * fusion[1]
+    raise InvalidInputError(f"{fusion!r} is a score fusion, not a rank fusion")
+
+
+def fuse_legs(
+    dense: Sequence[StoreHit], sparse: Sequence[StoreHit], limit: int, fusion: HybridFusion
+) -> list[StoreHit]:
+    """The two legs (best first, ``prefetch`` deep) fused by ``fusion``; ties keep first appearance,
+    dense before sparse."""
+    fusion = check_fusion(fusion)
+    if fusion == "dbsf":
+        return fuse_scores(dense, sparse, limit, dbsf_normalised, (1.0, 1.0))
+    if isinstance(fusion, tuple) and fusion[0] == "minmax":
+        return fuse_scores(dense, sparse, limit, min_max_normalised, (1.0 - fusion[1], fusion[1]))
+    return fuse_rankings(dense, sparse, limit, fusion_weights(fusion))
 
 
 def fuse_rankings(
@@ -71,6 +111,47 @@ def fuse_rankings(
     for hits, weight in ((dense, dense_weight), (sparse, sparse_weight)):
         for rank, hit in enumerate(hits, start=1):
             scores[hit.id] = scores.get(hit.id, 0.0) + weight / (RRF_K + rank)
+            payloads.setdefault(hit.id, hit.payload)
+    best = sorted(scores.items(), key=lambda pair: -pair[1])[:limit]
+    return [StoreHit(cid, score, payloads[cid]) for cid, score in best]
+
+
+def min_max_normalised(scores: Sequence[float]) -> list[float]:
+    """Best 1, worst 0; a leg whose scores are all equal (or one hit) scores 1 throughout."""
+    low, high = min(scores), max(scores)
+    if high == low:
+        return [1.0] * len(scores)
+    return [(s - low) / (high - low) for s in scores]
+
+
+def dbsf_normalised(scores: Sequence[float]) -> list[float]:
+    """Qdrant's DBSF: ``(s - (mean - 3 std)) / (6 std)`` with the sample std; 0.5 for one hit or
+    equal scores (as Qdrant does, so the stores that fuse natively and the rest agree)."""
+    if len(scores) == 1:
+        return [0.5]
+    mean = sum(scores) / len(scores)
+    variance = sum((s - mean) ** 2 for s in scores) / (len(scores) - 1)
+    if variance == 0:
+        return [0.5] * len(scores)
+    spread = 6.0 * math.sqrt(variance)
+    return [(s - mean) / spread + 0.5 for s in scores]
+
+
+def fuse_scores(
+    dense: Sequence[StoreHit],
+    sparse: Sequence[StoreHit],
+    limit: int,
+    normalise: Callable[[Sequence[float]], list[float]],
+    weights: tuple[float, float],
+) -> list[StoreHit]:
+    """``score(id) = Σ weight * normalise(leg scores)[id]`` over the legs that hold ``id``."""
+    scores: dict[str, float] = {}
+    payloads: dict[str, dict] = {}
+    for hits, weight in ((dense, weights[0]), (sparse, weights[1])):
+        if not hits:
+            continue
+        for hit, value in zip(hits, normalise([h.score for h in hits]), strict=True):
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight * value
             payloads.setdefault(hit.id, hit.payload)
     best = sorted(scores.items(), key=lambda pair: -pair[1])[:limit]
     return [StoreHit(cid, score, payloads[cid]) for cid, score in best]

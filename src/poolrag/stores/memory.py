@@ -7,7 +7,7 @@ the stored token vectors (ColBERT's are unit length, so it equals the engine's `
 token vectors live in one packed matrix, rebuilt after a change, so a query is one matrix product
 and one segmented max. Sparse search is exact inner product (times IDF from the stored vectors in
 ``bm25`` collections, as Qdrant's ``Modifier.IDF`` does), and hybrid search fuses the two with
-the rule every store shares (:mod:`poolrag.stores.hybrid`). Suited to corpora of up to some tens
+the rules every store shares (:mod:`poolrag.stores.hybrid`). Suited to corpora of up to some tens
 of thousands of chunks; the data lives as long as the object.
 """
 
@@ -26,12 +26,13 @@ from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, Store
 from poolrag.stores.errors import CollectionNotFoundError
 from poolrag.stores.filters import MetadataFilter, check_filter, matches
 from poolrag.stores.hybrid import (
+    DEFAULT_FUSION,
+    check_fusion,
     check_limit,
     check_query_sparse,
     check_record_fields,
     document_frequencies,
-    fuse_rankings,
-    fusion_weights,
+    fuse_legs,
     prefetch_depth,
     require_sparse,
     with_idf,
@@ -200,15 +201,15 @@ class InMemoryStore:
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = "rrf",
+        fusion: HybridFusion = DEFAULT_FUSION,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
-        """Both rankings, ``prefetch`` deep, fused by reciprocal rank (see :mod:`poolrag.stores.hybrid`)."""
+        """Both legs, ``prefetch`` deep, fused by ``fusion`` (the rules of :mod:`poolrag.stores.hybrid`)."""
         require_sparse(self._require_spec(), f"{self.name} at {self.location}")
-        weights = fusion_weights(fusion)
+        fusion = check_fusion(fusion)
         depth = prefetch_depth(limit, prefetch)
-        return fuse_rankings(
-            self.search(dense, depth, filter), self.search_sparse(sparse, depth, filter), limit, weights
+        return fuse_legs(
+            self.search(dense, depth, filter), self.search_sparse(sparse, depth, filter), limit, fusion
         )
 
     def _pack(self) -> tuple[list[str], np.ndarray, np.ndarray]:

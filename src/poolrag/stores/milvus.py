@@ -21,7 +21,8 @@ every upsert and delete (a re-upserted chunk's old terms are taken out first), a
 query weight by its IDF: queries carry unit weights, as for Qdrant. The property is marked stale
 while a write is under way, so a write that died half-way makes the next reader count afresh.
 Milvus refuses an all-zero sparse row, so a chunk without terms stores one marker term that no
-query holds. Hybrid search is Milvus' ``hybrid_search`` with ``RRFRanker(60)``.
+query holds. Hybrid search with RRF is Milvus' ``hybrid_search`` with ``RRFRanker(60)``; the
+score fusions (the default among them) fuse the two legs by :mod:`poolrag.stores.hybrid`'s rules.
 """
 
 from __future__ import annotations
@@ -48,13 +49,14 @@ from poolrag.stores.base import (
 from poolrag.stores.errors import CollectionNotFoundError, StoreUnavailableError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter, matches
 from poolrag.stores.hybrid import (
+    DEFAULT_FUSION,
     RRF_K,
+    check_fusion,
     check_limit,
     check_query_sparse,
     check_record_fields,
     document_frequencies,
-    fuse_rankings,
-    fusion_weights,
+    fuse_legs,
     prefetch_depth,
     require_sparse,
     with_idf,
@@ -439,21 +441,22 @@ class MilvusStore:
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = "rrf",
+        fusion: HybridFusion = DEFAULT_FUSION,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """Plain RRF runs in Milvus (``hybrid_search``, ``RRFRanker(60)``, the filter in both requests);
-        a weighted fusion is computed from the two legs (``WeightedRanker`` mixes scores, not ranks)."""
+        the score fusions and weighted RRF are computed from the two legs (``WeightedRanker`` squashes
+        inner products through arctan, which is none of the shared rules)."""
         from pymilvus import AnnSearchRequest, RRFRanker
 
         spec = self._sparse_spec()
-        weights = fusion_weights(fusion)
+        fusion = check_fusion(fusion)
         depth = prefetch_depth(limit, prefetch)
         query = self._sparse_query(spec, sparse)
-        if weights is not None or not query:
+        if fusion != "rrf" or not query:
             dense_hits = self.search(dense, depth, filter)
             sparse_hits = self.search_sparse(sparse, depth, filter) if query else []
-            return fuse_rankings(dense_hits, sparse_hits, limit, weights)
+            return fuse_legs(dense_hits, sparse_hits, limit, fusion)
         expr = self._scope(filter)
         if expr is None:
             return []

@@ -3,7 +3,8 @@
 One unnamed vector per point: a ``[D]`` vector (dense) or a ``[T, D]`` multivector compared with
 MaxSim (ColBERT), which Qdrant scores natively. A collection with a sparse field instead holds two
 named vectors, ``dense`` and ``sparse`` (the latter with ``Modifier.IDF`` for BM25), and hybrid
-search runs both as prefetches fused by Qdrant's RRF; collections without one keep the unnamed
+search fuses both legs by the shared rules of :mod:`poolrag.stores.hybrid` (RRF and DBSF as
+prefetches fused in Qdrant, the others from the two legs); collections without one keep the unnamed
 layout, so those written before sparse support read as they always did. ``int8`` / ``binary``
 quantization keep the original vectors on disk and a compressed copy in RAM; searches oversample
 on the compressed copy and rescore with the originals. Collection metadata holds poolrag's model description.
@@ -31,12 +32,13 @@ from poolrag.stores.base import (
 from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
+    DEFAULT_FUSION,
     RRF_K,
+    check_fusion,
     check_limit,
     check_query_sparse,
     check_record_fields,
-    fuse_rankings,
-    fusion_weights,
+    fuse_legs,
     prefetch_depth,
     require_sparse,
 )
@@ -329,21 +331,21 @@ class QdrantStore:
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = "rrf",
+        fusion: HybridFusion = DEFAULT_FUSION,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
-        """Plain RRF runs in Qdrant (two prefetches, the filter in each); a weighted fusion is
-        computed from the two legs (Qdrant's weighted RRF divides ranks by the weight instead)."""
+        """Plain RRF and DBSF run in Qdrant (two prefetches, the filter in each); min-max and weighted
+        RRF are computed from the two legs (Qdrant's weighted RRF divides ranks by the weight)."""
         from qdrant_client import models
 
         self._sparse_spec()
-        weights = fusion_weights(fusion)
+        fusion = check_fusion(fusion)
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
-        if weights is not None or not len(query):
+        if fusion not in ("rrf", "dbsf") or not len(query):
             dense_hits = self.search(dense, depth, filter)
             sparse_hits = self.search_sparse(query, depth, filter) if len(query) else []
-            return fuse_rankings(dense_hits, sparse_hits, limit, weights)
+            return fuse_legs(dense_hits, sparse_hits, limit, fusion)
         query_filter = qdrant_filter(check_filter(filter))
         legs = [
             models.Prefetch(
@@ -355,8 +357,10 @@ class QdrantStore:
             ),
             models.Prefetch(query=_qdrant_sparse(query), using=SPARSE_NAME, limit=depth, filter=query_filter),
         ]
-        # Qdrant scores rank r (from 1) as 1 / (r - 1 + k): its k = 61 is the textbook k = 60.
-        fused = models.RrfQuery(rrf=models.Rrf(k=RRF_K + 1))
+        if fusion == "dbsf":
+            fused: Any = models.FusionQuery(fusion=models.Fusion.DBSF)
+        else:  # Qdrant scores rank r (from 1) as 1 / (r - 1 + k): its k = 61 is the textbook k = 60.
+            fused = models.RrfQuery(rrf=models.Rrf(k=RRF_K + 1))
         return self._query(fused, limit, filter, prefetch=legs)
 
     def search_multivector(

@@ -6,10 +6,10 @@ atomically, before the shard is created, so a shard without it is never left beh
 Layout on disk: ``<path>/<collection>/shard`` and ``<path>/<collection>/poolrag.json``.
 
 A collection with a sparse field holds named ``dense`` and ``sparse`` vectors (``Modifier.Idf``
-for BM25) and fuses hybrid searches in the shard, as the Qdrant store does; one without keeps the
-unnamed vector it always had. IDF is measured over the live points (an ``IdfParams`` corpus that
-matches every point): the shard's global statistics go on counting deleted points until it is
-optimised, and BM25 must not change with what was deleted.
+for BM25) and fuses hybrid searches as the Qdrant store does (RRF and DBSF in the shard); one
+without keeps the unnamed vector it always had. IDF is measured over the live points (an
+``IdfParams`` corpus that matches every point): the shard's global statistics go on counting
+deleted points until it is optimised, and BM25 must not change with what was deleted.
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, Store
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError, StoreUnavailableError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
+    DEFAULT_FUSION,
     RRF_K,
+    check_fusion,
     check_limit,
     check_query_sparse,
     check_record_fields,
-    fuse_rankings,
-    fusion_weights,
+    fuse_legs,
     prefetch_depth,
     require_sparse,
 )
@@ -272,20 +273,21 @@ class QdrantEdgeStore:
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = "rrf",
+        fusion: HybridFusion = DEFAULT_FUSION,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
-        """Plain RRF in the shard (two prefetches, the filter in each); weighted from the two legs."""
+        """Plain RRF and DBSF in the shard (two prefetches, the filter in each); min-max and weighted
+        RRF from the two legs."""
         import qdrant_edge as qe
 
         spec = self._sparse_spec()
-        weights = fusion_weights(fusion)
+        fusion = check_fusion(fusion)
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
-        if weights is not None or not len(query):
+        if fusion not in ("rrf", "dbsf") or not len(query):
             dense_hits = self.search(dense, depth, filter)
             sparse_hits = self.search_sparse(query, depth, filter) if len(query) else []
-            return fuse_rankings(dense_hits, sparse_hits, limit, weights)
+            return fuse_legs(dense_hits, sparse_hits, limit, fusion)
         query_filter = _edge_filter(check_filter(filter))
         legs = [
             qe.Prefetch(
@@ -301,6 +303,8 @@ class QdrantEdgeStore:
                 params=_sparse_params(spec),
             ),
         ]
+        if fusion == "dbsf":
+            return self._run(qe.Fusion.Dbsf(), limit, filter, prefetches=legs)
         # Like Qdrant, the shard scores rank r (from 1) as 1 / (r - 1 + k): k = 61 is the textbook 60.
         return self._run(qe.Fusion.Rrf(k=RRF_K + 1), limit, filter, prefetches=legs)
 
