@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+from poolrag.cli.ingest_ray import add_ray_arguments
 
 if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
@@ -151,8 +152,14 @@ def register(subparsers: Any) -> None:
     model.add_argument(
         "--hybrid",
         action="store_true",
-        help="also store a lexical BM25 sparse vector per chunk (from the model's tokenizer), "
-        "for 'poolrag search --hybrid'; a new collection is needed for it",
+        help="also store a sparse vector per chunk, for 'poolrag search --hybrid': from --sparse-model, "
+        "else the model's own sparse head (BGE-M3, same forward pass), else lexical BM25 over its "
+        "tokenizer; a new collection is needed for it",
+    )
+    model.add_argument(
+        "--sparse-model",
+        metavar="MODEL",
+        help="with --hybrid: a learned sparse model (SPLADE hub id or folder) for the sparse vectors",
     )
     chunking = parser.add_argument_group("chunking and writing")
     chunking.add_argument(
@@ -178,6 +185,7 @@ def register(subparsers: Any) -> None:
         help="stop at the first file that cannot be read (default: skip it and list it at the end)",
     )
     add_cache_arguments(parser)
+    add_ray_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
@@ -186,6 +194,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not require_extra("ingest", args.store):
+        return EXIT_MISSING_EXTRA
+    if args.ray is not None and not require_extra("ingest --ray", "ray"):
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose)
     opened: list[Any] = []  # the cache and the store, closed even when the run fails
@@ -225,6 +235,8 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
 
     # Check the cheap things (paths, names, the cache) before loading a model or touching a database.
     check_collection_name(args.collection)
+    if args.sparse_model and not args.hybrid:
+        raise InvalidInputError("--sparse-model goes with --hybrid")
     for raw in args.paths:
         if not os.path.lexists(raw):
             raise InvalidInputError(f"no such file or folder: {raw}")
@@ -237,9 +249,22 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     if args.assume_matryoshka:
         options["hf_overrides"] = {"is_matryoshka": True}
     load_options = {"trust_remote_code": True} if args.trust_remote_code else {}
+    if args.ray is not None:  # the actors load the engine: poolrag.cli.ingest_ray
+        from poolrag.cli.ingest_ray import ingest_on_ray_from_args, refuse_unsupported
+
+        refuse_unsupported(args)
+        store = open_store_from_args(args)
+        opened.append(store)
+        model = args.model or default_model()
+        files_left_out = () if skipped is None else skipped  # filled while the documents are read
+        return ingest_on_ray_from_args(
+            args, documents, files_left_out, store, cache, model, options, load_options
+        )
     engine = load_engine(args.model or default_model(), options | load_options)
     encoder = _encoder(engine, cache, args.dimensions)
-    sparse_encoder = _sparse_encoder(engine, cache) if args.hybrid else None
+    sparse_encoder = None
+    if args.hybrid:
+        encoder, sparse_encoder = _hybrid_encoders(engine, encoder, cache, args, load_options)
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
     opened.append(store)
@@ -290,6 +315,36 @@ def _sparse_encoder(engine: Engine, cache: EmbeddingCache | None) -> SparseChunk
     if engine.facts.score_kind is ScoreKind.MAXSIM:
         raise InvalidInputError("--hybrid goes with single-vector models, not ColBERT token vectors")
     return bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache)
+
+
+def _hybrid_encoders(
+    engine: Engine,
+    encoder: ChunkEncoder,
+    cache: EmbeddingCache | None,
+    args: argparse.Namespace,
+    load_options: dict[str, Any],
+) -> tuple[ChunkEncoder, SparseChunkEncoder]:
+    """The sparse source ``--hybrid`` uses: a named sparse model, the main model's own sparse head
+    (its dense encoder then shares the forward pass), or BM25 over the main model's tokenizer."""
+    from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
+    from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder
+
+    if args.sparse_model:
+        _sparse_encoder(engine, cache)  # the same refusal of ColBERT collections as BM25's
+        return encoder, LearnedSparseChunkEncoder(load_sparse_model(args.sparse_model, load_options), cache)
+    if has_sparse_head(engine):
+        return own_head_encoders(engine, cache, args.dimensions)
+    return encoder, _sparse_encoder(engine, cache)
+
+
+def load_sparse_model(model: str, options: dict[str, Any] | None = None) -> Engine:
+    """Load a learned sparse model once, refusing one that makes no sparse vectors."""
+    from poolrag.errors import InvalidInputError
+
+    engine = load_engine(model, options)
+    if "sparse_embed" not in engine.supported_tasks:
+        raise InvalidInputError(f"--sparse-model {model}: the model makes no sparse vectors (not SPLADE)")
+    return engine
 
 
 def _parent(path: str) -> str:

@@ -21,7 +21,8 @@ def connect(address: str | None = LOCAL, *, num_cpus: int | None = None) -> None
     if ray.is_initialized():
         return
     if address in (None, LOCAL):
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True)
+        # loopback only: nothing outside this machine can reach a cluster started for one run
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True, _node_ip_address="127.0.0.1")
     else:
         ray.init(address=address, log_to_driver=True)
     resources = ray.cluster_resources()
