@@ -34,7 +34,7 @@ from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.encoders import ChunkEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
-from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, SparseChunkEncoder
+from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -80,8 +80,9 @@ class IngestPipeline:
         store: the collection to fill (opened by :func:`poolrag.stores.open_store`).
         encoder: :class:`~poolrag.ingest.encoders.DenseEncoder` or ``ColbertEncoder``.
         chunker: splits documents; its ``max_tokens`` must fit the model.
-        sparse_encoder: also write a sparse vector per chunk (hybrid search), e.g.
-            :class:`~poolrag.ingest.sparse_encoders.BM25ChunkEncoder`; dense layout only.
+        sparse_encoder: also write a sparse vector per chunk (hybrid search):
+            :class:`~poolrag.ingest.sparse_encoders.BM25ChunkEncoder` or
+            :class:`~poolrag.ingest.sparse_encoders.LearnedSparseChunkEncoder`; dense layout only.
         batch_size: chunks per embed + upsert step (and per checkpoint).
         quantization: ``int8`` / ``binary`` index compression for a new collection.
         model_options: recorded in the collection so search can load the model the same way.
@@ -132,7 +133,7 @@ class IngestPipeline:
             "chunking": [chunker.max_tokens, chunker.overlap],
         }
         if sparse_encoder is not None:
-            self.run_key["sparse"] = sparse_encoder.kind
+            self.run_key["sparse"] = sparse_encoder.run_identity
         self._collection_ready = False
         if checkpoint_path is None:
             from poolrag.cache.sqlite_store import default_cache_path
@@ -231,9 +232,10 @@ class IngestPipeline:
         spec = self.spec
         if self.sparse_encoder is not None:
             stored = self.store.read_spec()
-            recorded = stored.model_options.get(BM25_OPTIONS_KEY) if stored is not None else None
+            key = self.sparse_encoder.options_key
+            recorded = stored.model_options.get(key) if stored is not None else None
             self.sparse_encoder.adopt(recorded if isinstance(recorded, dict) else None, first_batch)
-            options = {**spec.model_options, BM25_OPTIONS_KEY: self.sparse_encoder.settings()}
+            options = {**spec.model_options, key: self.sparse_encoder.settings()}
             spec = dataclasses.replace(spec, model_options=options)
         stored_spec = self.store.ensure_collection(spec)
         report.collection = {"name": stored_spec.name, "dimension": stored_spec.dimension}

@@ -7,6 +7,10 @@ store's business at query time. That average is pinned once per collection (give
 the first batch written) and recorded in the collection, so every later run, a resumed one
 included, writes the same vector for the same chunk: re-runs and resumes stay idempotent, and no
 stored vector ever has to be rewritten because the corpus grew.
+
+Learned sparse vectors (a SPLADE model, or BGE-M3's own sparse head) are model outputs: cached as
+sparse vectors under the sparse model's identity, weighed by plain inner product in the store.
+The collection records which model made them, as data only, so search can refuse another one.
 """
 
 from __future__ import annotations
@@ -15,18 +19,29 @@ import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from poolrag.cache.sparse_vectors import CachedSparseVectors
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.cache.term_counts import CachedTermCounter
 from poolrag.errors import InvalidInputError
+from poolrag.model_facts import ModelFacts
+from poolrag.params import PoolingParams
 from poolrag.sparse.bm25 import BM25Encoder, BM25Parameters
 from poolrag.sparse.vector import SparseVector
+from poolrag.stores.base import weights_fingerprint
+from poolrag.stores.errors import CollectionMismatchError
 
 #: Where a collection's BM25 settings are recorded (``CollectionSpec.model_options``).
 BM25_OPTIONS_KEY = "bm25"
+#: Where a collection records the model behind its learned sparse vectors.
+LEARNED_SPARSE_OPTIONS_KEY = "learned_sparse"
+#: ``source`` values of that record: the main model's own sparse head, or a separate sparse model.
+OWN_HEAD, SPARSE_MODEL = "main-model", "sparse-model"
 
 
 class SparseChunkEncoder(Protocol):
     kind: str  # the collection's sparse field: "bm25" | "learned"
+    options_key: str  # where settings() are recorded in the collection's model_options
+    run_identity: str  # what sets this source apart in the checkpoint's run key
 
     @property
     def computed(self) -> int:
@@ -54,6 +69,8 @@ class BM25ChunkEncoder:
     """
 
     kind = "bm25"
+    options_key = BM25_OPTIONS_KEY
+    run_identity = "bm25"
 
     def __init__(
         self,
@@ -109,3 +126,103 @@ def bm25_for_model(
 ) -> BM25ChunkEncoder:
     """Lexical BM25 from the embedding model's own tokenizer (the default sparse source)."""
     return BM25ChunkEncoder(BM25Encoder(tokenizer), model_identity, cache)
+
+
+class SparseEmbedder(Protocol):
+    """A model that makes learned sparse vectors (:class:`~poolrag.Engine` with a SPLADE or BGE-M3 model)."""
+
+    @property
+    def facts(self) -> ModelFacts: ...
+
+    def sparse_embed(
+        self, prompts: Sequence[str], pooling_params: PoolingParams | None = None
+    ) -> list[SparseVector]: ...
+
+
+class LearnedSparseChunkEncoder:
+    """Learned sparse document vectors (SPLADE, BGE-M3's head) through the cache; queries by the same model.
+
+    Args:
+        model: the sparse model, loaded once.
+        cache: the embedding cache, or ``None``.
+        source: :data:`OWN_HEAD` when ``model`` is also the dense model (BGE-M3: its dense pass fills
+            :attr:`documents` through :class:`~poolrag.ingest.shared_pass.SharedPassBackend`), else
+            :data:`SPARSE_MODEL`.
+    """
+
+    kind = "learned"
+    options_key = LEARNED_SPARSE_OPTIONS_KEY
+
+    def __init__(
+        self, model: SparseEmbedder, cache: EmbeddingCache | None = None, *, source: str = SPARSE_MODEL
+    ) -> None:
+        if source not in (OWN_HEAD, SPARSE_MODEL):
+            raise InvalidInputError(f"source must be {OWN_HEAD!r} or {SPARSE_MODEL!r}, not {source!r}")
+        self.model = model
+        self.source = source
+        self.facts = model.facts
+        self.run_identity = f"learned:{self.facts.model_identity}"
+        self.document_params = PoolingParams(input_type="document")
+        self.documents = CachedSparseVectors(
+            self.facts,
+            self.document_params,
+            lambda texts: self.model.sparse_embed(texts, self.document_params),
+            cache,
+        )
+
+    @property
+    def computed(self) -> int:
+        return self.documents.misses
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "model_identity": self.facts.model_identity,
+            "model_name": self.facts.model_name,
+            "source": self.source,
+        }
+
+    def adopt(self, recorded: dict[str, Any] | None, first_batch: Sequence[str]) -> None:
+        """Refuse a collection whose sparse vectors another model made (nothing else to fix)."""
+        if recorded:
+            check_learned_sparse_identity(recorded, self.facts)
+
+    def encode(self, texts: Sequence[str]) -> list[SparseVector]:
+        return self.documents.vectors(texts)
+
+    def encode_queries(self, texts: Sequence[str]) -> list[SparseVector]:
+        """The same model's query-side vectors (``input_type="query"``, for models with query prompts)."""
+        return self.model.sparse_embed(list(texts), PoolingParams(input_type="query"))
+
+
+def check_learned_sparse_identity(recorded: object, facts: ModelFacts) -> None:
+    """Raise :class:`CollectionMismatchError` unless ``recorded`` (a collection's learned-sparse record,
+    read as data) names the weights of ``facts``'s model."""
+    identity = recorded.get("model_identity") if isinstance(recorded, dict) else None
+    if not isinstance(identity, str):
+        raise CollectionMismatchError("the collection's learned sparse record names no model")
+    if weights_fingerprint(identity) != weights_fingerprint(facts.model_identity):
+        name = recorded.get("model_name", identity) if isinstance(recorded, dict) else identity
+        raise CollectionMismatchError(
+            f"the collection's sparse vectors were made by {name!r} (fingerprint "
+            f"{weights_fingerprint(identity)}), but {facts.model_name!r} has fingerprint "
+            f"{weights_fingerprint(facts.model_identity)}"
+        )
+
+
+def learned_sparse_for_search(
+    recorded: object, main: SparseEmbedder | Any, named: SparseEmbedder | None = None
+) -> LearnedSparseChunkEncoder:
+    """The query side of a ``learned`` collection: the sparse model named by the user, else the main
+    model when it has a sparse head, checked against the model the collection recorded (``recorded``
+    is data: it names a model, it never loads one)."""
+    record = recorded if isinstance(recorded, dict) else {}
+    if named is not None:
+        model, source = named, SPARSE_MODEL
+    elif "sparse_embed" in getattr(main, "supported_tasks", ()):
+        model, source = main, OWN_HEAD
+    else:
+        name = record.get("model_name", "the sparse model it was ingested with")
+        problem = f"the collection's sparse vectors were made by {name!r}; add --sparse-model {name}"
+        raise InvalidInputError(problem)
+    check_learned_sparse_identity(record, model.facts)
+    return LearnedSparseChunkEncoder(model, source=source)
