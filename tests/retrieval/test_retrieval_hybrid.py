@@ -1,6 +1,7 @@
 """Retriever modes over real stores: sparse (BM25 from the MiniLM tokenizer) and hybrid search
 equal the stores' own searches; with 64-dim stored vectors the funnel re-scores the dense leg with
-full vectors before the fusion, checked against reciprocal-rank fusion computed by hand."""
+full vectors before the fusion, checked against the default min-max score mix and reciprocal-rank
+fusion computed by hand."""
 
 from __future__ import annotations
 
@@ -116,9 +117,10 @@ def test_sparse_and_hybrid_modes_are_the_stores_searches(kind, open_kind, minilm
             want = store.search_hybrid(dense, sparse, 3, filter=filter, prefetch=3)
             assert [(h.id, pytest.approx(h.score)) for h in got] == [(h.id, h.score) for h in want]
             assert all(set(h.stage_scores) == {"hybrid"} for h in got)
-            weighted = retriever.search(query, 3, mode="hybrid", fusion=("weighted", 0.9), prefetch=4)
-            want = store.search_hybrid(dense, sparse, 3, fusion=("weighted", 0.9), prefetch=4)
-            assert [h.id for h in weighted] == [h.id for h in want]
+            for fusion in (("weighted", 0.9), "dbsf", "rrf", ("minmax", 0.3)):
+                fused = retriever.search(query, 3, mode="hybrid", fusion=fusion, prefetch=4)
+                want = store.search_hybrid(dense, sparse, 3, fusion=fusion, prefetch=4)
+                assert [(h.id, pytest.approx(h.score)) for h in fused] == [(h.id, h.score) for h in want]
             dense_only = retriever.search(query, 3, filter=filter)
             assert [h.id for h in dense_only] == [h.id for h in store.search(dense, 3, filter)]
     # The rare part number is found lexically; hybrid keeps it first.
@@ -137,11 +139,20 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
         recall = store.search(small, 50)  # the funnel's default candidates: max(10 * k, 50)
         full_docs = embedder.embed_documents([h.payload["text"] for h in recall])
         cosine = full_docs @ full / (np.linalg.norm(full_docs, axis=1) * np.linalg.norm(full))
-        dense_ranking = [recall[i].id for i in np.argsort(-cosine, kind="stable")[:depth]]
-        sparse_ranking = [h.id for h in store.search_sparse(bm25.encode_queries([query])[0], depth)]
+        order = np.argsort(-cosine, kind="stable")[:depth]
+        dense_ranking = [recall[i].id for i in order]
+        sparse_hits = store.search_sparse(bm25.encode_queries([query])[0], depth)
+        sparse_ranking = [h.id for h in sparse_hits]
         expected = reciprocal_rank_fusion([dense_ranking, sparse_ranking], 60)[:k]
+        by_rank = retriever.search(query, k, mode="hybrid", fusion="rrf")
+        assert [(h.id, pytest.approx(h.score)) for h in by_rank] == expected
+        # The default: each leg min-max normalised, 0.4 * dense + 0.6 * sparse.
+        mixed = dict(zip(dense_ranking, 0.4 * min_max(cosine[order]), strict=True))
+        for cid, value in zip(sparse_ranking, 0.6 * min_max([h.score for h in sparse_hits]), strict=True):
+            mixed[cid] = mixed.get(cid, 0.0) + value
         got = retriever.search(query, k, mode="hybrid")
-        assert [(h.id, pytest.approx(h.score)) for h in got] == expected
+        assert [h.score for h in got] == pytest.approx(sorted(mixed.values(), reverse=True)[:k])
+        assert all(h.score == pytest.approx(mixed[h.id]) for h in got)
         for hit in got:
             assert hit.stage_scores["hybrid"] == hit.score
             assert ("full" in hit.stage_scores) == (hit.id in dense_ranking)
@@ -151,6 +162,12 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
         sparse = bm25.encode_queries([query])[0]
         assert [h.id for h in plain] == [h.id for h in store.search_hybrid(small, sparse, k, prefetch=depth)]
     store.close()
+
+
+def min_max(scores) -> np.ndarray:
+    scores = np.asarray(scores, dtype=np.float64)
+    span = scores.max() - scores.min()
+    return (scores - scores.min()) / span if span else np.ones_like(scores)
 
 
 def test_modes_are_checked(open_kind, minilm_engine, bm25) -> None:

@@ -7,10 +7,10 @@ when the chunks were ingested (a cache miss, e.g. on another machine, recomputes
 text in the payload); stage 3 optionally reranks the survivors with a cross-encoder.
 
 Sparse mode ranks by the collection's sparse field alone (no dense stage to re-score). Hybrid
-mode fuses the dense and the sparse ranking by reciprocal rank, in the store when the stored
-vectors are full size; with smaller stored vectors the funnel re-scores the dense leg first and
-the fusion happens here, by the stores' rule, so the sparse evidence is not lost to a re-score
-that only knows dense similarity.
+mode fuses the dense and the sparse leg (by default their min-max normalised scores; see
+:mod:`poolrag.stores.hybrid`) in the store when the stored vectors are full size; with smaller
+stored vectors the funnel re-scores the dense leg first and the fusion happens here, by the stores'
+rules, so the sparse evidence is not lost to a re-score that only knows dense similarity.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from poolrag.cache.embedder import CachedEmbedder
 from poolrag.cache.matryoshka import truncate
 from poolrag.errors import InvalidInputError
 from poolrag.retrieval.collection_checks import check_k, check_model, existing_spec
-from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
 from poolrag.retrieval.sparse_queries import SEARCH_MODES, SearchMode, SparseQueryEncoder
@@ -32,7 +31,7 @@ from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import HybridFusion, StoreHit, VectorStore
 from poolrag.stores.errors import UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
-from poolrag.stores.hybrid import RRF_K, fusion_weights, prefetch_depth
+from poolrag.stores.hybrid import DEFAULT_FUSION, check_fusion, fuse_legs, prefetch_depth
 
 logger = logging.getLogger(__name__)
 
@@ -92,13 +91,14 @@ class Retriever:
         filter: MetadataFilter | None = None,
         candidates: int | None = None,
         rescore: bool = True,
-        fusion: HybridFusion = "rrf",
+        fusion: HybridFusion = DEFAULT_FUSION,
         prefetch: int | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best chunks for ``query`` among those whose payload matches ``filter``.
 
         ``mode``: ``dense`` (the funnel), ``sparse`` (the sparse field alone) or ``hybrid`` (both,
-        fused by ``fusion``: ``"rrf"`` or ``("weighted", w)`` with ``w`` on the sparse ranking);
+        fused by ``fusion``: ``("minmax", w)`` (default w = 0.6), ``"dbsf"``, ``"rrf"`` or
+        ``("weighted", w)``, ``w`` being the sparse leg's weight; see :mod:`poolrag.stores.hybrid`);
         ``prefetch``: how deep each hybrid leg goes (default: as many as the hits fused). ``rescore=False``
         skips stage 2 (for comparison).
         """
@@ -111,7 +111,7 @@ class Retriever:
             hits = self.store.search_sparse(self._sparse_query(query), max(n, k), checked)
             results = [SearchResult.from_hit(h, "sparse") for h in hits]
         else:
-            weights = fusion_weights(fusion)  # checked before any model runs
+            fusion = check_fusion(fusion)  # before any model runs
             sparse = self._sparse_query(query) if mode == "hybrid" else None
             full = self.embedder.embed_query(query)
             small = truncate(full[None, :], self.dimension, self.embedder.normalize)[0]
@@ -125,7 +125,7 @@ class Retriever:
             elif funnel:
                 depth = prefetch_depth(wanted, prefetch)
                 recall = max(n, depth)
-                results = self._hybrid_funnel(full, small, sparse, wanted, recall, depth, checked, weights)
+                results = self._hybrid_funnel(full, small, sparse, wanted, recall, depth, checked, fusion)
             else:
                 depth = prefetch_depth(wanted, prefetch)
                 hits = self.store.search_hybrid(
@@ -166,28 +166,25 @@ class Retriever:
         recall: int,
         depth: int,
         checked: CheckedFilter | None,
-        weights: tuple[float, float] | None,
+        fusion: HybridFusion,
     ) -> list[SearchResult]:
         """The dense leg (``recall`` small-vector hits re-scored with full vectors, best ``depth``
-        kept) fused with the ``depth``-deep sparse leg by the stores' rule."""
+        kept) fused with the ``depth``-deep sparse leg by the stores' rules."""
         dense_hits = self.store.search(small, recall, checked)
         dense = self._rescored(full, [SearchResult.from_hit(h, "recall") for h in dense_hits], True)[:depth]
         sparse_hits: list[StoreHit] = self.store.search_sparse(sparse, depth, checked) if len(sparse) else []
         by_id = {r.id: r for r in dense}
-        sparse_ids = []
         for hit in sparse_hits:
             result = SearchResult.from_hit(hit, "sparse")
-            sparse_ids.append(result.id)
             if result.id in by_id:
                 by_id[result.id].stage_scores["sparse"] = hit.score
             else:
                 by_id[result.id] = result
-        rankings = [[r.id for r in dense], sparse_ids]
-        fused = reciprocal_rank_fusion(rankings, RRF_K, list(weights) if weights else None)[:wanted]
+        dense_leg = [StoreHit(r.id, r.score, {}) for r in dense]
         results = []
-        for chunk_id, score in fused:
-            result = by_id[chunk_id]
-            result.score = result.stage_scores["hybrid"] = score
+        for hit in fuse_legs(dense_leg, sparse_hits, wanted, fusion):
+            result = by_id[hit.id]
+            result.score = result.stage_scores["hybrid"] = hit.score
             results.append(result)
         return results
 
