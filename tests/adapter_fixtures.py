@@ -103,7 +103,20 @@ def engine_calls(minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list
     return calls
 
 
+@pytest.fixture(scope="session")
+def splade_engine(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    """A tiny random SPLADE model (sentence-transformers SparseEncoder layout) on MiniLM's vocabulary."""
+    from tiny_models import build_splade
+
+    return Engine(build_splade(tmp_path_factory.mktemp("splade"), minilm_path))
+
+
 # -- servers (same engines) ------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def splade_url(splade_engine: Engine) -> Iterator[str]:
+    yield from serve(splade_engine, "splade")
+
+
 @pytest.fixture(scope="session")
 def minilm_url(minilm_engine: Engine) -> Iterator[str]:
     yield from serve(minilm_engine, "minilm")

@@ -1,10 +1,12 @@
-"""poolrag for LangChain: embeddings, a reranking document compressor and a ColBERT retriever.
+"""poolrag for LangChain: embeddings, a reranking document compressor, a ColBERT retriever and
+sparse embeddings for Qdrant's and Milvus' hybrid search.
 
 Each class runs on an in-process :class:`poolrag.Engine` or on a ``poolrag serve`` URL with the
-same results.
+same results. The sparse classes load on first use, so that their vector store packages (the
+``qdrant`` and ``milvus`` extras) stay optional.
 """
 
-from importlib import metadata
+from importlib import import_module, metadata
 
 from langchain_poolrag.document_compressors import PoolragReranker
 from langchain_poolrag.embeddings import PoolragEmbeddings
@@ -15,4 +17,23 @@ try:
 except metadata.PackageNotFoundError:  # run from a source tree that is not installed
     __version__ = ""
 
-__all__ = ["PoolragColBERTRetriever", "PoolragEmbeddings", "PoolragReranker", "__version__"]
+_OPTIONAL = {
+    "PoolragSparseEmbeddings": "langchain_poolrag.sparse_embeddings",
+    "PoolragMilvusSparseEmbedding": "langchain_poolrag.milvus_sparse_embeddings",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _OPTIONAL:
+        return getattr(import_module(_OPTIONAL[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "PoolragColBERTRetriever",
+    "PoolragEmbeddings",
+    "PoolragMilvusSparseEmbedding",
+    "PoolragReranker",
+    "PoolragSparseEmbeddings",
+    "__version__",
+]

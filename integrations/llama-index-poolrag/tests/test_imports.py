@@ -1,4 +1,4 @@
-"""The three classes import from their LlamaIndex namespaces, and the namespaces stay shared."""
+"""The four classes import from their LlamaIndex namespaces, and the namespaces stay shared."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
         ("llama_index.embeddings.poolrag", "PoolragEmbedding", "BaseEmbedding"),
         ("llama_index.postprocessor.poolrag_rerank", "PoolragRerank", "BaseNodePostprocessor"),
         ("llama_index.retrievers.poolrag", "PoolragColBERTRetriever", "BaseRetriever"),
+        ("llama_index.sparse_embeddings.poolrag", "PoolragSparseEmbedding", "BaseSparseEmbedding"),
     ],
 )
 def test_each_class_is_its_namespaces_only_export(module: str, name: str, base: str) -> None:
@@ -31,5 +32,6 @@ def test_the_llama_index_namespaces_are_not_claimed() -> None:
         "llama_index/embeddings",
         "llama_index/postprocessor",
         "llama_index/retrievers",
+        "llama_index/sparse_embeddings",
     ):
         assert not (PACKAGE / folder / "__init__.py").exists(), folder

@@ -20,8 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model
 from poolrag.backend import PoolingBackend
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
+from poolrag.errors import InvalidInputError
 from poolrag.frameworks.backend_resolution import API_KEY_ENV, backend_base_url, resolve_backend
+from poolrag.frameworks.sparse_encoding import (
+    LearnedSparseEncoder,
+    LexicalSparseEncoder,
+    QueryIdf,
+    SparseSource,
+    SparseTextEncoder,
+)
 from poolrag.params import InputType, PoolingParams
+from poolrag.sparse.bm25 import BM25Encoder, BM25Parameters
 
 
 def _api_key_from_env() -> SecretStr | None:
@@ -62,8 +71,14 @@ class BackendFields(BaseModel):
         """The ``cache=`` argument of classes that embed (none for the others)."""
         return None
 
+    def _runs_a_model(self) -> bool:
+        """Whether this adapter needs a backend at all (a BM25 encoder needs only a tokenizer)."""
+        return True
+
     @model_validator(mode="after")
     def _connect(self) -> Any:
+        if not self._runs_a_model():
+            return self
         self._backend = resolve_backend(
             engine=self.engine,
             client=self.client,
@@ -104,3 +119,58 @@ class EmbeddingFields(BackendFields):
 
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
         return super()._params(input_type).with_updates(dimensions=self.dimensions)
+
+
+class SparseFields(BackendFields):
+    """A sparse encoder's arguments: which source makes the vectors, and BM25's settings.
+
+    ``source="bm25"`` needs only a tokenizer: the ``engine``'s, or that of ``model_name`` (loaded
+    alone, no model weights); ``source="model"`` runs a sparse model wherever the shared fields say.
+    """
+
+    source: SparseSource = Field(
+        default=SparseSource.BM25,
+        description="'bm25': lexical BM25 over the model's tokenizer; 'model': a SPLADE / BGE-M3 model.",
+    )
+    avg_doc_length: float | None = Field(
+        default=None,
+        gt=0,
+        description="BM25: the corpus' mean length in terms; None pins the first batch's mean.",
+    )
+    query_idf: QueryIdf = Field(
+        default=QueryIdf.STORE,
+        description="BM25: 'store' (unit query weights, Qdrant Modifier.IDF) or 'documents' (IDF from the "
+        "documents this object encoded, for Milvus).",
+    )
+    k1: float = Field(default=BM25Parameters.k1, description="BM25 term-frequency saturation.")
+    b: float = Field(default=BM25Parameters.b, description="BM25 length normalisation.")
+
+    _encoder: SparseTextEncoder = PrivateAttr()
+
+    def _runs_a_model(self) -> bool:
+        return self.source is SparseSource.MODEL
+
+    @model_validator(mode="after")
+    def _build_encoder(self) -> Any:
+        if self.source is SparseSource.MODEL:
+            document, query = self._params("document"), self._params("query")
+            self._encoder = LearnedSparseEncoder(self.backend, document, query)
+            return self
+        if self.base_url is not None or self.client is not None:
+            raise InvalidInputError(
+                "BM25 needs the model's tokenizer here: pass engine= or model_name=, not a server"
+            )
+        if self.engine is not None:
+            tokenizer = self.engine.tokenizer
+        elif self.model_name is not None:
+            tokenizer = BM25Encoder.from_pretrained(self.model_name).tokenizer
+        else:
+            raise InvalidInputError("BM25 needs a tokenizer: pass engine= or model_name= (a path or hub id)")
+        encoder = BM25Encoder(tokenizer, BM25Parameters(self.k1, self.b))
+        self._encoder = LexicalSparseEncoder(encoder, self.avg_doc_length, self.query_idf)
+        return self
+
+    @property
+    def encoder(self) -> SparseTextEncoder:
+        """The object that makes the vectors (its ``stats`` hold BM25's document counts)."""
+        return self._encoder

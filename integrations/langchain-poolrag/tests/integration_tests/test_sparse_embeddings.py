@@ -1,0 +1,106 @@
+"""PoolragSparseEmbeddings (Qdrant) and PoolragMilvusSparseEmbedding (Milvus): the core's vectors in
+LangChain's shapes, and hybrid search in the real stores (Qdrant local mode, Milvus Lite) finding
+the document that only the sparse leg can find."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_milvus import Milvus
+from langchain_poolrag import PoolragEmbeddings, PoolragMilvusSparseEmbedding, PoolragSparseEmbeddings
+from langchain_qdrant import QdrantVectorStore, RetrievalMode
+from qdrant_client import models
+from rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
+
+from poolrag import Engine, PoolingParams
+from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
+
+DOC = PoolingParams(input_type="document", truncate_prompt_tokens=-1)
+QUERY_PARAMS = PoolingParams(input_type="query", truncate_prompt_tokens=-1)
+
+
+def pinned_length(encoder: BM25Encoder, texts: list[str]) -> float:
+    lengths = [sum(c.values()) for c in encoder.term_counts(texts)]
+    return sum(lengths) / len(lengths)
+
+
+def as_core(vector) -> SparseVector:
+    return SparseVector(vector.indices, vector.values)
+
+
+def test_bm25_vectors_are_the_core_encoders(minilm_engine: Engine, minilm_path: Path) -> None:
+    sparse = PoolragSparseEmbeddings(model_name=str(minilm_path))  # the tokenizer alone is loaded
+    core = BM25Encoder(minilm_engine.tokenizer)
+    first = sparse.embed_documents(TEXTS[:4])
+    later = sparse.embed_documents(TEXTS[4:])
+    avg = pinned_length(core, TEXTS[:4])  # pinned on the first batch, kept for the next
+    expected = core.encode_documents(TEXTS[:4], avg) + core.encode_documents(TEXTS[4:], avg)
+    assert [as_core(v) for v in first + later] == expected
+    assert as_core(sparse.embed_query(QUERY)) == core.encode_queries([QUERY])[0]
+    assert set(sparse.embed_query(QUERY).values) == {1.0}  # Qdrant's Modifier.IDF weighs them
+
+
+async def test_learned_vectors_are_the_engines(splade_engine: Engine, splade_url: str) -> None:
+    expected_docs = splade_engine.sparse_embed(TEXTS, DOC)
+    expected_query = splade_engine.sparse_embed([QUERY], QUERY_PARAMS)[0]
+    for sparse in (
+        PoolragSparseEmbeddings(source="model", engine=splade_engine),
+        PoolragSparseEmbeddings(source="model", base_url=splade_url),
+    ):
+        assert [as_core(v) for v in sparse.embed_documents(TEXTS)] == expected_docs
+        assert as_core(sparse.embed_query(QUERY)) == expected_query
+        assert [as_core(v) for v in await sparse.aembed_documents(TEXTS)] == expected_docs
+        assert as_core(await sparse.aembed_query(QUERY)) == expected_query
+
+
+def test_a_dense_model_is_refused_as_a_sparse_source(minilm_engine: Engine) -> None:
+    with pytest.raises(ValueError, match="sparse_embed"):
+        PoolragSparseEmbeddings(source="model", engine=minilm_engine)
+    with pytest.raises(ValueError, match="tokenizer"):
+        PoolragSparseEmbeddings(base_url="http://127.0.0.1:9")
+
+
+def test_qdrant_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engine) -> None:
+    assert dense_misses_rare_document(minilm_engine)
+    dense = PoolragEmbeddings(engine=minilm_engine)
+    sparse = PoolragSparseEmbeddings(engine=minilm_engine)
+    store = QdrantVectorStore.from_texts(
+        TEXTS,
+        dense,
+        location=":memory:",
+        collection_name="hybrid",
+        retrieval_mode=RetrievalMode.HYBRID,
+        sparse_embedding=sparse,
+        sparse_vector_params={"modifier": models.Modifier.IDF},
+    )
+    assert store.similarity_search(QUERY, k=3)[0].page_content == RARE
+    points, _ = store.client.scroll("hybrid", limit=100, with_vectors=True)
+    stored = {p.payload["page_content"]: p.vector[store.sparse_vector_name] for p in points}
+    core = BM25Encoder(minilm_engine.tokenizer)
+    expected = core.encode_documents(TEXTS, pinned_length(core, TEXTS))  # one batch: pinned on all
+    assert [SparseVector(stored[t].indices, stored[t].values) for t in TEXTS] == expected
+
+
+def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engine, tmp_path: Path) -> None:
+    assert dense_misses_rare_document(minilm_engine)
+    sparse = PoolragMilvusSparseEmbedding(engine=minilm_engine)
+    store = Milvus(
+        embedding_function=[PoolragEmbeddings(engine=minilm_engine), sparse],
+        vector_field=["dense", "sparse"],
+        connection_args={"uri": str(tmp_path / "milvus.db")},
+        collection_name="hybrid",
+        auto_id=True,
+        # Milvus Lite takes no drop_ratio_build, which langchain-milvus sets by default for sparse fields.
+        index_params=[
+            {"index_type": "AUTOINDEX", "metric_type": "COSINE", "params": {}},
+            {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "IP", "params": {}},
+        ],
+        search_params=[{"metric_type": "COSINE", "params": {}}, {"metric_type": "IP", "params": {}}],
+    )
+    store.add_texts(TEXTS)
+    assert store.similarity_search(QUERY, k=3, ranker_type="rrf")[0].page_content == RARE
+    # Milvus has no IDF modifier: the query carries IDF from the documents embedded above.
+    core = BM25Encoder(minilm_engine.tokenizer)
+    stats = BM25Stats.from_term_counts(core.term_counts(TEXTS))
+    assert sparse.embed_query(QUERY) == core.encode_queries([QUERY], stats)[0].to_dict()

@@ -1,0 +1,3 @@
+from llama_index.sparse_embeddings.poolrag.base import PoolragSparseEmbedding
+
+__all__ = ["PoolragSparseEmbedding"]

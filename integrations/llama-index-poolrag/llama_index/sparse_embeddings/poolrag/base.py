@@ -1,0 +1,74 @@
+"""LlamaIndex ``BaseSparseEmbedding`` on poolrag, and the sparse functions of its Qdrant hybrid mode.
+
+``QdrantVectorStore(enable_hybrid=True, sparse_doc_fn=..., sparse_query_fn=...)`` takes two
+callables from a list of texts to ``(indices, values)`` lists: ``encode_documents`` and
+``encode_queries`` here. Vectors come from BM25 over a model's tokenizer (no second model) or from a
+SPLADE / BGE-M3 model, with the same numbers as poolrag's own ingest.
+"""
+
+from __future__ import annotations
+
+from llama_index.core.base.embeddings.base_sparse import BaseSparseEmbedding, SparseEmbedding
+from pydantic import Field
+
+from poolrag.frameworks.fields import SparseFields
+from poolrag.frameworks.sparse_encoding import as_index_lists
+
+DEFAULT_BATCH = 256
+
+SparseLists = tuple[list[list[int]], list[list[float]]]
+
+
+class PoolragSparseEmbedding(SparseFields, BaseSparseEmbedding):
+    """Sparse vectors from BM25 or a sparse model, as dicts and as Qdrant's sparse functions.
+
+    Example:
+        .. code-block:: python
+
+            sparse = PoolragSparseEmbedding(model_name="sentence-transformers/all-MiniLM-L6-v2")
+            store = QdrantVectorStore(
+                "docs", client=client, enable_hybrid=True,
+                sparse_doc_fn=sparse.encode_documents, sparse_query_fn=sparse.encode_queries,
+            )
+
+    Args (besides the shared ``engine`` / ``model_name`` / ``base_url`` / ``client`` fields):
+        source: ``"bm25"`` (default; the tokenizer of ``engine`` or ``model_name``) or ``"model"``.
+        avg_doc_length, k1, b: BM25's settings; the average length is pinned on the first batch
+            unless given.
+        query_idf: BM25 queries with unit weights (``"store"``: create the collection's sparse field
+            with ``modifier=Modifier.IDF``) or weighted by IDF from the documents encoded here
+            (``"documents"``).
+        embed_batch_size: texts per call (LlamaIndex cuts lists into pieces this long).
+    """
+
+    embed_batch_size: int = Field(default=DEFAULT_BATCH, gt=0, le=2048, description="Texts per call.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PoolragSparseEmbedding"
+
+    def encode_documents(self, texts: list[str]) -> SparseLists:
+        """``sparse_doc_fn`` of LlamaIndex's ``QdrantVectorStore``."""
+        return as_index_lists(self.encoder.documents(texts))
+
+    def encode_queries(self, texts: list[str]) -> SparseLists:
+        """``sparse_query_fn`` of LlamaIndex's ``QdrantVectorStore``."""
+        return as_index_lists(self.encoder.queries(texts))
+
+    def _get_query_embedding(self, query: str) -> SparseEmbedding:
+        return self.encoder.queries([query])[0].to_dict()
+
+    async def _aget_query_embedding(self, query: str) -> SparseEmbedding:
+        return (await self.encoder.aqueries([query]))[0].to_dict()
+
+    def _get_text_embedding(self, text: str) -> SparseEmbedding:
+        return self.encoder.documents([text])[0].to_dict()
+
+    async def _aget_text_embedding(self, text: str) -> SparseEmbedding:
+        return (await self.encoder.adocuments([text]))[0].to_dict()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[SparseEmbedding]:
+        return [v.to_dict() for v in self.encoder.documents(texts)]
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[SparseEmbedding]:
+        return [v.to_dict() for v in await self.encoder.adocuments(texts)]
