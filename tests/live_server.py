@@ -22,9 +22,11 @@ from poolrag.server.run import uvicorn_config
 class LiveServer:
     """``poolrag serve``'s app under uvicorn in a thread, on a socket bound before it starts."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, port: int = 0) -> None:
+        """``port``: 0 for a free one; a given port (an earlier server's) serves a restart there."""
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.socket.bind(("127.0.0.1", 0))
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.socket.bind(("127.0.0.1", port))
         self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
         settings = app.state.poolrag.settings  # the same connection deadlines as 'poolrag serve'
         self.server = uvicorn.Server(uvicorn_config(app, settings, log_level="warning", lifespan="on"))

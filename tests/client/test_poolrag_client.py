@@ -1,16 +1,21 @@
 """PoolragClient against a live ``poolrag serve`` app: the engine's numpy results, exactly, sync
-and async; long lists split into requests; errors mapped onto poolrag's error family."""
+and async; long lists split into requests; errors mapped onto poolrag's error family; a server
+restarted with other weights refused; connections closed on every event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-from live_server import serve
+from live_server import LiveServer, serve
 from rag_corpus import API_KEY, TEXTS
+from tiny_models import build_encoder, write_sentence_transformers
 
 from poolrag import (
     DimensionsError,
@@ -20,7 +25,10 @@ from poolrag import (
     PoolingParams,
     UnsupportedTaskError,
 )
-from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError, ServedModelChangedError
+from poolrag.retrieval import CrossEncoderReranker
+from poolrag.server import ServerSettings, create_app
 
 QUERY = "Which organelle produces energy in cells?"
 
@@ -78,8 +86,39 @@ def test_encode_arrays_returns_the_engines_per_token_matrices(
 def test_score_array_equals_engine_score(client: PoolragClient, minilm_engine: Engine) -> None:
     local = [out.outputs.score for out in minilm_engine.score(QUERY, TEXTS)]
     np.testing.assert_allclose(client.score_array(QUERY, TEXTS), local, rtol=1e-6)
-    pairs = [out.outputs.score for out in minilm_engine.score(TEXTS[:3], TEXTS[3:6])]
-    np.testing.assert_allclose(client.score_array(TEXTS[:3], TEXTS[3:6]), pairs, rtol=1e-6)
+
+
+def test_score_array_takes_one_query_as_the_protocol_says(client: PoolragClient) -> None:
+    with pytest.raises(InputTypeError, match="text_1 must be one string"):
+        client.score_array(TEXTS[:3], TEXTS[3:6])  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="text_1 must be one string"):
+        asyncio.run(client.ascore_array(TEXTS[:3], TEXTS[3:6]))  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="text_2 must be a list"):
+        client.score_array(QUERY, "one document")
+
+
+def test_score_checks_the_callers_parameters_like_the_engine(
+    client: PoolragClient, minilm_engine: Engine, cross_encoder_url: str, cross_encoder_engine: Engine
+) -> None:
+    """``dimensions`` on score: the engine's error, raised here before anything is sent.
+
+    The cross-encoder is compared with the engine; for the cosine model, with the rule itself
+    (``PoolingParams.verify``), since the engine's similarity path drops ``dimensions`` unread."""
+    params = PoolingParams(dimensions=8)
+    with PoolragClient(cross_encoder_url) as reranker_client:
+        with pytest.raises(DimensionsError) as engine_error:
+            cross_encoder_engine.score_array(QUERY, TEXTS, params)
+        with pytest.raises(DimensionsError) as rule_error:
+            params.verify("score", minilm_engine.facts)
+        for remote, local in ((reranker_client, engine_error), (client, rule_error)):
+            for call in (
+                lambda r=remote: r.score_array(QUERY, TEXTS, params),
+                lambda r=remote: asyncio.run(r.ascore_array(QUERY, TEXTS, params)),
+            ):
+                with pytest.raises(DimensionsError) as error:
+                    call()
+                assert type(error.value) is type(local.value) and str(error.value) == str(local.value)
+                assert not isinstance(error.value, RemoteInvalidInputError)  # refused before sending
 
 
 def test_rerank_is_best_first_with_the_engines_scores(
@@ -88,9 +127,47 @@ def test_rerank_is_best_first_with_the_engines_scores(
     scores = np.asarray([out.outputs.score for out in cross_encoder_engine.score(QUERY, TEXTS)])
     with PoolragClient(cross_encoder_url) as client:
         ranked = client.rerank(QUERY, TEXTS, top_n=3)
-        assert [i for i, _ in ranked] == list(np.argsort(-scores)[:3])
-        np.testing.assert_allclose([s for _, s in ranked], np.sort(scores)[::-1][:3], rtol=1e-6)
+        assert [r.index for r in ranked] == list(np.argsort(-scores)[:3])
+        np.testing.assert_allclose([r.score for r in ranked], np.sort(scores)[::-1][:3], rtol=1e-6)
+        assert [r.rerank_score for r in ranked] == [r.score for r in ranked]  # replaced: one score
         assert client.rerank(QUERY, []) == []
+
+
+FIRST_STAGE = [0.91, 0.35, 0.62, 0.60, 0.12, 0.55, 0.30, 0.48]
+
+
+@pytest.mark.parametrize(
+    ("options", "in_process"),
+    [
+        ({"first_stage_scores": FIRST_STAGE}, {"first_stage_scores": FIRST_STAGE}),
+        (
+            {"first_stage_scores": FIRST_STAGE, "second_stage": "rrf", "rerank_weight": 0.25},
+            {"first_stage_scores": FIRST_STAGE, "second_stage": "rrf", "weight": 0.25},
+        ),
+        (
+            {"first_stage_scores": FIRST_STAGE, "second_stage": "replace"},
+            {"first_stage_scores": FIRST_STAGE, "second_stage": "replace"},
+        ),
+        ({"second_stage": "fuse"}, {}),  # no scores: the input order is the first stage
+    ],
+)
+def test_rerank_second_stage_equals_the_in_process_reranker(
+    cross_encoder_url: str, cross_encoder_engine: Engine, options: dict, in_process: dict
+) -> None:
+    assert len(FIRST_STAGE) == len(TEXTS)
+    local = CrossEncoderReranker(cross_encoder_engine).rerank(QUERY, TEXTS, **in_process)
+    with PoolragClient(cross_encoder_url) as client:
+        for remote in (
+            client.rerank(QUERY, TEXTS, **options),
+            asyncio.run(client.arerank(QUERY, TEXTS, **options)),
+        ):
+            assert [r.index for r in remote] == [int(i) for i in local.order]
+            np.testing.assert_allclose([r.score for r in remote], local.scores[local.order], rtol=1e-12)
+            np.testing.assert_allclose(
+                [r.rerank_score for r in remote], local.rerank_scores[local.order], rtol=1e-12
+            )
+        with pytest.raises(RemoteInvalidInputError, match="first_stage_scores"):
+            client.rerank(QUERY, TEXTS, first_stage_scores=[1.0])
 
 
 def test_async_methods_equal_sync(client: PoolragClient) -> None:
@@ -116,6 +193,39 @@ def test_one_client_serves_several_event_loops(client: PoolragClient) -> None:
     np.testing.assert_array_equal(first, second)
 
 
+def test_every_event_loops_connections_are_closed(minilm_url: str) -> None:
+    """asyncio.run per call, a loop left open and closed after close(): no socket is left behind."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        client = PoolragClient(minilm_url)
+        asyncio.run(client.aembed_array(TEXTS[:2]))
+        asyncio.run(client.aembed_array(TEXTS[:2]))
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(client.aembed_array(TEXTS[:2]))
+        client.embed_array(TEXTS[:2])
+        client.close()  # the open loop's client and the sync one
+        loop.close()
+        del loop, client
+        gc.collect()
+    leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaks == []
+
+
+def test_aclose_closes_the_sync_client_too(minilm_url: str) -> None:
+    async def run(client: PoolragClient) -> None:
+        await client.aembed_array(TEXTS[:1])
+        await client.aclose()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        client = PoolragClient(minilm_url)
+        client.embed_array(TEXTS[:1])
+        asyncio.run(run(client))
+        del client
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
 @pytest.mark.parametrize("per_request", [5, 16])
 def test_long_lists_are_split_into_requests_and_kept_in_order(
     minilm_url: str, minilm_engine: Engine, per_request: int
@@ -133,7 +243,7 @@ def test_long_lists_are_split_into_requests_and_kept_in_order(
 def test_empty_inputs_give_empty_results(client: PoolragClient) -> None:
     assert client.embed_array([]).shape == (0, 384)  # the engine's shape: the width is a fact
     assert client.encode_arrays([], "token_embed") == []
-    assert client.score_array([], []).shape == (0,)
+    assert client.score_array(QUERY, []).shape == (0,)
 
 
 # -- errors ------------------------------------------------------------------------------------------------
@@ -166,8 +276,8 @@ def test_parameters_the_endpoint_would_ignore_are_refused_before_sending(client:
 def test_local_checks_match_the_engines(client: PoolragClient) -> None:
     with pytest.raises(InputTypeError):
         client.embed_array([42])  # type: ignore[list-item]
-    with pytest.raises(InvalidInputError, match="equal-length"):
-        client.score_array(["a", "b"], ["c", "d", "e"])
+    with pytest.raises(InputTypeError):
+        client.score_array(["a", "b"], ["c", "d"])  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="http"):
         PoolragClient("localhost:8000")
 
@@ -196,3 +306,44 @@ def test_base_url_may_end_in_v1(minilm_url: str, minilm_engine: Engine) -> None:
     client = PoolragClient(minilm_url + "/v1/")
     assert client.base_url == minilm_url
     np.testing.assert_array_equal(client.embed_array(["a"]), minilm_engine.embed_array(["a"]))
+
+
+# -- a server restarted with other weights --------------------------------------------------------------
+def _tiny_embedder(folder: Path, minilm_path: Path, seed: int, **config: object) -> Engine:
+    build_encoder(folder, "bert", minilm_path, seed=seed, **config)
+    write_sentence_transformers(folder, normalize=True)
+    return Engine(folder)
+
+
+def test_a_restart_with_other_weights_is_refused_then_read_afresh(minilm_path: Path, tmp_path: Path) -> None:
+    """Same name, same URL, same vector size, other weights: no vector of the new model is returned
+    under the old facts, and the cache never files one under the old model's keys."""
+    old = _tiny_embedder(tmp_path / "old", minilm_path, seed=0)
+    # A wider feed-forward layer: the weights' identity reads the config and the files' sizes.
+    new = _tiny_embedder(tmp_path / "new", minilm_path, seed=1, intermediate_size=41)
+    assert old.facts.embedding_dim == new.facts.embedding_dim
+    assert old.facts.model_identity != new.facts.model_identity
+    settings = ServerSettings(served_model_names=("embedder",))
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    with LiveServer(create_app(old, settings)) as first:
+        port = urlsplit(first.url).port
+        clients = [PoolragClient(first.url, model="embedder") for _ in range(4)]
+        cached = CachedEmbedder(clients[0], cache)
+        np.testing.assert_allclose(cached.embed_array(TEXTS[:2]), old.embed_array(TEXTS[:2]), atol=1e-6)
+        assert all(c.facts == old.facts.renamed("embedder") for c in clients)
+    with LiveServer(create_app(new, settings), port=port) as second:
+        assert second.url == first.url
+        for call in (
+            lambda: cached.embed_array(TEXTS[2:4]),
+            lambda: clients[1].encode_arrays(TEXTS[:1], "token_embed"),
+            lambda: clients[2].score_array(QUERY, TEXTS[:2]),
+            lambda: asyncio.run(clients[3].aembed_array(TEXTS[:1])),
+        ):
+            with pytest.raises(ServedModelChangedError, match="now serves other weights") as error:
+                call()
+            assert isinstance(error.value, InvalidInputError)
+        # Read afresh on the next call; the old model's cache entries are not the new model's.
+        assert all(c.facts == new.facts.renamed("embedder") for c in clients)
+        np.testing.assert_allclose(cached.embed_array(TEXTS[:4]), new.embed_array(TEXTS[:4]), atol=1e-6)
+        for c in clients:
+            c.close()

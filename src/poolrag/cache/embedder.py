@@ -56,7 +56,7 @@ class CachedEmbedder:
         self.batch_size = batch_size
         self._base = pooling_params or PoolingParams()
         self._base.verify("embed", backend.facts)
-        self._namespaces: dict[PoolingParams, bytes] = {}
+        self._namespaces: dict[tuple[ModelFacts, PoolingParams], bytes] = {}
         self.hits = 0
         self.misses = 0
 
@@ -98,9 +98,10 @@ class CachedEmbedder:
         return merged
 
     def _keys(self, texts: Sequence[str], params: PoolingParams) -> list[bytes]:
-        shape = params.with_updates(dimensions=None)
+        # Keyed on the facts too: a remote backend's facts change when its server swaps the model.
+        shape = (self.facts, params.with_updates(dimensions=None))
         if shape not in self._namespaces:
-            self._namespaces[shape] = cache_namespace(self.facts, "embed", shape)
+            self._namespaces[shape] = cache_namespace(shape[0], "embed", shape[1])
         namespace = self._namespaces[shape]
         return [text_key(namespace, t) for t in texts]
 

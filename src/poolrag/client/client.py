@@ -5,8 +5,12 @@ remote one, with the same methods, result types (``embed_array`` returns the sam
 array as ``Engine.embed_array``) and facts (read once from the server's ``GET /v1/models``), so
 they do not care whether the model runs in their process. Parameters are checked against those
 facts before anything is sent, by the rule the engine applies, so a bad request raises the same
-error locally as in process. Large inputs are split into requests of ``max_inputs_per_request``
-items; the server batches them by token budget like the engine does.
+error locally as in process. Every answer names the served weights (a response header); when they
+are no longer those of the kept facts (the server restarted with another model under the same
+name), the answer is refused with :class:`ServedModelChangedError` and the facts are read afresh
+on the next call, so nothing computed by one model is filed under another's facts. Large inputs
+are split into requests of ``max_inputs_per_request`` items; the server batches them by token
+budget like the engine does.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ import httpx
 import numpy as np
 
 from poolrag.client import wire
-from poolrag.client.errors import RemoteError, RemoteInvalidInputError
-from poolrag.errors import InvalidInputError
+from poolrag.client.errors import RemoteError, RemoteInvalidInputError, ServedModelChangedError
+from poolrag.client.loop_clients import LoopClients
+from poolrag.client.wire import RerankedDocument
+from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.sparse.vector import SparseVector
@@ -72,8 +78,9 @@ class PoolragClient:
         self.max_inputs_per_request = max_inputs_per_request
         self.max_concurrency = max_concurrency
         self._client: httpx.Client | None = None
-        self._async_client: httpx.AsyncClient | None = None
-        self._async_loop: asyncio.AbstractEventLoop | None = None
+        self._async_clients = LoopClients(
+            lambda: httpx.AsyncClient(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
+        )
         self._facts: ModelFacts | None = None
         self._facts_lock = threading.Lock()
 
@@ -89,22 +96,14 @@ class PoolragClient:
             self._client = httpx.Client(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
         return self._client
 
-    def _async(self) -> httpx.AsyncClient:
-        # An AsyncClient's connections belong to the event loop that opened them; a caller that runs
-        # several loops one after another (asyncio.run per call) gets a fresh client per loop.
-        loop = asyncio.get_running_loop()
-        if self._async_client is None or self._async_loop is not loop:
-            self._async_client = httpx.AsyncClient(
-                base_url=self.base_url, headers=self._headers(), timeout=self.timeout
-            )
-            self._async_loop = loop
-        return self._async_client
-
     def _body(self, fields: dict[str, Any]) -> dict[str, Any]:
         return {"model": self.model, **fields} if self.model is not None else fields
 
-    def _check(self, response: httpx.Response) -> dict[str, Any]:
+    def _check(self, response: httpx.Response, facts: ModelFacts | None) -> dict[str, Any]:
+        """The answer's body, or the error it carries; ``facts`` are those the request was built on."""
         if response.is_success:
+            if facts is not None:
+                self._check_served_model(response, facts)
             return response.json()
         try:
             body: Any = response.json()
@@ -116,33 +115,33 @@ class PoolragClient:
             raise RemoteInvalidInputError(f"{path}: {message}", response.status_code)
         raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
 
-    def _post(self, path: str, fields: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
         try:
             response = self._sync().post(path, json=self._body(fields))
         except httpx.HTTPError as exc:
             raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
-        return self._check(response)
+        return self._check(response, facts)
 
-    async def _apost(self, path: str, fields: dict[str, Any]) -> dict[str, Any]:
+    async def _apost(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
         try:
-            response = await self._async().post(path, json=self._body(fields))
+            response = await (await self._async_clients.get()).post(path, json=self._body(fields))
         except httpx.HTTPError as exc:
             raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
-        return self._check(response)
+        return self._check(response, facts)
 
     def _get(self, path: str) -> dict[str, Any]:
         try:
             response = self._sync().get(path)
         except httpx.HTTPError as exc:
             raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
-        return self._check(response)
+        return self._check(response, None)
 
     async def _aget(self, path: str) -> dict[str, Any]:
         try:
-            response = await self._async().get(path)
+            response = await (await self._async_clients.get()).get(path)
         except httpx.HTTPError as exc:
             raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
-        return self._check(response)
+        return self._check(response, None)
 
     # -- the model's facts ------------------------------------------------------------------------------
     @property
@@ -167,6 +166,27 @@ class PoolragClient:
             if self._facts is None:
                 self._facts = fetched
             return self._facts
+
+    def _check_served_model(self, response: httpx.Response, facts: ModelFacts) -> None:
+        """Refuse an answer from other weights than ``facts`` describe, and forget those facts.
+
+        Compared with the facts the request was built on, not the ones kept now: a concurrent call
+        may already have dropped them, and its caller still holds keys made from the old ones.
+        """
+        served = wire.served_identity(response.headers)
+        if served is None or served == (facts.model_identity, facts.output_fingerprint):
+            return
+        with self._facts_lock:
+            if self._facts is facts:
+                self._facts = None
+        identity, fingerprint = served
+        raise ServedModelChangedError(
+            f"the server at {self.base_url} now serves other weights or pooling ({identity}, outputs "
+            f"{fingerprint}) than this client read ({facts.model_identity}, outputs "
+            f"{facts.output_fingerprint}); the answer was refused so nothing is filed under the old "
+            "model's facts. The next call reads the new facts; caches and collections filled by the "
+            "old model do not hold this model's vectors"
+        )
 
     def _facts_from(self, listing: dict[str, Any]) -> ModelFacts:
         """The card named ``model`` (or the server's first name: one engine, served under each name)."""
@@ -211,25 +231,40 @@ class PoolragClient:
         return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
 
     def _score_requests(
-        self, text_1: str | Sequence[str], text_2: str | Sequence[str], params: PoolingParams | None
+        self, text_1: str, text_2: Sequence[str], params: PoolingParams | None
     ) -> list[tuple[dict[str, Any], int]]:
-        firsts = wire.as_prompt_list(text_1, "text_1")
-        seconds = wire.as_prompt_list(text_2, "text_2")
-        if not firsts and not seconds:
-            return []
-        if not firsts or not seconds:
-            raise InvalidInputError("text_1 and text_2 must both be non-empty")
-        if len(firsts) != 1 and len(firsts) != len(seconds):
-            raise InvalidInputError(
-                f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: "
-                "use one query or equal-length lists"
+        if not isinstance(text_1, str):
+            raise InputTypeError(
+                f"text_1 must be one string, the query, not {type(text_1).__name__}; score_array scores "
+                "each text_2 item against it (for pairs, call it once per query)"
             )
+        if isinstance(text_2, str) or not isinstance(text_2, Sequence):
+            raise InputTypeError(f"text_2 must be a list of strings, not {type(text_2).__name__}")
+        seconds = list(text_2)
         extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
-        requests = []
-        for s in self._chunks(len(seconds)):
-            first: str | list[str] = firsts[0] if len(firsts) == 1 else firsts[s]
-            requests.append(({"text_1": first, "text_2": seconds[s], **extra}, len(seconds[s])))
-        return requests
+        return [
+            ({"text_1": text_1, "text_2": seconds[s], **extra}, len(seconds[s]))
+            for s in self._chunks(len(seconds))
+        ]
+
+    @staticmethod
+    def _rerank_fields(
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None,
+        first_stage_scores: Sequence[float] | None,
+        second_stage: str | None,
+        rerank_weight: float | None,
+    ) -> dict[str, Any]:
+        fields: dict[str, Any] = {"query": query, "documents": list(documents), "return_documents": False}
+        first = None if first_stage_scores is None else [float(s) for s in first_stage_scores]
+        optional = {
+            "top_n": top_n,
+            "first_stage_scores": first,
+            "second_stage": None if second_stage is None else str(second_stage),
+            "rerank_weight": rerank_weight,
+        }
+        return fields | {name: value for name, value in optional.items() if value is not None}
 
     # -- embeddings ------------------------------------------------------------------------------------
     def embed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
@@ -238,7 +273,7 @@ class PoolragClient:
         (pooling_params or PoolingParams()).verify("embed", facts)
         vectors: list[np.ndarray] = []
         for body, n in self._embed_requests(prompts, pooling_params):
-            vectors += wire.decode_embeddings(self._post("/v1/embeddings", body), n)
+            vectors += wire.decode_embeddings(self._post("/v1/embeddings", body, facts), n)
         return _stack(vectors, pooling_params, facts)
 
     async def aembed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
@@ -248,7 +283,7 @@ class PoolragClient:
 
         def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
             async def send() -> list[np.ndarray]:
-                return wire.decode_embeddings(await self._apost("/v1/embeddings", body), n)
+                return wire.decode_embeddings(await self._apost("/v1/embeddings", body, facts), n)
 
             return send
 
@@ -257,30 +292,27 @@ class PoolragClient:
 
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(
-        self,
-        text_1: str | Sequence[str],
-        text_2: str | Sequence[str],
-        pooling_params: PoolingParams | None = None,
+        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
-        """Scores of ``text_2`` against ``text_1`` (1:1, 1:N, N:N), like ``Engine.score``, as float64."""
-        PoolingParams().verify("score", self.facts)
+        """One float64 score of each ``text_2`` item against the query ``text_1``, like
+        ``Engine.score_array``."""
+        facts = self.facts
+        (pooling_params or PoolingParams()).verify("score", facts)
         scores: list[float] = []
         for body, n in self._score_requests(text_1, text_2, pooling_params):
-            scores += wire.decode_scores(self._post("/score", body), n)
+            scores += wire.decode_scores(self._post("/score", body, facts), n)
         return np.asarray(scores, dtype=np.float64)
 
     async def ascore_array(
-        self,
-        text_1: str | Sequence[str],
-        text_2: str | Sequence[str],
-        pooling_params: PoolingParams | None = None,
+        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
-        PoolingParams().verify("score", await self._afacts())
+        facts = await self._afacts()
+        (pooling_params or PoolingParams()).verify("score", facts)
         requests = self._score_requests(text_1, text_2, pooling_params)
 
         def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
             async def send() -> list[float]:
-                return wire.decode_scores(await self._apost("/score", body), n)
+                return wire.decode_scores(await self._apost("/score", body, facts), n)
 
             return send
 
@@ -288,49 +320,67 @@ class PoolragClient:
         return np.asarray([s for part in parts for s in part], dtype=np.float64)
 
     def rerank(
-        self, query: str, documents: Sequence[str], top_n: int | None = None
-    ) -> list[tuple[int, float]]:
-        """``(document index, relevance score)`` pairs, best first, from the server's ``/rerank``."""
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None = None,
+        *,
+        first_stage_scores: Sequence[float] | None = None,
+        second_stage: str | None = None,
+        rerank_weight: float | None = None,
+    ) -> list[RerankedDocument]:
+        """The documents best first from the server's ``/rerank``, as
+        :meth:`CrossEncoderReranker.rerank <poolrag.retrieval.CrossEncoderReranker.rerank>` ranks them.
+
+        With ``first_stage_scores`` (the retriever's score of each document) the reranker's scores
+        are fused with them (``second_stage`` ``"fuse"`` by default, or ``"rrf"``; ``rerank_weight``
+        is the reranker's share); without, they replace them, as Jina and Cohere rerankers do.
+        """
         if not documents:
             return []
-        fields: dict[str, Any] = {"query": query, "documents": list(documents), "return_documents": False}
-        if top_n is not None:
-            fields["top_n"] = top_n
-        return wire.decode_rerank(self._post("/rerank", fields))
+        fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
+        return wire.decode_rerank(self._post("/rerank", fields, self._facts))
 
     async def arerank(
-        self, query: str, documents: Sequence[str], top_n: int | None = None
-    ) -> list[tuple[int, float]]:
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None = None,
+        *,
+        first_stage_scores: Sequence[float] | None = None,
+        second_stage: str | None = None,
+        rerank_weight: float | None = None,
+    ) -> list[RerankedDocument]:
         if not documents:
             return []
-        fields: dict[str, Any] = {"query": query, "documents": list(documents), "return_documents": False}
-        if top_n is not None:
-            fields["top_n"] = top_n
-        return wire.decode_rerank(await self._apost("/rerank", fields))
+        fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
+        return wire.decode_rerank(await self._apost("/rerank", fields, self._facts))
 
     # -- raw pooled data (ColBERT token vectors, rewards) ------------------------------------------------
     def encode_arrays(
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
         """Each input's pooled data (e.g. a ``[T, D]`` matrix for ``token_embed``), like ``Engine.encode``."""
-        (pooling_params or PoolingParams()).verify(pooling_task, self.facts)
+        facts = self.facts
+        (pooling_params or PoolingParams()).verify(pooling_task, facts)
         out: list[np.ndarray] = []
         sparse = pooling_task == "sparse_embed"
         for body, n in self._pooling_requests(prompts, pooling_task, pooling_params):
-            out += wire.decode_pooling(self._post("/pooling", body), n, sparse)
+            out += wire.decode_pooling(self._post("/pooling", body, facts), n, sparse)
         return out
 
     async def aencode_arrays(
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
-        (pooling_params or PoolingParams()).verify(pooling_task, await self._afacts())
+        facts = await self._afacts()
+        (pooling_params or PoolingParams()).verify(pooling_task, facts)
         requests = self._pooling_requests(prompts, pooling_task, pooling_params)
 
         sparse = pooling_task == "sparse_embed"
 
         def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
             async def send() -> list[np.ndarray]:
-                return wire.decode_pooling(await self._apost("/pooling", body), n, sparse)
+                return wire.decode_pooling(await self._apost("/pooling", body, facts), n, sparse)
 
             return send
 
@@ -348,15 +398,16 @@ class PoolragClient:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
+        """Close the connections: the sync client's, and the async ones of every loop still open."""
         if self._client is not None:
             self._client.close()
             self._client = None
+        self._async_clients.close()
 
     async def aclose(self) -> None:
-        if self._async_client is not None:
-            await self._async_client.aclose()
-            self._async_client = None
-            self._async_loop = None
+        """:meth:`close` from async code: this loop's connections are closed without blocking it."""
+        await self._async_clients.aclose_current()
+        self.close()
 
     def __enter__(self) -> PoolragClient:
         return self

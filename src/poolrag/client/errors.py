@@ -23,3 +23,10 @@ class RemoteInvalidInputError(InvalidInputError):
     def __init__(self, message: str, status_code: int) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class ServedModelChangedError(InvalidInputError):
+    """The server now serves other weights (or pools them differently) than the facts this client
+    read: it restarted with another model under the same name and URL. The client drops its facts,
+    so the next call reads the new ones; what was keyed on the old facts (cache entries, a
+    collection) belongs to the old model."""

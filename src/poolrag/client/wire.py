@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import quote, unquote
 
 import numpy as np
 
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.model_facts import ModelFacts
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
 
@@ -28,6 +30,39 @@ POOLING_FIELDS = (
     "max_active_dims",
 )
 SCORE_FIELDS = ("truncate_prompt_tokens",)
+
+#: Response headers naming the served model on every answer (``poolrag.server.model_identity``):
+#: ``ModelFacts.model_identity`` and ``ModelFacts.output_fingerprint``, percent-encoded (header
+#: values are latin-1).
+MODEL_IDENTITY_HEADER = "X-Poolrag-Model-Identity"
+OUTPUT_FINGERPRINT_HEADER = "X-Poolrag-Output-Fingerprint"
+
+
+class RerankedDocument(NamedTuple):
+    """One ``/rerank`` result: the final score ranks; ``rerank_score`` is the reranker's own (equal
+    to ``score`` when the reranker's scores replace the first stage's)."""
+
+    index: int
+    score: float
+    rerank_score: float
+
+
+def identity_headers(facts: ModelFacts) -> dict[str, str]:
+    """The identity headers a server sends for ``facts``."""
+    return {
+        MODEL_IDENTITY_HEADER: quote(facts.model_identity, safe="@/:._-"),
+        OUTPUT_FINGERPRINT_HEADER: quote(facts.output_fingerprint, safe=""),
+    }
+
+
+def served_identity(headers: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(model_identity, output_fingerprint)`` from a response's headers; ``None`` when the server
+    sends none (a proxy that strips them, an older server)."""
+    identity = headers.get(MODEL_IDENTITY_HEADER)
+    fingerprint = headers.get(OUTPUT_FINGERPRINT_HEADER)
+    if identity is None or fingerprint is None:
+        return None
+    return unquote(identity), unquote(fingerprint)
 
 
 def wire_input(item: Any) -> str | list[int]:
@@ -103,8 +138,13 @@ def decode_sparse(entries: Sequence[Mapping[str, Any]]) -> np.ndarray:
     return out
 
 
-def decode_rerank(body: dict[str, Any]) -> list[tuple[int, float]]:
-    return [(int(item["index"]), float(item["relevance_score"])) for item in body["results"]]
+def decode_rerank(body: dict[str, Any]) -> list[RerankedDocument]:
+    results = []
+    for item in body["results"]:
+        score = float(item["relevance_score"])
+        own = item.get("rerank_score")
+        results.append(RerankedDocument(int(item["index"]), score, score if own is None else float(own)))
+    return results
 
 
 def error_message(status: int, body: Any, text: str) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import Request
 
+from poolrag.model_facts import ModelFacts
 from poolrag.server.admission import Admission
 from poolrag.server.engine_calls import EngineCalls
 from poolrag.server.inputs import check_model
@@ -31,6 +32,11 @@ class ServerState:
     admission: Admission
     metrics: ServerMetrics
     started: int
+
+    @property
+    def served_facts(self) -> ModelFacts:
+        """The engine's facts under the served name: the folder's path is the host's business."""
+        return self.engine.facts.renamed(self.settings.model_name)
 
     def check_model(self, model: str | None) -> None:
         check_model(self.settings, model)

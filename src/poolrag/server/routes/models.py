@@ -15,8 +15,7 @@ router = APIRouter(tags=["models"])
 @router.get("/v1/models", response_model=ModelList, responses=READ_ERRORS)
 async def list_models(request: Request) -> ModelList:
     state = server_state(request)
-    # Reported under the served name: the folder's path is the host's business.
-    facts = state.engine.facts.renamed(state.settings.model_name)
+    facts = state.served_facts
     cards = [
         ModelCard(
             id=name,

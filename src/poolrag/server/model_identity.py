@@ -1,0 +1,35 @@
+"""Name the served model's weights and output settings on every response.
+
+A client keeps the facts it read from ``GET /v1/models``, and caches key stored vectors on them.
+If the server restarts on the same URL with other weights under the same name, those facts go
+stale silently; with the identity on each answer, the client sees the change on the first
+response and refuses the vectors instead of filing them under the old model's keys.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from poolrag.client.wire import identity_headers
+from poolrag.model_facts import ModelFacts
+
+
+class ModelIdentityMiddleware:
+    """Adds the served facts' identity headers (:func:`poolrag.client.wire.identity_headers`, which
+    the client reads back) to every HTTP response."""
+
+    def __init__(self, app: ASGIApp, facts: ModelFacts) -> None:
+        self.app = app
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in identity_headers(facts).items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_identity(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *self.headers]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_identity)
