@@ -239,7 +239,8 @@ class Engine:
 
     @property
     def pooler_config(self) -> PoolerConfig:
-        """The resolved pooling defaults (folder + caller overrides); caches key on them."""
+        """The resolved pooling defaults (folder + caller overrides); their digest is
+        ``facts.output_fingerprint``, which caches key on with the weights' identity."""
         return self._pipeline.pooler_config
 
     @property

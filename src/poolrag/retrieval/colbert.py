@@ -26,7 +26,7 @@ from poolrag.retrieval.collection_checks import check_k, check_model
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import DOC_ID_KEY, SearchResult
 from poolrag.stores.base import ChunkRecord, CollectionSpec, VectorStore
-from poolrag.stores.filters import MetadataFilter, check_filter
+from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class ColbertRetriever:
         truncate_prompt_tokens: int | None = -1,
     ) -> None:
         facts = backend.facts
-        if facts.score_kind != ScoreKind.MAXSIM:
+        if facts.score_kind is not ScoreKind.MAXSIM:
             raise InvalidInputError(
                 f"{facts.model_name} is not a ColBERT (late-interaction) model; ColbertRetriever needs one"
             )
@@ -184,50 +184,48 @@ class ColbertRetriever:
 
     # -- reads --------------------------------------------------------------------------------------
     def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        filter: MetadataFilter | None = None,
-        candidates: int | None = None,
+        self, query: str, k: int = 10, *, filter: MetadataFilter | None = None, candidates: int | None = None
     ) -> list[SearchResult]:
         """The ``k`` best texts for ``query`` by MaxSim among those whose metadata matches
         ``filter`` (then reranked, when a reranker is set, among ``candidates`` of them)."""
-        check_k(k)
-        checked = check_filter(filter)
+        checked = _checked_query(k, filter)
         if self._current_spec() is None:
             return []
         query_vectors = self.backend.encode_arrays([query], TOKEN_TASK, self._params("query"))[0]
-        hits = self._hits(query_vectors, k, checked, candidates)
+        return self._ranked(query, query_vectors, k, checked, candidates)
+
+    async def asearch(
+        self, query: str, k: int = 10, *, filter: MetadataFilter | None = None, candidates: int | None = None
+    ) -> list[SearchResult]:
+        """:meth:`search` for asyncio (the store and the reranker run in a worker thread)."""
+        checked = _checked_query(k, filter)
+        if await asyncio.to_thread(self._current_spec) is None:
+            return []
+        query_vectors = (await self.backend.aencode_arrays([query], TOKEN_TASK, self._params("query")))[0]
+        return await asyncio.to_thread(self._ranked, query, query_vectors, k, checked, candidates)
+
+    def _ranked(
+        self,
+        query: str,
+        query_vectors: np.ndarray,
+        k: int,
+        filter: MetadataFilter | None,
+        candidates: int | None,
+    ) -> list[SearchResult]:
+        """The store's MaxSim hits for the encoded query, reranked when a reranker is set; blocking
+        (the store and the reranker), so :meth:`asearch` runs it in a worker thread."""
+        n = candidates or (max(5 * k, 30) if self.reranker is not None else k)
+        found = self.store.search_multivector(np.asarray(query_vectors, dtype=np.float32), max(n, k), filter)
+        hits = [SearchResult.from_hit(h, "maxsim") for h in found]
         if self.reranker is not None:
             hits = self.reranker.rerank_results(query, hits)
         return hits[:k]
 
-    async def asearch(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        filter: MetadataFilter | None = None,
-        candidates: int | None = None,
-    ) -> list[SearchResult]:
-        """:meth:`search` for asyncio (the store and the reranker run in a worker thread)."""
-        check_k(k)
-        checked = check_filter(filter)
-        if await asyncio.to_thread(self._current_spec) is None:
-            return []
-        query_vectors = (await self.backend.aencode_arrays([query], TOKEN_TASK, self._params("query")))[0]
-        hits = await asyncio.to_thread(self._hits, query_vectors, k, checked, candidates)
-        if self.reranker is not None:
-            hits = await asyncio.to_thread(self.reranker.rerank_results, query, hits)
-        return hits[:k]
 
-    def _hits(
-        self, query_vectors: np.ndarray, k: int, filter: MetadataFilter | None, candidates: int | None
-    ) -> list[SearchResult]:
-        n = candidates or (max(5 * k, 30) if self.reranker is not None else k)
-        hits = self.store.search_multivector(np.asarray(query_vectors, dtype=np.float32), max(n, k), filter)
-        return [SearchResult.from_hit(h, "maxsim") for h in hits]
+def _checked_query(k: int, filter: MetadataFilter | None) -> CheckedFilter | None:
+    """A search's arguments checked before any model call: ``k`` and the filter's shape."""
+    check_k(k)
+    return check_filter(filter)
 
 
 def _columns(

@@ -60,7 +60,7 @@ class CrossEncoderReranker:
     """Scores (query, passage) pairs jointly with a cross-encoder backend; higher is more relevant.
 
     Args:
-        backend: a cross-encoder (``facts.score_kind`` is ``cross_encoder``).
+        backend: a cross-encoder (``facts.score_kind`` is ``ScoreKind.CROSS_ENCODER``, ``"cross-encoder"``).
         second_stage: how its scores make the final order (see :class:`SecondStage`); ``fuse``
             by default, ``replace`` for the reranker's order alone.
         weight: the reranker's share when fusing, in [0, 1].
@@ -89,10 +89,11 @@ class CrossEncoderReranker:
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """The reranker's own score of each passage, in input order."""
         if not passages:
-            return np.zeros(0, dtype=np.float32)
-        # Long passages are cut to the model's limit rather than failing the whole search.
+            return np.zeros(0, dtype=np.float64)
+        # Long passages are cut to the model's limit rather than failing the whole search. Kept in
+        # float64, as the server and the adapters fuse them: a float32 cast would move fused ranks.
         scores = self.backend.score_array(query, list(passages), PoolingParams(truncate_prompt_tokens=-1))
-        return scores.astype(np.float32)
+        return np.asarray(scores, dtype=np.float64)
 
     def rerank(
         self,
@@ -117,7 +118,7 @@ class CrossEncoderReranker:
             )
         rerank_scores = self.scores(query, passages)
         final = fuse_second_stage(rerank_scores, first_stage_scores, mode, share, self.normalisation)
-        return Reranking(descending_order(final), final, rerank_scores.astype(np.float64))
+        return Reranking(descending_order(final), final, rerank_scores)
 
     def rerank_results(self, query: str, results: Sequence[SearchResult]) -> list[SearchResult]:
         """The retrievers' second stage: ``results`` (first stage's order and scores) best first again.
