@@ -31,13 +31,9 @@ class PoolragSparseEmbeddings(SparseFields, SparseEmbeddings):
             sparse = PoolragSparseEmbeddings(model_name="sentence-transformers/all-MiniLM-L6-v2")
             sparse = PoolragSparseEmbeddings(source="model", model_name="naver/splade-v3")
 
-    Args (besides the shared ``engine`` / ``model_name`` / ``base_url`` / ``client`` fields):
-        source: ``"bm25"`` (default; the tokenizer of ``engine`` or ``model_name``) or ``"model"``.
-        avg_doc_length, k1, b: BM25's settings; the average length is pinned on the first batch
-            unless given.
-        query_idf: BM25 queries with unit weights (``"store"``: create the collection's sparse field
-            with ``modifier=Modifier.IDF``) or weighted by IDF from the documents embedded here
-            (``"documents"``).
+    The arguments are :class:`~poolrag.frameworks.fields.SparseFields`' (``source``, BM25's
+    ``avg_doc_length`` / ``k1`` / ``b`` / ``query_idf``, and where the model runs). With the default
+    ``query_idf="store"``, create the Qdrant sparse field with ``modifier=Modifier.IDF``.
     """
 
     def embed_documents(self, texts: list[str]) -> list[SparseVector]:

@@ -11,7 +11,9 @@ arguments, refuse the same mistakes and return the same numbers.
 * :mod:`~poolrag.frameworks.adapter_calls`: the embed and rerank calls with their input checks;
 * :mod:`~poolrag.frameworks.ranking`: best-first order of scored candidates;
 * :mod:`~poolrag.frameworks.colbert_search`: the core ColBERT retriever as both framework retrievers
-  use it.
+  use it;
+* :mod:`~poolrag.frameworks.sparse_encoding`: BM25 or sparse-model vectors for the stores' hybrid
+  search, which each framework's sparse class only reshapes.
 
 Nothing here imports either framework.
 """

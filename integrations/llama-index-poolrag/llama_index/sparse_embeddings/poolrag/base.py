@@ -31,14 +31,9 @@ class PoolragSparseEmbedding(SparseFields, BaseSparseEmbedding):
                 sparse_doc_fn=sparse.encode_documents, sparse_query_fn=sparse.encode_queries,
             )
 
-    Args (besides the shared ``engine`` / ``model_name`` / ``base_url`` / ``client`` fields):
-        source: ``"bm25"`` (default; the tokenizer of ``engine`` or ``model_name``) or ``"model"``.
-        avg_doc_length, k1, b: BM25's settings; the average length is pinned on the first batch
-            unless given.
-        query_idf: BM25 queries with unit weights (``"store"``: create the collection's sparse field
-            with ``modifier=Modifier.IDF``) or weighted by IDF from the documents encoded here
-            (``"documents"``).
-        embed_batch_size: texts per call (LlamaIndex cuts lists into pieces this long).
+    Takes :class:`~poolrag.frameworks.fields.SparseFields`' arguments, and ``embed_batch_size``
+    (texts per call; LlamaIndex cuts lists into pieces this long). The Qdrant store creates its
+    sparse field without ``Modifier.IDF``: create the collection first, or use ``query_idf="documents"``.
     """
 
     embed_batch_size: int = Field(default=DEFAULT_BATCH, gt=0, le=2048, description="Texts per call.")
