@@ -240,10 +240,11 @@ def test_long_lists_are_split_into_requests_and_kept_in_order(
     np.testing.assert_allclose(client.score_array(QUERY, texts), local, atol=1e-6)
 
 
-def test_empty_inputs_give_empty_results(client: PoolragClient) -> None:
+def test_empty_inputs_are_answered_as_the_engine_does(client: PoolragClient) -> None:
     assert client.embed_array([]).shape == (0, 384)  # the engine's shape: the width is a fact
     assert client.encode_arrays([], "token_embed") == []
-    assert client.score_array(QUERY, []).shape == (0,)
+    with pytest.raises(InvalidInputError, match="non-empty"):  # as the engine: nothing to score against
+        client.score_array(QUERY, [])
 
 
 # -- errors ------------------------------------------------------------------------------------------------

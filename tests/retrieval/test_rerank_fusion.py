@@ -52,7 +52,19 @@ def _ranks(scores: np.ndarray) -> list[int]:
 
 
 def _raw(cross_encoder: Engine, query: str, texts: list[str]) -> np.ndarray:
-    return cross_encoder.score_array(query, texts).astype(np.float32).astype(np.float64)
+    return cross_encoder.score_array(query, texts)
+
+
+def test_reranker_scores_stay_float64_as_the_server_fuses_them(cross_encoder: Engine) -> None:
+    """The server's /rerank and the adapters fuse the backend's float64 scores; a float32 cast here
+    would rank near-ties differently from them."""
+    reranker = CrossEncoderReranker(cross_encoder)
+    scores = reranker.scores(QUERY, PASSAGES)
+    assert scores.dtype == np.float64 and reranker.scores(QUERY, []).dtype == np.float64
+    np.testing.assert_array_equal(scores, _raw(cross_encoder, QUERY, PASSAGES))
+    reranking = reranker.rerank(QUERY, PASSAGES, [0.9, 0.2, 0.5, 0.45, 0.1])
+    assert reranking.scores.dtype == reranking.rerank_scores.dtype == np.float64
+    np.testing.assert_array_equal(reranking.rerank_scores, scores)
 
 
 def test_fuse_mixes_z_scores_half_and_half_by_default(cross_encoder: Engine) -> None:

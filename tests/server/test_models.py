@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import openai
 
+from poolrag.client.wire import MODEL_IDENTITY_HEADER, OUTPUT_FINGERPRINT_HEADER
 from poolrag.model_facts import ModelFacts
 
 from .conftest import MINILM_NAMES, Served
@@ -35,3 +36,26 @@ def test_model_cards_carry_the_engines_facts_under_the_served_name(
         assert ModelFacts.from_json(MINILM_NAMES[0], card) == expected
     assert cards[0]["model_identity"].startswith(f"{MINILM_NAMES[0]}@")
     assert cards[0]["score_kind"] == "cosine" and cards[0]["embedding_dim"] == 384
+
+
+def test_every_answer_names_the_served_weights(minilm_server: Served, http: httpx.Client) -> None:
+    """The client compares these headers with the facts it keeps, on every response."""
+    card = http.get(f"{minilm_server.url}/v1/models").json()["data"][0]
+    requests = [
+        ("GET", "/v1/models", None),
+        ("POST", "/v1/embeddings", {"input": ["a text"]}),
+        ("POST", "/score", {"text_1": "query", "text_2": ["a text"]}),
+        ("POST", "/pooling", {"input": ["a text"], "task": "token_embed"}),
+        ("POST", "/rerank", {"query": "query", "documents": ["a text"]}),
+        ("POST", "/v1/embeddings", {"input": [""]}),  # refused: still this model's answer
+    ]
+    for method, path, body in requests:
+        response = http.request(method, f"{minilm_server.url}{path}", json=body)
+        assert response.headers[MODEL_IDENTITY_HEADER] == card["model_identity"], path
+        assert response.headers[OUTPUT_FINGERPRINT_HEADER] == card["output_fingerprint"], path
+    assert response.status_code == 400
+
+
+def test_the_identity_goes_to_authorised_callers_only(keyed_server: Served, http: httpx.Client) -> None:
+    refused = http.get(f"{keyed_server.url}/v1/models")
+    assert refused.status_code == 401 and MODEL_IDENTITY_HEADER not in refused.headers

@@ -241,6 +241,8 @@ class PoolragClient:
         if isinstance(text_2, str) or not isinstance(text_2, Sequence):
             raise InputTypeError(f"text_2 must be a list of strings, not {type(text_2).__name__}")
         seconds = list(text_2)
+        if not seconds:
+            raise InvalidInputError("text_1 and text_2 must both be non-empty")  # as the engine says
         extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
         return [
             ({"text_1": text_1, "text_2": seconds[s], **extra}, len(seconds[s]))
