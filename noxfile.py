@@ -14,6 +14,13 @@ nox.options.error_on_missing_interpreters = True
 CPU_TORCH = ("-c", "constraints-cpu.txt")
 
 
+def install(session: nox.Session, *args: str) -> None:
+    """Install under the CPU constraints with a current pip: the pip 23 that venv seeds backtracks
+    into ResolutionImpossible (httpx[http2]) on the test extras, which pip 25 resolves."""
+    session.install("--upgrade", "pip>=25.3")
+    session.install(*CPU_TORCH, *args)
+
+
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.5")
@@ -24,7 +31,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def base_install(session: nox.Session) -> None:
     """poolrag with no extras: every CLI subcommand and module either works or names its extra."""
-    session.install(*CPU_TORCH, "-e", ".", "pytest>=8", "pytest-timeout>=2.3")
+    install(session, "-e", ".", "pytest>=8", "pytest-timeout>=2.3")
     session.run("pytest", "tests/first_hour/test_base_install.py", *session.posargs)
 
 
@@ -40,7 +47,7 @@ def first_hour(session: nox.Session, doc: str, name: str) -> None:
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
     """Engine, server, ingestion, stores, retrieval, CLI and notebooks."""
-    session.install(*CPU_TORCH, "-e", ".[test,notebooks,server,milvus,qdrant,qdrant-edge]")
+    install(session, "-e", ".[test,notebooks,server,milvus,qdrant,qdrant-edge]")
     session.run("python", "scripts/build_test_assets.py")
     # test_base_install.py asserts what a user without extras sees: it runs in base_install
     session.run(
@@ -55,7 +62,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def ray(session: nox.Session) -> None:
     """Ingestion on Ray Data and replicas on Ray Serve, on a local 2-CPU Ray cluster."""
-    session.install(*CPU_TORCH, "-e", ".[test,server,milvus,qdrant,ray]")
+    install(session, "-e", ".[test,server,milvus,qdrant,ray]")
     session.run("python", "scripts/build_test_assets.py")
     session.run("pytest", "tests/scaleout", *session.posargs)
 
@@ -63,7 +70,7 @@ def ray(session: nox.Session) -> None:
 def _partner_package(session: nox.Session, folder: str) -> None:
     """poolrag plus one partner package with its test extra, nothing else, then that package's tests
     (run from its folder, so its own pytest settings apply)."""
-    session.install(*CPU_TORCH, "-e", ".", "-e", f"integrations/{folder}[test]")
+    install(session, "-e", ".", "-e", f"integrations/{folder}[test]")
     session.run("python", "scripts/build_test_assets.py")  # the real models the tests run
     session.chdir(f"integrations/{folder}")
     session.run("pytest", *session.posargs)
