@@ -1,8 +1,9 @@
 """``poolrag eval DATASET``: recall@k, MRR@k and nDCG@k of each retrieval mode on a BEIR-layout folder.
 
 The corpus is ingested with the same store options, cache and chunk ids as ``poolrag ingest`` (a
-second run embeds nothing), into a collection with dense and BM25 sparse fields, so every mode is
-measured on one collection.
+second run embeds nothing), into a collection with a dense and a sparse field (BM25, or learned
+weights from --sparse-model or the model's own sparse head), so every mode is measured on one
+collection.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ from poolrag.cli.ingest import (
 )
 
 if TYPE_CHECKING:
+    from poolrag.cache import EmbeddingCache
+    from poolrag.engine import Engine
     from poolrag.evaluation.run import EvalReport
+    from poolrag.ingest import DenseEncoder
+    from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +61,12 @@ def register(subparsers: Any) -> None:
         f"(default: {DEFAULT_MODES}, plus both rerank modes with --rerank)",
     )
     parser.add_argument("--model", help="embedding model (default: all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--sparse-model",
+        metavar="MODEL",
+        help="learned sparse model (SPLADE) for the sparse field (default: the model's own sparse head "
+        "when it has one, as BGE-M3 does, else BM25 over its tokenizer)",
+    )
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder for the hybrid+rerank modes")
     parser.add_argument(
         "--rerank-weight", type=float, default=0.5, help="the reranker's share when fusing (default 0.5)"
@@ -121,11 +132,10 @@ def _modes(args: argparse.Namespace) -> list[str]:
 
 
 def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
-    from poolrag.cache import CachedEmbedder, EmbeddingCache
+    from poolrag.cache import EmbeddingCache
     from poolrag.evaluation import BeirDataset
     from poolrag.evaluation.run import SPARSE_MODES, Evaluation
-    from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, default_model
-    from poolrag.ingest.sparse_encoders import bm25_for_model
+    from poolrag.ingest import IngestPipeline, TokenChunker, default_model
     from poolrag.stores import check_collection_name
 
     # The cheap checks first: modes, names, the dataset folder, before a model or database is touched.
@@ -141,16 +151,16 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
     opened.append(cache)
     load_options = {"trust_remote_code": True} if args.trust_remote_code else {}
     engine = load_engine(args.model or default_model(), load_options)
-    embedder = CachedEmbedder(engine, cache)
+    dense, sparse = _sources(engine, cache, args, load_options)
+    embedder = dense.embedder
     hybrid = any(m in SPARSE_MODES for m in modes)
-    sparse = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache)
     reranker = load_engine(args.rerank, load_options) if args.rerank else None
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
     opened.append(store)
     pipeline = IngestPipeline(
         store,
-        DenseEncoder(embedder),
+        dense,
         chunker,
         batch_size=args.batch_size,
         checkpoint_path=args.checkpoint,
@@ -166,6 +176,26 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
         rerank_weight=args.rerank_weight,
     )
     return evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch)
+
+
+def _sources(
+    engine: Engine, cache: EmbeddingCache, args: argparse.Namespace, load_options: dict[str, Any]
+) -> tuple[DenseEncoder, SparseChunkEncoder]:
+    """The dense encoder and the sparse source, chosen as ``poolrag ingest --hybrid`` chooses: the
+    --sparse-model, else the main model's own sparse head (one forward pass), else BM25."""
+    from poolrag.cache import CachedEmbedder
+    from poolrag.cli.ingest import load_sparse_model
+    from poolrag.ingest import DenseEncoder
+    from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
+    from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
+
+    if args.sparse_model:
+        sparse_model = load_sparse_model(args.sparse_model, load_options)
+        return DenseEncoder(CachedEmbedder(engine, cache)), LearnedSparseChunkEncoder(sparse_model, cache)
+    if has_sparse_head(engine):
+        return own_head_encoders(engine, cache)
+    bm25 = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache)
+    return DenseEncoder(CachedEmbedder(engine, cache)), bm25
 
 
 class _Cleanup:

@@ -22,8 +22,10 @@ from poolrag.cli.ingest import (
 )
 
 if TYPE_CHECKING:
+    from poolrag.engine import Engine
     from poolrag.retrieval import CrossEncoderReranker, SearchResult
-    from poolrag.stores.base import VectorStore
+    from poolrag.retrieval.sparse_queries import SparseQueryEncoder
+    from poolrag.stores.base import CollectionSpec, VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,11 @@ def register(subparsers: Any) -> None:
         "ingested with --hybrid)",
     )
     parser.add_argument("--hybrid", dest="mode", action="store_const", const="hybrid", help="--mode hybrid")
+    parser.add_argument(
+        "--sparse-model",
+        metavar="MODEL",
+        help="sparse/hybrid on a collection ingested with --sparse-model: the same model (checked)",
+    )
     parser.add_argument("-k", type=_positive_int, default=10, help="results to show (default 10)")
     parser.add_argument("--candidates", type=_positive_int, help="stage-1 candidates (default max(10k, 50))")
     parser.add_argument("--no-rescore", action="store_true", help="skip the full-vector re-scoring stage")
@@ -126,7 +133,6 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     from poolrag.errors import InvalidInputError
     from poolrag.ingest import default_model
     from poolrag.retrieval import ColbertRetriever, Retriever
-    from poolrag.sparse import BM25Encoder
     from poolrag.stores import CollectionMismatchError, CollectionNotFoundError
     from poolrag.stores.base import weights_fingerprint
 
@@ -155,13 +161,25 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
         return ColbertRetriever(store, engine, reranker=reranker).search(
             args.query, args.k, candidates=args.candidates
         )
-    # Unit query weights: every store multiplies them by IDF.
-    sparse = BM25Encoder(engine.tokenizer) if args.mode != "dense" else None
+    sparse = _sparse_queries(spec, engine, args) if args.mode != "dense" else None
     embedder = CachedEmbedder(engine, open_cache_from_args(args))
     retriever = Retriever(store, embedder, reranker=reranker, sparse_encoder=sparse)
     return retriever.search(
         args.query, args.k, mode=args.mode, candidates=args.candidates, rescore=not args.no_rescore
     )
+
+
+def _sparse_queries(spec: CollectionSpec, engine: Engine, args: argparse.Namespace) -> SparseQueryEncoder:
+    """BM25's unit query weights (every store multiplies them by IDF), or for a ``learned`` collection
+    the model that made its vectors: --sparse-model, else the main model's own sparse head."""
+    from poolrag.cli.ingest import load_sparse_model
+    from poolrag.ingest.sparse_encoders import LEARNED_SPARSE_OPTIONS_KEY, learned_sparse_for_search
+    from poolrag.sparse import BM25Encoder
+
+    if spec.sparse != "learned":
+        return BM25Encoder(engine.tokenizer)
+    named = load_sparse_model(args.sparse_model, _user_options(args)) if args.sparse_model else None
+    return learned_sparse_for_search(spec.model_options.get(LEARNED_SPARSE_OPTIONS_KEY), engine, named)
 
 
 def _reranker(args: argparse.Namespace) -> CrossEncoderReranker | None:
@@ -198,7 +216,8 @@ def _recorded_matryoshka(recorded: object) -> dict[str, Any]:
         return {}
     overrides = recorded.get("hf_overrides")
     matryoshka = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
-    ignored = sorted(k for k in recorded if k not in ("hf_overrides", "bm25"))  # bm25: ingest's own
+    own = ("hf_overrides", "bm25", "learned_sparse")  # bm25, learned_sparse: ingest's own records
+    ignored = sorted(k for k in recorded if k not in own)
     if isinstance(overrides, dict):
         ignored += sorted(f"hf_overrides.{k}" for k in overrides if k != "is_matryoshka")
     if ignored:

@@ -99,7 +99,8 @@ class Evaluation:
         pipeline: the ingest pipeline for the evaluation's collection (dense encoder, chunker, and a
             sparse encoder when a sparse or hybrid mode is measured).
         embedder: the dense model behind the pipeline's encoder (queries go through it).
-        sparse_encoder: query side of the sparse field (the pipeline's BM25 encoder serves).
+        sparse_encoder: query side of the sparse field (the pipeline's sparse encoder serves: BM25,
+            or a learned one, whose queries go through the same model with ``input_type="query"``).
         reranker: a cross-encoder backend, needed by the ``hybrid+rerank*`` modes.
         rerank_weight: the reranker's share in the fused second stage.
     """
