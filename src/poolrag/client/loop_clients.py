@@ -35,6 +35,7 @@ class LoopClients:
             asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]
         ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self._closing: set[asyncio.Task[None]] = set()  # held until done: the loop keeps weak refs
 
     async def get(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -84,7 +85,9 @@ class LoopClients:
             if loop.is_closed():
                 continue  # finalised with the loop, or beyond reach
             if loop is current:
-                loop.create_task(guard.aclose())
+                task = loop.create_task(guard.aclose())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
             elif loop.is_running():
                 future = asyncio.run_coroutine_threadsafe(guard.aclose(), loop)
                 try:
