@@ -146,7 +146,8 @@ class PoolragClient:
     # -- the model's facts ------------------------------------------------------------------------------
     @property
     def facts(self) -> ModelFacts:
-        """The served model's facts, fetched from ``GET /v1/models`` on first use and kept.
+        """The served model's facts, fetched from ``GET /v1/models`` on first use and kept until an
+        answer names other weights (then read again on the next call).
 
         Blocks on the first call; async code gets them through the async methods, which fetch
         them without blocking the event loop.
