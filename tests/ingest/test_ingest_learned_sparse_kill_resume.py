@@ -1,0 +1,96 @@
+"""``kill -9`` in the middle of ``poolrag ingest --hybrid`` with a learned sparse source (a tiny SPLADE as
+``--sparse-model`` beside MiniLM, or a tiny BGE-M3's own sparse head), then run it again: it resumes,
+takes the killed run's sparse vectors from the cache, and the collection holds exactly the engine's
+own sparse vectors for every chunk."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_ingest_hybrid_kill_resume import SUBJECTS, _corpus, _stored_sparse
+from tiny_models import build_bge_m3, build_splade
+
+from poolrag import Engine
+from poolrag.ingest import TokenChunker, read_paths
+from poolrag.ingest.sparse_encoders import LEARNED_SPARSE_OPTIONS_KEY
+from poolrag.params import PoolingParams
+from poolrag.stores import open_store
+
+
+def _cli(args: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "poolrag.cli", "ingest", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["splade", "bge-m3"])
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_sigkilled_learned_sparse_ingest_resumes_to_the_clean_result(
+    kind: str, source: str, tmp_path: Path, minilm_path: Path
+) -> None:
+    if source == "splade":
+        main_path, sparse_path = minilm_path, build_splade(tmp_path / "splade", minilm_path)
+        flags = ["--model", str(main_path), "--sparse-model", str(sparse_path)]
+    else:
+        main_path = sparse_path = build_bge_m3(tmp_path / "m3", minilm_path)
+        flags = ["--model", str(main_path)]
+    corpus = _corpus(tmp_path / "corpus")
+    checkpoint = tmp_path / "ingest.checkpoint.json"
+    location = ["--uri", str(tmp_path / "m.db")] if kind == "milvus" else ["--path", str(tmp_path / "q")]
+    args = [str(corpus), "--store", kind, *location, "--collection", "docs", "--hybrid", *flags]
+    args += ["--chunk-tokens", "32", "--overlap", "4", "--batch-size", "2"]
+    args += ["--cache", str(tmp_path / "cache.sqlite"), "--checkpoint", str(checkpoint), "--quiet", "--json"]
+
+    proc = _cli(args)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if checkpoint.exists() and len(json.loads(checkpoint.read_text())["done"]) >= 2:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, f"not killed mid-run (exit {proc.returncode}): {err[-2000:]}"
+    done_before = len(json.loads(checkpoint.read_text())["done"])
+    assert 2 <= done_before < len(SUBJECTS)
+
+    resumed = _cli(args)
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    main_engine = Engine(main_path)
+    sparse_engine = main_engine if sparse_path == main_path else Engine(sparse_path)
+    chunker = TokenChunker(main_engine.tokenizer, max_tokens=32, overlap=4)
+    chunks = [c for doc in read_paths([corpus]) for c in chunker.split(doc)]
+    assert report["resumed"] is True and report["documents_skipped"] >= done_before
+    assert report["collection"]["sparse"] == "learned"
+    # The killed run's chunks are in the store; what it computed beyond them came from the cache.
+    assert report["sparse_computed"] == report["embedded"] < len(chunks)
+
+    store = open_store(kind, "docs", **({"uri": location[1]} if kind == "milvus" else {"path": location[1]}))
+    try:
+        assert store.count() == len(chunks)
+        assert set(store.list_sources()) == {c.id for c in chunks}
+        recorded = store.read_spec().model_options[LEARNED_SPARSE_OPTIONS_KEY]
+        stored = _stored_sparse(store, kind, [c.id for c in chunks])
+    finally:
+        store.close()
+    assert recorded["model_identity"] == sparse_engine.facts.model_identity
+    clean = sparse_engine.sparse_embed([c.text for c in chunks], PoolingParams(input_type="document"))
+    for chunk, want in zip(chunks, clean, strict=True):
+        got = stored[chunk.id]
+        assert sorted(got) == want.indices.tolist()
+        np.testing.assert_allclose([got[t] for t in want.indices.tolist()], want.values, rtol=1e-5, atol=1e-6)
