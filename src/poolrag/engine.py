@@ -593,7 +593,7 @@ class Engine:
                 "score templates format pairs for cross-encoders; this model scores by similarity"
             )
         task = "embed" if kind is ScoreKind.COSINE else "token_embed"
-        self._check_task("score")
+        params.verify("score", self._facts)  # the caller's params: dimensions does not apply to scores
         processor = self._pipeline.processor
         query_params = self._resolve(task, params.with_updates(input_type="query", dimensions=None))
         doc_params = self._resolve(task, params.with_updates(input_type="document", dimensions=None))

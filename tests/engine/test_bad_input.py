@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from poolrag import (
+    DimensionsError,
     Engine,
     InputTooLongError,
     InputTypeError,
@@ -46,6 +47,12 @@ def test_empty_score_side_is_an_error(minilm_engine: Engine) -> None:
         minilm_engine.score("query", [])
     with pytest.raises(InvalidInputError, match="equal-length"):
         minilm_engine.score(["a", "b"], ["c", "d", "e"])
+
+
+def test_dimensions_on_a_similarity_score_is_refused_as_for_every_backend(minilm_engine: Engine) -> None:
+    """Scores are not vectors: the engine applies the caller's params to ``score`` with the shared rule."""
+    with pytest.raises(DimensionsError, match="not to task 'score'"):
+        minilm_engine.score("q", ["d"], PoolingParams(dimensions=384))
 
 
 def test_empty_string_is_an_error(minilm_engine: Engine) -> None:
