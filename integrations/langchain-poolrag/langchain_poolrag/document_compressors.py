@@ -20,13 +20,11 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import Field
 
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.adapter_calls import arerank, rerank
-from poolrag.frameworks.fields import BackendFields
-from poolrag.frameworks.ranking import Ranked, SecondStageFields
+from poolrag.frameworks.ranking import Ranked, RerankerFields
 from poolrag.retrieval.fusion import SecondStage
 
 
-class PoolragReranker(BackendFields, SecondStageFields, BaseDocumentCompressor):
+class PoolragReranker(RerankerFields, BaseDocumentCompressor):
     """Keep the ``top_n`` documents most relevant to the query, best first.
 
     Each returned document is a copy whose ``metadata[score_key]`` holds its final score (and,
@@ -86,32 +84,12 @@ class PoolragReranker(BackendFields, SecondStageFields, BaseDocumentCompressor):
     ) -> Sequence[Document]:
         """Score every document against ``query`` and keep the best ``top_n``."""
         texts = [doc.page_content for doc in documents]
-        first_stage = self._first_stage_scores(documents)
-        ranked = rerank(
-            self.backend,
-            query,
-            texts,
-            self._params(),
-            self.top_n,
-            first_stage,
-            self.second_stage,
-            self.rerank_weight,
-        )
+        ranked = self._rank(query, texts, self._first_stage_scores(documents))
         return self._copies(documents, ranked)
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         texts = [doc.page_content for doc in documents]
-        first_stage = self._first_stage_scores(documents)
-        ranked = await arerank(
-            self.backend,
-            query,
-            texts,
-            self._params(),
-            self.top_n,
-            first_stage,
-            self.second_stage,
-            self.rerank_weight,
-        )
+        ranked = await self._arank(query, texts, self._first_stage_scores(documents))
         return self._copies(documents, ranked)

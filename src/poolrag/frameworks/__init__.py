@@ -8,8 +8,9 @@ arguments, refuse the same mistakes and return the same numbers.
   :class:`~poolrag.backend.PoolingBackend` (engine, model to load, server URL or client, cache);
 * :mod:`~poolrag.frameworks.fields`: those arguments as pydantic fields (both frameworks' classes are
   pydantic models); the only module of poolrag that imports pydantic outside the server;
-* :mod:`~poolrag.frameworks.adapter_calls`: the embed and rerank calls with their input checks;
-* :mod:`~poolrag.frameworks.ranking`: best-first order of scored candidates;
+* :mod:`~poolrag.frameworks.adapter_calls`: the embed calls with their input checks;
+* :mod:`~poolrag.frameworks.ranking`: best-first order of scored candidates, and the rerankers'
+  fields with their one scoring call;
 * :mod:`~poolrag.frameworks.colbert_search`: the core ColBERT retriever as both framework retrievers
   use it;
 * :mod:`~poolrag.frameworks.sparse_encoding`: BM25 or sparse-model vectors for the stores' hybrid

@@ -1,4 +1,4 @@
-"""The backend calls behind both frameworks' embedding and reranking classes, with their checks.
+"""The backend calls behind both frameworks' embedding classes, with their input checks.
 
 Each call hands the whole list to the backend at once: the engine packs forward passes by token
 budget, which beats any fixed batch size chosen by an adapter. Results come back as Python lists
@@ -11,9 +11,7 @@ from collections.abc import Sequence
 
 from poolrag.backend import PoolingBackend
 from poolrag.errors import InputTypeError
-from poolrag.frameworks.ranking import Ranked, rank_second_stage
 from poolrag.params import PoolingParams
-from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage
 
 
 def check_text(text: object, what: str = "the text") -> str:
@@ -46,39 +44,3 @@ def embed_text(backend: PoolingBackend, text: object, params: PoolingParams) -> 
 
 async def aembed_text(backend: PoolingBackend, text: object, params: PoolingParams) -> list[float]:
     return (await backend.aembed_array([check_text(text)], params))[0].tolist()
-
-
-def rerank(
-    backend: PoolingBackend,
-    query: object,
-    texts: list[str],
-    params: PoolingParams,
-    top_n: int | None,
-    first_stage_scores: Sequence[float] | None = None,
-    second_stage: SecondStage | str = SecondStage.REPLACE,
-    weight: float = DEFAULT_RERANK_WEIGHT,
-) -> list[Ranked]:
-    """The ``top_n`` texts most relevant to ``query`` (all when ``None``), best first, scored in one
-    call and ordered by :func:`~poolrag.frameworks.ranking.rank_second_stage`."""
-    check_text(query, "the query")
-    if not texts:
-        return []
-    scores = backend.score_array(query, texts, params)
-    return rank_second_stage(scores, top_n, first_stage_scores, second_stage, weight)
-
-
-async def arerank(
-    backend: PoolingBackend,
-    query: object,
-    texts: list[str],
-    params: PoolingParams,
-    top_n: int | None,
-    first_stage_scores: Sequence[float] | None = None,
-    second_stage: SecondStage | str = SecondStage.REPLACE,
-    weight: float = DEFAULT_RERANK_WEIGHT,
-) -> list[Ranked]:
-    check_text(query, "the query")
-    if not texts:
-        return []
-    scores = await backend.ascore_array(query, texts, params)
-    return rank_second_stage(scores, top_n, first_stage_scores, second_stage, weight)

@@ -4,7 +4,8 @@ Both rerankers fuse the model's scores with the retriever's by default
 (:mod:`poolrag.retrieval.fusion`): a cross-encoder outside its training domain can rank worse than
 the retrieval it reranks. LlamaIndex hands over each node's retrieval score, so the two are mixed
 after per-query z-scoring; LangChain hands over documents without scores, so the documents' order
-is fused with the reranker's by reciprocal rank.
+is fused with the reranker's by reciprocal rank. :class:`RerankerFields` holds the scoring call and
+this rule, so each framework's reranker only converts its documents or nodes to texts and back.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from poolrag.errors import InvalidInputError
+from poolrag.frameworks.adapter_calls import check_text
+from poolrag.frameworks.fields import BackendFields
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, fuse_second_stage
 
 
@@ -28,9 +31,13 @@ class Ranked(NamedTuple):
     rerank_score: float  # the reranker's own score
 
 
-class SecondStageFields(BaseModel):
-    """The rerankers' fusion settings as pydantic fields, declared once for both frameworks."""
+class RerankerFields(BackendFields):
+    """A reranker's arguments (where the model runs, how many to keep, how to fuse) and its one
+    scoring call, declared once for both frameworks."""
 
+    top_n: int | None = Field(
+        default=None, ge=1, description="Candidates to keep; None keeps all, reordered."
+    )
     second_stage: SecondStage = Field(
         default=SecondStage.FUSE,
         description="fuse: mix with the retriever's scores (or its order when there are none); "
@@ -39,6 +46,30 @@ class SecondStageFields(BaseModel):
     rerank_weight: float = Field(
         default=DEFAULT_RERANK_WEIGHT, ge=0.0, le=1.0, description="The reranker's share when fusing."
     )
+
+    def _order(self, scores: npt.ArrayLike, first_stage_scores: Sequence[float] | None) -> list[Ranked]:
+        weight = self.rerank_weight
+        return rank_second_stage(scores, self.top_n, first_stage_scores, self.second_stage, weight)
+
+    def _rank(
+        self, query: object, texts: list[str], first_stage_scores: Sequence[float] | None
+    ) -> list[Ranked]:
+        """The ``top_n`` texts most relevant to ``query``, best first, scored in one backend call and
+        ordered by :func:`rank_second_stage`."""
+        query = check_text(query, "the query")
+        if not texts:
+            return []
+        scores = self.backend.score_array(query, texts, self._params())
+        return self._order(scores, first_stage_scores)
+
+    async def _arank(
+        self, query: object, texts: list[str], first_stage_scores: Sequence[float] | None
+    ) -> list[Ranked]:
+        query = check_text(query, "the query")
+        if not texts:
+            return []
+        scores = await self.backend.ascore_array(query, texts, self._params())
+        return self._order(scores, first_stage_scores)
 
 
 def check_top_n(top_n: int | None, name: str = "top_n") -> None:

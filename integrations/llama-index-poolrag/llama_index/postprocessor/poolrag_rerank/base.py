@@ -17,14 +17,12 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field
 
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.adapter_calls import arerank, rerank
-from poolrag.frameworks.fields import BackendFields
-from poolrag.frameworks.ranking import Ranked, SecondStageFields
+from poolrag.frameworks.ranking import Ranked, RerankerFields
 
 RETRIEVAL_SCORE_KEY = "retrieval_score"
 
 
-class PoolragRerank(BackendFields, SecondStageFields, BaseNodePostprocessor):
+class PoolragRerank(RerankerFields, BaseNodePostprocessor):
     """Keep the ``top_n`` nodes most relevant to the query, best first; each node's score is the final
     (by default fused) score.
 
@@ -75,30 +73,10 @@ class PoolragRerank(BackendFields, SecondStageFields, BaseNodePostprocessor):
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         query, texts = self._query_and_texts(nodes, query_bundle)
-        ranked = rerank(
-            self.backend,
-            query,
-            texts,
-            self._params(),
-            self.top_n,
-            self._first_stage_scores(nodes),
-            self.second_stage,
-            self.rerank_weight,
-        )
-        return self._scored(nodes, ranked)
+        return self._scored(nodes, self._rank(query, texts, self._first_stage_scores(nodes)))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         query, texts = self._query_and_texts(nodes, query_bundle)
-        ranked = await arerank(
-            self.backend,
-            query,
-            texts,
-            self._params(),
-            self.top_n,
-            self._first_stage_scores(nodes),
-            self.second_stage,
-            self.rerank_weight,
-        )
-        return self._scored(nodes, ranked)
+        return self._scored(nodes, await self._arank(query, texts, self._first_stage_scores(nodes)))
