@@ -101,6 +101,12 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
             for r in results
         ]
 
+    def _per_call(
+        self, k: int | None, filter: Mapping[str, Any] | None
+    ) -> tuple[int, Mapping[str, Any] | None]:
+        """The call's ``k`` and ``filter``, or the retriever's own where the call gives none."""
+        return (self.k if k is None else k), (self.filter if filter is None else filter)
+
     def _get_relevant_documents(
         self,
         query: str,
@@ -109,10 +115,8 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
         k: int | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Document]:
-        results = self._colbert.search(
-            query, self.k if k is None else k, filter=self.filter if filter is None else filter
-        )
-        return self._documents(results)
+        k, filter = self._per_call(k, filter)
+        return self._documents(self._colbert.search(query, k, filter=filter))
 
     async def _aget_relevant_documents(
         self,
@@ -122,10 +126,8 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
         k: int | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Document]:
-        results = await self._colbert.asearch(
-            query, self.k if k is None else k, filter=self.filter if filter is None else filter
-        )
-        return self._documents(results)
+        k, filter = self._per_call(k, filter)
+        return self._documents(await self._colbert.asearch(query, k, filter=filter))
 
 
 def _columns(documents: Sequence[Document]) -> tuple[list[str], list[dict[str, Any]], list[str]]:
