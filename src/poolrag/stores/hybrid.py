@@ -36,8 +36,9 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit
+from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit, VectorStore
 from poolrag.stores.errors import UnsupportedStoreFeature
+from poolrag.stores.filters import MetadataFilter
 
 RRF_K = 60
 
@@ -96,6 +97,22 @@ def fuse_legs(
     if isinstance(fusion, tuple) and fusion[0] == "minmax":
         return fuse_scores(dense, sparse, limit, min_max_normalised, (1.0 - fusion[1], fusion[1]))
     return fuse_rankings(dense, sparse, limit, fusion_weights(fusion))
+
+
+def local_fusion(
+    store: VectorStore,
+    dense: np.ndarray,
+    sparse: SparseVector | None,
+    limit: int,
+    depth: int,
+    filter: MetadataFilter | None,
+    fusion: HybridFusion,
+) -> list[StoreHit]:
+    """``store``'s two legs, ``depth`` deep, fused here by :func:`fuse_legs`: the path of every rule a
+    store does not run itself. ``sparse`` is ``None`` when the query has no terms (no sparse leg)."""
+    dense_hits = store.search(dense, depth, filter)
+    sparse_hits = [] if sparse is None else store.search_sparse(sparse, depth, filter)
+    return fuse_legs(dense_hits, sparse_hits, limit, fusion)
 
 
 def fuse_rankings(

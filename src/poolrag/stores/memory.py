@@ -32,7 +32,7 @@ from poolrag.stores.hybrid import (
     check_query_sparse,
     check_record_fields,
     document_frequencies,
-    fuse_legs,
+    local_fusion,
     prefetch_depth,
     require_sparse,
     with_idf,
@@ -208,9 +208,7 @@ class InMemoryStore:
         require_sparse(self._require_spec(), f"{self.name} at {self.location}")
         fusion = check_fusion(fusion)
         depth = prefetch_depth(limit, prefetch)
-        return fuse_legs(
-            self.search(dense, depth, filter), self.search_sparse(sparse, depth, filter), limit, fusion
-        )
+        return local_fusion(self, dense, sparse, limit, depth, filter, fusion)
 
     def _pack(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Every chunk's vectors in one matrix, plus each chunk's first row (called under the lock)."""

@@ -56,7 +56,7 @@ from poolrag.stores.hybrid import (
     check_query_sparse,
     check_record_fields,
     document_frequencies,
-    fuse_legs,
+    local_fusion,
     prefetch_depth,
     require_sparse,
     with_idf,
@@ -454,9 +454,7 @@ class MilvusStore:
         depth = prefetch_depth(limit, prefetch)
         query = self._sparse_query(spec, sparse)
         if fusion != "rrf" or not query:
-            dense_hits = self.search(dense, depth, filter)
-            sparse_hits = self.search_sparse(sparse, depth, filter) if query else []
-            return fuse_legs(dense_hits, sparse_hits, limit, fusion)
+            return local_fusion(self, dense, sparse if query else None, limit, depth, filter, fusion)
         expr = self._scope(filter)
         if expr is None:
             return []

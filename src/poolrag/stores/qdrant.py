@@ -38,7 +38,7 @@ from poolrag.stores.hybrid import (
     check_limit,
     check_query_sparse,
     check_record_fields,
-    fuse_legs,
+    local_fusion,
     prefetch_depth,
     require_sparse,
 )
@@ -343,9 +343,7 @@ class QdrantStore:
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
         if fusion not in ("rrf", "dbsf") or not len(query):
-            dense_hits = self.search(dense, depth, filter)
-            sparse_hits = self.search_sparse(query, depth, filter) if len(query) else []
-            return fuse_legs(dense_hits, sparse_hits, limit, fusion)
+            return local_fusion(self, dense, query if len(query) else None, limit, depth, filter, fusion)
         query_filter = qdrant_filter(check_filter(filter))
         legs = [
             models.Prefetch(

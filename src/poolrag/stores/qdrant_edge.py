@@ -34,7 +34,7 @@ from poolrag.stores.hybrid import (
     check_limit,
     check_query_sparse,
     check_record_fields,
-    fuse_legs,
+    local_fusion,
     prefetch_depth,
     require_sparse,
 )
@@ -285,9 +285,7 @@ class QdrantEdgeStore:
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
         if fusion not in ("rrf", "dbsf") or not len(query):
-            dense_hits = self.search(dense, depth, filter)
-            sparse_hits = self.search_sparse(query, depth, filter) if len(query) else []
-            return fuse_legs(dense_hits, sparse_hits, limit, fusion)
+            return local_fusion(self, dense, query if len(query) else None, limit, depth, filter, fusion)
         query_filter = _edge_filter(check_filter(filter))
         legs = [
             qe.Prefetch(
