@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from topic_corpus import CORPUS, TOPICS
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder
@@ -21,19 +22,6 @@ from poolrag.sparse import BM25Encoder, BM25Stats
 from poolrag.stores import ChunkRecord, CollectionSpec, InMemoryStore, open_store
 from poolrag.stores.errors import UnsupportedStoreFeature
 
-CORPUS = [
-    "The part number XK-4471 fits the pump housing of the old boiler.",
-    "Replace the boiler pump every ten years to avoid leaks.",
-    "Honeybees tell each other where flowers are with a waggle dance.",
-    "The Moon's gravity pulls the oceans into two tidal bulges.",
-    "Sourdough rises thanks to wild yeast and lactic acid bacteria.",
-    "The pump of a heating system moves hot water through the radiators.",
-    "Dr. Okonkwo described the waggle dance of bees in 1998.",
-    "Tides are highest when the sun and the moon line up.",
-    "Yeast turns sugar into carbon dioxide, which makes bread rise.",
-    "Leaking radiators often need their valves replaced, not the boiler.",
-]
-TOPICS = ["heating", "heating", "bees", "sea", "bread", "heating", "bees", "sea", "bread", "heating"]
 QUERIES = ["XK-4471", "why does bread rise", "Okonkwo bees", "what makes the tides"]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from topic_corpus import CORPUS, TOPICS
 
 from poolrag.errors import InvalidInputError
 from poolrag.retrieval.fusion import reciprocal_rank_fusion
@@ -26,19 +27,6 @@ from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs, fuse_rankings
 
 MODEL = "minilm@2cbc4fe1b1001d07"
 KINDS = ["memory", "qdrant", "milvus", "qdrant-edge"]
-CORPUS = [
-    "The part number XK-4471 fits the pump housing of the old boiler.",
-    "Replace the boiler pump every ten years to avoid leaks.",
-    "Honeybees tell each other where flowers are with a waggle dance.",
-    "The Moon's gravity pulls the oceans into two tidal bulges.",
-    "Sourdough rises thanks to wild yeast and lactic acid bacteria.",
-    "The pump of a heating system moves hot water through the radiators.",
-    "Dr. Okonkwo described the waggle dance of bees in 1998.",
-    "Tides are highest when the sun and the moon line up.",
-    "Yeast turns sugar into carbon dioxide, which makes bread rise.",
-    "Leaking radiators often need their valves replaced, not the boiler.",
-]
-TOPICS = ["heating", "heating", "bees", "sea", "bread", "heating", "bees", "sea", "bread", "heating"]
 QUERIES = ["boiler pump XK-4471", "why does the bread rise", "waggle dance Okonkwo", "the moon and the tides"]
 
 
