@@ -119,12 +119,35 @@ def _classify_activation(spec: ModelSpec, pooler: PoolerConfig) -> ActivationNam
     return "softmax"
 
 
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+_SAMPLE_WINDOWS = 64  # evenly spaced reads per weight file
+_SAMPLE_BYTES = 4096
+
+
+def _sampled_content(path: Path, size: int) -> bytes:
+    """The file's head (a safetensors header) and evenly spaced windows of its body: retrained
+    weights of the same shapes differ there, and reading ~300 KB costs nothing next to loading."""
+    with path.open("rb") as handle:
+        parts = [handle.read(65536)]
+        for i in range(_SAMPLE_WINDOWS):
+            handle.seek(size * i // _SAMPLE_WINDOWS)
+            parts.append(handle.read(_SAMPLE_BYTES))
+        handle.seek(max(size - _SAMPLE_BYTES, 0))
+        parts.append(handle.read(_SAMPLE_BYTES))
+    return b"".join(parts)
+
+
 def fingerprint(spec: ModelSpec) -> str:
-    """Identity of the weights for caches: config plus the names and sizes of weight files."""
+    """Identity of the weights for caches and collections: the config, every JSON file, and each
+    weight file's name, size and sampled content (names and sizes alone cannot tell two
+    checkpoints of one architecture apart)."""
     digest = hashlib.sha256(spec.hf_config.to_json_string().encode())
     for path in sorted(Path(spec.path).rglob("*")):
-        if path.suffix in (".safetensors", ".bin", ".json") and path.is_file():
-            digest.update(f"{path.relative_to(spec.path)}:{path.stat().st_size}".encode())
+        if not path.is_file() or path.suffix not in (*_WEIGHT_SUFFIXES, ".json"):
+            continue
+        size = path.stat().st_size
+        digest.update(f"{path.relative_to(spec.path)}:{size}".encode())
+        digest.update(path.read_bytes() if path.suffix == ".json" else _sampled_content(path, size))
     return digest.hexdigest()[:16]
 
 
