@@ -5,17 +5,18 @@ own sparse vectors for every chunk."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from test_ingest_hybrid_kill_resume import SUBJECTS, _corpus, _stored_sparse
+from kill_resume import (
+    kill_mid_run,
+    resume,
+    store_kwargs,
+    store_location,
+    stored_sparse,
+    write_subject_corpus,
+)
 from tiny_models import build_bge_m3, build_splade
 
 from poolrag import Engine
@@ -23,17 +24,6 @@ from poolrag.ingest import TokenChunker, read_paths
 from poolrag.ingest.sparse_encoders import LEARNED_SPARSE_OPTIONS_KEY
 from poolrag.params import PoolingParams
 from poolrag.stores import open_store
-
-
-def _cli(args: list[str]) -> subprocess.Popen:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "poolrag.cli", "ingest", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
 
 
 @pytest.mark.slow
@@ -48,29 +38,15 @@ def test_sigkilled_learned_sparse_ingest_resumes_to_the_clean_result(
     else:
         main_path = sparse_path = build_bge_m3(tmp_path / "m3", minilm_path)
         flags = ["--model", str(main_path)]
-    corpus = _corpus(tmp_path / "corpus")
+    corpus = write_subject_corpus(tmp_path / "corpus")
     checkpoint = tmp_path / "ingest.checkpoint.json"
-    location = ["--uri", str(tmp_path / "m.db")] if kind == "milvus" else ["--path", str(tmp_path / "q")]
+    location = store_location(kind, tmp_path)
     args = [str(corpus), "--store", kind, *location, "--collection", "docs", "--hybrid", *flags]
     args += ["--chunk-tokens", "32", "--overlap", "4", "--batch-size", "2"]
     args += ["--cache", str(tmp_path / "cache.sqlite"), "--checkpoint", str(checkpoint), "--quiet", "--json"]
 
-    proc = _cli(args)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        if checkpoint.exists() and len(json.loads(checkpoint.read_text())["done"]) >= 2:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, f"not killed mid-run (exit {proc.returncode}): {err[-2000:]}"
-    done_before = len(json.loads(checkpoint.read_text())["done"])
-    assert 2 <= done_before < len(SUBJECTS)
-
-    resumed = _cli(args)
-    out, err = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, err[-3000:]
-    report = json.loads(out.strip().splitlines()[-1])
+    done_before = kill_mid_run(args, checkpoint)
+    report = resume(args)
     main_engine = Engine(main_path)
     sparse_engine = main_engine if sparse_path == main_path else Engine(sparse_path)
     chunker = TokenChunker(main_engine.tokenizer, max_tokens=32, overlap=4)
@@ -80,12 +56,12 @@ def test_sigkilled_learned_sparse_ingest_resumes_to_the_clean_result(
     # The killed run's chunks are in the store; what it computed beyond them came from the cache.
     assert report["sparse_computed"] == report["embedded"] < len(chunks)
 
-    store = open_store(kind, "docs", **({"uri": location[1]} if kind == "milvus" else {"path": location[1]}))
+    store = open_store(kind, "docs", **store_kwargs(kind, location))
     try:
         assert store.count() == len(chunks)
         assert set(store.list_sources()) == {c.id for c in chunks}
         recorded = store.read_spec().model_options[LEARNED_SPARSE_OPTIONS_KEY]
-        stored = _stored_sparse(store, kind, [c.id for c in chunks])
+        stored = stored_sparse(store, kind, [c.id for c in chunks])
     finally:
         store.close()
     assert recorded["model_identity"] == sparse_engine.facts.model_identity
