@@ -56,19 +56,19 @@ class RerankerFields(BackendFields):
     ) -> list[Ranked]:
         """The ``top_n`` texts most relevant to ``query``, best first, scored in one backend call and
         ordered by :func:`rank_second_stage`."""
-        query = check_text(query, "the query")
+        checked = check_text(query, "the query")
         if not texts:
             return []
-        scores = self.backend.score_array(query, texts, self._params())
+        scores = self.backend.score_array(checked, texts, self._params())
         return self._order(scores, first_stage_scores)
 
     async def _arank(
         self, query: object, texts: list[str], first_stage_scores: Sequence[float] | None
     ) -> list[Ranked]:
-        query = check_text(query, "the query")
+        checked = check_text(query, "the query")
         if not texts:
             return []
-        scores = await self.backend.ascore_array(query, texts, self._params())
+        scores = await self.backend.ascore_array(checked, texts, self._params())
         return self._order(scores, first_stage_scores)
 
 
