@@ -46,7 +46,7 @@ from poolrag.stores.base import (
     StoreHit,
     ensure_against,
 )
-from poolrag.stores.errors import CollectionNotFoundError, StoreUnavailableError, UnsupportedStoreFeature
+from poolrag.stores.errors import CollectionNotFoundError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter, matches
 from poolrag.stores.hybrid import (
     DEFAULT_FUSION,
@@ -184,20 +184,15 @@ class MilvusStore:
         return MilvusClient(uri=self.uri, token=token, timeout=self._timeout)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
-        def attempt() -> T:
-            try:
-                return fn()
-            except Exception as exc:
-                if _unavailable(exc):
-                    message = str(exc)
-                    if _is_local(self.uri) and "Open local milvus failed" in message:
-                        message = (
-                            f"Milvus Lite could not open {self.uri}; is another process using it? ({exc})"
-                        )
-                    raise StoreUnavailableError(message) from exc
-                raise
+        return self.retry.call_client(fn, what, f"milvus at {self.uri}", self._unavailable_message)
 
-        return self.retry.call(attempt, what, f"milvus at {self.uri}")
+    def _unavailable_message(self, exc: Exception) -> str | None:
+        if not _unavailable(exc):
+            return None
+        message = str(exc)
+        if _is_local(self.uri) and "Open local milvus failed" in message:
+            return f"Milvus Lite could not open {self.uri}; is another process using it? ({exc})"
+        return message
 
     # -- collection ---------------------------------------------------------------------------------
     def read_spec(self) -> CollectionSpec | None:

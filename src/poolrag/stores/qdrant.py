@@ -29,7 +29,7 @@ from poolrag.stores.base import (
     StoreHit,
     ensure_against,
 )
-from poolrag.stores.errors import CollectionMismatchError, StoreUnavailableError
+from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
     DEFAULT_FUSION,
@@ -54,6 +54,10 @@ _PAGE = 1000
 DENSE_NAME = "dense"  # the named vectors of a collection with a sparse or token-vector field
 SPARSE_NAME = "sparse"
 MULTIVECTOR_NAME = "colbert"
+
+
+def _unavailable_message(exc: Exception) -> str | None:
+    return (str(exc) or type(exc).__name__) if _unavailable(exc) else None
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -131,15 +135,7 @@ class QdrantStore:
         return QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
-        def attempt() -> T:
-            try:
-                return fn()
-            except Exception as exc:
-                if _unavailable(exc):
-                    raise StoreUnavailableError(str(exc) or type(exc).__name__) from exc
-                raise
-
-        return self.retry.call(attempt, what, f"qdrant at {self.location}")
+        return self.retry.call_client(fn, what, f"qdrant at {self.location}", _unavailable_message)
 
     # -- collection ---------------------------------------------------------------------------------
     def read_spec(self) -> CollectionSpec | None:

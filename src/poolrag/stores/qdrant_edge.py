@@ -25,7 +25,7 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit, ensure_against
-from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError, StoreUnavailableError
+from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
     DEFAULT_FUSION,
@@ -74,15 +74,9 @@ class QdrantEdgeStore:
             self._open_shard(create=None)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
-        def attempt() -> T:
-            try:
-                return fn()
-            except Exception as exc:
-                if _unavailable(exc):
-                    raise StoreUnavailableError(str(exc)) from exc
-                raise
-
-        return self.retry.call(attempt, what, f"qdrant-edge at {self.location}")
+        return self.retry.call_client(
+            fn, what, f"qdrant-edge at {self.location}", lambda exc: str(exc) if _unavailable(exc) else None
+        )
 
     def _open_shard(self, create: CollectionSpec | None) -> None:
         import qdrant_edge as qe

@@ -64,3 +64,21 @@ class RetryPolicy:
                 )
                 time.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def call_client(
+        self, fn: Callable[[], T], what: str, where: str, unavailable: Callable[[Exception], str | None]
+    ) -> T:
+        """:meth:`call` for a database client's own exceptions: ``unavailable`` returns the message of
+        one that means the database is unreachable (raised as :class:`StoreUnavailableError`, so it is
+        retried), ``None`` for any other, which propagates at once."""
+
+        def attempt() -> T:
+            try:
+                return fn()
+            except Exception as exc:
+                message = unavailable(exc)
+                if message is None:
+                    raise
+                raise StoreUnavailableError(message) from exc
+
+        return self.call(attempt, what, where)
