@@ -1,9 +1,7 @@
 """PoolragSparseEmbedding: the core's sparse vectors as LlamaIndex's sparse embedding dicts and in
 the shape of its Qdrant ``sparse_doc_fn`` / ``sparse_query_fn``, and hybrid retrieval over a real
-Qdrant (local mode) finding the document that only the sparse leg can find.
-
-(LlamaIndex's Milvus store is not covered: every llama-index-vector-stores-milvus release that
-installs next to llama-index-core 0.14 needs pymilvus<3, which poolrag's Milvus store refuses.)
+Qdrant (local mode) finding the document that only the sparse leg can find (Milvus:
+test_milvus_sparse_poolrag.py).
 """
 
 from __future__ import annotations
