@@ -84,5 +84,5 @@ def langchain(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def llamaindex(session: nox.Session) -> None:
-    """llama-index-poolrag: its tests (Qdrant only, see the module docstring)."""
+    """llama-index-poolrag: its tests (Qdrant, and LlamaIndex's Milvus store on Milvus Lite)."""
     _partner_package(session, "llama-index-poolrag")
