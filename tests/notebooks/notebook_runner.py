@@ -1,16 +1,22 @@
-"""Run the notebooks with nbclient and check that their outputs are fit to keep in git.
+"""Run the notebooks with nbclient, keep them stripped in git and their executed copies in rendered/.
 
-After editing a notebook, refresh its saved outputs from the repository root (the environment
-needs ``pip install -c constraints-cpu.txt -e ".[notebooks]"``)::
+Git holds each notebook without outputs (``notebooks/*.ipynb``) and, next to it, the copy a fresh
+run produced, with its plots (``notebooks/rendered/*.ipynb``, which GitHub renders). After editing
+a notebook, refresh both from the repository root::
 
-    python tests/notebooks/notebook_runner.py                      # every notebook
-    python tests/notebooks/notebook_runner.py notebooks/01_engine_tour.ipynb
+    python tests/notebooks/notebook_runner.py notebooks/01_quickstart.ipynb --render
+    python tests/notebooks/notebook_runner.py --render --images /tmp/nbimg   # every notebook
 
-A notebook is written back only if its fresh outputs pass :func:`output_problems`.
+Nothing is written for a notebook whose fresh outputs have problems (:func:`output_problems`).
+``--images DIR`` also saves every PNG output as ``DIR/<stem>_cell<N>_<k>.png`` (N: the code cell's
+execution count, k: the image's place in that cell), so a person can look at each plot.
 """
 
 from __future__ import annotations
 
+import argparse
+import base64
+import copy
 import json
 import os
 import re
@@ -23,15 +29,30 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS_DIR = REPO / "notebooks"
+RENDERED_DIR = NOTEBOOKS_DIR / "rendered"
 # A code cell that is meant to print nothing carries this tag (cell.metadata.tags).
 NO_OUTPUT_TAG = "no-output"
+CELL_TIMEOUT_S = 600
+# Cell metadata worth keeping in git; the rest (execution timings, collapsed/scrolled view state)
+# changes with every run or every viewer.
+_KEPT_CELL_METADATA = ("tags",)
 _LOCAL_PATH = re.compile(r"(?<![\w.:/])(?:/work|/tmp|/root|/home|/Users|/var/folders|/private/var)(?=/|\b)")
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:Users|Windows|tmp|Temp)\b", re.IGNORECASE)
 
 
 def notebooks() -> list[Path]:
+    """The notebooks in ``notebooks/`` (the rendered copies are not notebooks of their own)."""
     return sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+
+
+def rendered_path(path: Path) -> Path:
+    return RENDERED_DIR / path.name
+
+
+def refresh_command(path: Path) -> str:
+    return f"python tests/notebooks/notebook_runner.py notebooks/{path.name} --render"
 
 
 @contextmanager
@@ -56,17 +77,48 @@ def _this_python_kernel() -> Iterator[None]:
 
 
 def execute(path: Path) -> nbformat.NotebookNode:
-    """Run a notebook top to bottom from its own folder, as a reader would; raises on a cell error."""
+    """Run a notebook top to bottom with cwd ``notebooks/``, as a reader would (so
+    ``Path.cwd().parent / "samples"`` is the repository's samples); raises on a cell error."""
     notebook = nbformat.read(path, as_version=4)
     with _this_python_kernel():
         NotebookClient(
             notebook,
-            timeout=600,
+            timeout=CELL_TIMEOUT_S,
             kernel_name="python3",
             record_timing=False,
-            resources={"metadata": {"path": str(path.parent)}},
+            resources={"metadata": {"path": str(NOTEBOOKS_DIR)}},
         ).execute()
+    _coalesce_streams(notebook)
     return notebook
+
+
+def _normalise_metadata(notebook: nbformat.NotebookNode) -> None:
+    """Keep the metadata that means something to a reader; drop what differs between machines
+    (the kernel's display name, the exact Python version) and between runs."""
+    notebook.metadata = nbformat.from_dict(
+        {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        }
+    )
+    for cell in notebook.cells:
+        kept = {key: cell.metadata[key] for key in _KEPT_CELL_METADATA if key in cell.metadata}
+        cell.metadata = nbformat.from_dict(kept)
+
+
+def strip(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy without outputs, execution counts and volatile metadata: what git holds."""
+    stripped = copy.deepcopy(notebook)
+    _normalise_metadata(stripped)
+    for cell in stripped.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return stripped
+
+
+def is_stripped(notebook: nbformat.NotebookNode) -> bool:
+    return strip(notebook) == notebook
 
 
 def _texts(output: dict) -> Iterator[str]:
@@ -83,13 +135,13 @@ def _texts(output: dict) -> Iterator[str]:
 
 def _local_paths(text: str) -> list[str]:
     found = [m.group(0) for m in (*_LOCAL_PATH.finditer(text), *_WINDOWS_PATH.finditer(text))]
-    literals = (str(Path.home()), str(NOTEBOOKS_DIR.parent))  # wherever this machine keeps them
+    literals = (str(Path.home()), str(REPO))  # wherever this machine keeps them
     found += [literal for literal in literals if len(literal) > 1 and literal in text]
     return list(dict.fromkeys(found))
 
 
 def output_problems(notebook: nbformat.NotebookNode) -> list[str]:
-    """Why the notebook's outputs should not be kept as they are; empty when they are clean.
+    """Why an executed notebook's outputs should not be kept as they are; empty when they are clean.
 
     Clean means: every code cell ran, in order, with execution counts 1, 2, 3...; no error outputs;
     nothing written to stderr (warnings, log lines); no local paths; and every code cell shows
@@ -121,8 +173,18 @@ def output_problems(notebook: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
+def png_outputs(notebook: nbformat.NotebookNode) -> Iterator[tuple[int, int, bytes]]:
+    """(execution count, place in the cell from 1, PNG bytes) for every image/png output."""
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        pngs = [o.data["image/png"] for o in cell.outputs if "image/png" in o.get("data", {})]
+        for place, png in enumerate(pngs, start=1):
+            yield cell.execution_count, place, base64.b64decode(png)
+
+
 def _coalesce_streams(notebook: nbformat.NotebookNode) -> None:
-    """Merge consecutive stdout chunks of a cell into one output, so saved diffs stay small."""
+    """Merge consecutive stream chunks of a cell into one output, so rendered diffs stay small."""
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
@@ -140,23 +202,38 @@ def _coalesce_streams(notebook: nbformat.NotebookNode) -> None:
         cell.outputs = merged
 
 
-def refresh(path: Path) -> list[str]:
-    """Execute ``path`` and write it back with its new outputs, unless they have problems."""
+def refresh(path: Path, *, render: bool, images: Path | None) -> list[str]:
+    """Execute ``path``; if its outputs are clean, write it back stripped and (``render``) its
+    executed copy to rendered/. Images are dumped even when there are problems, to look at them."""
     notebook = execute(path)
-    _coalesce_streams(notebook)
+    _normalise_metadata(notebook)
+    if images is not None:
+        images.mkdir(parents=True, exist_ok=True)
+        for count, place, png in png_outputs(notebook):
+            (images / f"{path.stem}_cell{count}_{place}.png").write_bytes(png)
     problems = output_problems(notebook)
-    if not problems:
-        nbformat.validate(notebook)
-        nbformat.write(notebook, path)
-    return problems
+    if problems:
+        return problems
+    nbformat.validate(notebook)
+    nbformat.write(strip(notebook), path)
+    if render:
+        RENDERED_DIR.mkdir(exist_ok=True)
+        nbformat.write(notebook, rendered_path(path))
+    return []
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(arg).resolve() for arg in argv] or notebooks()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="*", type=Path, help="notebooks to run (default: every one)")
+    parser.add_argument("--render", action="store_true", help="also write notebooks/rendered/<name>")
+    parser.add_argument("--images", type=Path, metavar="DIR", help="save every PNG output here")
+    args = parser.parse_args(argv)
+    paths = [p.resolve() for p in args.paths] or notebooks()
     failed = False
     for path in paths:
-        problems = refresh(path)
-        print(f"{path.name}: {'refreshed' if not problems else 'NOT written'}")
+        problems = refresh(path, render=args.render, images=args.images)
+        written = "stripped" + (" and rendered" if args.render else "")
+        print(f"{path.name}: {written if not problems else 'NOT written'}")
         for problem in problems:
             print(f"  {problem}")
         failed = failed or bool(problems)
