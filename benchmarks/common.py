@@ -30,7 +30,8 @@ def cross_encoder_path() -> Path:
     return ensure_assets() / "ms-marco-MiniLM-L-12-v2"
 
 
-def machine() -> str:
+def machine_facts() -> dict[str, object]:
+    """What the numbers were measured on, as fields (for --json outputs and plot titles)."""
     model = "unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -42,9 +43,21 @@ def machine() -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     import torch
 
+    return {
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "load_average": round(load, 1),
+    }
+
+
+def machine(facts: dict[str, object] | None = None) -> str:
+    facts = facts or machine_facts()
     return (
-        f"{model}, {os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"Python {platform.python_version()}, load average {load:.1f} at start"
+        f"{facts['cpu']}, {facts['cpus']} CPUs, torch {facts['torch']} ({facts['threads']} threads), "
+        f"Python {facts['python']}, load average {facts['load_average']:.1f} at start"
     )
 
 
