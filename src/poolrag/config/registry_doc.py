@@ -136,5 +136,62 @@ def markdown() -> str:
     return "\n".join(lines)
 
 
+# The README's task/architecture matrix: the same registry rows, one line each, a column per task.
+README_START = "<!-- registry-table:start -->"
+README_END = "<!-- registry-table:end -->"
+REGENERATE_README = (
+    'python -c "from pathlib import Path; from poolrag.config.registry_doc import with_readme_table as t; '
+    "p = Path('README.md'); p.write_text(t(p.read_text()))\""
+)
+_README_TASKS = ("embed", "score", "classify", "token_classify", "token_embed", "sparse_embed", "reward")
+_SHORT_NAMES = {  # the backbone role's names are transformers' whole base-model table: a few examples
+    (Role.BACKBONE, "encoder"): "base model (`BertModel`, `XLMRobertaModel`, `LlamaBidirectionalModel`...)",
+    (Role.BACKBONE, "decoder"): "base model (`Qwen3Model`, `LlamaModel`, `MistralModel`...)",
+}
+
+
+def _short_architecture(entry: Entry) -> str:
+    """The row's names and its condition up to the first aside (docs/models.md has the rest)."""
+    when = entry.when.split(";")[0].split(" (")[0].strip()
+    if when.startswith("("):
+        when = ""
+    if when.startswith("`"):  # the condition names the architecture itself
+        return f"{entry.backbone} {when}"
+    names = _SHORT_NAMES.get((entry.role, entry.backbone)) or _names(entry.role)
+    return f"{entry.backbone} {names} {when}".strip()
+
+
+def _task_cell(entry: Entry, task: str) -> str:
+    info = entry.info
+    if task in info.classify_tasks:
+        return "with `convert='classify'`"
+    if task not in info.tasks:
+        return ""
+    mark = info.score.value if task == "score" else "✓"
+    return f"{mark} (one label)" if task in info.one_label_tasks else mark
+
+
+def readme_table() -> str:
+    """The README's table: what each registry row can do, one column per task."""
+    tasks = [*_README_TASKS]
+    for entry in ENTRIES:  # a task added to the registry gets a column without editing this file
+        tasks += [t for t in entry.info.tasks + entry.info.classify_tasks if t not in tasks]
+    lines = [
+        _row(["Architecture (`config.json`)", *[f"`{t}`" for t in tasks]]),
+        _row(["---"] * (len(tasks) + 1)),
+    ]
+    lines += [_row([_short_architecture(e), *[_task_cell(e, t) for t in tasks]]) for e in ENTRIES]
+    return "\n".join(lines)
+
+
+def with_readme_table(readme: str) -> str:
+    """``readme`` with the text between the registry-table markers replaced by :func:`readme_table`."""
+    start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
+    note = (
+        "<!-- generated from src/poolrag/config/registry.py by registry_doc.readme_table(); do not edit -->"
+    )
+    return f"{readme[:start]}\n{note}\n\n{readme_table()}\n\n{readme[end:]}"
+
+
 if __name__ == "__main__":
     sys.stdout.write(markdown())
