@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 from doc_snippets import runnable_blocks, with_local_models
-from nox_sessions import sessions
+from nox_sessions import default_sessions, sessions
 
 from poolrag.config.registry_doc import README_END, README_START, REGENERATE_README, with_readme_table
 
@@ -230,7 +230,10 @@ def test_marked_commands_are_what_first_hour_and_ci_run() -> None:
     assert first_hour[0][:5] == (".", "python", script, "README.md", "main")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "documented_commands.py --print README.md tests" in ci and 'bash -c "$command"' in ci
-    assert commands["tests"].endswith("&& nox")  # every default session, these included
+    # a bare nox runs the default sessions, which cover the README
+    assert commands["tests"].endswith("&& nox")
+    assert {"first_hour", "tests", "ray", "langchain", "llamaindex"} <= set(default_sessions())
+    assert "--ignore=tests/docs" not in sessions()["tests"].runs[-1]  # this file runs in the tests session
 
 
 def _install_set(args: list[str] | tuple[str, ...]) -> tuple[frozenset, ...]:
