@@ -264,3 +264,11 @@ def test_pip_lines_are_what_a_nox_session_installs() -> None:
             wanted = _install_set(shlex.split(line.split("#")[0])[2:])
             matches = [name for name, got in installed.items() if got == wanted]
             assert matches, f"{line!r} installs what no nox session installs: {installed}"
+
+
+def test_relative_links_point_at_files() -> None:
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\((?!https?://|#)([^)#\s]+)", text)
+    assert targets
+    missing = [target for target in targets if not (ROOT / target).exists()]
+    assert not missing, f"README links to missing files: {missing}"
