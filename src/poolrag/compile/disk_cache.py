@@ -1,0 +1,95 @@
+"""Inductor's compiled artifacts for one model on one machine, kept as a file under poolrag's cache.
+
+``torch.compiler.save_cache_artifacts`` bundles what inductor produced in this process (FX graphs,
+AOT-autograd entries, generated C++ kernels); loading that bundle before compiling turns the next
+start's compile into cache lookups (tracing still runs, code generation and the C++ compiler do not).
+The file name is a digest of everything that makes the artifacts invalid when it changes: the
+model's identity (name and weights), dtype, device, how shapes are bounded, the graph's own code
+version, torch's version and the CPU's vector ISA.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+# bump when the compiled graphs change (native_graph / transformers_graph / opaque_ops)
+GRAPH_VERSION = 1
+
+
+def compile_cache_dir() -> Path:
+    """``$POOLRAG_CACHE_DIR/compile``, else ``poolrag/compile`` under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
+    root = os.environ.get("POOLRAG_CACHE_DIR")
+    if root:
+        return Path(root) / "compile"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "poolrag" / "compile"
+
+
+@dataclass(frozen=True, slots=True)
+class CompileKey:
+    """What the artifacts were built for; any change means a different file."""
+
+    model_identity: str
+    graph: str  # which restated forward ("native-packed", "transformers-padded")
+    dtype: str
+    device: str
+    shapes: str  # how recompiles are bounded, e.g. "dynamic T"
+    torch_version: str = torch.__version__
+    cpu_capability: str = ""
+    graph_version: int = GRAPH_VERSION
+
+    @staticmethod
+    def for_model(
+        model_identity: str, graph: str, dtype: torch.dtype, device: torch.device, shapes: str
+    ) -> CompileKey:
+        return CompileKey(
+            model_identity=model_identity,
+            graph=graph,
+            dtype=str(dtype).removeprefix("torch."),
+            device=device.type,
+            shapes=shapes,
+            cpu_capability=f"{torch.backends.cpu.get_cpu_capability()}/{platform.machine()}",
+        )
+
+    def path(self) -> Path:
+        digest = hashlib.sha256(repr(self).encode()).hexdigest()[:24]
+        return compile_cache_dir() / f"{digest}.inductor"
+
+
+def load_artifacts(key: CompileKey) -> bool:
+    """Preload the artifacts saved for ``key``; False when there are none (or they are unreadable)."""
+    path = key.path()
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        logger.warning("compile cache %s unreadable (%s); compiling from scratch", path, exc)
+        return False
+    try:
+        return torch.compiler.load_cache_artifacts(blob) is not None
+    except Exception as exc:  # a bundle from another torch build: compile from scratch
+        logger.warning("compile cache %s not loadable (%r); compiling from scratch", path, exc)
+        return False
+
+
+def save_artifacts(key: CompileKey) -> Path | None:
+    """Write this process's inductor artifacts for ``key`` (atomically); None when there is nothing."""
+    saved = torch.compiler.save_cache_artifacts()
+    if saved is None:
+        return None
+    path = key.path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial.write_bytes(saved[0])
+    partial.replace(path)
+    return path

@@ -1,0 +1,144 @@
+"""``Engine(..., compile="background")``: eager serves at once, the compiled forward is swapped in
+between batches once it matches eager, its artifacts are reused from disk by the next engine, and
+a compile that fails or disagrees leaves eager in place with the reason.
+
+Real engines on a tiny BERT (poolrag's native encoder), real inductor; each test points poolrag's
+and inductor's caches at its own folders so that "from disk" means this test's disk.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from poolrag import Engine
+from poolrag.compile.background import DEFAULT_MIN_COSINE, BackgroundCompile
+from poolrag.loading.cpu_fast_mode import probe_requests
+
+TEXTS = [
+    "short",
+    "A sentence of medium length about compiling and batching.",
+    "A considerably longer passage that keeps going, with several clauses, commas and words, so "
+    "that the packed batch mixes lengths and attention runs more than one block.",
+    "Another one.",
+    "short",
+]
+WAIT_S = 600
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def _use_caches(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(root / "poolrag"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+    torch._dynamo.reset()  # nothing compiled by an earlier test is reused in memory
+
+
+@pytest.fixture(scope="module")
+def compiled(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Callable[..., Path]
+) -> Iterator[tuple[Engine, np.ndarray, Path]]:
+    """An engine whose background compile finished, the eager vectors of TEXTS, the cache root."""
+    root = tmp_path_factory.mktemp("compile-cache")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _use_caches(monkeypatch, root)
+        engine = Engine(tiny_model("bert"), compile="background")
+        report = engine.compile_report
+        assert report is not None and report.state in ("compiling", "active")
+        eager = engine.embed_array(TEXTS)  # served at once, whatever the compile is doing
+        engine.wait_for_compile(WAIT_S)
+        yield engine, eager, root
+
+
+def test_background_compile_swaps_in_the_compiled_forward(compiled: tuple[Engine, np.ndarray, Path]) -> None:
+    engine, eager, _ = compiled
+    report = engine.compile_report
+    assert report is not None
+    assert report.state == "active", report.reason
+    assert report.source == "compiled" and report.graph == "native-packed"
+    assert report.min_cosine is not None and report.min_cosine >= DEFAULT_MIN_COSINE
+    assert Path(report.cache_path).is_file()
+    runner = engine.pipeline.executor.runner
+    assert runner.compiled
+    after = engine.embed_array(TEXTS)
+    assert _cosines(eager, after).min() >= DEFAULT_MIN_COSINE
+    runner.install_compiled(None)  # back to eager: the very vectors served before the swap
+    try:
+        np.testing.assert_array_equal(engine.embed_array(TEXTS), eager)
+    finally:
+        runner.install_compiled(None)
+
+
+def test_next_engine_loads_the_compiled_code_from_disk(
+    compiled: tuple[Engine, np.ndarray, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_model: Callable[..., Path],
+) -> None:
+    _, eager, root = compiled
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(root / "poolrag"))
+    monkeypatch.setenv(
+        "TORCHINDUCTOR_CACHE_DIR", str(root / "inductor-empty")
+    )  # only poolrag's file can help
+    torch._dynamo.reset()
+    engine = Engine(tiny_model("bert"), compile="background")
+    report = engine.wait_for_compile(WAIT_S)
+    assert report is not None and report.state == "active", report
+    assert report.source == "disk cache" and report.cache_hits >= 1
+    assert _cosines(eager, engine.embed_array(TEXTS)).min() >= DEFAULT_MIN_COSINE
+
+
+def test_compile_below_the_bar_keeps_eager_and_says_why(compiled: tuple[Engine, np.ndarray, Path]) -> None:
+    engine, eager, _ = compiled
+    runner = engine.pipeline.executor.runner
+    runner.install_compiled(None)
+    probe = probe_requests(engine.pipeline.processor)
+    # no output can reach a cosine above 1: the gate must refuse the (correct) compiled forward
+    report = BackgroundCompile(runner, probe, engine.model_identity, min_cosine=1.5).start().wait(WAIT_S)
+    assert report.state == "eager" and "differ from eager" in report.reason
+    assert not runner.compiled
+    np.testing.assert_array_equal(engine.embed_array(TEXTS), eager)
+
+
+def test_failing_compile_keeps_eager_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_model: Callable[..., Path]
+) -> None:
+    _use_caches(monkeypatch, tmp_path)
+    blocked = tmp_path / "inductor-cache-is-a-file"
+    blocked.write_text("")  # inductor cannot write its generated code: a real compile failure
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(blocked))
+    path = tiny_model("bert", intermediate_size=41)
+    engine = Engine(path, compile="background")
+    report = engine.wait_for_compile(WAIT_S)
+    assert report is not None and report.state == "eager", report
+    assert report.reason.startswith("compile failed")
+    assert not engine.pipeline.executor.runner.compiled
+    np.testing.assert_array_equal(engine.embed_array(TEXTS), Engine(path).embed_array(TEXTS))
+
+
+def test_swap_waits_for_the_batch_in_flight(compiled: tuple[Engine, np.ndarray, Path]) -> None:
+    engine, _, _ = compiled
+    runner = engine.pipeline.executor.runner
+    runner.install_compiled(None)
+    probe = probe_requests(engine.pipeline.processor)
+    swapped = threading.Event()
+    with runner._batch_lock:  # what a batch holds from its first layer to its last
+        job = BackgroundCompile(runner, probe, engine.model_identity)
+        threading.Thread(target=lambda: (job.start().wait(WAIT_S), swapped.set()), daemon=True).start()
+        assert not swapped.wait(2.0)  # verified, but the swap waits for the batch
+        assert not runner.compiled
+    assert swapped.wait(WAIT_S)
+    assert job.report.state == "active" and runner.compiled
+
+
+def test_unknown_compile_mode_is_refused(tiny_model: Callable[..., Path]) -> None:
+    from poolrag.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="compile"):
+        Engine(tiny_model("bert"), compile="eager-please")
