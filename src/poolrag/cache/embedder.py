@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.errors import InputTypeError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import InputType, PoolingParams
-from poolrag.tokenization.input_processor import check_text
+from poolrag.tokenization.input_processor import PromptInput, check_text
 
 logger = logging.getLogger(__name__)
 
@@ -148,22 +148,47 @@ class CachedEmbedder:
         return truncate(full, dims, _normalizes(params, self.facts))
 
     # -- PoolingBackend: embeddings through the cache -------------------------------------------------
-    def embed_array(self, prompts: Sequence[str], pooling_params: PoolingParams | None = None) -> np.ndarray:
-        """``[N, dimensions or full]`` float32 vectors; only texts missing from the cache hit the model."""
+    def embed_array(
+        self,
+        prompts: Sequence[str],
+        pooling_params: PoolingParams | None = None,
+        *,
+        model_inputs: Sequence[PromptInput | None] | None = None,
+        store: Callable[[dict[bytes, np.ndarray]], None] | None = None,
+    ) -> np.ndarray:
+        """``[N, dimensions or full]`` float32 vectors; only texts missing from the cache hit the model.
+
+        Args:
+            model_inputs: what to send the backend for each text on a miss (``None``: the text),
+                e.g. a token prompt (``{"prompt_token_ids": [...]}``) the caller already has, for
+                a backend that takes them (:class:`~poolrag.engine.Engine`); the cache is still
+                keyed by the text, so the two must be the same model input.
+            store: called with the computed vectors instead of writing them to the cache here (the
+                ingest pipeline writes them on its writer thread, during the next forward pass).
+        """
         items = self._check_texts(prompts)
+        if model_inputs is not None and len(model_inputs) != len(items):
+            raise ValueError("model_inputs must have one entry per text")
         params = self._merged(pooling_params)
         keys = self._keys(items, params)
         found = self._lookup(keys)
         todo = self._missing(items, keys, found)
+        if model_inputs is not None:
+            sent = dict(zip(keys, model_inputs, strict=True))
+            todo = [(k, t if sent[k] is None else sent[k]) for k, t in todo]
         request = self._full_size_request(params)
         computed: dict[bytes, np.ndarray] = {}
         for start in range(0, len(todo), self.batch_size):
             part = todo[start : start + self.batch_size]
             vectors = self.backend.embed_array([t for _, t in part], request)
             batch = {k: vectors[i] for i, (k, _) in enumerate(part)}
-            self._store(batch)
+            (store or self._store)(batch)
             computed.update(batch)
         return self._assemble(keys, found, computed, params)
+
+    def store(self, computed: dict[bytes, np.ndarray]) -> None:
+        """Write vectors :meth:`embed_array` computed with ``store=`` set (no-op without a cache)."""
+        self._store(computed)
 
     async def aembed_array(
         self, prompts: Sequence[str], pooling_params: PoolingParams | None = None
