@@ -77,6 +77,20 @@ def test_cuts_prefer_paragraph_and_sentence_ends(tokenizer) -> None:
     assert all(c.text.rstrip().endswith((".", "!", "?")) for c in chunks)
 
 
+@pytest.mark.parametrize(("sentences", "cut_at_paragraph"), [(10, True), (8, False)])
+def test_a_paragraph_end_wins_only_in_the_windows_last_fifth(
+    tokenizer, sentences: int, cut_at_paragraph: bool
+) -> None:
+    first = " ".join(["Bees dance at noon."] * sentences)  # 5 tokens a sentence
+    text = first + "\n\n" + " ".join(["Owls hunt at night."] * 12)
+    chunk = TokenChunker(tokenizer, max_tokens=60, overlap=0).split(Document("d", text))[0]
+    if cut_at_paragraph:  # 50 of 60 tokens: the paragraph end is near enough to beat later sentences
+        assert chunk.text == first
+    else:  # 40 of 60: too early, the last sentence end that fits wins (more text per chunk)
+        assert chunk.text.startswith(first + "\n\n") and chunk.text.endswith("night.")
+        assert chunk.num_tokens > 50
+
+
 def test_ids_are_stable_and_only_edited_chunks_change(tokenizer) -> None:
     chunker = TokenChunker(tokenizer, max_tokens=48, overlap=8)
     before = chunker.split(Document("doc.md", TEXT))
