@@ -50,18 +50,6 @@ def test_the_cache_is_keyed_by_text_whichever_input_computed_the_vector(minilm_e
         assert again.computed == 0 and again.embedder.hits == len(chunks)
 
 
-def test_deferred_cache_writes_land_only_when_written(minilm_engine, tmp_path) -> None:
-    chunks = _chunks(minilm_engine)[:3]
-    texts = [c.text for c in chunks]
-    with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
-        encoder = DenseEncoder(CachedEmbedder(minilm_engine, cache))
-        owed: dict[bytes, np.ndarray] = {}
-        encoder.encode(texts, [c.token_ids for c in chunks], store=owed.update)
-        assert len(owed) == 3 and len(cache) == 0
-        encoder.write_cache(owed)
-        assert len(cache) == 3
-
-
 def test_a_model_with_a_document_prompt_keeps_the_text_path(minilm_path: Path, tmp_path: Path) -> None:
     folder = build_encoder(tmp_path / "prompted", "bert", minilm_path)
     write_sentence_transformers(folder, normalize=True, prompts={"query": "query: ", "document": "passage: "})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -154,7 +154,6 @@ class CachedEmbedder:
         pooling_params: PoolingParams | None = None,
         *,
         model_inputs: Sequence[PromptInput | None] | None = None,
-        store: Callable[[dict[bytes, np.ndarray]], None] | None = None,
     ) -> np.ndarray:
         """``[N, dimensions or full]`` float32 vectors; only texts missing from the cache hit the model.
 
@@ -163,8 +162,6 @@ class CachedEmbedder:
                 e.g. a token prompt (``{"prompt_token_ids": [...]}``) the caller already has, for
                 a backend that takes them (:class:`~poolrag.engine.Engine`); the cache is still
                 keyed by the text, so the two must be the same model input.
-            store: called with the computed vectors instead of writing them to the cache here (the
-                ingest pipeline writes them on its writer thread, during the next forward pass).
         """
         items = self._check_texts(prompts)
         if model_inputs is not None and len(model_inputs) != len(items):
@@ -182,13 +179,9 @@ class CachedEmbedder:
             part = todo[start : start + self.batch_size]
             vectors = self.backend.embed_array([t for _, t in part], request)
             batch = {k: vectors[i] for i, (k, _) in enumerate(part)}
-            (store or self._store)(batch)
+            self._store(batch)
             computed.update(batch)
         return self._assemble(keys, found, computed, params)
-
-    def store(self, computed: dict[bytes, np.ndarray]) -> None:
-        """Write vectors :meth:`embed_array` computed with ``store=`` set (no-op without a cache)."""
-        self._store(computed)
 
     async def aembed_array(
         self, prompts: Sequence[str], pooling_params: PoolingParams | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -15,9 +15,6 @@ from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
 from poolrag.tokenization.input_processor import InputProcessor, TokensPrompt
 
-#: Computed vectors by cache key, for :meth:`DenseEncoder.encode`'s ``store`` hook.
-CacheWrites = dict[bytes, np.ndarray]
-
 
 class ChunkEncoder(Protocol):
     layout: str  # "dense" | "multivector"
@@ -28,18 +25,10 @@ class ChunkEncoder(Protocol):
     computed: int  # texts that went through the model (cache misses)
 
     def encode(
-        self,
-        texts: Sequence[str],
-        token_ids: Sequence[Sequence[int] | None] | None = None,
-        store: Callable[[CacheWrites], None] | None = None,
+        self, texts: Sequence[str], token_ids: Sequence[Sequence[int] | None] | None = None
     ) -> list[np.ndarray]:
         """Vectors of ``texts``. ``token_ids``: each text's bare token ids where known (the
-        chunker's), used instead of tokenising again where that is exact. ``store``: receives the
-        computed vectors for caching instead of the encoder writing them (see ``write_cache``)."""
-        ...
-
-    def write_cache(self, computed: CacheWrites) -> None:
-        """Write what ``encode(..., store=...)`` handed over (no-op for an uncached encoder)."""
+        chunker's), used instead of tokenising again where that gives the same model input."""
         ...
 
 
@@ -85,22 +74,15 @@ class DenseEncoder:
         return prompts
 
     def encode(
-        self,
-        texts: Sequence[str],
-        token_ids: Sequence[Sequence[int] | None] | None = None,
-        store: Callable[[CacheWrites], None] | None = None,
+        self, texts: Sequence[str], token_ids: Sequence[Sequence[int] | None] | None = None
     ) -> list[np.ndarray]:
         inputs = self.token_prompts(token_ids) if token_ids is not None else None
         vectors = self.embedder.embed_array(
             list(texts),
             PoolingParams(input_type="document", dimensions=self.dimensions),
             model_inputs=inputs,
-            store=store,
         )
         return list(vectors)
-
-    def write_cache(self, computed: CacheWrites) -> None:
-        self.embedder.store(computed)
 
 
 class ColbertEncoder:
@@ -119,16 +101,9 @@ class ColbertEncoder:
         self.computed = 0
 
     def encode(
-        self,
-        texts: Sequence[str],
-        token_ids: Sequence[Sequence[int] | None] | None = None,
-        store: Callable[[CacheWrites], None] | None = None,
+        self, texts: Sequence[str], token_ids: Sequence[Sequence[int] | None] | None = None
     ) -> list[np.ndarray]:
-        """Token vectors; ``token_ids`` are not used (ColBERT inserts a marker token), nor
-        ``store`` (nothing is cached)."""
+        """Token vectors; ``token_ids`` are not used (ColBERT inserts a marker token)."""
         arrays = self.backend.encode_arrays(list(texts), "token_embed", PoolingParams(input_type="document"))
         self.computed += len(arrays)
         return [np.asarray(a, dtype=np.float32) for a in arrays]
-
-    def write_cache(self, computed: CacheWrites) -> None:
-        """Nothing to write: ColBERT token vectors are not cached."""

@@ -8,9 +8,9 @@ Order of work, and why:
   2. List the ids already stored; read and chunk documents one at a time, a piece at a time (a
      large file never sits in memory whole); only chunks whose id is missing are embedded and
      upserted (re-runs add nothing; the cache makes moved chunks free).
-  3. Upsert in batches as chunks come. A batch is embedded on a worker thread while this thread
-     writes the previous batch (cache, then store) and chunks the next one, so store and cache
-     writes overlap the forward pass; at most one batch is being embedded and one written. When a
+  3. Upsert in batches as chunks come. A batch is embedded (and its vectors cached) on a worker
+     thread while this thread writes the previous batch to the store and chunks the next one, so
+     store writes overlap the forward pass; at most one batch is being embedded and one written. When a
      document is fully read and all its new chunks are stored (the store acknowledged the write),
      its stale chunks (from an older version of the same source) are deleted and the document is
      checkpointed. All store calls stay on the calling thread.
@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.chunker import Chunk, TokenChunker
-from poolrag.ingest.encoders import CacheWrites, ChunkEncoder
+from poolrag.ingest.encoders import ChunkEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
@@ -288,19 +288,20 @@ class _Pending:
 
 @dataclass
 class _Embedded:
-    """A batch handed to the embedding thread: its vectors, and the cache writes they owe."""
+    """A batch handed to the embedding thread, and its dense and sparse vectors to come."""
 
     batch: list[Chunk]
     vectors: Future[tuple[list[np.ndarray], list[Any]]]
-    cache_writes: CacheWrites
 
 
 class _Run:
     """The batch being filled and the documents in flight of one :meth:`IngestPipeline.run`.
 
-    A full batch goes to a one-thread executor to be embedded (:meth:`flush`); the batch embedded
-    before it is written meanwhile, on this thread (:meth:`_write`), so the forward pass of batch
-    k+1 overlaps the cache and store writes of batch k and the chunking of batch k+2.
+    A full batch goes to a one-thread executor to be embedded (:meth:`flush`); the encoders write
+    their caches there as each batch is computed (a few ms, and a ``kill -9`` loses nothing paid
+    for). The batch embedded before it is written to the store meanwhile, on this thread
+    (:meth:`_write`), so the forward pass of batch k+1 overlaps the store write of batch k and the
+    chunking of batch k+2.
     """
 
     def __init__(self, pipeline: IngestPipeline, report: IngestReport, checkpoint: Checkpoint) -> None:
@@ -334,31 +335,26 @@ class _Run:
                 sparse.adopt(None, texts)  # a collection made elsewhere recorded no length
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="poolrag-ingest-embed")
-            owed: CacheWrites = {}
-            embedded = _Embedded(batch, self._executor.submit(self._embed, batch, owed), owed)
+            embedded = _Embedded(batch, self._executor.submit(self._embed, batch))
             previous, self.embedding = self.embedding, embedded
             if previous is not None:
                 self._write(previous)
         self.save()
 
-    def _embed(self, batch: list[Chunk], owed: CacheWrites) -> tuple[list[np.ndarray], list[Any]]:
-        """On the embedding thread: dense (and sparse) vectors of a batch; the dense vectors the
-        cache lacked are collected in ``owed`` for :meth:`_write` to cache."""
+    def _embed(self, batch: list[Chunk]) -> tuple[list[np.ndarray], list[Any]]:
+        """On the embedding thread: dense (and sparse) vectors of a batch, cached as computed."""
         encoder, sparse = self.pipeline.encoder, self.pipeline.sparse_encoder
         texts = [c.text for c in batch]
-        vectors = encoder.encode(texts, [c.token_ids for c in batch], store=owed.update)
+        vectors = encoder.encode(texts, [c.token_ids for c in batch])
         sparse_vectors = sparse.encode(texts) if sparse is not None else [None] * len(batch)
         return vectors, sparse_vectors
 
     def _write(self, embedded: _Embedded) -> None:
-        """Cache, then store the vectors of ``embedded``; once the store acknowledged them, count
-        the batch and checkpoint the documents it completed."""
+        """Store the vectors of ``embedded``; once the store acknowledged them, count the batch and
+        checkpoint the documents it completed."""
         pipeline, batch = self.pipeline, embedded.batch
         vectors, sparse_vectors = embedded.vectors.result()
-        pipeline.encoder.write_cache(embedded.cache_writes)  # paid for: kept even if the store fails
-        self.report.embedded = pipeline.encoder.computed - self.computed_before
-        if pipeline.sparse_encoder is not None:
-            self.report.sparse_computed = pipeline.sparse_encoder.computed - self.sparse_before
+        self._count_computed()
         pipeline.store.upsert(
             [
                 ChunkRecord(c.id, v, c.payload(), sparse=s)
@@ -371,23 +367,25 @@ class _Run:
         for source in dict.fromkeys(c.source for c in batch):
             self.finish_if_done(source)
 
+    def _count_computed(self) -> None:
+        self.report.embedded = self.pipeline.encoder.computed - self.computed_before
+        sparse = self.pipeline.sparse_encoder
+        if sparse is not None:
+            self.report.sparse_computed = sparse.computed - self.sparse_before
+
     def drain(self) -> None:
-        """Write the batch being embedded, if any (the end of a run, or before a store call)."""
+        """Write the batch being embedded, if any (the end of a run)."""
         embedded, self.embedding = self.embedding, None
         if embedded is not None:
             self._write(embedded)
         self.save()
 
     def abandon(self) -> None:
-        """After a failure: let the batch being embedded finish and cache its vectors (nothing paid
-        for is lost), write nothing more to the store, stop the embedding thread."""
+        """After a failure: let the batch being embedded finish (its vectors reach the cache, so
+        nothing paid for is lost) and write nothing more to the store."""
         embedded, self.embedding = self.embedding, None
-        try:
-            if embedded is not None and embedded.vectors.exception() is None:
-                self.pipeline.encoder.write_cache(embedded.cache_writes)
-                self.report.embedded = self.pipeline.encoder.computed - self.computed_before
-        except Exception:  # the failure being raised is the one to report
-            logger.warning("could not cache the vectors of the batch in flight", exc_info=True)
+        if embedded is not None and embedded.vectors.exception() is None:
+            self._count_computed()
 
     def close(self) -> None:
         """Stop the embedding thread (after :meth:`drain` or :meth:`abandon`)."""
