@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """``poolrag ingest`` versus the LangChain pipeline a user writes today, whole process each time.
 
-    python benchmarks/ingest_vs_langchain.py [--rounds 3] [--docs 40] [--words 4000]
+    python benchmarks/ingest_vs_langchain.py [--rounds 3] [--docs 40] [--words 4000] [--before-src DIR]
 
 Contenders, each a fresh ``subprocess`` per run, wall time taken by this (parent) process:
 
@@ -11,19 +11,24 @@ Contenders, each a fresh ``subprocess`` per run, wall time taken by this (parent
 * ``poolrag cold``: ``python -m poolrag.cli ingest CORPUS --store qdrant --path STORE --no-cache``.
 * ``poolrag warm``: the same with ``--cache FILE``, a cache filled by an untimed earlier run (only
   chunking and upserting remain; LangChain has no embedding cache, so it is compared as is).
+* ``poolrag before`` (with ``--before-src DIR``): ``poolrag cold`` with ``PYTHONPATH=DIR``, e.g. the
+  ``src`` of a checkout of an earlier commit, to measure a change in the same alternated run.
 
-Runs alternate (L, P-cold, P-warm, then the order rotates each round); each run writes a fresh Qdrant
-folder. Reported per contender: chunks stored, tokens embedded (the stored texts re-tokenized with the
+Runs alternate (L, P-cold, P-warm[, P-before], then the order rotates each round); each run writes
+a fresh Qdrant folder; the tables are printed after every round, so a cut-short run still reports.
+Reported per contender: chunks stored, tokens embedded (the stored texts re-tokenized with the
 MiniLM tokenizer, special tokens included, capped at the model's 256: what the model saw), and the
 medians over rounds of wall time, chunks/s and tokens embedded/s of the whole process (interpreter
 start, imports, model load, reading, chunking, embedding, writing), plus the ratios poolrag/LangChain.
-A second table compares the two chunkers on the same corpus (count, tokens per chunk, where cuts
-fall) to explain why the chunk counts differ.
+A second table compares the chunkers on the same corpus (count, tokens per chunk, where cuts fall)
+to explain why the chunk counts differ. The machine's CPU and load average are printed too: on a
+shared machine, compare ratios within one run only.
 
 Held equal: the corpus (deterministic, ``--docs`` .txt files of ``--words`` words built from the
 sentences of ``samples/`` and sentences drawn from their vocabulary), the model (the packaged
 all-MiniLM-L6-v2 folder, passed to LangChain as ``model_name``), fp32 on the CPU, the store kind
-(Qdrant local mode in a temporary folder), chunk overlap 32 tokens. Chunk size: LangChain gets the
+(Qdrant local mode in a temporary folder), chunk overlap 32 tokens (poolrag repeats them only where
+a cut falls inside a sentence). Chunk size: LangChain gets the
 256 a user writes; poolrag refuses windows that do not fit the model with its 2 special tokens, so it
 gets its default, 254 (LangChain's 256 + 2 special tokens are truncated to 256 by the model).
 Batch sizes are each library's default.
@@ -130,8 +135,10 @@ def _stored_texts(store: Path, collection: str, key: str) -> list[str]:
         client.close()
 
 
-def _run(cmd: list[str]) -> float:
+def _run(cmd: list[str], pythonpath: str | None = None) -> float:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="true")
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
@@ -157,6 +164,92 @@ def _cut_stats(texts: list[str], counts: list[int]) -> dict[str, float]:
     }
 
 
+def _machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} logical CPUs"
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def _report(
+    names: list[str], seconds: dict[str, list[float]], texts: dict[str, list[str]], tokenizer
+) -> dict[str, dict]:
+    """Print the tables for the runs so far; return the rows."""
+    counts = {n: _token_counts(tokenizer, t) for n, t in texts.items()}
+    rows = {}
+    for name in names:
+        if not seconds[name]:
+            continue
+        n_chunks = len(texts[name])
+        embedded = sum(min(c, MODEL_LIMIT) for c in counts[name])
+        rows[name] = {
+            "chunks": n_chunks,
+            "tokens": embedded,
+            "seconds": statistics.median(seconds[name]),
+            "chunks_s": statistics.median(n_chunks / s for s in seconds[name]),
+            "tokens_s": statistics.median(embedded / s for s in seconds[name]),
+            "runs": seconds[name],
+        }
+    print()
+    print("| contender | chunks | tokens embedded | wall s (median) | chunks/s | tokens/s | runs (s) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, row in rows.items():
+        runs = ", ".join(f"{s:.1f}" for s in row["runs"])
+        print(
+            f"| {name} | {row['chunks']:,} | {row['tokens']:,} | {row['seconds']:.1f} | "
+            f"{row['chunks_s']:.1f} | {row['tokens_s']:,.0f} | {runs} |"
+        )
+    print()
+    lc = rows.get("langchain")
+    for name in names[1:]:
+        pr = rows.get(name)
+        if lc is None or pr is None:
+            continue
+        print(
+            f"{name} / langchain: chunks/s {pr['chunks_s'] / lc['chunks_s']:.2f}x, "
+            f"tokens embedded/s {pr['tokens_s'] / lc['tokens_s']:.2f}x, wall time "
+            f"{lc['seconds'] / pr['seconds']:.2f}x shorter"
+        )
+    before, cold = rows.get("poolrag before"), rows.get("poolrag cold")
+    if before is not None and cold is not None:
+        print(
+            f"poolrag cold / poolrag before: wall time {before['seconds'] / cold['seconds']:.2f}x shorter, "
+            f"tokens embedded/s {cold['tokens_s'] / before['tokens_s']:.2f}x"
+        )
+    print()
+    print(
+        "| chunker | chunks | mean tokens/chunk | median | min | > 256 incl. specials (truncated) "
+        "| ends at . ! ? : ; |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    labels = {
+        "poolrag cold": "poolrag TokenChunker",
+        "poolrag before": "poolrag TokenChunker (before)",
+        "langchain": "SentenceTransformersTokenTextSplitter",
+    }
+    for name, label in labels.items():
+        if name not in texts:
+            continue
+        st = _cut_stats(texts[name], counts[name])
+        print(
+            f"| {label} | {st['chunks']:,} | {st['mean']:.1f} | {st['median']:.0f} | {st['min']} | "
+            f"{st['over']:.1%} | {st['sentence_end']:.1%} |"
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="alternated runs per contender (default 3)")
@@ -165,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-tokens", type=int, default=256, help="LangChain tokens_per_chunk")
     parser.add_argument("--poolrag-chunk-tokens", type=int, default=None, help="default: poolrag's (254)")
     parser.add_argument("--overlap", type=int, default=32)
+    parser.add_argument("--before-src", help="also run poolrag cold with PYTHONPATH=DIR (an earlier src)")
     parser.add_argument("--langchain-worker", nargs=2, metavar=("CORPUS", "STORE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.langchain_worker:
@@ -201,69 +295,31 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root / "prime", ignore_errors=True)
 
         names = ["langchain", "poolrag cold", "poolrag warm"]
+        if args.before_src:
+            names.append("poolrag before")
         seconds: dict[str, list[float]] = {n: [] for n in names}
         texts: dict[str, list[str]] = {}
+        print(f"machine: {_machine()}; load average at start {_load()}", flush=True)
         for r in range(args.rounds):
-            order = names[r % 3 :] + names[: r % 3]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 run_id += 1
                 store = root / f"run{run_id}"
-                seconds[name].append(_run(command(name, store)))
-                print(f"round {r + 1}: {name:13s} {seconds[name][-1]:7.1f} s", flush=True)
+                if name == "poolrag before":
+                    cmd, path = command("poolrag cold", store), args.before_src
+                else:
+                    cmd, path = command(name, store), None
+                seconds[name].append(_run(cmd, path))
+                print(f"round {r + 1}: {name:14s} {seconds[name][-1]:7.1f} s (load {_load()})", flush=True)
                 if name not in texts:
                     coll, key = (
                         (LC_COLLECTION, "page_content") if name == "langchain" else (PR_COLLECTION, "text")
                     )
                     texts[name] = _stored_texts(store, coll, key)
                 shutil.rmtree(store, ignore_errors=True)
+            rows = _report(names, seconds, texts, tokenizer)
+            print(f"after round {r + 1}: load average {_load()}", flush=True)
 
-    counts = {n: _token_counts(tokenizer, t) for n, t in texts.items()}
-    rows = {}
-    for name in names:
-        n_chunks = len(texts[name])
-        embedded = sum(min(c, MODEL_LIMIT) for c in counts[name])
-        med = statistics.median(seconds[name])
-        rows[name] = {
-            "chunks": n_chunks,
-            "tokens": embedded,
-            "seconds": med,
-            "chunks_s": statistics.median(n_chunks / s for s in seconds[name]),
-            "tokens_s": statistics.median(embedded / s for s in seconds[name]),
-            "runs": seconds[name],
-        }
-    print()
-    print("| contender | chunks | tokens embedded | wall s (median) | chunks/s | tokens/s | runs (s) |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for name, row in rows.items():
-        runs = ", ".join(f"{s:.1f}" for s in row["runs"])
-        print(
-            f"| {name} | {row['chunks']:,} | {row['tokens']:,} | {row['seconds']:.1f} | "
-            f"{row['chunks_s']:.1f} | {row['tokens_s']:,.0f} | {runs} |"
-        )
-    print()
-    lc = rows["langchain"]
-    for name in ("poolrag cold", "poolrag warm"):
-        pr = rows[name]
-        print(
-            f"{name} / langchain: chunks/s {pr['chunks_s'] / lc['chunks_s']:.2f}x, "
-            f"tokens embedded/s {pr['tokens_s'] / lc['tokens_s']:.2f}x, wall time "
-            f"{lc['seconds'] / pr['seconds']:.2f}x faster"
-        )
-    print()
-    print(
-        "| chunker | chunks | mean tokens/chunk | median | min | > 256 incl. specials (truncated) "
-        "| ends at . ! ? : ; |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, label in (
-        ("poolrag cold", "poolrag TokenChunker"),
-        ("langchain", "SentenceTransformersTokenTextSplitter"),
-    ):
-        st = _cut_stats(texts[name], counts[name])
-        print(
-            f"| {label} | {st['chunks']:,} | {st['mean']:.1f} | {st['median']:.0f} | {st['min']} | "
-            f"{st['over']:.1%} | {st['sentence_end']:.1%} |"
-        )
     print(json.dumps(rows))
     return 0
 

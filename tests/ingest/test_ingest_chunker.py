@@ -27,23 +27,68 @@ def _count(tokenizer, text: str) -> int:
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def test_chunks_fit_the_budget_keep_offsets_and_overlap(tokenizer) -> None:
+def _ends_sentence(text: str, end: int) -> bool:
+    return (text[end - 1] in ".!?:;" and text[end : end + 1].isspace()) or text[end : end + 1] == "\n"
+
+
+def test_chunks_fit_the_budget_keep_offsets_and_overlap_only_inside_sentences(tokenizer) -> None:
     chunks = TokenChunker(tokenizer, max_tokens=48, overlap=8).split(Document("doc.md", TEXT, {"lang": "en"}))
     assert len(chunks) > 5
     for chunk in chunks:
         assert TEXT[chunk.start : chunk.end] == chunk.text
         assert chunk.num_tokens == _count(tokenizer, chunk.text) <= 48
+        assert list(chunk.token_ids) == tokenizer(chunk.text, add_special_tokens=False)["input_ids"]
         assert chunk.start == 0 or TEXT[chunk.start - 1].isspace()  # never starts inside a word
         assert chunk.payload()["source"] == "doc.md" and chunk.payload()["lang"] == "en"
+        assert "token_ids" not in chunk.payload()
+    overlapped = 0
     for prev, nxt in itertools.pairwise(chunks):
-        assert prev.start < nxt.start < prev.end  # consecutive chunks overlap
+        if _ends_sentence(TEXT, prev.end):  # a clean cut: the next chunk starts after it
+            assert prev.end <= nxt.start and not TEXT[prev.end : nxt.start].strip()
+        else:  # a cut inside a sentence: the chunks share its words
+            assert prev.start < nxt.start < prev.end
+            overlapped += 1
+    assert overlapped < len(chunks) - 1  # most cuts found a sentence end in these paragraphs
     assert chunks[0].start == 0 and chunks[-1].end == len(TEXT.rstrip())
     assert [c.index for c in chunks] == list(range(len(chunks)))
+
+
+def test_text_without_sentence_ends_overlaps_at_every_cut(tokenizer) -> None:
+    text = " ".join(f"word{i} and more" for i in range(80))
+    chunks = TokenChunker(tokenizer, max_tokens=40, overlap=8).split(Document("d", text))
+    assert len(chunks) > 3
+    for prev, nxt in itertools.pairwise(chunks):
+        shared = _count(tokenizer, text[nxt.start : prev.end])
+        assert prev.start < nxt.start < prev.end and 1 <= shared <= 8
+
+
+def test_always_overlap_repeats_text_after_sentence_ends_too(tokenizer) -> None:
+    doc = Document("doc.md", TEXT)
+    default = TokenChunker(tokenizer, max_tokens=48, overlap=8).split(doc)
+    always = TokenChunker(tokenizer, max_tokens=48, overlap=8, always_overlap=True).split(doc)
+    for prev, nxt in itertools.pairwise(always):
+        assert prev.start < nxt.start < prev.end
+    assert len(default) < len(always)  # the overlap after clean cuts is what the extra chunks cost
+    assert sum(c.num_tokens for c in default) < sum(c.num_tokens for c in always)
 
 
 def test_cuts_prefer_paragraph_and_sentence_ends(tokenizer) -> None:
     chunks = TokenChunker(tokenizer, max_tokens=60, overlap=0).split(Document("d", TEXT))
     assert all(c.text.rstrip().endswith((".", "!", "?")) for c in chunks)
+
+
+@pytest.mark.parametrize(("sentences", "cut_at_paragraph"), [(10, True), (8, False)])
+def test_a_paragraph_end_wins_only_in_the_windows_last_fifth(
+    tokenizer, sentences: int, cut_at_paragraph: bool
+) -> None:
+    first = " ".join(["Bees dance at noon."] * sentences)  # 5 tokens a sentence
+    text = first + "\n\n" + " ".join(["Owls hunt at night."] * 12)
+    chunk = TokenChunker(tokenizer, max_tokens=60, overlap=0).split(Document("d", text))[0]
+    if cut_at_paragraph:  # 50 of 60 tokens: the paragraph end is near enough to beat later sentences
+        assert chunk.text == first
+    else:  # 40 of 60: too early, the last sentence end that fits wins (more text per chunk)
+        assert chunk.text.startswith(first + "\n\n") and chunk.text.endswith("night.")
+        assert chunk.num_tokens > 50
 
 
 def test_ids_are_stable_and_only_edited_chunks_change(tokenizer) -> None:

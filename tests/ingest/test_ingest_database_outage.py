@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from milvus_server import free_port, start_server
 
 from poolrag import PoolingParams
 from poolrag.cache import CachedEmbedder, EmbeddingCache
@@ -44,46 +42,11 @@ DOCS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start_server(data_dir: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "milvus_lite",
-            "server",
-            "--data-dir",
-            str(data_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc
-        except OSError:
-            assert proc.poll() is None, "milvus-lite server exited"
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("milvus-lite server did not start")
-
-
 @pytest.mark.slow
 def test_server_outage_mid_run_then_resume(tmp_path: Path, minilm_engine) -> None:
-    port = _free_port()
+    port = free_port()
     uri = f"http://127.0.0.1:{port}"
-    server = _start_server(tmp_path / "milvus-data", port)
+    server = start_server(tmp_path / "milvus-data", port)
     checkpoint = tmp_path / "ck.json"
     chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=32, overlap=4)
     expected = {c.id: c for d in DOCS for c in chunker.split(d)}
@@ -116,7 +79,7 @@ def test_server_outage_mid_run_then_resume(tmp_path: Path, minilm_engine) -> Non
         assert 0 < embedded_before < len(expected)
         store.close()
 
-        server = _start_server(tmp_path / "milvus-data", port)
+        server = start_server(tmp_path / "milvus-data", port)
         # The restarted server accepts connections before it serves requests: retries ride that out.
         pipe, _, store = pipeline(RetryPolicy(attempts=8, base_delay=0.25, max_delay=2.0))
         partial = store.list_sources()

@@ -54,7 +54,10 @@ def test_sigkilled_learned_sparse_ingest_resumes_to_the_clean_result(
     assert report["resumed"] is True and report["documents_skipped"] >= done_before
     assert report["collection"]["sparse"] == "learned"
     # The killed run's chunks are in the store; what it computed beyond them came from the cache.
-    assert report["sparse_computed"] == report["embedded"] < len(chunks)
+    # Dense and sparse vectors are cached one after the other, so a kill between the two writes
+    # leaves one batch (2 chunks) cached for one of them only: the resumed run computes it again.
+    assert report["embedded"] < len(chunks) and report["sparse_computed"] < len(chunks)
+    assert abs(report["sparse_computed"] - report["embedded"]) <= 2
 
     store = open_store(kind, "docs", **store_kwargs(kind, location))
     try:

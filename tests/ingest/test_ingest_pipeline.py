@@ -75,7 +75,7 @@ def test_ingest_search_and_reingest_adds_nothing(setup: Setup) -> None:
     assert first.chunks == first.upserted == first.embedded == len(ids) > len(list(setup.corpus.iterdir()))
     assert setup.store.count() == len(ids) and set(setup.store.list_sources()) == ids
     hits = Retriever(setup.store, setup.embedder()).search("how do bees show where the flowers are", k=3)
-    assert hits[0].source.endswith("bees.md") and "waggle" in hits[0].text
+    assert hits[0].source.endswith("bees.md") and any("waggle dance" in h.text for h in hits)
     assert setup.corpus.joinpath("bees.md").read_text()[hits[0].start : hits[0].end] == hits[0].text
 
     again = setup.run()

@@ -24,7 +24,7 @@ from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.errors import InputTypeError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import InputType, PoolingParams
-from poolrag.tokenization.input_processor import check_text
+from poolrag.tokenization.input_processor import PromptInput, check_text
 
 logger = logging.getLogger(__name__)
 
@@ -148,13 +148,31 @@ class CachedEmbedder:
         return truncate(full, dims, _normalizes(params, self.facts))
 
     # -- PoolingBackend: embeddings through the cache -------------------------------------------------
-    def embed_array(self, prompts: Sequence[str], pooling_params: PoolingParams | None = None) -> np.ndarray:
-        """``[N, dimensions or full]`` float32 vectors; only texts missing from the cache hit the model."""
+    def embed_array(
+        self,
+        prompts: Sequence[str],
+        pooling_params: PoolingParams | None = None,
+        *,
+        model_inputs: Sequence[PromptInput | None] | None = None,
+    ) -> np.ndarray:
+        """``[N, dimensions or full]`` float32 vectors; only texts missing from the cache hit the model.
+
+        Args:
+            model_inputs: what to send the backend for each text on a miss (``None``: the text),
+                e.g. a token prompt (``{"prompt_token_ids": [...]}``) the caller already has, for
+                a backend that takes them (:class:`~poolrag.engine.Engine`); the cache is still
+                keyed by the text, so the two must be the same model input.
+        """
         items = self._check_texts(prompts)
+        if model_inputs is not None and len(model_inputs) != len(items):
+            raise ValueError("model_inputs must have one entry per text")
         params = self._merged(pooling_params)
         keys = self._keys(items, params)
         found = self._lookup(keys)
         todo = self._missing(items, keys, found)
+        if model_inputs is not None:
+            sent = dict(zip(keys, model_inputs, strict=True))
+            todo = [(k, t if sent[k] is None else sent[k]) for k, t in todo]
         request = self._full_size_request(params)
         computed: dict[bytes, np.ndarray] = {}
         for start in range(0, len(todo), self.batch_size):

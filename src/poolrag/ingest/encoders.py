@@ -9,9 +9,11 @@ import numpy as np
 
 from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
+from poolrag.engine import Engine
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
+from poolrag.tokenization.input_processor import InputProcessor, TokensPrompt
 
 
 class ChunkEncoder(Protocol):
@@ -22,11 +24,21 @@ class ChunkEncoder(Protocol):
     model_name: str
     computed: int  # texts that went through the model (cache misses)
 
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]: ...
+    def encode(
+        self, texts: Sequence[str], token_ids: Sequence[Sequence[int] | None] | None = None
+    ) -> list[np.ndarray]:
+        """Vectors of ``texts``. ``token_ids``: each text's bare token ids where known (the
+        chunker's), used instead of tokenising again where that gives the same model input."""
+        ...
 
 
 class DenseEncoder:
-    """Single vectors through the embedding cache, cut to the collection's Matryoshka size."""
+    """Single vectors through the embedding cache, cut to the collection's Matryoshka size.
+
+    Over an in-process :class:`~poolrag.engine.Engine`, chunks whose token ids are known are sent
+    as token prompts framed with the model's special tokens (the same model input as the text, so
+    the same vector), skipping a second tokenisation of every chunk.
+    """
 
     layout = "dense"
 
@@ -39,13 +51,38 @@ class DenseEncoder:
         self.dimensions = dimensions
         self.model_identity = facts.model_identity
         self.model_name = facts.model_name
+        backend = embedder.backend
+        self._processor: InputProcessor | None = (
+            backend.pipeline.processor if isinstance(backend, Engine) else None
+        )
 
     @property
     def computed(self) -> int:
         return self.embedder.misses
 
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return list(self.embedder.embed_documents(list(texts), dimensions=self.dimensions))
+    def token_prompts(self, token_ids: Sequence[Sequence[int] | None]) -> list[TokensPrompt | None] | None:
+        """Token prompts for the chunks whose ids are known, ``None`` where the text must go."""
+        processor = self._processor
+        if processor is None or all(ids is None for ids in token_ids):
+            return None
+        prompts: list[TokensPrompt | None] = []
+        for ids in token_ids:
+            framed = processor.frame_ids(ids, "document") if ids is not None else None
+            if ids is not None and framed is None:
+                return None  # this model's document inputs cannot be built from bare ids
+            prompts.append({"prompt_token_ids": framed} if framed is not None else None)
+        return prompts
+
+    def encode(
+        self, texts: Sequence[str], token_ids: Sequence[Sequence[int] | None] | None = None
+    ) -> list[np.ndarray]:
+        inputs = self.token_prompts(token_ids) if token_ids is not None else None
+        vectors = self.embedder.embed_array(
+            list(texts),
+            PoolingParams(input_type="document", dimensions=self.dimensions),
+            model_inputs=inputs,
+        )
+        return list(vectors)
 
 
 class ColbertEncoder:
@@ -63,7 +100,10 @@ class ColbertEncoder:
         self.model_name = facts.model_name
         self.computed = 0
 
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+    def encode(
+        self, texts: Sequence[str], token_ids: Sequence[Sequence[int] | None] | None = None
+    ) -> list[np.ndarray]:
+        """Token vectors; ``token_ids`` are not used (ColBERT inserts a marker token)."""
         arrays = self.backend.encode_arrays(list(texts), "token_embed", PoolingParams(input_type="document"))
         self.computed += len(arrays)
         return [np.asarray(a, dtype=np.float32) for a in arrays]

@@ -8,13 +8,18 @@ Order of work, and why:
   2. List the ids already stored; read and chunk documents one at a time, a piece at a time (a
      large file never sits in memory whole); only chunks whose id is missing are embedded and
      upserted (re-runs add nothing; the cache makes moved chunks free).
-  3. Upsert in batches as chunks come. When a document is fully read and all its new chunks are
-     stored, its stale chunks (from an older version of the same source) are deleted and the
-     document is checkpointed.
+  3. Upsert in batches as chunks come. A batch is embedded (and its vectors cached) on a worker
+     thread while this thread writes the previous batch to the store and chunks the next one, so
+     store writes overlap the forward pass; at most one batch is being embedded and one written. When a
+     document is fully read and all its new chunks are stored (the store acknowledged the write),
+     its stale chunks (from an older version of the same source) are deleted and the document is
+     checkpointed. All store calls stay on the calling thread.
   4. With ``prune``, chunks of sources not seen in this run are deleted at the end.
 A killed run resumes from the checkpoint; a batch that fails is retried whole (ids make upserts
 idempotent), and when the database stays unreachable the run stops with
-:class:`~poolrag.stores.StoreUnavailableError`, leaving only complete batches behind.
+:class:`~poolrag.stores.StoreUnavailableError`, leaving only complete batches behind; the vectors
+of the batch being embedded at that moment still reach the cache, so a re-run does not pay for
+them again.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from poolrag.errors import InvalidInputError
@@ -149,8 +156,9 @@ class IngestPipeline:
         prune: bool = False,
         skipped: Sequence[SkippedFile] = (),
     ) -> IngestReport:
-        """Ingest ``documents`` one at a time: memory holds one batch of chunks and one piece of
-        the document being read, whatever the corpus size.
+        """Ingest ``documents`` one at a time: memory holds two batches of chunks (one being
+        embedded, one being written) and one piece of the document being read, whatever the
+        corpus size.
 
         ``skipped``: files the reader left out (filled while ``documents`` is read); their chunks
         are kept by ``prune``, since an unreadable file is not a deleted one.
@@ -172,6 +180,7 @@ class IngestPipeline:
 
         run = _Run(self, report, checkpoint)
         seen_sources: set[str] = set()
+        finished = False
         try:
             for doc in _iter_docs(documents, self.progress):
                 if doc.source in seen_sources:
@@ -197,9 +206,14 @@ class IngestPipeline:
                 state.chunked = True
                 run.finish_if_done(doc.source)
             run.flush()
+            run.drain()
+            finished = True
             if not self._collection_ready:
                 self._open_collection(report, [])
         finally:
+            if not finished:
+                run.abandon()
+            run.close()
             run.save()
 
         report.skipped = [str(s) for s in skipped]
@@ -272,8 +286,23 @@ class _Pending:
     chunked: bool = False
 
 
+@dataclass
+class _Embedded:
+    """A batch handed to the embedding thread, and its dense and sparse vectors to come."""
+
+    batch: list[Chunk]
+    vectors: Future[tuple[list[np.ndarray], list[Any]]]
+
+
 class _Run:
-    """The batch being filled and the documents in flight of one :meth:`IngestPipeline.run`."""
+    """The batch being filled and the documents in flight of one :meth:`IngestPipeline.run`.
+
+    A full batch goes to a one-thread executor to be embedded (:meth:`flush`); the encoders write
+    their caches there as each batch is computed (a few ms, and a ``kill -9`` loses nothing paid
+    for). The batch embedded before it is written to the store meanwhile, on this thread
+    (:meth:`_write`), so the forward pass of batch k+1 overlaps the store write of batch k and the
+    chunking of batch k+2.
+    """
 
     def __init__(self, pipeline: IngestPipeline, report: IngestReport, checkpoint: Checkpoint) -> None:
         self.pipeline = pipeline
@@ -285,6 +314,8 @@ class _Run:
         self.computed_before = pipeline.encoder.computed
         sparse = pipeline.sparse_encoder
         self.sparse_before = sparse.computed if sparse is not None else 0
+        self.embedding: _Embedded | None = None
+        self._executor: ThreadPoolExecutor | None = None
 
     def add(self, chunk: Chunk) -> None:
         self.batch.append(chunk)
@@ -292,33 +323,75 @@ class _Run:
             self.flush()
 
     def flush(self) -> None:
-        """Embed and upsert the batch, then checkpoint the documents it completed."""
+        """Start embedding the batch, then write the one embedded before it."""
         batch, self.batch = self.batch, []
         if batch:
             pipeline = self.pipeline
-            encoder, store, sparse = pipeline.encoder, pipeline.store, pipeline.sparse_encoder
+            sparse = pipeline.sparse_encoder
             texts = [c.text for c in batch]
             if not pipeline._collection_ready:
                 pipeline._open_collection(self.report, texts)
             if sparse is not None:
                 sparse.adopt(None, texts)  # a collection made elsewhere recorded no length
-            vectors = encoder.encode(texts)
-            sparse_vectors = sparse.encode(texts) if sparse is not None else [None] * len(batch)
-            store.upsert(
-                [
-                    ChunkRecord(c.id, v, c.payload(), sparse=s)
-                    for c, v, s in zip(batch, vectors, sparse_vectors, strict=True)
-                ]
-            )
-            self.report.upserted += len(batch)
-            self.report.embedded = encoder.computed - self.computed_before
-            if sparse is not None:
-                self.report.sparse_computed = sparse.computed - self.sparse_before
-            for chunk in batch:
-                self.pending[chunk.source].left -= 1
-            for source in dict.fromkeys(c.source for c in batch):
-                self.finish_if_done(source)
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="poolrag-ingest-embed")
+            embedded = _Embedded(batch, self._executor.submit(self._embed, batch))
+            previous, self.embedding = self.embedding, embedded
+            if previous is not None:
+                self._write(previous)
         self.save()
+
+    def _embed(self, batch: list[Chunk]) -> tuple[list[np.ndarray], list[Any]]:
+        """On the embedding thread: dense (and sparse) vectors of a batch, cached as computed."""
+        encoder, sparse = self.pipeline.encoder, self.pipeline.sparse_encoder
+        texts = [c.text for c in batch]
+        vectors = encoder.encode(texts, [c.token_ids for c in batch])
+        sparse_vectors = sparse.encode(texts) if sparse is not None else [None] * len(batch)
+        return vectors, sparse_vectors
+
+    def _write(self, embedded: _Embedded) -> None:
+        """Store the vectors of ``embedded``; once the store acknowledged them, count the batch and
+        checkpoint the documents it completed."""
+        pipeline, batch = self.pipeline, embedded.batch
+        vectors, sparse_vectors = embedded.vectors.result()
+        self._count_computed()
+        pipeline.store.upsert(
+            [
+                ChunkRecord(c.id, v, c.payload(), sparse=s)
+                for c, v, s in zip(batch, vectors, sparse_vectors, strict=True)
+            ]
+        )
+        self.report.upserted += len(batch)
+        for chunk in batch:
+            self.pending[chunk.source].left -= 1
+        for source in dict.fromkeys(c.source for c in batch):
+            self.finish_if_done(source)
+
+    def _count_computed(self) -> None:
+        self.report.embedded = self.pipeline.encoder.computed - self.computed_before
+        sparse = self.pipeline.sparse_encoder
+        if sparse is not None:
+            self.report.sparse_computed = sparse.computed - self.sparse_before
+
+    def drain(self) -> None:
+        """Write the batch being embedded, if any (the end of a run)."""
+        embedded, self.embedding = self.embedding, None
+        if embedded is not None:
+            self._write(embedded)
+        self.save()
+
+    def abandon(self) -> None:
+        """After a failure: let the batch being embedded finish (its vectors reach the cache, so
+        nothing paid for is lost) and write nothing more to the store."""
+        embedded, self.embedding = self.embedding, None
+        if embedded is not None and embedded.vectors.exception() is None:
+            self._count_computed()
+
+    def close(self) -> None:
+        """Stop the embedding thread (after :meth:`drain` or :meth:`abandon`)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def finish_if_done(self, source: str) -> None:
         state = self.pending[source]

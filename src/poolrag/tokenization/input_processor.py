@@ -24,6 +24,7 @@ TokensPrompt = dict[str, Any]  # {"prompt_token_ids": [...]} as in vLLM
 PromptInput = str | TokensPrompt
 
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
+_UNKNOWN = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,40 @@ class InputProcessor:
         self.colbert = colbert
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
         self._colbert_ids = self._colbert_token_ids(colbert) if colbert else None
+        self._frame: Any = _UNKNOWN  # special tokens around a text, found on first use
+
+    # -- inputs already tokenised ----------------------------------------------------------------
+    def frame_ids(self, ids: Sequence[int], input_type: str | None = None) -> list[int] | None:
+        """The ids the text path gives a text whose bare tokens (no special tokens) are ``ids``.
+
+        Callers that tokenised a text already (the ingest chunker) send the result as a token
+        prompt and skip a second tokenisation. ``None`` where that would not be the same model
+        input: an instruction prompt is prepended for ``input_type``, the model is ColBERT (marker
+        tokens), or this tokenizer's special tokens are not one fixed frame around the text.
+        """
+        if self.colbert is not None or self.prompts.prefix_for(input_type, None):
+            return None
+        if self._frame is _UNKNOWN:
+            self._frame = self._special_frame()
+        if self._frame is None:
+            return None
+        head, tail = self._frame
+        return [*head, *ids, *tail]
+
+    def _special_frame(self) -> tuple[list[int], list[int]] | None:
+        """The special tokens around every text, checked on probe texts of different shapes."""
+        frames = set()
+        for probe in ("a", "Hello, world.", "  two\n\nparagraphs, naïve 日本 words  "):
+            full = self.tokenizer(probe, add_special_tokens=True)["input_ids"]
+            bare = self.tokenizer(probe, add_special_tokens=False)["input_ids"]
+            frame = _special_frame(full, bare)
+            if frame is None:
+                return None
+            frames.add((tuple(frame[0]), tuple(frame[1])))
+        if len(frames) != 1:
+            return None
+        head, tail = frames.pop()
+        return list(head), list(tail)
 
     # -- limits ---------------------------------------------------------------------------------
     def _limit(self, truncate: int | None) -> int | None:
