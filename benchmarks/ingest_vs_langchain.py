@@ -49,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import machine
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_LIMIT = 256
 LC_COLLECTION = "langchain"
@@ -162,18 +164,6 @@ def _cut_stats(texts: list[str], counts: list[int]) -> dict[str, float]:
         "over": sum(1 for c in counts if c > MODEL_LIMIT) / n,
         "sentence_end": ends / n,
     }
-
-
-def _machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} logical CPUs"
 
 
 def _load() -> str:
@@ -299,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             names.append("poolrag before")
         seconds: dict[str, list[float]] = {n: [] for n in names}
         texts: dict[str, list[str]] = {}
-        print(f"machine: {_machine()}; load average at start {_load()}", flush=True)
+        print(f"machine: {machine()}", flush=True)
         for r in range(args.rounds):
             order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
