@@ -6,7 +6,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from poolrag.models.packed_attention import AttentionLayout, EqualLengthRun, packed_self_attention
+from poolrag.models.packed_attention import (
+    AttentionLayout,
+    EqualLengthRun,
+    packed_self_attention,
+    varlen_arguments,
+)
 
 HEADS, HEAD_DIM = 3, 8
 HIDDEN = HEADS * HEAD_DIM
@@ -65,3 +70,43 @@ def test_a_padded_batch_masks_keys_only() -> None:
         want = torch.einsum("hn,nhd->hd", weights, v).reshape(HIDDEN)
         torch.testing.assert_close(out[row], want, rtol=0, atol=1e-5)
     assert AttentionLayout.from_mask(torch.ones(2, 4)).key_mask is None
+
+
+# the keywords of torch.nn.attention.varlen.varlen_attn in the releases poolrag meets
+VARLEN_SIGNATURES = {
+    "torch 2.9-2.10": frozenset({"is_causal", "return_aux"}),
+    "torch 2.11": frozenset({"return_aux", "scale", "window_size"}),
+    "torch 2.13": frozenset({"return_aux", "scale", "window_size", "enable_gqa", "seqused_k"}),
+}
+
+
+def _as_the_kernel_computes(q, k, v, kwargs: dict) -> torch.Tensor:
+    """What ``varlen_attn`` does with these arguments on one sequence (SDPA stands in for it)."""
+    causal = kwargs.get("is_causal", False) or kwargs.get("window_size") == (-1, 0)
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))
+    out = F.scaled_dot_product_attention(
+        q, k, v, is_causal=causal, scale=kwargs.get("scale"), enable_gqa=kwargs.get("enable_gqa", False)
+    )
+    return out.transpose(0, 1)
+
+
+@pytest.mark.parametrize("release", sorted(VARLEN_SIGNATURES))
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_varlen_arguments_ask_every_release_for_the_same_attention(release: str, causal: bool) -> None:
+    """A custom scale and grouped heads reach the kernel whichever keywords it takes."""
+    torch.manual_seed(2)
+    q, k, v = torch.randn(7, 8, 16), torch.randn(7, 2, 16), torch.randn(7, 2, 16)
+    want = F.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=causal, scale=0.3, enable_gqa=True
+    ).transpose(0, 1)
+    q2, k2, v2, kwargs = varlen_arguments(VARLEN_SIGNATURES[release], q, k, v, 0.3, causal)
+    assert set(kwargs) <= VARLEN_SIGNATURES[release]
+    torch.testing.assert_close(_as_the_kernel_computes(q2, k2, v2, kwargs), want, rtol=0, atol=1e-5)
+
+
+def test_a_varlen_layout_is_the_offsets_alone() -> None:
+    """For flash varlen (CUDA) nothing but the offsets is worked out: no padded block, no mask."""
+    layout = AttentionLayout.from_lengths(torch.tensor([3, 7, 1]), 7, varlen=True)
+    assert layout.varlen and layout.rows is None and layout.key_mask is None and layout.runs is None
+    assert layout.cu_seqlens.tolist() == [0, 3, 10, 11] and (layout.batch, layout.width) == (3, 7)
+    assert not AttentionLayout.from_lengths(torch.tensor([3, 7, 1]), 7).varlen

@@ -135,7 +135,20 @@ def cuda_varlen_attention(
     """
     from torch.nn.attention.varlen import varlen_attn
 
-    accepted = _varlen_keywords()
+    q, k, v, kwargs = varlen_arguments(_varlen_keywords(), q, k, v, scale, causal)
+    cu32 = cu.to(torch.int32)
+    return varlen_attn(q, k, v, cu32, cu32, max_len, max_len, **kwargs)
+
+
+def varlen_arguments(
+    accepted: frozenset[str],
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float | None,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, object]]:
+    """Query/key/value and keywords for a ``varlen_attn`` that takes the keywords ``accepted``."""
     kwargs: dict[str, object] = {}
     if "window_size" in accepted:
         kwargs["window_size"] = (-1, 0) if causal else (-1, -1)
@@ -152,8 +165,7 @@ def cuda_varlen_attention(
         else:
             group = q.shape[1] // k.shape[1]
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    cu32 = cu.to(torch.int32)
-    return varlen_attn(q, k, v, cu32, cu32, max_len, max_len, **kwargs)
+    return q, k, v, kwargs
 
 
 @cache
