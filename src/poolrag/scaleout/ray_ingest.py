@@ -173,7 +173,9 @@ class ChunkEmbedder:
         fresh = [i for i, c in enumerate(chunks) if c.id not in self.existing]
         vectors = np.zeros((len(chunks), self.encoder.dimension), dtype=np.float32)
         for group in self._token_groups([chunks[i] for i in fresh], fresh):
-            encoded = self.encoder.encode([chunks[i].text for i in group])
+            # the chunker's token ids go along, so the actor does not tokenise each chunk again
+            part = [chunks[i] for i in group]
+            encoded = self.encoder.encode([c.text for c in part], [c.token_ids for c in part])
             vectors[group] = np.stack(encoded) if encoded else vectors[group]
         computed = list(self.lookup.take().items())
         keys = np.array([b""] * len(chunks), dtype=object)
