@@ -147,7 +147,7 @@ def mfu_rows(name: str, path: Path, seqs: int, passes: int, peaks: dict[str, flo
     engine = Engine(path, device="cuda")
     big = Engine(path, device="cuda", max_batch_tokens=65536)
     limit = min(limit, engine.max_model_len)
-    body = " ".join(mixed_corpus(1000))
+    body = " ".join(mixed_corpus(max(1000, 2 * seqs)))  # ~75 tokens a text: enough for every window
     ids = engine.tokenizer(body, add_special_tokens=False)["input_ids"]
     cls, sep = engine.tokenizer.cls_token_id, engine.tokenizer.sep_token_id
     width = limit - 2
