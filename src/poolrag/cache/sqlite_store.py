@@ -26,6 +26,7 @@ from typing import TypeVar
 import numpy as np
 
 from poolrag.cache.recovery import cache_access_error, is_corruption
+from poolrag.cache_location import poolrag_cache_dir
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,12 +56,8 @@ _SQL_VARS = 500  # keys per IN (...) query, well under SQLite's variable limit
 
 
 def default_cache_path() -> Path:
-    """``$POOLRAG_CACHE_DIR/embeddings.sqlite``, else under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
-    root = os.environ.get("POOLRAG_CACHE_DIR")
-    if root:
-        return Path(root) / "embeddings.sqlite"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "poolrag" / "embeddings.sqlite"
+    """``embeddings.sqlite`` under :func:`~poolrag.cache_location.poolrag_cache_dir`."""
+    return poolrag_cache_dir() / "embeddings.sqlite"
 
 
 def _raise_access(path: Path, exc: BaseException) -> None:

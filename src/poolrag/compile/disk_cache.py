@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from poolrag.cache_location import poolrag_cache_dir
+
 logger = logging.getLogger(__name__)
 
 # bump when the compiled graphs change (native_graph / transformers_graph / opaque_ops)
@@ -26,12 +28,8 @@ GRAPH_VERSION = 1
 
 
 def compile_cache_dir() -> Path:
-    """``$POOLRAG_CACHE_DIR/compile``, else ``poolrag/compile`` under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
-    root = os.environ.get("POOLRAG_CACHE_DIR")
-    if root:
-        return Path(root) / "compile"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "poolrag" / "compile"
+    """``compile`` under :func:`~poolrag.cache_location.poolrag_cache_dir`."""
+    return poolrag_cache_dir() / "compile"
 
 
 @dataclass(frozen=True, slots=True)
