@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -136,6 +137,17 @@ def measured_peak_tflops(dtype: torch.dtype = torch.bfloat16, size: int = 8192) 
     return statistics.median(rates)
 
 
+def full_length_prompts(engine: Any, count: int, length: int) -> list[dict[str, list[int]]]:
+    """``count`` token prompts of exactly ``length`` tokens ([CLS] window [SEP]), overlapping
+    windows of the mixed corpus read as one text."""
+    body = " ".join(mixed_corpus(max(1000, 2 * count)))  # ~75 tokens a text: enough for every window
+    ids = engine.tokenizer(body, add_special_tokens=False)["input_ids"]
+    cls, sep, width = engine.tokenizer.cls_token_id, engine.tokenizer.sep_token_id, length - 2
+    prompts = [{"prompt_token_ids": [cls, *ids[i * 97 : i * 97 + width], sep]} for i in range(count)]
+    assert all(len(p["prompt_token_ids"]) == length for p in prompts)
+    return prompts
+
+
 def mfu_rows(name: str, path: Path, seqs: int, passes: int, peaks: dict[str, float]) -> list[list[object]]:
     import transformers
     from sentence_transformers import SentenceTransformer
@@ -147,12 +159,7 @@ def mfu_rows(name: str, path: Path, seqs: int, passes: int, peaks: dict[str, flo
     engine = Engine(path, device="cuda")
     big = Engine(path, device="cuda", max_batch_tokens=65536)
     limit = min(limit, engine.max_model_len)
-    body = " ".join(mixed_corpus(max(1000, 2 * seqs)))  # ~75 tokens a text: enough for every window
-    ids = engine.tokenizer(body, add_special_tokens=False)["input_ids"]
-    cls, sep = engine.tokenizer.cls_token_id, engine.tokenizer.sep_token_id
-    width = limit - 2
-    prompts = [{"prompt_token_ids": [cls, *ids[i * 97 : i * 97 + width], sep]} for i in range(seqs)]
-    assert all(len(p["prompt_token_ids"]) == limit for p in prompts)
+    prompts = full_length_prompts(engine, seqs, limit)
     # sentence-transformers gets the same tokens as text and truncates them to the same length
     texts = [engine.tokenizer.decode(p["prompt_token_ids"][1:-1]) + " tail" * 64 for p in prompts]
     st = SentenceTransformer(str(path), device="cuda").half()
@@ -188,11 +195,7 @@ def profile_rows(name: str, path: Path, batch_tokens: int = 16384) -> list[list[
     from poolrag import Engine
 
     engine = Engine(path, device="cuda")
-    ids = engine.tokenizer(" ".join(mixed_corpus(300)), add_special_tokens=False)["input_ids"]
-    cls, sep = engine.tokenizer.cls_token_id, engine.tokenizer.sep_token_id
-    prompts = [
-        {"prompt_token_ids": [cls, *ids[i * 61 : i * 61 + 510], sep]} for i in range(batch_tokens // 512)
-    ]
+    prompts = full_length_prompts(engine, batch_tokens // 512, 512)
     engine.embed_array(prompts)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
