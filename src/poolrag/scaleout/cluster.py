@@ -22,7 +22,13 @@ def connect(address: str | None = LOCAL, *, num_cpus: int | None = None) -> None
         return
     if address in (None, LOCAL):
         # loopback only: nothing outside this machine can reach a cluster started for one run
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True, _node_ip_address="127.0.0.1")
+        ray.init(
+            address=LOCAL,
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=True,
+            _node_ip_address="127.0.0.1",
+        )
     else:
         ray.init(address=address, log_to_driver=True)
     resources = ray.cluster_resources()
