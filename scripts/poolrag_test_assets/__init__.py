@@ -20,16 +20,14 @@ It lives in ``scripts/``, not in an installed distribution, on purpose: it is a 
 
 One concern per module: ``sources`` (what is pinned), ``wheels`` (fetching), ``onnx_graph``
 (reading ONNX), ``hf_folder`` (writing model folders), ``bge`` / ``reranker`` / ``colbert`` /
-``rampart`` (one converted model each), ``packaged`` (the one installed as a package, not built),
-``registry`` (which folders exist, where, whether current), ``build`` (locking, staging,
-:func:`ensure_assets`).
+``rampart`` (one converted model each), ``registry`` (which folders exist, where, whether current),
+``build`` (locking, staging, :func:`ensure_assets`).
 """
 
 from __future__ import annotations
 
 from poolrag_test_assets.build import ensure_assets
 from poolrag_test_assets.errors import AssetBuildError
-from poolrag_test_assets.packaged import minilm_folder
 from poolrag_test_assets.registry import (
     ASSETS,
     ENV_DEST,
@@ -46,7 +44,6 @@ __all__ = [
     "AssetBuildError",
     "ensure_assets",
     "is_current",
-    "minilm_folder",
     "reference_onnx",
     "resolve_dest",
 ]

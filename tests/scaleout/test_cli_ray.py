@@ -23,7 +23,9 @@ def ingest(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_ray_then_single_process_finds_every_chunk_stored(minilm_path: Path, tmp_path: Path) -> None:
+def test_ray_then_single_process_finds_every_chunk_stored(
+    no_cluster_in_process, minilm_path: Path, tmp_path: Path
+) -> None:
     corpus = write_corpus(tmp_path / "corpus", files=6)
     common = [str(corpus), "--model", str(minilm_path), "--store", "qdrant", "--path", str(tmp_path / "q")]
     common += ["--chunk-tokens", "48", "--overlap", "8", "--no-cache", "--json", "-q"]

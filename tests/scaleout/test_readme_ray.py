@@ -48,7 +48,7 @@ def _end(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def test_the_scaling_out_block_runs_as_written(tmp_path: Path, minilm_engine) -> None:
+def test_the_scaling_out_block_runs_as_written(no_cluster_in_process, tmp_path: Path, minilm_engine) -> None:
     body = readme_ray_block()
     assert body.count("poolrag serve ") == 1 and "--port" not in body
     port = _free_port()
