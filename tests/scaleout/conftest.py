@@ -14,21 +14,15 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra runs in the nox 'ray' session")
 
+from poolrag.scaleout.cluster import LOCAL, connect  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> None:
     """This process connected to a local cluster: started by the first module that asks for one."""
-    if ray.is_initialized():
-        return
-    # Workers inherit the driver's environment: the same offline model loading as the tests.
+    # Workers inherit the driver's environment (tests/conftest.py: offline model loading).
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(
-        address="local",  # never a `ray start` cluster that happens to run on this machine
-        num_cpus=2,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
-    )
+    connect(LOCAL, num_cpus=2)
 
 
 @pytest.fixture

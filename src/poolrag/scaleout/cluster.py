@@ -10,6 +10,8 @@ logger = logging.getLogger(__name__)
 
 #: ``--ray`` given without an address: a cluster of this machine alone, started for the run.
 LOCAL = "local"
+#: what Ray's own start-up timeout says (it raises a bare Exception)
+_STARTUP_TIMEOUT = "timed out during startup"
 
 
 def connect(address: str | None = LOCAL, *, num_cpus: int | None = None) -> None:
@@ -21,14 +23,7 @@ def connect(address: str | None = LOCAL, *, num_cpus: int | None = None) -> None
     if ray.is_initialized():
         return
     if address in (None, LOCAL):
-        # loopback only: nothing outside this machine can reach a cluster started for one run
-        ray.init(
-            address=LOCAL,
-            num_cpus=num_cpus,
-            include_dashboard=False,
-            log_to_driver=True,
-            _node_ip_address="127.0.0.1",
-        )
+        _start_local(num_cpus)
     else:
         ray.init(address=address, log_to_driver=True)
     resources = ray.cluster_resources()
@@ -39,3 +34,26 @@ def connect(address: str | None = LOCAL, *, num_cpus: int | None = None) -> None
         resources.get("CPU", 0),
         resources.get("GPU", 0),
     )
+
+
+def _start_local(num_cpus: int | None) -> None:
+    """Start a loopback-only cluster (nothing outside this machine can reach one started for a run).
+
+    Ray gives a new node a fixed 30 s to register and has no setting for it; on a busy small machine
+    a start can run out of it, and a second start then usually succeeds, so there is one retry.
+    """
+    for attempt in (1, 2):
+        try:
+            ray.init(
+                address=LOCAL,  # never a `ray start` cluster that happens to run on this machine
+                num_cpus=num_cpus,
+                include_dashboard=False,
+                log_to_driver=True,
+                _node_ip_address="127.0.0.1",
+            )
+            return
+        except Exception as exc:
+            if attempt == 2 or _STARTUP_TIMEOUT not in str(exc):
+                raise
+            logger.warning("the local ray cluster did not start in time (%s); starting it once more", exc)
+            ray.shutdown()

@@ -1,0 +1,38 @@
+"""Starting a local cluster: Ray's fixed start-up wait running out once is not the end of a run."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+
+from poolrag.scaleout import cluster
+
+
+def _fail_first(monkeypatch: pytest.MonkeyPatch, error: Exception) -> list[dict]:
+    calls: list[dict] = []
+    real_init = ray.init
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise error
+        return real_init(**kwargs)
+
+    monkeypatch.setattr(ray, "init", init)
+    return calls
+
+
+def test_a_start_that_timed_out_is_tried_once_more(no_cluster_in_process, monkeypatch, caplog) -> None:
+    timeout = Exception("The current node timed out during startup. This could happen because ...")
+    calls = _fail_first(monkeypatch, timeout)
+    cluster.connect(cluster.LOCAL, num_cpus=2)
+    assert ray.is_initialized() and ray.cluster_resources()["CPU"] == 2
+    assert len(calls) == 2 and calls[1]["address"] == "local"
+    assert "starting it once more" in caplog.text
+
+
+def test_any_other_failure_is_raised_at_once(no_cluster_in_process, monkeypatch) -> None:
+    calls = _fail_first(monkeypatch, ValueError("bad resources"))
+    with pytest.raises(ValueError, match="bad resources"):
+        cluster.connect(cluster.LOCAL, num_cpus=2)
+    assert len(calls) == 1 and not ray.is_initialized()
