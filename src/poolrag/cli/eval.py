@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from poolrag.cli.eval_tune import add_tune_arguments, check_tune_arguments, tune_and_save, tuned_summary
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest import (
     _positive_int,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
     from poolrag.engine import Engine
     from poolrag.evaluation.run import EvalReport
+    from poolrag.evaluation.tune import TuneReport
     from poolrag.ingest import DenseEncoder
     from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 
@@ -88,6 +90,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--batch-size", type=_positive_int, default=64, help="chunks per embed+upsert step")
     parser.add_argument("--checkpoint", metavar="FILE", help="ingest progress file (default: cache folder)")
     add_cache_arguments(parser)
+    add_tune_arguments(parser)
     parser.add_argument("--json", action="store_true", help='print {"MODE": {"recall@10": ...}, ...}')
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
@@ -106,16 +109,18 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     opened: list[Any] = []
     try:
-        report = _evaluate(args, opened)
+        report, tuned = _evaluate(args, opened)
     except user_errors() as exc:
         return report_error("eval", exc)
     finally:
         for resource in reversed(opened):
             resource.close()
     if args.json:
-        print(json.dumps(report.metrics))
+        print(json.dumps(report.metrics | ({"tuned": tuned.to_json()} if tuned else {})))
     else:
         print(_table(report, args.k))
+        if tuned is not None:
+            print(tuned_summary(tuned, args.save))
     return 0
 
 
@@ -125,13 +130,15 @@ def _modes(args: argparse.Namespace) -> list[str]:
 
     default = DEFAULT_MODES + (",hybrid+rerank,hybrid+rerank-replace" if args.rerank else "")
     modes = parse_modes(args.modes or default)
+    if args.tune and "dense" not in modes:  # the tuned setting is judged against dense
+        modes.insert(0, "dense")
     needing = [m for m in modes if m in RERANK_MODES]
     if needing and not args.rerank:
         raise InvalidInputError(f"mode {', '.join(needing)} needs a cross-encoder: add --rerank MODEL")
     return modes
 
 
-def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
+def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, TuneReport | None]:
     from poolrag.cache import EmbeddingCache
     from poolrag.evaluation import BeirDataset
     from poolrag.evaluation.run import SPARSE_MODES, Evaluation
@@ -139,6 +146,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
     from poolrag.stores import check_collection_name
 
     # The cheap checks first: modes, names, the dataset folder, before a model or database is touched.
+    check_tune_arguments(args)
     modes = _modes(args)
     args.collection = args.collection or default_collection(args.dataset)
     check_collection_name(args.collection)
@@ -153,7 +161,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
     engine = load_engine(args.model or default_model(), load_options)
     dense, sparse = _sources(engine, cache, args, load_options)
     embedder = dense.embedder
-    hybrid = any(m in SPARSE_MODES for m in modes)
+    hybrid = args.tune or any(m in SPARSE_MODES for m in modes)
     reranker = load_engine(args.rerank, load_options) if args.rerank else None
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
@@ -175,7 +183,8 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
         reranker=reranker,
         rerank_weight=args.rerank_weight,
     )
-    return evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch)
+    report = evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch)
+    return report, (tune_and_save(args, evaluation, dataset, report) if args.tune else None)
 
 
 def _sources(

@@ -32,6 +32,7 @@ from poolrag.retrieval.fusion import SecondStage
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
 from poolrag.retrieval.sparse_queries import SparseQueryEncoder
+from poolrag.stores.hybrid import DEFAULT_FUSION
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +193,9 @@ class Evaluation:
     ) -> list[SearchResult]:
         base = "hybrid" if mode in RERANK_MODES else mode
         if base == "hybrid":
-            # The reranked modes see the same fused list plain hybrid ranks (``depth`` of it).
-            return retriever.search(query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth)
+            # The reranked modes see the same fused list plain hybrid ranks (``depth`` of it), fused by
+            # the default rule even where a tuned setting was saved (``--tune`` reports that one).
+            return retriever.search(
+                query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth, fusion=DEFAULT_FUSION
+            )
         return retriever.search(query.text, depth, mode=base)  # type: ignore[arg-type]

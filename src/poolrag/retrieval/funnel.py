@@ -32,6 +32,7 @@ from poolrag.stores.base import HybridFusion, StoreHit, VectorStore
 from poolrag.stores.errors import UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import DEFAULT_FUSION, check_fusion, fuse_legs, prefetch_depth
+from poolrag.stores.retrieval_record import RetrievalRecord, saved_record
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class Retriever:
         filter: MetadataFilter | None = None,
         candidates: int | None = None,
         rescore: bool = True,
-        fusion: HybridFusion = DEFAULT_FUSION,
+        fusion: HybridFusion | None = None,
         prefetch: int | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best chunks for ``query`` among those whose payload matches ``filter``.
@@ -99,8 +100,10 @@ class Retriever:
         ``mode``: ``dense`` (the funnel), ``sparse`` (the sparse field alone) or ``hybrid`` (both,
         fused by ``fusion``: ``("minmax", w)`` (default w = 0.6), ``"dbsf"``, ``"rrf"`` or
         ``("weighted", w)``, ``w`` being the sparse leg's weight; see :mod:`poolrag.stores.hybrid`);
-        ``prefetch``: how deep each hybrid leg goes (default: as many as the hits fused). ``rescore=False``
-        skips stage 2 (for comparison).
+        ``prefetch``: how deep each hybrid leg goes (default: as many as the hits fused). Without
+        ``fusion``, a hybrid search fuses as the collection's saved record says (``poolrag eval --tune
+        --save``), legs as deep as it was tuned with unless ``prefetch`` is given; with no record,
+        by the default. ``rescore=False`` skips stage 2 (for comparison).
         """
         check_k(k)
         if mode not in SEARCH_MODES:
@@ -111,7 +114,10 @@ class Retriever:
             hits = self.store.search_sparse(self._sparse_query(query), max(n, k), checked)
             results = [SearchResult.from_hit(h, "sparse") for h in hits]
         else:
-            fusion = check_fusion(fusion)  # before any model runs
+            tuned_depth = None
+            if mode == "hybrid" and fusion is None:
+                fusion, tuned_depth = self._saved_setting()
+            fusion = check_fusion(DEFAULT_FUSION if fusion is None else fusion)  # before any model runs
             sparse = self._sparse_query(query) if mode == "hybrid" else None
             full = self.embedder.embed_query(query)
             small = truncate(full[None, :], self.dimension, self.embedder.normalize)[0]
@@ -123,11 +129,11 @@ class Retriever:
                 hits = self.store.search(small, max(n, k), checked)
                 results = self._rescored(full, [SearchResult.from_hit(h, "recall") for h in hits], funnel)
             elif funnel:
-                depth = prefetch_depth(wanted, prefetch)
+                depth = self._depth(wanted, prefetch, tuned_depth)
                 recall = max(n, depth)
                 results = self._hybrid_funnel(full, small, sparse, wanted, recall, depth, checked, fusion)
             else:
-                depth = prefetch_depth(wanted, prefetch)
+                depth = self._depth(wanted, prefetch, tuned_depth)
                 hits = self.store.search_hybrid(
                     small, sparse, wanted, filter=checked, fusion=fusion, prefetch=depth
                 )
@@ -135,6 +141,26 @@ class Retriever:
         if self.reranker is not None:
             results = self.reranker.rerank_results(query, results)
         return results[:k]
+
+    @property
+    def saved(self) -> RetrievalRecord | None:
+        """The collection's saved retrieval record (checked on every read: a bad one is refused)."""
+        return saved_record(self.spec)
+
+    def _saved_setting(self) -> tuple[HybridFusion, int | None]:
+        """The saved fusion and leg depth, or the default fusion when nothing was saved."""
+        record = self.saved
+        if record is None:
+            return DEFAULT_FUSION, None
+        return record.fusion, record.prefetch
+
+    @staticmethod
+    def _depth(wanted: int, prefetch: int | None, tuned: int | None) -> int:
+        """Each hybrid leg's depth: the caller's, else the tuned one (never shallower than the hits
+        fused, so a search asking for more than was tuned still gets them), else ``wanted``."""
+        if prefetch is None and tuned is not None:
+            return max(tuned, wanted)
+        return prefetch_depth(wanted, prefetch)
 
     def _sparse_query(self, query: str) -> SparseVector:
         if self.spec.sparse is None:

@@ -55,6 +55,8 @@ class CollectionSpec:
             ``None`` (every collection written before sparse support): dense only.
         multivector_dimension: a ColBERT token-vector field next to the dense one (BGE-M3's third
             head), searched with ``search_multivector``; Qdrant, Qdrant Edge and memory only.
+        retrieval: the hybrid setting ``poolrag eval --tune --save`` chose, as stored; read it through
+            :func:`poolrag.stores.retrieval_record.saved_record`, which checks every field.
     """
 
     name: str
@@ -68,6 +70,7 @@ class CollectionSpec:
     model_options: dict[str, Any] = field(default_factory=dict)
     sparse: SparseKind | None = None
     multivector_dimension: int | None = None
+    retrieval: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.sparse is not None and self.sparse not in SPARSE_KINDS:
@@ -162,6 +165,10 @@ class VectorStore(Protocol):
     def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
         """Create the collection, or check an existing one against ``spec`` and return the stored spec."""
 
+    def update_spec(self, spec: CollectionSpec) -> None:
+        """Rewrite an existing collection's poolrag metadata (same layout and model, e.g. with a
+        saved retrieval record); refused when ``spec`` describes other vectors."""
+
     def list_sources(self) -> dict[str, str]:
         """Every chunk id in the collection, mapped to its source."""
 
@@ -225,3 +232,15 @@ def ensure_against(store: VectorStore, spec: CollectionSpec, create: Any) -> Col
             spec.quantization,
         )
     return stored
+
+
+def check_update(store: VectorStore, spec: CollectionSpec) -> None:
+    """Shared check of ``update_spec``: the collection exists and ``spec`` describes its vectors."""
+    from poolrag.stores.errors import CollectionNotFoundError
+
+    stored = store.read_spec()
+    if stored is None:
+        raise CollectionNotFoundError(
+            f"collection {spec.name!r} in {store.name} at {store.location} does not exist"
+        )
+    spec.check_compatible(stored, f"{store.name} at {store.location}")

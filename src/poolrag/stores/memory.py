@@ -22,7 +22,14 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit, ensure_against
+from poolrag.stores.base import (
+    ChunkRecord,
+    CollectionSpec,
+    HybridFusion,
+    StoreHit,
+    check_update,
+    ensure_against,
+)
 from poolrag.stores.errors import CollectionNotFoundError
 from poolrag.stores.filters import MetadataFilter, check_filter, matches
 from poolrag.stores.hybrid import (
@@ -67,6 +74,10 @@ class InMemoryStore:
     def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
         self._spec = ensure_against(self, spec, self._create)
         return self._spec
+
+    def update_spec(self, spec: CollectionSpec) -> None:
+        check_update(self, spec)
+        self._spec = spec
 
     def _create(self, spec: CollectionSpec) -> None:
         self._spec = spec

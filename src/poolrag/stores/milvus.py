@@ -44,6 +44,7 @@ from poolrag.stores.base import (
     CollectionSpec,
     HybridFusion,
     StoreHit,
+    check_update,
     ensure_against,
 )
 from poolrag.stores.errors import CollectionNotFoundError, UnsupportedStoreFeature
@@ -217,6 +218,16 @@ class MilvusStore:
     def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
         self._spec = ensure_against(self, spec, self._create)
         return self._spec
+
+    def update_spec(self, spec: CollectionSpec) -> None:
+        """One collection property replaced: the metadata and the data are never half-written."""
+        check_update(self, spec)
+        text = spec.to_metadata()
+        self._call(
+            lambda: self._client.alter_collection_properties(self.collection, {METADATA_KEY: text}),
+            "alter_collection_properties",
+        )
+        self._spec = spec
 
     def _create(self, spec: CollectionSpec) -> None:
         from pymilvus import DataType, MilvusClient

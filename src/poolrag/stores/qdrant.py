@@ -27,6 +27,7 @@ from poolrag.stores.base import (
     CollectionSpec,
     HybridFusion,
     StoreHit,
+    check_update,
     ensure_against,
 )
 from poolrag.stores.errors import CollectionMismatchError
@@ -156,6 +157,16 @@ class QdrantStore:
     def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
         self._spec = ensure_against(self, spec, self._create)
         return self._spec
+
+    def update_spec(self, spec: CollectionSpec) -> None:
+        """The poolrag key of the collection metadata replaced (other keys stay as they are)."""
+        check_update(self, spec)
+        text = spec.to_metadata()
+        self._call(
+            lambda: self._client.update_collection(self.collection, metadata={METADATA_KEY: text}),
+            "update_collection",
+        )
+        self._spec = spec
 
     def _create(self, spec: CollectionSpec) -> None:
         from qdrant_client import models

@@ -24,7 +24,14 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit, ensure_against
+from poolrag.stores.base import (
+    ChunkRecord,
+    CollectionSpec,
+    HybridFusion,
+    StoreHit,
+    check_update,
+    ensure_against,
+)
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
@@ -131,6 +138,14 @@ class QdrantEdgeStore:
     def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
         self._spec = ensure_against(self, spec, self._create)
         return self._spec
+
+    def update_spec(self, spec: CollectionSpec) -> None:
+        """``poolrag.json`` replaced atomically: a crash leaves the old file or the new one."""
+        check_update(self, spec)
+        tmp = self.root / f".{_SPEC_FILE}.tmp"
+        tmp.write_text(spec.to_metadata())
+        os.replace(tmp, self.root / _SPEC_FILE)
+        self._spec = spec
 
     def _create(self, spec: CollectionSpec) -> None:
         check_writable_folder(self.root, "the Qdrant Edge shard", create=True)

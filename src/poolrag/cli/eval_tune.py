@@ -1,0 +1,106 @@
+"""``poolrag eval --tune [--save]``: the options, the run after the modes, and what it prints.
+
+Kept apart from :mod:`poolrag.cli.eval` so the modes' table and the tuning read separately; the
+work itself is :mod:`poolrag.evaluation.tune` and the record :mod:`poolrag.stores.retrieval_record`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from poolrag.evaluation import BeirDataset
+    from poolrag.evaluation.run import EvalReport, Evaluation
+    from poolrag.evaluation.tune import TuneReport
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_FOLDS = 5  # poolrag.evaluation.tune.DEFAULT_FOLDS, spelled out so --help imports nothing
+
+
+def _folds(value: str) -> int:
+    try:
+        folds = int(value)
+    except ValueError:
+        folds = 0
+    if folds < 2:
+        raise argparse.ArgumentTypeError(f"must be an integer of at least 2, got {value!r}")
+    return folds
+
+
+def add_tune_arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="choose the hybrid fusion and weights (and the reranker's share with --rerank) on these "
+        "qrels by cross-validation over queries; print held-out metrics against dense",
+    )
+    parser.add_argument(
+        "--folds", type=_folds, default=DEFAULT_FOLDS, help=f"folds over queries (default {DEFAULT_FOLDS})"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the folds and the test (default 0)")
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="with --tune: write the setting chosen on all queries into the collection's record, "
+        "where 'poolrag search', Retriever and the adapters read it",
+    )
+
+
+def check_tune_arguments(args: argparse.Namespace) -> None:
+    from poolrag.errors import InvalidInputError
+
+    if args.save and not args.tune:
+        raise InvalidInputError("--save writes the setting --tune chooses: add --tune")
+
+
+def tune_and_save(
+    args: argparse.Namespace, evaluation: Evaluation, dataset: BeirDataset, report: EvalReport
+) -> TuneReport:
+    """Tune on the collection the modes were just measured on; with ``--save``, record the choice."""
+    from poolrag.evaluation.tune import tune
+    from poolrag.stores.retrieval_record import save_record
+
+    depth = int(report.settings["chunks_per_query"])  # type: ignore[call-overload]
+    tuned = tune(
+        evaluation,
+        dataset,
+        report.runs["dense"],
+        k=args.k,
+        depth=depth,
+        split=args.split,
+        prefetch=args.prefetch,
+        folds=args.folds,
+        seed=args.seed,
+    )
+    if args.save:
+        save_record(evaluation.pipeline.store, tuned.record)
+        logger.info("saved %s into collection %r", tuned.record.to_metadata(), args.collection)
+    return tuned
+
+
+def tuned_summary(tuned: TuneReport, saved: bool) -> str:
+    """The lines printed under the modes' table."""
+    from poolrag.evaluation.tune import Setting
+
+    names = list(tuned.held_out)
+    width = 14
+    chosen = Setting(tuned.record.fusion, tuned.record.rerank_weight).describe()
+    folds = ", ".join(setting.describe() for setting in tuned.fold_settings)
+    c = tuned.comparison
+    return "\n".join(
+        [
+            "",
+            f"tuned by {tuned.folds}-fold cross-validation over {tuned.queries} queries (seed {tuned.seed}), "
+            f"each query scored by the setting chosen on the other folds ({folds}):",
+            "".ljust(width) + "".join(name.rjust(12) for name in names),
+            "tuned".ljust(width) + "".join(f"{tuned.held_out[name]:12.4f}" for name in names),
+            "dense".ljust(width) + "".join(f"{tuned.dense[name]:12.4f}" for name in names),
+            f"per query on {tuned.objective} against dense: {c.wins} wins, {c.ties} ties, {c.losses} losses; "
+            f"mean difference {c.mean_difference:+.4f}, p = {c.p_value:.4f} (paired sign-flip permutation)",
+            f"chosen on all queries: {chosen}, legs {tuned.record.prefetch} deep; "
+            + ("saved into the collection's record" if saved else "not saved (add --save to keep it)"),
+        ]
+    )
