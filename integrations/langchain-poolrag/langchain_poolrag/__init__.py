@@ -1,5 +1,5 @@
-"""poolrag for LangChain: embeddings, a reranking document compressor, a ColBERT retriever and
-sparse embeddings for Qdrant's and Milvus' hybrid search.
+"""poolrag for LangChain: embeddings, a reranking document compressor, a ColBERT retriever, a hybrid
+retriever over a poolrag collection and sparse embeddings for Qdrant's and Milvus' hybrid search.
 
 Each class runs on an in-process :class:`poolrag.Engine` or on a ``poolrag serve`` URL with the
 same results. The sparse classes load on first use, so that their vector store packages (the
@@ -10,6 +10,7 @@ from importlib import import_module, metadata
 
 from langchain_poolrag.document_compressors import PoolragReranker
 from langchain_poolrag.embeddings import PoolragEmbeddings
+from langchain_poolrag.hybrid_retrievers import PoolragHybridRetriever
 from langchain_poolrag.retrievers import PoolragColBERTRetriever
 
 try:
@@ -32,6 +33,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "PoolragColBERTRetriever",
     "PoolragEmbeddings",
+    "PoolragHybridRetriever",
     "PoolragMilvusSparseEmbedding",
     "PoolragReranker",
     "PoolragSparseEmbeddings",

@@ -1,4 +1,4 @@
-"""The five classes import from their LlamaIndex namespaces, and the namespaces stay shared."""
+"""The six classes import from their LlamaIndex namespaces, and the namespaces stay shared."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
         ("llama_index.embeddings.poolrag", "PoolragEmbedding", "BaseEmbedding"),
         ("llama_index.postprocessor.poolrag_rerank", "PoolragRerank", "BaseNodePostprocessor"),
         ("llama_index.retrievers.poolrag", "PoolragColBERTRetriever", "BaseRetriever"),
+        ("llama_index.retrievers.poolrag", "PoolragHybridRetriever", "BaseRetriever"),
         ("llama_index.sparse_embeddings.poolrag", "PoolragSparseEmbedding", "BaseSparseEmbedding"),
         (
             "llama_index.sparse_embeddings.poolrag",

@@ -14,7 +14,9 @@ arguments, refuse the same mistakes and return the same numbers.
 * :mod:`~poolrag.frameworks.colbert_search`: the core ColBERT retriever as both framework retrievers
   use it;
 * :mod:`~poolrag.frameworks.sparse_encoding`: BM25 or sparse-model vectors for the stores' hybrid
-  search, which each framework's sparse class only reshapes.
+  search, which each framework's sparse class only reshapes;
+* :mod:`~poolrag.frameworks.hybrid_search`: the core hybrid retriever over a poolrag collection,
+  fusing as the collection's saved record says unless a fusion is named.
 
 Nothing here imports either framework.
 """

@@ -4,6 +4,7 @@ from langchain_poolrag import __all__
 EXPECTED_ALL = [
     "PoolragColBERTRetriever",
     "PoolragEmbeddings",
+    "PoolragHybridRetriever",
     "PoolragMilvusSparseEmbedding",
     "PoolragReranker",
     "PoolragSparseEmbeddings",

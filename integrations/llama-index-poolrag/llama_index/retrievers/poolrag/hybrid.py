@@ -1,0 +1,89 @@
+"""LlamaIndex ``BaseRetriever`` for hybrid (dense + sparse) search of a poolrag collection.
+
+It wraps the core :class:`poolrag.retrieval.Retriever`: the collection is one ``poolrag ingest
+--hybrid`` or ``poolrag eval`` filled, in any poolrag store. Without ``fusion`` it fuses the two legs
+as the collection's saved record says (``poolrag eval --tune --save``), else by the default rule; a
+``fusion`` given here wins.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.retrievers.poolrag.base import Filters, to_filter_dict
+
+from poolrag.client import PoolragClient
+from poolrag.engine import Engine
+from poolrag.frameworks.backend_resolution import resolve_backend
+from poolrag.frameworks.hybrid_search import check_optional_fusion, hybrid_search, open_hybrid
+from poolrag.frameworks.ranking import check_top_n
+from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
+from poolrag.stores import HybridFusion, VectorStore
+
+
+class PoolragHybridRetriever(BaseRetriever):
+    """Top-``similarity_top_k`` chunks of a poolrag collection by fused dense and sparse scores.
+
+    Example:
+        .. code-block:: python
+
+            store = poolrag.stores.open_store("qdrant", "docs", path="./poolrag_qdrant")
+            retriever = PoolragHybridRetriever(model_name="all-MiniLM-L6-v2", store=store)
+            retriever.retrieve("which warehouse ships part QZ7-7749?")
+    """
+
+    def __init__(
+        self,
+        *,
+        store: VectorStore,
+        engine: Engine | None = None,
+        model_name: str | os.PathLike[str] | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: PoolragClient | None = None,
+        engine_kwargs: dict[str, Any] | None = None,
+        similarity_top_k: int = 4,
+        filters: Filters | None = None,
+        fusion: HybridFusion | None = None,
+        sparse_encoder: SparseQueryEncoder | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        check_top_n(similarity_top_k, "similarity_top_k")
+        backend = resolve_backend(
+            engine=engine,
+            client=client,
+            model_name=model_name,
+            base_url=base_url,
+            api_key=api_key,
+            engine_kwargs=engine_kwargs,
+        )
+        self.fusion = check_optional_fusion(fusion)
+        self.retriever: Retriever = open_hybrid(backend, store, sparse_encoder)
+        self.similarity_top_k = similarity_top_k
+        self.filters = filters
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @property
+    def store(self) -> VectorStore:
+        return self.retriever.store
+
+    def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
+        return [
+            NodeWithScore(node=TextNode(id_=r.id, text=r.text, metadata=r.metadata), score=r.score)
+            for r in results
+        ]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        results = hybrid_search(
+            self.retriever,
+            query_bundle.query_str,
+            self.similarity_top_k,
+            filter=to_filter_dict(self.filters),
+            fusion=self.fusion,
+        )
+        return self._nodes(results)

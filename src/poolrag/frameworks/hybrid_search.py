@@ -1,0 +1,70 @@
+"""The core :class:`~poolrag.retrieval.Retriever`'s hybrid search as both frameworks' hybrid
+retrievers hold it.
+
+The collection is one ``poolrag ingest --hybrid`` or ``poolrag eval`` filled (any poolrag store, from
+:func:`poolrag.stores.open_store`); a search fuses its dense and sparse legs as the collection's saved
+record says (``poolrag eval --tune --save``) unless the caller names a fusion, and by the default
+rule when nothing was saved. The framework classes only translate results into documents or nodes.
+"""
+
+from __future__ import annotations
+
+from poolrag.backend import PoolingBackend
+from poolrag.errors import InvalidInputError
+from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
+from poolrag.retrieval.collection_checks import existing_spec
+from poolrag.sparse.bm25 import BM25Encoder
+from poolrag.stores import HybridFusion, MetadataFilter, VectorStore
+from poolrag.stores.hybrid import check_fusion
+
+
+def open_hybrid(
+    backend: PoolingBackend, store: VectorStore, sparse_encoder: SparseQueryEncoder | None = None
+) -> Retriever:
+    """A hybrid retriever over ``store``'s existing collection. ``sparse_encoder`` turns queries into
+    sparse vectors; by default, for a ``bm25`` collection, BM25 over the model's tokenizer (as
+    ``poolrag search`` does); a ``learned`` collection needs its sparse model's encoder."""
+    if not callable(getattr(store, "search_hybrid", None)) or not callable(getattr(store, "read_spec", None)):
+        raise InvalidInputError(
+            "store must be a poolrag vector store (poolrag.stores.open_store(...)), "
+            f"not {type(store).__name__}"
+        )
+    spec = existing_spec(store)
+    if spec.sparse is None:
+        raise InvalidInputError(
+            f"collection {spec.name!r} has no sparse field; ingest it with 'poolrag ingest --hybrid' "
+            "for hybrid search"
+        )
+    if sparse_encoder is None:
+        tokenizer = getattr(backend, "tokenizer", None)
+        if spec.sparse != "bm25" or tokenizer is None:
+            raise InvalidInputError(
+                f"collection {spec.name!r} holds {spec.sparse} sparse vectors: pass sparse_encoder= "
+                "(the model that made them, e.g. poolrag.frameworks.sparse_encoding.LearnedSparseEncoder)"
+                if spec.sparse != "bm25"
+                else "a remote model has no tokenizer here: pass sparse_encoder=BM25Encoder(tokenizer)"
+            )
+        sparse_encoder = BM25Encoder(tokenizer)
+    return Retriever(store, backend, sparse_encoder=sparse_encoder)
+
+
+def check_optional_fusion(fusion: object) -> HybridFusion | None:
+    """``None`` (the collection's saved setting, else the default) or a checked fusion rule; a list
+    such as ``["minmax", 0.2]`` (what a config file gives) reads as the tuple."""
+    if fusion is None:
+        return None
+    if isinstance(fusion, list):
+        fusion = tuple(fusion)
+    return check_fusion(fusion)
+
+
+def hybrid_search(
+    retriever: Retriever,
+    query: str,
+    k: int,
+    *,
+    filter: MetadataFilter | None = None,
+    fusion: HybridFusion | None = None,
+) -> list[SearchResult]:
+    """The ``k`` best chunks, fused by ``fusion`` or, when ``None``, as the collection's record says."""
+    return retriever.search(query, k, mode="hybrid", filter=filter, fusion=fusion)

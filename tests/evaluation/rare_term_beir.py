@@ -1,0 +1,38 @@
+"""A small BEIR folder on which BM25 beats dense: the rare-term half of ``benchmarks/hybrid_dataset.py``.
+
+Its 30 queries each name a part number or a made-up surname that one catalogue or directory entry
+holds, among near-twins a dense model cannot tell apart; so tuning on it gives the sparse leg a large
+share, far from the default fusion, and the tests can tell a tuned ranking from a default one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "hybrid_dataset.py"
+KINDS = ("catalogue", "directory")
+
+
+def write_rare_term_beir(folder: Path, seed: int = 0) -> Path:
+    """corpus.jsonl (the 150 catalogue and directory entries), queries.jsonl and qrels/test.tsv
+    (the 30 rare-term queries) under ``folder``."""
+    spec = importlib.util.spec_from_file_location("hybrid_dataset", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up while built
+    spec.loader.exec_module(sys.modules[spec.name])
+    module = sys.modules[spec.name]
+    dataset = module.build(seed)
+    documents = [d for d in dataset.documents if d["metadata"]["kind"] in KINDS]
+    queries = [q for q in dataset.queries if q["metadata"]["kind"] == "rare-term"]
+    kept = {q["_id"] for q in queries}
+    (folder / "qrels").mkdir(parents=True)
+    lines = [json.dumps(d) for d in documents]
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    qrels = [f"{q}\t{d}\t{g}" for q, d, g in dataset.qrels if q in kept]
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(qrels) + "\n")
+    return folder
