@@ -209,9 +209,8 @@ def test_kill_9_mid_ingest_and_mid_tune_leaves_a_collection_a_rerun_completes(
     assert 2 <= done < 150, done
 
     _kill_when(_start(args, log), lambda: "tune: legs of query 3/" in log.read_text(), "mid-tune")
-    store = _open(kind, tmp_path, dataset)
-    assert store.count() > 0 and saved_record(store.read_spec()) is None  # killed before the save
-    store.close()
+    assert "saved {" not in log.read_text()  # killed before the save
+    # (The database is not opened here: a Milvus Lite file stays locked by the process that opened it.)
 
     finished = _start(args, log)
     out, _ = finished.communicate(timeout=600)
