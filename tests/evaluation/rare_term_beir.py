@@ -36,3 +36,20 @@ def write_rare_term_beir(folder: Path, seed: int = 0) -> Path:
     qrels = [f"{q}\t{d}\t{g}" for q, d, g in dataset.qrels if q in kept]
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(qrels) + "\n")
     return folder
+
+
+def tune_and_save(kind: str, root: Path, model: Path) -> tuple[str, dict[str, str]]:
+    """The set written under ``root``, then ``poolrag eval --tune --save`` on it into Milvus Lite
+    (``kind`` "milvus") or Qdrant local mode: the collection's name and its store's location
+    (:func:`poolrag.stores.open_store` keywords)."""
+    from poolrag.cli import main
+    from poolrag.cli.eval import default_collection
+
+    dataset = write_rare_term_beir(root / "beir")
+    where = {"uri": str(root / "m.db")} if kind == "milvus" else {"path": str(root / "q")}
+    flag, value = next(iter(where.items()))
+    args = ["eval", str(dataset), "--store", kind, f"--{flag}", value, "--model", str(model)]
+    args += ["--cache", str(root / "c.sqlite"), "-k", "3", "--chunk-tokens", "32", "-q"]
+    code = main([*args, "--modes", "dense", "--tune", "--save"])
+    assert code == 0, "poolrag eval --tune --save failed"
+    return default_collection(str(dataset)), where

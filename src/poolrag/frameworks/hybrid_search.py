@@ -45,7 +45,9 @@ def open_hybrid(
                 else "a remote model has no tokenizer here: pass sparse_encoder=BM25Encoder(tokenizer)"
             )
         sparse_encoder = BM25Encoder(tokenizer)
-    return Retriever(store, backend, sparse_encoder=sparse_encoder)
+    retriever = Retriever(store, backend, sparse_encoder=sparse_encoder)
+    retriever.saved  # noqa: B018 - a bad saved record is refused here, not at the first search
+    return retriever
 
 
 def check_optional_fusion(fusion: object) -> HybridFusion | None:
