@@ -222,3 +222,23 @@ def test_kill_9_mid_ingest_and_mid_tune_leaves_a_collection_a_rerun_completes(
     store = _open(kind, tmp_path, dataset)
     assert saved_record(store.read_spec()) == RetrievalRecord.from_metadata("check", tuned["setting"])
     store.close()
+
+
+@pytest.mark.real_weights
+def test_tune_with_a_reranker_also_chooses_its_share_and_saves_it(
+    tmp_path: Path, minilm_path: Path, assets: Path, capsys
+) -> None:
+    dataset = write_rare_term_beir(tmp_path / "beir")
+    common = _common("qdrant", tmp_path, minilm_path)
+    rerank = str(assets / "ms-marco-MiniLM-L-12-v2")
+    code, out, err = _eval(
+        dataset, common, capsys, "--modes", "dense", "--tune", "--save", "--rerank", rerank, "--json"
+    )
+    assert code == 0, err
+    tuned = json.loads(out)["tuned"]
+    assert tuned["setting"]["rerank_weight"] in (0.0, 0.25, 0.5, 0.75, 1.0)
+    assert tuned["wins"] + tuned["ties"] + tuned["losses"] == QUERIES
+    assert tuned[f"mrr@{K}"] > tuned["dense"][f"mrr@{K}"]
+    store = _open("qdrant", tmp_path, dataset)
+    assert saved_record(store.read_spec()) == RetrievalRecord.from_metadata("check", tuned["setting"])
+    store.close()

@@ -51,9 +51,14 @@ def add_tune_arguments(parser: Any) -> None:
 
 def check_tune_arguments(args: argparse.Namespace) -> None:
     from poolrag.errors import InvalidInputError
+    from poolrag.stores.retrieval_record import MAX_PREFETCH
 
     if args.save and not args.tune:
         raise InvalidInputError("--save writes the setting --tune chooses: add --tune")
+    if args.save and args.prefetch is not None and args.prefetch > MAX_PREFETCH:
+        raise InvalidInputError(
+            f"--prefetch {args.prefetch}: a saved setting keeps legs of at most {MAX_PREFETCH}"
+        )
 
 
 def tune_and_save(

@@ -270,6 +270,7 @@ def cross_validate(
         [held[q][objective] for q in query_ids], [dense_scores[q][objective] for q in query_ids], seed=seed
     )
     final = choose(scores, query_ids, objective)
+    # A deeper --prefetch is refused before --save; the report still shows the record's bound.
     record = RetrievalRecord(final.fusion, min(prefetch, MAX_PREFETCH), final.rerank_weight)
     return TuneReport(
         held_out, dense, comparison, record, fold_settings, objective, folds, seed, len(query_ids)
