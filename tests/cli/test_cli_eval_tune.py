@@ -135,6 +135,8 @@ def test_save_needs_tune_and_the_fold_count_is_checked(tmp_path: Path, capsys) -
     code, out, err = _eval(dataset, where, capsys, "--save")
     assert code == 2 and out == ""
     assert err.strip() == "poolrag eval: error: --save writes the setting --tune chooses: add --tune"
+    code, _, err = _eval(dataset, where, capsys, "--tune", "--save", "--prefetch", "20000")
+    assert code == 2 and "--prefetch 20000: a saved setting keeps legs of at most 10000" in err
     with pytest.raises(SystemExit):
         main(_eval_args(dataset, where, "--tune", "--folds", "1"))
     assert "--folds: must be an integer of at least 2, got '1'" in capsys.readouterr().err
