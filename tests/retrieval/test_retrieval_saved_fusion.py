@@ -1,7 +1,8 @@
 """Retriever's hybrid search reads the collection's saved retrieval record: with no fusion named it
 fuses by the record's rule, legs as deep as the record says (never shallower than the hits wanted);
 a named fusion or prefetch wins; a bad record is refused at the search that would use it, and dense
-and sparse searches, which read no record, keep working (in memory and with the Matryoshka funnel)."""
+and sparse searches, which read no record, keep working (in memory and with the Matryoshka funnel).
+A bare cross-encoder takes the reranker share the record holds."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 from test_retrieval_hybrid import QUERIES, fill
 
-from poolrag.retrieval import Retriever
+from poolrag import Engine
+from poolrag.retrieval import CrossEncoderReranker, Retriever
+from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT
 from poolrag.sparse import BM25Encoder
 from poolrag.stores import InMemoryStore
 from poolrag.stores.hybrid import DEFAULT_FUSION
@@ -70,3 +73,17 @@ def test_a_bad_record_is_refused_where_it_would_be_used(minilm_engine, bm25: BM2
     assert len(retriever.search(QUERIES[0], 3, mode="dense")) == 3
     assert len(retriever.search(QUERIES[0], 3, mode="sparse")) > 0
     assert len(retriever.search(QUERIES[0], 3, mode="hybrid", fusion="rrf")) == 3
+
+
+@pytest.mark.real_weights
+def test_a_bare_cross_encoder_takes_the_saved_share_and_a_configured_one_keeps_its_own(
+    minilm_engine, bm25: BM25Encoder, assets: Path
+) -> None:
+    cross = Engine(assets / "ms-marco-MiniLM-L-12-v2")
+    store = InMemoryStore("shares")
+    fill(store, minilm_engine, bm25)
+    assert Retriever(store, minilm_engine, reranker=cross).reranker.weight == DEFAULT_RERANK_WEIGHT
+    save_record(store, RetrievalRecord(("minmax", 0.2), 10, rerank_weight=0.75))
+    assert Retriever(store, minilm_engine, reranker=cross).reranker.weight == 0.75
+    configured = CrossEncoderReranker(cross, weight=0.25)
+    assert Retriever(store, minilm_engine, reranker=configured).reranker.weight == 0.25

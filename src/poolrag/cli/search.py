@@ -66,7 +66,8 @@ def register(subparsers: Any) -> None:
         "--rerank-weight",
         type=_unit_interval,
         metavar="W",
-        help="with --rerank: the reranker's share of the fused score, 0..1 (default 0.5)",
+        help="with --rerank: the reranker's share of the fused score, 0..1 (default: the share a saved "
+        "'poolrag eval --tune --rerank --save' chose, else 0.5)",
     )
     parser.add_argument(
         "--mode",
@@ -182,7 +183,7 @@ def _sparse_queries(spec: CollectionSpec, engine: Engine, args: argparse.Namespa
     return learned_sparse_for_search(spec.model_options.get(LEARNED_SPARSE_OPTIONS_KEY), engine, named)
 
 
-def _reranker(args: argparse.Namespace) -> CrossEncoderReranker | None:
+def _reranker(args: argparse.Namespace) -> CrossEncoderReranker | Engine | None:
     if not args.rerank:
         return None
     from poolrag.retrieval import CrossEncoderReranker
@@ -192,7 +193,9 @@ def _reranker(args: argparse.Namespace) -> CrossEncoderReranker | None:
         settings["second_stage"] = args.second_stage
     if args.rerank_weight is not None:
         settings["weight"] = args.rerank_weight
-    return CrossEncoderReranker(load_engine(args.rerank, _user_options(args)), **settings)
+    engine = load_engine(args.rerank, _user_options(args))
+    # Bare, the retriever gives it the share a saved --tune --rerank chose (else the default).
+    return CrossEncoderReranker(engine, **settings) if settings else engine
 
 
 def _unit_interval(value: str) -> float:
