@@ -21,6 +21,8 @@ from poolrag.config.registry import (
     Role,
     default_pooling,
 )
+from poolrag.config.st_modules import NOT_SUPPORTED as ST_NOT_SUPPORTED
+from poolrag.config.st_modules import SUPPORTED as ST_SUPPORTED
 
 REGENERATE = "python -m poolrag.config.registry_doc > docs/models.md"
 
@@ -123,10 +125,16 @@ def markdown() -> str:
         "",
         "## Folder layouts",
         "",
-        "* **sentence-transformers**: `modules.json` with `Transformer`, `Pooling`, `Dense` and",
-        "  `Normalize` modules; prompts and `similarity_fn_name` from `config_sentence_transformers.json`,",
-        f"  `max_seq_length` from `sentence_bert_config.json`. Pooling modes: {st_modes} (or",
-        f"  `pooling_mode` `cls` / `mean` / `lasttoken`); refused: {refused}.",
+        "* **sentence-transformers** (folders saved by versions 2 to 6, `SentenceTransformer`,",
+        "  `SparseEncoder` or `CrossEncoder`): each `modules.json` module is recognised by its class",
+        "  name, whichever module path the version wrote (`sentence_transformers.models.Pooling`,",
+        "  `sentence_transformers.sentence_transformer.modules.pooling.Pooling`, ...). Run:",
+        f"  {', '.join(f'`{name}`' for name in ST_SUPPORTED)}; refused with the reason:",
+        f"  {', '.join(f'`{name}`' for name in ST_NOT_SUPPORTED)}; a module from another package",
+        "  (the folder's own code) is refused. Prompts, `similarity_fn_name` and a CrossEncoder's",
+        "  `activation_fn` from `config_sentence_transformers.json`, `max_seq_length` from",
+        "  `sentence_bert_config.json` or the tokenizer's `model_max_length` (version 6).",
+        f"  Pooling modes: {st_modes} (or `pooling_mode` `cls` / `mean` / `lasttoken`); refused: {refused}.",
         "* **PyLate** (ColBERT): a `pylate` `Dense` module, or `config_sentence_transformers.json` with",
         '  `model_type: "ColBERT"` or `query_length`; prefixes, lengths and skiplist come from that file.',
         '* **Stanford ColBERT**: `"architectures": ["HF_ColBERT"]`, the BERT weights under `bert.` and',
