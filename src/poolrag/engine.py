@@ -312,6 +312,7 @@ class Engine:
             else (cfg.dimensions if task == "embed" else None)
         )
         params.with_updates(dimensions=dimensions).verify(task, self._facts)
+        task = self._pipeline.task_aliases.get(task, task)
         if task == "embed":
             normalize = params.normalize if params.normalize is not None else bool(cfg.normalize)
         else:

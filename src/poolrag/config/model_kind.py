@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.config.registry import KINDS, ModelKind, Role
+from poolrag.config.registry import KINDS, ModelKind, Role, reward_alias_tasks
 from poolrag.errors import ModelLoadError
 
-__all__ = ["ModelKind", "detect_model_kind", "supported_tasks"]
+__all__ = ["ModelKind", "detect_model_kind", "supported_tasks", "task_aliases"]
 
 
 def _remote_auto_classes(spec: ModelSpec) -> set[str]:
@@ -53,7 +53,7 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
         # vLLM's recipe: hf_overrides={"architectures": [...ForSequenceClassification],
         # "classifier_from_token": [...]} on a *ForCausalLM checkpoint means "score with these rows"
         return ModelKind.LM_HEAD_CLASSIFIER
-    if convert == "classify" and not sequence_head:
+    if convert == "classify" and not sequence_head and role is not Role.REWARD_HEAD:
         if not causal:
             raise ModelLoadError(
                 f"convert='classify' reads a language-model head, but {arch} has none; "
@@ -86,5 +86,17 @@ def supported_tasks(kind: ModelKind, spec: ModelSpec, pooler: PoolerConfig | Non
     """The kind's tasks, less those its head cannot serve, plus those ``convert`` adds (see ``KindInfo``)."""
     info = KINDS[kind]
     dropped = info.one_label_tasks if spec.num_labels != 1 else ()
-    added = info.classify_tasks if spec.convert == "classify" else ()
-    return tuple(t for t in info.tasks if t not in dropped) + added
+    tasks = tuple(t for t in info.tasks if t not in dropped)
+    added = info.classify_tasks if spec.convert == "classify" else tuple(task_aliases(kind, spec))
+    return tasks + tuple(t for t in added if t not in tasks)
+
+
+def task_aliases(kind: ModelKind, spec: ModelSpec) -> dict[str, str]:
+    """Tasks answered by another task's pooler: a reward model's ``token_classify`` is its
+    ``reward`` (vLLM runs ``LLM.reward`` as ``encode(pooling_task="token_classify")``), unless
+    ``convert='classify'`` made it a classifier of its tokens."""
+    if spec.convert == "classify":
+        return {}
+    info = KINDS[kind]
+    tasks = tuple(t for t in info.tasks if spec.num_labels == 1 or t not in info.one_label_tasks)
+    return dict.fromkeys(reward_alias_tasks(kind, spec.role, tasks), "reward")

@@ -130,6 +130,17 @@ KINDS: dict[ModelKind, KindInfo] = {
 }
 
 
+# Issue 30, item 6: vLLM runs ``LLM.reward`` as ``encode(pooling_task="token_classify")``, so a
+# reward model answers that task too, with the same values as ``reward``.
+def reward_alias_tasks(kind: ModelKind, role: Role, tasks: tuple[str, ...]) -> tuple[str, ...]:
+    """``("token_classify",)`` when ``kind`` / ``role`` is a reward model offering ``reward`` but
+    not already ``token_classify``; otherwise ``()``."""
+    reward_model = kind is ModelKind.STEP_REWARD or role in (Role.REWARD_HEAD, Role.PROCESS_REWARD_HEAD)
+    if reward_model and "reward" in tasks and "token_classify" not in tasks:
+        return ("token_classify",)
+    return ()
+
+
 def default_pooling(kind: ModelKind, is_decoder: bool) -> PoolingType:
     """The pooling used when neither the folder nor the caller names one."""
     return KINDS[kind].pooling or ("LAST" if is_decoder else "CLS")
@@ -315,6 +326,11 @@ class Entry:
     @property
     def info(self) -> KindInfo:
         return KINDS[self.kind]
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The kind's tasks, plus ``token_classify`` where the row is a reward model."""
+        return self.info.tasks + reward_alias_tasks(self.kind, self.role, self.info.tasks)
 
 
 _TINY_ENCODERS = "Bert, Roberta, XLMRoberta, DistilBert, MPNet, ModernBert"

@@ -63,8 +63,10 @@ def _pooling(entry: Entry) -> str:
 def _tasks(entry: Entry) -> str:
     info = entry.info
     notes = {t: " (one label)" for t in info.one_label_tasks}
-    notes |= {t: " (with `convert='classify'`)" for t in info.classify_tasks}
-    return ", ".join(f"`{t}`{notes.get(t, '')}" for t in info.tasks + info.classify_tasks)
+    notes |= {t: " (with `convert='classify'`)" for t in info.classify_tasks if t not in entry.tasks}
+    notes |= {t: " (as `reward`, vLLM's `LLM.reward`)" for t in entry.tasks if t not in info.tasks}
+    listed = entry.tasks + tuple(t for t in info.classify_tasks if t not in entry.tasks)
+    return ", ".join(f"`{t}`{notes.get(t, '')}" for t in listed)
 
 
 def _implementation(entry: Entry) -> str:
@@ -171,9 +173,9 @@ def _short_architecture(entry: Entry) -> str:
 
 def _task_cell(entry: Entry, task: str) -> str:
     info = entry.info
-    if task in info.classify_tasks:
+    if task in info.classify_tasks and task not in entry.tasks:
         return "with `convert='classify'`"
-    if task not in info.tasks:
+    if task not in entry.tasks:
         return ""
     mark = info.score.value if task == "score" else "✓"
     return f"{mark} (one label)" if task in info.one_label_tasks else mark
@@ -183,7 +185,7 @@ def readme_table() -> str:
     """The README's table: what each registry row can do, one column per task."""
     tasks = [*_README_TASKS]
     for entry in ENTRIES:  # a task added to the registry gets a column without editing this file
-        tasks += [t for t in entry.info.tasks + entry.info.classify_tasks if t not in tasks]
+        tasks += [t for t in entry.tasks + entry.info.classify_tasks if t not in tasks]
     lines = [
         _row(["Architecture (`config.json`)", *[f"`{t}`" for t in tasks]]),
         _row(["---"] * (len(tasks) + 1)),
