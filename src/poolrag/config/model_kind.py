@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.config.registry import KINDS, ModelKind, Role, reward_alias_tasks
+from poolrag.config.registry import KINDS, VLLM_SPARSE_NAMES, ModelKind, Role, reward_alias_tasks
 from poolrag.errors import ModelLoadError
 
 __all__ = ["ModelKind", "detect_model_kind", "supported_tasks", "task_aliases"]
@@ -39,10 +39,16 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
     step = pooler is not None and pooler.pooling_type == "STEP"
     if spec.colbert is not None:
         return ModelKind.COLBERT
-    if spec.splade is not None or (pooler is not None and pooler.pooling_type == "SPLADE"):
-        if role is not Role.BACKBONE or not arch.endswith("ForMaskedLM"):
+    named = VLLM_SPARSE_NAMES.get(arch)  # vLLM's BertSpladeSparseEmbeddingModel / BgeM3EmbeddingModel
+    splade_pooling = pooler is not None and pooler.pooling_type == "SPLADE"
+    if spec.splade is not None or splade_pooling or named is ModelKind.SPLADE:
+        if role is not Role.BACKBONE or not (arch.endswith("ForMaskedLM") or named is ModelKind.SPLADE):
             raise ModelLoadError(f"SPLADE pooling reads a masked-LM head; {arch} is not a *ForMaskedLM")
         return ModelKind.SPLADE
+    if named is ModelKind.BGE_M3 and spec.lexical_heads is None:
+        raise ModelLoadError(
+            f"{arch} needs BGE-M3's sparse_linear.pt and colbert_linear.pt next to the weights in {spec.path}"
+        )
     if spec.lexical_heads is not None and convert is None and role is Role.BACKBONE:
         return ModelKind.BGE_M3
     if convert == "embed":

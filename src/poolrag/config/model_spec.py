@@ -15,6 +15,7 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from poolrag.config.encoder_decoder import runs_encoder_only
 from poolrag.config.families import bidirectional_pooling, is_bidirectional, named_colbert, read_hf_config
 from poolrag.config.pooler_config import PoolerConfig, PoolingType
 from poolrag.config.registry import (
@@ -22,6 +23,7 @@ from poolrag.config.registry import (
     ST_POOLING_MODES,
     ST_UNSUPPORTED_POOLING_MODES,
     Role,
+    check_model_type,
     lookup_architecture,
     remote_classes,
 )
@@ -95,6 +97,7 @@ class ModelSpec:
     bidirectional: bool = False  # a bidirectional Llama run on transformers' layers (config/families.py)
     splade: SpladeSpec | None = None  # a SparseEncoder folder (MLM logits -> sparse vector)
     lexical_heads: LexicalHeadsSpec | None = None  # BGE-M3: dense + sparse + ColBERT from one pass
+    encoder_only: bool = False  # a T5-family encoder-decoder run as its encoder alone (encoder_decoder.py)
 
     @property
     def is_decoder(self) -> bool:
@@ -227,6 +230,9 @@ def load_model_spec(
     # before any weights are read: a name poolrag cannot run is refused here, with what it can run
     provided = remote_classes(getattr(hf_config, "auto_map", None))
     role = lookup_architecture(architecture, provided, trust_remote_code)
+    if not (trust_remote_code and architecture in provided):  # a folder's own class may reuse a name
+        check_model_type(architecture, str(getattr(hf_config, "model_type", "") or ""))
+    encoder_only = runs_encoder_only(architecture, hf_config, role)
 
     colbert: ColbertSpec | None = None
     if role is Role.COLBERT and architecture == "HF_ColBERT":
@@ -269,6 +275,7 @@ def load_model_spec(
         bidirectional=bidirectional,
         splade=splade,
         lexical_heads=_lexical_heads(transformer_path),
+        encoder_only=encoder_only,
     )
 
 
