@@ -124,7 +124,8 @@ def test_qwen2_reward_model_gives_one_raw_score_per_text(qwen2_rm, side):
     model, tokenizer, folder = qwen2_rm
     engine = Engine(folder, trust_remote_code=True)
     assert engine.spec.architecture == "Qwen2ForRewardModel" and engine.spec.num_labels == 1
-    assert set(engine.supported_tasks) == {"classify", "score", "reward"}
+    # token_classify: vLLM's name for LLM.reward (issue 30 item 6)
+    assert set(engine.supported_tasks) == {"classify", "score", "reward", "token_classify"}
     seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
     expected = run_padded(model, seqs, PAD, side, lambda out, batch, last: out.logits.float().numpy())
     rewards = engine.reward(TEXTS)

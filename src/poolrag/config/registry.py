@@ -384,6 +384,8 @@ ENTRIES: tuple[Entry, ...] = (
             "bge-small-en-v1.5 vs sentence-transformers",
             "tiny LlamaBidirectionalModel without remote code vs transformers LlamaModel with an "
             "all-visible 4D mask and the published remote code",
+            "tiny T5EncoderModel sentence-T5 folder (mean, Dense, Normalize) saved by "
+            "sentence-transformers vs sentence-transformers",
         ),
     ),
     Entry(
