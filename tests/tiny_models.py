@@ -13,7 +13,6 @@ from pathlib import Path
 
 import torch
 import transformers
-from safetensors.torch import save_file
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 ENCODER_ARCHS = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert")
@@ -122,62 +121,47 @@ def write_sentence_transformers(
     max_seq_length: int = 128,
     seed: int = 1,
 ) -> Path:
-    """Turn a saved backbone folder into a sentence-transformers folder (Pooling, Dense, Normalize)."""
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
-    (folder / "1_Pooling").mkdir()
-    (folder / "1_Pooling" / "config.json").write_text(
-        json.dumps(
-            {
-                "word_embedding_dimension": HIDDEN,
-                "pooling_mode_cls_token": pooling == "cls",
-                "pooling_mode_mean_tokens": pooling == "mean",
-                "pooling_mode_max_tokens": False,
-                "pooling_mode_mean_sqrt_len_tokens": False,
-                "pooling_mode_lasttoken": pooling == "lasttoken",
-            }
-        )
+    """Turn a saved backbone folder into a sentence-transformers folder (Pooling, Dense, Normalize)
+    by saving a real ``SentenceTransformer`` built on it with the pinned sentence-transformers, so
+    the folder has exactly the files and ``modules.json`` names that version writes (issue 30:
+    hand-written folders with old names let a rename of every module go unnoticed)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+
+    remote = "auto_map" in json.loads((folder / "config.json").read_text())
+    code = {"trust_remote_code": True} if remote else {}
+    transformer = Transformer(
+        str(folder),
+        max_seq_length=max_seq_length,
+        model_kwargs=code,
+        processor_kwargs=code,
+        config_kwargs=code,
     )
-    modules.append(
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}
-    )
+    modules: list[torch.nn.Module] = [transformer, Pooling(transformer.get_embedding_dimension(), pooling)]
     if dense_out is not None:
         torch.manual_seed(seed)
-        dense_dir = folder / "2_Dense"
-        dense_dir.mkdir()
-        linear = torch.nn.Linear(HIDDEN, dense_out)
-        save_file(
-            {"linear.weight": linear.weight.detach().contiguous(), "linear.bias": linear.bias.detach()},
-            str(dense_dir / "model.safetensors"),
-        )
-        (dense_dir / "config.json").write_text(
-            json.dumps(
-                {
-                    "in_features": HIDDEN,
-                    "out_features": dense_out,
-                    "bias": True,
-                    "activation_function": dense_activation,
-                }
-            )
-        )
-        modules.append(
-            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
-        )
+        activation = getattr(torch.nn, dense_activation.rsplit(".", 1)[-1])()
+        dense = Dense(transformer.get_embedding_dimension(), dense_out, activation_function=activation)
+        with torch.no_grad():
+            dense.linear.bias.normal_(0.0, 0.1)  # a reimplementation that dropped the bias would differ
+        modules.append(dense)
     if normalize:
-        (folder / "3_Normalize").mkdir()
-        modules.append(
-            {
-                "idx": len(modules),
-                "name": str(len(modules)),
-                "path": "3_Normalize",
-                "type": "sentence_transformers.models.Normalize",
-            }
-        )
+        modules.append(Normalize())
+    model = SentenceTransformer(modules=modules, device="cpu", prompts=prompts, similarity_fn_name="cosine")
+    saved = folder.with_name(folder.name + ".st-save")
+    model.save(str(saved))
+    shutil.copytree(saved, folder, dirs_exist_ok=True)  # the backbone's own extra files stay
+    shutil.rmtree(saved)
+    return folder
+
+
+def write_legacy_sentence_transformers_names(folder: Path) -> Path:
+    """Rewrite a saved folder's ``modules.json`` to the names sentence-transformers 2.x-5.x wrote
+    (``sentence_transformers.models.Pooling``, ...), the form most hub folders still carry."""
+    modules = json.loads((folder / "modules.json").read_text())
+    for module in modules:
+        module["type"] = "sentence_transformers.models." + module["type"].rsplit(".", 1)[-1]
     (folder / "modules.json").write_text(json.dumps(modules))
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length}))
-    st_config: dict[str, object] = {"similarity_fn_name": "cosine"}
-    if prompts:
-        st_config["prompts"] = prompts
-    (folder / "config_sentence_transformers.json").write_text(json.dumps(st_config))
     return folder
 
 

@@ -128,7 +128,7 @@ class Engine:
         score_template: prompt for (query, document) pairs of LLM rerankers: a shipped name
             (``qwen3_reranker``, ``bge_reranker_v2_gemma``, ``mxbai_rerank_v2``), a .jinja path or Jinja text.
         device_map: accelerate placement (``"auto"``, a dict) for models larger than one device.
-        quantization: ``"int8"`` weight-only quantization (torchao).
+        quantization: ``"int8"`` weight-only quantization (torchao), or ``"fp8"`` float8 weights (CUDA only).
         cpu_fast_mode: opt-in faster CPU inference, ``"bf16"`` (pays off on CPUs with AMX) or ``"int8"``
             (SmoothQuant attention matmuls on native encoders, dynamic quantisation elsewhere); its
             cosine to fp32 on probe texts is measured at load, logged and kept in
@@ -312,6 +312,7 @@ class Engine:
             else (cfg.dimensions if task == "embed" else None)
         )
         params.with_updates(dimensions=dimensions).verify(task, self._facts)
+        task = self._pipeline.task_aliases.get(task, task)
         if task == "embed":
             normalize = params.normalize if params.normalize is not None else bool(cfg.normalize)
         else:

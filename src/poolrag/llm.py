@@ -81,7 +81,7 @@ class LLM:
             (with a ``pooler_config`` naming its step tokens) and is a no-op on reward models.
         pooler_config: a dict, a :class:`~poolrag.PoolerConfig` or a JSON string.
         hf_overrides, trust_remote_code, dtype, max_model_len, quantization, tokenizer, revision:
-            as vLLM's (``quantization`` accepts poolrag's ``"int8"``).
+            as vLLM's (``quantization``: ``"fp8"`` on CUDA, or poolrag's ``"int8"``).
         **engine_options: :class:`~poolrag.Engine` options (``device``, ``score_template``, ...);
             ``max_num_batched_tokens`` maps to ``max_batch_tokens``, ``tensor_parallel_size`` must
             be 1 (use ``device_map="auto"`` to spread a large model).

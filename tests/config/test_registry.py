@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import transformers
 from decoders.decoder_remote_code import qwen2_reward_model
@@ -34,7 +35,7 @@ from poolrag.config.registry import (
     lookup_architecture,
     remote_classes,
 )
-from poolrag.config.registry_doc import REGENERATE, markdown
+from poolrag.config.registry_doc import README_END, README_START, REGENERATE, markdown
 from poolrag.errors import ModelLoadError
 from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
@@ -259,19 +260,86 @@ def _check(engine: Engine, entry: Entry, engine_kwargs: dict[str, Any]) -> None:
     assert engine.pipeline.kind is entry.kind
     assert lookup_architecture(engine.spec.architecture) is entry.role
     assert engine.spec.is_decoder == (entry.backbone == "decoder")
-    assert engine.supported_tasks == entry.info.tasks
+    assert engine.supported_tasks == entry.tasks
     assert engine.score_kind == entry.info.score
     if "pooling_type" not in engine_kwargs.get("pooler_config", {}):
         assert engine.pooler_config.pooling_type == default_pooling(entry.kind, entry.backbone == "decoder")
+
+
+README = DOC.parents[1] / "README.md"
+CONVERT_CLASSIFY = "with `convert='classify'`"
+
+
+def _readme_cells(entry: Entry) -> dict[str, str]:
+    """The README table's row for ``entry`` (rows follow ENTRIES): task -> cell text."""
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index(README_START) : text.index(README_END)]
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    header = [cell.strip().strip("`") for cell in rows[0].strip("|").split(" | ")]
+    row = [cell.strip() for cell in rows[2 + ENTRIES.index(entry)].strip("|").split(" | ")]
+    return dict(zip(header[1:], row[1:], strict=True))
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=_row_id)
 def test_the_engine_does_what_the_row_says(
     entry: Entry, tiny_model: Callable[..., Path], tmp_path: Path
 ) -> None:
+    """Issue 30, item 6: "docs and code agree, a test reads both": the README's cells for the row
+    are the tasks the engine offers, and a "with convert='classify'" cell is a task the engine
+    then offers and runs."""
     # a folder name per row: transformers caches remote code by the folder's name
     folder, kwargs = BUILDERS[(entry.kind, entry.role, entry.backbone)](tiny_model, tmp_path / _row_id(entry))
-    _check(Engine(folder, **kwargs), entry, kwargs)
+    engine = Engine(folder, **kwargs)
+    _check(engine, entry, kwargs)
+    cells = _readme_cells(entry)
+    assert {t for t, cell in cells.items() if cell and cell != CONVERT_CLASSIFY} == set(
+        engine.supported_tasks
+    )
+    converted = [t for t, cell in cells.items() if cell == CONVERT_CLASSIFY]
+    if converted:
+        classifier = Engine(folder, **(kwargs | {"convert": "classify"}))
+        for task in converted:
+            assert task in classifier.supported_tasks
+            assert len(classifier.encode(["a b c"], task)[0].outputs.data) == len(
+                classifier.tokenize("a b c")
+            )
+
+
+REWARD_ROWS = [e for e in ENTRIES if "token_classify" in e.tasks and "token_classify" not in e.info.tasks]
+
+
+def test_the_reward_rows_are_the_reward_models() -> None:
+    assert {(e.kind, e.role) for e in REWARD_ROWS} == {
+        (ModelKind.DECODER_CLASSIFIER, Role.REWARD_HEAD),
+        (ModelKind.STEP_REWARD, Role.LM_HEAD),
+        (ModelKind.STEP_REWARD, Role.PROCESS_REWARD_HEAD),
+    }
+
+
+@pytest.mark.parametrize("entry", REWARD_ROWS, ids=_row_id)
+def test_token_classify_on_a_reward_model_is_its_reward(
+    entry: Entry, tiny_model: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Issue 30, item 6: "`encode(pooling_task="token_classify")` is refused on reward models
+    (vLLM's table maps `LLM.reward` to it)"."""
+    folder, kwargs = BUILDERS[(entry.kind, entry.role, entry.backbone)](tiny_model, tmp_path / _row_id(entry))
+    engine = Engine(folder, **kwargs)
+    texts = ["Step one. Step two. ки", "2 + 2 = 4 ки"]
+    rewards = [o.outputs.data for o in engine.reward(texts)]
+    tokens = [o.outputs.data for o in engine.encode(texts, "token_classify")]
+    for got, expected in zip(tokens, rewards, strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_a_reward_model_with_convert_classify_is_a_classifier(tmp_path: Path) -> None:
+    """Issue 30, item 6: "`*ForRewardModel` + `convert="classify"` is refused although
+    docs/models.md and the README table promise it"."""
+    folder, kwargs = _qwen2_remote(process=False)(None, tmp_path / "reward-classify")
+    engine = Engine(folder, convert="classify", **kwargs)
+    assert engine.pipeline.kind is ModelKind.DECODER_CLASSIFIER
+    assert "token_classify" in engine.supported_tasks and "classify" in engine.supported_tasks
+    probs = engine.classify(["a b c"])[0].outputs.probs
+    assert np.all((np.asarray(probs) > 0) & (np.asarray(probs) < 1))  # one label: a sigmoid probability
 
 
 def test_a_pylate_folder_is_the_colbert_row_too(tiny_model: Callable[..., Path], tmp_path: Path) -> None:

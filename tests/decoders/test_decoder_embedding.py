@@ -47,6 +47,9 @@ def test_base_model_embeddings_are_the_normalised_last_hidden_state(base_embedde
 
 
 def _write_sentence_transformers_files(folder: Path, prompts: dict[str, str]) -> None:
+    """The files the Qwen3-Embedding hub folder ships: written by sentence-transformers 3-5 beside the
+    Qwen3ForCausalLM checkpoint, with those versions' module names (a save by the pinned 6.x keeps
+    only the Qwen3Model backbone; tests/families' st-decoder-folder loads such a real save)."""
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},

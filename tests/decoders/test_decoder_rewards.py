@@ -39,7 +39,8 @@ def math_shepherd(tmp_path_factory):
 
 def test_step_pooling_on_a_known_token_sequence(math_shepherd):
     model, _tokenizer, engine, (tag, good, bad) = math_shepherd
-    assert engine.supported_tasks == ("reward",) and engine.task == "reward"
+    # token_classify is vLLM's name for the same call (LLM.reward), issue 30 item 6
+    assert engine.supported_tasks == ("reward", "token_classify") and engine.task == "reward"
     ids = [5, 9, tag, 7, 8, 11, tag, 3, tag]
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0]
@@ -123,7 +124,8 @@ def test_qwen2_reward_model_gives_one_raw_score_per_text(qwen2_rm, side):
     model, tokenizer, folder = qwen2_rm
     engine = Engine(folder, trust_remote_code=True)
     assert engine.spec.architecture == "Qwen2ForRewardModel" and engine.spec.num_labels == 1
-    assert set(engine.supported_tasks) == {"classify", "score", "reward"}
+    # token_classify: vLLM's name for LLM.reward (issue 30 item 6)
+    assert set(engine.supported_tasks) == {"classify", "score", "reward", "token_classify"}
     seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
     expected = run_padded(model, seqs, PAD, side, lambda out, batch, last: out.logits.float().numpy())
     rewards = engine.reward(TEXTS)
@@ -137,7 +139,7 @@ def test_qwen2_process_reward_model_scores_each_step(tmp_path):
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
     tag = tokenizer.convert_tokens_to_ids("ки")
     engine = Engine(tmp_path, trust_remote_code=True, pooler_config={"step_tag_id": tag})
-    assert engine.supported_tasks == ("reward",)
+    assert engine.supported_tasks == ("reward", "token_classify")  # token_classify: vLLM's LLM.reward
     got = [r.outputs.data for r in engine.reward(STEPS)]
     for text, rows in zip(STEPS, got, strict=True):
         ids = torch.tensor([tokenizer(text)["input_ids"]])

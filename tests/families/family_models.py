@@ -268,7 +268,8 @@ def decoder_embedder(root: Path) -> Family:
 
 
 def st_decoder_folder(root: Path) -> Family:
-    """Qwen3-Embedding layout: Qwen3ForCausalLM in a sentence-transformers folder, query prompt."""
+    """Qwen3-Embedding layout saved by sentence-transformers itself (it keeps the Qwen3Model backbone
+    of the Qwen3ForCausalLM checkpoint), last-token pooling, a query prompt."""
     from sentence_transformers import SentenceTransformer
 
     folder = root / "qwen3-st"

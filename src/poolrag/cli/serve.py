@@ -131,7 +131,9 @@ def register(subparsers: Any) -> None:
         help="prompt for (query, document) pairs of LLM rerankers: a shipped name "
         "(qwen3_reranker, bge_reranker_v2_gemma, mxbai_rerank_v2) or a .jinja file",
     )
-    eng.add_argument("--quantization", choices=("int8",), help="weight-only quantization (torchao)")
+    eng.add_argument(
+        "--quantization", choices=("int8", "fp8"), help="weight-only quantization (torchao); fp8 needs CUDA"
+    )
     eng.add_argument("--task", help="primary pooling task (default: the model's own)")
     eng.add_argument("--dtype", default="auto", help="auto, float32, float16, bfloat16")
     eng.add_argument("--device", help="cuda, cpu, ... (default: auto)")

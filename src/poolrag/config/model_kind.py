@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.config.registry import KINDS, ModelKind, Role
+from poolrag.config.registry import KINDS, VLLM_SPARSE_NAMES, ModelKind, Role, reward_alias_tasks
 from poolrag.errors import ModelLoadError
 
-__all__ = ["ModelKind", "detect_model_kind", "supported_tasks"]
+__all__ = ["ModelKind", "detect_model_kind", "supported_tasks", "task_aliases"]
 
 
 def _remote_auto_classes(spec: ModelSpec) -> set[str]:
@@ -39,10 +39,16 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
     step = pooler is not None and pooler.pooling_type == "STEP"
     if spec.colbert is not None:
         return ModelKind.COLBERT
-    if spec.splade is not None or (pooler is not None and pooler.pooling_type == "SPLADE"):
-        if role is not Role.BACKBONE or not arch.endswith("ForMaskedLM"):
+    named = VLLM_SPARSE_NAMES.get(arch)  # vLLM's BertSpladeSparseEmbeddingModel / BgeM3EmbeddingModel
+    splade_pooling = pooler is not None and pooler.pooling_type == "SPLADE"
+    if spec.splade is not None or splade_pooling or named is ModelKind.SPLADE:
+        if role is not Role.BACKBONE or not (arch.endswith("ForMaskedLM") or named is ModelKind.SPLADE):
             raise ModelLoadError(f"SPLADE pooling reads a masked-LM head; {arch} is not a *ForMaskedLM")
         return ModelKind.SPLADE
+    if named is ModelKind.BGE_M3 and spec.lexical_heads is None:
+        raise ModelLoadError(
+            f"{arch} needs BGE-M3's sparse_linear.pt and colbert_linear.pt next to the weights in {spec.path}"
+        )
     if spec.lexical_heads is not None and convert is None and role is Role.BACKBONE:
         return ModelKind.BGE_M3
     if convert == "embed":
@@ -53,7 +59,7 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
         # vLLM's recipe: hf_overrides={"architectures": [...ForSequenceClassification],
         # "classifier_from_token": [...]} on a *ForCausalLM checkpoint means "score with these rows"
         return ModelKind.LM_HEAD_CLASSIFIER
-    if convert == "classify" and not sequence_head:
+    if convert == "classify" and not sequence_head and role is not Role.REWARD_HEAD:
         if not causal:
             raise ModelLoadError(
                 f"convert='classify' reads a language-model head, but {arch} has none; "
@@ -86,5 +92,17 @@ def supported_tasks(kind: ModelKind, spec: ModelSpec, pooler: PoolerConfig | Non
     """The kind's tasks, less those its head cannot serve, plus those ``convert`` adds (see ``KindInfo``)."""
     info = KINDS[kind]
     dropped = info.one_label_tasks if spec.num_labels != 1 else ()
-    added = info.classify_tasks if spec.convert == "classify" else ()
-    return tuple(t for t in info.tasks if t not in dropped) + added
+    tasks = tuple(t for t in info.tasks if t not in dropped)
+    added = info.classify_tasks if spec.convert == "classify" else tuple(task_aliases(kind, spec))
+    return tasks + tuple(t for t in added if t not in tasks)
+
+
+def task_aliases(kind: ModelKind, spec: ModelSpec) -> dict[str, str]:
+    """Tasks answered by another task's pooler: a reward model's ``token_classify`` is its
+    ``reward`` (vLLM runs ``LLM.reward`` as ``encode(pooling_task="token_classify")``), unless
+    ``convert='classify'`` made it a classifier of its tokens."""
+    if spec.convert == "classify":
+        return {}
+    info = KINDS[kind]
+    tasks = tuple(t for t in info.tasks if spec.num_labels == 1 or t not in info.one_label_tasks)
+    return dict.fromkeys(reward_alias_tasks(kind, spec.role, tasks), "reward")

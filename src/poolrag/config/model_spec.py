@@ -15,6 +15,7 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from poolrag.config.encoder_decoder import runs_encoder_only
 from poolrag.config.families import bidirectional_pooling, is_bidirectional, named_colbert, read_hf_config
 from poolrag.config.pooler_config import PoolerConfig, PoolingType
 from poolrag.config.registry import (
@@ -22,9 +23,11 @@ from poolrag.config.registry import (
     ST_POOLING_MODES,
     ST_UNSUPPORTED_POOLING_MODES,
     Role,
+    check_model_type,
     lookup_architecture,
     remote_classes,
 )
+from poolrag.config.st_modules import StModule, st_module_role
 from poolrag.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -94,6 +97,7 @@ class ModelSpec:
     bidirectional: bool = False  # a bidirectional Llama run on transformers' layers (config/families.py)
     splade: SpladeSpec | None = None  # a SparseEncoder folder (MLM logits -> sparse vector)
     lexical_heads: LexicalHeadsSpec | None = None  # BGE-M3: dense + sparse + ColBERT from one pass
+    encoder_only: bool = False  # a T5-family encoder-decoder run as its encoder alone (encoder_decoder.py)
 
     @property
     def is_decoder(self) -> bool:
@@ -166,8 +170,13 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
             raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {key!r} is not supported")
     if cfg.get("include_prompt") is False:
         raise ModelLoadError(f"{folder}: pooling with include_prompt=false is not supported")
-    if "pooling_mode" in cfg:  # newer sentence-transformers spelling
-        mode = str(cfg["pooling_mode"]).lower()
+    if "pooling_mode" in cfg:  # sentence-transformers >= 6: one name, or a list to concatenate
+        mode = cfg["pooling_mode"]
+        if isinstance(mode, list) and len(mode) == 1:
+            mode = mode[0]
+        if not isinstance(mode, str):
+            raise ModelLoadError(f"{folder}: concatenated pooling modes {mode!r} are not supported")
+        mode = mode.lower()
         table = {"cls": "CLS", "mean": "MEAN", "lasttoken": "LAST"}
         if mode not in table:
             raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {mode!r} is not supported")
@@ -193,23 +202,24 @@ def load_model_spec(
     dense: list[DenseSpec] = []
     is_pylate = False
     splade: SpladeSpec | None = None
+    if modules is not None and not isinstance(modules, list):
+        raise ModelLoadError(f"{path / 'modules.json'}: expected a list of modules")
     if isinstance(modules, list):
         for module in sorted(modules, key=lambda m: int(m.get("idx", 0))):
             kind = str(module.get("type", ""))
             folder = path / str(module.get("path", ""))
-            if kind.endswith("models.Transformer") or kind.endswith("Transformer"):
+            module_role = st_module_role(kind, path / "modules.json")
+            if module_role is StModule.TRANSFORMER:
                 transformer_path = folder
-            elif kind.endswith("models.Pooling"):
+            elif module_role is StModule.POOLING:
                 pooling = _pooling_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
-            elif kind.endswith("Dense"):
+            elif module_role is StModule.DENSE:
                 dense.append(_dense_from_folder(folder))
                 is_pylate = is_pylate or kind.startswith("pylate")
-            elif kind.endswith("Normalize"):
+            elif module_role is StModule.NORMALIZE:
                 normalize = True
-            elif kind.endswith("SpladePooling"):
+            elif module_role is StModule.SPLADE_POOLING:
                 splade = _splade_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
-            else:
-                raise ModelLoadError(f"{path}: sentence-transformers module {kind!r} is not supported")
     is_pylate = is_pylate or st_config.get("model_type") == "ColBERT" or "query_length" in st_config
 
     hf_config = read_hf_config(transformer_path, trust_remote_code)
@@ -220,6 +230,9 @@ def load_model_spec(
     # before any weights are read: a name poolrag cannot run is refused here, with what it can run
     provided = remote_classes(getattr(hf_config, "auto_map", None))
     role = lookup_architecture(architecture, provided, trust_remote_code)
+    if not (trust_remote_code and architecture in provided):  # a folder's own class may reuse a name
+        check_model_type(architecture, str(getattr(hf_config, "model_type", "") or ""))
+    encoder_only = runs_encoder_only(architecture, hf_config, role)
 
     colbert: ColbertSpec | None = None
     if role is Role.COLBERT and architecture == "HF_ColBERT":
@@ -236,9 +249,11 @@ def load_model_spec(
 
     st_max = _read_json(transformer_path / "sentence_bert_config.json") or {}
     max_seq = st_max.get("max_seq_length") if isinstance(st_max, dict) else None
-    ce_activation = None
+    # a CrossEncoder's activation: sentence-transformers >= 6 writes it in its own config file,
+    # 3.x-5.x in a "sentence_transformers" section of config.json
+    ce_activation = st_config.get("activation_fn")
     st_section = getattr(hf_config, "sentence_transformers", None)
-    if isinstance(st_section, dict):
+    if ce_activation is None and isinstance(st_section, dict):
         ce_activation = st_section.get("activation_fn")
 
     return ModelSpec(
@@ -260,6 +275,7 @@ def load_model_spec(
         bidirectional=bidirectional,
         splade=splade,
         lexical_heads=_lexical_heads(transformer_path),
+        encoder_only=encoder_only,
     )
 
 

@@ -130,6 +130,17 @@ KINDS: dict[ModelKind, KindInfo] = {
 }
 
 
+# Issue 30, item 6: vLLM runs ``LLM.reward`` as ``encode(pooling_task="token_classify")``, so a
+# reward model answers that task too, with the same values as ``reward``.
+def reward_alias_tasks(kind: ModelKind, role: Role, tasks: tuple[str, ...]) -> tuple[str, ...]:
+    """``("token_classify",)`` when ``kind`` / ``role`` is a reward model offering ``reward`` but
+    not already ``token_classify``; otherwise ``()``."""
+    reward_model = kind is ModelKind.STEP_REWARD or role in (Role.REWARD_HEAD, Role.PROCESS_REWARD_HEAD)
+    if reward_model and "reward" in tasks and "token_classify" not in tasks:
+        return ("token_classify",)
+    return ()
+
+
 def default_pooling(kind: ModelKind, is_decoder: bool) -> PoolingType:
     """The pooling used when neither the folder nor the caller names one."""
     return KINDS[kind].pooling or ("LAST" if is_decoder else "CLS")
@@ -174,6 +185,14 @@ ARCHITECTURES: tuple[NamePattern, ...] = (
     NamePattern(Role.LM_HEAD, suffixes=("ForCausalLM", "LMHeadModel")),
 )
 
+# vLLM's own names for the sparse families (issue 30, item 7: "vLLM's architecture spellings
+# `BertSpladeSparseEmbeddingModel` and `BgeM3EmbeddingModel` are 'unknown'"), set through
+# hf_overrides on a BertForMaskedLM / BGE-M3 checkpoint: backbones whose kind the name decides.
+VLLM_SPARSE_NAMES: dict[str, ModelKind] = {
+    "BertSpladeSparseEmbeddingModel": ModelKind.SPLADE,
+    "BgeM3EmbeddingModel": ModelKind.BGE_M3,
+}
+
 # Names vLLM runs that poolrag does not implement yet: the patterns above would claim them and run
 # them as something else (a causal last-token classifier, a projection-less cosine embedder), so
 # they are refused by name until their family lands; then the name moves into ARCHITECTURES. A
@@ -207,6 +226,32 @@ def backbone_names() -> frozenset[str]:
     return frozenset(n for n in names if not n.endswith("ForConditionalGeneration"))
 
 
+@functools.cache
+def _model_types_by_class() -> dict[str, frozenset[str]]:
+    """Each class transformers implements -> the ``model_type`` values its auto tables give it."""
+    from transformers.models.auto import modeling_auto
+
+    found: dict[str, set[str]] = {}
+    for table in dir(modeling_auto):
+        if not (table.startswith("MODEL") and table.endswith("_MAPPING_NAMES")):
+            continue
+        for model_type, value in getattr(modeling_auto, table).items():
+            for name in [value] if isinstance(value, str) else value or ():
+                found.setdefault(name, set()).add(model_type)
+    return {name: frozenset(types) for name, types in found.items()}
+
+
+def check_model_type(architecture: str, model_type: str) -> None:
+    """Issue 30, item 5: "A config whose `architectures` contradicts its `model_type` runs without a
+    word." A transformers class name that belongs to other model types than the config's is refused."""
+    owners = _model_types_by_class().get(architecture)
+    if owners and model_type and model_type not in owners:
+        raise ModelLoadError(
+            f"config.json contradicts itself: architectures[0] {architecture!r} is a "
+            f"{' / '.join(sorted(owners))} class but model_type is {model_type!r}; fix one of the two"
+        )
+
+
 def remote_classes(auto_map: dict[str, Any] | None) -> frozenset[str]:
     """The class names a remote-code folder's ``auto_map`` provides (``"module.Class"`` values)."""
     found: set[str] = set()
@@ -220,6 +265,7 @@ def remote_classes(auto_map: dict[str, Any] | None) -> frozenset[str]:
 def supported_names() -> str:
     """The names and patterns lookup_architecture accepts, for error messages."""
     listed = [f"`{n}`" for p in ARCHITECTURES for n in p.names]
+    listed += [f"`{n}`" for n in VLLM_SPARSE_NAMES]
     listed += [f"`*{s}`" for p in ARCHITECTURES for s in p.suffixes]
     return f"{', '.join(listed)}, and {BACKBONE_NAMES_NOTE}"
 
@@ -247,7 +293,7 @@ def lookup_architecture(
         )
     if role is not None:
         return role
-    if architecture in backbone_names():
+    if architecture in backbone_names() or architecture in VLLM_SPARSE_NAMES:
         return Role.BACKBONE
     close = difflib.get_close_matches(architecture, sorted(backbone_names()), n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -316,6 +362,11 @@ class Entry:
     def info(self) -> KindInfo:
         return KINDS[self.kind]
 
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The kind's tasks, plus ``token_classify`` where the row is a reward model."""
+        return self.info.tasks + reward_alias_tasks(self.kind, self.role, self.info.tasks)
+
 
 _TINY_ENCODERS = "Bert, Roberta, XLMRoberta, DistilBert, MPNet, ModernBert"
 
@@ -333,6 +384,8 @@ ENTRIES: tuple[Entry, ...] = (
             "bge-small-en-v1.5 vs sentence-transformers",
             "tiny LlamaBidirectionalModel without remote code vs transformers LlamaModel with an "
             "all-visible 4D mask and the published remote code",
+            "tiny T5EncoderModel sentence-T5 folder (mean, Dense, Normalize) saved by "
+            "sentence-transformers vs sentence-transformers",
         ),
     ),
     Entry(
@@ -442,7 +495,8 @@ ENTRIES: tuple[Entry, ...] = (
         Role.BACKBONE,
         "encoder",
         "`*ForMaskedLM` in a sentence-transformers `SparseEncoder` folder (`SpladePooling` module), "
-        'or with `pooler_config={"pooling_type": "SPLADE"}` (max pooling)',
+        'or with `pooler_config={"pooling_type": "SPLADE"}` (max pooling); or a `BertForMaskedLM` '
+        "checkpoint named `BertSpladeSparseEmbeddingModel` (vLLM's name, through `hf_overrides`)",
         (
             "tiny random BertForMaskedLM `SparseEncoder` folders (max and sum, relu and log1p_relu, "
             "`Transformer` and legacy `MLMTransformer` modules) vs sentence-transformers `SparseEncoder`",
@@ -453,7 +507,8 @@ ENTRIES: tuple[Entry, ...] = (
         Role.BACKBONE,
         "encoder",
         "with `sparse_linear.pt` and `colbert_linear.pt` next to the weights (the BGE-M3 layout); "
-        "`Engine.encode_multi` returns all three vectors from one forward pass",
+        "`Engine.encode_multi` returns all three vectors from one forward pass; vLLM's name "
+        "`BgeM3EmbeddingModel` (through `hf_overrides`) is this row",
         (
             "tiny random XLM-RoBERTa with random heads vs FlagEmbedding's BGE-M3 formulas by hand "
             "on transformers' hidden states",

@@ -21,6 +21,8 @@ from poolrag.config.registry import (
     Role,
     default_pooling,
 )
+from poolrag.config.st_modules import NOT_SUPPORTED as ST_NOT_SUPPORTED
+from poolrag.config.st_modules import SUPPORTED as ST_SUPPORTED
 
 REGENERATE = "python -m poolrag.config.registry_doc > docs/models.md"
 
@@ -61,8 +63,10 @@ def _pooling(entry: Entry) -> str:
 def _tasks(entry: Entry) -> str:
     info = entry.info
     notes = {t: " (one label)" for t in info.one_label_tasks}
-    notes |= {t: " (with `convert='classify'`)" for t in info.classify_tasks}
-    return ", ".join(f"`{t}`{notes.get(t, '')}" for t in info.tasks + info.classify_tasks)
+    notes |= {t: " (with `convert='classify'`)" for t in info.classify_tasks if t not in entry.tasks}
+    notes |= {t: " (as `reward`, vLLM's `LLM.reward`)" for t in entry.tasks if t not in info.tasks}
+    listed = entry.tasks + tuple(t for t in info.classify_tasks if t not in entry.tasks)
+    return ", ".join(f"`{t}`{notes.get(t, '')}" for t in listed)
 
 
 def _implementation(entry: Entry) -> str:
@@ -115,6 +119,12 @@ def markdown() -> str:
         "`model_impl='transformers'`, transformers runs the model. `model_impl='native'` makes the",
         "fallback an error.",
         "",
+        "Encoder-decoder checkpoints: the T5 family (`T5EncoderModel`, `MT5EncoderModel`,",
+        "`UMT5EncoderModel`, or a full `T5Model` checkpoint) runs its encoder alone, as an embedder,",
+        "as sentence-transformers runs sentence-T5 and GTR; every other encoder-decoder (BART, mBART,",
+        "Pegasus, T5 with a task head) is refused at load. A `config.json` whose `architectures`",
+        "names a transformers class of another `model_type` is refused at load too.",
+        "",
         "## Not implemented yet",
         "",
         "Refused by name, with the reason, because the patterns above would run them as something else:",
@@ -123,10 +133,16 @@ def markdown() -> str:
         "",
         "## Folder layouts",
         "",
-        "* **sentence-transformers**: `modules.json` with `Transformer`, `Pooling`, `Dense` and",
-        "  `Normalize` modules; prompts and `similarity_fn_name` from `config_sentence_transformers.json`,",
-        f"  `max_seq_length` from `sentence_bert_config.json`. Pooling modes: {st_modes} (or",
-        f"  `pooling_mode` `cls` / `mean` / `lasttoken`); refused: {refused}.",
+        "* **sentence-transformers** (folders saved by versions 2 to 6, `SentenceTransformer`,",
+        "  `SparseEncoder` or `CrossEncoder`): each `modules.json` module is recognised by its class",
+        "  name, whichever module path the version wrote (`sentence_transformers.models.Pooling`,",
+        "  `sentence_transformers.sentence_transformer.modules.pooling.Pooling`, ...). Run:",
+        f"  {', '.join(f'`{name}`' for name in ST_SUPPORTED)}; refused with the reason:",
+        f"  {', '.join(f'`{name}`' for name in ST_NOT_SUPPORTED)}; a module from another package",
+        "  (the folder's own code) is refused. Prompts, `similarity_fn_name` and a CrossEncoder's",
+        "  `activation_fn` from `config_sentence_transformers.json`, `max_seq_length` from",
+        "  `sentence_bert_config.json` or the tokenizer's `model_max_length` (version 6).",
+        f"  Pooling modes: {st_modes} (or `pooling_mode` `cls` / `mean` / `lasttoken`); refused: {refused}.",
         "* **PyLate** (ColBERT): a `pylate` `Dense` module, or `config_sentence_transformers.json` with",
         '  `model_type: "ColBERT"` or `query_length`; prefixes, lengths and skiplist come from that file.',
         '* **Stanford ColBERT**: `"architectures": ["HF_ColBERT"]`, the BERT weights under `bert.` and',
@@ -163,9 +179,9 @@ def _short_architecture(entry: Entry) -> str:
 
 def _task_cell(entry: Entry, task: str) -> str:
     info = entry.info
-    if task in info.classify_tasks:
+    if task in info.classify_tasks and task not in entry.tasks:
         return "with `convert='classify'`"
-    if task not in info.tasks:
+    if task not in entry.tasks:
         return ""
     mark = info.score.value if task == "score" else "✓"
     return f"{mark} (one label)" if task in info.one_label_tasks else mark
@@ -175,7 +191,7 @@ def readme_table() -> str:
     """The README's table: what each registry row can do, one column per task."""
     tasks = [*_README_TASKS]
     for entry in ENTRIES:  # a task added to the registry gets a column without editing this file
-        tasks += [t for t in entry.info.tasks + entry.info.classify_tasks if t not in tasks]
+        tasks += [t for t in entry.tasks + entry.info.classify_tasks if t not in tasks]
     lines = [
         _row(["Architecture (`config.json`)", *[f"`{t}`" for t in tasks]]),
         _row(["---"] * (len(tasks) + 1)),

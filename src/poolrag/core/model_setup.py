@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
-from poolrag.config.model_kind import ModelKind, detect_model_kind, supported_tasks
+from poolrag.config.model_kind import ModelKind, detect_model_kind, supported_tasks, task_aliases
 from poolrag.config.model_spec import ModelSpec, SpladeSpec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.positions import usable_positions
@@ -91,6 +91,8 @@ class Pipeline:
     fingerprint: str
     # how many columns returned_token_ids may index for reward (labels or vocabulary rows)
     reward_columns: int | None = None
+    # a task served by another task's pooler (a reward model's token_classify is its reward)
+    task_aliases: dict[str, str] = field(default_factory=dict)
 
 
 def _max_model_len(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, requested: int | None) -> int:
@@ -265,6 +267,7 @@ def build_pipeline(
         classify_activation=activation,
         fingerprint=fingerprint(spec),
         reward_columns=_reward_columns(spec, kind, decoder),
+        task_aliases=task_aliases(kind, spec),
     )
 
 

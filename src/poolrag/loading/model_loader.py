@@ -14,6 +14,7 @@ from torch import nn
 from transformers import (
     AutoModel,
     AutoModelForSequenceClassification,
+    AutoModelForTextEncoding,
     AutoModelForTokenClassification,
 )
 
@@ -47,7 +48,14 @@ def load_transformer(
     placement = placement or Placement()
     if spec.bidirectional:
         return load_bidirectional(spec, kind, dtype, device, trust_remote_code, placement)
-    model = from_pretrained(_AUTO_CLASSES[kind], spec, dtype, device, trust_remote_code, placement)
+    auto_class = _AUTO_CLASSES[kind]
+    if spec.encoder_only:
+        if kind not in _HIDDEN_STATE_KINDS:
+            raise ModelLoadError(
+                f"{spec.architecture}: an encoder-decoder's encoder runs as an embedder only"
+            )
+        auto_class = AutoModelForTextEncoding  # T5EncoderModel & co.: the decoder is never loaded
+    model = from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement)
     if kind in _HIDDEN_STATE_KINDS:
         model = _backbone_of(model, spec)
     return model.eval() if placement.places_itself else model.to(device).eval()

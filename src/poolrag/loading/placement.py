@@ -51,7 +51,7 @@ class Placement:
                 ) from exc
             kwargs["device_map"] = self.device_map
         if self.quantization is not None:
-            kwargs["quantization_config"] = quantization_config(self.quantization)
+            kwargs["quantization_config"] = quantization_config(self.quantization, device)
             # quantise where the weights will live, not on the CPU first
             kwargs.setdefault("device_map", {"": str(device)})
         return kwargs
@@ -78,7 +78,7 @@ def checkpoint_parameter_count(folder: Path) -> int | None:
 
 
 def bytes_needed(parameters: int, dtype: torch.dtype, quantization: str | None) -> int:
-    per_param = 1 if quantization == "int8" else torch.empty((), dtype=dtype).element_size()
+    per_param = 1 if quantization in ("int8", "fp8") else torch.empty((), dtype=dtype).element_size()
     return int(parameters * per_param * _HEADROOM)
 
 

@@ -1,0 +1,172 @@
+"""Issue 30, item 0: "Models saved by today's sentence-transformers are refused."
+
+``SentenceTransformer(...).save()`` with sentence-transformers 6.2 writes ``modules.json`` types such
+as ``sentence_transformers.base.modules.transformer.Transformer``,
+``sentence_transformers.sentence_transformer.modules.pooling.Pooling`` and
+``sentence_transformers.base.modules.normalize.Normalize``; ``Engine(folder)`` answered
+``ModelLoadError: sentence-transformers module '...Pooling' is not supported``. Every folder here is
+made by saving a real ``SentenceTransformer`` / ``SparseEncoder`` / ``CrossEncoder`` with the pinned
+version, so a future rename fails these tests instead of a user; the names 2.x-5.x wrote are read
+by the same rule (the class name, what the module is).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import (
+    SENTENCES,
+    build_encoder,
+    build_splade,
+    write_legacy_sentence_transformers_names,
+    write_sentence_transformers,
+)
+
+from poolrag import Engine
+from poolrag.config.st_modules import NOT_SUPPORTED, SUPPORTED, StModule, st_module_role
+from poolrag.errors import ModelLoadError
+
+# every spelling sentence-transformers 2.x-6.x (and PyLate) writes for the modules poolrag runs
+SPELLINGS: dict[str, StModule] = {
+    "sentence_transformers.models.Transformer": StModule.TRANSFORMER,
+    "sentence_transformers.base.modules.transformer.Transformer": StModule.TRANSFORMER,
+    "sentence_transformers.sparse_encoder.models.MLMTransformer": StModule.TRANSFORMER,
+    "sentence_transformers.sparse_encoder.modules.mlm_transformer.MLMTransformer": StModule.TRANSFORMER,
+    "sentence_transformers.models.Pooling": StModule.POOLING,
+    "sentence_transformers.sentence_transformer.modules.pooling.Pooling": StModule.POOLING,
+    "sentence_transformers.sentence_transformer.modules.Pooling": StModule.POOLING,
+    "sentence_transformers.models.Dense": StModule.DENSE,
+    "sentence_transformers.base.modules.dense.Dense": StModule.DENSE,
+    "pylate.models.Dense.Dense": StModule.DENSE,
+    "sentence_transformers.models.Normalize": StModule.NORMALIZE,
+    "sentence_transformers.base.modules.normalize.Normalize": StModule.NORMALIZE,
+    "sentence_transformers.sparse_encoder.models.SpladePooling": StModule.SPLADE_POOLING,
+    "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling": StModule.SPLADE_POOLING,
+    "sentence_transformers.models.Dropout": StModule.IDENTITY,
+    "sentence_transformers.sentence_transformer.modules.dropout.Dropout": StModule.IDENTITY,
+}
+
+
+def _module_types(folder: Path) -> list[str]:
+    return [m["type"] for m in json.loads((folder / "modules.json").read_text())]
+
+
+@pytest.mark.parametrize("type_name", sorted(SPELLINGS))
+def test_every_version_spelling_is_recognised_by_its_class(type_name: str) -> None:
+    assert st_module_role(type_name, "modules.json") is SPELLINGS[type_name]
+
+
+def test_the_table_covers_every_module_class_sentence_transformers_exports() -> None:
+    """A module the pinned sentence-transformers adds is either run or refused by name, never
+    reported as unknown."""
+    from sentence_transformers.cross_encoder import modules as ce
+    from sentence_transformers.multi_vector_encoder import modules as mv
+    from sentence_transformers.sentence_transformer import modules as st
+    from sentence_transformers.sparse_encoder import modules as se
+
+    exported = {name for package in (st, se, ce, mv) for name in getattr(package, "__all__", ())}
+    abstract = {"Module", "InputModule"}
+    assert exported - abstract - set(SUPPORTED) - set(NOT_SUPPORTED) == set()
+
+
+@pytest.mark.parametrize(
+    ("type_name", "message"),
+    [
+        ("sentence_transformers.sentence_transformer.modules.static_embedding.StaticEmbedding", "static"),
+        ("sentence_transformers.base.modules.router.Router", "queries and documents"),
+        ("sentence_transformers.models.Asym", "queries and documents"),
+        ("sentence_transformers.sparse_encoder.models.SparseStaticEmbedding", "inference-free"),
+        (
+            "sentence_transformers.sentence_transformer.modules.bespoke.Bespoke",
+            "unknown sentence-transformers module",
+        ),
+        ("custom_st.Transformer", "the folder's own code"),
+    ],
+)
+def test_modules_poolrag_cannot_run_are_refused_in_one_line(type_name: str, message: str) -> None:
+    with pytest.raises(ModelLoadError, match=message) as caught:
+        st_module_role(type_name, "modules.json")
+    assert "\n" not in str(caught.value) and type_name in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def saved_embedder(tmp_path_factory, minilm_path: Path) -> Path:
+    folder = build_encoder(tmp_path_factory.mktemp("st6"), "bert", minilm_path, seed=3)
+    return write_sentence_transformers(folder, pooling="mean", dense_out=12, normalize=True)
+
+
+def test_a_sentence_transformer_saved_by_the_pinned_version_loads_and_matches(saved_embedder: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    assert _module_types(saved_embedder) == [
+        "sentence_transformers.base.modules.transformer.Transformer",
+        "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+        "sentence_transformers.base.modules.dense.Dense",
+        "sentence_transformers.base.modules.normalize.Normalize",
+    ]
+    reference = SentenceTransformer(str(saved_embedder), device="cpu").encode(SENTENCES)
+    ours = Engine(saved_embedder).embed_array(SENTENCES)
+    assert ours.shape == (len(SENTENCES), 12)
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_the_same_folder_with_the_names_older_versions_wrote_matches_too(
+    saved_embedder: Path, tmp_path
+) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    folder = write_legacy_sentence_transformers_names(shutil.copytree(saved_embedder, tmp_path / "old"))
+    assert _module_types(folder)[1] == "sentence_transformers.models.Pooling"
+    reference = SentenceTransformer(str(saved_embedder), device="cpu").encode(SENTENCES)
+    np.testing.assert_allclose(Engine(folder).embed_array(SENTENCES), reference, atol=1e-5)
+
+
+def test_a_saved_cross_encoder_keeps_its_activation(tmp_path, minilm_path: Path) -> None:
+    """sentence-transformers 6 writes a CrossEncoder's ``activation_fn`` to
+    config_sentence_transformers.json; an Identity there means raw logits, not sigmoid."""
+    from sentence_transformers import CrossEncoder
+
+    raw = build_encoder(tmp_path / "raw", "bert", minilm_path, head="sequence", num_labels=1, seed=5)
+    CrossEncoder(str(raw), device="cpu", activation_fn=torch.nn.Identity()).save(str(tmp_path / "ce"))
+    folder = tmp_path / "ce"
+    assert _module_types(folder) == ["sentence_transformers.base.modules.transformer.Transformer"]
+    query, docs = "what is pooling", ["Pooling turns tokens into one vector.", "Hi", "Rerankers score pairs."]
+    reference = CrossEncoder(str(folder), device="cpu").predict([(query, d) for d in docs])
+    assert np.all(np.abs(reference - 0.5) > 0.1)  # raw logits of a tiny head (near 0): a sigmoid gives ~0.5
+    ours = [o.outputs.score for o in Engine(folder).score(query, docs)]
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_a_saved_sparse_encoder_loads_with_the_pinned_names(tmp_path, minilm_path: Path) -> None:
+    from sentence_transformers import SparseEncoder
+
+    folder = build_splade(tmp_path, minilm_path)
+    assert _module_types(folder) == [
+        "sentence_transformers.base.modules.transformer.Transformer",
+        "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling",
+    ]
+    reference = SparseEncoder(str(folder), device="cpu").encode(SENTENCES[:3], convert_to_tensor=True)
+    vectors = Engine(folder).sparse_embed(SENTENCES[:3])
+    for vector, expected in zip(vectors, reference.to_dense().numpy(), strict=True):
+        dense = np.zeros_like(expected)
+        dense[np.asarray(vector.indices)] = vector.values
+        np.testing.assert_allclose(dense, expected, atol=1e-5)
+
+
+def test_a_saved_static_embedding_model_is_refused_naming_the_module(tmp_path, minilm_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(minilm_path / "tokenizer.json"))
+    SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_dim=8)], device="cpu").save(
+        str(tmp_path / "static")
+    )
+    with pytest.raises(ModelLoadError, match=r"StaticEmbedding'.*static") as caught:
+        Engine(tmp_path / "static")
+    assert "\n" not in str(caught.value)

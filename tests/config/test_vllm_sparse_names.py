@@ -1,0 +1,57 @@
+"""Issue 30, item 7: "vLLM's architecture spellings `BertSpladeSparseEmbeddingModel` and
+`BgeM3EmbeddingModel` are 'unknown'". vLLM users name them through ``hf_overrides``; poolrag runs
+them as its SPLADE and BGE-M3 families, with the same vectors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_models import SENTENCES, build_bge_m3, build_encoder, build_splade
+
+from poolrag import Engine
+from poolrag.config.registry import ModelKind, Role, lookup_architecture
+from poolrag.errors import ModelLoadError
+
+SPLADE = {"architectures": ["BertSpladeSparseEmbeddingModel"]}
+BGE_M3 = {"architectures": ["BgeM3EmbeddingModel"]}
+
+
+@pytest.mark.parametrize("name", ["BertSpladeSparseEmbeddingModel", "BgeM3EmbeddingModel"])
+def test_the_names_are_known(name: str) -> None:
+    assert lookup_architecture(name) is Role.BACKBONE
+
+
+def test_bert_splade_sparse_embedding_model_is_splade(tmp_path: Path, minilm_path: Path) -> None:
+    from sentence_transformers import SparseEncoder
+
+    folder = build_splade(tmp_path / "st", minilm_path)  # max pooling of log(1 + relu(logits))
+    bare = shutil.copytree(folder, tmp_path / "bare", ignore=shutil.ignore_patterns("modules.json"))
+    assert Engine(bare).pipeline.kind is ModelKind.EMBEDDING  # a bare masked-LM folder embeds
+    engine = Engine(bare, hf_overrides=SPLADE)
+    assert engine.pipeline.kind is ModelKind.SPLADE and engine.supported_tasks == ("sparse_embed",)
+    reference = SparseEncoder(str(folder), device="cpu").encode(SENTENCES[:3], convert_to_tensor=True)
+    for vector, expected in zip(
+        engine.sparse_embed(SENTENCES[:3]), reference.to_dense().numpy(), strict=True
+    ):
+        np.testing.assert_array_equal(vector.indices, np.flatnonzero(expected))
+        np.testing.assert_allclose(vector.values, expected[np.flatnonzero(expected)], atol=1e-5)
+
+
+def test_bge_m3_embedding_model_is_the_bge_m3_family(tmp_path: Path, minilm_path: Path) -> None:
+    folder = build_bge_m3(tmp_path / "m3", minilm_path)
+    plain, named = Engine(folder), Engine(folder, hf_overrides=BGE_M3)
+    assert named.pipeline.kind is ModelKind.BGE_M3
+    np.testing.assert_allclose(named.embed_array(SENTENCES), plain.embed_array(SENTENCES), atol=1e-6)
+    for ours, theirs in zip(
+        named.sparse_embed(SENTENCES[:2]), plain.sparse_embed(SENTENCES[:2]), strict=True
+    ):
+        np.testing.assert_array_equal(ours.indices, theirs.indices)
+
+
+def test_bge_m3_embedding_model_without_its_heads_is_refused(tmp_path: Path, minilm_path: Path) -> None:
+    folder = build_encoder(tmp_path / "xlmr", "xlm-roberta", minilm_path)
+    with pytest.raises(ModelLoadError, match=r"BgeM3EmbeddingModel needs BGE-M3's sparse_linear\.pt"):
+        Engine(folder, hf_overrides=BGE_M3)
