@@ -28,6 +28,9 @@ from poolrag.tokenization.input_processor import check_text
 logger = logging.getLogger(__name__)
 
 _ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+# vLLM renders its templates as transformers renders chat templates (block tags trimmed, undefined
+# names empty), so a file written for it renders here byte for byte as there.
+_VLLM_ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, autoescape=False)
 _REQUIRED = frozenset({"query", "document"})
 _VLLM_PAIR = "messages"  # vLLM's variable: [{"role": "query", ...}, {"role": "document", ...}]
 
@@ -51,7 +54,7 @@ def _compile(source: str):  # type: ignore[no-untyped-def]
             "a score template must use {{ query }} and {{ document }} (or vLLM's {{ messages }}); "
             f"missing {sorted(missing)}"
         )
-    return _ENV.from_string(source)
+    return (_VLLM_ENV if _VLLM_PAIR in used else _ENV).from_string(source)
 
 
 @dataclass(frozen=True, slots=True)
