@@ -217,7 +217,7 @@ def _runner(text: str) -> str:
     return text
 
 
-def _engine_options(args: argparse.Namespace) -> dict[str, Any]:
+def engine_options_of(args: argparse.Namespace) -> dict[str, Any]:
     """The Engine's options from the command line, vLLM's flags mapped to poolrag's or warned about."""
     if args.tensor_parallel_size != 1 or args.pipeline_parallel_size != 1:
         raise ValueError(
@@ -282,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
             header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout,
         )
-        engine_options = _engine_options(args)
+        engine_options = engine_options_of(args)
         if args.ray is not None:
             return _serve_on_ray(args, settings, engine_options)
         engine = Engine(args.model, **engine_options)
