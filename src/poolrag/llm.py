@@ -4,8 +4,10 @@ A thin layer over :class:`~poolrag.Engine`: it translates vLLM's constructor arg
 (``runner``, ``convert``, ``pooler_config`` as a JSON string, ...) and method keywords
 (``truncate_prompt_tokens``, ``use_tqdm``, ``lora_request``) and returns vLLM's output types
 (:mod:`poolrag.vllm_outputs`: lists of floats, tensors); the Engine and its ``*_array`` calls keep
-numpy, the fast path. Options that only tune vLLM's scheduler or GPU memory are accepted and ignored (they
-change no result); options poolrag cannot honour are refused, never dropped.
+numpy, the fast path. vLLM's engine options are mapped to poolrag's (``max_num_seqs``,
+``enforce_eager``, ``max_num_batched_tokens``), accepted with one warning when they only tune
+vLLM's KV cache, scheduler or GPU memory (:mod:`poolrag.vllm_options`), or refused when poolrag
+cannot honour them; never dropped.
 """
 
 from __future__ import annotations

@@ -284,6 +284,8 @@ def run(args: argparse.Namespace) -> int:
         )
         engine_options = engine_options_of(args)
         if args.ray is not None:
+            if args.disable_log_requests:
+                logger.warning("--disable-log-requests has no effect with --ray: Ray Serve keeps its own log")
             return _serve_on_ray(args, settings, engine_options)
         engine = Engine(args.model, **engine_options)
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
