@@ -46,8 +46,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("model", metavar="MODEL", nargs="?", help="hub id or local model folder")
     net = parser.add_argument_group("server")
-    _add(net, "--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    _add(net, "--port", type=int, default=8000)
+    net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    net.add_argument("--port", type=int, default=8000)
     _add(
         net,
         "--api-key",
@@ -93,8 +93,7 @@ def register(subparsers: Any) -> None:
     _add(net, "--body-timeout", type=float, default=30.0, help="seconds to send a request body (408)")
     _add(net, "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     scale = parser.add_argument_group("scaling out (the ray extra)")
-    _add(
-        scale,
+    scale.add_argument(
         "--ray",
         nargs="?",
         const="local",
@@ -102,8 +101,7 @@ def register(subparsers: Any) -> None:
         help="serve replicas on Ray Serve: join the cluster at ADDRESS (e.g. auto, ray://head:10001), "
         "or start one on this machine when no ADDRESS is given",
     )
-    _add(
-        scale,
+    scale.add_argument(
         "--replicas",
         type=_replica_count,
         default="auto",
@@ -113,16 +111,14 @@ def register(subparsers: Any) -> None:
     )
 
     eng = parser.add_argument_group("engine")
-    _add(eng, "--model", dest="model_option", metavar="MODEL", help="the model, as vLLM's flag")
-    _add(
-        eng,
+    eng.add_argument("--model", dest="model_option", metavar="MODEL", help="the model, as vLLM's flag")
+    eng.add_argument(
         "--runner",
         type=_runner,
         default="auto",
         help="vLLM's runner: auto or pooling (poolrag serves pooling models only)",
     )
-    _add(
-        eng,
+    eng.add_argument(
         "--convert",
         choices=("auto", "none", "embed", "classify", "reward"),
         default="auto",
@@ -142,10 +138,10 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="vLLM's spelling of --score-template: a vLLM score template file as it ships (reads messages)",
     )
-    _add(eng, "--quantization", choices=("int8",), help="weight-only quantization (torchao)")
-    _add(eng, "--task", help="primary pooling task (default: the model's own)")
-    _add(eng, "--dtype", default="auto", help="auto, float32, float16, bfloat16")
-    _add(eng, "--device", help="cuda, cpu, ... (default: auto)")
+    eng.add_argument("--quantization", choices=("int8",), help="weight-only quantization (torchao)")
+    eng.add_argument("--task", help="primary pooling task (default: the model's own)")
+    eng.add_argument("--dtype", default="auto", help="auto, float32, float16, bfloat16")
+    eng.add_argument("--device", help="cuda, cpu, ... (default: auto)")
     _add(eng, "--max-model-len", type=_positive_int, help="token limit per input")
     _add(
         eng,
@@ -156,8 +152,8 @@ def register(subparsers: Any) -> None:
         help="tokens per forward pass (default: 16384 on CUDA, 4096 on CPU)",
     )
     _add(eng, "--max-num-seqs", type=_positive_int, help="most sequences per forward pass (default 512)")
-    _add(eng, "--tokenizer", help="tokenizer folder or hub id (default: the model's)")
-    _add(eng, "--revision", help="hub revision of the model")
+    eng.add_argument("--tokenizer", help="tokenizer folder or hub id (default: the model's)")
+    eng.add_argument("--revision", help="hub revision of the model")
     _add(eng, "--trust-remote-code", action="store_true", help="allow model folders with their own code")
     _add(eng, "--pooler-config", type=_json_object, metavar="JSON", help="pooling overrides (vLLM's keys)")
     _add(eng, "--hf-overrides", type=_json_object, metavar="JSON", help="transformers config overrides")
@@ -174,8 +170,7 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="poolrag's own encoder implementation where exact (auto), required (native), or never",
     )
-    _add(
-        eng,
+    eng.add_argument(
         "--compile",
         choices=("off", "background"),
         default="off",
