@@ -120,6 +120,7 @@ class Engine:
         trust_remote_code: allow model folders that ship their own modeling code.
         max_batch_tokens: token budget of one forward pass; by default 16384 on CUDA and 4096 on
             CPUs, where smaller batches stay in cache (1.1-1.3x on all-MiniLM-L6-v2, RESULTS.md).
+        max_batch_size: most sequences in one forward pass (vLLM's ``max_num_seqs``; default 512).
         convert: adapt a ``*ForCausalLM`` checkpoint: ``embed`` (LAST-token vectors), ``classify``
             (scores from the lm_head rows of ``hf_overrides["classifier_from_token"]``) or
             ``reward`` (process reward model, with a STEP ``pooler_config``). ``embed`` pools the
@@ -159,6 +160,7 @@ class Engine:
         hf_overrides: dict[str, Any] | None = None,
         trust_remote_code: bool = False,
         max_batch_tokens: int | None = None,
+        max_batch_size: int | None = None,
         revision: str | None = None,
         tokenizer: str | None = None,
         convert: str | None = None,
@@ -183,6 +185,7 @@ class Engine:
             device=self.device,
             max_model_len=max_model_len,
             max_batch_tokens=max_batch_tokens or default_batch_tokens(self.device),
+            max_batch_size=max_batch_size,
             trust_remote_code=trust_remote_code,
             tokenizer_path=tokenizer,
             placement=Placement(device_map, quantization),

@@ -2,9 +2,12 @@
 
 A thin layer over :class:`~poolrag.Engine`: it translates vLLM's constructor arguments
 (``runner``, ``convert``, ``pooler_config`` as a JSON string, ...) and method keywords
-(``truncate_prompt_tokens``, ``use_tqdm``, ``lora_request``) and returns the Engine's own output
-objects. Options that only tune vLLM's scheduler or GPU memory are accepted and ignored (they
-change no result); options poolrag cannot honour are refused, never dropped.
+(``truncate_prompt_tokens``, ``use_tqdm``, ``lora_request``) and returns vLLM's output types
+(:mod:`poolrag.vllm_outputs`: lists of floats, tensors); the Engine and its ``*_array`` calls keep
+numpy, the fast path. vLLM's engine options are mapped to poolrag's (``max_num_seqs``,
+``enforce_eager``, ``max_num_batched_tokens``), accepted with one warning when they only tune
+vLLM's KV cache, scheduler or GPU memory (:mod:`poolrag.vllm_options`), or refused when poolrag
+cannot honour them; never dropped.
 """
 
 from __future__ import annotations
@@ -18,14 +21,16 @@ from typing import Any
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine, Prompts
 from poolrag.errors import InvalidInputError
-from poolrag.outputs import (
+from poolrag.params import PoolingParams
+from poolrag.vllm_options import NO_EFFECT_OPTIONS, warn_no_effect
+from poolrag.vllm_outputs import (
     ClassificationOutput,
     EmbeddingOutput,
     PoolingOutput,
     PoolingRequestOutput,
     ScoringOutput,
+    to_vllm,
 )
-from poolrag.params import PoolingParams
 
 logger = logging.getLogger(__name__)
 
@@ -38,21 +43,6 @@ CONVERTS: dict[str, str | None] = {
     "classify": "classify",
     "reward": "reward",
 }
-# vLLM engine options that tune its scheduler, cache or GPU memory: no effect on any result here
-IGNORED_OPTIONS = frozenset(
-    {
-        "enforce_eager",
-        "gpu_memory_utilization",
-        "seed",
-        "max_num_seqs",
-        "swap_space",
-        "enable_prefix_caching",
-        "disable_log_stats",
-        "compilation_config",
-        "kv_cache_dtype",
-        "block_size",
-    }
-)
 _ENGINE_OPTIONS = frozenset(inspect.signature(Engine.__init__).parameters) - {"self", "model"}
 
 
@@ -65,6 +55,33 @@ def _params(
     if truncate_prompt_tokens is None:
         return pooling_params
     return (pooling_params or PoolingParams()).with_updates(truncate_prompt_tokens=truncate_prompt_tokens)
+
+
+def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's engine keywords as Engine options: mapped, warned about once, or refused."""
+    options = dict(given)
+    if options.pop("tensor_parallel_size", 1) != 1:
+        raise InvalidInputError(
+            "tensor_parallel_size > 1 is not supported; pass device_map='auto' to spread a model "
+            "over several devices"
+        )
+    if "max_num_batched_tokens" in options:
+        options.setdefault("max_batch_tokens", options.pop("max_num_batched_tokens"))
+    if "max_num_seqs" in options:
+        options.setdefault("max_batch_size", options.pop("max_num_seqs"))
+    if options.pop("enforce_eager", False) and options.get("compile") not in (None, "off"):
+        raise InvalidInputError("enforce_eager=True contradicts compile='background'; give one of them")
+    no_effect = sorted(set(NO_EFFECT_OPTIONS) & set(options))
+    warn_no_effect(no_effect, logger)
+    for name in no_effect:
+        del options[name]
+    unknown = sorted(set(options) - _ENGINE_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"LLM() got unknown options {unknown}; poolrag accepts {sorted(_ENGINE_OPTIONS)} "
+            f"and, with no effect, {sorted(NO_EFFECT_OPTIONS)}"
+        )
+    return options
 
 
 class LLM:
@@ -83,8 +100,10 @@ class LLM:
         hf_overrides, trust_remote_code, dtype, max_model_len, quantization, tokenizer, revision:
             as vLLM's (``quantization``: ``"fp8"`` on CUDA, or poolrag's ``"int8"``).
         **engine_options: :class:`~poolrag.Engine` options (``device``, ``score_template``, ...);
-            ``max_num_batched_tokens`` maps to ``max_batch_tokens``, ``tensor_parallel_size`` must
-            be 1 (use ``device_map="auto"`` to spread a large model).
+            ``max_num_batched_tokens`` maps to ``max_batch_tokens``, ``max_num_seqs`` to
+            ``max_batch_size``, ``enforce_eager`` means no compile (poolrag's default);
+            ``tensor_parallel_size`` must be 1 (use ``device_map="auto"`` to spread a large model);
+            vLLM's cache / scheduler / memory options are accepted with one warning.
     """
 
     def __init__(
@@ -112,25 +131,7 @@ class LLM:
             raise InvalidInputError(f"runner must be one of {', '.join(RUNNERS)}, not {runner!r}")
         if convert not in CONVERTS:
             raise InvalidInputError(f"convert must be one of {', '.join(CONVERTS)}, not {convert!r}")
-        options = dict(engine_options)
-        if options.pop("tensor_parallel_size", 1) != 1:
-            raise InvalidInputError(
-                "tensor_parallel_size > 1 is not supported; pass device_map='auto' to spread a model "
-                "over several devices"
-            )
-        if "max_num_batched_tokens" in options:
-            options.setdefault("max_batch_tokens", options.pop("max_num_batched_tokens"))
-        ignored = sorted(IGNORED_OPTIONS & set(options))
-        if ignored:
-            logger.info("ignoring vLLM scheduler options that change no result here: %s", ", ".join(ignored))
-            for name in ignored:
-                del options[name]
-        unknown = sorted(set(options) - _ENGINE_OPTIONS)
-        if unknown:
-            raise TypeError(
-                f"LLM() got unknown options {unknown}; poolrag accepts {sorted(_ENGINE_OPTIONS)} "
-                f"and ignores {sorted(IGNORED_OPTIONS)}"
-            )
+        options = _engine_options(engine_options)
         self.engine = Engine(
             model,
             convert=CONVERTS[convert],
@@ -161,8 +162,10 @@ class LLM:
         use_tqdm: bool = True,
         lora_request: object = None,
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
-        """One vector per prompt (``outputs.embedding``)."""
-        return self.engine.embed(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        """One vector per prompt (``outputs.embedding``, a list of floats)."""
+        return to_vllm(
+            self.engine.embed(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        )
 
     def classify(
         self,
@@ -173,8 +176,10 @@ class LLM:
         use_tqdm: bool = True,
         lora_request: object = None,
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
-        """Class probabilities per prompt (``outputs.probs``)."""
-        return self.engine.classify(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        """Class probabilities per prompt (``outputs.probs``, a list of floats)."""
+        return to_vllm(
+            self.engine.classify(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        )
 
     def reward(
         self,
@@ -187,7 +192,9 @@ class LLM:
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Reward data per prompt: one value for a sequence reward model, per-token (or per-step)
         rows for a token classifier or process reward model, as vLLM returns them."""
-        return self.engine.reward(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        return to_vllm(
+            self.engine.reward(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        )
 
     def score(
         self,
@@ -200,10 +207,19 @@ class LLM:
         use_tqdm: bool = True,
         lora_request: object = None,
         score_template: str | None = None,
+        chat_template: str | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
-        """Relevance of each ``data_2`` item to ``data_1`` (1:1, 1:N or N:N), ``outputs.score``."""
+        """Relevance of each ``data_2`` item to ``data_1`` (1:1, 1:N or N:N), ``outputs.score``.
+
+        ``chat_template`` is vLLM's name for the pair template: a vLLM template file (or text) as
+        it ships, reading ``messages``, or anything ``score_template`` takes.
+        """
+        if chat_template is not None:
+            if score_template is not None and score_template != chat_template:
+                raise InvalidInputError("give chat_template or score_template, not both")
+            score_template = chat_template
         params = _params(pooling_params, truncate_prompt_tokens, lora_request)
-        return self.engine.score(data_1, data_2, params, score_template=score_template)
+        return to_vllm(self.engine.score(data_1, data_2, params, score_template=score_template))
 
     def encode(
         self,
@@ -215,12 +231,13 @@ class LLM:
         use_tqdm: bool = True,
         lora_request: object = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
-        """Any task's raw data (``outputs.data``); ``pooling_task`` is required, as in vLLM.
+        """Any task's raw data (``outputs.data``, a tensor); ``pooling_task`` is required, as in vLLM.
 
         ``sparse_embed`` (SPLADE, BGE-M3) gives token id / weight records
-        (:data:`~poolrag.outputs.SPARSE_ENTRY`); ``LLM.engine.sparse_embed`` gives ``SparseVector`` s.
+        (:data:`~poolrag.outputs.SPARSE_ENTRY`, a numpy record array: vLLM has no such task);
+        ``LLM.engine.sparse_embed`` gives ``SparseVector`` s.
         """
         if pooling_task is None:
             raise InvalidInputError(f"encode() needs pooling_task, one of: {', '.join(self.supported_tasks)}")
         params = _params(pooling_params, truncate_prompt_tokens, lora_request)
-        return self.engine.encode(prompts, pooling_task, params)
+        return to_vllm(self.engine.encode(prompts, pooling_task, params))

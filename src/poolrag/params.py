@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import InitVar, dataclass, replace
 from typing import Literal
 
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
@@ -38,6 +38,8 @@ class PoolingParams:
         step_tag_id / returned_token_ids: STEP pooling for process reward models.
         max_active_dims: ``sparse_embed`` keeps only this many largest weights per text
             (sentence-transformers' ``max_active_dims``); ``None`` keeps every non-zero weight.
+        activation: vLLM's alias of ``use_activation`` (constructor only): folded into
+            ``use_activation``, so it is no field of its own and cache keys do not move.
     """
 
     dimensions: int | None = None
@@ -49,8 +51,16 @@ class PoolingParams:
     step_tag_id: int | None = None
     returned_token_ids: tuple[int, ...] | None = None
     max_active_dims: int | None = None
+    activation: InitVar[bool | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, activation: bool | None) -> None:
+        if activation is not None:
+            if self.use_activation is not None and self.use_activation != activation:
+                raise InvalidInputError(
+                    "activation and use_activation disagree; activation is vLLM's alias of "
+                    "use_activation, give one of them"
+                )
+            object.__setattr__(self, "use_activation", activation)
         if self.input_type not in (None, "query", "document"):
             raise InvalidInputError(f"input_type must be 'query' or 'document', not {self.input_type!r}")
         if self.truncate_prompt_tokens is not None and (

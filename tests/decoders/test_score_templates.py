@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import transformers
+import vllm_templates
 from reranker_prompts import bge_gemma_prompt, mxbai_v2_prompt, qwen3_reranker_prompt
+from tiny_decoders import TEXTS, build
 
+from poolrag import LLM, Engine
 from poolrag.errors import InvalidInputError
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, shipped_score_templates
 
@@ -66,3 +71,44 @@ def test_templates_render_in_a_sandbox():
         template.render("a", "b")
     with pytest.raises(InvalidInputError, match="per pair"):
         template.with_variables(query="x")
+
+
+def test_vllm_template_files_are_taken_as_they_are(tmp_path):
+    """Issue 30, item 2: "vLLM's own ``qwen3_reranker.jinja`` is refused as ``--score-template``
+    ("must use {{ query }} and {{ document }})"": a template reading vLLM's ``messages`` renders the
+    same prompt as poolrag's shipped template of that name."""
+    path = tmp_path / "qwen3_reranker.jinja"
+    path.write_text(vllm_templates.QWEN3_RERANKER + "\n")  # a file's last newline, dropped as vLLM does
+    from_vllm = load_score_template(str(path))
+    default = "Given a web search query, retrieve relevant passages that answer the query"
+    assert from_vllm.render(QUERY, DOC) == qwen3_reranker_prompt(QUERY, DOC, default)
+    assert from_vllm.render(QUERY, DOC) == load_score_template("qwen3_reranker").render(QUERY, DOC)
+    custom = from_vllm.with_variables(instruction="Find the legal clause")
+    assert custom.render(QUERY, DOC) == qwen3_reranker_prompt(QUERY, DOC, "Find the legal clause")
+    gemma = load_score_template(vllm_templates.BGE_RERANKER_V2_GEMMA)
+    assert gemma.render(QUERY, DOC) == bge_gemma_prompt(QUERY, DOC)
+    assert load_score_template(vllm_templates.BY_POSITION).render("q", "d") == "Query: q\nDocument: d"
+    with pytest.raises(InvalidInputError, match="per pair"):
+        from_vllm.with_variables(messages="x")
+
+
+def test_vllm_templates_render_as_vllm_renders_them():
+    """vLLM renders with block tags trimmed (transformers' chat-template settings); so does poolrag
+    for a template that reads ``messages``."""
+    looped = "{% for turn in messages %}\n{{ turn.role }}={{ turn.content }}\n{% endfor %}"
+    assert load_score_template(looped).render("q", "d") == "query=q\ndocument=d\n"
+
+
+def test_llm_score_takes_vllms_chat_template(tmp_path):
+    """Issue 30, item 2: "``llm.score(..., chat_template=...)`` is a TypeError"."""
+    folder = tmp_path / "qwen3-reranker"
+    build(folder, "qwen3", transformers.AutoModelForCausalLM, tokenizer_kwargs={"add_bos": False})
+    options = {"convert": "classify", "hf_overrides": {"classifier_from_token": ["no", "yes"]}}
+    shipped = Engine(folder, score_template="qwen3_reranker", **options)
+    expected = [s.outputs.score for s in shipped.score(QUERY, TEXTS)]
+    llm = LLM(str(folder), runner="pooling", **options)
+    got = llm.score(QUERY, TEXTS, chat_template=vllm_templates.QWEN3_RERANKER + "\n")
+    np.testing.assert_allclose([s.outputs.score for s in got], expected, rtol=1e-6, atol=1e-7)
+    assert np.ptp(expected) > 1e-4  # the documents are told apart, so equal scores mean the same prompt
+    with pytest.raises(InvalidInputError, match="not both"):
+        llm.score(QUERY, TEXTS, chat_template=vllm_templates.BY_POSITION, score_template="qwen3_reranker")

@@ -9,10 +9,12 @@ import httpx
 import numpy as np
 import pytest
 import transformers
+from decoders import vllm_templates
 from decoders.tiny_decoders import TEXTS, build
 
 from poolrag import Engine
 from poolrag.cli import build_parser, main
+from poolrag.cli.serve import engine_options_of
 
 from .conftest import cli_server
 
@@ -89,3 +91,94 @@ def test_a_vllm_serve_line_serves_the_same_scores(tmp_path: Path) -> None:
         served = [d["score"] for d in sorted(response.json()["data"], key=lambda d: d["index"])]
         np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
         assert np.ptp(expected) > 1e-4
+    assert '"POST /score HTTP/1.1" 200' in (tmp_path / "server.log").read_text()  # the access log is on
+
+
+def test_both_spellings_of_multi_word_flags() -> None:
+    """Issue 30, item 3: "``--hf_overrides`` (vLLM accepts ``_`` and ``-``) [is] refused"."""
+    values = {
+        "max-num-seqs": "4",
+        "hf-overrides": OVERRIDES,
+        "max-model-len": "128",
+        "served-model-name": "reranker",
+        "gpu-memory-utilization": "0.9",
+        "tensor-parallel-size": "1",
+        "chat-template": "t.jinja",
+    }
+    switches = ("enforce-eager", "trust-remote-code", "disable-log-requests", "enable-prefix-caching")
+
+    def parse(sep: str) -> dict:
+        line = ["serve", "some/model"]
+        for name, value in values.items():
+            line += [f"--{name.replace('-', sep)}", value]
+        line += [f"--{name.replace('-', sep)}" for name in switches]
+        return vars(build_parser().parse_args(line))
+
+    dashed, underscored = parse("-"), parse("_")
+    assert dashed == underscored
+    assert dashed["max_num_seqs"] == 4 and dashed["hf_overrides"] == json.loads(OVERRIDES)
+    assert dashed["enforce_eager"] and dashed["enable_prefix_caching"] and dashed["disable_log_requests"]
+
+
+def test_vllm_flags_map_to_engine_options(minilm_path: Path) -> None:
+    """``--max-num-seqs`` is the batcher's sequences per pass, ``--max-num-batched-tokens`` its token
+    budget, ``--max-model-len`` the truncation bound; ``--enforce-eager`` leaves compile off."""
+    line = [
+        "serve", str(minilm_path), "--max-num-seqs", "3", "--max-num-batched-tokens", "1024",
+        "--max-model-len", "32", "--enforce-eager", "--tensor-parallel-size", "1",
+    ]  # fmt: skip
+    engine = Engine(minilm_path, **engine_options_of(build_parser().parse_args(line)))
+    batcher = engine.pipeline.executor.batcher
+    assert (batcher.max_batch_size, batcher.max_batch_tokens) == (3, 1024)
+    assert engine.max_model_len == 32 and engine.compile_report is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--tensor-parallel-size", "2"], "parallelism is not supported"),
+        (["-pp", "2"], "parallelism is not supported"),
+        (["--enforce-eager", "--compile", "background"], "contradicts --compile"),
+        (["--chat-template", "a.jinja", "--score-template", "qwen3_reranker"], "not both"),
+    ],
+)
+def test_flags_poolrag_cannot_honour_stop_the_start(
+    minilm_path: Path, flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", str(minilm_path), *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_vllm_serve_line_with_its_chat_template_and_engine_flags(tmp_path: Path) -> None:
+    """Issue 30, items 2 and 3: "``poolrag serve --chat-template FILE`` is refused", and
+    "``--gpu-memory-utilization``, ``--enforce-eager``, ``--max-num-seqs``, ``--tensor-parallel-size``,
+    ``--hf_overrides`` ... are refused, so real ``vllm serve`` lines do not carry over". The line
+    serves the scores of poolrag's shipped template, and the flags without effect get one warning."""
+    folder = tmp_path / "qwen3-reranker"
+    build(folder, "qwen3", transformers.AutoModelForCausalLM, tokenizer_kwargs={"add_bos": False})
+    offline = Engine(
+        folder, convert="classify", score_template="qwen3_reranker", hf_overrides=json.loads(OVERRIDES)
+    )
+    expected = [s.outputs.score for s in offline.score(QUERY, TEXTS)]
+    template = tmp_path / "qwen3_reranker.jinja"
+    template.write_text(vllm_templates.QWEN3_RERANKER + "\n")
+    line = [
+        "--model", str(folder), "--runner", "pooling", "--convert", "classify",
+        "--hf_overrides", OVERRIDES, "--chat-template", str(template),
+        "--dtype", "float32", "--max_model_len", "512", "--max-num-seqs", "4", "--enforce-eager",
+        "--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.9", "--enable-prefix-caching",
+        "--seed", "0", "--disable-log-requests", "--served-model-name", "reranker",
+    ]  # fmt: skip
+    log = tmp_path / "server.log"
+    with cli_server(log, *line) as (url, _):
+        body = {"model": "reranker", "text_1": QUERY, "text_2": TEXTS}
+        response = httpx.post(f"{url}/score", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+        served = [d["score"] for d in sorted(response.json()["data"], key=lambda d: d["index"])]
+        np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
+    text = log.read_text()
+    warnings = [line for line in text.splitlines() if "no effect in poolrag" in line]
+    assert len(warnings) == 1, text
+    assert all(n in warnings[0] for n in ("gpu_memory_utilization", "enable_prefix_caching", "seed"))
+    assert "max_num_seqs" not in warnings[0] and "enforce_eager" not in warnings[0]  # those are mapped
+    assert "POST /score" not in text  # --disable-log-requests

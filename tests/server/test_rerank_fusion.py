@@ -9,6 +9,8 @@ import httpx
 import numpy as np
 import pytest
 
+from poolrag.server.schemas import VllmRequestBody
+
 from .conftest import Served
 
 QUERY = "What is the capital of France?"
@@ -156,10 +158,10 @@ def test_the_fields_are_published(minilm_server: Served, http: httpx.Client) -> 
     assert {"first_stage_scores", "second_stage", "rerank_weight"} <= set(request)
     assert "rerank_score" in schemas["RerankResult"]["properties"]
     assert set(request) - {"first_stage_scores", "second_stage", "rerank_weight"} == {
-        "model",
         "query",
         "documents",
         "top_n",
         "return_documents",
-        "truncate_prompt_tokens",
+        "use_activation",
+        *VllmRequestBody.model_fields,  # model, user, truncate_prompt_tokens, request_id, ...
     }

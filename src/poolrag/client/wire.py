@@ -20,7 +20,7 @@ from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
 
 #: The PoolingParams fields each endpoint reads from a request body.
-EMBEDDINGS_FIELDS = ("dimensions", "truncate_prompt_tokens", "input_type")
+EMBEDDINGS_FIELDS = ("dimensions", "normalize", "truncate_prompt_tokens", "input_type")
 POOLING_FIELDS = (
     "dimensions",
     "normalize",
@@ -29,7 +29,7 @@ POOLING_FIELDS = (
     "input_type",
     "max_active_dims",
 )
-SCORE_FIELDS = ("truncate_prompt_tokens",)
+SCORE_FIELDS = ("truncate_prompt_tokens", "use_activation")
 
 #: Response headers naming the served model on every answer (``poolrag.server.model_identity``):
 #: ``ModelFacts.model_identity`` and ``ModelFacts.output_fingerprint``, percent-encoded (header

@@ -162,6 +162,7 @@ def build_pipeline(
     max_model_len: int | None,
     max_batch_tokens: int,
     trust_remote_code: bool,
+    max_batch_size: int | None = None,
     tokenizer_path: str | None = None,
     placement: Placement | None = None,
     model_impl: ModelImpl = "auto",
@@ -243,9 +244,9 @@ def build_pipeline(
         device=device,
     )
     heads = _POOLER_BUILDERS[kind](context)
-    executor = ModelExecutor(
-        runner, heads.poolers, TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len))
-    )
+    sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
+    batcher = TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len), **sizes)
+    executor = ModelExecutor(runner, heads.poolers, batcher)
     logger.info(
         "loaded %s (%s) on %s as %s, max_model_len=%d, %s implementation",
         spec.architecture,

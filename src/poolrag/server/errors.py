@@ -107,6 +107,20 @@ def _loc_path(loc: Sequence[Any]) -> str:
     return ".".join(str(p) for p in loc if _is_field(p))
 
 
+def _error_path(err: Mapping[str, Any]) -> str:
+    """Where an error is; an unknown field is named as the client spelt it, whatever it looks like."""
+    loc = tuple(err.get("loc", ()))
+    if err.get("type") == "extra_forbidden" and loc:
+        return ".".join(filter(None, (_loc_path(loc[:-1]), str(loc[-1]))))
+    return _loc_path(loc)
+
+
+def _error_message(err: Mapping[str, Any]) -> str:
+    if err.get("type") == "extra_forbidden":
+        return "not a field this server takes (refused rather than ignored)"
+    return str(err.get("msg", "invalid value"))
+
+
 def from_validation_error(exc: RequestValidationError | ValidationError) -> APIError:
     """A 400 (as OpenAI answers), naming the first offending field."""
     errors = list(exc.errors())
@@ -120,11 +134,10 @@ def from_validation_error(exc: RequestValidationError | ValidationError) -> APIE
         )
     messages = []
     for err in errors[:3]:
-        where = _loc_path(err.get("loc", ()))
-        messages.append(f"{where or 'request body'}: {err.get('msg', 'invalid value')}")
+        messages.append(f"{_error_path(err) or 'request body'}: {_error_message(err)}")
     if len(errors) > 3:
         messages.append(f"and {len(errors) - 3} more")
-    param = _loc_path(first.get("loc", ())) or None
+    param = _error_path(first) or None
     return APIError(400, "; ".join(messages), param=param, code="invalid_request")
 
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from poolrag.errors import InvalidInputError
+from poolrag.model_facts import ModelFacts, ScoreKind
+from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
 from poolrag.server.settings import ServerSettings
 from poolrag.tokenization.input_processor import check_text
@@ -50,3 +52,18 @@ def to_prompts(value: str | Sequence[Any], settings: ServerSettings, param: str 
         return [{"prompt_token_ids": items}]
     check_count(settings, len(items), param)
     return [{"prompt_token_ids": item} if isinstance(item, list) else item for item in items]
+
+
+def score_params(
+    facts: ModelFacts, truncate_prompt_tokens: int | None, use_activation: bool | None
+) -> PoolingParams:
+    """``/score`` and ``/rerank`` parameters; ``use_activation`` only where a score has an activation
+    (a cross-encoder's sigmoid), since a cosine or MaxSim score would silently ignore it."""
+    if use_activation is not None and facts.score_kind is not ScoreKind.CROSS_ENCODER:
+        raise APIError(
+            400,
+            f"use_activation applies to cross-encoder scores; this model scores by {facts.score_kind.value}",
+            param="use_activation",
+            code="invalid_request",
+        )
+    return PoolingParams(truncate_prompt_tokens=truncate_prompt_tokens, use_activation=use_activation)

@@ -37,14 +37,21 @@ def uvicorn_config(
 
 
 def serve(
-    app_or_engine: FastAPI | Engine, settings: ServerSettings, host: str, port: int, log_level: str = "info"
+    app_or_engine: FastAPI | Engine,
+    settings: ServerSettings,
+    host: str,
+    port: int,
+    log_level: str = "info",
+    access_log: bool = True,
 ) -> None:
     """Serve ``app_or_engine`` (an app from :func:`create_app`, or an engine to build one for) until
-    interrupted."""
+    interrupted; ``access_log=False`` (vLLM's ``--disable-log-requests``) drops the line per request."""
     if isinstance(app_or_engine, FastAPI):
         app = app_or_engine
     else:
         from poolrag.server.app import create_app
 
         app = create_app(app_or_engine, settings)
-    uvicorn.Server(uvicorn_config(app, settings, log_level, host=host, port=port, lifespan="on")).run()
+    uvicorn.Server(
+        uvicorn_config(app, settings, log_level, host=host, port=port, lifespan="on", access_log=access_log)
+    ).run()

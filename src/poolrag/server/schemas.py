@@ -1,8 +1,10 @@
 """Request and response bodies, shaped like OpenAI's and vLLM's pooling APIs.
 
 The pydantic models are the single source of both validation and ``/openapi.json``, so the
-published schema is exactly what the server accepts. Unknown fields are ignored (clients add
-their own, e.g. Cohere's ``rank_fields``), as OpenAI-compatible servers do.
+published schema is exactly what the server accepts. A field the server does not know is a 400
+naming it, never ignored: a vLLM client sending a field poolrag cannot honour (``padding``,
+``mm_processor_kwargs``, a non-zero ``priority``, ...) must learn that its request was not served
+as written, not get a 200 computed without it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import (
     ValidationError,
     ValidatorFunctionWrapHandler,
     WrapValidator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -119,9 +122,32 @@ InputType = Literal["query", "document"]
 
 
 class RequestBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     model: StrictStr | None = Field(None, description="One of the served model names; optional.")
+
+
+class VllmRequestBody(RequestBody):
+    """The fields vLLM takes on every pooling endpoint, each honoured or refused by its type."""
+
+    user: StrictStr | None = Field(None, description="The caller's end-user id (not used to compute).")
+    truncate_prompt_tokens: TruncatePromptTokens = None
+    truncation_side: Literal["right"] | None = Field(
+        None, description="Truncation keeps the first tokens ('left' is not supported)."
+    )
+    request_id: StrictStr | None = Field(
+        None, min_length=1, max_length=256, description="Returned as the answer's id."
+    )
+    priority: Literal[0] = Field(
+        0, description="Only 0: requests are served in arrival order (no priority scheduling)."
+    )
+    cache_salt: StrictStr | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description="Accepted: poolrag keeps no prefix cache shared between requests, so there is "
+        "nothing to salt.",
+    )
 
 
 # -- errors ------------------------------------------------------------------------------------------
@@ -142,14 +168,31 @@ class Usage(BaseModel):
 
 
 # -- /v1/embeddings ---------------------------------------------------------------------------------
-class EmbeddingRequest(RequestBody):
+EmbedDType = Literal["float32", "float16", "bfloat16"]
+Endianness = Literal["native", "little", "big"]
+
+
+class EmbeddingRequest(VllmRequestBody):
     input: PoolingInput
     encoding_format: Literal["float", "base64"] = Field(
-        "float", description="base64: the little-endian float32 bytes of each vector, as OpenAI sends."
+        "float", description="base64: each vector's bytes in embed_dtype, as OpenAI sends (float32)."
     )
+    embed_dtype: EmbedDType = Field(
+        "float32",
+        description="Precision on the wire: base64 carries 4 (float32) or 2 bytes per value; float lists "
+        "carry the values rounded to it.",
+    )
+    endianness: Endianness = Field("native", description="Byte order of base64 values (native: little).")
     dimensions: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
-    user: StrictStr | None = None
-    truncate_prompt_tokens: TruncatePromptTokens = None
+    normalize: StrictBool | None = Field(
+        None, description="false: the vector as pooled, not L2-normalised (default: the model's)."
+    )
+    use_activation: StrictBool | None = Field(
+        None, description="vLLM's newer name of normalize on embeddings; must agree with it if both given."
+    )
+    add_special_tokens: Literal[True] = Field(
+        True, description="Texts get the tokenizer's special tokens (false is not supported)."
+    )
     input_type: InputType | None = Field(
         None, description="Selects the model's query or document prompt (poolrag extension)."
     )
@@ -171,11 +214,29 @@ class EmbeddingResponse(BaseModel):
 
 
 # -- /score -------------------------------------------------------------------------------------------
-class ScoreRequest(RequestBody):
+#: vLLM's other names of a score request's two sides, read as text_1 / text_2.
+SCORE_SIDE_NAMES = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"))
+
+
+class ScoreRequest(VllmRequestBody):
     text_1: TextOrTexts = Field(description="One query, or as many texts as text_2 (zipped pairs).")
     text_2: TextOrTexts
-    truncate_prompt_tokens: TruncatePromptTokens = None
-    user: StrictStr | None = None
+    use_activation: StrictBool | None = Field(
+        None, description="Cross-encoders: false gives the raw logit instead of its sigmoid."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vllm_side_names(cls, data: Any) -> Any:
+        """vLLM also names the sides queries/documents, queries/items or data_1/data_2."""
+        if not isinstance(data, dict) or "text_1" in data or "text_2" in data:
+            return data
+        for first, second in SCORE_SIDE_NAMES:
+            if first in data and second in data:
+                data = dict(data)
+                data["text_1"], data["text_2"] = data.pop(first), data.pop(second)
+                return data
+        return data
 
 
 class ScoreData(BaseModel):
@@ -195,7 +256,7 @@ class ScoreResponse(BaseModel):
 
 # -- /rerank ------------------------------------------------------------------------------------------
 class RerankDocumentIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     text: Text
 
@@ -206,14 +267,16 @@ RerankDocumentForm = Annotated[
 ]
 
 
-class RerankRequest(RequestBody):
+class RerankRequest(VllmRequestBody):
     query: Text
     documents: list[RerankDocumentForm] = Field(
         description='Texts, or objects {"text": ...} as Jina and Cohere v1 accept.'
     )
     top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
     return_documents: StrictBool = True
-    truncate_prompt_tokens: TruncatePromptTokens = None
+    use_activation: StrictBool | None = Field(
+        None, description="Cross-encoders: false ranks by the raw logit instead of its sigmoid."
+    )
     first_stage_scores: list[FiniteScore] | None = Field(
         None,
         description="poolrag extension: the retriever's score of each document (same order and length); "
@@ -254,11 +317,12 @@ class RerankResponse(BaseModel):
 
 
 # -- /classify ---------------------------------------------------------------------------------------
-class ClassificationRequest(RequestBody):
+class ClassificationRequest(VllmRequestBody):
     input: PoolingInput
-    truncate_prompt_tokens: TruncatePromptTokens = None
     use_activation: StrictBool | None = Field(None, description="false: return raw logits as probs.")
-    user: StrictStr | None = None
+    add_special_tokens: Literal[True] = Field(
+        True, description="Texts get the tokenizer's special tokens (false is not supported)."
+    )
 
 
 class ClassificationData(BaseModel):
@@ -281,7 +345,7 @@ class ClassificationResponse(BaseModel):
 PoolingTaskName = Literal["embed", "classify", "token_embed", "token_classify", "reward", "sparse_embed"]
 
 
-class PoolingRequest(RequestBody):
+class PoolingRequest(VllmRequestBody):
     input: PoolingInput
     task: PoolingTaskName | None = Field(
         None, description="Pooling task; the model's primary task if omitted."
@@ -290,11 +354,15 @@ class PoolingRequest(RequestBody):
     normalize: StrictBool | None = None
     use_activation: StrictBool | None = None
     input_type: InputType | None = None
-    truncate_prompt_tokens: TruncatePromptTokens = None
     max_active_dims: StrictInt | None = Field(
         None, ge=1, description="sparse_embed: keep only this many largest weights per input."
     )
-    user: StrictStr | None = None
+    encoding_format: Literal["float"] = Field(
+        "float", description="Nested lists (base64 is not served here)."
+    )
+    add_special_tokens: Literal[True] = Field(
+        True, description="Texts get the tokenizer's special tokens (false is not supported)."
+    )
 
 
 class SparseEntry(BaseModel):

@@ -67,8 +67,9 @@ def server_state(request: Request) -> ServerState:
     return request.app.state.poolrag
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
+def new_id(prefix: str, request_id: str | None = None) -> str:
+    """The answer's id: the client's ``request_id`` when it sent one (vLLM's field), else a fresh one."""
+    return request_id if request_id is not None else f"{prefix}-{uuid.uuid4().hex}"
 
 
 def now() -> int:

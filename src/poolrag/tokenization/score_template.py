@@ -2,9 +2,11 @@
 
 Decoder rerankers were trained on one exact prompt (a chat turn, "A: ... B: ..."); a pair fed
 to them any other way scores noise. A template is Jinja text with ``query`` and ``document``
-(and, optionally, ``instruction``); the ones for Qwen3-Reranker, bge-reranker-v2-gemma and
-mxbai-rerank-v2 ship with poolrag under their names. Templates are rendered in a sandbox because
-per-call templates may come from HTTP clients.
+(and, optionally, ``instruction``), or a template written for vLLM as it ships: vLLM renders a
+pair as ``messages``, a query turn then a document turn (``role`` "query" / "document",
+``content``), so both spellings are given to every template. The ones for Qwen3-Reranker,
+bge-reranker-v2-gemma and mxbai-rerank-v2 ship with poolrag under their names. Templates are
+rendered in a sandbox because per-call templates may come from HTTP clients.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ from poolrag.tokenization.input_processor import check_text
 logger = logging.getLogger(__name__)
 
 _ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+# vLLM renders its templates as transformers renders chat templates (block tags trimmed, undefined
+# names empty), so a file written for it renders here byte for byte as there.
+_VLLM_ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, autoescape=False)
 _REQUIRED = frozenset({"query", "document"})
+_VLLM_PAIR = "messages"  # vLLM's variable: [{"role": "query", ...}, {"role": "document", ...}]
 
 
 def shipped_score_templates() -> tuple[str, ...]:
@@ -41,12 +47,14 @@ def _compile(source: str):  # type: ignore[no-untyped-def]
         parsed = _ENV.parse(source)
     except TemplateError as exc:
         raise InvalidInputError(f"score template is not valid Jinja: {exc}") from exc
-    missing = _REQUIRED - meta.find_undeclared_variables(parsed)
-    if missing:
+    used = meta.find_undeclared_variables(parsed)
+    missing = _REQUIRED - used
+    if missing and _VLLM_PAIR not in used:
         raise InvalidInputError(
-            f"a score template must use {{{{ query }}}} and {{{{ document }}}}; missing {sorted(missing)}"
+            "a score template must use {{ query }} and {{ document }} (or vLLM's {{ messages }}); "
+            f"missing {sorted(missing)}"
         )
-    return _ENV.from_string(source)
+    return (_VLLM_ENV if _VLLM_PAIR in used else _ENV).from_string(source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +70,18 @@ class ScoreTemplate:
 
     def with_variables(self, **variables: str) -> ScoreTemplate:
         """The same template with extra variables, e.g. ``instruction="Find the law that..."``."""
-        if _REQUIRED & set(variables):
-            raise InvalidInputError("query and document are given per pair, not as template variables")
+        if (_REQUIRED | {_VLLM_PAIR}) & set(variables):
+            raise InvalidInputError(
+                "query, document and messages are given per pair, not as template variables"
+            )
         return replace(self, variables={**self.variables, **variables})
 
     def render(self, query: str, document: str) -> str:
         try:
-            return _compile(self.source).render(**self.variables, query=query, document=document)
+            messages = [{"role": "query", "content": query}, {"role": "document", "content": document}]
+            return _compile(self.source).render(
+                **self.variables, query=query, document=document, messages=messages
+            )
         except TemplateError as exc:
             raise InvalidInputError(f"score template {self.name or ''} failed to render: {exc}") from exc
 
@@ -90,7 +103,7 @@ def load_score_template(value: str | ScoreTemplate) -> ScoreTemplate:
     if "{{" not in value:
         raise InvalidInputError(
             f"unknown score template {value!r}; shipped: {', '.join(shipped_score_templates())}, "
-            "or pass Jinja text using {{ query }} and {{ document }}"
+            "or pass Jinja text using {{ query }} and {{ document }} (or vLLM's {{ messages }})"
         )
     return ScoreTemplate(value)
 

@@ -33,7 +33,7 @@ async def classify(body: ClassificationRequest, request: Request) -> Classificat
         data.append(ClassificationData(index=i, label=label, probs=probs.tolist(), num_classes=len(probs)))
     tokens = sum(out.num_tokens for out in outputs)
     return ClassificationResponse(
-        id=new_id("classify"),
+        id=new_id("classify", body.request_id),
         created=now(),
         model=state.settings.model_name,
         data=data,

@@ -46,7 +46,7 @@ async def pooling(body: PoolingRequest, request: Request) -> PoolingResponse:
     outputs = await state.run_engine(PATH, "encode", len(prompts), prompts, task, params)
     tokens = sum(out.num_tokens for out in outputs)
     return PoolingResponse(
-        id=new_id("pool"),
+        id=new_id("pool", body.request_id),
         created=now(),
         model=state.settings.model_name,
         data=[PoolingData(index=i, data=_wire(out.outputs.data)) for i, out in enumerate(outputs)],

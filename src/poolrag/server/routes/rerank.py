@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from poolrag.params import PoolingParams
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, descending_order, fuse_second_stage
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count, is_blank
+from poolrag.server.inputs import check_count, is_blank, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import (
@@ -43,7 +42,7 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
     if blank is not None:
         raise APIError(400, f"documents[{blank}] is empty", param="documents", code="empty_input")
     mode = _second_stage(body, len(texts))
-    params = PoolingParams(truncate_prompt_tokens=body.truncate_prompt_tokens)
+    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation)
     outputs = await state.run_engine(request.url.path, "score", len(texts), body.query, texts, params)
     rerank_scores = [out.outputs.score for out in outputs]
     if mode is SecondStage.REPLACE:
@@ -64,7 +63,7 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
         for i in order
     ]
     return RerankResponse(
-        id=new_id("rerank"),
+        id=new_id("rerank", body.request_id),
         model=state.settings.model_name,
         usage=RerankUsage(total_tokens=sum(out.num_tokens for out in outputs)),
         results=results,

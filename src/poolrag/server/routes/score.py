@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from poolrag.params import PoolingParams
-from poolrag.server.inputs import check_count
+from poolrag.server.inputs import check_count, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
@@ -21,12 +20,12 @@ async def _score(body: ScoreRequest, request: Request) -> ScoreResponse:
     seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
     check_count(state.settings, len(firsts), "text_1")
     check_count(state.settings, len(seconds), "text_2")
-    params = PoolingParams(truncate_prompt_tokens=body.truncate_prompt_tokens)
+    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation)
     path = request.url.path
     outputs = await state.run_engine(path, "score", len(seconds), firsts, seconds, params)
     tokens = sum(out.num_tokens for out in outputs)
     return ScoreResponse(
-        id=new_id("score"),
+        id=new_id("score", body.request_id),
         created=now(),
         model=state.settings.model_name,
         data=[ScoreData(index=i, score=out.outputs.score) for i, out in enumerate(outputs)],

@@ -1,0 +1,47 @@
+"""``LLM(...)`` takes vLLM's engine keywords: each mapped to poolrag's, or accepted with one warning.
+
+Issue 30, item 3: "``LLM()`` accepts and ignores the same knobs" (``--gpu-memory-utilization``,
+``--enforce-eager``, ``--max-num-seqs``, ...) in silence.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from poolrag import LLM
+from poolrag.errors import InvalidInputError
+
+
+def test_max_num_seqs_sets_the_batchers_sequences_per_pass(minilm_path: Path) -> None:
+    llm = LLM(str(minilm_path), max_num_seqs=3, enforce_eager=True)
+    batcher = llm.engine.pipeline.executor.batcher
+    assert batcher.max_batch_size == 3
+    assert all(len(batch) <= 3 for batch in batcher.plan([5, 6, 7, 8, 9, 10, 11]))
+    assert llm.engine.compile_report is None  # enforce_eager: nothing compiled
+    assert len(llm.embed(["a", "b", "c", "d", "e"])) == 5
+
+
+def test_knobs_without_effect_get_one_warning_naming_them(
+    minilm_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="poolrag.llm"):
+        LLM(str(minilm_path), gpu_memory_utilization=0.5, swap_space=4, enable_prefix_caching=True, seed=0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert all(
+        name in warnings[0] for name in ("gpu_memory_utilization", "swap_space", "enable_prefix_caching")
+    )
+    assert "no effect" in warnings[0]
+
+
+def test_mapped_knobs_warn_nothing_and_contradictions_are_refused(
+    minilm_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="poolrag.llm"):
+        LLM(str(minilm_path), max_num_seqs=8, max_num_batched_tokens=1024, tensor_parallel_size=1)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    with pytest.raises(InvalidInputError, match="enforce_eager"):
+        LLM(str(minilm_path), enforce_eager=True, compile="background")

@@ -1,0 +1,72 @@
+"""``poolrag.LLM`` returns vLLM's output types; ``Engine`` keeps numpy.
+
+Issue 30, item 1: "``outputs.embedding`` and ``outputs.probs`` are numpy arrays where vLLM returns
+``list[float]``; ``outputs.data`` is numpy where vLLM returns a ``torch.Tensor``; no ``finished``.
+``json.dumps(output.outputs.embedding)`` raises, ``data.cpu()`` raises, and ``embedding + [0.0]``
+silently adds element-wise instead of concatenating."
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import SENTENCES
+
+from poolrag import LLM, Engine
+from poolrag.vllm_outputs import PoolingRequestOutput
+
+
+@pytest.fixture(scope="module")
+def llm(minilm_path: Path) -> LLM:
+    return LLM(str(minilm_path), runner="pooling")
+
+
+def test_embed_gives_a_list_of_floats_as_vllm_does(llm: LLM, minilm_engine: Engine) -> None:
+    (out,) = llm.embed(SENTENCES[0])
+    embedding = out.outputs.embedding
+    assert type(embedding) is list and all(type(x) is float for x in embedding)
+    assert out.finished is True and isinstance(out, PoolingRequestOutput)
+    assert json.loads(json.dumps(embedding)) == embedding
+    assert embedding + [0.0] == [*embedding, 0.0]  # noqa: RUF005  (vLLM code concatenates; numpy would add)
+    assert out.outputs.hidden_size == 384
+    # the Engine keeps its numpy fast path, with the same numbers
+    engine_out = minilm_engine.embed(SENTENCES[0])[0]
+    assert isinstance(engine_out.outputs.embedding, np.ndarray)
+    np.testing.assert_allclose(embedding, engine_out.outputs.embedding, rtol=0, atol=1e-6)
+    assert isinstance(minilm_engine.embed_array(SENTENCES[:2]), np.ndarray)
+
+
+def test_encode_gives_a_tensor_as_vllm_does(llm: LLM, minilm_engine: Engine) -> None:
+    (out,) = llm.encode(SENTENCES[1], pooling_task="token_embed")
+    data = out.outputs.data
+    assert isinstance(data, torch.Tensor) and data.dtype == torch.float32
+    assert tuple(data.cpu().shape) == (len(out.prompt_token_ids), 384)
+    expected = minilm_engine.encode(SENTENCES[1], "token_embed")[0].outputs.data
+    torch.testing.assert_close(data, torch.from_numpy(expected), rtol=0, atol=1e-6)
+    data.mul_(0)  # the tensor is the caller's own: writing to it changes nothing in the engine
+    again = llm.encode(SENTENCES[1], pooling_task="token_embed")[0].outputs.data
+    assert float(again.abs().sum()) > 0
+
+
+def test_score_and_request_fields(llm: LLM) -> None:
+    scores = llm.score("What is pooling?", SENTENCES[:2])
+    assert all(type(s.outputs.score) is float and s.finished for s in scores)
+    (out,) = llm.embed(SENTENCES[2])
+    assert out.prompt_token_ids and out.num_tokens == len(out.prompt_token_ids)
+
+
+def test_classify_and_reward_as_vllm_types(tiny_model: Callable[..., Path]) -> None:
+    classifier = LLM(str(tiny_model("bert", head="sequence", num_labels=3)))
+    (out,) = classifier.classify(SENTENCES[0])
+    probs = out.outputs.probs
+    assert type(probs) is list and len(probs) == out.outputs.num_classes == 3
+    assert sum(probs) == pytest.approx(1.0, abs=1e-5) and out.finished
+    tagger = LLM(str(tiny_model("bert", head="token", num_labels=2)), convert="reward")
+    (reward,) = tagger.reward(SENTENCES[0])
+    assert isinstance(reward.outputs.data, torch.Tensor)
+    assert tuple(reward.outputs.data.shape) == (len(reward.prompt_token_ids), 2)

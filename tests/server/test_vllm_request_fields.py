@@ -1,0 +1,206 @@
+"""Every vLLM request field of the pooling endpoints is honoured, or refused with a 400 naming it.
+
+Issue 30, item 4: "``"normalize": false`` on ``/v1/embeddings`` returns a unit vector with 200
+(``extra="ignore"``); ``embed_dtype`` and other vLLM request fields likewise."
+"""
+
+from __future__ import annotations
+
+import base64
+import string
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from poolrag import PoolingParams
+
+from .conftest import Served
+
+TEXTS = ["The cat sat on the mat.", "Paris is the capital of France."]
+QUERY = "Where does the cat sit?"
+
+# The request fields vLLM documents for its pooling endpoints (common, completion-style input,
+# encoding, embed, classify and score parameters, and the chat-style input form), each with a value
+# a vLLM client may send that is not the default.
+VLLM_FIELDS: dict[str, object] = {
+    "user": "user-1",
+    "truncate_prompt_tokens": 8,
+    "padding": "max_length",
+    "truncation_side": "left",
+    "request_id": "req-42",
+    "priority": 1,
+    "mm_processor_kwargs": {"num_crops": 4},
+    "cache_salt": "salt-0123456789",
+    "add_special_tokens": False,
+    "encoding_format": "base64",
+    "embed_dtype": "float16",
+    "endianness": "big",
+    "dimensions": 384,
+    "normalize": False,
+    "use_activation": False,
+    "messages": [{"role": "user", "content": "hi"}],
+    "add_generation_prompt": True,
+    "continue_final_message": True,
+    "chat_template": "{{ messages }}",
+    "chat_template_kwargs": {"a": 1},
+    "media_io_kwargs": {"image": {}},
+}
+BODIES = {
+    "/v1/embeddings": {"input": TEXTS},
+    "/pooling": {"input": TEXTS, "task": "embed"},
+    "/score": {"text_1": QUERY, "text_2": TEXTS},
+    "/rerank": {"query": QUERY, "documents": TEXTS},
+    "/classify": {"input": TEXTS},
+}
+# the server each endpoint is asked on: one whose model runs it
+SERVERS = {path: "classifier_server" if path == "/classify" else "minilm_server" for path in BODIES}
+
+
+@pytest.fixture(scope="module")
+def published(minilm_server: Served, http: httpx.Client) -> dict[str, set[str]]:
+    """The fields each endpoint's published request schema declares."""
+    spec = http.get(f"{minilm_server.url}/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    fields = {}
+    for path in BODIES:
+        ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        fields[path] = set(schemas[ref.rsplit("/", 1)[1]]["properties"])
+    return fields
+
+
+@pytest.mark.parametrize("path", sorted(BODIES))
+@pytest.mark.parametrize("field", sorted(VLLM_FIELDS))
+def test_each_vllm_field_is_honoured_or_refused_by_name(
+    request: pytest.FixtureRequest, http: httpx.Client, published: dict[str, set[str]], path: str, field: str
+) -> None:
+    """A 200 only for a field the endpoint's schema declares (and so applies); else a 400 naming it."""
+    server: Served = request.getfixturevalue(SERVERS[path])
+    response = http.post(f"{server.url}{path}", json={**BODIES[path], field: VLLM_FIELDS[field]})
+    if response.status_code == 200:
+        assert field in published[path], f"{path} answered 200 to {field} it does not declare"
+    else:
+        assert response.status_code == 400, response.text
+        assert field in response.json()["error"]["message"], response.text
+
+
+field_names = st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=24)
+
+
+def test_any_undeclared_field_is_a_400_naming_it(
+    minilm_server: Served, http: httpx.Client, published: dict[str, set[str]]
+) -> None:
+    @given(path=st.sampled_from(sorted(set(BODIES) - {"/classify"})), name=field_names)
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def refused(path: str, name: str) -> None:
+        if name in published[path] or name in BODIES[path]:
+            return
+        response = http.post(f"{minilm_server.url}{path}", json={**BODIES[path], name: 1})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["param"] == name and name in error["message"]
+
+    refused()
+
+
+def _client(server: Served) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+
+def test_normalize_false_returns_the_unnormalised_vector(minilm_server: Served) -> None:
+    response = _client(minilm_server).embeddings.create(
+        model=minilm_server.model, input=TEXTS, encoding_format="float", extra_body={"normalize": False}
+    )
+    got = np.array([item.embedding for item in response.data], dtype=np.float32)
+    raw = minilm_server.engine.embed_array(TEXTS, PoolingParams(normalize=False))
+    np.testing.assert_allclose(got, raw, rtol=0, atol=1e-5)
+    assert np.all(np.abs(np.linalg.norm(got, axis=1) - 1.0) > 1e-2)  # not unit vectors
+    # vLLM's newer name for the same switch on embeddings
+    newer = _client(minilm_server).embeddings.create(
+        model=minilm_server.model, input=TEXTS, encoding_format="float", extra_body={"use_activation": False}
+    )
+    np.testing.assert_allclose([item.embedding for item in newer.data], raw, rtol=0, atol=1e-5)
+
+
+def test_normalize_and_use_activation_must_agree(minilm_server: Served, http: httpx.Client) -> None:
+    body = {"input": TEXTS, "normalize": True, "use_activation": False}
+    response = http.post(f"{minilm_server.url}/v1/embeddings", json=body)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "use_activation"
+
+
+@pytest.mark.parametrize(
+    ("embed_dtype", "endianness", "wire", "tolerance"),
+    [
+        ("float32", "little", "<f4", 0.0),
+        ("float32", "big", ">f4", 0.0),
+        ("float16", "native", "<f2", 1e-3),
+        ("float16", "big", ">f2", 1e-3),
+        ("bfloat16", "little", "<u2", 8e-3),
+    ],
+)
+def test_embed_dtype_and_endianness_on_the_wire(
+    minilm_server: Served, http: httpx.Client, embed_dtype: str, endianness: str, wire: str, tolerance: float
+) -> None:
+    body = {"input": TEXTS, "encoding_format": "base64", "embed_dtype": embed_dtype, "endianness": endianness}
+    response = http.post(f"{minilm_server.url}/v1/embeddings", json=body)
+    assert response.status_code == 200, response.text
+    expected = minilm_server.engine.embed_array(TEXTS)
+    floats = http.post(
+        f"{minilm_server.url}/v1/embeddings", json={"input": TEXTS, "embed_dtype": embed_dtype}
+    ).json()
+    for i, item in enumerate(response.json()["data"]):
+        raw = np.frombuffer(base64.b64decode(item["embedding"]), dtype=wire)
+        assert raw.shape == (384,)  # 2 bytes a value for the 16-bit types
+        values = (raw.astype(np.uint32) << 16).view(np.float32) if embed_dtype == "bfloat16" else raw
+        np.testing.assert_allclose(values.astype(np.float32), expected[i], rtol=0, atol=tolerance)
+        # the float form carries the same rounded values
+        np.testing.assert_array_equal(np.asarray(floats["data"][i]["embedding"], np.float32), values)
+
+
+def test_request_id_names_the_answer(request: pytest.FixtureRequest, http: httpx.Client) -> None:
+    for path, body in BODIES.items():
+        server: Served = request.getfixturevalue(SERVERS[path])
+        answer = http.post(f"{server.url}{path}", json={**body, "request_id": "trace-7"})
+        assert answer.status_code == 200 and answer.json()["id"] == "trace-7", answer.text
+
+
+def test_priority_zero_is_served_and_scheduling_by_priority_refused(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    url = f"{minilm_server.url}/v1/embeddings"
+    assert http.post(url, json={"input": TEXTS, "priority": 0}).status_code == 200
+    refused = http.post(url, json={"input": TEXTS, "priority": -1})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "priority"
+
+
+def test_score_use_activation_gives_the_cross_encoders_logits(
+    cross_encoder_server: Served, minilm_server: Served, http: httpx.Client
+) -> None:
+    body = {"text_1": QUERY, "text_2": TEXTS, "use_activation": False}
+    response = http.post(f"{cross_encoder_server.url}/score", json=body)
+    assert response.status_code == 200, response.text
+    logits = cross_encoder_server.engine.score_array(QUERY, TEXTS, PoolingParams(use_activation=False))
+    np.testing.assert_allclose([d["score"] for d in response.json()["data"]], logits, rtol=1e-5, atol=1e-5)
+    assert np.any((logits < 0) | (logits > 1))  # not probabilities
+    ranked = http.post(
+        f"{cross_encoder_server.url}/rerank",
+        json={"query": QUERY, "documents": TEXTS, "use_activation": False},
+    ).json()["results"]
+    assert sorted(r["relevance_score"] for r in ranked) == pytest.approx(sorted(logits), abs=1e-5)
+    # a cosine score has no activation to turn off: refused, not ignored
+    cosine = http.post(f"{minilm_server.url}/score", json=body)
+    assert cosine.status_code == 400 and cosine.json()["error"]["param"] == "use_activation"
+
+
+@pytest.mark.parametrize(("first", "second"), [("queries", "documents"), ("data_1", "data_2")])
+def test_vllms_other_names_of_the_score_sides(
+    minilm_server: Served, http: httpx.Client, first: str, second: str
+) -> None:
+    url = f"{minilm_server.url}/score"
+    named = http.post(url, json={first: QUERY, second: TEXTS})
+    assert named.status_code == 200, named.text
+    plain = http.post(url, json={"text_1": QUERY, "text_2": TEXTS}).json()
+    assert [d["score"] for d in named.json()["data"]] == [d["score"] for d in plain["data"]]
