@@ -109,6 +109,9 @@ def test_classify_and_reward_on_encoders(tiny_model: Callable[..., Path]) -> Non
     np.testing.assert_allclose(
         [p.outputs.probs for p in probs], [p.outputs.probs for p in engine.classify(SENTENCES[:2])], atol=1e-6
     )
+    # vLLM's table: convert="classify" adds the head on every token (tests/loading has the parity)
+    rows = classifier.encode(SENTENCES[:1], pooling_task="token_classify")[0]
+    assert np.asarray(rows.outputs.data).shape == (len(rows.prompt_token_ids), 3)
     # vLLM's LLM.reward on a token classifier: one row per token, the token_classify rows
     tagger = LLM(str(tiny_model("bert", head="token", num_labels=2)), convert="reward")
     rewards = tagger.reward(SENTENCES[:2])

@@ -142,3 +142,14 @@ def test_unknown_compile_mode_is_refused(tiny_model: Callable[..., Path]) -> Non
 
     with pytest.raises(InvalidInputError, match="compile"):
         Engine(tiny_model("bert"), compile="eager-please")
+
+
+def test_a_converted_classifier_stays_eager_and_says_why(tiny_model: Callable[..., Path]) -> None:
+    """token_classify with convert='classify' reads hidden states the compiled graph never returns."""
+    folder = tiny_model("bert", head="sequence", num_labels=3)
+    engine = Engine(folder, convert="classify", compile="background")
+    report = engine.wait_for_compile(WAIT_S)
+    assert report is not None and report.state == "eager"
+    assert "token_classify" in report.reason
+    assert not engine.pipeline.executor.runner.compiled
+    assert len(engine.token_classify(["a b c"])[0].outputs.data) == len(engine.tokenize("a b c"))

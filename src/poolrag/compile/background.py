@@ -96,6 +96,8 @@ def _plan(runner: ModelRunner) -> _Plan | str:
     """What to compile for this runner's model, or why nothing is."""
     if runner.device.type != "cpu":
         return f"compile is built for CPU inference; this model runs on {runner.device.type}"
+    if runner.token_states:
+        return "token_classify reads hidden states that the compiled classifier does not return"
     model = runner.model
     from poolrag.models.bert import BertFamilyModel
 

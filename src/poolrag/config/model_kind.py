@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.config.registry import KINDS, VLLM_SPARSE_NAMES, ModelKind, Role, reward_alias_tasks
+from poolrag.config.registry import (
+    KINDS,
+    TOKEN_CLASSIFY_HEADS,
+    VLLM_SPARSE_NAMES,
+    ModelKind,
+    Role,
+    reward_alias_tasks,
+)
 from poolrag.errors import ModelLoadError
 
 __all__ = ["ModelKind", "detect_model_kind", "supported_tasks", "task_aliases"]
@@ -30,6 +37,23 @@ def _reads_last_token(spec: ModelSpec) -> bool:
     if "AutoModelForSequenceClassification" in _remote_auto_classes(spec):
         return False
     return spec.is_decoder
+
+
+def _check_token_classify_head(spec: ModelSpec) -> None:
+    """``convert='classify'`` adds ``token_classify`` to an encoder classifier: its head on every
+    token. Only families whose head poolrag knows how to apply per token qualify; a classifier
+    that keeps its own forward (remote code, bidirectional Llama) has no head to apply."""
+    model_type = getattr(spec.hf_config, "model_type", "")
+    if getattr(spec.hf_config, "auto_map", None):
+        why = "its folder's own code computes the scores"
+    elif model_type not in TOKEN_CLASSIFY_HEADS:
+        why = f"no per-token head for model_type {model_type!r}"
+    else:
+        return
+    raise ModelLoadError(
+        f"convert='classify' adds token_classify (the classifier head on every token), but {why}; "
+        f"supported: {', '.join(TOKEN_CLASSIFY_HEADS)}; load {spec.architecture} without convert"
+    )
 
 
 def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> ModelKind:
@@ -73,7 +97,11 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
             raise ModelLoadError(f"convert='reward' needs a *ForCausalLM checkpoint, not {arch}")
         return ModelKind.STEP_REWARD
     if role in (Role.SEQUENCE_HEAD, Role.REWARD_HEAD):
-        return ModelKind.DECODER_CLASSIFIER if _reads_last_token(spec) else ModelKind.SEQUENCE_CLASSIFIER
+        if _reads_last_token(spec):
+            return ModelKind.DECODER_CLASSIFIER
+        if convert == "classify":
+            _check_token_classify_head(spec)
+        return ModelKind.SEQUENCE_CLASSIFIER
     if role is Role.PROCESS_REWARD_HEAD and spec.is_decoder:
         return ModelKind.STEP_REWARD
     if role in (Role.TOKEN_HEAD, Role.PROCESS_REWARD_HEAD):

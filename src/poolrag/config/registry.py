@@ -83,6 +83,7 @@ KINDS: dict[ModelKind, KindInfo] = {
         "the model's own head",
         native=True,
         one_label_tasks=("score", "reward"),
+        classify_tasks=("token_classify",),  # encoder families of TOKEN_CLASSIFY_MODEL_TYPES only
     ),
     # reward is vLLM's LLM.reward: every token's row, or only the step tags' with STEP pooling
     ModelKind.TOKEN_CLASSIFIER: KindInfo(
@@ -303,6 +304,19 @@ def lookup_architecture(
     )
 
 
+# Issue 30, item 6: with ``convert='classify'`` an encoder ``*ForSequenceClassification`` also
+# answers ``token_classify``, as vLLM's table has it: the layers transformers applies after what it
+# calls the pooled output, run on every token's last hidden state (vLLM's split of pooler and
+# classifier). model_type -> those layers, for the docs; ``loading.token_classify_heads`` builds them.
+TOKEN_CLASSIFY_HEADS: dict[str, str] = {
+    "bert": "`classifier` (the `pooler` is the [CLS] pooling step, as in vLLM)",
+    "distilbert": "`pre_classifier`, ReLU, `classifier`",
+    "modernbert": "`classifier` (`head` belongs to the pooling step, as in vLLM)",
+    "mpnet": "`classifier`: dense, tanh, `out_proj`",
+    "roberta": "`classifier`: dense, tanh, `out_proj`",
+    "xlm-roberta": "`classifier`: dense, tanh, `out_proj`",
+}
+
 # model_type values that are decoders even when the config does not say is_decoder (their bare
 # *Model backbones pool LAST by default).
 #: model types poolrag's own packed encoder implements (models/bert.py); the docs name them
@@ -430,6 +444,8 @@ ENTRIES: tuple[Entry, ...] = (
         "config's `pooling`, then `score`)",
         (
             f"tiny random {_TINY_ENCODERS} `*ForSequenceClassification` vs transformers",
+            f"the same {_TINY_ENCODERS} with `convert='classify'`: `token_classify` vs their head "
+            "layers on transformers' last hidden states",
             "tiny remote-code bidirectional Llama reranker vs its own forward",
             "the same reranker without remote code (`model_type` llama or llama_bidirec) vs the remote code",
             "ms-marco-MiniLM-L-12-v2 vs sentence-transformers CrossEncoder",

@@ -29,6 +29,7 @@ from poolrag.loading.model_loader import load_projection, load_transformer
 from poolrag.loading.native_loader import ModelImpl, try_load_native
 from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.loading.sparse_heads import load_lexical_heads, load_masked_lm
+from poolrag.loading.token_classify_heads import token_classify_head
 from poolrag.params import MULTI_VECTOR_TASK
 from poolrag.pooling.decoder_poolers import LastTokenScorePooler, StepRewardPooler, TokenScorePooler
 from poolrag.pooling.heads import (
@@ -215,7 +216,16 @@ def build_pipeline(
         if kind is ModelKind.EMBEDDING and pooler.pooling_type == "CLS"
         else frozenset()
     )
-    runner = ModelRunner(model, runner_kind, pad_id, input_device(model, device), first_row_tasks=first_rows)
+    # convert='classify' on an encoder classifier: token_classify is its own head on every token
+    token_states = kind is ModelKind.SEQUENCE_CLASSIFIER and spec.convert == "classify"
+    runner = ModelRunner(
+        model,
+        runner_kind,
+        pad_id,
+        input_device(model, device),
+        first_row_tasks=first_rows,
+        token_states=token_states,
+    )
     lm_rows = _lm_head_rows(spec, kind, decoder, tokenizer)
     if kind is ModelKind.DECODER_CLASSIFIER and decoder is not None:
         _match_labels_to_head(spec, decoder.score)
@@ -242,6 +252,7 @@ def build_pipeline(
         mlm_head=mlm_head,
         dtype=dtype,
         device=device,
+        token_head=token_classify_head(model) if token_states else None,
     )
     heads = _POOLER_BUILDERS[kind](context)
     sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
@@ -287,6 +298,7 @@ class _HeadContext:
     mlm_head: nn.Module | None  # SPLADE's masked-LM head
     dtype: torch.dtype
     device: torch.device
+    token_head: nn.Module | None = None  # an encoder classifier's head per token (convert='classify')
 
     @property
     def vector_dim(self) -> int:
@@ -321,7 +333,10 @@ def _colbert_heads(ctx: _HeadContext) -> _TaskHeads:
 def _sequence_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
     classify = SequenceClassificationPooler(ClassifierHead(ctx.activation))
     reward = SequenceClassificationPooler(ClassifierHead("identity"))
-    return _TaskHeads({"classify": classify, "score": classify, "reward": reward})
+    poolers: dict[str, TaskPooler] = {"classify": classify, "score": classify, "reward": reward}
+    if ctx.token_head is not None:
+        poolers["token_classify"] = TokenScorePooler(ctx.token_head, TokenClassifierHead(ctx.activation))
+    return _TaskHeads(poolers)
 
 
 def _token_classifier_heads(ctx: _HeadContext) -> _TaskHeads:

@@ -54,6 +54,8 @@ def unsupported_reason(spec: ModelSpec, kind: ModelKind, placement: Placement) -
         return f"no native implementation of {model_type!r} (native: {', '.join(MODEL_TYPES)})"
     if kind not in _KINDS:
         return f"{kind.value} models run through transformers"
+    if kind is ModelKind.SEQUENCE_CLASSIFIER and spec.convert == "classify":
+        return "token_classify (convert='classify') reads every token; the native classifier reads [CLS]"
     if getattr(cfg, "auto_map", None):
         return "the folder ships its own modelling code"
     if placement.places_itself:

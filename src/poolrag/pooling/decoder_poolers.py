@@ -41,8 +41,9 @@ class LastTokenScorePooler:
 
 class TokenScorePooler:
     """Every token row → ``score`` module → per-token head: a decoder classifier's
-    ``token_classify`` (as vLLM's classify models do) and its per-token rewards (``ALL`` pooling).
-    The head runs here anyway, so no second model is loaded."""
+    ``token_classify`` (as vLLM's classify models do) and its per-token rewards (``ALL`` pooling),
+    and an encoder classifier's ``token_classify`` with ``convert='classify'`` (its own head
+    layers, see ``loading.token_classify_heads``). The head runs here, so no second model is loaded."""
 
     def __init__(self, score: nn.Module, head: TokenClassifierHead) -> None:
         self.score = score

@@ -30,7 +30,8 @@ class PackedStates:
 
 @dataclass(slots=True)
 class ForwardOutput:
-    """Either per-token rows (hidden states or token logits) or one row per sequence (logits)."""
+    """Per-token rows (hidden states or token logits), one row per sequence (logits), or both (a
+    sequence classifier that also serves ``token_classify``)."""
 
     tokens: PackedStates | None = None
     sequences: torch.Tensor | None = None  # [B, num_labels]
@@ -40,14 +41,15 @@ class ForwardOutput:
         """Join the outputs of consecutive sub-batches (a batch split after running out of memory)."""
         if len(parts) == 1:
             return parts[0]
-        if parts[0].sequences is not None:
-            return ForwardOutput(sequences=torch.cat([p.sequences for p in parts]))  # type: ignore[misc]
-        tokens = [p.tokens for p in parts]
-        assert all(t is not None for t in tokens)
+        sequences = [p.sequences for p in parts if p.sequences is not None]
+        tokens = [p.tokens for p in parts if p.tokens is not None]
         return ForwardOutput(
+            sequences=torch.cat(sequences) if sequences else None,
             tokens=PackedStates(
-                states=torch.cat([t.states for t in tokens]),  # type: ignore[union-attr]
-                lengths=torch.cat([t.lengths for t in tokens]),  # type: ignore[union-attr]
-                token_ids=torch.cat([t.token_ids for t in tokens]),  # type: ignore[union-attr]
+                states=torch.cat([t.states for t in tokens]),
+                lengths=torch.cat([t.lengths for t in tokens]),
+                token_ids=torch.cat([t.token_ids for t in tokens]),
             )
+            if tokens
+            else None,
         )

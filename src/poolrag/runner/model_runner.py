@@ -60,6 +60,8 @@ class ModelRunner:
         first_row_tasks: tasks whose pooler reads only each sequence's first row (CLS pooling).
             A packed batch of only these tasks on a native model skips the last layer's work for
             every other row and comes back as one-row sequences (exact: the math per row is unchanged).
+        token_states: a sequence classifier also returns its backbone's last hidden state per
+            token (``token_classify`` with ``convert='classify'``), caught on the way past.
     """
 
     def __init__(
@@ -71,8 +73,10 @@ class ModelRunner:
         packing: bool | None = None,
         pack_weights: bool = True,
         first_row_tasks: frozenset[str] = frozenset(),
+        token_states: bool = False,
     ) -> None:
         self.model = model
+        self.token_states = token_states and kind is ModelKind.SEQUENCE_CLASSIFIER
         self._native = bool(getattr(model, "native", False))
         self.first_row_tasks = first_row_tasks
         # packed at the start of serving (see ``prepare_for_serving``), so a fast mode can still
@@ -198,6 +202,9 @@ class ModelRunner:
     @torch.inference_mode()
     def _run(self, inputs: BatchInputs) -> ForwardOutput:
         inputs = inputs.to(self.device)
+        if self.token_states:
+            output, states = self._classify_keeping_states(inputs)
+            return ForwardOutput(sequences=output.logits, tokens=self._rows(inputs, states))
         with self._batch_lock:  # a compiled forward is swapped in between batches, never during one
             output = self._compiled(inputs) if self._compiled is not None else None
             if output is None:
@@ -213,13 +220,30 @@ class ModelRunner:
             first_ids = ids[0].index_select(0, cu[:-1].to(torch.int64))
             ones = torch.ones_like(inputs.lengths)
             return ForwardOutput(tokens=PackedStates(states=states, lengths=ones, token_ids=first_ids))
+        return ForwardOutput(tokens=self._rows(inputs, states))
+
+    @staticmethod
+    def _rows(inputs: BatchInputs, states: torch.Tensor) -> PackedStates:
+        ids = inputs.kwargs["input_ids"]
+        assert isinstance(ids, torch.Tensor)
         if inputs.packed:
             rows, row_ids = states[0], ids[0]
         else:
             keep = inputs.keep
             assert keep is not None
             rows, row_ids = states[keep], ids[keep]
-        return ForwardOutput(tokens=PackedStates(states=rows, lengths=inputs.lengths, token_ids=row_ids))
+        return PackedStates(states=rows, lengths=inputs.lengths, token_ids=row_ids)
+
+    def _classify_keeping_states(self, inputs: BatchInputs) -> tuple[Any, torch.Tensor]:
+        """The classifier's output and its backbone's last hidden state, from one eager forward."""
+        caught: list[torch.Tensor] = []
+        backbone = self.model.base_model
+        handle = backbone.register_forward_hook(lambda _module, _args, out: caught.append(out[0]))
+        try:
+            output = self._eager(inputs)
+        finally:
+            handle.remove()
+        return output, caught[-1]
 
     def _eager(self, inputs: BatchInputs) -> Any:
         if inputs.packed:
