@@ -10,7 +10,12 @@ import sys
 from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
-from poolrag.server.settings import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_INPUTS, DEFAULT_MAX_QUEUE
+from poolrag.server.settings import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_INPUTS,
+    DEFAULT_MAX_QUEUE,
+    default_served_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +61,8 @@ def register(subparsers: Any) -> None:
         "--served-model-name",
         nargs="+",
         metavar="NAME",
-        help="name(s) clients pass as 'model'; the first is reported (default: MODEL)",
+        help="name(s) clients pass as 'model'; the first is reported (default: MODEL, or a local "
+        "folder's last path component)",
     )
     net.add_argument(
         "--max-queue",
@@ -203,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         settings = ServerSettings(
-            served_model_names=tuple(args.served_model_name or [args.model]),
+            served_model_names=tuple(args.served_model_name or [default_served_name(args.model)]),
             api_key=args.api_key or None,
             max_queue=args.max_queue,
             max_inputs=args.max_inputs,
