@@ -147,7 +147,17 @@ def test_a_forged_weights_file_is_one_line_naming_it(forged_model: Path, tmp_pat
 def test_serve_reports_a_forged_weights_file_with_exit_2(forged_model: Path, tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
     out = subprocess.run(
-        [sys.executable, "-m", "poolrag.cli", "serve", str(forged_model), "--log-level", "error"],
+        [
+            sys.executable,
+            "-m",
+            "poolrag.cli",
+            "serve",
+            str(forged_model),
+            "--port",
+            "0",
+            "--log-level",
+            "error",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

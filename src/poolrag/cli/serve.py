@@ -205,8 +205,14 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING_EXTRA
     from poolrag import Engine, PoolragError
     from poolrag.server import ServerSettings
-    from poolrag.server.run import serve
+    from poolrag.server.run import check_port_free, serve
 
+    if args.ray is None:
+        try:
+            check_port_free(args.host, args.port)
+        except OSError as exc:
+            print(f"poolrag serve: {exc.strerror}", file=sys.stderr)
+            return 2
     try:
         settings = ServerSettings(
             served_model_names=tuple(args.served_model_name or [default_served_name(args.model)]),
