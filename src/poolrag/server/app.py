@@ -49,7 +49,8 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
     Middleware order, outermost first: metrics (sees every answer), ``Host`` check, API key
     (before any body is read), body size/time limit and byte budget, the heap trimmed after a
     large body (:mod:`poolrag.server.heap_trim`), the model's identity on each answer past those
-    (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST routes parse and validate off the event loop (:mod:`poolrag.server.routing`).
+    (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST routes parse and
+    validate off the event loop (:mod:`poolrag.server.routing`).
     """
     server_metrics = ServerMetrics(settings.max_queue, engine)
     calls = EngineCalls(engine, settings.engine_threads)
