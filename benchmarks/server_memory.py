@@ -1,15 +1,20 @@
-"""Server memory and event-loop responsiveness under hostile 16 MB requests (issue 13).
+"""Server memory and event-loop responsiveness under hostile 16 MB requests (issues 13 and 27).
 
-Starts ``poolrag serve`` (all-MiniLM-L6-v2) in a subprocess on 127.0.0.1, then sends one and then
-eight concurrent requests whose body is a single 16 MB list of token ids with
-``truncate_prompt_tokens: -1`` (the server's largest accepted body). Meanwhile it samples the
-server's resident memory (VmRSS, every 20 ms) and probes ``GET /health`` every 100 ms.
+Starts ``poolrag serve`` (all-MiniLM-L6-v2) in a subprocess on 127.0.0.1 and sends, one phase
+after the other, bodies near the server's 16 MiB limit, all with ``truncate_prompt_tokens: -1``:
 
-Prints, per phase: the peak RSS, the RSS before it, the slowest ``/health`` answer and the status
-codes the hostile requests got. ``--rss-cap-gb`` kills the server if it grows past the cap, so a
-"before" run on an unbounded server cannot take the shared machine down (reported as "> cap").
+* ``text``: one text of 3,145,728 words (``"word " * 3145728``, 15.7 MB), then ``--concurrent``
+  of them at once;
+* ``rerank``: a ``/rerank`` of 2,048 documents of 1,600 words (16.4 MB);
+* ``ids``: one list of ``--ids`` token ids.
 
-    python benchmarks/server_memory.py [--ids 8000000] [--concurrent 8] [--rss-cap-gb 8]
+Meanwhile it samples the server's resident memory (VmRSS, every 20 ms) and probes ``GET /health``
+every 100 ms. Prints, per phase: the peak RSS, the RSS before and after, the slowest ``/health``
+answer and the status codes. Then it waits ``--idle-s`` seconds and prints the idle RSS against
+the post-load idle RSS (after start-up and one small request). ``--rss-cap-gb`` kills the server
+if it grows past the cap, so a run on an unbounded server cannot take the machine down.
+
+    python benchmarks/server_memory.py [--concurrent 3] [--ids 8000000] [--idle-s 60] [--rss-cap-gb 8]
 """
 
 from __future__ import annotations
@@ -85,23 +90,25 @@ class Sampler(threading.Thread):
         self.join()
 
 
-def _hostile(url: str, body: bytes) -> str:
+def _hostile(url: str, path: str, body: bytes) -> str:
     try:
         response = httpx.post(
-            f"{url}/v1/embeddings", content=body, headers={"content-type": "application/json"}, timeout=600
+            f"{url}{path}", content=body, headers={"content-type": "application/json"}, timeout=900
         )
         return str(response.status_code)
     except httpx.HTTPError as exc:
         return type(exc).__name__
 
 
-def _phase(process: subprocess.Popen[bytes], url: str, body: bytes, clients: int, cap_kib: int) -> dict:
+def _phase(
+    process: subprocess.Popen[bytes], url: str, path: str, body: bytes, clients: int, cap_kib: int
+) -> dict:
     before = _rss_kib(process.pid)
     sampler = Sampler(process, url, cap_kib)
     sampler.start()
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
-        statuses = Counter(pool.map(lambda _: _hostile(url, body), range(clients)))
+        statuses = Counter(pool.map(lambda _: _hostile(url, path, body), range(clients)))
     elapsed = time.perf_counter() - started
     time.sleep(1.0)  # let the last samples and probes in
     sampler.stop()
@@ -121,12 +128,23 @@ def _phase(process: subprocess.Popen[bytes], url: str, body: bytes, clients: int
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ids", type=int, default=8_000_000, help="token ids per request (2 bytes each)")
-    parser.add_argument("--concurrent", type=int, default=8)
+    parser.add_argument("--concurrent", type=int, default=3)
+    parser.add_argument("--idle-s", type=float, default=60.0, help="wait before the idle RSS")
     parser.add_argument("--rss-cap-gb", type=float, default=8.0)
     args = parser.parse_args()
 
-    body = json.dumps({"input": [1] * args.ids, "truncate_prompt_tokens": -1}, separators=(",", ":"))
-    payload = body.encode()
+    def body(value: dict) -> bytes:
+        return json.dumps({**value, "truncate_prompt_tokens": -1}, separators=(",", ":")).encode()
+
+    text = body({"input": "word " * 3_145_728})
+    rerank = body({"query": "a word", "documents": ["word " * 1_600] * 2_048})
+    ids = body({"input": [1] * args.ids})
+    phases = [
+        ("text", "/v1/embeddings", text, 1),
+        ("text", "/v1/embeddings", text, args.concurrent),
+        ("rerank", "/rerank", rerank, 1),
+        ("ids", "/v1/embeddings", ids, 1),
+    ]
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -146,21 +164,31 @@ def main() -> int:
                 raise SystemExit("the server did not start")
             time.sleep(0.2)
         print(machine())
-        print(f"body: {len(payload) / 1e6:.1f} MB, {args.ids} token ids, truncate_prompt_tokens -1")
-        print(f"idle server RSS: {_rss_kib(process.pid) / 1024:.0f} MB")
+        httpx.post(f"{url}/v1/embeddings", json={"input": "warm up"}, timeout=60)
+        time.sleep(2.0)
+        loaded_kib = _rss_kib(process.pid)
+        print(f"post-load idle server RSS: {loaded_kib / 1024:.0f} MB")
         cap_kib = int(args.rss_cap_gb * 1024 * 1024)
-        for clients in (1, args.concurrent):
+        for name, path, payload, clients in phases:
+            label = f"{name} ({len(payload) / 1e6:.1f} MB) x {clients} concurrent"
             if process.poll() is not None:
-                print(f"{clients} concurrent: not run, the server is gone")
+                print(f"{label}: not run, the server is gone")
                 continue
-            result = _phase(process, url, payload, clients, cap_kib)
+            result = _phase(process, url, path, payload, clients, cap_kib)
             peak = f"{result['peak_rss_mb']:.0f} MB"
             if result["killed_at_cap"]:
                 peak = f"> {args.rss_cap_gb:g} GB (killed at the cap)"
             print(
-                f"{clients} concurrent: peak RSS {peak} (from {result['rss_before_mb']:.0f} MB, "
+                f"{label}: peak RSS {peak} (from {result['rss_before_mb']:.0f} MB, "
                 f"{result['rss_after_mb']:.0f} MB after); slowest /health {result['health_max_s']:.3f} s, "
                 f"{result['health_failures']} failed; statuses {result['statuses']}; {result['wall_s']:.1f} s"
+            )
+        if process.poll() is None:
+            time.sleep(args.idle_s)
+            idle_kib = _rss_kib(process.pid)
+            print(
+                f"idle RSS {args.idle_s:g} s after the burst: {idle_kib / 1024:.0f} MB, "
+                f"{idle_kib / loaded_kib:.2f}x the post-load idle"
             )
     finally:
         if process.poll() is None:

@@ -618,7 +618,13 @@ class Engine:
             pairs = list(zip(firsts, seconds, strict=True))
             if template is not None:
                 requests = templated_pair_requests(
-                    self.tokenizer, template, pairs, resolved, self.max_model_len, truncate
+                    self.tokenizer,
+                    template,
+                    pairs,
+                    resolved,
+                    self.max_model_len,
+                    truncate,
+                    self._pipeline.processor.text_cut,
                 )
             else:
                 requests = self._pipeline.processor.pairs(pairs, resolved, truncate)

@@ -147,7 +147,17 @@ def test_a_forged_weights_file_is_one_line_naming_it(forged_model: Path, tmp_pat
 def test_serve_reports_a_forged_weights_file_with_exit_2(forged_model: Path, tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
     out = subprocess.run(
-        [sys.executable, "-m", "poolrag.cli", "serve", str(forged_model), "--log-level", "error"],
+        [
+            sys.executable,
+            "-m",
+            "poolrag.cli",
+            "serve",
+            str(forged_model),
+            "--port",
+            "0",
+            "--log-level",
+            "error",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -201,3 +211,36 @@ def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Pat
     retries = [line for line in out.stderr.splitlines() if "retry " in line]
     assert retries and "Traceback" not in out.stderr
     assert all(line.startswith("WARNING poolrag.stores.retry:") for line in retries)
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        (
+            ["search", "-k", "-5", "q"],
+            ["poolrag search: error:", "argument -k", "must be at least 1, got -5"],
+        ),
+        (["search"], ["poolrag search: error:", "query"]),
+        (["ingest"], ["poolrag ingest: error:", "PATH"]),
+        (["ingest", "x", "--chunk-tokens", "many"], ["poolrag ingest: error:", "--chunk-tokens"]),
+        (["eval"], ["poolrag eval: error:", "DATASET"]),
+        (["eval", "d", "-k", "0"], ["poolrag eval: error:", "argument -k"]),
+        (["serve", "m", "--port", "x"], ["poolrag serve: error:", "--port", "'x'"]),
+        (["serve", "m", "--bogus"], ["poolrag: error:", "unrecognized arguments: --bogus"]),
+        ([], ["poolrag: error:", "COMMAND"]),
+        (["frob"], ["poolrag: error:", "'frob'"]),
+    ],
+    ids=lambda value: (
+        " ".join(value) if isinstance(value, list) and value and "error:" not in value[0] else None
+    ),
+)
+def test_a_usage_mistake_is_one_line_naming_the_option(argv: list[str], fragments: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert "usage:" not in captured.err and captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "--help'" in lines[0], captured.err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

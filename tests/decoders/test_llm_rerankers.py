@@ -180,3 +180,26 @@ def test_conversion_errors_are_clear(tmp_path):
     engine = Engine(tmp_path / "lm", convert="embed")
     with pytest.raises(ValueError, match="score templates format pairs for cross-encoders"):
         engine.score(QUERY, TEXTS[:1], score_template="qwen3_reranker")
+
+
+@pytest.mark.parametrize("family", ["qwen3", "qwen2"])
+def test_a_long_document_is_cut_before_templating_and_scores_as_the_whole(tmp_path, family):
+    """A truncated templated pair tokenises only what can be kept of a long document, with the
+    same ids as rendering and tokenising the whole document (issue 27)."""
+    from poolrag.request import ResolvedParams
+    from poolrag.tokenization.score_template import load_score_template, templated_pair_requests
+    from poolrag.tokenization.text_cut import TextCut
+
+    _, tokenizer = build(
+        tmp_path, family, transformers.AutoModelForCausalLM, tokenizer_kwargs={"add_bos": False}
+    )
+    cut = TextCut(tokenizer)
+    assert cut.enabled
+    document = " ".join([TEXTS[2]] * 400)
+    pairs = [(QUERY, document), (QUERY, TEXTS[0])]
+    template = load_score_template("qwen3_reranker")
+    params = ResolvedParams(task="score")
+    whole = templated_pair_requests(tokenizer, template, pairs, params, 200, -1)
+    kept = templated_pair_requests(tokenizer, template, pairs, params, 200, -1, cut)
+    assert [r.token_ids for r in kept] == [r.token_ids for r in whole]
+    assert len(cut.prefix(document, 200)) < len(document) // 10

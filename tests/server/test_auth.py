@@ -73,3 +73,25 @@ def test_openai_client_with_and_without_the_key(keyed_server: Served) -> None:
     bad = openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key="not-the-key", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.embeddings.create(model=keyed_server.model, input="hello")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["Basic x", f"Bearer {API_KEY}"],
+        [f"Bearer {API_KEY}", "Basic x"],
+        ["Bearer wrong", f"Bearer {API_KEY}"],
+        [f"Bearer {API_KEY}", f"Bearer {API_KEY}"],
+    ],
+    ids=["basic-then-key", "key-then-basic", "wrong-then-key", "key-twice"],
+)
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/health"])
+def test_two_authorization_headers_are_refused_before_the_key_is_judged(
+    keyed_server: Served, http: httpx.Client, values: list[str], path: str
+) -> None:
+    headers = [("Authorization", value) for value in values]
+    response = http.post(f"{keyed_server.url}{path}", json={"input": "x"}, headers=headers)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "duplicate_authorization" and error["param"] == "Authorization"
+    assert "2 Authorization headers" in error["message"] and "\n" not in error["message"]

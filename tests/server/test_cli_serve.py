@@ -3,6 +3,7 @@ started through this CLI)."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -54,5 +55,21 @@ def test_bad_options_are_usage_errors(
 def test_a_model_that_cannot_load_exits_with_a_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["serve", str(tmp_path)]) == 2
+    assert main(["serve", str(tmp_path), "--port", "0"]) == 2
     assert "poolrag serve: cannot start:" in capsys.readouterr().err
+
+
+def test_a_busy_port_is_refused_before_the_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        # a model that cannot load: had it been tried first, the error would be about the model
+        code = main(["serve", str(tmp_path / "no-such-model"), "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"poolrag serve: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]

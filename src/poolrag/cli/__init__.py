@@ -7,12 +7,21 @@ import argparse
 import importlib
 import os
 from collections.abc import Sequence
+from typing import NoReturn
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval")
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """A usage mistake is one line naming the option and the cause, not the whole usage text
+    (``--help`` still prints it); subcommand parsers inherit this class from their parent."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="poolrag", description="Serve and use pooling models for RAG.")
+    parser = OneLineErrorParser(prog="poolrag", description="Serve and use pooling models for RAG.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"poolrag.cli.{name}").register(subparsers)

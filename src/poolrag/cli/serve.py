@@ -10,7 +10,12 @@ import sys
 from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
-from poolrag.server.settings import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_INPUTS, DEFAULT_MAX_QUEUE
+from poolrag.server.settings import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_INPUTS,
+    DEFAULT_MAX_QUEUE,
+    default_served_name,
+)
 from poolrag.vllm_options import NO_EFFECT_OPTIONS, warn_no_effect
 
 logger = logging.getLogger(__name__)
@@ -59,7 +64,8 @@ def register(subparsers: Any) -> None:
         "--served-model-name",
         nargs="+",
         metavar="NAME",
-        help="name(s) clients pass as 'model'; the first is reported (default: MODEL)",
+        help="name(s) clients pass as 'model'; the first is reported (default: MODEL, or a local "
+        "folder's last path component)",
     )
     _add(
         net,
@@ -262,11 +268,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING_EXTRA
     from poolrag import Engine, PoolragError
     from poolrag.server import ServerSettings
-    from poolrag.server.run import serve
+    from poolrag.server.run import check_port_free, serve
 
+    if args.ray is None:
+        try:
+            check_port_free(args.host, args.port)
+        except OSError as exc:
+            print(f"poolrag serve: {exc.strerror}", file=sys.stderr)
+            return 2
     try:
         settings = ServerSettings(
-            served_model_names=tuple(args.served_model_name or [args.model]),
+            served_model_names=tuple(args.served_model_name or [default_served_name(args.model)]),
             api_key=args.api_key or None,
             max_queue=args.max_queue,
             max_inputs=args.max_inputs,

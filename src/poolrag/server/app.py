@@ -15,6 +15,7 @@ from poolrag.server.auth import APIKeyMiddleware
 from poolrag.server.body_limit import BodySizeLimitMiddleware
 from poolrag.server.engine_calls import EngineCalls
 from poolrag.server.errors import install_error_handlers
+from poolrag.server.heap_trim import HeapTrimMiddleware
 from poolrag.server.host_check import HostCheckMiddleware
 from poolrag.server.metrics import MetricsMiddleware, ServerMetrics
 from poolrag.server.model_identity import ModelIdentityMiddleware
@@ -46,9 +47,10 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
     """Build the ASGI app serving ``engine``: the server runs the model in its own process.
 
     Middleware order, outermost first: metrics (sees every answer), ``Host`` check, API key
-    (before any body is read), body size/time limit and byte budget, the model's identity on each
-    answer past those (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST
-    routes parse and validate off the event loop (:mod:`poolrag.server.routing`).
+    (before any body is read), body size/time limit and byte budget, the heap trimmed after a
+    large body (:mod:`poolrag.server.heap_trim`), the model's identity on each answer past those
+    (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST routes parse and
+    validate off the event loop (:mod:`poolrag.server.routing`).
     """
     server_metrics = ServerMetrics(settings.max_queue, engine)
     calls = EngineCalls(engine, settings.engine_threads)
@@ -95,6 +97,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
     install_openapi(app)
 
     app.add_middleware(ModelIdentityMiddleware, facts=app.state.poolrag.served_facts)
+    app.add_middleware(HeapTrimMiddleware)  # inside the body limit: only admitted bodies count
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_body_bytes=settings.max_body_bytes,

@@ -1,4 +1,8 @@
-"""Bearer API-key check, as OpenAI clients send it (``Authorization: Bearer <key>``)."""
+"""Bearer API-key check, as OpenAI clients send it (``Authorization: Bearer <key>``).
+
+A request with more than one ``Authorization`` header is refused (400) before any key is compared:
+which one counts would otherwise depend on their order, and a proxy in front may judge the other.
+"""
 
 from __future__ import annotations
 
@@ -19,16 +23,27 @@ class APIKeyMiddleware:
         self.app = app
         self.expected = api_key.encode("utf-8")
 
-    def _authorised(self, scope: Scope) -> bool:
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                scheme, _, token = value.partition(b" ")
-                if scheme.lower() == b"bearer":
-                    return hmac.compare_digest(token.strip(), self.expected)
-        return False
+    def _authorised(self, values: list[bytes]) -> bool:
+        if len(values) != 1:
+            return False
+        scheme, _, token = values[0].partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.expected)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in PUBLIC_PATHS or self._authorised(scope):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        values = [value for name, value in scope.get("headers", ()) if name == b"authorization"]
+        if len(values) > 1:
+            error = APIError(
+                400,
+                f"the request has {len(values)} Authorization headers; send exactly one",
+                param="Authorization",
+                code="duplicate_authorization",
+            )
+            await error_response(error)(scope, receive, send)
+            return
+        if scope.get("path") in PUBLIC_PATHS or self._authorised(values):
             await self.app(scope, receive, send)
             return
         error = APIError(

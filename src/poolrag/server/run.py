@@ -7,6 +7,7 @@ graceful-shutdown wait. Body deadlines and sizes are the app's own (its middlewa
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -34,6 +35,18 @@ def uvicorn_config(
         log_level=log_level,
         **kwargs,
     )
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind ``host:port`` as uvicorn will and let go at once, so a busy port is found before the
+    model loads (minutes for a large one); raises ``OSError`` naming the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def serve(

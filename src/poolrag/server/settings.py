@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_MAX_QUEUE = 256
 DEFAULT_MAX_INPUTS = 2048  # OpenAI's own per-request limit for /v1/embeddings
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 #: Host names a keyless loopback server answers to (any port): a DNS-rebinding page cannot use them.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def default_served_name(model: str) -> str:
+    """The name a server reports when the user names none: a hub id as given, a local folder by its
+    last path component, so that no answer, header or error shows the host's filesystem."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        return folder.resolve().name or model
+    return model
 
 
 @dataclass(frozen=True, slots=True)

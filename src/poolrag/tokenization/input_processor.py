@@ -17,6 +17,7 @@ from transformers import PreTrainedTokenizerBase
 from poolrag.config.model_spec import ColbertSpec
 from poolrag.errors import InputTooLongError, InputTypeError, InvalidInputError, ModelLoadError
 from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.tokenization.text_cut import TextCut
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +114,27 @@ class InputProcessor:
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
         self._colbert_ids = self._colbert_token_ids(colbert) if colbert else None
         self._frame: Any = _UNKNOWN  # special tokens around a text, found on first use
+        self._text_cut: TextCut | None = None
+
+    @property
+    def text_cut(self) -> TextCut:
+        """Where this tokenizer's long texts may be cut before tokenising (built on first use)."""
+        if self._text_cut is None:
+            self._text_cut = TextCut(self.tokenizer)
+        return self._text_cut
+
+    def _kept_text(self, text: str, limit: int | None, chunking: bool) -> str:
+        """``text`` cut to what tokenising can keep: ``limit`` tokens when truncating. Without
+        truncation a text that holds more than the model's maximum is refused here, its tokens
+        counted window by window rather than held all at once."""
+        if limit is not None:
+            return self.text_cut.prefix(text, limit)
+        if chunking:
+            return text  # every token is embedded, chunk by chunk
+        if len(self.text_cut.prefix(text, self.max_len + 1)) < len(text):
+            specials = self.tokenizer.num_special_tokens_to_add(pair=False)
+            raise InputTooLongError(self.text_cut.count(text) + specials, self.max_len)
+        return text
 
     # -- inputs already tokenised ----------------------------------------------------------------
     def frame_ids(self, ids: Sequence[int], input_type: str | None = None) -> list[int] | None:
@@ -166,6 +188,7 @@ class InputProcessor:
             return self._colbert(prompts, params)
         prefix = self.prompts.prefix_for(params.input_type, prompt)
         limit = self._limit(truncate)
+        chunking = self.chunked and params.task == "embed" and limit is None
         requests: list[PoolingRequest | None] = [None] * len(prompts)
         text_positions: list[int] = []
         texts: list[str] = []
@@ -173,7 +196,7 @@ class InputProcessor:
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, limit)
             else:
-                texts.append(prefix + check_text(item))
+                texts.append(self._kept_text(prefix + check_text(item), limit, chunking))
                 text_positions.append(i)
         if texts:
             encoded = self.tokenizer(
@@ -185,7 +208,6 @@ class InputProcessor:
                 return_attention_mask=False,
             )
             type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
-            chunking = self.chunked and params.task == "embed" and limit is None
             for j, pos in enumerate(text_positions):
                 ids = encoded["input_ids"][j]
                 if chunking:
@@ -261,6 +283,8 @@ class InputProcessor:
         firsts = [check_text(a, "text_1") for a, _ in pairs]
         seconds = [check_text(b, "text_2") for _, b in pairs]
         limit = self._limit(truncate)
+        for j, (first, second) in enumerate(zip(firsts, seconds, strict=True)):
+            firsts[j], seconds[j] = self._kept_pair(first, second, limit)
         encoded = self.tokenizer(
             firsts,
             seconds,
@@ -282,6 +306,33 @@ class InputProcessor:
                 )
             )
         return out
+
+    def _kept_pair(self, first: str, second: str, limit: int | None) -> tuple[str, str]:
+        """A pair cut to what tokenising can keep (see :meth:`_kept_text`). Truncation
+        ``longest_first`` keeps more of the longer text (of the second on a tie), so cut texts
+        must keep the whole texts' order; they are cut further out where they would not."""
+        cut = self.text_cut
+        if limit is None:
+            specials = self.tokenizer.num_special_tokens_to_add(pair=True)
+            for text in (first, second):
+                if len(cut.prefix(text, self.max_len + 1)) < len(text):
+                    total = cut.count(first) + cut.count(second) + specials
+                    raise InputTooLongError(total, self.max_len)
+            return first, second
+        head_1, head_2 = cut.prefix(first, limit), cut.prefix(second, limit)
+        cut_1, cut_2 = len(head_1) < len(first), len(head_2) < len(second)
+        if not (cut_1 or cut_2):
+            return first, second
+        n_1, n_2 = cut.count(head_1), cut.count(head_2)
+        if (cut_1 and not cut_2 and n_1 > n_2) or (cut_2 and not cut_1 and n_2 >= n_1):
+            return head_1, head_2  # the cut text stays the longer one
+        whole_1 = cut.count(first) if cut_1 else n_1
+        whole_2 = cut.count(second) if cut_2 else n_2
+        if whole_1 > whole_2 and n_1 <= n_2:
+            head_1 = cut.prefix(first, n_2 + 1)
+        elif whole_1 <= whole_2 and n_1 > n_2:
+            head_2 = cut.prefix(second, n_1)
+        return head_1, head_2
 
     # -- ColBERT ----------------------------------------------------------------------------------
     def _colbert_token_ids(self, spec: ColbertSpec) -> dict[str, Any]:
@@ -323,6 +374,7 @@ class InputProcessor:
         texts = [check_text(p) if not isinstance(p, dict) else None for p in prompts]
         if any(t is None for t in texts):
             raise InputTypeError("ColBERT inputs must be text")
+        texts = [self.text_cut.prefix(t, budget) for t in texts]  # type: ignore[arg-type]
         encoded = self.tokenizer(
             texts,
             add_special_tokens=True,

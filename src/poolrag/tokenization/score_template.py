@@ -24,6 +24,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from poolrag.errors import InputTooLongError, InvalidInputError
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.tokenization.input_processor import check_text
+from poolrag.tokenization.text_cut import TextCut
 
 logger = logging.getLogger(__name__)
 
@@ -115,14 +116,20 @@ def templated_pair_requests(
     params: ResolvedParams,
     max_len: int,
     truncate: int | None,
+    text_cut: TextCut | None = None,
 ) -> list[PoolingRequest]:
     """Render and tokenise each pair in one batched call.
 
     Too long and truncation allowed: the *document* is shortened, never the template's tail,
-    because the tail (the question the model answers) is where the score is read.
+    because the tail (the question the model answers) is where the score is read. With
+    ``text_cut``, a document is first cut to ``limit`` tokens of its own (what can be kept of it
+    at most), so megabytes of text are never tokenised whole.
     """
     limit = None if truncate is None else (max_len if truncate == -1 else min(truncate, max_len))
-    texts = [template.render(check_text(q, "text_1"), check_text(d, "text_2")) for q, d in pairs]
+    pairs = [(check_text(q, "text_1"), check_text(d, "text_2")) for q, d in pairs]
+    if limit is not None and text_cut is not None:
+        pairs = [(query, text_cut.prefix(document, limit)) for query, document in pairs]
+    texts = [template.render(query, document) for query, document in pairs]
     encoded = tokenizer(texts, add_special_tokens=True, return_attention_mask=False)["input_ids"]  # type: ignore[operator]
     requests: list[PoolingRequest] = []
     for (query, document), ids in zip(pairs, encoded, strict=True):

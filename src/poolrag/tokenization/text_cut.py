@@ -1,0 +1,105 @@
+"""Cut a long text before tokenising it when only its first tokens are kept.
+
+A fast tokenizer holds several records per token (id, offsets, word index, ...) plus per-byte
+alignments, hundreds of bytes per token: a 16 MB text of short words needs gigabytes although a
+truncated request keeps only the model's maximum. So a text is cut first, and the cut is exact:
+
+* only before a space (U+0020) that follows a non-space character, and only for tokenizers whose
+  pre-tokenizer never lets a piece run on past a space (BERT's, byte-level BPE's regex,
+  SentencePiece's Metaspace; checked on probe texts), so the tokens before the cut are the whole
+  text's own;
+* the cut starts at a bound from the vocabulary's longest token (a generous chars-per-token
+  figure) and moves out (doubling) until the prefix holds at least the tokens asked for: a text
+  whose words are long or unknown costs more tokenising, never a different answer.
+
+The same invariant lets :meth:`TextCut.count` count a huge text's tokens window by window, so
+"too long" is known without ever holding the whole token list. Tokenizers that fail the probe
+(no pre-tokenizer, a slow tokenizer) get the text uncut, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+#: Where a text may be cut: a plain space after a non-space character. No normaliser joins a space
+#: to the character before it, and the pieces before it end there whatever follows.
+_CUT = re.compile(r"(?<=\S) ")
+#: First guess of the characters one token covers, whatever the vocabulary says (a vocabulary of
+#: long pieces must not make every cut megabytes long; the doubling covers the rest).
+_MAX_CHARS_PER_TOKEN = 32
+#: Characters tokenised at a time by :meth:`TextCut.count`.
+COUNT_WINDOW_CHARS = 1 << 16
+#: Probe texts for the pre-tokenizer check: spaces alone, in runs, beside punctuation and digits.
+_PROBES = ("one two", "a  b   c", "x, y.z w", "naïve 日本 words", "12345 678", "don't stop ", " lead")
+
+
+def _pieces_stop_at_spaces(pre_tokenizer: Any) -> bool:
+    """Whether every pre-token of the probes holds a space only as its first character (or is
+    whitespace only)."""
+    for probe in _PROBES:
+        try:
+            pieces = pre_tokenizer.pre_tokenize_str(probe)
+        except Exception:  # an unusual pre-tokenizer: no cut, the text is tokenised whole
+            return False
+        for _, (start, end) in pieces:
+            piece = probe[start:end]
+            if " " in piece[1:] and not piece.isspace():
+                return False
+    return True
+
+
+class TextCut:
+    """Where one tokenizer's texts can be cut without changing their first tokens."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.tokenizer = tokenizer
+        backend = getattr(tokenizer, "backend_tokenizer", None) if tokenizer.is_fast else None
+        pre = backend.pre_tokenizer if backend is not None else None
+        self.enabled = pre is not None and _pieces_stop_at_spaces(pre)
+        longest = max((len(piece.lstrip("#▁Ġ")) for piece in tokenizer.get_vocab()), default=1)
+        self.chars_per_token = max(1, min(longest, _MAX_CHARS_PER_TOKEN))
+        if not self.enabled:
+            logger.debug("this tokenizer's texts are tokenised whole (no safe cut before a space)")
+
+    def _bare_count(self, text: str) -> int:
+        return len(
+            self.tokenizer(
+                text, add_special_tokens=False, return_token_type_ids=False, return_attention_mask=False
+            )["input_ids"]
+        )
+
+    def prefix(self, text: str, tokens: int) -> str:
+        """A prefix of ``text`` holding at least ``tokens`` tokens (no special tokens), each the
+        same as the whole text's; ``text`` itself when it is short or cannot be cut safely."""
+        if not self.enabled:
+            return text
+        chars = (tokens + 2) * self.chars_per_token
+        while chars < len(text):
+            found = _CUT.search(text, chars)
+            if found is None:
+                return text
+            cut = found.start()
+            head = text[:cut]
+            if self._bare_count(head) >= tokens:
+                return head
+            chars = 2 * cut
+        return text
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text`` (no special tokens), counted in windows cut before spaces so no more
+        than one window's token list is held at a time."""
+        if not self.enabled or len(text) <= COUNT_WINDOW_CHARS:
+            return self._bare_count(text)
+        total, start = 0, 0
+        while start < len(text):
+            found = _CUT.search(text, start + COUNT_WINDOW_CHARS)
+            end = len(text) if found is None else found.start()
+            total += self._bare_count(text[start:end])
+            start = end
+        return total

@@ -1,0 +1,172 @@
+"""Cutting a long text before tokenising it never changes what the model gets (issue 27, item 1).
+
+For WordPiece (BERT), byte-level BPE and SentencePiece-style Unigram tokenizers, the input
+processor's ids for a truncated text, or a truncated pair, equal those of tokenising the whole text
+and then truncating; over-long texts without truncation are refused with the whole text's count.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from poolrag.errors import InputTooLongError
+from poolrag.request import ResolvedParams
+from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
+from poolrag.tokenization.text_cut import COUNT_WINDOW_CHARS, TextCut
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog, naïvely.",
+    "Ünïcödé wörds: 日本語のテキスト, emoji 🙂 and numbers 12345 6789.",
+    'don\'t stop: x.y.z -- (brackets) [more] {and} "quotes"',
+] * 20
+WORDS = [
+    "word",
+    "naïve",
+    "日本語",
+    "🙂🙂",
+    "x" * 150,
+    "déjà-vu",
+    "12,345",
+    "a.b.c",
+    "ßtraße",
+    "Σίσυφος",
+    "\u200b",
+]
+SEPARATORS = [" ", "  ", "\n", "\t", " \u00a0 ", ". ", ", "]
+
+text_strategy = st.lists(
+    st.one_of(
+        st.sampled_from(WORDS),
+        st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12),
+        st.text(alphabet="abcdé", min_size=60, max_size=400),  # a long word: many pieces or one [UNK]
+    ),
+    min_size=1,
+    max_size=60,
+).flatmap(
+    lambda words: st.lists(st.sampled_from(SEPARATORS), min_size=len(words), max_size=len(words)).map(
+        lambda seps: "x" + "".join(w + s for w, s in zip(words, seps, strict=True))
+    )
+)
+
+
+def _save(tokenizer: Tokenizer, folder: Path, **special: str) -> PreTrainedTokenizerBase:
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, **special).save_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def _byte_level_bpe(folder: Path) -> PreTrainedTokenizerBase:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    return _save(tokenizer, folder, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+
+
+def _unigram_metaspace(folder: Path) -> PreTrainedTokenizerBase:
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace("  ", " ")])
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=200, special_tokens=["<unk>", "<pad>"], unk_token="<unk>")
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    return _save(tokenizer, folder, unk_token="<unk>", pad_token="<pad>")
+
+
+def _bpe_without_pre_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<pad>"])
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    return _save(tokenizer, folder, unk_token="<unk>", pad_token="<pad>")
+
+
+@pytest.fixture(scope="module", params=["wordpiece", "byte-level-bpe", "unigram-metaspace"])
+def tokenizer(request: pytest.FixtureRequest, minilm_path: Path, tmp_path_factory) -> PreTrainedTokenizerBase:
+    if request.param == "wordpiece":
+        return AutoTokenizer.from_pretrained(minilm_path)
+    folder = tmp_path_factory.mktemp(request.param)
+    return _byte_level_bpe(folder) if request.param == "byte-level-bpe" else _unigram_metaspace(folder)
+
+
+def _processor(tokenizer: PreTrainedTokenizerBase, max_len: int) -> InputProcessor:
+    return InputProcessor(tokenizer, max_len, PromptSettings({}))
+
+
+EMBED = ResolvedParams(task="embed")
+
+
+def test_every_tokenizer_here_is_cut(tokenizer: PreTrainedTokenizerBase) -> None:
+    assert TextCut(tokenizer).enabled  # else the properties below would hold trivially
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=text_strategy, limit=st.integers(min_value=3, max_value=40))
+def test_a_cut_text_tokenises_as_the_whole_text_truncated(
+    tokenizer: PreTrainedTokenizerBase, text: str, limit: int
+) -> None:
+    processor = _processor(tokenizer, max_len=limit)
+    [request] = processor.texts([text], EMBED, truncate=-1, prompt=None)
+    whole = tokenizer(text, truncation=True, max_length=limit)["input_ids"]
+    assert list(request.token_ids) == whole
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=text_strategy, second=text_strategy, limit=st.integers(min_value=8, max_value=40))
+def test_a_cut_pair_tokenises_as_the_whole_pair_truncated(
+    tokenizer: PreTrainedTokenizerBase, first: str, second: str, limit: int
+) -> None:
+    processor = _processor(tokenizer, max_len=limit)
+    [request] = processor.pairs([(first, second)], ResolvedParams(task="score"), truncate=-1)
+    whole = tokenizer(first, second, truncation="longest_first", max_length=limit)["input_ids"]
+    assert list(request.token_ids) == whole
+
+
+@pytest.mark.parametrize("lengths", [(600, 600), (600, 601), (601, 600), (40, 600), (600, 3)])
+def test_pairs_of_long_texts_keep_the_longer_ones_extra_token(
+    tokenizer: PreTrainedTokenizerBase, lengths: tuple[int, int]
+) -> None:
+    """``longest_first`` keeps one token more of the longer text: cutting must not swap them. (The
+    reference stays short: the tokenizer builds every pair of overflow windows, quadratic.)"""
+    first, second = ("word " * lengths[0]).strip(), ("other " * lengths[1]).strip()
+    processor = _processor(tokenizer, max_len=21)
+    [request] = processor.pairs([(first, second)], ResolvedParams(task="score"), truncate=-1)
+    assert (
+        list(request.token_ids)
+        == tokenizer(first, second, truncation="longest_first", max_length=21)["input_ids"]
+    )
+
+
+def test_a_huge_text_is_cut_to_a_few_thousand_characters(tokenizer: PreTrainedTokenizerBase) -> None:
+    text = "word " * 3_145_728  # the 15.7 MB request of issue 27
+    head = TextCut(tokenizer).prefix(text, 256)
+    assert 256 * 4 <= len(head) <= 256 * 5 * 32 and text.startswith(head)
+
+
+def test_over_long_text_without_truncation_is_refused_with_its_whole_count(
+    tokenizer: PreTrainedTokenizerBase,
+) -> None:
+    text = ("naïve 日本語 word, " * 20_000).strip()  # several count windows
+    assert len(text) > 3 * COUNT_WINDOW_CHARS
+    whole = len(tokenizer(text)["input_ids"])
+    with pytest.raises(InputTooLongError) as refused:
+        _processor(tokenizer, max_len=64).texts([text], EMBED, truncate=None, prompt=None)
+    assert refused.value.args == InputTooLongError(whole, 64).args
+    assert TextCut(tokenizer).count(text) == len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def test_a_tokenizer_without_pre_tokenizer_is_never_cut(tmp_path: Path) -> None:
+    tokenizer = _bpe_without_pre_tokenizer(tmp_path)
+    cut = TextCut(tokenizer)
+    text = "the quick brown fox " * 1000
+    assert not cut.enabled and cut.prefix(text, 8) == text
+    [request] = _processor(tokenizer, max_len=8).texts([text], EMBED, truncate=-1, prompt=None)
+    assert list(request.token_ids) == tokenizer(text, truncation=True, max_length=8)["input_ids"]
