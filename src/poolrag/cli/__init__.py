@@ -8,7 +8,7 @@ import importlib
 import os
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("serve", "ingest", "search", "eval")
+SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune")
 
 
 def build_parser() -> argparse.ArgumentParser:
