@@ -72,13 +72,18 @@ def _served_impl(engine: Engine) -> str:
     return "native" if getattr(engine.pipeline.executor.runner.model, "native", False) else "transformers"
 
 
-def test_first_load_measures_and_serves_an_agreeing_winner(cache: Path, builds: list[str], bert: Path) -> None:
+def test_first_load_measures_and_serves_an_agreeing_winner(
+    cache: Path, builds: list[str], bert: Path
+) -> None:
     engine = Engine(bert, tune="auto")
     report = engine.tune_report
     assert report.state == "measured" and report.seconds > 0
     verdict = report.verdict
     assert verdict is not None and verdict.forward == "eager" and not verdict.compiled_measured
-    assert {(c.impl, c.forward) for c in verdict.candidates} == {("native", "eager"), ("transformers", "eager")}
+    assert {(c.impl, c.forward) for c in verdict.candidates} == {
+        ("native", "eager"),
+        ("transformers", "eager"),
+    }
     for candidate in verdict.candidates:
         assert candidate.min_cosine is not None and candidate.min_cosine >= MIN_COSINE
         assert candidate.seconds is not None and candidate.seconds > 0
@@ -181,7 +186,9 @@ def test_a_pinned_model_impl_leaves_nothing_to_choose(cache: Path, builds: list[
     assert not cache.exists()
 
 
-def test_fast_mode_auto_picks_by_measurement_and_caches_it(cache: Path, builds: list[str], bert: Path) -> None:
+def test_fast_mode_auto_picks_by_measurement_and_caches_it(
+    cache: Path, builds: list[str], bert: Path
+) -> None:
     engine = Engine(bert, tune="auto", cpu_fast_mode="auto")
     verdict = engine.tune_report.verdict
     assert verdict is not None and verdict.fast_mode in ("fp32", "bf16", "int8")
