@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import poolrag.core.autotune
 import poolrag.engine
 from poolrag import Engine
 from poolrag.cli import main
@@ -41,6 +42,9 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "poolrag"))
+    # short timing batches and passes: what is tested is the choice's contract, not its precision
+    monkeypatch.setattr(poolrag.core.autotune, "TIMING_TOKENS", 256)
+    monkeypatch.setattr(poolrag.core.autotune, "TIMING_BUDGET_S", 0.5)
     return tmp_path / "poolrag" / "tune"
 
 
@@ -125,11 +129,21 @@ def test_the_verdict_decides_the_path_and_both_agree_with_the_reference(
     assert _cosines(_reference(bert), engine.embed_array(TEXTS)).min() >= MIN_COSINE
 
 
+@pytest.fixture(scope="module")
+def measured_file(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Callable[..., Path]
+) -> tuple[str, dict]:
+    """The name and body of a good verdict file for the tiny BERT (the key does not name the folder)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path_factory.mktemp("good-verdict")))
+        path = Path(Engine(tiny_model("bert"), tune="auto").tune_report.path)
+    return path.name, json.loads(path.read_text())
+
+
 @pytest.mark.parametrize(
     ("damage", "warning"),
     [
         (lambda body: "{ not json", "ignoring tune verdict"),
-        (lambda body: json.dumps([body]), "not a poolrag-tune file"),
         (lambda body: json.dumps({**body, "key": {**body["key"], "threads": 977}}), "another model, machine"),
         (
             lambda body: json.dumps({**body, "verdict": {**body["verdict"], "impl": "my_module.Fast"}}),
@@ -140,17 +154,22 @@ def test_the_verdict_decides_the_path_and_both_agree_with_the_reference(
             "batch_tokens is not a count",
         ),
     ],
-    ids=["corrupt", "not-a-verdict", "foreign", "unknown-name", "not-a-number"],
+    ids=["corrupt", "foreign", "unknown-name", "not-a-number"],
 )
 def test_a_bad_verdict_file_is_ignored_with_one_warning_and_tuned_again(
     cache: Path,
     bert: Path,
+    measured_file: tuple[str, dict],
     caplog: pytest.LogCaptureFixture,
     damage: Callable[[dict], str],
     warning: str,
 ) -> None:
-    path = Path(Engine(bert, tune="auto").tune_report.path)
-    path.write_text(damage(json.loads(path.read_text())))
+    name, body = measured_file
+    path = cache / name
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(body))
+    assert Engine(bert, tune="auto").tune_report.state == "cached"  # the good file is this load's
+    path.write_text(damage(body))
     with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
         engine = Engine(bert, tune="auto")
     warnings = [r for r in caplog.records if r.name == "poolrag.core.tune_verdicts"]

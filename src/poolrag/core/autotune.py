@@ -211,9 +211,10 @@ def _run_once(candidate: _Candidate) -> float:
     return time.perf_counter() - started
 
 
-def time_interleaved(candidates: Sequence[_Candidate], budget_s: float = TIMING_BUDGET_S) -> int:
+def time_interleaved(candidates: Sequence[_Candidate], budget_s: float | None = None) -> int:
     """A warm-up pass each, then passes over all candidates in a rotating order; returns how many
     passes were taken (as many as fit ``budget_s``, within ``MIN_PASSES``..``MAX_PASSES``)."""
+    budget_s = TIMING_BUDGET_S if budget_s is None else budget_s
     warm = sum(_run_once(c) for c in candidates)
     passes = int(min(MAX_PASSES, max(MIN_PASSES, budget_s // max(warm, 1e-3))))
     for index in range(passes):
