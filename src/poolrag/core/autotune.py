@@ -53,7 +53,7 @@ TIMING_TOKENS = 2048  # most tokens in the timing batch (and at most the engine'
 CALIBRATION_TOKENS = 256  # the smallest timing batch, timed first to size the real one
 TARGET_PASS_S = 0.25  # one candidate's pass should take about this long
 TIMING_BUDGET_S = 6.0  # seconds of timed passes to aim for, over all candidates
-MIN_PASSES, MAX_PASSES = 3, 9
+MIN_PASSES, MAX_PASSES = 1, 9  # a machine too busy for more than one pass in the budget gets one
 
 
 def resolve_tune_mode(value: str | None) -> TuneMode:
@@ -88,14 +88,22 @@ class TuneReport:
         if self.verdict is None:
             return f"autotune {self.state}: {self.reason}"
         verdict = self.verdict
-        timed = [c.seconds for c in verdict.candidates if c.seconds is not None]
-        best = min(timed) if timed else None
-        lines = [f"{'candidate':<30} {'status':<9} {'ms/batch':>9} {'x fastest':>9} {'min cosine':>11}"]
-        for c in sorted(verdict.candidates, key=lambda c: (c.seconds is None, c.seconds or 0.0)):
+        exact = next(
+            (c.seconds for c in verdict.candidates if c.status == "chosen" and c.precision == "fp32"), None
+        )
+        lines = [f"{'candidate':<30} {'status':<9} {'ms/batch':>9} {'x exact':>8} {'min cosine':>11}"]
+        for c in verdict.candidates:
+            # fast modes ran their own passes against the exact path: their ratio is to that timing
+            base = exact if c.precision == "fp32" else verdict.fast_reference_seconds
             ms = "-" if c.seconds is None else f"{c.seconds * 1e3:.1f}"
-            ratio = "-" if c.seconds is None or not best else f"{best / c.seconds:.3f}"
+            ratio = "-" if c.seconds is None or not base else f"{base / c.seconds:.3f}"
             cosine = "-" if c.min_cosine is None else f"{c.min_cosine:.7f}"
-            lines.append(f"{c.name:<30} {c.status:<9} {ms:>9} {ratio:>9} {cosine:>11}")
+            lines.append(f"{c.name:<30} {c.status:<9} {ms:>9} {ratio:>8} {cosine:>11}")
+        if verdict.fast_reference_seconds is not None:
+            lines.append(
+                f"(fast modes timed in their own passes, the chosen exact path "
+                f"{verdict.fast_reference_seconds * 1e3:.1f} ms/batch there)"
+            )
         fast = f", fast mode {verdict.fast_mode}" if verdict.fast_mode else ""
         lines.append(
             f"verdict: {verdict.impl} {verdict.forward}{fast} ({self.state}; {verdict.batch_tokens}-token "
@@ -414,6 +422,7 @@ def load_tuned(
         batch_tokens=sum(r.num_tokens for r in chosen.batch) or min(batch_tokens, TIMING_TOKENS),
         passes=max(passes, exact_passes),
         seconds=round(time.perf_counter() - started, 3),
+        fast_reference_seconds=exact.seconds if wants_fast else None,
     )
     if exact_candidates and len(exact_candidates) == 1 and not wants_fast:
         # one exact path and nothing else asked: nothing was chosen, nothing worth remembering

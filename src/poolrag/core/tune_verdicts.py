@@ -128,6 +128,8 @@ class Verdict:
         candidates: every candidate's timing, exact ones first.
         batch_tokens, passes: the timing batch's size and how many interleaved passes were taken.
         seconds: what the measuring cost (wall clock, model loads and compiles included).
+        fast_reference_seconds: the chosen exact path timed again in the fast modes' own passes
+            (what their seconds compare with); None when fast modes were not measured.
     """
 
     impl: str
@@ -138,6 +140,7 @@ class Verdict:
     batch_tokens: int
     passes: int
     seconds: float
+    fast_reference_seconds: float | None = None
 
 
 class _Invalid(ValueError):
@@ -195,6 +198,7 @@ def _verdict(raw: dict[str, Any]) -> Verdict:
         batch_tokens=_count(raw.get("batch_tokens"), "batch_tokens"),
         passes=_count(raw.get("passes"), "passes"),
         seconds=_number(raw.get("seconds"), "seconds") or 0.0,
+        fast_reference_seconds=_number(raw.get("fast_reference_seconds"), "fast_reference_seconds", True),
     )
 
 
