@@ -143,8 +143,9 @@ class Engine:
             while the engine serves eagerly, loads an earlier run's compiled code from poolrag's
             cache dir when there is one, and swaps the compiled forward in between batches once
             its outputs match eager on the probe texts (per-row cosine ≥ 0.99999); what happened
-            is in ``engine.compile_report``. Off by default (``None``/``"off"``): on a 2-core CPU
-            the compile competes with the first requests (benchmarks/RESULTS.md).
+            is in ``engine.compile_report``. ``"off"``: never. ``None`` (default): only where the
+            tune verdict chose a compiled path (``poolrag tune``), whose compiled code is then on
+            disk; a fresh compile on a 2-core CPU competes with the first requests (RESULTS.md).
         model_impl: ``"auto"`` runs BERT / RoBERTa / XLM-RoBERTa on poolrag's own packed, fused
             implementation where it is exact and everything else through transformers;
             ``"native"`` requires the former, ``"transformers"`` forces the latter.

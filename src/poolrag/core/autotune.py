@@ -10,8 +10,10 @@ interleaved passes (a median per candidate, so a noisy neighbour slows every can
 The verdict is written by :mod:`poolrag.core.tune_verdicts`; later loads read it and build only
 the chosen path.
 
-* ``tune="auto"`` (the default) times the eager candidates: a second model load and a few
-  seconds of passes. Compiling costs 35-45 s per candidate on two cores, so compiled candidates
+* ``tune="auto"`` (the default) times the eager candidates: a second model load, a timing batch
+  sized to about ``TARGET_PASS_S`` a pass on this machine as loaded now, and as many interleaved
+  passes as fit ``TIMING_BUDGET_S`` (one on a machine too busy for more), so the cost stays bounded.
+  Compiling costs 35-45 s per candidate on two cores (minutes on a busy one), so compiled candidates
   are timed only by ``tune="full"`` (``poolrag tune MODEL``); a verdict that chose a compiled
   path makes later engines compile it in the background, from the artifacts the tuning saved.
 * ``cpu_fast_mode="auto"`` times bf16 and int8 against the chosen exact path the same way; a mode
