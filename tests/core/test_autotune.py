@@ -257,3 +257,19 @@ def test_poolrag_tune_names_a_bad_model_in_one_line(
     assert main(["tune", str(tmp_path / "no-such-model")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("poolrag tune: cannot load the model")
+
+
+def test_a_compiled_verdict_starts_the_background_compile_unless_compile_is_off(
+    cache: Path, bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compile itself is tests/runner/test_background_compile.py's; here: who starts it."""
+    path = Path(Engine(bert, tune="auto").tune_report.path)
+    stored = json.loads(path.read_text())
+    stored["verdict"]["forward"] = "compiled"  # what `poolrag tune` writes where compiled won
+    path.write_text(json.dumps(stored))
+    started: list[Engine] = []
+    monkeypatch.setattr(Engine, "_start_compile", lambda self: started.append(self))
+    engine = Engine(bert, tune="auto")
+    assert engine.tune_report.state == "cached" and started == [engine]
+    pinned = Engine(bert, tune="auto", compile="off")
+    assert pinned.tune_report.state == "cached" and started == [engine]  # the caller's "off" wins
