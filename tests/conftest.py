@@ -19,6 +19,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# engines load untuned (timing would make the suite slow and its paths machine-dependent);
+# tests of the autotuner ask for it with tune="auto" / "full" (tests/core/test_autotune.py)
+os.environ.setdefault("POOLRAG_TUNE", "off")
 if os.environ.get("POOLRAG_TEST_CUDA") != "1":
     # the parity suite is exact fp32 on the CPU; a GPU would make every default engine bf16 there.
     # tests/engine/test_cuda.py runs with POOLRAG_TEST_CUDA=1 on a machine that has one.

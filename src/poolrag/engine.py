@@ -23,10 +23,11 @@ from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path
+from poolrag.core.autotune import TuneReport, TuneRequest, load_tuned, resolve_tune_mode
 from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
 from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
-from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
+from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
@@ -130,7 +131,9 @@ class Engine:
             (``qwen3_reranker``, ``bge_reranker_v2_gemma``, ``mxbai_rerank_v2``), a .jinja path or Jinja text.
         device_map: accelerate placement (``"auto"``, a dict) for models larger than one device.
         quantization: ``"int8"`` weight-only quantization (torchao), or ``"fp8"`` float8 weights (CUDA only).
-        cpu_fast_mode: opt-in faster CPU inference, ``"bf16"`` (pays off on CPUs with AMX) or ``"int8"``
+        cpu_fast_mode: opt-in faster CPU inference, ``"bf16"`` (pays off on CPUs with AMX), ``"int8"``,
+            or ``"auto"``: both timed against the exact path on this machine, the faster one that
+            meets the cosine bar used (exact fp32 when neither is faster; cached with the tune verdict)
             (SmoothQuant attention matmuls on native encoders, dynamic quantisation elsewhere); its
             cosine to fp32 on probe texts is measured at load, logged and kept in
             ``engine.fast_mode_report``. Below ``cpu_fast_mode_min_cosine`` the engine keeps exact
@@ -141,11 +144,18 @@ class Engine:
             while the engine serves eagerly, loads an earlier run's compiled code from poolrag's
             cache dir when there is one, and swaps the compiled forward in between batches once
             its outputs match eager on the probe texts (per-row cosine ≥ 0.99999); what happened
-            is in ``engine.compile_report``. Off by default (``None``/``"off"``): on a 2-core CPU
-            the compile competes with the first requests (benchmarks/RESULTS.md).
+            is in ``engine.compile_report``. ``"off"``: never. ``None`` (default): only where the
+            tune verdict chose a compiled path (``poolrag tune``), whose compiled code is then on
+            disk; a fresh compile on a 2-core CPU competes with the first requests (RESULTS.md).
         model_impl: ``"auto"`` runs BERT / RoBERTa / XLM-RoBERTa on poolrag's own packed, fused
             implementation where it is exact and everything else through transformers;
             ``"native"`` requires the former, ``"transformers"`` forces the latter.
+        tune: ``"auto"`` (default, or ``$POOLRAG_TUNE``): at the model's first load on this machine
+            the exact paths left open by ``model_impl`` / ``compile`` are timed on the model's own
+            shapes and the fastest whose outputs match the reference (cosine ≥ 0.99999) serves;
+            the verdict is cached on disk, so later loads build only the chosen path. ``"full"``
+            measures again now, compiled candidates included (what ``poolrag tune`` runs);
+            ``"off"`` loads as ``model_impl`` says, untimed. What happened is ``engine.tune_report``.
     """
 
     def __init__(
@@ -171,6 +181,7 @@ class Engine:
         cpu_fast_mode_min_cosine: float | None = None,
         model_impl: ModelImpl = "auto",
         compile: str | None = None,
+        tune: str | None = None,
     ) -> None:
         self.model_name = str(model)
         self._score_template = load_score_template(score_template) if score_template is not None else None
@@ -178,19 +189,52 @@ class Engine:
         self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code, convert)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
-        self._pipeline: Pipeline = build_pipeline(
-            self.spec,
-            PoolerConfig.from_value(pooler_config),
-            dtype=self.dtype,
-            device=self.device,
-            max_model_len=max_model_len,
-            max_batch_tokens=max_batch_tokens or default_batch_tokens(self.device),
-            max_batch_size=max_batch_size,
-            trust_remote_code=trust_remote_code,
-            tokenizer_path=tokenizer,
-            placement=Placement(device_map, quantization),
-            model_impl=model_impl,
+        if cpu_fast_mode not in (None, "auto", *FAST_MODES):
+            raise InvalidInputError(
+                f"unknown cpu_fast_mode {cpu_fast_mode!r}; use auto, {', '.join(FAST_MODES)}"
+            )
+        if compile not in COMPILE_MODES:
+            raise InvalidInputError(f"compile must be one of {COMPILE_MODES}, not {compile!r}")
+        pooler = PoolerConfig.from_value(pooler_config)
+        placement = Placement(device_map, quantization)
+        batch_tokens = max_batch_tokens or default_batch_tokens(self.device)
+
+        def build(impl: ModelImpl) -> Pipeline:
+            return build_pipeline(
+                self.spec,
+                pooler,
+                dtype=self.dtype,
+                device=self.device,
+                max_model_len=max_model_len,
+                max_batch_tokens=batch_tokens,
+                max_batch_size=max_batch_size,
+                trust_remote_code=trust_remote_code,
+                tokenizer_path=tokenizer,
+                placement=placement,
+                model_impl=impl,
+            )
+
+        settings = {
+            "dtype": str(self.dtype),
+            "max_model_len": max_model_len,
+            "max_batch_tokens": batch_tokens,
+            "max_batch_size": max_batch_size,
+            "pooler_config": repr(pooler),
+            "tokenizer": tokenizer,
+            "model_impl": model_impl,
+        }
+        request = TuneRequest(
+            resolve_tune_mode(tune),
+            self.model_name,
+            model_impl,
+            compile,
+            cpu_fast_mode,
+            cpu_fast_mode_min_cosine,
+            settings,
         )
+        tuned = load_tuned(build, self.spec, self.device, request, batch_tokens, placement.places_itself)
+        self._pipeline: Pipeline = tuned.pipeline
+        self.tune_report: TuneReport = tuned.report
         self._facts = ModelFacts(
             model_name=self.model_name,
             model_identity=f"{self.model_name}@{self._pipeline.fingerprint}",
@@ -207,18 +251,16 @@ class Engine:
         if task is not None and task not in self.supported_tasks:
             raise UnsupportedTaskError(task, self.supported_tasks)
         self.task: str = task or self.supported_tasks[0]
-        self.fast_mode_report: FastModeReport | None = None
-        if cpu_fast_mode is not None:
+        self.fast_mode_report: FastModeReport | None = tuned.fast_report
+        if tuned.fast_mode is not None and tuned.fast_report is None:
             self.fast_mode_report = enable_cpu_fast_mode(
                 self._pipeline.executor.runner,
-                cpu_fast_mode,
+                tuned.fast_mode,
                 probe_requests(self._pipeline.processor),
                 cpu_fast_mode_min_cosine,
             )
-        self._compile: BackgroundCompile | None = None
-        if compile not in COMPILE_MODES:
-            raise InvalidInputError(f"compile must be one of {COMPILE_MODES}, not {compile!r}")
-        if compile == "background":
+        self._compile: BackgroundCompile | None = tuned.compile_job
+        if compile == "background" or tuned.compile:
             self._start_compile()
 
     def _start_compile(self) -> None:

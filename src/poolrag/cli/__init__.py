@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import NoReturn
 
-SUBCOMMANDS = ("serve", "ingest", "search", "eval")
+SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune")
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -1,0 +1,65 @@
+"""``poolrag tune MODEL``: time the model's exact paths on this machine now and save the verdict.
+
+What ``Engine(model)`` does at a model's first load, ahead of time and more thoroughly: compiled
+candidates are timed too (each one compiles first, 35-45 s on two cores, and leaves its artifacts
+in poolrag's compile cache for the engines that follow). Prints the candidates and the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "tune",
+        help="time a model's exact paths on this machine and cache the fastest for later loads",
+        description="Time the model's exact paths (native / transformers modules, eager / compiled) on "
+        "this machine, keep those whose outputs match the reference (cosine >= 0.99999), and save the "
+        "fastest as the verdict every later Engine / poolrag serve on this machine takes.",
+    )
+    parser.add_argument("model", metavar="MODEL", help="hub id or local model folder")
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="time the eager candidates only (what a first load does; seconds instead of minutes)",
+    )
+    parser.add_argument(
+        "--cpu-fast-mode",
+        choices=("auto",),
+        help="also time bf16 and int8 against the exact path (the verdict of cpu_fast_mode='auto')",
+    )
+    parser.add_argument("--max-batch-tokens", type=int, help="the token budget the engine will run with")
+    parser.add_argument(
+        "--trust-remote-code", action="store_true", help="allow model folders with their own code"
+    )
+    parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from poolrag import Engine, PoolragError
+
+    try:
+        engine = Engine(
+            args.model,
+            tune="full",
+            compile="off" if args.no_compile else None,
+            cpu_fast_mode=args.cpu_fast_mode,
+            max_batch_tokens=args.max_batch_tokens,
+            trust_remote_code=args.trust_remote_code,
+        )
+    except (PoolragError, ValueError, OSError) as exc:
+        print(f"poolrag tune: cannot load the model: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    report = engine.tune_report
+    print(report.table())
+    if report.path:
+        print(f"saved to {report.path}")
+    return 0

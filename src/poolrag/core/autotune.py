@@ -1,0 +1,458 @@
+"""Choose the fastest exact path for a model on this machine by timing it, and remember the choice.
+
+Which path is fastest depends on the CPU (issue 29: transformers modules compiled were 1.5x
+poolrag's native encoder on a Sapphire Rapids Xeon, the native encoder won on a Zen 5 EPYC), so
+the choice is measured where the model runs instead of fixed by a rule. At a model's first load
+the candidates that exist for it are built, each one's outputs on the probe texts are compared
+with the reference path's (transformers' own modules, eager), those below ``MIN_COSINE`` per row
+are dropped, and the rest are timed on one batch of the model's own tokenised texts in
+interleaved passes (a median per candidate, so a noisy neighbour slows every candidate alike).
+The verdict is written by :mod:`poolrag.core.tune_verdicts`; later loads read it and build only
+the chosen path.
+
+* ``tune="auto"`` (the default) times the eager candidates: a second model load, a timing batch
+  sized to about ``TARGET_PASS_S`` a pass on this machine as loaded now, and as many interleaved
+  passes as fit ``TIMING_BUDGET_S`` (one on a machine too busy for more), so the cost stays bounded.
+  Compiling costs 35-45 s per candidate on two cores (minutes on a busy one), so compiled candidates
+  are timed only by ``tune="full"`` (``poolrag tune MODEL``); a verdict that chose a compiled
+  path makes later engines compile it in the background, from the artifacts the tuning saved.
+* ``cpu_fast_mode="auto"`` times bf16 and int8 against the chosen exact path the same way; a mode
+  is a candidate only where its cosine to fp32 meets the fast-mode bar, and exact fp32 stays when
+  neither is faster.
+* ``tune="off"`` (or ``POOLRAG_TUNE=off``) loads exactly as before tuning existed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import torch
+
+from poolrag.config.model_spec import ModelSpec
+from poolrag.core.model_setup import Pipeline, fingerprint
+from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
+from poolrag.errors import InvalidInputError
+from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
+from poolrag.loading.native_loader import ModelImpl
+from poolrag.request import PoolingRequest, ResolvedParams
+
+if TYPE_CHECKING:  # the compiler stack loads only when a compiled candidate is measured
+    from poolrag.compile.background import BackgroundCompile
+
+logger = logging.getLogger(__name__)
+
+TuneMode = Literal["auto", "full", "off"]
+TUNE_MODES = ("auto", "full", "off")
+TUNE_ENV = "POOLRAG_TUNE"  # the default of ``Engine(tune=...)``; tests set it to "off"
+MIN_COSINE = 0.99999  # per-row cosine to the reference path an exact candidate must reach
+TIMING_TOKENS = 2048  # most tokens in the timing batch (and at most the engine's batch budget)
+CALIBRATION_TOKENS = 256  # the smallest timing batch, timed first to size the real one
+# fast modes are raced on batches of at least this many tokens: on tiny batches the casts and
+# per-token scales weigh more than in serving (a 244-token race picked fp32 where bf16 served
+# 1.77x faster, RESULTS.md), and the caller asked for the measurement, so it may cost more
+FAST_MIN_TOKENS = 1024
+TARGET_PASS_S = 0.25  # one candidate's pass should take about this long
+TIMING_BUDGET_S = 6.0  # seconds of timed passes to aim for, over all candidates
+MIN_PASSES, MAX_PASSES = 1, 9  # a machine too busy for more than one pass in the budget gets one
+
+
+def resolve_tune_mode(value: str | None) -> TuneMode:
+    """``value``, else ``$POOLRAG_TUNE``, else ``auto``; anything else is refused in one line."""
+    mode = value if value is not None else os.environ.get(TUNE_ENV) or "auto"
+    if mode not in TUNE_MODES:
+        source = "tune" if value is not None else f"${TUNE_ENV}"
+        raise InvalidInputError(f"{source} must be one of {', '.join(TUNE_MODES)}, not {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class TuneReport:
+    """What tuning did at this load (``engine.tune_report``).
+
+    Attributes:
+        state: ``measured`` (timed now and saved), ``cached`` (an earlier verdict taken as is),
+            ``off`` (``tune="off"``) or ``skipped`` (nothing to choose between: ``reason`` says why).
+        verdict: the choice and every candidate's timing (None when off or skipped).
+        seconds: what tuning cost this load (0 when cached).
+        path: the verdict file.
+    """
+
+    state: Literal["measured", "cached", "off", "skipped"]
+    reason: str = ""
+    verdict: Verdict | None = None
+    seconds: float = 0.0
+    path: str = ""
+
+    def table(self) -> str:
+        """The candidates as a text table, fastest accepted first, and the verdict."""
+        if self.verdict is None:
+            return f"autotune {self.state}: {self.reason}"
+        verdict = self.verdict
+        exact = next(
+            (c.seconds for c in verdict.candidates if c.status == "chosen" and c.precision == "fp32"), None
+        )
+        lines = [f"{'candidate':<30} {'status':<9} {'ms/batch':>9} {'x exact':>8} {'min cosine':>11}"]
+        for c in verdict.candidates:
+            # fast modes ran their own passes against the exact path: their ratio is to that timing
+            base = exact if c.precision == "fp32" else verdict.fast_reference_seconds
+            ms = "-" if c.seconds is None else f"{c.seconds * 1e3:.1f}"
+            ratio = "-" if c.seconds is None or not base else f"{base / c.seconds:.3f}"
+            cosine = "-" if c.min_cosine is None else f"{c.min_cosine:.7f}"
+            lines.append(f"{c.name:<30} {c.status:<9} {ms:>9} {ratio:>8} {cosine:>11}")
+        if verdict.fast_reference_seconds is not None:
+            lines.append(
+                f"(fast modes timed in their own passes, the chosen exact path "
+                f"{verdict.fast_reference_seconds * 1e3:.1f} ms/batch there)"
+            )
+        fast = f", fast mode {verdict.fast_mode}" if verdict.fast_mode else ""
+        lines.append(
+            f"verdict: {verdict.impl} {verdict.forward}{fast} ({self.state}; {verdict.batch_tokens}-token "
+            f"batch, {verdict.passes} interleaved passes; measuring took {verdict.seconds:.1f} s)"
+        )
+        if not verdict.compiled_measured:
+            lines.append("compiled candidates not measured (tune='full' or `poolrag tune MODEL` times them)")
+        return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class TuneRequest:
+    """What the caller pinned and what is left to measure.
+
+    Attributes:
+        mode: ``auto``, ``full`` or ``off``.
+        model_name: the engine's model name (part of the compiled graphs' cache key).
+        model_impl, compile: as passed to the engine; a pinned value is not a choice.
+        fast_mode: the engine's ``cpu_fast_mode`` (``"auto"`` measures bf16 and int8).
+        fast_min_cosine: the fast modes' accuracy bar (None: the engine's default).
+        settings: the load options that change the candidates' shapes (part of the verdict's key).
+    """
+
+    mode: TuneMode
+    model_name: str
+    model_impl: ModelImpl = "auto"
+    compile: str | None = None
+    fast_mode: str | None = None
+    fast_min_cosine: float | None = None
+    settings: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TunedLoad:
+    """The pipeline to serve with and what the engine still has to switch on.
+
+    Attributes:
+        compile: the chosen path is compiled and ``compile_job`` is None: start the background compile.
+        compile_job: the finished compile of the chosen runner (measured now, already installed).
+        fast_mode: the fast mode to switch on (None: exact), unless ``fast_report`` says it already is.
+    """
+
+    pipeline: Pipeline
+    report: TuneReport
+    compile: bool = False
+    compile_job: BackgroundCompile | None = None
+    fast_mode: str | None = None
+    fast_report: FastModeReport | None = None
+
+
+@dataclass(slots=True)
+class _Candidate:
+    impl: str
+    forward: str
+    precision: str
+    pipeline: Pipeline
+    compile_job: BackgroundCompile | None = None
+    fast_report: FastModeReport | None = None
+    status: str = "slower"
+    min_cosine: float | None = None
+    batch: list[PoolingRequest] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float | None:
+        return statistics.median(self.times) if self.times else None
+
+    def timing(self) -> CandidateTiming:
+        return CandidateTiming(
+            self.impl, self.forward, self.precision, self.status, self.seconds, self.min_cosine
+        )
+
+
+def _impl(pipeline: Pipeline) -> str:
+    return "native" if getattr(pipeline.executor.runner.model, "native", False) else "transformers"
+
+
+def _probe_rows(pipeline: Pipeline) -> torch.Tensor:
+    """Every output row of the probe texts: token states (or token logits), else sequence logits."""
+    out = pipeline.executor.runner.forward(probe_requests(pipeline.processor))
+    rows = out.tokens.states if out.tokens is not None else out.sequences
+    assert rows is not None
+    return rows.reshape(-1, rows.shape[-1]).float()
+
+
+def agreement(reference: torch.Tensor, candidate: torch.Tensor) -> float:
+    """Lowest per-row cosine of two ``[rows, width]`` outputs; one-wide outputs (a score per text)
+    are compared as one vector of scores, since a single value's cosine is only its sign."""
+    if reference.shape != candidate.shape:
+        return -1.0
+    if reference.shape[-1] == 1:
+        reference, candidate = reference.reshape(1, -1), candidate.reshape(1, -1)
+    cosine = torch.nn.functional.cosine_similarity(reference, candidate, dim=1, eps=1e-12)
+    return float(cosine.min())
+
+
+def timing_batch(pipeline: Pipeline, tokens: int) -> list[PoolingRequest]:
+    """The probe texts, tokenised for the model's first task, repeated to about ``tokens`` tokens."""
+    params = ResolvedParams(task=pipeline.supported_tasks[0])
+    from poolrag.loading.cpu_fast_mode import PROBE_TEXTS
+
+    texts = list(PROBE_TEXTS)
+    one_round = pipeline.processor.texts(texts, params, -1, None)
+    per_round = max(sum(r.num_tokens for r in one_round), 1)
+    rounds = max(1, tokens // per_round)
+    return [r for _ in range(rounds) for r in one_round]
+
+
+def _run_once(candidate: _Candidate) -> float:
+    runner = candidate.pipeline.executor.runner
+    started = time.perf_counter()
+    runner.forward(candidate.batch)
+    return time.perf_counter() - started
+
+
+def time_interleaved(candidates: Sequence[_Candidate], budget_s: float | None = None) -> int:
+    """A warm-up pass each, then passes over all candidates in a rotating order; returns how many
+    passes were taken (as many as fit ``budget_s``, within ``MIN_PASSES``..``MAX_PASSES``)."""
+    budget_s = TIMING_BUDGET_S if budget_s is None else budget_s
+    warm = sum(_run_once(c) for c in candidates)
+    passes = int(min(MAX_PASSES, max(MIN_PASSES, budget_s // max(warm, 1e-3))))
+    for index in range(passes):
+        shift = index % len(candidates)
+        for candidate in (*candidates[shift:], *candidates[:shift]):
+            candidate.times.append(_run_once(candidate))
+    return passes
+
+
+def _compile_candidate(candidate: _Candidate, identity: str) -> None:
+    from poolrag.compile.background import BackgroundCompile
+
+    runner = candidate.pipeline.executor.runner
+    probe = probe_requests(candidate.pipeline.processor)
+    job = BackgroundCompile(runner, probe, identity).start()
+    report = job.wait()
+    candidate.compile_job = job
+    if report.state != "active":
+        candidate.status = "failed"
+        logger.info("autotune: %s compiled not a candidate: %s", candidate.impl, report.reason)
+
+
+class _Tuner:
+    """One load's measuring: builds candidates through ``build`` and keeps the winner's pipeline."""
+
+    def __init__(self, build: Callable[[ModelImpl], Pipeline], identity: str, batch_tokens: int) -> None:
+        self._build = build
+        self._identity = identity
+        self._tokens = batch_tokens
+
+    def exact(self, request: TuneRequest) -> tuple[_Candidate, list[_Candidate], int]:
+        """(the winner, every candidate, passes) among the exact paths the request leaves open."""
+        first = self._build(request.model_impl)
+        candidates = [_Candidate(_impl(first), "eager", "fp32", first)]
+        if request.model_impl == "auto" and candidates[0].impl == "native":
+            candidates.append(_Candidate("transformers", "eager", "fp32", self._build("transformers")))
+        if request.mode == "full" and request.compile is None:
+            for impl in [c.impl for c in candidates]:
+                pipeline = self._build(impl)  # type: ignore[arg-type]
+                pipeline.executor.runner.prepare_for_serving()
+                compiled = _Candidate(impl, "compiled", "fp32", pipeline)
+                _compile_candidate(compiled, self._identity)
+                candidates.append(compiled)
+        if len(candidates) == 1:
+            return self._race(candidates)
+        reference = next((c for c in candidates if c.impl == "transformers" and c.forward == "eager"), None)
+        want = _probe_rows((reference or candidates[0]).pipeline)
+        for candidate in candidates:
+            if candidate.status == "failed":
+                continue
+            candidate.pipeline.executor.runner.prepare_for_serving()
+            candidate.min_cosine = agreement(want, _probe_rows(candidate.pipeline))
+            if candidate.min_cosine < MIN_COSINE:
+                candidate.status = "rejected"
+                logger.warning(
+                    "autotune: %s %s differs from the reference path (min cosine %.7f < %s); not used",
+                    candidate.impl,
+                    candidate.forward,
+                    candidate.min_cosine,
+                    MIN_COSINE,
+                )
+        return self._race(candidates)
+
+    def fast(self, exact: _Candidate, request: TuneRequest) -> tuple[_Candidate, list[_Candidate], int]:
+        """(the winner, the fast candidates, passes): bf16 and int8 against ``exact``, each held to
+        the fast-mode cosine bar first."""
+        candidates = [exact]
+        for mode in FAST_MODES:
+            pipeline = self._build(exact.impl)  # type: ignore[arg-type]
+            runner = pipeline.executor.runner
+            report = enable_cpu_fast_mode(
+                runner, mode, probe_requests(pipeline.processor), request.fast_min_cosine
+            )
+            status = "slower" if report.active else "rejected"
+            candidates.append(
+                _Candidate(exact.impl, "eager", mode, pipeline, None, report, status, report.min_cosine)
+            )
+        exact.times.clear()  # timed again, interleaved with the fast modes
+        winner, _, passes = self._race(candidates, floor=FAST_MIN_TOKENS)
+        return winner, candidates[1:], passes
+
+    def _batch_tokens(self, candidate: _Candidate, floor: int) -> int:
+        """A timing batch whose pass takes about ``TARGET_PASS_S`` on this machine as loaded now
+        (a bigger model or a busier machine gets a smaller batch, so tuning stays bounded)."""
+        candidate.pipeline.executor.runner.prepare_for_serving()
+        candidate.batch = timing_batch(candidate.pipeline, CALIBRATION_TOKENS)
+        _run_once(candidate)  # the first pass creates oneDNN's primitives
+        seconds = _run_once(candidate)
+        tokens = sum(r.num_tokens for r in candidate.batch) * TARGET_PASS_S / max(seconds, 1e-4)
+        return int(min(self._tokens, max(floor, tokens)))
+
+    def _race(
+        self, candidates: list[_Candidate], floor: int = CALIBRATION_TOKENS
+    ) -> tuple[_Candidate, list[_Candidate], int]:
+        open_ = [c for c in candidates if c.status not in ("rejected", "failed")]
+        passes = 0
+        if len(open_) > 1:
+            tokens = self._batch_tokens(open_[0], floor)
+            for candidate in open_:
+                candidate.pipeline.executor.runner.prepare_for_serving()
+                candidate.batch = timing_batch(candidate.pipeline, tokens)
+            passes = time_interleaved(open_)
+        if not open_:  # nothing agreed with the reference: the first path, as without tuning
+            open_ = candidates[:1]
+        winner = min(open_, key=lambda c: c.seconds if c.seconds is not None else 0.0)
+        for candidate in candidates:
+            if candidate.status == "chosen":
+                candidate.status = "slower"
+        winner.status = "chosen"
+        return winner, candidates, passes
+
+
+def _close_others(keep: Pipeline, candidates: Sequence[_Candidate]) -> None:
+    for candidate in candidates:
+        if candidate.pipeline is not keep:
+            candidate.pipeline.executor.close()
+
+
+def _untuned(
+    build: Callable[[ModelImpl], Pipeline],
+    request: TuneRequest,
+    state: Literal["off", "skipped"],
+    reason: str,
+) -> TunedLoad:
+    if request.fast_mode == "auto":
+        raise InvalidInputError(
+            f"cpu_fast_mode='auto' chooses by measurement, which is not done here: {reason}"
+        )
+    return TunedLoad(build(request.model_impl), TuneReport(state, reason), fast_mode=request.fast_mode)
+
+
+def not_tunable(device: torch.device, places_itself: bool) -> str | None:
+    """Why this load has no candidates to time, or None."""
+    if device.type != "cpu":
+        return f"tuning times CPU paths; on {device.type} the default path runs"
+    if places_itself:
+        return "device_map / quantization place the weights through transformers"
+    return None
+
+
+def load_tuned(
+    build: Callable[[ModelImpl], Pipeline],
+    spec: ModelSpec,
+    device: torch.device,
+    request: TuneRequest,
+    batch_tokens: int,
+    places_itself: bool = False,
+) -> TunedLoad:
+    """The pipeline to serve with, chosen as :mod:`poolrag.core.autotune` describes.
+
+    Args:
+        build: loads the model with one ``model_impl`` (the engine's other options bound).
+        spec: the model folder's spec (its weights' fingerprint keys the verdict).
+        device: where the model runs.
+        request: what the caller pinned.
+        batch_tokens: the engine's token budget (the timing batch is at most this big).
+        places_itself: device_map / quantization are set.
+    """
+    if request.mode == "off":
+        return _untuned(build, request, "off", "tune='off'")
+    reason = not_tunable(device, places_itself)
+    if reason is not None:
+        return _untuned(build, request, "skipped", reason)
+    key = TuneKey.for_load(fingerprint(spec), request.settings, device)
+    cached = read_verdict(key) if request.mode == "auto" else None
+    wants_fast = request.fast_mode == "auto"
+    if cached is not None and (not wants_fast or cached.fast_mode is not None):
+        pipeline = build(cached.impl)  # type: ignore[arg-type]
+        fast = _fast_choice(request, cached.fast_mode)
+        report = TuneReport("cached", "verdict read from disk", cached, 0.0, str(key.path()))
+        logger.info("autotune: %s %s (cached verdict %s)", cached.impl, cached.forward, key.path())
+        return TunedLoad(
+            pipeline,
+            report,
+            compile=cached.forward == "compiled" and request.compile is None and fast is None,
+            fast_mode=fast,
+        )
+    started = time.perf_counter()
+    identity = f"{request.model_name}@{fingerprint(spec)}"
+    tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))
+    if cached is not None:  # exact path known, fast modes not measured yet: measure only those
+        exact = _Candidate(cached.impl, cached.forward, "fp32", build(cached.impl))  # type: ignore[arg-type]
+        exact.pipeline.executor.runner.prepare_for_serving()
+        exact_candidates, exact_passes = [], cached.passes
+        previous = [c for c in cached.candidates if c.precision == "fp32"]
+    else:
+        exact, exact_candidates, exact_passes = tuner.exact(request)
+        previous = [c.timing() for c in exact_candidates]  # before the fast modes' race re-times exact
+    chosen, fast_candidates, passes = exact, [], exact_passes
+    if wants_fast:
+        chosen, fast_candidates, passes = tuner.fast(exact, request)
+    verdict = Verdict(
+        impl=exact.impl,
+        forward=exact.forward,
+        fast_mode=(chosen.precision if wants_fast else None),
+        compiled_measured=(request.mode == "full" and request.compile is None)
+        or (cached is not None and cached.compiled_measured),
+        candidates=(*previous, *(c.timing() for c in fast_candidates)),
+        batch_tokens=sum(r.num_tokens for r in chosen.batch) or min(batch_tokens, TIMING_TOKENS),
+        passes=max(passes, exact_passes),
+        seconds=round(time.perf_counter() - started, 3),
+        fast_reference_seconds=exact.seconds if wants_fast else None,
+    )
+    if exact_candidates and len(exact_candidates) == 1 and not wants_fast:
+        # one exact path and nothing else asked: nothing was chosen, nothing worth remembering
+        report = TuneReport("skipped", "one exact path for this model: nothing to choose", verdict)
+        return TunedLoad(exact.pipeline, report, fast_mode=request.fast_mode)
+    path = write_verdict(key, verdict)
+    report = TuneReport("measured", "timed now", verdict, verdict.seconds, str(path or ""))
+    logger.info("autotune measured in %.1f s:\n%s", verdict.seconds, report.table())
+    _close_others(chosen.pipeline, [*exact_candidates, *fast_candidates, exact])
+    compiled = exact.forward == "compiled" and chosen is exact and request.compile is None
+    return TunedLoad(
+        chosen.pipeline,
+        report,
+        compile=compiled and exact.compile_job is None,
+        compile_job=exact.compile_job if compiled else None,
+        fast_mode=_fast_choice(request, verdict.fast_mode),
+        fast_report=chosen.fast_report,
+    )
+
+
+def _fast_choice(request: TuneRequest, measured: str | None) -> str | None:
+    """The fast mode the engine switches on: the caller's, or the measured one (fp32: none)."""
+    if request.fast_mode != "auto":
+        return request.fast_mode
+    return None if measured in (None, "fp32") else measured

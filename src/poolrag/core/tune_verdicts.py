@@ -1,0 +1,243 @@
+"""Autotune verdicts on disk: one small JSON file per model, load settings and machine.
+
+A verdict only ever picks among names poolrag enumerates itself (an implementation, a forward, a
+precision); nothing in the file can name code to import or turn on remote code. The file is read
+back field by field: the key must equal the one this load computes (a file written for another
+model, machine, torch build or thread count is foreign), every name must be one of the enumerated
+ones and every number finite. Anything else is ignored with one warning, and the model is tuned
+again as if the file were not there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import platform
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from poolrag.cache_location import poolrag_cache_dir
+from poolrag.loading.cpu_fast_mode import cpu_flags, onednn_isa_limit
+
+logger = logging.getLogger(__name__)
+
+TUNE_FORMAT = "poolrag-tune"
+TUNE_VERSION = 1  # bump when the candidates or the way they are timed change
+IMPLS = ("native", "transformers")
+FORWARDS = ("eager", "compiled")
+PRECISIONS = ("fp32", "bf16", "int8")
+STATUSES = ("chosen", "slower", "rejected", "failed")
+
+# the CPU flags that change which kernels (and so which path) win
+_ISA_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4")
+
+
+def tune_cache_dir() -> Path:
+    """``tune`` under :func:`~poolrag.cache_location.poolrag_cache_dir`."""
+    return poolrag_cache_dir() / "tune"
+
+
+@lru_cache(maxsize=1)
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_description(device: torch.device) -> str:
+    """The hardware a timing holds for: the GPU's name, or the CPU's model and ISA flags."""
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    flags = sorted(f for f in cpu_flags() if f.startswith(_ISA_PREFIXES) or "vnni" in f or "bf16" in f)
+    limit = onednn_isa_limit()
+    capped = f"; oneDNN capped at {limit}" if limit else ""
+    return f"cpu: {_cpu_model()} [{platform.machine()}]; {' '.join(flags)}{capped}"
+
+
+@dataclass(frozen=True, slots=True)
+class TuneKey:
+    """What a verdict holds for; any field that differs means another file.
+
+    Attributes:
+        model_fingerprint: the weights' identity (``core.model_setup.fingerprint``).
+        settings: a digest of the load options that change the candidates or their shapes.
+        machine: :func:`machine_description`.
+        torch_version, threads: the build and the thread count the timings were taken with.
+    """
+
+    model_fingerprint: str
+    settings: str
+    machine: str
+    torch_version: str
+    threads: int
+    version: int = TUNE_VERSION
+
+    @staticmethod
+    def for_load(model_fingerprint: str, settings: dict[str, Any], device: torch.device) -> TuneKey:
+        text = json.dumps(settings, sort_keys=True, default=str)
+        return TuneKey(
+            model_fingerprint=model_fingerprint,
+            settings=hashlib.sha256(text.encode()).hexdigest()[:16],
+            machine=machine_description(device),
+            torch_version=torch.__version__,
+            threads=torch.get_num_threads(),
+        )
+
+    def path(self) -> Path:
+        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:24]
+        return tune_cache_dir() / f"{digest}.json"
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateTiming:
+    """One candidate as measured: median seconds per timing batch (None when not timed) and its
+    lowest per-row cosine to the reference path's outputs."""
+
+    impl: str
+    forward: str
+    precision: str
+    status: str
+    seconds: float | None
+    min_cosine: float | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.impl} {self.forward} {self.precision}"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The fastest candidate that agreed with the reference, and everything that was measured.
+
+    Attributes:
+        impl, forward: the exact path chosen (``native``/``transformers``, ``eager``/``compiled``).
+        fast_mode: ``bf16``/``int8`` when ``cpu_fast_mode="auto"`` measured one faster than exact
+            fp32 within its cosine bar, ``fp32`` when none was; None when fast modes were not measured.
+        compiled_measured: compiled candidates were timed (``tune="full"`` / ``poolrag tune``).
+        candidates: every candidate's timing, exact ones first.
+        batch_tokens, passes: the timing batch's size and how many interleaved passes were taken.
+        seconds: what the measuring cost (wall clock, model loads and compiles included).
+        fast_reference_seconds: the chosen exact path timed again in the fast modes' own passes
+            (what their seconds compare with); None when fast modes were not measured.
+    """
+
+    impl: str
+    forward: str
+    fast_mode: str | None
+    compiled_measured: bool
+    candidates: tuple[CandidateTiming, ...]
+    batch_tokens: int
+    passes: int
+    seconds: float
+    fast_reference_seconds: float | None = None
+
+
+class _Invalid(ValueError):
+    pass
+
+
+def _name(value: object, allowed: tuple[str, ...], field: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise _Invalid(f"{field} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _number(value: object, field: str, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _Invalid(f"{field} is not a finite number")
+    return float(value)
+
+
+def _count(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Invalid(f"{field} is not a count")
+    return value
+
+
+def _candidate(raw: object, index: int) -> CandidateTiming:
+    if not isinstance(raw, dict):
+        raise _Invalid(f"candidate {index} is not an object")
+    where = f"candidate {index}"
+    return CandidateTiming(
+        impl=_name(raw.get("impl"), IMPLS, f"{where} impl"),
+        forward=_name(raw.get("forward"), FORWARDS, f"{where} forward"),
+        precision=_name(raw.get("precision"), PRECISIONS, f"{where} precision"),
+        status=_name(raw.get("status"), STATUSES, f"{where} status"),
+        seconds=_number(raw.get("seconds"), f"{where} seconds", optional=True),
+        min_cosine=_number(raw.get("min_cosine"), f"{where} min_cosine", optional=True),
+    )
+
+
+def _verdict(raw: dict[str, Any]) -> Verdict:
+    candidates = raw.get("candidates")
+    if not isinstance(candidates, list):
+        raise _Invalid("candidates is not a list")
+    fast = raw.get("fast_mode")
+    compiled = raw.get("compiled_measured")
+    if not isinstance(compiled, bool):
+        raise _Invalid("compiled_measured is not true/false")
+    return Verdict(
+        impl=_name(raw.get("impl"), IMPLS, "impl"),
+        forward=_name(raw.get("forward"), FORWARDS, "forward"),
+        fast_mode=None if fast is None else _name(fast, PRECISIONS, "fast_mode"),
+        compiled_measured=compiled,
+        candidates=tuple(_candidate(c, i) for i, c in enumerate(candidates)),
+        batch_tokens=_count(raw.get("batch_tokens"), "batch_tokens"),
+        passes=_count(raw.get("passes"), "passes"),
+        seconds=_number(raw.get("seconds"), "seconds") or 0.0,
+        fast_reference_seconds=_number(raw.get("fast_reference_seconds"), "fast_reference_seconds", True),
+    )
+
+
+def read_verdict(key: TuneKey) -> Verdict | None:
+    """The verdict stored for ``key``; None when there is none, or (with one warning) when the
+    file is unreadable, corrupt or written for another key."""
+    path = key.path()
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        logger.warning("tune verdict %s unreadable (%s); tuning again", path, exc)
+        return None
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict) or raw.get("format") != TUNE_FORMAT:
+            raise _Invalid(f"not a {TUNE_FORMAT} file")
+        if raw.get("key") != asdict(key):
+            raise _Invalid("written for another model, machine, torch build or thread count")
+        verdict = raw.get("verdict")
+        if not isinstance(verdict, dict):
+            raise _Invalid("verdict is not an object")
+        return _verdict(verdict)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and _Invalid are ValueErrors
+        logger.warning("ignoring tune verdict %s: %s; tuning again", path, exc)
+        return None
+
+
+def write_verdict(key: TuneKey, verdict: Verdict) -> Path | None:
+    """Store ``verdict`` for ``key`` atomically; None (and a warning) when the cache is not writable."""
+    path = key.path()
+    body = {"format": TUNE_FORMAT, "key": asdict(key), "verdict": asdict(verdict)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        partial.write_text(json.dumps(body, indent=1))
+        partial.replace(path)
+    except OSError as exc:
+        logger.warning("tune verdict not saved to %s (%s): the next load measures again", path, exc)
+        return None
+    return path

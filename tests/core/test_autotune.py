@@ -1,0 +1,275 @@
+"""``Engine(..., tune=...)``: the first load on a machine times the exact paths and keeps the fastest
+whose outputs match the reference; later loads take the cached verdict without measuring;
+``tune="off"`` loads as before tuning existed; ``cpu_fast_mode="auto"`` picks bf16 / int8 / fp32 by
+the same measurement; ``poolrag tune`` does it ahead of time.
+
+Real engines on a tiny BERT (poolrag's native encoder and transformers' modules both load it);
+each test has its own poolrag cache folder. No assertion reads a timing: which path wins depends
+on the CPU, what must hold everywhere is that the winner is one that was measured and agrees.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import poolrag.core.autotune
+import poolrag.engine
+from poolrag import Engine
+from poolrag.cli import main
+from poolrag.core.autotune import MIN_COSINE
+from poolrag.core.tune_verdicts import IMPLS
+from poolrag.errors import InvalidInputError
+from poolrag.loading.cpu_fast_mode import DEFAULT_MIN_COSINE as FAST_MIN_COSINE
+
+TEXTS = [
+    "short",
+    "A sentence of medium length about choosing the fastest path.",
+    "A considerably longer passage that keeps going, with several clauses, commas and words, so "
+    "that the packed batch mixes lengths.",
+]
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "poolrag"))
+    # short timing batches and passes: what is tested is the choice's contract, not its precision
+    monkeypatch.setattr(poolrag.core.autotune, "TIMING_TOKENS", 256)
+    monkeypatch.setattr(poolrag.core.autotune, "TIMING_BUDGET_S", 0.5)
+    return tmp_path / "poolrag" / "tune"
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every model load the engine makes, by ``model_impl``: tuning shows up as extra loads."""
+    made: list[str] = []
+    real = poolrag.engine.build_pipeline
+
+    def counting(*args: object, **kwargs: object):
+        made.append(str(kwargs["model_impl"]))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(poolrag.engine, "build_pipeline", counting)
+    return made
+
+
+@pytest.fixture
+def bert(tiny_model: Callable[..., Path]) -> Path:
+    return tiny_model("bert")
+
+
+def _reference(path: Path) -> np.ndarray:
+    """transformers' own modules, eager, untuned: the reference path."""
+    return Engine(path, tune="off", model_impl="transformers").embed_array(TEXTS)
+
+
+def _served_impl(engine: Engine) -> str:
+    return "native" if getattr(engine.pipeline.executor.runner.model, "native", False) else "transformers"
+
+
+def test_first_load_measures_and_serves_an_agreeing_winner(
+    cache: Path, builds: list[str], bert: Path
+) -> None:
+    engine = Engine(bert, tune="auto")
+    report = engine.tune_report
+    assert report.state == "measured" and report.seconds > 0
+    verdict = report.verdict
+    assert verdict is not None and verdict.forward == "eager" and not verdict.compiled_measured
+    assert {(c.impl, c.forward) for c in verdict.candidates} == {
+        ("native", "eager"),
+        ("transformers", "eager"),
+    }
+    for candidate in verdict.candidates:
+        assert candidate.min_cosine is not None and candidate.min_cosine >= MIN_COSINE
+        assert candidate.seconds is not None and candidate.seconds > 0
+    chosen = [c for c in verdict.candidates if c.status == "chosen"]
+    assert len(chosen) == 1 and chosen[0].impl == verdict.impl
+    assert chosen[0].seconds == min(c.seconds for c in verdict.candidates if c.seconds is not None)
+    assert _served_impl(engine) == verdict.impl
+    assert builds == ["auto", "transformers"]  # both candidates loaded once, nothing else
+    assert Path(report.path).is_file() and Path(report.path).parent == cache
+    assert _cosines(_reference(bert), engine.embed_array(TEXTS)).min() >= MIN_COSINE
+    assert "verdict: " in report.table() and "native eager fp32" in report.table()
+
+
+def test_later_loads_take_the_cached_verdict_without_measuring(
+    cache: Path, builds: list[str], bert: Path
+) -> None:
+    first = Engine(bert, tune="auto").tune_report
+    builds.clear()
+    again = Engine(bert, tune="auto")
+    report = again.tune_report
+    assert report.state == "cached" and report.seconds == 0.0
+    assert report.verdict == first.verdict
+    assert builds == [first.verdict.impl]  # only the chosen path is loaded: no candidate, no timing
+    assert _served_impl(again) == first.verdict.impl
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_the_verdict_decides_the_path_and_both_agree_with_the_reference(
+    cache: Path, builds: list[str], bert: Path, impl: str
+) -> None:
+    path = Path(Engine(bert, tune="auto").tune_report.path)
+    stored = json.loads(path.read_text())
+    stored["verdict"]["impl"] = impl
+    path.write_text(json.dumps(stored))
+    builds.clear()
+    engine = Engine(bert, tune="auto")
+    assert engine.tune_report.state == "cached" and builds == [impl]
+    assert _served_impl(engine) == impl
+    assert _cosines(_reference(bert), engine.embed_array(TEXTS)).min() >= MIN_COSINE
+
+
+@pytest.fixture(scope="module")
+def measured_file(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Callable[..., Path]
+) -> tuple[str, dict]:
+    """The name and body of a good verdict file for the tiny BERT (the key does not name the folder)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path_factory.mktemp("good-verdict")))
+        path = Path(Engine(tiny_model("bert"), tune="auto").tune_report.path)
+    return path.name, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(
+    ("damage", "warning"),
+    [
+        (lambda body: "{ not json", "ignoring tune verdict"),
+        (lambda body: json.dumps({**body, "key": {**body["key"], "threads": 977}}), "another model, machine"),
+        (
+            lambda body: json.dumps({**body, "verdict": {**body["verdict"], "impl": "my_module.Fast"}}),
+            "impl is not one of",
+        ),
+        (
+            lambda body: json.dumps({**body, "verdict": {**body["verdict"], "batch_tokens": "many"}}),
+            "batch_tokens is not a count",
+        ),
+    ],
+    ids=["corrupt", "foreign", "unknown-name", "not-a-number"],
+)
+def test_a_bad_verdict_file_is_ignored_with_one_warning_and_tuned_again(
+    cache: Path,
+    bert: Path,
+    measured_file: tuple[str, dict],
+    caplog: pytest.LogCaptureFixture,
+    damage: Callable[[dict], str],
+    warning: str,
+) -> None:
+    name, body = measured_file
+    path = cache / name
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(body))
+    assert Engine(bert, tune="auto").tune_report.state == "cached"  # the good file is this load's
+    path.write_text(damage(body))
+    with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
+        engine = Engine(bert, tune="auto")
+    warnings = [r for r in caplog.records if r.name == "poolrag.core.tune_verdicts"]
+    assert len(warnings) == 1 and warning in warnings[0].getMessage(), warnings
+    assert engine.tune_report.state == "measured"
+    assert json.loads(path.read_text())["verdict"]["impl"] in IMPLS  # rewritten, valid again
+
+
+def test_tune_off_loads_as_before_and_writes_nothing(cache: Path, builds: list[str], bert: Path) -> None:
+    engine = Engine(bert, tune="off")
+    assert engine.tune_report.state == "off" and engine.tune_report.verdict is None
+    assert builds == ["auto"] and _served_impl(engine) == "native"  # model_impl="auto" as always
+    assert not cache.exists()
+
+
+def test_the_default_comes_from_the_environment(
+    cache: Path, bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POOLRAG_TUNE", raising=False)
+    assert Engine(bert).tune_report.state == "measured"  # what a user gets: tuned
+    monkeypatch.setenv("POOLRAG_TUNE", "off")
+    assert Engine(bert).tune_report.state == "off"
+    monkeypatch.setenv("POOLRAG_TUNE", "fastest")
+    with pytest.raises(InvalidInputError, match=r"\$POOLRAG_TUNE must be one of auto, full, off"):
+        Engine(bert)
+    with pytest.raises(InvalidInputError, match="tune must be one of"):
+        Engine(bert, tune="sometimes")
+
+
+def test_a_pinned_model_impl_leaves_nothing_to_choose(cache: Path, builds: list[str], bert: Path) -> None:
+    engine = Engine(bert, tune="auto", model_impl="transformers")
+    assert engine.tune_report.state == "skipped" and builds == ["transformers"]
+    assert not cache.exists()
+
+
+def test_fast_mode_auto_picks_by_measurement_and_caches_it(
+    cache: Path, builds: list[str], bert: Path
+) -> None:
+    engine = Engine(bert, tune="auto", cpu_fast_mode="auto")
+    verdict = engine.tune_report.verdict
+    assert verdict is not None and verdict.fast_mode in ("fp32", "bf16", "int8")
+    fast_rows = {c.precision: c for c in verdict.candidates if c.precision != "fp32"}
+    assert set(fast_rows) == {"bf16", "int8"}
+    for row in fast_rows.values():  # each measured against fp32; only those meeting the bar were timed
+        assert row.min_cosine is not None
+        assert (row.status == "rejected") == (row.min_cosine < FAST_MIN_COSINE)
+        assert (row.seconds is None) == (row.status == "rejected")
+    vectors = engine.embed_array(TEXTS)
+    assert _cosines(_reference(bert), vectors).min() >= FAST_MIN_COSINE
+    if verdict.fast_mode == "fp32":
+        assert engine.fast_mode_report is None
+    else:
+        report = engine.fast_mode_report
+        assert report is not None and report.active and report.mode == verdict.fast_mode
+    builds.clear()
+    again = Engine(bert, tune="auto", cpu_fast_mode="auto")
+    assert again.tune_report.state == "cached" and builds == [verdict.impl]
+    mode = None if again.fast_mode_report is None else again.fast_mode_report.mode
+    assert mode == (None if verdict.fast_mode == "fp32" else verdict.fast_mode)
+
+
+def test_fast_mode_auto_needs_measuring(cache: Path, bert: Path) -> None:
+    with pytest.raises(InvalidInputError, match="cpu_fast_mode='auto'"):
+        Engine(bert, tune="off", cpu_fast_mode="auto")
+
+
+def test_poolrag_tune_prints_the_candidates_and_saves_the_verdict(
+    cache: Path, bert: Path, capsys: pytest.CaptureFixture[str], builds: list[str]
+) -> None:
+    assert main(["tune", str(bert), "--no-compile"]) == 0
+    out = capsys.readouterr().out
+    assert "native eager fp32" in out and "transformers eager fp32" in out and "verdict: " in out
+    saved = Path(out.strip().splitlines()[-1].removeprefix("saved to "))
+    assert saved.is_file() and saved.parent == cache
+    builds.clear()
+    engine = Engine(bert)  # $POOLRAG_TUNE is off in the suite: ask explicitly below
+    assert engine.tune_report.state == "off"
+    engine = Engine(bert, tune="auto")
+    assert engine.tune_report.state == "cached" and len(builds) == 2  # the off load + the chosen path
+
+
+def test_poolrag_tune_names_a_bad_model_in_one_line(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tune", str(tmp_path / "no-such-model")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("poolrag tune: cannot load the model")
+
+
+def test_a_compiled_verdict_starts_the_background_compile_unless_compile_is_off(
+    cache: Path, bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compile itself is tests/runner/test_background_compile.py's; here: who starts it."""
+    path = Path(Engine(bert, tune="auto").tune_report.path)
+    stored = json.loads(path.read_text())
+    stored["verdict"]["forward"] = "compiled"  # what `poolrag tune` writes where compiled won
+    path.write_text(json.dumps(stored))
+    started: list[Engine] = []
+    monkeypatch.setattr(Engine, "_start_compile", lambda self: started.append(self))
+    engine = Engine(bert, tune="auto")
+    assert engine.tune_report.state == "cached" and started == [engine]
+    pinned = Engine(bert, tune="auto", compile="off")
+    assert pinned.tune_report.state == "cached" and started == [engine]  # the caller's "off" wins

@@ -1,0 +1,102 @@
+"""The verdict file on its own: written atomically, read back equal, and anything that is not a
+verdict for this exact key (another machine's, a hand-edited name, a non-number) is refused with
+one warning instead of steering the load."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TuneKey:
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path))
+    return TuneKey.for_load("0123456789abcdef", {"dtype": "torch.float32", "max_batch_tokens": 4096}, CPU)
+
+
+VERDICT = Verdict(
+    impl="transformers",
+    forward="compiled",
+    fast_mode="bf16",
+    compiled_measured=True,
+    candidates=(
+        CandidateTiming("native", "eager", "fp32", "slower", 0.25, 0.9999998),
+        CandidateTiming("transformers", "compiled", "fp32", "chosen", 0.2, 0.9999997),
+        CandidateTiming("native", "compiled", "fp32", "failed", None, None),
+        CandidateTiming("transformers", "compiled", "bf16", "chosen", 0.1, 0.99993),
+    ),
+    batch_tokens=1952,
+    passes=5,
+    seconds=12.5,
+    fast_reference_seconds=0.21,
+)
+
+
+def test_a_written_verdict_reads_back_equal(key: TuneKey) -> None:
+    path = write_verdict(key, VERDICT)
+    assert path == key.path() and path.is_file()
+    assert not list(path.parent.glob("*.partial"))  # written whole, then renamed
+    assert read_verdict(key) == VERDICT
+
+
+def test_the_key_names_machine_torch_threads_and_settings(key: TuneKey) -> None:
+    assert key.machine.startswith("cpu: ") and key.torch_version == torch.__version__
+    assert key.threads == torch.get_num_threads()
+    other = TuneKey.for_load("0123456789abcdef", {"dtype": "torch.float32", "max_batch_tokens": 2048}, CPU)
+    assert other.settings != key.settings and other.path() != key.path()
+    assert replace(key, threads=key.threads + 1).path() != key.path()
+
+
+def test_no_file_is_no_verdict_and_no_warning(key: TuneKey, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert read_verdict(key) is None
+    assert not caplog.records
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda b: {**b, "format": "something-else"}, "not a poolrag-tune file"),
+        (lambda b: {**b, "key": {**b["key"], "machine": "cpu: another CPU"}}, "written for another"),
+        (lambda b: {**b, "verdict": {**b["verdict"], "forward": "cuda_graphs"}}, "forward is not one of"),
+        (lambda b: {**b, "verdict": {**b["verdict"], "fast_mode": "fp4"}}, "fast_mode is not one of"),
+        (lambda b: {**b, "verdict": {**b["verdict"], "seconds": float("nan")}}, "seconds is not a finite"),
+        (lambda b: {**b, "verdict": {**b["verdict"], "passes": True}}, "passes is not a count"),
+        (lambda b: {**b, "verdict": {**b["verdict"], "compiled_measured": "yes"}}, "compiled_measured"),
+        (
+            lambda b: {**b, "verdict": {**b["verdict"], "candidates": [{"impl": "native"}]}},
+            "candidate 0 forward",
+        ),
+    ],
+    ids=["format", "foreign", "forward", "fast-mode", "nan", "bool-count", "not-bool", "candidate"],
+)
+def test_a_bad_field_is_refused_with_one_warning(
+    key: TuneKey, caplog: pytest.LogCaptureFixture, edit, reason: str
+) -> None:
+    path = write_verdict(key, VERDICT)
+    assert path is not None
+    path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
+        assert read_verdict(key) is None
+    assert len(caplog.records) == 1 and reason in caplog.records[0].getMessage()
+
+
+def test_an_unwritable_cache_warns_and_loads_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(blocker))  # the tune folder cannot be made under a file
+    key = TuneKey.for_load("0123456789abcdef", {}, CPU)
+    with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
+        assert write_verdict(key, VERDICT) is None
+    assert len(caplog.records) == 1 and "not saved" in caplog.records[0].getMessage()
