@@ -181,9 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads(stdout.strip().splitlines()[-1])
         print(json.dumps(report))
         rate = report["chunks"] / max(report["seconds"], 1e-9)
+        loading = elapsed - report["seconds"]  # start-up and model load, before the first chunk
         print("   s   RSS MiB   ~chunks")
         for seconds, rss_mib in curve:
-            print(f"{seconds:4.0f}  {rss_mib:8.0f}  {min(report['chunks'], int(seconds * rate)):8d}")
+            chunks = min(report["chunks"], max(0, int((seconds - loading) * rate)))
+            print(f"{seconds:4.0f}  {rss_mib:8.0f}  {chunks:8d}")
         print(
             f"{args.files} file(s), {size / 1e6:.1f} MB, store {args.store}, "
             f"{'cache' if args.cache else 'no cache'}: {report['chunks']} chunks, "
