@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
-"""Peak memory of ``poolrag ingest`` on one large text file.
+"""Memory of ``poolrag ingest`` on one large text file or a folder of many: peak and RSS curve.
 
-    python benchmarks/ingest_memory.py [--mb 50] [--store milvus|qdrant] [--model FOLDER] [--cache]
+    python benchmarks/ingest_memory.py [--mb 50] [--files 1] [--store milvus|qdrant] [--model FOLDER]
+                                       [--cache] [--every 5]
 
-Writes a ``--mb`` MB text file (paragraphs of varied sentences) into a temp folder and runs
-``poolrag ingest`` on it in a subprocess, then prints the child's peak RSS, read from
-``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` (the largest process that ran under this one).
+Writes ``--mb`` MB of prose (paragraphs of varied sentences) into a temp folder, as one file or
+as ``--files`` files of equal size, and runs ``poolrag ingest`` on it in a subprocess. Every
+``--every`` seconds it samples the child's RSS (``/proc/PID/status``) and the chunks stored so far
+are estimated from the time (the report gives the total), so the curve shows whether memory grows
+with the corpus: flat after the start is what streaming promises. At the end it prints the peak,
+from ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``.
 Chunking, not the model, is what scales with the file, so by default the model is a tiny random
 BERT (1 layer, 32 dims) with MiniLM's tokenizer: the tokenizer and chunk sizes are the real ones,
-and embedding 50 MB takes a minute instead of hours. ``--model`` measures another model.
+and embedding 50 MB takes minutes instead of hours. ``--model`` measures another model.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -111,17 +116,39 @@ def tiny_model(dest: Path) -> Path:
     return dest
 
 
+def sample_rss(child: subprocess.Popen, every: float) -> list[tuple[float, float]]:
+    """(seconds, RSS MiB) of ``child`` every ``every`` seconds until it exits."""
+    started = time.perf_counter()
+    curve = []
+    while child.poll() is None:
+        try:
+            status = Path(f"/proc/{child.pid}/status").read_text()
+        except OSError:
+            break
+        kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
+        curve.append((time.perf_counter() - started, kib / 1024))
+        time.sleep(every)
+    return curve
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=50.0, help="size of the text file (default 50)")
     parser.add_argument("--store", choices=("milvus", "qdrant"), default="milvus")
     parser.add_argument("--model", help="model folder (default: a tiny random BERT, see above)")
     parser.add_argument("--cache", action="store_true", help="use an embedding cache (default --no-cache)")
+    parser.add_argument("--files", type=int, default=1, help="split the corpus into this many files")
+    parser.add_argument("--every", type=float, default=5.0, help="seconds between RSS samples")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="poolrag-mem-") as tmp:
         root = Path(tmp)
-        size = write_text(root / "big.txt", args.mb)
+        corpus = root / "corpus"
+        corpus.mkdir()
+        size = sum(
+            write_text(corpus / f"doc{n:05d}.txt", args.mb / args.files, seed=n) for n in range(args.files)
+        )
+        target = corpus / "doc00000.txt" if args.files == 1 else corpus
         model = args.model or str(tiny_model(root / "tiny"))
         location = ["--uri", str(root / "m.db")] if args.store == "milvus" else ["--path", str(root / "q")]
         command = [
@@ -129,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             "-m",
             "poolrag.cli",
             "ingest",
-            str(root / "big.txt"),
+            str(target),
             "--store",
             args.store,
             *location,
@@ -143,16 +170,26 @@ def main(argv: list[str] | None = None) -> int:
         command += ["--cache", str(root / "c.sqlite")] if args.cache else ["--no-cache"]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(root / "cache")}
         started = time.perf_counter()
-        result = subprocess.run(command, env=env, capture_output=True, text=True)
+        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        curve = sample_rss(child, args.every)
+        stdout, stderr = child.communicate()
         elapsed = time.perf_counter() - started
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
-        if result.returncode != 0:
-            print(result.stderr[-3000:], file=sys.stderr)
-            return result.returncode
-        print(result.stdout.strip().splitlines()[-1])
+        if child.returncode != 0:
+            print(stderr[-3000:], file=sys.stderr)
+            return child.returncode
+        report = json.loads(stdout.strip().splitlines()[-1])
+        print(json.dumps(report))
+        rate = report["chunks"] / max(report["seconds"], 1e-9)
+        loading = elapsed - report["seconds"]  # start-up and model load, before the first chunk
+        print("   s   RSS MiB   ~chunks")
+        for seconds, rss_mib in curve:
+            chunks = min(report["chunks"], max(0, int((seconds - loading) * rate)))
+            print(f"{seconds:4.0f}  {rss_mib:8.0f}  {chunks:8d}")
         print(
-            f"file {size / 1e6:.1f} MB, store {args.store}, "
-            f"{'cache' if args.cache else 'no cache'}: peak RSS {peak_kib / 1024:.0f} MiB, {elapsed:.0f} s"
+            f"{args.files} file(s), {size / 1e6:.1f} MB, store {args.store}, "
+            f"{'cache' if args.cache else 'no cache'}: {report['chunks']} chunks, "
+            f"peak RSS {peak_kib / 1024:.0f} MiB, {elapsed:.0f} s"
         )
     return 0
 

@@ -12,6 +12,7 @@ named from above is still an arrow up). ``tests/test_import_layers.py`` walks th
 against this list and fails on any arrow up and on any module not placed here::
 
     errors: the exception types every layer raises
+    text_validity: which texts a model can read (the one rule every front door applies)
     cache_location: where poolrag keeps its files on disk ($POOLRAG_CACHE_DIR, XDG)
     model_facts: what a served model is (identity, tasks, sizes, score kind)
     params, outputs, request: what a caller asks for and what it gets back

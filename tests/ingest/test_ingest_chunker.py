@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import Document, TokenChunker
+from poolrag.ingest.chunker import MAX_CHUNK_BYTES
 
 PARAGRAPH = (
     "Honeybees communicate through the waggle dance. The angle of the dance points to the food, and its "
@@ -134,3 +135,20 @@ def test_any_text_is_covered_within_budget(tokenizer, words: list[str], size: in
         assert text[c.start : c.end] == c.text and c.num_tokens <= size
         covered.update(range(c.start, c.end))
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
+
+
+def test_chunks_are_bounded_in_bytes_when_few_tokens_span_a_megabyte(tokenizer) -> None:
+    """Issue 27, item 4: one letter and 500,000 combining accents (an uncased tokenizer drops them, so
+    the text has 3 tokens) becomes many chunks of at most ``MAX_CHUNK_BYTES``, the text all kept."""
+    text = "a" + "\u0301" * 500_000 + " and then some words."
+    chunks = TokenChunker(tokenizer, max_tokens=254, overlap=32).split(Document("accents.txt", text))
+    assert len(chunks) > 30
+    assert all(len(c.text.encode("utf-8")) <= MAX_CHUNK_BYTES for c in chunks)
+    assert all(text[c.start : c.end] == c.text for c in chunks)
+    covered = sum(c.end - c.start for c in chunks)
+    assert covered >= len(text) - 10  # the accents are stored, not dropped between two tokens
+
+
+def test_a_lone_surrogate_is_a_clear_error_naming_the_source(tokenizer) -> None:
+    with pytest.raises(InvalidInputError, match=r"rec#7: text is not valid Unicode \(lone surrogate"):
+        TokenChunker(tokenizer, max_tokens=16).split(Document("rec#7", "bad \udfff text"))

@@ -143,6 +143,17 @@ def test_python_iterables_ingest_like_files(tmp_path: Path, minilm_engine) -> No
     setup.store.close()
 
 
+def test_a_document_no_model_can_read_is_skipped_and_the_rest_stored(tmp_path: Path, minilm_engine) -> None:
+    """Issue 27, item 3: a lone surrogate costs its own document, named in the report, not the run."""
+    setup = Setup("qdrant", tmp_path, minilm_engine)
+    pipe, _ = setup.pipeline()
+    docs = [("a", "Bees dance."), ("sur", "lone \ud800 surrogate escape"), ("b", "Tides turn.")]
+    report = pipe.run(from_iterable(docs))
+    assert sorted(setup.store.list_sources().values()) == ["a", "b"]
+    assert report.skipped == ["sur: text is not valid Unicode (lone surrogate at character 5)"]
+    setup.store.close()
+
+
 @pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
 def test_a_different_model_or_size_is_refused_before_anything_is_embedded(setup: Setup, minilm_path) -> None:
     from poolrag import Engine

@@ -301,7 +301,17 @@ def test_allowed_hosts_and_api_keys_change_the_host_rule(minilm_engine: Engine, 
 
 
 @pytest.mark.parametrize(
-    "text", ["", "\x00", "\x00\x00\x00", "\u200b", "\u200b\u200c\ufeff", " \x00\u2060\n"]
+    "text",
+    [
+        "",
+        "\x00",
+        "\x00\x00\x00",
+        "\u200b",
+        "\u200b\u200c\ufeff",
+        " \x00\u2060\n",
+        "\u202e\u202c",
+        "\u200f\u2067",
+    ],
 )
 def test_invisible_only_text_is_refused_like_empty_text(
     minilm_server: Served, minilm_engine: Engine, text: str

@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 3
+EXIT_STORE_WRITE = 4  # the store's disk refused a write: full, size limit, read-only, permission
 
 
 def _positive_int(text: str) -> int:
@@ -101,9 +102,14 @@ def setup_logging(verbose: bool) -> None:
 
 
 def report_error(command: str, exc: BaseException) -> int:
-    """One line on stderr naming what went wrong; exit 3 for a database that is down, else 2."""
+    """One line on stderr naming what went wrong; exit 3 for a database that is down, 4 for a store
+    whose disk refused a write, else 2."""
     from poolrag.stores import StoreUnavailableError
+    from poolrag.stores.storage_faults import StoreWriteError
 
+    if isinstance(exc, StoreWriteError):
+        print(f"poolrag {command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_STORE_WRITE
     if isinstance(exc, OSError) and not isinstance(exc, StoreUnavailableError) and exc.filename:
         message = f"{exc.filename}: {exc.strerror or exc}"
     else:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.readers import Document, FileDocument
 from poolrag.model_facts import ModelFacts, ScoreKind
+from poolrag.text_validity import has_visible_text, lone_surrogate
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -27,6 +28,14 @@ if TYPE_CHECKING:
 CHUNK_NAMESPACE = uuid.UUID("6f0c2a3e-54c1-5d0e-9a57-2b8f3e1c9d40")
 _SENTENCE_END = (".", "!", "?", ":", ";")
 _MAX_TOKEN_CHARS = 100  # a "token" spanning more is a word the vocabulary cannot split ([UNK])
+#: A chunk's text is at most this many UTF-8 bytes, whatever its tokens: half of Milvus's 65,535-byte
+#: text field, so every store keeps the same rows. No token spans more than ``_MAX_TOKEN_CHARS``
+#: characters (400 bytes), so a chunk of one token always fits.
+MAX_CHUNK_BYTES = 32768
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def chunk_id(source: str, start: int, text: str) -> str:
@@ -183,6 +192,10 @@ class TokenChunker:
         the same way, and a chunk is cut only once the tokens after it are known, so the chunks,
         offsets and ids are those of the whole text at once, while memory holds about one piece.
         """
+        if isinstance(document, Document) and (position := lone_surrogate(document.text)) is not None:
+            raise InvalidInputError(
+                f"{document.source}: text is not valid Unicode (lone surrogate at character {position})"
+            )
         if piece_chars is None:
             pieces: Iterable[str] = [document.text] if isinstance(document, Document) else document.pieces()
         else:
@@ -190,11 +203,23 @@ class TokenChunker:
         return self._chunks(document.source, iter(pieces), dict(document.metadata))
 
     def _tokens(self, piece: str, base: int) -> list[tuple[int, int]]:
+        """Token spans of ``piece``; text that no token covers for more than ``_MAX_TOKEN_CHARS``
+        (characters the tokenizer drops: 500,000 combining accents after one letter) is cut into
+        slices of that size, so that no chunk spans megabytes between two of its tokens."""
         encoding = self.tokenizer(piece, add_special_tokens=False, return_offsets_mapping=True)
         out: list[tuple[int, int]] = []
-        for a, b in encoding["offset_mapping"]:
+        covered = 0
+        for a, b in [*encoding["offset_mapping"], (len(piece), len(piece) + 1)]:
             if b <= a:
                 continue
+            if a - covered > _MAX_TOKEN_CHARS:
+                out.extend(
+                    (base + lo, base + min(lo + _MAX_TOKEN_CHARS, a))
+                    for lo in range(covered, a, _MAX_TOKEN_CHARS)
+                )
+            if a >= len(piece):
+                break
+            covered = max(covered, b)
             if b - a > _MAX_TOKEN_CHARS:  # e.g. one [UNK] for a 70 KB string without spaces
                 out.extend(self._split_long(piece, a, b, base))
             else:
@@ -244,11 +269,16 @@ class TokenChunker:
                 piece = text[start:end]
                 ids = self._ids(piece)
                 count = len(ids)
-                if count <= self.max_tokens or j - i <= 1:
+                size = _utf8_size(piece)
+                if (count <= self.max_tokens and size <= MAX_CHUNK_BYTES) or j - i <= 1:
                     break
-                j = max(i + 1, j - (count - self.max_tokens))
+                if count > self.max_tokens:
+                    j = max(i + 1, j - (count - self.max_tokens))
+                else:  # few tokens over many bytes: keep the share of tokens that fits
+                    j = i + max(1, (j - i) * MAX_CHUNK_BYTES // size)
             cid = chunk_id(source, start, piece)
-            if cid not in seen:
+            # Some tokenizers give invisible characters tokens: a chunk of only those is not text.
+            if cid not in seen and has_visible_text(piece):
                 seen.add(cid)
                 yield Chunk(cid, source, piece, start, end, index, count, dict(metadata), tuple(ids))
                 index += 1

@@ -43,6 +43,7 @@ from poolrag.ingest.encoders import ChunkEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
+from poolrag.text_validity import lone_surrogate
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +181,7 @@ class IngestPipeline:
 
         run = _Run(self, report, checkpoint)
         seen_sources: set[str] = set()
+        left_out: list[str] = []  # documents whose text no model can read
         finished = False
         try:
             for doc in _iter_docs(documents, self.progress):
@@ -188,6 +190,12 @@ class IngestPipeline:
                         f"two documents share the source {doc.source!r}; sources must be unique"
                     )
                 seen_sources.add(doc.source)
+                if isinstance(doc, Document) and (position := lone_surrogate(doc.text)) is not None:
+                    # This document only (its stored chunks stay); the ones after it are ingested.
+                    reason = f"text is not valid Unicode (lone surrogate at character {position})"
+                    logger.warning("skipping %s: %s", doc.source, reason)
+                    left_out.append(f"{doc.source}: {reason}")
+                    continue
                 report.documents += 1
                 digest = doc.digest
                 if checkpoint.is_done(doc.source, digest):
@@ -216,7 +224,7 @@ class IngestPipeline:
             run.close()
             run.save()
 
-        report.skipped = [str(s) for s in skipped]
+        report.skipped = [str(s) for s in skipped] + left_out
         if prune:
             kept = [Path(s.path).resolve().as_posix() for s in skipped]
             orphans = [

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from poolrag.errors import InvalidInputError
+from poolrag.text_validity import text_problem
 
 logger = logging.getLogger(__name__)
 
@@ -182,6 +183,10 @@ def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]
                 problem(path, f"expected an object with a string {text_field!r} field", number)
                 continue
             text = record.pop(text_field)
+            unreadable = text_problem(text)
+            if unreadable is not None:  # this record only: the records after it are still read
+                problem(path, f"{text_field!r} {unreadable}", number)
+                continue
             ident = record.pop("id", None)
             source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
             yield Document(source, text, {k: v for k, v in record.items() if _is_scalar(v)})

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
 from poolrag.server.settings import ServerSettings
-from poolrag.tokenization.input_processor import check_text
+from poolrag.text_validity import has_visible_text
 
 
 def check_model(settings: ServerSettings, model: str | None) -> None:
@@ -23,12 +22,9 @@ def check_model(settings: ServerSettings, model: str | None) -> None:
 
 
 def is_blank(text: str) -> bool:
-    """Nothing to read (empty, whitespace, NUL or zero-width only), by the engine's own rule."""
-    try:
-        check_text(text)
-    except InvalidInputError:
-        return True
-    return False
+    """Nothing to read (empty, whitespace, control or invisible format characters only), by the
+    rule every front door applies (:mod:`poolrag.text_validity`)."""
+    return not has_visible_text(text)
 
 
 def check_count(settings: ServerSettings, count: int, param: str) -> None:

@@ -30,18 +30,18 @@ from pydantic_core import PydanticCustomError
 
 from poolrag.model_facts import ScoreKind
 from poolrag.retrieval.fusion import SecondStage
+from poolrag.text_validity import lone_surrogate
 
 
 def _encodable(value: str) -> str:
     """JSON may smuggle in lone surrogates (``"\\ud800"``), which no tokenizer can read."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    position = lone_surrogate(value)
+    if position is not None:
         raise PydanticCustomError(
             "invalid_text",
             "text is not valid Unicode (lone surrogate at position {position})",
-            {"position": exc.start},
-        ) from exc
+            {"position": position},
+        )
     return value
 
 

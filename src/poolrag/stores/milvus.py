@@ -76,6 +76,7 @@ from poolrag.stores.milvus_payload import (
 )
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
+from poolrag.stores.storage_faults import StoreWriteError, storage_fault
 
 if TYPE_CHECKING:
     from poolrag.sparse.bm25 import BM25Stats
@@ -116,6 +117,9 @@ class _NoTraceback(logging.Filter):
 
 
 def _quiet_milvus_lite() -> None:
+    # Milvus Lite logs every failed call with a traceback (8 while waiting on a lock held by another
+    # process); the exception reaches poolrag, which reports it in one line.
+    logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
     for name in ("grpc._server", "pymilvus.client.iterator.query_iterator"):
         target = logging.getLogger(name)
         if not any(isinstance(f, _LiteNoise) for f in target.filters):
@@ -185,7 +189,13 @@ class MilvusStore:
         return MilvusClient(uri=self.uri, token=token, timeout=self._timeout)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
-        return self.retry.call_client(fn, what, f"milvus at {self.uri}", self._unavailable_message)
+        try:
+            return self.retry.call_client(fn, what, f"milvus at {self.uri}", self._unavailable_message)
+        except Exception as exc:
+            cause = storage_fault(exc) if _is_local(self.uri) else None
+            if cause is None:
+                raise
+            raise StoreWriteError(f"cannot write the Milvus Lite database {self.uri}: {cause}") from None
 
     def _unavailable_message(self, exc: Exception) -> str | None:
         if not _unavailable(exc):

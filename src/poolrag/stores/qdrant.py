@@ -46,6 +46,7 @@ from poolrag.stores.hybrid import (
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
+from poolrag.stores.storage_faults import StoreWriteError, storage_fault
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -136,7 +137,13 @@ class QdrantStore:
         return QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
-        return self.retry.call_client(fn, what, f"qdrant at {self.location}", _unavailable_message)
+        try:
+            return self.retry.call_client(fn, what, f"qdrant at {self.location}", _unavailable_message)
+        except Exception as exc:
+            cause = storage_fault(exc) if self._local else None
+            if cause is None:
+                raise
+            raise StoreWriteError(f"cannot write the Qdrant local folder {self.location}: {cause}") from None
 
     # -- collection ---------------------------------------------------------------------------------
     def read_spec(self) -> CollectionSpec | None:

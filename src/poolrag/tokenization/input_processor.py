@@ -7,7 +7,6 @@ so the model layers below only ever see token ids.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,6 +16,7 @@ from transformers import PreTrainedTokenizerBase
 from poolrag.config.model_spec import ColbertSpec
 from poolrag.errors import InputTooLongError, InputTypeError, InvalidInputError, ModelLoadError
 from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.text_validity import check_text
 from poolrag.tokenization.text_cut import TextCut
 
 logger = logging.getLogger(__name__)
@@ -71,25 +71,6 @@ class PromptSettings:
         if input_type is None and self.default_prompt_name:
             return self.prompts.get(self.default_prompt_name, "")
         return ""
-
-
-#: A character that is not whitespace, a control character (NUL, ...) or a zero-width one: text
-#: made only of those tokenises to nothing but special tokens, so it is refused like ``""``.
-_VISIBLE = re.compile("[^\\s\x00-\x1f\x7f\u180e\u200b-\u200d\u2060\ufeff]")
-
-
-def check_text(value: object, what: str = "input") -> str:
-    """``value`` if it is a string with something to read; every front door (Python, HTTP) calls it."""
-    if not isinstance(value, str):
-        raise InputTypeError(f"{what} must be a string, not {type(value).__name__}")
-    if _VISIBLE.search(value) is None:
-        raise InvalidInputError(f"{what} is empty")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:  # lone surrogates cannot be tokenised
-            raise InvalidInputError(f"{what} is not valid Unicode text: {exc.reason}") from None
-    return value
 
 
 class InputProcessor:
