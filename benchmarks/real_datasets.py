@@ -47,7 +47,8 @@ DEBIAN_FAQ = {
 }
 DEBIAN_FAQ_LICENCE = (
     "Debian FAQ licence (verbatim and modified copies permitted with the notice; see "
-    "usr/share/doc/debian-faq/copyright in the package), Copyright (C) 1996-2003 Software in the Public Interest"
+    "usr/share/doc/debian-faq/copyright in the package), Copyright (C) 1996-2003 "
+    "Software in the Public Interest"
 )
 PERLFAQ_LICENCE = "same terms as Perl itself (Artistic License 1.0 or GPL-1.0-or-later)"
 CHATTERBOT_LICENCE = "BSD-3-Clause"
