@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest import (
     _positive_int,
+    add_analyzer_arguments,
     add_cache_arguments,
     add_store_arguments,
     load_engine,
@@ -67,6 +68,7 @@ def register(subparsers: Any) -> None:
         help="learned sparse model (SPLADE) for the sparse field (default: the model's own sparse head "
         "when it has one, as BGE-M3 does, else BM25 over its tokenizer)",
     )
+    add_analyzer_arguments(parser)
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder for the hybrid+rerank modes")
     parser.add_argument(
         "--rerank-weight", type=float, default=0.5, help="the reranker's share when fusing (default 0.5)"
@@ -94,10 +96,23 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def default_collection(dataset: str) -> str:
-    """``eval_<folder name>``, reduced to the characters every store accepts."""
+def default_collection(dataset: str, analyzer: str = "") -> str:
+    """``eval_<folder name>``, reduced to the characters every store accepts; a BM25 analyzer other
+    than the default adds ``_<analyzer>`` so that each analyzer's terms get a collection of their own."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", Path(dataset).expanduser().resolve().name)
-    return f"eval_{name}"[:200]
+    suffix = f"_{re.sub(r'[^A-Za-z0-9_]', '_', analyzer)}" if analyzer else ""
+    return f"eval_{name}"[: 200 - len(suffix)] + suffix
+
+
+def _analyzer_suffix(args: argparse.Namespace) -> str:
+    """``""`` for the default analyzer (and for learned sparse vectors), else what sets it apart."""
+    from poolrag.sparse.words import DEFAULT_ANALYZER, DEFAULT_LANGUAGE, WORDS
+
+    if args.sparse_model:
+        return ""
+    if args.analyzer != DEFAULT_ANALYZER:
+        return args.analyzer
+    return "" if args.analyzer != WORDS or args.language == DEFAULT_LANGUAGE else args.language
 
 
 def run(args: argparse.Namespace) -> int:
@@ -140,7 +155,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> EvalReport:
 
     # The cheap checks first: modes, names, the dataset folder, before a model or database is touched.
     modes = _modes(args)
-    args.collection = args.collection or default_collection(args.dataset)
+    args.collection = args.collection or default_collection(args.dataset, _analyzer_suffix(args))
     check_collection_name(args.collection)
     dataset = BeirDataset(args.dataset)
     cache = open_cache_from_args(args)
@@ -184,7 +199,7 @@ def _sources(
     """The dense encoder and the sparse source, chosen as ``poolrag ingest --hybrid`` chooses: the
     --sparse-model, else the main model's own sparse head (one forward pass), else BM25."""
     from poolrag.cache import CachedEmbedder
-    from poolrag.cli.ingest import load_sparse_model
+    from poolrag.cli.ingest import analyzer_from_args, load_sparse_model
     from poolrag.ingest import DenseEncoder
     from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
     from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
@@ -194,7 +209,7 @@ def _sources(
         return DenseEncoder(CachedEmbedder(engine, cache)), LearnedSparseChunkEncoder(sparse_model, cache)
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache)
-    bm25 = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache)
+    bm25 = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer_from_args(args))
     return DenseEncoder(CachedEmbedder(engine, cache)), bm25
 
 

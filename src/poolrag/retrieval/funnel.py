@@ -23,7 +23,7 @@ from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.cache.matryoshka import truncate
 from poolrag.errors import InvalidInputError
-from poolrag.retrieval.collection_checks import check_k, check_model, existing_spec
+from poolrag.retrieval.collection_checks import bm25_query_encoder, check_k, check_model, existing_spec
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
 from poolrag.retrieval.sparse_queries import SEARCH_MODES, SearchMode, SparseQueryEncoder
@@ -47,8 +47,9 @@ class Retriever:
         candidates: how many hits stage 1 returns; default ``max(10 * k, 50)`` when a later stage
             re-scores them, else ``k``.
         sparse_encoder: turns queries into sparse vectors for ``mode="sparse"`` / ``"hybrid"``
-            (e.g. :class:`~poolrag.sparse.BM25Encoder` over the model's tokenizer for a ``bm25``
-            collection; its unit query weights are right, since every store supplies IDF).
+            (e.g. :class:`~poolrag.sparse.BM25Encoder` for a ``bm25`` collection; its unit query weights
+            are right, since every store supplies IDF). A ``bm25`` collection whose terms are words
+            needs none: its recorded analyzer is used; one with another analyzer is refused.
     """
 
     def __init__(
@@ -65,9 +66,9 @@ class Retriever:
                 f"sparse_encoder must have encode_queries(texts), got {type(sparse_encoder).__name__}"
             )
         self.store = store
-        self.sparse_encoder = sparse_encoder
         self.embedder = backend if isinstance(backend, CachedEmbedder) else CachedEmbedder(backend)
         self.spec = existing_spec(store)
+        self.sparse_encoder: SparseQueryEncoder | None = bm25_query_encoder(self.spec, sparse_encoder)  # type: ignore[assignment]
         if self.spec.layout != "dense":
             raise InvalidInputError(
                 f"collection {self.spec.name!r} holds ColBERT token vectors; use ColbertRetriever"
