@@ -80,7 +80,7 @@ def test_the_recorded_analyzer_is_used_by_a_reopened_collection(
         assert retriever.search(QUERY, 3, mode="hybrid")[0].payload["name"] == "apt"
         # The same encoder named explicitly is accepted; word pieces are refused, not searched.
         Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(None, analyzer=analyzer))
-        with pytest.raises(CollectionMismatchError, match="words \\(english\\) analyzer.*uses wordpiece"):
+        with pytest.raises(CollectionMismatchError, match=r"words \(english\) analyzer.*uses wordpiece"):
             Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(minilm_engine.tokenizer))
         # Ingesting with another analyzer (or language) into it is refused before anything is written.
         for other in (None, WordAnalyzer("german")):

@@ -56,7 +56,7 @@ def test_records_round_trip_and_unknown_records_are_refused() -> None:
     assert recorded_analyzer({"avg_doc_length": 5.0, "k1": 1.2, "b": 0.75}) is None
     assert recorded_analyzer(None) is None
     assert recorded_analyzer({"analyzer": {"name": "wordpiece"}}) is None
-    with pytest.raises(InvalidInputError, match="BM25 analyzer 'os.system'"):
+    with pytest.raises(InvalidInputError, match=r"BM25 analyzer 'os\.system'"):
         recorded_analyzer({"analyzer": {"name": "os.system"}})
     with pytest.raises(InvalidInputError, match="unknown analyzer language"):
         recorded_analyzer({"analyzer": {"name": "words", "language": "../../etc"}})
