@@ -19,7 +19,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from common import machine, minilm_path
+from common import cross_encoder_path, machine, minilm_path
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
@@ -27,10 +27,12 @@ from poolrag.evaluation import BeirDataset, evaluate
 from poolrag.evaluation.run import CORPUS_ID_KEY, corpus_documents
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
 from poolrag.ingest.sparse_encoders import BM25ChunkEncoder
+from poolrag.retrieval import CrossEncoderReranker
+from poolrag.retrieval.fusion import SecondStage, descending_order, fuse_second_stage
 from poolrag.sparse import BM25Encoder
 from poolrag.sparse.words import LANGUAGES, WordAnalyzer
 from poolrag.stores import InMemoryStore
-from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs
+from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs, prefetch_depth
 
 K = 10
 DEPTH = 100
@@ -116,6 +118,36 @@ def measure(engine, cache, path: Path) -> dict[str, float]:
     return row
 
 
+RERANK_WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+
+
+def rerank_rows(engine, cache, path: Path, reranker: CrossEncoderReranker, analyzer: str) -> dict[str, float]:
+    """The default hybrid's candidates (as ``poolrag eval`` reranks them) scored once by the reranker,
+    then every share of the fused second stage and ``replace``, against the first stage alone."""
+    dataset = BeirDataset(path)
+    by_query, qrels, chunks = legs(engine, cache, dataset, analyzer, LANGUAGE_OF.get(path.name, "english"))
+    queries = {q.id: q.text for q in dataset.queries()}
+    depth = prefetch_depth(chunks, None)
+    first, scored = {}, {}
+    for query_id, (dense, sparse) in by_query.items():
+        fused = fuse_legs(dense[:depth], sparse[:depth], chunks, DEFAULT_FUSION)
+        first[query_id] = fused
+        scored[query_id] = reranker.scores(queries[query_id], [h.payload["text"] for h in fused])
+    row = {"hybrid (first stage)": mrr(as_run(first, chunks), qrels)}
+    for mode, weights in ((SecondStage.FUSE, RERANK_WEIGHTS), (SecondStage.REPLACE, (1.0,))):
+        for weight in weights:
+            reranked = {}
+            for query_id, hits in first.items():
+                final = fuse_second_stage(scored[query_id], [h.score for h in hits], mode, weight)
+                reranked[query_id] = [
+                    type(hits[i])(hits[i].id, float(final[i]), hits[i].payload)
+                    for i in descending_order(final)
+                ]
+            name = f"rerank {mode.value}" + (f" {weight:g}" if mode is SecondStage.FUSE else "")
+            row[name] = mrr(as_run(reranked, chunks), qrels)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -125,8 +157,22 @@ def main() -> None:
     parser.add_argument(
         "--choose", default="debian-faq-en,perlfaq", help="the sets the defaults are chosen on"
     )
+    parser.add_argument(
+        "--rerank", action="store_true", help="measure the second stage on the default hybrid"
+    )
+    parser.add_argument("--analyzer", default="words", help="with --rerank: the BM25 analyzer")
     args = parser.parse_args()
     names = args.sets.split(",")
+    if args.rerank:
+        print(f"<!-- {machine()}; first stage {DEFAULT_FUSION}, {args.analyzer} -->")
+        engine = Engine(minilm_path())
+        reranker = CrossEncoderReranker(Engine(cross_encoder_path()))
+        cache = EmbeddingCache(args.data / "cache.sqlite")  # beside the sets, outside the repository
+        if True:
+            for name in names:
+                row = rerank_rows(engine, cache, args.data / name, reranker, args.analyzer)
+                print(f"| {name} | " + " | ".join(f"{k} {v:.3f}" for k, v in row.items()) + " |", flush=True)
+        return
     choose = [n for n in args.choose.split(",") if n in names]
     print(f"<!-- {machine()} -->")
     engine = Engine(minilm_path())

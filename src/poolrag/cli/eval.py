@@ -110,9 +110,10 @@ def _analyzer_suffix(args: argparse.Namespace) -> str:
 
     if args.sparse_model:
         return ""
-    if args.analyzer != DEFAULT_ANALYZER:
-        return args.analyzer
-    return "" if args.analyzer != WORDS or args.language == DEFAULT_LANGUAGE else args.language
+    parts = [] if args.analyzer == DEFAULT_ANALYZER else [args.analyzer]
+    if args.analyzer == WORDS and args.language != DEFAULT_LANGUAGE:
+        parts.append(args.language)
+    return "_".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -132,6 +132,10 @@ class BM25ChunkEncoder:
             raise InvalidInputError("BM25 chunk vectors need the collection's average length; call adopt()")
         return self.encoder.document_vectors(self.term_counts(texts), self.avg_doc_length)
 
+    def analyzer_record(self) -> dict[str, Any]:
+        """How text is split into terms (what the collection records; retrievers check it)."""
+        return self.encoder.analyzer_record()
+
     def encode_queries(self, texts: Sequence[str]) -> list[SparseVector]:
         """Unit-weight query vectors: the store multiplies each term by its IDF."""
         return self.encoder.encode_queries(texts)

@@ -4,7 +4,7 @@ vectors, and ``k`` is a count. A mismatch is refused, since scores across models
 from __future__ import annotations
 
 from poolrag.errors import InvalidInputError
-from poolrag.sparse.bm25 import BM25_RECORD_KEY, BM25Encoder, query_encoder_for_record
+from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 from poolrag.sparse.words import analyzer_name, recorded_analyzer
 from poolrag.stores.base import CollectionSpec, VectorStore, weights_fingerprint
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
@@ -44,9 +44,12 @@ def bm25_query_encoder(spec: CollectionSpec, given: object) -> object:
     stored = recorded_analyzer(record)
     if given is None:
         return query_encoder_for_record(record, None) if stored is not None else None
-    if isinstance(given, BM25Encoder) and given.analyzer != stored:
-        raise CollectionMismatchError(
-            f"collection {spec.name!r} holds BM25 terms of the {analyzer_name(stored)} analyzer, but the "
-            f"sparse encoder uses {analyzer_name(given.analyzer)}; search with the recorded analyzer"
-        )
+    describe = getattr(given, "analyzer_record", None)  # BM25Encoder, and ingest's BM25 chunk encoder
+    if callable(describe):
+        used = recorded_analyzer({"analyzer": describe()})
+        if used != stored:
+            raise CollectionMismatchError(
+                f"collection {spec.name!r} holds BM25 terms of the {analyzer_name(stored)} analyzer, but "
+                f"the sparse encoder uses {analyzer_name(used)}; search with the recorded analyzer"
+            )
     return given

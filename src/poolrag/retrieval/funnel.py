@@ -7,7 +7,8 @@ when the chunks were ingested (a cache miss, e.g. on another machine, recomputes
 text in the payload); stage 3 optionally reranks the survivors with a cross-encoder.
 
 Sparse mode ranks by the collection's sparse field alone (no dense stage to re-score). Hybrid
-mode fuses the dense and the sparse leg (by default their min-max normalised scores; see
+mode fuses the dense and the sparse leg (by default their min-max normalised scores, the sparse
+share adapted per query; see
 :mod:`poolrag.stores.hybrid`) in the store when the stored vectors are full size; with smaller
 stored vectors the funnel re-scores the dense leg first and the fusion happens here, by the stores'
 rules, so the sparse evidence is not lost to a re-score that only knows dense similarity.
@@ -98,10 +99,10 @@ class Retriever:
         """The ``k`` best chunks for ``query`` among those whose payload matches ``filter``.
 
         ``mode``: ``dense`` (the funnel), ``sparse`` (the sparse field alone) or ``hybrid`` (both,
-        fused by ``fusion``: ``("minmax", w)`` (default w = 0.6), ``"dbsf"``, ``"rrf"`` or
-        ``("weighted", w)``, ``w`` being the sparse leg's weight; see :mod:`poolrag.stores.hybrid`);
-        ``prefetch``: how deep each hybrid leg goes (default: as many as the hits fused). ``rescore=False``
-        skips stage 2 (for comparison).
+        fused by ``fusion``: ``("adaptive", w)`` (default w = 0.3), ``("minmax", w)``, ``"dbsf"``,
+        ``"rrf"`` or ``("weighted", w)``, ``w`` being the sparse leg's share; see
+        :mod:`poolrag.stores.hybrid`); ``prefetch``: how deep each hybrid leg goes (default: as many
+        as the hits fused, at least 50). ``rescore=False`` skips stage 2 (for comparison).
         """
         check_k(k)
         if mode not in SEARCH_MODES:
