@@ -107,6 +107,23 @@ def test_each_analyzer_gets_its_own_recorded_collection(tmp_path: Path, minilm_p
     assert "invalid choice: 'klingon'" in capsys.readouterr().err
 
 
+def test_the_table_puts_the_second_stage_beside_the_first() -> None:
+    from poolrag.cli.eval import _table
+    from poolrag.evaluation.run import EvalReport
+    from poolrag.ingest.pipeline import IngestReport
+
+    metric = lambda mrr: {"recall@10": 1.0, "mrr@10": mrr, "ndcg@10": 0.5}  # noqa: E731
+    modes = {"dense": 0.6, "hybrid": 0.64, "hybrid+rerank": 0.7, "hybrid+rerank-replace": 0.61}
+    report = EvalReport({m: metric(v) for m, v in modes.items()}, {}, IngestReport(documents=3, chunks=3), 2)
+    last = _table(report, 10).splitlines()[-1]
+    assert last == (
+        "second stage vs first, MRR@10: hybrid 0.6400 | hybrid+rerank 0.7000 (+0.0600) | "
+        "hybrid+rerank-replace 0.6100 (-0.0300)"
+    )
+    del report.metrics["hybrid+rerank"], report.metrics["hybrid+rerank-replace"]
+    assert _table(report, 10).splitlines()[-1].startswith("hybrid ")  # no second stage, no line
+
+
 def _assert_close(printed: dict, hand: dict) -> None:
     assert printed.keys() == hand.keys()
     for mode in printed:

@@ -234,4 +234,19 @@ def _table(report: EvalReport, k: int) -> str:
     ]
     for mode, values in report.metrics.items():
         lines.append(mode.ljust(width) + "".join(f"{values[name]:12.4f}" for name in names))
+    lines.extend(_stages(report, k))
     return "\n".join(lines)
+
+
+def _stages(report: EvalReport, k: int) -> list[str]:
+    """The second stage beside the first it reranked: MRR@k of ``hybrid`` and each reranked mode."""
+    first = report.metrics.get("hybrid")
+    reranked = [m for m in report.metrics if m.startswith("hybrid+rerank")]
+    if first is None or not reranked:
+        return []
+    key = f"mrr@{k}"
+    cells = [f"hybrid {first[key]:.4f}"]
+    cells += [
+        f"{m} {report.metrics[m][key]:.4f} ({report.metrics[m][key] - first[key]:+.4f})" for m in reranked
+    ]
+    return [f"second stage vs first, MRR@{k}: " + " | ".join(cells)]
