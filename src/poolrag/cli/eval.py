@@ -81,7 +81,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--prefetch",
         type=_positive_int,
-        help="depth of each hybrid leg (default: the chunks fused)",
+        help="depth of each hybrid leg (default: the chunks fused, at least 50)",
     )
     parser.add_argument(
         "--chunk-tokens", type=_positive_int, help="tokens per chunk (default: min(256, max))"
