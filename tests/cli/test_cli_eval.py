@@ -16,6 +16,7 @@ from poolrag.cli import main
 from poolrag.cli.eval import default_collection
 from poolrag.ingest.sparse_encoders import bm25_for_model
 from poolrag.retrieval import CrossEncoderReranker, Retriever
+from poolrag.sparse import WordAnalyzer
 from poolrag.stores import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluation"))
@@ -78,6 +79,49 @@ def test_eval_prints_hand_computed_metrics_and_a_second_run_embeds_nothing(
     assert "corpus: 8 documents" in lines[0] and "(0 embedded now)" in lines[0]
     assert [line.split()[0] for line in lines[2:]] == ["hybrid", "dense"]
     assert float(lines[2].split()[2]) == pytest.approx(printed["hybrid"][f"mrr@{K}"], abs=5e-5)
+
+
+def test_each_analyzer_gets_its_own_recorded_collection(tmp_path: Path, minilm_path: Path, capsys) -> None:
+    dataset = write_dataset(tmp_path / "beir")
+    common = _common("qdrant", tmp_path, minilm_path)
+    runs = {}
+    for flags in ([], ["--analyzer", "words"], ["--analyzer", "words", "--language", "german"]):
+        code, out, err = _eval(dataset, common, capsys, "--json", "--modes", "sparse", *flags)
+        assert code == 0, err
+        runs[tuple(flags)] = json.loads(out)["sparse"]
+    collections = {
+        "eval_beir": {"name": "wordpiece"},
+        "eval_beir_words": WordAnalyzer().record(),
+        "eval_beir_words_german": WordAnalyzer("german").record(),
+    }
+    for name, record in collections.items():
+        store = open_store("qdrant", name, path=str(tmp_path / "q"))
+        try:
+            assert store.read_spec().model_options["bm25"]["analyzer"] == record, name
+        finally:
+            store.close()
+    assert runs[()] != runs[("--analyzer", "words")]  # different terms, different rankings
+    with pytest.raises(SystemExit) as refused:  # a name outside the fixed table never reaches a stemmer
+        main(["eval", str(dataset), *common, "--language", "klingon"])
+    assert refused.value.code == 2
+    assert "invalid choice: 'klingon'" in capsys.readouterr().err
+
+
+def test_the_table_puts_the_second_stage_beside_the_first() -> None:
+    from poolrag.cli.eval import _table
+    from poolrag.evaluation.run import EvalReport
+    from poolrag.ingest.pipeline import IngestReport
+
+    metric = lambda mrr: {"recall@10": 1.0, "mrr@10": mrr, "ndcg@10": 0.5}  # noqa: E731
+    modes = {"dense": 0.6, "hybrid": 0.64, "hybrid+rerank": 0.7, "hybrid+rerank-replace": 0.61}
+    report = EvalReport({m: metric(v) for m, v in modes.items()}, {}, IngestReport(documents=3, chunks=3), 2)
+    last = _table(report, 10).splitlines()[-1]
+    assert last == (
+        "second stage vs first, MRR@10: hybrid 0.6400 | hybrid+rerank 0.7000 (+0.0600) | "
+        "hybrid+rerank-replace 0.6100 (-0.0300)"
+    )
+    del report.metrics["hybrid+rerank"], report.metrics["hybrid+rerank-replace"]
+    assert _table(report, 10).splitlines()[-1].startswith("hybrid ")  # no second stage, no line
 
 
 def _assert_close(printed: dict, hand: dict) -> None:

@@ -82,7 +82,12 @@ def test_hybrid_ingest_writes_bm25_by_hand_and_reruns_write_nothing(
         first = counts[:4]
         avgdl = sum(sum(c.values()) for c in first) / 4
         recorded = store.read_spec().model_options[BM25_OPTIONS_KEY]
-        assert recorded == {"avg_doc_length": pytest.approx(avgdl), "k1": K1, "b": B}
+        assert recorded == {
+            "avg_doc_length": pytest.approx(avgdl),
+            "k1": K1,
+            "b": B,
+            "analyzer": {"name": "wordpiece"},  # queries are analysed as the documents were
+        }
         assert sparse.avg_doc_length == pytest.approx(avgdl)
 
         stored = _stored_sparse(store, kind, [c.id for c in chunks])

@@ -19,7 +19,7 @@ from kill_resume import (
 
 from poolrag.ingest import TokenChunker, read_paths
 from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY
-from poolrag.sparse import BM25Encoder
+from poolrag.sparse.bm25 import query_encoder_for_record
 from poolrag.stores import open_store
 
 
@@ -50,7 +50,7 @@ def test_sigkilled_hybrid_ingest_resumes_to_the_clean_result(
         stored = stored_sparse(store, kind, [c.id for c in chunks])
     finally:
         store.close()
-    bm25 = BM25Encoder(minilm_engine.tokenizer)
+    bm25 = query_encoder_for_record(recorded, minilm_engine.tokenizer)  # the analyzer ingest recorded
     counts = bm25.term_counts([c.text for c in chunks])
     # The first batch (two chunks of the first document) fixed the average length.
     assert recorded["avg_doc_length"] == pytest.approx(sum(sum(c.values()) for c in counts[:2]) / 2)

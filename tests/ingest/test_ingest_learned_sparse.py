@@ -154,7 +154,7 @@ def test_learned_hybrid_search_is_the_hand_rrf_of_both_legs(
         pipeline, sparse, cache = _pipeline(store, dense, sparse_model, tmp_path)
         pipeline.run(read_paths([write_corpus(tmp_path / "corpus")]))
         retriever = Retriever(store, CachedEmbedder(dense, cache), sparse_encoder=sparse)
-        got = retriever.search(QUERY, 5, mode="hybrid", fusion="rrf")
+        got = retriever.search(QUERY, 5, mode="hybrid", fusion="rrf", prefetch=5)
 
         dense_query = dense.embed_array([QUERY], QUERY_PARAMS)[0]
         (sparse_query,) = sparse_model.sparse_embed([QUERY], QUERY_PARAMS)

@@ -102,7 +102,7 @@ def test_sparse_and_hybrid_modes_are_the_stores_searches(kind, open_kind, minilm
             assert [(h.id, h.score) for h in got] == [(h.id, h.score) for h in want]
             assert all(set(h.stage_scores) == {"sparse"} for h in got)
             got = retriever.search(query, 3, mode="hybrid", filter=filter)
-            want = store.search_hybrid(dense, sparse, 3, filter=filter, prefetch=3)
+            want = store.search_hybrid(dense, sparse, 3, filter=filter)  # both at the default depth
             assert [(h.id, pytest.approx(h.score)) for h in got] == [(h.id, h.score) for h in want]
             assert all(set(h.stage_scores) == {"hybrid"} for h in got)
             for fusion in (("weighted", 0.9), "dbsf", "rrf", ("minmax", 0.3)):
@@ -120,7 +120,7 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
     store = open_store("qdrant", "small", path=str(tmp_path / "q"))
     embedder = fill(store, matryoshka_minilm, bm25, dimension=64)
     retriever = Retriever(store, embedder, sparse_encoder=bm25)
-    k, depth = 3, 3
+    k, depth = 3, 50  # legs go at least 50 deep by default
     for query in QUERIES:
         full = embedder.embed_query(query)
         small = truncate(full[None, :], 64, embedder.normalize)[0]
@@ -134,9 +134,15 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
         expected = reciprocal_rank_fusion([dense_ranking, sparse_ranking], 60)[:k]
         by_rank = retriever.search(query, k, mode="hybrid", fusion="rrf")
         assert [(h.id, pytest.approx(h.score)) for h in by_rank] == expected
-        # The default: each leg min-max normalised, 0.4 * dense + 0.6 * sparse.
-        mixed = dict(zip(dense_ranking, 0.4 * min_max(cosine[order]), strict=True))
-        for cid, value in zip(sparse_ranking, 0.6 * min_max([h.score for h in sparse_hits]), strict=True):
+        # The default: each leg min-max normalised, mixed with the sparse share moved from 0.3 towards
+        # the leg whose best score stands out more (z-score of the top score, at least 0).
+        lean_dense, lean_sparse = (
+            0.7 * standout(cosine[order]),
+            0.3 * standout([h.score for h in sparse_hits]),
+        )
+        share = 0.3 if lean_dense + lean_sparse == 0 else lean_sparse / (lean_dense + lean_sparse)
+        mixed = dict(zip(dense_ranking, (1 - share) * min_max(cosine[order]), strict=True))
+        for cid, value in zip(sparse_ranking, share * min_max([h.score for h in sparse_hits]), strict=True):
             mixed[cid] = mixed.get(cid, 0.0) + value
         got = retriever.search(query, k, mode="hybrid")
         assert [h.score for h in got] == pytest.approx(sorted(mixed.values(), reverse=True)[:k])
@@ -150,6 +156,13 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
         sparse = bm25.encode_queries([query])[0]
         assert [h.id for h in plain] == [h.id for h in store.search_hybrid(small, sparse, k, prefetch=depth)]
     store.close()
+
+
+def standout(scores) -> float:
+    scores = np.asarray(scores, dtype=np.float64)
+    if len(scores) < 3 or scores.std() == 0:
+        return 0.0
+    return max((scores[0] - scores.mean()) / scores.std(), 0.0)
 
 
 def min_max(scores) -> np.ndarray:

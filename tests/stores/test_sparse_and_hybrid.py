@@ -23,7 +23,7 @@ from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
 from poolrag.stores import ChunkRecord, CollectionMismatchError, CollectionSpec, StoreHit
 from poolrag.stores.errors import UnsupportedStoreFeature
-from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs, fuse_rankings
+from poolrag.stores.hybrid import DEFAULT_FUSION, adaptive_weights, fuse_legs, fuse_rankings, standout
 
 MODEL = "minilm@2cbc4fe1b1001d07"
 KINDS = ["memory", "qdrant", "milvus", "qdrant-edge"]
@@ -177,6 +177,21 @@ def by_hand_scores(dense: list[StoreHit], sparse: list[StoreHit], rule: str, w: 
     return fused
 
 
+def by_hand_adaptive(dense: list[StoreHit], sparse: list[StoreHit], prior: float = 0.3):
+    """The default: min-max mixing with the sparse share moved from ``prior`` by how far each leg's
+    best score stands out of its list (z-score with the population std, at least 0; 0 below 3 hits)."""
+
+    def standout(hits: list[StoreHit]) -> float:
+        scores = np.array([h.score for h in hits], dtype=np.float64)
+        if len(scores) < 3 or scores.std() == 0:
+            return 0.0
+        return max((scores[0] - scores.mean()) / scores.std(), 0.0)
+
+    mine, theirs = prior * standout(sparse), (1 - prior) * standout(dense)
+    share = prior if mine + theirs == 0 else mine / (mine + theirs)
+    return by_hand_scores(dense, sparse, "minmax", share)
+
+
 def check_fused(hits: list[StoreHit], expected: dict[str, float], limit: int) -> None:
     """Same ids and scores as the hand fusion's best ``limit``, up to the order of tied scores."""
     assert len(hits) == min(limit, len(expected))
@@ -201,7 +216,7 @@ def test_hybrid_fuses_the_two_legs_by_each_rule_with_filters_on_both(
         for filter in (None, {"topic": ["heating", "bees"]}, {"shelf": [0, 2]}):
             legs = store.search(dense, 3, filter), store.search_sparse(sparse, 3, filter)
             hits = store.search_hybrid(dense, sparse, 4, filter=filter, prefetch=3)  # the default
-            check_fused(hits, by_hand_scores(*legs, "minmax", 0.6), 4)
+            check_fused(hits, by_hand_adaptive(*legs), 4)
             for key, allowed in (filter or {}).items():
                 assert hits and all(h.payload[key] in allowed for h in legs[0] + legs[1] + hits)
             for fusion, expected in (
@@ -212,9 +227,9 @@ def test_hybrid_fuses_the_two_legs_by_each_rule_with_filters_on_both(
             ):
                 fused = store.search_hybrid(dense, sparse, 4, filter=filter, prefetch=3, fusion=fusion)
                 check_fused(fused, expected, 4)
-        default = store.search_hybrid(dense, sparse, 2)  # legs limit deep
-        legs = store.search(dense, 2), store.search_sparse(sparse, 2)
-        check_fused(default, by_hand_scores(*legs, "minmax", 0.6), 2)
+        default = store.search_hybrid(dense, sparse, 2)  # legs 50 deep: the whole small corpus
+        legs = store.search(dense, 50), store.search_sparse(sparse, 50)
+        check_fused(default, by_hand_adaptive(*legs), 2)
         assert default[0].payload["text"] in CORPUS
     # A query without terms fuses the dense leg alone, by every rule.
     dense_leg = store.search(dense_queries[0], 3)
@@ -266,7 +281,7 @@ def test_store_fusion_equals_the_retrieval_fusion() -> None:
 
 
 def test_score_fusion_picks_the_confident_leg() -> None:
-    """Why scores, not ranks: a sparse leg with one clear winner beats a flat dense leg under both
+    """Why scores, not ranks: a sparse leg with one clear winner beats a flat dense leg under the
     score rules, where RRF ranks the dense leg's first hit first."""
     dense = [StoreHit(i, 0.500 - n / 1000, {}) for n, i in enumerate(["d0", "d1", "d4", "d2", "d3"])]
     sparse = [StoreHit("d4", 9.0, {}), StoreHit("d0", 1.03, {})]
@@ -275,11 +290,31 @@ def test_score_fusion_picks_the_confident_leg() -> None:
     for fusion in (DEFAULT_FUSION, "dbsf", ("minmax", 0.5)):
         best = fuse_legs(dense, sparse, 3, fusion)
         assert best[0].id == "d4", fusion
-        assert best[0].score == pytest.approx(by_hand_scores(dense, sparse, *_rule(fusion))["d4"])
+        expected = (
+            by_hand_adaptive(dense, sparse)
+            if fusion == DEFAULT_FUSION
+            else by_hand_scores(dense, sparse, *_rule(fusion))
+        )
+        assert best[0].score == pytest.approx(expected["d4"])
     # One hit or equal scores: min-max gives that leg 1, DBSF 0.5, as Qdrant does.
     one = [StoreHit("a", 0.3, {})]
     assert fuse_legs(one, [], 1, ("minmax", 0.6))[0].score == pytest.approx(0.4)
     assert fuse_legs(one, [], 1, "dbsf")[0].score == pytest.approx(0.5)
+
+
+def test_adaptive_fusion_moves_the_share_towards_the_leg_that_stands_out() -> None:
+    """The default's share follows the legs' confidence: a sparse leg whose best hit stands far out
+    gets more than the prior 0.3, a flat one less, and two legs that cannot tell keep the prior."""
+    flat = [StoreHit(f"f{i}", 0.5, {}) for i in range(6)]  # no hit stands out: nothing to trust
+    peaked = [StoreHit("p0", 9.0, {})] + [StoreHit(f"p{i}", 1.0, {}) for i in range(1, 6)]
+    assert adaptive_weights([h.score for h in flat], [h.score for h in peaked], 0.3)[1] > 0.3
+    assert adaptive_weights([h.score for h in peaked], [h.score for h in flat], 0.3)[1] < 0.3
+    assert adaptive_weights([1.0, 1.0, 1.0], [2.0], 0.3) == pytest.approx((0.7, 0.3))
+    assert standout([3.0, 1.0, 1.0, 1.0]) == pytest.approx((3.0 - 1.5) / np.std([3.0, 1.0, 1.0, 1.0]))
+    assert fuse_legs(flat, peaked, 1, DEFAULT_FUSION)[0].id == "p0"
+    assert fuse_legs(peaked, flat, 1, DEFAULT_FUSION)[0].id == "p0"
+    with pytest.raises(InvalidInputError, match="adaptive"):
+        fuse_legs(flat, peaked, 1, ("adaptive", 1.5))
 
 
 def _rule(fusion) -> tuple[str, float]:
@@ -417,8 +452,8 @@ def test_dense_sparse_and_token_vectors_in_one_collection(kind, make_store, enco
     np.testing.assert_allclose(store.fetch_vectors([chunk_id(3)])[chunk_id(3)], corpus[0][3], atol=1e-5)
     sparse = encoder.encode_queries(["waggle dance"])[0]
     assert store.search_sparse(sparse, 1)[0].id in (chunk_id(2), chunk_id(6))
-    legs = store.search(corpus[0][2], 3), store.search_sparse(sparse, 3)
-    check_fused(store.search_hybrid(corpus[0][2], sparse, 3), by_hand_scores(*legs, "minmax", 0.6), 3)
+    legs = store.search(corpus[0][2], 50), store.search_sparse(sparse, 50)
+    check_fused(store.search_hybrid(corpus[0][2], sparse, 3), by_hand_adaptive(*legs), 3)
     with pytest.raises(CollectionMismatchError, match="token-vector field"):
         store.ensure_collection(spec())
 

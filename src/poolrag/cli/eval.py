@@ -20,6 +20,7 @@ from poolrag.cli.eval_tune import add_tune_arguments, check_tune_arguments, tune
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest import (
     _positive_int,
+    add_analyzer_arguments,
     add_cache_arguments,
     add_store_arguments,
     load_engine,
@@ -69,6 +70,7 @@ def register(subparsers: Any) -> None:
         help="learned sparse model (SPLADE) for the sparse field (default: the model's own sparse head "
         "when it has one, as BGE-M3 does, else BM25 over its tokenizer)",
     )
+    add_analyzer_arguments(parser)
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder for the hybrid+rerank modes")
     parser.add_argument(
         "--rerank-weight", type=float, default=0.5, help="the reranker's share when fusing (default 0.5)"
@@ -81,7 +83,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--prefetch",
         type=_positive_int,
-        help="depth of each hybrid leg (default: the chunks fused)",
+        help="depth of each hybrid leg (default: the chunks fused, at least 50)",
     )
     parser.add_argument(
         "--chunk-tokens", type=_positive_int, help="tokens per chunk (default: min(256, max))"
@@ -97,10 +99,24 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def default_collection(dataset: str) -> str:
-    """``eval_<folder name>``, reduced to the characters every store accepts."""
+def default_collection(dataset: str, analyzer: str = "") -> str:
+    """``eval_<folder name>``, reduced to the characters every store accepts; a BM25 analyzer other
+    than the default adds ``_<analyzer>`` so that each analyzer's terms get a collection of their own."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", Path(dataset).expanduser().resolve().name)
-    return f"eval_{name}"[:200]
+    suffix = f"_{re.sub(r'[^A-Za-z0-9_]', '_', analyzer)}" if analyzer else ""
+    return f"eval_{name}"[: 200 - len(suffix)] + suffix
+
+
+def _analyzer_suffix(args: argparse.Namespace) -> str:
+    """``""`` for the default analyzer (and for learned sparse vectors), else what sets it apart."""
+    from poolrag.sparse.words import DEFAULT_ANALYZER, DEFAULT_LANGUAGE, WORDS
+
+    if args.sparse_model:
+        return ""
+    parts = [] if args.analyzer == DEFAULT_ANALYZER else [args.analyzer]
+    if args.analyzer == WORDS and args.language != DEFAULT_LANGUAGE:
+        parts.append(args.language)
+    return "_".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,7 +164,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     # The cheap checks first: modes, names, the dataset folder, before a model or database is touched.
     check_tune_arguments(args)
     modes = _modes(args)
-    args.collection = args.collection or default_collection(args.dataset)
+    args.collection = args.collection or default_collection(args.dataset, _analyzer_suffix(args))
     check_collection_name(args.collection)
     dataset = BeirDataset(args.dataset)
     cache = open_cache_from_args(args)
@@ -193,7 +209,7 @@ def _sources(
     """The dense encoder and the sparse source, chosen as ``poolrag ingest --hybrid`` chooses: the
     --sparse-model, else the main model's own sparse head (one forward pass), else BM25."""
     from poolrag.cache import CachedEmbedder
-    from poolrag.cli.ingest import load_sparse_model
+    from poolrag.cli.ingest import analyzer_from_args, load_sparse_model
     from poolrag.ingest import DenseEncoder
     from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
     from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
@@ -203,7 +219,7 @@ def _sources(
         return DenseEncoder(CachedEmbedder(engine, cache)), LearnedSparseChunkEncoder(sparse_model, cache)
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache)
-    bm25 = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache)
+    bm25 = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer_from_args(args))
     return DenseEncoder(CachedEmbedder(engine, cache)), bm25
 
 
@@ -227,4 +243,19 @@ def _table(report: EvalReport, k: int) -> str:
     ]
     for mode, values in report.metrics.items():
         lines.append(mode.ljust(width) + "".join(f"{values[name]:12.4f}" for name in names))
+    lines.extend(_stages(report, k))
     return "\n".join(lines)
+
+
+def _stages(report: EvalReport, k: int) -> list[str]:
+    """The second stage beside the first it reranked: MRR@k of ``hybrid`` and each reranked mode."""
+    first = report.metrics.get("hybrid")
+    reranked = [m for m in report.metrics if m.startswith("hybrid+rerank")]
+    if first is None or not reranked:
+        return []
+    key = f"mrr@{k}"
+    cells = [f"hybrid {first[key]:.4f}"]
+    cells += [
+        f"{m} {report.metrics[m][key]:.4f} ({report.metrics[m][key] - first[key]:+.4f})" for m in reranked
+    ]
+    return [f"second stage vs first, MRR@{k}: " + " | ".join(cells)]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from poolrag.ingest.encoders import ChunkEncoder
     from poolrag.ingest.pipeline import IngestReport
     from poolrag.ingest.sparse_encoders import SparseChunkEncoder
+    from poolrag.sparse.words import WordAnalyzer
     from poolrag.stores.base import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,35 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--collection", default="poolrag", help="collection name (default: poolrag)")
     group.add_argument("--retries", type=_positive_int, default=5, help="attempts while the database is down")
     group.add_argument("--retry-delay", type=float, default=0.5, help="first backoff in seconds (doubles)")
+
+
+def add_analyzer_arguments(group: Any) -> None:
+    """``--analyzer`` and ``--language``: how BM25 splits text into terms (choices from fixed tables)."""
+    from poolrag.sparse.words import ANALYZERS, DEFAULT_ANALYZER, DEFAULT_LANGUAGE, LANGUAGES
+
+    group.add_argument(
+        "--analyzer",
+        choices=ANALYZERS,
+        default=DEFAULT_ANALYZER,
+        help="BM25 terms: 'words' (Unicode words, lower-cased, stop words out, stemmed, as search engines "
+        f"do) or 'wordpiece' (the model tokenizer's pieces); recorded in the collection (default: "
+        f"{DEFAULT_ANALYZER})",
+    )
+    group.add_argument(
+        "--language",
+        choices=sorted(LANGUAGES),
+        default=DEFAULT_LANGUAGE,
+        metavar="LANGUAGE",
+        help=f"stemmer and stop words of --analyzer words (default: {DEFAULT_LANGUAGE}; one of "
+        f"{', '.join(sorted(LANGUAGES))})",
+    )
+
+
+def analyzer_from_args(args: argparse.Namespace) -> WordAnalyzer | None:
+    """The word analyzer the flags name, or ``None`` for word pieces."""
+    from poolrag.sparse.words import WORDS, WordAnalyzer
+
+    return WordAnalyzer(args.language) if args.analyzer == WORDS else None
 
 
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
@@ -167,6 +197,7 @@ def register(subparsers: Any) -> None:
         metavar="MODEL",
         help="with --hybrid: a learned sparse model (SPLADE hub id or folder) for the sparse vectors",
     )
+    add_analyzer_arguments(model)
     model.add_argument(
         "--compile",
         choices=("off", "background"),
@@ -321,15 +352,17 @@ def _encoder(engine: Engine, cache: EmbeddingCache | None, dimensions: int | Non
         raise DimensionsError(f"--dimensions {dimensions}: {exc}{hint}") from None
 
 
-def _sparse_encoder(engine: Engine, cache: EmbeddingCache | None) -> SparseChunkEncoder:
-    """Lexical BM25 over the model's own tokenizer: hybrid search with no second model."""
+def _sparse_encoder(
+    engine: Engine, cache: EmbeddingCache | None, analyzer: WordAnalyzer | None = None
+) -> SparseChunkEncoder:
+    """Lexical BM25 over words (or the model's own word pieces): hybrid search with no second model."""
     from poolrag.errors import InvalidInputError
     from poolrag.ingest.sparse_encoders import bm25_for_model
     from poolrag.model_facts import ScoreKind
 
     if engine.facts.score_kind is ScoreKind.MAXSIM:
         raise InvalidInputError("--hybrid goes with single-vector models, not ColBERT token vectors")
-    return bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache)
+    return bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer)
 
 
 def _hybrid_encoders(
@@ -349,7 +382,7 @@ def _hybrid_encoders(
         return encoder, LearnedSparseChunkEncoder(load_sparse_model(args.sparse_model, load_options), cache)
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache, args.dimensions)
-    return encoder, _sparse_encoder(engine, cache)
+    return encoder, _sparse_encoder(engine, cache, analyzer_from_args(args))
 
 
 def load_sparse_model(model: str, options: dict[str, Any] | None = None) -> Engine:

@@ -171,14 +171,15 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
 
 
 def _sparse_queries(spec: CollectionSpec, engine: Engine, args: argparse.Namespace) -> SparseQueryEncoder:
-    """BM25's unit query weights (every store multiplies them by IDF), or for a ``learned`` collection
-    the model that made its vectors: --sparse-model, else the main model's own sparse head."""
+    """BM25's unit query weights (every store multiplies them by IDF), its terms split by the analyzer
+    the collection recorded, or for a ``learned`` collection the model that made its vectors:
+    --sparse-model, else the main model's own sparse head."""
     from poolrag.cli.ingest import load_sparse_model
     from poolrag.ingest.sparse_encoders import LEARNED_SPARSE_OPTIONS_KEY, learned_sparse_for_search
-    from poolrag.sparse import BM25Encoder
+    from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 
     if spec.sparse != "learned":
-        return BM25Encoder(engine.tokenizer)
+        return query_encoder_for_record(spec.model_options.get(BM25_RECORD_KEY), engine.tokenizer)
     named = load_sparse_model(args.sparse_model, _user_options(args)) if args.sparse_model else None
     return learned_sparse_for_search(spec.model_options.get(LEARNED_SPARSE_OPTIONS_KEY), engine, named)
 

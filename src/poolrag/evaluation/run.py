@@ -133,7 +133,7 @@ class Evaluation:
     ) -> EvalReport:
         """Ingest the corpus (nothing new on a re-run), then retrieve every judged query in each mode.
 
-        ``prefetch``: depth of each hybrid leg (default: the retriever's, as deep as the hits fused).
+        ``prefetch``: depth of each hybrid leg (default: the retriever's, the hits fused but at least 50).
         """
         modes = parse_modes(modes)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:

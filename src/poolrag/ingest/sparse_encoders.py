@@ -25,13 +25,14 @@ from poolrag.cache.term_counts import CachedTermCounter
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
-from poolrag.sparse.bm25 import BM25Encoder, BM25Parameters
+from poolrag.sparse.bm25 import BM25_RECORD_KEY, BM25Encoder, BM25Parameters
 from poolrag.sparse.vector import SparseVector
+from poolrag.sparse.words import WordAnalyzer, analyzer_name, recorded_analyzer
 from poolrag.stores.base import weights_fingerprint
 from poolrag.stores.errors import CollectionMismatchError
 
 #: Where a collection's BM25 settings are recorded (``CollectionSpec.model_options``).
-BM25_OPTIONS_KEY = "bm25"
+BM25_OPTIONS_KEY = BM25_RECORD_KEY
 #: Where a collection records the model behind its learned sparse vectors.
 LEARNED_SPARSE_OPTIONS_KEY = "learned_sparse"
 #: ``source`` values of that record: the main model's own sparse head, or a separate sparse model.
@@ -95,9 +96,24 @@ class BM25ChunkEncoder:
 
     def settings(self) -> dict[str, Any]:
         parameters = self.encoder.parameters
-        return {"avg_doc_length": self.avg_doc_length, "k1": parameters.k1, "b": parameters.b}
+        return {
+            "avg_doc_length": self.avg_doc_length,
+            "k1": parameters.k1,
+            "b": parameters.b,
+            "analyzer": self.encoder.analyzer_record(),
+        }
 
     def adopt(self, recorded: dict[str, Any] | None, first_batch: Sequence[str]) -> None:
+        """Also refuses a collection whose terms another analyzer made (a collection recorded before
+        analyzers were holds word pieces): mixing the two would match nothing between them."""
+        if recorded:
+            stored = recorded_analyzer(recorded)
+            if stored != self.encoder.analyzer:
+                raise CollectionMismatchError(
+                    f"the collection's BM25 terms were made by the {analyzer_name(stored)} analyzer, but "
+                    f"this run uses {analyzer_name(self.encoder.analyzer)}; use the same --analyzer and "
+                    "--language, or another --collection"
+                )
         if recorded and recorded.get("avg_doc_length") is not None:
             try:
                 parameters = BM25Parameters(float(recorded["k1"]), float(recorded["b"]))
@@ -116,16 +132,24 @@ class BM25ChunkEncoder:
             raise InvalidInputError("BM25 chunk vectors need the collection's average length; call adopt()")
         return self.encoder.document_vectors(self.term_counts(texts), self.avg_doc_length)
 
+    def analyzer_record(self) -> dict[str, Any]:
+        """How text is split into terms (what the collection records; retrievers check it)."""
+        return self.encoder.analyzer_record()
+
     def encode_queries(self, texts: Sequence[str]) -> list[SparseVector]:
         """Unit-weight query vectors: the store multiplies each term by its IDF."""
         return self.encoder.encode_queries(texts)
 
 
 def bm25_for_model(
-    tokenizer: Any, model_identity: str, cache: EmbeddingCache | None = None
+    tokenizer: Any,
+    model_identity: str,
+    cache: EmbeddingCache | None = None,
+    analyzer: WordAnalyzer | None = None,
 ) -> BM25ChunkEncoder:
-    """Lexical BM25 from the embedding model's own tokenizer (the default sparse source)."""
-    return BM25ChunkEncoder(BM25Encoder(tokenizer), model_identity, cache)
+    """Lexical BM25 over ``analyzer``'s words, or the embedding model's own word pieces when ``None``."""
+    encoder = BM25Encoder(None, analyzer=analyzer) if analyzer is not None else BM25Encoder(tokenizer)
+    return BM25ChunkEncoder(encoder, model_identity, cache)
 
 
 class SparseEmbedder(Protocol):

@@ -4,6 +4,8 @@ vectors, and ``k`` is a count. A mismatch is refused, since scores across models
 from __future__ import annotations
 
 from poolrag.errors import InvalidInputError
+from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
+from poolrag.sparse.words import analyzer_name, recorded_analyzer
 from poolrag.stores.base import CollectionSpec, VectorStore, weights_fingerprint
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 
@@ -29,3 +31,25 @@ def check_model(spec: CollectionSpec, identity: str, where: str) -> None:
 def check_k(k: object) -> None:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+
+
+def bm25_query_encoder(spec: CollectionSpec, given: object) -> object:
+    """The sparse query encoder for a ``bm25`` collection: ``given`` when it analyses text as the
+    collection recorded (a BM25 encoder with another analyzer is refused: its terms would match
+    nothing or the wrong words), or, with none given, the recorded word analyzer, which needs no
+    model. Other encoders and collections pass through unchanged."""
+    if spec.sparse != "bm25":
+        return given
+    record = spec.model_options.get(BM25_RECORD_KEY)
+    stored = recorded_analyzer(record)
+    if given is None:
+        return query_encoder_for_record(record, None) if stored is not None else None
+    describe = getattr(given, "analyzer_record", None)  # BM25Encoder, and ingest's BM25 chunk encoder
+    if callable(describe):
+        used = recorded_analyzer({"analyzer": describe()})
+        if used != stored:
+            raise CollectionMismatchError(
+                f"collection {spec.name!r} holds BM25 terms of the {analyzer_name(stored)} analyzer, but "
+                f"the sparse encoder uses {analyzer_name(used)}; search with the recorded analyzer"
+            )
+    return given

@@ -7,7 +7,8 @@ when the chunks were ingested (a cache miss, e.g. on another machine, recomputes
 text in the payload); stage 3 optionally reranks the survivors with a cross-encoder.
 
 Sparse mode ranks by the collection's sparse field alone (no dense stage to re-score). Hybrid
-mode fuses the dense and the sparse leg (by default their min-max normalised scores; see
+mode fuses the dense and the sparse leg (by default their min-max normalised scores, the sparse
+share adapted per query; see
 :mod:`poolrag.stores.hybrid`) in the store when the stored vectors are full size; with smaller
 stored vectors the funnel re-scores the dense leg first and the fusion happens here, by the stores'
 rules, so the sparse evidence is not lost to a re-score that only knows dense similarity.
@@ -23,7 +24,7 @@ from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.cache.matryoshka import truncate
 from poolrag.errors import InvalidInputError
-from poolrag.retrieval.collection_checks import check_k, check_model, existing_spec
+from poolrag.retrieval.collection_checks import bm25_query_encoder, check_k, check_model, existing_spec
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
@@ -50,8 +51,9 @@ class Retriever:
         candidates: how many hits stage 1 returns; default ``max(10 * k, 50)`` when a later stage
             re-scores them, else ``k``.
         sparse_encoder: turns queries into sparse vectors for ``mode="sparse"`` / ``"hybrid"``
-            (e.g. :class:`~poolrag.sparse.BM25Encoder` over the model's tokenizer for a ``bm25``
-            collection; its unit query weights are right, since every store supplies IDF).
+            (e.g. :class:`~poolrag.sparse.BM25Encoder` for a ``bm25`` collection; its unit query weights
+            are right, since every store supplies IDF). A ``bm25`` collection whose terms are words
+            needs none: its recorded analyzer is used; one with another analyzer is refused.
     """
 
     def __init__(
@@ -68,9 +70,9 @@ class Retriever:
                 f"sparse_encoder must have encode_queries(texts), got {type(sparse_encoder).__name__}"
             )
         self.store = store
-        self.sparse_encoder = sparse_encoder
         self.embedder = backend if isinstance(backend, CachedEmbedder) else CachedEmbedder(backend)
         self.spec = existing_spec(store)
+        self.sparse_encoder: SparseQueryEncoder | None = bm25_query_encoder(self.spec, sparse_encoder)  # type: ignore[assignment]
         if self.spec.layout != "dense":
             raise InvalidInputError(
                 f"collection {self.spec.name!r} holds ColBERT token vectors; use ColbertRetriever"
@@ -105,12 +107,13 @@ class Retriever:
         """The ``k`` best chunks for ``query`` among those whose payload matches ``filter``.
 
         ``mode``: ``dense`` (the funnel), ``sparse`` (the sparse field alone) or ``hybrid`` (both,
-        fused by ``fusion``: ``("minmax", w)`` (default w = 0.6), ``"dbsf"``, ``"rrf"`` or
-        ``("weighted", w)``, ``w`` being the sparse leg's weight; see :mod:`poolrag.stores.hybrid`);
-        ``prefetch``: how deep each hybrid leg goes (default: as many as the hits fused). Without
-        ``fusion``, a hybrid search fuses as the collection's saved record says (``poolrag eval --tune
-        --save``), legs as deep as it was tuned with unless ``prefetch`` is given; with no record,
-        by the default. ``rescore=False`` skips stage 2 (for comparison).
+        fused by ``fusion``: ``("adaptive", w)`` (default w = 0.3), ``("minmax", w)``, ``"dbsf"``,
+        ``"rrf"`` or ``("weighted", w)``, ``w`` being the sparse leg's share; see
+        :mod:`poolrag.stores.hybrid`); ``prefetch``: how deep each hybrid leg goes (default: as many
+        as the hits fused, at least 50). Without ``fusion``, a hybrid search fuses as the collection's
+        saved record says (``poolrag eval --tune --save``), legs as deep as it was tuned with unless
+        ``prefetch`` is given; with no record, by the default. ``rescore=False`` skips stage 2 (for
+        comparison).
         """
         check_k(k)
         if mode not in SEARCH_MODES:

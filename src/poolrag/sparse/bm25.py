@@ -32,17 +32,21 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.sparse.vector import SparseVector
+from poolrag.sparse.words import WORDPIECE, WordAnalyzer, recorded_analyzer
+
+if TYPE_CHECKING:  # transformers loads when a tokenizer is made, not when the CLI parses its flags
+    from transformers import PreTrainedTokenizerBase
 
 TermCounts = Mapping[int, int]
 """One document's token id → number of occurrences (after special and punctuation tokens go)."""
 
 _STATS_FORMAT = 1
+#: Where a collection records its BM25 settings (``CollectionSpec.model_options``).
+BM25_RECORD_KEY = "bm25"
 
 
 @dataclass(frozen=True)
@@ -164,29 +168,42 @@ def _is_punctuation_or_blank(token_text: str) -> bool:
 
 
 class BM25Encoder:
-    """Turns texts into BM25 document and query vectors over a tokenizer's vocabulary."""
+    """Turns texts into BM25 document and query vectors over a tokenizer's vocabulary, or over the
+    words of a :class:`~poolrag.sparse.words.WordAnalyzer` when one is given (then no tokenizer is
+    needed)."""
 
     def __init__(
         self,
-        tokenizer: PreTrainedTokenizerBase,
+        tokenizer: PreTrainedTokenizerBase | None,
         parameters: BM25Parameters | None = None,
         *,
         drop_punctuation: bool = True,
+        analyzer: WordAnalyzer | None = None,
     ) -> None:
+        if tokenizer is None and analyzer is None:
+            raise InvalidInputError("BM25 needs a tokenizer (word pieces) or a WordAnalyzer")
         self.tokenizer = tokenizer
+        self.analyzer = analyzer
         self.parameters = parameters or BM25Parameters()
         self.drop_punctuation = drop_punctuation
-        self._special_ids = frozenset(tokenizer.all_special_ids)
+        self._special_ids = frozenset(tokenizer.all_special_ids) if tokenizer is not None else frozenset()
         self._dropped: dict[int, bool] = {}  # token id → dropped, filled as tokens are first seen
 
     @classmethod
     def from_pretrained(cls, model: str | Path, **kwargs: Any) -> BM25Encoder:
         """The tokenizer of a model folder (or hub name); BM25 needs nothing else from the model."""
+        from transformers import AutoTokenizer
+
         return cls(AutoTokenizer.from_pretrained(str(model)), **kwargs)
+
+    def analyzer_record(self) -> dict[str, Any]:
+        """How this encoder splits text into terms, as a collection records it."""
+        return self.analyzer.record() if self.analyzer is not None else {"name": WORDPIECE}
 
     def _keeps(self, token_id: int) -> bool:
         dropped = self._dropped.get(token_id)
         if dropped is None:
+            assert self.tokenizer is not None
             dropped = token_id in self._special_ids or (
                 self.drop_punctuation and _is_punctuation_or_blank(self.tokenizer.decode([token_id]))
             )
@@ -200,6 +217,9 @@ class BM25Encoder:
                 raise InputTypeError(f"BM25 encodes text, got {type(text).__name__}")
         if not texts:
             return []
+        if self.analyzer is not None:
+            return self.analyzer.term_counts(texts)
+        assert self.tokenizer is not None
         # verbose=False: texts longer than the model's window are expected here, not a mistake.
         encoded = self.tokenizer(
             list(texts),
@@ -242,3 +262,17 @@ class BM25Encoder:
             weights = {t: (stats.idf(t) if stats is not None else 1.0) for t in counts}
             vectors.append(SparseVector.from_dict(weights))
         return vectors
+
+
+def query_encoder_for_record(record: object, tokenizer: PreTrainedTokenizerBase | None) -> BM25Encoder:
+    """The query side of a ``bm25`` collection, analysing text as its documents were analysed.
+
+    ``record`` is the collection's BM25 record (``model_options["bm25"]``): word pieces need the
+    model's ``tokenizer``; the word analyzer needs none.
+    """
+    analyzer = recorded_analyzer(record)
+    if analyzer is None and tokenizer is None:
+        raise InvalidInputError(
+            "the collection's BM25 terms are the model's word pieces: its tokenizer is needed"
+        )
+    return BM25Encoder(tokenizer if analyzer is None else None, analyzer=analyzer)

@@ -24,10 +24,11 @@ Layout = Literal["dense", "multivector"]
 Quantization = Literal["int8", "binary"]
 SparseKind = Literal["bm25", "learned"]
 #: How a hybrid search fuses its dense and sparse legs (rules in :mod:`poolrag.stores.hybrid`):
-#: ``("minmax", w)`` per-query min-max normalised scores mixed ``(1 - w) * dense + w * sparse`` (the
-#: default, w = 0.6), ``"dbsf"`` (Qdrant's distribution-based score fusion), ``"rrf"``, or
-#: ``("weighted", w)`` for RRF with weights ``2 * (1 - w)`` and ``2 * w`` (``w = 0.5`` is plain RRF).
-HybridFusion = Literal["rrf", "dbsf"] | tuple[Literal["weighted", "minmax"], float]
+#: ``("minmax", w)`` per-query min-max normalised scores mixed ``(1 - w) * dense + w * sparse``,
+#: ``("adaptive", w)`` the same with the sparse share moved per query from ``w`` towards the leg whose
+#: best hit stands out more (the default, w = 0.3), ``"dbsf"`` (Qdrant's distribution-based score
+#: fusion), ``"rrf"``, or ``("weighted", w)`` for RRF with weights ``2 * (1 - w)`` and ``2 * w``.
+HybridFusion = Literal["rrf", "dbsf"] | tuple[Literal["weighted", "minmax", "adaptive"], float]
 SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
 METADATA_KEY = "poolrag"
 logger = logging.getLogger(__name__)
@@ -201,12 +202,12 @@ class VectorStore(Protocol):
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = ("minmax", 0.6),
+        fusion: HybridFusion = ("adaptive", 0.3),
         prefetch: int | None = None,
     ) -> list[StoreHit]:
-        """The dense and the sparse ranking (``prefetch`` deep each, default ``limit``) fused by
-        ``fusion`` (default: min-max normalised scores, 0.6 on sparse); ``filter`` applies to both.
-        Scores are the fused ones."""
+        """The dense and the sparse ranking (``prefetch`` deep each, default ``max(limit, 50)``) fused
+        by ``fusion`` (default: min-max normalised scores, the sparse share adapted per query from
+        0.3); ``filter`` applies to both. Scores are the fused ones."""
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (``[D]`` or ``[T, D]``)."""

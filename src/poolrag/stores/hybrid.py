@@ -3,9 +3,12 @@
 One set of fusion rules for all stores, so a collection ranks the same in memory, Qdrant, Milvus and
 qdrant-edge (up to ties), each leg ``prefetch`` deep and ``filter`` applied in both:
 
-- ``("minmax", w)``, the default with ``w = 0.6``: each leg's scores min-max normalised per query
-  (best hit 1, worst 0), mixed ``(1 - w) * dense + w * sparse``. No store computes this, so every
-  store fetches the two legs and fuses them here.
+- ``("adaptive", w)``, the default with ``w = 0.3``: each leg's scores min-max normalised per query
+  (best hit 1, worst 0) and mixed as ``minmax`` does, but with this query's sparse share moved from
+  ``w`` towards the leg whose best hit stands out more from the rest of its own list (the z-score of
+  its top score, :func:`adaptive_weights`). No store computes this, so every store fetches the two
+  legs and fuses them here.
+- ``("minmax", w)``: the same mix with the fixed share ``(1 - w) * dense + w * sparse``.
 - ``"dbsf"``: Qdrant's distribution-based score fusion (each leg's scores mapped by
   ``mean ± 3 * sample std`` to about [0, 1], summed); Qdrant and qdrant-edge run it natively, the
   others compute the same here.
@@ -13,15 +16,16 @@ qdrant-edge (up to ties), each leg ``prefetch`` deep and ``filter`` applied in b
 - ``("weighted", w)``: RRF with weights ``2 * (1 - w)`` and ``2 * w``, computed here (Qdrant divides
   ranks by the weight instead, Milvus' ``WeightedRanker`` squashes inner products through arctan).
 
-Why score fusion by default: rank fusion cannot tell a confident leg from a lost one. On
-``benchmarks/hybrid_dataset.py`` (seed 0, MiniLM + BM25, legs 10 deep) BM25 is confidently right on
-rare-term queries and confidently wrong on paraphrases, dense is middling on both, and RRF lands
-below dense (MRR@10 0.60 vs 0.615); scores keep BM25's margin on a rare term, so min-max mixing
-reaches 0.70-0.72 and DBSF 0.66 (the weight was chosen on a seeded half of the queries; the table
-and the split are in benchmarks/RESULTS.md). Milvus' arctan normalisation was worse than RRF there.
+Why this default: it was chosen on real question/answer sets written by people (the Debian FAQ in
+English and perlfaq, built by benchmarks/real_datasets.py; the table is in benchmarks/RESULTS.md),
+never on the generated benchmarks/hybrid_dataset.py. On real questions, which mostly paraphrase
+their answers, BM25 is the weaker leg, and the old default (a fixed 0.6 on sparse) fell 0.05-0.07
+MRR@10 below dense alone; a small sparse share lifts dense (rare words and names still count), and
+letting the share follow the legs' confidence keeps the hybrid at or above the better leg when
+dense is the one that is lost (the German and French FAQ under an English model), where any small
+fixed share stays below BM25. Legs go at least 50 deep (:data:`DEFAULT_PREFETCH`): min-max and the
+z-score need enough of each list to tell the best hit from the rest, and 50 beat 30 there.
 
-Deep legs hurt rank fusion (MRR 0.61 at depth 10, 0.48 at 100 with RRF: BM25 hits sharing only a
-common word crowd the sparse list's tail), so legs default to the number of results asked for.
 The fusion lives in this layer, not in ``poolrag.retrieval.fusion``, because stores sit below
 retrieval; tests check the RRF here and there agree.
 """
@@ -50,30 +54,53 @@ def check_limit(limit: object) -> int:
 
 
 def prefetch_depth(limit: int, prefetch: int | None) -> int:
-    """How deep each leg of a hybrid search goes (default ``limit``; see the module docstring)."""
+    """How deep each leg of a hybrid search goes (default ``max(limit, DEFAULT_PREFETCH)``; see the
+    module docstring)."""
     check_limit(limit)
     if prefetch is None:
-        return limit
+        return max(limit, DEFAULT_PREFETCH)
     if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
         raise InvalidInputError(f"prefetch must be a positive integer, got {prefetch!r}")
     return prefetch
 
 
 #: The fusion a hybrid search uses unless told otherwise (see the module docstring for why).
-DEFAULT_FUSION: HybridFusion = ("minmax", 0.6)
+DEFAULT_FUSION: HybridFusion = ("adaptive", 0.3)
+#: How deep each leg goes at least unless told otherwise (chosen with the fusion).
+DEFAULT_PREFETCH = 50
 
 
 def check_fusion(fusion: object) -> HybridFusion:
     """``fusion`` if it is one of the rules, else :class:`InvalidInputError` (before any search runs)."""
     if fusion in ("rrf", "dbsf"):
         return fusion  # type: ignore[return-value]
-    if isinstance(fusion, tuple) and len(fusion) == 2 and fusion[0] in ("weighted", "minmax"):
+    if isinstance(fusion, tuple) and len(fusion) == 2 and fusion[0] in ("weighted", "minmax", "adaptive"):
         weight = fusion[1]
         if isinstance(weight, (int, float)) and not isinstance(weight, bool) and 0.0 <= weight <= 1.0:
             return (fusion[0], float(weight))  # type: ignore[return-value]
     raise InvalidInputError(
-        f"fusion must be 'rrf', 'dbsf', ('weighted', w) or ('minmax', w) with w in [0, 1], got {fusion!r}"
+        "fusion must be 'rrf', 'dbsf', ('weighted', w), ('minmax', w) or ('adaptive', w) with w in [0, 1], "
+        f"got {fusion!r}"
     )
+
+
+def standout(scores: Sequence[float]) -> float:
+    """How far a leg's best hit stands out of its own list: ``(best - mean) / std``, at least 0; 0 for
+    fewer than three hits or equal scores (nothing to tell a confident leg by)."""
+    if len(scores) < 3:
+        return 0.0
+    mean = sum(scores) / len(scores)
+    spread = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    return max((scores[0] - mean) / spread, 0.0) if spread > 0 else 0.0
+
+
+def adaptive_weights(dense: Sequence[float], sparse: Sequence[float], prior: float) -> tuple[float, float]:
+    """This query's (dense, sparse) shares: the ``prior`` sparse share moved towards the leg whose best
+    hit stands out more, ``w = prior · s_sparse / (prior · s_sparse + (1 - prior) · s_dense)``; the
+    prior itself when neither leg can tell (see :func:`standout`)."""
+    mine, theirs = prior * standout(sparse), (1.0 - prior) * standout(dense)
+    share = prior if mine + theirs == 0 else mine / (mine + theirs)
+    return 1.0 - share, share
 
 
 def fusion_weights(fusion: HybridFusion) -> tuple[float, float] | None:
@@ -96,6 +123,9 @@ def fuse_legs(
         return fuse_scores(dense, sparse, limit, dbsf_normalised, (1.0, 1.0))
     if isinstance(fusion, tuple) and fusion[0] == "minmax":
         return fuse_scores(dense, sparse, limit, min_max_normalised, (1.0 - fusion[1], fusion[1]))
+    if isinstance(fusion, tuple) and fusion[0] == "adaptive":
+        weights = adaptive_weights([h.score for h in dense], [h.score for h in sparse], fusion[1])
+        return fuse_scores(dense, sparse, limit, min_max_normalised, weights)
     return fuse_rankings(dense, sparse, limit, fusion_weights(fusion))
 
 

@@ -1,0 +1,349 @@
+"""A search engine's word analyzer for BM25: Unicode words, lower-cased, stop words out, stemmed.
+
+BM25 over a model's word pieces splits rare words into fragments that match unrelated words
+(``##ing``) and keeps every function word; search engines (Lucene, Elasticsearch, Tantivy) count
+whole words instead, fold case, drop the commonest function words and reduce each word to its stem,
+so "installing" finds "installed". On the real FAQ sets in benchmarks/RESULTS.md BM25 alone scores
+higher over words than over word pieces on three sets of five (Debian FAQ en/de/fr), equal on
+perlfaq and lower on chit-chat; fused with dense retrieval, word pieces did as well or better, so
+they stay the default and words are ``--analyzer words``.
+
+A term's id is a stable hash of the analysed term (31 bits of BLAKE2b), so no vocabulary has to be
+stored or shared: a document analysed today and a query analysed next year land on the same ids.
+
+The language picks a Snowball stemmer (the ``snowballstemmer`` package, which Sphinx uses) and a
+stop-word list, both from the fixed table :data:`LANGUAGES`: a language read from a collection's
+record is a key into that table, never a name handed to an import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from poolrag.errors import InputTypeError, InvalidInputError
+
+#: The analyzer names a collection can record; ``wordpiece`` is the model tokenizer's pieces.
+WORDS, WORDPIECE = "words", "wordpiece"
+ANALYZERS: tuple[str, ...] = (WORDS, WORDPIECE)
+
+_ENGLISH_STOP = [
+    "a",
+    "an",
+    "and",
+    "are",
+    "as",
+    "at",
+    "be",
+    "but",
+    "by",
+    "for",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "no",
+    "not",
+    "of",
+    "on",
+    "or",
+    "such",
+    "that",
+    "the",
+    "their",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "to",
+    "was",
+    "will",
+    "with",
+]
+_GERMAN_STOP = [
+    "aber",
+    "als",
+    "am",
+    "an",
+    "auch",
+    "auf",
+    "aus",
+    "bei",
+    "bin",
+    "bis",
+    "bist",
+    "da",
+    "dann",
+    "das",
+    "dass",
+    "dem",
+    "den",
+    "der",
+    "des",
+    "die",
+    "dies",
+    "diese",
+    "dieser",
+    "dieses",
+    "du",
+    "durch",
+    "ein",
+    "eine",
+    "einem",
+    "einen",
+    "einer",
+    "eines",
+    "er",
+    "es",
+    "für",
+    "hat",
+    "hatte",
+    "ich",
+    "ihr",
+    "im",
+    "in",
+    "ist",
+    "ja",
+    "kann",
+    "mit",
+    "nach",
+    "nicht",
+    "noch",
+    "nur",
+    "ob",
+    "oder",
+    "sich",
+    "sie",
+    "sind",
+    "so",
+    "um",
+    "und",
+    "uns",
+    "von",
+    "vor",
+    "war",
+    "was",
+    "wie",
+    "wir",
+    "wird",
+    "zu",
+    "zum",
+    "zur",
+    "über",
+]
+_FRENCH_STOP = [
+    "a",
+    "au",
+    "aux",
+    "avec",
+    "ce",
+    "ces",
+    "cette",
+    "d",
+    "dans",
+    "de",
+    "des",
+    "du",
+    "elle",
+    "en",
+    "est",
+    "et",
+    "il",
+    "ils",
+    "je",
+    "l",
+    "la",
+    "le",
+    "les",
+    "leur",
+    "lui",
+    "mais",
+    "me",
+    "même",
+    "mon",
+    "ne",
+    "ni",
+    "nous",
+    "on",
+    "ou",
+    "par",
+    "pas",
+    "pour",
+    "qu",
+    "que",
+    "qui",
+    "s",
+    "sa",
+    "se",
+    "ses",
+    "si",
+    "son",
+    "sont",
+    "sur",
+    "ta",
+    "te",
+    "tes",
+    "toi",
+    "ton",
+    "tu",
+    "un",
+    "une",
+    "vos",
+    "votre",
+    "vous",
+    "y",
+    "à",
+    "été",
+    "être",
+]
+
+
+@dataclass(frozen=True)
+class Language:
+    """A Snowball stemmer name and the stop words dropped before stemming (empty: none dropped)."""
+
+    stemmer: str
+    stop_words: frozenset[str] = field(default_factory=frozenset)
+
+
+#: Every language the analyzer knows; Snowball has stemmers for each, stop-word lists for three.
+LANGUAGES: Mapping[str, Language] = {
+    "english": Language("english", frozenset(_ENGLISH_STOP)),
+    "german": Language("german", frozenset(_GERMAN_STOP)),
+    "french": Language("french", frozenset(_FRENCH_STOP)),
+    **{
+        name: Language(name)
+        for name in [
+            "danish",
+            "dutch",
+            "finnish",
+            "hungarian",
+            "italian",
+            "norwegian",
+            "portuguese",
+            "romanian",
+            "russian",
+            "spanish",
+            "swedish",
+            "turkish",
+        ]
+    },
+}
+DEFAULT_LANGUAGE = "english"
+#: The analyzer of new BM25 collections (``poolrag ingest --hybrid``, ``poolrag eval``): word pieces,
+#: with which the default hybrid did best on the real sets it was chosen on (benchmarks/RESULTS.md).
+DEFAULT_ANALYZER = WORDPIECE
+
+_WORD = re.compile(r"\w+")
+_ID_MASK = 0x7FFFFFFF  # sparse ids are non-negative int32
+
+
+def term_id(term: str) -> int:
+    """The sparse id of an analysed term: the same on every machine and in every run."""
+    digest = hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & _ID_MASK
+
+
+@dataclass(frozen=True)
+class WordAnalyzer:
+    """Unicode word split → case folding → stop words out → Snowball stem → hashed id.
+
+    Args:
+        language: a key of :data:`LANGUAGES`.
+        stop_words: drop the language's stop words (IDF already discounts common words; dropping the
+            commonest ones also keeps them from matching in every document).
+        stem: reduce words to their stem.
+    """
+
+    language: str = DEFAULT_LANGUAGE
+    stop_words: bool = True
+    stem: bool = True
+
+    def __post_init__(self) -> None:
+        if self.language not in LANGUAGES:
+            raise InvalidInputError(
+                f"unknown analyzer language {self.language!r}; choose from {', '.join(sorted(LANGUAGES))}"
+            )
+        for name in ("stop_words", "stem"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInputError(f"the word analyzer's {name} must be true or false")
+
+    def terms(self, text: str) -> list[str]:
+        """The analysed terms of ``text`` in order, repeats kept."""
+        if not isinstance(text, str):
+            raise InputTypeError(f"BM25 analyses text, got {type(text).__name__}")
+        language = LANGUAGES[self.language]
+        words = [w.casefold() for w in _WORD.findall(text)]
+        if self.stop_words:
+            words = [w for w in words if w not in language.stop_words]
+        if self.stem and words:
+            words = _stemmer(language.stemmer).stemWords(words)
+        return words
+
+    def term_counts(self, texts: Sequence[str]) -> list[dict[int, int]]:
+        """Each text's term id → occurrences."""
+        return [dict(Counter(term_id(t) for t in self.terms(text))) for text in texts]
+
+    def record(self) -> dict[str, Any]:
+        """What a collection records so that its queries are analysed the same way."""
+        return {"name": WORDS, "language": self.language, "stop_words": self.stop_words, "stem": self.stem}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> WordAnalyzer:
+        """The analyzer a collection recorded (data: every field validated, nothing imported)."""
+        if record.get("name") != WORDS:
+            raise InvalidInputError(f"not a word analyzer record: {dict(record)!r}")
+        language = record.get("language", DEFAULT_LANGUAGE)
+        return cls(
+            language if isinstance(language, str) else repr(language),
+            record.get("stop_words", True),
+            record.get("stem", True),
+        )
+
+
+_STEMMERS = threading.local()  # a Snowball stemmer keeps state while it stems: one per thread
+
+
+def _stemmer(name: str) -> Any:
+    """This thread's Snowball stemmer for ``name``, made on first use."""
+    made: dict[str, Any] = _STEMMERS.__dict__.setdefault("by_name", {})
+    stemmer = made.get(name)
+    if stemmer is None:
+        try:
+            import snowballstemmer
+        except ImportError:  # pragma: no cover - a dependency of poolrag; only a broken install lacks it
+            raise InvalidInputError(
+                "the word analyzer's stemmer needs the snowballstemmer package: pip install snowballstemmer"
+            ) from None
+        stemmer = made[name] = snowballstemmer.stemmer(name)
+    return stemmer
+
+
+def recorded_analyzer(record: object) -> WordAnalyzer | None:
+    """The analyzer named by a collection's BM25 record (its ``"analyzer"`` entry): ``None`` for word
+    pieces, which is also what every collection written before analyzers were recorded used. The
+    record is data: a name outside :data:`ANALYZERS` or a language outside :data:`LANGUAGES` is refused."""
+    entry = record.get("analyzer") if isinstance(record, Mapping) else None
+    if entry is None:
+        return None
+    name = entry.get("name") if isinstance(entry, Mapping) else entry
+    if name == WORDPIECE:
+        return None
+    if name != WORDS or not isinstance(entry, Mapping):
+        raise InvalidInputError(
+            f"the collection records BM25 analyzer {name!r}, which this poolrag does not know "
+            f"(known: {', '.join(ANALYZERS)})"
+        )
+    return WordAnalyzer.from_record(entry)
+
+
+def analyzer_name(analyzer: WordAnalyzer | None) -> str:
+    """``"words (english)"`` or ``"wordpiece"``, for messages."""
+    return WORDPIECE if analyzer is None else f"{WORDS} ({analyzer.language})"

@@ -1,0 +1,119 @@
+"""BM25 over the word analyzer, on real Milvus Lite and Qdrant local mode: the analyzer is recorded with
+the collection, a reopened collection analyses queries with it (no encoder needed), another analyzer
+is refused on ingest and on search, and collections from before analyzers keep their word pieces."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
+from poolrag.ingest.readers import Document
+from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, bm25_for_model
+from poolrag.retrieval import Retriever
+from poolrag.sparse import BM25Encoder, WordAnalyzer
+from poolrag.sparse.words import term_id
+from poolrag.stores import CollectionMismatchError, open_store
+
+KINDS = ["milvus", "qdrant"]
+DOCUMENTS = {
+    "apt": "Installing packages: apt fetches each archive and unpacks it.",
+    "boot": "The boot loader starts the kernel from the first disk.",
+    "mail": "Mail is delivered by the local transfer agent.",
+}
+# Shares only stems with "apt" ("installed" → instal, "package" → packag): no word piece matches.
+QUERY = "installed package"
+
+
+def _open(kind: str, root: Path, collection: str = "docs"):
+    where = {"uri": str(root / "m.db")} if kind == "milvus" else {"path": str(root / "q")}
+    return open_store(kind, collection, **where)
+
+
+def _ingest(store, engine, root: Path, analyzer: WordAnalyzer | None, old_record: dict | None = None):
+    """Ingest ``DOCUMENTS``; ``old_record``: first create the collection with the BM25 record poolrag
+    wrote before analyzers were recorded."""
+    cache = EmbeddingCache(root / "cache.sqlite")
+    sparse = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer)
+    pipeline = IngestPipeline(
+        store,
+        DenseEncoder(CachedEmbedder(engine, cache)),
+        TokenChunker(engine.tokenizer, max_tokens=64, overlap=8),
+        checkpoint_dir=root / "ck",
+        progress=False,
+        sparse_encoder=sparse,
+    )
+    if old_record is not None:
+        store.ensure_collection(
+            dataclasses.replace(pipeline.spec, model_options={BM25_OPTIONS_KEY: old_record})
+        )
+    documents = [Document(name, text, {"name": name}) for name, text in DOCUMENTS.items()]
+    return pipeline.run(documents)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_recorded_analyzer_is_used_by_a_reopened_collection(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    analyzer = WordAnalyzer("english")
+    store = _open(kind, tmp_path)
+    try:
+        report = _ingest(store, minilm_engine, tmp_path, analyzer)
+        assert report.upserted == 3 and report.sparse_computed == 3
+    finally:
+        store.close()
+
+    store = _open(kind, tmp_path)  # a new client: everything comes from the collection itself
+    try:
+        record = store.read_spec().model_options[BM25_OPTIONS_KEY]
+        assert record["analyzer"] == analyzer.record()
+        # The stored document vector holds the hashed stems of the document's words.
+        (stored,) = store.fetch_sparse([h.id for h in store.search_sparse(_query(analyzer), 1)]).values()
+        assert {term_id("instal"), term_id("packag"), term_id("apt")} <= set(stored.indices.tolist())
+
+        retriever = Retriever(store, minilm_engine)  # no sparse encoder: the recorded analyzer serves
+        hits = retriever.search(QUERY, 3, mode="sparse")
+        assert [h.payload["name"] for h in hits] == ["apt"]
+        assert retriever.search(QUERY, 3, mode="hybrid")[0].payload["name"] == "apt"
+        # The same encoder named explicitly is accepted; word pieces are refused, not searched.
+        Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(None, analyzer=analyzer))
+        with pytest.raises(CollectionMismatchError, match=r"words \(english\) analyzer.*uses wordpiece"):
+            Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(minilm_engine.tokenizer))
+        # Ingesting with another analyzer (or language) into it is refused before anything is written.
+        for other in (None, WordAnalyzer("german")):
+            with pytest.raises(CollectionMismatchError, match="BM25 terms were made by the words"):
+                _ingest(store, minilm_engine, tmp_path, other)
+        assert store.count() == 3
+    finally:
+        store.close()
+
+
+def _query(analyzer: WordAnalyzer):
+    (vector,) = BM25Encoder(None, analyzer=analyzer).encode_queries([QUERY])
+    return vector
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_collection_from_before_analyzers_keeps_word_pieces(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    store = _open(kind, tmp_path, "pieces")
+    try:
+        old = {"avg_doc_length": 10.0, "k1": 1.2, "b": 0.75}
+        _ingest(store, minilm_engine, tmp_path, None, old_record=old)
+        assert store.read_spec().model_options[BM25_OPTIONS_KEY] == old
+        assert (
+            Retriever(store, minilm_engine).sparse_encoder is None
+        )  # word pieces need the model's tokenizer
+        pieces = BM25Encoder(minilm_engine.tokenizer)
+        hits = Retriever(store, minilm_engine, sparse_encoder=pieces).search("boot loader", 3, mode="sparse")
+        assert hits[0].payload["name"] == "boot"
+        with pytest.raises(CollectionMismatchError, match="wordpiece analyzer"):
+            Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(None, analyzer=WordAnalyzer()))
+        with pytest.raises(CollectionMismatchError, match="made by the wordpiece analyzer"):
+            _ingest(store, minilm_engine, tmp_path, WordAnalyzer())
+    finally:
+        store.close()

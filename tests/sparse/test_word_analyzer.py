@@ -1,0 +1,98 @@
+"""The word analyzer: Unicode words, case folded, stop words out, Snowball stems, stable hashed ids;
+its record is data (validated, never imported from) and BM25 over it scores like the formula."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.sparse import BM25Encoder, WordAnalyzer
+from poolrag.sparse.bm25 import query_encoder_for_record
+from poolrag.sparse.words import LANGUAGES, recorded_analyzer, term_id
+
+
+def test_words_are_case_folded_stop_words_dropped_and_stemmed() -> None:
+    english = WordAnalyzer()
+    assert english.terms("Installing the Packages; an installed package.") == ["instal", "packag"] * 2
+    assert WordAnalyzer(stem=False).terms("Installing the Packages") == ["installing", "packages"]
+    assert WordAnalyzer(stop_words=False, stem=False).terms("THE cat") == ["the", "cat"]
+    # Unicode letters are word characters, and case folding is full folding (ß → ss).
+    assert WordAnalyzer("german").terms("Die GRÖSSE der Größe") == ["gross", "gross"]
+    assert WordAnalyzer("french").terms("Qu'est-ce que les paquets ?") == ["paquet"]
+
+
+def test_term_ids_are_stable_across_processes_and_fit_int32() -> None:
+    # Stored collections depend on these ids never changing: they are pinned here.
+    assert term_id("debian") == 585318056
+    assert term_id("instal") == 1667093801
+    code = "from poolrag.sparse.words import term_id; print(term_id('debian'))"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(other.stdout) == 585318056
+    assert all(0 <= term_id(w) < 2**31 for w in ("a", "ä", "日本", "x" * 1000))
+
+
+def test_term_counts_count_each_analysed_term() -> None:
+    (counts,) = WordAnalyzer().term_counts(["cats and a cat, Cat!"])
+    assert counts == {term_id("cat"): 3}
+
+
+def test_a_language_outside_the_table_is_refused_in_one_line() -> None:
+    with pytest.raises(InvalidInputError, match="unknown analyzer language 'klingon'; choose from") as info:
+        WordAnalyzer("klingon")
+    assert "\n" not in str(info.value) and "english" in str(info.value)
+    assert {"english", "german", "french"} <= set(LANGUAGES)
+    with pytest.raises(InvalidInputError, match="stem must be true or false"):
+        WordAnalyzer(stem="yes")  # type: ignore[arg-type]
+
+
+def test_records_round_trip_and_unknown_records_are_refused() -> None:
+    analyzer = WordAnalyzer("french", stop_words=False)
+    assert recorded_analyzer({"analyzer": analyzer.record()}) == analyzer
+    # Collections written before analyzers were recorded hold word pieces.
+    assert recorded_analyzer({"avg_doc_length": 5.0, "k1": 1.2, "b": 0.75}) is None
+    assert recorded_analyzer(None) is None
+    assert recorded_analyzer({"analyzer": {"name": "wordpiece"}}) is None
+    with pytest.raises(InvalidInputError, match=r"BM25 analyzer 'os\.system'"):
+        recorded_analyzer({"analyzer": {"name": "os.system"}})
+    with pytest.raises(InvalidInputError, match="unknown analyzer language"):
+        recorded_analyzer({"analyzer": {"name": "words", "language": "../../etc"}})
+    with pytest.raises(InvalidInputError, match="stop_words must be true or false"):
+        recorded_analyzer({"analyzer": {"name": "words", "stop_words": "no"}})
+
+
+def test_queries_and_documents_are_analysed_alike() -> None:
+    encoder = query_encoder_for_record({"analyzer": WordAnalyzer().record()}, None)
+    assert encoder.analyzer == WordAnalyzer() and encoder.tokenizer is None
+    (document,) = encoder.encode_documents(["Installing packages with apt."], avg_doc_length=3.0)
+    (query,) = encoder.encode_queries(["How are packages installed?"])
+    shared = set(document.indices.tolist()) & set(query.indices.tolist())
+    assert shared == {term_id("packag"), term_id("instal")}
+    assert encoder.analyzer_record() == {
+        "name": "words",
+        "language": "english",
+        "stop_words": True,
+        "stem": True,
+    }
+
+
+def test_bm25_over_words_is_the_formula() -> None:
+    texts = ["the cat sat", "cats chase cats", "a dog"]
+    encoder = BM25Encoder(None, analyzer=WordAnalyzer())
+    counts = encoder.term_counts(texts)
+    assert counts[1] == dict(Counter([term_id("cat"), term_id("chase"), term_id("cat")]))
+    avgdl = sum(sum(c.values()) for c in counts) / 3
+    vectors = encoder.document_vectors(counts, avgdl)
+    k1, b = 1.2, 0.75
+    tf_half = 2 * (k1 + 1) / (2 + k1 * (1 - b + b * 3 / avgdl))
+    assert vectors[1].to_dict()[term_id("cat")] == pytest.approx(tf_half, rel=1e-6)
+
+
+def test_word_pieces_need_a_tokenizer() -> None:
+    with pytest.raises(InvalidInputError, match="needs a tokenizer"):
+        BM25Encoder(None)
+    with pytest.raises(InvalidInputError, match="word pieces"):
+        query_encoder_for_record({"k1": 1.2}, None)
