@@ -18,7 +18,7 @@ from poolrag.evaluation.tune import (
     paired_test,
 )
 from poolrag.stores.base import StoreHit
-from poolrag.stores.hybrid import fuse_legs
+from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs
 
 
 def test_folds_cover_every_query_once_in_near_equal_parts_and_depend_only_on_ids_and_seed() -> None:
@@ -96,6 +96,8 @@ def test_a_rerank_share_reorders_the_fused_chunks_by_the_cross_encoder() -> None
 def test_dense_alone_comes_first_among_candidates_and_rerank_shares_only_with_a_reranker() -> None:
     plain = candidate_settings()
     assert plain[0] == Setting(("minmax", 0.0))
+    assert plain[1] == Setting(DEFAULT_FUSION), "the untuned default is tried right after dense alone"
+    assert len(set(plain)) == len(plain)
     assert all(s.rerank_weight is None for s in plain)
     reranked = candidate_settings(rerank=True)
     assert reranked[0] == Setting(("minmax", 0.0), 0.0)

@@ -117,3 +117,31 @@ def test_a_collection_from_before_analyzers_keeps_word_pieces(
             _ingest(store, minilm_engine, tmp_path, WordAnalyzer())
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_adapters_hybrid_retriever_analyses_queries_as_the_collection_recorded(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    """What both partner packages' hybrid retrievers open (``frameworks.hybrid_search.open_hybrid``)
+    takes the collection's analyzer: the query's stems find the document no word piece matches."""
+    from poolrag.frameworks.hybrid_search import open_hybrid
+
+    analyzer = WordAnalyzer("english")
+    store = _open(kind, tmp_path, "words")
+    try:
+        _ingest(store, minilm_engine, tmp_path, analyzer)
+        retriever = open_hybrid(minilm_engine, store)
+        assert retriever.sparse_encoder.analyzer_record() == analyzer.record()
+        assert [h.payload["name"] for h in retriever.search(QUERY, 1, mode="sparse")] == ["apt"]
+    finally:
+        store.close()
+    (tmp_path / "old").mkdir()
+    pieces = _open(kind, tmp_path / "old", "pieces")
+    try:
+        _ingest(pieces, minilm_engine, tmp_path / "old", None)
+        assert open_hybrid(minilm_engine, pieces).search("boot loader", 1, mode="sparse")[0].payload[
+            "name"
+        ] == ("boot")
+    finally:
+        pieces.close()

@@ -28,6 +28,7 @@ def test_a_record_round_trips_through_its_metadata() -> None:
         RetrievalRecord("rrf", 10, 0.75),
         RetrievalRecord(("weighted", 0.3), 7),
         RetrievalRecord("dbsf", 1),
+        RetrievalRecord(("adaptive", 0.3), 50),
     ]:
         data = json.loads(json.dumps(record.to_metadata()))
         assert RetrievalRecord.from_metadata("docs", data) == record
@@ -40,7 +41,7 @@ def test_a_record_round_trips_through_its_metadata() -> None:
         (
             {"fusion": "poolrag.stores.hybrid:fuse_legs"},
             "fusion",
-            "must be one of minmax, weighted, rrf, dbsf",
+            "must be one of weighted, minmax, adaptive, rrf, dbsf",
         ),
         ({"sparse_weight": 1.5}, "sparse_weight", "must be a number in [0, 1] for minmax, got 1.5"),
         ({"sparse_weight": "0.2"}, "sparse_weight", "must be a number in [0, 1] for minmax"),
@@ -58,6 +59,22 @@ def test_every_bad_field_is_refused_by_name(change: dict, field: str, why: str) 
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"collection 'docs' has a bad saved retrieval record: {field} {why}")
+
+
+def test_every_rule_a_store_fuses_by_can_be_saved() -> None:
+    """The record names the stores' own rules, the default included, and no others."""
+    from poolrag.stores.hybrid import DEFAULT_FUSION, PLAIN_RULES, SHARE_RULES
+
+    for rule in PLAIN_RULES:
+        assert (
+            RetrievalRecord.from_metadata("docs", {**GOOD, "fusion": rule, "sparse_weight": None}).fusion
+            == rule
+        )
+    for rule in SHARE_RULES:
+        assert RetrievalRecord.from_metadata("docs", {**GOOD, "fusion": rule}).fusion == (rule, 0.15)
+    assert RetrievalRecord.from_metadata(
+        "docs", RetrievalRecord(DEFAULT_FUSION, 50).to_metadata()
+    ).fusion == (DEFAULT_FUSION)
 
 
 def test_a_record_that_is_not_an_object_is_refused() -> None:

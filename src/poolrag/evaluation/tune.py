@@ -32,7 +32,7 @@ from poolrag.retrieval.fusion import ScoreNormalisation, SecondStage, descending
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
 from poolrag.stores.base import HybridFusion, StoreHit
-from poolrag.stores.hybrid import fuse_legs
+from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs
 from poolrag.stores.retrieval_record import MAX_PREFETCH, RetrievalRecord
 
 logger = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 #: Sparse shares tried for the score fusion (0 is dense alone) and for weighted RRF.
 MINMAX_SHARES = tuple(round(0.05 * i, 2) for i in range(21))
 WEIGHTED_SHARES = (0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9)
+#: Prior sparse shares tried for the adaptive fusion (the default's among them, so tuning starts
+#: from at least what the user gets untuned).
+ADAPTIVE_SHARES = (0.1, 0.2, 0.3, 0.4, 0.5)
 #: The cross-encoder's shares tried in the fused second stage (0 keeps the first stage's order).
 RERANK_SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_FOLDS = 5
@@ -61,6 +64,8 @@ class Setting:
 def candidate_settings(rerank: bool = False) -> list[Setting]:
     """Every setting tried, dense alone first, then by growing sparse share (ties keep the earlier)."""
     fusions: list[HybridFusion] = [("minmax", share) for share in MINMAX_SHARES]
+    fusions += [("adaptive", share) for share in ADAPTIVE_SHARES if ("adaptive", share) != DEFAULT_FUSION]
+    fusions.insert(1, DEFAULT_FUSION)  # right after dense alone: a tie keeps the default
     fusions += ["dbsf", "rrf", *(("weighted", share) for share in WEIGHTED_SHARES)]
     if not rerank:
         return [Setting(fusion) for fusion in fusions]

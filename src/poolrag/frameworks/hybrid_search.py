@@ -13,7 +13,8 @@ from poolrag.backend import PoolingBackend
 from poolrag.errors import InvalidInputError
 from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
 from poolrag.retrieval.collection_checks import existing_spec
-from poolrag.sparse.bm25 import BM25Encoder
+from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
+from poolrag.sparse.words import recorded_analyzer
 from poolrag.stores import HybridFusion, MetadataFilter, VectorStore
 from poolrag.stores.hybrid import check_fusion
 
@@ -22,8 +23,9 @@ def open_hybrid(
     backend: PoolingBackend, store: VectorStore, sparse_encoder: SparseQueryEncoder | None = None
 ) -> Retriever:
     """A hybrid retriever over ``store``'s existing collection. ``sparse_encoder`` turns queries into
-    sparse vectors; by default, for a ``bm25`` collection, BM25 over the model's tokenizer (as
-    ``poolrag search`` does); a ``learned`` collection needs its sparse model's encoder."""
+    sparse vectors; by default, for a ``bm25`` collection, BM25 with the analyzer the collection
+    recorded (the model's word pieces or the word analyzer, as ``poolrag search`` does); a ``learned``
+    collection needs its sparse model's encoder."""
     if not callable(getattr(store, "search_hybrid", None)) or not callable(getattr(store, "read_spec", None)):
         raise InvalidInputError(
             "store must be a poolrag vector store (poolrag.stores.open_store(...)), "
@@ -36,15 +38,18 @@ def open_hybrid(
             "for hybrid search"
         )
     if sparse_encoder is None:
-        tokenizer = getattr(backend, "tokenizer", None)
-        if spec.sparse != "bm25" or tokenizer is None:
+        if spec.sparse != "bm25":
             raise InvalidInputError(
                 f"collection {spec.name!r} holds {spec.sparse} sparse vectors: pass sparse_encoder= "
                 "(the model that made them, e.g. poolrag.frameworks.sparse_encoding.LearnedSparseEncoder)"
-                if spec.sparse != "bm25"
-                else "a remote model has no tokenizer here: pass sparse_encoder=BM25Encoder(tokenizer)"
             )
-        sparse_encoder = BM25Encoder(tokenizer)
+        record = spec.model_options.get(BM25_RECORD_KEY)
+        tokenizer = getattr(backend, "tokenizer", None)
+        if recorded_analyzer(record) is None and tokenizer is None:
+            raise InvalidInputError(
+                "a remote model has no tokenizer here: pass sparse_encoder=BM25Encoder(tokenizer)"
+            )
+        sparse_encoder = query_encoder_for_record(record, tokenizer)
     retriever = Retriever(store, backend, sparse_encoder=sparse_encoder)
     retriever.saved  # noqa: B018 - a bad saved record is refused here, not at the first search
     return retriever

@@ -70,11 +70,16 @@ DEFAULT_FUSION: HybridFusion = ("adaptive", 0.3)
 DEFAULT_PREFETCH = 50
 
 
+#: The rules that take no parameter, and those written ``(name, w)`` with ``w`` the sparse leg's share.
+PLAIN_RULES: tuple[str, ...] = ("rrf", "dbsf")
+SHARE_RULES: tuple[str, ...] = ("weighted", "minmax", "adaptive")
+
+
 def check_fusion(fusion: object) -> HybridFusion:
     """``fusion`` if it is one of the rules, else :class:`InvalidInputError` (before any search runs)."""
-    if fusion in ("rrf", "dbsf"):
+    if fusion in PLAIN_RULES:
         return fusion  # type: ignore[return-value]
-    if isinstance(fusion, tuple) and len(fusion) == 2 and fusion[0] in ("weighted", "minmax", "adaptive"):
+    if isinstance(fusion, tuple) and len(fusion) == 2 and fusion[0] in SHARE_RULES:
         weight = fusion[1]
         if isinstance(weight, (int, float)) and not isinstance(weight, bool) and 0.0 <= weight <= 1.0:
             return (fusion[0], float(weight))  # type: ignore[return-value]

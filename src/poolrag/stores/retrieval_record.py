@@ -18,11 +18,12 @@ from typing import Any
 from poolrag.errors import InvalidInputError
 from poolrag.stores.base import CollectionSpec, HybridFusion, VectorStore
 from poolrag.stores.errors import CollectionNotFoundError
+from poolrag.stores.hybrid import PLAIN_RULES, SHARE_RULES
 
 RECORD_VERSION = 1
-#: Fusion rules a record may name; the weighted ones carry the sparse leg's share.
-FUSION_METHODS: tuple[str, ...] = ("minmax", "weighted", "rrf", "dbsf")
-WEIGHTED_METHODS = frozenset({"minmax", "weighted"})
+#: Fusion rules a record may name (the stores' own); the weighted ones carry the sparse leg's share.
+FUSION_METHODS: tuple[str, ...] = (*SHARE_RULES, *PLAIN_RULES)
+WEIGHTED_METHODS = frozenset(SHARE_RULES)
 #: Deepest leg a record may ask for: deeper legs only slow searches and hurt rank fusion.
 MAX_PREFETCH = 10_000
 _FIELDS = frozenset({"version", "fusion", "sparse_weight", "prefetch", "rerank_weight"})
@@ -37,7 +38,8 @@ class RetrievalRecord:
     """A tuned hybrid setting.
 
     Attributes:
-        fusion: the hybrid fusion rule (``("minmax", w)``, ``("weighted", w)``, ``"rrf"``, ``"dbsf"``).
+        fusion: the hybrid fusion rule (``("adaptive", w)``, ``("minmax", w)``, ``("weighted", w)``,
+            ``"rrf"``, ``"dbsf"``).
         prefetch: how deep each hybrid leg went when the setting was chosen.
         rerank_weight: the cross-encoder's share in the fused second stage, when tuned with one.
     """
