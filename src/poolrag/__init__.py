@@ -14,6 +14,7 @@ against this list and fails on any arrow up and on any module not placed here::
     errors: the exception types every layer raises
     text_validity: which texts a model can read (the one rule every front door applies)
     cache_location: where poolrag keeps its files on disk ($POOLRAG_CACHE_DIR, XDG)
+    native_heap: glibc's allocator tuned for long runs (trimming, a fixed mmap threshold)
     model_facts: what a served model is (identity, tasks, sizes, score kind)
     params, outputs, request: what a caller asks for and what it gets back
     vllm_outputs, vllm_options: vLLM's output types, and its options that have no effect here

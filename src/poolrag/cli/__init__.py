@@ -9,6 +9,8 @@ import os
 from collections.abc import Sequence
 from typing import NoReturn
 
+from poolrag.native_heap import fix_mmap_threshold
+
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune")
 
 
@@ -28,15 +30,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# oneDNN keeps one compiled primitive per matmul shape (1,024 by default). Token-budget batches
-# have ever-different row counts, so a long ingest or a server fills that cache with primitives it
-# rarely reuses: ~200 MB of the peak RSS of a 10 MB ingest. The CLI owns its process, so it bounds
-# the cache before torch starts (a user's own setting wins); a library caller decides for itself.
-ONEDNN_CACHE_CAPACITY = "64"
+# PyTorch's oneDNN path keeps per-shape state: oneDNN one compiled primitive per matmul shape
+# (1,024 by default), ideep one prepared linear computation per input shape and thread
+# (``LRU_CACHE_CAPACITY``, 1,024). Token-budget batches have ever-different row counts, so a long
+# ingest or a server fills both with entries it rarely reuses (each holds buffers sized to its
+# batch). The CLI owns its process, so it bounds both before torch starts (a user's own setting
+# wins) and pins glibc's mmap threshold (:mod:`poolrag.native_heap`); a library caller decides for
+# itself. Measured in benchmarks/RESULTS.md ("Ingest memory: the RSS curve").
+NATIVE_CACHE_CAPACITY = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64", "LRU_CACHE_CAPACITY": "64"}
+
+
+def bound_native_memory() -> None:
+    """Bound torch's per-shape CPU caches and glibc's heap growth for this process (before torch loads)."""
+    for name, capacity in NATIVE_CACHE_CAPACITY.items():
+        os.environ.setdefault(name, capacity)
+    fix_mmap_threshold()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``poolrag`` script; each subcommand sets ``handler`` (returns an exit code)."""
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
+    bound_native_memory()
     args = build_parser().parse_args(argv)
     return int(args.handler(args) or 0)
