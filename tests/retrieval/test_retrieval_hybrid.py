@@ -134,13 +134,15 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
         expected = reciprocal_rank_fusion([dense_ranking, sparse_ranking], 60)[:k]
         by_rank = retriever.search(query, k, mode="hybrid", fusion="rrf")
         assert [(h.id, pytest.approx(h.score)) for h in by_rank] == expected
-        # The default: each leg min-max normalised, mixed with the sparse share moved from 0.3 towards
-        # the leg whose best score stands out more (z-score of the top score, at least 0).
+        # The default: each leg min-max normalised, mixed with the sparse share moved from 0.4 towards
+        # the leg whose best score stands out more (cubed z-score of the top score, at least 0), times
+        # the fraction of the sparse leg's best 15 hits that the dense leg also holds.
         lean_dense, lean_sparse = (
-            0.7 * standout(cosine[order]),
-            0.3 * standout([h.score for h in sparse_hits]),
+            0.6 * standout(cosine[order]) ** 3,
+            0.4 * standout([h.score for h in sparse_hits]) ** 3,
         )
-        share = 0.3 if lean_dense + lean_sparse == 0 else lean_sparse / (lean_dense + lean_sparse)
+        share = 0.4 if lean_dense + lean_sparse == 0 else lean_sparse / (lean_dense + lean_sparse)
+        share *= len(set(sparse_ranking[:15]) & set(dense_ranking)) / 15
         mixed = dict(zip(dense_ranking, (1 - share) * min_max(cosine[order]), strict=True))
         for cid, value in zip(sparse_ranking, share * min_max([h.score for h in sparse_hits]), strict=True):
             mixed[cid] = mixed.get(cid, 0.0) + value

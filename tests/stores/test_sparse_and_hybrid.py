@@ -23,7 +23,14 @@ from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
 from poolrag.stores import ChunkRecord, CollectionMismatchError, CollectionSpec, StoreHit
 from poolrag.stores.errors import UnsupportedStoreFeature
-from poolrag.stores.hybrid import DEFAULT_FUSION, adaptive_weights, fuse_legs, fuse_rankings, standout
+from poolrag.stores.hybrid import (
+    DEFAULT_FUSION,
+    adaptive_weights,
+    agreement,
+    fuse_legs,
+    fuse_rankings,
+    standout,
+)
 
 MODEL = "minilm@2cbc4fe1b1001d07"
 KINDS = ["memory", "qdrant", "milvus", "qdrant-edge"]
@@ -177,9 +184,10 @@ def by_hand_scores(dense: list[StoreHit], sparse: list[StoreHit], rule: str, w: 
     return fused
 
 
-def by_hand_adaptive(dense: list[StoreHit], sparse: list[StoreHit], prior: float = 0.3):
+def by_hand_adaptive(dense: list[StoreHit], sparse: list[StoreHit], prior: float = 0.4):
     """The default: min-max mixing with the sparse share moved from ``prior`` by how far each leg's
-    best score stands out of its list (z-score with the population std, at least 0; 0 below 3 hits)."""
+    best score stands out of its list (z-score with the population std, at least 0; 0 below 3 hits;
+    cubed), times the fraction of the sparse leg's best 15 hits that the dense leg also holds."""
 
     def standout(hits: list[StoreHit]) -> float:
         scores = np.array([h.score for h in hits], dtype=np.float64)
@@ -187,9 +195,10 @@ def by_hand_adaptive(dense: list[StoreHit], sparse: list[StoreHit], prior: float
             return 0.0
         return max((scores[0] - scores.mean()) / scores.std(), 0.0)
 
-    mine, theirs = prior * standout(sparse), (1 - prior) * standout(dense)
+    mine, theirs = prior * standout(sparse) ** 3, (1 - prior) * standout(dense) ** 3
     share = prior if mine + theirs == 0 else mine / (mine + theirs)
-    return by_hand_scores(dense, sparse, "minmax", share)
+    shared = len({h.id for h in sparse[:15]} & {h.id for h in dense}) / 15
+    return by_hand_scores(dense, sparse, "minmax", share * shared)
 
 
 def check_fused(hits: list[StoreHit], expected: dict[str, float], limit: int) -> None:
@@ -283,9 +292,10 @@ def test_store_fusion_equals_the_retrieval_fusion() -> None:
 def test_score_fusion_picks_the_confident_leg() -> None:
     """Why scores, not ranks: a sparse leg with one clear winner beats a flat dense leg under the
     score rules, where RRF ranks the dense leg's first hit first."""
-    dense = [StoreHit(i, 0.500 - n / 1000, {}) for n, i in enumerate(["d0", "d1", "d4", "d2", "d3"])]
-    sparse = [StoreHit("d4", 9.0, {}), StoreHit("d0", 1.03, {})]
-    sparse += [StoreHit(f"s{i}", 1.0 + i / 100, {}) for i in (2, 1, 0)]
+    ids = ["d0", "d1", "d4", "d2", "d3", *(f"d{i}" for i in range(5, 15))]
+    dense = [StoreHit(i, 0.500 - n / 1000, {}) for n, i in enumerate(ids)]
+    sparse = [StoreHit("d4", 9.0, {}), StoreHit("d0", 1.03, {})]  # the legs agree (see below)
+    sparse += [StoreHit(f"d{i}", 1.0 + i / 1000, {}) for i in (14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 3, 2, 1)]
     assert fuse_legs(dense, sparse, 1, "rrf")[0].id == "d0"
     for fusion in (DEFAULT_FUSION, "dbsf", ("minmax", 0.5)):
         best = fuse_legs(dense, sparse, 3, fusion)
@@ -304,17 +314,37 @@ def test_score_fusion_picks_the_confident_leg() -> None:
 
 def test_adaptive_fusion_moves_the_share_towards_the_leg_that_stands_out() -> None:
     """The default's share follows the legs' confidence: a sparse leg whose best hit stands far out
-    gets more than the prior 0.3, a flat one less, and two legs that cannot tell keep the prior."""
-    flat = [StoreHit(f"f{i}", 0.5, {}) for i in range(6)]  # no hit stands out: nothing to trust
-    peaked = [StoreHit("p0", 9.0, {})] + [StoreHit(f"p{i}", 1.0, {}) for i in range(1, 6)]
-    assert adaptive_weights([h.score for h in flat], [h.score for h in peaked], 0.3)[1] > 0.3
-    assert adaptive_weights([h.score for h in peaked], [h.score for h in flat], 0.3)[1] < 0.3
-    assert adaptive_weights([1.0, 1.0, 1.0], [2.0], 0.3) == pytest.approx((0.7, 0.3))
+    gets more than the prior 0.4, a flat one less, and two legs that cannot tell keep the prior
+    (when they agree on every hit)."""
+    flat = [StoreHit(f"f{i}", 0.5 - i / 1e6, {}) for i in range(15)]
+    peaked = [StoreHit(f"f{i}", 9.0 if i == 0 else 1.0, {}) for i in range(15)]  # the same hits
+    assert adaptive_weights(flat, peaked, 0.4)[1] > 0.4
+    assert adaptive_weights(peaked, flat, 0.4)[1] < 0.4
+    equal = [StoreHit(f"f{i}", 1.0, {}) for i in range(15)]
+    assert adaptive_weights(equal, equal, 0.4) == pytest.approx((0.6, 0.4))
     assert standout([3.0, 1.0, 1.0, 1.0]) == pytest.approx((3.0 - 1.5) / np.std([3.0, 1.0, 1.0, 1.0]))
-    assert fuse_legs(flat, peaked, 1, DEFAULT_FUSION)[0].id == "p0"
-    assert fuse_legs(peaked, flat, 1, DEFAULT_FUSION)[0].id == "p0"
+    assert fuse_legs(flat, peaked, 1, DEFAULT_FUSION)[0].id == "f0"
     with pytest.raises(InvalidInputError, match="adaptive"):
         fuse_legs(flat, peaked, 1, ("adaptive", 1.5))
+
+
+def test_adaptive_fusion_trusts_the_sparse_leg_only_as_far_as_the_dense_leg_agrees() -> None:
+    """Chit-chat: BM25's best hits match common words, hits the dense leg never found. Their share
+    falls with the fraction of the sparse leg's best 15 that the dense leg holds, to 0 when none,
+    so a confident-looking but unrelated sparse leg cannot pull the hybrid below dense."""
+    dense = [StoreHit(f"d{i}", 0.9 - i / 100, {}) for i in range(20)]
+    stranger = [StoreHit("s0", 9.0, {})] + [StoreHit(f"s{i}", 1.0, {}) for i in range(1, 20)]
+    assert agreement(dense, stranger) == 0.0
+    assert adaptive_weights(dense, stranger, 0.4) == pytest.approx((1.0, 0.0))
+    assert [h.id for h in fuse_legs(dense, stranger, 3, DEFAULT_FUSION)] == ["d0", "d1", "d2"]
+    # Five of its best 15 in the dense leg: a third of the confidence-moved share.
+    partly = [StoreHit("d5", 9.0, {})] + [
+        StoreHit(f"d{i}" if i < 5 else f"s{i}", 1.0, {}) for i in range(1, 20)
+    ]
+    assert agreement(dense, partly) == pytest.approx(5 / 15)
+    full = adaptive_weights(dense, [StoreHit(f"d{i}", h.score, {}) for i, h in enumerate(partly)], 0.4)[1]
+    assert adaptive_weights(dense, partly, 0.4)[1] == pytest.approx(full * 5 / 15)
+    assert agreement(dense, []) == 0.0 and adaptive_weights(dense, [], 0.4) == pytest.approx((1.0, 0.0))
 
 
 def _rule(fusion) -> tuple[str, float]:

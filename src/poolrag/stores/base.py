@@ -202,7 +202,7 @@ class VectorStore(Protocol):
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = ("adaptive", 0.3),
+        fusion: HybridFusion = ("adaptive", 0.4),
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """The dense and the sparse ranking (``prefetch`` deep each, default ``max(limit, 50)``) fused

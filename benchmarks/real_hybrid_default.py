@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The hybrid default against its legs and against ``poolrag eval --tune`` on the real sets.
+
+    python benchmarks/real_datasets.py          # once: builds ~/.cache/poolrag/real-data
+    python benchmarks/real_hybrid_default.py [--data DIR] [--sets ...] [--rerank]
+
+Per set (word-piece BM25, the default analyzer): MRR@10 of dense, sparse, the default hybrid
+(:data:`poolrag.stores.hybrid.DEFAULT_FUSION`, legs :func:`~poolrag.stores.hybrid.prefetch_depth`
+deep) and its margin over the better leg; then the tuned setting's held-out MRR@10 from
+:func:`poolrag.evaluation.tune.cross_validate` (5-fold CV over queries, legs as deep as
+``poolrag eval --tune`` fetches them: the chunks fused), with wins / ties / losses against dense and
+the permutation p-value. ``--rerank`` adds the second stage (ms-marco-MiniLM-L-12-v2 test asset) over
+the default hybrid's candidates: the first stage, each fused share and ``replace``. Legs come from
+:func:`real_hybrid.legs` (in-memory store, embeddings cached beside the sets).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from common import cross_encoder_path, machine, minilm_path
+from real_hybrid import DEFAULT_DATA, LANGUAGE_OF, RERANK_WEIGHTS, as_run, legs, mrr
+
+from poolrag import Engine
+from poolrag.cache import EmbeddingCache
+from poolrag.evaluation import BeirDataset
+from poolrag.evaluation.tune import QueryLegs, cross_validate
+from poolrag.retrieval import CrossEncoderReranker
+from poolrag.retrieval.fusion import SecondStage, descending_order, fuse_second_stage
+from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs, prefetch_depth
+
+
+def measure(by_query, qrels, chunks: int) -> str:
+    dense = mrr(as_run({q: d for q, (d, _) in by_query.items()}, chunks), qrels)
+    sparse = mrr(as_run({q: s for q, (_, s) in by_query.items()}, chunks), qrels)
+    depth = prefetch_depth(chunks, None)
+    fused = {q: fuse_legs(d[:depth], s[:depth], chunks, DEFAULT_FUSION) for q, (d, s) in by_query.items()}
+    hybrid = mrr(as_run(fused, chunks), qrels)
+    tuned = cross_validate(
+        {q: QueryLegs(d[:chunks], s[:chunks]) for q, (d, s) in by_query.items()},
+        qrels,
+        as_run({q: d for q, (d, _) in by_query.items()}, chunks),
+        k=10,
+        depth=chunks,
+        prefetch=chunks,
+    )
+    c = tuned.comparison
+    return (
+        f"dense {dense:.4f} | sparse {sparse:.4f} | "
+        f"default {hybrid:.4f} ({hybrid - max(dense, sparse):+.4f}) "
+        f"| tuned {tuned.held_out['mrr@10']:.4f} (dense {tuned.dense['mrr@10']:.4f}, "
+        f"{c.wins}/{c.ties}/{c.losses}, p {c.p_value:.4f}, all queries: {tuned.record.fusion})"
+    )
+
+
+def second_stage(by_query, qrels, chunks: int, queries: dict[str, str], reranker) -> str:
+    depth = prefetch_depth(chunks, None)
+    first = {q: fuse_legs(d[:depth], s[:depth], chunks, DEFAULT_FUSION) for q, (d, s) in by_query.items()}
+    scored = {q: reranker.scores(queries[q], [h.payload["text"] for h in hits]) for q, hits in first.items()}
+    row = {"first stage": mrr(as_run(first, chunks), qrels)}
+    for mode, weights in ((SecondStage.FUSE, RERANK_WEIGHTS), (SecondStage.REPLACE, (1.0,))):
+        for weight in weights:
+            reranked = {}
+            for q, hits in first.items():
+                final = fuse_second_stage(scored[q], [h.score for h in hits], mode, weight)
+                reranked[q] = [
+                    type(hits[i])(hits[i].id, float(final[i]), hits[i].payload)
+                    for i in descending_order(final)
+                ]
+            name = f"{mode.value} {weight:g}" if mode is SecondStage.FUSE else mode.value
+            row[name] = mrr(as_run(reranked, chunks), qrels)
+    return " | ".join(f"{k} {v:.3f}" for k, v in row.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--sets", default="debian-faq-en,perlfaq,debian-faq-de,debian-faq-fr,chatterbot-english"
+    )
+    parser.add_argument("--rerank", action="store_true", help="also measure the second stage")
+    args = parser.parse_args()
+    print(f"<!-- {machine()}; default {DEFAULT_FUSION} -->")
+    engine = Engine(minilm_path())
+    cache = EmbeddingCache(args.data / "cache.sqlite")
+    reranker = CrossEncoderReranker(Engine(cross_encoder_path())) if args.rerank else None
+    for name in args.sets.split(","):
+        dataset = BeirDataset(args.data / name)
+        by_query, qrels, chunks = legs(engine, cache, dataset, "wordpiece", LANGUAGE_OF.get(name, "english"))
+        print(f"{name}: {measure(by_query, qrels, chunks)}", flush=True)
+        if reranker is not None:
+            queries = {q.id: q.text for q in dataset.queries()}
+            print(f"{name} rerank: {second_stage(by_query, qrels, chunks, queries, reranker)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
