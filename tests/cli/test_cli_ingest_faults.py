@@ -107,3 +107,47 @@ def test_a_locked_milvus_lite_database_is_waited_on_quietly(tmp_path: Path) -> N
     assert len(errors) == 1 and str(database) in errors[0], out.stderr[-3000:]
     noise = [line for line in out.stderr.splitlines() if line not in retries and line not in errors]
     assert not [line for line in noise if "milvus" in line.lower()], out.stderr[-3000:]  # its logger too
+
+
+@pytest.mark.parametrize(("kind", "flag", "name"), [("milvus", "--uri", "m.db"), ("qdrant", "--path", "q")])
+def test_a_read_only_store_folder_is_one_line_and_loses_nothing(
+    kind: str, flag: str, name: str, tmp_path: Path
+) -> None:
+    """Issue 27 item 5: "a read-only Qdrant folder: traceback (disk I/O error)". A store whose folder
+    is mounted read-only (a read-only bind mount: root's writes are refused too, as a user's are by
+    permissions) is refused before anything runs, in one line naming the path and the cause, exit
+    code 2; what it held is untouched, and the same run on the writable folder stores the new file."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(["Knead the dough for ten minutes.", "Proof it overnight in the fridge."]):
+        (docs / f"{i}.md").write_text(text)
+    store_dir, mounted = tmp_path / "store", tmp_path / "read-only"
+    store_dir.mkdir()
+    mounted.mkdir()
+    common = ["--collection", "c", "--no-cache", "--quiet", "--json"]
+    first = _poolrag(["ingest", str(docs), "--store", kind, flag, str(store_dir / name), *common], tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (docs / "2.md").write_text("Bake at 250 degrees with steam.")
+
+    subprocess.run(["mount", "--bind", str(store_dir), str(mounted)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mounted)], check=True)
+        refused = _poolrag(
+            ["ingest", str(docs), "--store", kind, flag, str(mounted / name), *common], tmp_path
+        )
+    finally:
+        subprocess.run(["umount", str(mounted)], check=True)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    line = _one_line(refused.stderr)
+    assert line.startswith("poolrag ingest: error: cannot write") and str(mounted) in line, line
+    assert "Read-only file system" in line, line
+
+    again = _poolrag(["ingest", str(docs), "--store", kind, flag, str(store_dir / name), *common], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["upserted"] == 1  # the two stored before are intact: only the new one
+    location = {"uri": str(store_dir / name)} if kind == "milvus" else {"path": str(store_dir / name)}
+    store = open_store(kind, "c", **location)
+    try:
+        assert store.count() == 3  # nothing lost, nothing written twice
+    finally:
+        store.close()
