@@ -17,4 +17,3 @@ def test_the_layer_map_in_docs_architecture_is_what_the_code_generates() -> None
         check=False,
     )
     assert run.returncode == 0, run.stderr
-
