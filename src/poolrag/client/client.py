@@ -1,4 +1,4 @@
-"""A thin HTTP client for ``poolrag serve``: the :class:`~poolrag.backend.PoolingBackend` of a remote model.
+"""A thin HTTP client for ``poolrag serve``: the :class:`~poolrag.backend.PoolingEngine` of a remote model.
 
 Caches, ingestion, retrieval and the framework adapters take a PoolingBackend; this client is the
 remote one, with the same methods, result types (``embed_array`` returns the same ``[N, D]`` float32

@@ -7,9 +7,8 @@ from typing import Protocol
 
 import numpy as np
 
-from poolrag.backend import PoolingBackend
+from poolrag.backend import InProcessEngine, PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
-from poolrag.engine import Engine
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
@@ -35,9 +34,9 @@ class ChunkEncoder(Protocol):
 class DenseEncoder:
     """Single vectors through the embedding cache, cut to the collection's Matryoshka size.
 
-    Over an in-process :class:`~poolrag.engine.Engine`, chunks whose token ids are known are sent
-    as token prompts framed with the model's special tokens (the same model input as the text, so
-    the same vector), skipping a second tokenisation of every chunk.
+    Over an in-process engine (:class:`~poolrag.backend.InProcessEngine`), chunks whose token ids
+    are known are sent as token prompts framed with the model's special tokens (the same model
+    input as the text, so the same vector), skipping a second tokenisation of every chunk.
     """
 
     layout = "dense"
@@ -52,7 +51,7 @@ class DenseEncoder:
         self.model_identity = facts.model_identity
         self.model_name = facts.model_name
         backend = embedder.backend
-        self._engine: Engine | None = backend if isinstance(backend, Engine) else None
+        self._engine = backend if isinstance(backend, InProcessEngine) else None
 
     @property
     def computed(self) -> int:
