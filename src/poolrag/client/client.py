@@ -16,6 +16,7 @@ budget like the engine does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -228,6 +229,31 @@ class PoolragClient:
 
         return await asyncio.gather(*(run(call) for call in calls))
 
+    def _checked(
+        self,
+        path: str,
+        task: str,
+        params: PoolingParams | None,
+        requests: Callable[[], Requests],
+        decode: Callable[[dict[str, Any], int], list[Item]],
+    ) -> list[Item]:
+        """``params`` checked for ``task`` by the engine's rule, then ``requests()`` sent and decoded."""
+        facts = self.facts
+        (params or PoolingParams()).verify(task, facts)
+        return self._post_each(path, requests(), facts, decode)
+
+    async def _achecked(
+        self,
+        path: str,
+        task: str,
+        params: PoolingParams | None,
+        requests: Callable[[], Requests],
+        decode: Callable[[dict[str, Any], int], list[Item]],
+    ) -> list[Item]:
+        facts = await self._afacts()
+        (params or PoolingParams()).verify(task, facts)
+        return await self._apost_each(path, requests(), facts, decode)
+
     def _post_each(
         self,
         path: str,
@@ -360,18 +386,15 @@ class PoolragClient:
     ) -> np.ndarray:
         """One float64 score of each ``text_2`` item against the query ``text_1``, like
         ``Engine.score_array``."""
-        facts = self.facts
-        (pooling_params or PoolingParams()).verify("score", facts)
-        requests = self._score_requests(text_1, text_2, pooling_params)
-        return np.asarray(self._post_each("/score", requests, facts, wire.decode_scores), dtype=np.float64)
+        requests = functools.partial(self._score_requests, text_1, text_2, pooling_params)
+        scores = self._checked("/score", "score", pooling_params, requests, wire.decode_scores)
+        return np.asarray(scores, dtype=np.float64)
 
     async def ascore_array(
         self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
-        facts = await self._afacts()
-        (pooling_params or PoolingParams()).verify("score", facts)
-        requests = self._score_requests(text_1, text_2, pooling_params)
-        scores = await self._apost_each("/score", requests, facts, wire.decode_scores)
+        requests = functools.partial(self._score_requests, text_1, text_2, pooling_params)
+        scores = await self._achecked("/score", "score", pooling_params, requests, wire.decode_scores)
         return np.asarray(scores, dtype=np.float64)
 
     def rerank(
@@ -416,18 +439,17 @@ class PoolragClient:
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
         """Each input's pooled data (e.g. a ``[T, D]`` matrix for ``token_embed``), like ``Engine.encode``."""
-        facts = self.facts
-        (pooling_params or PoolingParams()).verify(pooling_task, facts)
-        requests = self._pooling_requests(prompts, pooling_task, pooling_params)
-        return self._post_each("/pooling", requests, facts, _pooling_decoder(pooling_task))
+        requests = functools.partial(self._pooling_requests, prompts, pooling_task, pooling_params)
+        return self._checked(
+            "/pooling", pooling_task, pooling_params, requests, _pooling_decoder(pooling_task)
+        )
 
     async def aencode_arrays(
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
-        facts = await self._afacts()
-        (pooling_params or PoolingParams()).verify(pooling_task, facts)
-        requests = self._pooling_requests(prompts, pooling_task, pooling_params)
-        return await self._apost_each("/pooling", requests, facts, _pooling_decoder(pooling_task))
+        requests = functools.partial(self._pooling_requests, prompts, pooling_task, pooling_params)
+        decode = _pooling_decoder(pooling_task)
+        return await self._achecked("/pooling", pooling_task, pooling_params, requests, decode)
 
     def sparse_embed(self, prompts: Any, pooling_params: PoolingParams | None = None) -> list[SparseVector]:
         """Token id → weight vectors, like ``Engine.sparse_embed`` (SPLADE / BGE-M3 servers)."""
@@ -454,20 +476,15 @@ class PoolragClient:
         self, prompts: Any, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
         """Like ``Engine.classify``: each prompt's class probabilities, from ``/classify``."""
-        facts = self.facts
-        (pooling_params or PoolingParams()).verify("classify", facts)
-        requests = self._classify_requests(prompts, pooling_params)
-        return _outputs(
-            prompts, self._post_each("/classify", requests, facts, wire.decode_probs), ClassificationOutput
-        )
+        requests = functools.partial(self._classify_requests, prompts, pooling_params)
+        probs = self._checked("/classify", "classify", pooling_params, requests, wire.decode_probs)
+        return _outputs(prompts, probs, ClassificationOutput)
 
     async def aclassify(
         self, prompts: Any, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
-        facts = await self._afacts()
-        (pooling_params or PoolingParams()).verify("classify", facts)
-        requests = self._classify_requests(prompts, pooling_params)
-        probs = await self._apost_each("/classify", requests, facts, wire.decode_probs)
+        requests = functools.partial(self._classify_requests, prompts, pooling_params)
+        probs = await self._achecked("/classify", "classify", pooling_params, requests, wire.decode_probs)
         return _outputs(prompts, probs, ClassificationOutput)
 
     def score(
@@ -477,10 +494,8 @@ class PoolragClient:
         pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
         """Like ``Engine.score``: 1:1, 1:N (one query) or N:N (zipped pairs)."""
-        facts = self.facts
-        (pooling_params or PoolingParams()).verify("score", facts)
-        requests = self._pair_requests(text_1, text_2, pooling_params)
-        return _scores(self._post_each("/score", requests, facts, wire.decode_scores))
+        requests = functools.partial(self._pair_requests, text_1, text_2, pooling_params)
+        return _scores(self._checked("/score", "score", pooling_params, requests, wire.decode_scores))
 
     async def ascore(
         self,
@@ -488,10 +503,8 @@ class PoolragClient:
         text_2: str | Sequence[str],
         pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
-        facts = await self._afacts()
-        (pooling_params or PoolingParams()).verify("score", facts)
-        requests = self._pair_requests(text_1, text_2, pooling_params)
-        return _scores(await self._apost_each("/score", requests, facts, wire.decode_scores))
+        requests = functools.partial(self._pair_requests, text_1, text_2, pooling_params)
+        return _scores(await self._achecked("/score", "score", pooling_params, requests, wire.decode_scores))
 
     def encode(
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
