@@ -21,6 +21,8 @@ import torch
 from common import cross_encoder_path, interleaved, machine, table
 from corpus import mixed_corpus, queries
 
+from poolrag.testing import engine_internals as internals
+
 BATCH_TOKENS = 4096
 
 
@@ -64,10 +66,10 @@ def embed_row(n: int, passes: int) -> list[object]:
     from poolrag.request import ResolvedParams
 
     engine = Engine(bge_small_path())
-    assert engine._pipeline.pooler_config.pooling_type == "CLS"
-    runner = engine._pipeline.executor.runner
+    assert engine.pooler_config.pooling_type == "CLS"
+    runner = internals.runner(engine)
     runner.prepare_for_serving()
-    requests = engine._pipeline.processor.texts(mixed_corpus(n), ResolvedParams(task="embed"), None, None)
+    requests = internals.processor(engine).texts(mixed_corpus(n), ResolvedParams(task="embed"), None, None)
 
     def switch(on: bool) -> None:
         runner.first_row_tasks = frozenset({"embed", "score"}) if on else frozenset()
@@ -81,10 +83,10 @@ def score_row(n: int, passes: int) -> list[object]:
     from poolrag.request import ResolvedParams
 
     engine = Engine(cross_encoder_path())
-    runner = engine._pipeline.executor.runner
+    runner = internals.runner(engine)
     runner.prepare_for_serving()
     query = queries(1, seed=7)[0]
-    processor = engine._pipeline.processor
+    processor = internals.processor(engine)
     pairs = [(query, passage) for passage in mixed_corpus(n, seed=11)]
     requests = processor.pairs(pairs, ResolvedParams(task="score"), None)
 

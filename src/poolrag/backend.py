@@ -1,19 +1,29 @@
-"""The one interface every consumer of a pooling model depends on.
+"""The interfaces every consumer of a pooling model depends on, narrowest first.
 
-:class:`~poolrag.Engine` (in process) and :class:`~poolrag.client.PoolragClient` (``poolrag serve``
-over HTTP) both implement it, and so does the cache's read-through wrapper; the cache, ingestion,
-retrieval and the framework adapters take a :class:`PoolingBackend` and nothing more specific. Every
-method returns numpy arrays, so results cross no per-item Python objects.
+:class:`PoolingBackend` (arrays only) is implemented by :class:`~poolrag.Engine` (in process),
+:class:`~poolrag.client.PoolragClient` (``poolrag serve`` over HTTP) and the cache's read-through
+wrapper; the cache, retrieval and the framework adapters take it and nothing more specific, and
+its methods return numpy arrays, so results cross no per-item Python objects.
+:class:`PoolingEngine` adds every task with vLLM-shaped results (Engine and PoolragClient);
+:class:`InProcessEngine` adds what only a model in this process has (tokenizer, batch budget,
+core counters), for the doors that host one: the server, ingestion, Ray actors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from poolrag.model_facts import ModelFacts
+from poolrag.outputs import (
+    ClassificationOutput,
+    EmbeddingOutput,
+    PoolingOutput,
+    PoolingRequestOutput,
+    ScoringOutput,
+)
 from poolrag.params import PoolingParams
 
 
@@ -54,3 +64,144 @@ class PoolingBackend(Protocol):
     async def aencode_arrays(
         self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]: ...
+
+
+#: What the task methods take: one text or a list (an engine also takes token prompts).
+Prompts = str | Sequence[str]
+
+
+class SparseWeights(Protocol):
+    """A sparse vector, sorted token ids and their weights (:class:`poolrag.sparse.SparseVector`)."""
+
+    @property
+    def indices(self) -> np.ndarray: ...
+
+    @property
+    def values(self) -> np.ndarray: ...
+
+
+@runtime_checkable
+class PoolingEngine(PoolingBackend, Protocol):
+    """Every task of a pooling model with vLLM-shaped results, sync and async.
+
+    What a door that offers the tasks themselves (the server's routes, the CLI, the adapters) calls;
+    :class:`~poolrag.Engine` implements it in process and :class:`~poolrag.client.PoolragClient`
+    over HTTP, with equal results. Results carry the token ids the model read where the
+    implementation knows them (the client does not: its ``prompt_token_ids`` are empty).
+    """
+
+    def embed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[EmbeddingOutput]]: ...
+
+    async def aembed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[EmbeddingOutput]]: ...
+
+    def classify(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]: ...
+
+    async def aclassify(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]: ...
+
+    def score(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        """1:1, 1:N (one query) or N:N (zipped pairs)."""
+        ...
+
+    async def ascore(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[ScoringOutput]]: ...
+
+    def encode(
+        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """Any task's raw pooled data (a vector, a per-token matrix, sparse entries, rewards)."""
+        ...
+
+    async def aencode(
+        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]: ...
+
+    def reward(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]: ...
+
+    async def areward(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]: ...
+
+    def sparse_embed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[SparseWeights]:
+        """Token id → weight vectors (SPLADE, BGE-M3's sparse head)."""
+        ...
+
+    async def asparse_embed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[SparseWeights]: ...
+
+    def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """The token ids the model reads for ``text`` (with its special tokens unless told otherwise)."""
+        ...
+
+
+class EngineCounters(Protocol):
+    """Live counters of an in-process engine's core, for metrics."""
+
+    @property
+    def batches(self) -> int: ...
+
+    @property
+    def sequences(self) -> int: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def padded_tokens(self) -> int: ...
+
+
+@runtime_checkable
+class InProcessEngine(PoolingEngine, Protocol):
+    """A :class:`PoolingEngine` whose model runs in this process (:class:`~poolrag.Engine`).
+
+    What the doors that host the model (the server, ingestion, Ray actors) read besides the tasks:
+    the tokenizer, the batch budget, the core's counters, and a seam to turn bare token ids into
+    the model's input, so none of them reaches into the engine's wiring.
+    """
+
+    @property
+    def task(self) -> str:
+        """The primary task (what ``/pooling`` runs when a request names none)."""
+        ...
+
+    @property
+    def id2label(self) -> dict[int, str]: ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's transformers tokenizer."""
+        ...
+
+    @property
+    def max_batch_tokens(self) -> int:
+        """Token budget of one forward pass."""
+        ...
+
+    @property
+    def core_stats(self) -> EngineCounters: ...
+
+    def frame_token_ids(self, ids: Sequence[int], input_type: str | None = None) -> list[int] | None:
+        """The model input for a text whose bare token ids are ``ids``; ``None`` where the text
+        itself must go (an instruction prompt, ColBERT markers, special tokens that vary)."""
+        ...

@@ -334,15 +334,18 @@ class Engine:
         return self._facts
 
     @property
-    def pipeline(self) -> Pipeline:
-        """The wired layers under this engine, read-only: model kind, input processor, and the
-        executor with its runner (the model), poolers, batcher and core.
+    def max_batch_tokens(self) -> int:
+        """Token budget of one forward pass (what a caller sizes its batches of inputs to)."""
+        return int(self._pipeline.executor.batcher.max_batch_tokens)
 
-        For tools, benchmarks and tests that inspect or probe one layer (which implementation
-        loaded, whether batches are packed); applications use the methods above, which stay
-        stable when the wiring changes.
+    def frame_token_ids(self, ids: Sequence[int], input_type: str | None = None) -> list[int] | None:
+        """The model input the text path makes of a text whose bare token ids are ``ids``.
+
+        Lets a caller that tokenised a text already (the ingest chunker) send it as a token prompt
+        and skip a second tokenisation. ``None`` where that would not be the same model input (an
+        instruction prompt for ``input_type``, ColBERT markers, special tokens that vary).
         """
-        return self._pipeline
+        return self._pipeline.processor.frame_ids(ids, input_type)
 
     # -- parameter resolution -----------------------------------------------------------------------
     def _check_task(self, task: str) -> None:
@@ -723,5 +726,6 @@ class Engine:
         """:meth:`encode_arrays` for asyncio: batched with every other caller of this engine."""
         return [out.outputs.data for out in await self.aencode(prompts, pooling_task, pooling_params)]
 
-    def tokenize(self, text: str) -> list[int]:
-        return list(self.tokenizer(check_text(text), add_special_tokens=True)["input_ids"])
+    def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """The token ids the model reads for ``text`` (with its special tokens unless told otherwise)."""
+        return list(self.tokenizer(check_text(text), add_special_tokens=add_special_tokens)["input_ids"])

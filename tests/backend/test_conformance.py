@@ -1,5 +1,7 @@
 """One set of cases, every PoolingBackend: the in-process Engine, the HTTP client on a live server,
-and the embedding cache around each of them.
+and the embedding cache around each of them; and for the task methods (``embed``, ``classify``,
+``score``, ``encode``, ``reward``, ``sparse_embed``, ``tokenize``), every PoolingEngine: the Engine
+and the client.
 
 Whatever a consumer (cache, ingestion, retrieval, the adapters) holds, it must get the same facts,
 the same arrays and the same errors, sync and async. Each case runs against every backend and
@@ -22,11 +24,11 @@ from server.model_folders import build_pylate_colbert
 from tiny_models import build_bge_m3, build_encoder, write_sentence_transformers
 
 from poolrag import DimensionsError, Engine, InvalidInputError, PoolingParams, UnsupportedTaskError
-from poolrag.backend import PoolingBackend
+from poolrag.backend import InProcessEngine, PoolingBackend, PoolingEngine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
 from poolrag.model_facts import ScoreKind
-from poolrag.outputs import SPARSE_ENTRY
+from poolrag.outputs import SPARSE_ENTRY, ClassificationOutput, EmbeddingOutput, ScoringOutput
 
 TEXTS = [
     "Mitochondria produce most of the cell's energy.",
@@ -56,6 +58,10 @@ class Served:
             return self.client
         inner: PoolingBackend = self.engine if kind == "cached-engine" else self.client
         return CachedEmbedder(inner, EmbeddingCache(self.cache_dir / f"{kind}-{next(self.caches)}.sqlite"))
+
+    def direct(self, kind: str) -> PoolingEngine:
+        """The engine or the client itself: the two implementations of the task methods."""
+        return self.engine if kind == "engine" else self.client
 
 
 def _served(engine: Engine, cache_dir: Path) -> Iterator[Served]:
@@ -309,3 +315,111 @@ def test_the_client_returns_sparse_vectors_as_the_engine(bge_m3: Served) -> None
     for got in (bge_m3.client.sparse_embed(TEXTS), asyncio.run(bge_m3.client.asparse_embed(TEXTS))):
         for vector, want in zip(got, expected, strict=True):
             assert vector.to_dict() == pytest.approx(want.to_dict(), rel=1e-6)
+
+
+# -- the task methods: Engine and PoolragClient are one PoolingEngine ------------------------------------
+def _assert_outputs_equal(got: list, expected: list, field: str) -> None:
+    """Same request ids, prompts and results; the engine also knows the token ids of texts."""
+    assert [(o.request_id, o.prompt) for o in got] == [(o.request_id, o.prompt) for o in expected]
+    for a, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(getattr(a.outputs, field), getattr(e.outputs, field), atol=1e-6)
+
+
+@pytest.mark.parametrize("model", ["minilm", "cross_encoder", "colbert", "bge_m3"])
+def test_engine_and_client_are_pooling_engines_and_only_the_engine_is_in_process(
+    request: pytest.FixtureRequest, model: str
+) -> None:
+    served: Served = request.getfixturevalue(model)
+    for backend in (served.engine, served.client):
+        assert isinstance(backend, PoolingEngine) and isinstance(backend, PoolingBackend)
+    assert isinstance(served.engine, InProcessEngine)
+    assert not isinstance(served.client, InProcessEngine)  # no tokenizer or batch budget over HTTP
+    if "embed" in served.engine.facts.supported_tasks:  # the cache: a PoolingBackend, arrays only
+        cached = CachedEmbedder(served.engine, EmbeddingCache(served.cache_dir / "protocol.sqlite"))
+        assert not isinstance(cached, PoolingEngine)
+
+
+@pytest.mark.parametrize("kind", DIRECT)
+def test_embed_and_encode_give_the_engines_outputs_sync_and_async(minilm: Served, kind: str) -> None:
+    backend = minilm.direct(kind)
+    params = PoolingParams(input_type="query")
+    expected = minilm.engine.embed(TEXTS, params)
+    token_prompt = {"prompt_token_ids": minilm.engine.tokenize(TEXTS[1])}
+    for got in (backend.embed(TEXTS, params), asyncio.run(backend.aembed(TEXTS, params))):
+        assert all(type(out.outputs) is EmbeddingOutput for out in got)
+        _assert_outputs_equal(got, expected, "embedding")
+    single = backend.embed(TEXTS[0])
+    _assert_outputs_equal(single, minilm.engine.embed(TEXTS[0]), "embedding")
+    by_ids = backend.embed([token_prompt])
+    assert by_ids[0].prompt_token_ids == minilm.engine.embed([token_prompt])[0].prompt_token_ids
+    expected_tokens = minilm.engine.encode(TEXTS, "token_embed")
+    for got in (backend.encode(TEXTS, "token_embed"), asyncio.run(backend.aencode(TEXTS, "token_embed"))):
+        assert [o.outputs.data.shape for o in got] == [o.outputs.data.shape for o in expected_tokens]
+        _assert_outputs_equal(got, expected_tokens, "data")
+    assert backend.embed([]) == [] and backend.encode([], "token_embed") == []
+
+
+@pytest.mark.parametrize("kind", DIRECT)
+def test_classify_and_reward_give_the_engines_outputs_sync_and_async(
+    cross_encoder: Served, kind: str
+) -> None:
+    backend = cross_encoder.direct(kind)
+    engine = cross_encoder.engine
+    raw = PoolingParams(use_activation=False)
+    for params in (None, raw):
+        expected = engine.classify(TEXTS, params)
+        for got in (backend.classify(TEXTS, params), asyncio.run(backend.aclassify(TEXTS, params))):
+            assert all(type(out.outputs) is ClassificationOutput for out in got)
+            _assert_outputs_equal(got, expected, "probs")
+    assert not np.allclose(
+        engine.classify(TEXTS)[0].outputs.probs, engine.classify(TEXTS, raw)[0].outputs.probs
+    )
+    expected_rewards = engine.reward(TEXTS)
+    for got in (backend.reward(TEXTS), asyncio.run(backend.areward(TEXTS))):
+        _assert_outputs_equal(got, expected_rewards, "data")
+
+
+@pytest.mark.parametrize(("model", "kind"), [(m, k) for m in ("minilm", "cross_encoder") for k in DIRECT])
+def test_score_gives_the_engines_scores_one_to_one_one_to_many_and_pairs(
+    request: pytest.FixtureRequest, model: str, kind: str
+) -> None:
+    served: Served = request.getfixturevalue(model)
+    backend = served.direct(kind)
+    queries = [QUERY, "Where is Paris?", "greeting", "plants"]  # more pairs than one request carries
+    cases = [(QUERY, TEXTS[0]), (QUERY, TEXTS), (queries, TEXTS), ([QUERY], TEXTS)]
+    for text_1, text_2 in cases:
+        expected = served.engine.score(text_1, text_2)
+        for got in (backend.score(text_1, text_2), asyncio.run(backend.ascore(text_1, text_2))):
+            assert all(type(out.outputs) is ScoringOutput for out in got)
+            _assert_outputs_equal(got, expected, "score")
+    assert backend.score([], []) == []
+    for text_1, text_2 in ((queries[:2], TEXTS), (QUERY, [])):
+        with pytest.raises(InvalidInputError) as error:
+            served.engine.score(text_1, text_2)
+        with pytest.raises(InvalidInputError, match=str(error.value).split(":")[0]):
+            backend.score(text_1, text_2)
+
+
+@pytest.mark.parametrize("kind", DIRECT)
+def test_tokenize_gives_the_engines_ids(minilm: Served, kind: str) -> None:
+    backend = minilm.direct(kind)
+    engine = minilm.engine
+    for text in TEXTS:
+        assert backend.tokenize(text) == engine.tokenize(text)
+        bare = backend.tokenize(text, add_special_tokens=False)
+        assert bare == engine.tokenize(text, add_special_tokens=False)
+        assert len(bare) == len(engine.tokenize(text)) - engine.tokenizer.num_special_tokens_to_add(
+            pair=False
+        )
+    with pytest.raises(InvalidInputError):
+        backend.tokenize("   ")
+
+
+def test_the_sparse_task_methods_give_the_engines_vectors_through_the_protocol(bge_m3: Served) -> None:
+    expected = bge_m3.engine.sparse_embed(TEXTS)
+    backends: list[PoolingEngine] = [bge_m3.engine, bge_m3.client]
+    for backend in backends:
+        for got in (backend.sparse_embed(TEXTS), asyncio.run(backend.asparse_embed(TEXTS))):
+            for vector, want in zip(got, expected, strict=True):
+                np.testing.assert_array_equal(vector.indices, want.indices)
+                np.testing.assert_allclose(vector.values, want.values, rtol=1e-6, atol=1e-6)

@@ -20,6 +20,7 @@ from tiny_models import HIDDEN, SENTENCES, copy_tokenizer
 
 from poolrag import Engine
 from poolrag.errors import ModelLoadError
+from poolrag.testing import engine_internals as internals
 
 
 def _t5_config() -> transformers.T5Config:
@@ -62,7 +63,7 @@ def test_a_t5_encoder_embedder_matches_sentence_transformers(sentence_t5: Path) 
     assert json.loads((sentence_t5 / "config.json").read_text())["architectures"] == ["T5EncoderModel"]
     engine = Engine(sentence_t5)
     assert engine.supported_tasks[0] == "embed" and engine.embedding_dim == 16
-    assert type(engine.pipeline.executor.runner.model).__name__ == "T5EncoderModel"
+    assert type(internals.loaded_module(engine)).__name__ == "T5EncoderModel"
     reference = SentenceTransformer(str(sentence_t5), device="cpu").encode(SENTENCES)
     np.testing.assert_allclose(engine.embed_array(SENTENCES), reference, atol=1e-5)
 

@@ -39,6 +39,7 @@ from poolrag.config.registry_doc import README_END, README_START, REGENERATE, ma
 from poolrag.errors import ModelLoadError
 from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
+from poolrag.testing import engine_internals as internals
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
@@ -257,7 +258,7 @@ def test_every_row_has_a_tiny_model() -> None:
 
 
 def _check(engine: Engine, entry: Entry, engine_kwargs: dict[str, Any]) -> None:
-    assert engine.pipeline.kind is entry.kind
+    assert internals.model_kind(engine) is entry.kind
     assert lookup_architecture(engine.spec.architecture) is entry.role
     assert engine.spec.is_decoder == (entry.backbone == "decoder")
     assert engine.supported_tasks == entry.tasks
@@ -336,7 +337,7 @@ def test_a_reward_model_with_convert_classify_is_a_classifier(tmp_path: Path) ->
     docs/models.md and the README table promise it"."""
     folder, kwargs = _qwen2_remote(process=False)(None, tmp_path / "reward-classify")
     engine = Engine(folder, convert="classify", **kwargs)
-    assert engine.pipeline.kind is ModelKind.DECODER_CLASSIFIER
+    assert internals.model_kind(engine) is ModelKind.DECODER_CLASSIFIER
     assert "token_classify" in engine.supported_tasks and "classify" in engine.supported_tasks
     probs = engine.classify(["a b c"])[0].outputs.probs
     assert np.all((np.asarray(probs) > 0) & (np.asarray(probs) < 1))  # one label: a sigmoid probability
@@ -346,7 +347,7 @@ def test_a_pylate_folder_is_the_colbert_row_too(tiny_model: Callable[..., Path],
     folder, _ = _pylate(tiny_model, tmp_path / "pylate")
     engine = Engine(folder)
     assert (
-        engine.pipeline.kind is ModelKind.COLBERT
+        internals.model_kind(engine) is ModelKind.COLBERT
         and lookup_architecture(engine.spec.architecture) is Role.BACKBONE
     )
     assert engine.supported_tasks == KINDS[ModelKind.COLBERT].tasks
@@ -360,5 +361,5 @@ def test_conditional_tasks_drop_out(
     tiny_model: Callable[..., Path], head: str, num_labels: int, dropped: tuple[str, ...]
 ) -> None:
     engine = Engine(tiny_model("bert", head=head, num_labels=num_labels))
-    kind = engine.pipeline.kind
+    kind = internals.model_kind(engine)
     assert engine.supported_tasks == tuple(t for t in KINDS[kind].tasks if t not in dropped)

@@ -14,6 +14,7 @@ from tiny_models import SENTENCES, build_bge_m3, build_encoder, build_splade
 from poolrag import Engine
 from poolrag.config.registry import ModelKind, Role, lookup_architecture
 from poolrag.errors import ModelLoadError
+from poolrag.testing import engine_internals as internals
 
 SPLADE = {"architectures": ["BertSpladeSparseEmbeddingModel"]}
 BGE_M3 = {"architectures": ["BgeM3EmbeddingModel"]}
@@ -29,9 +30,9 @@ def test_bert_splade_sparse_embedding_model_is_splade(tmp_path: Path, minilm_pat
 
     folder = build_splade(tmp_path / "st", minilm_path)  # max pooling of log(1 + relu(logits))
     bare = shutil.copytree(folder, tmp_path / "bare", ignore=shutil.ignore_patterns("modules.json"))
-    assert Engine(bare).pipeline.kind is ModelKind.EMBEDDING  # a bare masked-LM folder embeds
+    assert internals.model_kind(Engine(bare)) is ModelKind.EMBEDDING  # a bare masked-LM folder embeds
     engine = Engine(bare, hf_overrides=SPLADE)
-    assert engine.pipeline.kind is ModelKind.SPLADE and engine.supported_tasks == ("sparse_embed",)
+    assert internals.model_kind(engine) is ModelKind.SPLADE and engine.supported_tasks == ("sparse_embed",)
     reference = SparseEncoder(str(folder), device="cpu").encode(SENTENCES[:3], convert_to_tensor=True)
     for vector, expected in zip(
         engine.sparse_embed(SENTENCES[:3]), reference.to_dense().numpy(), strict=True
@@ -43,7 +44,7 @@ def test_bert_splade_sparse_embedding_model_is_splade(tmp_path: Path, minilm_pat
 def test_bge_m3_embedding_model_is_the_bge_m3_family(tmp_path: Path, minilm_path: Path) -> None:
     folder = build_bge_m3(tmp_path / "m3", minilm_path)
     plain, named = Engine(folder), Engine(folder, hf_overrides=BGE_M3)
-    assert named.pipeline.kind is ModelKind.BGE_M3
+    assert internals.model_kind(named) is ModelKind.BGE_M3
     np.testing.assert_allclose(named.embed_array(SENTENCES), plain.embed_array(SENTENCES), atol=1e-6)
     for ours, theirs in zip(
         named.sparse_embed(SENTENCES[:2]), plain.sparse_embed(SENTENCES[:2]), strict=True

@@ -26,6 +26,7 @@ from poolrag.core.autotune import MIN_COSINE
 from poolrag.core.tune_verdicts import IMPLS
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import DEFAULT_MIN_COSINE as FAST_MIN_COSINE
+from poolrag.testing import engine_internals as internals
 
 TEXTS = [
     "short",
@@ -73,7 +74,7 @@ def _reference(path: Path) -> np.ndarray:
 
 
 def _served_impl(engine: Engine) -> str:
-    return "native" if getattr(engine.pipeline.executor.runner.model, "native", False) else "transformers"
+    return "native" if getattr(internals.loaded_module(engine), "native", False) else "transformers"
 
 
 def test_first_load_measures_and_serves_an_agreeing_winner(

@@ -23,6 +23,7 @@ import pytest
 from poolrag import Engine
 from poolrag.core.engine_core import EngineClosedError, EngineCore
 from poolrag.request import ResolvedParams
+from poolrag.testing import engine_internals as internals
 
 TEXTS = [
     f"caller {i} asks about "
@@ -43,7 +44,7 @@ def reference(engine: Engine) -> np.ndarray:
 
 
 def _core(engine: Engine) -> EngineCore:
-    return engine.pipeline.executor.core
+    return internals.core(engine)
 
 
 @contextmanager
@@ -160,7 +161,7 @@ def test_one_callers_texts_are_batched_with_their_neighbours_in_length(
     (so padded attention wastes nothing and equal lengths share one attention call)."""
     engine = Engine(tiny_model("bert"), max_batch_tokens=512)
     texts = [" ".join(["word"] * n) for n in np.random.default_rng(1).permutation(np.arange(1, 101))]
-    with gated(engine.pipeline.executor.core) as (gate, batches):
+    with gated(internals.core(engine)) as (gate, batches):
         gate.set()
         vectors = engine.embed_array(texts)
     assert len(batches) > 4
@@ -175,9 +176,9 @@ def test_cancelled_work_never_reaches_the_model(engine: Engine) -> None:
     core = _core(engine)
     dropped_before = core.stats.dropped
     params = ResolvedParams(task="embed", normalize=True)
-    requests = engine.pipeline.processor.texts([f"cancel me {i}" for i in range(40)], params, None, None)
+    requests = internals.processor(engine).texts([f"cancel me {i}" for i in range(40)], params, None, None)
     with gated(core) as (gate, batches):
-        busy = core.submit(engine.pipeline.processor.texts(["busy"], params, None, None))
+        busy = core.submit(internals.processor(engine).texts(["busy"], params, None, None))
         while not batches:
             threading.Event().wait(0.001)
         doomed = core.submit(requests)
@@ -243,10 +244,10 @@ def test_closed_core_refuses_work_and_fails_what_was_queued(tiny_model: Callable
     core = _core(engine)
     params = ResolvedParams(task="embed")
     with gated(core) as (gate, batches):
-        busy = core.submit(engine.pipeline.processor.texts(["busy"], params, None, None))
+        busy = core.submit(internals.processor(engine).texts(["busy"], params, None, None))
         while not batches:
             threading.Event().wait(0.001)
-        queued = core.submit(engine.pipeline.processor.texts(["queued"], params, None, None))
+        queued = core.submit(internals.processor(engine).texts(["queued"], params, None, None))
         closer = threading.Thread(target=core.close)
         closer.start()
         while not core.closed:

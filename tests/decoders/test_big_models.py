@@ -13,6 +13,7 @@ from tiny_decoders import TEXTS, build
 from poolrag import Engine
 from poolrag.errors import ModelLoadError
 from poolrag.loading.placement import Placement, bytes_needed, check_fits, checkpoint_parameter_count
+from poolrag.testing import engine_internals as internals
 
 GIB = 1024**3
 
@@ -45,7 +46,7 @@ def test_device_map_places_the_model_through_accelerate(qwen3_embedder, monkeypa
     folder, _model, engine = qwen3_embedder
     assert Placement(device_map="auto").from_pretrained_kwargs(torch.device("cpu")) == {"device_map": "auto"}
     placed = Engine(folder, device_map="auto")
-    assert placed.pipeline.executor.runner.device == torch.device("cpu")  # inputs go where the embeddings are
+    assert internals.runner(placed).device == torch.device("cpu")  # inputs go where the embeddings are
     np.testing.assert_allclose(placed.embed_array(TEXTS), engine.embed_array(TEXTS), atol=1e-6)
     monkeypatch.setitem(sys.modules, "accelerate", None)  # as if accelerate were not installed
     with pytest.raises(ModelLoadError, match="device_map needs accelerate"):
@@ -67,7 +68,7 @@ def test_int8_weights_stay_close_to_full_precision(qwen3_embedder):
         kwargs["device_map"] == {"": "cpu"}
         and type(kwargs["quantization_config"]).__name__ == "TorchAoConfig"
     )
-    layer = quantized.pipeline.executor.runner.model.layers[0].self_attn.q_proj
+    layer = internals.loaded_module(quantized).layers[0].self_attn.q_proj
     assert type(layer.weight).__module__.startswith("torchao")  # the weights really are int8
     full, eight_bit = engine.embed_array(TEXTS), quantized.embed_array(TEXTS)
     cosine = (full * eight_bit).sum(axis=1)

@@ -13,6 +13,7 @@ from tiny_decoders import EOS, PAD, SIDES, TEXTS, build, normalize, ref_last_hid
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import ModelLoadError
+from poolrag.testing import engine_internals as internals
 
 BASE_MODELS = {
     "llama": "LlamaModel",
@@ -36,7 +37,7 @@ def base_embedder(request, tmp_path_factory):
 def test_base_model_embeddings_are_the_normalised_last_hidden_state(base_embedder, side):
     _family, model, tokenizer, engine = base_embedder
     assert engine.task == "embed" and engine.embedding_dim == model.config.hidden_size
-    assert engine.pipeline.pooler_config.pooling_type == "LAST"
+    assert engine.pooler_config.pooling_type == "LAST"
     seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
     assert max(map(len, seqs)) > 20 * min(map(len, seqs))  # a batch of very different lengths
     expected = normalize(ref_last_hidden(model, seqs, PAD, side))
@@ -125,6 +126,6 @@ def test_matryoshka_truncates_the_last_token_state_before_normalising(tmp_path):
 
 def test_use_cache_is_off_for_decoder_backbones(base_embedder):
     *_, engine = base_embedder
-    assert engine.pipeline.executor.runner.model.config.use_cache is False
+    assert internals.loaded_module(engine).config.use_cache is False
     with torch.no_grad():
         assert engine.embed("hi")[0].outputs.embedding.shape == (32,)

@@ -11,6 +11,7 @@ from tiny_decoders import PAD, SIDES, TEXTS, build, build_tokenizer, run_padded,
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import ModelLoadError
+from poolrag.testing import engine_internals as internals
 
 STEPS = [
     "Step 1: add two and three ки Step 2: multiply by four ки the answer is twenty ки",
@@ -157,7 +158,9 @@ def test_llama_bidirectional_reranker_runs_its_own_forward(tmp_path_factory, sid
     model = llama_bidirectional_reranker(folder, _config_values(len(tokenizer), "llama"))
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     engine = Engine(folder, trust_remote_code=True)
-    assert engine.score_kind == "cross-encoder" and engine.pipeline.kind.value == "sequence_classifier"
+    assert (
+        engine.score_kind == "cross-encoder" and internals.model_kind(engine).value == "sequence_classifier"
+    )
     query = "What is a panda?"
     seqs = [tokenizer(query, d)["input_ids"] for d in TEXTS]
     logits = run_padded(model, seqs, PAD, side, lambda out, batch, last: out.logits.float().numpy())[:, 0]

@@ -11,6 +11,7 @@ from tiny_decoders import PAD, SIDES, TEXTS, build, ref_token_logits, softmax
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InputTooLongError, ModelLoadError, UnsupportedTaskError
 from poolrag.pooling.lm_head_rows import LMHeadRowsHead
+from poolrag.testing import engine_internals as internals
 
 QUERY = "What is a panda?"
 DEFAULT_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
@@ -73,10 +74,10 @@ def test_llm_reranker_score_matches_the_causal_lm_reference(reranker, side):
 
 def test_only_the_chosen_lm_head_rows_are_kept(reranker):
     model, _tokenizer, engine, ids, _prompt = reranker
-    backbone = engine.pipeline.executor.runner.model
+    backbone = internals.loaded_module(engine)
     assert backbone.get_output_embeddings() is None if hasattr(backbone, "get_output_embeddings") else True
     assert not hasattr(backbone, "lm_head")
-    head = engine.pipeline.executor.poolers["score"].score
+    head = internals.executor(engine).poolers["score"].score
     assert isinstance(head, LMHeadRowsHead) and head.rows.shape == (len(ids), model.config.hidden_size)
     np.testing.assert_array_equal(
         head.rows.numpy(), model.get_output_embeddings().weight[ids].detach().numpy()
@@ -98,7 +99,7 @@ def test_vllm_style_overrides_load_the_same_reranker(tmp_path):
         hf_overrides={"classifier_from_token": ["no", "yes"]},
         score_template="qwen3_reranker",
     )
-    assert vllm_style.pipeline.kind.value == "lm_head_classifier"
+    assert internals.model_kind(vllm_style).value == "lm_head_classifier"
     a = [s.outputs.score for s in vllm_style.score(QUERY, TEXTS)]
     b = [s.outputs.score for s in converted.score(QUERY, TEXTS)]
     np.testing.assert_allclose(a, b, atol=1e-7)

@@ -24,6 +24,7 @@ from poolrag.models.packed_attention import (
     packed_self_attention,
     pads_attention,
 )
+from poolrag.testing import engine_internals as internals
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU and POOLRAG_TEST_CUDA=1 (see the docstring)"
@@ -53,7 +54,7 @@ def test_the_default_device_is_the_gpu_in_half_precision_with_packed_batches(tin
     engine = Engine(tiny_model("bert"))
     assert engine.device.type == "cuda"
     assert engine.dtype == (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     assert runner.packed and runner.padding_free
     assert not pads_attention(engine.device, engine.dtype)  # flash varlen reads the packed rows
 
@@ -68,7 +69,7 @@ def test_a_packed_forward_never_waits_for_the_gpu(tiny_model) -> None:
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        out = engine.pipeline.executor.runner.model(
+        out = internals.loaded_module(engine)(
             input_ids=ids, position_ids=positions, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=17
         )
     finally:

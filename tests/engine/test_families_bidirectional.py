@@ -22,6 +22,7 @@ from decoders.tiny_decoders import PAD, SIDES, TEXTS, build_tokenizer, normalize
 from poolrag import Engine
 from poolrag.loading.cpu_fast_mode import PackedLinear
 from poolrag.models.fused_linear import onednn_available
+from poolrag.testing import engine_internals as internals
 
 QUERY = "What is a panda?"
 
@@ -60,13 +61,13 @@ def test_reranker_matches_the_published_code(remote, tmp_path, model_type, side)
     architecture = "LlamaBidirectionalForSequenceClassification"
     plain = _without_code(folder, tmp_path / "plain", architecture, model_type)
     engine = Engine(plain)
-    assert engine.pipeline.kind.value == "sequence_classifier" and not engine.spec.is_decoder
+    assert internals.model_kind(engine).value == "sequence_classifier" and not engine.spec.is_decoder
     seqs = [tokenizer(QUERY, d)["input_ids"] for d in TEXTS]
     logits = run_padded(model, seqs, PAD, side, lambda out, batch, last: out.logits.float().numpy())[:, 0]
     got = np.array([s.outputs.score for s in engine.score(QUERY, TEXTS)])
     np.testing.assert_allclose(got, 1 / (1 + np.exp(-logits)), rtol=1e-5, atol=1e-6)
     # the runner packed the CPU weights of the transformers layers the poolrag head wraps
-    backbone = engine.pipeline.executor.runner.model.backbone
+    backbone = internals.loaded_module(engine).backbone
     packed = any(isinstance(m, PackedLinear) for m in backbone.modules())
     assert packed == onednn_available(torch.float32)
 

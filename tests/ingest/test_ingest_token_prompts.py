@@ -12,6 +12,7 @@ from tiny_models import build_encoder, write_sentence_transformers
 from poolrag import Engine, PoolingParams
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.ingest import DenseEncoder, Document, TokenChunker
+from poolrag.testing import engine_internals as internals
 
 TEXT = "\n\n".join(
     f"Part {i}. Glaciers carve valleys over thousands of years; their meltwater feeds rivers, naïve "
@@ -66,6 +67,6 @@ def test_a_model_with_a_document_prompt_keeps_the_text_path(minilm_path: Path, t
 
 @pytest.mark.parametrize("ids", [[], [101, 2023, 102]])
 def test_framing_adds_the_tokenizers_special_tokens(minilm_engine, ids: list[int]) -> None:
-    processor = minilm_engine.pipeline.processor
+    processor = internals.processor(minilm_engine)
     cls, sep = minilm_engine.tokenizer.cls_token_id, minilm_engine.tokenizer.sep_token_id
     assert processor.frame_ids(ids, "document") == [cls, *ids, sep]

@@ -12,6 +12,7 @@ from tiny_models import SENTENCES
 
 from poolrag import LLM, Engine, PoolingParams
 from poolrag.errors import InvalidInputError, UnsupportedTaskError
+from poolrag.testing import engine_internals as internals
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def test_scheduler_options_are_ignored_and_unknown_ones_refused(minilm_path: Pat
         max_num_batched_tokens=2048,
         tensor_parallel_size=1,
     )
-    assert llm.engine.pipeline.executor.batcher.max_batch_tokens == 2048
+    assert internals.batcher(llm.engine).max_batch_tokens == 2048
     with pytest.raises(TypeError, match="unknown options"):
         LLM(str(minilm_path), speculative_config={})
 

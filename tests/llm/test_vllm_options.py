@@ -13,11 +13,12 @@ import pytest
 
 from poolrag import LLM
 from poolrag.errors import InvalidInputError
+from poolrag.testing import engine_internals as internals
 
 
 def test_max_num_seqs_sets_the_batchers_sequences_per_pass(minilm_path: Path) -> None:
     llm = LLM(str(minilm_path), max_num_seqs=3, enforce_eager=True)
-    batcher = llm.engine.pipeline.executor.batcher
+    batcher = internals.batcher(llm.engine)
     assert batcher.max_batch_size == 3
     assert all(len(batch) <= 3 for batch in batcher.plan([5, 6, 7, 8, 9, 10, 11]))
     assert llm.engine.compile_report is None  # enforce_eager: nothing compiled

@@ -27,6 +27,7 @@ from poolrag.loading.cpu_fast_mode import (
 )
 from poolrag.models.fused_linear import FusedLinear
 from poolrag.models.int8_linear import SmoothQuantLinear, int8_available
+from poolrag.testing import engine_internals as internals
 
 TEXTS = [
     "What is the boiling point of water at high altitude?",
@@ -73,7 +74,7 @@ def test_default_cpu_engine_is_exact_fp32(minilm_path: Path) -> None:
 
 
 def _model(engine: Engine) -> nn.Module:
-    return engine.pipeline.executor.runner.model
+    return internals.loaded_module(engine)
 
 
 def _assert_contract(engine: Engine, exact: np.ndarray, mode: str, bar: float = DEFAULT_MIN_COSINE) -> None:

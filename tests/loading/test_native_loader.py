@@ -17,10 +17,11 @@ from poolrag.errors import ModelLoadError
 from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
 from poolrag.models.bert import BertFamilyModel
+from poolrag.testing import engine_internals as internals
 
 
 def _is_native(engine: Engine) -> bool:
-    return isinstance(engine.pipeline.executor.runner.model, BertFamilyModel)
+    return isinstance(internals.loaded_module(engine), BertFamilyModel)
 
 
 def _copy_without_weights(source: Path, dest: Path) -> Path:

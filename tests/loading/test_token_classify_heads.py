@@ -17,6 +17,7 @@ from poolrag import Engine, PoolingParams
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.request import ResolvedParams
 from poolrag.runner.forward_output import ForwardOutput
+from poolrag.testing import engine_internals as internals
 
 
 def _head_per_token(model: torch.nn.Module, arch: str, hidden: torch.Tensor) -> torch.Tensor:
@@ -88,7 +89,7 @@ def test_without_convert_a_sequence_classifier_offers_no_token_classify(
 ) -> None:
     engine = Engine(tiny_model("bert", head="sequence", num_labels=3))
     assert engine.supported_tasks == ("classify",)
-    assert not engine.pipeline.executor.runner.token_states
+    assert not internals.runner(engine).token_states
     with pytest.raises(InvalidInputError, match="token_classify"):
         engine.token_classify(["a b c"])
 
@@ -115,14 +116,14 @@ def test_the_native_encoder_cannot_serve_token_classify(tiny_model: Callable[...
     folder = tiny_model("bert", head="sequence", num_labels=3)
     with pytest.raises(ModelLoadError, match="token_classify"):
         Engine(folder, convert="classify", model_impl="native")
-    assert not getattr(Engine(folder, convert="classify").pipeline.executor.runner.model, "native", False)
+    assert not getattr(internals.loaded_module(Engine(folder, convert="classify")), "native", False)
 
 
 def test_a_split_batch_keeps_logits_and_token_rows_together(tiny_model: Callable[..., Path]) -> None:
     """Running out of memory halves the batch: both outputs must be joined back in order."""
     engine = Engine(tiny_model("roberta", head="sequence", num_labels=3), convert="classify")
-    runner = engine.pipeline.executor.runner
-    batch = engine.pipeline.processor.texts(SENTENCES, ResolvedParams(task="token_classify"), None, None)
+    runner = internals.runner(engine)
+    batch = internals.processor(engine).texts(SENTENCES, ResolvedParams(task="token_classify"), None, None)
     whole = runner.forward(batch)
     halves = [runner.forward(batch[:2]), runner.forward(batch[2:])]
     joined = ForwardOutput.concat(halves)

@@ -21,13 +21,14 @@ from poolrag.config.model_kind import ModelKind
 from poolrag.models.bert import BertFamilyModel, convert_checkpoint
 from poolrag.models.fused_linear import FusedLinear
 from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.testing import engine_internals as internals
 
 PARAMS = ResolvedParams(task="embed")
 ARCHS = ("bert", "roberta", "xlm-roberta")
 
 
 def _requests(engine: Engine) -> list[PoolingRequest]:
-    return engine.pipeline.processor.texts(list(SENTENCES), PARAMS, None, None)
+    return internals.processor(engine).texts(list(SENTENCES), PARAMS, None, None)
 
 
 def _assert_same_embeddings(native: Engine, reference: Engine, texts: list[str] = SENTENCES) -> None:
@@ -47,14 +48,14 @@ def _engines(folder: Path) -> tuple[Engine, Engine]:
 @pytest.mark.parametrize("arch", ARCHS)
 def test_native_equals_transformers(tiny_model: Callable[..., Path], arch: str, head: str | None) -> None:
     native, reference = _engines(tiny_model(arch, head, num_labels=3))
-    assert isinstance(native.pipeline.executor.runner.model, BertFamilyModel)
-    assert not isinstance(reference.pipeline.executor.runner.model, BertFamilyModel)
+    assert isinstance(internals.loaded_module(native), BertFamilyModel)
+    assert not isinstance(internals.loaded_module(reference), BertFamilyModel)
     # every row's states are compared here; CLS-only last layers are tests/models/test_first_rows.py's
-    native.pipeline.executor.runner.first_row_tasks = frozenset()
+    internals.runner(native).first_row_tasks = frozenset()
     batch = _requests(native)
     got, want = (
-        native.pipeline.executor.runner.forward(batch),
-        reference.pipeline.executor.runner.forward(batch),
+        internals.runner(native).forward(batch),
+        internals.runner(reference).forward(batch),
     )
     if head == "sequence":
         assert got.sequences is not None and want.sequences is not None
@@ -72,9 +73,9 @@ def test_padded_layout_and_attention_masks_match(tiny_model: Callable[..., Path]
     native, reference = _engines(tiny_model(arch))
     masked = PoolingRequest((101, 2023, 2003, 103, 103, 102), PARAMS, attention=(1, 1, 1, 0, 0, 1))
     batch = [masked, *_requests(native)]
-    assert not native.pipeline.executor.runner.prepare(batch).packed
-    got = native.pipeline.executor.runner.forward(batch).tokens
-    want = reference.pipeline.executor.runner.forward(batch).tokens
+    assert not internals.runner(native).prepare(batch).packed
+    got = internals.runner(native).forward(batch).tokens
+    want = internals.runner(reference).forward(batch).tokens
     assert got is not None and want is not None
     torch.testing.assert_close(got.states, want.states, rtol=0, atol=1e-5)
 
@@ -83,7 +84,7 @@ def test_padded_layout_and_attention_masks_match(tiny_model: Callable[..., Path]
 def test_fused_cpu_weights_equal_plain_ones(tiny_model: Callable[..., Path], head: str | None) -> None:
     """The engine packs weights (GELU and residual add inside oneDNN) when serving starts; same numbers."""
     engine = Engine(tiny_model("bert", head), model_impl="native")
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     batch = _requests(engine)
     plain = runner.forward(batch)
     runner.prepare_for_serving()
@@ -97,7 +98,7 @@ def test_fused_cpu_weights_equal_plain_ones(tiny_model: Callable[..., Path], hea
 
 def test_minilm_runs_native_by_default_and_equals_transformers(minilm_path: Path) -> None:
     native, reference = Engine(minilm_path), Engine(minilm_path, model_impl="transformers")
-    assert isinstance(native.pipeline.executor.runner.model, BertFamilyModel)
+    assert isinstance(internals.loaded_module(native), BertFamilyModel)
     _assert_same_embeddings(native, reference, list(SENTENCES) * 5)
 
 
@@ -131,7 +132,7 @@ def test_roberta_as_it_ships(tiny_model: Callable[..., Path]) -> None:
     got = torch.tensor(np.stack([o.outputs.probs for o in native.classify(texts)]))
     want = torch.tensor(np.stack([o.outputs.probs for o in reference.classify(texts)]))
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
-    model = native.pipeline.executor.runner.model
+    model = internals.loaded_module(native)
     ids = torch.tensor([[0, 2023, 232, 2]])
     with torch.inference_mode():
         implicit = model(ids, attention_mask=torch.ones_like(ids)).logits

@@ -15,6 +15,7 @@ from poolrag.models.bert import BertFamilyModel
 from poolrag.pooling.methods import CLSPool
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.model_runner import ModelRunner
+from poolrag.testing import engine_internals as internals
 
 EMBED = ResolvedParams(task="embed")
 TOKENS = ResolvedParams(task="token_embed")
@@ -32,7 +33,7 @@ def _batch(name: str, params: ResolvedParams) -> list[PoolingRequest]:
 
 def _cls_runner(tiny_model: Callable[..., Path], arch: str) -> ModelRunner:
     engine = Engine(tiny_model(arch), model_impl="native", pooler_config={"pooling_type": "CLS"})
-    runner = engine._pipeline.executor.runner
+    runner = internals.runner(engine)
     assert isinstance(runner.model, BertFamilyModel)
     runner.prepare_for_serving()  # the oneDNN-packed weights the engine serves with
     # the argument the pipeline passes for CLS-pooled embedders
@@ -75,11 +76,11 @@ def test_token_tasks_keep_every_row(tiny_model: Callable[..., Path]) -> None:
 
 def test_cls_engine_vectors_unchanged(tiny_model: Callable[..., Path]) -> None:
     engine = Engine(tiny_model("bert"), model_impl="native", pooler_config={"pooling_type": "CLS"})
-    runner = engine._pipeline.executor.runner
+    runner = internals.runner(engine)
     texts = ["a short one", "a somewhat longer sentence about pooling and rows", "x", "more words here"]
     full = engine.embed_array(texts)
     runner.first_row_tasks = frozenset({"embed", "score"})
-    assert runner.prepare(engine._pipeline.processor.texts(texts, EMBED, None, None)).first_rows_only
+    assert runner.prepare(internals.processor(engine).texts(texts, EMBED, None, None)).first_rows_only
     short = engine.embed_array(texts)
     torch.testing.assert_close(torch.from_numpy(short), torch.from_numpy(full), rtol=0, atol=1e-6)
 
@@ -90,7 +91,7 @@ def test_classifier_first_rows_equal_full_last_layer(
     tiny_model: Callable[..., Path], arch: str, batch_name: str
 ) -> None:
     engine = Engine(tiny_model(arch, "sequence", num_labels=3), model_impl="native")
-    runner = engine._pipeline.executor.runner
+    runner = internals.runner(engine)
     model = runner.model
     assert isinstance(model, BertFamilyModel) and model.kind is ModelKind.SEQUENCE_CLASSIFIER
     runner.prepare_for_serving()

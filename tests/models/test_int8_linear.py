@@ -22,6 +22,7 @@ from poolrag.models.int8_linear import (
     recording_input_absmax,
     smooth_quantize,
 )
+from poolrag.testing import engine_internals as internals
 
 pytestmark = pytest.mark.skipif(not int8_available(), reason="this PyTorch build has no oneDNN int8 matmul")
 
@@ -105,7 +106,7 @@ def test_attention_matmuls_go_int8_but_the_feed_forward_and_head_stay_fp32(
         cpu_fast_mode="int8",
         cpu_fast_mode_min_cosine=0.0,
     )
-    model = engine.pipeline.executor.runner.model
+    model = internals.loaded_module(engine)
     layers = list(model.layers)
     for name in ("qkv", "attn_out"):
         assert all(isinstance(getattr(layer, name), SmoothQuantLinear) for layer in layers)
@@ -118,7 +119,7 @@ def test_attention_matmuls_go_int8_but_the_feed_forward_and_head_stay_fp32(
 
 def test_smooth_quantize_only_touches_recorded_layers(tiny_model: Callable[..., Path]) -> None:
     engine = Engine(tiny_model("bert"), model_impl="native")
-    model = engine.pipeline.executor.runner.model
+    model = internals.loaded_module(engine)
     assert smooth_quantize(model, {}) == 0
     assert not any(isinstance(m, SmoothQuantLinear) for m in model.modules())
 

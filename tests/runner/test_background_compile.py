@@ -19,6 +19,7 @@ import torch
 from poolrag import Engine
 from poolrag.compile.background import DEFAULT_MIN_COSINE, BackgroundCompile
 from poolrag.loading.cpu_fast_mode import probe_requests
+from poolrag.testing import engine_internals as internals
 
 TEXTS = [
     "short",
@@ -65,7 +66,7 @@ def test_background_compile_swaps_in_the_compiled_forward(compiled: tuple[Engine
     assert report.source == "compiled" and report.graph == "native-packed"
     assert report.min_cosine is not None and report.min_cosine >= DEFAULT_MIN_COSINE
     assert Path(report.cache_path).is_file()
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     assert runner.compiled
     after = engine.embed_array(TEXTS)
     assert _cosines(eager, after).min() >= DEFAULT_MIN_COSINE
@@ -96,9 +97,9 @@ def test_next_engine_loads_the_compiled_code_from_disk(
 
 def test_compile_below_the_bar_keeps_eager_and_says_why(compiled: tuple[Engine, np.ndarray, Path]) -> None:
     engine, eager, _ = compiled
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     runner.install_compiled(None)
-    probe = probe_requests(engine.pipeline.processor)
+    probe = probe_requests(internals.processor(engine))
     # no output can reach a cosine above 1: the gate must refuse the (correct) compiled forward
     report = BackgroundCompile(runner, probe, engine.model_identity, min_cosine=1.5).start().wait(WAIT_S)
     assert report.state == "eager" and "differ from eager" in report.reason
@@ -118,15 +119,15 @@ def test_failing_compile_keeps_eager_and_says_why(
     report = engine.wait_for_compile(WAIT_S)
     assert report is not None and report.state == "eager", report
     assert report.reason.startswith("compile failed")
-    assert not engine.pipeline.executor.runner.compiled
+    assert not internals.runner(engine).compiled
     np.testing.assert_array_equal(engine.embed_array(TEXTS), Engine(path).embed_array(TEXTS))
 
 
 def test_swap_waits_for_the_batch_in_flight(compiled: tuple[Engine, np.ndarray, Path]) -> None:
     engine, _, _ = compiled
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     runner.install_compiled(None)
-    probe = probe_requests(engine.pipeline.processor)
+    probe = probe_requests(internals.processor(engine))
     swapped = threading.Event()
     with runner._batch_lock:  # what a batch holds from its first layer to its last
         job = BackgroundCompile(runner, probe, engine.model_identity)
@@ -151,5 +152,5 @@ def test_a_converted_classifier_stays_eager_and_says_why(tiny_model: Callable[..
     report = engine.wait_for_compile(WAIT_S)
     assert report is not None and report.state == "eager"
     assert "token_classify" in report.reason
-    assert not engine.pipeline.executor.runner.compiled
+    assert not internals.runner(engine).compiled
     assert len(engine.token_classify(["a b c"])[0].outputs.data) == len(engine.tokenize("a b c"))

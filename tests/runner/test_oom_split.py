@@ -13,6 +13,7 @@ from torch import nn
 
 from poolrag import Engine
 from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.testing import engine_internals as internals
 
 PARAMS = ResolvedParams(task="embed")
 TEXTS = [f"text number {i} " + "word " * (i % 17) for i in range(24)]
@@ -41,7 +42,7 @@ class MemoryBudget(nn.Module):
 
 
 def _requests(engine: Engine) -> list[PoolingRequest]:
-    return engine.pipeline.processor.texts(TEXTS, PARAMS, None, None)
+    return internals.processor(engine).texts(TEXTS, PARAMS, None, None)
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def engine(tiny_model: Callable[..., Path]) -> Engine:
 
 
 def test_runner_splits_a_batch_that_runs_out_of_memory(engine: Engine) -> None:
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     batch = _requests(engine)
     reference = runner.forward(batch).tokens
     budget = MemoryBudget(runner.model, max_tokens=60)
@@ -67,7 +68,7 @@ def test_runner_splits_a_batch_that_runs_out_of_memory(engine: Engine) -> None:
 
 def test_engine_callers_get_results_despite_a_small_memory_budget(engine: Engine) -> None:
     reference = engine.embed_array(TEXTS)
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     runner.model = MemoryBudget(runner.model, max_tokens=40)
     again = engine.embed_array(TEXTS)
     np.testing.assert_allclose(again, reference, rtol=0, atol=1e-5)
@@ -78,7 +79,7 @@ def test_engine_callers_get_results_despite_a_small_memory_budget(engine: Engine
 
 
 def test_cpu_allocation_failures_split_too(engine: Engine) -> None:
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     batch = _requests(engine)[:8]
     reference = runner.forward(batch).tokens
     runner.model = MemoryBudget(runner.model, max_tokens=30, error=MemoryError)
@@ -88,7 +89,7 @@ def test_cpu_allocation_failures_split_too(engine: Engine) -> None:
 
 
 def test_a_single_sequence_that_does_not_fit_fails_clearly(engine: Engine) -> None:
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     runner.model = MemoryBudget(runner.model, max_tokens=2)
     with pytest.raises(torch.OutOfMemoryError):
         engine.embed_array(["one sequence too long for the memory budget"])
@@ -97,7 +98,7 @@ def test_a_single_sequence_that_does_not_fit_fails_clearly(engine: Engine) -> No
 
 
 def test_other_errors_are_not_mistaken_for_out_of_memory(engine: Engine) -> None:
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     runner.model = MemoryBudget(runner.model, max_tokens=0, error=ValueError)
     with pytest.raises(ValueError):
         runner.forward(_requests(engine)[:4])

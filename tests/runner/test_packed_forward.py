@@ -16,12 +16,13 @@ from tiny_models import ENCODER_ARCHS
 from poolrag import Engine
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.model_runner import ModelRunner
+from poolrag.testing import engine_internals as internals
 
 PARAMS = ResolvedParams(task="embed")
 
 
 def _requests(engine: Engine, texts: list[str]) -> list[PoolingRequest]:
-    return engine.pipeline.processor.texts(texts, PARAMS, None, None)
+    return internals.processor(engine).texts(texts, PARAMS, None, None)
 
 
 TEXTS = [
@@ -50,7 +51,7 @@ IMPLS = ("transformers", "native")
 @pytest.mark.parametrize("impl", IMPLS)
 def test_packed_equals_padded_on_minilm(minilm_path: Path, impl: str) -> None:
     engine = Engine(minilm_path, model_impl=impl)
-    padded, packed = _padded_and_packed(engine.pipeline.executor.runner, _requests(engine, TEXTS))
+    padded, packed = _padded_and_packed(internals.runner(engine), _requests(engine, TEXTS))
     torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
 
 
@@ -60,8 +61,8 @@ def test_packed_equals_padded_on_tiny_models(
     tiny_model: Callable[..., Path], arch: str, head: str | None, impl: str
 ) -> None:
     engine = Engine(tiny_model(arch, head), model_impl=impl)
-    engine.pipeline.executor.runner.first_row_tasks = frozenset()  # compare every row, not CLS only
-    padded, packed = _padded_and_packed(engine.pipeline.executor.runner, _requests(engine, TEXTS))
+    internals.runner(engine).first_row_tasks = frozenset()  # compare every row, not CLS only
+    padded, packed = _padded_and_packed(internals.runner(engine), _requests(engine, TEXTS))
     torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
 
 
@@ -69,7 +70,7 @@ def test_packed_equals_padded_on_tiny_models(
 def test_packing_is_exact_or_refused_for_every_encoder(tiny_model: Callable[..., Path], arch: str) -> None:
     """The load-time probe only lets a model run packed when it matches padded."""
     engine = Engine(tiny_model(arch), model_impl="transformers")
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     batch = _requests(engine, TEXTS)
     padded = runner.forward(batch).tokens
     if runner.enable_packing():
@@ -83,7 +84,7 @@ def test_packing_is_exact_or_refused_for_every_encoder(tiny_model: Callable[...,
 def test_engine_results_match_with_packing_on(minilm_path: Path) -> None:
     padded_engine = Engine(minilm_path, model_impl="transformers")
     packed_engine = Engine(minilm_path, model_impl="transformers")
-    assert packed_engine.pipeline.executor.runner.enable_packing()
+    assert internals.runner(packed_engine).enable_packing()
     texts = TEXTS * 3
     torch.testing.assert_close(
         torch.from_numpy(packed_engine.embed_array(texts)),
@@ -95,7 +96,7 @@ def test_engine_results_match_with_packing_on(minilm_path: Path) -> None:
 
 def test_transformers_sequence_classifiers_keep_the_padded_layout(tiny_model: Callable[..., Path]) -> None:
     """Their heads read position 0 of each padded row, which a packed row does not have."""
-    runner = Engine(tiny_model("bert", "sequence"), model_impl="transformers").pipeline.executor.runner
+    runner = internals.runner(Engine(tiny_model("bert", "sequence"), model_impl="transformers"))
     assert not runner.enable_packing()
     assert not runner.packed
 
@@ -104,7 +105,7 @@ def test_native_sequence_classifiers_run_packed(tiny_model: Callable[..., Path])
     """The native head reads each sequence's first packed row, so cross-encoders pack too."""
     engine = Engine(tiny_model("bert", "sequence"), model_impl="native")
     reference = Engine(tiny_model("bert", "sequence"), model_impl="transformers")
-    assert engine.pipeline.executor.runner.packed
+    assert internals.runner(engine).packed
     pairs = [(TEXTS[0], t) for t in TEXTS]
     got = [o.outputs.probs for o in engine.classify([f"{a} {b}" for a, b in pairs])]
     want = [o.outputs.probs for o in reference.classify([f"{a} {b}" for a, b in pairs])]
@@ -114,7 +115,7 @@ def test_native_sequence_classifiers_run_packed(tiny_model: Callable[..., Path])
 def test_requests_with_their_own_attention_pattern_run_padded(minilm_path: Path) -> None:
     """ColBERT query expansion tokens produce rows without being attended to: varlen cannot say that."""
     engine = Engine(minilm_path, model_impl="transformers")
-    runner = engine.pipeline.executor.runner
+    runner = internals.runner(engine)
     masked = PoolingRequest((101, 2023, 2003, 103, 103, 102), PARAMS, attention=(1, 1, 1, 0, 0, 1))
     plain = _requests(engine, ["plain text"])[0]
     reference = runner.forward([masked, plain]).tokens
@@ -128,8 +129,8 @@ def test_requests_with_their_own_attention_pattern_run_padded(minilm_path: Path)
 
 def test_the_batcher_is_told_how_padding_costs(tiny_model: Callable[..., Path]) -> None:
     """Padded layout: every padded token costs; native on CPU: only attention pays for padding."""
-    native = Engine(tiny_model("bert"), model_impl="native").pipeline.executor.runner
+    native = internals.runner(Engine(tiny_model("bert"), model_impl="native"))
     assert native.packed and not native.padding_free and native.attention_hidden_size == 32
-    padded = Engine(tiny_model("bert"), model_impl="transformers").pipeline.executor.runner
+    padded = internals.runner(Engine(tiny_model("bert"), model_impl="transformers"))
     assert not padded.packed and not padded.padding_free and padded.attention_hidden_size is None
     assert padded.enable_packing() and padded.padding_free  # varlen attention: no padding anywhere

@@ -17,6 +17,7 @@ from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest_ray import add_ray_arguments
 
 if TYPE_CHECKING:
+    from poolrag.backend import InProcessEngine
     from poolrag.cache import EmbeddingCache
     from poolrag.engine import Engine
     from poolrag.ingest.encoders import ChunkEncoder
@@ -329,7 +330,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped)
 
 
-def _encoder(engine: Engine, cache: EmbeddingCache | None, dimensions: int | None) -> ChunkEncoder:
+def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: int | None) -> ChunkEncoder:
     """Token vectors for a ColBERT model, else single vectors through the cache.
 
     Whether ``--dimensions`` is allowed is :meth:`PoolingParams.verify`'s decision (the encoders
@@ -353,7 +354,7 @@ def _encoder(engine: Engine, cache: EmbeddingCache | None, dimensions: int | Non
 
 
 def _sparse_encoder(
-    engine: Engine, cache: EmbeddingCache | None, analyzer: WordAnalyzer | None = None
+    engine: InProcessEngine, cache: EmbeddingCache | None, analyzer: WordAnalyzer | None = None
 ) -> SparseChunkEncoder:
     """Lexical BM25 over words (or the model's own word pieces): hybrid search with no second model."""
     from poolrag.errors import InvalidInputError

@@ -1,4 +1,4 @@
-"""A thin HTTP client for ``poolrag serve``: the :class:`~poolrag.backend.PoolingBackend` of a remote model.
+"""A thin HTTP client for ``poolrag serve``: the :class:`~poolrag.backend.PoolingEngine` of a remote model.
 
 Caches, ingestion, retrieval and the framework adapters take a PoolingBackend; this client is the
 remote one, with the same methods, result types (``embed_array`` returns the same ``[N, D]`` float32
@@ -16,11 +16,12 @@ budget like the engine does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
@@ -31,12 +32,24 @@ from poolrag.client.loop_clients import LoopClients
 from poolrag.client.wire import RerankedDocument
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.model_facts import ModelFacts
+from poolrag.outputs import (
+    ClassificationOutput,
+    EmbeddingOutput,
+    PoolingOutput,
+    PoolingRequestOutput,
+    ScoringOutput,
+)
 from poolrag.params import PoolingParams
 from poolrag.sparse.vector import SparseVector
+from poolrag.text_validity import check_text
 
 logger = logging.getLogger(__name__)
 
 _CLIENT_ERRORS = (400, 413, 422)
+Item = TypeVar("Item")
+Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
+#: One HTTP request's body and how many results it asks for.
+Requests = list[tuple[dict[str, Any], int]]
 
 
 def _sparse_vector(entries: np.ndarray) -> SparseVector:
@@ -44,8 +57,9 @@ def _sparse_vector(entries: np.ndarray) -> SparseVector:
 
 
 class PoolragClient:
-    """A :class:`~poolrag.backend.PoolingBackend` over ``/v1/embeddings``, ``/score``, ``/pooling``
-    (and ``/rerank``), sync and async.
+    """A :class:`~poolrag.backend.PoolingEngine` over ``/v1/embeddings``, ``/classify``, ``/score``,
+    ``/pooling`` and ``/tokenize`` (and ``/rerank``), sync and async: the engine's task methods
+    with its result types (``prompt_token_ids`` are known only for token prompts).
 
     Args:
         base_url: the server's root, e.g. ``http://127.0.0.1:8000`` (a trailing ``/v1`` is accepted).
@@ -215,25 +229,106 @@ class PoolragClient:
 
         return await asyncio.gather(*(run(call) for call in calls))
 
+    def _checked(
+        self,
+        path: str,
+        task: str,
+        params: PoolingParams | None,
+        requests: Callable[[], Requests],
+        decode: Callable[[dict[str, Any], int], list[Item]],
+    ) -> list[Item]:
+        """``params`` checked for ``task`` by the engine's rule, then ``requests()`` sent and decoded."""
+        facts = self.facts
+        (params or PoolingParams()).verify(task, facts)
+        return self._post_each(path, requests(), facts, decode)
+
+    async def _achecked(
+        self,
+        path: str,
+        task: str,
+        params: PoolingParams | None,
+        requests: Callable[[], Requests],
+        decode: Callable[[dict[str, Any], int], list[Item]],
+    ) -> list[Item]:
+        facts = await self._afacts()
+        (params or PoolingParams()).verify(task, facts)
+        return await self._apost_each(path, requests(), facts, decode)
+
+    def _post_each(
+        self,
+        path: str,
+        requests: Requests,
+        facts: ModelFacts,
+        decode: Callable[[dict[str, Any], int], list[Item]],
+    ) -> list[Item]:
+        """Each request in turn; the decoded results in input order."""
+        out: list[Item] = []
+        for body, n in requests:
+            out += decode(self._post(path, body, facts), n)
+        return out
+
+    async def _apost_each(
+        self,
+        path: str,
+        requests: Requests,
+        facts: ModelFacts,
+        decode: Callable[[dict[str, Any], int], list[Item]],
+    ) -> list[Item]:
+        """The requests ``max_concurrency`` at a time; the decoded results in input order."""
+
+        def call(body: dict[str, Any], n: int) -> Callable[[], Awaitable[list[Item]]]:
+            async def send() -> list[Item]:
+                return decode(await self._apost(path, body, facts), n)
+
+            return send
+
+        parts = await self._gather([call(body, n) for body, n in requests])
+        return [item for part in parts for item in part]
+
     # -- request bodies ---------------------------------------------------------------------------
-    def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> list[tuple[dict[str, Any], int]]:
+    def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
         items = [wire.wire_input(p) for p in wire.as_prompt_list(prompts)]
+        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
+
+    def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
         extra = {
             "encoding_format": "base64",
             **wire.param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
         }
-        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
+        return self._input_requests(prompts, extra)
 
-    def _pooling_requests(
-        self, prompts: Any, task: str, params: PoolingParams | None
-    ) -> list[tuple[dict[str, Any], int]]:
-        items = [wire.wire_input(p) for p in wire.as_prompt_list(prompts)]
+    def _pooling_requests(self, prompts: Any, task: str, params: PoolingParams | None) -> Requests:
         extra = {"task": task, **wire.param_fields(params, wire.POOLING_FIELDS, "/pooling")}
-        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
+        return self._input_requests(prompts, extra)
 
-    def _score_requests(
-        self, text_1: str, text_2: Sequence[str], params: PoolingParams | None
-    ) -> list[tuple[dict[str, Any], int]]:
+    def _classify_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
+        return self._input_requests(prompts, wire.param_fields(params, wire.CLASSIFY_FIELDS, "/classify"))
+
+    def _pair_requests(
+        self, text_1: str | Sequence[str], text_2: str | Sequence[str], params: PoolingParams | None
+    ) -> Requests:
+        """``/score`` bodies for 1:1, 1:N or N:N pairs, checked as the engine checks them."""
+        firsts = [check_text(t, "text_1") for t in wire.as_prompt_list(text_1, "text_1")]
+        seconds = [check_text(t, "text_2") for t in wire.as_prompt_list(text_2, "text_2")]
+        if not firsts or not seconds:
+            if not firsts and not seconds:
+                return []
+            raise InvalidInputError("text_1 and text_2 must both be non-empty")
+        if len(firsts) not in (1, len(seconds)):
+            raise InvalidInputError(
+                f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: "
+                "use one query or equal-length lists"
+            )
+        extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
+        return [
+            (
+                {"text_1": firsts[0] if len(firsts) == 1 else firsts[s], "text_2": seconds[s], **extra},
+                len(seconds[s]),
+            )
+            for s in self._chunks(len(seconds))
+        ]
+
+    def _score_requests(self, text_1: str, text_2: Sequence[str], params: PoolingParams | None) -> Requests:
         if not isinstance(text_1, str):
             raise InputTypeError(
                 f"text_1 must be one string, the query, not {type(text_1).__name__}; score_array scores "
@@ -274,24 +369,16 @@ class PoolragClient:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
         facts = self.facts
         (pooling_params or PoolingParams()).verify("embed", facts)
-        vectors: list[np.ndarray] = []
-        for body, n in self._embed_requests(prompts, pooling_params):
-            vectors += wire.decode_embeddings(self._post("/v1/embeddings", body, facts), n)
+        requests = self._embed_requests(prompts, pooling_params)
+        vectors = self._post_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
         return _stack(vectors, pooling_params, facts)
 
     async def aembed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
         facts = await self._afacts()
         (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
-
-        def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
-            async def send() -> list[np.ndarray]:
-                return wire.decode_embeddings(await self._apost("/v1/embeddings", body, facts), n)
-
-            return send
-
-        parts = await self._gather([call(body, n) for body, n in requests])
-        return _stack([v for part in parts for v in part], pooling_params, facts)
+        vectors = await self._apost_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
+        return _stack(vectors, pooling_params, facts)
 
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(
@@ -299,28 +386,16 @@ class PoolragClient:
     ) -> np.ndarray:
         """One float64 score of each ``text_2`` item against the query ``text_1``, like
         ``Engine.score_array``."""
-        facts = self.facts
-        (pooling_params or PoolingParams()).verify("score", facts)
-        scores: list[float] = []
-        for body, n in self._score_requests(text_1, text_2, pooling_params):
-            scores += wire.decode_scores(self._post("/score", body, facts), n)
+        requests = functools.partial(self._score_requests, text_1, text_2, pooling_params)
+        scores = self._checked("/score", "score", pooling_params, requests, wire.decode_scores)
         return np.asarray(scores, dtype=np.float64)
 
     async def ascore_array(
         self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
-        facts = await self._afacts()
-        (pooling_params or PoolingParams()).verify("score", facts)
-        requests = self._score_requests(text_1, text_2, pooling_params)
-
-        def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
-            async def send() -> list[float]:
-                return wire.decode_scores(await self._apost("/score", body, facts), n)
-
-            return send
-
-        parts = await self._gather([call(body, n) for body, n in requests])
-        return np.asarray([s for part in parts for s in part], dtype=np.float64)
+        requests = functools.partial(self._score_requests, text_1, text_2, pooling_params)
+        scores = await self._achecked("/score", "score", pooling_params, requests, wire.decode_scores)
+        return np.asarray(scores, dtype=np.float64)
 
     def rerank(
         self,
@@ -364,31 +439,17 @@ class PoolragClient:
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
         """Each input's pooled data (e.g. a ``[T, D]`` matrix for ``token_embed``), like ``Engine.encode``."""
-        facts = self.facts
-        (pooling_params or PoolingParams()).verify(pooling_task, facts)
-        out: list[np.ndarray] = []
-        sparse = pooling_task == "sparse_embed"
-        for body, n in self._pooling_requests(prompts, pooling_task, pooling_params):
-            out += wire.decode_pooling(self._post("/pooling", body, facts), n, sparse)
-        return out
+        requests = functools.partial(self._pooling_requests, prompts, pooling_task, pooling_params)
+        return self._checked(
+            "/pooling", pooling_task, pooling_params, requests, _pooling_decoder(pooling_task)
+        )
 
     async def aencode_arrays(
         self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
     ) -> list[np.ndarray]:
-        facts = await self._afacts()
-        (pooling_params or PoolingParams()).verify(pooling_task, facts)
-        requests = self._pooling_requests(prompts, pooling_task, pooling_params)
-
-        sparse = pooling_task == "sparse_embed"
-
-        def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
-            async def send() -> list[np.ndarray]:
-                return wire.decode_pooling(await self._apost("/pooling", body, facts), n, sparse)
-
-            return send
-
-        parts = await self._gather([call(body, n) for body, n in requests])
-        return [a for part in parts for a in part]
+        requests = functools.partial(self._pooling_requests, prompts, pooling_task, pooling_params)
+        decode = _pooling_decoder(pooling_task)
+        return await self._achecked("/pooling", pooling_task, pooling_params, requests, decode)
 
     def sparse_embed(self, prompts: Any, pooling_params: PoolingParams | None = None) -> list[SparseVector]:
         """Token id → weight vectors, like ``Engine.sparse_embed`` (SPLADE / BGE-M3 servers)."""
@@ -398,6 +459,81 @@ class PoolragClient:
         self, prompts: Any, pooling_params: PoolingParams | None = None
     ) -> list[SparseVector]:
         return [_sparse_vector(a) for a in await self.aencode_arrays(prompts, "sparse_embed", pooling_params)]
+
+    # -- the engine's task methods, with its result types -------------------------------------------------
+    def embed(
+        self, prompts: Any, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        """Like ``Engine.embed``: one :class:`EmbeddingOutput` per prompt."""
+        return _outputs(prompts, list(self.embed_array(prompts, pooling_params)), EmbeddingOutput)
+
+    async def aembed(
+        self, prompts: Any, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        return _outputs(prompts, list(await self.aembed_array(prompts, pooling_params)), EmbeddingOutput)
+
+    def classify(
+        self, prompts: Any, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        """Like ``Engine.classify``: each prompt's class probabilities, from ``/classify``."""
+        requests = functools.partial(self._classify_requests, prompts, pooling_params)
+        probs = self._checked("/classify", "classify", pooling_params, requests, wire.decode_probs)
+        return _outputs(prompts, probs, ClassificationOutput)
+
+    async def aclassify(
+        self, prompts: Any, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        requests = functools.partial(self._classify_requests, prompts, pooling_params)
+        probs = await self._achecked("/classify", "classify", pooling_params, requests, wire.decode_probs)
+        return _outputs(prompts, probs, ClassificationOutput)
+
+    def score(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        """Like ``Engine.score``: 1:1, 1:N (one query) or N:N (zipped pairs)."""
+        requests = functools.partial(self._pair_requests, text_1, text_2, pooling_params)
+        return _scores(self._checked("/score", "score", pooling_params, requests, wire.decode_scores))
+
+    async def ascore(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        requests = functools.partial(self._pair_requests, text_1, text_2, pooling_params)
+        return _scores(await self._achecked("/score", "score", pooling_params, requests, wire.decode_scores))
+
+    def encode(
+        self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """Like ``Engine.encode``: any task's raw pooled data, from ``/pooling``."""
+        return _outputs(prompts, self.encode_arrays(prompts, pooling_task, pooling_params), PoolingOutput)
+
+    async def aencode(
+        self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        arrays = await self.aencode_arrays(prompts, pooling_task, pooling_params)
+        return _outputs(prompts, arrays, PoolingOutput)
+
+    def reward(
+        self, prompts: Any, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """Like ``Engine.reward``: a sequence score, or per-step scores of a process reward model."""
+        return self.encode(prompts, "reward", pooling_params)
+
+    async def areward(
+        self, prompts: Any, pooling_params: PoolingParams | None = None
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        return await self.aencode(prompts, "reward", pooling_params)
+
+    def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """The token ids the served model reads for ``text``, from ``/tokenize``."""
+        fields = {"prompt": check_text(text), "add_special_tokens": add_special_tokens}
+        facts = self.facts
+        return [int(t) for t in self._post("/tokenize", fields, facts)["tokens"]]
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -423,6 +559,31 @@ class PoolragClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _pooling_decoder(task: str) -> Callable[[dict[str, Any], int], list[np.ndarray]]:
+    sparse = task == "sparse_embed"
+    return lambda body, n: wire.decode_pooling(body, n, sparse)
+
+
+def _outputs(
+    prompts: Any, results: Sequence[np.ndarray], wrap: Callable[[np.ndarray], Out]
+) -> list[PoolingRequestOutput[Out]]:
+    """Results shaped as the engine's: its request ids, the prompt text, the ids of a token prompt."""
+    items = wire.as_prompt_list(prompts)
+    return [
+        PoolingRequestOutput(
+            str(i),
+            wrap(result),
+            [] if isinstance(item, str) else [int(t) for t in item["prompt_token_ids"]],
+            item if isinstance(item, str) else None,
+        )
+        for i, (item, result) in enumerate(zip(items, results, strict=True))
+    ]
+
+
+def _scores(scores: Sequence[float]) -> list[PoolingRequestOutput[ScoringOutput]]:
+    return [PoolingRequestOutput(str(i), ScoringOutput(score)) for i, score in enumerate(scores)]
 
 
 def _stack(vectors: list[np.ndarray], params: PoolingParams | None, facts: ModelFacts) -> np.ndarray:

@@ -30,6 +30,7 @@ POOLING_FIELDS = (
     "max_active_dims",
 )
 SCORE_FIELDS = ("truncate_prompt_tokens", "use_activation")
+CLASSIFY_FIELDS = ("truncate_prompt_tokens", "use_activation")
 
 #: Response headers naming the served model on every answer (``poolrag.server.model_identity``):
 #: ``ModelFacts.model_identity`` and ``ModelFacts.output_fingerprint``, percent-encoded (header
@@ -119,6 +120,13 @@ def decode_embeddings(body: dict[str, Any], expected: int) -> list[np.ndarray]:
 
 def decode_scores(body: dict[str, Any], expected: int) -> list[float]:
     return [float(item["score"]) for item in _by_index(body["data"], expected, "score")]
+
+
+def decode_probs(body: dict[str, Any], expected: int) -> list[np.ndarray]:
+    """Each input's class probabilities from ``/classify`` (float32 survives JSON exactly)."""
+    return [
+        np.asarray(item["probs"], dtype=np.float32) for item in _by_index(body["data"], expected, "classify")
+    ]
 
 
 def decode_pooling(body: dict[str, Any], expected: int, sparse: bool = False) -> list[np.ndarray]:

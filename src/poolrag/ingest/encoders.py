@@ -7,13 +7,12 @@ from typing import Protocol
 
 import numpy as np
 
-from poolrag.backend import PoolingBackend
+from poolrag.backend import InProcessEngine, PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
-from poolrag.engine import Engine
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
-from poolrag.tokenization.input_processor import InputProcessor, TokensPrompt
+from poolrag.tokenization.input_processor import TokensPrompt
 
 
 class ChunkEncoder(Protocol):
@@ -35,9 +34,9 @@ class ChunkEncoder(Protocol):
 class DenseEncoder:
     """Single vectors through the embedding cache, cut to the collection's Matryoshka size.
 
-    Over an in-process :class:`~poolrag.engine.Engine`, chunks whose token ids are known are sent
-    as token prompts framed with the model's special tokens (the same model input as the text, so
-    the same vector), skipping a second tokenisation of every chunk.
+    Over an in-process engine (:class:`~poolrag.backend.InProcessEngine`), chunks whose token ids
+    are known are sent as token prompts framed with the model's special tokens (the same model
+    input as the text, so the same vector), skipping a second tokenisation of every chunk.
     """
 
     layout = "dense"
@@ -52,9 +51,7 @@ class DenseEncoder:
         self.model_identity = facts.model_identity
         self.model_name = facts.model_name
         backend = embedder.backend
-        self._processor: InputProcessor | None = (
-            backend.pipeline.processor if isinstance(backend, Engine) else None
-        )
+        self._engine = backend if isinstance(backend, InProcessEngine) else None
 
     @property
     def computed(self) -> int:
@@ -62,12 +59,12 @@ class DenseEncoder:
 
     def token_prompts(self, token_ids: Sequence[Sequence[int] | None]) -> list[TokensPrompt | None] | None:
         """Token prompts for the chunks whose ids are known, ``None`` where the text must go."""
-        processor = self._processor
-        if processor is None or all(ids is None for ids in token_ids):
+        engine = self._engine
+        if engine is None or all(ids is None for ids in token_ids):
             return None
         prompts: list[TokensPrompt | None] = []
         for ids in token_ids:
-            framed = processor.frame_ids(ids, "document") if ids is not None else None
+            framed = engine.frame_token_ids(ids, "document") if ids is not None else None
             if ids is not None and framed is None:
                 return None  # this model's document inputs cannot be built from bare ids
             prompts.append({"prompt_token_ids": framed} if framed is not None else None)

@@ -164,7 +164,7 @@ class ChunkEmbedder:
         self.lookup = _CacheLookup(cache_path)
         self.record_computed = cache_path is not None  # else only the keys go back (for the count)
         embedder.cache = cast(EmbeddingCache, self.lookup)
-        self.token_budget = int(self.engine.pipeline.executor.batcher.max_batch_tokens)
+        self.token_budget = self.engine.max_batch_tokens
         self.special_tokens = int(self.engine.tokenizer.num_special_tokens_to_add(pair=False))
         self.full_dimension = int(self.engine.facts.embedding_dim or 0)
 

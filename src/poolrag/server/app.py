@@ -36,14 +36,14 @@ from poolrag.server.settings import Limits, ServerSettings
 from poolrag.server.state import ServerState, now
 
 if TYPE_CHECKING:
-    from poolrag.engine import Engine
+    from poolrag.backend import InProcessEngine
 
 logger = logging.getLogger(__name__)
 
 _ROUTERS = (embeddings, score, rerank, classify, pooling, embed_sparse, tokenize, models, health, metrics)
 
 
-def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
+def create_app(engine: InProcessEngine, settings: ServerSettings) -> FastAPI:
     """Build the ASGI app serving ``engine``: the server runs the model in its own process.
 
     Middleware order, outermost first: metrics (sees every answer), ``Host`` check, API key
@@ -54,7 +54,7 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
     """
     server_metrics = ServerMetrics(settings.max_queue, engine)
     calls = EngineCalls(engine, settings.engine_threads)
-    limits = Limits.resolve(settings, engine.max_model_len)
+    limits = Limits.resolve(settings, engine.facts.max_model_len)
     admission = Admission(
         settings.max_queue,
         limits.max_inflight_bytes,
@@ -67,9 +67,9 @@ def create_app(engine: Engine, settings: ServerSettings) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         logger.info(
             "serving %s as %s (tasks: %s)",
-            engine.model_name,
+            engine.facts.model_name,
             ", ".join(settings.served_model_names),
-            ", ".join(engine.supported_tasks),
+            ", ".join(engine.facts.supported_tasks),
         )
         try:
             yield

@@ -15,14 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
-    from poolrag.engine import Engine
+    from poolrag.backend import InProcessEngine
+    from poolrag.outputs import (
+        ClassificationOutput,
+        EmbeddingOutput,
+        PoolingOutput,
+        PoolingRequestOutput,
+        ScoringOutput,
+    )
+    from poolrag.params import PoolingParams
+    from poolrag.tokenization.input_processor import PromptInput
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: Above this many characters of text, a request is tokenised on the thread pool, not the loop.
 INLINE_TEXT_CHARS = 100_000
@@ -47,17 +57,47 @@ def text_chars(args: tuple[Any, ...]) -> int:
 
 
 class EngineCalls:
-    def __init__(self, engine: Engine, threads: int) -> None:
+    """The engine's tasks as the routes call them: each picks the engine's async method or its
+    sync twin on the thread pool (see the module's docstring), through bound methods."""
+
+    def __init__(self, engine: InProcessEngine, threads: int) -> None:
         self.engine = engine
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="poolrag-engine")
 
-    async def run(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``engine.<method>(*args, **kwargs)`` (``embed``, ``classify``, ``score``, ``encode``), awaited."""
-        if most_items(args) > ENGINE_INLINE_ITEMS or text_chars(args) <= INLINE_TEXT_CHARS:
-            return await getattr(self.engine, f"a{method}")(*args, **kwargs)
-        return await self.offload(getattr(self.engine, method), *args, **kwargs)
+    async def embed(
+        self, prompts: list[PromptInput], params: PoolingParams
+    ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        return await self._run(self.engine.embed, self.engine.aembed, prompts, params)
 
-    async def offload(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def classify(
+        self, prompts: list[PromptInput], params: PoolingParams
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        return await self._run(self.engine.classify, self.engine.aclassify, prompts, params)
+
+    async def score(
+        self, text_1: str | list[str], text_2: list[str], params: PoolingParams
+    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        return await self._run(self.engine.score, self.engine.ascore, text_1, text_2, params)
+
+    async def encode(
+        self, prompts: list[PromptInput], task: str, params: PoolingParams
+    ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        return await self._run(self.engine.encode, self.engine.aencode, prompts, task, params)
+
+    async def _run(
+        self,
+        blocking: Callable[P, T],
+        awaitable: Callable[P, Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``awaitable(*args)`` on the engine's async core, or ``blocking(*args)`` on the pool for
+        few inputs carrying a lot of text."""
+        if most_items(args) > ENGINE_INLINE_ITEMS or text_chars(args) <= INLINE_TEXT_CHARS:
+            return await awaitable(*args, **kwargs)
+        return await self.offload(blocking, *args, **kwargs)
+
+    async def offload(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Any blocking call (e.g. tokenising a long text), on the engine's thread pool."""
         call = functools.partial(fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)

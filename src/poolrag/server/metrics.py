@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from poolrag.engine import Engine
+    from poolrag.backend import InProcessEngine
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -25,7 +25,7 @@ class EngineCoreCollector(Collector):
     """The engine core's own counters, read at scrape time: forward passes, the sequences and
     tokens in them (sequences / batches is the mean batch size the core formed across requests)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: InProcessEngine) -> None:
         self.engine = engine
 
     def collect(self) -> Iterator[CounterMetricFamily]:
@@ -49,7 +49,7 @@ class EngineCoreCollector(Collector):
 class ServerMetrics:
     """Requests, tokens, queue depth, request and engine batch sizes, latencies."""
 
-    def __init__(self, max_queue: int, engine: Engine | None = None) -> None:
+    def __init__(self, max_queue: int, engine: InProcessEngine | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         if engine is not None:
             self.registry.register(EngineCoreCollector(engine))

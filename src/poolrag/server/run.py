@@ -17,7 +17,7 @@ from poolrag.server.protocol import with_header_timeout
 from poolrag.server.settings import ServerSettings
 
 if TYPE_CHECKING:
-    from poolrag.engine import Engine
+    from poolrag.backend import InProcessEngine
 
 #: Most bytes of an incomplete HTTP event (request line + headers) h11 buffers.
 MAX_HEADER_BYTES = 64 * 1024
@@ -50,7 +50,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def serve(
-    app_or_engine: FastAPI | Engine,
+    app_or_engine: FastAPI | InProcessEngine,
     settings: ServerSettings,
     host: str,
     port: int,

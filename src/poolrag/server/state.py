@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from fastapi import Request
 
@@ -18,14 +18,15 @@ from poolrag.server.metrics import ServerMetrics
 from poolrag.server.settings import Limits, ServerSettings
 
 if TYPE_CHECKING:
-    from poolrag.engine import Engine
+    from poolrag.backend import InProcessEngine
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(slots=True)
 class ServerState:
-    engine: Engine
+    engine: InProcessEngine
     settings: ServerSettings
     limits: Limits
     calls: EngineCalls
@@ -41,12 +42,19 @@ class ServerState:
     def check_model(self, model: str | None) -> None:
         check_model(self.settings, model)
 
-    async def run_engine(self, path: str, method: str, num_inputs: int, *args: Any, **kwargs: Any) -> Any:
-        """Admit the request (or 503), run ``engine.<method>`` off the loop, record batch size,
+    async def run_engine(
+        self,
+        path: str,
+        num_inputs: int,
+        call: Callable[P, Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Admit the request (or 503), run one of :class:`EngineCalls`' tasks, record batch size,
         engine time and, for per-input outputs, the tokens the model read."""
         async with self.admission.slot():
             started = time.perf_counter()
-            result = await self.calls.run(method, *args, **kwargs)
+            result = await call(*args, **kwargs)
             self.metrics.engine_latency.labels(path).observe(time.perf_counter() - started)
         self.metrics.batch_size.labels(path).observe(num_inputs)
         if isinstance(result, list):
@@ -54,11 +62,11 @@ class ServerState:
             self.metrics.prompt_tokens.labels(path).inc(tokens)
         return result
 
-    async def run_blocking(self, path: str, fn: Callable[..., T], *args: Any) -> T:
+    async def run_blocking(self, path: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Admit the request (or 503) and run a blocking helper off the loop."""
         async with self.admission.slot():
             started = time.perf_counter()
-            result = await self.calls.offload(fn, *args)
+            result = await self.calls.offload(fn, *args, **kwargs)
             self.metrics.engine_latency.labels(path).observe(time.perf_counter() - started)
         return result
 

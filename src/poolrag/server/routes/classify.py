@@ -23,7 +23,7 @@ async def classify(body: ClassificationRequest, request: Request) -> Classificat
     params = PoolingParams(
         truncate_prompt_tokens=body.truncate_prompt_tokens, use_activation=body.use_activation
     )
-    outputs = await state.run_engine(PATH, "classify", len(prompts), prompts, params)
+    outputs = await state.run_engine(PATH, len(prompts), state.calls.classify, prompts, params)
     id2label = state.engine.id2label
     data = []
     for i, out in enumerate(outputs):

@@ -28,5 +28,5 @@ async def embed_sparse(body: EmbedSparseRequest, request: Request) -> EmbedSpars
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
     params = PoolingParams(truncate_prompt_tokens=-1 if body.truncate else None)
     params.verify("sparse_embed", state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(PATH, "encode", len(prompts), prompts, "sparse_embed", params)
+    outputs = await state.run_engine(PATH, len(prompts), state.calls.encode, prompts, "sparse_embed", params)
     return EmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])

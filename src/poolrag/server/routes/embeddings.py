@@ -76,7 +76,7 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
         input_type=body.input_type,
     )
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(PATH, "embed", len(prompts), prompts, params)
+    outputs = await state.run_engine(PATH, len(prompts), state.calls.embed, prompts, params)
     tokens = sum(out.num_tokens for out in outputs)
     wire = (body.encoding_format, body.embed_dtype, body.endianness)
     data = [

@@ -43,7 +43,7 @@ async def pooling(body: PoolingRequest, request: Request) -> PoolingResponse:
         max_active_dims=body.max_active_dims,
     )
     params.verify(task, state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(PATH, "encode", len(prompts), prompts, task, params)
+    outputs = await state.run_engine(PATH, len(prompts), state.calls.encode, prompts, task, params)
     tokens = sum(out.num_tokens for out in outputs)
     return PoolingResponse(
         id=new_id("pool", body.request_id),

@@ -43,7 +43,9 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
         raise APIError(400, f"documents[{blank}] is empty", param="documents", code="empty_input")
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation)
-    outputs = await state.run_engine(request.url.path, "score", len(texts), body.query, texts, params)
+    outputs = await state.run_engine(
+        request.url.path, len(texts), state.calls.score, body.query, texts, params
+    )
     rerank_scores = [out.outputs.score for out in outputs]
     if mode is SecondStage.REPLACE:
         final = rerank_scores

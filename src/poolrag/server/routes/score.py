@@ -22,7 +22,7 @@ async def _score(body: ScoreRequest, request: Request) -> ScoreResponse:
     check_count(state.settings, len(seconds), "text_2")
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation)
     path = request.url.path
-    outputs = await state.run_engine(path, "score", len(seconds), firsts, seconds, params)
+    outputs = await state.run_engine(path, len(seconds), state.calls.score, firsts, seconds, params)
     tokens = sum(out.num_tokens for out in outputs)
     return ScoreResponse(
         id=new_id("score", body.request_id),

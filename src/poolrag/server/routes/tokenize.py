@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fastapi import APIRouter, Request
 
 from poolrag.server.errors import APIError
@@ -13,17 +11,8 @@ from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
 from poolrag.server.state import server_state
 
-if TYPE_CHECKING:
-    from poolrag.engine import Engine
-
 router = APIRouter(tags=["tokenization"], route_class=OffLoopRoute)
 PATH = "/tokenize"
-
-
-def _tokenize(engine: Engine, prompt: str, add_special_tokens: bool) -> list[int]:
-    if add_special_tokens:
-        return engine.tokenize(prompt)
-    return list(engine.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
 
 @router.post(PATH, response_model=TokenizeResponse, response_model_exclude_none=True, responses=ENGINE_ERRORS)
@@ -33,11 +22,11 @@ async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
     if is_blank(body.prompt):
         raise APIError(400, "prompt is empty", param="prompt", code="empty_input")
     engine = state.engine
-    tokens = await state.run_blocking(PATH, _tokenize, engine, body.prompt, body.add_special_tokens)
+    tokens = await state.run_blocking(PATH, engine.tokenize, body.prompt, body.add_special_tokens)
     state.metrics.prompt_tokens.labels(PATH).inc(len(tokens))
     return TokenizeResponse(
         count=len(tokens),
-        max_model_len=engine.max_model_len,
+        max_model_len=engine.facts.max_model_len,
         tokens=tokens,
         token_strs=engine.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None,
     )
