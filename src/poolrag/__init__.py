@@ -41,6 +41,7 @@ against this list and fails on any arrow up and on any module not placed here::
     server: the OpenAI/vLLM-compatible HTTP server
     scaleout: ingestion and serving replicas on a Ray cluster
     cli: the ``poolrag`` command
+    testing: helpers and pytest fixtures for the tests of poolrag and its partner packages
 """
 
 from __future__ import annotations

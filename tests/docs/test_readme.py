@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from doc_snippets import runnable_blocks, with_local_models
 from nox_sessions import default_sessions, sessions
 
 from poolrag.config.registry_doc import README_END, README_START, REGENERATE_README, with_readme_table
+from poolrag.testing.doc_snippets import runnable_blocks, with_local_models
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

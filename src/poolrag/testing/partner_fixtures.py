@@ -1,6 +1,9 @@
-"""Models, live servers and helpers for the partner packages' tests (``integrations/*/tests``), as
-a pytest plugin: each package's ``tests/conftest.py`` puts this folder on ``sys.path`` and names this module
-in ``pytest_plugins``, so both packages test against the same engines, servers and corpus.
+"""pytest plugin: models, live servers and helpers for the partner packages' tests.
+
+Each package under ``integrations/`` names it in its ``tests/conftest.py``
+(``pytest_plugins = ["poolrag.testing.partner_fixtures"]``), so every package tests against the same
+engines, servers and corpus, with nothing taken from the repository's ``tests/`` folder. It brings
+:mod:`poolrag.testing.model_fixtures` along (the offline settings, MiniLM, the built test assets).
 
 Engines are session-scoped and shared between the in-process adapters and the servers that the
 remote adapters call (``create_app`` on 127.0.0.1, a free port, uvicorn in a thread), so "remote
@@ -13,25 +16,22 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# The repository's own settings (offline hub, scripts/ on sys.path) and model fixtures: its
-# tests/conftest.py, imported as a module because the packages' tests run from their own folders.
-import conftest as repository_conftest
-from doc_snippets import with_local_models
-from live_server import serve
-from rag_corpus import API_KEY
+from poolrag.params import PoolingParams
+from poolrag.testing.doc_snippets import with_local_models
+from poolrag.testing.rag_corpus import API_KEY
 
-from poolrag import Engine, PoolingParams
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
 
-minilm_path = repository_conftest.minilm_path
-assets = repository_conftest.assets
-minilm_engine = repository_conftest.minilm_engine
+# Loaded after this module: nothing above may import torch, transformers or the hub client, whose
+# settings that plugin fixes first (engines and servers are imported inside the fixtures).
+pytest_plugins = ["poolrag.testing.model_fixtures"]
 
 #: What the embedding adapters send by default: the input type, and cut at the model's length.
 DOC = PoolingParams(input_type="document", truncate_prompt_tokens=-1)
@@ -73,18 +73,24 @@ def prompted_minilm_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(scope="session")
 def cross_encoder_engine(assets: Path) -> Engine:
     """ms-marco-MiniLM-L-12-v2, a real cross-encoder (converted from a PyPI wheel)."""
+    from poolrag.engine import Engine
+
     return Engine(assets / "ms-marco-MiniLM-L-12-v2")
 
 
 @pytest.fixture(scope="session")
 def colbert_engine(assets: Path) -> Engine:
     """A real ColBERT model in PyLate layout (96-dim token vectors)."""
+    from poolrag.engine import Engine
+
     return Engine(assets / "colbert-pylate")
 
 
 @pytest.fixture(scope="session")
 def matryoshka_engine(minilm_path: Path) -> Engine:
     """MiniLM declared Matryoshka so that ``dimensions`` can be exercised."""
+    from poolrag.engine import Engine
+
     return Engine(minilm_path, hf_overrides={"matryoshka_dimensions": [128, 256, 384]})
 
 
@@ -106,41 +112,49 @@ def engine_calls(minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list
 @pytest.fixture(scope="session")
 def splade_engine(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Engine:
     """A tiny random SPLADE model (sentence-transformers SparseEncoder layout) on MiniLM's vocabulary."""
-    from tiny_models import build_splade
+    from poolrag.engine import Engine
+    from poolrag.testing.tiny_models import build_splade
 
     return Engine(build_splade(tmp_path_factory.mktemp("splade"), minilm_path))
 
 
 # -- servers (same engines) ------------------------------------------------------------------------------
+def _served(engine: Engine, name: str, **settings: object) -> Iterator[str]:
+    """:func:`poolrag.testing.live_server.serve`, imported when a test first asks for a server."""
+    from poolrag.testing.live_server import serve
+
+    yield from serve(engine, name, **settings)
+
+
 @pytest.fixture(scope="session")
 def splade_url(splade_engine: Engine) -> Iterator[str]:
-    yield from serve(splade_engine, "splade")
+    yield from _served(splade_engine, "splade")
 
 
 @pytest.fixture(scope="session")
 def minilm_url(minilm_engine: Engine) -> Iterator[str]:
-    yield from serve(minilm_engine, "minilm")
+    yield from _served(minilm_engine, "minilm")
 
 
 @pytest.fixture(scope="session")
 def matryoshka_url(matryoshka_engine: Engine) -> Iterator[str]:
-    yield from serve(matryoshka_engine, "minilm-matryoshka")
+    yield from _served(matryoshka_engine, "minilm-matryoshka")
 
 
 @pytest.fixture(scope="session")
 def keyed_minilm_url(minilm_engine: Engine) -> Iterator[str]:
     """Requires ``Authorization: Bearer API_KEY``."""
-    yield from serve(minilm_engine, "minilm", api_key=API_KEY)
+    yield from _served(minilm_engine, "minilm", api_key=API_KEY)
 
 
 @pytest.fixture(scope="session")
 def cross_encoder_url(cross_encoder_engine: Engine) -> Iterator[str]:
-    yield from serve(cross_encoder_engine, "reranker")
+    yield from _served(cross_encoder_engine, "reranker")
 
 
 @pytest.fixture(scope="session")
 def colbert_url(colbert_engine: Engine) -> Iterator[str]:
-    yield from serve(colbert_engine, "colbert")
+    yield from _served(colbert_engine, "colbert")
 
 
 @pytest.fixture(params=["in_process", "remote"])
