@@ -18,9 +18,9 @@ from llama_index.postprocessor.poolrag_rerank import PoolragRerank
 from llama_index.retrievers.poolrag import PoolragColBERTRetriever
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
-from rag_corpus import METADATAS, QUERIES, TEXTS
 
 from poolrag import Engine, PoolingParams
+from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 CANDIDATES = 5

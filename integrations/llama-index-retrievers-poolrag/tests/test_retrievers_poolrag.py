@@ -10,10 +10,10 @@ import pytest
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import FilterCondition, MetadataFilter, MetadataFilters
 from llama_index.retrievers.poolrag import PoolragColBERTRetriever
-from rag_corpus import METADATAS, QUERIES, TEXTS
 
 from poolrag import Engine, InvalidInputError
 from poolrag.stores import open_store
+from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
 
 IDS = [f"node-{i}" for i in range(len(TEXTS))]
 QUERY = "How do plants make sugar from light?"

@@ -16,10 +16,10 @@ from llama_index.embeddings.poolrag import PoolragEmbedding
 from llama_index.sparse_embeddings.poolrag import PoolragSparseEmbedding
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient, models
-from rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
 from poolrag import Engine, PoolingParams
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
+from poolrag.testing.rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
 DOC = PoolingParams(input_type="document", truncate_prompt_tokens=-1)
 QUERY_PARAMS = PoolingParams(input_type="query", truncate_prompt_tokens=-1)

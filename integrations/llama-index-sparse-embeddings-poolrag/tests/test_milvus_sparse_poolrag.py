@@ -12,10 +12,10 @@ from llama_index.core.schema import TextNode
 from llama_index.embeddings.poolrag import PoolragEmbedding
 from llama_index.sparse_embeddings.poolrag import PoolragMilvusSparseEmbeddingFunction
 from llama_index.vector_stores.milvus import MilvusVectorStore
-from rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
 from poolrag import Engine
 from poolrag.sparse import BM25Encoder, BM25Stats
+from poolrag.testing.rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
 
 def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engine, tmp_path: Path) -> None:

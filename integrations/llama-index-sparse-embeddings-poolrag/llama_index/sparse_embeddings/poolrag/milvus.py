@@ -13,7 +13,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     raise ImportError(
         "PoolragMilvusSparseEmbeddingFunction needs llama-index-vector-stores-milvus: "
-        "pip install 'llama-index-poolrag[milvus]'"
+        "pip install 'llama-index-sparse-embeddings-poolrag[milvus]'"
     ) from None
 
 from pydantic import Field

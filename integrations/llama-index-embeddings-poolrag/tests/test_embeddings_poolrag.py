@@ -8,9 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from adapter_fixtures import DOC, QUERY, loop_turns_until_done
 from llama_index.embeddings.poolrag import PoolragEmbedding
-from rag_corpus import API_KEY, TEXTS
 
 from poolrag import (
     DimensionsError,
@@ -21,6 +19,8 @@ from poolrag import (
 )
 from poolrag.cache import EmbeddingCache
 from poolrag.client import PoolragClient, RemoteError
+from poolrag.testing.partner_fixtures import DOC, QUERY, loop_turns_until_done
+from poolrag.testing.rag_corpus import API_KEY, TEXTS
 
 
 def as_array(vectors: list) -> np.ndarray:

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.poolrag_rerank import PoolragRerank
-from rag_corpus import METADATAS, QUERIES, TEXTS
 
 from poolrag import Engine, InvalidInputError
+from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
 
 QUERY = "What is the capital of France?"
 
