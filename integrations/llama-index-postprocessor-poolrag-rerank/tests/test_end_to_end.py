@@ -5,8 +5,6 @@ against the engine's own vectors and scores, in process and through servers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 from llama_index.core import Document, Settings, StorageContext, VectorStoreIndex
@@ -28,12 +26,9 @@ QUERY = "Which programming language is easy to read?"
 
 
 @pytest.fixture
-def llama_settings() -> Iterator[None]:
-    """Settings is process-global: restore what was there."""
-    saved = (Settings._embed_model, Settings._llm)
+def llama_settings(llama_index_settings: None) -> None:
+    """A mock LLM in the process-global Settings (restored after the test by ``llama_index_settings``)."""
     Settings.llm = MockLLM()
-    yield
-    Settings._embed_model, Settings._llm = saved
 
 
 def corpus_documents() -> list[Document]:

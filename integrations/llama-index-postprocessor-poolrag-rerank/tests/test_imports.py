@@ -4,29 +4,16 @@ and every other LlamaIndex integration."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
-import pytest
+from poolrag.testing.namespace_distribution import namespace_problems
 
 PACKAGE = Path(__file__).resolve().parents[1]
 MODULE = "llama_index.postprocessor.poolrag_rerank"
+CLASSES = {
+    "PoolragRerank": "BaseNodePostprocessor",
+}
 
 
-@pytest.mark.parametrize(
-    ("name", "base"),
-    [
-        ("PoolragRerank", "BaseNodePostprocessor"),
-    ],
-)
-def test_the_class_is_exported_from_its_namespace(name: str, base: str) -> None:
-    imported = importlib.import_module(MODULE)
-    assert name in imported.__all__
-    assert base in [cls.__name__ for cls in getattr(imported, name).__mro__]
-
-
-def test_the_llama_index_namespaces_are_not_claimed() -> None:
-    # An __init__.py in llama_index/ or llama_index/postprocessor/ would shadow llama-index-core's.
-    for folder in ("llama_index", "llama_index/postprocessor"):
-        assert not (PACKAGE / folder / "__init__.py").exists(), folder
-    assert (PACKAGE / MODULE.replace(".", "/") / "__init__.py").is_file()
+def test_the_classes_are_exported_from_the_leaf_and_the_shared_namespaces_stay_unclaimed() -> None:
+    assert namespace_problems(PACKAGE, MODULE, CLASSES) == []

@@ -173,6 +173,17 @@ def model_sources(request: pytest.FixtureRequest) -> tuple[dict, dict]:
 
 
 @pytest.fixture
+def llama_index_settings() -> Iterator[None]:
+    """LlamaIndex's process-global ``Settings`` (embedding model, LLM) put back as they were after the
+    test, for tests and documented examples that set them."""
+    from llama_index.core import Settings
+
+    saved = (Settings._embed_model, Settings._llm)
+    yield
+    Settings._embed_model, Settings._llm = saved
+
+
+@pytest.fixture
 def run_doc_example(
     minilm_path: Path, assets: Path, capsys: pytest.CaptureFixture[str]
 ) -> Callable[[str, str], str]:
