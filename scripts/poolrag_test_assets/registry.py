@@ -1,15 +1,19 @@
-"""Which asset folders exist, what each is built from and by what, where they live, and whether a
-built folder is current (its marker matches the pinned source and asset version)."""
+"""Which asset folders exist, what each is built from and by what, and whether a built folder is
+current (its marker matches the pinned source and asset version). Where they live is
+:mod:`poolrag.testing.test_assets`, which tests that only read them use without this builder."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from poolrag.testing.test_assets import DEFAULT_DEST as DEFAULT_DEST  # re-exported: the builder's names
+from poolrag.testing.test_assets import ENV_DEST as ENV_DEST
+from poolrag.testing.test_assets import MARKER_NAME
+from poolrag.testing.test_assets import resolve_dest as resolve_dest
 from poolrag_test_assets.bge import build_bge
 from poolrag_test_assets.colbert import build_colbert_hf, build_colbert_pylate
 from poolrag_test_assets.rampart import build_rampart
@@ -23,9 +27,6 @@ from poolrag_test_assets.sources import (
     Source,
 )
 
-MARKER_NAME = ".poolrag-asset.json"
-ENV_DEST = "POOLRAG_TEST_ASSETS"
-DEFAULT_DEST = Path("~/.cache/poolrag/test-assets")
 REFERENCE_DIR = "reference-onnx"
 
 
@@ -48,12 +49,6 @@ ASSETS: tuple[AssetSpec, ...] = (
 )
 
 ASSETS_BY_FOLDER = {spec.folder: spec for spec in ASSETS}
-
-
-def resolve_dest(dest: Path | str | None = None) -> Path:
-    """``dest`` if given, else ``$POOLRAG_TEST_ASSETS``, else ``~/.cache/poolrag/test-assets``."""
-    chosen = dest if dest is not None else os.environ.get(ENV_DEST) or DEFAULT_DEST
-    return Path(chosen).expanduser().resolve()
 
 
 def reference_onnx(dest: Path, folder: str) -> Path:

@@ -41,7 +41,7 @@ against this list and fails on any arrow up and on any module not placed here::
     server: the OpenAI/vLLM-compatible HTTP server
     scaleout: ingestion and serving replicas on a Ray cluster
     cli: the ``poolrag`` command
-    testing: helpers for tests built on poolrag (the engine's wiring, reached in one documented place)
+    testing: test helpers shipped with poolrag (tiny models, live servers, fixtures, the engine's wiring)
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from live_server import serve
 from server.model_folders import build_pylate_colbert
 from tiny_models import build_bge_m3, build_encoder, write_sentence_transformers
 
@@ -29,6 +28,7 @@ from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
 from poolrag.model_facts import ScoreKind
 from poolrag.outputs import SPARSE_ENTRY, ClassificationOutput, EmbeddingOutput, ScoringOutput
+from poolrag.testing.live_server import serve
 
 TEXTS = [
     "Mitochondria produce most of the cell's energy.",

@@ -1,5 +1,5 @@
 """``poolrag eval --tune [--save]`` against real Milvus Lite and Qdrant local mode, on the rare-term half of
-``benchmarks/hybrid_dataset.py`` (where BM25 wins, so the tuned fusion is far from the default):
+``poolrag.testing.hybrid_dataset`` (where BM25 wins, so the tuned fusion is far from the default):
 held-out metrics beside dense on the same queries, a record written only with ``--save``, read by
 ``poolrag search`` (its ranking equals the one with that fusion passed explicitly, and differs from the
 default's), a bad record refused in one line, and ``kill -9`` mid-ingest and mid-tune leaving the
@@ -26,9 +26,7 @@ from poolrag.stores import open_store
 from poolrag.stores.base import METADATA_KEY
 from poolrag.stores.hybrid import DEFAULT_FUSION
 from poolrag.stores.retrieval_record import RetrievalRecord, saved_record
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluation"))
-from rare_term_beir import write_rare_term_beir
+from poolrag.testing.rare_term_beir import write_rare_term_beir
 
 K = 3
 QUERIES = 30

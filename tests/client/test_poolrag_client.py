@@ -13,8 +13,6 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-from live_server import LiveServer, serve
-from rag_corpus import API_KEY, TEXTS
 from tiny_models import build_encoder, write_sentence_transformers
 
 from poolrag import (
@@ -29,6 +27,8 @@ from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError, ServedModelChangedError
 from poolrag.retrieval import CrossEncoderReranker
 from poolrag.server import ServerSettings, create_app
+from poolrag.testing.live_server import LiveServer, serve
+from poolrag.testing.rag_corpus import API_KEY, TEXTS
 
 QUERY = "Which organelle produces energy in cells?"
 

@@ -31,13 +31,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from doc_snippets import runnable_blocks, with_local_models
 from nox_sessions import default_sessions, sessions
 
 from poolrag.config.registry_doc import README_END, README_START, REGENERATE_README, with_readme_table
+from poolrag.testing.doc_snippets import runnable_blocks, with_local_models
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+INTEGRATIONS_MD = ROOT / "docs" / "integrations.md"
+#: docs/integrations.md's runnable tags -> (the partner package whose tests run them, its nox session);
+#: each LlamaIndex distribution tags its examples with its own name
+PARTNER_TAGS = {"langchain": ("langchain-poolrag", "langchain")} | {
+    folder.name: (folder.name, "llamaindex") for folder in (ROOT / "integrations").glob("llama-index-*")
+}
 _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```$", re.M | re.S)
 _COMMAND_MARK = re.compile(r"<!-- command: (?P<name>[\w-]+) -->\s*$")
 # the hub ids the README names whose weights no package ships: test-asset folders stand in for them
@@ -197,14 +203,13 @@ def test_curl_block_runs_against_a_real_server(tmp_path: Path) -> None:
 def test_partner_blocks_are_the_examples_the_partner_packages_run() -> None:
     recorded = sessions()
     for block in of_kind("partner"):
-        tag = "llamaindex" if "llama_index" in block.body else "langchain"
-        assert block.body in runnable_blocks("integrations.md", tag), (
-            f"{block} is not a `<!-- runnable: {tag} -->` block of docs/integrations.md"
-        )
-        package = {"langchain": "langchain-poolrag", "llamaindex": "llama-index-poolrag"}[tag]
-        runner = next((ROOT / "integrations" / package / "tests").rglob("test_docs.py"))
-        assert f'runnable_blocks("integrations.md", "{tag}")' in runner.read_text(encoding="utf-8")
-        assert (f"integrations/{package}", "pytest") in recorded[tag].runs
+        tags = [tag for tag in PARTNER_TAGS if block.body in runnable_blocks(INTEGRATIONS_MD, tag)]
+        assert tags, f"{block} is not a `<!-- runnable: TAG -->` block of docs/integrations.md"
+        for tag in tags:
+            package, session = PARTNER_TAGS[tag]
+            runner = next((ROOT / "integrations" / package / "tests").rglob("test_docs.py"))
+            assert f'runnable_blocks(INTEGRATIONS_MD, "{tag}")' in runner.read_text(encoding="utf-8")
+            assert (".", "pytest", f"integrations/{package}") in recorded[session].runs
 
 
 def test_ray_block_is_run_by_the_ray_session() -> None:

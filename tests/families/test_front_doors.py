@@ -19,10 +19,10 @@ import httpx
 import numpy as np
 import pytest
 from family_models import BUILDERS, Call, Family
-from live_server import LiveServer
 
 from poolrag import LLM, Engine, PoolingParams
 from poolrag.server import ServerSettings, create_app
+from poolrag.testing.live_server import LiveServer
 
 NAME = "tiny"
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # may fail only on its framework, never on poolrag.
 PARTNER_PACKAGES = {
     ROOT / "integrations" / "langchain-poolrag": "langchain_poolrag",
-    ROOT / "integrations" / "llama-index-poolrag": "llama_index",
+    **{folder: "llama_index" for folder in sorted((ROOT / "integrations").glob("llama-index-*"))},
 }
 for folder in PARTNER_PACKAGES:
     if str(folder) not in sys.path:

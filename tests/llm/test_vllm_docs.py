@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import transformers
 from decoders.tiny_decoders import build
-from doc_snippets import runnable_blocks, with_local_models
 
-BLOCKS = runnable_blocks("vllm.md", "vllm")
+from poolrag.testing.doc_snippets import runnable_blocks, with_local_models
+
+BLOCKS = runnable_blocks(Path(__file__).resolve().parents[2] / "docs" / "vllm.md", "vllm")
 
 
 def test_the_page_has_runnable_blocks() -> None:

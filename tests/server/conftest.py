@@ -22,10 +22,10 @@ from typing import Any
 
 import httpx
 import pytest
-from live_server import LiveServer  # tests/live_server.py, shared with the client tests
 
 from poolrag import Engine
 from poolrag.server import ServerSettings, create_app
+from poolrag.testing.live_server import LiveServer
 
 from .model_folders import build_pylate_colbert, build_sequence_classifier
 

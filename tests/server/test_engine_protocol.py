@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import httpx
 import numpy as np
 import pytest
-from live_server import serve
+from poolrag.testing.live_server import serve
 
 from poolrag import Engine
 from poolrag.backend import InProcessEngine, PoolingBackend, PoolingEngine

@@ -1,8 +1,5 @@
-"""The engines, servers and corpus shared with poolrag's own tests (``tests/adapter_fixtures.py``
-in the poolrag repository, which builds the test models)."""
+"""The engines, servers and corpus shared with poolrag's own tests and the other partner packages, from
+the installed :mod:`poolrag.testing` (the real-weight models need ``python scripts/build_test_assets.py``
+run once in a poolrag checkout)."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
-pytest_plugins = ["adapter_fixtures"]
+pytest_plugins = ["poolrag.testing.partner_fixtures"]

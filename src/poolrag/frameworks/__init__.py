@@ -1,8 +1,8 @@
 """What the LangChain and LlamaIndex partner packages share, written once.
 
-``langchain-poolrag`` and ``llama-index-poolrag`` (under ``integrations/``) are thin: each class is
-its framework's base class plus the pieces here, so the two frameworks accept the same constructor
-arguments, refuse the same mistakes and return the same numbers.
+``langchain-poolrag`` and the ``llama-index-*-poolrag`` distributions (under ``integrations/``) are
+thin: each class is its framework's base class plus the pieces here, so the two frameworks accept the
+same constructor arguments, refuse the same mistakes and return the same numbers.
 
 * :mod:`~poolrag.frameworks.backend_resolution`: constructor arguments → one
   :class:`~poolrag.backend.PoolingBackend` (engine, model to load, server URL or client, cache);

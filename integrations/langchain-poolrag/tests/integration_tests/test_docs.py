@@ -1,13 +1,17 @@
-"""The LangChain examples of docs/integrations.md run as written (with local model folders)."""
+"""The LangChain examples of docs/integrations.md (poolrag's docs, in this repository) run as written
+(with local model folders)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from doc_snippets import runnable_blocks
 
-BLOCKS = runnable_blocks("integrations.md", "langchain")
+from poolrag.testing.doc_snippets import runnable_blocks
+
+INTEGRATIONS_MD = Path(__file__).resolve().parents[4] / "docs" / "integrations.md"
+BLOCKS = runnable_blocks(INTEGRATIONS_MD, "langchain")
 
 
 def test_the_docs_have_langchain_examples() -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from adapter_fixtures import loop_turns_until_done
 from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_poolrag import PoolragEmbeddings, PoolragReranker
-from rag_corpus import METADATAS, QUERIES, TEXTS
 
 from poolrag import Engine, InputTypeError, InvalidInputError, PoolingParams
+from poolrag.testing.partner_fixtures import loop_turns_until_done
+from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
 
 
 def corpus_documents() -> list[Document]:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from adapter_fixtures import DOC
 from langchain_poolrag import PoolragEmbeddings
-from rag_corpus import TEXTS
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.testing.partner_fixtures import DOC
+from poolrag.testing.rag_corpus import TEXTS
 
 
 def test_unchanged_texts_are_read_from_disk(

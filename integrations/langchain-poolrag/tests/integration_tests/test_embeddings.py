@@ -7,10 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from adapter_fixtures import DOC, QUERY, loop_turns_until_done
 from langchain_poolrag import PoolragEmbeddings
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
-from rag_corpus import API_KEY, TEXTS
 
 from poolrag import (
     DimensionsError,
@@ -18,6 +16,8 @@ from poolrag import (
     InputTooLongError,
 )
 from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
+from poolrag.testing.partner_fixtures import DOC, QUERY, loop_turns_until_done
+from poolrag.testing.rag_corpus import API_KEY, TEXTS
 
 
 # -- LangChain's standard suites -------------------------------------------------------------------------

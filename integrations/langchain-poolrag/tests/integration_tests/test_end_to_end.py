@@ -13,9 +13,9 @@ from langchain_core.documents import Document
 from langchain_milvus import Milvus
 from langchain_poolrag import PoolragEmbeddings, PoolragReranker
 from langchain_qdrant import QdrantVectorStore
-from rag_corpus import METADATAS, QUERIES, TEXTS
 
 from poolrag import Engine, PoolingParams
+from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
 
 IDS = [f"00000000-0000-0000-0000-{i:012d}" for i in range(len(TEXTS))]  # Qdrant wants UUIDs
 CANDIDATES = 5

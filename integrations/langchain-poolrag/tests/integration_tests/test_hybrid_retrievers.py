@@ -6,7 +6,6 @@ the retriever or to the call wins; a bad saved record is refused when the retrie
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,7 @@ from poolrag.stores import open_store
 from poolrag.stores.base import METADATA_KEY
 from poolrag.stores.hybrid import DEFAULT_FUSION
 from poolrag.stores.retrieval_record import saved_record
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "tests" / "evaluation"))
-from rare_term_beir import tune_and_save
+from poolrag.testing.rare_term_beir import tune_and_save
 
 QUERIES = ["Which warehouse ships part", "Which team is", "pump controller part"]
 K = 3

@@ -10,10 +10,10 @@ import pytest
 from langchain_core.documents import Document
 from langchain_poolrag import PoolragColBERTRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
-from rag_corpus import METADATAS, QUERIES, TEXTS
 
 from poolrag import Engine, InvalidInputError
 from poolrag.stores import CollectionSpec, InMemoryStore, open_store
+from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
 
 IDS = [f"doc-{i}" for i in range(len(TEXTS))]
 

@@ -11,10 +11,10 @@ from langchain_milvus import Milvus
 from langchain_poolrag import PoolragEmbeddings, PoolragMilvusSparseEmbedding, PoolragSparseEmbeddings
 from langchain_qdrant import QdrantVectorStore, RetrievalMode
 from qdrant_client import models
-from rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
 from poolrag import Engine, PoolingParams
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
+from poolrag.testing.rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
 DOC = PoolingParams(input_type="document", truncate_prompt_tokens=-1)
 QUERY_PARAMS = PoolingParams(input_type="query", truncate_prompt_tokens=-1)

@@ -1,0 +1,164 @@
+"""PoolragEmbedding: every sync/async LlamaIndex method gives the engine's vectors, embed_batch_size
+batches for real, prompts, Matryoshka dimensions, remote mode and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_index.embeddings.poolrag import PoolragEmbedding
+
+from poolrag import (
+    DimensionsError,
+    Engine,
+    InputTooLongError,
+    InputTypeError,
+    InvalidInputError,
+)
+from poolrag.cache import EmbeddingCache
+from poolrag.client import PoolragClient, RemoteError
+from poolrag.testing.partner_fixtures import DOC, QUERY, loop_turns_until_done
+from poolrag.testing.rag_corpus import API_KEY, TEXTS
+
+
+def as_array(vectors: list) -> np.ndarray:
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def test_every_method_gives_the_engines_vectors(minilm_engine: Engine) -> None:
+    model = PoolragEmbedding(engine=minilm_engine)
+    np.testing.assert_array_equal(
+        as_array(model.get_query_embedding("ocean")), minilm_engine.embed_array(["ocean"], QUERY)[0]
+    )
+    np.testing.assert_array_equal(
+        as_array(model.get_text_embedding(TEXTS[0])), minilm_engine.embed_array(TEXTS[:1], DOC)[0]
+    )
+    np.testing.assert_array_equal(
+        as_array(model.get_text_embedding_batch(TEXTS)), minilm_engine.embed_array(TEXTS, DOC)
+    )
+    agg = model.get_agg_embedding_from_queries(["ocean", "sea"])
+    np.testing.assert_allclose(
+        as_array(agg), minilm_engine.embed_array(["ocean", "sea"], QUERY).mean(axis=0), atol=1e-6
+    )
+
+
+def test_async_methods_equal_sync(minilm_engine: Engine) -> None:
+    model = PoolragEmbedding(engine=minilm_engine, embed_batch_size=3)
+
+    async def run() -> tuple:
+        return (
+            await model.aget_query_embedding("ocean"),
+            await model.aget_text_embedding(TEXTS[1]),
+            await model.aget_text_embedding_batch(TEXTS),
+        )
+
+    query, text, batch = asyncio.run(run())
+    assert query == model.get_query_embedding("ocean")
+    assert text == model.get_text_embedding(TEXTS[1])
+    # Batches run concurrently (worker threads share the CPU), so allow float32 rounding noise.
+    np.testing.assert_allclose(batch, model.get_text_embedding_batch(TEXTS), atol=1e-6)
+
+
+def test_async_embedding_does_not_block_the_event_loop(minilm_engine: Engine) -> None:
+    model = PoolragEmbedding(engine=minilm_engine)
+    work = model.aget_text_embedding_batch([f"text {i}" for i in range(64)])
+    turns, vectors = asyncio.run(loop_turns_until_done(work))
+    assert turns >= 1 and len(vectors) == 64
+
+
+def test_embed_batch_size_sends_whole_batches_to_the_engine(
+    minilm_engine: Engine, engine_calls: list[list[str]]
+) -> None:
+    texts = [f"text {i}: {TEXTS[i % len(TEXTS)]}" for i in range(10)]
+    expected = np.concatenate([minilm_engine.embed_array(texts[i : i + 4], DOC) for i in (0, 4, 8)])
+    engine_calls.clear()
+    vectors = PoolragEmbedding(engine=minilm_engine, embed_batch_size=4).get_text_embedding_batch(texts)
+    assert engine_calls == [texts[0:4], texts[4:8], texts[8:10]]
+    np.testing.assert_array_equal(as_array(vectors), expected)
+
+    engine_calls.clear()
+    PoolragEmbedding(engine=minilm_engine).get_text_embedding_batch(texts)
+    assert engine_calls == [texts]  # the default batch (256) leaves packing to the engine
+
+
+def test_model_name_loads_in_process_and_batch_size_is_bounded(minilm_path: Path) -> None:
+    model = PoolragEmbedding(model_name=str(minilm_path))
+    assert isinstance(model.backend, Engine) and model.embed_batch_size == 256
+    with pytest.raises(ValueError, match="2048"):
+        PoolragEmbedding(model_name=str(minilm_path), embed_batch_size=4096)
+
+
+def test_input_type_selects_the_models_prompts(prompted_minilm_path: Path, minilm_engine: Engine) -> None:
+    model = PoolragEmbedding(model_name=str(prompted_minilm_path))
+    text = "capital of France"
+    np.testing.assert_allclose(
+        as_array(model.get_query_embedding(text)), minilm_engine.embed_array(["query: " + text])[0], atol=1e-6
+    )
+    np.testing.assert_allclose(
+        as_array(model.get_text_embedding(text)),
+        minilm_engine.embed_array(["passage: " + text])[0],
+        atol=1e-6,
+    )
+
+
+def test_dimensions(matryoshka_engine: Engine, minilm_engine: Engine) -> None:
+    model = PoolragEmbedding(engine=matryoshka_engine, dimensions=256)
+    vectors = as_array(model.get_text_embedding_batch(TEXTS))
+    assert vectors.shape == (len(TEXTS), 256)
+    np.testing.assert_array_equal(
+        vectors, matryoshka_engine.embed_array(TEXTS, DOC.with_updates(dimensions=256))
+    )
+    with pytest.raises(DimensionsError):
+        PoolragEmbedding(engine=minilm_engine, dimensions=256).get_query_embedding("ocean")
+
+
+def test_remote_equals_in_process(minilm_engine: Engine, minilm_url: str) -> None:
+    local = PoolragEmbedding(engine=minilm_engine)
+    remote = PoolragEmbedding(base_url=minilm_url, model_name="minilm")
+    assert isinstance(remote.backend, PoolragClient)
+    assert remote.get_text_embedding_batch(TEXTS) == local.get_text_embedding_batch(TEXTS)
+    assert remote.get_query_embedding("ocean") == local.get_query_embedding("ocean")
+    np.testing.assert_allclose(
+        asyncio.run(remote.aget_text_embedding_batch(TEXTS)), local.get_text_embedding_batch(TEXTS), atol=1e-6
+    )
+    assert asyncio.run(remote.aget_query_embedding("ocean")) == local.get_query_embedding("ocean")
+
+
+def test_remote_api_key(keyed_minilm_url: str, minilm_engine: Engine) -> None:
+    vector = PoolragEmbedding(base_url=keyed_minilm_url, api_key=API_KEY).get_query_embedding("ocean")
+    np.testing.assert_array_equal(as_array(vector), minilm_engine.embed_array(["ocean"], QUERY)[0])
+    with pytest.raises(RemoteError):
+        PoolragEmbedding(base_url=keyed_minilm_url, api_key="wrong").get_query_embedding("ocean")
+
+
+def test_long_and_bad_input(minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = PoolragEmbedding(engine=minilm_engine)
+    long_text = "word " * 2000
+    np.testing.assert_array_equal(
+        as_array(model.get_text_embedding(long_text)), minilm_engine.embed_array([long_text], DOC)[0]
+    )
+    with pytest.raises(InputTooLongError):
+        PoolragEmbedding(engine=minilm_engine, truncate_prompt_tokens=None).get_text_embedding(long_text)
+    with pytest.raises(InputTypeError):
+        model.get_query_embedding(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        model.get_text_embedding_batch(["fine", ""])
+    monkeypatch.delenv("POOLRAG_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="which model"):
+        PoolragEmbedding()
+
+
+def test_embedding_cache_serves_unchanged_texts(
+    minilm_engine: Engine, engine_calls: list[list[str]], tmp_path: Path
+) -> None:
+    path = tmp_path / "embeddings.sqlite"
+    cold = PoolragEmbedding(engine=minilm_engine, cache=EmbeddingCache(path)).get_text_embedding_batch(TEXTS)
+    assert engine_calls == [TEXTS]
+    engine_calls.clear()
+    warm = PoolragEmbedding(engine=minilm_engine, cache=EmbeddingCache(path))
+    assert warm.get_text_embedding_batch(TEXTS) == cold
+    assert asyncio.run(warm.aget_text_embedding_batch(TEXTS)) == cold
+    assert engine_calls == []
+    np.testing.assert_array_equal(as_array(cold), minilm_engine.embed_array(TEXTS, DOC))

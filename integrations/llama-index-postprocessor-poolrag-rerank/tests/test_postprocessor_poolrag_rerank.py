@@ -1,0 +1,139 @@
+"""PoolragRerank: order and scores equal the engine's (replace) or its fusion with the nodes'
+retrieval scores (fuse by default, z-scores; by order when nodes come without scores; computed by
+hand here), top_n, retrieval scores, metadata mode, async, remote and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.postprocessor.poolrag_rerank import PoolragRerank
+
+from poolrag import Engine, InvalidInputError
+from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
+
+QUERY = "What is the capital of France?"
+
+
+def corpus_nodes() -> list[NodeWithScore]:
+    return [
+        NodeWithScore(node=TextNode(id_=f"n{i}", text=t, metadata=dict(m)), score=0.1 * i)
+        for i, (t, m) in enumerate(zip(TEXTS, METADATAS, strict=True))
+    ]
+
+
+def engine_scores(engine: Engine, query: str, texts: list[str]) -> np.ndarray:
+    return np.asarray([out.outputs.score for out in engine.score(query, texts)])
+
+
+def test_keeps_top_n_best_first_with_the_engines_scores(cross_encoder_engine: Engine) -> None:
+    nodes = corpus_nodes()
+    ranked = PoolragRerank(
+        engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE, second_stage="replace"
+    ).postprocess_nodes(nodes, query_str=QUERY)
+    scores = engine_scores(cross_encoder_engine, QUERY, TEXTS)
+    assert [n.node.node_id for n in ranked] == [f"n{i}" for i in np.argsort(-scores, kind="stable")[:3]]
+    assert ranked[0].node.get_content() == TEXTS[QUERIES[QUERY]]
+    np.testing.assert_allclose([n.score for n in ranked], np.sort(scores)[::-1][:3], rtol=1e-6)
+    assert [n.score for n in nodes] == [0.1 * i for i in range(len(TEXTS))]  # inputs untouched
+
+
+def test_by_default_the_node_is_scored_with_its_embed_metadata(cross_encoder_engine: Engine) -> None:
+    nodes = corpus_nodes()
+    ranked = PoolragRerank(engine=cross_encoder_engine, top_n=None, second_stage="replace").postprocess_nodes(
+        nodes, QueryBundle(QUERY)
+    )
+    texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+    assert "topic: geography" in texts[0]
+    scores = engine_scores(cross_encoder_engine, QUERY, texts)
+    assert [n.node.node_id for n in ranked] == [f"n{i}" for i in np.argsort(-scores, kind="stable")]
+
+
+def test_keep_retrieval_score_copies_the_nodes(cross_encoder_engine: Engine) -> None:
+    nodes = corpus_nodes()
+    ranked = PoolragRerank(engine=cross_encoder_engine, top_n=2, keep_retrieval_score=True).postprocess_nodes(
+        nodes, query_str=QUERY
+    )
+    by_id = {n.node.node_id: n.score for n in nodes}
+    for n in ranked:
+        assert n.node.metadata["retrieval_score"] == by_id[n.node.node_id]
+    assert all("retrieval_score" not in n.node.metadata for n in nodes)
+
+
+def test_async_equals_sync_and_remote_equals_in_process(
+    cross_encoder_engine: Engine, cross_encoder_url: str
+) -> None:
+    local = PoolragRerank(engine=cross_encoder_engine, top_n=4)
+    remote = PoolragRerank(base_url=cross_encoder_url, top_n=4)
+    expected = local.postprocess_nodes(corpus_nodes(), query_str=QUERY)
+    for ranked in (
+        asyncio.run(local.apostprocess_nodes(corpus_nodes(), query_str=QUERY)),
+        remote.postprocess_nodes(corpus_nodes(), query_str=QUERY),
+        asyncio.run(remote.apostprocess_nodes(corpus_nodes(), query_str=QUERY)),
+    ):
+        assert [n.node.node_id for n in ranked] == [n.node.node_id for n in expected]
+        np.testing.assert_allclose([n.score for n in ranked], [n.score for n in expected], rtol=1e-6)
+
+
+def test_empty_and_bad_input(cross_encoder_engine: Engine) -> None:
+    rerank = PoolragRerank(engine=cross_encoder_engine)
+    assert rerank.postprocess_nodes([], query_str=QUERY) == []
+    with pytest.raises(InvalidInputError, match="needs the query"):
+        rerank.postprocess_nodes(corpus_nodes())
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        PoolragRerank(engine=cross_encoder_engine, top_n=0)
+    with pytest.raises(ValueError, match="Extra inputs"):
+        PoolragRerank(engine=cross_encoder_engine, top_k=2)  # a misspelt option is not ignored
+
+
+def _z(values: list[float] | np.ndarray) -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64)
+    return (x - x.mean()) / x.std()
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(-values, kind="stable")
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(1, len(order) + 1)
+    return ranks
+
+
+@pytest.mark.parametrize("weight", [None, 0.8])
+def test_by_default_retrieval_scores_and_the_models_are_mixed_as_z_scores(
+    cross_encoder_engine: Engine, weight: float | None
+) -> None:
+    nodes = corpus_nodes()
+    settings = {} if weight is None else {"rerank_weight": weight}
+    rerank = PoolragRerank(engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE, **settings)
+    share = 0.5 if weight is None else weight
+    raw = engine_scores(cross_encoder_engine, QUERY, TEXTS)
+    expected = (1 - share) * _z([n.score for n in nodes]) + share * _z(raw)
+    order = list(np.argsort(-expected, kind="stable")[:3])
+    for ranked in (
+        rerank.postprocess_nodes(nodes, query_str=QUERY),
+        asyncio.run(rerank.apostprocess_nodes(corpus_nodes(), query_str=QUERY)),
+    ):
+        assert [n.node.node_id for n in ranked] == [f"n{i}" for i in order]
+        np.testing.assert_allclose([n.score for n in ranked], expected[order], atol=1e-6)
+
+
+def test_nodes_without_scores_are_fused_by_their_order(cross_encoder_engine: Engine) -> None:
+    nodes = [NodeWithScore(node=n.node, score=None) for n in corpus_nodes()][::-1]
+    texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+    ranked = PoolragRerank(
+        engine=cross_encoder_engine, top_n=None, metadata_mode=MetadataMode.NONE
+    ).postprocess_nodes(nodes, query_str=QUERY)
+    raw = engine_scores(cross_encoder_engine, QUERY, texts)
+    expected = 1 / (60 + np.arange(1, len(nodes) + 1)) + 1 / (60 + _ranks(raw))
+    order = list(np.argsort(-expected, kind="stable"))
+    assert [n.node.node_id for n in ranked] == [nodes[i].node.node_id for i in order]
+    np.testing.assert_allclose([n.score for n in ranked], expected[order], atol=1e-12)
+
+
+def test_second_stage_settings_are_checked(cross_encoder_engine: Engine) -> None:
+    with pytest.raises(ValueError, match="less than or equal to 1"):
+        PoolragRerank(engine=cross_encoder_engine, rerank_weight=1.5)
+    with pytest.raises(ValueError, match="second_stage"):
+        PoolragRerank(engine=cross_encoder_engine, second_stage="mix")

@@ -1,0 +1,26 @@
+"""The ColBERT example of docs/integrations.md (poolrag's docs, in this repository) runs as written,
+on local model folders, and prints its first answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from poolrag.testing.doc_snippets import runnable_blocks
+
+INTEGRATIONS_MD = Path(__file__).resolve().parents[3] / "docs" / "integrations.md"
+BLOCKS = runnable_blocks(INTEGRATIONS_MD, "llama-index-retrievers-poolrag")
+
+
+def test_the_docs_have_an_example_of_this_package() -> None:
+    assert BLOCKS
+
+
+@pytest.mark.parametrize("code", BLOCKS)
+@pytest.mark.usefixtures("llama_index_settings")
+@pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+def test_example_runs(code: str, run_doc_example: Callable[[str, str], str]) -> None:
+    printed = run_doc_example(code, "docs/integrations.md")
+    assert "Paris is the capital of France." in printed.splitlines()[0]

@@ -1,0 +1,80 @@
+"""PoolragHybridRetriever over a collection that ``poolrag eval --tune --save`` tuned in real Qdrant local
+mode (this package's environment has no poolrag Milvus store, see pyproject.toml): without a fusion it
+ranks exactly as the core retriever does with the saved fusion passed explicitly, which differs from
+the default's ranking on this set; a fusion given to the retriever wins; a bad record is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+from llama_index.retrievers.poolrag import PoolragHybridRetriever
+
+from poolrag.retrieval import Retriever
+from poolrag.sparse import BM25Encoder
+from poolrag.stores import open_store
+from poolrag.stores.base import METADATA_KEY
+from poolrag.stores.hybrid import DEFAULT_FUSION
+from poolrag.stores.retrieval_record import RetrievalRecordError, saved_record
+from poolrag.testing.rare_term_beir import tune_and_save
+
+QUERIES = ["Which warehouse ships part", "Which team is", "pump controller part"]
+K = 3
+
+
+def _ranking(pairs) -> list[tuple[str, float]]:
+    return [(str(i), round(float(s), 6)) for i, s in pairs]
+
+
+def test_the_retriever_fuses_as_the_saved_record_says_unless_told_otherwise(
+    tmp_path: Path, minilm_path: Path, minilm_engine
+) -> None:
+    collection, where = tune_and_save("qdrant", tmp_path, minilm_path)
+    store = open_store("qdrant", collection, **where)
+    try:
+        record = saved_record(store.read_spec())
+        assert record is not None and record.fusion != DEFAULT_FUSION
+        core = Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(minilm_engine.tokenizer))
+        retriever = PoolragHybridRetriever(engine=minilm_engine, store=store, similarity_top_k=K)
+        pinned = PoolragHybridRetriever(
+            engine=minilm_engine, store=store, similarity_top_k=K, fusion=DEFAULT_FUSION
+        )
+        differs = False
+        for query in QUERIES:
+            tuned = core.search(query, K, mode="hybrid", fusion=record.fusion, prefetch=record.prefetch)
+            expected = _ranking((r.id, r.score) for r in tuned)
+            got = retriever.retrieve(query)
+            assert _ranking((n.node.node_id, n.score) for n in got) == expected
+            assert [n.node.get_content() for n in got] == [r.text for r in tuned]
+            default = _ranking(
+                (r.id, r.score) for r in core.search(query, K, mode="hybrid", fusion=DEFAULT_FUSION)
+            )
+            assert _ranking((n.node.node_id, n.score) for n in pinned.retrieve(query)) == default
+            differs = differs or default != expected
+        assert differs
+        # Filters reach both legs: only chunks of the catalogue remain.
+        kind = MetadataFilters(filters=[MetadataFilter(key="kind", value="catalogue")])
+        filtered = PoolragHybridRetriever(engine=minilm_engine, store=store, similarity_top_k=K, filters=kind)
+        nodes = filtered.retrieve(QUERIES[1])
+        assert nodes and all(n.node.metadata["kind"] == "catalogue" for n in nodes)
+    finally:
+        store.close()
+
+
+def test_a_bad_saved_record_is_refused_when_the_retriever_is_built(
+    tmp_path: Path, minilm_path: Path, minilm_engine
+) -> None:
+    collection, where = tune_and_save("qdrant", tmp_path, minilm_path)
+    store = open_store("qdrant", collection, **where)
+    try:
+        spec = json.loads(store.read_spec().to_metadata())
+        spec["retrieval"]["fusion"] = "importlib"
+        store._client.update_collection(collection, metadata={METADATA_KEY: json.dumps(spec)})
+        store.close()
+        store = open_store("qdrant", collection, **where)
+        with pytest.raises(RetrievalRecordError, match="bad saved retrieval record: fusion must be one of"):
+            PoolragHybridRetriever(engine=minilm_engine, store=store)
+    finally:
+        store.close()

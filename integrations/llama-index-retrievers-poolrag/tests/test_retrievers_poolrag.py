@@ -1,0 +1,114 @@
+"""PoolragColBERTRetriever (LlamaIndex): MaxSim order and scores equal the engine's over the
+in-memory and Qdrant stores, similarity_top_k, MetadataFilters, async and remote."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores.types import FilterCondition, MetadataFilter, MetadataFilters
+from llama_index.retrievers.poolrag import PoolragColBERTRetriever
+
+from poolrag import Engine, InvalidInputError
+from poolrag.stores import open_store
+from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
+
+IDS = [f"node-{i}" for i in range(len(TEXTS))]
+QUERY = "How do plants make sugar from light?"
+
+
+def corpus_nodes() -> list[TextNode]:
+    return [TextNode(id_=i, text=t, metadata=dict(m)) for i, t, m in zip(IDS, TEXTS, METADATAS, strict=True)]
+
+
+def filled(**kwargs) -> PoolragColBERTRetriever:
+    retriever = PoolragColBERTRetriever(**kwargs)
+    assert retriever.add_nodes(corpus_nodes()) == IDS
+    return retriever
+
+
+@pytest.fixture(scope="module", params=["in_memory", "qdrant"])
+def retriever(
+    request: pytest.FixtureRequest, colbert_engine: Engine, tmp_path_factory: pytest.TempPathFactory
+) -> PoolragColBERTRetriever:
+    if request.param == "qdrant":
+        store = open_store("qdrant", "colbert", path=str(tmp_path_factory.mktemp("qdrant")))
+        return filled(engine=colbert_engine, store=store, similarity_top_k=len(TEXTS))
+    return filled(engine=colbert_engine, similarity_top_k=len(TEXTS))
+
+
+def test_scores_and_order_are_the_engines_maxsim(
+    retriever: PoolragColBERTRetriever, colbert_engine: Engine
+) -> None:
+    nodes = retriever.retrieve(QUERY)
+    scores = np.asarray([out.outputs.score for out in colbert_engine.score(QUERY, TEXTS)])
+    assert [n.node.node_id for n in nodes] == [IDS[i] for i in np.argsort(-scores, kind="stable")]
+    assert nodes[0].node.get_content() == TEXTS[QUERIES[QUERY]]
+    np.testing.assert_allclose([n.score for n in nodes], np.sort(scores)[::-1], rtol=1e-5)
+    assert nodes[0].node.metadata == METADATAS[QUERIES[QUERY]]
+
+
+def test_top_k_and_metadata_filters(retriever: PoolragColBERTRetriever) -> None:
+    everything = [n.node.node_id for n in retriever.retrieve(QUERY)]
+    retriever.similarity_top_k = 2
+    try:
+        assert [n.node.node_id for n in retriever.retrieve(QUERY)] == everything[:2]
+        retriever.filters = MetadataFilters(
+            filters=[
+                MetadataFilter(key="topic", value=["geography", "cooking"], operator="in"),
+                MetadataFilter(key="year", value=2020),
+            ],
+            condition=FilterCondition.AND,
+        )
+        expected = [i for i in everything if METADATAS[IDS.index(i)]["topic"] in ("geography", "cooking")]
+        expected = [i for i in expected if METADATAS[IDS.index(i)]["year"] == 2020]
+        assert [n.node.node_id for n in retriever.retrieve(QUERY)] == expected[:2] and len(expected) == 2
+        retriever.filters = {"topic": "biology"}
+        assert {n.node.node_id for n in retriever.retrieve(QUERY)} == {"node-2", "node-3"}
+    finally:
+        retriever.similarity_top_k, retriever.filters = len(TEXTS), None
+
+
+def test_filters_it_cannot_evaluate_exactly_are_refused(retriever: PoolragColBERTRetriever) -> None:
+    retriever.filters = MetadataFilters(filters=[MetadataFilter(key="year", value=2020, operator=">")])
+    try:
+        with pytest.raises(InvalidInputError, match="'==' and 'in'"):
+            retriever.retrieve(QUERY)
+        retriever.filters = MetadataFilters(
+            filters=[MetadataFilter(key="year", value=2020), MetadataFilter(key="topic", value="biology")],
+            condition=FilterCondition.OR,
+        )
+        with pytest.raises(InvalidInputError, match="AND only"):
+            retriever.retrieve(QUERY)
+    finally:
+        retriever.filters = None
+
+
+def test_async_add_and_retrieve_and_remote_equal_in_process(
+    colbert_engine: Engine, colbert_url: str, retriever: PoolragColBERTRetriever
+) -> None:
+    expected = retriever.retrieve(QUERY)
+
+    async def run_async() -> list:
+        fresh = PoolragColBERTRetriever(engine=colbert_engine, similarity_top_k=len(TEXTS))
+        await fresh.aadd_nodes(corpus_nodes())
+        return await fresh.aretrieve(QUERY)
+
+    remote = filled(base_url=colbert_url, similarity_top_k=len(TEXTS))
+    for nodes in (asyncio.run(run_async()), remote.retrieve(QUERY), asyncio.run(remote.aretrieve(QUERY))):
+        assert [n.node.node_id for n in nodes] == [n.node.node_id for n in expected]
+        np.testing.assert_allclose([n.score for n in nodes], [n.score for n in expected], rtol=1e-5)
+
+
+def test_delete_and_bad_arguments(colbert_engine: Engine, minilm_engine: Engine) -> None:
+    retriever = filled(engine=colbert_engine, similarity_top_k=3)
+    retriever.delete_nodes(["node-3"])
+    assert "node-3" not in {n.node.node_id for n in retriever.retrieve(QUERY)}
+    with pytest.raises(InvalidInputError, match="similarity_top_k"):
+        PoolragColBERTRetriever(engine=colbert_engine, similarity_top_k=0)
+    with pytest.raises(InvalidInputError, match="poolrag vector store"):
+        PoolragColBERTRetriever(engine=colbert_engine, store=[])
+    with pytest.raises(InvalidInputError, match="not a ColBERT"):
+        PoolragColBERTRetriever(engine=minilm_engine)

@@ -1,0 +1,96 @@
+"""PoolragSparseEmbedding: the core's sparse vectors as LlamaIndex's sparse embedding dicts and in
+the shape of its Qdrant ``sparse_doc_fn`` / ``sparse_query_fn``, and hybrid retrieval over a real
+Qdrant (local mode) finding the document that only the sparse leg can find (Milvus:
+test_milvus_sparse_poolrag.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.schema import TextNode
+from llama_index.embeddings.poolrag import PoolragEmbedding
+from llama_index.sparse_embeddings.poolrag import PoolragSparseEmbedding
+from llama_index.vector_stores.qdrant import QdrantVectorStore
+from qdrant_client import QdrantClient, models
+
+from poolrag import Engine, PoolingParams
+from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
+from poolrag.testing.rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
+
+DOC = PoolingParams(input_type="document", truncate_prompt_tokens=-1)
+QUERY_PARAMS = PoolingParams(input_type="query", truncate_prompt_tokens=-1)
+
+
+def as_lists(vectors: list[SparseVector]) -> tuple[list[list[int]], list[list[float]]]:
+    return [v.indices.tolist() for v in vectors], [v.values.tolist() for v in vectors]
+
+
+def test_bm25_lists_are_the_core_encoders(minilm_engine: Engine, minilm_path: Path) -> None:
+    core = BM25Encoder(minilm_engine.tokenizer)
+    lengths = [sum(c.values()) for c in core.term_counts(TEXTS)]
+    avg = sum(lengths) / len(lengths)
+    sparse = PoolragSparseEmbedding(model_name=str(minilm_path))
+    assert sparse.encode_documents(TEXTS) == as_lists(core.encode_documents(TEXTS, avg))
+    assert sparse.encode_queries([QUERY]) == as_lists(core.encode_queries([QUERY]))
+    # Without a store-side IDF, queries carry IDF from the documents encoded so far.
+    counting = PoolragSparseEmbedding(engine=minilm_engine, query_idf="documents", avg_doc_length=avg)
+    assert counting.encode_documents(TEXTS) == as_lists(core.encode_documents(TEXTS, avg))
+    stats = BM25Stats.from_term_counts(core.term_counts(TEXTS))
+    assert counting.encode_queries([QUERY]) == as_lists(core.encode_queries([QUERY], stats))
+
+
+def test_learned_lists_are_the_engines(splade_engine: Engine, splade_url: str) -> None:
+    expected_docs = as_lists(splade_engine.sparse_embed(TEXTS, DOC))
+    expected_query = as_lists(splade_engine.sparse_embed([QUERY], QUERY_PARAMS))
+    for sparse in (
+        PoolragSparseEmbedding(source="model", engine=splade_engine),
+        PoolragSparseEmbedding(source="model", base_url=splade_url),
+    ):
+        assert sparse.encode_documents(TEXTS) == expected_docs
+        assert sparse.encode_queries([QUERY]) == expected_query
+        as_dicts = [dict(zip(i, v, strict=True)) for i, v in zip(*expected_docs, strict=True)]
+        assert sparse.get_text_embedding_batch(TEXTS) == as_dicts
+        assert asyncio.run(sparse.aget_text_embedding_batch(TEXTS)) == as_dicts
+        query_indices, query_values = expected_query
+        assert asyncio.run(sparse.aget_query_embedding(QUERY)) == dict(
+            zip(query_indices[0], query_values[0], strict=True)
+        )
+
+
+def test_a_dense_model_is_refused_as_a_sparse_source(minilm_engine: Engine) -> None:
+    with pytest.raises(ValueError, match="sparse_embed"):
+        PoolragSparseEmbedding(source="model", engine=minilm_engine)
+
+
+def test_qdrant_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engine) -> None:
+    assert dense_misses_rare_document(minilm_engine)
+    client = QdrantClient(location=":memory:")
+    # BM25 document vectors hold term frequencies only: the collection's sparse field applies IDF.
+    client.create_collection(
+        "hybrid",
+        vectors_config={"text-dense": models.VectorParams(size=384, distance=models.Distance.COSINE)},
+        sparse_vectors_config={"text-sparse-new": models.SparseVectorParams(modifier=models.Modifier.IDF)},
+    )
+    sparse = PoolragSparseEmbedding(engine=minilm_engine)
+    store = QdrantVectorStore(
+        "hybrid",
+        client=client,
+        enable_hybrid=True,
+        sparse_doc_fn=sparse.encode_documents,
+        sparse_query_fn=sparse.encode_queries,
+    )
+    index = VectorStoreIndex(
+        [TextNode(text=t) for t in TEXTS],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=PoolragEmbedding(engine=minilm_engine),
+    )
+    retriever = index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=3, sparse_top_k=3)
+    assert retriever.retrieve(QUERY)[0].node.get_content() == RARE
+    points, _ = client.scroll("hybrid", limit=100, with_vectors=True, with_payload=False)
+    stored = sorted((p.vector["text-sparse-new"].indices, p.vector["text-sparse-new"].values) for p in points)
+    expected_indices, expected_values = sparse.encode_documents(TEXTS)  # the pinned length: same vectors
+    assert stored == sorted(zip(expected_indices, expected_values, strict=True))
