@@ -15,11 +15,11 @@ from typing import Any, Protocol
 import httpx
 import numpy as np
 import pytest
-from poolrag.testing.live_server import serve
 
 from poolrag import Engine
 from poolrag.backend import InProcessEngine, PoolingBackend, PoolingEngine
 from poolrag.client import PoolragClient
+from poolrag.testing.live_server import serve
 
 TEXTS = ["Paris is the capital of France.", "Mitochondria make energy.", "Hi"]
 QUERY = "Which city is the capital of France?"
