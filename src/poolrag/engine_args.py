@@ -127,7 +127,7 @@ class EngineArgs:
         given = dict(options or {})
         unknown = sorted(set(given) - set(ENGINE_OPTIONS))
         if unknown:
-            raise InputTypeError(f"unknown engine options {unknown}; known: {sorted(ENGINE_OPTIONS)}")
+            raise InputTypeError(f"unknown options {unknown}; an engine takes {sorted(ENGINE_OPTIONS)}")
         return cls(os.fspath(model), **given)
 
     def engine_kwargs(self) -> dict[str, Any]:
