@@ -144,3 +144,18 @@ def test_tune_measures_now_and_no_compile_is_compile_off(capsys: pytest.CaptureF
     assert _engine_args(parse(["tune", MODEL])) == EngineArgs(MODEL, tune="full")
     assert main(["tune", MODEL, "--autotune", "off"]) == 2
     assert "poolrag tune always measures" in capsys.readouterr().err
+
+
+def test_index_quantization_reaches_the_new_collection(minilm_path: Path, tmp_path: Path) -> None:
+    from poolrag.stores import open_store
+
+    (tmp_path / "a.txt").write_text("Pandas eat bamboo for most of the day.")
+    store = tmp_path / "store.db"
+    line = ["ingest", str(tmp_path / "a.txt"), "--model", str(minilm_path), "--uri", str(store)]
+    assert main([*line, "--no-cache", "-q", "--index-quantization", "int8", "--autotune", "off"]) == 0
+    opened = open_store("milvus", "poolrag", uri=str(store))
+    try:
+        spec = opened.read_spec()
+    finally:
+        opened.close()
+    assert spec is not None and spec.quantization == "int8"
