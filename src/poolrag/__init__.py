@@ -28,6 +28,7 @@ against this list and fails on any arrow up and on any module not placed here::
     compile: the runner's forward compiled by inductor in the background, cached on disk
     pooling, scoring, sparse, postprocess: turning hidden states into vectors, scores and entities
     core: wiring model, runner and poolers into one pipeline
+    engine_args: every option an Engine takes, as one checked value (flags, Ray recipes, adapters)
     engine: the in-process Engine (the PoolingBackend most callers use)
     llm: vLLM's LLM front door over the Engine
     poolrag: this facade (lazy public names, the version)
@@ -52,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from poolrag.config.pooler_config import PoolerConfig
     from poolrag.engine import Engine
+    from poolrag.engine_args import EngineArgs
     from poolrag.errors import (
         DimensionsError,
         InputTooLongError,
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "PoolerConfig": "poolrag.config.pooler_config",
     "Engine": "poolrag.engine",
+    "EngineArgs": "poolrag.engine_args",
     "LLM": "poolrag.llm",
     "DimensionsError": "poolrag.errors",
     "InputTooLongError": "poolrag.errors",
@@ -99,6 +102,7 @@ __all__ = [
     "DimensionsError",
     "EmbeddingOutput",
     "Engine",
+    "EngineArgs",
     "Entity",
     "InputTooLongError",
     "InputTypeError",

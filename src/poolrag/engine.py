@@ -26,6 +26,8 @@ from poolrag.config.resolve import resolve_model_path
 from poolrag.core.autotune import TuneReport, TuneRequest, load_tuned, resolve_tune_mode
 from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
+from poolrag.engine_args import COMPILE_MODES as COMPILE_CHOICES
+from poolrag.engine_args import EngineArgs
 from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
 from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
@@ -52,7 +54,7 @@ if TYPE_CHECKING:  # the compiler stack loads only when compile is on
 
 logger = logging.getLogger(__name__)
 
-COMPILE_MODES = (None, "off", "background")
+COMPILE_MODES = (None, *COMPILE_CHOICES)
 
 Prompts = PromptInput | Sequence[PromptInput]
 T = TypeVar("T")
@@ -262,6 +264,11 @@ class Engine:
         self._compile: BackgroundCompile | None = tuned.compile_job
         if compile == "background" or tuned.compile:
             self._start_compile()
+
+    @classmethod
+    def from_engine_args(cls, args: EngineArgs) -> Engine:
+        """The engine an :class:`~poolrag.EngineArgs` describes (checked when it was made)."""
+        return cls(args.model, **args.engine_kwargs())
 
     def _start_compile(self) -> None:
         from poolrag.compile.background import BackgroundCompile

@@ -12,7 +12,6 @@ cannot honour them; never dropped.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine, Prompts
+from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
 from poolrag.vllm_options import NO_EFFECT_OPTIONS, warn_no_effect
@@ -43,7 +43,6 @@ CONVERTS: dict[str, str | None] = {
     "classify": "classify",
     "reward": "reward",
 }
-_ENGINE_OPTIONS = frozenset(inspect.signature(Engine.__init__).parameters) - {"self", "model"}
 
 
 def _params(
@@ -75,13 +74,7 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
     warn_no_effect(no_effect, logger)
     for name in no_effect:
         del options[name]
-    unknown = sorted(set(options) - _ENGINE_OPTIONS)
-    if unknown:
-        raise TypeError(
-            f"LLM() got unknown options {unknown}; poolrag accepts {sorted(_ENGINE_OPTIONS)} "
-            f"and, with no effect, {sorted(NO_EFFECT_OPTIONS)}"
-        )
-    return options
+    return options  # what is left is EngineArgs' to check (an unknown name: one line naming it)
 
 
 class LLM:
@@ -131,11 +124,9 @@ class LLM:
             raise InvalidInputError(f"runner must be one of {', '.join(RUNNERS)}, not {runner!r}")
         if convert not in CONVERTS:
             raise InvalidInputError(f"convert must be one of {', '.join(CONVERTS)}, not {convert!r}")
-        options = _engine_options(engine_options)
-        self.engine = Engine(
-            model,
+        named = dict(
             convert=CONVERTS[convert],
-            pooler_config=PoolerConfig.from_value(pooler_config),
+            pooler_config=pooler_config,
             hf_overrides=hf_overrides,
             trust_remote_code=trust_remote_code,
             dtype=dtype,
@@ -143,8 +134,9 @@ class LLM:
             quantization=quantization,
             tokenizer=tokenizer,
             revision=revision,
-            **options,
         )
+        self.engine_args = EngineArgs.from_options(model, named | _engine_options(engine_options))
+        self.engine = Engine.from_engine_args(self.engine_args)
 
     @property
     def supported_tasks(self) -> tuple[str, ...]:

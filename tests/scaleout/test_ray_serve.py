@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from ray import serve
 
+from poolrag.engine_args import EngineArgs
 from poolrag.scaleout.ray_serve import APP_NAME, ReplicaPlan, serve_on_ray
 from poolrag.server.settings import ServerSettings
 
@@ -33,7 +34,7 @@ def served(ray_cluster, minilm_path: Path) -> Iterator[str]:
     port = free_port()
     settings = ServerSettings(served_model_names=("minilm",))
     plan = ReplicaPlan(replicas=2, cpus_per_replica=1.0)
-    serve_on_ray(str(minilm_path), {}, settings, plan, host="127.0.0.1", port=port, blocking=False)
+    serve_on_ray(EngineArgs(str(minilm_path)), settings, plan, host="127.0.0.1", port=port, blocking=False)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

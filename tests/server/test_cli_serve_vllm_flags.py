@@ -14,7 +14,7 @@ from decoders.tiny_decoders import TEXTS, build
 
 from poolrag import Engine
 from poolrag.cli import build_parser, main
-from poolrag.cli.serve import engine_options_of
+from poolrag.cli.serve import engine_args_of
 from poolrag.testing import engine_internals as internals
 
 from .conftest import cli_server
@@ -128,7 +128,7 @@ def test_vllm_flags_map_to_engine_options(minilm_path: Path) -> None:
         "serve", str(minilm_path), "--max-num-seqs", "3", "--max-num-batched-tokens", "1024",
         "--max-model-len", "32", "--enforce-eager", "--tensor-parallel-size", "1",
     ]  # fmt: skip
-    engine = Engine(minilm_path, **engine_options_of(build_parser().parse_args(line)))
+    engine = Engine.from_engine_args(engine_args_of(build_parser().parse_args(line)))
     batcher = internals.batcher(engine)
     assert (batcher.max_batch_size, batcher.max_batch_tokens) == (3, 1024)
     assert engine.max_model_len == 32 and engine.compile_report is None

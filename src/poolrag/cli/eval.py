@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from poolrag.cli.eval_tune import add_tune_arguments, check_tune_arguments, tune_and_save, tuned_summary
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest import (
-    _positive_int,
     add_analyzer_arguments,
     add_cache_arguments,
     add_store_arguments,
+    engine_args_from,
     load_engine,
     open_cache_from_args,
     open_store_from_args,
@@ -30,6 +30,7 @@ from poolrag.cli.ingest import (
     setup_logging,
     user_errors,
 )
+from poolrag.engine_args import EngineArgs, positive_int
 
 if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
@@ -75,21 +76,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--rerank-weight", type=float, default=0.5, help="the reranker's share when fusing (default 0.5)"
     )
-    parser.add_argument(
-        "--trust-remote-code", action="store_true", help="allow model folders that ship their own code"
-    )
-    parser.add_argument("-k", type=_positive_int, default=10, help="metrics at this cut-off (default 10)")
+    EngineArgs.add_cli_args(parser)  # the model's; --sparse-model and --rerank run the same way
+    parser.add_argument("-k", type=positive_int, default=10, help="metrics at this cut-off (default 10)")
     parser.add_argument("--split", default="test", help="qrels/SPLIT.tsv to judge by (default: test)")
     parser.add_argument(
         "--prefetch",
-        type=_positive_int,
+        type=positive_int,
         help="depth of each hybrid leg (default: the chunks fused, at least 50)",
     )
-    parser.add_argument(
-        "--chunk-tokens", type=_positive_int, help="tokens per chunk (default: min(256, max))"
-    )
+    parser.add_argument("--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, max))")
     parser.add_argument("--overlap", type=int, default=32, help="tokens shared by neighbouring chunks")
-    parser.add_argument("--batch-size", type=_positive_int, default=64, help="chunks per embed+upsert step")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
     parser.add_argument("--checkpoint", metavar="FILE", help="ingest progress file (default: cache folder)")
     add_cache_arguments(parser)
     add_tune_arguments(parser)
@@ -158,7 +155,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     from poolrag.cache import EmbeddingCache
     from poolrag.evaluation import BeirDataset
     from poolrag.evaluation.run import SPARSE_MODES, Evaluation
-    from poolrag.ingest import IngestPipeline, TokenChunker, default_model
+    from poolrag.ingest import IngestPipeline, TokenChunker
     from poolrag.stores import check_collection_name
 
     # The cheap checks first: modes, names, the dataset folder, before a model or database is touched.
@@ -173,12 +170,12 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
         opened.append(_Cleanup(scratch))
         cache = EmbeddingCache(Path(scratch.name) / "queries.sqlite")
     opened.append(cache)
-    load_options = {"trust_remote_code": True} if args.trust_remote_code else {}
-    engine = load_engine(args.model or default_model(), load_options)
-    dense, sparse = _sources(engine, cache, args, load_options)
+    engine_args = engine_args_from(args)
+    engine = load_engine(engine_args)
+    dense, sparse = _sources(engine, cache, args, engine_args)
     embedder = dense.embedder
     hybrid = args.tune or any(m in SPARSE_MODES for m in modes)
-    reranker = load_engine(args.rerank, load_options) if args.rerank else None
+    reranker = load_engine(engine_args.sibling(args.rerank)) if args.rerank else None
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
     opened.append(store)
@@ -204,7 +201,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
 
 
 def _sources(
-    engine: Engine, cache: EmbeddingCache, args: argparse.Namespace, load_options: dict[str, Any]
+    engine: Engine, cache: EmbeddingCache, args: argparse.Namespace, engine_args: EngineArgs
 ) -> tuple[DenseEncoder, SparseChunkEncoder]:
     """The dense encoder and the sparse source, chosen as ``poolrag ingest --hybrid`` chooses: the
     --sparse-model, else the main model's own sparse head (one forward pass), else BM25."""
@@ -215,7 +212,7 @@ def _sources(
     from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
 
     if args.sparse_model:
-        sparse_model = load_sparse_model(args.sparse_model, load_options)
+        sparse_model = load_sparse_model(engine_args.sibling(args.sparse_model))
         return DenseEncoder(CachedEmbedder(engine, cache)), LearnedSparseChunkEncoder(sparse_model, cache)
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest_ray import add_ray_arguments
+from poolrag.engine_args import EngineArgs, positive_int
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
@@ -33,16 +34,6 @@ EXIT_UNAVAILABLE = 3
 EXIT_STORE_WRITE = 4  # the store's disk refused a write: full, size limit, read-only, permission
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("vector store")
     group.add_argument(
@@ -55,7 +46,7 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--url", help="qdrant: server URL, e.g. http://localhost:6333")
     group.add_argument("--api-key", help="server API key / token (qdrant url, milvus server)")
     group.add_argument("--collection", default="poolrag", help="collection name (default: poolrag)")
-    group.add_argument("--retries", type=_positive_int, default=5, help="attempts while the database is down")
+    group.add_argument("--retries", type=positive_int, default=5, help="attempts while the database is down")
     group.add_argument("--retry-delay", type=float, default=0.5, help="first backoff in seconds (doubles)")
 
 
@@ -120,10 +111,17 @@ def open_cache_from_args(args: argparse.Namespace) -> EmbeddingCache | None:
     return EmbeddingCache(args.cache, max_bytes=int(args.cache_max_gb * (1 << 30)))
 
 
-def load_engine(model: str, options: dict[str, Any] | None = None) -> Engine:
+def load_engine(args: EngineArgs) -> Engine:
     from poolrag import Engine
 
-    return Engine(model, **(options or {}))
+    return Engine.from_engine_args(args)
+
+
+def engine_args_from(args: argparse.Namespace) -> EngineArgs:
+    """The main model's engine flags (``--model``, else the default model)."""
+    from poolrag.ingest import default_model
+
+    return EngineArgs.from_cli_args(args, model=args.model or default_model())
 
 
 def setup_logging(verbose: bool) -> None:
@@ -173,13 +171,8 @@ def register(subparsers: Any) -> None:
     model.add_argument("--model", help="hub id or folder (default: all-MiniLM-L6-v2, offline if packaged)")
     model.add_argument(
         "--dimensions",
-        type=_positive_int,
+        type=positive_int,
         help="store Matryoshka-truncated vectors of this size; full vectors stay in the cache for re-scoring",
-    )
-    model.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="allow model folders that ship their own code (never recorded in the collection)",
     )
     model.add_argument(
         "--assume-matryoshka",
@@ -199,23 +192,19 @@ def register(subparsers: Any) -> None:
         help="with --hybrid: a learned sparse model (SPLADE hub id or folder) for the sparse vectors",
     )
     add_analyzer_arguments(model)
-    model.add_argument(
-        "--compile",
-        choices=("off", "background"),
-        default="off",
-        help="background: embed eagerly at once, compile the forward (inductor, cached on disk for the "
-        "next run) and switch to it once it matches eager (default: off)",
-    )
+    EngineArgs.add_cli_args(parser)  # how the model runs: never recorded in the collection
     chunking = parser.add_argument_group("chunking and writing")
     chunking.add_argument(
-        "--chunk-tokens", type=_positive_int, help="tokens per chunk (default: min(256, model max))"
+        "--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, model max))"
     )
     chunking.add_argument(
         "--overlap", type=int, default=32, help="tokens shared by neighbouring chunks (default 32)"
     )
-    chunking.add_argument("--batch-size", type=_positive_int, default=64, help="chunks per embed+upsert step")
+    chunking.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
     chunking.add_argument(
-        "--quantization", choices=("int8", "binary"), help="quantized index for a new collection"
+        "--index-quantization",
+        choices=("int8", "binary"),
+        help="quantized index for a new collection (--quantization is the model's weights)",
     )
     chunking.add_argument(
         "--prune", action="store_true", help="delete chunks of sources not given in this run"
@@ -275,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     from poolrag.errors import InvalidInputError
-    from poolrag.ingest import IngestPipeline, TokenChunker, default_model, read_paths
+    from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
     from poolrag.stores import check_collection_name
 
     # Check the cheap things (paths, names, the cache) before loading a model or touching a database.
@@ -290,28 +279,23 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     cache = open_cache_from_args(args)
     if cache is not None:
         opened.append(cache)
-    options: dict[str, Any] = {}
-    if args.assume_matryoshka:
-        options["hf_overrides"] = {"is_matryoshka": True}
-    load_options: dict[str, Any] = {"trust_remote_code": True} if args.trust_remote_code else {}
-    if args.compile != "off":  # how the forward runs, not what it computes: never recorded either
-        load_options["compile"] = args.compile
+    overrides = dict(args.hf_overrides or {}) | ({"is_matryoshka": True} if args.assume_matryoshka else {})
+    # What changes the vectors is recorded in the collection; how the forward runs is not.
+    options: dict[str, Any] = {"hf_overrides": overrides} if overrides else {}
+    engine_args = engine_args_from(args).replace(hf_overrides=overrides or None)
     if args.ray is not None:  # the actors load the engine: poolrag.cli.ingest_ray
         from poolrag.cli.ingest_ray import ingest_on_ray_from_args, refuse_unsupported
 
         refuse_unsupported(args)
         store = open_store_from_args(args)
         opened.append(store)
-        model = args.model or default_model()
         files_left_out = () if skipped is None else skipped  # filled while the documents are read
-        return ingest_on_ray_from_args(
-            args, documents, files_left_out, store, cache, model, options, load_options
-        )
-    engine = load_engine(args.model or default_model(), options | load_options)
+        return ingest_on_ray_from_args(args, documents, files_left_out, store, cache, engine_args, options)
+    engine = load_engine(engine_args)
     encoder = _encoder(engine, cache, args.dimensions)
     sparse_encoder = None
     if args.hybrid:
-        encoder, sparse_encoder = _hybrid_encoders(engine, encoder, cache, args, load_options)
+        encoder, sparse_encoder = _hybrid_encoders(engine, encoder, cache, args, engine_args)
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
     opened.append(store)
@@ -320,7 +304,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         encoder,
         chunker,
         batch_size=args.batch_size,
-        quantization=args.quantization,
+        quantization=args.index_quantization,
         model_options=options,
         checkpoint_path=args.checkpoint,
         checkpoint_dir=None if args.cache is None else _parent(args.cache),
@@ -371,7 +355,7 @@ def _hybrid_encoders(
     encoder: ChunkEncoder,
     cache: EmbeddingCache | None,
     args: argparse.Namespace,
-    load_options: dict[str, Any],
+    engine_args: EngineArgs,
 ) -> tuple[ChunkEncoder, SparseChunkEncoder]:
     """The sparse source ``--hybrid`` uses: a named sparse model, the main model's own sparse head
     (its dense encoder then shares the forward pass), or BM25 over the main model's tokenizer."""
@@ -380,17 +364,19 @@ def _hybrid_encoders(
 
     if args.sparse_model:
         _sparse_encoder(engine, cache)  # the same refusal of ColBERT collections as BM25's
-        return encoder, LearnedSparseChunkEncoder(load_sparse_model(args.sparse_model, load_options), cache)
+        sparse_model = load_sparse_model(engine_args.sibling(args.sparse_model))
+        return encoder, LearnedSparseChunkEncoder(sparse_model, cache)
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache, args.dimensions)
     return encoder, _sparse_encoder(engine, cache, analyzer_from_args(args))
 
 
-def load_sparse_model(model: str, options: dict[str, Any] | None = None) -> Engine:
+def load_sparse_model(engine_args: EngineArgs) -> Engine:
     """Load a learned sparse model once, refusing one that makes no sparse vectors."""
     from poolrag.errors import InvalidInputError
 
-    engine = load_engine(model, options)
+    engine = load_engine(engine_args)
+    model = engine_args.model
     if "sparse_embed" not in engine.supported_tasks:
         raise InvalidInputError(f"--sparse-model {model}: the model makes no sparse vectors (not SPLADE)")
     return engine

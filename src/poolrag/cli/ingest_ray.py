@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
+    from poolrag.engine_args import EngineArgs
     from poolrag.ingest.pipeline import IngestReport
     from poolrag.stores.base import VectorStore
 
@@ -53,9 +54,8 @@ def ingest_on_ray_from_args(
     skipped: Sequence[Any],
     store: VectorStore,
     cache: EmbeddingCache | None,
-    model: str,
+    engine_args: EngineArgs,
     model_options: dict[str, Any],
-    load_options: dict[str, Any],
 ) -> IngestReport:
     import ray
 
@@ -65,8 +65,7 @@ def ingest_on_ray_from_args(
     connect(args.ray)
     ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
     recipe = EngineRecipe(
-        model,
-        engine_options=model_options | load_options,
+        engine_args,
         dimensions=args.dimensions,
         chunk_tokens=args.chunk_tokens,
         overlap=args.overlap,
@@ -77,7 +76,7 @@ def ingest_on_ray_from_args(
         recipe,
         cache=cache,
         options=RayIngestOptions(workers=args.ray_workers, write_batch=args.batch_size),
-        quantization=args.quantization,
+        quantization=args.index_quantization,
         model_options=model_options,
         prune=args.prune,
         skipped=skipped,

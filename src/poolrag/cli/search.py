@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.ingest import (
-    _positive_int,
     add_cache_arguments,
     add_store_arguments,
+    engine_args_from,
     load_engine,
     open_cache_from_args,
     open_store_from_args,
@@ -20,6 +20,7 @@ from poolrag.cli.ingest import (
     setup_logging,
     user_errors,
 )
+from poolrag.engine_args import EngineArgs, positive_int
 
 if TYPE_CHECKING:
     from poolrag.engine import Engine
@@ -52,9 +53,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--model", help="query model: the one the collection was ingested with (default: all-MiniLM-L6-v2)"
     )
-    parser.add_argument(
-        "--trust-remote-code", action="store_true", help="allow model folders that ship their own code"
-    )
+    EngineArgs.add_cli_args(parser)  # the query model's; --rerank and --sparse-model run the same way
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder to rerank the candidates with")
     parser.add_argument(
         "--second-stage",
@@ -82,8 +81,8 @@ def register(subparsers: Any) -> None:
         metavar="MODEL",
         help="sparse/hybrid on a collection ingested with --sparse-model: the same model (checked)",
     )
-    parser.add_argument("-k", type=_positive_int, default=10, help="results to show (default 10)")
-    parser.add_argument("--candidates", type=_positive_int, help="stage-1 candidates (default max(10k, 50))")
+    parser.add_argument("-k", type=positive_int, default=10, help="results to show (default 10)")
+    parser.add_argument("--candidates", type=positive_int, help="stage-1 candidates (default max(10k, 50))")
     parser.add_argument("--no-rescore", action="store_true", help="skip the full-vector re-scoring stage")
     add_cache_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print results as JSON lines")
@@ -132,7 +131,6 @@ def run(args: argparse.Namespace) -> int:
 def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     from poolrag.cache import CachedEmbedder
     from poolrag.errors import InvalidInputError
-    from poolrag.ingest import default_model
     from poolrag.retrieval import ColbertRetriever, Retriever
     from poolrag.stores import CollectionMismatchError, CollectionNotFoundError
     from poolrag.stores.base import weights_fingerprint
@@ -145,24 +143,26 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
         )
     # The model is the one the user names (or the default), loaded with the user's own options:
     # what the collection recorded is data and only decides whether the answer is "yes, same model".
-    options = _recorded_matryoshka(spec.model_options)
-    if args.trust_remote_code:
-        options["trust_remote_code"] = True
-    engine = load_engine(args.model or default_model(), options)
+    engine_args = engine_args_from(args)
+    if _recorded_matryoshka(spec.model_options):
+        engine_args = engine_args.replace(
+            hf_overrides=(engine_args.hf_overrides or {}) | {"is_matryoshka": True}
+        )
+    engine = load_engine(engine_args)
     if weights_fingerprint(spec.model_identity) != weights_fingerprint(engine.model_identity):
         raise CollectionMismatchError(
             f"collection {args.collection!r} was filled with {spec.model_name!r} (fingerprint "
             f"{weights_fingerprint(spec.model_identity)}), but {engine.model_name!r} has fingerprint "
             f"{weights_fingerprint(engine.model_identity)}; search it with --model {spec.model_name}"
         )
-    reranker = _reranker(args)
+    reranker = _reranker(args, engine_args)
     if spec.layout == "multivector":
         if args.mode != "dense":
             raise InvalidInputError(f"--mode {args.mode}: a ColBERT collection has no sparse field")
         return ColbertRetriever(store, engine, reranker=reranker).search(
             args.query, args.k, candidates=args.candidates
         )
-    sparse = _sparse_queries(spec, engine, args) if args.mode != "dense" else None
+    sparse = _sparse_queries(spec, engine, args, engine_args) if args.mode != "dense" else None
     embedder = CachedEmbedder(engine, open_cache_from_args(args))
     retriever = Retriever(store, embedder, reranker=reranker, sparse_encoder=sparse)
     return retriever.search(
@@ -170,7 +170,9 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     )
 
 
-def _sparse_queries(spec: CollectionSpec, engine: Engine, args: argparse.Namespace) -> SparseQueryEncoder:
+def _sparse_queries(
+    spec: CollectionSpec, engine: Engine, args: argparse.Namespace, engine_args: EngineArgs
+) -> SparseQueryEncoder:
     """BM25's unit query weights (every store multiplies them by IDF), its terms split by the analyzer
     the collection recorded, or for a ``learned`` collection the model that made its vectors:
     --sparse-model, else the main model's own sparse head."""
@@ -180,11 +182,11 @@ def _sparse_queries(spec: CollectionSpec, engine: Engine, args: argparse.Namespa
 
     if spec.sparse != "learned":
         return query_encoder_for_record(spec.model_options.get(BM25_RECORD_KEY), engine.tokenizer)
-    named = load_sparse_model(args.sparse_model, _user_options(args)) if args.sparse_model else None
+    named = load_sparse_model(engine_args.sibling(args.sparse_model)) if args.sparse_model else None
     return learned_sparse_for_search(spec.model_options.get(LEARNED_SPARSE_OPTIONS_KEY), engine, named)
 
 
-def _reranker(args: argparse.Namespace) -> CrossEncoderReranker | Engine | None:
+def _reranker(args: argparse.Namespace, engine_args: EngineArgs) -> CrossEncoderReranker | Engine | None:
     if not args.rerank:
         return None
     from poolrag.retrieval import CrossEncoderReranker
@@ -194,7 +196,7 @@ def _reranker(args: argparse.Namespace) -> CrossEncoderReranker | Engine | None:
         settings["second_stage"] = args.second_stage
     if args.rerank_weight is not None:
         settings["weight"] = args.rerank_weight
-    engine = load_engine(args.rerank, _user_options(args))
+    engine = load_engine(engine_args.sibling(args.rerank))
     # Bare, the retriever gives it the share a saved --tune --rerank chose (else the default).
     return CrossEncoderReranker(engine, **settings) if settings else engine
 
@@ -209,15 +211,11 @@ def _unit_interval(value: str) -> float:
     return number
 
 
-def _user_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {"trust_remote_code": True} if args.trust_remote_code else {}
-
-
-def _recorded_matryoshka(recorded: object) -> dict[str, Any]:
+def _recorded_matryoshka(recorded: object) -> bool:
     """Of the options ingest recorded, only the Matryoshka flag (a query truncated like the stored
     vectors needs it) is taken, and only as a boolean; anything else is ignored with a warning."""
     if not isinstance(recorded, dict) or not recorded:
-        return {}
+        return False
     overrides = recorded.get("hf_overrides")
     matryoshka = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
     own = ("hf_overrides", "bm25", "learned_sparse")  # bm25, learned_sparse: ingest's own records
@@ -226,4 +224,4 @@ def _recorded_matryoshka(recorded: object) -> dict[str, Any]:
         ignored += sorted(f"hf_overrides.{k}" for k in overrides if k != "is_matryoshka")
     if ignored:
         logger.warning("ignoring model options recorded in the collection: %s", ", ".join(ignored))
-    return {"hf_overrides": {"is_matryoshka": True}} if matryoshka else {}
+    return matryoshka

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+from poolrag.engine_args import EngineArgs, add_flag, positive_int
 from poolrag.server.settings import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_INPUTS,
@@ -23,26 +23,6 @@ logger = logging.getLogger(__name__)
 API_KEY_ENV = "POOLRAG_API_KEY"
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
@@ -53,13 +33,13 @@ def register(subparsers: Any) -> None:
     net = parser.add_argument_group("server")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     net.add_argument("--port", type=int, default=8000)
-    _add(
+    add_flag(
         net,
         "--api-key",
         default=os.environ.get(API_KEY_ENV),
         help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, if set)",
     )
-    _add(
+    add_flag(
         net,
         "--served-model-name",
         nargs="+",
@@ -67,37 +47,39 @@ def register(subparsers: Any) -> None:
         help="name(s) clients pass as 'model'; the first is reported (default: MODEL, or a local "
         "folder's last path component)",
     )
-    _add(
+    add_flag(
         net,
         "--max-queue",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_QUEUE,
         help="most requests admitted at once; more get 503 + Retry-After",
     )
-    _add(net, "--max-inputs", type=_positive_int, default=DEFAULT_MAX_INPUTS, help="most inputs per request")
-    _add(
+    add_flag(
+        net, "--max-inputs", type=positive_int, default=DEFAULT_MAX_INPUTS, help="most inputs per request"
+    )
+    add_flag(
         net,
         "--max-body-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_BODY_BYTES,
         help="largest request body (413)",
     )
-    _add(
+    add_flag(
         net,
         "--allowed-hosts",
         nargs="+",
         metavar="HOST",
         help="Host header names to answer ('*': any; default: the loopback names when keyless on loopback)",
     )
-    _add(net, "--max-request-tokens", type=_positive_int, help="most token ids per request (413)")
-    _add(net, "--max-request-chars", type=_positive_int, help="most characters of text per request (413)")
-    _add(
-        net, "--max-inflight-bytes", type=_positive_int, help="request body bytes held at once; more get 503"
+    add_flag(net, "--max-request-tokens", type=positive_int, help="most token ids per request (413)")
+    add_flag(net, "--max-request-chars", type=positive_int, help="most characters of text per request (413)")
+    add_flag(
+        net, "--max-inflight-bytes", type=positive_int, help="request body bytes held at once; more get 503"
     )
-    _add(net, "--max-inflight-tokens", type=_positive_int, help="tokens in flight at once; more get 503")
-    _add(net, "--header-timeout", type=float, default=10.0, help="seconds to send request headers")
-    _add(net, "--body-timeout", type=float, default=30.0, help="seconds to send a request body (408)")
-    _add(net, "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    add_flag(net, "--max-inflight-tokens", type=positive_int, help="tokens in flight at once; more get 503")
+    add_flag(net, "--header-timeout", type=float, default=10.0, help="seconds to send request headers")
+    add_flag(net, "--body-timeout", type=float, default=30.0, help="seconds to send a request body (408)")
+    add_flag(net, "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     scale = parser.add_argument_group("scaling out (the ray extra)")
     scale.add_argument(
         "--ray",
@@ -116,7 +98,8 @@ def register(subparsers: Any) -> None:
         "in flight (default auto)",
     )
 
-    eng = parser.add_argument_group("engine")
+    eng = EngineArgs.add_cli_args(parser)
+    parser.set_defaults(compile="off")  # a server starts eagerly unless told otherwise
     eng.add_argument("--model", dest="model_option", metavar="MODEL", help="the model, as vLLM's flag")
     eng.add_argument(
         "--runner",
@@ -124,92 +107,30 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="vLLM's runner: auto or pooling (poolrag serves pooling models only)",
     )
-    eng.add_argument(
-        "--convert",
-        choices=("auto", "none", "embed", "classify", "reward"),
-        default="auto",
-        help="vLLM's model conversion: pool the backbone (embed), score from lm_head rows (classify), "
-        "or a process reward model (reward)",
-    )
-    _add(
-        eng,
-        "--score-template",
-        metavar="NAME|FILE",
-        help="prompt for (query, document) pairs of LLM rerankers: a shipped name "
-        "(qwen3_reranker, bge_reranker_v2_gemma, mxbai_rerank_v2) or a .jinja file",
-    )
-    _add(
+    add_flag(
         eng,
         "--chat-template",
         metavar="FILE",
         help="vLLM's spelling of --score-template: a vLLM score template file as it ships (reads messages)",
     )
-    eng.add_argument(
-        "--quantization", choices=("int8", "fp8"), help="weight-only quantization (torchao); fp8 needs CUDA"
+    add_flag(
+        eng, "--enforce-eager", action="store_true", help="never compile (poolrag's default: --compile off)"
     )
-    eng.add_argument("--task", help="primary pooling task (default: the model's own)")
-    eng.add_argument("--dtype", default="auto", help="auto, float32, float16, bfloat16")
-    eng.add_argument("--device", help="cuda, cpu, ... (default: auto)")
-    _add(eng, "--max-model-len", type=_positive_int, help="token limit per input")
-    _add(
-        eng,
-        "--max-batch-tokens",
-        "--max-num-batched-tokens",
-        type=_positive_int,
-        default=None,
-        help="tokens per forward pass (default: 16384 on CUDA, 4096 on CPU)",
-    )
-    _add(eng, "--max-num-seqs", type=_positive_int, help="most sequences per forward pass (default 512)")
-    eng.add_argument("--tokenizer", help="tokenizer folder or hub id (default: the model's)")
-    eng.add_argument("--revision", help="hub revision of the model")
-    _add(eng, "--trust-remote-code", action="store_true", help="allow model folders with their own code")
-    _add(eng, "--pooler-config", type=_json_object, metavar="JSON", help="pooling overrides (vLLM's keys)")
-    _add(eng, "--hf-overrides", type=_json_object, metavar="JSON", help="transformers config overrides")
-    _add(
-        eng,
-        "--cpu-fast-mode",
-        choices=("bf16", "int8"),
-        help="faster, inexact CPU inference; kept only if its measured cosine to fp32 clears the bar",
-    )
-    _add(
-        eng,
-        "--model-impl",
-        choices=("auto", "native", "transformers"),
-        default="auto",
-        help="poolrag's own encoder implementation where exact (auto), required (native), or never",
-    )
-    eng.add_argument(
-        "--compile",
-        choices=("off", "background"),
-        default="off",
-        help="background: serve eagerly at once, compile the forward (inductor, cached on disk for "
-        "the next start) and switch to it once it matches eager (default: off)",
-    )
-    _add(eng, "--enforce-eager", action="store_true", help="never compile (poolrag's default: --compile off)")
-    _add(eng, "--tensor-parallel-size", "-tp", type=_positive_int, default=1, help="must be 1")
-    _add(eng, "--pipeline-parallel-size", "-pp", type=_positive_int, default=1, help="must be 1")
-    _add(net, "--disable-log-requests", action="store_true", help="no access log line per request")
+    add_flag(eng, "--tensor-parallel-size", "-tp", type=positive_int, default=1, help="must be 1")
+    add_flag(eng, "--pipeline-parallel-size", "-pp", type=positive_int, default=1, help="must be 1")
+    add_flag(net, "--disable-log-requests", action="store_true", help="no access log line per request")
     vllm = parser.add_argument_group("vLLM options with no effect here (accepted with one warning)")
     for name, is_switch in NO_EFFECT_OPTIONS.items():
         flag = "--" + name.replace("_", "-")
         if is_switch:
-            _add(vllm, flag, dest=name, action=argparse.BooleanOptionalAction, default=None)
+            add_flag(vllm, flag, dest=name, action=argparse.BooleanOptionalAction, default=None)
         else:
-            _add(vllm, flag, dest=name, metavar="VALUE")
+            add_flag(vllm, flag, dest=name, metavar="VALUE")
     parser.set_defaults(handler=run)
 
 
-def _add(group: Any, flag: str, *aliases: str, **kwargs: Any) -> None:
-    """``--a-b`` plus vLLM's other spelling ``--a_b`` (vLLM takes both) of every long name."""
-    names = [flag, *aliases]
-    names += [
-        n.replace("-", "_").replace("__", "--", 1) for n in names if n.startswith("--") and "-" in n[2:]
-    ]
-    group.add_argument(*names, **kwargs)
-
-
 def _replica_count(text: str) -> int | str:
-    return "auto" if text == "auto" else _positive_int(text)
+    return "auto" if text == "auto" else positive_int(text)
 
 
 def _runner(text: str) -> str:
@@ -220,7 +141,7 @@ def _runner(text: str) -> str:
     return text
 
 
-def engine_options_of(args: argparse.Namespace) -> dict[str, Any]:
+def engine_args_of(args: argparse.Namespace) -> EngineArgs:
     """The Engine's options from the command line, vLLM's flags mapped to poolrag's or warned about."""
     if args.tensor_parallel_size != 1 or args.pipeline_parallel_size != 1:
         raise ValueError(
@@ -232,25 +153,7 @@ def engine_options_of(args: argparse.Namespace) -> dict[str, Any]:
     if args.chat_template and args.score_template and args.chat_template != args.score_template:
         raise ValueError("give --chat-template or --score-template, not both")
     warn_no_effect((name for name in NO_EFFECT_OPTIONS if getattr(args, name) is not None), logger)
-    return dict(
-        task=args.task,
-        dtype=args.dtype,
-        device=args.device,
-        max_model_len=args.max_model_len,
-        pooler_config=args.pooler_config,
-        hf_overrides=args.hf_overrides,
-        trust_remote_code=args.trust_remote_code,
-        max_batch_tokens=args.max_batch_tokens,
-        max_batch_size=args.max_num_seqs,
-        tokenizer=args.tokenizer,
-        revision=args.revision,
-        cpu_fast_mode=args.cpu_fast_mode,
-        model_impl=args.model_impl,
-        compile=args.compile,
-        convert=None if args.convert in ("auto", "none") else args.convert,
-        score_template=args.chat_template or args.score_template,
-        quantization=args.quantization,
-    )
+    return EngineArgs.from_cli_args(args).replace(score_template=args.chat_template or args.score_template)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -291,12 +194,12 @@ def run(args: argparse.Namespace) -> int:
             header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout,
         )
-        engine_options = engine_options_of(args)
+        engine_args = engine_args_of(args)
         if args.ray is not None:
             if args.disable_log_requests:
                 logger.warning("--disable-log-requests has no effect with --ray: Ray Serve keeps its own log")
-            return _serve_on_ray(args, settings, engine_options)
-        engine = Engine(args.model, **engine_options)
+            return _serve_on_ray(args, settings, engine_args)
+        engine = Engine.from_engine_args(engine_args)
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
@@ -313,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_on_ray(args: argparse.Namespace, settings: Any, engine_options: dict[str, Any]) -> int:
+def _serve_on_ray(args: argparse.Namespace, settings: Any, engine_args: EngineArgs) -> int:
     """The same app as replicas on Ray Serve; blocks until interrupted."""
     if not require_extra("serve --ray", "ray"):
         return EXIT_MISSING_EXTRA
@@ -322,5 +225,5 @@ def _serve_on_ray(args: argparse.Namespace, settings: Any, engine_options: dict[
 
     plan = ReplicaPlan(replicas=None if args.replicas == "auto" else args.replicas)
     connect(args.ray)
-    serve_on_ray(args.model, engine_options, settings, plan, host=args.host, port=args.port)
+    serve_on_ray(engine_args, settings, plan, host=args.host, port=args.port)
     return 0

@@ -12,6 +12,9 @@ import logging
 import sys
 from typing import Any
 
+from poolrag.engine_args import EngineArgs
+from poolrag.errors import InvalidInputError
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -27,15 +30,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="time the eager candidates only (what a first load does; seconds instead of minutes)",
     )
-    parser.add_argument(
-        "--cpu-fast-mode",
-        choices=("auto",),
-        help="also time bf16 and int8 against the exact path (the verdict of cpu_fast_mode='auto')",
-    )
-    parser.add_argument("--max-batch-tokens", type=int, help="the token budget the engine will run with")
-    parser.add_argument(
-        "--trust-remote-code", action="store_true", help="allow model folders with their own code"
-    )
+    EngineArgs.add_cli_args(parser)  # --cpu-fast-mode auto also times bf16 and int8 against exact
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     parser.set_defaults(handler=run)
 
@@ -47,14 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from poolrag import Engine, PoolragError
 
     try:
-        engine = Engine(
-            args.model,
-            tune="full",
-            compile="off" if args.no_compile else None,
-            cpu_fast_mode=args.cpu_fast_mode,
-            max_batch_tokens=args.max_batch_tokens,
-            trust_remote_code=args.trust_remote_code,
-        )
+        engine = Engine.from_engine_args(_engine_args(args))
     except (PoolragError, ValueError, OSError) as exc:
         print(f"poolrag tune: cannot load the model: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
@@ -63,3 +51,16 @@ def run(args: argparse.Namespace) -> int:
     if report.path:
         print(f"saved to {report.path}")
     return 0
+
+
+def _engine_args(args: argparse.Namespace) -> EngineArgs:
+    """The flags as every command reads them, measured now (``--autotune full``); ``--no-compile``
+    is ``--compile off``."""
+    if args.autotune not in (None, "full"):
+        raise InvalidInputError(
+            f"poolrag tune always measures (--autotune full), not --autotune {args.autotune}"
+        )
+    if args.no_compile and args.compile not in (None, "off"):
+        raise InvalidInputError(f"--no-compile contradicts --compile {args.compile}; give one of them")
+    compile = "off" if args.no_compile else args.compile
+    return EngineArgs.from_cli_args(args).replace(tune="full", compile=compile)

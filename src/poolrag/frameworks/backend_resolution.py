@@ -15,6 +15,7 @@ from poolrag.backend import PoolingBackend
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
+from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
 
@@ -34,11 +35,14 @@ def resolve_backend(
     cache: CachedEmbedder | EmbeddingCache | str | os.PathLike[str] | None = None,
     engine_kwargs: dict[str, Any] | None = None,
     truncate_prompt_tokens: int | None = -1,
+    engine_args: EngineArgs | None = None,
 ) -> PoolingBackend:
     """The backend these arguments describe.
 
     * ``engine=``: share an engine that is already loaded (the cheapest way to run several adapters).
-    * ``model_name=`` alone: load that model (path or hub id) in this process, with ``engine_kwargs``.
+    * ``model_name=`` alone: load that model (path or hub id) in this process, with ``engine_kwargs``
+      (checked by :class:`~poolrag.EngineArgs`: an unknown key is one line naming it); or
+      ``engine_args=``, an :class:`~poolrag.EngineArgs` naming the model and its options.
     * ``base_url=`` (or ``$POOLRAG_BASE_URL`` when nothing else is given): call ``poolrag serve``;
       ``model_name`` is then the served model name and ``api_key`` defaults to ``$POOLRAG_API_KEY``.
     * ``client=``: share a :class:`PoolragClient`.
@@ -48,6 +52,8 @@ def resolve_backend(
     """
     if sum(x is not None for x in (engine, client, base_url)) > 1:
         raise InvalidInputError("pass only one of engine=, client= and base_url=")
+    if engine_args is not None:
+        model_name = _model_of(engine_args, model_name, engine, client, base_url, engine_kwargs)
     if isinstance(cache, CachedEmbedder) and engine is client is base_url is model_name is None:
         return cache  # the embedder already wraps the engine to run
     if engine is not None:
@@ -74,7 +80,30 @@ def resolve_backend(
             f"say which model to run: engine=, model_name= (a path or hub id), base_url= or ${BASE_URL_ENV}"
         )
     logger.info("loading %s in process", model_name)
-    return _behind_cache(Engine(model_name, **(engine_kwargs or {})), cache, truncate_prompt_tokens)
+    args = engine_args or EngineArgs.from_options(model_name, engine_kwargs)
+    return _behind_cache(Engine.from_engine_args(args), cache, truncate_prompt_tokens)
+
+
+def _model_of(
+    args: EngineArgs,
+    model_name: str | os.PathLike[str] | None,
+    engine: Engine | None,
+    client: PoolragClient | None,
+    base_url: str | None,
+    engine_kwargs: dict[str, Any] | None,
+) -> str:
+    """The model ``engine_args=`` loads here, refusing the arguments that say something else."""
+    if not isinstance(args, EngineArgs):
+        raise InvalidInputError(f"engine_args must be a poolrag.EngineArgs, not {type(args).__name__}")
+    if engine is not None or client is not None or base_url is not None:
+        raise InvalidInputError(
+            "engine_args= loads a model in this process: leave out engine=, client= and base_url="
+        )
+    if engine_kwargs:
+        raise InvalidInputError("pass engine_args= or engine_kwargs=, not both")
+    if model_name is not None and os.fspath(model_name) != args.model:
+        raise InvalidInputError(f"model_name={os.fspath(model_name)!r} but engine_args names {args.model!r}")
+    return args.model
 
 
 def _behind_cache(engine: Engine, cache: object, truncate_prompt_tokens: int | None) -> PoolingBackend:

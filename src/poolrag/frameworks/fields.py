@@ -4,7 +4,8 @@ LangChain's and LlamaIndex's base classes are both pydantic models, so each adap
 framework's base plus one of these mixins, and every adapter takes the same arguments:
 
 * ``engine=`` an already loaded :class:`poolrag.Engine` (shared, nothing is loaded again);
-* ``model_name=`` a path or hub id to load in this process (``engine_kwargs`` go to ``Engine``);
+* ``model_name=`` a path or hub id to load in this process (``engine_kwargs`` go to ``Engine``), or
+  ``engine_args=`` a :class:`poolrag.EngineArgs` naming the model and its options;
 * ``base_url=`` a ``poolrag serve`` URL (then ``model_name`` is the served name, ``api_key`` defaults
   to ``$POOLRAG_API_KEY``), or ``client=`` a :class:`poolrag.client.PoolragClient`;
 * nothing at all when ``$POOLRAG_BASE_URL`` is set.
@@ -15,11 +16,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, PrivateAttr, SecretStr, model_validator
 
 from poolrag.backend import PoolingBackend
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
+from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.frameworks.backend_resolution import API_KEY_ENV, backend_base_url, resolve_backend
 from poolrag.frameworks.sparse_encoding import (
@@ -59,6 +61,11 @@ class BackendFields(BaseModel):
         default_factory=dict,
         description="Keyword arguments of poolrag.Engine when model_name is loaded here.",
     )
+    engine_args: InstanceOf[EngineArgs] | None = Field(
+        default=None,
+        exclude=True,
+        description="A poolrag.EngineArgs (model and options) to load here, instead of model_name.",
+    )
     truncate_prompt_tokens: int | None = Field(
         default=-1,
         description="-1: cut inputs at the model's maximum length, as sentence-transformers does; "
@@ -88,6 +95,7 @@ class BackendFields(BaseModel):
             cache=self._embedding_cache(),
             engine_kwargs=self.engine_kwargs,
             truncate_prompt_tokens=self.truncate_prompt_tokens,
+            engine_args=self.engine_args,
         )
         remote_url = backend_base_url(self._backend)
         if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=
@@ -162,8 +170,9 @@ class SparseFields(BackendFields):
             )
         if self.engine is not None:
             tokenizer = self.engine.tokenizer
-        elif self.model_name is not None:
-            tokenizer = BM25Encoder.from_pretrained(self.model_name).tokenizer
+        elif self.model_name is not None or self.engine_args is not None:
+            model = self.model_name if self.engine_args is None else self.engine_args.model
+            tokenizer = BM25Encoder.from_pretrained(model).tokenizer
         else:
             raise InvalidInputError("BM25 needs a tokenizer: pass engine= or model_name= (a path or hub id)")
         encoder = BM25Encoder(tokenizer, BM25Parameters(self.k1, self.b))

@@ -31,7 +31,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -39,6 +39,7 @@ import numpy as np
 import ray
 
 from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.encoders import DenseEncoder
@@ -57,24 +58,33 @@ class EngineRecipe:
     """How every actor builds the same engine and chunker (what a single-process run would use).
 
     Args:
-        model: hub id or model folder (a folder must exist on every node).
-        engine_options: keyword arguments of :class:`~poolrag.Engine` (dtype, hf_overrides, ...).
+        engine_args: the engine every actor builds (a model folder must exist on every node); a
+            bare model path or hub id means its default options.
         dimensions: store Matryoshka-truncated vectors of this size (``None``: full size).
         chunk_tokens: tokens per chunk (``None``: :meth:`TokenChunker.for_model`'s default).
         overlap: tokens shared by neighbouring chunks.
     """
 
-    model: str
-    engine_options: Mapping[str, Any] = field(default_factory=dict)
+    engine_args: EngineArgs
     dimensions: int | None = None
     chunk_tokens: int | None = None
     overlap: int = 32
+
+    def __post_init__(self) -> None:
+        if isinstance(self.engine_args, str):  # a bare model: its default options
+            object.__setattr__(self, "engine_args", EngineArgs(self.engine_args))
+        if not isinstance(self.engine_args, EngineArgs):
+            raise InvalidInputError(f"engine_args must be EngineArgs, not {type(self.engine_args).__name__}")
+
+    @property
+    def model(self) -> str:
+        return self.engine_args.model
 
     def build(self) -> tuple[Any, TokenChunker, DenseEncoder, CachedEmbedder]:
         """Engine, chunker and encoder, built where this is called (an actor, or a probe task)."""
         from poolrag.engine import Engine
 
-        engine = Engine(self.model, **dict(self.engine_options))
+        engine = Engine.from_engine_args(self.engine_args)
         if engine.facts.score_kind is ScoreKind.MAXSIM:
             raise InvalidInputError(
                 f"{engine.facts.model_name} is a ColBERT model: ingest its token vectors without --ray"
@@ -251,7 +261,7 @@ def _probe_facts(recipe: EngineRecipe) -> dict[str, Any]:
     """The model's facts (identity, sizes) and the checks a single-process run makes before it
     touches the store (ColBERT, ``dimensions``). On a CPU and reserving nothing, so it never
     waits for the actors' GPUs; the facts do not depend on the device."""
-    cpu = dataclasses.replace(recipe, engine_options={**recipe.engine_options, "device": "cpu"})
+    cpu = dataclasses.replace(recipe, engine_args=recipe.engine_args.replace(device="cpu"))
     engine, _, encoder, _ = cpu.build()
     facts = engine.facts
     return {"model_name": facts.model_name, "facts": facts.to_json(), "dimension": encoder.dimension}

@@ -22,6 +22,7 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 
+from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.server.settings import ServerSettings
 
@@ -34,10 +35,10 @@ APP_NAME = "poolrag"
 class PoolragReplica:
     """One replica: an engine and the app serving it (built on the replica, after the engine)."""
 
-    def __init__(self, model: str, engine_options: Mapping[str, Any], settings: ServerSettings) -> None:
+    def __init__(self, engine_args: EngineArgs, settings: ServerSettings) -> None:
         from poolrag.engine import Engine
 
-        self.engine = Engine(model, **dict(engine_options))
+        self.engine = Engine.from_engine_args(engine_args)
         self.settings = settings
 
     def __serve_build_asgi_app__(self) -> Any:
@@ -89,15 +90,13 @@ class ReplicaPlan:
 
 
 def build_application(
-    model: str,
-    engine_options: Mapping[str, Any],
+    engine_args: EngineArgs,
     settings: ServerSettings,
     plan: ReplicaPlan,
     cluster: Mapping[str, float],
 ) -> Application:
-    """The deployment of ``model`` with ``plan``'s replicas, ready for :func:`ray.serve.run`."""
+    """The deployment of ``engine_args``' model with ``plan``'s replicas, ready for :func:`ray.serve.run`."""
     options = plan.deployment_options(cluster)
-    engine_options = dict(engine_options)
     deployment = serve.deployment(
         PoolragReplica,
         name=APP_NAME,
@@ -105,13 +104,12 @@ def build_application(
         max_ongoing_requests=settings.max_queue,
         **options,
     )
-    logger.info("ray serve: %s with %s", model, options)
-    return deployment.bind(model, engine_options, settings)
+    logger.info("ray serve: %s with %s", engine_args.model, options)
+    return deployment.bind(engine_args, settings)
 
 
 def serve_on_ray(
-    model: str,
-    engine_options: Mapping[str, Any],
+    engine_args: EngineArgs,
     settings: ServerSettings,
     plan: ReplicaPlan,
     *,
@@ -126,5 +124,5 @@ def serve_on_ray(
     import ray
 
     serve.start(http_options={"host": host, "port": port})
-    app = build_application(model, engine_options, settings, plan, ray.cluster_resources())
+    app = build_application(engine_args, settings, plan, ray.cluster_resources())
     serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking)

@@ -24,6 +24,7 @@ from llama_index.core.vector_stores.types import (
 
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
+from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.frameworks.backend_resolution import resolve_backend
 from poolrag.frameworks.colbert_search import open_colbert
@@ -58,6 +59,7 @@ class PoolragColBERTRetriever(BaseRetriever):
         api_key: str | None = None,
         client: PoolragClient | None = None,
         engine_kwargs: dict[str, Any] | None = None,
+        engine_args: EngineArgs | None = None,
         store: VectorStore | None = None,
         similarity_top_k: int = 4,
         filters: Filters | None = None,
@@ -73,6 +75,7 @@ class PoolragColBERTRetriever(BaseRetriever):
             base_url=base_url,
             api_key=api_key,
             engine_kwargs=engine_kwargs,
+            engine_args=engine_args,
         )
         self.colbert: ColbertRetriever = open_colbert(backend, store, truncate_prompt_tokens)
         self.similarity_top_k = similarity_top_k

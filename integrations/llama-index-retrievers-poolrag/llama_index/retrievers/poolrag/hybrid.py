@@ -18,6 +18,7 @@ from llama_index.retrievers.poolrag.base import Filters, to_filter_dict
 
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
+from poolrag.engine_args import EngineArgs
 from poolrag.frameworks.backend_resolution import resolve_backend
 from poolrag.frameworks.hybrid_search import check_optional_fusion, hybrid_search, open_hybrid
 from poolrag.frameworks.ranking import check_top_n
@@ -46,6 +47,7 @@ class PoolragHybridRetriever(BaseRetriever):
         api_key: str | None = None,
         client: PoolragClient | None = None,
         engine_kwargs: dict[str, Any] | None = None,
+        engine_args: EngineArgs | None = None,
         similarity_top_k: int = 4,
         filters: Filters | None = None,
         fusion: HybridFusion | None = None,
@@ -61,6 +63,7 @@ class PoolragHybridRetriever(BaseRetriever):
             base_url=base_url,
             api_key=api_key,
             engine_kwargs=engine_kwargs,
+            engine_args=engine_args,
         )
         self.fusion = check_optional_fusion(fusion)
         self.retriever: Retriever = open_hybrid(backend, store, sparse_encoder)

@@ -1,0 +1,362 @@
+"""``EngineArgs``: every option an :class:`~poolrag.Engine` takes, as one frozen, picklable value.
+
+Engine options used to travel as ``Mapping[str, Any]`` (Ray recipes, adapters' ``engine_kwargs``)
+and as a different set of flags per subcommand, so a typo surfaced deep inside a Ray actor and
+``--quantization`` meant two things. One value checked when it is made gives every door (the CLI,
+the Ray recipes, the adapters, ``LLM``) the same options, the same flags and the same one-line
+errors naming the field. ``Engine(model, **kwargs)`` stays as it is; ``Engine.from_engine_args``
+builds from this value.
+
+This module imports nothing heavy (no torch), so ``poolrag --help`` stays fast: the choices below
+are spelled out and a test keeps them equal to the loaders' own lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from poolrag.config.pooler_config import PoolerConfig
+from poolrag.errors import InputTypeError, InvalidInputError
+
+if TYPE_CHECKING:
+    import torch
+
+    from poolrag.tokenization.score_template import ScoreTemplate
+
+DTYPES = ("auto", "float32", "fp32", "float", "bfloat16", "bf16", "float16", "fp16", "half")
+CONVERTS = ("embed", "classify", "reward")
+QUANTIZATION_SCHEMES = ("int8", "fp8")  # weights (torchao); an index's compression is the store's
+CPU_FAST_MODES = ("auto", "bf16", "int8")
+MODEL_IMPLS = ("auto", "native", "transformers")
+COMPILE_MODES = ("off", "background")
+TUNE_MODES = ("auto", "full", "off")
+#: vLLM's ``--convert`` values on the command line; ``auto`` / ``none`` keep the checkpoint as it is.
+CLI_CONVERTS = ("auto", "none", *CONVERTS)
+#: How a model runs rather than which model it is: what a second model of one command (a reranker,
+#: a sparse model) takes from the main model's flags; task, pooling, overrides and revision are not.
+RUNTIME_FIELDS = (
+    "dtype",
+    "device",
+    "trust_remote_code",
+    "max_batch_tokens",
+    "max_batch_size",
+    "device_map",
+    "quantization",
+    "cpu_fast_mode",
+    "cpu_fast_mode_min_cosine",
+    "model_impl",
+    "compile",
+    "tune",
+)
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """What :class:`~poolrag.Engine` is built from; the fields are ``Engine``'s keyword arguments
+    (see its docstring for what each does). Checked when made: a bad value is an
+    :class:`~poolrag.InvalidInputError` naming the field."""
+
+    model: str
+    task: str | None = None
+    dtype: str | torch.dtype = "auto"
+    device: str | torch.device | None = None
+    max_model_len: int | None = None
+    pooler_config: PoolerConfig | None = None
+    hf_overrides: dict[str, Any] | None = None
+    trust_remote_code: bool = False
+    max_batch_tokens: int | None = None
+    max_batch_size: int | None = None
+    revision: str | None = None
+    tokenizer: str | None = None
+    convert: str | None = None
+    score_template: str | ScoreTemplate | None = None
+    device_map: str | dict[str, Any] | None = None
+    quantization: str | None = None
+    cpu_fast_mode: str | None = None
+    cpu_fast_mode_min_cosine: float | None = None
+    model_impl: str = "auto"
+    compile: str | None = None
+    tune: str | None = None
+
+    def __post_init__(self) -> None:
+        model = os.fspath(self.model) if isinstance(self.model, os.PathLike) else self.model
+        if not isinstance(model, str) or not model:
+            raise InvalidInputError(f"model must be a non-empty path or hub id, not {self.model!r}")
+        object.__setattr__(self, "model", model)
+        for name in ("task", "revision", "tokenizer"):
+            _check_type(name, getattr(self, name), str)
+        _check_dtype(self.dtype)
+        _check_device(self.device)
+        for name in ("max_model_len", "max_batch_tokens", "max_batch_size"):
+            _check_positive(name, getattr(self, name))
+        if self.pooler_config is not None:  # a dict or JSON text becomes the checked config
+            object.__setattr__(self, "pooler_config", PoolerConfig.from_value(self.pooler_config))
+        _check_type("hf_overrides", self.hf_overrides, dict)
+        if self.hf_overrides is not None:  # a copy: the caller's dict cannot change a frozen value
+            object.__setattr__(self, "hf_overrides", dict(self.hf_overrides))
+        if not isinstance(self.trust_remote_code, bool):
+            raise InvalidInputError(
+                f"trust_remote_code must be True or False, not {self.trust_remote_code!r}"
+            )
+        _check_choice("convert", self.convert, CONVERTS)
+        _check_choice("quantization", self.quantization, QUANTIZATION_SCHEMES)
+        _check_choice("cpu_fast_mode", self.cpu_fast_mode, CPU_FAST_MODES)
+        _check_choice("model_impl", self.model_impl, MODEL_IMPLS, optional=False)
+        _check_choice("compile", self.compile, COMPILE_MODES)
+        _check_choice("tune", self.tune, TUNE_MODES)
+        cosine = self.cpu_fast_mode_min_cosine
+        if cosine is not None and (
+            isinstance(cosine, bool) or not isinstance(cosine, (int, float)) or not 0 < cosine <= 1
+        ):
+            raise InvalidInputError(f"cpu_fast_mode_min_cosine must be a number in (0, 1], not {cosine!r}")
+        if self.device_map is not None and not isinstance(self.device_map, (str, dict)):
+            raise InvalidInputError(
+                f"device_map must be a string or a dict, not {type(self.device_map).__name__}"
+            )
+
+    @classmethod
+    def from_options(cls, model: str | os.PathLike[str], options: Mapping[str, Any] | None) -> EngineArgs:
+        """``Engine(model, **options)``'s arguments as a value; an unknown key is one
+        :class:`~poolrag.InputTypeError` naming it and the known ones."""
+        given = dict(options or {})
+        unknown = sorted(set(given) - set(ENGINE_OPTIONS))
+        if unknown:
+            raise InputTypeError(f"unknown options {unknown}; an engine takes {sorted(ENGINE_OPTIONS)}")
+        return cls(os.fspath(model), **given)
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """Every option but the model, as ``Engine``'s keyword arguments."""
+        return {name: getattr(self, name) for name in ENGINE_OPTIONS}
+
+    def sibling(self, model: str | os.PathLike[str]) -> EngineArgs:
+        """Another model run the way this one runs (:data:`RUNTIME_FIELDS`): a command's reranker or
+        sparse model takes its device, dtype and trust flags, not its task, pooling or overrides."""
+        return EngineArgs(os.fspath(model), **{name: getattr(self, name) for name in RUNTIME_FIELDS})
+
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+        """The engine flags, spelled the same (and meaning the same) in every subcommand; each
+        multi-word flag also in vLLM's ``--a_b`` spelling. The model itself is each command's own
+        argument (``serve MODEL``, ``ingest --model``). Returns the group, for a command's own
+        engine flags (vLLM's aliases in ``serve``)."""
+        group = parser.add_argument_group("engine")
+        add_flag(group, "--task", help="primary pooling task (default: the model's own)")
+        add_flag(group, "--dtype", default="auto", choices=DTYPES, help="weights' dtype (default: auto)")
+        add_flag(group, "--device", help="cuda, cpu, ... (default: auto)")
+        add_flag(group, "--max-model-len", type=positive_int, help="token limit per input")
+        add_flag(
+            group,
+            "--max-batch-tokens",
+            "--max-num-batched-tokens",
+            type=positive_int,
+            help="tokens per forward pass (default: 16384 on CUDA, 4096 on CPU)",
+        )
+        add_flag(
+            group,
+            "--max-num-seqs",
+            "--max-batch-size",
+            type=positive_int,
+            help="most sequences per forward pass (default 512)",
+        )
+        add_flag(group, "--tokenizer", help="tokenizer folder or hub id (default: the model's)")
+        add_flag(group, "--revision", help="hub revision of the model")
+        add_flag(
+            group, "--trust-remote-code", action="store_true", help="allow model folders with their own code"
+        )
+        add_flag(
+            group, "--pooler-config", type=json_object, metavar="JSON", help="pooling overrides (vLLM's keys)"
+        )
+        add_flag(
+            group, "--hf-overrides", type=json_object, metavar="JSON", help="transformers config overrides"
+        )
+        add_flag(
+            group,
+            "--convert",
+            choices=CLI_CONVERTS,
+            default="auto",
+            help="vLLM's model conversion: pool the backbone (embed), score from lm_head rows (classify), "
+            "or a process reward model (reward)",
+        )
+        add_flag(
+            group,
+            "--score-template",
+            metavar="NAME|FILE",
+            help="prompt for (query, document) pairs of LLM rerankers: a shipped name "
+            "(qwen3_reranker, bge_reranker_v2_gemma, mxbai_rerank_v2) or a .jinja file",
+        )
+        add_flag(
+            group,
+            "--device-map",
+            type=_device_map,
+            metavar="auto|JSON",
+            help="accelerate placement of a model larger than one device",
+        )
+        add_flag(
+            group,
+            "--quantization",
+            type=_weight_scheme,
+            metavar="|".join(QUANTIZATION_SCHEMES),
+            help="the model's weights, quantized (torchao); fp8 needs CUDA",
+        )
+        add_flag(
+            group,
+            "--cpu-fast-mode",
+            choices=CPU_FAST_MODES,
+            help="faster, inexact CPU inference; kept only if its measured cosine to fp32 clears the bar "
+            "(auto: the faster of bf16 and int8 that does, timed on this machine)",
+        )
+        add_flag(
+            group,
+            "--cpu-fast-mode-min-cosine",
+            type=float,
+            metavar="COSINE",
+            help="the bar of --cpu-fast-mode (default 0.999)",
+        )
+        add_flag(
+            group,
+            "--model-impl",
+            choices=MODEL_IMPLS,
+            default="auto",
+            help="poolrag's own encoder implementation where exact (auto), required (native), or never",
+        )
+        add_flag(
+            group,
+            "--compile",
+            choices=COMPILE_MODES,
+            help="background: run eagerly at once, compile the forward (inductor, cached on disk for the "
+            "next start) and switch to it once it matches eager",
+        )
+        add_flag(  # not --tune: that is ``poolrag eval``'s choice of the hybrid fusion
+            group,
+            "--autotune",
+            choices=TUNE_MODES,
+            help="time the exact paths at the model's first load on this machine (auto), again now "
+            "(full), or never (off) (default: $POOLRAG_TUNE, else auto)",
+        )
+        return group
+
+    @classmethod
+    def from_cli_args(cls, namespace: argparse.Namespace, model: str | None = None) -> EngineArgs:
+        """The value the flags of :meth:`add_cli_args` describe, for ``model`` (default: the
+        namespace's ``model``)."""
+        chosen = model if model is not None else getattr(namespace, "model", None)
+        if not chosen:
+            raise InvalidInputError("no model given")
+        return cls(
+            chosen,
+            task=namespace.task,
+            dtype=namespace.dtype,
+            device=namespace.device,
+            max_model_len=namespace.max_model_len,
+            pooler_config=namespace.pooler_config,
+            hf_overrides=namespace.hf_overrides,
+            trust_remote_code=namespace.trust_remote_code,
+            max_batch_tokens=namespace.max_batch_tokens,
+            max_batch_size=namespace.max_num_seqs,
+            revision=namespace.revision,
+            tokenizer=namespace.tokenizer,
+            convert=None if namespace.convert in ("auto", "none") else namespace.convert,
+            score_template=namespace.score_template,
+            device_map=namespace.device_map,
+            quantization=namespace.quantization,
+            cpu_fast_mode=namespace.cpu_fast_mode,
+            cpu_fast_mode_min_cosine=namespace.cpu_fast_mode_min_cosine,
+            model_impl=namespace.model_impl,
+            compile=namespace.compile,
+            tune=namespace.autotune,
+        )
+
+    def replace(self, **changes: Any) -> EngineArgs:
+        """A copy with ``changes``, checked again."""
+        return dataclasses.replace(self, **changes)
+
+
+#: ``Engine``'s keyword arguments, in its order (a test keeps them equal to its signature).
+ENGINE_OPTIONS = tuple(f.name for f in fields(EngineArgs) if f.name != "model")
+
+
+def add_flag(group: Any, flag: str, *aliases: str, **kwargs: Any) -> None:
+    """``--a-b`` plus vLLM's other spelling ``--a_b`` (vLLM takes both) of every long name."""
+    names = [flag, *aliases]
+    names += [
+        n.replace("-", "_").replace("__", "--", 1) for n in names if n.startswith("--") and "-" in n[2:]
+    ]
+    group.add_argument(*names, **kwargs)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """An argparse type: a JSON object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _device_map(text: str) -> str | dict[str, Any]:
+    return json_object(text) if text.lstrip().startswith("{") else text
+
+
+def _weight_scheme(text: str) -> str:
+    """``--quantization`` is the weights' scheme in every command; ``binary`` only ever named an
+    index's compression, which ``ingest`` / ``eval`` now spell ``--index-quantization``."""
+    if text == "binary":
+        raise argparse.ArgumentTypeError(
+            "'binary' is not a weight quantization (int8, fp8); a binary index is --index-quantization binary"
+        )
+    if text not in QUANTIZATION_SCHEMES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(QUANTIZATION_SCHEMES)}, not {text!r}")
+    return text
+
+
+def _check_type(name: str, value: object, kind: type) -> None:
+    if value is not None and not isinstance(value, kind):
+        raise InvalidInputError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
+
+
+def _check_positive(name: str, value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidInputError(f"{name} must be a positive integer, not {value!r}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...], *, optional: bool = True) -> None:
+    if (value is None and optional) or value in choices:
+        return
+    raise InvalidInputError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def _check_dtype(dtype: object) -> None:
+    if isinstance(dtype, str):
+        if dtype.lower() not in DTYPES:
+            raise InvalidInputError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    elif not _is_torch(dtype, "dtype"):
+        raise InvalidInputError(f"dtype must be a name or a torch.dtype, not {type(dtype).__name__}")
+
+
+def _check_device(device: object) -> None:
+    if device is not None and not isinstance(device, str) and not _is_torch(device, "device"):
+        raise InvalidInputError(f"device must be a name or a torch.device, not {type(device).__name__}")
+
+
+def _is_torch(value: object, kind: str) -> bool:
+    """Whether ``value`` is a ``torch.<kind>``, asked without importing torch."""
+    return type(value).__module__ == "torch" and type(value).__name__ == kind

@@ -1,0 +1,142 @@
+"""``EngineArgs``: every option ``Engine`` takes as one frozen, picklable value, checked when made,
+a bad field being one line that names it (issue 28, item 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag import Engine, EngineArgs, InputTypeError, InvalidInputError, PoolerConfig
+from poolrag.engine_args import (
+    COMPILE_MODES,
+    CONVERTS,
+    CPU_FAST_MODES,
+    DTYPES,
+    ENGINE_OPTIONS,
+    MODEL_IMPLS,
+    QUANTIZATION_SCHEMES,
+    RUNTIME_FIELDS,
+    TUNE_MODES,
+)
+
+
+def test_the_fields_are_engines_keyword_arguments_with_its_defaults() -> None:
+    signature = inspect.signature(Engine.__init__).parameters
+    engine_options = {name: p.default for name, p in signature.items() if name not in ("self", "model")}
+    fields = {f.name: f.default for f in dataclasses.fields(EngineArgs) if f.name != "model"}
+    assert fields == engine_options
+    assert tuple(engine_options) == ENGINE_OPTIONS
+
+
+def test_the_choices_are_the_loaders_own() -> None:
+    """Spelled out so that the CLI's --help imports no torch; these are the lists they copy."""
+    from poolrag.core.autotune import TUNE_MODES as tune_modes
+    from poolrag.engine import COMPILE_MODES as engine_compile_modes
+    from poolrag.llm import CONVERTS as llm_converts
+    from poolrag.loading.cpu_fast_mode import FAST_MODES
+    from poolrag.loading.dtype import _DTYPES
+    from poolrag.loading.native_loader import MODEL_IMPLS as loader_impls
+    from poolrag.loading.quantization import QUANTIZATION_SCHEMES as loader_schemes
+
+    assert set(DTYPES) == {"auto", *_DTYPES}
+    assert ("auto", *FAST_MODES) == CPU_FAST_MODES
+    assert loader_impls == MODEL_IMPLS and tune_modes == TUNE_MODES
+    assert loader_schemes == QUANTIZATION_SCHEMES
+    assert engine_compile_modes == (None, *COMPILE_MODES)
+    assert set(CONVERTS) == {v for v in llm_converts.values() if v is not None}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"model": ""}, "model"),
+        ({"dtype": "float64"}, "dtype"),
+        ({"dtype": 32}, "dtype"),
+        ({"device": 0}, "device"),
+        ({"max_model_len": 0}, "max_model_len"),
+        ({"max_batch_tokens": True}, "max_batch_tokens"),
+        ({"max_batch_size": "8"}, "max_batch_size"),
+        ({"pooler_config": {"pooling": "CLS"}}, "pooler_config"),
+        ({"pooler_config": "{CLS}"}, "pooler_config"),
+        ({"hf_overrides": "is_matryoshka"}, "hf_overrides"),
+        ({"trust_remote_code": "yes"}, "trust_remote_code"),
+        ({"convert": "generate"}, "convert"),
+        ({"quantization": "binary"}, "quantization"),
+        ({"cpu_fast_mode": "fp16"}, "cpu_fast_mode"),
+        ({"cpu_fast_mode_min_cosine": 1.5}, "cpu_fast_mode_min_cosine"),
+        ({"model_impl": None}, "model_impl"),
+        ({"compile": "eager"}, "compile"),
+        ({"tune": "fast"}, "tune"),
+        ({"device_map": 3}, "device_map"),
+        ({"task": 1}, "task"),
+    ],
+)
+def test_a_bad_field_is_one_line_naming_it(changes: dict, field: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        EngineArgs(**{"model": "some/model", **changes})
+    message = str(caught.value)
+    assert field in message and "\n" not in message
+
+
+def test_an_unknown_option_is_one_line_naming_it() -> None:
+    with pytest.raises(InputTypeError, match=r"unknown options \['max_seq_len'\]; an engine takes") as caught:
+        EngineArgs.from_options("some/model", {"dtype": "float32", "max_seq_len": 64})
+    assert "\n" not in str(caught.value)
+    assert EngineArgs.from_options(Path("some/model"), {"dtype": "bf16"}) == EngineArgs(
+        "some/model", dtype="bf16"
+    )
+
+
+def test_frozen_picklable_and_independent_of_the_callers_dicts() -> None:
+    overrides = {"is_matryoshka": True}
+    args = EngineArgs(
+        "some/model", hf_overrides=overrides, pooler_config='{"pooling_type": "cls"}', max_model_len=64
+    )
+    overrides["is_matryoshka"] = False
+    assert args.hf_overrides == {"is_matryoshka": True}
+    assert args.pooler_config == PoolerConfig(pooling_type="CLS")  # JSON text became the checked config
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        args.dtype = "float16"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(args)) == args
+    with pytest.raises(InvalidInputError, match="max_model_len"):
+        args.replace(max_model_len=-1)  # a changed copy is checked again
+
+
+def test_a_sibling_runs_the_same_way_but_is_its_own_model() -> None:
+    args = EngineArgs(
+        "embedder",
+        dtype="bfloat16",
+        trust_remote_code=True,
+        max_batch_size=8,
+        compile="off",
+        hf_overrides={"is_matryoshka": True},
+        pooler_config={"normalize": False},
+        revision="v2",
+        task="embed",
+    )
+    sibling = args.sibling("reranker")
+    assert sibling.model == "reranker"
+    assert {name: getattr(sibling, name) for name in RUNTIME_FIELDS} == {
+        name: getattr(args, name) for name in RUNTIME_FIELDS
+    }
+    assert (sibling.hf_overrides, sibling.pooler_config, sibling.revision, sibling.task) == (None,) * 4
+
+
+def test_the_engine_built_from_args_is_the_one_its_keywords_build(tiny_model: Callable[..., Path]) -> None:
+    folder = tiny_model("bert")
+    default = Engine(folder)
+    pooling = "CLS" if default.pooler_config.pooling_type == "MEAN" else "MEAN"  # not the folder's own
+    options = {"max_model_len": 64, "max_batch_tokens": 256, "pooler_config": {"pooling_type": pooling}}
+    from_args = Engine.from_engine_args(EngineArgs.from_options(folder, options))
+    from_keywords = Engine(folder, **options)
+    assert from_args.model_identity == from_keywords.model_identity and from_args.max_model_len == 64
+    assert from_args.pooler_config.pooling_type == pooling
+    texts = ["one short text", "a second, somewhat longer text about pandas " * 4]
+    np.testing.assert_allclose(from_args.embed_array(texts), from_keywords.embed_array(texts), atol=1e-6)
+    assert not np.allclose(from_args.embed_array(texts), default.embed_array(texts), atol=1e-3)
