@@ -123,6 +123,18 @@ def test_the_old_index_spelling_is_one_line_naming_the_new_flag(capsys: pytest.C
     assert "--quantization" in err and "--index-quantization binary" in err
 
 
+def test_ingest_says_once_that_quantization_now_means_the_weights(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An old ``ingest --quantization int8`` line (then: an int8 index) is not silently reinterpreted."""
+    (tmp_path / "a.txt").write_text("a document")
+    line = ["ingest", str(tmp_path / "a.txt"), "--uri", str(tmp_path / "s.db"), "--no-cache", "-q"]
+    with caplog.at_level("WARNING", logger="poolrag.cli.ingest"):
+        main([*line, "--model", str(tmp_path / "no-such-model"), "--quantization", "int8"])
+    said = [r.getMessage() for r in caplog.records if r.name == "poolrag.cli.ingest"]
+    assert len(said) == 1 and "model's weights" in said[0] and "--index-quantization" in said[0]
+
+
 def test_a_value_argparse_cannot_judge_is_one_line_before_anything_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -283,6 +283,12 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     # What changes the vectors is recorded in the collection; how the forward runs is not.
     options: dict[str, Any] = {"hf_overrides": overrides} if overrides else {}
     engine_args = engine_args_from(args).replace(hf_overrides=overrides or None)
+    if engine_args.quantization is not None:  # the flag once meant the index's compression
+        logger.warning(
+            "--quantization %s quantizes the model's weights (as in serve); an int8 or binary index is "
+            "--index-quantization",
+            engine_args.quantization,
+        )
     if args.ray is not None:  # the actors load the engine: poolrag.cli.ingest_ray
         from poolrag.cli.ingest_ray import ingest_on_ray_from_args, refuse_unsupported
 
