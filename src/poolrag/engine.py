@@ -300,6 +300,11 @@ class Engine:
         return self._pipeline.tokenizer
 
     @property
+    def max_batch_tokens(self) -> int:
+        """Token budget of one forward pass (callers that group inputs themselves fit it)."""
+        return int(self._pipeline.executor.batcher.max_batch_tokens)
+
+    @property
     def id2label(self) -> dict[int, str]:
         return self.spec.id2label
 

@@ -303,8 +303,9 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         opened.append(store)
         model = args.model or default_model()
         files_left_out = () if skipped is None else skipped  # filled while the documents are read
+        checkpoint_dir = None if args.cache is None else _parent(args.cache)
         return ingest_on_ray_from_args(
-            args, documents, files_left_out, store, cache, model, options, load_options
+            args, documents, files_left_out, store, cache, model, options, load_options, checkpoint_dir
         )
     engine = load_engine(args.model or default_model(), options | load_options)
     encoder = _encoder(engine, cache, args.dimensions)
