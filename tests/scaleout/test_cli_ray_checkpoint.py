@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import kill_resume
 import numpy as np
 import pytest
-from kill_resume import (
-    SUBJECTS,
-    kill_mid_run,
-    resume,
-    store_kwargs,
-    store_location,
-    stored_sparse,
-    write_subject_corpus,
-)
 
 from poolrag.stores import open_store
 
@@ -25,12 +17,12 @@ pytestmark = pytest.mark.slow
 
 def read_back(kind: str, location: list[str]) -> tuple[dict, dict, int]:
     """Ids → (source, dense vector), ids → sparse vector, and the number of stored rows."""
-    store = open_store(kind, "docs", **store_kwargs(kind, location))
+    store = open_store(kind, "docs", **kill_resume.store_kwargs(kind, location))
     try:
         sources = store.list_sources()
         dense = store.fetch_vectors(list(sources))
         rows = {cid: (source, dense[cid]) for cid, source in sources.items()}
-        return rows, stored_sparse(store, kind, list(sources)), store.count()
+        return rows, kill_resume.stored_sparse(store, kind, list(sources)), store.count()
     finally:
         store.close()
 
@@ -40,22 +32,22 @@ def test_sigkilled_ray_ingest_resumes_to_the_single_process_result(
     no_cluster_in_process, kind: str, minilm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    corpus = write_subject_corpus(tmp_path / "corpus")
+    corpus = kill_resume.write_subject_corpus(tmp_path / "corpus")
     common = [str(corpus), "--store", kind, "--collection", "docs", "--model", str(minilm_path), "--hybrid"]
     common += ["--analyzer", "words", "--chunk-tokens", "32", "--overlap", "4", "--batch-size", "2"]
     common += ["--no-cache", "--quiet", "--json"]
-    clean_at = store_location(kind, tmp_path / "clean")
+    clean_at = kill_resume.store_location(kind, tmp_path / "clean")
     (tmp_path / "clean").mkdir()
-    clean = resume([*common, *clean_at, "--checkpoint", str(tmp_path / "clean.json")])
+    clean = kill_resume.resume([*common, *clean_at, "--checkpoint", str(tmp_path / "clean.json")])
 
     checkpoint = tmp_path / "ray.checkpoint.json"
-    ray_at = store_location(kind, tmp_path / "ray")
+    ray_at = kill_resume.store_location(kind, tmp_path / "ray")
     (tmp_path / "ray").mkdir()
     args = [*common, *ray_at, "--checkpoint", str(checkpoint), "--ray", "--ray-workers", "1"]
-    done_before = kill_mid_run(args, checkpoint)
-    report = resume(args)
+    done_before = kill_resume.kill_mid_run(args, checkpoint)
+    report = kill_resume.resume(args)
 
-    assert report["resumed"] is True and report["documents"] == len(SUBJECTS)
+    assert report["resumed"] is True and report["documents"] == len(kill_resume.SUBJECTS)
     assert report["documents_skipped"] >= done_before
     assert 0 < report["upserted"] < clean["upserted"]  # the killed run's chunks were not written again
     assert not checkpoint.exists()  # a finished run leaves none

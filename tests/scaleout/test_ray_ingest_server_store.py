@@ -25,25 +25,33 @@ from poolrag.scaleout.ray_ingest import (
     actors_write,
     ingest_on_ray,
 )
-from poolrag.scaleout.store_address import StoreAddress
 from poolrag.stores import open_store
+from poolrag.stores.address import StoreAddress
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
+MILVUS_SERVER = StoreAddress("milvus", "docs", uri="http://127.0.0.1:19530")
+QDRANT_SERVER = StoreAddress("qdrant", "docs", url="http://127.0.0.1:6333")
+
+
 @pytest.mark.parametrize(
-    ("address", "by_actors"),
+    ("address", "sparse", "by_actors"),
     [
-        (StoreAddress("milvus", "docs", uri="http://127.0.0.1:19530"), True),
-        (StoreAddress("qdrant", "docs", url="http://127.0.0.1:6333"), True),
-        (StoreAddress("milvus", "docs", uri="/data/poolrag_milvus.db"), False),
-        (StoreAddress("qdrant", "docs", path="/data/poolrag_qdrant"), False),
-        (StoreAddress("qdrant-edge", "docs", path="/data/poolrag_edge"), False),
-        (None, False),
+        (MILVUS_SERVER, None, True),
+        (QDRANT_SERVER, None, True),
+        (QDRANT_SERVER, "bm25", True),  # Qdrant weighs BM25 terms on the server
+        (MILVUS_SERVER, "bm25", False),  # poolrag's BM25 statistics: read, changed, written back
+        (StoreAddress("milvus", "docs", uri="/data/poolrag_milvus.db"), None, False),
+        (StoreAddress("qdrant", "docs", path="/data/poolrag_qdrant"), None, False),
+        (StoreAddress("qdrant-edge", "docs", path="/data/poolrag_edge"), None, False),
+        (None, None, False),
     ],
 )
-def test_only_a_server_store_is_written_by_the_actors(address: StoreAddress | None, by_actors: bool) -> None:
-    assert actors_write(address) is by_actors
+def test_only_a_server_store_is_written_by_the_actors(
+    address: StoreAddress | None, sparse: str | None, by_actors: bool
+) -> None:
+    assert actors_write(address, sparse) is by_actors
 
 
 class MarksItsWrites(ChunkEmbedder):

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from poolrag.ingest.pipeline import IngestReport
     from poolrag.ingest.sparse_encoders import SparseChunkEncoder
     from poolrag.sparse.words import WordAnalyzer
+    from poolrag.stores.address import StoreAddress
     from poolrag.stores.base import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -96,19 +97,17 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--cache-max-gb", type=float, default=1.0, help="size bound of the cache (default 1)")
 
 
-def open_store_from_args(args: argparse.Namespace) -> VectorStore:
-    from poolrag.stores import RetryPolicy, open_store
+def store_address_from_args(args: argparse.Namespace) -> StoreAddress:
+    from poolrag.stores import RetryPolicy
+    from poolrag.stores.address import StoreAddress
 
     retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
-    return open_store(
-        args.store,
-        args.collection,
-        uri=args.uri,
-        path=args.path,
-        url=args.url,
-        api_key=args.api_key,
-        retry=retry,
-    )
+    location = {"uri": args.uri, "path": args.path, "url": args.url}
+    return StoreAddress(args.store, args.collection, **location, api_key=args.api_key, retry=retry)
+
+
+def open_store_from_args(args: argparse.Namespace) -> VectorStore:
+    return store_address_from_args(args).open()
 
 
 def open_cache_from_args(args: argparse.Namespace) -> EmbeddingCache | None:

@@ -58,10 +58,9 @@ def ingest_on_ray_from_args(
 ) -> IngestReport:
     import ray
 
+    from poolrag.cli.ingest import store_address_from_args
     from poolrag.scaleout.cluster import connect
     from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
-    from poolrag.scaleout.store_address import StoreAddress
-    from poolrag.stores import RetryPolicy
 
     connect(args.ray)
     ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
@@ -85,13 +84,5 @@ def ingest_on_ray_from_args(
         bm25=BM25Recipe(args.analyzer, args.language) if args.hybrid else None,
         checkpoint_path=args.checkpoint,
         checkpoint_dir=checkpoint_dir,
-        store_address=StoreAddress(
-            args.store,
-            args.collection,
-            uri=args.uri,
-            path=args.path,
-            url=args.url,
-            api_key=args.api_key,
-            retry=RetryPolicy(attempts=args.retries, base_delay=args.retry_delay),
-        ),
+        store_address=store_address_from_args(args),
     )

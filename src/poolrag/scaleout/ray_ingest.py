@@ -61,9 +61,9 @@ from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.shared_pass import has_sparse_head
 from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, BM25ChunkEncoder, bm25_for_model
 from poolrag.model_facts import ScoreKind
-from poolrag.scaleout.store_address import StoreAddress
 from poolrag.sparse.vector import SparseVector
 from poolrag.sparse.words import WORDS, WordAnalyzer
+from poolrag.stores.address import StoreAddress
 from poolrag.stores.base import ChunkRecord, Quantization, VectorStore
 
 logger = logging.getLogger(__name__)
@@ -458,7 +458,8 @@ def ingest_on_ray(
             leg.adopt(None, first)  # a collection made elsewhere recorded no length
     finally:
         ray.kill(probe)
-    writers = "the actors" if actors_write(store_address) else "the driver"
+    by_actors = actors_write(store_address, driver.spec.sparse)
+    writers = "the actors" if by_actors else "the driver"
     logger.info(
         "ray ingest: %d documents to chunk, %d chunks already stored; %d workers x (%.2g CPU, %.2g GPU); "
         "%s write to %s",
@@ -482,7 +483,7 @@ def ingest_on_ray(
                 "cpu_threads": max(int(cpus), 1),
                 "bm25": bm25,
                 "bm25_settings": leg.settings() if leg is not None else None,
-                "store_address": store_address if actors_write(store_address) else None,
+                "store_address": store_address if by_actors else None,
             },
             batch_size=options.documents_per_batch,
             batch_format="numpy",
@@ -500,11 +501,16 @@ def ingest_on_ray(
     return driver.finish(prune=prune, skipped=skipped)
 
 
-def actors_write(address: StoreAddress | None) -> bool:
+def actors_write(address: StoreAddress | None, sparse: str | None = None) -> bool:
     """Whether the actors upsert their chunks themselves: only into a server store, which takes
     writes from many processes; a Milvus Lite file or a Qdrant local folder is opened by one process
-    only, so the driver writes those (and any store whose address the actors were not given)."""
-    return address is not None and address.served
+    only, so the driver writes those (and any store whose address the actors were not given).
+    ``sparse``: the collection's sparse field. Milvus keeps a BM25 collection's term statistics in
+    the collection, updated read-modify-write on each upsert, so the driver is its one writer too
+    (Qdrant weighs BM25 terms on the server)."""
+    if address is None or not address.served:
+        return False
+    return not (address.kind == "milvus" and sparse == "bm25")
 
 
 def _write(dataset: Any, driver: IngestDriver, cache: EmbeddingCache | None, batch_size: int) -> None:

@@ -1,15 +1,17 @@
-"""Where a store lives, as data a Ray actor can open the same collection from.
+"""Where a store lives, as data: what the CLI flags name, and what another process (a Ray actor)
+opens the same collection from.
 
 A store object holds a live client and cannot travel to another process; its address can. Only a
-server (a Milvus or Qdrant URL) is worth sending: a Milvus Lite file or a Qdrant local folder is
-opened by one process at a time.
+server (a Milvus or Qdrant URL) takes writes from several processes: a Milvus Lite file or a
+Qdrant local folder is opened by one process at a time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from poolrag.stores import RetryPolicy, VectorStore, open_store
+from poolrag.stores.base import VectorStore
+from poolrag.stores.retry import RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class StoreAddress:
         return self.kind == "qdrant" and self.url is not None
 
     def open(self) -> VectorStore:
+        from poolrag.stores import open_store
+
         return open_store(
             self.kind,
             self.collection,
