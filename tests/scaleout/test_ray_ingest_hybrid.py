@@ -54,6 +54,8 @@ def test_ray_hybrid_stores_the_single_process_rows(
     ray_cluster, minilm_engine, minilm_path: Path, kind: str, tmp_path: Path
 ) -> None:
     corpus = write_corpus(tmp_path / "corpus", files=8)
+    (tmp_path / "local").mkdir()
+    (tmp_path / "ray").mkdir()
     local = open_store(kind, "docs", **location(kind, tmp_path / "local"))
     on_ray = open_store(kind, "docs", **location(kind, tmp_path / "ray"))
     try:
@@ -62,7 +64,7 @@ def test_ray_hybrid_stores_the_single_process_rows(
             read_paths([corpus]),
             on_ray,
             EngineRecipe(str(minilm_path), chunk_tokens=CHUNK_TOKENS, overlap=OVERLAP),
-            options=RayIngestOptions(workers=2, write_batch=BATCH),
+            options=RayIngestOptions(workers=2, documents_per_batch=2, write_batch=BATCH),
             bm25=BM25Recipe("words", "english"),
             checkpoint_dir=tmp_path / "ray" / "ck",
         )

@@ -91,7 +91,7 @@ def test_actors_write_to_a_milvus_server_what_one_process_writes(
             read_paths([corpus]),
             store,
             EngineRecipe(str(minilm_path), chunk_tokens=CHUNK_TOKENS, overlap=OVERLAP),
-            options=RayIngestOptions(workers=2),
+            options=RayIngestOptions(workers=2, documents_per_batch=2),  # both actors write
             checkpoint_dir=tmp_path / "ck2",
             store_address=address,
             embedder_class=actor,
