@@ -42,9 +42,10 @@ def test_ray_then_single_process_finds_every_chunk_stored(
 
 def test_flags_the_ray_path_does_not_honour_are_refused_before_any_work(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "corpus", files=1)
-    done = ingest(str(corpus), "--store", "qdrant", "--path", str(tmp_path / "q"), "--hybrid", "--ray")
+    store = ["--store", "qdrant", "--path", str(tmp_path / "q")]
+    done = ingest(str(corpus), *store, "--hybrid", "--sparse-model", "x", "--ray")
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "poolrag ingest: error: --hybrid is not available with --ray yet; ingest hybrid without --ray"
+        "poolrag ingest: error: --ray --hybrid makes BM25 vectors; ingest with --sparse-model without --ray"
     )
     assert not (tmp_path / "q").exists()  # nothing was opened

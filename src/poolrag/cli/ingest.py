@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from poolrag.ingest.pipeline import IngestReport
     from poolrag.ingest.sparse_encoders import SparseChunkEncoder
     from poolrag.sparse.words import WordAnalyzer
+    from poolrag.stores.address import StoreAddress
     from poolrag.stores.base import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -88,19 +89,17 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--cache-max-gb", type=float, default=1.0, help="size bound of the cache (default 1)")
 
 
-def open_store_from_args(args: argparse.Namespace) -> VectorStore:
-    from poolrag.stores import RetryPolicy, open_store
+def store_address_from_args(args: argparse.Namespace) -> StoreAddress:
+    from poolrag.stores import RetryPolicy
+    from poolrag.stores.address import StoreAddress
 
     retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
-    return open_store(
-        args.store,
-        args.collection,
-        uri=args.uri,
-        path=args.path,
-        url=args.url,
-        api_key=args.api_key,
-        retry=retry,
-    )
+    location = {"uri": args.uri, "path": args.path, "url": args.url}
+    return StoreAddress(args.store, args.collection, **location, api_key=args.api_key, retry=retry)
+
+
+def open_store_from_args(args: argparse.Namespace) -> VectorStore:
+    return store_address_from_args(args).open()
 
 
 def open_cache_from_args(args: argparse.Namespace) -> EmbeddingCache | None:
@@ -296,7 +295,10 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         store = open_store_from_args(args)
         opened.append(store)
         files_left_out = () if skipped is None else skipped  # filled while the documents are read
-        return ingest_on_ray_from_args(args, documents, files_left_out, store, cache, engine_args, options)
+        checkpoint_dir = None if args.cache is None else _parent(args.cache)
+        return ingest_on_ray_from_args(
+            args, documents, files_left_out, store, cache, engine_args, options, checkpoint_dir
+        )
     engine = load_engine(engine_args)
     encoder = _encoder(engine, cache, args.dimensions)
     sparse_encoder = None

@@ -40,10 +40,8 @@ def refuse_unsupported(args: argparse.Namespace) -> None:
     """Flags the Ray path does not honour, refused before anything loads."""
     from poolrag.errors import InvalidInputError
 
-    if args.hybrid:
-        raise InvalidInputError("--hybrid is not available with --ray yet; ingest hybrid without --ray")
-    if args.checkpoint:
-        raise InvalidInputError("--ray keeps no checkpoint (a re-run skips stored chunks); drop --checkpoint")
+    if args.sparse_model:
+        raise InvalidInputError("--ray --hybrid makes BM25 vectors; ingest with --sparse-model without --ray")
     if args.ray_workers < 1:
         raise InvalidInputError("--ray-workers must be at least 1")
 
@@ -56,11 +54,13 @@ def ingest_on_ray_from_args(
     cache: EmbeddingCache | None,
     engine_args: EngineArgs,
     model_options: dict[str, Any],
+    checkpoint_dir: str | None,
 ) -> IngestReport:
     import ray
 
+    from poolrag.cli.ingest import store_address_from_args
     from poolrag.scaleout.cluster import connect
-    from poolrag.scaleout.ray_ingest import EngineRecipe, RayIngestOptions, ingest_on_ray
+    from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
 
     connect(args.ray)
     ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
@@ -80,4 +80,8 @@ def ingest_on_ray_from_args(
         model_options=model_options,
         prune=args.prune,
         skipped=skipped,
+        bm25=BM25Recipe(args.analyzer, args.language) if args.hybrid else None,
+        checkpoint_path=args.checkpoint,
+        checkpoint_dir=checkpoint_dir,
+        store_address=store_address_from_args(args),
     )

@@ -1,6 +1,9 @@
 """The ingestion pipeline: documents → chunks → (cached) embeddings → batched upserts.
 
 Order of work, and why:
+The run around the embedding (collection, document bookkeeping, checkpoint, prune, report) is
+:class:`~poolrag.ingest.driver.IngestDriver`'s, shared with the Ray path; this module embeds.
+
   1. Open (or create and check) the collection first: a wrong model/size or an unreachable
      database fails before anything is embedded or written. A *new* collection with a BM25
      sparse field is created with the first batch, whose mean length it records (see
@@ -24,12 +27,10 @@ them again.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,44 +38,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.chunker import Chunk, TokenChunker
+from poolrag.ingest.driver import IngestDriver, IngestReport
 from poolrag.ingest.encoders import ChunkEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
-from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
-from poolrag.text_validity import lone_surrogate
+from poolrag.stores.base import ChunkRecord, Quantization, VectorStore
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class IngestReport:
-    """What a run did. Of the ``chunks`` read, ``chunks_existing`` were already stored (skipped) and
-    ``upserted`` were written: ``embedded`` of them computed now (cache misses), ``from_cache`` with
-    vectors the cache already held."""
-
-    documents: int = 0
-    documents_skipped: int = 0
-    chunks: int = 0
-    chunks_existing: int = 0
-    upserted: int = 0
-    embedded: int = 0
-    sparse_computed: int = 0  # chunks whose sparse vector needed the tokenizer/model (not the cache)
-    deleted: int = 0
-    resumed: bool = False
-    seconds: float = 0.0
-    collection: dict[str, object] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)  # "path: reason" of files left out
-
-    @property
-    def from_cache(self) -> int:
-        """Chunks upserted with vectors the embedding cache already held (nothing computed)."""
-        return max(self.upserted - self.embedded, 0)
-
-    @property
-    def chunks_per_second(self) -> float:
-        return self.upserted / self.seconds if self.seconds > 0 else 0.0
 
 
 def _progress(enabled: bool, **kwargs: object) -> tqdm:
@@ -113,42 +84,25 @@ class IngestPipeline:
     ) -> None:
         if batch_size <= 0:
             raise InvalidInputError("batch size must be positive")
-        if quantization not in (None, "int8", "binary"):
-            raise InvalidInputError(f"quantization must be 'int8' or 'binary', not {quantization!r}")
         self.store = store
         self.encoder = encoder
         self.chunker = chunker
         self.batch_size = batch_size
         self.progress = progress
         self.sparse_encoder = sparse_encoder
-        self.spec = CollectionSpec(
-            name=store.collection,
-            dimension=encoder.dimension,
-            model_identity=encoder.model_identity,
-            full_dimension=encoder.full_dimension,
-            model_name=encoder.model_name,
-            layout=encoder.layout,  # type: ignore[arg-type]
+        self.driver = IngestDriver(
+            store,
+            encoder,
+            (chunker.max_tokens, chunker.overlap),
             quantization=quantization,
-            model_options=dict(model_options or {}),
-            sparse=sparse_encoder.kind if sparse_encoder is not None else None,  # type: ignore[arg-type]
+            model_options=model_options,
+            checkpoint_path=checkpoint_path,
+            checkpoint_dir=checkpoint_dir,
+            sparse=sparse_encoder,
         )
-        self.run_key = {
-            "store": store.name,
-            "location": str(store.location),
-            "collection": store.collection,
-            "model": encoder.model_identity,
-            "dimension": encoder.dimension,
-            "chunking": [chunker.max_tokens, chunker.overlap],
-        }
-        if sparse_encoder is not None:
-            self.run_key["sparse"] = sparse_encoder.run_identity
-        self._collection_ready = False
-        if checkpoint_path is None:
-            from poolrag.cache.sqlite_store import default_cache_path
-
-            root = Path(checkpoint_dir) if checkpoint_dir is not None else default_cache_path().parent
-            checkpoint_path = default_checkpoint_path(root, self.run_key)
-        self.checkpoint_path = Path(checkpoint_path)
+        self.spec = self.driver.spec
+        self.run_key = self.driver.run_key
+        self.checkpoint_path = self.driver.checkpoint_path
 
     def run(
         self,
@@ -164,134 +118,32 @@ class IngestPipeline:
         ``skipped``: files the reader left out (filled while ``documents`` is read); their chunks
         are kept by ``prune``, since an unreadable file is not a deleted one.
         """
-        started = time.monotonic()
-        report = IngestReport()
-        self._collection_ready = False
-        stored = self.store.read_spec()
-        if stored is not None or self.sparse_encoder is None:
-            # A new collection with a sparse field waits for the first batch: it records the
-            # average chunk length BM25 normalises by. Reading the spec already reached the database.
-            self._open_collection(report, [])
-        existing = self.store.list_sources() if self._collection_ready else {}
-        by_source: dict[str, set[str]] = {}
-        for cid, source in existing.items():
-            by_source.setdefault(source, set()).add(cid)
-        checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)
-        report.resumed = checkpoint.resumed
-
-        run = _Run(self, report, checkpoint)
-        seen_sources: set[str] = set()
-        left_out: list[str] = []  # documents whose text no model can read
+        driver = self.driver
+        driver.start()
+        run = _Run(self, driver)
         finished = False
         try:
             for doc in _iter_docs(documents, self.progress):
-                if doc.source in seen_sources:
-                    raise InvalidInputError(
-                        f"two documents share the source {doc.source!r}; sources must be unique"
-                    )
-                seen_sources.add(doc.source)
-                if isinstance(doc, Document) and (position := lone_surrogate(doc.text)) is not None:
-                    # This document only (its stored chunks stay); the ones after it are ingested.
-                    reason = f"text is not valid Unicode (lone surrogate at character {position})"
-                    logger.warning("skipping %s: %s", doc.source, reason)
-                    left_out.append(f"{doc.source}: {reason}")
+                if not driver.admit(doc):
                     continue
-                report.documents += 1
-                digest = doc.digest
-                if checkpoint.is_done(doc.source, digest):
-                    report.documents_skipped += 1
-                    continue
-                state = _Pending(digest, by_source.get(doc.source, set()))
-                run.pending[doc.source] = state
                 for chunk in self.chunker.iter_chunks(doc):
-                    report.chunks += 1
-                    state.ids.add(chunk.id)
-                    if chunk.id in existing:
-                        report.chunks_existing += 1
-                        continue
-                    state.left += 1
-                    run.add(chunk)
-                state.chunked = True
-                run.finish_if_done(doc.source)
+                    if driver.chunk(doc.source, chunk.id):
+                        run.add(chunk)
+                driver.chunked(doc.source)
             run.flush()
             run.drain()
             finished = True
-            if not self._collection_ready:
-                self._open_collection(report, [])
         finally:
             if not finished:
                 run.abandon()
             run.close()
-            run.save()
-
-        report.skipped = [str(s) for s in skipped] + left_out
-        if prune:
-            kept = [Path(s.path).resolve().as_posix() for s in skipped]
-            orphans = [
-                cid
-                for cid, source in existing.items()
-                if source not in seen_sources and not _under(source, kept)
-            ]
-            self._delete(orphans, report)
-        checkpoint.remove()
-        report.seconds = time.monotonic() - started
-        logger.info(
-            "ingested %d documents into %s/%s: %d chunks, %d upserted, %d embedded, %d deleted in %.1fs",
-            report.documents,
-            self.store.name,
-            self.store.collection,
-            report.chunks,
-            report.upserted,
-            report.embedded,
-            report.deleted,
-            report.seconds,
-        )
-        return report
-
-    def _open_collection(self, report: IngestReport, first_batch: Sequence[str]) -> None:
-        """Create or check the collection; a sparse encoder adopts the settings it recorded (or
-        fixes them from ``first_batch`` and records them in a new collection)."""
-        spec = self.spec
-        if self.sparse_encoder is not None:
-            stored = self.store.read_spec()
-            key = self.sparse_encoder.options_key
-            recorded = stored.model_options.get(key) if stored is not None else None
-            self.sparse_encoder.adopt(recorded if isinstance(recorded, dict) else None, first_batch)
-            options = {**spec.model_options, key: self.sparse_encoder.settings()}
-            spec = dataclasses.replace(spec, model_options=options)
-        stored_spec = self.store.ensure_collection(spec)
-        report.collection = {"name": stored_spec.name, "dimension": stored_spec.dimension}
-        if stored_spec.sparse is not None:
-            report.collection["sparse"] = stored_spec.sparse
-        self._collection_ready = True
-
-    def _delete(self, ids: Iterable[str], report: IngestReport) -> None:
-        ids = list(ids)
-        if ids:
-            self.store.delete(ids)
-            report.deleted += len(ids)
+            driver.save()
+        return driver.finish(prune=prune, skipped=skipped)
 
 
 def _iter_docs(documents: Iterable[Any], progress: bool) -> Iterable[Any]:
     total = len(documents) if hasattr(documents, "__len__") else None  # type: ignore[arg-type]
     return _progress(progress, iterable=documents, total=total, desc="ingesting", unit="doc")
-
-
-def _under(source: str, resolved: list[str]) -> bool:
-    """Whether ``source`` is one of the ``resolved`` paths, a JSONL record of one (``path#id``) or a
-    file inside one (a folder that could not be listed)."""
-    return any(source == p or source.startswith((f"{p}#", f"{p}/")) for p in resolved)
-
-
-@dataclass
-class _Pending:
-    """A document being written: its chunk ids so far, new chunks not yet stored, old ids."""
-
-    digest: str
-    stale: set[str]
-    ids: set[str] = field(default_factory=set)
-    left: int = 0
-    chunked: bool = False
 
 
 @dataclass
@@ -312,13 +164,11 @@ class _Run:
     chunking of batch k+2.
     """
 
-    def __init__(self, pipeline: IngestPipeline, report: IngestReport, checkpoint: Checkpoint) -> None:
+    def __init__(self, pipeline: IngestPipeline, driver: IngestDriver) -> None:
         self.pipeline = pipeline
-        self.report = report
-        self.checkpoint = checkpoint
-        self.pending: dict[str, _Pending] = {}
+        self.driver = driver
+        self.report = driver.report
         self.batch: list[Chunk] = []
-        self.finished: dict[str, str] = {}
         self.computed_before = pipeline.encoder.computed
         sparse = pipeline.sparse_encoder
         self.sparse_before = sparse.computed if sparse is not None else 0
@@ -334,11 +184,9 @@ class _Run:
         """Start embedding the batch, then write the one embedded before it."""
         batch, self.batch = self.batch, []
         if batch:
-            pipeline = self.pipeline
-            sparse = pipeline.sparse_encoder
+            sparse = self.pipeline.sparse_encoder
             texts = [c.text for c in batch]
-            if not pipeline._collection_ready:
-                pipeline._open_collection(self.report, texts)
+            self.driver.open_collection(texts)
             if sparse is not None:
                 sparse.adopt(None, texts)  # a collection made elsewhere recorded no length
             if self._executor is None:
@@ -347,7 +195,7 @@ class _Run:
             previous, self.embedding = self.embedding, embedded
             if previous is not None:
                 self._write(previous)
-        self.save()
+        self.driver.save()
 
     def _embed(self, batch: list[Chunk]) -> tuple[list[np.ndarray], list[Any]]:
         """On the embedding thread: dense (and sparse) vectors of a batch, cached as computed."""
@@ -358,22 +206,16 @@ class _Run:
         return vectors, sparse_vectors
 
     def _write(self, embedded: _Embedded) -> None:
-        """Store the vectors of ``embedded``; once the store acknowledged them, count the batch and
-        checkpoint the documents it completed."""
-        pipeline, batch = self.pipeline, embedded.batch
+        """Store the vectors of ``embedded``; the driver counts the batch and checkpoints the
+        documents it completed once the store acknowledged them."""
+        batch = embedded.batch
         vectors, sparse_vectors = embedded.vectors.result()
         self._count_computed()
-        pipeline.store.upsert(
-            [
-                ChunkRecord(c.id, v, c.payload(), sparse=s)
-                for c, v, s in zip(batch, vectors, sparse_vectors, strict=True)
-            ]
-        )
-        self.report.upserted += len(batch)
-        for chunk in batch:
-            self.pending[chunk.source].left -= 1
-        for source in dict.fromkeys(c.source for c in batch):
-            self.finish_if_done(source)
+        records = [
+            ChunkRecord(c.id, v, c.payload(), sparse=s)
+            for c, v, s in zip(batch, vectors, sparse_vectors, strict=True)
+        ]
+        self.driver.write(records, [c.source for c in batch])
 
     def _count_computed(self) -> None:
         self.report.embedded = self.pipeline.encoder.computed - self.computed_before
@@ -386,7 +228,7 @@ class _Run:
         embedded, self.embedding = self.embedding, None
         if embedded is not None:
             self._write(embedded)
-        self.save()
+        self.driver.save()
 
     def abandon(self) -> None:
         """After a failure: let the batch being embedded finish (its vectors reach the cache, so
@@ -400,15 +242,3 @@ class _Run:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
-
-    def finish_if_done(self, source: str) -> None:
-        state = self.pending[source]
-        if state.chunked and state.left == 0:
-            self.pipeline._delete(state.stale - state.ids, self.report)
-            self.finished[source] = state.digest
-            del self.pending[source]
-
-    def save(self) -> None:
-        if self.finished:
-            self.checkpoint.mark_done(self.finished)
-            self.finished = {}

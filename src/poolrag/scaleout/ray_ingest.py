@@ -1,26 +1,40 @@
 """Ingestion on a Ray cluster: the single-machine pipeline's results, with embedding spread over actors.
 
+The run around the embedding (collection, which documents and chunks are new, stale chunks, prune,
+checkpoint, report) is :class:`~poolrag.ingest.driver.IngestDriver`'s, the same driver the
+single-process :class:`~poolrag.ingest.IngestPipeline` uses; this module only moves the embedding
+(and the writes, where a server allows them) to actors.
+
 Where each step runs, and why:
+  * **probe** (one actor with no resources reserved, on a CPU): loads the model once to tell the
+    driver its facts (collection spec, checkpoint key) and, for ``--hybrid``, to fix BM25's
+    settings: the collection's recorded ones, or the mean length of the first batch of chunks,
+    exactly as a single-process run fixes them.
   * **list** (driver): the readers list files and JSONL records as small rows (a file's path, a
-    record's text), checking that sources are unique. Files are read where they are chunked, so
-    with several machines the paths must be on storage every node sees.
+    record's text); the driver admits them (unique sources, valid text, not done by the checkpoint).
+    Files are read where they are chunked, so with several machines the paths must be on storage
+    every node sees.
   * **chunk + embed** (an actor pool, ``map_batches``): each actor owns one :class:`~poolrag.Engine`
     (one GPU each when the cluster has GPUs, a share of the CPU cores when not) and the model's own
     tokenizer, so chunks are cut by the tokens the model reads and get the same content-addressed
     ids (:func:`~poolrag.ingest.chunk_id`) as on one machine. Chunks already stored are not
-    embedded; the others are embedded in groups that fit the engine's token budget.
+    embedded; the others are embedded in groups that fit the engine's token budget, with their BM25
+    vectors when the collection is hybrid.
   * **embedding cache**: actors only *look up* vectors in the SQLite cache (when its file is visible
     to them; SQLite's LRU touch is their only write). Vectors they compute travel back with the
     batch and **the driver stores them**: one writer, no lock contention, no file to share.
-  * **write** (driver): results stream back with ``iter_batches`` and are upserted by id. Milvus
-    Lite files and Qdrant local folders are single-process, so the driver is the one writer for
-    every store here (server stores could take writes from actors; that is not done yet).
+  * **write**: a server store (a Milvus or Qdrant URL, see :class:`StoreAddress`) takes upserts
+    from every actor at once, so the actors write their own chunks and only ids go back. Milvus
+    Lite files and Qdrant local folders are single-process: the driver writes those, from the rows
+    streamed back with ``iter_batches``. Either way the driver deletes (stale, pruned) and
+    checkpoints a document only once all its chunks are stored.
 
 Failures: an actor that dies is restarted and its batch is run again (``max_restarts`` /
-``max_task_retries``); since ids are content addresses, a batch written twice is written once.
-The final collection equals the single-process run's: same ids, same vectors, same payloads.
-Not done on Ray: checkpoints (a re-run skips stored ids instead), ColBERT token vectors and hybrid
-sparse vectors (BM25 fixes its length normalisation from the first batch, one process at a time).
+``max_task_retries``); since ids are content addresses, a batch written twice is written once. A
+killed run resumes from its checkpoint. The final collection equals the single-process run's:
+same ids, same vectors, same payloads, same sparse vectors.
+Not done on Ray: ColBERT token vectors and learned sparse vectors (``--sparse-model``, a model's
+own sparse head); ingest those without ``--ray``.
 """
 
 from __future__ import annotations
@@ -42,11 +56,16 @@ from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.chunker import Chunk, TokenChunker
+from poolrag.ingest.driver import IngestDriver, IngestReport, VectorSourceFacts
 from poolrag.ingest.encoders import DenseEncoder
-from poolrag.ingest.pipeline import IngestReport
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
-from poolrag.model_facts import ModelFacts, ScoreKind
-from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
+from poolrag.ingest.shared_pass import has_sparse_head
+from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, BM25ChunkEncoder, bm25_for_model
+from poolrag.model_facts import ScoreKind
+from poolrag.sparse.vector import SparseVector
+from poolrag.sparse.words import WORDS, WordAnalyzer
+from poolrag.stores.address import StoreAddress
+from poolrag.stores.base import ChunkRecord, Quantization, VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +100,7 @@ class EngineRecipe:
         return self.engine_args.model
 
     def build(self) -> tuple[Any, TokenChunker, DenseEncoder, CachedEmbedder]:
-        """Engine, chunker and encoder, built where this is called (an actor, or a probe task)."""
+        """Engine, chunker and encoder, built where this is called (an actor, or the probe)."""
         from poolrag.engine import Engine
 
         engine = Engine.from_engine_args(self.engine_args)
@@ -95,6 +114,32 @@ class EngineRecipe:
 
 
 @dataclass(frozen=True)
+class BM25Recipe:
+    """The hybrid collection's lexical leg, as every actor builds it (``--hybrid`` on Ray).
+
+    Args:
+        analyzer: ``words`` or ``wordpiece`` (:data:`poolrag.sparse.words.ANALYZERS`).
+        language: the stemmer and stop words of ``words``.
+    """
+
+    analyzer: str
+    language: str
+
+    def build(self, engine: Any, settings: Mapping[str, Any] | None = None) -> BM25ChunkEncoder:
+        """The BM25 encoder over ``engine``'s model; ``settings``: the ones the probe fixed."""
+        if has_sparse_head(engine):
+            raise InvalidInputError(
+                f"{engine.facts.model_name} has its own sparse head, which --hybrid uses; --ray makes BM25 "
+                "vectors only: ingest it without --ray"
+            )
+        analyzer = WordAnalyzer(self.language) if self.analyzer == WORDS else None
+        encoder = bm25_for_model(engine.tokenizer, engine.facts.model_identity, None, analyzer)
+        if settings is not None:
+            encoder.adopt(dict(settings), [])
+        return encoder
+
+
+@dataclass(frozen=True)
 class RayIngestOptions:
     """How the job is spread over the cluster.
 
@@ -104,7 +149,9 @@ class RayIngestOptions:
         cpus_per_worker: ``None``: 1 next to a GPU, else the cluster's CPUs shared by the workers.
         documents_per_batch: documents handed to an actor per call (its chunks are then grouped
             by the engine's token budget).
-        write_batch: chunks per upsert on the driver.
+        write_batch: chunks per upsert on the driver (and per checkpoint save); for a hybrid
+            collection also the first batch BM25's mean length is taken from, as ``batch_size``
+            is on one machine.
         max_restarts: times a dead actor is started again.
         max_task_retries: times a batch whose actor died is run again.
     """
@@ -153,8 +200,10 @@ class _CacheLookup:
 
 
 class ChunkEmbedder:
-    """The actor: documents in, one row per chunk out (id, source, payload, vector, and the cache
-    entries it computed). Chunks whose id is already stored come back flagged, without a vector."""
+    """The actor: documents in, one row per chunk out (id, source, how many chunks its document has,
+    payload, vector, sparse vector, and the cache entries it computed). Chunks whose id is already
+    stored come back flagged, without a vector. Given a server store's address, the actor upserts
+    its new chunks itself and sends back ``written`` rows without vectors."""
 
     def __init__(
         self,
@@ -162,6 +211,9 @@ class ChunkEmbedder:
         cache_path: str | None,
         existing_ids: Any,
         cpu_threads: int,
+        bm25: BM25Recipe | None = None,
+        bm25_settings: Mapping[str, Any] | None = None,
+        store_address: StoreAddress | None = None,
     ) -> None:
         import torch
 
@@ -171,6 +223,8 @@ class ChunkEmbedder:
         if not ray.get_gpu_ids():
             torch.set_num_threads(max(cpu_threads, 1))  # this actor's share, not every core
         self.engine, self.chunker, self.encoder, embedder = recipe.build()
+        self.sparse = bm25.build(self.engine, bm25_settings) if bm25 is not None else None
+        self.store = store_address.open() if store_address is not None else None
         self.lookup = _CacheLookup(cache_path)
         self.record_computed = cache_path is not None  # else only the keys go back (for the count)
         embedder.cache = cast(EmbeddingCache, self.lookup)
@@ -179,7 +233,8 @@ class ChunkEmbedder:
         self.full_dimension = int(self.engine.facts.embedding_dim or 0)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        chunks = [chunk for doc in _documents(batch) for chunk in self.chunker.iter_chunks(doc)]
+        per_doc = [list(self.chunker.iter_chunks(doc)) for doc in _documents(batch)]
+        chunks = [chunk for doc_chunks in per_doc for chunk in doc_chunks]
         fresh = [i for i, c in enumerate(chunks) if c.id not in self.existing]
         vectors = np.zeros((len(chunks), self.encoder.dimension), dtype=np.float32)
         for group in self._token_groups([chunks[i] for i in fresh], fresh):
@@ -187,6 +242,15 @@ class ChunkEmbedder:
             part = [chunks[i] for i in group]
             encoded = self.encoder.encode([c.text for c in part], [c.token_ids for c in part])
             vectors[group] = np.stack(encoded) if encoded else vectors[group]
+        sparse: list[SparseVector | None] = [None] * len(chunks)
+        if self.sparse is not None and fresh:
+            for row, vector in zip(fresh, self.sparse.encode([chunks[i].text for i in fresh]), strict=True):
+                sparse[row] = vector
+        if self.store is not None and fresh:
+            self.store.upsert(
+                [ChunkRecord(chunks[i].id, vectors[i], chunks[i].payload(), sparse=sparse[i]) for i in fresh]
+            )
+            vectors = np.zeros((len(chunks), 1), dtype=np.float32)  # stored: nothing to send back
         computed = list(self.lookup.take().items())
         keys = np.array([b""] * len(chunks), dtype=object)
         width = self.full_dimension if self.record_computed else 1
@@ -200,8 +264,11 @@ class ChunkEmbedder:
         return {
             "id": np.array([c.id for c in chunks], dtype=object),
             "source": np.array([c.source for c in chunks], dtype=object),
+            "doc_chunks": np.array([len(d) for d in per_doc for _ in d], dtype=np.int64),
             "payload": np.array([json.dumps(c.payload()) for c in chunks], dtype=object),
             "vector": vectors,
+            "sparse": np.array([_sparse_json(v) for v in sparse], dtype=object),
+            "written": np.full(len(chunks), self.store is not None, dtype=bool),
             "existing": existing,
             "cache_key": keys,
             "cache_vector": full,
@@ -222,27 +289,32 @@ class ChunkEmbedder:
             yield group
 
 
-def _document_rows(
-    documents: Iterable[Document | FileDocument],
-) -> list[dict[str, str]]:
-    """The rows the actors read documents from: a file's path, a record's text."""
-    rows: list[dict[str, str]] = []
-    seen: set[str] = set()
-    for doc in documents:
-        if doc.source in seen:
-            raise InvalidInputError(f"two documents share the source {doc.source!r}; sources must be unique")
-        seen.add(doc.source)
-        is_file = isinstance(doc, FileDocument)
-        rows.append(
-            {
-                "source": doc.source,
-                "path": str(doc.path) if is_file else "",
-                "digest": doc.digest if is_file else "",
-                "text": "" if is_file else doc.text,
-                "metadata": json.dumps(doc.metadata),
-            }
-        )
-    return rows
+def _sparse_json(vector: SparseVector | None) -> str:
+    """A sparse vector as a row value (float32 weights survive the JSON round trip exactly)."""
+    if vector is None:
+        return ""
+    return json.dumps({"indices": vector.indices.tolist(), "values": vector.values.tolist()})
+
+
+def _sparse_from_json(text: str) -> SparseVector | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return SparseVector(
+        np.asarray(data["indices"], dtype=np.int32), np.asarray(data["values"], dtype=np.float32)
+    )
+
+
+def _document_row(doc: Document | FileDocument) -> dict[str, str]:
+    """The row an actor reads a document from: a file's path, a record's text."""
+    is_file = isinstance(doc, FileDocument)
+    return {
+        "source": doc.source,
+        "path": str(doc.path) if is_file else "",
+        "digest": doc.digest if is_file else "",
+        "text": "" if is_file else doc.text,
+        "metadata": json.dumps(doc.metadata),
+    }
 
 
 def _documents(batch: dict[str, np.ndarray]) -> Iterable[Document | FileDocument]:
@@ -256,15 +328,90 @@ def _documents(batch: dict[str, np.ndarray]) -> Iterable[Document | FileDocument
             yield Document(str(source), str(text), meta)
 
 
-@ray.remote(num_cpus=0, max_calls=1)
-def _probe_facts(recipe: EngineRecipe) -> dict[str, Any]:
-    """The model's facts (identity, sizes) and the checks a single-process run makes before it
-    touches the store (ColBERT, ``dimensions``). On a CPU and reserving nothing, so it never
-    waits for the actors' GPUs; the facts do not depend on the device."""
-    cpu = dataclasses.replace(recipe, engine_args=recipe.engine_args.replace(device="cpu"))
-    engine, _, encoder, _ = cpu.build()
-    facts = engine.facts
-    return {"model_name": facts.model_name, "facts": facts.to_json(), "dimension": encoder.dimension}
+@ray.remote(num_cpus=0)
+class _Probe:
+    """The model loaded once beside the job, on a CPU and reserving nothing (so it never waits for
+    the actors' GPUs; the facts do not depend on the device): the model's facts and the checks a
+    single-process run makes before it touches the store (ColBERT, ``dimensions``, a sparse head),
+    and the BM25 leg whose settings the driver fixes through it."""
+
+    def __init__(self, recipe: EngineRecipe, bm25: BM25Recipe | None) -> None:
+        self.recipe, self.bm25 = recipe, bm25
+
+    def facts(self) -> tuple[VectorSourceFacts, tuple[int, int]]:
+        """Load the model (here, so a refusal comes back as this call's error) and tell its facts."""
+        recipe = self.recipe
+        cpu = dataclasses.replace(recipe, engine_args=recipe.engine_args.replace(device="cpu"))
+        self.engine, self.chunker, encoder, _ = cpu.build()
+        self.sparse = self.bm25.build(self.engine) if self.bm25 is not None else None
+        source = VectorSourceFacts(
+            encoder.layout,
+            encoder.dimension,
+            encoder.full_dimension,
+            encoder.model_identity,
+            encoder.model_name,
+        )
+        return source, (self.chunker.max_tokens, self.chunker.overlap)
+
+    def first_batch(self, rows: list[dict[str, str]], existing: frozenset[str], size: int) -> list[str]:
+        """The texts of the first ``size`` new chunks of ``rows``: the batch a single-process run
+        fixes BM25's mean length from."""
+        texts: list[str] = []
+        for doc in _documents({key: np.array([row[key] for row in rows], dtype=object) for key in _ROW_KEYS}):
+            for chunk in self.chunker.iter_chunks(doc):
+                if chunk.id not in existing:
+                    texts.append(chunk.text)
+                    if len(texts) >= size:
+                        return texts
+        return texts
+
+    def adopt_sparse(self, recorded: dict[str, Any] | None, first_batch: list[str]) -> dict[str, Any]:
+        assert self.sparse is not None
+        self.sparse.adopt(recorded, first_batch)
+        return self.sparse.settings()
+
+
+_ROW_KEYS = ("source", "path", "digest", "text", "metadata")
+
+
+class _ProbedBM25:
+    """The driver's view of the BM25 leg: the probe holds the encoder and fixes its settings (the
+    same calls a single-process run makes on its own encoder); the actors encode with them."""
+
+    kind = "bm25"
+    options_key = BM25_OPTIONS_KEY
+    run_identity = "bm25"
+    computed = 0  # counted from the actors' rows
+
+    def __init__(self, probe: Any) -> None:
+        self.probe = probe
+        self.fixed: dict[str, Any] = {}
+
+    @property
+    def length_fixed(self) -> bool:
+        return self.fixed.get("avg_doc_length") is not None
+
+    def settings(self) -> dict[str, Any]:
+        return dict(self.fixed)
+
+    def adopt(self, recorded: dict[str, Any] | None, first_batch: Sequence[str]) -> None:
+        self.fixed = _get(self.probe.adopt_sparse.remote(recorded, list(first_batch)))
+
+    def encode(self, texts: Sequence[str]) -> list[SparseVector]:
+        raise NotImplementedError("the actors make the BM25 vectors of a Ray run")
+
+
+def _get(ref: Any) -> Any:
+    """``ray.get``, with a poolrag error raised in a task re-raised as itself (one line, not Ray's
+    traceback)."""
+    from poolrag.errors import PoolragError
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, PoolragError):
+            raise exc.cause from None
+        raise
 
 
 def ingest_on_ray(
@@ -278,36 +425,62 @@ def ingest_on_ray(
     model_options: Mapping[str, object] | None = None,
     prune: bool = False,
     skipped: Sequence[SkippedFile] = (),
+    bm25: BM25Recipe | None = None,
+    checkpoint_path: str | Path | None = None,
+    checkpoint_dir: str | Path | None = None,
+    store_address: StoreAddress | None = None,
     embedder_class: type[ChunkEmbedder] = ChunkEmbedder,
 ) -> IngestReport:
     """Fill ``store`` from ``documents`` on the connected Ray cluster (``ray.init`` first).
 
-    Same collection as :class:`~poolrag.ingest.IngestPipeline` would write: re-runs add nothing,
-    changed documents replace their old chunks, ``prune`` drops sources not given. ``skipped``:
-    files the reader left out (their chunks survive ``prune``). ``embedder_class``: the actor
-    class (a subclass can add behaviour, e.g. the tests' actor that dies once).
+    Same collection and report as :class:`~poolrag.ingest.IngestPipeline` would give: re-runs add
+    nothing, changed documents replace their old chunks, ``prune`` drops sources not given, a killed
+    run resumes from its checkpoint (``checkpoint_path``, else one under ``checkpoint_dir`` or the
+    cache folder). ``skipped``: files the reader left out (their chunks survive ``prune``).
+    ``bm25``: also write BM25 sparse vectors (a hybrid collection). ``store_address``: how actors
+    open ``store`` themselves; when it names a server they write to it directly
+    (:func:`actors_write`). ``embedder_class``: the actor class (a subclass can add behaviour,
+    e.g. the tests' actor that dies once).
     """
     options = options or RayIngestOptions()
-    started = time.monotonic()
     cpus, gpus = options.resources()
-    report = IngestReport()
-    # The probe loads the model while the actors start; the collection is made once it answers.
-    # An existing collection is checked first, so a wrong model fails before anything is embedded.
-    collection = _Collection(store, _probe_facts.remote(recipe), quantization, model_options, report)
-    if store.read_spec() is not None:
-        collection.open()
-    existing = store.list_sources() if collection.ready else {}
-    rows = _document_rows(documents)
-    report.documents = len(rows)
+    probe = _Probe.remote(recipe, bm25)  # type: ignore[attr-defined]
+    try:
+        source, chunking = _get(probe.facts.remote())
+        leg = _ProbedBM25(probe) if bm25 is not None else None
+        driver = IngestDriver(
+            store,
+            source,
+            chunking,
+            quantization=quantization,
+            model_options=dict(model_options or {}),
+            checkpoint_path=checkpoint_path,
+            checkpoint_dir=checkpoint_dir,
+            sparse=leg,
+        )
+        driver.start()
+        rows = [_document_row(doc) for doc in documents if driver.admit(doc)]
+        existing = ray.put(frozenset(driver.existing))
+        if leg is not None and not (driver.ready and leg.length_fixed):
+            # BM25's mean length comes from the first batch, as on one machine (the probe chunks it)
+            first = _get(probe.first_batch.remote(rows, existing, options.write_batch)) if rows else []
+            driver.open_collection(first)
+            leg.adopt(None, first)  # a collection made elsewhere recorded no length
+    finally:
+        ray.kill(probe)
+    by_actors = actors_write(store_address, driver.spec.sparse)
+    writers = "the actors" if by_actors else "the driver"
     logger.info(
-        "ray ingest: %d documents, %d chunks already stored; %d workers x (%.2g CPU, %.2g GPU)",
+        "ray ingest: %d documents to chunk, %d chunks already stored; %d workers x (%.2g CPU, %.2g GPU); "
+        "%s write to %s",
         len(rows),
-        len(existing),
+        len(driver.existing),
         options.workers,
         cpus,
         gpus,
+        writers,
+        store.location,
     )
-    seen_ids: dict[str, set[str]] = {row["source"]: set() for row in rows}
     if rows:
         dataset = ray.data.from_items(
             rows, override_num_blocks=max(1, math.ceil(len(rows) / options.documents_per_batch))
@@ -316,8 +489,11 @@ def ingest_on_ray(
             fn_constructor_kwargs={
                 "recipe": recipe,
                 "cache_path": None if cache is None else str(cache.path),
-                "existing_ids": ray.put(frozenset(existing)),
+                "existing_ids": existing,
                 "cpu_threads": max(int(cpus), 1),
+                "bm25": bm25,
+                "bm25_settings": leg.settings() if leg is not None else None,
+                "store_address": store_address if by_actors else None,
             },
             batch_size=options.documents_per_batch,
             batch_format="numpy",
@@ -327,113 +503,74 @@ def ingest_on_ray(
             max_restarts=options.max_restarts,
             max_task_retries=options.max_task_retries,
         )
-        _write(dataset, collection, cache, options.write_batch, seen_ids)
-    collection.open()
-    by_source: dict[str, set[str]] = {}
-    for cid, source in existing.items():
-        by_source.setdefault(source, set()).add(cid)
-    stale = [cid for source, ids in seen_ids.items() for cid in by_source.get(source, set()) - ids]
-    if prune:
-        kept = [Path(s.path).resolve().as_posix() for s in skipped]
-        stale += [
-            cid for cid, source in existing.items() if source not in seen_ids and not _under(source, kept)
-        ]
-    if stale:
-        store.delete(stale)
-        report.deleted = len(stale)
-    report.skipped = [str(s) for s in skipped]
-    report.seconds = time.monotonic() - started
-    logger.info(
-        "ray ingest: %d documents into %s/%s: %d chunks, %d upserted, %d embedded, %d deleted in %.1fs",
-        report.documents,
-        store.name,
-        store.collection,
-        report.chunks,
-        report.upserted,
-        report.embedded,
-        report.deleted,
-        report.seconds,
-    )
-    return report
+        try:
+            _write(dataset, driver, cache, options.write_batch)
+        finally:
+            driver.save()
+    driver.all_chunked()  # the documents cut into no chunk at all sent no row
+    return driver.finish(prune=prune, skipped=skipped)
 
 
-def _under(source: str, resolved: list[str]) -> bool:
-    """Whether ``source`` is one of the skipped paths or inside one (``path#record``, ``folder/file``)."""
-    return any(source == p or source.startswith((f"{p}#", f"{p}/")) for p in resolved)
+def actors_write(address: StoreAddress | None, sparse: str | None = None) -> bool:
+    """Whether the actors upsert their chunks themselves: only into a server store, which takes
+    writes from many processes; a Milvus Lite file or a Qdrant local folder is opened by one process
+    only, so the driver writes those (and any store whose address the actors were not given).
+    ``sparse``: the collection's sparse field. Milvus keeps a BM25 collection's term statistics in
+    the collection, updated read-modify-write on each upsert, so the driver is its one writer too
+    (Qdrant weighs BM25 terms on the server)."""
+    if address is None or not address.served:
+        return False
+    return not (address.kind == "milvus" and sparse == "bm25")
 
 
-class _Collection:
-    """The store's collection, created or checked once the probe has told the model's facts."""
-
-    def __init__(
-        self,
-        store: VectorStore,
-        probe: Any,
-        quantization: Quantization | None,
-        model_options: Mapping[str, object] | None,
-        report: IngestReport,
-    ) -> None:
-        self.store, self.probe, self.report = store, probe, report
-        self.quantization = quantization
-        self.model_options = dict(model_options or {})
-        self.ready = False
-
-    def open(self) -> None:
-        if self.ready:
-            return
-        probed = ray.get(self.probe)
-        facts = ModelFacts.from_json(probed["model_name"], probed["facts"])
-        spec = CollectionSpec(
-            name=self.store.collection,
-            dimension=int(probed["dimension"]),
-            model_identity=facts.model_identity,
-            full_dimension=int(facts.embedding_dim or 0),
-            model_name=facts.model_name,
-            layout="dense",
-            quantization=self.quantization,
-            model_options=self.model_options,
-        )
-        stored = self.store.ensure_collection(spec)
-        self.report.collection = {"name": stored.name, "dimension": stored.dimension}
-        self.ready = True
-
-
-def _write(
-    dataset: Any,
-    collection: _Collection,
-    cache: EmbeddingCache | None,
-    batch_size: int,
-    seen_ids: dict[str, set[str]],
-) -> None:
-    """Stream the actors' rows back and upsert them; the driver is the one writer of the store and
-    of the cache."""
-    store, report = collection.store, collection.report
+def _write(dataset: Any, driver: IngestDriver, cache: EmbeddingCache | None, batch_size: int) -> None:
+    """Stream the actors' rows back: upsert the ones they did not write, account for every chunk,
+    and store the vectors they computed in the cache (the driver is its one writer)."""
+    report = driver.report
+    counted: dict[str, int] = {}
     last_log = time.monotonic()
     for batch in dataset.iter_batches(batch_size=batch_size, batch_format="numpy"):
-        collection.open()
-        records = []
-        for cid, source, payload, vector, existing in zip(
-            batch["id"], batch["source"], batch["payload"], batch["vector"], batch["existing"], strict=True
+        records: list[ChunkRecord] = []
+        sources: list[str] = []
+        written: list[str] = []
+        done: list[str] = []
+        for cid, source, doc_chunks, payload, vector, sparse, by_actor in zip(
+            batch["id"],
+            batch["source"],
+            batch["doc_chunks"],
+            batch["payload"],
+            batch["vector"],
+            batch["sparse"],
+            batch["written"],
+            strict=True,
         ):
-            report.chunks += 1
-            seen_ids[str(source)].add(str(cid))
-            if existing:
-                report.chunks_existing += 1
-            else:
-                records.append(
-                    ChunkRecord(str(cid), np.asarray(vector, dtype=np.float32), json.loads(payload))
-                )
-        if records:
-            store.upsert(records)
-            report.upserted += len(records)
+            source = str(source)
+            if driver.chunk(source, str(cid)):
+                if by_actor:
+                    written.append(source)
+                else:
+                    vector = np.asarray(vector, dtype=np.float32)
+                    sparse_vector = _sparse_from_json(sparse)
+                    records.append(ChunkRecord(str(cid), vector, json.loads(payload), sparse_vector))
+                    sources.append(source)
+            counted[source] = counted.get(source, 0) + 1
+            if counted[source] == int(doc_chunks):
+                done.append(source)
+        driver.write(records, sources)
+        driver.stored(written)
+        for source in done:
+            driver.chunked(source)
         computed = {
             bytes(key): np.asarray(vec, dtype=np.float32)
             for key, vec in zip(batch["cache_key"], batch["cache_vector"], strict=True)
             if key
         }
         report.embedded += len(computed)  # texts the model ran on (cache misses)
+        if driver.sparse is not None:
+            report.sparse_computed += len(records) + len(written)  # the actors' BM25 keeps no cache
         if cache is not None and computed:
             cache.put_many(computed)
+        driver.save()
         if time.monotonic() - last_log >= _PROGRESS_EVERY_S:
             last_log = time.monotonic()
             logger.info(

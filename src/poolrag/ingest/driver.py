@@ -1,0 +1,313 @@
+"""The one ingest driver: collection, document bookkeeping, checkpoint, prune and report.
+
+Whoever makes the vectors (:class:`~poolrag.ingest.IngestPipeline` on this process, Ray actors in
+:mod:`poolrag.scaleout.ray_ingest`), the run around them is this one, so both write the same
+collection spec, skip the same documents, delete the same stale and pruned chunks, resume from the
+same checkpoint (its key names no executor: a run killed on Ray resumes on one machine and back)
+and return the same :class:`IngestReport`. The driver embeds nothing; it is told which chunks a
+document was cut into and which of them the store has acknowledged.
+
+A document is checkpointed once it is fully chunked and all its new chunks are stored; only then
+are its stale chunks (from an older version of the same source) deleted, so a killed run never
+loses a chunk it did not replace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
+from poolrag.ingest.readers import Document, FileDocument, SkippedFile
+from poolrag.ingest.sparse_encoders import SparseChunkEncoder
+from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
+from poolrag.text_validity import lone_surrogate
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class IngestReport:
+    """What a run did. Of the ``chunks`` read, ``chunks_existing`` were already stored (skipped) and
+    ``upserted`` were written: ``embedded`` of them computed now (cache misses), ``from_cache`` with
+    vectors the cache already held."""
+
+    documents: int = 0
+    documents_skipped: int = 0
+    chunks: int = 0
+    chunks_existing: int = 0
+    upserted: int = 0
+    embedded: int = 0
+    sparse_computed: int = 0  # chunks whose sparse vector needed the tokenizer/model (not the cache)
+    deleted: int = 0
+    resumed: bool = False
+    seconds: float = 0.0
+    collection: dict[str, object] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # "path: reason" of files left out
+
+    @property
+    def from_cache(self) -> int:
+        """Chunks upserted with vectors the embedding cache already held (nothing computed)."""
+        return max(self.upserted - self.embedded, 0)
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.upserted / self.seconds if self.seconds > 0 else 0.0
+
+
+class VectorSource(Protocol):
+    """What a collection records about the model behind its vectors (a chunk encoder has it)."""
+
+    layout: str  # "dense" | "multivector"
+    dimension: int
+    full_dimension: int
+    model_identity: str
+    model_name: str
+
+
+@dataclass(frozen=True)
+class VectorSourceFacts:
+    """A :class:`VectorSource` as plain data, for a driver whose encoders run elsewhere (Ray actors)."""
+
+    layout: str
+    dimension: int
+    full_dimension: int
+    model_identity: str
+    model_name: str
+
+
+@dataclass
+class _Pending:
+    """A document being written: its chunk ids so far, new chunks not yet stored, old ids."""
+
+    digest: str
+    stale: set[str]
+    ids: set[str] = field(default_factory=set)
+    left: int = 0
+    chunked: bool = False
+
+
+class IngestDriver:
+    """The bookkeeping of one collection's ingest runs; one :meth:`start` ... :meth:`finish` a run.
+
+    Args:
+        store: the collection to fill (opened by :func:`poolrag.stores.open_store`).
+        source: the model behind the vectors (a chunk encoder, or :class:`VectorSourceFacts`).
+        chunking: ``(max_tokens, overlap)`` of the chunker (part of the checkpoint's key).
+        quantization: ``int8`` / ``binary`` index compression for a new collection.
+        model_options: recorded in the collection so search can load the model the same way.
+        checkpoint_path: where progress is saved; default under ``checkpoint_dir`` (else the cache folder).
+        sparse: the sparse leg of a hybrid collection; it adopts the settings the collection
+            recorded, or fixes them from the first batch (:meth:`open_collection`).
+    """
+
+    def __init__(
+        self,
+        store: VectorStore,
+        source: VectorSource,
+        chunking: tuple[int, int],
+        *,
+        quantization: Quantization | None = None,
+        model_options: dict[str, object] | None = None,
+        checkpoint_path: str | Path | None = None,
+        checkpoint_dir: str | Path | None = None,
+        sparse: SparseChunkEncoder | None = None,
+    ) -> None:
+        if quantization not in (None, "int8", "binary"):
+            raise InvalidInputError(f"quantization must be 'int8' or 'binary', not {quantization!r}")
+        self.store = store
+        self.sparse = sparse
+        self.spec = CollectionSpec(
+            name=store.collection,
+            dimension=source.dimension,
+            model_identity=source.model_identity,
+            full_dimension=source.full_dimension,
+            model_name=source.model_name,
+            layout=source.layout,  # type: ignore[arg-type]
+            quantization=quantization,
+            model_options=dict(model_options or {}),
+            sparse=sparse.kind if sparse is not None else None,  # type: ignore[arg-type]
+        )
+        self.run_key: dict[str, object] = {
+            "store": store.name,
+            "location": str(store.location),
+            "collection": store.collection,
+            "model": source.model_identity,
+            "dimension": source.dimension,
+            "chunking": list(chunking),
+        }
+        if sparse is not None:
+            self.run_key["sparse"] = sparse.run_identity
+        if checkpoint_path is None:
+            from poolrag.cache.sqlite_store import default_cache_path
+
+            root = Path(checkpoint_dir) if checkpoint_dir is not None else default_cache_path().parent
+            checkpoint_path = default_checkpoint_path(root, self.run_key)
+        self.checkpoint_path = Path(checkpoint_path)
+        self.ready = False
+        self.report = IngestReport()
+
+    # -- the start of a run ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Check the collection (a wrong model or an unreachable database fails before anything is
+        embedded), list the ids already stored, and open the checkpoint.
+
+        A new collection with a sparse field waits for the first batch (:meth:`open_collection`):
+        BM25 records the average chunk length it normalises by. Reading the spec has reached the
+        database all the same.
+        """
+        self._started = time.monotonic()
+        self.report = IngestReport()
+        self.ready = False
+        if self.store.read_spec() is not None or self.sparse is None:
+            self.open_collection([])
+        self.existing: dict[str, str] = self.store.list_sources() if self.ready else {}
+        self._by_source: dict[str, set[str]] = {}
+        for cid, source in self.existing.items():
+            self._by_source.setdefault(source, set()).add(cid)
+        self.checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)
+        self.report.resumed = self.checkpoint.resumed
+        self.seen_sources: set[str] = set()
+        self._left_out: list[str] = []  # documents whose text no model can read
+        self._pending: dict[str, _Pending] = {}
+        self._finished: dict[str, str] = {}
+
+    def open_collection(self, first_batch: Sequence[str]) -> None:
+        """Create or check the collection (once a run); the sparse leg adopts the settings it recorded
+        (or fixes them from ``first_batch`` and records them in a new collection)."""
+        if self.ready:
+            return
+        spec = self.spec
+        if self.sparse is not None:
+            stored = self.store.read_spec()
+            key = self.sparse.options_key
+            recorded = stored.model_options.get(key) if stored is not None else None
+            self.sparse.adopt(recorded if isinstance(recorded, dict) else None, first_batch)
+            options = {**spec.model_options, key: self.sparse.settings()}
+            spec = dataclasses.replace(spec, model_options=options)
+        stored_spec = self.store.ensure_collection(spec)
+        self.report.collection = {"name": stored_spec.name, "dimension": stored_spec.dimension}
+        if stored_spec.sparse is not None:
+            self.report.collection["sparse"] = stored_spec.sparse
+        self.ready = True
+
+    # -- documents and their chunks -------------------------------------------------------------------
+    def admit(self, doc: Document | FileDocument) -> bool:
+        """Whether ``doc`` is to be chunked: its source is new to this run (else the run stops), its
+        text is valid Unicode (else it alone is left out) and the checkpoint has not done it."""
+        if doc.source in self.seen_sources:
+            raise InvalidInputError(f"two documents share the source {doc.source!r}; sources must be unique")
+        self.seen_sources.add(doc.source)
+        if isinstance(doc, Document) and (position := lone_surrogate(doc.text)) is not None:
+            # This document only (its stored chunks stay); the ones after it are ingested.
+            reason = f"text is not valid Unicode (lone surrogate at character {position})"
+            logger.warning("skipping %s: %s", doc.source, reason)
+            self._left_out.append(f"{doc.source}: {reason}")
+            return False
+        self.report.documents += 1
+        digest = doc.digest
+        if self.checkpoint.is_done(doc.source, digest):
+            self.report.documents_skipped += 1
+            return False
+        self._pending[doc.source] = _Pending(digest, self._by_source.get(doc.source, set()))
+        return True
+
+    def chunk(self, source: str, chunk_id: str) -> bool:
+        """Count one chunk of an admitted document; whether it is new (to be embedded and stored)."""
+        self.report.chunks += 1
+        state = self._pending[source]
+        state.ids.add(chunk_id)
+        if chunk_id in self.existing:
+            self.report.chunks_existing += 1
+            return False
+        state.left += 1
+        return True
+
+    def chunked(self, source: str) -> None:
+        """Every chunk of ``source`` has been counted."""
+        self._pending[source].chunked = True
+        self._finish_if_done(source)
+
+    def all_chunked(self) -> None:
+        """Every admitted document has been chunked (for a driver told only of chunks, by workers
+        that send no word about a document cut into none)."""
+        for source in list(self._pending):
+            self.chunked(source)
+
+    def write(self, records: Sequence[ChunkRecord], sources: Sequence[str]) -> None:
+        """Upsert ``records`` (the chunks of ``sources``, one entry a record) and account for them."""
+        if records:
+            self.store.upsert(list(records))
+        self.stored(sources)
+
+    def stored(self, sources: Sequence[str]) -> None:
+        """The store acknowledged one new chunk per entry of ``sources`` (written here or by a worker)."""
+        self.report.upserted += len(sources)
+        for source in sources:
+            self._pending[source].left -= 1
+        for source in dict.fromkeys(sources):
+            self._finish_if_done(source)
+
+    def _finish_if_done(self, source: str) -> None:
+        state = self._pending[source]
+        if state.chunked and state.left == 0:
+            self._delete(state.stale - state.ids)
+            self._finished[source] = state.digest
+            del self._pending[source]
+
+    def save(self) -> None:
+        """Checkpoint the documents finished since the last save."""
+        if self._finished:
+            self.checkpoint.mark_done(self._finished)
+            self._finished = {}
+
+    # -- the end of a run -----------------------------------------------------------------------------
+    def finish(self, *, prune: bool = False, skipped: Sequence[SkippedFile] = ()) -> IngestReport:
+        """After every batch is stored: make sure the collection exists, prune, drop the checkpoint.
+
+        ``skipped``: files the reader left out; their chunks survive ``prune``, since an unreadable
+        file is not a deleted one.
+        """
+        self.open_collection([])
+        self.save()
+        report = self.report
+        report.skipped = [str(s) for s in skipped] + self._left_out
+        if prune:
+            kept = [Path(s.path).resolve().as_posix() for s in skipped]
+            self._delete(
+                cid
+                for cid, source in self.existing.items()
+                if source not in self.seen_sources and not _under(source, kept)
+            )
+        self.checkpoint.remove()
+        report.seconds = time.monotonic() - self._started
+        logger.info(
+            "ingested %d documents into %s/%s: %d chunks, %d upserted, %d embedded, %d deleted in %.1fs",
+            report.documents,
+            self.store.name,
+            self.store.collection,
+            report.chunks,
+            report.upserted,
+            report.embedded,
+            report.deleted,
+            report.seconds,
+        )
+        return report
+
+    def _delete(self, ids: Iterable[str]) -> None:
+        ids = list(ids)
+        if ids:
+            self.store.delete(ids)
+            self.report.deleted += len(ids)
+
+
+def _under(source: str, resolved: list[str]) -> bool:
+    """Whether ``source`` is one of the ``resolved`` paths, a JSONL record of one (``path#id``) or a
+    file inside one (a folder that could not be listed)."""
+    return any(source == p or source.startswith((f"{p}#", f"{p}/")) for p in resolved)
