@@ -273,15 +273,15 @@ class PoolragClient:
     def embed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
         facts = self.facts
-        (pooling_params or PoolingParams()).verify("embed", facts)
+        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         vectors: list[np.ndarray] = []
         for body, n in self._embed_requests(prompts, pooling_params):
             vectors += wire.decode_embeddings(self._post("/v1/embeddings", body, facts), n)
-        return _stack(vectors, pooling_params, facts)
+        return _stack(vectors, resolved.dimensions or facts.embedding_dim)
 
     async def aembed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
         facts = await self._afacts()
-        (pooling_params or PoolingParams()).verify("embed", facts)
+        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
 
         def call(body: dict[str, Any], n: int) -> Callable[[], Any]:
@@ -291,7 +291,7 @@ class PoolragClient:
             return send
 
         parts = await self._gather([call(body, n) for body, n in requests])
-        return _stack([v for part in parts for v in part], pooling_params, facts)
+        return _stack([v for part in parts for v in part], resolved.dimensions or facts.embedding_dim)
 
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(
@@ -425,8 +425,8 @@ class PoolragClient:
         await self.aclose()
 
 
-def _stack(vectors: list[np.ndarray], params: PoolingParams | None, facts: ModelFacts) -> np.ndarray:
+def _stack(vectors: list[np.ndarray], width: int | None) -> np.ndarray:
+    """The vectors as one array; ``width`` (the verified size) shapes an empty answer."""
     if vectors:
         return np.stack(vectors)
-    dims = (params.dimensions if params else None) or facts.default_dimensions or facts.embedding_dim
-    return np.zeros((0, dims or 0), dtype=np.float32)
+    return np.zeros((0, width or 0), dtype=np.float32)
