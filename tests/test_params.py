@@ -10,7 +10,7 @@ import pytest
 from poolrag import PoolingParams
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
 from poolrag.model_facts import ModelFacts
-from poolrag.params import PoolerDefaults
+from poolrag.params import POOLING_TASKS, PoolerDefaults
 from poolrag.request import ResolvedParams
 
 
@@ -34,15 +34,7 @@ def facts(minilm_engine) -> ModelFacts:
     open, so each case changes only the fact it is about."""
     return dataclasses.replace(
         minilm_engine.facts,
-        supported_tasks=(
-            "embed",
-            "classify",
-            "score",
-            "token_classify",
-            "token_embed",
-            "reward",
-            "sparse_embed",
-        ),
+        supported_tasks=POOLING_TASKS,
     )
 
 
