@@ -1,4 +1,5 @@
-"""``PoolingParams``: the per-call knobs and the names vLLM gives them."""
+"""``PoolingParams``: the per-call knobs, the names vLLM gives them, and ``verify``, the one rule
+that checks them against a model and fills what a request leaves unset."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import dataclasses
 import pytest
 
 from poolrag import PoolingParams
-from poolrag.errors import InvalidInputError
+from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
+from poolrag.model_facts import ModelFacts
+from poolrag.params import POOLING_TASKS, PoolerDefaults
+from poolrag.request import ResolvedParams
 
 
 def test_activation_is_vllms_alias_of_use_activation() -> None:
@@ -22,3 +26,75 @@ def test_activation_is_vllms_alias_of_use_activation() -> None:
         PoolingParams(activation=True, use_activation=False)
     # copies keep the value (the alias is read once, at construction)
     assert PoolingParams(activation=False).with_updates(dimensions=8).use_activation is False
+
+
+@pytest.fixture(scope="module")
+def facts(minilm_engine) -> ModelFacts:
+    """A real model's facts (MiniLM: 384 dimensions, normalised, not Matryoshka) with every task
+    open, so each case changes only the fact it is about."""
+    return dataclasses.replace(
+        minilm_engine.facts,
+        supported_tasks=POOLING_TASKS,
+    )
+
+
+def test_verify_fills_every_default_per_task(facts: ModelFacts) -> None:
+    """Issue 28, item 5: after ``verify`` the parameters are complete for the task and the model."""
+    embed = PoolingParams(input_type="query").verify("embed", facts)
+    assert embed == ResolvedParams(task="embed", dimensions=None, normalize=True, input_type="query")
+    # the model's own defaults: its Matryoshka size and normalisation fill a silent request
+    mrl = dataclasses.replace(facts, is_matryoshka=True, default_dimensions=64, normalizes_embeddings=False)
+    assert PoolingParams().verify("embed", mrl) == ResolvedParams(
+        task="embed", dimensions=64, normalize=False
+    )
+    assert PoolingParams(dimensions=128, normalize=True).verify("embed", mrl).dimensions == 128
+    # dimensions and the embed normalisation default belong to embed only
+    classify = PoolingParams().verify("classify", mrl)
+    assert (classify.dimensions, classify.normalize, classify.use_activation) == (None, True, True)
+    # what the pooler config says, then the request's own value on top
+    no_activation = PoolerDefaults(use_activation=False)
+    assert PoolingParams().verify("classify", facts, no_activation).use_activation is False
+    assert PoolingParams(use_activation=True).verify("classify", facts, no_activation).use_activation is True
+    # a sequence reward head is raw unless asked; STEP settings reach reward only
+    step = PoolerDefaults(raw_rewards=True, step_tag_id=12, returned_token_ids=(0, 1), reward_columns=2)
+    reward = PoolingParams().verify("reward", facts, step)
+    assert (reward.use_activation, reward.step_tag_id, reward.returned_token_ids) == (False, 12, (0, 1))
+    tokens = PoolingParams().verify("token_classify", facts, step)
+    assert (tokens.task, tokens.step_tag_id, tokens.returned_token_ids) == ("token_classify", None, (0, 1))
+    sparse = PoolingParams(max_active_dims=5).verify("sparse_embed", facts, step)
+    assert (sparse.max_active_dims, sparse.step_tag_id, sparse.returned_token_ids) == (5, None, None)
+
+
+def test_verify_answers_an_aliased_task_with_its_pooler(facts: ModelFacts) -> None:
+    """A reward model's ``token_classify`` is its ``reward``: checked as asked, filled as run."""
+    aliased = PoolerDefaults(task_aliases={"token_classify": "reward"}, step_tag_id=3)
+    resolved = PoolingParams().verify("token_classify", facts, aliased)
+    assert (resolved.task, resolved.step_tag_id) == ("reward", 3)
+    with pytest.raises(UnsupportedTaskError):
+        PoolingParams().verify(
+            "token_classify", dataclasses.replace(facts, supported_tasks=("reward",)), aliased
+        )
+
+
+def test_dimensions_on_a_model_without_matryoshka_is_one_clear_error(facts: ModelFacts) -> None:
+    with pytest.raises(DimensionsError) as refused:
+        PoolingParams(dimensions=64).verify("embed", facts)
+    message = str(refused.value)
+    assert "\n" not in message and "not a Matryoshka model" in message and "full size is 384" in message
+    assert (
+        PoolingParams(dimensions=384).verify("embed", facts).dimensions == 384
+    )  # the full size cuts nothing
+    # a model's own default size is held to the same rule as a requested one
+    with pytest.raises(DimensionsError, match="not a Matryoshka model"):
+        PoolingParams().verify("embed", dataclasses.replace(facts, default_dimensions=64))
+    with pytest.raises(DimensionsError, match="applies to embeddings, not to task 'classify'"):
+        PoolingParams(dimensions=384).verify("classify", facts)
+
+
+def test_verify_refuses_returned_token_ids_outside_the_head(facts: ModelFacts) -> None:
+    """Checked before the request joins a batch: a pooler must never fail work other callers share."""
+    head = PoolerDefaults(reward_columns=2)
+    with pytest.raises(InvalidInputError, match=r"ids in \[0, 2\)"):
+        PoolingParams(returned_token_ids=(2,)).verify("reward", facts, head)
+    with pytest.raises(InvalidInputError, match="max_active_dims applies to sparse_embed"):
+        PoolingParams(max_active_dims=3).verify("embed", facts)

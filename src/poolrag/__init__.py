@@ -16,7 +16,8 @@ against this list and fails on any arrow up and on any module not placed here::
     cache_location: where poolrag keeps its files on disk ($POOLRAG_CACHE_DIR, XDG)
     native_heap: glibc's allocator tuned for long runs (trimming, a fixed mmap threshold)
     model_facts: what a served model is (identity, tasks, sizes, score kind)
-    params, outputs, request: what a caller asks for and what it gets back
+    request: the unit of work (token ids and parameters complete for one task)
+    params, outputs: what a caller asks for (verified and filled into a request's) and gets back
     vllm_outputs, vllm_options: vLLM's output types, and its options that have no effect here
     backend: the PoolingBackend protocol that the engine and the HTTP client implement
     config: reading a model folder into a spec (family, kind, pooler settings, positions)

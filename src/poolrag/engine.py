@@ -250,6 +250,7 @@ class Engine:
             normalizes_embeddings=bool(self._pipeline.pooler_config.normalize),
             default_dimensions=self._pipeline.pooler_config.dimensions,
         )
+        self._pooler_defaults = self._pipeline.pooler_defaults
         if task is not None and task not in self.supported_tasks:
             raise UnsupportedTaskError(task, self.supported_tasks)
         self.task: str = task or self.supported_tasks[0]
@@ -359,47 +360,7 @@ class Engine:
         PoolingParams().verify(task, self._facts)
 
     def _resolve(self, task: str, params: PoolingParams | None) -> ResolvedParams:
-        params = params or PoolingParams()
-        cfg = self._pipeline.pooler_config
-        dimensions = (
-            params.dimensions
-            if params.dimensions is not None
-            else (cfg.dimensions if task == "embed" else None)
-        )
-        params.with_updates(dimensions=dimensions).verify(task, self._facts)
-        task = self._pipeline.task_aliases.get(task, task)
-        if task == "embed":
-            normalize = params.normalize if params.normalize is not None else bool(cfg.normalize)
-        else:
-            normalize = params.normalize if params.normalize is not None else True
-        default_activation = not (task == "reward" and self._pipeline.kind.rewards_are_raw)
-        use_activation = (
-            params.use_activation
-            if params.use_activation is not None
-            else (cfg.use_activation if cfg.use_activation is not None else default_activation)
-        )
-        step_tag_id = params.step_tag_id if params.step_tag_id is not None else cfg.step_tag_id
-        returned = (
-            params.returned_token_ids if params.returned_token_ids is not None else cfg.returned_token_ids
-        )
-        columns = self._pipeline.reward_columns  # checked here: a pooler must never fail a shared batch
-        if (
-            task == "reward"
-            and returned is not None
-            and columns
-            and (not returned or any(not 0 <= t < columns for t in returned))
-        ):
-            raise InvalidInputError(f"returned_token_ids must be a non-empty list of ids in [0, {columns})")
-        return ResolvedParams(
-            task=task,
-            dimensions=dimensions,
-            normalize=normalize,
-            use_activation=use_activation,
-            input_type=params.input_type,
-            step_tag_id=step_tag_id if task == "reward" else None,
-            returned_token_ids=returned if task in ("reward", "token_classify") else None,
-            max_active_dims=params.max_active_dims if task == "sparse_embed" else None,
-        )
+        return (params or PoolingParams()).verify(task, self._facts, self._pooler_defaults)
 
     def _resolve_multi(self, params: PoolingParams | None) -> ResolvedParams:
         """One request for the dense, sparse and ColBERT vectors of a three-head model: each part
@@ -509,7 +470,7 @@ class Engine:
     def _embed_array_steps(self, prompts: Prompts, pooling_params: PoolingParams | None) -> Steps[np.ndarray]:
         requests = self._requests(prompts, "embed", pooling_params)
         if not requests:
-            dims = (pooling_params.dimensions if pooling_params else None) or self.embedding_dim or 0
+            dims = self._resolve("embed", pooling_params).dimensions or self.embedding_dim or 0
             return np.zeros((0, dims), dtype=np.float32)
         return np.stack((yield requests))
 

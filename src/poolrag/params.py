@@ -1,12 +1,15 @@
-"""Per-request pooling parameters (the knobs a caller may turn on each call)."""
+"""Per-request pooling parameters (the knobs a caller may turn on each call), and the one rule
+that checks them against a model and fills what they leave unset."""
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, replace
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass, field, replace
+from typing import Literal, TypeVar
 
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
 from poolrag.model_facts import ModelFacts
+from poolrag.request import ResolvedParams
 
 POOLING_TASKS: tuple[str, ...] = (
     "embed",
@@ -21,6 +24,35 @@ POOLING_TASKS: tuple[str, ...] = (
 # dense, sparse and ColBERT vectors of each text from one forward pass.
 MULTI_VECTOR_TASK = "multi_vector"
 InputType = Literal["query", "document"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolerDefaults:
+    """What a loaded model fills in where a request is silent, beyond its :class:`ModelFacts`.
+
+    The facts already carry the ``embed`` defaults (``default_dimensions``,
+    ``normalizes_embeddings``), so a caller holding only facts (the server before a request takes
+    a slot, the cache, the HTTP client) verifies with these generic defaults and reads the embed
+    fields; the engine passes its model's own (the resolved pooler config and head shape).
+
+    Attributes:
+        use_activation: the pooler config's ``use_activation`` (``None``: apply it, except on raw rewards).
+        raw_rewards: sequence reward heads return the raw value, so ``reward`` skips the activation.
+        step_tag_id / returned_token_ids: the pooler config's STEP settings for reward models.
+        reward_columns: how many columns ``returned_token_ids`` may index (``None``: unchecked).
+        task_aliases: tasks answered by another task's pooler (a reward model's ``token_classify``).
+    """
+
+    use_activation: bool | None = None
+    raw_rewards: bool = False
+    step_tag_id: int | None = None
+    returned_token_ids: tuple[int, ...] | None = None
+    reward_columns: int | None = None
+    task_aliases: Mapping[str, str] = field(default_factory=dict)
+
+
+_GENERIC = PoolerDefaults()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,22 +112,68 @@ class PoolingParams:
         """A copy with some fields changed (params are immutable so they can key caches)."""
         return replace(self, **changes)  # type: ignore[arg-type]
 
-    def verify(self, task: str, facts: ModelFacts) -> None:
-        """Raise unless these parameters make sense for ``task`` on the model ``facts`` describe.
+    def verify(self, task: str, facts: ModelFacts, defaults: PoolerDefaults = _GENERIC) -> ResolvedParams:
+        """These parameters checked for ``task`` on the model ``facts`` describe, every unset one filled.
 
-        The one place that decides whether a task and a ``dimensions`` are allowed: the engine,
-        the cache, the CLI and the server all call it, so they cannot disagree.
+        The one place that decides whether a task and a ``dimensions`` are allowed and what a
+        request left unset becomes (as vLLM's ``PoolingParams.verify``): the engine calls it once
+        per request, and the server, cache, client and ingestion call it to refuse early, so none
+        of them can disagree. ``dimensions`` is filled before it is checked, so a model's own
+        default size is held to the same rule as a requested one.
         """
+        embed = task == "embed"
+        dimensions = self.dimensions if self.dimensions is not None or not embed else facts.default_dimensions
         if task not in POOLING_TASKS:
             raise InvalidInputError(f"unknown pooling task {task!r}; known: {', '.join(POOLING_TASKS)}")
         if task not in facts.supported_tasks:
             raise UnsupportedTaskError(task, facts.supported_tasks)
-        if self.dimensions is not None:
-            if task != "embed":
+        if dimensions is not None:
+            if not embed:
                 raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
-            verify_dimensions(self.dimensions, facts)
+            verify_dimensions(dimensions, facts)
         if self.max_active_dims is not None and task != "sparse_embed":
             raise InvalidInputError(f"max_active_dims applies to sparse_embed, not to task {task!r}")
+        task = defaults.task_aliases.get(task, task)
+        return ResolvedParams(
+            task=task,
+            dimensions=dimensions,
+            normalize=bool(_first(self.normalize, facts.normalizes_embeddings if embed else True)),
+            use_activation=bool(
+                _first(
+                    self.use_activation,
+                    defaults.use_activation,
+                    not (task == "reward" and defaults.raw_rewards),
+                )
+            ),
+            input_type=self.input_type,
+            step_tag_id=_first(self.step_tag_id, defaults.step_tag_id) if task == "reward" else None,
+            returned_token_ids=_returned_token_ids(self, task, defaults),
+            max_active_dims=self.max_active_dims,
+        )
+
+
+def _first(*values: T | None) -> T | None:
+    """The first value that is set: a request's own, then the model's, then the generic default."""
+    return next((v for v in values if v is not None), None)
+
+
+def _returned_token_ids(params: PoolingParams, task: str, defaults: PoolerDefaults) -> tuple[int, ...] | None:
+    """Which head columns a reward or token classification returns; checked here, because a pooler
+    must never fail a batch other requests share."""
+    if task not in ("reward", "token_classify"):
+        return None
+    returned = (
+        params.returned_token_ids if params.returned_token_ids is not None else defaults.returned_token_ids
+    )
+    columns = defaults.reward_columns
+    if (
+        task == "reward"
+        and returned is not None
+        and columns
+        and (not returned or any(not 0 <= t < columns for t in returned))
+    ):
+        raise InvalidInputError(f"returned_token_ids must be a non-empty list of ids in [0, {columns})")
+    return returned
 
 
 def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:

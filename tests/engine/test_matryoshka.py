@@ -49,3 +49,11 @@ def test_dimensions_only_apply_to_embeddings(minilm_path) -> None:
     engine = Engine(minilm_path, hf_overrides={"is_matryoshka": True})
     with pytest.raises(DimensionsError, match="applies to embeddings"):
         engine.encode(["x"], pooling_task="token_embed", pooling_params=PoolingParams(dimensions=8))
+
+
+def test_a_models_default_size_shapes_an_empty_answer_too(minilm_path) -> None:
+    """Issue 28, item 5: the size ``verify`` fills is the width of every answer, none or many."""
+    engine = Engine(minilm_path, hf_overrides={"is_matryoshka": True}, pooler_config={"dimensions": 64})
+    assert engine.embed_array(["x"]).shape == (1, 64)
+    assert engine.embed_array([]).shape == (0, 64)
+    assert engine.embed_array([], PoolingParams(dimensions=384)).shape == (0, 384)

@@ -154,6 +154,22 @@ def test_a_document_no_model_can_read_is_skipped_and_the_rest_stored(tmp_path: P
     setup.store.close()
 
 
+def test_a_models_own_matryoshka_size_is_the_size_stored(tmp_path: Path, minilm_path) -> None:
+    """Issue 28, item 5: with no ``dimensions``, the collection takes the size ``embed`` returns
+    (the pooler's ``dimensions``, filled by ``PoolingParams.verify``), not the full width."""
+    from poolrag import Engine
+
+    engine = Engine(minilm_path, hf_overrides={"is_matryoshka": True}, pooler_config={"dimensions": 64})
+    setup = Setup("qdrant", tmp_path, engine)
+    pipe, _ = setup.pipeline()
+    assert pipe.run(from_iterable([("faq-1", "Reset your password from the account page.")])).upserted == 1
+    query = engine.embed_array(["password reset"])[0]
+    assert query.shape == (64,)
+    [hit] = setup.store.search(query, 1)
+    assert hit.payload["source"] == "faq-1"
+    setup.store.close()
+
+
 @pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
 def test_a_different_model_or_size_is_refused_before_anything_is_embedded(setup: Setup, minilm_path) -> None:
     from poolrag import Engine

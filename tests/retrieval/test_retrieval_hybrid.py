@@ -14,8 +14,8 @@ from topic_corpus import CORPUS, TOPICS
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder
-from poolrag.cache.matryoshka import truncate
 from poolrag.errors import InvalidInputError
+from poolrag.pooling.matryoshka import truncate
 from poolrag.retrieval import Retriever, SparseQueryEncoder
 from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.sparse import BM25Encoder, BM25Stats

@@ -1,7 +1,6 @@
 """Embedding cache: content-addressed vectors on disk, around any PoolingBackend."""
 
 from poolrag.cache.embedder import CachedEmbedder
-from poolrag.cache.matryoshka import truncate
 from poolrag.cache.sqlite_store import CacheStats, EmbeddingCache, default_cache_path
 
 __all__ = [
@@ -9,5 +8,4 @@ __all__ = [
     "CachedEmbedder",
     "EmbeddingCache",
     "default_cache_path",
-    "truncate",
 ]

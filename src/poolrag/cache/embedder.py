@@ -19,11 +19,12 @@ import numpy as np
 
 from poolrag.backend import PoolingBackend
 from poolrag.cache.keys import cache_namespace, text_key
-from poolrag.cache.matryoshka import truncate
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.errors import InputTypeError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import InputType, PoolingParams
+from poolrag.pooling.matryoshka import truncate
+from poolrag.request import ResolvedParams
 from poolrag.tokenization.input_processor import PromptInput, check_text
 
 logger = logging.getLogger(__name__)
@@ -81,11 +82,12 @@ class CachedEmbedder:
     @property
     def normalize(self) -> bool:
         """Whether this embedder's vectors are unit length (so truncated ones are renormalised)."""
-        return _normalizes(self._base, self.facts)
+        return self._base.verify("embed", self.facts).normalize
 
     # -- the cache ------------------------------------------------------------------------------------
-    def _merged(self, params: PoolingParams | None) -> PoolingParams:
-        """This embedder's parameters with the call's set fields on top, checked like the backend would."""
+    def _merged(self, params: PoolingParams | None) -> tuple[PoolingParams, ResolvedParams]:
+        """This embedder's parameters with the call's set fields on top (what keys the cache), and
+        the same checked and filled as the backend would (the size and normalisation to cut to)."""
         merged = self._base
         if params is not None:
             changes = {
@@ -94,8 +96,7 @@ class CachedEmbedder:
                 if getattr(params, f.name) is not None
             }
             merged = merged.with_updates(**changes)
-        merged.verify("embed", self.facts)
-        return merged
+        return merged, merged.verify("embed", self.facts)
 
     def _keys(self, texts: Sequence[str], params: PoolingParams) -> list[bytes]:
         # Keyed on the facts too: a remote backend's facts change when its server swaps the model.
@@ -136,16 +137,18 @@ class CachedEmbedder:
         keys: list[bytes],
         found: dict[bytes, np.ndarray],
         computed: dict[bytes, np.ndarray],
-        params: PoolingParams,
+        resolved: ResolvedParams,
     ) -> np.ndarray:
         self.misses += len(computed)
         self.hits += len(keys) - sum(1 for k in dict.fromkeys(keys) if k in computed)
-        dims = params.dimensions if params.dimensions is not None else self.facts.default_dimensions
+        dims = resolved.dimensions or self.full_dimension
         if not keys:
-            return np.zeros((0, dims or self.full_dimension), dtype=np.float32)
+            return np.zeros((0, dims), dtype=np.float32)
         merged = {**found, **computed}
         full = np.stack([merged[k] for k in keys]).astype(np.float32, copy=False)
-        return truncate(full, dims, _normalizes(params, self.facts))
+        if dims >= self.full_dimension:
+            return full  # the stored vectors are already what was asked for
+        return truncate(full, dims, resolved.normalize)
 
     # -- PoolingBackend: embeddings through the cache -------------------------------------------------
     def embed_array(
@@ -166,7 +169,7 @@ class CachedEmbedder:
         items = self._check_texts(prompts)
         if model_inputs is not None and len(model_inputs) != len(items):
             raise ValueError("model_inputs must have one entry per text")
-        params = self._merged(pooling_params)
+        params, resolved = self._merged(pooling_params)
         keys = self._keys(items, params)
         found = self._lookup(keys)
         todo = self._missing(items, keys, found)
@@ -181,14 +184,14 @@ class CachedEmbedder:
             batch = {k: vectors[i] for i, (k, _) in enumerate(part)}
             self._store(batch)
             computed.update(batch)
-        return self._assemble(keys, found, computed, params)
+        return self._assemble(keys, found, computed, resolved)
 
     async def aembed_array(
         self, prompts: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         """:meth:`embed_array` for asyncio: the backend's async twin, the cache file on a thread."""
         items = self._check_texts(prompts)
-        params = self._merged(pooling_params)
+        params, resolved = self._merged(pooling_params)
         keys = self._keys(items, params)
         found = await asyncio.to_thread(self._lookup, keys)
         todo = self._missing(items, keys, found)
@@ -200,7 +203,7 @@ class CachedEmbedder:
             batch = {k: np.asarray(vectors[i], dtype=np.float32) for i, (k, _) in enumerate(part)}
             await asyncio.to_thread(self._store, batch)
             computed.update(batch)
-        return self._assemble(keys, found, computed, params)
+        return self._assemble(keys, found, computed, resolved)
 
     # -- PoolingBackend: the rest goes straight to the backend ----------------------------------------
     def score_array(
@@ -250,7 +253,3 @@ class CachedEmbedder:
         if not isinstance(text, str):
             raise InputTypeError(f"query must be a string, not {type(text).__name__}")
         return (await self.aembed([text], input_type="query", dimensions=dimensions))[0]
-
-
-def _normalizes(params: PoolingParams, facts: ModelFacts) -> bool:
-    return params.normalize if params.normalize is not None else facts.normalizes_embeddings

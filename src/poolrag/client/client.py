@@ -368,17 +368,17 @@ class PoolragClient:
     def embed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
         facts = self.facts
-        (pooling_params or PoolingParams()).verify("embed", facts)
+        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
         vectors = self._post_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
-        return _stack(vectors, pooling_params, facts)
+        return _stack(vectors, resolved.dimensions or facts.embedding_dim)
 
     async def aembed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
         facts = await self._afacts()
-        (pooling_params or PoolingParams()).verify("embed", facts)
+        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
         vectors = await self._apost_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
-        return _stack(vectors, pooling_params, facts)
+        return _stack(vectors, resolved.dimensions or facts.embedding_dim)
 
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(
@@ -586,8 +586,8 @@ def _scores(scores: Sequence[float]) -> list[PoolingRequestOutput[ScoringOutput]
     return [PoolingRequestOutput(str(i), ScoringOutput(score)) for i, score in enumerate(scores)]
 
 
-def _stack(vectors: list[np.ndarray], params: PoolingParams | None, facts: ModelFacts) -> np.ndarray:
+def _stack(vectors: list[np.ndarray], width: int | None) -> np.ndarray:
+    """The vectors as one array; ``width`` (the verified size) shapes an empty answer."""
     if vectors:
         return np.stack(vectors)
-    dims = (params.dimensions if params else None) or facts.default_dimensions or facts.embedding_dim
-    return np.zeros((0, dims or 0), dtype=np.float32)
+    return np.zeros((0, width or 0), dtype=np.float32)

@@ -19,6 +19,7 @@ import numpy as np
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
 from poolrag.core.engine_core import EngineCore
+from poolrag.pooling.matryoshka import truncate
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
 from poolrag.runner.model_runner import ModelRunner
@@ -51,12 +52,7 @@ def join_chunks(request: ChunkedRequest, vectors: Sequence[np.ndarray]) -> np.nd
     the request's Matryoshka size and normalisation, in the order the embedding head applies them."""
     weights = np.array([len(c.token_ids) for c in request.chunks], dtype=np.float64)
     mean = (np.stack(vectors).astype(np.float64) * weights[:, None]).sum(0) / weights.sum()
-    params = request.params
-    if params.dimensions is not None:
-        mean = mean[: params.dimensions]
-    if params.normalize:
-        mean = mean / max(float(np.linalg.norm(mean)), 1e-12)
-    return mean.astype(np.float32)
+    return truncate(mean, request.params.dimensions, request.params.normalize).astype(np.float32)
 
 
 def _join(results: list[np.ndarray], plan: _Plan | None) -> list[np.ndarray]:

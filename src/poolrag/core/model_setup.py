@@ -30,7 +30,7 @@ from poolrag.loading.native_loader import ModelImpl, try_load_native
 from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.loading.sparse_heads import load_lexical_heads, load_masked_lm
 from poolrag.loading.token_classify_heads import token_classify_head
-from poolrag.params import MULTI_VECTOR_TASK
+from poolrag.params import MULTI_VECTOR_TASK, PoolerDefaults
 from poolrag.pooling.decoder_poolers import LastTokenScorePooler, StepRewardPooler, TokenScorePooler
 from poolrag.pooling.heads import (
     ActivationName,
@@ -94,6 +94,20 @@ class Pipeline:
     reward_columns: int | None = None
     # a task served by another task's pooler (a reward model's token_classify is its reward)
     task_aliases: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pooler_defaults(self) -> PoolerDefaults:
+        """What this model fills in where a request is silent (beyond its facts), for
+        :meth:`PoolingParams.verify <poolrag.params.PoolingParams.verify>`."""
+        cfg = self.pooler_config
+        return PoolerDefaults(
+            use_activation=cfg.use_activation,
+            raw_rewards=self.kind.rewards_are_raw,
+            step_tag_id=cfg.step_tag_id,
+            returned_token_ids=cfg.returned_token_ids,
+            reward_columns=self.reward_columns,
+            task_aliases=self.task_aliases,
+        )
 
 
 def _max_model_len(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, requested: int | None) -> int:

@@ -43,10 +43,10 @@ class DenseEncoder:
 
     def __init__(self, embedder: CachedEmbedder, dimensions: int | None = None) -> None:
         facts = embedder.facts
-        PoolingParams(dimensions=dimensions).verify("embed", facts)
+        resolved = PoolingParams(dimensions=dimensions).verify("embed", facts)
         self.embedder = embedder
         self.full_dimension = embedder.full_dimension
-        self.dimension = dimensions or self.full_dimension
+        self.dimension = resolved.dimensions or self.full_dimension
         self.dimensions = dimensions
         self.model_identity = facts.model_identity
         self.model_name = facts.model_name

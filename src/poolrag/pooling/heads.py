@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from poolrag.pooling.matryoshka import truncate
 from poolrag.request import PoolingRequest, ResolvedParams
 
 ActivationName = Literal["softmax", "sigmoid", "identity"]
@@ -66,11 +67,7 @@ class MatryoshkaHead(nn.Module):
 
     @staticmethod
     def _finish(vectors: torch.Tensor, params: ResolvedParams) -> torch.Tensor:
-        if params.dimensions is not None:
-            vectors = vectors[:, : params.dimensions]
-        if params.normalize:
-            vectors = F.normalize(vectors, p=2, dim=-1)
-        return vectors
+        return truncate(vectors, params.dimensions, params.normalize)
 
 
 class TokenEmbeddingHead(nn.Module):

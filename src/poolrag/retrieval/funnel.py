@@ -22,8 +22,8 @@ import numpy as np
 
 from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
-from poolrag.cache.matryoshka import truncate
 from poolrag.errors import InvalidInputError
+from poolrag.pooling.matryoshka import truncate
 from poolrag.retrieval.collection_checks import bm25_query_encoder, check_k, check_model, existing_spec
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT
 from poolrag.retrieval.rerank import CrossEncoderReranker
