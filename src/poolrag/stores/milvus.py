@@ -38,7 +38,7 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, HybridFusion, StoreHit
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
 from poolrag.stores.errors import CollectionMismatchError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
@@ -57,7 +57,7 @@ from poolrag.stores.milvus_payload import (
 from poolrag.stores.registry import StoreAddress
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
-from poolrag.stores.template import StoreTemplate
+from poolrag.stores.template import HybridQuery, StoreTemplate
 
 if TYPE_CHECKING:
     from poolrag.sparse.bm25 import BM25Stats
@@ -413,40 +413,35 @@ class MilvusStore(StoreTemplate):
         )
         return _hits(res[0])
 
-    def _search_hybrid(
-        self,
-        spec: CollectionSpec,
-        dense: np.ndarray,
-        sparse: SparseVector,
-        limit: int,
-        depth: int,
-        filter: CheckedFilter | None,
-        fusion: HybridFusion,
-    ) -> list[StoreHit]:
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """Plain RRF runs in Milvus (``hybrid_search``, ``RRFRanker(60)``, the filter in both requests);
         the score fusions and weighted RRF are computed from the two legs (``WeightedRanker`` squashes
         inner products through arctan, which is none of the shared rules)."""
         from pymilvus import AnnSearchRequest, RRFRanker
 
-        query = self._sparse_query(spec, sparse)
-        expr = self._scope(filter)
+        weights = self._sparse_query(spec, query.sparse)
+        expr = self._scope(query.filter)
         if expr is None:
             return []
         requests = [
             AnnSearchRequest(
-                data=[dense.tolist()],
+                data=[query.dense.tolist()],
                 anns_field="vector",
                 param={"metric_type": "COSINE"},
-                limit=depth,
+                limit=query.depth,
                 expr=expr,
             ),
             AnnSearchRequest(
-                data=[query], anns_field=SPARSE_COLUMN, param={"metric_type": "IP"}, limit=depth, expr=expr
+                data=[weights],
+                anns_field=SPARSE_COLUMN,
+                param={"metric_type": "IP"},
+                limit=query.depth,
+                expr=expr,
             ),
         ]
         res = self._call(
             lambda: self._client.hybrid_search(
-                self.collection, requests, RRFRanker(RRF_K), limit=limit, output_fields=["*"]
+                self.collection, requests, RRFRanker(RRF_K), limit=query.limit, output_fields=["*"]
             ),
             "hybrid_search",
         )

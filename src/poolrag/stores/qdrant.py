@@ -21,29 +21,15 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, HybridFusion, StoreHit
+from poolrag.stores import qdrant_points
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
-from poolrag.stores.qdrant_points import (
-    MULTIVECTOR_NAME,
-    OVERSAMPLING,
-    PAGE,
-    SPARSE_NAME,
-    dense_using,
-    hits,
-    native_fusion,
-    payload_filter,
-    point_vector,
-    sources,
-    stored_dense,
-    stored_sparse,
-    vector_fields,
-)
 from poolrag.stores.registry import StoreAddress
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
-from poolrag.stores.template import StoreTemplate
+from poolrag.stores.template import HybridQuery, StoreTemplate
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,7 +166,7 @@ class QdrantStore(StoreTemplate):
         def sparse_params(idf: bool) -> Any:
             return models.SparseVectorParams(modifier=models.Modifier.IDF if idf else None)
 
-        vectors, sparse_vectors = vector_fields(spec, vector_params, sparse_params)
+        vectors, sparse_vectors = qdrant_points.vector_fields(spec, vector_params, sparse_params)
         self._call(
             lambda: self._client.create_collection(
                 self.collection,
@@ -206,7 +192,9 @@ class QdrantStore(StoreTemplate):
         from qdrant_client import models
 
         points = [
-            models.PointStruct(id=r.id, vector=point_vector(spec, r, _qdrant_sparse), payload=r.payload)
+            models.PointStruct(
+                id=r.id, vector=qdrant_points.point_vector(spec, r, _qdrant_sparse), payload=r.payload
+            )
             for r in records
         ]
         self._call(lambda: self._client.upsert(self.collection, points, wait=True), "upsert")
@@ -214,8 +202,8 @@ class QdrantStore(StoreTemplate):
     def _delete(self, ids: list[str]) -> None:
         from qdrant_client import models
 
-        for start in range(0, len(ids), PAGE):
-            selector = models.PointIdsList(points=ids[start : start + PAGE])
+        for start in range(0, len(ids), qdrant_points.PAGE):
+            selector = models.PointIdsList(points=ids[start : start + qdrant_points.PAGE])
             self._call(lambda s=selector: self._client.delete(self.collection, s, wait=True), "delete")
 
     # -- reads --------------------------------------------------------------------------------------
@@ -225,11 +213,15 @@ class QdrantStore(StoreTemplate):
         while True:
             points, offset = self._call(
                 lambda o=offset: self._client.scroll(
-                    self.collection, limit=PAGE, offset=o, with_payload=["source"], with_vectors=False
+                    self.collection,
+                    limit=qdrant_points.PAGE,
+                    offset=o,
+                    with_payload=["source"],
+                    with_vectors=False,
                 ),
                 "scroll",
             )
-            out.update(sources(points))
+            out.update(qdrant_points.sources(points))
             if offset is None:
                 return out
 
@@ -241,7 +233,9 @@ class QdrantStore(StoreTemplate):
 
         if spec.quantization and not self._local:
             return models.SearchParams(
-                quantization=models.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
+                quantization=models.QuantizationSearchParams(
+                    rescore=True, oversampling=qdrant_points.OVERSAMPLING
+                )
             )
         return None
 
@@ -269,13 +263,17 @@ class QdrantStore(StoreTemplate):
             ),
             "query_points",
         )
-        return hits(res.points)
+        return qdrant_points.hits(res.points)
 
     def _search(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         return self._query(
-            query.tolist(), limit, filter, using=dense_using(spec), params=self._dense_params(spec)
+            query.tolist(),
+            limit,
+            filter,
+            using=qdrant_points.dense_using(spec),
+            params=self._dense_params(spec),
         )
 
     def _search_sparse(
@@ -286,54 +284,48 @@ class QdrantStore(StoreTemplate):
         Local mode measures IDF over the live points. A Qdrant server reads it from its sparse index,
         which goes on counting deleted (and overwritten) points until the optimiser vacuums them.
         """
-        return self._query(_qdrant_sparse(query), limit, filter, using=SPARSE_NAME)
+        return self._query(_qdrant_sparse(query), limit, filter, using=qdrant_points.SPARSE_NAME)
 
-    def _search_hybrid(
-        self,
-        spec: CollectionSpec,
-        dense: np.ndarray,
-        sparse: SparseVector,
-        limit: int,
-        depth: int,
-        filter: CheckedFilter | None,
-        fusion: HybridFusion,
-    ) -> list[StoreHit]:
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """Plain RRF and DBSF run in Qdrant (two prefetches, the filter in each); min-max and weighted
         RRF are computed from the two legs (Qdrant's weighted RRF divides ranks by the weight)."""
         from qdrant_client import models
 
-        query_filter = qdrant_filter(filter)
+        query_filter = qdrant_filter(query.filter)
         legs = [
             models.Prefetch(
-                query=dense.tolist(),
-                using=dense_using(spec),
-                limit=depth,
+                query=query.dense.tolist(),
+                using=qdrant_points.dense_using(spec),
+                limit=query.depth,
                 filter=query_filter,
                 params=self._dense_params(spec),
             ),
             models.Prefetch(
-                query=_qdrant_sparse(sparse), using=SPARSE_NAME, limit=depth, filter=query_filter
+                query=_qdrant_sparse(query.sparse),
+                using=qdrant_points.SPARSE_NAME,
+                limit=query.depth,
+                filter=query_filter,
             ),
         ]
-        fused = native_fusion(
-            fusion,
+        fused = qdrant_points.native_fusion(
+            query.fusion,
             lambda: models.FusionQuery(fusion=models.Fusion.DBSF),
             lambda k: models.RrfQuery(rrf=models.Rrf(k=k)),
         )
-        return self._query(fused, limit, filter, prefetch=legs)
+        return self._query(fused, query.limit, query.filter, prefetch=legs)
 
     def _search_multivector(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Qdrant applies the filter inside the MaxSim search, so ``limit`` matching chunks come back."""
         if spec.multivector_dimension is not None:  # the field next to the dense one
-            return self._query(query.tolist(), limit, filter, using=MULTIVECTOR_NAME)
+            return self._query(query.tolist(), limit, filter, using=qdrant_points.MULTIVECTOR_NAME)
         return self._query(query.tolist(), limit, filter, params=self._dense_params(spec))
 
     def _retrieve(self, ids: list[str], vectors: Any) -> list[Any]:
         points: list[Any] = []
-        for start in range(0, len(ids), PAGE):
-            part = ids[start : start + PAGE]
+        for start in range(0, len(ids), qdrant_points.PAGE):
+            part = ids[start : start + qdrant_points.PAGE]
             points += self._call(
                 lambda p=part: self._client.retrieve(
                     self.collection, p, with_payload=False, with_vectors=vectors
@@ -343,10 +335,13 @@ class QdrantStore(StoreTemplate):
         return points
 
     def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        return {str(p.id): stored_dense(p.vector) for p in self._retrieve(ids, True)}
+        return {str(p.id): qdrant_points.stored_dense(p.vector) for p in self._retrieve(ids, True)}
 
     def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
-        return {str(p.id): stored_sparse(p.vector) for p in self._retrieve(ids, [SPARSE_NAME])}
+        return {
+            str(p.id): qdrant_points.stored_sparse(p.vector)
+            for p in self._retrieve(ids, [qdrant_points.SPARSE_NAME])
+        }
 
     def close(self) -> None:
         if self._client is None:
@@ -377,7 +372,7 @@ def qdrant_filter(checked: CheckedFilter | None) -> Any:
             return models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))
         return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
-    return payload_filter(checked, condition, models.Filter)
+    return qdrant_points.payload_filter(checked, condition, models.Filter)
 
 
 class _LocalClients:

@@ -24,28 +24,14 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit
+from poolrag.stores import qdrant_points
+from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
-from poolrag.stores.qdrant_points import (
-    MULTIVECTOR_NAME,
-    OVERSAMPLING,
-    PAGE,
-    SPARSE_NAME,
-    dense_using,
-    hits,
-    native_fusion,
-    payload_filter,
-    point_vector,
-    sources,
-    stored_dense,
-    stored_sparse,
-    vector_fields,
-)
 from poolrag.stores.registry import StoreAddress
 from poolrag.stores.retry import RetryPolicy
-from poolrag.stores.template import StoreTemplate
+from poolrag.stores.template import HybridQuery, StoreTemplate
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -104,7 +90,7 @@ class QdrantEdgeStore(StoreTemplate):
         def sparse_params(idf: bool) -> Any:
             return qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if idf else None)
 
-        vectors, sparse = vector_fields(create, vector_params, sparse_params)
+        vectors, sparse = qdrant_points.vector_fields(create, vector_params, sparse_params)
         config = qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse, quantization_config=quant)
         self._shard = self._call(lambda: qe.EdgeShard.create(str(shard_dir), config), "create shard")
 
@@ -138,7 +124,10 @@ class QdrantEdgeStore(StoreTemplate):
     def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:
         import qdrant_edge as qe
 
-        points = [qe.Point(r.id, point_vector(spec, r, _edge_sparse), dict(r.payload)) for r in records]
+        points = [
+            qe.Point(r.id, qdrant_points.point_vector(spec, r, _edge_sparse), dict(r.payload))
+            for r in records
+        ]
         self._call(lambda: self._shard.update(qe.UpdateOperation.upsert_points(points)), "upsert")
         self._call(self._shard.flush, "flush")
 
@@ -155,9 +144,11 @@ class QdrantEdgeStore(StoreTemplate):
         out: dict[str, str] = {}
         offset = None
         while True:
-            request = qe.ScrollRequest(offset=offset, limit=PAGE, with_payload=["source"], with_vector=False)
+            request = qe.ScrollRequest(
+                offset=offset, limit=qdrant_points.PAGE, with_payload=["source"], with_vector=False
+            )
             records, offset = self._call(lambda r=request: self._shard.scroll(r), "scroll")
-            out.update(sources(records))
+            out.update(qdrant_points.sources(records))
             if offset is None or not records:
                 return out
 
@@ -172,7 +163,9 @@ class QdrantEdgeStore(StoreTemplate):
 
         if spec.quantization:
             return qe.SearchParams(
-                quantization=qe.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
+                quantization=qe.QuantizationSearchParams(
+                    rescore=True, oversampling=qdrant_points.OVERSAMPLING
+                )
             )
         return None
 
@@ -201,12 +194,12 @@ class QdrantEdgeStore(StoreTemplate):
             filter=_edge_filter(filter),
             params=params,
         )
-        return hits(self._call(lambda: self._shard.query(request), "query"))
+        return qdrant_points.hits(self._call(lambda: self._shard.query(request), "query"))
 
     def _search(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
-        nearest = self._nearest(query.tolist(), dense_using(spec))
+        nearest = self._nearest(query.tolist(), qdrant_points.dense_using(spec))
         return self._run(nearest, limit, filter, params=self._dense_params(spec))
 
     def _search_multivector(
@@ -214,58 +207,52 @@ class QdrantEdgeStore(StoreTemplate):
     ) -> list[StoreHit]:
         tokens = query.tolist()
         if spec.multivector_dimension is not None:  # the field next to the dense one
-            return self._run(self._nearest(tokens, MULTIVECTOR_NAME), limit, filter)
+            return self._run(self._nearest(tokens, qdrant_points.MULTIVECTOR_NAME), limit, filter)
         return self._run(
-            self._nearest(tokens, dense_using(spec)), limit, filter, params=self._dense_params(spec)
+            self._nearest(tokens, qdrant_points.dense_using(spec)),
+            limit,
+            filter,
+            params=self._dense_params(spec),
         )
 
     def _search_sparse(
         self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Inner product with the stored sparse vectors; the shard multiplies by IDF for ``bm25``."""
-        nearest = self._nearest(_edge_sparse(query), SPARSE_NAME)
+        nearest = self._nearest(_edge_sparse(query), qdrant_points.SPARSE_NAME)
         return self._run(nearest, limit, filter, params=_sparse_params(spec))
 
-    def _search_hybrid(
-        self,
-        spec: CollectionSpec,
-        dense: np.ndarray,
-        sparse: SparseVector,
-        limit: int,
-        depth: int,
-        filter: CheckedFilter | None,
-        fusion: HybridFusion,
-    ) -> list[StoreHit]:
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """Plain RRF and DBSF in the shard (two prefetches, the filter in each); min-max and weighted
         RRF from the two legs."""
         import qdrant_edge as qe
 
-        query_filter = _edge_filter(filter)
+        query_filter = _edge_filter(query.filter)
         legs = [
             qe.Prefetch(
-                depth,
-                query=self._nearest(dense.tolist(), dense_using(spec)),
+                query.depth,
+                query=self._nearest(query.dense.tolist(), qdrant_points.dense_using(spec)),
                 filter=query_filter,
                 params=self._dense_params(spec),
             ),
             qe.Prefetch(
-                depth,
-                query=self._nearest(_edge_sparse(sparse), SPARSE_NAME),
+                query.depth,
+                query=self._nearest(_edge_sparse(query.sparse), qdrant_points.SPARSE_NAME),
                 filter=query_filter,
                 params=_sparse_params(spec),
             ),
         ]
-        fused = native_fusion(fusion, qe.Fusion.Dbsf, lambda k: qe.Fusion.Rrf(k=k))
-        return self._run(fused, limit, filter, prefetches=legs)
+        fused = qdrant_points.native_fusion(query.fusion, qe.Fusion.Dbsf, lambda k: qe.Fusion.Rrf(k=k))
+        return self._run(fused, query.limit, query.filter, prefetches=legs)
 
     def _retrieve(self, ids: list[str]) -> list[Any]:
         return self._call(lambda: self._shard.retrieve(ids, with_payload=False, with_vector=True), "retrieve")
 
     def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        return {str(r.id): stored_dense(r.vector) for r in self._retrieve(ids)}
+        return {str(r.id): qdrant_points.stored_dense(r.vector) for r in self._retrieve(ids)}
 
     def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
-        return {str(r.id): stored_sparse(r.vector) for r in self._retrieve(ids)}
+        return {str(r.id): qdrant_points.stored_sparse(r.vector) for r in self._retrieve(ids)}
 
     def close(self) -> None:
         if self._shard is not None:
@@ -305,4 +292,4 @@ def _edge_filter(checked: CheckedFilter | None) -> Any:
             return qe.FieldCondition(key, range=qe.RangeFloat(gte=value, lte=value))
         return qe.FieldCondition(key, match=qe.MatchValue(value))
 
-    return payload_filter(checked, condition, qe.Filter)
+    return qdrant_points.payload_filter(checked, condition, qe.Filter)

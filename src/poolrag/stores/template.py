@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -34,6 +35,18 @@ from poolrag.stores.names import check_collection_name
 from poolrag.stores.registry import StoreAddress
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HybridQuery:
+    """A checked hybrid search as a store that fuses natively gets it: both legs ``depth`` deep."""
+
+    dense: np.ndarray
+    sparse: SparseVector
+    limit: int
+    depth: int
+    filter: CheckedFilter | None
+    fusion: HybridFusion
 
 
 class StoreTemplate(ABC):
@@ -186,8 +199,8 @@ class StoreTemplate(ABC):
         checked = check_filter(filter)
         if fusion not in self.native_fusions or not len(query):
             return local_fusion(self, dense, query if len(query) else None, limit, depth, filter, fusion)
-        dense_query = self._dense_query(spec, dense)
-        return self._search_hybrid(spec, dense_query, query, limit, depth, checked, fusion)
+        legs = HybridQuery(self._dense_query(spec, dense), query, limit, depth, checked, fusion)
+        return self._search_hybrid(spec, legs)
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (``[D]`` or ``[T, D]``)."""
@@ -250,18 +263,9 @@ class StoreTemplate(ABC):
     ) -> list[StoreHit]:
         """Sparse search in a collection with a sparse field, with a query holding terms."""
 
-    def _search_hybrid(
-        self,
-        spec: CollectionSpec,
-        dense: np.ndarray,
-        sparse: SparseVector,
-        limit: int,
-        depth: int,
-        filter: CheckedFilter | None,
-        fusion: HybridFusion,
-    ) -> list[StoreHit]:
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """A rule of :attr:`native_fusions`, fused in the database (only called for those)."""
-        raise NotImplementedError(f"{self.name} lists {fusion!r} as native but does not fuse it")
+        raise NotImplementedError(f"{self.name} lists {query.fusion!r} as native but does not fuse it")
 
     @abstractmethod
     def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
