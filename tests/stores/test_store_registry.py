@@ -14,7 +14,7 @@ import pytest
 from poolrag.cli import build_parser, main
 from poolrag.cli.extras import EXTRA_MODULES, require_store_extra
 from poolrag.errors import InvalidInputError
-from poolrag.stores import STORES, StoreEntry, open_store, store_kinds
+from poolrag.stores import STORES, InMemoryStore, StoreEntry, open_store, store_kinds
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 BUILT_IN = ("milvus", "qdrant", "qdrant-edge")
@@ -78,3 +78,11 @@ def test_the_cli_ingests_into_a_registered_store_and_searches_it(
     query = ["search", "why do corals turn white", "-k", "1", "--json", "--model", str(minilm_path)]
     assert main([*query, *common, *cache]) == 0
     assert json.loads(capsys.readouterr().out)["source"].endswith("nature/coral-reefs.md")
+
+
+def test_a_store_without_a_location_takes_the_template_open(monkeypatch) -> None:
+    monkeypatch.setitem(STORES, "memory", StoreEntry("poolrag.stores.memory", "InMemoryStore"))
+    store = open_store("memory", "docs")
+    assert type(store) is InMemoryStore and store.collection == "docs"
+    with pytest.raises(InvalidInputError, match="memory keeps its chunks in this process"):
+        open_store("memory", "docs", path="somewhere")
