@@ -3,10 +3,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import process_store
 import pytest
 from stores_support import FAST_RETRY, SENTENCES, store_location
 
-from poolrag.stores import InMemoryStore, RetryPolicy, open_store
+from poolrag.stores import STORES, InMemoryStore, RetryPolicy, open_store
+
+
+@pytest.fixture(autouse=True)
+def process_store_registered(monkeypatch):
+    """The test-only store kind joins the registry for every store test: one registry line."""
+    monkeypatch.setitem(STORES, process_store.KIND, process_store.ENTRY)
+    yield
+    process_store.ProcessStore.kept.clear()
 
 
 @pytest.fixture(scope="session")

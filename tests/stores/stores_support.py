@@ -15,7 +15,9 @@ SENTENCES = [
     "Index funds track a market index at very low cost.",
     "Coral bleaching happens when corals expel their algae.",
 ]
-STORE_KINDS = ["milvus", "qdrant", "qdrant-edge"]
+#: The database stores, and ``process``: a store the tests register (process_store.py), so the shared
+#: tests show that a store written as one file plus one registry line behaves as the built-in ones.
+STORE_KINDS = ["milvus", "qdrant", "qdrant-edge", "process"]
 #: Every store that searches, the in-process one included (it has no location to reopen).
 SEARCH_KINDS = [*STORE_KINDS, "memory"]
 FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)

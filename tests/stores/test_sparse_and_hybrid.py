@@ -33,7 +33,7 @@ from poolrag.stores.hybrid import (
 )
 
 MODEL = "minilm@2cbc4fe1b1001d07"
-KINDS = ["memory", "qdrant", "milvus", "qdrant-edge"]
+KINDS = ["memory", "qdrant", "milvus", "qdrant-edge", "process"]  # process: tests/stores/process_store.py
 QUERIES = ["boiler pump XK-4471", "why does the bread rise", "waggle dance Okonkwo", "the moon and the tides"]
 
 

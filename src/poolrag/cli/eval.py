@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.eval_tune import add_tune_arguments, check_tune_arguments, tune_and_save, tuned_summary
-from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_store_extra
 from poolrag.cli.ingest import (
     add_analyzer_arguments,
     add_cache_arguments,
@@ -117,7 +117,7 @@ def _analyzer_suffix(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not require_extra("eval", args.store):
+    if not require_store_extra("eval", args.store):
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose)
     opened: list[Any] = []

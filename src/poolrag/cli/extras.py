@@ -9,16 +9,25 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+from poolrag.stores.registry import STORES
+
 EXIT_MISSING_EXTRA = 2
 
-# extra -> top-level modules it installs (looked up, not imported)
-EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+# extra -> top-level modules it installs (looked up, not imported); the store extras come from the
+# store registry, so a store kind and its extra are written in one place
+SERVICE_EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("fastapi", "starlette", "pydantic", "uvicorn", "prometheus_client"),
-    "milvus": ("pymilvus", "milvus_lite"),
-    "qdrant": ("qdrant_client",),
-    "qdrant-edge": ("qdrant_edge",),
     "ray": ("ray",),
 }
+
+
+def extra_modules() -> dict[str, tuple[str, ...]]:
+    """Every extra a subcommand may need, mapped to the top-level modules it installs."""
+    stores = {entry.extra: entry.client_modules for entry in STORES.values() if entry.extra}
+    return {**SERVICE_EXTRAS, **stores}
+
+
+EXTRA_MODULES = extra_modules()
 
 
 def _installed(module: str) -> bool:
@@ -30,7 +39,7 @@ def _installed(module: str) -> bool:
 
 def missing_extra(extra: str) -> list[str]:
     """The modules of ``extra`` that are not installed (empty when the extra is complete)."""
-    return [module for module in EXTRA_MODULES[extra] if not _installed(module)]
+    return [module for module in extra_modules()[extra] if not _installed(module)]
 
 
 def require_extra(command: str, extra: str) -> bool:
@@ -44,3 +53,9 @@ def require_extra(command: str, extra: str) -> bool:
         file=sys.stderr,
     )
     return False
+
+
+def require_store_extra(command: str, kind: str) -> bool:
+    """:func:`require_extra` for the extra the store registry names for ``kind`` (none: True)."""
+    extra = STORES[kind].extra
+    return extra is None or require_extra(command, extra)

@@ -13,9 +13,10 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra, require_store_extra
 from poolrag.cli.ingest_ray import add_ray_arguments
 from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.stores.registry import store_kinds
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
@@ -37,9 +38,8 @@ EXIT_STORE_WRITE = 4  # the store's disk refused a write: full, size limit, read
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("vector store")
-    group.add_argument(
-        "--store", choices=("milvus", "qdrant", "qdrant-edge"), default="milvus", help="default: milvus"
-    )
+    kinds = store_kinds()  # the store registry, read when the parser is built
+    group.add_argument("--store", choices=kinds, default=kinds[0], help=f"default: {kinds[0]}")
     group.add_argument("--uri", help="milvus: a Milvus Lite file (default ./poolrag_milvus.db) or server URL")
     group.add_argument(
         "--path", help="qdrant / qdrant-edge: local folder (default ./poolrag_qdrant, ./poolrag_edge)"
@@ -226,7 +226,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not require_extra("ingest", args.store):
+    if not require_store_extra("ingest", args.store):
         return EXIT_MISSING_EXTRA
     if args.ray is not None and not require_extra("ingest --ray", "ray"):
         return EXIT_MISSING_EXTRA

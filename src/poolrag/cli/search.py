@@ -8,7 +8,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_store_extra
 from poolrag.cli.ingest import (
     add_cache_arguments,
     add_store_arguments,
@@ -91,7 +91,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not require_extra("search", args.store):
+    if not require_store_extra("search", args.store):
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose)
     if args.rerank is None and (args.second_stage is not None or args.rerank_weight is not None):

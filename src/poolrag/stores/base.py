@@ -8,7 +8,6 @@ of silently mixing incomparable vectors.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
@@ -31,7 +30,6 @@ SparseKind = Literal["bm25", "learned"]
 HybridFusion = Literal["rrf", "dbsf"] | tuple[Literal["weighted", "minmax", "adaptive"], float]
 SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
 METADATA_KEY = "poolrag"
-logger = logging.getLogger(__name__)
 
 
 def weights_fingerprint(model_identity: str) -> str:
@@ -156,7 +154,7 @@ class StoreHit:
 class VectorStore(Protocol):
     """One collection in one database. Every call retries while the database is unreachable."""
 
-    name: str  # "milvus", "qdrant", "qdrant-edge", "memory"
+    name: str  # the registry's kind ("milvus", "qdrant", "qdrant-edge"), or "memory"
     location: str  # human-readable, for messages
     collection: str
 
@@ -216,32 +214,3 @@ class VectorStore(Protocol):
         """Stored sparse vectors by id, in a collection with a sparse field."""
 
     def close(self) -> None: ...
-
-
-def ensure_against(store: VectorStore, spec: CollectionSpec, create: Any) -> CollectionSpec:
-    """Shared body of ``ensure_collection``: create if missing, else check compatibility."""
-    stored = store.read_spec()
-    if stored is None:
-        create(spec)
-        return spec
-    spec.check_compatible(stored, f"{store.name} at {store.location}")
-    if stored.quantization != spec.quantization:
-        logger.warning(
-            "collection %r keeps its quantization %r (asked for %r)",
-            spec.name,
-            stored.quantization,
-            spec.quantization,
-        )
-    return stored
-
-
-def check_update(store: VectorStore, spec: CollectionSpec) -> None:
-    """Shared check of ``update_spec``: the collection exists and ``spec`` describes its vectors."""
-    from poolrag.stores.errors import CollectionNotFoundError
-
-    stored = store.read_spec()
-    if stored is None:
-        raise CollectionNotFoundError(
-            f"collection {spec.name!r} in {store.name} at {store.location} does not exist"
-        )
-    spec.check_compatible(stored, f"{store.name} at {store.location}")

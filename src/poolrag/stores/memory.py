@@ -22,42 +22,21 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import (
-    ChunkRecord,
-    CollectionSpec,
-    HybridFusion,
-    StoreHit,
-    check_update,
-    ensure_against,
-)
-from poolrag.stores.errors import CollectionNotFoundError
-from poolrag.stores.filters import MetadataFilter, check_filter, matches
-from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
-    check_fusion,
-    check_limit,
-    check_query_sparse,
-    check_record_fields,
-    document_frequencies,
-    local_fusion,
-    prefetch_depth,
-    require_sparse,
-    with_idf,
-)
-from poolrag.stores.names import check_collection_name
+from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit
+from poolrag.stores.filters import CheckedFilter, matches
+from poolrag.stores.hybrid import document_frequencies, with_idf
+from poolrag.stores.template import StoreTemplate
 
 logger = logging.getLogger(__name__)
 
 
-class InMemoryStore:
+class InMemoryStore(StoreTemplate):
     """One collection held in this process; re-upserting an id replaces that chunk."""
 
     name = "memory"
 
     def __init__(self, collection: str = "default") -> None:
-        self.collection = check_collection_name(collection)
-        self.location = "this process"
-        self._spec: CollectionSpec | None = None
+        super().__init__(collection, "this process")
         self._records: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
         self._sparse: dict[str, SparseVector] = {}
         self._tokens: dict[str, np.ndarray] = {}  # the token-vector field next to the dense one
@@ -68,33 +47,17 @@ class InMemoryStore:
         return f"InMemoryStore({self.collection!r}, chunks={len(self._records)})"
 
     # -- collection ---------------------------------------------------------------------------------
-    def read_spec(self) -> CollectionSpec | None:
-        return self._spec
+    def _load_spec(self) -> CollectionSpec | None:
+        return None  # the spec lives only in ``_spec``
 
-    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
-        self._spec = ensure_against(self, spec, self._create)
-        return self._spec
-
-    def update_spec(self, spec: CollectionSpec) -> None:
-        check_update(self, spec)
-        self._spec = spec
+    def _write_spec(self, spec: CollectionSpec) -> None:
+        """Nothing to write: the template keeps the spec."""
 
     def _create(self, spec: CollectionSpec) -> None:
-        self._spec = spec
         logger.info("created in-memory collection %r (%s, %d dims)", spec.name, spec.layout, spec.dimension)
 
-    def _require_spec(self) -> CollectionSpec:
-        if self._spec is None:
-            raise CollectionNotFoundError(f"in-memory collection {self.collection!r} has not been created")
-        return self._spec
-
     # -- writes -------------------------------------------------------------------------------------
-    def upsert(self, records: Sequence[ChunkRecord]) -> None:
-        if not records:
-            return
-        spec = self._require_spec()
-        for record in records:
-            check_record_fields(spec, record)
+    def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:
         rows = {r.id: (self._checked_vector(spec, r), dict(r.payload)) for r in records}
         with self._lock:
             self._records.update(rows)
@@ -116,7 +79,7 @@ class InMemoryStore:
             )
         return vector
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def _delete(self, ids: list[str]) -> None:
         with self._lock:
             for chunk_id in ids:
                 self._records.pop(chunk_id, None)
@@ -132,8 +95,7 @@ class InMemoryStore:
     def count(self) -> int:
         return len(self._records)
 
-    def _keep(self, ids: list[str], filter: MetadataFilter | None) -> np.ndarray:
-        checked = check_filter(filter)
+    def _keep(self, ids: list[str], checked: CheckedFilter | None) -> np.ndarray:
         if checked is None:
             return np.ones(len(ids), dtype=bool)
         return np.fromiter((matches(self._records[i][1], checked) for i in ids), dtype=bool, count=len(ids))
@@ -142,14 +104,10 @@ class InMemoryStore:
         order = [i for i in np.argsort(-scores, kind="stable") if keep[i]][:limit]
         return [StoreHit(ids[i], float(scores[i]), dict(self._records[ids[i]][1])) for i in order]
 
-    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+    def _search(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
         """Exact cosine similarity over every chunk matching ``filter``."""
-        spec = self._require_spec()
-        if spec.layout != "dense":
-            raise InvalidInputError(f"collection {spec.name!r} holds token vectors; use search_multivector")
-        query = np.asarray(vector, dtype=np.float32)
-        if query.shape != (spec.dimension,):
-            raise InvalidInputError(f"query must be a [{spec.dimension}] vector, got shape {query.shape}")
         with self._lock:
             ids, matrix, _ = self._pack()
             if not ids:
@@ -158,41 +116,30 @@ class InMemoryStore:
             scores = (matrix @ query) / np.maximum(norms, 1e-12)
             return self._top(ids, scores, self._keep(ids, filter), limit)
 
-    def search_multivector(
-        self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
+    def _search_multivector(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Exact MaxSim (per query token its best chunk token, summed) over every matching chunk."""
-        spec = self._require_spec()
-        if spec.layout != "multivector" and spec.multivector_dimension is None:
-            raise InvalidInputError(f"collection {spec.name!r} holds single vectors; use search")
-        size = spec.multivector_dimension or spec.dimension
-        query = np.asarray(vectors, dtype=np.float32)
-        if query.ndim != 2 or query.shape[1] != size:
-            raise InvalidInputError(f"query must be a [tokens, {size}] matrix, got shape {query.shape}")
         if spec.multivector_dimension is not None:  # the token-vector field next to the dense one
             with self._lock:
                 ids = list(self._tokens)
-                if not ids or len(query) == 0:
+                if not ids:
                     return []
                 maxsim = ((query @ self._tokens[i].T).max(axis=1).sum() for i in ids)
                 scores = np.fromiter(maxsim, dtype=np.float64, count=len(ids))
                 return self._top(ids, scores, self._keep(ids, filter), limit)
         with self._lock:
             ids, tokens, starts = self._pack()
-            if not ids or len(query) == 0:
+            if not ids:
                 return []
             similarity = query @ tokens.T  # [query tokens, every stored token]
             scores = np.maximum.reduceat(similarity, starts, axis=1).sum(axis=0)
             return self._top(ids, scores, self._keep(ids, filter), limit)
 
-    def search_sparse(
-        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    def _search_sparse(
+        self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
-        """Exact inner product over the matching chunks that share a term with ``sparse``."""
-        spec = require_sparse(self._require_spec(), f"{self.name} at {self.location}")
-        query = check_query_sparse(sparse)
-        check_limit(limit)
-        checked = check_filter(filter)
+        """Exact inner product over the matching chunks that share a term with ``query``."""
         with self._lock:
             if spec.sparse == "bm25":
                 query = with_idf(query, *document_frequencies(self._sparse.values()))
@@ -200,26 +147,10 @@ class InMemoryStore:
             scored = [
                 (cid, query.dot(vector))
                 for cid, vector in self._sparse.items()
-                if terms.intersection(vector.indices.tolist()) and matches(self._records[cid][1], checked)
+                if terms.intersection(vector.indices.tolist()) and matches(self._records[cid][1], filter)
             ]
             scored.sort(key=lambda pair: -pair[1])
             return [StoreHit(cid, score, dict(self._records[cid][1])) for cid, score in scored[:limit]]
-
-    def search_hybrid(
-        self,
-        dense: np.ndarray,
-        sparse: SparseVector,
-        limit: int,
-        *,
-        filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
-        prefetch: int | None = None,
-    ) -> list[StoreHit]:
-        """Both legs, ``prefetch`` deep, fused by ``fusion`` (the rules of :mod:`poolrag.stores.hybrid`)."""
-        require_sparse(self._require_spec(), f"{self.name} at {self.location}")
-        fusion = check_fusion(fusion)
-        depth = prefetch_depth(limit, prefetch)
-        return local_fusion(self, dense, sparse, limit, depth, filter, fusion)
 
     def _pack(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Every chunk's vectors in one matrix, plus each chunk's first row (called under the lock)."""
@@ -233,12 +164,11 @@ class InMemoryStore:
             self._packed = (ids, packed, starts)
         return self._packed
 
-    def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
         with self._lock:
             return {i: self._records[i][0].copy() for i in ids if i in self._records}
 
-    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
-        require_sparse(self._require_spec(), f"{self.name} at {self.location}")
+    def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
         with self._lock:
             return {i: self._sparse[i] for i in ids if i in self._sparse}
 

@@ -38,30 +38,10 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import (
-    METADATA_KEY,
-    ChunkRecord,
-    CollectionSpec,
-    HybridFusion,
-    StoreHit,
-    check_update,
-    ensure_against,
-)
-from poolrag.stores.errors import CollectionNotFoundError, UnsupportedStoreFeature
-from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter, matches
-from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
-    RRF_K,
-    check_fusion,
-    check_limit,
-    check_query_sparse,
-    check_record_fields,
-    document_frequencies,
-    local_fusion,
-    prefetch_depth,
-    require_sparse,
-    with_idf,
-)
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
+from poolrag.stores.errors import CollectionMismatchError, UnsupportedStoreFeature
+from poolrag.stores.filters import CheckedFilter, matches
+from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.milvus_filter import in_list, milvus_expression
 from poolrag.stores.milvus_payload import (
@@ -74,9 +54,10 @@ from poolrag.stores.milvus_payload import (
     full_source,
     to_row_fields,
 )
-from poolrag.stores.names import check_collection_name
+from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
+from poolrag.stores.template import HybridQuery, StoreTemplate
 
 if TYPE_CHECKING:
     from poolrag.sparse.bm25 import BM25Stats
@@ -150,10 +131,11 @@ def _unavailable(exc: BaseException) -> bool:
     return isinstance(exc, (ConnectionError, TimeoutError))
 
 
-class MilvusStore:
+class MilvusStore(StoreTemplate):
     """One Milvus collection. ``uri``: a ``*.db`` path (Milvus Lite) or ``http://host:19530``."""
 
     name = "milvus"
+    native_fusions = ("rrf",)
 
     def __init__(
         self,
@@ -164,12 +146,10 @@ class MilvusStore:
         retry: RetryPolicy | None = None,
         timeout: float = 10.0,
     ) -> None:
-        self.collection = check_collection_name(collection)
-        self.uri = str(uri)
-        self.location = self.uri
+        super().__init__(collection, str(uri))
+        self.uri = self.location
         self.retry = retry or RetryPolicy()
         self._timeout = timeout
-        self._spec: CollectionSpec | None = None
         _quiet_pymilvus_errors()
         if _is_local(self.uri):
             _quiet_milvus_lite()
@@ -183,6 +163,13 @@ class MilvusStore:
                 check_writable_folder(database, "the Milvus Lite database")
         self._client = self._call(lambda: self._connect(token), "connect")
 
+    @classmethod
+    def open(cls, collection: str, address: StoreLocation) -> MilvusStore:
+        address.refuse_other_than(
+            ("uri",), "milvus takes --uri (a .db file or a server URL), not --path/--url"
+        )
+        return cls(collection, address.uri or DEFAULT_URI, token=address.api_key or "", retry=address.retry)
+
     def _connect(self, token: str) -> Any:
         from pymilvus import MilvusClient
 
@@ -190,7 +177,7 @@ class MilvusStore:
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         try:
-            return self.retry.call_client(fn, what, f"milvus at {self.uri}", self._unavailable_message)
+            return self.retry.call_client(fn, what, self.where, self._unavailable_message)
         except Exception as exc:
             cause = storage_fault(exc) if _is_local(self.uri) else None
             if cause is None:
@@ -206,38 +193,28 @@ class MilvusStore:
         return message
 
     # -- collection ---------------------------------------------------------------------------------
-    def read_spec(self) -> CollectionSpec | None:
-        if self._spec is not None:
-            return self._spec
+    def _load_spec(self) -> CollectionSpec | None:
         if not self._call(lambda: self._client.has_collection(self.collection), "has_collection"):
             return None
         info = self._call(lambda: self._client.describe_collection(self.collection), "describe_collection")
         raw = (info.get("properties") or {}).get(METADATA_KEY)
         if raw is None:
-            from poolrag.stores.errors import CollectionMismatchError
-
             raise CollectionMismatchError(
                 f"collection {self.collection!r} in milvus at {self.uri} was not created by poolrag "
                 "(no model metadata); choose another --collection"
             )
-        self._spec = CollectionSpec.from_metadata(self.collection, raw)
+        spec = CollectionSpec.from_metadata(self.collection, raw)
         # A reopened collection starts released; searching and querying need it loaded.
         self._call(lambda: self._client.load_collection(self.collection), "load_collection")
-        return self._spec
+        return spec
 
-    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
-        self._spec = ensure_against(self, spec, self._create)
-        return self._spec
-
-    def update_spec(self, spec: CollectionSpec) -> None:
+    def _write_spec(self, spec: CollectionSpec) -> None:
         """One collection property replaced: the metadata and the data are never half-written."""
-        check_update(self, spec)
         text = spec.to_metadata()
         self._call(
             lambda: self._client.alter_collection_properties(self.collection, {METADATA_KEY: text}),
             "alter_collection_properties",
         )
-        self._spec = spec
 
     def _create(self, spec: CollectionSpec) -> None:
         from pymilvus import DataType, MilvusClient
@@ -316,18 +293,12 @@ class MilvusStore:
             rows.append(row)
         return rows
 
-    def upsert(self, records: Sequence[ChunkRecord]) -> None:
-        if not records:
-            return
-        spec = self.read_spec()
-        if spec is not None:
-            for record in records:
-                check_record_fields(spec, record)
-        if self._layout() == "multivector":
+    def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:
+        if spec.layout == "multivector":
             # A re-embedded chunk may have fewer tokens than before: clear its old rows first.
             self.delete([r.id for r in records])
         rows = [row for r in records for row in self._rows(r)]
-        if spec is None or spec.sparse != "bm25":
+        if spec.sparse != "bm25":
             self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
             return
         # Milvus keeps the last of several rows with one id; so do the statistics.
@@ -340,19 +311,18 @@ class MilvusStore:
         frequency = _add(_add(frequency, old_frequency, -1), new_frequency, 1)
         self._write_stats(_stats_json(count - old_count + new_count, frequency))
 
-    def delete(self, ids: Sequence[str]) -> None:
-        ids = list(dict.fromkeys(ids))
+    def _delete(self, ids: list[str]) -> None:
         spec = self.read_spec()
-        if spec is not None and spec.sparse == "bm25" and ids:
+        if spec is not None and spec.sparse == "bm25":
             count, frequency = self._counts()
             self._write_stats(None)
             old_count, old_frequency = document_frequencies(self.fetch_sparse(ids).values())
-            self._delete(ids)
+            self._delete_rows(ids)
             self._write_stats(_stats_json(count - old_count, _add(frequency, old_frequency, -1)))
             return
-        self._delete(ids)
+        self._delete_rows(ids)
 
-    def _delete(self, ids: list[str]) -> None:
+    def _delete_rows(self, ids: list[str]) -> None:
         for start in range(0, len(ids), _PAGE):
             part = ids[start : start + _PAGE]
             if self._layout() == "multivector":
@@ -391,9 +361,8 @@ class MilvusStore:
         )
         return int(rows[0]["count(*)"])
 
-    def _scope(self, filter: MetadataFilter | None) -> str | None:
+    def _scope(self, checked: CheckedFilter | None) -> str | None:
         """The filter as an expression over dense rows; ``None`` when no chunk matches."""
-        checked = check_filter(filter)
         if checked and all(isinstance(v, str) for values in checked.values() for v in values):
             return milvus_expression(checked)  # strings compare exactly in Milvus: filter in the search
         if checked:
@@ -401,11 +370,13 @@ class MilvusStore:
             return in_list("id", matching) if matching else None
         return ""
 
-    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+    def _search(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
         expr = self._scope(filter)
         if expr is None:
             return []
-        data = [np.asarray(vector, dtype=np.float32).tolist()]
+        data = [query.tolist()]
         res = self._call(
             lambda: self._client.search(
                 self.collection, data, anns_field="vector", filter=expr, limit=limit, output_fields=["*"]
@@ -414,32 +385,24 @@ class MilvusStore:
         )
         return _hits(res[0])
 
-    def _sparse_spec(self) -> CollectionSpec:
-        spec = self.read_spec()
-        if spec is None:
-            raise CollectionNotFoundError(f"collection {self.collection!r} does not exist in milvus")
-        return require_sparse(spec, f"milvus at {self.uri}")
-
     def _sparse_query(self, spec: CollectionSpec, sparse: SparseVector) -> dict[int, float]:
         """The query as Milvus takes it, times IDF in ``bm25`` collections; empty when it has no term."""
-        query = check_query_sparse(sparse)
         if spec.sparse == "bm25":
-            query = with_idf(query, *self._counts())
-        return {t: w for t, w in query.to_dict().items() if t != _EMPTY_TERM}
+            sparse = with_idf(sparse, *self._counts())
+        return {t: w for t, w in sparse.to_dict().items() if t != _EMPTY_TERM}
 
-    def search_sparse(
-        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    def _search_sparse(
+        self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Inner product with the stored sparse rows (times IDF from the kept statistics for bm25)."""
-        query = self._sparse_query(self._sparse_spec(), sparse)
-        check_limit(limit)
+        weights = self._sparse_query(spec, query)
         expr = self._scope(filter)
-        if expr is None or not query:
+        if expr is None or not weights:
             return []
         res = self._call(
             lambda: self._client.search(
                 self.collection,
-                [query],
+                [weights],
                 anns_field=SPARSE_COLUMN,
                 search_params={"metric_type": "IP"},
                 filter=expr,
@@ -450,45 +413,35 @@ class MilvusStore:
         )
         return _hits(res[0])
 
-    def search_hybrid(
-        self,
-        dense: np.ndarray,
-        sparse: SparseVector,
-        limit: int,
-        *,
-        filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
-        prefetch: int | None = None,
-    ) -> list[StoreHit]:
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """Plain RRF runs in Milvus (``hybrid_search``, ``RRFRanker(60)``, the filter in both requests);
         the score fusions and weighted RRF are computed from the two legs (``WeightedRanker`` squashes
         inner products through arctan, which is none of the shared rules)."""
         from pymilvus import AnnSearchRequest, RRFRanker
 
-        spec = self._sparse_spec()
-        fusion = check_fusion(fusion)
-        depth = prefetch_depth(limit, prefetch)
-        query = self._sparse_query(spec, sparse)
-        if fusion != "rrf" or not query:
-            return local_fusion(self, dense, sparse if query else None, limit, depth, filter, fusion)
-        expr = self._scope(filter)
+        weights = self._sparse_query(spec, query.sparse)
+        expr = self._scope(query.filter)
         if expr is None:
             return []
         requests = [
             AnnSearchRequest(
-                data=[np.asarray(dense, dtype=np.float32).tolist()],
+                data=[query.dense.tolist()],
                 anns_field="vector",
                 param={"metric_type": "COSINE"},
-                limit=depth,
+                limit=query.depth,
                 expr=expr,
             ),
             AnnSearchRequest(
-                data=[query], anns_field=SPARSE_COLUMN, param={"metric_type": "IP"}, limit=depth, expr=expr
+                data=[weights],
+                anns_field=SPARSE_COLUMN,
+                param={"metric_type": "IP"},
+                limit=query.depth,
+                expr=expr,
             ),
         ]
         res = self._call(
             lambda: self._client.hybrid_search(
-                self.collection, requests, RRFRanker(RRF_K), limit=limit, output_fields=["*"]
+                self.collection, requests, RRFRanker(RRF_K), limit=query.limit, output_fields=["*"]
             ),
             "hybrid_search",
         )
@@ -528,10 +481,8 @@ class MilvusStore:
             "alter_collection_properties",
         )
 
-    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
+    def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
         """Stored sparse vectors by id (a chunk without terms comes back empty)."""
-        self._sparse_spec()
-        ids = list(ids)
         out: dict[str, SparseVector] = {}
         for start in range(0, len(ids), _PAGE):
             part = ids[start : start + _PAGE]
@@ -542,31 +493,24 @@ class MilvusStore:
             out.update({str(row["id"]): _from_sparse_row(row[SPARSE_COLUMN]) for row in rows})
         return out
 
-    def search_multivector(
-        self,
-        vectors: np.ndarray,
-        limit: int,
-        filter: MetadataFilter | None = None,
-        *,
-        per_token: int | None = None,
+    def _search_multivector(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Per-token ANN for candidates, then exact MaxSim over every token of each candidate.
 
         The payload rides on token 0 only, so a filter first selects the matching chunks and the
         per-token search is then confined to their rows.
         """
-        queries = np.asarray(vectors, dtype=np.float32)
-        per_token = per_token or max(4 * limit, 32)
-        checked = check_filter(filter)
+        per_token = max(4 * limit, 32)
         scope = ""
-        if checked:
-            matching = self._matching(checked, "chunk_id")
+        if filter:
+            matching = self._matching(filter, "chunk_id")
             if not matching:
                 return []
             scope = in_list("chunk_id", matching)
         res = self._call(
             lambda: self._client.search(
-                self.collection, queries.tolist(), filter=scope, limit=per_token, output_fields=["chunk_id"]
+                self.collection, query.tolist(), filter=scope, limit=per_token, output_fields=["chunk_id"]
             ),
             "search",
         )
@@ -575,7 +519,7 @@ class MilvusStore:
             return []
         token_vectors = self.fetch_vectors(candidates)
         scored = sorted(
-            ((cid, maxsim(queries, mat)) for cid, mat in token_vectors.items()), key=lambda x: -x[1]
+            ((cid, maxsim(query, mat)) for cid, mat in token_vectors.items()), key=lambda x: -x[1]
         )[:limit]
         top = [cid for cid, _ in scored]
         rows = self._call(
@@ -597,8 +541,7 @@ class MilvusStore:
         rows = self._iterate(expr, list(dict.fromkeys(fields)))
         return [str(row[id_field]) for row in rows if matches(from_entity(row), checked)]
 
-    def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        ids = list(ids)
+    def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         if self._layout() == "multivector":
             tokens: dict[str, dict[int, list[float]]] = {}

@@ -21,41 +21,20 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import (
-    METADATA_KEY,
-    ChunkRecord,
-    CollectionSpec,
-    HybridFusion,
-    StoreHit,
-    check_update,
-    ensure_against,
-)
+from poolrag.stores import qdrant_points
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
 from poolrag.stores.errors import CollectionMismatchError
-from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
-from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
-    RRF_K,
-    check_fusion,
-    check_limit,
-    check_query_sparse,
-    check_record_fields,
-    local_fusion,
-    prefetch_depth,
-    require_sparse,
-)
+from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
-from poolrag.stores.names import check_collection_name
+from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
+from poolrag.stores.template import HybridQuery, StoreTemplate
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_PATH = "./poolrag_qdrant"
-_PAGE = 1000
-DENSE_NAME = "dense"  # the named vectors of a collection with a sparse or token-vector field
-SPARSE_NAME = "sparse"
-MULTIVECTOR_NAME = "colbert"
 
 
 def _unavailable_message(exc: Exception) -> str | None:
@@ -98,10 +77,11 @@ def _quantization(kind: str | None) -> Any:
     return None
 
 
-class QdrantStore:
+class QdrantStore(StoreTemplate):
     """One Qdrant collection: ``path`` for local mode, or ``url`` (+ ``api_key``) for a server."""
 
     name = "qdrant"
+    native_fusions = ("rrf", "dbsf")
 
     def __init__(
         self,
@@ -115,17 +95,23 @@ class QdrantStore:
     ) -> None:
         if path is not None and url is not None:
             raise ValueError("give either a local path or a server url, not both")
-        self.collection = check_collection_name(collection)
-        self.retry = retry or RetryPolicy()
-        self._spec: CollectionSpec | None = None
         self._local = url is None  # local mode searches exhaustively: no payload indexes, no quantization
         if url is None:
             path = path or DEFAULT_PATH
-            check_writable_folder(Path(path), "the Qdrant local-mode folder", create=True)
-            self.location = str(path)
-        else:
-            self.location = url
+        super().__init__(collection, str(path) if url is None else url)
+        self.retry = retry or RetryPolicy()
+        if url is None:
+            check_writable_folder(Path(self.location), "the Qdrant local-mode folder", create=True)
         self._client = self._call(lambda: self._connect(path, url, api_key, timeout), "connect")
+
+    @classmethod
+    def open(cls, collection: str, address: StoreLocation) -> QdrantStore:
+        address.refuse_other_than(
+            ("path", "url"), "qdrant takes --path (local mode) or --url (server), not --uri"
+        )
+        return cls(
+            collection, path=address.path, url=address.url, api_key=address.api_key, retry=address.retry
+        )
 
     @staticmethod
     def _connect(path: str | None, url: str | None, api_key: str | None, timeout: int) -> Any:
@@ -138,7 +124,7 @@ class QdrantStore:
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         try:
-            return self.retry.call_client(fn, what, f"qdrant at {self.location}", _unavailable_message)
+            return self.retry.call_client(fn, what, self.where, _unavailable_message)
         except Exception as exc:
             cause = storage_fault(exc) if self._local else None
             if cause is None:
@@ -146,9 +132,7 @@ class QdrantStore:
             raise StoreWriteError(f"cannot write the Qdrant local folder {self.location}: {cause}") from None
 
     # -- collection ---------------------------------------------------------------------------------
-    def read_spec(self) -> CollectionSpec | None:
-        if self._spec is not None:
-            return self._spec
+    def _load_spec(self) -> CollectionSpec | None:
         if not self._call(lambda: self._client.collection_exists(self.collection), "collection_exists"):
             return None
         info = self._call(lambda: self._client.get_collection(self.collection), "get_collection")
@@ -158,46 +142,31 @@ class QdrantStore:
                 f"collection {self.collection!r} in qdrant at {self.location} was not created by poolrag "
                 "(no model metadata); choose another --collection"
             )
-        self._spec = CollectionSpec.from_metadata(self.collection, raw)
-        return self._spec
+        return CollectionSpec.from_metadata(self.collection, raw)
 
-    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
-        self._spec = ensure_against(self, spec, self._create)
-        return self._spec
-
-    def update_spec(self, spec: CollectionSpec) -> None:
+    def _write_spec(self, spec: CollectionSpec) -> None:
         """The poolrag key of the collection metadata replaced (other keys stay as they are)."""
-        check_update(self, spec)
         text = spec.to_metadata()
         self._call(
             lambda: self._client.update_collection(self.collection, metadata={METADATA_KEY: text}),
             "update_collection",
         )
-        self._spec = spec
 
     def _create(self, spec: CollectionSpec) -> None:
         from qdrant_client import models
 
-        multivector = (
-            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
-            if spec.layout == "multivector"
-            else None
-        )
-        vectors: Any = models.VectorParams(
-            size=spec.dimension, distance=models.Distance.COSINE, multivector_config=multivector
-        )
-        sparse_vectors = None
-        if spec.named_fields:
-            vectors = {DENSE_NAME: vectors}
-        if spec.multivector_dimension is not None:
-            vectors[MULTIVECTOR_NAME] = models.VectorParams(
-                size=spec.multivector_dimension,
-                distance=models.Distance.COSINE,
-                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+        def vector_params(size: int, maxsim: bool) -> Any:
+            multivector = (
+                models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM) if maxsim else None
             )
-        if spec.sparse is not None:
-            modifier = models.Modifier.IDF if spec.sparse == "bm25" else None
-            sparse_vectors = {SPARSE_NAME: models.SparseVectorParams(modifier=modifier)}
+            return models.VectorParams(
+                size=size, distance=models.Distance.COSINE, multivector_config=multivector
+            )
+
+        def sparse_params(idf: bool) -> Any:
+            return models.SparseVectorParams(modifier=models.Modifier.IDF if idf else None)
+
+        vectors, sparse_vectors = qdrant_points.vector_fields(spec, vector_params, sparse_params)
         self._call(
             lambda: self._client.create_collection(
                 self.collection,
@@ -219,33 +188,22 @@ class QdrantStore:
         )
 
     # -- writes -------------------------------------------------------------------------------------
-    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+    def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:
         from qdrant_client import models
 
-        if not records:
-            return
-        spec = self.read_spec()
-        points = []
-        for r in records:
-            dense = np.asarray(r.vector, dtype=np.float32).tolist()
-            vector: Any = dense
-            if spec is not None:
-                check_record_fields(spec, r)
-                if spec.named_fields:
-                    vector = {DENSE_NAME: dense}
-                if r.sparse is not None:
-                    vector[SPARSE_NAME] = _qdrant_sparse(r.sparse)
-                if r.multivector is not None:
-                    vector[MULTIVECTOR_NAME] = np.asarray(r.multivector, dtype=np.float32).tolist()
-            points.append(models.PointStruct(id=r.id, vector=vector, payload=r.payload))
+        points = [
+            models.PointStruct(
+                id=r.id, vector=qdrant_points.point_vector(spec, r, _qdrant_sparse), payload=r.payload
+            )
+            for r in records
+        ]
         self._call(lambda: self._client.upsert(self.collection, points, wait=True), "upsert")
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def _delete(self, ids: list[str]) -> None:
         from qdrant_client import models
 
-        ids = list(ids)
-        for start in range(0, len(ids), _PAGE):
-            selector = models.PointIdsList(points=ids[start : start + _PAGE])
+        for start in range(0, len(ids), qdrant_points.PAGE):
+            selector = models.PointIdsList(points=ids[start : start + qdrant_points.PAGE])
             self._call(lambda s=selector: self._client.delete(self.collection, s, wait=True), "delete")
 
     # -- reads --------------------------------------------------------------------------------------
@@ -255,42 +213,43 @@ class QdrantStore:
         while True:
             points, offset = self._call(
                 lambda o=offset: self._client.scroll(
-                    self.collection, limit=_PAGE, offset=o, with_payload=["source"], with_vectors=False
+                    self.collection,
+                    limit=qdrant_points.PAGE,
+                    offset=o,
+                    with_payload=["source"],
+                    with_vectors=False,
                 ),
                 "scroll",
             )
-            out.update({str(p.id): (p.payload or {}).get("source", "") for p in points})
+            out.update(qdrant_points.sources(points))
             if offset is None:
                 return out
 
     def count(self) -> int:
         return int(self._call(lambda: self._client.count(self.collection, exact=True).count, "count"))
 
-    def _dense_params(self) -> Any:
+    def _dense_params(self, spec: CollectionSpec) -> Any:
         from qdrant_client import models
 
-        spec = self.read_spec()
-        if spec is not None and spec.quantization and not self._local:
+        if spec.quantization and not self._local:
             return models.SearchParams(
-                quantization=models.QuantizationSearchParams(rescore=True, oversampling=2.0)
+                quantization=models.QuantizationSearchParams(
+                    rescore=True, oversampling=qdrant_points.OVERSAMPLING
+                )
             )
         return None
-
-    def _dense_using(self) -> str | None:
-        spec = self.read_spec()
-        return DENSE_NAME if spec is not None and spec.named_fields else None
 
     def _query(
         self,
         query: Any,
         limit: int,
-        filter: MetadataFilter | None,
+        filter: CheckedFilter | None,
         *,
         using: str | None = None,
         params: Any = None,
         prefetch: Any = None,
     ) -> list[StoreHit]:
-        query_filter = qdrant_filter(check_filter(filter))
+        query_filter = qdrant_filter(filter)
         res = self._call(
             lambda: self._client.query_points(
                 self.collection,
@@ -304,122 +263,85 @@ class QdrantStore:
             ),
             "query_points",
         )
-        return [StoreHit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+        return qdrant_points.hits(res.points)
 
-    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+    def _search(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
         return self._query(
-            np.asarray(vector, dtype=np.float32).tolist(),
+            query.tolist(),
             limit,
             filter,
-            using=self._dense_using(),
-            params=self._dense_params(),
+            using=qdrant_points.dense_using(spec),
+            params=self._dense_params(spec),
         )
 
-    def _sparse_spec(self) -> CollectionSpec:
-        spec = self.read_spec()
-        if spec is None:
-            from poolrag.stores.errors import CollectionNotFoundError
-
-            raise CollectionNotFoundError(f"collection {self.collection!r} does not exist in qdrant")
-        return require_sparse(spec, f"qdrant at {self.location}")
-
-    def search_sparse(
-        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    def _search_sparse(
+        self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Inner product with the stored sparse vectors; Qdrant multiplies by IDF in ``bm25`` collections.
 
         Local mode measures IDF over the live points. A Qdrant server reads it from its sparse index,
         which goes on counting deleted (and overwritten) points until the optimiser vacuums them.
         """
-        self._sparse_spec()
-        query = check_query_sparse(sparse)
-        check_limit(limit)
-        if not len(query):
-            return []
-        return self._query(_qdrant_sparse(query), limit, filter, using=SPARSE_NAME)
+        return self._query(_qdrant_sparse(query), limit, filter, using=qdrant_points.SPARSE_NAME)
 
-    def search_hybrid(
-        self,
-        dense: np.ndarray,
-        sparse: SparseVector,
-        limit: int,
-        *,
-        filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
-        prefetch: int | None = None,
-    ) -> list[StoreHit]:
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """Plain RRF and DBSF run in Qdrant (two prefetches, the filter in each); min-max and weighted
         RRF are computed from the two legs (Qdrant's weighted RRF divides ranks by the weight)."""
         from qdrant_client import models
 
-        self._sparse_spec()
-        fusion = check_fusion(fusion)
-        depth = prefetch_depth(limit, prefetch)
-        query = check_query_sparse(sparse)
-        if fusion not in ("rrf", "dbsf") or not len(query):
-            return local_fusion(self, dense, query if len(query) else None, limit, depth, filter, fusion)
-        query_filter = qdrant_filter(check_filter(filter))
+        query_filter = qdrant_filter(query.filter)
         legs = [
             models.Prefetch(
-                query=np.asarray(dense, dtype=np.float32).tolist(),
-                using=DENSE_NAME,
-                limit=depth,
+                query=query.dense.tolist(),
+                using=qdrant_points.dense_using(spec),
+                limit=query.depth,
                 filter=query_filter,
-                params=self._dense_params(),
+                params=self._dense_params(spec),
             ),
-            models.Prefetch(query=_qdrant_sparse(query), using=SPARSE_NAME, limit=depth, filter=query_filter),
+            models.Prefetch(
+                query=_qdrant_sparse(query.sparse),
+                using=qdrant_points.SPARSE_NAME,
+                limit=query.depth,
+                filter=query_filter,
+            ),
         ]
-        if fusion == "dbsf":
-            fused: Any = models.FusionQuery(fusion=models.Fusion.DBSF)
-        else:  # Qdrant scores rank r (from 1) as 1 / (r - 1 + k): its k = 61 is the textbook k = 60.
-            fused = models.RrfQuery(rrf=models.Rrf(k=RRF_K + 1))
-        return self._query(fused, limit, filter, prefetch=legs)
+        fused = qdrant_points.native_fusion(
+            query.fusion,
+            lambda: models.FusionQuery(fusion=models.Fusion.DBSF),
+            lambda k: models.RrfQuery(rrf=models.Rrf(k=k)),
+        )
+        return self._query(fused, query.limit, query.filter, prefetch=legs)
 
-    def search_multivector(
-        self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
+    def _search_multivector(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Qdrant applies the filter inside the MaxSim search, so ``limit`` matching chunks come back."""
-        spec = self.read_spec()
-        if spec is not None and spec.multivector_dimension is not None:  # the field next to the dense one
-            return self._query(
-                np.asarray(vectors, dtype=np.float32).tolist(), limit, filter, using=MULTIVECTOR_NAME
-            )
-        return self._query(
-            np.asarray(vectors, dtype=np.float32).tolist(), limit, filter, params=self._dense_params()
-        )
+        if spec.multivector_dimension is not None:  # the field next to the dense one
+            return self._query(query.tolist(), limit, filter, using=qdrant_points.MULTIVECTOR_NAME)
+        return self._query(query.tolist(), limit, filter, params=self._dense_params(spec))
 
-    def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        ids = list(ids)
-        out: dict[str, np.ndarray] = {}
-        for start in range(0, len(ids), _PAGE):
-            part = ids[start : start + _PAGE]
-            points = self._call(
+    def _retrieve(self, ids: list[str], vectors: Any) -> list[Any]:
+        points: list[Any] = []
+        for start in range(0, len(ids), qdrant_points.PAGE):
+            part = ids[start : start + qdrant_points.PAGE]
+            points += self._call(
                 lambda p=part: self._client.retrieve(
-                    self.collection, p, with_payload=False, with_vectors=True
+                    self.collection, p, with_payload=False, with_vectors=vectors
                 ),
                 "retrieve",
             )
-            for p in points:
-                vector = p.vector[DENSE_NAME] if isinstance(p.vector, dict) else p.vector
-                out[str(p.id)] = np.asarray(vector, dtype=np.float32)
-        return out
+        return points
 
-    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
-        self._sparse_spec()
-        ids = list(ids)
-        out: dict[str, SparseVector] = {}
-        for start in range(0, len(ids), _PAGE):
-            part = ids[start : start + _PAGE]
-            points = self._call(
-                lambda p=part: self._client.retrieve(
-                    self.collection, p, with_payload=False, with_vectors=[SPARSE_NAME]
-                ),
-                "retrieve",
-            )
-            for p in points:
-                stored = (p.vector or {}).get(SPARSE_NAME) if isinstance(p.vector, dict) else None
-                out[str(p.id)] = _from_qdrant_sparse(stored)
-        return out
+    def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
+        return {str(p.id): qdrant_points.stored_dense(p.vector) for p in self._retrieve(ids, True)}
+
+    def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
+        return {
+            str(p.id): qdrant_points.stored_sparse(p.vector)
+            for p in self._retrieve(ids, [qdrant_points.SPARSE_NAME])
+        }
 
     def close(self) -> None:
         if self._client is None:
@@ -440,18 +362,9 @@ def _qdrant_sparse(vector: SparseVector) -> Any:
     return models.SparseVector(indices=vector.indices.tolist(), values=vector.values.tolist())
 
 
-def _from_qdrant_sparse(stored: Any) -> SparseVector:
-    if stored is None:
-        return SparseVector.empty()
-    return SparseVector.from_dict(dict(zip(stored.indices, stored.values, strict=True)))
-
-
 def qdrant_filter(checked: CheckedFilter | None) -> Any:
     """A checked metadata filter as a qdrant-client ``Filter`` on top-level payload keys."""
     from qdrant_client import models
-
-    if not checked:
-        return None
 
     def condition(key: str, value: object) -> Any:
         # Qdrant matches strings, integers and booleans exactly; a float matches as a one-point range.
@@ -459,11 +372,7 @@ def qdrant_filter(checked: CheckedFilter | None) -> Any:
             return models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))
         return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
-    must: list[Any] = []
-    for key, values in checked.items():
-        conditions = [condition(key, v) for v in values]
-        must.append(conditions[0] if len(conditions) == 1 else models.Filter(should=conditions))
-    return models.Filter(must=must)
+    return qdrant_points.payload_filter(checked, condition, models.Filter)
 
 
 class _LocalClients:

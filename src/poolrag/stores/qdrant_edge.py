@@ -24,40 +24,20 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import (
-    ChunkRecord,
-    CollectionSpec,
-    HybridFusion,
-    StoreHit,
-    check_update,
-    ensure_against,
-)
-from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
-from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
-from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
-    RRF_K,
-    check_fusion,
-    check_limit,
-    check_query_sparse,
-    check_record_fields,
-    local_fusion,
-    prefetch_depth,
-    require_sparse,
-)
+from poolrag.stores import qdrant_points
+from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit
+from poolrag.stores.errors import CollectionMismatchError
+from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
-from poolrag.stores.names import check_collection_name
+from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
+from poolrag.stores.template import HybridQuery, StoreTemplate
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_PATH = "./poolrag_edge"
 _SPEC_FILE = "poolrag.json"
-_PAGE = 1000
-DENSE_NAME = "dense"  # the named vectors of a collection with a sparse field, as in the Qdrant store
-SPARSE_NAME = "sparse"
-MULTIVECTOR_NAME = "colbert"
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -65,24 +45,29 @@ def _unavailable(exc: BaseException) -> bool:
     return "WouldBlock" in str(exc) or "Resource temporarily unavailable" in str(exc)
 
 
-class QdrantEdgeStore:
+class QdrantEdgeStore(StoreTemplate):
     """One edge shard under ``path``, named after the collection."""
 
     name = "qdrant-edge"
+    native_fusions = ("rrf", "dbsf")
 
     def __init__(self, collection: str, *, path: str | None = None, retry: RetryPolicy | None = None) -> None:
-        self.collection = check_collection_name(collection)
+        root = Path(path or DEFAULT_PATH) / collection
+        super().__init__(collection, str(root.parent))
         self.retry = retry or RetryPolicy()
-        self.root = Path(path or DEFAULT_PATH) / collection
-        self.location = str(self.root.parent)
-        self._spec: CollectionSpec | None = None
+        self.root = root
         self._shard: Any = None
         if (self.root / _SPEC_FILE).exists():
             self._open_shard(create=None)
 
+    @classmethod
+    def open(cls, collection: str, address: StoreLocation) -> QdrantEdgeStore:
+        address.refuse_other_than(("path",), "qdrant-edge runs in-process: give --path, not --uri/--url")
+        return cls(collection, path=address.path, retry=address.retry)
+
     def _call(self, fn: Callable[[], T], what: str) -> T:
         return self.retry.call_client(
-            fn, what, f"qdrant-edge at {self.location}", lambda exc: str(exc) if _unavailable(exc) else None
+            fn, what, self.where, lambda exc: str(exc) if _unavailable(exc) else None
         )
 
     def _open_shard(self, create: CollectionSpec | None) -> None:
@@ -97,33 +82,20 @@ class QdrantEdgeStore:
             quant = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99)
         elif create.quantization == "binary":
             quant = qe.BinaryQuantizationConfig()
-        multivector = (
-            qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim) if create.layout == "multivector" else None
-        )
-        params = qe.EdgeVectorParams(
-            size=create.dimension, distance=qe.Distance.Cosine, multivector_config=multivector
-        )
-        if not create.named_fields:
-            config = qe.EdgeConfig(vectors=params, quantization_config=quant)
-        else:
-            vectors = {DENSE_NAME: params}
-            if create.multivector_dimension is not None:
-                vectors[MULTIVECTOR_NAME] = qe.EdgeVectorParams(
-                    size=create.multivector_dimension,
-                    distance=qe.Distance.Cosine,
-                    multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-                )
-            sparse = None
-            if create.sparse is not None:
-                modifier = qe.Modifier.Idf if create.sparse == "bm25" else None
-                sparse = {SPARSE_NAME: qe.EdgeSparseVectorParams(modifier=modifier)}
-            config = qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse, quantization_config=quant)
+
+        def vector_params(size: int, maxsim: bool) -> Any:
+            multivector = qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim) if maxsim else None
+            return qe.EdgeVectorParams(size=size, distance=qe.Distance.Cosine, multivector_config=multivector)
+
+        def sparse_params(idf: bool) -> Any:
+            return qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if idf else None)
+
+        vectors, sparse = qdrant_points.vector_fields(create, vector_params, sparse_params)
+        config = qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse, quantization_config=quant)
         self._shard = self._call(lambda: qe.EdgeShard.create(str(shard_dir), config), "create shard")
 
     # -- collection ---------------------------------------------------------------------------------
-    def read_spec(self) -> CollectionSpec | None:
-        if self._spec is not None:
-            return self._spec
+    def _load_spec(self) -> CollectionSpec | None:
         spec_file = self.root / _SPEC_FILE
         if not spec_file.exists():
             if (self.root / "shard").exists():
@@ -132,20 +104,13 @@ class QdrantEdgeStore:
                     "choose another --collection"
                 )
             return None
-        self._spec = CollectionSpec.from_metadata(self.collection, spec_file.read_text())
-        return self._spec
+        return CollectionSpec.from_metadata(self.collection, spec_file.read_text())
 
-    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
-        self._spec = ensure_against(self, spec, self._create)
-        return self._spec
-
-    def update_spec(self, spec: CollectionSpec) -> None:
+    def _write_spec(self, spec: CollectionSpec) -> None:
         """``poolrag.json`` replaced atomically: a crash leaves the old file or the new one."""
-        check_update(self, spec)
         tmp = self.root / f".{_SPEC_FILE}.tmp"
         tmp.write_text(spec.to_metadata())
         os.replace(tmp, self.root / _SPEC_FILE)
-        self._spec = spec
 
     def _create(self, spec: CollectionSpec) -> None:
         check_writable_folder(self.root, "the Qdrant Edge shard", create=True)
@@ -156,34 +121,21 @@ class QdrantEdgeStore:
         logger.info("created qdrant-edge shard %s (%s, %d dims)", self.root, spec.layout, spec.dimension)
 
     # -- writes -------------------------------------------------------------------------------------
-    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+    def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:
         import qdrant_edge as qe
 
-        if not records:
-            return
-        spec = self.read_spec()
-        points = []
-        for r in records:
-            vector: Any = np.asarray(r.vector, dtype=np.float32).tolist()
-            if spec is not None:
-                check_record_fields(spec, r)
-                if spec.named_fields:
-                    vector = {DENSE_NAME: vector}
-                if r.sparse is not None:
-                    vector[SPARSE_NAME] = _edge_sparse(r.sparse)
-                if r.multivector is not None:
-                    vector[MULTIVECTOR_NAME] = np.asarray(r.multivector, dtype=np.float32).tolist()
-            points.append(qe.Point(r.id, vector, dict(r.payload)))
+        points = [
+            qe.Point(r.id, qdrant_points.point_vector(spec, r, _edge_sparse), dict(r.payload))
+            for r in records
+        ]
         self._call(lambda: self._shard.update(qe.UpdateOperation.upsert_points(points)), "upsert")
         self._call(self._shard.flush, "flush")
 
-    def delete(self, ids: Sequence[str]) -> None:
+    def _delete(self, ids: list[str]) -> None:
         import qdrant_edge as qe
 
-        ids = list(ids)
-        if ids:
-            self._call(lambda: self._shard.update(qe.UpdateOperation.delete_points(ids)), "delete")
-            self._call(self._shard.flush, "flush")
+        self._call(lambda: self._shard.update(qe.UpdateOperation.delete_points(ids)), "delete")
+        self._call(self._shard.flush, "flush")
 
     # -- reads --------------------------------------------------------------------------------------
     def list_sources(self) -> dict[str, str]:
@@ -192,9 +144,11 @@ class QdrantEdgeStore:
         out: dict[str, str] = {}
         offset = None
         while True:
-            request = qe.ScrollRequest(offset=offset, limit=_PAGE, with_payload=["source"], with_vector=False)
+            request = qe.ScrollRequest(
+                offset=offset, limit=qdrant_points.PAGE, with_payload=["source"], with_vector=False
+            )
             records, offset = self._call(lambda r=request: self._shard.scroll(r), "scroll")
-            out.update({str(r.id): (r.payload or {}).get("source", "") for r in records})
+            out.update(qdrant_points.sources(records))
             if offset is None or not records:
                 return out
 
@@ -203,26 +157,29 @@ class QdrantEdgeStore:
 
         return int(self._call(lambda: self._shard.count(qe.CountRequest(exact=True)), "count"))
 
-    def _dense_params(self) -> Any:
+    @staticmethod
+    def _dense_params(spec: CollectionSpec) -> Any:
         import qdrant_edge as qe
 
-        spec = self.read_spec()
-        if spec is not None and spec.quantization:
-            return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
+        if spec.quantization:
+            return qe.SearchParams(
+                quantization=qe.QuantizationSearchParams(
+                    rescore=True, oversampling=qdrant_points.OVERSAMPLING
+                )
+            )
         return None
 
-    def _dense_query(self, vector: Any) -> Any:
+    @staticmethod
+    def _nearest(vector: Any, using: str | None) -> Any:
         import qdrant_edge as qe
 
-        spec = self.read_spec()
-        using = DENSE_NAME if spec is not None and spec.named_fields else None
         return qe.Query.Nearest(vector, using=using)
 
     def _run(
         self,
         query: Any,
         limit: int,
-        filter: MetadataFilter | None,
+        filter: CheckedFilter | None,
         *,
         params: Any = None,
         prefetches: Any = None,
@@ -234,108 +191,68 @@ class QdrantEdgeStore:
             query=query,
             prefetches=prefetches,
             with_payload=True,
-            filter=_edge_filter(check_filter(filter)),
+            filter=_edge_filter(filter),
             params=params,
         )
-        points = self._call(lambda: self._shard.query(request), "query")
-        return [StoreHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+        return qdrant_points.hits(self._call(lambda: self._shard.query(request), "query"))
 
-    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
-        query = self._dense_query(np.asarray(vector, dtype=np.float32).tolist())
-        return self._run(query, limit, filter, params=self._dense_params())
-
-    def search_multivector(
-        self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
+    def _search(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
-        import qdrant_edge as qe
+        nearest = self._nearest(query.tolist(), qdrant_points.dense_using(spec))
+        return self._run(nearest, limit, filter, params=self._dense_params(spec))
 
-        tokens = np.asarray(vectors, dtype=np.float32).tolist()
-        spec = self.read_spec()
-        if spec is not None and spec.multivector_dimension is not None:  # the field next to the dense one
-            return self._run(qe.Query.Nearest(tokens, using=MULTIVECTOR_NAME), limit, filter)
-        return self._run(self._dense_query(tokens), limit, filter, params=self._dense_params())
+    def _search_multivector(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
+        tokens = query.tolist()
+        if spec.multivector_dimension is not None:  # the field next to the dense one
+            return self._run(self._nearest(tokens, qdrant_points.MULTIVECTOR_NAME), limit, filter)
+        return self._run(
+            self._nearest(tokens, qdrant_points.dense_using(spec)),
+            limit,
+            filter,
+            params=self._dense_params(spec),
+        )
 
-    def _sparse_spec(self) -> CollectionSpec:
-        spec = self.read_spec()
-        if spec is None:
-            raise CollectionNotFoundError(f"shard {self.root} does not exist")
-        return require_sparse(spec, f"qdrant-edge at {self.location}")
-
-    def search_sparse(
-        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    def _search_sparse(
+        self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Inner product with the stored sparse vectors; the shard multiplies by IDF for ``bm25``."""
-        import qdrant_edge as qe
-
-        spec = self._sparse_spec()
-        query = check_query_sparse(sparse)
-        check_limit(limit)
-        if not len(query):
-            return []
-        nearest = qe.Query.Nearest(_edge_sparse(query), using=SPARSE_NAME)
+        nearest = self._nearest(_edge_sparse(query), qdrant_points.SPARSE_NAME)
         return self._run(nearest, limit, filter, params=_sparse_params(spec))
 
-    def search_hybrid(
-        self,
-        dense: np.ndarray,
-        sparse: SparseVector,
-        limit: int,
-        *,
-        filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
-        prefetch: int | None = None,
-    ) -> list[StoreHit]:
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """Plain RRF and DBSF in the shard (two prefetches, the filter in each); min-max and weighted
         RRF from the two legs."""
         import qdrant_edge as qe
 
-        spec = self._sparse_spec()
-        fusion = check_fusion(fusion)
-        depth = prefetch_depth(limit, prefetch)
-        query = check_query_sparse(sparse)
-        if fusion not in ("rrf", "dbsf") or not len(query):
-            return local_fusion(self, dense, query if len(query) else None, limit, depth, filter, fusion)
-        query_filter = _edge_filter(check_filter(filter))
+        query_filter = _edge_filter(query.filter)
         legs = [
             qe.Prefetch(
-                depth,
-                query=self._dense_query(np.asarray(dense, dtype=np.float32).tolist()),
+                query.depth,
+                query=self._nearest(query.dense.tolist(), qdrant_points.dense_using(spec)),
                 filter=query_filter,
-                params=self._dense_params(),
+                params=self._dense_params(spec),
             ),
             qe.Prefetch(
-                depth,
-                query=qe.Query.Nearest(_edge_sparse(query), using=SPARSE_NAME),
+                query.depth,
+                query=self._nearest(_edge_sparse(query.sparse), qdrant_points.SPARSE_NAME),
                 filter=query_filter,
                 params=_sparse_params(spec),
             ),
         ]
-        if fusion == "dbsf":
-            return self._run(qe.Fusion.Dbsf(), limit, filter, prefetches=legs)
-        # Like Qdrant, the shard scores rank r (from 1) as 1 / (r - 1 + k): k = 61 is the textbook 60.
-        return self._run(qe.Fusion.Rrf(k=RRF_K + 1), limit, filter, prefetches=legs)
+        fused = qdrant_points.native_fusion(query.fusion, qe.Fusion.Dbsf, lambda k: qe.Fusion.Rrf(k=k))
+        return self._run(fused, query.limit, query.filter, prefetches=legs)
 
-    def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        records = self._call(
-            lambda: self._shard.retrieve(list(ids), with_payload=False, with_vector=True), "retrieve"
-        )
-        out = {}
-        for r in records:
-            vec = r.vector.get(DENSE_NAME, r.vector.get("")) if isinstance(r.vector, dict) else r.vector
-            out[str(r.id)] = np.asarray(vec, dtype=np.float32)
-        return out
+    def _retrieve(self, ids: list[str]) -> list[Any]:
+        return self._call(lambda: self._shard.retrieve(ids, with_payload=False, with_vector=True), "retrieve")
 
-    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
-        self._sparse_spec()
-        records = self._call(
-            lambda: self._shard.retrieve(list(ids), with_payload=False, with_vector=True), "retrieve"
-        )
-        out = {}
-        for r in records:
-            stored = r.vector.get(SPARSE_NAME) if isinstance(r.vector, dict) else None
-            weights = dict(zip(stored.indices, stored.values, strict=True)) if stored is not None else {}
-            out[str(r.id)] = SparseVector.from_dict(weights)
-        return out
+    def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
+        return {str(r.id): qdrant_points.stored_dense(r.vector) for r in self._retrieve(ids)}
+
+    def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
+        return {str(r.id): qdrant_points.stored_sparse(r.vector) for r in self._retrieve(ids)}
 
     def close(self) -> None:
         if self._shard is not None:
@@ -361,11 +278,8 @@ def _edge_sparse(vector: SparseVector) -> Any:
 
 
 def _edge_filter(checked: CheckedFilter | None) -> Any:
-    """A checked metadata filter in qdrant-edge's classes (the same shape as the Qdrant store's)."""
+    """A checked metadata filter in qdrant-edge's classes."""
     import qdrant_edge as qe
-
-    if not checked:
-        return None
 
     def condition(key: str, value: object) -> Any:
         if isinstance(value, bool):
@@ -378,8 +292,4 @@ def _edge_filter(checked: CheckedFilter | None) -> Any:
             return qe.FieldCondition(key, range=qe.RangeFloat(gte=value, lte=value))
         return qe.FieldCondition(key, match=qe.MatchValue(value))
 
-    must: list[Any] = []
-    for key, values in checked.items():
-        conditions = [condition(key, v) for v in values]
-        must.append(conditions[0] if len(conditions) == 1 else qe.Filter(should=conditions))
-    return qe.Filter(must=must)
+    return qdrant_points.payload_filter(checked, condition, qe.Filter)

@@ -1,0 +1,276 @@
+"""The store template: the public methods of :class:`~poolrag.stores.base.VectorStore` run every
+shared check once (collection exists and has the field asked for, record fields, query shapes,
+limits, filters, fusion rules) and then call a small per-store hook (``_upsert``, ``_search``, ...).
+
+So every store refuses the same bad input with the same message before its database sees it, and a
+new store writes only what its database does differently.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from poolrag.errors import InvalidInputError
+from poolrag.sparse.vector import SparseVector
+from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit
+from poolrag.stores.errors import CollectionNotFoundError
+from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
+from poolrag.stores.hybrid import (
+    DEFAULT_FUSION,
+    check_fusion,
+    check_limit,
+    check_query_sparse,
+    check_record_fields,
+    local_fusion,
+    prefetch_depth,
+    require_sparse,
+)
+from poolrag.stores.names import check_collection_name
+from poolrag.stores.registry import StoreLocation
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HybridQuery:
+    """A checked hybrid search as a store that fuses natively gets it: both legs ``depth`` deep."""
+
+    dense: np.ndarray
+    sparse: SparseVector
+    limit: int
+    depth: int
+    filter: CheckedFilter | None
+    fusion: HybridFusion
+
+
+class StoreTemplate(ABC):
+    """One collection in one database; subclasses fill in the hooks below.
+
+    ``native_fusions``: the hybrid rules the database fuses itself; every other rule (and a query
+    without terms) is fused from the two legs by :func:`poolrag.stores.hybrid.local_fusion`.
+    """
+
+    name: ClassVar[str]
+    native_fusions: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, collection: str, location: str) -> None:
+        self.collection = check_collection_name(collection)
+        self.location = location
+        self._spec: CollectionSpec | None = None
+
+    @classmethod
+    def open(cls, collection: str, address: StoreLocation) -> StoreTemplate:
+        """The store as :func:`~poolrag.stores.open_store` opens it; this default takes no location."""
+        address.refuse_other_than(
+            (), f"{cls.name} keeps its chunks in this process: give no --uri/--path/--url"
+        )
+        return cls(collection)  # type: ignore[call-arg]
+
+    @property
+    def where(self) -> str:
+        """The store and its location, for messages."""
+        return f"{self.name} at {self.location}"
+
+    # -- collection ---------------------------------------------------------------------------------
+    def read_spec(self) -> CollectionSpec | None:
+        """The collection's poolrag metadata; ``None`` if it does not exist."""
+        if self._spec is None:
+            self._spec = self._load_spec()
+        return self._spec
+
+    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
+        """Create the collection, or check an existing one against ``spec`` and return the stored spec."""
+        stored = self.read_spec()
+        if stored is None:
+            self._create(spec)
+            self._spec = spec
+            return spec
+        spec.check_compatible(stored, self.where)
+        if stored.quantization != spec.quantization:
+            logger.warning(
+                "collection %r keeps its quantization %r (asked for %r)",
+                spec.name,
+                stored.quantization,
+                spec.quantization,
+            )
+        return stored
+
+    def update_spec(self, spec: CollectionSpec) -> None:
+        """Rewrite an existing collection's poolrag metadata (same layout and model, e.g. with a saved
+        retrieval record); refused when ``spec`` describes other vectors."""
+        spec.check_compatible(self._require_spec(spec.name), self.where)
+        self._write_spec(spec)
+        self._spec = spec
+
+    def _require_spec(self, name: str | None = None) -> CollectionSpec:
+        spec = self.read_spec()
+        if spec is None:
+            raise CollectionNotFoundError(
+                f"collection {name or self.collection!r} in {self.where} does not exist"
+            )
+        return spec
+
+    def _sparse_spec(self) -> CollectionSpec:
+        return require_sparse(self._require_spec(), self.where)
+
+    # -- writes -------------------------------------------------------------------------------------
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        """Store ``records``; re-upserting an id replaces that chunk."""
+        if not records:
+            return
+        spec = self._require_spec()
+        for record in records:
+            check_record_fields(spec, record)
+        self._upsert(spec, records)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Remove chunks by id (ids not stored are ignored)."""
+        unique = list(dict.fromkeys(ids))
+        if unique:
+            self._delete(unique)
+
+    # -- reads --------------------------------------------------------------------------------------
+    def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
+        """Chunks by cosine similarity to ``vector``, among those whose payload matches ``filter``."""
+        spec = self._require_spec()
+        query = self._dense_query(spec, vector)
+        return self._search(spec, query, check_limit(limit), check_filter(filter))
+
+    def _dense_query(self, spec: CollectionSpec, vector: Any) -> np.ndarray:
+        if spec.layout != "dense":
+            raise InvalidInputError(f"collection {spec.name!r} holds token vectors; use search_multivector")
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape != (spec.dimension,):
+            raise InvalidInputError(f"query must be a [{spec.dimension}] vector, got shape {query.shape}")
+        return query
+
+    def search_multivector(
+        self, vectors: np.ndarray, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """ColBERT: chunks by MaxSim of the ``[T, D]`` query token vectors, the best ``limit`` among
+        those matching ``filter``; in a dense collection with a token-vector field, by that field."""
+        spec = self._require_spec()
+        if spec.layout != "multivector" and spec.multivector_dimension is None:
+            raise InvalidInputError(f"collection {spec.name!r} holds single vectors; use search")
+        size = spec.multivector_dimension or spec.dimension
+        query = np.asarray(vectors, dtype=np.float32)
+        if query.ndim != 2 or query.shape[1] != size:
+            raise InvalidInputError(f"query must be a [tokens, {size}] matrix, got shape {query.shape}")
+        limit = check_limit(limit)
+        checked = check_filter(filter)
+        if len(query) == 0:
+            return []
+        return self._search_multivector(spec, query, limit, checked)
+
+    def search_sparse(
+        self, sparse: SparseVector, limit: int, filter: MetadataFilter | None = None
+    ) -> list[StoreHit]:
+        """Chunks sharing a term with ``sparse``, by inner product (times IDF in ``bm25`` collections)."""
+        spec = self._sparse_spec()
+        query = check_query_sparse(sparse)
+        limit = check_limit(limit)
+        checked = check_filter(filter)
+        if not len(query):
+            return []
+        return self._search_sparse(spec, query, limit, checked)
+
+    def search_hybrid(
+        self,
+        dense: np.ndarray,
+        sparse: SparseVector,
+        limit: int,
+        *,
+        filter: MetadataFilter | None = None,
+        fusion: HybridFusion = DEFAULT_FUSION,
+        prefetch: int | None = None,
+    ) -> list[StoreHit]:
+        """The dense and the sparse ranking (``prefetch`` deep each, default ``max(limit, 50)``) fused
+        by ``fusion``; ``filter`` applies to both. Scores are the fused ones."""
+        spec = self._sparse_spec()
+        fusion = check_fusion(fusion)
+        depth = prefetch_depth(limit, prefetch)
+        query = check_query_sparse(sparse)
+        checked = check_filter(filter)
+        if fusion not in self.native_fusions or not len(query):
+            return local_fusion(self, dense, query if len(query) else None, limit, depth, filter, fusion)
+        legs = HybridQuery(self._dense_query(spec, dense), query, limit, depth, checked, fusion)
+        return self._search_hybrid(spec, legs)
+
+    def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by id (``[D]`` or ``[T, D]``)."""
+        unique = list(dict.fromkeys(ids))
+        return self._fetch_vectors(unique) if unique else {}
+
+    def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
+        """Stored sparse vectors by id, in a collection with a sparse field."""
+        self._sparse_spec()
+        unique = list(dict.fromkeys(ids))
+        return self._fetch_sparse(unique) if unique else {}
+
+    @abstractmethod
+    def list_sources(self) -> dict[str, str]:
+        """Every chunk id in the collection, mapped to its source."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """Number of chunks (not token rows)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- hooks: what each database does its own way ----------------------------------------------------
+    @abstractmethod
+    def _load_spec(self) -> CollectionSpec | None:
+        """The stored poolrag metadata, read from the database; ``None`` if there is no collection."""
+
+    @abstractmethod
+    def _create(self, spec: CollectionSpec) -> None:
+        """Create the collection for ``spec`` (it does not exist yet)."""
+
+    @abstractmethod
+    def _write_spec(self, spec: CollectionSpec) -> None:
+        """Replace the stored metadata of an existing collection (``spec`` is already checked)."""
+
+    @abstractmethod
+    def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:
+        """Write checked, non-empty ``records``."""
+
+    @abstractmethod
+    def _delete(self, ids: list[str]) -> None:
+        """Remove the (distinct, non-empty) ``ids``."""
+
+    @abstractmethod
+    def _search(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
+        """Dense search with a ``[D]`` float32 query of the collection's size."""
+
+    @abstractmethod
+    def _search_multivector(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
+        """MaxSim search with a non-empty ``[T, D]`` float32 query of the right size."""
+
+    @abstractmethod
+    def _search_sparse(
+        self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
+        """Sparse search in a collection with a sparse field, with a query holding terms."""
+
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
+        """A rule of :attr:`native_fusions`, fused in the database (only called for those)."""
+        raise NotImplementedError(f"{self.name} lists {query.fusion!r} as native but does not fuse it")
+
+    @abstractmethod
+    def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
+        """Stored vectors of the (distinct, non-empty) ``ids`` that exist."""
+
+    @abstractmethod
+    def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
+        """Stored sparse vectors of the (distinct, non-empty) ``ids`` that exist."""

@@ -1,0 +1,88 @@
+"""Issue 28, item 4: one store registry that ``open_store``, the CLI's ``--store`` choices and the
+extras check all read; a new store is one file plus one registry line (``process_store.py``, added
+by ``conftest.py``), and the CLI ingests into it and searches it like a built-in store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import process_store
+import pytest
+
+from poolrag.cli import build_parser, main
+from poolrag.cli.extras import EXTRA_MODULES, require_store_extra
+from poolrag.errors import InvalidInputError
+from poolrag.stores import STORES, InMemoryStore, StoreEntry, open_store, store_kinds
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+BUILT_IN = ("milvus", "qdrant", "qdrant-edge")
+
+
+def test_the_registry_lists_the_kinds_in_order_with_the_registered_one_last() -> None:
+    assert store_kinds() == (*BUILT_IN, process_store.KIND)
+    assert [STORES[k].extra for k in BUILT_IN] == list(BUILT_IN)
+    assert STORES["milvus"].pip_hint == 'pip install "poolrag[milvus]"'
+
+
+def test_open_store_opens_the_class_the_entry_names() -> None:
+    store = open_store(process_store.KIND, "docs", path="somewhere")
+    assert type(store) is process_store.ProcessStore
+    assert open_store(process_store.KIND, "docs", path="somewhere") is store  # kept, as a database is
+    with pytest.raises(InvalidInputError, match="process takes --path"):
+        open_store(process_store.KIND, "docs", uri="x.db")
+
+
+@pytest.mark.parametrize("kind", ["redis", "os", "poolrag.stores.milvus", "process_store:ProcessStore", ""])
+def test_a_kind_outside_the_registry_is_one_line_naming_the_registered_ones(kind: str) -> None:
+    """A kind only selects an entry: a module or class name given as a kind imports nothing."""
+    before = set(sys.modules)
+    with pytest.raises(InvalidInputError) as err:
+        open_store(kind, "docs")
+    assert str(err.value) == f"unknown store {kind!r}; choose one of milvus, qdrant, qdrant-edge, process"
+    assert set(sys.modules) == before
+
+
+def test_the_cli_store_choices_are_the_registry(capsys) -> None:
+    args = build_parser().parse_args(["search", "a question", "--store", process_store.KIND])
+    assert args.store == process_store.KIND
+    assert build_parser().parse_args(["search", "a question"]).store == "milvus"  # the first entry
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["search", "a question", "--store", "redis"])
+    err = capsys.readouterr().err
+    assert "'milvus', 'qdrant', 'qdrant-edge', 'process'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_extras_check_reads_the_registry(monkeypatch, capsys) -> None:
+    assert {k: EXTRA_MODULES[k] for k in BUILT_IN} == {k: STORES[k].client_modules for k in BUILT_IN}
+    assert require_store_extra("ingest", process_store.KIND)  # an entry without an extra needs none
+    missing = StoreEntry(process_store.__name__, "ProcessStore", "faraway", ("no_such_module_here",))
+    monkeypatch.setitem(STORES, "faraway", missing)
+    assert not require_store_extra("ingest", "faraway")
+    assert capsys.readouterr().err == (
+        'poolrag ingest needs the faraway extra: pip install "poolrag[faraway]" '
+        "(missing: no_such_module_here)\n"
+    )
+
+
+def test_the_cli_ingests_into_a_registered_store_and_searches_it(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    common = ["--store", process_store.KIND, "--path", str(tmp_path / "kept"), "--collection", "nature"]
+    cache = ["--cache", str(tmp_path / "c.sqlite")]
+    assert main(["ingest", str(SAMPLES / "nature"), "--model", str(minilm_path), *common, *cache]) == 0
+    out = capsys.readouterr().out
+    documents = sum(1 for p in (SAMPLES / "nature").rglob("*") if p.suffix in (".md", ".txt"))
+    assert f"ingested {documents} documents into process collection 'nature'" in out
+    query = ["search", "why do corals turn white", "-k", "1", "--json", "--model", str(minilm_path)]
+    assert main([*query, *common, *cache]) == 0
+    assert json.loads(capsys.readouterr().out)["source"].endswith("nature/coral-reefs.md")
+
+
+def test_a_store_without_a_location_takes_the_template_open(monkeypatch) -> None:
+    monkeypatch.setitem(STORES, "memory", StoreEntry("poolrag.stores.memory", "InMemoryStore"))
+    store = open_store("memory", "docs")
+    assert type(store) is InMemoryStore and store.collection == "docs"
+    with pytest.raises(InvalidInputError, match="memory keeps its chunks in this process"):
+        open_store("memory", "docs", path="somewhere")
