@@ -42,6 +42,7 @@ from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.encoders import ChunkEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
+from poolrag.ingest.stored_ids import StoredIds
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 from poolrag.text_validity import lone_surrogate
 
@@ -172,24 +173,46 @@ class IngestPipeline:
             # A new collection with a sparse field waits for the first batch: it records the
             # average chunk length BM25 normalises by. Reading the spec already reached the database.
             self._open_collection(report, [])
-        existing = self.store.list_sources() if self._collection_ready else {}
-        by_source: dict[str, set[str]] = {}
-        for cid, source in existing.items():
-            by_source.setdefault(source, set()).add(cid)
         checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)
         report.resumed = checkpoint.resumed
+        stored_ids = StoredIds.beside(self.checkpoint_path)
+        try:
+            if self._collection_ready:
+                stored_ids.fill(self.store.scan_sources)
+            self._run(documents, report, checkpoint, stored_ids, prune, skipped)
+        finally:
+            stored_ids.close()
+        checkpoint.remove()
+        report.seconds = time.monotonic() - started
+        logger.info(
+            "ingested %d documents into %s/%s: %d chunks, %d upserted, %d embedded, %d deleted in %.1fs",
+            report.documents,
+            self.store.name,
+            self.store.collection,
+            report.chunks,
+            report.upserted,
+            report.embedded,
+            report.deleted,
+            report.seconds,
+        )
+        return report
 
-        run = _Run(self, report, checkpoint)
-        seen_sources: set[str] = set()
+    def _run(
+        self,
+        documents: Iterable[Document | FileDocument],
+        report: IngestReport,
+        checkpoint: Checkpoint,
+        stored_ids: StoredIds,
+        prune: bool,
+        skipped: Sequence[SkippedFile],
+    ) -> None:
+        """The body of :meth:`run`, with the ids stored at the start in ``stored_ids`` (on disk)."""
+        run = _Run(self, report, checkpoint, stored_ids)
         left_out: list[str] = []  # documents whose text no model can read
         finished = False
         try:
             for doc in _iter_docs(documents, self.progress):
-                if doc.source in seen_sources:
-                    raise InvalidInputError(
-                        f"two documents share the source {doc.source!r}; sources must be unique"
-                    )
-                seen_sources.add(doc.source)
+                stored_ids.see(doc.source)
                 if isinstance(doc, Document) and (position := lone_surrogate(doc.text)) is not None:
                     # This document only (its stored chunks stay); the ones after it are ingested.
                     reason = f"text is not valid Unicode (lone surrogate at character {position})"
@@ -201,12 +224,11 @@ class IngestPipeline:
                 if checkpoint.is_done(doc.source, digest):
                     report.documents_skipped += 1
                     continue
-                state = _Pending(digest, by_source.get(doc.source, set()))
+                state = _Pending(digest)
                 run.pending[doc.source] = state
                 for chunk in self.chunker.iter_chunks(doc):
                     report.chunks += 1
-                    state.ids.add(chunk.id)
-                    if chunk.id in existing:
+                    if stored_ids.keep(chunk.id):
                         report.chunks_existing += 1
                         continue
                     state.left += 1
@@ -227,26 +249,8 @@ class IngestPipeline:
         report.skipped = [str(s) for s in skipped] + left_out
         if prune:
             kept = [Path(s.path).resolve().as_posix() for s in skipped]
-            orphans = [
-                cid
-                for cid, source in existing.items()
-                if source not in seen_sources and not _under(source, kept)
-            ]
-            self._delete(orphans, report)
-        checkpoint.remove()
-        report.seconds = time.monotonic() - started
-        logger.info(
-            "ingested %d documents into %s/%s: %d chunks, %d upserted, %d embedded, %d deleted in %.1fs",
-            report.documents,
-            self.store.name,
-            self.store.collection,
-            report.chunks,
-            report.upserted,
-            report.embedded,
-            report.deleted,
-            report.seconds,
-        )
-        return report
+            for orphans in stored_ids.orphans(lambda source: _under(source, kept)):
+                self._delete(orphans, report)
 
     def _open_collection(self, report: IngestReport, first_batch: Sequence[str]) -> None:
         """Create or check the collection; a sparse encoder adopts the settings it recorded (or
@@ -285,11 +289,9 @@ def _under(source: str, resolved: list[str]) -> bool:
 
 @dataclass
 class _Pending:
-    """A document being written: its chunk ids so far, new chunks not yet stored, old ids."""
+    """A document being written: new chunks not yet stored (its stored ones are in the ledger)."""
 
     digest: str
-    stale: set[str]
-    ids: set[str] = field(default_factory=set)
     left: int = 0
     chunked: bool = False
 
@@ -312,10 +314,13 @@ class _Run:
     chunking of batch k+2.
     """
 
-    def __init__(self, pipeline: IngestPipeline, report: IngestReport, checkpoint: Checkpoint) -> None:
+    def __init__(
+        self, pipeline: IngestPipeline, report: IngestReport, checkpoint: Checkpoint, stored_ids: StoredIds
+    ) -> None:
         self.pipeline = pipeline
         self.report = report
         self.checkpoint = checkpoint
+        self.stored_ids = stored_ids
         self.pending: dict[str, _Pending] = {}
         self.batch: list[Chunk] = []
         self.finished: dict[str, str] = {}
@@ -404,7 +409,7 @@ class _Run:
     def finish_if_done(self, source: str) -> None:
         state = self.pending[source]
         if state.chunked and state.left == 0:
-            self.pipeline._delete(state.stale - state.ids, self.report)
+            self.pipeline._delete(self.stored_ids.stale(source), self.report)
             self.finished[source] = state.digest
             del self.pending[source]
 

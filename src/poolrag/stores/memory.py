@@ -26,8 +26,10 @@ from poolrag.stores.base import (
     ChunkRecord,
     CollectionSpec,
     HybridFusion,
+    SourcePages,
     StoreHit,
     check_update,
+    collect_sources,
     ensure_against,
 )
 from poolrag.stores.errors import CollectionNotFoundError
@@ -126,8 +128,12 @@ class InMemoryStore:
 
     # -- reads --------------------------------------------------------------------------------------
     def list_sources(self) -> dict[str, str]:
+        return collect_sources(self.scan_sources)
+
+    def scan_sources(self, consume: SourcePages) -> None:
         with self._lock:
-            return {cid: str(payload.get("source", "")) for cid, (_, payload) in self._records.items()}
+            pairs = [(cid, str(payload.get("source", ""))) for cid, (_, payload) in self._records.items()]
+        consume(pairs)  # the records are in memory already: one page
 
     def count(self) -> int:
         return len(self._records)

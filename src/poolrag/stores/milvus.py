@@ -43,8 +43,10 @@ from poolrag.stores.base import (
     ChunkRecord,
     CollectionSpec,
     HybridFusion,
+    SourcePages,
     StoreHit,
     check_update,
+    collect_sources,
     ensure_against,
 )
 from poolrag.stores.errors import CollectionNotFoundError, UnsupportedStoreFeature
@@ -363,26 +365,44 @@ class MilvusStore:
 
     # -- reads --------------------------------------------------------------------------------------
     def _iterate(self, expr: str, fields: list[str]) -> list[dict[str, Any]]:
-        def run() -> list[dict[str, Any]]:
-            out: list[dict[str, Any]] = []
+        out: list[dict[str, Any]] = []
+
+        def restart() -> None:
+            out.clear()
+
+        self._scan(expr, fields, out.extend, restart)
+        return out
+
+    def _scan(
+        self,
+        expr: str,
+        fields: list[str],
+        consume: Callable[[list[dict[str, Any]]], None],
+        restart: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Hand the matching rows to ``consume`` a page at a time; a retry calls ``restart`` first."""
+
+        def run() -> None:
+            restart()
             it = self._client.query_iterator(
                 self.collection, batch_size=_PAGE, filter=expr, output_fields=fields
             )
             try:
                 while batch := it.next():
-                    out.extend(batch)
+                    consume(batch)
             finally:
                 it.close()
-            return out
 
-        return self._call(run, "query")
+        self._call(run, "query")
 
     def list_sources(self) -> dict[str, str]:
-        if self._layout() == "multivector":
-            rows = self._iterate("tok == 0", ["chunk_id", "source", FULL_SOURCE_KEY])
-            return {r["chunk_id"]: full_source(r) for r in rows}
-        rows = self._iterate("", ["source", FULL_SOURCE_KEY])
-        return {r["id"]: full_source(r) for r in rows}
+        return collect_sources(self.scan_sources)
+
+    def scan_sources(self, consume: SourcePages) -> None:
+        key = "chunk_id" if self._layout() == "multivector" else "id"
+        expr = "tok == 0" if key == "chunk_id" else ""
+        fields = ["chunk_id", "source", FULL_SOURCE_KEY] if key == "chunk_id" else ["source", FULL_SOURCE_KEY]
+        self._scan(expr, fields, lambda rows: consume([(r[key], full_source(r)) for r in rows]))
 
     def count(self) -> int:
         expr = "tok == 0" if self._layout() == "multivector" else ""

@@ -26,8 +26,10 @@ from poolrag.stores.base import (
     ChunkRecord,
     CollectionSpec,
     HybridFusion,
+    SourcePages,
     StoreHit,
     check_update,
+    collect_sources,
     ensure_against,
 )
 from poolrag.stores.errors import CollectionMismatchError
@@ -250,7 +252,9 @@ class QdrantStore:
 
     # -- reads --------------------------------------------------------------------------------------
     def list_sources(self) -> dict[str, str]:
-        out: dict[str, str] = {}
+        return collect_sources(self.scan_sources)
+
+    def scan_sources(self, consume: SourcePages) -> None:
         offset = None
         while True:
             points, offset = self._call(
@@ -259,9 +263,9 @@ class QdrantStore:
                 ),
                 "scroll",
             )
-            out.update({str(p.id): (p.payload or {}).get("source", "") for p in points})
+            consume([(str(p.id), (p.payload or {}).get("source", "")) for p in points])
             if offset is None:
-                return out
+                return
 
     def count(self) -> int:
         return int(self._call(lambda: self._client.count(self.collection, exact=True).count, "count"))

@@ -28,8 +28,10 @@ from poolrag.stores.base import (
     ChunkRecord,
     CollectionSpec,
     HybridFusion,
+    SourcePages,
     StoreHit,
     check_update,
+    collect_sources,
     ensure_against,
 )
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
@@ -187,16 +189,18 @@ class QdrantEdgeStore:
 
     # -- reads --------------------------------------------------------------------------------------
     def list_sources(self) -> dict[str, str]:
+        return collect_sources(self.scan_sources)
+
+    def scan_sources(self, consume: SourcePages) -> None:
         import qdrant_edge as qe
 
-        out: dict[str, str] = {}
         offset = None
         while True:
             request = qe.ScrollRequest(offset=offset, limit=_PAGE, with_payload=["source"], with_vector=False)
             records, offset = self._call(lambda r=request: self._shard.scroll(r), "scroll")
-            out.update({str(r.id): (r.payload or {}).get("source", "") for r in records})
+            consume([(str(r.id), (r.payload or {}).get("source", "")) for r in records])
             if offset is None or not records:
-                return out
+                return
 
     def count(self) -> int:
         import qdrant_edge as qe
