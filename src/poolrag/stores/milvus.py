@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -89,6 +90,11 @@ T = TypeVar("T")
 DEFAULT_URI = "./poolrag_milvus.db"
 _TEXT_MAX = 65535
 _PAGE = 1000
+# Milvus Lite buffers rows in the process until this many bytes (its default: 128 MiB, ~80,000
+# prose chunks), then flushes them to a segment in one step that briefly needs ~2.5x the buffer
+# (measured: +316 MiB of RSS, and long enough under load for an upsert to time out). Smaller
+# flushes keep that step small; flushed rows stay loaded either way.
+LITE_MEMTABLE_BYTES = 32 << 20
 _INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
     None: ("AUTOINDEX", {}),
     "int8": ("HNSW_SQ", {"M": 16, "efConstruction": 200, "sq_type": "SQ8"}),
@@ -116,6 +122,12 @@ class _NoTraceback(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return False
+
+
+def _bound_lite_memtable() -> None:
+    # Read once, when milvus_lite is first imported (pymilvus imports it on the first connect to a
+    # .db file); a value set in the environment wins.
+    os.environ.setdefault("MILVUS_LITE_MEMTABLE_MEMORY_LIMIT_BYTES", str(LITE_MEMTABLE_BYTES))
 
 
 def _quiet_milvus_lite() -> None:
@@ -175,6 +187,7 @@ class MilvusStore:
         _quiet_pymilvus_errors()
         if _is_local(self.uri):
             _quiet_milvus_lite()
+            _bound_lite_memtable()
             database = Path(self.uri).expanduser().resolve()
             if not database.parent.is_dir():
                 raise InvalidInputError(
