@@ -43,7 +43,7 @@ def test_a_source_seen_twice_is_refused(tmp_path: Path) -> None:
     ledger = _ledger(tmp_path)
     try:
         ledger.see("a.md")
-        with pytest.raises(InvalidInputError, match="two documents share the source 'a.md'"):
+        with pytest.raises(InvalidInputError, match=r"two documents share the source 'a\.md'"):
             ledger.see("a.md")
     finally:
         ledger.close()
