@@ -11,6 +11,7 @@ when the run ends; one left by a killed run is removed by the next run in that f
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import sqlite3
@@ -62,7 +63,7 @@ class StoredIds:
     def _remove_leftovers(self) -> None:
         """Ledgers of runs that were killed (their process is gone)."""
         stem = self.path.name.rsplit(".", 3)[0]  # ".<checkpoint name>"
-        for path in self.path.parent.glob(f"{stem}.*{_SUFFIX}"):
+        for path in self.path.parent.glob(f"{glob.escape(stem)}.*{_SUFFIX}"):
             pid = path.name[len(stem) + 1 : -len(_SUFFIX)]
             if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
                 path.unlink(missing_ok=True)
