@@ -116,17 +116,32 @@ def tiny_model(dest: Path) -> Path:
     return dest
 
 
-def sample_rss(child: subprocess.Popen, every: float) -> list[tuple[float, float]]:
-    """(seconds, RSS MiB) of ``child`` every ``every`` seconds until it exits."""
+def documents_done(checkpoints: Path) -> int:
+    """Documents the run has checkpointed so far (0 for one file until it ends)."""
+    for path in checkpoints.glob("*.json"):
+        try:
+            return len(json.loads(path.read_text()).get("done", {}))
+        except (OSError, ValueError):  # replaced while read
+            return -1
+    return 0
+
+
+def sample_rss(child: subprocess.Popen, every: float, checkpoints: Path) -> list[tuple[float, float]]:
+    """(seconds, RSS MiB) of ``child`` every ``every`` seconds until it exits; each sample is also
+    printed as taken, with the documents checkpointed by then, so a run cut short still has its
+    curve."""
     started = time.perf_counter()
     curve = []
+    print("live:    s   RSS MiB   documents done", flush=True)
     while child.poll() is None:
         try:
             status = Path(f"/proc/{child.pid}/status").read_text()
         except OSError:
             break
         kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
-        curve.append((time.perf_counter() - started, kib / 1024))
+        seconds = time.perf_counter() - started
+        curve.append((seconds, kib / 1024))
+        print(f"live: {seconds:4.0f}  {kib / 1024:8.0f}  {documents_done(checkpoints):8d}", flush=True)
         time.sleep(every)
     return curve
 
@@ -166,13 +181,18 @@ def main(argv: list[str] | None = None) -> int:
             "big",
             "--quiet",
             "--json",
+            "--checkpoint",
+            str(root / "checkpoints" / "run.json"),
         ]
         command += ["--cache", str(root / "c.sqlite")] if args.cache else ["--no-cache"]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(root / "cache")}
         started = time.perf_counter()
-        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        curve = sample_rss(child, args.every)
-        stdout, stderr = child.communicate()
+        with (root / "stderr.log").open("w+") as errors:  # a file: a long run's warnings never fill a pipe
+            child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
+            curve = sample_rss(child, args.every, root / "checkpoints")
+            stdout, _ = child.communicate()
+            errors.seek(0)
+            stderr = errors.read()
         elapsed = time.perf_counter() - started
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
         if child.returncode != 0:

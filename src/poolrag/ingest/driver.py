@@ -26,6 +26,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
+from poolrag.ingest.stored_ids import StoredIds
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 from poolrag.text_validity import lone_surrogate
 
@@ -87,8 +88,6 @@ class _Pending:
     """A document being written: its chunk ids so far, new chunks not yet stored, old ids."""
 
     digest: str
-    stale: set[str]
-    ids: set[str] = field(default_factory=set)
     left: int = 0
     chunked: bool = False
 
@@ -167,13 +166,13 @@ class IngestDriver:
         self.ready = False
         if self.store.read_spec() is not None or self.sparse is None:
             self.open_collection([])
-        self.existing: dict[str, str] = self.store.list_sources() if self.ready else {}
-        self._by_source: dict[str, set[str]] = {}
-        for cid, source in self.existing.items():
-            self._by_source.setdefault(source, set()).add(cid)
         self.checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)
         self.report.resumed = self.checkpoint.resumed
-        self.seen_sources: set[str] = set()
+        # The ids stored before the run, on disk beside the checkpoint (not in memory: a re-run over a
+        # large collection would start hundreds of MB up); the stores hand them over page by page.
+        self.stored_ids = StoredIds.beside(self.checkpoint_path)
+        if self.ready:
+            self.stored_ids.fill(self.store.scan_sources)
         self._left_out: list[str] = []  # documents whose text no model can read
         self._pending: dict[str, _Pending] = {}
         self._finished: dict[str, str] = {}
@@ -201,9 +200,7 @@ class IngestDriver:
     def admit(self, doc: Document | FileDocument) -> bool:
         """Whether ``doc`` is to be chunked: its source is new to this run (else the run stops), its
         text is valid Unicode (else it alone is left out) and the checkpoint has not done it."""
-        if doc.source in self.seen_sources:
-            raise InvalidInputError(f"two documents share the source {doc.source!r}; sources must be unique")
-        self.seen_sources.add(doc.source)
+        self.stored_ids.see(doc.source)  # a second document with the same source stops the run
         if isinstance(doc, Document) and (position := lone_surrogate(doc.text)) is not None:
             # This document only (its stored chunks stay); the ones after it are ingested.
             reason = f"text is not valid Unicode (lone surrogate at character {position})"
@@ -215,15 +212,14 @@ class IngestDriver:
         if self.checkpoint.is_done(doc.source, digest):
             self.report.documents_skipped += 1
             return False
-        self._pending[doc.source] = _Pending(digest, self._by_source.get(doc.source, set()))
+        self._pending[doc.source] = _Pending(digest)
         return True
 
     def chunk(self, source: str, chunk_id: str) -> bool:
         """Count one chunk of an admitted document; whether it is new (to be embedded and stored)."""
         self.report.chunks += 1
         state = self._pending[source]
-        state.ids.add(chunk_id)
-        if chunk_id in self.existing:
+        if self.stored_ids.keep(chunk_id):
             self.report.chunks_existing += 1
             return False
         state.left += 1
@@ -257,7 +253,7 @@ class IngestDriver:
     def _finish_if_done(self, source: str) -> None:
         state = self._pending[source]
         if state.chunked and state.left == 0:
-            self._delete(state.stale - state.ids)
+            self._delete(self.stored_ids.stale(source))
             self._finished[source] = state.digest
             del self._pending[source]
 
@@ -280,11 +276,9 @@ class IngestDriver:
         report.skipped = [str(s) for s in skipped] + self._left_out
         if prune:
             kept = [Path(s.path).resolve().as_posix() for s in skipped]
-            self._delete(
-                cid
-                for cid, source in self.existing.items()
-                if source not in self.seen_sources and not _under(source, kept)
-            )
+            for orphans in self.stored_ids.orphans(lambda source: _under(source, kept)):
+                self._delete(orphans)
+        self.close()
         self.checkpoint.remove()
         report.seconds = time.monotonic() - self._started
         logger.info(
@@ -299,6 +293,17 @@ class IngestDriver:
             report.seconds,
         )
         return report
+
+    def stored_chunk_ids(self) -> frozenset[str]:
+        """The ids stored before the run, in memory (for workers in other processes that skip them)."""
+        return frozenset(self.stored_ids.ids())
+
+    def close(self) -> None:
+        """Drop the run's scratch list of stored ids (also when the run failed); idempotent."""
+        stored_ids = getattr(self, "stored_ids", None)
+        if stored_ids is not None:
+            stored_ids.close()
+            self.stored_ids = None  # type: ignore[assignment]
 
     def _delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)

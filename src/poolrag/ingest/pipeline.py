@@ -138,6 +138,8 @@ class IngestPipeline:
                 run.abandon()
             run.close()
             driver.save()
+            if not finished:
+                driver.close()
         return driver.finish(prune=prune, skipped=skipped)
 
 

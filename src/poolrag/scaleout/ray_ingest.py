@@ -460,7 +460,8 @@ def ingest_on_ray(
         )
         driver.start()
         rows = [_document_row(doc) for doc in documents if driver.admit(doc)]
-        existing = ray.put(frozenset(driver.existing))
+        stored_ids = driver.stored_chunk_ids()
+        existing = ray.put(stored_ids)
         if leg is not None and not (driver.ready and leg.length_fixed):
             # BM25's mean length comes from the first batch, as on one machine (the probe chunks it)
             first = _get(probe.first_batch.remote(rows, existing, options.write_batch)) if rows else []
@@ -474,7 +475,7 @@ def ingest_on_ray(
         "ray ingest: %d documents to chunk, %d chunks already stored; %d workers x (%.2g CPU, %.2g GPU); "
         "%s write to %s",
         len(rows),
-        len(driver.existing),
+        len(stored_ids),
         options.workers,
         cpus,
         gpus,
@@ -505,8 +506,11 @@ def ingest_on_ray(
         )
         try:
             _write(dataset, driver, cache, options.write_batch)
-        finally:
+        except BaseException:
             driver.save()
+            driver.close()
+            raise
+        driver.save()
     driver.all_chunked()  # the documents cut into no chunk at all sent no row
     return driver.finish(prune=prune, skipped=skipped)
 

@@ -8,7 +8,7 @@ of silently mixing incomparable vectors.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -151,6 +151,16 @@ class StoreHit:
     payload: dict[str, Any]
 
 
+SourcePages = Callable[[Iterable[tuple[str, str]]], None]
+
+
+def collect_sources(scan: Callable[[SourcePages], None]) -> dict[str, str]:
+    """``list_sources`` from a store's ``scan_sources``."""
+    out: dict[str, str] = {}
+    scan(out.update)
+    return out
+
+
 class VectorStore(Protocol):
     """One collection in one database. Every call retries while the database is unreachable."""
 
@@ -170,6 +180,11 @@ class VectorStore(Protocol):
 
     def list_sources(self) -> dict[str, str]:
         """Every chunk id in the collection, mapped to its source."""
+
+    def scan_sources(self, consume: SourcePages) -> None:
+        """Hand every ``(chunk id, source)`` pair to ``consume``, a page at a time, so a caller can
+        keep them somewhere other than memory (an ingest re-run over a large collection). A scan
+        retried after a dropped connection starts over: ``consume`` must accept pairs twice."""
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None: ...
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit
+from poolrag.stores.base import ChunkRecord, CollectionSpec, SourcePages, StoreHit
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import document_frequencies, with_idf
 from poolrag.stores.template import StoreTemplate
@@ -88,9 +88,10 @@ class InMemoryStore(StoreTemplate):
             self._packed = None
 
     # -- reads --------------------------------------------------------------------------------------
-    def list_sources(self) -> dict[str, str]:
+    def scan_sources(self, consume: SourcePages) -> None:
         with self._lock:
-            return {cid: str(payload.get("source", "")) for cid, (_, payload) in self._records.items()}
+            pairs = [(cid, str(payload.get("source", ""))) for cid, (_, payload) in self._records.items()]
+        consume(pairs)  # the records are in memory already: one page
 
     def count(self) -> int:
         return len(self._records)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,7 +39,7 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, SourcePages, StoreHit
 from poolrag.stores.errors import CollectionMismatchError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
@@ -68,6 +69,11 @@ T = TypeVar("T")
 DEFAULT_URI = "./poolrag_milvus.db"
 _TEXT_MAX = 65535
 _PAGE = 1000
+# Milvus Lite buffers rows in the process until this many bytes (its default: 128 MiB, ~80,000
+# prose chunks), then flushes them to a segment in one step that briefly needs ~2.5x the buffer
+# (measured: +316 MiB of RSS, and long enough under load for an upsert to time out). Smaller
+# flushes keep that step small; flushed rows stay loaded either way.
+LITE_MEMTABLE_BYTES = 32 << 20
 _INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
     None: ("AUTOINDEX", {}),
     "int8": ("HNSW_SQ", {"M": 16, "efConstruction": 200, "sq_type": "SQ8"}),
@@ -95,6 +101,12 @@ class _NoTraceback(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return False
+
+
+def _bound_lite_memtable() -> None:
+    # Read once, when milvus_lite is first imported (pymilvus imports it on the first connect to a
+    # .db file); a value set in the environment wins.
+    os.environ.setdefault("MILVUS_LITE_MEMTABLE_MEMORY_LIMIT_BYTES", str(LITE_MEMTABLE_BYTES))
 
 
 def _quiet_milvus_lite() -> None:
@@ -153,6 +165,7 @@ class MilvusStore(StoreTemplate):
         _quiet_pymilvus_errors()
         if _is_local(self.uri):
             _quiet_milvus_lite()
+            _bound_lite_memtable()
             database = Path(self.uri).expanduser().resolve()
             if not database.parent.is_dir():
                 raise InvalidInputError(
@@ -333,26 +346,41 @@ class MilvusStore(StoreTemplate):
 
     # -- reads --------------------------------------------------------------------------------------
     def _iterate(self, expr: str, fields: list[str]) -> list[dict[str, Any]]:
-        def run() -> list[dict[str, Any]]:
-            out: list[dict[str, Any]] = []
+        out: list[dict[str, Any]] = []
+
+        def restart() -> None:
+            out.clear()
+
+        self._scan(expr, fields, out.extend, restart)
+        return out
+
+    def _scan(
+        self,
+        expr: str,
+        fields: list[str],
+        consume: Callable[[list[dict[str, Any]]], None],
+        restart: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Hand the matching rows to ``consume`` a page at a time; a retry calls ``restart`` first."""
+
+        def run() -> None:
+            restart()
             it = self._client.query_iterator(
                 self.collection, batch_size=_PAGE, filter=expr, output_fields=fields
             )
             try:
                 while batch := it.next():
-                    out.extend(batch)
+                    consume(batch)
             finally:
                 it.close()
-            return out
 
-        return self._call(run, "query")
+        self._call(run, "query")
 
-    def list_sources(self) -> dict[str, str]:
-        if self._layout() == "multivector":
-            rows = self._iterate("tok == 0", ["chunk_id", "source", FULL_SOURCE_KEY])
-            return {r["chunk_id"]: full_source(r) for r in rows}
-        rows = self._iterate("", ["source", FULL_SOURCE_KEY])
-        return {r["id"]: full_source(r) for r in rows}
+    def scan_sources(self, consume: SourcePages) -> None:
+        key = "chunk_id" if self._layout() == "multivector" else "id"
+        expr = "tok == 0" if key == "chunk_id" else ""
+        fields = ["chunk_id", "source", FULL_SOURCE_KEY] if key == "chunk_id" else ["source", FULL_SOURCE_KEY]
+        self._scan(expr, fields, lambda rows: consume([(r[key], full_source(r)) for r in rows]))
 
     def count(self) -> int:
         expr = "tok == 0" if self._layout() == "multivector" else ""

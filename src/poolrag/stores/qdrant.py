@@ -22,7 +22,7 @@ import numpy as np
 
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores import qdrant_points
-from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, SourcePages, StoreHit
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
@@ -207,8 +207,7 @@ class QdrantStore(StoreTemplate):
             self._call(lambda s=selector: self._client.delete(self.collection, s, wait=True), "delete")
 
     # -- reads --------------------------------------------------------------------------------------
-    def list_sources(self) -> dict[str, str]:
-        out: dict[str, str] = {}
+    def scan_sources(self, consume: SourcePages) -> None:
         offset = None
         while True:
             points, offset = self._call(
@@ -221,9 +220,9 @@ class QdrantStore(StoreTemplate):
                 ),
                 "scroll",
             )
-            out.update(qdrant_points.sources(points))
+            consume(qdrant_points.sources(points).items())
             if offset is None:
-                return out
+                return
 
     def count(self) -> int:
         return int(self._call(lambda: self._client.count(self.collection, exact=True).count, "count"))

@@ -25,7 +25,7 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores import qdrant_points
-from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit
+from poolrag.stores.base import ChunkRecord, CollectionSpec, SourcePages, StoreHit
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
@@ -138,19 +138,18 @@ class QdrantEdgeStore(StoreTemplate):
         self._call(self._shard.flush, "flush")
 
     # -- reads --------------------------------------------------------------------------------------
-    def list_sources(self) -> dict[str, str]:
+    def scan_sources(self, consume: SourcePages) -> None:
         import qdrant_edge as qe
 
-        out: dict[str, str] = {}
         offset = None
         while True:
             request = qe.ScrollRequest(
                 offset=offset, limit=qdrant_points.PAGE, with_payload=["source"], with_vector=False
             )
             records, offset = self._call(lambda r=request: self._shard.scroll(r), "scroll")
-            out.update(qdrant_points.sources(records))
+            consume(qdrant_points.sources(records).items())
             if offset is None or not records:
-                return out
+                return
 
     def count(self) -> int:
         import qdrant_edge as qe

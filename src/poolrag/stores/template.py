@@ -18,7 +18,14 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit
+from poolrag.stores.base import (
+    ChunkRecord,
+    CollectionSpec,
+    HybridFusion,
+    SourcePages,
+    StoreHit,
+    collect_sources,
+)
 from poolrag.stores.errors import CollectionNotFoundError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
@@ -213,9 +220,15 @@ class StoreTemplate(ABC):
         unique = list(dict.fromkeys(ids))
         return self._fetch_sparse(unique) if unique else {}
 
-    @abstractmethod
     def list_sources(self) -> dict[str, str]:
-        """Every chunk id in the collection, mapped to its source."""
+        """Every chunk id in the collection, mapped to its source (in memory: a caller that may meet
+        a large collection takes :meth:`scan_sources`' pages instead)."""
+        return collect_sources(self.scan_sources)
+
+    @abstractmethod
+    def scan_sources(self, consume: SourcePages) -> None:
+        """Hand every ``(chunk id, source)`` pair to ``consume`` a page at a time; a scan retried
+        after a dropped connection starts over, so ``consume`` must accept pairs twice."""
 
     @abstractmethod
     def count(self) -> int:
