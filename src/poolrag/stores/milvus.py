@@ -74,6 +74,11 @@ _PAGE = 1000
 # (measured: +316 MiB of RSS, and long enough under load for an upsert to time out). Smaller
 # flushes keep that step small; flushed rows stay loaded either way.
 LITE_MEMTABLE_BYTES = 32 << 20
+# A server's deadline is how long an unreachable one is waited on before the retry policy takes
+# over. An embedded Milvus Lite file is never unreachable, but a write waits on its flushes and
+# segment merges (measured past 10 s in a 500 MB ingest on two busy cores): it gets a long one.
+SERVER_DEADLINE_S = 10.0
+LITE_DEADLINE_S = 300.0
 _INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
     None: ("AUTOINDEX", {}),
     "int8": ("HNSW_SQ", {"M": 16, "efConstruction": 200, "sq_type": "SQ8"}),
@@ -156,12 +161,13 @@ class MilvusStore(StoreTemplate):
         *,
         token: str = "",
         retry: RetryPolicy | None = None,
-        timeout: float = 10.0,
+        timeout: float | None = None,
     ) -> None:
         super().__init__(collection, str(uri))
         self.uri = self.location
         self.retry = retry or RetryPolicy()
-        self._timeout = timeout
+        local = _is_local(self.uri)
+        self._timeout = timeout if timeout is not None else LITE_DEADLINE_S if local else SERVER_DEADLINE_S
         _quiet_pymilvus_errors()
         if _is_local(self.uri):
             _quiet_milvus_lite()
