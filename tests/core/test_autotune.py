@@ -263,7 +263,7 @@ def test_poolrag_tune_names_a_bad_model_in_one_line(
 def test_a_compiled_verdict_starts_the_background_compile_unless_compile_is_off(
     cache: Path, bert: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The compile itself is tests/runner/test_background_compile.py's; here: who starts it."""
+    """The compile itself is tests/compile/test_background_compile.py's; here: who starts it."""
     path = Path(Engine(bert, tune="auto").tune_report.path)
     stored = json.loads(path.read_text())
     stored["verdict"]["forward"] = "compiled"  # what `poolrag tune` writes where compiled won
