@@ -87,21 +87,26 @@ class LanguageRecord:
     @classmethod
     def from_metadata(cls, collection: str, data: object) -> LanguageRecord:
         """The record ``data`` describes, or :class:`InvalidInputError` naming the bad field."""
-
-        def bad(field: str, why: str) -> InvalidInputError:
-            return InvalidInputError(
-                f"collection {collection!r} has a bad BM25 languages record: {field} {why}; "
+        problem = _problem(data)
+        if problem is not None:
+            raise InvalidInputError(
+                f"collection {collection!r} has a bad BM25 languages record: {problem}; "
                 "ingest into a new collection to replace it"
             )
+        assert isinstance(data, Mapping)
+        return cls(tuple(data["model"]), data["collection"])
 
-        if not isinstance(data, Mapping) or set(data) != {"model", "collection"}:
-            raise bad("record", f"must be an object with 'model' and 'collection', got {data!r}")
-        model, language = data["model"], data["collection"]
-        if not isinstance(model, list) or not all(isinstance(c, str) and _CODE.fullmatch(c) for c in model):
-            raise bad("model", f"must be a list of ISO 639 codes, got {model!r}")
-        if language is not None and not (isinstance(language, str) and _CODE.fullmatch(language)):
-            raise bad("collection", f"must be an ISO 639 code or null, got {language!r}")
-        return cls(tuple(model), language)
+
+def _problem(data: object) -> str | None:
+    """What is wrong with a languages record (its field first), or ``None``."""
+    if not isinstance(data, Mapping) or set(data) != {"model", "collection"}:
+        return f"record must be an object with 'model' and 'collection', got {data!r}"
+    model, language = data["model"], data["collection"]
+    if not isinstance(model, list) or not all(isinstance(c, str) and _CODE.fullmatch(c) for c in model):
+        return f"model must be a list of ISO 639 codes, got {model!r}"
+    if language is not None and not (isinstance(language, str) and _CODE.fullmatch(language)):
+        return f"collection must be an ISO 639 code or null, got {language!r}"
+    return None
 
 
 def recorded_languages(spec: CollectionSpec) -> LanguageRecord | None:
