@@ -33,7 +33,6 @@ from poolrag.stores.base import (
 from poolrag.stores.errors import CollectionNotFoundError
 from poolrag.stores.filters import MetadataFilter, check_filter, matches
 from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
     check_fusion,
     check_limit,
     check_query_sparse,
@@ -44,6 +43,7 @@ from poolrag.stores.hybrid import (
     require_sparse,
     with_idf,
 )
+from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.names import check_collection_name
 
 logger = logging.getLogger(__name__)
@@ -212,12 +212,12 @@ class InMemoryStore:
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
+        fusion: HybridFusion | None = None,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """Both legs, ``prefetch`` deep, fused by ``fusion`` (the rules of :mod:`poolrag.stores.hybrid`)."""
-        require_sparse(self._require_spec(), f"{self.name} at {self.location}")
-        fusion = check_fusion(fusion)
+        spec = require_sparse(self._require_spec(), f"{self.name} at {self.location}")
+        fusion = check_fusion(collection_default_fusion(spec) if fusion is None else fusion)
         depth = prefetch_depth(limit, prefetch)
         return local_fusion(self, dense, sparse, limit, depth, filter, fusion)
 

@@ -50,7 +50,6 @@ from poolrag.stores.base import (
 from poolrag.stores.errors import CollectionNotFoundError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter, matches
 from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
     RRF_K,
     check_fusion,
     check_limit,
@@ -62,6 +61,7 @@ from poolrag.stores.hybrid import (
     require_sparse,
     with_idf,
 )
+from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.milvus_filter import in_list, milvus_expression
 from poolrag.stores.milvus_payload import (
@@ -457,7 +457,7 @@ class MilvusStore:
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
+        fusion: HybridFusion | None = None,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """Plain RRF runs in Milvus (``hybrid_search``, ``RRFRanker(60)``, the filter in both requests);
@@ -466,7 +466,7 @@ class MilvusStore:
         from pymilvus import AnnSearchRequest, RRFRanker
 
         spec = self._sparse_spec()
-        fusion = check_fusion(fusion)
+        fusion = check_fusion(collection_default_fusion(spec) if fusion is None else fusion)
         depth = prefetch_depth(limit, prefetch)
         query = self._sparse_query(spec, sparse)
         if fusion != "rrf" or not query:

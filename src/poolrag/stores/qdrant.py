@@ -33,7 +33,6 @@ from poolrag.stores.base import (
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
     RRF_K,
     check_fusion,
     check_limit,
@@ -43,6 +42,7 @@ from poolrag.stores.hybrid import (
     prefetch_depth,
     require_sparse,
 )
+from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
@@ -345,15 +345,15 @@ class QdrantStore:
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
+        fusion: HybridFusion | None = None,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """Plain RRF and DBSF run in Qdrant (two prefetches, the filter in each); min-max and weighted
         RRF are computed from the two legs (Qdrant's weighted RRF divides ranks by the weight)."""
         from qdrant_client import models
 
-        self._sparse_spec()
-        fusion = check_fusion(fusion)
+        spec = self._sparse_spec()
+        fusion = check_fusion(collection_default_fusion(spec) if fusion is None else fusion)
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
         if fusion not in ("rrf", "dbsf") or not len(query):

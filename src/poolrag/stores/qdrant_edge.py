@@ -35,7 +35,6 @@ from poolrag.stores.base import (
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
     RRF_K,
     check_fusion,
     check_limit,
@@ -45,6 +44,7 @@ from poolrag.stores.hybrid import (
     prefetch_depth,
     require_sparse,
 )
+from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.retry import RetryPolicy
@@ -282,7 +282,7 @@ class QdrantEdgeStore:
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
+        fusion: HybridFusion | None = None,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """Plain RRF and DBSF in the shard (two prefetches, the filter in each); min-max and weighted
@@ -290,7 +290,7 @@ class QdrantEdgeStore:
         import qdrant_edge as qe
 
         spec = self._sparse_spec()
-        fusion = check_fusion(fusion)
+        fusion = check_fusion(collection_default_fusion(spec) if fusion is None else fusion)
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
         if fusion not in ("rrf", "dbsf") or not len(query):
