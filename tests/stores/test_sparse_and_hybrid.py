@@ -9,6 +9,7 @@ reciprocal-rank fusion) computed by hand from the two legs, and the stores again
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
@@ -21,6 +22,7 @@ from topic_corpus import CORPUS, TOPICS
 from poolrag.errors import InvalidInputError
 from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
+from poolrag.sparse.bm25 import BM25_RECORD_KEY
 from poolrag.stores import ChunkRecord, CollectionMismatchError, CollectionSpec, StoreHit
 from poolrag.stores.errors import UnsupportedStoreFeature
 from poolrag.stores.hybrid import (
@@ -31,6 +33,7 @@ from poolrag.stores.hybrid import (
     fuse_rankings,
     standout,
 )
+from poolrag.stores.language_prior import LANGUAGES_RECORD_KEY, OUT_OF_LANGUAGE_FUSION, LanguageRecord
 
 MODEL = "minilm@2cbc4fe1b1001d07"
 KINDS = ["memory", "qdrant", "milvus", "qdrant-edge", "process"]  # process: tests/stores/process_store.py
@@ -494,3 +497,29 @@ def test_milvus_refuses_token_vectors_next_to_dense(make_store) -> None:
         make_store("milvus").ensure_collection(three)
     with pytest.raises(InvalidInputError, match="multivector_dimension"):
         CollectionSpec(**{**spec().__dict__, "multivector_dimension": 0})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_collection_in_a_language_its_model_does_not_cover_fuses_with_bm25_leading(
+    kind, make_store, encoder, corpus, minilm_engine
+) -> None:
+    """``search_hybrid`` without a fusion reads the collection's BM25 record: declared Italian, with a
+    model card that says English, it fuses by ``OUT_OF_LANGUAGE_FUSION`` (min-max, BM25's share
+    raised), the same in every store; declared English, by ``DEFAULT_FUSION``."""
+    for language, fusion in (("italian", OUT_OF_LANGUAGE_FUSION), ("english", DEFAULT_FUSION)):
+        languages = LanguageRecord.declared(("en",), language).to_metadata()
+        bm25 = {"avg_doc_length": 10.0, "k1": 1.2, "b": 0.75, "analyzer": {"name": "wordpiece"}}
+        options = {BM25_RECORD_KEY: {**bm25, LANGUAGES_RECORD_KEY: languages}}
+        store = make_store(kind, f"docs_{language}")
+        store.ensure_collection(dataclasses.replace(spec(), name=f"docs_{language}", model_options=options))
+        store.upsert(records(corpus))
+        for dense, sparse in zip(
+            minilm_engine.embed_array(QUERIES), encoder.encode_queries(QUERIES), strict=True
+        ):
+            legs = store.search(dense, 50), store.search_sparse(sparse, 50)
+            hits = store.search_hybrid(dense, sparse, 4)
+            assert [(h.id, round(h.score, 5)) for h in hits] == [
+                (h.id, round(h.score, 5)) for h in fuse_legs(*legs, 4, fusion)
+            ], language
+            if language == "italian":
+                check_fused(hits, by_hand_scores(*legs, "minmax", OUT_OF_LANGUAGE_FUSION[1]), 4)

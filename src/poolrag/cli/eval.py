@@ -111,8 +111,8 @@ def _analyzer_suffix(args: argparse.Namespace) -> str:
     if args.sparse_model:
         return ""
     parts = [] if args.analyzer == DEFAULT_ANALYZER else [args.analyzer]
-    if args.analyzer == WORDS and args.language != DEFAULT_LANGUAGE:
-        parts.append(args.language)
+    if args.language is not None and not (args.analyzer == WORDS and args.language == DEFAULT_LANGUAGE):
+        parts.append(args.language)  # a declared language is recorded: a collection of its own
     return "_".join(parts)
 
 
@@ -206,7 +206,7 @@ def _sources(
     """The dense encoder and the sparse source, chosen as ``poolrag ingest --hybrid`` chooses: the
     --sparse-model, else the main model's own sparse head (one forward pass), else BM25."""
     from poolrag.cache import CachedEmbedder
-    from poolrag.cli.ingest import analyzer_from_args, load_sparse_model
+    from poolrag.cli.ingest import analyzer_from_args, languages_from_args, load_sparse_model
     from poolrag.ingest import DenseEncoder
     from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
     from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
@@ -216,7 +216,8 @@ def _sources(
         return DenseEncoder(CachedEmbedder(engine, cache)), LearnedSparseChunkEncoder(sparse_model, cache)
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache)
-    bm25 = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer_from_args(args))
+    analyzer, languages = analyzer_from_args(args), languages_from_args(engine, args)
+    bm25 = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer, languages)
     return DenseEncoder(CachedEmbedder(engine, cache)), bm25
 
 

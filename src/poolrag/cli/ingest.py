@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from poolrag.sparse.words import WordAnalyzer
     from poolrag.stores.address import StoreAddress
     from poolrag.stores.base import VectorStore
+    from poolrag.stores.language_prior import LanguageRecord
 
 logger = logging.getLogger(__name__)
 
@@ -66,18 +67,29 @@ def add_analyzer_arguments(group: Any) -> None:
     group.add_argument(
         "--language",
         choices=sorted(LANGUAGES),
-        default=DEFAULT_LANGUAGE,
         metavar="LANGUAGE",
-        help=f"stemmer and stop words of --analyzer words (default: {DEFAULT_LANGUAGE}; one of "
-        f"{', '.join(sorted(LANGUAGES))})",
+        help=f"the collection's language: stemmer and stop words of --analyzer words (default: "
+        f"{DEFAULT_LANGUAGE}), and, recorded with the model card's languages, what lets the hybrid default "
+        f"lean on BM25 when the model was not trained on it (one of {', '.join(sorted(LANGUAGES))})",
     )
 
 
 def analyzer_from_args(args: argparse.Namespace) -> WordAnalyzer | None:
     """The word analyzer the flags name, or ``None`` for word pieces."""
-    from poolrag.sparse.words import WORDS, WordAnalyzer
+    from poolrag.sparse.words import DEFAULT_LANGUAGE, WORDS, WordAnalyzer
 
-    return WordAnalyzer(args.language) if args.analyzer == WORDS else None
+    return WordAnalyzer(args.language or DEFAULT_LANGUAGE) if args.analyzer == WORDS else None
+
+
+def languages_from_args(engine: Engine, args: argparse.Namespace) -> LanguageRecord | None:
+    """The model card's languages and the collection's ``--language``, or ``None`` when no language
+    was declared (the collection then records none, and the hybrid default stays the default)."""
+    from poolrag.config.model_card import declared_languages
+    from poolrag.stores.language_prior import LanguageRecord
+
+    if args.language is None:
+        return None
+    return LanguageRecord.declared(declared_languages(engine.spec.path), args.language)
 
 
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
@@ -346,7 +358,10 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
 
 
 def _sparse_encoder(
-    engine: InProcessEngine, cache: EmbeddingCache | None, analyzer: WordAnalyzer | None = None
+    engine: InProcessEngine,
+    cache: EmbeddingCache | None,
+    analyzer: WordAnalyzer | None = None,
+    languages: LanguageRecord | None = None,
 ) -> SparseChunkEncoder:
     """Lexical BM25 over words (or the model's own word pieces): hybrid search with no second model."""
     from poolrag.errors import InvalidInputError
@@ -355,7 +370,7 @@ def _sparse_encoder(
 
     if engine.facts.score_kind is ScoreKind.MAXSIM:
         raise InvalidInputError("--hybrid goes with single-vector models, not ColBERT token vectors")
-    return bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer)
+    return bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer, languages)
 
 
 def _hybrid_encoders(
@@ -376,7 +391,8 @@ def _hybrid_encoders(
         return encoder, LearnedSparseChunkEncoder(sparse_model, cache)
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache, args.dimensions)
-    return encoder, _sparse_encoder(engine, cache, analyzer_from_args(args))
+    languages = languages_from_args(engine, args)
+    return encoder, _sparse_encoder(engine, cache, analyzer_from_args(args), languages)
 
 
 def load_sparse_model(engine_args: EngineArgs) -> Engine:

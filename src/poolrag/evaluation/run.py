@@ -32,7 +32,7 @@ from poolrag.retrieval.fusion import SecondStage
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
 from poolrag.retrieval.sparse_queries import SparseQueryEncoder
-from poolrag.stores.hybrid import DEFAULT_FUSION
+from poolrag.stores.language_prior import collection_default_fusion
 
 logger = logging.getLogger(__name__)
 
@@ -194,8 +194,10 @@ class Evaluation:
         base = "hybrid" if mode in RERANK_MODES else mode
         if base == "hybrid":
             # The reranked modes see the same fused list plain hybrid ranks (``depth`` of it), fused by
-            # the default rule even where a tuned setting was saved (``--tune`` reports that one).
+            # the collection's default rule even where a tuned setting was saved (``--tune`` reports
+            # that one); the default leans on BM25 where the model does not cover the recorded language.
+            fusion = collection_default_fusion(retriever.spec)
             return retriever.search(
-                query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth, fusion=DEFAULT_FUSION
+                query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth, fusion=fusion
             )
         return retriever.search(query.text, depth, mode=base)  # type: ignore[arg-type]

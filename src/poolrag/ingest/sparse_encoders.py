@@ -30,6 +30,7 @@ from poolrag.sparse.vector import SparseVector
 from poolrag.sparse.words import WordAnalyzer, analyzer_name, recorded_analyzer
 from poolrag.stores.base import weights_fingerprint
 from poolrag.stores.errors import CollectionMismatchError
+from poolrag.stores.language_prior import LANGUAGES_RECORD_KEY, LanguageRecord
 
 #: Where a collection's BM25 settings are recorded (``CollectionSpec.model_options``).
 BM25_OPTIONS_KEY = BM25_RECORD_KEY
@@ -67,6 +68,9 @@ class BM25ChunkEncoder:
         cache: the embedding cache, or ``None``.
         avg_doc_length: the collection's mean chunk length in terms; ``None`` takes the collection's
             recorded value, or the mean of the first batch for a new collection.
+        languages: the model's and the collection's languages, recorded so the hybrid default can
+            raise BM25's share where the model does not cover the collection's language
+            (:mod:`poolrag.stores.language_prior`); written when the collection is created.
     """
 
     kind = "bm25"
@@ -80,12 +84,14 @@ class BM25ChunkEncoder:
         cache: EmbeddingCache | None = None,
         *,
         avg_doc_length: float | None = None,
+        languages: LanguageRecord | None = None,
     ) -> None:
         if avg_doc_length is not None and not (math.isfinite(avg_doc_length) and avg_doc_length > 0):
             raise InvalidInputError(f"the average chunk length must be a positive number: {avg_doc_length}")
         self.encoder = encoder
         self.counter = CachedTermCounter(encoder, tokenizer_identity, cache)
         self.avg_doc_length = avg_doc_length
+        self.languages = languages
 
     @property
     def computed(self) -> int:
@@ -96,12 +102,15 @@ class BM25ChunkEncoder:
 
     def settings(self) -> dict[str, Any]:
         parameters = self.encoder.parameters
-        return {
+        settings: dict[str, Any] = {
             "avg_doc_length": self.avg_doc_length,
             "k1": parameters.k1,
             "b": parameters.b,
             "analyzer": self.encoder.analyzer_record(),
         }
+        if self.languages is not None:
+            settings[LANGUAGES_RECORD_KEY] = self.languages.to_metadata()
+        return settings
 
     def adopt(self, recorded: dict[str, Any] | None, first_batch: Sequence[str]) -> None:
         """Also refuses a collection whose terms another analyzer made (a collection recorded before
@@ -146,10 +155,11 @@ def bm25_for_model(
     model_identity: str,
     cache: EmbeddingCache | None = None,
     analyzer: WordAnalyzer | None = None,
+    languages: LanguageRecord | None = None,
 ) -> BM25ChunkEncoder:
     """Lexical BM25 over ``analyzer``'s words, or the embedding model's own word pieces when ``None``."""
     encoder = BM25Encoder(None, analyzer=analyzer) if analyzer is not None else BM25Encoder(tokenizer)
-    return BM25ChunkEncoder(encoder, model_identity, cache)
+    return BM25ChunkEncoder(encoder, model_identity, cache, languages=languages)
 
 
 class SparseEmbedder(Protocol):

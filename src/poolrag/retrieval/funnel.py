@@ -34,6 +34,7 @@ from poolrag.stores.base import HybridFusion, StoreHit, VectorStore
 from poolrag.stores.errors import UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import DEFAULT_FUSION, check_fusion, fuse_legs, prefetch_depth
+from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.retrieval_record import RetrievalRecord, saved_record
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,8 @@ class Retriever:
         :mod:`poolrag.stores.hybrid`); ``prefetch``: how deep each hybrid leg goes (default: as many
         as the hits fused, at least 50). Without ``fusion``, a hybrid search fuses as the collection's
         saved record says (``poolrag eval --tune --save``), legs as deep as it was tuned with unless
-        ``prefetch`` is given; with no record, by the default. ``rescore=False`` skips stage 2 (for
+        ``prefetch`` is given; with no record, by the collection's default (BM25 leads where the
+        model does not cover the collection's recorded language). ``rescore=False`` skips stage 2 (for
         comparison).
         """
         check_k(k)
@@ -158,10 +160,11 @@ class Retriever:
         return saved_record(self.spec)
 
     def _saved_setting(self) -> tuple[HybridFusion, int | None]:
-        """The saved fusion and leg depth, or the default fusion when nothing was saved."""
+        """The saved fusion and leg depth, or the collection's default fusion when nothing was saved
+        (:func:`~poolrag.stores.language_prior.collection_default_fusion`)."""
         record = self.saved
         if record is None:
-            return DEFAULT_FUSION, None
+            return collection_default_fusion(self.spec), None
         return record.fusion, record.prefetch
 
     @staticmethod

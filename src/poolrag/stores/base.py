@@ -215,12 +215,14 @@ class VectorStore(Protocol):
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = ("adaptive", 0.4),
+        fusion: HybridFusion | None = None,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """The dense and the sparse ranking (``prefetch`` deep each, default ``max(limit, 50)``) fused
-        by ``fusion`` (default: min-max normalised scores, the sparse share adapted per query from
-        0.3); ``filter`` applies to both. Scores are the fused ones."""
+        by ``fusion`` (default: the collection's, from
+        :func:`poolrag.stores.language_prior.collection_default_fusion`: min-max normalised scores,
+        the sparse share adapted per query, or BM25 leading where the model does not cover the
+        collection's recorded language); ``filter`` applies to both. Scores are the fused ones."""
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (``[D]`` or ``[T, D]``)."""

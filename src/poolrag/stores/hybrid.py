@@ -27,6 +27,9 @@ one that is lost (the German and French FAQ under an English model), where any s
 stays below BM25; and weighing BM25 down where its best hits are ones the dense leg never found keeps
 it from dragging dense down on chit-chat (chatterbot), where BM25 only matches common words. That
 last part was found by looking at the German, French and chatterbot sets too (RESULTS.md says so).
+A collection declared in a language its model's card does not list gets
+:data:`~poolrag.stores.language_prior.OUT_OF_LANGUAGE_FUSION` instead (BM25 leading), from its record
+(:func:`~poolrag.stores.language_prior.collection_default_fusion`).
 Legs go at least 50 deep (:data:`DEFAULT_PREFETCH`): min-max and the
 z-score need enough of each list to tell the best hit from the rest, and 50 beat 30 there.
 

@@ -29,7 +29,6 @@ from poolrag.stores.base import (
 from poolrag.stores.errors import CollectionNotFoundError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
-    DEFAULT_FUSION,
     check_fusion,
     check_limit,
     check_query_sparse,
@@ -38,6 +37,7 @@ from poolrag.stores.hybrid import (
     prefetch_depth,
     require_sparse,
 )
+from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.registry import StoreLocation
 
@@ -194,13 +194,15 @@ class StoreTemplate(ABC):
         limit: int,
         *,
         filter: MetadataFilter | None = None,
-        fusion: HybridFusion = DEFAULT_FUSION,
+        fusion: HybridFusion | None = None,
         prefetch: int | None = None,
     ) -> list[StoreHit]:
         """The dense and the sparse ranking (``prefetch`` deep each, default ``max(limit, 50)``) fused
-        by ``fusion``; ``filter`` applies to both. Scores are the fused ones."""
+        by ``fusion`` (default: the collection's own,
+        :func:`~poolrag.stores.language_prior.collection_default_fusion`); ``filter`` applies to both.
+        Scores are the fused ones."""
         spec = self._sparse_spec()
-        fusion = check_fusion(fusion)
+        fusion = check_fusion(collection_default_fusion(spec) if fusion is None else fusion)
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
         checked = check_filter(filter)
