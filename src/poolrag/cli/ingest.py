@@ -82,14 +82,16 @@ def analyzer_from_args(args: argparse.Namespace) -> WordAnalyzer | None:
 
 
 def languages_from_args(engine: Engine, args: argparse.Namespace) -> LanguageRecord | None:
-    """The model card's languages and the collection's ``--language``, or ``None`` when no language
-    was declared (the collection then records none, and the hybrid default stays the default)."""
+    """The model card's languages and the collection's ``--language``; without ``--language`` the
+    BM25 encoder detects the collection's from its first batch (where the card names the model's),
+    and ``None`` when neither is known (the hybrid default then stays the default)."""
     from poolrag.config.model_card import declared_languages
     from poolrag.stores.language_prior import LanguageRecord
 
-    if args.language is None:
+    model = declared_languages(engine.spec.path)
+    if args.language is None and not model:
         return None
-    return LanguageRecord.declared(declared_languages(engine.spec.path), args.language)
+    return LanguageRecord.declared(model, args.language)
 
 
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:

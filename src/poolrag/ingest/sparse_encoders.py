@@ -15,6 +15,7 @@ The collection records which model made them, as data only, so search can refuse
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -26,6 +27,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, BM25Encoder, BM25Parameters
+from poolrag.sparse.language_detection import detect_language
 from poolrag.sparse.vector import SparseVector
 from poolrag.sparse.words import WordAnalyzer, analyzer_name, recorded_analyzer
 from poolrag.stores.base import weights_fingerprint
@@ -38,6 +40,9 @@ BM25_OPTIONS_KEY = BM25_RECORD_KEY
 LEARNED_SPARSE_OPTIONS_KEY = "learned_sparse"
 #: ``source`` values of that record: the main model's own sparse head, or a separate sparse model.
 OWN_HEAD, SPARSE_MODEL = "main-model", "sparse-model"
+
+
+logger = logging.getLogger(__name__)
 
 
 class SparseChunkEncoder(Protocol):
@@ -135,6 +140,18 @@ class BM25ChunkEncoder:
         if self.avg_doc_length is None and first_batch:
             lengths = [sum(c.values()) for c in self.term_counts(first_batch)]
             self.avg_doc_length = max(sum(lengths) / len(lengths), 1.0)
+            self._detect_language(first_batch)
+
+    def _detect_language(self, first_batch: Sequence[str]) -> None:
+        """A new collection whose language nobody declared gets the one its first batch is written in
+        (when the model card names its languages, else it would change nothing)."""
+        languages = self.languages
+        if languages is None or languages.collection is not None or not languages.model:
+            return
+        detected = detect_language(first_batch)
+        if detected is not None:
+            self.languages = LanguageRecord.declared(languages.model, detected)
+            logger.info("the collection's language looks like %s (declare it with --language)", detected)
 
     def encode(self, texts: Sequence[str]) -> list[SparseVector]:
         if self.avg_doc_length is None:
