@@ -19,7 +19,7 @@ from tiny_models import build_bge_m3
 from poolrag.cache import CachedEmbedder
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
-from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, bm25_for_model
+from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, bm25_for_model, collection_languages
 from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
 from poolrag.sparse.words import WordAnalyzer
 from poolrag.stores import open_store
@@ -30,7 +30,10 @@ SAME_IN_BOTH = ("documents", "documents_skipped", "chunks", "chunks_existing", "
 
 def single_process_run(engine, corpus: Path, store, root: Path):
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, CHUNK_TOKENS, OVERLAP)
-    sparse = bm25_for_model(engine.tokenizer, engine.facts.model_identity, None, WordAnalyzer("english"))
+    languages = collection_languages(engine.spec.path, "english")  # as `poolrag ingest --language english`
+    sparse = bm25_for_model(
+        engine.tokenizer, engine.facts.model_identity, None, WordAnalyzer("english"), languages
+    )
     pipeline = IngestPipeline(
         store,
         DenseEncoder(CachedEmbedder(engine, None)),

@@ -85,13 +85,9 @@ def languages_from_args(engine: Engine, args: argparse.Namespace) -> LanguageRec
     """The model card's languages and the collection's ``--language``; without ``--language`` the
     BM25 encoder detects the collection's from its first batch (where the card names the model's),
     and ``None`` when neither is known (the hybrid default then stays the default)."""
-    from poolrag.config.model_card import declared_languages
-    from poolrag.stores.language_prior import LanguageRecord
+    from poolrag.ingest.sparse_encoders import collection_languages
 
-    model = declared_languages(engine.spec.path)
-    if args.language is None and not model:
-        return None
-    return LanguageRecord.declared(model, args.language)
+    return collection_languages(engine.spec.path, args.language)
 
 
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:

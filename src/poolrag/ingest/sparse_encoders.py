@@ -167,6 +167,18 @@ class BM25ChunkEncoder:
         return self.encoder.encode_queries(texts)
 
 
+def collection_languages(model_folder: str | None, language: str | None) -> LanguageRecord | None:
+    """What a new hybrid collection records about languages: the model card's codes and the declared
+    ``language`` (``None``: the BM25 encoder detects it from the first batch); ``None`` when the card
+    names none and nothing was declared (the hybrid default then stays the default)."""
+    from poolrag.config.model_card import declared_languages
+
+    model = declared_languages(model_folder) if model_folder is not None else ()
+    if language is None and not model:
+        return None
+    return LanguageRecord.declared(model, language)
+
+
 def bm25_for_model(
     tokenizer: Any,
     model_identity: str,

@@ -60,10 +60,15 @@ from poolrag.ingest.driver import IngestDriver, IngestReport, VectorSourceFacts
 from poolrag.ingest.encoders import DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.shared_pass import has_sparse_head
-from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, BM25ChunkEncoder, bm25_for_model
+from poolrag.ingest.sparse_encoders import (
+    BM25_OPTIONS_KEY,
+    BM25ChunkEncoder,
+    bm25_for_model,
+    collection_languages,
+)
 from poolrag.model_facts import ScoreKind
 from poolrag.sparse.vector import SparseVector
-from poolrag.sparse.words import WORDS, WordAnalyzer
+from poolrag.sparse.words import DEFAULT_LANGUAGE, WORDS, WordAnalyzer
 from poolrag.stores.address import StoreAddress
 from poolrag.stores.base import ChunkRecord, Quantization, VectorStore
 
@@ -119,11 +124,13 @@ class BM25Recipe:
 
     Args:
         analyzer: ``words`` or ``wordpiece`` (:data:`poolrag.sparse.words.ANALYZERS`).
-        language: the stemmer and stop words of ``words``.
+        language: the declared ``--language`` (the stemmer and stop words of ``words``, and the
+            collection's recorded language); ``None``: english stems, the language detected as a
+            single-process run detects it.
     """
 
     analyzer: str
-    language: str
+    language: str | None = None
 
     def build(self, engine: Any, settings: Mapping[str, Any] | None = None) -> BM25ChunkEncoder:
         """The BM25 encoder over ``engine``'s model; ``settings``: the ones the probe fixed."""
@@ -132,8 +139,9 @@ class BM25Recipe:
                 f"{engine.facts.model_name} has its own sparse head, which --hybrid uses; --ray makes BM25 "
                 "vectors only: ingest it without --ray"
             )
-        analyzer = WordAnalyzer(self.language) if self.analyzer == WORDS else None
-        encoder = bm25_for_model(engine.tokenizer, engine.facts.model_identity, None, analyzer)
+        analyzer = WordAnalyzer(self.language or DEFAULT_LANGUAGE) if self.analyzer == WORDS else None
+        languages = collection_languages(engine.spec.path, self.language)
+        encoder = bm25_for_model(engine.tokenizer, engine.facts.model_identity, None, analyzer, languages)
         if settings is not None:
             encoder.adopt(dict(settings), [])
         return encoder
