@@ -67,10 +67,18 @@ def kill_mid_run(args: list[str], checkpoint: Path) -> int:
     return done_before
 
 
+#: Ray's own message when a local instance did not come up in time (a loaded 2-core machine, right
+#: after a SIGKILLed driver's instance went down); the ingest never started, so it is run again.
+RAY_START_TIMEOUT = "Timed out waiting for file"
+
+
 def resume(args: list[str]) -> dict[str, Any]:
     """Run the same ingest again to the end; its JSON report."""
-    resumed = start_ingest(args)
-    out, err = resumed.communicate(timeout=600)
+    for attempt in range(2):
+        resumed = start_ingest(args)
+        out, err = resumed.communicate(timeout=600)
+        if resumed.returncode == 0 or attempt or RAY_START_TIMEOUT not in err:
+            break
     assert resumed.returncode == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
 
