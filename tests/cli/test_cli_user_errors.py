@@ -170,21 +170,28 @@ def test_serve_reports_a_forged_weights_file_with_exit_2(forged_model: Path, tmp
 
 
 def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Path) -> None:
-    """Another process holds the Qdrant local folder for a while; the run waits and succeeds."""
+    """Another process holds the Qdrant local folder until the run has retried; the run then succeeds.
+
+    The holder lets go when the first retry line appears (not after a fixed time), so a slow model
+    load on a busy machine cannot let the run reach the store after the folder was already free."""
     folder = tmp_path / "q"
+    release = tmp_path / "release"
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom qdrant_client import QdrantClient\n"
-            f"c = QdrantClient(path={str(folder)!r})\nprint('held', flush=True)\ntime.sleep(15)\nc.close()",
+            "import sys, time\nfrom pathlib import Path\nfrom qdrant_client import QdrantClient\n"
+            f"c = QdrantClient(path={str(folder)!r})\nprint('held', flush=True)\n"
+            f"deadline = time.monotonic() + 600\n"
+            f"while not Path({str(release)!r}).exists() and time.monotonic() < deadline:\n"
+            "    time.sleep(0.1)\nc.close()",
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(tmp_path / "cache")}
-    out = subprocess.run(
+    run = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -201,15 +208,23 @@ def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Pat
             "0.5",
             "--quiet",
         ],
-        capture_output=True,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
         env=env,
     )
+    assert run.stderr is not None
+    lines: list[str] = []
+    for line in run.stderr:
+        lines.append(line.rstrip("\n"))
+        if "retry " in line:
+            release.touch()
+    release.touch()
+    code = run.wait(timeout=600)
     holder.wait(timeout=30)
-    assert out.returncode == 0, out.stderr[-3000:]
-    retries = [line for line in out.stderr.splitlines() if "retry " in line]
-    assert retries and "Traceback" not in out.stderr
+    err = "\n".join(lines)
+    assert code == 0, err[-3000:]
+    retries = [line for line in lines if "retry " in line]
+    assert retries and "Traceback" not in err
     assert all(line.startswith("WARNING poolrag.stores.retry:") for line in retries)
 
 
