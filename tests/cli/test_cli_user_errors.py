@@ -182,7 +182,7 @@ def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Pat
             "-c",
             "import sys, time\nfrom pathlib import Path\nfrom qdrant_client import QdrantClient\n"
             f"c = QdrantClient(path={str(folder)!r})\nprint('held', flush=True)\n"
-            f"deadline = time.monotonic() + 600\n"
+            "deadline = time.monotonic() + 600\n"
             f"while not Path({str(release)!r}).exists() and time.monotonic() < deadline:\n"
             "    time.sleep(0.1)\nc.close()",
         ],
