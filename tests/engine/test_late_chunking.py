@@ -95,6 +95,11 @@ def test_parity_with_one_automodel_forward_and_params(tiny_model: Callable[..., 
     )
     unit = raw / np.linalg.norm(raw, axis=1, keepdims=True)
     np.testing.assert_allclose(engine.embed_chunks(DOCUMENT, spans), unit, rtol=1e-4, atol=1e-5)
+    # Matryoshka sizes cut and renormalise as for embed
+    matryoshka = Engine(folder, pooler_config={"pooling_type": "MEAN"}, hf_overrides={"is_matryoshka": True})
+    cut = raw[:, :8] / np.linalg.norm(raw[:, :8], axis=1, keepdims=True)
+    got = matryoshka.embed_chunks(DOCUMENT, spans, PoolingParams(dimensions=8))
+    np.testing.assert_allclose(got, cut, rtol=1e-4, atol=1e-5)
 
 
 WINDOW = 16  # max_model_len: 14 text tokens between [CLS] and [SEP]
