@@ -205,3 +205,15 @@ class InProcessEngine(PoolingEngine, Protocol):
         """The model input for a text whose bare token ids are ``ids``; ``None`` where the text
         itself must go (an instruction prompt, ColBERT markers, special tokens that vary)."""
         ...
+
+    # Late chunking lives here, not on PoolingEngine: a span becomes token rows through the model's
+    # own tokenizer offsets and windows, which only the process holding the model has.
+    def embed_chunks(
+        self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        """Late chunking: one vector per character span, pooled from one pass over ``document``."""
+        ...
+
+    async def aembed_chunks(
+        self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray: ...

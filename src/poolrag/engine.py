@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -47,6 +47,7 @@ from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.scoring.similarity import maxsim, similarity_by_name
 from poolrag.sparse.vector import SparseVector
 from poolrag.tokenization.input_processor import PromptInput, check_text
+from poolrag.tokenization.late_chunks import LATE_CHUNK_TASK, check_spans, plan_late_chunks
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
 
 if TYPE_CHECKING:  # the compiler stack loads only when compile is on
@@ -473,6 +474,46 @@ class Engine:
             dims = self._resolve("embed", pooling_params).dimensions or self.embedding_dim or 0
             return np.zeros((0, dims), dtype=np.float32)
         return np.stack((yield requests))
+
+    def embed_chunks(
+        self,
+        document: str,
+        spans: Sequence[tuple[int, int]],
+        pooling_params: PoolingParams | None = None,
+    ) -> np.ndarray:
+        """Late chunking: ``[len(spans), D]`` vectors, one per ``[start, end)`` character span of
+        ``document``, each the mean of its token rows from ONE forward pass over the whole document
+        (windows of the model's length beyond it, see :mod:`poolrag.tokenization.late_chunks`), so
+        each chunk's vector has read its context. Then the ``embed`` head (projection, ``dimensions``,
+        normalisation). Mean-pooling models only.
+        """
+        return self._drive(self._late_chunk_steps(document, spans, pooling_params))
+
+    async def aembed_chunks(
+        self,
+        document: str,
+        spans: Sequence[tuple[int, int]],
+        pooling_params: PoolingParams | None = None,
+    ) -> np.ndarray:
+        """:meth:`embed_chunks` for asyncio: batched with every other caller of this engine."""
+        return await self._adrive(self._late_chunk_steps(document, spans, pooling_params), len(spans))
+
+    def _late_chunk_steps(
+        self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None
+    ) -> Steps[np.ndarray]:
+        params = pooling_params or PoolingParams()
+        resolved = replace(self._resolve("embed", params), task=LATE_CHUNK_TASK)
+        if LATE_CHUNK_TASK not in self._pipeline.executor.poolers:
+            raise InvalidInputError(
+                f"late chunking needs a mean-pooling model; {self.model_name} pools by "
+                f"{self.pooler_config.pooling_type}, whose vector has no part per chunk"
+            )
+        checked = check_spans(check_text(document, "document"), spans)
+        processor = self._pipeline.processor
+        prefix = processor.prompts.prefix_for(resolved.input_type, params.prompt)
+        plan = plan_late_chunks(processor, document, checked, resolved, prefix)
+        results = yield plan.windows
+        return np.stack([results[window][row] for window, row in plan.placement])
 
     def sparse_embed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None

@@ -20,7 +20,7 @@ import numpy as np
 from poolrag.backend import PoolingBackend
 from poolrag.cache.keys import cache_namespace, text_key
 from poolrag.cache.sqlite_store import EmbeddingCache
-from poolrag.errors import InputTypeError
+from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import InputType, PoolingParams
 from poolrag.pooling.matryoshka import truncate
@@ -203,6 +203,34 @@ class CachedEmbedder:
             batch = {k: np.asarray(vectors[i], dtype=np.float32) for i, (k, _) in enumerate(part)}
             await asyncio.to_thread(self._store, batch)
             computed.update(batch)
+        return self._assemble(keys, found, computed, resolved)
+
+    # -- late chunking: vectors keyed on the whole document ---------------------------------------------
+    def embed_chunks(
+        self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        """:meth:`~poolrag.Engine.embed_chunks` through the cache (an in-process backend only).
+
+        A late vector depends on the whole document, so its key is the span with the document's
+        text under a ``late_chunks`` namespace: it never answers for the chunk's text embedded alone,
+        nor for the same span of an edited document.
+        """
+        embed_chunks = getattr(self.backend, "embed_chunks", None)
+        if embed_chunks is None:
+            raise InvalidInputError(
+                f"late chunking needs the model in this process; {self.backend!r} is not an Engine"
+            )
+        params, resolved = self._merged(pooling_params)
+        namespace = cache_namespace(self.facts, "late_chunks", params.with_updates(dimensions=None))
+        document_key = text_key(namespace, check_text(document, "document"))
+        keys = [text_key(document_key, f"{start}:{end}") for start, end in spans]
+        found = self._lookup(keys)
+        todo = [(k, span) for k, span in dict(zip(keys, spans, strict=True)).items() if k not in found]
+        computed: dict[bytes, np.ndarray] = {}
+        if todo:
+            vectors = embed_chunks(document, [span for _, span in todo], self._full_size_request(params))
+            computed = {k: vectors[i] for i, (k, _) in enumerate(todo)}
+            self._store(computed)
         return self._assemble(keys, found, computed, resolved)
 
     # -- PoolingBackend: the rest goes straight to the backend ----------------------------------------

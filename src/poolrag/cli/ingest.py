@@ -218,6 +218,11 @@ def register(subparsers: Any) -> None:
     chunking.add_argument(
         "--prune", action="store_true", help="delete chunks of sources not given in this run"
     )
+    chunking.add_argument(
+        "--late-chunking",
+        action="store_true",
+        help="one pass per document, each chunk mean-pooled from it (mean-pooling models)",
+    )
     chunking.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     chunking.add_argument(
         "--checkpoint", metavar="FILE", help="progress file (default: under the cache folder)"
@@ -298,6 +303,10 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
             "--index-quantization",
             engine_args.quantization,
         )
+    if args.late_chunking and (args.ray is not None or args.hybrid):
+        raise InvalidInputError(
+            "--late-chunking runs in this process with dense vectors: drop --ray / --hybrid"
+        )
     if args.ray is not None:  # the actors load the engine: poolrag.cli.ingest_ray
         from poolrag.cli.ingest_ray import ingest_on_ray_from_args, refuse_unsupported
 
@@ -310,6 +319,11 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
             args, documents, files_left_out, store, cache, engine_args, options, checkpoint_dir
         )
     engine = load_engine(engine_args)
+    if args.late_chunking and engine.pooler_config.pooling_type != "MEAN":
+        raise InvalidInputError(
+            f"--late-chunking needs a mean-pooling model; {engine.model_name} pools by "
+            f"{engine.pooler_config.pooling_type}"
+        )
     encoder = _encoder(engine, cache, args.dimensions)
     sparse_encoder = None
     if args.hybrid:
@@ -328,6 +342,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         checkpoint_dir=None if args.cache is None else _parent(args.cache),
         progress=not args.quiet,
         sparse_encoder=sparse_encoder,
+        late_chunking=args.late_chunking,
     )
     return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped)
 

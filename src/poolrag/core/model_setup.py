@@ -39,6 +39,7 @@ from poolrag.pooling.heads import (
     TokenClassifierHead,
     TokenEmbeddingHead,
 )
+from poolrag.pooling.late_chunks import LateChunkPooler
 from poolrag.pooling.lm_head_rows import LMHeadRowsHead, vocab_ids
 from poolrag.pooling.methods import pooling_method
 from poolrag.pooling.sparse_poolers import LexicalHeadsPooler, SpladePooler
@@ -52,6 +53,7 @@ from poolrag.pooling.task_poolers import (
 )
 from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
+from poolrag.tokenization.late_chunks import LATE_CHUNK_TASK
 
 logger = logging.getLogger(__name__)
 
@@ -330,12 +332,16 @@ class _TaskHeads:
 
 def _embedding_heads(ctx: _HeadContext) -> _TaskHeads:
     assert ctx.pooler.pooling_type is not None
-    embed = EmbeddingPooler(pooling_method(ctx.pooler.pooling_type), MatryoshkaHead(ctx.projection))
+    head = MatryoshkaHead(ctx.projection)
+    embed = EmbeddingPooler(pooling_method(ctx.pooler.pooling_type), head)
     poolers: dict[str, TaskPooler] = {
         "embed": embed,
         "score": embed,
         "token_embed": TokenEmbeddingPooler(TokenEmbeddingHead(None)),
     }
+    # a chunk's mean is a part of the text's mean; a CLS / LAST vector has no part per chunk
+    if ctx.pooler.pooling_type == "MEAN":
+        poolers[LATE_CHUNK_TASK] = LateChunkPooler(head)
     return _TaskHeads(poolers, ctx.vector_dim)
 
 

@@ -55,6 +55,9 @@ class Chunk:
     #: The text's token ids without special tokens, exactly as the tokenizer gives them for ``text``
     #: alone (``None`` when unknown); the encoder frames and embeds them without tokenising again.
     token_ids: tuple[int, ...] | None = field(default=None, compare=False, repr=False)
+    #: The whole document's text, set only for late chunking (each chunk's vector is pooled from a
+    #: pass over it); the chunks of one document share the one string.
+    document: str | None = field(default=None, compare=False, repr=False)
 
     def payload(self) -> dict[str, Any]:
         """What the store keeps next to the vector."""

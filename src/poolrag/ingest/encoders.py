@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Protocol
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from poolrag.backend import InProcessEngine, PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.errors import InvalidInputError
+from poolrag.ingest.chunker import Chunk
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
 from poolrag.tokenization.input_processor import TokensPrompt
@@ -80,6 +82,19 @@ class DenseEncoder:
             model_inputs=inputs,
         )
         return list(vectors)
+
+    def encode_late(self, chunks: Sequence[Chunk]) -> list[np.ndarray]:
+        """Late chunking: each document's chunks pooled from one pass over the document's text
+        (``chunk.document``), cached under keys of the whole document (see ``embed_chunks``)."""
+        params = PoolingParams(input_type="document", dimensions=self.dimensions)
+        vectors: list[np.ndarray] = []
+        for _, group in groupby(chunks, key=lambda c: id(c.document)):
+            part = list(group)
+            document = part[0].document
+            if document is None:
+                raise InvalidInputError(f"{part[0].source}: late chunking needs the chunks' document text")
+            vectors.extend(self.embedder.embed_chunks(document, [(c.start, c.end) for c in part], params))
+        return vectors
 
 
 class ColbertEncoder:

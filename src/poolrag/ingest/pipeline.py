@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.driver import IngestDriver, IngestReport
-from poolrag.ingest.encoders import ChunkEncoder
+from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.stores.base import ChunkRecord, Quantization, VectorStore
@@ -59,6 +59,8 @@ class IngestPipeline:
         store: the collection to fill (opened by :func:`poolrag.stores.open_store`).
         encoder: :class:`~poolrag.ingest.encoders.DenseEncoder` or ``ColbertEncoder``.
         chunker: splits documents; its ``max_tokens`` must fit the model.
+        late_chunking: embed each document's chunks in one pass over the document (mean pooled
+            per chunk, :meth:`~poolrag.Engine.embed_chunks`); ids and payloads are unchanged.
         sparse_encoder: also write a sparse vector per chunk (hybrid search):
             :class:`~poolrag.ingest.sparse_encoders.BM25ChunkEncoder` or
             :class:`~poolrag.ingest.sparse_encoders.LearnedSparseChunkEncoder`; dense layout only.
@@ -81,9 +83,15 @@ class IngestPipeline:
         checkpoint_dir: str | Path | None = None,
         progress: bool = True,
         sparse_encoder: SparseChunkEncoder | None = None,
+        late_chunking: bool = False,
     ) -> None:
         if batch_size <= 0:
             raise InvalidInputError("batch size must be positive")
+        if late_chunking and not isinstance(encoder, DenseEncoder):
+            raise InvalidInputError(
+                "late chunking pools one vector per chunk: it needs a dense (not ColBERT) model"
+            )
+        self.late_chunking = late_chunking
         self.store = store
         self.encoder = encoder
         self.chunker = chunker
@@ -126,7 +134,8 @@ class IngestPipeline:
             for doc in _iter_docs(documents, self.progress):
                 if not driver.admit(doc):
                     continue
-                for chunk in self.chunker.iter_chunks(doc):
+                chunks = self.chunker.iter_chunks(doc)
+                for chunk in _with_document(doc, chunks) if self.late_chunking else chunks:
                     if driver.chunk(doc.source, chunk.id):
                         run.add(chunk)
                 driver.chunked(doc.source)
@@ -141,6 +150,12 @@ class IngestPipeline:
             if not finished:
                 driver.close()
         return driver.finish(prune=prune, skipped=skipped)
+
+
+def _with_document(doc: Document | FileDocument, chunks: Iterable[Chunk]) -> list[Chunk]:
+    """The document's chunks, each carrying its whole text (late chunking reads it whole)."""
+    text = doc.text if isinstance(doc, Document) else "".join(doc.pieces())
+    return [replace(chunk, document=text) for chunk in chunks]
 
 
 def _iter_docs(documents: Iterable[Any], progress: bool) -> Iterable[Any]:
@@ -203,7 +218,11 @@ class _Run:
         """On the embedding thread: dense (and sparse) vectors of a batch, cached as computed."""
         encoder, sparse = self.pipeline.encoder, self.pipeline.sparse_encoder
         texts = [c.text for c in batch]
-        vectors = encoder.encode(texts, [c.token_ids for c in batch])
+        if self.pipeline.late_chunking:
+            assert isinstance(encoder, DenseEncoder)
+            vectors = encoder.encode_late(batch)
+        else:
+            vectors = encoder.encode(texts, [c.token_ids for c in batch])
         sparse_vectors = sparse.encode(texts) if sparse is not None else [None] * len(batch)
         return vectors, sparse_vectors
 

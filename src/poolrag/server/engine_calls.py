@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from poolrag.backend import InProcessEngine
     from poolrag.outputs import (
         ClassificationOutput,
@@ -83,6 +85,15 @@ class EngineCalls:
         self, prompts: list[PromptInput], task: str, params: PoolingParams
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         return await self._run(self.engine.encode, self.engine.aencode, prompts, task, params)
+
+    async def embed_chunks(
+        self, document: str, spans: list[tuple[int, int]], params: PoolingParams
+    ) -> tuple[np.ndarray, int]:
+        """Late chunking's vectors and the document's token count (tokenised off the loop)."""
+        vectors = await self._run(
+            self.engine.embed_chunks, self.engine.aembed_chunks, document, spans, params
+        )
+        return vectors, len(await self.offload(self.engine.tokenize, document))
 
     async def _run(
         self,

@@ -196,6 +196,22 @@ class EmbeddingRequest(VllmRequestBody):
     input_type: InputType | None = Field(
         None, description="Selects the model's query or document prompt (poolrag extension)."
     )
+    late_chunking: LateChunking | None = Field(
+        None,
+        description="poolrag extension: input is one document; data holds one vector per span, in order.",
+    )
+
+
+class LateChunking(BaseModel):
+    """poolrag extension: embed ``input`` (one document) once, one vector per chunk span."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spans: list[tuple[StrictInt, StrictInt]] = Field(
+        min_length=1,
+        description="[start, end) character spans of the document's chunks; each gets the mean of its "
+        "tokens' rows from one pass over the whole document (overlapping spans are allowed).",
+    )
 
 
 class EmbeddingData(BaseModel):

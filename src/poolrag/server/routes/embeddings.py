@@ -76,6 +76,8 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
         input_type=body.input_type,
     )
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
+    if body.late_chunking is not None:
+        return await _late_chunks(body, params, request)
     outputs = await state.run_engine(PATH, len(prompts), state.calls.embed, prompts, params)
     tokens = sum(out.num_tokens for out in outputs)
     wire = (body.encoding_format, body.embed_dtype, body.endianness)
@@ -88,5 +90,25 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
         created=now(),
         model=state.settings.model_name,
         data=data,
+        usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
+    )
+
+
+async def _late_chunks(body: EmbeddingRequest, params: PoolingParams, request: Request) -> EmbeddingResponse:
+    """``late_chunking``: ``input`` is one document, ``data`` one vector per span in order."""
+    assert body.late_chunking is not None
+    if not isinstance(body.input, str):
+        raise APIError(400, "late_chunking takes one document: input must be a string", param="input")
+    state = server_state(request)
+    spans = list(body.late_chunking.spans)
+    vectors, tokens = await state.run_engine(
+        PATH, len(spans), state.calls.embed_chunks, body.input, spans, params
+    )
+    wire = (body.encoding_format, body.embed_dtype, body.endianness)
+    return EmbeddingResponse(
+        id=new_id("embd", body.request_id),
+        created=now(),
+        model=state.settings.model_name,
+        data=[EmbeddingData(index=i, embedding=encode_vector(v, *wire)) for i, v in enumerate(vectors)],
         usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
     )

@@ -1,0 +1,149 @@
+"""Late chunking's input side: one document's tokens as model windows, each chunk span as rows.
+
+Late chunking embeds a long document once and pools one vector per chunk from the rows of that
+forward pass, so every chunk's vector has read the text around it. Character spans become token
+rows through the fast tokenizer's offsets (a token belongs to a span when their character ranges
+overlap). A document longer than the model's window runs as windows of the maximum length that
+overlap by a quarter of a window; each chunk takes all its rows from the one window that holds
+most of it, and among those the one where it sits farthest from an edge (most context on both
+sides). A chunk longer than a window pools the part inside that window, as ``embed`` truncates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.text_validity import check_text
+from poolrag.tokenization.input_processor import InputProcessor
+
+LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a LateChunkRequest
+WINDOW_OVERLAP = 0.25  # of a window's content tokens, shared with the next window
+
+
+@dataclass(frozen=True, slots=True)
+class LateChunkRequest(PoolingRequest):
+    """One window of a document; ``row_spans`` are ``[start, end)`` rows pooled into one vector each."""
+
+    row_spans: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LateChunkPlan:
+    """The windows to run and, per chunk span in the caller's order, (window, vector in it)."""
+
+    windows: list[LateChunkRequest]
+    placement: list[tuple[int, int]]
+
+
+def check_spans(document: str, spans: object) -> list[tuple[int, int]]:
+    """``spans`` as ``(start, end)`` character pairs inside ``document``; one-line errors naming the span.
+
+    Overlapping spans are allowed (chunkers with overlap produce them); empty ones are not.
+    """
+    if isinstance(spans, (str, bytes)) or not isinstance(spans, Sequence):
+        raise InputTypeError(f"spans must be a list of [start, end] pairs, not {type(spans).__name__}")
+    if not spans:
+        raise InvalidInputError("spans is empty: give at least one [start, end] chunk span")
+    checked = []
+    for i, span in enumerate(spans):
+        if (
+            isinstance(span, (str, bytes))
+            or not isinstance(span, Sequence)
+            or len(span) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in span)
+        ):
+            raise InputTypeError(f"spans[{i}] must be a [start, end] pair of integers, not {span!r}")
+        start, end = span
+        if not 0 <= start < end <= len(document):
+            raise InvalidInputError(
+                f"spans[{i}] = [{start}, {end}] is outside the document (0 <= start < end <= {len(document)})"
+            )
+        checked.append((start, end))
+    return checked
+
+
+def _token_span(offsets: Sequence[tuple[int, int]], start: int, end: int) -> tuple[int, int] | None:
+    """The content tokens ``[first, last + 1)`` whose characters overlap ``[start, end)``."""
+    hits = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+    return (hits[0], hits[-1] + 1) if hits else None
+
+
+def _window_starts(length: int, width: int) -> list[int]:
+    if length <= width:
+        return [0]
+    stride = max(1, width - int(width * WINDOW_OVERLAP))
+    return [*range(0, length - width, stride), length - width]
+
+
+def _best_window(starts: Sequence[int], width: int, first: int, stop: int) -> int:
+    """The window holding most of tokens ``[first, stop)``, then the one with the widest margin."""
+
+    def rank(w: int) -> tuple[int, int]:
+        ws = starts[w]
+        covered = min(stop, ws + width) - max(first, ws)
+        return covered, min(first - ws, ws + width - stop)
+
+    return max(range(len(starts)), key=rank)
+
+
+def plan_late_chunks(
+    processor: InputProcessor,
+    document: str,
+    spans: Sequence[tuple[int, int]],
+    params: ResolvedParams,
+    prefix: str = "",
+) -> LateChunkPlan:
+    """Tokenise ``prefix + document`` once and lay its chunk spans out over model windows.
+
+    ``spans`` are checked already (:func:`check_spans`); they index ``document``, not the prefix.
+    """
+    text = prefix + check_text(document, "document")
+    encoded = processor.tokenizer(
+        text,
+        add_special_tokens=True,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
+    ids: list[int] = encoded["input_ids"]
+    special = encoded["special_tokens_mask"]
+    lead = next((i for i, s in enumerate(special) if not s), len(ids))
+    trail = len(ids) - next((i for i, s in enumerate(reversed(special)) if not s), 0)
+    head, tail = ids[:lead], ids[trail:]
+    content, offsets = ids[lead:trail], encoded["offset_mapping"][lead:trail]
+    width = processor.max_len - len(head) - len(tail)
+    if width < 1:
+        raise InvalidInputError(f"the model's maximum length {processor.max_len} leaves no room for text")
+    token_spans = []
+    for i, (start, end) in enumerate(spans):
+        rows = _token_span(offsets, start + len(prefix), end + len(prefix))
+        if rows is None:
+            raise InvalidInputError(f"spans[{i}] = [{start}, {end}] covers no token (only whitespace?)")
+        token_spans.append(rows)
+    starts = _window_starts(len(content), width)
+    per_window: list[list[tuple[int, int]]] = [[] for _ in starts]
+    placement = []
+    for first, stop in token_spans:
+        w = _best_window(starts, width, first, stop)
+        ws = starts[w]
+        rows = (len(head) + max(first, ws) - ws, len(head) + min(stop, ws + width) - ws)
+        placement.append((w, len(per_window[w])))
+        per_window[w].append(rows)
+    windows = []
+    for w, ws in enumerate(starts):
+        if not per_window[w]:
+            continue
+        ids = tuple(head + content[ws : ws + width] + tail)
+        types = (0,) * len(ids) if processor.uses_token_type_ids else None
+        windows.append(
+            LateChunkRequest(
+                token_ids=ids, params=params, token_type_ids=types, row_spans=tuple(per_window[w])
+            )
+        )
+    # windows no chunk needs are not run: renumber the placement to the windows kept
+    kept = {w: n for n, w in enumerate(w for w in range(len(starts)) if per_window[w])}
+    return LateChunkPlan(windows, [(kept[w], j) for w, j in placement])

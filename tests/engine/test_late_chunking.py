@@ -1,0 +1,171 @@
+"""``Engine.embed_chunks``: late chunking, one forward pass over a document, one vector per span.
+
+The reference is one transformers / sentence-transformers forward over the document's tokens
+([CLS] document [SEP]); a chunk's vector is the mean of the rows of the tokens whose characters
+overlap its span, then the folder's Dense / Normalize modules, as the model finishes ``embed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from poolrag import Engine, PoolingParams
+from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.testing.tiny_models import write_sentence_transformers
+from poolrag.tokenization.late_chunks import WINDOW_OVERLAP
+
+DOCUMENT = (
+    "Late chunking embeds the whole document once. Each chunk then reads its neighbours. "
+    "The pooled rows of a span give that chunk's vector. Retrieval stores one vector per chunk."
+)
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """One span per sentence (each ending at its full stop)."""
+    spans, start = [], 0
+    while (stop := text.find(".", start)) != -1:
+        spans.append((start, stop + 1))
+        start = stop + 2
+    return spans
+
+
+def _rows(offsets: list[tuple[int, int]], start: int, end: int) -> list[int]:
+    return [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+
+
+@pytest.fixture(scope="module")
+def st_folder(tiny_model: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SentenceTransformer (mean pooling, Dense, Normalize) saved with ``.save()``."""
+    folder = tmp_path_factory.mktemp("late-st") / "model"
+    shutil.copytree(tiny_model("bert"), folder)
+    return write_sentence_transformers(folder, pooling="mean", dense_out=12, normalize=True)
+
+
+@torch.no_grad()
+def test_each_chunk_is_the_mean_of_its_rows_from_one_sentence_transformers_forward(st_folder: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(st_folder), device="cpu")
+    tokenizer = st.tokenizer
+    encoded = tokenizer(DOCUMENT, return_offsets_mapping=True, return_tensors="pt")
+    offsets = [tuple(o) for o in encoded.pop("offset_mapping")[0].tolist()]
+    rows = st[0](dict(encoded))["token_embeddings"][0]
+    spans = _spans(DOCUMENT)
+    pooled = torch.stack([rows[_rows(offsets, s, e)].mean(0) for s, e in spans])
+    features = {"sentence_embedding": pooled}
+    for module in list(st)[2:]:  # Dense, Normalize
+        features = module(features)
+    expected = features["sentence_embedding"].numpy()
+
+    engine = Engine(st_folder)
+    got = engine.embed_chunks(DOCUMENT, spans)
+    assert got.shape == (len(spans), 12) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    # the asyncio twin runs the same plan
+    np.testing.assert_allclose(asyncio.run(engine.aembed_chunks(DOCUMENT, spans)), got, atol=1e-6)
+    # context matters: a chunk embedded with its document differs from the chunk embedded alone
+    s, e = spans[1]
+    alone = engine.embed_array([DOCUMENT[s:e]])[0]
+    assert not np.allclose(alone, got[1], atol=1e-3)
+
+
+@torch.no_grad()
+def test_parity_with_one_automodel_forward_and_params(tiny_model: Callable[..., Path]) -> None:
+    folder = tiny_model("bert")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModel.from_pretrained(folder).eval()
+    encoded = tokenizer(DOCUMENT, return_offsets_mapping=True, return_tensors="pt")
+    offsets = [tuple(o) for o in encoded.pop("offset_mapping")[0].tolist()]
+    hidden = model(**encoded).last_hidden_state[0]
+    # overlapping spans are allowed: a chunker with overlap produces them
+    spans = [(0, 46), (30, 90), (47, len(DOCUMENT))]
+    raw = torch.stack([hidden[_rows(offsets, s, e)].mean(0) for s, e in spans]).numpy()
+
+    engine = Engine(folder, pooler_config={"pooling_type": "MEAN"})
+    np.testing.assert_allclose(
+        engine.embed_chunks(DOCUMENT, spans, PoolingParams(normalize=False)), raw, rtol=1e-4, atol=1e-5
+    )
+    unit = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    np.testing.assert_allclose(engine.embed_chunks(DOCUMENT, spans), unit, rtol=1e-4, atol=1e-5)
+    # Matryoshka sizes cut and renormalise as for embed
+    matryoshka = Engine(folder, pooler_config={"pooling_type": "MEAN"}, hf_overrides={"is_matryoshka": True})
+    cut = raw[:, :8] / np.linalg.norm(raw[:, :8], axis=1, keepdims=True)
+    got = matryoshka.embed_chunks(DOCUMENT, spans, PoolingParams(dimensions=8))
+    np.testing.assert_allclose(got, cut, rtol=1e-4, atol=1e-5)
+
+
+WINDOW = 16  # max_model_len: 14 text tokens between [CLS] and [SEP]
+LONG = " ".join(f"Sentence {n} of a long document tells its own small story." for n in range(8))
+
+
+@torch.no_grad()
+def test_beyond_the_max_length_each_chunk_reads_the_window_where_it_sits_most_centrally(
+    tiny_model: Callable[..., Path],
+) -> None:
+    folder = tiny_model("bert", max_position_embeddings=WINDOW)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModel.from_pretrained(folder).eval()
+    encoded = tokenizer(LONG, add_special_tokens=False, return_offsets_mapping=True)
+    content, offsets = encoded["input_ids"], encoded["offset_mapping"]
+    width = WINDOW - 2
+    stride = width - int(width * WINDOW_OVERLAP)
+    starts = [*range(0, len(content) - width, stride), len(content) - width]
+    assert len(starts) > 3  # the document needs several windows
+    spans = [(s, e) for s, e in _spans(LONG)]
+    # short spans (a few words each) so every chunk fits a window
+    spans = [(s, s + 11) for s, _ in spans]
+    expected = []
+    for s, e in spans:
+        rows = _rows(offsets, s, e)
+        first, stop = rows[0], rows[-1] + 1
+        holding = [w for w in starts if w <= first and stop <= w + width]
+        w = max(holding, key=lambda w: min(first - w, w + width - stop))
+        ids = [tokenizer.cls_token_id, *content[w : w + width], tokenizer.sep_token_id]
+        hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+        expected.append(hidden[1 + first - w : 1 + stop - w].mean(0).numpy())
+    engine = Engine(folder, max_model_len=WINDOW, pooler_config={"pooling_type": "MEAN"})
+    got = engine.embed_chunks(LONG, spans, PoolingParams(normalize=False))
+    np.testing.assert_allclose(got, np.stack(expected), rtol=1e-4, atol=1e-5)
+    # a span longer than a window pools the part inside the window holding most of it
+    whole = engine.embed_chunks(LONG, [(0, len(LONG))], PoolingParams(normalize=False))
+    assert whole.shape == (1, got.shape[1]) and np.isfinite(whole).all()
+
+
+@pytest.mark.parametrize(
+    ("spans", "error", "message"),
+    [
+        ([(0, 10_000)], InvalidInputError, "spans[0] = [0, 10000] is outside the document"),
+        ([(0, 5), (-1, 4)], InvalidInputError, "spans[1] = [-1, 4] is outside the document"),
+        ([(7, 7)], InvalidInputError, "spans[0] = [7, 7] is outside the document"),
+        ([(9, 3)], InvalidInputError, "spans[0] = [9, 3] is outside the document"),
+        ([], InvalidInputError, "spans is empty"),
+        ([(0, 2, 3)], InputTypeError, "spans[0] must be a [start, end] pair"),
+        ([("0", 3)], InputTypeError, "spans[0] must be a [start, end] pair"),
+        ("0-3", InputTypeError, "spans must be a list"),
+        ([(45, 47)], InvalidInputError, "spans[0] = [45, 47] covers no token"),
+    ],
+)
+def test_bad_spans_are_one_line_errors_naming_the_span(
+    tiny_model: Callable[..., Path], spans: object, error: type[Exception], message: str
+) -> None:
+    engine = Engine(tiny_model("bert"), pooler_config={"pooling_type": "MEAN"})
+    text = "Late chunking embeds the whole document once.   Then chunks."
+    with pytest.raises(error) as caught:
+        engine.embed_chunks(text, spans)  # type: ignore[arg-type]
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_model_that_does_not_mean_pool_is_refused_naming_its_pooling(
+    tiny_model: Callable[..., Path],
+) -> None:
+    engine = Engine(tiny_model("bert"), pooler_config={"pooling_type": "CLS"})
+    with pytest.raises(InvalidInputError, match="pools by CLS"):
+        engine.embed_chunks(DOCUMENT, [(0, 10)])

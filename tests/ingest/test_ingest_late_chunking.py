@@ -1,0 +1,104 @@
+"""``IngestPipeline(late_chunking=True)`` / ``poolrag ingest --late-chunking`` against real Milvus Lite
+and Qdrant local mode: the rows, ids and payloads of a normal ingest, with each chunk's vector
+pooled from one pass over its whole document; resumable; cached apart from per-chunk vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ingest_support import write_corpus
+
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.cli import main
+from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
+from poolrag.params import PoolingParams
+from poolrag.stores import RetryPolicy, open_store
+
+FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)
+KINDS = ["milvus", "qdrant"]
+
+
+def _location(kind: str, root: Path) -> dict[str, str]:
+    return {"uri": str(root / "milvus.db")} if kind == "milvus" else {"path": str(root / kind)}
+
+
+def _ingest(kind: str, root: Path, corpus: Path, engine, collection: str, late: bool, cache: Path):
+    store = open_store(kind, collection, retry=FAST_RETRY, **_location(kind, root))
+    with EmbeddingCache(cache) as opened:
+        embedder = CachedEmbedder(engine, opened)
+        pipe = IngestPipeline(
+            store,
+            DenseEncoder(embedder),
+            TokenChunker(engine.tokenizer, max_tokens=16, overlap=4),
+            batch_size=3,  # a document's chunks fall into two batches: each batch pools from the whole text
+            checkpoint_dir=root / "ck",
+            progress=False,
+            late_chunking=late,
+        )
+        report = pipe.run(read_paths([corpus]))
+        ids = sorted(store.list_sources())
+        vectors = store.fetch_vectors(ids)
+    return report, store, ids, vectors, embedder
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_late_chunking_stores_the_normal_rows_with_whole_document_vectors(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    cache = tmp_path / "cache.sqlite"
+    plain, plain_store, plain_ids, plain_vectors, _ = _ingest(
+        kind, tmp_path, corpus, minilm_engine, "plain", False, cache
+    )
+    late, late_store, late_ids, late_vectors, embedder = _ingest(
+        kind, tmp_path, corpus, minilm_engine, "late", True, cache
+    )
+    # same rows and ids; per-chunk cache entries never answer for late vectors
+    assert late_ids == plain_ids and late.chunks == plain.chunks == len(late_ids)
+    assert late.embedded == len(late_ids) and embedder.hits == 0
+    # each vector is the engine's late chunk vector of its span within its whole document
+    chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=16, overlap=4)
+    for doc in read_paths([corpus]):
+        chunks = chunker.split(doc)
+        assert len(chunks) > 3
+        expected = minilm_engine.embed_chunks(
+            doc.text if hasattr(doc, "text") else doc.path.read_text(),
+            [(c.start, c.end) for c in chunks],
+            PoolingParams(input_type="document"),
+        )
+        for chunk, vector in zip(chunks, expected, strict=True):
+            np.testing.assert_allclose(late_vectors[chunk.id], vector, atol=1e-5)
+            assert not np.allclose(plain_vectors[chunk.id], vector, atol=1e-3)
+    # the payloads (text, source, offsets) are those of a normal ingest
+    query = late_vectors[late_ids[0]]
+    late_hits = {h.id: h.payload for h in late_store.search(query, 50)}
+    plain_hits = {h.id: h.payload for h in plain_store.search(query, 50)}
+    assert late_hits == plain_hits and len(late_hits) == len(late_ids)
+    plain_store.close()
+    late_store.close()
+
+    # a re-run adds nothing; into a new collection every late vector comes from the cache
+    again, store, _, _, embedder = _ingest(kind, tmp_path, corpus, minilm_engine, "late", True, cache)
+    assert again.chunks_existing == len(late_ids) and again.embedded == 0
+    store.close()
+    fresh, store, _, vectors, embedder = _ingest(kind, tmp_path, corpus, minilm_engine, "late2", True, cache)
+    assert fresh.embedded == 0 and embedder.hits == len(late_ids)
+    for chunk_id, vector in vectors.items():
+        np.testing.assert_array_equal(vector, late_vectors[chunk_id])
+    store.close()
+
+
+def test_cli_late_chunking_ingests_and_refuses_what_it_cannot_do(tmp_path: Path, capsys, tiny_model) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    common = ["--uri", str(tmp_path / "m.db"), "--cache", str(tmp_path / "c.sqlite"), "--quiet", "--json"]
+    assert main(["ingest", str(corpus), "--late-chunking", "--chunk-tokens", "16", *common]) == 0
+    assert '"embedded"' in capsys.readouterr().out
+
+    assert main(["ingest", str(corpus), "--late-chunking", "--hybrid", *common]) == 2
+    assert "--late-chunking runs in this process with dense vectors" in capsys.readouterr().err
+    cls_model = tiny_model("bert")  # a bare BERT pools by CLS
+    assert main(["ingest", str(corpus), "--late-chunking", "--model", str(cls_model), *common]) == 2
+    err = capsys.readouterr().err
+    assert "needs a mean-pooling model" in err and "pools by CLS" in err

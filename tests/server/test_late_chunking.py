@@ -1,0 +1,53 @@
+"""POST /v1/embeddings with ``late_chunking``: one document, one vector per chunk span, on the
+CLI-started MiniLM server (a mean-pooling model), called with httpx."""
+
+from __future__ import annotations
+
+import base64
+
+import httpx
+import numpy as np
+
+from .conftest import Served
+
+DOCUMENT = (
+    "The Eiffel Tower was finished in 1889. It stands in Paris on the Champ de Mars. "
+    "Its iron lattice was the tallest structure in the world for four decades."
+)
+SPANS = [[0, 38], [39, 80], [81, len(DOCUMENT)]]
+
+
+def test_late_chunking_returns_the_engines_chunk_vectors_in_span_order(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    url = f"{minilm_server.url}/v1/embeddings"
+    body = {"input": DOCUMENT, "late_chunking": {"spans": SPANS}, "encoding_format": "float"}
+    answer = http.post(url, json=body)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    got = np.array([item["embedding"] for item in data["data"]], dtype=np.float32)
+    expected = minilm_server.engine.embed_chunks(DOCUMENT, [tuple(s) for s in SPANS])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+    assert [item["index"] for item in data["data"]] == [0, 1, 2]
+    assert data["usage"]["prompt_tokens"] == len(minilm_server.engine.tokenize(DOCUMENT))
+    # the wire options apply as on any embeddings answer
+    body["encoding_format"] = "base64"
+    encoded = http.post(url, json=body).json()["data"][1]["embedding"]
+    np.testing.assert_array_equal(np.frombuffer(base64.b64decode(encoded), dtype="<f4"), got[1])
+
+
+def test_spans_outside_the_document_and_bad_shapes_are_400s_naming_the_cause(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    url = f"{minilm_server.url}/v1/embeddings"
+    cases = [
+        ({"input": DOCUMENT, "late_chunking": {"spans": [[0, 10], [5, 9999]]}}, "spans[1] = [5, 9999]"),
+        ({"input": DOCUMENT, "late_chunking": {"spans": [[4, 4]]}}, "outside the document"),
+        ({"input": [DOCUMENT], "late_chunking": {"spans": [[0, 4]]}}, "input must be a string"),
+        ({"input": DOCUMENT, "late_chunking": {"spans": []}}, "spans"),
+        ({"input": DOCUMENT, "late_chunking": {"spans": [[0, 1, 2]]}}, "spans"),
+    ]
+    for body, message in cases:
+        answer = http.post(url, json=body)
+        assert answer.status_code == 400, (body, answer.text)
+        assert message in answer.json()["error"]["message"], (body, answer.text)
