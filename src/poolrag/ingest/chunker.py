@@ -6,7 +6,8 @@ its last 40%, and a chunk never starts inside a word. Consecutive chunks overlap
 had to fall inside a sentence: after a sentence or paragraph end the next chunk starts right
 there, so no text is embedded twice for nothing and a corpus needs no more chunks than its length
 calls for. Each chunk keeps its source, character offsets and token ids (so the encoder need not
-tokenise it again), and its id is a UUIDv5 of source + offset + text: the same chunk gets the same
+tokenise it again; for WordPiece tokenizers they are the document's own ids, so each document is
+tokenised once), and its id is a UUIDv5 of source + offset + text: the same chunk gets the same
 id on every run (idempotent upserts), an edited chunk gets a new one.
 """
 
@@ -103,6 +104,7 @@ class TokenChunker:
         if not getattr(tokenizer, "is_fast", False):
             raise InvalidInputError("token-aware chunking needs a fast tokenizer (offsets mapping)")
         self.tokenizer = tokenizer
+        self._slices_exact = _slices_match_alone(tokenizer)
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.always_overlap = always_overlap
@@ -143,6 +145,17 @@ class TokenChunker:
 
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _chunk_ids(self, text: Any, view: _Offsets, i: int, j: int, piece: str) -> list[int]:
+        """The ids ``piece`` has alone: the document's own ids for tokens ``[i, j)`` where those are
+        provably the same (see :func:`_slices_match_alone`), else ``piece`` tokenised again."""
+        if self._slices_exact:
+            first = view[i][0]
+            if first == 0 or text[first - 1].isspace():
+                ids = [view[k][2] for k in range(i, j)]
+                if None not in ids:
+                    return ids  # type: ignore[return-value]
+        return self._ids(piece)
 
     @staticmethod
     def _end_kind(text: Any, offsets: Any, k: int) -> int:
@@ -205,19 +218,23 @@ class TokenChunker:
             pieces = document.pieces(piece_chars)
         return self._chunks(document.source, iter(pieces), dict(document.metadata))
 
-    def _tokens(self, piece: str, base: int) -> list[tuple[int, int]]:
-        """Token spans of ``piece``; text that no token covers for more than ``_MAX_TOKEN_CHARS``
+    def _tokens(self, piece: str, base: int) -> list[tuple[int, int, int | None]]:
+        """Token spans of ``piece`` and their ids (None for a span not tokenised whole); text that
+        no token covers for more than ``_MAX_TOKEN_CHARS``
         (characters the tokenizer drops: 500,000 combining accents after one letter) is cut into
         slices of that size, so that no chunk spans megabytes between two of its tokens."""
         encoding = self.tokenizer(piece, add_special_tokens=False, return_offsets_mapping=True)
-        out: list[tuple[int, int]] = []
+        out: list[tuple[int, int, int | None]] = []
         covered = 0
-        for a, b in [*encoding["offset_mapping"], (len(piece), len(piece) + 1)]:
+        ends = [(len(piece), len(piece) + 1)]
+        for (a, b), token in zip(
+            [*encoding["offset_mapping"], *ends], [*encoding["input_ids"], None], strict=True
+        ):
             if b <= a:
                 continue
             if a - covered > _MAX_TOKEN_CHARS:
                 out.extend(
-                    (base + lo, base + min(lo + _MAX_TOKEN_CHARS, a))
+                    (base + lo, base + min(lo + _MAX_TOKEN_CHARS, a), None)
                     for lo in range(covered, a, _MAX_TOKEN_CHARS)
                 )
             if a >= len(piece):
@@ -226,22 +243,22 @@ class TokenChunker:
             if b - a > _MAX_TOKEN_CHARS:  # e.g. one [UNK] for a 70 KB string without spaces
                 out.extend(self._split_long(piece, a, b, base))
             else:
-                out.append((base + a, base + b))
+                out.append((base + a, base + b, token))
         return out
 
-    def _split_long(self, piece: str, a: int, b: int, base: int) -> list[tuple[int, int]]:
+    def _split_long(self, piece: str, a: int, b: int, base: int) -> list[tuple[int, int, int | None]]:
         """Tokens of an over-long token's span, tokenized in slices short enough to be split."""
         out = []
         for lo in range(a, b, _MAX_TOKEN_CHARS):
             hi = min(lo + _MAX_TOKEN_CHARS, b)
             enc = self.tokenizer(piece[lo:hi], add_special_tokens=False, return_offsets_mapping=True)
-            spans = [(base + lo + x, base + lo + y) for x, y in enc["offset_mapping"] if y > x]
-            out.extend(spans or [(base + lo, base + hi)])
+            spans = [(base + lo + x, base + lo + y, None) for x, y in enc["offset_mapping"] if y > x]
+            out.extend(spans or [(base + lo, base + hi, None)])
         return out
 
     def _chunks(self, source: str, pieces: Iterator[str], metadata: dict[str, Any]) -> Iterator[Chunk]:
         text = _Window()
-        offsets: list[tuple[int, int]] = []  # tokens from global index `first` on
+        offsets: list[tuple[int, int, int | None]] = []  # tokens from global index `first` on
         first = 0
         more = True
 
@@ -270,7 +287,7 @@ class TokenChunker:
             while True:
                 start, end = view[i][0], view[j - 1][1]
                 piece = text[start:end]
-                ids = self._ids(piece)
+                ids = self._chunk_ids(text, view, i, j, piece)
                 count = len(ids)
                 size = _utf8_size(piece)
                 if (count <= self.max_tokens and size <= MAX_CHUNK_BYTES) or j - i <= 1:
@@ -295,6 +312,22 @@ class TokenChunker:
                 text.drop_before(view[i][0] - 1)  # one character more: _word_start looks back
                 del offsets[: i - first]
                 first = i
+
+
+def _slices_match_alone(tokenizer: Any) -> bool:
+    """Whether a run of the document's tokens that starts a word has, as text alone, exactly the
+    document's ids for it: true of WordPiece behind BERT's pre-tokenizer (words split at whitespace
+    and punctuation, each word split greedily longest-prefix-first, so a word cut after any of its
+    pieces gives those same pieces; BERT's normalizer works per character). Byte-level BPE and
+    SentencePiece mark a word by the space before it, so their chunks are tokenised again."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return False
+    return (
+        type(backend.model).__name__ == "WordPiece"
+        and type(backend.pre_tokenizer).__name__ == "BertPreTokenizer"
+        and type(backend.normalizer).__name__ in ("BertNormalizer", "NoneType")
+    )
 
 
 class _Window:
@@ -325,9 +358,9 @@ class _Window:
 class _Offsets:
     """Token offsets by global token index, over the tokens still held."""
 
-    def __init__(self, offsets: list[tuple[int, int]], first: int) -> None:
+    def __init__(self, offsets: list[tuple[int, int, int | None]], first: int) -> None:
         self.offsets = offsets
         self.first = first
 
-    def __getitem__(self, k: int) -> tuple[int, int]:
+    def __getitem__(self, k: int) -> tuple[int, int, int | None]:
         return self.offsets[k - self.first]

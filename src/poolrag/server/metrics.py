@@ -11,6 +11,8 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from poolrag.server.tune_metrics import TuneReportCollector
+
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
 
@@ -53,6 +55,7 @@ class ServerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         if engine is not None:
             self.registry.register(EngineCoreCollector(engine))
+            self.registry.register(TuneReportCollector(engine))
         self.requests = Counter(
             "poolrag_requests",
             "HTTP requests by path and status.",
