@@ -42,7 +42,10 @@ def test_float_is_float32_unchanged(vectors):
 
 
 def test_a_calibration_of_the_wrong_width_names_both_widths(vectors):
-    with pytest.raises(InvalidInputError, match="calibration vectors have 7 dimensions, the embeddings have 19"):
+    with pytest.raises(
+        InvalidInputError,
+        match="calibration vectors have 7 dimensions, the embeddings have 19",
+    ):
         quantize_vectors(vectors, "int8", calibration=np.zeros((3, 7)))
 
 
