@@ -19,6 +19,7 @@ from .conftest import Served
 
 ENDPOINTS = {
     ("post", "/v1/embeddings"),
+    ("post", "/v2/embed"),
     ("post", "/score"),
     ("post", "/v1/score"),
     ("post", "/rerank"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -21,6 +22,8 @@ class PoolerConfig:
     averaged, weighted by token count); ``max_embed_len`` caps the length such inputs may have.
     ``pooling_type="SPLADE"`` makes a plain ``*ForMaskedLM`` folder a SPLADE sparse encoder (max of
     ``log(1 + relu(MLM logits))``), as a sentence-transformers ``SpladePooling`` module would.
+    ``logit_mean`` / ``logit_sigma`` (vLLM's) calibrate a classifier's or reranker's logit to
+    ``(logit - mean) / sigma`` before its activation, so scores of different rerankers mean the same.
     """
 
     pooling_type: PoolingType | None = None
@@ -32,6 +35,18 @@ class PoolerConfig:
     dimensions: int | None = None
     enable_chunked_processing: bool | None = None
     max_embed_len: int | None = None
+    logit_mean: float | None = None
+    logit_sigma: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("logit_mean", "logit_sigma"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            ):
+                raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
+        if self.logit_sigma is not None and self.logit_sigma <= 0:
+            raise InvalidInputError(f"logit_sigma must be greater than 0, got {self.logit_sigma!r}")
 
     @classmethod
     def from_value(cls, value: PoolerConfig | dict[str, Any] | str | None) -> PoolerConfig:

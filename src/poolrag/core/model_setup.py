@@ -351,7 +351,11 @@ def _colbert_heads(ctx: _HeadContext) -> _TaskHeads:
 
 
 def _sequence_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
-    classify = SequenceClassificationPooler(ClassifierHead(ctx.activation))
+    calibration = (
+        ctx.pooler.logit_mean if ctx.pooler.logit_mean is not None else 0.0,
+        ctx.pooler.logit_sigma if ctx.pooler.logit_sigma is not None else 1.0,
+    )
+    classify = SequenceClassificationPooler(ClassifierHead(ctx.activation, *calibration))
     reward = SequenceClassificationPooler(ClassifierHead("identity"))
     poolers: dict[str, TaskPooler] = {"classify": classify, "score": classify, "reward": reward}
     if ctx.token_head is not None:

@@ -109,12 +109,17 @@ class TokenEmbeddingHead(nn.Module):
 
 
 class ClassifierHead:
-    """Sequence logits → probabilities (or logits when ``use_activation`` is off)."""
+    """Sequence logits → probabilities (or logits when ``use_activation`` is off), each logit first
+    calibrated to ``(logit - logit_mean) / logit_sigma`` (vLLM's pooler options; 0 and 1 by default)."""
 
-    def __init__(self, activation: ActivationName) -> None:
+    def __init__(self, activation: ActivationName, logit_mean: float = 0.0, logit_sigma: float = 1.0) -> None:
         self.activation = activation
+        self.logit_mean = logit_mean
+        self.logit_sigma = logit_sigma
 
     def __call__(self, logits: torch.Tensor, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        if self.logit_mean != 0.0 or self.logit_sigma != 1.0:
+            logits = (logits - self.logit_mean) / self.logit_sigma
         probs = to_numpy(activate(logits, self.activation))
         raw = to_numpy(logits) if any(not r.params.use_activation for r in requests) else probs
         return [probs[i] if r.params.use_activation else raw[i] for i, r in enumerate(requests)]

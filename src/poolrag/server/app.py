@@ -22,6 +22,7 @@ from poolrag.server.model_identity import ModelIdentityMiddleware
 from poolrag.server.openapi import install_openapi
 from poolrag.server.routes import (
     classify,
+    cohere_embed,
     embed_sparse,
     embeddings,
     health,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _ROUTERS = (embeddings, score, rerank, classify, pooling, embed_sparse, tokenize, models, health, metrics)
+_ROUTERS += (cohere_embed,)  # Cohere's embed API beside OpenAI's
 
 
 def create_app(engine: InProcessEngine, settings: ServerSettings) -> FastAPI:

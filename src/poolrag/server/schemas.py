@@ -229,6 +229,48 @@ class EmbeddingResponse(BaseModel):
     usage: Usage
 
 
+# -- /v2/embed (Cohere) -----------------------------------------------------------------------------
+CohereInputType = Literal["search_query", "search_document", "classification", "clustering"]
+EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary"]
+
+
+class CohereEmbedRequest(RequestBody):
+    texts: list[Text] = Field(min_length=1, description="The texts to embed.")
+    input_type: CohereInputType = Field(
+        "search_document", description="search_query / search_document select the model's prompts."
+    )
+    embedding_types: list[EmbeddingType] = Field(
+        ["float"], min_length=1, description="One or more types; each comes back under its own key."
+    )
+    output_dimension: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
+    truncate: Literal["NONE", "START", "END"] = Field(
+        "END", description="END keeps the first tokens; NONE refuses a text that is too long."
+    )
+    calibration: list[list[float]] | None = Field(
+        None,
+        min_length=1,
+        description="Vectors whose per-dimension min/max scale int8/uint8 (poolrag extension; "
+        "default: the request's own texts).",
+    )
+
+
+class CohereBilledUnits(BaseModel):
+    input_tokens: int
+
+
+class CohereMeta(BaseModel):
+    api_version: dict[str, str] = {"version": "2"}
+    billed_units: CohereBilledUnits
+
+
+class CohereEmbedResponse(BaseModel):
+    id: str
+    response_type: Literal["embeddings_by_type"] = "embeddings_by_type"
+    embeddings: dict[str, list[list[float]] | list[list[int]]]
+    texts: list[str]
+    meta: CohereMeta
+
+
 # -- /score -------------------------------------------------------------------------------------------
 #: vLLM's other names of a score request's two sides, read as text_1 / text_2.
 SCORE_SIDE_NAMES = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"))

@@ -1,0 +1,70 @@
+"""Float vectors turned into compact ones (int8, uint8, binary, ubinary) for the wire and for stores.
+
+One function, so what ``Engine`` callers get equals what ``/v2/embed`` sends. The semantics are
+sentence-transformers' ``quantize_embeddings`` (a scale per dimension from a calibration set, bits
+packed big-end first as Cohere and numpy's ``packbits`` do), so vectors made here compare with ones
+made there.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+import numpy as np
+
+from poolrag.errors import InvalidInputError
+
+Precision = Literal["float", "int8", "uint8", "binary", "ubinary"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+
+
+def calibration_ranges(calibration: np.ndarray, width: int) -> np.ndarray:
+    """Per-dimension (min, max) of a calibration set, shape (2, width); refused if its width differs."""
+    rows = np.asarray(calibration, dtype=np.float32)
+    if rows.ndim != 2 or rows.shape[0] == 0:
+        raise InvalidInputError(
+            f"calibration must be a non-empty list of vectors, got an array of shape {rows.shape}"
+        )
+    if rows.shape[1] != width:
+        raise InvalidInputError(
+            f"calibration vectors have {rows.shape[1]} dimensions, the embeddings have {width}"
+        )
+    if not np.isfinite(rows).all():
+        raise InvalidInputError("calibration holds a value that is not a finite number")
+    return np.vstack((rows.min(axis=0), rows.max(axis=0)))
+
+
+def _scaled(vectors: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    """Each value's bucket 0..255 within its dimension's range (a flat dimension gets step 1)."""
+    starts = ranges[0]
+    steps = (ranges[1] - starts) / 255
+    steps = np.where(steps == 0, 1, steps)
+    return np.clip(np.floor((vectors - starts) / steps), 0, 255)
+
+
+def quantize_vectors(
+    vectors: np.ndarray,
+    precision: str,
+    calibration: np.ndarray | None = None,
+) -> np.ndarray:
+    """``vectors`` (n, dim) in ``precision``: int8/uint8 scaled per dimension between the min and max
+    of ``calibration`` (else of ``vectors`` themselves, which needs two or more rows), binary/ubinary
+    one bit per dimension (value > 0) packed into (n, ceil(dim / 8)) bytes, binary shifted by -128
+    into int8."""
+    if precision not in PRECISIONS:
+        raise InvalidInputError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+    rows = np.asarray(vectors, dtype=np.float32)
+    if rows.ndim != 2:
+        raise InvalidInputError(f"vectors must be 2-D (n, dim), got shape {rows.shape}")
+    if precision == "float":
+        return rows
+    if precision in ("binary", "ubinary"):
+        packed = np.packbits(rows > 0, axis=-1)
+        return (packed.astype(np.int16) - 128).astype(np.int8) if precision == "binary" else packed
+    if calibration is None and rows.shape[0] < 2:
+        raise InvalidInputError(
+            f"{precision} needs a calibration set (or at least two vectors) to find each dimension's range"
+        )
+    ranges = calibration_ranges(rows if calibration is None else calibration, rows.shape[1])
+    buckets = _scaled(rows, ranges)
+    return buckets.astype(np.uint8) if precision == "uint8" else (buckets - 128).astype(np.int8)

@@ -1,0 +1,108 @@
+"""``POST /v2/embed``: Cohere's embed API, so the ``cohere`` client works with ``base_url=`` unchanged.
+
+Compact types (int8, uint8, binary, ubinary) come from the same function ``Engine`` callers use
+(:mod:`poolrag.postprocess.vector_precision`), so a store fed from either gets the same bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import APIRouter, Request
+
+from poolrag.errors import InvalidInputError
+from poolrag.params import PoolingParams
+from poolrag.postprocess.vector_precision import quantize_vectors
+from poolrag.server.errors import APIError
+from poolrag.server.inputs import check_count
+from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.routing import OffLoopRoute
+from poolrag.server.schemas import (
+    CohereBilledUnits,
+    CohereEmbedRequest,
+    CohereEmbedResponse,
+    CohereMeta,
+)
+from poolrag.server.state import new_id, server_state
+
+router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
+PATH = "/v2/embed"
+
+# classification / clustering texts get no prompt: the model's own default applies
+_INPUT_TYPES = {"search_query": "query", "search_document": "document"}
+
+
+def _params(body: CohereEmbedRequest) -> PoolingParams:
+    if body.truncate == "START":
+        raise APIError(
+            400,
+            "truncate START is not supported: poolrag keeps a long text's first tokens (END) "
+            "or refuses it (NONE)",
+            param="truncate",
+            code="invalid_request",
+        )
+    return PoolingParams(
+        dimensions=body.output_dimension,
+        truncate_prompt_tokens=-1 if body.truncate == "END" else None,
+        input_type=_INPUT_TYPES.get(body.input_type),
+    )
+
+
+def _calibration(body: CohereEmbedRequest) -> np.ndarray | None:
+    """The calibration vectors as one matrix, refused before the model runs if rows differ in width."""
+    if body.calibration is None:
+        return None
+    widths = {len(row) for row in body.calibration}
+    if len(widths) != 1:
+        raise APIError(
+            400,
+            f"calibration vectors must all have one width, got widths {sorted(widths)}",
+            param="calibration",
+            code="invalid_request",
+        )
+    return np.asarray(body.calibration, dtype=np.float64)
+
+
+def _by_type(
+    vectors: np.ndarray, types: list[str], calibration: np.ndarray | None
+) -> dict[str, list[list[float]] | list[list[int]]]:
+    try:
+        return {
+            kind: quantize_vectors(vectors, kind, calibration=calibration).tolist()
+            for kind in dict.fromkeys(types)
+        }
+    except InvalidInputError as exc:
+        raise APIError(400, str(exc), param="calibration", code="invalid_request") from exc
+
+
+@router.post(PATH, response_model=CohereEmbedResponse, responses=ENGINE_ERRORS)
+async def create_embed(body: CohereEmbedRequest, request: Request) -> CohereEmbedResponse:
+    state = server_state(request)
+    state.check_model(body.model)
+    if "embed" not in state.engine.facts.supported_tasks:
+        raise APIError(
+            400,
+            f"embedding_types: this model gives no embeddings (its tasks: "
+            f"{', '.join(state.engine.facts.supported_tasks)})",
+            param="embedding_types",
+            code="invalid_request",
+        )
+    check_count(state.settings, len(body.texts), "texts")
+    if body.calibration is None and len(body.texts) < 2 and {"int8", "uint8"} & set(body.embedding_types):
+        raise APIError(
+            400,
+            "calibration: int8/uint8 of a single text needs calibration vectors to scale each dimension",
+            param="calibration",
+            code="invalid_request",
+        )
+    params = _params(body)
+    calibration = _calibration(body)
+    params.verify("embed", state.engine.facts)  # refused before the request takes a slot
+    outputs = await state.run_engine(PATH, len(body.texts), state.calls.embed, list(body.texts), params)
+    vectors = np.stack([np.asarray(out.outputs.embedding, dtype=np.float32) for out in outputs])
+    tokens = sum(out.num_tokens for out in outputs)
+    return CohereEmbedResponse(
+        id=new_id("embd", None),
+        embeddings=_by_type(vectors, body.embedding_types, calibration),
+        texts=list(body.texts),
+        meta=CohereMeta(billed_units=CohereBilledUnits(input_tokens=tokens)),
+    )

@@ -1,0 +1,59 @@
+"""Compact vectors equal sentence-transformers' ``quantize_embeddings`` on the same input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sentence_transformers.util.quantization import quantize_embeddings
+
+from poolrag.errors import InvalidInputError
+from poolrag.postprocess.vector_precision import quantize_vectors
+
+
+@pytest.fixture
+def vectors() -> np.ndarray:
+    return np.random.default_rng(0).normal(size=(5, 19)).astype(np.float32)
+
+
+@pytest.mark.parametrize("precision", ["int8", "uint8", "binary", "ubinary"])
+def test_equals_sentence_transformers_from_the_batch_itself(vectors, precision):
+    ours = quantize_vectors(vectors, precision)
+    theirs = quantize_embeddings(vectors, precision)
+    assert ours.dtype == theirs.dtype
+    np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("precision", ["int8", "uint8"])
+def test_equals_sentence_transformers_with_a_calibration_set(vectors, precision):
+    calibration = np.random.default_rng(1).normal(size=(50, 19)).astype(np.float32)
+    ours = quantize_vectors(vectors[:1], precision, calibration=calibration)
+    theirs = quantize_embeddings(vectors[:1], precision, calibration_embeddings=calibration)
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_binary_packs_one_bit_per_dimension_big_end_first():
+    row = np.array([[1.0, -1.0, 0.0, 2.0, -3.0, -3.0, -3.0, 0.5, 4.0]])
+    assert quantize_vectors(row, "ubinary").tolist() == [[0b10010001, 0b10000000]]
+    assert quantize_vectors(row, "binary").tolist() == [[0b10010001 - 128, 0b10000000 - 128]]
+
+
+def test_float_is_float32_unchanged(vectors):
+    np.testing.assert_array_equal(quantize_vectors(vectors, "float"), vectors)
+
+
+def test_a_calibration_of_the_wrong_width_names_both_widths(vectors):
+    with pytest.raises(
+        InvalidInputError,
+        match="calibration vectors have 7 dimensions, the embeddings have 19",
+    ):
+        quantize_vectors(vectors, "int8", calibration=np.zeros((3, 7)))
+
+
+def test_one_vector_without_calibration_is_refused(vectors):
+    with pytest.raises(InvalidInputError, match="int8 needs a calibration set"):
+        quantize_vectors(vectors[:1], "int8")
+
+
+def test_an_unknown_precision_is_refused(vectors):
+    with pytest.raises(InvalidInputError, match="precision 'int4' is not one of"):
+        quantize_vectors(vectors, "int4")

@@ -1,0 +1,114 @@
+"""POST /v2/embed: Cohere's embed API, called with the real ``cohere`` client and with httpx."""
+
+from __future__ import annotations
+
+import cohere
+import httpx
+import numpy as np
+import pytest
+
+from poolrag import PoolingParams
+from poolrag.postprocess.vector_precision import quantize_vectors
+
+from .conftest import Served
+
+TEXTS = ["The cat sat on the mat.", "Paris is the capital of France.", "Qubits hold superpositions."]
+LONG_TEXT = "retrieval " * 300  # 302 tokens with [CLS]/[SEP], over MiniLM's 256
+
+
+def _client(server: Served) -> cohere.ClientV2:
+    return cohere.ClientV2(base_url=server.url, api_key="unused", timeout=120)
+
+
+def _offline(server: Served, texts: list[str], params: PoolingParams | None = None) -> np.ndarray:
+    return np.stack([out.outputs.embedding for out in server.engine.embed(texts, params)])
+
+
+def test_cohere_client_gets_every_type_equal_to_the_engine_side_function(minilm_server: Served) -> None:
+    response = _client(minilm_server).embed(
+        texts=TEXTS,
+        model=minilm_server.model,
+        input_type="search_document",
+        embedding_types=["float", "int8", "uint8", "binary", "ubinary"],
+    )
+    offline = _offline(minilm_server, TEXTS, PoolingParams(input_type="document"))
+    got = response.embeddings
+    np.testing.assert_allclose(np.array(got.float_, dtype=np.float32), offline, rtol=0, atol=1e-6)
+    for kind in ("int8", "uint8", "binary", "ubinary"):
+        np.testing.assert_array_equal(np.array(getattr(got, kind)), quantize_vectors(offline, kind))
+    assert len(got.binary[0]) == 384 // 8
+    assert response.texts == TEXTS
+    tokens = sum(out.num_tokens for out in minilm_server.engine.embed(TEXTS))
+    assert response.meta.billed_units.input_tokens == tokens
+
+
+def test_search_query_uses_the_query_side_and_output_dimension_truncates(matryoshka_server: Served) -> None:
+    response = _client(matryoshka_server).embed(
+        texts=TEXTS[:2],
+        model=matryoshka_server.model,
+        input_type="search_query",
+        embedding_types=["float"],
+        output_dimension=128,
+    )
+    offline = _offline(matryoshka_server, TEXTS[:2], PoolingParams(input_type="query", dimensions=128))
+    got = np.array(response.embeddings.float_, dtype=np.float32)
+    assert got.shape == (2, 128)
+    np.testing.assert_allclose(got, offline, rtol=0, atol=1e-6)
+
+
+def test_int8_scaled_by_a_given_calibration_set(minilm_server: Served, http: httpx.Client) -> None:
+    calibration = _offline(minilm_server, TEXTS)
+    body = {
+        "texts": ["A single text."],
+        "input_type": "search_document",
+        "embedding_types": ["int8"],
+        "calibration": calibration.tolist(),
+    }
+    answer = http.post(f"{minilm_server.url}/v2/embed", json=body)
+    assert answer.status_code == 200, answer.text
+    offline = _offline(minilm_server, ["A single text."], PoolingParams(input_type="document"))
+    expected = quantize_vectors(offline, "int8", calibration=calibration)
+    np.testing.assert_array_equal(np.array(answer.json()["embeddings"]["int8"]), expected)
+
+
+def test_truncate_end_keeps_the_first_tokens_and_none_refuses(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    url = f"{minilm_server.url}/v2/embed"
+    kept = http.post(url, json={"texts": [LONG_TEXT], "truncate": "END"})
+    assert kept.status_code == 200, kept.text
+    offline = _offline(
+        minilm_server, [LONG_TEXT], PoolingParams(truncate_prompt_tokens=-1, input_type="document")
+    )
+    np.testing.assert_allclose(np.array(kept.json()["embeddings"]["float"]), offline, rtol=0, atol=1e-6)
+    refused = http.post(url, json={"texts": [LONG_TEXT], "truncate": "NONE"})
+    assert refused.status_code == 400, refused.text
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"texts": TEXTS, "embedding_types": ["int4"]}, "embedding_types"),
+        ({"texts": TEXTS, "embedding_types": ["int8"], "calibration": [[0.1, 0.2]]}, "calibration"),
+        ({"texts": ["one"], "embedding_types": ["uint8"]}, "calibration"),
+        ({"texts": TEXTS, "embedding_types": ["int8"], "calibration": [[0.1], [0.1, 0.2]]}, "calibration"),
+        ({"texts": TEXTS, "embedding_types": ["int8"], "calibration": [[1e300] * 384]}, "calibration"),
+        ({"texts": TEXTS, "truncate": "START"}, "truncate"),
+        ({"texts": []}, "texts"),
+    ],
+)
+def test_bad_requests_are_4xx_naming_the_field(
+    minilm_server: Served, http: httpx.Client, body: dict, param: str
+) -> None:
+    answer = http.post(f"{minilm_server.url}/v2/embed", json=body)
+    assert 400 <= answer.status_code < 500, answer.text
+    error = answer.json()["error"]
+    assert param in (error["param"] or "") + error["message"]
+
+
+def test_a_reranker_refuses_embedding_types(cross_encoder_server: Served, http: httpx.Client) -> None:
+    answer = http.post(
+        f"{cross_encoder_server.url}/v2/embed", json={"texts": TEXTS, "embedding_types": ["float"]}
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"] == "embedding_types"
