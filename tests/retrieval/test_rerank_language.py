@@ -16,7 +16,11 @@ from test_retrieval_hybrid import QUERIES, fill
 from poolrag import Engine
 from poolrag.retrieval import CrossEncoderReranker, Retriever
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT
-from poolrag.retrieval.rerank_language import OUT_OF_LANGUAGE_RERANK_WEIGHT, default_rerank_weight, reranker_languages
+from poolrag.retrieval.rerank_language import (
+    OUT_OF_LANGUAGE_RERANK_WEIGHT,
+    default_rerank_weight,
+    reranker_languages,
+)
 from poolrag.sparse import BM25Encoder
 from poolrag.sparse.bm25 import BM25_RECORD_KEY
 from poolrag.stores import InMemoryStore

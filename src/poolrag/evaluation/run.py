@@ -106,7 +106,8 @@ class Evaluation:
             or a learned one, whose queries go through the same model with ``input_type="query"``).
         reranker: a cross-encoder backend, needed by the ``hybrid+rerank*`` modes.
         rerank_weight: the reranker's share in the fused second stage (``None``: the collection's
-            default for the reranker's languages, :func:`~poolrag.retrieval.rerank_language.default_rerank_weight`).
+            default for the reranker's languages,
+            :func:`~poolrag.retrieval.rerank_language.default_rerank_weight`).
     """
 
     def __init__(
