@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from test_retrieval_hybrid import QUERIES, fill
+from retrieval.test_retrieval_hybrid import QUERIES, fill
 
 from poolrag import Engine
 from poolrag.retrieval import CrossEncoderReranker, Retriever
