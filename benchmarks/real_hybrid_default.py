@@ -24,7 +24,7 @@ from real_hybrid import DEFAULT_DATA, LANGUAGE_OF, RERANK_WEIGHTS, as_run, legs,
 
 from poolrag import Engine
 from poolrag.cache import EmbeddingCache
-from poolrag.evaluation import BeirDataset
+from poolrag.evaluation import BeirDataset, evaluate
 from poolrag.evaluation.tune import QueryLegs, cross_validate
 from poolrag.retrieval import CrossEncoderReranker
 from poolrag.retrieval.fusion import SecondStage, descending_order, fuse_second_stage
@@ -67,13 +67,21 @@ def collection_fusion(dataset: BeirDataset) -> HybridFusion:
 
 
 def second_stage(
-    by_query, qrels, chunks: int, queries: dict[str, str], reranker, fusion: HybridFusion = DEFAULT_FUSION
+    by_query,
+    qrels,
+    chunks: int,
+    queries: dict[str, str],
+    reranker,
+    fusion: HybridFusion = DEFAULT_FUSION,
+    shares: tuple[float, ...] = RERANK_WEIGHTS,
 ) -> str:
+    """MRR@10 / nDCG@10 of the first stage, the reranker fused at each share, and ``replace``
+    (the reranker scores each query's candidates once; the shares only re-mix them)."""
     depth = prefetch_depth(chunks, None)
     first = {q: fuse_legs(d[:depth], s[:depth], chunks, fusion) for q, (d, s) in by_query.items()}
     scored = {q: reranker.scores(queries[q], [h.payload["text"] for h in hits]) for q, hits in first.items()}
-    row = {"first stage": mrr(as_run(first, chunks), qrels)}
-    for mode, weights in ((SecondStage.FUSE, RERANK_WEIGHTS), (SecondStage.REPLACE, (1.0,))):
+    row = {"first stage": metrics_at_10(as_run(first, chunks), qrels)}
+    for mode, weights in ((SecondStage.FUSE, shares), (SecondStage.REPLACE, (1.0,))):
         for weight in weights:
             reranked = {}
             for q, hits in first.items():
@@ -83,8 +91,13 @@ def second_stage(
                     for i in descending_order(final)
                 ]
             name = f"{mode.value} {weight:g}" if mode is SecondStage.FUSE else mode.value
-            row[name] = mrr(as_run(reranked, chunks), qrels)
-    return " | ".join(f"{k} {v:.3f}" for k, v in row.items())
+            row[name] = metrics_at_10(as_run(reranked, chunks), qrels)
+    return " | ".join(f"{k} {m:.4f}/{n:.4f}" for k, (m, n) in row.items())
+
+
+def metrics_at_10(run, qrels) -> tuple[float, float]:
+    scores = evaluate(run, {q: qrels[q] for q in run}, (10,), ("mrr", "ndcg"))
+    return scores["mrr@10"], scores["ndcg@10"]
 
 
 def main() -> None:
@@ -98,6 +111,11 @@ def main() -> None:
         "--rerank-only",
         action="store_true",
         help="only the second stage, over the default each set's detected language gives",
+    )
+    parser.add_argument(
+        "--shares",
+        default=",".join(f"{w:g}" for w in RERANK_WEIGHTS),
+        help="the reranker's shares to fuse at (comma-separated)",
     )
     args = parser.parse_args()
     print(f"<!-- {machine()}; default {DEFAULT_FUSION} -->")
@@ -113,7 +131,8 @@ def main() -> None:
         if reranker is not None:
             queries = {q.id: q.text for q in dataset.queries()}
             fusion = collection_fusion(dataset) if args.rerank_only else DEFAULT_FUSION
-            row = second_stage(by_query, qrels, chunks, queries, reranker, fusion)
+            shares = tuple(float(w) for w in args.shares.split(","))
+            row = second_stage(by_query, qrels, chunks, queries, reranker, fusion, shares)
             print(f"{name} rerank over {fusion}: {row}", flush=True)
 
 

@@ -74,7 +74,10 @@ def register(subparsers: Any) -> None:
     add_analyzer_arguments(parser)
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder for the hybrid+rerank modes")
     parser.add_argument(
-        "--rerank-weight", type=float, default=0.5, help="the reranker's share when fusing (default 0.5)"
+        "--rerank-weight",
+        type=float,
+        help="the reranker's share when fusing (default 0.5, or 0.2 where the reranker's model card "
+        "does not declare the collection's language)",
     )
     EngineArgs.add_cli_args(parser)  # the model's; --sparse-model and --rerank run the same way
     parser.add_argument("-k", type=positive_int, default=10, help="metrics at this cut-off (default 10)")

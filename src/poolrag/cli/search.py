@@ -66,7 +66,8 @@ def register(subparsers: Any) -> None:
         type=_unit_interval,
         metavar="W",
         help="with --rerank: the reranker's share of the fused score, 0..1 (default: the share a saved "
-        "'poolrag eval --tune --rerank --save' chose, else 0.5)",
+        "'poolrag eval --tune --rerank --save' chose, else 0.5, or 0.2 where the reranker's model card "
+        "does not declare the collection's recorded language)",
     )
     parser.add_argument(
         "--mode",
@@ -197,7 +198,7 @@ def _reranker(args: argparse.Namespace, engine_args: EngineArgs) -> CrossEncoder
     if args.rerank_weight is not None:
         settings["weight"] = args.rerank_weight
     engine = load_engine(engine_args.sibling(args.rerank))
-    # Bare, the retriever gives it the share a saved --tune --rerank chose (else the default).
+    # Bare, the retriever gives it the share a saved --tune --rerank chose, else the collection's default.
     return CrossEncoderReranker(engine, **settings) if settings else engine
 
 

@@ -27,9 +27,11 @@ from poolrag.evaluation.beir import BeirDataset, BeirQuery
 from poolrag.evaluation.metrics import evaluate
 from poolrag.ingest.pipeline import IngestPipeline, IngestReport
 from poolrag.ingest.readers import Document
+from poolrag.retrieval.collection_checks import existing_spec
 from poolrag.retrieval.funnel import Retriever
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.retrieval.rerank import CrossEncoderReranker
+from poolrag.retrieval.rerank_language import default_rerank_weight, reranker_languages
 from poolrag.retrieval.results import SearchResult
 from poolrag.retrieval.sparse_queries import SparseQueryEncoder
 from poolrag.stores.language_prior import collection_default_fusion
@@ -103,7 +105,9 @@ class Evaluation:
         sparse_encoder: query side of the sparse field (the pipeline's sparse encoder serves: BM25,
             or a learned one, whose queries go through the same model with ``input_type="query"``).
         reranker: a cross-encoder backend, needed by the ``hybrid+rerank*`` modes.
-        rerank_weight: the reranker's share in the fused second stage.
+        rerank_weight: the reranker's share in the fused second stage (``None``: the collection's
+            default for the reranker's languages,
+            :func:`~poolrag.retrieval.rerank_language.default_rerank_weight`).
     """
 
     def __init__(
@@ -113,7 +117,7 @@ class Evaluation:
         *,
         sparse_encoder: SparseQueryEncoder | None = None,
         reranker: PoolingBackend | None = None,
-        rerank_weight: float = 0.5,
+        rerank_weight: float | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.embedder = embedder
@@ -180,9 +184,11 @@ class Evaluation:
         reranker = None
         if mode in RERANK_MODES:
             assert self.reranker is not None
-            reranker = CrossEncoderReranker(
-                self.reranker, second_stage=RERANK_MODES[mode], weight=self.rerank_weight
-            )
+            weight = self.rerank_weight
+            if weight is None:
+                spec = existing_spec(self.pipeline.store)
+                weight = default_rerank_weight(spec, reranker_languages(self.reranker))
+            reranker = CrossEncoderReranker(self.reranker, second_stage=RERANK_MODES[mode], weight=weight)
         return Retriever(
             self.pipeline.store, self.embedder, reranker=reranker, sparse_encoder=self.sparse_encoder
         )

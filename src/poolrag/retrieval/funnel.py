@@ -25,8 +25,8 @@ from poolrag.cache.embedder import CachedEmbedder
 from poolrag.errors import InvalidInputError
 from poolrag.pooling.matryoshka import truncate
 from poolrag.retrieval.collection_checks import bm25_query_encoder, check_k, check_model, existing_spec
-from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT
 from poolrag.retrieval.rerank import CrossEncoderReranker
+from poolrag.retrieval.rerank_language import default_rerank_weight, reranker_languages
 from poolrag.retrieval.results import SearchResult
 from poolrag.retrieval.sparse_queries import SEARCH_MODES, SearchMode, SparseQueryEncoder
 from poolrag.sparse.vector import SparseVector
@@ -48,7 +48,9 @@ class Retriever:
         backend: the model the collection was ingested with; a :class:`CachedEmbedder` to reuse
             its cache for the full-size re-score, any other backend is wrapped in one without a cache.
         reranker: a cross-encoder backend or :class:`CrossEncoderReranker` for the last stage (a bare
-            backend fuses with the share the collection's saved record holds, if it holds one).
+            backend fuses with the share the collection's saved record holds, else with a smaller
+            share where its card's languages do not cover the collection's recorded one:
+            :func:`~poolrag.retrieval.rerank_language.default_rerank_weight`).
         candidates: how many hits stage 1 returns; default ``max(10 * k, 50)`` when a later stage
             re-scores them, else ``k``.
         sparse_encoder: turns queries into sparse vectors for ``mode="sparse"`` / ``"hybrid"``
@@ -80,11 +82,12 @@ class Retriever:
             )
         check_model(self.spec, self.embedder.model_identity, f"{store.name} at {store.location}")
         if reranker is not None and not isinstance(reranker, CrossEncoderReranker):
-            # A bare cross-encoder takes the share ``poolrag eval --tune --rerank --save`` chose, if any;
-            # a configured CrossEncoderReranker keeps its own.
+            # A bare cross-encoder takes the share ``poolrag eval --tune --rerank --save`` chose, if any,
+            # else the collection's default for its languages; a configured CrossEncoderReranker keeps
+            # its own.
             record = saved_record(self.spec)
             tuned = None if record is None else record.rerank_weight
-            share = DEFAULT_RERANK_WEIGHT if tuned is None else tuned
+            share = default_rerank_weight(self.spec, reranker_languages(reranker)) if tuned is None else tuned
             reranker = CrossEncoderReranker(reranker, weight=share)
         self.reranker = reranker
         self.candidates = candidates
