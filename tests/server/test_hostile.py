@@ -195,17 +195,18 @@ def test_a_disconnected_clients_work_is_dropped_and_counted_as_499(cli: tuple[st
         f"document {i}: " + "retrieval augmented generation with pooled embeddings " * 8 for i in range(1024)
     ]
     body = json.dumps({"input": texts}).encode()
+    model = (("model", httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]),)
     before = _samples(url)
     with socket.create_connection(("127.0.0.1", port)) as client:
         client.sendall(_raw_post_head(port, "/v1/embeddings", len(body)) + body)
         time.sleep(1.0)
     deadline = time.monotonic() + 10
-    while _samples(url)[("poolrag_queue_depth", ())] != 0:
+    while _samples(url)[("poolrag_queue_depth", model)] != 0:
         assert time.monotonic() < deadline, "the queue slot was not freed"
         time.sleep(0.1)
     time.sleep(1.0)  # a batch already running finishes; nothing after it should start
     after = _samples(url)
-    ran = after[("poolrag_engine_sequences_total", ())] - before[("poolrag_engine_sequences_total", ())]
+    ran = after[("poolrag_engine_sequences_total", model)] - before[("poolrag_engine_sequences_total", model)]
     assert ran < 1024 / 2, ran
     key = ("poolrag_requests_total", (("path", "/v1/embeddings"), ("status", "499")))
     assert after.get(key, 0) - before.get(key, 0) == 1

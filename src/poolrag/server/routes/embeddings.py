@@ -13,7 +13,7 @@ from poolrag.server.inputs import to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbeddingData, EmbeddingRequest, EmbeddingResponse, Usage
-from poolrag.server.state import new_id, now, server_state
+from poolrag.server.state import model_state, new_id, now
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v1/embeddings"
@@ -66,8 +66,7 @@ def _normalize(body: EmbeddingRequest) -> bool | None:
 
 @router.post(PATH, response_model=EmbeddingResponse, responses=ENGINE_ERRORS)
 async def create_embeddings(body: EmbeddingRequest, request: Request) -> EmbeddingResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
         dimensions=body.dimensions,
