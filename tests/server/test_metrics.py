@@ -48,7 +48,8 @@ def test_requests_tokens_and_batches_are_counted(minilm_server: Served, http: ht
     sequences = ("poolrag_engine_sequences_total", model)
     assert after[batches] - before[batches] >= 1  # the core may batch several requests together
     assert after[sequences] - before[sequences] == 6  # six distinct texts
-    assert after[("poolrag_engine_tokens_total", model)] <= after[("poolrag_engine_padded_tokens_total", model)]
+    real, padded = ("poolrag_engine_tokens_total", model), ("poolrag_engine_padded_tokens_total", model)
+    assert after[real] <= after[padded]
     assert after[("poolrag_queue_depth", model)] == 0
     assert after[("poolrag_queue_capacity", model)] == 256
 
