@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote
 
 import httpx
@@ -21,6 +22,7 @@ from poolrag.server import ServerSettings
 from poolrag.server.app import create_models_app
 from poolrag.testing.live_server import LiveServer
 
+from .conftest import cli_server
 from .test_admission import BUSY_TEXTS
 
 PASSAGES = [
@@ -177,3 +179,26 @@ def test_a_served_name_given_to_two_models_is_refused(
                 (cross_encoder_engine, ServerSettings(served_model_names=("r", "m"))),
             ]
         )
+
+
+def test_poolrag_serve_runs_an_embedder_and_a_reranker_from_a_models_file(
+    minilm_path: Path, cross_encoder_path: Path, tmp_path: Path
+) -> None:
+    models_file = tmp_path / "models.toml"
+    models_file.write_text(
+        f'[[model]]\nmodel = "{cross_encoder_path}"\nserved_model_name = "reranker"\nmax_queue = 2\n',
+        encoding="utf-8",
+    )
+    args = [str(minilm_path), "--served-model-name", "embedder", "--models-file", str(models_file)]
+    server = cli_server(tmp_path / "server.log", *args, "--log-level", "warning")
+    with server as (url, _), httpx.Client(timeout=120) as http:
+        ids = [card["id"] for card in http.get(f"{url}/v1/models").json()["data"]]
+        embedded = http.post(f"{url}/v1/embeddings", json={"input": "capital of France"})
+        reranked = http.post(
+            f"{url}/rerank", json={"model": "reranker", "query": "capital of France", "documents": PASSAGES}
+        )
+        metrics = http.get(f"{url}/metrics").text
+    assert ids == ["embedder", "reranker"]
+    assert embedded.status_code == 200 and embedded.json()["model"] == "embedder"
+    assert reranked.status_code == 200 and reranked.json()["results"][0]["index"] in (0, 2)
+    assert 'poolrag_queue_capacity{model="reranker"} 2.0' in metrics

@@ -29,12 +29,13 @@ def register(subparsers: Any) -> None:
         help="serve a model over HTTP (OpenAI-compatible embeddings, score, rerank, classify, pooling)",
         description="Serve a pooling model over HTTP with OpenAI / vLLM / Jina / Cohere-shaped endpoints.",
     )
+    parser.add_argument("model", metavar="MODEL", nargs="?", help="hub id or local model folder")
     parser.add_argument(
-        "model",
+        "more_models",
         metavar="MODEL",
         nargs="*",
-        help="hub id or local model folder; several serve several models, each request picking one "
-        "by its 'model' field (none: the first); engine flags apply to every model",
+        help="more models served by the same process, each request picking one by its 'model' field "
+        "(none: the first); engine flags apply to every model",
     )
     parser.add_argument(
         "--models-file",
@@ -176,11 +177,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if args.model and args.model_option and args.model != [args.model_option]:
-        given = " ".join(args.model)
-        print(f"poolrag serve: two models: {given} and --model {args.model_option}", file=sys.stderr)
+    if args.model and args.model_option and args.model != args.model_option:
+        print(f"poolrag serve: two models: {args.model} and --model {args.model_option}", file=sys.stderr)
         return 2
-    models = args.model or ([args.model_option] if args.model_option else [])
+    first = args.model or args.model_option
+    models = [first, *args.more_models] if first else []
     if not models and args.models_file is None:
         print("poolrag serve: give the model as MODEL, --model MODEL or --models-file FILE", file=sys.stderr)
         return 2
