@@ -3,6 +3,7 @@ engine's options and one server's settings per model, every bad file a one-line 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,13 @@ def test_the_cli_refuses_a_bad_file_and_duplicate_names_in_one_line(
     )
     assert main(["serve", "--served-model-name", "m", "--models-file", str(twice), "--port", "0"]) == 2
     assert "--served-model-name names MODEL arguments" in capsys.readouterr().err
+
+
+def test_the_models_file_in_docs_server_md_is_valid(tmp_path: Path) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```toml\n(.*?)^```$", page, re.M | re.S)
+    embedder, reranker = read_models_file(_file(tmp_path, block), BASE, SETTINGS)
+    assert embedder.settings.served_model_names == ("minilm", "embedder")
+    assert (embedder.settings.max_queue, embedder.settings.max_inflight_tokens) == (64, 200000)
+    assert reranker.settings.served_model_names == ("reranker",)
+    assert reranker.engine_args.max_batch_tokens == 8192
