@@ -226,9 +226,7 @@ def run(args: argparse.Namespace) -> int:
         if args.ray is not None:
             if args.disable_log_requests:
                 logger.warning("--disable-log-requests has no effect with --ray: Ray Serve keeps its own log")
-            if len(served) > 1:
-                raise ValueError("--ray serves one model per app for now; start one 'serve --ray' per model")
-            return _serve_on_ray(args, served[0].settings, served[0].engine_args)
+            return _serve_on_ray(args, [(one.engine_args, one.settings) for one in served])
         engines = [(Engine.from_engine_args(one.engine_args), one.settings) for one in served]
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -246,14 +244,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_on_ray(args: argparse.Namespace, settings: Any, engine_args: EngineArgs) -> int:
-    """The same app as replicas on Ray Serve; blocks until interrupted."""
+def _serve_on_ray(args: argparse.Namespace, models: list[tuple[EngineArgs, Any]]) -> int:
+    """The same app as replicas on Ray Serve, each replica serving every model; blocks until
+    interrupted."""
     if not require_extra("serve --ray", "ray"):
         return EXIT_MISSING_EXTRA
     from poolrag.scaleout.cluster import connect
-    from poolrag.scaleout.ray_serve import ReplicaPlan, serve_on_ray
+    from poolrag.scaleout.ray_serve import ReplicaPlan, serve_models_on_ray
 
     plan = ReplicaPlan(replicas=None if args.replicas == "auto" else args.replicas)
     connect(args.ray)
-    serve_on_ray(engine_args, settings, plan, host=args.host, port=args.port)
+    serve_models_on_ray(models, plan, host=args.host, port=args.port)
     return 0
