@@ -14,7 +14,6 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from poolrag import Engine
 from poolrag.client.wire import MODEL_IDENTITY_HEADER
@@ -22,7 +21,7 @@ from poolrag.server import ServerSettings
 from poolrag.server.app import create_models_app
 from poolrag.testing.live_server import LiveServer
 
-from .conftest import cli_server
+from .conftest import cli_server, metric_samples
 from .test_admission import BUSY_TEXTS
 
 PASSAGES = [
@@ -49,15 +48,6 @@ def two_models(minilm_engine: Engine, cross_encoder_engine: Engine) -> Iterator[
     )
     with LiveServer(app) as live:
         yield TwoModels(live.url, minilm_engine, cross_encoder_engine)
-
-
-def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = httpx.get(f"{url}/metrics", timeout=30).text
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def test_embed_on_one_model_and_rerank_on_the_other(two_models: TwoModels) -> None:
@@ -123,13 +113,13 @@ def test_a_route_the_named_model_cannot_serve_keeps_its_error(two_models: TwoMod
 
 
 def test_metrics_carry_the_model_label(two_models: TwoModels) -> None:
-    before = _samples(two_models.url)
+    before = metric_samples(two_models.url)
     with httpx.Client(timeout=120) as http:
         http.post(f"{two_models.url}/v1/embeddings", json={"model": "embedder", "input": ["a", "b"]})
         http.post(
             f"{two_models.url}/score", json={"model": "reranker", "text_1": "q", "text_2": ["x", "y", "z"]}
         )
-    after = _samples(two_models.url)
+    after = metric_samples(two_models.url)
 
     def grew(name: str, labels: tuple[tuple[str, str], ...]) -> float:
         return after[(name, labels)] - before.get((name, labels), 0)
@@ -153,7 +143,7 @@ def test_one_models_full_queue_does_not_refuse_the_other(two_models: TwoModels) 
         )
         busy.start()
         deadline = time.monotonic() + 60
-        while _samples(url)[("poolrag_queue_depth", (("model", "embedder"),))] < 1:
+        while metric_samples(url)[("poolrag_queue_depth", (("model", "embedder"),))] < 1:
             assert busy.is_alive() and time.monotonic() < deadline, "the busy request never took the slot"
             time.sleep(0.005)
         refused = http.post(f"{url}/v1/embeddings", json={"model": "embedder", "input": "one more"})
@@ -164,7 +154,7 @@ def test_one_models_full_queue_does_not_refuse_the_other(two_models: TwoModels) 
     assert refused.status_code == 503 and refused.json()["error"]["code"] == "queue_full"
     assert other.status_code == 200
     assert outcome["busy"].status_code == 200
-    rejected = _samples(url)
+    rejected = metric_samples(url)
     assert rejected[("poolrag_queue_rejections_total", (("model", "embedder"),))] >= 1
     assert rejected[("poolrag_queue_rejections_total", (("model", "reranker"),))] == 0
 

@@ -21,6 +21,15 @@ UNMATCHED_PATH = "unmatched"
 CLIENT_CLOSED = 499
 
 
+#: The engine core's counters: (field of its stats, metric name, help).
+_CORE_COUNTERS = (
+    ("batches", "poolrag_engine_batches", "Forward passes run by the engine core."),
+    ("sequences", "poolrag_engine_sequences", "Inputs run through forward passes, all requests together."),
+    ("tokens", "poolrag_engine_tokens", "Real tokens run through forward passes."),
+    ("padded_tokens", "poolrag_engine_padded_tokens", "Tokens in forward passes including padding."),
+)
+
+
 class EngineCoreCollector(Collector):
     """Each engine core's own counters, read at scrape time and labelled by model: forward passes,
     the sequences and tokens in them (sequences / batches is the mean batch size the core formed
@@ -31,22 +40,8 @@ class EngineCoreCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         families = {
-            "batches": CounterMetricFamily(
-                "poolrag_engine_batches", "Forward passes run by the engine core.", labels=["model"]
-            ),
-            "sequences": CounterMetricFamily(
-                "poolrag_engine_sequences",
-                "Inputs run through forward passes, all requests together.",
-                labels=["model"],
-            ),
-            "tokens": CounterMetricFamily(
-                "poolrag_engine_tokens", "Real tokens run through forward passes.", labels=["model"]
-            ),
-            "padded_tokens": CounterMetricFamily(
-                "poolrag_engine_padded_tokens",
-                "Tokens in forward passes including padding.",
-                labels=["model"],
-            ),
+            field: CounterMetricFamily(name, description, labels=["model"])
+            for field, name, description in _CORE_COUNTERS
         }
         for name, engine in self.engines:
             stats = engine.core_stats
