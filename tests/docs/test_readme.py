@@ -181,11 +181,13 @@ def run_bash_block(body: str, cwd: Path, timeout: float) -> tuple[int, str, str]
     return code, out.read_text(), err.read_text()
 
 
-def test_curl_block_runs_against_a_real_server(tmp_path: Path) -> None:
+def test_curl_block_runs_against_a_real_server(tmp_path: Path, assets: Path) -> None:
     (block,) = of_kind("server")
     port = _free_port()
     assert block.body.count("127.0.0.1:8000") >= 4 and "--port" not in block.body
     body = block.body.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+    for hub_id, folder in NOT_PACKAGED.items():  # the one substitution the python blocks get too
+        body = body.replace(hub_id, str(assets / folder))
     body = body.replace("poolrag serve ", f"poolrag serve --port {port} ", 1)
     code, out, err = run_bash_block(body, tmp_path, timeout=600)
     assert code == 0, err[-3000:]
@@ -193,6 +195,7 @@ def test_curl_block_runs_against_a_real_server(tmp_path: Path) -> None:
     assert health == {"status": "ok"}
     assert embeddings["model"] == "minilm" and len(embeddings["data"][0]["embedding"]) == 384
     assert [r["index"] for r in rerank["results"]] == [0]
+    assert rerank["model"] == "reranker"  # the second model of the same process
     paris, bananas = (item["score"] for item in score["data"])
     assert paris > bananas
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from poolrag import Engine
 from poolrag.server import ServerSettings, create_app
@@ -51,6 +52,16 @@ def serve_in_thread(engine: Engine, **settings: Any) -> Iterator[str]:
     settings.setdefault("served_model_names", ("test-model",))
     with LiveServer(create_app(engine, ServerSettings(**settings))) as live:
         yield live.url
+
+
+def metric_samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``/metrics`` of the server at ``url``: (name, sorted labels) -> value."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def _free_port() -> int:

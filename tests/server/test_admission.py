@@ -15,7 +15,7 @@ BUSY_TEXTS = [f"document {i} " + "about the properties of bounded queues " * 12 
 
 def _queue_depth(http: httpx.Client, url: str) -> float:
     for line in http.get(f"{url}/metrics").text.splitlines():
-        if line.startswith("poolrag_queue_depth "):
+        if line.startswith("poolrag_queue_depth{"):
             return float(line.split()[1])
     raise AssertionError("poolrag_queue_depth missing from /metrics")
 

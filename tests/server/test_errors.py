@@ -12,13 +12,6 @@ LONG_TEXT = "retrieval " * 300
 
 # (path, JSON body, expected error code or None, fragment of the message, param)
 MINILM_CASES = [
-    (
-        "/v1/embeddings",
-        {"model": "gpt-4", "input": "x"},
-        "model_not_found",
-        "model 'gpt-4' is not served",
-        "model",
-    ),
     ("/v1/embeddings", {"input": []}, "empty_input", "input must not be empty", "input"),
     ("/v1/embeddings", {"input": ""}, "invalid_value", "input is empty", None),
     ("/v1/embeddings", {"input": ["fine", "   "]}, "invalid_value", "input is empty", None),
@@ -115,6 +108,13 @@ def test_bad_requests_get_400_with_a_clear_message(
         assert error["param"] == param
 
 
+def test_an_unknown_model_is_404_naming_the_served_ones(minilm_server: Served, http: httpx.Client) -> None:
+    body = {"model": "gpt-4", "input": "x"}
+    error = _assert_openai_error(http.post(f"{minilm_server.url}/v1/embeddings", json=body), 404)
+    assert error["code"] == "model_not_found" and error["param"] == "model"
+    assert "model 'gpt-4' is not served here; use 'all-MiniLM-L6-v2', 'minilm'" in error["message"]
+
+
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [(b'{"input": "x"', "not valid JSON"), (b"[1, 2]", "valid dictionary"), (b"null", "valid dictionary")],
@@ -144,9 +144,9 @@ def test_unknown_paths_and_methods_are_openai_shaped(minilm_server: Served, http
     assert wrong_method["message"] == "Method Not Allowed"
 
 
-def test_openai_client_raises_bad_request_with_the_message(minilm_server: Served) -> None:
+def test_openai_client_raises_not_found_for_an_unknown_model(minilm_server: Served) -> None:
     client = openai.OpenAI(base_url=f"{minilm_server.url}/v1", api_key="unused", max_retries=0)
-    with pytest.raises(openai.BadRequestError) as caught:
+    with pytest.raises(openai.NotFoundError) as caught:
         client.embeddings.create(model="text-embedding-3-small", input="x")
     assert "is not served here" in caught.value.message
     assert caught.value.code == "model_not_found"

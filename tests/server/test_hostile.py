@@ -21,12 +21,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from poolrag import Engine
 from poolrag.errors import InvalidInputError
 
-from .conftest import Served, cli_server, serve_in_thread
+from .conftest import Served, cli_server, metric_samples, serve_in_thread
 
 HEALTH_BOUND_S = 0.5
 
@@ -100,18 +99,9 @@ def _post(url: str, body: bytes, path: str = "/v1/embeddings") -> httpx.Response
     return httpx.post(f"{url}{path}", content=body, headers={"content-type": "application/json"}, timeout=120)
 
 
-def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = httpx.get(f"{url}/metrics", timeout=30).text
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
 def _status_count(url: str, path: str, status: str) -> float:
     key = ("poolrag_requests_total", (("path", path), ("status", status)))
-    return _samples(url).get(key, 0.0)
+    return metric_samples(url).get(key, 0.0)
 
 
 # -- 1. the event loop stays free ----------------------------------------------------------------------
@@ -195,17 +185,18 @@ def test_a_disconnected_clients_work_is_dropped_and_counted_as_499(cli: tuple[st
         f"document {i}: " + "retrieval augmented generation with pooled embeddings " * 8 for i in range(1024)
     ]
     body = json.dumps({"input": texts}).encode()
-    before = _samples(url)
+    model = (("model", httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]),)
+    before = metric_samples(url)
     with socket.create_connection(("127.0.0.1", port)) as client:
         client.sendall(_raw_post_head(port, "/v1/embeddings", len(body)) + body)
         time.sleep(1.0)
     deadline = time.monotonic() + 10
-    while _samples(url)[("poolrag_queue_depth", ())] != 0:
+    while metric_samples(url)[("poolrag_queue_depth", model)] != 0:
         assert time.monotonic() < deadline, "the queue slot was not freed"
         time.sleep(0.1)
     time.sleep(1.0)  # a batch already running finishes; nothing after it should start
-    after = _samples(url)
-    ran = after[("poolrag_engine_sequences_total", ())] - before[("poolrag_engine_sequences_total", ())]
+    after = metric_samples(url)
+    ran = after[("poolrag_engine_sequences_total", model)] - before[("poolrag_engine_sequences_total", model)]
     assert ran < 1024 / 2, ran
     key = ("poolrag_requests_total", (("path", "/v1/embeddings"), ("status", "499")))
     assert after.get(key, 0) - before.get(key, 0) == 1

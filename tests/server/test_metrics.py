@@ -21,6 +21,8 @@ def _samples(http: httpx.Client, url: str) -> dict[tuple[str, tuple[tuple[str, s
 
 def test_requests_tokens_and_batches_are_counted(minilm_server: Served, http: httpx.Client) -> None:
     path = (("path", "/v1/embeddings"),)
+    model = (("model", minilm_server.model),)  # what runs on the model's engine is labelled by model
+    on_model = (*model, *path)
     ok = ("poolrag_requests_total", (("path", "/v1/embeddings"), ("status", "200")))
     bad = ("poolrag_requests_total", (("path", "/v1/embeddings"), ("status", "400")))
     before = _samples(http, minilm_server.url)
@@ -34,21 +36,22 @@ def test_requests_tokens_and_batches_are_counted(minilm_server: Served, http: ht
 
     assert after[ok] - before.get(ok, 0) == 3
     assert after[bad] - before.get(bad, 0) == 1
-    tokens = ("poolrag_prompt_tokens_total", path)
+    tokens = ("poolrag_prompt_tokens_total", on_model)
     assert after[tokens] - before.get(tokens, 0) == usage
-    batch_sum = ("poolrag_request_batch_size_sum", path)
+    batch_sum = ("poolrag_request_batch_size_sum", on_model)
     assert after[batch_sum] - before.get(batch_sum, 0) == 6
     latency = ("poolrag_request_duration_seconds_count", path)
     assert after[latency] - before.get(latency, 0) == 4
-    engine_time = ("poolrag_engine_duration_seconds_count", path)
+    engine_time = ("poolrag_engine_duration_seconds_count", on_model)
     assert after[engine_time] - before.get(engine_time, 0) == 3
-    batches = ("poolrag_engine_batches_total", ())
-    sequences = ("poolrag_engine_sequences_total", ())
+    batches = ("poolrag_engine_batches_total", model)
+    sequences = ("poolrag_engine_sequences_total", model)
     assert after[batches] - before[batches] >= 1  # the core may batch several requests together
     assert after[sequences] - before[sequences] == 6  # six distinct texts
-    assert after[("poolrag_engine_tokens_total", ())] <= after[("poolrag_engine_padded_tokens_total", ())]
-    assert after[("poolrag_queue_depth", ())] == 0
-    assert after[("poolrag_queue_capacity", ())] == 256
+    real, padded = ("poolrag_engine_tokens_total", model), ("poolrag_engine_padded_tokens_total", model)
+    assert after[real] <= after[padded]
+    assert after[("poolrag_queue_depth", model)] == 0
+    assert after[("poolrag_queue_capacity", model)] == 256
 
 
 def test_unknown_paths_share_one_label(minilm_server: Served, http: httpx.Client) -> None:

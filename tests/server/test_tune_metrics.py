@@ -22,12 +22,17 @@ from .conftest import serve_in_thread
 
 
 def _families(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Every autotune sample, its ``model`` label checked to be the one served model's name and dropped."""
+    served = httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
     response = httpx.get(f"{url}/metrics", timeout=30)
     assert response.status_code == 200
     found: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(response.text):
         for sample in family.samples:
-            found.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+            labels = dict(sample.labels)
+            if sample.name.startswith("poolrag_autotune"):
+                assert labels.pop("model") == served
+            found.setdefault(sample.name, []).append((labels, sample.value))
     return found
 
 

@@ -137,3 +137,14 @@ def test_second_stage_settings_are_checked(cross_encoder_engine: Engine) -> None
         PoolragRerank(engine=cross_encoder_engine, rerank_weight=1.5)
     with pytest.raises(ValueError, match="second_stage"):
         PoolragRerank(engine=cross_encoder_engine, second_stage="mix")
+
+
+def test_a_two_model_server_reranks_with_the_model_named(
+    cross_encoder_engine: Engine, embedder_and_reranker_url: str
+) -> None:
+    local = PoolragRerank(engine=cross_encoder_engine, top_n=4)
+    remote = PoolragRerank(base_url=embedder_and_reranker_url, model_name="reranker", top_n=4)
+    expected = local.postprocess_nodes(corpus_nodes(), query_str=QUERY)
+    ranked = remote.postprocess_nodes(corpus_nodes(), query_str=QUERY)
+    assert [n.node.node_id for n in ranked] == [n.node.node_id for n in expected]
+    np.testing.assert_allclose([n.score for n in ranked], [n.score for n in expected], rtol=1e-6)

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
@@ -14,7 +15,6 @@ from poolrag.server.settings import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_INPUTS,
     DEFAULT_MAX_QUEUE,
-    default_served_name,
 )
 from poolrag.vllm_options import NO_EFFECT_OPTIONS, warn_no_effect
 
@@ -30,6 +30,20 @@ def register(subparsers: Any) -> None:
         description="Serve a pooling model over HTTP with OpenAI / vLLM / Jina / Cohere-shaped endpoints.",
     )
     parser.add_argument("model", metavar="MODEL", nargs="?", help="hub id or local model folder")
+    parser.add_argument(
+        "more_models",
+        metavar="MODEL",
+        nargs="*",
+        help="more models served by the same process, each request picking one by its 'model' field "
+        "(none: the first); engine flags apply to every model",
+    )
+    parser.add_argument(
+        "--models-file",
+        type=Path,
+        metavar="FILE",
+        help="TOML file of [[model]] tables: model, served_model_name, per-model limits (max_queue, "
+        "max_inputs, max_request_tokens, max_request_chars, max_inflight_tokens) and engine options",
+    )
     net = parser.add_argument_group("server")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     net.add_argument("--port", type=int, default=8000)
@@ -45,7 +59,7 @@ def register(subparsers: Any) -> None:
         nargs="+",
         metavar="NAME",
         help="name(s) clients pass as 'model'; the first is reported (default: MODEL, or a local "
-        "folder's last path component)",
+        "folder's last path component); with several MODELs, one name per model",
     )
     add_flag(
         net,
@@ -141,8 +155,9 @@ def _runner(text: str) -> str:
     return text
 
 
-def engine_args_of(args: argparse.Namespace) -> EngineArgs:
-    """The Engine's options from the command line, vLLM's flags mapped to poolrag's or warned about."""
+def engine_args_of(args: argparse.Namespace, model: str | None = None) -> EngineArgs:
+    """The Engine's options from the command line, vLLM's flags mapped to poolrag's or warned about
+    (for ``model``, default: the namespace's)."""
     if args.tensor_parallel_size != 1 or args.pipeline_parallel_size != 1:
         raise ValueError(
             "tensor / pipeline parallelism is not supported; a model larger than one device is "
@@ -153,7 +168,9 @@ def engine_args_of(args: argparse.Namespace) -> EngineArgs:
     if args.chat_template and args.score_template and args.chat_template != args.score_template:
         raise ValueError("give --chat-template or --score-template, not both")
     warn_no_effect((name for name in NO_EFFECT_OPTIONS if getattr(args, name) is not None), logger)
-    return EngineArgs.from_cli_args(args).replace(score_template=args.chat_template or args.score_template)
+    return EngineArgs.from_cli_args(args, model).replace(
+        score_template=args.chat_template or args.score_template
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,15 +180,19 @@ def run(args: argparse.Namespace) -> int:
     if args.model and args.model_option and args.model != args.model_option:
         print(f"poolrag serve: two models: {args.model} and --model {args.model_option}", file=sys.stderr)
         return 2
-    args.model = args.model or args.model_option
-    if not args.model:
-        print("poolrag serve: give the model as MODEL or --model MODEL", file=sys.stderr)
+    first = args.model or args.model_option
+    models = [first, *args.more_models] if first else []
+    if not models and args.models_file is None:
+        print("poolrag serve: give the model as MODEL, --model MODEL or --models-file FILE", file=sys.stderr)
         return 2
     if not require_extra("serve", "server"):
         return EXIT_MISSING_EXTRA
     from poolrag import Engine, PoolragError
+    from poolrag.cli.serve_models import from_command_line, read_models_file
     from poolrag.server import ServerSettings
+    from poolrag.server.app import create_models_app
     from poolrag.server.run import check_port_free, serve
+    from poolrag.server.state import check_unique_names
 
     if args.ray is None:
         try:
@@ -181,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         settings = ServerSettings(
-            served_model_names=tuple(args.served_model_name or [default_served_name(args.model)]),
+            served_model_names=("default",),  # each model gets its own names below
             api_key=args.api_key or None,
             max_queue=args.max_queue,
             max_inputs=args.max_inputs,
@@ -194,19 +215,26 @@ def run(args: argparse.Namespace) -> int:
             header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout,
         )
-        engine_args = engine_args_of(args)
+        if args.served_model_name and not models:
+            raise ValueError("--served-model-name names MODEL arguments; a models file names its own")
+        # the flags' engine options, which every model takes (a file's keys override them)
+        base = engine_args_of(args, models[0] if models else str(args.models_file))
+        served = from_command_line(models, args.served_model_name, base, settings)
+        if args.models_file is not None:
+            served += read_models_file(args.models_file, base, settings)
+        check_unique_names([one.settings.served_model_names for one in served])
         if args.ray is not None:
             if args.disable_log_requests:
                 logger.warning("--disable-log-requests has no effect with --ray: Ray Serve keeps its own log")
-            return _serve_on_ray(args, settings, engine_args)
-        engine = Engine.from_engine_args(engine_args)
+            return _serve_on_ray(args, [(one.engine_args, one.settings) for one in served])
+        engines = [(Engine.from_engine_args(one.engine_args), one.settings) for one in served]
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
         logger.warning("listening on %s without an API key: anyone who can reach it can use it", args.host)
     serve(
-        engine,
+        create_models_app(engines),
         settings,
         host=args.host,
         port=args.port,
@@ -216,14 +244,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_on_ray(args: argparse.Namespace, settings: Any, engine_args: EngineArgs) -> int:
-    """The same app as replicas on Ray Serve; blocks until interrupted."""
+def _serve_on_ray(args: argparse.Namespace, models: list[tuple[EngineArgs, Any]]) -> int:
+    """The same app as replicas on Ray Serve, each replica serving every model; blocks until
+    interrupted."""
     if not require_extra("serve --ray", "ray"):
         return EXIT_MISSING_EXTRA
     from poolrag.scaleout.cluster import connect
-    from poolrag.scaleout.ray_serve import ReplicaPlan, serve_on_ray
+    from poolrag.scaleout.ray_serve import ReplicaPlan, serve_models_on_ray
 
     plan = ReplicaPlan(replicas=None if args.replicas == "auto" else args.replicas)
     connect(args.ray)
-    serve_on_ray(engine_args, settings, plan, host=args.host, port=args.port)
+    serve_models_on_ray(models, plan, host=args.host, port=args.port)
     return 0

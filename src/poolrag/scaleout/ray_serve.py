@@ -1,8 +1,9 @@
 """``poolrag serve`` as a Ray Serve deployment: replicas of the same FastAPI app behind Ray's proxy.
 
-Each replica builds its own :class:`~poolrag.Engine` and the app :func:`poolrag.server.app.create_app`
-makes for one process, so the HTTP API, its limits and its errors are exactly those of
-``poolrag serve``; Ray adds the routing between replicas. A replica takes one GPU when the
+Each replica builds its own :class:`~poolrag.Engine` per model and the app
+:func:`poolrag.server.app.create_models_app` makes for one process (several models: one replica
+holds them all, as ``poolrag serve A B`` does), so the HTTP API, its limits and its errors are
+exactly those of ``poolrag serve``; Ray adds the routing between replicas. A replica takes one GPU when the
 cluster has GPUs (so replicas = GPUs at most), else a share of CPU cores. Replica count is fixed
 (``replicas``) or follows load: Ray Serve's autoscaler adds replicas while each has more than
 ``target_ongoing_requests`` requests in flight, up to ``max_replicas``.
@@ -15,7 +16,7 @@ behind any HTTP load balancer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,18 +34,18 @@ APP_NAME = "poolrag"
 
 @serve.ingress()
 class PoolragReplica:
-    """One replica: an engine and the app serving it (built on the replica, after the engine)."""
+    """One replica: its engines (one per model, several sharing the replica's cores or GPU) and
+    the app serving them (built on the replica, after the engines)."""
 
-    def __init__(self, engine_args: EngineArgs, settings: ServerSettings) -> None:
+    def __init__(self, models: Sequence[tuple[EngineArgs, ServerSettings]]) -> None:
         from poolrag.engine import Engine
 
-        self.engine = Engine.from_engine_args(engine_args)
-        self.settings = settings
+        self.engines = [(Engine.from_engine_args(engine_args), settings) for engine_args, settings in models]
 
     def __serve_build_asgi_app__(self) -> Any:
-        from poolrag.server.app import create_app
+        from poolrag.server.app import create_models_app
 
-        return create_app(self.engine, self.settings)
+        return create_models_app(self.engines)
 
 
 @dataclass(frozen=True)
@@ -90,22 +91,44 @@ class ReplicaPlan:
 
 
 def build_application(
-    engine_args: EngineArgs,
-    settings: ServerSettings,
+    models: Sequence[tuple[EngineArgs, ServerSettings]],
     plan: ReplicaPlan,
     cluster: Mapping[str, float],
 ) -> Application:
-    """The deployment of ``engine_args``' model with ``plan``'s replicas, ready for :func:`ray.serve.run`."""
+    """The deployment of ``models`` (each replica runs all of them, the first answering requests
+    that name none) with ``plan``'s replicas, ready for :func:`ray.serve.run`."""
+    if not models:
+        raise InvalidInputError("a Ray Serve replica needs at least one model")
     options = plan.deployment_options(cluster)
     deployment = serve.deployment(
         PoolragReplica,
         name=APP_NAME,
-        # the proxy's admission cap per replica matches the app's own queue limit
-        max_ongoing_requests=settings.max_queue,
+        # the proxy's admission cap per replica matches the app's own queue limits, all models together
+        max_ongoing_requests=sum(settings.max_queue for _, settings in models),
         **options,
     )
-    logger.info("ray serve: %s with %s", engine_args.model, options)
-    return deployment.bind(engine_args, settings)
+    logger.info("ray serve: %s with %s", ", ".join(args.model for args, _ in models), options)
+    return deployment.bind(list(models))
+
+
+def serve_models_on_ray(
+    models: Sequence[tuple[EngineArgs, ServerSettings]],
+    plan: ReplicaPlan,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    blocking: bool = True,
+) -> None:
+    """Deploy replicas each serving every one of ``models`` on the connected cluster (``ray.init``
+    first) and answer HTTP on ``host:port``.
+
+    ``blocking``: wait until interrupted (the CLI), else return once the replicas are ready.
+    """
+    import ray
+
+    serve.start(http_options={"host": host, "port": port})
+    app = build_application(models, plan, ray.cluster_resources())
+    serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking)
 
 
 def serve_on_ray(
@@ -117,12 +140,5 @@ def serve_on_ray(
     port: int = 8000,
     blocking: bool = True,
 ) -> None:
-    """Deploy on the connected cluster (``ray.init`` first) and answer HTTP on ``host:port``.
-
-    ``blocking``: wait until interrupted (the CLI), else return once the replicas are ready.
-    """
-    import ray
-
-    serve.start(http_options={"host": host, "port": port})
-    app = build_application(engine_args, settings, plan, ray.cluster_resources())
-    serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking)
+    """:func:`serve_models_on_ray` for one model."""
+    serve_models_on_ray([(engine_args, settings)], plan, host=host, port=port, blocking=blocking)

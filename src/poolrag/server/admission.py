@@ -43,11 +43,19 @@ class Reservation:
 
 class Admission:
     """Counts requests, body bytes and tokens in flight; runs on the event loop only, so plain
-    counters are safe."""
+    counters are safe. Each served model has its own; the body bytes of every request are counted
+    in the first model's, the process's one byte budget (a body is read before it names a model)."""
 
     def __init__(
-        self, capacity: int, max_bytes: int, max_tokens: int, retry_after_s: int, metrics: ServerMetrics
+        self,
+        capacity: int,
+        max_bytes: int,
+        max_tokens: int,
+        retry_after_s: int,
+        metrics: ServerMetrics,
+        model: str,
     ) -> None:
+        self.model = model  # the ``model`` label of its queue, token and rejection metrics
         self.capacity = capacity
         self.max_bytes = max_bytes
         self.max_tokens = max_tokens
@@ -58,7 +66,7 @@ class Admission:
         self.tokens_in_flight = 0
 
     def busy(self, why: str) -> APIError:
-        self.metrics.rejected.inc()
+        self.metrics.rejected.labels(self.model).inc()
         return APIError(
             503,
             f"the server is at capacity ({why}); retry after {self.retry_after_s}s",
@@ -81,21 +89,21 @@ class Admission:
         if self.tokens_in_flight and self.tokens_in_flight + count > self.max_tokens:
             raise self.busy(f"tokens in flight exceed {self.max_tokens}")
         self.tokens_in_flight += count
-        self.metrics.inflight_tokens.set(self.tokens_in_flight)
+        self.metrics.inflight_tokens.labels(self.model).set(self.tokens_in_flight)
         try:
             yield
         finally:
             self.tokens_in_flight -= count
-            self.metrics.inflight_tokens.set(self.tokens_in_flight)
+            self.metrics.inflight_tokens.labels(self.model).set(self.tokens_in_flight)
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         if self.depth >= self.capacity:
             raise self.busy(f"{self.capacity} requests queued")
         self.depth += 1
-        self.metrics.queue_depth.set(self.depth)
+        self.metrics.queue_depth.labels(self.model).set(self.depth)
         try:
             yield
         finally:
             self.depth -= 1
-            self.metrics.queue_depth.set(self.depth)
+            self.metrics.queue_depth.labels(self.model).set(self.depth)

@@ -1,9 +1,9 @@
-"""The app factory: one engine behind OpenAI / vLLM / Jina / Cohere-shaped endpoints."""
+"""The app factory: one or several engines behind OpenAI / vLLM / Jina / Cohere-shaped endpoints."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -34,7 +34,7 @@ from poolrag.server.routes import (
     tokenize,
 )
 from poolrag.server.settings import Limits, ServerSettings
-from poolrag.server.state import ServerState, now
+from poolrag.server.state import SCOPE_MODEL_KEY, ServedModels, ServerState, check_unique_names, now
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
@@ -46,37 +46,67 @@ _ROUTERS += (cohere_embed,)  # Cohere's embed API beside OpenAI's
 
 
 def create_app(engine: InProcessEngine, settings: ServerSettings) -> FastAPI:
-    """Build the ASGI app serving ``engine``: the server runs the model in its own process.
+    """Build the ASGI app serving ``engine``: the server runs the model in its own process."""
+    return create_models_app([(engine, settings)])
+
+
+def _loosest(limits: Sequence[Limits]) -> Limits:
+    """The per-field largest of ``limits``: a body is parsed under these before it names its model."""
+    fields = Limits.__dataclass_fields__
+    return Limits(**{name: max(getattr(one, name) for one in limits) for name in fields})
+
+
+def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) -> FastAPI:
+    """Build the ASGI app serving several engines; each request picks one by its ``model`` field.
+
+    The first model answers requests that name none, and its settings are the process's: API key,
+    allowed hosts, body size and deadlines, and the body bytes in flight. Each model keeps its own
+    served names, per-request limits, queue (``max_queue``), token budget
+    (``max_inflight_tokens``), thread pool and ``model`` metrics label.
 
     Middleware order, outermost first: metrics (sees every answer), ``Host`` check, API key
     (before any body is read), body size/time limit and byte budget, the heap trimmed after a
-    large body (:mod:`poolrag.server.heap_trim`), the model's identity on each answer past those
-    (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST routes parse and
+    large body (:mod:`poolrag.server.heap_trim`), the routed model's identity on each answer past
+    those (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST routes parse and
     validate off the event loop (:mod:`poolrag.server.routing`).
     """
-    server_metrics = ServerMetrics(settings.max_queue, engine)
-    calls = EngineCalls(engine, settings.engine_threads)
-    limits = Limits.resolve(settings, engine.facts.max_model_len)
-    admission = Admission(
-        settings.max_queue,
-        limits.max_inflight_bytes,
-        limits.max_inflight_tokens,
-        settings.retry_after_s,
-        server_metrics,
-    )
+    if not served:
+        raise ValueError("create_models_app needs at least one engine")
+    check_unique_names([settings.served_model_names for _, settings in served])
+    settings = served[0][1]
+    server_metrics = ServerMetrics([(model_settings.model_name, engine) for engine, model_settings in served])
+    started = now()
+    models = []
+    for engine, model_settings in served:
+        name = model_settings.model_name
+        limits = Limits.resolve(model_settings, engine.facts.max_model_len)
+        admission = Admission(
+            model_settings.max_queue,
+            limits.max_inflight_bytes,
+            limits.max_inflight_tokens,
+            model_settings.retry_after_s,
+            server_metrics,
+            name,
+        )
+        server_metrics.start_model(name, model_settings.max_queue)
+        calls = EngineCalls(engine, model_settings.engine_threads)
+        models.append(ServerState(engine, model_settings, limits, calls, admission, server_metrics, started))
+    admission = models[0].admission  # its byte budget is the process's
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        logger.info(
-            "serving %s as %s (tasks: %s)",
-            engine.facts.model_name,
-            ", ".join(settings.served_model_names),
-            ", ".join(engine.facts.supported_tasks),
-        )
+        for model in models:
+            logger.info(
+                "serving %s as %s (tasks: %s)",
+                model.engine.facts.model_name,
+                ", ".join(model.settings.served_model_names),
+                ", ".join(model.engine.facts.supported_tasks),
+            )
         try:
             yield
         finally:
-            calls.close()
+            for model in models:
+                model.calls.close()
 
     app = FastAPI(
         title="poolrag",
@@ -84,21 +114,21 @@ def create_app(engine: InProcessEngine, settings: ServerSettings) -> FastAPI:
         description="OpenAI-compatible embeddings, scoring, reranking, classification and pooling.",
         lifespan=lifespan,
     )
-    app.state.poolrag = ServerState(
-        engine=engine,
+    app.state.poolrag = ServedModels(
+        models=tuple(models),
         settings=settings,
-        limits=limits,
-        calls=calls,
-        admission=admission,
+        parse_limits=_loosest([model.limits for model in models]),
         metrics=server_metrics,
-        started=now(),
+        started=started,
     )
     for module in _ROUTERS:
         app.include_router(module.router)
     install_error_handlers(app)
     install_openapi(app)
 
-    app.add_middleware(ModelIdentityMiddleware, facts=app.state.poolrag.served_facts)
+    app.add_middleware(
+        ModelIdentityMiddleware, facts=[model.served_facts for model in models], scope_key=SCOPE_MODEL_KEY
+    )
     app.add_middleware(HeapTrimMiddleware)  # inside the body limit: only admitted bodies count
     app.add_middleware(
         BodySizeLimitMiddleware,

@@ -12,15 +12,6 @@ from poolrag.server.settings import ServerSettings
 from poolrag.text_validity import has_visible_text
 
 
-def check_model(settings: ServerSettings, model: str | None) -> None:
-    """``model`` may be omitted; when given it must be one of the served names."""
-    if model is not None and model not in settings.served_model_names:
-        served = ", ".join(repr(n) for n in settings.served_model_names)
-        raise APIError(
-            400, f"model {model!r} is not served here; use {served}", param="model", code="model_not_found"
-        )
-
-
 def is_blank(text: str) -> bool:
     """Nothing to read (empty, whitespace, control or invisible format characters only), by the
     rule every front door applies (:mod:`poolrag.text_validity`)."""

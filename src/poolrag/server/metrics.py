@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -23,39 +23,48 @@ UNMATCHED_PATH = "unmatched"
 CLIENT_CLOSED = 499
 
 
-class EngineCoreCollector(Collector):
-    """The engine core's own counters, read at scrape time: forward passes, the sequences and
-    tokens in them (sequences / batches is the mean batch size the core formed across requests)."""
+#: The engine core's counters: (field of its stats, metric name, help).
+_CORE_COUNTERS = (
+    ("batches", "poolrag_engine_batches", "Forward passes run by the engine core."),
+    ("sequences", "poolrag_engine_sequences", "Inputs run through forward passes, all requests together."),
+    ("tokens", "poolrag_engine_tokens", "Real tokens run through forward passes."),
+    ("padded_tokens", "poolrag_engine_padded_tokens", "Tokens in forward passes including padding."),
+)
 
-    def __init__(self, engine: InProcessEngine) -> None:
-        self.engine = engine
+
+class EngineCoreCollector(Collector):
+    """Each engine core's own counters, read at scrape time and labelled by model: forward passes,
+    the sequences and tokens in them (sequences / batches is the mean batch size the core formed
+    across requests)."""
+
+    def __init__(self, engines: Sequence[tuple[str, InProcessEngine]]) -> None:
+        self.engines = tuple(engines)
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        stats = self.engine.core_stats
-        yield CounterMetricFamily(
-            "poolrag_engine_batches", "Forward passes run by the engine core.", stats.batches
-        )
-        yield CounterMetricFamily(
-            "poolrag_engine_sequences",
-            "Inputs run through forward passes, all requests together.",
-            stats.sequences,
-        )
-        yield CounterMetricFamily(
-            "poolrag_engine_tokens", "Real tokens run through forward passes.", stats.tokens
-        )
-        yield CounterMetricFamily(
-            "poolrag_engine_padded_tokens", "Tokens in forward passes including padding.", stats.padded_tokens
-        )
+        families = {
+            field: CounterMetricFamily(name, description, labels=["model"])
+            for field, name, description in _CORE_COUNTERS
+        }
+        for name, engine in self.engines:
+            stats = engine.core_stats
+            for field, family in families.items():
+                family.add_metric([name], getattr(stats, field))
+        yield from families.values()
 
 
 class ServerMetrics:
-    """Requests, tokens, queue depth, request and engine batch sizes, latencies."""
+    """Requests, tokens, queue depth, request and engine batch sizes, latencies.
 
-    def __init__(self, max_queue: int, engine: InProcessEngine | None = None) -> None:
+    What the HTTP layer sees before a body names its model (requests, their latency, body bytes in
+    flight) is counted per process; what happens on a model's engine and admission budget carries
+    a ``model`` label (the model's first served name).
+    """
+
+    def __init__(self, engines: Sequence[tuple[str, InProcessEngine]] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        if engine is not None:
-            self.registry.register(EngineCoreCollector(engine))
-            self.registry.register(TuneReportCollector(engine))
+        if engines:
+            self.registry.register(EngineCoreCollector(engines))
+            self.registry.register(TuneReportCollector(engines))
         self.requests = Counter(
             "poolrag_requests",
             "HTTP requests by path and status.",
@@ -71,33 +80,40 @@ class ServerMetrics:
         )
         self.engine_latency = Histogram(
             "poolrag_engine_duration_seconds",
-            "Time a request spends waiting for and running on the engine, by path.",
-            ["path"],
+            "Time a request spends waiting for and running on the engine, by model and path.",
+            ["model", "path"],
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.prompt_tokens = Counter(
-            "poolrag_prompt_tokens", "Tokens the model read, by path.", ["path"], registry=self.registry
+            "poolrag_prompt_tokens",
+            "Tokens the model read, by model and path.",
+            ["model", "path"],
+            registry=self.registry,
         )
         self.batch_size = Histogram(
             "poolrag_request_batch_size",
-            "Inputs (texts, pairs, documents) per request, by path.",
-            ["path"],
+            "Inputs (texts, pairs, documents) per request, by model and path.",
+            ["model", "path"],
             buckets=_BATCH_BUCKETS,
             registry=self.registry,
         )
         self.queue_depth = Gauge(
             "poolrag_queue_depth",
-            "Requests admitted and waiting for or running on the engine.",
+            "Requests admitted and waiting for or running on the model's engine.",
+            ["model"],
             registry=self.registry,
         )
         self.queue_capacity = Gauge(
-            "poolrag_queue_capacity", "Most requests admitted at once (--max-queue).", registry=self.registry
+            "poolrag_queue_capacity",
+            "Most requests admitted at once per model (--max-queue).",
+            ["model"],
+            registry=self.registry,
         )
-        self.queue_capacity.set(max_queue)
         self.rejected = Counter(
             "poolrag_queue_rejections",
             "Requests refused with 503 because the queue or a byte or token budget was full.",
+            ["model"],
             registry=self.registry,
         )
         self.inflight_bytes = Gauge(
@@ -108,8 +124,16 @@ class ServerMetrics:
         self.inflight_tokens = Gauge(
             "poolrag_inflight_tokens",
             "Token ids plus estimated text tokens of requests being parsed or run.",
+            ["model"],
             registry=self.registry,
         )
+
+    def start_model(self, model: str, max_queue: int) -> None:
+        """Show a model's queue, token and rejection series from the first scrape, at zero."""
+        self.queue_capacity.labels(model).set(max_queue)
+        self.queue_depth.labels(model).set(0)
+        self.inflight_tokens.labels(model).set(0)
+        self.rejected.labels(model)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -8,19 +8,28 @@ response and refuses the vectors instead of filing them under the old model's ke
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from poolrag.client.wire import identity_headers
 from poolrag.model_facts import ModelFacts
 
 
+def _encoded(facts: ModelFacts) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode(), v.encode()) for k, v in identity_headers(facts).items()]
+
+
 class ModelIdentityMiddleware:
     """Adds the served facts' identity headers (:func:`poolrag.client.wire.identity_headers`, which
-    the client reads back) to every HTTP response."""
+    the client reads back) to every HTTP response: those of the model the request was routed to
+    (named under ``scope_key`` by the route), else of the first model served."""
 
-    def __init__(self, app: ASGIApp, facts: ModelFacts) -> None:
+    def __init__(self, app: ASGIApp, facts: Sequence[ModelFacts], scope_key: str) -> None:
         self.app = app
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in identity_headers(facts).items()]
+        self.by_name = {one.model_name: _encoded(one) for one in facts}
+        self.default = _encoded(facts[0])
+        self.scope_key = scope_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -29,7 +38,9 @@ class ModelIdentityMiddleware:
 
         async def send_with_identity(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", ()), *self.headers]}
+                routed = scope.get(self.scope_key)
+                headers = self.by_name.get(routed.name, self.default) if routed is not None else self.default
+                message = {**message, "headers": [*message.get("headers", ()), *headers]}
             await send(message)
 
         await self.app(scope, receive, send_with_identity)

@@ -105,12 +105,18 @@ def parse_body(raw: bytes, model: type[M], limits: Limits) -> Parsed:
     except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
         raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
     token_ids, chars = _measure(data)
-    if token_ids > limits.max_request_tokens:
-        raise _too_large("token ids", token_ids, limits.max_request_tokens)
-    if chars > limits.max_request_chars:
-        raise _too_large("characters of text", chars, limits.max_request_chars)
+    check_size(token_ids, chars, limits)
     try:
         body = model.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
     return Parsed(body, token_ids, chars)
+
+
+def check_size(token_ids: int, chars: int, limits: Limits) -> None:
+    """The 413 for a request over ``limits``' per-request token ids or characters of text; run
+    again with the limits of the model a request names, once its body is parsed."""
+    if token_ids > limits.max_request_tokens:
+        raise _too_large("token ids", token_ids, limits.max_request_tokens)
+    if chars > limits.max_request_chars:
+        raise _too_large("characters of text", chars, limits.max_request_chars)

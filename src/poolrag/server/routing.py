@@ -6,7 +6,9 @@ FastAPI's signature (``async def endpoint(body: SomeRequest, request: Request)``
 ``/openapi.json`` still documents the body model, but its handler:
 
 1. parses and validates the body on a worker thread (:func:`poolrag.server.parsing.parse_body`);
-2. holds the request's tokens in the admission budget while the endpoint runs;
+2. finds the model the body names (:func:`poolrag.server.state.model_state`), checks the body
+   against that model's per-request limits and holds its tokens in that model's admission budget
+   while the endpoint runs (the body is first parsed under the loosest limits of the models served);
 3. serialises the answer on a worker thread;
 4. watches for the client's ``http.disconnect`` meanwhile: when the client leaves, the work is
    cancelled (the engine's async core drops queued sequences of a cancelled caller), its queue
@@ -29,8 +31,8 @@ from pydantic import BaseModel
 from starlette.types import Receive
 
 from poolrag.server.metrics import CLIENT_CLOSED
-from poolrag.server.parsing import parse_body
-from poolrag.server.state import server_state
+from poolrag.server.parsing import check_size, parse_body
+from poolrag.server.state import model_state, served_models
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +72,10 @@ class OffLoopRoute(APIRoute):
         exclude_none = self.response_model_exclude_none
 
         async def answer(request: Request, raw: bytes) -> Response:
-            state = server_state(request)
-            parsed = await anyio.to_thread.run_sync(parse_body, raw, model, state.limits)
+            served = served_models(request)
+            parsed = await anyio.to_thread.run_sync(parse_body, raw, model, served.parse_limits)
+            state = model_state(request, getattr(parsed.body, "model", None))
+            check_size(parsed.token_ids, parsed.chars, state.limits)
             with state.admission.tokens(parsed.tokens):
                 result = await endpoint(parsed.body, request)
             content = await anyio.to_thread.run_sync(_dump, result, exclude_none)

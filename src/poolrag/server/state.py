@@ -1,10 +1,17 @@
-"""What every route needs: the engine, the limits, the admission budgets and the metrics of one app."""
+"""What every route needs: the served models (each with its engine, limits, admission budget and
+metrics label) and the process-wide settings and metrics of one app.
+
+Routes find their model through ONE function, :func:`model_state`, which reads the request's
+``model`` field: absent means the first model served, an unknown name is a 404 naming the served
+ones. Body bytes are budgeted per process (they are read before the body names a model); queue
+slots and tokens in flight per model, so one model's full queue does not refuse another's requests.
+"""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
@@ -13,7 +20,7 @@ from fastapi import Request
 from poolrag.model_facts import ModelFacts
 from poolrag.server.admission import Admission
 from poolrag.server.engine_calls import EngineCalls
-from poolrag.server.inputs import check_model
+from poolrag.server.errors import APIError
 from poolrag.server.metrics import ServerMetrics
 from poolrag.server.settings import Limits, ServerSettings
 
@@ -23,9 +30,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 P = ParamSpec("P")
 
+#: The ASGI scope key naming the model a request was routed to (read by the identity middleware).
+SCOPE_MODEL_KEY = "poolrag.model"
+
 
 @dataclass(slots=True)
 class ServerState:
+    """One served model: its engine, its own limits, thread pool, admission budget and label."""
+
     engine: InProcessEngine
     settings: ServerSettings
     limits: Limits
@@ -35,12 +47,14 @@ class ServerState:
     started: int
 
     @property
+    def name(self) -> str:
+        """The name reported in answers and used as the ``model`` label in ``/metrics``."""
+        return self.settings.model_name
+
+    @property
     def served_facts(self) -> ModelFacts:
         """The engine's facts under the served name: the folder's path is the host's business."""
         return self.engine.facts.renamed(self.settings.model_name)
-
-    def check_model(self, model: str | None) -> None:
-        check_model(self.settings, model)
 
     async def run_engine(
         self,
@@ -55,11 +69,11 @@ class ServerState:
         async with self.admission.slot():
             started = time.perf_counter()
             result = await call(*args, **kwargs)
-            self.metrics.engine_latency.labels(path).observe(time.perf_counter() - started)
-        self.metrics.batch_size.labels(path).observe(num_inputs)
+            self.metrics.engine_latency.labels(self.name, path).observe(time.perf_counter() - started)
+        self.metrics.batch_size.labels(self.name, path).observe(num_inputs)
         if isinstance(result, list):
             tokens = sum(getattr(item, "num_tokens", 0) for item in result)
-            self.metrics.prompt_tokens.labels(path).inc(tokens)
+            self.metrics.prompt_tokens.labels(self.name, path).inc(tokens)
         return result
 
     async def run_blocking(self, path: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -67,12 +81,61 @@ class ServerState:
         async with self.admission.slot():
             started = time.perf_counter()
             result = await self.calls.offload(fn, *args, **kwargs)
-            self.metrics.engine_latency.labels(path).observe(time.perf_counter() - started)
+            self.metrics.engine_latency.labels(self.name, path).observe(time.perf_counter() - started)
         return result
 
 
-def server_state(request: Request) -> ServerState:
+@dataclass(slots=True)
+class ServedModels:
+    """The models of one app, in the order given (the first answers requests naming none)."""
+
+    models: tuple[ServerState, ...]
+    settings: ServerSettings
+    parse_limits: Limits
+    metrics: ServerMetrics
+    started: int
+
+    @property
+    def default(self) -> ServerState:
+        return self.models[0]
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        return tuple(name for model in self.models for name in model.settings.served_model_names)
+
+    def lookup(self, model: str | None) -> ServerState:
+        """The model serving ``model`` (a served name; ``None``: the first), or the 404 naming them."""
+        if model is None:
+            return self.default
+        for served in self.models:
+            if model in served.settings.served_model_names:
+                return served
+        names = ", ".join(repr(name) for name in self.served_names)
+        raise APIError(
+            404, f"model {model!r} is not served here; use {names}", param="model", code="model_not_found"
+        )
+
+
+def served_models(request: Request) -> ServedModels:
+    """The app's models and process-wide settings and metrics."""
     return request.app.state.poolrag
+
+
+def model_state(request: Request, model: str | None) -> ServerState:
+    """The served model a request names in its ``model`` field: the one lookup every route makes."""
+    served = served_models(request).lookup(model)
+    request.scope[SCOPE_MODEL_KEY] = served
+    return served
+
+
+def check_unique_names(groups: Sequence[Sequence[str]]) -> None:
+    """Raise ``ValueError`` naming the first served name given to two models."""
+    seen: set[str] = set()
+    for names in groups:
+        for name in names:
+            if name in seen:
+                raise ValueError(f"served model name {name!r} is given to two models; give each its own")
+            seen.add(name)
 
 
 def new_id(prefix: str, request_id: str | None = None) -> str:

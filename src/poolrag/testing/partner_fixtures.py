@@ -157,6 +157,21 @@ def colbert_url(colbert_engine: Engine) -> Iterator[str]:
     yield from _served(colbert_engine, "colbert")
 
 
+@pytest.fixture(scope="session")
+def embedder_and_reranker_url(minilm_engine: Engine, cross_encoder_engine: Engine) -> Iterator[str]:
+    """One server running two models: ``minilm`` (the first) and ``reranker``."""
+    from poolrag.server import ServerSettings
+    from poolrag.server.app import create_models_app
+    from poolrag.testing.live_server import LiveServer
+
+    models = [
+        (minilm_engine, ServerSettings(served_model_names=("minilm",))),
+        (cross_encoder_engine, ServerSettings(served_model_names=("reranker",))),
+    ]
+    with LiveServer(create_models_app(models)) as live:
+        yield live.url
+
+
 @pytest.fixture(params=["in_process", "remote"])
 def model_sources(request: pytest.FixtureRequest) -> tuple[dict, dict]:
     """Constructor arguments of an embedding adapter (MiniLM) and of a reranker (the cross-encoder):

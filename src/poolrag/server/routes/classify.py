@@ -9,7 +9,7 @@ from poolrag.server.inputs import to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ClassificationData, ClassificationRequest, ClassificationResponse, Usage
-from poolrag.server.state import new_id, now, server_state
+from poolrag.server.state import model_state, new_id, now
 
 router = APIRouter(tags=["classification"], route_class=OffLoopRoute)
 PATH = "/classify"
@@ -17,8 +17,7 @@ PATH = "/classify"
 
 @router.post(PATH, response_model=ClassificationResponse, responses=ENGINE_ERRORS)
 async def classify(body: ClassificationRequest, request: Request) -> ClassificationResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
         truncate_prompt_tokens=body.truncate_prompt_tokens, use_activation=body.use_activation

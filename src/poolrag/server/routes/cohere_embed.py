@@ -22,7 +22,7 @@ from poolrag.server.schemas import (
     CohereEmbedResponse,
     CohereMeta,
 )
-from poolrag.server.state import new_id, server_state
+from poolrag.server.state import model_state, new_id
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v2/embed"
@@ -76,8 +76,7 @@ def _by_type(
 
 @router.post(PATH, response_model=CohereEmbedResponse, responses=ENGINE_ERRORS)
 async def create_embed(body: CohereEmbedRequest, request: Request) -> CohereEmbedResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     if "embed" not in state.engine.facts.supported_tasks:
         raise APIError(
             400,

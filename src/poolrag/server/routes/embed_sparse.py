@@ -15,7 +15,7 @@ from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routes.pooling import sparse_entries
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbedSparseRequest, EmbedSparseResponse
-from poolrag.server.state import server_state
+from poolrag.server.state import model_state
 
 router = APIRouter(tags=["pooling"], route_class=OffLoopRoute)
 PATH = "/embed_sparse"
@@ -23,8 +23,7 @@ PATH = "/embed_sparse"
 
 @router.post(PATH, response_model=EmbedSparseResponse, responses=ENGINE_ERRORS)
 async def embed_sparse(body: EmbedSparseRequest, request: Request) -> EmbedSparseResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
     params = PoolingParams(truncate_prompt_tokens=-1 if body.truncate else None)
     params.verify("sparse_embed", state.engine.facts)  # refused before the request takes a slot

@@ -13,7 +13,7 @@ from poolrag.server.inputs import to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbeddingData, EmbeddingRequest, EmbeddingResponse, Usage
-from poolrag.server.state import new_id, now, server_state
+from poolrag.server.state import ServerState, model_state, new_id, now
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v1/embeddings"
@@ -66,8 +66,7 @@ def _normalize(body: EmbeddingRequest) -> bool | None:
 
 @router.post(PATH, response_model=EmbeddingResponse, responses=ENGINE_ERRORS)
 async def create_embeddings(body: EmbeddingRequest, request: Request) -> EmbeddingResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
         dimensions=body.dimensions,
@@ -77,7 +76,7 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
     )
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     if body.late_chunking is not None:
-        return await _late_chunks(body, params, request)
+        return await _late_chunks(body, params, state)
     outputs = await state.run_engine(PATH, len(prompts), state.calls.embed, prompts, params)
     tokens = sum(out.num_tokens for out in outputs)
     wire = (body.encoding_format, body.embed_dtype, body.endianness)
@@ -94,12 +93,13 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
     )
 
 
-async def _late_chunks(body: EmbeddingRequest, params: PoolingParams, request: Request) -> EmbeddingResponse:
+async def _late_chunks(
+    body: EmbeddingRequest, params: PoolingParams, state: ServerState
+) -> EmbeddingResponse:
     """``late_chunking``: ``input`` is one document, ``data`` one vector per span in order."""
     assert body.late_chunking is not None
     if not isinstance(body.input, str):
         raise APIError(400, "late_chunking takes one document: input must be a string", param="input")
-    state = server_state(request)
     spans = list(body.late_chunking.spans)
     vectors, tokens = await state.run_engine(
         PATH, len(spans), state.calls.embed_chunks, body.input, spans, params

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from poolrag.server.openapi import READ_ERRORS
-from poolrag.server.state import server_state
+from poolrag.server.state import served_models
 
 router = APIRouter(tags=["operations"])
 
@@ -17,4 +17,4 @@ router = APIRouter(tags=["operations"])
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus metrics"}, **READ_ERRORS},
 )
 async def metrics(request: Request) -> Response:
-    return Response(server_state(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    return Response(served_models(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)

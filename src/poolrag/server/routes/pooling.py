@@ -12,7 +12,7 @@ from poolrag.server.inputs import to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import PoolingData, PoolingRequest, PoolingResponse, SparseEntry, Usage
-from poolrag.server.state import new_id, now, server_state
+from poolrag.server.state import model_state, new_id, now
 
 router = APIRouter(tags=["pooling"], route_class=OffLoopRoute)
 PATH = "/pooling"
@@ -30,8 +30,7 @@ def _wire(data: np.ndarray) -> float | list[float] | list[list[float]] | list[Sp
 
 @router.post(PATH, response_model=PoolingResponse, responses=ENGINE_ERRORS)
 async def pooling(body: PoolingRequest, request: Request) -> PoolingResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     task = body.task or state.engine.task
     params = PoolingParams(

@@ -26,14 +26,13 @@ from poolrag.server.schemas import (
     RerankResult,
     RerankUsage,
 )
-from poolrag.server.state import new_id, server_state
+from poolrag.server.state import model_state, new_id
 
 router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
 
 
 async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
     check_count(state.settings, len(texts), "documents")
     if is_blank(body.query):

@@ -8,14 +8,13 @@ from poolrag.server.inputs import check_count, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
-from poolrag.server.state import new_id, now, server_state
+from poolrag.server.state import model_state, new_id, now
 
 router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
 
 
 async def _score(body: ScoreRequest, request: Request) -> ScoreResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     firsts = [body.text_1] if isinstance(body.text_1, str) else list(body.text_1)
     seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
     check_count(state.settings, len(firsts), "text_1")

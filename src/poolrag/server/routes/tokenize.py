@@ -9,7 +9,7 @@ from poolrag.server.inputs import is_blank
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
-from poolrag.server.state import server_state
+from poolrag.server.state import model_state
 
 router = APIRouter(tags=["tokenization"], route_class=OffLoopRoute)
 PATH = "/tokenize"
@@ -17,13 +17,12 @@ PATH = "/tokenize"
 
 @router.post(PATH, response_model=TokenizeResponse, response_model_exclude_none=True, responses=ENGINE_ERRORS)
 async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
-    state = server_state(request)
-    state.check_model(body.model)
+    state = model_state(request, body.model)
     if is_blank(body.prompt):
         raise APIError(400, "prompt is empty", param="prompt", code="empty_input")
     engine = state.engine
     tokens = await state.run_blocking(PATH, engine.tokenize, body.prompt, body.add_special_tokens)
-    state.metrics.prompt_tokens.labels(PATH).inc(len(tokens))
+    state.metrics.prompt_tokens.labels(state.name, PATH).inc(len(tokens))
     return TokenizeResponse(
         count=len(tokens),
         max_model_len=engine.facts.max_model_len,

@@ -1,0 +1,61 @@
+"""``PoolragClient(model=...)`` against one server running two models: each client reads its own
+model's facts and its requests reach that model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag import Engine, InvalidInputError
+from poolrag.client import PoolragClient
+from poolrag.server import ServerSettings
+from poolrag.server.app import create_models_app
+from poolrag.testing.live_server import LiveServer
+
+PASSAGES = ["Paris is the capital of France.", "Pandas eat bamboo.", "The Eiffel Tower is in Paris."]
+QUERY = "What is the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def cross_encoder_engine(assets: Path) -> Engine:
+    return Engine(assets / "ms-marco-MiniLM-L-12-v2")
+
+
+@pytest.fixture(scope="module")
+def two_model_url(minilm_engine: Engine, cross_encoder_engine: Engine) -> Iterator[str]:
+    app = create_models_app(
+        [
+            (minilm_engine, ServerSettings(served_model_names=("embedder",))),
+            (cross_encoder_engine, ServerSettings(served_model_names=("reranker",))),
+        ]
+    )
+    with LiveServer(app) as live:
+        yield live.url
+
+
+def test_each_client_reaches_the_model_it_names(
+    two_model_url: str, minilm_engine: Engine, cross_encoder_engine: Engine
+) -> None:
+    with (
+        PoolragClient(two_model_url, model="embedder") as embedder,
+        PoolragClient(two_model_url, model="reranker") as reranker,
+    ):
+        vectors = embedder.embed_array(PASSAGES)
+        scores = reranker.score_array(QUERY, PASSAGES)
+        ranked = reranker.rerank(QUERY, PASSAGES, top_n=1)
+        assert embedder.facts.model_name == "embedder" and reranker.facts.model_name == "reranker"
+        assert embedder.facts.model_identity != reranker.facts.model_identity
+    np.testing.assert_array_equal(vectors, minilm_engine.embed_array(PASSAGES))
+    np.testing.assert_allclose(scores, cross_encoder_engine.score_array(QUERY, PASSAGES), atol=1e-6)
+    assert ranked[0].index == int(np.argmax(scores))
+
+
+def test_a_client_naming_no_model_gets_the_first_and_an_unknown_name_is_refused(two_model_url: str) -> None:
+    with PoolragClient(two_model_url) as default:
+        assert default.facts.model_name == "embedder"
+    with PoolragClient(two_model_url, model="colbert") as unknown, pytest.raises(InvalidInputError) as caught:
+        unknown.embed_array(["x"])
+    assert "model 'colbert' is not served here; use 'embedder', 'reranker'" in str(caught.value)

@@ -1,0 +1,194 @@
+"""Several models in one server: each request picks its model by the ``model`` field, and each
+model keeps its own names, limits, queue and metrics label."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from poolrag import Engine
+from poolrag.client.wire import MODEL_IDENTITY_HEADER
+from poolrag.server import ServerSettings
+from poolrag.server.app import create_models_app
+from poolrag.testing.live_server import LiveServer
+
+from .conftest import cli_server, metric_samples
+from .test_admission import BUSY_TEXTS
+
+PASSAGES = [
+    "Paris is the capital of France.",
+    "Pandas eat bamboo in the mountains of China.",
+    "The Eiffel Tower stands in Paris.",
+]
+
+
+@dataclass(frozen=True)
+class TwoModels:
+    url: str
+    embedder: Engine
+    reranker: Engine
+
+
+@pytest.fixture(scope="module")
+def two_models(minilm_engine: Engine, cross_encoder_engine: Engine) -> Iterator[TwoModels]:
+    app = create_models_app(
+        [
+            (minilm_engine, ServerSettings(served_model_names=("embedder", "minilm"), max_queue=1)),
+            (cross_encoder_engine, ServerSettings(served_model_names=("reranker",))),
+        ]
+    )
+    with LiveServer(app) as live:
+        yield TwoModels(live.url, minilm_engine, cross_encoder_engine)
+
+
+def test_embed_on_one_model_and_rerank_on_the_other(two_models: TwoModels) -> None:
+    with httpx.Client(timeout=120) as http:
+        embedded = http.post(f"{two_models.url}/v1/embeddings", json={"model": "embedder", "input": PASSAGES})
+        reranked = http.post(
+            f"{two_models.url}/rerank",
+            json={"model": "reranker", "query": "What is the capital of France?", "documents": PASSAGES},
+        )
+    assert embedded.status_code == 200 and embedded.json()["model"] == "embedder"
+    vectors = np.array([row["embedding"] for row in embedded.json()["data"]])
+    offline = np.array([out.outputs.embedding for out in two_models.embedder.embed(PASSAGES)])
+    np.testing.assert_allclose(vectors, offline, atol=1e-5)
+    assert reranked.status_code == 200 and reranked.json()["model"] == "reranker"
+    scores = {row["index"]: row["relevance_score"] for row in reranked.json()["results"]}
+    expected = [
+        out.outputs.score for out in two_models.reranker.score("What is the capital of France?", PASSAGES)
+    ]
+    np.testing.assert_allclose([scores[i] for i in range(len(PASSAGES))], expected, atol=1e-5)
+    # each answer names the weights of the model that produced it
+    assert unquote(embedded.headers[MODEL_IDENTITY_HEADER]).startswith("embedder@")
+    assert unquote(reranked.headers[MODEL_IDENTITY_HEADER]).startswith("reranker@")
+
+
+def test_an_alias_and_a_missing_model_field_reach_their_model(two_models: TwoModels) -> None:
+    with httpx.Client(timeout=120) as http:
+        alias = http.post(f"{two_models.url}/v1/embeddings", json={"model": "minilm", "input": "hello"})
+        default = http.post(f"{two_models.url}/v1/embeddings", json={"input": "hello"})
+    assert alias.status_code == 200 and default.status_code == 200
+    assert default.json()["model"] == "embedder"  # no model field: the first model, as with one model
+    assert alias.json()["data"][0]["embedding"] == default.json()["data"][0]["embedding"]
+
+
+def test_an_unknown_model_is_404_naming_every_served_one(two_models: TwoModels) -> None:
+    answer = httpx.post(f"{two_models.url}/rerank", json={"model": "gpt-4", "query": "q", "documents": ["d"]})
+    assert answer.status_code == 404
+    error = answer.json()["error"]
+    assert error["code"] == "model_not_found" and error["param"] == "model"
+    assert error["message"] == "model 'gpt-4' is not served here; use 'embedder', 'minilm', 'reranker'"
+    client = openai.OpenAI(base_url=f"{two_models.url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match="'embedder', 'minilm', 'reranker'"):
+        client.embeddings.create(model="text-embedding-3-small", input="x")
+
+
+def test_v1_models_lists_both_with_their_tasks(two_models: TwoModels) -> None:
+    cards = httpx.get(f"{two_models.url}/v1/models", timeout=30).json()["data"]
+    assert [card["id"] for card in cards] == ["embedder", "minilm", "reranker"]
+    tasks = {card["id"]: set(card["tasks"]) for card in cards}
+    assert "embed" in tasks["embedder"] and "score" in tasks["reranker"]
+    assert "embed" not in tasks["reranker"]
+    client = openai.OpenAI(base_url=f"{two_models.url}/v1", api_key="unused", max_retries=0)
+    assert [model.id for model in client.models.list()] == ["embedder", "minilm", "reranker"]
+
+
+def test_a_route_the_named_model_cannot_serve_keeps_its_error(two_models: TwoModels) -> None:
+    embed = httpx.post(
+        f"{two_models.url}/v1/embeddings", json={"model": "reranker", "input": "q"}, timeout=60
+    )
+    assert embed.status_code == 400 and embed.json()["error"]["code"] == "unsupported_task"
+    assert "task 'embed' is not supported" in embed.json()["error"]["message"]
+    classify = httpx.post(f"{two_models.url}/classify", json={"model": "embedder", "input": "q"}, timeout=60)
+    assert classify.status_code == 400
+
+
+def test_metrics_carry_the_model_label(two_models: TwoModels) -> None:
+    before = metric_samples(two_models.url)
+    with httpx.Client(timeout=120) as http:
+        http.post(f"{two_models.url}/v1/embeddings", json={"model": "embedder", "input": ["a", "b"]})
+        http.post(
+            f"{two_models.url}/score", json={"model": "reranker", "text_1": "q", "text_2": ["x", "y", "z"]}
+        )
+    after = metric_samples(two_models.url)
+
+    def grew(name: str, labels: tuple[tuple[str, str], ...]) -> float:
+        return after[(name, labels)] - before.get((name, labels), 0)
+
+    assert grew("poolrag_engine_sequences_total", (("model", "embedder"),)) == 2
+    assert grew("poolrag_engine_sequences_total", (("model", "reranker"),)) == 3
+    assert grew("poolrag_request_batch_size_sum", (("model", "embedder"), ("path", "/v1/embeddings"))) == 2
+    assert grew("poolrag_request_batch_size_sum", (("model", "reranker"), ("path", "/score"))) == 3
+    assert after[("poolrag_queue_capacity", (("model", "embedder"),))] == 1
+    assert after[("poolrag_queue_capacity", (("model", "reranker"),))] == 256
+
+
+def test_one_models_full_queue_does_not_refuse_the_other(two_models: TwoModels) -> None:
+    url = two_models.url
+    outcome: dict[str, httpx.Response] = {}
+    with httpx.Client(timeout=300) as http:
+        busy = threading.Thread(
+            target=lambda: outcome.setdefault(
+                "busy", http.post(f"{url}/v1/embeddings", json={"model": "embedder", "input": BUSY_TEXTS})
+            )
+        )
+        busy.start()
+        deadline = time.monotonic() + 60
+        while metric_samples(url)[("poolrag_queue_depth", (("model", "embedder"),))] < 1:
+            assert busy.is_alive() and time.monotonic() < deadline, "the busy request never took the slot"
+            time.sleep(0.005)
+        refused = http.post(f"{url}/v1/embeddings", json={"model": "embedder", "input": "one more"})
+        other = http.post(f"{url}/score", json={"model": "reranker", "text_1": "q", "text_2": ["d"]})
+        still_busy = busy.is_alive()
+        busy.join(timeout=300)
+    assert still_busy, "the embedder's slot was freed before the reranker answered; nothing was shown"
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "queue_full"
+    assert other.status_code == 200
+    assert outcome["busy"].status_code == 200
+    rejected = metric_samples(url)
+    assert rejected[("poolrag_queue_rejections_total", (("model", "embedder"),))] >= 1
+    assert rejected[("poolrag_queue_rejections_total", (("model", "reranker"),))] == 0
+
+
+def test_a_served_name_given_to_two_models_is_refused(
+    minilm_engine: Engine, cross_encoder_engine: Engine
+) -> None:
+    with pytest.raises(ValueError, match="served model name 'm' is given to two models"):
+        create_models_app(
+            [
+                (minilm_engine, ServerSettings(served_model_names=("m",))),
+                (cross_encoder_engine, ServerSettings(served_model_names=("r", "m"))),
+            ]
+        )
+
+
+def test_poolrag_serve_runs_an_embedder_and_a_reranker_from_a_models_file(
+    minilm_path: Path, cross_encoder_path: Path, tmp_path: Path
+) -> None:
+    models_file = tmp_path / "models.toml"
+    models_file.write_text(
+        f'[[model]]\nmodel = "{cross_encoder_path}"\nserved_model_name = "reranker"\nmax_queue = 2\n',
+        encoding="utf-8",
+    )
+    args = [str(minilm_path), "--served-model-name", "embedder", "--models-file", str(models_file)]
+    server = cli_server(tmp_path / "server.log", *args, "--log-level", "warning")
+    with server as (url, _), httpx.Client(timeout=120) as http:
+        ids = [card["id"] for card in http.get(f"{url}/v1/models").json()["data"]]
+        embedded = http.post(f"{url}/v1/embeddings", json={"input": "capital of France"})
+        reranked = http.post(
+            f"{url}/rerank", json={"model": "reranker", "query": "capital of France", "documents": PASSAGES}
+        )
+        metrics = http.get(f"{url}/metrics").text
+    assert ids == ["embedder", "reranker"]
+    assert embedded.status_code == 200 and embedded.json()["model"] == "embedder"
+    assert reranked.status_code == 200 and reranked.json()["results"][0]["index"] in (0, 2)
+    assert 'poolrag_queue_capacity{model="reranker"} 2.0' in metrics
