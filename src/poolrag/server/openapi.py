@@ -1,8 +1,8 @@
 """Make ``/openapi.json`` describe the server as it answers.
 
 FastAPI documents schema failures as 422; this server answers them with 400 in OpenAI's error
-shape (as OpenAI does), and the middleware may answer 401, 413 and 503, so each operation lists
-exactly those.
+shape (as OpenAI does), an unknown ``model`` is 404, and the middleware may answer 401, 413 and 503,
+so each operation lists exactly those.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ _ERROR = {"model": ErrorResponse}
 
 #: Error answers of an endpoint that runs the engine.
 ENGINE_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {**_ERROR, "description": "Invalid request (schema, model name, input, task)"},
+    400: {**_ERROR, "description": "Invalid request (schema, input, task)"},
     401: {**_ERROR, "description": "Missing or wrong API key (when the server has one)"},
+    404: {**_ERROR, "description": "The request's model is not served here (the answer names those served)"},
     413: {**_ERROR, "description": "Request body over the server's limit"},
     503: {**_ERROR, "description": "Queue full; retry after the Retry-After header's seconds"},
 }
