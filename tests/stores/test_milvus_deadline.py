@@ -7,30 +7,16 @@ that does not answer in 10 s is down. The deadline is read off the real client's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
-from milvus_server import free_port, start_server
 
 from poolrag.stores import ChunkRecord, CollectionSpec, open_store
 from poolrag.stores.milvus import LITE_DEADLINE_S, SERVER_DEADLINE_S
 from poolrag.testing.store_internals import milvus_client
 
 SPEC = CollectionSpec(name="docs", dimension=8, model_identity="tiny@1", full_dimension=8, model_name="tiny")
-
-
-@pytest.fixture
-def server_uri(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    server = start_server(tmp_path / "server", port)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def _deadlines_of_upserts(uri: str) -> list[float | None]:
@@ -63,7 +49,7 @@ def test_a_milvus_lite_file_gives_its_writes_the_long_deadline(tmp_path: Path) -
     assert LITE_DEADLINE_S >= 300
 
 
-def test_a_milvus_server_keeps_the_short_deadline(server_uri: str) -> None:
-    carried = _deadlines_of_upserts(server_uri)
+def test_a_milvus_server_keeps_the_short_deadline(milvus_server_uri: str) -> None:
+    carried = _deadlines_of_upserts(milvus_server_uri)
     assert carried and set(carried) == {SERVER_DEADLINE_S}
     assert SERVER_DEADLINE_S <= 10
