@@ -33,11 +33,16 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == milvus_lite_memory.__name__]
 
 
-def test_the_warning_comes_once_when_the_rows_pass_the_bound(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def bound_of_25_rows(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(milvus_lite_memory, "RESIDENT_BOUND_BYTES", 25 * ROW)
     caplog.set_level(logging.WARNING)
+
+
+@pytest.mark.usefixtures("bound_of_25_rows")
+def test_the_warning_comes_once_when_the_rows_pass_the_bound(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     database = tmp_path / "docs.db"
     store = open_store("milvus", "docs", uri=str(database))
     try:
@@ -55,11 +60,8 @@ def test_the_warning_comes_once_when_the_rows_pass_the_bound(
         store.close()
 
 
-def test_rows_already_in_the_file_count(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(milvus_lite_memory, "RESIDENT_BOUND_BYTES", 25 * ROW)
-    caplog.set_level(logging.WARNING)
+@pytest.mark.usefixtures("bound_of_25_rows")
+def test_rows_already_in_the_file_count(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     database = tmp_path / "docs.db"
     first = open_store("milvus", "docs", uri=str(database))
     first.ensure_collection(SPEC)
