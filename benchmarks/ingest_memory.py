@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Memory of ``poolrag ingest`` on one large text file or a folder of many: peak and RSS curve.
 
-    python benchmarks/ingest_memory.py [--mb 50] [--files 1] [--store milvus|qdrant] [--model FOLDER]
-                                       [--cache] [--every 5]
+    python benchmarks/ingest_memory.py [--mb 50] [--files 1] [--model FOLDER] [--cache] [--every 5]
+                                       [--store milvus|milvus-server|qdrant|qdrant-edge]
 
 Writes ``--mb`` MB of prose (paragraphs of varied sentences) into a temp folder, as one file or
 as ``--files`` files of equal size, and runs ``poolrag ingest`` on it in a subprocess. Every
@@ -126,30 +126,69 @@ def documents_done(checkpoints: Path) -> int:
     return 0
 
 
-def sample_rss(child: subprocess.Popen, every: float, checkpoints: Path) -> list[tuple[float, float]]:
-    """(seconds, RSS MiB) of ``child`` every ``every`` seconds until it exits; each sample is also
-    printed as taken, with the documents checkpointed by then, so a run cut short still has its
-    curve."""
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of process ``pid`` in MiB, None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0) / 1024
+
+
+def sample_rss(
+    child: subprocess.Popen, every: float, checkpoints: Path, server: subprocess.Popen | None = None
+) -> list[tuple[float, float, float]]:
+    """(seconds, ingest RSS MiB, server RSS MiB) every ``every`` seconds until ``child`` exits; each
+    sample is also printed as taken, with the documents checkpointed by then, so a run cut short
+    still has its curve. The server column is 0 when the store runs inside the ingest."""
     started = time.perf_counter()
     curve = []
-    print("live:    s   RSS MiB   documents done", flush=True)
+    print("live:    s   RSS MiB   server MiB   documents done", flush=True)
     while child.poll() is None:
-        try:
-            status = Path(f"/proc/{child.pid}/status").read_text()
-        except OSError:
+        ingest = rss_mib(child.pid)
+        if ingest is None:
             break
-        kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0)
+        beside = (rss_mib(server.pid) or 0.0) if server is not None else 0.0
         seconds = time.perf_counter() - started
-        curve.append((seconds, kib / 1024))
-        print(f"live: {seconds:4.0f}  {kib / 1024:8.0f}  {documents_done(checkpoints):8d}", flush=True)
+        curve.append((seconds, ingest, beside))
+        print(
+            f"live: {seconds:4.0f}  {ingest:8.0f}  {beside:11.0f}  {documents_done(checkpoints):8d}",
+            flush=True,
+        )
         time.sleep(every)
     return curve
+
+
+def start_milvus_server(data_dir: Path) -> tuple[subprocess.Popen, str]:
+    """Milvus Lite's gRPC server on a free 127.0.0.1 port, and its URI once it accepts connections."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir)]
+    server = subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return server, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    raise SystemExit("milvus_lite server did not start")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=50.0, help="size of the text file (default 50)")
-    parser.add_argument("--store", choices=("milvus", "qdrant"), default="milvus")
+    parser.add_argument(
+        "--store", choices=("milvus", "milvus-server", "qdrant", "qdrant-edge"), default="milvus"
+    )
     parser.add_argument("--model", help="model folder (default: a tiny random BERT, see above)")
     parser.add_argument("--cache", action="store_true", help="use an embedding cache (default --no-cache)")
     parser.add_argument("--files", type=int, default=1, help="split the corpus into this many files")
@@ -165,7 +204,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         target = corpus / "doc00000.txt" if args.files == 1 else corpus
         model = args.model or str(tiny_model(root / "tiny"))
-        location = ["--uri", str(root / "m.db")] if args.store == "milvus" else ["--path", str(root / "q")]
+        server = None
+        if args.store == "milvus-server":
+            server, uri = start_milvus_server(root / "milvus-server")
+            location = ["--uri", uri]
+        else:
+            location = (
+                ["--uri", str(root / "m.db")] if args.store == "milvus" else ["--path", str(root / "q")]
+            )
+        store = "milvus" if args.store == "milvus-server" else args.store
         command = [
             sys.executable,
             "-m",
@@ -173,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             "ingest",
             str(target),
             "--store",
-            args.store,
+            store,
             *location,
             "--model",
             model,
@@ -189,12 +236,15 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         with (root / "stderr.log").open("w+") as errors:  # a file: a long run's warnings never fill a pipe
             child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
-            curve = sample_rss(child, args.every, root / "checkpoints")
+            curve = sample_rss(child, args.every, root / "checkpoints", server)
             stdout, _ = child.communicate()
             errors.seek(0)
             stderr = errors.read()
         elapsed = time.perf_counter() - started
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux, any child
         if child.returncode != 0:
             print(stderr[-3000:], file=sys.stderr)
             return child.returncode
@@ -202,14 +252,16 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report))
         rate = report["chunks"] / max(report["seconds"], 1e-9)
         loading = elapsed - report["seconds"]  # start-up and model load, before the first chunk
-        print("   s   RSS MiB   ~chunks")
-        for seconds, rss_mib in curve:
+        print("   s   RSS MiB   server MiB   ~chunks")
+        for seconds, ingest, beside in curve:
             chunks = min(report["chunks"], max(0, int((seconds - loading) * rate)))
-            print(f"{seconds:4.0f}  {rss_mib:8.0f}  {chunks:8d}")
+            print(f"{seconds:4.0f}  {ingest:8.0f}  {beside:11.0f}  {chunks:8d}")
         print(
             f"{args.files} file(s), {size / 1e6:.1f} MB, store {args.store}, "
             f"{'cache' if args.cache else 'no cache'}: {report['chunks']} chunks, "
-            f"peak RSS {peak_kib / 1024:.0f} MiB, {elapsed:.0f} s"
+            f"peak RSS {peak_kib / 1024:.0f} MiB (largest child), "
+            f"ingest peak {max(c[1] for c in curve):.0f} MiB, "
+            f"server peak {max(c[2] for c in curve):.0f} MiB, {elapsed:.0f} s"
         )
     return 0
 

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import process_store
 import pytest
+from milvus_server import free_port, start_server
 from stores_support import FAST_RETRY, SENTENCES, store_location
 
 from poolrag.stores import STORES, InMemoryStore, RetryPolicy, open_store
@@ -48,3 +50,15 @@ def make_store(tmp_path: Path):
     yield make
     for store in opened:
         store.close()
+
+
+@pytest.fixture
+def milvus_server_uri(tmp_path: Path) -> Iterator[str]:
+    """A real Milvus Lite gRPC server in its own process on 127.0.0.1, stopped after the test."""
+    port = free_port()
+    server = start_server(tmp_path / "milvus-server", port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

@@ -45,6 +45,7 @@ from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.milvus_filter import in_list, milvus_expression
+from poolrag.stores.milvus_lite_memory import ResidentRows
 from poolrag.stores.milvus_payload import (
     FULL_SOURCE_KEY,
     NO_SOURCE_KEY,
@@ -180,6 +181,7 @@ class MilvusStore(StoreTemplate):
             check_writable_folder(database.parent, "the Milvus Lite database")
             if database.is_dir():
                 check_writable_folder(database, "the Milvus Lite database")
+        self._resident = ResidentRows(self.uri, collection, self.count) if local else None
         self._client = self._call(lambda: self._connect(token), "connect")
 
     @classmethod
@@ -317,6 +319,8 @@ class MilvusStore(StoreTemplate):
             # A re-embedded chunk may have fewer tokens than before: clear its old rows first.
             self.delete([r.id for r in records])
         rows = [row for r in records for row in self._rows(r)]
+        if self._resident is not None:
+            self._resident.add(rows, len(records))
         if spec.sparse != "bm25":
             self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
             return
