@@ -99,6 +99,8 @@ def test_sparse_errors_are_400_naming_the_supported_tasks(
         f"{splade_server.url}/embed_sparse", json={"inputs": "word " * 600, "truncate": True}
     )
     assert truncated.status_code == 200 and len(truncated.json()[0]) > 0
-    for bad in ({"inputs": []}, {"inputs": 3}, {}, {"inputs": "hi", "model": "other"}):
+    for bad in ({"inputs": []}, {"inputs": 3}, {}):
         response = http.post(f"{splade_server.url}/embed_sparse", json=bad)
         assert response.status_code == 400, bad
+    not_served = http.post(f"{splade_server.url}/embed_sparse", json={"inputs": "hi", "model": "other"})
+    assert not_served.status_code == 404 and not_served.json()["error"]["code"] == "model_not_found"
