@@ -22,27 +22,10 @@ from poolrag.stores import (
     VectorStore,
     open_store,
 )
+from poolrag.testing.rag_corpus import CORPUS, METADATAS, TEXTS
 
 pytestmark = pytest.mark.real_weights
 
-CORPUS = [
-    ("Paris is the capital and largest city of France.", {"topic": "geography", "year": 2020}),
-    ("Berlin is the capital of Germany and its most populous city.", {"topic": "geography", "year": 2021}),
-    ("The mitochondrion is the powerhouse of the cell, producing ATP.", {"topic": "biology", "year": 2020}),
-    (
-        "Photosynthesis turns sunlight, water and carbon dioxide into glucose.",
-        {"topic": "biology", "year": 2022},
-    ),
-    (
-        "Python is a high-level programming language known for its readability.",
-        {"topic": "computing", "year": 2021},
-    ),
-    ("A hash table maps keys to values using a hash function.", {"topic": "computing", "year": 2022}),
-    ("The Pacific Ocean is the largest and deepest ocean on Earth.", {"topic": "geography", "year": 2022}),
-    ("Bread is baked from flour, water, yeast and salt.", {"topic": "cooking", "year": 2020}),
-]
-TEXTS = [t for t, _ in CORPUS]
-METADATAS = [m for _, m in CORPUS]
 IDS = [f"doc-{i}" for i in range(len(TEXTS))]
 QUERY = "What is the capital of France?"
 KINDS = ["memory", "qdrant", "milvus", "qdrant-edge"]
