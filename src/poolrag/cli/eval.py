@@ -16,19 +16,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from poolrag.cli.command_errors import report_error, setup_logging, user_errors
 from poolrag.cli.eval_tune import add_tune_arguments, check_tune_arguments, tune_and_save, tuned_summary
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_store_extra
-from poolrag.cli.ingest import (
+from poolrag.cli.model_loading import engine_args_from, load_engine
+from poolrag.cli.store_options import (
     add_analyzer_arguments,
     add_cache_arguments,
     add_store_arguments,
-    engine_args_from,
-    load_engine,
     open_cache_from_args,
     open_store_from_args,
-    report_error,
-    setup_logging,
-    user_errors,
 )
 from poolrag.engine_args import EngineArgs, positive_int
 
@@ -209,7 +206,8 @@ def _sources(
     """The dense encoder and the sparse source, chosen as ``poolrag ingest --hybrid`` chooses: the
     --sparse-model, else the main model's own sparse head (one forward pass), else BM25."""
     from poolrag.cache import CachedEmbedder
-    from poolrag.cli.ingest import analyzer_from_args, languages_from_args, load_sparse_model
+    from poolrag.cli.model_loading import load_sparse_model
+    from poolrag.cli.store_options import analyzer_from_args, languages_from_args
     from poolrag.ingest import DenseEncoder
     from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
     from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model

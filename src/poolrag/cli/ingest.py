@@ -1,8 +1,4 @@
-"""``poolrag ingest PATH...``: fill a Milvus or Qdrant collection from text, Markdown and JSONL files.
-
-Also home of the options ``poolrag search`` shares (store location, cache), so both commands
-spell them the same way.
-"""
+"""``poolrag ingest PATH...``: fill a Milvus or Qdrant collection from text, Markdown and JSONL files."""
 
 from __future__ import annotations
 
@@ -13,10 +9,20 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from poolrag.cli.command_errors import report_error, setup_logging, user_errors
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra, require_store_extra
 from poolrag.cli.ingest_ray import add_ray_arguments
+from poolrag.cli.model_loading import engine_args_from, load_engine, load_sparse_model
+from poolrag.cli.store_options import (
+    add_analyzer_arguments,
+    add_cache_arguments,
+    add_store_arguments,
+    analyzer_from_args,
+    languages_from_args,
+    open_cache_from_args,
+    open_store_from_args,
+)
 from poolrag.engine_args import EngineArgs, positive_int
-from poolrag.stores.registry import store_kinds
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
@@ -26,142 +32,9 @@ if TYPE_CHECKING:
     from poolrag.ingest.pipeline import IngestReport
     from poolrag.ingest.sparse_encoders import SparseChunkEncoder
     from poolrag.sparse.words import WordAnalyzer
-    from poolrag.stores.address import StoreAddress
-    from poolrag.stores.base import VectorStore
     from poolrag.stores.language_prior import LanguageRecord
 
 logger = logging.getLogger(__name__)
-
-EXIT_BAD_INPUT = 2
-EXIT_UNAVAILABLE = 3
-EXIT_STORE_WRITE = 4  # the store's disk refused a write: full, size limit, read-only, permission
-
-
-def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("vector store")
-    kinds = store_kinds()  # the store registry, read when the parser is built
-    group.add_argument("--store", choices=kinds, default=kinds[0], help=f"default: {kinds[0]}")
-    group.add_argument("--uri", help="milvus: a Milvus Lite file (default ./poolrag_milvus.db) or server URL")
-    group.add_argument(
-        "--path", help="qdrant / qdrant-edge: local folder (default ./poolrag_qdrant, ./poolrag_edge)"
-    )
-    group.add_argument("--url", help="qdrant: server URL, e.g. http://localhost:6333")
-    group.add_argument("--api-key", help="server API key / token (qdrant url, milvus server)")
-    group.add_argument("--collection", default="poolrag", help="collection name (default: poolrag)")
-    group.add_argument("--retries", type=positive_int, default=5, help="attempts while the database is down")
-    group.add_argument("--retry-delay", type=float, default=0.5, help="first backoff in seconds (doubles)")
-
-
-def add_analyzer_arguments(group: Any) -> None:
-    """``--analyzer`` and ``--language``: how BM25 splits text into terms (choices from fixed tables)."""
-    from poolrag.sparse.words import ANALYZERS, DEFAULT_ANALYZER, DEFAULT_LANGUAGE, LANGUAGES
-
-    group.add_argument(
-        "--analyzer",
-        choices=ANALYZERS,
-        default=DEFAULT_ANALYZER,
-        help="BM25 terms: 'words' (Unicode words, lower-cased, stop words out, stemmed, as search engines "
-        f"do) or 'wordpiece' (the model tokenizer's pieces); recorded in the collection (default: "
-        f"{DEFAULT_ANALYZER})",
-    )
-    group.add_argument(
-        "--language",
-        choices=sorted(LANGUAGES),
-        metavar="LANGUAGE",
-        help=f"the collection's language: stemmer and stop words of --analyzer words (default: "
-        f"{DEFAULT_LANGUAGE}), and, recorded with the model card's languages, what lets the hybrid default "
-        f"lean on BM25 when the model was not trained on it (one of {', '.join(sorted(LANGUAGES))})",
-    )
-
-
-def analyzer_from_args(args: argparse.Namespace) -> WordAnalyzer | None:
-    """The word analyzer the flags name, or ``None`` for word pieces."""
-    from poolrag.sparse.words import DEFAULT_LANGUAGE, WORDS, WordAnalyzer
-
-    return WordAnalyzer(args.language or DEFAULT_LANGUAGE) if args.analyzer == WORDS else None
-
-
-def languages_from_args(engine: Engine, args: argparse.Namespace) -> LanguageRecord | None:
-    """The model card's languages and the collection's ``--language``; without ``--language`` the
-    BM25 encoder detects the collection's from its first batch (where the card names the model's),
-    and ``None`` when neither is known (the hybrid default then stays the default)."""
-    from poolrag.ingest.sparse_encoders import collection_languages
-
-    return collection_languages(engine.spec.path, args.language)
-
-
-def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("embedding cache")
-    group.add_argument(
-        "--cache", metavar="FILE", help="cache file (default: ~/.cache/poolrag/embeddings.sqlite)"
-    )
-    group.add_argument("--no-cache", action="store_true", help="embed everything, store nothing")
-    group.add_argument("--cache-max-gb", type=float, default=1.0, help="size bound of the cache (default 1)")
-
-
-def store_address_from_args(args: argparse.Namespace) -> StoreAddress:
-    from poolrag.stores import RetryPolicy
-    from poolrag.stores.address import StoreAddress
-
-    retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
-    location = {"uri": args.uri, "path": args.path, "url": args.url}
-    return StoreAddress(args.store, args.collection, **location, api_key=args.api_key, retry=retry)
-
-
-def open_store_from_args(args: argparse.Namespace) -> VectorStore:
-    return store_address_from_args(args).open()
-
-
-def open_cache_from_args(args: argparse.Namespace) -> EmbeddingCache | None:
-    if args.no_cache:
-        return None
-    from poolrag.cache import EmbeddingCache
-
-    return EmbeddingCache(args.cache, max_bytes=int(args.cache_max_gb * (1 << 30)))
-
-
-def load_engine(args: EngineArgs) -> Engine:
-    from poolrag import Engine
-
-    return Engine.from_engine_args(args)
-
-
-def engine_args_from(args: argparse.Namespace) -> EngineArgs:
-    """The main model's engine flags (``--model``, else the default model)."""
-    from poolrag.ingest import default_model
-
-    return EngineArgs.from_cli_args(args, model=args.model or default_model())
-
-
-def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-
-
-def report_error(command: str, exc: BaseException) -> int:
-    """One line on stderr naming what went wrong; exit 3 for a database that is down, 4 for a store
-    whose disk refused a write, else 2."""
-    from poolrag.stores import StoreUnavailableError
-    from poolrag.stores.storage_faults import StoreWriteError
-
-    if isinstance(exc, StoreWriteError):
-        print(f"poolrag {command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_STORE_WRITE
-    if isinstance(exc, OSError) and not isinstance(exc, StoreUnavailableError) and exc.filename:
-        message = f"{exc.filename}: {exc.strerror or exc}"
-    else:
-        message = str(exc) or type(exc).__name__
-    print(f"poolrag {command}: error: {' '.join(message.split())}", file=sys.stderr)
-    return EXIT_UNAVAILABLE if isinstance(exc, StoreUnavailableError) else EXIT_BAD_INPUT
-
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    """What a command reports as one line instead of a traceback: poolrag's own errors and the
-    operating system's (a path that cannot be read or written)."""
-    from poolrag.errors import PoolragError
-
-    return (PoolragError, OSError)
 
 
 def register(subparsers: Any) -> None:
@@ -406,17 +279,6 @@ def _hybrid_encoders(
         return own_head_encoders(engine, cache, args.dimensions)
     languages = languages_from_args(engine, args)
     return encoder, _sparse_encoder(engine, cache, analyzer_from_args(args), languages)
-
-
-def load_sparse_model(engine_args: EngineArgs) -> Engine:
-    """Load a learned sparse model once, refusing one that makes no sparse vectors."""
-    from poolrag.errors import InvalidInputError
-
-    engine = load_engine(engine_args)
-    model = engine_args.model
-    if "sparse_embed" not in engine.supported_tasks:
-        raise InvalidInputError(f"--sparse-model {model}: the model makes no sparse vectors (not SPLADE)")
-    return engine
 
 
 def _parent(path: str) -> str:

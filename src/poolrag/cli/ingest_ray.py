@@ -58,7 +58,7 @@ def ingest_on_ray_from_args(
 ) -> IngestReport:
     import ray
 
-    from poolrag.cli.ingest import store_address_from_args
+    from poolrag.cli.store_options import store_address_from_args
     from poolrag.scaleout.cluster import connect
     from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
 

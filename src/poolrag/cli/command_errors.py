@@ -1,0 +1,42 @@
+"""How a command ends on a user's mistake or a store's fault: one line on stderr and a documented
+exit code, never a traceback."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 3
+EXIT_STORE_WRITE = 4  # the store's disk refused a write: full, size limit, read-only, permission
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def report_error(command: str, exc: BaseException) -> int:
+    """One line on stderr naming what went wrong; exit 3 for a database that is down, 4 for a store
+    whose disk refused a write, else 2."""
+    from poolrag.stores import StoreUnavailableError
+    from poolrag.stores.storage_faults import StoreWriteError
+
+    if isinstance(exc, StoreWriteError):
+        print(f"poolrag {command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_STORE_WRITE
+    if isinstance(exc, OSError) and not isinstance(exc, StoreUnavailableError) and exc.filename:
+        message = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        message = str(exc) or type(exc).__name__
+    print(f"poolrag {command}: error: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_UNAVAILABLE if isinstance(exc, StoreUnavailableError) else EXIT_BAD_INPUT
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """What a command reports as one line instead of a traceback: poolrag's own errors and the
+    operating system's (a path that cannot be read or written)."""
+    from poolrag.errors import PoolragError
+
+    return (PoolragError, OSError)

@@ -1,0 +1,101 @@
+"""The options ``ingest``, ``search`` and ``eval`` share, so the three spell them the same way: where
+the vector store is, how BM25 splits words, which embedding cache to use."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from poolrag.engine_args import positive_int
+from poolrag.stores.registry import store_kinds
+
+if TYPE_CHECKING:
+    from poolrag.cache import EmbeddingCache
+    from poolrag.engine import Engine
+    from poolrag.sparse.words import WordAnalyzer
+    from poolrag.stores.address import StoreAddress
+    from poolrag.stores.base import VectorStore
+    from poolrag.stores.language_prior import LanguageRecord
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("vector store")
+    kinds = store_kinds()  # the store registry, read when the parser is built
+    group.add_argument("--store", choices=kinds, default=kinds[0], help=f"default: {kinds[0]}")
+    group.add_argument("--uri", help="milvus: a Milvus Lite file (default ./poolrag_milvus.db) or server URL")
+    group.add_argument(
+        "--path", help="qdrant / qdrant-edge: local folder (default ./poolrag_qdrant, ./poolrag_edge)"
+    )
+    group.add_argument("--url", help="qdrant: server URL, e.g. http://localhost:6333")
+    group.add_argument("--api-key", help="server API key / token (qdrant url, milvus server)")
+    group.add_argument("--collection", default="poolrag", help="collection name (default: poolrag)")
+    group.add_argument("--retries", type=positive_int, default=5, help="attempts while the database is down")
+    group.add_argument("--retry-delay", type=float, default=0.5, help="first backoff in seconds (doubles)")
+
+
+def add_analyzer_arguments(group: Any) -> None:
+    """``--analyzer`` and ``--language``: how BM25 splits text into terms (choices from fixed tables)."""
+    from poolrag.sparse.words import ANALYZERS, DEFAULT_ANALYZER, DEFAULT_LANGUAGE, LANGUAGES
+
+    group.add_argument(
+        "--analyzer",
+        choices=ANALYZERS,
+        default=DEFAULT_ANALYZER,
+        help="BM25 terms: 'words' (Unicode words, lower-cased, stop words out, stemmed, as search engines "
+        f"do) or 'wordpiece' (the model tokenizer's pieces); recorded in the collection (default: "
+        f"{DEFAULT_ANALYZER})",
+    )
+    group.add_argument(
+        "--language",
+        choices=sorted(LANGUAGES),
+        metavar="LANGUAGE",
+        help=f"the collection's language: stemmer and stop words of --analyzer words (default: "
+        f"{DEFAULT_LANGUAGE}), and, recorded with the model card's languages, what lets the hybrid default "
+        f"lean on BM25 when the model was not trained on it (one of {', '.join(sorted(LANGUAGES))})",
+    )
+
+
+def analyzer_from_args(args: argparse.Namespace) -> WordAnalyzer | None:
+    """The word analyzer the flags name, or ``None`` for word pieces."""
+    from poolrag.sparse.words import DEFAULT_LANGUAGE, WORDS, WordAnalyzer
+
+    return WordAnalyzer(args.language or DEFAULT_LANGUAGE) if args.analyzer == WORDS else None
+
+
+def languages_from_args(engine: Engine, args: argparse.Namespace) -> LanguageRecord | None:
+    """The model card's languages and the collection's ``--language``; without ``--language`` the
+    BM25 encoder detects the collection's from its first batch (where the card names the model's),
+    and ``None`` when neither is known (the hybrid default then stays the default)."""
+    from poolrag.ingest.sparse_encoders import collection_languages
+
+    return collection_languages(engine.spec.path, args.language)
+
+
+def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("embedding cache")
+    group.add_argument(
+        "--cache", metavar="FILE", help="cache file (default: ~/.cache/poolrag/embeddings.sqlite)"
+    )
+    group.add_argument("--no-cache", action="store_true", help="embed everything, store nothing")
+    group.add_argument("--cache-max-gb", type=float, default=1.0, help="size bound of the cache (default 1)")
+
+
+def store_address_from_args(args: argparse.Namespace) -> StoreAddress:
+    from poolrag.stores import RetryPolicy
+    from poolrag.stores.address import StoreAddress
+
+    retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
+    location = {"uri": args.uri, "path": args.path, "url": args.url}
+    return StoreAddress(args.store, args.collection, **location, api_key=args.api_key, retry=retry)
+
+
+def open_store_from_args(args: argparse.Namespace) -> VectorStore:
+    return store_address_from_args(args).open()
+
+
+def open_cache_from_args(args: argparse.Namespace) -> EmbeddingCache | None:
+    if args.no_cache:
+        return None
+    from poolrag.cache import EmbeddingCache
+
+    return EmbeddingCache(args.cache, max_bytes=int(args.cache_max_gb * (1 << 30)))
