@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -113,3 +116,48 @@ def _fmt(value: object) -> str:
             return f"{value:.2f}"
         return f"{value:.3g}"
     return str(value)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def poolrag_server(
+    *args: str, quiet: bool = True, start_s: float = 300
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``poolrag serve ARGS`` in its own process on a free loopback port, yielded (process, URL) once
+    ``/health`` answers: a benchmark measures the server a user runs, not an app in its own process."""
+    import httpx
+
+    port = free_port()
+    command = [sys.executable, "-m", "poolrag.cli", "serve", *args]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("POOLRAG_API_KEY", None)
+    output = subprocess.DEVNULL if quiet else None
+    process = subprocess.Popen(command, env=env, stdout=output, stderr=output)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_s
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"poolrag serve {' '.join(args)} exited with {process.returncode}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"poolrag serve {' '.join(args)} did not answer /health in {start_s:g} s")
+            time.sleep(0.2)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()

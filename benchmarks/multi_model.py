@@ -13,10 +13,6 @@ times so that other load on a shared machine falls on both.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,50 +20,14 @@ from contextlib import ExitStack, contextmanager
 
 import httpx
 import numpy as np
-from common import cross_encoder_path, machine, minilm_path, table
+from common import cross_encoder_path, machine, minilm_path, poolrag_server, table
 from corpus import mixed_corpus
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager
 def _server(*args: str) -> Iterator[str]:
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "poolrag.cli",
-        "serve",
-        *args,
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"poolrag serve {' '.join(args)} exited with {process.returncode}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the server did not start")
-            time.sleep(0.2)
+    with poolrag_server(*args) as (_, url):
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
 
 
 def _run(

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import subprocess
 import sys
 import threading
@@ -32,13 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-from common import machine, minilm_path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from common import machine, minilm_path, poolrag_server
 
 
 def _rss_kib(pid: int) -> int:
@@ -145,24 +137,7 @@ def main() -> int:
         ("rerank", "/rerank", rerank, 1),
         ("ids", "/v1/embeddings", ids, 1),
     ]
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop("POOLRAG_API_KEY", None)
-    command = [sys.executable, "-m", "poolrag.cli", "serve", str(minilm_path()), "--port", str(port)]
-    command += ["--host", "127.0.0.1", "--log-level", "warning"]
-    process = subprocess.Popen(command, env=env)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the server did not start")
-            time.sleep(0.2)
+    with poolrag_server(str(minilm_path()), quiet=False, start_s=180) as (process, url):
         print(machine())
         httpx.post(f"{url}/v1/embeddings", json={"input": "warm up"}, timeout=60)
         time.sleep(2.0)
@@ -190,13 +165,6 @@ def main() -> int:
                 f"idle RSS {args.idle_s:g} s after the burst: {idle_kib / 1024:.0f} MB, "
                 f"{idle_kib / loaded_kib:.2f}x the post-load idle"
             )
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
     return 0
 
 
