@@ -12,6 +12,7 @@ core counters), for the doors that host one: the server, ingestion, Ray actors.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -196,6 +197,11 @@ class InProcessEngine(PoolingEngine, Protocol):
     @property
     def max_batch_tokens(self) -> int:
         """Token budget of one forward pass."""
+        ...
+
+    @property
+    def model_folder(self) -> Path:
+        """The local folder the model was read from (its shipped files, e.g. quantization ranges)."""
         ...
 
     @property

@@ -51,6 +51,8 @@ from poolrag.tokenization.late_chunks import LATE_CHUNK_TASK, check_spans, plan_
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
 
 if TYPE_CHECKING:  # the compiler stack loads only when compile is on
+    from pathlib import Path
+
     from poolrag.compile.background import BackgroundCompile, CompileReport
 
 logger = logging.getLogger(__name__)
@@ -307,6 +309,12 @@ class Engine:
     @property
     def tokenizer(self) -> Any:
         return self._pipeline.tokenizer
+
+    @property
+    def model_folder(self) -> Path:
+        """The local folder the model was read from (a hub id's snapshot): its shipped files, such
+        as quantization ranges, sit there."""
+        return self.spec.path
 
     @property
     def id2label(self) -> dict[int, str]:

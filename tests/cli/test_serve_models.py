@@ -47,6 +47,16 @@ max_batch_size = 2
     assert reranker.engine_args.max_batch_size == 2 and reranker.engine_args.dtype == "float32"
 
 
+def test_a_calibration_file_is_per_model_and_relative_to_the_models_file(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path, '[[model]]\nmodel = "a/b"\ncalibration = "ranges/a.json"\n[[model]]\nmodel = "c/d"\n'
+    )
+    flags = ServerSettings(served_model_names=("default",), calibration="/srv/flag-ranges.json")
+    first, second = read_models_file(path, BASE, flags)
+    assert first.settings.calibration == str(tmp_path / "ranges" / "a.json")
+    assert second.settings.calibration == "/srv/flag-ranges.json"  # the command line's --calibration
+
+
 def test_several_models_on_the_command_line_take_one_name_each(tmp_path: Path) -> None:
     folder = tmp_path / "models" / "my-reranker"
     folder.mkdir(parents=True)
@@ -78,6 +88,7 @@ def test_several_models_on_the_command_line_take_one_name_each(tmp_path: Path) -
         ('models = ["a/b"]\n', "unknown key 'models'; list models as [[model]] tables"),
         ("", "no [[model]] table"),
         ("[[model]\n", "not valid TOML"),
+        ('[[model]]\nmodel = "a/b"\ncalibration = 3\n', "'calibration' must name a quantization ranges file"),
     ],
 )
 def test_a_bad_file_is_one_error_naming_the_file_and_the_key(tmp_path: Path, text: str, message: str) -> None:

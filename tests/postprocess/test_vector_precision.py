@@ -50,7 +50,7 @@ def test_a_calibration_of_the_wrong_width_names_both_widths(vectors):
 
 
 def test_one_vector_without_calibration_is_refused(vectors):
-    with pytest.raises(InvalidInputError, match="int8 needs a calibration set"):
+    with pytest.raises(InvalidInputError, match="int8 of one vector needs fixed ranges"):
         quantize_vectors(vectors[:1], "int8")
 
 

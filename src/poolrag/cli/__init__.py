@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from poolrag.native_heap import fix_mmap_threshold
 
-SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune")
+SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -93,6 +93,13 @@ def register(subparsers: Any) -> None:
     add_flag(net, "--max-inflight-tokens", type=positive_int, help="tokens in flight at once; more get 503")
     add_flag(net, "--header-timeout", type=float, default=10.0, help="seconds to send request headers")
     add_flag(net, "--body-timeout", type=float, default=30.0, help="seconds to send a request body (408)")
+    add_flag(
+        net,
+        "--calibration",
+        metavar="FILE",
+        help="quantization ranges (from 'poolrag calibrate') that scale int8/uint8 vectors on /v2/embed "
+        "when a request sends no calibration set (default: the model folder's quantization_ranges.json)",
+    )
     add_flag(net, "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     scale = parser.add_argument_group("scaling out (the ray extra)")
     scale.add_argument(
@@ -214,6 +221,7 @@ def run(args: argparse.Namespace) -> int:
             max_inflight_tokens=args.max_inflight_tokens,
             header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout,
+            calibration=str(Path(args.calibration).expanduser().resolve()) if args.calibration else None,
         )
         if args.served_model_name and not models:
             raise ValueError("--served-model-name names MODEL arguments; a models file names its own")
@@ -228,13 +236,14 @@ def run(args: argparse.Namespace) -> int:
                 logger.warning("--disable-log-requests has no effect with --ray: Ray Serve keeps its own log")
             return _serve_on_ray(args, [(one.engine_args, one.settings) for one in served])
         engines = [(Engine.from_engine_args(one.engine_args), one.settings) for one in served]
+        app = create_models_app(engines)  # reads each model's quantization ranges file
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
         logger.warning("listening on %s without an API key: anyone who can reach it can use it", args.host)
     serve(
-        create_models_app(engines),
+        app,
         settings,
         host=args.host,
         port=args.port,

@@ -7,6 +7,7 @@ A models file lists one ``[[model]]`` table per model::
     model = "sentence-transformers/all-MiniLM-L6-v2"
     served_model_name = ["minilm", "embedder"]  # optional; the first is reported
     max_queue = 64                               # optional per-model limits
+    calibration = "minilm-ranges.json"           # optional int8/uint8 ranges (relative: to this file)
     dtype = "float32"                            # any other key: an EngineArgs field
 
 Engine flags given on the command line apply to every model; a file's keys override them for its
@@ -29,6 +30,7 @@ from poolrag.server.settings import ServerSettings, default_served_name
 #: Server limits a model may set for itself (each defaults to the command line's).
 MODEL_LIMITS = ("max_queue", "max_inputs", "max_request_tokens", "max_request_chars", "max_inflight_tokens")
 _NAMES_KEY = "served_model_name"
+_CALIBRATION_KEY = "calibration"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +78,14 @@ def read_models_file(path: Path, base: EngineArgs, settings: ServerSettings) -> 
     if not isinstance(tables, list) or not tables:
         raise ValueError(f"models file {path}: no [[model]] table")
     return [
-        _entry(table, f"models file {path}: model {i + 1}", base, settings) for i, table in enumerate(tables)
+        _entry(table, f"models file {path}: model {i + 1}", base, settings, path.parent)
+        for i, table in enumerate(tables)
     ]
 
 
-def _entry(table: Mapping[str, Any], where: str, base: EngineArgs, settings: ServerSettings) -> ServedModel:
+def _entry(
+    table: Mapping[str, Any], where: str, base: EngineArgs, settings: ServerSettings, folder: Path
+) -> ServedModel:
     options = dict(table)
     model = options.pop("model", None)
     if not isinstance(model, str) or not model:
@@ -93,9 +98,14 @@ def _entry(table: Mapping[str, Any], where: str, base: EngineArgs, settings: Ser
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
         raise ValueError(f"{where}: {_NAMES_KEY!r} must be a name or a list of names")
     limits = {key: options.pop(key) for key in MODEL_LIMITS if key in options}
+    calibration = options.pop(_CALIBRATION_KEY, settings.calibration)
+    if _CALIBRATION_KEY in table:
+        if not isinstance(calibration, str) or not calibration:
+            raise ValueError(f"{where}: {_CALIBRATION_KEY!r} must name a quantization ranges file")
+        calibration = str(folder / Path(calibration).expanduser())
     unknown = sorted(set(options) - set(ENGINE_OPTIONS))
     if unknown:
-        known = ", ".join(["model", _NAMES_KEY, *MODEL_LIMITS, *ENGINE_OPTIONS])
+        known = ", ".join(["model", _NAMES_KEY, _CALIBRATION_KEY, *MODEL_LIMITS, *ENGINE_OPTIONS])
         raise ValueError(f"{where}: unknown key {unknown[0]!r} (known: {known})")
     if options.get("trust_remote_code"):
         raise ValueError(f"{where}: trust_remote_code cannot be set in a file; pass --trust-remote-code")
@@ -104,7 +114,9 @@ def _entry(table: Mapping[str, Any], where: str, base: EngineArgs, settings: Ser
             raise ValueError(f"{where}: {key} must be a whole number, not {value!r}")
     try:
         engine_args = base.replace(model=model, **options)
-        model_settings = dataclasses.replace(settings, served_model_names=tuple(names), **limits)
+        model_settings = dataclasses.replace(
+            settings, served_model_names=tuple(names), calibration=calibration, **limits
+        )
     except (ValueError, TypeError) as exc:  # InvalidInputError is a ValueError
         raise ValueError(f"{where}: {' '.join(str(exc).split())}") from None
     return ServedModel(engine_args, model_settings)

@@ -13,6 +13,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from poolrag.errors import InvalidInputError
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
 
 Precision = Literal["float", "int8", "uint8", "binary", "ubinary"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
@@ -46,11 +47,12 @@ def quantize_vectors(
     vectors: np.ndarray,
     precision: str,
     calibration: np.ndarray | None = None,
+    ranges: QuantizationRanges | None = None,
 ) -> np.ndarray:
     """``vectors`` (n, dim) in ``precision``: int8/uint8 scaled per dimension between the min and max
-    of ``calibration`` (else of ``vectors`` themselves, which needs two or more rows), binary/ubinary
-    one bit per dimension (value > 0) packed into (n, ceil(dim / 8)) bytes, binary shifted by -128
-    into int8."""
+    of ``calibration`` vectors, else the fixed ``ranges`` of a ranges file, else of ``vectors``
+    themselves (two or more rows; batch-dependent); binary/ubinary one bit per dimension (value > 0)
+    packed into (n, ceil(dim / 8)) bytes, binary shifted by -128 into int8."""
     if precision not in PRECISIONS:
         raise InvalidInputError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     rows = np.asarray(vectors, dtype=np.float32)
@@ -61,10 +63,16 @@ def quantize_vectors(
     if precision in ("binary", "ubinary"):
         packed = np.packbits(rows > 0, axis=-1)
         return (packed.astype(np.int16) - 128).astype(np.int8) if precision == "binary" else packed
-    if calibration is None and rows.shape[0] < 2:
+    if calibration is not None:
+        bounds = calibration_ranges(calibration, rows.shape[1])
+    elif ranges is not None:
+        bounds = ranges.for_width(rows.shape[1])
+    elif rows.shape[0] >= 2:
+        bounds = calibration_ranges(rows, rows.shape[1])
+    else:
         raise InvalidInputError(
-            f"{precision} needs a calibration set (or at least two vectors) to find each dimension's range"
+            f"{precision} of one vector needs fixed ranges (a calibration set, or a ranges file from "
+            "'poolrag calibrate') to scale each dimension"
         )
-    ranges = calibration_ranges(rows if calibration is None else calibration, rows.shape[1])
-    buckets = _scaled(rows, ranges)
+    buckets = _scaled(rows, bounds)
     return buckets.astype(np.uint8) if precision == "uint8" else (buckets - 128).astype(np.int8)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 import poolrag
+from poolrag.postprocess.quantization_ranges import QuantizationRanges, shipped_ranges
 from poolrag.server.admission import Admission
 from poolrag.server.auth import APIKeyMiddleware
 from poolrag.server.body_limit import BodySizeLimitMiddleware
@@ -56,6 +57,13 @@ def _loosest(limits: Sequence[Limits]) -> Limits:
     return Limits(**{name: max(getattr(one, name) for one in limits) for name in fields})
 
 
+def _quantization_ranges(engine: InProcessEngine, settings: ServerSettings) -> QuantizationRanges | None:
+    """The server's ranges file, else the one the model folder ships (read once, at start-up)."""
+    if settings.calibration is not None:
+        return QuantizationRanges.load(settings.calibration)
+    return shipped_ranges(engine.model_folder)
+
+
 def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) -> FastAPI:
     """Build the ASGI app serving several engines; each request picks one by its ``model`` field.
 
@@ -90,7 +98,10 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
         )
         server_metrics.start_model(name, model_settings.max_queue)
         calls = EngineCalls(engine, model_settings.engine_threads)
-        models.append(ServerState(engine, model_settings, limits, calls, admission, server_metrics, started))
+        ranges = _quantization_ranges(engine, model_settings)
+        models.append(
+            ServerState(engine, model_settings, limits, calls, admission, server_metrics, started, ranges)
+        )
     admission = models[0].admission  # its byte budget is the process's
 
     @asynccontextmanager

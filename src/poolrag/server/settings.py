@@ -51,6 +51,9 @@ class ServerSettings:
         header_timeout_s: a connection must send a request's headers within this time.
         body_timeout_s: a request's body must arrive within this time (408 otherwise).
         keep_alive_s: an idle keep-alive connection is closed after this time.
+        calibration: a ranges file (``poolrag calibrate``) that scales int8 / uint8 vectors when a
+            request brings no calibration set; ``None``: the model folder's own
+            ``quantization_ranges.json`` when it ships one.
     """
 
     served_model_names: tuple[str, ...]
@@ -68,6 +71,7 @@ class ServerSettings:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     keep_alive_s: float = 5.0
+    calibration: str | None = None
 
     def __post_init__(self) -> None:
         if not self.served_model_names or not all(self.served_model_names):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from fastapi import Request
 
 from poolrag.model_facts import ModelFacts
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.server.admission import Admission
 from poolrag.server.engine_calls import EngineCalls
 from poolrag.server.errors import APIError
@@ -45,6 +46,7 @@ class ServerState:
     admission: Admission
     metrics: ServerMetrics
     started: int
+    ranges: QuantizationRanges | None = None  # int8/uint8 scales: the server's file or the model's
 
     @property
     def name(self) -> str:

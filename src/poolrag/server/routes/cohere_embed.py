@@ -2,6 +2,8 @@
 
 Compact types (int8, uint8, binary, ubinary) come from the same function ``Engine`` callers use
 (:mod:`poolrag.postprocess.vector_precision`), so a store fed from either gets the same bytes.
+int8/uint8 are scaled by the request's ``calibration`` set, else the server's ranges file
+(``--calibration``) or the model's own, else the batch itself.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from fastapi import APIRouter, Request
 
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_count
@@ -63,15 +66,30 @@ def _calibration(body: CohereEmbedRequest) -> np.ndarray | None:
 
 
 def _by_type(
-    vectors: np.ndarray, types: list[str], calibration: np.ndarray | None
+    vectors: np.ndarray, types: list[str], calibration: np.ndarray | None, ranges: QuantizationRanges | None
 ) -> dict[str, list[list[float]] | list[list[int]]]:
     try:
         return {
-            kind: quantize_vectors(vectors, kind, calibration=calibration).tolist()
+            kind: quantize_vectors(vectors, kind, calibration=calibration, ranges=ranges).tolist()
             for kind in dict.fromkeys(types)
         }
     except InvalidInputError as exc:
         raise APIError(400, str(exc), param="calibration", code="invalid_request") from exc
+
+
+def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None) -> None:
+    """int8/uint8 need a scale per dimension: the request's calibration set, the server's (or the
+    model's) ranges file, or a batch of two or more texts; refused before the model runs."""
+    if ranges is not None or body.calibration is not None or len(body.texts) >= 2:
+        return
+    if {"int8", "uint8"} & set(body.embedding_types):
+        raise APIError(
+            400,
+            "calibration: int8/uint8 of a single text needs fixed ranges: send calibration vectors, or "
+            "start the server with --calibration FILE (made by 'poolrag calibrate')",
+            param="calibration",
+            code="invalid_request",
+        )
 
 
 @router.post(PATH, response_model=CohereEmbedResponse, responses=ENGINE_ERRORS)
@@ -86,13 +104,7 @@ async def create_embed(body: CohereEmbedRequest, request: Request) -> CohereEmbe
             code="invalid_request",
         )
     check_count(state.settings, len(body.texts), "texts")
-    if body.calibration is None and len(body.texts) < 2 and {"int8", "uint8"} & set(body.embedding_types):
-        raise APIError(
-            400,
-            "calibration: int8/uint8 of a single text needs calibration vectors to scale each dimension",
-            param="calibration",
-            code="invalid_request",
-        )
+    _check_scalable(body, state.ranges)
     params = _params(body)
     calibration = _calibration(body)
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
@@ -101,7 +113,7 @@ async def create_embed(body: CohereEmbedRequest, request: Request) -> CohereEmbe
     tokens = sum(out.num_tokens for out in outputs)
     return CohereEmbedResponse(
         id=new_id("embd", None),
-        embeddings=_by_type(vectors, body.embedding_types, calibration),
+        embeddings=_by_type(vectors, body.embedding_types, calibration, state.ranges),
         texts=list(body.texts),
         meta=CohereMeta(billed_units=CohereBilledUnits(input_tokens=tokens)),
     )

@@ -1,0 +1,98 @@
+"""``poolrag calibrate PATH... --out FILE``: fixed int8 / uint8 ranges measured on the user's texts.
+
+The texts are read and chunked as ``poolrag ingest`` reads them and embedded as documents, so the
+ranges are those of the vectors a collection holds. The file is what ``poolrag serve
+--calibration`` reads (and what a model folder may ship as ``quantization_ranges.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from poolrag.cli.command_errors import report_error, setup_logging, user_errors
+from poolrag.cli.model_loading import engine_args_from, load_engine
+from poolrag.engine_args import EngineArgs, positive_int
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_CHUNKS = 10_000
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "calibrate",
+        help="measure fixed int8/uint8 ranges for a model on your texts (for serve --calibration)",
+        description="Chunk and embed texts as 'poolrag ingest' does and save each dimension's minimum "
+        "and maximum: the fixed scale int8/uint8 vectors take, whatever batch they come in.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (.txt .md .rst .jsonl)")
+    parser.add_argument("--out", required=True, metavar="FILE", help="where to write the ranges (JSON)")
+    parser.add_argument("--model", help="hub id or folder (default: all-MiniLM-L6-v2, offline if packaged)")
+    parser.add_argument(
+        "--dimensions",
+        type=positive_int,
+        nargs="+",
+        metavar="N",
+        help="Matryoshka widths to calibrate besides the model's default width",
+    )
+    parser.add_argument(
+        "--max-chunks",
+        type=positive_int,
+        default=DEFAULT_MAX_CHUNKS,
+        help=f"chunks embedded at most, the first ones read (default {DEFAULT_MAX_CHUNKS})",
+    )
+    parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    parser.add_argument(
+        "--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, model max))"
+    )
+    EngineArgs.add_cli_args(parser)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    try:
+        ranges = _calibrate(args)
+        path = ranges.save(args.out)
+    except user_errors() as exc:
+        return report_error("calibrate", exc)
+    widths = ", ".join(str(width) for width in sorted(ranges.by_width))
+    print(f"wrote {path} (ranges for {widths} dimensions)")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> Any:
+    from itertools import islice
+
+    from poolrag.errors import InvalidInputError
+    from poolrag.ingest.chunker import TokenChunker
+    from poolrag.ingest.readers import read_paths
+    from poolrag.params import PoolingParams
+    from poolrag.postprocess.quantization_ranges import QuantizationRanges
+
+    engine = load_engine(engine_args_from(args))
+    if "embed" not in engine.supported_tasks:
+        raise InvalidInputError(
+            f"--model {engine.facts.model_name}: the model gives no embeddings to calibrate"
+        )
+    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens)
+    chunks = (
+        chunk.text
+        for doc in read_paths(args.paths, text_field=args.text_field)
+        for chunk in chunker.iter_chunks(doc)
+    )
+    texts = list(islice(chunks, args.max_chunks))
+    if len(texts) < 2:
+        raise InvalidInputError(
+            f"{' '.join(args.paths)}: calibration needs at least two chunks of text, found {len(texts)}"
+        )
+    logger.info("embedding %d chunks", len(texts))
+    widths: list[int | None] = [None, *(args.dimensions or [])]
+    vectors = {}
+    for width in widths:
+        array = engine.embed_array(texts, PoolingParams(input_type="document", dimensions=width))
+        vectors[array.shape[1]] = array
+    return QuantizationRanges.from_vectors(vectors, engine.model_identity)

@@ -1,0 +1,83 @@
+"""``poolrag calibrate``: each dimension's min and max over the user's texts, chunked and embedded as
+``poolrag ingest`` embeds documents, saved per output width for ``serve --calibration``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag import Engine, PoolingParams
+from poolrag.cli import main
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
+
+TEXTS = [
+    "Paris is the capital and largest city of France.",
+    "The mitochondrion is the powerhouse of the cell, producing ATP.",
+    "A hash table maps keys to values using a hash function.",
+    "Bread is baked from flour, water, yeast and salt.",
+    "The Pacific Ocean is the largest and deepest ocean on Earth.",
+]
+MATRYOSHKA = json.dumps({"matryoshka_dimensions": [16, 32]})
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": str(i), "text": text}) + "\n" for i, text in enumerate(TEXTS)))
+    return path
+
+
+def _min_max(vectors: np.ndarray) -> np.ndarray:
+    return np.vstack((vectors.min(axis=0), vectors.max(axis=0)))
+
+
+def test_ranges_are_the_min_and_max_of_the_document_vectors_per_width(
+    tiny_model: Callable[..., Path], corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tiny_model("bert")
+    out = tmp_path / "ranges.json"
+    args = ["calibrate", str(corpus), "--model", str(model), "--out", str(out), "--dimensions", "16"]
+    assert main([*args, "--hf-overrides", MATRYOSHKA]) == 0
+    assert f"wrote {out} (ranges for 16, 32 dimensions)" in capsys.readouterr().out
+    ranges = QuantizationRanges.load(out)
+    engine = Engine(str(model), hf_overrides=json.loads(MATRYOSHKA))
+    assert ranges.model == engine.model_identity
+    for width in (16, 32):
+        vectors = engine.embed_array(TEXTS, PoolingParams(input_type="document", dimensions=width))
+        np.testing.assert_array_equal(ranges.for_width(width), _min_max(vectors))
+
+
+def test_max_chunks_keeps_the_first_ones_read(
+    tiny_model: Callable[..., Path], corpus: Path, tmp_path: Path
+) -> None:
+    model = tiny_model("bert")
+    out = tmp_path / "ranges.json"
+    assert (
+        main(["calibrate", str(corpus), "--model", str(model), "--out", str(out), "--max-chunks", "3"]) == 0
+    )
+    vectors = Engine(str(model)).embed_array(TEXTS[:3], PoolingParams(input_type="document"))
+    np.testing.assert_array_equal(QuantizationRanges.load(out).for_width(32), _min_max(vectors))
+
+
+def test_fewer_than_two_chunks_is_one_line_and_exit_2(
+    tiny_model: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = tmp_path / "one.txt"
+    one.write_text("A single short sentence.")
+    out = tmp_path / "ranges.json"
+    assert main(["calibrate", str(one), "--model", str(tiny_model("bert")), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("poolrag calibrate: error:") and "at least two chunks" in err and "\n" not in err
+    assert not out.exists()
+
+
+def test_a_missing_path_is_one_line(tiny_model: Callable[..., Path], tmp_path: Path, capsys) -> None:
+    code = main(
+        ["calibrate", str(tmp_path / "nowhere"), "--model", str(tiny_model("bert")), "--out", "x.json"]
+    )
+    assert code == 2
+    assert "no such file or folder" in capsys.readouterr().err
