@@ -3,10 +3,15 @@ CLI-started MiniLM server (a mean-pooling model), called with httpx."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 import httpx
 import numpy as np
+import pytest
+
+from poolrag.client import PoolragClient
+from poolrag.client.errors import RemoteInvalidInputError
 
 from .conftest import Served
 
@@ -51,3 +56,14 @@ def test_spans_outside_the_document_and_bad_shapes_are_400s_naming_the_cause(
         answer = http.post(url, json=body)
         assert answer.status_code == 400, (body, answer.text)
         assert message in answer.json()["error"]["message"], (body, answer.text)
+
+
+def test_the_http_client_gets_what_the_engine_gives(minilm_server: Served) -> None:
+    spans = [tuple(s) for s in SPANS]
+    expected = minilm_server.engine.embed_chunks(DOCUMENT, spans)
+    with PoolragClient(minilm_server.url, model=minilm_server.model) as client:
+        np.testing.assert_allclose(client.embed_chunks(DOCUMENT, spans), expected, rtol=0, atol=1e-6)
+        got = asyncio.run(client.aembed_chunks(DOCUMENT, spans))
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+        with pytest.raises(RemoteInvalidInputError, match=r"spans\[0\] = \[5, 9999\]"):
+            client.embed_chunks(DOCUMENT, [(5, 9999)])

@@ -380,6 +380,35 @@ class PoolragClient:
         vectors = await self._apost_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
         return _stack(vectors, resolved.dimensions or facts.embedding_dim)
 
+    def _late_chunk_request(
+        self, document: str, spans: Sequence[tuple[int, int]], params: PoolingParams | None
+    ) -> dict[str, Any]:
+        return {
+            "input": document,
+            "late_chunking": {"spans": [[int(start), int(end)] for start, end in spans]},
+            "encoding_format": "base64",
+            **wire.param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
+        }
+
+    def embed_chunks(
+        self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        """Late chunking on the server, like ``Engine.embed_chunks``: ``[len(spans), D]`` vectors, one
+        per character span, from one pass over the whole ``document`` (spans are checked there)."""
+        facts = self.facts
+        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
+        body = self._post("/v1/embeddings", self._late_chunk_request(document, spans, pooling_params), facts)
+        return _stack(wire.decode_embeddings(body, len(spans)), resolved.dimensions or facts.embedding_dim)
+
+    async def aembed_chunks(
+        self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        facts = await self._afacts()
+        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
+        fields = self._late_chunk_request(document, spans, pooling_params)
+        body = await self._apost("/v1/embeddings", fields, facts)
+        return _stack(wire.decode_embeddings(body, len(spans)), resolved.dimensions or facts.embedding_dim)
+
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(
         self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
