@@ -15,6 +15,7 @@ from poolrag.cli import main
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
 from poolrag.params import PoolingParams
 from poolrag.stores import RetryPolicy, open_store
+from poolrag.stores.errors import CollectionMismatchError
 
 FAST_RETRY = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)
 KINDS = ["milvus", "qdrant"]
@@ -26,6 +27,14 @@ def _location(kind: str, root: Path) -> dict[str, str]:
 
 def _ingest(kind: str, root: Path, corpus: Path, engine, collection: str, late: bool, cache: Path):
     store = open_store(kind, collection, retry=FAST_RETRY, **_location(kind, root))
+    try:
+        return _fill(store, corpus, engine, root, late, cache)
+    except BaseException:
+        store.close()  # a refused run leaves the collection to the next opener
+        raise
+
+
+def _fill(store, corpus: Path, engine, root: Path, late: bool, cache: Path):
     with EmbeddingCache(cache) as opened:
         embedder = CachedEmbedder(engine, opened)
         pipe = IngestPipeline(
@@ -102,3 +111,40 @@ def test_cli_late_chunking_ingests_and_refuses_what_it_cannot_do(tmp_path: Path,
     assert main(["ingest", str(corpus), "--late-chunking", "--model", str(cls_model), *common]) == 2
     err = capsys.readouterr().err
     assert "needs a mean-pooling model" in err and "pools by CLS" in err
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_collection_records_late_vectors_and_never_mixes_them_with_per_chunk_ones(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    cache = tmp_path / "cache.sqlite"
+    _, late_store, late_ids, _, _ = _ingest(kind, tmp_path, corpus, minilm_engine, "late", True, cache)
+    _, plain_store, _, _, _ = _ingest(kind, tmp_path, corpus, minilm_engine, "plain", False, cache)
+    assert (late_store.read_spec().chunk_vectors, plain_store.read_spec().chunk_vectors) == (
+        "late",
+        "per_chunk",
+    )
+    for store in (late_store, plain_store):
+        store.close()
+    with pytest.raises(
+        CollectionMismatchError, match=r"late-chunked vectors \(--late-chunking\) vs chunks embedded"
+    ):
+        _ingest(kind, tmp_path, corpus, minilm_engine, "late", False, cache)
+    with pytest.raises(CollectionMismatchError, match=r"chunks embedded one by one vs late-chunked"):
+        _ingest(kind, tmp_path, corpus, minilm_engine, "plain", True, cache)
+    reopened = open_store(kind, "late", retry=FAST_RETRY, **_location(kind, tmp_path))
+    try:
+        assert sorted(reopened.list_sources()) == late_ids  # the refused runs stored nothing
+    finally:
+        reopened.close()
+
+
+def test_the_cli_refuses_the_other_kind_in_one_line(tmp_path: Path, capsys) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    common = ["--uri", str(tmp_path / "m.db"), "--cache", str(tmp_path / "c.sqlite"), "--quiet"]
+    assert main(["ingest", str(corpus), "--chunk-tokens", "16", *common]) == 0
+    assert main(["ingest", str(corpus), "--late-chunking", "--chunk-tokens", "16", *common]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("poolrag ingest: error:") and "\n" not in err
+    assert "chunks embedded one by one vs late-chunked vectors (--late-chunking)" in err

@@ -104,6 +104,7 @@ class IngestDriver:
         checkpoint_path: where progress is saved; default under ``checkpoint_dir`` (else the cache folder).
         sparse: the sparse leg of a hybrid collection; it adopts the settings the collection
             recorded, or fixes them from the first batch (:meth:`open_collection`).
+        late_chunking: the vectors are late-chunked; recorded, so a collection never mixes the two.
     """
 
     def __init__(
@@ -117,6 +118,7 @@ class IngestDriver:
         checkpoint_path: str | Path | None = None,
         checkpoint_dir: str | Path | None = None,
         sparse: SparseChunkEncoder | None = None,
+        late_chunking: bool = False,
     ) -> None:
         if quantization not in (None, "int8", "binary"):
             raise InvalidInputError(f"quantization must be 'int8' or 'binary', not {quantization!r}")
@@ -132,6 +134,7 @@ class IngestDriver:
             quantization=quantization,
             model_options=dict(model_options or {}),
             sparse=sparse.kind if sparse is not None else None,  # type: ignore[arg-type]
+            chunk_vectors="late" if late_chunking else "per_chunk",
         )
         self.run_key: dict[str, object] = {
             "store": store.name,
@@ -143,6 +146,8 @@ class IngestDriver:
         }
         if sparse is not None:
             self.run_key["sparse"] = sparse.run_identity
+        if late_chunking:  # other vectors for the same chunks: a checkpoint of its own
+            self.run_key["late_chunking"] = True
         if checkpoint_path is None:
             from poolrag.cache.sqlite_store import default_cache_path
 

@@ -107,6 +107,7 @@ class IngestPipeline:
             checkpoint_path=checkpoint_path,
             checkpoint_dir=checkpoint_dir,
             sparse=sparse_encoder,
+            late_chunking=late_chunking,
         )
         self.spec = self.driver.spec
         self.run_key = self.driver.run_key

@@ -22,6 +22,10 @@ from poolrag.stores.filters import MetadataFilter
 Layout = Literal["dense", "multivector"]
 Quantization = Literal["int8", "binary"]
 SparseKind = Literal["bm25", "learned"]
+#: How each chunk's vector was made: the chunk embedded alone, or pooled from one pass over its whole
+#: document (late chunking). The two are not comparable, so a collection holds one kind.
+ChunkVectors = Literal["per_chunk", "late"]
+CHUNK_VECTORS: tuple[str, ...] = ("per_chunk", "late")
 #: How a hybrid search fuses its dense and sparse legs (rules in :mod:`poolrag.stores.hybrid`):
 #: ``("minmax", w)`` per-query min-max normalised scores mixed ``(1 - w) * dense + w * sparse``,
 #: ``("adaptive", w)`` the same with the sparse share moved per query from ``w`` towards the leg whose
@@ -30,6 +34,12 @@ SparseKind = Literal["bm25", "learned"]
 HybridFusion = Literal["rrf", "dbsf"] | tuple[Literal["weighted", "minmax", "adaptive"], float]
 SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
 METADATA_KEY = "poolrag"
+
+
+_CHUNK_VECTORS_SAID = {
+    "per_chunk": "chunks embedded one by one",
+    "late": "late-chunked vectors (--late-chunking)",
+}
 
 
 def weights_fingerprint(model_identity: str) -> str:
@@ -56,6 +66,8 @@ class CollectionSpec:
             head), searched with ``search_multivector``; Qdrant, Qdrant Edge and memory only.
         retrieval: the hybrid setting ``poolrag eval --tune --save`` chose, as stored; read it through
             :func:`poolrag.stores.retrieval_record.saved_record`, which checks every field.
+        chunk_vectors: ``per_chunk`` (each chunk embedded alone; every collection written before
+            late chunking) or ``late`` (pooled from one pass over the chunk's document).
     """
 
     name: str
@@ -70,8 +82,13 @@ class CollectionSpec:
     sparse: SparseKind | None = None
     multivector_dimension: int | None = None
     retrieval: dict[str, Any] | None = None
+    chunk_vectors: ChunkVectors = "per_chunk"
 
     def __post_init__(self) -> None:
+        if self.chunk_vectors not in CHUNK_VECTORS:
+            raise InvalidInputError(
+                f"chunk_vectors must be one of {', '.join(CHUNK_VECTORS)}, got {self.chunk_vectors!r}"
+            )
         if self.sparse is not None and self.sparse not in SPARSE_KINDS:
             raise InvalidInputError(
                 f"sparse must be one of {', '.join(SPARSE_KINDS)} or None, got {self.sparse!r}"
@@ -122,6 +139,9 @@ class CollectionSpec:
             problems.append(
                 f"token-vector field of size {stored.multivector_dimension} vs {self.multivector_dimension}"
             )
+        if stored.chunk_vectors != self.chunk_vectors:
+            said = (_CHUNK_VECTORS_SAID[stored.chunk_vectors], _CHUNK_VECTORS_SAID[self.chunk_vectors])
+            problems.append(" vs ".join(said))
         if problems:
             raise CollectionMismatchError(
                 f"collection {self.name!r} in {where} holds {stored.dimension}-dimension {stored.layout} "
