@@ -7,7 +7,9 @@ Issue 30, item 4: "``"normalize": false`` on ``/v1/embeddings`` returns a unit v
 from __future__ import annotations
 
 import base64
+import json
 import string
+import sys
 
 import httpx
 import numpy as np
@@ -158,6 +160,53 @@ def test_embed_dtype_and_endianness_on_the_wire(
         np.testing.assert_allclose(values.astype(np.float32), expected[i], rtol=0, atol=tolerance)
         # the float form carries the same rounded values
         np.testing.assert_array_equal(np.asarray(floats["data"][i]["embedding"], np.float32), values)
+
+
+# How vLLM's example client decodes a bytes answer: each item's slice, viewed as its dtype (bfloat16's
+# bits through a 16-bit view), swapped when the order is not the machine's.
+_VIEWS = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+
+
+def _decode_vllm_bytes(item: dict, body: bytes) -> np.ndarray:
+    raw = np.frombuffer(body[item["start"] : item["end"]], dtype=_VIEWS[item["embed_dtype"]])
+    if item["endianness"] not in ("native", sys.byteorder):
+        raw = raw.byteswap()
+    raw = raw.reshape(item["shape"])
+    return (raw.astype(np.uint32) << 16).view(np.float32) if item["embed_dtype"] == "bfloat16" else raw
+
+
+@pytest.mark.parametrize("embed_dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("endianness", ["little", "big"])
+def test_vllms_bytes_answer_decodes_to_the_float_answer(
+    minilm_server: Served, http: httpx.Client, embed_dtype: str, endianness: str
+) -> None:
+    url = f"{minilm_server.url}/v1/embeddings"
+    floats = http.post(url, json={"input": TEXTS, "embed_dtype": embed_dtype}).json()["data"]
+    body = {"input": TEXTS, "encoding_format": "bytes", "embed_dtype": embed_dtype, "endianness": endianness}
+    answer = http.post(url, json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "application/octet-stream"
+    metadata = json.loads(answer.headers["metadata"])
+    assert metadata["model"] == minilm_server.model and metadata["usage"]["prompt_tokens"] > 0
+    items = sorted(metadata["data"], key=lambda item: item["index"])
+    assert [item["shape"] for item in items] == [[384], [384]]
+    assert items[-1]["end"] == len(answer.content) == 2 * 384 * (4 if embed_dtype == "float32" else 2)
+    for item, expected in zip(items, floats, strict=True):
+        got = _decode_vllm_bytes(item, answer.content)
+        np.testing.assert_array_equal(got.astype(np.float32), np.asarray(expected["embedding"], np.float32))
+    only = http.post(url, json={**body, "encoding_format": "bytes_only"})
+    assert only.status_code == 200 and "metadata" not in only.headers
+    assert only.content == answer.content
+
+
+def test_late_chunks_come_as_bytes_too(minilm_server: Served, http: httpx.Client) -> None:
+    document = "The cat sat on the mat. Paris is the capital of France."
+    body = {"input": document, "late_chunking": {"spans": [[0, 23], [24, len(document)]]}}
+    floats = http.post(f"{minilm_server.url}/v1/embeddings", json=body).json()["data"]
+    answer = http.post(f"{minilm_server.url}/v1/embeddings", json={**body, "encoding_format": "bytes"})
+    items = json.loads(answer.headers["metadata"])["data"]
+    got = [_decode_vllm_bytes(item, answer.content) for item in items]
+    np.testing.assert_array_equal(np.stack(got), np.asarray([f["embedding"] for f in floats], np.float32))
 
 
 def test_request_id_names_the_answer(request: pytest.FixtureRequest, http: httpx.Client) -> None:

@@ -78,6 +78,8 @@ class OffLoopRoute(APIRoute):
             check_size(parsed.token_ids, parsed.chars, state.limits)
             with state.admission.tokens(parsed.tokens):
                 result = await endpoint(parsed.body, request)
+            if isinstance(result, Response):  # an answer already encoded (e.g. vLLM's bytes format)
+                return result
             content = await anyio.to_thread.run_sync(_dump, result, exclude_none)
             return Response(content, media_type="application/json")
 

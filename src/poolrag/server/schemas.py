@@ -174,15 +174,20 @@ Endianness = Literal["native", "little", "big"]
 
 class EmbeddingRequest(VllmRequestBody):
     input: PoolingInput
-    encoding_format: Literal["float", "base64"] = Field(
-        "float", description="base64: each vector's bytes in embed_dtype, as OpenAI sends (float32)."
+    encoding_format: Literal["float", "base64", "bytes", "bytes_only"] = Field(
+        "float",
+        description="base64: each vector's bytes in embed_dtype, as OpenAI sends (float32). bytes / "
+        "bytes_only (vLLM's): the vectors' bytes back to back as application/octet-stream, with a "
+        "'metadata' header of JSON (each vector's start, end, dtype, byte order, shape; usage) for bytes.",
     )
     embed_dtype: EmbedDType = Field(
         "float32",
         description="Precision on the wire: base64 carries 4 (float32) or 2 bytes per value; float lists "
         "carry the values rounded to it.",
     )
-    endianness: Endianness = Field("native", description="Byte order of base64 values (native: little).")
+    endianness: Endianness = Field(
+        "native", description="Byte order of base64 and bytes values (native: little)."
+    )
     dimensions: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
     normalize: StrictBool | None = Field(
         None, description="false: the vector as pooled, not L2-normalised (default: the model's)."

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import json
+from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
@@ -34,15 +37,19 @@ def _in_dtype(vector: np.ndarray, embed_dtype: str) -> np.ndarray:
     return np.asarray(vector, dtype=np.float16 if embed_dtype == "float16" else np.float32)
 
 
+def _vector_bytes(vector: np.ndarray, embed_dtype: str, endianness: str) -> bytes:
+    values = _in_dtype(vector, embed_dtype)
+    return values.astype(values.dtype.newbyteorder(_BYTE_ORDERS[endianness])).tobytes()
+
+
 def encode_vector(
     vector: np.ndarray, encoding_format: str, embed_dtype: str = "float32", endianness: str = "native"
 ) -> list[float] | str:
     """Base64 of the vector's bytes in ``embed_dtype`` and byte order (OpenAI's default: little-endian
     float32), or a float list of the values rounded to ``embed_dtype``."""
-    values = _in_dtype(vector, embed_dtype)
     if encoding_format == "base64":
-        wire = values.astype(values.dtype.newbyteorder(_BYTE_ORDERS[endianness]))
-        return base64.b64encode(wire.tobytes()).decode("ascii")
+        return base64.b64encode(_vector_bytes(vector, embed_dtype, endianness)).decode("ascii")
+    values = _in_dtype(vector, embed_dtype)
     if embed_dtype == "bfloat16":
         return (values.astype(np.uint32) << 16).view(np.float32).tolist()
     return values.astype(np.float32).tolist()
@@ -65,7 +72,7 @@ def _normalize(body: EmbeddingRequest) -> bool | None:
 
 
 @router.post(PATH, response_model=EmbeddingResponse, responses=ENGINE_ERRORS)
-async def create_embeddings(body: EmbeddingRequest, request: Request) -> EmbeddingResponse:
+async def create_embeddings(body: EmbeddingRequest, request: Request) -> EmbeddingResponse | Response:
     state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
@@ -79,23 +86,57 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
         return await _late_chunks(body, params, state)
     outputs = await state.run_engine(PATH, len(prompts), state.calls.embed, prompts, params)
     tokens = sum(out.num_tokens for out in outputs)
+    return _answer(body, state, [out.outputs.embedding for out in outputs], tokens)
+
+
+def _answer(
+    body: EmbeddingRequest, state: ServerState, vectors: Sequence[np.ndarray], tokens: int
+) -> EmbeddingResponse | Response:
+    """The vectors as OpenAI's JSON (float lists or base64), or as vLLM's ``bytes`` answer."""
+    answer_id = new_id("embd", body.request_id)
+    usage = Usage(prompt_tokens=tokens, total_tokens=tokens)
+    if body.encoding_format in ("bytes", "bytes_only"):
+        return _bytes_answer(body, answer_id, state.settings.model_name, vectors, usage)
     wire = (body.encoding_format, body.embed_dtype, body.endianness)
-    data = [
-        EmbeddingData(index=i, embedding=encode_vector(out.outputs.embedding, *wire))
-        for i, out in enumerate(outputs)
-    ]
     return EmbeddingResponse(
-        id=new_id("embd", body.request_id),
+        id=answer_id,
         created=now(),
         model=state.settings.model_name,
-        data=data,
-        usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
+        data=[EmbeddingData(index=i, embedding=encode_vector(v, *wire)) for i, v in enumerate(vectors)],
+        usage=usage,
     )
+
+
+def _bytes_answer(
+    body: EmbeddingRequest, answer_id: str, model: str, vectors: Sequence[np.ndarray], usage: Usage
+) -> Response:
+    """vLLM's binary answer: the vectors' bytes back to back (``application/octet-stream``) and, for
+    ``bytes``, a ``metadata`` header of JSON saying where each one starts and ends, its dtype, byte
+    order and shape (``bytes_only`` leaves it out: the client knows the shapes)."""
+    chunks = [_vector_bytes(v, body.embed_dtype, body.endianness) for v in vectors]
+    headers = None
+    if body.encoding_format == "bytes":
+        ends = list(accumulate(len(chunk) for chunk in chunks))
+        items = [
+            {
+                "index": i,
+                "embed_dtype": body.embed_dtype,
+                "endianness": body.endianness,
+                "start": end - len(chunk),
+                "end": end,
+                "shape": [len(vector)],
+            }
+            for i, (chunk, end, vector) in enumerate(zip(chunks, ends, vectors, strict=True))
+        ]
+        metadata = {"id": answer_id, "created": now(), "model": model, "data": items}
+        metadata["usage"] = usage.model_dump()
+        headers = {"metadata": json.dumps(metadata, separators=(",", ":"))}
+    return Response(b"".join(chunks), media_type="application/octet-stream", headers=headers)
 
 
 async def _late_chunks(
     body: EmbeddingRequest, params: PoolingParams, state: ServerState
-) -> EmbeddingResponse:
+) -> EmbeddingResponse | Response:
     """``late_chunking``: ``input`` is one document, ``data`` one vector per span in order."""
     assert body.late_chunking is not None
     if not isinstance(body.input, str):
@@ -104,11 +145,4 @@ async def _late_chunks(
     vectors, tokens = await state.run_engine(
         PATH, len(spans), state.calls.embed_chunks, body.input, spans, params
     )
-    wire = (body.encoding_format, body.embed_dtype, body.endianness)
-    return EmbeddingResponse(
-        id=new_id("embd", body.request_id),
-        created=now(),
-        model=state.settings.model_name,
-        data=[EmbeddingData(index=i, embedding=encode_vector(v, *wire)) for i, v in enumerate(vectors)],
-        usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
-    )
+    return _answer(body, state, list(vectors), tokens)
