@@ -63,7 +63,7 @@ def test_embedding_input_forms_are_published(openapi: dict) -> None:
     assert {"type": "array", "items": {"type": "string"}} in forms
     assert {"type": "array", "items": {"type": "integer"}} in forms
     assert {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}} in forms
-    assert request["properties"]["encoding_format"]["enum"] == ["float", "base64"]
+    assert request["properties"]["encoding_format"]["enum"] == ["float", "base64", "bytes", "bytes_only"]
     assert request["required"] == ["input"]
 
 

@@ -71,7 +71,14 @@ def _normalize(body: EmbeddingRequest) -> bool | None:
     return body.normalize if body.normalize is not None else body.use_activation
 
 
-@router.post(PATH, response_model=EmbeddingResponse, responses=ENGINE_ERRORS)
+_BYTES_ANSWER = {
+    "description": "encoding_format bytes / bytes_only: the vectors' bytes back to back (bytes: a "
+    "'metadata' header of JSON says where each one starts and ends)",
+    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+}
+
+
+@router.post(PATH, response_model=EmbeddingResponse, responses={**ENGINE_ERRORS, 200: _BYTES_ANSWER})
 async def create_embeddings(body: EmbeddingRequest, request: Request) -> EmbeddingResponse | Response:
     state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
