@@ -204,3 +204,22 @@ def test_a_long_document_is_cut_before_templating_and_scores_as_the_whole(tmp_pa
     kept = templated_pair_requests(tokenizer, template, pairs, params, 200, -1, cut)
     assert [r.token_ids for r in kept] == [r.token_ids for r in whole]
     assert len(cut.prefix(document, 200)) < len(document) // 10
+
+
+def test_logit_calibration_applies_to_llm_rerankers_as_to_cross_encoders(reranker, request):
+    """vLLM's ``logit_mean`` / ``logit_sigma``: the relevance logit is calibrated before the sigmoid,
+    so a fused score means the same for an LLM reranker as for a cross-encoder."""
+    model, tokenizer, engine, ids, prompt = reranker
+    _family, template, tokens, _bos, _prompt = RECIPES[request.node.callspec.params["reranker"]]
+    seqs = [tokenizer(prompt(QUERY, d))["input_ids"] for d in TEXTS]
+    logits = ref_token_logits(model, seqs, PAD, "left", ids)
+    raw = logits[:, 1] - logits[:, 0] if len(ids) == 2 else logits[:, 0]
+    calibrated = Engine(
+        engine.model_folder,
+        convert="classify",
+        score_template=template,
+        hf_overrides={"classifier_from_token": tokens},
+        pooler_config={"logit_mean": 0.7, "logit_sigma": 3.0},
+    )
+    scores = [s.outputs.score for s in calibrated.score(QUERY, TEXTS)]
+    np.testing.assert_allclose(scores, 1 / (1 + np.exp(-(raw - 0.7) / 3.0)), rtol=1e-5, atol=1e-6)

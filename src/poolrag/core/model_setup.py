@@ -350,12 +350,15 @@ def _colbert_heads(ctx: _HeadContext) -> _TaskHeads:
     return _TaskHeads({"token_embed": tokens, "score": tokens}, ctx.vector_dim)
 
 
+def _calibrated_classifier(ctx: _HeadContext) -> ClassifierHead:
+    """The classify / score head, its logits first calibrated by the pooler's ``logit_mean`` /
+    ``logit_sigma`` (vLLM's options), so a fused score means the same whatever the reranker's kind."""
+    mean, sigma = ctx.pooler.logit_mean, ctx.pooler.logit_sigma
+    return ClassifierHead(ctx.activation, 0.0 if mean is None else mean, 1.0 if sigma is None else sigma)
+
+
 def _sequence_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
-    calibration = (
-        ctx.pooler.logit_mean if ctx.pooler.logit_mean is not None else 0.0,
-        ctx.pooler.logit_sigma if ctx.pooler.logit_sigma is not None else 1.0,
-    )
-    classify = SequenceClassificationPooler(ClassifierHead(ctx.activation, *calibration))
+    classify = SequenceClassificationPooler(_calibrated_classifier(ctx))
     reward = SequenceClassificationPooler(ClassifierHead("identity"))
     poolers: dict[str, TaskPooler] = {"classify": classify, "score": classify, "reward": reward}
     if ctx.token_head is not None:
@@ -371,7 +374,7 @@ def _token_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
 def _decoder_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
     assert ctx.decoder is not None and ctx.decoder.score is not None
     score = ctx.decoder.score
-    classify = LastTokenScorePooler(score, ClassifierHead(ctx.activation))
+    classify = LastTokenScorePooler(score, _calibrated_classifier(ctx))
     reward: TaskPooler
     if ctx.pooler.pooling_type == "ALL":  # vLLM's default for *ForRewardModel: a value per token
         reward = TokenScorePooler(score, TokenClassifierHead("identity"))
@@ -383,7 +386,7 @@ def _decoder_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
 
 def _lm_head_classifier_heads(ctx: _HeadContext) -> _TaskHeads:
     assert ctx.lm_rows is not None
-    classify = LastTokenScorePooler(ctx.lm_rows, ClassifierHead(ctx.activation))
+    classify = LastTokenScorePooler(ctx.lm_rows, _calibrated_classifier(ctx))
     return _TaskHeads({"classify": classify, "score": classify})
 
 
