@@ -95,6 +95,8 @@ _EXPORTS = {
     "ScoringOutput": "poolrag.outputs",
     "PoolingParams": "poolrag.params",
     "Entity": "poolrag.postprocess.entities",
+    "QuantizationRanges": "poolrag.postprocess.quantization_ranges",
+    "quantize_vectors": "poolrag.postprocess.vector_precision",
 }
 
 __all__ = [
@@ -114,8 +116,10 @@ __all__ = [
     "PoolingParams",
     "PoolingRequestOutput",
     "PoolragError",
+    "QuantizationRanges",
     "ScoringOutput",
     "UnsupportedTaskError",
+    "quantize_vectors",
 ]
 __version__ = "0.1.0"
 
