@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from pymilvus.client.types import LoadState
 
 from poolrag.stores import ChunkRecord, CollectionSpec, open_store
@@ -92,5 +93,33 @@ def test_bm25_collections_stay_loaded_because_their_writes_read_stored_rows(tmp_
         store.upsert(records)
         assert _state(store) == LoadState.Loaded
         assert store.count() == 5
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("quantization", "index_type"), [(None, "AUTOINDEX"), ("int8", "HNSW_SQ")])
+def test_a_new_lite_collection_is_indexed_as_its_spec_says_and_loaded(
+    tmp_path: Path, quantization: str | None, index_type: str
+) -> None:
+    spec = CollectionSpec(
+        name="docs",
+        dimension=8,
+        model_identity="tiny@1",
+        full_dimension=8,
+        model_name="tiny",
+        quantization=quantization,
+    )
+    store = open_store("milvus", "docs", uri=str(tmp_path / "docs.db"))
+    try:
+        assert isinstance(store, MilvusStore)
+        store.ensure_collection(spec)
+        client = milvus_client(store)
+        assert _state(store) == LoadState.Loaded
+        assert client.list_indexes("docs") == ["vector"]
+        described = client.describe_index("docs", "vector")
+        assert described["index_type"] == index_type and described["metric_type"] == "COSINE"
+        records = _records(0, 10)
+        store.upsert(records)
+        assert [h.id for h in store.search(np.asarray(records[4].vector), limit=1)] == ["c4"]
     finally:
         store.close()
