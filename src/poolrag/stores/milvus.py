@@ -182,9 +182,6 @@ class MilvusStore(StoreTemplate):
             if database.is_dir():
                 check_writable_folder(database, "the Milvus Lite database")
         self._resident = ResidentRows(self.uri, collection, self.count) if local else None
-        # Released by this store for a run of writes (see _release_for_writes); loaded again on the
-        # next read or at close.
-        self._released = False
         self._client = self._call(lambda: self._connect(token), "connect")
 
     @classmethod
@@ -342,7 +339,6 @@ class MilvusStore(StoreTemplate):
         if self._resident is not None:
             self._resident.add(rows, len(records))
         if spec.sparse != "bm25":
-            self._release_for_writes(spec)
             self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
             return
         # Milvus keeps the last of several rows with one id; so do the statistics.
@@ -354,28 +350,6 @@ class MilvusStore(StoreTemplate):
         self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
         frequency = _add(_add(frequency, old_frequency, -1), new_frequency, 1)
         self._write_stats(_stats_json(count - old_count + new_count, frequency))
-
-    def _release_for_writes(self, spec: CollectionSpec) -> None:
-        """Release a Milvus Lite collection while rows stream in, so segments are indexed once.
-
-        A loaded Milvus Lite collection builds the vector index of every segment it flushes or
-        merges, in the background of the writing process, and then again for the merged segment:
-        on an ingest that is CPU taken from the forward pass (benchmarks/RESULTS.md, issue 29).
-        Upserts and deletes by id do not need the collection loaded; the next read loads it, and
-        so does :meth:`close`, which builds each final segment's index once and saves it beside
-        the file. Only dense rows without BM25 statistics are released: the other layouts read
-        stored rows on every write.
-        """
-        if self._released or not _is_local(self.uri) or spec.layout != "dense":
-            return
-        self._call(lambda: self._client.release_collection(self.collection), "release_collection")
-        self._released = True
-
-    def _loaded(self) -> None:
-        """Load the collection again if a run of writes released it (reads need it loaded)."""
-        if self._released:
-            self._call(lambda: self._client.load_collection(self.collection), "load_collection")
-            self._released = False
 
     def _delete(self, ids: list[str]) -> None:
         spec = self.read_spec()
@@ -416,8 +390,6 @@ class MilvusStore(StoreTemplate):
     ) -> None:
         """Hand the matching rows to ``consume`` a page at a time; a retry calls ``restart`` first."""
 
-        self._loaded()
-
         def run() -> None:
             restart()
             it = self._client.query_iterator(
@@ -438,7 +410,6 @@ class MilvusStore(StoreTemplate):
         self._scan(expr, fields, lambda rows: consume([(r[key], full_source(r)) for r in rows]))
 
     def count(self) -> int:
-        self._loaded()
         expr = "tok == 0" if self._layout() == "multivector" else ""
         rows = self._call(
             lambda: self._client.query(self.collection, filter=expr, output_fields=["count(*)"]), "count"
@@ -457,7 +428,6 @@ class MilvusStore(StoreTemplate):
     def _search(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
-        self._loaded()
         expr = self._scope(filter)
         if expr is None:
             return []
@@ -480,7 +450,6 @@ class MilvusStore(StoreTemplate):
         self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Inner product with the stored sparse rows (times IDF from the kept statistics for bm25)."""
-        self._loaded()
         weights = self._sparse_query(spec, query)
         expr = self._scope(filter)
         if expr is None or not weights:
@@ -505,7 +474,6 @@ class MilvusStore(StoreTemplate):
         inner products through arctan, which is none of the shared rules)."""
         from pymilvus import AnnSearchRequest, RRFRanker
 
-        self._loaded()
         weights = self._sparse_query(spec, query.sparse)
         expr = self._scope(query.filter)
         if expr is None:
@@ -570,7 +538,6 @@ class MilvusStore(StoreTemplate):
 
     def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
         """Stored sparse vectors by id (a chunk without terms comes back empty)."""
-        self._loaded()
         out: dict[str, SparseVector] = {}
         for start in range(0, len(ids), _PAGE):
             part = ids[start : start + _PAGE]
@@ -589,7 +556,6 @@ class MilvusStore(StoreTemplate):
         The payload rides on token 0 only, so a filter first selects the matching chunks and the
         per-token search is then confined to their rows.
         """
-        self._loaded()
         per_token = max(4 * limit, 32)
         scope = ""
         if filter:
@@ -631,7 +597,6 @@ class MilvusStore(StoreTemplate):
         return [str(row[id_field]) for row in rows if matches(from_entity(row), checked)]
 
     def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        self._loaded()
         out: dict[str, np.ndarray] = {}
         if self._layout() == "multivector":
             tokens: dict[str, dict[int, list[float]]] = {}
@@ -652,10 +617,6 @@ class MilvusStore(StoreTemplate):
         return out
 
     def close(self) -> None:
-        try:
-            self._loaded()
-        except Exception:  # the rows are stored; the next open loads (and indexes) them
-            logger.warning("could not load milvus collection %r at close", self.collection, exc_info=True)
         try:
             self._client.close()
         except Exception:  # closing a dead connection must not mask the real error

@@ -5,7 +5,8 @@ loaded (an Arrow table of all columns, the primary keys and a key-to-row map, th
 an ingest's RSS grows ~2.6 KB per prose chunk of 32-dim vectors however the rest streams
 (benchmarks/RESULTS.md, issue 27). Releasing the collection does not help: it drops only the segment
 indexes, while every data file the manifest lists stays in Milvus Lite's segment cache whatever the
-load state (measured: RSS grows alike, released or loaded). Nothing on poolrag's side can page those
+load state (benchmarks/milvus_lite_writes.py: RSS grows alike, released or loaded, and the load
+after a released ingest indexes every row at once). Nothing on poolrag's side can page those
 rows out; what it can do is tell the user, when a collection gets large, which stores keep rows on
 disk.
 """
