@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Why the Milvus store releases a Milvus Lite collection while an ingest writes: time and RSS of
-the same upserts into a loaded and a released collection.
+"""Whether releasing a Milvus Lite collection while an ingest writes would help: time and RSS of
+the same upserts into a loaded and a released collection (the store keeps it loaded).
 
     python benchmarks/milvus_lite_writes.py [--rows 200000] [--batch 64] [--dim 32]
 
