@@ -23,6 +23,7 @@ from poolrag.cli.store_options import (
     open_store_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.stores.vector_types import VECTOR_TYPES
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from poolrag.ingest.encoders import ChunkEncoder
     from poolrag.ingest.pipeline import IngestReport
     from poolrag.ingest.sparse_encoders import SparseChunkEncoder
+    from poolrag.postprocess.quantization_ranges import QuantizationRanges
     from poolrag.sparse.words import WordAnalyzer
     from poolrag.stores.language_prior import LanguageRecord
 
@@ -87,6 +89,19 @@ def register(subparsers: Any) -> None:
         "--index-quantization",
         choices=("int8", "binary"),
         help="quantized index for a new collection (--quantization is the model's weights)",
+    )
+    chunking.add_argument(
+        "--vector-type",
+        choices=VECTOR_TYPES,
+        default="float32",
+        help="what a new collection stores each vector as: float16 or uint8 are the bytes 'poolrag serve' "
+        "sends for them (Qdrant stores only); uint8 needs --calibration",
+    )
+    chunking.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="with --vector-type uint8: the ranges file 'poolrag calibrate' wrote (default: the model "
+        "folder's quantization_ranges.json)",
     )
     chunking.add_argument(
         "--prune", action="store_true", help="delete chunks of sources not given in this run"
@@ -176,6 +191,10 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
             "--index-quantization",
             engine_args.quantization,
         )
+    if args.calibration is not None and args.vector_type != "uint8":
+        raise InvalidInputError("--calibration scales uint8 vectors: it goes with --vector-type uint8")
+    if args.vector_type != "float32" and args.ray is not None:
+        raise InvalidInputError(f"--vector-type {args.vector_type} is written by this process: drop --ray")
     if args.late_chunking and (args.ray is not None or args.hybrid):
         raise InvalidInputError(
             "--late-chunking runs in this process with dense vectors: drop --ray / --hybrid"
@@ -216,8 +235,21 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         progress=not args.quiet,
         sparse_encoder=sparse_encoder,
         late_chunking=args.late_chunking,
+        vector_type=args.vector_type,
+        ranges=_uint8_ranges(args, engine),
     )
     return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped)
+
+
+def _uint8_ranges(args: argparse.Namespace, engine: InProcessEngine) -> QuantizationRanges | None:
+    """--calibration, else the model folder's own ranges (as 'serve' takes them); none for other types."""
+    from poolrag.postprocess.quantization_ranges import QuantizationRanges, shipped_ranges
+
+    if args.vector_type != "uint8":
+        return None
+    if args.calibration is not None:
+        return QuantizationRanges.load(args.calibration)
+    return shipped_ranges(engine.model_folder)
 
 
 def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: int | None) -> ChunkEncoder:

@@ -27,7 +27,9 @@ from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.stored_ids import StoredIds
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
+from poolrag.stores.vector_types import VectorType, check_vector_type
 from poolrag.text_validity import lone_surrogate
 
 logger = logging.getLogger(__name__)
@@ -92,6 +94,24 @@ class _Pending:
     chunked: bool = False
 
 
+def _uint8_ranges(
+    store: VectorStore, vector_type: str, ranges: QuantizationRanges | None, width: int
+) -> list[list[float]] | None:
+    """The scale a uint8 ingest buckets by: the given ranges at this width, else the ones an existing
+    uint8 collection recorded; refused, naming where ranges come from, when there are neither."""
+    if vector_type != "uint8":
+        return None
+    if ranges is not None:
+        return ranges.for_width(width).tolist()
+    stored = store.read_spec()
+    if stored is not None and stored.vector_type == "uint8":
+        return stored.vector_ranges
+    raise InvalidInputError(
+        "uint8 vectors need fixed ranges to bucket each dimension: measure them with 'poolrag calibrate' "
+        "and pass --calibration FILE (or use a model folder that ships quantization_ranges.json)"
+    )
+
+
 class IngestDriver:
     """The bookkeeping of one collection's ingest runs; one :meth:`start` ... :meth:`finish` a run.
 
@@ -105,6 +125,10 @@ class IngestDriver:
         sparse: the sparse leg of a hybrid collection; it adopts the settings the collection
             recorded, or fixes them from the first batch (:meth:`open_collection`).
         late_chunking: the vectors are late-chunked; recorded, so a collection never mixes the two.
+        vector_type: what a new collection stores each vector as (``float32``, ``float16``, ``uint8``;
+            :mod:`poolrag.stores.vector_types`).
+        ranges: uint8's fixed per-dimension scale (``poolrag calibrate``'s file, or the model's own);
+            a uint8 collection that exists already keeps the ranges it recorded.
     """
 
     def __init__(
@@ -119,6 +143,8 @@ class IngestDriver:
         checkpoint_dir: str | Path | None = None,
         sparse: SparseChunkEncoder | None = None,
         late_chunking: bool = False,
+        vector_type: VectorType = "float32",
+        ranges: QuantizationRanges | None = None,
     ) -> None:
         if quantization not in (None, "int8", "binary"):
             raise InvalidInputError(f"quantization must be 'int8' or 'binary', not {quantization!r}")
@@ -135,6 +161,8 @@ class IngestDriver:
             model_options=dict(model_options or {}),
             sparse=sparse.kind if sparse is not None else None,  # type: ignore[arg-type]
             chunk_vectors="late" if late_chunking else "per_chunk",
+            vector_type=check_vector_type(vector_type),  # type: ignore[arg-type]
+            vector_ranges=_uint8_ranges(store, vector_type, ranges, source.dimension),
         )
         self.run_key: dict[str, object] = {
             "store": store.name,

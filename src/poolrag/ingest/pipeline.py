@@ -43,7 +43,9 @@ from poolrag.ingest.driver import IngestDriver, IngestReport
 from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.stores.base import ChunkRecord, Quantization, VectorStore
+from poolrag.stores.vector_types import VectorType
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,9 @@ class IngestPipeline:
         quantization: ``int8`` / ``binary`` index compression for a new collection.
         model_options: recorded in the collection so search can load the model the same way.
         checkpoint_path: where progress is saved; default under the cache folder.
+        vector_type: what a new collection stores each vector as: ``float32``, or ``float16`` /
+            ``uint8`` exactly as the server sends them (:mod:`poolrag.stores.vector_types`).
+        ranges: uint8's fixed scale (``poolrag calibrate``'s file, or the model's own).
     """
 
     def __init__(
@@ -84,6 +89,8 @@ class IngestPipeline:
         progress: bool = True,
         sparse_encoder: SparseChunkEncoder | None = None,
         late_chunking: bool = False,
+        vector_type: VectorType = "float32",
+        ranges: QuantizationRanges | None = None,
     ) -> None:
         if batch_size <= 0:
             raise InvalidInputError("batch size must be positive")
@@ -108,6 +115,8 @@ class IngestPipeline:
             checkpoint_dir=checkpoint_dir,
             sparse=sparse_encoder,
             late_chunking=late_chunking,
+            vector_type=vector_type,
+            ranges=ranges,
         )
         self.spec = self.driver.spec
         self.run_key = self.driver.run_key

@@ -35,12 +35,22 @@ def calibration_ranges(calibration: np.ndarray, width: int) -> np.ndarray:
     return np.vstack((rows.min(axis=0), rows.max(axis=0)))
 
 
+def bucket_steps(ranges: np.ndarray) -> np.ndarray:
+    """Each dimension's bucket width in (2, dim) ``ranges``: 1/255 of its span (a flat dimension: 1)."""
+    steps = (ranges[1] - ranges[0]) / 255
+    return np.where(steps == 0, 1, steps)
+
+
+def bucket_centres(buckets: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    """What uint8 ``buckets`` stand for: each bucket's centre, within half a bucket of the vector."""
+    return (ranges[0] + bucket_steps(ranges) * (np.asarray(buckets, dtype=np.float32) + 0.5)).astype(
+        np.float32
+    )
+
+
 def _scaled(vectors: np.ndarray, ranges: np.ndarray) -> np.ndarray:
-    """Each value's bucket 0..255 within its dimension's range (a flat dimension gets step 1)."""
-    starts = ranges[0]
-    steps = (ranges[1] - starts) / 255
-    steps = np.where(steps == 0, 1, steps)
-    return np.clip(np.floor((vectors - starts) / steps), 0, 255)
+    """Each value's bucket 0..255 within its dimension's range."""
+    return np.clip(np.floor((vectors - ranges[0]) / bucket_steps(ranges)), 0, 255)
 
 
 def quantize_vectors(

@@ -18,6 +18,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import MetadataFilter
+from poolrag.stores.vector_types import StoredVectors, VectorType, check_vector_type, checked_ranges
 
 Layout = Literal["dense", "multivector"]
 Quantization = Literal["int8", "binary"]
@@ -68,6 +69,10 @@ class CollectionSpec:
             :func:`poolrag.stores.retrieval_record.saved_record`, which checks every field.
         chunk_vectors: ``per_chunk`` (each chunk embedded alone; every collection written before
             late chunking) or ``late`` (pooled from one pass over the chunk's document).
+        vector_type: what each dense vector is stored as: ``float32``, ``float16`` or ``uint8``
+            (:mod:`poolrag.stores.vector_types`); dense-layout collections without a token field only.
+        vector_ranges: uint8's fixed scale, ``[minima, maxima]`` per dimension, recorded so every later
+            write and query buckets the same way.
     """
 
     name: str
@@ -83,8 +88,11 @@ class CollectionSpec:
     multivector_dimension: int | None = None
     retrieval: dict[str, Any] | None = None
     chunk_vectors: ChunkVectors = "per_chunk"
+    vector_type: VectorType = "float32"
+    vector_ranges: list[list[float]] | None = None
 
     def __post_init__(self) -> None:
+        self._check_vector_type()
         if self.chunk_vectors not in CHUNK_VECTORS:
             raise InvalidInputError(
                 f"chunk_vectors must be one of {', '.join(CHUNK_VECTORS)}, got {self.chunk_vectors!r}"
@@ -107,6 +115,24 @@ class CollectionSpec:
                 "multivector_dimension is the size of a token-vector field next to the dense one: a "
                 f"positive integer in a dense-layout collection, got {self.multivector_dimension!r}"
             )
+
+    def _check_vector_type(self) -> None:
+        check_vector_type(self.vector_type)
+        if self.vector_type != "float32" and (self.layout != "dense" or self.multivector_dimension):
+            raise InvalidInputError(
+                f"{self.vector_type} vectors are for dense collections (ColBERT token vectors stay float32)"
+            )
+        if self.vector_type == "uint8":
+            checked_ranges(self.vector_ranges, self.dimension)
+        elif self.vector_ranges is not None:
+            raise InvalidInputError(f"{self.vector_type} vectors take no uint8 ranges")
+
+    @property
+    def stored_vectors(self) -> StoredVectors:
+        """How this collection's dense vectors are written, queried and read back."""
+        if self.vector_type != "uint8":
+            return StoredVectors(self.vector_type)
+        return StoredVectors("uint8", checked_ranges(self.vector_ranges, self.dimension))
 
     @property
     def named_fields(self) -> bool:
@@ -139,6 +165,17 @@ class CollectionSpec:
             problems.append(
                 f"token-vector field of size {stored.multivector_dimension} vs {self.multivector_dimension}"
             )
+        if stored.vector_type != self.vector_type:
+            problems.append(f"{stored.vector_type} vectors vs {self.vector_type}")
+        elif (
+            stored.vector_ranges is not None
+            and self.vector_ranges is not None
+            and not np.array_equal(
+                checked_ranges(stored.vector_ranges, stored.dimension),
+                checked_ranges(self.vector_ranges, self.dimension),
+            )
+        ):
+            problems.append("uint8 buckets of other ranges (another calibration file)")
         if stored.chunk_vectors != self.chunk_vectors:
             said = (_CHUNK_VECTORS_SAID[stored.chunk_vectors], _CHUNK_VECTORS_SAID[self.chunk_vectors])
             problems.append(" vs ".join(said))

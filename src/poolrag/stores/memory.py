@@ -26,6 +26,7 @@ from poolrag.stores.base import ChunkRecord, CollectionSpec, SourcePages, StoreH
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import document_frequencies, with_idf
 from poolrag.stores.template import StoreTemplate
+from poolrag.stores.vector_types import VECTOR_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class InMemoryStore(StoreTemplate):
     """One collection held in this process; re-upserting an id replaces that chunk."""
 
     name = "memory"
+    vector_types = VECTOR_TYPES
 
     def __init__(self, collection: str = "default") -> None:
         super().__init__(collection, "this process")
@@ -108,11 +110,14 @@ class InMemoryStore(StoreTemplate):
     def _search(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
-        """Exact cosine similarity over every chunk matching ``filter``."""
+        """Exact cosine similarity over every chunk matching ``filter`` (dot product for compact
+        vectors, as the Qdrant stores compare them)."""
         with self._lock:
             ids, matrix, _ = self._pack()
             if not ids:
                 return []
+            if spec.vector_type != "float32":
+                return self._top(ids, matrix @ query, self._keep(ids, filter), limit)
             norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
             scores = (matrix @ query) / np.maximum(norms, 1e-12)
             return self._top(ids, scores, self._keep(ids, filter), limit)

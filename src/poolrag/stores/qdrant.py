@@ -30,6 +30,7 @@ from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
 from poolrag.stores.template import HybridQuery, StoreTemplate
+from poolrag.stores.vector_types import VECTOR_TYPES
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,6 +83,7 @@ class QdrantStore(StoreTemplate):
 
     name = "qdrant"
     native_fusions = ("rrf", "dbsf")
+    vector_types = VECTOR_TYPES
 
     def __init__(
         self,
@@ -155,12 +157,19 @@ class QdrantStore(StoreTemplate):
     def _create(self, spec: CollectionSpec) -> None:
         from qdrant_client import models
 
-        def vector_params(size: int, maxsim: bool) -> Any:
+        def vector_params(size: int, maxsim: bool, vector_type: str) -> Any:
             multivector = (
                 models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM) if maxsim else None
             )
+            datatype, distance = qdrant_points.dense_storage(
+                vector_type,
+                models.Datatype.FLOAT16,
+                models.Datatype.UINT8,
+                models.Distance.COSINE,
+                models.Distance.DOT,
+            )
             return models.VectorParams(
-                size=size, distance=models.Distance.COSINE, multivector_config=multivector
+                size=size, distance=distance, multivector_config=multivector, datatype=datatype
             )
 
         def sparse_params(idf: bool) -> Any:

@@ -32,6 +32,7 @@ from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.template import HybridQuery, StoreTemplate
+from poolrag.stores.vector_types import VECTOR_TYPES
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,6 +51,7 @@ class QdrantEdgeStore(StoreTemplate):
 
     name = "qdrant-edge"
     native_fusions = ("rrf", "dbsf")
+    vector_types = VECTOR_TYPES
 
     def __init__(self, collection: str, *, path: str | None = None, retry: RetryPolicy | None = None) -> None:
         root = Path(path or DEFAULT_PATH) / collection
@@ -83,9 +85,18 @@ class QdrantEdgeStore(StoreTemplate):
         elif create.quantization == "binary":
             quant = qe.BinaryQuantizationConfig()
 
-        def vector_params(size: int, maxsim: bool) -> Any:
+        def vector_params(size: int, maxsim: bool, vector_type: str) -> Any:
             multivector = qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim) if maxsim else None
-            return qe.EdgeVectorParams(size=size, distance=qe.Distance.Cosine, multivector_config=multivector)
+            datatype, distance = qdrant_points.dense_storage(
+                vector_type,
+                qe.VectorStorageDatatype.Float16,
+                qe.VectorStorageDatatype.Uint8,
+                qe.Distance.Cosine,
+                qe.Distance.Dot,
+            )
+            return qe.EdgeVectorParams(
+                size=size, distance=distance, multivector_config=multivector, datatype=datatype
+            )
 
         def sparse_params(idf: bool) -> Any:
             return qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if idf else None)

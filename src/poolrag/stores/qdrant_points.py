@@ -31,23 +31,35 @@ OVERSAMPLING = 2.0
 
 def vector_fields(
     spec: CollectionSpec,
-    vector_params: Callable[[int, bool], Any],
+    vector_params: Callable[[int, bool, str], Any],
     sparse_params: Callable[[bool], Any],
 ) -> tuple[Any, dict[str, Any] | None]:
-    """The (vectors, sparse vectors) config of a new collection. ``vector_params(size, maxsim)`` and
-    ``sparse_params(idf)`` build the library's parameter objects."""
-    vectors = vector_params(spec.dimension, spec.layout == "multivector")
+    """The (vectors, sparse vectors) config of a new collection. ``vector_params(size, maxsim,
+    vector_type)`` and ``sparse_params(idf)`` build the library's parameter objects; token vectors
+    are always float32."""
+    vectors = vector_params(spec.dimension, spec.layout == "multivector", spec.vector_type)
     if not spec.named_fields:
         return vectors, None
     named = {DENSE_NAME: vectors}
     if spec.multivector_dimension is not None:
-        named[MULTIVECTOR_NAME] = vector_params(spec.multivector_dimension, True)
+        named[MULTIVECTOR_NAME] = vector_params(spec.multivector_dimension, True, "float32")
     sparse = {SPARSE_NAME: sparse_params(spec.sparse == "bm25")} if spec.sparse is not None else None
     return named, sparse
 
 
+def dense_storage(vector_type: str, float16: Any, uint8: Any, cosine: Any, dot: Any) -> tuple[Any, Any]:
+    """(datatype, distance) of a field holding ``vector_type`` vectors, from the library's own
+    constants. Compact vectors are compared by dot product: cosine would make Qdrant renormalise
+    them on the way in, so it would no longer hold the values sent (the engine's vectors are unit
+    length and the store template normalises the query, so the scores are still cosines)."""
+    if vector_type == "float32":
+        return None, cosine
+    return (float16 if vector_type == "float16" else uint8), dot
+
+
 def point_vector(spec: CollectionSpec, record: ChunkRecord, sparse: Callable[[SparseVector], Any]) -> Any:
-    """A checked record's vector as a point holds it: the plain list, or the named vectors."""
+    """A checked (and encoded) record's vector as a point holds it: the plain list, or the named
+    vectors. float16 and uint8 values are exact in float32, which is what the clients send."""
     dense = np.asarray(record.vector, dtype=np.float32).tolist()
     if not spec.named_fields:
         return dense

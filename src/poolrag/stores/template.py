@@ -8,6 +8,7 @@ new store writes only what its database does differently.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -61,10 +62,14 @@ class StoreTemplate(ABC):
 
     ``native_fusions``: the hybrid rules the database fuses itself; every other rule (and a query
     without terms) is fused from the two legs by :func:`poolrag.stores.hybrid.local_fusion`.
+    ``vector_types``: what the database can store a dense vector as
+    (:mod:`poolrag.stores.vector_types`). The template encodes records and re-ranks uint8 hits, so
+    a hook only declares the collection's type to its database.
     """
 
     name: ClassVar[str]
     native_fusions: ClassVar[tuple[str, ...]] = ()
+    vector_types: ClassVar[tuple[str, ...]] = ("float32",)
 
     def __init__(self, collection: str, location: str) -> None:
         self.collection = check_collection_name(collection)
@@ -95,6 +100,11 @@ class StoreTemplate(ABC):
         """Create the collection, or check an existing one against ``spec`` and return the stored spec."""
         stored = self.read_spec()
         if stored is None:
+            if spec.vector_type not in self.vector_types:
+                raise InvalidInputError(
+                    f"{self.name} stores {' or '.join(self.vector_types)} vectors, not {spec.vector_type}: "
+                    f"store {spec.vector_type} vectors in Qdrant (--store qdrant or qdrant-edge)"
+                )
             self._create(spec)
             self._spec = spec
             return spec
@@ -134,6 +144,9 @@ class StoreTemplate(ABC):
         spec = self._require_spec()
         for record in records:
             check_record_fields(spec, record)
+        if spec.vector_type != "float32":  # what the server would send for this type, as one batch
+            encoded = spec.stored_vectors.encode(np.stack([r.vector for r in records]))
+            records = [dataclasses.replace(r, vector=row) for r, row in zip(records, encoded, strict=True)]
         self._upsert(spec, records)
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -147,7 +160,29 @@ class StoreTemplate(ABC):
         """Chunks by cosine similarity to ``vector``, among those whose payload matches ``filter``."""
         spec = self._require_spec()
         query = self._dense_query(spec, vector)
-        return self._search(spec, query, check_limit(limit), check_filter(filter))
+        limit = check_limit(limit)
+        checked = check_filter(filter)
+        codec = spec.stored_vectors
+        if spec.vector_type != "float32":  # compared by dot product with unit vectors: a cosine
+            query = query / max(float(np.linalg.norm(query)), 1e-12)
+        if not codec.rescored:
+            return self._search(spec, query, limit, checked)
+        shortlist = self._search(spec, codec.first_stage_query(query), codec.candidates(limit), checked)
+        return self._rescored(spec, query, shortlist, limit)
+
+    def _rescored(
+        self, spec: CollectionSpec, query: np.ndarray, shortlist: list[StoreHit], limit: int
+    ) -> list[StoreHit]:
+        """The database's uint8 shortlist re-ranked by the float query's dot product with each stored
+        vector's bucket centres (:mod:`poolrag.stores.vector_types`)."""
+        stored = self._fetch_vectors([hit.id for hit in shortlist])
+        kept = [hit for hit in shortlist if hit.id in stored]  # a chunk deleted in between
+        if not kept:
+            return []
+        centres = spec.stored_vectors.decode(np.stack([stored[hit.id] for hit in kept]))
+        scores = centres @ query
+        order = np.argsort(-scores, kind="stable")[:limit]
+        return [dataclasses.replace(kept[i], score=float(scores[i])) for i in order]
 
     def _dense_query(self, spec: CollectionSpec, vector: Any) -> np.ndarray:
         if spec.layout != "dense":
@@ -206,15 +241,23 @@ class StoreTemplate(ABC):
         depth = prefetch_depth(limit, prefetch)
         query = check_query_sparse(sparse)
         checked = check_filter(filter)
-        if fusion not in self.native_fusions or not len(query):
+        if fusion not in self.native_fusions or not len(query) or spec.stored_vectors.rescored:
             return local_fusion(self, dense, query if len(query) else None, limit, depth, filter, fusion)
         legs = HybridQuery(self._dense_query(spec, dense), query, limit, depth, checked, fusion)
         return self._search_hybrid(spec, legs)
 
     def fetch_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored vectors by id (``[D]`` or ``[T, D]``)."""
+        """Stored vectors by id (``[D]`` or ``[T, D]``), as float32: a float16 vector widened, a uint8
+        one as its bucket centres."""
         unique = list(dict.fromkeys(ids))
-        return self._fetch_vectors(unique) if unique else {}
+        if not unique:
+            return {}
+        found = self._fetch_vectors(unique)
+        spec = self.read_spec()
+        if spec is None or spec.vector_type == "float32" or not found:
+            return found
+        codec = spec.stored_vectors
+        return {chunk: codec.decode(vector) for chunk, vector in found.items()}
 
     def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
         """Stored sparse vectors by id, in a collection with a sparse field."""

@@ -1,0 +1,96 @@
+"""What a collection stores per dense vector: float32, float16 or uint8, and how search reads it back.
+
+The compact types are the ones the server puts on the wire (``/v1/embeddings`` with
+``embed_dtype=float16``, ``/v2/embed`` with ``embedding_types=["uint8"]``), made by the same
+functions, so a store written by ``poolrag ingest --vector-type`` holds exactly what a client of the
+server would upsert itself. float16 halves the store and changes a cosine by ~1e-4; uint8 quarters it.
+
+uint8 values are the bucket of each dimension between fixed ranges (a calibration file, recorded in
+the collection so every later write and query uses the same scale). A database compares uint8
+vectors only with a uint8 query, and the dot product of two offset buckets is not the cosine of what
+they stand for, so a uint8 search is two stages: the database's own search with the query bucketed
+the same way, ``RESCORE_DEPTH`` times deeper than asked, then those candidates re-ranked here by the
+float query's dot product with each stored vector's bucket centre (what the chunk's vector was, to
+half a bucket). int8 and binary are not offered: Qdrant has no int8 type (uint8 is int8 shifted by
+128) and no packed-bit type (its binary *index* quantization keeps the floats: ``--quantization``),
+and Milvus Lite stores float32 only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import numpy as np
+
+from poolrag.errors import InvalidInputError
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
+from poolrag.postprocess.vector_precision import bucket_centres, quantize_vectors
+
+VectorType = Literal["float32", "float16", "uint8"]
+VECTOR_TYPES: tuple[str, ...] = get_args(VectorType)
+#: A uint8 search asks the database for this many times the hits wanted (at least ``MIN_CANDIDATES``)
+#: before re-ranking them by the float query; chosen on real FAQ sets (benchmarks/RESULTS.md).
+RESCORE_DEPTH = 4
+MIN_CANDIDATES = 40
+
+
+def check_vector_type(vector_type: str) -> str:
+    if vector_type not in VECTOR_TYPES:
+        raise InvalidInputError(f"vector type must be one of {', '.join(VECTOR_TYPES)}, got {vector_type!r}")
+    return vector_type
+
+
+def checked_ranges(ranges: object, dimension: int) -> np.ndarray:
+    """A collection's recorded uint8 ranges as a (2, dimension) float32 array, or one clear error."""
+    try:
+        array = np.asarray(ranges, dtype=np.float32)
+    except (TypeError, ValueError):
+        array = np.empty(0)
+    if array.shape != (2, dimension):
+        raise InvalidInputError(
+            f"uint8 vectors need ranges of shape (2, {dimension}) (min and max per dimension), "
+            f"got {array.shape}"
+        )
+    if not np.isfinite(array).all() or (array[0] > array[1]).any():
+        raise InvalidInputError("uint8 ranges must be finite numbers with each minimum at most its maximum")
+    return array
+
+
+@dataclass(frozen=True)
+class StoredVectors:
+    """The codec of one collection's dense vectors: what is written, what a query asks, what it means."""
+
+    vector_type: str = "float32"
+    ranges: np.ndarray | None = None  # (2, dim) minima and maxima, for uint8
+
+    @property
+    def rescored(self) -> bool:
+        """Whether a search re-ranks the database's candidates here (uint8)."""
+        return self.vector_type == "uint8"
+
+    def encode(self, vectors: np.ndarray) -> np.ndarray:
+        """``(n, dim)`` float vectors as the store holds them (what the server sends for this type)."""
+        rows = np.asarray(vectors, dtype=np.float32)
+        if self.vector_type == "float16":
+            return rows.astype(np.float16)
+        if self.vector_type == "uint8":
+            assert self.ranges is not None
+            width = self.ranges.shape[1]
+            return quantize_vectors(rows, "uint8", ranges=QuantizationRanges({width: self.ranges}))
+        return rows
+
+    def decode(self, stored: np.ndarray) -> np.ndarray:
+        """Stored rows as float32: float16 widened, a uint8 bucket as its centre."""
+        if self.vector_type != "uint8":
+            return np.asarray(stored, dtype=np.float32)
+        assert self.ranges is not None
+        return bucket_centres(stored, self.ranges)
+
+    def first_stage_query(self, query: np.ndarray) -> np.ndarray:
+        """The query the database compares with its stored rows: bucketed like them for uint8."""
+        return self.encode(query[None, :])[0].astype(np.float32) if self.rescored else query
+
+    def candidates(self, limit: int) -> int:
+        """How many hits the database is asked for before a uint8 re-rank."""
+        return max(limit * RESCORE_DEPTH, MIN_CANDIDATES) if self.rescored else limit

@@ -1,0 +1,148 @@
+"""``poolrag ingest --vector-type float16|uint8``: the store holds exactly the bytes ``poolrag serve``
+sends for the same chunks (``/v1/embeddings`` with ``embed_dtype=float16``; ``/v2/embed`` uint8 with
+the same ``--calibration`` file), ``poolrag search`` still finds the right chunk, and every way to get
+it wrong is one line."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import cohere
+import httpx
+import numpy as np
+import pytest
+
+from poolrag import Engine
+from poolrag.cli import main
+from poolrag.server import ServerSettings, create_app
+from poolrag.stores import open_store
+from poolrag.testing.live_server import LiveServer
+from poolrag.testing.store_internals import raw_points
+
+DOCUMENTS = {
+    "bees.txt": "Honeybees tell each other where flowers are with a waggle dance.",
+    "tides.txt": "The Moon's gravity pulls the oceans into two tidal bulges every day.",
+    "sourdough.txt": "Sourdough rises thanks to wild yeast and lactic acid bacteria in the starter.",
+    "rust.txt": "Rust's borrow checker forbids data races at compile time.",
+    "coral.txt": "Coral bleaching happens when corals expel the algae living in their tissues.",
+}
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name, text in DOCUMENTS.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def _ingest(corpus: Path, root: Path, minilm_path: Path, store: str, *extra: str) -> int:
+    location = ["--uri", str(root / "m.db")] if store == "milvus" else ["--path", str(root / store)]
+    args = ["ingest", str(corpus), "--model", str(minilm_path), "--store", store, *location]
+    return main([*args, "--collection", "docs", "--cache", str(root / "cache.sqlite"), "-q", *extra])
+
+
+def _served(engine: Engine, **settings: object) -> LiveServer:
+    """``poolrag serve``'s app for ``engine`` on 127.0.0.1, as ``minilm``."""
+    return LiveServer(create_app(engine, ServerSettings(served_model_names=("minilm",), **settings)))
+
+
+def _stored(root: Path, store: str) -> dict[str, np.ndarray]:
+    """Chunk text -> the vector the database holds, read with the database's own client."""
+    opened = open_store(store, "docs", path=str(root / store))
+    try:
+        return {payload["text"]: vector for vector, payload in raw_points(opened).values()}
+    finally:
+        opened.close()
+
+
+@pytest.mark.parametrize("store", ["qdrant", "qdrant-edge"])
+def test_uint8_chunks_are_the_servers_uint8_bytes_and_search_finds_them(
+    store: str, corpus: Path, tmp_path: Path, minilm_path: Path, minilm_engine: Engine, capsys
+) -> None:
+    ranges = tmp_path / "ranges.json"
+    assert main(["calibrate", str(corpus), "--model", str(minilm_path), "--out", str(ranges)]) == 0
+    assert (
+        _ingest(corpus, tmp_path, minilm_path, store, "--vector-type", "uint8", "--calibration", str(ranges))
+        == 0
+    )
+    stored = _stored(tmp_path, store)
+    texts = sorted(stored)
+    assert texts == sorted(DOCUMENTS.values())
+    with _served(minilm_engine, calibration=str(ranges)) as live:
+        client = cohere.ClientV2(base_url=live.url, api_key="unused", timeout=120)
+        answer = client.embed(
+            texts=texts, model="minilm", input_type="search_document", embedding_types=["uint8"]
+        )
+    np.testing.assert_array_equal(np.array([stored[t] for t in texts]), np.array(answer.embeddings.uint8))
+
+    capsys.readouterr()
+    search = ["search", "how do I keep a sourdough starter alive?", "--model", str(minilm_path)]
+    assert (
+        main([*search, "--store", store, "--path", str(tmp_path / store), "--collection", "docs", "--json"])
+        == 0
+    )
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits[0]["source"].endswith("sourdough.txt")
+    assert 0.3 < hits[0]["score"] <= 1.0  # a cosine, not a dot product of buckets
+
+
+def test_float16_chunks_are_the_servers_float16_bytes(
+    corpus: Path, tmp_path: Path, minilm_path: Path, minilm_engine: Engine
+) -> None:
+    assert _ingest(corpus, tmp_path, minilm_path, "qdrant-edge", "--vector-type", "float16") == 0
+    stored = _stored(tmp_path, "qdrant-edge")
+    texts = sorted(stored)
+    with _served(minilm_engine) as live:
+        body = {"model": "minilm", "input": texts, "encoding_format": "base64", "embed_dtype": "float16"}
+        data = httpx.post(f"{live.url}/v1/embeddings", json=body, timeout=120).json()["data"]
+    sent = [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f2") for d in data]
+    np.testing.assert_array_equal(np.array([stored[t] for t in texts]), np.array(sent, dtype=np.float32))
+
+
+def test_a_second_uint8_run_keeps_the_recorded_ranges_without_the_file(
+    corpus: Path, tmp_path: Path, minilm_path: Path
+) -> None:
+    ranges = tmp_path / "ranges.json"
+    assert main(["calibrate", str(corpus), "--model", str(minilm_path), "--out", str(ranges)]) == 0
+    uint8 = ("--vector-type", "uint8")
+    assert _ingest(corpus, tmp_path, minilm_path, "qdrant-edge", *uint8, "--calibration", str(ranges)) == 0
+    first = _stored(tmp_path, "qdrant-edge")
+    (corpus / "extra.txt").write_text("Index funds track a market index at very low cost.")
+    assert _ingest(corpus, tmp_path, minilm_path, "qdrant-edge", *uint8) == 0
+    second = _stored(tmp_path, "qdrant-edge")
+    assert len(second) == len(first) + 1
+    for text, vector in first.items():
+        np.testing.assert_array_equal(second[text], vector)
+
+
+@pytest.mark.parametrize(
+    ("store", "extra", "said"),
+    [
+        ("qdrant-edge", ("--vector-type", "uint8"), "--calibration FILE"),
+        ("milvus", ("--vector-type", "float16"), "milvus stores float32 vectors, not float16"),
+        ("qdrant-edge", ("--calibration", "ranges.json"), "--calibration scales uint8 vectors"),
+        ("qdrant-edge", ("--vector-type", "int8"), "invalid choice: 'int8'"),
+    ],
+)
+def test_a_wrong_vector_type_is_one_line_and_writes_nothing(
+    store: str, extra: tuple[str, ...], said: str, corpus: Path, tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    try:
+        code = _ingest(corpus, tmp_path, minilm_path, store, *extra)
+    except SystemExit as exit:  # argparse's own refusal
+        code = exit.code
+    assert code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # argparse prints its usage line first
+    assert said in last
+    if store == "milvus":
+        opened = open_store("milvus", "docs", uri=str(tmp_path / "m.db"))
+        try:
+            assert opened.read_spec() is None
+        finally:
+            opened.close()
+    else:
+        assert not (tmp_path / store / "docs").exists()

@@ -1,0 +1,141 @@
+"""Collections that store float16 or uint8 vectors: the database holds exactly what the server sends
+for that type, search still finds the right chunk with cosine-like scores, and a store that cannot
+hold the type refuses it before anything is created."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import numpy as np
+import pytest
+from stores_support import SENTENCES
+
+from poolrag import quantize_vectors
+from poolrag.errors import InvalidInputError
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
+from poolrag.stores import ChunkRecord, CollectionMismatchError, CollectionSpec
+from poolrag.testing.store_internals import raw_dense_vectors
+
+COMPACT_KINDS = ["qdrant", "qdrant-edge", "memory"]
+
+
+def _ranges(vectors: np.ndarray) -> QuantizationRanges:
+    """Ranges measured on other texts than the ones stored, as a calibration file would be."""
+    rng = np.random.default_rng(0)
+    noisy = vectors + rng.normal(scale=0.05, size=vectors.shape).astype(np.float32)
+    return QuantizationRanges.from_vectors({vectors.shape[1]: np.vstack([vectors, noisy])})
+
+
+def _spec(vectors: np.ndarray, vector_type: str, ranges: QuantizationRanges | None = None) -> CollectionSpec:
+    width = vectors.shape[1]
+    return CollectionSpec(
+        name="docs",
+        dimension=width,
+        model_identity="minilm@abc",
+        full_dimension=width,
+        vector_type=vector_type,  # type: ignore[arg-type]
+        vector_ranges=ranges.for_width(width).tolist() if ranges is not None else None,
+    )
+
+
+def _fill(store, vectors: np.ndarray, spec: CollectionSpec) -> list[str]:
+    store.ensure_collection(spec)
+    ids = [str(uuid.UUID(int=i + 1)) for i in range(len(vectors))]
+    store.upsert([ChunkRecord(i, v, {"text": t}) for i, v, t in zip(ids, vectors, SENTENCES, strict=True)])
+    return ids
+
+
+@pytest.mark.parametrize("kind", COMPACT_KINDS)
+def test_a_float16_collection_holds_the_servers_float16_values(kind, make_store, sentence_vectors) -> None:
+    store = make_store(kind)
+    ids = _fill(store, sentence_vectors, _spec(sentence_vectors, "float16"))
+    raw = raw_dense_vectors(store, ids)
+    # what /v1/embeddings sends for embed_dtype=float16, widened back: exactly representable
+    np.testing.assert_allclose(raw, sentence_vectors.astype(np.float16).astype(np.float32), atol=1e-7)
+    for i, vector in enumerate(sentence_vectors):
+        hits = store.search(vector, 2)
+        assert hits[0].id == ids[i]
+        assert hits[0].score == pytest.approx(1.0, abs=2e-3)
+
+
+@pytest.mark.parametrize("kind", COMPACT_KINDS)
+def test_a_uint8_collection_holds_the_servers_uint8_bytes(kind, make_store, sentence_vectors) -> None:
+    ranges = _ranges(sentence_vectors)
+    store = make_store(kind)
+    ids = _fill(store, sentence_vectors, _spec(sentence_vectors, "uint8", ranges))
+    raw = raw_dense_vectors(store, ids)
+    np.testing.assert_array_equal(raw, quantize_vectors(sentence_vectors, "uint8", ranges=ranges))
+    assert raw.min() >= 0 and raw.max() <= 255 and np.array_equal(raw, np.round(raw))
+
+
+@pytest.mark.parametrize("kind", COMPACT_KINDS)
+def test_uint8_search_ranks_as_float_search_does_within_a_buckets_error(
+    kind, make_store, sentence_vectors
+) -> None:
+    store = make_store(kind)
+    ids = _fill(store, sentence_vectors, _spec(sentence_vectors, "uint8", _ranges(sentence_vectors)))
+    cosine = sentence_vectors @ sentence_vectors.T
+    for i, query in enumerate(sentence_vectors):
+        hits = store.search(query, len(ids))
+        assert hits[0].id == ids[i] and len(hits) == len(ids)
+        order = [ids.index(h.id) for h in hits]  # swapped only where cosines are within the error
+        assert all(cosine[i, a] >= cosine[i, b] - 0.04 for a, b in itertools.pairwise(order))
+        by_id = {h.id: h.score for h in hits}
+        for j, chunk in enumerate(ids):  # half a bucket per dimension, summed over 384 of them
+            assert by_id[chunk] == pytest.approx(cosine[i, j], abs=0.02)
+        assert hits[0].payload["text"] == SENTENCES[i]
+
+
+@pytest.mark.parametrize("kind", COMPACT_KINDS)
+def test_fetched_uint8_vectors_are_their_bucket_centres(kind, make_store, sentence_vectors) -> None:
+    ranges = _ranges(sentence_vectors)
+    store = make_store(kind)
+    ids = _fill(store, sentence_vectors, _spec(sentence_vectors, "uint8", ranges))
+    fetched = store.fetch_vectors(ids)
+    step = (ranges.for_width(384)[1] - ranges.for_width(384)[0]) / 255
+    for i, chunk in enumerate(ids):
+        assert fetched[chunk].dtype == np.float32
+        assert (np.abs(fetched[chunk] - sentence_vectors[i]) <= step / 2 + 1e-6).all()
+
+
+@pytest.mark.parametrize("kind", ["qdrant", "qdrant-edge"])
+def test_the_type_and_its_ranges_survive_reopening_and_other_ranges_are_refused(
+    kind, make_store, sentence_vectors, tmp_path
+) -> None:
+    ranges = _ranges(sentence_vectors)
+    spec = _spec(sentence_vectors, "uint8", ranges)
+    first = make_store(kind, root=tmp_path)
+    _fill(first, sentence_vectors, spec)
+    first.close()
+    again = make_store(kind, root=tmp_path)
+    stored = again.read_spec()
+    assert stored.vector_type == "uint8"
+    np.testing.assert_array_equal(np.asarray(stored.vector_ranges), ranges.for_width(384))
+    other = QuantizationRanges.from_vectors({384: sentence_vectors})
+    with pytest.raises(CollectionMismatchError, match="other ranges"):
+        again.ensure_collection(_spec(sentence_vectors, "uint8", other))
+    with pytest.raises(CollectionMismatchError, match="uint8 vectors vs float16"):
+        again.ensure_collection(_spec(sentence_vectors, "float16"))
+
+
+@pytest.mark.parametrize("vector_type", ["float16", "uint8"])
+def test_milvus_refuses_compact_vectors_before_creating_anything(
+    vector_type, make_store, sentence_vectors
+) -> None:
+    store = make_store("milvus")
+    ranges = _ranges(sentence_vectors) if vector_type == "uint8" else None
+    with pytest.raises(InvalidInputError, match=f"milvus stores float32 vectors, not {vector_type}.*qdrant"):
+        store.ensure_collection(_spec(sentence_vectors, vector_type, ranges))
+    assert store.read_spec() is None
+
+
+def test_a_uint8_spec_without_ranges_or_of_the_wrong_width_is_refused(sentence_vectors) -> None:
+    with pytest.raises(InvalidInputError, match=r"shape \(2, 384\)"):
+        _spec(sentence_vectors, "uint8")
+    with pytest.raises(InvalidInputError, match=r"shape \(2, 384\)"):
+        CollectionSpec("docs", 384, "m@x", 384, vector_type="uint8", vector_ranges=[[0.0] * 10, [1.0] * 10])
+    with pytest.raises(InvalidInputError, match="vector type must be one of float32, float16, uint8"):
+        CollectionSpec("docs", 384, "m@x", 384, vector_type="int8")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="ColBERT token vectors stay float32"):
+        CollectionSpec("docs", 8, "m@x", 8, layout="multivector", vector_type="float16")
