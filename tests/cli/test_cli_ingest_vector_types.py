@@ -103,20 +103,37 @@ def test_float16_chunks_are_the_servers_float16_bytes(
     np.testing.assert_array_equal(np.array([stored[t] for t in texts]), np.array(sent, dtype=np.float32))
 
 
-def test_a_second_uint8_run_keeps_the_recorded_ranges_without_the_file(
-    corpus: Path, tmp_path: Path, minilm_path: Path
+def test_a_re_run_without_the_flags_keeps_the_collections_type_and_ranges(
+    corpus: Path, tmp_path: Path, minilm_path: Path, capsys
 ) -> None:
     ranges = tmp_path / "ranges.json"
     assert main(["calibrate", str(corpus), "--model", str(minilm_path), "--out", str(ranges)]) == 0
-    uint8 = ("--vector-type", "uint8")
-    assert _ingest(corpus, tmp_path, minilm_path, "qdrant-edge", *uint8, "--calibration", str(ranges)) == 0
+    assert (
+        _ingest(
+            corpus,
+            tmp_path,
+            minilm_path,
+            "qdrant-edge",
+            "--vector-type",
+            "uint8",
+            "--calibration",
+            str(ranges),
+        )
+        == 0
+    )
     first = _stored(tmp_path, "qdrant-edge")
     (corpus / "extra.txt").write_text("Index funds track a market index at very low cost.")
-    assert _ingest(corpus, tmp_path, minilm_path, "qdrant-edge", *uint8) == 0
+    assert _ingest(corpus, tmp_path, minilm_path, "qdrant-edge") == 0  # the same command, minus the flags
     second = _stored(tmp_path, "qdrant-edge")
     assert len(second) == len(first) + 1
     for text, vector in first.items():
         np.testing.assert_array_equal(second[text], vector)
+    assert set(np.unique(np.concatenate(list(second.values())))) <= set(range(256))
+
+    capsys.readouterr()
+    assert _ingest(corpus, tmp_path, minilm_path, "qdrant-edge", "--vector-type", "float16") == 2
+    err = capsys.readouterr().err.strip()
+    assert "uint8 vectors vs float16" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize(

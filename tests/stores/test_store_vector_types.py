@@ -15,6 +15,7 @@ from poolrag import quantize_vectors
 from poolrag.errors import InvalidInputError
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.stores import ChunkRecord, CollectionMismatchError, CollectionSpec
+from poolrag.stores.vector_types import StoredVectors
 from poolrag.testing.store_internals import raw_dense_vectors
 
 COMPACT_KINDS = ["qdrant", "qdrant-edge", "memory"]
@@ -139,3 +140,31 @@ def test_a_uint8_spec_without_ranges_or_of_the_wrong_width_is_refused(sentence_v
         CollectionSpec("docs", 384, "m@x", 384, vector_type="int8")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="ColBERT token vectors stay float32"):
         CollectionSpec("docs", 8, "m@x", 8, layout="multivector", vector_type="float16")
+
+
+def test_the_uint8_first_stage_query_ranks_rows_of_equal_bucket_sums_exactly() -> None:
+    """The database's uint8 query is ``q ⊙ step`` mapped onto 0..255: its only bias is a row's bucket
+    sum, so among rows with one bucket sum it ranks as the float query against the bucket centres."""
+    rng = np.random.default_rng(1)
+    width = 64
+    low = rng.uniform(-0.3, -0.1, width).astype(np.float32)
+    ranges = np.vstack([low, low + rng.uniform(0.1, 0.6, width).astype(np.float32)])
+    codec = StoredVectors("uint8", ranges)
+    base = rng.integers(0, 256, width)
+    rows = np.array([rng.permutation(base) for _ in range(200)], dtype=np.uint8)  # equal bucket sums
+    query = rng.normal(size=width).astype(np.float32)
+    first = codec.first_stage_query(query)
+    assert first.min() == 0 and first.max() == 255 and np.array_equal(first, np.round(first))
+    exact = codec.decode(rows) @ query
+    ranked = rows.astype(np.float64) @ first
+    # the same order wherever the exact scores are further apart than the query's rounding (half a
+    # unit per dimension, ptp(q ⊙ step) / 255 in exact units) can move them
+    steps = (ranges[1] - ranges[0]) / 255
+    rounding = 0.5 * float(base.sum()) * float(np.ptp(query * steps)) / 255
+    pairs = [
+        (a, b)
+        for a, b in itertools.combinations(range(len(rows)), 2)
+        if abs(exact[a] - exact[b]) > 2 * rounding
+    ]
+    assert len(pairs) > 10_000  # most of the 19,900 pairs: the check is not vacuous
+    assert all((exact[a] > exact[b]) == (ranked[a] > ranked[b]) for a, b in pairs)

@@ -93,9 +93,8 @@ def register(subparsers: Any) -> None:
     chunking.add_argument(
         "--vector-type",
         choices=VECTOR_TYPES,
-        default="float32",
-        help="what a new collection stores each vector as: float16 or uint8 are the bytes 'poolrag serve' "
-        "sends for them (Qdrant stores only); uint8 needs --calibration",
+        help="what each vector is stored as (default: the collection's, else float32): float16 or uint8 "
+        "are the bytes 'poolrag serve' sends for them (Qdrant stores only); uint8 needs --calibration",
     )
     chunking.add_argument(
         "--calibration",
@@ -193,7 +192,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         )
     if args.calibration is not None and args.vector_type != "uint8":
         raise InvalidInputError("--calibration scales uint8 vectors: it goes with --vector-type uint8")
-    if args.vector_type != "float32" and args.ray is not None:
+    if args.vector_type not in (None, "float32") and args.ray is not None:
         raise InvalidInputError(f"--vector-type {args.vector_type} is written by this process: drop --ray")
     if args.late_chunking and (args.ray is not None or args.hybrid):
         raise InvalidInputError(

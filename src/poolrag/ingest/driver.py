@@ -94,18 +94,22 @@ class _Pending:
     chunked: bool = False
 
 
-def _uint8_ranges(
-    store: VectorStore, vector_type: str, ranges: QuantizationRanges | None, width: int
-) -> list[list[float]] | None:
-    """The scale a uint8 ingest buckets by: the given ranges at this width, else the ones an existing
-    uint8 collection recorded; refused, naming where ranges come from, when there are neither."""
+def stored_vectors_of_run(
+    store: VectorStore, vector_type: str | None, ranges: QuantizationRanges | None, width: int
+) -> tuple[str, list[list[float]] | None]:
+    """The (type, uint8 ranges) a run writes. ``None`` means the collection's own type (a re-run need
+    not repeat the flag), else float32; a uint8 run takes the given ranges at this width, else the
+    ones the collection recorded, and is refused, naming where ranges come from, when it has neither."""
+    stored = store.read_spec() if vector_type is None or (vector_type == "uint8" and ranges is None) else None
+    if vector_type is None:
+        vector_type = stored.vector_type if stored is not None else "float32"
+    check_vector_type(vector_type)
     if vector_type != "uint8":
-        return None
+        return vector_type, None
     if ranges is not None:
-        return ranges.for_width(width).tolist()
-    stored = store.read_spec()
+        return vector_type, ranges.for_width(width).tolist()
     if stored is not None and stored.vector_type == "uint8":
-        return stored.vector_ranges
+        return vector_type, stored.vector_ranges
     raise InvalidInputError(
         "uint8 vectors need fixed ranges to bucket each dimension: measure them with 'poolrag calibrate' "
         "and pass --calibration FILE (or use a model folder that ships quantization_ranges.json)"
@@ -125,8 +129,8 @@ class IngestDriver:
         sparse: the sparse leg of a hybrid collection; it adopts the settings the collection
             recorded, or fixes them from the first batch (:meth:`open_collection`).
         late_chunking: the vectors are late-chunked; recorded, so a collection never mixes the two.
-        vector_type: what a new collection stores each vector as (``float32``, ``float16``, ``uint8``;
-            :mod:`poolrag.stores.vector_types`).
+        vector_type: what each vector is stored as (``float32``, ``float16``, ``uint8``;
+            :mod:`poolrag.stores.vector_types`); ``None``: the existing collection's, else float32.
         ranges: uint8's fixed per-dimension scale (``poolrag calibrate``'s file, or the model's own);
             a uint8 collection that exists already keeps the ranges it recorded.
     """
@@ -143,7 +147,7 @@ class IngestDriver:
         checkpoint_dir: str | Path | None = None,
         sparse: SparseChunkEncoder | None = None,
         late_chunking: bool = False,
-        vector_type: VectorType = "float32",
+        vector_type: VectorType | None = None,
         ranges: QuantizationRanges | None = None,
     ) -> None:
         if quantization not in (None, "int8", "binary"):
@@ -161,9 +165,8 @@ class IngestDriver:
             model_options=dict(model_options or {}),
             sparse=sparse.kind if sparse is not None else None,  # type: ignore[arg-type]
             chunk_vectors="late" if late_chunking else "per_chunk",
-            vector_type=check_vector_type(vector_type),  # type: ignore[arg-type]
-            vector_ranges=_uint8_ranges(store, vector_type, ranges, source.dimension),
         )
+        self._vectors_asked = (vector_type, ranges)  # resolved against the collection by start()
         self.run_key: dict[str, object] = {
             "store": store.name,
             "location": str(store.location),
@@ -197,6 +200,8 @@ class IngestDriver:
         self._started = time.monotonic()
         self.report = IngestReport()
         self.ready = False
+        kind, ranges = stored_vectors_of_run(self.store, *self._vectors_asked, self.spec.dimension)
+        self.spec = dataclasses.replace(self.spec, vector_type=kind, vector_ranges=ranges)  # type: ignore[arg-type]
         if self.store.read_spec() is not None or self.sparse is None:
             self.open_collection([])
         self.checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)

@@ -44,7 +44,7 @@ from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
-from poolrag.stores.base import ChunkRecord, Quantization, VectorStore
+from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 from poolrag.stores.vector_types import VectorType
 
 logger = logging.getLogger(__name__)
@@ -70,8 +70,9 @@ class IngestPipeline:
         quantization: ``int8`` / ``binary`` index compression for a new collection.
         model_options: recorded in the collection so search can load the model the same way.
         checkpoint_path: where progress is saved; default under the cache folder.
-        vector_type: what a new collection stores each vector as: ``float32``, or ``float16`` /
-            ``uint8`` exactly as the server sends them (:mod:`poolrag.stores.vector_types`).
+        vector_type: what each vector is stored as: ``float32``, or ``float16`` / ``uint8`` exactly as
+            the server sends them (:mod:`poolrag.stores.vector_types`); ``None``: the existing
+            collection's, else float32.
         ranges: uint8's fixed scale (``poolrag calibrate``'s file, or the model's own).
     """
 
@@ -89,7 +90,7 @@ class IngestPipeline:
         progress: bool = True,
         sparse_encoder: SparseChunkEncoder | None = None,
         late_chunking: bool = False,
-        vector_type: VectorType = "float32",
+        vector_type: VectorType | None = None,
         ranges: QuantizationRanges | None = None,
     ) -> None:
         if batch_size <= 0:
@@ -118,9 +119,13 @@ class IngestPipeline:
             vector_type=vector_type,
             ranges=ranges,
         )
-        self.spec = self.driver.spec
         self.run_key = self.driver.run_key
         self.checkpoint_path = self.driver.checkpoint_path
+
+    @property
+    def spec(self) -> CollectionSpec:
+        """The collection this pipeline writes (its vector type settled once a run has started)."""
+        return self.driver.spec
 
     def run(
         self,

@@ -7,13 +7,13 @@ server would upsert itself. float16 halves the store and changes a cosine by ~1e
 
 uint8 values are the bucket of each dimension between fixed ranges (a calibration file, recorded in
 the collection so every later write and query uses the same scale). A database compares uint8
-vectors only with a uint8 query, and the dot product of two offset buckets is not the cosine of what
-they stand for, so a uint8 search is two stages: the database's own search with the query bucketed
-the same way, ``RESCORE_DEPTH`` times deeper than asked, then those candidates re-ranked here by the
-float query's dot product with each stored vector's bucket centre (what the chunk's vector was, to
-half a bucket). int8 and binary are not offered: Qdrant has no int8 type (uint8 is int8 shifted by
-128) and no packed-bit type (its binary *index* quantization keeps the floats: ``--quantization``),
-and Milvus Lite stores float32 only.
+vectors only with a uint8 query, which cannot hold the exact (signed) query, so a uint8 search is two
+stages: the database's own search with the closest uint8 query (:meth:`StoredVectors.first_stage_query`),
+``RESCORE_DEPTH`` times deeper than asked, then those candidates re-ranked here by the float query's
+dot product with each stored vector's bucket centres (what the chunk's vector was, to half a bucket).
+int8 and binary are not offered: Qdrant has no int8 type (uint8 is int8 shifted by 128) and no
+packed-bit type (its binary *index* quantization keeps the floats: ``--index-quantization``), and
+Milvus Lite stores float32 only.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
-from poolrag.postprocess.vector_precision import bucket_centres, quantize_vectors
+from poolrag.postprocess.vector_precision import bucket_centres, bucket_steps, quantize_vectors
 
 VectorType = Literal["float32", "float16", "uint8"]
 VECTOR_TYPES: tuple[str, ...] = get_args(VectorType)
 #: A uint8 search asks the database for this many times the hits wanted (at least ``MIN_CANDIDATES``)
 #: before re-ranking them by the float query; chosen on real FAQ sets (benchmarks/RESULTS.md).
-RESCORE_DEPTH = 4
-MIN_CANDIDATES = 40
+RESCORE_DEPTH = 8
+MIN_CANDIDATES = 80
 
 
 def check_vector_type(vector_type: str) -> str:
@@ -88,8 +88,19 @@ class StoredVectors:
         return bucket_centres(stored, self.ranges)
 
     def first_stage_query(self, query: np.ndarray) -> np.ndarray:
-        """The query the database compares with its stored rows: bucketed like them for uint8."""
-        return self.encode(query[None, :])[0].astype(np.float32) if self.rescored else query
+        """The query the database compares with its stored rows. For uint8, the exact score up to a
+        constant is ``Σ q_i step_i bucket_i``: the weights ``q ⊙ step`` are mapped onto 0..255 (what
+        a uint8 query can hold), so only the shift adds a bias (proportional to a row's bucket sum).
+        Bucketing the query like the rows instead weights each dimension by ``1 / step``, and holds
+        less of the float top 10 at every depth on the real sets (benchmarks/RESULTS.md)."""
+        if not self.rescored:
+            return query
+        assert self.ranges is not None
+        weights = query * bucket_steps(self.ranges)
+        low, high = float(weights.min()), float(weights.max())
+        if high <= low:
+            return np.full_like(weights, 128, dtype=np.float32)
+        return np.round((weights - low) * (255 / (high - low))).astype(np.float32)
 
     def candidates(self, limit: int) -> int:
         """How many hits the database is asked for before a uint8 re-rank."""
