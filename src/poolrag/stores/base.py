@@ -7,6 +7,7 @@ of silently mixing incomparable vectors.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -127,9 +128,10 @@ class CollectionSpec:
         elif self.vector_ranges is not None:
             raise InvalidInputError(f"{self.vector_type} vectors take no uint8 ranges")
 
-    @property
+    @functools.cached_property
     def stored_vectors(self) -> StoredVectors:
-        """How this collection's dense vectors are written, queried and read back."""
+        """How this collection's dense vectors are written, queried and read back (built once: every
+        search of a uint8 collection needs its ranges as an array)."""
         if self.vector_type != "uint8":
             return StoredVectors(self.vector_type)
         return StoredVectors("uint8", checked_ranges(self.vector_ranges, self.dimension))
