@@ -16,6 +16,7 @@ import pytest
 
 from poolrag import Engine
 from poolrag.cli import main
+from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.server import ServerSettings, create_app
 from poolrag.stores import open_store
 from poolrag.testing.live_server import LiveServer
@@ -163,3 +164,18 @@ def test_a_wrong_vector_type_is_one_line_and_writes_nothing(
             opened.close()
     else:
         assert not (tmp_path / store / "docs").exists()
+
+
+def test_ranges_of_another_width_are_one_line_naming_the_width(
+    corpus: Path, tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    ranges = tmp_path / "ranges-16.json"
+    QuantizationRanges.from_vectors({16: np.eye(16, dtype=np.float32)}).save(ranges)
+    code = _ingest(
+        corpus, tmp_path, minilm_path, "qdrant-edge", "--vector-type", "uint8", "--calibration", str(ranges)
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "has ranges for 16 dimensions, not 384" in err and "--dimensions 384" in err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "qdrant-edge" / "docs").exists()
