@@ -168,3 +168,29 @@ def test_the_uint8_first_stage_query_ranks_rows_of_equal_bucket_sums_exactly() -
     ]
     assert len(pairs) > 10_000  # most of the 19,900 pairs: the check is not vacuous
     assert all((exact[a] > exact[b]) == (ranked[a] > ranked[b]) for a, b in pairs)
+
+
+@pytest.mark.parametrize(
+    ("vector_type", "bad", "said"),
+    [
+        ("uint8", np.nan, "not finite"),
+        ("float16", np.inf, "not finite"),
+        ("float16", 1e6, "beyond float16's range"),
+    ],
+)
+def test_a_vector_the_type_cannot_hold_is_refused_and_nothing_is_written(
+    vector_type, bad, said, make_store, sentence_vectors
+) -> None:
+    store = make_store("qdrant-edge")
+    ranges = _ranges(sentence_vectors) if vector_type == "uint8" else None
+    _fill(store, sentence_vectors, _spec(sentence_vectors, vector_type, ranges))
+    broken = sentence_vectors[2].copy()
+    broken[5] = bad
+    with pytest.raises(InvalidInputError, match=said):
+        store.upsert(
+            [
+                ChunkRecord(str(uuid.UUID(int=99)), broken, {"text": "x"}),
+                ChunkRecord(str(uuid.UUID(int=98)), sentence_vectors[3], {"text": "y"}),
+            ]
+        )
+    assert store.count() == len(sentence_vectors)  # neither record of the refused batch

@@ -72,13 +72,19 @@ class StoredVectors:
     def encode(self, vectors: np.ndarray) -> np.ndarray:
         """``(n, dim)`` float vectors as the store holds them (what the server sends for this type)."""
         rows = np.asarray(vectors, dtype=np.float32)
+        if self.vector_type == "float32":
+            return rows
+        if not np.isfinite(rows).all():  # would become a bucket or an inf silently
+            raise InvalidInputError(
+                f"a vector to store as {self.vector_type} holds a value that is not finite"
+            )
         if self.vector_type == "float16":
-            return rows.astype(np.float16)
-        if self.vector_type == "uint8":
-            assert self.ranges is not None
-            width = self.ranges.shape[1]
-            return quantize_vectors(rows, "uint8", ranges=QuantizationRanges({width: self.ranges}))
-        return rows
+            halves = rows.astype(np.float16)
+            if not np.isfinite(halves).all():
+                raise InvalidInputError("a vector holds a value beyond float16's range (±65504)")
+            return halves
+        assert self.ranges is not None  # uint8
+        return quantize_vectors(rows, "uint8", ranges=QuantizationRanges({self.ranges.shape[1]: self.ranges}))
 
     def decode(self, stored: np.ndarray) -> np.ndarray:
         """Stored rows as float32: float16 widened, a uint8 bucket as its centre."""
