@@ -79,10 +79,9 @@ class StoredVectors:
                 f"a vector to store as {self.vector_type} holds a value that is not finite"
             )
         if self.vector_type == "float16":
-            halves = rows.astype(np.float16)
-            if not np.isfinite(halves).all():
+            if rows.size and float(np.abs(rows).max()) > float(np.finfo(np.float16).max):
                 raise InvalidInputError("a vector holds a value beyond float16's range (±65504)")
-            return halves
+            return rows.astype(np.float16)
         assert self.ranges is not None  # uint8
         return quantize_vectors(rows, "uint8", ranges=QuantizationRanges({self.ranges.shape[1]: self.ranges}))
 
