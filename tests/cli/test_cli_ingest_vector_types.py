@@ -179,3 +179,17 @@ def test_ranges_of_another_width_are_one_line_naming_the_width(
     assert "has ranges for 16 dimensions, not 384" in err and "--dimensions 384" in err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "qdrant-edge" / "docs").exists()
+
+
+def test_a_calibration_file_that_is_not_one_is_one_line_naming_it(
+    corpus: Path, tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    bad = tmp_path / "ranges.json"
+    bad.write_text("import os; os.system('echo no')")
+    code = _ingest(
+        corpus, tmp_path, minilm_path, "qdrant-edge", "--vector-type", "uint8", "--calibration", str(bad)
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert str(bad) in err and "not a quantization ranges file" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "qdrant-edge").exists()

@@ -194,6 +194,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         raise InvalidInputError("--calibration scales uint8 vectors: it goes with --vector-type uint8")
     if args.vector_type not in (None, "float32") and args.ray is not None:
         raise InvalidInputError(f"--vector-type {args.vector_type} is written by this process: drop --ray")
+    calibration = _calibration(args)  # a bad file is reported before the model loads
     if args.late_chunking and (args.ray is not None or args.hybrid):
         raise InvalidInputError(
             "--late-chunking runs in this process with dense vectors: drop --ray / --hybrid"
@@ -235,20 +236,23 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         sparse_encoder=sparse_encoder,
         late_chunking=args.late_chunking,
         vector_type=args.vector_type,
-        ranges=_uint8_ranges(args, engine),
+        ranges=calibration or _shipped_ranges(args, engine),
     )
     return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped)
 
 
-def _uint8_ranges(args: argparse.Namespace, engine: InProcessEngine) -> QuantizationRanges | None:
-    """--calibration, else the model folder's own ranges (as 'serve' takes them); none for other types."""
-    from poolrag.postprocess.quantization_ranges import QuantizationRanges, shipped_ranges
+def _calibration(args: argparse.Namespace) -> QuantizationRanges | None:
+    """The ranges file of --calibration, read and checked."""
+    from poolrag.postprocess.quantization_ranges import QuantizationRanges
 
-    if args.vector_type != "uint8":
-        return None
-    if args.calibration is not None:
-        return QuantizationRanges.load(args.calibration)
-    return shipped_ranges(engine.model_folder)
+    return None if args.calibration is None else QuantizationRanges.load(args.calibration)
+
+
+def _shipped_ranges(args: argparse.Namespace, engine: InProcessEngine) -> QuantizationRanges | None:
+    """A uint8 run without --calibration takes the model folder's own ranges, as 'serve' does."""
+    from poolrag.postprocess.quantization_ranges import shipped_ranges
+
+    return shipped_ranges(engine.model_folder) if args.vector_type == "uint8" else None
 
 
 def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: int | None) -> ChunkEncoder:
