@@ -148,10 +148,14 @@ class Engine:
         compile: ``"background"`` compiles the forward pass with inductor on a background thread
             while the engine serves eagerly, loads an earlier run's compiled code from poolrag's
             cache dir when there is one, and swaps the compiled forward in between batches once
-            its outputs match eager on the probe texts (per-row cosine ≥ 0.99999); what happened
-            is in ``engine.compile_report``. ``"off"``: never. ``None`` (default): only where the
-            tune verdict chose a compiled path (``poolrag tune``), whose compiled code is then on
-            disk; a fresh compile on a 2-core CPU competes with the first requests (RESULTS.md).
+            its outputs match eager on the probe texts (per-row cosine ≥ 0.99999; with a fast mode
+            on, whatever keeps the mode's bar to fp32, see
+            :meth:`~poolrag.loading.cpu_fast_mode.FastModeReport.compiled_min_cosine`); what happened
+            is in ``engine.compile_report``. With ``cpu_fast_mode="int8"`` on a native encoder it
+            fuses the per-token quantisation around oneDNN's int8 matmuls (1.1-1.2x eager int8).
+            ``"off"``: never. ``None`` (default): only where the tune verdict chose a compiled path
+            (``poolrag tune``), whose compiled code is then on disk; a fresh compile on a 2-core CPU
+            competes with the first requests (RESULTS.md).
         model_impl: ``"auto"`` runs BERT / RoBERTa / XLM-RoBERTa on poolrag's own packed, fused
             implementation where it is exact and everything else through transformers;
             ``"native"`` requires the former, ``"transformers"`` forces the latter.
@@ -281,7 +285,12 @@ class Engine:
         # the compiled graph reads the packed weights (the first batch would pack them anyway)
         runner.prepare_for_serving()
         probe = probe_requests(self._pipeline.processor)
-        self._compile = BackgroundCompile(runner, probe, self._facts.model_identity).start()
+        fast = self.fast_mode_report
+        if fast is not None and fast.active:  # held to the fast mode's bar to fp32, not to exactness
+            job = BackgroundCompile(runner, probe, self._facts.model_identity, fast.compiled_min_cosine())
+        else:
+            job = BackgroundCompile(runner, probe, self._facts.model_identity)
+        self._compile = job.start()
 
     @property
     def compile_report(self) -> CompileReport | None:

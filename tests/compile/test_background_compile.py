@@ -19,6 +19,7 @@ import torch
 from poolrag import Engine
 from poolrag.compile.background import DEFAULT_MIN_COSINE, BackgroundCompile
 from poolrag.loading.cpu_fast_mode import probe_requests
+from poolrag.models.int8_linear import int8_available
 from poolrag.testing import engine_internals as internals
 
 TEXTS = [
@@ -154,3 +155,26 @@ def test_a_converted_classifier_stays_eager_and_says_why(tiny_model: Callable[..
     assert "token_classify" in report.reason
     assert not internals.runner(engine).compiled
     assert len(engine.token_classify(["a b c"])[0].outputs.data) == len(engine.tokenize("a b c"))
+
+
+@pytest.mark.skipif(not int8_available(), reason="this PyTorch build has no oneDNN int8 matmul")
+def test_int8_fast_mode_compiles_with_its_quantisation_fused_and_keeps_its_bar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm_path: Path
+) -> None:
+    """The int8 graph is compiled (its own cache key), held to what keeps the fast mode's bar to fp32
+    rather than to exactness with eager int8, and still meets that bar against fp32 once swapped in."""
+    _use_caches(monkeypatch, tmp_path)
+    engine = Engine(minilm_path, cpu_fast_mode="int8", compile="background")
+    fast = engine.fast_mode_report
+    assert fast is not None
+    report = engine.wait_for_compile(WAIT_S)
+    assert report is not None
+    if not fast.active:  # below the bar on this CPU: exact fp32 serves and compiles as usual
+        assert report.graph == "native-packed" and report.state == "active", report
+        return
+    assert report.state == "active", report.reason
+    assert report.graph == "native-packed-int8"  # not the exact graph's artifacts (the key names it)
+    assert report.min_cosine is not None and report.min_cosine >= fast.compiled_min_cosine()
+    assert internals.runner(engine).compiled
+    exact = Engine(minilm_path).embed_array(TEXTS)
+    assert _cosines(exact, engine.embed_array(TEXTS)).min() >= fast.min_cosine_required

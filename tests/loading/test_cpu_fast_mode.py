@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from poolrag import Engine
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import (
     DEFAULT_MIN_COSINE,
+    FastModeReport,
     PackedLinear,
     describe_isa,
     enable_cpu_fast_mode,
@@ -179,3 +181,17 @@ def test_fast_mode_is_for_cpu_engines_only() -> None:
 
     with pytest.raises(InvalidInputError, match="CPU"):
         enable_cpu_fast_mode(GpuRunner(), "bf16", [])
+
+
+@pytest.mark.parametrize("measured", [0.9993, 0.99995, 0.999, 0.998])
+def test_a_compiled_fast_model_may_use_only_the_angle_its_measurement_leaves(measured: float) -> None:
+    """Compiled-to-eager agreement at ``compiled_min_cosine`` plus eager's measured cosine to fp32
+    keeps the bar by the triangle inequality on angles; at or below the bar nothing is left."""
+    report = FastModeReport("int8", measured, measured, True, measured >= 0.999, min_cosine_required=0.999)
+    allowed = report.compiled_min_cosine()
+    assert 0.999 <= allowed <= 1.0  # never looser than the bar itself
+    worst = math.cos(math.acos(allowed) + math.acos(measured))
+    if measured > 0.999:
+        assert worst == pytest.approx(0.999, abs=1e-12)
+    else:
+        assert allowed == 1.0

@@ -108,10 +108,12 @@ def _plan(runner: ModelRunner) -> _Plan | str:
         if any(type(m) is not nn.Linear for m in linears):
             return "a fast mode replaced the linear layers (compile runs the exact model only)"
         from poolrag.compile.native_graph import NativePackedGraph
+        from poolrag.models.int8_linear import SmoothQuantLinear
 
         first_rows = runner.kind is ModelKind.EMBEDDING and bool(runner.first_row_tasks)
+        int8 = any(isinstance(m, SmoothQuantLinear) for m in model.modules())
         return _Plan(
-            "native-packed",
+            "native-packed-int8" if int8 else "native-packed",  # also the disk cache's key
             "dynamic T (packed tokens)",
             NativePackedGraph(model),
             _native_arguments,
@@ -287,7 +289,7 @@ class BackgroundCompile:
             )
         run_only = torch._dynamo.run(compiled)
         arguments_of = plan.arguments
-        native = plan.graph == "native-packed"
+        native = plan.arguments is _native_arguments
 
         def forward(inputs: BatchInputs) -> Any:
             if inputs.packed != native:

@@ -13,13 +13,22 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from poolrag.compile.opaque_ops import linear, packed_attention
+from poolrag.compile.opaque_ops import linear, onednn_u8s8_linear, packed_attention
 from poolrag.config.model_kind import ModelKind
 from poolrag.models.bert import BertFamilyModel, FirstTokenClassifier, NativeOutput
 from poolrag.models.fused_linear import FusedLinear
+from poolrag.models.int8_linear import SmoothQuantLinear
 
 
-def _fused(layer: FusedLinear, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+def _fused(
+    layer: FusedLinear | SmoothQuantLinear, x: torch.Tensor, residual: torch.Tensor | None = None
+) -> torch.Tensor:
+    if isinstance(layer, SmoothQuantLinear):  # cpu_fast_mode="int8"
+        quantized, scale = layer.quantize(x)
+        sums = onednn_u8s8_linear(
+            quantized, layer.zero_point, layer.qweight, layer.weight_scale, layer.weight_zero
+        )
+        return layer.dequantize(sums, scale, residual)
     return linear(layer.packed_weight, layer.linear, x, residual, layer.activation)
 
 

@@ -1,7 +1,8 @@
-"""The two kinds of kernel inductor must not re-lower: oneDNN's pre-packed linears and poolrag's
-packed attention, registered as opaque custom ops.
+"""The kernels inductor must not re-lower: oneDNN's pre-packed linears (fp32/bf16, and the u8×s8
+matmul of ``cpu_fast_mode="int8"``) and poolrag's packed attention, registered as opaque custom ops.
 
-Inductor lowers ``mkldnn._linear_pointwise`` only for weights it froze itself, and packed attention
+Inductor lowers ``mkldnn._linear_pointwise`` only for weights it froze itself (and fails on the int8
+matmul's weight, prepacked at load, with an assertion), and packed attention
 branches on the batch's lengths (runs of equal length, or a padded block) in Python. As custom ops
 both run exactly their eager kernels; the graph around them (embeddings, LayerNorms, the residual
 and reshapes) is what inductor fuses, and the graph stays one graph for every batch shape.
@@ -14,6 +15,7 @@ import threading
 import torch
 from torch import nn
 
+from poolrag.models.int8_linear import u8s8_matmul
 from poolrag.models.packed_attention import AttentionLayout, packed_self_attention
 
 _ACTIVATIONS = ("none", "gelu")
@@ -44,6 +46,30 @@ def _onednn_linear_shape(
     activation: str,
 ) -> torch.Tensor:
     return x.new_empty(x.shape[0], weight.shape[0])
+
+
+@torch.library.custom_op("poolrag::onednn_u8s8_linear", mutates_args=())
+def onednn_u8s8_linear(
+    quantized: torch.Tensor,
+    zero_point: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale: torch.Tensor,
+    weight_zero: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`~poolrag.models.int8_linear.u8s8_matmul`: the quantise and dequantise steps around it
+    stay in the graph, where inductor fuses each into one pass over the rows."""
+    return u8s8_matmul(quantized, zero_point, weight, weight_scale, weight_zero)
+
+
+@onednn_u8s8_linear.register_fake
+def _onednn_u8s8_linear_shape(
+    quantized: torch.Tensor,
+    zero_point: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale: torch.Tensor,
+    weight_zero: torch.Tensor,
+) -> torch.Tensor:
+    return quantized.new_empty(quantized.shape[0], weight_scale.shape[0], dtype=torch.float32)
 
 
 class _LayoutMemo(threading.local):

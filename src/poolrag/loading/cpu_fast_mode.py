@@ -199,6 +199,15 @@ class FastModeReport:
     reason: str = ""  # why it is active or not, in words
     min_cosine_required: float = DEFAULT_MIN_COSINE
 
+    def compiled_min_cosine(self) -> float:
+        """The cosine a compiled graph of the fast model must keep to its eager outputs so that the
+        mode's bar to fp32 still holds: angles add at most (triangle inequality on the sphere), so
+        the compiled graph may use the angle the measured cosine leaves of the bar's. An exact
+        bar would refuse int8's compile outright: a 1e-7 difference upstream (a fused LayerNorm)
+        moves an activation across a quantisation step (per token row 0.99993 to eager, measured)."""
+        spare = math.acos(min(self.min_cosine_required, 1.0)) - math.acos(min(self.min_cosine, 1.0))
+        return math.cos(max(spare, 0.0))
+
 
 def _mean_states(forward: Callable[[Sequence[PoolingRequest]], object], probe: Sequence[PoolingRequest]):
     out = forward(probe)
