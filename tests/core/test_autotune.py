@@ -26,6 +26,7 @@ from poolrag.core.autotune import MIN_COSINE
 from poolrag.core.tune_verdicts import IMPLS
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import DEFAULT_MIN_COSINE as FAST_MIN_COSINE
+from poolrag.models.int8_linear import int8_available
 from poolrag.testing import engine_internals as internals
 
 TEXTS = [
@@ -274,3 +275,45 @@ def test_a_compiled_verdict_starts_the_background_compile_unless_compile_is_off(
     assert engine.tune_report.state == "cached" and started == [engine]
     pinned = Engine(bert, tune="auto", compile="off")
     assert pinned.tune_report.state == "cached" and started == [engine]  # the caller's "off" wins
+
+
+def test_a_verdict_of_int8_compiled_compiles_the_fast_model_unless_another_mode_is_pinned(
+    cache: Path, bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = Path(Engine(bert, tune="auto", cpu_fast_mode="auto").tune_report.path)
+    stored = json.loads(path.read_text())
+    stored["verdict"] |= {"fast_mode": "int8", "fast_forward": "compiled"}  # what tune="full" may write
+    path.write_text(json.dumps(stored))
+    started: list[Engine] = []
+    monkeypatch.setattr(Engine, "_start_compile", lambda self: started.append(self))
+    engine = Engine(bert, tune="auto", cpu_fast_mode="auto")
+    assert engine.tune_report.state == "cached" and started == [engine]
+    assert engine.fast_mode_report is not None and engine.fast_mode_report.mode == "int8"
+    bf16 = Engine(bert, tune="auto", cpu_fast_mode="bf16")  # not the mode that was timed compiled
+    assert bf16.tune_report.state == "cached" and started == [engine]
+    exact = Engine(bert, tune="auto")  # the exact path of that verdict is eager
+    assert exact.tune_report.state == "cached" and started == [engine]
+
+
+@pytest.mark.skipif(not int8_available(), reason="this PyTorch build has no oneDNN int8 matmul")
+def test_full_tuning_times_int8_compiled_and_serves_it_when_it_wins(cache: Path, minilm_path: Path) -> None:
+    """Real MiniLM (int8 meets its bar there; on a tiny random model it may not): the compiled int8
+    candidate is held to what keeps the fast-mode bar, and whichever wins serves within that bar."""
+    engine = Engine(minilm_path, tune="full", cpu_fast_mode="auto", model_impl="native")
+    verdict = engine.tune_report.verdict
+    assert verdict is not None
+    rows = {(c.forward, c.precision): c for c in verdict.candidates}
+    eager_int8 = rows[("eager", "int8")]
+    if eager_int8.status == "rejected":  # int8 below its bar on this CPU: nothing to compile
+        assert ("compiled", "int8") not in rows
+        return
+    compiled_int8 = rows[("compiled", "int8")]
+    assert compiled_int8.status in ("chosen", "slower", "failed")
+    assert (compiled_int8.seconds is None) == (compiled_int8.status == "failed")
+    chose_it = verdict.fast_mode == "int8" and verdict.fast_forward == "compiled"
+    assert chose_it == (compiled_int8.status == "chosen")
+    if chose_it:
+        report = engine.compile_report
+        assert report is not None and report.state == "active" and report.graph == "native-packed-int8"
+    exact = Engine(minilm_path, tune="off").embed_array(TEXTS)
+    assert _cosines(exact, engine.embed_array(TEXTS)).min() >= FAST_MIN_COSINE

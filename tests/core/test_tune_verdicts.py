@@ -56,6 +56,15 @@ def test_the_key_names_machine_torch_threads_and_settings(key: TuneKey) -> None:
     assert replace(key, threads=key.threads + 1).path() != key.path()
 
 
+def test_a_verdict_written_before_fast_forward_existed_reads_as_eager(key: TuneKey) -> None:
+    path = write_verdict(key, replace(VERDICT, fast_forward="compiled"))
+    assert path is not None and read_verdict(key) == replace(VERDICT, fast_forward="compiled")
+    body = json.loads(path.read_text())
+    del body["verdict"]["fast_forward"]
+    path.write_text(json.dumps(body))
+    assert read_verdict(key) == replace(VERDICT, fast_forward="eager")
+
+
 def test_no_file_is_no_verdict_and_no_warning(key: TuneKey, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         assert read_verdict(key) is None
@@ -69,6 +78,7 @@ def test_no_file_is_no_verdict_and_no_warning(key: TuneKey, caplog: pytest.LogCa
         (lambda b: {**b, "key": {**b["key"], "machine": "cpu: another CPU"}}, "written for another"),
         (lambda b: {**b, "verdict": {**b["verdict"], "forward": "cuda_graphs"}}, "forward is not one of"),
         (lambda b: {**b, "verdict": {**b["verdict"], "fast_mode": "fp4"}}, "fast_mode is not one of"),
+        (lambda b: {**b, "verdict": {**b["verdict"], "fast_forward": "jit"}}, "fast_forward is not one of"),
         (lambda b: {**b, "verdict": {**b["verdict"], "seconds": float("nan")}}, "seconds is not a finite"),
         (lambda b: {**b, "verdict": {**b["verdict"], "passes": True}}, "passes is not a count"),
         (lambda b: {**b, "verdict": {**b["verdict"], "compiled_measured": "yes"}}, "compiled_measured"),
@@ -77,7 +87,17 @@ def test_no_file_is_no_verdict_and_no_warning(key: TuneKey, caplog: pytest.LogCa
             "candidate 0 forward",
         ),
     ],
-    ids=["format", "foreign", "forward", "fast-mode", "nan", "bool-count", "not-bool", "candidate"],
+    ids=[
+        "format",
+        "foreign",
+        "forward",
+        "fast-mode",
+        "fast-forward",
+        "nan",
+        "bool-count",
+        "not-bool",
+        "candidate",
+    ],
 )
 def test_a_bad_field_is_refused_with_one_warning(
     key: TuneKey, caplog: pytest.LogCaptureFixture, edit, reason: str

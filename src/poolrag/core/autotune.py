@@ -18,7 +18,8 @@ the chosen path.
   path makes later engines compile it in the background, from the artifacts the tuning saved.
 * ``cpu_fast_mode="auto"`` times bf16 and int8 against the chosen exact path the same way; a mode
   is a candidate only where its cosine to fp32 meets the fast-mode bar, and exact fp32 stays when
-  neither is faster.
+  neither is faster. ``tune="full"`` adds int8 compiled on native encoders (its quantisation
+  fused), held to what keeps the fast-mode bar to fp32.
 * ``tune="off"`` (or ``POOLRAG_TUNE=off``) loads exactly as before tuning existed.
 """
 
@@ -239,11 +240,13 @@ def time_interleaved(candidates: Sequence[_Candidate], budget_s: float | None = 
 
 
 def _compile_candidate(candidate: _Candidate, identity: str) -> None:
-    from poolrag.compile.background import BackgroundCompile
+    from poolrag.compile.background import DEFAULT_MIN_COSINE, BackgroundCompile
 
     runner = candidate.pipeline.executor.runner
     probe = probe_requests(candidate.pipeline.processor)
-    job = BackgroundCompile(runner, probe, identity).start()
+    fast = candidate.fast_report
+    bar = DEFAULT_MIN_COSINE if fast is None else fast.compiled_min_cosine()
+    job = BackgroundCompile(runner, probe, identity, bar).start()
     report = job.wait()
     candidate.compile_job = job
     if report.state != "active":
@@ -306,9 +309,27 @@ class _Tuner:
             candidates.append(
                 _Candidate(exact.impl, "eager", mode, pipeline, None, report, status, report.min_cosine)
             )
+            if mode == "int8" and report.active and _compiles_fast_modes(request, exact):
+                candidates.append(self._compiled_int8(exact, request))
         exact.times.clear()  # timed again, interleaved with the fast modes
         winner, _, passes = self._race(candidates, floor=FAST_MIN_TOKENS)
         return winner, candidates[1:], passes
+
+    def _compiled_int8(self, exact: _Candidate, request: TuneRequest) -> _Candidate:
+        """int8 compiled: its per-token quantisation fused by inductor (a fresh int8 model, since
+        a compiled runner serves only through its graph)."""
+        pipeline = self._build(exact.impl)  # type: ignore[arg-type]
+        runner = pipeline.executor.runner
+        probe = probe_requests(pipeline.processor)
+        report = enable_cpu_fast_mode(runner, "int8", probe, request.fast_min_cosine)
+        candidate = _Candidate(exact.impl, "compiled", "int8", pipeline, fast_report=report)
+        candidate.min_cosine = report.min_cosine
+        if not report.active:  # the same measurement as the eager candidate's: should not happen
+            candidate.status = "rejected"
+            return candidate
+        runner.prepare_for_serving()
+        _compile_candidate(candidate, self._identity)
+        return candidate
 
     def _batch_tokens(self, candidate: _Candidate, floor: int) -> int:
         """A timing batch whose pass takes about ``TARGET_PASS_S`` on this machine as loaded now
@@ -339,6 +360,12 @@ class _Tuner:
                 candidate.status = "slower"
         winner.status = "chosen"
         return winner, candidates, passes
+
+
+def _compiles_fast_modes(request: TuneRequest, exact: _Candidate) -> bool:
+    """Compiled fast candidates are timed where compiled exact ones are (``tune="full"``, compile
+    not pinned) and exist for int8 on poolrag's native encoders only."""
+    return request.mode == "full" and request.compile is None and exact.impl == "native"
 
 
 def _close_others(keep: Pipeline, candidates: Sequence[_Candidate]) -> None:
@@ -400,10 +427,13 @@ def load_tuned(
         fast = _fast_choice(request, cached.fast_mode)
         report = TuneReport("cached", "verdict read from disk", cached, 0.0, str(key.path()))
         logger.info("autotune: %s %s (cached verdict %s)", cached.impl, cached.forward, key.path())
+        forward = cached.forward if fast is None else cached.fast_forward
+        # a pinned fast mode other than the measured one was not timed compiled
+        fast_compiled = fast is None or fast == cached.fast_mode
         return TunedLoad(
             pipeline,
             report,
-            compile=cached.forward == "compiled" and request.compile is None and fast is None,
+            compile=forward == "compiled" and request.compile is None and fast_compiled,
             fast_mode=fast,
         )
     started = time.perf_counter()
@@ -431,6 +461,7 @@ def load_tuned(
         passes=max(passes, exact_passes),
         seconds=round(time.perf_counter() - started, 3),
         fast_reference_seconds=exact.seconds if wants_fast else None,
+        fast_forward=chosen.forward if wants_fast and chosen is not exact else "eager",
     )
     if exact_candidates and len(exact_candidates) == 1 and not wants_fast:
         # one exact path and nothing else asked: nothing was chosen, nothing worth remembering
@@ -440,12 +471,12 @@ def load_tuned(
     report = TuneReport("measured", "timed now", verdict, verdict.seconds, str(path or ""))
     logger.info("autotune measured in %.1f s:\n%s", verdict.seconds, report.table())
     _close_others(chosen.pipeline, [*exact_candidates, *fast_candidates, exact])
-    compiled = exact.forward == "compiled" and chosen is exact and request.compile is None
+    compiled = chosen.forward == "compiled" and request.compile is None
     return TunedLoad(
         chosen.pipeline,
         report,
-        compile=compiled and exact.compile_job is None,
-        compile_job=exact.compile_job if compiled else None,
+        compile=compiled and chosen.compile_job is None,
+        compile_job=chosen.compile_job if compiled else None,
         fast_mode=_fast_choice(request, verdict.fast_mode),
         fast_report=chosen.fast_report,
     )

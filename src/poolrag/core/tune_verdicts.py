@@ -130,6 +130,8 @@ class Verdict:
         seconds: what the measuring cost (wall clock, model loads and compiles included).
         fast_reference_seconds: the chosen exact path timed again in the fast modes' own passes
             (what their seconds compare with); None when fast modes were not measured.
+        fast_forward: how the chosen fast mode runs, ``eager`` or ``compiled`` (int8 on a native
+            encoder, timed by ``tune="full"``); files written before it existed read as ``eager``.
     """
 
     impl: str
@@ -141,6 +143,7 @@ class Verdict:
     passes: int
     seconds: float
     fast_reference_seconds: float | None = None
+    fast_forward: str = "eager"
 
 
 class _Invalid(ValueError):
@@ -199,6 +202,7 @@ def _verdict(raw: dict[str, Any]) -> Verdict:
         passes=_count(raw.get("passes"), "passes"),
         seconds=_number(raw.get("seconds"), "seconds") or 0.0,
         fast_reference_seconds=_number(raw.get("fast_reference_seconds"), "fast_reference_seconds", True),
+        fast_forward=_name(raw.get("fast_forward", "eager"), FORWARDS, "fast_forward"),
     )
 
 
