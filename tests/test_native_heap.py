@@ -1,9 +1,8 @@
-"""glibc's heap tuned for long runs (issue 27): freed pages go back, large buffers stay mapped."""
+"""glibc's heap tuned for long runs (issue 27): freed pages go back, in a CLI process after every batch."""
 
 from __future__ import annotations
 
 import ctypes
-import os
 import platform
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from poolrag.native_heap import MMAP_THRESHOLD_ENV, trim_heap
+from poolrag.native_heap import trim_heap
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim/mallopt are glibc's")
 
@@ -46,61 +45,65 @@ def test_freed_heap_pages_below_a_live_block_go_back_to_the_system() -> None:
     assert released > 150, f"{released:.0f} MB given back"
 
 
-# In a child process: mallopt changes the whole process for good. Freeing one large mapped block
-# makes glibc raise its mmap threshold to that size, so the 1 MB blocks after it come from the
-# heap, where the last of them, kept, holds the others resident after free; a fixed threshold maps
-# each of them on its own and unmaps it on free. Prints (fixed?, MB still held after the frees).
+# In a child process: the policy is for the whole process, for good. Freeing one large mapped block
+# makes glibc raise its mmap threshold to that size, so the 1 MB blocks after it come from the heap,
+# where the last of them, kept, holds the others resident after free, until the heap is trimmed.
+# Prints (trimming on?, MB still held after the frees and the end of a "batch").
 _HEAP_PROBE = textwrap.dedent(
     """
     import ctypes, sys
     from pathlib import Path
-    from poolrag.native_heap import fix_mmap_threshold
+    from poolrag.cli import bound_native_memory
+    from poolrag.native_heap import batch_finished
 
     def rss():
         line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmRSS"))
         return int(line.split()[1]) / 1024
 
-    fixed = fix_mmap_threshold() if sys.argv[1] == "fix" else False
+    if sys.argv[1] == "cli":
+        bound_native_memory()  # what every `poolrag` command does first
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    libc.free(libc.malloc(8 << 20))  # a large mapped block, freed: glibc would raise its threshold
+    libc.free(libc.malloc(8 << 20))  # a large mapped block, freed: glibc raises its threshold
     before = rss()
     blocks = [libc.malloc(1 << 20) for _ in range(200)]
     for address in blocks:
         ctypes.memset(address, 1, 1 << 20)
     for address in blocks[:-1]:  # the last, highest block stays in use
         libc.free(address)
-    print(fixed, round(rss() - before))
+    batch_finished()  # what the engine core calls after each forward batch
+    print(round(rss() - before))
     """
 )
 
 
-def _probe(mode: str, **env: str) -> tuple[bool, float]:
+def _probe(mode: str) -> float:
     done = subprocess.run(
-        [sys.executable, "-c", _HEAP_PROBE, mode],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**{k: v for k, v in os.environ.items() if k != MMAP_THRESHOLD_ENV}, **env},
-        check=True,
+        [sys.executable, "-c", _HEAP_PROBE, mode], capture_output=True, text=True, timeout=60, check=True
     )
-    fixed, held = done.stdout.split()
-    return fixed == "True", float(held)
+    return float(done.stdout.split()[-1])
 
 
 @glibc_only
-def test_a_fixed_mmap_threshold_gives_large_freed_blocks_back_at_once() -> None:
-    """200 blocks of 1 MB, freed under a live block: with the threshold pinned (what the CLI does
-    at start) nothing stays resident; glibc's own moving threshold keeps them all."""
-    fixed, held = _probe("fix")
-    assert fixed and held < 20, f"{held:.0f} MB still resident"
-    fixed, held = _probe("default")
-    assert not fixed and held > 150, f"glibc's default kept only {held:.0f} MB"
+def test_a_cli_process_gives_freed_heap_pages_back_when_a_batch_ends() -> None:
+    """200 blocks of 1 MB from the heap, freed under a live block: a `poolrag` command's process
+    returns them at the end of the batch; a library caller's process (no policy) keeps them."""
+    assert _probe("cli") < 20
+    assert _probe("library") > 150
 
 
-@glibc_only
-def test_the_users_own_mmap_threshold_wins() -> None:
-    """``MALLOC_MMAP_THRESHOLD_`` in the environment: glibc applied it already, poolrag leaves it."""
-    assert _probe("fix", **{MMAP_THRESHOLD_ENV: "33554432"})[0] is False
+def test_the_engine_core_ends_every_batch_with_the_heap_policy(
+    monkeypatch: pytest.MonkeyPatch, tiny_model
+) -> None:
+    import poolrag.core.engine_core
+    from poolrag import Engine
+    from poolrag.testing import engine_internals as internals
+
+    ended: list[int] = []
+    monkeypatch.setattr(poolrag.core.engine_core, "batch_finished", lambda: ended.append(1))
+    engine = Engine(tiny_model("bert"), max_batch_tokens=512)
+    engine.embed_array([" ".join(["word"] * 100) + f" {i}" for i in range(40)])  # ~4,000 tokens
+    batches = internals.core(engine).stats.batches
+    assert batches > 1 and len(ended) == batches

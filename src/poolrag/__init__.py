@@ -14,7 +14,7 @@ against this list and fails on any arrow up and on any module not placed here::
     errors: the exception types every layer raises
     text_validity: which texts a model can read (the one rule every front door applies)
     cache_location: where poolrag keeps its files on disk ($POOLRAG_CACHE_DIR, XDG)
-    native_heap: glibc's allocator tuned for long runs (trimming, a fixed mmap threshold)
+    native_heap: glibc's allocator tuned for long runs (free pages given back after each batch)
     model_facts: what a served model is (identity, tasks, sizes, score kind)
     request: the unit of work (token ids and parameters complete for one task)
     params, outputs: what a caller asks for (verified and filled into a request's) and gets back

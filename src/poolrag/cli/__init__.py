@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import NoReturn
 
-from poolrag.native_heap import fix_mmap_threshold
+from poolrag.native_heap import trim_after_each_batch
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
 
@@ -35,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 # (``LRU_CACHE_CAPACITY``, 1,024). Token-budget batches have ever-different row counts, so a long
 # ingest or a server fills both with entries it rarely reuses (each holds buffers sized to its
 # batch). The CLI owns its process, so it bounds both before torch starts (a user's own setting
-# wins) and pins glibc's mmap threshold (:mod:`poolrag.native_heap`); a library caller decides for
-# itself. Measured in benchmarks/RESULTS.md ("Ingest memory: the RSS curve").
+# wins) and trims glibc's heap after each forward batch (:mod:`poolrag.native_heap`); a library
+# caller decides for itself. Measured in benchmarks/RESULTS.md ("Ingest memory: the RSS curve").
 NATIVE_CACHE_CAPACITY = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64", "LRU_CACHE_CAPACITY": "64"}
 
 
@@ -44,7 +44,7 @@ def bound_native_memory() -> None:
     """Bound torch's per-shape CPU caches and glibc's heap growth for this process (before torch loads)."""
     for name, capacity in NATIVE_CACHE_CAPACITY.items():
         os.environ.setdefault(name, capacity)
-    fix_mmap_threshold()
+    trim_after_each_batch()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

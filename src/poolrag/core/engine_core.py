@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
+from poolrag.native_heap import batch_finished
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
 from poolrag.runner.forward_output import ForwardOutput
@@ -286,6 +287,7 @@ class EngineCore:
         try:
             inputs = self.runner.prepare(requests)
             output = self.runner.run_prepared(requests, inputs)
+            batch_finished()  # the layers' buffers are free now: a CLI process trims its heap
         except Exception as exc:
             logger.warning("forward pass failed for a batch of %d requests: %r", len(requests), exc)
             self._finished.put(_Finished(units, requests, None, exc))
