@@ -279,18 +279,14 @@ class Engine:
         return cls(args.model, **args.engine_kwargs())
 
     def _start_compile(self) -> None:
-        from poolrag.compile.background import BackgroundCompile
+        from poolrag.compile.background import BackgroundCompile, compile_bar
 
         runner = self._pipeline.executor.runner
         # the compiled graph reads the packed weights (the first batch would pack them anyway)
         runner.prepare_for_serving()
         probe = probe_requests(self._pipeline.processor)
-        fast = self.fast_mode_report
-        if fast is not None and fast.active:  # held to the fast mode's bar to fp32, not to exactness
-            job = BackgroundCompile(runner, probe, self._facts.model_identity, fast.compiled_min_cosine())
-        else:
-            job = BackgroundCompile(runner, probe, self._facts.model_identity)
-        self._compile = job.start()
+        bar = compile_bar(self.fast_mode_report)
+        self._compile = BackgroundCompile(runner, probe, self._facts.model_identity, bar).start()
 
     @property
     def compile_report(self) -> CompileReport | None:

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from poolrag.config.model_kind import ModelKind
+from poolrag.loading.cpu_fast_mode import FastModeReport
 from poolrag.request import PoolingRequest
 from poolrag.runner.batch_inputs import BatchInputs
 from poolrag.runner.model_runner import ModelRunner
@@ -35,6 +36,12 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MIN_COSINE = 0.99999
 CompileState = Literal["compiling", "active", "eager"]
+
+
+def compile_bar(fast: FastModeReport | None) -> float:
+    """The agreement with eager a compiled graph must reach: exactness, or for a model an active
+    fast mode converted, what keeps that mode's bar to fp32 (:meth:`FastModeReport.compiled_min_cosine`)."""
+    return fast.compiled_min_cosine() if fast is not None and fast.active else DEFAULT_MIN_COSINE
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,13 +240,11 @@ def time_interleaved(candidates: Sequence[_Candidate], budget_s: float | None = 
 
 
 def _compile_candidate(candidate: _Candidate, identity: str) -> None:
-    from poolrag.compile.background import DEFAULT_MIN_COSINE, BackgroundCompile
+    from poolrag.compile.background import BackgroundCompile, compile_bar
 
     runner = candidate.pipeline.executor.runner
     probe = probe_requests(candidate.pipeline.processor)
-    fast = candidate.fast_report
-    bar = DEFAULT_MIN_COSINE if fast is None else fast.compiled_min_cosine()
-    job = BackgroundCompile(runner, probe, identity, bar).start()
+    job = BackgroundCompile(runner, probe, identity, compile_bar(candidate.fast_report)).start()
     report = job.wait()
     candidate.compile_job = job
     if report.state != "active":
