@@ -57,18 +57,18 @@ def trim_heap() -> bool:
     return True
 
 
-class _BatchTrim:
-    on = False
+_trim_each_batch = False  # set once by the CLI for the process it owns
 
 
 def trim_after_each_batch() -> bool:
     """From now on, every engine of this process trims the heap when a forward batch ends (the
     CLI's choice for the process it owns); ``False`` where the C library cannot."""
-    _BatchTrim.on = _LIBC is not None
-    return _BatchTrim.on
+    global _trim_each_batch
+    _trim_each_batch = heap_tunable()
+    return _trim_each_batch
 
 
 def batch_finished() -> None:
     """Called by the engine core after each forward batch: trims when the process asked for it."""
-    if _BatchTrim.on:
-        _LIBC.malloc_trim(0)  # type: ignore[union-attr]
+    if _trim_each_batch:
+        trim_heap()
