@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from poolrag.models.packed_attention import (
     AttentionLayout,
     EqualLengthRun,
+    PaddedGroup,
     packed_self_attention,
     varlen_arguments,
 )
@@ -25,20 +26,23 @@ def _per_sequence(qkv: torch.Tensor, lengths: list[int]) -> torch.Tensor:
     return torch.cat(outs)
 
 
-@pytest.mark.parametrize("lengths", [[3, 7, 1, 7], [5, 5, 5], [1], [2, 2, 4, 4, 4, 9]])
-@pytest.mark.parametrize("by_runs", [True, False], ids=["equal-length-runs", "padded-block"])
+@pytest.mark.parametrize(
+    "lengths", [[3, 7, 1, 7], [5, 5, 5], [1], [2, 2, 4, 4, 4, 9], [30, 2, 17, 9, 40, 1, 25, 25, 3]]
+)
+@pytest.mark.parametrize("by_runs", [True, False], ids=["equal-length-runs", "padded-groups"])
 def test_packed_rows_attend_within_their_sequence(
     lengths: list[int], by_runs: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not by_runs:  # too many runs for their size: the rows go through the padded block
+    if not by_runs:  # too many runs for their size: the rows go through padded groups
         monkeypatch.setattr(EqualLengthRun, "MAX_RUNS_ALWAYS", 0)
+        monkeypatch.setattr(EqualLengthRun, "MIN_ROWS_PER_RUN", 10**6)
     torch.manual_seed(0)
     qkv = torch.randn(sum(lengths), 3 * HIDDEN)
     layout = AttentionLayout.from_lengths(torch.tensor(lengths))
     assert layout.width == max(lengths) and layout.batch == len(lengths)
     uniform = len(set(lengths)) == 1
     assert (layout.runs is not None) == (by_runs and not uniform)
-    assert (layout.rows is None) == (by_runs or uniform)
+    assert (layout.groups is not None) == (layout.rows is not None) == (not by_runs and not uniform)
     torch.testing.assert_close(
         packed_self_attention(qkv, layout, HEADS), _per_sequence(qkv, lengths), rtol=0, atol=1e-6
     )
@@ -49,10 +53,34 @@ def test_equal_length_runs_cover_the_rows_in_order() -> None:
     assert runs == (EqualLengthRun(0, 2, 2), EqualLengthRun(4, 3, 4), EqualLengthRun(16, 1, 9))
 
 
-def test_many_short_runs_fall_back_to_the_padded_block() -> None:
+def test_many_short_runs_fall_back_to_padded_groups() -> None:
     """Twenty distinct lengths over 210 rows: one call per run would cost more than the padding."""
     assert EqualLengthRun.split(torch.arange(1, 21)) is None
     assert EqualLengthRun.split(torch.arange(1, 21).repeat_interleave(20)) is not None
+    layout = AttentionLayout.from_lengths(torch.arange(1, 21))
+    assert layout.groups is not None and layout.runs is None
+
+
+def test_padded_groups_pad_each_sequence_to_a_neighbour_not_to_the_longest() -> None:
+    """Unsorted lengths 1..200: every group is as wide as its longest member, which is within the
+    growth bound of its shortest, and every packed row gets its own slot in the padded buffer."""
+    lengths = torch.randperm(200, generator=torch.Generator().manual_seed(3)) + 1
+    groups, rows = PaddedGroup.split(lengths)
+    padded = groups[-1].offset + groups[-1].rows
+    assert sum(g.count for g in groups) == 200 and len(groups) <= 25
+    assert padded <= 1.25 * int(lengths.sum()) + 4 * 200  # one block would be 200 x 200 rows
+    assert rows.unique().numel() == rows.numel() == int(lengths.sum()) and int(rows.max()) < padded
+    for group in groups:
+        assert group.offset + group.rows <= padded
+        if group.key_mask is not None:
+            members = group.key_mask.sum(-1).flatten()  # each member's real length
+            assert int(members.max()) == group.width
+            assert group.width <= int(members.min()) * PaddedGroup.GROWTH + PaddedGroup.SLACK
+    # a sequence's rows are consecutive slots from the start of its padded row
+    cu = torch.cumsum(lengths, 0) - lengths
+    for start, length in zip(cu.tolist(), lengths.tolist(), strict=True):
+        slots = rows[start : start + length]
+        assert torch.equal(slots - slots[0], torch.arange(length))
 
 
 def test_a_padded_batch_masks_keys_only() -> None:
