@@ -8,7 +8,8 @@ cheaper to run two small batches than to pad the query to 500 tokens. A packed b
 padding, so its budget counts real tokens and the cap does not apply.
 
 A third layout sits between the two: packed rows whose attention runs over a padded block (the
-native encoders on a CPU). There padding costs only attention FLOPs, ``W² - l²`` per row against
+native encoders on a GPU in fp32; on a CPU they pad only within groups of neighbouring lengths,
+which needs no cap). There padding costs only attention FLOPs, ``W² - l²`` per row against
 ``~6·hidden·l + l²`` of useful work, so the cap is on that share instead: short texts of
 different lengths then share one large batch (big matmuls) instead of being cut into many.
 """

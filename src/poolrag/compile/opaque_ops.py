@@ -2,10 +2,11 @@
 matmul of ``cpu_fast_mode="int8"``) and poolrag's packed attention, registered as opaque custom ops.
 
 Inductor lowers ``mkldnn._linear_pointwise`` only for weights it froze itself (and fails on the int8
-matmul's weight, prepacked at load, with an assertion), and packed attention
-branches on the batch's lengths (runs of equal length, or a padded block) in Python. As custom ops
-both run exactly their eager kernels; the graph around them (embeddings, LayerNorms, the residual
-and reshapes) is what inductor fuses, and the graph stays one graph for every batch shape.
+matmul's weight, prepacked at load, with an assertion), and packed attention branches on the
+batch's lengths (runs of equal length, or padded groups of neighbouring lengths) in Python. As
+custom ops both run exactly their eager kernels; the graph around them (embeddings, LayerNorms,
+the residual and reshapes) is what inductor fuses, and the graph stays one graph for every batch
+shape.
 """
 
 from __future__ import annotations

@@ -131,17 +131,18 @@ class ModelRunner:
 
     @property
     def padding_free(self) -> bool:
-        """No FLOP of the forward pass is spent on padding, so batches need no padding cap."""
+        """Packed, and attention pads no sequence to the batch's longest, so batches need no
+        padding cap (a native model on a CPU pads only within groups of neighbouring lengths)."""
         return self.packed and self.attention_hidden_size is None
 
     @property
     def attention_hidden_size(self) -> int | None:
-        """Hidden size when only attention pads (native models off CUDA's half-precision varlen
-        kernel), for the batcher's cap on wasted attention FLOPs."""
+        """Hidden size when only attention pads, to the batch's longest sequence (native models on
+        a GPU off its half-precision varlen kernel), for the batcher's cap on wasted attention FLOPs."""
         if not (self.packed and self._native):
             return None
         param = next(self.model.parameters())
-        if not pads_attention(param.device, param.dtype):
+        if param.device.type == "cpu" or not pads_attention(param.device, param.dtype):
             return None
         return int(self.model.config.hidden_size)
 
