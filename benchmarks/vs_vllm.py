@@ -97,13 +97,14 @@ def main() -> None:
     contenders: dict[str, dict[str, Engine]] = {}
     if "fp32" in precisions:
         contenders["fp32"] = {
-            "poolrag fp32 (exact)": Engine(model),
-            "poolrag fp32 (exact), compiled": Engine(model, compile="background"),
+            "poolrag Engine(model) (tuned default)": Engine(model),
+            "poolrag fp32 native, compiled": Engine(model, compile="background"),
             "poolrag fp32, transformers modules": Engine(model, model_impl="transformers"),
             "poolrag fp32, transformers modules, compiled": Engine(
                 model, model_impl="transformers", compile="background"
             ),
         }
+        print(contenders["fp32"]["poolrag Engine(model) (tuned default)"].tune_report.table(), flush=True)
         for label, engine in contenders["fp32"].items():
             report = engine.wait_for_compile()
             if report is not None:
