@@ -173,6 +173,12 @@ def pads_attention(device: torch.device, dtype: torch.dtype) -> bool:
     return not cuda_varlen_available(device.index or 0)
 
 
+def pads_to_longest(device: torch.device, dtype: torch.dtype) -> bool:
+    """Attention pads every sequence of a packed batch to the batch's longest (one block): not on
+    the CPU (runs of equal length, or groups of neighbouring lengths) nor in the varlen kernel."""
+    return device.type != "cpu" and pads_attention(device, dtype)
+
+
 def cuda_varlen_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -259,11 +265,7 @@ def _attend_runs(
     """Each run of equal-length sequences through SDPA as a view of the packed rows."""
     out = qkv.new_empty(qkv.shape[0], heads * head_dim)
     for run in runs:
-        end = run.start + run.count * run.length
-        block = qkv[run.start : end].view(run.count, run.length, 3, heads, head_dim)
-        q, k, v = block.permute(2, 0, 3, 1, 4).unbind(0)  # [n, heads, L, d] each
-        attended = F.scaled_dot_product_attention(q, k, v)
-        out[run.start : end].view(run.count, run.length, heads, head_dim).copy_(attended.transpose(1, 2))
+        _attend_block(qkv, out, run.start, run.count, run.length, None, heads)
     return out
 
 
@@ -275,9 +277,23 @@ def _attend_groups(qkv: torch.Tensor, layout: AttentionLayout, heads: int, head_
     block.index_copy_(0, layout.rows, qkv)
     out = qkv.new_empty(padded, heads * head_dim)
     for group in layout.groups:
-        rows = slice(group.offset, group.offset + group.rows)
-        view = block[rows].view(group.count, group.width, 3, heads, head_dim)
-        q, k, v = view.permute(2, 0, 3, 1, 4).unbind(0)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=group.key_mask)
-        out[rows].view(group.count, group.width, heads, head_dim).copy_(attended.transpose(1, 2))
+        _attend_block(block, out, group.offset, group.count, group.width, group.key_mask, heads)
     return out.index_select(0, layout.rows)
+
+
+def _attend_block(
+    qkv: torch.Tensor,
+    out: torch.Tensor,
+    start: int,
+    count: int,
+    width: int,
+    key_mask: torch.Tensor | None,
+    heads: int,
+) -> None:
+    """SDPA over ``count`` sequences of ``width`` rows from row ``start`` of ``qkv`` (a view, no
+    copy), written to the same rows of ``out``."""
+    rows = slice(start, start + count * width)
+    view = qkv[rows].view(count, width, 3, heads, -1)
+    q, k, v = view.permute(2, 0, 3, 1, 4).unbind(0)  # [count, heads, width, d] each
+    attended = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask)
+    out[rows].view(count, width, heads, -1).copy_(attended.transpose(1, 2))

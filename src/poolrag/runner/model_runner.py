@@ -31,7 +31,7 @@ from poolrag.config.model_kind import ModelKind
 from poolrag.config.positions import position_offset
 from poolrag.loading.cpu_fast_mode import pack_linear_weights
 from poolrag.models.fused_linear import onednn_available
-from poolrag.models.packed_attention import pads_attention
+from poolrag.models.packed_attention import pads_to_longest
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.batch_inputs import BatchInputs, build_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
@@ -142,7 +142,7 @@ class ModelRunner:
         if not (self.packed and self._native):
             return None
         param = next(self.model.parameters())
-        if param.device.type == "cpu" or not pads_attention(param.device, param.dtype):
+        if not pads_to_longest(param.device, param.dtype):
             return None
         return int(self.model.config.hidden_size)
 
