@@ -19,6 +19,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 pytest_plugins = ["poolrag.testing.model_fixtures"]
 
 
+@pytest.fixture(autouse=True)
+def _default_attention_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tuned engine installs its measured runs-or-groups bound for the whole process (see
+    ``poolrag.models.packed_attention``); every test starts from none installed."""
+    from poolrag.models import packed_attention
+
+    monkeypatch.setattr(packed_attention, "_RUNS_OR_GROUPS", {})
+
+
 @pytest.fixture(scope="session")
 def assets() -> Path:
     """Folder of HF models converted from quantised ONNX exports shipped in PyPI packages (built

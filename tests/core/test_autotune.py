@@ -20,6 +20,7 @@ import pytest
 
 import poolrag.core.autotune
 import poolrag.engine
+import poolrag.models.packed_attention
 from poolrag import Engine
 from poolrag.cli import main
 from poolrag.core.autotune import MIN_COSINE
@@ -27,6 +28,7 @@ from poolrag.core.tune_verdicts import IMPLS
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import DEFAULT_MIN_COSINE as FAST_MIN_COSINE
 from poolrag.models.int8_linear import int8_available
+from poolrag.models.packed_attention import RunsOrGroups, runs_or_groups
 from poolrag.testing import engine_internals as internals
 
 TEXTS = [
@@ -155,8 +157,12 @@ def measured_file(
             lambda body: json.dumps({**body, "verdict": {**body["verdict"], "batch_tokens": "many"}}),
             "batch_tokens is not a count",
         ),
+        (
+            lambda body: json.dumps({**body, "verdict": {**body["verdict"], "min_rows_per_run": 0}}),
+            "min_rows_per_run is 0",
+        ),
     ],
-    ids=["corrupt", "foreign", "unknown-name", "not-a-number"],
+    ids=["corrupt", "foreign", "unknown-name", "not-a-number", "zero-rows-per-run"],
 )
 def test_a_bad_verdict_file_is_ignored_with_one_warning_and_tuned_again(
     cache: Path,
@@ -185,6 +191,7 @@ def test_tune_off_loads_as_before_and_writes_nothing(cache: Path, builds: list[s
     assert engine.tune_report.state == "off" and engine.tune_report.verdict is None
     assert builds == ["auto"] and _served_impl(engine) == "native"  # model_impl="auto" as always
     assert not cache.exists()
+    assert runs_or_groups(*internals.loaded_module(engine).attention_shape) == RunsOrGroups()
 
 
 def test_the_default_comes_from_the_environment(
@@ -205,6 +212,55 @@ def test_a_pinned_model_impl_leaves_nothing_to_choose(cache: Path, builds: list[
     engine = Engine(bert, tune="auto", model_impl="transformers")
     assert engine.tune_report.state == "skipped" and builds == ["transformers"]
     assert not cache.exists()
+
+
+def _counting_split_measures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    calls: list[tuple[int, int]] = []
+    real = poolrag.core.autotune.measure_runs_or_groups
+
+    def counting(heads: int, head_dim: int) -> RunsOrGroups:
+        calls.append((heads, head_dim))
+        return real(heads, head_dim)
+
+    monkeypatch.setattr(poolrag.core.autotune, "measure_runs_or_groups", counting)
+    return calls
+
+
+def test_a_native_encoder_s_attention_split_is_measured_once_cached_and_installed(
+    cache: Path, builds: list[str], bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even with the path pinned, the native encoder's runs-or-groups bound is chosen on this CPU
+    for its attention shape; later loads install the cached bound without measuring."""
+    measures = _counting_split_measures(monkeypatch)
+    engine = Engine(bert, tune="auto", model_impl="native")
+    report, verdict = engine.tune_report, engine.tune_report.verdict
+    assert report.state == "measured" and verdict is not None and verdict.min_rows_per_run is not None
+    shape = internals.loaded_module(engine).attention_shape
+    assert measures == [shape] and builds == ["native"]
+    assert runs_or_groups(*shape) == RunsOrGroups(verdict.min_rows_per_run)
+    assert f"from {verdict.min_rows_per_run} rows a run" in report.table()
+
+    monkeypatch.setattr(poolrag.models.packed_attention, "_RUNS_OR_GROUPS", {})  # a new process
+    again = Engine(bert, tune="auto", model_impl="native")
+    assert again.tune_report.state == "cached" and again.tune_report.verdict == verdict
+    assert measures == [shape] and runs_or_groups(*shape) == RunsOrGroups(verdict.min_rows_per_run)
+
+
+def test_a_verdict_from_before_the_split_was_measured_gets_it_at_the_next_load(
+    cache: Path, bert: Path, measured_file: tuple[str, dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, body = measured_file
+    older = {k: v for k, v in body["verdict"].items() if k != "min_rows_per_run"}
+    path = cache / name
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**body, "verdict": {**older, "impl": "native", "forward": "eager"}}))
+    measures = _counting_split_measures(monkeypatch)
+    engine = Engine(bert, tune="auto")
+    assert engine.tune_report.state == "cached" and len(measures) == 1
+    rows = json.loads(path.read_text())["verdict"]["min_rows_per_run"]
+    assert engine.tune_report.verdict.min_rows_per_run == rows and rows >= 1
+    assert Engine(bert, tune="auto").tune_report.verdict.min_rows_per_run == rows
+    assert len(measures) == 1  # written back: measured once
 
 
 def test_fast_mode_auto_picks_by_measurement_and_caches_it(

@@ -10,7 +10,10 @@ from poolrag.models.packed_attention import (
     AttentionLayout,
     EqualLengthRun,
     PaddedGroup,
+    RunsOrGroups,
     packed_self_attention,
+    runs_or_groups,
+    use_runs_or_groups,
     varlen_arguments,
 )
 
@@ -26,25 +29,22 @@ def _per_sequence(qkv: torch.Tensor, lengths: list[int]) -> torch.Tensor:
     return torch.cat(outs)
 
 
+RUNS = RunsOrGroups(max_runs_always=10**6)
+GROUPS = RunsOrGroups(min_rows_per_run=10**6, max_runs_always=0)
+
+
 @pytest.mark.parametrize(
     "lengths", [[3, 7, 1, 7], [5, 5, 5], [1], [2, 2, 4, 4, 4, 9], [30, 2, 17, 9, 40, 1, 25, 25, 3]]
 )
-@pytest.mark.parametrize("by_runs", [True, False], ids=["equal-length-runs", "padded-groups"])
-def test_packed_rows_attend_within_their_sequence(
-    lengths: list[int], by_runs: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not by_runs:  # too many runs for their size: the rows go through padded groups
-        monkeypatch.setattr(EqualLengthRun, "MAX_RUNS_ALWAYS", 0)
-        monkeypatch.setattr(EqualLengthRun, "MIN_ROWS_PER_RUN", 10**6)
+@pytest.mark.parametrize("choice", [RUNS, GROUPS], ids=["equal-length-runs", "padded-groups"])
+def test_packed_rows_attend_within_their_sequence(lengths: list[int], choice: RunsOrGroups) -> None:
     torch.manual_seed(0)
     qkv = torch.randn(sum(lengths), 3 * HIDDEN)
     layout = AttentionLayout.from_lengths(torch.tensor(lengths))
-    assert layout.width == max(lengths) and layout.batch == len(lengths)
-    uniform = len(set(lengths)) == 1
-    assert (layout.runs is not None) == (by_runs and not uniform)
-    assert (layout.groups is not None) == (layout.rows is not None) == (not by_runs and not uniform)
+    assert layout.width == max(lengths) and layout.batch == len(lengths) and layout.rows is None
+    assert (layout.splits is None) == (len(set(lengths)) == 1)  # equal lengths: one block, unpadded
     torch.testing.assert_close(
-        packed_self_attention(qkv, layout, HEADS), _per_sequence(qkv, lengths), rtol=0, atol=1e-6
+        packed_self_attention(qkv, layout, HEADS, choice), _per_sequence(qkv, lengths), rtol=0, atol=1e-6
     )
 
 
@@ -53,12 +53,31 @@ def test_equal_length_runs_cover_the_rows_in_order() -> None:
     assert runs == (EqualLengthRun(0, 2, 2), EqualLengthRun(4, 3, 4), EqualLengthRun(16, 1, 9))
 
 
-def test_many_short_runs_fall_back_to_padded_groups() -> None:
-    """Twenty distinct lengths over 210 rows: one call per run would cost more than the padding."""
-    assert EqualLengthRun.split(torch.arange(1, 21)) is None
-    assert EqualLengthRun.split(torch.arange(1, 21).repeat_interleave(20)) is not None
-    layout = AttentionLayout.from_lengths(torch.arange(1, 21))
-    assert layout.groups is not None and layout.runs is None
+def test_runs_pay_once_they_average_enough_rows() -> None:
+    """Up to ``max_runs_always`` runs always take one call each; beyond that only while they average
+    ``min_rows_per_run`` rows (twenty distinct lengths over 210 rows do not, twenty times as many do)."""
+    choice = RunsOrGroups(min_rows_per_run=20, max_runs_always=8)
+    assert choice.prefers_runs(8, 8) and not choice.prefers_runs(9, 9 * 19)
+    assert not choice.prefers_runs(20, 210) and choice.prefers_runs(20, 20 * 210)
+    assert RunsOrGroups(min_rows_per_run=10).prefers_runs(20, 210)
+
+
+@pytest.mark.parametrize("installed", [RUNS, GROUPS], ids=["runs", "groups"])
+def test_attention_takes_the_split_installed_for_its_shape(installed: RunsOrGroups) -> None:
+    """What the autotuner measured for this attention shape decides; other shapes keep the default.
+    Only the split taken is worked out (the other is built on first use)."""
+    use_runs_or_groups(HEADS, HEAD_DIM, installed)
+    assert runs_or_groups(HEADS, HEAD_DIM) == installed
+    assert runs_or_groups(HEADS, 2 * HEAD_DIM) == RunsOrGroups()
+    lengths = list(range(1, 41))  # 40 runs of one sequence, 20.5 rows each
+    qkv = torch.randn(sum(lengths), 3 * HIDDEN, generator=torch.Generator().manual_seed(4))
+    layout = AttentionLayout.from_lengths(torch.tensor(lengths))
+    torch.testing.assert_close(
+        packed_self_attention(qkv, layout, HEADS), _per_sequence(qkv, lengths), rtol=0, atol=1e-6
+    )
+    splits = layout.splits
+    assert splits is not None and splits.run_count == 40
+    assert (splits._runs is not None, splits._groups is not None) == (installed is RUNS, installed is GROUPS)
 
 
 def test_padded_groups_pad_each_sequence_to_a_neighbour_not_to_the_longest() -> None:
@@ -135,6 +154,6 @@ def test_varlen_arguments_ask_every_release_for_the_same_attention(release: str,
 def test_a_varlen_layout_is_the_offsets_alone() -> None:
     """For flash varlen (CUDA) nothing but the offsets is worked out: no padded block, no mask."""
     layout = AttentionLayout.from_lengths(torch.tensor([3, 7, 1]), 7, varlen=True)
-    assert layout.varlen and layout.rows is None and layout.key_mask is None and layout.runs is None
+    assert layout.varlen and layout.rows is None and layout.key_mask is None and layout.splits is None
     assert layout.cu_seqlens.tolist() == [0, 3, 10, 11] and (layout.batch, layout.width) == (3, 7)
     assert not AttentionLayout.from_lengths(torch.tensor([3, 7, 1]), 7).varlen

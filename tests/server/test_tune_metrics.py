@@ -84,3 +84,15 @@ def test_an_untuned_engine_says_off_and_lists_no_candidates(tiny_model: Callable
     ]
     assert found["poolrag_autotune_seconds"] == [({}, 0.0)]
     assert "poolrag_autotune_candidate_seconds" not in found
+    assert "poolrag_autotune_attention_min_rows_per_run" not in found
+
+
+def test_a_native_encoder_s_attention_split_is_scraped(
+    tuned_cache: Path, tiny_model: Callable[..., Path]
+) -> None:
+    engine = Engine(tiny_model("bert"), tune="auto", model_impl="native")
+    verdict = engine.tune_report.verdict
+    assert verdict is not None and verdict.min_rows_per_run is not None
+    with serve_in_thread(engine) as url:
+        found = _families(url)
+    assert found["poolrag_autotune_attention_min_rows_per_run"] == [({}, float(verdict.min_rows_per_run))]

@@ -20,6 +20,9 @@ the chosen path.
   is a candidate only where its cosine to fp32 meets the fast-mode bar, and exact fp32 stays when
   neither is faster. ``tune="full"`` adds int8 compiled on native encoders (its quantisation
   fused), held to what keeps the fast-mode bar to fp32.
+* A native encoder on the CPU also gets its attention's runs-or-groups bound measured for its
+  shape (:mod:`poolrag.core.runs_or_groups_tuning`, well under a second), kept in the verdict and
+  installed for the process at every load.
 * ``tune="off"`` (or ``POOLRAG_TUNE=off``) loads exactly as before tuning existed.
 """
 
@@ -30,17 +33,19 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from poolrag.config.model_spec import ModelSpec
 from poolrag.core.model_setup import Pipeline, fingerprint
+from poolrag.core.runs_or_groups_tuning import measure_runs_or_groups
 from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.native_loader import ModelImpl
+from poolrag.models.packed_attention import RunsOrGroups, use_runs_or_groups
 from poolrag.request import PoolingRequest, ResolvedParams
 
 if TYPE_CHECKING:  # the compiler stack loads only when a compiled candidate is measured
@@ -116,6 +121,11 @@ class TuneReport:
             f"verdict: {verdict.impl} {verdict.forward}{fast} ({self.state}; {verdict.batch_tokens}-token "
             f"batch, {verdict.passes} interleaved passes; measuring took {verdict.seconds:.1f} s)"
         )
+        if verdict.min_rows_per_run is not None:
+            lines.append(
+                f"attention on this CPU: one SDPA call per equal-length run from "
+                f"{verdict.min_rows_per_run} rows a run, padded groups below"
+            )
         if not verdict.compiled_measured:
             lines.append("compiled candidates not measured (tune='full' or `poolrag tune MODEL` times them)")
         return "\n".join(lines)
@@ -422,6 +432,10 @@ def load_tuned(
     wants_fast = request.fast_mode == "auto"
     if cached is not None and (not wants_fast or cached.fast_mode is not None):
         pipeline = build(cached.impl)  # type: ignore[arg-type]
+        rows = _runs_or_groups(pipeline, cached.min_rows_per_run)
+        if rows != cached.min_rows_per_run:  # a file from before the bound was measured
+            cached = replace(cached, min_rows_per_run=rows)
+            write_verdict(key, cached)
         fast = _fast_choice(request, cached.fast_mode)
         report = TuneReport("cached", "verdict read from disk", cached, 0.0, str(key.path()))
         logger.info("autotune: %s %s (cached verdict %s)", cached.impl, cached.forward, key.path())
@@ -448,6 +462,7 @@ def load_tuned(
     chosen, fast_candidates, passes = exact, [], exact_passes
     if wants_fast:
         chosen, fast_candidates, passes = tuner.fast(exact, request)
+    rows = _runs_or_groups(chosen.pipeline, cached.min_rows_per_run if cached is not None else None)
     verdict = Verdict(
         impl=exact.impl,
         forward=exact.forward,
@@ -460,8 +475,9 @@ def load_tuned(
         seconds=round(time.perf_counter() - started, 3),
         fast_reference_seconds=exact.seconds if wants_fast else None,
         fast_forward=chosen.forward if wants_fast and chosen is not exact else "eager",
+        min_rows_per_run=rows,
     )
-    if exact_candidates and len(exact_candidates) == 1 and not wants_fast:
+    if exact_candidates and len(exact_candidates) == 1 and not wants_fast and rows is None:
         # one exact path and nothing else asked: nothing was chosen, nothing worth remembering
         report = TuneReport("skipped", "one exact path for this model: nothing to choose", verdict)
         return TunedLoad(exact.pipeline, report, fast_mode=request.fast_mode)
@@ -478,6 +494,18 @@ def load_tuned(
         fast_mode=_fast_choice(request, verdict.fast_mode),
         fast_report=chosen.fast_report,
     )
+
+
+def _runs_or_groups(pipeline: Pipeline, known: int | None) -> int | None:
+    """Install the runs-or-groups bound for a native encoder's attention shape (``known`` from the
+    verdict, else measured now) and return it; None for models without packed CPU attention."""
+    model = pipeline.executor.runner.model
+    if not getattr(model, "native", False):
+        return None
+    heads, head_dim = model.attention_shape
+    choice = RunsOrGroups(known) if known is not None else measure_runs_or_groups(heads, head_dim)
+    use_runs_or_groups(heads, head_dim, choice)
+    return choice.min_rows_per_run
 
 
 def _fast_choice(request: TuneRequest, measured: str | None) -> str | None:

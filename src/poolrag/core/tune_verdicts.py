@@ -132,6 +132,10 @@ class Verdict:
             (what their seconds compare with); None when fast modes were not measured.
         fast_forward: how the chosen fast mode runs, ``eager`` or ``compiled`` (int8 on a native
             encoder, timed by ``tune="full"``); files written before it existed read as ``eager``.
+        min_rows_per_run: for a native encoder on the CPU, the fewest rows an equal-length run
+            must average for attention to take one SDPA call per run rather than padded groups
+            (:mod:`poolrag.core.runs_or_groups_tuning`); None for other models and in files
+            written before it was measured (measured then at the next load).
     """
 
     impl: str
@@ -144,6 +148,7 @@ class Verdict:
     seconds: float
     fast_reference_seconds: float | None = None
     fast_forward: str = "eager"
+    min_rows_per_run: int | None = None
 
 
 class _Invalid(ValueError):
@@ -203,7 +208,17 @@ def _verdict(raw: dict[str, Any]) -> Verdict:
         seconds=_number(raw.get("seconds"), "seconds") or 0.0,
         fast_reference_seconds=_number(raw.get("fast_reference_seconds"), "fast_reference_seconds", True),
         fast_forward=_name(raw.get("fast_forward", "eager"), FORWARDS, "fast_forward"),
+        min_rows_per_run=_rows(raw.get("min_rows_per_run")),
     )
+
+
+def _rows(value: object) -> int | None:
+    if value is None:
+        return None
+    rows = _count(value, "min_rows_per_run")
+    if rows == 0:
+        raise _Invalid("min_rows_per_run is 0")
+    return rows
 
 
 def read_verdict(key: TuneKey) -> Verdict | None:

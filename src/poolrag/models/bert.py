@@ -116,6 +116,12 @@ class BertFamilyModel(nn.Module):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings.word
 
+    @property
+    def attention_shape(self) -> tuple[int, int]:
+        """(heads, head dim): what packed CPU attention's runs-or-groups choice is measured for."""
+        heads = int(self.config.num_attention_heads)
+        return heads, int(self.config.hidden_size) // heads
+
     def pack_weights(self) -> int:
         """Reorder every matmul weight for oneDNN (CPU); returns how many were packed."""
         return sum(m.pack() for m in self.modules() if isinstance(m, FusedLinear))

@@ -5,10 +5,11 @@ place that needs sequences: on CUDA in fp16/bf16 PyTorch's flash ``varlen_attn``
 rows directly. On the CPU the batcher's length sorting is put to use: consecutive sequences of
 equal length are already a ``[n, L, ...]`` block in the packed rows, so each such run goes to SDPA
 as a view, with no padding, no mask and no copies. A batch of many distinct lengths (few tokens
-each, where one call per run would cost more than it saves) is scattered into blocks of neighbouring
-lengths (:class:`PaddedGroup`), each padded only to its own longest sequence and run through SDPA
-with a key-padding mask: one block as wide as the batch's longest sequence padded the short texts
-of a mixed corpus to 2.7x their tokens, and the fresh pages of that block cost more than attention.
+each, where one call per run would cost more than it saves: :class:`RunsOrGroups`, measured per
+machine) is scattered into blocks of neighbouring lengths (:class:`PaddedGroup`), each padded only
+to its own longest sequence and run through SDPA with a key-padding mask: one block as wide as the
+batch's longest sequence padded the short texts of a mixed corpus to 2.7x their tokens, and the
+fresh pages of that block cost more than attention.
 Every other device scatters the rows into one ``[B, W, ...]`` block and gathers them back.
 """
 
@@ -23,6 +24,39 @@ import torch.nn.functional as F
 
 
 @dataclass(frozen=True, slots=True)
+class RunsOrGroups:
+    """When a CPU batch's equal-length runs each get an SDPA call rather than its rows being copied
+    into :class:`PaddedGroup` blocks.
+
+    SDPA costs tens of microseconds a call (in every layer), copying costs per row, so runs pay once
+    they average enough rows; up to ``max_runs_always`` runs always do. Where the two tie depends on
+    the CPU, its thread count and the attention's shape, so the autotuner measures it for each model
+    (:mod:`poolrag.core.runs_or_groups_tuning`) and :func:`use_runs_or_groups` installs the verdict
+    for the process (a property of the machine, like oneDNN's choice of kernels; either way the
+    outputs are the same). The default, used untuned, is the tie on a 2-vCPU Xeon for 12 heads of 32.
+    """
+
+    min_rows_per_run: int = 20
+    max_runs_always: int = 8
+
+    def prefers_runs(self, runs: int, tokens: int) -> bool:
+        return runs <= max(self.max_runs_always, tokens // max(self.min_rows_per_run, 1))
+
+
+_RUNS_OR_GROUPS: dict[tuple[int, int], RunsOrGroups] = {}  # (heads, head dim) -> measured choice
+
+
+def use_runs_or_groups(heads: int, head_dim: int, choice: RunsOrGroups) -> None:
+    """Install a measured choice for attention of this shape in this process."""
+    _RUNS_OR_GROUPS[(heads, head_dim)] = choice
+
+
+def runs_or_groups(heads: int, head_dim: int) -> RunsOrGroups:
+    """The installed choice for this shape, else the default."""
+    return _RUNS_OR_GROUPS.get((heads, head_dim), RunsOrGroups())
+
+
+@dataclass(frozen=True, slots=True)
 class EqualLengthRun:
     """``count`` consecutive sequences of ``length`` tokens starting at packed row ``start``."""
 
@@ -30,21 +64,10 @@ class EqualLengthRun:
     count: int
     length: int
 
-    # a bound on SDPA's fixed cost per call (tens of microseconds, for every layer): up to 8 runs
-    # always, beyond that while runs average 20 rows. Below that, copying the rows into padded
-    # groups costs less than the calls (2 vCPUs, MiniLM's 12 heads: even at 1 to 4 rows per run
-    # grouping is 1.3x faster, at 20 rows they tie, at 25 or more runs win; a single sequence is
-    # a run, so this holds for unsorted batches too)
-    MIN_ROWS_PER_RUN = 20
-    MAX_RUNS_ALWAYS = 8
-
     @staticmethod
-    def split(lengths: torch.Tensor) -> tuple[EqualLengthRun, ...] | None:
-        """The runs of equal ``lengths`` (host tensor), or None where there are too many of them."""
+    def split(lengths: torch.Tensor) -> tuple[EqualLengthRun, ...]:
+        """The runs of equal ``lengths`` (a host tensor), in row order."""
         values, counts = torch.unique_consecutive(lengths, return_counts=True)
-        total = int(lengths.sum())
-        if len(values) > max(EqualLengthRun.MAX_RUNS_ALWAYS, total // EqualLengthRun.MIN_ROWS_PER_RUN):
-            return None
         runs, start = [], 0
         for length, count in zip(values.tolist(), counts.tolist(), strict=True):
             runs.append(EqualLengthRun(start, count, length))
@@ -100,6 +123,36 @@ class PaddedGroup:
 
 
 @dataclass(slots=True)
+class LengthSplits:
+    """A CPU batch's sequence lengths, split into equal-length runs or padded groups on first use
+    (every layer of a forward pass shares one layout, and takes the split its shape prefers)."""
+
+    lengths: torch.Tensor  # host int64, in row order
+    run_count: int
+    _runs: tuple[EqualLengthRun, ...] | None = None
+    _groups: tuple[tuple[PaddedGroup, ...], torch.Tensor] | None = None
+
+    @staticmethod
+    def of(lengths: torch.Tensor) -> LengthSplits:
+        return LengthSplits(lengths, int(torch.unique_consecutive(lengths).numel()))
+
+    @property
+    def tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    def runs(self) -> tuple[EqualLengthRun, ...]:
+        if self._runs is None:
+            self._runs = EqualLengthRun.split(self.lengths)
+        return self._runs
+
+    def groups(self) -> tuple[tuple[PaddedGroup, ...], torch.Tensor]:
+        """The groups and each packed row's position in their padded buffer."""
+        if self._groups is None:
+            self._groups = PaddedGroup.split(self.lengths)
+        return self._groups
+
+
+@dataclass(slots=True)
 class AttentionLayout:
     """Where each packed row sits in the ``[B, W]`` block attention works on."""
 
@@ -108,8 +161,7 @@ class AttentionLayout:
     cu_seqlens: torch.Tensor  # [B + 1] int32 offsets of each sequence's rows
     rows: torch.Tensor | None  # [T] positions in the flattened block; None when nothing is padded
     key_mask: torch.Tensor | None  # [B, 1, 1, W] bool, True = attend; None when nothing is masked
-    runs: tuple[EqualLengthRun, ...] | None = None  # set when attention goes run by run, unpadded
-    groups: tuple[PaddedGroup, ...] | None = None  # set when ``rows`` place the rows in padded groups
+    splits: LengthSplits | None = None  # CPU, unequal lengths: runs or groups, nothing in one block
     varlen: bool = False  # the rows go to flash varlen attention as they are: offsets are all it needs
 
     @staticmethod
@@ -132,10 +184,7 @@ class AttentionLayout:
         if bool((lengths == width).all()):
             return AttentionLayout(batch, width, cu, None, None)
         if lengths.device.type == "cpu":
-            if (runs := EqualLengthRun.split(lengths)) is not None:
-                return AttentionLayout(batch, width, cu, None, None, runs)
-            groups, rows = PaddedGroup.split(lengths)
-            return AttentionLayout(batch, width, cu, rows, None, groups=groups)
+            return AttentionLayout(batch, width, cu, None, None, LengthSplits.of(lengths))
         columns = torch.arange(width, device=lengths.device)
         keep = columns[None, :] < lengths[:, None]  # [B, W]
         rows = keep.reshape(-1).nonzero().squeeze(1)
@@ -236,8 +285,11 @@ def _varlen_keywords() -> frozenset[str]:
     return frozenset(inspect.signature(varlen_attn).parameters)
 
 
-def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int) -> torch.Tensor:
-    """``[T, 3H]`` fused query/key/value rows → ``[T, H]`` attention output rows."""
+def packed_self_attention(
+    qkv: torch.Tensor, layout: AttentionLayout, heads: int, choice: RunsOrGroups | None = None
+) -> torch.Tensor:
+    """``[T, 3H]`` fused query/key/value rows → ``[T, H]`` attention output rows; on the CPU
+    ``choice`` (default: the one installed for this shape) picks runs or padded groups."""
     rows, width3 = qkv.shape
     hidden = width3 // 3
     head_dim = hidden // heads
@@ -245,10 +297,11 @@ def packed_self_attention(qkv: torch.Tensor, layout: AttentionLayout, heads: int
         q, k, v = qkv.view(rows, 3, heads, head_dim).unbind(1)
         out = cuda_varlen_attention(q, k, v, layout.cu_seqlens, layout.width, None)
         return out.reshape(rows, hidden)
-    if layout.runs is not None:
-        return _attend_runs(qkv, layout.runs, heads, head_dim)
-    if layout.groups is not None:
-        return _attend_groups(qkv, layout, heads, head_dim)
+    if (splits := layout.splits) is not None:
+        choice = choice or runs_or_groups(heads, head_dim)
+        if choice.prefers_runs(splits.run_count, rows):
+            return _attend_runs(qkv, splits.runs(), heads, head_dim)
+        return _attend_groups(qkv, *splits.groups(), heads, head_dim)
     block = qkv
     if layout.rows is not None:
         block = qkv.new_zeros(layout.batch * layout.width, width3)
@@ -269,16 +322,17 @@ def _attend_runs(
     return out
 
 
-def _attend_groups(qkv: torch.Tensor, layout: AttentionLayout, heads: int, head_dim: int) -> torch.Tensor:
-    """The rows scattered into their :class:`PaddedGroup` blocks, one masked SDPA call per group."""
-    assert layout.groups is not None and layout.rows is not None
-    padded = layout.groups[-1].offset + layout.groups[-1].rows
+def _attend_groups(
+    qkv: torch.Tensor, groups: tuple[PaddedGroup, ...], rows: torch.Tensor, heads: int, head_dim: int
+) -> torch.Tensor:
+    """The rows scattered to ``rows`` of their :class:`PaddedGroup` blocks, one masked SDPA call per group."""
+    padded = groups[-1].offset + groups[-1].rows
     block = qkv.new_zeros(padded, qkv.shape[1])  # zeros: masked keys and values stay finite
-    block.index_copy_(0, layout.rows, qkv)
+    block.index_copy_(0, rows, qkv)
     out = qkv.new_empty(padded, heads * head_dim)
-    for group in layout.groups:
+    for group in groups:
         _attend_block(block, out, group.offset, group.count, group.width, group.key_mask, heads)
-    return out.index_select(0, layout.rows)
+    return out.index_select(0, rows)
 
 
 def _attend_block(

@@ -39,6 +39,11 @@ class TuneReportCollector(Collector):
         batch = GaugeMetricFamily(
             "poolrag_autotune_batch_tokens", "Tokens in the timing batch.", labels=("model",)
         )
+        rows_per_run = GaugeMetricFamily(
+            "poolrag_autotune_attention_min_rows_per_run",
+            "Fewest rows an equal-length run must average for CPU attention to call SDPA per run.",
+            labels=("model",),
+        )
         timing = GaugeMetricFamily(
             "poolrag_autotune_candidate_seconds",
             "Median seconds per timing batch of each timed candidate.",
@@ -60,10 +65,12 @@ class TuneReportCollector(Collector):
                 continue
             info.add_metric((name, report.state, verdict.impl, verdict.forward, verdict.fast_mode or ""), 1)
             batch.add_metric((name,), verdict.batch_tokens)
+            if verdict.min_rows_per_run is not None:
+                rows_per_run.add_metric((name,), verdict.min_rows_per_run)
             for candidate in verdict.candidates:
                 labels = (name, candidate.impl, candidate.forward, candidate.precision, candidate.status)
                 if candidate.seconds is not None:
                     timing.add_metric(labels, candidate.seconds)
                 if candidate.min_cosine is not None:
                     cosine.add_metric(labels, candidate.min_cosine)
-        yield from (info, seconds, batch, timing, cosine)
+        yield from (info, seconds, batch, rows_per_run, timing, cosine)
