@@ -161,8 +161,12 @@ def measured_file(
             lambda body: json.dumps({**body, "verdict": {**body["verdict"], "min_rows_per_run": 0}}),
             "min_rows_per_run is 0",
         ),
+        (
+            lambda body: json.dumps({**body, "verdict": {**body["verdict"], "min_rows_per_run": True}}),
+            "min_rows_per_run is not a count",
+        ),
     ],
-    ids=["corrupt", "foreign", "unknown-name", "not-a-number", "zero-rows-per-run"],
+    ids=["corrupt", "foreign", "unknown-name", "not-a-number", "zero-rows-per-run", "true-rows-per-run"],
 )
 def test_a_bad_verdict_file_is_ignored_with_one_warning_and_tuned_again(
     cache: Path,

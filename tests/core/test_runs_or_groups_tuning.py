@@ -30,9 +30,17 @@ def test_one_noisy_probe_moves_the_bound_little() -> None:
     assert abs(crossing(points) - 24) <= 3
 
 
-def test_the_bound_stays_within_what_the_probes_speak_for() -> None:
+def test_the_bound_stays_within_its_range() -> None:
     assert crossing(_line(1.0, 0.4, ROWS)) == LOWEST  # runs win everywhere
     assert crossing(_line(5000.0, 0.4, ROWS)) == HIGHEST  # groups win everywhere
+    nearly_flat = [(r, 0.6 * r**0.0005) for r in ROWS]  # the line meets 1 at e**1000 rows a run
+    assert crossing(nearly_flat) == HIGHEST
+
+
+def test_probes_without_a_usable_ratio_are_left_out() -> None:
+    points = [*_line(24.0, 0.4, ROWS), (12.0, 0.0), (40.0, float("inf")), (30.0, float("nan"))]
+    assert crossing(points) == 24
+    assert crossing([(10.0, 0.0), (20.0, 1.2)]) is None  # one usable point draws no line
 
 
 @pytest.mark.parametrize("slope", [0.0, -0.3])

@@ -46,6 +46,11 @@ def test_packed_rows_attend_within_their_sequence(lengths: list[int], choice: Ru
     torch.testing.assert_close(
         packed_self_attention(qkv, layout, HEADS, choice), _per_sequence(qkv, lengths), rtol=0, atol=1e-6
     )
+    if layout.splits is not None:  # the split asked for is the one taken
+        assert (layout.splits._runs is not None, layout.splits._groups is not None) == (
+            choice is RUNS,
+            choice is GROUPS,
+        )
 
 
 def test_equal_length_runs_cover_the_rows_in_order() -> None:

@@ -84,8 +84,10 @@ class TuneReport:
     Attributes:
         state: ``measured`` (timed now and saved), ``cached`` (an earlier verdict taken as is),
             ``off`` (``tune="off"``) or ``skipped`` (nothing to choose between: ``reason`` says why).
-        verdict: the choice and every candidate's timing (None when off or skipped).
-        seconds: what tuning cost this load (0 when cached).
+        verdict: the choice and every candidate's timing (None when off, or skipped before
+            anything was measured).
+        seconds: what tuning cost this load (0 when cached, unless an older verdict's missing
+            attention bound was measured now).
         path: the verdict file.
     """
 
@@ -432,12 +434,15 @@ def load_tuned(
     wants_fast = request.fast_mode == "auto"
     if cached is not None and (not wants_fast or cached.fast_mode is not None):
         pipeline = build(cached.impl)  # type: ignore[arg-type]
+        started = time.perf_counter()
         rows = _runs_or_groups(pipeline, cached.min_rows_per_run)
+        reason, seconds = "verdict read from disk", 0.0
         if rows != cached.min_rows_per_run:  # a file from before the bound was measured
             cached = replace(cached, min_rows_per_run=rows)
             write_verdict(key, cached)
+            reason, seconds = f"{reason}; attention's bound measured now", time.perf_counter() - started
         fast = _fast_choice(request, cached.fast_mode)
-        report = TuneReport("cached", "verdict read from disk", cached, 0.0, str(key.path()))
+        report = TuneReport("cached", reason, cached, seconds, str(key.path()))
         logger.info("autotune: %s %s (cached verdict %s)", cached.impl, cached.forward, key.path())
         forward = cached.forward if fast is None else cached.fast_forward
         # a pinned fast mode other than the measured one was not timed compiled

@@ -208,11 +208,11 @@ def _verdict(raw: dict[str, Any]) -> Verdict:
         seconds=_number(raw.get("seconds"), "seconds") or 0.0,
         fast_reference_seconds=_number(raw.get("fast_reference_seconds"), "fast_reference_seconds", True),
         fast_forward=_name(raw.get("fast_forward", "eager"), FORWARDS, "fast_forward"),
-        min_rows_per_run=_rows(raw.get("min_rows_per_run")),
+        min_rows_per_run=_min_rows_per_run(raw.get("min_rows_per_run")),
     )
 
 
-def _rows(value: object) -> int | None:
+def _min_rows_per_run(value: object) -> int | None:
     if value is None:
         return None
     rows = _count(value, "min_rows_per_run")

@@ -136,10 +136,6 @@ class LengthSplits:
     def of(lengths: torch.Tensor) -> LengthSplits:
         return LengthSplits(lengths, int(torch.unique_consecutive(lengths).numel()))
 
-    @property
-    def tokens(self) -> int:
-        return int(self.lengths.sum())
-
     def runs(self) -> tuple[EqualLengthRun, ...]:
         if self._runs is None:
             self._runs = EqualLengthRun.split(self.lengths)
