@@ -9,7 +9,7 @@ import pytest
 
 from poolrag import PoolingParams
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
-from poolrag.model_facts import ModelFacts
+from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.params import POOLING_TASKS, PoolerDefaults
 from poolrag.request import ResolvedParams
 
@@ -98,3 +98,31 @@ def test_verify_refuses_returned_token_ids_outside_the_head(facts: ModelFacts) -
         PoolingParams(returned_token_ids=(2,)).verify("reward", facts, head)
     with pytest.raises(InvalidInputError, match="max_active_dims applies to sparse_embed"):
         PoolingParams(max_active_dims=3).verify("embed", facts)
+
+
+def test_normalize_is_refused_where_it_would_change_nothing(facts: ModelFacts) -> None:
+    """Scores and labels are not normalised, so ``normalize`` on them would be silently ignored;
+    it is refused, naming the field (vLLM's ``verify`` refuses it too)."""
+    cross_encoder = dataclasses.replace(facts, score_kind=ScoreKind.CROSS_ENCODER)
+    for task, model in (
+        ("classify", facts),
+        ("token_classify", facts),
+        ("reward", facts),
+        ("score", cross_encoder),
+    ):
+        with pytest.raises(
+            InvalidInputError, match=f"normalize applies to vectors, not to task '{task}'"
+        ) as refused:
+            PoolingParams(normalize=False).verify(task, model)
+        assert refused.value.param == "normalize"
+    # a bi-encoder's score compares vectors, which normalize does shape (dot-product similarity)
+    assert PoolingParams(normalize=False).verify("score", facts).normalize is False
+
+
+def test_use_activation_is_vllms_newer_name_of_normalize_on_vectors(facts: ModelFacts) -> None:
+    for task in ("embed", "token_embed", "sparse_embed"):
+        assert PoolingParams(use_activation=False).verify(task, facts).normalize is False
+        assert PoolingParams(use_activation=False, normalize=False).verify(task, facts).normalize is False
+        with pytest.raises(InvalidInputError, match="normalize and use_activation disagree") as refused:
+            PoolingParams(use_activation=False, normalize=True).verify(task, facts)
+        assert refused.value.param == "use_activation"

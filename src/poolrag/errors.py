@@ -9,7 +9,17 @@ from __future__ import annotations
 
 
 class PoolragError(Exception):
-    """Base class of every error poolrag raises on purpose."""
+    """Base class of every error poolrag raises on purpose.
+
+    ``param`` names the request field at fault where one is (the server reports it as OpenAI's
+    ``error.param``)."""
+
+    param: str | None = None
+
+    def __init__(self, *args: object, param: str | None = None) -> None:
+        super().__init__(*args)
+        if param is not None:
+            self.param = param
 
 
 class InvalidInputError(PoolragError, ValueError):

@@ -8,7 +8,7 @@ from dataclasses import InitVar, dataclass, field, replace
 from typing import Literal, TypeVar
 
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
-from poolrag.model_facts import ModelFacts
+from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.request import ResolvedParams
 
 POOLING_TASKS: tuple[str, ...] = (
@@ -23,6 +23,10 @@ POOLING_TASKS: tuple[str, ...] = (
 # Not a task callers name: the engine's encode_multi asks a three-head model (BGE-M3) for its
 # dense, sparse and ColBERT vectors of each text from one forward pass.
 MULTI_VECTOR_TASK = "multi_vector"
+#: Tasks whose output is a vector: ``normalize`` is their switch (``use_activation`` its newer
+#: vLLM name). The others (classify, cross-encoder score, token_classify, reward) have only
+#: ``use_activation``.
+VECTOR_TASKS = frozenset({"embed", "token_embed", "sparse_embed"})
 InputType = Literal["query", "document"]
 T = TypeVar("T")
 
@@ -61,8 +65,10 @@ class PoolingParams:
 
     Attributes:
         dimensions: Matryoshka output size; the vector is truncated *before* normalisation.
-        normalize: L2-normalise embeddings (default from the model folder).
+        normalize: L2-normalise embeddings (default from the model folder); refused for tasks
+            whose outputs are scores or labels, which it would not change.
         use_activation: apply the classifier's activation (softmax / sigmoid); ``False`` returns logits.
+            On vector tasks it is vLLM's newer name of ``normalize`` (both given must agree).
         truncate_prompt_tokens: keep at most this many tokens (``-1``: the model's maximum). Without it,
             an over-long input is an error rather than a silently truncated answer.
         input_type: ``"query"`` or ``"document"``; selects prompts and ColBERT query/document encoding.
@@ -133,11 +139,12 @@ class PoolingParams:
             verify_dimensions(dimensions, facts)
         if self.max_active_dims is not None and task != "sparse_embed":
             raise InvalidInputError(f"max_active_dims applies to sparse_embed, not to task {task!r}")
+        normalize = self._normalize_switch(task, facts)
         task = defaults.task_aliases.get(task, task)
         return ResolvedParams(
             task=task,
             dimensions=dimensions,
-            normalize=bool(_first(self.normalize, facts.normalizes_embeddings if embed else True)),
+            normalize=bool(_first(normalize, facts.normalizes_embeddings if embed else True)),
             use_activation=bool(
                 _first(
                     self.use_activation,
@@ -150,6 +157,26 @@ class PoolingParams:
             returned_token_ids=_returned_token_ids(self, task, defaults),
             max_active_dims=self.max_active_dims,
         )
+
+    def _normalize_switch(self, task: str, facts: ModelFacts) -> bool | None:
+        """The request's ``normalize`` for ``task``, or an error where the task has no such switch:
+        a field that changes nothing must not be answered as if it had been applied."""
+        cross_encoder = facts.score_kind is ScoreKind.CROSS_ENCODER
+        vectors = task in VECTOR_TASKS or (task == "score" and not cross_encoder)
+        if not vectors:
+            if self.normalize is not None:
+                raise InvalidInputError(
+                    f"normalize applies to vectors, not to task {task!r}; its switch is use_activation",
+                    param="normalize",
+                )
+            return None
+        both = self.normalize is not None and self.use_activation is not None
+        if both and self.normalize != self.use_activation:
+            raise InvalidInputError(
+                "normalize and use_activation disagree; on vectors they are the same switch, give one",
+                param="use_activation",
+            )
+        return _first(self.normalize, self.use_activation)
 
 
 def _first(*values: T | None) -> T | None:

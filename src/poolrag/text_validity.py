@@ -55,7 +55,7 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def check_text(value: object, what: str = "input") -> str:
+def check_text(value: object, what: str = "input", param: str | None = None) -> str:
     """``value`` if it is a string a model can read; every front door calls it.
 
     Raises:
@@ -63,8 +63,8 @@ def check_text(value: object, what: str = "input") -> str:
         InvalidInputError: the text is invalid or empty by the rule above.
     """
     if not isinstance(value, str):
-        raise InputTypeError(f"{what} must be a string, not {type(value).__name__}")
+        raise InputTypeError(f"{what} must be a string, not {type(value).__name__}", param=param)
     problem = text_problem(value)
     if problem is not None:
-        raise InvalidInputError(f"{what} {problem}")
+        raise InvalidInputError(f"{what} {problem}", param=param)
     return value

@@ -276,10 +276,14 @@ def test_parameters_the_endpoint_would_ignore_are_refused_before_sending(client:
 
 def test_normalize_false_goes_over_http(client: PoolragClient, minilm_engine: Engine) -> None:
     """/v1/embeddings honours vLLM's ``normalize`` (issue 30, item 4), so the client sends it."""
-    params = PoolingParams(normalize=False)
-    np.testing.assert_allclose(
-        client.embed_array(["text"], params), minilm_engine.embed_array(["text"], params), rtol=0, atol=1e-5
-    )
+    for params in (PoolingParams(normalize=False), PoolingParams(use_activation=False)):  # vLLM's newer name
+        np.testing.assert_allclose(
+            client.embed_array(["text"], params),
+            minilm_engine.embed_array(["text"], params),
+            rtol=0,
+            atol=1e-5,
+        )
+    assert np.linalg.norm(client.embed_array(["text"], PoolingParams(use_activation=False))[0]) > 1.01
 
 
 def test_local_checks_match_the_engines(client: PoolragClient) -> None:

@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from tiny_models import HIDDEN
 
 from poolrag import Engine, PoolingParams
+from poolrag.errors import InvalidInputError
 
 DIM = 16
 QUERY_LEN, DOC_LEN = 12, 20
@@ -94,11 +95,11 @@ def _stanford_folder(pylate: Path, tmp_path: Path) -> Path:
     return folder
 
 
-def _reference(folder: Path, text: str, is_query: bool) -> np.ndarray:
+def _reference(folder: Path, text: str, is_query: bool, length: int | None = None) -> np.ndarray:
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     model = transformers.AutoModel.from_pretrained(folder).eval()
     weight = load_file(str(folder / "1_Dense" / "model.safetensors"))["linear.weight"]
-    length = QUERY_LEN if is_query else DOC_LEN
+    length = length or (QUERY_LEN if is_query else DOC_LEN)
     ids = tokenizer(text, truncation=True, max_length=length - 1)["input_ids"]
     attend = [1] * len(ids)
     if is_query:
@@ -145,6 +146,23 @@ def test_token_vectors_match_the_reference(folders, layout: str) -> None:
             np.testing.assert_allclose(out.outputs.data, reference, atol=1e-5)
     query_out = engine.encode(QUERIES[:1], "token_embed", PoolingParams(input_type="query"))[0]
     assert query_out.outputs.data.shape == (QUERY_LEN, DIM)  # expansion tokens are kept
+
+
+def test_truncate_prompt_tokens_shortens_queries_and_documents(folders) -> None:
+    """A request's limit shortens the model's query and document lengths (as if the folder said
+    so); a limit that leaves no text beside [CLS], the marker and [SEP] is refused."""
+    engine = Engine(folders["pylate"])
+    for is_query, text, limit in ((True, QUERIES[1], 6), (False, DOCUMENTS[2], 9)):
+        params = PoolingParams(input_type="query" if is_query else "document", truncate_prompt_tokens=limit)
+        (out,) = engine.encode([text], "token_embed", params)
+        reference = _reference(folders["pylate"], text, is_query, length=limit)
+        assert out.num_tokens == limit
+        np.testing.assert_allclose(out.outputs.data, reference, atol=1e-5)
+    with pytest.raises(InvalidInputError, match="must be at least 4") as refused:
+        engine.encode(
+            ["x y z"], "token_embed", PoolingParams(input_type="document", truncate_prompt_tokens=3)
+        )
+    assert refused.value.param == "truncate_prompt_tokens"
 
 
 def test_maxsim_score_is_sum_of_best_matches(folders) -> None:

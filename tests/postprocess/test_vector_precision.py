@@ -7,7 +7,7 @@ import pytest
 from sentence_transformers.util.quantization import quantize_embeddings
 
 from poolrag.errors import InvalidInputError
-from poolrag.postprocess.vector_precision import quantize_vectors
+from poolrag.postprocess.vector_precision import bucket_centres, quantize_vectors
 
 
 @pytest.fixture
@@ -57,3 +57,23 @@ def test_one_vector_without_calibration_is_refused(vectors):
 def test_an_unknown_precision_is_refused(vectors):
     with pytest.raises(InvalidInputError, match="precision 'int4' is not one of"):
         quantize_vectors(vectors, "int4")
+
+
+def test_equal_vectors_give_no_range_of_their_own(vectors):
+    """The same text twice: every dimension would fall in bucket 0, so nothing is said by the
+    answer; refused, pointing to the two ways to give ranges."""
+    with pytest.raises(InvalidInputError, match=r"these are all equal .* send calibration vectors"):
+        quantize_vectors(np.repeat(vectors[:1], 2, axis=0), "int8")
+
+
+def test_a_flat_dimension_stands_for_its_one_value(vectors):
+    ranges = np.vstack((vectors.min(axis=0), vectors.max(axis=0)))
+    ranges[:, 3] = 0.25  # every calibration vector had 0.25 there
+    buckets = quantize_vectors(vectors, "uint8", calibration=np.vstack((ranges, ranges)))
+    centres = bucket_centres(buckets, ranges)
+    assert (centres[:, 3] == 0.25).all()
+    others = np.delete(np.arange(vectors.shape[1]), 3)
+    steps = (ranges[1] - ranges[0])[others] / 255
+    assert (
+        np.abs(np.clip(vectors, ranges[0], ranges[1])[:, others] - centres[:, others]) <= steps / 2 + 1e-6
+    ).all()

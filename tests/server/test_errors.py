@@ -13,8 +13,8 @@ LONG_TEXT = "retrieval " * 300
 # (path, JSON body, expected error code or None, fragment of the message, param)
 MINILM_CASES = [
     ("/v1/embeddings", {"input": []}, "empty_input", "input must not be empty", "input"),
-    ("/v1/embeddings", {"input": ""}, "invalid_value", "input is empty", None),
-    ("/v1/embeddings", {"input": ["fine", "   "]}, "invalid_value", "input is empty", None),
+    ("/v1/embeddings", {"input": ""}, "invalid_value", "input is empty", "input"),
+    ("/v1/embeddings", {"input": ["fine", "   "]}, "invalid_value", "input[1] is empty", "input"),
     (
         "/v1/embeddings",
         {"input": 123},
@@ -34,7 +34,35 @@ MINILM_CASES = [
         "truncate_prompt_tokens",
         None,
     ),
-    ("/v1/embeddings", {"input": [[]]}, "invalid_value", "prompt_token_ids is empty", None),
+    ("/v1/embeddings", {"input": [[]]}, "invalid_value", "prompt_token_ids is empty", "input"),
+    (
+        "/v1/embeddings",
+        {"input": [[101], []]},
+        "invalid_value",
+        "input[1]: prompt_token_ids is empty",
+        "input",
+    ),
+    (
+        "/v1/embeddings",
+        {"input": "hello world foo bar", "truncate_prompt_tokens": 1},
+        "invalid_value",
+        "truncate_prompt_tokens=1 leaves no room for text: this model adds 2 special tokens",
+        "truncate_prompt_tokens",
+    ),
+    (
+        "/score",
+        {"text_1": "what is it", "text_2": "short doc here", "truncate_prompt_tokens": 2},
+        "invalid_value",
+        "so it must be at least 3",
+        "truncate_prompt_tokens",
+    ),
+    (
+        "/pooling",
+        {"input": "x", "task": "embed", "normalize": False, "use_activation": True},
+        "invalid_value",
+        "normalize and use_activation disagree",
+        "use_activation",
+    ),
     ("/v1/embeddings", {"input": [99999999]}, "invalid_value", "token ids must be in [0, 30522)", None),
     ("/v1/embeddings", {"input": [-1, 5]}, "invalid_value", "token ids must be in", None),
     (

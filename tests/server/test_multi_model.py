@@ -70,6 +70,10 @@ def test_embed_on_one_model_and_rerank_on_the_other(two_models: TwoModels) -> No
     # each answer names the weights of the model that produced it
     assert unquote(embedded.headers[MODEL_IDENTITY_HEADER]).startswith("embedder@")
     assert unquote(reranked.headers[MODEL_IDENTITY_HEADER]).startswith("reranker@")
+    # an answer no model gave names none of them
+    with httpx.Client(timeout=120) as http:
+        unknown = http.post(f"{two_models.url}/v1/embeddings", json={"model": "gpt-4", "input": "x"})
+    assert unknown.status_code == 404 and MODEL_IDENTITY_HEADER not in unknown.headers
 
 
 def test_an_alias_and_a_missing_model_field_reach_their_model(two_models: TwoModels) -> None:

@@ -49,3 +49,27 @@ def test_reward_equals_offline(cross_encoder_server: Served, http: httpx.Client)
     expected = [out.outputs.data for out in cross_encoder_server.engine.reward(["good", "bad"])]
     for item, data in zip(body["data"], expected, strict=True):
         np.testing.assert_allclose(item["data"], data, rtol=0, atol=1e-6)
+
+
+def test_colbert_truncation_is_applied_not_ignored(colbert_server: Served, http: httpx.Client) -> None:
+    text = "the quick brown fox jumps over the lazy dog again and again"
+    body = http.post(
+        f"{colbert_server.url}/pooling",
+        json={"input": text, "task": "token_embed", "truncate_prompt_tokens": 5},
+    ).json()
+    params = PoolingParams(truncate_prompt_tokens=5)
+    expected = colbert_server.engine.encode(text, "token_embed", params)[0]
+    assert body["usage"]["prompt_tokens"] == expected.num_tokens == 5
+    np.testing.assert_allclose(body["data"][0]["data"], expected.outputs.data, rtol=0, atol=1e-6)
+
+
+def test_normalize_on_a_classifier_is_refused_not_ignored(
+    classifier_server: Served, http: httpx.Client
+) -> None:
+    """Class probabilities are not normalised vectors: the field would change nothing."""
+    response = http.post(
+        f"{classifier_server.url}/pooling", json={"input": "hello", "task": "classify", "normalize": False}
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == "normalize" and "its switch is use_activation" in error["message"]

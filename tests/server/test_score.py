@@ -43,3 +43,20 @@ def test_cross_encoder_scores_equal_offline(
     )
     tokens = sum(out.num_tokens for out in cross_encoder_server.engine.score(QUERY, DOCUMENTS))
     assert body["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}
+
+
+def test_cross_encoder_truncation_keeps_text_of_both_sides_or_is_refused(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """A pair truncated to ``N`` tokens is ``N`` tokens; a limit below the pair's special tokens
+    plus one token of each text would leave nothing to score, and is refused naming the field."""
+    body = {"text_1": QUERY, "text_2": DOCUMENTS[0], "truncate_prompt_tokens": 8}
+    answer = http.post(f"{cross_encoder_server.url}/score", json=body).json()
+    assert answer["usage"]["prompt_tokens"] == 8
+    refused = http.post(f"{cross_encoder_server.url}/score", json={**body, "truncate_prompt_tokens": 4})
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert (
+        error["param"] == "truncate_prompt_tokens"
+        and "adds 3 special tokens to each pair" in error["message"]
+    )

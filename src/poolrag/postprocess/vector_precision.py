@@ -42,10 +42,10 @@ def bucket_steps(ranges: np.ndarray) -> np.ndarray:
 
 
 def bucket_centres(buckets: np.ndarray, ranges: np.ndarray) -> np.ndarray:
-    """What uint8 ``buckets`` stand for: each bucket's centre, within half a bucket of the vector."""
-    return (ranges[0] + bucket_steps(ranges) * (np.asarray(buckets, dtype=np.float32) + 0.5)).astype(
-        np.float32
-    )
+    """What uint8 ``buckets`` stand for: each bucket's centre, within half a bucket of the vector
+    (a flat dimension's one value exactly)."""
+    centres = ranges[0] + bucket_steps(ranges) * (np.asarray(buckets, dtype=np.float32) + 0.5)
+    return np.where(ranges[1] == ranges[0], ranges[0], centres).astype(np.float32)
 
 
 def _scaled(vectors: np.ndarray, ranges: np.ndarray) -> np.ndarray:
@@ -79,6 +79,11 @@ def quantize_vectors(
         bounds = ranges.for_width(rows.shape[1])
     elif rows.shape[0] >= 2:
         bounds = calibration_ranges(rows, rows.shape[1])
+        if (bounds[0] == bounds[1]).all():
+            raise InvalidInputError(
+                f"{precision} scaled by the vectors themselves needs them to differ, and these are all "
+                "equal (the same text repeated?): send calibration vectors or use fixed ranges"
+            )
     else:
         raise InvalidInputError(
             f"{precision} of one vector needs fixed ranges (a calibration set, or a ranges file from "

@@ -80,15 +80,15 @@ def error_response(error: APIError) -> JSONResponse:
 def from_poolrag_error(exc: PoolragError) -> APIError:
     """Map the engine's errors: anything the caller caused is a 400 with the engine's message."""
     if isinstance(exc, InputTooLongError):
-        return APIError(400, str(exc), param="input", code="context_length_exceeded")
+        return APIError(400, str(exc), param=exc.param or "input", code="context_length_exceeded")
     if isinstance(exc, DimensionsError):
         return APIError(400, str(exc), param="dimensions", code="invalid_dimensions")
     if isinstance(exc, UnsupportedTaskError):
-        return APIError(400, str(exc), code="unsupported_task")
+        return APIError(400, str(exc), param=exc.param, code="unsupported_task")
     if isinstance(exc, InputTypeError):
-        return APIError(400, str(exc), code="invalid_type")
+        return APIError(400, str(exc), param=exc.param, code="invalid_type")
     if isinstance(exc, InvalidInputError):
-        return APIError(400, str(exc), code="invalid_value")
+        return APIError(400, str(exc), param=exc.param, code="invalid_value")
     return APIError(500, f"the model failed: {exc}", type="server_error", code="model_error")
 
 

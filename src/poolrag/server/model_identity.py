@@ -23,12 +23,14 @@ def _encoded(facts: ModelFacts) -> list[tuple[bytes, bytes]]:
 class ModelIdentityMiddleware:
     """Adds the served facts' identity headers (:func:`poolrag.client.wire.identity_headers`, which
     the client reads back) to every HTTP response: those of the model the request was routed to
-    (named under ``scope_key`` by the route), else of the first model served."""
+    (named under ``scope_key`` by the route). An answer no model gave (a 404 for an unknown model,
+    a refused body) names the one model when only one is served, and none among several, where
+    naming the first would tell a client the wrong weights."""
 
     def __init__(self, app: ASGIApp, facts: Sequence[ModelFacts], scope_key: str) -> None:
         self.app = app
         self.by_name = {one.model_name: _encoded(one) for one in facts}
-        self.default = _encoded(facts[0])
+        self.default = _encoded(facts[0]) if len(facts) == 1 else []
         self.scope_key = scope_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -157,6 +157,18 @@ class InputProcessor:
             return None
         return self.max_len if truncate == -1 else min(truncate, self.max_len)
 
+    def _check_room(self, limit: int, pair: bool = False, marker: bool = False) -> None:
+        """Refuse a limit that leaves no token of text (of each text of a pair) beside the special
+        tokens; the tokenizer itself would log an error and return the text uncut."""
+        specials = self.tokenizer.num_special_tokens_to_add(pair=pair) + int(marker)
+        least = specials + (2 if pair else 1)
+        if limit < least:
+            raise InvalidInputError(
+                f"truncate_prompt_tokens={limit} leaves no room for text: this model adds {specials} "
+                f"special tokens to each {'pair' if pair else 'input'}, so it must be at least {least}",
+                param="truncate_prompt_tokens",
+            )
+
     def _check_length(self, ids: Sequence[int]) -> None:
         if len(ids) > self.max_len:
             raise InputTooLongError(len(ids), self.max_len)
@@ -165,20 +177,23 @@ class InputProcessor:
     def texts(
         self, prompts: Sequence[PromptInput], params: ResolvedParams, truncate: int | None, prompt: str | None
     ) -> list[PoolingRequest]:
-        if self.colbert is not None and params.task in ("token_embed", "score"):
-            return self._colbert(prompts, params)
-        prefix = self.prompts.prefix_for(params.input_type, prompt)
         limit = self._limit(truncate)
+        if self.colbert is not None and params.task in ("token_embed", "score"):
+            return self._colbert(prompts, params, limit)
+        prefix = self.prompts.prefix_for(params.input_type, prompt)
         chunking = self.chunked and params.task == "embed" and limit is None
         requests: list[PoolingRequest | None] = [None] * len(prompts)
         text_positions: list[int] = []
         texts: list[str] = []
         for i, item in enumerate(prompts):
+            name = "input" if len(prompts) == 1 else f"input[{i}]"
             if isinstance(item, dict):
-                requests[i] = self._from_token_ids(item, params, limit)
+                requests[i] = self._from_token_ids(item, params, limit, name)
             else:
-                texts.append(self._kept_text(prefix + check_text(item), limit, chunking))
+                texts.append(self._kept_text(prefix + check_text(item, name, param="input"), limit, chunking))
                 text_positions.append(i)
+        if texts and limit is not None:
+            self._check_room(limit)
         if texts:
             encoded = self.tokenizer(
                 texts,
@@ -238,18 +253,18 @@ class InputProcessor:
         return ChunkedRequest(token_ids=tuple(ids), params=params, chunks=tuple(chunks))
 
     def _from_token_ids(
-        self, item: TokensPrompt, params: ResolvedParams, limit: int | None
+        self, item: TokensPrompt, params: ResolvedParams, limit: int | None, name: str = "input"
     ) -> PoolingRequest:
         ids = item.get("prompt_token_ids")
         if not isinstance(ids, (list, tuple)) or not all(
             isinstance(t, int) and not isinstance(t, bool) for t in ids
         ):
-            raise InputTypeError("prompt_token_ids must be a list of integers")
+            raise InputTypeError(f"{name}: prompt_token_ids must be a list of integers", param="input")
         if not ids:
-            raise InvalidInputError("prompt_token_ids is empty")
+            raise InvalidInputError(f"{name}: prompt_token_ids is empty", param="input")
         vocab = len(self.tokenizer)
         if any(t < 0 or t >= vocab for t in ids):
-            raise InvalidInputError(f"token ids must be in [0, {vocab})")
+            raise InvalidInputError(f"{name}: token ids must be in [0, {vocab})", param="input")
         if limit is not None:
             ids = ids[:limit]
         self._check_length(ids)
@@ -264,6 +279,8 @@ class InputProcessor:
         firsts = [check_text(a, "text_1") for a, _ in pairs]
         seconds = [check_text(b, "text_2") for _, b in pairs]
         limit = self._limit(truncate)
+        if limit is not None:
+            self._check_room(limit, pair=True)
         for j, (first, second) in enumerate(zip(firsts, seconds, strict=True)):
             firsts[j], seconds[j] = self._kept_pair(first, second, limit)
         encoded = self.tokenizer(
@@ -341,16 +358,22 @@ class InputProcessor:
     def colbert_skiplist(self) -> frozenset[int]:
         return self._colbert_ids["skiplist"] if self._colbert_ids else frozenset()
 
-    def _colbert(self, prompts: Sequence[PromptInput], params: ResolvedParams) -> list[PoolingRequest]:
+    def _colbert(
+        self, prompts: Sequence[PromptInput], params: ResolvedParams, limit: int | None
+    ) -> list[PoolingRequest]:
         """Queries: marker after [CLS], padded with [MASK] to ``query_length`` (expansion tokens
         produce vectors but are not attended to unless configured). Documents: marker, truncated to
-        ``document_length``; punctuation is dropped later, at pooling."""
+        ``document_length`` as PyLate does, so a longer text is cut without an error; punctuation is
+        dropped later, at pooling. A request's ``limit`` shortens either length further."""
         spec = self.colbert
         ids_cfg = self._colbert_ids
         assert spec is not None and ids_cfg is not None
         is_query = params.input_type == "query"
         marker = ids_cfg["query" if is_query else "document"]
         length = spec.query_length if is_query else spec.document_length
+        if limit is not None:
+            self._check_room(limit, marker=marker is not None)
+            length = min(length, limit)
         budget = length - 1 if marker is not None else length
         texts = [check_text(p) if not isinstance(p, dict) else None for p in prompts]
         if any(t is None for t in texts):

@@ -55,22 +55,6 @@ def encode_vector(
     return values.astype(np.float32).tolist()
 
 
-def _normalize(body: EmbeddingRequest) -> bool | None:
-    """``normalize`` or vLLM's newer ``use_activation`` (the same switch on embeddings)."""
-    if (
-        body.normalize is not None
-        and body.use_activation is not None
-        and body.normalize != body.use_activation
-    ):
-        raise APIError(
-            400,
-            "normalize and use_activation disagree; on embeddings they are the same switch, send one",
-            param="use_activation",
-            code="invalid_request",
-        )
-    return body.normalize if body.normalize is not None else body.use_activation
-
-
 _BYTES_ANSWER = {
     "description": "encoding_format bytes / bytes_only: the vectors' bytes back to back (bytes: a "
     "'metadata' header of JSON says where each one starts and ends)",
@@ -84,7 +68,8 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
         dimensions=body.dimensions,
-        normalize=_normalize(body),
+        normalize=body.normalize,
+        use_activation=body.use_activation,
         truncate_prompt_tokens=body.truncate_prompt_tokens,
         input_type=body.input_type,
     )
