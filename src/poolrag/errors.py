@@ -21,6 +21,18 @@ class PoolragError(Exception):
         if param is not None:
             self.param = param
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Rebuilt from its message and attributes, not by calling ``__init__`` again (whose
+        arguments differ per subclass): errors cross processes in worker pools and Ray."""
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[PoolragError], args: tuple[object, ...], state: dict[str, object]) -> PoolragError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class InvalidInputError(PoolragError, ValueError):
     """The request is malformed: empty text, wrong dimensions, bad parameters."""

@@ -110,3 +110,20 @@ def test_a_subcommand_without_its_extra_says_which_one_in_one_line(argv: list[st
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f'poolrag {argv[0]} needs the {extra} extra: pip install "poolrag[{extra}]"')
+
+
+@pytest.mark.parametrize("kind", ["milvus", "qdrant", "qdrant-edge"])
+def test_open_store_without_its_extra_names_it(kind: str, tmp_path: Path) -> None:
+    """The Python door to the stores (what the retrievers are given) says it as the CLI does."""
+    from poolrag.stores import open_store
+    from poolrag.stores.registry import STORES
+
+    extra = STORES[kind].extra
+    if not missing_extra(extra):
+        pytest.skip(f"the {extra} extra is installed here; the base_install nox session runs this")
+    with pytest.raises(ModuleNotFoundError) as missing:
+        open_store(kind, "docs", path=str(tmp_path / "db") if kind != "milvus" else None)
+    message = str(missing.value)
+    assert "\n" not in message and message.startswith(f"this store needs the {extra} extra")
+    assert f'pip install "poolrag[{extra}]"' in message
+    assert missing.value.__context__ is None  # raised before any import failed

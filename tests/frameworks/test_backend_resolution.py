@@ -50,6 +50,14 @@ def test_contradicting_arguments_are_refused(folder: str, others: dict, message:
         resolve_backend(**given)
 
 
+def test_engine_kwargs_with_a_loaded_engine_or_a_server_are_refused_not_ignored(folder: str) -> None:
+    engine = Engine(folder)
+    for others in ({"engine": engine}, {"base_url": "http://127.0.0.1:9"}):
+        with pytest.raises(InvalidInputError, match="engine_kwargs configure a model loaded here"):
+            resolve_backend(**others, engine_kwargs={"device": "cpu"})
+    assert resolve_backend(engine=engine, engine_kwargs={}) is engine  # the adapters' default
+
+
 def test_the_adapters_shared_fields_take_engine_args(folder: str) -> None:
     fields = EmbeddingFields(engine_args=EngineArgs(folder, max_model_len=24))
     assert isinstance(fields.backend, Engine) and fields.backend.max_model_len == 24

@@ -165,3 +165,11 @@ def test_bad_parameters_are_refused() -> None:
         BM25Parameters(k1=-1.0)
     with pytest.raises(InvalidInputError, match="b must"):
         BM25Parameters(b=1.5)
+
+
+def test_a_hub_id_finds_the_tokenizer_the_engine_would(encoder: BM25Encoder) -> None:
+    """The default model's hub id resolves offline to its installed copy, as for ``Engine``, so the
+    hybrid examples that name it run on a machine without the hub."""
+    by_id = BM25Encoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    assert by_id.term_counts(DOCUMENTS) == encoder.term_counts(DOCUMENTS)
+    assert by_id.tokenizer.get_vocab() == encoder.tokenizer.get_vocab()

@@ -18,7 +18,6 @@ from pydantic import Field, PrivateAttr, model_validator
 from poolrag.frameworks.colbert_search import open_colbert
 from poolrag.frameworks.fields import BackendFields
 from poolrag.retrieval import ColbertRetriever, SearchResult
-from poolrag.retrieval.colbert import content_id
 
 
 class PoolragColBERTRetriever(BackendFields, BaseRetriever):
@@ -130,11 +129,9 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
         return self._documents(await self._colbert.asearch(query, k, filter=filter))
 
 
-def _columns(documents: Sequence[Document]) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+def _columns(documents: Sequence[Document]) -> tuple[list[str], list[dict[str, Any]], list[str | None]]:
+    """Texts, metadata and ids; a document without an id gets its content id in the core (the same
+    chunk twice, a repeated header, is one document rather than an error)."""
     texts = [doc.page_content for doc in documents]
     metadatas = [dict(doc.metadata) for doc in documents]
-    ids = [
-        str(doc.id) if doc.id else content_id(text, metadata)
-        for doc, text, metadata in zip(documents, texts, metadatas, strict=True)
-    ]
-    return texts, metadatas, ids
+    return texts, metadatas, [str(doc.id) if doc.id else None for doc in documents]

@@ -7,7 +7,9 @@ import asyncio
 
 import numpy as np
 import pytest
-from llama_index.core.schema import TextNode
+from llama_index.core import Document
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.types import FilterCondition, MetadataFilter, MetadataFilters
 from llama_index.retrievers.poolrag import PoolragColBERTRetriever
 
@@ -100,6 +102,32 @@ def test_async_add_and_retrieve_and_remote_equal_in_process(
     for nodes in (asyncio.run(run_async()), remote.retrieve(QUERY), asyncio.run(remote.aretrieve(QUERY))):
         assert [n.node.node_id for n in nodes] == [n.node.node_id for n in expected]
         np.testing.assert_allclose([n.score for n in nodes], [n.score for n in expected], rtol=1e-5)
+
+
+def test_a_node_comes_back_as_it_went_in(colbert_engine: Engine, tmp_path) -> None:
+    """What LlamaIndex's own vector stores give back: the source document, hidden metadata keys
+    and offsets survive, so metadata the user kept from the LLM stays out of its prompt."""
+    document = Document(
+        text="Paris is the capital of France. It is big.",
+        metadata={"file": "a.txt", "secret": "x"},
+        excluded_llm_metadata_keys=["secret"],
+        excluded_embed_metadata_keys=["secret"],
+    )
+    (node,) = SentenceSplitter(chunk_size=64, chunk_overlap=0).get_nodes_from_documents([document])
+    for store in (None, open_store("qdrant", "nodes", path=str(tmp_path / "qdrant"))):
+        retriever = PoolragColBERTRetriever(engine=colbert_engine, store=store, similarity_top_k=1)
+        retriever.add_nodes([node])
+        (found,) = retriever.retrieve("capital of France")
+        back, llm = found.node, MetadataMode.LLM
+        assert (back.node_id, back.ref_doc_id) == (node.node_id, document.doc_id)
+        assert back.metadata == node.metadata
+        assert (back.start_char_idx, back.end_char_idx) == (node.start_char_idx, node.end_char_idx)
+        assert back.get_content(metadata_mode=llm) == node.get_content(metadata_mode=llm)
+        assert "secret" not in back.get_content(metadata_mode=llm)
+        # filters still read the metadata as the user wrote it
+        other_file = MetadataFilters(filters=[MetadataFilter(key="file", value="b.txt")])
+        filtered = PoolragColBERTRetriever(engine=colbert_engine, store=retriever.store, filters=other_file)
+        assert filtered.retrieve("capital") == []
 
 
 def test_delete_and_bad_arguments(colbert_engine: Engine, minilm_engine: Engine) -> None:

@@ -6,10 +6,9 @@ A user installs only the extras a command names; a missing one is a single line 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
-from poolrag.stores.registry import STORES
+from poolrag.stores.registry import STORES, module_installed
 
 EXIT_MISSING_EXTRA = 2
 
@@ -30,16 +29,9 @@ def extra_modules() -> dict[str, tuple[str, ...]]:
 EXTRA_MODULES = extra_modules()
 
 
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a broken or half-installed package
-        return False
-
-
 def missing_extra(extra: str) -> list[str]:
     """The modules of ``extra`` that are not installed (empty when the extra is complete)."""
-    return [module for module in extra_modules()[extra] if not _installed(module)]
+    return [module for module in extra_modules()[extra] if not module_installed(module)]
 
 
 def require_extra(command: str, extra: str) -> bool:

@@ -54,6 +54,11 @@ def resolve_backend(
         raise InvalidInputError("pass only one of engine=, client= and base_url=")
     if engine_args is not None:
         model_name = _model_of(engine_args, model_name, engine, client, base_url, engine_kwargs)
+    elif engine_kwargs and (engine is not None or client is not None or base_url is not None):
+        raise InvalidInputError(
+            "engine_kwargs configure a model loaded here from model_name=; an engine= is loaded "
+            "already and a server has its own options, so they would be ignored"
+        )
     if isinstance(cache, CachedEmbedder) and engine is client is base_url is model_name is None:
         return cache  # the embedder already wraps the engine to run
     if engine is not None:

@@ -170,9 +170,11 @@ class SparseFields(BackendFields):
             )
         if self.engine is not None:
             tokenizer = self.engine.tokenizer
-        elif self.model_name is not None or self.engine_args is not None:
-            model = self.model_name if self.engine_args is None else self.engine_args.model
-            tokenizer = BM25Encoder.from_pretrained(model).tokenizer
+        elif self.engine_args is not None:
+            args = self.engine_args
+            tokenizer = BM25Encoder.from_pretrained(args.tokenizer or args.model, args.revision).tokenizer
+        elif self.model_name is not None:
+            tokenizer = BM25Encoder.from_pretrained(self.model_name).tokenizer
         else:
             raise InvalidInputError("BM25 needs a tokenizer: pass engine= or model_name= (a path or hub id)")
         encoder = BM25Encoder(tokenizer, BM25Parameters(self.k1, self.b))

@@ -115,7 +115,7 @@ class ColbertRetriever:
         self,
         texts: Sequence[str],
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-        ids: Sequence[str] | None = None,
+        ids: Sequence[str | None] | None = None,
     ) -> list[str]:
         """Encode ``texts`` as documents and store them with their metadata; returns their ids
         (the given ones, else content-addressed). Adding an id again replaces that text."""
@@ -130,7 +130,7 @@ class ColbertRetriever:
         self,
         texts: Sequence[str],
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-        ids: Sequence[str] | None = None,
+        ids: Sequence[str | None] | None = None,
     ) -> list[str]:
         """:meth:`add_texts` for asyncio: the encoding joins the backend's batches, the write runs
         in a worker thread."""
@@ -231,10 +231,11 @@ def _checked_query(k: int, filter: MetadataFilter | None) -> CheckedFilter | Non
 def _columns(
     texts: Sequence[str],
     metadatas: Sequence[Mapping[str, Any] | None] | None,
-    ids: Sequence[str] | None,
+    ids: Sequence[str | None] | None,
 ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """The three columns of one add, checked: equal lengths, string texts, unique given ids, and
-    metadata that does not overwrite the payload's own fields."""
+    metadata that does not overwrite the payload's own fields. A text without an id (``ids`` absent,
+    or ``None`` in it) gets its content id, so the same text and metadata twice is one document."""
     if isinstance(texts, str):
         raise InvalidInputError("add_texts takes a list of texts, not one string")
     texts = list(texts)
@@ -252,11 +253,10 @@ def _columns(
             raise InvalidInputError(
                 f"metadata keys {sorted(clash)} are the payload's own fields; rename them"
             )
-    if ids is None:
-        return texts, metas, [content_id(t, m) for t, m in zip(texts, metas, strict=True)]
-    given = [str(i) for i in ids]
-    if any(not i for i in given):
+    given = [None if i is None else str(i) for i in ids] if ids is not None else [None] * len(texts)
+    named = [i for i in given if i is not None]
+    if any(not i for i in named):
         raise InvalidInputError("ids must be non-empty strings")
-    if len(set(given)) != len(given):
+    if len(set(named)) != len(named):
         raise InvalidInputError("ids must be unique within one call")
-    return texts, metas, given
+    return texts, metas, [i or content_id(t, m) for i, t, m in zip(given, texts, metas, strict=True)]

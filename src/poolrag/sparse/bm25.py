@@ -190,11 +190,19 @@ class BM25Encoder:
         self._dropped: dict[int, bool] = {}  # token id → dropped, filled as tokens are first seen
 
     @classmethod
-    def from_pretrained(cls, model: str | Path, **kwargs: Any) -> BM25Encoder:
-        """The tokenizer of a model folder (or hub name); BM25 needs nothing else from the model."""
+    def from_pretrained(cls, model: str | Path, revision: str | None = None, **kwargs: Any) -> BM25Encoder:
+        """The tokenizer of a model folder (or hub id), found as ``Engine`` finds it: a hub id
+        resolves to the installed copy when the hub is out of reach, and a sentence-transformers
+        folder's tokenizer is its Transformer module's. BM25 needs nothing else from the model."""
         from transformers import AutoTokenizer
 
-        return cls(AutoTokenizer.from_pretrained(str(model)), **kwargs)
+        from poolrag.config.model_spec import load_model_spec
+        from poolrag.config.resolve import resolve_model_path
+
+        folder = resolve_model_path(model, revision)
+        if (folder / "modules.json").is_file():
+            folder = load_model_spec(folder, None, trust_remote_code=False).transformer_path
+        return cls(AutoTokenizer.from_pretrained(folder), **kwargs)
 
     def analyzer_record(self) -> dict[str, Any]:
         """How this encoder splits text into terms, as a collection records it."""

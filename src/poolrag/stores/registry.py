@@ -9,6 +9,7 @@ with an ``open`` classmethod) and one line in :data:`STORES`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,23 @@ class StoreEntry:
         return f'pip install "poolrag[{self.extra}]"' if self.extra else ""
 
     def store_class(self) -> type:
+        """The class, once its client is known to be installed: a missing extra is one line naming
+        it, not an import error from deep inside the store module."""
+        missing = [name for name in self.client_modules if not module_installed(name)]
+        if missing:
+            raise ModuleNotFoundError(
+                f"this store needs the {self.extra} extra: {self.pip_hint} (missing: {', '.join(missing)})",
+                name=missing[0],
+            )
         return getattr(importlib.import_module(self.module), self.class_name)
+
+
+def module_installed(name: str) -> bool:
+    """Whether a top-level module can be imported (looked up, not imported)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a broken or half-installed package
+        return False
 
 
 #: kind -> entry; the order is the order of the CLI's choices (the first is its default).

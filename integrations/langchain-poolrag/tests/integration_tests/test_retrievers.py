@@ -166,6 +166,18 @@ def test_re_adding_an_id_replaces_it_and_delete_removes_it(colbert_engine: Engin
     assert {"doc-0", "doc-1"}.isdisjoint(d.id for d in retriever.invoke("capital"))
 
 
+def test_the_same_chunk_twice_without_ids_is_one_document(colbert_engine: Engine) -> None:
+    """Splitters repeat chunks (headers, boilerplate); without ids they are content-addressed, as
+    add_texts does, so a repeat is stored once; ids given twice in one call are still refused."""
+    retriever = PoolragColBERTRetriever(engine=colbert_engine)
+    chunk = Document(page_content="Chapter 1", metadata={"source": "a.txt"})
+    ids = retriever.add_documents([chunk, chunk, Document(page_content="Rome is in Italy.")])
+    assert ids[0] == ids[1] != ids[2] and retriever.colbert.count() == 2
+    assert retriever.add_texts(["Chapter 1"], [{"source": "a.txt"}]) == ids[:1]
+    with pytest.raises(InvalidInputError, match="ids must be unique within one call"):
+        retriever.add_documents([Document(page_content="a", id="x"), Document(page_content="b", id="x")])
+
+
 def test_a_qdrant_collection_on_disk_is_searchable_after_reopening(
     colbert_engine: Engine, tmp_path: Path
 ) -> None:

@@ -39,6 +39,9 @@ def test_bm25_vectors_are_the_core_encoders(minilm_engine: Engine, minilm_path: 
     assert [as_core(v) for v in first + later] == expected
     assert as_core(sparse.embed_query(QUERY)) == core.encode_queries([QUERY])[0]
     assert set(sparse.embed_query(QUERY).values) == {1.0}  # Qdrant's Modifier.IDF weighs them
+    # the docs' hub id finds the same tokenizer offline, as Engine does (the installed copy)
+    by_id = PoolragSparseEmbeddings(model_name="sentence-transformers/all-MiniLM-L6-v2")
+    assert [as_core(v) for v in by_id.embed_documents(TEXTS[:4])] == expected[:4]
 
 
 async def test_learned_vectors_are_the_engines(splade_engine: Engine, splade_url: str) -> None:

@@ -21,6 +21,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
@@ -97,10 +98,7 @@ class PoolragColBERTRetriever(BaseRetriever):
         self.colbert.delete(list(node_ids))
 
     def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
-        return [
-            NodeWithScore(node=TextNode(id_=r.id, text=r.text, metadata=r.metadata), score=r.score)
-            for r in results
-        ]
+        return [NodeWithScore(node=result_node(r), score=r.score) for r in results]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         filters = to_filter_dict(self.filters)
@@ -140,6 +138,23 @@ def to_filter_dict(filters: Filters | None) -> dict[str, Any] | None:
     return out
 
 
+#: The payload field where LlamaIndex's vector stores keep a node's JSON (relationships, exclusion
+#: lists, offsets, templates); the same field here, so a node comes back as it went in.
+NODE_CONTENT = "_node_content"
+
+
 def _columns(nodes: Sequence[BaseNode]) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """Texts, and each node's metadata with its JSON beside it as LlamaIndex's stores write it (the
+    metadata stays top-level, so filters read it)."""
     texts = [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]
-    return texts, [dict(node.metadata) for node in nodes], [node.node_id for node in nodes]
+    metadatas = [node_to_metadata_dict(node, remove_text=True, flat_metadata=False) for node in nodes]
+    return texts, metadatas, [node.node_id for node in nodes]
+
+
+def result_node(result: SearchResult) -> BaseNode:
+    """The node a search result stands for: rebuilt from its JSON where LlamaIndex stored one (one
+    of LlamaIndex's own node classes, never a class named by the data), else a ``TextNode`` of the
+    text and metadata (a collection filled by ``poolrag ingest``)."""
+    if NODE_CONTENT in result.metadata:
+        return metadata_dict_to_node(result.metadata, text=result.text)
+    return TextNode(id_=result.id, text=result.text, metadata=result.metadata)

@@ -13,8 +13,8 @@ from typing import Any
 
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
-from llama_index.retrievers.poolrag.base import Filters, to_filter_dict
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.retrievers.poolrag.base import Filters, result_node, to_filter_dict
 
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
@@ -76,10 +76,7 @@ class PoolragHybridRetriever(BaseRetriever):
         return self.retriever.store
 
     def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
-        return [
-            NodeWithScore(node=TextNode(id_=r.id, text=r.text, metadata=r.metadata), score=r.score)
-            for r in results
-        ]
+        return [NodeWithScore(node=result_node(r), score=r.score) for r in results]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         results = hybrid_search(
