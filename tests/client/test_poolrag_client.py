@@ -269,9 +269,20 @@ def test_parameters_are_checked_against_the_served_facts_before_sending(
 
 def test_parameters_the_endpoint_would_ignore_are_refused_before_sending(client: PoolragClient) -> None:
     with pytest.raises(InvalidInputError, match="prompt"):
-        client.embed_array(["text"], PoolingParams(prompt="query: "))
-    with pytest.raises(InvalidInputError, match="prompt"):
         client.score_array("q", ["d"], PoolingParams(prompt="query: "))
+
+
+def test_an_explicit_prompt_goes_over_http(client: PoolragClient, minilm_engine: Engine) -> None:
+    """/v1/embeddings takes ``prompt`` (a poolrag extension), so the remote vectors are the engine's."""
+    params = PoolingParams(prompt="Represent this question: ", input_type="query")
+    np.testing.assert_allclose(
+        client.embed_array(["text"], params), minilm_engine.embed_array(["text"], params), rtol=0, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        client.embed_array(["text"], params),
+        minilm_engine.embed_array(["Represent this question: text"]),
+        atol=1e-5,
+    )
 
 
 def test_normalize_false_goes_over_http(client: PoolragClient, minilm_engine: Engine) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from llama_index.embeddings.poolrag import PoolragEmbedding
+from llama_index.embeddings.poolrag.base import default_query_instruction
 
 from poolrag import (
     DimensionsError,
@@ -100,6 +101,43 @@ def test_input_type_selects_the_models_prompts(prompted_minilm_path: Path, minil
         as_array(model.get_text_embedding(text)),
         minilm_engine.embed_array(["passage: " + text])[0],
         atol=1e-6,
+    )
+
+
+def test_instructions_replace_the_models_prompts_as_in_huggingface_embedding(
+    prompted_minilm_path: Path, minilm_engine: Engine, minilm_url: str
+) -> None:
+    """``query_instruction`` / ``text_instruction`` are put before the text instead of the folder's
+    prompts (``""`` puts nothing), in process and over HTTP alike."""
+    text = "capital of France"
+    model = PoolragEmbedding(
+        model_name=str(prompted_minilm_path), query_instruction="Represent this: ", text_instruction=""
+    )
+    expected_query = minilm_engine.embed_array(["Represent this: " + text])[0]
+    np.testing.assert_allclose(as_array(model.get_query_embedding(text)), expected_query, atol=1e-6)
+    np.testing.assert_allclose(
+        as_array(model.get_text_embedding(text)), minilm_engine.embed_array([text])[0], atol=1e-6
+    )
+    remote = PoolragEmbedding(base_url=minilm_url, model_name="minilm", query_instruction="Represent this: ")
+    np.testing.assert_allclose(as_array(remote.get_query_embedding(text)), expected_query, atol=1e-6)
+
+
+def test_bge_hub_ids_get_the_query_instruction_huggingface_embedding_adds() -> None:
+    english = "Represent this question for searching relevant passages: "
+    for name in ("BAAI/bge-small-en-v1.5", "BAAI/bge-large-en", "BAAI/bge-base-en-v1.5"):
+        assert default_query_instruction(name) == english
+    assert default_query_instruction("BAAI/bge-small-zh-v1.5") == "为这个句子生成表示以用于检索相关文章："
+    for name in ("BAAI/bge-m3", "sentence-transformers/all-MiniLM-L6-v2", "/models/bge-small-en-v1.5", None):
+        assert default_query_instruction(name) is None
+    model = PoolragEmbedding(base_url="http://127.0.0.1:9", model_name="BAAI/bge-small-en-v1.5")
+    assert model._params("query").prompt == english and model._params("document").prompt is None
+    assert (
+        PoolragEmbedding(
+            base_url="http://127.0.0.1:9", model_name="BAAI/bge-small-en-v1.5", query_instruction=""
+        )
+        ._params("query")
+        .prompt
+        == ""
     )
 
 

@@ -20,7 +20,14 @@ from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
 
 #: The PoolingParams fields each endpoint reads from a request body.
-EMBEDDINGS_FIELDS = ("dimensions", "normalize", "use_activation", "truncate_prompt_tokens", "input_type")
+EMBEDDINGS_FIELDS = (
+    "dimensions",
+    "normalize",
+    "use_activation",
+    "truncate_prompt_tokens",
+    "input_type",
+    "prompt",
+)
 POOLING_FIELDS = (
     "dimensions",
     "normalize",

@@ -201,6 +201,11 @@ class EmbeddingRequest(VllmRequestBody):
     input_type: InputType | None = Field(
         None, description="Selects the model's query or document prompt (poolrag extension)."
     )
+    prompt: str | None = Field(
+        None,
+        description="Text put before each text input instead of the model's prompts, as "
+        "sentence-transformers' prompt= (poolrag extension).",
+    )
     late_chunking: LateChunking | None = Field(
         None,
         description="poolrag extension: input is one document; data holds one vector per span, in order.",

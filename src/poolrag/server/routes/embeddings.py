@@ -72,6 +72,7 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
         use_activation=body.use_activation,
         truncate_prompt_tokens=body.truncate_prompt_tokens,
         input_type=body.input_type,
+        prompt=body.prompt,
     )
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     if body.late_chunking is not None:

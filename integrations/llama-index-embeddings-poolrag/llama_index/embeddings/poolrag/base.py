@@ -7,13 +7,31 @@ passes by token budget. The default piece is large (256) so that packing has roo
 
 from __future__ import annotations
 
+import re
+
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import Field
 
 from poolrag.frameworks.adapter_calls import aembed_text, aembed_texts, embed_text, embed_texts
 from poolrag.frameworks.fields import EmbeddingFields
+from poolrag.params import InputType, PoolingParams
 
 DEFAULT_BATCH = 256
+
+#: BGE v1 / v1.5 hub ids, whose model cards ask retrieval queries to start with an instruction (with
+#: empty prompts in the folder): ``HuggingFaceEmbedding`` adds it by hub id, and so does this class,
+#: so that the one-line swap keeps the query vectors.
+_BGE = re.compile(r"BAAI/bge-(?:small|base|large)-(en|zh)(?:-v1\.5)?")
+_BGE_QUERY_INSTRUCTION = {
+    "en": "Represent this question for searching relevant passages: ",
+    "zh": "为这个句子生成表示以用于检索相关文章：",
+}
+
+
+def default_query_instruction(model_name: str | None) -> str | None:
+    """The instruction ``HuggingFaceEmbedding`` puts before queries for this hub id, or ``None``."""
+    match = _BGE.fullmatch(model_name or "")
+    return _BGE_QUERY_INSTRUCTION[match.group(1)] if match else None
 
 
 class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
@@ -30,13 +48,31 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         cache: a poolrag ``EmbeddingCache`` (or its path), or a ``CachedEmbedder`` on the same
             engine, read through before embedding.
         embed_batch_size: texts per engine call (at most 2048, LlamaIndex's bound).
+        query_instruction / text_instruction: ``HuggingFaceEmbedding``'s fields: text put before
+            each query / text instead of the model's own prompts (``""``: nothing). Unset, a query
+            gets the instruction ``HuggingFaceEmbedding`` adds for a BGE hub id, and otherwise the
+            model folder's query or document prompt.
     """
 
     embed_batch_size: int = Field(default=DEFAULT_BATCH, gt=0, le=2048, description="Texts per engine call.")
+    query_instruction: str | None = Field(default=None, description="Put before each query.")
+    text_instruction: str | None = Field(default=None, description="Put before each text.")
 
     @classmethod
     def class_name(cls) -> str:
         return "PoolragEmbedding"
+
+    def _params(self, input_type: InputType | None = None) -> PoolingParams:
+        params = super()._params(input_type)
+        if input_type == "query":
+            name = (
+                self.model_name if self.model_name is not None else getattr(self.engine, "model_name", None)
+            )
+            instruction = self.query_instruction
+            instruction = default_query_instruction(name) if instruction is None else instruction
+        else:
+            instruction = self.text_instruction
+        return params if instruction is None else params.with_updates(prompt=instruction)
 
     def _get_query_embedding(self, query: str) -> Embedding:
         return embed_text(self.backend, query, self._params("query"))
