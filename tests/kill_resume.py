@@ -51,17 +51,24 @@ def start_ingest(args: list[str]) -> subprocess.Popen:
     )
 
 
-def kill_mid_run(args: list[str], checkpoint: Path) -> int:
-    """Start the ingest, SIGKILL it once two documents are done; how many the checkpoint lists."""
+def kill_mid_run(args: list[str], checkpoint: Path, sig: signal.Signals = signal.SIGKILL) -> int:
+    """Start the ingest, send ``sig`` once two documents are done; how many the checkpoint lists.
+    SIGINT (Ctrl-C) must end it with exit 130 and one line saying how to resume."""
     proc = start_ingest(args)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         if checkpoint.exists() and len(json.loads(checkpoint.read_text())["done"]) >= 2:
             break
         time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, f"not killed mid-run (exit {proc.returncode}): {err[-2000:]}"
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, f"not interrupted mid-run (exit {proc.returncode}): {err[-2000:]}"
+        assert err.strip().splitlines() == [
+            "poolrag ingest: interrupted; run the same command again to resume where it stopped"
+        ], err[-2000:]
+    else:
+        assert proc.returncode == -sig, f"not killed mid-run (exit {proc.returncode}): {err[-2000:]}"
     done_before = len(json.loads(checkpoint.read_text())["done"])
     assert 2 <= done_before < len(SUBJECTS)
     return done_before

@@ -80,6 +80,10 @@ def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
     return items
 
 
+def _load_engine(cls: type[Engine], model: str | os.PathLike[str], kwargs: dict[str, Any]) -> Engine:
+    return cls(model, **kwargs)
+
+
 def _scores(outputs: Sequence[PoolingRequestOutput[ScoringOutput]]) -> np.ndarray:
     return np.asarray([out.outputs.score for out in outputs], dtype=np.float64)
 
@@ -192,6 +196,11 @@ class Engine:
         compile: str | None = None,
         tune: str | None = None,
     ) -> None:
+        # what made it, so a pickled engine is loaded again from the same arguments (__reduce__)
+        self._made_from = (
+            model,
+            {k: v for k, v in locals().items() if k not in ("self", "model", "__class__")},
+        )
         self.model_name = str(model)
         self._score_template = load_score_template(score_template) if score_template is not None else None
         path = resolve_model_path(model, revision)
@@ -272,6 +281,21 @@ class Engine:
         self._compile: BackgroundCompile | None = tuned.compile_job
         if compile == "background" or tuned.compile:
             self._start_compile()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """An engine pickles as the arguments that made it: unpickling loads the model again, as a
+        worker process needs (a multiprocessing pool, LlamaIndex's ``IngestionPipeline(num_workers=)``);
+        the tune verdict on disk makes that load as quick as a second one here."""
+        model, kwargs = self._made_from
+        return _load_engine, (type(self), model, kwargs)
+
+    def __copy__(self) -> Engine:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Engine:
+        """Shared, not copied: an engine holds nothing a caller changes, and a copy of a model's
+        weights would only cost memory (a framework deep-copying its settings keeps working)."""
+        return self
 
     @classmethod
     def from_engine_args(cls, args: EngineArgs) -> Engine:

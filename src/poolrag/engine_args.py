@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -298,6 +299,26 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number above 0 (sizes, timeouts)."""
+    return _finite(text, lambda value: value > 0, "above 0")
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number of at least 0 (delays)."""
+    return _finite(text, lambda value: value >= 0, "at least 0")
+
+
+def _finite(text: str, accept: Callable[[float], bool], bound: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if not math.isfinite(value) or not accept(value):
+        raise argparse.ArgumentTypeError(f"must be a number {bound}, got {text}")
     return value
 
 

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 
 
-def _poolrag(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(cwd / "cache")}
+def _poolrag(args: list[str], cwd: Path, **environ: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(cwd / "cache"), **environ}
     return subprocess.run(
         [sys.executable, "-m", "poolrag.cli", *args],
         cwd=cwd,
@@ -72,6 +72,7 @@ def test_truncating_a_non_matryoshka_default_model_is_a_clear_error(tmp_path: Pa
     assert code == 2
     err = capsys.readouterr().err
     assert "not a Matryoshka model" in err and "--assume-matryoshka" in err
+    assert err.count("trained for it") == 1 and "hf_overrides" not in err  # the CLI's own words, once
     assert not (tmp_path / "m.db").exists()  # refused before the database was touched
 
 
@@ -133,3 +134,14 @@ def test_search_finds_the_model_when_the_ingest_folder_is_gone(
     capsys.readouterr()
     assert main(["search", "why do corals turn white", "-k", "1", "--json", *common]) == 0
     assert json.loads(capsys.readouterr().out)["source"].endswith("nature/coral-reefs.md")
+
+
+def test_quiet_shows_no_progress_bar_even_while_the_first_load_tunes(tmp_path: Path) -> None:
+    """A fresh cache folder: the first load times the transformers modules too, whose weight
+    loading draws a bar unless told not to."""
+    (tmp_path / "a.md").write_text("Bees dance to say where the flowers are.")
+    args = ["ingest", str(tmp_path / "a.md"), "--store", "qdrant", "--path", str(tmp_path / "q"), "-q"]
+    ingest = _poolrag(args, tmp_path, POOLRAG_TUNE="auto")  # the suite's default is off
+    assert ingest.returncode == 0, ingest.stderr[-3000:]
+    assert (tmp_path / "cache" / "tune").is_dir()  # it did tune
+    assert "Loading weights" not in ingest.stderr and "it/s]" not in ingest.stderr, ingest.stderr[-2000:]

@@ -236,6 +236,13 @@ def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Pat
             ["poolrag search: error:", "argument -k", "must be at least 1, got -5"],
         ),
         (["search"], ["poolrag search: error:", "query"]),
+        (
+            ["ingest", "x", "--cache-max-gb", "0"],
+            ["poolrag ingest: error:", "--cache-max-gb", "must be a number above 0, got 0"],
+        ),
+        (["search", "q", "--cache-max-gb", "nan"], ["poolrag search: error:", "--cache-max-gb", "got nan"]),
+        (["ingest", "x", "--retry-delay", "-1"], ["poolrag ingest: error:", "--retry-delay", "at least 0"]),
+        (["serve", "m", "--body-timeout", "inf"], ["poolrag serve: error:", "--body-timeout", "above 0"]),
         (["ingest"], ["poolrag ingest: error:", "PATH"]),
         (["ingest", "x", "--chunk-tokens", "many"], ["poolrag ingest: error:", "--chunk-tokens"]),
         (["eval"], ["poolrag eval: error:", "DATASET"]),

@@ -116,6 +116,12 @@ def test_sizes_follow_the_model_and_bad_settings_are_refused(minilm_engine, toke
         TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, max_tokens=300)
     with pytest.raises(InvalidInputError, match="overlap"):
         TokenChunker(tokenizer, max_tokens=10, overlap=10)
+    # the default overlap (32) shrinks to fit small chunks; a given one that does not fit is refused
+    assert TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, max_tokens=16).overlap == 15
+    with pytest.raises(
+        InvalidInputError, match=r"overlap must be between 0 and chunk size - 1 \(99\), got 300"
+    ):
+        TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, max_tokens=100, overlap=300)
     assert TokenChunker(tokenizer, max_tokens=10).split(Document("d", "   \n ")) == []
 
 

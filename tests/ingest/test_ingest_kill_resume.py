@@ -3,6 +3,7 @@ where a clean run would (same chunks, same vectors, no duplicates)."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +18,13 @@ FACT = "Fact {n} about {subject}: observers in region {region} recorded detail {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
-def test_sigkilled_ingest_resumes_to_the_same_result_as_a_clean_run(
-    kind: str, tmp_path: Path, minilm_engine
+@pytest.mark.parametrize(
+    ("kind", "sig"),
+    [("milvus", signal.SIGKILL), ("qdrant", signal.SIGKILL), ("qdrant", signal.SIGINT)],
+    ids=["milvus-kill", "qdrant-kill", "qdrant-ctrl-c"],
+)
+def test_a_stopped_ingest_resumes_to_the_same_result_as_a_clean_run(
+    kind: str, sig: signal.Signals, tmp_path: Path, minilm_engine
 ) -> None:
     corpus = write_subject_corpus(tmp_path / "corpus", FACT)
     checkpoint = tmp_path / "ingest.checkpoint.json"
@@ -28,7 +33,7 @@ def test_sigkilled_ingest_resumes_to_the_same_result_as_a_clean_run(
     args += ["--chunk-tokens", "32", "--overlap", "4", "--batch-size", "2"]
     args += ["--cache", str(tmp_path / "cache.sqlite"), "--checkpoint", str(checkpoint), "--quiet", "--json"]
 
-    done_before = kill_mid_run(args, checkpoint)
+    done_before = kill_mid_run(args, checkpoint, sig)
     report = resume(args)
 
     chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=32, overlap=4)

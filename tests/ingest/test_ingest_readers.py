@@ -25,6 +25,30 @@ def test_folders_are_read_recursively_in_a_stable_order(tmp_path: Path) -> None:
     assert [d.source for d in read_paths([tmp_path / "b" / "c.txt"])] == [docs[1].source]
 
 
+def test_a_file_reached_twice_is_one_document(tmp_path: Path) -> None:
+    """A symlink beside its target, a symlinked folder, a path given twice or inside a folder also
+    given: each real file is read once (sources are resolved paths, so a second would clash)."""
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "real.md").write_text("giraffes")
+    (docs / "link.md").symlink_to("real.md")
+    (docs / "sub" / "bees.md").write_text("bees")
+    (docs / "sub" / "loop").symlink_to("..")  # a folder linked into itself
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "ants.md").write_text("ants")
+    (docs / "linked").symlink_to(tmp_path / "elsewhere")
+    read = list(read_paths([docs, docs / "sub" / "bees.md", docs]))
+    assert sorted(d.text for d in read) == ["ants", "bees", "giraffes"]
+    assert len({d.source for d in read}) == 3
+
+
+def test_a_missing_path_fails_before_any_document_is_read(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("alpha")
+    documents = read_paths([tmp_path / "a.md", tmp_path / "typo"])
+    with pytest.raises(InvalidInputError, match="no such file or folder"):
+        next(documents)
+
+
 def test_jsonl_records_become_documents_with_metadata(tmp_path: Path) -> None:
     path = tmp_path / "data.jsonl"
     path.write_text('{"id": "x1", "text": "first", "lang": "en"}\n\n{"body": "second", "tags": [1]}\n')

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import http.server
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -12,12 +15,14 @@ import numpy as np
 import pytest
 from stores_support import FAST_RETRY, SEARCH_KINDS, SENTENCES, STORE_KINDS, closed_port
 
+from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.stores import (
     ChunkRecord,
     CollectionMismatchError,
     CollectionSpec,
     RetryPolicy,
+    StoreRequestError,
     StoreUnavailableError,
     open_store,
 )
@@ -193,3 +198,57 @@ def test_bad_store_arguments_are_rejected(tmp_path: Path) -> None:
         open_store("milvus", "docs", path=str(tmp_path))
     with pytest.raises(InvalidInputError, match="does not exist"):
         open_store("milvus", "docs", uri=str(tmp_path / "missing" / "x.db"))
+
+
+class _NotQdrant(http.server.BaseHTTPRequestHandler):
+    """What another web service, or a Qdrant behind a wrong key, answers."""
+
+    status = 404
+
+    def do_GET(self) -> None:
+        self.send_error(self.status)
+
+    do_PUT = do_POST = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("status", "hint"), [(404, "is a Qdrant server at that --url?"), (401, "check --api-key")]
+)
+def test_an_address_that_answers_but_is_not_qdrant_is_one_line_not_retried(status: int, hint: str) -> None:
+    handler = type("Handler", (_NotQdrant,), {"status": status})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(StoreRequestError) as refused:
+            open_store("qdrant", "docs", url=url, retry=FAST_RETRY).ensure_collection(_spec())
+    finally:
+        server.shutdown()
+    message = str(refused.value)
+    assert "\n" not in message and f"qdrant at {url} refused" in message and f"HTTP {status}" in message
+    assert hint in message
+
+
+def test_an_address_that_answers_but_is_not_milvus_is_one_line() -> None:
+    """A gRPC service without Milvus's methods (another service on that port)."""
+    grpc = pytest.importorskip("grpc")  # installed with pymilvus
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with pytest.raises(StoreRequestError) as refused:
+            open_store("milvus", "docs", uri=f"http://127.0.0.1:{port}", retry=FAST_RETRY)
+    finally:
+        server.stop(None)
+    message = str(refused.value)
+    assert (
+        "\n" not in message and "UNIMPLEMENTED" in message and "is a Milvus server at that --uri?" in message
+    )
+
+
+def test_a_milvus_uri_that_is_neither_a_db_file_nor_a_url_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"neither a Milvus Lite file \(a path ending in \.db\)"):
+        open_store("milvus", "docs", uri=str(tmp_path / "mydb"))

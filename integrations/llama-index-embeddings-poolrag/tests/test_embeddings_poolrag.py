@@ -200,3 +200,14 @@ def test_embedding_cache_serves_unchanged_texts(
     assert asyncio.run(warm.aget_text_embedding_batch(TEXTS)) == cold
     assert engine_calls == []
     np.testing.assert_array_equal(as_array(cold), minilm_engine.embed_array(TEXTS, DOC))
+
+
+def test_a_pickled_embedding_gives_the_same_vectors(minilm_engine: Engine) -> None:
+    """What ``IngestionPipeline(num_workers=...)`` does to a transformation: the engine goes along
+    as the arguments that made it, and a copy works (no attribute left behind)."""
+    import pickle
+
+    model = PoolragEmbedding(engine=minilm_engine, query_instruction="q: ")
+    again = pickle.loads(pickle.dumps(model))
+    assert again.get_text_embedding_batch(TEXTS) == model.get_text_embedding_batch(TEXTS)
+    assert again.get_query_embedding("ocean") == model.get_query_embedding("ocean")

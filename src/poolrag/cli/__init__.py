@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -47,8 +48,19 @@ def bound_native_memory() -> None:
     trim_after_each_batch()
 
 
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it.
+EXIT_INTERRUPTED = 130
+#: What a stopped command leaves, said in its one line.
+_AFTER_INTERRUPT = {"ingest": "run the same command again to resume where it stopped"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``poolrag`` script; each subcommand sets ``handler`` (returns an exit code)."""
     bound_native_memory()
     args = build_parser().parse_args(argv)
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:  # the handler has closed its store and cache on the way out
+        after = _AFTER_INTERRUPT.get(args.command)
+        print(f"poolrag {args.command}: interrupted" + (f"; {after}" if after else ""), file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -4,6 +4,7 @@ exit code, never a traceback."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 EXIT_BAD_INPUT = 2
@@ -11,10 +12,14 @@ EXIT_UNAVAILABLE = 3
 EXIT_STORE_WRITE = 4  # the store's disk refused a write: full, size limit, read-only, permission
 
 
-def setup_logging(verbose: bool) -> None:
+def setup_logging(verbose: bool, quiet: bool = False) -> None:
+    """Log lines on stderr (INFO with ``--verbose``); ``--quiet`` also silences the progress bars of
+    the hub client and transformers (loading weights), which read this before they are imported."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if quiet:
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
 def report_error(command: str, exc: BaseException) -> int:

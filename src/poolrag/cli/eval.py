@@ -85,7 +85,11 @@ def register(subparsers: Any) -> None:
         help="depth of each hybrid leg (default: the chunks fused, at least 50)",
     )
     parser.add_argument("--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, max))")
-    parser.add_argument("--overlap", type=int, default=32, help="tokens shared by neighbouring chunks")
+    parser.add_argument(
+        "--overlap",
+        type=int,
+        help="tokens shared by neighbouring chunks (default 32, or chunk size - 1 below that)",
+    )
     parser.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
     parser.add_argument("--checkpoint", metavar="FILE", help="ingest progress file (default: cache folder)")
     add_cache_arguments(parser)
@@ -119,7 +123,7 @@ def _analyzer_suffix(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     if not require_store_extra("eval", args.store):
         return EXIT_MISSING_EXTRA
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
     opened: list[Any] = []
     try:
         report, tuned = _evaluate(args, opened)

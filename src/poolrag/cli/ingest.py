@@ -82,7 +82,9 @@ def register(subparsers: Any) -> None:
         "--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, model max))"
     )
     chunking.add_argument(
-        "--overlap", type=int, default=32, help="tokens shared by neighbouring chunks (default 32)"
+        "--overlap",
+        type=int,
+        help="tokens shared by neighbouring chunks (default 32, or chunk size - 1 below that)",
     )
     chunking.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
     chunking.add_argument(
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING_EXTRA
     if args.ray is not None and not require_extra("ingest --ray", "ray"):
         return EXIT_MISSING_EXTRA
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
     opened: list[Any] = []  # the cache and the store, closed even when the run fails
     try:
         report = _ingest(args, opened)
@@ -274,8 +276,13 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
             return ColbertEncoder(engine)
         return DenseEncoder(CachedEmbedder(engine, cache), dimensions)
     except DimensionsError as exc:
-        hint = "" if facts.is_matryoshka else "; add --assume-matryoshka only if the model was trained for it"
-        raise DimensionsError(f"--dimensions {dimensions}: {exc}{hint}") from None
+        if facts.is_matryoshka or dimensions is None or not 0 < dimensions < (facts.embedding_dim or 0):
+            raise DimensionsError(f"--dimensions {dimensions}: {exc}") from None
+        raise DimensionsError(
+            f"--dimensions {dimensions}: this model is not a Matryoshka model, so its vectors cannot be "
+            f"truncated meaningfully; leave out --dimensions (full size is {facts.embedding_dim}), or add "
+            "--assume-matryoshka only if the model was trained for it"
+        ) from None
 
 
 def _sparse_encoder(

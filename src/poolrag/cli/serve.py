@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
-from poolrag.engine_args import EngineArgs, add_flag, positive_int
+from poolrag.engine_args import EngineArgs, add_flag, positive_float, positive_int
 from poolrag.server.settings import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_INPUTS,
@@ -91,8 +91,12 @@ def register(subparsers: Any) -> None:
         net, "--max-inflight-bytes", type=positive_int, help="request body bytes held at once; more get 503"
     )
     add_flag(net, "--max-inflight-tokens", type=positive_int, help="tokens in flight at once; more get 503")
-    add_flag(net, "--header-timeout", type=float, default=10.0, help="seconds to send request headers")
-    add_flag(net, "--body-timeout", type=float, default=30.0, help="seconds to send a request body (408)")
+    add_flag(
+        net, "--header-timeout", type=positive_float, default=10.0, help="seconds to send request headers"
+    )
+    add_flag(
+        net, "--body-timeout", type=positive_float, default=30.0, help="seconds to send a request body (408)"
+    )
     add_flag(
         net,
         "--calibration",

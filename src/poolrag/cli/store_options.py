@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from poolrag.engine_args import positive_int
+from poolrag.engine_args import non_negative_float, positive_float, positive_int
 from poolrag.stores.registry import store_kinds
 
 if TYPE_CHECKING:
@@ -30,7 +30,9 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--api-key", help="server API key / token (qdrant url, milvus server)")
     group.add_argument("--collection", default="poolrag", help="collection name (default: poolrag)")
     group.add_argument("--retries", type=positive_int, default=5, help="attempts while the database is down")
-    group.add_argument("--retry-delay", type=float, default=0.5, help="first backoff in seconds (doubles)")
+    group.add_argument(
+        "--retry-delay", type=non_negative_float, default=0.5, help="first backoff in seconds (doubles)"
+    )
 
 
 def add_analyzer_arguments(group: Any) -> None:
@@ -77,7 +79,9 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache", metavar="FILE", help="cache file (default: ~/.cache/poolrag/embeddings.sqlite)"
     )
     group.add_argument("--no-cache", action="store_true", help="embed everything, store nothing")
-    group.add_argument("--cache-max-gb", type=float, default=1.0, help="size bound of the cache (default 1)")
+    group.add_argument(
+        "--cache-max-gb", type=positive_float, default=1.0, help="size bound of the cache (default 1)"
+    )
 
 
 def store_address_from_args(args: argparse.Namespace) -> StoreAddress:

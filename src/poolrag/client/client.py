@@ -84,6 +84,14 @@ class PoolragClient:
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
         if max_inputs_per_request < 1 or max_concurrency < 1:
             raise InvalidInputError("max_inputs_per_request and max_concurrency must be at least 1")
+        self._made_from = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "model": model,
+            "timeout": timeout,
+            "max_inputs_per_request": max_inputs_per_request,
+            "max_concurrency": max_concurrency,
+        }
         root = base_url.rstrip("/")
         self.base_url = root[: -len("/v1")] if root.endswith("/v1") else root
         self.api_key = api_key if api_key is not None else os.environ.get("POOLRAG_API_KEY")
@@ -565,6 +573,11 @@ class PoolragClient:
         return [int(t) for t in self._post("/tokenize", fields, facts)["tokens"]]
 
     # -- lifecycle ---------------------------------------------------------------------------------------
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A client pickles as its settings (its connections and locks stay behind): a worker
+        process opens its own, and reads the server's facts afresh."""
+        return _client_from, (type(self), self._made_from)
+
     def close(self) -> None:
         """Close the connections: the sync client's, and the async ones of every loop still open."""
         if self._client is not None:
@@ -620,3 +633,7 @@ def _stack(vectors: list[np.ndarray], width: int | None) -> np.ndarray:
     if vectors:
         return np.stack(vectors)
     return np.zeros((0, width or 0), dtype=np.float32)
+
+
+def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragClient:
+    return cls(**settings)

@@ -33,6 +33,8 @@ _MAX_TOKEN_CHARS = 100  # a "token" spanning more is a word the vocabulary canno
 #: text field, so every store keeps the same rows. No token spans more than ``_MAX_TOKEN_CHARS``
 #: characters (400 bytes), so a chunk of one token always fits.
 MAX_CHUNK_BYTES = 32768
+#: Tokens shared by neighbouring chunks unless a caller says otherwise (fewer where chunks are smaller).
+DEFAULT_OVERLAP = 32
 
 
 def _utf8_size(text: str) -> int:
@@ -115,7 +117,7 @@ class TokenChunker:
         tokenizer: PreTrainedTokenizerBase,
         facts: ModelFacts,
         max_tokens: int | None = None,
-        overlap: int = 32,
+        overlap: int | None = None,
         *,
         always_overlap: bool = False,
     ) -> TokenChunker:
@@ -125,6 +127,8 @@ class TokenChunker:
             tokenizer: the model's own tokenizer (e.g. ``Engine.tokenizer``), so chunks are measured
                 in the tokens the model reads.
             facts: the model's facts (length limit, whether ColBERT adds a marker token).
+            overlap: tokens shared by neighbouring chunks; ``None``: 32, or less where chunks are
+                that small. A given overlap that does not fit the chunk size is refused.
         """
         limit = facts.max_model_len - tokenizer.num_special_tokens_to_add(pair=False)
         if facts.score_kind is ScoreKind.MAXSIM:
@@ -139,7 +143,7 @@ class TokenChunker:
         return cls(
             tokenizer,
             max_tokens=max_tokens,
-            overlap=min(overlap, max_tokens - 1),
+            overlap=min(DEFAULT_OVERLAP, max_tokens - 1) if overlap is None else overlap,
             always_overlap=always_overlap,
         )
 

@@ -124,11 +124,18 @@ class SkippedFile:
 
 def _walk(path: Path, unlisted: Callable[[OSError], None]) -> Iterator[Path]:
     """The text files under ``path``; a folder that cannot be listed goes to ``unlisted`` (so it is
-    reported as skipped, and ``--prune`` keeps what it stored before), never silently dropped."""
+    reported as skipped, and ``--prune`` keeps what it stored before), never silently dropped.
+    Symlinked folders are followed like symlinked files, each real folder once (no loops)."""
     if not path.is_dir():
         yield path  # a file, a symlink, a FIFO...: judged by _check
         return
-    for root, dirs, files in os.walk(path, onerror=unlisted):
+    listed: set[str] = set()
+    for root, dirs, files in os.walk(path, onerror=unlisted, followlinks=True):
+        real = os.path.realpath(root)
+        if real in listed:
+            dirs[:] = []
+            continue
+        listed.add(real)
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if not name.startswith(".") and name.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES):
@@ -221,10 +228,15 @@ def read_paths(
         if skipped is not None:
             skipped.append(item)
 
+    paths = list(paths)
+    for raw in paths:  # checked before any is read: a typo stops the run before it writes
+        if not Path(raw).exists() and not Path(raw).is_symlink():
+            raise InvalidInputError(f"no such file or folder: {raw}")
+    read: set[Path] = (
+        set()
+    )  # a file named twice (a symlink and its target, overlapping paths) is one document
     for raw in paths:
         path = Path(raw)
-        if not path.exists() and not path.is_symlink():
-            raise InvalidInputError(f"no such file or folder: {raw}")
 
         def unlisted(exc: OSError) -> None:
             problem(Path(exc.filename), f"cannot list the folder: {_describe(exc)}")
@@ -234,6 +246,10 @@ def read_paths(
             if reason is not None:
                 problem(file, reason, fatal=not reason.startswith("not a regular file"))
                 continue
+            if (real := file.resolve()) in read:
+                logger.info("%s is %s, read already", file, real)
+                continue
+            read.add(real)
             try:
                 if file.suffix.lower() in JSONL_SUFFIXES:
                     yield from _read_jsonl(file, text_field, problem)

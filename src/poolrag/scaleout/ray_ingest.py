@@ -86,13 +86,13 @@ class EngineRecipe:
             bare model path or hub id means its default options.
         dimensions: store Matryoshka-truncated vectors of this size (``None``: full size).
         chunk_tokens: tokens per chunk (``None``: :meth:`TokenChunker.for_model`'s default).
-        overlap: tokens shared by neighbouring chunks.
+        overlap: tokens shared by neighbouring chunks (``None``: :meth:`TokenChunker.for_model`'s default).
     """
 
     engine_args: EngineArgs
     dimensions: int | None = None
     chunk_tokens: int | None = None
-    overlap: int = 32
+    overlap: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.engine_args, str):  # a bare model: its default options

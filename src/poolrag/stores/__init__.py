@@ -8,6 +8,7 @@ from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, Spars
 from poolrag.stores.errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
+    StoreRequestError,
     StoreUnavailableError,
     UnsupportedStoreFeature,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "StoreEntry",
     "StoreHit",
     "StoreLocation",
+    "StoreRequestError",
     "StoreTemplate",
     "StoreUnavailableError",
     "UnsupportedStoreFeature",

@@ -21,6 +21,11 @@ class StoreUnavailableError(PoolragError, ConnectionError):
         self.attempts = attempts
 
 
+class StoreRequestError(PoolragError, RuntimeError):
+    """The address answered but refused the request: another service on that port, credentials the
+    database does not take, or an error on its side. Retrying would not help, so it is not retried."""
+
+
 class UnsupportedStoreFeature(InvalidInputError):
     """The store (or this collection's layout) cannot do what was asked, e.g. sparse search in a
     collection created without a sparse field."""

@@ -40,7 +40,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, SourcePages, StoreHit
-from poolrag.stores.errors import CollectionMismatchError, UnsupportedStoreFeature
+from poolrag.stores.errors import CollectionMismatchError, StoreRequestError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
 from poolrag.stores.local_paths import check_writable_folder
@@ -135,6 +135,19 @@ def _is_local(uri: str) -> bool:
     return "://" not in uri
 
 
+def _refusal(exc: BaseException) -> str | None:
+    """What a Milvus error that is not an outage says; an address that does not speak Milvus's
+    protocol (another gRPC service) is named as such."""
+    from pymilvus.exceptions import MilvusException
+
+    if not isinstance(exc, MilvusException):
+        return None
+    message = " ".join(str(getattr(exc, "message", "") or exc).split())
+    if "UNIMPLEMENTED" in message:
+        return f"{message} (is a Milvus server at that --uri?)"
+    return message
+
+
 def _unavailable(exc: BaseException) -> bool:
     """Connection refused, a timeout, or a Milvus Lite file held by another process."""
     from pymilvus.exceptions import ConnectionConfigException, MilvusException, MilvusUnavailableException
@@ -171,6 +184,11 @@ class MilvusStore(StoreTemplate):
         self._timeout = timeout if timeout is not None else LITE_DEADLINE_S if local else SERVER_DEADLINE_S
         _quiet_pymilvus_errors()
         if _is_local(self.uri):
+            if not self.uri.endswith(".db"):
+                raise InvalidInputError(
+                    f"--uri {self.uri!r} is neither a Milvus Lite file (a path ending in .db) nor a "
+                    "server URL (http://host:19530)"
+                )
             _quiet_milvus_lite()
             _bound_lite_memtable()
             database = Path(self.uri).expanduser().resolve()
@@ -201,9 +219,12 @@ class MilvusStore(StoreTemplate):
             return self.retry.call_client(fn, what, self.where, self._unavailable_message)
         except Exception as exc:
             cause = storage_fault(exc) if _is_local(self.uri) else None
-            if cause is None:
+            if cause is not None:
+                raise StoreWriteError(f"cannot write the Milvus Lite database {self.uri}: {cause}") from None
+            refusal = _refusal(exc)
+            if refusal is None:
                 raise
-            raise StoreWriteError(f"cannot write the Milvus Lite database {self.uri}: {cause}") from None
+            raise StoreRequestError(f"{self.where} refused {what}: {refusal}") from exc
 
     def _unavailable_message(self, exc: Exception) -> str | None:
         if not _unavailable(exc):

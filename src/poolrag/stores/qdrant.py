@@ -23,7 +23,7 @@ import numpy as np
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores import qdrant_points
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, SourcePages, StoreHit
-from poolrag.stores.errors import CollectionMismatchError
+from poolrag.stores.errors import CollectionMismatchError, StoreRequestError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.registry import StoreLocation
@@ -62,6 +62,18 @@ def _unavailable(exc: BaseException) -> bool:
     import httpx
 
     return isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError))
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """What an HTTP answer that is not a database outage says, with the likely cause."""
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    if not isinstance(exc, UnexpectedResponse):
+        return None
+    hints = {401: "check --api-key", 403: "check --api-key", 404: "is a Qdrant server at that --url?"}
+    hint = hints.get(exc.status_code or 0)
+    answer = f"HTTP {exc.status_code} {exc.reason_phrase}".strip()
+    return f"{answer} ({hint})" if hint else f"{answer}: {exc.content[:200].decode(errors='replace')}"
 
 
 def _quantization(kind: str | None) -> Any:
@@ -129,9 +141,14 @@ class QdrantStore(StoreTemplate):
             return self.retry.call_client(fn, what, self.where, _unavailable_message)
         except Exception as exc:
             cause = storage_fault(exc) if self._local else None
-            if cause is None:
+            if cause is not None:
+                raise StoreWriteError(
+                    f"cannot write the Qdrant local folder {self.location}: {cause}"
+                ) from None
+            refusal = _refusal(exc)
+            if refusal is None:
                 raise
-            raise StoreWriteError(f"cannot write the Qdrant local folder {self.location}: {cause}") from None
+            raise StoreRequestError(f"{self.where} refused {what}: {refusal}") from exc
 
     # -- collection ---------------------------------------------------------------------------------
     def _load_spec(self) -> CollectionSpec | None:

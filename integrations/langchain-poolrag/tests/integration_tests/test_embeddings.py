@@ -174,3 +174,18 @@ def test_long_inputs_are_cut_at_the_model_maximum_unless_asked_not_to(minilm_eng
     np.testing.assert_array_equal(vector, minilm_engine.embed_array([long_text], QUERY)[0])
     with pytest.raises(InputTooLongError):
         PoolragEmbeddings(engine=minilm_engine, truncate_prompt_tokens=None).embed_query(long_text)
+
+
+def test_pickled_and_deep_copied_embeddings_give_the_same_vectors(
+    minilm_engine: Engine, minilm_url: str
+) -> None:
+    """As ``HuggingFaceEmbeddings`` does: the engine goes along as the arguments that made it (a
+    worker process loads it again), a deep copy shares it, a remote one keeps its settings."""
+    import copy
+    import pickle
+
+    local = PoolragEmbeddings(engine=minilm_engine)
+    for again in (pickle.loads(pickle.dumps(local)), copy.deepcopy(local)):
+        assert again.embed_documents(TEXTS) == local.embed_documents(TEXTS)
+    remote = PoolragEmbeddings(base_url=minilm_url)
+    assert pickle.loads(pickle.dumps(remote)).embed_query("ocean") == local.embed_query("ocean")
