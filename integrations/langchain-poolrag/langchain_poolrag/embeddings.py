@@ -7,10 +7,22 @@ Matryoshka models can return shorter vectors via ``dimensions``.
 
 from __future__ import annotations
 
-from langchain_core.embeddings import Embeddings
+from typing import Any
 
+from langchain_core.embeddings import Embeddings
+from pydantic import Field, model_validator
+
+from poolrag.errors import InvalidInputError
 from poolrag.frameworks.adapter_calls import aembed_text, aembed_texts, embed_text, embed_texts
 from poolrag.frameworks.fields import EmbeddingFields
+from poolrag.params import InputType, PoolingParams
+
+#: ``HuggingFaceEmbeddings(model_kwargs=...)`` keys that are options of the engine here.
+_ENGINE_OPTIONS = frozenset({"device", "trust_remote_code", "revision"})
+#: ``encode_kwargs`` keys that shape the vectors here, and those that only steer how
+#: sentence-transformers batches and returns them (the engine batches by token budget instead).
+_ENCODE_OPTIONS = frozenset({"normalize_embeddings", "prompt"})
+_ENCODE_NO_EFFECT = frozenset({"batch_size", "show_progress_bar", "convert_to_numpy", "convert_to_tensor"})
 
 
 class PoolragEmbeddings(EmbeddingFields, Embeddings):
@@ -26,7 +38,66 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
         dimensions: Matryoshka output size (the model must be a Matryoshka model).
         cache: a poolrag ``EmbeddingCache`` (or its path), or a ``CachedEmbedder`` on the same
             engine; unchanged texts are then read from disk instead of being embedded again.
+        model_kwargs / encode_kwargs / query_encode_kwargs / show_progress: ``HuggingFaceEmbeddings``'
+            arguments, so code written for it runs unchanged: ``device``, ``trust_remote_code``,
+            ``revision`` and ``truncate_dim`` (as ``dimensions``) of ``model_kwargs``;
+            ``normalize_embeddings=True`` (unit vectors even where the folder does not normalise;
+            ``False`` leaves the folder's choice, as sentence-transformers does) and ``prompt``
+            of the encode kwargs. ``batch_size``, ``show_progress_bar`` and ``show_progress`` are
+            taken and change nothing (the engine batches by token budget); any other key is refused
+            in one line naming it.
     """
+
+    model_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="HuggingFaceEmbeddings' model_kwargs."
+    )
+    encode_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="HuggingFaceEmbeddings' encode_kwargs."
+    )
+    query_encode_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="HuggingFaceEmbeddings' query_encode_kwargs (queries only)."
+    )
+    show_progress: bool = Field(default=False, description="Taken for HuggingFaceEmbeddings' signature.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _huggingface_arguments(cls, data: Any) -> Any:
+        """``model_kwargs`` become engine options (refused where no model is loaded here, as
+        ``engine_kwargs`` are) before the engine is built; encode kwargs are checked."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for name in ("encode_kwargs", "query_encode_kwargs"):
+            unknown = sorted(set(data.get(name) or {}) - _ENCODE_OPTIONS - _ENCODE_NO_EFFECT)
+            if unknown:
+                raise InvalidInputError(
+                    f"{name} {unknown} have no counterpart here; taken: "
+                    f"{', '.join(sorted(_ENCODE_OPTIONS | _ENCODE_NO_EFFECT))}"
+                )
+        model_kwargs = dict(data.get("model_kwargs") or {})
+        unknown = sorted(set(model_kwargs) - _ENGINE_OPTIONS - {"truncate_dim"})
+        if unknown:
+            raise InvalidInputError(
+                f"model_kwargs {unknown} have no counterpart here; taken: device, trust_remote_code, "
+                "revision, truncate_dim (other engine options go in engine_kwargs)"
+            )
+        truncate_dim = model_kwargs.pop("truncate_dim", None)
+        if truncate_dim is not None:
+            if data.get("dimensions") not in (None, truncate_dim):
+                raise InvalidInputError("model_kwargs truncate_dim and dimensions disagree; give one")
+            data["dimensions"] = truncate_dim
+        if model_kwargs:
+            data["engine_kwargs"] = {**model_kwargs, **(data.get("engine_kwargs") or {})}
+        return data
+
+    def _params(self, input_type: InputType | None = None) -> PoolingParams:
+        params = super()._params(input_type)
+        encode = {**self.encode_kwargs, **(self.query_encode_kwargs if input_type == "query" else {})}
+        if encode.get("normalize_embeddings"):
+            params = params.with_updates(normalize=True)
+        if encode.get("prompt") is not None:
+            params = params.with_updates(prompt=encode["prompt"])
+        return params
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed search documents (with the model's document prompt, if it has one)."""

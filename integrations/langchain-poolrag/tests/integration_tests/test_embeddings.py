@@ -128,6 +128,55 @@ def test_dimensions_on_a_model_that_is_not_matryoshka_is_refused(minilm_engine: 
         PoolragEmbeddings(engine=minilm_engine, dimensions=128).embed_query("ocean")
 
 
+# -- HuggingFaceEmbeddings' arguments ------------------------------------------------------------------------
+def test_huggingface_embeddings_arguments_run_unchanged(minilm_path: Path, minilm_engine: Engine) -> None:
+    """LangChain's own HuggingFaceEmbeddings example, with the class name swapped."""
+    embeddings = PoolragEmbeddings(
+        model_name=str(minilm_path),
+        model_kwargs={"device": "cpu"},
+        encode_kwargs={"normalize_embeddings": False, "batch_size": 16},
+        show_progress=True,
+    )
+    assert embeddings.backend.device.type == "cpu"
+    # sentence-transformers' normalize_embeddings=False keeps the folder's Normalize module: unit rows
+    assert embeddings.embed_documents(TEXTS) == PoolragEmbeddings(engine=minilm_engine).embed_documents(TEXTS)
+    prompted = PoolragEmbeddings(engine=minilm_engine, query_encode_kwargs={"prompt": "query: "})
+    np.testing.assert_allclose(
+        prompted.embed_query("ocean"), minilm_engine.embed_array(["query: ocean"])[0], atol=1e-6
+    )
+    assert prompted.embed_documents(["ocean"]) == PoolragEmbeddings(engine=minilm_engine).embed_documents(
+        ["ocean"]
+    )
+    forced = PoolragEmbeddings(engine=minilm_engine, encode_kwargs={"normalize_embeddings": True})
+    assert forced._params("document").normalize is True
+
+
+def test_truncate_dim_is_dimensions(matryoshka_engine: Engine, minilm_path: Path) -> None:
+    embeddings = PoolragEmbeddings(
+        model_name=str(minilm_path),
+        model_kwargs={"truncate_dim": 128},
+        engine_kwargs={"hf_overrides": {"matryoshka_dimensions": [128, 256, 384]}},
+    )
+    assert embeddings.dimensions == 128
+    assert embeddings.embed_query("ocean") == PoolragEmbeddings(
+        engine=matryoshka_engine, dimensions=128
+    ).embed_query("ocean")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"model_kwargs": {"cache_dir": "x"}}, r"model_kwargs \['cache_dir'\] have no counterpart here"),
+        ({"encode_kwargs": {"precision": "int8"}}, r"encode_kwargs \['precision'\] have no counterpart here"),
+        ({"model_kwargs": {"truncate_dim": 128}, "dimensions": 256}, "truncate_dim and dimensions disagree"),
+        ({"model_kwargs": {"device": "cpu"}, "base_url": "http://127.0.0.1:9"}, "engine_kwargs configure"),
+    ],
+)
+def test_huggingface_arguments_without_a_counterpart_are_refused(arguments: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PoolragEmbeddings(**arguments)
+
+
 # -- remote -------------------------------------------------------------------------------------------------
 async def test_remote_equals_in_process(minilm_engine: Engine, minilm_url: str) -> None:
     local = PoolragEmbeddings(engine=minilm_engine)
