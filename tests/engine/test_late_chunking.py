@@ -144,8 +144,8 @@ def test_beyond_the_max_length_each_chunk_reads_the_window_where_it_sits_most_ce
     [
         ([(0, 10_000)], InvalidInputError, "spans[0] = [0, 10000] is outside the document"),
         ([(0, 5), (-1, 4)], InvalidInputError, "spans[1] = [-1, 4] is outside the document"),
-        ([(7, 7)], InvalidInputError, "spans[0] = [7, 7] is outside the document"),
-        ([(9, 3)], InvalidInputError, "spans[0] = [9, 3] is outside the document"),
+        ([(7, 7)], InvalidInputError, "spans[0] = [7, 7] is empty"),
+        ([(9, 3)], InvalidInputError, "spans[0] = [9, 3] is empty (start must be below end)"),
         ([], InvalidInputError, "spans is empty"),
         ([(0, 2, 3)], InputTypeError, "spans[0] must be a [start, end] pair"),
         ([("0", 3)], InputTypeError, "spans[0] must be a [start, end] pair"),

@@ -47,7 +47,7 @@ def test_spans_outside_the_document_and_bad_shapes_are_400s_naming_the_cause(
     url = f"{minilm_server.url}/v1/embeddings"
     cases = [
         ({"input": DOCUMENT, "late_chunking": {"spans": [[0, 10], [5, 9999]]}}, "spans[1] = [5, 9999]"),
-        ({"input": DOCUMENT, "late_chunking": {"spans": [[4, 4]]}}, "outside the document"),
+        ({"input": DOCUMENT, "late_chunking": {"spans": [[4, 4]]}}, "spans[0] = [4, 4] is empty"),
         ({"input": [DOCUMENT], "late_chunking": {"spans": [[0, 4]]}}, "input must be a string"),
         ({"input": DOCUMENT, "late_chunking": {"spans": []}}, "spans"),
         ({"input": DOCUMENT, "late_chunking": {"spans": [[0, 1, 2]]}}, "spans"),

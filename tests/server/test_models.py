@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 import openai
+import pytest
 
 from poolrag.client.wire import MODEL_IDENTITY_HEADER, OUTPUT_FINGERPRINT_HEADER
 from poolrag.model_facts import ModelFacts
@@ -14,6 +15,19 @@ from .conftest import MINILM_NAMES, Served
 def test_openai_client_lists_every_served_name(minilm_server: Served) -> None:
     client = openai.OpenAI(base_url=f"{minilm_server.url}/v1", api_key="unused", max_retries=0)
     assert [model.id for model in client.models.list()] == list(MINILM_NAMES)
+
+
+def test_openai_client_retrieves_one_model_by_any_of_its_names(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    client = openai.OpenAI(base_url=f"{minilm_server.url}/v1", api_key="unused", max_retries=0)
+    listed = {card["id"]: card for card in http.get(f"{minilm_server.url}/v1/models").json()["data"]}
+    for name in MINILM_NAMES:
+        retrieved = http.get(f"{minilm_server.url}/v1/models/{name}").json()
+        assert retrieved == listed[name] and client.models.retrieve(name).id == name
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("gpt-4")
+    assert missing.value.body["code"] == "model_not_found"
 
 
 def test_model_cards_describe_the_model(minilm_server: Served, http: httpx.Client) -> None:

@@ -30,6 +30,7 @@ ENDPOINTS = {
     ("post", "/embed_sparse"),
     ("post", "/tokenize"),
     ("get", "/v1/models"),
+    ("get", "/v1/models/{model}"),
     ("get", "/health"),
     ("get", "/metrics"),
 }

@@ -57,6 +57,8 @@ def check_spans(document: str, spans: object) -> list[tuple[int, int]]:
         ):
             raise InputTypeError(f"spans[{i}] must be a [start, end] pair of integers, not {span!r}")
         start, end = span
+        if start >= end:
+            raise InvalidInputError(f"spans[{i}] = [{start}, {end}] is empty (start must be below end)")
         if not 0 <= start < end <= len(document):
             raise InvalidInputError(
                 f"spans[{i}] = [{start}, {end}] is outside the document (0 <= start < end <= {len(document)})"

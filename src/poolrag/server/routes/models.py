@@ -1,28 +1,41 @@
 """``GET /v1/models``: every served name, so clients can discover what to pass as ``model``, and
-each model's facts, so the HTTP client knows what an in-process engine would."""
+each model's facts, so the HTTP client knows what an in-process engine would; ``GET
+/v1/models/{model}`` one of them, as OpenAI's ``client.models.retrieve`` asks."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from poolrag.server.openapi import READ_ERRORS
+from poolrag.server.openapi import ENGINE_ERRORS, READ_ERRORS
 from poolrag.server.schemas import ModelCard, ModelList
-from poolrag.server.state import served_models
+from poolrag.server.state import ServerState, model_state, served_models
 
 router = APIRouter(tags=["models"])
+
+
+def _card(state: ServerState, name: str) -> ModelCard:
+    facts = state.served_facts
+    return ModelCard(
+        id=name,
+        created=state.started,
+        root=facts.model_name,
+        tasks=list(facts.supported_tasks),
+        **facts.to_json(),
+    )
 
 
 @router.get("/v1/models", response_model=ModelList, responses=READ_ERRORS)
 async def list_models(request: Request) -> ModelList:
     cards = [
-        ModelCard(
-            id=name,
-            created=state.started,
-            root=state.served_facts.model_name,
-            tasks=list(state.served_facts.supported_tasks),
-            **state.served_facts.to_json(),
-        )
+        _card(state, name)
         for state in served_models(request).models
         for name in state.settings.served_model_names
     ]
     return ModelList(data=cards)
+
+
+@router.get(
+    "/v1/models/{model:path}", response_model=ModelCard, responses={**READ_ERRORS, 404: ENGINE_ERRORS[404]}
+)
+async def retrieve_model(model: str, request: Request) -> ModelCard:
+    return _card(model_state(request, model), model)
