@@ -105,6 +105,7 @@ def test_normalize_is_refused_where_it_would_change_nothing(facts: ModelFacts) -
     it is refused, naming the field (vLLM's ``verify`` refuses it too)."""
     cross_encoder = dataclasses.replace(facts, score_kind=ScoreKind.CROSS_ENCODER)
     for task, model in (
+        ("sparse_embed", facts),
         ("classify", facts),
         ("token_classify", facts),
         ("reward", facts),
@@ -115,12 +116,16 @@ def test_normalize_is_refused_where_it_would_change_nothing(facts: ModelFacts) -
         ) as refused:
             PoolingParams(normalize=False).verify(task, model)
         assert refused.value.param == "normalize"
-    # a bi-encoder's score compares vectors, which normalize does shape (dot-product similarity)
+    # a bi-encoder's score compares vectors, which normalize does shape (dot-product similarity);
+    # it has no activation to switch off
     assert PoolingParams(normalize=False).verify("score", facts).normalize is False
+    with pytest.raises(InvalidInputError, match="use_activation applies to cross-encoder scores") as refused:
+        PoolingParams(use_activation=False).verify("score", facts)
+    assert refused.value.param == "use_activation"
 
 
 def test_use_activation_is_vllms_newer_name_of_normalize_on_vectors(facts: ModelFacts) -> None:
-    for task in ("embed", "token_embed", "sparse_embed"):
+    for task in ("embed", "token_embed"):
         assert PoolingParams(use_activation=False).verify(task, facts).normalize is False
         assert PoolingParams(use_activation=False, normalize=False).verify(task, facts).normalize is False
         with pytest.raises(InvalidInputError, match="normalize and use_activation disagree") as refused:

@@ -28,7 +28,7 @@ from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
 from poolrag.engine_args import COMPILE_MODES as COMPILE_CHOICES
 from poolrag.engine_args import EngineArgs
-from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
+from poolrag.errors import InputTypeError, InvalidInputError, ModelLoadError, UnsupportedTaskError
 from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.native_loader import ModelImpl
@@ -80,8 +80,19 @@ def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
     return items
 
 
-def _load_engine(cls: type[Engine], model: str | os.PathLike[str], kwargs: dict[str, Any]) -> Engine:
-    return cls(model, **kwargs)
+def _load_engine(
+    cls: type[Engine], model: str | os.PathLike[str], kwargs: dict[str, Any], identity: str
+) -> Engine:
+    """An unpickled engine: the same arguments loaded again, which must give the same weights (a
+    hub id without a revision can resolve to another snapshot in another process)."""
+    logger.info("loading %s again in process %d (an Engine was unpickled here)", model, os.getpid())
+    engine = cls(model, **kwargs)
+    if engine.facts.model_identity != identity:
+        raise ModelLoadError(
+            f"the unpickled engine's {model!r} loaded other weights here ({engine.facts.model_identity}) "
+            f"than the pickled one had ({identity}); pin a revision or pass a model folder"
+        )
+    return engine
 
 
 def _scores(outputs: Sequence[PoolingRequestOutput[ScoringOutput]]) -> np.ndarray:
@@ -287,7 +298,7 @@ class Engine:
         worker process needs (a multiprocessing pool, LlamaIndex's ``IngestionPipeline(num_workers=)``);
         the tune verdict on disk makes that load as quick as a second one here."""
         model, kwargs = self._made_from
-        return _load_engine, (type(self), model, kwargs)
+        return _load_engine, (type(self), model, kwargs, self._facts.model_identity)
 
     def __copy__(self) -> Engine:
         return self
@@ -407,7 +418,10 @@ class Engine:
         if self._pipeline.kind is not ModelKind.BGE_M3:
             raise UnsupportedTaskError("encode_multi", self.supported_tasks)
         dense = self._resolve("embed", params.with_updates(max_active_dims=None))
-        self._resolve("sparse_embed", params.with_updates(dimensions=None))
+        # the sparse part has no size and no normalisation: those settings are the dense part's
+        self._resolve(
+            "sparse_embed", params.with_updates(dimensions=None, normalize=None, use_activation=None)
+        )
         return ResolvedParams(
             task=MULTI_VECTOR_TASK,
             dimensions=dense.dimensions,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field, replace
 from typing import Literal, TypeVar
 
-from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
+from poolrag.errors import DimensionsError, InvalidInputError, NotMatryoshkaError, UnsupportedTaskError
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.request import ResolvedParams
 
@@ -23,10 +23,10 @@ POOLING_TASKS: tuple[str, ...] = (
 # Not a task callers name: the engine's encode_multi asks a three-head model (BGE-M3) for its
 # dense, sparse and ColBERT vectors of each text from one forward pass.
 MULTI_VECTOR_TASK = "multi_vector"
-#: Tasks whose output is a vector: ``normalize`` is their switch (``use_activation`` its newer
-#: vLLM name). The others (classify, cross-encoder score, token_classify, reward) have only
-#: ``use_activation``.
-VECTOR_TASKS = frozenset({"embed", "token_embed", "sparse_embed"})
+#: Tasks whose output is a dense vector (or one per token): ``normalize`` is their switch
+#: (``use_activation`` its newer vLLM name). Sparse weights are never normalised, and the others
+#: (classify, cross-encoder score, token_classify, reward) have only ``use_activation``.
+VECTOR_TASKS = frozenset({"embed", "token_embed"})
 InputType = Literal["query", "document"]
 T = TypeVar("T")
 
@@ -162,11 +162,22 @@ class PoolingParams:
         """The request's ``normalize`` for ``task``, or an error where the task has no such switch:
         a field that changes nothing must not be answered as if it had been applied."""
         cross_encoder = facts.score_kind is ScoreKind.CROSS_ENCODER
+        if task == "score" and not cross_encoder and self.use_activation is not None:
+            raise InvalidInputError(
+                "use_activation applies to cross-encoder scores; this model scores by "
+                f"{facts.score_kind.value} of its vectors",
+                param="use_activation",
+            )
         vectors = task in VECTOR_TASKS or (task == "score" and not cross_encoder)
         if not vectors:
             if self.normalize is not None:
                 raise InvalidInputError(
-                    f"normalize applies to vectors, not to task {task!r}; its switch is use_activation",
+                    f"normalize applies to vectors, not to task {task!r}; "
+                    + (
+                        "sparse weights are never normalised"
+                        if task == "sparse_embed"
+                        else "its switch is use_activation"
+                    ),
                     param="normalize",
                 )
             return None
@@ -217,7 +228,7 @@ def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:
     if dimensions == full:
         return
     if not facts.is_matryoshka:
-        raise DimensionsError(
+        raise NotMatryoshkaError(
             "this model is not a Matryoshka model, so its vectors cannot be truncated to "
             f"{dimensions} dimensions meaningfully; omit dimensions (full size is {full}), or declare "
             'the model Matryoshka (hf_overrides={"is_matryoshka": True}) only if it was trained for it'

@@ -76,6 +76,16 @@ def test_truncating_a_non_matryoshka_default_model_is_a_clear_error(tmp_path: Pa
     assert not (tmp_path / "m.db").exists()  # refused before the database was touched
 
 
+def test_dimensions_on_a_colbert_model_names_the_real_cause(tmp_path: Path, assets: Path, capsys) -> None:
+    """Not the Matryoshka hint: ColBERT token vectors take no dimensions at all."""
+    argv = ["ingest", str(SAMPLES / "music"), "--model", str(assets / "colbert-pylate"), "--dimensions", "64"]
+    code = main([*argv, "--uri", str(tmp_path / "m.db"), "--cache", str(tmp_path / "c.sqlite"), "--quiet"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--dimensions 64: dimensions applies to embeddings, not to task 'token_embed'" in err
+    assert "--assume-matryoshka" not in err
+
+
 def test_database_down_exits_3_with_the_reason(tmp_path: Path, capsys) -> None:
     import socket
 

@@ -53,8 +53,12 @@ def test_contradicting_arguments_are_refused(folder: str, others: dict, message:
 def test_engine_kwargs_with_a_loaded_engine_or_a_server_are_refused_not_ignored(folder: str) -> None:
     engine = Engine(folder)
     for others in ({"engine": engine}, {"base_url": "http://127.0.0.1:9"}):
-        with pytest.raises(InvalidInputError, match="engine_kwargs configure a model loaded here"):
+        with pytest.raises(InvalidInputError, match="configure a model loaded here"):
             resolve_backend(**others, engine_kwargs={"device": "cpu"})
+    with pytest.MonkeyPatch.context() as env:  # the server named by the environment
+        env.setenv("POOLRAG_BASE_URL", "http://127.0.0.1:9")
+        with pytest.raises(InvalidInputError, match="configure a model loaded here"):
+            resolve_backend(engine_kwargs={"device": "cpu"})
     assert resolve_backend(engine=engine, engine_kwargs={}) is engine  # the adapters' default
 
 

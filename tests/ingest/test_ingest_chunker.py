@@ -116,8 +116,9 @@ def test_sizes_follow_the_model_and_bad_settings_are_refused(minilm_engine, toke
         TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, max_tokens=300)
     with pytest.raises(InvalidInputError, match="overlap"):
         TokenChunker(tokenizer, max_tokens=10, overlap=10)
-    # the default overlap (32) shrinks to fit small chunks; a given one that does not fit is refused
-    assert TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, max_tokens=16).overlap == 15
+    # the default overlap (32) is at most a quarter of a chunk; a given one that does not fit is refused
+    assert TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts).overlap == 32
+    assert TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, max_tokens=16).overlap == 4
     with pytest.raises(
         InvalidInputError, match=r"overlap must be between 0 and chunk size - 1 \(99\), got 300"
     ):

@@ -128,6 +128,19 @@ def test_re_adding_is_idempotent_and_delete_removes(kind: str, colbert: Engine, 
     assert {first[0], first[1]}.isdisjoint(h.id for h in retriever.search("capital", k=len(TEXTS)))
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_text_repeated_without_ids_is_stored_once(kind: str, colbert: Engine, make_store) -> None:
+    """Content ids: the same text and metadata twice in one add is one row (encoded once; Milvus
+    refuses one write naming an id twice), and each input still gets its id back."""
+    retriever = ColbertRetriever(make_store(kind), colbert)
+    ids = retriever.add_texts(
+        ["Chapter 1", "Paris is in France.", "Chapter 1"], [{"p": 1}, {"p": 2}, {"p": 1}]
+    )
+    assert ids[0] == ids[2] != ids[1] and retriever.count() == 2
+    assert asyncio.run(retriever.aadd_texts(["Chapter 1", "Chapter 1"], [{"p": 1}, {"p": 1}])) == [ids[0]] * 2
+    assert retriever.count() == 2
+
+
 def test_async_equals_sync(colbert: Engine, make_store) -> None:
     sync = filled(make_store("qdrant"), colbert)
 

@@ -173,3 +173,18 @@ def test_a_hub_id_finds_the_tokenizer_the_engine_would(encoder: BM25Encoder) -> 
     by_id = BM25Encoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     assert by_id.term_counts(DOCUMENTS) == encoder.term_counts(DOCUMENTS)
     assert by_id.tokenizer.get_vocab() == encoder.tokenizer.get_vocab()
+
+
+def test_a_model_poolrag_cannot_run_still_lends_its_tokenizer(
+    encoder: BM25Encoder, minilm_path: Path, tmp_path: Path
+) -> None:
+    """BM25 reads only the tokenizer: a folder whose modules include one poolrag would refuse to
+    run (a custom module) gives the same terms, from its Transformer module's folder."""
+    import json
+    import shutil
+
+    folder = shutil.copytree(minilm_path, tmp_path / "custom")
+    modules = json.loads((folder / "modules.json").read_text())
+    modules.append({"idx": len(modules), "name": "9", "path": "9_Custom", "type": "my_package.CustomHead"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+    assert BM25Encoder.from_pretrained(folder).term_counts(DOCUMENTS) == encoder.term_counts(DOCUMENTS)

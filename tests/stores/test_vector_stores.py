@@ -200,13 +200,21 @@ def test_bad_store_arguments_are_rejected(tmp_path: Path) -> None:
         open_store("milvus", "docs", uri=str(tmp_path / "missing" / "x.db"))
 
 
-class _NotQdrant(http.server.BaseHTTPRequestHandler):
-    """What another web service, or a Qdrant behind a wrong key, answers."""
+class _Answering(http.server.BaseHTTPRequestHandler):
+    """Answers every request with ``status`` and ``body``: another web service, a proxy (an HTML
+    page over lines), a Qdrant behind a wrong key, or Qdrant's own JSON error."""
 
     status = 404
+    body = b""
 
     def do_GET(self) -> None:
-        self.send_error(self.status)
+        if not self.body:
+            self.send_error(self.status)
+            return
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
 
     do_PUT = do_POST = do_GET
 
@@ -214,22 +222,36 @@ class _NotQdrant(http.server.BaseHTTPRequestHandler):
         pass
 
 
+QDRANT_ERROR = b'{"status": {"error": "Wrong input:  Vector dimension error:\n expected 8"}, "time": 0.0}'
+
+
 @pytest.mark.parametrize(
-    ("status", "hint"), [(404, "is a Qdrant server at that --url?"), (401, "check --api-key")]
+    ("status", "body", "said"),
+    [
+        (404, b"", "(is a Qdrant server at that --url?)"),
+        (401, b"", "(check --api-key)"),
+        (502, b"<html>\n<b>Bad gateway</b>\n</html>", "<html> <b>Bad gateway</b> </html>"),
+        (400, QDRANT_ERROR, "Wrong input: Vector dimension error: expected 8"),
+    ],
+    ids=["not-qdrant", "wrong-key", "proxy-page", "qdrant-says"],
 )
-def test_an_address_that_answers_but_is_not_qdrant_is_one_line_not_retried(status: int, hint: str) -> None:
-    handler = type("Handler", (_NotQdrant,), {"status": status})
+def test_an_address_that_answers_with_an_error_is_one_line_saying_what(
+    status: int, body: bytes, said: str
+) -> None:
+    handler = type("Handler", (_Answering,), {"status": status, "body": body})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        with pytest.raises(StoreRequestError) as refused:
+        with pytest.raises((StoreRequestError, StoreUnavailableError)) as refused:
             open_store("qdrant", "docs", url=url, retry=FAST_RETRY).ensure_collection(_spec())
     finally:
         server.shutdown()
     message = str(refused.value)
-    assert "\n" not in message and f"qdrant at {url} refused" in message and f"HTTP {status}" in message
-    assert hint in message
+    assert "\n" not in message and str(status) in message
+    if status != 502:  # a gateway error is an outage, retried; the others are refusals
+        assert isinstance(refused.value, StoreRequestError) and f"qdrant at {url} refused" in message
+        assert said in message
 
 
 def test_an_address_that_answers_but_is_not_milvus_is_one_line() -> None:

@@ -92,7 +92,10 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
 
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
         params = super()._params(input_type)
-        encode = {**self.encode_kwargs, **(self.query_encode_kwargs if input_type == "query" else {})}
+        # as HuggingFaceEmbeddings: a query uses query_encode_kwargs instead of encode_kwargs when given
+        encode = (
+            (self.query_encode_kwargs or self.encode_kwargs) if input_type == "query" else self.encode_kwargs
+        )
         if encode.get("normalize_embeddings"):
             params = params.with_updates(normalize=True)
         if encode.get("prompt") is not None:

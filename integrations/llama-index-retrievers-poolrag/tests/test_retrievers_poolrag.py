@@ -130,6 +130,16 @@ def test_a_node_comes_back_as_it_went_in(colbert_engine: Engine, tmp_path) -> No
         assert filtered.retrieve("capital") == []
 
 
+def test_stored_node_json_that_does_not_parse_gives_the_text(colbert_engine: Engine) -> None:
+    """A record written by another tool with a ``_node_content`` field of its own: the text and
+    metadata come back as a TextNode, and the search goes on."""
+    retriever = PoolragColBERTRetriever(engine=colbert_engine, similarity_top_k=1)
+    (record_id,) = retriever.colbert.add_texts(["Paris is in France."], [{"_node_content": "{not json"}])
+    (found,) = retriever.retrieve("Paris")
+    assert type(found.node) is TextNode and found.node.node_id == record_id
+    assert found.node.get_content(metadata_mode=MetadataMode.NONE) == "Paris is in France."
+
+
 def test_delete_and_bad_arguments(colbert_engine: Engine, minilm_engine: Engine) -> None:
     retriever = filled(engine=colbert_engine, similarity_top_k=3)
     retriever.delete_nodes(["node-3"])

@@ -88,7 +88,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--overlap",
         type=int,
-        help="tokens shared by neighbouring chunks (default 32, or chunk size - 1 below that)",
+        help="tokens shared by neighbouring chunks (default 32, at most a quarter of a chunk)",
     )
     parser.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
     parser.add_argument("--checkpoint", metavar="FILE", help="ingest progress file (default: cache folder)")

@@ -84,7 +84,7 @@ def register(subparsers: Any) -> None:
     chunking.add_argument(
         "--overlap",
         type=int,
-        help="tokens shared by neighbouring chunks (default 32, or chunk size - 1 below that)",
+        help="tokens shared by neighbouring chunks (default 32, at most a quarter of a chunk)",
     )
     chunking.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
     chunking.add_argument(
@@ -264,7 +264,7 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
     call it); this only says which flag to change.
     """
     from poolrag.cache import CachedEmbedder
-    from poolrag.errors import DimensionsError
+    from poolrag.errors import DimensionsError, NotMatryoshkaError
     from poolrag.ingest import ColbertEncoder, DenseEncoder
     from poolrag.model_facts import ScoreKind
     from poolrag.params import PoolingParams
@@ -275,14 +275,14 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
             PoolingParams(dimensions=dimensions).verify("token_embed", facts)
             return ColbertEncoder(engine)
         return DenseEncoder(CachedEmbedder(engine, cache), dimensions)
-    except DimensionsError as exc:
-        if facts.is_matryoshka or dimensions is None or not 0 < dimensions < (facts.embedding_dim or 0):
-            raise DimensionsError(f"--dimensions {dimensions}: {exc}") from None
-        raise DimensionsError(
+    except NotMatryoshkaError:
+        raise NotMatryoshkaError(
             f"--dimensions {dimensions}: this model is not a Matryoshka model, so its vectors cannot be "
             f"truncated meaningfully; leave out --dimensions (full size is {facts.embedding_dim}), or add "
             "--assume-matryoshka only if the model was trained for it"
         ) from None
+    except DimensionsError as exc:
+        raise DimensionsError(f"--dimensions {dimensions}: {exc}") from None
 
 
 def _sparse_encoder(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from poolrag.config.packaged_models import packaged_folder
@@ -12,9 +13,19 @@ from poolrag.errors import ModelLoadError
 logger = logging.getLogger(__name__)
 
 
-def resolve_model_path(model: str | os.PathLike[str], revision: str | None = None) -> Path:
+#: What a model needs from the hub: configs, weights, tokenizer, templates, ColBERT metadata, and
+#: the sentence-transformers module folders.
+MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.py", "*.jinja", "*/*", "*.metadata")
+#: What a tokenizer alone needs (configs and vocabularies, at the root and in module folders).
+TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*/*.json", "*/*.txt", "*/*.model")
+
+
+def resolve_model_path(
+    model: str | os.PathLike[str], revision: str | None = None, files: Sequence[str] = MODEL_FILES
+) -> Path:
     """A local folder is used as is; anything else is a hub id fetched (or found in the cache)
-    with ``huggingface_hub.snapshot_download``, so ``HF_HUB_OFFLINE=1`` works with a warm cache."""
+    with ``huggingface_hub.snapshot_download``, so ``HF_HUB_OFFLINE=1`` works with a warm cache.
+    ``files`` are the patterns fetched (:data:`TOKENIZER_FILES` where no weights are needed)."""
     path = Path(model).expanduser()
     if path.is_dir():
         return path.resolve()
@@ -27,16 +38,7 @@ def resolve_model_path(model: str | os.PathLike[str], revision: str | None = Non
         local = snapshot_download(
             model_id,
             revision=revision,
-            allow_patterns=[
-                "*.json",
-                "*.safetensors",
-                "*.txt",
-                "*.model",
-                "*.py",
-                "*.jinja",
-                "*/*",
-                "*.metadata",
-            ],
+            allow_patterns=list(files),
         )
     except Exception as exc:  # the hub client raises many types; all mean "cannot get it"
         packaged = packaged_folder(model_id) if revision is None else None

@@ -12,7 +12,9 @@ never imported, so a custom module is refused rather than guessed at.
 
 from __future__ import annotations
 
+import json
 from enum import Enum
+from pathlib import Path
 
 from poolrag.errors import ModelLoadError
 
@@ -87,3 +89,20 @@ def st_module_role(type_name: str, where: object) -> StModule:
         f"{where}: unknown sentence-transformers module {type_name!r}; poolrag runs "
         f"{', '.join(SUPPORTED)} modules"
     )
+
+
+def transformer_folder(folder: Path) -> Path:
+    """Where a model folder keeps its backbone and tokenizer: the Transformer module's folder when
+    ``modules.json`` names one, else the folder itself. Only the entries' class names are read
+    (nothing is imported, and the other modules need not be ones poolrag runs)."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return folder
+    for module in modules if isinstance(modules, list) else []:
+        if (
+            isinstance(module, dict)
+            and SUPPORTED.get(str(module.get("type", "")).rsplit(".", 1)[-1]) is StModule.TRANSFORMER
+        ):
+            return folder / str(module.get("path", ""))
+    return folder

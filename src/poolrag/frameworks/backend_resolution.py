@@ -54,21 +54,24 @@ def resolve_backend(
         raise InvalidInputError("pass only one of engine=, client= and base_url=")
     if engine_args is not None:
         model_name = _model_of(engine_args, model_name, engine, client, base_url, engine_kwargs)
-    elif engine_kwargs and (engine is not None or client is not None or base_url is not None):
+    # a CachedEmbedder alone already wraps the engine to run
+    cache_only = isinstance(cache, CachedEmbedder) and engine is client is base_url is model_name is None
+    if not cache_only and engine is client is base_url is model_name is None:
+        base_url = os.environ.get(BASE_URL_ENV)
+    if engine_kwargs and (cache_only or engine is not None or client is not None or base_url is not None):
         raise InvalidInputError(
-            "engine_kwargs configure a model loaded here from model_name=; an engine= is loaded "
-            "already and a server has its own options, so they would be ignored"
+            "engine options (engine_kwargs, or model_kwargs' device / trust_remote_code / revision) "
+            "configure a model loaded here from model_name=; a loaded engine (engine=, cache=) or "
+            "a server has its own, so they would be ignored"
         )
-    if isinstance(cache, CachedEmbedder) and engine is client is base_url is model_name is None:
-        return cache  # the embedder already wraps the engine to run
+    if cache_only:
+        return cache  # type: ignore[return-value]
     if engine is not None:
         if model_name is not None:
             raise InvalidInputError("pass either engine= or model_name=, not both (the engine has its model)")
         if not isinstance(engine, Engine):
             raise InvalidInputError(f"engine must be a poolrag.Engine, not {type(engine).__name__}")
         return _behind_cache(engine, cache, truncate_prompt_tokens)
-    if client is None and base_url is None and model_name is None:
-        base_url = os.environ.get(BASE_URL_ENV)
     if client is not None or base_url is not None:
         if cache is not None:
             raise InvalidInputError(

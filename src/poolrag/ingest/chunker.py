@@ -33,7 +33,7 @@ _MAX_TOKEN_CHARS = 100  # a "token" spanning more is a word the vocabulary canno
 #: text field, so every store keeps the same rows. No token spans more than ``_MAX_TOKEN_CHARS``
 #: characters (400 bytes), so a chunk of one token always fits.
 MAX_CHUNK_BYTES = 32768
-#: Tokens shared by neighbouring chunks unless a caller says otherwise (fewer where chunks are smaller).
+#: Tokens shared by neighbouring chunks unless a caller says otherwise (at most a quarter of a chunk).
 DEFAULT_OVERLAP = 32
 
 
@@ -98,7 +98,7 @@ class TokenChunker:
         if max_tokens <= 0:
             raise InvalidInputError("chunk size must be a positive number of tokens")
         if overlap is None:
-            overlap = min(32, max_tokens // 4)
+            overlap = min(DEFAULT_OVERLAP, max_tokens // 4)
         if not 0 <= overlap < max_tokens:
             raise InvalidInputError(
                 f"overlap must be between 0 and chunk size - 1 ({max_tokens - 1}), got {overlap}"
@@ -127,8 +127,8 @@ class TokenChunker:
             tokenizer: the model's own tokenizer (e.g. ``Engine.tokenizer``), so chunks are measured
                 in the tokens the model reads.
             facts: the model's facts (length limit, whether ColBERT adds a marker token).
-            overlap: tokens shared by neighbouring chunks; ``None``: 32, or less where chunks are
-                that small. A given overlap that does not fit the chunk size is refused.
+            overlap: tokens shared by neighbouring chunks; ``None``: the constructor's default (32, at
+                most a quarter of a chunk). A given overlap that does not fit the chunk size is refused.
         """
         limit = facts.max_model_len - tokenizer.num_special_tokens_to_add(pair=False)
         if facts.score_kind is ScoreKind.MAXSIM:
@@ -143,7 +143,7 @@ class TokenChunker:
         return cls(
             tokenizer,
             max_tokens=max_tokens,
-            overlap=min(DEFAULT_OVERLAP, max_tokens - 1) if overlap is None else overlap,
+            overlap=overlap,
             always_overlap=always_overlap,
         )
 

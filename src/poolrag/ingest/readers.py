@@ -137,6 +137,9 @@ def _walk(path: Path, unlisted: Callable[[OSError], None]) -> Iterator[Path]:
             continue
         listed.add(real)
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in dirs:
+            if os.path.islink(link := os.path.join(root, name)):
+                logger.info("following the folder link %s -> %s", link, os.path.realpath(link))
         for name in sorted(files):
             if not name.startswith(".") and name.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES):
                 yield Path(root) / name

@@ -122,8 +122,9 @@ class ColbertRetriever:
         texts, metadatas, ids = _columns(texts, metadatas, ids)
         if not texts:
             return []
-        vectors = self.backend.encode_arrays(texts, TOKEN_TASK, self._params("document"))
-        self._write(texts, metadatas, ids, vectors)
+        rows = _once_each(texts, metadatas, ids)
+        vectors = self.backend.encode_arrays(rows[0], TOKEN_TASK, self._params("document"))
+        self._write(*rows, vectors)
         return ids
 
     async def aadd_texts(
@@ -137,8 +138,9 @@ class ColbertRetriever:
         texts, metadatas, ids = _columns(texts, metadatas, ids)
         if not texts:
             return []
-        vectors = await self.backend.aencode_arrays(texts, TOKEN_TASK, self._params("document"))
-        await asyncio.to_thread(self._write, texts, metadatas, ids, vectors)
+        rows = _once_each(texts, metadatas, ids)
+        vectors = await self.backend.aencode_arrays(rows[0], TOKEN_TASK, self._params("document"))
+        await asyncio.to_thread(self._write, *rows, vectors)
         return ids
 
     def _write(
@@ -226,6 +228,18 @@ def _checked_query(k: int, filter: MetadataFilter | None) -> CheckedFilter | Non
     """A search's arguments checked before any model call: ``k`` and the filter's shape."""
     check_k(k)
     return check_filter(filter)
+
+
+def _once_each(
+    texts: list[str], metadatas: list[dict[str, Any]], ids: list[str]
+) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """The rows of distinct ids (a repeated content id is the same text and metadata): encoded
+    once, and written once, since a store may refuse one write that names an id twice (Milvus)."""
+    first = list(dict.fromkeys(ids))  # in order of first appearance
+    if len(first) == len(ids):
+        return texts, metadatas, ids
+    row = {cid: i for i, cid in reversed(list(enumerate(ids)))}  # each id's first row
+    return [texts[row[c]] for c in first], [metadatas[row[c]] for c in first], first
 
 
 def _columns(

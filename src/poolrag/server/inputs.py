@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from poolrag.model_facts import ModelFacts, ScoreKind
+from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
 from poolrag.server.settings import ServerSettings
@@ -44,13 +44,8 @@ def to_prompts(value: str | Sequence[Any], settings: ServerSettings, param: str 
 def score_params(
     facts: ModelFacts, truncate_prompt_tokens: int | None, use_activation: bool | None
 ) -> PoolingParams:
-    """``/score`` and ``/rerank`` parameters; ``use_activation`` only where a score has an activation
-    (a cross-encoder's sigmoid), since a cosine or MaxSim score would silently ignore it."""
-    if use_activation is not None and facts.score_kind is not ScoreKind.CROSS_ENCODER:
-        raise APIError(
-            400,
-            f"use_activation applies to cross-encoder scores; this model scores by {facts.score_kind.value}",
-            param="use_activation",
-            code="invalid_request",
-        )
-    return PoolingParams(truncate_prompt_tokens=truncate_prompt_tokens, use_activation=use_activation)
+    """``/score`` and ``/rerank`` parameters, checked before the request takes a slot (a cosine or
+    MaxSim score has no activation to switch off)."""
+    params = PoolingParams(truncate_prompt_tokens=truncate_prompt_tokens, use_activation=use_activation)
+    params.verify("score", facts)
+    return params

@@ -98,6 +98,8 @@ def _homogeneous_lists(message: str, token_ids: bool) -> WrapValidator:
 
 
 _POOLING_SHAPES = "must be a string, a list of strings, a list of token ids or a list of token-id lists"
+#: An instruction prompt is a sentence; the bound keeps one request from copying megabytes into each input.
+PROMPT_MAX_CHARS = 2048
 TokenIds = list[StrictInt]
 PoolingInput = Annotated[
     Text | list[Text] | TokenIds | list[TokenIds],
@@ -203,6 +205,7 @@ class EmbeddingRequest(VllmRequestBody):
     )
     prompt: str | None = Field(
         None,
+        max_length=PROMPT_MAX_CHARS,
         description="Text put before each text input instead of the model's prompts, as "
         "sentence-transformers' prompt= (poolrag extension).",
     )

@@ -193,15 +193,14 @@ class BM25Encoder:
     def from_pretrained(cls, model: str | Path, revision: str | None = None, **kwargs: Any) -> BM25Encoder:
         """The tokenizer of a model folder (or hub id), found as ``Engine`` finds it: a hub id
         resolves to the installed copy when the hub is out of reach, and a sentence-transformers
-        folder's tokenizer is its Transformer module's. BM25 needs nothing else from the model."""
+        folder's tokenizer is its Transformer module's. BM25 needs nothing else from the model, so
+        only tokenizer files are fetched and the model need not be one poolrag runs."""
         from transformers import AutoTokenizer
 
-        from poolrag.config.model_spec import load_model_spec
-        from poolrag.config.resolve import resolve_model_path
+        from poolrag.config.resolve import TOKENIZER_FILES, resolve_model_path
+        from poolrag.config.st_modules import transformer_folder
 
-        folder = resolve_model_path(model, revision)
-        if (folder / "modules.json").is_file():
-            folder = load_model_spec(folder, None, trust_remote_code=False).transformer_path
+        folder = transformer_folder(resolve_model_path(model, revision, TOKENIZER_FILES))
         return cls(AutoTokenizer.from_pretrained(folder), **kwargs)
 
     def analyzer_record(self) -> dict[str, Any]:

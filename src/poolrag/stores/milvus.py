@@ -56,7 +56,7 @@ from poolrag.stores.milvus_payload import (
     full_source,
     to_row_fields,
 )
-from poolrag.stores.registry import StoreLocation
+from poolrag.stores.registry import StoreLocation, module_installed
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
 from poolrag.stores.template import HybridQuery, StoreTemplate
@@ -184,6 +184,12 @@ class MilvusStore(StoreTemplate):
         self._timeout = timeout if timeout is not None else LITE_DEADLINE_S if local else SERVER_DEADLINE_S
         _quiet_pymilvus_errors()
         if _is_local(self.uri):
+            if not module_installed("milvus_lite"):
+                raise ModuleNotFoundError(
+                    'a Milvus Lite file needs the milvus extra: pip install "poolrag[milvus]" '
+                    "(missing: milvus_lite)",
+                    name="milvus_lite",
+                )
             if not self.uri.endswith(".db"):
                 raise InvalidInputError(
                     f"--uri {self.uri!r} is neither a Milvus Lite file (a path ending in .db) nor a "

@@ -12,6 +12,7 @@ on the compressed copy and rescore with the originals. Collection metadata holds
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -39,7 +40,10 @@ DEFAULT_PATH = "./poolrag_qdrant"
 
 
 def _unavailable_message(exc: Exception) -> str | None:
-    return (str(exc) or type(exc).__name__) if _unavailable(exc) else None
+    """One line for an outage (a gateway's HTML page or a client's multi-line text included)."""
+    if not _unavailable(exc):
+        return None
+    return (_refusal(exc) or " ".join(str(exc).split())) or type(exc).__name__
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -70,10 +74,24 @@ def _refusal(exc: BaseException) -> str | None:
 
     if not isinstance(exc, UnexpectedResponse):
         return None
+    answer = f"HTTP {exc.status_code} {exc.reason_phrase}".strip()
+    said = _qdrant_error_text(exc.content)
+    if said is not None:  # Qdrant's own JSON error: the server is Qdrant, its words say what is wrong
+        return f"{answer}: {said}"
     hints = {401: "check --api-key", 403: "check --api-key", 404: "is a Qdrant server at that --url?"}
     hint = hints.get(exc.status_code or 0)
-    answer = f"HTTP {exc.status_code} {exc.reason_phrase}".strip()
-    return f"{answer} ({hint})" if hint else f"{answer}: {exc.content[:200].decode(errors='replace')}"
+    body = " ".join(exc.content[:200].decode(errors="replace").split())
+    return f"{answer} ({hint})" if hint else f"{answer}: {body}"
+
+
+def _qdrant_error_text(content: bytes) -> str | None:
+    """The ``status.error`` of Qdrant's JSON error body, or ``None`` for any other answer."""
+    try:
+        status = json.loads(content).get("status")
+    except (ValueError, AttributeError):
+        return None
+    error = status.get("error") if isinstance(status, dict) else None
+    return " ".join(str(error).split()) if error else None
 
 
 def _quantization(kind: str | None) -> Any:

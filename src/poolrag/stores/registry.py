@@ -31,12 +31,15 @@ class StoreEntry:
         extra: the ``poolrag[...]`` extra that installs the client; ``None`` when nothing extra is needed.
         client_modules: the top-level modules that extra installs (looked up, not imported, before a
             command starts, so a missing one is a single line).
+        opens_with: those of them every use of the store needs (default: all); the others are
+            checked by the store where it needs them (Milvus Lite only for a local file).
     """
 
     module: str
     class_name: str
     extra: str | None = None
     client_modules: tuple[str, ...] = ()
+    opens_with: tuple[str, ...] | None = None
 
     @property
     def pip_hint(self) -> str:
@@ -46,7 +49,8 @@ class StoreEntry:
     def store_class(self) -> type:
         """The class, once its client is known to be installed: a missing extra is one line naming
         it, not an import error from deep inside the store module."""
-        missing = [name for name in self.client_modules if not module_installed(name)]
+        needed = self.client_modules if self.opens_with is None else self.opens_with
+        missing = [name for name in needed if not module_installed(name)]
         if missing:
             raise ModuleNotFoundError(
                 f"this store needs the {self.extra} extra: {self.pip_hint} (missing: {', '.join(missing)})",
@@ -65,7 +69,13 @@ def module_installed(name: str) -> bool:
 
 #: kind -> entry; the order is the order of the CLI's choices (the first is its default).
 STORES: dict[str, StoreEntry] = {
-    "milvus": StoreEntry("poolrag.stores.milvus", "MilvusStore", "milvus", ("pymilvus", "milvus_lite")),
+    "milvus": StoreEntry(
+        "poolrag.stores.milvus",
+        "MilvusStore",
+        "milvus",
+        ("pymilvus", "milvus_lite"),
+        opens_with=("pymilvus",),
+    ),
     "qdrant": StoreEntry("poolrag.stores.qdrant", "QdrantStore", "qdrant", ("qdrant_client",)),
     "qdrant-edge": StoreEntry(
         "poolrag.stores.qdrant_edge", "QdrantEdgeStore", "qdrant-edge", ("qdrant_edge",)

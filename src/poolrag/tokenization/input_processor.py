@@ -16,7 +16,7 @@ from transformers import PreTrainedTokenizerBase
 from poolrag.config.model_spec import ColbertSpec
 from poolrag.errors import InputTooLongError, InputTypeError, InvalidInputError, ModelLoadError
 from poolrag.request import PoolingRequest, ResolvedParams
-from poolrag.text_validity import check_text
+from poolrag.text_validity import check_text, lone_surrogate
 from poolrag.tokenization.text_cut import TextCut
 
 logger = logging.getLogger(__name__)
@@ -157,15 +157,19 @@ class InputProcessor:
             return None
         return self.max_len if truncate == -1 else min(truncate, self.max_len)
 
-    def _check_room(self, limit: int, pair: bool = False, marker: bool = False) -> None:
+    def _check_room(self, limit: int, pair: bool = False, marker: bool = False, prefix: str = "") -> None:
         """Refuse a limit that leaves no token of text (of each text of a pair) beside the special
-        tokens; the tokenizer itself would log an error and return the text uncut."""
+        tokens and the prompt; the tokenizer itself would log an error and return the text uncut,
+        or keep the prompt alone."""
         specials = self.tokenizer.num_special_tokens_to_add(pair=pair) + int(marker)
-        least = specials + (2 if pair else 1)
+        prompt = self.text_cut.count(prefix) if prefix else 0
+        least = specials + prompt + (2 if pair else 1)
         if limit < least:
+            each = "pair" if pair else "input"
+            taken = f" and the prompt takes {prompt}" if prompt else ""
             raise InvalidInputError(
                 f"truncate_prompt_tokens={limit} leaves no room for text: this model adds {specials} "
-                f"special tokens to each {'pair' if pair else 'input'}, so it must be at least {least}",
+                f"special tokens to each {each}{taken}, so it must be at least {least}",
                 param="truncate_prompt_tokens",
             )
 
@@ -180,6 +184,10 @@ class InputProcessor:
         limit = self._limit(truncate)
         if self.colbert is not None and params.task in ("token_embed", "score"):
             return self._colbert(prompts, params, limit)
+        if prompt is not None and (at := lone_surrogate(prompt)) is not None:
+            raise InvalidInputError(
+                f"prompt is not valid Unicode (lone surrogate at character {at})", param="prompt"
+            )
         prefix = self.prompts.prefix_for(params.input_type, prompt)
         chunking = self.chunked and params.task == "embed" and limit is None
         requests: list[PoolingRequest | None] = [None] * len(prompts)
@@ -193,7 +201,7 @@ class InputProcessor:
                 texts.append(self._kept_text(prefix + check_text(item, name, param="input"), limit, chunking))
                 text_positions.append(i)
         if texts and limit is not None:
-            self._check_room(limit)
+            self._check_room(limit, prefix=prefix)
         if texts:
             encoded = self.tokenizer(
                 texts,

@@ -149,6 +149,16 @@ def test_huggingface_embeddings_arguments_run_unchanged(minilm_path: Path, minil
     )
     forced = PoolragEmbeddings(engine=minilm_engine, encode_kwargs={"normalize_embeddings": True})
     assert forced._params("document").normalize is True
+    # query_encode_kwargs replace encode_kwargs for queries (not merged), as in HuggingFaceEmbeddings
+    both = PoolragEmbeddings(
+        engine=minilm_engine,
+        encode_kwargs={"prompt": "passage: "},
+        query_encode_kwargs={"normalize_embeddings": True},
+    )
+    assert both.embed_query("ocean") == PoolragEmbeddings(engine=minilm_engine).embed_query("ocean")
+    np.testing.assert_allclose(
+        both.embed_documents(["ocean"])[0], minilm_engine.embed_array(["passage: ocean"])[0], atol=1e-6
+    )
 
 
 def test_truncate_dim_is_dimensions(matryoshka_engine: Engine, minilm_path: Path) -> None:
@@ -169,7 +179,10 @@ def test_truncate_dim_is_dimensions(matryoshka_engine: Engine, minilm_path: Path
         ({"model_kwargs": {"cache_dir": "x"}}, r"model_kwargs \['cache_dir'\] have no counterpart here"),
         ({"encode_kwargs": {"precision": "int8"}}, r"encode_kwargs \['precision'\] have no counterpart here"),
         ({"model_kwargs": {"truncate_dim": 128}, "dimensions": 256}, "truncate_dim and dimensions disagree"),
-        ({"model_kwargs": {"device": "cpu"}, "base_url": "http://127.0.0.1:9"}, "engine_kwargs configure"),
+        (
+            {"model_kwargs": {"device": "cpu"}, "base_url": "http://127.0.0.1:9"},
+            "model_kwargs. device / trust_remote_code / revision. configure",
+        ),
     ],
 )
 def test_huggingface_arguments_without_a_counterpart_are_refused(arguments: dict, message: str) -> None:

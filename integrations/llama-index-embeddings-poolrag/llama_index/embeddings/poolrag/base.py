@@ -65,9 +65,9 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
         params = super()._params(input_type)
         if input_type == "query":
-            name = (
-                self.model_name if self.model_name is not None else getattr(self.engine, "model_name", None)
-            )
+            # the hub id however the model was given (name, EngineArgs, or a loaded engine)
+            name = self.model_name or (self.engine_args.model if self.engine_args else None)
+            name = name or getattr(self.engine, "model_name", None)
             instruction = self.query_instruction
             instruction = default_query_instruction(name) if instruction is None else instruction
         else:

@@ -8,6 +8,7 @@ as documents into any poolrag store (in memory by default, or Qdrant / Milvus fr
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
-from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
@@ -34,6 +35,9 @@ from poolrag.retrieval import ColbertRetriever, SearchResult
 from poolrag.stores import VectorStore
 
 Filters = MetadataFilters | Mapping[str, Any]
+
+
+logger = logging.getLogger(__name__)
 
 
 class PoolragColBERTRetriever(BaseRetriever):
@@ -152,9 +156,18 @@ def _columns(nodes: Sequence[BaseNode]) -> tuple[list[str], list[dict[str, Any]]
 
 
 def result_node(result: SearchResult) -> BaseNode:
-    """The node a search result stands for: rebuilt from its JSON where LlamaIndex stored one (one
-    of LlamaIndex's own node classes, never a class named by the data), else a ``TextNode`` of the
-    text and metadata (a collection filled by ``poolrag ingest``)."""
-    if NODE_CONTENT in result.metadata:
-        return metadata_dict_to_node(result.metadata, text=result.text)
+    """The node a search result stands for: a ``TextNode`` rebuilt from the JSON ``add_nodes``
+    stored beside it (always that class: the stored node type picks nothing), else one of the text
+    and metadata (a collection filled by ``poolrag ingest``, or JSON that does not parse)."""
+    stored = result.metadata.get(NODE_CONTENT)
+    if isinstance(stored, str):
+        try:
+            node = TextNode.from_json(stored)
+        except ValueError as exc:  # pydantic's ValidationError and json's errors are ValueErrors
+            logger.warning(
+                "result %s: its stored node does not parse (%s); returning its text", result.id, exc
+            )
+        else:
+            node.set_content(result.text)
+            return node
     return TextNode(id_=result.id, text=result.text, metadata=result.metadata)
