@@ -69,10 +69,5 @@ class DimensionsError(InvalidInputError):
     """Matryoshka ``dimensions`` that the model does not support."""
 
 
-class NotMatryoshkaError(DimensionsError):
-    """A size below the full one for a model not trained for Matryoshka truncation (front doors
-    name their own way to declare it one)."""
-
-
 class ModelLoadError(PoolragError, RuntimeError):
     """The model folder could not be understood or loaded."""

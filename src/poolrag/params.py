@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field, replace
 from typing import Literal, TypeVar
 
-from poolrag.errors import DimensionsError, InvalidInputError, NotMatryoshkaError, UnsupportedTaskError
+from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.request import ResolvedParams
 
@@ -228,7 +228,7 @@ def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:
     if dimensions == full:
         return
     if not facts.is_matryoshka:
-        raise NotMatryoshkaError(
+        raise DimensionsError(
             "this model is not a Matryoshka model, so its vectors cannot be truncated to "
             f"{dimensions} dimensions meaningfully; omit dimensions (full size is {full}), or declare "
             'the model Matryoshka (hf_overrides={"is_matryoshka": True}) only if it was trained for it'

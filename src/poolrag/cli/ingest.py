@@ -264,7 +264,7 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
     call it); this only says which flag to change.
     """
     from poolrag.cache import CachedEmbedder
-    from poolrag.errors import DimensionsError, NotMatryoshkaError
+    from poolrag.errors import DimensionsError
     from poolrag.ingest import ColbertEncoder, DenseEncoder
     from poolrag.model_facts import ScoreKind
     from poolrag.params import PoolingParams
@@ -275,13 +275,14 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
             PoolingParams(dimensions=dimensions).verify("token_embed", facts)
             return ColbertEncoder(engine)
         return DenseEncoder(CachedEmbedder(engine, cache), dimensions)
-    except NotMatryoshkaError:
-        raise NotMatryoshkaError(
-            f"--dimensions {dimensions}: this model is not a Matryoshka model, so its vectors cannot be "
-            f"truncated meaningfully; leave out --dimensions (full size is {facts.embedding_dim}), or add "
-            "--assume-matryoshka only if the model was trained for it"
-        ) from None
     except DimensionsError as exc:
+        plain_embedder = facts.score_kind is not ScoreKind.MAXSIM and not facts.is_matryoshka
+        if plain_embedder and dimensions is not None and 0 < dimensions < (facts.embedding_dim or 0):
+            raise DimensionsError(  # the CLI's own way to declare a model Matryoshka, said once
+                f"--dimensions {dimensions}: this model is not a Matryoshka model, so its vectors cannot "
+                f"be truncated meaningfully; leave out --dimensions (full size is {facts.embedding_dim}), "
+                "or add --assume-matryoshka only if the model was trained for it"
+            ) from None
         raise DimensionsError(f"--dimensions {dimensions}: {exc}") from None
 
 
