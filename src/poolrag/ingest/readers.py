@@ -235,9 +235,8 @@ def read_paths(
     for raw in paths:  # checked before any is read: a typo stops the run before it writes
         if not Path(raw).exists() and not Path(raw).is_symlink():
             raise InvalidInputError(f"no such file or folder: {raw}")
-    read: set[Path] = (
-        set()
-    )  # a file named twice (a symlink and its target, overlapping paths) is one document
+    # a file named twice (a symlink and its target, overlapping paths) is one document
+    read: set[Path] = set()
     for raw in paths:
         path = Path(raw)
 

@@ -235,11 +235,13 @@ def _once_each(
 ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """The rows of distinct ids (a repeated content id is the same text and metadata): encoded
     once, and written once, since a store may refuse one write that names an id twice (Milvus)."""
-    first = list(dict.fromkeys(ids))  # in order of first appearance
+    first: dict[str, int] = {}  # each id's first row, in order of appearance
+    for row, cid in enumerate(ids):
+        first.setdefault(cid, row)
     if len(first) == len(ids):
         return texts, metadatas, ids
-    row = {cid: i for i, cid in reversed(list(enumerate(ids)))}  # each id's first row
-    return [texts[row[c]] for c in first], [metadatas[row[c]] for c in first], first
+    rows = list(first.values())
+    return [texts[i] for i in rows], [metadatas[i] for i in rows], list(first)
 
 
 def _columns(
