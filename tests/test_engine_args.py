@@ -14,7 +14,6 @@ import pytest
 
 from poolrag import Engine, EngineArgs, InputTypeError, InvalidInputError, PoolerConfig
 from poolrag.engine_args import (
-    COMPILE_MODES,
     CONVERTS,
     CPU_FAST_MODES,
     DTYPES,
@@ -37,7 +36,6 @@ def test_the_fields_are_engines_keyword_arguments_with_its_defaults() -> None:
 def test_the_choices_are_the_loaders_own() -> None:
     """Spelled out so that the CLI's --help imports no torch; these are the lists they copy."""
     from poolrag.core.autotune import TUNE_MODES as tune_modes
-    from poolrag.engine import COMPILE_MODES as engine_compile_modes
     from poolrag.llm import CONVERTS as llm_converts
     from poolrag.loading.cpu_fast_mode import FAST_MODES
     from poolrag.loading.dtype import _DTYPES
@@ -48,7 +46,6 @@ def test_the_choices_are_the_loaders_own() -> None:
     assert ("auto", *FAST_MODES) == CPU_FAST_MODES
     assert loader_impls == MODEL_IMPLS and tune_modes == TUNE_MODES
     assert loader_schemes == QUANTIZATION_SCHEMES
-    assert engine_compile_modes == (None, *COMPILE_MODES)
     assert set(CONVERTS) == {v for v in llm_converts.values() if v is not None}
 
 
@@ -82,6 +79,20 @@ def test_a_bad_field_is_one_line_naming_it(changes: dict, field: str) -> None:
         EngineArgs(**{"model": "some/model", **changes})
     message = str(caught.value)
     assert field in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [({"max_batch_tokens": 0}, "max_batch_tokens"), ({"trust_remote_code": "yes"}, "trust_remote_code")],
+)
+def test_engine_checks_its_keywords_by_the_same_rule_before_loading(changes: dict, field: str) -> None:
+    """``Engine(model, **kwargs)`` is checked by EngineArgs itself: a zero budget is refused, not
+    replaced by the default, and nothing is fetched for a model whose options are wrong."""
+    model = "no-such-org/not-a-model"
+    with pytest.raises(InvalidInputError, match=field):
+        Engine(model, **changes)
+    with pytest.raises(InvalidInputError, match=field):
+        EngineArgs(model, **changes)
 
 
 def test_an_unknown_option_is_one_line_naming_it() -> None:

@@ -26,10 +26,9 @@ from poolrag.config.resolve import resolve_model_path
 from poolrag.core.autotune import TuneReport, TuneRequest, load_tuned, resolve_tune_mode
 from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
-from poolrag.engine_args import COMPILE_MODES as COMPILE_CHOICES
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InputTypeError, InvalidInputError, ModelLoadError, UnsupportedTaskError
-from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
+from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
@@ -57,8 +56,6 @@ if TYPE_CHECKING:  # the compiler stack loads only when compile is on
 
 logger = logging.getLogger(__name__)
 
-COMPILE_MODES = (None, *COMPILE_CHOICES)
-
 Prompts = PromptInput | Sequence[PromptInput]
 T = TypeVar("T")
 Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
@@ -80,17 +77,16 @@ def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
     return items
 
 
-def _load_engine(
-    cls: type[Engine], model: str | os.PathLike[str], kwargs: dict[str, Any], identity: str
-) -> Engine:
+def _load_engine(cls: type[Engine], args: EngineArgs, identity: str) -> Engine:
     """An unpickled engine: the same arguments loaded again, which must give the same weights (a
     hub id without a revision can resolve to another snapshot in another process)."""
-    logger.info("loading %s again in process %d (an Engine was unpickled here)", model, os.getpid())
-    engine = cls(model, **kwargs)
+    logger.info("loading %s again in process %d (an Engine was unpickled here)", args.model, os.getpid())
+    engine = cls.from_engine_args(args)
     if engine.facts.model_identity != identity:
         raise ModelLoadError(
-            f"the unpickled engine's {model!r} loaded other weights here ({engine.facts.model_identity}) "
-            f"than the pickled one had ({identity}); pin a revision or pass a model folder"
+            f"the unpickled engine's {args.model!r} loaded other weights here "
+            f"({engine.facts.model_identity}) than the pickled one had ({identity}); pin a revision "
+            "or pass a model folder"
         )
     return engine
 
@@ -207,24 +203,38 @@ class Engine:
         compile: str | None = None,
         tune: str | None = None,
     ) -> None:
-        # what made it, so a pickled engine is loaded again from the same arguments (__reduce__)
-        self._made_from = (
+        # every option checked by the one rule every door uses (a bad value: one line naming it);
+        # a pickled engine is loaded again from this value (__reduce__)
+        self.engine_args = EngineArgs(
             model,
-            {k: v for k, v in locals().items() if k not in ("self", "model", "__class__")},
+            task=task,
+            dtype=dtype,
+            device=device,
+            max_model_len=max_model_len,
+            pooler_config=pooler_config,
+            hf_overrides=hf_overrides,
+            trust_remote_code=trust_remote_code,
+            max_batch_tokens=max_batch_tokens,
+            max_batch_size=max_batch_size,
+            revision=revision,
+            tokenizer=tokenizer,
+            convert=convert,
+            score_template=score_template,
+            device_map=device_map,
+            quantization=quantization,
+            cpu_fast_mode=cpu_fast_mode,
+            cpu_fast_mode_min_cosine=cpu_fast_mode_min_cosine,
+            model_impl=model_impl,
+            compile=compile,
+            tune=tune,
         )
-        self.model_name = str(model)
+        self.model_name = self.engine_args.model
         self._score_template = load_score_template(score_template) if score_template is not None else None
         path = resolve_model_path(model, revision)
         self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code, convert)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
-        if cpu_fast_mode not in (None, "auto", *FAST_MODES):
-            raise InvalidInputError(
-                f"unknown cpu_fast_mode {cpu_fast_mode!r}; use auto, {', '.join(FAST_MODES)}"
-            )
-        if compile not in COMPILE_MODES:
-            raise InvalidInputError(f"compile must be one of {COMPILE_MODES}, not {compile!r}")
-        pooler = PoolerConfig.from_value(pooler_config)
+        pooler = PoolerConfig.from_value(self.engine_args.pooler_config)
         placement = Placement(device_map, quantization)
         batch_tokens = max_batch_tokens or default_batch_tokens(self.device)
 
@@ -297,8 +307,7 @@ class Engine:
         """An engine pickles as the arguments that made it: unpickling loads the model again, as a
         worker process needs (a multiprocessing pool, LlamaIndex's ``IngestionPipeline(num_workers=)``);
         the tune verdict on disk makes that load as quick as a second one here."""
-        model, kwargs = self._made_from
-        return _load_engine, (type(self), model, kwargs, self._facts.model_identity)
+        return _load_engine, (type(self), self.engine_args, self._facts.model_identity)
 
     def __copy__(self) -> Engine:
         return self

@@ -22,7 +22,7 @@ from poolrag.engine import Engine, Prompts
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
-from poolrag.vllm_options import NO_EFFECT_OPTIONS, warn_no_effect
+from poolrag.vllm_options import NO_EFFECT_OPTIONS, eager_compile, refuse_parallelism, warn_no_effect
 from poolrag.vllm_outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -59,17 +59,13 @@ def _params(
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
     """vLLM's engine keywords as Engine options: mapped, warned about once, or refused."""
     options = dict(given)
-    if options.pop("tensor_parallel_size", 1) != 1:
-        raise InvalidInputError(
-            "tensor_parallel_size > 1 is not supported; pass device_map='auto' to spread a model "
-            "over several devices"
-        )
+    refuse_parallelism(options.pop("tensor_parallel_size", 1), options.pop("pipeline_parallel_size", 1))
     if "max_num_batched_tokens" in options:
         options.setdefault("max_batch_tokens", options.pop("max_num_batched_tokens"))
     if "max_num_seqs" in options:
         options.setdefault("max_batch_size", options.pop("max_num_seqs"))
-    if options.pop("enforce_eager", False) and options.get("compile") not in (None, "off"):
-        raise InvalidInputError("enforce_eager=True contradicts compile='background'; give one of them")
+    if "enforce_eager" in options:
+        options["compile"] = eager_compile(options.pop("enforce_eager"), options.get("compile"))
     no_effect = sorted(set(NO_EFFECT_OPTIONS) & set(options))
     warn_no_effect(no_effect, logger)
     for name in no_effect:
@@ -94,9 +90,10 @@ class LLM:
             as vLLM's (``quantization``: ``"fp8"`` on CUDA, or poolrag's ``"int8"``).
         **engine_options: :class:`~poolrag.Engine` options (``device``, ``score_template``, ...);
             ``max_num_batched_tokens`` maps to ``max_batch_tokens``, ``max_num_seqs`` to
-            ``max_batch_size``, ``enforce_eager`` means no compile (poolrag's default);
-            ``tensor_parallel_size`` must be 1 (use ``device_map="auto"`` to spread a large model);
-            vLLM's cache / scheduler / memory options are accepted with one warning.
+            ``max_batch_size``, ``enforce_eager`` means no compile, not even one a tune
+            verdict chose; ``tensor_parallel_size`` / ``pipeline_parallel_size`` must be 1 (use
+            ``device_map="auto"`` to spread a large model); vLLM's cache / scheduler / memory
+            options are accepted with one warning.
     """
 
     def __init__(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from poolrag.errors import InvalidInputError
+
 #: vLLM option (``LLM`` keyword spelling) -> whether the ``serve`` flag is a switch (no value).
 NO_EFFECT_OPTIONS: dict[str, bool] = {
     "gpu_memory_utilization": False,
@@ -40,3 +42,23 @@ def warn_no_effect(names: Iterable[str], log: logging.Logger) -> None:
             "accepted but no effect in poolrag (vLLM KV-cache / scheduler / GPU-memory options): %s",
             ", ".join(given),
         )
+
+
+def refuse_parallelism(tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> None:
+    """vLLM's tensor / pipeline parallelism has no counterpart: a model larger than one device is
+    spread by accelerate's placement instead, so any size but 1 is refused, naming that way."""
+    if tensor_parallel_size != 1 or pipeline_parallel_size != 1:
+        raise InvalidInputError(
+            "tensor / pipeline parallelism is not supported; a model larger than one device is "
+            "spread over several by device_map='auto' (Engine / LLM)"
+        )
+
+
+def eager_compile(enforce_eager: bool, compile: str | None) -> str | None:
+    """vLLM's ``enforce_eager`` as poolrag's ``compile``: ``"off"``, so not even a tune verdict that
+    chose a compiled path compiles; next to ``compile="background"`` it is a contradiction."""
+    if not enforce_eager:
+        return compile
+    if compile not in (None, "off"):
+        raise InvalidInputError("enforce_eager contradicts compile='background'; give one of them")
+    return "off"

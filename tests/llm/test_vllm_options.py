@@ -46,3 +46,12 @@ def test_mapped_knobs_warn_nothing_and_contradictions_are_refused(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     with pytest.raises(InvalidInputError, match="enforce_eager"):
         LLM(str(minilm_path), enforce_eager=True, compile="background")
+    with pytest.raises(InvalidInputError, match="parallelism is not supported"):
+        LLM(str(minilm_path), pipeline_parallel_size=2)
+
+
+def test_enforce_eager_turns_compile_off_even_where_a_tune_verdict_chose_compiled(minilm_path: Path) -> None:
+    """Left at its default (None), compile follows the tune verdict, which may name a compiled path;
+    vLLM's enforce_eager promises no compile at all, so it is poolrag's compile="off"."""
+    assert LLM(str(minilm_path), enforce_eager=True).engine.engine_args.compile == "off"
+    assert LLM(str(minilm_path)).engine.engine_args.compile is None

@@ -16,7 +16,7 @@ from poolrag.server.settings import (
     DEFAULT_MAX_INPUTS,
     DEFAULT_MAX_QUEUE,
 )
-from poolrag.vllm_options import NO_EFFECT_OPTIONS, warn_no_effect
+from poolrag.vllm_options import NO_EFFECT_OPTIONS, eager_compile, refuse_parallelism, warn_no_effect
 
 logger = logging.getLogger(__name__)
 
@@ -169,18 +169,13 @@ def _runner(text: str) -> str:
 def engine_args_of(args: argparse.Namespace, model: str | None = None) -> EngineArgs:
     """The Engine's options from the command line, vLLM's flags mapped to poolrag's or warned about
     (for ``model``, default: the namespace's)."""
-    if args.tensor_parallel_size != 1 or args.pipeline_parallel_size != 1:
-        raise ValueError(
-            "tensor / pipeline parallelism is not supported; a model larger than one device is "
-            "spread over several by device_map='auto' (Engine / LLM)"
-        )
-    if args.enforce_eager and args.compile != "off":
-        raise ValueError("--enforce-eager contradicts --compile background; give one of them")
+    refuse_parallelism(args.tensor_parallel_size, args.pipeline_parallel_size)
+    compile_mode = eager_compile(args.enforce_eager, args.compile)
     if args.chat_template and args.score_template and args.chat_template != args.score_template:
         raise ValueError("give --chat-template or --score-template, not both")
     warn_no_effect((name for name in NO_EFFECT_OPTIONS if getattr(args, name) is not None), logger)
     return EngineArgs.from_cli_args(args, model).replace(
-        score_template=args.chat_template or args.score_template
+        score_template=args.chat_template or args.score_template, compile=compile_mode
     )
 
 
