@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -10,7 +12,8 @@ import pytest
 from sentence_transformers import SentenceTransformer
 from tiny_models import ENCODER_ARCHS, SENTENCES, write_sentence_transformers
 
-from poolrag import Engine, PoolingParams
+from poolrag import Engine, ModelLoadError, PoolingParams
+from poolrag.config.st_activations import DENSE_ACTIVATIONS
 
 
 def _st_folder(tiny_model, tmp_path: Path, arch: str, **st_options: object) -> Path:
@@ -37,6 +40,30 @@ def test_dense_and_normalize_match_sentence_transformers(tiny_model, tmp_path, a
     assert engine.embedding_dim == 24
     np.testing.assert_allclose(ours, reference, atol=1e-5, rtol=0)
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("activation", DENSE_ACTIVATIONS)
+def test_every_dense_activation_poolrag_builds_matches_sentence_transformers(
+    tiny_model, tmp_path, activation: str
+) -> None:
+    folder = _st_folder(tiny_model, tmp_path, "bert", dense_out=24, dense_activation=f"torch.nn.{activation}")
+    reference = SentenceTransformer(str(folder), device="cpu").encode(SENTENCES)
+    np.testing.assert_allclose(Engine(folder).embed_array(SENTENCES), reference, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "path", ["torch.nn.modules.module.OrderedDict", "torch.nn.Transformer", "os.system", "builtins.eval"]
+)
+def test_a_dense_activation_outside_the_list_is_refused_not_imported(tiny_model, tmp_path, path: str) -> None:
+    """The folder's config names a class path; it is matched against torch.nn activations, never
+    imported, so a file cannot choose code."""
+    folder = _st_folder(tiny_model, tmp_path, "bert", dense_out=24)
+    (config_file,) = folder.glob("*Dense/config.json")
+    config = json.loads(config_file.read_text())
+    config["activation_function"] = path
+    config_file.write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match=f"projection activation '{re.escape(path)}' is not one"):
+        Engine(folder)
 
 
 def test_folder_without_normalize_module_is_not_normalised(tiny_model, tmp_path) -> None:

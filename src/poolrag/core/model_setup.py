@@ -22,6 +22,7 @@ from poolrag.config.model_spec import ModelSpec, SpladeSpec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.positions import usable_positions
 from poolrag.config.registry import default_pooling
+from poolrag.config.st_activations import activation_class
 from poolrag.core.executor import ModelExecutor
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.decoder_loader import DECODER_KINDS, DecoderParts, load_decoder
@@ -57,10 +58,11 @@ from poolrag.tokenization.late_chunks import LATE_CHUNK_TASK
 
 logger = logging.getLogger(__name__)
 
-_ST_ACTIVATIONS: dict[str, ActivationName] = {
-    "torch.nn.modules.activation.Sigmoid": "sigmoid",
-    "torch.nn.modules.linear.Identity": "identity",
-    "torch.nn.modules.activation.Softmax": "softmax",
+# a CrossEncoder's activation_fn (a torch.nn class path) -> the head's activation
+_CROSS_ENCODER_ACTIVATIONS: dict[str, ActivationName] = {
+    "Sigmoid": "sigmoid",
+    "Identity": "identity",
+    "Softmax": "softmax",
 }
 
 
@@ -128,8 +130,9 @@ def _max_model_len(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, requeste
 def _classify_activation(spec: ModelSpec, pooler: PoolerConfig) -> ActivationName:
     if pooler.activation is not None:
         return pooler.activation
-    if spec.cross_encoder_activation in _ST_ACTIVATIONS:
-        return _ST_ACTIVATIONS[spec.cross_encoder_activation]
+    named = activation_class(spec.cross_encoder_activation or "", tuple(_CROSS_ENCODER_ACTIVATIONS))
+    if named is not None:
+        return _CROSS_ENCODER_ACTIVATIONS[named]
     problem = getattr(spec.hf_config, "problem_type", None)
     if spec.num_labels == 1 or problem == "multi_label_classification":
         return "sigmoid"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import pickle
 from pathlib import Path
@@ -20,6 +19,7 @@ from transformers import (
 
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import DenseSpec, ModelSpec
+from poolrag.config.st_activations import DENSE_ACTIVATIONS, activation_class
 from poolrag.errors import ModelLoadError
 from poolrag.loading.placement import Placement
 
@@ -158,10 +158,13 @@ def unsafe_pickle_error(where: str, exc: BaseException) -> ModelLoadError:
 
 
 def _activation(path: str) -> nn.Module:
-    module_name, _, cls_name = path.rpartition(".")
-    if not module_name.startswith("torch.nn"):
-        raise ModelLoadError(f"projection activation {path!r} is not a torch.nn module")
-    return getattr(importlib.import_module(module_name), cls_name)()
+    name = activation_class(path)
+    if name is None:
+        raise ModelLoadError(
+            f"projection activation {path!r} is not one poolrag builds: torch.nn's "
+            f"{', '.join(DENSE_ACTIVATIONS)}"
+        )
+    return getattr(nn, name)()
 
 
 def load_projection(layers: list[DenseSpec], dtype: torch.dtype, device: torch.device) -> nn.Module | None:
