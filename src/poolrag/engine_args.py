@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from poolrag.config.pooler_config import PoolerConfig
+from poolrag.counts import check_optional_count
 from poolrag.errors import InputTypeError, InvalidInputError
 
 if TYPE_CHECKING:
@@ -355,8 +356,7 @@ def _check_type(name: str, value: object, kind: type) -> None:
 
 
 def _check_positive(name: str, value: object) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise InvalidInputError(f"{name} must be a positive integer, not {value!r}")
+    check_optional_count(value, name)
 
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...], *, optional: bool = True) -> None:

@@ -116,7 +116,7 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
     return ModelKind.EMBEDDING
 
 
-def supported_tasks(kind: ModelKind, spec: ModelSpec, pooler: PoolerConfig | None = None) -> tuple[str, ...]:
+def supported_tasks(kind: ModelKind, spec: ModelSpec) -> tuple[str, ...]:
     """The kind's tasks, less those its head cannot serve, plus those ``convert`` adds (see ``KindInfo``)."""
     info = KINDS[kind]
     dropped = info.one_label_tasks if spec.num_labels != 1 else ()

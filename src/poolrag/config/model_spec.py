@@ -236,7 +236,7 @@ def load_model_spec(
 
     colbert: ColbertSpec | None = None
     if role is Role.COLBERT and architecture == "HF_ColBERT":
-        colbert, dense = _stanford_colbert(path, hf_config)
+        colbert, dense = _stanford_colbert(path)
     elif role is Role.COLBERT:
         colbert, dense = named_colbert(
             transformer_path, hf_config, dense, _pylate_colbert(st_config) if is_pylate else None
@@ -311,7 +311,7 @@ def _pylate_colbert(st_config: dict[str, Any]) -> ColbertSpec:
     )
 
 
-def _stanford_colbert(path: Path, hf_config: PretrainedConfig) -> tuple[ColbertSpec, list[DenseSpec]]:
+def _stanford_colbert(path: Path) -> tuple[ColbertSpec, list[DenseSpec]]:
     """Stanford ``HF_ColBERT``: BERT under ``bert.`` plus ``linear.weight``, settings in artifact.metadata."""
     meta = _read_json(path / "artifact.metadata") or {}
     assert isinstance(meta, dict)

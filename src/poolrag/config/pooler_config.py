@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
 
 PoolingType = Literal["CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE"]
@@ -75,9 +76,7 @@ class PoolerConfig:
                 raise InvalidInputError(f"unknown pooling_type {value['pooling_type']!r}")
         if data.get("returned_token_ids") is not None:
             data["returned_token_ids"] = tuple(int(t) for t in data["returned_token_ids"])
-        cap = data.get("max_embed_len")
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-            raise InvalidInputError(f"max_embed_len must be a positive integer, got {cap!r}")
+        check_optional_count(data.get("max_embed_len"), "max_embed_len")
         return cls(**data)
 
     def merged_over(self, defaults: PoolerConfig) -> PoolerConfig:

@@ -288,7 +288,7 @@ def build_pipeline(
     )
     return Pipeline(
         kind=kind,
-        supported_tasks=supported_tasks(kind, spec, pooler),
+        supported_tasks=supported_tasks(kind, spec),
         tokenizer=tokenizer,
         processor=processor,
         executor=executor,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 
 Qrels = Mapping[str, Mapping[str, int]]
@@ -48,8 +49,7 @@ def _relevant(judgements: Mapping[str, int]) -> set[str]:
 
 
 def _check_k(k: int) -> None:
-    if k < 1:
-        raise InvalidInputError(f"k must be >= 1, got {k}")
+    check_count(k, "k")
 
 
 def recall_at_k(ranking: Sequence[str], judgements: Mapping[str, int], k: int) -> float:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 from poolrag.evaluation.beir import BeirDataset, BeirQuery
 from poolrag.evaluation.metrics import evaluate
@@ -140,8 +141,7 @@ class Evaluation:
         ``prefetch``: depth of each hybrid leg (default: the retriever's, the hits fused but at least 50).
         """
         modes = parse_modes(modes)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+        check_count(k, "k")
         if any(m in RERANK_MODES for m in modes) and self.reranker is None:
             raise InvalidInputError(
                 f"modes {', '.join(m for m in modes if m in RERANK_MODES)} need a reranker"

@@ -22,10 +22,6 @@ logger = logging.getLogger(__name__)
 VERSION = 1
 
 
-def document_digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 def default_checkpoint_path(cache_dir: Path, run_key: dict[str, Any]) -> Path:
     """One checkpoint per (store location, collection, model, dimension) under the cache folder."""
     digest = hashlib.sha256(json.dumps(run_key, sort_keys=True).encode()).hexdigest()[:24]

@@ -3,7 +3,7 @@ vectors, and ``k`` is a count. A mismatch is refused, since scores across models
 
 from __future__ import annotations
 
-from poolrag.errors import InvalidInputError
+from poolrag.counts import check_count
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 from poolrag.sparse.words import analyzer_name, recorded_analyzer
 from poolrag.stores.base import CollectionSpec, VectorStore, weights_fingerprint
@@ -29,8 +29,7 @@ def check_model(spec: CollectionSpec, identity: str, where: str) -> None:
 
 
 def check_k(k: object) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+    check_count(k, "k")
 
 
 def bm25_query_encoder(spec: CollectionSpec, given: object) -> object:

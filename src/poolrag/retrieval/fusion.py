@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from enum import StrEnum
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
 
 K = TypeVar("K", bound=Hashable)
@@ -203,3 +204,31 @@ def fuse_second_stage(
         first_ranks = np.arange(1, reranked.size + 1)
     rerank_ranks = ranks_from_scores(reranked)
     return 2.0 * (1.0 - weight) / (rrf_k + first_ranks) + 2.0 * weight / (rrf_k + rerank_ranks)
+
+
+class Ranked(NamedTuple):
+    """One reranked candidate."""
+
+    index: int  # its position in the input
+    score: float  # the final score (the reranker's own with ``replace``)
+    rerank_score: float  # the reranker's own score
+
+
+def rank_second_stage(
+    rerank_scores: npt.ArrayLike,
+    first_stage_scores: npt.ArrayLike | None = None,
+    second_stage: SecondStage | str = SecondStage.REPLACE,
+    weight: float = DEFAULT_RERANK_WEIGHT,
+    *,
+    top_n: int | None = None,
+) -> list[Ranked]:
+    """The ``top_n`` best candidates (all when ``None``) under ``second_stage``, best first: what
+    every reranking door (the server's ``/rerank``, both frameworks' rerankers) returns.
+
+    Candidates are given in the retriever's order; ``first_stage_scores`` (one per candidate) are
+    its scores when it has them. Equal final scores keep the retriever's order.
+    """
+    check_optional_count(top_n, "top_n")
+    own = _finite_scores(rerank_scores, "reranker scores")
+    final = fuse_second_stage(own, first_stage_scores, second_stage, weight)
+    return [Ranked(int(i), float(final[i]), float(own[i])) for i in descending_order(final)[:top_n]]

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit, VectorStore
@@ -55,9 +56,7 @@ RRF_K = 60
 
 
 def check_limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
-    return limit
+    return check_count(limit, "limit")
 
 
 def prefetch_depth(limit: int, prefetch: int | None) -> int:
@@ -66,9 +65,7 @@ def prefetch_depth(limit: int, prefetch: int | None) -> int:
     check_limit(limit)
     if prefetch is None:
         return max(limit, DEFAULT_PREFETCH)
-    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
-        raise InvalidInputError(f"prefetch must be a positive integer, got {prefetch!r}")
-    return prefetch
+    return check_count(prefetch, "prefetch")
 
 
 #: The fusion a hybrid search uses unless told otherwise (see the module docstring for why).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, descending_order, fuse_second_stage
+from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, rank_second_stage
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_count, is_blank, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
@@ -45,23 +45,22 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
     outputs = await state.run_engine(
         request.url.path, len(texts), state.calls.score, body.query, texts, params
     )
-    rerank_scores = [out.outputs.score for out in outputs]
-    if mode is SecondStage.REPLACE:
-        final = rerank_scores
-    else:
-        weight = DEFAULT_RERANK_WEIGHT if body.rerank_weight is None else body.rerank_weight
-        final = fuse_second_stage(rerank_scores, body.first_stage_scores, mode, weight).tolist()
-    order = [int(i) for i in descending_order(final)]  # stable on ties
-    if body.top_n:
-        order = order[: body.top_n]
+    weight = DEFAULT_RERANK_WEIGHT if body.rerank_weight is None else body.rerank_weight
+    ranked = rank_second_stage(
+        [out.outputs.score for out in outputs],
+        body.first_stage_scores,
+        mode,
+        weight,
+        top_n=body.top_n or None,
+    )
     results = [
         RerankResult(
-            index=i,
-            relevance_score=final[i],
-            rerank_score=None if mode is SecondStage.REPLACE else rerank_scores[i],
-            document=RerankDocument(text=texts[i]) if body.return_documents else None,
+            index=r.index,
+            relevance_score=r.score,
+            rerank_score=None if mode is SecondStage.REPLACE else r.rerank_score,
+            document=RerankDocument(text=texts[r.index]) if body.return_documents else None,
         )
-        for i in order
+        for r in ranked
     ]
     return RerankResponse(
         id=new_id("rerank", body.request_id),
