@@ -46,7 +46,12 @@ from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.scoring.similarity import maxsim, similarity_by_name
 from poolrag.sparse.vector import SparseVector
 from poolrag.tokenization.input_processor import PromptInput, check_text
-from poolrag.tokenization.late_chunks import LATE_CHUNK_TASK, check_spans, plan_late_chunks
+from poolrag.tokenization.late_chunks import (
+    LATE_CHUNK_TASK,
+    check_spans,
+    late_chunking_refused,
+    plan_late_chunks,
+)
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
 
 if TYPE_CHECKING:  # the compiler stack loads only when compile is on
@@ -390,6 +395,12 @@ class Engine:
         return self._pipeline.pooler_config
 
     @property
+    def supports_late_chunking(self) -> bool:
+        """Whether :meth:`embed_chunks` can run: a mean-pooling ``embed`` head (a CLS or last-token
+        vector has no part per chunk), as the pipeline built it."""
+        return LATE_CHUNK_TASK in self._pipeline.executor.poolers
+
+    @property
     def score_kind(self) -> ScoreKind:
         """How ``score`` works for this model: a cross-encoder, cosine of vectors or MaxSim."""
         return self._pipeline.kind.score_kind
@@ -563,11 +574,8 @@ class Engine:
     ) -> Steps[np.ndarray]:
         params = pooling_params or PoolingParams()
         resolved = replace(self._resolve("embed", params), task=LATE_CHUNK_TASK)
-        if LATE_CHUNK_TASK not in self._pipeline.executor.poolers:
-            raise InvalidInputError(
-                f"late chunking needs a mean-pooling model; {self.model_name} pools by "
-                f"{self.pooler_config.pooling_type}, whose vector has no part per chunk"
-            )
+        if not self.supports_late_chunking:
+            raise InvalidInputError(late_chunking_refused(self.model_name, self.pooler_config.pooling_type))
         checked = check_spans(check_text(document, "document"), spans)
         processor = self._pipeline.processor
         prefix = processor.prompts.prefix_for(resolved.input_type, params.prompt)

@@ -167,5 +167,17 @@ def test_a_model_that_does_not_mean_pool_is_refused_naming_its_pooling(
     tiny_model: Callable[..., Path],
 ) -> None:
     engine = Engine(tiny_model("bert"), pooler_config={"pooling_type": "CLS"})
+    assert not engine.supports_late_chunking
     with pytest.raises(InvalidInputError, match="pools by CLS"):
         engine.embed_chunks(DOCUMENT, [(0, 10)])
+
+
+def test_whether_a_model_late_chunks_follows_its_resolved_pooling_not_its_folder(
+    tiny_model: Callable[..., Path],
+) -> None:
+    """A bare encoder pools by CLS; overridden to MEAN it can late-chunk, and every door (the CLI's
+    --late-chunking included) asks ``supports_late_chunking`` rather than deciding again."""
+    assert not Engine(tiny_model("bert")).supports_late_chunking
+    engine = Engine(tiny_model("bert"), pooler_config={"pooling_type": "MEAN"})
+    assert engine.supports_late_chunking
+    assert engine.embed_chunks(DOCUMENT, [(0, 10), (11, 30)]).shape[0] == 2

@@ -213,11 +213,11 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
             args, documents, files_left_out, store, cache, engine_args, options, checkpoint_dir
         )
     engine = load_engine(engine_args)
-    if args.late_chunking and engine.pooler_config.pooling_type != "MEAN":
-        raise InvalidInputError(
-            f"--late-chunking needs a mean-pooling model; {engine.model_name} pools by "
-            f"{engine.pooler_config.pooling_type}"
-        )
+    if args.late_chunking and not engine.supports_late_chunking:
+        from poolrag.tokenization.late_chunks import late_chunking_refused
+
+        pooling = engine.pooler_config.pooling_type
+        raise InvalidInputError("--" + late_chunking_refused(engine.model_name, pooling))
     encoder = _encoder(engine, cache, args.dimensions)
     sparse_encoder = None
     if args.hybrid:

@@ -20,6 +20,16 @@ from poolrag.text_validity import check_text
 from poolrag.tokenization.input_processor import InputProcessor
 
 LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a LateChunkRequest
+
+
+def late_chunking_refused(model_name: str, pooling_type: str | None) -> str:
+    """Why a model cannot late-chunk, in the words every door uses."""
+    return (
+        f"late-chunking needs a mean-pooling model; {model_name} pools by {pooling_type}, "
+        "whose vector has no part per chunk"
+    )
+
+
 WINDOW_OVERLAP = 0.25  # of a window's content tokens, shared with the next window
 
 
