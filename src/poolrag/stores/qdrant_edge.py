@@ -266,11 +266,11 @@ class QdrantEdgeStore(StoreTemplate):
 
     def close(self) -> None:
         if self._shard is not None:
-            try:
+            try:  # every write flushed already (upsert, delete); this flush only makes sure
                 self._shard.flush()
                 self._shard.close()
-            except Exception:
-                logger.debug("closing qdrant-edge shard failed", exc_info=True)
+            except Exception as exc:  # closing must not raise from a finally; still, say so
+                logger.warning("closing the qdrant-edge shard under %s failed: %s", self.root, exc)
             self._shard = None
 
 
