@@ -56,7 +56,8 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
     @model_validator(mode="after")
     def _open_collection(self) -> Any:
         self.fusion = check_optional_fusion(self.fusion)
-        self._retriever = open_hybrid(self.backend, self.store, self.sparse_encoder)
+        truncate = self.truncate_prompt_tokens
+        self._retriever = open_hybrid(self.backend, self.store, self.sparse_encoder, truncate)
         return self
 
     @property

@@ -12,6 +12,7 @@ import pytest
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 from llama_index.retrievers.poolrag import PoolragHybridRetriever
 
+from poolrag.errors import InputTooLongError
 from poolrag.retrieval import Retriever
 from poolrag.sparse import BM25Encoder
 from poolrag.stores import open_store
@@ -76,5 +77,25 @@ def test_a_bad_saved_record_is_refused_when_the_retriever_is_built(
         store = open_store("qdrant", collection, **where)
         with pytest.raises(RetrievalRecordError, match="bad saved retrieval record: fusion must be one of"):
             PoolragHybridRetriever(engine=minilm_engine, store=store)
+    finally:
+        store.close()
+
+
+def test_a_query_longer_than_the_model_is_cut_as_every_adapter_cuts_unless_told_not_to(
+    tmp_path: Path, minilm_path: Path, minilm_engine
+) -> None:
+    """``truncate_prompt_tokens`` (-1 by default, as the other adapters) reaches the query's dense leg."""
+    collection, where = tune_and_save("qdrant", tmp_path, minilm_path)
+    store = open_store("qdrant", collection, **where)
+    long_query = "Which warehouse ships part " * (minilm_engine.max_model_len // 2)
+    try:
+        assert len(minilm_engine.tokenize(long_query)) > minilm_engine.max_model_len
+        retriever = PoolragHybridRetriever(engine=minilm_engine, store=store, similarity_top_k=K)
+        assert len(retriever.retrieve(long_query)) == K
+        strict = PoolragHybridRetriever(
+            engine=minilm_engine, store=store, similarity_top_k=K, truncate_prompt_tokens=None
+        )
+        with pytest.raises(InputTooLongError):
+            strict.retrieve(long_query)
     finally:
         store.close()

@@ -10,7 +10,9 @@ rule when nothing was saved. The framework classes only translate results into d
 from __future__ import annotations
 
 from poolrag.backend import PoolingBackend
+from poolrag.cache import CachedEmbedder
 from poolrag.errors import InvalidInputError
+from poolrag.params import PoolingParams
 from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
 from poolrag.retrieval.collection_checks import existing_spec
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
@@ -20,12 +22,16 @@ from poolrag.stores.hybrid import check_fusion
 
 
 def open_hybrid(
-    backend: PoolingBackend, store: VectorStore, sparse_encoder: SparseQueryEncoder | None = None
+    backend: PoolingBackend,
+    store: VectorStore,
+    sparse_encoder: SparseQueryEncoder | None = None,
+    truncate_prompt_tokens: int | None = -1,
 ) -> Retriever:
     """A hybrid retriever over ``store``'s existing collection. ``sparse_encoder`` turns queries into
     sparse vectors; by default, for a ``bm25`` collection, BM25 with the analyzer the collection
     recorded (the model's word pieces or the word analyzer, as ``poolrag search`` does); a ``learned``
-    collection needs its sparse model's encoder."""
+    collection needs its sparse model's encoder. ``truncate_prompt_tokens`` is the adapters' setting
+    for the query's dense leg (-1: cut at the model's length, as sentence-transformers does)."""
     if not callable(getattr(store, "search_hybrid", None)) or not callable(getattr(store, "read_spec", None)):
         raise InvalidInputError(
             "store must be a poolrag vector store (poolrag.stores.open_store(...)), "
@@ -50,6 +56,9 @@ def open_hybrid(
                 "a remote model has no tokenizer here: pass sparse_encoder=BM25Encoder(tokenizer)"
             )
         sparse_encoder = query_encoder_for_record(record, tokenizer)
+    if not isinstance(backend, CachedEmbedder):  # a cache the adapter built carries the setting
+        params = PoolingParams(truncate_prompt_tokens=truncate_prompt_tokens)
+        backend = CachedEmbedder(backend, pooling_params=params)
     retriever = Retriever(store, backend, sparse_encoder=sparse_encoder)
     retriever.saved  # noqa: B018 - a bad saved record is refused here, not at the first search
     return retriever

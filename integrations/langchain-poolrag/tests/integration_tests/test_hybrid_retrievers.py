@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from langchain_poolrag import PoolragHybridRetriever
 
+from poolrag.errors import InputTooLongError
 from poolrag.retrieval import Retriever
 from poolrag.sparse import BM25Encoder
 from poolrag.stores import open_store
@@ -73,5 +74,22 @@ def test_a_bad_saved_record_is_refused_when_the_retriever_is_built(
             PoolragHybridRetriever(engine=minilm_engine, store=store)
         with pytest.raises(ValueError, match="fusion must be"):
             PoolragHybridRetriever(engine=minilm_engine, store=store, fusion=("minmax", 2.0))
+    finally:
+        store.close()
+
+
+def test_a_query_longer_than_the_model_is_cut_as_every_adapter_cuts_unless_told_not_to(
+    tmp_path: Path, minilm_path: Path, minilm_engine
+) -> None:
+    """``truncate_prompt_tokens`` (a field of every adapter, -1 by default) reaches the query's dense leg."""
+    collection, where = tune_and_save("qdrant", tmp_path, minilm_path)
+    store = open_store("qdrant", collection, **where)
+    long_query = "Which warehouse ships part " * (minilm_engine.max_model_len // 2)
+    try:
+        assert len(minilm_engine.tokenize(long_query)) > minilm_engine.max_model_len
+        assert len(PoolragHybridRetriever(engine=minilm_engine, store=store, k=K).invoke(long_query)) == K
+        strict = PoolragHybridRetriever(engine=minilm_engine, store=store, k=K, truncate_prompt_tokens=None)
+        with pytest.raises(InputTooLongError):
+            strict.invoke(long_query)
     finally:
         store.close()

@@ -52,6 +52,7 @@ class PoolragHybridRetriever(BaseRetriever):
         filters: Filters | None = None,
         fusion: HybridFusion | None = None,
         sparse_encoder: SparseQueryEncoder | None = None,
+        truncate_prompt_tokens: int | None = -1,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -66,7 +67,7 @@ class PoolragHybridRetriever(BaseRetriever):
             engine_args=engine_args,
         )
         self.fusion = check_optional_fusion(fusion)
-        self.retriever: Retriever = open_hybrid(backend, store, sparse_encoder)
+        self.retriever: Retriever = open_hybrid(backend, store, sparse_encoder, truncate_prompt_tokens)
         self.similarity_top_k = similarity_top_k
         self.filters = filters
         super().__init__(callback_manager=callback_manager, verbose=verbose)
