@@ -130,15 +130,11 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     from poolrag.cache import CachedEmbedder
     from poolrag.errors import InvalidInputError
     from poolrag.retrieval import ColbertRetriever, Retriever
-    from poolrag.stores import CollectionMismatchError, CollectionNotFoundError
-    from poolrag.stores.base import weights_fingerprint
+    from poolrag.retrieval.collection_checks import check_model, existing_spec
 
-    spec = store.read_spec()
-    if spec is None:
-        raise CollectionNotFoundError(
-            f"collection {args.collection!r} does not exist in {args.store} at {store.location}; "
-            "run 'poolrag ingest' first (with the same --store/--uri/--path/--collection)"
-        )
+    spec = existing_spec(
+        store, "run 'poolrag ingest' first (with the same --store/--uri/--path/--collection)"
+    )
     # The model is the one the user names (or the default), loaded with the user's own options:
     # what the collection recorded is data and only decides whether the answer is "yes, same model".
     engine_args = engine_args_from(args)
@@ -147,12 +143,8 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
             hf_overrides=(engine_args.hf_overrides or {}) | {"is_matryoshka": True}
         )
     engine = load_engine(engine_args)
-    if weights_fingerprint(spec.model_identity) != weights_fingerprint(engine.model_identity):
-        raise CollectionMismatchError(
-            f"collection {args.collection!r} was filled with {spec.model_name!r} (fingerprint "
-            f"{weights_fingerprint(spec.model_identity)}), but {engine.model_name!r} has fingerprint "
-            f"{weights_fingerprint(engine.model_identity)}; search it with --model {spec.model_name}"
-        )
+    where = f"{store.name} at {store.location}"
+    check_model(spec, engine.model_identity, where, f"search it with --model {spec.model_name}")
     reranker = _reranker(args, engine_args)
     if spec.layout == "multivector":
         if args.mode != "dense":

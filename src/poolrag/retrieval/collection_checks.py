@@ -10,21 +10,28 @@ from poolrag.stores.base import CollectionSpec, VectorStore, weights_fingerprint
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 
 
-def existing_spec(store: VectorStore) -> CollectionSpec:
+def existing_spec(store: VectorStore, hint: str = "ingest into it first") -> CollectionSpec:
+    """The collection's record; a missing collection is refused, ``hint`` saying what to do (each
+    door words it for its users)."""
     spec = store.read_spec()
     if spec is None:
         raise CollectionNotFoundError(
-            f"collection {store.collection!r} does not exist in {store.name} at {store.location}; "
-            "ingest into it first"
+            f"collection {store.collection!r} does not exist in {store.name} at {store.location}; {hint}"
         )
     return spec
 
 
-def check_model(spec: CollectionSpec, identity: str, where: str) -> None:
+def check_model(
+    spec: CollectionSpec,
+    identity: str,
+    where: str,
+    hint: str = "search with the model the collection was ingested with",
+) -> None:
+    """Refuse a query model whose weights differ from those that filled the collection."""
     if weights_fingerprint(spec.model_identity) != weights_fingerprint(identity):
         raise CollectionMismatchError(
             f"collection {spec.name!r} in {where} was filled with {spec.model_identity}, but the query "
-            f"model is {identity}; search with the model the collection was ingested with"
+            f"model is {identity}; {hint}"
         )
 
 
