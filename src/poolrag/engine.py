@@ -53,6 +53,7 @@ from poolrag.tokenization.late_chunks import (
     plan_late_chunks,
 )
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 if TYPE_CHECKING:  # the compiler stack loads only when compile is on
     from pathlib import Path
@@ -676,7 +677,9 @@ class Engine:
             return []
         self._check_task("token_classify")
         limit = self.max_model_len
-        encoded = self.tokenizer(items, return_offsets_mapping=True, truncation=True, max_length=limit)
+        encoded = call_tokenizer(
+            self.tokenizer, items, return_offsets_mapping=True, truncation=True, max_length=limit
+        )
         prompts = [{"prompt_token_ids": ids} for ids in encoded["input_ids"]]
         outputs = self.token_classify(prompts)
         return [
@@ -805,4 +808,8 @@ class Engine:
 
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """The token ids the model reads for ``text`` (with its special tokens unless told otherwise)."""
-        return list(self.tokenizer(check_text(text), add_special_tokens=add_special_tokens)["input_ids"])
+        return list(
+            call_tokenizer(self.tokenizer, check_text(text), add_special_tokens=add_special_tokens)[
+                "input_ids"
+            ]
+        )

@@ -22,6 +22,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.ingest.readers import Document, FileDocument
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.text_validity import has_visible_text, lone_surrogate
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -148,7 +149,7 @@ class TokenChunker:
         )
 
     def _ids(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return call_tokenizer(self.tokenizer, text, add_special_tokens=False)["input_ids"]
 
     def _chunk_ids(self, text: Any, view: _Offsets, i: int, j: int, piece: str) -> list[int]:
         """The ids ``piece`` has alone: the document's own ids for tokens ``[i, j)`` where those are
@@ -227,7 +228,9 @@ class TokenChunker:
         no token covers for more than ``_MAX_TOKEN_CHARS``
         (characters the tokenizer drops: 500,000 combining accents after one letter) is cut into
         slices of that size, so that no chunk spans megabytes between two of its tokens."""
-        encoding = self.tokenizer(piece, add_special_tokens=False, return_offsets_mapping=True)
+        encoding = call_tokenizer(
+            self.tokenizer, piece, add_special_tokens=False, return_offsets_mapping=True
+        )
         out: list[tuple[int, int, int | None]] = []
         covered = 0
         ends = [(len(piece), len(piece) + 1)]
@@ -255,7 +258,9 @@ class TokenChunker:
         out = []
         for lo in range(a, b, _MAX_TOKEN_CHARS):
             hi = min(lo + _MAX_TOKEN_CHARS, b)
-            enc = self.tokenizer(piece[lo:hi], add_special_tokens=False, return_offsets_mapping=True)
+            enc = call_tokenizer(
+                self.tokenizer, piece[lo:hi], add_special_tokens=False, return_offsets_mapping=True
+            )
             spans = [(base + lo + x, base + lo + y, None) for x, y in enc["offset_mapping"] if y > x]
             out.extend(spans or [(base + lo, base + hi, None)])
         return out

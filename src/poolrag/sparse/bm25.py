@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.sparse.vector import SparseVector
 from poolrag.sparse.words import WORDPIECE, WordAnalyzer, recorded_analyzer
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 if TYPE_CHECKING:  # transformers loads when a tokenizer is made, not when the CLI parses its flags
     from transformers import PreTrainedTokenizerBase
@@ -228,7 +229,8 @@ class BM25Encoder:
             return self.analyzer.term_counts(texts)
         assert self.tokenizer is not None
         # verbose=False: texts longer than the model's window are expected here, not a mistake.
-        encoded = self.tokenizer(
+        encoded = call_tokenizer(
+            self.tokenizer,
             list(texts),
             add_special_tokens=False,
             verbose=False,

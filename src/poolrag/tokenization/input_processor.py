@@ -18,6 +18,7 @@ from poolrag.errors import InputTooLongError, InputTypeError, InvalidInputError,
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
 from poolrag.tokenization.text_cut import TextCut
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -139,8 +140,8 @@ class InputProcessor:
         """The special tokens around every text, checked on probe texts of different shapes."""
         frames = set()
         for probe in ("a", "Hello, world.", "  two\n\nparagraphs, naïve 日本 words  "):
-            full = self.tokenizer(probe, add_special_tokens=True)["input_ids"]
-            bare = self.tokenizer(probe, add_special_tokens=False)["input_ids"]
+            full = call_tokenizer(self.tokenizer, probe, add_special_tokens=True)["input_ids"]
+            bare = call_tokenizer(self.tokenizer, probe, add_special_tokens=False)["input_ids"]
             frame = _special_frame(full, bare)
             if frame is None:
                 return None
@@ -203,7 +204,8 @@ class InputProcessor:
         if texts and limit is not None:
             self._check_room(limit, prefix=prefix)
         if texts:
-            encoded = self.tokenizer(
+            encoded = call_tokenizer(
+                self.tokenizer,
                 texts,
                 add_special_tokens=True,
                 truncation=limit is not None,
@@ -240,8 +242,12 @@ class InputProcessor:
     def _chunked(self, text: str, ids: Sequence[int], params: ResolvedParams) -> ChunkedRequest:
         """Window-sized chunks of real tokens, each framed by the tokenizer's special tokens; they
         pool unnormalised and at full size, the join applies the request's own settings."""
-        bare = self.tokenizer(
-            text, add_special_tokens=False, return_token_type_ids=False, return_attention_mask=False
+        bare = call_tokenizer(
+            self.tokenizer,
+            text,
+            add_special_tokens=False,
+            return_token_type_ids=False,
+            return_attention_mask=False,
         )["input_ids"]
         frame = _special_frame(ids, bare)
         window = self.max_len - (len(frame[0]) + len(frame[1]) if frame else 0)
@@ -291,7 +297,8 @@ class InputProcessor:
             self._check_room(limit, pair=True)
         for j, (first, second) in enumerate(zip(firsts, seconds, strict=True)):
             firsts[j], seconds[j] = self._kept_pair(first, second, limit)
-        encoded = self.tokenizer(
+        encoded = call_tokenizer(
+            self.tokenizer,
             firsts,
             seconds,
             add_special_tokens=True,
@@ -387,7 +394,8 @@ class InputProcessor:
         if any(t is None for t in texts):
             raise InputTypeError("ColBERT inputs must be text")
         texts = [self.text_cut.prefix(t, budget) for t in texts]  # type: ignore[arg-type]
-        encoded = self.tokenizer(
+        encoded = call_tokenizer(
+            self.tokenizer,
             texts,
             add_special_tokens=True,
             truncation=True,

@@ -18,6 +18,7 @@ from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text
 from poolrag.tokenization.input_processor import InputProcessor
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a LateChunkRequest
 
@@ -113,7 +114,8 @@ def plan_late_chunks(
     ``spans`` are checked already (:func:`check_spans`); they index ``document``, not the prefix.
     """
     text = prefix + check_text(document, "document")
-    encoded = processor.tokenizer(
+    encoded = call_tokenizer(
+        processor.tokenizer,
         text,
         add_special_tokens=True,
         return_offsets_mapping=True,

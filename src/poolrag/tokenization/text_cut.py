@@ -25,6 +25,8 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
+
 logger = logging.getLogger(__name__)
 
 #: Where a text may be cut: a plain space after a non-space character. No normaliser joins a space
@@ -69,8 +71,12 @@ class TextCut:
 
     def _bare_count(self, text: str) -> int:
         return len(
-            self.tokenizer(
-                text, add_special_tokens=False, return_token_type_ids=False, return_attention_mask=False
+            call_tokenizer(
+                self.tokenizer,
+                text,
+                add_special_tokens=False,
+                return_token_type_ids=False,
+                return_attention_mask=False,
             )["input_ids"]
         )
 
