@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from poolrag.engine_args import EngineArgs
     from poolrag.errors import (
         DimensionsError,
+        EngineClosedError,
         InputTooLongError,
         InputTypeError,
         InvalidInputError,
@@ -83,6 +84,7 @@ _EXPORTS = {
     "EngineArgs": "poolrag.engine_args",
     "LLM": "poolrag.llm",
     "DimensionsError": "poolrag.errors",
+    "EngineClosedError": "poolrag.errors",
     "InputTooLongError": "poolrag.errors",
     "InputTypeError": "poolrag.errors",
     "InvalidInputError": "poolrag.errors",
@@ -107,6 +109,7 @@ __all__ = [
     "EmbeddingOutput",
     "Engine",
     "EngineArgs",
+    "EngineClosedError",
     "Entity",
     "InputTooLongError",
     "InputTypeError",

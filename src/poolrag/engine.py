@@ -315,6 +315,19 @@ class Engine:
         the tune verdict on disk makes that load as quick as a second one here."""
         return _load_engine, (type(self), self.engine_args, self._facts.model_identity)
 
+    def close(self) -> None:
+        """Stop the engine's threads now; queued and later calls raise
+        :class:`~poolrag.EngineClosedError`. Dropping the last reference does the same, but a kept
+        traceback (a notebook's last error) can hold one for long. A background compile already
+        running finishes on its own thread."""
+        self._pipeline.executor.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def __copy__(self) -> Engine:
         return self
 

@@ -71,3 +71,7 @@ class DimensionsError(InvalidInputError):
 
 class ModelLoadError(PoolragError, RuntimeError):
     """The model folder could not be understood or loaded."""
+
+
+class EngineClosedError(PoolragError, RuntimeError):
+    """The engine was closed (``Engine.close()``, or garbage-collected); it accepts no more work."""

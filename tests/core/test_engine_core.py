@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from poolrag import Engine
-from poolrag.core.engine_core import EngineClosedError, EngineCore
+from poolrag.core.engine_core import EngineCore
+from poolrag.errors import EngineClosedError
 from poolrag.request import ResolvedParams
 from poolrag.testing import engine_internals as internals
 

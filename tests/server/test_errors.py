@@ -185,3 +185,13 @@ def test_openai_client_raises_not_found_for_an_unknown_model(minilm_server: Serv
         client.embeddings.create(model="text-embedding-3-small", input="x")
     assert "is not served here" in caught.value.message
     assert caught.value.code == "model_not_found"
+
+
+def test_a_closed_engine_is_503_not_a_model_failure() -> None:
+    """A request that meets an engine already closed (the server shutting down) can be retried
+    elsewhere: 503, as a full queue is, not the 500 of a model that failed."""
+    from poolrag import EngineClosedError
+    from poolrag.server.errors import from_poolrag_error
+
+    answer = from_poolrag_error(EngineClosedError("the engine is closed"))
+    assert (answer.status_code, answer.code) == (503, "engine_closed")

@@ -19,8 +19,11 @@ future has its queued work dropped before it reaches the model.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
@@ -31,6 +34,7 @@ import numpy as np
 import torch
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
+from poolrag.errors import EngineClosedError
 from poolrag.native_heap import batch_finished
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
@@ -38,10 +42,6 @@ from poolrag.runner.forward_output import ForwardOutput
 from poolrag.runner.model_runner import ModelRunner
 
 logger = logging.getLogger(__name__)
-
-
-class EngineClosedError(RuntimeError):
-    """The engine core was shut down; no more work is accepted."""
 
 
 class _Job:
@@ -105,6 +105,15 @@ class _Finished:
     event: object | None = None  # CUDA event recorded after the forward pass
 
 
+CLOSED_MESSAGE = "the engine is closed (Engine.close(), garbage collection or interpreter exit)"
+
+
+def _after_fork_in_child(core: weakref.ref[EngineCore]) -> None:
+    alive = core()
+    if alive is not None:
+        alive._reset_after_fork()
+
+
 class EngineCore:
     """Owns the runner; batches the queued work of all callers.
 
@@ -134,8 +143,23 @@ class EngineCore:
         self._finished: Queue[_Finished | None] = Queue(maxsize=2)
         self._closed = False
         self._threads: list[threading.Thread] = []
+        self._forked_from_cuda = False
         cuda = runner.device.type == "cuda" and torch.cuda.is_available()
         self._post_stream = torch.cuda.Stream(runner.device) if cuda else None
+        os.register_at_fork(after_in_child=functools.partial(_after_fork_in_child, weakref.ref(self)))
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child (gunicorn --preload, Celery prefork, a fork-method Pool): the parent's
+        threads do not exist here, and the locks and queues they used may be held or hold dead
+        waiters, so a first call would wait forever. Fresh ones, no inherited work (its callers live
+        in the parent); the threads start again on the first call. CUDA cannot run after a fork."""
+        self._cv = threading.Condition()
+        self._inbox = []
+        self._queue = deque()
+        self._waiting = {}
+        self._finished = Queue(maxsize=2)
+        self._threads = []
+        self._forked_from_cuda = self.runner.device.type == "cuda"
 
     # -- callers' side ----------------------------------------------------------------------------
     def submit(self, requests: Sequence[PoolingRequest]) -> Future[list[np.ndarray]]:
@@ -147,7 +171,12 @@ class EngineCore:
         job = _Job(future, len(requests))
         with self._cv:
             if self._closed:
-                raise EngineClosedError("the engine is closed")
+                raise EngineClosedError(CLOSED_MESSAGE)
+            if self._forked_from_cuda:
+                raise EngineClosedError(
+                    "a CUDA engine cannot run in a forked process; create the Engine after the fork "
+                    "or start workers with the 'spawn' method"
+                )
             self._start_threads()
             self._inbox.append((job, requests))
             self._cv.notify()
@@ -196,7 +225,7 @@ class EngineCore:
             logger.exception("engine core scheduler stopped")
             self._fail_everything(exc)
         finally:
-            self._fail_everything(EngineClosedError("the engine is closed"))
+            self._fail_everything(EngineClosedError(CLOSED_MESSAGE))
             self._finished.put(None)
 
     def _post_loop(self) -> None:

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from poolrag.errors import (
     DimensionsError,
+    EngineClosedError,
     InputTooLongError,
     InputTypeError,
     InvalidInputError,
@@ -89,6 +90,8 @@ def from_poolrag_error(exc: PoolragError) -> APIError:
         return APIError(400, str(exc), param=exc.param, code="invalid_type")
     if isinstance(exc, InvalidInputError):
         return APIError(400, str(exc), param=exc.param, code="invalid_value")
+    if isinstance(exc, EngineClosedError):  # shutting down: another replica (or a retry) can answer
+        return APIError(503, str(exc), type="server_error", code="engine_closed")
     return APIError(500, f"the model failed: {exc}", type="server_error", code="model_error")
 
 

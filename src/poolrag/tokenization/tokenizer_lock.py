@@ -10,12 +10,24 @@ see its own settings; the Rust side still encodes a batch on all cores, so littl
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from typing import Any
 
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
 _REGISTRY = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    """A forked child may inherit a lock a parent's thread held at the fork; no thread of the child
+    holds any, so fresh ones are right."""
+    global _REGISTRY, _LOCKS
+    _REGISTRY = threading.Lock()
+    _LOCKS = weakref.WeakKeyDictionary()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def tokenizer_lock(tokenizer: Any) -> threading.Lock:

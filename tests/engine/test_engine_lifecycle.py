@@ -1,0 +1,56 @@
+"""An engine's life: closed on purpose (``close()``, ``with``), and inherited by a forked worker.
+
+A closed engine refuses work with :class:`poolrag.EngineClosedError`, a ``PoolragError`` like every
+error poolrag raises on purpose. A worker forked after the engine ran (gunicorn ``--preload``, Celery
+prefork, a ``fork`` Pool) has none of the parent's threads, and may inherit their locks held: it must
+answer, not wait forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from poolrag import Engine, EngineClosedError, PoolragError
+
+TEXTS = ["a cat sat on the mat", "tax law", "the quick brown fox"]
+_INHERITED: Engine | None = None  # what a forked worker finds, as a module global of the parent
+
+
+def _embed_in_child(texts: list[str]) -> np.ndarray:
+    assert _INHERITED is not None
+    return _INHERITED.embed_array(texts)
+
+
+def test_a_closed_engine_refuses_work_sync_and_async(tiny_model: Callable[..., Path]) -> None:
+    with Engine(tiny_model("bert")) as engine:
+        assert engine.embed_array(TEXTS).shape[0] == len(TEXTS)
+    with pytest.raises(EngineClosedError, match="the engine is closed") as caught:
+        engine.embed_array(TEXTS)
+    assert isinstance(caught.value, PoolragError)
+    with pytest.raises(EngineClosedError):
+        asyncio.run(engine.aembed_array(TEXTS))
+    engine.close()  # closing again is harmless
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+def test_a_worker_forked_after_the_engine_ran_answers_as_the_parent_does(
+    tiny_model: Callable[..., Path],
+) -> None:
+    global _INHERITED
+    _INHERITED = Engine(tiny_model("bert"))
+    try:
+        expected = _INHERITED.embed_array(TEXTS)  # the parent's threads exist now
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            got = pool.apply_async(_embed_in_child, (TEXTS,)).get(timeout=120)
+        np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+        assert np.array_equal(_INHERITED.embed_array(TEXTS), expected)  # the parent is untouched
+    finally:
+        _INHERITED.close()
+        _INHERITED = None
