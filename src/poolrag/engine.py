@@ -67,8 +67,9 @@ T = TypeVar("T")
 Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 # A task method written once for both front doors: it yields its requests, receives their results.
 Steps = Generator[list[PoolingRequest], list[np.ndarray], T]
-# inputs larger than this are tokenised off the event loop by the async methods
-_ASYNC_INLINE_ITEMS = 32
+#: Inputs larger than this are tokenised off the event loop by the async methods (a caller that
+#: tokenises bigger ones itself, such as the server, reads it here).
+ASYNC_INLINE_ITEMS = 32
 
 
 def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
@@ -492,7 +493,7 @@ class Engine:
             except StopIteration as done:
                 return True, done.value
 
-        finished, value = await asyncio.to_thread(first) if size > _ASYNC_INLINE_ITEMS else first()
+        finished, value = await asyncio.to_thread(first) if size > ASYNC_INLINE_ITEMS else first()
         if finished:
             return value
         try:

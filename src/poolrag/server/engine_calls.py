@@ -4,7 +4,7 @@ The engine's async core (``aembed``, ``aclassify``, ``ascore``, ``aencode``) bat
 requests together and is used directly. Requests carrying a lot of text take a small thread
 pool running the engine's thread-safe synchronous methods instead (they feed the same core, so
 they are still batched with everyone else): the async methods tokenise requests of up to
-``ENGINE_INLINE_ITEMS`` inputs on the event loop, and megabytes of text in those would stall
+``ASYNC_INLINE_ITEMS`` inputs on the event loop, and megabytes of text in those would stall
 every other connection meanwhile. Requests with more inputs always take the async core, which
 tokenises them on a thread of its own: only the async core drops a cancelled caller's work (a
 client that disconnected), so the thread-pool path is kept for the few-inputs case, where little
@@ -38,8 +38,6 @@ P = ParamSpec("P")
 
 #: Above this many characters of text, a request is tokenised on the thread pool, not the loop.
 INLINE_TEXT_CHARS = 100_000
-#: Lists longer than this are tokenised off the loop by the engine's async core itself.
-ENGINE_INLINE_ITEMS = 32
 
 
 def most_items(args: tuple[Any, ...]) -> int:
@@ -104,7 +102,9 @@ class EngineCalls:
     ) -> T:
         """``awaitable(*args)`` on the engine's async core, or ``blocking(*args)`` on the pool for
         few inputs carrying a lot of text."""
-        if most_items(args) > ENGINE_INLINE_ITEMS or text_chars(args) <= INLINE_TEXT_CHARS:
+        from poolrag.engine import ASYNC_INLINE_ITEMS  # loaded already: the engine is running
+
+        if most_items(args) > ASYNC_INLINE_ITEMS or text_chars(args) <= INLINE_TEXT_CHARS:
             return await awaitable(*args, **kwargs)
         return await self.offload(blocking, *args, **kwargs)
 

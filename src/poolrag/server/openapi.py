@@ -22,7 +22,7 @@ ENGINE_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {**_ERROR, "description": "Missing or wrong API key (when the server has one)"},
     404: {**_ERROR, "description": "The request's model is not served here (the answer names those served)"},
     413: {**_ERROR, "description": "Request body over the server's limit"},
-    503: {**_ERROR, "description": "Queue full (retry after the Retry-After header's seconds) or shutting down"},
+    503: {**_ERROR, "description": "Queue full (retry after the Retry-After seconds) or shutting down"},
 }
 #: Error answers of an endpoint without a body that still needs the key.
 READ_ERRORS: dict[int | str, dict[str, Any]] = {401: ENGINE_ERRORS[401]}
