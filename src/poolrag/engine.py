@@ -27,7 +27,8 @@ from poolrag.core.autotune import TuneReport, TuneRequest, load_tuned, resolve_t
 from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
 from poolrag.engine_args import EngineArgs
-from poolrag.errors import InputTypeError, InvalidInputError, ModelLoadError, UnsupportedTaskError
+from poolrag.errors import InvalidInputError, ModelLoadError, UnsupportedTaskError
+from poolrag.input_shapes import prompt_list, score_pairs
 from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.native_loader import ModelImpl
@@ -73,15 +74,7 @@ ASYNC_INLINE_ITEMS = 32
 
 
 def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
-    if isinstance(prompts, (str, dict)):
-        return [prompts]
-    if not isinstance(prompts, Sequence):
-        raise InputTypeError(f"{what} must be a string or a list of strings, not {type(prompts).__name__}")
-    items = list(prompts)
-    for item in items:
-        if not isinstance(item, (str, dict)):
-            raise InputTypeError(f"each of {what} must be a string, not {type(item).__name__}")
-    return items
+    return prompt_list(prompts, what)
 
 
 def _load_engine(cls: type[Engine], args: EngineArgs, identity: str) -> Engine:
@@ -734,19 +727,10 @@ class Engine:
         score_template: str | ScoreTemplate | None,
     ) -> Steps[list[PoolingRequestOutput[ScoringOutput]]]:
         template = load_score_template(score_template) if score_template is not None else self._score_template
-        firsts = [check_text(t, "text_1") for t in _as_list(text_1, "text_1")]
-        seconds = [check_text(t, "text_2") for t in _as_list(text_2, "text_2")]
-        if not firsts or not seconds:
-            if not firsts and not seconds:
-                return []
-            raise InvalidInputError("text_1 and text_2 must both be non-empty")
-        if len(firsts) == 1:
-            firsts = firsts * len(seconds)
-        elif len(firsts) != len(seconds):
-            raise InvalidInputError(
-                f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: "
-                "use one query or equal-length lists"
-            )
+        firsts, seconds = score_pairs(text_1, text_2)
+        if not seconds:
+            return []
+        firsts = firsts * len(seconds) if len(firsts) == 1 else firsts
         params = pooling_params or PoolingParams()
         truncate = params.truncate_prompt_tokens
         kind = self.score_kind

@@ -31,6 +31,7 @@ from poolrag.client.errors import RemoteError, RemoteInvalidInputError, ServedMo
 from poolrag.client.loop_clients import LoopClients
 from poolrag.client.wire import RerankedDocument
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.input_shapes import prompt_list, score_pairs
 from poolrag.model_facts import ModelFacts
 from poolrag.outputs import (
     ClassificationOutput,
@@ -295,7 +296,7 @@ class PoolragClient:
 
     # -- request bodies ---------------------------------------------------------------------------
     def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
-        items = [wire.wire_input(p) for p in wire.as_prompt_list(prompts)]
+        items = [wire.wire_input(p) for p in prompt_list(prompts)]
         return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
 
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
@@ -316,17 +317,9 @@ class PoolragClient:
         self, text_1: str | Sequence[str], text_2: str | Sequence[str], params: PoolingParams | None
     ) -> Requests:
         """``/score`` bodies for 1:1, 1:N or N:N pairs, checked as the engine checks them."""
-        firsts = [check_text(t, "text_1") for t in wire.as_prompt_list(text_1, "text_1")]
-        seconds = [check_text(t, "text_2") for t in wire.as_prompt_list(text_2, "text_2")]
-        if not firsts or not seconds:
-            if not firsts and not seconds:
-                return []
-            raise InvalidInputError("text_1 and text_2 must both be non-empty")
-        if len(firsts) not in (1, len(seconds)):
-            raise InvalidInputError(
-                f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: "
-                "use one query or equal-length lists"
-            )
+        firsts, seconds = score_pairs(text_1, text_2)
+        if not seconds:
+            return []
         extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
         return [
             (
@@ -612,7 +605,7 @@ def _outputs(
     prompts: Any, results: Sequence[np.ndarray], wrap: Callable[[np.ndarray], Out]
 ) -> list[PoolingRequestOutput[Out]]:
     """Results shaped as the engine's: its request ids, the prompt text, the ids of a token prompt."""
-    items = wire.as_prompt_list(prompts)
+    items = prompt_list(prompts)
     return [
         PoolingRequestOutput(
             str(i),

@@ -82,15 +82,6 @@ def wire_input(item: Any) -> str | list[int]:
     raise InputTypeError(f"each prompt must be a string or a token prompt, not {type(item).__name__}")
 
 
-def as_prompt_list(prompts: Any, what: str = "prompts") -> list[Any]:
-    """Normalise the engine's ``str | list`` prompt argument to a list, as ``Engine`` does."""
-    if isinstance(prompts, (str, Mapping)):
-        return [prompts]
-    if not isinstance(prompts, Sequence):
-        raise InputTypeError(f"{what} must be a string or a list of strings, not {type(prompts).__name__}")
-    return list(prompts)
-
-
 def param_fields(params: PoolingParams | None, accepted: tuple[str, ...], endpoint: str) -> dict[str, Any]:
     """The pooling parameters that are set, as request-body fields of ``endpoint``.
 

@@ -1,0 +1,44 @@
+"""How a call's inputs become lists: one prompt or many, and score pairs 1:1, 1:N or N:N.
+
+The in-process engine and the HTTP client take the same arguments and must refuse the same shapes
+with the same words before any work starts; this is that rule, written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.text_validity import check_text
+
+
+def prompt_list(prompts: Any, what: str = "prompts") -> list[Any]:
+    """``prompts`` as a list: one string or token prompt (a mapping with ``prompt_token_ids``) is a
+    list of one; a sequence must hold only those."""
+    if isinstance(prompts, (str, Mapping)):
+        return [prompts]
+    if not isinstance(prompts, Sequence):
+        raise InputTypeError(f"{what} must be a string or a list of strings, not {type(prompts).__name__}")
+    items = list(prompts)
+    for item in items:
+        if not isinstance(item, (str, Mapping)):
+            raise InputTypeError(f"each of {what} must be a string, not {type(item).__name__}")
+    return items
+
+
+def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tuple[list[str], list[str]]:
+    """The checked ``text_1`` and ``text_2`` lists: one ``text_1`` goes with every ``text_2`` (1:N,
+    returned as a list of one), else the lists pair up (N:N). Both empty is no pairs; one empty is
+    refused."""
+    firsts = [check_text(t, "text_1") for t in prompt_list(text_1, "text_1")]
+    seconds = [check_text(t, "text_2") for t in prompt_list(text_2, "text_2")]
+    if not firsts or not seconds:
+        if not firsts and not seconds:
+            return [], []
+        raise InvalidInputError("text_1 and text_2 must both be non-empty")
+    if len(firsts) not in (1, len(seconds)):
+        raise InvalidInputError(
+            f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: use one query or equal-length lists"
+        )
+    return firsts, seconds

@@ -1,0 +1,30 @@
+"""One prompt or many, and score pairs: the shapes both the engine and the HTTP client accept."""
+
+from __future__ import annotations
+
+import pytest
+
+from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.input_shapes import prompt_list, score_pairs
+
+
+def test_one_prompt_is_a_list_of_one_and_a_list_holds_only_prompts() -> None:
+    assert prompt_list("a cat") == ["a cat"]
+    assert prompt_list({"prompt_token_ids": [101, 102]}) == [{"prompt_token_ids": [101, 102]}]
+    assert prompt_list(("a", "b")) == ["a", "b"]
+    with pytest.raises(InputTypeError, match="prompts must be a string or a list of strings, not int"):
+        prompt_list(3)
+    with pytest.raises(InputTypeError, match="each of text_2 must be a string, not int"):
+        prompt_list(["a", 1], "text_2")
+
+
+def test_pairs_are_one_to_many_or_many_to_many() -> None:
+    assert score_pairs("q", ["a", "b"]) == (["q"], ["a", "b"])
+    assert score_pairs(["q1", "q2"], ["a", "b"]) == (["q1", "q2"], ["a", "b"])
+    assert score_pairs([], []) == ([], [])
+    with pytest.raises(InvalidInputError, match="must both be non-empty"):
+        score_pairs("q", [])
+    with pytest.raises(InvalidInputError, match="text_1 has 2 items and text_2 3"):
+        score_pairs(["q1", "q2"], ["a", "b", "c"])
+    with pytest.raises(InvalidInputError, match="text_2"):
+        score_pairs("q", ["a", "   "])  # each text checked as every door checks it
