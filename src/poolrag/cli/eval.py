@@ -30,12 +30,8 @@ from poolrag.cli.store_options import (
 from poolrag.engine_args import EngineArgs, positive_int
 
 if TYPE_CHECKING:
-    from poolrag.cache import EmbeddingCache
-    from poolrag.engine import Engine
     from poolrag.evaluation.run import EvalReport
     from poolrag.evaluation.tune import TuneReport
-    from poolrag.ingest import DenseEncoder
-    from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +153,7 @@ def _modes(args: argparse.Namespace) -> list[str]:
 
 def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, TuneReport | None]:
     from poolrag.cache import EmbeddingCache
+    from poolrag.cli.hybrid_sources import hybrid_sources
     from poolrag.evaluation import BeirDataset
     from poolrag.evaluation.run import SPARSE_MODES, Evaluation
     from poolrag.ingest import IngestPipeline, TokenChunker
@@ -176,7 +173,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     opened.append(cache)
     engine_args = engine_args_from(args)
     engine = load_engine(engine_args)
-    dense, sparse = _sources(engine, cache, args, engine_args)
+    dense, sparse = hybrid_sources(engine, None, cache, args, engine_args)
     embedder = dense.embedder
     hybrid = args.tune or any(m in SPARSE_MODES for m in modes)
     reranker = load_engine(engine_args.sibling(args.rerank)) if args.rerank else None
@@ -202,28 +199,6 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     )
     report = evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch)
     return report, (tune_and_save(args, evaluation, dataset, report) if args.tune else None)
-
-
-def _sources(
-    engine: Engine, cache: EmbeddingCache, args: argparse.Namespace, engine_args: EngineArgs
-) -> tuple[DenseEncoder, SparseChunkEncoder]:
-    """The dense encoder and the sparse source, chosen as ``poolrag ingest --hybrid`` chooses: the
-    --sparse-model, else the main model's own sparse head (one forward pass), else BM25."""
-    from poolrag.cache import CachedEmbedder
-    from poolrag.cli.model_loading import load_sparse_model
-    from poolrag.cli.store_options import analyzer_from_args, languages_from_args
-    from poolrag.ingest import DenseEncoder
-    from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
-    from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
-
-    if args.sparse_model:
-        sparse_model = load_sparse_model(engine_args.sibling(args.sparse_model))
-        return DenseEncoder(CachedEmbedder(engine, cache)), LearnedSparseChunkEncoder(sparse_model, cache)
-    if has_sparse_head(engine):
-        return own_head_encoders(engine, cache)
-    analyzer, languages = analyzer_from_args(args), languages_from_args(engine, args)
-    bm25 = bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer, languages)
-    return DenseEncoder(CachedEmbedder(engine, cache)), bm25
 
 
 class _Cleanup:

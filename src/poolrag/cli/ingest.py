@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING, Any
 from poolrag.cli.command_errors import report_error, setup_logging, user_errors
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra, require_store_extra
 from poolrag.cli.ingest_ray import add_ray_arguments
-from poolrag.cli.model_loading import engine_args_from, load_engine, load_sparse_model
+from poolrag.cli.model_loading import engine_args_from, load_engine
 from poolrag.cli.store_options import (
     add_analyzer_arguments,
     add_cache_arguments,
     add_store_arguments,
-    analyzer_from_args,
-    languages_from_args,
     open_cache_from_args,
     open_store_from_args,
 )
@@ -28,13 +26,9 @@ from poolrag.stores.vector_types import VECTOR_TYPES
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
     from poolrag.cache import EmbeddingCache
-    from poolrag.engine import Engine
     from poolrag.ingest.encoders import ChunkEncoder
     from poolrag.ingest.pipeline import IngestReport
-    from poolrag.ingest.sparse_encoders import SparseChunkEncoder
     from poolrag.postprocess.quantization_ranges import QuantizationRanges
-    from poolrag.sparse.words import WordAnalyzer
-    from poolrag.stores.language_prior import LanguageRecord
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +215,9 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     encoder = _encoder(engine, cache, args.dimensions)
     sparse_encoder = None
     if args.hybrid:
-        encoder, sparse_encoder = _hybrid_encoders(engine, encoder, cache, args, engine_args)
+        from poolrag.cli.hybrid_sources import hybrid_sources
+
+        encoder, sparse_encoder = hybrid_sources(engine, encoder, cache, args, engine_args, args.dimensions)
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
     opened.append(store)
@@ -284,44 +280,6 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
                 "or add --assume-matryoshka only if the model was trained for it"
             ) from None
         raise DimensionsError(f"--dimensions {dimensions}: {exc}") from None
-
-
-def _sparse_encoder(
-    engine: InProcessEngine,
-    cache: EmbeddingCache | None,
-    analyzer: WordAnalyzer | None = None,
-    languages: LanguageRecord | None = None,
-) -> SparseChunkEncoder:
-    """Lexical BM25 over words (or the model's own word pieces): hybrid search with no second model."""
-    from poolrag.errors import InvalidInputError
-    from poolrag.ingest.sparse_encoders import bm25_for_model
-    from poolrag.model_facts import ScoreKind
-
-    if engine.facts.score_kind is ScoreKind.MAXSIM:
-        raise InvalidInputError("--hybrid goes with single-vector models, not ColBERT token vectors")
-    return bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer, languages)
-
-
-def _hybrid_encoders(
-    engine: Engine,
-    encoder: ChunkEncoder,
-    cache: EmbeddingCache | None,
-    args: argparse.Namespace,
-    engine_args: EngineArgs,
-) -> tuple[ChunkEncoder, SparseChunkEncoder]:
-    """The sparse source ``--hybrid`` uses: a named sparse model, the main model's own sparse head
-    (its dense encoder then shares the forward pass), or BM25 over the main model's tokenizer."""
-    from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
-    from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder
-
-    if args.sparse_model:
-        _sparse_encoder(engine, cache)  # the same refusal of ColBERT collections as BM25's
-        sparse_model = load_sparse_model(engine_args.sibling(args.sparse_model))
-        return encoder, LearnedSparseChunkEncoder(sparse_model, cache)
-    if has_sparse_head(engine):
-        return own_head_encoders(engine, cache, args.dimensions)
-    languages = languages_from_args(engine, args)
-    return encoder, _sparse_encoder(engine, cache, analyzer_from_args(args), languages)
 
 
 def _parent(path: str) -> str:

@@ -1,0 +1,49 @@
+"""The sparse source of a hybrid collection, chosen one way for ``poolrag ingest --hybrid`` and for
+``poolrag eval`` (which ingests like it): a ``--sparse-model``, else the main model's own sparse
+head (one forward pass gives both vectors), else BM25 over the words or word pieces the flags name.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from poolrag.cache import EmbeddingCache
+    from poolrag.engine import Engine
+    from poolrag.engine_args import EngineArgs
+    from poolrag.ingest.encoders import ChunkEncoder
+    from poolrag.ingest.sparse_encoders import SparseChunkEncoder
+
+
+def hybrid_sources(
+    engine: Engine,
+    dense: ChunkEncoder | None,
+    cache: EmbeddingCache | None,
+    args: argparse.Namespace,
+    engine_args: EngineArgs,
+    dimensions: int | None = None,
+) -> tuple[ChunkEncoder, SparseChunkEncoder]:
+    """``(dense encoder, sparse encoder)``: ``dense`` as given (``None``: the model's vectors through
+    ``cache``), or, when the model's own sparse head makes the sparse vectors, one encoder pair
+    sharing its forward pass (at ``dimensions``)."""
+    from poolrag.cache import CachedEmbedder
+    from poolrag.cli.model_loading import load_sparse_model
+    from poolrag.cli.store_options import analyzer_from_args, languages_from_args
+    from poolrag.errors import InvalidInputError
+    from poolrag.ingest import DenseEncoder
+    from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
+    from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
+    from poolrag.model_facts import ScoreKind
+
+    if engine.facts.score_kind is ScoreKind.MAXSIM:
+        raise InvalidInputError("hybrid search goes with single-vector models, not ColBERT token vectors")
+    if dense is None:
+        dense = DenseEncoder(CachedEmbedder(engine, cache), dimensions)
+    if args.sparse_model:
+        sparse_model = load_sparse_model(engine_args.sibling(args.sparse_model))
+        return dense, LearnedSparseChunkEncoder(sparse_model, cache)
+    if has_sparse_head(engine):
+        return own_head_encoders(engine, cache, dimensions)
+    analyzer, languages = analyzer_from_args(args), languages_from_args(engine, args)
+    return dense, bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer, languages)
