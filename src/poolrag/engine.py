@@ -33,7 +33,7 @@ from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, 
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
-from poolrag.model_facts import ModelFacts, ScoreKind, output_fingerprint
+from poolrag.model_facts import ModelFacts, ScoreKind, model_identity, output_fingerprint
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -276,7 +276,7 @@ class Engine:
         self.tune_report: TuneReport = tuned.report
         self._facts = ModelFacts(
             model_name=self.model_name,
-            model_identity=f"{self.model_name}@{self._pipeline.fingerprint}",
+            model_identity=model_identity(self.model_name, self._pipeline.fingerprint),
             supported_tasks=self._pipeline.supported_tasks,
             max_model_len=self._pipeline.max_model_len,
             embedding_dim=self._pipeline.embedding_dim,

@@ -17,6 +17,22 @@ from typing import Any
 from poolrag.errors import InvalidInputError
 
 
+def model_identity(name: str, weights: str) -> str:
+    """``name@weights``: what a served model is called and a digest of its weights. Caches and
+    collections key on it; only the weights part says whether two models are the same."""
+    return f"{name}@{weights}"
+
+
+def weights_fingerprint(identity: str) -> str:
+    """The weights part of ``name@weights`` (the name may be a local path that differs per machine)."""
+    return identity.rsplit("@", 1)[-1]
+
+
+def same_weights(identity: str, other: str) -> bool:
+    """Whether two identities name the same weights, whatever each was called."""
+    return weights_fingerprint(identity) == weights_fingerprint(other)
+
+
 class ScoreKind(StrEnum):
     """How ``score`` relates two texts: one joint forward per pair, cosine of vectors, or MaxSim."""
 
@@ -64,8 +80,8 @@ class ModelFacts:
 
         ``model_identity`` is ``name@weights``; only the name part changes.
         """
-        weights = self.model_identity.rpartition("@")[2]
-        return replace(self, model_name=model_name, model_identity=f"{model_name}@{weights}")
+        weights = weights_fingerprint(self.model_identity)
+        return replace(self, model_name=model_name, model_identity=model_identity(model_name, weights))
 
     def to_json(self) -> dict[str, Any]:
         """The wire form (``GET /v1/models`` carries it per served name)."""

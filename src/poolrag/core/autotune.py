@@ -45,6 +45,7 @@ from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_v
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.native_loader import ModelImpl
+from poolrag.model_facts import model_identity
 from poolrag.models.packed_attention import RunsOrGroups, use_runs_or_groups
 from poolrag.request import PoolingRequest, ResolvedParams
 
@@ -454,7 +455,7 @@ def load_tuned(
             fast_mode=fast,
         )
     started = time.perf_counter()
-    identity = f"{request.model_name}@{fingerprint(spec)}"
+    identity = model_identity(request.model_name, fingerprint(spec))
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))
     if cached is not None:  # exact path known, fast modes not measured yet: measure only those
         exact = _Candidate(cached.impl, cached.forward, "fp32", build(cached.impl))  # type: ignore[arg-type]

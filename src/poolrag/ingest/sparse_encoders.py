@@ -24,13 +24,12 @@ from poolrag.cache.sparse_vectors import CachedSparseVectors
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.cache.term_counts import CachedTermCounter
 from poolrag.errors import InvalidInputError
-from poolrag.model_facts import ModelFacts
+from poolrag.model_facts import ModelFacts, same_weights, weights_fingerprint
 from poolrag.params import PoolingParams
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, BM25Encoder, BM25Parameters
 from poolrag.sparse.language_detection import detect_language
 from poolrag.sparse.vector import SparseVector
 from poolrag.sparse.words import WordAnalyzer, analyzer_name, recorded_analyzer
-from poolrag.stores.base import weights_fingerprint
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.language_prior import LANGUAGES_RECORD_KEY, LanguageRecord
 
@@ -263,7 +262,7 @@ def check_learned_sparse_identity(recorded: object, facts: ModelFacts) -> None:
     identity = recorded.get("model_identity") if isinstance(recorded, dict) else None
     if not isinstance(identity, str):
         raise CollectionMismatchError("the collection's learned sparse record names no model")
-    if weights_fingerprint(identity) != weights_fingerprint(facts.model_identity):
+    if not same_weights(identity, facts.model_identity):
         name = recorded.get("model_name", identity) if isinstance(recorded, dict) else identity
         raise CollectionMismatchError(
             f"the collection's sparse vectors were made by {name!r} (fingerprint "

@@ -4,9 +4,10 @@ vectors, and ``k`` is a count. A mismatch is refused, since scores across models
 from __future__ import annotations
 
 from poolrag.counts import check_count
+from poolrag.model_facts import same_weights
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 from poolrag.sparse.words import analyzer_name, recorded_analyzer
-from poolrag.stores.base import CollectionSpec, VectorStore, weights_fingerprint
+from poolrag.stores.base import CollectionSpec, VectorStore
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 
 
@@ -28,7 +29,7 @@ def check_model(
     hint: str = "search with the model the collection was ingested with",
 ) -> None:
     """Refuse a query model whose weights differ from those that filled the collection."""
-    if weights_fingerprint(spec.model_identity) != weights_fingerprint(identity):
+    if not same_weights(spec.model_identity, identity):
         raise CollectionMismatchError(
             f"collection {spec.name!r} in {where} was filled with {spec.model_identity}, but the query "
             f"model is {identity}; {hint}"

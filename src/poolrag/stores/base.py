@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from poolrag.errors import InvalidInputError
+from poolrag.model_facts import same_weights
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import MetadataFilter
@@ -42,11 +43,6 @@ _CHUNK_VECTORS_SAID = {
     "per_chunk": "chunks embedded one by one",
     "late": "late-chunked vectors (--late-chunking)",
 }
-
-
-def weights_fingerprint(model_identity: str) -> str:
-    """The weights part of ``name@fingerprint``; the name may be a local path that differs per machine."""
-    return model_identity.rsplit("@", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -159,7 +155,7 @@ class CollectionSpec:
             problems.append(f"layout {stored.layout!r} vs {self.layout!r}")
         if stored.dimension != self.dimension:
             problems.append(f"{stored.dimension}-dimension vectors vs {self.dimension}")
-        if weights_fingerprint(stored.model_identity) != weights_fingerprint(self.model_identity):
+        if not same_weights(stored.model_identity, self.model_identity):
             problems.append(f"model {stored.model_identity} vs {self.model_identity}")
         if stored.sparse != self.sparse:
             problems.append(f"sparse field {stored.sparse or 'none'} vs {self.sparse or 'none'}")
