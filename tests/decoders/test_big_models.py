@@ -11,7 +11,7 @@ import transformers
 from tiny_decoders import TEXTS, build
 
 from poolrag import Engine
-from poolrag.errors import ModelLoadError
+from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.placement import Placement, bytes_needed, check_fits, checkpoint_parameter_count
 from poolrag.testing import engine_internals as internals
 
@@ -77,6 +77,6 @@ def test_int8_weights_stay_close_to_full_precision(qwen3_embedder):
 
 def test_unknown_quantization_is_refused(qwen3_embedder):
     folder, *_ = qwen3_embedder
-    with pytest.raises(ModelLoadError, match="unknown quantization 'int3'"):
-        Engine(folder, quantization="int3")
+    with pytest.raises(InvalidInputError, match="quantization must be one of int8, fp8, not 'int3'"):
+        Engine(folder, quantization="int3")  # refused by EngineArgs' rule, before anything loads
     assert Placement().places_itself is False and Placement(device_map="auto").places_itself is True

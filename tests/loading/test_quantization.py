@@ -11,7 +11,7 @@ import torch
 
 from poolrag import Engine
 from poolrag.cli import build_parser
-from poolrag.errors import ModelLoadError
+from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.quantization import QUANTIZATION_SCHEMES, quantization_config
 
 
@@ -23,7 +23,7 @@ def test_fp8_is_refused_on_the_cpu_in_one_line(tiny_model) -> None:
 
 def test_an_unknown_scheme_names_the_ones_there_are(tiny_model) -> None:
     assert QUANTIZATION_SCHEMES == ("int8", "fp8")
-    with pytest.raises(ModelLoadError, match="unknown quantization 'fp4'; supported: int8, fp8"):
+    with pytest.raises(InvalidInputError, match="quantization must be one of int8, fp8, not 'fp4'"):
         Engine(tiny_model("bert"), quantization="fp4", device="cpu")
 
 

@@ -188,63 +188,15 @@ def build_pipeline(
     model_impl: ModelImpl = "auto",
 ) -> Pipeline:
     placement = placement or Placement()
-    pooler = pooler_override.merged_over(spec.pooler_defaults)
-    kind = detect_model_kind(spec, pooler)
-    if pooler.pooling_type is None:
-        pooler = pooler.merged_over(PoolerConfig(pooling_type=default_pooling(kind, spec.is_decoder)))
-    if kind in (ModelKind.EMBEDDING, ModelKind.BGE_M3) and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):
-        raise ModelLoadError(f"pooling_type {pooler.pooling_type} cannot produce one embedding per text")
-    if pooler.normalize is None:
-        # sentence-transformers folders normalise only with a Normalize module; bare folders do.
-        pooler = pooler.merged_over(PoolerConfig(normalize=not spec.is_sentence_transformers))
-    _check_chunking(kind, pooler)
-
-    tokenizer = AutoTokenizer.from_pretrained(
-        tokenizer_path or spec.transformer_path, trust_remote_code=trust_remote_code
-    )
-    # poolrag checks lengths against max_model_len itself (InputTooLongError); the tokenizer's own
-    # "sequence length is longer than the specified maximum" warning names another limit and misleads.
-    warned = getattr(tokenizer, "deprecation_warnings", None)
-    if isinstance(warned, dict):
-        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
+    kind, pooler = _resolve_pooler(spec, pooler_override)
+    tokenizer = _load_tokenizer(tokenizer_path or spec.transformer_path, trust_remote_code)
     check_model_fits(spec.transformer_path, dtype, device, placement)
-    decoder: DecoderParts | None = None
-    mlm_head: nn.Module | None = None
-    # sparse kinds run their backbone as an embedder does; their heads work in the poolers
-    load_kind = ModelKind.EMBEDDING if kind in _HIDDEN_STATE_HEAD_KINDS else kind
-    if kind in DECODER_KINDS:
-        decoder = load_decoder(spec, kind, dtype, device, trust_remote_code, placement)
-        model = decoder.backbone
-    elif kind is ModelKind.SPLADE:
-        model, mlm_head = load_masked_lm(spec, dtype, device, trust_remote_code, placement)
-    else:
-        model = try_load_native(spec, kind, dtype, device, placement, model_impl) or load_transformer(
-            spec, load_kind, dtype, device, trust_remote_code, placement
-        )
-    if spec.is_decoder and hasattr(model.config, "use_cache"):
-        model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
-    pad_id = tokenizer.pad_token_id
-    if pad_id is None:
-        pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
-    # decoder heads run in the poolers: the runner only returns the backbone's hidden states
-    runner_kind = ModelKind.EMBEDDING if kind in DECODER_KINDS or kind in _HIDDEN_STATE_HEAD_KINDS else kind
-    # CLS embedders read one row per sequence: the native encoder's last layer computes only that row
-    # past attention (exact). Never for MEAN/LAST, which read other rows.
-    first_rows = (
-        frozenset({"embed", "score"})
-        if kind is ModelKind.EMBEDDING and pooler.pooling_type == "CLS"
-        else frozenset()
+    model, decoder, mlm_head = _load_backbone(
+        spec, kind, dtype, device, trust_remote_code, placement, model_impl
     )
     # convert='classify' on an encoder classifier: token_classify is its own head on every token
     token_states = kind is ModelKind.SEQUENCE_CLASSIFIER and spec.convert == "classify"
-    runner = ModelRunner(
-        model,
-        runner_kind,
-        pad_id,
-        input_device(model, device),
-        first_row_tasks=first_rows,
-        token_states=token_states,
-    )
+    runner = _runner(model, kind, pooler, tokenizer, device, token_states)
     lm_rows = _lm_head_rows(spec, kind, decoder, tokenizer)
     if kind is ModelKind.DECODER_CLASSIFIER and decoder is not None:
         _match_labels_to_head(spec, decoder.score)
@@ -299,6 +251,90 @@ def build_pipeline(
         fingerprint=fingerprint(spec),
         reward_columns=_reward_columns(spec, kind, decoder),
         task_aliases=task_aliases(kind, spec),
+    )
+
+
+def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind, PoolerConfig]:
+    """The model's kind and its pooling settings: the caller's over the folder's, then the kind's
+    defaults where neither says."""
+    pooler = override.merged_over(spec.pooler_defaults)
+    kind = detect_model_kind(spec, pooler)
+    if pooler.pooling_type is None:
+        pooler = pooler.merged_over(PoolerConfig(pooling_type=default_pooling(kind, spec.is_decoder)))
+    if kind in (ModelKind.EMBEDDING, ModelKind.BGE_M3) and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):
+        raise ModelLoadError(f"pooling_type {pooler.pooling_type} cannot produce one embedding per text")
+    if pooler.normalize is None:
+        # sentence-transformers folders normalise only with a Normalize module; bare folders do.
+        pooler = pooler.merged_over(PoolerConfig(normalize=not spec.is_sentence_transformers))
+    _check_chunking(kind, pooler)
+    return kind, pooler
+
+
+def _load_tokenizer(path: str | Path, trust_remote_code: bool) -> PreTrainedTokenizerBase:
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    # poolrag checks lengths against max_model_len itself (InputTooLongError); the tokenizer's own
+    # "sequence length is longer than the specified maximum" warning names another limit and misleads.
+    warned = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(warned, dict):
+        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
+    return tokenizer
+
+
+def _load_backbone(
+    spec: ModelSpec,
+    kind: ModelKind,
+    dtype: torch.dtype,
+    device: torch.device,
+    trust_remote_code: bool,
+    placement: Placement,
+    model_impl: ModelImpl,
+) -> tuple[nn.Module, DecoderParts | None, nn.Module | None]:
+    """The network the runner calls, plus a decoder's parts or SPLADE's MLM head for the poolers."""
+    decoder: DecoderParts | None = None
+    mlm_head: nn.Module | None = None
+    if kind in DECODER_KINDS:
+        decoder = load_decoder(spec, kind, dtype, device, trust_remote_code, placement)
+        model = decoder.backbone
+    elif kind is ModelKind.SPLADE:
+        model, mlm_head = load_masked_lm(spec, dtype, device, trust_remote_code, placement)
+    else:
+        # sparse kinds run their backbone as an embedder does; their heads work in the poolers
+        load_kind = ModelKind.EMBEDDING if kind in _HIDDEN_STATE_HEAD_KINDS else kind
+        model = try_load_native(spec, kind, dtype, device, placement, model_impl) or load_transformer(
+            spec, load_kind, dtype, device, trust_remote_code, placement
+        )
+    if spec.is_decoder and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
+    return model, decoder, mlm_head
+
+
+def _runner(
+    model: nn.Module,
+    kind: ModelKind,
+    pooler: PoolerConfig,
+    tokenizer: PreTrainedTokenizerBase,
+    device: torch.device,
+    token_states: bool,
+) -> ModelRunner:
+    pad_id = tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    # decoder heads run in the poolers: the runner only returns the backbone's hidden states
+    runner_kind = ModelKind.EMBEDDING if kind in DECODER_KINDS or kind in _HIDDEN_STATE_HEAD_KINDS else kind
+    # CLS embedders read one row per sequence: the native encoder's last layer computes only that row
+    # past attention (exact). Never for MEAN/LAST, which read other rows.
+    first_rows = (
+        frozenset({"embed", "score"})
+        if kind is ModelKind.EMBEDDING and pooler.pooling_type == "CLS"
+        else frozenset()
+    )
+    return ModelRunner(
+        model,
+        runner_kind,
+        pad_id,
+        input_device(model, device),
+        first_row_tasks=first_rows,
+        token_states=token_states,
     )
 
 
