@@ -73,10 +73,6 @@ Steps = Generator[list[PoolingRequest], list[np.ndarray], T]
 ASYNC_INLINE_ITEMS = 32
 
 
-def _as_list(prompts: Prompts, what: str = "prompts") -> list[PromptInput]:
-    return prompt_list(prompts, what)
-
-
 def _load_engine(cls: type[Engine], args: EngineArgs, identity: str) -> Engine:
     """An unpickled engine: the same arguments loaded again, which must give the same weights (a
     hub id without a revision can resolve to another snapshot in another process)."""
@@ -459,13 +455,13 @@ class Engine:
         )
 
     def _requests(self, prompts: Prompts, task: str, params: PoolingParams | None) -> list[PoolingRequest]:
-        items = _as_list(prompts)
+        items = prompt_list(prompts)
         resolved = self._resolve_multi(params) if task == MULTI_VECTOR_TASK else self._resolve(task, params)
         p = params or PoolingParams()
         return self._pipeline.processor.texts(items, resolved, p.truncate_prompt_tokens, p.prompt)
 
     def _prompt_texts(self, prompts: Prompts) -> list[str | None]:
-        return [p if isinstance(p, str) else None for p in _as_list(prompts)]
+        return [p if isinstance(p, str) else None for p in prompt_list(prompts)]
 
     # -- running: one body per task, driven synchronously or from asyncio ------------------------------
     def _drive(self, steps: Steps[T]) -> T:

@@ -9,7 +9,7 @@ from reranker_prompts import bge_gemma_prompt, mxbai_v2_prompt, qwen3_reranker_p
 from tiny_decoders import PAD, SIDES, TEXTS, build, ref_token_logits, softmax
 
 from poolrag import Engine, PoolingParams
-from poolrag.errors import InputTooLongError, ModelLoadError, UnsupportedTaskError
+from poolrag.errors import InputTooLongError, InvalidInputError, ModelLoadError, UnsupportedTaskError
 from poolrag.pooling.lm_head_rows import LMHeadRowsHead
 from poolrag.testing import engine_internals as internals
 
@@ -167,8 +167,8 @@ def test_conversion_errors_are_clear(tmp_path):
             convert="classify",
             hf_overrides={"classifier_from_token": ["no", "panda bamboo"]},
         )
-    with pytest.raises(ModelLoadError, match="convert must be"):
-        Engine(tmp_path / "lm", convert="generate")
+    with pytest.raises(InvalidInputError, match="convert must be"):
+        Engine(tmp_path / "lm", convert="generate")  # EngineArgs' rule, before anything loads
     build(tmp_path / "base", "qwen3", transformers.AutoModel)
     with pytest.raises(ModelLoadError, match="needs a \\*ForCausalLM"):
         Engine(tmp_path / "base", convert="classify", hf_overrides={"classifier_from_token": ["no", "yes"]})

@@ -13,7 +13,7 @@ from tiny_models import SENTENCES
 from poolrag import Engine
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import load_model_spec
-from poolrag.errors import ModelLoadError
+from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
 from poolrag.models.bert import BertFamilyModel
@@ -59,7 +59,7 @@ def test_model_impl_transformers_is_honoured(tiny_model: Callable[..., Path]) ->
 
 
 def test_unknown_model_impl_is_refused(tiny_model: Callable[..., Path]) -> None:
-    with pytest.raises(ModelLoadError, match="unknown model_impl 'fast'"):
+    with pytest.raises(InvalidInputError, match="model_impl must be one of auto, native, transformers"):
         Engine(tiny_model("bert"), model_impl="fast")  # type: ignore[arg-type]
 
 
