@@ -148,6 +148,7 @@ def measured_file(
     ("damage", "warning"),
     [
         (lambda body: "{ not json", "ignoring tune verdict"),
+        (lambda body: b"\xff\xfe{\x80\xc3", "ignoring tune verdict"),
         (lambda body: json.dumps({**body, "key": {**body["key"], "threads": 977}}), "another model, machine"),
         (
             lambda body: json.dumps({**body, "verdict": {**body["verdict"], "impl": "my_module.Fast"}}),
@@ -166,14 +167,22 @@ def measured_file(
             "min_rows_per_run is not a count",
         ),
     ],
-    ids=["corrupt", "foreign", "unknown-name", "not-a-number", "zero-rows-per-run", "true-rows-per-run"],
+    ids=[
+        "corrupt",
+        "not-utf8",
+        "foreign",
+        "unknown-name",
+        "not-a-number",
+        "zero-rows-per-run",
+        "true-rows-per-run",
+    ],
 )
 def test_a_bad_verdict_file_is_ignored_with_one_warning_and_tuned_again(
     cache: Path,
     bert: Path,
     measured_file: tuple[str, dict],
     caplog: pytest.LogCaptureFixture,
-    damage: Callable[[dict], str],
+    damage: Callable[[dict], str | bytes],
     warning: str,
 ) -> None:
     name, body = measured_file
@@ -181,7 +190,8 @@ def test_a_bad_verdict_file_is_ignored_with_one_warning_and_tuned_again(
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(body))
     assert Engine(bert, tune="auto").tune_report.state == "cached"  # the good file is this load's
-    path.write_text(damage(body))
+    damaged = damage(body)
+    path.write_bytes(damaged if isinstance(damaged, bytes) else damaged.encode())
     with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
         engine = Engine(bert, tune="auto")
     warnings = [r for r in caplog.records if r.name == "poolrag.core.tune_verdicts"]

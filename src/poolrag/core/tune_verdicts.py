@@ -226,7 +226,7 @@ def read_verdict(key: TuneKey) -> Verdict | None:
     file is unreadable, corrupt or written for another key."""
     path = key.path()
     try:
-        text = path.read_text()
+        text = path.read_bytes()  # decoded by json.loads below, where bad bytes are a corrupt file
     except FileNotFoundError:
         return None
     except OSError as exc:
