@@ -323,6 +323,26 @@ def test_poolrag_tune_prints_the_candidates_and_saves_the_verdict(
     assert engine.tune_report.state == "cached" and len(builds) == 2  # the off load + the chosen path
 
 
+def test_poolrag_tune_fails_when_it_cannot_save_the_verdict(
+    cache: Path, bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Saving the verdict is what the command is for: measured but unsaved is exit 4, not 0."""
+    cache.parent.mkdir(parents=True)
+    cache.write_text("a file where the tune folder should be")
+    assert main(["tune", str(bert), "--no-compile"]) == 4
+    out, err = capsys.readouterr()
+    assert "verdict: " in out and "saved to" not in out
+    assert err.strip().splitlines()[-1].startswith("poolrag tune: the verdict was measured but not saved")
+
+
+def test_poolrag_tune_refuses_other_autotune_modes_without_blaming_the_model(
+    cache: Path, bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tune", str(bert), "--autotune", "off"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "poolrag tune: poolrag tune always measures (--autotune full), not --autotune off"
+
+
 def test_poolrag_tune_names_a_bad_model_in_one_line(
     cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,6 +12,7 @@ import logging
 import sys
 from typing import Any
 
+from poolrag.cli.command_errors import EXIT_BAD_INPUT, EXIT_STORE_WRITE
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 
@@ -42,12 +43,24 @@ def run(args: argparse.Namespace) -> int:
     from poolrag import Engine, PoolragError
 
     try:
-        engine = Engine.from_engine_args(_engine_args(args))
+        engine_args = _engine_args(args)
+    except PoolragError as exc:
+        print(f"poolrag tune: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        engine = Engine.from_engine_args(engine_args)
     except (PoolragError, ValueError, OSError) as exc:
         print(f"poolrag tune: cannot load the model: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     report = engine.tune_report
     print(report.table())
+    if report.state == "measured" and not report.path:  # saving it is the command's purpose
+        print(
+            "poolrag tune: the verdict was measured but not saved (the warning above says why); "
+            "make the cache folder writable ($POOLRAG_CACHE_DIR) and run it again",
+            file=sys.stderr,
+        )
+        return EXIT_STORE_WRITE
     if report.path:
         print(f"saved to {report.path}")
     return 0
