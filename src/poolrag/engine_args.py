@@ -114,9 +114,9 @@ class EngineArgs:
         _check_choice("tune", self.tune, TUNE_MODES)
         cosine = self.cpu_fast_mode_min_cosine
         if cosine is not None and (
-            isinstance(cosine, bool) or not isinstance(cosine, (int, float)) or not 0 < cosine <= 1
+            isinstance(cosine, bool) or not isinstance(cosine, (int, float)) or not 0 <= cosine <= 1
         ):
-            raise InvalidInputError(f"cpu_fast_mode_min_cosine must be a number in (0, 1], not {cosine!r}")
+            raise InvalidInputError(f"cpu_fast_mode_min_cosine must be a number in [0, 1], not {cosine!r}")
         if self.device_map is not None and not isinstance(self.device_map, (str, dict)):
             raise InvalidInputError(
                 f"device_map must be a string or a dict, not {type(self.device_map).__name__}"

@@ -125,11 +125,11 @@ def test_below_the_bar_the_engine_is_exactly_the_fp32_one(
     model_impl: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A bar no fast arithmetic can reach forces the fallback on any CPU: same outputs, same
-    modules, oneDNN-packed as usual, and the log says why."""
+    """A bar no fast arithmetic can reach (identical vectors) forces the fallback on any CPU: same
+    outputs, same modules, oneDNN-packed as usual, and the log says why."""
     with caplog.at_level(logging.WARNING, logger="poolrag.loading.cpu_fast_mode"):
-        engine = Engine(minilm_path, cpu_fast_mode=mode, cpu_fast_mode_min_cosine=1.5, model_impl=model_impl)
-    _assert_contract(engine, exact_minilm[model_impl], mode, bar=1.5)
+        engine = Engine(minilm_path, cpu_fast_mode=mode, cpu_fast_mode_min_cosine=1.0, model_impl=model_impl)
+    _assert_contract(engine, exact_minilm[model_impl], mode, bar=1.0)
     report = engine.fast_mode_report
     assert report is not None and not report.active
     model = _model(engine)
@@ -143,7 +143,7 @@ def test_below_the_bar_the_engine_is_exactly_the_fp32_one(
     reference.embed_array(TEXTS[:1])
     assert [type(m) for m in model.modules()] == [type(m) for m in _model(reference).modules()]
     (message,) = [r.getMessage() for r in caplog.records if "falls back to exact fp32" in r.getMessage()]
-    assert describe_isa() in message and "< 1.5" in message and f"{report.min_cosine:.6f}" in message
+    assert describe_isa() in message and "< 1.0" in message and f"{report.min_cosine:.6f}" in message
 
 
 def test_a_bar_of_zero_keeps_any_fast_mode(minilm_path: Path) -> None:
