@@ -180,8 +180,14 @@ def test_documents_carry_title_and_corpus_id(tmp_path: Path) -> None:
             lambda f: (f / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\n"),
             "test.tsv:2",
         ),
+        (
+            lambda f: (f / "queries.jsonl").write_text(
+                '{"_id": "q1", "text": "ok"}\n{"_id": "q2", "text": " "}\n'
+            ),
+            "queries.jsonl:2",
+        ),
     ],
-    ids=["query-without-text", "qrels-short-line"],
+    ids=["query-without-text", "qrels-short-line", "query-with-blank-text"],
 )
 def test_a_broken_dataset_names_file_and_line_before_anything_is_embedded(
     tmp_path: Path, minilm_engine, breakage, where: str
@@ -195,6 +201,53 @@ def test_a_broken_dataset_names_file_and_line_before_anything_is_embedded(
             evaluation.run(bench.dataset, ["dense"], k=K)
         assert str(caught.value).startswith(str(bench.dataset.folder))
         assert embedder.misses == 0 and store.read_spec() is None
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("breakage", "message"),
+    [
+        (
+            lambda f: (f / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t0\n"),
+            "has a relevant document",
+        ),
+        (lambda f: (f / "corpus.jsonl").write_text(""), "corpus.jsonl: no documents"),
+    ],
+    ids=["no-grade-above-0", "empty-corpus"],
+)
+def test_a_dataset_with_nothing_to_evaluate_is_refused_before_anything_is_embedded(
+    tmp_path: Path, minilm_engine, breakage, message: str
+) -> None:
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    breakage(bench.dataset.folder)
+    store = bench.open()
+    try:
+        evaluation, embedder = bench.evaluation(store)
+        with pytest.raises(InvalidInputError, match=message):
+            evaluation.run(bench.dataset, ["dense"], k=K)
+        assert embedder.misses == 0 and store.read_spec() is None
+    finally:
+        store.close()
+
+
+def test_an_owned_collection_follows_the_corpus_and_reports_its_own_chunks(
+    tmp_path: Path, minilm_engine
+) -> None:
+    """``prune`` (eval's own collection): a document taken out of corpus.jsonl is no longer searched;
+    the chunk count is the collection's, whatever the run had left to chunk."""
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    store = bench.open()
+    try:
+        evaluation, _ = bench.evaluation(store)
+        first = evaluation.run(bench.dataset, ["dense"], k=K, prune=True)
+        assert first.chunks == store.count() > len(DOCS)  # d3 and d8 span several chunks
+        corpus = bench.dataset.corpus_path
+        corpus.write_text("".join(line for line in corpus.open() if '"d8"' not in line))
+        second = evaluation.run(bench.dataset, ["dense"], k=K, prune=True)
+        assert second.ingest.deleted > 0 and second.chunks == store.count() < first.chunks
+        found = {doc for run in second.runs["dense"].values() for doc, _ in run}
+        assert "d8" not in found and "d2" in found
     finally:
         store.close()
 

@@ -162,6 +162,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     # The cheap checks first: modes, names, the dataset folder, before a model or database is touched.
     check_tune_arguments(args)
     modes = _modes(args)
+    owned = args.collection is None  # eval's own collection mirrors the corpus; a named one is the user's
     args.collection = args.collection or default_collection(args.dataset, _analyzer_suffix(args))
     check_collection_name(args.collection)
     dataset = BeirDataset(args.dataset)
@@ -197,7 +198,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
         reranker=reranker,
         rerank_weight=args.rerank_weight,
     )
-    report = evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch)
+    report = evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch, prune=owned)
     return report, (tune_and_save(args, evaluation, dataset, report) if args.tune else None)
 
 
@@ -216,7 +217,7 @@ def _table(report: EvalReport, k: int) -> str:
     width = max(len(mode) for mode in report.metrics) + 2
     lines = [
         f"{report.queries} queries; corpus: {report.ingest.documents} documents, "
-        f"{report.ingest.chunks} chunks ({report.ingest.embedded} embedded now)",
+        f"{report.chunks} chunks ({report.ingest.embedded} embedded now)",
         "mode".ljust(width) + "".join(name.rjust(12) for name in names),
     ]
     for mode, values in report.metrics.items():

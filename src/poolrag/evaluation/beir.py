@@ -128,7 +128,7 @@ class BeirDataset:
         """The corpus, one document at a time.
 
         Duplicate ids are not checked here: that would hold every id of a multi-million corpus in
-        memory, and ingestion is idempotent per id anyway (the last copy wins).
+        memory; the ingest refuses a repeated one (its source ``corpus.jsonl#id``) in one line.
         """
         path = self.corpus_path
         for number, row in _json_rows(path):
@@ -148,9 +148,12 @@ class BeirDataset:
             if query_id in seen:
                 raise BeirFormatError(path, number, f"query id {query_id!r} appears twice")
             seen.add(query_id)
+            text = _row_text(row, "text", path, number, required=True)
+            if not text.strip():
+                raise BeirFormatError(path, number, f"query {query_id!r} has an empty text")
             yield BeirQuery(
                 id=query_id,
-                text=_row_text(row, "text", path, number, required=True),
+                text=text,
                 metadata=_metadata(row, path, number),
             )
 

@@ -84,6 +84,7 @@ class EvalReport:
     queries: int
     queries_embedded: int = 0
     settings: dict[str, object] = field(default_factory=dict)
+    chunks: int = 0  # in the collection searched (a resumed ingest chunks only what it had left)
 
 
 def documents_of(results: Sequence[SearchResult]) -> list[tuple[str, float]]:
@@ -135,10 +136,13 @@ class Evaluation:
         split: str = "test",
         query_batch_size: int = 64,
         prefetch: int | None = None,
+        prune: bool = False,
     ) -> EvalReport:
         """Ingest the corpus (nothing new on a re-run), then retrieve every judged query in each mode.
 
         ``prefetch``: depth of each hybrid leg (default: the retriever's, the hits fused but at least 50).
+        ``prune``: the collection is this evaluation's own, so documents no longer in the corpus (or
+        another corpus's) are deleted rather than searched.
         """
         modes = parse_modes(modes)
         check_count(k, "k")
@@ -160,14 +164,23 @@ class Evaluation:
                 f"no query in {dataset.queries_path} is judged in {dataset.qrels_path(split)}; "
                 "nothing to evaluate"
             )
-        ingest = self.pipeline.run(corpus_documents(dataset))
+        if not any(grade > 0 for q in queries for grade in qrels[q.id].values()):
+            raise InvalidInputError(
+                f"no query in {dataset.qrels_path(split)} has a relevant document (a grade above 0); "
+                "nothing to evaluate"
+            )
+        if next(iter(dataset.documents()), None) is None:
+            raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
+        ingest = self.pipeline.run(corpus_documents(dataset), prune=prune)
         before = self.embedder.misses
         for start in range(0, len(queries), query_batch_size):
             batch = queries[start : start + query_batch_size]
             self.embedder.embed([q.text for q in batch], input_type="query")
         embedded = self.embedder.misses - before
-        # Enough chunks that k distinct documents remain when some have several chunks.
-        depth = k if ingest.chunks <= ingest.documents else 3 * k
+        # Enough chunks that k distinct documents remain when some have several chunks: counted in
+        # the collection, since a resumed run chunks only the documents it had left.
+        stored = self.pipeline.store.count()
+        depth = k if stored <= ingest.documents else 3 * k
         metrics: dict[str, dict[str, float]] = {}
         runs: dict[str, dict[str, list[tuple[str, float]]]] = {}
         for mode in modes:
@@ -178,7 +191,7 @@ class Evaluation:
             metrics[mode] = evaluate(runs[mode], qrels, (k,))
             logger.info("%s: %s", mode, metrics[mode])
         settings = {"k": k, "chunks_per_query": depth, "prefetch": prefetch, "split": split}
-        return EvalReport(metrics, runs, ingest, len(queries), embedded, settings)
+        return EvalReport(metrics, runs, ingest, len(queries), embedded, settings, stored)
 
     def _retriever(self, mode: str) -> Retriever:
         reranker = None
