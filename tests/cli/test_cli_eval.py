@@ -173,3 +173,20 @@ def test_a_broken_dataset_is_one_line_naming_file_and_line(tmp_path: Path, minil
 
     code, _, err = _eval(tmp_path / "missing", _common("milvus", tmp_path, minilm_path), capsys)
     assert code == 2 and "missing: not a folder" in err
+
+
+def test_flags_that_cannot_work_are_refused_before_anything_loads(tmp_path: Path, capsys) -> None:
+    """A weight without a reranker, a weight outside [0, 1], more folds than judged queries: one
+    line each, and no store was opened (nothing ingested, nothing embedded)."""
+    dataset = write_dataset(tmp_path / "beir")
+    where = ["--store", "qdrant", "--path", str(tmp_path / "q")]
+    cases = [
+        (["--rerank-weight", "0.3"], "--rerank-weight is the reranker's share: add --rerank MODEL"),
+        (["--rerank", "any/cross-encoder", "--rerank-weight", "nan"], "must be a number in [0, 1]"),
+        (["--tune", "--folds", "10"], "10-fold cross-validation needs at least 10 judged queries, got 5"),
+    ]
+    for extra, message in cases:
+        code, out, err = _eval(dataset, where, capsys, *extra)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert message in err
+    assert not (tmp_path / "q").exists()

@@ -51,7 +51,8 @@ def bound_native_memory() -> None:
 #: Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it.
 EXIT_INTERRUPTED = 130
 #: What a stopped command leaves, said in its one line.
-_AFTER_INTERRUPT = {"ingest": "run the same command again to resume where it stopped"}
+_RESUME = "run the same command again to resume where it stopped"
+_AFTER_INTERRUPT = {"ingest": _RESUME, "eval": _RESUME}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -148,6 +148,12 @@ def _modes(args: argparse.Namespace) -> list[str]:
     needing = [m for m in modes if m in RERANK_MODES]
     if needing and not args.rerank:
         raise InvalidInputError(f"mode {', '.join(needing)} needs a cross-encoder: add --rerank MODEL")
+    if args.rerank_weight is not None:
+        from poolrag.retrieval.rerank import check_rerank_weight
+
+        if not args.rerank:
+            raise InvalidInputError("--rerank-weight is the reranker's share: add --rerank MODEL")
+        check_rerank_weight(args.rerank_weight)
     return modes
 
 
@@ -166,6 +172,11 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     args.collection = args.collection or default_collection(args.dataset, _analyzer_suffix(args))
     check_collection_name(args.collection)
     dataset = BeirDataset(args.dataset)
+    if args.tune:  # the folds need as many judged queries: known from the small files, before any model
+        from poolrag.evaluation.tune import kfold
+
+        judged = dataset.qrels(args.split)
+        kfold([q.id for q in dataset.queries() if q.id in judged], args.folds, args.seed)
     cache = open_cache_from_args(args)
     if cache is None:  # queries are embedded once up front and read back during retrieval
         scratch = tempfile.TemporaryDirectory(prefix="poolrag-eval-")
