@@ -151,3 +151,21 @@ def test_the_engine_built_from_args_is_the_one_its_keywords_build(tiny_model: Ca
     texts = ["one short text", "a second, somewhat longer text about pandas " * 4]
     np.testing.assert_allclose(from_args.embed_array(texts), from_keywords.embed_array(texts), atol=1e-6)
     assert not np.allclose(from_args.embed_array(texts), default.embed_array(texts), atol=1e-3)
+
+
+def test_values_callers_pass_for_the_same_meaning_are_taken_as_it() -> None:
+    """A folder as a Path, an integer from numpy, "not given" as None, a read-only mapping: each is
+    taken as the plain value it means, so forwarding code keeps working."""
+    import types
+
+    args = EngineArgs(
+        "some/model",
+        tokenizer=Path("/models/tok"),
+        revision=None,
+        trust_remote_code=None,
+        max_model_len=np.int64(64),
+        hf_overrides=types.MappingProxyType({"is_matryoshka": True}),
+    )
+    assert args.tokenizer == "/models/tok" and args.trust_remote_code is False
+    assert args.max_model_len == 64 and type(args.max_model_len) is int
+    assert args.hf_overrides == {"is_matryoshka": True} and type(args.hf_overrides) is dict

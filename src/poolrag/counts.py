@@ -7,14 +7,17 @@ every door refuses both the same way, with one line naming the argument.
 
 from __future__ import annotations
 
+import numbers
+
 from poolrag.errors import InvalidInputError
 
 
 def check_count(value: object, name: str) -> int:
-    """``value`` when it is a positive ``int`` (not a ``bool``); else one line naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """``value`` as an ``int`` when it is a positive integer (a numpy one too, not a ``bool``);
+    else one line naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise InvalidInputError(f"{name} must be a positive integer, not {value!r}")
-    return value
+    return int(value)
 
 
 def check_optional_count(value: object, name: str) -> int | None:

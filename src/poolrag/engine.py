@@ -54,7 +54,7 @@ from poolrag.tokenization.late_chunks import (
     plan_late_chunks,
 )
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template, templated_pair_requests
-from poolrag.tokenization.tokenizer_lock import call_tokenizer
+from poolrag.tokenization.tokenizer_lock import call_tokenizer, tokenizer_lock
 
 if TYPE_CHECKING:  # the compiler stack loads only when compile is on
     from pathlib import Path
@@ -482,7 +482,10 @@ class Engine:
             except StopIteration as done:
                 return True, done.value
 
-        finished, value = await asyncio.to_thread(first) if size > ASYNC_INLINE_ITEMS else first()
+        # a tokenizer busy on another thread (a big request, an ingest's chunker) would make the
+        # event loop wait for its lock: then this one goes to a thread as well
+        off_loop = size > ASYNC_INLINE_ITEMS or tokenizer_lock(self.tokenizer).locked()
+        finished, value = await asyncio.to_thread(first) if off_loop else first()
         if finished:
             return value
         try:

@@ -91,17 +91,23 @@ class EngineArgs:
         if not isinstance(model, str) or not model:
             raise InvalidInputError(f"model must be a non-empty path or hub id, not {self.model!r}")
         object.__setattr__(self, "model", model)
+        for name in ("revision", "tokenizer"):  # a folder may come as a Path, as the model may
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):
+                object.__setattr__(self, name, os.fspath(value))
         for name in ("task", "revision", "tokenizer"):
             _check_type(name, getattr(self, name), str)
         _check_dtype(self.dtype)
         _check_device(self.device)
         for name in ("max_model_len", "max_batch_tokens", "max_batch_size"):
-            _check_positive(name, getattr(self, name))
+            object.__setattr__(self, name, check_optional_count(getattr(self, name), name))
         if self.pooler_config is not None:  # a dict or JSON text becomes the checked config
             object.__setattr__(self, "pooler_config", PoolerConfig.from_value(self.pooler_config))
-        _check_type("hf_overrides", self.hf_overrides, dict)
+        _check_type("hf_overrides", self.hf_overrides, Mapping)
         if self.hf_overrides is not None:  # a copy: the caller's dict cannot change a frozen value
             object.__setattr__(self, "hf_overrides", dict(self.hf_overrides))
+        if self.trust_remote_code is None:  # "not given", as a caller forwarding an optional passes it
+            object.__setattr__(self, "trust_remote_code", False)
         if not isinstance(self.trust_remote_code, bool):
             raise InvalidInputError(
                 f"trust_remote_code must be True or False, not {self.trust_remote_code!r}"
@@ -353,10 +359,6 @@ def _weight_scheme(text: str) -> str:
 def _check_type(name: str, value: object, kind: type) -> None:
     if value is not None and not isinstance(value, kind):
         raise InvalidInputError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
-
-
-def _check_positive(name: str, value: object) -> None:
-    check_optional_count(value, name)
 
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...], *, optional: bool = True) -> None:

@@ -54,11 +54,16 @@ def refuse_parallelism(tensor_parallel_size: int, pipeline_parallel_size: int = 
         )
 
 
-def eager_compile(enforce_eager: bool, compile: str | None) -> str | None:
+def eager_compile(
+    enforce_eager: bool,
+    compile: str | None,
+    spelling: tuple[str, str] = ("enforce_eager", "compile='background'"),
+) -> str | None:
     """vLLM's ``enforce_eager`` as poolrag's ``compile``: ``"off"``, so not even a tune verdict that
-    chose a compiled path compiles; next to ``compile="background"`` it is a contradiction."""
+    chose a compiled path compiles; next to ``compile="background"`` it is a contradiction, named as
+    the caller spells the two (keywords, or the command's flags)."""
     if not enforce_eager:
         return compile
     if compile not in (None, "off"):
-        raise InvalidInputError("enforce_eager contradicts compile='background'; give one of them")
+        raise InvalidInputError(f"{spelling[0]} contradicts {spelling[1]}; give one of them")
     return "off"

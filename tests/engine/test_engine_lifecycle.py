@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from poolrag import Engine, EngineClosedError, PoolragError
+from poolrag.testing import engine_internals as internals
 
 TEXTS = ["a cat sat on the mat", "tax law", "the quick brown fox"]
 _INHERITED: Engine | None = None  # what a forked worker finds, as a module global of the parent
@@ -40,15 +41,25 @@ def test_a_closed_engine_refuses_work_sync_and_async(tiny_model: Callable[..., P
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+@pytest.mark.parametrize("mid_batch", [False, True], ids=["idle", "mid-batch"])
 def test_a_worker_forked_after_the_engine_ran_answers_as_the_parent_does(
-    tiny_model: Callable[..., Path],
+    tiny_model: Callable[..., Path], mid_batch: bool
 ) -> None:
+    """``mid-batch``: the parent's forward thread holds the model's batch lock at the fork, as a
+    busy engine's does; the child must not inherit it held."""
     global _INHERITED
     _INHERITED = Engine(tiny_model("bert"))
+    batch_lock = internals.runner(_INHERITED)._batch_lock
     try:
         expected = _INHERITED.embed_array(TEXTS)  # the parent's threads exist now
-        with multiprocessing.get_context("fork").Pool(1) as pool:
-            got = pool.apply_async(_embed_in_child, (TEXTS,)).get(timeout=120)
+        if mid_batch:
+            batch_lock.acquire()
+        try:
+            with multiprocessing.get_context("fork").Pool(1) as pool:
+                got = pool.apply_async(_embed_in_child, (TEXTS,)).get(timeout=120)
+        finally:
+            if mid_batch:
+                batch_lock.release()
         np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
         assert np.array_equal(_INHERITED.embed_array(TEXTS), expected)  # the parent is untouched
     finally:

@@ -170,7 +170,8 @@ def engine_args_of(args: argparse.Namespace, model: str | None = None) -> Engine
     """The Engine's options from the command line, vLLM's flags mapped to poolrag's or warned about
     (for ``model``, default: the namespace's)."""
     refuse_parallelism(args.tensor_parallel_size, args.pipeline_parallel_size)
-    compile_mode = eager_compile(args.enforce_eager, args.compile)
+    flags = ("--enforce-eager", "--compile background")
+    compile_mode = eager_compile(args.enforce_eager, args.compile, flags)
     if args.chat_template and args.score_template and args.chat_template != args.score_template:
         raise ValueError("give --chat-template or --score-template, not both")
     warn_no_effect((name for name in NO_EFFECT_OPTIONS if getattr(args, name) is not None), logger)

@@ -17,8 +17,10 @@ foreground.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -182,6 +184,17 @@ def _inductor_counter(name: str) -> int:
     return int(counters["inductor"][name])
 
 
+_RUNNING: weakref.WeakSet[BackgroundCompile] = weakref.WeakSet()  # for the fork handler
+
+
+def _after_fork_in_child() -> None:
+    for job in list(_RUNNING):
+        job._abandon_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class BackgroundCompile:
     """One compile of ``runner``'s model on a daemon thread; ``report`` is safe to read any time.
 
@@ -209,8 +222,17 @@ class BackgroundCompile:
         self._thread = threading.Thread(target=self._main, name="poolrag-compile", daemon=True)
 
     def start(self) -> BackgroundCompile:
+        _RUNNING.add(self)
         self._thread.start()
         return self
+
+    def _abandon_after_fork(self) -> None:
+        """A forked child has no compile thread: an unfinished compile ends here, eager, so that
+        ``wait`` returns and the report says why."""
+        if not self._done.is_set():
+            self._report = replace(self._report, state="eager", reason="the process forked while compiling")
+            self._done = threading.Event()
+            self._done.set()
 
     @property
     def report(self) -> CompileReport:
@@ -234,6 +256,7 @@ class BackgroundCompile:
             )
         finally:
             self._done.set()
+            _RUNNING.discard(self)
         report = self._report
         if report.state == "active":
             logger.info(

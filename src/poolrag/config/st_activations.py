@@ -8,18 +8,28 @@ poolrag builds the module itself.
 
 from __future__ import annotations
 
-#: torch.nn activations a Dense layer may apply (what sentence-transformers users pass in practice)
+#: torch.nn activations a Dense layer may apply: the element-wise ones without weights of their own
+#: (a Dense module saves only its linear layer, so an activation with parameters could not load)
 DENSE_ACTIVATIONS = (
     "Identity",
     "Tanh",
     "ReLU",
+    "ReLU6",
     "GELU",
     "Sigmoid",
     "SiLU",
     "LeakyReLU",
     "ELU",
+    "SELU",
+    "CELU",
     "Softplus",
+    "Softsign",
     "Mish",
+    "Hardtanh",
+    "Hardswish",
+    "Hardsigmoid",
+    "LogSigmoid",
+    "Tanhshrink",
 )
 
 _PREFIXES = ("torch.nn.modules.activation.", "torch.nn.modules.linear.", "torch.nn.")

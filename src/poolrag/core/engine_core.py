@@ -19,7 +19,6 @@ future has its queued work dropped before it reaches the model.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import threading
@@ -108,10 +107,15 @@ class _Finished:
 CLOSED_MESSAGE = "the engine is closed (Engine.close(), garbage collection or interpreter exit)"
 
 
-def _after_fork_in_child(core: weakref.ref[EngineCore]) -> None:
-    alive = core()
-    if alive is not None:
-        alive._reset_after_fork()
+_CORES: weakref.WeakSet[EngineCore] = weakref.WeakSet()  # every live core, for the fork handler
+
+
+def _after_fork_in_child() -> None:
+    for core in list(_CORES):
+        core._reset_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class EngineCore:
@@ -146,7 +150,7 @@ class EngineCore:
         self._forked_from_cuda = False
         cuda = runner.device.type == "cuda" and torch.cuda.is_available()
         self._post_stream = torch.cuda.Stream(runner.device) if cuda else None
-        os.register_at_fork(after_in_child=functools.partial(_after_fork_in_child, weakref.ref(self)))
+        _CORES.add(self)
 
     def _reset_after_fork(self) -> None:
         """In a forked child (gunicorn --preload, Celery prefork, a fork-method Pool): the parent's
@@ -160,6 +164,7 @@ class EngineCore:
         self._finished = Queue(maxsize=2)
         self._threads = []
         self._forked_from_cuda = self.runner.device.type == "cuda"
+        self.runner.reset_after_fork()
 
     # -- callers' side ----------------------------------------------------------------------------
     def submit(self, requests: Sequence[PoolingRequest]) -> Future[list[np.ndarray]]:

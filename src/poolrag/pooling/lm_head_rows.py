@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from poolrag.errors import ModelLoadError
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def vocab_ids(tokenizer: object, entries: Sequence[str | int]) -> tuple[int, ...
         token_id = tokenizer.convert_tokens_to_ids(entry)  # type: ignore[attr-defined]
         unk = getattr(tokenizer, "unk_token_id", None)
         if token_id is None or (unk is not None and token_id == unk):
-            pieces = tokenizer(entry, add_special_tokens=False)["input_ids"]  # type: ignore[operator]
+            pieces = call_tokenizer(tokenizer, entry, add_special_tokens=False)["input_ids"]
             if len(pieces) != 1:
                 raise ModelLoadError(
                     f"classifier token {entry!r} is not a single token of this tokenizer (got {pieces})"

@@ -230,5 +230,7 @@ def rank_second_stage(
     """
     check_optional_count(top_n, "top_n")
     own = _finite_scores(rerank_scores, "reranker scores")
+    if first_stage_scores is not None and len(first_stage_scores) != own.size:  # in every mode
+        raise InvalidInputError(f"{len(first_stage_scores)} first-stage scores for {own.size} candidates")
     final = fuse_second_stage(own, first_stage_scores, second_stage, weight)
     return [Ranked(int(i), float(final[i]), float(own[i])) for i in descending_order(final)[:top_n]]

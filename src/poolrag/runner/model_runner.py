@@ -257,6 +257,11 @@ class ModelRunner:
         """The outputs of ``batch`` (in order); splits and retries on out-of-memory."""
         return self.run_prepared(batch, self.prepare(batch))
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a parent's thread may have held the batch lock at the fork, and no
+        thread of the child will release it."""
+        self._batch_lock = threading.Lock()
+
     def run_prepared(self, batch: Sequence[PoolingRequest], inputs: BatchInputs) -> ForwardOutput:
         try:
             return self._run(inputs)

@@ -25,6 +25,7 @@ from poolrag.errors import InputTooLongError, InvalidInputError
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.tokenization.input_processor import check_text
 from poolrag.tokenization.text_cut import TextCut
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,9 @@ def templated_pair_requests(
     if limit is not None and text_cut is not None:
         pairs = [(query, text_cut.prefix(document, limit)) for query, document in pairs]
     texts = [template.render(query, document) for query, document in pairs]
-    encoded = tokenizer(texts, add_special_tokens=True, return_attention_mask=False)["input_ids"]  # type: ignore[operator]
+    encoded = call_tokenizer(tokenizer, texts, add_special_tokens=True, return_attention_mask=False)[
+        "input_ids"
+    ]
     requests: list[PoolingRequest] = []
     for (query, document), ids in zip(pairs, encoded, strict=True):
         if len(ids) > max_len or (limit is not None and len(ids) > limit):
@@ -144,7 +147,7 @@ def templated_pair_requests(
 def _shorten_document(
     tokenizer: object, template: ScoreTemplate, query: str, document: str, length: int, limit: int
 ) -> list[int]:
-    doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]  # type: ignore[operator]
+    doc_ids = call_tokenizer(tokenizer, document, add_special_tokens=False)["input_ids"]
     keep = len(doc_ids) - (length - limit)
     for _ in range(4):  # re-tokenising at the cut can move a token or two across the boundary
         if keep <= 0:
@@ -152,7 +155,7 @@ def _shorten_document(
                 f"the score template and query alone take more than {limit} tokens; shorten the query"
             )
         text = template.render(query, tokenizer.decode(doc_ids[:keep]))  # type: ignore[attr-defined]
-        ids = tokenizer(text, add_special_tokens=True)["input_ids"]  # type: ignore[operator]
+        ids = call_tokenizer(tokenizer, text, add_special_tokens=True)["input_ids"]
         if len(ids) <= limit:
             return list(ids)
         keep -= len(ids) - limit
