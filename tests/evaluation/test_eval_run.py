@@ -193,14 +193,20 @@ def test_a_broken_dataset_names_file_and_line_before_anything_is_embedded(
     tmp_path: Path, minilm_engine, breakage, where: str
 ) -> None:
     bench = Bench("qdrant", tmp_path, minilm_engine)
+    caught = _refused_before_embedding(bench, breakage, BeirFormatError, where.replace(".", r"\."))
+    assert str(caught).startswith(str(bench.dataset.folder))
+
+
+def _refused_before_embedding(bench: Bench, breakage, error: type[Exception], match: str) -> Exception:
+    """Run the evaluation on the broken dataset: ``error`` is raised, nothing embedded or stored."""
     breakage(bench.dataset.folder)
     store = bench.open()
     try:
         evaluation, embedder = bench.evaluation(store)
-        with pytest.raises(BeirFormatError, match=where.replace(".", r"\.")) as caught:
+        with pytest.raises(error, match=match) as caught:
             evaluation.run(bench.dataset, ["dense"], k=K)
-        assert str(caught.value).startswith(str(bench.dataset.folder))
         assert embedder.misses == 0 and store.read_spec() is None
+        return caught.value
     finally:
         store.close()
 
@@ -219,16 +225,7 @@ def test_a_broken_dataset_names_file_and_line_before_anything_is_embedded(
 def test_a_dataset_with_nothing_to_evaluate_is_refused_before_anything_is_embedded(
     tmp_path: Path, minilm_engine, breakage, message: str
 ) -> None:
-    bench = Bench("qdrant", tmp_path, minilm_engine)
-    breakage(bench.dataset.folder)
-    store = bench.open()
-    try:
-        evaluation, embedder = bench.evaluation(store)
-        with pytest.raises(InvalidInputError, match=message):
-            evaluation.run(bench.dataset, ["dense"], k=K)
-        assert embedder.misses == 0 and store.read_spec() is None
-    finally:
-        store.close()
+    _refused_before_embedding(Bench("qdrant", tmp_path, minilm_engine), breakage, InvalidInputError, message)
 
 
 def test_an_owned_collection_follows_the_corpus_and_reports_its_own_chunks(
