@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 
 
@@ -42,8 +43,8 @@ class TokenBudgetBatcher:
     def __init__(
         self, max_batch_tokens: int = 16384, max_batch_size: int = 512, max_padding: float = 0.10
     ) -> None:
-        if max_batch_tokens <= 0 or max_batch_size <= 0:
-            raise InvalidInputError("max_batch_tokens and max_batch_size must be positive")
+        check_count(max_batch_tokens, "max_batch_tokens")
+        check_count(max_batch_size, "max_batch_size")
         if not 0.0 <= max_padding < 1.0:
             raise InvalidInputError("max_padding must be in [0, 1)")
         self.max_batch_tokens = max_batch_tokens

@@ -20,6 +20,7 @@ import numpy as np
 from poolrag.backend import PoolingBackend
 from poolrag.cache.keys import cache_namespace, text_key
 from poolrag.cache.sqlite_store import EmbeddingCache
+from poolrag.counts import check_count
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import InputType, PoolingParams
@@ -50,11 +51,9 @@ class CachedEmbedder:
         pooling_params: PoolingParams | None = None,
         batch_size: int = 256,
     ) -> None:
-        if batch_size <= 0:
-            raise ValueError("batch_size must be positive")
         self.backend = backend
         self.cache = cache
-        self.batch_size = batch_size
+        self.batch_size = check_count(batch_size, "batch_size")
         self._base = pooling_params or PoolingParams()
         self._base.verify("embed", backend.facts)
         self._namespaces: dict[tuple[ModelFacts, PoolingParams], bytes] = {}

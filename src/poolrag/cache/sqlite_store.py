@@ -27,6 +27,7 @@ import numpy as np
 
 from poolrag.cache.recovery import cache_access_error, is_corruption
 from poolrag.cache_location import poolrag_cache_dir
+from poolrag.counts import check_count
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -106,8 +107,7 @@ class EmbeddingCache:
         max_bytes: int = DEFAULT_MAX_BYTES,
         timeout: float = 30.0,
     ) -> None:
-        if max_bytes <= 0:
-            raise ValueError("max_bytes must be positive")
+        check_count(max_bytes, "max_bytes")
         self.path = Path(path) if path is not None else default_cache_path()
         self.max_bytes = int(max_bytes)
         self._timeout = float(timeout)

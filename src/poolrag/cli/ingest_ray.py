@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from poolrag.engine_args import positive_int
+
 if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
     from poolrag.engine_args import EngineArgs
@@ -29,7 +31,7 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--ray-workers",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="with --ray: embedding actors, each with its own engine (one GPU each where there are GPUs)",
@@ -42,8 +44,6 @@ def refuse_unsupported(args: argparse.Namespace) -> None:
 
     if args.sparse_model:
         raise InvalidInputError("--ray --hybrid makes BM25 vectors; ingest with --sparse-model without --ray")
-    if args.ray_workers < 1:
-        raise InvalidInputError("--ray-workers must be at least 1")
 
 
 def ingest_on_ray_from_args(

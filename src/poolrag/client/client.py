@@ -30,6 +30,7 @@ from poolrag.client import wire
 from poolrag.client.errors import RemoteError, RemoteInvalidInputError, ServedModelChangedError
 from poolrag.client.loop_clients import LoopClients
 from poolrag.client.wire import RerankedDocument
+from poolrag.counts import check_count
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list, score_pairs
 from poolrag.model_facts import ModelFacts
@@ -83,8 +84,8 @@ class PoolragClient:
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
-        if max_inputs_per_request < 1 or max_concurrency < 1:
-            raise InvalidInputError("max_inputs_per_request and max_concurrency must be at least 1")
+        check_count(max_inputs_per_request, "max_inputs_per_request")
+        check_count(max_concurrency, "max_concurrency")
         self._made_from = {
             "base_url": base_url,
             "api_key": api_key,

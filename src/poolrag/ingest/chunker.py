@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.readers import Document, FileDocument
 from poolrag.model_facts import ModelFacts, ScoreKind
@@ -96,8 +97,7 @@ class TokenChunker:
         overlap: int | None = None,
         always_overlap: bool = False,
     ) -> None:
-        if max_tokens <= 0:
-            raise InvalidInputError("chunk size must be a positive number of tokens")
+        check_count(max_tokens, "chunk size (max_tokens)")
         if overlap is None:
             overlap = min(DEFAULT_OVERLAP, max_tokens // 4)
         if not 0 <= overlap < max_tokens:

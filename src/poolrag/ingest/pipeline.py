@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.driver import IngestDriver, IngestReport
@@ -93,8 +94,7 @@ class IngestPipeline:
         vector_type: VectorType | None = None,
         ranges: QuantizationRanges | None = None,
     ) -> None:
-        if batch_size <= 0:
-            raise InvalidInputError("batch size must be positive")
+        check_count(batch_size, "batch_size")
         if late_chunking and not isinstance(encoder, DenseEncoder):
             raise InvalidInputError(
                 "late chunking pools one vector per chunk: it needs a dense (not ColBERT) model"

@@ -53,6 +53,7 @@ import numpy as np
 import ray
 
 from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.counts import check_count
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.chunker import Chunk, TokenChunker
@@ -174,8 +175,7 @@ class RayIngestOptions:
 
     def resources(self) -> tuple[float, float]:
         """``(cpus, gpus)`` of one actor on the connected cluster."""
-        if self.workers < 1:
-            raise InvalidInputError("workers must be at least 1")
+        check_count(self.workers, "workers")
         cluster = ray.cluster_resources()
         gpus = self.gpus_per_worker
         if gpus is None:

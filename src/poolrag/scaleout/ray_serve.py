@@ -23,6 +23,7 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 
+from poolrag.counts import check_count
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.server.settings import ServerSettings
@@ -73,9 +74,7 @@ class ReplicaPlan:
             gpus = 1.0 if cluster.get("GPU", 0) >= 1 else 0.0
         actor = {"num_cpus": self.cpus_per_replica, "num_gpus": gpus}
         if self.replicas is not None:
-            if self.replicas < 1:
-                raise InvalidInputError("replicas must be at least 1")
-            return {"num_replicas": self.replicas, "ray_actor_options": actor}
+            return {"num_replicas": check_count(self.replicas, "replicas"), "ray_actor_options": actor}
         ceiling = self.max_replicas
         if ceiling is None:
             per = gpus if gpus else self.cpus_per_replica

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from poolrag.counts import check_count
 from poolrag.stores.errors import StoreUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -28,8 +29,7 @@ class RetryPolicy:
     max_delay: float = 8.0
 
     def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError("attempts must be at least 1")
+        check_count(self.attempts, "attempts")
         if self.base_delay < 0 or self.max_delay < 0:
             raise ValueError("retry delays must not be negative")
 
