@@ -148,11 +148,12 @@ class EngineArgs:
         return EngineArgs(os.fspath(model), **{name: getattr(self, name) for name in RUNTIME_FIELDS})
 
     @staticmethod
-    def add_cli_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    def add_cli_args(parser: argparse.ArgumentParser, *, autotune: bool = True) -> argparse._ArgumentGroup:
         """The engine flags, spelled the same (and meaning the same) in every subcommand; each
         multi-word flag also in vLLM's ``--a_b`` spelling. The model itself is each command's own
-        argument (``serve MODEL``, ``ingest --model``). Returns the group, for a command's own
-        engine flags (vLLM's aliases in ``serve``)."""
+        argument (``serve MODEL``, ``ingest --model``). ``autotune=False`` leaves ``--autotune`` out
+        for a command that makes that choice itself (``poolrag tune`` always measures). Returns the
+        group, for a command's own engine flags (vLLM's aliases in ``serve``)."""
         group = parser.add_argument_group("engine")
         add_flag(group, "--task", help="primary pooling task (default: the model's own)")
         add_flag(group, "--dtype", default="auto", choices=DTYPES, help="weights' dtype (default: auto)")
@@ -240,13 +241,14 @@ class EngineArgs:
             help="background: run eagerly at once, compile the forward (inductor, cached on disk for the "
             "next start) and switch to it once it matches eager",
         )
-        add_flag(  # not --tune: that is ``poolrag eval``'s choice of the hybrid fusion
-            group,
-            "--autotune",
-            choices=TUNE_MODES,
-            help="time the exact paths at the model's first load on this machine (auto), again now "
-            "(full), or never (off) (default: $POOLRAG_TUNE, else auto)",
-        )
+        if autotune:
+            add_flag(  # not --tune: that is ``poolrag eval``'s choice of the hybrid fusion
+                group,
+                "--autotune",
+                choices=TUNE_MODES,
+                help="time the exact paths at the model's first load on this machine (auto), again now "
+                "(full), or never (off) (default: $POOLRAG_TUNE, else auto)",
+            )
         return group
 
     @classmethod
@@ -277,7 +279,7 @@ class EngineArgs:
             cpu_fast_mode_min_cosine=namespace.cpu_fast_mode_min_cosine,
             model_impl=namespace.model_impl,
             compile=namespace.compile,
-            tune=namespace.autotune,
+            tune=getattr(namespace, "autotune", None),
         )
 
     def replace(self, **changes: Any) -> EngineArgs:

@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="time the eager candidates only (what a first load does; seconds instead of minutes)",
     )
-    EngineArgs.add_cli_args(parser)  # --cpu-fast-mode auto also times bf16 and int8 against exact
+    # --cpu-fast-mode auto also times bf16 and int8 against exact; no --autotune: this always measures
+    EngineArgs.add_cli_args(parser, autotune=False)
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     parser.set_defaults(handler=run)
 
@@ -69,10 +70,6 @@ def run(args: argparse.Namespace) -> int:
 def _engine_args(args: argparse.Namespace) -> EngineArgs:
     """The flags as every command reads them, measured now (``--autotune full``); ``--no-compile``
     is ``--compile off``."""
-    if args.autotune not in (None, "full"):
-        raise InvalidInputError(
-            f"poolrag tune always measures (--autotune full), not --autotune {args.autotune}"
-        )
     if args.no_compile and args.compile not in (None, "off"):
         raise InvalidInputError(f"--no-compile contradicts --compile {args.compile}; give one of them")
     compile = "off" if args.no_compile else args.compile
