@@ -11,13 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, PrivateAttr, model_validator
 
 from poolrag.frameworks.fields import BackendFields
-from poolrag.frameworks.hybrid_search import check_optional_fusion, hybrid_search, open_hybrid
+from poolrag.frameworks.hybrid_search import (
+    ahybrid_search,
+    check_optional_fusion,
+    hybrid_search,
+    open_hybrid,
+)
 from poolrag.retrieval import Retriever, SearchResult
 
 
@@ -71,6 +76,14 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
             for r in results
         ]
 
+    def _per_call(self, k: int | None, filter: Mapping[str, Any] | None, fusion: Any) -> dict[str, Any]:
+        """The call's ``k``, ``filter`` and ``fusion``, or the retriever's own where the call gives none."""
+        return {
+            "k": self.k if k is None else k,
+            "filter": self.filter if filter is None else filter,
+            "fusion": self.fusion if fusion is None else check_optional_fusion(fusion),
+        }
+
     def _get_relevant_documents(
         self,
         query: str,
@@ -80,11 +93,16 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
         filter: Mapping[str, Any] | None = None,
         fusion: Any = None,
     ) -> list[Document]:
-        results = hybrid_search(
-            self._retriever,
-            query,
-            self.k if k is None else k,
-            filter=self.filter if filter is None else filter,
-            fusion=self.fusion if fusion is None else check_optional_fusion(fusion),
-        )
+        return self._documents(hybrid_search(self._retriever, query, **self._per_call(k, filter, fusion)))
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        fusion: Any = None,
+    ) -> list[Document]:
+        results = await ahybrid_search(self._retriever, query, **self._per_call(k, filter, fusion))
         return self._documents(results)

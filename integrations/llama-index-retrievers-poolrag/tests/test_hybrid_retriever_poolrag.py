@@ -5,6 +5,7 @@ the default's ranking on this set; a fusion given to the retriever wins; a bad r
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from poolrag.stores import open_store
 from poolrag.stores.base import METADATA_KEY
 from poolrag.stores.hybrid import DEFAULT_FUSION
 from poolrag.stores.retrieval_record import RetrievalRecordError, saved_record
+from poolrag.testing.partner_fixtures import loop_turns_until_done
 from poolrag.testing.rare_term_beir import tune_and_save
 
 QUERIES = ["Which warehouse ships part", "Which team is", "pump controller part"]
@@ -60,6 +62,22 @@ def test_the_retriever_fuses_as_the_saved_record_says_unless_told_otherwise(
         filtered = PoolragHybridRetriever(engine=minilm_engine, store=store, similarity_top_k=K, filters=kind)
         nodes = filtered.retrieve(QUERIES[1])
         assert nodes and all(n.node.metadata["kind"] == "catalogue" for n in nodes)
+    finally:
+        store.close()
+
+
+def test_aretrieve_equals_retrieve_and_leaves_the_loop_free(
+    tmp_path: Path, minilm_path: Path, minilm_engine
+) -> None:
+    collection, where = tune_and_save("qdrant", tmp_path, minilm_path)
+    store = open_store("qdrant", collection, **where)
+    try:
+        retriever = PoolragHybridRetriever(engine=minilm_engine, store=store, similarity_top_k=K)
+        for query in QUERIES:
+            turns, got = asyncio.run(loop_turns_until_done(retriever.aretrieve(query)))
+            assert turns >= 1 and len(got) == K
+            expected = _ranking((n.node.node_id, n.score) for n in retriever.retrieve(query))
+            assert _ranking((n.node.node_id, n.score) for n in got) == expected
     finally:
         store.close()
 

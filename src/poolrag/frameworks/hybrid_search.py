@@ -84,3 +84,15 @@ def hybrid_search(
 ) -> list[SearchResult]:
     """The ``k`` best chunks, fused by ``fusion`` or, when ``None``, as the collection's record says."""
     return retriever.search(query, k, mode="hybrid", filter=filter, fusion=fusion)
+
+
+async def ahybrid_search(
+    retriever: Retriever,
+    query: str,
+    k: int,
+    *,
+    filter: MetadataFilter | None = None,
+    fusion: HybridFusion | None = None,
+) -> list[SearchResult]:
+    """:func:`hybrid_search` for asyncio (the event loop is not blocked by the stores' clients)."""
+    return await retriever.asearch(query, k, mode="hybrid", filter=filter, fusion=fusion)

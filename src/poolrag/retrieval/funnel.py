@@ -16,7 +16,9 @@ rules, so the sparse evidence is not lost to a re-score that only knows dense si
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -156,6 +158,11 @@ class Retriever:
         if self.reranker is not None:
             results = self.reranker.rerank_results(query, results)
         return results[:k]
+
+    async def asearch(self, query: str, k: int = 10, **options: Any) -> list[SearchResult]:
+        """:meth:`search` for asyncio, in a worker thread: the store clients block, and the query's
+        model calls still batch with the engine's other callers from there."""
+        return await asyncio.to_thread(self.search, query, k, **options)
 
     @property
     def saved(self) -> RetrievalRecord | None:

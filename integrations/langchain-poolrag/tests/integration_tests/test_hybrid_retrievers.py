@@ -18,6 +18,7 @@ from poolrag.stores import open_store
 from poolrag.stores.base import METADATA_KEY
 from poolrag.stores.hybrid import DEFAULT_FUSION
 from poolrag.stores.retrieval_record import saved_record
+from poolrag.testing.partner_fixtures import loop_turns_until_done
 from poolrag.testing.rare_term_beir import tune_and_save
 
 QUERIES = ["Which warehouse ships part", "Which team is", "pump controller part"]
@@ -54,6 +55,25 @@ def test_the_retriever_fuses_as_the_saved_record_says_unless_told_otherwise(
             assert _ranking((d.id, d.metadata["score"]) for d in per_call) == explicit
             differs = differs or explicit != expected
         assert differs
+    finally:
+        store.close()
+
+
+async def test_async_calls_take_the_per_call_arguments_and_leave_the_loop_free(
+    tmp_path: Path, minilm_path: Path, minilm_engine
+) -> None:
+    collection, where = tune_and_save("qdrant", tmp_path, minilm_path)
+    store = open_store("qdrant", collection, **where)
+    try:
+        retriever = PoolragHybridRetriever(engine=minilm_engine, store=store, k=K)
+        for query in QUERIES:
+            per_call = {"k": 2, "fusion": list(DEFAULT_FUSION)}
+            sync = retriever.invoke(query, **per_call)
+            turns, got = await loop_turns_until_done(retriever.ainvoke(query, **per_call))
+            assert turns >= 1 and len(got) == 2
+            assert _ranking((d.id, d.metadata["score"]) for d in got) == _ranking(
+                (d.id, d.metadata["score"]) for d in sync
+            )
     finally:
         store.close()
 

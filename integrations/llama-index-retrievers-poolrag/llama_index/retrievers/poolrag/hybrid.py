@@ -20,7 +20,12 @@ from poolrag.client import PoolragClient
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.frameworks.backend_resolution import resolve_backend
-from poolrag.frameworks.hybrid_search import check_optional_fusion, hybrid_search, open_hybrid
+from poolrag.frameworks.hybrid_search import (
+    ahybrid_search,
+    check_optional_fusion,
+    hybrid_search,
+    open_hybrid,
+)
 from poolrag.frameworks.ranking import check_top_n
 from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
 from poolrag.stores import HybridFusion, VectorStore
@@ -79,12 +84,17 @@ class PoolragHybridRetriever(BaseRetriever):
     def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
         return [NodeWithScore(node=result_node(r), score=r.score) for r in results]
 
+    def _search(self, query_bundle: QueryBundle) -> dict[str, Any]:
+        """One search's arguments: the query's text and this retriever's settings."""
+        return {
+            "query": query_bundle.query_str,
+            "k": self.similarity_top_k,
+            "filter": to_filter_dict(self.filters),
+            "fusion": self.fusion,
+        }
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        results = hybrid_search(
-            self.retriever,
-            query_bundle.query_str,
-            self.similarity_top_k,
-            filter=to_filter_dict(self.filters),
-            fusion=self.fusion,
-        )
-        return self._nodes(results)
+        return self._nodes(hybrid_search(self.retriever, **self._search(query_bundle)))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._nodes(await ahybrid_search(self.retriever, **self._search(query_bundle)))
