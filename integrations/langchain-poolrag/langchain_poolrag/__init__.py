@@ -3,15 +3,16 @@ retriever over a poolrag collection and sparse embeddings for Qdrant's and Milvu
 
 Each class runs on an in-process :class:`poolrag.Engine` or on a ``poolrag serve`` URL with the
 same results. The sparse classes load on first use, so that their vector store packages (the
-``qdrant`` and ``milvus`` extras) stay optional.
+``qdrant`` and ``milvus`` extras) stay optional: without its extra, a class names it when constructed.
 """
 
-from importlib import import_module, metadata
+from importlib import metadata
 
 from langchain_poolrag.document_compressors import PoolragReranker
 from langchain_poolrag.embeddings import PoolragEmbeddings
 from langchain_poolrag.hybrid_retrievers import PoolragHybridRetriever
 from langchain_poolrag.retrievers import PoolragColBERTRetriever
+from poolrag.frameworks.optional_classes import optional_class
 
 try:
     __version__ = metadata.version(__package__)
@@ -25,8 +26,8 @@ _OPTIONAL = {
 
 
 def __getattr__(name: str) -> object:
-    if name in _OPTIONAL:
-        return getattr(import_module(_OPTIONAL[name]), name)
+    if name in _OPTIONAL:  # without its extra, a stand-in that names the extra when constructed
+        return optional_class(_OPTIONAL[name], name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

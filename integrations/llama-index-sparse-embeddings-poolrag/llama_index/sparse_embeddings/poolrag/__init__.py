@@ -2,13 +2,14 @@ from typing import Any
 
 from llama_index.sparse_embeddings.poolrag.base import PoolragSparseEmbedding
 
+from poolrag.frameworks.optional_classes import optional_class
+
 __all__ = ["PoolragMilvusSparseEmbeddingFunction", "PoolragSparseEmbedding"]
 
 
 def __getattr__(name: str) -> Any:
-    """Import the Milvus class on first use: it needs the optional llama-index-vector-stores-milvus."""
+    """Import the Milvus class on first use: it needs the optional llama-index-vector-stores-milvus
+    (without it, a stand-in that names the extra when constructed)."""
     if name == "PoolragMilvusSparseEmbeddingFunction":
-        from llama_index.sparse_embeddings.poolrag.milvus import PoolragMilvusSparseEmbeddingFunction
-
-        return PoolragMilvusSparseEmbeddingFunction
+        return optional_class("llama_index.sparse_embeddings.poolrag.milvus", name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
