@@ -30,7 +30,7 @@ def resolve_model_path(
     if path.is_dir():
         return path.resolve()
     model_id = str(model)
-    if path.exists() or os.sep in model_id.strip("/").replace("/", "", 1):
+    if _names_a_path(model_id, path):
         raise ModelLoadError(f"model path {model_id!r} is not a folder")
     try:
         from huggingface_hub import snapshot_download
@@ -56,6 +56,17 @@ def resolve_model_path(
         ) from exc
     logger.info("resolved %s to %s", model_id, local)
     return Path(local)
+
+
+def _names_a_path(model_id: str, path: Path) -> bool:
+    """A hub id is ``name`` or ``org/name`` starting with a letter or digit; anything else (an
+    absolute path such as a missing ``/models/x`` mount, ``./x``, ``~/x``, ``a/b/c``) is a path."""
+    return (
+        path.exists()
+        or path.is_absolute()
+        or model_id.startswith((".", "~"))
+        or os.sep in model_id.strip("/").replace("/", "", 1)
+    )
 
 
 def _first_line(exc: BaseException) -> str:
