@@ -31,8 +31,8 @@ def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tup
     """The checked ``text_1`` and ``text_2`` lists: one ``text_1`` goes with every ``text_2`` (1:N,
     returned as a list of one), else the lists pair up (N:N). Both empty is no pairs; one empty is
     refused."""
-    firsts = [check_text(t, "text_1") for t in prompt_list(text_1, "text_1")]
-    seconds = [check_text(t, "text_2") for t in prompt_list(text_2, "text_2")]
+    firsts = _checked_texts(text_1, "text_1")
+    seconds = _checked_texts(text_2, "text_2")
     if not firsts or not seconds:
         if not firsts and not seconds:
             return [], []
@@ -42,3 +42,10 @@ def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tup
             f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: use one query or equal-length lists"
         )
     return firsts, seconds
+
+
+def _checked_texts(texts: str | Sequence[str], name: str) -> list[str]:
+    """Each text checked, named by its position in a list (``text_2[3] is empty``)."""
+    if isinstance(texts, str):
+        return [check_text(texts, name)]
+    return [check_text(t, f"{name}[{i}]") for i, t in enumerate(prompt_list(texts, name))]

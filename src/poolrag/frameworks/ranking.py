@@ -16,9 +16,9 @@ import numpy.typing as npt
 from pydantic import Field
 
 from poolrag.counts import check_optional_count
-from poolrag.frameworks.adapter_calls import check_text
 from poolrag.frameworks.fields import BackendFields
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, Ranked, SecondStage, rank_second_stage
+from poolrag.text_validity import check_text
 
 
 class RerankerFields(BackendFields):
@@ -46,7 +46,7 @@ class RerankerFields(BackendFields):
     ) -> list[Ranked]:
         """The ``top_n`` texts most relevant to ``query``, best first, scored in one backend call and
         ordered by :func:`rank_second_stage`."""
-        checked = check_text(query, "the query")
+        checked = _checked(query, texts)
         if not texts:
             return []
         scores = self.backend.score_array(checked, texts, self._params())
@@ -55,11 +55,19 @@ class RerankerFields(BackendFields):
     async def _arank(
         self, query: object, texts: list[str], first_stage_scores: Sequence[float] | None
     ) -> list[Ranked]:
-        checked = check_text(query, "the query")
+        checked = _checked(query, texts)
         if not texts:
             return []
         scores = await self.backend.ascore_array(checked, texts, self._params())
         return self._order(scores, first_stage_scores)
+
+
+def _checked(query: object, texts: list[str]) -> str:
+    """The query, once it and every document were checked, each named as the framework's user knows
+    it (``document 3 is empty``), before any model call."""
+    for i, text in enumerate(texts):
+        check_text(text, f"document {i}")
+    return check_text(query, "the query")
 
 
 def check_top_n(top_n: int | None, name: str = "top_n") -> None:

@@ -117,6 +117,11 @@ def test_empty_input_and_bad_input(cross_encoder_engine: Engine) -> None:
     assert reranker.compress_documents([], "anything") == []
     with pytest.raises(InputTypeError):
         reranker.compress_documents(corpus_documents(), None)  # type: ignore[arg-type]
+    blank_page = [*corpus_documents()[:3], Document(page_content=" \n ")]
+    with pytest.raises(InvalidInputError, match=r"^document 3 is empty"):  # named as the caller knows it
+        reranker.compress_documents(blank_page, "anything")
+    with pytest.raises(InvalidInputError, match=r"^the query is empty"):
+        reranker.compress_documents(corpus_documents(), "")
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         PoolragReranker(engine=cross_encoder_engine, top_n=0)
     with pytest.raises(ValueError, match="Extra inputs"):
