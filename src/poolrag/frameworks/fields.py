@@ -14,7 +14,7 @@ framework's base plus one of these mixins, and every adapter takes the same argu
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf, PrivateAttr, SecretStr, model_validator
 
@@ -73,6 +73,8 @@ class BackendFields(BaseModel):
     )
 
     _backend: PoolingBackend = PrivateAttr()
+    #: the pooling task every call of this adapter runs, checked against the model at construction
+    _task: ClassVar[str | None] = None
 
     def _embedding_cache(self) -> Any:
         """The ``cache=`` argument of classes that embed (none for the others)."""
@@ -100,6 +102,11 @@ class BackendFields(BaseModel):
         remote_url = backend_base_url(self._backend)
         if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=
             self.base_url = remote_url
+        # Settings refused now rather than at the first call: truncation always; the task and
+        # ``dimensions`` against the model where it runs here (a server's facts would need a request).
+        params = self._params()
+        if self._task is not None and remote_url is None:
+            params.verify(self._task, self._backend.facts)
         return self
 
     @property
@@ -113,6 +120,8 @@ class BackendFields(BaseModel):
 
 class EmbeddingFields(BackendFields):
     """An embedding adapter's arguments: where the model runs, plus output size and cache."""
+
+    _task: ClassVar[str | None] = "embed"
 
     dimensions: int | None = Field(default=None, description="Matryoshka output size.")
     cache: Any = Field(

@@ -11,6 +11,7 @@ this rule, so each framework's reranker only converts its documents or nodes to 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy.typing as npt
 from pydantic import Field
@@ -24,6 +25,8 @@ from poolrag.text_validity import check_text
 class RerankerFields(BackendFields):
     """A reranker's arguments (where the model runs, how many to keep, how to fuse) and its one
     scoring call, declared once for both frameworks."""
+
+    _task: ClassVar[str | None] = "score"
 
     top_n: int | None = Field(
         default=None, ge=1, description="Candidates to keep; None keeps all, reordered."

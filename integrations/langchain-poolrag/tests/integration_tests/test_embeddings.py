@@ -11,7 +11,6 @@ from langchain_poolrag import PoolragEmbeddings
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 
 from poolrag import (
-    DimensionsError,
     Engine,
     InputTooLongError,
 )
@@ -123,9 +122,28 @@ def test_remote_dimensions_equal_in_process(matryoshka_engine: Engine, matryoshk
     )
 
 
-def test_dimensions_on_a_model_that_is_not_matryoshka_is_refused(minilm_engine: Engine) -> None:
-    with pytest.raises(DimensionsError, match="not a Matryoshka model"):
-        PoolragEmbeddings(engine=minilm_engine, dimensions=128).embed_query("ocean")
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"dimensions": 128}, "not a Matryoshka model"),
+        ({"dimensions": 0}, "dimensions must be between 1 and 384, got 0"),
+        ({"dimensions": 500}, "dimensions must be between 1 and 384, got 500"),
+        ({"truncate_prompt_tokens": 0}, "truncate_prompt_tokens must be a positive number of tokens or -1"),
+    ],
+)
+def test_a_setting_the_model_cannot_take_is_refused_when_the_class_is_built(
+    minilm_engine: Engine, setting: dict[str, int], message: str
+) -> None:
+    # pydantic wraps what a validator raises in its ValidationError (a ValueError), message kept
+    with pytest.raises(ValueError, match=message):
+        PoolragEmbeddings(engine=minilm_engine, **setting)
+
+
+def test_a_model_without_the_embed_task_is_refused_when_the_class_is_built(
+    cross_encoder_engine: Engine,
+) -> None:
+    with pytest.raises(ValueError, match="task 'embed' is not supported by this model"):
+        PoolragEmbeddings(engine=cross_encoder_engine)
 
 
 # -- HuggingFaceEmbeddings' arguments ------------------------------------------------------------------------
