@@ -8,8 +8,14 @@ import asyncio
 
 import numpy as np
 import pytest
+from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload, LlamaDebugHandler
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.poolrag_rerank import PoolragRerank
+from pydantic import Field
 
 from poolrag import Engine, InvalidInputError
 from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
@@ -151,3 +157,34 @@ def test_a_two_model_server_reranks_with_the_model_named(
     ranked = remote.postprocess_nodes(corpus_nodes(), query_str=QUERY)
     assert [n.node.node_id for n in ranked] == [n.node.node_id for n in expected]
     np.testing.assert_allclose([n.score for n in ranked], [n.score for n in expected], rtol=1e-6)
+
+
+class _RerankEvents(BaseEventHandler):
+    seen: list[BaseEvent] = Field(default_factory=list)
+
+    def handle(self, event: BaseEvent, **kwargs: object) -> None:
+        if isinstance(event, (ReRankStartEvent, ReRankEndEvent)):
+            self.seen.append(event)
+
+
+def test_each_call_emits_llamaindex_reranking_events_for_tracing(cross_encoder_engine: Engine) -> None:
+    """The callback manager's RERANKING event and the instrumentation dispatcher's start and end
+    events, as LlamaIndex's own rerankers emit them, sync and async alike."""
+    debug = LlamaDebugHandler()
+    rerank = PoolragRerank(engine=cross_encoder_engine, top_n=2, callback_manager=CallbackManager([debug]))
+    events = _RerankEvents()
+    root = get_dispatcher()
+    root.add_event_handler(events)
+    try:
+        ranked = rerank.postprocess_nodes(corpus_nodes(), query_str=QUERY)
+        aranked = asyncio.run(rerank.apostprocess_nodes(corpus_nodes(), query_str=QUERY))
+    finally:
+        root.event_handlers.remove(events)
+    pairs = debug.get_event_pairs(CBEventType.RERANKING)
+    assert len(pairs) == 2
+    for (start, end), result in zip(pairs, [ranked, aranked], strict=True):
+        assert start.payload[EventPayload.QUERY_STR] == QUERY and start.payload[EventPayload.TOP_K] == 2
+        assert len(start.payload[EventPayload.NODES]) == len(TEXTS)
+        assert end.payload[EventPayload.NODES] == result
+    assert [type(e) for e in events.seen] == [ReRankStartEvent, ReRankEndEvent] * 2
+    assert events.seen[1].nodes == ranked and events.seen[3].nodes == aranked

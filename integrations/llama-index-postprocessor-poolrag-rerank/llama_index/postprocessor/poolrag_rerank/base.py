@@ -12,6 +12,12 @@ node's retrieval score and the model's are z-scored over the query's nodes and m
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field
@@ -20,6 +26,8 @@ from poolrag.errors import InvalidInputError
 from poolrag.frameworks.ranking import Ranked, RerankerFields
 
 RETRIEVAL_SCORE_KEY = "retrieval_score"
+
+dispatcher = get_dispatcher(__name__)
 
 
 class PoolragRerank(RerankerFields, BaseNodePostprocessor):
@@ -69,14 +77,46 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         scores = [n.score for n in nodes]
         return None if any(s is None for s in scores) else [float(s) for s in scores]
 
+    @contextmanager
+    def _reranking(
+        self, nodes: list[NodeWithScore], query: str
+    ) -> Iterator[Callable[[list[NodeWithScore]], list[NodeWithScore]]]:
+        """LlamaIndex's reranking events around one call, as its own rerankers emit them (the
+        instrumentation dispatcher's and the callback manager's), so tracing shows this step.
+        Yields the function that closes them with the reranked nodes."""
+        model = self.model_name or "poolrag"
+        top_n = self.top_n or len(nodes)
+        dispatcher.event(ReRankStartEvent(query=query, nodes=nodes, top_n=top_n, model_name=model))
+        payload = {
+            EventPayload.NODES: nodes,
+            EventPayload.MODEL_NAME: model,
+            EventPayload.QUERY_STR: query,
+            EventPayload.TOP_K: top_n,
+        }
+        with self.callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
+
+            def finish(reranked: list[NodeWithScore]) -> list[NodeWithScore]:
+                event.on_end(payload={EventPayload.NODES: reranked})
+                dispatcher.event(ReRankEndEvent(nodes=reranked))
+                return reranked
+
+            yield finish
+
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         query, texts = self._query_and_texts(nodes, query_bundle)
-        return self._scored(nodes, self._rank(query, texts, self._first_stage_scores(nodes)))
+        if not nodes:
+            return []
+        with self._reranking(nodes, query) as finish:
+            return finish(self._scored(nodes, self._rank(query, texts, self._first_stage_scores(nodes))))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         query, texts = self._query_and_texts(nodes, query_bundle)
-        return self._scored(nodes, await self._arank(query, texts, self._first_stage_scores(nodes)))
+        if not nodes:
+            return []
+        with self._reranking(nodes, query) as finish:
+            ranked = await self._arank(query, texts, self._first_stage_scores(nodes))
+            return finish(self._scored(nodes, ranked))
