@@ -121,6 +121,40 @@ def test_instructions_replace_the_models_prompts_as_in_huggingface_embedding(
     np.testing.assert_allclose(as_array(remote.get_query_embedding(text)), expected_query, atol=1e-6)
 
 
+def test_vectors_are_unit_by_default_as_huggingface_embedding_returns_them(minilm_path: Path) -> None:
+    """On a model whose folder does not normalise, ``normalize=True`` (the default, as in
+    ``HuggingFaceEmbedding``) gives unit vectors; ``False`` leaves the folder's own."""
+    raw = Engine(minilm_path, pooler_config={"normalize": False})
+    own = raw.embed_array(TEXTS, DOC)
+    assert not np.allclose(np.linalg.norm(own, axis=1), 1.0)
+    unit = as_array(PoolragEmbedding(engine=raw).get_text_embedding_batch(TEXTS))
+    np.testing.assert_allclose(unit, own / np.linalg.norm(own, axis=1, keepdims=True), atol=1e-6)
+    kept = as_array(PoolragEmbedding(engine=raw, normalize=False).get_text_embedding_batch(TEXTS))
+    np.testing.assert_array_equal(kept, own)
+
+
+def test_huggingface_embedding_arguments_run_unchanged(minilm_path: Path, minilm_engine: Engine) -> None:
+    """``HuggingFaceEmbedding``'s own arguments, with the class name swapped: engine options,
+    ``max_length`` cutting inputs, ``truncate_dim``, and the batching ones that change nothing."""
+    model = PoolragEmbedding(
+        model_name=str(minilm_path),
+        device="cpu",
+        trust_remote_code=False,
+        max_length=8,
+        show_progress_bar=True,
+        parallel_process=False,
+        embed_batch_size=10,
+    )
+    assert model.backend.engine_args.device == "cpu"
+    long_text = "The ocean covers most of the planet and holds most of its water. " * 4
+    cut = minilm_engine.embed_array([long_text], DOC.with_updates(truncate_prompt_tokens=8))[0]
+    np.testing.assert_allclose(as_array(model.get_text_embedding(long_text)), cut, atol=1e-6)
+    with pytest.raises(ValueError, match="not a Matryoshka model"):
+        PoolragEmbedding(engine=minilm_engine, truncate_dim=128)
+    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+        PoolragEmbedding(engine=minilm_engine, cache_folder="/tmp/hf")  # no counterpart: named, refused
+
+
 def test_bge_hub_ids_get_the_query_instruction_huggingface_embedding_adds() -> None:
     english = "Represent this question for searching relevant passages: "
     for name in ("BAAI/bge-small-en-v1.5", "BAAI/bge-large-en", "BAAI/bge-base-en-v1.5"):

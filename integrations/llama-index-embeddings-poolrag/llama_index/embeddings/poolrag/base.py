@@ -8,15 +8,21 @@ passes by token budget. The default piece is large (256) so that packing has roo
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from poolrag.errors import InvalidInputError
 from poolrag.frameworks.adapter_calls import aembed_text, aembed_texts, embed_text, embed_texts
 from poolrag.frameworks.fields import EmbeddingFields
 from poolrag.params import InputType, PoolingParams
 
 DEFAULT_BATCH = 256
+#: ``HuggingFaceEmbedding`` arguments that are options of the engine here
+_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision")
+#: ``HuggingFaceEmbedding`` arguments that steer sentence-transformers' batching: nothing to do here
+_NO_EFFECT = ("show_progress_bar", "parallel_process", "target_devices")
 
 #: BGE v1 / v1.5 hub ids, whose model cards ask retrieval queries to start with an instruction (with
 #: empty prompts in the folder): ``HuggingFaceEmbedding`` adds it by hub id, and so does this class,
@@ -52,11 +58,44 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
             each query / text instead of the model's own prompts (``""``: nothing). Unset, a query
             gets the instruction ``HuggingFaceEmbedding`` adds for a BGE hub id, and otherwise the
             model folder's query or document prompt.
+        normalize / max_length: ``HuggingFaceEmbedding``'s too: unit vectors by default, as it
+            returns them; inputs cut at ``max_length`` tokens. Its ``device``,
+            ``trust_remote_code``, ``revision`` and ``truncate_dim`` are taken as well, and
+            ``show_progress_bar`` / ``parallel_process`` / ``target_devices`` change nothing.
     """
 
     embed_batch_size: int = Field(default=DEFAULT_BATCH, gt=0, le=2048, description="Texts per engine call.")
     query_instruction: str | None = Field(default=None, description="Put before each query.")
     text_instruction: str | None = Field(default=None, description="Put before each text.")
+    normalize: bool = Field(
+        default=True,
+        description="Unit vectors, as HuggingFaceEmbedding returns by default; False: the folder's choice.",
+    )
+    max_length: int | None = Field(
+        default=None, ge=1, description="Cut each input at this many tokens (default: the model's length)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _huggingface_arguments(cls, data: Any) -> Any:
+        """``HuggingFaceEmbedding``'s other arguments, so code written for it runs unchanged:
+        ``device``, ``trust_remote_code`` and ``revision`` become engine options, ``truncate_dim``
+        is ``dimensions``; the ones that steer how sentence-transformers batches are taken and
+        change nothing (the engine batches by token budget on its own threads)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for name in _NO_EFFECT:
+            data.pop(name, None)
+        options = {name: data.pop(name) for name in _ENGINE_OPTIONS if name in data}
+        if options:
+            data["engine_kwargs"] = {**options, **(data.get("engine_kwargs") or {})}
+        truncate_dim = data.pop("truncate_dim", None)
+        if truncate_dim is not None:
+            if data.get("dimensions") not in (None, truncate_dim):
+                raise InvalidInputError("truncate_dim and dimensions disagree; give one")
+            data["dimensions"] = truncate_dim
+        return data
 
     @classmethod
     def class_name(cls) -> str:
@@ -64,6 +103,10 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
 
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
         params = super()._params(input_type)
+        if self.normalize:
+            params = params.with_updates(normalize=True)
+        if self.max_length is not None:
+            params = params.with_updates(truncate_prompt_tokens=self.max_length)
         if input_type == "query":
             # the hub id however the model was given (name, EngineArgs, or a loaded engine)
             name = self.model_name or (self.engine_args.model if self.engine_args else None)
