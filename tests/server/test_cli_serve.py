@@ -32,6 +32,7 @@ def test_serve_options_parse_with_loopback_defaults() -> None:
     assert args.pooler_config == {"normalize": False}
     assert args.hf_overrides == {"is_matryoshka": True}
     assert args.max_queue == 8 and args.max_inputs == 2048
+    assert args.allowed_origins is None and not args.allow_credentials  # no CORS unless asked (vLLM: any)
 
 
 @pytest.mark.parametrize(
@@ -41,6 +42,8 @@ def test_serve_options_parse_with_loopback_defaults() -> None:
         ("--hf-overrides", "[1, 2]", "must be a JSON object"),
         ("--max-queue", "0", "must be at least 1"),
         ("--max-body-bytes", "lots", "not an integer"),
+        ("--allowed-origins", "http://app.example", "not valid JSON"),  # vLLM's form is a JSON list
+        ("--allowed_origins", '"*"', "must be a JSON list of non-empty strings"),
     ],
 )
 def test_bad_options_are_usage_errors(

@@ -105,8 +105,17 @@ def test_both_spellings_of_multi_word_flags() -> None:
         "gpu-memory-utilization": "0.9",
         "tensor-parallel-size": "1",
         "chat-template": "t.jinja",
+        "allowed-origins": '["http://app.example"]',
+        "allowed-methods": '["GET", "POST"]',
+        "allowed-headers": '["*"]',
     }
-    switches = ("enforce-eager", "trust-remote-code", "disable-log-requests", "enable-prefix-caching")
+    switches = (
+        "enforce-eager",
+        "trust-remote-code",
+        "disable-log-requests",
+        "enable-prefix-caching",
+        "allow-credentials",
+    )
 
     def parse(sep: str) -> dict:
         line = ["serve", "some/model"]
@@ -119,6 +128,8 @@ def test_both_spellings_of_multi_word_flags() -> None:
     assert dashed == underscored
     assert dashed["max_num_seqs"] == 4 and dashed["hf_overrides"] == json.loads(OVERRIDES)
     assert dashed["enforce_eager"] and dashed["enable_prefix_caching"] and dashed["disable_log_requests"]
+    assert dashed["allowed_origins"] == ("http://app.example",) and dashed["allow_credentials"]
+    assert dashed["allowed_methods"] == ("GET", "POST") and dashed["allowed_headers"] == ("*",)
 
 
 def test_vllm_flags_map_to_engine_options(minilm_path: Path) -> None:

@@ -13,8 +13,8 @@ LONG_TEXT = "retrieval " * 300
 # (path, JSON body, expected error code or None, fragment of the message, param)
 MINILM_CASES = [
     ("/v1/embeddings", {"input": []}, "empty_input", "input must not be empty", "input"),
-    ("/v1/embeddings", {"input": ""}, "invalid_value", "input is empty", "input"),
-    ("/v1/embeddings", {"input": ["fine", "   "]}, "invalid_value", "input[1] is empty", "input"),
+    ("/v1/embeddings", {"input": ""}, "empty_input", "input is empty", "input"),
+    ("/v1/embeddings", {"input": ["fine", "   "]}, "empty_input", "input[1] is empty", "input"),
     (
         "/v1/embeddings",
         {"input": 123},
@@ -34,14 +34,8 @@ MINILM_CASES = [
         "truncate_prompt_tokens",
         None,
     ),
-    ("/v1/embeddings", {"input": [[]]}, "invalid_value", "prompt_token_ids is empty", "input"),
-    (
-        "/v1/embeddings",
-        {"input": [[101], []]},
-        "invalid_value",
-        "input[1]: prompt_token_ids is empty",
-        "input",
-    ),
+    ("/v1/embeddings", {"input": [[]]}, "empty_input", "input[0] is empty (no token ids)", "input"),
+    ("/v1/embeddings", {"input": [[101], []]}, "empty_input", "input[1] is empty (no token ids)", "input"),
     (
         "/v1/embeddings",
         {"input": "hello world foo bar", "truncate_prompt_tokens": 1},
@@ -141,6 +135,60 @@ def test_bad_requests_get_400_with_a_clear_message(
     assert message in error["message"]
     if param is not None:
         assert error["param"] == param
+
+
+# the same mistake, a text with nothing to read, named the same way on every route
+EMPTY_TEXT_CASES = [
+    (
+        "minilm_server",
+        "/score",
+        {"text_1": "q", "text_2": ["a", "b", "c", " "]},
+        "text_2[3] is empty",
+        "text_2",
+    ),
+    ("minilm_server", "/v1/score", {"text_1": "", "text_2": "a"}, "text_1 is empty", "text_1"),
+    ("minilm_server", "/score", {"queries": ["q", "\u200b"], "documents": ["a", "b"]}, "text_1[1]", "text_1"),
+    (
+        "minilm_server",
+        "/rerank",
+        {"query": "q", "documents": ["a", " "]},
+        "documents[1] is empty",
+        "documents",
+    ),
+    ("minilm_server", "/rerank", {"query": "\n", "documents": ["a"]}, "query is empty", "query"),
+    ("minilm_server", "/v1/embeddings", {"input": ["a", "\x00"]}, "input[1] is empty", "input"),
+    ("minilm_server", "/pooling", {"input": ["a", ""], "task": "token_embed"}, "input[1] is empty", "input"),
+    ("minilm_server", "/v2/embed", {"texts": ["a", " "]}, "texts[1] is empty", "texts"),
+    ("minilm_server", "/tokenize", {"prompt": ""}, "prompt is empty", "prompt"),
+    ("classifier_server", "/classify", {"input": ["a", " "]}, "input[1] is empty", "input"),
+]
+
+
+@pytest.mark.parametrize(("server", "path", "body", "message", "param"), EMPTY_TEXT_CASES)
+def test_empty_text_is_empty_input_naming_the_field_and_index(
+    request: pytest.FixtureRequest,
+    http: httpx.Client,
+    server: str,
+    path: str,
+    body: dict,
+    message: str,
+    param: str,
+) -> None:
+    served: Served = request.getfixturevalue(server)
+    error = _assert_openai_error(http.post(f"{served.url}{path}", json=body), 400)
+    assert (error["code"], error["param"]) == ("empty_input", param)
+    assert error["message"].startswith(message)
+
+
+def test_a_number_with_too_many_digits_is_a_plain_400(minilm_server: Served, http: httpx.Client) -> None:
+    """Python refuses to read an integer of over 4300 digits; its message names sys internals."""
+    content = b'{"input": "x", "dimensions": ' + b"9" * 5000 + b"}"
+    response = http.post(
+        f"{minilm_server.url}/v1/embeddings", content=content, headers={"content-type": "application/json"}
+    )
+    error = _assert_openai_error(response, 400)
+    assert error["message"] == "a number in the request body has too many digits"
+    assert error["code"] == "invalid_request"
 
 
 def test_an_unknown_model_is_404_naming_the_served_ones(minilm_server: Served, http: httpx.Client) -> None:

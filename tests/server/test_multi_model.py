@@ -85,6 +85,33 @@ def test_an_alias_and_a_missing_model_field_reach_their_model(two_models: TwoMod
     assert alias.json()["data"][0]["embedding"] == default.json()["data"][0]["embedding"]
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/embeddings", {"input": "hello"}),
+        ("/v2/embed", {"texts": ["hello"]}),
+        ("/score", {"text_1": "q", "text_2": "d"}),
+        ("/rerank", {"query": "q", "documents": ["d"]}),
+        ("/pooling", {"input": "hello", "task": "token_embed"}),
+        ("/tokenize", {"prompt": "hello"}),
+    ],
+)
+def test_an_empty_model_name_reaches_the_first_model_as_vllm_does(
+    two_models: TwoModels, path: str, body: dict
+) -> None:
+    answer = httpx.post(f"{two_models.url}{path}", json={"model": "", **body}, timeout=120)
+    assert answer.status_code == 200, answer.text
+    assert unquote(answer.headers[MODEL_IDENTITY_HEADER]).startswith("embedder@")
+
+
+def test_an_empty_model_name_is_not_an_unknown_model(two_models: TwoModels) -> None:
+    """The first model cannot classify: the answer says so, not that no model is named ''."""
+    answer = httpx.post(f"{two_models.url}/classify", json={"model": "", "input": "x"}, timeout=120)
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "unsupported_task"
+    client = openai.OpenAI(base_url=f"{two_models.url}/v1", api_key="unused", max_retries=0)
+    assert client.embeddings.create(model="", input="hello").model == "embedder"
+
+
 def test_an_unknown_model_is_404_naming_every_served_one(two_models: TwoModels) -> None:
     answer = httpx.post(f"{two_models.url}/rerank", json={"model": "gpt-4", "query": "q", "documents": ["d"]})
     assert answer.status_code == 404

@@ -40,7 +40,7 @@ def test_order_and_scores_equal_engine_score(scorer: Served, http: httpx.Client,
     )
     assert [r["document"]["text"] for r in body["results"]] == [DOCUMENTS[i] for i in order]
     tokens = sum(out.num_tokens for out in scorer.engine.score(QUERY, DOCUMENTS))
-    assert body["usage"] == {"total_tokens": tokens}
+    assert body["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}  # vLLM's RerankUsage
     assert body["model"] == scorer.model
 
 
@@ -59,6 +59,51 @@ def test_document_objects_are_accepted_like_strings(cross_encoder_server: Served
     as_strings = http.post(url, json={"query": QUERY, "documents": DOCUMENTS}).json()
     as_objects = http.post(url, json={"query": QUERY, "documents": [{"text": d} for d in DOCUMENTS]}).json()
     assert as_objects["results"] == as_strings["results"]
+
+
+def test_document_objects_keep_their_other_keys_and_come_back_as_given(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """Cohere v1 and Jina callers send ids and metadata beside the text; Cohere v1 echoes them."""
+    given: list = [
+        {"text": DOCUMENTS[0], "id": "a1"},
+        {"id": "a2", "text": DOCUMENTS[1], "meta": {"source": None, "pages": [3, 4]}, "score": 0.5},
+        DOCUMENTS[2],
+        {"text": DOCUMENTS[3], "title": "Everest", "tags": []},
+        {"text": DOCUMENTS[4], "note": None},
+    ]
+    url = f"{cross_encoder_server.url}/v1/rerank"
+    as_strings = http.post(url, json={"query": QUERY, "documents": DOCUMENTS}).json()
+    answer = http.post(url, json={"query": QUERY, "documents": given})
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert [(r["index"], r["relevance_score"]) for r in results] == [
+        (r["index"], r["relevance_score"]) for r in as_strings["results"]
+    ]  # ranked by the text alone
+    for result in results:
+        document = given[result["index"]]
+        assert result["document"] == ({"text": document} if isinstance(document, str) else document)
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (b'{"text": "a", "id": "\\ud800"}', "not valid Unicode"),  # could not be written back
+        (b'{"text": "a", "meta": {"weight": 1e400}}', "not finite"),  # would come back as null
+        (b'{"id": "a1", "title": "no text"}', "an object with a 'text' string"),
+        (b'{"text": 7, "id": "a1"}', "an object with a 'text' string"),
+    ],
+)
+def test_document_objects_that_cannot_be_ranked_or_echoed_are_refused(
+    minilm_server: Served, http: httpx.Client, raw: bytes, fragment: str
+) -> None:
+    body = b'{"query": "q", "documents": ["fine", ' + raw + b"]}"
+    answer = http.post(
+        f"{minilm_server.url}/rerank", content=body, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "documents.1" and fragment in error["message"]
 
 
 def test_top_n_beyond_the_documents_returns_them_all(minilm_server: Served, http: httpx.Client) -> None:

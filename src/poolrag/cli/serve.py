@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -85,6 +86,34 @@ def register(subparsers: Any) -> None:
         metavar="HOST",
         help="Host header names to answer ('*': any; default: the loopback names when keyless on loopback)",
     )
+    add_flag(
+        net,
+        "--allowed-origins",
+        type=_json_names,
+        metavar="JSON",
+        help="web origins whose pages may call the server (CORS), a JSON list: '[\"https://app.example\"]', "
+        "'[\"*\"]' for any (default: none, no CORS headers; vLLM's is any)",
+    )
+    add_flag(
+        net,
+        "--allowed-methods",
+        type=_json_names,
+        metavar="JSON",
+        help="with --allowed-origins: methods a CORS preflight may ask for, a JSON list (default: any)",
+    )
+    add_flag(
+        net,
+        "--allowed-headers",
+        type=_json_names,
+        metavar="JSON",
+        help="with --allowed-origins: headers a CORS preflight may ask for, a JSON list (default: any)",
+    )
+    add_flag(
+        net,
+        "--allow-credentials",
+        action="store_true",
+        help="with --allowed-origins: let pages send cookies and HTTP authentication (CORS)",
+    )
     add_flag(net, "--max-request-tokens", type=positive_int, help="most token ids per request (413)")
     add_flag(net, "--max-request-chars", type=positive_int, help="most characters of text per request (413)")
     add_flag(
@@ -158,6 +187,17 @@ def _replica_count(text: str) -> int | str:
     return "auto" if text == "auto" else positive_int(text)
 
 
+def _json_names(text: str) -> tuple[str, ...]:
+    """vLLM's form of the CORS flags: a JSON list of strings."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+    if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
+        raise argparse.ArgumentTypeError(f"must be a JSON list of non-empty strings, not {text}")
+    return tuple(value)
+
+
 def _runner(text: str) -> str:
     if text == "generate":
         raise argparse.ArgumentTypeError("poolrag serves pooling models only; use vLLM to generate text")
@@ -215,6 +255,10 @@ def run(args: argparse.Namespace) -> int:
             max_inputs=args.max_inputs,
             max_body_bytes=args.max_body_bytes,
             allowed_hosts=tuple(args.allowed_hosts) if args.allowed_hosts else None,
+            allowed_origins=args.allowed_origins,
+            allowed_methods=args.allowed_methods,
+            allowed_headers=args.allowed_headers,
+            allow_credentials=args.allow_credentials,
             max_request_tokens=args.max_request_tokens,
             max_request_chars=args.max_request_chars,
             max_inflight_bytes=args.max_inflight_bytes,
@@ -242,6 +286,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
         logger.warning("listening on %s without an API key: anyone who can reach it can use it", args.host)
+    if settings.allowed_origins is not None and "*" in settings.allowed_origins and settings.api_key is None:
+        logger.warning("--allowed-origins '[\"*\"]' without an API key: any web page a user opens can use it")
     serve(
         app,
         settings,

@@ -14,6 +14,7 @@ from poolrag.postprocess.quantization_ranges import QuantizationRanges, shipped_
 from poolrag.server.admission import Admission
 from poolrag.server.auth import APIKeyMiddleware
 from poolrag.server.body_limit import BodySizeLimitMiddleware
+from poolrag.server.cors import add_cors
 from poolrag.server.engine_calls import EngineCalls
 from poolrag.server.errors import install_error_handlers
 from poolrag.server.heap_trim import HeapTrimMiddleware
@@ -68,15 +69,16 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     """Build the ASGI app serving several engines; each request picks one by its ``model`` field.
 
     The first model answers requests that name none, and its settings are the process's: API key,
-    allowed hosts, body size and deadlines, and the body bytes in flight. Each model keeps its own
-    served names, per-request limits, queue (``max_queue``), token budget
+    allowed hosts and origins, body size and deadlines, and the body bytes in flight. Each model
+    keeps its own served names, per-request limits, queue (``max_queue``), token budget
     (``max_inflight_tokens``), thread pool and ``model`` metrics label.
 
-    Middleware order, outermost first: metrics (sees every answer), ``Host`` check, API key
-    (before any body is read), body size/time limit and byte budget, the heap trimmed after a
-    large body (:mod:`poolrag.server.heap_trim`), the routed model's identity on each answer past
-    those (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST routes parse and
-    validate off the event loop (:mod:`poolrag.server.routing`).
+    Middleware order, outermost first: metrics (sees every answer), ``Host`` check, CORS when
+    origins are listed (a preflight is answered there, before the key: :mod:`poolrag.server.cors`),
+    API key (before any body is read), body size/time limit and byte budget, the heap trimmed
+    after a large body (:mod:`poolrag.server.heap_trim`), the routed model's identity on each
+    answer past those (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST
+    routes parse and validate off the event loop (:mod:`poolrag.server.routing`).
     """
     if not served:
         raise ValueError("create_models_app needs at least one engine")
@@ -149,6 +151,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     )
     if settings.api_key is not None:
         app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)
+    add_cors(app, settings)
     app.add_middleware(HostCheckMiddleware, settings=settings)
     app.add_middleware(
         MetricsMiddleware, metrics=server_metrics, known_paths=lambda: app.openapi()["paths"].keys()

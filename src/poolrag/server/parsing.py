@@ -102,8 +102,11 @@ def parse_body(raw: bytes, model: type[M], limits: Limits) -> Parsed:
         raise APIError(
             400, "the request body is not valid JSON: nested too deeply", code="invalid_json"
         ) from None
-    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # the latter: bytes that are not UTF-8
         raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    except ValueError:  # an integer past Python's digit limit, whose message names sys internals
+        message = "a number in the request body has too many digits"
+        raise APIError(400, message, code="invalid_request") from None
     token_ids, chars = _measure(data)
     check_size(token_ids, chars, limits)
     try:

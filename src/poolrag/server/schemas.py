@@ -9,6 +9,7 @@ as written, not get a 200 computed without it.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -46,6 +47,8 @@ def _encodable(value: str) -> str:
 
 
 Text = Annotated[StrictStr, AfterValidator(_encodable)]
+#: Errors whose own message says more than a union's summary, so :func:`_single_error` keeps them.
+_OWN_MESSAGE_ERRORS = ("invalid_text", "unechoable_document")
 
 
 def _single_error(message: str) -> WrapValidator:
@@ -55,9 +58,9 @@ def _single_error(message: str) -> WrapValidator:
         try:
             return handler(value)
         except ValidationError as exc:
-            text_error = next((e for e in exc.errors() if e["type"] == "invalid_text"), None)
-            if text_error is not None:
-                raise PydanticCustomError("invalid_text", text_error["msg"]) from exc
+            own = next((e for e in exc.errors() if e["type"] in _OWN_MESSAGE_ERRORS), None)
+            if own is not None:
+                raise PydanticCustomError(own["type"], own["msg"]) from exc
             raise PydanticCustomError("invalid_input_shape", message) from exc
 
     return WrapValidator(validate)
@@ -126,7 +129,9 @@ InputType = Literal["query", "document"]
 class RequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: StrictStr | None = Field(None, description="One of the served model names; optional.")
+    model: StrictStr | None = Field(
+        None, description="One of the served model names; optional (omitted or empty: the first)."
+    )
 
 
 class VllmRequestBody(RequestBody):
@@ -326,10 +331,40 @@ class ScoreResponse(BaseModel):
 
 
 # -- /rerank ------------------------------------------------------------------------------------------
+def _unechoable(value: object) -> str | None:
+    """Why ``value`` (a parsed JSON value) cannot be written back as JSON, or ``None``: a lone
+    surrogate cannot be encoded, and a NaN or an infinity (``1e400``) would come back as null."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if lone_surrogate(item) is not None:
+                return "holds a string that is not valid Unicode (a lone surrogate)"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "holds a number that is not finite"
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 class RerankDocumentIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A document object: ranked by its ``text``; its other keys (an id, a title, metadata, as
+    Cohere v1 and Jina callers send them) come back with it when ``return_documents`` is true."""
+
+    model_config = ConfigDict(extra="allow")
 
     text: Text
+
+    @model_validator(mode="after")
+    def _echoable(self) -> RerankDocumentIn:
+        problem = _unechoable(self.model_extra)
+        if problem is not None:
+            raise PydanticCustomError("unechoable_document", f"the document object {problem}")
+        return self
 
 
 FiniteScore = Annotated[StrictFloat, Field(allow_inf_nan=False)]
@@ -341,7 +376,8 @@ RerankDocumentForm = Annotated[
 class RerankRequest(VllmRequestBody):
     query: Text
     documents: list[RerankDocumentForm] = Field(
-        description='Texts, or objects {"text": ...} as Jina and Cohere v1 accept.'
+        description='Texts, or objects with a "text" string as Jina and Cohere v1 accept; an '
+        "object's other keys are returned with it (return_documents) and not read by the model."
     )
     top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
     return_documents: StrictBool = True
@@ -365,8 +401,13 @@ class RerankRequest(VllmRequestBody):
     )
 
 
-class RerankDocument(BaseModel):
-    text: str
+class RerankDocument(RootModel[dict[str, Any]]):
+    """A document as the request gave it: a string as ``{"text": ...}``, an object whole (Cohere v1
+    echoes its other keys). A root model, so that the answer's ``exclude_none`` keeps its nulls."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"properties": {"text": {"type": "string"}}, "required": ["text"]}
+    )
 
 
 class RerankResult(BaseModel):
@@ -376,14 +417,10 @@ class RerankResult(BaseModel):
     document: RerankDocument | None = None
 
 
-class RerankUsage(BaseModel):
-    total_tokens: int
-
-
 class RerankResponse(BaseModel):
     id: str
     model: str
-    usage: RerankUsage
+    usage: Usage = Field(description="prompt_tokens and total_tokens (equal here), as vLLM answers.")
     results: list[RerankResult]
 
 

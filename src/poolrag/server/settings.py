@@ -48,6 +48,12 @@ class ServerSettings:
             ``max_request_tokens``.
         allowed_hosts: ``Host`` header names accepted (any port); ``("*",)`` accepts any. ``None``:
             the loopback names when the server has no API key and listens on loopback, else any.
+        allowed_origins: web origins whose pages may call the server (CORS; ``("*",)``: any).
+            ``None``: no CORS headers, unlike vLLM's default of any (see :mod:`poolrag.server.cors`).
+        allowed_methods: methods a CORS preflight may ask for; ``None``: any, as vLLM. Only with
+            ``allowed_origins``, as are the next two.
+        allowed_headers: request headers a CORS preflight may ask for; ``None``: any, as vLLM.
+        allow_credentials: CORS answers let browsers send cookies and HTTP authentication.
         header_timeout_s: a connection must send a request's headers within this time.
         body_timeout_s: a request's body must arrive within this time (408 otherwise).
         keep_alive_s: an idle keep-alive connection is closed after this time.
@@ -68,6 +74,10 @@ class ServerSettings:
     max_inflight_bytes: int | None = None
     max_inflight_tokens: int | None = None
     allowed_hosts: tuple[str, ...] | None = None
+    allowed_origins: tuple[str, ...] | None = None
+    allowed_methods: tuple[str, ...] | None = None
+    allowed_headers: tuple[str, ...] | None = None
+    allow_credentials: bool = False
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     keep_alive_s: float = 5.0
@@ -88,8 +98,14 @@ class ServerSettings:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.api_key is not None and not self.api_key:
             raise ValueError("api_key must not be empty; leave it unset to disable authentication")
-        if self.allowed_hosts is not None and not all(self.allowed_hosts):
-            raise ValueError("allowed_hosts must not hold empty names")
+        for name in ("allowed_hosts", "allowed_origins", "allowed_methods", "allowed_headers"):
+            value = getattr(self, name)
+            if value is not None and not all(value):
+                raise ValueError(f"{name} must not hold empty names")
+        cors = [name for name in ("allowed_methods", "allowed_headers") if getattr(self, name) is not None]
+        cors += ["allow_credentials"] if self.allow_credentials else []
+        if cors and self.allowed_origins is None:  # vLLM would allow every origin: say so, do not ignore
+            raise ValueError(f"{cors[0]} needs allowed_origins: CORS answers go only to the origins listed")
 
     @property
     def model_name(self) -> str:

@@ -2,9 +2,10 @@
 metrics label) and the process-wide settings and metrics of one app.
 
 Routes find their model through ONE function, :func:`model_state`, which reads the request's
-``model`` field: absent means the first model served, an unknown name is a 404 naming the served
-ones. Body bytes are budgeted per process (they are read before the body names a model); queue
-slots and tokens in flight per model, so one model's full queue does not refuse another's requests.
+``model`` field: absent or empty (``""``, as vLLM reads it) means the first model served, an
+unknown name is a 404 naming the served ones. Body bytes are budgeted per process (they are read
+before the body names a model); queue slots and tokens in flight per model, so one model's full
+queue does not refuse another's requests.
 """
 
 from __future__ import annotations
@@ -106,8 +107,9 @@ class ServedModels:
         return tuple(name for model in self.models for name in model.settings.served_model_names)
 
     def lookup(self, model: str | None) -> ServerState:
-        """The model serving ``model`` (a served name; ``None``: the first), or the 404 naming them."""
-        if model is None:
+        """The model serving ``model`` (a served name; ``None`` or ``""``: the first), or the 404
+        naming them."""
+        if not model:
             return self.default
         for served in self.models:
             if model in served.settings.served_model_names:

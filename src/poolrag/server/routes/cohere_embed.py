@@ -16,7 +16,7 @@ from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count
+from poolrag.server.inputs import check_count, refuse_blank
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import (
@@ -104,6 +104,7 @@ async def create_embed(body: CohereEmbedRequest, request: Request) -> CohereEmbe
             code="invalid_request",
         )
     check_count(state.settings, len(body.texts), "texts")
+    refuse_blank(body.texts, "texts")
     _check_scalable(body, state.ranges)
     params = _params(body)
     calibration = _calibration(body)

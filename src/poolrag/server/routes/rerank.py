@@ -7,7 +7,8 @@ A client that sends its retriever's ``first_stage_scores`` gets the reranker's s
 them (``second_stage="fuse"`` by default), as the library's retrievers do: a reranker outside its
 training domain can rank worse than the retrieval it reranks. A client that sends no first-stage
 information gets plain reranker scores (``replace``), so Jina and Cohere clients see what those
-APIs return.
+APIs return. With ``return_documents``, each result carries its document as it was given: a
+string as ``{"text": ...}``, an object with all its keys (Cohere v1 echoes an id or a title).
 """
 
 from __future__ import annotations
@@ -16,15 +17,16 @@ from fastapi import APIRouter, Request
 
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, rank_second_stage
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count, is_blank, score_params
+from poolrag.server.inputs import check_count, refuse_blank, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import (
     RerankDocument,
+    RerankDocumentIn,
     RerankRequest,
     RerankResponse,
     RerankResult,
-    RerankUsage,
+    Usage,
 )
 from poolrag.server.state import model_state, new_id
 
@@ -35,11 +37,8 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
     state = model_state(request, body.model)
     texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
     check_count(state.settings, len(texts), "documents")
-    if is_blank(body.query):
-        raise APIError(400, "query is empty", param="query", code="empty_input")
-    blank = next((i for i, text in enumerate(texts) if is_blank(text)), None)
-    if blank is not None:
-        raise APIError(400, f"documents[{blank}] is empty", param="documents", code="empty_input")
+    refuse_blank(body.query, "query")
+    refuse_blank(texts, "documents")
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation)
     outputs = await state.run_engine(
@@ -58,16 +57,23 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
             index=r.index,
             relevance_score=r.score,
             rerank_score=None if mode is SecondStage.REPLACE else r.rerank_score,
-            document=RerankDocument(text=texts[r.index]) if body.return_documents else None,
+            document=_echoed(body.documents[r.index]) if body.return_documents else None,
         )
         for r in ranked
     ]
+    tokens = sum(out.num_tokens for out in outputs)
     return RerankResponse(
         id=new_id("rerank", body.request_id),
         model=state.settings.model_name,
-        usage=RerankUsage(total_tokens=sum(out.num_tokens for out in outputs)),
+        usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
         results=results,
     )
+
+
+def _echoed(document: str | RerankDocumentIn) -> RerankDocument:
+    if isinstance(document, str):
+        return RerankDocument({"text": document})
+    return RerankDocument({"text": document.text, **(document.model_extra or {})})
 
 
 def _second_stage(body: RerankRequest, n_documents: int) -> SecondStage:

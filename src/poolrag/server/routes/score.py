@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from poolrag.server.inputs import check_count, score_params
+from poolrag.server.inputs import check_count, refuse_blank, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
@@ -19,6 +19,8 @@ async def _score(body: ScoreRequest, request: Request) -> ScoreResponse:
     seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
     check_count(state.settings, len(firsts), "text_1")
     check_count(state.settings, len(seconds), "text_2")
+    refuse_blank(body.text_1, "text_1")
+    refuse_blank(body.text_2, "text_2")
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation)
     path = request.url.path
     outputs = await state.run_engine(path, len(seconds), state.calls.score, firsts, seconds, params)

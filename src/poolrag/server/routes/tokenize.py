@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from poolrag.server.errors import APIError
-from poolrag.server.inputs import is_blank
+from poolrag.server.inputs import refuse_blank
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
@@ -18,8 +17,7 @@ PATH = "/tokenize"
 @router.post(PATH, response_model=TokenizeResponse, response_model_exclude_none=True, responses=ENGINE_ERRORS)
 async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
     state = model_state(request, body.model)
-    if is_blank(body.prompt):
-        raise APIError(400, "prompt is empty", param="prompt", code="empty_input")
+    refuse_blank(body.prompt, "prompt")
     engine = state.engine
     tokens = await state.run_blocking(PATH, engine.tokenize, body.prompt, body.add_special_tokens)
     state.metrics.prompt_tokens.labels(state.name, PATH).inc(len(tokens))
