@@ -19,9 +19,32 @@ _DTYPES = {
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None``: the GPU when there is one, else the CPU. A device torch does not know, or one this
+    machine's torch cannot reach, is one line here rather than torch's assertion at the first
+    tensor moved (``Torch not compiled with CUDA enabled``)."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        chosen = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise InvalidInputError(f"device {str(device)!r} is not a device torch knows ({exc})") from None
+    missing = _unreachable(chosen)
+    if missing is not None:
+        raise InvalidInputError(f"device {str(device)!r} is not available here: {missing}")
+    return chosen
+
+
+def _unreachable(device: torch.device) -> str | None:
+    """Why this process cannot run on ``device``, or ``None`` when it can (or cannot be asked)."""
+    if device.type in ("cuda", "xpu"):
+        backend = getattr(torch, device.type)
+        if not backend.is_available():
+            return f"this torch ({torch.__version__}) sees no {device.type.upper()} device"
+        if device.index is not None and device.index >= backend.device_count():
+            return f"there are {backend.device_count()} {device.type.upper()} devices (0-based index)"
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        return "this torch has no MPS (Apple GPU) support on this machine"
+    return None
 
 
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
