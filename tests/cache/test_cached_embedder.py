@@ -59,6 +59,21 @@ def test_queries_and_documents_are_cached_apart(tmp_path: Path, minilm_engine) -
     assert embedder.misses == 2 and query.shape == (384,)
 
 
+def test_asking_for_the_models_own_normalisation_reads_the_same_entries(
+    tmp_path: Path, minilm_engine
+) -> None:
+    """MiniLM normalises: ``normalize=True`` gives the same vectors as unset, so the same cache
+    entries; ``normalize=False`` gives other vectors, so other entries."""
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    unset = CachedEmbedder(minilm_engine, cache).embed_documents(TEXTS)
+    asked = CachedEmbedder(minilm_engine, cache, pooling_params=PoolingParams(normalize=True))
+    np.testing.assert_array_equal(asked.embed_documents(TEXTS), unset)
+    assert asked.misses == 0 and asked.hits == len(TEXTS)
+    raw = CachedEmbedder(minilm_engine, cache, pooling_params=PoolingParams(normalize=False))
+    raw.embed_documents(TEXTS)
+    assert raw.misses == len(TEXTS)
+
+
 def test_a_corrupt_entry_is_recomputed_to_the_same_vector(tmp_path: Path, minilm_engine) -> None:
     path = tmp_path / "c.sqlite"
     cache = EmbeddingCache(path)

@@ -25,6 +25,8 @@ def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> byte
     per_call.pop("dimensions")  # full vectors are cached; sizes are cut on the way out
     if per_call.get("max_active_dims") is None:  # added later: unset, it must not move existing keys
         per_call.pop("max_active_dims", None)
+    if task == "embed" and per_call.get("normalize") == facts.normalizes_embeddings:
+        per_call["normalize"] = None  # asking for what the model does anyway: the same vectors, one key
     description = {
         "v": KEY_VERSION,
         "model": facts.model_identity,
