@@ -226,9 +226,9 @@ class Engine:
         )
         self.model_name = self.engine_args.model
         self._score_template = load_score_template(score_template) if score_template is not None else None
+        self.device = resolve_device(device)  # before a hub id is fetched: a device it cannot use is one line
         path = resolve_model_path(model, revision)
         self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code, convert)
-        self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         pooler = PoolerConfig.from_value(self.engine_args.pooler_config)
         placement = Placement(device_map, quantization)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from poolrag.errors import InputTypeError, InvalidInputError
-from poolrag.text_validity import check_text
+from poolrag.text_validity import check_text, check_texts
 
 
 def prompt_list(prompts: Any, what: str = "prompts") -> list[Any]:
@@ -48,4 +48,4 @@ def _checked_texts(texts: str | Sequence[str], name: str) -> list[str]:
     """Each text checked, named by its position in a list (``text_2[3] is empty``)."""
     if isinstance(texts, str):
         return [check_text(texts, name)]
-    return [check_text(t, f"{name}[{i}]") for i, t in enumerate(prompt_list(texts, name))]
+    return check_texts(prompt_list(texts, name), name)

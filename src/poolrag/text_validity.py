@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from poolrag.errors import InputTypeError, InvalidInputError
 
@@ -53,6 +54,11 @@ def text_problem(text: str) -> str | None:
     if not has_visible_text(text):
         return "is empty (only whitespace, control or invisible format characters)" if text else "is empty"
     return None
+
+
+def check_texts(values: Sequence[object], what: str) -> list[str]:
+    """:func:`check_text` of each, named by its position (``documents[3] is empty``)."""
+    return [check_text(value, f"{what}[{i}]") for i, value in enumerate(values)]
 
 
 def check_text(value: object, what: str = "input", param: str | None = None) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from poolrag.cache import EmbeddingCache
+from poolrag.errors import InvalidInputError
 
 
 def _key(i: int) -> bytes:
@@ -130,3 +131,9 @@ def test_several_processes_share_one_cache_safely(tmp_path: Path) -> None:
     found = cache.get_many(keys)
     assert len(found) == len(keys) and cache.stats.corrupt == 0
     assert all(np.array_equal(found[k], _vec(int.from_bytes(k[:4], "little"))) for k in keys)
+
+
+def test_a_size_written_as_a_whole_float_is_a_byte_count(tmp_path: Path) -> None:
+    assert EmbeddingCache(tmp_path / "c.sqlite", max_bytes=2e9).max_bytes == 2_000_000_000
+    with pytest.raises(InvalidInputError, match="max_bytes must be a positive integer"):
+        EmbeddingCache(tmp_path / "d.sqlite", max_bytes=2.5)

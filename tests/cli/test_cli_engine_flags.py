@@ -66,7 +66,8 @@ def parse(line: list[str]) -> argparse.Namespace:
 
 def flags_and_expected(command: str, flags: list[str]) -> tuple[list[str], EngineArgs]:
     if command == "tune":
-        return flags[:-2], EXPECTED.replace(tune=None)
+        at = flags.index("--autotune")
+        return flags[:at] + flags[at + 2 :], EXPECTED.replace(tune=None)
     return flags, EXPECTED
 
 

@@ -103,3 +103,9 @@ def test_a_cors_option_without_origins_stops_the_start(capsys: pytest.CaptureFix
     """vLLM would allow every origin here; poolrag names what is missing instead of doing nothing."""
     assert main(["serve", "some/model", "--port", "0", flag, '["POST"]']) == 2
     assert "needs allowed_origins" in capsys.readouterr().err
+
+
+def test_an_empty_origin_list_stops_the_start(capsys: pytest.CaptureFixture[str]) -> None:
+    """``[]`` would switch on a CORS that refuses every page: that is no CORS, said so."""
+    assert main(["serve", "some/model", "--port", "0", "--allowed-origins", "[]"]) == 2
+    assert "allowed_origins is empty" in capsys.readouterr().err

@@ -19,15 +19,17 @@ try:
 except metadata.PackageNotFoundError:  # run from a source tree that is not installed
     __version__ = ""
 
+#: each optional class: its module, and the package of the extra that module imports
 _OPTIONAL = {
-    "PoolragSparseEmbeddings": "langchain_poolrag.sparse_embeddings",
-    "PoolragMilvusSparseEmbedding": "langchain_poolrag.milvus_sparse_embeddings",
+    "PoolragSparseEmbeddings": ("langchain_poolrag.sparse_embeddings", "langchain_qdrant"),
+    "PoolragMilvusSparseEmbedding": ("langchain_poolrag.milvus_sparse_embeddings", "langchain_milvus"),
 }
 
 
 def __getattr__(name: str) -> object:
     if name in _OPTIONAL:  # without its extra, a stand-in that names the extra when constructed
-        return optional_class(_OPTIONAL[name], name)
+        module, extra_package = _OPTIONAL[name]
+        return optional_class(module, name, extra_package)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -14,11 +14,9 @@ from pydantic import Field, model_validator
 
 from poolrag.errors import InvalidInputError
 from poolrag.frameworks.adapter_calls import aembed_text, aembed_texts, embed_text, embed_texts
-from poolrag.frameworks.fields import EmbeddingFields
+from poolrag.frameworks.fields import HUGGINGFACE_ENGINE_OPTIONS, EmbeddingFields, with_huggingface_options
 from poolrag.params import InputType, PoolingParams
 
-#: ``HuggingFaceEmbeddings(model_kwargs=...)`` keys that are options of the engine here.
-_ENGINE_OPTIONS = frozenset({"device", "trust_remote_code", "revision"})
 #: ``encode_kwargs`` keys that shape the vectors here, and those that only steer how
 #: sentence-transformers batches and returns them (the engine batches by token budget instead).
 _ENCODE_OPTIONS = frozenset({"normalize_embeddings", "prompt"})
@@ -75,20 +73,14 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
                     f"{', '.join(sorted(_ENCODE_OPTIONS | _ENCODE_NO_EFFECT))}"
                 )
         model_kwargs = dict(data.get("model_kwargs") or {})
-        unknown = sorted(set(model_kwargs) - _ENGINE_OPTIONS - {"truncate_dim"})
+        unknown = sorted(set(model_kwargs) - set(HUGGINGFACE_ENGINE_OPTIONS) - {"truncate_dim"})
         if unknown:
             raise InvalidInputError(
                 f"model_kwargs {unknown} have no counterpart here; taken: device, trust_remote_code, "
                 "revision, truncate_dim (other engine options go in engine_kwargs)"
             )
         truncate_dim = model_kwargs.pop("truncate_dim", None)
-        if truncate_dim is not None:
-            if data.get("dimensions") not in (None, truncate_dim):
-                raise InvalidInputError("model_kwargs truncate_dim and dimensions disagree; give one")
-            data["dimensions"] = truncate_dim
-        if model_kwargs:
-            data["engine_kwargs"] = {**model_kwargs, **(data.get("engine_kwargs") or {})}
-        return data
+        return with_huggingface_options(data, model_kwargs, truncate_dim)
 
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
         params = super()._params(input_type)

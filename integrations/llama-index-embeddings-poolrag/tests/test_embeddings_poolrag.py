@@ -151,6 +151,10 @@ def test_huggingface_embedding_arguments_run_unchanged(minilm_path: Path, minilm
     np.testing.assert_allclose(as_array(model.get_text_embedding(long_text)), cut, atol=1e-6)
     with pytest.raises(ValueError, match="not a Matryoshka model"):
         PoolragEmbedding(engine=minilm_engine, truncate_dim=128)
+    # its unset values (device=None, trust_remote_code=False) are no engine options: engine= takes them
+    assert (
+        PoolragEmbedding(engine=minilm_engine, device=None, trust_remote_code=False).backend is minilm_engine
+    )
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
         PoolragEmbedding(engine=minilm_engine, cache_folder="/tmp/hf")  # no counterpart: named, refused
 

@@ -89,7 +89,7 @@ def test_empty_and_bad_input(cross_encoder_engine: Engine) -> None:
     with pytest.raises(InvalidInputError, match="needs the query"):
         rerank.postprocess_nodes(corpus_nodes())
     blank = [*corpus_nodes()[:2], NodeWithScore(node=TextNode(text=""), score=0.1)]
-    with pytest.raises(InvalidInputError, match=r"^document 2 is empty$"):  # named as the caller knows it
+    with pytest.raises(InvalidInputError, match=r"^documents\[2\] is empty$"):  # named as the caller knows it
         rerank.postprocess_nodes(blank, query_str=QUERY)
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         PoolragRerank(engine=cross_encoder_engine, top_n=0)

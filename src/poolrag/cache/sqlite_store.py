@@ -107,9 +107,10 @@ class EmbeddingCache:
         max_bytes: int = DEFAULT_MAX_BYTES,
         timeout: float = 30.0,
     ) -> None:
-        check_count(max_bytes, "max_bytes")
+        if isinstance(max_bytes, float) and max_bytes.is_integer():
+            max_bytes = int(max_bytes)  # 2e9 is a byte count too
+        self.max_bytes = check_count(max_bytes, "max_bytes")
         self.path = Path(path) if path is not None else default_cache_path()
-        self.max_bytes = int(max_bytes)
         self._timeout = float(timeout)
         self.stats = CacheStats()
         self._lock = threading.Lock()

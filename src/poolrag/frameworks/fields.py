@@ -14,6 +14,7 @@ framework's base plus one of these mixins, and every adapter takes the same argu
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf, PrivateAttr, SecretStr, model_validator
@@ -33,6 +34,25 @@ from poolrag.frameworks.sparse_encoding import (
 )
 from poolrag.params import InputType, PoolingParams
 from poolrag.sparse.bm25 import BM25Encoder, BM25Parameters
+
+#: ``HuggingFaceEmbeddings``' and ``HuggingFaceEmbedding``'s arguments that are engine options here
+HUGGINGFACE_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision")
+
+
+def with_huggingface_options(
+    data: dict[str, Any], options: Mapping[str, Any], truncate_dim: object
+) -> dict[str, Any]:
+    """An adapter's arguments with a HuggingFace class's engine ``options`` merged under
+    ``engine_kwargs`` (those at their unset values dropped, so ``engine=`` or ``base_url=`` still
+    take them) and its ``truncate_dim`` as ``dimensions``: both frameworks' embeddings map them so."""
+    given = {name: value for name, value in options.items() if value is not None and value is not False}
+    if given:
+        data["engine_kwargs"] = {**given, **(data.get("engine_kwargs") or {})}
+    if truncate_dim is not None:
+        if data.get("dimensions") not in (None, truncate_dim):
+            raise InvalidInputError("truncate_dim and dimensions disagree; give one")
+        data["dimensions"] = truncate_dim
+    return data
 
 
 def _api_key_from_env() -> SecretStr | None:

@@ -19,7 +19,7 @@ from pydantic import Field
 from poolrag.counts import check_optional_count
 from poolrag.frameworks.fields import BackendFields
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, Ranked, SecondStage, rank_second_stage
-from poolrag.text_validity import check_text
+from poolrag.text_validity import check_text, check_texts
 
 
 class RerankerFields(BackendFields):
@@ -66,10 +66,9 @@ class RerankerFields(BackendFields):
 
 
 def _checked(query: object, texts: list[str]) -> str:
-    """The query, once it and every document were checked, each named as the framework's user knows
-    it (``document 3 is empty``), before any model call."""
-    for i, text in enumerate(texts):
-        check_text(text, f"document {i}")
+    """The query, once it and every document were checked (``documents[3] is empty``), before any
+    model call."""
+    check_texts(texts, "documents")
     return check_text(query, "the query")
 
 

@@ -102,6 +102,8 @@ class ServerSettings:
             value = getattr(self, name)
             if value is not None and not all(value):
                 raise ValueError(f"{name} must not hold empty names")
+        if self.allowed_origins is not None and not self.allowed_origins:
+            raise ValueError("allowed_origins is empty: list the origins, or leave it unset for no CORS")
         cors = [name for name in ("allowed_methods", "allowed_headers") if getattr(self, name) is not None]
         cors += ["allow_credentials"] if self.allow_credentials else []
         if cors and self.allowed_origins is None:  # vLLM would allow every origin: say so, do not ignore

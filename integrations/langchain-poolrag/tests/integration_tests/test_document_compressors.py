@@ -118,7 +118,7 @@ def test_empty_input_and_bad_input(cross_encoder_engine: Engine) -> None:
     with pytest.raises(InputTypeError):
         reranker.compress_documents(corpus_documents(), None)  # type: ignore[arg-type]
     blank_page = [*corpus_documents()[:3], Document(page_content=" \n ")]
-    with pytest.raises(InvalidInputError, match=r"^document 3 is empty"):  # named as the caller knows it
+    with pytest.raises(InvalidInputError, match=r"^documents\[3\] is empty"):  # named as the caller knows it
         reranker.compress_documents(blank_page, "anything")
     with pytest.raises(InvalidInputError, match=r"^the query is empty"):
         reranker.compress_documents(corpus_documents(), "")

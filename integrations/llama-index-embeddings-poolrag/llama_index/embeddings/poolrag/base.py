@@ -13,14 +13,11 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import Field, model_validator
 
-from poolrag.errors import InvalidInputError
 from poolrag.frameworks.adapter_calls import aembed_text, aembed_texts, embed_text, embed_texts
-from poolrag.frameworks.fields import EmbeddingFields
+from poolrag.frameworks.fields import HUGGINGFACE_ENGINE_OPTIONS, EmbeddingFields, with_huggingface_options
 from poolrag.params import InputType, PoolingParams
 
 DEFAULT_BATCH = 256
-#: ``HuggingFaceEmbedding`` arguments that are options of the engine here
-_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision")
 #: ``HuggingFaceEmbedding`` arguments that steer sentence-transformers' batching: nothing to do here
 _NO_EFFECT = ("show_progress_bar", "parallel_process", "target_devices")
 
@@ -87,15 +84,8 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         data = dict(data)
         for name in _NO_EFFECT:
             data.pop(name, None)
-        options = {name: data.pop(name) for name in _ENGINE_OPTIONS if name in data}
-        if options:
-            data["engine_kwargs"] = {**options, **(data.get("engine_kwargs") or {})}
-        truncate_dim = data.pop("truncate_dim", None)
-        if truncate_dim is not None:
-            if data.get("dimensions") not in (None, truncate_dim):
-                raise InvalidInputError("truncate_dim and dimensions disagree; give one")
-            data["dimensions"] = truncate_dim
-        return data
+        options = {name: data.pop(name) for name in HUGGINGFACE_ENGINE_OPTIONS if name in data}
+        return with_huggingface_options(data, options, data.pop("truncate_dim", None))
 
     @classmethod
     def class_name(cls) -> str:

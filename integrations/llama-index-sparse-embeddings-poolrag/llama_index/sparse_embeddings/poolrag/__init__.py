@@ -11,5 +11,7 @@ def __getattr__(name: str) -> Any:
     """Import the Milvus class on first use: it needs the optional llama-index-vector-stores-milvus
     (without it, a stand-in that names the extra when constructed)."""
     if name == "PoolragMilvusSparseEmbeddingFunction":
-        return optional_class("llama_index.sparse_embeddings.poolrag.milvus", name)
+        return optional_class(
+            "llama_index.sparse_embeddings.poolrag.milvus", name, "llama_index.vector_stores.milvus"
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
