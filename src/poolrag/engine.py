@@ -282,6 +282,7 @@ class Engine:
             output_fingerprint=output_fingerprint(asdict(self._pipeline.pooler_config)),
             normalizes_embeddings=bool(self._pipeline.pooler_config.normalize),
             default_dimensions=self._pipeline.pooler_config.dimensions,
+            prompt_names=tuple(self.spec.prompts),
         )
         self._pooler_defaults = self._pipeline.pooler_defaults
         if task is not None and task not in self.supported_tasks:
@@ -458,7 +459,9 @@ class Engine:
         items = prompt_list(prompts)
         resolved = self._resolve_multi(params) if task == MULTI_VECTOR_TASK else self._resolve(task, params)
         p = params or PoolingParams()
-        return self._pipeline.processor.texts(items, resolved, p.truncate_prompt_tokens, p.prompt)
+        processor = self._pipeline.processor
+        prompt = processor.prompts.chosen(p.prompt, p.prompt_name)
+        return processor.texts(items, resolved, p.truncate_prompt_tokens, prompt)
 
     def _prompt_texts(self, prompts: Prompts) -> list[str | None]:
         return [p if isinstance(p, str) else None for p in prompt_list(prompts)]
@@ -585,7 +588,8 @@ class Engine:
             raise InvalidInputError(late_chunking_refused(self.model_name, self.pooler_config.pooling_type))
         checked = check_spans(check_text(document, "document"), spans)
         processor = self._pipeline.processor
-        prefix = processor.prompts.prefix_for(resolved.input_type, params.prompt)
+        prompt = processor.prompts.chosen(params.prompt, params.prompt_name)
+        prefix = processor.prompts.prefix_for(resolved.input_type, prompt)
         plan = plan_late_chunks(processor, document, checked, resolved, prefix)
         results = yield plan.windows
         return np.stack([results[window][row] for window, row in plan.placement])
@@ -764,7 +768,8 @@ class Engine:
         processor = self._pipeline.processor
         query_params = self._resolve(task, params.with_updates(input_type="query", dimensions=None))
         doc_params = self._resolve(task, params.with_updates(input_type="document", dimensions=None))
-        q_requests = processor.texts(firsts, query_params, truncate, params.prompt)
+        prompt = processor.prompts.chosen(params.prompt, params.prompt_name)
+        q_requests = processor.texts(firsts, query_params, truncate, prompt)
         d_requests = processor.texts(seconds, doc_params, truncate, None)
         results = yield q_requests + d_requests
         sim = similarity_by_name(self.spec.similarity) if kind is ScoreKind.COSINE else maxsim

@@ -61,6 +61,7 @@ class ModelFacts:
             whoever truncates a full vector to a Matryoshka size renormalises by it.
         default_dimensions: the size ``embed`` returns when a request names none (the pooler's
             ``dimensions``); ``None`` is the full ``embedding_dim``.
+        prompt_names: the names of the folder's instruction prompts (what ``prompt_name`` may say).
     """
 
     model_name: str
@@ -74,6 +75,7 @@ class ModelFacts:
     output_fingerprint: str
     normalizes_embeddings: bool
     default_dimensions: int | None
+    prompt_names: tuple[str, ...] = ()
 
     def renamed(self, model_name: str) -> ModelFacts:
         """The same model under another name: a server reports its served name, not its folder path.
@@ -98,6 +100,7 @@ class ModelFacts:
             "output_fingerprint": self.output_fingerprint,
             "normalizes_embeddings": self.normalizes_embeddings,
             "default_dimensions": self.default_dimensions,
+            "prompt_names": list(self.prompt_names),
         }
 
     @classmethod
@@ -119,6 +122,7 @@ class ModelFacts:
                 output_fingerprint=str(data["output_fingerprint"]),
                 normalizes_embeddings=bool(data["normalizes_embeddings"]),
                 default_dimensions=None if default_dimensions is None else int(default_dimensions),
+                prompt_names=tuple(str(n) for n in data.get("prompt_names") or ()),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(

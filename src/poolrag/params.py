@@ -73,6 +73,8 @@ class PoolingParams:
             an over-long input is an error rather than a silently truncated answer.
         input_type: ``"query"`` or ``"document"``; selects prompts and ColBERT query/document encoding.
         prompt: explicit text prepended to each input, overriding the model's prompts.
+        prompt_name: one of the model folder's prompts by name (sentence-transformers'
+            ``prompt_name``: ``"classification"``, ``"clustering"``...), instead of ``prompt``.
         step_tag_id / returned_token_ids: STEP pooling for process reward models.
         max_active_dims: ``sparse_embed`` keeps only this many largest weights per text
             (sentence-transformers' ``max_active_dims``); ``None`` keeps every non-zero weight.
@@ -86,6 +88,7 @@ class PoolingParams:
     truncate_prompt_tokens: int | None = None
     input_type: InputType | None = None
     prompt: str | None = None
+    prompt_name: str | None = None
     step_tag_id: int | None = None
     returned_token_ids: tuple[int, ...] | None = None
     max_active_dims: int | None = None
@@ -105,6 +108,11 @@ class PoolingParams:
             self.truncate_prompt_tokens == 0 or self.truncate_prompt_tokens < -1
         ):
             raise InvalidInputError("truncate_prompt_tokens must be a positive number of tokens or -1")
+        if self.prompt_name is not None:
+            if not isinstance(self.prompt_name, str) or not self.prompt_name:
+                raise InvalidInputError("prompt_name must be the name of one of the model's prompts")
+            if self.prompt is not None:
+                raise InvalidInputError("give prompt or prompt_name, not both", param="prompt_name")
         if self.max_active_dims is not None and (
             isinstance(self.max_active_dims, bool)
             or not isinstance(self.max_active_dims, int)
@@ -139,6 +147,13 @@ class PoolingParams:
             verify_dimensions(dimensions, facts)
         if self.max_active_dims is not None and task != "sparse_embed":
             raise InvalidInputError(f"max_active_dims applies to sparse_embed, not to task {task!r}")
+        if self.prompt_name is not None and self.prompt_name not in facts.prompt_names:
+            known = ", ".join(repr(n) for n in facts.prompt_names)
+            raise InvalidInputError(
+                f"prompt_name {self.prompt_name!r} is not one of this model's prompts"
+                + (f" ({known})" if known else " (its folder names none)"),
+                param="prompt_name",
+            )
         normalize = self._normalize_switch(task, facts)
         task = defaults.task_aliases.get(task, task)
         return ResolvedParams(

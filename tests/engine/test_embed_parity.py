@@ -12,7 +12,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 from tiny_models import ENCODER_ARCHS, SENTENCES, write_sentence_transformers
 
-from poolrag import Engine, ModelLoadError, PoolingParams
+from poolrag import Engine, InvalidInputError, ModelLoadError, PoolingParams
 from poolrag.config.st_activations import DENSE_ACTIVATIONS
 
 
@@ -95,6 +95,29 @@ def test_prompts_from_the_folder_are_applied_per_input_type(tiny_model, tmp_path
     np.testing.assert_allclose(plain, st.encode(SENTENCES), atol=1e-5, rtol=0)
     explicit = engine.embed_array(SENTENCES, PoolingParams(prompt="Represent this: "))
     np.testing.assert_allclose(explicit, st.encode(SENTENCES, prompt="Represent this: "), atol=1e-5, rtol=0)
+
+
+def test_a_prompt_named_by_prompt_name_matches_sentence_transformers(tiny_model, tmp_path) -> None:
+    prompts = {"query": "query: ", "classification": "classify: ", "clustering": "cluster: "}
+    folder = _st_folder(tiny_model, tmp_path, "bert", pooling="mean", prompts=prompts)
+    st = SentenceTransformer(str(folder), device="cpu")
+    engine = Engine(folder)
+    assert set(engine.facts.prompt_names) == set(st.prompts)  # sentence-transformers adds empty ones
+    for name in ("classification", "clustering"):
+        ours = engine.embed_array(SENTENCES, PoolingParams(prompt_name=name))
+        np.testing.assert_allclose(ours, st.encode(SENTENCES, prompt_name=name), atol=1e-5, rtol=0)
+    # a name the folder lacks is refused, listing the names it has; a name and a text are one too many
+    with pytest.raises(InvalidInputError, match=r"'summary' is not one of this model's prompts \(.*'cluster"):
+        engine.embed_array(SENTENCES, PoolingParams(prompt_name="summary"))
+    with pytest.raises(InvalidInputError, match="prompt or prompt_name, not both"):
+        PoolingParams(prompt="x: ", prompt_name="query")
+
+
+def test_prompt_name_on_a_folder_without_prompts_says_it_has_none(tiny_model) -> None:
+    engine = Engine(tiny_model("bert"))  # a bare transformers folder: no sentence-transformers config
+    assert engine.facts.prompt_names == ()
+    with pytest.raises(InvalidInputError, match="its folder names none"):
+        engine.embed(SENTENCES, PoolingParams(prompt_name="query"))
 
 
 def test_bare_encoder_folder_defaults_to_cls_and_normalises(tiny_model) -> None:

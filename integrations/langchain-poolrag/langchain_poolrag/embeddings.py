@@ -19,7 +19,7 @@ from poolrag.params import InputType, PoolingParams
 
 #: ``encode_kwargs`` keys that shape the vectors here, and those that only steer how
 #: sentence-transformers batches and returns them (the engine batches by token budget instead).
-_ENCODE_OPTIONS = frozenset({"normalize_embeddings", "prompt"})
+_ENCODE_OPTIONS = frozenset({"normalize_embeddings", "prompt", "prompt_name"})
 _ENCODE_NO_EFFECT = frozenset({"batch_size", "show_progress_bar", "convert_to_numpy", "convert_to_tensor"})
 
 
@@ -40,10 +40,10 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
             arguments, so code written for it runs unchanged: ``device``, ``trust_remote_code``,
             ``revision`` and ``truncate_dim`` (as ``dimensions``) of ``model_kwargs``;
             ``normalize_embeddings=True`` (unit vectors even where the folder does not normalise;
-            ``False`` leaves the folder's choice, as sentence-transformers does) and ``prompt``
-            of the encode kwargs. ``batch_size``, ``show_progress_bar`` and ``show_progress`` are
-            taken and change nothing (the engine batches by token budget); any other key is refused
-            in one line naming it.
+            ``False`` leaves the folder's choice, as sentence-transformers does), ``prompt`` and
+            ``prompt_name`` (one of the folder's prompts by name) of the encode kwargs. ``batch_size``,
+            ``show_progress_bar`` and ``show_progress`` are taken and change nothing (the engine
+            batches by token budget); any other key is refused in one line naming it.
     """
 
     model_kwargs: dict[str, Any] = Field(
@@ -90,9 +90,7 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
         )
         if encode.get("normalize_embeddings"):
             params = params.with_updates(normalize=True)
-        if encode.get("prompt") is not None:
-            params = params.with_updates(prompt=encode["prompt"])
-        return params
+        return params.with_updates(prompt=encode.get("prompt"), prompt_name=encode.get("prompt_name"))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed search documents (with the model's document prompt, if it has one)."""

@@ -23,8 +23,9 @@ def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> byte
     """Digest of the model and every setting that changes the vector for a given text."""
     per_call = asdict(params)
     per_call.pop("dimensions")  # full vectors are cached; sizes are cut on the way out
-    if per_call.get("max_active_dims") is None:  # added later: unset, it must not move existing keys
-        per_call.pop("max_active_dims", None)
+    for later in ("max_active_dims", "prompt_name"):  # added later: unset, they must not move old keys
+        if per_call.get(later) is None:
+            per_call.pop(later, None)
     if task == "embed" and per_call.get("normalize") == facts.normalizes_embeddings:
         per_call["normalize"] = None  # asking for what the model does anyway: the same vectors, one key
     description = {

@@ -27,6 +27,7 @@ EMBEDDINGS_FIELDS = (
     "truncate_prompt_tokens",
     "input_type",
     "prompt",
+    "prompt_name",
 )
 POOLING_FIELDS = (
     "dimensions",

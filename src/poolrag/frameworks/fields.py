@@ -124,9 +124,10 @@ class BackendFields(BaseModel):
             self.base_url = remote_url
         # Settings refused now rather than at the first call: truncation always; the task and
         # ``dimensions`` against the model where it runs here (a server's facts would need a request).
-        params = self._params()
-        if self._task is not None and remote_url is None:
-            params.verify(self._task, self._backend.facts)
+        for input_type in (None, "query"):  # a query's settings may be its own (query_encode_kwargs)
+            params = self._params(input_type)
+            if self._task is not None and remote_url is None:
+                params.verify(self._task, self._backend.facts)
         return self
 
     @property

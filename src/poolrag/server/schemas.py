@@ -103,6 +103,7 @@ def _homogeneous_lists(message: str, token_ids: bool) -> WrapValidator:
 _POOLING_SHAPES = "must be a string, a list of strings, a list of token ids or a list of token-id lists"
 #: An instruction prompt is a sentence; the bound keeps one request from copying megabytes into each input.
 PROMPT_MAX_CHARS = 2048
+PROMPT_NAME_MAX_CHARS = 256  # a key of the folder's prompts
 TokenIds = list[StrictInt]
 PoolingInput = Annotated[
     Text | list[Text] | TokenIds | list[TokenIds],
@@ -213,6 +214,13 @@ class EmbeddingRequest(VllmRequestBody):
         max_length=PROMPT_MAX_CHARS,
         description="Text put before each text input instead of the model's prompts, as "
         "sentence-transformers' prompt= (poolrag extension).",
+    )
+    prompt_name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=PROMPT_NAME_MAX_CHARS,
+        description="One of the model folder's prompts by name, as sentence-transformers' prompt_name= "
+        "(poolrag extension; GET /v1/models lists them as prompt_names).",
     )
     late_chunking: LateChunking | None = Field(
         None,
@@ -546,6 +554,7 @@ class ModelCard(BaseModel):
     output_fingerprint: str
     normalizes_embeddings: bool
     default_dimensions: int | None
+    prompt_names: list[str] = Field(default_factory=list, description="What prompt_name may say.")
 
 
 class ModelList(BaseModel):

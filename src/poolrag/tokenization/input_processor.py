@@ -59,6 +59,11 @@ class PromptSettings:
     prompts: dict[str, str]
     default_prompt_name: str | None = None
 
+    def chosen(self, prompt: str | None, prompt_name: str | None) -> str | None:
+        """The caller's own prompt, given as text or named from the folder's prompts (the name was
+        checked against the model by ``PoolingParams.verify``); None leaves the choice to ``prefix_for``."""
+        return self.prompts[prompt_name] if prompt_name is not None else prompt
+
     def prefix_for(self, input_type: str | None, explicit: str | None) -> str:
         if explicit is not None:
             return explicit

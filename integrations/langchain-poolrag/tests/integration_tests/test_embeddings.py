@@ -13,6 +13,7 @@ from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from poolrag import (
     Engine,
     InputTooLongError,
+    InvalidInputError,
 )
 from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
 from poolrag.testing.partner_fixtures import DOC, QUERY, loop_turns_until_done
@@ -177,6 +178,23 @@ def test_huggingface_embeddings_arguments_run_unchanged(minilm_path: Path, minil
     np.testing.assert_allclose(
         both.embed_documents(["ocean"])[0], minilm_engine.embed_array(["passage: ocean"])[0], atol=1e-6
     )
+
+
+def test_a_prompt_name_the_folder_lacks_is_refused_where_the_model_is_known(
+    minilm_engine: Engine, minilm_url: str
+) -> None:
+    """``prompt_name`` picks one of the folder's prompts (the engine's and the server's tests check the
+    vectors); all-MiniLM-L6-v2's folder has none, so a name is refused when the class is built here,
+    and by the client's check against the served facts, before any request, when remote."""
+    with pytest.raises(ValueError, match="prompt_name 'query' is not one of this model's prompts"):
+        PoolragEmbeddings(engine=minilm_engine, query_encode_kwargs={"prompt_name": "query"})
+    remote = PoolragEmbeddings(
+        base_url=minilm_url, model_name="minilm", encode_kwargs={"prompt_name": "document"}
+    )
+    assert remote._params("document").prompt_name == "document"
+    with pytest.raises(InvalidInputError, match="its folder names none") as error:
+        remote.embed_documents(["ocean"])
+    assert not isinstance(error.value, RemoteInvalidInputError)
 
 
 def test_truncate_dim_is_dimensions(matryoshka_engine: Engine, minilm_path: Path) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from fastapi import APIRouter, Request
 
 from poolrag.errors import InvalidInputError
+from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.postprocess.vector_precision import quantize_vectors
@@ -30,11 +31,18 @@ from poolrag.server.state import model_state, new_id
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v2/embed"
 
-# classification / clustering texts get no prompt: the model's own default applies
 _INPUT_TYPES = {"search_query": "query", "search_document": "document"}
 
 
-def _params(body: CohereEmbedRequest) -> PoolingParams:
+def _prompt_name(input_type: str | None, facts: ModelFacts) -> str | None:
+    """Cohere's ``classification`` / ``clustering`` as the folder's prompt of that name (nomic's
+    ``classification``, EmbeddingGemma's ``Classification``); without one, the model's default."""
+    if input_type not in ("classification", "clustering"):
+        return None
+    return next((n for n in facts.prompt_names if n.lower() == input_type), None)
+
+
+def _params(body: CohereEmbedRequest, facts: ModelFacts) -> PoolingParams:
     if body.truncate == "START":
         raise APIError(
             400,
@@ -47,6 +55,7 @@ def _params(body: CohereEmbedRequest) -> PoolingParams:
         dimensions=body.output_dimension,
         truncate_prompt_tokens=-1 if body.truncate == "END" else None,
         input_type=_INPUT_TYPES.get(body.input_type),
+        prompt_name=_prompt_name(body.input_type, facts),
     )
 
 
@@ -106,7 +115,7 @@ async def create_embed(body: CohereEmbedRequest, request: Request) -> CohereEmbe
     check_count(state.settings, len(body.texts), "texts")
     refuse_blank(body.texts, "texts")
     _check_scalable(body, state.ranges)
-    params = _params(body)
+    params = _params(body, state.engine.facts)
     calibration = _calibration(body)
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     outputs = await state.run_engine(PATH, len(body.texts), state.calls.embed, list(body.texts), params)

@@ -73,6 +73,7 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
         truncate_prompt_tokens=body.truncate_prompt_tokens,
         input_type=body.input_type,
         prompt=body.prompt,
+        prompt_name=body.prompt_name,
     )
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     if body.late_chunking is not None:
