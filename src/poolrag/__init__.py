@@ -20,7 +20,7 @@ against this list and fails on any arrow up and on any module not placed here::
     model_facts: what a served model is (identity, tasks, sizes, score kind)
     request: the unit of work (token ids and parameters complete for one task)
     params, outputs: what a caller asks for (verified and filled into a request's) and gets back
-    vllm_outputs, vllm_options: vLLM's output types, and its options that have no effect here
+    vllm_inputs, vllm_outputs, vllm_options: vLLM's input spellings, output types, no-effect options
     backend: the PoolingBackend protocol that the engine and the HTTP client implement
     config: reading a model folder into a spec (family, kind, pooler settings, positions)
     tokenization: text to token ids (prompts, score templates)

@@ -12,16 +12,19 @@ cannot honour them; never dropped.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.engine import Engine, Prompts
+from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
+from poolrag.input_shapes import prompt_list
 from poolrag.params import PoolingParams
+from poolrag.vllm_inputs import engine_prompts, per_prompt_params, truncation
 from poolrag.vllm_options import NO_EFFECT_OPTIONS, eager_compile, refuse_parallelism, warn_no_effect
 from poolrag.vllm_outputs import (
     ClassificationOutput,
@@ -134,6 +137,7 @@ class LLM:
         )
         self.engine_args = EngineArgs.from_options(model, named | _engine_options(engine_options))
         self.engine = Engine.from_engine_args(self.engine_args)
+        self._request_ids = itertools.count()  # vLLM numbers requests over an LLM's life, not per call
 
     @property
     def supported_tasks(self) -> tuple[str, ...]:
@@ -144,45 +148,63 @@ class LLM:
 
     def embed(
         self,
-        prompts: Prompts,
-        pooling_params: PoolingParams | None = None,
+        prompts: Any,
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
         *,
         truncate_prompt_tokens: int | None = None,
-        use_tqdm: bool = True,
+        tokenization_kwargs: dict[str, Any] | None = None,
+        use_tqdm: bool | Callable[..., Any] = True,
         lora_request: object = None,
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
         """One vector per prompt (``outputs.embedding``, a list of floats)."""
-        return to_vllm(
-            self.engine.embed(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        return self._run(
+            self.engine.embed,
+            prompts,
+            pooling_params,
+            truncate_prompt_tokens,
+            tokenization_kwargs,
+            lora_request,
         )
 
     def classify(
         self,
-        prompts: Prompts,
-        pooling_params: PoolingParams | None = None,
+        prompts: Any,
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
         *,
         truncate_prompt_tokens: int | None = None,
-        use_tqdm: bool = True,
+        tokenization_kwargs: dict[str, Any] | None = None,
+        use_tqdm: bool | Callable[..., Any] = True,
         lora_request: object = None,
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
         """Class probabilities per prompt (``outputs.probs``, a list of floats)."""
-        return to_vllm(
-            self.engine.classify(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        return self._run(
+            self.engine.classify,
+            prompts,
+            pooling_params,
+            truncate_prompt_tokens,
+            tokenization_kwargs,
+            lora_request,
         )
 
     def reward(
         self,
-        prompts: Prompts,
-        pooling_params: PoolingParams | None = None,
+        prompts: Any,
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
         *,
         truncate_prompt_tokens: int | None = None,
-        use_tqdm: bool = True,
+        tokenization_kwargs: dict[str, Any] | None = None,
+        use_tqdm: bool | Callable[..., Any] = True,
         lora_request: object = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Reward data per prompt: one value for a sequence reward model, per-token (or per-step)
         rows for a token classifier or process reward model, as vLLM returns them."""
-        return to_vllm(
-            self.engine.reward(prompts, _params(pooling_params, truncate_prompt_tokens, lora_request))
+        return self._run(
+            self.engine.reward,
+            prompts,
+            pooling_params,
+            truncate_prompt_tokens,
+            tokenization_kwargs,
+            lora_request,
         )
 
     def score(
@@ -193,7 +215,8 @@ class LLM:
         pooling_params: PoolingParams | None = None,
         *,
         truncate_prompt_tokens: int | None = None,
-        use_tqdm: bool = True,
+        tokenization_kwargs: dict[str, Any] | None = None,
+        use_tqdm: bool | Callable[..., Any] = True,
         lora_request: object = None,
         score_template: str | None = None,
         chat_template: str | None = None,
@@ -207,17 +230,20 @@ class LLM:
             if score_template is not None and score_template != chat_template:
                 raise InvalidInputError("give chat_template or score_template, not both")
             score_template = chat_template
-        params = _params(pooling_params, truncate_prompt_tokens, lora_request)
-        return to_vllm(self.engine.score(data_1, data_2, params, score_template=score_template))
+        truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
+        params = _params(pooling_params, truncate, lora_request)
+        results = self.engine.score(data_1, data_2, params, score_template=score_template)
+        return to_vllm(results, self._request_ids)
 
     def encode(
         self,
-        prompts: Prompts,
-        pooling_params: PoolingParams | None = None,
+        prompts: Any,
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
         *,
         pooling_task: str | None = None,
         truncate_prompt_tokens: int | None = None,
-        use_tqdm: bool = True,
+        tokenization_kwargs: dict[str, Any] | None = None,
+        use_tqdm: bool | Callable[..., Any] = True,
         lora_request: object = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Any task's raw data (``outputs.data``, a tensor); ``pooling_task`` is required, as in vLLM.
@@ -228,5 +254,41 @@ class LLM:
         """
         if pooling_task is None:
             raise InvalidInputError(f"encode() needs pooling_task, one of: {', '.join(self.supported_tasks)}")
-        params = _params(pooling_params, truncate_prompt_tokens, lora_request)
-        return to_vllm(self.engine.encode(prompts, pooling_task, params))
+        task = pooling_task
+        return self._run(
+            lambda items, params: self.engine.encode(items, task, params),
+            prompts,
+            pooling_params,
+            truncate_prompt_tokens,
+            tokenization_kwargs,
+            lora_request,
+        )
+
+    def _run(
+        self,
+        call: Callable[[Any, PoolingParams | None], list[Any]],
+        prompts: Any,
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None,
+        truncate_prompt_tokens: int | None,
+        tokenization_kwargs: dict[str, Any] | None,
+        lora_request: object,
+    ) -> list[Any]:
+        """One task over vLLM's inputs: prompts and truncation in the Engine's form; a list of
+        ``PoolingParams`` runs each distinct one over its prompts (batched with the others by the
+        engine's scheduler only within one call), the results back in the prompts' order."""
+        items = engine_prompts(prompts)
+        truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
+        listed = prompt_list(items)
+        per_prompt = per_prompt_params(pooling_params, len(listed))
+        if per_prompt is None:
+            single = pooling_params if isinstance(pooling_params, PoolingParams) else None
+            return to_vllm(call(items, _params(single, truncate, lora_request)), self._request_ids)
+        groups: dict[PoolingParams | None, list[int]] = {}
+        for index, params in enumerate(per_prompt):
+            groups.setdefault(params, []).append(index)
+        results: list[Any] = [None] * len(listed)
+        for params, indices in groups.items():
+            outputs = call([listed[i] for i in indices], _params(params, truncate, lora_request))
+            for index, output in zip(indices, outputs, strict=True):
+                results[index] = output
+        return to_vllm(results, self._request_ids)

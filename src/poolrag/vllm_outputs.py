@@ -9,6 +9,7 @@ Engine result at the front door.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -28,6 +29,9 @@ class EmbeddingOutput:
     def hidden_size(self) -> int:
         return len(self.embedding)
 
+    def __repr__(self) -> str:  # as vLLM's: the size, not thousands of floats in a log line
+        return f"EmbeddingOutput(hidden_size={self.hidden_size})"
+
 
 @dataclass(slots=True)
 class ClassificationOutput:
@@ -36,6 +40,9 @@ class ClassificationOutput:
     @property
     def num_classes(self) -> int:
         return len(self.probs)
+
+    def __repr__(self) -> str:
+        return f"ClassificationOutput(num_classes={self.num_classes})"
 
 
 @dataclass(slots=True)
@@ -56,7 +63,8 @@ T = TypeVar("T", EmbeddingOutput, ClassificationOutput, ScoringOutput, PoolingOu
 
 @dataclass(slots=True)
 class PoolingRequestOutput(Generic[T]):
-    """One prompt's result as vLLM gives it: always ``finished`` (an offline call returns whole)."""
+    """One prompt's result as vLLM gives it: always ``finished`` and without ``error`` (an offline
+    call returns whole, or raises)."""
 
     request_id: str
     outputs: T
@@ -64,15 +72,31 @@ class PoolingRequestOutput(Generic[T]):
     prompt: str | None = None
     num_cached_tokens: int = 0
     finished: bool = True
+    error: None = None
 
     @property
     def num_tokens(self) -> int:
         return len(self.prompt_token_ids)
 
 
-EmbeddingRequestOutput = PoolingRequestOutput[EmbeddingOutput]
-ClassificationRequestOutput = PoolingRequestOutput[ClassificationOutput]
-ScoringRequestOutput = PoolingRequestOutput[ScoringOutput]
+# the classes vLLM's embed / classify / score return, so isinstance checks written for it hold
+class EmbeddingRequestOutput(PoolingRequestOutput[EmbeddingOutput]):
+    __slots__ = ()
+
+
+class ClassificationRequestOutput(PoolingRequestOutput[ClassificationOutput]):
+    __slots__ = ()
+
+
+class ScoringRequestOutput(PoolingRequestOutput[ScoringOutput]):
+    __slots__ = ()
+
+
+_REQUEST_OUTPUTS: dict[type, type[PoolingRequestOutput[Any]]] = {
+    EmbeddingOutput: EmbeddingRequestOutput,
+    ClassificationOutput: ClassificationRequestOutput,
+    ScoringOutput: ScoringRequestOutput,
+}
 
 
 def _tensor(data: np.ndarray) -> Any:
@@ -95,14 +119,20 @@ def _convert(result: object) -> EmbeddingOutput | ClassificationOutput | Scoring
     raise TypeError(f"no vLLM output type for {type(result).__name__}")
 
 
-def to_vllm(results: list[engine_outputs.PoolingRequestOutput[Any]]) -> list[PoolingRequestOutput[Any]]:
-    """The Engine's numpy results as vLLM's types (lists of floats, tensors, ``finished=True``)."""
-    return [
-        PoolingRequestOutput(
-            request_id=r.request_id,
-            outputs=_convert(r.outputs),
-            prompt_token_ids=list(r.prompt_token_ids),
-            prompt=r.prompt,
+def to_vllm(
+    results: list[engine_outputs.PoolingRequestOutput[Any]], request_ids: Iterator[int] | None = None
+) -> list[PoolingRequestOutput[Any]]:
+    """The Engine's numpy results as vLLM's types (lists of floats, tensors, ``finished=True``),
+    numbered from ``request_ids`` where given (vLLM counts requests over an ``LLM``'s life)."""
+    converted = []
+    for r in results:
+        outputs = _convert(r.outputs)
+        converted.append(
+            _REQUEST_OUTPUTS.get(type(outputs), PoolingRequestOutput)(
+                request_id=r.request_id if request_ids is None else str(next(request_ids)),
+                outputs=outputs,
+                prompt_token_ids=list(r.prompt_token_ids),
+                prompt=r.prompt,
+            )
         )
-        for r in results
-    ]
+    return converted

@@ -68,6 +68,28 @@ def test_pooler_config_as_the_docs_write_it(minilm_path: Path, pooler_config: ob
     assert abs(float(np.linalg.norm(vector)) - 1.0) > 1e-3  # not normalised, as asked
 
 
+def test_pooler_config_in_vllm_0_32s_spelling(minilm_path: Path, minilm_engine: Engine) -> None:
+    """vLLM 0.32 splits ``pooling_type`` into ``seq_pooling_type`` / ``tok_pooling_type`` and calls an
+    embedding model's normalisation ``use_activation`` (it refuses ``normalize``)."""
+    raw = LLM(str(minilm_path), pooler_config={"use_activation": False})
+    assert raw.engine.pooler_config.normalize is False and not raw.engine.facts.normalizes_embeddings
+    unit = np.array(minilm_engine.embed_array(["hello world"])[0])
+    vector = np.array(raw.embed("hello world")[0].outputs.embedding)
+    np.testing.assert_allclose(vector / np.linalg.norm(vector), unit, rtol=0, atol=1e-6)
+    assert abs(float(np.linalg.norm(vector)) - 1.0) > 1e-3
+    cls = LLM(str(minilm_path), pooler_config={"seq_pooling_type": "CLS", "tok_pooling_type": "ALL"})
+    assert cls.engine.pooler_config.pooling_type == "CLS"
+    kernel = LLM(str(minilm_path), pooler_config={"enable_flash_late_interaction": False})  # a CUDA kernel
+    assert kernel.engine.pooler_config == minilm_engine.pooler_config
+    for bad, message in (
+        ({"seq_pooling_type": "CLS", "pooling_type": "MEAN"}, "names two pooling methods"),
+        ({"use_activation": False, "normalize": True}, "normalize and use_activation disagree"),
+        ({"tok_pooling_type": "FIRST"}, "unknown tok_pooling_type 'FIRST'"),
+    ):
+        with pytest.raises(InvalidInputError, match=message):
+            Engine(minilm_path, pooler_config=bad)
+
+
 def test_invalid_pooler_config_text_is_a_clear_error(minilm_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="pooler_config is not valid JSON"):
         Engine(minilm_path, pooler_config="{pooling_type: CLS}")

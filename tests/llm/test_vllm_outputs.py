@@ -18,7 +18,12 @@ import torch
 from tiny_models import SENTENCES
 
 from poolrag import LLM, Engine
-from poolrag.vllm_outputs import PoolingRequestOutput
+from poolrag.vllm_outputs import (
+    ClassificationRequestOutput,
+    EmbeddingRequestOutput,
+    PoolingRequestOutput,
+    ScoringRequestOutput,
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +61,17 @@ def test_encode_gives_a_tensor_as_vllm_does(llm: LLM, minilm_engine: Engine) -> 
 def test_score_and_request_fields(llm: LLM) -> None:
     scores = llm.score("What is pooling?", SENTENCES[:2])
     assert all(type(s.outputs.score) is float and s.finished for s in scores)
+    assert all(isinstance(s, ScoringRequestOutput) for s in scores)
     (out,) = llm.embed(SENTENCES[2])
     assert out.prompt_token_ids and out.num_tokens == len(out.prompt_token_ids)
+    assert isinstance(out, EmbeddingRequestOutput) and out.error is None
+
+
+def test_a_vector_prints_its_size_not_its_floats(llm: LLM) -> None:
+    """vLLM's repr: logging an output does not write 384 floats per line."""
+    (out,) = llm.embed(SENTENCES[0])
+    assert repr(out.outputs) == "EmbeddingOutput(hidden_size=384)"
+    assert len(repr(out)) < 400
 
 
 def test_classify_and_reward_as_vllm_types(tiny_model: Callable[..., Path]) -> None:
@@ -66,6 +80,8 @@ def test_classify_and_reward_as_vllm_types(tiny_model: Callable[..., Path]) -> N
     probs = out.outputs.probs
     assert type(probs) is list and len(probs) == out.outputs.num_classes == 3
     assert sum(probs) == pytest.approx(1.0, abs=1e-5) and out.finished
+    assert isinstance(out, ClassificationRequestOutput)
+    assert repr(out.outputs) == "ClassificationOutput(num_classes=3)"
     tagger = LLM(str(tiny_model("bert", head="token", num_labels=2)), convert="reward")
     (reward,) = tagger.reward(SENTENCES[0])
     assert isinstance(reward.outputs.data, torch.Tensor)

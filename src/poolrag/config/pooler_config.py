@@ -11,6 +11,11 @@ from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
 
 PoolingType = Literal["CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE"]
+POOLING_TYPES = ("CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE")
+#: vLLM 0.32's keys beside ``pooling_type``: its sequence and token pooling methods
+_SPLIT_POOLING_KEYS = ("seq_pooling_type", "tok_pooling_type")
+#: vLLM keys that choose a CUDA kernel of its own and change no result
+_KERNEL_KEYS = ("enable_flash_late_interaction",)
 Activation = Literal["softmax", "sigmoid", "identity"]
 
 
@@ -25,6 +30,7 @@ class PoolerConfig:
     ``log(1 + relu(MLM logits))``), as a sentence-transformers ``SpladePooling`` module would.
     ``logit_mean`` / ``logit_sigma`` (vLLM's) calibrate a classifier's or reranker's logit to
     ``(logit - mean) / sigma`` before its activation, so scores of different rerankers mean the same.
+    ``use_activation`` on an embedding model is vLLM 0.32's name of ``normalize``.
     """
 
     pooling_type: PoolingType | None = None
@@ -65,19 +71,29 @@ class PoolerConfig:
             raise InvalidInputError(
                 f"pooler_config must be a PoolerConfig, a dict or a JSON object, not {type(value).__name__}"
             )
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} | set(_SPLIT_POOLING_KEYS) | set(_KERNEL_KEYS)
         unknown = set(value) - known
         if unknown:
             raise InvalidInputError(f"unknown pooler_config keys: {sorted(unknown)}; known: {sorted(known)}")
-        data = dict(value)
-        if data.get("pooling_type") is not None:
-            data["pooling_type"] = str(data["pooling_type"]).upper()
-            if data["pooling_type"] not in ("CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE"):
-                raise InvalidInputError(f"unknown pooling_type {value['pooling_type']!r}")
+        data = {k: v for k, v in value.items() if k not in _KERNEL_KEYS}
+        pooling_type = _one_pooling_type(data)
+        if pooling_type is not None:
+            data["pooling_type"] = pooling_type
         if data.get("returned_token_ids") is not None:
             data["returned_token_ids"] = tuple(int(t) for t in data["returned_token_ids"])
         check_optional_count(data.get("max_embed_len"), "max_embed_len")
         return cls(**data)
+
+    def normalize_switch(self) -> bool | None:
+        """Whether an embedding model normalises, as the caller set it: ``normalize``, or vLLM 0.32's
+        ``use_activation`` (its only spelling there); the two must agree when both are given."""
+        given = {self.normalize, self.use_activation} - {None}
+        if len(given) > 1:
+            raise InvalidInputError(
+                "pooler_config normalize and use_activation disagree; on an embedding model they "
+                "are the same switch, give one"
+            )
+        return self.normalize if self.normalize is not None else self.use_activation
 
     def merged_over(self, defaults: PoolerConfig) -> PoolerConfig:
         """Fields set here win; unset ones come from ``defaults``."""
@@ -89,3 +105,25 @@ class PoolerConfig:
                 for f in fields(PoolerConfig)
             }
         )
+
+
+def _one_pooling_type(data: dict[str, Any]) -> str | None:
+    """``pooling_type``, or vLLM 0.32's ``seq_pooling_type`` / ``tok_pooling_type`` (taken out of
+    ``data``). poolrag pools each model one way and its token tasks always pool every token, so a
+    token ``ALL`` changes nothing and any other pair of methods must be one method."""
+    named = {key: data.pop(key, None) for key in ("pooling_type", *_SPLIT_POOLING_KEYS)}
+    methods: dict[str, str] = {}
+    for key, kind in named.items():
+        if kind is None:
+            continue
+        kind = str(kind).upper()
+        if kind not in POOLING_TYPES:
+            raise InvalidInputError(f"unknown {key} {named[key]!r}; known: {', '.join(POOLING_TYPES)}")
+        if not (key == "tok_pooling_type" and kind == "ALL"):
+            methods[key] = kind
+    if len(set(methods.values())) > 1:
+        raise InvalidInputError(
+            f"pooler_config names two pooling methods ({', '.join(f'{k}={v}' for k, v in methods.items())}); "
+            "poolrag pools each model one way: give one"
+        )
+    return next(iter(methods.values()), None)

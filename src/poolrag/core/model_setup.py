@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -259,6 +259,9 @@ def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind,
     defaults where neither says."""
     pooler = override.merged_over(spec.pooler_defaults)
     kind = detect_model_kind(spec, pooler)
+    if kind in (ModelKind.EMBEDDING, ModelKind.BGE_M3) and override.use_activation is not None:
+        # vLLM 0.32 calls an embedding model's normalisation use_activation: one switch, kept as normalize
+        pooler = replace(pooler, normalize=override.normalize_switch(), use_activation=None)
     if pooler.pooling_type is None:
         pooler = pooler.merged_over(PoolerConfig(pooling_type=default_pooling(kind, spec.is_decoder)))
     if kind in (ModelKind.EMBEDDING, ModelKind.BGE_M3) and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):

@@ -1,0 +1,110 @@
+"""vLLM's spellings of a call's inputs, as :class:`~poolrag.Engine` takes them.
+
+vLLM 0.32 code passes prompts as text, ``{"prompt": text}``, ``{"prompt_token_ids": ids}`` or a
+bare list of ids; truncates through ``tokenization_kwargs`` (its only way since the
+``truncate_prompt_tokens`` keyword went); and may give one ``PoolingParams`` per prompt.
+:class:`poolrag.LLM` turns each into the Engine's one form here. What poolrag cannot honour is
+refused in one line naming it, never dropped: a result that silently ignored an option would look
+like vLLM's and differ from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.params import PoolingParams
+
+#: ``tokenization_kwargs`` values that ask for what poolrag does anyway
+_ALWAYS = {
+    "add_special_tokens": (True,),
+    "truncation_side": ("right", None),
+    "padding": (False, "do_not_pad"),
+}
+
+
+def _is_token_ids(value: object) -> bool:
+    return isinstance(value, list | tuple) and bool(value) and all(isinstance(t, int) for t in value)
+
+
+def _engine_prompt(prompt: object) -> object:
+    if _is_token_ids(prompt):
+        return {"prompt_token_ids": list(prompt)}  # type: ignore[call-overload]
+    if isinstance(prompt, Mapping) and "prompt_token_ids" not in prompt and "prompt" in prompt:
+        extra = sorted(set(prompt) - {"prompt"})
+        if extra:
+            raise InvalidInputError(f"text prompt keys {extra} are not supported: poolrag pools text only")
+        if not isinstance(prompt["prompt"], str):
+            kind = type(prompt["prompt"]).__name__
+            raise InputTypeError(f"a text prompt's 'prompt' must be a string, not {kind}")
+        return prompt["prompt"]
+    return prompt  # text or a token prompt: the Engine checks it
+
+
+def engine_prompts(prompts: Any) -> Any:
+    """``prompts`` in the Engine's form: text prompts as strings, token lists as token prompts. One
+    prompt stays one prompt (a bare list of ids is one, as in vLLM); anything else the Engine checks."""
+    if isinstance(prompts, str | Mapping) or _is_token_ids(prompts):
+        return _engine_prompt(prompts)
+    if isinstance(prompts, Sequence):
+        return [_engine_prompt(p) for p in prompts]
+    return prompts
+
+
+def truncation(
+    tokenization_kwargs: Mapping[str, Any] | None, truncate_prompt_tokens: int | None
+) -> int | None:
+    """The ``truncate_prompt_tokens`` a call asks for: the keyword (older vLLM), or vLLM 0.32's
+    ``tokenization_kwargs`` (``truncate_prompt_tokens``, or ``truncation=True`` with an optional
+    ``max_length``; ``-1`` is the model's maximum). The two must agree when both are given."""
+    if not tokenization_kwargs:
+        return truncate_prompt_tokens
+    options = dict(tokenization_kwargs)
+    for name, fine in _ALWAYS.items():
+        if name in options and options.pop(name) not in fine:
+            raise InvalidInputError(
+                f"tokenization_kwargs {name}={tokenization_kwargs[name]!r} is not supported: poolrag adds "
+                "special tokens, keeps a text's first tokens and pads nothing"
+            )
+    wanted = options.pop("truncate_prompt_tokens", None)
+    max_length = options.pop("max_length", None)
+    cut = options.pop("truncation", None)
+    if options:
+        raise InvalidInputError(
+            f"tokenization_kwargs {sorted(options)} have no counterpart here; taken: truncate_prompt_tokens, "
+            f"truncation, max_length, {', '.join(_ALWAYS)}"
+        )
+    if cut in (True, "longest_first"):
+        wanted = wanted if wanted is not None else (max_length if max_length is not None else -1)
+    elif cut not in (None, False, "do_not_truncate"):
+        raise InvalidInputError(f"tokenization_kwargs truncation={cut!r} is not supported (True or False)")
+    elif max_length is not None:
+        raise InvalidInputError(
+            "tokenization_kwargs max_length cuts texts only with truncation=True; "
+            "or give truncate_prompt_tokens"
+        )
+    if truncate_prompt_tokens is not None and wanted is not None and truncate_prompt_tokens != wanted:
+        raise InvalidInputError("truncate_prompt_tokens and tokenization_kwargs disagree; give one")
+    return wanted if wanted is not None else truncate_prompt_tokens
+
+
+def per_prompt_params(
+    pooling_params: PoolingParams | Sequence[PoolingParams] | None, count: int
+) -> list[PoolingParams | None] | None:
+    """One ``PoolingParams`` per prompt where vLLM's list form was given (checked for length and
+    type), else None: the single value applies to every prompt."""
+    if pooling_params is None or isinstance(pooling_params, PoolingParams):
+        return None
+    if not isinstance(pooling_params, Sequence) or isinstance(pooling_params, str):
+        raise InputTypeError(
+            f"pooling_params must be a PoolingParams or a list of them, not {type(pooling_params).__name__}"
+        )
+    given = list(pooling_params)
+    for index, params in enumerate(given):
+        if not isinstance(params, PoolingParams):
+            kind = type(params).__name__
+            raise InputTypeError(f"pooling_params[{index}] is a {kind}, not a PoolingParams")
+    if len(given) != count:
+        raise InvalidInputError(f"{len(given)} pooling_params for {count} prompts: one, or one per prompt")
+    return list(given)

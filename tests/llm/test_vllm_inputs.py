@@ -1,0 +1,123 @@
+"""``poolrag.LLM`` takes vLLM 0.32's spellings of a call's inputs: text and token prompt shapes,
+``tokenization_kwargs`` (its only way to truncate) and one ``PoolingParams`` per prompt; what it
+cannot honour is refused in one line naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_models import SENTENCES
+
+from poolrag import LLM, Engine, PoolingParams
+from poolrag.errors import InputTypeError, InvalidInputError
+
+
+@pytest.fixture(scope="module")
+def llm(minilm_path: Path) -> LLM:
+    return LLM(str(minilm_path), runner="pooling")
+
+
+def _vectors(outputs: list) -> np.ndarray:
+    return np.array([o.outputs.embedding for o in outputs])
+
+
+def test_every_prompt_shape_vllm_takes_gives_the_texts_vectors(llm: LLM, minilm_engine: Engine) -> None:
+    text = SENTENCES[0]
+    ids = minilm_engine.tokenize(text)
+    want = minilm_engine.embed_array([text])
+    for prompts in (
+        text,
+        {"prompt": text},  # vLLM's TextPrompt
+        ids,  # a bare list of ids is one token prompt
+        [ids],
+        {"prompt_token_ids": ids},
+        [{"prompt": text}],
+    ):
+        got = _vectors(llm.embed(prompts))
+        assert got.shape == (1, 384), prompts
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    mixed = llm.embed([SENTENCES[1], {"prompt": SENTENCES[2]}, minilm_engine.tokenize(SENTENCES[3])])
+    np.testing.assert_allclose(_vectors(mixed), minilm_engine.embed_array(SENTENCES[1:4]), rtol=0, atol=1e-6)
+
+
+def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
+    with pytest.raises(InvalidInputError, match=r"\['multi_modal_data'\] are not supported"):
+        llm.embed({"prompt": "a cat", "multi_modal_data": {"image": None}})
+    with pytest.raises(InputTypeError, match="'prompt' must be a string, not int"):
+        llm.embed({"prompt": 7})
+
+
+def test_tokenization_kwargs_truncate_as_in_vllm(llm: LLM, minilm_engine: Engine) -> None:
+    long_text = "retrieval " * 300  # 302 tokens, over MiniLM's 256
+    for kwargs, length in (
+        ({"truncate_prompt_tokens": 12}, 12),
+        ({"truncation": True, "max_length": 20}, 20),
+        ({"truncation": True}, 256),  # the model's maximum
+        ({"truncate_prompt_tokens": -1}, 256),
+        ({"truncation": "longest_first", "max_length": 9, "add_special_tokens": True}, 9),
+    ):
+        (out,) = llm.embed(long_text, tokenization_kwargs=kwargs)
+        assert len(out.prompt_token_ids) == length, kwargs
+    (cut,) = llm.embed(long_text, tokenization_kwargs={"truncate_prompt_tokens": 12})
+    np.testing.assert_allclose(
+        cut.outputs.embedding,
+        minilm_engine.embed_array([long_text], PoolingParams(truncate_prompt_tokens=12))[0],
+        rtol=0,
+        atol=1e-6,
+    )
+    with pytest.raises(InvalidInputError, match="302 tokens, more than the model's maximum of 256"):
+        llm.embed(long_text, tokenization_kwargs={"truncation": False})  # as without: too long is an error
+    scores = llm.score("q", [long_text], tokenization_kwargs={"truncation": True})
+    assert isinstance(scores[0].outputs.score, float)
+    (tokens,) = llm.encode(long_text, pooling_task="token_embed", tokenization_kwargs={"truncation": True})
+    assert tokens.outputs.data.shape[0] == 256
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_length": 20}, "max_length cuts texts only with truncation=True"),
+        ({"add_special_tokens": False}, "add_special_tokens=False is not supported"),
+        ({"truncation_side": "left"}, "truncation_side='left' is not supported"),
+        ({"padding": "max_length"}, "padding='max_length' is not supported"),
+        ({"do_lower_case": True}, r"\['do_lower_case'\] have no counterpart here"),
+    ],
+)
+def test_tokenization_kwargs_it_cannot_honour_are_refused(llm: LLM, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        llm.embed("retrieval " * 300, tokenization_kwargs=kwargs)
+
+
+def test_truncation_keyword_and_tokenization_kwargs_must_agree(llm: LLM) -> None:
+    (out,) = llm.embed(
+        "retrieval " * 30, truncate_prompt_tokens=7, tokenization_kwargs={"truncate_prompt_tokens": 7}
+    )
+    assert len(out.prompt_token_ids) == 7
+    with pytest.raises(InvalidInputError, match="disagree"):
+        llm.embed(
+            "retrieval " * 30, truncate_prompt_tokens=7, tokenization_kwargs={"truncate_prompt_tokens": 8}
+        )
+
+
+def test_one_pooling_params_per_prompt(minilm_path: Path, minilm_engine: Engine) -> None:
+    matryoshka = LLM(str(minilm_path), hf_overrides={"matryoshka_dimensions": [128, 256, 384]})
+    params = [PoolingParams(dimensions=128), PoolingParams(), PoolingParams(dimensions=128)]
+    out = matryoshka.embed(SENTENCES[:3], pooling_params=params)
+    assert [len(o.outputs.embedding) for o in out] == [128, 384, 128]
+    full = minilm_engine.embed_array(SENTENCES[:3])
+    np.testing.assert_allclose(out[1].outputs.embedding, full[1], rtol=0, atol=1e-6)
+    cut = full[2, :128] / np.linalg.norm(full[2, :128])  # truncated before it is normalised
+    np.testing.assert_allclose(out[2].outputs.embedding, cut, rtol=0, atol=1e-5)
+    with pytest.raises(InvalidInputError, match="2 pooling_params for 3 prompts"):
+        matryoshka.embed(SENTENCES[:3], pooling_params=params[:2])
+    with pytest.raises(InputTypeError, match=r"pooling_params\[1\] is a dict"):
+        matryoshka.embed(SENTENCES[:2], pooling_params=[PoolingParams(), {"dimensions": 128}])
+
+
+def test_request_ids_count_over_the_llms_life(minilm_path: Path) -> None:
+    llm = LLM(str(minilm_path))
+    first = [o.request_id for o in llm.embed(SENTENCES[:2])]
+    second = [o.request_id for o in llm.score("q", SENTENCES[:2])]
+    assert first == ["0", "1"] and second == ["2", "3"]
