@@ -22,7 +22,7 @@ from poolrag.batching.token_budget import default_batch_tokens
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.config.resolve import resolve_model_path
+from poolrag.config.resolve import TOKENIZER_FILES, resolve_model_path
 from poolrag.core.autotune import TuneReport, TuneRequest, load_tuned, resolve_tune_mode
 from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
@@ -134,6 +134,10 @@ class Engine:
         max_batch_tokens: token budget of one forward pass; by default 16384 on CUDA and 4096 on
             CPUs, where smaller batches stay in cache (1.1-1.3x on all-MiniLM-L6-v2, RESULTS.md).
         max_batch_size: most sequences in one forward pass (vLLM's ``max_num_seqs``; default 512).
+        revision / tokenizer / tokenizer_revision: the model's hub revision, another tokenizer (a
+            folder or hub id) and its revision.
+        download_dir / hf_token: vLLM's names of the hub cache folder and access token (``True``: the
+            one ``hf auth login`` saved); unset, huggingface_hub's own (``$HF_HOME``, ``$HF_TOKEN``).
         convert: adapt a ``*ForCausalLM`` checkpoint: ``embed`` (LAST-token vectors), ``classify``
             (scores from the lm_head rows of ``hf_overrides["classifier_from_token"]``) or
             ``reward`` (process reward model, with a STEP ``pooler_config``). ``embed`` pools the
@@ -189,6 +193,9 @@ class Engine:
         max_batch_size: int | None = None,
         revision: str | None = None,
         tokenizer: str | None = None,
+        tokenizer_revision: str | None = None,
+        download_dir: str | None = None,
+        hf_token: str | bool | None = None,
         convert: str | None = None,
         score_template: str | ScoreTemplate | None = None,
         device_map: str | dict[str, Any] | None = None,
@@ -214,6 +221,9 @@ class Engine:
             max_batch_size=max_batch_size,
             revision=revision,
             tokenizer=tokenizer,
+            tokenizer_revision=tokenizer_revision,
+            download_dir=download_dir,
+            hf_token=hf_token,
             convert=convert,
             score_template=score_template,
             device_map=device_map,
@@ -227,7 +237,13 @@ class Engine:
         self.model_name = self.engine_args.model
         self._score_template = load_score_template(score_template) if score_template is not None else None
         self.device = resolve_device(device)  # before a hub id is fetched: a device it cannot use is one line
-        path = resolve_model_path(model, revision)
+        hub = {"download_dir": self.engine_args.download_dir, "hf_token": hf_token}
+        path = resolve_model_path(model, revision, **hub)
+        tokenizer_path = (
+            None
+            if tokenizer is None
+            else str(resolve_model_path(tokenizer, tokenizer_revision, TOKENIZER_FILES, **hub))
+        )
         self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code, convert)
         self.dtype = resolve_dtype(dtype, self.device)
         pooler = PoolerConfig.from_value(self.engine_args.pooler_config)
@@ -244,7 +260,7 @@ class Engine:
                 max_batch_tokens=batch_tokens,
                 max_batch_size=max_batch_size,
                 trust_remote_code=trust_remote_code,
-                tokenizer_path=tokenizer,
+                tokenizer_path=tokenizer_path,
                 placement=placement,
                 model_impl=impl,
             )

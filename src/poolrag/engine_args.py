@@ -19,7 +19,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from poolrag.config.pooler_config import PoolerConfig
@@ -55,6 +55,8 @@ RUNTIME_FIELDS = (
     "model_impl",
     "compile",
     "tune",
+    "download_dir",
+    "hf_token",
 )
 
 
@@ -76,6 +78,9 @@ class EngineArgs:
     max_batch_size: int | None = None
     revision: str | None = None
     tokenizer: str | None = None
+    tokenizer_revision: str | None = None
+    download_dir: str | None = None
+    hf_token: str | bool | None = field(default=None, repr=False)  # a secret: never in a log line
     convert: str | None = None
     score_template: str | ScoreTemplate | None = None
     device_map: str | dict[str, Any] | None = None
@@ -91,12 +96,13 @@ class EngineArgs:
         if not isinstance(model, str) or not model:
             raise InvalidInputError(f"model must be a non-empty path or hub id, not {self.model!r}")
         object.__setattr__(self, "model", model)
-        for name in ("revision", "tokenizer"):  # a folder may come as a Path, as the model may
+        for name in ("revision", "tokenizer", "download_dir"):  # a folder may come as a Path
             value = getattr(self, name)
             if isinstance(value, os.PathLike):
                 object.__setattr__(self, name, os.fspath(value))
-        for name in ("task", "revision", "tokenizer"):
+        for name in ("task", "revision", "tokenizer", "tokenizer_revision", "download_dir"):
             _check_type(name, getattr(self, name), str)
+        _check_type("hf_token", self.hf_token, (str, bool))
         _check_dtype(self.dtype)
         _check_device(self.device)
         for name in ("max_model_len", "max_batch_tokens", "max_batch_size"):
@@ -175,6 +181,15 @@ class EngineArgs:
         )
         add_flag(group, "--tokenizer", help="tokenizer folder or hub id (default: the model's)")
         add_flag(group, "--revision", help="hub revision of the model")
+        add_flag(group, "--tokenizer-revision", help="hub revision of --tokenizer")
+        add_flag(group, "--download-dir", help="hub cache folder (default: huggingface_hub's, $HF_HOME)")
+        add_flag(
+            group,
+            "--hf-token",
+            nargs="?",
+            const=True,
+            help="hub access token; bare: the one `hf auth login` saved (default: $HF_TOKEN)",
+        )
         add_flag(
             group, "--trust-remote-code", action="store_true", help="allow model folders with their own code"
         )
@@ -271,6 +286,9 @@ class EngineArgs:
             max_batch_size=namespace.max_num_seqs,
             revision=namespace.revision,
             tokenizer=namespace.tokenizer,
+            tokenizer_revision=namespace.tokenizer_revision,
+            download_dir=namespace.download_dir,
+            hf_token=namespace.hf_token,
             convert=None if namespace.convert in ("auto", "none") else namespace.convert,
             score_template=namespace.score_template,
             device_map=namespace.device_map,
@@ -358,9 +376,10 @@ def _weight_scheme(text: str) -> str:
     return text
 
 
-def _check_type(name: str, value: object, kind: type) -> None:
+def _check_type(name: str, value: object, kind: type | tuple[type, ...]) -> None:
     if value is not None and not isinstance(value, kind):
-        raise InvalidInputError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
+        kinds = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise InvalidInputError(f"{name} must be a {kinds}, not {type(value).__name__}")
 
 
 def _check_choice(name: str, value: object, choices: tuple[str, ...], *, optional: bool = True) -> None:

@@ -62,7 +62,17 @@ def _params(
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
     """vLLM's engine keywords as Engine options: mapped, warned about once, or refused."""
     options = dict(given)
-    refuse_parallelism(options.pop("tensor_parallel_size", 1), options.pop("pipeline_parallel_size", 1))
+    refuse_parallelism(
+        options.pop("tensor_parallel_size", 1),
+        options.pop("pipeline_parallel_size", 1),
+        options.pop("data_parallel_size", 1),
+    )
+    if options.pop("tokenizer_mode", "auto") not in ("auto", "hf"):
+        raise InvalidInputError("tokenizer_mode must be 'auto' or 'hf' (poolrag runs the HF tokenizer)")
+    if options.pop("skip_tokenizer_init", False):
+        raise InvalidInputError("skip_tokenizer_init=True is not supported: poolrag tokenises every text")
+    # a served name names nothing offline: taken, with the same one warning
+    offline_only = [name for name in ("served_model_name",) if options.pop(name, None) is not None]
     if "max_num_batched_tokens" in options:
         options.setdefault("max_batch_tokens", options.pop("max_num_batched_tokens"))
     if "max_num_seqs" in options:
@@ -70,7 +80,7 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
     if "enforce_eager" in options:
         options["compile"] = eager_compile(options.pop("enforce_eager"), options.get("compile"))
     no_effect = sorted(set(NO_EFFECT_OPTIONS) & set(options))
-    warn_no_effect(no_effect, logger)
+    warn_no_effect([*no_effect, *offline_only], logger)
     for name in no_effect:
         del options[name]
     return options  # what is left is EngineArgs' to check (an unknown name: one line naming it)

@@ -31,6 +31,9 @@ NO_EFFECT_OPTIONS: dict[str, bool] = {
     "distributed_executor_backend": False,
     "seed": False,
     "max_log_len": False,
+    "kv_cache_memory_bytes": False,
+    "max_logprobs": False,
+    "attention_config": False,
 }
 
 
@@ -44,13 +47,21 @@ def warn_no_effect(names: Iterable[str], log: logging.Logger) -> None:
         )
 
 
-def refuse_parallelism(tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> None:
-    """vLLM's tensor / pipeline parallelism has no counterpart: a model larger than one device is
-    spread by accelerate's placement instead, so any size but 1 is refused, naming that way."""
+def refuse_parallelism(
+    tensor_parallel_size: int, pipeline_parallel_size: int = 1, data_parallel_size: int = 1
+) -> None:
+    """vLLM's tensor / pipeline / data parallelism has no counterpart: a model larger than one
+    device is spread by accelerate's placement instead, and replicas are Ray's (``--ray``), so any
+    size but 1 is refused, naming those ways."""
     if tensor_parallel_size != 1 or pipeline_parallel_size != 1:
         raise InvalidInputError(
             "tensor / pipeline parallelism is not supported; a model larger than one device is "
             "spread over several by device_map='auto' (Engine / LLM)"
+        )
+    if data_parallel_size != 1:
+        raise InvalidInputError(
+            "data parallelism is not supported in one process; replicas run on Ray "
+            "(poolrag serve --ray, poolrag ingest --ray)"
         )
 
 

@@ -50,3 +50,55 @@ def test_a_hub_id_goes_to_the_hub(hub_id: str, hub_asked: list[str]) -> None:
 
 def test_a_folder_is_used_as_it_is(tmp_path: Path) -> None:
     assert resolve_model_path(tmp_path) == tmp_path.resolve()
+
+
+def test_vllms_hub_options_reach_the_hub_and_the_token_stays_out_of_reprs(
+    minilm_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``download_dir`` / ``hf_token`` / ``tokenizer_revision`` (vLLM's names, ``LLM(...)`` and
+    ``poolrag serve`` flags) go to huggingface_hub for the model and for a separate tokenizer."""
+    from poolrag import LLM
+    from poolrag.config.resolve import TOKENIZER_FILES
+    from poolrag.engine_args import EngineArgs
+
+    asked: list[tuple[str, dict[str, object]]] = []
+
+    def hub(repo_id: str, **kwargs: object) -> str:  # the hub, answering from a folder it has
+        asked.append((repo_id, kwargs))
+        return str(minilm_path)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", hub)
+    llm = LLM(
+        "org/embedder",
+        tokenizer="org/tokenizer",
+        tokenizer_revision="v2",
+        download_dir=str(tmp_path),
+        hf_token="hf_secret",
+        tune="off",
+    )
+    assert llm.embed("a cat")[0].outputs.hidden_size == 384
+    (model_id, model_kwargs), (tokenizer_id, tokenizer_kwargs) = asked
+    assert (model_id, tokenizer_id) == ("org/embedder", "org/tokenizer")
+    assert model_kwargs["cache_dir"] == tokenizer_kwargs["cache_dir"] == str(tmp_path)
+    assert model_kwargs["token"] == tokenizer_kwargs["token"] == "hf_secret"
+    assert model_kwargs["revision"] is None and tokenizer_kwargs["revision"] == "v2"
+    assert tokenizer_kwargs["allow_patterns"] == list(TOKENIZER_FILES)
+    assert "hf_secret" not in repr(llm.engine_args)
+    with pytest.raises(ValueError, match="hf_token must be a str or bool, not int"):
+        EngineArgs("org/embedder", hf_token=3)  # type: ignore[arg-type]
+
+
+def test_the_hub_flags_parse_as_vllm_serve_takes_them() -> None:
+    import argparse
+
+    from poolrag.engine_args import EngineArgs
+
+    parser = argparse.ArgumentParser()
+    EngineArgs.add_cli_args(parser)
+    parser.add_argument("model")
+    bare = EngineArgs.from_cli_args(parser.parse_args(["m", "--hf-token", "--download-dir", "/cache"]))
+    assert bare.hf_token is True and bare.download_dir == "/cache"
+    given = EngineArgs.from_cli_args(
+        parser.parse_args(["m", "--hf_token", "hf_x", "--tokenizer-revision", "v1"])
+    )
+    assert given.hf_token == "hf_x" and given.tokenizer_revision == "v1"

@@ -55,3 +55,28 @@ def test_enforce_eager_turns_compile_off_even_where_a_tune_verdict_chose_compile
     vLLM's enforce_eager promises no compile at all, so it is poolrag's compile="off"."""
     assert LLM(str(minilm_path), enforce_eager=True).engine.engine_args.compile == "off"
     assert LLM(str(minilm_path)).engine.engine_args.compile is None
+
+
+def test_vllm_0_32_constructor_keywords(minilm_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Keywords vLLM 0.32 users pass: taken with the one warning where they change nothing offline,
+    honoured where they are what poolrag does, refused in one line where they ask for what it cannot."""
+    with caplog.at_level(logging.WARNING, logger="poolrag.llm"):
+        llm = LLM(
+            str(minilm_path),
+            served_model_name="embedder",
+            kv_cache_memory_bytes=2**30,
+            max_logprobs=0,
+            data_parallel_size=1,
+            tokenizer_mode="auto",
+            skip_tokenizer_init=False,
+        )
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert all(name in warning for name in ("served_model_name", "kv_cache_memory_bytes", "max_logprobs"))
+    assert llm.embed("a cat")[0].outputs.hidden_size == 384
+    for kwargs, message in (
+        ({"data_parallel_size": 2}, "replicas run on Ray"),
+        ({"tokenizer_mode": "mistral"}, "tokenizer_mode must be 'auto' or 'hf'"),
+        ({"skip_tokenizer_init": True}, "poolrag tokenises every text"),
+    ):
+        with pytest.raises(InvalidInputError, match=message):
+            LLM(str(minilm_path), **kwargs)

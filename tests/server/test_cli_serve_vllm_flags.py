@@ -150,6 +150,7 @@ def test_vllm_flags_map_to_engine_options(minilm_path: Path) -> None:
     [
         (["--tensor-parallel-size", "2"], "parallelism is not supported"),
         (["-pp", "2"], "parallelism is not supported"),
+        (["--data-parallel-size", "2"], "replicas run on Ray"),
         (["--enforce-eager", "--compile", "background"], "--enforce-eager contradicts --compile background"),
         (["--chat-template", "a.jinja", "--score-template", "qwen3_reranker"], "not both"),
     ],

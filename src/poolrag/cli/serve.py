@@ -172,6 +172,9 @@ def register(subparsers: Any) -> None:
     )
     add_flag(eng, "--tensor-parallel-size", "-tp", type=positive_int, default=1, help="must be 1")
     add_flag(eng, "--pipeline-parallel-size", "-pp", type=positive_int, default=1, help="must be 1")
+    add_flag(
+        eng, "--data-parallel-size", "-dp", type=positive_int, default=1, help="must be 1 (replicas: --ray)"
+    )
     add_flag(net, "--disable-log-requests", action="store_true", help="no access log line per request")
     vllm = parser.add_argument_group("vLLM options with no effect here (accepted with one warning)")
     for name, is_switch in NO_EFFECT_OPTIONS.items():
@@ -209,7 +212,7 @@ def _runner(text: str) -> str:
 def engine_args_of(args: argparse.Namespace, model: str | None = None) -> EngineArgs:
     """The Engine's options from the command line, vLLM's flags mapped to poolrag's or warned about
     (for ``model``, default: the namespace's)."""
-    refuse_parallelism(args.tensor_parallel_size, args.pipeline_parallel_size)
+    refuse_parallelism(args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size)
     flags = ("--enforce-eager", "--compile background")
     compile_mode = eager_compile(args.enforce_eager, args.compile, flags)
     if args.chat_template and args.score_template and args.chat_template != args.score_template:

@@ -21,11 +21,18 @@ TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*/*.json", "*/*.txt", "*/*.mod
 
 
 def resolve_model_path(
-    model: str | os.PathLike[str], revision: str | None = None, files: Sequence[str] = MODEL_FILES
+    model: str | os.PathLike[str],
+    revision: str | None = None,
+    files: Sequence[str] = MODEL_FILES,
+    *,
+    download_dir: str | None = None,
+    hf_token: str | bool | None = None,
 ) -> Path:
     """A local folder is used as is; anything else is a hub id fetched (or found in the cache)
     with ``huggingface_hub.snapshot_download``, so ``HF_HUB_OFFLINE=1`` works with a warm cache.
-    ``files`` are the patterns fetched (:data:`TOKENIZER_FILES` where no weights are needed)."""
+    ``files`` are the patterns fetched (:data:`TOKENIZER_FILES` where no weights are needed);
+    ``download_dir`` and ``hf_token`` are vLLM's names of the hub cache folder and access token
+    (``None``: huggingface_hub's own, ``$HF_HOME`` and ``$HF_TOKEN``)."""
     path = Path(model).expanduser()
     if path.is_dir():
         return path.resolve()
@@ -39,6 +46,8 @@ def resolve_model_path(
             model_id,
             revision=revision,
             allow_patterns=list(files),
+            cache_dir=download_dir,
+            token=hf_token,
         )
     except Exception as exc:  # the hub client raises many types; all mean "cannot get it"
         packaged = packaged_folder(model_id) if revision is None else None
