@@ -85,6 +85,12 @@ _INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
     "int8": ("HNSW_SQ", {"M": 16, "efConstruction": 200, "sq_type": "SQ8"}),
     "binary": ("IVF_RABITQ", {"nlist": 128}),
 }
+# Milvus Lite's AUTOINDEX (and HNSW_SQ) search a graph whose candidate list defaults to about k:
+# measured, a 674-chunk collection answered k=1000 with 486 rows and recall@10 was 0.94 on
+# clustered text; a list of at least this many (or k) returned every row at recall 1.0, at the
+# same speed. A Milvus server's AUTOINDEX sets its own search depth.
+LITE_MIN_EF = 256
+_GRAPH_INDEXES = (None, "int8")  # the quantizations whose dense index is a graph (ef applies)
 _STATS_KEY = f"{METADATA_KEY}_bm25"
 _STALE = "stale"
 #: The one term of a chunk without terms (Milvus refuses all-zero sparse rows); never in a query.
@@ -452,6 +458,14 @@ class MilvusStore(StoreTemplate):
             return in_list("id", matching) if matching else None
         return ""
 
+    def _dense_params(self, spec: CollectionSpec, limit: int) -> dict[str, Any]:
+        """The dense search's parameters: on Milvus Lite's graph indexes a candidate list deep
+        enough for ``limit`` rows at full recall (:data:`LITE_MIN_EF`)."""
+        params: dict[str, Any] = {"metric_type": "COSINE"}
+        if _is_local(self.uri) and spec.quantization in _GRAPH_INDEXES:
+            params["params"] = {"ef": max(limit, LITE_MIN_EF)}
+        return params
+
     def _search(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
@@ -461,7 +475,13 @@ class MilvusStore(StoreTemplate):
         data = [query.tolist()]
         res = self._call(
             lambda: self._client.search(
-                self.collection, data, anns_field="vector", filter=expr, limit=limit, output_fields=["*"]
+                self.collection,
+                data,
+                anns_field="vector",
+                search_params=self._dense_params(spec, limit),
+                filter=expr,
+                limit=limit,
+                output_fields=["*"],
             ),
             "search",
         )
@@ -509,7 +529,7 @@ class MilvusStore(StoreTemplate):
             AnnSearchRequest(
                 data=[query.dense.tolist()],
                 anns_field="vector",
-                param={"metric_type": "COSINE"},
+                param=self._dense_params(spec, query.depth),
                 limit=query.depth,
                 expr=expr,
             ),
@@ -592,7 +612,12 @@ class MilvusStore(StoreTemplate):
             scope = in_list("chunk_id", matching)
         res = self._call(
             lambda: self._client.search(
-                self.collection, query.tolist(), filter=scope, limit=per_token, output_fields=["chunk_id"]
+                self.collection,
+                query.tolist(),
+                search_params=self._dense_params(spec, per_token),
+                filter=scope,
+                limit=per_token,
+                output_fields=["chunk_id"],
             ),
             "search",
         )
