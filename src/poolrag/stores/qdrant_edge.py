@@ -28,6 +28,7 @@ from poolrag.stores import qdrant_points
 from poolrag.stores.base import ChunkRecord, CollectionSpec, SourcePages, StoreHit
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter
+from poolrag.stores.folder_lock import FolderInUseError, FolderLock
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
@@ -42,8 +43,12 @@ _SPEC_FILE = "poolrag.json"
 
 
 def _unavailable(exc: BaseException) -> bool:
-    # Another process has the shard open (its WAL is locked).
-    return "WouldBlock" in str(exc) or "Resource temporarily unavailable" in str(exc)
+    # Another process has the shard open (poolrag's folder lock, or the shard's WAL lock).
+    return (
+        isinstance(exc, FolderInUseError)
+        or "WouldBlock" in str(exc)
+        or "Resource temporarily unavailable" in str(exc)
+    )
 
 
 class QdrantEdgeStore(StoreTemplate):
@@ -59,6 +64,7 @@ class QdrantEdgeStore(StoreTemplate):
         self.retry = retry or RetryPolicy()
         self.root = root
         self._shard: Any = None
+        self._lock: FolderLock | None = None
         if (self.root / _SPEC_FILE).exists():
             self._open_shard(create=None)
 
@@ -76,6 +82,8 @@ class QdrantEdgeStore(StoreTemplate):
         import qdrant_edge as qe
 
         shard_dir = self.root / "shard"
+        if self._lock is None:  # before any shard file is read (poolrag.stores.folder_lock)
+            self._lock = self._call(FolderLock(self.root).acquire, "lock the shard's folder")
         if create is None:
             self._shard = self._call(lambda: qe.EdgeShard.load(str(shard_dir)), "load shard")
             return
@@ -272,6 +280,9 @@ class QdrantEdgeStore(StoreTemplate):
             except Exception as exc:  # closing must not raise from a finally; still, say so
                 logger.warning("closing the qdrant-edge shard under %s failed: %s", self.root, exc)
             self._shard = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
 
 def _sparse_params(spec: CollectionSpec) -> Any:

@@ -1,0 +1,45 @@
+"""One process at a time on a Qdrant Edge shard's folder.
+
+An edge shard locks its write-ahead log, but a second process that *loads* the shard (a ``poolrag
+search`` beside a running ingest) touches the shard's other files before it reaches that lock and
+fails there: the ingest then died mid-run with Qdrant's "tracker journal is shorter than expected"
+(measured, twice). So the store holds an advisory lock on a file next to the shard for as long as
+the shard is open, taken before any shard file is read; a second opener is refused as the WAL lock
+would refuse it (retried, then one line), and the holder's files are never touched.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+LOCK_FILE = ".poolrag.lock"
+
+
+class FolderInUseError(OSError):
+    """Another process holds the folder's lock."""
+
+
+class FolderLock:
+    """An exclusive ``flock`` on ``folder/.poolrag.lock``, released by :meth:`release` or when the
+    process ends (the kernel drops it, so a killed holder never leaves a stale lock behind)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise FolderInUseError(f"{self.path.parent} is open in another process") from None
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
