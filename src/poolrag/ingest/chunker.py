@@ -43,6 +43,12 @@ def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
+class _SliceId(int):
+    """A token id from a slice of a word too long for the vocabulary (:meth:`TokenChunker._split_long`).
+    A chunk holding one is embedded from these ids: its text tokenised again is one word again, one
+    ``[UNK]`` (every chunk of a 100,000-character string without spaces had the same vector)."""
+
+
 def chunk_id(source: str, start: int, text: str) -> str:
     return str(uuid.uuid5(CHUNK_NAMESPACE, f"{source}\x00{start}\x00{text}"))
 
@@ -153,7 +159,11 @@ class TokenChunker:
 
     def _chunk_ids(self, text: Any, view: _Offsets, i: int, j: int, piece: str) -> list[int]:
         """The ids ``piece`` has alone: the document's own ids for tokens ``[i, j)`` where those are
-        provably the same (see :func:`_slices_match_alone`), else ``piece`` tokenised again."""
+        provably the same (see :func:`_slices_match_alone`) or where the chunk holds slices of an
+        over-long word (:class:`_SliceId`), else ``piece`` tokenised again."""
+        ids = [view[k][2] for k in range(i, j)]
+        if None not in ids and any(isinstance(t, _SliceId) for t in ids):
+            return [int(t) for t in ids]  # type: ignore[arg-type]
         if self._slices_exact:
             first = view[i][0]
             if first == 0 or text[first - 1].isspace():
@@ -261,7 +271,11 @@ class TokenChunker:
             enc = call_tokenizer(
                 self.tokenizer, piece[lo:hi], add_special_tokens=False, return_offsets_mapping=True
             )
-            spans = [(base + lo + x, base + lo + y, None) for x, y in enc["offset_mapping"] if y > x]
+            spans = [
+                (base + lo + x, base + lo + y, _SliceId(token))
+                for (x, y), token in zip(enc["offset_mapping"], enc["input_ids"], strict=True)
+                if y > x
+            ]
             out.extend(spans or [(base + lo, base + hi, None)])
         return out
 
