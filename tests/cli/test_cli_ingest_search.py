@@ -116,7 +116,7 @@ def test_database_down_exits_3_with_the_reason(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["search", "x", "--store", "qdrant", "--collection", "none"], "does not exist"),
+        (["search", "x", "--store", "qdrant", "--collection", "none"], "nothing was ingested there"),
         (["ingest", "no/such/folder"], "no such file or folder"),
         (["search", "x", "--store", "milvus", "--path", "p"], "milvus takes --uri"),
     ],

@@ -90,6 +90,25 @@ def test_invalid_collection_names_exit_2_before_any_work(
     assert not (tmp_path / "q").exists()
 
 
+@pytest.mark.parametrize(
+    ("store", "location", "data"),
+    [
+        ("milvus", ["--uri", "{tmp}/typo.db"], "typo.db"),
+        ("qdrant", ["--path", "{tmp}/typo"], "typo"),
+        ("qdrant-edge", ["--path", "{tmp}/typo"], "typo/docs"),
+    ],
+)
+def test_a_search_of_a_database_that_is_not_there_creates_none(
+    store: str, location: list[str], data: str, tmp_path: Path, capsys
+) -> None:
+    """Seen from outside: a mistyped ``--uri`` made ``poolrag search`` create an empty database, then
+    report the collection missing. Now it names the path and the ingest that would fill it."""
+    where = [arg.format(tmp=tmp_path) for arg in location]
+    assert main(["search", "sourdough", "--store", store, *where, "--collection", "docs"]) == 2
+    _one_line_error(capsys.readouterr().err, f"no {store} database at {tmp_path / data}", "poolrag ingest")
+    assert list(tmp_path.iterdir()) == []
+
+
 @needs_sysfs
 @pytest.mark.parametrize(
     ("option", "value", "fragment"),

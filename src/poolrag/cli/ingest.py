@@ -21,6 +21,7 @@ from poolrag.cli.store_options import (
     open_store_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.stores.registry import store_entry
 from poolrag.stores.vector_types import VECTOR_TYPES
 
 if TYPE_CHECKING:
@@ -188,6 +189,8 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         )
     if args.calibration is not None and args.vector_type != "uint8":
         raise InvalidInputError("--calibration scales uint8 vectors: it goes with --vector-type uint8")
+    if args.vector_type is not None:  # refused before the database file is made
+        store_entry(args.store).store_class().check_vector_type(args.vector_type)
     if args.vector_type not in (None, "float32") and args.ray is not None:
         raise InvalidInputError(f"--vector-type {args.vector_type} is written by this process: drop --ray")
     calibration = _calibration(args)  # a bad file is reported before the model loads

@@ -16,6 +16,7 @@ from poolrag.cli.store_options import (
     add_store_arguments,
     open_cache_from_args,
     open_store_from_args,
+    refuse_missing_database,
 )
 from poolrag.engine_args import EngineArgs, positive_int
 
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return report_error("search", ValueError("--second-stage and --rerank-weight need --rerank MODEL"))
     store = None
     try:
+        refuse_missing_database(args)
         store = open_store_from_args(args)
         results = _search(store, args)
     except user_errors() as exc:

@@ -93,6 +93,23 @@ def store_address_from_args(args: argparse.Namespace) -> StoreAddress:
     return StoreAddress(args.store, args.collection, **location, api_key=args.api_key, retry=retry)
 
 
+def refuse_missing_database(args: argparse.Namespace) -> None:
+    """A reader's check: an embedded store's file or folder must exist, since opening one creates it
+    (a search with a mistyped ``--uri`` left an empty database behind and then said the collection
+    was missing)."""
+    from poolrag.errors import InvalidInputError
+    from poolrag.stores.names import check_collection_name
+
+    check_collection_name(args.collection)  # a bad name is that error, not a missing database
+    data = store_address_from_args(args).local_data()
+    if data is not None and not data.exists():
+        where = f"--uri {data}" if args.store == "milvus" else f"--path {args.path or data.parent}"
+        raise InvalidInputError(
+            f"no {args.store} database at {data}: nothing was ingested there "
+            f"(poolrag ingest ... --store {args.store} {where} --collection {args.collection})"
+        )
+
+
 def open_store_from_args(args: argparse.Namespace) -> VectorStore:
     return store_address_from_args(args).open()
 

@@ -9,6 +9,7 @@ Qdrant local folder is opened by one process at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from poolrag.stores.base import VectorStore
 from poolrag.stores.retry import RetryPolicy
@@ -32,6 +33,26 @@ class StoreAddress:
         if self.kind == "milvus":
             return self.uri is not None and "://" in self.uri
         return self.kind == "qdrant" and self.url is not None
+
+    def local_data(self) -> Path | None:
+        """The file or folder an embedded store keeps its data in (``None`` for a server, or where
+        the flags name no embedded store: opening refuses those): what a reader checks before
+        opening, since opening an embedded store creates it."""
+        if self.served:
+            return None
+        if self.kind == "milvus" and self.path is None and self.url is None:
+            from poolrag.stores.milvus import DEFAULT_URI
+
+            return Path(self.uri or DEFAULT_URI)
+        if self.kind == "qdrant" and self.uri is None:
+            from poolrag.stores.qdrant import DEFAULT_PATH
+
+            return Path(self.path or DEFAULT_PATH)
+        if self.kind == "qdrant-edge" and self.uri is None and self.url is None:
+            from poolrag.stores.qdrant_edge import DEFAULT_PATH as EDGE_PATH
+
+            return Path(self.path or EDGE_PATH) / self.collection
+        return None
 
     def open(self) -> VectorStore:
         from poolrag.stores import open_store

@@ -96,15 +96,20 @@ class StoreTemplate(ABC):
             self._spec = self._load_spec()
         return self._spec
 
+    @classmethod
+    def check_vector_type(cls, vector_type: str) -> None:
+        """Refuse a dense vector type this database cannot store (before anything is created)."""
+        if vector_type not in cls.vector_types:
+            raise InvalidInputError(
+                f"{cls.name} stores {' or '.join(cls.vector_types)} vectors, not {vector_type}: "
+                f"store {vector_type} vectors in Qdrant (--store qdrant or qdrant-edge)"
+            )
+
     def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
         """Create the collection, or check an existing one against ``spec`` and return the stored spec."""
         stored = self.read_spec()
         if stored is None:
-            if spec.vector_type not in self.vector_types:
-                raise InvalidInputError(
-                    f"{self.name} stores {' or '.join(self.vector_types)} vectors, not {spec.vector_type}: "
-                    f"store {spec.vector_type} vectors in Qdrant (--store qdrant or qdrant-edge)"
-                )
+            self.check_vector_type(spec.vector_type)
             self._create(spec)
             self._spec = spec
             return spec
