@@ -64,7 +64,7 @@ def test_bad_files_are_skipped_and_summarised_at_the_end(tmp_path: Path, capsys)
     assert report["documents"] == 1 and report["upserted"] > 0
     assert len(report["skipped"]) == 4
     assert "Traceback" not in captured.err
-    summary = captured.err[captured.err.index("4 files skipped:") :].splitlines()
+    summary = captured.err[captured.err.index("4 left out:") :].splitlines()
     assert [line.split(": ", 1)[0].strip().rsplit("/", 1)[-1] for line in summary[1:]] == sorted(
         ["dangling.txt", "fifo.txt", "latin1.txt", "loop.txt"]
     )
@@ -132,6 +132,27 @@ def test_unwritable_locations_exit_2_naming_the_path(
     assert main(args) == 2
     _one_line_error(capsys.readouterr().err, fragment)
     assert time.monotonic() - started < 60  # at once: no retries
+
+
+def test_a_folder_with_nothing_to_read_says_which_files_are_read(tmp_path: Path, capsys) -> None:
+    """Seen from outside: a folder of PDFs "ingested 0 documents" and said nothing more."""
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    (folder / "report.pdf").write_bytes(b"%PDF-1.7")
+    assert main(["ingest", str(folder), "--uri", str(tmp_path / "m.db"), "--no-cache", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"no documents in {folder}: poolrag reads .txt, .md" in err and "convert PDF" in err
+
+
+def test_a_milvus_file_under_a_file_says_that_file_is_no_folder(tmp_path: Path, capsys) -> None:
+    """Seen from outside: ``--uri notes.txt/x.db`` said the folder ``notes.txt`` "does not exist"."""
+    (tmp_path / "notes.txt").write_text("a file")
+    database = tmp_path / "notes.txt" / "x.db"
+    assert main(["ingest", str(MUSIC), "--uri", str(database), "--no-cache", "--quiet"]) == 2
+    _one_line_error(capsys.readouterr().err, f"{tmp_path / 'notes.txt'} is a file, not a folder")
+    qdrant = ["--store", "qdrant", "--path", str(tmp_path / "notes.txt" / "q")]
+    assert main(["ingest", str(MUSIC), *qdrant, "--no-cache", "--quiet"]) == 2
+    _one_line_error(capsys.readouterr().err, "part of that path is a file, not a folder")
 
 
 @pytest.fixture

@@ -69,3 +69,19 @@ def test_without_a_skip_list_the_first_bad_file_raises_naming_it(tmp_path: Path)
         list(read_paths([root]))
     with pytest.raises(InvalidInputError, match=r"b-dangling\.txt: broken symlink"):
         list(read_paths([root / "b-dangling.txt"]))
+
+
+def test_a_repeated_jsonl_id_skips_that_record_not_the_folder(tmp_path: Path) -> None:
+    """Seen from outside: two records with one ``id`` stopped the whole run, and no file was stored."""
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "notes.txt").write_text("Bees dance.")
+    (root / "faq.jsonl").write_text(
+        '{"id": "a", "text": "first"}\n{"id": "b", "text": "other"}\n{"id": "a", "text": "again"}\n'
+    )
+    skipped: list[SkippedFile] = []
+    docs = list(read_paths([root], skipped=skipped))
+    assert sorted(d.text for d in docs) == ["Bees dance.", "first", "other"]  # the first record wins
+    (left_out,) = skipped
+    assert (Path(left_out.path).name, left_out.line) == ("faq.jsonl", 3)
+    assert left_out.reason == "id 'a' again (first on line 1)"

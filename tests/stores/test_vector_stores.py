@@ -96,6 +96,19 @@ def test_metadata_survives_reopening_and_mismatches_are_refused(
     assert store.count() == len(SENTENCES)
 
 
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_with_block_closes_the_store_so_the_next_opener_gets_in(
+    kind: str, make_store, sentence_vectors
+) -> None:
+    """An embedded database is held by one opener at a time; leaving a ``with`` block releases it
+    (left open, qdrant-client's finaliser failed noisily at interpreter exit)."""
+    with make_store(kind) as store:
+        store.ensure_collection(_spec())
+        store.upsert(_records(sentence_vectors))
+    with make_store(kind) as again:  # would wait, then fail, if the first still held the database
+        assert again.count() == len(SENTENCES)
+
+
 @pytest.mark.parametrize("kind", SEARCH_KINDS)
 def test_multivector_layout_scores_by_exact_maxsim(kind: str, make_store, sentence_token_vectors) -> None:
     store = make_store(kind)

@@ -79,7 +79,8 @@ def register(subparsers: Any) -> None:
     chunking.add_argument(
         "--overlap",
         type=int,
-        help="tokens shared by neighbouring chunks (default 32, at most a quarter of a chunk)",
+        help="tokens shared by neighbouring chunks where a cut falls inside a sentence (default: 32, or a "
+        "quarter of the chunk if that is less; any value below the chunk size is taken)",
     )
     chunking.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
     chunking.add_argument(
@@ -152,9 +153,17 @@ def run(args: argparse.Namespace) -> int:
             f"cache, {report.chunks_existing} already stored; {report.deleted} deleted, "
             f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
         )
-    if report.skipped:
-        noun = "file" if len(report.skipped) == 1 else "files"
-        print(f"{len(report.skipped)} {noun} skipped:", file=sys.stderr)
+    if report.documents == 0 and report.documents_skipped == 0:
+        from poolrag.ingest.readers import JSONL_SUFFIXES, TEXT_SUFFIXES
+
+        kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES)
+        print(
+            f"no documents in {', '.join(args.paths)}: poolrag reads {kinds} files "
+            "(convert PDF, Word or HTML to text first)",
+            file=sys.stderr,
+        )
+    if report.skipped:  # files, or records of a JSONL file (path:line)
+        print(f"{len(report.skipped)} left out:", file=sys.stderr)
         for line in report.skipped:
             print(f"  {line}", file=sys.stderr)
     return 0

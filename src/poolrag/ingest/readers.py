@@ -180,6 +180,7 @@ def _scan_text(path: Path) -> str:
 
 
 def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]:
+    first_line: dict[str, int] = {}  # source -> the line that had it: a repeated id is that record's problem
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -199,6 +200,10 @@ def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]
                 continue
             ident = record.pop("id", None)
             source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
+            if source in first_line:
+                problem(path, f"id {ident!r} again (first on line {first_line[source]})", number)
+                continue
+            first_line[source] = number
             yield Document(source, text, {k: v for k, v in record.items() if _is_scalar(v)})
 
 

@@ -11,7 +11,7 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
 import numpy as np
 
@@ -286,3 +286,7 @@ class VectorStore(Protocol):
         """Stored sparse vectors by id, in a collection with a sparse field."""
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...

@@ -8,6 +8,7 @@ read-only mount.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -27,6 +28,10 @@ def check_writable_folder(folder: Path, what: str, *, create: bool = False) -> N
         probe.touch()
         probe.unlink()
     except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.EEXIST):  # mkdir through, or onto, a file
+            raise StorePathError(
+                f"cannot write {what} at {folder}: part of that path is a file, not a folder"
+            ) from exc
         reason = exc.strerror or str(exc)
         raise StorePathError(
             f"cannot write {what} at {folder}: {reason} (a permission problem: choose a writable location)"

@@ -205,8 +205,9 @@ class MilvusStore(StoreTemplate):
             _bound_lite_memtable()
             database = Path(self.uri).expanduser().resolve()
             if not database.parent.is_dir():
+                missing = "is a file, not a folder" if database.parent.exists() else "does not exist"
                 raise InvalidInputError(
-                    f"cannot create Milvus Lite database {self.uri}: folder {database.parent} does not exist"
+                    f"cannot create Milvus Lite database {self.uri}: {database.parent} {missing}"
                 )
             check_writable_folder(database.parent, "the Milvus Lite database")
             if database.is_dir():

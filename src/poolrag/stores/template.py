@@ -13,7 +13,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -286,6 +286,14 @@ class StoreTemplate(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Closed on the way out: an embedded database left open until the interpreter shuts down
+        is closed by its client's finaliser then, which fails noisily (qdrant-client's does)."""
+        self.close()
 
     # -- hooks: what each database does its own way ----------------------------------------------------
     @abstractmethod
