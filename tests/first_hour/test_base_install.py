@@ -30,7 +30,14 @@ for folder in PARTNER_PACKAGES:
 # extras outside poolrag's own list: the partner packages (pydantic is what poolrag.frameworks needs
 # of them; the server extra brings it too)
 ADAPTER_EXTRA_MODULES = {
-    "langchain": ("langchain_core", "langchain_poolrag", "pydantic", "httpx"),
+    "langchain": (
+        "langchain_core",
+        "langchain_poolrag",
+        "langchain_qdrant",
+        "langchain_milvus",
+        "pydantic",
+        "httpx",
+    ),
     "llamaindex": ("llama_index", "pydantic", "httpx"),
 }
 EXTRA_OF_MODULE = {

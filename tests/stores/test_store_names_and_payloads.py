@@ -70,7 +70,7 @@ def test_milvus_and_qdrant_take_the_same_tricky_corpus_and_return_the_same_paylo
         pipeline = IngestPipeline(
             store,
             DenseEncoder(embedder),
-            TokenChunker(minilm_engine.tokenizer, max_tokens=256, overlap=16),
+            TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, overlap=16),
             checkpoint_dir=tmp_path / "ck",
             progress=False,
         )

@@ -10,8 +10,9 @@ from __future__ import annotations
 try:
     from langchain_milvus.utils.sparse import BaseSparseEmbedding
 except ImportError:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "PoolragMilvusSparseEmbedding needs langchain-milvus: pip install 'langchain-poolrag[milvus]'"
+    raise ModuleNotFoundError(  # an ImportError, naming the missing extra's module
+        "PoolragMilvusSparseEmbedding needs langchain-milvus: pip install 'langchain-poolrag[milvus]'",
+        name="langchain_milvus",
     ) from None
 
 from pydantic import Field

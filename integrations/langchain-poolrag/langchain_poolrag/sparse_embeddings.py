@@ -10,8 +10,9 @@ from __future__ import annotations
 try:
     from langchain_qdrant.sparse_embeddings import SparseEmbeddings, SparseVector
 except ImportError:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "PoolragSparseEmbeddings needs langchain-qdrant: pip install 'langchain-poolrag[qdrant]'"
+    raise ModuleNotFoundError(  # an ImportError, naming the missing extra's module
+        "PoolragSparseEmbeddings needs langchain-qdrant: pip install 'langchain-poolrag[qdrant]'",
+        name="langchain_qdrant",
     ) from None
 
 from poolrag.frameworks.fields import SparseFields

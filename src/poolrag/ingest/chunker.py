@@ -312,6 +312,10 @@ class TokenChunker:
                 piece = text[start:end]
                 ids = self._chunk_ids(text, view, i, j, piece)
                 count = len(ids)
+                if isinstance(view[i][2], _SliceId) or isinstance(view[j - 1][2], _SliceId):
+                    # a reader of the text alone (a prompted model, another splitter's user) gets
+                    # other tokens at the slice's edges: the chunk must fit either way
+                    count = max(count, len(self._ids(piece)))
                 size = _utf8_size(piece)
                 if (count <= self.max_tokens and size <= MAX_CHUNK_BYTES) or j - i <= 1:
                     break

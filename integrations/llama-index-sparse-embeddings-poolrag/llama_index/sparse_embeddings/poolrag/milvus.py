@@ -11,9 +11,10 @@ from __future__ import annotations
 try:
     from llama_index.vector_stores.milvus.utils import BaseSparseEmbeddingFunction
 except ImportError:  # pragma: no cover - depends on the environment
-    raise ImportError(
+    raise ModuleNotFoundError(  # an ImportError, naming the missing extra's module
         "PoolragMilvusSparseEmbeddingFunction needs llama-index-vector-stores-milvus: "
-        "pip install 'llama-index-sparse-embeddings-poolrag[milvus]'"
+        "pip install 'llama-index-sparse-embeddings-poolrag[milvus]'",
+        name="llama_index.vector_stores.milvus",
     ) from None
 
 from pydantic import Field
