@@ -22,7 +22,7 @@ from poolrag.batching.token_budget import default_batch_tokens
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.config.resolve import TOKENIZER_FILES, resolve_model_path
+from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
 from poolrag.core.autotune import TuneReport, TuneRequest, load_tuned, resolve_tune_mode
 from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline, build_pipeline
@@ -239,10 +239,11 @@ class Engine:
         self.device = resolve_device(device)  # before a hub id is fetched: a device it cannot use is one line
         hub = {"download_dir": self.engine_args.download_dir, "hf_token": hf_token}
         path = resolve_model_path(model, revision, **hub)
+        # a tokenizer of its own, or the model's at another revision (vLLM's tokenizer_revision)
         tokenizer_path = (
             None
-            if tokenizer is None
-            else str(resolve_model_path(tokenizer, tokenizer_revision, TOKENIZER_FILES, **hub))
+            if tokenizer is None and tokenizer_revision is None
+            else str(resolve_tokenizer_folder(tokenizer or model, tokenizer_revision, **hub))
         )
         self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code, convert)
         self.dtype = resolve_dtype(dtype, self.device)

@@ -101,12 +101,17 @@ class LLM:
         pooler_config: a dict, a :class:`~poolrag.PoolerConfig` or a JSON string.
         hf_overrides, trust_remote_code, dtype, max_model_len, quantization, tokenizer, revision:
             as vLLM's (``quantization``: ``"fp8"`` on CUDA, or poolrag's ``"int8"``).
-        **engine_options: :class:`~poolrag.Engine` options (``device``, ``score_template``, ...);
-            ``max_num_batched_tokens`` maps to ``max_batch_tokens``, ``max_num_seqs`` to
-            ``max_batch_size``, ``enforce_eager`` means no compile, not even one a tune
-            verdict chose; ``tensor_parallel_size`` / ``pipeline_parallel_size`` must be 1 (use
-            ``device_map="auto"`` to spread a large model); vLLM's cache / scheduler / memory
-            options are accepted with one warning.
+        **engine_options: :class:`~poolrag.Engine` options (``device``, ``score_template``,
+            ``download_dir``, ``hf_token``, ``tokenizer_revision``, ...); ``max_num_batched_tokens``
+            maps to ``max_batch_tokens``, ``max_num_seqs`` to ``max_batch_size``, ``enforce_eager``
+            means no compile, not even one a tune verdict chose; ``tensor_parallel_size`` /
+            ``pipeline_parallel_size`` / ``data_parallel_size`` must be 1 (use ``device_map="auto"``
+            to spread a large model); ``tokenizer_mode`` ``"auto"``/``"hf"`` and
+            ``skip_tokenizer_init=False`` are taken; vLLM's cache / scheduler / memory options and
+            ``served_model_name`` are accepted with one warning.
+
+    Every method takes vLLM's per-call keywords: prompts in any of its shapes, ``tokenization_kwargs``
+    (:func:`poolrag.vllm_inputs.truncation`), one ``PoolingParams`` or one per prompt.
     """
 
     def __init__(

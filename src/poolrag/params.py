@@ -88,10 +88,10 @@ class PoolingParams:
     truncate_prompt_tokens: int | None = None
     input_type: InputType | None = None
     prompt: str | None = None
-    prompt_name: str | None = None
     step_tag_id: int | None = None
     returned_token_ids: tuple[int, ...] | None = None
     max_active_dims: int | None = None
+    prompt_name: str | None = None  # last: fields added later keep positional callers' order
     activation: InitVar[bool | None] = None
 
     def __post_init__(self, activation: bool | None) -> None:

@@ -31,7 +31,12 @@ def _is_token_ids(value: object) -> bool:
 def _engine_prompt(prompt: object) -> object:
     if _is_token_ids(prompt):
         return {"prompt_token_ids": list(prompt)}  # type: ignore[call-overload]
-    if isinstance(prompt, Mapping) and "prompt_token_ids" not in prompt and "prompt" in prompt:
+    if isinstance(prompt, Mapping) and "prompt_token_ids" in prompt:
+        extra = sorted(set(prompt) - {"prompt_token_ids"})
+        if extra:
+            raise InvalidInputError(f"token prompt keys {extra} are not supported: poolrag pools text only")
+        return prompt
+    if isinstance(prompt, Mapping) and "prompt" in prompt:
         extra = sorted(set(prompt) - {"prompt"})
         if extra:
             raise InvalidInputError(f"text prompt keys {extra} are not supported: poolrag pools text only")

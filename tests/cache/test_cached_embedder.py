@@ -198,3 +198,21 @@ def test_call_parameters_override_the_embedders_own_field_by_field(tmp_path: Pat
     expected = minilm_engine.embed_array(TEXTS, base.with_updates(input_type="document"))
     np.testing.assert_allclose(documents, expected, atol=1e-6)
     assert embedder.misses == 6  # queries and documents are cached apart
+
+
+def test_a_calls_prompt_or_prompt_name_replaces_the_embedders_instruction(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """An embedder made with a ``prompt`` and a call naming a ``prompt_name`` (or the other way round):
+    the call's instruction is the one used, as a call's parameters override the embedder's."""
+    from sentence_transformers import SentenceTransformer
+
+    folder = tmp_path / "prompted"
+    SentenceTransformer(str(minilm_path), device="cpu", prompts={"query": "query: "}).save(str(folder))
+    engine = Engine(folder)
+    embedder = CachedEmbedder(engine, pooling_params=PoolingParams(prompt="q: "))
+    named = embedder.embed_array(TEXTS[:1], PoolingParams(prompt_name="query"))
+    np.testing.assert_allclose(named, engine.embed_array(["query: " + TEXTS[0]]), atol=1e-6)
+    back = CachedEmbedder(engine, pooling_params=PoolingParams(prompt_name="query"))
+    explicit = back.embed_array(TEXTS[:1], PoolingParams(prompt="passage: "))
+    np.testing.assert_allclose(explicit, engine.embed_array(["passage: " + TEXTS[0]]), atol=1e-6)

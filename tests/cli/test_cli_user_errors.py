@@ -109,6 +109,17 @@ def test_a_search_of_a_database_that_is_not_there_creates_none(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("store", "said"), [("qdrant", "--path poolrag_qdrant"), ("qdrant-edge", "--path poolrag_edge")]
+)
+def test_the_ingest_a_missing_default_database_suggests_fills_the_same_place(
+    store: str, said: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "sourdough", "--store", store, "--collection", "docs"]) == 2
+    _one_line_error(capsys.readouterr().err, f"--store {store} {said} --collection docs")
+
+
 @needs_sysfs
 @pytest.mark.parametrize(
     ("option", "value", "fragment"),

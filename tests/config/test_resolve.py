@@ -102,3 +102,36 @@ def test_the_hub_flags_parse_as_vllm_serve_takes_them() -> None:
         parser.parse_args(["m", "--hf_token", "hf_x", "--tokenizer-revision", "v1"])
     )
     assert given.hf_token == "hf_x" and given.tokenizer_revision == "v1"
+
+
+def test_tokenizer_revision_alone_is_the_models_tokenizer_at_that_revision_and_bm25_takes_the_hub_options(
+    minilm_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """vLLM's ``tokenizer_revision`` without ``tokenizer`` is the model's own tokenizer at that revision
+    (not dropped); a BM25 encoder built from ``engine_args`` asks the hub the way the engine does."""
+    from poolrag import Engine
+    from poolrag.engine_args import EngineArgs
+    from poolrag.frameworks.fields import SparseFields
+
+    asked: list[tuple[str, dict[str, object]]] = []
+
+    def hub(repo_id: str, **kwargs: object) -> str:
+        asked.append((repo_id, kwargs))
+        return str(minilm_path)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", hub)
+    Engine("org/embedder", tokenizer_revision="v2", hf_token="hf_secret", tune="off")
+    assert [(repo, kwargs["revision"], kwargs["token"]) for repo, kwargs in asked] == [
+        ("org/embedder", None, "hf_secret"),
+        ("org/embedder", "v2", "hf_secret"),
+    ]
+    asked.clear()
+    args = EngineArgs("org/embedder", revision="r1", download_dir=str(tmp_path), hf_token="hf_secret")
+    SparseFields(engine_args=args)  # BM25 over the model's tokenizer: nothing but tokenizer files fetched
+    ((repo, kwargs),) = asked
+    assert (repo, kwargs["revision"], kwargs["cache_dir"], kwargs["token"]) == (
+        "org/embedder",
+        "r1",
+        str(tmp_path),
+        "hf_secret",
+    )

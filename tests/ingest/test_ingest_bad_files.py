@@ -85,3 +85,21 @@ def test_a_repeated_jsonl_id_skips_that_record_not_the_folder(tmp_path: Path) ->
     (left_out,) = skipped
     assert (Path(left_out.path).name, left_out.line) == ("faq.jsonl", 3)
     assert left_out.reason == "id 'a' again (first on line 1)"
+
+
+def test_a_record_without_an_id_never_collides_in_silence_with_an_id_that_is_a_line_number(
+    tmp_path: Path,
+) -> None:
+    """A record without an id is named by its line: ``{"id": 3}`` on line 1 and an id-less record on
+    line 3 would share a source. The later one is left out, saying so in words of its own."""
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "faq.jsonl").write_text(
+        '{"id": 3, "text": "first"}\n{"id": "b", "text": "other"}\n{"text": "third"}\n'
+    )
+    skipped: list[SkippedFile] = []
+    docs = list(read_paths([root], skipped=skipped))
+    assert sorted(d.text for d in docs) == ["first", "other"]
+    (left_out,) = skipped
+    assert left_out.line == 3
+    assert left_out.reason == "no id, and its line number 3 is the id of line 1: give it an id"

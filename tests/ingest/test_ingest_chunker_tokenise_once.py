@@ -70,35 +70,28 @@ def test_a_wordpiece_document_is_tokenised_once_for_all_its_chunks(tokenizer) ->
 def test_document_ids_equal_the_chunk_alone_across_accents_cjk_long_words_and_cuts_inside_words(
     tokenizer, size: int
 ) -> None:
-    """Wherever the cut falls, except in a word longer than the vocabulary splits (100 characters):
-    a chunk holding part of one carries the ids of its 100-character slices, since the chunk alone
-    would be that word again, one ``[UNK]`` (the next test)."""
-    run_start = HARD.index("x" * 150)
-    run_end = run_start + 150
     chunks = TokenChunker(tokenizer, max_tokens=size, overlap=size // 3).split(Document("hard.txt", HARD))
     assert len(chunks) > 1
     for chunk in chunks:
         assert HARD[chunk.start : chunk.end] == chunk.text
+        assert list(chunk.token_ids) == _alone(tokenizer, chunk.text)
         assert chunk.num_tokens == len(chunk.token_ids) <= size
-        if chunk.end <= run_start or chunk.start >= run_end:
-            assert list(chunk.token_ids) == _alone(tokenizer, chunk.text)
-        else:
-            assert tokenizer.unk_token_id not in chunk.token_ids
 
 
-def test_a_word_too_long_for_the_vocabulary_is_embedded_from_its_slices(tokenizer, minilm_engine) -> None:
+def test_a_word_too_long_for_the_vocabulary_is_cut_into_words_it_can_read(tokenizer, minilm_engine) -> None:
     """Seen from outside: a 100,000-character string without spaces became 250 chunks that were
-    each one ``[UNK]`` to the model, so every stored vector was the same. Each chunk now carries
-    the wordpieces of the string's 100-character slices, and the vectors differ."""
+    each one ``[UNK]`` to the model (a word over 100 characters is one), so every stored vector was
+    the same. A chunk now holds at most one 100-character slice of such a word: its text alone is a
+    word the vocabulary splits, and the ids, the cache key and any reader of the text agree."""
     rng = np.random.default_rng(0)
-    text = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 5000))
-    chunks = TokenChunker(tokenizer, max_tokens=64).split(Document("blob.txt", text))
-    assert len(chunks) > 5 and chunks[0].start == 0 and chunks[-1].end == len(text)
+    text = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 3000))
+    chunks = TokenChunker(tokenizer, max_tokens=128).split(Document("blob.txt", text))
+    assert chunks[0].start == 0 and chunks[-1].end == len(text)
     assert all(b.start <= a.end for a, b in itertools.pairwise(chunks))  # no text left out
     for chunk in chunks:
-        assert 1 < chunk.num_tokens <= 64 and tokenizer.unk_token_id not in chunk.token_ids
-    prompts = [{"prompt_token_ids": minilm_engine.frame_token_ids(c.token_ids)} for c in chunks]
-    vectors = minilm_engine.embed_array(prompts)
+        assert list(chunk.token_ids) == _alone(tokenizer, chunk.text)
+        assert 1 < chunk.num_tokens <= 128 and tokenizer.unk_token_id not in chunk.token_ids
+    vectors = minilm_engine.embed_array([c.text for c in chunks])  # the text path, as a cache keys it
     similarity = vectors @ vectors.T
     assert similarity[~np.eye(len(chunks), dtype=bool)].max() < 0.999  # no two chunks alike
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from tiny_models import SENTENCES
 
-from poolrag import LLM, Engine, PoolingParams
+from poolrag import LLM, Engine, ModelLoadError, PoolerConfig, PoolingParams
 from poolrag.errors import InvalidInputError, UnsupportedTaskError
 from poolrag.testing import engine_internals as internals
 
@@ -79,6 +79,10 @@ def test_pooler_config_in_vllm_0_32s_spelling(minilm_path: Path, minilm_engine: 
     assert abs(float(np.linalg.norm(vector)) - 1.0) > 1e-3
     cls = LLM(str(minilm_path), pooler_config={"seq_pooling_type": "CLS", "tok_pooling_type": "ALL"})
     assert cls.engine.pooler_config.pooling_type == "CLS"
+    # a token method alone is the model's method (a reward model's per-token rows), so an embedder refuses it
+    assert PoolerConfig.from_value({"tok_pooling_type": "all"}).pooling_type == "ALL"
+    with pytest.raises(ModelLoadError, match="pooling_type ALL cannot produce one embedding per text"):
+        Engine(minilm_path, pooler_config={"tok_pooling_type": "ALL"})
     kernel = LLM(str(minilm_path), pooler_config={"enable_flash_late_interaction": False})  # a CUDA kernel
     assert kernel.engine.pooler_config == minilm_engine.pooler_config
     for bad, message in (

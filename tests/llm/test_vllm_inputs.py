@@ -47,6 +47,10 @@ def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
         llm.embed({"prompt": "a cat", "multi_modal_data": {"image": None}})
     with pytest.raises(InputTypeError, match="'prompt' must be a string, not int"):
         llm.embed({"prompt": 7})
+    with pytest.raises(
+        InvalidInputError, match=r"token prompt keys \['multi_modal_data'\] are not supported"
+    ):
+        llm.embed({"prompt_token_ids": [101, 2000, 102], "multi_modal_data": {"image": None}})
 
 
 def test_tokenization_kwargs_truncate_as_in_vllm(llm: LLM, minilm_engine: Engine) -> None:

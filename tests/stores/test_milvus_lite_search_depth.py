@@ -55,3 +55,28 @@ def test_k_above_the_row_count_returns_every_row_and_the_top_ten_are_exact(
             assert len(got & {f"c{i}" for i in want}) >= (10 if quantization is None else 9)
     finally:
         store.close()
+
+
+def test_every_dense_search_of_a_lite_file_asks_for_the_depth(tmp_path: Path, monkeypatch) -> None:
+    """What the contract above rests on, seen at the real client: the dense search (and a hybrid's
+    dense leg) asks Milvus Lite's graph for at least ``LITE_MIN_EF`` candidates, or k."""
+    from poolrag.stores.milvus import LITE_MIN_EF
+    from poolrag.testing.store_internals import milvus_client
+
+    vectors = _clustered()
+    spec = CollectionSpec(name="docs", dimension=WIDTH, model_identity="m@1", full_dimension=WIDTH)
+    with open_store("milvus", "docs", uri=str(tmp_path / "docs.db")) as store:
+        store.ensure_collection(spec)
+        store.upsert([ChunkRecord(f"c{i}", vectors[i], {"text": "t", "source": "a.txt"}) for i in range(50)])
+        client = milvus_client(store)
+        asked: list[dict] = []
+        real_search = client.search
+
+        def search(*args, **kwargs):
+            asked.append(kwargs.get("search_params") or {})
+            return real_search(*args, **kwargs)
+
+        monkeypatch.setattr(client, "search", search)
+        assert len(store.search(vectors[0], limit=5)) == 5
+        assert len(store.search(vectors[0], limit=400)) == 50
+    assert [a["params"]["ef"] for a in asked] == [LITE_MIN_EF, 400]

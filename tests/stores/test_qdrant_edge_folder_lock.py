@@ -114,3 +114,21 @@ def test_a_closed_store_lets_the_next_opener_in(tmp_path: Path) -> None:
     first.ensure_collection(spec)
     first.close()
     open_store("qdrant-edge", "c", path=str(tmp_path), retry=ONE_TRY).close()
+
+
+def test_a_shard_that_fails_to_load_leaves_its_folder_free(tmp_path: Path, monkeypatch) -> None:
+    import qdrant_edge
+
+    spec = CollectionSpec(name="c", dimension=WIDTH, model_identity="m@1", full_dimension=WIDTH)
+    with open_store("qdrant-edge", "c", path=str(tmp_path)) as store:
+        store.ensure_collection(spec)
+
+    def broken(path: str) -> object:
+        raise RuntimeError("Service runtime error: a damaged segment")
+
+    monkeypatch.setattr(qdrant_edge.EdgeShard, "load", staticmethod(broken))
+    with pytest.raises(RuntimeError, match="damaged segment"):
+        open_store("qdrant-edge", "c", path=str(tmp_path), retry=ONE_TRY)
+    monkeypatch.undo()
+    with open_store("qdrant-edge", "c", path=str(tmp_path), retry=ONE_TRY) as again:  # not "in use"
+        assert again.count() == 0

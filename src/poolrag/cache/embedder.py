@@ -94,6 +94,8 @@ class CachedEmbedder:
                 for f in dataclasses.fields(params)
                 if getattr(params, f.name) is not None
             }
+            if "prompt" in changes or "prompt_name" in changes:  # one instruction: the call's
+                changes = {"prompt": None, "prompt_name": None} | changes
             merged = merged.with_updates(**changes)
         return merged, merged.verify("embed", self.facts)
 

@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             f"cache, {report.chunks_existing} already stored; {report.deleted} deleted, "
             f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
         )
-    if report.documents == 0 and report.documents_skipped == 0:
+    if report.documents == 0 and report.documents_skipped == 0 and not report.skipped:
         from poolrag.ingest.readers import JSONL_SUFFIXES, TEXT_SUFFIXES
 
         kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES)

@@ -103,7 +103,8 @@ def refuse_missing_database(args: argparse.Namespace) -> None:
     check_collection_name(args.collection)  # a bad name is that error, not a missing database
     data = store_address_from_args(args).local_data()
     if data is not None and not data.exists():
-        where = f"--uri {data}" if args.store == "milvus" else f"--path {args.path or data.parent}"
+        folder = data.parent if args.store == "qdrant-edge" else data  # edge: <path>/<collection>
+        where = f"--uri {data}" if args.store == "milvus" else f"--path {args.path or folder}"
         raise InvalidInputError(
             f"no {args.store} database at {data}: nothing was ingested there "
             f"(poolrag ingest ... --store {args.store} {where} --collection {args.collection})"

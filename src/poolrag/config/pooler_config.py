@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
 
 PoolingType = Literal["CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE"]
-POOLING_TYPES = ("CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE")
+POOLING_TYPES: tuple[str, ...] = get_args(PoolingType)
 #: vLLM 0.32's keys beside ``pooling_type``: its sequence and token pooling methods
 _SPLIT_POOLING_KEYS = ("seq_pooling_type", "tok_pooling_type")
 #: vLLM keys that choose a CUDA kernel of its own and change no result
@@ -109,8 +109,9 @@ class PoolerConfig:
 
 def _one_pooling_type(data: dict[str, Any]) -> str | None:
     """``pooling_type``, or vLLM 0.32's ``seq_pooling_type`` / ``tok_pooling_type`` (taken out of
-    ``data``). poolrag pools each model one way and its token tasks always pool every token, so a
-    token ``ALL`` changes nothing and any other pair of methods must be one method."""
+    ``data``). poolrag pools each model one way: a token method alone is that method (``ALL``
+    gives a reward model its per-token rows, as in vLLM); beside a sequence method a token ``ALL``
+    adds nothing (token tasks pool every token), and any other pair must be one method."""
     named = {key: data.pop(key, None) for key in ("pooling_type", *_SPLIT_POOLING_KEYS)}
     methods: dict[str, str] = {}
     for key, kind in named.items():
@@ -119,8 +120,9 @@ def _one_pooling_type(data: dict[str, Any]) -> str | None:
         kind = str(kind).upper()
         if kind not in POOLING_TYPES:
             raise InvalidInputError(f"unknown {key} {named[key]!r}; known: {', '.join(POOLING_TYPES)}")
-        if not (key == "tok_pooling_type" and kind == "ALL"):
-            methods[key] = kind
+        methods[key] = kind
+    if len(set(methods.values())) > 1 and methods.get("tok_pooling_type") == "ALL":
+        del methods["tok_pooling_type"]  # token tasks pool every token anyway
     if len(set(methods.values())) > 1:
         raise InvalidInputError(
             f"pooler_config names two pooling methods ({', '.join(f'{k}={v}' for k, v in methods.items())}); "

@@ -16,8 +16,18 @@ logger = logging.getLogger(__name__)
 #: What a model needs from the hub: configs, weights, tokenizer, templates, ColBERT metadata, and
 #: the sentence-transformers module folders.
 MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.py", "*.jinja", "*/*", "*.metadata")
-#: What a tokenizer alone needs (configs and vocabularies, at the root and in module folders).
-TOKENIZER_FILES = ("*.json", "*.txt", "*.model", "*/*.json", "*/*.txt", "*/*.model")
+#: What a tokenizer alone needs (configs and vocabularies, at the root and in module folders; a
+#: tokenizer's own code runs only with trust_remote_code, as the model's does).
+TOKENIZER_FILES = (
+    "*.json",
+    "*.txt",
+    "*.model",
+    "*.tiktoken",
+    "*.py",
+    "*/*.json",
+    "*/*.txt",
+    "*/*.model",
+)
 
 
 def resolve_model_path(
@@ -65,6 +75,22 @@ def resolve_model_path(
         ) from exc
     logger.info("resolved %s to %s", model_id, local)
     return Path(local)
+
+
+def resolve_tokenizer_folder(
+    source: str | os.PathLike[str],
+    revision: str | None = None,
+    *,
+    download_dir: str | None = None,
+    hf_token: str | bool | None = None,
+) -> Path:
+    """The folder holding ``source``'s tokenizer (a folder or hub id, only tokenizer files fetched;
+    a sentence-transformers folder's is its Transformer module's), for the engine's ``tokenizer=``
+    and for BM25, which needs nothing else of a model."""
+    from poolrag.config.st_modules import transformer_folder
+
+    path = resolve_model_path(source, revision, TOKENIZER_FILES, download_dir=download_dir, hf_token=hf_token)
+    return transformer_folder(path)
 
 
 def _names_a_path(model_id: str, path: Path) -> bool:

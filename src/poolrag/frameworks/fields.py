@@ -202,7 +202,12 @@ class SparseFields(BackendFields):
             tokenizer = self.engine.tokenizer
         elif self.engine_args is not None:
             args = self.engine_args
-            tokenizer = BM25Encoder.from_pretrained(args.tokenizer or args.model, args.revision).tokenizer
+            tokenizer = BM25Encoder.from_pretrained(
+                args.tokenizer or args.model,
+                args.tokenizer_revision if args.tokenizer or args.tokenizer_revision else args.revision,
+                download_dir=args.download_dir,
+                hf_token=args.hf_token,
+            ).tokenizer
         elif self.model_name is not None:
             tokenizer = BM25Encoder.from_pretrained(self.model_name).tokenizer
         else:

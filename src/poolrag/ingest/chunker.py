@@ -44,9 +44,17 @@ def _utf8_size(text: str) -> int:
 
 
 class _SliceId(int):
-    """A token id from a slice of a word too long for the vocabulary (:meth:`TokenChunker._split_long`).
-    A chunk holding one is embedded from these ids: its text tokenised again is one word again, one
-    ``[UNK]`` (every chunk of a 100,000-character string without spaces had the same vector)."""
+    """A token id from a slice of a word too long for the vocabulary (:meth:`TokenChunker._split_long`),
+    remembering where its slice starts. A chunk holds at most one such slice: two or more are one
+    over-long word again as text, one ``[UNK]`` to the model (every chunk of a 100,000-character
+    string without spaces had the same vector), while one slice is a word the vocabulary splits."""
+
+    slice_start: int
+
+    def __new__(cls, value: int, slice_start: int) -> _SliceId:
+        token = super().__new__(cls, value)
+        token.slice_start = slice_start
+        return token
 
 
 def chunk_id(source: str, start: int, text: str) -> str:
@@ -159,17 +167,13 @@ class TokenChunker:
 
     def _chunk_ids(self, text: Any, view: _Offsets, i: int, j: int, piece: str) -> list[int]:
         """The ids ``piece`` has alone: the document's own ids for tokens ``[i, j)`` where those are
-        provably the same (see :func:`_slices_match_alone`) or where the chunk holds slices of an
-        over-long word (:class:`_SliceId`), else ``piece`` tokenised again."""
-        ids = [view[k][2] for k in range(i, j)]
-        if None not in ids and any(isinstance(t, _SliceId) for t in ids):
-            return [int(t) for t in ids]  # type: ignore[arg-type]
+        provably the same (see :func:`_slices_match_alone`), else ``piece`` tokenised again."""
         if self._slices_exact:
             first = view[i][0]
             if first == 0 or text[first - 1].isspace():
                 ids = [view[k][2] for k in range(i, j)]
                 if None not in ids:
-                    return ids  # type: ignore[return-value]
+                    return [int(t) for t in ids]  # type: ignore[arg-type]
         return self._ids(piece)
 
     @staticmethod
@@ -272,7 +276,7 @@ class TokenChunker:
                 self.tokenizer, piece[lo:hi], add_special_tokens=False, return_offsets_mapping=True
             )
             spans = [
-                (base + lo + x, base + lo + y, _SliceId(token))
+                (base + lo + x, base + lo + y, _SliceId(token, base + lo))
                 for (x, y), token in zip(enc["offset_mapping"], enc["input_ids"], strict=True)
                 if y > x
             ]
@@ -307,15 +311,12 @@ class TokenChunker:
             j = min(i + self.max_tokens, n)
             if j < n:
                 j = self._break_at(text, view, i + max(1, (self.max_tokens * 3) // 5), j)
+            j = _one_slice(view, i, j)
             while True:
                 start, end = view[i][0], view[j - 1][1]
                 piece = text[start:end]
                 ids = self._chunk_ids(text, view, i, j, piece)
                 count = len(ids)
-                if isinstance(view[i][2], _SliceId) or isinstance(view[j - 1][2], _SliceId):
-                    # a reader of the text alone (a prompted model, another splitter's user) gets
-                    # other tokens at the slice's edges: the chunk must fit either way
-                    count = max(count, len(self._ids(piece)))
                 size = _utf8_size(piece)
                 if (count <= self.max_tokens and size <= MAX_CHUNK_BYTES) or j - i <= 1:
                     break
@@ -331,7 +332,9 @@ class TokenChunker:
                 index += 1
             if j >= n and not more:
                 return
-            if not self.always_overlap and self._end_kind(text, view, j - 1):
+            if isinstance(view[j - 1][2], _SliceId):
+                i = j  # a cut inside an over-long word: slices of it are no sentence to repeat
+            elif not self.always_overlap and self._end_kind(text, view, j - 1):
                 i = j  # the cut ends a sentence: nothing of it to repeat
             else:
                 i = self._word_start(text, view, max(j - self.overlap, i + 1), j)
@@ -339,6 +342,21 @@ class TokenChunker:
                 text.drop_before(view[i][0] - 1)  # one character more: _word_start looks back
                 del offsets[: i - first]
                 first = i
+
+
+def _one_slice(view: Any, i: int, j: int) -> int:
+    """End of a chunk of tokens ``[i, j)`` that holds at most one slice of an over-long word
+    (:class:`_SliceId`): its text alone is then a word the vocabulary splits, so the chunk's ids,
+    its cache key and every reader of its text agree."""
+    first: int | None = None
+    for k in range(i, j):
+        token = view[k][2]
+        if isinstance(token, _SliceId):
+            if first is None:
+                first = token.slice_start
+            elif token.slice_start != first:
+                return k
+    return j
 
 
 def _slices_match_alone(tokenizer: Any) -> bool:

@@ -180,7 +180,8 @@ def _scan_text(path: Path) -> str:
 
 
 def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]:
-    first_line: dict[str, int] = {}  # source -> the line that had it: a repeated id is that record's problem
+    # source -> (line, id) of the record that had it: a repeat is the later record's problem
+    first: dict[str, tuple[int, object]] = {}
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -200,11 +201,20 @@ def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]
                 continue
             ident = record.pop("id", None)
             source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
-            if source in first_line:
-                problem(path, f"id {ident!r} again (first on line {first_line[source]})", number)
+            if source in first:
+                problem(path, _repeat(ident, number, *first[source]), number)
                 continue
-            first_line[source] = number
+            first[source] = (number, ident)
             yield Document(source, text, {k: v for k, v in record.items() if _is_scalar(v)})
+
+
+def _repeat(ident: object, number: int, first_number: int, first_ident: object) -> str:
+    """Why a record's source repeats an earlier one's (a record without an id is named by its line)."""
+    if ident is not None and first_ident is not None:
+        return f"id {ident!r} again (first on line {first_number})"
+    if ident is None:
+        return f"no id, and its line number {number} is the id of line {first_number}: give it an id"
+    return f"id {ident!r} is the line number of line {first_number}, which has no id: give that one an id"
 
 
 def _is_scalar(value: Any) -> bool:

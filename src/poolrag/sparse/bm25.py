@@ -191,17 +191,24 @@ class BM25Encoder:
         self._dropped: dict[int, bool] = {}  # token id → dropped, filled as tokens are first seen
 
     @classmethod
-    def from_pretrained(cls, model: str | Path, revision: str | None = None, **kwargs: Any) -> BM25Encoder:
+    def from_pretrained(
+        cls,
+        model: str | Path,
+        revision: str | None = None,
+        *,
+        download_dir: str | None = None,
+        hf_token: str | bool | None = None,
+        **kwargs: Any,
+    ) -> BM25Encoder:
         """The tokenizer of a model folder (or hub id), found as ``Engine`` finds it: a hub id
         resolves to the installed copy when the hub is out of reach, and a sentence-transformers
         folder's tokenizer is its Transformer module's. BM25 needs nothing else from the model, so
         only tokenizer files are fetched and the model need not be one poolrag runs."""
         from transformers import AutoTokenizer
 
-        from poolrag.config.resolve import TOKENIZER_FILES, resolve_model_path
-        from poolrag.config.st_modules import transformer_folder
+        from poolrag.config.resolve import resolve_tokenizer_folder
 
-        folder = transformer_folder(resolve_model_path(model, revision, TOKENIZER_FILES))
+        folder = resolve_tokenizer_folder(model, revision, download_dir=download_dir, hf_token=hf_token)
         return cls(AutoTokenizer.from_pretrained(folder), **kwargs)
 
     def analyzer_record(self) -> dict[str, Any]:

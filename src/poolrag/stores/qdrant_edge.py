@@ -79,11 +79,19 @@ class QdrantEdgeStore(StoreTemplate):
         )
 
     def _open_shard(self, create: CollectionSpec | None) -> None:
+        if self._lock is None:  # before any shard file is read (poolrag.stores.folder_lock)
+            self._lock = self._call(FolderLock(self.root).acquire, "lock the shard's folder")
+        try:
+            self._load_or_create_shard(create)
+        except BaseException:  # no shard open: the folder is free for the next opener, this one too
+            self._lock.release()
+            self._lock = None
+            raise
+
+    def _load_or_create_shard(self, create: CollectionSpec | None) -> None:
         import qdrant_edge as qe
 
         shard_dir = self.root / "shard"
-        if self._lock is None:  # before any shard file is read (poolrag.stores.folder_lock)
-            self._lock = self._call(FolderLock(self.root).acquire, "lock the shard's folder")
         if create is None:
             self._shard = self._call(lambda: qe.EdgeShard.load(str(shard_dir)), "load shard")
             return
