@@ -9,10 +9,12 @@ below it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -109,6 +111,19 @@ class MultiVector:
     dense: np.ndarray
     sparse: SparseVector
     colbert: np.ndarray
+
+
+def _tokenizer_shaping(folder: str | None) -> dict[str, str]:
+    """A tokenizer other than the folder's own decides the token ids, so the vectors: its files'
+    digest goes into the outputs' fingerprint (caches and collections key on it); the folder's
+    own adds nothing, so existing keys stay where they are."""
+    if folder is None:
+        return {}
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).glob("*")):
+        if path.is_file() and path.suffix in (".json", ".txt", ".model", ".tiktoken"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return {"tokenizer": digest.hexdigest()[:16]}
 
 
 def _size(prompts: object) -> int:
@@ -273,6 +288,7 @@ class Engine:
             "max_batch_size": max_batch_size,
             "pooler_config": repr(pooler),
             "tokenizer": tokenizer,
+            "tokenizer_revision": tokenizer_revision,
             "model_impl": model_impl,
         }
         request = TuneRequest(
@@ -296,7 +312,9 @@ class Engine:
             is_matryoshka=self.spec.is_matryoshka,
             matryoshka_dimensions=self.spec.matryoshka_dimensions,
             score_kind=self._pipeline.kind.score_kind,
-            output_fingerprint=output_fingerprint(asdict(self._pipeline.pooler_config)),
+            output_fingerprint=output_fingerprint(
+                asdict(self._pipeline.pooler_config) | _tokenizer_shaping(tokenizer_path)
+            ),
             normalizes_embeddings=bool(self._pipeline.pooler_config.normalize),
             default_dimensions=self._pipeline.pooler_config.dimensions,
             prompt_names=tuple(self.spec.prompts),

@@ -120,7 +120,10 @@ def test_tokenizer_revision_alone_is_the_models_tokenizer_at_that_revision_and_b
         return str(minilm_path)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", hub)
-    Engine("org/embedder", tokenizer_revision="v2", hf_token="hf_secret", tune="off")
+    engine = Engine("org/embedder", tokenizer_revision="v2", hf_token="hf_secret", tune="off")
+    # another tokenizer decides the token ids: its files key caches and collections, the folder's own does not
+    assert engine.facts.output_fingerprint != Engine(minilm_path, tune="off").facts.output_fingerprint
+    assert Engine(minilm_path, tune="off").facts == Engine(minilm_path, tune="off").facts
     assert [(repo, kwargs["revision"], kwargs["token"]) for repo, kwargs in asked] == [
         ("org/embedder", None, "hf_secret"),
         ("org/embedder", "v2", "hf_secret"),
