@@ -37,6 +37,7 @@ def resolve_model_path(
     *,
     download_dir: str | None = None,
     hf_token: str | bool | None = None,
+    what: str = "model",
 ) -> Path:
     """A local folder is used as is; anything else is a hub id fetched (or found in the cache)
     with ``huggingface_hub.snapshot_download``, so ``HF_HUB_OFFLINE=1`` works with a warm cache.
@@ -48,7 +49,7 @@ def resolve_model_path(
         return path.resolve()
     model_id = str(model)
     if _names_a_path(model_id, path):
-        raise ModelLoadError(f"model path {model_id!r} is not a folder")
+        raise ModelLoadError(f"{what} path {model_id!r} is not a folder")
     try:
         from huggingface_hub import snapshot_download
 
@@ -69,7 +70,7 @@ def resolve_model_path(
             )
             return packaged.resolve()
         raise ModelLoadError(
-            f"cannot load model {model_id!r}: it is not a local folder, so it is a Hugging Face hub id, "
+            f"cannot load {what} {model_id!r}: it is not a local folder, so it is a Hugging Face hub id, "
             "which needs network access to huggingface.co (or a warm hub cache with HF_HUB_OFFLINE=1). "
             f"Pass the path of a downloaded model folder instead. ({type(exc).__name__}: {_first_line(exc)})"
         ) from exc
@@ -89,7 +90,9 @@ def resolve_tokenizer_folder(
     and for BM25, which needs nothing else of a model."""
     from poolrag.config.st_modules import transformer_folder
 
-    path = resolve_model_path(source, revision, TOKENIZER_FILES, download_dir=download_dir, hf_token=hf_token)
+    path = resolve_model_path(
+        source, revision, TOKENIZER_FILES, download_dir=download_dir, hf_token=hf_token, what="tokenizer"
+    )
     return transformer_folder(path)
 
 

@@ -88,7 +88,8 @@ _INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
 # Milvus Lite's AUTOINDEX (and HNSW_SQ) search a graph whose candidate list defaults to about k:
 # measured, a 674-chunk collection answered k=1000 with 486 rows and recall@10 was 0.94 on
 # clustered text; a list of at least this many (or k) returned every row at recall 1.0, at the
-# same speed. A Milvus server's AUTOINDEX sets its own search depth.
+# same speed. A Milvus server's AUTOINDEX sets its own search depth; the HNSW_SQ index of int8
+# collections gets the same depth everywhere.
 LITE_MIN_EF = 256
 _GRAPH_INDEXES = (None, "int8")  # the quantizations whose dense index is a graph (ef applies)
 _STATS_KEY = f"{METADATA_KEY}_bm25"
@@ -463,7 +464,8 @@ class MilvusStore(StoreTemplate):
         """The dense search's parameters: on Milvus Lite's graph indexes a candidate list deep
         enough for ``limit`` rows at full recall (:data:`LITE_MIN_EF`)."""
         params: dict[str, Any] = {"metric_type": "COSINE"}
-        if _is_local(self.uri) and spec.quantization in _GRAPH_INDEXES:
+        # the HNSW_SQ index poolrag creates is a graph on a server too; a server's AUTOINDEX is its own
+        if spec.quantization == "int8" or (_is_local(self.uri) and spec.quantization in _GRAPH_INDEXES):
             params["params"] = {"ef": max(limit, LITE_MIN_EF)}
         return params
 
