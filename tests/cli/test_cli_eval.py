@@ -77,6 +77,7 @@ def test_eval_prints_hand_computed_metrics_and_a_second_run_embeds_nothing(
     assert code == 0, err
     lines = out.splitlines()
     assert "corpus: 8 documents" in lines[0] and "(0 embedded now)" in lines[0]
+    assert lines[0].endswith(f"in collection {default_collection(str(dataset))!r}")  # the name search takes
     assert [line.split()[0] for line in lines[2:]] == ["hybrid", "dense"]
     assert float(lines[2].split()[2]) == pytest.approx(printed["hybrid"][f"mrr@{K}"], abs=5e-5)
 
@@ -115,13 +116,13 @@ def test_the_table_puts_the_second_stage_beside_the_first() -> None:
     metric = lambda mrr: {"recall@10": 1.0, "mrr@10": mrr, "ndcg@10": 0.5}  # noqa: E731
     modes = {"dense": 0.6, "hybrid": 0.64, "hybrid+rerank": 0.7, "hybrid+rerank-replace": 0.61}
     report = EvalReport({m: metric(v) for m, v in modes.items()}, {}, IngestReport(documents=3, chunks=3), 2)
-    last = _table(report, 10).splitlines()[-1]
+    last = _table(report, 10, "eval_x").splitlines()[-1]
     assert last == (
         "second stage vs first, MRR@10: hybrid 0.6400 | hybrid+rerank 0.7000 (+0.0600) | "
         "hybrid+rerank-replace 0.6100 (-0.0300)"
     )
     del report.metrics["hybrid+rerank"], report.metrics["hybrid+rerank-replace"]
-    assert _table(report, 10).splitlines()[-1].startswith("hybrid ")  # no second stage, no line
+    assert _table(report, 10, "eval_x").splitlines()[-1].startswith("hybrid ")  # no second stage, no line
 
 
 def _assert_close(printed: dict, hand: dict) -> None:

@@ -106,3 +106,36 @@ def test_missing_folder_and_files_are_named(tmp_path: Path) -> None:
         list(dataset.documents())
     with pytest.raises(BeirFormatError, match=r"qrels/dev\.tsv: file not found"):
         dataset.qrels("dev")
+
+
+def test_the_judged_queries_are_those_a_ranking_can_score(tmp_path: Path, caplog) -> None:
+    """A judged query missing from queries.jsonl counted as a zero in every average (dense MRR 0.6971
+    became 0.6857 with one such line); now it is left out with a warning naming it, as is a query
+    judged only with grade 0."""
+    queries = "".join(json.dumps({"_id": q, "text": f"text {q}"}) + "\n" for q in ("q1", "q2", "q3"))
+    qrels = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td1\t0\nqnope\td1\t1\n"
+    dataset = make_dataset(tmp_path / "ds", queries=queries, qrels=qrels)
+    with caplog.at_level("WARNING", logger="poolrag.evaluation.beir"):
+        queries_kept, judged = dataset.judged_queries()
+    assert [q.id for q in queries_kept] == ["q1"] and judged == {"q1": {"d1": 1}}
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith("1 judged queries of") and warning.endswith("left out: qnope")
+
+
+def test_a_corpus_document_without_text_is_left_out_with_a_warning(tmp_path: Path, caplog) -> None:
+    from poolrag.evaluation.run import corpus_documents
+
+    corpus = "".join(
+        json.dumps(row) + "\n"
+        for row in (
+            {"_id": "d1", "text": "kept"},
+            {"_id": "d2", "text": "   "},
+            {"_id": "d3", "text": "\u200b"},
+        )
+    )
+    dataset = make_dataset(tmp_path / "ds", corpus=corpus)
+    with caplog.at_level("WARNING", logger="poolrag.evaluation.run"):
+        assert [d.text for d in corpus_documents(dataset)] == ["kept"]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2 and all("left out" in w and "is empty" in w for w in warnings)
+    assert "document 'd2'" in warnings[0] and "document 'd3'" in warnings[1]

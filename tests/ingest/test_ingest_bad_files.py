@@ -103,3 +103,14 @@ def test_a_record_without_an_id_never_collides_in_silence_with_an_id_that_is_a_l
     (left_out,) = skipped
     assert left_out.line == 3
     assert left_out.reason == "no id, and its line number 3 is the id of line 1: give it an id"
+
+
+def test_a_beir_corpus_record_is_named_by_its_underscore_id(tmp_path: Path) -> None:
+    """``poolrag ingest corpus.jsonl`` names records as ``poolrag eval`` does: ``path#<_id>``."""
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "corpus.jsonl").write_text(
+        '{"_id": "d7", "text": "first"}\n{"id": "x", "_id": "y", "text": "b"}\n'
+    )
+    docs = list(read_paths([root]))
+    assert [d.source.rsplit("#", 1)[1] for d in docs] == ["d7", "x"]  # id wins where both are given

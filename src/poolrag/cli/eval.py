@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.metrics | ({"tuned": tuned.to_json()} if tuned else {})))
     else:
-        print(_table(report, args.k))
+        print(_table(report, args.k, args.collection))
         if tuned is not None:
             print(tuned_summary(tuned, args.save))
     return 0
@@ -175,8 +175,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     if args.tune:  # the folds need as many judged queries: known from the small files, before any model
         from poolrag.evaluation.tune import kfold
 
-        judged = dataset.qrels(args.split)
-        kfold([q.id for q in dataset.queries() if q.id in judged], args.folds, args.seed)
+        kfold([q.id for q in dataset.judged_queries(args.split)[0]], args.folds, args.seed)
     cache = open_cache_from_args(args)
     if cache is None:  # queries are embedded once up front and read back during retrieval
         scratch = tempfile.TemporaryDirectory(prefix="poolrag-eval-")
@@ -223,12 +222,12 @@ class _Cleanup:
         self.folder.cleanup()
 
 
-def _table(report: EvalReport, k: int) -> str:
+def _table(report: EvalReport, k: int, collection: str) -> str:
     names = [f"{m}@{k}" for m in METRIC_NAMES]
     width = max(len(mode) for mode in report.metrics) + 2
     lines = [
         f"{report.queries} queries; corpus: {report.ingest.documents} documents, "
-        f"{report.chunks} chunks ({report.ingest.embedded} embedded now)",
+        f"{report.chunks} chunks ({report.ingest.embedded} embedded now) in collection {collection!r}",
         "mode".ljust(width) + "".join(name.rjust(12) for name in names),
     ]
     for mode, values in report.metrics.items():

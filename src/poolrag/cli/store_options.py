@@ -52,7 +52,8 @@ def add_analyzer_arguments(group: Any) -> None:
         choices=sorted(LANGUAGES),
         metavar="LANGUAGE",
         help=f"the collection's language: stemmer and stop words of --analyzer words (default: the "
-        f"language a new collection's first batch is written in, else {DEFAULT_LANGUAGE}), and, recorded with the model card's languages, what lets the hybrid default "
+        f"language a new collection's first batch is written in, else {DEFAULT_LANGUAGE}), and, "
+        "recorded with the model card's languages, what lets the hybrid default "
         f"lean on BM25 when the model was not trained on it (one of {', '.join(sorted(LANGUAGES))})",
     )
 

@@ -13,12 +13,15 @@ judgement or document would quietly change every metric computed afterwards.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from poolrag.errors import InvalidInputError
+
+logger = logging.getLogger(__name__)
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -185,3 +188,23 @@ class BeirDataset:
                     path, number, f"({query_id}, {doc_id}) judged {previous} earlier and {grade} here"
                 )
         return judgements
+
+    def judged_queries(self, split: str = "test") -> tuple[list[BeirQuery], dict[str, dict[str, int]]]:
+        """The queries an evaluation averages over, and their judgements: those with a relevant
+        document (a grade above 0). A judged query missing from the queries file is left out with a
+        warning naming it (it used to count as a zero in every average), as are queries judged only
+        with grade 0, which no ranking can score."""
+        qrels = self.qrels(split)
+        queries = [q for q in self.queries() if any(g > 0 for g in qrels.get(q.id, {}).values())]
+        known = {q.id for q in self.queries()}
+        missing = sorted(set(qrels) - known)
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            logger.warning(
+                "%d judged queries of %s are not in %s; left out: %s",
+                len(missing),
+                self.qrels_path(split),
+                self.queries_path,
+                shown,
+            )
+        return queries, {q.id: qrels[q.id] for q in queries}

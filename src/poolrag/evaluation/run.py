@@ -36,6 +36,7 @@ from poolrag.retrieval.rerank_language import default_rerank_weight, reranker_la
 from poolrag.retrieval.results import SearchResult
 from poolrag.retrieval.sparse_queries import SparseQueryEncoder
 from poolrag.stores.language_prior import collection_default_fusion
+from poolrag.text_validity import text_problem
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,10 @@ def corpus_documents(dataset: BeirDataset) -> Iterator[Document]:
     path = dataset.corpus_path.resolve().as_posix()
     for doc in dataset.documents():
         text = f"{doc.title}\n\n{doc.text}" if doc.title else doc.text
+        problem = text_problem(text)
+        if problem is not None:  # said, as poolrag ingest says it of the same record
+            logger.warning("%s: document %r %s; left out", dataset.corpus_path, doc.id, problem)
+            continue
         metadata = {k: v for k, v in doc.metadata.items() if isinstance(v, str | int | float | bool)}
         yield Document(f"{path}#{doc.id}", text, {**metadata, "title": doc.title, CORPUS_ID_KEY: doc.id})
 
@@ -158,13 +163,13 @@ class Evaluation:
             )
         # The small files first: a broken qrels or queries file is reported before anything is embedded.
         qrels = dataset.qrels(split)
-        queries = [q for q in dataset.queries() if q.id in qrels]
-        if not queries:
+        if not any(q.id in qrels for q in dataset.queries()):
             raise InvalidInputError(
                 f"no query in {dataset.queries_path} is judged in {dataset.qrels_path(split)}; "
                 "nothing to evaluate"
             )
-        if not any(grade > 0 for q in queries for grade in qrels[q.id].values()):
+        queries, qrels = dataset.judged_queries(split)
+        if not queries:
             raise InvalidInputError(
                 f"no query in {dataset.qrels_path(split)} has a relevant document (a grade above 0); "
                 "nothing to evaluate"

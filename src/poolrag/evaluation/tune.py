@@ -299,8 +299,7 @@ def tune(
     if evaluation.sparse_encoder is None:
         raise InvalidInputError("tuning the hybrid setting needs the collection's sparse encoder")
     kfold(list(dense_run), folds, seed)  # the fold count is checked before any search runs
-    qrels = dataset.qrels(split)
-    queries = [q for q in dataset.queries() if q.id in qrels]
+    queries, qrels = dataset.judged_queries(split)
     retriever = Retriever(
         evaluation.pipeline.store, evaluation.embedder, sparse_encoder=evaluation.sparse_encoder
     )

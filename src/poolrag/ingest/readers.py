@@ -200,6 +200,8 @@ def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]
                 problem(path, f"{text_field!r} {unreadable}", number)
                 continue
             ident = record.pop("id", None)
+            if ident is None:  # BEIR's corpus.jsonl names its records _id
+                ident = record.pop("_id", None)
             source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
             if source in first:
                 problem(path, _repeat(ident, number, *first[source]), number)
