@@ -87,3 +87,8 @@ def test_a_bare_cross_encoder_takes_the_saved_share_and_a_configured_one_keeps_i
     assert Retriever(store, minilm_engine, reranker=cross).reranker.weight == 0.75
     configured = CrossEncoderReranker(cross, weight=0.25)
     assert Retriever(store, minilm_engine, reranker=configured).reranker.weight == 0.25
+    # a second stage chosen and the share left open (``search --second-stage replace`` without
+    # --rerank-weight) takes the saved share as a bare model does; it used to fall back to 0.5
+    open_share = CrossEncoderReranker(cross, second_stage="replace", weight=None)
+    taken = Retriever(store, minilm_engine, reranker=open_share).reranker
+    assert (taken.weight, taken.second_stage) == (0.75, "replace")

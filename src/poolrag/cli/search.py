@@ -183,14 +183,11 @@ def _reranker(args: argparse.Namespace, engine_args: EngineArgs) -> CrossEncoder
         return None
     from poolrag.retrieval import CrossEncoderReranker
 
-    settings: dict[str, Any] = {}  # what the user left out keeps the reranker's defaults
-    if args.second_stage is not None:
-        settings["second_stage"] = args.second_stage
-    if args.rerank_weight is not None:
-        settings["weight"] = args.rerank_weight
     engine = load_engine(engine_args.sibling(args.rerank))
-    # Bare, the retriever gives it the share a saved --tune --rerank chose, else the collection's default.
-    return CrossEncoderReranker(engine, **settings) if settings else engine
+    if args.second_stage is None and args.rerank_weight is None:
+        return engine  # bare: the retriever gives it the share a saved --tune chose, else the default
+    # an unset weight is the retriever's to pick, as for a bare model (a saved --tune, the languages)
+    return CrossEncoderReranker(engine, second_stage=args.second_stage or "fuse", weight=args.rerank_weight)
 
 
 def _unit_interval(value: str) -> float:

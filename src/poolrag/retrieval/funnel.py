@@ -84,13 +84,16 @@ class Retriever:
             )
         check_model(self.spec, self.embedder.model_identity, f"{store.name} at {store.location}")
         if reranker is not None and not isinstance(reranker, CrossEncoderReranker):
-            # A bare cross-encoder takes the share ``poolrag eval --tune --rerank --save`` chose, if any,
-            # else the collection's default for its languages; a configured CrossEncoderReranker keeps
-            # its own.
+            reranker = CrossEncoderReranker(reranker, weight=None)
+        if reranker is not None and reranker.weight is None:
+            # A bare cross-encoder, or one whose share was left open, takes the share ``poolrag eval
+            # --tune --rerank --save`` chose, if any, else the collection's default for its languages;
+            # a CrossEncoderReranker given a weight keeps its own.
             record = saved_record(self.spec)
             tuned = None if record is None else record.rerank_weight
-            share = default_rerank_weight(self.spec, reranker_languages(reranker)) if tuned is None else tuned
-            reranker = CrossEncoderReranker(reranker, weight=share)
+            languages = reranker_languages(reranker.backend)
+            share = default_rerank_weight(self.spec, languages) if tuned is None else tuned
+            reranker = reranker.with_weight(share)
         self.reranker = reranker
         self.candidates = candidates
 

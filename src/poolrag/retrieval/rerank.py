@@ -63,7 +63,9 @@ class CrossEncoderReranker:
         backend: a cross-encoder (``facts.score_kind`` is ``ScoreKind.CROSS_ENCODER``, ``"cross-encoder"``).
         second_stage: how its scores make the final order (see :class:`SecondStage`); ``fuse``
             by default, ``replace`` for the reranker's order alone.
-        weight: the reranker's share when fusing, in [0, 1].
+        weight: the reranker's share when fusing, in [0, 1]; ``None``: the share a
+            :class:`~poolrag.retrieval.Retriever` picks for its collection (a saved ``eval --tune``
+            choice, else the default for the reranker's languages), 0.5 outside one.
         normalisation: how each query's scores are rescaled before a ``fuse`` mix.
     """
 
@@ -72,7 +74,7 @@ class CrossEncoderReranker:
         backend: PoolingBackend,
         *,
         second_stage: SecondStage | str = SecondStage.FUSE,
-        weight: float = DEFAULT_RERANK_WEIGHT,
+        weight: float | None = DEFAULT_RERANK_WEIGHT,
         normalisation: ScoreNormalisation | str = ScoreNormalisation.ZSCORE,
     ) -> None:
         facts = backend.facts
@@ -83,8 +85,14 @@ class CrossEncoderReranker:
             )
         self.backend = backend
         self.second_stage = second_stage_mode(second_stage)
-        self.weight = check_rerank_weight(weight)
+        self.weight = None if weight is None else check_rerank_weight(weight)
         self.normalisation = ScoreNormalisation(normalisation)
+
+    def with_weight(self, weight: float) -> CrossEncoderReranker:
+        """The same reranker fusing with another share."""
+        return CrossEncoderReranker(
+            self.backend, second_stage=self.second_stage, weight=weight, normalisation=self.normalisation
+        )
 
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """The reranker's own score of each passage, in input order."""
@@ -111,7 +119,8 @@ class CrossEncoderReranker:
         ``second_stage`` and ``weight`` override this reranker's settings for one call.
         """
         mode = self.second_stage if second_stage is None else second_stage_mode(second_stage)
-        share = self.weight if weight is None else check_rerank_weight(weight)
+        own = DEFAULT_RERANK_WEIGHT if self.weight is None else self.weight
+        share = own if weight is None else check_rerank_weight(weight)
         if first_stage_scores is not None and len(np.asarray(first_stage_scores)) != len(passages):
             raise InvalidInputError(
                 f"{len(np.asarray(first_stage_scores))} first-stage scores for {len(passages)} passages"
