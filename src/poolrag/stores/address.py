@@ -38,21 +38,10 @@ class StoreAddress:
         """The file or folder an embedded store keeps its data in (``None`` for a server, or where
         the flags name no embedded store: opening refuses those): what a reader checks before
         opening, since opening an embedded store creates it."""
-        if self.served:
-            return None
-        if self.kind == "milvus" and self.path is None and self.url is None:
-            from poolrag.stores.milvus import DEFAULT_URI
+        from poolrag.stores.registry import StoreLocation, store_entry
 
-            return Path(self.uri or DEFAULT_URI)
-        if self.kind == "qdrant" and self.uri is None:
-            from poolrag.stores.qdrant import DEFAULT_PATH
-
-            return Path(self.path or DEFAULT_PATH)
-        if self.kind == "qdrant-edge" and self.uri is None and self.url is None:
-            from poolrag.stores.qdrant_edge import DEFAULT_PATH as EDGE_PATH
-
-            return Path(self.path or EDGE_PATH) / self.collection
-        return None
+        location = StoreLocation(uri=self.uri, path=self.path, url=self.url)
+        return store_entry(self.kind).store_class().local_data(self.collection, location)
 
     def open(self) -> VectorStore:
         from poolrag.stores import open_store

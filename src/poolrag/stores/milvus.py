@@ -217,6 +217,14 @@ class MilvusStore(StoreTemplate):
         self._client = self._call(lambda: self._connect(token), "connect")
 
     @classmethod
+    def local_data(cls, collection: str, location: StoreLocation) -> Path | None:
+        """A Milvus Lite file (every collection in one), or ``None`` for a server."""
+        if location.path is not None or location.url is not None:
+            return None
+        uri = location.uri or DEFAULT_URI
+        return None if "://" in uri else Path(uri)
+
+    @classmethod
     def open(cls, collection: str, address: StoreLocation) -> MilvusStore:
         address.refuse_other_than(
             ("uri",), "milvus takes --uri (a .db file or a server URL), not --path/--url"

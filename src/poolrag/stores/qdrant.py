@@ -137,6 +137,13 @@ class QdrantStore(StoreTemplate):
         self._client = self._call(lambda: self._connect(path, url, api_key, timeout), "connect")
 
     @classmethod
+    def local_data(cls, collection: str, location: StoreLocation) -> Path | None:
+        """The local-mode folder (every collection in one), or ``None`` for a server."""
+        if location.uri is not None or location.url is not None:
+            return None
+        return Path(location.path or DEFAULT_PATH)
+
+    @classmethod
     def open(cls, collection: str, address: StoreLocation) -> QdrantStore:
         address.refuse_other_than(
             ("path", "url"), "qdrant takes --path (local mode) or --url (server), not --uri"

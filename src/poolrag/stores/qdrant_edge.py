@@ -42,6 +42,10 @@ DEFAULT_PATH = "./poolrag_edge"
 _SPEC_FILE = "poolrag.json"
 
 
+def _collection_folder(collection: str, path: str | None) -> Path:
+    return Path(path or DEFAULT_PATH) / collection
+
+
 def _unavailable(exc: BaseException) -> bool:
     # Another process has the shard open (poolrag's folder lock, or the shard's WAL lock).
     return (
@@ -59,7 +63,7 @@ class QdrantEdgeStore(StoreTemplate):
     vector_types = VECTOR_TYPES
 
     def __init__(self, collection: str, *, path: str | None = None, retry: RetryPolicy | None = None) -> None:
-        root = Path(path or DEFAULT_PATH) / collection
+        root = _collection_folder(collection, path)
         super().__init__(collection, str(root.parent))
         self.retry = retry or RetryPolicy()
         self.root = root
@@ -67,6 +71,13 @@ class QdrantEdgeStore(StoreTemplate):
         self._lock: FolderLock | None = None
         if (self.root / _SPEC_FILE).exists():
             self._open_shard(create=None)
+
+    @classmethod
+    def local_data(cls, collection: str, location: StoreLocation) -> Path | None:
+        """The collection's own folder (its shard and ``poolrag.json``)."""
+        if location.uri is not None or location.url is not None:
+            return None
+        return _collection_folder(collection, location.path)
 
     @classmethod
     def open(cls, collection: str, address: StoreLocation) -> QdrantEdgeStore:

@@ -13,6 +13,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -95,6 +96,12 @@ class StoreTemplate(ABC):
         if self._spec is None:
             self._spec = self._load_spec()
         return self._spec
+
+    @classmethod
+    def local_data(cls, collection: str, location: StoreLocation) -> Path | None:
+        """The file or folder this store keeps ``collection`` in at ``location`` (``None``: a
+        server, or a location this store refuses when opened); each embedded store says its own."""
+        return None
 
     @classmethod
     def check_vector_type(cls, vector_type: str) -> None:
