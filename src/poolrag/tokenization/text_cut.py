@@ -97,13 +97,15 @@ class TextCut:
             chars = 2 * cut
         return text
 
-    def count(self, text: str) -> int:
+    def count(self, text: str, stop_after: int | None = None) -> int:
         """Tokens in ``text`` (no special tokens), counted in windows cut before spaces so no more
-        than one window's token list is held at a time."""
+        than one window's token list is held at a time. With ``stop_after``, counting stops at the
+        first window that takes the total past it (a caller that only needs to know a text is too
+        long pays for the limit's worth of tokenising, not the whole text's)."""
         if not self.enabled or len(text) <= COUNT_WINDOW_CHARS:
             return self._bare_count(text)
         total, start = 0, 0
-        while start < len(text):
+        while start < len(text) and (stop_after is None or total <= stop_after):
             found = _CUT.search(text, start + COUNT_WINDOW_CHARS)
             end = len(text) if found is None else found.start()
             total += self._bare_count(text[start:end])

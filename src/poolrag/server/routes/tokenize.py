@@ -9,6 +9,7 @@ from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
 from poolrag.server.state import model_state
+from poolrag.server.token_cap import tokenize_within_cap
 
 router = APIRouter(tags=["tokenization"], route_class=OffLoopRoute)
 PATH = "/tokenize"
@@ -19,7 +20,16 @@ async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
     state = model_state(request, body.model)
     refuse_blank(body.prompt, "prompt")
     engine = state.engine
-    tokens = await state.run_blocking(PATH, engine.tokenize, body.prompt, body.add_special_tokens)
+    (tokens,) = await state.run_blocking(
+        PATH,
+        tokenize_within_cap,
+        engine.tokenizer,
+        lambda text: engine.tokenize(text, body.add_special_tokens),
+        [body.prompt],
+        state.limits.max_request_tokens,
+        "prompt",
+        body.add_special_tokens,
+    )
     state.metrics.prompt_tokens.labels(state.name, PATH).inc(len(tokens))
     return TokenizeResponse(
         count=len(tokens),
