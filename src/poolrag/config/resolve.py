@@ -7,6 +7,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from poolrag.config.model_map import ENV_VAR as MODEL_MAP_VAR
+from poolrag.config.model_map import mapped_folder
 from poolrag.config.packaged_models import packaged_folder
 from poolrag.errors import ModelLoadError
 
@@ -39,7 +41,8 @@ def resolve_model_path(
     hf_token: str | bool | None = None,
     what: str = "model",
 ) -> Path:
-    """A local folder is used as is; anything else is a hub id fetched (or found in the cache)
+    """A local folder is used as is; a hub id ``$POOLRAG_MODEL_MAP`` maps is its folder
+    (:mod:`poolrag.config.model_map`); anything else is a hub id fetched (or found in the cache)
     with ``huggingface_hub.snapshot_download``, so ``HF_HUB_OFFLINE=1`` works with a warm cache.
     ``files`` are the patterns fetched (:data:`TOKENIZER_FILES` where no weights are needed);
     ``download_dir`` and ``hf_token`` are vLLM's names of the hub cache folder and access token
@@ -48,6 +51,10 @@ def resolve_model_path(
     if path.is_dir():
         return path.resolve()
     model_id = str(model)
+    mapped = mapped_folder(model_id)
+    if mapped is not None:
+        logger.info("resolved %s to %s ($%s)", model_id, mapped, MODEL_MAP_VAR)
+        return mapped
     if _names_a_path(model_id, path):
         raise ModelLoadError(f"{what} path {model_id!r} is not a folder")
     try:
