@@ -15,6 +15,9 @@ from poolrag.errors import ModelLoadError
 logger = logging.getLogger(__name__)
 
 
+#: Where sentence-transformers looks for a model named without an organisation
+#: (``SentenceTransformer("all-MiniLM-L6-v2")`` loads ``sentence-transformers/all-MiniLM-L6-v2``).
+SENTENCE_TRANSFORMERS_ORG = "sentence-transformers"
 #: What a model needs from the hub: configs, weights, tokenizer, templates, ColBERT metadata, and
 #: the sentence-transformers module folders.
 MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.py", "*.jinja", "*/*", "*.metadata")
@@ -44,6 +47,8 @@ def resolve_model_path(
     """A local folder is used as is; a hub id ``$POOLRAG_MODEL_MAP`` maps is its folder
     (:mod:`poolrag.config.model_map`); anything else is a hub id fetched (or found in the cache)
     with ``huggingface_hub.snapshot_download``, so ``HF_HUB_OFFLINE=1`` works with a warm cache.
+    A name without an organisation is first ``sentence-transformers/<name>``, as
+    sentence-transformers resolves it (the packaged all-MiniLM-L6-v2 included), then the name as given.
     ``files`` are the patterns fetched (:data:`TOKENIZER_FILES` where no weights are needed);
     ``download_dir`` and ``hf_token`` are vLLM's names of the hub cache folder and access token
     (``None``: huggingface_hub's own, ``$HF_HOME`` and ``$HF_TOKEN``)."""
@@ -57,6 +62,18 @@ def resolve_model_path(
         return mapped
     if _names_a_path(model_id, path):
         raise ModelLoadError(f"{what} path {model_id!r} is not a folder")
+    if "/" not in model_id:  # a bare name, as sentence-transformers reads it: its organisation's first
+        try:
+            return resolve_model_path(
+                f"{SENTENCE_TRANSFORMERS_ORG}/{model_id}",
+                revision,
+                files,
+                download_dir=download_dir,
+                hf_token=hf_token,
+                what=what,
+            )
+        except ModelLoadError:  # not one of its models: the name as given (the hub's old top-level ids)
+            logger.debug("%s is no sentence-transformers model; asking for it as given", model_id)
     try:
         from huggingface_hub import snapshot_download
 
