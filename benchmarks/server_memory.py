@@ -1,4 +1,4 @@
-"""Server memory and event-loop responsiveness under hostile 16 MB requests (issues 13 and 27).
+"""Server memory and event-loop responsiveness under hostile 16 MB requests (issues 13, 27 and 47).
 
 Starts ``poolrag serve`` (all-MiniLM-L6-v2) in a subprocess on 127.0.0.1 and sends, one phase
 after the other, bodies near the server's 16 MiB limit, all with ``truncate_prompt_tokens: -1``:
@@ -6,7 +6,9 @@ after the other, bodies near the server's 16 MiB limit, all with ``truncate_prom
 * ``text``: one text of 3,145,728 words (``"word " * 3145728``, 15.7 MB), then ``--concurrent``
   of them at once;
 * ``rerank``: a ``/rerank`` of 2,048 documents of 1,600 words (16.4 MB);
-* ``ids``: one list of ``--ids`` token ids.
+* ``ids``: one list of ``--ids`` token ids;
+* ``tokenize``: a ``/tokenize`` of the same 15.7 MB text (``prompt``; the route keeps every token,
+  so it has no ``truncate_prompt_tokens``), one request, then ``--concurrent`` at once.
 
 Meanwhile it samples the server's resident memory (VmRSS, every 20 ms) and probes ``GET /health``
 every 100 ms. Prints, per phase: the peak RSS, the RSS before and after, the slowest ``/health``
@@ -15,6 +17,7 @@ the post-load idle RSS (after start-up and one small request). ``--rss-cap-gb`` 
 if it grows past the cap, so a run on an unbounded server cannot take the machine down.
 
     python benchmarks/server_memory.py [--concurrent 3] [--ids 8000000] [--idle-s 60] [--rss-cap-gb 8]
+                                       [--phases text rerank ids tokenize]
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from pathlib import Path
 
 import httpx
 from common import machine, minilm_path, poolrag_server
+
+PHASES = ("text", "rerank", "ids", "tokenize")
 
 
 def _rss_kib(pid: int) -> int:
@@ -123,6 +128,9 @@ def main() -> int:
     parser.add_argument("--concurrent", type=int, default=3)
     parser.add_argument("--idle-s", type=float, default=60.0, help="wait before the idle RSS")
     parser.add_argument("--rss-cap-gb", type=float, default=8.0)
+    parser.add_argument(
+        "--phases", nargs="+", choices=PHASES, default=list(PHASES), help="which phases to run, in order"
+    )
     args = parser.parse_args()
 
     def body(value: dict) -> bytes:
@@ -131,12 +139,16 @@ def main() -> int:
     text = body({"input": "word " * 3_145_728})
     rerank = body({"query": "a word", "documents": ["word " * 1_600] * 2_048})
     ids = body({"input": [1] * args.ids})
-    phases = [
+    prompt = json.dumps({"prompt": "word " * 3_145_728}, separators=(",", ":")).encode()
+    every = [
         ("text", "/v1/embeddings", text, 1),
         ("text", "/v1/embeddings", text, args.concurrent),
         ("rerank", "/rerank", rerank, 1),
         ("ids", "/v1/embeddings", ids, 1),
+        ("tokenize", "/tokenize", prompt, 1),
+        ("tokenize", "/tokenize", prompt, args.concurrent),
     ]
+    phases = [phase for phase in every if phase[0] in args.phases]
     with poolrag_server(str(minilm_path()), quiet=False, start_s=180) as (process, url):
         print(machine())
         httpx.post(f"{url}/v1/embeddings", json={"input": "warm up"}, timeout=60)
