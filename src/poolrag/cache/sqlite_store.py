@@ -80,6 +80,18 @@ def _checksum(key: bytes, dim: int, data: bytes) -> bytes:
     return hashlib.blake2b(key + dim.to_bytes(4, "little") + data, digest_size=16).digest()
 
 
+def _intact_vector(key: bytes, dim: object, data: object, checksum: object) -> np.ndarray | None:
+    """The float32 vector a row holds, or ``None`` for any row that is not one this cache wrote
+    (SQLite keeps whatever type a column was given: an integer or text where bytes belong, a
+    size that is not a positive integer, a checksum that does not match); such a row is dropped
+    and recomputed, never allowed to stop a run."""
+    if type(dim) is not int or dim < 1 or not isinstance(data, bytes) or not isinstance(checksum, bytes):
+        return None
+    if len(data) != 4 * dim or _checksum(key, dim, data) != checksum:
+        return None
+    return np.frombuffer(data, dtype="<f4").astype(np.float32)
+
+
 @dataclass
 class CacheStats:
     """Counters of one cache object (this process only); ``corrupt`` counts entries dropped."""
@@ -214,10 +226,11 @@ class EmbeddingCache:
                 f"SELECT key, dim, data, checksum FROM vectors WHERE key IN ({marks})", part
             ).fetchall()
             for key, dim, data, checksum in rows:
-                if len(data) != 4 * dim or _checksum(key, dim, data) != checksum:
+                vector = _intact_vector(key, dim, data, checksum)
+                if vector is None:
                     bad.append(key)
                     continue
-                found[key] = np.frombuffer(data, dtype="<f4").astype(np.float32)
+                found[key] = vector
         now = time.time_ns()
         if bad:
             logger.warning("embedding cache: %d corrupt entries dropped and will be recomputed", len(bad))
