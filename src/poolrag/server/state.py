@@ -2,18 +2,21 @@
 metrics label) and the process-wide settings and metrics of one app.
 
 Routes find their model through ONE function, :func:`model_state`, which reads the request's
-``model`` field: absent or empty (``""``, as vLLM reads it) means the first model served, an
-unknown name is a 404 naming the served ones. Body bytes are budgeted per process (they are read
-before the body names a model); queue slots and tokens in flight per model, so one model's full
-queue does not refuse another's requests.
+``model`` field: absent or empty (``""``, as vLLM reads it) means the first model served, a served
+name that model, the short name of a served hub id (``all-MiniLM-L6-v2`` for
+``sentence-transformers/all-MiniLM-L6-v2``, as tutorials spell it) that model too unless two models
+share it, and an unknown name is a 404 naming the served ones. Body bytes are budgeted per process
+(they are read before the body names a model); queue slots and tokens in flight per model, so one
+model's full queue does not refuse another's requests.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from fastapi import Request
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 P = ParamSpec("P")
+logger = logging.getLogger(__name__)
 
 #: The ASGI scope key naming the model a request was routed to (read by the identity middleware).
 SCOPE_MODEL_KEY = "poolrag.model"
@@ -97,6 +101,10 @@ class ServedModels:
     parse_limits: Limits
     metrics: ServerMetrics
     started: int
+    short_names: dict[str, ServerState] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.short_names = short_names(self.models)
 
     @property
     def default(self) -> ServerState:
@@ -114,6 +122,8 @@ class ServedModels:
         for served in self.models:
             if model in served.settings.served_model_names:
                 return served
+        if model in self.short_names:
+            return self.short_names[model]
         names = ", ".join(repr(name) for name in self.served_names)
         raise APIError(
             404, f"model {model!r} is not served here; use {names}", param="model", code="model_not_found"
@@ -130,6 +140,34 @@ def model_state(request: Request, model: str | None) -> ServerState:
     served = served_models(request).lookup(model)
     request.scope[SCOPE_MODEL_KEY] = served
     return served
+
+
+def short_name(name: str) -> str | None:
+    """The model part of a hub id (``org/name`` → ``name``); ``None`` for a name of another form."""
+    org, slash, rest = name.partition("/")
+    return rest if slash and org and rest and "/" not in rest else None
+
+
+def short_names(models: Sequence[ServerState]) -> dict[str, ServerState]:
+    """The short name of each served hub id and its model: only names no other model is served
+    under, or also shortens to (those answer under their full names only, and a warning says so)."""
+    served = {name for model in models for name in model.settings.served_model_names}
+    found: dict[str, set[int]] = {}
+    for i, model in enumerate(models):
+        for name in model.settings.served_model_names:
+            short = short_name(name)
+            if short is not None and short not in served:
+                found.setdefault(short, set()).add(i)
+    answered = {}
+    for short, owners in found.items():
+        if len(owners) == 1:
+            answered[short] = models[owners.pop()]
+        else:
+            full = ", ".join(sorted(models[i].name for i in owners))
+            logger.warning(
+                "%r names no model here: %s all end in it; ask for them by their full names", short, full
+            )
+    return answered
 
 
 def check_unique_names(groups: Sequence[Sequence[str]]) -> None:
