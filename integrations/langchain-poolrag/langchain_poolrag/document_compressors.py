@@ -4,16 +4,19 @@ Drop it into ``ContextualCompressionRetriever`` (package ``langchain-classic``) 
 retriever. It scores every (query, document) pair in one engine call: a cross-encoder reads each
 pair jointly, an embedding model uses cosine, a ColBERT model MaxSim.
 
-By default the model's order is fused with the retriever's (``second_stage="fuse"``): LangChain
-hands a compressor documents without their retrieval scores, so the two orders are fused by
-reciprocal rank, unless ``first_stage_score_key`` names the metadata key where the retriever left
-its scores (then the scores are mixed after per-query z-scoring). ``second_stage="replace"`` ranks
-by the model alone.
+By default it returns the model's order with the model's score in ``metadata["relevance_score"]``,
+as ``CrossEncoderReranker`` and ``CohereRerank`` do. ``second_stage="fuse"`` fuses the model's order
+with the retriever's instead: LangChain hands a compressor documents without their retrieval
+scores, so the two orders are fused by reciprocal rank, unless ``first_stage_score_key`` names the
+metadata key where the retriever left its scores (then the scores are mixed after per-query
+z-scoring). The shared rule, and the measurements behind the option, are in
+:mod:`poolrag.frameworks.ranking`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
@@ -27,9 +30,9 @@ from poolrag.retrieval.fusion import SecondStage
 class PoolragReranker(RerankerFields, BaseDocumentCompressor):
     """Keep the ``top_n`` documents most relevant to the query, best first.
 
-    Each returned document is a copy whose ``metadata[score_key]`` holds its final score (and,
-    when fused, ``metadata[rerank_score_key]`` the model's own); the input documents are not
-    modified.
+    Each returned document is a copy whose ``metadata[score_key]`` holds the model's score (when
+    fused: the fused score, and ``metadata[rerank_score_key]`` the model's own); the input
+    documents are not modified.
 
     Example:
         .. code-block:: python
@@ -45,13 +48,15 @@ class PoolragReranker(RerankerFields, BaseDocumentCompressor):
     )
     first_stage_score_key: str | None = Field(
         default=None,
-        description="Metadata key holding the retriever's score of each document, to fuse scores "
-        "instead of orders; every document must carry it.",
+        description="With second_stage 'fuse' or 'rrf': the metadata key holding the retriever's score "
+        "of each document, to fuse scores instead of orders; every document must carry it.",
     )
+
+    _fusion_fields: ClassVar[tuple[str, ...]] = (*RerankerFields._fusion_fields, "first_stage_score_key")
 
     def _first_stage_scores(self, documents: Sequence[Document]) -> list[float] | None:
         key = self.first_stage_score_key
-        if key is None or self.second_stage is SecondStage.REPLACE:
+        if key is None:
             return None
         scores = []
         for i, doc in enumerate(documents):

@@ -3,6 +3,7 @@ as written, on local model folders, and prints its first answer."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,3 +25,6 @@ def test_the_docs_have_an_example_of_this_package() -> None:
 def test_example_runs(code: str, run_doc_example: Callable[[str, str], str]) -> None:
     printed = run_doc_example(code, "docs/integrations.md")
     assert "Paris is the capital of France." in printed.splitlines()[0]
+    # the cross-encoder's own order and sigmoid scores: the lines the docs print for LangChain's example
+    said = re.search(r"The example prints\n\n```text\n(.*?)```", INTEGRATIONS_MD.read_text(), re.S)
+    assert said is not None and printed == said.group(1)

@@ -51,15 +51,10 @@ def cosine_top(engine: Engine, query: str, k: int) -> list[str]:
 
 
 def rerank_order(engine: Engine, query: str, nodes: list[NodeWithScore], top_n: int) -> list[str]:
-    """PoolragRerank's default second stage: the nodes' retrieval scores and the cross-encoder's,
-    each z-scored over this query's nodes, mixed half and half."""
+    """PoolragRerank's default: the cross-encoder's own order of the retrieved nodes."""
     texts = [n.node.get_content() for n in nodes]
     scores = np.asarray([out.outputs.score for out in engine.score(query, texts)])
-    retrieval = np.asarray([n.score for n in nodes])
-    fused = (
-        0.5 * (retrieval - retrieval.mean()) / retrieval.std() + 0.5 * (scores - scores.mean()) / scores.std()
-    )
-    return [texts[i] for i in np.argsort(-fused, kind="stable")[:top_n]]
+    return [texts[i] for i in np.argsort(-scores, kind="stable")[:top_n]]
 
 
 @pytest.fixture
@@ -104,6 +99,9 @@ def test_vector_store_index_over_qdrant_with_a_reranking_query_engine(
         cross_encoder_engine, QUERY, retrieved, 2
     )
     assert response.source_nodes[0].node.get_content() == TEXTS[QUERIES[QUERY]]
+    scored = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in response.source_nodes]
+    own = [out.outputs.score for out in cross_encoder_engine.score(QUERY, scored)]  # what it scored
+    np.testing.assert_allclose([n.score for n in response.source_nodes], own, atol=1e-6)
     assert response.source_nodes[0].node.metadata["topic"] == "computing"
     assert str(response)  # MockLLM answered from the reranked context
 

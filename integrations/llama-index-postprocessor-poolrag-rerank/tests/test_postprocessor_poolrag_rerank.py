@@ -1,6 +1,7 @@
-"""PoolragRerank: order and scores equal the engine's (replace) or its fusion with the nodes'
-retrieval scores (fuse by default, z-scores; by order when nodes come without scores; computed by
-hand here), top_n, retrieval scores, metadata mode, async, remote and bad input."""
+"""PoolragRerank: by default the model's order and score (the engine's, a cross-encoder's sigmoid),
+as SentenceTransformerRerank returns them, whatever the retrieval scores; with second_stage="fuse"
+their fusion with the nodes' retrieval scores (z-scores; by order when nodes come without scores;
+computed by hand here); top_n, retrieval scores, metadata mode, async, remote and bad input."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def engine_scores(engine: Engine, query: str, texts: list[str]) -> np.ndarray:
 def test_keeps_top_n_best_first_with_the_engines_scores(cross_encoder_engine: Engine) -> None:
     nodes = corpus_nodes()
     ranked = PoolragRerank(
-        engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE, second_stage="replace"
+        engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE
     ).postprocess_nodes(nodes, query_str=QUERY)
     scores = engine_scores(cross_encoder_engine, QUERY, TEXTS)
     assert [n.node.node_id for n in ranked] == [f"n{i}" for i in np.argsort(-scores, kind="stable")[:3]]
@@ -46,9 +47,27 @@ def test_keeps_top_n_best_first_with_the_engines_scores(cross_encoder_engine: En
     assert [n.score for n in nodes] == [0.1 * i for i in range(len(TEXTS))]  # inputs untouched
 
 
+def test_by_default_the_retrieval_scores_change_nothing(cross_encoder_engine: Engine) -> None:
+    """The retriever scored the answer lowest: the model's order and its sigmoid scores come back
+    all the same, as SentenceTransformerRerank gives them."""
+    nodes = corpus_nodes()
+    answer = QUERIES[QUERY]
+    nodes[answer] = NodeWithScore(node=nodes[answer].node, score=-5.0)
+    rerank = PoolragRerank(engine=cross_encoder_engine, top_n=None, metadata_mode=MetadataMode.NONE)
+    raw = engine_scores(cross_encoder_engine, QUERY, TEXTS)
+    order = np.argsort(-raw, kind="stable")
+    for ranked in (
+        rerank.postprocess_nodes(nodes, query_str=QUERY),
+        asyncio.run(rerank.apostprocess_nodes(nodes, query_str=QUERY)),
+    ):
+        assert [n.node.node_id for n in ranked] == [f"n{i}" for i in order]
+        np.testing.assert_allclose([n.score for n in ranked], raw[order], atol=1e-6)
+        assert ranked[0].node.node_id == f"n{answer}" and 0.9 < ranked[0].score < 1 and ranked[1].score < 0.5
+
+
 def test_by_default_the_node_is_scored_with_its_embed_metadata(cross_encoder_engine: Engine) -> None:
     nodes = corpus_nodes()
-    ranked = PoolragRerank(engine=cross_encoder_engine, top_n=None, second_stage="replace").postprocess_nodes(
+    ranked = PoolragRerank(engine=cross_encoder_engine, top_n=None).postprocess_nodes(
         nodes, QueryBundle(QUERY)
     )
     texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
@@ -74,13 +93,16 @@ def test_async_equals_sync_and_remote_equals_in_process(
     local = PoolragRerank(engine=cross_encoder_engine, top_n=4)
     remote = PoolragRerank(base_url=cross_encoder_url, top_n=4)
     expected = local.postprocess_nodes(corpus_nodes(), query_str=QUERY)
+    texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in corpus_nodes()]
+    raw = engine_scores(cross_encoder_engine, QUERY, texts)
+    np.testing.assert_allclose([n.score for n in expected], np.sort(raw)[::-1][:4], atol=1e-6)
     for ranked in (
         asyncio.run(local.apostprocess_nodes(corpus_nodes(), query_str=QUERY)),
         remote.postprocess_nodes(corpus_nodes(), query_str=QUERY),
         asyncio.run(remote.apostprocess_nodes(corpus_nodes(), query_str=QUERY)),
     ):
         assert [n.node.node_id for n in ranked] == [n.node.node_id for n in expected]
-        np.testing.assert_allclose([n.score for n in ranked], [n.score for n in expected], rtol=1e-6)
+        np.testing.assert_allclose([n.score for n in ranked], [n.score for n in expected], atol=1e-6)
 
 
 def test_empty_and_bad_input(cross_encoder_engine: Engine) -> None:
@@ -110,12 +132,14 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("weight", [None, 0.8])
-def test_by_default_retrieval_scores_and_the_models_are_mixed_as_z_scores(
+def test_fuse_mixes_retrieval_scores_and_the_models_as_z_scores(
     cross_encoder_engine: Engine, weight: float | None
 ) -> None:
     nodes = corpus_nodes()
     settings = {} if weight is None else {"rerank_weight": weight}
-    rerank = PoolragRerank(engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE, **settings)
+    rerank = PoolragRerank(
+        engine=cross_encoder_engine, top_n=3, metadata_mode=MetadataMode.NONE, second_stage="fuse", **settings
+    )
     share = 0.5 if weight is None else weight
     raw = engine_scores(cross_encoder_engine, QUERY, TEXTS)
     expected = (1 - share) * _z([n.score for n in nodes]) + share * _z(raw)
@@ -128,11 +152,11 @@ def test_by_default_retrieval_scores_and_the_models_are_mixed_as_z_scores(
         np.testing.assert_allclose([n.score for n in ranked], expected[order], atol=1e-6)
 
 
-def test_nodes_without_scores_are_fused_by_their_order(cross_encoder_engine: Engine) -> None:
+def test_fused_nodes_without_scores_are_fused_by_their_order(cross_encoder_engine: Engine) -> None:
     nodes = [NodeWithScore(node=n.node, score=None) for n in corpus_nodes()][::-1]
     texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
     ranked = PoolragRerank(
-        engine=cross_encoder_engine, top_n=None, metadata_mode=MetadataMode.NONE
+        engine=cross_encoder_engine, top_n=None, metadata_mode=MetadataMode.NONE, second_stage="fuse"
     ).postprocess_nodes(nodes, query_str=QUERY)
     raw = engine_scores(cross_encoder_engine, QUERY, texts)
     expected = 1 / (60 + np.arange(1, len(nodes) + 1)) + 1 / (60 + _ranks(raw))
@@ -143,9 +167,12 @@ def test_nodes_without_scores_are_fused_by_their_order(cross_encoder_engine: Eng
 
 def test_second_stage_settings_are_checked(cross_encoder_engine: Engine) -> None:
     with pytest.raises(ValueError, match="less than or equal to 1"):
-        PoolragRerank(engine=cross_encoder_engine, rerank_weight=1.5)
+        PoolragRerank(engine=cross_encoder_engine, rerank_weight=1.5, second_stage="fuse")
     with pytest.raises(ValueError, match="second_stage"):
         PoolragRerank(engine=cross_encoder_engine, second_stage="mix")
+    # a share without fusion would change nothing: named, before any model is loaded
+    with pytest.raises(ValueError, match=r"rerank_weight .* add second_stage='fuse'"):
+        PoolragRerank(model_name="/nonexistent/cross-encoder", rerank_weight=0.7)
 
 
 def test_a_two_model_server_reranks_with_the_model_named(

@@ -1,6 +1,7 @@
-"""PoolragReranker: order and scores equal the engine's (replace) or its fusion with the retriever's
-order or scores (fuse, rrf; computed by hand here), top_n, metadata, async, remote, and use inside
-LangChain's ContextualCompressionRetriever."""
+"""PoolragReranker: by default the model's order and score (the engine's, a cross-encoder's sigmoid),
+as CrossEncoderReranker and CohereRerank return them, whatever order the retriever handed over;
+with second_stage="fuse" / "rrf" their fusion with the retriever's order or scores (computed by hand
+here); top_n, metadata, async, remote, and use inside LangChain's ContextualCompressionRetriever."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def engine_scores(engine: Engine, query: str, texts: list[str]) -> np.ndarray:
 @pytest.mark.parametrize("query", list(QUERIES)[:2])
 def test_keeps_the_top_n_best_first_with_the_engines_scores(cross_encoder_engine: Engine, query: str) -> None:
     documents = corpus_documents()
-    reranker = PoolragReranker(engine=cross_encoder_engine, top_n=3, second_stage="replace")
+    reranker = PoolragReranker(engine=cross_encoder_engine, top_n=3)  # the default: the model's own
     ranked = reranker.compress_documents(documents, query)
     scores = engine_scores(cross_encoder_engine, query, TEXTS)
     expected = list(np.argsort(-scores, kind="stable")[:3])
@@ -42,6 +43,21 @@ def test_keeps_the_top_n_best_first_with_the_engines_scores(cross_encoder_engine
         assert doc.metadata["topic"] == METADATAS[int(doc.id)]["topic"]
     assert all("relevance_score" not in doc.metadata for doc in documents)  # inputs untouched
     assert all("rerank_score" not in doc.metadata for doc in ranked)  # nothing was fused
+
+
+def test_by_default_the_models_pick_leads_whatever_the_retrievers_order(cross_encoder_engine: Engine) -> None:
+    """The retriever handed the answer over last: the model's order and its sigmoid scores come back
+    all the same (a fused default ranked a 0.93 pick below a 0.07 one, scored 0.0323 / 0.0323)."""
+    query = "What is the capital of France?"
+    documents = corpus_documents()[::-1]
+    ranked = PoolragReranker(engine=cross_encoder_engine).compress_documents(documents, query)
+    raw = engine_scores(cross_encoder_engine, query, [d.page_content for d in documents])
+    order = list(np.argsort(-raw, kind="stable")[:3])
+    assert [doc.id for doc in ranked] == [documents[i].id for i in order]
+    assert int(ranked[0].id) == QUERIES[query]
+    scores = [doc.metadata["relevance_score"] for doc in ranked]
+    np.testing.assert_allclose(scores, raw[order], atol=1e-6)
+    assert 0.9 < scores[0] < 1 and scores[1] < 0.5 and scores == sorted(scores, reverse=True)
 
 
 def test_top_n_none_keeps_every_document_reordered(cross_encoder_engine: Engine) -> None:
@@ -62,8 +78,11 @@ def test_equal_scores_keep_the_retrievers_order(cross_encoder_engine: Engine) ->
 async def test_async_equals_sync(cross_encoder_engine: Engine) -> None:
     reranker = PoolragReranker(engine=cross_encoder_engine, top_n=4)
     query = "Which organelle produces energy in cells?"
-    assert await reranker.acompress_documents(corpus_documents(), query) == reranker.compress_documents(
-        corpus_documents(), query
+    ranked = await reranker.acompress_documents(corpus_documents(), query)
+    assert ranked == reranker.compress_documents(corpus_documents(), query)
+    raw = engine_scores(cross_encoder_engine, query, TEXTS)
+    np.testing.assert_allclose(
+        [d.metadata["relevance_score"] for d in ranked], np.sort(raw)[::-1][:4], atol=1e-6
     )
 
 
@@ -80,6 +99,10 @@ async def test_remote_equals_in_process(cross_encoder_engine: Engine, cross_enco
     local = PoolragReranker(engine=cross_encoder_engine, top_n=5).compress_documents(
         corpus_documents(), query
     )
+    raw = engine_scores(cross_encoder_engine, query, TEXTS)
+    np.testing.assert_allclose(
+        [d.metadata["relevance_score"] for d in local], np.sort(raw)[::-1][:5], atol=1e-6
+    )
     remote = PoolragReranker(base_url=cross_encoder_url, top_n=5)
     assert remote.compress_documents(corpus_documents(), query) == local
     assert await remote.acompress_documents(corpus_documents(), query) == local
@@ -89,7 +112,7 @@ async def test_remote_equals_in_process(cross_encoder_engine: Engine, cross_enco
 def test_bi_encoders_rerank_by_cosine_or_maxsim(engine_fixture: str, request: pytest.FixtureRequest) -> None:
     engine: Engine = request.getfixturevalue(engine_fixture)
     query = "Which programming language is easy to read?"
-    reranker = PoolragReranker(engine=engine, top_n=2, second_stage="replace")
+    reranker = PoolragReranker(engine=engine, top_n=2)
     ranked = reranker.compress_documents(corpus_documents(), query)
     scores = engine_scores(engine, query, TEXTS)
     assert [int(doc.id) for doc in ranked] == list(np.argsort(-scores, kind="stable")[:2])
@@ -99,7 +122,7 @@ def test_bi_encoders_rerank_by_cosine_or_maxsim(engine_fixture: str, request: py
 def test_in_a_contextual_compression_retriever(minilm_engine: Engine, cross_encoder_engine: Engine) -> None:
     store = InMemoryVectorStore.from_documents(corpus_documents(), PoolragEmbeddings(engine=minilm_engine))
     retriever = ContextualCompressionRetriever(
-        base_compressor=PoolragReranker(engine=cross_encoder_engine, top_n=2, second_stage="replace"),
+        base_compressor=PoolragReranker(engine=cross_encoder_engine, top_n=2),
         base_retriever=store.as_retriever(search_kwargs={"k": 5}),
     )
     query = "Which organelle produces energy in cells?"
@@ -131,7 +154,7 @@ def test_empty_input_and_bad_input(cross_encoder_engine: Engine) -> None:
 def test_long_documents_are_cut_to_the_model_length_by_default(cross_encoder_engine: Engine) -> None:
     long_doc = Document(page_content="Paris is the capital of France. " + "filler text " * 1000)
     ranked = PoolragReranker(engine=cross_encoder_engine).compress_documents([long_doc], "capital of France")
-    assert ranked[0].metadata["rerank_score"] == pytest.approx(
+    assert ranked[0].metadata["relevance_score"] == pytest.approx(
         engine_scores(cross_encoder_engine, "capital of France", [long_doc.page_content])[0], abs=1e-6
     )
     with pytest.raises(ValueError, match="maximum"):
@@ -152,10 +175,11 @@ def _ranks(values: list[float] | np.ndarray) -> np.ndarray:
     return ranks
 
 
-def test_by_default_the_retrievers_order_is_fused_by_reciprocal_rank(cross_encoder_engine: Engine) -> None:
+def test_fuse_fuses_the_retrievers_order_by_reciprocal_rank(cross_encoder_engine: Engine) -> None:
     query = "What is the capital of France?"
     documents = corpus_documents()[::-1]  # the order the retriever handed over
-    ranked = PoolragReranker(engine=cross_encoder_engine, top_n=4).compress_documents(documents, query)
+    reranker = PoolragReranker(engine=cross_encoder_engine, top_n=4, second_stage="fuse")
+    ranked = reranker.compress_documents(documents, query)
     raw = engine_scores(cross_encoder_engine, query, [d.page_content for d in documents])
     fused = 1 / (60 + np.arange(1, len(documents) + 1)) + 1 / (60 + _ranks(raw))
     order = list(np.argsort(-fused, kind="stable")[:4])
@@ -198,10 +222,29 @@ async def test_a_named_metadata_score_is_fused_as_a_score(
 
 def test_a_named_score_key_must_be_in_every_document(cross_encoder_engine: Engine) -> None:
     documents = corpus_documents()
-    reranker = PoolragReranker(engine=cross_encoder_engine, first_stage_score_key="similarity")
+    reranker = PoolragReranker(
+        engine=cross_encoder_engine, first_stage_score_key="similarity", second_stage="fuse"
+    )
     with pytest.raises(InvalidInputError, match=r"documents\[0\].metadata\['similarity'\] is None"):
         reranker.compress_documents(documents, "capital")
     with pytest.raises(ValueError, match="less than or equal to 1"):
-        PoolragReranker(engine=cross_encoder_engine, rerank_weight=1.5)
+        PoolragReranker(engine=cross_encoder_engine, rerank_weight=1.5, second_stage="fuse")
     with pytest.raises(ValueError, match="second_stage"):
         PoolragReranker(engine=cross_encoder_engine, second_stage="mix")
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ({"rerank_weight": 0.7}, "rerank_weight"),
+        ({"first_stage_score_key": "score"}, "first_stage_score_key"),
+        (
+            {"rerank_weight": 0.7, "first_stage_score_key": "score", "second_stage": "replace"},
+            "rerank_weight and",
+        ),
+    ],
+)
+def test_a_fusion_setting_without_fusion_is_refused_by_name(setting: dict, named: str) -> None:
+    # refused before any model is loaded: the path does not exist
+    with pytest.raises(ValueError, match=f"{named}.*add second_stage='fuse'"):
+        PoolragReranker(model_name="/nonexistent/cross-encoder", **setting)

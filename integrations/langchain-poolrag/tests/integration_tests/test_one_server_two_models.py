@@ -20,9 +20,7 @@ def test_embedder_and_reranker_reach_their_own_model(
     np.testing.assert_allclose(
         embeddings.embed_documents(TEXTS[:4]), minilm_engine.embed_array(TEXTS[:4]), atol=1e-6
     )
-    reranker = PoolragReranker(
-        base_url=embedder_and_reranker_url, model_name="reranker", top_n=3, second_stage="replace"
-    )
+    reranker = PoolragReranker(base_url=embedder_and_reranker_url, model_name="reranker", top_n=3)
     documents = [Document(page_content=text, id=str(i)) for i, text in enumerate(TEXTS)]
     ranked = reranker.compress_documents(documents, QUERY)
     params = PoolingParams(truncate_prompt_tokens=-1)

@@ -4,10 +4,12 @@ Use it as a query engine's ``node_postprocessors``. All (query, node) pairs are 
 engine call: a cross-encoder reads each pair jointly, an embedding model uses cosine, a ColBERT
 model MaxSim.
 
-By default the model's scores are fused with the retriever's (``second_stage="fuse"``): each
-node's retrieval score and the model's are z-scored over the query's nodes and mixed
+By default each node's score is the model's own and the order is the model's, as
+``SentenceTransformerRerank`` gives them. ``second_stage="fuse"`` mixes in the retriever's scores
+instead: each node's retrieval score and the model's are z-scored over the query's nodes and mixed
 (``rerank_weight`` is the model's share); nodes that arrive without scores are fused by order
-(reciprocal rank). ``second_stage="replace"`` ranks by the model alone.
+(reciprocal rank). The shared rule, and the measurements behind the option, are in
+:mod:`poolrag.frameworks.ranking`.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ dispatcher = get_dispatcher(__name__)
 
 
 class PoolragRerank(RerankerFields, BaseNodePostprocessor):
-    """Keep the ``top_n`` nodes most relevant to the query, best first; each node's score is the final
-    (by default fused) score.
+    """Keep the ``top_n`` nodes most relevant to the query, best first; each node's score is the
+    model's (with ``second_stage="fuse"``, the fused score).
 
     Example:
         .. code-block:: python
