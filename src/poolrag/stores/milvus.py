@@ -108,6 +108,11 @@ class _LiteNoise(logging.Filter):
         return "Method not implemented" not in text and "failed to get mvccTs" not in text
 
 
+# Where those messages are logged: gRPC's server, and the query iterator's module, which moved
+# between pymilvus 2.6 (orm.iterator) and 3.x (client.iterator.query_iterator); both are supported.
+_LITE_NOISE_LOGGERS = ("grpc._server", "pymilvus.orm.iterator", "pymilvus.client.iterator.query_iterator")
+
+
 class _NoTraceback(logging.Filter):
     """pymilvus logs every failed call at ERROR with a traceback, before raising it. poolrag reports
     the exception itself (one line per retry, one message when it gives up), so those are dropped."""
@@ -126,7 +131,7 @@ def _quiet_milvus_lite() -> None:
     # Milvus Lite logs every failed call with a traceback (8 while waiting on a lock held by another
     # process); the exception reaches poolrag, which reports it in one line.
     logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
-    for name in ("grpc._server", "pymilvus.client.iterator.query_iterator"):
+    for name in _LITE_NOISE_LOGGERS:
         target = logging.getLogger(name)
         if not any(isinstance(f, _LiteNoise) for f in target.filters):
             target.addFilter(_LiteNoise())
