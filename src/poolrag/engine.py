@@ -188,7 +188,10 @@ class Engine:
         tune: ``"auto"`` (default, or ``$POOLRAG_TUNE``): at the model's first load on this machine
             the exact paths left open by ``model_impl`` / ``compile`` are timed on the model's own
             shapes and the fastest whose outputs match the reference (cosine ≥ 0.99999) serves;
-            the verdict is cached on disk, so later loads build only the chosen path. ``"full"``
+            the verdict is cached on disk, so later loads build only the chosen path. Without a
+            ``cpu_fast_mode`` or a pinned ``compile`` that timing runs in the background between
+            batches while the default path serves, which switches to the winner when the verdict
+            is in (``engine.wait_for_tune()``). ``"full"``
             measures again now, compiled candidates included (what ``poolrag tune`` runs);
             ``"off"`` loads as ``model_impl`` says, untimed. What happened is ``engine.tune_report``.
     """
@@ -302,7 +305,7 @@ class Engine:
         )
         tuned = load_tuned(build, self.spec, self.device, request, batch_tokens, placement.places_itself)
         self._pipeline: Pipeline = tuned.pipeline
-        self.tune_report: TuneReport = tuned.report
+        self._tune_report, self._tune = tuned.report, tuned.background
         self._facts = ModelFacts(
             model_name=self.model_name,
             model_identity=model_identity(self.model_name, self._pipeline.fingerprint),
@@ -334,6 +337,8 @@ class Engine:
         self._compile: BackgroundCompile | None = tuned.compile_job
         if compile == "background" or tuned.compile:
             self._start_compile()
+        if self._tune is not None:  # a first load: the default path serves while the others are timed
+            self._tune.start()
 
     def __reduce__(self) -> tuple[Any, ...]:
         """An engine pickles as the arguments that made it: unpickling loads the model again, as a
@@ -385,6 +390,15 @@ class Engine:
     def wait_for_compile(self, timeout: float | None = None) -> CompileReport | None:
         """Block until the background compile has ended (or ``timeout``); its report."""
         return None if self._compile is None else self._compile.wait(timeout)
+
+    @property
+    def tune_report(self) -> TuneReport:
+        """What autotuning did at this load (``measuring`` while a first load times the paths)."""
+        return self._tune_report if self._tune is None else self._tune.report
+
+    def wait_for_tune(self, timeout: float | None = None) -> TuneReport:
+        """Block until a background measurement has ended (or ``timeout``); the tune report."""
+        return self._tune_report if self._tune is None else self._tune.wait(timeout)
 
     # -- what the model is ------------------------------------------------------------------------
     @property

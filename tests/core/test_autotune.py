@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import poolrag.core.autotune
+import poolrag.core.background_tune
 import poolrag.engine
 import poolrag.models.packed_attention
 from poolrag import Engine
@@ -49,6 +50,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # short timing batches and passes: what is tested is the choice's contract, not its precision
     monkeypatch.setattr(poolrag.core.autotune, "TIMING_TOKENS", 256)
     monkeypatch.setattr(poolrag.core.autotune, "TIMING_BUDGET_S", 0.5)
+    monkeypatch.setattr(poolrag.core.background_tune, "SETTLE_S", 0.05)
     return tmp_path / "poolrag" / "tune"
 
 
@@ -84,7 +86,7 @@ def test_first_load_measures_and_serves_an_agreeing_winner(
     cache: Path, builds: list[str], bert: Path
 ) -> None:
     engine = Engine(bert, tune="auto")
-    report = engine.tune_report
+    report = engine.wait_for_tune()  # measured behind the default path (test_background_tune.py)
     assert report.state == "measured" and report.seconds > 0
     verdict = report.verdict
     assert verdict is not None and verdict.forward == "eager" and not verdict.compiled_measured
@@ -108,7 +110,7 @@ def test_first_load_measures_and_serves_an_agreeing_winner(
 def test_later_loads_take_the_cached_verdict_without_measuring(
     cache: Path, builds: list[str], bert: Path
 ) -> None:
-    first = Engine(bert, tune="auto").tune_report
+    first = Engine(bert, tune="auto").wait_for_tune()
     builds.clear()
     again = Engine(bert, tune="auto")
     report = again.tune_report
@@ -122,7 +124,7 @@ def test_later_loads_take_the_cached_verdict_without_measuring(
 def test_the_verdict_decides_the_path_and_both_agree_with_the_reference(
     cache: Path, builds: list[str], bert: Path, impl: str
 ) -> None:
-    path = Path(Engine(bert, tune="auto").tune_report.path)
+    path = Path(Engine(bert, tune="auto").wait_for_tune().path)
     stored = json.loads(path.read_text())
     stored["verdict"]["impl"] = impl
     path.write_text(json.dumps(stored))
@@ -140,7 +142,7 @@ def measured_file(
     """The name and body of a good verdict file for the tiny BERT (the key does not name the folder)."""
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path_factory.mktemp("good-verdict")))
-        path = Path(Engine(tiny_model("bert"), tune="auto").tune_report.path)
+        path = Path(Engine(tiny_model("bert"), tune="auto").wait_for_tune().path)
     return path.name, json.loads(path.read_text())
 
 
@@ -196,7 +198,7 @@ def test_a_bad_verdict_file_is_ignored_with_one_warning_and_tuned_again(
         engine = Engine(bert, tune="auto")
     warnings = [r for r in caplog.records if r.name == "poolrag.core.tune_verdicts"]
     assert len(warnings) == 1 and warning in warnings[0].getMessage(), warnings
-    assert engine.tune_report.state == "measured"
+    assert engine.wait_for_tune().state == "measured"
     assert json.loads(path.read_text())["verdict"]["impl"] in IMPLS  # rewritten, valid again
 
 
@@ -212,7 +214,7 @@ def test_the_default_comes_from_the_environment(
     cache: Path, bert: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("POOLRAG_TUNE", raising=False)
-    assert Engine(bert).tune_report.state == "measured"  # what a user gets: tuned
+    assert Engine(bert).wait_for_tune().state == "measured"  # what a user gets: tuned
     monkeypatch.setenv("POOLRAG_TUNE", "off")
     assert Engine(bert).tune_report.state == "off"
     monkeypatch.setenv("POOLRAG_TUNE", "fastest")
@@ -247,7 +249,8 @@ def test_a_native_encoder_s_attention_split_is_measured_once_cached_and_installe
     for its attention shape; later loads install the cached bound without measuring."""
     measures = _counting_split_measures(monkeypatch)
     engine = Engine(bert, tune="auto", model_impl="native")
-    report, verdict = engine.tune_report, engine.tune_report.verdict
+    report = engine.wait_for_tune()
+    verdict = report.verdict
     assert report.state == "measured" and verdict is not None and verdict.min_rows_per_run is not None
     shape = internals.loaded_module(engine).attention_shape
     assert measures == [shape] and builds == ["native"]
@@ -357,7 +360,7 @@ def test_a_compiled_verdict_starts_the_background_compile_unless_compile_is_off(
     cache: Path, bert: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The compile itself is tests/compile/test_background_compile.py's; here: who starts it."""
-    path = Path(Engine(bert, tune="auto").tune_report.path)
+    path = Path(Engine(bert, tune="auto").wait_for_tune().path)
     stored = json.loads(path.read_text())
     stored["verdict"]["forward"] = "compiled"  # what `poolrag tune` writes where compiled won
     path.write_text(json.dumps(stored))

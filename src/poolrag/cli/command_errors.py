@@ -20,6 +20,8 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
     )
     if quiet:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    else:  # a first load times the model's paths: one line says so (and one what was chosen)
+        logging.getLogger("poolrag.core.autotune.progress").setLevel(logging.INFO)
 
 
 def report_error(command: str, exc: BaseException) -> int:

@@ -13,6 +13,9 @@ the chosen path.
 * ``tune="auto"`` (the default) times the eager candidates: a second model load, a timing batch
   sized to about ``TARGET_PASS_S`` a pass on this machine as loaded now, and as many interleaved
   passes as fit ``TIMING_BUDGET_S`` (one on a machine too busy for more), so the cost stays bounded.
+  Where only exact paths are in question (no ``cpu_fast_mode``, no pinned ``compile``), the engine
+  serves on the default path at once and :mod:`poolrag.core.background_tune` measures behind it,
+  switching to the winner between batches; otherwise the load measures before it returns.
   Compiling costs 35-45 s per candidate on two cores (minutes on a busy one), so compiled candidates
   are timed only by ``tune="full"`` (``poolrag tune MODEL``); a verdict that chose a compiled
   path makes later engines compile it in the background, from the artifacts the tuning saved.
@@ -34,7 +37,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import torch
 
@@ -51,8 +54,13 @@ from poolrag.request import PoolingRequest, ResolvedParams
 
 if TYPE_CHECKING:  # the compiler stack loads only when a compiled candidate is measured
     from poolrag.compile.background import BackgroundCompile
+    from poolrag.core.background_tune import BackgroundTune
 
 logger = logging.getLogger(__name__)
+#: the lines a user should see at a first load whatever the log level (the commands show it at
+#: INFO without --verbose): that the paths are being timed, and what was chosen
+PROGRESS_LOGGER = f"{__name__}.progress"
+progress = logging.getLogger(PROGRESS_LOGGER)
 
 TuneMode = Literal["auto", "full", "off"]
 TUNE_MODES = ("auto", "full", "off")
@@ -67,6 +75,15 @@ FAST_MIN_TOKENS = 1024
 TARGET_PASS_S = 0.25  # one candidate's pass should take about this long
 TIMING_BUDGET_S = 6.0  # seconds of timed passes to aim for, over all candidates
 MIN_PASSES, MAX_PASSES = 1, 9  # a machine too busy for more than one pass in the budget gets one
+
+T = TypeVar("T")
+#: where a step that runs a model or times one is run: here, or between a serving engine's batches
+RunStep = Callable[[Callable[[], T]], T]
+
+
+def run_here(step: Callable[[], T]) -> T:
+    """A step of a measurement made before the engine serves: run at once, on this thread."""
+    return step()
 
 
 def resolve_tune_mode(value: str | None) -> TuneMode:
@@ -84,7 +101,9 @@ class TuneReport:
 
     Attributes:
         state: ``measured`` (timed now and saved), ``cached`` (an earlier verdict taken as is),
-            ``off`` (``tune="off"``) or ``skipped`` (nothing to choose between: ``reason`` says why).
+            ``measuring`` (timed in the background while the default path serves; ``measured`` once
+            the verdict is in), ``off`` (``tune="off"``) or ``skipped`` (nothing to choose between,
+            or the measurement was abandoned: ``reason`` says why).
         verdict: the choice and every candidate's timing (None when off, or skipped before
             anything was measured).
         seconds: what tuning cost this load (0 when cached, unless an older verdict's missing
@@ -92,7 +111,7 @@ class TuneReport:
         path: the verdict file.
     """
 
-    state: Literal["measured", "cached", "off", "skipped"]
+    state: Literal["measured", "cached", "measuring", "off", "skipped"]
     reason: str = ""
     verdict: Verdict | None = None
     seconds: float = 0.0
@@ -164,6 +183,8 @@ class TunedLoad:
         compile: the chosen path is compiled and ``compile_job`` is None: start the background compile.
         compile_job: the finished compile of the chosen runner (measured now, already installed).
         fast_mode: the fast mode to switch on (None: exact), unless ``fast_report`` says it already is.
+        background: the measurement to start once the engine is built (``pipeline`` is the default
+            path, serving meanwhile).
     """
 
     pipeline: Pipeline
@@ -172,6 +193,7 @@ class TunedLoad:
     compile_job: BackgroundCompile | None = None
     fast_mode: str | None = None
     fast_report: FastModeReport | None = None
+    background: BackgroundTune | None = None
 
 
 @dataclass(slots=True)
@@ -201,9 +223,10 @@ def _impl(pipeline: Pipeline) -> str:
     return "native" if getattr(pipeline.executor.runner.model, "native", False) else "transformers"
 
 
-def _probe_rows(pipeline: Pipeline) -> torch.Tensor:
+def _probe_rows(pipeline: Pipeline, run: RunStep = run_here) -> torch.Tensor:
     """Every output row of the probe texts: token states (or token logits), else sequence logits."""
-    out = pipeline.executor.runner.forward(probe_requests(pipeline.processor))
+    probe = probe_requests(pipeline.processor)
+    out = run(lambda: pipeline.executor.runner.forward(probe))
     rows = out.tokens.states if out.tokens is not None else out.sequences
     assert rows is not None
     return rows.reshape(-1, rows.shape[-1]).float()
@@ -232,23 +255,29 @@ def timing_batch(pipeline: Pipeline, tokens: int) -> list[PoolingRequest]:
     return [r for _ in range(rounds) for r in one_round]
 
 
-def _run_once(candidate: _Candidate) -> float:
+def _run_once(candidate: _Candidate, run: RunStep = run_here) -> float:
     runner = candidate.pipeline.executor.runner
-    started = time.perf_counter()
-    runner.forward(candidate.batch)
-    return time.perf_counter() - started
+
+    def timed() -> float:  # timed where it runs: waiting for a turn is not the candidate's time
+        started = time.perf_counter()
+        runner.forward(candidate.batch)
+        return time.perf_counter() - started
+
+    return run(timed)
 
 
-def time_interleaved(candidates: Sequence[_Candidate], budget_s: float | None = None) -> int:
+def time_interleaved(
+    candidates: Sequence[_Candidate], budget_s: float | None = None, run: RunStep = run_here
+) -> int:
     """A warm-up pass each, then passes over all candidates in a rotating order; returns how many
     passes were taken (as many as fit ``budget_s``, within ``MIN_PASSES``..``MAX_PASSES``)."""
     budget_s = TIMING_BUDGET_S if budget_s is None else budget_s
-    warm = sum(_run_once(c) for c in candidates)
+    warm = sum(_run_once(c, run) for c in candidates)
     passes = int(min(MAX_PASSES, max(MIN_PASSES, budget_s // max(warm, 1e-3))))
     for index in range(passes):
         shift = index % len(candidates)
         for candidate in (*candidates[shift:], *candidates[:shift]):
-            candidate.times.append(_run_once(candidate))
+            candidate.times.append(_run_once(candidate, run))
     return passes
 
 
@@ -266,16 +295,27 @@ def _compile_candidate(candidate: _Candidate, identity: str) -> None:
 
 
 class _Tuner:
-    """One load's measuring: builds candidates through ``build`` and keeps the winner's pipeline."""
+    """One load's measuring: builds candidates through ``build`` and keeps the winner's pipeline;
+    every forward pass it makes goes through ``run``."""
 
-    def __init__(self, build: Callable[[ModelImpl], Pipeline], identity: str, batch_tokens: int) -> None:
+    def __init__(
+        self,
+        build: Callable[[ModelImpl], Pipeline],
+        identity: str,
+        batch_tokens: int,
+        run: RunStep = run_here,
+    ) -> None:
         self._build = build
         self._identity = identity
         self._tokens = batch_tokens
+        self._run = run
 
-    def exact(self, request: TuneRequest) -> tuple[_Candidate, list[_Candidate], int]:
-        """(the winner, every candidate, passes) among the exact paths the request leaves open."""
-        first = self._build(request.model_impl)
+    def exact(
+        self, request: TuneRequest, first: Pipeline | None = None
+    ) -> tuple[_Candidate, list[_Candidate], int]:
+        """(the winner, every candidate, passes) among the exact paths the request leaves open;
+        ``first``: the default path, already built."""
+        first = first or self._build(request.model_impl)
         candidates = [_Candidate(_impl(first), "eager", "fp32", first)]
         if request.model_impl == "auto" and candidates[0].impl == "native":
             candidates.append(_Candidate("transformers", "eager", "fp32", self._build("transformers")))
@@ -289,12 +329,12 @@ class _Tuner:
         if len(candidates) == 1:
             return self._race(candidates)
         reference = next((c for c in candidates if c.impl == "transformers" and c.forward == "eager"), None)
-        want = _probe_rows((reference or candidates[0]).pipeline)
+        want = _probe_rows((reference or candidates[0]).pipeline, self._run)
         for candidate in candidates:
             if candidate.status == "failed":
                 continue
             candidate.pipeline.executor.runner.prepare_for_serving()
-            candidate.min_cosine = agreement(want, _probe_rows(candidate.pipeline))
+            candidate.min_cosine = agreement(want, _probe_rows(candidate.pipeline, self._run))
             if candidate.min_cosine < MIN_COSINE:
                 candidate.status = "rejected"
                 logger.warning(
@@ -347,8 +387,8 @@ class _Tuner:
         (a bigger model or a busier machine gets a smaller batch, so tuning stays bounded)."""
         candidate.pipeline.executor.runner.prepare_for_serving()
         candidate.batch = timing_batch(candidate.pipeline, CALIBRATION_TOKENS)
-        _run_once(candidate)  # the first pass creates oneDNN's primitives
-        seconds = _run_once(candidate)
+        _run_once(candidate, self._run)  # the first pass creates oneDNN's primitives
+        seconds = _run_once(candidate, self._run)
         tokens = sum(r.num_tokens for r in candidate.batch) * TARGET_PASS_S / max(seconds, 1e-4)
         return int(min(self._tokens, max(floor, tokens)))
 
@@ -362,7 +402,7 @@ class _Tuner:
             for candidate in open_:
                 candidate.pipeline.executor.runner.prepare_for_serving()
                 candidate.batch = timing_batch(candidate.pipeline, tokens)
-            passes = time_interleaved(open_)
+            passes = time_interleaved(open_, run=self._run)
         if not open_:  # nothing agreed with the reference: the first path, as without tuning
             open_ = candidates[:1]
         winner = min(open_, key=lambda c: c.seconds if c.seconds is not None else 0.0)
@@ -463,7 +503,15 @@ def load_tuned(
         exact_candidates, exact_passes = [], cached.passes
         previous = [c for c in cached.candidates if c.precision == "fp32"]
     else:
-        exact, exact_candidates, exact_passes = tuner.exact(request)
+        first = build(request.model_impl)
+        if _measures_behind_serving(request, first):
+            return _serve_while_measuring(first, build, request, key, identity, batch_tokens)
+        if _impl(first) == "native" or wants_fast or request.mode == "full":
+            progress.info(
+                "first load of this model on this machine: timing its paths before serving "
+                "(later loads read the verdict)"
+            )
+        exact, exact_candidates, exact_passes = tuner.exact(request, first)
         previous = [c.timing() for c in exact_candidates]  # before the fast modes' race re-times exact
     chosen, fast_candidates, passes = exact, [], exact_passes
     if wants_fast:
@@ -502,16 +550,87 @@ def load_tuned(
     )
 
 
-def _runs_or_groups(pipeline: Pipeline, known: int | None) -> int | None:
+def _runs_or_groups(pipeline: Pipeline, known: int | None, run: RunStep = run_here) -> int | None:
     """Install the runs-or-groups bound for a native encoder's attention shape (``known`` from the
     verdict, else measured now) and return it; None for models without packed CPU attention."""
     model = pipeline.executor.runner.model
     if not getattr(model, "native", False):
         return None
     heads, head_dim = model.attention_shape
-    choice = RunsOrGroups(known) if known is not None else measure_runs_or_groups(heads, head_dim)
-    use_runs_or_groups(heads, head_dim, choice)
-    return choice.min_rows_per_run
+
+    def choose() -> RunsOrGroups:
+        choice = RunsOrGroups(known) if known is not None else measure_runs_or_groups(heads, head_dim)
+        use_runs_or_groups(heads, head_dim, choice)
+        return choice
+
+    return run(choose).min_rows_per_run
+
+
+def _measures_behind_serving(request: TuneRequest, first: Pipeline) -> bool:
+    """Whether the default path can serve while the exact paths are timed: only exact paths are in
+    question (no fast mode to switch on, no compile pinned to a runner) and there is more than one
+    (``first`` is poolrag's native encoder: transformers' modules are the other candidate, and its
+    attention bound is measured)."""
+    return (
+        request.mode == "auto"
+        and request.fast_mode is None
+        and request.compile != "background"
+        and _impl(first) == "native"
+    )
+
+
+def _serve_while_measuring(
+    first: Pipeline,
+    build: Callable[[ModelImpl], Pipeline],
+    request: TuneRequest,
+    key: TuneKey,
+    identity: str,
+    batch_tokens: int,
+) -> TunedLoad:
+    from poolrag.core.background_tune import BackgroundTune
+
+    def measure(run: RunStep) -> tuple[TuneReport, Pipeline]:
+        return measure_exact(first, build, request, key, identity, batch_tokens, run)
+
+    report = TuneReport(
+        "measuring", "serving on the default path while the exact paths are timed", path=str(key.path())
+    )
+    return TunedLoad(first, report, background=BackgroundTune(measure, first, report))
+
+
+def measure_exact(
+    first: Pipeline,
+    build: Callable[[ModelImpl], Pipeline],
+    request: TuneRequest,
+    key: TuneKey,
+    identity: str,
+    batch_tokens: int,
+    run: RunStep = run_here,
+) -> tuple[TuneReport, Pipeline]:
+    """Time the exact paths, ``first`` (the default one, already built) among them, and save the
+    verdict; (the report, the winner's pipeline). Every other candidate is closed; ``first`` is
+    left to its owner."""
+    started = time.perf_counter()
+    tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS), run)
+    exact, candidates, passes = tuner.exact(request, first)
+    verdict = Verdict(
+        impl=exact.impl,
+        forward=exact.forward,
+        fast_mode=None,
+        compiled_measured=False,
+        candidates=tuple(c.timing() for c in candidates),
+        batch_tokens=sum(r.num_tokens for r in exact.batch) or min(batch_tokens, TIMING_TOKENS),
+        passes=passes,
+        seconds=0.0,
+        min_rows_per_run=_runs_or_groups(exact.pipeline, None, run),
+    )
+    verdict = replace(verdict, seconds=round(time.perf_counter() - started, 3))
+    path = write_verdict(key, verdict)
+    _close_others(exact.pipeline, [c for c in candidates if c.pipeline is not first])
+    report = TuneReport(
+        "measured", "timed while the default path served", verdict, verdict.seconds, str(path or "")
+    )
+    return report, exact.pipeline
 
 
 def _fast_choice(request: TuneRequest, measured: str | None) -> str | None:

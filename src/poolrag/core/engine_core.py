@@ -22,12 +22,14 @@ import contextlib
 import logging
 import os
 import threading
+import time
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from queue import Queue
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -41,6 +43,12 @@ from poolrag.runner.forward_output import ForwardOutput
 from poolrag.runner.model_runner import ModelRunner
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# work run between batches (``run_between_batches``) waits this long for the queue to empty before
+# it runs ahead of the next batch anyway, so a busy engine still gets to it
+CHORE_PATIENCE_S = 2.0
 
 
 class _Job:
@@ -147,6 +155,8 @@ class EngineCore:
         self._finished: Queue[_Finished | None] = Queue(maxsize=2)
         self._closed = False
         self._threads: list[threading.Thread] = []
+        # (work, its future, when it was queued): run on the worker between batches
+        self._chores: deque[tuple[Callable[[], Any], Future[Any], float]] = deque()
         self._forked_from_cuda = False
         cuda = runner.device.type == "cuda" and torch.cuda.is_available()
         self._post_stream = torch.cuda.Stream(runner.device) if cuda else None
@@ -163,6 +173,7 @@ class EngineCore:
         self._waiting = {}
         self._finished = Queue(maxsize=2)
         self._threads = []
+        self._chores = deque()
         self._forked_from_cuda = self.runner.device.type == "cuda"
         self.runner.reset_after_fork()
 
@@ -186,6 +197,30 @@ class EngineCore:
             self._inbox.append((job, requests))
             self._cv.notify()
         return future
+
+    def run_between_batches(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the worker thread between two batches: at once when nothing is queued,
+        else after the next batch once it has waited ``CHORE_PATIENCE_S``. For what must not overlap
+        a forward pass (timing another path to the same outputs) or must fall between two
+        (switching to that path); a request queued meanwhile waits for one such step at most."""
+        future: Future[T] = Future()
+        with self._cv:
+            if self._closed:
+                raise EngineClosedError(CLOSED_MESSAGE)
+            self._start_threads()
+            self._chores.append((work, future, time.monotonic()))
+            self._cv.notify()
+        return future
+
+    def replace_runner(self, runner: ModelRunner, poolers: Mapping[str, TaskPooler]) -> Future[None]:
+        """Serve with ``runner`` and ``poolers`` (another path to the same outputs) from the next
+        batch on; requests queued before keep the pooler they were admitted with."""
+
+        def switch() -> None:
+            runner.prepare_for_serving()
+            self.runner, self.poolers = runner, dict(poolers)
+
+        return self.run_between_batches(switch)
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Stop accepting work, fail what is still queued, and stop the threads."""
@@ -216,13 +251,18 @@ class EngineCore:
             self.runner.prepare_for_serving()
             while True:
                 with self._cv:
-                    while not self._inbox and not self._has_work() and not self._closed:
+                    while not self._inbox and not self._has_work() and not self._chores and not self._closed:
                         self._cv.wait()
                     if self._closed:
                         break
                     arrivals, self._inbox = self._inbox, []
                 for job, requests in arrivals:
                     self._admit(job, requests)
+                if self._chores and (
+                    not self._has_work() or time.monotonic() - self._chores[0][2] >= CHORE_PATIENCE_S
+                ):
+                    self._run_chore()
+                    continue
                 units = self._next_batch()
                 if units:
                     self._run(units)
@@ -316,6 +356,15 @@ class EngineCore:
         return units
 
     # -- running ----------------------------------------------------------------------------------------
+    def _run_chore(self) -> None:
+        work, future, _ = self._chores.popleft()
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(work())
+        except Exception as exc:  # the caller's to handle, not the engine's
+            future.set_exception(exc)
+
     def _run(self, units: list[_Unit]) -> None:
         requests = [u.request for u in units]
         try:
@@ -362,8 +411,12 @@ class EngineCore:
         with self._cv:
             self._closed = True
             arrivals, self._inbox = self._inbox, []
+            chores, self._chores = self._chores, deque()
         for job, _ in arrivals:
             job.fail(exc)
+        for _, future, _ in chores:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(exc)
         for unit in self._queue:
             if not unit.scheduled:
                 for job, _ in unit.subscribers:

@@ -1,0 +1,178 @@
+"""A model's first load serves at once on the default path while its exact paths are timed in the
+background, switches to the winner between batches, and caches the verdict as a foreground
+measurement does.
+
+Real engines on a tiny BERT (poolrag's native encoder serves by default, transformers' modules are
+the other candidate). The measurement is held back by blocking the real load of the other
+candidate until the test lets it go, and made to pick transformers by a real forward hook that
+slows the native encoder down; no assertion reads a timing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import poolrag.core.autotune
+import poolrag.core.background_tune
+import poolrag.engine
+from poolrag import Engine
+from poolrag.core.autotune import MIN_COSINE, PROGRESS_LOGGER
+from poolrag.testing import engine_internals as internals
+
+TEXTS = [
+    "short",
+    "A sentence of medium length about choosing the fastest path.",
+    "A considerably longer passage that keeps going, with several clauses, commas and words, so "
+    "that the packed batch mixes lengths.",
+]
+WAIT_S = 600  # a ceiling for a busy machine, never reached when the feature works
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def _served_impl(engine: Engine) -> str:
+    return "native" if getattr(internals.loaded_module(engine), "native", False) else "transformers"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "poolrag"))
+    monkeypatch.setattr(poolrag.core.autotune, "TIMING_TOKENS", 256)
+    monkeypatch.setattr(poolrag.core.autotune, "TIMING_BUDGET_S", 0.5)
+    monkeypatch.setattr(poolrag.core.background_tune, "SETTLE_S", 0.05)
+    return tmp_path / "poolrag" / "tune"
+
+
+class _HeldLoads:
+    """Every model load the engine makes, by ``model_impl``; the load of transformers' modules (the
+    candidate the measurement adds) waits until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[_HeldLoads]:
+    loads = _HeldLoads()
+    real = poolrag.engine.build_pipeline
+
+    def build(*args: object, **kwargs: object):
+        impl = str(kwargs["model_impl"])
+        loads.made.append(impl)
+        if impl == "transformers":
+            loads.started.set()
+            assert loads.release.wait(WAIT_S)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(poolrag.engine, "build_pipeline", build)
+    yield loads
+    loads.release.set()  # a failed test leaves no thread waiting
+
+
+@pytest.fixture
+def bert(tiny_model: Callable[..., Path]) -> Path:
+    return tiny_model("bert")
+
+
+@pytest.fixture
+def static(bert: Path) -> np.ndarray:
+    """The default path's vectors without tuning (what the first load serves meanwhile)."""
+    return Engine(bert, tune="off").embed_array(TEXTS)
+
+
+def test_the_first_load_answers_before_the_verdict_and_caches_it_after(
+    cache: Path, held: _HeldLoads, bert: Path, static: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
+        engine = Engine(bert, tune="auto")
+        assert engine.tune_report.state == "measuring"
+        assert held.started.wait(WAIT_S)  # the measurement is under way, held in the candidate's load
+        vectors = engine.embed_array(TEXTS)
+        assert engine.tune_report.state == "measuring" and not cache.exists()  # answered first
+        np.testing.assert_allclose(vectors, static, atol=1e-6)  # the default path, untuned
+        assert _served_impl(engine) == "native"
+
+        held.release.set()
+        report = engine.wait_for_tune(WAIT_S)
+    assert report.state == "measured" and report.verdict is not None
+    assert Path(report.path).is_file() and Path(report.path).parent == cache
+    assert _served_impl(engine) == report.verdict.impl
+    assert _cosines(static, engine.embed_array(TEXTS)).min() >= MIN_COSINE
+    lines = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
+    assert len(lines) == 2, lines  # one says it measures, one what it chose: no more
+    assert "in the background; serving on the default path meanwhile" in lines[0]
+    assert lines[1].startswith("measured in ") and report.path in lines[1]
+
+    held.made.clear()
+    again = Engine(bert, tune="auto")
+    assert again.tune_report.state == "cached" and again.tune_report.verdict == report.verdict
+    assert held.made == [report.verdict.impl]  # the verdict is read: nothing measured, one load
+
+
+def test_a_faster_path_takes_over_between_batches_while_requests_keep_coming(
+    cache: Path, held: _HeldLoads, bert: Path, static: np.ndarray
+) -> None:
+    engine = Engine(bert, tune="auto")
+    # the native encoder made slow with a real forward hook: transformers' modules win the race
+    native = internals.loaded_module(engine)
+    native.register_forward_pre_hook(lambda module, args: time.sleep(0.2))
+    answers: list[np.ndarray] = []
+    stop = threading.Event()
+
+    def keep_asking() -> None:
+        while not stop.is_set():
+            answers.append(engine.embed_array(TEXTS))
+
+    caller = threading.Thread(target=keep_asking)
+    caller.start()
+    try:
+        held.release.set()
+        report = engine.wait_for_tune(WAIT_S)
+        after_switch, deadline = len(answers), time.monotonic() + WAIT_S
+        while len(answers) < after_switch + 2 and caller.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)  # answers from the new path too
+    finally:
+        stop.set()
+        caller.join(WAIT_S)
+    verdict = report.verdict
+    assert report.state == "measured" and verdict is not None and verdict.impl == "transformers"
+    assert {c.impl: c.status for c in verdict.candidates} == {"native": "slower", "transformers": "chosen"}
+    assert _served_impl(engine) == "transformers"
+    assert internals.loaded_module(engine) is not native
+    assert answers and all(_cosines(static, a).min() >= MIN_COSINE for a in answers)
+    assert _cosines(static, engine.embed_array(TEXTS)).min() >= MIN_COSINE
+
+
+def test_closing_the_engine_ends_the_measurement_without_a_verdict(
+    cache: Path, held: _HeldLoads, bert: Path
+) -> None:
+    engine = Engine(bert, tune="auto")
+    assert held.started.wait(WAIT_S)
+    engine.close()
+    held.release.set()
+    report = engine.wait_for_tune(WAIT_S)
+    assert report.state == "skipped" and "closed" in report.reason
+    assert not cache.exists() or not list(cache.glob("*.json"))
+
+
+def test_a_fast_mode_or_a_pinned_compile_is_measured_before_the_engine_returns(
+    cache: Path, bert: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Switching precision, or a compile already bound to the serving runner, cannot happen under
+    a running engine: those loads measure first, and say so."""
+    with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
+        engine = Engine(bert, tune="auto", cpu_fast_mode="auto")
+    assert engine.tune_report.state == "measured"  # before the constructor returned
+    lines = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
+    assert len(lines) == 1 and "timing its paths before serving" in lines[0]
