@@ -171,6 +171,11 @@ class EngineCounters(Protocol):
     @property
     def padded_tokens(self) -> int: ...
 
+    @property
+    def truncated_inputs(self) -> int:
+        """Inputs cut to the model's length (the default long-input policy)."""
+        ...
+
 
 @runtime_checkable
 class InProcessEngine(PoolingEngine, Protocol):

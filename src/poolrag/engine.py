@@ -194,6 +194,10 @@ class Engine:
             is in (``engine.wait_for_tune()``). ``"full"``
             measures again now, compiled candidates included (what ``poolrag tune`` runs);
             ``"off"`` loads as ``model_impl`` says, untimed. What happened is ``engine.tune_report``.
+        truncate: an input over ``max_model_len`` keeps its first tokens (default, as
+            sentence-transformers, TEI and Cohere do; ``engine.core_stats.truncated_inputs`` counts
+            them), or with ``False`` raises :class:`~poolrag.InputTooLongError`; a call's
+            ``PoolingParams(truncate=..., truncate_prompt_tokens=...)`` overrides it.
     """
 
     def __init__(
@@ -223,6 +227,7 @@ class Engine:
         model_impl: ModelImpl = "auto",
         compile: str | None = None,
         tune: str | None = None,
+        truncate: bool = True,
     ) -> None:
         # every option checked by the one rule every door uses (a bad value: one line naming it);
         # a pickled engine is loaded again from this value (__reduce__)
@@ -251,6 +256,7 @@ class Engine:
             model_impl=model_impl,
             compile=compile,
             tune=tune,
+            truncate=truncate,
         )
         self.model_name = self.engine_args.model
         self._score_template = load_score_template(score_template) if score_template is not None else None
@@ -504,13 +510,19 @@ class Engine:
             max_active_dims=params.max_active_dims,
         )
 
+    def _token_limit(self, params: PoolingParams, task: str) -> int | None:
+        """The long-input rule (:meth:`PoolingParams.token_limit`) with this engine's ``truncate``
+        as its default; a model whose pooler config chunks long embed inputs chunks them instead."""
+        chunks = task == "embed" and self._pipeline.processor.chunked
+        return params.token_limit(self.engine_args.truncate and not chunks)
+
     def _requests(self, prompts: Prompts, task: str, params: PoolingParams | None) -> list[PoolingRequest]:
         items = prompt_list(prompts)
         resolved = self._resolve_multi(params) if task == MULTI_VECTOR_TASK else self._resolve(task, params)
         p = params or PoolingParams()
         processor = self._pipeline.processor
         prompt = processor.prompts.chosen(p.prompt, p.prompt_name)
-        return processor.texts(items, resolved, p.truncate_prompt_tokens, prompt)
+        return processor.texts(items, resolved, self._token_limit(p, task), prompt)
 
     def _prompt_texts(self, prompts: Prompts) -> list[str | None]:
         return [p if isinstance(p, str) else None for p in prompt_list(prompts)]
@@ -573,7 +585,7 @@ class Engine:
         results = yield requests
         texts = self._prompt_texts(prompts)
         return [
-            PoolingRequestOutput(str(i), wrap(data), list(req.token_ids), texts[i])
+            PoolingRequestOutput(str(i), wrap(data), list(req.token_ids), texts[i], req.truncated)
             for i, (req, data) in enumerate(zip(requests, results, strict=True))
         ]
 
@@ -784,10 +796,10 @@ class Engine:
             return []
         firsts = firsts * len(seconds) if len(firsts) == 1 else firsts
         params = pooling_params or PoolingParams()
-        truncate = params.truncate_prompt_tokens
         kind = self.score_kind
         if kind is ScoreKind.CROSS_ENCODER:
             resolved = self._resolve("score", params)
+            truncate = self._token_limit(params, "score")
             if self.spec.num_labels != 1:
                 raise UnsupportedTaskError("score", self.supported_tasks)
             pairs = list(zip(firsts, seconds, strict=True))
@@ -805,7 +817,9 @@ class Engine:
                 requests = self._pipeline.processor.pairs(pairs, resolved, truncate)
             results = yield requests
             return [
-                PoolingRequestOutput(str(i), ScoringOutput(float(r[0])), list(req.token_ids))
+                PoolingRequestOutput(
+                    str(i), ScoringOutput(float(r[0])), list(req.token_ids), truncated=req.truncated
+                )
                 for i, (req, r) in enumerate(zip(requests, results, strict=True))
             ]
         if score_template is not None:
@@ -818,6 +832,7 @@ class Engine:
         query_params = self._resolve(task, params.with_updates(input_type="query", dimensions=None))
         doc_params = self._resolve(task, params.with_updates(input_type="document", dimensions=None))
         prompt = processor.prompts.chosen(params.prompt, params.prompt_name)
+        truncate = self._token_limit(params, task)
         q_requests = processor.texts(firsts, query_params, truncate, prompt)
         d_requests = processor.texts(seconds, doc_params, truncate, None)
         results = yield q_requests + d_requests
@@ -828,6 +843,7 @@ class Engine:
                 str(i),
                 ScoringOutput(sim(results[i], results[n + i])),
                 list(q_requests[i].token_ids) + list(d_requests[i].token_ids),
+                truncated=q_requests[i].truncated or d_requests[i].truncated,
             )
             for i in range(n)
         ]

@@ -57,6 +57,7 @@ RUNTIME_FIELDS = (
     "tune",
     "download_dir",
     "hf_token",
+    "truncate",
 )
 
 
@@ -90,6 +91,7 @@ class EngineArgs:
     model_impl: str = "auto"
     compile: str | None = None
     tune: str | None = None
+    truncate: bool = True
 
     def __post_init__(self) -> None:
         model = os.fspath(self.model) if isinstance(self.model, os.PathLike) else self.model
@@ -112,6 +114,8 @@ class EngineArgs:
         _check_type("hf_overrides", self.hf_overrides, Mapping)
         if self.hf_overrides is not None:  # a copy: the caller's dict cannot change a frozen value
             object.__setattr__(self, "hf_overrides", dict(self.hf_overrides))
+        if not isinstance(self.truncate, bool):
+            raise InvalidInputError(f"truncate must be True or False, not {self.truncate!r}")
         if self.trust_remote_code is None:  # "not given", as a caller forwarding an optional passes it
             object.__setattr__(self, "trust_remote_code", False)
         if not isinstance(self.trust_remote_code, bool):
@@ -256,6 +260,15 @@ class EngineArgs:
             help="background: run eagerly at once, compile the forward (inductor, cached on disk for the "
             "next start) and switch to it once it matches eager",
         )
+        add_flag(
+            group,
+            "--auto-truncate",
+            dest="auto_truncate",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="cut an input over the model's length to its first tokens, as sentence-transformers "
+            "and TEI do (default); --no-auto-truncate refuses it instead, unless a request asks to truncate",
+        )
         if autotune:
             add_flag(  # not --tune: that is ``poolrag eval``'s choice of the hybrid fusion
                 group,
@@ -298,6 +311,7 @@ class EngineArgs:
             model_impl=namespace.model_impl,
             compile=namespace.compile,
             tune=getattr(namespace, "autotune", None),
+            truncate=namespace.auto_truncate,
         )
 
     def replace(self, **changes: Any) -> EngineArgs:

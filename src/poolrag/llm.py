@@ -108,7 +108,9 @@ class LLM:
             ``pipeline_parallel_size`` / ``data_parallel_size`` must be 1 (use ``device_map="auto"``
             to spread a large model); ``tokenizer_mode`` ``"auto"``/``"hf"`` and
             ``skip_tokenizer_init=False`` are taken; vLLM's cache / scheduler / memory options and
-            ``served_model_name`` are accepted with one warning.
+            ``served_model_name`` are accepted with one warning. As in vLLM, an over-long prompt is
+            an error unless a call truncates (``truncate_prompt_tokens``, ``tokenization_kwargs``);
+            ``truncate=True`` makes poolrag's default (keep the first tokens) this LLM's.
 
     Every method takes vLLM's per-call keywords: prompts in any of its shapes, ``tokenization_kwargs``
     (:func:`poolrag.vllm_inputs.truncation`), one ``PoolingParams`` or one per prompt.
@@ -149,6 +151,7 @@ class LLM:
             quantization=quantization,
             tokenizer=tokenizer,
             revision=revision,
+            truncate=False,  # vLLM refuses an over-long prompt unless a call asks to truncate it
         )
         self.engine_args = EngineArgs.from_options(model, named | _engine_options(engine_options))
         self.engine = Engine.from_engine_args(self.engine_args)

@@ -53,12 +53,14 @@ T = TypeVar("T", EmbeddingOutput, ClassificationOutput, ScoringOutput, PoolingOu
 
 @dataclass(slots=True)
 class PoolingRequestOutput(Generic[T]):
-    """One input's result: ``outputs`` plus the token ids the model saw (for usage accounting)."""
+    """One input's result: ``outputs`` plus the token ids the model saw (for usage accounting) and
+    whether the input was cut to fit the model's length (``truncated``, counted in answers)."""
 
     request_id: str
     outputs: T
     prompt_token_ids: list[int] = field(default_factory=list)
     prompt: str | None = None
+    truncated: bool = False
 
     @property
     def num_tokens(self) -> int:

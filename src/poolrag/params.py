@@ -69,8 +69,11 @@ class PoolingParams:
             whose outputs are scores or labels, which it would not change.
         use_activation: apply the classifier's activation (softmax / sigmoid); ``False`` returns logits.
             On vector tasks it is vLLM's newer name of ``normalize`` (both given must agree).
-        truncate_prompt_tokens: keep at most this many tokens (``-1``: the model's maximum). Without it,
-            an over-long input is an error rather than a silently truncated answer.
+        truncate_prompt_tokens: keep at most this many tokens (``-1``: the model's maximum).
+        truncate: what happens to an input over the model's length when ``truncate_prompt_tokens``
+            is unset: ``True`` keeps its first tokens, ``False`` refuses it (:class:`InputTooLongError`),
+            ``None`` leaves it to the engine (``Engine(truncate=...)``, by default truncating, as
+            sentence-transformers and TEI do). See :meth:`token_limit`.
         input_type: ``"query"`` or ``"document"``; selects prompts and ColBERT query/document encoding.
         prompt: explicit text prepended to each input, overriding the model's prompts.
         prompt_name: one of the model folder's prompts by name (sentence-transformers'
@@ -92,6 +95,7 @@ class PoolingParams:
     returned_token_ids: tuple[int, ...] | None = None
     max_active_dims: int | None = None
     prompt_name: str | None = None  # last: fields added later keep positional callers' order
+    truncate: bool | None = None
     activation: InitVar[bool | None] = None
 
     def __post_init__(self, activation: bool | None) -> None:
@@ -108,6 +112,15 @@ class PoolingParams:
             self.truncate_prompt_tokens == 0 or self.truncate_prompt_tokens < -1
         ):
             raise InvalidInputError("truncate_prompt_tokens must be a positive number of tokens or -1")
+        if self.truncate is not None and not isinstance(self.truncate, bool):
+            raise InvalidInputError(
+                f"truncate must be True or False, not {self.truncate!r}", param="truncate"
+            )
+        if self.truncate is False and self.truncate_prompt_tokens is not None:
+            raise InvalidInputError(
+                "truncate=False refuses over-long inputs and truncate_prompt_tokens truncates them; give one",
+                param="truncate",
+            )
         if self.prompt_name is not None:
             if not isinstance(self.prompt_name, str) or not self.prompt_name:
                 raise InvalidInputError("prompt_name must be the name of one of the model's prompts")
@@ -122,9 +135,29 @@ class PoolingParams:
         if self.returned_token_ids is not None and not isinstance(self.returned_token_ids, tuple):
             object.__setattr__(self, "returned_token_ids", tuple(self.returned_token_ids))
 
+    @classmethod
+    def cut_at(cls, truncate_prompt_tokens: int | None, **fields: object) -> PoolingParams:
+        """Parameters from a setting where ``None`` means "never cut" (the framework adapters' and
+        retrievers' ``truncate_prompt_tokens``), so it refuses over-long inputs whatever the
+        engine's default; a number of tokens (``-1``: the model's maximum) cuts there."""
+        refuse = False if truncate_prompt_tokens is None else None
+        return cls(truncate_prompt_tokens=truncate_prompt_tokens, truncate=refuse, **fields)  # type: ignore[arg-type]
+
     def with_updates(self, **changes: object) -> PoolingParams:
         """A copy with some fields changed (params are immutable so they can key caches)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def token_limit(self, engine_truncates: bool) -> int | None:
+        """How many tokens of an over-long input this request keeps: ``truncate_prompt_tokens``
+        where given (``-1``: the model's maximum), else the request's ``truncate`` or, unset, the
+        engine's default; ``None`` keeps every token, so an input over the model's length is an
+        :class:`InputTooLongError` (or, on a model whose pooler config embeds long inputs in chunks,
+        chunked). The one long-input rule: every door (the engine's calls, the server's routes
+        through it) decides here."""
+        if self.truncate_prompt_tokens is not None:
+            return self.truncate_prompt_tokens
+        truncates = engine_truncates if self.truncate is None else self.truncate
+        return -1 if truncates else None
 
     def verify(self, task: str, facts: ModelFacts, defaults: PoolerDefaults = _GENERIC) -> ResolvedParams:
         """These parameters checked for ``task`` on the model ``facts`` describe, every unset one filled.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,12 +22,14 @@ class ResolvedParams:
 @dataclass(frozen=True, slots=True)
 class PoolingRequest:
     """One sequence for the model. ``attention`` is only set when some tokens must produce outputs
-    without being attended to (ColBERT query expansion); ``None`` means attend to every token."""
+    without being attended to (ColBERT query expansion); ``None`` means attend to every token.
+    ``truncated``: tokens of the input were cut to fit (counted, never part of the work's identity)."""
 
     token_ids: tuple[int, ...]
     params: ResolvedParams
     token_type_ids: tuple[int, ...] | None = None
     attention: tuple[int, ...] | None = None
+    truncated: bool = field(default=False, compare=False)
 
     @property
     def num_tokens(self) -> int:

@@ -69,7 +69,7 @@ def test_async_errors_are_the_sync_errors(minilm_engine: Engine) -> None:
     with pytest.raises(UnsupportedTaskError):
         run(minilm_engine.aclassify(TEXTS))
     with pytest.raises(InvalidInputError):
-        run(minilm_engine.aembed(["x " * 1000]))  # too long without truncation
+        run(minilm_engine.aembed(["x " * 1000], PoolingParams(truncate=False)))  # too long, not to be cut
     long = run(minilm_engine.aembed(["x " * 1000], PoolingParams(truncate_prompt_tokens=-1)))
     assert len(long[0].prompt_token_ids) == minilm_engine.max_model_len
 

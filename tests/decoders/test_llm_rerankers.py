@@ -124,10 +124,9 @@ def test_template_per_call_and_document_truncation_keep_the_prompt_tail(tmp_path
     seqs = [tokenizer(qwen3_reranker_prompt(QUERY, d, DEFAULT_INSTRUCTION))["input_ids"] for d in TEXTS[:2]]
     assert [s.prompt_token_ids for s in per_call] == seqs
     with pytest.raises(InputTooLongError):
-        engine.score(QUERY, TEXTS[2], score_template="qwen3_reranker")
-    cut = engine.score(
-        QUERY, TEXTS[2], PoolingParams(truncate_prompt_tokens=-1), score_template="qwen3_reranker"
-    )[0]
+        engine.score(QUERY, TEXTS[2], PoolingParams(truncate=False), score_template="qwen3_reranker")
+    cut = engine.score(QUERY, TEXTS[2], score_template="qwen3_reranker")[0]  # cut by default
+    assert cut.truncated
     tail = tokenizer("<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")["input_ids"]
     assert len(cut.prompt_token_ids) <= 200 and cut.prompt_token_ids[-len(tail) :] == tail
     reference = softmax(

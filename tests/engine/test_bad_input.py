@@ -60,10 +60,10 @@ def test_empty_string_is_an_error(minilm_engine: Engine) -> None:
         minilm_engine.embed(["fine", "   "])
 
 
-def test_over_long_input_is_an_error_unless_truncation_is_asked(minilm_engine: Engine) -> None:
+def test_over_long_input_is_an_error_when_truncation_is_refused(minilm_engine: Engine) -> None:
     long_text = "word " * 1000
     with pytest.raises(InputTooLongError, match="maximum of 256"):
-        minilm_engine.embed([long_text])
+        minilm_engine.embed([long_text], PoolingParams(truncate=False))
     out = minilm_engine.embed([long_text], PoolingParams(truncate_prompt_tokens=-1))
     assert out[0].num_tokens == 256
     out = minilm_engine.embed([long_text], PoolingParams(truncate_prompt_tokens=10))

@@ -72,8 +72,8 @@ def test_short_inputs_and_truncation_are_unchanged(folder: Path) -> None:
         plain.embed(LONG, truncated)[0].outputs.embedding,
         atol=1e-6,
     )
-    with pytest.raises(InputTooLongError):
-        plain.embed(LONG)
+    with pytest.raises(InputTooLongError):  # a model without chunks refuses when told not to cut
+        plain.embed(LONG, PoolingParams(truncate=False))
     scores = chunked.score("pooling models", [LONG, "vectors"])
     assert all(-1.0 <= s.outputs.score <= 1.0 for s in scores)
 

@@ -12,7 +12,7 @@ from poolrag import Engine, InputTooLongError
 
 
 def test_only_poolrags_length_error_is_shown(minilm_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    engine = Engine(minilm_path)
+    engine = Engine(minilm_path, truncate=False)
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_warning()
     try:

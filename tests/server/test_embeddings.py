@@ -120,8 +120,11 @@ def test_unsupported_matryoshka_dimensions_are_refused(matryoshka_server: Served
     assert "must be one of [128, 256, 384]" in caught.value.message
 
 
-def test_over_long_input_is_refused_without_truncation(minilm_server: Served, http: httpx.Client) -> None:
-    response = http.post(f"{minilm_server.url}/v1/embeddings", json={"input": ["short", LONG_TEXT]})
+def test_over_long_input_is_refused_when_truncation_is_refused(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    body = {"input": ["short", LONG_TEXT], "truncate": False}
+    response = http.post(f"{minilm_server.url}/v1/embeddings", json=body)
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "context_length_exceeded"

@@ -92,7 +92,9 @@ def test_sparse_errors_are_400_naming_the_supported_tasks(
     assert "supported tasks: sparse_embed" in wrong_task.json()["error"]["message"]
     unknown = http.post(f"{splade_server.url}/pooling", json={"input": "hello", "task": "splade"})
     assert unknown.status_code == 400 and "sparse_embed" in unknown.json()["error"]["message"]
-    too_long = http.post(f"{splade_server.url}/embed_sparse", json={"inputs": "word " * 600})
+    too_long = http.post(
+        f"{splade_server.url}/embed_sparse", json={"inputs": "word " * 600, "truncate": False}
+    )
     assert too_long.status_code == 400
     assert too_long.json()["error"]["code"] == "context_length_exceeded"
     truncated = http.post(

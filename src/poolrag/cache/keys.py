@@ -23,7 +23,8 @@ def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> byte
     """Digest of the model and every setting that changes the vector for a given text."""
     per_call = asdict(params)
     per_call.pop("dimensions")  # full vectors are cached; sizes are cut on the way out
-    for later in ("max_active_dims", "prompt_name"):  # added later: unset, they must not move old keys
+    # added later: unset, they must not move old keys
+    for later in ("max_active_dims", "prompt_name", "truncate"):
         if per_call.get(later) is None:
             per_call.pop(later, None)
     if task == "embed" and per_call.get("normalize") == facts.normalizes_embeddings:

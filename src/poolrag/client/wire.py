@@ -25,6 +25,7 @@ EMBEDDINGS_FIELDS = (
     "normalize",
     "use_activation",
     "truncate_prompt_tokens",
+    "truncate",
     "input_type",
     "prompt",
     "prompt_name",
@@ -34,11 +35,12 @@ POOLING_FIELDS = (
     "normalize",
     "use_activation",
     "truncate_prompt_tokens",
+    "truncate",
     "input_type",
     "max_active_dims",
 )
-SCORE_FIELDS = ("truncate_prompt_tokens", "use_activation")
-CLASSIFY_FIELDS = ("truncate_prompt_tokens", "use_activation")
+SCORE_FIELDS = ("truncate_prompt_tokens", "truncate", "use_activation")
+CLASSIFY_FIELDS = ("truncate_prompt_tokens", "truncate", "use_activation")
 
 #: Response headers naming the served model on every answer (``poolrag.server.model_identity``):
 #: ``ModelFacts.model_identity`` and ``ModelFacts.output_fingerprint``, percent-encoded (header

@@ -101,6 +101,7 @@ class CoreStats:
     tokens: int = 0
     padded_tokens: int = 0
     dropped: int = 0  # requests never run because every caller waiting for them cancelled
+    truncated_inputs: int = 0  # inputs cut to the model's length before they were queued
 
 
 @dataclass(slots=True)
@@ -194,6 +195,7 @@ class EngineCore:
                     "or start workers with the 'spawn' method"
                 )
             self._start_threads()
+            self.stats.truncated_inputs += sum(request.truncated for request in requests)
             self._inbox.append((job, requests))
             self._cv.notify()
         return future

@@ -129,7 +129,7 @@ def _behind_cache(engine: Engine, cache: object, truncate_prompt_tokens: int | N
             f"cache must be an EmbeddingCache, a CachedEmbedder or a file path, not {type(cache).__name__}"
         )
     # The cache key covers truncation, so the embedder is built for this adapter's setting.
-    base = PoolingParams(truncate_prompt_tokens=truncate_prompt_tokens)
+    base = PoolingParams.cut_at(truncate_prompt_tokens)
     return CachedEmbedder(engine, cache, pooling_params=base)
 
 

@@ -136,7 +136,7 @@ class BackendFields(BaseModel):
         return self._backend
 
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
-        return PoolingParams(truncate_prompt_tokens=self.truncate_prompt_tokens, input_type=input_type)
+        return PoolingParams.cut_at(self.truncate_prompt_tokens, input_type=input_type)
 
 
 class EmbeddingFields(BackendFields):

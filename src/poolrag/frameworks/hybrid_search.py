@@ -57,7 +57,7 @@ def open_hybrid(
             )
         sparse_encoder = query_encoder_for_record(record, tokenizer)
     if not isinstance(backend, CachedEmbedder):  # a cache the adapter built carries the setting
-        params = PoolingParams(truncate_prompt_tokens=truncate_prompt_tokens)
+        params = PoolingParams.cut_at(truncate_prompt_tokens)
         backend = CachedEmbedder(backend, pooling_params=params)
     retriever = Retriever(store, backend, sparse_encoder=sparse_encoder)
     retriever.saved  # noqa: B018 - a bad saved record is refused here, not at the first search

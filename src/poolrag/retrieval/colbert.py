@@ -108,7 +108,7 @@ class ColbertRetriever:
         return self.spec
 
     def _params(self, input_type: str) -> PoolingParams:
-        return PoolingParams(input_type=input_type, truncate_prompt_tokens=self.truncate_prompt_tokens)  # type: ignore[arg-type]
+        return PoolingParams.cut_at(self.truncate_prompt_tokens, input_type=input_type)
 
     # -- writes -------------------------------------------------------------------------------------
     def add_texts(

@@ -62,10 +62,15 @@ def to_prompts(value: str | Sequence[Any], settings: ServerSettings, param: str 
 
 
 def score_params(
-    facts: ModelFacts, truncate_prompt_tokens: int | None, use_activation: bool | None
+    facts: ModelFacts,
+    truncate_prompt_tokens: int | None,
+    use_activation: bool | None,
+    truncate: bool | None = None,
 ) -> PoolingParams:
     """``/score`` and ``/rerank`` parameters, checked before the request takes a slot (a cosine or
     MaxSim score has no activation to switch off)."""
-    params = PoolingParams(truncate_prompt_tokens=truncate_prompt_tokens, use_activation=use_activation)
+    params = PoolingParams(
+        truncate_prompt_tokens=truncate_prompt_tokens, use_activation=use_activation, truncate=truncate
+    )
     params.verify("score", facts)
     return params

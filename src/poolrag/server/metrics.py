@@ -29,6 +29,11 @@ _CORE_COUNTERS = (
     ("sequences", "poolrag_engine_sequences", "Inputs run through forward passes, all requests together."),
     ("tokens", "poolrag_engine_tokens", "Real tokens run through forward passes."),
     ("padded_tokens", "poolrag_engine_padded_tokens", "Tokens in forward passes including padding."),
+    (
+        "truncated_inputs",
+        "poolrag_engine_truncated_inputs",
+        "Inputs cut to the model's length before they ran (turned off by --no-auto-truncate).",
+    ),
 )
 
 

@@ -2,8 +2,9 @@
 
 FastAPI's own handler parses and validates the body, and serialises the answer, on the event
 loop; for large requests that stalled every other connection. :class:`OffLoopRoute` keeps
-FastAPI's signature (``async def endpoint(body: SomeRequest, request: Request)``), so
-``/openapi.json`` still documents the body model, but its handler:
+FastAPI's signature (``async def endpoint(body: SomeRequest, request: Request)``, plus FastAPI's
+``response: Response`` where the endpoint sets headers on its answer), so ``/openapi.json`` still
+documents the body model, but its handler:
 
 1. parses and validates the body on a worker thread (:func:`poolrag.server.parsing.parse_body`);
 2. finds the model the body names (:func:`poolrag.server.state.model_state`), checks the body
@@ -68,7 +69,9 @@ def _dump(result: Any, exclude_none: bool) -> bytes:
 class OffLoopRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
         endpoint = self.endpoint
-        model: type[BaseModel] = typing.get_type_hints(endpoint)["body"]
+        hints = typing.get_type_hints(endpoint)
+        model: type[BaseModel] = hints["body"]
+        sets_headers = "response" in hints
         exclude_none = self.response_model_exclude_none
 
         async def answer(request: Request, raw: bytes) -> Response:
@@ -76,12 +79,18 @@ class OffLoopRoute(APIRoute):
             parsed = await anyio.to_thread.run_sync(parse_body, raw, model, served.parse_limits)
             state = model_state(request, getattr(parsed.body, "model", None))
             check_size(parsed.token_ids, parsed.chars, state.limits)
+            headers = Response()  # what the endpoint sets on its answer, as FastAPI's ``response``
+            del headers.headers["content-length"]
             with state.admission.tokens(parsed.tokens):
-                result = await endpoint(parsed.body, request)
+                args = (parsed.body, request, headers) if sets_headers else (parsed.body, request)
+                result = await endpoint(*args)
             if isinstance(result, Response):  # an answer already encoded (e.g. vLLM's bytes format)
-                return result
-            content = await anyio.to_thread.run_sync(_dump, result, exclude_none)
-            return Response(content, media_type="application/json")
+                answer = result
+            else:
+                content = await anyio.to_thread.run_sync(_dump, result, exclude_none)
+                answer = Response(content, media_type="application/json")
+            answer.headers.update(headers.headers)
+            return answer
 
         async def handle(request: Request) -> Response:
             raw = await request.body()

@@ -121,7 +121,7 @@ TruncatePromptTokens = Annotated[
     Field(
         ge=-1,
         description="Keep at most this many tokens per input (-1: the model's maximum). Without it, "
-        "an input over the model's length is an error rather than silently truncated.",
+        "'truncate' (or the server's default) decides.",
     ),
 ]
 InputType = Literal["query", "document"]
@@ -140,6 +140,12 @@ class VllmRequestBody(RequestBody):
 
     user: StrictStr | None = Field(None, description="The caller's end-user id (not used to compute).")
     truncate_prompt_tokens: TruncatePromptTokens = None
+    truncate: StrictBool | None = Field(
+        None,
+        description="An input over the model's length: true keeps its first tokens, false refuses it "
+        "(400 context_length_exceeded); omitted: the server's default (truncate, unless started with "
+        "--no-auto-truncate). The answer's X-Truncated-Inputs header counts the inputs cut.",
+    )
     truncation_side: Literal["right"] | None = Field(
         None, description="Truncation keeps the first tokens ('left' is not supported)."
     )
@@ -269,8 +275,10 @@ class CohereEmbedRequest(RequestBody):
         ["float"], min_length=1, description="One or more types; each comes back under its own key."
     )
     output_dimension: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
-    truncate: Literal["NONE", "START", "END"] = Field(
-        "END", description="END keeps the first tokens; NONE refuses a text that is too long."
+    truncate: Literal["NONE", "START", "END"] | None = Field(
+        None,
+        description="END keeps the first tokens; NONE refuses a text that is too long; omitted: the "
+        "server's default (END, unless started with --no-auto-truncate).",
     )
     calibration: list[list[float]] | None = Field(
         None,
@@ -287,6 +295,7 @@ class CohereBilledUnits(BaseModel):
 class CohereMeta(BaseModel):
     api_version: dict[str, str] = {"version": "2"}
     billed_units: CohereBilledUnits
+    warnings: list[str] | None = Field(None, description="Says how many texts were truncated, if any.")
 
 
 class CohereEmbedResponse(BaseModel):
@@ -500,8 +509,10 @@ class PoolingData(BaseModel):
 # -- /embed_sparse (Hugging Face TEI) -------------------------------------------------------------------
 class EmbedSparseRequest(RequestBody):
     inputs: TextOrTexts
-    truncate: StrictBool = Field(
-        False, description="Cut inputs longer than the model's maximum instead of refusing them."
+    truncate: StrictBool | None = Field(
+        None,
+        description="true cuts inputs longer than the model's maximum, false refuses them; omitted: "
+        "the server's default (truncate, unless started with --no-auto-truncate).",
     )
 
 

@@ -179,6 +179,22 @@ class InputProcessor:
                 param="truncate_prompt_tokens",
             )
 
+    def _cut(
+        self, encoded: Any, j: int, limit: int | None, wholes: Sequence[str], kept: Sequence[str]
+    ) -> bool:
+        """Whether row ``j`` of ``encoded`` (the tokenised ``kept`` texts, cut from ``wholes``)
+        lost tokens to the ``limit``: a text cut before tokenising with words left after the cut,
+        or the tokenizer's own truncation (a fast tokenizer's overflow, else a count)."""
+        if limit is None or len(encoded["input_ids"][j]) < limit:
+            return False
+        if any(len(k) < len(w) and not w[len(k) :].isspace() for w, k in zip(wholes, kept, strict=True)):
+            return True
+        encodings = getattr(encoded, "encodings", None)
+        if encodings is not None:
+            return bool(encodings[j].overflowing)
+        specials = self.tokenizer.num_special_tokens_to_add(pair=len(kept) == 2)
+        return sum(self.text_cut.count(k) for k in kept) + specials > limit
+
     def _check_length(self, ids: Sequence[int]) -> None:
         if len(ids) > self.max_len:
             raise InputTooLongError(len(ids), self.max_len)
@@ -198,13 +214,15 @@ class InputProcessor:
         chunking = self.chunked and params.task == "embed" and limit is None
         requests: list[PoolingRequest | None] = [None] * len(prompts)
         text_positions: list[int] = []
+        wholes: list[str] = []
         texts: list[str] = []
         for i, item in enumerate(prompts):
             name = "input" if len(prompts) == 1 else f"input[{i}]"
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, limit, name)
             else:
-                texts.append(self._kept_text(prefix + check_text(item, name, param="input"), limit, chunking))
+                wholes.append(prefix + check_text(item, name, param="input"))
+                texts.append(self._kept_text(wholes[-1], limit, chunking))
                 text_positions.append(i)
         if texts and limit is not None:
             self._check_room(limit, prefix=prefix)
@@ -231,6 +249,7 @@ class InputProcessor:
                     token_ids=tuple(ids),
                     params=params,
                     token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
+                    truncated=self._cut(encoded, j, limit, wholes[j : j + 1], texts[j : j + 1]),
                 )
         return requests  # type: ignore[return-value]
 
@@ -284,10 +303,11 @@ class InputProcessor:
         vocab = len(self.tokenizer)
         if any(t < 0 or t >= vocab for t in ids):
             raise InvalidInputError(f"{name}: token ids must be in [0, {vocab})", param="input")
-        if limit is not None:
+        cut = limit is not None and len(ids) > limit
+        if cut:
             ids = ids[:limit]
         self._check_length(ids)
-        return PoolingRequest(token_ids=tuple(ids), params=params)
+        return PoolingRequest(token_ids=tuple(ids), params=params, truncated=cut)
 
     # -- pairs (cross-encoders) -----------------------------------------------------------------
     def pairs(
@@ -300,12 +320,12 @@ class InputProcessor:
         limit = self._limit(truncate)
         if limit is not None:
             self._check_room(limit, pair=True)
-        for j, (first, second) in enumerate(zip(firsts, seconds, strict=True)):
-            firsts[j], seconds[j] = self._kept_pair(first, second, limit)
+        wholes = list(zip(firsts, seconds, strict=True))
+        kept = [self._kept_pair(first, second, limit) for first, second in wholes]
         encoded = call_tokenizer(
             self.tokenizer,
-            firsts,
-            seconds,
+            [first for first, _ in kept],
+            [second for _, second in kept],
             add_special_tokens=True,
             truncation="longest_first" if limit is not None else False,
             max_length=limit,
@@ -321,6 +341,7 @@ class InputProcessor:
                     token_ids=tuple(ids),
                     params=params,
                     token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
+                    truncated=self._cut(encoded, j, limit, wholes[j], kept[j]),
                 )
             )
         return out
@@ -398,6 +419,7 @@ class InputProcessor:
         texts = [check_text(p) if not isinstance(p, dict) else None for p in prompts]
         if any(t is None for t in texts):
             raise InputTypeError("ColBERT inputs must be text")
+        wholes = texts
         texts = [self.text_cut.prefix(t, budget) for t in texts]  # type: ignore[arg-type]
         encoded = call_tokenizer(
             self.tokenizer,
@@ -409,7 +431,8 @@ class InputProcessor:
             return_attention_mask=False,
         )
         out = []
-        for ids in encoded["input_ids"]:
+        for j, ids in enumerate(encoded["input_ids"]):
+            cut = self._cut(encoded, j, budget, wholes[j : j + 1], texts[j : j + 1])  # type: ignore[arg-type]
             ids = list(ids)
             attention = None
             if is_query and spec.do_query_expansion:
@@ -426,6 +449,7 @@ class InputProcessor:
                     token_ids=tuple(ids),
                     params=params,
                     attention=tuple(attention) if attention is not None else None,
+                    truncated=cut,
                 )
             )
         return out

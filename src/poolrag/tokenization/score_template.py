@@ -136,11 +136,12 @@ def templated_pair_requests(
     ]
     requests: list[PoolingRequest] = []
     for (query, document), ids in zip(pairs, encoded, strict=True):
-        if len(ids) > max_len or (limit is not None and len(ids) > limit):
+        cut = len(ids) > max_len or (limit is not None and len(ids) > limit)
+        if cut:
             if limit is None:
                 raise InputTooLongError(len(ids), max_len)
             ids = _shorten_document(tokenizer, template, query, document, len(ids), limit)
-        requests.append(PoolingRequest(token_ids=tuple(ids), params=params))
+        requests.append(PoolingRequest(token_ids=tuple(ids), params=params, truncated=cut))
     return requests
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import to_prompts
@@ -10,17 +10,22 @@ from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ClassificationData, ClassificationRequest, ClassificationResponse, Usage
 from poolrag.server.state import model_state, new_id, now
+from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["classification"], route_class=OffLoopRoute)
 PATH = "/classify"
 
 
 @router.post(PATH, response_model=ClassificationResponse, responses=ENGINE_ERRORS)
-async def classify(body: ClassificationRequest, request: Request) -> ClassificationResponse:
+async def classify(
+    body: ClassificationRequest, request: Request, response: Response
+) -> ClassificationResponse:
     state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
-        truncate_prompt_tokens=body.truncate_prompt_tokens, use_activation=body.use_activation
+        truncate_prompt_tokens=body.truncate_prompt_tokens,
+        truncate=body.truncate,
+        use_activation=body.use_activation,
     )
     outputs = await state.run_engine(PATH, len(prompts), state.calls.classify, prompts, params)
     id2label = state.engine.id2label
@@ -31,6 +36,7 @@ async def classify(body: ClassificationRequest, request: Request) -> Classificat
         label = id2label.get(best, f"LABEL_{best}")
         data.append(ClassificationData(index=i, label=label, probs=probs.tolist(), num_classes=len(probs)))
     tokens = sum(out.num_tokens for out in outputs)
+    report_truncated(response, outputs)
     return ClassificationResponse(
         id=new_id("classify", body.request_id),
         created=now(),

@@ -9,9 +9,9 @@ int8/uint8 are scaled by the request's ``calibration`` set, else the server's ra
 from __future__ import annotations
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InputTooLongError, InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
@@ -27,11 +27,14 @@ from poolrag.server.schemas import (
     CohereMeta,
 )
 from poolrag.server.state import model_state, new_id
+from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v2/embed"
 
 _INPUT_TYPES = {"search_query": "query", "search_document": "document"}
+#: Cohere's ``truncate`` as poolrag's: END keeps the first tokens, NONE refuses, unset: the server's.
+_TRUNCATE = {"END": True, "NONE": False, None: None}
 
 
 def _prompt_name(input_type: str | None, facts: ModelFacts) -> str | None:
@@ -53,7 +56,7 @@ def _params(body: CohereEmbedRequest, facts: ModelFacts) -> PoolingParams:
         )
     return PoolingParams(
         dimensions=body.output_dimension,
-        truncate_prompt_tokens=-1 if body.truncate == "END" else None,
+        truncate=_TRUNCATE[body.truncate],
         input_type=_INPUT_TYPES.get(body.input_type),
         prompt_name=_prompt_name(body.input_type, facts),
     )
@@ -102,7 +105,7 @@ def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None)
 
 
 @router.post(PATH, response_model=CohereEmbedResponse, responses=ENGINE_ERRORS)
-async def create_embed(body: CohereEmbedRequest, request: Request) -> CohereEmbedResponse:
+async def create_embed(body: CohereEmbedRequest, request: Request, response: Response) -> CohereEmbedResponse:
     state = model_state(request, body.model)
     if "embed" not in state.engine.facts.supported_tasks:
         raise APIError(
@@ -118,12 +121,25 @@ async def create_embed(body: CohereEmbedRequest, request: Request) -> CohereEmbe
     params = _params(body, state.engine.facts)
     calibration = _calibration(body)
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(PATH, len(body.texts), state.calls.embed, list(body.texts), params)
+    try:
+        outputs = await state.run_engine(PATH, len(body.texts), state.calls.embed, list(body.texts), params)
+    except InputTooLongError as exc:  # named in Cohere's terms, not truncate_prompt_tokens
+        raise APIError(
+            400,
+            f"a text has {exc.num_tokens} tokens, more than the model's maximum of {exc.max_len}; "
+            "shorten it or send truncate END to keep its first tokens",
+            param="truncate",
+            code="context_length_exceeded",
+        ) from exc
     vectors = np.stack([np.asarray(out.outputs.embedding, dtype=np.float32) for out in outputs])
     tokens = sum(out.num_tokens for out in outputs)
+    truncated = report_truncated(response, outputs)
+    warnings = [f"{truncated} of {len(outputs)} texts were truncated to the model's maximum length"]
     return CohereEmbedResponse(
         id=new_id("embd", None),
         embeddings=_by_type(vectors, body.embedding_types, calibration, state.ranges),
         texts=list(body.texts),
-        meta=CohereMeta(billed_units=CohereBilledUnits(input_tokens=tokens)),
+        meta=CohereMeta(
+            billed_units=CohereBilledUnits(input_tokens=tokens), warnings=warnings if truncated else None
+        ),
     )

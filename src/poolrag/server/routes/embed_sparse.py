@@ -2,7 +2,8 @@
 
 ``{"inputs": str | [str], "truncate": bool}`` → one list of ``{"index": token id, "value": weight}``
 per input (non-zero weights, sorted by token id), so TEI clients and hybrid-search tools that speak
-TEI work unchanged against a SPLADE or BGE-M3 model served by poolrag.
+TEI work unchanged against a SPLADE or BGE-M3 model served by poolrag. ``truncate`` unset: the
+server's default (truncate, unless ``--no-auto-truncate``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ PATH = "/embed_sparse"
 async def embed_sparse(body: EmbedSparseRequest, request: Request) -> EmbedSparseResponse:
     state = model_state(request, body.model)
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
-    params = PoolingParams(truncate_prompt_tokens=-1 if body.truncate else None)
+    params = PoolingParams(truncate=body.truncate)
     params.verify("sparse_embed", state.engine.facts)  # refused before the request takes a slot
     outputs = await state.run_engine(PATH, len(prompts), state.calls.encode, prompts, "sparse_embed", params)
     return EmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])

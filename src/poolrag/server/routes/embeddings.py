@@ -17,6 +17,7 @@ from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbeddingData, EmbeddingRequest, EmbeddingResponse, Usage
 from poolrag.server.state import ServerState, model_state, new_id, now
+from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v1/embeddings"
@@ -63,7 +64,9 @@ _BYTES_ANSWER = {
 
 
 @router.post(PATH, response_model=EmbeddingResponse, responses={**ENGINE_ERRORS, 200: _BYTES_ANSWER})
-async def create_embeddings(body: EmbeddingRequest, request: Request) -> EmbeddingResponse | Response:
+async def create_embeddings(
+    body: EmbeddingRequest, request: Request, response: Response
+) -> EmbeddingResponse | Response:
     state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
@@ -71,6 +74,7 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
         normalize=body.normalize,
         use_activation=body.use_activation,
         truncate_prompt_tokens=body.truncate_prompt_tokens,
+        truncate=body.truncate,
         input_type=body.input_type,
         prompt=body.prompt,
         prompt_name=body.prompt_name,
@@ -80,6 +84,7 @@ async def create_embeddings(body: EmbeddingRequest, request: Request) -> Embeddi
         return await _late_chunks(body, params, state)
     outputs = await state.run_engine(PATH, len(prompts), state.calls.embed, prompts, params)
     tokens = sum(out.num_tokens for out in outputs)
+    report_truncated(response, outputs)
     return _answer(body, state, [out.outputs.embedding for out in outputs], tokens)
 
 

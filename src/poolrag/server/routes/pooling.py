@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
@@ -13,6 +13,7 @@ from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import PoolingData, PoolingRequest, PoolingResponse, SparseEntry, Usage
 from poolrag.server.state import model_state, new_id, now
+from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["pooling"], route_class=OffLoopRoute)
 PATH = "/pooling"
@@ -29,7 +30,7 @@ def _wire(data: np.ndarray) -> float | list[float] | list[list[float]] | list[Sp
 
 
 @router.post(PATH, response_model=PoolingResponse, responses=ENGINE_ERRORS)
-async def pooling(body: PoolingRequest, request: Request) -> PoolingResponse:
+async def pooling(body: PoolingRequest, request: Request, response: Response) -> PoolingResponse:
     state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     task = body.task or state.engine.task
@@ -38,12 +39,14 @@ async def pooling(body: PoolingRequest, request: Request) -> PoolingResponse:
         normalize=body.normalize,
         use_activation=body.use_activation,
         truncate_prompt_tokens=body.truncate_prompt_tokens,
+        truncate=body.truncate,
         input_type=body.input_type,
         max_active_dims=body.max_active_dims,
     )
     params.verify(task, state.engine.facts)  # refused before the request takes a slot
     outputs = await state.run_engine(PATH, len(prompts), state.calls.encode, prompts, task, params)
     tokens = sum(out.num_tokens for out in outputs)
+    report_truncated(response, outputs)
     return PoolingResponse(
         id=new_id("pool", body.request_id),
         created=now(),

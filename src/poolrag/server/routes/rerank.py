@@ -13,7 +13,7 @@ string as ``{"text": ...}``, an object with all its keys (Cohere v1 echoes an id
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, rank_second_stage
 from poolrag.server.errors import APIError
@@ -29,18 +29,19 @@ from poolrag.server.schemas import (
     Usage,
 )
 from poolrag.server.state import model_state, new_id
+from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
 
 
-async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
+async def _rerank(body: RerankRequest, request: Request, response: Response) -> RerankResponse:
     state = model_state(request, body.model)
     texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
     check_count(state.settings, len(texts), "documents")
     refuse_blank(body.query, "query")
     refuse_blank(texts, "documents")
     mode = _second_stage(body, len(texts))
-    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation)
+    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     outputs = await state.run_engine(
         request.url.path, len(texts), state.calls.score, body.query, texts, params
     )
@@ -62,6 +63,7 @@ async def _rerank(body: RerankRequest, request: Request) -> RerankResponse:
         for r in ranked
     ]
     tokens = sum(out.num_tokens for out in outputs)
+    report_truncated(response, outputs)
     return RerankResponse(
         id=new_id("rerank", body.request_id),
         model=state.settings.model_name,

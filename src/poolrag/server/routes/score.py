@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from poolrag.server.inputs import check_count, refuse_blank, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
 from poolrag.server.state import model_state, new_id, now
+from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
 
 
-async def _score(body: ScoreRequest, request: Request) -> ScoreResponse:
+async def _score(body: ScoreRequest, request: Request, response: Response) -> ScoreResponse:
     state = model_state(request, body.model)
     firsts = [body.text_1] if isinstance(body.text_1, str) else list(body.text_1)
     seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
@@ -21,10 +22,11 @@ async def _score(body: ScoreRequest, request: Request) -> ScoreResponse:
     check_count(state.settings, len(seconds), "text_2")
     refuse_blank(body.text_1, "text_1")
     refuse_blank(body.text_2, "text_2")
-    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation)
+    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = request.url.path
     outputs = await state.run_engine(path, len(seconds), state.calls.score, firsts, seconds, params)
     tokens = sum(out.num_tokens for out in outputs)
+    report_truncated(response, outputs)
     return ScoreResponse(
         id=new_id("score", body.request_id),
         created=now(),
