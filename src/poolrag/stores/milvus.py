@@ -147,6 +147,11 @@ def _is_local(uri: str) -> bool:
     return "://" not in uri
 
 
+# How pymilvus 2.6 releases before 2.6.11 word gRPC's UNIMPLEMENTED (the gRPC error itself is not
+# kept); later ones and 3.x name UNIMPLEMENTED in the message.
+_INCOMPATIBLE = "Incorrect port or sdk is incompatible with server"
+
+
 def _refusal(exc: BaseException) -> str | None:
     """What a Milvus error that is not an outage says; an address that does not speak Milvus's
     protocol (another gRPC service) is named as such."""
@@ -157,6 +162,8 @@ def _refusal(exc: BaseException) -> str | None:
     message = " ".join(str(getattr(exc, "message", "") or exc).split())
     if "UNIMPLEMENTED" in message:
         return f"{message} (is a Milvus server at that --uri?)"
+    if _INCOMPATIBLE in message:
+        return f"{message} (the address answered UNIMPLEMENTED: is a Milvus server at that --uri?)"
     return message
 
 
