@@ -1,5 +1,5 @@
 """Sparse vectors over HTTP: ``/pooling`` with ``task: "sparse_embed"`` and TEI's ``/embed_sparse``,
-equal to the engine's ``sparse_embed``; errors as on the other routes."""
+equal to the engine's ``sparse_embed``; errors in each route's own shape (TEI's, vLLM's)."""
 
 from __future__ import annotations
 
@@ -80,13 +80,15 @@ def test_the_other_tasks_of_a_three_head_model_stay_served(m3_server: Served, ht
     assert "sparse_embed" in models["data"][0]["supported_tasks"]
 
 
-def test_sparse_errors_are_400_naming_the_supported_tasks(
+def test_sparse_errors_name_the_supported_tasks_in_each_routes_shape(
     splade_server: Served, colbert_server: Served, http: httpx.Client
 ) -> None:
+    """/embed_sparse fails as TEI does (``{"error", "error_type"}``, 424 for a model without sparse
+    weights), /pooling as vLLM does."""
     unsupported = http.post(f"{colbert_server.url}/embed_sparse", json={"inputs": "hello"})
-    assert unsupported.status_code == 400
-    error = unsupported.json()["error"]
-    assert error["code"] == "unsupported_task" and "token_embed, score" in error["message"]
+    assert unsupported.status_code == 424
+    error = unsupported.json()
+    assert error["error_type"] == "Backend" and "token_embed, score" in error["error"]
     wrong_task = http.post(f"{splade_server.url}/pooling", json={"input": "hello", "task": "embed"})
     assert wrong_task.status_code == 400
     assert "supported tasks: sparse_embed" in wrong_task.json()["error"]["message"]
@@ -95,14 +97,16 @@ def test_sparse_errors_are_400_naming_the_supported_tasks(
     too_long = http.post(
         f"{splade_server.url}/embed_sparse", json={"inputs": "word " * 600, "truncate": False}
     )
-    assert too_long.status_code == 400
-    assert too_long.json()["error"]["code"] == "context_length_exceeded"
+    assert too_long.status_code == 422
+    assert too_long.json()["error_type"] == "Validation" and "tokens" in too_long.json()["error"]
     truncated = http.post(
         f"{splade_server.url}/embed_sparse", json={"inputs": "word " * 600, "truncate": True}
     )
     assert truncated.status_code == 200 and len(truncated.json()[0]) > 0
-    for bad in ({"inputs": []}, {"inputs": 3}, {}):
+    assert truncated.headers["x-truncated-inputs"] == "1"
+    for bad, status in (({"inputs": []}, 400), ({"inputs": 3}, 422), ({}, 422)):
         response = http.post(f"{splade_server.url}/embed_sparse", json=bad)
-        assert response.status_code == 400, bad
+        assert response.status_code == status, bad
+        assert set(response.json()) == {"error", "error_type"}
     not_served = http.post(f"{splade_server.url}/embed_sparse", json={"inputs": "hi", "model": "other"})
-    assert not_served.status_code == 404 and not_served.json()["error"]["code"] == "model_not_found"
+    assert not_served.status_code == 404 and "'other' is not served" in not_served.json()["error"]

@@ -70,7 +70,10 @@ def published(minilm_server: Served, http: httpx.Client) -> dict[str, set[str]]:
     fields = {}
     for path in BODIES:
         ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-        fields[path] = set(schemas[ref.rsplit("/", 1)[1]]["properties"])
+        schema = schemas[ref.rsplit("/", 1)[1]]
+        if "oneOf" in schema:  # a path speaking TEI's dialect beside vLLM's: vLLM's body is the first
+            schema = schemas[schema["oneOf"][0]["$ref"].rsplit("/", 1)[1]]
+        fields[path] = set(schema["properties"])
     return fields
 
 

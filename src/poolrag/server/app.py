@@ -1,4 +1,4 @@
-"""The app factory: one or several engines behind OpenAI / vLLM / Jina / Cohere-shaped endpoints."""
+"""The app factory: one or several engines behind OpenAI / vLLM / Jina / Cohere / TEI-shaped endpoints."""
 
 from __future__ import annotations
 
@@ -33,8 +33,14 @@ from poolrag.server.routes import (
     pooling,
     rerank,
     score,
+    tei_embed,
+    tei_info,
+    tei_predict,
+    tei_similarity,
+    tei_tokenize,
     tokenize,
 )
+from poolrag.server.routes.tei_root import root_router
 from poolrag.server.settings import Limits, ServerSettings
 from poolrag.server.state import SCOPE_MODEL_KEY, ServedModels, ServerState, check_unique_names, now
 
@@ -45,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 _ROUTERS = (embeddings, score, rerank, classify, pooling, embed_sparse, tokenize, models, health, metrics)
 _ROUTERS += (cohere_embed,)  # Cohere's embed API beside OpenAI's
+_ROUTERS += (tei_embed, tei_predict, tei_similarity, tei_tokenize, tei_info)  # TEI's own API
 
 
 def create_app(engine: InProcessEngine, settings: ServerSettings) -> FastAPI:
@@ -136,6 +143,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     )
     for module in _ROUTERS:
         app.include_router(module.router)
+    app.include_router(root_router(models[0].engine.facts))  # TEI's POST /: the first model's kind
     install_error_handlers(app)
     install_openapi(app)
 

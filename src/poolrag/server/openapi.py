@@ -2,7 +2,8 @@
 
 FastAPI documents schema failures as 422; this server answers them with 400 in OpenAI's error
 shape (as OpenAI does), an unknown ``model`` is 404, and the middleware may answer 401, 413 and 503,
-so each operation lists exactly those.
+so each operation lists exactly those. Text Embeddings Inference's routes answer their own 422s
+(:mod:`poolrag.server.tei_errors`), which stay documented.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def install_openapi(app: FastAPI) -> None:
             )
             for path_item in schema.get("paths", {}).values():
                 for operation in path_item.values():
-                    operation.get("responses", {}).pop("422", None)
+                    responses = operation.get("responses", {})
+                    if "HTTPValidationError" in str(responses.get("422")):  # FastAPI's, not TEI's own
+                        responses.pop("422")
             components = schema.get("components", {}).get("schemas", {})
             for unused in ("HTTPValidationError", "ValidationError"):
                 components.pop(unused, None)

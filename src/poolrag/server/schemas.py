@@ -506,20 +506,6 @@ class PoolingData(BaseModel):
     )
 
 
-# -- /embed_sparse (Hugging Face TEI) -------------------------------------------------------------------
-class EmbedSparseRequest(RequestBody):
-    inputs: TextOrTexts
-    truncate: StrictBool | None = Field(
-        None,
-        description="true cuts inputs longer than the model's maximum, false refuses them; omitted: "
-        "the server's default (truncate, unless started with --no-auto-truncate).",
-    )
-
-
-class EmbedSparseResponse(RootModel[list[list[SparseEntry]]]):
-    """TEI answers a bare list: one list of entries per input."""
-
-
 class PoolingResponse(BaseModel):
     id: str
     object: Literal["list"] = "list"

@@ -2,31 +2,38 @@
 
 ``{"inputs": str | [str], "truncate": bool}`` → one list of ``{"index": token id, "value": weight}``
 per input (non-zero weights, sorted by token id), so TEI clients and hybrid-search tools that speak
-TEI work unchanged against a SPLADE or BGE-M3 model served by poolrag. ``truncate`` unset: the
-server's default (truncate, unless ``--no-auto-truncate``).
+TEI work unchanged against a SPLADE or BGE-M3 model served by poolrag; a model without sparse
+weights answers TEI's 424. ``truncate`` unset: the server's default (truncate, unless
+``--no-auto-truncate``). Errors are TEI's (:mod:`poolrag.server.tei_errors`).
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import to_prompts
-from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routes.pooling import sparse_entries
-from poolrag.server.routing import OffLoopRoute
-from poolrag.server.schemas import EmbedSparseRequest, EmbedSparseResponse
 from poolrag.server.state import model_state
+from poolrag.server.tei_inputs import tei_truncate
+from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
+from poolrag.server.tei_schemas import TeiEmbedSparseRequest, TeiEmbedSparseResponse
+from poolrag.server.truncation_report import report_truncated
 
-router = APIRouter(tags=["pooling"], route_class=OffLoopRoute)
+router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
 PATH = "/embed_sparse"
 
 
-@router.post(PATH, response_model=EmbedSparseResponse, responses=ENGINE_ERRORS)
-async def embed_sparse(body: EmbedSparseRequest, request: Request) -> EmbedSparseResponse:
+@router.post(PATH, response_model=TeiEmbedSparseResponse, responses=TEI_ERRORS)
+async def embed_sparse(
+    body: TeiEmbedSparseRequest, request: Request, response: Response
+) -> TeiEmbedSparseResponse:
     state = model_state(request, body.model)
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
-    params = PoolingParams(truncate=body.truncate)
+    params = PoolingParams(truncate=tei_truncate(body), prompt_name=body.prompt_name)
     params.verify("sparse_embed", state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(PATH, len(prompts), state.calls.encode, prompts, "sparse_embed", params)
-    return EmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])
+    outputs = await state.run_engine(
+        request.url.path, len(prompts), state.calls.encode, prompts, "sparse_embed", params
+    )
+    report_truncated(response, outputs)
+    return TeiEmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])

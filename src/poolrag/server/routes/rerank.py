@@ -9,6 +9,9 @@ training domain can rank worse than the retrieval it reranks. A client that send
 information gets plain reranker scores (``replace``), so Jina and Cohere clients see what those
 APIs return. With ``return_documents``, each result carries its document as it was given: a
 string as ``{"text": ...}``, an object with all its keys (Cohere v1 echoes an id or a title).
+
+A body with ``texts`` instead of ``documents`` is Text Embeddings Inference's, answered in TEI's
+shape (:mod:`poolrag.server.routes.tei_rerank`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, rank_se
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_count, refuse_blank, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
-from poolrag.server.routing import OffLoopRoute
+from poolrag.server.routes.tei_rerank import tei_rerank
 from poolrag.server.schemas import (
     RerankDocument,
     RerankDocumentIn,
@@ -29,9 +32,11 @@ from poolrag.server.schemas import (
     Usage,
 )
 from poolrag.server.state import model_state, new_id
+from poolrag.server.tei_routing import TeiRoute, with_tei_errors
+from poolrag.server.tei_schemas import RerankBody, TeiRerankRequest, TeiRerankResponse
 from poolrag.server.truncation_report import report_truncated
 
-router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
+router = APIRouter(tags=["scoring"], route_class=TeiRoute)
 
 
 async def _rerank(body: RerankRequest, request: Request, response: Response) -> RerankResponse:
@@ -103,14 +108,23 @@ def _second_stage(body: RerankRequest, n_documents: int) -> SecondStage:
     return mode
 
 
+async def _rerank_in_dialect(
+    body: RerankBody, request: Request, response: Response
+) -> RerankResponse | TeiRerankResponse:
+    """Jina's and Cohere's body (``documents``) or TEI's (``texts``), each answered in its own shape."""
+    if isinstance(body.root, TeiRerankRequest):
+        return await tei_rerank(body.root, request, response)
+    return await _rerank(body.root, request, response)
+
+
 for _path in ("/rerank", "/v1/rerank", "/v2/rerank"):
     router.add_api_route(
         _path,
-        _rerank,
+        _rerank_in_dialect,
         methods=["POST"],
-        response_model=RerankResponse,
+        response_model=RerankResponse | TeiRerankResponse,
         response_model_exclude_none=True,
-        responses=ENGINE_ERRORS,
+        responses=with_tei_errors(ENGINE_ERRORS),
         name=f"rerank{_path.replace('/', '_')}",
         summary="Rerank documents for a query",
     )

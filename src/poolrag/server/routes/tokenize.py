@@ -1,21 +1,26 @@
-"""``POST /tokenize``: the token ids the model would read, for clients that budget context length."""
+"""``POST /tokenize``: the token ids the model would read, for clients that budget context length.
+
+vLLM's body names ``prompt``; a body naming ``inputs`` is Text Embeddings Inference's, answered in
+TEI's shape (:mod:`poolrag.server.routes.tei_tokenize`).
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from poolrag.server.inputs import refuse_blank
 from poolrag.server.openapi import ENGINE_ERRORS
-from poolrag.server.routing import OffLoopRoute
+from poolrag.server.routes.tei_tokenize import tei_tokenize
 from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
 from poolrag.server.state import model_state
+from poolrag.server.tei_routing import TeiRoute, with_tei_errors
+from poolrag.server.tei_schemas import TeiTokenizeRequest, TeiTokenizeResponse, TokenizeBody
 from poolrag.server.token_cap import tokenize_within_cap
 
-router = APIRouter(tags=["tokenization"], route_class=OffLoopRoute)
+router = APIRouter(tags=["tokenization"], route_class=TeiRoute)
 PATH = "/tokenize"
 
 
-@router.post(PATH, response_model=TokenizeResponse, response_model_exclude_none=True, responses=ENGINE_ERRORS)
 async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
     state = model_state(request, body.model)
     refuse_blank(body.prompt, "prompt")
@@ -37,3 +42,16 @@ async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
         tokens=tokens,
         token_strs=engine.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None,
     )
+
+
+@router.post(
+    PATH,
+    response_model=TokenizeResponse | TeiTokenizeResponse,
+    response_model_exclude_none=True,
+    responses=with_tei_errors(ENGINE_ERRORS),
+)
+async def tokenize_in_dialect(body: TokenizeBody, request: Request) -> TokenizeResponse | Response:
+    """vLLM's body (``prompt``) or TEI's (``inputs``), each answered in its own shape."""
+    if isinstance(body.root, TeiTokenizeRequest):
+        return await tei_tokenize(body.root, request)
+    return await tokenize(body.root, request)

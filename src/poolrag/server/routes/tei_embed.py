@@ -1,0 +1,54 @@
+"""``POST /embed`` and ``/embed_all``: Text Embeddings Inference's dense routes.
+
+``/embed`` answers one vector per input as a bare list of lists, L2-normalised unless
+``normalize`` is false (TEI's default, whatever the model folder says); ``/embed_all`` one row per
+token (special tokens included), as the model outputs them, never normalised.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from poolrag.params import PoolingParams
+from poolrag.server.inputs import to_prompts
+from poolrag.server.state import model_state
+from poolrag.server.tei_inputs import tei_truncate
+from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
+from poolrag.server.tei_schemas import (
+    TeiEmbedAllRequest,
+    TeiEmbedAllResponse,
+    TeiEmbedRequest,
+    TeiEmbedResponse,
+)
+from poolrag.server.truncation_report import report_truncated
+
+router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
+
+
+@router.post("/embed", response_model=TeiEmbedResponse, responses=TEI_ERRORS)
+async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> TeiEmbedResponse:
+    state = model_state(request, body.model)
+    prompts = to_prompts(body.inputs, state.settings, param="inputs")
+    params = PoolingParams(
+        dimensions=body.dimensions,
+        normalize=body.normalize,
+        truncate=tei_truncate(body),
+        prompt_name=body.prompt_name,
+    )
+    params.verify("embed", state.engine.facts)  # refused before the request takes a slot
+    outputs = await state.run_engine(request.url.path, len(prompts), state.calls.embed, prompts, params)
+    report_truncated(response, outputs)
+    return TeiEmbedResponse([out.outputs.embedding.tolist() for out in outputs])
+
+
+@router.post("/embed_all", response_model=TeiEmbedAllResponse, responses=TEI_ERRORS)
+async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Response) -> TeiEmbedAllResponse:
+    state = model_state(request, body.model)
+    prompts = to_prompts(body.inputs, state.settings, param="inputs")
+    params = PoolingParams(normalize=False, truncate=tei_truncate(body), prompt_name=body.prompt_name)
+    params.verify("token_embed", state.engine.facts)
+    outputs = await state.run_engine(
+        request.url.path, len(prompts), state.calls.encode, prompts, "token_embed", params
+    )
+    report_truncated(response, outputs)
+    return TeiEmbedAllResponse([out.outputs.data.tolist() for out in outputs])

@@ -1,0 +1,124 @@
+"""``POST /predict``: Text Embeddings Inference's classification, best label first.
+
+A text runs the model's classifier (``classify``), a pair of texts a one-label cross-encoder
+(``score``), both with the model's own activation (sigmoid or softmax, as sentence-transformers and
+vLLM apply it; TEI takes softmax for several labels, the same for a single-label classifier) unless
+``raw_scores``. ``huggingface_hub``'s ``text_classification`` options (``parameters``:
+``function_to_apply``, ``top_k``) are honoured. One input answers a list, a batch a list per input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Request, Response
+
+from poolrag.model_facts import ScoreKind
+from poolrag.outputs import PoolingRequestOutput
+from poolrag.params import PoolingParams
+from poolrag.server.errors import APIError
+from poolrag.server.inputs import check_count, refuse_blank
+from poolrag.server.state import ServerState, model_state
+from poolrag.server.tei_inputs import tei_truncate
+from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
+from poolrag.server.tei_schemas import (
+    TeiClassificationParameters,
+    TeiPrediction,
+    TeiPredictRequest,
+    TeiPredictResponse,
+)
+from poolrag.server.truncation_report import report_truncated
+
+router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
+
+TextSequence = tuple[str] | tuple[str, str]  # a text, or a pair read jointly
+
+
+def _activated(logits: np.ndarray, function: str) -> np.ndarray:
+    if function == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-logits))
+    if function == "softmax":
+        shifted = np.exp(logits - logits.max())
+        return shifted / shifted.sum()
+    return logits
+
+
+def _predictions(scores: np.ndarray, id2label: dict[int, str], top_k: int | None) -> list[TeiPrediction]:
+    """Labels by score, best first; equal scores in TEI's order (its stable sort, reversed)."""
+    order = list(reversed(np.argsort(scores, kind="stable").tolist()))
+    return [TeiPrediction(score=float(scores[i]), label=id2label.get(i, f"LABEL_{i}")) for i in order[:top_k]]
+
+
+def _use_activation(body: TeiPredictRequest, options: TeiClassificationParameters) -> bool | None:
+    """``False`` where the logits are wanted (raw scores, or an activation of the caller's own)."""
+    if body.raw_scores and options.function_to_apply not in (None, "none"):
+        raise APIError(
+            400,
+            "raw_scores asks for the logits and parameters.function_to_apply for an activation; give one",
+            param="raw_scores",
+            code="invalid_request",
+        )
+    return False if body.raw_scores or options.function_to_apply is not None else None
+
+
+async def _scores(
+    state: ServerState, path: str, sequences: Sequence[TextSequence], params: PoolingParams
+) -> tuple[list[np.ndarray], list[PoolingRequestOutput[Any]]]:
+    """Each sequence's scores per label (texts through ``classify``, pairs through ``score``), and
+    the engine's outputs."""
+    singles = [i for i, seq in enumerate(sequences) if len(seq) == 1]
+    pairs = [i for i, seq in enumerate(sequences) if len(seq) == 2]
+    facts = state.engine.facts
+    if pairs and not (facts.score_kind is ScoreKind.CROSS_ENCODER and "score" in facts.supported_tasks):
+        raise APIError(
+            400,
+            "inputs: a pair of texts is scored by a cross-encoder with one label; this model "
+            "classifies single texts",
+            param="inputs",
+            code="invalid_request",
+        )
+    scores: list[np.ndarray] = [np.empty(0)] * len(sequences)
+    answered: list[PoolingRequestOutput[Any]] = []
+    if singles:
+        params.verify("classify", facts)
+        texts = [sequences[i][0] for i in singles]
+        outputs = await state.run_engine(path, len(texts), state.calls.classify, texts, params)
+        for i, out in zip(singles, outputs, strict=True):
+            scores[i] = np.asarray(out.outputs.probs, dtype=np.float64)
+        answered += outputs
+    if pairs:
+        params.verify("score", facts)
+        firsts, seconds = [sequences[i][0] for i in pairs], [sequences[i][1] for i in pairs]
+        outputs = await state.run_engine(path, len(pairs), state.calls.score, firsts, seconds, params)
+        for i, out in zip(pairs, outputs, strict=True):
+            scores[i] = np.asarray([out.outputs.score], dtype=np.float64)
+        answered += outputs
+    return scores, answered
+
+
+def _sequences(inputs: str | TextSequence | list[TextSequence]) -> list[TextSequence]:
+    if isinstance(inputs, str):
+        return [(inputs,)]
+    return list(inputs) if isinstance(inputs, list) else [inputs]
+
+
+@router.post("/predict", response_model=TeiPredictResponse, responses=TEI_ERRORS)
+async def predict(body: TeiPredictRequest, request: Request, response: Response) -> TeiPredictResponse:
+    state = model_state(request, body.model)
+    batch = isinstance(body.inputs, list)
+    sequences = _sequences(body.inputs)
+    check_count(state.settings, len(sequences), "inputs")
+    for i, seq in enumerate(sequences):
+        refuse_blank(list(seq), f"inputs[{i}]" if batch else "inputs")
+    options = body.parameters or TeiClassificationParameters()
+    params = PoolingParams(use_activation=_use_activation(body, options), truncate=tei_truncate(body))
+    scores, outputs = await _scores(state, request.url.path, sequences, params)
+    report_truncated(response, outputs)
+    function = options.function_to_apply
+    if function is not None:
+        scores = [_activated(s, function) for s in scores]
+    id2label = state.engine.id2label
+    predictions = [_predictions(s, id2label, options.top_k) for s in scores]
+    return TeiPredictResponse(predictions if batch else predictions[0])

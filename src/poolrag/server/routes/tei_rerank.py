@@ -1,0 +1,41 @@
+"""``/rerank`` in Text Embeddings Inference's dialect (a body with ``texts``; the path's Jina/Cohere
+dialect with ``documents`` is :mod:`poolrag.server.routes.rerank`): every text's ``{index, score}``,
+best first, the text too with ``return_text``.
+
+The score is the model's (a cross-encoder's sigmoid, its logit with ``raw_scores``), with no
+fusion. TEI serves rerankers only; here an embedding or ColBERT model ranks by cosine or MaxSim, as
+on the path's other dialect (``raw_scores`` then has nothing to switch off and is refused).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from fastapi import Request, Response
+
+from poolrag.params import PoolingParams
+from poolrag.server.inputs import check_count, refuse_blank
+from poolrag.server.state import model_state
+from poolrag.server.tei_inputs import tei_truncate
+from poolrag.server.tei_schemas import TeiRank, TeiRerankRequest, TeiRerankResponse
+from poolrag.server.truncation_report import report_truncated
+
+
+async def tei_rerank(body: TeiRerankRequest, request: Request, response: Response) -> TeiRerankResponse:
+    state = model_state(request, body.model)
+    check_count(state.settings, len(body.texts), "texts")
+    refuse_blank(body.query, "query")
+    refuse_blank(body.texts, "texts")
+    params = PoolingParams(use_activation=False if body.raw_scores else None, truncate=tei_truncate(body))
+    params.verify("score", state.engine.facts)  # refused before the request takes a slot
+    outputs = await state.run_engine(
+        request.url.path, len(body.texts), state.calls.score, body.query, list(body.texts), params
+    )
+    report_truncated(response, outputs)
+    scores = np.asarray([out.outputs.score for out in outputs], dtype=np.float64)
+    order = reversed(np.argsort(scores, kind="stable").tolist())  # TEI's stable sort, reversed
+    return TeiRerankResponse(
+        [
+            TeiRank(index=i, score=float(scores[i]), text=body.texts[i] if body.return_text else None)
+            for i in order
+        ]
+    )

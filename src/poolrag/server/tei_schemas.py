@@ -1,0 +1,396 @@
+"""Request and answer bodies of Hugging Face Text Embeddings Inference's own API (``/embed``,
+``/embed_all``, ``/embed_sparse``, ``/predict``, ``/rerank``, ``/similarity``, ``/tokenize``,
+``/decode``, ``/info``), shaped as TEI publishes them, so its clients (``huggingface_hub``'s
+``InferenceClient``, LlamaIndex's ``TextEmbeddingsInference``, LangChain's
+``HuggingFaceEndpointEmbeddings``, Haystack's and Milvus' TEI functions) work unchanged.
+
+TEI answers bare lists where OpenAI answers objects, and fails with ``{"error", "error_type"}``
+(:mod:`poolrag.server.tei_errors`). As everywhere in this server, a field it does not know is
+refused by name rather than ignored (TEI ignores it); ``model`` is poolrag's addition, naming one of
+several served models. ``/rerank`` and ``/tokenize`` speak TEI and another dialect on one path: the
+bodies here tell the two apart by their fields (:class:`RerankBody`, :class:`TokenizeBody`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainValidator,
+    RootModel,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    Tag,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
+
+from poolrag.server.schemas import (
+    PROMPT_NAME_MAX_CHARS,
+    PoolingInput,
+    RerankRequest,
+    SparseEntry,
+    Text,
+    TextOrTexts,
+    TokenizeRequest,
+    _encodable,
+)
+
+#: TEI's spellings of a truncation side; poolrag keeps a long input's first tokens (Right) only.
+TruncationDirection = Literal["Right", "right", "Left", "left"]
+ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
+
+_TRUNCATE = Field(
+    None,
+    description="An input over the model's length: true keeps its first tokens, false refuses it; "
+    "omitted: the server's default (truncate, unless started with --no-auto-truncate), as TEI's "
+    "--auto-truncate.",
+)
+_DIRECTION = Field("Right", description="Right keeps the first tokens; Left is refused (not supported).")
+_PROMPT_NAME = Field(
+    None,
+    min_length=1,
+    max_length=PROMPT_NAME_MAX_CHARS,
+    description="One of the model folder's sentence-transformers prompts, put before each input.",
+)
+
+
+class TeiRequestBody(BaseModel):
+    """Every TEI request: unknown fields refused; ``model`` picks one of several served models."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: Errors answering this body are TEI's (read by :class:`~poolrag.server.tei_routing.TeiRoute`).
+    speaks_tei: ClassVar[bool] = True
+
+    model: StrictStr | None = Field(
+        None, description="poolrag extension: one of the served model names (omitted: the first)."
+    )
+
+
+class TeiTruncation(TeiRequestBody):
+    truncate: StrictBool | None = _TRUNCATE
+    truncation_direction: TruncationDirection = _DIRECTION
+
+
+# -- /embed, /embed_all, /embed_sparse ------------------------------------------------------------------
+class TeiEmbedRequest(TeiTruncation):
+    inputs: PoolingInput
+    normalize: StrictBool = Field(True, description="L2-normalise each vector (TEI's default: true).")
+    dimensions: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
+    prompt_name: str | None = _PROMPT_NAME
+
+
+class TeiEmbedAllRequest(TeiTruncation):
+    inputs: PoolingInput
+    prompt_name: str | None = _PROMPT_NAME
+
+
+class TeiEmbedSparseRequest(TeiTruncation):
+    inputs: PoolingInput
+    prompt_name: str | None = _PROMPT_NAME
+
+
+class TeiEmbedResponse(RootModel[list[list[float]]]):
+    """One vector per input."""
+
+
+class TeiEmbedAllResponse(RootModel[list[list[list[float]]]]):
+    """One row per token (special tokens included) per input."""
+
+
+class TeiEmbedSparseResponse(RootModel[list[list[SparseEntry]]]):
+    """One list of non-zero ``{index, value}`` weights per input, sorted by token id."""
+
+
+# -- /similarity ----------------------------------------------------------------------------------------
+class TeiSimilarityInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source_sentence: Text
+    sentences: list[Text] = Field(description="Compared with source_sentence, one score each.")
+
+
+class TeiSimilarityParameters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    truncate: StrictBool | None = _TRUNCATE
+    truncation_direction: TruncationDirection = _DIRECTION
+    prompt_name: str | None = _PROMPT_NAME
+
+
+class TeiSimilarityRequest(TeiRequestBody):
+    inputs: TeiSimilarityInput
+    parameters: TeiSimilarityParameters | None = None
+
+
+class TeiSimilarityResponse(RootModel[list[float]]):
+    """The cosine of each sentence's vector with the source sentence's."""
+
+
+# -- /predict -------------------------------------------------------------------------------------------
+_PREDICT_SHAPES = (
+    "must be a string, a pair of strings [string, string] or a batch of single strings and pairs "
+    "[[string], [string, string], ...]"
+)
+
+
+def _sequence(value: Any) -> tuple[str] | tuple[str, str]:
+    if type(value) is not list or not 1 <= len(value) <= 2 or any(type(t) is not str for t in value):
+        raise PydanticCustomError("invalid_input_shape", _PREDICT_SHAPES)
+    for text in value:
+        _encodable(text)
+    return tuple(value)  # type: ignore[return-value]
+
+
+def _predict_inputs(value: Any) -> str | tuple[str] | tuple[str, str] | list[tuple[str] | tuple[str, str]]:
+    """TEI's three forms, told apart by the first item as TEI does: a string, one sequence given as
+    a list of one or two strings, or a batch of such lists (checked in one pass)."""
+    if type(value) is str:
+        return _encodable(value)
+    if type(value) is not list or not value:
+        raise PydanticCustomError("invalid_input_shape", _PREDICT_SHAPES)
+    if type(value[0]) is str:
+        return _sequence(value)
+    return [_sequence(item) for item in value]
+
+
+_STRINGS = {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2}
+PredictInputs = Annotated[
+    Any,
+    PlainValidator(_predict_inputs),
+    WithJsonSchema(
+        {
+            "oneOf": [{"type": "string"}, _STRINGS, {"type": "array", "items": _STRINGS, "minItems": 1}],
+            "description": "A text, a pair of texts, or a batch of texts and pairs (each as a list).",
+        }
+    ),
+]
+
+
+class TeiClassificationParameters(BaseModel):
+    """``huggingface_hub``'s ``text_classification`` options (TEI ignores them; honoured here)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    function_to_apply: Literal["sigmoid", "softmax", "none"] | None = Field(
+        None, description="Applied to the raw logits instead of the model's own activation."
+    )
+    top_k: StrictInt | None = Field(None, ge=1, description="Only the k best labels.")
+
+
+class TeiPredictRequest(TeiTruncation):
+    inputs: PredictInputs
+    raw_scores: StrictBool = Field(False, description="The logits, without the model's activation.")
+    parameters: TeiClassificationParameters | None = None
+
+
+class TeiPrediction(BaseModel):
+    score: float
+    label: str
+
+
+class TeiPredictResponse(RootModel[list[TeiPrediction] | list[list[TeiPrediction]]]):
+    """Each input's labels, best first: a list for one input, a list of lists for a batch."""
+
+
+# -- /rerank --------------------------------------------------------------------------------------------
+class TeiRerankRequest(TeiTruncation):
+    query: Text
+    texts: list[Text] = Field(description="The texts to rank for the query.")
+    raw_scores: StrictBool = Field(False, description="Cross-encoders: the logit instead of its sigmoid.")
+    return_text: StrictBool = Field(False, description="Each result carries its text.")
+
+
+class TeiRank(BaseModel):
+    index: int
+    text: str | None = None
+    score: float
+
+
+class TeiRerankResponse(RootModel[list[TeiRank]]):
+    """Every text's rank, best first."""
+
+
+def _rerank_dialect(data: Any) -> str:
+    """TEI's body names ``texts``; Jina's and Cohere's ``documents``."""
+    tei = isinstance(data, dict) and "texts" in data and "documents" not in data
+    return "TEI" if tei else "Jina"
+
+
+class RerankBody(
+    RootModel[
+        Annotated[
+            Annotated[RerankRequest, Tag("Jina")] | Annotated[TeiRerankRequest, Tag("TEI")],
+            Discriminator(_rerank_dialect),
+        ]
+    ]
+):
+    """``/rerank``'s body in either dialect: Jina/Cohere (``documents``) or TEI (``texts``)."""
+
+    @property
+    def model(self) -> str | None:
+        return self.root.model
+
+    @property
+    def speaks_tei(self) -> bool:
+        return isinstance(self.root, TeiRerankRequest)
+
+    @staticmethod
+    def dialect_speaks_tei(data: Any) -> bool:
+        return _rerank_dialect(data) == "TEI"
+
+
+# -- /tokenize, /decode ---------------------------------------------------------------------------------
+class TeiTokenizeRequest(TeiRequestBody):
+    inputs: TextOrTexts
+    add_special_tokens: StrictBool = True
+    prompt_name: str | None = _PROMPT_NAME
+
+
+class TeiToken(BaseModel):
+    id: int
+    text: str = Field(description="The input's bytes start..stop, or a special token's own string.")
+    special: bool
+    start: int | None = Field(description="UTF-8 byte offset in the input (null for special tokens).")
+    stop: int | None
+
+
+class TeiTokenizeResponse(RootModel[list[list[TeiToken]]]):
+    """One list of tokens per input."""
+
+
+def _tokenize_dialect(data: Any) -> str:
+    """TEI's body names ``inputs``; vLLM's ``prompt``."""
+    tei = isinstance(data, dict) and "inputs" in data and "prompt" not in data
+    return "TEI" if tei else "VLLM"
+
+
+class TokenizeBody(
+    RootModel[
+        Annotated[
+            Annotated[TokenizeRequest, Tag("VLLM")] | Annotated[TeiTokenizeRequest, Tag("TEI")],
+            Discriminator(_tokenize_dialect),
+        ]
+    ]
+):
+    """``/tokenize``'s body in either dialect: vLLM (``prompt``) or TEI (``inputs``)."""
+
+    @property
+    def model(self) -> str | None:
+        return self.root.model
+
+    @property
+    def speaks_tei(self) -> bool:
+        return isinstance(self.root, TeiTokenizeRequest)
+
+    @staticmethod
+    def dialect_speaks_tei(data: Any) -> bool:
+        return _tokenize_dialect(data) == "TEI"
+
+
+TokenIds = list[Annotated[StrictInt, Field(ge=0)]]
+
+
+class TeiDecodeRequest(TeiRequestBody):
+    ids: TokenIds | list[TokenIds] = Field(description="One token-id list, or several.")
+    skip_special_tokens: StrictBool = True
+
+
+class TeiDecodeResponse(RootModel[list[str]]):
+    """One text per token-id list."""
+
+
+# -- /info ----------------------------------------------------------------------------------------------
+class TeiEmbeddingModel(BaseModel):
+    pooling: str = Field(description="cls, mean, lasttoken, splade...")
+
+
+class TeiClassifierModel(BaseModel):
+    id2label: dict[str, str]
+    label2id: dict[str, int]
+
+
+class TeiEmbeddingType(BaseModel):
+    embedding: TeiEmbeddingModel
+
+
+class TeiClassifierType(BaseModel):
+    classifier: TeiClassifierModel
+
+
+class TeiRerankerType(BaseModel):
+    reranker: TeiClassifierModel
+
+
+class TeiInfo(BaseModel):
+    model_id: str
+    model_sha: str | None = None
+    model_dtype: str
+    served_model_name: str
+    model_type: TeiEmbeddingType | TeiClassifierType | TeiRerankerType
+    max_concurrent_requests: int
+    max_input_length: int
+    max_batch_tokens: int
+    max_batch_requests: int | None = None
+    max_client_batch_size: int
+    auto_truncate: bool
+    tokenization_workers: int
+    version: str
+    sha: str | None = None
+    docker_label: str | None = None
+
+
+# -- errors ---------------------------------------------------------------------------------------------
+class TeiErrorResponse(BaseModel):
+    error: str
+    error_type: ErrorType
+
+
+# -- POST / ---------------------------------------------------------------------------------------------
+def _embed_dialect(data: Any) -> str:
+    """``InferenceClient.sentence_similarity`` sends ``inputs`` as an object; an embedding, a list."""
+    similarity = isinstance(data, dict) and isinstance(data.get("inputs"), dict)
+    return "Similarity" if similarity else "Embed"
+
+
+class EmbedOrSimilarityBody(
+    RootModel[
+        Annotated[
+            Annotated[TeiEmbedRequest, Tag("Embed")] | Annotated[TeiSimilarityRequest, Tag("Similarity")],
+            Discriminator(_embed_dialect),
+        ]
+    ]
+):
+    """``POST /`` on an embedding model: ``/embed``'s body, or ``/similarity``'s."""
+
+    speaks_tei: ClassVar[bool] = True
+
+    @property
+    def model(self) -> str | None:
+        return self.root.model
+
+
+def _reranker_dialect(data: Any) -> str:
+    return "Rerank" if isinstance(data, dict) and "texts" in data else "Predict"
+
+
+class RerankOrPredictBody(
+    RootModel[
+        Annotated[
+            Annotated[TeiRerankRequest, Tag("Rerank")] | Annotated[TeiPredictRequest, Tag("Predict")],
+            Discriminator(_reranker_dialect),
+        ]
+    ]
+):
+    """``POST /`` on a cross-encoder: ``/rerank``'s body (``texts``), or ``/predict``'s."""
+
+    speaks_tei: ClassVar[bool] = True
+
+    @property
+    def model(self) -> str | None:
+        return self.root.model

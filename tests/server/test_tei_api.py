@@ -1,0 +1,290 @@
+"""Text Embeddings Inference's own API on ``poolrag serve``: ``/embed``, ``/embed_all``,
+``/similarity``, ``/predict``, ``/rerank`` with ``texts``, ``/tokenize`` with ``inputs``, ``/decode``,
+``/info`` and ``POST /``, answered in TEI's shapes and equal to the engine's outputs, failing with
+TEI's ``{"error", "error_type"}`` bodies and status codes (issue 45 item 9). The clients that call
+these routes are in test_tei_clients.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from poolrag import Engine, PoolingParams
+
+from .conftest import Served, serve_in_thread
+
+TEXTS = ["A cat sat on the mat.", "Stock markets fell sharply on Monday.", "Paris is the capital of France."]
+#: About 330 tokens: over MiniLM's 256.
+LONG = "The committee reviewed the proposal in great detail before it voted. " * 30
+QUERY = "Where does the cat sit?"
+
+
+def _post(url: str, path: str, body: object) -> httpx.Response:
+    return httpx.post(f"{url}{path}", json=body, timeout=120)
+
+
+def _ok(response: httpx.Response) -> object:
+    assert response.status_code == 200, response.text[:500]
+    return response.json()
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_engine: Engine) -> Iterator[Served]:
+    with serve_in_thread(minilm_engine, served_model_names=("minilm",), max_inputs=8) as url:
+        yield Served(url, "minilm", minilm_engine)
+
+
+@pytest.fixture(scope="module")
+def prompted(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """MiniLM with sentence-transformers prompts in its folder."""
+    folder = tmp_path_factory.mktemp("tei-prompted") / "minilm-prompted"
+    shutil.copytree(minilm_path, folder)
+    config = folder / "config_sentence_transformers.json"
+    settings = json.loads(config.read_text()) if config.exists() else {}
+    config.write_text(json.dumps({**settings, "prompts": {"query": "query: ", "document": "passage: "}}))
+    engine = Engine(folder, tune="off")
+    with serve_in_thread(engine, served_model_names=("prompted",)) as url:
+        yield Served(url, "prompted", engine)
+
+
+# -- /embed, /embed_all, /similarity --------------------------------------------------------------------
+def test_embed_answers_the_engines_vectors_as_a_bare_list(minilm: Served) -> None:
+    engine = minilm.engine
+    got = np.array(_ok(_post(minilm.url, "/embed", {"inputs": TEXTS})))
+    np.testing.assert_allclose(got, engine.embed_array(TEXTS), atol=1e-6, rtol=0)
+    single = _ok(_post(minilm.url, "/embed", {"inputs": TEXTS[0]}))
+    assert np.array(single).shape == (1, 384)  # one input: still a list of one vector, as TEI
+    ids = _ok(_post(minilm.url, "/embed", {"inputs": engine.tokenize(TEXTS[1])}))  # TEI's token-id input
+    np.testing.assert_allclose(np.array(ids), engine.embed_array(TEXTS[1:2]), atol=1e-6, rtol=0)
+
+
+def test_normalize_false_gives_the_vectors_as_pooled(minilm: Served) -> None:
+    got = np.array(_ok(_post(minilm.url, "/embed", {"inputs": TEXTS, "normalize": False})))
+    expected = minilm.engine.embed_array(TEXTS, PoolingParams(normalize=False))
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-6)
+    assert not np.allclose(np.linalg.norm(got, axis=1), 1.0)
+
+
+def test_dimensions_and_prompt_name(matryoshka_server: Served, prompted: Served) -> None:
+    body = {"inputs": TEXTS, "dimensions": 128}
+    got = np.array(_ok(_post(matryoshka_server.url, "/embed", body)))
+    expected = matryoshka_server.engine.embed_array(TEXTS, PoolingParams(dimensions=128))
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    got = np.array(_ok(_post(prompted.url, "/embed", {"inputs": TEXTS, "prompt_name": "query"})))
+    expected = prompted.engine.embed_array(TEXTS, PoolingParams(prompt_name="query"))
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    assert not np.allclose(got, prompted.engine.embed_array(TEXTS), atol=1e-3)
+
+
+def test_truncate_true_cuts_false_refuses_and_unset_is_the_servers_default(minilm: Served) -> None:
+    cut = minilm.engine.embed_array([LONG], PoolingParams(truncate_prompt_tokens=-1))
+    for body in ({"inputs": [LONG], "truncate": True}, {"inputs": [LONG]}):
+        response = _post(minilm.url, "/embed", body)
+        np.testing.assert_allclose(np.array(_ok(response)), cut, atol=1e-6, rtol=0)
+        assert response.headers["x-truncated-inputs"] == "1"
+    refused = _post(minilm.url, "/embed", {"inputs": [LONG], "truncate": False})
+    assert refused.status_code == 422
+    assert refused.json()["error_type"] == "Validation" and "at most 256 tokens" in refused.json()["error"]
+
+
+def test_embed_all_is_every_tokens_row_as_the_model_outputs_it(minilm: Served) -> None:
+    got = _ok(_post(minilm.url, "/embed_all", {"inputs": TEXTS[:2]}))
+    expected = minilm.engine.encode(TEXTS[:2], "token_embed", PoolingParams(normalize=False))
+    assert len(got) == 2
+    for rows, out in zip(got, expected, strict=True):
+        assert len(rows) == len(out.prompt_token_ids)  # [CLS] and [SEP] included
+        np.testing.assert_allclose(np.array(rows), out.outputs.data, atol=1e-5, rtol=0)
+
+
+def test_similarity_is_the_engines_cosine_score(minilm: Served) -> None:
+    body = {"inputs": {"source_sentence": QUERY, "sentences": TEXTS}, "parameters": {"truncate": True}}
+    got = _ok(_post(minilm.url, "/similarity", body))
+    expected = [out.outputs.score for out in minilm.engine.score(QUERY, TEXTS)]
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+
+
+# -- /rerank, /predict ----------------------------------------------------------------------------------
+def test_rerank_with_texts_answers_teis_ranks(cross_encoder_server: Served) -> None:
+    engine = cross_encoder_server.engine
+    scores = [out.outputs.score for out in engine.score(QUERY, TEXTS)]
+    ranks = _ok(_post(cross_encoder_server.url, "/rerank", {"query": QUERY, "texts": TEXTS}))
+    assert [r["index"] for r in ranks] == sorted(range(len(TEXTS)), key=lambda i: -scores[i])
+    assert all(set(r) == {"index", "score"} for r in ranks)  # no text unless asked
+    np.testing.assert_allclose([r["score"] for r in ranks], sorted(scores, reverse=True), atol=1e-6)
+    body = {"query": QUERY, "texts": TEXTS, "return_text": True, "raw_scores": True}
+    raw = _ok(_post(cross_encoder_server.url, "/rerank", body))
+    logits = [out.outputs.score for out in engine.score(QUERY, TEXTS, PoolingParams(use_activation=False))]
+    expected = sorted(zip(TEXTS, logits, strict=True), key=lambda pair: -pair[1])
+    assert [r["text"] for r in raw] == [text for text, _ in expected]
+    np.testing.assert_allclose([r["score"] for r in raw], [score for _, score in expected], atol=1e-5)
+    jina = _ok(_post(cross_encoder_server.url, "/rerank", {"query": QUERY, "documents": TEXTS}))
+    assert [r["index"] for r in jina["results"]] == [r["index"] for r in ranks]  # the other dialect stays
+
+
+def test_predict_classifies_texts_and_scores_pairs(
+    cross_encoder_server: Served, classifier_server: Served
+) -> None:
+    classifier = classifier_server.engine
+    one = _ok(_post(classifier_server.url, "/predict", {"inputs": TEXTS[0]}))
+    probs = classifier.classify(TEXTS[:1])[0].outputs.probs
+    labels = classifier.id2label
+    assert [p["label"] for p in one] == [labels[i] for i in np.argsort(-probs, kind="stable")]
+    np.testing.assert_allclose([p["score"] for p in one], np.sort(probs)[::-1], atol=1e-6)
+    top = _ok(_post(classifier_server.url, "/", {"inputs": TEXTS[0], "parameters": {"top_k": 1}}))
+    assert top == one[:1]  # POST / on a classifier predicts; top_k keeps the best
+    raw = _ok(_post(classifier_server.url, "/predict", {"inputs": [[TEXTS[1]]], "raw_scores": True}))
+    logits = classifier.classify(TEXTS[1:2], PoolingParams(use_activation=False))[0].outputs.probs
+    assert len(raw) == 1  # a batch: a list per input
+    np.testing.assert_allclose(sorted(p["score"] for p in raw[0]), np.sort(logits), atol=1e-5)
+
+    reranker = cross_encoder_server.engine
+    batch = [[QUERY, TEXTS[0]], [TEXTS[2]]]
+    got = _ok(_post(cross_encoder_server.url, "/predict", {"inputs": batch}))
+    pair_score = reranker.score(QUERY, TEXTS[:1])[0].outputs.score
+    text_score = float(reranker.classify(TEXTS[2:])[0].outputs.probs[0])
+    assert [[p["label"] for p in one] for one in got] == [[reranker.id2label[0]]] * 2
+    np.testing.assert_allclose([got[0][0]["score"], got[1][0]["score"]], [pair_score, text_score], atol=1e-6)
+    pair = _ok(_post(cross_encoder_server.url, "/predict", {"inputs": [QUERY, TEXTS[0]]}))
+    assert pair == got[0]  # one pair: a list, not a list of lists
+
+
+def test_post_root_is_the_route_of_the_models_kind(minilm: Served, cross_encoder_server: Served) -> None:
+    embedded = _ok(_post(minilm.url, "/", {"inputs": TEXTS}))
+    np.testing.assert_allclose(np.array(embedded), minilm.engine.embed_array(TEXTS), atol=1e-6, rtol=0)
+    similar = _ok(_post(minilm.url, "/", {"inputs": {"source_sentence": QUERY, "sentences": TEXTS}}))
+    assert similar == _ok(
+        _post(minilm.url, "/similarity", {"inputs": {"source_sentence": QUERY, "sentences": TEXTS}})
+    )
+    ranked = _ok(_post(cross_encoder_server.url, "/", {"query": QUERY, "texts": TEXTS}))
+    assert ranked == _ok(_post(cross_encoder_server.url, "/rerank", {"query": QUERY, "texts": TEXTS}))
+    predicted = _ok(_post(cross_encoder_server.url, "/", {"inputs": TEXTS[0]}))
+    assert predicted == _ok(_post(cross_encoder_server.url, "/predict", {"inputs": TEXTS[0]}))
+
+
+# -- /tokenize, /decode, /info --------------------------------------------------------------------------
+def test_tokenize_with_inputs_answers_teis_tokens_with_byte_offsets(minilm: Served, prompted: Served) -> None:
+    text = "Crème brûlée costs 5€."
+    (tokens,) = _ok(_post(minilm.url, "/tokenize", {"inputs": text}))
+    assert [t["id"] for t in tokens] == minilm.engine.tokenize(text)
+    first, *words, last = tokens
+    assert (first["text"], first["special"], first["start"], first["stop"]) == ("[CLS]", True, None, None)
+    assert last["special"] and last["start"] is None
+    raw = text.encode()
+    for token in words:
+        assert not token["special"]
+        assert raw[token["start"] : token["stop"]].decode() == token["text"]  # UTF-8 bytes, as TEI counts
+    assert words[-1]["stop"] == len(raw) and words[-1]["stop"] > len(text)
+    bare = _ok(_post(minilm.url, "/tokenize", {"inputs": [text, "a cat"], "add_special_tokens": False}))
+    assert [len(one) for one in bare] == [len(words), 2] and not any(t["special"] for t in bare[0])
+    (prompted_tokens,) = _ok(_post(prompted.url, "/tokenize", {"inputs": "a cat", "prompt_name": "query"}))
+    assert [t["text"] for t in prompted_tokens] == ["[CLS]", "query", ":", "a", "cat", "[SEP]"]
+    vllm = _ok(_post(minilm.url, "/tokenize", {"prompt": text}))  # the path's vLLM dialect stays
+    assert vllm["tokens"] == [t["id"] for t in tokens]
+
+
+def test_decode_and_info(minilm: Served, cross_encoder_server: Served, classifier_server: Served) -> None:
+    ids = minilm.engine.tokenize("hello world")
+    assert _ok(_post(minilm.url, "/decode", {"ids": ids})) == ["hello world"]
+    both = _ok(_post(minilm.url, "/decode", {"ids": [ids, ids], "skip_special_tokens": False}))
+    assert both == ["[CLS] hello world [SEP]"] * 2
+    info = httpx.get(f"{minilm.url}/info", timeout=30).json()
+    assert info["model_id"] == info["served_model_name"] == "minilm"
+    assert info["model_type"] == {"embedding": {"pooling": "mean"}}
+    assert (info["max_input_length"], info["max_client_batch_size"], info["auto_truncate"]) == (256, 8, True)
+    reranker = httpx.get(f"{cross_encoder_server.url}/info", timeout=30).json()["model_type"]
+    assert reranker == {"reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}}
+    classifier = httpx.get(f"{classifier_server.url}/info", timeout=30).json()["model_type"]
+    assert classifier["classifier"]["id2label"] == {"0": "sports", "1": "politics", "2": "science"}
+
+
+# -- errors ---------------------------------------------------------------------------------------------
+ERRORS = [
+    ("minilm", "/embed", {"inputs": []}, 400, "Empty", "inputs must not be empty"),
+    ("minilm", "/embed", {"inputs": ["a"] * 9}, 422, "Validation", "more than this server's limit of 8"),
+    ("minilm", "/embed", {"inputs": "a", "nope": 1}, 422, "Validation", "nope: not a field"),
+    ("minilm", "/embed", {"inputs": "a", "truncation_direction": "left"}, 422, "Validation", "Left"),
+    ("minilm", "/embed", {"inputs": "a", "model": "other"}, 404, "Validation", "'other' is not served"),
+    ("minilm", "/embed", {"inputs": "a", "dimensions": 100}, 422, "Validation", "dimensions"),
+    ("minilm", "/embed", {"inputs": "a", "prompt_name": "query"}, 422, "Validation", "prompt_name"),
+    ("minilm", "/predict", {"inputs": "a"}, 424, "Backend", "'classify' is not supported"),
+    ("minilm", "/predict", {"inputs": ["a", "b", "c"]}, 422, "Validation", "a pair of strings"),
+    ("minilm", "/rerank", {"query": "q", "texts": []}, 400, "Empty", "texts must not be empty"),
+    (
+        "minilm",
+        "/rerank",
+        {"query": "q", "texts": ["a"], "raw_scores": True},
+        422,
+        "Validation",
+        "use_activation",
+    ),
+    ("minilm", "/tokenize", {"inputs": " "}, 400, "Empty", "inputs is empty"),
+    ("minilm", "/decode", {"ids": [10**6]}, 422, "Validation", "not a token id"),
+    (
+        "minilm",
+        "/similarity",
+        {"inputs": {"source_sentence": "a", "sentences": []}},
+        400,
+        "Empty",
+        "sentences",
+    ),
+    ("minilm", "/embed_sparse", {"inputs": "a"}, 424, "Backend", "'sparse_embed' is not supported"),
+    ("classifier_server", "/embed", {"inputs": "a"}, 424, "Backend", "'embed' is not supported"),
+    ("classifier_server", "/predict", {"inputs": ["a", "b"]}, 422, "Validation", "one label"),
+    ("classifier_server", "/embed_all", {"inputs": "a"}, 424, "Backend", "'token_embed' is not supported"),
+    (
+        "cross_encoder_server",
+        "/predict",
+        {"inputs": [["a", "b"], ["c", "d", "e"]]},
+        422,
+        "Validation",
+        "pair",
+    ),
+]
+
+
+@pytest.mark.parametrize(("server", "path", "body", "status", "error_type", "fragment"), ERRORS)
+def test_errors_are_teis(
+    request: pytest.FixtureRequest,
+    server: str,
+    path: str,
+    body: dict,
+    status: int,
+    error_type: str,
+    fragment: str,
+) -> None:
+    served: Served = request.getfixturevalue(server)
+    response = _post(served.url, path, body)
+    assert response.status_code == status, response.text
+    assert set(response.json()) == {"error", "error_type"}
+    assert response.json()["error_type"] == error_type and fragment in response.json()["error"]
+
+
+def test_unparsable_json_and_the_other_dialects_errors(minilm: Served) -> None:
+    broken = httpx.post(f"{minilm.url}/embed", content=b'{"inputs": [', timeout=30)
+    assert broken.status_code == 400 and broken.json()["error_type"] == "Validation"
+    for path, body in (("/rerank", {"query": "q", "documents": []}), ("/tokenize", {"prompt": " "})):
+        openai_shaped = _post(minilm.url, path, body)  # the paths' other dialects keep OpenAI's errors
+        assert openai_shaped.status_code == 400 and openai_shaped.json()["error"]["code"] == "empty_input"
+
+
+def test_a_full_queue_is_teis_429_with_retry_after(one_slot_server: Served) -> None:
+    url = one_slot_server.url
+    busy_texts = [f"document {i} " + "about the properties of bounded queues " * 12 for i in range(96)]
+    busy = threading.Thread(target=lambda: _post(url, "/embed", {"inputs": busy_texts}))
+    busy.start()
+    deadline = time.monotonic() + 60
+    while 'poolrag_queue_depth{model="minilm"} 1.0' not in httpx.get(f"{url}/metrics", timeout=30).text:
+        assert busy.is_alive() and time.monotonic() < deadline, "the busy request never held the slot"
+        time.sleep(0.005)
+    refused = _post(url, "/embed", {"inputs": "one more"})
+    busy.join(timeout=300)
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "2"
+    assert refused.json()["error_type"] == "Overloaded" and "at capacity" in refused.json()["error"]
