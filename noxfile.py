@@ -11,8 +11,8 @@ import nox
 nox.options.sessions = [
     "lint",
     "base_install",
-    "first_hour",
     "tests",
+    "first_hour",
     "notebooks",
     "ray",
     "langchain",
@@ -55,11 +55,22 @@ def base_install(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 @nox.parametrize(
-    ("doc", "name"), [("README.md", "main"), ("docs/ingest.md", "qdrant")], ids=["readme", "qdrant"]
+    ("doc", "name", "top_hit"),
+    [
+        ("README.md", "main", "sourdough.md"),
+        ("docs/ingest.md", "qdrant", "sourdough.md"),
+        ("README.md", "server", ""),
+    ],
+    ids=["readme", "qdrant", "server"],
 )
-def first_hour(session: nox.Session, doc: str, name: str) -> None:
-    """A documented command exactly as written, in this fresh virtualenv, offline, run twice."""
-    session.run("python", "tests/first_hour/documented_commands.py", doc, name, "--top-hit", "sourdough.md")
+def first_hour(session: nox.Session, doc: str, name: str, top_hit: str) -> None:
+    """Each documented install in a fresh virtualenv of its own, with nothing else: its command exactly
+    as written, offline (a search twice, checking the top hit), then every block of README.md and
+    docs/*.md that runs under that install, checked against what it says it prints
+    (tests/first_hour/documented_commands.py). Hub models resolve to the test assets the tests
+    session builds, so this session runs after it."""
+    checks = ("--top-hit", top_hit) if top_hit else ()
+    session.run("python", "tests/first_hour/documented_commands.py", doc, name, *checks, "--blocks")
 
 
 @nox.session(python="3.11")

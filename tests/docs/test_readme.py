@@ -2,16 +2,18 @@
 
 Each fenced block is claimed by one kind below, and each kind by a test that runs it:
 
-* ``python``: executed here in order, in one namespace, offline (the only substitution: the hub id of
-  a model no package ships, replaced by the test-asset folder of the same model);
+* ``python``: executed here in order, in one namespace, offline (a hub id no package ships answered by
+  the test-asset folder of the same model through ``$POOLRAG_MODEL_MAP``, as a user would set it);
 * ``server``: bash with ``curl``, run here against a real ``poolrag serve`` on 127.0.0.1 (the port may
   be substituted);
 * ``partner``: LangChain / LlamaIndex examples, identical to a runnable block of docs/integrations.md
   that the partner package's own tests run (the nox ``langchain`` / ``llamaindex`` sessions);
 * ``ray``: run as written by tests/scaleout/test_readme_ray.py (the nox ``ray`` session);
-* ``command``: the two marked one-liners, which tests/first_hour/documented_commands.py and .ci/run
-  execute (the nox ``first_hour`` session runs the main one twice);
-* ``pip``: install lines, each equal to what one nox session installs, test tools aside.
+* ``command``: the marked one-liners, which tests/first_hour/documented_commands.py and .ci/run
+  execute (the nox ``first_hour`` session runs the main one twice, and installs the server's alone
+  to run the blocks under it: tests/docs/test_doc_blocks.py);
+* ``pip``: install lines, each equal to what one nox session installs, test tools aside;
+* ``output``: a ``text`` block, what the block before it prints (checked where that block runs).
 
 A block that fits none of them fails the accounting test: it cannot go into the README untested.
 """
@@ -19,7 +21,6 @@ A block that fits none of them fails the accounting test: it cannot go into the 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -33,10 +34,16 @@ from pathlib import Path
 import pytest
 from nox_sessions import default_sessions, sessions
 
+from poolrag.config.model_map import ENV_VAR as MODEL_MAP
 from poolrag.config.registry_doc import README_END, README_START, REGENERATE_README, with_readme_table
-from poolrag.testing.doc_snippets import runnable_blocks, with_local_models
+from poolrag.testing.doc_snippets import runnable_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "first_hour"))
+from doc_blocks import print_claims  # noqa: E402
+from documented_commands import TEST_ASSET_MODELS, documented_command  # noqa: E402
+from documented_output import json_documents, line_matches  # noqa: E402
+
 README = ROOT / "README.md"
 INTEGRATIONS_MD = ROOT / "docs" / "integrations.md"
 #: docs/integrations.md's runnable tags -> (the partner package whose tests run them, its nox session);
@@ -46,9 +53,15 @@ PARTNER_TAGS = {"langchain": ("langchain-poolrag", "langchain")} | {
 }
 _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```$", re.M | re.S)
 _COMMAND_MARK = re.compile(r"<!-- command: (?P<name>[\w-]+) -->\s*$")
-# the hub ids the README names whose weights no package ships: test-asset folders stand in for them
-NOT_PACKAGED = {"cross-encoder/ms-marco-MiniLM-L-12-v2": "ms-marco-MiniLM-L-12-v2"}
 TEST_TOOLS = re.compile(r"^pytest(?:-[\w-]+)?(?:[<>=!~].*)?$")
+
+
+@pytest.fixture
+def model_map(assets: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$POOLRAG_MODEL_MAP`` naming the test-asset folders, as first_hour sets it: blocks run as written."""
+    monkeypatch.setenv(
+        MODEL_MAP, ",".join(f"{hub}={assets / folder}" for hub, folder in TEST_ASSET_MODELS.items())
+    )
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,8 @@ class Block:
     def kind(self) -> str | None:
         if self.command is not None:
             return "command"
+        if self.lang == "text":  # what the block before prints, checked where that block runs
+            return "output"
         lines = [line for line in self.body.splitlines() if line.strip() and not line.startswith("#")]
         if self.lang == "bash" and lines and all(line.startswith("pip install ") for line in lines):
             return "pip"
@@ -99,7 +114,8 @@ def test_every_block_is_accounted_for() -> None:
     unclaimed = [str(block) for block in blocks if block.kind is None]
     assert not unclaimed, "blocks no test runs:\n" + "\n".join(unclaimed)
     # the README teaches each of these; losing one would be a silent regression of the docs
-    assert {block.kind for block in blocks} == {"command", "pip", "python", "server", "partner", "ray"}
+    kinds = {block.kind for block in blocks} - {"output"}
+    assert kinds == {"command", "pip", "python", "server", "partner", "ray"}
 
 
 def test_registry_table_is_generated_from_the_registry() -> None:
@@ -111,30 +127,21 @@ def test_registry_table_is_generated_from_the_registry() -> None:
 # --- python -------------------------------------------------------------------------------------
 
 
-def _claimed_outputs(code: str) -> list[str]:
-    """Values the README's comments say a print shows: ``print(x)  # (3, 384)`` claims ``(3, 384)``."""
-    claims = []
-    for line in code.splitlines():
-        match = re.match(r"\s*print\(.*\)\s+#\s*(?P<claim>.+)$", line)
-        if match and re.match(r"[\[(\d'\"]", match["claim"]):
-            claims.append(match["claim"].split(":")[0].strip())
-    return claims
-
-
-def test_python_blocks_run_in_order(assets: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("model_map")
+def test_python_blocks_run_in_order(capsys: pytest.CaptureFixture[str]) -> None:
     blocks = of_kind("python")
-    local = {hub_id: assets / folder for hub_id, folder in NOT_PACKAGED.items()}
     namespace: dict[str, object] = {"__name__": "__readme__"}
     claims: list[str] = []
     assert os.environ["HF_HUB_OFFLINE"] == "1"  # MiniLM's hub id must resolve to the packaged copy
     for block in blocks:
-        code = with_local_models(block.body, local)
-        exec(compile(code, str(block), "exec"), namespace)
-        claims += _claimed_outputs(block.body)
+        exec(compile(block.body, str(block), "exec"), namespace)
+        claims += print_claims(block.body)
     printed = capsys.readouterr().out.splitlines()
     assert claims, "the python blocks claim no outputs in their comments"
     for claim in claims:
-        assert claim in printed, f"a README comment says {claim!r} is printed; printed: {printed}"
+        assert any(line_matches(claim, line) for line in printed), (
+            f"a README comment says {claim!r} is printed; printed: {printed}"
+        )
     # the reranker block ranks the relevant passage first
     scores = [float(line.split()[0]) for line in printed if re.match(r"\d\.\d{3}  ", line)]
     assert len(scores) == 2 and scores[0] > 0.5 > scores[1], printed
@@ -148,20 +155,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _json_documents(text: str) -> list[object]:
-    """The JSON objects in ``text``, in order (curl's answers, between the server's access log lines)."""
-    decoder, documents, at = json.JSONDecoder(), [], text.find("{")
-    while at != -1:
-        try:
-            document, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            end = at + 1
-        else:
-            documents.append(document)
-        at = text.find("{", end)
-    return documents
 
 
 def run_bash_block(body: str, cwd: Path, timeout: float) -> tuple[int, str, str]:
@@ -181,17 +174,16 @@ def run_bash_block(body: str, cwd: Path, timeout: float) -> tuple[int, str, str]
     return code, out.read_text(), err.read_text()
 
 
-def test_curl_block_runs_against_a_real_server(tmp_path: Path, assets: Path) -> None:
+@pytest.mark.usefixtures("model_map")
+def test_curl_block_runs_against_a_real_server(tmp_path: Path) -> None:
     (block,) = of_kind("server")
     port = _free_port()
     assert block.body.count("127.0.0.1:8000") >= 4 and "--port" not in block.body
     body = block.body.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
-    for hub_id, folder in NOT_PACKAGED.items():  # the one substitution the python blocks get too
-        body = body.replace(hub_id, str(assets / folder))
     body = body.replace("poolrag serve ", f"poolrag serve --port {port} ", 1)
     code, out, err = run_bash_block(body, tmp_path, timeout=600)
     assert code == 0, err[-3000:]
-    health, embeddings, rerank, score = _json_documents(out)
+    health, embeddings, rerank, score = json_documents(out)
     assert health == {"status": "ok"}
     assert embeddings["model"] == "minilm" and len(embeddings["data"][0]["embedding"]) == 384
     assert [r["index"] for r in rerank["results"]] == [0]
@@ -224,18 +216,15 @@ def test_ray_block_is_run_by_the_ray_session() -> None:
 
 
 def test_marked_commands_are_what_first_hour_and_ci_run() -> None:
-    sys.path.insert(0, str(ROOT / "tests" / "first_hour"))
-    try:
-        from documented_commands import documented_command
-    finally:
-        sys.path.remove(str(ROOT / "tests" / "first_hour"))
     commands = {block.command: block.body.strip() for block in of_kind("command")}
-    assert set(commands) == {"main", "tests"}
+    assert set(commands) == {"main", "tests", "server"}
     for name, body in commands.items():
         assert documented_command("README.md", name) == body
-    first_hour = sessions()["first_hour(doc=README.md, name=main)"].runs
     script = "tests/first_hour/documented_commands.py"
-    assert first_hour[0][:5] == (".", "python", script, "README.md", "main")
+    first_hour = [run for name, s in sessions().items() if name.startswith("first_hour") for run in s.runs]
+    for name in ("main", "server"):  # each in a fresh virtualenv, with the blocks under its install
+        (run,) = [run for run in first_hour if run[2:5] == (script, "README.md", name)]
+        assert run[:2] == (".", "python") and "--blocks" in run
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "documented_commands.py --print README.md tests" in ci and 'bash -c "$command"' in ci
     # a bare nox runs the default sessions, which cover the README

@@ -12,7 +12,6 @@ still checked against its own vector.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from poolrag.cli.serve import engine_args_of
 from poolrag.client import PoolragClient
 from poolrag.client.errors import RemoteInvalidInputError
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER
-from poolrag.testing.long_texts import long_paragraph
+from poolrag.testing.long_texts import long_batch, long_paragraph
 
 from .conftest import MINILM_NAMES, Served, metric_samples, serve_in_thread
 
@@ -37,11 +36,7 @@ QUERY = "How do honeybees share where food is?"
 
 @pytest.fixture(scope="module")
 def batch(minilm_engine: Engine) -> list[str]:
-    paragraphs = [long_paragraph(minilm_engine.tokenizer, i) for i in range(16)]
-    shorts = [f"Short note {i} on tides, bread and bees." for i in range(4)]
-    texts = (paragraphs + shorts) * 10
-    random.Random(45).shuffle(texts)
-    return texts
+    return long_batch(minilm_engine.tokenizer)
 
 
 @pytest.fixture(scope="module")

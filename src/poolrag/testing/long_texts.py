@@ -8,6 +8,7 @@ sentences in different orders, so a door that mixed up their order would fail.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 _SENTENCES = (
@@ -55,3 +56,14 @@ def _count(tokenizer: Any, text: str) -> int:
     from poolrag.tokenization.tokenizer_lock import call_tokenizer  # an engine may share the tokenizer
 
     return len(call_tokenizer(tokenizer, text, add_special_tokens=True)["input_ids"])
+
+
+def long_batch(tokenizer: Any, size: int = 200, paragraphs: int = 16, shorts: int = 4) -> list[str]:
+    """``size`` texts: ``paragraphs`` distinct long paragraphs and ``shorts`` short texts, repeated
+    in a shuffled order (an engine computes each distinct text once, so a 200-text batch is cheap
+    while every position still has its own vector to check)."""
+    distinct = [long_paragraph(tokenizer, i) for i in range(paragraphs)]
+    distinct += [f"Short note {i} on tides, bread and bees." for i in range(shorts)]
+    texts = [distinct[i % len(distinct)] for i in range(size)]
+    random.Random(45).shuffle(texts)
+    return texts
