@@ -1,7 +1,7 @@
 """LangChain ``Embeddings`` on poolrag: a one-line swap for ``HuggingFaceEmbeddings``.
 
 ``embed_documents`` hands the whole list to the engine in one call (it batches by token budget, not
-by a fixed count), documents and queries get the model's own document and query prompts, and
+by a fixed count; in pieces only while ``show_progress`` draws a bar), documents and queries get the model's own document and query prompts, and
 Matryoshka models can return shorter vectors via ``dimensions``.
 """
 
@@ -20,7 +20,9 @@ from poolrag.params import InputType, PoolingParams
 #: ``encode_kwargs`` keys that shape the vectors here, and those that only steer how
 #: sentence-transformers batches and returns them (the engine batches by token budget instead).
 _ENCODE_OPTIONS = frozenset({"normalize_embeddings", "prompt", "prompt_name"})
-_ENCODE_NO_EFFECT = frozenset({"batch_size", "show_progress_bar", "convert_to_numpy", "convert_to_tensor"})
+_ENCODE_NO_EFFECT = frozenset({"batch_size", "convert_to_numpy", "convert_to_tensor"})
+#: an ``encode_kwargs`` key honoured as ``show_progress`` is, for the documents
+_ENCODE_PROGRESS = "show_progress_bar"
 
 
 class PoolragEmbeddings(EmbeddingFields, Embeddings):
@@ -41,9 +43,11 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
             ``revision`` and ``truncate_dim`` (as ``dimensions``) of ``model_kwargs``;
             ``normalize_embeddings=True`` (unit vectors even where the folder does not normalise;
             ``False`` leaves the folder's choice, as sentence-transformers does), ``prompt`` and
-            ``prompt_name`` (one of the folder's prompts by name) of the encode kwargs. ``batch_size``,
-            ``show_progress_bar`` and ``show_progress`` are taken and change nothing (the engine
-            batches by token budget); any other key is refused in one line naming it.
+            ``prompt_name`` (one of the folder's prompts by name) of the encode kwargs.
+            ``show_progress=True`` (or ``encode_kwargs={"show_progress_bar": True}``) draws a
+            progress bar on stderr while documents are embedded, advancing as pieces of the list
+            come back; ``batch_size`` is taken and changes nothing (the engine batches by token
+            budget); any other key is refused in one line naming it.
     """
 
     model_kwargs: dict[str, Any] = Field(
@@ -55,7 +59,9 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
     query_encode_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="HuggingFaceEmbeddings' query_encode_kwargs (queries only)."
     )
-    show_progress: bool = Field(default=False, description="Taken for HuggingFaceEmbeddings' signature.")
+    show_progress: bool = Field(
+        default=False, description="A progress bar on stderr while documents are embedded."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -66,11 +72,11 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
             return data
         data = dict(data)
         for name in ("encode_kwargs", "query_encode_kwargs"):
-            unknown = sorted(set(data.get(name) or {}) - _ENCODE_OPTIONS - _ENCODE_NO_EFFECT)
+            taken = _ENCODE_OPTIONS | _ENCODE_NO_EFFECT | {_ENCODE_PROGRESS}
+            unknown = sorted(set(data.get(name) or {}) - taken)
             if unknown:
                 raise InvalidInputError(
-                    f"{name} {unknown} have no counterpart here; taken: "
-                    f"{', '.join(sorted(_ENCODE_OPTIONS | _ENCODE_NO_EFFECT))}"
+                    f"{name} {unknown} have no counterpart here; taken: {', '.join(sorted(taken))}"
                 )
         model_kwargs = dict(data.get("model_kwargs") or {})
         unknown = sorted(set(model_kwargs) - set(HUGGINGFACE_ENGINE_OPTIONS) - {"truncate_dim"})
@@ -92,16 +98,20 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
             params = params.with_updates(normalize=True)
         return params.with_updates(prompt=encode.get("prompt"), prompt_name=encode.get("prompt_name"))
 
+    def _shows_progress(self) -> bool:
+        return self.show_progress or bool(self.encode_kwargs.get(_ENCODE_PROGRESS))
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed search documents (with the model's document prompt, if it has one)."""
-        return embed_texts(self.backend, texts, self._params("document"))
+        return embed_texts(self.backend, texts, self._params("document"), progress=self._shows_progress())
 
     def embed_query(self, text: str) -> list[float]:
         """Embed a search query (with the model's query prompt, if it has one)."""
         return embed_text(self.backend, text, self._params("query"))
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return await aembed_texts(self.backend, texts, self._params("document"))
+        params = self._params("document")
+        return await aembed_texts(self.backend, texts, params, progress=self._shows_progress())
 
     async def aembed_query(self, text: str) -> list[float]:
         return await aembed_text(self.backend, text, self._params("query"))

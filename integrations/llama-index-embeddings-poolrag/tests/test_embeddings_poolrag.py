@@ -4,6 +4,7 @@ batches for real, prompts, Matryoshka dimensions, remote mode and bad input."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import numpy as np
@@ -248,3 +249,42 @@ def test_a_pickled_embedding_gives_the_same_vectors(minilm_engine: Engine) -> No
     again = pickle.loads(pickle.dumps(model))
     assert again.get_text_embedding_batch(TEXTS) == model.get_text_embedding_batch(TEXTS)
     assert again.get_query_embedding("ocean") == model.get_query_embedding("ocean")
+
+
+# -- progress ------------------------------------------------------------------------------------------------
+def _drawn(stderr: str, total: int) -> list[int]:
+    """The counts LlamaIndex's bar drew out of ``total`` (``"Generating embeddings: ... 100/300"``)."""
+    return [
+        int(n)
+        for n in re.findall(rf"Generating embeddings: .*?\b(\d+)/{total}\b", stderr.replace("\r", "\n"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "call"), [({"show_progress_bar": True}, {}), ({}, {"show_progress": True})]
+)
+def test_show_progress_draws_llamaindex_bar_on_stderr(
+    minilm_engine: Engine, capsys: pytest.CaptureFixture[str], setting: dict, call: dict
+) -> None:
+    """HuggingFaceEmbedding's show_progress_bar, and get_text_embedding_batch's show_progress (the base
+    class's bar, which this class does not bypass): the right total from the start, over texts
+    (sync) or slices (async, as each slice comes back), and the same vectors."""
+    texts = [f"document number {i} about topic {i % 7}" for i in range(300)]
+    model = PoolragEmbedding(engine=minilm_engine, embed_batch_size=100, **setting)
+    vectors = model.get_text_embedding_batch(texts, **call)
+    drawn = _drawn(capsys.readouterr().err, 300)
+    assert drawn[0] == 0 and drawn[-1] == 300 and drawn == sorted(drawn)
+    np.testing.assert_allclose(as_array(vectors), minilm_engine.embed_array(texts, DOC), atol=1e-6)
+    asyncio.run(model.aget_text_embedding_batch(texts, **call))
+    drawn = _drawn(capsys.readouterr().err, 3)
+    assert drawn[0] == 0 and drawn[-1] == 3
+
+
+def test_without_show_progress_nothing_is_drawn(
+    minilm_engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = PoolragEmbedding(engine=minilm_engine, embed_batch_size=100)
+    texts = [f"document number {i}" for i in range(300)]
+    model.get_text_embedding_batch(texts)
+    asyncio.run(model.aget_text_embedding_batch(texts))
+    assert capsys.readouterr().err == ""

@@ -1,13 +1,19 @@
 """The backend calls behind both frameworks' embedding classes, with their input checks.
 
 Each call hands the whole list to the backend at once: the engine packs forward passes by token
-budget, which beats any fixed batch size chosen by an adapter. Results come back as Python lists
-because both frameworks type embeddings as ``list[float]`` (Python floats hold float32 exactly).
+budget, which beats any fixed batch size chosen by an adapter. Only when a progress bar is asked
+for (``HuggingFaceEmbeddings(show_progress=True)``'s counterpart) is the list sent in pieces of
+:data:`PROGRESS_PIECE` texts, so that the bar advances as each piece comes back. Results come back
+as Python lists because both frameworks type embeddings as ``list[float]`` (Python floats hold
+float32 exactly).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
 
 from poolrag.backend import PoolingBackend
 from poolrag.errors import InputTypeError
@@ -29,13 +35,48 @@ def check_texts(texts: object) -> list[str]:
     return list(texts)
 
 
-def embed_texts(backend: PoolingBackend, texts: object, params: PoolingParams) -> list[list[float]]:
-    """One vector per text, in order."""
-    return backend.embed_array(check_texts(texts), params).tolist()
+#: Texts per backend call while a progress bar shows: a few forward passes' worth at the CPU token
+#: budget, so the engine still packs well, and a bar that moves several times a thousand texts.
+PROGRESS_PIECE = 128
 
 
-async def aembed_texts(backend: PoolingBackend, texts: object, params: PoolingParams) -> list[list[float]]:
-    return (await backend.aembed_array(check_texts(texts), params)).tolist()
+def progress_bar(total: int) -> tqdm:
+    """The bar an embedding call with progress draws: on stderr (a widget in a notebook), in texts,
+    redrawn at every piece (pieces are few and each takes a forward pass or more)."""
+    return tqdm(total=total, desc="Embedding", unit="text", dynamic_ncols=True, mininterval=0, miniters=1)
+
+
+def _pieces(texts: list[str]) -> list[list[str]]:
+    return [texts[start : start + PROGRESS_PIECE] for start in range(0, len(texts), PROGRESS_PIECE)]
+
+
+def embed_texts(
+    backend: PoolingBackend, texts: object, params: PoolingParams, *, progress: bool = False
+) -> list[list[float]]:
+    """One vector per text, in order; with ``progress``, a bar that advances as pieces come back."""
+    texts = check_texts(texts)
+    if not progress or not texts:
+        return backend.embed_array(texts, params).tolist()
+    rows = []
+    with progress_bar(len(texts)) as bar:
+        for piece in _pieces(texts):
+            rows.append(backend.embed_array(piece, params))
+            bar.update(len(piece))
+    return np.concatenate(rows).tolist()
+
+
+async def aembed_texts(
+    backend: PoolingBackend, texts: object, params: PoolingParams, *, progress: bool = False
+) -> list[list[float]]:
+    texts = check_texts(texts)
+    if not progress or not texts:
+        return (await backend.aembed_array(texts, params)).tolist()
+    rows = []
+    with progress_bar(len(texts)) as bar:
+        for piece in _pieces(texts):
+            rows.append(await backend.aembed_array(piece, params))
+            bar.update(len(piece))
+    return np.concatenate(rows).tolist()
 
 
 def embed_text(backend: PoolingBackend, text: object, params: PoolingParams) -> list[float]:

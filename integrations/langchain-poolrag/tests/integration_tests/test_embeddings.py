@@ -3,6 +3,7 @@ batching, Matryoshka dimensions, remote mode and input limits."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,46 @@ def test_the_whole_list_goes_to_the_engine_in_one_call(
     vectors = PoolragEmbeddings(engine=minilm_engine).embed_documents(texts)
     assert engine_calls == [texts]  # the engine, not the adapter, splits by token budget
     assert len(vectors) == 300
+
+
+def _bar_counts(stderr: str, total: int) -> list[int]:
+    """The counts tqdm drew for a bar of ``total`` texts, in order, each once (``"Embedding: ... 128/300"``;
+    tqdm draws the last one again when the bar closes)."""
+    drawn = [int(n) for n in re.findall(rf"Embedding: .*?\b(\d+)/{total}\b", stderr.replace("\r", "\n"))]
+    return [n for i, n in enumerate(drawn) if i == 0 or n != drawn[i - 1]]
+
+
+@pytest.mark.parametrize("setting", [{"show_progress": True}, {"encode_kwargs": {"show_progress_bar": True}}])
+async def test_show_progress_draws_a_bar_on_stderr_that_advances_as_pieces_come_back(
+    minilm_engine: Engine, engine_calls: list[list[str]], capsys: pytest.CaptureFixture[str], setting: dict
+) -> None:
+    """HuggingFaceEmbeddings' show_progress: a bar of the right total from the start, moving as each
+    piece of the list comes back (not 0 then 100% at the end), the same vectors as one call."""
+    texts = [f"document number {i} about topic {i % 7}" for i in range(300)]
+    embeddings = PoolragEmbeddings(engine=minilm_engine, **setting)
+    expected = minilm_engine.embed_array(texts, DOC)
+    engine_calls.clear()
+    for asynchronous in (False, True):
+        vectors = (
+            await embeddings.aembed_documents(texts) if asynchronous else embeddings.embed_documents(texts)
+        )
+        captured = capsys.readouterr()
+        assert _bar_counts(captured.err, 300) == [0, 128, 256, 300] and captured.out == ""
+        np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    assert [len(call) for call in engine_calls] == [128, 128, 44]  # the sync call's pieces
+    embeddings.embed_query("ocean")  # one text: no bar, as for the empty list
+    embeddings.embed_documents([])
+    assert capsys.readouterr().err == ""
+
+
+async def test_without_show_progress_nothing_is_drawn(
+    minilm_engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    texts = [f"document number {i}" for i in range(300)]
+    embeddings.embed_documents(texts)
+    await embeddings.aembed_documents(texts)
+    assert capsys.readouterr().err == ""
 
 
 async def test_async_methods_equal_sync(minilm_engine: Engine) -> None:

@@ -19,7 +19,7 @@ from poolrag.params import InputType, PoolingParams
 
 DEFAULT_BATCH = 256
 #: ``HuggingFaceEmbedding`` arguments that steer sentence-transformers' batching: nothing to do here
-_NO_EFFECT = ("show_progress_bar", "parallel_process", "target_devices")
+_NO_EFFECT = ("parallel_process", "target_devices")
 
 #: BGE v1 / v1.5 hub ids, whose model cards ask retrieval queries to start with an instruction (with
 #: empty prompts in the folder): ``HuggingFaceEmbedding`` adds it by hub id, and so does this class,
@@ -58,7 +58,10 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         normalize / max_length: ``HuggingFaceEmbedding``'s too: unit vectors by default, as it
             returns them; inputs cut at ``max_length`` tokens. Its ``device``,
             ``trust_remote_code``, ``revision`` and ``truncate_dim`` are taken as well, and
-            ``show_progress_bar`` / ``parallel_process`` / ``target_devices`` change nothing.
+            ``parallel_process`` / ``target_devices`` change nothing.
+        show_progress_bar: ``HuggingFaceEmbedding``'s too: every ``get_text_embedding_batch``
+            (and so every index build) draws LlamaIndex's progress bar on stderr, as
+            ``show_progress=True`` does for one call.
     """
 
     embed_batch_size: int = Field(default=DEFAULT_BATCH, gt=0, le=2048, description="Texts per engine call.")
@@ -70,6 +73,9 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
     )
     max_length: int | None = Field(
         default=None, ge=1, description="Cut each input at this many tokens (default: the model's length)."
+    )
+    show_progress_bar: bool = Field(
+        default=False, description="A progress bar on stderr for every get_text_embedding_batch call."
     )
 
     @model_validator(mode="before")
@@ -118,6 +124,19 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return await aembed_text(self.backend, text, self._params("document"))
+
+    def get_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        """LlamaIndex's batching and progress bar (advancing per ``embed_batch_size`` slice), shown
+        for ``show_progress`` or ``show_progress_bar``."""
+        return super().get_text_embedding_batch(texts, show_progress or self.show_progress_bar, **kwargs)
+
+    async def aget_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        progress = show_progress or self.show_progress_bar
+        return await super().aget_text_embedding_batch(texts, progress, **kwargs)
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return embed_texts(self.backend, texts, self._params("document"))
