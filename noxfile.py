@@ -64,11 +64,12 @@ def base_install(session: nox.Session) -> None:
     ids=["readme", "qdrant", "server"],
 )
 def first_hour(session: nox.Session, doc: str, name: str, top_hit: str) -> None:
-    """Each documented install in a fresh virtualenv of its own, with nothing else: its command exactly
-    as written, offline (a search twice, checking the top hit), then every block of README.md and
-    docs/*.md that runs under that install, checked against what it says it prints
-    (tests/first_hour/documented_commands.py). Hub models resolve to the test assets the tests
-    session builds, so this session runs after it."""
+    """Each documented install alone in a fresh virtualenv, then every doc block that runs under it.
+
+    The install's command exactly as written, offline (a search twice, checking the top hit), then
+    every block of README.md and docs/*.md that runs under that install, checked against what it says
+    it prints (tests/first_hour/documented_commands.py). Hub models resolve to the test assets the
+    tests session builds, so this session runs after it."""
     checks = ("--top-hit", top_hit) if top_hit else ()
     session.run("python", "tests/first_hour/documented_commands.py", doc, name, *checks, "--blocks")
 
