@@ -1,8 +1,8 @@
 """Test sessions. `nox` runs them all, each in a virtualenv of its own: the partner packages under
-integrations/ install on their own next to poolrag (and cannot share one environment: llama-index's
-Milvus store breaks with the pymilvus 3 that langchain-milvus needs). LlamaIndex's integrations are
-one distribution per namespace; the `llamaindex` session installs the four into one environment and
-runs each one's tests on their own."""
+integrations/ install on their own next to poolrag. LlamaIndex's integrations are one distribution
+per namespace; the `llamaindex` session installs the four into one environment with poolrag[milvus]
+and runs each one's tests on their own. LlamaIndex's Milvus store pins pymilvus 2.6, so that session
+also runs poolrag's Milvus store tests on 2.6; the `tests` session runs them on pymilvus 3."""
 
 from __future__ import annotations
 
@@ -119,11 +119,12 @@ def ray(session: nox.Session) -> None:
     session.run("pytest", "tests/scaleout", *session.posargs)
 
 
-def _partner_packages(session: nox.Session, *folders: str) -> None:
-    """poolrag plus partner packages with their test extras, nothing else, then each package's tests
-    on their own (pytest given the package's folder reads that package's own settings)."""
+def _partner_packages(session: nox.Session, *folders: str, poolrag: str = ".") -> None:
+    """poolrag (``poolrag``: with the extras named there) plus partner packages with their test
+    extras, nothing else, then each package's tests on their own (pytest given the package's folder
+    reads that package's own settings)."""
     editables = [arg for folder in folders for arg in ("-e", f"integrations/{folder}[test]")]
-    install(session, "-e", ".", *editables)
+    install(session, "-e", poolrag, *editables)
     session.run("python", "scripts/build_test_assets.py")  # the real models the tests run
     for folder in folders:
         session.run("pytest", f"integrations/{folder}", *session.posargs)
@@ -135,8 +136,17 @@ def langchain(session: nox.Session) -> None:
     _partner_packages(session, "langchain-poolrag")
 
 
+# poolrag's Milvus store tests (a server, Milvus Lite, and ingest and search through the CLI), run
+# again on the pymilvus 2.6 that LlamaIndex's Milvus store pins; the tests session runs them on 3.x
+MILVUS_STORE_TESTS = ("tests/stores", "-k", "milvus and not qdrant_edge")
+
+
 @nox.session(python="3.11")
 def llamaindex(session: nox.Session) -> None:
-    """The four LlamaIndex distributions in one environment, each one's tests (Qdrant, and
-    LlamaIndex's Milvus store on Milvus Lite)."""
-    _partner_packages(session, *LLAMA_INDEX_PACKAGES)
+    """The four LlamaIndex distributions in one environment with poolrag[milvus], each one's tests
+    (Qdrant, and LlamaIndex's Milvus store on Milvus Lite), then poolrag's own Milvus store tests on
+    the pymilvus 2.6 that llama-index-vector-stores-milvus resolves to."""
+    _partner_packages(session, *LLAMA_INDEX_PACKAGES, poolrag=".[milvus]")
+    # the 2.6 runs below are the point: fail if the resolver ever picks another pymilvus here
+    session.run("python", "-c", "import pymilvus as m; assert m.__version__[:4] == '2.6.', m.__version__")
+    session.run("pytest", *MILVUS_STORE_TESTS, *session.posargs)
