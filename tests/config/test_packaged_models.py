@@ -19,6 +19,8 @@ def test_the_default_model_hub_id_falls_back_to_the_installed_package(minilm_pat
         folder = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
     assert folder == minilm_path.resolve()
     assert "using the copy installed as a package" in caplog.text
+    # the suite runs with HF_HUB_OFFLINE=1: the hub's hint to set it to 0 would contradict the user
+    assert "HF_HUB_OFFLINE is set" in caplog.text and "HF_HUB_OFFLINE=0" not in caplog.text
 
 
 def test_a_pinned_revision_is_not_replaced_by_the_package() -> None:

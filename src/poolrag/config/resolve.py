@@ -87,11 +87,12 @@ def resolve_model_path(
     except Exception as exc:  # the hub client raises many types; all mean "cannot get it"
         packaged = packaged_folder(model_id) if revision is None else None
         if packaged is not None:
-            logger.info(
-                "hub unreachable for %s; using the copy installed as a package (%s)",
-                model_id,
-                _first_line(exc),
-            )
+            from huggingface_hub import constants
+
+            # offline by the user's own setting: the hub's hint to unset it would contradict them
+            offline = constants.HF_HUB_OFFLINE
+            why = "HF_HUB_OFFLINE is set" if offline else f"hub unreachable: {_first_line(exc)}"
+            logger.info("%s: using the copy installed as a package for %s (%s)", why, model_id, packaged)
             return packaged.resolve()
         raise ModelLoadError(
             f"cannot load {what} {model_id!r}: it is not a local folder, so it is a Hugging Face hub id, "

@@ -21,6 +21,7 @@ from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import DenseSpec, ModelSpec
 from poolrag.config.st_activations import DENSE_ACTIVATIONS, activation_class
 from poolrag.errors import ModelLoadError
+from poolrag.loading.load_noise import quiet_load
 from poolrag.loading.placement import Placement
 
 if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (seconds)
@@ -120,16 +121,18 @@ def from_pretrained(
     placement: Placement,
     **extra: object,
 ) -> object:
-    """``auto_class.from_pretrained`` with poolrag's errors: what to pass when it cannot load or fit."""
+    """``auto_class.from_pretrained`` with poolrag's errors: what to pass when it cannot load or fit;
+    without transformers' progress bar or torchao's build warnings (:mod:`.load_noise`)."""
     try:
-        return auto_class.from_pretrained(  # type: ignore[attr-defined]
-            spec.transformer_path,
-            config=spec.hf_config,
-            dtype=dtype,
-            trust_remote_code=trust_remote_code,
-            **placement.from_pretrained_kwargs(device),
-            **extra,
-        )
+        with quiet_load():
+            return auto_class.from_pretrained(  # type: ignore[attr-defined]
+                spec.transformer_path,
+                config=spec.hf_config,
+                dtype=dtype,
+                trust_remote_code=trust_remote_code,
+                **placement.from_pretrained_kwargs(device),
+                **extra,
+            )
     except pickle.UnpicklingError as exc:
         raise unsafe_pickle_error(_pickle_files(spec.transformer_path), exc) from exc
     except ValueError as exc:

@@ -1,0 +1,119 @@
+"""What a user's terminal shows besides poolrag's own lines: nothing. No third-party progress bar or
+warning while a model loads (transformers' ``Loading weights`` bar, torchao's and torch's build
+warnings where torchao is installed, as in the test extra), no hint contradicting the user's own
+``HF_HUB_OFFLINE=1`` (the hub's "set HF_HUB_OFFLINE=0"), for ``Engine(...)`` in a script,
+``poolrag ingest`` and ``poolrag serve`` start-up; and the one line a first load prints so that
+its background measurement is not a silent wait.
+
+Each runs in its own process, as a user runs it, on an empty poolrag cache with tuning at its
+default, so the first load's measurement (which loads transformers' modules) happens too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from milvus_server import free_port
+
+HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"  # the packaged copy, offline
+# what third parties print on a load: bars, warnings, torch's own log prefix, the hub's hint
+NOISE = ("Loading weights", "%|", "Warning", "Failed to load", "_pytree", "HF_HUB_OFFLINE=0")
+MEASURING = "measuring its fastest exact path in the background; serving on the default path meanwhile"
+WAIT_S = 900  # a ceiling for a busy machine
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = os.environ | {
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "POOLRAG_CACHE_DIR": str(tmp_path / "poolrag-cache"),
+    }
+    env.pop("POOLRAG_TUNE", None)  # the suite's "off": a user gets "auto"
+    return env
+
+
+def _noise(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if any(word in line for word in NOISE)]
+
+
+def test_an_engine_in_a_script_prints_nothing(tmp_path: Path) -> None:
+    script = (
+        "from poolrag import Engine\n"
+        f"engine = Engine({HUB_ID!r})\n"
+        "engine.embed_array(['hello world'])\n"
+        "print(engine.wait_for_tune().state)\n"  # transformers' modules were loaded and timed too
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=_env(tmp_path), capture_output=True, text=True, timeout=WAIT_S
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "measured"
+    assert done.stderr == ""
+
+
+def _ingest(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    for i in range(3):
+        (docs / f"note-{i}.txt").write_text(f"Note {i}: pooling models turn text into vectors for search.")
+    command = ["ingest", str(docs), "--model", HUB_ID, "--uri", str(tmp_path / "m.db"), *flags]
+    return subprocess.run(
+        [sys.executable, "-m", "poolrag.cli", *command],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+
+
+def test_poolrag_ingest_quiet_prints_nothing_but_its_report(tmp_path: Path) -> None:
+    # transformers' modules load here (the other path's load is what a first load adds)
+    done = _ingest(tmp_path, "-q", "--model-impl", "transformers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ingested 3 documents")
+    assert done.stderr == ""
+
+
+def test_poolrag_ingest_says_once_that_a_first_load_measures_in_the_background(tmp_path: Path) -> None:
+    done = _ingest(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count(MEASURING) == 1, done.stderr
+    assert _noise(done.stderr) == []
+
+
+def test_poolrag_serve_starts_without_third_party_noise(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "serve.err"
+    with log.open("w") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "poolrag.cli", "serve", HUB_ID, "--port", str(port)],
+            env=_env(tmp_path),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        answer = httpx.post(f"{url}/v1/embeddings", json={"input": "hello", "model": HUB_ID}, timeout=60)
+        assert answer.status_code == 200, answer.text
+        # the first load's measurement loads transformers' modules in the background: wait for it
+        while "measured in " not in log.read_text() and time.monotonic() < deadline:
+            assert server.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+    finally:
+        server.terminate()
+        server.wait(60)
+    text = log.read_text()
+    assert "measured in " in text and text.count(MEASURING) == 1, text[-3000:]
+    assert "HF_HUB_OFFLINE is set: using the copy installed as a package" in text
+    assert _noise(text) == []
