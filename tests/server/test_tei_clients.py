@@ -1,0 +1,67 @@
+"""``huggingface_hub``'s ``InferenceClient`` against ``poolrag serve`` as against Text Embeddings
+Inference: given the server's URL it posts TEI's bodies to ``/`` (``feature_extraction``,
+``sentence_similarity``, ``text_classification``), or to the route its URL names; vectors and
+scores equal the engine's (issue 45 item 9)."""
+
+from __future__ import annotations
+
+import huggingface_hub.constants
+import numpy as np
+import pytest
+from huggingface_hub import InferenceClient
+from huggingface_hub.errors import HfHubHTTPError
+
+from poolrag import PoolingParams
+
+from .conftest import Served
+
+TEXTS = ["A cat sat on the mat.", "Stock markets fell sharply on Monday.", "Paris is the capital of France."]
+#: About 330 tokens: over MiniLM's 256, as the long paragraphs a corpus holds.
+LONG = "The committee reviewed the proposal in great detail before it voted. " * 30
+QUERY = "Where does the cat sit?"
+
+
+@pytest.fixture(autouse=True)
+def _local_calls_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub refuses every request under the suite's HF_HUB_OFFLINE=1, a local server's
+    too; these go to 127.0.0.1 only."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+
+
+def test_feature_extraction_gets_the_engines_vectors(minilm_server: Served) -> None:
+    engine = minilm_server.engine
+    client = InferenceClient(base_url=minilm_server.url)
+    np.testing.assert_allclose(client.feature_extraction(TEXTS), engine.embed_array(TEXTS), atol=1e-6, rtol=0)
+    one = client.feature_extraction(TEXTS[0])
+    np.testing.assert_allclose(one, engine.embed_array(TEXTS[:1]), atol=1e-6, rtol=0)
+    raw = client.feature_extraction(TEXTS, normalize=False)
+    np.testing.assert_allclose(raw, engine.embed_array(TEXTS, PoolingParams(normalize=False)), atol=1e-5)
+    cut = engine.embed_array([LONG], PoolingParams(truncate=True))
+    np.testing.assert_allclose(client.feature_extraction([LONG], truncate=True), cut, atol=1e-6, rtol=0)
+    named = InferenceClient(base_url=f"{minilm_server.url}/embed")  # a URL naming TEI's route
+    np.testing.assert_allclose(named.feature_extraction(TEXTS), engine.embed_array(TEXTS), atol=1e-6, rtol=0)
+
+
+def test_sentence_similarity_is_the_engines_score(minilm_server: Served) -> None:
+    client = InferenceClient(base_url=minilm_server.url)
+    expected = [out.outputs.score for out in minilm_server.engine.score(QUERY, TEXTS)]
+    np.testing.assert_allclose(client.sentence_similarity(QUERY, other_sentences=TEXTS), expected, atol=1e-6)
+
+
+def test_text_classification_gets_the_best_label_and_score(
+    classifier_server: Served, cross_encoder_server: Served
+) -> None:
+    for served in (classifier_server, cross_encoder_server):
+        probs = served.engine.classify(TEXTS[:1])[0].outputs.probs
+        best = int(np.argmax(probs))
+        # TEI answers one text with a flat list, best first; the client keeps its first element
+        got = InferenceClient(base_url=served.url).text_classification(TEXTS[0])
+        assert got.label == served.engine.id2label[best]
+        assert got.score == pytest.approx(float(probs[best]), abs=1e-6)
+
+
+def test_a_route_the_model_does_not_run_fails_as_tei_does(classifier_server: Served) -> None:
+    with pytest.raises(HfHubHTTPError) as failed:
+        InferenceClient(base_url=f"{classifier_server.url}/embed").feature_extraction(TEXTS[0])
+    assert failed.value.response.status_code == 424
+    assert failed.value.response.json()["error_type"] == "Backend"
