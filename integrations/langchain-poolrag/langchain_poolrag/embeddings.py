@@ -1,8 +1,9 @@
 """LangChain ``Embeddings`` on poolrag: a one-line swap for ``HuggingFaceEmbeddings``.
 
 ``embed_documents`` hands the whole list to the engine in one call (it batches by token budget, not
-by a fixed count; in pieces only while ``show_progress`` draws a bar), documents and queries get the model's own document and query prompts, and
-Matryoshka models can return shorter vectors via ``dimensions``.
+by a fixed count; in pieces only while ``show_progress`` draws a bar), documents and queries get the
+model's own document and query prompts, and Matryoshka models can return shorter vectors via
+``dimensions``.
 """
 
 from __future__ import annotations

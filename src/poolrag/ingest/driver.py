@@ -214,6 +214,8 @@ class IngestDriver:
         self._left_out: list[str] = []  # documents whose text no model can read
         self._pending: dict[str, _Pending] = {}
         self._finished: dict[str, str] = {}
+        #: documents this run has done with: stored, found done by the checkpoint, or left out
+        self.documents_done = 0
 
     def open_collection(self, first_batch: Sequence[str]) -> None:
         """Create or check the collection (once a run); the sparse leg adopts the settings it recorded
@@ -244,11 +246,13 @@ class IngestDriver:
             reason = f"text is not valid Unicode (lone surrogate at character {position})"
             logger.warning("skipping %s: %s", doc.source, reason)
             self._left_out.append(f"{doc.source}: {reason}")
+            self.documents_done += 1
             return False
         self.report.documents += 1
         digest = doc.digest
         if self.checkpoint.is_done(doc.source, digest):
             self.report.documents_skipped += 1
+            self.documents_done += 1
             return False
         self._pending[doc.source] = _Pending(digest)
         return True
@@ -294,6 +298,7 @@ class IngestDriver:
             self._delete(self.stored_ids.stale(source))
             self._finished[source] = state.digest
             del self._pending[source]
+            self.documents_done += 1
 
     def save(self) -> None:
         """Checkpoint the documents finished since the last save."""

@@ -51,10 +51,6 @@ from poolrag.stores.vector_types import VectorType
 logger = logging.getLogger(__name__)
 
 
-def _progress(enabled: bool, **kwargs: object) -> tqdm:
-    return tqdm(disable=not enabled, dynamic_ncols=True, **kwargs)
-
-
 class IngestPipeline:
     """Fill one collection from documents.
 
@@ -133,6 +129,7 @@ class IngestPipeline:
         *,
         prune: bool = False,
         skipped: Sequence[SkippedFile] = (),
+        total: int | None = None,
     ) -> IngestReport:
         """Ingest ``documents`` one at a time: memory holds two batches of chunks (one being
         embedded, one being written) and one piece of the document being read, whatever the
@@ -140,20 +137,24 @@ class IngestPipeline:
 
         ``skipped``: files the reader left out (filled while ``documents`` is read); their chunks
         are kept by ``prune``, since an unreadable file is not a deleted one.
+        ``total``: how many documents and ``skipped`` entries the run will see
+        (:func:`~poolrag.ingest.readers.count_documents` counts them for files), else
+        ``len(documents)`` where it has one: the progress bar's total. Without one there is no bar.
         """
         driver = self.driver
         driver.start()
-        run = _Run(self, driver)
+        progress = _DocumentProgress(self.progress, _total(documents, total), driver, skipped)
+        run = _Run(self, driver, progress)
         finished = False
         try:
-            for doc in _iter_docs(documents, self.progress):
-                if not driver.admit(doc):
-                    continue
-                chunks = self.chunker.iter_chunks(doc)
-                for chunk in _with_document(doc, chunks) if self.late_chunking else chunks:
-                    if driver.chunk(doc.source, chunk.id):
-                        run.add(chunk)
-                driver.chunked(doc.source)
+            for doc in documents:
+                if driver.admit(doc):
+                    chunks = self.chunker.iter_chunks(doc)
+                    for chunk in _with_document(doc, chunks) if self.late_chunking else chunks:
+                        if driver.chunk(doc.source, chunk.id):
+                            run.add(chunk)
+                    driver.chunked(doc.source)
+                progress.advance()
             run.flush()
             run.drain()
             finished = True
@@ -162,6 +163,7 @@ class IngestPipeline:
                 run.abandon()
             run.close()
             driver.save()
+            progress.close()
             if not finished:
                 driver.close()
         return driver.finish(prune=prune, skipped=skipped)
@@ -173,9 +175,37 @@ def _with_document(doc: Document | FileDocument, chunks: Iterable[Chunk]) -> lis
     return [replace(chunk, document=text) for chunk in chunks]
 
 
-def _iter_docs(documents: Iterable[Any], progress: bool) -> Iterable[Any]:
-    total = len(documents) if hasattr(documents, "__len__") else None  # type: ignore[arg-type]
-    return _progress(progress, iterable=documents, total=total, desc="ingesting", unit="doc")
+def _total(documents: Iterable[Any], total: int | None) -> int | None:
+    if total is None and hasattr(documents, "__len__"):
+        return len(documents)  # type: ignore[arg-type]
+    return total
+
+
+class _DocumentProgress:
+    """The run's one bar: documents done with (stored, found done by the checkpoint, left out by
+    the driver or the reader) out of a total known when the run starts. A run whose total is not
+    known (or is 0) draws none: a counter that cannot say how far along it is says nothing."""
+
+    def __init__(
+        self, enabled: bool, total: int | None, driver: IngestDriver, skipped: Sequence[Any]
+    ) -> None:
+        self.driver = driver
+        self.skipped = skipped
+        self.bar = (
+            tqdm(total=total, desc="ingesting", unit="doc", dynamic_ncols=True) if enabled and total else None
+        )
+
+    def advance(self) -> None:
+        """Bring the bar to the documents done so far (after a document is read or a batch stored)."""
+        if self.bar is not None:
+            done = self.driver.documents_done + len(self.skipped)
+            if done > self.bar.n:
+                self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.advance()
+            self.bar.close()
 
 
 @dataclass
@@ -196,9 +226,10 @@ class _Run:
     chunking of batch k+2.
     """
 
-    def __init__(self, pipeline: IngestPipeline, driver: IngestDriver) -> None:
+    def __init__(self, pipeline: IngestPipeline, driver: IngestDriver, progress: _DocumentProgress) -> None:
         self.pipeline = pipeline
         self.driver = driver
+        self.progress = progress
         self.report = driver.report
         self.batch: list[Chunk] = []
         self.computed_before = pipeline.encoder.computed
@@ -252,6 +283,7 @@ class _Run:
             for c, v, s in zip(batch, vectors, sparse_vectors, strict=True)
         ]
         self.driver.write(records, [c.source for c in batch])
+        self.progress.advance()
 
     def _count_computed(self) -> None:
         self.report.embedded = self.pipeline.encoder.computed - self.computed_before

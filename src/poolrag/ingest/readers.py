@@ -283,6 +283,44 @@ def read_paths(
             yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
 
 
+def count_documents(paths: Iterable[str | os.PathLike[str]]) -> int:
+    """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
+    or record: one per text file, one per non-blank line of a JSONL file, one per file or folder
+    that cannot be read. Files are only listed, JSONL files' lines counted, so that a progress bar
+    starts at its total before the run; an unreadable JSONL file counts the lines read before the
+    problem, and the problem, as :func:`read_paths` reports them."""
+    count = 0
+    counted: set[Path] = set()
+
+    def unlisted(exc: OSError) -> None:
+        nonlocal count
+        count += 1
+
+    for raw in paths:
+        for file in _walk(Path(raw), unlisted):
+            if _check(file) is not None:
+                count += 1
+                continue
+            if (real := file.resolve()) in counted:
+                continue
+            counted.add(real)
+            count += _jsonl_entries(file) if file.suffix.lower() in JSONL_SUFFIXES else 1
+    return count
+
+
+def _jsonl_entries(path: Path) -> int:
+    """The non-blank lines of a JSONL file (each a record or a left-out line), read as
+    :func:`_read_jsonl` reads them; a file that stops reading adds its one problem."""
+    lines = 0
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                lines += bool(line.strip())
+    except (UnicodeDecodeError, OSError):
+        return lines + 1
+    return lines
+
+
 def from_iterable(items: Iterable[Document | str | tuple[str, str] | dict[str, Any]]) -> Iterator[Document]:
     """Documents from Python objects: ``Document``, ``(source, text)``, ``{"source", "text", ...}``.
 
