@@ -150,7 +150,7 @@ def test_a_document_no_model_can_read_is_skipped_and_the_rest_stored(tmp_path: P
     docs = [("a", "Bees dance."), ("sur", "lone \ud800 surrogate escape"), ("b", "Tides turn.")]
     report = pipe.run(from_iterable(docs))
     assert sorted(setup.store.list_sources().values()) == ["a", "b"]
-    assert report.skipped == ["sur: text is not valid Unicode (lone surrogate at character 5)"]
+    assert report.skipped == ["sur: 'text' is not valid Unicode (lone surrogate at character 5)"]
     setup.store.close()
 
 

@@ -25,12 +25,12 @@ from typing import Protocol
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
+from poolrag.ingest.record_rules import printable, record_problem, string_problem
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.stored_ids import StoredIds
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 from poolrag.stores.vector_types import VectorType, check_vector_type
-from poolrag.text_validity import lone_surrogate
 
 logger = logging.getLogger(__name__)
 
@@ -238,14 +238,17 @@ class IngestDriver:
 
     # -- documents and their chunks -------------------------------------------------------------------
     def admit(self, doc: Document | FileDocument) -> bool:
-        """Whether ``doc`` is to be chunked: its source is new to this run (else the run stops), its
-        text is valid Unicode (else it alone is left out) and the checkpoint has not done it."""
-        self.stored_ids.see(doc.source)  # a second document with the same source stops the run
-        if isinstance(doc, Document) and (position := lone_surrogate(doc.text)) is not None:
+        """Whether ``doc`` is to be chunked: every store can hold its fields (else it alone is left
+        out, :mod:`~poolrag.ingest.record_rules`), its source is new to this run (else the run
+        stops) and the checkpoint has not done it."""
+        reason = string_problem(doc.source, "'source'")
+        if reason is None:  # a second document with the same source stops the run; a left-out
+            self.stored_ids.see(doc.source)  # one's stored chunks are its source's, kept by prune
+            reason = record_problem(doc.source, doc.metadata, doc.text if isinstance(doc, Document) else None)
+        if reason is not None:
             # This document only (its stored chunks stay); the ones after it are ingested.
-            reason = f"text is not valid Unicode (lone surrogate at character {position})"
-            logger.warning("skipping %s: %s", doc.source, reason)
-            self._left_out.append(f"{doc.source}: {reason}")
+            logger.warning("skipping %s: %s", printable(doc.source), reason)
+            self._left_out.append(f"{printable(doc.source)}: {reason}")
             self.documents_done += 1
             return False
         self.report.documents += 1

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from poolrag.errors import InvalidInputError
+from poolrag.ingest.record_rules import metadata_problem, printable, string_problem
 from poolrag.text_validity import text_problem
 
 logger = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class SkippedFile:
     line: int | None = None  # of a JSONL record
 
     def __str__(self) -> str:
-        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        where = printable(self.path) if self.line is None else f"{printable(self.path)}:{self.line}"
         return f"{where}: {self.reason}"
 
 
@@ -152,7 +153,10 @@ def _describe(exc: OSError) -> str:
 
 
 def _check(file: Path) -> str | None:
-    """Why ``file`` cannot be read as a regular file, or ``None`` when it can be opened."""
+    """Why ``file`` cannot be read as a regular file (or named in a store: its path is every
+    document's source), or ``None`` when it can be opened."""
+    if (problem := string_problem(str(file), "the file's path")) is not None:
+        return problem  # a name that is not UTF-8 (os.fsdecode made its bytes lone surrogates)
     try:
         mode = os.stat(file).st_mode
     except FileNotFoundError:
@@ -199,15 +203,21 @@ def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]
             if unreadable is not None:  # this record only: the records after it are still read
                 problem(path, f"{text_field!r} {unreadable}", number)
                 continue
+            id_field = "id"
             ident = record.pop("id", None)
             if ident is None:  # BEIR's corpus.jsonl names its records _id
-                ident = record.pop("_id", None)
+                id_field, ident = "_id", record.pop("_id", None)
+            metadata = {k: v for k, v in record.items() if _is_scalar(v)}
+            bad = string_problem(str(ident), repr(id_field)) if ident is not None else None
+            if (bad := bad or metadata_problem(metadata)) is not None:  # this record only, as above
+                problem(path, bad, number)
+                continue
             source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
             if source in first:
                 problem(path, _repeat(ident, number, *first[source]), number)
                 continue
             first[source] = (number, ident)
-            yield Document(source, text, {k: v for k, v in record.items() if _is_scalar(v)})
+            yield Document(source, text, metadata)
 
 
 def _repeat(ident: object, number: int, first_number: int, first_ident: object) -> str:
