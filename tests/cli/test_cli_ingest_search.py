@@ -147,11 +147,12 @@ def test_search_finds_the_model_when_the_ingest_folder_is_gone(
 
 
 def test_quiet_shows_no_progress_bar_even_while_the_first_load_tunes(tmp_path: Path) -> None:
-    """A fresh cache folder: the first load times the transformers modules too, whose weight
-    loading draws a bar unless told not to."""
+    """A fresh cache folder: the first load times the transformers modules too (in the background,
+    so the run may end first), whose weight loading draws a bar unless told not to; the
+    transformers modules pinned load here in any case."""
     (tmp_path / "a.md").write_text("Bees dance to say where the flowers are.")
     args = ["ingest", str(tmp_path / "a.md"), "--store", "qdrant", "--path", str(tmp_path / "q"), "-q"]
+    args += ["--model-impl", "transformers"]
     ingest = _poolrag(args, tmp_path, POOLRAG_TUNE="auto")  # the suite's default is off
     assert ingest.returncode == 0, ingest.stderr[-3000:]
-    assert (tmp_path / "cache" / "tune").is_dir()  # it did tune
     assert "Loading weights" not in ingest.stderr and "it/s]" not in ingest.stderr, ingest.stderr[-2000:]

@@ -288,9 +288,9 @@ def run_shell_block(block: Block, page: Page, number: int) -> list[str]:
         finally:
             _stop(process)
     if process.returncode not in (0, None) and not problems:
-        problems.append(f"exit code {process.returncode}:\n{_tail(err)}")
+        problems.append(f"exit code {process.returncode}")
     if problems:
-        return problems
+        return [*problems, f"its stderr ends:\n{_tail(err)}"]
     if serve_last is not None and not page.served_once:
         page.served_once = True
         command = page.rewrite(serve_last)
