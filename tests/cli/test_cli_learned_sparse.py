@@ -106,7 +106,8 @@ def test_search_refuses_a_missing_or_different_sparse_model(
     capsys.readouterr()
     assert main(["search", QUERY, "--hybrid", *common]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "add --sparse-model" in err
+    assert len(err.splitlines()) == 1 and "pass --sparse-model with the model the collection" in err
+    assert str(splade_path) not in err  # the collection's record is data, never a suggested command
     assert main(["search", QUERY, "--hybrid", "--sparse-model", str(m3_path), *common]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "sparse vectors were made by" in err

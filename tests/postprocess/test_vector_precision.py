@@ -46,7 +46,7 @@ def test_a_calibration_of_the_wrong_width_names_both_widths(vectors):
         InvalidInputError,
         match="calibration vectors have 7 dimensions, the embeddings have 19",
     ):
-        quantize_vectors(vectors, "int8", calibration=np.zeros((3, 7)))
+        quantize_vectors(vectors, "int8", calibration=np.random.default_rng(3).normal(size=(3, 7)))
 
 
 def test_one_vector_without_calibration_is_refused(vectors):
@@ -77,3 +77,19 @@ def test_a_flat_dimension_stands_for_its_one_value(vectors):
     assert (
         np.abs(np.clip(vectors, ranges[0], ranges[1])[:, others] - centres[:, others]) <= steps / 2 + 1e-6
     ).all()
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_a_calibration_set_flat_in_every_dimension_is_refused(vectors, rows):
+    """One calibration vector, or one repeated, leaves every value in one bucket (the same answer
+    whatever the text): refused like a batch of equal texts."""
+    with pytest.raises(InvalidInputError, match="no dimension has a range to scale by"):
+        quantize_vectors(vectors, "uint8", calibration=np.repeat(vectors[:1], rows, axis=0))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 1e39])
+def test_a_non_finite_calibration_is_said_before_its_width(vectors, bad):
+    calibration = np.random.default_rng(2).normal(size=(3, 7))
+    calibration[1, 2] = bad
+    with pytest.raises(InvalidInputError, match="not a finite number within float32's range"):
+        quantize_vectors(vectors, "int8", calibration=calibration)

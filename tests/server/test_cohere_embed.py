@@ -83,6 +83,9 @@ def test_truncate_end_keeps_the_first_tokens_and_none_refuses(
     np.testing.assert_allclose(np.array(kept.json()["embeddings"]["float"]), offline, rtol=0, atol=1e-6)
     refused = http.post(url, json={"texts": [LONG_TEXT], "truncate": "NONE"})
     assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]  # in Cohere's terms: its clients have no truncate_prompt_tokens
+    assert error["param"] == "truncate" and "send truncate END" in error["message"]
+    assert "truncate_prompt_tokens" not in error["message"]
 
 
 @pytest.mark.parametrize(
@@ -104,6 +107,41 @@ def test_bad_requests_are_4xx_naming_the_field(
     assert 400 <= answer.status_code < 500, answer.text
     error = answer.json()["error"]
     assert param in (error["param"] or "") + error["message"]
+
+
+@pytest.mark.parametrize(
+    ("calibration", "said"),
+    [
+        ([[0.01 * i for i in range(384)]], "calibration is one vector"),
+        ([[0.01 * i for i in range(384)]] * 3, "calibration is 3 equal vectors"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["int8", "uint8"])
+def test_a_calibration_with_no_range_is_a_400_like_equal_texts(
+    minilm_server: Served, http: httpx.Client, calibration: list, said: str, kind: str
+) -> None:
+    """Issue 47, item 6: one calibration vector (or one repeated) gives every dimension a zero range,
+    so every value would be the lowest bucket; refused naming the field, as a batch of equal texts is."""
+    url = f"{minilm_server.url}/v2/embed"
+    body = {"texts": TEXTS[:2], "embedding_types": [kind], "calibration": calibration}
+    answer = http.post(url, json=body)
+    assert answer.status_code == 400, answer.text[:300]
+    error = answer.json()["error"]
+    assert error["param"] == "calibration" and said in error["message"]
+    equal_texts = http.post(url, json={"texts": [TEXTS[0]] * 2, "embedding_types": [kind]})
+    assert equal_texts.status_code == 400 and equal_texts.json()["error"]["param"] == "calibration"
+
+
+@pytest.mark.parametrize("value", [1e300, -1e39])
+def test_a_calibration_out_of_range_and_of_the_wrong_width_is_refused_for_its_value(
+    minilm_server: Served, http: httpx.Client, value: float
+) -> None:
+    """A value float32 cannot hold is what is wrong first, whatever the width (2 here, the model's 384)."""
+    body = {"texts": TEXTS, "embedding_types": ["int8"], "calibration": [[value, 0.5], [0.1, 0.2]]}
+    answer = http.post(f"{minilm_server.url}/v2/embed", json=body)
+    assert answer.status_code == 400, answer.text[:300]
+    error = answer.json()["error"]
+    assert error["param"] == "calibration" and "not a finite number" in error["message"]
 
 
 def test_a_reranker_refuses_embedding_types(cross_encoder_server: Served, http: httpx.Client) -> None:

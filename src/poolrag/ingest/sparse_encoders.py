@@ -299,8 +299,10 @@ def learned_sparse_for_search(
     elif "sparse_embed" in getattr(main, "supported_tasks", ()):
         model, source = main, OWN_HEAD
     else:
-        name = record.get("model_name", "the sparse model it was ingested with")
-        problem = f"the collection's sparse vectors were made by {name!r}; add --sparse-model {name}"
-        raise InvalidInputError(problem)
+        # The record is data: the suggestion names the flag, never a path or name read from it.
+        raise InvalidInputError(
+            "the collection's sparse vectors were made by a separate sparse model and this model has "
+            "no sparse head: pass --sparse-model with the model the collection was ingested with"
+        )
     check_learned_sparse_identity(record, model.facts)
     return LearnedSparseChunkEncoder(model, source=source)

@@ -8,6 +8,7 @@ made there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, get_args
 
 import numpy as np
@@ -19,19 +20,39 @@ Precision = Literal["float", "int8", "uint8", "binary", "ubinary"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
-def calibration_ranges(calibration: np.ndarray, width: int) -> np.ndarray:
-    """Per-dimension (min, max) of a calibration set, shape (2, width); refused if its width differs."""
-    rows = np.asarray(calibration, dtype=np.float32)
-    if rows.ndim != 2 or rows.shape[0] == 0:
+def check_calibration(calibration: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    """A calibration set as an (n, width) float32 matrix, refused when it cannot scale anything: a
+    value that is not a finite float32 number (said first, whatever else is wrong), no vectors or
+    vectors of several widths, or every dimension flat (one vector, or one repeated): each value
+    would fall in one bucket, as with a batch of equal texts."""
+    rows = [np.asarray(row, dtype=np.float64) for row in calibration]
+    if not rows or any(row.ndim != 1 for row in rows):
+        raise InvalidInputError("calibration must be a non-empty list of vectors")
+    if not all((np.abs(row) <= np.finfo(np.float32).max).all() for row in rows):  # NaN compares false
         raise InvalidInputError(
-            f"calibration must be a non-empty list of vectors, got an array of shape {rows.shape}"
+            "calibration holds a value that is not a finite number within float32's range"
         )
+    widths = sorted({row.size for row in rows})
+    if len(widths) != 1:
+        raise InvalidInputError(f"calibration vectors must all have one width, got widths {widths}")
+    matrix = np.vstack(rows).astype(np.float32)
+    if (matrix.min(axis=0) == matrix.max(axis=0)).all():
+        many = "one vector" if len(rows) == 1 else f"{len(rows)} equal vectors"
+        raise InvalidInputError(
+            f"calibration is {many}: no dimension has a range to scale by (every value would fall in "
+            "one bucket); send two or more different vectors"
+        )
+    return matrix
+
+
+def calibration_ranges(calibration: np.ndarray, width: int) -> np.ndarray:
+    """Per-dimension (min, max) of a calibration set, shape (2, width): :func:`check_calibration`'s
+    rows, refused if their width differs from the embeddings'."""
+    rows = check_calibration(calibration)
     if rows.shape[1] != width:
         raise InvalidInputError(
             f"calibration vectors have {rows.shape[1]} dimensions, the embeddings have {width}"
         )
-    if not np.isfinite(rows).all():
-        raise InvalidInputError("calibration holds a value that is not a finite number")
     return np.vstack((rows.min(axis=0), rows.max(axis=0)))
 
 
@@ -78,7 +99,7 @@ def quantize_vectors(
     elif ranges is not None:
         bounds = ranges.for_width(rows.shape[1])
     elif rows.shape[0] >= 2:
-        bounds = calibration_ranges(rows, rows.shape[1])
+        bounds = np.vstack((rows.min(axis=0), rows.max(axis=0)))
         if (bounds[0] == bounds[1]).all():
             raise InvalidInputError(
                 f"{precision} scaled by the vectors themselves needs them to differ, and these are all "

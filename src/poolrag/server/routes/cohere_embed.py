@@ -15,7 +15,7 @@ from poolrag.errors import InputTooLongError, InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
-from poolrag.postprocess.vector_precision import quantize_vectors
+from poolrag.postprocess.vector_precision import check_calibration, quantize_vectors
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_count, refuse_blank
 from poolrag.server.openapi import ENGINE_ERRORS
@@ -63,18 +63,14 @@ def _params(body: CohereEmbedRequest, facts: ModelFacts) -> PoolingParams:
 
 
 def _calibration(body: CohereEmbedRequest) -> np.ndarray | None:
-    """The calibration vectors as one matrix, refused before the model runs if rows differ in width."""
+    """The calibration vectors as one matrix, refused before the model runs if they cannot scale
+    anything (:func:`~poolrag.postprocess.vector_precision.check_calibration`)."""
     if body.calibration is None:
         return None
-    widths = {len(row) for row in body.calibration}
-    if len(widths) != 1:
-        raise APIError(
-            400,
-            f"calibration vectors must all have one width, got widths {sorted(widths)}",
-            param="calibration",
-            code="invalid_request",
-        )
-    return np.asarray(body.calibration, dtype=np.float64)
+    try:
+        return check_calibration(body.calibration)
+    except InvalidInputError as exc:
+        raise APIError(400, str(exc), param="calibration", code="invalid_request") from exc
 
 
 def _by_type(
