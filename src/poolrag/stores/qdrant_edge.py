@@ -10,6 +10,11 @@ for BM25) and fuses hybrid searches as the Qdrant store does (RRF and DBSF in th
 without keeps the unnamed vector it always had. IDF is measured over the live points (an
 ``IdfParams`` corpus that matches every point): the shard's global statistics go on counting
 deleted points until it is optimised, and BM25 must not change with what was deleted.
+
+The shard writes through memory maps, where a full disk is a SIGBUS rather than an error: the room
+is checked before it loads and before each write (:mod:`poolrag.stores.edge_disk_space`), and the
+folders it writes are probed before it loads, so disk and permission faults are one line as the
+other local stores' are.
 """
 
 from __future__ import annotations
@@ -26,12 +31,20 @@ from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores import qdrant_points
 from poolrag.stores.base import ChunkRecord, CollectionSpec, SourcePages, StoreHit
+from poolrag.stores.edge_disk_space import (
+    HEADROOM_BYTES,
+    WRITE_FACTOR,
+    batch_bytes,
+    require_room,
+    unbacked_bytes,
+)
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.folder_lock import FolderInUseError, FolderLock
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
+from poolrag.stores.storage_faults import StoreWriteError, storage_fault
 from poolrag.stores.template import HybridQuery, StoreTemplate
 from poolrag.stores.vector_types import VECTOR_TYPES
 
@@ -40,6 +53,7 @@ T = TypeVar("T")
 
 DEFAULT_PATH = "./poolrag_edge"
 _SPEC_FILE = "poolrag.json"
+_WHAT = "the Qdrant Edge shard"
 
 
 def _collection_folder(collection: str, path: str | None) -> Path:
@@ -85,12 +99,21 @@ class QdrantEdgeStore(StoreTemplate):
         return cls(collection, path=address.path, retry=address.retry)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
-        return self.retry.call_client(
-            fn, what, self.where, lambda exc: str(exc) if _unavailable(exc) else None
-        )
+        try:
+            return self.retry.call_client(
+                fn, what, self.where, lambda exc: str(exc) if _unavailable(exc) else None
+            )
+        except StoreWriteError:
+            raise
+        except Exception as exc:  # a disk or permission fault of the shard's files: one line
+            cause = storage_fault(exc)
+            if cause is None:
+                raise
+            raise StoreWriteError(f"cannot write {_WHAT} {self.root}: {cause}") from None
 
     def _open_shard(self, create: CollectionSpec | None) -> None:
         if self._lock is None:  # before any shard file is read (poolrag.stores.folder_lock)
+            check_writable_folder(self.root, _WHAT)  # the lock and poolrag.json live there
             self._lock = self._call(FolderLock(self.root).acquire, "lock the shard's folder")
         try:
             self._load_or_create_shard(create)
@@ -104,8 +127,13 @@ class QdrantEdgeStore(StoreTemplate):
 
         shard_dir = self.root / "shard"
         if create is None:
+            segments = [p for p in shard_dir.glob("segments/*") if p.is_dir()]
+            for folder in (shard_dir, shard_dir / "wal", *segments):
+                check_writable_folder(folder, _WHAT)  # loading writes in each (Read-only: one line)
+            require_room(self.root, unbacked_bytes(shard_dir) + HEADROOM_BYTES, "loading the shard")
             self._shard = self._call(lambda: qe.EdgeShard.load(str(shard_dir)), "load shard")
             return
+        require_room(self.root, HEADROOM_BYTES, "creating the shard")
         quant = None
         if create.quantization == "int8":
             quant = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99)
@@ -147,13 +175,13 @@ class QdrantEdgeStore(StoreTemplate):
     def _write_spec(self, spec: CollectionSpec) -> None:
         """``poolrag.json`` replaced atomically: a crash leaves the old file or the new one."""
         tmp = self.root / f".{_SPEC_FILE}.tmp"
-        tmp.write_text(spec.to_metadata())
+        self._call(lambda: tmp.write_text(spec.to_metadata()), "write poolrag.json")
         os.replace(tmp, self.root / _SPEC_FILE)
 
     def _create(self, spec: CollectionSpec) -> None:
-        check_writable_folder(self.root, "the Qdrant Edge shard", create=True)
+        check_writable_folder(self.root, _WHAT, create=True)
         tmp = self.root / f".{_SPEC_FILE}.tmp"
-        tmp.write_text(spec.to_metadata())
+        self._call(lambda: tmp.write_text(spec.to_metadata()), "write poolrag.json")
         self._open_shard(create=spec)
         os.replace(tmp, self.root / _SPEC_FILE)
         logger.info("created qdrant-edge shard %s (%s, %d dims)", self.root, spec.layout, spec.dimension)
@@ -166,12 +194,14 @@ class QdrantEdgeStore(StoreTemplate):
             qe.Point(r.id, qdrant_points.point_vector(spec, r, _edge_sparse), dict(r.payload))
             for r in records
         ]
+        require_room(self.root, HEADROOM_BYTES + WRITE_FACTOR * batch_bytes(records), "the next write")
         self._call(lambda: self._shard.update(qe.UpdateOperation.upsert_points(points)), "upsert")
         self._call(self._shard.flush, "flush")
 
     def _delete(self, ids: list[str]) -> None:
         import qdrant_edge as qe
 
+        require_room(self.root, HEADROOM_BYTES, "the next write")
         self._call(lambda: self._shard.update(qe.UpdateOperation.delete_points(ids)), "delete")
         self._call(self._shard.flush, "flush")
 
