@@ -3,22 +3,50 @@
 Corruption (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``) costs only recomputation, so the cache recovers
 by itself. A file or folder that cannot be opened or written (permissions, a read-only disk, a
 folder where the file should be) is not the cache's to fix: it becomes one
-:class:`CacheAccessError` naming the file and the way out, never a traceback.
+:class:`CacheAccessError` naming the file and the way out, never a traceback. A disk that fills up
+(or a file size limit reached) mid-run is :class:`CacheWriteError`: the run stops there, as it
+does when a store's disk is full (exit code 4 in the CLI), and the transaction that failed left
+the file as it was, so nothing stored before is lost.
 """
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from pathlib import Path
 
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InvalidInputError, PoolragError
 
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_FULL_CODE = 13  # SQLITE_FULL: "database or disk is full"
+#: SQLITE_IOERR_WRITE, _FSYNC, _TRUNCATE: a write the disk refused (a file size limit gives these)
+_WRITE_IOERR_CODES = {10 | (3 << 8), 10 | (4 << 8), 10 | (6 << 8)}
+_FULL_ERRNOS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exhausted",
+    errno.EFBIG: "a file size limit was reached",
+}
 _CORRUPT_WORDS = ("malformed", "not a database", "database corruption")
 
 
 class CacheAccessError(InvalidInputError):
     """The embedding cache file cannot be opened or written."""
+
+
+class CacheWriteError(PoolragError, OSError):
+    """The embedding cache's disk refused a write (full, quota, file size limit); not retried."""
+
+
+def _write_refused(exc: BaseException) -> str | None:
+    """Why the disk refused a write, when ``exc`` says it did."""
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return _FULL_ERRNOS[exc.errno]
+    code = getattr(exc, "sqlite_errorcode", None) if isinstance(exc, sqlite3.Error) else None
+    if (code is not None and code & 0xFF == _FULL_CODE) or "database or disk is full" in str(exc):
+        return "the disk is full"
+    if code in _WRITE_IOERR_CODES:
+        return "a write failed (a full disk or a file size limit)"
+    return None
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -32,8 +60,14 @@ def is_corruption(exc: BaseException) -> bool:
     return any(word in text for word in _CORRUPT_WORDS)
 
 
-def cache_access_error(path: Path, exc: BaseException) -> CacheAccessError | None:
+def cache_access_error(path: Path, exc: BaseException) -> CacheAccessError | CacheWriteError | None:
     """The user-facing error for a cache that cannot be used; ``None`` for locks and bugs."""
+    refused = _write_refused(exc)
+    if refused is not None:
+        return CacheWriteError(
+            f"cannot write the embedding cache {path}: {refused}; free space there, or pass "
+            "--cache FILE on another disk, or --no-cache"
+        )
     text = str(exc).lower()
     if isinstance(exc, OSError) or any(
         word in text for word in ("readonly", "read-only", "unable to open", "permission", "disk i/o")

@@ -26,11 +26,12 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
 
 def report_error(command: str, exc: BaseException) -> int:
     """One line on stderr naming what went wrong; exit 3 for a database that is down, 4 for a store
-    whose disk refused a write, else 2."""
+    (or the embedding cache) whose disk refused a write, else 2."""
+    from poolrag.cache.recovery import CacheWriteError
     from poolrag.stores import StoreUnavailableError
     from poolrag.stores.storage_faults import StoreWriteError
 
-    if isinstance(exc, StoreWriteError):
+    if isinstance(exc, (StoreWriteError, CacheWriteError)):
         print(f"poolrag {command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_STORE_WRITE
     if isinstance(exc, OSError) and not isinstance(exc, StoreUnavailableError) and exc.filename:
