@@ -1,5 +1,6 @@
 """``poolrag ingest ... --ray``: the command starts its own local cluster, and writes the ids the
-single-process command writes (so the plain command run after it finds everything stored)."""
+single-process command writes (so the plain command run after it finds everything stored); Ray's
+own lines stay below WARNING unless -v, and poolrag makes no deprecated Ray call."""
 
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ def test_ray_then_single_process_finds_every_chunk_stored(
     common += ["--chunk-tokens", "48", "--overlap", "8", "--no-cache", "--json", "-q"]
     on_ray = ingest(*common, "--ray", "--ray-workers", "2")
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    # Ray's INFO lines (its start, Ray Data's plan and progress reports), gRPC's fork notes, and
+    # Ray's warning about poolrag's own map_batches call (ray_remote_args) were ~20 lines here
+    chatter = [
+        line
+        for line in on_ray.stderr.splitlines()
+        if "\tINFO " in line or "Deprecat" in line or "fork_posix" in line or "%|" in line
+    ]
+    assert chatter == [], on_ray.stderr[-3000:]
     ray_report = json.loads(on_ray.stdout.strip().splitlines()[-1])
     assert ray_report["documents"] == 6 and ray_report["upserted"] == ray_report["chunks"] > 6
     plain = ingest(*common, "--checkpoint", str(tmp_path / "ck.json"))

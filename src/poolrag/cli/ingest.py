@@ -131,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
     if args.ray is not None and not require_extra("ingest --ray", "ray"):
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
+    if args.ray is not None:
+        from poolrag.cli.ingest_ray import quiet_ray_start
+
+        quiet_ray_start(args.verbose)
     opened: list[Any] = []  # the cache and the store, closed even when the run fails
     try:
         report = _ingest(args, opened)
@@ -172,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
 def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     from poolrag.errors import InvalidInputError
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
+    from poolrag.ingest.readers import count_documents
     from poolrag.stores import check_collection_name
 
     # Check the cheap things (paths, names, the cache) before loading a model or touching a database.
@@ -248,7 +253,9 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         vector_type=args.vector_type,
         ranges=calibration or _shipped_ranges(args, engine),
     )
-    return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped)
+    # The bar starts at its total: the files are listed (and JSONL lines counted) once more for it.
+    total = None if args.quiet else count_documents(args.paths)
+    return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total)
 
 
 def _calibration(args: argparse.Namespace) -> QuantizationRanges | None:

@@ -7,6 +7,8 @@ store, cache and model flags, with the embedding done by :mod:`poolrag.scaleout.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,15 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def quiet_ray_start(verbose: bool) -> None:
+    """Called before a store opens a gRPC channel (Milvus does): Ray starts its processes by
+    forking, and gRPC logs a line per fork while another thread uses it, read from
+    ``GRPC_VERBOSITY`` when gRPC starts. Those lines are Ray's start-up noise, shown with -v
+    (or the user's own ``GRPC_VERBOSITY``)."""
+    if not verbose:
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
 def refuse_unsupported(args: argparse.Namespace) -> None:
     """Flags the Ray path does not honour, refused before anything loads."""
     from poolrag.errors import InvalidInputError
@@ -62,7 +73,7 @@ def ingest_on_ray_from_args(
     from poolrag.scaleout.cluster import connect
     from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
 
-    connect(args.ray)
+    connect(args.ray, log_level=logging.INFO if args.verbose else logging.WARNING)  # Ray's lines: -v
     ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
     recipe = EngineRecipe(
         engine_args,

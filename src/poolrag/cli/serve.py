@@ -311,6 +311,6 @@ def _serve_on_ray(args: argparse.Namespace, models: list[tuple[EngineArgs, Any]]
     from poolrag.scaleout.ray_serve import ReplicaPlan, serve_models_on_ray
 
     plan = ReplicaPlan(replicas=None if args.replicas == "auto" else args.replicas)
-    connect(args.ray)
+    connect(args.ray, log_level=logging.INFO if args.log_level == "debug" else logging.WARNING)
     serve_models_on_ray(models, plan, host=args.host, port=args.port)
     return 0

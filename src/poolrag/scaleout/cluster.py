@@ -14,18 +14,23 @@ LOCAL = "local"
 _STARTUP_TIMEOUT = "timed out during startup"
 
 
-def connect(address: str | None = LOCAL, *, num_cpus: int | None = None) -> None:
+def connect(
+    address: str | None = LOCAL, *, num_cpus: int | None = None, log_level: int = logging.WARNING
+) -> None:
     """Connect to the cluster at ``address`` (``ray://host:10001``, ``host:6379`` or ``auto``), or
     start one on this machine (``local`` / ``None``, loopback only). A no-op when already connected.
 
     ``num_cpus``: CPUs a local cluster offers (default: all); ignored when joining one.
+    ``log_level``: what Ray itself prints here (its start-up, Ray Data's and Ray Serve's
+    progress lines); the commands keep WARNING unless run verbose, so a user reads poolrag's
+    lines rather than twenty of Ray's.
     """
     if ray.is_initialized():
         return
     if address in (None, LOCAL):
-        _start_local(num_cpus)
+        _start_local(num_cpus, log_level)
     else:
-        ray.init(address=address, log_to_driver=True)
+        ray.init(address=address, log_to_driver=True, logging_level=log_level)
     resources = ray.cluster_resources()
     logger.info(
         "ray cluster %s: %d nodes, %g CPUs, %g GPUs",
@@ -36,7 +41,7 @@ def connect(address: str | None = LOCAL, *, num_cpus: int | None = None) -> None
     )
 
 
-def _start_local(num_cpus: int | None) -> None:
+def _start_local(num_cpus: int | None, log_level: int) -> None:
     """Start a loopback-only cluster (nothing outside this machine can reach one started for a run).
 
     Ray gives a new node a fixed 30 s to register and has no setting for it; on a busy small machine
@@ -49,6 +54,7 @@ def _start_local(num_cpus: int | None) -> None:
                 num_cpus=num_cpus,
                 include_dashboard=False,
                 log_to_driver=True,
+                logging_level=log_level,
                 _node_ip_address="127.0.0.1",
             )
             return

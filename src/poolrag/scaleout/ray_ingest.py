@@ -29,8 +29,8 @@ Where each step runs, and why:
     streamed back with ``iter_batches``. Either way the driver deletes (stale, pruned) and
     checkpoints a document only once all its chunks are stored.
 
-Failures: an actor that dies is restarted and its batch is run again (``max_restarts`` /
-``max_task_retries``); since ids are content addresses, a batch written twice is written once. A
+Failures: an actor that dies is restarted and its batch is run again (Ray Data's actor fault
+tolerance, on by default); since ids are content addresses, a batch written twice is written once. A
 killed run resumes from its checkpoint. The final collection equals the single-process run's:
 same ids, same vectors, same payloads, same sparse vectors.
 Not done on Ray: ColBERT token vectors and learned sparse vectors (``--sparse-model``, a model's
@@ -161,8 +161,6 @@ class RayIngestOptions:
         write_batch: chunks per upsert on the driver (and per checkpoint save); for a hybrid
             collection also the first batch BM25's mean length is taken from, as ``batch_size``
             is on one machine.
-        max_restarts: times a dead actor is started again.
-        max_task_retries: times a batch whose actor died is run again.
     """
 
     workers: int = 1
@@ -170,8 +168,6 @@ class RayIngestOptions:
     cpus_per_worker: float | None = None
     documents_per_batch: int = 8
     write_batch: int = 256
-    max_restarts: int = 3
-    max_task_retries: int = 3
 
     def resources(self) -> tuple[float, float]:
         """``(cpus, gpus)`` of one actor on the connected cluster."""
@@ -451,6 +447,7 @@ def ingest_on_ray(
     e.g. the tests' actor that dies once).
     """
     options = options or RayIngestOptions()
+    _ray_data_console_at_ray_level()
     cpus, gpus = options.resources()
     probe = _Probe.remote(recipe, bm25)  # type: ignore[attr-defined]
     try:
@@ -509,8 +506,6 @@ def ingest_on_ray(
             compute=ray.data.ActorPoolStrategy(size=options.workers),
             num_cpus=cpus,
             num_gpus=gpus,
-            max_restarts=options.max_restarts,
-            max_task_retries=options.max_task_retries,
         )
         try:
             _write(dataset, driver, cache, options.write_batch)
@@ -521,6 +516,16 @@ def ingest_on_ray(
         driver.save()
     driver.all_chunked()  # the documents cut into no chunk at all sent no row
     return driver.finish(prune=prune, skipped=skipped)
+
+
+def _ray_data_console_at_ray_level() -> None:
+    """Ray Data prints its plan and a progress report every 10 s at INFO through a handler of its
+    own (its logger does not propagate to Ray's); that console says what Ray's logger is set to
+    say (:func:`poolrag.scaleout.cluster.connect`), never more. Ray Data's log file keeps it all."""
+    level = max(logging.INFO, logging.getLogger("ray").getEffectiveLevel())
+    for handler in logging.getLogger("ray.data").handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(level)
 
 
 def actors_write(address: StoreAddress | None, sparse: str | None = None) -> bool:

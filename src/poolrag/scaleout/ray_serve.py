@@ -125,9 +125,13 @@ def serve_models_on_ray(
     """
     import ray
 
-    serve.start(http_options={"host": host, "port": port})
+    # Serve's controller, proxy and replicas log at Ray's level here (connect's log_level): their
+    # INFO lines (one per request, per replica start) are Ray's to tell only when asked for
+    level = logging.getLevelName(max(logging.INFO, logging.getLogger("ray").getEffectiveLevel()))
+    logging_config = {"log_level": level}
+    serve.start(http_options={"host": host, "port": port}, logging_config=logging_config)
     app = build_application(models, plan, ray.cluster_resources())
-    serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking)
+    serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking, logging_config=logging_config)
 
 
 def serve_on_ray(
