@@ -1,9 +1,9 @@
 """Issue 45, item 2, over HTTP: a 200-text batch holding 277-token paragraphs (all-MiniLM-L6-v2
 reads 256) succeeds through the clients users bring (``openai``, LangChain's ``OpenAIEmbeddings``,
-``cohere``) with the vectors of ``Engine.embed_array`` and sentence-transformers; the answer and
-``/metrics`` count the inputs cut; ``poolrag serve --no-auto-truncate`` and a request's ``truncate:
-false`` (Cohere's ``truncate: "NONE"``) refuse with today's error. Cross-encoder pairs are cut on
-``/score`` and ``/rerank`` as ``Engine.score`` cuts them.
+``cohere``, TEI's ``/embed``) with the vectors of ``Engine.embed_array`` and sentence-transformers;
+the answer and ``/metrics`` count the inputs cut; ``poolrag serve --no-auto-truncate`` and a
+request's ``truncate: false`` (Cohere's ``truncate: "NONE"``) refuse with today's error.
+Cross-encoder pairs are cut on ``/score`` and ``/rerank`` as ``Engine.score`` cuts them.
 
 The batch is 20 distinct texts (16 paragraphs, 4 short ones) ten times over in shuffled order: the
 engine computes each distinct text once, so the 200 inputs cost little while every position is
@@ -124,6 +124,16 @@ def test_the_cohere_client_gets_every_vector_and_a_warning(
     got = np.array(response.embeddings.float_, dtype=np.float32)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
     assert response.meta.warnings == ["160 of 200 texts were truncated to the model's maximum length"]
+
+
+def test_teis_embed_route_gets_every_vector_cut_as_the_server_cuts(
+    minilm_server: Served, batch: list[str], expected: np.ndarray, http: httpx.Client
+) -> None:
+    """TEI's clients leave ``truncate`` unset: the server's auto-truncate decides, as in TEI."""
+    answer = http.post(f"{minilm_server.url}/embed", json={"inputs": batch}, timeout=300)
+    assert answer.status_code == 200, answer.text
+    np.testing.assert_allclose(np.array(answer.json(), dtype=np.float32), expected, rtol=0, atol=1e-6)
+    assert answer.headers[TRUNCATED_INPUTS_HEADER] == "160"
 
 
 def test_a_short_batch_says_nothing_was_cut(minilm_server: Served, http: httpx.Client) -> None:
