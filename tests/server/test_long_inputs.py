@@ -27,7 +27,7 @@ from poolrag.cli.serve import engine_args_of
 from poolrag.client import PoolragClient
 from poolrag.client.errors import RemoteInvalidInputError
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER
-from poolrag.testing.long_texts import long_batch, long_paragraph
+from poolrag.testing.long_texts import long_batch, long_paragraph, sentence_transformers_vectors
 
 from .conftest import MINILM_NAMES, Served, metric_samples, serve_in_thread
 
@@ -47,13 +47,8 @@ def long_count(batch: list[str], minilm_engine: Engine) -> int:
 @pytest.fixture(scope="module")
 def expected(minilm_engine: Engine, minilm_path: Path, batch: list[str]) -> np.ndarray:
     """``Engine.embed_array`` of the batch, checked once against sentence-transformers."""
-    from sentence_transformers import SentenceTransformer
-
     vectors = minilm_engine.embed_array(batch)
-    distinct = sorted(set(batch))
-    reference = SentenceTransformer(str(minilm_path), device="cpu").encode(distinct)
-    index = {text: i for i, text in enumerate(distinct)}
-    np.testing.assert_allclose(vectors, reference[[index[t] for t in batch]], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(vectors, sentence_transformers_vectors(batch, minilm_path), rtol=0, atol=1e-6)
     return vectors
 
 

@@ -12,7 +12,7 @@ import pytest
 from llama_index.embeddings.poolrag import PoolragEmbedding
 
 from poolrag import Engine, InputTooLongError, InvalidInputError
-from poolrag.testing.long_texts import long_batch
+from poolrag.testing.long_texts import long_batch, sentence_transformers_vectors
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +23,9 @@ def batch(minilm_engine: Engine) -> list[str]:
 def test_a_long_batch_gets_the_engines_and_sentence_transformers_vectors(
     minilm_engine: Engine, minilm_url: str, minilm_path: Path, batch: list[str]
 ) -> None:
-    from sentence_transformers import SentenceTransformer
-
     expected = minilm_engine.embed_array(batch)
-    distinct = sorted(set(batch))
-    reference = SentenceTransformer(str(minilm_path), device="cpu").encode(distinct)
-    index = {text: i for i, text in enumerate(distinct)}
-    np.testing.assert_allclose(expected, reference[[index[t] for t in batch]], rtol=0, atol=1e-6)
+    reference = sentence_transformers_vectors(batch, minilm_path)
+    np.testing.assert_allclose(expected, reference, rtol=0, atol=1e-6)
     for where in ({"engine": minilm_engine}, {"base_url": minilm_url}):
         got = np.asarray(PoolragEmbedding(**where).get_text_embedding_batch(batch), dtype=np.float32)
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)

@@ -9,7 +9,10 @@ sentences in different orders, so a door that mixed up their order would fail.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 _SENTENCES = (
     "Honeybee foragers tell their sisters where flowers are with the waggle dance.",
@@ -67,3 +70,14 @@ def long_batch(tokenizer: Any, size: int = 200, paragraphs: int = 16, shorts: in
     texts = [distinct[i % len(distinct)] for i in range(size)]
     random.Random(45).shuffle(texts)
     return texts
+
+
+def sentence_transformers_vectors(texts: list[str], folder: str | Path) -> np.ndarray:
+    """sentence-transformers' vectors of ``texts`` (the reference every door is held to), each
+    distinct text encoded once."""
+    from sentence_transformers import SentenceTransformer
+
+    distinct = sorted(set(texts))
+    reference = SentenceTransformer(str(folder), device="cpu").encode(distinct)
+    index = {text: i for i, text in enumerate(distinct)}
+    return reference[[index[text] for text in texts]]
