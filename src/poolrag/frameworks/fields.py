@@ -24,7 +24,7 @@ from poolrag.client import PoolragClient
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.backend_resolution import API_KEY_ENV, backend_base_url, resolve_backend
+from poolrag.frameworks.backend_resolution import API_KEY_ENV, adapter_backend, backend_base_url
 from poolrag.frameworks.sparse_encoding import (
     LearnedSparseEncoder,
     LexicalSparseEncoder,
@@ -108,7 +108,7 @@ class BackendFields(BaseModel):
     def _connect(self) -> Any:
         if not self._runs_a_model():
             return self
-        self._backend = resolve_backend(
+        self._backend = adapter_backend(
             engine=self.engine,
             client=self.client,
             model_name=self.model_name,

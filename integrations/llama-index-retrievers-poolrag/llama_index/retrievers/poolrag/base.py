@@ -28,7 +28,7 @@ from poolrag.client import PoolragClient
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.backend_resolution import resolve_backend
+from poolrag.frameworks.backend_resolution import adapter_backend
 from poolrag.frameworks.colbert_search import open_colbert
 from poolrag.frameworks.ranking import check_top_n
 from poolrag.retrieval import ColbertRetriever, SearchResult
@@ -73,7 +73,7 @@ class PoolragColBERTRetriever(BaseRetriever):
         verbose: bool = False,
     ) -> None:
         check_top_n(similarity_top_k, "similarity_top_k")
-        backend = resolve_backend(
+        backend = adapter_backend(
             engine=engine,
             client=client,
             model_name=model_name,

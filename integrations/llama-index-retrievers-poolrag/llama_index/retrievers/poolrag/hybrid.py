@@ -19,7 +19,7 @@ from llama_index.retrievers.poolrag.base import Filters, result_node, to_filter_
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
-from poolrag.frameworks.backend_resolution import resolve_backend
+from poolrag.frameworks.backend_resolution import adapter_backend
 from poolrag.frameworks.hybrid_search import (
     ahybrid_search,
     check_optional_fusion,
@@ -62,7 +62,7 @@ class PoolragHybridRetriever(BaseRetriever):
         verbose: bool = False,
     ) -> None:
         check_top_n(similarity_top_k, "similarity_top_k")
-        backend = resolve_backend(
+        backend = adapter_backend(
             engine=engine,
             client=client,
             model_name=model_name,
