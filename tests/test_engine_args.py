@@ -18,10 +18,7 @@ from poolrag.engine_args import (
     CPU_FAST_MODES,
     DTYPES,
     ENGINE_OPTIONS,
-    MODEL_IMPLS,
-    QUANTIZATION_SCHEMES,
     RUNTIME_FIELDS,
-    TUNE_MODES,
 )
 
 
@@ -34,18 +31,14 @@ def test_the_fields_are_engines_keyword_arguments_with_its_defaults() -> None:
 
 
 def test_the_choices_are_the_loaders_own() -> None:
-    """Spelled out so that the CLI's --help imports no torch; these are the lists they copy."""
-    from poolrag.core.autotune import TUNE_MODES as tune_modes
+    """Spelled out so that the CLI's --help imports no torch; these are the lists they copy (model_impl,
+    tune and quantization are written once, in poolrag.config.option_choices, for both)."""
     from poolrag.llm import CONVERTS as llm_converts
     from poolrag.loading.cpu_fast_mode import FAST_MODES
     from poolrag.loading.dtype import _DTYPES
-    from poolrag.loading.native_loader import MODEL_IMPLS as loader_impls
-    from poolrag.loading.quantization import QUANTIZATION_SCHEMES as loader_schemes
 
     assert set(DTYPES) == {"auto", *_DTYPES}
     assert ("auto", *FAST_MODES) == CPU_FAST_MODES
-    assert loader_impls == MODEL_IMPLS and tune_modes == TUNE_MODES
-    assert loader_schemes == QUANTIZATION_SCHEMES
     assert set(CONVERTS) == {v for v in llm_converts.values() if v is not None}
 
 

@@ -22,7 +22,7 @@ against this list and fails on any arrow up and on any module not placed here::
     params, outputs: what a caller asks for (verified and filled into a request's) and gets back
     vllm_inputs, vllm_outputs, vllm_options: vLLM's input spellings, output types, no-effect options
     backend: the PoolingBackend protocol that the engine and the HTTP client implement
-    config: reading a model folder into a spec (family, kind, pooler settings, positions)
+    config: reading a model folder into a spec (family, kind, pooler settings, positions), option choices
     tokenization: text to token ids (prompts, score templates)
     batching: grouping requests into token-budgeted batches
     models: poolrag's own torch modules for the common encoder families

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from poolrag.config.option_choices import MODEL_IMPLS, QUANTIZATION_SCHEMES, TUNE_MODES
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.counts import check_optional_count
 from poolrag.errors import InputTypeError, InvalidInputError
@@ -33,11 +34,8 @@ if TYPE_CHECKING:
 
 DTYPES = ("auto", "float32", "fp32", "float", "bfloat16", "bf16", "float16", "fp16", "half")
 CONVERTS = ("embed", "classify", "reward")
-QUANTIZATION_SCHEMES = ("int8", "fp8")  # weights (torchao); an index's compression is the store's
 CPU_FAST_MODES = ("auto", "bf16", "int8")
-MODEL_IMPLS = ("auto", "native", "transformers")
 COMPILE_MODES = ("off", "background")
-TUNE_MODES = ("auto", "full", "off")
 #: vLLM's ``--convert`` values on the command line; ``auto`` / ``none`` keep the checkpoint as it is.
 CLI_CONVERTS = ("auto", "none", *CONVERTS)
 #: How a model runs rather than which model it is: what a second model of one command (a reranker,

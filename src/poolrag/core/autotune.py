@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import torch
 
 from poolrag.config.model_spec import ModelSpec
+from poolrag.config.option_choices import TUNE_MODES, TuneMode
 from poolrag.core.model_setup import Pipeline, fingerprint
 from poolrag.core.runs_or_groups_tuning import measure_runs_or_groups
 from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
@@ -62,8 +63,6 @@ logger = logging.getLogger(__name__)
 PROGRESS_LOGGER = f"{__name__}.progress"
 progress = logging.getLogger(PROGRESS_LOGGER)
 
-TuneMode = Literal["auto", "full", "off"]
-TUNE_MODES = ("auto", "full", "off")
 TUNE_ENV = "POOLRAG_TUNE"  # the default of ``Engine(tune=...)``; tests set it to "off"
 MIN_COSINE = 0.99999  # per-row cosine to the reference path an exact candidate must reach
 TIMING_TOKENS = 2048  # most tokens in the timing batch (and at most the engine's batch budget)

@@ -12,21 +12,19 @@ import json
 import logging
 import pickle
 from pathlib import Path
-from typing import Literal
 
 import torch
 from safetensors import SafetensorError, safe_open
 
 from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec
+from poolrag.config.option_choices import MODEL_IMPLS, ModelImpl
 from poolrag.errors import ModelLoadError
 from poolrag.loading.placement import Placement
 from poolrag.models.bert import MODEL_TYPES, BertFamilyModel, convert_checkpoint
 
 logger = logging.getLogger(__name__)
 
-ModelImpl = Literal["auto", "native", "transformers"]
-MODEL_IMPLS = ("auto", "native", "transformers")
 _KINDS = (
     ModelKind.EMBEDDING,
     ModelKind.COLBERT,

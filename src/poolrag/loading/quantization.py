@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
+from poolrag.config.option_choices import QUANTIZATION_SCHEMES
 from poolrag.errors import ModelLoadError
-
-QUANTIZATION_SCHEMES = ("int8", "fp8")
 
 
 def quantization_config(scheme: str, device: torch.device | None = None) -> Any:
