@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,7 +48,7 @@ from poolrag.postprocess.entities import Entity, group_entities
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.scoring.similarity import maxsim, similarity_by_name
 from poolrag.sparse.vector import SparseVector
-from poolrag.tokenization.input_processor import PromptInput, check_text
+from poolrag.tokenization.input_processor import PromptInput, checked_texts
 from poolrag.tokenization.late_chunks import (
     LATE_CHUNK_TASK,
     check_spans,
@@ -522,7 +522,8 @@ class Engine:
         p = params or PoolingParams()
         processor = self._pipeline.processor
         prompt = processor.prompts.chosen(p.prompt, p.prompt_name)
-        return processor.texts(items, resolved, self._token_limit(p, task), prompt)
+        one = isinstance(prompts, (str, Mapping))  # named "input", not "input[0]"
+        return processor.texts(items, resolved, self._token_limit(p, task), prompt, one=one)
 
     def _prompt_texts(self, prompts: Prompts) -> list[str | None]:
         return [p if isinstance(p, str) else None for p in prompt_list(prompts)]
@@ -647,7 +648,8 @@ class Engine:
         resolved = replace(self._resolve("embed", params), task=LATE_CHUNK_TASK)
         if not self.supports_late_chunking:
             raise InvalidInputError(late_chunking_refused(self.model_name, self.pooler_config.pooling_type))
-        checked = check_spans(check_text(document, "document"), spans)
+        (document,) = checked_texts([document], "document", one=True)
+        checked = check_spans(document, spans)
         processor = self._pipeline.processor
         prompt = processor.prompts.chosen(params.prompt, params.prompt_name)
         prefix = processor.prompts.prefix_for(resolved.input_type, prompt)
@@ -743,7 +745,9 @@ class Engine:
 
     def extract_entities(self, texts: str | Sequence[str], min_score: float = 0.0) -> list[list[Entity]]:
         """Named entities with character offsets, from a BIO token-classification model."""
-        items = [check_text(t) for t in ([texts] if isinstance(texts, str) else list(texts))]
+        items = checked_texts(
+            [texts] if isinstance(texts, str) else list(texts), "input", isinstance(texts, str)
+        )
         if not items:
             return []
         self._check_task("token_classify")
@@ -791,18 +795,17 @@ class Engine:
         score_template: str | ScoreTemplate | None,
     ) -> Steps[list[PoolingRequestOutput[ScoringOutput]]]:
         template = load_score_template(score_template) if score_template is not None else self._score_template
-        firsts, seconds = score_pairs(text_1, text_2)
-        if not seconds:
-            return []
-        firsts = firsts * len(seconds) if len(firsts) == 1 else firsts
         params = pooling_params or PoolingParams()
         kind = self.score_kind
+        processor = self._pipeline.processor
         if kind is ScoreKind.CROSS_ENCODER:
+            pairs = processor.checked_pairs(text_1, text_2)
+            if not pairs:
+                return []
             resolved = self._resolve("score", params)
             truncate = self._token_limit(params, "score")
             if self.spec.num_labels != 1:
                 raise UnsupportedTaskError("score", self.supported_tasks)
-            pairs = list(zip(firsts, seconds, strict=True))
             if template is not None:
                 requests = templated_pair_requests(
                     self.tokenizer,
@@ -811,10 +814,10 @@ class Engine:
                     resolved,
                     self.max_model_len,
                     truncate,
-                    self._pipeline.processor.text_cut,
+                    processor.text_cut,
                 )
             else:
-                requests = self._pipeline.processor.pairs(pairs, resolved, truncate)
+                requests = processor.pairs(pairs, resolved, truncate)
             results = yield requests
             return [
                 PoolingRequestOutput(
@@ -826,15 +829,20 @@ class Engine:
             raise InvalidInputError(
                 "score templates format pairs for cross-encoders; this model scores by similarity"
             )
+        firsts, seconds = score_pairs(text_1, text_2)
+        if not seconds:
+            return []
         task = "embed" if kind is ScoreKind.COSINE else "token_embed"
         params.verify("score", self._facts)  # the caller's params: dimensions does not apply to scores
-        processor = self._pipeline.processor
         query_params = self._resolve(task, params.with_updates(input_type="query", dimensions=None))
         doc_params = self._resolve(task, params.with_updates(input_type="document", dimensions=None))
         prompt = processor.prompts.chosen(params.prompt, params.prompt_name)
         truncate = self._token_limit(params, task)
-        q_requests = processor.texts(firsts, query_params, truncate, prompt)
-        d_requests = processor.texts(seconds, doc_params, truncate, None)
+        q_requests = processor.texts(
+            firsts, query_params, truncate, prompt, "text_1", isinstance(text_1, str)
+        )
+        d_requests = processor.texts(seconds, doc_params, truncate, None, "text_2", isinstance(text_2, str))
+        q_requests = q_requests * len(d_requests) if len(q_requests) == 1 else q_requests  # 1:N
         results = yield q_requests + d_requests
         sim = similarity_by_name(self.spec.similarity) if kind is ScoreKind.COSINE else maxsim
         n = len(q_requests)
@@ -876,7 +884,9 @@ class Engine:
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """The token ids the model reads for ``text`` (with its special tokens unless told otherwise)."""
         return list(
-            call_tokenizer(self.tokenizer, check_text(text), add_special_tokens=add_special_tokens)[
-                "input_ids"
-            ]
+            call_tokenizer(
+                self.tokenizer,
+                *checked_texts([text], "input", one=True),
+                add_special_tokens=add_special_tokens,
+            )["input_ids"]
         )

@@ -38,6 +38,29 @@ class InvalidInputError(PoolragError, ValueError):
     """The request is malformed: empty text, wrong dimensions, bad parameters."""
 
 
+class InvalidTextError(InvalidInputError):
+    """A text (or token-id list) the model cannot read, by :mod:`poolrag.text_validity`'s rule.
+
+    It keeps where the text is (``field``, and ``index`` in a list) apart from why (``problem``),
+    so a front door whose fields have other names (``documents`` for the engine's ``text_2``) can
+    say the same thing in its own words (:meth:`renamed`)."""
+
+    def __init__(self, field: str, index: int | None, problem: str) -> None:
+        super().__init__(f"{field if index is None else f'{field}[{index}]'} {problem}", param=field)
+        self.field = field
+        self.index = index
+        self.problem = problem
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to read (as opposed to text that is not Unicode)."""
+        return self.problem.startswith("is empty")
+
+    def renamed(self, field: str, index: int | None) -> InvalidTextError:
+        """The same problem, found at ``field`` (``field[index]``)."""
+        return InvalidTextError(field, index, self.problem)
+
+
 class InputTypeError(PoolragError, TypeError):
     """An input that is not text (or token ids) was passed where text was expected."""
 

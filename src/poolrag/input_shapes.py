@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from poolrag.errors import InputTypeError, InvalidInputError
-from poolrag.text_validity import check_text, check_texts
 
 
 def prompt_list(prompts: Any, what: str = "prompts") -> list[Any]:
@@ -28,11 +27,12 @@ def prompt_list(prompts: Any, what: str = "prompts") -> list[Any]:
 
 
 def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tuple[list[str], list[str]]:
-    """The checked ``text_1`` and ``text_2`` lists: one ``text_1`` goes with every ``text_2`` (1:N,
+    """``text_1`` and ``text_2`` as lists of strings: one ``text_1`` goes with every ``text_2`` (1:N,
     returned as a list of one), else the lists pair up (N:N). Both empty is no pairs; one empty is
-    refused."""
-    firsts = _checked_texts(text_1, "text_1")
-    seconds = _checked_texts(text_2, "text_2")
+    refused. Only the shape is checked here: whether each text can be read is the engine's input
+    stage's rule (:mod:`poolrag.tokenization.input_processor`)."""
+    firsts = _strings(text_1, "text_1")
+    seconds = _strings(text_2, "text_2")
     if not firsts or not seconds:
         if not firsts and not seconds:
             return [], []
@@ -44,8 +44,12 @@ def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tup
     return firsts, seconds
 
 
-def _checked_texts(texts: str | Sequence[str], name: str) -> list[str]:
-    """Each text checked, named by its position in a list (``text_2[3] is empty``)."""
+def _strings(texts: str | Sequence[str], name: str) -> list[str]:
+    """One string as a list of one; a sequence must hold only strings (``text_2[3] must be a string``)."""
     if isinstance(texts, str):
-        return [check_text(texts, name)]
-    return check_texts(prompt_list(texts, name), name)
+        return [texts]
+    items = prompt_list(texts, name)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InputTypeError(f"{name}[{i}] must be a string, not {type(item).__name__}", param=name)
+    return items

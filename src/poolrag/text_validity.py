@@ -15,7 +15,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.errors import InputTypeError, InvalidTextError
 
 #: Categories that show nothing: controls, format characters (zero-width, bidi), separators.
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
@@ -58,19 +58,24 @@ def text_problem(text: str) -> str | None:
 
 def check_texts(values: Sequence[object], what: str) -> list[str]:
     """:func:`check_text` of each, named by its position (``documents[3] is empty``)."""
-    return [check_text(value, f"{what}[{i}]") for i, value in enumerate(values)]
+    return [check_text(value, what, index=i) for i, value in enumerate(values)]
 
 
-def check_text(value: object, what: str = "input", param: str | None = None) -> str:
-    """``value`` if it is a string a model can read; every front door calls it.
+def check_text(value: object, what: str = "input", index: int | None = None) -> str:
+    """``value`` if it is a string a model can read, named ``what`` (``what[index]`` in a list).
+
+    The engine applies it once per input, in its input stage
+    (:mod:`poolrag.tokenization.input_processor`); doors that answer before any engine does (the
+    HTTP client, the cache, ingest) apply it themselves.
 
     Raises:
         InputTypeError: ``value`` is not a string.
-        InvalidInputError: the text is invalid or empty by the rule above.
+        InvalidTextError: the text is invalid or empty by the rule above.
     """
     if not isinstance(value, str):
-        raise InputTypeError(f"{what} must be a string, not {type(value).__name__}", param=param)
+        where = what if index is None else f"{what}[{index}]"
+        raise InputTypeError(f"{where} must be a string, not {type(value).__name__}", param=what)
     problem = text_problem(value)
     if problem is not None:
-        raise InvalidInputError(f"{what} {problem}", param=param)
+        raise InvalidTextError(what, index, problem)
     return value

@@ -49,6 +49,15 @@ def test_empty_score_side_is_an_error(minilm_engine: Engine) -> None:
         minilm_engine.score(["a", "b"], ["c", "d", "e"])
 
 
+def test_an_empty_score_text_is_named_by_its_side_and_position(minilm_engine: Engine) -> None:
+    with pytest.raises(InvalidInputError, match=r"^text_2\[1\] is empty"):
+        minilm_engine.score("q", ["a", "   "])
+    with pytest.raises(InvalidInputError, match=r"^text_1 is empty$"):
+        minilm_engine.score("", ["a"])
+    with pytest.raises(InvalidInputError, match=r"^text_1\[1\] is empty$"):
+        minilm_engine.score(["q", ""], ["a", "b"])
+
+
 def test_dimensions_on_a_similarity_score_is_refused_as_for_every_backend(minilm_engine: Engine) -> None:
     """Scores are not vectors: the engine applies the caller's params to ``score`` with the shared rule."""
     with pytest.raises(DimensionsError, match="not to task 'score'"):

@@ -1,4 +1,4 @@
-"""The backend calls behind both frameworks' embedding classes, with their input checks.
+"""The backend calls behind both frameworks' embedding classes, with their argument-type checks.
 
 Each call hands the whole list to the backend at once: the engine packs forward passes by token
 budget, which beats any fixed batch size chosen by an adapter. Only when a progress bar is asked
@@ -20,14 +20,15 @@ from poolrag.errors import InputTypeError
 from poolrag.params import PoolingParams
 
 
-def check_text(text: object, what: str = "the text") -> str:
+def require_string(text: object, what: str = "the text") -> str:
+    """``text`` if it is a string (whether a model can read it is the engine's check)."""
     if not isinstance(text, str):
         raise InputTypeError(f"{what} must be a string, not {type(text).__name__}")
     return text
 
 
-def check_texts(texts: object) -> list[str]:
-    # A bare string would otherwise be embedded one character at a time.
+def require_list(texts: object) -> list[str]:
+    """``texts`` as a list, refusing a bare string (it would be embedded one character at a time)."""
     if isinstance(texts, str):
         raise InputTypeError("expected a list of strings, got one string (embed it as a query instead)")
     if not isinstance(texts, Sequence):
@@ -54,7 +55,7 @@ def embed_texts(
     backend: PoolingBackend, texts: object, params: PoolingParams, *, progress: bool = False
 ) -> list[list[float]]:
     """One vector per text, in order; with ``progress``, a bar that advances as pieces come back."""
-    texts = check_texts(texts)
+    texts = require_list(texts)
     if not progress or not texts:
         return backend.embed_array(texts, params).tolist()
     rows = []
@@ -68,7 +69,7 @@ def embed_texts(
 async def aembed_texts(
     backend: PoolingBackend, texts: object, params: PoolingParams, *, progress: bool = False
 ) -> list[list[float]]:
-    texts = check_texts(texts)
+    texts = require_list(texts)
     if not progress or not texts:
         return (await backend.aembed_array(texts, params)).tolist()
     rows = []
@@ -80,8 +81,8 @@ async def aembed_texts(
 
 
 def embed_text(backend: PoolingBackend, text: object, params: PoolingParams) -> list[float]:
-    return backend.embed_array([check_text(text)], params)[0].tolist()
+    return backend.embed_array([require_string(text)], params)[0].tolist()
 
 
 async def aembed_text(backend: PoolingBackend, text: object, params: PoolingParams) -> list[float]:
-    return (await backend.aembed_array([check_text(text)], params))[0].tolist()
+    return (await backend.aembed_array([require_string(text)], params))[0].tolist()

@@ -25,7 +25,7 @@ import numpy as np
 
 from poolrag.backend import PoolingBackend
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.adapter_calls import check_texts
+from poolrag.frameworks.adapter_calls import require_list
 from poolrag.params import PoolingParams
 from poolrag.sparse.bm25 import BM25Encoder, BM25Stats
 from poolrag.sparse.vector import SparseVector
@@ -83,7 +83,7 @@ class LexicalSparseEncoder:
         self.stats = BM25Stats()
 
     def documents(self, texts: object) -> list[SparseVector]:
-        counts = self.encoder.term_counts(check_texts(texts))
+        counts = self.encoder.term_counts(require_list(texts))
         if not counts:
             return []
         if self.avg_doc_length is None:
@@ -96,8 +96,8 @@ class LexicalSparseEncoder:
 
     def queries(self, texts: object) -> list[SparseVector]:
         if self.query_idf is QueryIdf.DOCUMENTS:
-            return self.encoder.encode_queries(check_texts(texts), self.stats)
-        return self.encoder.encode_queries(check_texts(texts))
+            return self.encoder.encode_queries(require_list(texts), self.stats)
+        return self.encoder.encode_queries(require_list(texts))
 
     # Tokenising is fast and holds no lock worth yielding for.
     async def adocuments(self, texts: object) -> list[SparseVector]:
@@ -128,7 +128,7 @@ class LearnedSparseEncoder:
         return self._encode(texts, self.query_params)
 
     def _encode(self, texts: object, params: PoolingParams) -> list[SparseVector]:
-        return _from_records(self.backend.encode_arrays(check_texts(texts), SPARSE_TASK, params))
+        return _from_records(self.backend.encode_arrays(require_list(texts), SPARSE_TASK, params))
 
     async def adocuments(self, texts: object) -> list[SparseVector]:
         return await self._aencode(texts, self.document_params)
@@ -137,7 +137,7 @@ class LearnedSparseEncoder:
         return await self._aencode(texts, self.query_params)
 
     async def _aencode(self, texts: object, params: PoolingParams) -> list[SparseVector]:
-        return _from_records(await self.backend.aencode_arrays(check_texts(texts), SPARSE_TASK, params))
+        return _from_records(await self.backend.aencode_arrays(require_list(texts), SPARSE_TASK, params))
 
 
 def as_index_lists(vectors: Sequence[SparseVector]) -> tuple[list[list[int]], list[list[float]]]:

@@ -75,7 +75,7 @@ class EngineCalls:
         return await self._run(self.engine.classify, self.engine.aclassify, prompts, params)
 
     async def score(
-        self, text_1: str | list[str], text_2: list[str], params: PoolingParams
+        self, text_1: str | list[str], text_2: str | list[str], params: PoolingParams
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
         return await self._run(self.engine.score, self.engine.ascore, text_1, text_2, params)
 

@@ -24,6 +24,7 @@ from poolrag.errors import (
     InputTooLongError,
     InputTypeError,
     InvalidInputError,
+    InvalidTextError,
     PoolragError,
     UnsupportedTaskError,
 )
@@ -88,6 +89,8 @@ def from_poolrag_error(exc: PoolragError) -> APIError:
         return APIError(400, str(exc), param=exc.param, code="unsupported_task")
     if isinstance(exc, InputTypeError):
         return APIError(400, str(exc), param=exc.param, code="invalid_type")
+    if isinstance(exc, InvalidTextError):  # the engine's input stage, the one check of each text
+        return APIError(400, str(exc), param=exc.field, code="empty_input" if exc.empty else "invalid_value")
     if isinstance(exc, InvalidInputError):
         return APIError(400, str(exc), param=exc.param, code="invalid_value")
     if isinstance(exc, EngineClosedError):  # shutting down: another replica (or a retry) can answer

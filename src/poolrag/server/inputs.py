@@ -1,39 +1,28 @@
-"""Checks every endpoint applies before the engine sees a request: model name, input count, shape."""
+"""Checks every endpoint applies before the engine sees a request (input count, shape), and the
+routes' names for the texts the engine checks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+from poolrag.errors import InvalidTextError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
 from poolrag.server.settings import ServerSettings
-from poolrag.text_validity import has_visible_text, text_problem
 
 
-def is_blank(text: str) -> bool:
-    """Nothing to read (empty, whitespace, control or invisible format characters only), by the
-    rule every front door applies (:mod:`poolrag.text_validity`)."""
-    return not has_visible_text(text)
-
-
-def refuse_blank(value: str | Sequence[Any], param: str) -> None:
-    """The 400 ``empty_input`` for the first text (or token-id list) with nothing to read, named
-    with its index (``text_2[3] is empty``). Every route asks here before the engine does, so the
-    same mistake gets the same code and ``param`` on every route."""
-    if isinstance(value, str):
-        if is_blank(value):
-            raise APIError(400, f"{param} {text_problem(value)}", param=param, code="empty_input")
-        return
-    for i, item in enumerate(value):
-        if isinstance(item, str) and is_blank(item):
-            problem = text_problem(item)  # a blank text has no lone surrogate: this says how it is empty
-        elif isinstance(item, list) and not item:
-            problem = "is empty (no token ids)"
-        else:
-            continue
-        raise APIError(400, f"{param}[{i}] {problem}", param=param, code="empty_input")
+@contextmanager
+def fields_named(**fields: str) -> Iterator[None]:
+    """Inside, the engine's text errors (an empty or non-Unicode text, found by its input stage)
+    name this route's fields, e.g. ``text_2="documents"``: ``documents[3] is empty``, not
+    ``text_2[3] is empty``. The engine's own names (``input``, ``text_1``, ``text_2``) need none."""
+    try:
+        yield
+    except InvalidTextError as error:
+        raise error.renamed(fields.get(error.field, error.field), error.index) from None
 
 
 def check_count(settings: ServerSettings, count: int, param: str) -> None:
@@ -48,17 +37,21 @@ def check_count(settings: ServerSettings, count: int, param: str) -> None:
         )
 
 
-def to_prompts(value: str | Sequence[Any], settings: ServerSettings, param: str = "input") -> list[Any]:
-    """OpenAI's ``input`` forms as engine prompts: texts stay texts, token ids become token prompts."""
+def to_prompts(value: str | Sequence[Any], settings: ServerSettings, param: str = "input") -> Any:
+    """OpenAI's ``input`` forms as engine prompts: texts stay texts, token ids become token prompts;
+    one input stays one (the engine names it ``input``, an item of a list ``input[i]``)."""
     if isinstance(value, str):
-        refuse_blank(value, param)
-        return [value]
+        return value
     items = list(value)
     if items and all(isinstance(t, int) for t in items):  # one list of token ids
-        return [{"prompt_token_ids": items}]
+        return {"prompt_token_ids": items}
     check_count(settings, len(items), param)
-    refuse_blank(items, param)
     return [{"prompt_token_ids": item} if isinstance(item, list) else item for item in items]
+
+
+def input_count(prompts: Any) -> int:
+    """How many inputs :func:`to_prompts` gave."""
+    return len(prompts) if isinstance(prompts, list) else 1
 
 
 def score_params(

@@ -13,7 +13,6 @@ import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -33,22 +32,11 @@ from poolrag.model_facts import ScoreKind
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.text_validity import lone_surrogate
 
-
-def _encodable(value: str) -> str:
-    """JSON may smuggle in lone surrogates (``"\\ud800"``), which no tokenizer can read."""
-    position = lone_surrogate(value)
-    if position is not None:
-        raise PydanticCustomError(
-            "invalid_text",
-            "text is not valid Unicode (lone surrogate at position {position})",
-            {"position": position},
-        )
-    return value
-
-
-Text = Annotated[StrictStr, AfterValidator(_encodable)]
+#: A text field: whether a model can read it (empty, lone surrogates) is the engine's input stage's
+#: one check (:mod:`poolrag.tokenization.input_processor`), not the schema's.
+Text = StrictStr
 #: Errors whose own message says more than a union's summary, so :func:`_single_error` keeps them.
-_OWN_MESSAGE_ERRORS = ("invalid_text", "unechoable_document")
+_OWN_MESSAGE_ERRORS = ("unechoable_document",)
 
 
 def _single_error(message: str) -> WrapValidator:
@@ -84,8 +72,6 @@ def _homogeneous_lists(message: str, token_ids: bool) -> WrapValidator:
         first = type(value[0])
         if first is str:
             if all(type(t) is str for t in value):
-                for text in value:
-                    _encodable(text)
                 return value
         elif token_ids and first is int:
             if _is_int_list(value):

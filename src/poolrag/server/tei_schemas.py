@@ -38,7 +38,6 @@ from poolrag.server.schemas import (
     Text,
     TextOrTexts,
     TokenizeRequest,
-    _encodable,
 )
 
 #: TEI's spellings of a truncation side; poolrag keeps a long input's first tokens (Right) only.
@@ -142,8 +141,6 @@ _PREDICT_SHAPES = (
 def _sequence(value: Any) -> tuple[str] | tuple[str, str]:
     if type(value) is not list or not 1 <= len(value) <= 2 or any(type(t) is not str for t in value):
         raise PydanticCustomError("invalid_input_shape", _PREDICT_SHAPES)
-    for text in value:
-        _encodable(text)
     return tuple(value)  # type: ignore[return-value]
 
 
@@ -151,7 +148,7 @@ def _predict_inputs(value: Any) -> str | tuple[str] | tuple[str, str] | list[tup
     """TEI's three forms, told apart by the first item as TEI does: a string, one sequence given as
     a list of one or two strings, or a batch of such lists (checked in one pass)."""
     if type(value) is str:
-        return _encodable(value)
+        return value
     if type(value) is not list or not value:
         raise PydanticCustomError("invalid_input_shape", _PREDICT_SHAPES)
     if type(value[0]) is str:

@@ -1,7 +1,9 @@
 """Turn user inputs into :class:`PoolingRequest` objects.
 
 All tokenisation happens here, in one batched call to the fast (Rust) tokenizer per request list,
-so the model layers below only ever see token ids.
+so the model layers below only ever see token ids. So does the check of every text a request
+carries (:func:`checked_texts`, :mod:`poolrag.text_validity`'s rule), once per input: the server
+and the engine's other doors leave it to this stage and name its errors in their own words.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from poolrag.config.model_spec import ColbertSpec
-from poolrag.errors import InputTooLongError, InputTypeError, InvalidInputError, ModelLoadError
+from poolrag.errors import (
+    InputTooLongError,
+    InputTypeError,
+    InvalidInputError,
+    InvalidTextError,
+    ModelLoadError,
+)
+from poolrag.input_shapes import score_pairs
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
 from poolrag.tokenization.text_cut import TextCut
@@ -41,6 +50,14 @@ class ChunkedRequest(PoolingRequest):
     """
 
     chunks: tuple[PoolingRequest, ...] = ()
+
+
+def checked_texts(values: Sequence[object], field: str, one: bool = False) -> list[str]:
+    """Each text if a model can read it, named ``field`` when the caller gave one text (``one``),
+    else ``field[i]``: the one check of a request's texts."""
+    if one:
+        return [check_text(value, field) for value in values]
+    return [check_text(value, field, i) for i, value in enumerate(values)]
 
 
 def _special_frame(full: Sequence[int], bare: Sequence[int]) -> tuple[list[int], list[int]] | None:
@@ -201,11 +218,18 @@ class InputProcessor:
 
     # -- single texts -------------------------------------------------------------------------
     def texts(
-        self, prompts: Sequence[PromptInput], params: ResolvedParams, truncate: int | None, prompt: str | None
+        self,
+        prompts: Sequence[PromptInput],
+        params: ResolvedParams,
+        truncate: int | None,
+        prompt: str | None,
+        field: str = "input",
+        one: bool = False,
     ) -> list[PoolingRequest]:
+        """One request per prompt; errors name ``field`` (``field[i]`` unless the caller gave ``one``)."""
         limit = self._limit(truncate)
         if self.colbert is not None and params.task in ("token_embed", "score"):
-            return self._colbert(prompts, params, limit)
+            return self._colbert(prompts, params, limit, field, one)
         if prompt is not None and (at := lone_surrogate(prompt)) is not None:
             raise InvalidInputError(
                 f"prompt is not valid Unicode (lone surrogate at character {at})", param="prompt"
@@ -217,11 +241,11 @@ class InputProcessor:
         wholes: list[str] = []
         texts: list[str] = []
         for i, item in enumerate(prompts):
-            name = "input" if len(prompts) == 1 else f"input[{i}]"
+            index = None if one else i
             if isinstance(item, dict):
-                requests[i] = self._from_token_ids(item, params, limit, name)
+                requests[i] = self._from_token_ids(item, params, limit, field, index)
             else:
-                wholes.append(prefix + check_text(item, name, param="input"))
+                wholes.append(prefix + check_text(item, field, index))
                 texts.append(self._kept_text(wholes[-1], limit, chunking))
                 text_positions.append(i)
         if texts and limit is not None:
@@ -291,18 +315,19 @@ class InputProcessor:
         return ChunkedRequest(token_ids=tuple(ids), params=params, chunks=tuple(chunks))
 
     def _from_token_ids(
-        self, item: TokensPrompt, params: ResolvedParams, limit: int | None, name: str = "input"
+        self, item: TokensPrompt, params: ResolvedParams, limit: int | None, field: str, index: int | None
     ) -> PoolingRequest:
+        name = field if index is None else f"{field}[{index}]"
         ids = item.get("prompt_token_ids")
         if not isinstance(ids, (list, tuple)) or not all(
             isinstance(t, int) and not isinstance(t, bool) for t in ids
         ):
-            raise InputTypeError(f"{name}: prompt_token_ids must be a list of integers", param="input")
+            raise InputTypeError(f"{name}: prompt_token_ids must be a list of integers", param=field)
         if not ids:
-            raise InvalidInputError(f"{name}: prompt_token_ids is empty", param="input")
+            raise InvalidTextError(field, index, "is empty (no token ids)")
         vocab = len(self.tokenizer)
         if any(t < 0 or t >= vocab for t in ids):
-            raise InvalidInputError(f"{name}: token ids must be in [0, {vocab})", param="input")
+            raise InvalidInputError(f"{name}: token ids must be in [0, {vocab})", param=field)
         cut = limit is not None and len(ids) > limit
         if cut:
             ids = ids[:limit]
@@ -310,13 +335,23 @@ class InputProcessor:
         return PoolingRequest(token_ids=tuple(ids), params=params, truncated=cut)
 
     # -- pairs (cross-encoders) -----------------------------------------------------------------
+    @staticmethod
+    def checked_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> list[tuple[str, str]]:
+        """A score call's (``text_1``, ``text_2``) pairs, 1:1, 1:N or N:N, each text checked once
+        (one query is checked once however many documents it goes with)."""
+        firsts, seconds = score_pairs(text_1, text_2)
+        firsts = checked_texts(firsts, "text_1", isinstance(text_1, str))
+        seconds = checked_texts(seconds, "text_2", isinstance(text_2, str))
+        return list(zip(firsts * len(seconds) if len(firsts) == 1 else firsts, seconds, strict=True))
+
     def pairs(
         self, pairs: Sequence[tuple[str, str]], params: ResolvedParams, truncate: int | None
     ) -> list[PoolingRequest]:
+        """One request per pair read jointly (the pairs checked already, by :meth:`checked_pairs`)."""
         if not pairs:
             return []
-        firsts = [check_text(a, "text_1") for a, _ in pairs]
-        seconds = [check_text(b, "text_2") for _, b in pairs]
+        firsts = [a for a, _ in pairs]
+        seconds = [b for _, b in pairs]
         limit = self._limit(truncate)
         if limit is not None:
             self._check_room(limit, pair=True)
@@ -400,7 +435,7 @@ class InputProcessor:
         return self._colbert_ids["skiplist"] if self._colbert_ids else frozenset()
 
     def _colbert(
-        self, prompts: Sequence[PromptInput], params: ResolvedParams, limit: int | None
+        self, prompts: Sequence[PromptInput], params: ResolvedParams, limit: int | None, field: str, one: bool
     ) -> list[PoolingRequest]:
         """Queries: marker after [CLS], padded with [MASK] to ``query_length`` (expansion tokens
         produce vectors but are not attended to unless configured). Documents: marker, truncated to
@@ -416,11 +451,10 @@ class InputProcessor:
             self._check_room(limit, marker=marker is not None)
             length = min(length, limit)
         budget = length - 1 if marker is not None else length
-        texts = [check_text(p) if not isinstance(p, dict) else None for p in prompts]
-        if any(t is None for t in texts):
+        if any(isinstance(p, dict) for p in prompts):
             raise InputTypeError("ColBERT inputs must be text")
-        wholes = texts
-        texts = [self.text_cut.prefix(t, budget) for t in texts]  # type: ignore[arg-type]
+        wholes = checked_texts(prompts, field, one)
+        texts = [self.text_cut.prefix(t, budget) for t in wholes]
         encoded = call_tokenizer(
             self.tokenizer,
             texts,
@@ -432,7 +466,7 @@ class InputProcessor:
         )
         out = []
         for j, ids in enumerate(encoded["input_ids"]):
-            cut = self._cut(encoded, j, budget, wholes[j : j + 1], texts[j : j + 1])  # type: ignore[arg-type]
+            cut = self._cut(encoded, j, budget, wholes[j : j + 1], texts[j : j + 1])
             ids = list(ids)
             attention = None
             if is_query and spec.do_query_expansion:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.request import PoolingRequest, ResolvedParams
-from poolrag.text_validity import check_text
 from poolrag.tokenization.input_processor import InputProcessor
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
@@ -111,9 +110,10 @@ def plan_late_chunks(
 ) -> LateChunkPlan:
     """Tokenise ``prefix + document`` once and lay its chunk spans out over model windows.
 
-    ``spans`` are checked already (:func:`check_spans`); they index ``document``, not the prefix.
+    ``document`` and ``spans`` are checked already (:func:`check_spans`); the spans index
+    ``document``, not the prefix.
     """
-    text = prefix + check_text(document, "document")
+    text = prefix + document
     encoded = call_tokenizer(
         processor.tokenizer,
         text,

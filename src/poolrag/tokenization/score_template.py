@@ -23,7 +23,6 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from poolrag.errors import InputTooLongError, InvalidInputError
 from poolrag.request import PoolingRequest, ResolvedParams
-from poolrag.tokenization.input_processor import check_text
 from poolrag.tokenization.text_cut import TextCut
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
@@ -119,7 +118,8 @@ def templated_pair_requests(
     truncate: int | None,
     text_cut: TextCut | None = None,
 ) -> list[PoolingRequest]:
-    """Render and tokenise each pair in one batched call.
+    """Render and tokenise each pair (checked already: ``InputProcessor.checked_pairs``) in one
+    batched call.
 
     Too long and truncation allowed: the *document* is shortened, never the template's tail,
     because the tail (the question the model answers) is where the score is read. With
@@ -127,7 +127,6 @@ def templated_pair_requests(
     at most), so megabytes of text are never tokenised whole.
     """
     limit = None if truncate is None else (max_len if truncate == -1 else min(truncate, max_len))
-    pairs = [(check_text(q, "text_1"), check_text(d, "text_2")) for q, d in pairs]
     if limit is not None and text_cut is not None:
         pairs = [(query, text_cut.prefix(document, limit)) for query, document in pairs]
     texts = [template.render(query, document) for query, document in pairs]

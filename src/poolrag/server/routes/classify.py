@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import to_prompts
+from poolrag.server.inputs import input_count, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ClassificationData, ClassificationRequest, ClassificationResponse, Usage
@@ -27,7 +27,7 @@ async def classify(
         truncate=body.truncate,
         use_activation=body.use_activation,
     )
-    outputs = await state.run_engine(PATH, len(prompts), state.calls.classify, prompts, params)
+    outputs = await state.run_engine(PATH, input_count(prompts), state.calls.classify, prompts, params)
     id2label = state.engine.id2label
     data = []
     for i, out in enumerate(outputs):

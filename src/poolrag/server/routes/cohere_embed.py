@@ -17,7 +17,7 @@ from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.postprocess.vector_precision import check_calibration, quantize_vectors
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count, refuse_blank
+from poolrag.server.inputs import check_count, fields_named
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import (
@@ -112,13 +112,15 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
             code="invalid_request",
         )
     check_count(state.settings, len(body.texts), "texts")
-    refuse_blank(body.texts, "texts")
     _check_scalable(body, state.ranges)
     params = _params(body, state.engine.facts)
     calibration = _calibration(body)
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     try:
-        outputs = await state.run_engine(PATH, len(body.texts), state.calls.embed, list(body.texts), params)
+        with fields_named(input="texts"):
+            outputs = await state.run_engine(
+                PATH, len(body.texts), state.calls.embed, list(body.texts), params
+            )
     except InputTooLongError as exc:  # named in Cohere's terms, not truncate_prompt_tokens
         raise APIError(
             400,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import to_prompts
+from poolrag.server.inputs import fields_named, input_count, to_prompts
 from poolrag.server.routes.pooling import sparse_entries
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
@@ -32,8 +32,9 @@ async def embed_sparse(
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
     params = PoolingParams(truncate=tei_truncate(body), prompt_name=body.prompt_name)
     params.verify("sparse_embed", state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(
-        request.url.path, len(prompts), state.calls.encode, prompts, "sparse_embed", params
-    )
+    with fields_named(input="inputs"):
+        outputs = await state.run_engine(
+            request.url.path, input_count(prompts), state.calls.encode, prompts, "sparse_embed", params
+        )
     report_truncated(response, outputs)
     return TeiEmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import to_prompts
+from poolrag.server.inputs import input_count, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbeddingData, EmbeddingRequest, EmbeddingResponse, Usage
@@ -82,7 +82,7 @@ async def create_embeddings(
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     if body.late_chunking is not None:
         return await _late_chunks(body, params, state)
-    outputs = await state.run_engine(PATH, len(prompts), state.calls.embed, prompts, params)
+    outputs = await state.run_engine(PATH, input_count(prompts), state.calls.embed, prompts, params)
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return _answer(body, state, [out.outputs.embedding for out in outputs], tokens)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import to_prompts
+from poolrag.server.inputs import input_count, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import PoolingData, PoolingRequest, PoolingResponse, SparseEntry, Usage
@@ -44,7 +44,7 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         max_active_dims=body.max_active_dims,
     )
     params.verify(task, state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(PATH, len(prompts), state.calls.encode, prompts, task, params)
+    outputs = await state.run_engine(PATH, input_count(prompts), state.calls.encode, prompts, task, params)
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return PoolingResponse(

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, rank_second_stage
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count, refuse_blank, score_params
+from poolrag.server.inputs import check_count, fields_named, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routes.tei_rerank import tei_rerank
 from poolrag.server.schemas import (
@@ -43,13 +43,12 @@ async def _rerank(body: RerankRequest, request: Request, response: Response) -> 
     state = model_state(request, body.model)
     texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
     check_count(state.settings, len(texts), "documents")
-    refuse_blank(body.query, "query")
-    refuse_blank(texts, "documents")
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
-    outputs = await state.run_engine(
-        request.url.path, len(texts), state.calls.score, body.query, texts, params
-    )
+    with fields_named(text_1="query", text_2="documents"):
+        outputs = await state.run_engine(
+            request.url.path, len(texts), state.calls.score, body.query, texts, params
+        )
     weight = DEFAULT_RERANK_WEIGHT if body.rerank_weight is None else body.rerank_weight
     ranked = rank_second_stage(
         [out.outputs.score for out in outputs],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from poolrag.server.inputs import check_count, refuse_blank, score_params
+from poolrag.server.inputs import check_count, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
@@ -20,11 +20,9 @@ async def _score(body: ScoreRequest, request: Request, response: Response) -> Sc
     seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
     check_count(state.settings, len(firsts), "text_1")
     check_count(state.settings, len(seconds), "text_2")
-    refuse_blank(body.text_1, "text_1")
-    refuse_blank(body.text_2, "text_2")
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = request.url.path
-    outputs = await state.run_engine(path, len(seconds), state.calls.score, firsts, seconds, params)
+    outputs = await state.run_engine(path, len(seconds), state.calls.score, body.text_1, body.text_2, params)
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return ScoreResponse(

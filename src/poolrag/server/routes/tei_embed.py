@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import to_prompts
+from poolrag.server.inputs import fields_named, input_count, to_prompts
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
@@ -36,7 +36,10 @@ async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> 
         prompt_name=body.prompt_name,
     )
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(request.url.path, len(prompts), state.calls.embed, prompts, params)
+    with fields_named(input="inputs"):
+        outputs = await state.run_engine(
+            request.url.path, input_count(prompts), state.calls.embed, prompts, params
+        )
     report_truncated(response, outputs)
     return TeiEmbedResponse([out.outputs.embedding.tolist() for out in outputs])
 
@@ -47,8 +50,9 @@ async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Respon
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
     params = PoolingParams(normalize=False, truncate=tei_truncate(body), prompt_name=body.prompt_name)
     params.verify("token_embed", state.engine.facts)
-    outputs = await state.run_engine(
-        request.url.path, len(prompts), state.calls.encode, prompts, "token_embed", params
-    )
+    with fields_named(input="inputs"):
+        outputs = await state.run_engine(
+            request.url.path, input_count(prompts), state.calls.encode, prompts, "token_embed", params
+        )
     report_truncated(response, outputs)
     return TeiEmbedAllResponse([out.outputs.data.tolist() for out in outputs])

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
+from poolrag.errors import InvalidTextError
 from poolrag.model_facts import ScoreKind
 from poolrag.outputs import PoolingRequestOutput
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count, refuse_blank
+from poolrag.server.inputs import check_count
 from poolrag.server.state import ServerState, model_state
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
@@ -98,6 +99,15 @@ async def _scores(
     return scores, answered
 
 
+def _named(error: InvalidTextError, sequences: Sequence[TextSequence], batch: bool) -> InvalidTextError:
+    """The engine's ``input[j]`` or ``text_1[j]``/``text_2[j]`` (its j-th single text or pair) as the
+    text's place in ``inputs``: ``inputs[i][k]`` in a batch, else ``inputs[k]``."""
+    pair = error.field != "input"
+    places = [i for i, seq in enumerate(sequences) if (len(seq) == 2) == pair]
+    i = places[error.index or 0]
+    return error.renamed(f"inputs[{i}]" if batch else "inputs", int(error.field == "text_2"))
+
+
 def _sequences(inputs: str | TextSequence | list[TextSequence]) -> list[TextSequence]:
     if isinstance(inputs, str):
         return [(inputs,)]
@@ -110,11 +120,12 @@ async def predict(body: TeiPredictRequest, request: Request, response: Response)
     batch = isinstance(body.inputs, list)
     sequences = _sequences(body.inputs)
     check_count(state.settings, len(sequences), "inputs")
-    for i, seq in enumerate(sequences):
-        refuse_blank(list(seq), f"inputs[{i}]" if batch else "inputs")
     options = body.parameters or TeiClassificationParameters()
     params = PoolingParams(use_activation=_use_activation(body, options), truncate=tei_truncate(body))
-    scores, outputs = await _scores(state, request.url.path, sequences, params)
+    try:
+        scores, outputs = await _scores(state, request.url.path, sequences, params)
+    except InvalidTextError as error:  # the engine's input or pair, named as this request gave it
+        raise _named(error, sequences, batch) from None
     report_truncated(response, outputs)
     function = options.function_to_apply
     if function is not None:

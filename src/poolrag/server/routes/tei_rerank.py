@@ -13,7 +13,7 @@ import numpy as np
 from fastapi import Request, Response
 
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import check_count, refuse_blank
+from poolrag.server.inputs import check_count, fields_named
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_schemas import TeiRank, TeiRerankRequest, TeiRerankResponse
@@ -23,13 +23,12 @@ from poolrag.server.truncation_report import report_truncated
 async def tei_rerank(body: TeiRerankRequest, request: Request, response: Response) -> TeiRerankResponse:
     state = model_state(request, body.model)
     check_count(state.settings, len(body.texts), "texts")
-    refuse_blank(body.query, "query")
-    refuse_blank(body.texts, "texts")
     params = PoolingParams(use_activation=False if body.raw_scores else None, truncate=tei_truncate(body))
     params.verify("score", state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(
-        request.url.path, len(body.texts), state.calls.score, body.query, list(body.texts), params
-    )
+    with fields_named(text_1="query", text_2="texts"):
+        outputs = await state.run_engine(
+            request.url.path, len(body.texts), state.calls.score, body.query, list(body.texts), params
+        )
     report_truncated(response, outputs)
     scores = np.asarray([out.outputs.score for out in outputs], dtype=np.float64)
     order = reversed(np.argsort(scores, kind="stable").tolist())  # TEI's stable sort, reversed

@@ -8,7 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import check_count, refuse_blank
+from poolrag.server.inputs import check_count, fields_named
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
@@ -27,11 +27,11 @@ async def similarity(
     texts = [body.inputs.source_sentence, *sentences]
     check_count(state.settings, len(sentences), "inputs.sentences")
     check_count(state.settings, len(texts), "inputs.sentences")  # the source counts too, as in TEI
-    refuse_blank(texts, "inputs")
     options = body.parameters or TeiSimilarityParameters()
     params = PoolingParams(normalize=True, truncate=tei_truncate(options), prompt_name=options.prompt_name)
     params.verify("embed", state.engine.facts)
-    outputs = await state.run_engine(request.url.path, len(texts), state.calls.embed, texts, params)
+    with fields_named(input="inputs"):
+        outputs = await state.run_engine(request.url.path, len(texts), state.calls.embed, texts, params)
     report_truncated(response, outputs)
     vectors = np.stack([np.asarray(out.outputs.embedding, dtype=np.float64) for out in outputs])
     return TeiSimilarityResponse((vectors[1:] @ vectors[0]).tolist())

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count, refuse_blank
+from poolrag.server.inputs import check_count
 from poolrag.server.state import model_state
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
 from poolrag.server.tei_schemas import (
@@ -26,6 +26,7 @@ from poolrag.server.tei_schemas import (
     TeiTokenizeResponse,
 )
 from poolrag.server.token_cap import tokenize_within_cap
+from poolrag.tokenization.input_processor import checked_texts
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
@@ -83,7 +84,7 @@ async def tei_tokenize(body: TeiTokenizeRequest, request: Request) -> Response:
     state = model_state(request, body.model)
     texts = [body.inputs] if isinstance(body.inputs, str) else list(body.inputs)
     check_count(state.settings, len(texts), "inputs")
-    refuse_blank(body.inputs, "inputs")
+    texts = checked_texts(texts, "inputs", one=isinstance(body.inputs, str))  # before any is counted
     engine = state.engine
     if body.prompt_name is not None:
         if body.prompt_name not in engine.facts.prompt_names:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from poolrag.server.inputs import refuse_blank
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routes.tei_tokenize import tei_tokenize
 from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
@@ -16,6 +15,8 @@ from poolrag.server.state import model_state
 from poolrag.server.tei_routing import TeiRoute, with_tei_errors
 from poolrag.server.tei_schemas import TeiTokenizeRequest, TeiTokenizeResponse, TokenizeBody
 from poolrag.server.token_cap import tokenize_within_cap
+from poolrag.tokenization.input_processor import checked_texts
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 router = APIRouter(tags=["tokenization"], route_class=TeiRoute)
 PATH = "/tokenize"
@@ -23,14 +24,16 @@ PATH = "/tokenize"
 
 async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
     state = model_state(request, body.model)
-    refuse_blank(body.prompt, "prompt")
     engine = state.engine
+    prompt = checked_texts([body.prompt], "prompt", one=True)  # before a long text is counted
     (tokens,) = await state.run_blocking(
         PATH,
         tokenize_within_cap,
         engine.tokenizer,
-        lambda text: engine.tokenize(text, body.add_special_tokens),
-        [body.prompt],
+        lambda text: list(
+            call_tokenizer(engine.tokenizer, text, add_special_tokens=body.add_special_tokens)["input_ids"]
+        ),
+        prompt,
         state.limits.max_request_tokens,
         "prompt",
         body.add_special_tokens,
