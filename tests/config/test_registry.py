@@ -31,6 +31,7 @@ from poolrag.config.registry import (
     ModelKind,
     Role,
     backbone_names,
+    decoder_model_types,
     default_pooling,
     lookup_architecture,
     remote_classes,
@@ -134,6 +135,18 @@ def test_name_patterns_are_disjoint() -> None:
     names = [n for p in ARCHITECTURES for n in p.names]
     assert not [(a, b) for a in suffixes for b in suffixes if a != b and a.endswith(b)]
     assert not [n for n in names if n.endswith(tuple(suffixes))]
+
+
+def test_decoders_are_told_from_transformers_tables_not_a_hand_list() -> None:
+    """Every decoder family poolrag has parity tests for (and those the docs name) is a causal LM of
+    transformers' own; the encoders, which have a causal-LM class too (``BertLMHeadModel``), and the
+    encoder-decoders, whose decoders are causal, are not."""
+    decoders = decoder_model_types()
+    tested = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gemma3_text", "gpt2"}
+    assert tested | {"phi3", "qwen2_moe", "jamba", "olmo2"} <= decoders
+    encoders = {"bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert", "electra"}
+    encoder_decoders = {"t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian"}
+    assert not (encoders | encoder_decoders) & decoders
 
 
 def test_every_kind_has_a_row_and_every_row_says_what_checked_it() -> None:

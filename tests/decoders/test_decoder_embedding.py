@@ -47,6 +47,19 @@ def test_base_model_embeddings_are_the_normalised_last_hidden_state(base_embedde
     assert not np.allclose(got[0], got[1], atol=1e-3)  # the vectors depend on the text
 
 
+def test_a_decoder_backbone_is_told_from_transformers_tables_and_pools_last(tmp_path):
+    """OLMo-2 is on no poolrag list: transformers implements it as a causal LM and not as a masked
+    LM, so its bare backbone is a decoder and pools LAST, as a Llama backbone does (not CLS)."""
+    olmo, tokenizer = build(tmp_path / "olmo2", "olmo2", transformers.AutoModel)
+    build(tmp_path / "llama", "llama", transformers.AutoModel)
+    engine, listed = Engine(tmp_path / "olmo2"), Engine(tmp_path / "llama")
+    assert type(olmo).__name__ == "Olmo2Model" and engine.spec.is_decoder
+    assert engine.pooler_config.pooling_type == listed.pooler_config.pooling_type == "LAST"
+    seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
+    expected = normalize(ref_last_hidden(olmo, seqs, PAD, "right"))
+    np.testing.assert_allclose(engine.embed_array(TEXTS), expected, rtol=1e-5, atol=1e-5)
+
+
 def _write_sentence_transformers_files(folder: Path, prompts: dict[str, str]) -> None:
     """The files the Qwen3-Embedding hub folder ships: written by sentence-transformers 3-5 beside the
     Qwen3ForCausalLM checkpoint, with those versions' module names (a save by the pinned 6.x keeps

@@ -104,6 +104,8 @@ def tiny_config(
         return transformers.Qwen3Config(head_dim=8, tie_word_embeddings=True, **common)
     if family == "gemma":
         return transformers.GemmaConfig(head_dim=8, **common)
+    if family == "olmo2":  # a decoder poolrag never listed: told from transformers' own tables
+        return transformers.Olmo2Config(tie_word_embeddings=False, **common)
     if family == "gemma2":
         return transformers.Gemma2Config(
             head_dim=8, query_pre_attn_scalar=8, sliding_window=256, final_logit_softcapping=30.0, **common

@@ -17,13 +17,15 @@ from transformers import PretrainedConfig
 
 from poolrag.config.encoder_decoder import runs_encoder_only
 from poolrag.config.families import bidirectional_pooling, is_bidirectional, named_colbert, read_hf_config
-from poolrag.config.pooler_config import PoolerConfig, PoolingType
+from poolrag.config.pooler_config import SENTENCE_POOLING, PoolerConfig, PoolingType
 from poolrag.config.registry import (
-    DECODER_MODEL_TYPES,
+    CAUSAL_LM_AUTO_CLASS,
+    MASKED_LM_AUTO_CLASS,
     ST_POOLING_MODES,
     ST_UNSUPPORTED_POOLING_MODES,
     Role,
     check_model_type,
+    decoder_model_types,
     lookup_architecture,
     remote_classes,
 )
@@ -101,12 +103,21 @@ class ModelSpec:
 
     @property
     def is_decoder(self) -> bool:
+        """A causal backbone (pooled LAST by default): as its config, its name or transformers' own
+        tables say; a remote-code folder by the causal-LM class it registers, or by its reward head
+        (``*ForRewardModel``: InternLM2's, Qwen2.5-Math-RM's, read at the last token)."""
         cfg = self.hf_config
-        return not self.bidirectional and (
-            bool(getattr(cfg, "is_decoder", False))
-            or self.architecture.endswith("ForCausalLM")
-            or (cfg.model_type in DECODER_MODEL_TYPES)
-        )
+        if self.bidirectional:
+            return False
+        if getattr(cfg, "is_decoder", False) or self.architecture.endswith("ForCausalLM"):
+            return True
+        if self.role is Role.REWARD_HEAD:
+            return True
+        if getattr(cfg, "is_encoder_decoder", False):
+            return False  # its decoder is not what pools
+        auto_map = getattr(cfg, "auto_map", None) or {}
+        remote_causal = CAUSAL_LM_AUTO_CLASS in auto_map and MASKED_LM_AUTO_CLASS not in auto_map
+        return cfg.model_type in decoder_model_types() or remote_causal
 
     @property
     def classifier_from_token(self) -> tuple[str | int, ...] | None:
@@ -177,7 +188,7 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
         if not isinstance(mode, str):
             raise ModelLoadError(f"{folder}: concatenated pooling modes {mode!r} are not supported")
         mode = mode.lower()
-        table = {"cls": "CLS", "mean": "MEAN", "lasttoken": "LAST"}
+        table = {name: pooling for pooling, (name, _) in SENTENCE_POOLING.items()}
         if mode not in table:
             raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {mode!r} is not supported")
         return table[mode]  # type: ignore[return-value]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from poolrag.config.pooler_config import PoolingType
+from poolrag.config.pooler_config import SENTENCE_POOLING, PoolingType
 from poolrag.errors import ModelLoadError
 from poolrag.model_facts import ScoreKind
 
@@ -317,28 +317,27 @@ TOKEN_CLASSIFY_HEADS: dict[str, str] = {
     "xlm-roberta": "`classifier`: dense, tanh, `out_proj`",
 }
 
-# model_type values that are decoders even when the config does not say is_decoder (their bare
-# *Model backbones pool LAST by default).
 #: model types poolrag's own packed encoder implements (models/bert.py); the docs name them
 NATIVE_MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+#: the auto classes that make a remote-code folder a decoder (causal LM, not masked LM), as they
+#: do a model type of transformers' own in decoder_model_types
+CAUSAL_LM_AUTO_CLASS, MASKED_LM_AUTO_CLASS = "AutoModelForCausalLM", "AutoModelForMaskedLM"
 
-DECODER_MODEL_TYPES = frozenset(
-    {
-        "llama",
-        "mistral",
-        "qwen2",
-        "qwen3",
-        "gemma",
-        "gemma2",
-        "gemma3",
-        "gemma3_text",
-        "gpt2",
-        "phi3",
-        "qwen2_moe",
-        "jamba",
-        "internlm2",
-    }
-)
+
+@functools.cache
+def decoder_model_types() -> frozenset[str]:
+    """The ``model_type`` values that are decoders even when the config does not say ``is_decoder``
+    (their bare ``*Model`` backbones pool LAST by default), read from transformers' own tables: a
+    causal LM, but not a masked LM (BERT and RoBERTa have a causal-LM class too) nor an
+    encoder-decoder (BART's and Pegasus' decoders)."""
+    from transformers.models.auto import modeling_auto
+
+    not_decoders = (
+        modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES.keys()
+        | modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES.keys()
+    )
+    return frozenset(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.keys() - not_decoders)
+
 
 # NVIDIA's bidirectional Llama (llama-nemoretriever, llama-nemotron rerankers): transformers' Llama
 # layers without the causal mask (models/llama_bidirectional.py), so not decoders for pooling.
@@ -350,11 +349,7 @@ BIDIRECTIONAL_ARCHITECTURES = frozenset(
 BIDIRECTIONAL_POOLING: dict[str, PoolingType] = {"avg": "MEAN", "cls": "CLS", "last": "LAST"}
 
 # sentence-transformers Pooling modes: the ones poolrag reproduces, and the ones it refuses.
-ST_POOLING_MODES: dict[str, PoolingType] = {
-    "pooling_mode_cls_token": "CLS",
-    "pooling_mode_mean_tokens": "MEAN",
-    "pooling_mode_lasttoken": "LAST",
-}
+ST_POOLING_MODES: dict[str, PoolingType] = {flag: pooling for pooling, (_, flag) in SENTENCE_POOLING.items()}
 ST_UNSUPPORTED_POOLING_MODES = (
     "pooling_mode_max_tokens",
     "pooling_mode_mean_sqrt_len_tokens",

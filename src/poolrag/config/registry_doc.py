@@ -11,7 +11,6 @@ import sys
 from poolrag.config.registry import (
     ARCHITECTURES,
     BACKBONE_NAMES_NOTE,
-    DECODER_MODEL_TYPES,
     ENTRIES,
     NATIVE_MODEL_TYPES,
     NOT_YET_IMPLEMENTED,
@@ -111,9 +110,11 @@ def markdown() -> str:
     lines += [
         "",
         "Any architecture becomes an embedder with `convert='embed'`. A backbone counts as a decoder",
-        "(LAST pooling by default) when its config says `is_decoder`, its name ends in `ForCausalLM`, or",
-        "its `model_type` is one of:",
-        ", ".join(f"`{t}`" for t in sorted(DECODER_MODEL_TYPES)) + ".",
+        "(LAST pooling by default) when its config says `is_decoder`, its name ends in `ForCausalLM` or",
+        "`ForRewardModel`, or transformers' own auto tables implement its `model_type` as a causal LM and",
+        "not as a masked LM or an encoder-decoder (`llama`, `mistral`, `qwen3`, `gemma2`, `gpt2`, `olmo2`,",
+        "...: every decoder transformers has, none listed by hand); a remote-code folder, when its",
+        "`auto_map` registers `AutoModelForCausalLM` and not `AutoModelForMaskedLM`.",
         "",
         "The native implementation runs only where it is exact (GELU, absolute positions, safetensors",
         "weights, no remote code, no `device_map` / quantization); otherwise, or with",
