@@ -12,6 +12,13 @@ from poolrag.errors import InvalidInputError
 
 PoolingType = Literal["CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE"]
 POOLING_TYPES: tuple[str, ...] = get_args(PoolingType)
+#: the pooling types that make one vector per text (an embedder's), with sentence-transformers' two
+#: names for each: its ``pooling_mode`` (6.x) and its ``pooling_mode_*`` flag (2.x-5.x)
+SENTENCE_POOLING: dict[PoolingType, tuple[str, str]] = {
+    "CLS": ("cls", "pooling_mode_cls_token"),
+    "MEAN": ("mean", "pooling_mode_mean_tokens"),
+    "LAST": ("lasttoken", "pooling_mode_lasttoken"),
+}
 #: vLLM 0.32's keys beside ``pooling_type``: its sequence and token pooling methods
 _SPLIT_POOLING_KEYS = ("seq_pooling_type", "tok_pooling_type")
 #: vLLM keys that choose a CUDA kernel of its own and change no result

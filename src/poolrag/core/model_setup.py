@@ -19,7 +19,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from poolrag.batching.token_budget import TokenBudgetBatcher
 from poolrag.config.model_kind import ModelKind, detect_model_kind, supported_tasks, task_aliases
 from poolrag.config.model_spec import ModelSpec, SpladeSpec
-from poolrag.config.pooler_config import PoolerConfig
+from poolrag.config.pooler_config import SENTENCE_POOLING, PoolerConfig
 from poolrag.config.positions import usable_positions
 from poolrag.config.registry import default_pooling
 from poolrag.config.st_activations import activation_class
@@ -264,7 +264,7 @@ def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind,
         pooler = replace(pooler, normalize=override.normalize_switch(), use_activation=None)
     if pooler.pooling_type is None:
         pooler = pooler.merged_over(PoolerConfig(pooling_type=default_pooling(kind, spec.is_decoder)))
-    if kind in (ModelKind.EMBEDDING, ModelKind.BGE_M3) and pooler.pooling_type not in ("CLS", "MEAN", "LAST"):
+    if kind in (ModelKind.EMBEDDING, ModelKind.BGE_M3) and pooler.pooling_type not in SENTENCE_POOLING:
         raise ModelLoadError(f"pooling_type {pooler.pooling_type} cannot produce one embedding per text")
     if pooler.normalize is None:
         # sentence-transformers folders normalise only with a Normalize module; bare folders do.
