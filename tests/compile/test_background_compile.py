@@ -19,7 +19,7 @@ import torch
 from poolrag import Engine
 from poolrag.compile.background import DEFAULT_MIN_COSINE, BackgroundCompile
 from poolrag.loading.cpu_fast_mode import probe_requests
-from poolrag.models.int8_linear import int8_available
+from poolrag.models.int8_linear import int8_activation_levels
 from poolrag.testing import engine_internals as internals
 
 TEXTS = [
@@ -157,7 +157,7 @@ def test_a_converted_classifier_stays_eager_and_says_why(tiny_model: Callable[..
     assert len(engine.token_classify(["a b c"])[0].outputs.data) == len(engine.tokenize("a b c"))
 
 
-@pytest.mark.skipif(not int8_available(), reason="this PyTorch build has no oneDNN int8 matmul")
+@pytest.mark.skipif(int8_activation_levels() is None, reason="this PyTorch build has no oneDNN int8 matmul")
 def test_int8_fast_mode_compiles_with_its_quantisation_fused_and_keeps_its_bar(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm_path: Path
 ) -> None:

@@ -28,7 +28,7 @@ from poolrag.core.autotune import MIN_COSINE
 from poolrag.core.tune_verdicts import IMPLS
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import DEFAULT_MIN_COSINE as FAST_MIN_COSINE
-from poolrag.models.int8_linear import int8_available
+from poolrag.models.int8_linear import int8_activation_levels
 from poolrag.models.packed_attention import RunsOrGroups, runs_or_groups
 from poolrag.testing import engine_internals as internals
 
@@ -390,7 +390,7 @@ def test_a_verdict_of_int8_compiled_compiles_the_fast_model_unless_another_mode_
     assert exact.tune_report.state == "cached" and started == [engine]
 
 
-@pytest.mark.skipif(not int8_available(), reason="this PyTorch build has no oneDNN int8 matmul")
+@pytest.mark.skipif(int8_activation_levels() is None, reason="this PyTorch build has no oneDNN int8 matmul")
 def test_full_tuning_times_int8_compiled_and_serves_it_when_it_wins(cache: Path, minilm_path: Path) -> None:
     """Real MiniLM (int8 meets its bar there; on a tiny random model it may not): the compiled int8
     candidate is held to what keeps the fast-mode bar, and whichever wins serves within that bar."""

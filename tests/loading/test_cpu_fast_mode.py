@@ -28,7 +28,7 @@ from poolrag.loading.cpu_fast_mode import (
     pack_linear_weights,
 )
 from poolrag.models.fused_linear import FusedLinear
-from poolrag.models.int8_linear import SmoothQuantLinear, int8_available
+from poolrag.models.int8_linear import SmoothQuantLinear, int8_activation_levels
 from poolrag.testing import engine_internals as internals
 
 TEXTS = [
@@ -159,7 +159,7 @@ def test_a_bar_of_zero_keeps_any_fast_mode(minilm_path: Path) -> None:
     assert report is not None and report.active and 0.0 < report.min_cosine < 1.0
 
 
-@pytest.mark.skipif(not int8_available(), reason="this PyTorch build has no oneDNN int8 matmul")
+@pytest.mark.skipif(int8_activation_levels() is None, reason="this PyTorch build has no oneDNN int8 matmul")
 def test_int8_on_a_native_encoder_is_smoothquant(minilm_path: Path) -> None:
     engine = Engine(minilm_path, cpu_fast_mode="int8", cpu_fast_mode_min_cosine=0.0)
     assert any(isinstance(m, SmoothQuantLinear) for m in _model(engine).modules())

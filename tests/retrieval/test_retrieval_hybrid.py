@@ -17,7 +17,6 @@ from poolrag.cache import CachedEmbedder
 from poolrag.errors import InvalidInputError
 from poolrag.pooling.matryoshka import truncate
 from poolrag.retrieval import Retriever, SparseQueryEncoder
-from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.sparse import BM25Encoder, BM25Stats
 from poolrag.stores import ChunkRecord, CollectionSpec, InMemoryStore, open_store
 from poolrag.stores.errors import UnsupportedStoreFeature
@@ -135,7 +134,7 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
         dense_ranking = [recall[i].id for i in order]
         sparse_hits = store.search_sparse(bm25.encode_queries([query])[0], depth)
         sparse_ranking = [h.id for h in sparse_hits]
-        expected = reciprocal_rank_fusion([dense_ranking, sparse_ranking], 60)[:k]
+        expected = rrf_by_hand([dense_ranking, sparse_ranking])[:k]
         by_rank = retriever.search(query, k, mode="hybrid", fusion="rrf")
         assert [(h.id, pytest.approx(h.score)) for h in by_rank] == expected
         # The default: each leg min-max normalised, mixed with the sparse share moved from 0.4 towards
@@ -162,6 +161,15 @@ def test_hybrid_funnel_rescores_the_dense_leg_before_fusing(tmp_path, matryoshka
         sparse = bm25.encode_queries([query])[0]
         assert [h.id for h in plain] == [h.id for h in store.search_hybrid(small, sparse, k, prefetch=depth)]
     store.close()
+
+
+def rrf_by_hand(rankings: list[list[str]]) -> list[tuple[str, float]]:
+    """``Σ 1 / (60 + rank)`` over the rankings an id is in, best first; ties in first-appearance order."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + 1 / (60 + rank)
+    return sorted(fused.items(), key=lambda pair: -pair[1])
 
 
 def standout(scores) -> float:

@@ -17,7 +17,7 @@ import pytest
 from ray import serve
 
 from poolrag.engine_args import EngineArgs
-from poolrag.scaleout.ray_serve import APP_NAME, ReplicaPlan, serve_on_ray
+from poolrag.scaleout.ray_serve import APP_NAME, ReplicaPlan, serve_models_on_ray
 from poolrag.server.settings import ServerSettings
 
 TEXTS = [f"request {n}: {' '.join(['honeybees dance'] * (1 + n % 5))}" for n in range(24)]
@@ -34,7 +34,9 @@ def served(ray_cluster, minilm_path: Path) -> Iterator[str]:
     port = free_port()
     settings = ServerSettings(served_model_names=("minilm",))
     plan = ReplicaPlan(replicas=2, cpus_per_replica=1.0)
-    serve_on_ray(EngineArgs(str(minilm_path)), settings, plan, host="127.0.0.1", port=port, blocking=False)
+    serve_models_on_ray(
+        [(EngineArgs(str(minilm_path)), settings)], plan, host="127.0.0.1", port=port, blocking=False
+    )
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

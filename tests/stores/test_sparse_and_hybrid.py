@@ -20,7 +20,6 @@ import pytest
 from topic_corpus import CORPUS, TOPICS
 
 from poolrag.errors import InvalidInputError
-from poolrag.retrieval.fusion import reciprocal_rank_fusion
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
 from poolrag.sparse.bm25 import BM25_RECORD_KEY
 from poolrag.stores import ChunkRecord, CollectionMismatchError, CollectionSpec, StoreHit
@@ -90,13 +89,15 @@ def hand_bm25(query_terms: set[int], doc: SparseVector, alive: list[dict[int, in
     return score
 
 
-def check_sparse_scores(store, encoder: BM25Encoder, corpus, alive: list[int]) -> None:
+def check_sparse_scores(store, encoder: BM25Encoder, corpus, alive: list[int], termless: int = 0) -> None:
+    """Every query's sparse hits are BM25 over the ``alive`` chunks of the corpus plus ``termless``
+    stored chunks without terms (they count as documents, and match nothing)."""
     _, counts, sparse = corpus
     for text, query in zip(QUERIES, encoder.encode_queries(QUERIES), strict=True):
         terms = set(query.indices.tolist())
         hits = store.search_sparse(query, len(CORPUS))
         expected = {
-            chunk_id(i): hand_bm25(terms, sparse[i], [counts[j] for j in alive])
+            chunk_id(i): hand_bm25(terms, sparse[i], [counts[j] for j in alive] + [{}] * termless)
             for i in alive
             if terms & counts[i].keys()
         }
@@ -143,28 +144,39 @@ def test_milvus_keeps_exact_statistics_and_recounts_stale_ones(make_store, encod
     store.upsert(records(corpus))
     store.upsert(records(corpus, [1, 2]))
     store.delete([chunk_id(2)])
-    alive = [c for i, c in enumerate(corpus[1]) if i != 2]
+    alive_ids = [i for i in range(len(CORPUS)) if i != 2]
+    alive = [corpus[1][i] for i in alive_ids]
     by_hand = BM25Stats.from_term_counts(alive)
-    assert store.bm25_stats() == BM25Stats(by_hand.document_count, 0, by_hand.document_frequency)
+    # Milvus has no IDF of its own: the store's statistics are what weight each query term.
+    check_sparse_scores(store, encoder, corpus, alive_ids)
     store.close()
     reopened = make_store("milvus")
-    assert reopened.bm25_stats() == BM25Stats(by_hand.document_count, 0, by_hand.document_frequency)
+    check_sparse_scores(reopened, encoder, corpus, alive_ids)
     # A write that died half-way leaves the statistics marked stale: the next reader counts again.
     reopened._client.alter_collection_properties("docs", {"poolrag_bm25": "stale"})
-    assert reopened.bm25_stats() == BM25Stats(by_hand.document_count, 0, by_hand.document_frequency)
-    props = reopened._client.describe_collection("docs")["properties"]
-    assert BM25Stats.from_json(props["poolrag_bm25"]) == reopened.bm25_stats()  # BM25Stats' own JSON
+    check_sparse_scores(reopened, encoder, corpus, alive_ids)
+    recounted = BM25Stats.from_json(
+        reopened._client.describe_collection("docs")["properties"]["poolrag_bm25"]
+    )
+    assert (recounted.document_count, recounted.document_frequency) == (
+        by_hand.document_count,
+        by_hand.document_frequency,
+    )
     # A chunk without terms is stored (Milvus refuses all-zero rows), counted, and never matched.
     empty = ChunkRecord(chunk_id(99), corpus[0][0], {"text": "...", "source": "e.md"}, SparseVector.empty())
     reopened.upsert([empty])
-    assert reopened.bm25_stats().document_count == len(CORPUS)
+    check_sparse_scores(reopened, encoder, corpus, alive_ids, termless=1)
     assert reopened.fetch_sparse([chunk_id(99)]) == {chunk_id(99): SparseVector.empty()}
     assert chunk_id(99) not in {h.id for h in reopened.search_sparse(encoder.encode_queries(["the"])[0], 20)}
 
 
 def by_hand_rrf(dense: list[StoreHit], sparse: list[StoreHit], weights=(1.0, 1.0)) -> dict[str, float]:
-    fused = reciprocal_rank_fusion([[h.id for h in dense], [h.id for h in sparse]], k=60, weights=weights)
-    return dict(fused)
+    """``Σ weight / (60 + rank)`` over the legs an id is in, in first-appearance order (dense first)."""
+    fused: dict[str, float] = {}
+    for hits, weight in zip((dense, sparse), weights, strict=True):
+        for rank, hit in enumerate(hits, start=1):
+            fused[hit.id] = fused.get(hit.id, 0.0) + weight / (60 + rank)
+    return fused
 
 
 def by_hand_scores(dense: list[StoreHit], sparse: list[StoreHit], rule: str, w: float = 0.5):
@@ -281,15 +293,24 @@ def test_every_store_fuses_to_the_same_ranking(make_store, encoder, corpus, mini
                     assert hit.id not in scores or hit.score == pytest.approx(scores[hit.id], abs=1e-5)
 
 
-def test_store_fusion_equals_the_retrieval_fusion() -> None:
+def test_rank_fusion_is_the_hand_computed_sum_with_ties_in_first_appearance_order() -> None:
     dense = [StoreHit(f"d{i}", 1.0 - i / 10, {}) for i in range(5)]
     sparse = [StoreHit(i, 3.0, {}) for i in ("d3", "x", "d0", "y")]
-    for weights in (None, (0.4, 1.6)):
+    assert by_hand_rrf(dense, sparse)["d0"] == pytest.approx(1 / 61 + 1 / 63)  # dense rank 1, sparse rank 3
+    for weights, rule in ((None, "rrf"), ((0.4, 1.6), ("weighted", 0.8))):
+        by_hand = by_hand_rrf(dense, sparse, weights or (1.0, 1.0))
+        expected = sorted(by_hand.items(), key=lambda pair: -pair[1])
         fused = fuse_rankings(dense, sparse, 10, weights)
-        expected = reciprocal_rank_fusion([[h.id for h in dense], [h.id for h in sparse]], 60, weights)
         assert [(h.id, pytest.approx(h.score)) for h in fused] == expected
-        via_rule = fuse_legs(dense, sparse, 10, "rrf" if weights is None else ("weighted", 0.8))
+        via_rule = fuse_legs(dense, sparse, 10, rule)
         assert [(h.id, pytest.approx(h.score)) for h in via_rule] == expected
+    # "b" and "q" both sit at rank 2 of one leg, "a" and "p" at rank 1: the dense leg's come first.
+    dense_leg, sparse_leg = (
+        [StoreHit("a", 0.9, {}), StoreHit("b", 0.8, {})],
+        [StoreHit("p", 7.0, {}), StoreHit("q", 5.0, {})],
+    )
+    tied = fuse_legs(dense_leg, sparse_leg, 4, "rrf")
+    assert [h.id for h in tied] == ["a", "p", "b", "q"]
 
 
 def test_score_fusion_picks_the_confident_leg() -> None:
@@ -448,9 +469,6 @@ def test_learned_sparse_weights_are_searched_by_plain_inner_product(kind, make_s
     expected = {chunk_id(i): query.dot(w) for i, w in enumerate(weights) if set(w.indices) & {3, 7, 11, 39}}
     assert {h.id: pytest.approx(h.score, rel=1e-5) for h in hits} == expected
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    if kind == "milvus":
-        with pytest.raises(UnsupportedStoreFeature, match="learned sparse weights"):
-            store.bm25_stats()  # learned collections keep no BM25 statistics
 
 
 @pytest.mark.parametrize("kind", ["memory", "qdrant", "qdrant-edge"])

@@ -206,9 +206,3 @@ def int8_activation_levels() -> int | None:
         except (RuntimeError, AttributeError):
             return None
     return None
-
-
-@cache
-def int8_available() -> bool:
-    """Whether this PyTorch build runs oneDNN's int8 matmul exactly (at some activation width)."""
-    return int8_activation_levels() is not None

@@ -1,7 +1,7 @@
-"""Fusing ranked lists: reciprocal-rank fusion and per-query normalised score mixing.
+"""Fusing a second stage with the first: rank fusion and per-query normalised score mixing.
 
-Two places need it. Hybrid search merges a dense and a sparse ranking of the same collection, and
-the second stage merges a cross-encoder's scores with the first stage's. A cross-encoder used
+The second stage merges a cross-encoder's scores with the first stage's (hybrid search fuses its
+dense and sparse legs by the rules of :mod:`poolrag.stores.hybrid`). A cross-encoder used
 alone can rank *worse* than the retrieval it reranks when the corpus is outside its training
 domain (on a held-out FAQ set an ms-marco reranker lowered MRR@10 from 0.666 to 0.657), while
 fusing the two stages raised it (RRF 0.675, z-scored half-and-half mix 0.685). So fusion is the
@@ -15,17 +15,14 @@ case of a LangChain compressor, which receives documents without their retrieval
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
 from enum import StrEnum
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
-
-K = TypeVar("K", bound=Hashable)
 
 DEFAULT_RRF_K = 60
 """The constant of Cormack et al. (2009); it damps the head of each list so that one list's
@@ -114,36 +111,6 @@ def ranks_from_scores(scores: npt.ArrayLike) -> np.ndarray:
 def _check_rrf_k(k: float) -> None:
     if not np.isfinite(k) or k < 0:
         raise InvalidInputError(f"the RRF constant k must be a finite number >= 0, got {k}")
-
-
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[K]],
-    k: float = DEFAULT_RRF_K,
-    weights: Sequence[float] | None = None,
-) -> list[tuple[K, float]]:
-    """Fuse any number of ranked id lists into one: ``score(id) = Σ weight_i / (k + rank_i(id))``.
-
-    Only ranks matter, so lists with incomparable scores (dense cosine, sparse BM25, a reranker's
-    logits) fuse without any calibration; an id missing from a list gets nothing from it. Ties are
-    broken by first appearance (list by list, top to bottom), so the result is deterministic.
-
-    Returns ``(id, fused score)`` pairs, best first.
-    """
-    _check_rrf_k(k)
-    if weights is None:
-        weights = [1.0] * len(rankings)
-    if len(weights) != len(rankings):
-        raise InvalidInputError(f"{len(weights)} weights for {len(rankings)} ranked lists")
-    if any(not np.isfinite(w) or w < 0 for w in weights):
-        raise InvalidInputError(f"RRF weights must be finite and >= 0, got {list(weights)}")
-    fused: dict[K, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        if len(set(ranking)) != len(ranking):
-            raise InvalidInputError("a ranked list holds the same id twice; rank each id once")
-        for rank, item in enumerate(ranking, start=1):
-            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
-    # sorted() is stable and the dict keeps first-appearance order, which breaks the ties.
-    return sorted(fused.items(), key=lambda pair: -pair[1])
 
 
 def _check_weight(weight: float) -> None:

@@ -132,16 +132,3 @@ def serve_models_on_ray(
     serve.start(http_options={"host": host, "port": port}, logging_config=logging_config)
     app = build_application(models, plan, ray.cluster_resources())
     serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking, logging_config=logging_config)
-
-
-def serve_on_ray(
-    engine_args: EngineArgs,
-    settings: ServerSettings,
-    plan: ReplicaPlan,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    blocking: bool = True,
-) -> None:
-    """:func:`serve_models_on_ray` for one model."""
-    serve_models_on_ray([(engine_args, settings)], plan, host=host, port=port, blocking=blocking)

@@ -32,7 +32,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -60,9 +60,6 @@ from poolrag.stores.registry import StoreLocation, module_installed
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
 from poolrag.stores.template import HybridQuery, StoreTemplate
-
-if TYPE_CHECKING:
-    from poolrag.sparse.bm25 import BM25Stats
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -573,19 +570,6 @@ class MilvusStore(StoreTemplate):
         return _hits(res[0])
 
     # -- BM25 statistics ----------------------------------------------------------------------------
-    def bm25_stats(self) -> BM25Stats:
-        """The collection's document count and document frequencies, for callers that weight queries
-        themselves (``BM25Encoder.encode_queries(texts, stats)``). Lengths are not kept: a stored
-        vector holds BM25's saturated term frequencies, not its document's length."""
-        from poolrag.sparse.bm25 import BM25Stats
-
-        if self._sparse_spec().sparse != "bm25":
-            raise UnsupportedStoreFeature(
-                f"collection {self.collection!r} holds learned sparse weights; it keeps no BM25 statistics"
-            )
-        count, frequency = self._counts()
-        return BM25Stats(count, 0, frequency)
-
     def _counts(self) -> tuple[int, dict[int, int]]:
         info = self._call(lambda: self._client.describe_collection(self.collection), "describe_collection")
         raw = (info.get("properties") or {}).get(_STATS_KEY)
