@@ -80,6 +80,8 @@ def test_modes_and_weights_are_validated() -> None:
         fuse_second_stage([1.0, 2.0], [1.0])
     with pytest.raises(InvalidInputError, match="NaN"):
         fuse_second_stage([1.0, float("nan")])
+    with pytest.raises(InvalidInputError, match="k must"):
+        fuse_second_stage([1.0], mode="rrf", rrf_k=-1)
     assert SecondStage("replace") is SecondStage.REPLACE
 
 
