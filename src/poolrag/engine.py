@@ -70,9 +70,11 @@ T = TypeVar("T")
 Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 # A task method written once for both front doors: it yields its requests, receives their results.
 Steps = Generator[list[PoolingRequest], list[np.ndarray], T]
-#: Inputs larger than this are tokenised off the event loop by the async methods (a caller that
-#: tokenises bigger ones itself, such as the server, reads it here).
+#: The async methods tokenise a call on the event loop only while it is small: at most this many
+#: inputs and this many characters of text (the one rule of what leaves the loop; the server's
+#: routes call the async methods and rely on it).
 ASYNC_INLINE_ITEMS = 32
+ASYNC_INLINE_CHARS = 100_000
 
 
 def _load_engine(cls: type[Engine], args: EngineArgs, identity: str) -> Engine:
@@ -126,9 +128,19 @@ def _tokenizer_shaping(folder: str | None) -> dict[str, str]:
     return {"tokenizer": digest.hexdigest()[:16]}
 
 
-def _size(prompts: object) -> int:
-    """How many items a call carries (1 for a single string or token prompt)."""
-    return 1 if isinstance(prompts, (str, dict)) or not isinstance(prompts, Sequence) else len(prompts)
+def _inline(inputs: tuple[object, ...]) -> bool:
+    """Whether a call's inputs (texts, prompt lists, spans) are small enough to tokenise on the
+    event loop: no list of more than :data:`ASYNC_INLINE_ITEMS` items, at most
+    :data:`ASYNC_INLINE_CHARS` characters of text."""
+    chars = 0
+    for value in inputs:
+        if isinstance(value, str):
+            chars += len(value)
+        elif isinstance(value, Sequence):
+            if len(value) > ASYNC_INLINE_ITEMS:
+                return False
+            chars += sum(len(item) for item in value if isinstance(item, str))
+    return chars <= ASYNC_INLINE_CHARS
 
 
 class Engine:
@@ -538,8 +550,9 @@ class Engine:
             return done.value
         raise RuntimeError("a task plan asked for more than one round of results")
 
-    async def _adrive(self, steps: Steps[T], size: int) -> T:
-        """Run a task's steps without blocking the event loop; big inputs are tokenised in a thread."""
+    async def _adrive(self, steps: Steps[T], *inputs: object) -> T:
+        """Run a task's steps without blocking the event loop: ``inputs`` (the call's texts or
+        prompts) are tokenised in a thread unless small (:func:`_inline`)."""
 
         def first() -> tuple[bool, Any]:
             try:
@@ -549,7 +562,7 @@ class Engine:
 
         # a tokenizer busy on another thread (a big request, an ingest's chunker) would make the
         # event loop wait for its lock: then this one goes to a thread as well
-        off_loop = size > ASYNC_INLINE_ITEMS or tokenizer_lock(self.tokenizer).locked()
+        off_loop = not _inline(inputs) or tokenizer_lock(self.tokenizer).locked()
         finished, value = await asyncio.to_thread(first) if off_loop else first()
         if finished:
             return value
@@ -571,7 +584,7 @@ class Engine:
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """:meth:`encode` for asyncio: batched with every other caller of this engine."""
         return await self._adrive(
-            self._output_steps(prompts, pooling_task, pooling_params, PoolingOutput), _size(prompts)
+            self._output_steps(prompts, pooling_task, pooling_params, PoolingOutput), prompts
         )
 
     def _output_steps(
@@ -600,7 +613,7 @@ class Engine:
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
         """:meth:`embed` for asyncio: batched with every other caller of this engine."""
         return await self._adrive(
-            self._output_steps(prompts, "embed", pooling_params, EmbeddingOutput), _size(prompts)
+            self._output_steps(prompts, "embed", pooling_params, EmbeddingOutput), prompts
         )
 
     def embed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
@@ -609,7 +622,7 @@ class Engine:
 
     async def aembed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """:meth:`embed_array` for asyncio: batched with every other caller of this engine."""
-        return await self._adrive(self._embed_array_steps(prompts, pooling_params), _size(prompts))
+        return await self._adrive(self._embed_array_steps(prompts, pooling_params), prompts)
 
     def _embed_array_steps(self, prompts: Prompts, pooling_params: PoolingParams | None) -> Steps[np.ndarray]:
         requests = self._requests(prompts, "embed", pooling_params)
@@ -639,7 +652,7 @@ class Engine:
         pooling_params: PoolingParams | None = None,
     ) -> np.ndarray:
         """:meth:`embed_chunks` for asyncio: batched with every other caller of this engine."""
-        return await self._adrive(self._late_chunk_steps(document, spans, pooling_params), len(spans))
+        return await self._adrive(self._late_chunk_steps(document, spans, pooling_params), document, spans)
 
     def _late_chunk_steps(
         self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None
@@ -670,7 +683,7 @@ class Engine:
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[SparseVector]:
         """:meth:`sparse_embed` for asyncio: batched with every other caller of this engine."""
-        return await self._adrive(self._sparse_steps(prompts, pooling_params), _size(prompts))
+        return await self._adrive(self._sparse_steps(prompts, pooling_params), prompts)
 
     def _sparse_steps(
         self, prompts: Prompts, pooling_params: PoolingParams | None
@@ -694,7 +707,7 @@ class Engine:
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[MultiVector]:
         """:meth:`encode_multi` for asyncio: batched with every other caller of this engine."""
-        return await self._adrive(self._multi_steps(prompts, pooling_params), _size(prompts))
+        return await self._adrive(self._multi_steps(prompts, pooling_params), prompts)
 
     def _multi_steps(
         self, prompts: Prompts, pooling_params: PoolingParams | None
@@ -717,7 +730,7 @@ class Engine:
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
         """:meth:`classify` for asyncio: batched with every other caller of this engine."""
         return await self._adrive(
-            self._output_steps(prompts, "classify", pooling_params, ClassificationOutput), _size(prompts)
+            self._output_steps(prompts, "classify", pooling_params, ClassificationOutput), prompts
         )
 
     def reward(
@@ -785,7 +798,7 @@ class Engine:
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
         """:meth:`score` for asyncio: batched with every other caller of this engine."""
         steps = self._score_steps(text_1, text_2, pooling_params, score_template)
-        return await self._adrive(steps, _size(text_2))
+        return await self._adrive(steps, text_1, text_2)
 
     def _score_steps(
         self,

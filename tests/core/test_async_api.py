@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,3 +95,30 @@ def test_the_event_loop_keeps_running_while_the_engine_works(minilm_engine: Engi
         return ticks
 
     assert run(main()) > 10
+
+
+def test_the_async_methods_tokenise_on_the_loop_only_a_call_of_few_short_inputs(
+    minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one rule of what leaves the event loop (the server's routes rely on it): many inputs, or
+    few inputs carrying much text, are tokenised on a thread."""
+    from poolrag.tokenization import input_processor
+
+    threads: list[bool] = []
+    tokenise = input_processor.call_tokenizer
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return tokenise(*args, **kwargs)
+
+    monkeypatch.setattr(input_processor, "call_tokenizer", recorded)
+    long_text = "retrieval augmented generation " * 4000  # 124,000 characters
+    for call, on_loop in (
+        (minilm_engine.aembed(["a short one", "third"]), True),
+        (minilm_engine.aembed(PASSAGES), False),  # 39 inputs
+        (minilm_engine.aembed([long_text]), False),
+        (minilm_engine.ascore(long_text, ["a document"]), False),
+    ):
+        threads.clear()
+        run(call)
+        assert threads and all(t is on_loop for t in threads), (threads, on_loop)

@@ -136,9 +136,11 @@ def served_models(request: Request) -> ServedModels:
 
 
 def model_state(request: Request, model: str | None) -> ServerState:
-    """The served model a request names in its ``model`` field: the one lookup every route makes."""
-    served = served_models(request).lookup(model)
-    request.scope[SCOPE_MODEL_KEY] = served
+    """The served model a request names in its ``model`` field, looked up once per request: the
+    route class finds it before the endpoint runs (to hold its budget), the endpoint reads it here."""
+    served = request.scope.get(SCOPE_MODEL_KEY)
+    if served is None:
+        served = request.scope[SCOPE_MODEL_KEY] = served_models(request).lookup(model)
     return served
 
 
