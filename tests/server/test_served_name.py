@@ -62,7 +62,7 @@ def test_answers_name_the_folder_by_its_last_component(folder_server: tuple[str,
         assert unquote(embedded.headers[MODEL_IDENTITY_HEADER]).startswith("my-minilm@")
         unknown = http.post(f"{url}/v1/embeddings", json={"input": "hello", "model": "other"})
         assert unknown.status_code == 404 and "use 'my-minilm'" in unknown.json()["error"]["message"]
-        too_long = http.post(f"{url}/v1/embeddings", json={"input": "word " * 1000})
+        too_long = http.post(f"{url}/v1/embeddings", json={"input": "word " * 1000, "truncate": False})
         assert too_long.status_code == 400
         wrong_task = http.post(f"{url}/classify", json={"input": "hello"})
         assert wrong_task.status_code == 400
