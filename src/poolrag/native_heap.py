@@ -15,6 +15,11 @@ CLI) now keeps glibc's own threshold, so buffers are reused from layer to layer,
 free pages back once per forward batch (:func:`trim_after_each_batch`): a library caller's speed,
 with memory still flat.
 
+A server's threads (the event loop's workers parse, tokenise and encode answers) each take an arena
+of their own, up to eight per core, and a trim cannot give back a page that still holds one live
+block: after a burst the residue grew with the number of arenas (1.44x the post-load idle, 1.29x
+after a trim; 1.09x with four arenas, benchmarks/RESULTS.md). :func:`bound_arenas` caps them.
+
 Elsewhere than glibc (musl, macOS) these do nothing and say so by returning ``False``.
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import sys
 from typing import Any
 
@@ -55,6 +61,20 @@ def trim_heap() -> bool:
         return False
     _LIBC.malloc_trim(0)
     return True
+
+
+#: glibc's ``mallopt`` parameter for the most arenas (``M_ARENA_MAX``).
+_M_ARENA_MAX = -8
+#: Arenas a process that owns its heap keeps: enough for the engine and the tokenising threads.
+ARENA_MAX = 4
+
+
+def bound_arenas(arenas: int = ARENA_MAX) -> bool:
+    """Cap glibc's arenas at ``arenas`` (before the threads that would take more start); the user's
+    ``MALLOC_ARENA_MAX`` wins. ``False`` where the C library cannot or the user set it."""
+    if _LIBC is None or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    return bool(_LIBC.mallopt(_M_ARENA_MAX, arenas))
 
 
 _trim_each_batch = False  # set once by the CLI for the process it owns

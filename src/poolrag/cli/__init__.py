@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from poolrag.native_heap import trim_after_each_batch
+from poolrag.native_heap import bound_arenas, trim_after_each_batch
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
 
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 # batch). The CLI owns its process, so it bounds both before torch starts (a user's own setting
 # wins) and trims glibc's heap after each forward batch (:mod:`poolrag.native_heap`); a library
 # caller decides for itself. Measured in benchmarks/RESULTS.md ("Ingest memory: the RSS curve").
+# It also caps glibc's arenas, whose count sets what a burst leaves behind (``bound_arenas``).
 NATIVE_CACHE_CAPACITY = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64", "LRU_CACHE_CAPACITY": "64"}
 
 
@@ -45,6 +46,7 @@ def bound_native_memory() -> None:
     """Bound torch's per-shape CPU caches and glibc's heap growth for this process (before torch loads)."""
     for name, capacity in NATIVE_CACHE_CAPACITY.items():
         os.environ.setdefault(name, capacity)
+    bound_arenas()
     trim_after_each_batch()
 
 

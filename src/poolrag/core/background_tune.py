@@ -38,6 +38,7 @@ from poolrag.core.autotune import RunStep, TuneReport, progress
 from poolrag.core.engine_core import EngineCore
 from poolrag.core.model_setup import Pipeline
 from poolrag.errors import EngineClosedError
+from poolrag.native_heap import batch_finished
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ class BackgroundTune:
             self._report = replace(self._report, state="skipped", reason=f"measuring failed: {exc!r}"[:500])
         finally:
             self._measure = self._serving = None  # the engine is not kept alive by a finished job
+            batch_finished()  # the losing candidate's load is free now: a CLI process trims its heap
             self._done.set()
             _RUNNING.discard(self)
 
