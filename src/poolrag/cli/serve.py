@@ -128,6 +128,14 @@ def register(subparsers: Any) -> None:
     )
     add_flag(
         net,
+        "--idle-trim",
+        type=positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="after this long without a request, give back the memory the last ones left",
+    )
+    add_flag(
+        net,
         "--calibration",
         metavar="FILE",
         help="quantization ranges (from 'poolrag calibrate') that scale int8/uint8 vectors on /v2/embed "
@@ -268,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
             max_inflight_tokens=args.max_inflight_tokens,
             header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout,
+            idle_trim_s=args.idle_trim,
             calibration=str(Path(args.calibration).expanduser().resolve()) if args.calibration else None,
         )
         if args.served_model_name and not models:

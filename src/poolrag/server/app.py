@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from poolrag.server.body_limit import BodySizeLimitMiddleware
 from poolrag.server.cors import add_cors
 from poolrag.server.engine_calls import EngineCalls
 from poolrag.server.errors import install_error_handlers
-from poolrag.server.heap_trim import HeapTrimMiddleware
+from poolrag.server.heap_trim import HeapTrimMiddleware, IdleTrim
 from poolrag.server.host_check import HostCheckMiddleware
 from poolrag.server.metrics import MetricsMiddleware, ServerMetrics
 from poolrag.server.model_identity import ModelIdentityMiddleware
@@ -83,9 +84,10 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     Middleware order, outermost first: metrics (sees every answer), ``Host`` check, CORS when
     origins are listed (a preflight is answered there, before the key: :mod:`poolrag.server.cors`),
     API key (before any body is read), body size/time limit and byte budget, the heap trimmed
-    after a large body (:mod:`poolrag.server.heap_trim`), the routed model's identity on each
-    answer past those (:mod:`poolrag.server.model_identity`), then FastAPI's routing; the POST
-    routes parse and validate off the event loop (:mod:`poolrag.server.routing`).
+    after a large body and once the server idles (:mod:`poolrag.server.heap_trim`), the routed
+    model's identity on each answer past those (:mod:`poolrag.server.model_identity`), then
+    FastAPI's routing; the POST routes parse and validate off the event loop
+    (:mod:`poolrag.server.routing`).
     """
     if not served:
         raise ValueError("create_models_app needs at least one engine")
@@ -112,6 +114,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
             ServerState(engine, model_settings, limits, calls, admission, server_metrics, started, ranges)
         )
     admission = models[0].admission  # its byte budget is the process's
+    idle_trim = IdleTrim(settings.idle_trim_s, lambda: [model.engine.tokenizer for model in models])
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -122,9 +125,11 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
                 ", ".join(model.settings.served_model_names),
                 ", ".join(model.engine.facts.supported_tasks),
             )
+        trimmer = asyncio.create_task(idle_trim.run())
         try:
             yield
         finally:
+            trimmer.cancel()
             for model in models:
                 model.calls.close()
 
@@ -150,7 +155,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     app.add_middleware(
         ModelIdentityMiddleware, facts=[model.served_facts for model in models], scope_key=SCOPE_MODEL_KEY
     )
-    app.add_middleware(HeapTrimMiddleware)  # inside the body limit: only admitted bodies count
+    app.add_middleware(HeapTrimMiddleware, idle=idle_trim)  # inside the body limit: admitted bodies count
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_body_bytes=settings.max_body_bytes,

@@ -57,6 +57,8 @@ class ServerSettings:
         header_timeout_s: a connection must send a request's headers within this time.
         body_timeout_s: a request's body must arrive within this time (408 otherwise).
         keep_alive_s: an idle keep-alive connection is closed after this time.
+        idle_trim_s: once no request has run for this long, the server gives back the memory the
+            last ones left (see :mod:`poolrag.server.heap_trim`).
         calibration: a ranges file (``poolrag calibrate``) that scales int8 / uint8 vectors when a
             request brings no calibration set; ``None``: the model folder's own
             ``quantization_ranges.json`` when it ships one.
@@ -81,6 +83,7 @@ class ServerSettings:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     keep_alive_s: float = 5.0
+    idle_trim_s: float = 10.0
     calibration: str | None = None
 
     def __post_init__(self) -> None:
@@ -93,7 +96,7 @@ class ServerSettings:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
-        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s", "idle_trim_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.api_key is not None and not self.api_key:
