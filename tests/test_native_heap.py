@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import subprocess
 import sys
@@ -107,3 +108,43 @@ def test_the_engine_core_ends_every_batch_with_the_heap_policy(
     engine.embed_array([" ".join(["word"] * 100) + f" {i}" for i in range(40)])  # ~4,000 tokens
     batches = internals.core(engine).stats.batches
     assert batches > 1 and len(ended) == batches
+
+
+_ARENAS_SCRIPT = textwrap.dedent(
+    """
+    import ctypes, threading
+    from poolrag.native_heap import bound_arenas
+    print(bound_arenas(2))
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    barrier = threading.Barrier(8)
+    def allocate():
+        barrier.wait()  # all eight allocate at once, so each would take an arena of its own
+        libc.malloc(4096)
+    threads = [threading.Thread(target=allocate) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    libc.malloc_stats()  # one "Arena N:" line per arena, on stderr
+    """
+)
+
+
+@glibc_only
+@pytest.mark.parametrize(("user_setting", "most_arenas"), [(None, 2), ("8", 8)])
+def test_bound_arenas_caps_the_heap_arenas_unless_the_user_set_malloc_arena_max(
+    user_setting: str | None, most_arenas: int
+) -> None:
+    """Threads that allocate at once take an arena each, up to eight per core; capped, they share."""
+    env = {key: value for key, value in os.environ.items() if key != "MALLOC_ARENA_MAX"}
+    if user_setting is not None:
+        env["MALLOC_ARENA_MAX"] = user_setting
+    done = subprocess.run([sys.executable, "-c", _ARENAS_SCRIPT], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(user_setting is None)
+    arenas = done.stderr.count("Arena ")
+    assert 1 <= arenas <= most_arenas, done.stderr
+    if user_setting is not None:
+        assert arenas > 2, "the user's setting, not the cap, decides"
