@@ -8,7 +8,10 @@ after the other, bodies near the server's 16 MiB limit, all with ``truncate_prom
 * ``rerank``: a ``/rerank`` of 2,048 documents of 1,600 words (16.4 MB);
 * ``ids``: one list of ``--ids`` token ids;
 * ``tokenize``: a ``/tokenize`` of the same 15.7 MB text (``prompt``; the route keeps every token,
-  so it has no ``truncate_prompt_tokens``), one request, then ``--concurrent`` at once.
+  so it has no ``truncate_prompt_tokens``), one request, then ``--concurrent`` at once;
+* ``idle``: a burst of ``--burst`` varied requests, four at a time (``/v1/embeddings`` batches of 1
+  to 64 texts of 3 to 150,000 words, ``/tokenize`` prompts, ``/rerank``; every tenth body near
+  the 16 MiB limit), then the RSS 60 s after it and ``--idle-later-s`` after it (issue 47 item 5).
 
 Meanwhile it samples the server's resident memory (VmRSS, every 20 ms) and probes ``GET /health``
 every 100 ms. Prints, per phase: the peak RSS, the RSS before and after, the slowest ``/health``
@@ -17,13 +20,14 @@ the post-load idle RSS (after start-up and one small request). ``--rss-cap-gb`` 
 if it grows past the cap, so a run on an unbounded server cannot take the machine down.
 
     python benchmarks/server_memory.py [--concurrent 3] [--ids 8000000] [--idle-s 60] [--rss-cap-gb 8]
-                                       [--phases text rerank ids tokenize]
+                                       [--phases text rerank ids tokenize idle] [--burst 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -35,7 +39,8 @@ from pathlib import Path
 import httpx
 from common import machine, minilm_path, poolrag_server
 
-PHASES = ("text", "rerank", "ids", "tokenize")
+PHASES = ("text", "rerank", "ids", "tokenize", "idle")
+_WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "alpha", "beta", "gamma")
 
 
 def _rss_kib(pid: int) -> int:
@@ -122,12 +127,52 @@ def _phase(
     }
 
 
+def _varied_request(index: int) -> tuple[str, bytes]:
+    """One request of the idle phase's burst: its route and body (seeded by ``index``)."""
+    rng = random.Random(index)
+    words = rng.choice([3, 30, 300, 3_000, 30_000, 150_000])
+    if index % 10 == 9:
+        words = 3_000_000  # near the 16 MiB limit
+    text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, words)))
+    kind = index % 4
+    if kind == 1 and words < 3_000_000:
+        return "/tokenize", json.dumps({"prompt": text}).encode()
+    if kind == 2:
+        documents = [text[: rng.randint(10, 4_000)] for _ in range(rng.randint(1, 64))]
+        body = {"query": "a fox", "documents": documents, "truncate_prompt_tokens": -1}
+        return "/rerank", json.dumps(body).encode()
+    inputs = [text[: rng.randint(10, 4_000)] for _ in range(rng.randint(0, 63))] + [text]
+    return "/v1/embeddings", json.dumps({"input": inputs, "truncate_prompt_tokens": -1}).encode()
+
+
+def _idle_after_burst(
+    process: subprocess.Popen[bytes], url: str, burst: int, later_s: float, loaded_kib: int
+) -> None:
+    """Sends the burst, then prints the RSS right after it, 60 s after it and ``later_s`` after it."""
+    requests = [_varied_request(index) for index in range(burst)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        statuses = Counter(pool.map(lambda request: _hostile(url, *request), requests))
+    elapsed = time.perf_counter() - started
+    ended = time.monotonic()
+    right_after = _rss_kib(process.pid)
+    points = [("right after", right_after)]
+    for wait in (60.0, later_s):
+        time.sleep(max(0.0, ended + wait - time.monotonic()))
+        points.append((f"{wait:g} s after", _rss_kib(process.pid)))
+    print(f"burst of {burst} varied requests in {elapsed:.0f} s, statuses {dict(statuses)}")
+    for label, kib in points:
+        print(f"idle RSS {label} the burst: {kib / 1024:.0f} MB, {kib / loaded_kib:.2f}x the post-load idle")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ids", type=int, default=8_000_000, help="token ids per request (2 bytes each)")
     parser.add_argument("--concurrent", type=int, default=3)
     parser.add_argument("--idle-s", type=float, default=60.0, help="wait before the idle RSS")
     parser.add_argument("--rss-cap-gb", type=float, default=8.0)
+    parser.add_argument("--burst", type=int, default=200, help="requests in the idle phase's burst")
+    parser.add_argument("--idle-later-s", type=float, default=180.0, help="the idle phase's later point")
     parser.add_argument(
         "--phases", nargs="+", choices=PHASES, default=list(PHASES), help="which phases to run, in order"
     )
@@ -152,6 +197,8 @@ def main() -> int:
     with poolrag_server(str(minilm_path()), quiet=False, start_s=180) as (process, url):
         print(machine())
         httpx.post(f"{url}/v1/embeddings", json={"input": "warm up"}, timeout=60)
+        while 'state="measuring"' in httpx.get(f"{url}/metrics", timeout=60).text:
+            time.sleep(1.0)  # a first load times its paths in the background: idle is after that
         time.sleep(2.0)
         loaded_kib = _rss_kib(process.pid)
         print(f"post-load idle server RSS: {loaded_kib / 1024:.0f} MB")
@@ -170,7 +217,9 @@ def main() -> int:
                 f"{result['rss_after_mb']:.0f} MB after); slowest /health {result['health_max_s']:.3f} s, "
                 f"{result['health_failures']} failed; statuses {result['statuses']}; {result['wall_s']:.1f} s"
             )
-        if process.poll() is None:
+        if "idle" in args.phases and process.poll() is None:
+            _idle_after_burst(process, url, args.burst, args.idle_later_s, loaded_kib)
+        elif process.poll() is None:
             time.sleep(args.idle_s)
             idle_kib = _rss_kib(process.pid)
             print(
