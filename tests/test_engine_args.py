@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from poolrag import Engine, EngineArgs, InputTypeError, InvalidInputError, PoolerConfig
+from poolrag import Engine, EngineArgs, InputTooLongError, InputTypeError, InvalidInputError, PoolerConfig
 from poolrag.engine_args import (
     CONVERTS,
     CPU_FAST_MODES,
@@ -144,6 +144,20 @@ def test_the_engine_built_from_args_is_the_one_its_keywords_build(tiny_model: Ca
     texts = ["one short text", "a second, somewhat longer text about pandas " * 4]
     np.testing.assert_allclose(from_args.embed_array(texts), from_keywords.embed_array(texts), atol=1e-6)
     assert not np.allclose(from_args.embed_array(texts), default.embed_array(texts), atol=1e-3)
+
+
+def test_an_engine_keeps_the_one_value_it_was_built_from(tiny_model: Callable[..., Path]) -> None:
+    """``from_engine_args`` takes the value as it is (no trip through keywords); the keywords make
+    the equal value, and the engine answers from it (here: ``max_model_len`` and ``truncate``)."""
+    folder = tiny_model("bert")
+    args = EngineArgs(str(folder), max_model_len=64, truncate=False)
+    from_args = Engine.from_engine_args(args)
+    from_keywords = Engine(folder, max_model_len=64, truncate=False)
+    assert from_args.engine_args is args and from_keywords.engine_args == args
+    for engine in (from_args, from_keywords):
+        assert engine.max_model_len == 64
+        with pytest.raises(InputTooLongError):
+            engine.embed_array(["word " * 80])
 
 
 def test_values_callers_pass_for_the_same_meaning_are_taken_as_it() -> None:

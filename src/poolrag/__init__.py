@@ -30,8 +30,8 @@ against this list and fails on any arrow up and on any module not placed here::
     runner: one forward pass over a batch of packed rows
     compile: the runner's forward compiled by inductor in the background, cached on disk
     pooling, scoring, sparse, postprocess: turning hidden states into vectors, scores and entities
-    core: wiring model, runner and poolers into one pipeline
     engine_args: every option an Engine takes, as one checked value (flags, Ray recipes, adapters)
+    core: wiring model, runner and poolers into one pipeline
     engine: the in-process Engine (the PoolingBackend most callers use)
     llm: vLLM's LLM front door over the Engine
     poolrag: this facade (lazy public names, the version)

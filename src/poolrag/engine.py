@@ -9,33 +9,28 @@ below it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
 
-from poolrag.batching.token_budget import default_batch_tokens
 from poolrag.config.model_kind import ModelKind
-from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
-from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
-from poolrag.core.autotune import TuneReport, TuneRequest, load_tuned, resolve_tune_mode
+from poolrag.core.autotune import TuneReport
+from poolrag.core.engine_build import build_engine
 from poolrag.core.engine_core import CoreStats
-from poolrag.core.model_setup import Pipeline, build_pipeline
-from poolrag.engine_args import EngineArgs
+from poolrag.core.model_setup import Pipeline
+from poolrag.engine_args import ENGINE_OPTIONS, EngineArgs
 from poolrag.errors import InvalidInputError, ModelLoadError, UnsupportedTaskError
 from poolrag.input_shapes import prompt_list, score_pairs
-from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
-from poolrag.loading.dtype import resolve_device, resolve_dtype
+from poolrag.loading.cpu_fast_mode import FastModeReport, probe_requests
 from poolrag.loading.native_loader import ModelImpl
-from poolrag.loading.placement import Placement
-from poolrag.model_facts import ModelFacts, ScoreKind, model_identity, output_fingerprint
+from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -113,19 +108,6 @@ class MultiVector:
     dense: np.ndarray
     sparse: SparseVector
     colbert: np.ndarray
-
-
-def _tokenizer_shaping(folder: str | None) -> dict[str, str]:
-    """A tokenizer other than the folder's own decides the token ids, so the vectors: its files'
-    digest goes into the outputs' fingerprint (caches and collections key on it); the folder's
-    own adds nothing, so existing keys stay where they are."""
-    if folder is None:
-        return {}
-    digest = hashlib.sha256()
-    for path in sorted(Path(folder).glob("*")):
-        if path.is_file() and path.suffix in (".json", ".txt", ".model", ".tiktoken"):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return {"tokenizer": digest.hexdigest()[:16]}
 
 
 def _inline(inputs: tuple[object, ...]) -> bool:
@@ -241,119 +223,24 @@ class Engine:
         tune: str | None = None,
         truncate: bool = True,
     ) -> None:
-        # every option checked by the one rule every door uses (a bad value: one line naming it);
-        # a pickled engine is loaded again from this value (__reduce__)
-        self.engine_args = EngineArgs(
-            model,
-            task=task,
-            dtype=dtype,
-            device=device,
-            max_model_len=max_model_len,
-            pooler_config=pooler_config,
-            hf_overrides=hf_overrides,
-            trust_remote_code=trust_remote_code,
-            max_batch_tokens=max_batch_tokens,
-            max_batch_size=max_batch_size,
-            revision=revision,
-            tokenizer=tokenizer,
-            tokenizer_revision=tokenizer_revision,
-            download_dir=download_dir,
-            hf_token=hf_token,
-            convert=convert,
-            score_template=score_template,
-            device_map=device_map,
-            quantization=quantization,
-            cpu_fast_mode=cpu_fast_mode,
-            cpu_fast_mode_min_cosine=cpu_fast_mode_min_cosine,
-            model_impl=model_impl,
-            compile=compile,
-            tune=tune,
-            truncate=truncate,
-        )
-        self.model_name = self.engine_args.model
-        self._score_template = load_score_template(score_template) if score_template is not None else None
-        self.device = resolve_device(device)  # before a hub id is fetched: a device it cannot use is one line
-        hub = {"download_dir": self.engine_args.download_dir, "hf_token": hf_token}
-        path = resolve_model_path(model, revision, **hub)
-        # a tokenizer of its own, or the model's at another revision (vLLM's tokenizer_revision)
-        tokenizer_path = (
-            None
-            if tokenizer is None and tokenizer_revision is None
-            else str(resolve_tokenizer_folder(tokenizer or model, tokenizer_revision, **hub))
-        )
-        self.spec: ModelSpec = load_model_spec(path, hf_overrides, trust_remote_code, convert)
-        self.dtype = resolve_dtype(dtype, self.device)
-        pooler = PoolerConfig.from_value(self.engine_args.pooler_config)
-        placement = Placement(device_map, quantization)
-        batch_tokens = max_batch_tokens or default_batch_tokens(self.device)
+        # every option checked once, by the rule every door uses; the engine reads only this value
+        given = {name: value for name, value in locals().items() if name in ENGINE_OPTIONS}
+        self._build(EngineArgs(model, **given))
 
-        def build(impl: ModelImpl) -> Pipeline:
-            return build_pipeline(
-                self.spec,
-                pooler,
-                dtype=self.dtype,
-                device=self.device,
-                max_model_len=max_model_len,
-                max_batch_tokens=batch_tokens,
-                max_batch_size=max_batch_size,
-                trust_remote_code=trust_remote_code,
-                tokenizer_path=tokenizer_path,
-                placement=placement,
-                model_impl=impl,
-            )
-
-        settings = {
-            "dtype": str(self.dtype),
-            "max_model_len": max_model_len,
-            "max_batch_tokens": batch_tokens,
-            "max_batch_size": max_batch_size,
-            "pooler_config": repr(pooler),
-            "tokenizer": tokenizer,
-            "tokenizer_revision": tokenizer_revision,
-            "model_impl": model_impl,
-        }
-        request = TuneRequest(
-            resolve_tune_mode(tune),
-            self.model_name,
-            model_impl,
-            compile,
-            cpu_fast_mode,
-            cpu_fast_mode_min_cosine,
-            settings,
-        )
-        tuned = load_tuned(build, self.spec, self.device, request, batch_tokens, placement.places_itself)
-        self._pipeline: Pipeline = tuned.pipeline
-        self._tune_report, self._tune = tuned.report, tuned.background
-        self._facts = ModelFacts(
-            model_name=self.model_name,
-            model_identity=model_identity(self.model_name, self._pipeline.fingerprint),
-            supported_tasks=self._pipeline.supported_tasks,
-            max_model_len=self._pipeline.max_model_len,
-            embedding_dim=self._pipeline.embedding_dim,
-            is_matryoshka=self.spec.is_matryoshka,
-            matryoshka_dimensions=self.spec.matryoshka_dimensions,
-            score_kind=self._pipeline.kind.score_kind,
-            output_fingerprint=output_fingerprint(
-                asdict(self._pipeline.pooler_config) | _tokenizer_shaping(tokenizer_path)
-            ),
-            normalizes_embeddings=bool(self._pipeline.pooler_config.normalize),
-            default_dimensions=self._pipeline.pooler_config.dimensions,
-            prompt_names=tuple(self.spec.prompts),
-        )
+    def _build(self, args: EngineArgs) -> None:
+        """Resolve the model, build its pipeline, keep its facts (:mod:`poolrag.core.engine_build`);
+        then start what runs beside serving (a background compile, a first load's timing)."""
+        self.engine_args = args  # a pickled engine is loaded again from this value (__reduce__)
+        built = build_engine(args)
+        self.model_name, self.spec, self._score_template = args.model, built.spec, built.score_template
+        self.device, self.dtype = built.device, built.dtype
+        self._pipeline: Pipeline = built.pipeline
+        self._facts, self.task = built.facts, built.task
         self._pooler_defaults = self._pipeline.pooler_defaults
-        if task is not None and task not in self.supported_tasks:
-            raise UnsupportedTaskError(task, self.supported_tasks)
-        self.task: str = task or self.supported_tasks[0]
-        self.fast_mode_report: FastModeReport | None = tuned.fast_report
-        if tuned.fast_mode is not None and tuned.fast_report is None:
-            self.fast_mode_report = enable_cpu_fast_mode(
-                self._pipeline.executor.runner,
-                tuned.fast_mode,
-                probe_requests(self._pipeline.processor),
-                cpu_fast_mode_min_cosine,
-            )
-        self._compile: BackgroundCompile | None = tuned.compile_job
-        if compile == "background" or tuned.compile:
+        self._tune_report, self._tune = built.tuned.report, built.tuned.background
+        self.fast_mode_report: FastModeReport | None = built.fast_mode_report
+        self._compile: BackgroundCompile | None = built.tuned.compile_job
+        if args.compile == "background" or built.tuned.compile:
             self._start_compile()
         if self._tune is not None:  # a first load: the default path serves while the others are timed
             self._tune.start()
@@ -388,7 +275,9 @@ class Engine:
     @classmethod
     def from_engine_args(cls, args: EngineArgs) -> Engine:
         """The engine an :class:`~poolrag.EngineArgs` describes (checked when it was made)."""
-        return cls(args.model, **args.engine_kwargs())
+        engine = cls.__new__(cls)
+        engine._build(args)
+        return engine
 
     def _start_compile(self) -> None:
         from poolrag.compile.background import BackgroundCompile, compile_bar

@@ -20,7 +20,7 @@ import pytest
 
 import poolrag.core.autotune
 import poolrag.core.background_tune
-import poolrag.engine
+import poolrag.core.engine_build
 import poolrag.models.packed_attention
 from poolrag import Engine
 from poolrag.cli import main
@@ -58,13 +58,13 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every model load the engine makes, by ``model_impl``: tuning shows up as extra loads."""
     made: list[str] = []
-    real = poolrag.engine.build_pipeline
+    real = poolrag.core.engine_build.build_pipeline
 
     def counting(*args: object, **kwargs: object):
         made.append(str(kwargs["model_impl"]))
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(poolrag.engine, "build_pipeline", counting)
+    monkeypatch.setattr(poolrag.core.engine_build, "build_pipeline", counting)
     return made
 
 

@@ -21,7 +21,7 @@ import pytest
 
 import poolrag.core.autotune
 import poolrag.core.background_tune
-import poolrag.engine
+import poolrag.core.engine_build
 from poolrag import Engine
 from poolrag.core.autotune import MIN_COSINE, PROGRESS_LOGGER
 from poolrag.testing import engine_internals as internals
@@ -65,7 +65,7 @@ class _HeldLoads:
 @pytest.fixture
 def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[_HeldLoads]:
     loads = _HeldLoads()
-    real = poolrag.engine.build_pipeline
+    real = poolrag.core.engine_build.build_pipeline
 
     def build(*args: object, **kwargs: object):
         impl = str(kwargs["model_impl"])
@@ -75,7 +75,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[_HeldLoads]:
             assert loads.release.wait(WAIT_S)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(poolrag.engine, "build_pipeline", build)
+    monkeypatch.setattr(poolrag.core.engine_build, "build_pipeline", build)
     yield loads
     loads.release.set()  # a failed test leaves no thread waiting
 

@@ -1,0 +1,159 @@
+"""What one :class:`~poolrag.EngineArgs` builds: the model folder resolved, the pipeline loaded as
+the tune verdict chose, and the facts callers may know.
+
+The engine is built from one checked value, and only this module reads it, in the order the
+errors should come: a bad score template or device is one line before a hub download, an
+unsupported task is refused before a fast mode is measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import cast
+
+import torch
+
+from poolrag.batching.token_budget import default_batch_tokens
+from poolrag.config.model_spec import ModelSpec, load_model_spec
+from poolrag.config.pooler_config import PoolerConfig
+from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
+from poolrag.core.autotune import TunedLoad, TuneRequest, load_tuned, resolve_tune_mode
+from poolrag.core.model_setup import Pipeline, build_pipeline
+from poolrag.engine_args import EngineArgs
+from poolrag.errors import UnsupportedTaskError
+from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
+from poolrag.loading.dtype import resolve_device, resolve_dtype
+from poolrag.loading.native_loader import ModelImpl
+from poolrag.loading.placement import Placement
+from poolrag.model_facts import ModelFacts, model_identity, output_fingerprint
+from poolrag.tokenization.score_template import ScoreTemplate, load_score_template
+
+
+@dataclass(frozen=True, eq=False)
+class BuiltEngine:
+    """Everything an engine serves with, built from its :class:`~poolrag.EngineArgs`.
+
+    Attributes:
+        task: the primary task (the args' own, checked, else the model's first).
+        tuned: the pipeline to serve with and what is still to start (compile, background tune).
+        fast_mode_report: the CPU fast mode's measured accuracy (None: exact, none asked).
+    """
+
+    spec: ModelSpec
+    device: torch.device
+    dtype: torch.dtype
+    score_template: ScoreTemplate | None
+    tuned: TunedLoad
+    facts: ModelFacts
+    task: str
+    fast_mode_report: FastModeReport | None
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.tuned.pipeline
+
+
+def build_engine(args: EngineArgs) -> BuiltEngine:
+    """Resolve ``args``' model, build its pipeline (tuned), and say what it is."""
+    template = load_score_template(args.score_template) if args.score_template is not None else None
+    device = resolve_device(args.device)  # before a hub id is fetched: a device it cannot use is one line
+    hub = {"download_dir": args.download_dir, "hf_token": args.hf_token}
+    path = resolve_model_path(args.model, args.revision, **hub)
+    # a tokenizer of its own, or the model's at another revision (vLLM's tokenizer_revision)
+    tokenizer_path = (
+        None
+        if args.tokenizer is None and args.tokenizer_revision is None
+        else str(resolve_tokenizer_folder(args.tokenizer or args.model, args.tokenizer_revision, **hub))
+    )
+    spec = load_model_spec(path, args.hf_overrides, args.trust_remote_code, args.convert)
+    dtype = resolve_dtype(args.dtype, device)
+    tuned = _tuned_pipeline(args, spec, device, dtype, tokenizer_path)
+    facts = _facts(args.model, spec, tuned.pipeline, tokenizer_path)
+    if args.task is not None and args.task not in facts.supported_tasks:
+        raise UnsupportedTaskError(args.task, facts.supported_tasks)
+    fast_report = tuned.fast_report
+    if tuned.fast_mode is not None and fast_report is None:
+        probe = probe_requests(tuned.pipeline.processor)
+        runner = tuned.pipeline.executor.runner
+        fast_report = enable_cpu_fast_mode(runner, tuned.fast_mode, probe, args.cpu_fast_mode_min_cosine)
+    task = args.task or facts.supported_tasks[0]
+    return BuiltEngine(spec, device, dtype, template, tuned, facts, task, fast_report)
+
+
+def _tuned_pipeline(
+    args: EngineArgs, spec: ModelSpec, device: torch.device, dtype: torch.dtype, tokenizer_path: str | None
+) -> TunedLoad:
+    """The pipeline built with the implementation the tune verdict chose (timed now on a first load)."""
+    pooler = PoolerConfig.from_value(args.pooler_config)
+    placement = Placement(args.device_map, args.quantization)
+    batch_tokens = args.max_batch_tokens or default_batch_tokens(device)
+
+    def build(impl: ModelImpl) -> Pipeline:
+        return build_pipeline(
+            spec,
+            pooler,
+            dtype=dtype,
+            device=device,
+            max_model_len=args.max_model_len,
+            max_batch_tokens=batch_tokens,
+            max_batch_size=args.max_batch_size,
+            trust_remote_code=args.trust_remote_code,
+            tokenizer_path=tokenizer_path,
+            placement=placement,
+            model_impl=impl,
+        )
+
+    model_impl = cast(ModelImpl, args.model_impl)
+    settings = {  # what changes the candidates' shapes: part of the verdict's key
+        "dtype": str(dtype),
+        "max_model_len": args.max_model_len,
+        "max_batch_tokens": batch_tokens,
+        "max_batch_size": args.max_batch_size,
+        "pooler_config": repr(pooler),
+        "tokenizer": args.tokenizer,
+        "tokenizer_revision": args.tokenizer_revision,
+        "model_impl": model_impl,
+    }
+    request = TuneRequest(
+        resolve_tune_mode(args.tune),
+        args.model,
+        model_impl,
+        args.compile,
+        args.cpu_fast_mode,
+        args.cpu_fast_mode_min_cosine,
+        settings,
+    )
+    return load_tuned(build, spec, device, request, batch_tokens, placement.places_itself)
+
+
+def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path: str | None) -> ModelFacts:
+    pooler = pipeline.pooler_config
+    return ModelFacts(
+        model_name=model_name,
+        model_identity=model_identity(model_name, pipeline.fingerprint),
+        supported_tasks=pipeline.supported_tasks,
+        max_model_len=pipeline.max_model_len,
+        embedding_dim=pipeline.embedding_dim,
+        is_matryoshka=spec.is_matryoshka,
+        matryoshka_dimensions=spec.matryoshka_dimensions,
+        score_kind=pipeline.kind.score_kind,
+        output_fingerprint=output_fingerprint(asdict(pooler) | _tokenizer_shaping(tokenizer_path)),
+        normalizes_embeddings=bool(pooler.normalize),
+        default_dimensions=pooler.dimensions,
+        prompt_names=tuple(spec.prompts),
+    )
+
+
+def _tokenizer_shaping(folder: str | None) -> dict[str, str]:
+    """A tokenizer other than the folder's own decides the token ids, so the vectors: its files'
+    digest goes into the outputs' fingerprint (caches and collections key on it); the folder's
+    own adds nothing, so existing keys stay where they are."""
+    if folder is None:
+        return {}
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).glob("*")):
+        if path.is_file() and path.suffix in (".json", ".txt", ".model", ".tiktoken"):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return {"tokenizer": digest.hexdigest()[:16]}
