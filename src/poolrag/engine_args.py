@@ -146,6 +146,11 @@ class EngineArgs:
             raise InputTypeError(f"unknown options {unknown}; an engine takes {sorted(ENGINE_OPTIONS)}")
         return cls(os.fspath(model), **given)
 
+    def engine_kwargs(self) -> dict[str, Any]:
+        """Every option but the model, as ``Engine``'s keyword arguments (for callers that build
+        an engine their own way; ``Engine.from_engine_args`` takes the value itself)."""
+        return {name: getattr(self, name) for name in ENGINE_OPTIONS}
+
     def sibling(self, model: str | os.PathLike[str]) -> EngineArgs:
         """Another model run the way this one runs (:data:`RUNTIME_FIELDS`): a command's reranker or
         sparse model takes its device, dtype and trust flags, not its task, pooling or overrides."""
