@@ -83,9 +83,10 @@ def _checksum(key: bytes, dim: int, data: bytes) -> bytes:
 def _intact_vector(key: bytes, dim: object, data: object, checksum: object) -> np.ndarray | None:
     """The float32 vector a row holds, or ``None`` for any row that is not one this cache wrote
     (SQLite keeps whatever type a column was given: an integer or text where bytes belong, a
-    size that is not a positive integer, a checksum that does not match); such a row is dropped
-    and recomputed, never allowed to stop a run."""
-    if type(dim) is not int or dim < 1 or not isinstance(data, bytes) or not isinstance(checksum, bytes):
+    size that is not a whole number, a checksum that does not match); such a row is dropped
+    and recomputed, never allowed to stop a run. Size 0 is a row too: a text with no terms has
+    empty term counts."""
+    if type(dim) is not int or dim < 0 or not isinstance(data, bytes) or not isinstance(checksum, bytes):
         return None
     if len(data) != 4 * dim or _checksum(key, dim, data) != checksum:
         return None
