@@ -56,7 +56,8 @@ def _params(
         raise InvalidInputError("LoRA adapters are not supported: poolrag serves the checkpoint as loaded")
     if truncate_prompt_tokens is None:
         return pooling_params
-    return (pooling_params or PoolingParams()).with_updates(truncate_prompt_tokens=truncate_prompt_tokens)
+    params = pooling_params or PoolingParams()  # the call's keyword asks for a cut: it wins
+    return params.with_updates(truncate_prompt_tokens=truncate_prompt_tokens, truncate=None)
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:

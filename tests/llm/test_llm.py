@@ -44,6 +44,9 @@ def test_embed_score_and_encode_match_the_engine(llm: LLM, minilm_engine: Engine
 def test_vllm_call_keywords(llm: LLM) -> None:
     out = llm.embed(SENTENCES[3], truncate_prompt_tokens=5, use_tqdm=False)
     assert len(out[0].prompt_token_ids) == 5
+    refusing = PoolingParams(truncate=False)  # the call's keyword asks for the cut: it wins
+    out = llm.embed(SENTENCES[3], pooling_params=refusing, truncate_prompt_tokens=5, use_tqdm=False)
+    assert len(out[0].prompt_token_ids) == 5
     with pytest.raises(InvalidInputError, match="LoRA"):
         llm.embed("hi", lora_request=object())
     with pytest.raises(InvalidInputError, match="pooling_task"):

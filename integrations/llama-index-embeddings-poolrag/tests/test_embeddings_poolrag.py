@@ -150,6 +150,9 @@ def test_huggingface_embedding_arguments_run_unchanged(minilm_path: Path, minilm
     long_text = "The ocean covers most of the planet and holds most of its water. " * 4
     cut = minilm_engine.embed_array([long_text], DOC.with_updates(truncate_prompt_tokens=8))[0]
     np.testing.assert_allclose(as_array(model.get_text_embedding(long_text)), cut, atol=1e-6)
+    # max_length cuts even where truncate_prompt_tokens=None would refuse
+    refusing = PoolragEmbedding(engine=minilm_engine, truncate_prompt_tokens=None, max_length=8)
+    np.testing.assert_allclose(as_array(refusing.get_text_embedding(long_text)), cut, atol=1e-6)
     with pytest.raises(ValueError, match="not a Matryoshka model"):
         PoolragEmbedding(engine=minilm_engine, truncate_dim=128)
     # its unset values (device=None, trust_remote_code=False) are no engine options: engine= takes them

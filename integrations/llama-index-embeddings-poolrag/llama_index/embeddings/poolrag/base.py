@@ -102,7 +102,8 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         if self.normalize:
             params = params.with_updates(normalize=True)
         if self.max_length is not None:
-            params = params.with_updates(truncate_prompt_tokens=self.max_length)
+            # max_length cuts there, whatever truncate_prompt_tokens said (None: refuse)
+            params = params.with_updates(truncate_prompt_tokens=self.max_length, truncate=None)
         if input_type == "query":
             # the hub id however the model was given (name, EngineArgs, or a loaded engine)
             name = self.model_name or (self.engine_args.model if self.engine_args else None)
