@@ -54,6 +54,10 @@ def test_the_engine_truncates_by_default_as_sentence_transformers_does(
     # what the default does is what asking for it does
     for asked in (PoolingParams(truncate=True), PoolingParams(truncate_prompt_tokens=-1)):
         np.testing.assert_array_equal(minilm_engine.embed_array(texts, asked), vectors)
+    # a cosine score of one long query against four documents cuts (and counts) the query once
+    before = minilm_engine.core_stats.truncated_inputs
+    minilm_engine.score(texts[0], [SHORT] * 4)
+    assert minilm_engine.core_stats.truncated_inputs - before == 1
 
 
 def test_a_call_refuses_with_todays_error(minilm_engine: Engine, texts: list[str]) -> None:

@@ -195,7 +195,9 @@ class EngineCore:
                     "or start workers with the 'spawn' method"
                 )
             self._start_threads()
-            self.stats.truncated_inputs += sum(request.truncated for request in requests)
+            # a 1:N score repeats one query's request N times: an input cut once counts once
+            distinct = {id(request): request for request in requests}.values()
+            self.stats.truncated_inputs += sum(request.truncated for request in distinct)
             self._inbox.append((job, requests))
             self._cv.notify()
         return future
