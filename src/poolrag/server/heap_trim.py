@@ -72,7 +72,13 @@ class IdleTrim:
         trim_heap()
 
     async def run(self) -> None:
-        """Wait for requests, then for ``idle_s`` seconds without one, then release; for ever."""
+        """Wait for requests, then for ``idle_s`` seconds without one, then release; for ever.
+
+        Each run waits on an event of its own loop (an app whose lifespan starts again, on another
+        loop, runs again), and a release that fails is logged, never the end of the trimming."""
+        work, self._work = self._work, asyncio.Event()
+        if work.is_set():
+            self._work.set()
         while True:
             await self._work.wait()
             while True:
@@ -81,7 +87,11 @@ class IdleTrim:
                     break
                 await asyncio.sleep(max(wait, 0.0) if self.running == 0 else self.idle_s)
             self._work.clear()
-            await asyncio.to_thread(self.release)
+            try:
+                await asyncio.to_thread(self.release)
+            except Exception:  # a trim is housekeeping: the server goes on without it
+                logger.warning("idle memory trim failed", exc_info=True)
+                continue
             self.trims += 1
             logger.debug("idle for %.0f s: memory given back", self.idle_s)
 
