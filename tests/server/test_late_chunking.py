@@ -35,6 +35,7 @@ def test_late_chunking_returns_the_engines_chunk_vectors_in_span_order(
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
     assert [item["index"] for item in data["data"]] == [0, 1, 2]
     assert data["usage"]["prompt_tokens"] == len(minilm_server.engine.tokenize(DOCUMENT))
+    assert answer.headers["X-Truncated-Inputs"] == "0"  # the document is read whole, never cut
     # the wire options apply as on any embeddings answer
     body["encoding_format"] = "base64"
     encoded = http.post(url, json=body).json()["data"][1]["embedding"]

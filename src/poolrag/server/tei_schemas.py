@@ -304,7 +304,7 @@ class TeiDecodeResponse(RootModel[list[str]]):
 
 # -- /info ----------------------------------------------------------------------------------------------
 class TeiEmbeddingModel(BaseModel):
-    pooling: str = Field(description="cls, mean, lasttoken, splade...")
+    pooling: str = Field(description="cls, mean, last_token, splade")
 
 
 class TeiClassifierModel(BaseModel):

@@ -17,7 +17,7 @@ from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbeddingData, EmbeddingRequest, EmbeddingResponse, Usage
 from poolrag.server.state import ServerState, model_state, new_id, now
-from poolrag.server.truncation_report import report_truncated
+from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v1/embeddings"
@@ -81,7 +81,9 @@ async def create_embeddings(
     )
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     if body.late_chunking is not None:
-        return await _late_chunks(body, params, state)
+        answer = await _late_chunks(body, params, state)
+        response.headers[TRUNCATED_INPUTS_HEADER] = "0"  # a late-chunked document is read whole
+        return answer
     outputs = await state.run_engine(PATH, input_count(prompts), state.calls.embed, prompts, params)
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
