@@ -105,6 +105,8 @@ def _named(error: InvalidTextError, sequences: Sequence[TextSequence], batch: bo
     pair = error.field != "input"
     places = [i for i, seq in enumerate(sequences) if (len(seq) == 2) == pair]
     i = places[error.index or 0]
+    if not batch and len(sequences[i]) == 1:  # one text: it is ``inputs`` itself
+        return error.renamed("inputs", None)
     return error.renamed(f"inputs[{i}]" if batch else "inputs", int(error.field == "text_2"))
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
+from poolrag.errors import InvalidTextError
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import check_count, fields_named
+from poolrag.server.inputs import check_count
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
@@ -30,8 +31,12 @@ async def similarity(
     options = body.parameters or TeiSimilarityParameters()
     params = PoolingParams(normalize=True, truncate=tei_truncate(options), prompt_name=options.prompt_name)
     params.verify("embed", state.engine.facts)
-    with fields_named(input="inputs"):
+    try:
         outputs = await state.run_engine(request.url.path, len(texts), state.calls.embed, texts, params)
+    except InvalidTextError as error:  # the engine's input[0] is the source, input[i] sentence i - 1
+        if not error.index:
+            raise error.renamed("inputs.source_sentence", None) from None
+        raise error.renamed("inputs.sentences", error.index - 1) from None
     report_truncated(response, outputs)
     vectors = np.stack([np.asarray(out.outputs.embedding, dtype=np.float64) for out in outputs])
     return TeiSimilarityResponse((vectors[1:] @ vectors[0]).tolist())
