@@ -177,3 +177,9 @@ def test_a_killed_actor_changes_nothing(ray_cluster, recipe, corpus, single_proc
         assert_same(contents(store), single_process)
     finally:
         store.close()
+
+
+def test_the_retry_options_ray_data_took_over_warn_and_change_nothing() -> None:
+    with pytest.warns(DeprecationWarning, match="max_restarts"):
+        options = RayIngestOptions(workers=2, max_restarts=3, max_task_retries=3)
+    assert options.workers == 2  # Ray Data's own fault tolerance restarts actors (test above)

@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +162,8 @@ class RayIngestOptions:
         write_batch: chunks per upsert on the driver (and per checkpoint save); for a hybrid
             collection also the first batch BM25's mean length is taken from, as ``batch_size``
             is on one machine.
+        max_restarts, max_task_retries: deprecated and ignored: Ray Data restarts a dead actor and
+            runs its batch again by itself (passing them through is deprecated in Ray).
     """
 
     workers: int = 1
@@ -168,6 +171,17 @@ class RayIngestOptions:
     cpus_per_worker: float | None = None
     documents_per_batch: int = 8
     write_batch: int = 256
+    max_restarts: int | None = None
+    max_task_retries: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_restarts is not None or self.max_task_retries is not None:
+            warnings.warn(
+                "RayIngestOptions(max_restarts=..., max_task_retries=...) is deprecated and ignored: "
+                "Ray Data restarts dead actors and retries their batches itself",
+                DeprecationWarning,
+                stacklevel=3,
+            )
 
     def resources(self) -> tuple[float, float]:
         """``(cpus, gpus)`` of one actor on the connected cluster."""
