@@ -5,26 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import huggingface_hub
 import numpy as np
 import pytest
 
 from poolrag import Engine, ModelLoadError
 from poolrag.config.model_map import ENV_VAR
 from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
-
-
-@pytest.fixture
-def hub_asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The ids the hub was asked for; it answers as an unreachable hub does, whatever the network."""
-    asked: list[str] = []
-
-    def unreachable(repo_id: str, **_: object) -> str:
-        asked.append(repo_id)
-        raise OSError("no network in this test")
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
-    return asked
 
 
 def test_a_mapped_hub_id_is_its_folder_and_the_hub_is_not_asked(

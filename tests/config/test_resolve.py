@@ -14,19 +14,6 @@ from poolrag.config.resolve import resolve_model_path
 MISSING = ["/nonexistent/model", "/models/x", "./models/minilm", "~/models/x", "a/b/c"]
 
 
-@pytest.fixture
-def hub_asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The ids the hub was asked for; it answers as an unreachable hub does, whatever the network."""
-    asked: list[str] = []
-
-    def unreachable(repo_id: str, **_: object) -> str:
-        asked.append(repo_id)
-        raise OSError("no network in this test")
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
-    return asked
-
-
 @pytest.mark.parametrize("missing", MISSING)
 def test_a_path_that_names_no_folder_is_refused_as_a_path(missing: str, hub_asked: list[str]) -> None:
     with pytest.raises(ModelLoadError, match=r"^model path .* is not a folder$"):
