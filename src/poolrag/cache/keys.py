@@ -27,6 +27,14 @@ def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> byte
     for later in ("max_active_dims", "prompt_name", "truncate"):
         if per_call.get(later) is None:
             per_call.pop(later, None)
+    # The length rule as the vectors see it: cutting at the model's length (-1, a limit at or past
+    # it, truncate=True) gives the default's vectors, as does refusing an input that fits; only an
+    # explicit refusal (truncate=False) keeps keys of its own, so a cut vector never answers for it.
+    limit = per_call.get("truncate_prompt_tokens")
+    if limit is not None and (limit == -1 or limit >= facts.max_model_len):
+        per_call["truncate_prompt_tokens"] = None
+    if per_call.get("truncate") is True:
+        per_call.pop("truncate")
     if task == "embed" and per_call.get("normalize") == facts.normalizes_embeddings:
         per_call["normalize"] = None  # asking for what the model does anyway: the same vectors, one key
     description = {
