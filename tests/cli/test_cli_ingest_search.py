@@ -156,3 +156,19 @@ def test_quiet_shows_no_progress_bar_even_while_the_first_load_tunes(tmp_path: P
     ingest = _poolrag(args, tmp_path, POOLRAG_TUNE="auto")  # the suite's default is off
     assert ingest.returncode == 0, ingest.stderr[-3000:]
     assert "Loading weights" not in ingest.stderr and "it/s]" not in ingest.stderr, ingest.stderr[-2000:]
+
+
+def test_a_search_that_ends_while_its_first_load_measures_exits_cleanly(tmp_path: Path) -> None:
+    """Each search is a first load (an empty poolrag cache, tuning at its default) that ends while
+    the background measurement is running: it stops after its step in flight instead of leaving a
+    thread inside torch as the process tears down (that aborted: exit 134, "terminate called
+    without an active exception", about one search in three here)."""
+    (tmp_path / "a.md").write_text("Sourdough starters need regular feedings of flour and water.")
+    store = ["--uri", str(tmp_path / "m.db"), "--collection", "demo"]
+    ingest = _poolrag(["ingest", str(tmp_path / "a.md"), *store, "-q"], tmp_path)
+    assert ingest.returncode == 0, ingest.stderr[-3000:]
+    for run in range(4):
+        first_load = {"POOLRAG_CACHE_DIR": str(tmp_path / f"cache-{run}"), "POOLRAG_TUNE": "auto"}
+        search = _poolrag(["search", "sourdough", *store], tmp_path, **first_load)
+        assert search.returncode == 0, (run, search.returncode, search.stderr[-3000:])
+        assert "terminate called" not in search.stderr and "a.md" in search.stdout

@@ -47,9 +47,23 @@ T = TypeVar("T")
 SETTLE_S = 0.5  # how long the engine must have run no batch before measuring starts
 START_PATIENCE_S = 10.0  # an engine busy for this long gets measured anyway, between its batches
 
-_RUNNING: weakref.WeakSet[BackgroundTune] = weakref.WeakSet()  # for the fork handler
+EXIT_WAIT_S = 60.0  # at exit, the longest wait for a measurement's step in flight to end
+
+_RUNNING: weakref.WeakSet[BackgroundTune] = weakref.WeakSet()  # for the fork handler and the exit
 _EXITING = threading.Event()  # set at interpreter exit: a measurement stops where it is, silently
-atexit.register(_EXITING.set)
+
+
+def _stop_measuring_at_exit() -> None:
+    """Stop every measurement after the step it is in (a model build, a timed batch: seconds at
+    most). A process that ended with a thread still inside torch's kernels aborted as its thread
+    pools were torn down ("terminate called without an active exception", exit 134): a command as
+    short as ``poolrag search`` on a first load did, one time in three."""
+    _EXITING.set()
+    for job in list(_RUNNING):
+        job._thread.join(EXIT_WAIT_S)
+
+
+atexit.register(_stop_measuring_at_exit)
 
 
 def _after_fork_in_child() -> None:
