@@ -139,6 +139,8 @@ class BackgroundTune:
                 self._report, state="skipped", reason="the engine was closed before the measurement ended"
             )
         except Exception as exc:
+            if _EXITING.is_set():  # the interpreter is shutting down under the step (its executors
+                return  # refuse new work): nothing was measured, nothing to say
             logger.warning("measuring this model's paths failed; the default path stays: %r", exc)
             self._report = replace(self._report, state="skipped", reason=f"measuring failed: {exc!r}"[:500])
         finally:
