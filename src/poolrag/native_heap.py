@@ -18,7 +18,8 @@ with memory still flat.
 A server's threads (the event loop's workers parse, tokenise and encode answers) each take an arena
 of their own, up to eight per core, and a trim cannot give back a page that still holds one live
 block: after a burst the residue grew with the number of arenas (1.44x the post-load idle, 1.29x
-after a trim; 1.09x with four arenas, benchmarks/RESULTS.md). :func:`bound_arenas` caps them.
+after a trim; 1.09x with four arenas on 2 cores, benchmarks/RESULTS.md). :func:`bound_arenas` caps
+them at one per CPU (at least four).
 
 Elsewhere than glibc (musl, macOS) these do nothing and say so by returning ``False``.
 """
@@ -65,16 +66,24 @@ def trim_heap() -> bool:
 
 #: glibc's ``mallopt`` parameter for the most arenas (``M_ARENA_MAX``).
 _M_ARENA_MAX = -8
-#: Arenas a process that owns its heap keeps: enough for the engine and the tokenising threads.
-ARENA_MAX = 4
+#: Fewest arenas a process that owns its heap keeps: the engine's and the tokenising threads.
+ARENA_MIN = 4
 
 
-def bound_arenas(arenas: int = ARENA_MAX) -> bool:
-    """Cap glibc's arenas at ``arenas`` (before the threads that would take more start); the user's
-    ``MALLOC_ARENA_MAX`` wins. ``False`` where the C library cannot or the user set it."""
+def default_arenas() -> int:
+    """One arena per CPU this process may run on, at least :data:`ARENA_MIN`: glibc's default is
+    eight per CPU, whose half-used arenas hold a burst's memory after it; fewer than one per CPU
+    would make threads that allocate at once wait on each other on a large machine."""
+    return max(ARENA_MIN, len(os.sched_getaffinity(0)))
+
+
+def bound_arenas(arenas: int | None = None) -> bool:
+    """Cap glibc's arenas at ``arenas`` (default :func:`default_arenas`; before the threads that
+    would take more start); the user's ``MALLOC_ARENA_MAX`` wins. ``False`` where the C library
+    cannot or the user set it."""
     if _LIBC is None or "MALLOC_ARENA_MAX" in os.environ:
         return False
-    return bool(_LIBC.mallopt(_M_ARENA_MAX, arenas))
+    return bool(_LIBC.mallopt(_M_ARENA_MAX, default_arenas() if arenas is None else arenas))
 
 
 _trim_each_batch = False  # set once by the CLI for the process it owns
