@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import torch
 
-from poolrag.config.model_kind import ModelKind
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.core.autotune import TuneReport
 from poolrag.core.engine_build import build_engine
@@ -396,7 +395,7 @@ class Engine:
         """One request for the dense, sparse and ColBERT vectors of a three-head model: each part
         is checked as its own task would be, the dense one carries ``embed``'s settings."""
         params = params or PoolingParams()
-        if self._pipeline.kind is not ModelKind.BGE_M3:
+        if MULTI_VECTOR_TASK not in self._pipeline.executor.poolers:  # one pass, three vectors
             raise UnsupportedTaskError("encode_multi", self.supported_tasks)
         dense = self._resolve("embed", params.with_updates(max_active_dims=None))
         # the sparse part has no size and no normalisation: those settings are the dense part's

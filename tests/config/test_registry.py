@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import transformers
-from decoders.decoder_remote_code import qwen2_reward_model
+from decoders.decoder_remote_code import llama_bidirectional_reranker, qwen2_reward_model
 from decoders.tiny_decoders import build, build_tokenizer, tiny_config
 from safetensors.torch import load_file, save_file
 from tiny_models import build_bge_m3, build_splade, copy_tokenizer
@@ -37,6 +37,7 @@ from poolrag.config.registry import (
     remote_classes,
 )
 from poolrag.config.registry_doc import README_END, README_START, REGENERATE, markdown
+from poolrag.core.recipes import RECIPES, encoder_network
 from poolrag.errors import ModelLoadError
 from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
@@ -155,10 +156,16 @@ def test_every_kind_has_a_row_and_every_row_says_what_checked_it() -> None:
     assert [(e.kind, e.role) for e in unchecked] == [(ModelKind.TOKEN_CLASSIFIER, Role.PROCESS_REWARD_HEAD)]
 
 
-def test_native_flags_match_the_native_loader(tiny_model: Callable[..., Path]) -> None:
+def test_native_flags_match_the_recipes(tiny_model: Callable[..., Path]) -> None:
+    """The docs' "native" column is true exactly where the kind's recipe loads an encoder, and the
+    native loader takes a BERT folder for each of those (the rest split a checkpoint or read an MLM head)."""
     spec = load_model_spec(tiny_model("bert"), None, False)
     for kind, info in KINDS.items():
-        assert (unsupported_reason(spec, kind, Placement()) is None) == info.native, kind
+        recipe = RECIPES[kind]
+        encoder = getattr(recipe.load, "func", recipe.load) is encoder_network
+        assert encoder == info.native, kind
+        if encoder:
+            assert unsupported_reason(spec, recipe.network, Placement()) is None, kind
 
 
 # -- one tiny model per registry row ------------------------------------------------------------
@@ -231,6 +238,22 @@ def _encoder(
     return make
 
 
+def _bidirectional_reranker(_tiny_model: Callable[..., Path], folder: Path) -> tuple[Path, dict[str, Any]]:
+    """NVIDIA's reranker layout, its remote code removed: poolrag runs it on transformers' Llama."""
+    tokenizer = build_tokenizer(folder)
+    values = tiny_config("llama", len(tokenizer)).to_dict()
+    for key in ("architectures", "transformers_version", "auto_map"):
+        values.pop(key, None)
+    llama_bidirectional_reranker(folder, values)
+    for code in folder.glob("*.py"):
+        code.unlink()
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("auto_map", None)
+    config.update(architectures=["LlamaBidirectionalForSequenceClassification"], model_type="llama")
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder, {}
+
+
 _STEP = {"pooling_type": "STEP", "step_tag_id": 1012}  # "." in the MiniLM vocabulary
 BUILDERS: dict[tuple[ModelKind, Role, str], Callable[..., tuple[Path, dict[str, Any]]]] = {
     (ModelKind.EMBEDDING, Role.BACKBONE, "encoder"): _encoder(None),
@@ -238,10 +261,11 @@ BUILDERS: dict[tuple[ModelKind, Role, str], Callable[..., tuple[Path, dict[str, 
     (ModelKind.EMBEDDING, Role.LM_HEAD, "decoder"): _convert("llama", "embed"),
     (ModelKind.COLBERT, Role.COLBERT, "encoder"): _stanford_colbert,
     (ModelKind.SEQUENCE_CLASSIFIER, Role.SEQUENCE_HEAD, "encoder"): _encoder("sequence", num_labels=1),
-    (ModelKind.DECODER_CLASSIFIER, Role.SEQUENCE_HEAD, "decoder"): _decoder(
+    (ModelKind.SCORE_HEAD_CLASSIFIER, Role.SEQUENCE_HEAD, "decoder"): _decoder(
         "qwen2", transformers.AutoModelForSequenceClassification, num_labels=1
     ),
-    (ModelKind.DECODER_CLASSIFIER, Role.REWARD_HEAD, "decoder"): _qwen2_remote(process=False),
+    (ModelKind.SCORE_HEAD_CLASSIFIER, Role.SEQUENCE_HEAD, "encoder"): _bidirectional_reranker,
+    (ModelKind.SCORE_HEAD_CLASSIFIER, Role.REWARD_HEAD, "decoder"): _qwen2_remote(process=False),
     (ModelKind.LM_HEAD_CLASSIFIER, Role.LM_HEAD, "decoder"): _convert(
         "qwen3", "classify", hf_overrides={"classifier_from_token": ["no", "yes"]}
     ),
@@ -275,9 +299,13 @@ def _check(engine: Engine, entry: Entry, engine_kwargs: dict[str, Any]) -> None:
     assert lookup_architecture(engine.spec.architecture) is entry.role
     assert engine.spec.is_decoder == (entry.backbone == "decoder")
     assert engine.supported_tasks == entry.tasks
+    # the kind's recipe joins a pooler to every task the row offers (or routes it to one that has)
+    pipeline = internals.pipeline(engine)
+    assert set(entry.tasks) <= set(internals.executor(engine).poolers) | set(pipeline.task_aliases)
     assert engine.score_kind == entry.info.score
-    if "pooling_type" not in engine_kwargs.get("pooler_config", {}):
-        assert engine.pooler_config.pooling_type == default_pooling(entry.kind, entry.backbone == "decoder")
+    if "pooling_type" not in engine_kwargs.get("pooler_config", {}):  # the folder's, else the kind's
+        default = default_pooling(entry.kind, entry.backbone == "decoder")
+        assert engine.pooler_config.pooling_type == (engine.spec.pooler_defaults.pooling_type or default)
 
 
 README = DOC.parents[1] / "README.md"
@@ -324,7 +352,7 @@ REWARD_ROWS = [e for e in ENTRIES if "token_classify" in e.tasks and "token_clas
 
 def test_the_reward_rows_are_the_reward_models() -> None:
     assert {(e.kind, e.role) for e in REWARD_ROWS} == {
-        (ModelKind.DECODER_CLASSIFIER, Role.REWARD_HEAD),
+        (ModelKind.SCORE_HEAD_CLASSIFIER, Role.REWARD_HEAD),
         (ModelKind.STEP_REWARD, Role.LM_HEAD),
         (ModelKind.STEP_REWARD, Role.PROCESS_REWARD_HEAD),
     }
@@ -350,7 +378,7 @@ def test_a_reward_model_with_convert_classify_is_a_classifier(tmp_path: Path) ->
     docs/models.md and the README table promise it"."""
     folder, kwargs = _qwen2_remote(process=False)(None, tmp_path / "reward-classify")
     engine = Engine(folder, convert="classify", **kwargs)
-    assert internals.model_kind(engine) is ModelKind.DECODER_CLASSIFIER
+    assert internals.model_kind(engine) is ModelKind.SCORE_HEAD_CLASSIFIER
     assert "token_classify" in engine.supported_tasks and "classify" in engine.supported_tasks
     probs = engine.classify(["a b c"])[0].outputs.probs
     assert np.all((np.asarray(probs) > 0) & (np.asarray(probs) < 1))  # one label: a sigmoid probability

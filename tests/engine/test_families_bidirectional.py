@@ -61,13 +61,14 @@ def test_reranker_matches_the_published_code(remote, tmp_path, model_type, side)
     architecture = "LlamaBidirectionalForSequenceClassification"
     plain = _without_code(folder, tmp_path / "plain", architecture, model_type)
     engine = Engine(plain)
-    assert internals.model_kind(engine).value == "sequence_classifier" and not engine.spec.is_decoder
+    # backbone -> the config's pooling (mean) -> score, as a decoder classifier's head runs
+    assert internals.model_kind(engine).value == "score_head_classifier" and not engine.spec.is_decoder
     seqs = [tokenizer(QUERY, d)["input_ids"] for d in TEXTS]
     logits = run_padded(model, seqs, PAD, side, lambda out, batch, last: out.logits.float().numpy())[:, 0]
     got = np.array([s.outputs.score for s in engine.score(QUERY, TEXTS)])
     np.testing.assert_allclose(got, 1 / (1 + np.exp(-logits)), rtol=1e-5, atol=1e-6)
-    # the runner packed the CPU weights of the transformers layers the poolrag head wraps
-    backbone = internals.loaded_module(engine).backbone
+    # the runner packed the CPU weights of the transformers layers it runs
+    backbone = internals.loaded_module(engine)
     packed = any(isinstance(m, PackedLinear) for m in backbone.modules())
     assert packed == onednn_available(torch.float32)
 

@@ -11,8 +11,8 @@ from safetensors.torch import load_file, save_file
 from tiny_models import SENTENCES
 
 from poolrag import Engine
-from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import load_model_spec
+from poolrag.config.network_head import NetworkHead
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
@@ -89,8 +89,8 @@ def test_a_checkpoint_missing_tensors_is_refused_natively(
 
 def test_placement_and_remote_code_are_left_to_transformers(tiny_model: Callable[..., Path]) -> None:
     spec = load_model_spec(tiny_model("bert"), None, False)
-    assert unsupported_reason(spec, ModelKind.EMBEDDING, Placement()) is None
-    assert "device_map" in str(unsupported_reason(spec, ModelKind.EMBEDDING, Placement(device_map="auto")))
-    assert "device_map" in str(unsupported_reason(spec, ModelKind.EMBEDDING, Placement(quantization="int8")))
+    assert unsupported_reason(spec, NetworkHead.NONE, Placement()) is None
+    assert "device_map" in str(unsupported_reason(spec, NetworkHead.NONE, Placement(device_map="auto")))
+    assert "device_map" in str(unsupported_reason(spec, NetworkHead.NONE, Placement(quantization="int8")))
     spec.hf_config.auto_map = {"AutoModel": "modeling_custom.CustomModel"}
-    assert "its own modelling code" in str(unsupported_reason(spec, ModelKind.EMBEDDING, Placement()))
+    assert "its own modelling code" in str(unsupported_reason(spec, NetworkHead.NONE, Placement()))

@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from tiny_models import SENTENCES
 
 from poolrag import Engine
-from poolrag.config.model_kind import ModelKind
+from poolrag.config.network_head import NetworkHead
 from poolrag.models.bert import BertFamilyModel, convert_checkpoint
 from poolrag.models.fused_linear import FusedLinear
 from poolrag.request import PoolingRequest, ResolvedParams
@@ -111,10 +111,10 @@ def test_legacy_layer_norm_names_load(tiny_model: Callable[..., Path], tmp_path:
         + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
         for k, v in state.items()
     }
-    converted = convert_checkpoint(renamed, ModelKind.EMBEDDING)
-    assert converted.keys() == convert_checkpoint(state, ModelKind.EMBEDDING).keys()
+    converted = convert_checkpoint(renamed, NetworkHead.NONE)
+    assert converted.keys() == convert_checkpoint(state, NetworkHead.NONE).keys()
     for name in converted:
-        assert torch.equal(converted[name], convert_checkpoint(state, ModelKind.EMBEDDING)[name])
+        assert torch.equal(converted[name], convert_checkpoint(state, NetworkHead.NONE)[name])
     folder = tmp_path / "legacy"
     folder.mkdir()
     for item in source.iterdir():
@@ -165,7 +165,7 @@ def test_two_tensors_for_one_parameter_are_refused() -> None:
     weight = torch.zeros(2, 32)
     with pytest.raises(ValueError, match=r"two checkpoint tensors map to head\.out\.weight"):
         convert_checkpoint(
-            {"classifier.weight": weight, "bert.classifier.weight": weight}, ModelKind.SEQUENCE_CLASSIFIER
+            {"classifier.weight": weight, "bert.classifier.weight": weight}, NetworkHead.SEQUENCE
         )
 
 

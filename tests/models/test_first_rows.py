@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from poolrag import Engine
-from poolrag.config.model_kind import ModelKind
+from poolrag.config.network_head import NetworkHead
 from poolrag.models.bert import BertFamilyModel
 from poolrag.pooling.methods import CLSPool
 from poolrag.request import PoolingRequest, ResolvedParams
@@ -38,7 +38,7 @@ def _cls_runner(tiny_model: Callable[..., Path], arch: str) -> ModelRunner:
     runner.prepare_for_serving()  # the oneDNN-packed weights the engine serves with
     # the argument the pipeline passes for CLS-pooled embedders
     return ModelRunner(
-        runner.model, runner.kind, runner.pad_token_id, runner.device, first_row_tasks=frozenset({"embed"})
+        runner.model, runner.head, runner.pad_token_id, runner.device, first_row_tasks=frozenset({"embed"})
     )
 
 
@@ -93,7 +93,7 @@ def test_classifier_first_rows_equal_full_last_layer(
     engine = Engine(tiny_model(arch, "sequence", num_labels=3), model_impl="native")
     runner = internals.runner(engine)
     model = runner.model
-    assert isinstance(model, BertFamilyModel) and model.kind is ModelKind.SEQUENCE_CLASSIFIER
+    assert isinstance(model, BertFamilyModel) and model.head_kind is NetworkHead.SEQUENCE
     runner.prepare_for_serving()
     batch = _batch(batch_name, ResolvedParams(task="classify"))
     assert model.classifier_first_rows

@@ -28,7 +28,6 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from poolrag.config.model_kind import ModelKind
 from poolrag.loading.cpu_fast_mode import FastModeReport
 from poolrag.request import PoolingRequest
 from poolrag.runner.batch_inputs import BatchInputs
@@ -119,7 +118,7 @@ def _plan(runner: ModelRunner) -> _Plan | str:
         from poolrag.compile.native_graph import NativePackedGraph
         from poolrag.models.int8_linear import SmoothQuantLinear
 
-        first_rows = runner.kind is ModelKind.EMBEDDING and bool(runner.first_row_tasks)
+        first_rows = bool(runner.first_row_tasks)
         int8 = any(isinstance(m, SmoothQuantLinear) for m in model.modules())
         return _Plan(
             "native-packed-int8" if int8 else "native-packed",  # also the disk cache's key

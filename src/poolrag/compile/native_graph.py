@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from poolrag.compile.opaque_ops import linear, onednn_u8s8_linear, packed_attention
-from poolrag.config.model_kind import ModelKind
+from poolrag.config.network_head import NetworkHead
 from poolrag.models.bert import BertFamilyModel, FirstTokenClassifier, NativeOutput
 from poolrag.models.fused_linear import FusedLinear
 from poolrag.models.int8_linear import SmoothQuantLinear
@@ -50,7 +50,7 @@ class NativePackedGraph(nn.Module):
         """``input_ids``/``position_ids``/``token_type_ids``: ``[T]``; ``cu_seq_lens``: ``[B + 1]``."""
         model = self.model
         x = model.embeddings(input_ids, position_ids, token_type_ids)
-        classifier = model.kind is ModelKind.SEQUENCE_CLASSIFIER
+        classifier = model.head_kind is NetworkHead.SEQUENCE
         first_only = first_rows_only or (classifier and model.classifier_first_rows)
         first = cu_seq_lens[:-1].to(torch.int64)
         last = len(model.layers) - 1
@@ -67,7 +67,7 @@ class NativePackedGraph(nn.Module):
             assert isinstance(head, FirstTokenClassifier)
             rows = x if first_only else x.index_select(0, first)
             return NativeOutput(logits=head.out(torch.tanh(_fused(head.dense, rows))))
-        if model.kind is ModelKind.TOKEN_CLASSIFIER:
+        if model.head_kind is NetworkHead.TOKEN:
             assert model.head is not None
             return NativeOutput(logits=model.head(x)[None])
         return NativeOutput(last_hidden_state=x if first_only else x[None])

@@ -25,14 +25,14 @@ def _remote_auto_classes(spec: ModelSpec) -> set[str]:
     return set((getattr(spec.hf_config, "auto_map", None) or {}).keys())
 
 
-def _reads_last_token(spec: ModelSpec) -> bool:
-    """Decoder classifiers whose head we can apply to the last real token ourselves.
+def _head_after_pooling(spec: ModelSpec) -> bool:
+    """Classifiers whose head we can apply to the pooled row ourselves.
 
-    transformers' own ``*ForSequenceClassification`` of a causal model type does, and so do
-    remote-code ``*ForRewardModel`` heads (Qwen2-Math-RM style); other remote classifiers
-    (e.g. bidirectional LLM rerankers that mean-pool) keep their own forward.
+    transformers' own ``*ForSequenceClassification`` of a causal model type (the last real token),
+    remote-code ``*ForRewardModel`` heads (Qwen2-Math-RM style), and a bidirectional Llama run on
+    transformers' layers (its trained pooling); other remote classifiers keep their own forward.
     """
-    if spec.role is Role.REWARD_HEAD:
+    if spec.role is Role.REWARD_HEAD or spec.bidirectional:
         return True
     if "AutoModelForSequenceClassification" in _remote_auto_classes(spec):
         return False
@@ -97,8 +97,8 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
             raise ModelLoadError(f"convert='reward' needs a *ForCausalLM checkpoint, not {arch}")
         return ModelKind.STEP_REWARD
     if role in (Role.SEQUENCE_HEAD, Role.REWARD_HEAD):
-        if _reads_last_token(spec):
-            return ModelKind.DECODER_CLASSIFIER
+        if _head_after_pooling(spec):
+            return ModelKind.SCORE_HEAD_CLASSIFIER
         if convert == "classify":
             _check_token_classify_head(spec)
         return ModelKind.SEQUENCE_CLASSIFIER

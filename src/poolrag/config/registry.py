@@ -27,9 +27,10 @@ class ModelKind(Enum):
     COLBERT = "colbert"  # backbone hidden states -> projected per-token vectors
     SEQUENCE_CLASSIFIER = "sequence_classifier"  # *ForSequenceClassification logits
     TOKEN_CLASSIFIER = "token_classifier"  # *ForTokenClassification logits
-    # Decoders: the backbone runs alone and its hidden states are pooled here, so the row a
-    # score is read from never depends on padding or on pad_token_id.
-    DECODER_CLASSIFIER = "decoder_classifier"  # backbone -> LAST token -> the model's own `score` head
+    # The backbone runs alone and its hidden states are pooled here, so the row a score is read
+    # from never depends on padding or on pad_token_id (decoders), and the pooling is the shared
+    # pooling method (a bidirectional Llama's mean).
+    SCORE_HEAD_CLASSIFIER = "score_head_classifier"  # backbone -> pooled row -> the model's own `score` head
     LM_HEAD_CLASSIFIER = "lm_head_classifier"  # *ForCausalLM -> LAST token -> a few lm_head rows
     STEP_REWARD = "step_reward"  # backbone -> step-tag tokens -> lm_head rows or `score` head
     # Sparse (lexical) vectors: token id -> weight
@@ -44,7 +45,7 @@ class ModelKind(Enum):
     @property
     def rewards_are_raw(self) -> bool:
         """Sequence reward models return the head's raw value, not a probability."""
-        return self in (ModelKind.SEQUENCE_CLASSIFIER, ModelKind.DECODER_CLASSIFIER)
+        return self in (ModelKind.SEQUENCE_CLASSIFIER, ModelKind.SCORE_HEAD_CLASSIFIER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +90,14 @@ KINDS: dict[ModelKind, KindInfo] = {
     ModelKind.TOKEN_CLASSIFIER: KindInfo(
         ("token_classify", "reward"), ScoreKind.COSINE, None, "none: one row per token", native=True
     ),
-    # decoder heads run after pooling, so token_classify (the head on every token, as vLLM's
+    # the head runs after pooling, so token_classify (the head on every token, as vLLM's
     # converted classifiers do) costs nothing extra
-    ModelKind.DECODER_CLASSIFIER: KindInfo(
+    ModelKind.SCORE_HEAD_CLASSIFIER: KindInfo(
         ("classify", "score", "reward"),
         ScoreKind.CROSS_ENCODER,
         None,
-        "{default}: the model's own head (`score`, `v_head`, ...) at the last real token",
+        "LAST for a decoder, a bidirectional Llama's config `pooling`; then the model's own "
+        "head (`score`, `v_head`, ...)",
         native=False,
         one_label_tasks=("score", "reward"),
         classify_tasks=("token_classify",),
@@ -434,20 +436,17 @@ ENTRIES: tuple[Entry, ...] = (
         ModelKind.SEQUENCE_CLASSIFIER,
         Role.SEQUENCE_HEAD,
         "encoder",
-        "or a remote-code classifier that keeps its own forward, or "
-        "`LlamaBidirectionalForSequenceClassification` (Llama layers without the causal mask, the "
-        "config's `pooling`, then `score`)",
+        "or a remote-code classifier that keeps its own forward",
         (
             f"tiny random {_TINY_ENCODERS} `*ForSequenceClassification` vs transformers",
             f"the same {_TINY_ENCODERS} with `convert='classify'`: `token_classify` vs their head "
             "layers on transformers' last hidden states",
             "tiny remote-code bidirectional Llama reranker vs its own forward",
-            "the same reranker without remote code (`model_type` llama or llama_bidirec) vs the remote code",
             "ms-marco-MiniLM-L-12-v2 vs sentence-transformers CrossEncoder",
         ),
     ),
     Entry(
-        ModelKind.DECODER_CLASSIFIER,
+        ModelKind.SCORE_HEAD_CLASSIFIER,
         Role.SEQUENCE_HEAD,
         "decoder",
         "",
@@ -457,7 +456,18 @@ ENTRIES: tuple[Entry, ...] = (
         ),
     ),
     Entry(
-        ModelKind.DECODER_CLASSIFIER,
+        ModelKind.SCORE_HEAD_CLASSIFIER,
+        Role.SEQUENCE_HEAD,
+        "encoder",
+        "`LlamaBidirectionalForSequenceClassification` without remote code (Llama layers without "
+        "the causal mask, pooled as the config's `pooling` says, mean by default; then `score`)",
+        (
+            "the tiny remote-code reranker's folder without its code (`model_type` llama or llama_bidirec) "
+            "vs the remote code",
+        ),
+    ),
+    Entry(
+        ModelKind.SCORE_HEAD_CLASSIFIER,
         Role.REWARD_HEAD,
         "decoder",
         "with remote code (`trust_remote_code=True`)",

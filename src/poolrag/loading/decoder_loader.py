@@ -1,15 +1,16 @@
-"""Split a decoder checkpoint into the backbone that runs and the head that poolrag applies.
+"""Split a checkpoint into the backbone that runs and the head that poolrag applies.
 
 The backbone (``model.model`` / ``model.transformer``) returns hidden states; the head is
 applied after pooling, to one row per sequence (classifiers, converted rerankers) or to the
 step-tag rows (process reward models). The full ``lm_head`` of a ``*ForCausalLM`` is never run.
+A bidirectional Llama (``spec.bidirectional``) is split the same way, its causal mask lifted.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
@@ -20,18 +21,20 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
-from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec
 from poolrag.errors import ModelLoadError
 from poolrag.loading.model_loader import from_pretrained
 from poolrag.loading.placement import Placement
+from poolrag.models.llama_bidirectional import make_bidirectional
 
 if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (seconds)
     from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
-DECODER_KINDS = frozenset({ModelKind.DECODER_CLASSIFIER, ModelKind.LM_HEAD_CLASSIFIER, ModelKind.STEP_REWARD})
+#: the head kept beside the backbone: the checkpoint's sequence or token head (``score``,
+#: ``v_head``, ...), or its ``lm_head`` weight (rows of which a converted model scores with)
+DecoderHead = Literal["sequence", "token", "lm_head"]
 
 
 @dataclass(slots=True)
@@ -42,20 +45,21 @@ class DecoderParts:
     final_softcap: float | None = None
 
 
-def _is_causal(spec: ModelSpec) -> bool:
+def is_causal(spec: ModelSpec) -> bool:
     arch = spec.architecture
     return arch.endswith("ForCausalLM") or arch.endswith("LMHeadModel")
 
 
-def _auto_class(spec: ModelSpec, kind: ModelKind) -> type:
-    if kind is ModelKind.LM_HEAD_CLASSIFIER or (kind is ModelKind.STEP_REWARD and _is_causal(spec)):
+def _remote_code(spec: ModelSpec) -> dict[str, str]:
+    """The folder's own classes, unless poolrag runs the family on transformers' layers."""
+    return {} if spec.bidirectional else getattr(spec.hf_config, "auto_map", None) or {}
+
+
+def _auto_class(spec: ModelSpec, head: DecoderHead) -> type:
+    if head == "lm_head":
         return AutoModelForCausalLM
-    head_class = (
-        AutoModelForSequenceClassification
-        if kind is ModelKind.DECODER_CLASSIFIER
-        else AutoModelForTokenClassification
-    )
-    remote = set((getattr(spec.hf_config, "auto_map", None) or {}).keys())
+    head_class = AutoModelForSequenceClassification if head == "sequence" else AutoModelForTokenClassification
+    remote = set(_remote_code(spec).keys())
     if not remote or head_class.__name__ in remote:
         return head_class
     if "AutoModel" in remote:  # Qwen2-Math-RM style: the reward class is registered as AutoModel
@@ -90,14 +94,14 @@ def find_head(model: nn.Module, architecture: str) -> nn.Module:
 
 def load_decoder(
     spec: ModelSpec,
-    kind: ModelKind,
+    head: DecoderHead,
     dtype: torch.dtype,
     device: torch.device,
     trust_remote_code: bool,
     placement: Placement,
 ) -> DecoderParts:
-    auto_class = _auto_class(spec, kind)
-    remote = getattr(spec.hf_config, "auto_map", None) or {}
+    auto_class = _auto_class(spec, head)
+    remote = _remote_code(spec)
     if auto_class.__name__ in remote and not trust_remote_code:
         raise ModelLoadError(
             f"{spec.architecture} ships its own modeling code ({remote[auto_class.__name__]}); "
@@ -119,6 +123,8 @@ def load_decoder(
     backbone = model.base_model
     if backbone is model:
         raise ModelLoadError(f"{spec.architecture} exposes no backbone (base_model_prefix) to pool")
+    if spec.bidirectional:
+        backbone = make_bidirectional(backbone)
     text_config = spec.hf_config.get_text_config()
     parts = DecoderParts(
         backbone=backbone, final_softcap=getattr(text_config, "final_logit_softcapping", None)
@@ -139,5 +145,5 @@ def load_decoder(
                 )
     else:
         parts.score = find_head(model, spec.architecture)
-    logger.info("loaded %s as backbone %s + %s", spec.architecture, type(backbone).__name__, kind.value)
+    logger.info("loaded %s as backbone %s + its %s head", spec.architecture, type(backbone).__name__, head)
     return parts

@@ -1,4 +1,4 @@
-"""Build the transformers module (and projection layers) a model kind needs."""
+"""Build the transformers module (and projection layers) an encoder recipe runs."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
-from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import DenseSpec, ModelSpec
+from poolrag.config.network_head import NetworkHead
 from poolrag.config.st_activations import DENSE_ACTIVATIONS, activation_class
 from poolrag.errors import ModelLoadError
 from poolrag.loading.load_noise import quiet_load
@@ -30,17 +30,15 @@ if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (sec
 logger = logging.getLogger(__name__)
 
 _AUTO_CLASSES = {
-    ModelKind.EMBEDDING: AutoModel,
-    ModelKind.COLBERT: AutoModel,
-    ModelKind.SEQUENCE_CLASSIFIER: AutoModelForSequenceClassification,
-    ModelKind.TOKEN_CLASSIFIER: AutoModelForTokenClassification,
+    NetworkHead.NONE: AutoModel,
+    NetworkHead.SEQUENCE: AutoModelForSequenceClassification,
+    NetworkHead.TOKEN: AutoModelForTokenClassification,
 }
-_HIDDEN_STATE_KINDS = (ModelKind.EMBEDDING, ModelKind.COLBERT)
 
 
 def load_transformer(
     spec: ModelSpec,
-    kind: ModelKind,
+    head: NetworkHead,
     dtype: torch.dtype,
     device: torch.device,
     trust_remote_code: bool,
@@ -48,16 +46,16 @@ def load_transformer(
 ) -> PreTrainedModel:
     placement = placement or Placement()
     if spec.bidirectional:
-        return load_bidirectional(spec, kind, dtype, device, trust_remote_code, placement)
-    auto_class = _AUTO_CLASSES[kind]
+        return load_bidirectional(spec, head, dtype, device, trust_remote_code, placement)
+    auto_class = _AUTO_CLASSES[head]
     if spec.encoder_only:
-        if kind not in _HIDDEN_STATE_KINDS:
+        if head is not NetworkHead.NONE:
             raise ModelLoadError(
                 f"{spec.architecture}: an encoder-decoder's encoder runs as an embedder only"
             )
         auto_class = AutoModelForTextEncoding  # T5EncoderModel & co.: the decoder is never loaded
     model = from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement)
-    if kind in _HIDDEN_STATE_KINDS:
+    if head is NetworkHead.NONE:
         model = _backbone_of(model, spec)
     return model.eval() if placement.places_itself else model.to(device).eval()
 
@@ -76,38 +74,21 @@ def _backbone_of(model: PreTrainedModel, spec: ModelSpec) -> PreTrainedModel:
 
 def load_bidirectional(
     spec: ModelSpec,
-    kind: ModelKind,
+    head: NetworkHead,
     dtype: torch.dtype,
     device: torch.device,
     trust_remote_code: bool,
     placement: Placement,
 ) -> nn.Module:
-    """NVIDIA's bidirectional Llama on transformers' own layers (see models/llama_bidirectional.py)."""
-    from poolrag.config.families import bidirectional_pooling
-    from poolrag.models.llama_bidirectional import BidirectionalSequenceClassifier, make_bidirectional
+    """NVIDIA's bidirectional Llama embedder on transformers' own layers (models/llama_bidirectional.py);
+    its reranker is split into backbone and ``score`` by ``decoder_loader``."""
+    from poolrag.models.llama_bidirectional import make_bidirectional
 
-    if kind is ModelKind.SEQUENCE_CLASSIFIER:
-        loaded, info = from_pretrained(
-            AutoModelForSequenceClassification,
-            spec,
-            dtype,
-            device,
-            trust_remote_code,
-            placement,
-            output_loading_info=True,
-        )
-        missing = sorted(info.get("missing_keys") or [])
-        if missing:  # a score head transformers would initialise at random: scores would be noise
-            raise ModelLoadError(f"{spec.transformer_path} has no weights for {', '.join(missing[:4])}")
-        model: nn.Module = BidirectionalSequenceClassifier(
-            loaded.base_model, loaded.score, bidirectional_pooling(spec.hf_config)
-        )
-    elif kind in _HIDDEN_STATE_KINDS:
-        model = make_bidirectional(
-            _backbone_of(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement), spec)
-        )
-    else:
-        raise ModelLoadError(f"{spec.architecture} cannot run as a {kind.value} model")
+    if head is not NetworkHead.NONE:
+        raise ModelLoadError(f"{spec.architecture} runs its own head only after pooling")
+    model = make_bidirectional(
+        _backbone_of(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement), spec)
+    )
     model.requires_grad_(False)
     return model.eval() if placement.places_itself else model.to(device).eval()
 

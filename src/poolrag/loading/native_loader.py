@@ -16,22 +16,14 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from poolrag.config.model_kind import ModelKind
 from poolrag.config.model_spec import ModelSpec
+from poolrag.config.network_head import NetworkHead
 from poolrag.config.option_choices import MODEL_IMPLS, ModelImpl
 from poolrag.errors import ModelLoadError
 from poolrag.loading.placement import Placement
 from poolrag.models.bert import MODEL_TYPES, BertFamilyModel, convert_checkpoint
 
 logger = logging.getLogger(__name__)
-
-_KINDS = (
-    ModelKind.EMBEDDING,
-    ModelKind.COLBERT,
-    ModelKind.SEQUENCE_CLASSIFIER,
-    ModelKind.TOKEN_CLASSIFIER,
-    ModelKind.BGE_M3,  # loaded as its EMBEDDING backbone; the heads run in the poolers
-)
 
 
 def _weight_files(folder: Path) -> list[Path]:
@@ -44,15 +36,13 @@ def _weight_files(folder: Path) -> list[Path]:
     return [single] if single.is_file() else []
 
 
-def unsupported_reason(spec: ModelSpec, kind: ModelKind, placement: Placement) -> str | None:
+def unsupported_reason(spec: ModelSpec, head: NetworkHead, placement: Placement) -> str | None:
     """Why the native implementation cannot run this model exactly, or ``None`` when it can."""
     cfg = spec.hf_config
     model_type = getattr(cfg, "model_type", "")
     if model_type not in MODEL_TYPES:
         return f"no native implementation of {model_type!r} (native: {', '.join(MODEL_TYPES)})"
-    if kind not in _KINDS:
-        return f"{kind.value} models run through transformers"
-    if kind is ModelKind.SEQUENCE_CLASSIFIER and spec.convert == "classify":
+    if head is NetworkHead.SEQUENCE and spec.convert == "classify":
         return "token_classify (convert='classify') reads every token; the native classifier reads [CLS]"
     if getattr(cfg, "auto_map", None):
         return "the folder ships its own modelling code"
@@ -70,7 +60,7 @@ def unsupported_reason(spec: ModelSpec, kind: ModelKind, placement: Placement) -
 
 
 def load_native(
-    spec: ModelSpec, kind: ModelKind, dtype: torch.dtype, device: torch.device
+    spec: ModelSpec, head: NetworkHead, dtype: torch.dtype, device: torch.device
 ) -> BertFamilyModel:
     """Build the module on the meta device and assign the checkpoint's tensors.
 
@@ -78,7 +68,7 @@ def load_native(
     tensor; heads the task does not use (an MLM head, a pooler) are never read.
     """
     with torch.device("meta"):
-        model = BertFamilyModel(spec.hf_config, kind)
+        model = BertFamilyModel(spec.hf_config, head)
     model_type = spec.hf_config.model_type
     raw: dict[str, torch.Tensor] = {}
     current = spec.transformer_path
@@ -90,7 +80,7 @@ def load_native(
                     if _wanted(key):
                         raw[key] = handle.get_tensor(key).to(dtype)
         current = spec.transformer_path
-        state = convert_checkpoint(raw, kind, model_type)
+        state = convert_checkpoint(raw, head, model_type)
     except (OSError, ValueError, RuntimeError, SafetensorError, pickle.UnpicklingError) as exc:
         # unreadable or forged file (named: the user must know which), duplicate names
         raise ModelLoadError(f"cannot read the checkpoint {current} natively: {exc}") from exc
@@ -113,7 +103,7 @@ def _wanted(key: str) -> bool:
 
 def try_load_native(
     spec: ModelSpec,
-    kind: ModelKind,
+    head: NetworkHead,
     dtype: torch.dtype,
     device: torch.device,
     placement: Placement,
@@ -124,10 +114,10 @@ def try_load_native(
         raise ModelLoadError(f"unknown model_impl {model_impl!r}; use one of {', '.join(MODEL_IMPLS)}")
     if model_impl == "transformers":
         return None
-    reason = unsupported_reason(spec, kind, placement)
+    reason = unsupported_reason(spec, head, placement)
     if reason is None:
         try:
-            return load_native(spec, ModelKind.EMBEDDING if kind is ModelKind.BGE_M3 else kind, dtype, device)
+            return load_native(spec, head, dtype, device)
         except ModelLoadError as exc:
             reason = str(exc)
     if model_impl == "native":

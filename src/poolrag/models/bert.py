@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from poolrag.config.model_kind import ModelKind
+from poolrag.config.network_head import NetworkHead
 from poolrag.config.positions import position_offset
 from poolrag.config.registry import NATIVE_MODEL_TYPES
 from poolrag.models.fused_linear import FusedLinear
@@ -93,23 +93,23 @@ class FirstTokenClassifier(nn.Module):
 
 
 class BertFamilyModel(nn.Module):
-    """Backbone plus the head ``kind`` needs. Takes the runner's packed or padded keyword arguments."""
+    """Backbone plus the head ``head`` names. Takes the runner's packed or padded keyword arguments."""
 
     native = True  # the runner packs every batch for it and lets it pack its own weights
     # the head reads the first token only: the last layer computes that row alone (off = the
     # reference that benchmarks and tests compare against)
     classifier_first_rows = True
 
-    def __init__(self, cfg: Any, kind: ModelKind) -> None:
+    def __init__(self, cfg: Any, head: NetworkHead) -> None:
         super().__init__()
         self.config = cfg
-        self.kind = kind
+        self.head_kind = head
         self.embeddings = Embeddings(cfg)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.head: nn.Module | None = None
-        if kind is ModelKind.SEQUENCE_CLASSIFIER:
+        if head is NetworkHead.SEQUENCE:
             self.head = FirstTokenClassifier(cfg.hidden_size, cfg.num_labels)
-        elif kind is ModelKind.TOKEN_CLASSIFIER:
+        elif head is NetworkHead.TOKEN:
             self.head = nn.Linear(cfg.hidden_size, cfg.num_labels)
         self._position_offset = position_offset(cfg)  # padded rows; packed rows come with position ids
 
@@ -156,7 +156,7 @@ class BertFamilyModel(nn.Module):
         assert position_ids is not None, "packed batches carry their position ids"
         types = None if token_type_ids is None else token_type_ids.reshape(-1)
         x = self.embeddings(input_ids.reshape(-1), position_ids.reshape(-1), types)
-        classifier = self.kind is ModelKind.SEQUENCE_CLASSIFIER
+        classifier = self.head_kind is NetworkHead.SEQUENCE
         first_only = first_rows_only or (classifier and self.classifier_first_rows)
         last = len(self.layers) - 1
         for index, layer in enumerate(self.layers):
@@ -166,7 +166,7 @@ class BertFamilyModel(nn.Module):
         if classifier:
             assert self.head is not None
             return NativeOutput(logits=self.head(x if first_only else x.index_select(0, first)))
-        if self.kind is ModelKind.TOKEN_CLASSIFIER:
+        if self.head_kind is NetworkHead.TOKEN:
             assert self.head is not None
             return NativeOutput(logits=self.head(x).view(*shape, -1))
         if first_only:
@@ -204,17 +204,17 @@ def _split_param(name: str) -> tuple[str, str]:
     return module, {"gamma": "weight", "beta": "bias"}.get(param, param)
 
 
-def head_names(model_type: str, kind: ModelKind) -> dict[str, str]:
-    """Checkpoint module names of ``kind``'s head → ours."""
-    if kind is ModelKind.SEQUENCE_CLASSIFIER:
+def head_names(model_type: str, head: NetworkHead) -> dict[str, str]:
+    """Checkpoint module names of ``head`` → ours."""
+    if head is NetworkHead.SEQUENCE:
         return _SEQUENCE_HEADS["bert" if model_type == "bert" else "roberta"]
-    if kind is ModelKind.TOKEN_CLASSIFIER:
+    if head is NetworkHead.TOKEN:
         return {"classifier": "head"}
     return {}
 
 
 def convert_checkpoint(
-    raw: Mapping[str, torch.Tensor], kind: ModelKind, model_type: str = "bert"
+    raw: Mapping[str, torch.Tensor], head: NetworkHead, model_type: str = "bert"
 ) -> dict[str, torch.Tensor]:
     """A transformers BERT/RoBERTa state dict → this module's names (query/key/value fused).
 
@@ -223,7 +223,7 @@ def convert_checkpoint(
     """
     out = _Renamed()
     qkv: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
-    heads = head_names(model_type, kind)
+    heads = head_names(model_type, head)
     for key, tensor in raw.items():
         name = key
         head_module, head_param = _split_param(name)

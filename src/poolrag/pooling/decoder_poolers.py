@@ -1,4 +1,4 @@
-"""Task poolers for decoder models whose head runs here, after pooling, not inside the model.
+"""Task poolers for models whose head runs here, after pooling, not inside the model.
 
 transformers' decoder classifiers find "the last token" by searching for ``pad_token_id``; that
 misreads a text that ends in EOS when EOS doubles as padding. Pooling the packed hidden states
@@ -15,17 +15,18 @@ import torch
 from torch import nn
 
 from poolrag.pooling.heads import ClassifierHead, TokenClassifierHead
-from poolrag.pooling.methods import LastPool
+from poolrag.pooling.methods import PoolingMethod
 from poolrag.pooling.step_reward import StepRewardHead
 from poolrag.request import PoolingRequest
 from poolrag.runner.forward_output import ForwardOutput
 
 
-class LastTokenScorePooler:
-    """LAST token → ``score`` module (a classifier's linear or a few lm_head rows) → activation."""
+class PooledScorePooler:
+    """Pooling method (a decoder's LAST token, a bidirectional model's mean) → ``score`` module
+    (a classifier's linear or a few lm_head rows) → activation."""
 
-    def __init__(self, score: nn.Module, head: ClassifierHead) -> None:
-        self.method = LastPool()
+    def __init__(self, method: PoolingMethod, score: nn.Module, head: ClassifierHead) -> None:
+        self.method = method
         self.score = score
         self.head = head
 

@@ -22,6 +22,10 @@ from poolrag.request import PoolingRequest
 
 
 class StepProjection(Protocol):
+    @property
+    def columns(self) -> int | None:
+        """How many columns ``returned_token_ids`` may index (vocabulary rows or labels)."""
+
     def __call__(self, rows: torch.Tensor, columns: tuple[int, ...] | None) -> torch.Tensor:
         """Logits ``[steps, len(columns)]`` for the hidden states of the step tags."""
 
@@ -32,6 +36,10 @@ class LMHeadStepProjection:
     def __init__(self, weight: torch.Tensor, final_softcap: float | None = None) -> None:
         self.weight = weight.detach()
         self.final_softcap = final_softcap
+
+    @property
+    def columns(self) -> int:
+        return int(self.weight.shape[0])
 
     def __call__(self, rows: torch.Tensor, columns: tuple[int, ...] | None) -> torch.Tensor:
         if not columns:
@@ -51,6 +59,11 @@ class ModuleStepProjection:
 
     def __init__(self, module: nn.Module) -> None:
         self.module = module
+
+    @property
+    def columns(self) -> int | None:
+        linears = [m for m in self.module.modules() if isinstance(m, nn.Linear)]
+        return linears[-1].out_features if linears else None
 
     def __call__(self, rows: torch.Tensor, columns: tuple[int, ...] | None) -> torch.Tensor:
         param = next(self.module.parameters(), None)

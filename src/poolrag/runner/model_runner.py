@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from poolrag.config.model_kind import ModelKind
+from poolrag.config.network_head import NetworkHead
 from poolrag.config.positions import position_offset
 from poolrag.loading.cpu_fast_mode import pack_linear_weights
 from poolrag.models.fused_linear import onednn_available
@@ -43,22 +43,19 @@ if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (sec
 
 logger = logging.getLogger(__name__)
 
-# kinds whose output is per-token rows: the model's own head (if any) works on packed rows too
-_PACKABLE_KINDS = (ModelKind.EMBEDDING, ModelKind.COLBERT, ModelKind.TOKEN_CLASSIFIER)
-
 
 class ModelRunner:
     """Owns the forward pass. Not thread-safe by itself: the engine core calls it from one thread.
 
     Args:
         model: the transformers module (backbone or ``*For...Classification``).
-        kind: which output to return (hidden states, token logits or sequence logits).
+        head: what the model's own forward returns (hidden states, token logits or sequence logits).
         pad_token_id: id used for padding in the padded layout.
         device: where inputs go (the model's input-embedding device).
         packing: ``True``/``False`` to force the layout; ``None`` = packed for native models and on CUDA.
         pack_weights: on CPU, pre-pack linear weights for oneDNN once at load (exact fp32).
         first_row_tasks: tasks whose pooler reads only each sequence's first row (CLS pooling).
-            A packed batch of only these tasks on a native model skips the last layer's work for
+            A packed batch of only these tasks on a native backbone skips the last layer's work for
             every other row and comes back as one-row sequences (exact: the math per row is unchanged).
         token_states: a sequence classifier also returns its backbone's last hidden state per
             token (``token_classify`` with ``convert='classify'``), caught on the way past.
@@ -67,7 +64,7 @@ class ModelRunner:
     def __init__(
         self,
         model: PreTrainedModel,
-        kind: ModelKind,
+        head: NetworkHead,
         pad_token_id: int,
         device: torch.device,
         packing: bool | None = None,
@@ -76,14 +73,14 @@ class ModelRunner:
         token_states: bool = False,
     ) -> None:
         self.model = model
-        self.token_states = token_states and kind is ModelKind.SEQUENCE_CLASSIFIER
+        self.token_states = token_states and head is NetworkHead.SEQUENCE
         self._native = bool(getattr(model, "native", False))
         self.first_row_tasks = first_row_tasks
         # packed at the start of serving (see ``prepare_for_serving``), so a fast mode can still
         # convert the plain weights after construction
         self._pack_weights = pack_weights and device.type == "cpu"
         self._serving = False
-        self.kind = kind
+        self.head = head
         self.pad_token_id = pad_token_id
         self.device = device
         accepted = inspect.signature(model.forward).parameters
@@ -147,8 +144,8 @@ class ModelRunner:
         return int(self.model.config.hidden_size)
 
     def _packing_unsupported(self) -> str | None:
-        if self.kind not in _PACKABLE_KINDS:
-            return f"{self.kind.value} heads read fixed positions of padded rows"
+        if not self.head.packable:
+            return "its sequence head reads fixed positions of padded rows"
         if not getattr(self.model, "_supports_attention_backend", False):
             return "its attention layers do not take transformers' attention interface"
         if "position_ids" not in inspect.signature(self.model.forward).parameters:
@@ -184,7 +181,7 @@ class ModelRunner:
         """Host tensors for ``batch`` (pinned on CUDA); cheap, so it can run ahead of the forward."""
         packed = self.packed and all(r.attention is None for r in batch)
         inputs = self._prepare(batch, packed)
-        if packed and self._native and self.kind is ModelKind.EMBEDDING and self.first_row_tasks:
+        if packed and self._native and self.head is NetworkHead.NONE and self.first_row_tasks:
             inputs.first_rows_only = all(r.params.task in self.first_row_tasks for r in batch)
         return inputs
 
@@ -210,9 +207,9 @@ class ModelRunner:
             output = self._compiled(inputs) if self._compiled is not None else None
             if output is None:
                 output = self._eager(inputs)
-        if self.kind is ModelKind.SEQUENCE_CLASSIFIER:
+        if self.head is NetworkHead.SEQUENCE:
             return ForwardOutput(sequences=output.logits)
-        states = output.logits if self.kind is ModelKind.TOKEN_CLASSIFIER else output.last_hidden_state
+        states = output.logits if self.head is NetworkHead.TOKEN else output.last_hidden_state
         ids = inputs.kwargs["input_ids"]
         assert isinstance(ids, torch.Tensor)
         if inputs.first_rows_only:  # [B, H]: one row per sequence, each a sequence of one token
@@ -293,13 +290,9 @@ class ModelRunner:
         if not self._pack_weights:
             return
         pack = getattr(self.model, "pack_weights", None)  # native models pack (and fuse) their own
-        parts = getattr(self.model, "transformers_parts", None)  # a poolrag head on transformers layers
         if pack is not None:
             if onednn_available(next(self.model.parameters()).dtype):
                 pack()
-        elif parts is not None:
-            for part in parts():
-                pack_linear_weights(part)  # in place
         else:
             self.model = pack_linear_weights(self.model)  # type: ignore[assignment]
 
