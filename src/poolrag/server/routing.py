@@ -10,7 +10,8 @@ documents the body model, but its handler:
 2. finds the model the body names (:func:`poolrag.server.state.model_state`), checks the body
    against that model's per-request limits and holds its tokens in that model's admission budget
    while the endpoint runs (the body is first parsed under the loosest limits of the models served);
-3. serialises the answer on a worker thread;
+3. serialises the answer on a worker thread (a :class:`~poolrag.server.float_json.JsonAnswer` by
+   orjson, any other by pydantic);
 4. watches for the client's ``http.disconnect`` meanwhile: when the client leaves, the work is
    cancelled (the engine's async core drops queued sequences of a cancelled caller), its queue
    slot is freed, and the request is counted as 499.
@@ -31,6 +32,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.types import Receive
 
+from poolrag.server.float_json import JsonAnswer
 from poolrag.server.metrics import CLIENT_CLOSED
 from poolrag.server.parsing import check_size, parse_body
 from poolrag.server.state import model_state, served_models
@@ -63,6 +65,8 @@ async def until_disconnected(request: Request, work: Awaitable[Response]) -> Res
 
 
 def _dump(result: Any, exclude_none: bool) -> bytes:
+    if isinstance(result, JsonAnswer):  # built as JSON's types already (vectors as numpy rows)
+        return result.encode()
     return result.model_dump_json(exclude_none=exclude_none).encode()
 
 

@@ -12,10 +12,11 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
+from poolrag.server.float_json import JsonAnswer, float_rows
 from poolrag.server.inputs import input_count, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
-from poolrag.server.schemas import EmbeddingData, EmbeddingRequest, EmbeddingResponse, Usage
+from poolrag.server.schemas import EmbeddingRequest, EmbeddingResponse, Usage
 from poolrag.server.state import ServerState, model_state, new_id, now
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
 
@@ -45,15 +46,15 @@ def _vector_bytes(vector: np.ndarray, embed_dtype: str, endianness: str) -> byte
 
 def encode_vector(
     vector: np.ndarray, encoding_format: str, embed_dtype: str = "float32", endianness: str = "native"
-) -> list[float] | str:
+) -> np.ndarray | str:
     """Base64 of the vector's bytes in ``embed_dtype`` and byte order (OpenAI's default: little-endian
-    float32), or a float list of the values rounded to ``embed_dtype``."""
+    float32), or the values rounded to ``embed_dtype`` as a float64 row (written as a float list)."""
     if encoding_format == "base64":
         return base64.b64encode(_vector_bytes(vector, embed_dtype, endianness)).decode("ascii")
     values = _in_dtype(vector, embed_dtype)
     if embed_dtype == "bfloat16":
-        return (values.astype(np.uint32) << 16).view(np.float32).tolist()
-    return values.astype(np.float32).tolist()
+        return float_rows((values.astype(np.uint32) << 16).view(np.float32))
+    return float_rows(values)
 
 
 _BYTES_ANSWER = {
@@ -66,7 +67,7 @@ _BYTES_ANSWER = {
 @router.post(PATH, response_model=EmbeddingResponse, responses={**ENGINE_ERRORS, 200: _BYTES_ANSWER})
 async def create_embeddings(
     body: EmbeddingRequest, request: Request, response: Response
-) -> EmbeddingResponse | Response:
+) -> JsonAnswer | Response:
     state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
@@ -92,20 +93,33 @@ async def create_embeddings(
 
 def _answer(
     body: EmbeddingRequest, state: ServerState, vectors: Sequence[np.ndarray], tokens: int
-) -> EmbeddingResponse | Response:
+) -> JsonAnswer | Response:
     """The vectors as OpenAI's JSON (float lists or base64), or as vLLM's ``bytes`` answer."""
     answer_id = new_id("embd", body.request_id)
     usage = Usage(prompt_tokens=tokens, total_tokens=tokens)
     if body.encoding_format in ("bytes", "bytes_only"):
         return _bytes_answer(body, answer_id, state.settings.model_name, vectors, usage)
     wire = (body.encoding_format, body.embed_dtype, body.endianness)
-    return EmbeddingResponse(
-        id=answer_id,
-        created=now(),
-        model=state.settings.model_name,
-        data=[EmbeddingData(index=i, embedding=encode_vector(v, *wire)) for i, v in enumerate(vectors)],
-        usage=usage,
-    )
+    return embedding_answer(answer_id, now(), state.settings.model_name, vectors, usage, wire)
+
+
+def embedding_answer(
+    answer_id: str,
+    created: int,
+    model: str,
+    vectors: Sequence[np.ndarray],
+    usage: Usage,
+    wire: tuple[str, str, str] = ("float", "float32", "native"),
+) -> JsonAnswer:
+    """:class:`~poolrag.server.schemas.EmbeddingResponse`'s JSON, built without validating each float
+    (the route encodes it off the loop)."""
+    data = [
+        {"object": "embedding", "index": i, "embedding": encode_vector(v, *wire)}
+        for i, v in enumerate(vectors)
+    ]
+    content = {"id": answer_id, "object": "list", "created": created, "model": model, "data": data}
+    content["usage"] = usage.model_dump()
+    return JsonAnswer(content)
 
 
 def _bytes_answer(
@@ -137,7 +151,7 @@ def _bytes_answer(
 
 async def _late_chunks(
     body: EmbeddingRequest, params: PoolingParams, state: ServerState
-) -> EmbeddingResponse | Response:
+) -> JsonAnswer | Response:
     """``late_chunking``: ``input`` is one document, ``data`` one vector per span in order."""
     assert body.late_chunking is not None
     if not isinstance(body.input, str):
