@@ -239,7 +239,7 @@ class Engine:
         self._tune_report, self._tune = built.tuned.report, built.tuned.background
         self.fast_mode_report: FastModeReport | None = built.fast_mode_report
         self._compile: BackgroundCompile | None = built.tuned.compile_job
-        if args.compile == "background" or built.tuned.compile:
+        if args.compile == "background" or built.tuned.plan.compile:
             self._start_compile()
         if self._tune is not None:  # a first load: the default path serves while the others are timed
             self._tune.start()

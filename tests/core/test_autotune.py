@@ -286,6 +286,8 @@ def test_fast_mode_auto_picks_by_measurement_and_caches_it(
     engine = Engine(bert, tune="auto", cpu_fast_mode="auto")
     verdict = engine.tune_report.verdict
     assert verdict is not None and verdict.fast_mode in ("fp32", "bf16", "int8")
+    # each implementation is read from the checkpoint once: the fast candidates copy its weights
+    assert sorted(builds) == ["auto", "transformers"]
     fast_rows = {c.precision: c for c in verdict.candidates if c.precision != "fp32"}
     assert set(fast_rows) == {"bf16", "int8"}
     for row in fast_rows.values():  # each measured against fp32; only those meeting the bar were timed

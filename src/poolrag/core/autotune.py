@@ -8,7 +8,10 @@ with the reference path's (transformers' own modules, eager), those below ``MIN_
 are dropped, and the rest are timed on one batch of the model's own tokenised texts in
 interleaved passes (a median per candidate, so a noisy neighbour slows every candidate alike).
 The verdict is written by :mod:`poolrag.core.tune_verdicts`; later loads read it and build only
-the chosen path.
+the chosen path. Either way the outcome is a :class:`~poolrag.core.speed_plan.SpeedPlan` (the
+implementation, attention bound, fast mode and compile) that the engine switches on in one place.
+Each implementation is read from the checkpoint once; its other candidates (fast modes, compiled
+forwards) copy the weights already in memory.
 
 * ``tune="auto"`` (the default) times the eager candidates: a second model load, a timing batch
   sized to about ``TARGET_PASS_S`` a pass on this machine as loaded now, and as many interleaved
@@ -31,6 +34,7 @@ the chosen path.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import statistics
@@ -43,14 +47,14 @@ import torch
 
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.option_choices import TUNE_MODES, TuneMode
-from poolrag.core.model_setup import Pipeline, fingerprint
+from poolrag.core.model_setup import Pipeline, fingerprint, with_network
 from poolrag.core.runs_or_groups_tuning import measure_runs_or_groups
+from poolrag.core.speed_plan import SpeedPlan, install_attention_bound
 from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.model_facts import model_identity
-from poolrag.models.packed_attention import RunsOrGroups, use_runs_or_groups
 from poolrag.request import PoolingRequest, ResolvedParams
 
 if TYPE_CHECKING:  # the compiler stack loads only when a compiled candidate is measured
@@ -176,21 +180,20 @@ class TuneRequest:
 
 @dataclass(slots=True)
 class TunedLoad:
-    """The pipeline to serve with and what the engine still has to switch on.
+    """The pipeline to serve with, the plan the engine switches on for it (``speed_plan.apply_plan``),
+    and what measuring already did.
 
     Attributes:
-        compile: the chosen path is compiled and ``compile_job`` is None: start the background compile.
         compile_job: the finished compile of the chosen runner (measured now, already installed).
-        fast_mode: the fast mode to switch on (None: exact), unless ``fast_report`` says it already is.
+        fast_report: the fast mode measuring already switched on (None: ``plan``'s is still to do).
         background: the measurement to start once the engine is built (``pipeline`` is the default
             path, serving meanwhile).
     """
 
     pipeline: Pipeline
     report: TuneReport
-    compile: bool = False
+    plan: SpeedPlan
     compile_job: BackgroundCompile | None = None
-    fast_mode: str | None = None
     fast_report: FastModeReport | None = None
     background: BackgroundTune | None = None
 
@@ -294,8 +297,13 @@ def _compile_candidate(candidate: _Candidate, identity: str) -> None:
 
 
 class _Tuner:
-    """One load's measuring: builds candidates through ``build`` and keeps the winner's pipeline;
-    every forward pass it makes goes through ``run``."""
+    """One load's measuring: makes candidates and keeps the winner's pipeline; every forward pass
+    it makes goes through ``run``.
+
+    An implementation is loaded from the checkpoint once (``build``); a second candidate of it (a
+    fast mode, a compiled forward) is a copy of the weights already in memory, taken before any
+    candidate packed or converted them, so it starts from the same exact model a fresh load gives.
+    """
 
     def __init__(
         self,
@@ -308,19 +316,44 @@ class _Tuner:
         self._identity = identity
         self._tokens = batch_tokens
         self._run = run
+        self._loaded: dict[str, tuple[Pipeline, torch.nn.Module]] = {}
+
+    def keep(self, pipeline: Pipeline) -> Pipeline:
+        """Remember ``pipeline``'s weights (not yet packed or converted) for later candidates of its
+        implementation."""
+        if _impl(pipeline) not in self._loaded:
+            self._loaded[_impl(pipeline)] = (pipeline, copy.deepcopy(pipeline.executor.runner.model))
+        return pipeline
+
+    def pipeline(self, impl: ModelImpl) -> Pipeline:
+        """A candidate's pipeline: a copy of ``impl``'s weights in memory, else a load."""
+        kept = self._loaded.get(impl)
+        if kept is None:
+            return self.keep(self._build(impl))
+        template, weights = kept
+        return with_network(template, copy.deepcopy(weights))
+
+    def forget(self) -> None:
+        """Drop the kept weights: measuring is over."""
+        self._loaded.clear()
 
     def exact(
         self, request: TuneRequest, first: Pipeline | None = None
     ) -> tuple[_Candidate, list[_Candidate], int]:
         """(the winner, every candidate, passes) among the exact paths the request leaves open;
         ``first``: the default path, already built."""
+        copies = request.mode == "full" or request.fast_mode == "auto"  # later candidates of one impl
         first = first or self._build(request.model_impl)
+        if copies:
+            self.keep(first)
         candidates = [_Candidate(_impl(first), "eager", "fp32", first)]
         if request.model_impl == "auto" and candidates[0].impl == "native":
-            candidates.append(_Candidate("transformers", "eager", "fp32", self._build("transformers")))
+            other = self._build("transformers")
+            other = self.keep(other) if copies else other
+            candidates.append(_Candidate("transformers", "eager", "fp32", other))
         if request.mode == "full" and request.compile is None:
             for impl in [c.impl for c in candidates]:
-                pipeline = self._build(impl)  # type: ignore[arg-type]
+                pipeline = self.pipeline(impl)  # type: ignore[arg-type]
                 pipeline.executor.runner.prepare_for_serving()
                 compiled = _Candidate(impl, "compiled", "fp32", pipeline)
                 _compile_candidate(compiled, self._identity)
@@ -350,7 +383,7 @@ class _Tuner:
         the fast-mode cosine bar first."""
         candidates = [exact]
         for mode in FAST_MODES:
-            pipeline = self._build(exact.impl)  # type: ignore[arg-type]
+            pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
             runner = pipeline.executor.runner
             report = enable_cpu_fast_mode(
                 runner, mode, probe_requests(pipeline.processor), request.fast_min_cosine
@@ -368,7 +401,7 @@ class _Tuner:
     def _compiled_int8(self, exact: _Candidate, request: TuneRequest) -> _Candidate:
         """int8 compiled: its per-token quantisation fused by inductor (a fresh int8 model, since
         a compiled runner serves only through its graph)."""
-        pipeline = self._build(exact.impl)  # type: ignore[arg-type]
+        pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
         runner = pipeline.executor.runner
         probe = probe_requests(pipeline.processor)
         report = enable_cpu_fast_mode(runner, "int8", probe, request.fast_min_cosine)
@@ -434,7 +467,8 @@ def _untuned(
         raise InvalidInputError(
             f"cpu_fast_mode='auto' chooses by measurement, which is not done here: {reason}"
         )
-    return TunedLoad(build(request.model_impl), TuneReport(state, reason), fast_mode=request.fast_mode)
+    plan = SpeedPlan(request.model_impl, request.fast_mode)
+    return TunedLoad(build(request.model_impl), TuneReport(state, reason), plan)
 
 
 def not_tunable(device: torch.device, places_itself: bool) -> str | None:
@@ -487,17 +521,13 @@ def load_tuned(
         forward = cached.forward if fast is None else cached.fast_forward
         # a pinned fast mode other than the measured one was not timed compiled
         fast_compiled = fast is None or fast == cached.fast_mode
-        return TunedLoad(
-            pipeline,
-            report,
-            compile=forward == "compiled" and request.compile is None and fast_compiled,
-            fast_mode=fast,
-        )
+        compile = forward == "compiled" and request.compile is None and fast_compiled
+        return TunedLoad(pipeline, report, SpeedPlan(cached.impl, fast, compile, rows))  # type: ignore[arg-type]
     started = time.perf_counter()
     identity = model_identity(request.model_name, fingerprint(spec))
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))
     if cached is not None:  # exact path known, fast modes not measured yet: measure only those
-        exact = _Candidate(cached.impl, cached.forward, "fp32", build(cached.impl))  # type: ignore[arg-type]
+        exact = _Candidate(cached.impl, cached.forward, "fp32", tuner.pipeline(cached.impl))  # type: ignore[arg-type]
         exact.pipeline.executor.runner.prepare_for_serving()
         exact_candidates, exact_passes = [], cached.passes
         previous = [c for c in cached.candidates if c.precision == "fp32"]
@@ -515,6 +545,7 @@ def load_tuned(
     chosen, fast_candidates, passes = exact, [], exact_passes
     if wants_fast:
         chosen, fast_candidates, passes = tuner.fast(exact, request)
+    tuner.forget()
     rows = _runs_or_groups(chosen.pipeline, cached.min_rows_per_run if cached is not None else None)
     verdict = Verdict(
         impl=exact.impl,
@@ -533,36 +564,33 @@ def load_tuned(
     if exact_candidates and len(exact_candidates) == 1 and not wants_fast and rows is None:
         # one exact path and nothing else asked: nothing was chosen, nothing worth remembering
         report = TuneReport("skipped", "one exact path for this model: nothing to choose", verdict)
-        return TunedLoad(exact.pipeline, report, fast_mode=request.fast_mode)
+        return TunedLoad(exact.pipeline, report, SpeedPlan(exact.impl, request.fast_mode))  # type: ignore[arg-type]
     path = write_verdict(key, verdict)
     report = TuneReport("measured", "timed now", verdict, verdict.seconds, str(path or ""))
     logger.info("autotune measured in %.1f s:\n%s", verdict.seconds, report.table())
     _close_others(chosen.pipeline, [*exact_candidates, *fast_candidates, exact])
     compiled = chosen.forward == "compiled" and request.compile is None
+    fast = _fast_choice(request, verdict.fast_mode)
+    plan = SpeedPlan(exact.impl, fast, compiled and chosen.compile_job is None, rows)  # type: ignore[arg-type]
     return TunedLoad(
         chosen.pipeline,
         report,
-        compile=compiled and chosen.compile_job is None,
+        plan,
         compile_job=chosen.compile_job if compiled else None,
-        fast_mode=_fast_choice(request, verdict.fast_mode),
         fast_report=chosen.fast_report,
     )
 
 
 def _runs_or_groups(pipeline: Pipeline, known: int | None, run: RunStep = run_here) -> int | None:
-    """Install the runs-or-groups bound for a native encoder's attention shape (``known`` from the
-    verdict, else measured now) and return it; None for models without packed CPU attention."""
+    """The runs-or-groups bound for a native encoder's attention shape (``known`` from the verdict,
+    else measured now); None for models without packed CPU attention. The plan installs it."""
     model = pipeline.executor.runner.model
     if not getattr(model, "native", False):
         return None
+    if known is not None:
+        return known
     heads, head_dim = model.attention_shape
-
-    def choose() -> RunsOrGroups:
-        choice = RunsOrGroups(known) if known is not None else measure_runs_or_groups(heads, head_dim)
-        use_runs_or_groups(heads, head_dim, choice)
-        return choice
-
-    return run(choose).min_rows_per_run
+    return run(lambda: measure_runs_or_groups(heads, head_dim)).min_rows_per_run
 
 
 def _measures_behind_serving(request: TuneRequest, first: Pipeline) -> bool:
@@ -594,7 +622,8 @@ def _serve_while_measuring(
     report = TuneReport(
         "measuring", "serving on the default path while the exact paths are timed", path=str(key.path())
     )
-    return TunedLoad(first, report, background=BackgroundTune(measure, first, report))
+    plan = SpeedPlan(_impl(first))  # type: ignore[arg-type]
+    return TunedLoad(first, report, plan, background=BackgroundTune(measure, first, report))
 
 
 def measure_exact(
@@ -623,6 +652,7 @@ def measure_exact(
         seconds=0.0,
         min_rows_per_run=_runs_or_groups(exact.pipeline, None, run),
     )
+    run(lambda: install_attention_bound(exact.pipeline, verdict.min_rows_per_run))
     verdict = replace(verdict, seconds=round(time.perf_counter() - started, 3))
     path = write_verdict(key, verdict)
     _close_others(exact.pipeline, [c for c in candidates if c.pipeline is not first])

@@ -21,9 +21,10 @@ from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
 from poolrag.core.autotune import TunedLoad, TuneRequest, load_tuned, resolve_tune_mode
 from poolrag.core.model_setup import Pipeline, build_pipeline
+from poolrag.core.speed_plan import apply_plan
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import UnsupportedTaskError
-from poolrag.loading.cpu_fast_mode import FastModeReport, enable_cpu_fast_mode, probe_requests
+from poolrag.loading.cpu_fast_mode import FastModeReport
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
@@ -37,7 +38,8 @@ class BuiltEngine:
 
     Attributes:
         task: the primary task (the args' own, checked, else the model's first).
-        tuned: the pipeline to serve with and what is still to start (compile, background tune).
+        tuned: the pipeline to serve with, its speed plan (applied) and what is still to start
+            (compile, background tune).
         fast_mode_report: the CPU fast mode's measured accuracy (None: exact, none asked).
     """
 
@@ -73,11 +75,7 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
     facts = _facts(args.model, spec, tuned.pipeline, tokenizer_path)
     if args.task is not None and args.task not in facts.supported_tasks:
         raise UnsupportedTaskError(args.task, facts.supported_tasks)
-    fast_report = tuned.fast_report
-    if tuned.fast_mode is not None and fast_report is None:
-        probe = probe_requests(tuned.pipeline.processor)
-        runner = tuned.pipeline.executor.runner
-        fast_report = enable_cpu_fast_mode(runner, tuned.fast_mode, probe, args.cpu_fast_mode_min_cosine)
+    fast_report = apply_plan(tuned.pipeline, tuned.plan, args.cpu_fast_mode_min_cosine, tuned.fast_report)
     task = args.task or facts.supported_tasks[0]
     return BuiltEngine(spec, device, dtype, template, tuned, facts, task, fast_report)
 

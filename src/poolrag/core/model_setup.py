@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
@@ -242,3 +243,20 @@ def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
     if tokenizer.pad_token_id is not None:
         return int(tokenizer.pad_token_id)
     return int(tokenizer.eos_token_id) if tokenizer.eos_token_id is not None else 0
+
+
+def with_network(pipeline: Pipeline, model: nn.Module) -> Pipeline:
+    """``pipeline`` around another copy of its network (a tuning candidate made from weights already
+    in memory): the same tokenizer, processor and poolers, a runner and batcher of its own."""
+    runner = pipeline.executor.runner
+    batcher = pipeline.executor.batcher
+    copy = ModelRunner(
+        model,
+        runner.head,
+        runner.pad_token_id,
+        runner.device,
+        first_row_tasks=runner.first_row_tasks,
+        token_states=runner.token_states,
+    )
+    sizes = TokenBudgetBatcher(batcher.max_batch_tokens, batcher.max_batch_size, batcher.max_padding)
+    return replace(pipeline, executor=ModelExecutor(copy, pipeline.executor.poolers, sizes))
