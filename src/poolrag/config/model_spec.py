@@ -17,12 +17,16 @@ from transformers import PretrainedConfig
 
 from poolrag.config.encoder_decoder import runs_encoder_only
 from poolrag.config.families import bidirectional_pooling, is_bidirectional, named_colbert, read_hf_config
-from poolrag.config.pooler_config import SENTENCE_POOLING, PoolerConfig, PoolingType
+from poolrag.config.pooler_config import (
+    SENTENCE_POOLING,
+    ST_UNSUPPORTED_POOLING_MODES,
+    PoolerConfig,
+    PoolingType,
+)
 from poolrag.config.registry import (
     CAUSAL_LM_AUTO_CLASS,
     MASKED_LM_AUTO_CLASS,
     ST_POOLING_MODES,
-    ST_UNSUPPORTED_POOLING_MODES,
     Role,
     check_model_type,
     decoder_model_types,

@@ -19,6 +19,12 @@ SENTENCE_POOLING: dict[PoolingType, tuple[str, str]] = {
     "MEAN": ("mean", "pooling_mode_mean_tokens"),
     "LAST": ("lasttoken", "pooling_mode_lasttoken"),
 }
+#: sentence-transformers' pooling flags poolrag refuses (no method reproduces them)
+ST_UNSUPPORTED_POOLING_MODES = (
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+)
 #: vLLM 0.32's keys beside ``pooling_type``: its sequence and token pooling methods
 _SPLIT_POOLING_KEYS = ("seq_pooling_type", "tok_pooling_type")
 #: vLLM keys that choose a CUDA kernel of its own and change no result

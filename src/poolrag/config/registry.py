@@ -350,13 +350,8 @@ BIDIRECTIONAL_ARCHITECTURES = frozenset(
 # ``temperature`` scales the training loss only
 BIDIRECTIONAL_POOLING: dict[str, PoolingType] = {"avg": "MEAN", "cls": "CLS", "last": "LAST"}
 
-# sentence-transformers Pooling modes: the ones poolrag reproduces, and the ones it refuses.
+# sentence-transformers Pooling flags poolrag reproduces (the refused ones: ST_UNSUPPORTED_POOLING_MODES)
 ST_POOLING_MODES: dict[str, PoolingType] = {flag: pooling for pooling, (_, flag) in SENTENCE_POOLING.items()}
-ST_UNSUPPORTED_POOLING_MODES = (
-    "pooling_mode_max_tokens",
-    "pooling_mode_mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens",
-)
 
 
 @dataclass(frozen=True, slots=True)

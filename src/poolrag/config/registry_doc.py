@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from poolrag.config.pooler_config import ST_UNSUPPORTED_POOLING_MODES
 from poolrag.config.registry import (
     ARCHITECTURES,
     BACKBONE_NAMES_NOTE,
@@ -15,7 +16,6 @@ from poolrag.config.registry import (
     NATIVE_MODEL_TYPES,
     NOT_YET_IMPLEMENTED,
     ST_POOLING_MODES,
-    ST_UNSUPPORTED_POOLING_MODES,
     TOKEN_CLASSIFY_HEADS,
     Entry,
     Role,
