@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
 
-PoolingType = Literal["CLS", "MEAN", "LAST", "ALL", "STEP", "SPLADE"]
+PoolingType = Literal["CLS", "MEAN", "LAST", "MAX", "ALL", "STEP", "SPLADE"]
 POOLING_TYPES: tuple[str, ...] = get_args(PoolingType)
 #: the pooling types that make one vector per text (an embedder's), with sentence-transformers' two
 #: names for each: its ``pooling_mode`` (6.x) and its ``pooling_mode_*`` flag (2.x-5.x)
@@ -18,10 +18,10 @@ SENTENCE_POOLING: dict[PoolingType, tuple[str, str]] = {
     "CLS": ("cls", "pooling_mode_cls_token"),
     "MEAN": ("mean", "pooling_mode_mean_tokens"),
     "LAST": ("lasttoken", "pooling_mode_lasttoken"),
+    "MAX": ("max", "pooling_mode_max_tokens"),
 }
 #: sentence-transformers' pooling flags poolrag refuses (no method reproduces them)
 ST_UNSUPPORTED_POOLING_MODES = (
-    "pooling_mode_max_tokens",
     "pooling_mode_mean_sqrt_len_tokens",
     "pooling_mode_weightedmean_tokens",
 )

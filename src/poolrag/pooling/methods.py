@@ -46,6 +46,23 @@ class MeanPool(PoolingMethod):
         return (sums / lengths[:, None].clamp(min=1).float()).to(packed.states.dtype)
 
 
+class MaxPool(PoolingMethod):
+    """Largest value per dimension over the tokens of each sequence (sentence-transformers' ``max``)."""
+
+    def __call__(self, packed: PackedStates) -> torch.Tensor:
+        lengths, states = packed.lengths, packed.states
+        segment = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
+        out = torch.full(
+            (len(lengths), states.shape[-1]), -torch.inf, dtype=states.dtype, device=states.device
+        )
+        return out.index_reduce_(0, segment, states, "amax")
+
+
 def pooling_method(kind: PoolingType) -> PoolingMethod:
-    table: dict[str, type[PoolingMethod]] = {"CLS": CLSPool, "LAST": LastPool, "MEAN": MeanPool}
+    table: dict[str, type[PoolingMethod]] = {
+        "CLS": CLSPool,
+        "LAST": LastPool,
+        "MEAN": MeanPool,
+        "MAX": MaxPool,
+    }
     return table[kind]()

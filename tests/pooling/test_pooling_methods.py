@@ -1,0 +1,52 @@
+"""Pooling methods: each sentence pooling sentence-transformers writes gives its vectors, whatever
+the batch's layout (packed rows of different lengths, one sequence or many)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tiny_models import SENTENCES, build_encoder, write_sentence_transformers
+
+from poolrag import Engine
+from poolrag.config.pooler_config import SENTENCE_POOLING
+from poolrag.pooling.methods import pooling_method
+from poolrag.runner.forward_output import PackedStates
+
+ST_MODES = {name: pooling for pooling, (name, _flag) in SENTENCE_POOLING.items()}
+
+
+@pytest.mark.parametrize("mode", sorted(ST_MODES))
+def test_a_saved_sentence_transformer_pools_as_sentence_transformers_does(
+    mode: str, tmp_path: Path, minilm_path: Path
+) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    folder = write_sentence_transformers(
+        build_encoder(tmp_path / mode, "bert", minilm_path, seed=5), pooling=mode
+    )
+    engine = Engine(folder)
+    assert engine.pooler_config.pooling_type == ST_MODES[mode]
+    reference = SentenceTransformer(str(folder), device="cpu").encode(SENTENCES)
+    np.testing.assert_allclose(engine.embed_array(SENTENCES), reference, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", sorted(SENTENCE_POOLING))
+def test_a_packed_batch_pools_each_sequence_alone(pooling: str) -> None:
+    generator = torch.Generator().manual_seed(0)
+    lengths = [3, 1, 7, 2]
+    rows = [torch.randn(n, 5, generator=generator) for n in lengths]
+    method = pooling_method(pooling)  # type: ignore[arg-type]
+
+    def packed(parts: list[torch.Tensor]) -> PackedStates:
+        sizes = torch.tensor([len(p) for p in parts])
+        ids = torch.zeros(int(sizes.sum()), dtype=torch.long)
+        return PackedStates(states=torch.cat(parts), lengths=sizes, token_ids=ids)
+
+    together = method(packed(rows))
+    alone = torch.cat([method(packed([r])) for r in rows])
+    torch.testing.assert_close(together, alone, rtol=0, atol=0)
+    if pooling == "MAX":
+        torch.testing.assert_close(together, torch.stack([r.max(0).values for r in rows]))
