@@ -10,18 +10,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.image_inputs import is_image_input
 
 
 def prompt_list(prompts: Any, what: str = "prompts") -> list[Any]:
-    """``prompts`` as a list: one string or token prompt (a mapping with ``prompt_token_ids``) is a
-    list of one; a sequence must hold only those."""
-    if isinstance(prompts, (str, Mapping)):
+    """``prompts`` as a list: one string, token prompt (a mapping with ``prompt_token_ids``) or image
+    (:mod:`poolrag.image_inputs`) is a list of one; a sequence must hold only those."""
+    if isinstance(prompts, (str, Mapping)) or is_image_input(prompts):
         return [prompts]
     if not isinstance(prompts, Sequence):
         raise InputTypeError(f"{what} must be a string or a list of strings, not {type(prompts).__name__}")
     items = list(prompts)
     for item in items:
-        if not isinstance(item, (str, Mapping)):
+        if not isinstance(item, (str, Mapping)) and not is_image_input(item):
             raise InputTypeError(f"each of {what} must be a string, not {type(item).__name__}")
     return items
 
@@ -45,11 +46,12 @@ def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tup
 
 
 def _strings(texts: str | Sequence[str], name: str) -> list[str]:
-    """One string as a list of one; a sequence must hold only strings (``text_2[3] must be a string``)."""
+    """One string (or image) as a list of one; a sequence must hold only strings or images
+    (``text_2[3] must be a string``); whether the model reads images is the engine's to say."""
     if isinstance(texts, str):
         return [texts]
     items = prompt_list(texts, name)
     for i, item in enumerate(items):
-        if not isinstance(item, str):
+        if not isinstance(item, str) and not is_image_input(item):
             raise InputTypeError(f"{name}[{i}] must be a string, not {type(item).__name__}", param=name)
     return items

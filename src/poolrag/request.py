@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +21,16 @@ class ResolvedParams:
 
 
 @dataclass(frozen=True, slots=True)
+class Pixels:
+    """An image made ready for the model: its preprocessed pixels (``[C, H, W]`` float32) and the
+    digest of its decoded pixels, which is its identity (the same picture twice is computed once)."""
+
+    digest: str
+    values: Any = field(compare=False, repr=False)  # numpy array; typed loosely to keep this layer light
+    patches: int = field(compare=False)  # what it costs the batch, as a text's token count does
+
+
+@dataclass(frozen=True, slots=True)
 class PoolingRequest:
     """One sequence for the model. ``attention`` is only set when some tokens must produce outputs
     without being attended to (ColBERT query expansion); ``None`` means attend to every token.
@@ -31,6 +42,8 @@ class PoolingRequest:
     attention: tuple[int, ...] | None = None
     truncated: bool = field(default=False, compare=False)
 
+    pixels: Pixels | None = None  # an image input (``token_ids`` is then empty)
+
     @property
     def num_tokens(self) -> int:
-        return len(self.token_ids)
+        return len(self.token_ids) if self.pixels is None else self.pixels.patches

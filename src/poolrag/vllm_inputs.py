@@ -36,6 +36,8 @@ def _engine_prompt(prompt: object) -> object:
         if extra:
             raise InvalidInputError(f"token prompt keys {extra} are not supported: poolrag pools text only")
         return prompt
+    if isinstance(prompt, Mapping) and "multi_modal_data" in prompt:
+        return _image_prompt(prompt)
     if isinstance(prompt, Mapping) and "prompt" in prompt:
         extra = sorted(set(prompt) - {"prompt"})
         if extra:
@@ -45,6 +47,22 @@ def _engine_prompt(prompt: object) -> object:
             raise InputTypeError(f"a text prompt's 'prompt' must be a string, not {kind}")
         return prompt["prompt"]
     return prompt  # text or a token prompt: the Engine checks it
+
+
+def _image_prompt(prompt: Mapping[str, Any]) -> object:
+    """vLLM's multimodal prompt, ``{"prompt": "", "multi_modal_data": {"image": image}}``, as the
+    image itself: a dual encoder (CLIP) embeds a text or an image, one per prompt."""
+    extra = sorted(set(prompt) - {"prompt", "multi_modal_data"})
+    data = prompt["multi_modal_data"]
+    if extra or not isinstance(data, Mapping) or set(data) != {"image"}:
+        keys = extra or (sorted(data) if isinstance(data, Mapping) else [type(data).__name__])
+        raise InvalidInputError(f"multimodal prompts take one 'image' (multi_modal_data), not {keys}")
+    if prompt.get("prompt"):
+        raise InvalidInputError("a prompt is a text or an image: give the image with an empty 'prompt'")
+    image = data["image"]
+    if isinstance(image, list | tuple):
+        raise InvalidInputError("one image per prompt: pass several prompts for several images")
+    return image
 
 
 def engine_prompts(prompts: Any) -> Any:

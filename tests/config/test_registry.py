@@ -18,7 +18,7 @@ import transformers
 from decoders.decoder_remote_code import llama_bidirectional_reranker, qwen2_reward_model
 from decoders.tiny_decoders import build, build_tokenizer, tiny_config
 from safetensors.torch import load_file, save_file
-from tiny_models import build_bge_m3, build_splade, copy_tokenizer
+from tiny_models import build_bge_m3, build_clip, build_splade, copy_tokenizer
 
 from poolrag import Engine
 from poolrag.config.model_spec import load_model_spec
@@ -281,6 +281,10 @@ BUILDERS: dict[tuple[ModelKind, Role, str], Callable[..., tuple[Path, dict[str, 
     ),
     (ModelKind.BGE_M3, Role.BACKBONE, "encoder"): lambda tiny_model, folder: (
         build_bge_m3(folder, tiny_model("bert")),
+        {},
+    ),
+    (ModelKind.DUAL_ENCODER, Role.DUAL_ENCODER, "encoder"): lambda tiny_model, folder: (
+        build_clip(folder, tiny_model("bert")),
         {},
     ),
 }

@@ -43,8 +43,11 @@ def test_every_prompt_shape_vllm_takes_gives_the_texts_vectors(llm: LLM, minilm_
 
 
 def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
-    with pytest.raises(InvalidInputError, match=r"\['multi_modal_data'\] are not supported"):
+    # a multimodal prompt is an image alone (a dual encoder's; tests/engine/test_dual_encoder.py)
+    with pytest.raises(InvalidInputError, match="a prompt is a text or an image"):
         llm.embed({"prompt": "a cat", "multi_modal_data": {"image": None}})
+    with pytest.raises(InputTypeError, match="this model reads text only"):
+        llm.embed({"prompt": "", "multi_modal_data": {"image": b"\x89PNG"}})
     with pytest.raises(InputTypeError, match="'prompt' must be a string, not int"):
         llm.embed({"prompt": 7})
     with pytest.raises(

@@ -61,6 +61,12 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
     role = spec.role
     convert = spec.convert
     step = pooler is not None and pooler.pooling_type == "STEP"
+    if role is Role.DUAL_ENCODER:
+        if convert is not None:
+            raise ModelLoadError(
+                f"{arch} embeds texts and images as it is; convert={convert!r} does not apply"
+            )
+        return ModelKind.DUAL_ENCODER
     if spec.colbert is not None:
         return ModelKind.COLBERT
     named = VLLM_SPARSE_NAMES.get(arch)  # vLLM's BertSpladeSparseEmbeddingModel / BgeM3EmbeddingModel

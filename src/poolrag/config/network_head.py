@@ -14,9 +14,12 @@ class NetworkHead(Enum):
     NONE = "hidden_states"  # the backbone alone: ``last_hidden_state``, one row per token
     SEQUENCE = "sequence_logits"  # ``*ForSequenceClassification``: one row of logits per sequence
     TOKEN = "token_logits"  # ``*ForTokenClassification``: one row of logits per token
+    # a dual encoder's own pooling and projection (CLIP's ``get_text_features`` /
+    # ``get_image_features``): one vector per text or image, in ``pooler_output``
+    PROJECTED = "projected_vectors"
 
     @property
     def packable(self) -> bool:
         """Its output is per-token rows, so packed batches give the padded batch's answer; a
         sequence head reads fixed positions of padded rows."""
-        return self is not NetworkHead.SEQUENCE
+        return self in (NetworkHead.NONE, NetworkHead.TOKEN)

@@ -32,6 +32,9 @@ def usable_positions(config: Any) -> int | None:
     """How many tokens one sequence may hold: the position table less the reserved ids (``None``
     when the config has no absolute position table, e.g. rotary decoders)."""
     table = getattr(config, "max_position_embeddings", None)
+    if table is None and hasattr(config, "get_text_config"):  # a multimodal config: its text model's
+        config = config.get_text_config()
+        table = getattr(config, "max_position_embeddings", None)
     if table is None:
         return None
     return int(table) - position_offset(config)

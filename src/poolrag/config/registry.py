@@ -36,6 +36,8 @@ class ModelKind(Enum):
     # Sparse (lexical) vectors: token id -> weight
     SPLADE = "splade"  # masked-LM backbone -> its MLM head on every token -> log(1 + relu) -> max
     BGE_M3 = "bge_m3"  # backbone -> dense CLS, sparse_linear and colbert_linear heads, from one pass
+    # Images beside texts
+    DUAL_ENCODER = "dual_encoder"  # CLIP: a text tower and an image tower projected into one space
 
     @property
     def score_kind(self) -> ScoreKind:
@@ -130,6 +132,15 @@ KINDS: dict[ModelKind, KindInfo] = {
         "tokens after the first, normalised",
         native=True,
     ),
+    # the checkpoint's own pooling and projection per tower: texts and images, one space
+    ModelKind.DUAL_ENCODER: KindInfo(
+        ("embed", "score"),
+        ScoreKind.COSINE,
+        None,
+        "the model's own: `get_text_features` (the EOS token) / `get_image_features` (the class "
+        "token), each projected",
+        native=False,
+    ),
 }
 
 
@@ -159,6 +170,7 @@ class Role(Enum):
     TOKEN_HEAD = "token_head"
     PROCESS_REWARD_HEAD = "process_reward_head"
     LM_HEAD = "lm_head"  # text generation; usable only through a conversion or a folder's own recipe
+    DUAL_ENCODER = "dual_encoder"  # a text and an image tower, each with its projection
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +193,7 @@ ARCHITECTURES: tuple[NamePattern, ...] = (
         names=("HF_ColBERT", "ColBERTModel", "ColBERTModernBertModel", "ColBERTJinaRobertaModel"),
     ),
     NamePattern(Role.BACKBONE, names=("LlamaBidirectionalModel",)),
+    NamePattern(Role.DUAL_ENCODER, names=("CLIPModel",)),
     NamePattern(Role.SEQUENCE_HEAD, suffixes=("ForSequenceClassification",)),
     NamePattern(Role.REWARD_HEAD, suffixes=("ForRewardModel",)),
     NamePattern(Role.TOKEN_HEAD, suffixes=("ForTokenClassification",)),
@@ -528,6 +541,17 @@ ENTRIES: tuple[Entry, ...] = (
         (
             "tiny random XLM-RoBERTa with random heads vs FlagEmbedding's BGE-M3 formulas by hand "
             "on transformers' hidden states",
+        ),
+    ),
+    Entry(
+        ModelKind.DUAL_ENCODER,
+        Role.DUAL_ENCODER,
+        "encoder",
+        "with its image processor saved beside it; images (a PIL image, bytes, a `Path`, a "
+        "`data:image/...;base64,` URL) go wherever texts go, into the same space",
+        (
+            "tiny random CLIPModel saved with its CLIPProcessor: texts and real photos vs "
+            "`get_text_features` / `get_image_features`",
         ),
     ),
 )

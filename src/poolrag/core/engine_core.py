@@ -321,7 +321,8 @@ class EngineCore:
             unit.subscribers.append((job, index))
 
     def _window(self, budget: int) -> list[_Unit]:
-        """Queue head: live, unscheduled units sharing the oldest one's pooler, up to the window."""
+        """Queue head: live, unscheduled units sharing the oldest one's pooler and kind of input (text
+        or image), up to the window."""
         if not self._has_work():
             return []
         head = self._queue[0]
@@ -332,6 +333,8 @@ class EngineCore:
         for unit in self._queue:
             if unit.scheduled or unit.pooler is not head.pooler:
                 continue
+            if (unit.request.pixels is None) != (head.request.pixels is None):
+                continue  # a batch is all texts or all images: the network takes one or the other
             if not unit.live:
                 continue  # dropped when it reaches the head
             window.append(unit)

@@ -32,6 +32,7 @@ from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.params import PoolerDefaults
 from poolrag.pooling.heads import ActivationName
 from poolrag.runner.model_runner import ModelRunner
+from poolrag.tokenization.images import ImagePreprocessor
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
 logger = logging.getLogger(__name__)
@@ -164,6 +165,7 @@ def build_pipeline(
         uses_token_type_ids=runner.accepts_token_types,
         chunked=bool(pooler.enable_chunked_processing),
         max_embed_len=pooler.max_embed_len,
+        images=_image_preprocessor(spec) if recipe.reads_images else None,
     )
     heads = recipe.heads(
         HeadContext(
@@ -237,6 +239,11 @@ def _load_tokenizer(path: str | Path, trust_remote_code: bool) -> PreTrainedToke
     if isinstance(warned, dict):
         warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     return tokenizer
+
+
+def _image_preprocessor(spec: ModelSpec) -> ImagePreprocessor:
+    vision = getattr(spec.hf_config, "vision_config", None)
+    return ImagePreprocessor.from_folder(spec.transformer_path, int(getattr(vision, "patch_size", 16)))
 
 
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:

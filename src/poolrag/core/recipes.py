@@ -24,6 +24,7 @@ from poolrag.core.task_heads import (
     TaskHeads,
     bge_m3_heads,
     colbert_heads,
+    dual_encoder_heads,
     embedding_heads,
     lm_head_classifier_heads,
     score_head_classifier_heads,
@@ -33,7 +34,7 @@ from poolrag.core.task_heads import (
     token_classifier_heads,
 )
 from poolrag.loading.decoder_loader import DecoderHead, DecoderParts, is_causal, load_decoder
-from poolrag.loading.model_loader import load_transformer
+from poolrag.loading.model_loader import load_dual_encoder, load_transformer
 from poolrag.loading.native_loader import ModelImpl, try_load_native
 from poolrag.loading.placement import Placement
 from poolrag.loading.sparse_heads import load_masked_lm
@@ -65,13 +66,15 @@ class Recipe:
     """``load`` builds the network, which returns ``network``'s rows; ``heads`` joins a pooling
     method and a head per task. ``sentence_vectors``: its ``embed`` is one vector per text (a
     sentence pooling, and vLLM's ``use_activation`` means normalise); ``chunked_processing``:
-    inputs longer than the window may be embedded window by window."""
+    inputs longer than the window may be embedded window by window; ``reads_images``: images go
+    wherever texts go (the folder's image processor prepares them)."""
 
     load: Callable[[LoadContext], LoadedNetwork]
     heads: Callable[[HeadContext], TaskHeads]
     network: NetworkHead = NetworkHead.NONE
     sentence_vectors: bool = False
     chunked_processing: bool = False
+    reads_images: bool = False
 
 
 def encoder_network(head: NetworkHead, ctx: LoadContext) -> LoadedNetwork:
@@ -94,6 +97,12 @@ def split_network(head: Callable[[ModelSpec], DecoderHead], ctx: LoadContext) ->
 def masked_lm_network(ctx: LoadContext) -> LoadedNetwork:
     model, mlm_head = load_masked_lm(ctx.spec, ctx.dtype, ctx.device, ctx.trust_remote_code, ctx.placement)
     return LoadedNetwork(model, mlm_head=mlm_head)
+
+
+def dual_encoder_network(ctx: LoadContext) -> LoadedNetwork:
+    return LoadedNetwork(
+        load_dual_encoder(ctx.spec, ctx.dtype, ctx.device, ctx.trust_remote_code, ctx.placement)
+    )
 
 
 def _step_head(spec: ModelSpec) -> DecoderHead:
@@ -122,5 +131,8 @@ RECIPES: dict[ModelKind, Recipe] = {
     ModelKind.SPLADE: Recipe(masked_lm_network, splade_heads),
     # the sparse and ColBERT heads read the backbone's hidden states in the pooler: one pass, three vectors
     ModelKind.BGE_M3: Recipe(_BACKBONE, bge_m3_heads, sentence_vectors=True),
+    ModelKind.DUAL_ENCODER: Recipe(
+        dual_encoder_network, dual_encoder_heads, NetworkHead.PROJECTED, reads_images=True
+    ),
 }
 assert set(RECIPES) == set(ModelKind), "every ModelKind needs a recipe"

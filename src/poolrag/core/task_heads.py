@@ -37,6 +37,7 @@ from poolrag.pooling.sparse_poolers import LexicalHeadsPooler, SpladePooler
 from poolrag.pooling.step_reward import LMHeadStepProjection, ModuleStepProjection, StepRewardHead
 from poolrag.pooling.task_poolers import (
     EmbeddingPooler,
+    ProjectedEmbeddingPooler,
     SequenceClassificationPooler,
     TaskPooler,
     TokenClassificationPooler,
@@ -217,6 +218,12 @@ def bge_m3_heads(ctx: HeadContext) -> TaskHeads:
     )
     tasks = ("embed", "score", "sparse_embed", "token_embed", MULTI_VECTOR_TASK)
     return TaskHeads(dict.fromkeys(tasks, pooler), ctx.vector_dim)
+
+
+def dual_encoder_heads(ctx: HeadContext) -> TaskHeads:
+    embed = ProjectedEmbeddingPooler(MatryoshkaHead(None))
+    dim = int(getattr(ctx.spec.hf_config, "projection_dim", 0) or 0) or None
+    return TaskHeads({"embed": embed, "score": embed}, dim)
 
 
 def _lm_head_rows(ctx: HeadContext) -> LMHeadRowsHead:

@@ -93,6 +93,21 @@ def load_bidirectional(
     return model.eval() if placement.places_itself else model.to(device).eval()
 
 
+def load_dual_encoder(
+    spec: ModelSpec,
+    dtype: torch.dtype,
+    device: torch.device,
+    trust_remote_code: bool,
+    placement: Placement,
+) -> nn.Module:
+    """A text-and-image model (CLIP) whole, behind one forward (models/dual_encoder.py)."""
+    from poolrag.models.dual_encoder import DualEncoder
+
+    model = DualEncoder(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement))
+    model.requires_grad_(False)
+    return model.eval() if placement.places_itself else model.to(device).eval()
+
+
 def from_pretrained(
     auto_class: type,
     spec: ModelSpec,

@@ -56,3 +56,15 @@ class TokenClassificationPooler:
         tokens = output.tokens
         assert tokens is not None
         return self.head(tokens.states, tokens.token_ids, tokens.lengths.tolist(), requests)
+
+
+class ProjectedEmbeddingPooler:
+    """The network pooled and projected already (a dual encoder's text or image vector); only
+    Matryoshka truncation and normalisation remain."""
+
+    def __init__(self, head: MatryoshkaHead) -> None:
+        self.head = head
+
+    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
+        assert output.sequences is not None
+        return self.head(output.sequences, requests)

@@ -117,3 +117,13 @@ def build_inputs(
         padded_types[keep] = types
         kwargs["token_type_ids"] = _pin(torch.from_numpy(padded_types), pin)
     return BatchInputs(kwargs, _pin(lengths_t, pin), False, total, keep=_pin(torch.from_numpy(keep), pin))
+
+
+def build_image_inputs(batch: Sequence[PoolingRequest], *, pin: bool = False) -> BatchInputs:
+    """``pixel_values`` ``[B, C, H, W]`` of a batch of images (one row out per image)."""
+    pixels = np.stack([r.pixels.values for r in batch if r.pixels is not None])
+    if len(pixels) != len(batch):
+        raise ValueError("a batch mixes images and texts")  # the engine core keeps them apart
+    ones = torch.ones(len(batch), dtype=torch.int64)
+    total = sum(r.num_tokens for r in batch)
+    return BatchInputs({"pixel_values": _pin(torch.from_numpy(pixels), pin)}, _pin(ones, pin), False, total)

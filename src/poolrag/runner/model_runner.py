@@ -33,7 +33,7 @@ from poolrag.loading.cpu_fast_mode import pack_linear_weights
 from poolrag.models.fused_linear import onednn_available
 from poolrag.models.packed_attention import pads_to_longest
 from poolrag.request import PoolingRequest, ResolvedParams
-from poolrag.runner.batch_inputs import BatchInputs, build_inputs
+from poolrag.runner.batch_inputs import BatchInputs, build_image_inputs, build_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
 from poolrag.runner.oom import is_out_of_memory, release_cached_memory
 from poolrag.runner.varlen_attention import packed_forward, register
@@ -186,6 +186,8 @@ class ModelRunner:
         return inputs
 
     def _prepare(self, batch: Sequence[PoolingRequest], packed: bool) -> BatchInputs:
+        if batch and batch[0].pixels is not None:
+            return build_image_inputs(batch, pin=self._pin)
         # only when the tokenizer made them: GPT-2 accepts token_type_ids but adds embeddings for them
         with_types = self._accepts_token_types and any(r.token_type_ids is not None for r in batch)
         return build_inputs(
@@ -209,6 +211,8 @@ class ModelRunner:
                 output = self._eager(inputs)
         if self.head is NetworkHead.SEQUENCE:
             return ForwardOutput(sequences=output.logits)
+        if self.head is NetworkHead.PROJECTED:
+            return ForwardOutput(sequences=output.pooler_output)
         states = output.logits if self.head is NetworkHead.TOKEN else output.last_hidden_state
         ids = inputs.kwargs["input_ids"]
         assert isinstance(ids, torch.Tensor)

@@ -221,3 +221,38 @@ def build_bge_m3(dest: Path, tokenizer_src: Path, colbert_dim: int = 24, seed: i
     torch.save(sparse.state_dict(), dest / "sparse_linear.pt")
     torch.save(colbert.state_dict(), dest / "colbert_linear.pt")
     return dest
+
+
+def build_clip(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
+    """A tiny random ``CLIPModel`` saved with transformers' ``save_pretrained``, its
+    ``CLIPImageProcessor`` beside it (32 x 32 pixels, 8-pixel patches) and the MiniLM tokenizer
+    ([SEP] is the end-of-text token CLIP's text tower pools)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    copy_tokenizer(tokenizer_src, dest)
+    text = {
+        "vocab_size": 30522,
+        "hidden_size": HIDDEN,
+        "intermediate_size": 37,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 77,
+        "pad_token_id": 0,
+        "bos_token_id": 101,
+        "eos_token_id": 102,
+    }
+    vision = {
+        "hidden_size": HIDDEN,
+        "intermediate_size": 37,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "image_size": 32,
+        "patch_size": 8,
+    }
+    torch.manual_seed(seed)
+    config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    transformers.CLIPModel(config).eval().save_pretrained(dest)
+    processor = transformers.CLIPImageProcessor(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+    )
+    processor.save_pretrained(dest)
+    return dest

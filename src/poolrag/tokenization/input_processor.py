@@ -23,9 +23,11 @@ from poolrag.errors import (
     InvalidTextError,
     ModelLoadError,
 )
+from poolrag.image_inputs import is_image_input
 from poolrag.input_shapes import score_pairs
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
+from poolrag.tokenization.images import ImagePreprocessor
 from poolrag.tokenization.text_cut import TextCut
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
@@ -97,7 +99,8 @@ class PromptSettings:
 
 
 class InputProcessor:
-    """Tokenises single texts, text pairs and ColBERT queries/documents for one model."""
+    """Tokenises single texts, text pairs and ColBERT queries/documents for one model, and prepares
+    the images of a model that reads them."""
 
     def __init__(
         self,
@@ -108,8 +111,10 @@ class InputProcessor:
         uses_token_type_ids: bool = True,
         chunked: bool = False,
         max_embed_len: int | None = None,
+        images: ImagePreprocessor | None = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.images = images  # a model that reads images too (CLIP): their preprocessing
         self.max_len = max_len
         self.chunked = chunked  # split over-long embed inputs instead of refusing them
         self.max_embed_len = max_embed_len
@@ -244,6 +249,9 @@ class InputProcessor:
             index = None if one else i
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, limit, field, index)
+            elif is_image_input(item) and (self.images is not None or not isinstance(item, str)):
+                # a data: URL is a text to a text-only model, as it always was
+                requests[i] = self._image(item, params, field if index is None else f"{field}[{index}]")
             else:
                 wholes.append(prefix + check_text(item, field, index))
                 texts.append(self._kept_text(wholes[-1], limit, chunking))
@@ -276,6 +284,11 @@ class InputProcessor:
                     truncated=self._cut(encoded, j, limit, wholes[j : j + 1], texts[j : j + 1]),
                 )
         return requests  # type: ignore[return-value]
+
+    def _image(self, item: object, params: ResolvedParams, name: str) -> PoolingRequest:
+        if self.images is None:
+            raise InputTypeError(f"{name}: this model reads text only, not images", param=name.split("[")[0])
+        return self.images.request(item, params, name)
 
     # -- chunked processing (long embed inputs) --------------------------------------------------
     def _check_embed_cap(self, ids: Sequence[int]) -> None:

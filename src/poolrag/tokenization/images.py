@@ -1,0 +1,121 @@
+"""Images to the pixels a model reads: decoded within limits, then its own image processor.
+
+An image input is a PIL image, encoded bytes, a local path or a ``data:image/...;base64,`` URL
+(:mod:`poolrag.image_inputs`); a remote URL is never fetched. Decoding refuses what would cost
+unbounded memory (more than ``MAX_IMAGE_PIXELS``: a decompression bomb) or cannot be read (a
+truncated file, a text with an image's name) in one line naming the input. The pixels then go
+through the folder's saved image processor, as transformers' processor would prepare them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import logging
+import warnings
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
+
+from poolrag.errors import InvalidInputError, ModelLoadError
+from poolrag.image_inputs import is_pil_image
+from poolrag.request import Pixels, PoolingRequest, ResolvedParams
+
+logger = logging.getLogger(__name__)
+
+#: the most pixels one decoded image may have (about 8,000 x 8,000); a bigger one is refused
+MAX_IMAGE_PIXELS = 64_000_000
+IMAGES_EXTRA = 'images need Pillow: pip install "poolrag[images]"'
+
+
+def _pil() -> Any:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ModelLoadError(IMAGES_EXTRA) from None
+    return Image
+
+
+def _encoded(value: object, name: str) -> bytes | Path:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, PurePath):
+        path = Path(value)
+        if not path.is_file():
+            raise InvalidInputError(f"{name}: no image file at {path}", param=name)
+        return path
+    assert isinstance(value, str)  # a data: URL (is_image_input)
+    header, comma, payload = value.partition(",")
+    if not comma or not header.lower().endswith(";base64"):
+        raise InvalidInputError(
+            f"{name}: an image data URL must be base64 (data:image/...;base64,...)", param=name
+        )
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInputError(f"{name}: the image data URL is not valid base64", param=name) from None
+
+
+def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXELS) -> Any:
+    """``value`` as an RGB PIL image, or one line saying why it cannot be read."""
+    image_module = _pil()
+    if is_pil_image(value):
+        image = value
+    else:
+        source = _encoded(value, name)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", image_module.DecompressionBombWarning)
+                image = image_module.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+                _check_size(image.size, name, max_pixels)  # from the header, before a pixel is decoded
+                image.load()
+        except InvalidInputError:
+            raise
+        except (image_module.DecompressionBombError, image_module.DecompressionBombWarning):
+            raise InvalidInputError(_too_large(name, max_pixels, "refused by Pillow"), param=name) from None
+        except (OSError, ValueError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
+            raise InvalidInputError(f"{name}: not a readable image ({exc})", param=name) from None
+    _check_size(image.size, name, max_pixels)  # type: ignore[attr-defined]
+    return image.convert("RGB")  # type: ignore[attr-defined]
+
+
+def _too_large(name: str, max_pixels: int, what: str) -> str:
+    return f"{name}: the image has more than {max_pixels:,} pixels ({what})"
+
+
+def _check_size(size: tuple[int, int], name: str, max_pixels: int) -> None:
+    width, height = size
+    if width * height > max_pixels:
+        raise InvalidInputError(_too_large(name, max_pixels, f"{width}x{height}"), param=name)
+
+
+class ImagePreprocessor:
+    """The model folder's image processor (``preprocessor_config.json``), the slow PIL one, which
+    needs no torchvision and is what the reference outputs are computed with."""
+
+    def __init__(self, processor: Any, patch_size: int) -> None:
+        self.processor = processor
+        self.patch_size = patch_size
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, patch_size: int) -> ImagePreprocessor:
+        _pil()
+        from transformers import AutoImageProcessor
+
+        try:
+            processor = AutoImageProcessor.from_pretrained(folder, use_fast=False)
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"{folder}: no image processor to prepare images with ({exc})") from None
+        return cls(processor, patch_size)
+
+    def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
+        image = decode_image(value, name)
+        digest = hashlib.sha256(image.tobytes() + repr(image.size).encode()).hexdigest()
+        values = np.asarray(
+            self.processor(images=[image], return_tensors="np")["pixel_values"][0], np.float32
+        )
+        patches = max(1, (values.shape[-1] // self.patch_size) * (values.shape[-2] // self.patch_size)) + 1
+        return PoolingRequest(token_ids=(), params=params, pixels=Pixels(digest, values, patches))

@@ -1,0 +1,115 @@
+"""A CLIP folder through the engine: texts and images into one space, the checkpoint's own vectors.
+
+The folder is a tiny random ``CLIPModel`` and ``CLIPImageProcessor`` saved by transformers; the
+images are real photographs shipped in a package (matplotlib's sample data), read as a PIL image,
+as bytes, as a path and as a data URL.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from tiny_models import SENTENCES, build_clip
+
+from poolrag import Engine
+from poolrag.errors import InputTypeError, InvalidInputError
+
+PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
+SAMPLES = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data"
+PHOTOS = [SAMPLES / "grace_hopper.jpg", SAMPLES / "Minduka_Present_Blue_Pack.png", SAMPLES / "logo2.png"]
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Path:
+    return build_clip(tmp_path_factory.mktemp("clip"), minilm_path)
+
+
+@pytest.fixture(scope="module")
+def engine(clip: Path) -> Engine:
+    return Engine(clip)
+
+
+def _normalized(rows: torch.Tensor) -> np.ndarray:
+    return torch.nn.functional.normalize(rows.float(), dim=-1).numpy()
+
+
+@pytest.fixture(scope="module")
+def reference(clip: Path) -> tuple[np.ndarray, np.ndarray]:
+    """transformers' own: the texts padded with an attention mask, the photos through the saved processor."""
+    model = transformers.CLIPModel.from_pretrained(clip).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(clip)
+    processor = transformers.CLIPImageProcessor.from_pretrained(clip)
+    with torch.no_grad():
+        texts = model.get_text_features(
+            **tokenizer(SENTENCES, padding=True, return_tensors="pt")
+        ).pooler_output
+        pixels = processor(images=[PIL.open(p).convert("RGB") for p in PHOTOS], return_tensors="pt")
+        images = model.get_image_features(pixel_values=pixels["pixel_values"]).pooler_output
+    return _normalized(texts), _normalized(images)
+
+
+def test_texts_and_images_get_the_checkpoint_s_own_vectors(engine: Engine, reference) -> None:
+    texts, images = reference
+    assert engine.supported_tasks == ("embed", "score") and engine.embedding_dim == 16
+    np.testing.assert_allclose(engine.embed_array(SENTENCES), texts, atol=1e-5)
+    np.testing.assert_allclose(engine.embed_array(PHOTOS), images, atol=1e-5)
+
+
+def test_every_image_form_is_the_same_image(engine: Engine, reference) -> None:
+    photo = PHOTOS[0]
+    data = photo.read_bytes()
+    url = "data:image/jpeg;base64," + base64.b64encode(data).decode()
+    forms = [PIL.open(photo), data, photo, url]
+    got = engine.embed_array(forms)
+    np.testing.assert_allclose(got, np.repeat(reference[1][:1], len(forms), axis=0), atol=1e-5)
+
+
+def test_one_call_mixes_texts_and_images_in_their_order(engine: Engine, reference) -> None:
+    texts, images = reference
+    got = engine.embed_array([PHOTOS[1], SENTENCES[0], PHOTOS[2], SENTENCES[2]])
+    np.testing.assert_allclose(got, np.stack([images[1], texts[0], images[2], texts[2]]), atol=1e-5)
+
+
+def test_a_text_scores_against_an_image_by_cosine(engine: Engine, reference) -> None:
+    texts, images = reference
+    scores = [s.outputs.score for s in engine.score(SENTENCES[0], PHOTOS)]
+    np.testing.assert_allclose(scores, images @ texts[0], atol=1e-5)
+
+
+def test_matryoshka_dimensions_and_normalize_apply_to_images_too(clip: Path) -> None:
+    from poolrag import PoolingParams
+
+    engine = Engine(clip, hf_overrides={"is_matryoshka": True})
+    raw = engine.embed_array(PHOTOS[:1], pooling_params=PoolingParams(normalize=False))
+    cut = engine.embed_array(PHOTOS[:1], pooling_params=PoolingParams(dimensions=8))
+    np.testing.assert_allclose(cut[0], raw[0][:8] / np.linalg.norm(raw[0][:8]), atol=1e-6)
+
+
+def test_a_text_only_model_refuses_an_image_in_one_line(tiny_model) -> None:
+    with pytest.raises(InputTypeError, match=r"input\[1\]: this model reads text only"):
+        Engine(tiny_model("bert")).embed(["a text", PHOTOS[0]])
+
+
+def test_a_text_only_model_reads_a_data_url_string_as_the_text_it_always_was(tiny_model) -> None:
+    engine = Engine(tiny_model("bert"))
+    url = "data:image/png;base64,iVBORw0KGgo="
+    assert engine.embed([url])[0].prompt_token_ids == engine.tokenize(url)
+
+
+def test_llm_takes_vllm_s_multimodal_prompts(clip: Path, engine: Engine) -> None:
+    from poolrag import LLM
+
+    llm = LLM(model=str(clip))
+    photo = PIL.open(PHOTOS[0])
+    out = llm.embed([{"prompt": "", "multi_modal_data": {"image": photo}}, "a caption"])
+    got = np.stack([o.outputs.embedding for o in out])
+    np.testing.assert_allclose(got, engine.embed_array([PHOTOS[0], "a caption"]), atol=1e-6)
+    with pytest.raises(InvalidInputError, match="a text or an image"):
+        llm.embed([{"prompt": "a caption", "multi_modal_data": {"image": photo}}])
+    with pytest.raises(InvalidInputError, match="one 'image'"):
+        llm.embed([{"prompt": "", "multi_modal_data": {"video": photo}}])

@@ -1,0 +1,76 @@
+"""Image inputs are decoded within limits: what cannot be read, or would take unbounded memory, is
+one line naming the input, and nothing is decoded past the limit."""
+
+from __future__ import annotations
+
+import base64
+import io
+import resource
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.image_inputs import is_image_input
+from poolrag.tokenization.images import MAX_IMAGE_PIXELS, decode_image
+
+Image = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
+PHOTO = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A real 1 x 1 PNG whose header (CRC fixed up) says ``width`` x ``height``: a bomb's shape."""
+    buffer = io.BytesIO()
+    Image.new("L", (1, 1)).save(buffer, format="PNG")
+    data = bytearray(buffer.getvalue())
+    start = data.index(b"IHDR")
+    data[start + 4 : start + 12] = struct.pack(">II", width, height)
+    crc = zlib.crc32(bytes(data[start : start + 17])) & 0xFFFFFFFF
+    data[start + 17 : start + 21] = struct.pack(">I", crc)
+    return bytes(data)
+
+
+def test_what_counts_as_an_image() -> None:
+    assert is_image_input(b"\x89PNG") and is_image_input(PHOTO) and is_image_input(Image.new("RGB", (2, 2)))
+    assert is_image_input("data:image/png;base64,AAAA") and is_image_input("DATA:IMAGE/png;base64,AAAA")
+    # a string that names a file is a text: nothing is opened because of what a text says
+    assert not is_image_input(str(PHOTO)) and not is_image_input("data:text/plain,hi")
+
+
+def test_a_real_photo_decodes_in_every_form() -> None:
+    data = PHOTO.read_bytes()
+    forms = [PHOTO, data, "data:image/jpeg;base64," + base64.b64encode(data).decode(), Image.open(PHOTO)]
+    sizes = {decode_image(form).size for form in forms}
+    assert sizes == {Image.open(PHOTO).size}
+
+
+def test_a_header_claiming_20000_by_20000_pixels_is_refused_before_decoding() -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(InvalidInputError, match=r"input\[2\]: the image has more than 64,000,000 pixels"):
+        decode_image(_png_claiming(20000, 20000), "input[2]")
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 64 * 1024  # decoding it would take 400 MB (1.2 GB as RGB)
+    assert MAX_IMAGE_PIXELS < 20000 * 20000
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (PHOTO.read_bytes()[:2000], "not a readable image"),  # a truncated JPEG
+        (b"%PDF-1.4 this is not a picture", "not a readable image"),  # a non-image named .png
+        ("data:image/png;base64,@@@", "not valid base64"),
+        ("data:image/png,raw", "must be base64"),
+    ],
+    ids=["truncated", "not-an-image", "bad-base64", "not-base64"],
+)
+def test_what_cannot_be_read_is_one_line_naming_the_input(data: object, problem: str) -> None:
+    with pytest.raises(InvalidInputError, match=rf"^documents\[1\]: .*{problem}") as caught:
+        decode_image(data, "documents[1]")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="no image file at"):
+        decode_image(tmp_path / "gone.png")
