@@ -8,7 +8,9 @@ input stage's (:mod:`poolrag.tokenization.images`).
 
 from __future__ import annotations
 
-from pathlib import PurePath
+import base64
+import io
+from pathlib import Path, PurePath
 from typing import Any
 
 DATA_URL_PREFIX = "data:image/"
@@ -25,3 +27,23 @@ def is_image_input(value: Any) -> bool:
     if isinstance(value, str):
         return value[: len(DATA_URL_PREFIX)].lower() == DATA_URL_PREFIX
     return is_pil_image(value)
+
+
+# the leading bytes of the formats a data URL is most often made of; Pillow reads the content either way
+_MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"RIFF": "webp", b"BM": "bmp"}
+
+
+def as_data_url(value: Any) -> str:
+    """An image input as a ``data:image/...;base64,`` URL, the form it crosses HTTP in (a PIL image
+    is written as PNG; a path is read here, on the caller's side)."""
+    if isinstance(value, str):
+        return value  # a data URL already
+    if isinstance(value, PurePath):
+        value = Path(value).read_bytes()
+    if is_pil_image(value):
+        buffer = io.BytesIO()
+        value.save(buffer, format="PNG")
+        value = buffer.getvalue()
+    data = bytes(value)
+    kind = next((name for magic, name in _MAGIC.items() if data.startswith(magic)), "unknown")
+    return f"{DATA_URL_PREFIX}{kind};base64,{base64.b64encode(data).decode()}"

@@ -14,7 +14,14 @@ from langchain_core.embeddings import Embeddings
 from pydantic import Field, model_validator
 
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.adapter_calls import aembed_text, aembed_texts, embed_text, embed_texts
+from poolrag.frameworks.adapter_calls import (
+    aembed_images,
+    aembed_text,
+    aembed_texts,
+    embed_images,
+    embed_text,
+    embed_texts,
+)
 from poolrag.frameworks.fields import HUGGINGFACE_ENGINE_OPTIONS, EmbeddingFields, with_huggingface_options
 from poolrag.params import InputType, PoolingParams
 
@@ -116,3 +123,12 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
 
     async def aembed_query(self, text: str) -> list[float]:
         return await aembed_text(self.backend, text, self._params("query"))
+
+    def embed_image(self, uris: list[str]) -> list[list[float]]:
+        """Embed images (local paths, ``file://`` URIs or data URLs) into the texts' space, as
+        ``OpenCLIPEmbeddings.embed_image`` does and vector stores' ``add_images`` call; the model
+        must read images (a CLIP folder)."""
+        return embed_images(self.backend, uris, self._params())
+
+    async def aembed_image(self, uris: list[str]) -> list[list[float]]:
+        return await aembed_images(self.backend, uris, self._params())

@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 MODULE = "llama_index.embeddings.poolrag"
 CLASSES = {
     "PoolragEmbedding": "BaseEmbedding",
+    "PoolragMultiModalEmbedding": "MultiModalEmbedding",
 }
 
 

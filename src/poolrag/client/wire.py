@@ -15,6 +15,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.image_inputs import as_data_url, is_image_input
 from poolrag.model_facts import ModelFacts
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
@@ -77,9 +78,12 @@ def served_identity(headers: Mapping[str, str]) -> tuple[str, str] | None:
 
 
 def wire_input(item: Any) -> str | list[int]:
-    """One prompt as the server accepts it: text, or the token ids of a ``{"prompt_token_ids"}`` prompt."""
+    """One prompt as the server accepts it: text, the token ids of a ``{"prompt_token_ids"}`` prompt,
+    or an image as a data URL (for a model that reads images)."""
     if isinstance(item, str):
         return item
+    if is_image_input(item):
+        return as_data_url(item)
     if isinstance(item, Mapping) and "prompt_token_ids" in item:
         return [int(t) for t in item["prompt_token_ids"]]
     raise InputTypeError(f"each prompt must be a string or a token prompt, not {type(item).__name__}")

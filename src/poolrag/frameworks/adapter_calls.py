@@ -11,12 +11,15 @@ float32 exactly).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from poolrag.backend import PoolingBackend
-from poolrag.errors import InputTypeError
+from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.image_inputs import is_image_input
 from poolrag.params import PoolingParams
 
 
@@ -78,6 +81,42 @@ async def aembed_texts(
             rows.append(await backend.aembed_array(piece, params))
             bar.update(len(piece))
     return np.concatenate(rows).tolist()
+
+
+def image_files(uris: object) -> list[Path | str | bytes]:
+    """``uris`` (``OpenCLIPEmbeddings.embed_image``'s local paths, ``file://`` URIs or data URLs;
+    LlamaIndex's paths or ``BytesIO``) as the engine's image inputs; a remote URL is refused, never
+    fetched."""
+    found: list[Path | str | bytes] = []
+    for uri in require_list(uris):
+        if callable(getattr(uri, "getvalue", None)):  # an in-memory file (BytesIO)
+            uri = uri.getvalue()
+        if isinstance(uri, (bytes, bytearray, Path)):
+            found.append(bytes(uri) if isinstance(uri, bytearray) else uri)
+            continue
+        uri = require_string(uri, "an image URI")
+        if is_image_input(uri):  # a data URL
+            found.append(uri)
+        elif uri.startswith("file://"):
+            found.append(Path(unquote(urlparse(uri).path)))
+        elif "://" in uri:
+            raise InvalidInputError(
+                f"poolrag reads local images only and never fetches {uri!r}; download it first"
+            )
+        else:
+            found.append(Path(uri))
+    return found
+
+
+def embed_images(backend: PoolingBackend, uris: object, params: PoolingParams) -> list[list[float]]:
+    """One vector per image, in the text vectors' space (a dual encoder such as CLIP)."""
+    images = image_files(uris)
+    return backend.embed_array(images, params).tolist() if images else []  # type: ignore[arg-type]
+
+
+async def aembed_images(backend: PoolingBackend, uris: object, params: PoolingParams) -> list[list[float]]:
+    images = image_files(uris)
+    return (await backend.aembed_array(images, params)).tolist() if images else []  # type: ignore[arg-type]
 
 
 def embed_text(backend: PoolingBackend, text: object, params: PoolingParams) -> list[float]:

@@ -118,6 +118,32 @@ def splade_engine(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -
     return Engine(build_splade(tmp_path_factory.mktemp("splade"), minilm_path))
 
 
+@pytest.fixture(scope="session")
+def clip_engine(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    """A tiny random CLIP (texts and images into one space), saved with its image processor."""
+    from poolrag.engine import Engine
+    from poolrag.testing.tiny_models import build_clip
+
+    return Engine(build_clip(tmp_path_factory.mktemp("clip"), minilm_path))
+
+
+@pytest.fixture(scope="session")
+def photo_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two small pictures written by Pillow (a gradient and a checkerboard), PNG and JPEG."""
+    from PIL import Image
+
+    folder = tmp_path_factory.mktemp("photos")
+    gradient = Image.linear_gradient("L").resize((48, 40)).convert("RGB")
+    board = Image.new("RGB", (40, 56), "white")
+    for x in range(0, 40, 8):
+        for y in range((x // 8) % 2 * 8, 56, 16):
+            board.paste((200, 30, 30), (x, y, x + 8, y + 8))
+    paths = [folder / "gradient.png", folder / "board.jpg"]
+    gradient.save(paths[0])
+    board.save(paths[1], quality=95)
+    return paths
+
+
 # -- servers (same engines) ------------------------------------------------------------------------------
 def _served(engine: Engine, name: str, **settings: object) -> Iterator[str]:
     """:func:`poolrag.testing.live_server.serve`, imported when a test first asks for a server."""
@@ -129,6 +155,11 @@ def _served(engine: Engine, name: str, **settings: object) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def splade_url(splade_engine: Engine) -> Iterator[str]:
     yield from _served(splade_engine, "splade")
+
+
+@pytest.fixture(scope="session")
+def clip_url(clip_engine: Engine) -> Iterator[str]:
+    yield from _served(clip_engine, "clip")
 
 
 @pytest.fixture(scope="session")

@@ -106,7 +106,7 @@ class ImagePreprocessor:
         from transformers import AutoImageProcessor
 
         try:
-            processor = AutoImageProcessor.from_pretrained(folder, use_fast=False)
+            processor = AutoImageProcessor.from_pretrained(folder, backend="pil")
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"{folder}: no image processor to prepare images with ({exc})") from None
         return cls(processor, patch_size)

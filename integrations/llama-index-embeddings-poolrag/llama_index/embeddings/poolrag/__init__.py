@@ -1,3 +1,4 @@
 from llama_index.embeddings.poolrag.base import PoolragEmbedding
+from llama_index.embeddings.poolrag.multi_modal import PoolragMultiModalEmbedding
 
-__all__ = ["PoolragEmbedding"]
+__all__ = ["PoolragEmbedding", "PoolragMultiModalEmbedding"]

@@ -1,0 +1,55 @@
+"""Images cross HTTP as data URLs: ``PoolragClient`` sends a path, bytes or a PIL image that way, a
+served CLIP reads a data URL in ``/v1/embeddings``' ``input`` as the image, and both equal the
+engine's vectors (the ``openai`` package sends the same body)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_models import build_clip
+
+from poolrag import Engine
+from poolrag.client import PoolragClient
+from poolrag.testing.live_server import serve
+
+PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
+PHOTO = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Engine:
+    return Engine(build_clip(tmp_path_factory.mktemp("clip"), minilm_path))
+
+
+@pytest.fixture(scope="module")
+def url(engine: Engine) -> Iterator[str]:
+    yield from serve(engine, "clip")
+
+
+def test_the_client_sends_images_the_engine_reads(engine: Engine, url: str) -> None:
+    inputs = [PHOTO, "a portrait", PHOTO.read_bytes(), PIL.open(PHOTO).convert("RGB")]
+    got = PoolragClient(url).embed_array(inputs)
+    want = engine.embed_array([PHOTO, "a portrait", PHOTO, PHOTO])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_openai_s_client_posts_a_data_url_and_gets_the_image_s_vector(engine: Engine, url: str) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    data_url = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
+    answer = client.embeddings.create(model="clip", input=[data_url, "a portrait"])
+    got = np.array([row.embedding for row in answer.data], dtype=np.float32)
+    np.testing.assert_allclose(got, engine.embed_array([PHOTO, "a portrait"]), atol=1e-6)
+
+
+def test_an_unreadable_image_is_a_400_naming_it(url: str) -> None:
+    import httpx
+
+    response = httpx.post(f"{url}/v1/embeddings", json={"input": ["a text", "data:image/png;base64,AAAA"]})
+    assert response.status_code == 400
+    assert "input[1]: not a readable image" in response.text
