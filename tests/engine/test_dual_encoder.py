@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import SENTENCES, build_clip
+from tiny_models import SENTENCES, build_clip, build_siglip
 
 from poolrag import Engine
 from poolrag.errors import InputTypeError, InvalidInputError
@@ -113,3 +113,25 @@ def test_llm_takes_vllm_s_multimodal_prompts(clip: Path, engine: Engine) -> None
         llm.embed([{"prompt": "a caption", "multi_modal_data": {"image": photo}}])
     with pytest.raises(InvalidInputError, match="one 'image'"):
         llm.embed([{"prompt": "", "multi_modal_data": {"video": photo}}])
+
+
+def test_a_siglip_folder_gets_its_own_vectors_texts_padded_to_its_length(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """SigLIP's text tower pools its last position, trained on texts padded to its full length with
+    every position attended (its processor's ``padding="max_length"``): the engine gives it that,
+    whatever else is in the batch."""
+    folder = build_siglip(tmp_path / "siglip", minilm_path)
+    model = transformers.SiglipModel.from_pretrained(folder).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    processor = transformers.SiglipImageProcessor.from_pretrained(folder)
+    short = [s for s in SENTENCES if len(tokenizer(s)["input_ids"]) <= 16]
+    with torch.no_grad():
+        ids = tokenizer(short, padding="max_length", max_length=16, return_tensors="pt")["input_ids"]
+        texts = model.get_text_features(input_ids=ids).pooler_output
+        pixels = processor(images=[PIL.open(p).convert("RGB") for p in PHOTOS], return_tensors="pt")
+        images = model.get_image_features(pixel_values=pixels["pixel_values"]).pooler_output
+    engine = Engine(folder)
+    assert engine.max_model_len == 16
+    np.testing.assert_allclose(engine.embed_array(short), _normalized(texts), atol=1e-5)
+    np.testing.assert_allclose(engine.embed_array(PHOTOS), _normalized(images), atol=1e-5)

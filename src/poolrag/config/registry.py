@@ -37,7 +37,7 @@ class ModelKind(Enum):
     SPLADE = "splade"  # masked-LM backbone -> its MLM head on every token -> log(1 + relu) -> max
     BGE_M3 = "bge_m3"  # backbone -> dense CLS, sparse_linear and colbert_linear heads, from one pass
     # Images beside texts
-    DUAL_ENCODER = "dual_encoder"  # CLIP: a text tower and an image tower projected into one space
+    DUAL_ENCODER = "dual_encoder"  # CLIP, SigLIP: a text and an image tower projected into one space
 
     @property
     def score_kind(self) -> ScoreKind:
@@ -193,7 +193,7 @@ ARCHITECTURES: tuple[NamePattern, ...] = (
         names=("HF_ColBERT", "ColBERTModel", "ColBERTModernBertModel", "ColBERTJinaRobertaModel"),
     ),
     NamePattern(Role.BACKBONE, names=("LlamaBidirectionalModel",)),
-    NamePattern(Role.DUAL_ENCODER, names=("CLIPModel",)),
+    NamePattern(Role.DUAL_ENCODER, names=("CLIPModel", "SiglipModel")),
     NamePattern(Role.SEQUENCE_HEAD, suffixes=("ForSequenceClassification",)),
     NamePattern(Role.REWARD_HEAD, suffixes=("ForRewardModel",)),
     NamePattern(Role.TOKEN_HEAD, suffixes=("ForTokenClassification",)),
@@ -550,8 +550,9 @@ ENTRIES: tuple[Entry, ...] = (
         "with its image processor saved beside it; images (a PIL image, bytes, a `Path`, a "
         "`data:image/...;base64,` URL) go wherever texts go, into the same space",
         (
-            "tiny random CLIPModel saved with its CLIPProcessor: texts and real photos vs "
-            "`get_text_features` / `get_image_features`",
+            "tiny random CLIPModel and SiglipModel saved with their image processors: texts and "
+            "real photos vs `get_text_features` / `get_image_features` (SigLIP's texts padded to "
+            "its full length, as its processor does)",
         ),
     ),
 )

@@ -100,7 +100,7 @@ def load_dual_encoder(
     trust_remote_code: bool,
     placement: Placement,
 ) -> nn.Module:
-    """A text-and-image model (CLIP) whole, behind one forward (models/dual_encoder.py)."""
+    """A text-and-image model (CLIP, SigLIP) whole, behind one forward (models/dual_encoder.py)."""
     from poolrag.models.dual_encoder import DualEncoder
 
     model = DualEncoder(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement))

@@ -256,3 +256,32 @@ def build_clip(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     )
     processor.save_pretrained(dest)
     return dest
+
+
+def build_siglip(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
+    """A tiny random ``SiglipModel`` saved with its ``SiglipImageProcessor`` (32 x 32 pixels,
+    8-pixel patches) and the MiniLM tokenizer; texts are 16 positions long, as SigLIP's are 64."""
+    dest.mkdir(parents=True, exist_ok=True)
+    copy_tokenizer(tokenizer_src, dest)
+    text = {
+        "vocab_size": 30522,
+        "hidden_size": HIDDEN,
+        "intermediate_size": 37,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 16,
+        "pad_token_id": 0,
+    }
+    vision = {
+        "hidden_size": HIDDEN,
+        "intermediate_size": 37,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "image_size": 32,
+        "patch_size": 8,
+    }
+    torch.manual_seed(seed)
+    config = transformers.SiglipConfig(text_config=text, vision_config=vision)
+    transformers.SiglipModel(config).eval().save_pretrained(dest)
+    transformers.SiglipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(dest)
+    return dest
