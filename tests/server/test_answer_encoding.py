@@ -1,4 +1,4 @@
-"""The float-list answer of /v1/embeddings, written by orjson: exactly the engine's float32 values."""
+"""Float-list answers (/v1/embeddings, TEI's /embed) written by orjson: the engine's float32 values."""
 
 from __future__ import annotations
 
@@ -103,3 +103,12 @@ def test_the_openai_client_parses_the_float_answer(minilm_server: Served, http: 
     ).json()
     assert [item.embedding for item in parsed.data] == [item["embedding"] for item in raw["data"]]
     assert parsed.usage.total_tokens == raw["usage"]["total_tokens"]
+
+
+def test_tei_embed_answers_the_same_floats(minilm_server: Served, http: httpx.Client) -> None:
+    """TEI's ``/embed`` (a bare list of float lists, written by the same encoder) gives the very
+    floats of ``/v1/embeddings``."""
+    tei = http.post(f"{minilm_server.url}/embed", json={"inputs": TEXTS})
+    openai_shaped = http.post(f"{minilm_server.url}/v1/embeddings", json={"input": TEXTS}).json()
+    assert tei.status_code == 200 and tei.headers["content-type"] == "application/json"
+    assert tei.json() == [item["embedding"] for item in openai_shaped["data"]]

@@ -29,13 +29,14 @@ def _as_list(value: object) -> object:
 
 
 class JsonAnswer:
-    """An answer already in JSON's types, with numpy float64 rows for vectors; the route encodes it
-    off the event loop (:meth:`encode`)."""
+    """An answer already in JSON's types (an object, or a bare list as TEI's ``/embed``), with numpy
+    float64 rows for vectors; the route encodes it off the event loop (:meth:`encode`)."""
 
-    __slots__ = ("content",)
+    __slots__ = ("content", "values")
 
-    def __init__(self, content: dict[str, Any]) -> None:
+    def __init__(self, content: dict[str, Any] | list[Any], values: int) -> None:
         self.content = content
+        self.values = values  # how many vector values it holds: small answers are encoded on the loop
 
     def encode(self) -> bytes:
         if orjson is not None:

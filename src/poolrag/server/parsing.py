@@ -9,7 +9,8 @@ stalled every connection (``/health`` included) for seconds. Here the body goes 
 3. a count of the token ids and characters of text it holds, against the request limits;
 4. pydantic validation (linear in the input: see ``schemas._homogeneous_lists``).
 
-:func:`parse_body` is synchronous and meant for a worker thread; it raises :class:`APIError`.
+:func:`parse_body` is synchronous, meant for a worker thread (or the loop, for a small body); it raises
+:class:`APIError`.
 """
 
 from __future__ import annotations

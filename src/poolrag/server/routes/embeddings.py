@@ -119,7 +119,7 @@ def embedding_answer(
     ]
     content = {"id": answer_id, "object": "list", "created": created, "model": model, "data": data}
     content["usage"] = usage.model_dump()
-    return JsonAnswer(content)
+    return JsonAnswer(content, values=sum(len(v) for v in vectors))
 
 
 def _bytes_answer(

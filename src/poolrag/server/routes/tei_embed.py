@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
+from poolrag.server.float_json import JsonAnswer, float_rows
 from poolrag.server.inputs import fields_named, input_count, to_prompts
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
@@ -26,7 +27,7 @@ router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
 
 
 @router.post("/embed", response_model=TeiEmbedResponse, responses=TEI_ERRORS)
-async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> TeiEmbedResponse:
+async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> JsonAnswer:
     state = model_state(request, body.model)
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
     params = PoolingParams(
@@ -41,7 +42,8 @@ async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> 
             request.url.path, input_count(prompts), state.calls.embed, prompts, params
         )
     report_truncated(response, outputs)
-    return TeiEmbedResponse([out.outputs.embedding.tolist() for out in outputs])
+    rows = [float_rows(out.outputs.embedding) for out in outputs]
+    return JsonAnswer(rows, values=sum(len(row) for row in rows))  # TeiEmbedResponse's JSON
 
 
 @router.post("/embed_all", response_model=TeiEmbedAllResponse, responses=TEI_ERRORS)
