@@ -135,3 +135,15 @@ def test_a_siglip_folder_gets_its_own_vectors_texts_padded_to_its_length(
     assert engine.max_model_len == 16
     np.testing.assert_allclose(engine.embed_array(short), _normalized(texts), atol=1e-5)
     np.testing.assert_allclose(engine.embed_array(PHOTOS), _normalized(images), atol=1e-5)
+
+
+def test_sentence_transformers_loading_the_same_folder_agrees(clip: Path, engine: Engine) -> None:
+    """sentence-transformers 6.2 loads a transformers CLIP folder itself (its Transformer module with
+    get_text_features / get_image_features), one modality per call."""
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(clip), device="cpu")
+    images = reference.encode([PIL.open(p).convert("RGB") for p in PHOTOS], normalize_embeddings=True)
+    texts = reference.encode(SENTENCES, normalize_embeddings=True)
+    np.testing.assert_allclose(engine.embed_array(PHOTOS), images, atol=1e-5)
+    np.testing.assert_allclose(engine.embed_array(SENTENCES), texts, atol=1e-5)
