@@ -9,6 +9,8 @@ input stage's (:mod:`poolrag.tokenization.images`).
 from __future__ import annotations
 
 import base64
+import binascii
+import hashlib
 import io
 from pathlib import Path, PurePath
 from typing import Any
@@ -47,3 +49,22 @@ def as_data_url(value: Any) -> str:
     data = bytes(value)
     kind = next((name for magic, name in _MAGIC.items() if data.startswith(magic)), "unknown")
     return f"{DATA_URL_PREFIX}{kind};base64,{base64.b64encode(data).decode()}"
+
+
+def image_identity(value: Any) -> str:
+    """What an image input is, for a cache key: the SHA-256 of its encoded bytes (a path, the bytes
+    and a data URL of one file agree), or of a PIL image's pixels."""
+    if is_pil_image(value):
+        digest = hashlib.sha256(f"{value.mode}{value.size}".encode())
+        digest.update(value.tobytes())
+        return f"image-pixels:{digest.hexdigest()}"
+    if isinstance(value, PurePath):
+        data = Path(value).read_bytes()
+    elif isinstance(value, str):
+        try:
+            data = base64.b64decode(value.partition(",")[2], validate=True)
+        except (binascii.Error, ValueError):
+            data = value.encode()  # unreadable: the engine says so when it is embedded
+    else:
+        data = bytes(value)
+    return f"image-bytes:{hashlib.sha256(data).hexdigest()}"

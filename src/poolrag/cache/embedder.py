@@ -22,6 +22,7 @@ from poolrag.cache.keys import cache_namespace, text_key
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.counts import check_count
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.image_inputs import image_identity, is_image_input
 from poolrag.model_facts import ModelFacts
 from poolrag.params import InputType, PoolingParams
 from poolrag.pooling.matryoshka import truncate
@@ -105,7 +106,8 @@ class CachedEmbedder:
         if shape not in self._namespaces:
             self._namespaces[shape] = cache_namespace(shape[0], "embed", shape[1])
         namespace = self._namespaces[shape]
-        return [text_key(namespace, t) for t in texts]
+        # an image is keyed by its bytes' digest (with a NUL no text key has), never by its path
+        return [text_key(namespace, t if isinstance(t, str) else f"\x00{image_identity(t)}") for t in texts]
 
     def _full_size_request(self, params: PoolingParams) -> PoolingParams:
         # Ask for the full size explicitly where the backend's default would truncate.
@@ -116,7 +118,7 @@ class CachedEmbedder:
     def _check_texts(texts: Sequence[str]) -> list[str]:
         if isinstance(texts, str) or not isinstance(texts, Sequence):
             raise InputTypeError(f"texts must be a list of strings, not {type(texts).__name__}")
-        return [check_text(t) for t in texts]
+        return [t if is_image_input(t) and not isinstance(t, str) else check_text(t) for t in texts]
 
     def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         found = self.cache.get_many(keys) if self.cache is not None else {}

@@ -1,0 +1,34 @@
+"""The embedding cache with images (a CLIP model): an image is keyed by its bytes' digest, so the
+same file read again, or sent as bytes or a data URL, is not embedded twice, and a text and an
+image never share a key."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_models import build_clip
+
+from poolrag import Engine
+from poolrag.cache.embedder import CachedEmbedder
+from poolrag.cache.sqlite_store import EmbeddingCache
+
+pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
+PHOTO = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
+
+
+def test_an_image_is_cached_by_its_bytes(tmp_path: Path, minilm_path: Path) -> None:
+    engine = Engine(build_clip(tmp_path / "clip", minilm_path))
+    embedder = CachedEmbedder(engine, EmbeddingCache(tmp_path / "cache.sqlite"))
+    first = embedder.embed_array([PHOTO, "a portrait"])
+    assert embedder.misses == 2
+    np.testing.assert_allclose(first, engine.embed_array([PHOTO, "a portrait"]), atol=1e-6)
+    copy = tmp_path / "renamed.jpg"
+    copy.write_bytes(PHOTO.read_bytes())
+    again = embedder.embed_array([copy, PHOTO.read_bytes(), "a portrait"])
+    assert embedder.misses == 2  # the same bytes under another name, or as bytes: read from the cache
+    np.testing.assert_allclose(again, first[[0, 0, 1]], atol=0)
+    data_url = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
+    np.testing.assert_allclose(embedder.embed_array([data_url]), first[:1], atol=1e-6)
