@@ -26,6 +26,7 @@ from poolrag.core.engine_core import CoreStats
 from poolrag.core.model_setup import Pipeline
 from poolrag.engine_args import ENGINE_OPTIONS, EngineArgs
 from poolrag.errors import InvalidInputError, ModelLoadError, UnsupportedTaskError
+from poolrag.image_inputs import is_image_input
 from poolrag.input_shapes import prompt_list, score_pairs
 from poolrag.loading.cpu_fast_mode import FastModeReport, probe_requests
 from poolrag.loading.native_loader import ModelImpl
@@ -112,13 +113,15 @@ class MultiVector:
 def _inline(inputs: tuple[object, ...]) -> bool:
     """Whether a call's inputs (texts, prompt lists, spans) are small enough to tokenise on the
     event loop: no list of more than :data:`ASYNC_INLINE_ITEMS` items, at most
-    :data:`ASYNC_INLINE_CHARS` characters of text."""
+    :data:`ASYNC_INLINE_CHARS` characters of text, and no image (decoding one takes milliseconds)."""
     chars = 0
     for value in inputs:
+        if is_image_input(value):
+            return False
         if isinstance(value, str):
             chars += len(value)
         elif isinstance(value, Sequence):
-            if len(value) > ASYNC_INLINE_ITEMS:
+            if len(value) > ASYNC_INLINE_ITEMS or any(is_image_input(item) for item in value):
                 return False
             chars += sum(len(item) for item in value if isinstance(item, str))
     return chars <= ASYNC_INLINE_CHARS

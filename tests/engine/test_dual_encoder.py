@@ -147,3 +147,29 @@ def test_sentence_transformers_loading_the_same_folder_agrees(clip: Path, engine
     texts = reference.encode(SENTENCES, normalize_embeddings=True)
     np.testing.assert_allclose(engine.embed_array(PHOTOS), images, atol=1e-5)
     np.testing.assert_allclose(engine.embed_array(SENTENCES), texts, atol=1e-5)
+
+
+def test_async_calls_decode_images_off_the_event_loop(
+    engine: Engine, reference, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoding and preparing an image takes milliseconds: an async call never does it on the loop."""
+    import asyncio
+    import threading
+
+    from poolrag.tokenization.images import ImagePreprocessor
+
+    threads: set[int] = set()
+    real = ImagePreprocessor.request
+
+    def recording(self, value, params, name):  # type: ignore[no-untyped-def]
+        threads.add(threading.get_ident())
+        return real(self, value, params, name)
+
+    monkeypatch.setattr(ImagePreprocessor, "request", recording)
+
+    async def main() -> tuple[int, np.ndarray]:
+        return threading.get_ident(), await engine.aembed_array([PHOTOS[0]])
+
+    loop_thread, got = asyncio.run(main())
+    assert threads and loop_thread not in threads
+    np.testing.assert_allclose(got, reference[1][:1], atol=1e-5)
