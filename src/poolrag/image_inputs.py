@@ -15,6 +15,8 @@ import io
 from pathlib import Path, PurePath
 from typing import Any
 
+from poolrag.errors import InvalidInputError
+
 DATA_URL_PREFIX = "data:image/"
 
 
@@ -44,7 +46,8 @@ def as_data_url(value: Any) -> str:
         value = Path(value).read_bytes()
     if is_pil_image(value):
         buffer = io.BytesIO()
-        value.save(buffer, format="PNG")
+        image = value if value.mode in ("RGB", "RGBA", "L", "LA", "P") else value.convert("RGB")  # e.g. CMYK
+        image.save(buffer, format="PNG")
         value = buffer.getvalue()
     data = bytes(value)
     kind = next((name for magic, name in _MAGIC.items() if data.startswith(magic)), "unknown")
@@ -59,7 +62,10 @@ def image_identity(value: Any) -> str:
         digest.update(value.tobytes())
         return f"image-pixels:{digest.hexdigest()}"
     if isinstance(value, PurePath):
-        data = Path(value).read_bytes()
+        try:
+            data = Path(value).read_bytes()
+        except OSError as exc:
+            raise InvalidInputError(f"no image file at {value} ({exc.strerror})") from None
     elif isinstance(value, str):
         try:
             data = base64.b64decode(value.partition(",")[2], validate=True)

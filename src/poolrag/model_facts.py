@@ -62,6 +62,7 @@ class ModelFacts:
         default_dimensions: the size ``embed`` returns when a request names none (the pooler's
             ``dimensions``); ``None`` is the full ``embedding_dim``.
         prompt_names: the names of the folder's instruction prompts (what ``prompt_name`` may say).
+        reads_images: images go wherever texts go (a dual encoder such as CLIP).
     """
 
     model_name: str
@@ -76,6 +77,7 @@ class ModelFacts:
     normalizes_embeddings: bool
     default_dimensions: int | None
     prompt_names: tuple[str, ...] = ()
+    reads_images: bool = False
 
     def renamed(self, model_name: str) -> ModelFacts:
         """The same model under another name: a server reports its served name, not its folder path.
@@ -101,6 +103,7 @@ class ModelFacts:
             "normalizes_embeddings": self.normalizes_embeddings,
             "default_dimensions": self.default_dimensions,
             "prompt_names": list(self.prompt_names),
+            "reads_images": self.reads_images,
         }
 
     @classmethod
@@ -123,6 +126,7 @@ class ModelFacts:
                 normalizes_embeddings=bool(data["normalizes_embeddings"]),
                 default_dimensions=None if default_dimensions is None else int(default_dimensions),
                 prompt_names=tuple(str(n) for n in data.get("prompt_names") or ()),
+                reads_images=bool(data.get("reads_images", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(

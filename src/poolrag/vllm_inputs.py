@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.image_inputs import is_image_input
 from poolrag.params import PoolingParams
 
 #: ``tokenization_kwargs`` values that ask for what poolrag does anyway
@@ -68,8 +69,8 @@ def _image_prompt(prompt: Mapping[str, Any]) -> object:
 def engine_prompts(prompts: Any) -> Any:
     """``prompts`` in the Engine's form: text prompts as strings, token lists as token prompts. One
     prompt stays one prompt (a bare list of ids is one, as in vLLM); anything else the Engine checks."""
-    if isinstance(prompts, str | Mapping) or _is_token_ids(prompts):
-        return _engine_prompt(prompts)
+    if isinstance(prompts, str | Mapping) or _is_token_ids(prompts) or is_image_input(prompts):
+        return _engine_prompt(prompts)  # one prompt (bytes are an image, not a list of ids)
     if isinstance(prompts, Sequence):
         return [_engine_prompt(p) for p in prompts]
     return prompts

@@ -14,6 +14,7 @@ from tiny_models import build_clip
 from poolrag import Engine
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.cache.sqlite_store import EmbeddingCache
+from poolrag.errors import InvalidInputError
 
 pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
 PHOTO = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
@@ -32,3 +33,6 @@ def test_an_image_is_cached_by_its_bytes(tmp_path: Path, minilm_path: Path) -> N
     np.testing.assert_allclose(again, first[[0, 0, 1]], atol=0)
     data_url = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
     np.testing.assert_allclose(embedder.embed_array([data_url]), first[:1], atol=1e-6)
+    assert embedder.misses == 2  # the file's bytes as a data URL: the same key
+    with pytest.raises(InvalidInputError, match="no image file at"):
+        embedder.embed_array([tmp_path / "gone.jpg"])

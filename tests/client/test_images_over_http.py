@@ -32,7 +32,11 @@ def url(engine: Engine) -> Iterator[str]:
 
 def test_the_client_sends_images_the_engine_reads(engine: Engine, url: str) -> None:
     inputs = [PHOTO, "a portrait", PHOTO.read_bytes(), PIL.open(PHOTO).convert("RGB")]
-    got = PoolragClient(url).embed_array(inputs)
+    client = PoolragClient(url)
+    try:
+        got = client.embed_array(inputs)
+    finally:
+        client.close()
     want = engine.embed_array([PHOTO, "a portrait", PHOTO, PHOTO])
     np.testing.assert_allclose(got, want, atol=1e-6)
 
@@ -42,7 +46,8 @@ def test_openai_s_client_posts_a_data_url_and_gets_the_image_s_vector(engine: En
 
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
     data_url = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
-    answer = client.embeddings.create(model="clip", input=[data_url, "a portrait"])
+    with client:
+        answer = client.embeddings.create(model="clip", input=[data_url, "a portrait"])
     got = np.array([row.embedding for row in answer.data], dtype=np.float32)
     np.testing.assert_allclose(got, engine.embed_array([PHOTO, "a portrait"]), atol=1e-6)
 
@@ -53,3 +58,19 @@ def test_an_unreadable_image_is_a_400_naming_it(url: str) -> None:
     response = httpx.post(f"{url}/v1/embeddings", json={"input": ["a text", "data:image/png;base64,AAAA"]})
     assert response.status_code == 400
     assert "input[1]: not a readable image" in response.text
+
+
+def test_a_text_only_server_is_never_sent_an_image(tmp_path_factory, minilm_path: Path) -> None:
+    """A text-only model would read a data URL as text: the client refuses the image as the engine does."""
+    from poolrag.errors import InputTypeError
+    from poolrag.testing.tiny_models import build_encoder
+
+    engine = Engine(build_encoder(tmp_path_factory.mktemp("bert"), "bert", minilm_path))
+    for url in serve(engine, "bert"):
+        client = PoolragClient(url)
+        try:
+            assert client.facts.reads_images is False
+            with pytest.raises(InputTypeError, match=r"input\[1\]: this model reads text only, not images"):
+                client.embed_array(["a text", PHOTO])
+        finally:
+            client.close()

@@ -109,6 +109,10 @@ def test_llm_takes_vllm_s_multimodal_prompts(clip: Path, engine: Engine) -> None
     out = llm.embed([{"prompt": "", "multi_modal_data": {"image": photo}}, "a caption"])
     got = np.stack([o.outputs.embedding for o in out])
     np.testing.assert_allclose(got, engine.embed_array([PHOTOS[0], "a caption"]), atol=1e-6)
+    one = llm.embed(PHOTOS[0].read_bytes())  # bytes are one image prompt, not a list of token ids
+    assert len(one) == 1
+    np.testing.assert_allclose(one[0].outputs.embedding, got[0], atol=1e-6)
+    np.testing.assert_allclose(llm.embed(PHOTOS[0])[0].outputs.embedding, got[0], atol=1e-6)
     with pytest.raises(InvalidInputError, match="a text or an image"):
         llm.embed([{"prompt": "a caption", "multi_modal_data": {"image": photo}}])
     with pytest.raises(InvalidInputError, match="one 'image'"):

@@ -74,3 +74,11 @@ def test_what_cannot_be_read_is_one_line_naming_the_input(data: object, problem:
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="no image file at"):
         decode_image(tmp_path / "gone.png")
+
+
+def test_a_cmyk_picture_crosses_http_as_an_rgb_png() -> None:
+    from poolrag.image_inputs import as_data_url
+
+    url = as_data_url(Image.open(PHOTO).convert("CMYK"))
+    assert url.startswith("data:image/png;base64,")
+    assert decode_image(url).size == Image.open(PHOTO).size

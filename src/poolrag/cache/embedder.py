@@ -106,8 +106,13 @@ class CachedEmbedder:
         if shape not in self._namespaces:
             self._namespaces[shape] = cache_namespace(shape[0], "embed", shape[1])
         namespace = self._namespaces[shape]
-        # an image is keyed by its bytes' digest (with a NUL no text key has), never by its path
-        return [text_key(namespace, t if isinstance(t, str) else f"\x00{image_identity(t)}") for t in texts]
+        # an image is keyed by its bytes' digest (with a NUL no text key has), never by its path; a
+        # data URL is an image only to a model that reads images (to any other it is a text)
+        images = self.facts.reads_images
+        return [
+            text_key(namespace, f"\x00{image_identity(t)}" if images and is_image_input(t) else t)
+            for t in texts
+        ]
 
     def _full_size_request(self, params: PoolingParams) -> PoolingParams:
         # Ask for the full size explicitly where the backend's default would truncate.

@@ -297,7 +297,8 @@ class PoolragClient:
 
     # -- request bodies ---------------------------------------------------------------------------
     def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
-        items = [wire.wire_input(p) for p in prompt_list(prompts)]
+        reads_images = self._facts is None or self._facts.reads_images  # fetched before requests are made
+        items = [wire.wire_input(p, reads_images, f"input[{i}]") for i, p in enumerate(prompt_list(prompts))]
         return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
 
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:

@@ -77,12 +77,15 @@ def served_identity(headers: Mapping[str, str]) -> tuple[str, str] | None:
     return unquote(identity), unquote(fingerprint)
 
 
-def wire_input(item: Any) -> str | list[int]:
+def wire_input(item: Any, reads_images: bool = True, name: str = "input") -> str | list[int]:
     """One prompt as the server accepts it: text, the token ids of a ``{"prompt_token_ids"}`` prompt,
-    or an image as a data URL (for a model that reads images)."""
+    or an image as a data URL, for a model that reads images (a text-only one would read the URL
+    as text, so the image is refused here, as the engine refuses it)."""
     if isinstance(item, str):
         return item
     if is_image_input(item):
+        if not reads_images:
+            raise InputTypeError(f"{name}: this model reads text only, not images", param=name.split("[")[0])
         return as_data_url(item)
     if isinstance(item, Mapping) and "prompt_token_ids" in item:
         return [int(t) for t in item["prompt_token_ids"]]

@@ -333,6 +333,13 @@ class _Tuner:
         template, weights = kept
         return with_network(template, copy.deepcopy(weights))
 
+    def _kept_for(
+        self, winner: _Candidate, candidates: list[_Candidate], passes: int
+    ) -> tuple[_Candidate, list[_Candidate], int]:
+        """Only the winner's implementation gets later candidates: the other copy is dropped now."""
+        self._loaded = {impl: kept for impl, kept in self._loaded.items() if impl == winner.impl}
+        return winner, candidates, passes
+
     def forget(self) -> None:
         """Drop the kept weights: measuring is over."""
         self._loaded.clear()
@@ -359,7 +366,7 @@ class _Tuner:
                 _compile_candidate(compiled, self._identity)
                 candidates.append(compiled)
         if len(candidates) == 1:
-            return self._race(candidates)
+            return self._kept_for(*self._race(candidates))
         reference = next((c for c in candidates if c.impl == "transformers" and c.forward == "eager"), None)
         want = _probe_rows((reference or candidates[0]).pipeline, self._run)
         for candidate in candidates:
@@ -376,7 +383,7 @@ class _Tuner:
                     candidate.min_cosine,
                     MIN_COSINE,
                 )
-        return self._race(candidates)
+        return self._kept_for(*self._race(candidates))
 
     def fast(self, exact: _Candidate, request: TuneRequest) -> tuple[_Candidate, list[_Candidate], int]:
         """(the winner, the fast candidates, passes): bf16 and int8 against ``exact``, each held to

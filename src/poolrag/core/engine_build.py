@@ -141,6 +141,7 @@ def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path:
         normalizes_embeddings=bool(pooler.normalize),
         default_dimensions=pooler.dimensions,
         prompt_names=tuple(spec.prompts),
+        reads_images=pipeline.processor.images is not None,
     )
 
 

@@ -108,15 +108,35 @@ def image_files(uris: object) -> list[Path | str | bytes]:
     return found
 
 
+#: Images per backend call: their prepared pixels stay in memory until the call's forward passes
+#: (600 KB each at 224 px), so a store's ``add_images`` of thousands is sent in slices.
+IMAGE_PIECE = 64
+
+
+def _checked_images(backend: PoolingBackend, uris: object) -> list[Path | str | bytes]:
+    images = image_files(uris)
+    if images and not getattr(backend.facts, "reads_images", False):
+        name = backend.facts.model_name
+        raise InputTypeError(f"{name} reads text only, not images (a CLIP or SigLIP folder reads both)")
+    return images
+
+
 def embed_images(backend: PoolingBackend, uris: object, params: PoolingParams) -> list[list[float]]:
     """One vector per image, in the text vectors' space (a dual encoder such as CLIP)."""
-    images = image_files(uris)
-    return backend.embed_array(images, params).tolist() if images else []  # type: ignore[arg-type]
+    images = _checked_images(backend, uris)
+    rows = [
+        backend.embed_array(images[s : s + IMAGE_PIECE], params) for s in range(0, len(images), IMAGE_PIECE)
+    ]
+    return np.concatenate(rows).tolist() if rows else []  # type: ignore[arg-type]
 
 
 async def aembed_images(backend: PoolingBackend, uris: object, params: PoolingParams) -> list[list[float]]:
-    images = image_files(uris)
-    return (await backend.aembed_array(images, params)).tolist() if images else []  # type: ignore[arg-type]
+    images = _checked_images(backend, uris)
+    rows = [
+        await backend.aembed_array(images[s : s + IMAGE_PIECE], params)  # type: ignore[arg-type]
+        for s in range(0, len(images), IMAGE_PIECE)
+    ]
+    return np.concatenate(rows).tolist() if rows else []
 
 
 def embed_text(backend: PoolingBackend, text: object, params: PoolingParams) -> list[float]:

@@ -538,6 +538,7 @@ class ModelCard(BaseModel):
     normalizes_embeddings: bool
     default_dimensions: int | None
     prompt_names: list[str] = Field(default_factory=list, description="What prompt_name may say.")
+    reads_images: bool = Field(default=False, description="Images (data URLs) go wherever texts go.")
 
 
 class ModelList(BaseModel):

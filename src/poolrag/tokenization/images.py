@@ -14,7 +14,6 @@ import binascii
 import hashlib
 import io
 import logging
-import warnings
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -67,14 +66,12 @@ def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE
     else:
         source = _encoded(value, name)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", image_module.DecompressionBombWarning)
-                image = image_module.open(io.BytesIO(source) if isinstance(source, bytes) else source)
-                _check_size(image.size, name, max_pixels)  # from the header, before a pixel is decoded
-                image.load()
+            image = image_module.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+            _check_size(image.size, name, max_pixels)  # from the header, before a pixel is decoded
+            image.load()
         except InvalidInputError:
             raise
-        except (image_module.DecompressionBombError, image_module.DecompressionBombWarning):
+        except image_module.DecompressionBombError:  # Pillow's own bound, far above ours
             raise InvalidInputError(_too_large(name, max_pixels, "refused by Pillow"), param=name) from None
         except (OSError, ValueError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
             raise InvalidInputError(f"{name}: not a readable image ({exc})", param=name) from None
@@ -113,9 +110,10 @@ class ImagePreprocessor:
 
     def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
         image = decode_image(value, name)
-        digest = hashlib.sha256(image.tobytes() + repr(image.size).encode()).hexdigest()
         values = np.asarray(
             self.processor(images=[image], return_tensors="np")["pixel_values"][0], np.float32
         )
+        # the identity of what the model sees (not of the decoded original, which may be 100x larger)
+        digest = hashlib.sha256(np.ascontiguousarray(values).data).hexdigest()
         patches = max(1, (values.shape[-1] // self.patch_size) * (values.shape[-2] // self.patch_size)) + 1
         return PoolingRequest(token_ids=(), params=params, pixels=Pixels(digest, values, patches))

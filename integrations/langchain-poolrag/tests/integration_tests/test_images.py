@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from langchain_poolrag import PoolragEmbeddings
 
-from poolrag import Engine, InvalidInputError
+from poolrag import Engine, InputTypeError, InvalidInputError
 
 
 @pytest.fixture(params=["in_process", "remote"])
@@ -38,3 +38,8 @@ async def test_aembed_image_matches(embeddings: PoolragEmbeddings, photo_files: 
 def test_a_remote_url_is_refused_not_fetched(clip_engine: Engine) -> None:
     with pytest.raises(InvalidInputError, match=r"never fetches 'https://example\.com/cat\.png'"):
         PoolragEmbeddings(engine=clip_engine).embed_image(["https://example.com/cat.png"])
+
+
+def test_a_text_only_model_refuses_images(minilm_engine: Engine, photo_files: list[Path]) -> None:
+    with pytest.raises(InputTypeError, match="reads text only, not images"):
+        PoolragEmbeddings(engine=minilm_engine).embed_image([str(photo_files[0])])
