@@ -177,3 +177,13 @@ def test_async_calls_decode_images_off_the_event_loop(
     loop_thread, got = asyncio.run(main())
     assert threads and loop_thread not in threads
     np.testing.assert_allclose(got, reference[1][:1], atol=1e-5)
+
+
+def test_a_fast_mode_is_measured_on_images_too(clip: Path, reference) -> None:
+    """bf16 changes both towers: its accuracy is measured on probe images as well as texts."""
+    engine = Engine(clip, cpu_fast_mode="bf16", cpu_fast_mode_min_cosine=0.9)
+    report = engine.fast_mode_report
+    assert report is not None and "probe images" in report.reason
+    if report.active:
+        cosines = (engine.embed_array(PHOTOS) * reference[1]).sum(-1)
+        assert cosines.min() >= 0.9

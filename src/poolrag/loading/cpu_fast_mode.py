@@ -276,7 +276,9 @@ def enable_cpu_fast_mode(
     fast = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]
     cosine = F.cosine_similarity(reference, fast, dim=-1)
     lowest, mean = float(cosine.min()), float(cosine.mean())
-    measured = f"min cosine to fp32 {lowest:.6f} (mean {mean:.6f}) on {len(probe)} probe texts"
+    images = sum(r.pixels is not None for r in probe)
+    inputs = f"{len(probe) - images} probe texts" + (f" and {images} probe images" if images else "")
+    measured = f"min cosine to fp32 {lowest:.6f} (mean {mean:.6f}) on {inputs}"
     active = lowest >= required
     if active:
         reason = f"{measured} >= {required}; {note}"
@@ -306,7 +308,27 @@ PROBE_TEXTS = (
 )
 
 
+def _probe_images() -> list[object]:
+    """Three pictures drawn here (a gradient, stripes, a disc): a fast mode must hold for the image
+    tower of a model that has one, not only for its text tower."""
+    from PIL import Image, ImageDraw
+
+    gradient = Image.linear_gradient("L").resize((96, 64)).convert("RGB")
+    stripes = Image.new("RGB", (80, 80), (20, 90, 160))
+    draw = ImageDraw.Draw(stripes)
+    for x in range(0, 80, 10):
+        draw.rectangle((x, 0, x + 4, 79), fill=(230, 200, 40))
+    disc = Image.new("RGB", (64, 96), "white")
+    ImageDraw.Draw(disc).ellipse((8, 20, 56, 68), fill=(200, 30, 30))
+    return [gradient, stripes, disc]
+
+
 def probe_requests(processor: object) -> list[PoolingRequest]:
-    """The probe texts, tokenised by the engine's input processor (plain texts, no prompt)."""
+    """The probe texts, tokenised by the engine's input processor (plain texts, no prompt), and
+    probe images where the model reads them."""
     params = ResolvedParams(task="probe")
-    return processor.texts(list(PROBE_TEXTS), params, -1, None)  # type: ignore[attr-defined]
+    requests = processor.texts(list(PROBE_TEXTS), params, -1, None)  # type: ignore[attr-defined]
+    images = getattr(processor, "images", None)
+    if images is not None:
+        requests += [images.request(image, params, "probe") for image in _probe_images()]
+    return requests

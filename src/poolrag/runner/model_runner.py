@@ -255,8 +255,22 @@ class ModelRunner:
         return self.model(**inputs.kwargs)
 
     def forward(self, batch: Sequence[PoolingRequest]) -> ForwardOutput:
-        """The outputs of ``batch`` (in order); splits and retries on out-of-memory."""
+        """The outputs of ``batch`` (in order); splits and retries on out-of-memory. A mix of texts
+        and images (a dual encoder's probe) runs as one pass each, its rows put back in order."""
+        images = [i for i, r in enumerate(batch) if r.pixels is not None]
+        if images and len(images) < len(batch):
+            return self._forward_mixed(batch, images)
         return self.run_prepared(batch, self.prepare(batch))
+
+    def _forward_mixed(self, batch: Sequence[PoolingRequest], images: list[int]) -> ForwardOutput:
+        texts = sorted(set(range(len(batch))) - set(images))
+        parts = [(rows, self.forward([batch[i] for i in rows]).sequences) for rows in (texts, images)]
+        first = parts[0][1]
+        assert first is not None and parts[1][1] is not None  # images go to one-vector-per-input networks
+        merged = first.new_empty((len(batch), first.shape[-1]))
+        for rows, vectors in parts:
+            merged[torch.tensor(rows, device=merged.device)] = vectors
+        return ForwardOutput(sequences=merged)
 
     def reset_after_fork(self) -> None:
         """In a forked child: a parent's thread may have held the batch lock at the fork, and no
