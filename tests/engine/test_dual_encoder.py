@@ -187,3 +187,10 @@ def test_a_fast_mode_is_measured_on_images_too(clip: Path, reference) -> None:
     if report.active:
         cosines = (engine.embed_array(PHOTOS) * reference[1]).sum(-1)
         assert cosines.min() >= 0.9
+
+
+def test_compile_says_in_one_line_that_a_dual_encoder_has_no_graph(clip: Path) -> None:
+    engine = Engine(clip, compile="background")
+    report = engine.wait_for_compile(60)
+    assert report is not None and report.state == "eager" and "dual encoder" in report.reason
+    assert engine.embed_array(PHOTOS[:1]).shape == (1, 16)

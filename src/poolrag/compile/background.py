@@ -28,6 +28,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from poolrag.config.network_head import NetworkHead
 from poolrag.loading.cpu_fast_mode import FastModeReport
 from poolrag.request import PoolingRequest
 from poolrag.runner.batch_inputs import BatchInputs
@@ -106,6 +107,8 @@ def _plan(runner: ModelRunner) -> _Plan | str:
         return f"compile is built for CPU inference; this model runs on {runner.device.type}"
     if runner.token_states:
         return "token_classify reads hidden states that the compiled classifier does not return"
+    if runner.head is NetworkHead.PROJECTED:
+        return "a dual encoder's two towers (texts, images) have no compiled graph"
     model = runner.model
     from poolrag.models.bert import BertFamilyModel
 
