@@ -62,6 +62,8 @@ def test_an_unreadable_image_is_a_400_naming_it(url: str) -> None:
 
 def test_a_text_only_server_is_never_sent_an_image(tmp_path_factory, minilm_path: Path) -> None:
     """A text-only model would read a data URL as text: the client refuses the image as the engine does."""
+    import httpx
+
     from poolrag.errors import InputTypeError
     from poolrag.testing.tiny_models import build_encoder
 
@@ -72,5 +74,28 @@ def test_a_text_only_server_is_never_sent_an_image(tmp_path_factory, minilm_path
             assert client.facts.reads_images is False
             with pytest.raises(InputTypeError, match=r"input\[1\]: this model reads text only, not images"):
                 client.embed_array(["a text", PHOTO])
+            cohere_body = {"images": ["data:image/png;base64,AAAA"], "input_type": "image"}
+            refused = httpx.post(f"{url}/v2/embed", json=cohere_body)
+            assert refused.status_code == 400 and "reads text only" in refused.text
         finally:
             client.close()
+
+
+def test_cohere_s_client_embeds_images_through_v2_embed(engine: Engine, url: str) -> None:
+    import cohere
+
+    data_url = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
+    client = cohere.ClientV2(base_url=url, api_key="unused", timeout=120)
+    answer = client.embed(model="clip", images=[data_url], input_type="image", embedding_types=["float"])
+    got = np.array(answer.embeddings.float_, dtype=np.float32)
+    np.testing.assert_allclose(got, engine.embed_array([PHOTO]), atol=1e-6)
+
+
+def test_v2_embed_takes_texts_or_images_and_fetches_nothing(url: str) -> None:
+    import httpx
+
+    both = {"texts": ["a"], "images": ["data:image/png;base64,AAAA"], "input_type": "image"}
+    remote = {"images": ["https://example.com/cat.png"], "input_type": "image"}
+    for body, message in ((both, "texts or images"), (remote, "nothing is fetched")):
+        response = httpx.post(f"{url}/v2/embed", json=body)
+        assert response.status_code in (400, 422) and message in response.text

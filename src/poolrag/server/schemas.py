@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from poolrag.image_inputs import DATA_URL_PREFIX
 from poolrag.model_facts import ScoreKind
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.text_validity import lone_surrogate
@@ -248,12 +249,17 @@ class EmbeddingResponse(BaseModel):
 
 
 # -- /v2/embed (Cohere) -----------------------------------------------------------------------------
-CohereInputType = Literal["search_query", "search_document", "classification", "clustering"]
+CohereInputType = Literal["search_query", "search_document", "classification", "clustering", "image"]
 EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary"]
 
 
 class CohereEmbedRequest(RequestBody):
-    texts: list[Text] = Field(min_length=1, description="The texts to embed.")
+    texts: list[Text] | None = Field(None, min_length=1, description="The texts to embed.")
+    images: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Images as data:image/...;base64, URIs, instead of texts (a model that reads images).",
+    )
     input_type: CohereInputType = Field(
         "search_document", description="search_query / search_document select the model's prompts."
     )
@@ -272,6 +278,20 @@ class CohereEmbedRequest(RequestBody):
         description="Vectors whose per-dimension min/max scale int8/uint8 (poolrag extension; "
         "default: the request's own texts).",
     )
+
+    @model_validator(mode="after")
+    def _texts_or_images(self) -> CohereEmbedRequest:
+        if (self.texts is None) == (self.images is None):
+            raise ValueError("send texts or images (one of the two)")
+        for i, image in enumerate(self.images or ()):
+            if not image[: len(DATA_URL_PREFIX)].lower() == DATA_URL_PREFIX:
+                raise ValueError(f"images[{i}] must be a data:image/...;base64, URI (nothing is fetched)")
+        return self
+
+    @property
+    def inputs(self) -> list[str]:
+        """The texts, or the images' data URIs."""
+        return list(self.texts if self.texts is not None else self.images or ())
 
 
 class CohereBilledUnits(BaseModel):

@@ -88,7 +88,7 @@ def _by_type(
 def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None) -> None:
     """int8/uint8 need a scale per dimension: the request's calibration set, the server's (or the
     model's) ranges file, or a batch of two or more texts; refused before the model runs."""
-    if ranges is not None or body.calibration is not None or len(body.texts) >= 2:
+    if ranges is not None or body.calibration is not None or len(body.inputs) >= 2:
         return
     if {"int8", "uint8"} & set(body.embedding_types):
         raise APIError(
@@ -111,16 +111,18 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
             param="embedding_types",
             code="invalid_request",
         )
-    check_count(state.settings, len(body.texts), "texts")
+    field = "texts" if body.texts is not None else "images"
+    if field == "images" and not state.engine.facts.reads_images:
+        raise APIError(400, "images: this model reads text only", param="images", code="invalid_request")
+    inputs = body.inputs
+    check_count(state.settings, len(inputs), field)
     _check_scalable(body, state.ranges)
     params = _params(body, state.engine.facts)
     calibration = _calibration(body)
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     try:
-        with fields_named(input="texts"):
-            outputs = await state.run_engine(
-                PATH, len(body.texts), state.calls.embed, list(body.texts), params
-            )
+        with fields_named(input=field):
+            outputs = await state.run_engine(PATH, len(inputs), state.calls.embed, inputs, params)
     except InputTooLongError as exc:  # named in Cohere's terms, not truncate_prompt_tokens
         raise APIError(
             400,
@@ -136,7 +138,7 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
     return CohereEmbedResponse(
         id=new_id("embd", None),
         embeddings=_by_type(vectors, body.embedding_types, calibration, state.ranges),
-        texts=list(body.texts),
+        texts=list(body.texts or ()),
         meta=CohereMeta(
             billed_units=CohereBilledUnits(input_tokens=tokens), warnings=warnings if truncated else None
         ),
