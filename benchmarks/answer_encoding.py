@@ -23,26 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from collections.abc import Callable
 
 import numpy as np
-from common import machine, table
+from common import interleaved, machine, table
 
 
 def _interleaved_us(encoders: dict[str, Callable[[], bytes]], repeats: int) -> dict[str, float]:
     """Median microseconds of each encoder, the encoders taken in turn so load drifts hit all."""
-    for fn in encoders.values():
-        for _ in range(5):
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in encoders}
-    for _ in range(repeats):
-        for name, fn in encoders.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) * 1e6 for name, ts in times.items()}
+    return {name: seconds * 1e6 for name, seconds in interleaved(encoders, passes=repeats, warmup=5).items()}
 
 
 def main() -> int:

@@ -223,33 +223,21 @@ def build_bge_m3(dest: Path, tokenizer_src: Path, colbert_dim: int = 24, seed: i
     return dest
 
 
+#: the layers of each tower of the tiny dual encoders, and their image tower's 32 px, 8 px patches
+_TOWER = {"hidden_size": HIDDEN, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 2}
+_VISION = _TOWER | {"image_size": 32, "patch_size": 8}
+
+
 def build_clip(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     """A tiny random ``CLIPModel`` saved with transformers' ``save_pretrained``, its
     ``CLIPImageProcessor`` beside it (32 x 32 pixels, 8-pixel patches) and the MiniLM tokenizer
     ([SEP] is the end-of-text token CLIP's text tower pools)."""
     dest.mkdir(parents=True, exist_ok=True)
     copy_tokenizer(tokenizer_src, dest)
-    text = {
-        "vocab_size": 30522,
-        "hidden_size": HIDDEN,
-        "intermediate_size": 37,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "max_position_embeddings": 77,
-        "pad_token_id": 0,
-        "bos_token_id": 101,
-        "eos_token_id": 102,
-    }
-    vision = {
-        "hidden_size": HIDDEN,
-        "intermediate_size": 37,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "image_size": 32,
-        "patch_size": 8,
-    }
+    text = _TOWER | {"vocab_size": 30522, "max_position_embeddings": 77, "pad_token_id": 0}
+    text |= {"bos_token_id": 101, "eos_token_id": 102}
     torch.manual_seed(seed)
-    config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    config = transformers.CLIPConfig(text_config=text, vision_config=_VISION, projection_dim=16)
     transformers.CLIPModel(config).eval().save_pretrained(dest)
     processor = transformers.CLIPImageProcessor(
         size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
@@ -263,25 +251,9 @@ def build_siglip(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     8-pixel patches) and the MiniLM tokenizer; texts are 16 positions long, as SigLIP's are 64."""
     dest.mkdir(parents=True, exist_ok=True)
     copy_tokenizer(tokenizer_src, dest)
-    text = {
-        "vocab_size": 30522,
-        "hidden_size": HIDDEN,
-        "intermediate_size": 37,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "max_position_embeddings": 16,
-        "pad_token_id": 0,
-    }
-    vision = {
-        "hidden_size": HIDDEN,
-        "intermediate_size": 37,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "image_size": 32,
-        "patch_size": 8,
-    }
+    text = _TOWER | {"vocab_size": 30522, "max_position_embeddings": 16, "pad_token_id": 0}
     torch.manual_seed(seed)
-    config = transformers.SiglipConfig(text_config=text, vision_config=vision)
+    config = transformers.SiglipConfig(text_config=text, vision_config=_VISION)
     transformers.SiglipModel(config).eval().save_pretrained(dest)
     transformers.SiglipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(dest)
     return dest
