@@ -1,13 +1,14 @@
 """Images/s of a CLIP ViT-B/32-sized dual encoder: poolrag against sentence-transformers 6.2 (which
 loads the same CLIP folder itself) on the same photograph files, interleaved passes, medians.
 
-    python benchmarks/images.py [--images 64] [--passes 3] [--size base|tiny]
+    python benchmarks/images.py [--images 64] [--passes 3] [--size base|tiny] [--device cpu|cuda]
 
 ``base`` is CLIP ViT-B/32's shape (12 vision and 12 text layers of 768 / 512, 224 px, 32 px
 patches) with random weights: the cost is the real model's, no hub download. The photographs are
 matplotlib's sample data (real JPEG/PNG files), cut into ``--images`` distinct crops. Also reported: the share
 of poolrag's time spent preparing the images (decode + the folder's image processor), measured
-apart, and the max |Δ| of the two engines' image vectors.
+apart, and the max |Δ| of the two engines' image vectors. On ``--device cuda`` poolrag runs at its
+GPU default (bf16) and sentence-transformers in fp16, its usual GPU setting.
 """
 
 from __future__ import annotations
@@ -110,7 +111,9 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=64)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--size", choices=sorted(SHAPES), default="base")
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    import torch
     from PIL import Image
     from sentence_transformers import SentenceTransformer
 
@@ -120,8 +123,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = build(Path(tmp) / "clip", args.size)
         files = photos(args.images, Path(tmp))
-        engine = Engine(folder, tune="off")
-        reference = SentenceTransformer(str(folder), device="cpu")
+        engine = Engine(folder, tune="off", device=args.device)
+        half = {"dtype": torch.float16} if args.device.startswith("cuda") else {}
+        reference = SentenceTransformer(str(folder), device=args.device, model_kwargs=half)
 
         def st_encode() -> np.ndarray:  # both start from the files: decoding is part of the work
             return reference.encode([Image.open(f).convert("RGB") for f in files], normalize_embeddings=True)
@@ -139,7 +143,10 @@ def main() -> None:
         [name, args.images / seconds, seconds, times["sentence-transformers"] / seconds]
         for name, seconds in times.items()
     ]
-    print(f"CLIP {args.size} ({args.images} images, {args.passes} interleaved passes, medians); {machine()}")
+    print(
+        f"CLIP {args.size} on {args.device} ({args.images} images, {args.passes} interleaved passes, "
+        f"medians); {machine()}"
+    )
     print(table(["engine", "images/s", "s", "x sentence-transformers"], rows))
     print(
         f"poolrag preparing the images (decode + image processor): {prepare:.2f} s, "

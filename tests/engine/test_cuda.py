@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny_models import ENCODER_ARCHS, SENTENCES, write_sentence_transformers
+from tiny_models import ENCODER_ARCHS, SENTENCES, build_clip, build_siglip, write_sentence_transformers
 
 from poolrag import Engine
 from poolrag.models.packed_attention import (
@@ -158,3 +158,21 @@ def test_real_minilm_on_the_gpu_matches_sentence_transformers_in_fp32(minilm_pat
         ours = Engine(minilm_path, device="cuda", dtype=dtype).embed_array(texts)
         cosine = _min_cosine(ours, reference)
         assert cosine >= (floor if dtype is torch.float16 else MIN_COSINE[dtype]), (dtype, cosine, floor)
+
+
+@pytest.mark.parametrize("builder", ["clip", "siglip"])
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_a_dual_encoder_embeds_texts_and_images_on_the_gpu_as_on_the_cpu(
+    tmp_path: Path, minilm_path: Path, builder: str, dtype: torch.dtype
+) -> None:
+    """Images go through the same half-precision towers: one mixed call on the GPU gives the CPU's
+    vectors within half precision, texts and photographs in their order."""
+    pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
+    samples = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data"
+    build = {"clip": build_clip, "siglip": build_siglip}[builder]
+    folder = build(tmp_path / builder, minilm_path)
+    mixed = [samples / "grace_hopper.jpg", "a photograph of an admiral", samples / "logo2.png", "ok"]
+    cpu = Engine(folder, device="cpu").embed_array(mixed)
+    gpu = Engine(folder, device="cuda", dtype=dtype).embed_array(mixed)
+    assert gpu.shape == cpu.shape
+    assert _min_cosine(gpu, cpu) >= MIN_COSINE[dtype]
