@@ -13,12 +13,12 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
 python3 -c "import torch, transformers, sentence_transformers as st; print(torch.__version__, transformers.__version__, st.__version__)" | tee -a "$OUT/machine.txt"
-POOLRAG_TEST_CUDA=1 timeout 200 python3 -m pytest -q -p no:cacheprovider \
+POOLRAG_TEST_CUDA=1 timeout 170 python3 -m pytest -q -p no:cacheprovider \
   tests/engine/test_cuda.py tests/decoders/test_decoder_cuda.py >"$OUT/tests.log" 2>&1
 tail -20 "$OUT/tests.log"
 cd benchmarks || exit 1
-timeout 120 python3 images.py --device cuda --images 512 --passes 3 2>&1 | grep -v -e Writing -e "Loading weights" | tee "$OUT/images.log"
-timeout 200 python3 serve_vs_servers.py --device cuda --servers poolrag,st --models tiny,base \
-  --rounds 1 --seconds 5 --warmup 1 >"$OUT/serve.log" 2>&1
+timeout 100 python3 images.py --device cuda --images 512 --passes 3 2>&1 | grep -v -e Writing -e "Loading weights" | tee "$OUT/images.log"
+timeout 180 python3 serve_vs_servers.py --device cuda --servers poolrag,st --models tiny,base \
+  --rounds 1 --seconds 4 --warmup 1 >"$OUT/serve.log" 2>&1
 grep -v "^  \|round 1" "$OUT/serve.log"
-timeout 150 python3 gpu.py --n 1000 --passes 2 --models bert-base,bert-large 2>&1 | tee "$OUT/gpu.log" | grep -v -e Writing -e "Loading weights"
+timeout 120 python3 gpu.py --n 1000 --passes 2 --models bert-base,bert-large 2>&1 | tee "$OUT/gpu.log" | grep -v -e Writing -e "Loading weights"
