@@ -18,7 +18,8 @@ POOLRAG_TEST_CUDA=1 timeout 170 python3 -m pytest -q -p no:cacheprovider \
 tail -20 "$OUT/tests.log"
 cd benchmarks || exit 1
 timeout 100 python3 images.py --device cuda --images 512 --passes 3 2>&1 | grep -v -e Writing -e "Loading weights" | tee "$OUT/images.log"
-timeout 180 python3 serve_vs_servers.py --device cuda --servers poolrag,st --models tiny,base \
+timeout 260 python3 serve_vs_servers.py --device cuda --servers poolrag,st --models tiny,base,large \
   --rounds 1 --seconds 4 --warmup 1 >"$OUT/serve.log" 2>&1
 grep -v "^  \|round 1" "$OUT/serve.log"
 timeout 120 python3 gpu.py --n 1000 --passes 2 --models bert-base,bert-large 2>&1 | tee "$OUT/gpu.log" | grep -v -e Writing -e "Loading weights"
+timeout 150 python3 ingest_vs_embed.py --sinks qdrant --docs 60 --rounds 2 --model "$POOLRAG_MINILM_DIR" 2>&1 | tee "$OUT/ingest.log" | tail -12

@@ -3,6 +3,7 @@
 same chunks, per sink (Milvus Lite, Qdrant local, qdrant-edge), and where the difference goes.
 
     python benchmarks/ingest_vs_embed.py [--docs 60] [--words 4000] [--rounds 3] [--batch-size 64]
+                                         [--sinks milvus qdrant qdrant-edge] [--model FOLDER]
 
 One process, one engine (all-MiniLM-L6-v2 from the test assets, as a user loads it), no embedding
 cache. Each round runs, in a rotating order: ``embed`` (``engine.embed_array`` on exactly the texts
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64, help="the CLI's default chunks per step")
     parser.add_argument("--sinks", nargs="+", choices=SINKS, default=list(SINKS))
+    parser.add_argument("--model", help="a model folder (default: the packaged all-MiniLM-L6-v2)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from poolrag.stores import open_store
     from poolrag.stores.base import ChunkRecord
 
-    engine = Engine(default_model())
+    engine = Engine(args.model or default_model())
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts)
     with tempfile.TemporaryDirectory(prefix="poolrag-ingest-vs-embed-") as tmp:
         root = Path(tmp)

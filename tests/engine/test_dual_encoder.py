@@ -194,3 +194,29 @@ def test_compile_says_in_one_line_that_a_dual_encoder_has_no_graph(clip: Path) -
     report = engine.wait_for_compile(60)
     assert report is not None and report.state == "eager" and "dual encoder" in report.reason
     assert engine.embed_array(PHOTOS[:1]).shape == (1, 16)
+
+
+def test_a_call_s_images_are_prepared_on_threads_and_the_first_bad_one_is_the_error(
+    engine: Engine, reference, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoding and resizing run in Pillow's C code without the GIL: a call's images are prepared
+    side by side, off the caller's thread, and give the same vectors in the same order."""
+    import threading
+
+    from poolrag.tokenization import images
+
+    seen: list[str] = []
+    prepare = images.ImagePreprocessor.request
+
+    def recording(self, value, params, name):  # type: ignore[no-untyped-def]
+        seen.append(threading.current_thread().name)
+        return prepare(self, value, params, name)
+
+    monkeypatch.setattr(images.ImagePreprocessor, "request", recording)
+    twice = engine.embed_array([*PHOTOS, *PHOTOS])
+    np.testing.assert_allclose(twice, np.vstack([reference[1]] * 2), atol=1e-5)
+    assert len(seen) == 2 * len(PHOTOS)
+    if images.PREPARING_THREADS > 1:
+        assert all(name.startswith("poolrag-images") for name in seen)
+    with pytest.raises(InvalidInputError, match=r"input\[1\]: not a readable image"):
+        engine.embed_array([PHOTOS[0], b"not a picture", b"\x89PNG broken too"])

@@ -14,6 +14,9 @@ import binascii
 import hashlib
 import io
 import logging
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -89,6 +92,11 @@ def _check_size(size: tuple[int, int], name: str, max_pixels: int) -> None:
         raise InvalidInputError(_too_large(name, max_pixels, f"{width}x{height}"), param=name)
 
 
+#: threads preparing one call's images: decoding, resizing and normalising run in Pillow's and
+#: numpy's C code without the GIL, so the images of a call are prepared side by side
+PREPARING_THREADS = min(8, os.cpu_count() or 1)
+
+
 class ImagePreprocessor:
     """The model folder's image processor (``preprocessor_config.json``), the slow PIL one, which
     needs no torchvision and is what the reference outputs are computed with."""
@@ -96,6 +104,8 @@ class ImagePreprocessor:
     def __init__(self, processor: Any, patch_size: int) -> None:
         self.processor = processor
         self.patch_size = patch_size
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
 
     @classmethod
     def from_folder(cls, folder: str | Path, patch_size: int) -> ImagePreprocessor:
@@ -107,6 +117,24 @@ class ImagePreprocessor:
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"{folder}: no image processor to prepare images with ({exc})") from None
         return cls(processor, patch_size)
+
+    def requests(self, items: Sequence[tuple[object, str]], params: ResolvedParams) -> list[PoolingRequest]:
+        """One request per ``(image, name)``, prepared on a pool of threads; the first bad image in
+        order is the error, as one by one."""
+        if len(items) == 1 or PREPARING_THREADS == 1:
+            return [self.request(value, params, name) for value, name in items]
+        futures = [self._threads().submit(self.request, value, params, name) for value, name in items]
+        try:
+            return [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def _threads(self) -> ThreadPoolExecutor:
+        if self._pool is None or self._pool_pid != os.getpid():  # a forked child has no threads
+            self._pool = ThreadPoolExecutor(PREPARING_THREADS, thread_name_prefix="poolrag-images")
+            self._pool_pid = os.getpid()
+        return self._pool
 
     def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
         image = decode_image(value, name)

@@ -245,17 +245,21 @@ class InputProcessor:
         text_positions: list[int] = []
         wholes: list[str] = []
         texts: list[str] = []
+        images: dict[int, tuple[object, str]] = {}
         for i, item in enumerate(prompts):
             index = None if one else i
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, limit, field, index)
             elif is_image_input(item) and (self.images is not None or not isinstance(item, str)):
                 # a data: URL is a text to a text-only model, as it always was
-                requests[i] = self._image(item, params, field if index is None else f"{field}[{index}]")
+                images[i] = (item, field if index is None else f"{field}[{index}]")
             else:
                 wholes.append(prefix + check_text(item, field, index))
                 texts.append(self._kept_text(wholes[-1], limit, chunking))
                 text_positions.append(i)
+        if images:
+            for i, request in zip(images, self._images(list(images.values()), params), strict=True):
+                requests[i] = request
         if texts and limit is not None:
             self._check_room(limit, prefix=prefix)
         if texts:
@@ -285,10 +289,11 @@ class InputProcessor:
                 )
         return requests  # type: ignore[return-value]
 
-    def _image(self, item: object, params: ResolvedParams, name: str) -> PoolingRequest:
+    def _images(self, items: list[tuple[object, str]], params: ResolvedParams) -> list[PoolingRequest]:
         if self.images is None:
+            name = items[0][1]
             raise InputTypeError(f"{name}: this model reads text only, not images", param=name.split("[")[0])
-        return self.images.request(item, params, name)
+        return self.images.requests(items, params)
 
     # -- chunked processing (long embed inputs) --------------------------------------------------
     def _check_embed_cap(self, ids: Sequence[int]) -> None:
