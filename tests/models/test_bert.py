@@ -80,7 +80,7 @@ def test_padded_layout_and_attention_masks_match(tiny_model: Callable[..., Path]
     torch.testing.assert_close(got.states, want.states, rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("head", [None, "sequence"])
+@pytest.mark.parametrize("head", [None, "token", "sequence"])
 def test_fused_cpu_weights_equal_plain_ones(tiny_model: Callable[..., Path], head: str | None) -> None:
     """The engine packs weights (GELU and residual add inside oneDNN) when serving starts; same numbers."""
     engine = Engine(tiny_model("bert", head), model_impl="native")
@@ -91,9 +91,28 @@ def test_fused_cpu_weights_equal_plain_ones(tiny_model: Callable[..., Path], hea
     fused_layers = [m for m in runner.model.modules() if isinstance(m, FusedLinear)]
     assert fused_layers and all(m.packed_weight is not None for m in fused_layers)
     fused = runner.forward(batch)
-    got = fused.sequences if head else fused.tokens.states  # type: ignore[union-attr]
-    want = plain.sequences if head else plain.tokens.states  # type: ignore[union-attr]
+    got = fused.sequences if head == "sequence" else fused.tokens.states  # type: ignore[union-attr]
+    want = plain.sequences if head == "sequence" else plain.tokens.states  # type: ignore[union-attr]
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+
+
+def test_fused_matmuls_see_few_row_counts_whatever_the_text_lengths(tiny_model: Callable[..., Path]) -> None:
+    """oneDNN compiles a primitive per row count: a server's one-text batches of 3 to 61 tokens
+    reach the packed matmuls as 32 or 64 rows, and each text still gets its own vector."""
+    engine = Engine(tiny_model("bert"), model_impl="native")
+    reference = Engine(tiny_model("bert"), model_impl="transformers")
+    runner = internals.runner(engine)
+    runner.prepare_for_serving()
+    first = next(m for m in runner.model.modules() if isinstance(m, FusedLinear))
+    seen: set[int] = set()
+    hook = first.register_forward_hook(lambda _module, args, _out: seen.add(args[0].shape[0]))
+    texts = [" ".join(["word"] * n) for n in range(1, 60)]
+    try:
+        vectors = np.vstack([engine.embed_array([text]) for text in texts])
+    finally:
+        hook.remove()
+    assert seen == {32, 64}
+    np.testing.assert_allclose(vectors, reference.embed_array(texts), rtol=0, atol=1e-5)
 
 
 def test_minilm_runs_native_by_default_and_equals_transformers(minilm_path: Path) -> None:

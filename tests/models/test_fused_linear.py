@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from poolrag.models.fused_linear import FusedLinear, onednn_available
+from poolrag.models.fused_linear import FusedLinear, bucket_padding, onednn_available
 
 
 def _pair(activation: str, dtype: torch.dtype = torch.float32) -> tuple[FusedLinear, FusedLinear]:
@@ -57,3 +57,10 @@ def test_quantised_layers_stay_unpacked_and_run() -> None:
     layer = quantize_dynamic(FusedLinear(48, 40, "gelu"), {nn.Linear}, dtype=torch.qint8)
     assert not layer.pack()
     assert layer(torch.randn(5, 48)).shape == (5, 40)
+
+
+def test_small_batches_are_bucketed_by_32_rows_and_large_ones_left_alone() -> None:
+    for rows in (1, 5, 31, 32, 33, 200, 1000, 1024):
+        padded = rows + bucket_padding(rows)
+        assert padded % 32 == 0 and 0 <= padded - rows < 32
+    assert all(bucket_padding(rows) == 0 for rows in (1025, 4000, 16_383))

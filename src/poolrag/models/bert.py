@@ -20,7 +20,7 @@ from torch import nn
 from poolrag.config.network_head import NetworkHead
 from poolrag.config.positions import position_offset
 from poolrag.config.registry import NATIVE_MODEL_TYPES
-from poolrag.models.fused_linear import FusedLinear
+from poolrag.models.fused_linear import FusedLinear, bucket_padding
 from poolrag.models.packed_attention import AttentionLayout, packed_self_attention, pads_attention
 
 MODEL_TYPES = NATIVE_MODEL_TYPES
@@ -112,6 +112,7 @@ class BertFamilyModel(nn.Module):
         elif head is NetworkHead.TOKEN:
             self.head = nn.Linear(cfg.hidden_size, cfg.num_labels)
         self._position_offset = position_offset(cfg)  # padded rows; packed rows come with position ids
+        self._packed_weights = False  # oneDNN matmuls: batches are padded to bucketed row counts
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings.word
@@ -124,7 +125,9 @@ class BertFamilyModel(nn.Module):
 
     def pack_weights(self) -> int:
         """Reorder every matmul weight for oneDNN (CPU); returns how many were packed."""
-        return sum(m.pack() for m in self.modules() if isinstance(m, FusedLinear))
+        packed = sum(m.pack() for m in self.modules() if isinstance(m, FusedLinear))
+        self._packed_weights = packed > 0
+        return packed
 
     def forward(
         self,
@@ -141,9 +144,16 @@ class BertFamilyModel(nn.Module):
         computes that row alone and ``last_hidden_state`` is ``[B, H]``. Sequence classifiers
         always do this: their head reads the first token."""
         shape = input_ids.shape
+        pad = 0  # rows of a filler sequence after the packed ones (CPU: oneDNN's per-shape primitives)
         if cu_seq_lens_q is not None:  # packed: one row of all tokens
             varlen = not pads_attention(input_ids.device, self.embeddings.word.weight.dtype)
-            layout = AttentionLayout.from_lengths(cu_seq_lens_q.diff(), max_length_q, varlen=varlen)
+            lengths = cu_seq_lens_q.diff()
+            if input_ids.device.type == "cpu" and self._packed_weights:
+                pad = bucket_padding(shape.numel())
+            if pad:
+                lengths = torch.cat([lengths, lengths.new_tensor([pad])])
+                max_length_q = max(max_length_q or 0, pad)
+            layout = AttentionLayout.from_lengths(lengths, max_length_q, varlen=varlen)
             first = cu_seq_lens_q[:-1].to(torch.int64)
         else:  # padded [B, W], positions 0..W-1 (+ offset)
             if attention_mask is None:
@@ -156,6 +166,8 @@ class BertFamilyModel(nn.Module):
         assert position_ids is not None, "packed batches carry their position ids"
         types = None if token_type_ids is None else token_type_ids.reshape(-1)
         x = self.embeddings(input_ids.reshape(-1), position_ids.reshape(-1), types)
+        if pad:
+            x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
         classifier = self.head_kind is NetworkHead.SEQUENCE
         first_only = first_rows_only or (classifier and self.classifier_first_rows)
         last = len(self.layers) - 1
@@ -163,6 +175,8 @@ class BertFamilyModel(nn.Module):
             x = layer(x, layout, first if first_only and index == last else None)
         if first_only and not self.layers:
             x = x.index_select(0, first)
+        elif pad and not first_only:
+            x = x[: shape.numel()]
         if classifier:
             assert self.head is not None
             return NativeOutput(logits=self.head(x if first_only else x.index_select(0, first)))
