@@ -52,6 +52,57 @@ def test_openai_s_client_posts_a_data_url_and_gets_the_image_s_vector(engine: En
     np.testing.assert_allclose(got, engine.embed_array([PHOTO, "a portrait"]), atol=1e-6)
 
 
+def _message(*parts: dict[str, object]) -> dict[str, object]:
+    return {"role": "user", "content": list(parts)}
+
+
+def test_vllm_s_chat_messages_embed_their_one_image_or_text(engine: Engine, url: str) -> None:
+    """vLLM's multimodal embedding form: ``messages`` with an ``image_url`` (or a text) part, one
+    vector per request, the engine's own."""
+    import httpx
+
+    data_url = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
+    bodies = [
+        {"model": "clip", "messages": [_message({"type": "image_url", "image_url": {"url": data_url}})]},
+        {"model": "clip", "messages": [_message({"type": "text", "text": "a portrait"})]},
+        {"model": "clip", "messages": [{"role": "user", "content": "a portrait"}]},
+    ]
+    got = []
+    for body in bodies:
+        answer = httpx.post(f"{url}/v1/embeddings", json=body)
+        assert answer.status_code == 200, answer.text
+        [row] = answer.json()["data"]
+        got.append(row["embedding"])
+    want = engine.embed_array([PHOTO, "a portrait", "a portrait"])
+    np.testing.assert_allclose(np.array(got, dtype=np.float32), want, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (
+            {"messages": [_message({"type": "text", "text": "a"}, {"type": "text", "text": "b"})]},
+            "messages hold 2 parts: this model embeds one text or one image per request",
+        ),
+        (
+            {
+                "messages": [
+                    _message({"type": "image_url", "image_url": {"url": "https://example.com/a.png"}})
+                ]
+            },
+            "messages[0].content[0].image_url.url must be a data:image/...;base64, URL (nothing is fetched)",
+        ),
+        ({"messages": [_message()]}, "messages hold 0 parts"),
+        ({"input": "a", "messages": [{"role": "user", "content": "a"}]}, "send input or messages"),
+    ],
+)
+def test_messages_a_model_cannot_read_are_a_400_saying_why(url: str, body: dict, problem: str) -> None:
+    import httpx
+
+    answer = httpx.post(f"{url}/v1/embeddings", json=body)
+    assert answer.status_code == 400 and problem in answer.text, answer.text
+
+
 def test_an_unreadable_image_is_a_400_naming_it(url: str) -> None:
     import httpx
 
@@ -74,6 +125,9 @@ def test_a_text_only_server_is_never_sent_an_image(tmp_path_factory, minilm_path
             assert client.facts.reads_images is False
             with pytest.raises(InputTypeError, match=r"input\[1\]: this model reads text only, not images"):
                 client.embed_array(["a text", PHOTO])
+            chat = {"messages": [{"role": "user", "content": "a text"}]}
+            refused_chat = httpx.post(f"{url}/v1/embeddings", json=chat)
+            assert refused_chat.status_code == 400 and "poolrag applies no chat template" in refused_chat.text
             cohere_body = {"images": ["data:image/png;base64,AAAA"], "input_type": "image"}
             refused = httpx.post(f"{url}/v2/embed", json=cohere_body)
             assert refused.status_code == 400 and "reads text only" in refused.text

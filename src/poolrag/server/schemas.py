@@ -173,8 +173,46 @@ EmbedDType = Literal["float32", "float16", "bfloat16"]
 Endianness = Literal["native", "little", "big"]
 
 
+class ImageURL(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: StrictStr = Field(description="A data:image/...;base64, URL (nothing is fetched).")
+    detail: Literal["auto", "low", "high"] | None = Field(
+        None, description="Accepted as OpenAI's chat parts carry it; the model's own preprocessing applies."
+    )
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"]
+    text: StrictStr
+
+
+class ImagePart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+class ChatMessage(BaseModel):
+    """One chat message of vLLM's multimodal embedding request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "user", "assistant"]
+    content: StrictStr | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]]
+
+
 class EmbeddingRequest(VllmRequestBody):
-    input: PoolingInput
+    input: PoolingInput | None = None
+    messages: list[ChatMessage] | None = Field(
+        None,
+        min_length=1,
+        description="vLLM's chat form, instead of input: one embedding of the messages' one text or "
+        "image_url part (a model that reads images; poolrag applies no chat template).",
+    )
     encoding_format: Literal["float", "base64", "bytes", "bytes_only"] = Field(
         "float",
         description="base64: each vector's bytes in embed_dtype, as OpenAI sends (float32). bytes / "
@@ -219,6 +257,45 @@ class EmbeddingRequest(VllmRequestBody):
         None,
         description="poolrag extension: input is one document; data holds one vector per span, in order.",
     )
+
+    @model_validator(mode="after")
+    def _input_or_messages(self) -> EmbeddingRequest:
+        if (self.input is None) == (self.messages is None):
+            raise ValueError("send input or messages (one of the two)")
+        if self.messages is not None:
+            if self.late_chunking is not None:
+                raise ValueError("late_chunking reads one document from input, not messages")
+            self.message_input()  # a request the model cannot read is refused before it queues
+        return self
+
+    def message_input(self) -> str:
+        """The one text or image (its data URL) that ``messages`` hold.
+
+        A dual encoder (CLIP, SigLIP) embeds a text or an image, never both in one vector, and
+        with no chat template there is no rendering of several parts into one input."""
+        parts = [
+            (f"messages[{m}].content", message.content)
+            if isinstance(message.content, str)
+            else (f"messages[{m}].content[{p}]", part)
+            for m, message in enumerate(self.messages or ())
+            for p, part in enumerate([None] if isinstance(message.content, str) else message.content)
+        ]
+        if len(parts) != 1:
+            raise ValueError(
+                f"messages hold {len(parts)} parts: this model embeds one text or one image per "
+                "request (send several inputs in input instead)"
+            )
+        name, part = parts[0]
+        if isinstance(part, str):
+            return part
+        if isinstance(part, TextPart):
+            return part.text
+        url = part.image_url.url
+        if url[: len(DATA_URL_PREFIX)].lower() != DATA_URL_PREFIX:
+            raise ValueError(
+                f"{name}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
+            )
+        return url
 
 
 class LateChunking(BaseModel):

@@ -6,10 +6,12 @@ import base64
 import json
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
+from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
 from poolrag.server.float_json import JsonAnswer, float_rows
@@ -69,7 +71,7 @@ async def create_embeddings(
     body: EmbeddingRequest, request: Request, response: Response
 ) -> JsonAnswer | Response:
     state = model_state(request, body.model)
-    prompts = to_prompts(body.input, state.settings)
+    prompts = _prompts(body, state)
     params = PoolingParams(
         dimensions=body.dimensions,
         normalize=body.normalize,
@@ -89,6 +91,17 @@ async def create_embeddings(
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return _answer(body, state, [out.outputs.embedding for out in outputs], tokens)
+
+
+def _prompts(body: EmbeddingRequest, state: ServerState) -> Any:
+    if body.messages is None:
+        return to_prompts(body.input, state.settings)  # type: ignore[arg-type]
+    if not state.engine.facts.reads_images:  # vLLM renders messages with a chat template; poolrag has none
+        raise InvalidInputError(
+            "messages: this model reads text only and poolrag applies no chat template; send input",
+            param="messages",
+        )
+    return body.message_input()
 
 
 def _answer(
