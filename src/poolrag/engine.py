@@ -30,6 +30,7 @@ from poolrag.image_inputs import is_image_input
 from poolrag.input_shapes import prompt_list, score_pairs
 from poolrag.loading.cpu_fast_mode import FastModeReport, probe_requests
 from poolrag.loading.native_loader import ModelImpl
+from poolrag.loop_work import stays_on_loop
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.outputs import (
     ClassificationOutput,
@@ -65,11 +66,6 @@ T = TypeVar("T")
 Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 # A task method written once for both front doors: it yields its requests, receives their results.
 Steps = Generator[list[PoolingRequest], list[np.ndarray], T]
-#: The async methods tokenise a call on the event loop only while it is small: at most this many
-#: inputs and this many characters of text (the one rule of what leaves the loop; the server's
-#: routes call the async methods and rely on it).
-ASYNC_INLINE_ITEMS = 32
-ASYNC_INLINE_CHARS = 100_000
 
 
 def _load_engine(cls: type[Engine], args: EngineArgs, identity: str) -> Engine:
@@ -111,20 +107,20 @@ class MultiVector:
 
 
 def _inline(inputs: tuple[object, ...]) -> bool:
-    """Whether a call's inputs (texts, prompt lists, spans) are small enough to tokenise on the
-    event loop: no list of more than :data:`ASYNC_INLINE_ITEMS` items, at most
-    :data:`ASYNC_INLINE_CHARS` characters of text, and no image (decoding one takes milliseconds)."""
-    chars = 0
+    """Whether a call's inputs (texts, prompt lists, spans) are tokenised on the event loop
+    (:func:`poolrag.loop_work.stays_on_loop`, the one rule of what leaves the loop)."""
+    chars = texts = images = 0
     for value in inputs:
-        if is_image_input(value):
-            return False
-        if isinstance(value, str):
-            chars += len(value)
-        elif isinstance(value, Sequence):
-            if len(value) > ASYNC_INLINE_ITEMS or any(is_image_input(item) for item in value):
-                return False
-            chars += sum(len(item) for item in value if isinstance(item, str))
-    return chars <= ASYNC_INLINE_CHARS
+        one = isinstance(value, (str, bytes, bytearray, memoryview)) or not isinstance(value, Sequence)
+        for item in (value,) if one else value:
+            if isinstance(item, str) and not is_image_input(item):
+                chars += len(item)
+                texts += 1
+            elif is_image_input(item):
+                images += 1
+            else:
+                texts += 1  # a token prompt, a span
+    return stays_on_loop(text_chars=chars, texts=texts, images=images)
 
 
 class Engine:

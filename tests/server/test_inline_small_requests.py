@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from poolrag import Engine
+from poolrag.loop_work import stays_on_loop
 from poolrag.server import routing
 
 from .conftest import serve_in_thread
@@ -45,14 +46,21 @@ def test_a_one_text_request_makes_no_thread_hop(url: str, hops: list[str]) -> No
     assert hops == []
 
 
-def test_a_large_body_and_answer_still_go_to_a_worker_thread(url: str, hops: list[str]) -> None:
-    texts = [f"passage {i}: " + "retrieval augmented generation " * 12 for i in range(16)]
-    body = {"input": texts}
-    assert len(httpx.Request("POST", url, json=body).content) > routing.INLINE_BODY_BYTES
-    assert routing.INLINE_ANSWER_VALUES < 16 * 384
+def test_a_large_body_and_a_large_answer_each_go_to_a_worker_thread(url: str, hops: list[str]) -> None:
+    """The one rule (:func:`poolrag.loop_work.stays_on_loop`) sends each large piece to a thread."""
+    body = {"input": "retrieval augmented generation " * 6000}  # 186 KB of JSON, truncated to the model
+    assert not stays_on_loop(body_bytes=len(httpx.Request("POST", url, json=body).content))
     answer = httpx.post(f"{url}/v1/embeddings", json=body, timeout=60)
-    assert answer.status_code == 200 and len(answer.json()["data"]) == 16
-    assert hops == ["parse_body", "_dump"]
+    assert answer.status_code == 200 and len(answer.json()["data"]) == 1
+    assert hops == ["parse_body"]
+
+    hops.clear()
+    many = {"input": [f"query {i}" for i in range(64)]}  # a small body, 64 x 384 values back
+    assert stays_on_loop(body_bytes=len(httpx.Request("POST", url, json=many).content))
+    assert not stays_on_loop(answer_values=64 * 384)
+    answer = httpx.post(f"{url}/v1/embeddings", json=many, timeout=60)
+    assert answer.status_code == 200 and len(answer.json()["data"]) == 64
+    assert hops == ["_dump"]
 
 
 def test_a_small_bad_body_is_refused_as_before(url: str, hops: list[str]) -> None:

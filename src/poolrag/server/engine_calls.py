@@ -1,9 +1,9 @@
 """The engine's tasks as the routes call them, without blocking the event loop.
 
 Each task is the engine's async method (``aembed``, ``aclassify``, ``ascore``, ``aencode``), which
-batches concurrent requests together and decides alone what leaves the loop: a request of many
-inputs or much text is tokenised on a thread (:data:`poolrag.engine.ASYNC_INLINE_ITEMS`,
-``ASYNC_INLINE_CHARS``), and a cancelled caller's queued work (a client that disconnected) is
+batches concurrent requests together and decides what leaves the loop by the one rule
+(:func:`poolrag.loop_work.stays_on_loop`: a request of many inputs or much text is tokenised on a
+thread), and a cancelled caller's queued work (a client that disconnected) is
 dropped. Other blocking calls (tokenising for ``/tokenize``) take this module's small thread pool.
 """
 

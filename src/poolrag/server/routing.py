@@ -7,15 +7,15 @@ FastAPI's signature (``async def endpoint(body: SomeRequest, request: Request)``
 documents the body model, but its handler:
 
 1. parses and validates the body on a worker thread (:func:`poolrag.server.parsing.parse_body`),
-   or, up to :data:`INLINE_BODY_BYTES`, on the loop: for a one-text request the two thread hops
-   cost far more than the work they moved (a py-spy profile under 16 connections: 23% of the loop
-   thread's time in handing work to a thread, under 1% in the parse and encoding themselves);
+   or on the loop while :func:`poolrag.loop_work.stays_on_loop` says so (the engine's rule): for a
+   one-text request the two thread hops cost far more than the work they moved (a py-spy profile
+   under 16 connections: 23% of the loop thread's time in handing work to a thread, under 1% in
+   the parse and encoding themselves);
 2. finds the model the body names (:func:`poolrag.server.state.model_state`), checks the body
    against that model's per-request limits and holds its tokens in that model's admission budget
    while the endpoint runs (the body is first parsed under the loosest limits of the models served);
 3. serialises the answer on a worker thread (a :class:`~poolrag.server.float_json.JsonAnswer` by
-   orjson, any other by pydantic), or on the loop for a JsonAnswer of up to
-   :data:`INLINE_ANSWER_VALUES` values;
+   orjson, any other by pydantic), or on the loop for a JsonAnswer the same rule keeps there;
 4. watches for the client's ``http.disconnect`` meanwhile: when the client leaves, the work is
    cancelled (the engine's async core drops queued sequences of a cancelled caller), its queue
    slot is freed, and the request is counted as 499.
@@ -36,17 +36,13 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.types import Receive
 
+from poolrag.loop_work import stays_on_loop
 from poolrag.server.float_json import JsonAnswer
 from poolrag.server.metrics import CLIENT_CLOSED
 from poolrag.server.parsing import check_size, parse_body
 from poolrag.server.state import model_state, served_models
 
 logger = logging.getLogger(__name__)
-
-#: Bodies up to this size are parsed on the event loop (tens of microseconds), larger ones on a thread.
-INLINE_BODY_BYTES = 4096
-#: JSON answers of up to this many vector values are encoded on the loop (orjson: ~20 ns a value).
-INLINE_ANSWER_VALUES = 2048
 
 
 async def _disconnected(receive: Receive) -> None:
@@ -89,7 +85,7 @@ class OffLoopRoute(APIRoute):
 
         async def answer(request: Request, raw: bytes) -> Response:
             served = served_models(request)
-            if len(raw) <= INLINE_BODY_BYTES:
+            if stays_on_loop(body_bytes=len(raw)):
                 parsed = parse_body(raw, model, served.parse_limits)
             else:
                 parsed = await anyio.to_thread.run_sync(parse_body, raw, model, served.parse_limits)
@@ -102,7 +98,7 @@ class OffLoopRoute(APIRoute):
                 result = await endpoint(*args)
             if isinstance(result, Response):  # an answer already encoded (e.g. vLLM's bytes format)
                 answer = result
-            elif isinstance(result, JsonAnswer) and result.values <= INLINE_ANSWER_VALUES:
+            elif isinstance(result, JsonAnswer) and stays_on_loop(answer_values=result.values):
                 answer = Response(result.encode(), media_type="application/json")
             else:
                 content = await anyio.to_thread.run_sync(_dump, result, exclude_none)
