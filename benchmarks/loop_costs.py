@@ -19,19 +19,12 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from common import machine, minilm_path, table
+from common import machine, minilm_path, table, timed
 from corpus import mixed_corpus
 
 
 def median_us(work: Callable[[], object], repeats: int) -> float:
-    for _ in range(10):
-        work()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1e6
+    return timed(work, passes=repeats, warmup=10)[0] * 1e6
 
 
 def hop_us(repeats: int) -> float:
