@@ -20,12 +20,13 @@ SUBJECTS += ["lighthouses", "mushrooms", "bridges", "owls", "tea", "robots", "ca
 FACT = "Fact {n} about {subject}: observers in region {region} logged reading {reading} twice."
 
 
-def write_subject_corpus(root: Path, fact: str = FACT) -> Path:
-    """One file per subject of six sentences; ``fact`` is formatted with ``n``, ``subject``, ``region``
-    and ``reading`` (distinct numbers, so no two chunks are alike)."""
+def write_subject_corpus(root: Path, fact: str = FACT, sentences: int = 6) -> Path:
+    """One file per subject of ``sentences`` sentences; ``fact`` is formatted with ``n``, ``subject``,
+    ``region`` and ``reading`` (distinct numbers, so no two chunks are alike)."""
     root.mkdir()
     for i, subject in enumerate(SUBJECTS):
-        text = " ".join(fact.format(n=n, subject=subject, region=i, reading=n * 7 + i) for n in range(6))
+        facts = (fact.format(n=n, subject=subject, region=i, reading=n * 7 + i) for n in range(sentences))
+        text = " ".join(facts)
         (root / f"{i:02d}-{subject}.txt").write_text(text)
     return root
 

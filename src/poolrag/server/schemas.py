@@ -21,8 +21,10 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     WrapValidator,
     model_validator,
 )
@@ -206,7 +208,8 @@ class ChatMessage(BaseModel):
 
 
 class EmbeddingRequest(VllmRequestBody):
-    input: PoolingInput | None = None
+    # required, as OpenAI publishes it; vLLM's chat form sends messages instead (None here then)
+    input: Annotated[PoolingInput | None, WithJsonSchema(TypeAdapter(PoolingInput).json_schema())]
     messages: list[ChatMessage] | None = Field(
         None,
         min_length=1,
@@ -257,6 +260,13 @@ class EmbeddingRequest(VllmRequestBody):
         None,
         description="poolrag extension: input is one document; data holds one vector per span, in order.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _messages_stand_for_input(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "messages" in data and "input" not in data:
+            return {**data, "input": None}
+        return data
 
     @model_validator(mode="after")
     def _input_or_messages(self) -> EmbeddingRequest:
