@@ -486,7 +486,14 @@ class Engine:
         results = yield requests
         texts = self._prompt_texts(prompts)
         return [
-            PoolingRequestOutput(str(i), wrap(data), list(req.token_ids), texts[i], req.truncated)
+            PoolingRequestOutput(
+                str(i),
+                wrap(data),
+                list(req.token_ids),
+                texts[i],
+                req.truncated,
+                image_tokens=req.num_tokens if req.pixels is not None else 0,
+            )
             for i, (req, data) in enumerate(zip(requests, results, strict=True))
         ]
 

@@ -61,10 +61,11 @@ class PoolingRequestOutput(Generic[T]):
     prompt_token_ids: list[int] = field(default_factory=list)
     prompt: str | None = None
     truncated: bool = False
+    image_tokens: int = 0  # an image input: the patches (and class token) its encoder read
 
     @property
     def num_tokens(self) -> int:
-        return len(self.prompt_token_ids)
+        return len(self.prompt_token_ids) + self.image_tokens
 
 
 EmbeddingRequestOutput = PoolingRequestOutput[EmbeddingOutput]

@@ -67,14 +67,16 @@ def test_vllm_s_chat_messages_embed_their_one_image_or_text(engine: Engine, url:
         {"model": "clip", "messages": [_message({"type": "text", "text": "a portrait"})]},
         {"model": "clip", "messages": [{"role": "user", "content": "a portrait"}]},
     ]
-    got = []
+    got, usage = [], []
     for body in bodies:
         answer = httpx.post(f"{url}/v1/embeddings", json=body)
         assert answer.status_code == 200, answer.text
         [row] = answer.json()["data"]
         got.append(row["embedding"])
+        usage.append(answer.json()["usage"]["prompt_tokens"])
     want = engine.embed_array([PHOTO, "a portrait", "a portrait"])
     np.testing.assert_allclose(np.array(got, dtype=np.float32), want, atol=1e-6)
+    assert usage[0] == 17  # the image's patches and class token, as vLLM counts its image tokens
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,8 @@ def test_texts_and_images_get_the_checkpoint_s_own_vectors(engine: Engine, refer
     assert engine.supported_tasks == ("embed", "score") and engine.embedding_dim == 16
     np.testing.assert_allclose(engine.embed_array(SENTENCES), texts, atol=1e-5)
     np.testing.assert_allclose(engine.embed_array(PHOTOS), images, atol=1e-5)
+    # usage counts what the vision tower read: a 4 x 4 grid of 8-pixel patches and the class token
+    assert [out.num_tokens for out in engine.embed([PHOTOS[0], "a portrait"])] == [17, 4]
 
 
 def test_every_image_form_is_the_same_image(engine: Engine, reference) -> None:
@@ -139,6 +141,7 @@ def test_a_siglip_folder_gets_its_own_vectors_texts_padded_to_its_length(
     assert engine.max_model_len == 16
     np.testing.assert_allclose(engine.embed_array(short), _normalized(texts), atol=1e-5)
     np.testing.assert_allclose(engine.embed_array(PHOTOS), _normalized(images), atol=1e-5)
+    assert engine.embed(PHOTOS[:1])[0].num_tokens == 16  # SigLIP's tower has no class token
 
 
 def test_sentence_transformers_loading_the_same_folder_agrees(clip: Path, engine: Engine) -> None:

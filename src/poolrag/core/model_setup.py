@@ -243,7 +243,9 @@ def _load_tokenizer(path: str | Path, trust_remote_code: bool) -> PreTrainedToke
 
 def _image_preprocessor(spec: ModelSpec) -> ImagePreprocessor:
     vision = getattr(spec.hf_config, "vision_config", None)
-    return ImagePreprocessor.from_folder(spec.transformer_path, int(getattr(vision, "patch_size", 16)))
+    class_token = not str(getattr(vision, "model_type", "")).startswith("siglip")  # SigLIP pools by attention
+    patch_size = int(getattr(vision, "patch_size", 16))
+    return ImagePreprocessor.from_folder(spec.transformer_path, patch_size, class_token)
 
 
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:

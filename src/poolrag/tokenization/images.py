@@ -101,14 +101,15 @@ class ImagePreprocessor:
     """The model folder's image processor (``preprocessor_config.json``), the slow PIL one, which
     needs no torchvision and is what the reference outputs are computed with."""
 
-    def __init__(self, processor: Any, patch_size: int) -> None:
+    def __init__(self, processor: Any, patch_size: int, class_token: bool = True) -> None:
         self.processor = processor
         self.patch_size = patch_size
+        self.class_token = class_token  # CLIP's vision tower reads one more position; SigLIP's does not
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
 
     @classmethod
-    def from_folder(cls, folder: str | Path, patch_size: int) -> ImagePreprocessor:
+    def from_folder(cls, folder: str | Path, patch_size: int, class_token: bool = True) -> ImagePreprocessor:
         _pil()
         from transformers import AutoImageProcessor
 
@@ -116,7 +117,7 @@ class ImagePreprocessor:
             processor = AutoImageProcessor.from_pretrained(folder, backend="pil")
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"{folder}: no image processor to prepare images with ({exc})") from None
-        return cls(processor, patch_size)
+        return cls(processor, patch_size, class_token)
 
     def requests(self, items: Sequence[tuple[object, str]], params: ResolvedParams) -> list[PoolingRequest]:
         """One request per ``(image, name)``, prepared on a pool of threads; the first bad image in
@@ -143,5 +144,6 @@ class ImagePreprocessor:
         )
         # the identity of what the model sees (not of the decoded original, which may be 100x larger)
         digest = hashlib.sha256(np.ascontiguousarray(values).data).hexdigest()
-        patches = max(1, (values.shape[-1] // self.patch_size) * (values.shape[-2] // self.patch_size)) + 1
+        grid = (values.shape[-1] // self.patch_size) * (values.shape[-2] // self.patch_size)
+        patches = max(1, grid + int(self.class_token))
         return PoolingRequest(token_ids=(), params=params, pixels=Pixels(digest, values, patches))
