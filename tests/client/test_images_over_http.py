@@ -105,6 +105,16 @@ def test_messages_a_model_cannot_read_are_a_400_saying_why(url: str, body: dict,
     assert answer.status_code == 400 and problem in answer.text, answer.text
 
 
+def test_an_unreadable_image_in_messages_is_a_400_naming_its_part(url: str) -> None:
+    import httpx
+
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    body = {"messages": [{"role": "system", "content": []}, _message(part)]}
+    answer = httpx.post(f"{url}/v1/embeddings", json=body)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"].startswith("messages[1].content[0]: not a readable image")
+
+
 def test_an_unreadable_image_is_a_400_naming_it(url: str) -> None:
     import httpx
 

@@ -275,11 +275,11 @@ class EmbeddingRequest(VllmRequestBody):
         if self.messages is not None:
             if self.late_chunking is not None:
                 raise ValueError("late_chunking reads one document from input, not messages")
-            self.message_input()  # a request the model cannot read is refused before it queues
+            self.message_part()  # a request the model cannot read is refused before it queues
         return self
 
-    def message_input(self) -> str:
-        """The one text or image (its data URL) that ``messages`` hold.
+    def message_part(self) -> tuple[str, str]:
+        """Where in ``messages`` their one text or image is, and it (an image as its data URL).
 
         A dual encoder (CLIP, SigLIP) embeds a text or an image, never both in one vector, and
         with no chat template there is no rendering of several parts into one input."""
@@ -297,15 +297,15 @@ class EmbeddingRequest(VllmRequestBody):
             )
         name, part = parts[0]
         if isinstance(part, str):
-            return part
+            return name, part
         if isinstance(part, TextPart):
-            return part.text
+            return name, part.text
         url = part.image_url.url
         if url[: len(DATA_URL_PREFIX)].lower() != DATA_URL_PREFIX:
             raise ValueError(
                 f"{name}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
             )
-        return url
+        return name, url
 
 
 class LateChunking(BaseModel):

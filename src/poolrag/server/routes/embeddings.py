@@ -87,7 +87,13 @@ async def create_embeddings(
         answer = await _late_chunks(body, params, state)
         response.headers[TRUNCATED_INPUTS_HEADER] = "0"  # a late-chunked document is read whole
         return answer
-    outputs = await state.run_engine(PATH, input_count(prompts), state.calls.embed, prompts, params)
+    try:
+        outputs = await state.run_engine(PATH, input_count(prompts), state.calls.embed, prompts, params)
+    except InvalidInputError as exc:
+        if body.messages is None or not str(exc).startswith("input"):
+            raise
+        name, _ = body.message_part()  # the engine named the one input "input": say where it was sent
+        raise InvalidInputError(name + str(exc).removeprefix("input"), param="messages") from None
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return _answer(body, state, [out.outputs.embedding for out in outputs], tokens)
@@ -101,7 +107,7 @@ def _prompts(body: EmbeddingRequest, state: ServerState) -> Any:
             "messages: this model reads text only and poolrag applies no chat template; send input",
             param="messages",
         )
-    return body.message_input()
+    return body.message_part()[1]
 
 
 def _answer(
