@@ -20,13 +20,12 @@ SUBJECTS += ["lighthouses", "mushrooms", "bridges", "owls", "tea", "robots", "ca
 FACT = "Fact {n} about {subject}: observers in region {region} logged reading {reading} twice."
 
 
-def write_subject_corpus(root: Path, fact: str = FACT, sentences: int = 6) -> Path:
-    """One file per subject of ``sentences`` sentences; ``fact`` is formatted with ``n``, ``subject``,
-    ``region`` and ``reading`` (distinct numbers, so no two chunks are alike)."""
+def write_subject_corpus(root: Path, fact: str = FACT) -> Path:
+    """One file per subject of six sentences; ``fact`` is formatted with ``n``, ``subject``, ``region``
+    and ``reading`` (distinct numbers, so no two chunks are alike)."""
     root.mkdir()
     for i, subject in enumerate(SUBJECTS):
-        facts = (fact.format(n=n, subject=subject, region=i, reading=n * 7 + i) for n in range(sentences))
-        text = " ".join(facts)
+        text = " ".join(fact.format(n=n, subject=subject, region=i, reading=n * 7 + i) for n in range(6))
         (root / f"{i:02d}-{subject}.txt").write_text(text)
     return root
 
@@ -49,7 +48,14 @@ def start_ingest(args: list[str]) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # Ctrl-C's default action, as a terminal gives it: a test run started in the background
+        # (``cmd &``) ignores SIGINT, and its children would inherit that and never stop
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def kill_mid_run(args: list[str], checkpoint: Path, sig: signal.Signals = signal.SIGKILL) -> int:
