@@ -113,13 +113,11 @@ def _inline(inputs: tuple[object, ...]) -> bool:
     for value in inputs:
         one = isinstance(value, (str, bytes, bytearray, memoryview)) or not isinstance(value, Sequence)
         for item in (value,) if one else value:
-            if isinstance(item, str) and not is_image_input(item):
-                chars += len(item)
-                texts += 1
-            elif is_image_input(item):
+            if is_image_input(item):
                 images += 1
-            else:
-                texts += 1  # a token prompt, a span
+            else:  # a text, a token prompt, a span
+                texts += 1
+                chars += len(item) if isinstance(item, str) else 0
     return stays_on_loop(text_chars=chars, texts=texts, images=images)
 
 
@@ -492,7 +490,7 @@ class Engine:
                 list(req.token_ids),
                 texts[i],
                 req.truncated,
-                image_tokens=req.num_tokens if req.pixels is not None else 0,
+                image_tokens=req.pixels.patches if req.pixels is not None else 0,
             )
             for i, (req, data) in enumerate(zip(requests, results, strict=True))
         ]
