@@ -15,6 +15,7 @@ against this list and fails on any arrow up and on any module not placed here::
     counts: the one rule for a count a caller passes (k, limit, top_n, batch sizes)
     text_validity: which texts a model can read (the one rule every front door applies)
     image_inputs: which inputs are images (a PIL image, bytes, a path, a data URL), told without Pillow
+    pdfium_process: pdfium in a child process with bounded memory and time (PDF pages read and drawn)
     loop_work: the one rule of what an event loop does itself and what it hands to a thread
     input_shapes: one prompt or many, score pairs 1:1, 1:N, N:N (the engine's and the client's rule)
     cache_location: where poolrag keeps its files on disk ($POOLRAG_CACHE_DIR, XDG)

@@ -39,9 +39,10 @@ def register(subparsers: Any) -> None:
         "ingest",
         help="chunk, embed (cached) and upsert documents into Milvus or Qdrant",
         description=(
-            "Read .txt/.md/.rst/.jsonl files (folders recursively), chunk them by tokens, embed through "
-            "the on-disk cache and upsert into a collection. Re-running adds nothing new, a killed run "
-            "resumes from its checkpoint, and changed documents replace their old chunks."
+            "Read .txt/.md/.rst/.jsonl files (folders recursively; with a model that reads images, such as "
+            "CLIP, also .png/.jpg/.jpeg/.webp images and the pages of PDFs), chunk them by tokens, embed "
+            "through the on-disk cache and upsert into a collection. Re-running adds nothing new, a killed "
+            "run resumes from its checkpoint, and changed documents replace their old chunks."
         ),
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to ingest")
@@ -110,6 +111,19 @@ def register(subparsers: Any) -> None:
     )
     chunking.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     chunking.add_argument(
+        "--page-dpi",
+        type=positive_int,
+        default=150,
+        help="with a model that reads images: the resolution PDF pages are rendered at (default 150)",
+    )
+    chunking.add_argument(
+        "--page-size",
+        type=positive_int,
+        default=1024,
+        metavar="PIXELS",
+        help="with a model that reads images: a rendered page's longer side at most (default 1024)",
+    )
+    chunking.add_argument(
         "--checkpoint", metavar="FILE", help="progress file (default: under the cache folder)"
     )
     chunking.add_argument(
@@ -163,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
         kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES)
         print(
             f"no documents in {', '.join(args.paths)}: poolrag reads {kinds} files "
-            "(convert PDF, Word or HTML to text first)",
+            "(and, with a model that reads images such as CLIP, images and PDF pages; "
+            "convert Word or HTML to text first)",
             file=sys.stderr,
         )
     if report.skipped:  # files, or records of a JSONL file (path:line)
@@ -176,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
 def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     from poolrag.errors import InvalidInputError
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
+    from poolrag.ingest.pdf_pages import PageRendering
     from poolrag.ingest.readers import count_documents
     from poolrag.stores import check_collection_name
 
@@ -187,7 +203,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         if not os.path.lexists(raw):
             raise InvalidInputError(f"no such file or folder: {raw}")
     skipped: list[Any] | None = None if args.fail_fast else []
-    documents = read_paths(args.paths, text_field=args.text_field, skipped=skipped)  # read lazily
+    rendering = PageRendering(args.page_dpi, args.page_size)  # checked before a model loads
     cache = open_cache_from_args(args)
     if cache is not None:
         opened.append(cache)
@@ -218,6 +234,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         refuse_unsupported(args)
         store = open_store_from_args(args)
         opened.append(store)
+        documents = read_paths(args.paths, text_field=args.text_field, skipped=skipped)  # read lazily
         files_left_out = () if skipped is None else skipped  # filled while the documents are read
         checkpoint_dir = None if args.cache is None else _parent(args.cache)
         return ingest_on_ray_from_args(
@@ -229,6 +246,12 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
 
         pooling = engine.pooler_config.pooling_type
         raise InvalidInputError("--" + late_chunking_refused(engine.model_name, pooling))
+    reads_images = engine.facts.reads_images
+    if reads_images and args.dimensions is not None:
+        raise InvalidInputError(
+            "--dimensions: a model that reads images stores its full vectors (an image's full vector "
+            "cannot be re-computed from its text at search time); leave out --dimensions"
+        )
     encoder = _encoder(engine, cache, args.dimensions)
     sparse_encoder = None
     if args.hybrid:
@@ -254,7 +277,11 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         ranges=calibration or _shipped_ranges(args, engine),
     )
     # The bar starts at its total: the files are listed (and JSONL lines counted) once more for it.
-    total = None if args.quiet else count_documents(args.paths)
+    total = None if args.quiet else count_documents(args.paths, images=reads_images)
+    # read lazily; image files and PDFs only for a model that reads images
+    documents = read_paths(
+        args.paths, text_field=args.text_field, skipped=skipped, images=rendering if reads_images else None
+    )
     return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total)
 
 

@@ -119,13 +119,23 @@ def run(args: argparse.Namespace) -> int:
                         "stages": r.stage_scores,
                         "text": r.text,
                     }
+                    | ({"page": r.payload["page"]} if "page" in r.payload else {})
                 )
             )
         else:
             snippet = " ".join(r.text.split())
             snippet = snippet if len(snippet) <= 160 else snippet[:157] + "..."
-            print(f"{rank:>2}. {r.score:.4f}  {r.source} [{r.start}:{r.end}]\n    {snippet}")
+            print(f"{rank:>2}. {r.score:.4f}  {r.source} {_where(r)}\n    {snippet}".rstrip())
     return 0
+
+
+def _where(result: SearchResult) -> str:
+    """Where a hit is in its source: a PDF's page, an image (the whole file), else character offsets."""
+    if "page" in result.payload:
+        return f"page {result.payload['page']}"
+    if result.payload.get("modality") == "image":
+        return "(image)"
+    return f"[{result.start}:{result.end}]"
 
 
 def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:

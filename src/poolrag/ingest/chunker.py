@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
@@ -61,6 +61,14 @@ def chunk_id(source: str, start: int, text: str) -> str:
     return str(uuid.uuid5(CHUNK_NAMESPACE, f"{source}\x00{start}\x00{text}"))
 
 
+class ImageSource(Protocol):
+    """Where an image chunk's pixels come from, read when its batch is embedded."""
+
+    def load(self) -> Any:
+        """The model's input: an image input the engine takes (a path, a PIL image)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Chunk:
     id: str
@@ -77,6 +85,13 @@ class Chunk:
     #: The whole document's text, set only for late chunking (each chunk's vector is pooled from a
     #: pass over it); the chunks of one document share the one string.
     document: str | None = field(default=None, compare=False, repr=False)
+    #: What the model reads instead of ``text`` for an image or a PDF page (``text`` is then the
+    #: page's text layer, shown by search and indexed by a sparse leg).
+    image: ImageSource | None = field(default=None, compare=False, repr=False)
+
+    def model_input(self) -> Any:
+        """What the model embeds: the text, or the image (a PDF page is rendered now)."""
+        return self.text if self.image is None else self.image.load()
 
     def payload(self) -> dict[str, Any]:
         """What the store keeps next to the vector."""

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
@@ -31,6 +31,9 @@ from poolrag.ingest.stored_ids import StoredIds
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 from poolrag.stores.vector_types import VectorType, check_vector_type
+
+if TYPE_CHECKING:
+    from poolrag.ingest.visual_documents import VisualDocument
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +240,7 @@ class IngestDriver:
         self.ready = True
 
     # -- documents and their chunks -------------------------------------------------------------------
-    def admit(self, doc: Document | FileDocument) -> bool:
+    def admit(self, doc: Document | FileDocument | VisualDocument) -> bool:
         """Whether ``doc`` is to be chunked: every store can hold its fields (else it alone is left
         out, :mod:`~poolrag.ingest.record_rules`), its source is new to this run (else the run
         stops) and the checkpoint has not done it."""

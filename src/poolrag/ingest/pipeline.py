@@ -44,6 +44,7 @@ from poolrag.ingest.driver import IngestDriver, IngestReport
 from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
+from poolrag.ingest.visual_documents import ImageDocument, PdfDocument, VisualDocument
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 from poolrag.stores.vector_types import VectorType
@@ -125,7 +126,7 @@ class IngestPipeline:
 
     def run(
         self,
-        documents: Iterable[Document | FileDocument],
+        documents: Iterable[Document | FileDocument | VisualDocument],
         *,
         prune: bool = False,
         skipped: Sequence[SkippedFile] = (),
@@ -149,8 +150,8 @@ class IngestPipeline:
         try:
             for doc in documents:
                 if driver.admit(doc):
-                    chunks = self.chunker.iter_chunks(doc)
-                    for chunk in _with_document(doc, chunks) if self.late_chunking else chunks:
+                    chunks = self._chunks(doc)
+                    for chunk in chunks:
                         if driver.chunk(doc.source, chunk.id):
                             run.add(chunk)
                     driver.chunked(doc.source)
@@ -167,6 +168,15 @@ class IngestPipeline:
             if not finished:
                 driver.close()
         return driver.finish(prune=prune, skipped=skipped)
+
+    def _chunks(self, doc: Document | FileDocument | VisualDocument) -> Iterable[Chunk]:
+        """A text's token chunks, or an image's one chunk and a PDF's pages."""
+        if isinstance(doc, (ImageDocument, PdfDocument)):
+            if self.late_chunking:
+                raise InvalidInputError(f"{doc.source}: late chunking reads texts, not images or PDF pages")
+            return doc.chunks()
+        chunks = self.chunker.iter_chunks(doc)
+        return _with_document(doc, chunks) if self.late_chunking else chunks
 
 
 def _with_document(doc: Document | FileDocument, chunks: Iterable[Chunk]) -> list[Chunk]:
@@ -267,8 +277,8 @@ class _Run:
         if self.pipeline.late_chunking:
             assert isinstance(encoder, DenseEncoder)
             vectors = encoder.encode_late(batch)
-        else:
-            vectors = encoder.encode(texts, [c.token_ids for c in batch])
+        else:  # an image chunk's input is its image (a PDF page is rendered here, off the reader)
+            vectors = encoder.encode([c.model_input() for c in batch], [c.token_ids for c in batch])
         sparse_vectors = sparse.encode(texts) if sparse is not None else [None] * len(batch)
         return vectors, sparse_vectors
 

@@ -21,11 +21,15 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.record_rules import metadata_problem, printable, string_problem
 from poolrag.text_validity import text_problem
+
+if TYPE_CHECKING:
+    from poolrag.ingest.pdf_pages import PageRendering
+    from poolrag.ingest.visual_documents import VisualDocument
 
 logger = logging.getLogger(__name__)
 
@@ -123,10 +127,15 @@ class SkippedFile:
         return f"{where}: {self.reason}"
 
 
-def _walk(path: Path, unlisted: Callable[[OSError], None]) -> Iterator[Path]:
-    """The text files under ``path``; a folder that cannot be listed goes to ``unlisted`` (so it is
-    reported as skipped, and ``--prune`` keeps what it stored before), never silently dropped.
-    Symlinked folders are followed like symlinked files, each real folder once (no loops)."""
+def _walk(
+    path: Path,
+    unlisted: Callable[[OSError], None],
+    suffixes: tuple[str, ...] = TEXT_SUFFIXES + JSONL_SUFFIXES,
+) -> Iterator[Path]:
+    """The files under ``path`` whose names end in ``suffixes``; a folder that cannot be listed goes
+    to ``unlisted`` (so it is reported as skipped, and ``--prune`` keeps what it stored before),
+    never silently dropped. Symlinked folders are followed like symlinked files, each real folder
+    once (no loops)."""
     if not path.is_dir():
         yield path  # a file, a symlink, a FIFO...: judged by _check
         return
@@ -142,7 +151,7 @@ def _walk(path: Path, unlisted: Callable[[OSError], None]) -> Iterator[Path]:
             if os.path.islink(link := os.path.join(root, name)):
                 logger.info("following the folder link %s -> %s", link, os.path.realpath(link))
         for name in sorted(files):
-            if not name.startswith(".") and name.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES):
+            if not name.startswith(".") and name.lower().endswith(suffixes):
                 yield Path(root) / name
 
 
@@ -238,10 +247,13 @@ def read_paths(
     *,
     text_field: str = "text",
     skipped: list[SkippedFile] | None = None,
-) -> Iterator[Document | FileDocument]:
+    images: PageRendering | None = None,
+) -> Iterator[Document | FileDocument | VisualDocument]:
     """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl).
 
     Args:
+        images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) and PDFs are
+            read too, a PDF's pages rendered this way (:mod:`~poolrag.ingest.visual_documents`).
         skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
             JSONL lines); those files are left out and the rest is read. ``None`` raises instead.
             Non-regular files (FIFOs, sockets, devices) are always left out, with a warning.
@@ -258,6 +270,9 @@ def read_paths(
         if skipped is not None:
             skipped.append(item)
 
+    suffixes = _suffixes(images is not None)
+    if images is not None:
+        from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES, read_visual_file
     paths = list(paths)
     for raw in paths:  # checked before any is read: a typo stops the run before it writes
         if not Path(raw).exists() and not Path(raw).is_symlink():
@@ -270,7 +285,7 @@ def read_paths(
         def unlisted(exc: OSError) -> None:
             problem(Path(exc.filename), f"cannot list the folder: {_describe(exc)}")
 
-        for file in _walk(path, unlisted):
+        for file in _walk(path, unlisted, suffixes):
             reason = _check(file)
             if reason is not None:
                 problem(file, reason, fatal=not reason.startswith("not a regular file"))
@@ -279,6 +294,14 @@ def read_paths(
                 logger.info("%s is %s, read already", file, real)
                 continue
             read.add(real)
+            if images is not None and file.suffix.lower() in IMAGE_SUFFIXES + PDF_SUFFIXES:
+                try:
+                    yield read_visual_file(file, images)
+                except InvalidInputError as exc:
+                    problem(file, str(exc))
+                except OSError as exc:
+                    problem(file, f"cannot read: {_describe(exc)}")
+                continue
             try:
                 if file.suffix.lower() in JSONL_SUFFIXES:
                     yield from _read_jsonl(file, text_field, problem)
@@ -293,7 +316,13 @@ def read_paths(
             yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
 
 
-def count_documents(paths: Iterable[str | os.PathLike[str]]) -> int:
+def _suffixes(images: bool) -> tuple[str, ...]:
+    from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
+
+    return TEXT_SUFFIXES + JSONL_SUFFIXES + ((IMAGE_SUFFIXES + PDF_SUFFIXES) if images else ())
+
+
+def count_documents(paths: Iterable[str | os.PathLike[str]], *, images: bool = False) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
     or record: one per text file, one per non-blank line of a JSONL file, one per file or folder
     that cannot be read. Files are only listed, JSONL files' lines counted, so that a progress bar
@@ -307,7 +336,7 @@ def count_documents(paths: Iterable[str | os.PathLike[str]]) -> int:
         count += 1
 
     for raw in paths:
-        for file in _walk(Path(raw), unlisted):
+        for file in _walk(Path(raw), unlisted, _suffixes(images)):
             if _check(file) is not None:
                 count += 1
                 continue

@@ -1,0 +1,144 @@
+"""Image files and PDF pages as documents, for a model that reads images (CLIP, SigLIP).
+
+An image file is one chunk; a PDF is one chunk per page. Each chunk carries what the model reads
+(the image file's path, or a reference to the page, rendered only when its batch is embedded, so a
+batch in flight holds at most one batch of pages' pixels) and, as its text, the page's text layer
+(empty for an image or a scanned page), which search shows and a hybrid collection's sparse leg
+indexes. Every payload names the file (``source``, ``filename``), the ``page`` (1-based, PDFs only)
+and ``modality: "image"``.
+
+Files are checked when listed (an image decodes within the engine's pixel limit, a PDF opens and
+every page loads), so a bad file is left out with one line and the run goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest.chunker import MAX_CHUNK_BYTES, Chunk, chunk_id
+from poolrag.ingest.pdf_pages import PageRendering, read_pdf_pages, render_page
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+PDF_SUFFIXES = (".pdf",)
+_READ_BYTES = 1 << 20
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_READ_BYTES):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    """An image file, read by the engine itself (it decodes the path)."""
+
+    path: Path
+
+    def load(self) -> Path:
+        return self.path
+
+
+@dataclass(frozen=True)
+class PageImage:
+    """Page ``index`` of a PDF, rendered when :meth:`load` is called (on the embedding thread)."""
+
+    path: Path
+    index: int
+    rendering: PageRendering
+
+    def load(self) -> Any:
+        return render_page(self.path, self.index, self.rendering)
+
+
+@dataclass(frozen=True)
+class ImageDocument:
+    """An image file: one chunk whose model input is the file itself (the engine decodes it)."""
+
+    source: str
+    path: Path
+    file_digest: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        return self.file_digest
+
+    def chunks(self) -> Iterator[Chunk]:
+        yield Chunk(
+            id=chunk_id(self.source, 0, f"image:{self.file_digest}"),
+            source=self.source,
+            text="",
+            start=0,
+            end=0,
+            index=0,
+            num_tokens=0,
+            metadata={**self.metadata, "modality": "image"},
+            image=ImageFile(self.path),
+        )
+
+
+@dataclass(frozen=True)
+class PdfDocument:
+    """A PDF: one chunk per page, its text layer read when listed, its pixels when embedded."""
+
+    source: str
+    path: Path
+    file_digest: str
+    page_texts: tuple[str, ...]
+    rendering: PageRendering
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """The file's bytes and how its pages are rendered: a change to either redoes the document."""
+        return f"{self.file_digest}:{self.rendering.key}"
+
+    def chunks(self) -> Iterator[Chunk]:
+        for index, text in enumerate(self.page_texts):
+            text = _fit(text)
+            yield Chunk(
+                id=chunk_id(self.source, index, f"page:{self.digest}"),
+                source=self.source,
+                text=text,
+                start=0,
+                end=len(text),
+                index=index,
+                num_tokens=0,
+                metadata={**self.metadata, "page": index + 1, "modality": "image"},
+                image=PageImage(self.path, index, self.rendering),
+            )
+
+
+VisualDocument = ImageDocument | PdfDocument
+
+
+def read_visual_file(path: Path, rendering: PageRendering) -> VisualDocument:
+    """``path`` (an image or a PDF) as a document, checked; ``InvalidInputError`` says why not."""
+    from poolrag.tokenization.images import decode_image
+
+    source = path.resolve().as_posix()
+    metadata = {"filename": path.name}
+    if path.suffix.lower() in PDF_SUFFIXES:
+        pages = read_pdf_pages(path)
+        return PdfDocument(source, path, file_digest(path), tuple(pages), rendering, metadata)
+    try:
+        decode_image(path, "image").close()  # decodes within the engine's pixel limit
+    except InvalidInputError as exc:
+        raise InvalidInputError(str(exc).removeprefix("image: ")) from None
+    return ImageDocument(source, path, file_digest(path), metadata)
+
+
+def _fit(text: str) -> str:
+    """A page's text within the bytes every store keeps for a chunk (cut at a character)."""
+    data = text.encode("utf-8")
+    if len(data) <= MAX_CHUNK_BYTES:
+        return text
+    return data[:MAX_CHUNK_BYTES].decode("utf-8", "ignore")

@@ -1,0 +1,120 @@
+"""``poolrag ingest FOLDER`` of images and PDFs with a model that reads images, then ``poolrag search``
+by text: rows name file and page; bad files are one line each; ``kill -9`` mid-run resumes to the
+result of a clean run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kill_resume import SUBJECTS, kill_mid_run, resume, store_kwargs, store_location
+from tiny_models import build_clip
+
+from poolrag import Engine
+from poolrag.ingest import read_paths
+from poolrag.ingest.pdf_pages import PageRendering, render_page
+from poolrag.stores import open_store
+from poolrag.testing.page_corpus import copy_photo, inflating_pdf, png_claiming, truncated_png, write_pdf
+
+pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfium2)")
+pytest.importorskip("matplotlib", reason="the page corpus is written by matplotlib (test extra)")
+
+
+@pytest.fixture(scope="module")
+def clip_folder(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Path:
+    return build_clip(tmp_path_factory.mktemp("clip"), minilm_path)
+
+
+def _poolrag(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(cwd / "cache")}
+    command = [sys.executable, "-m", "poolrag.cli", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_folder_of_pdfs_and_images_is_searched_by_text(tmp_path: Path, clip_folder: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    copy_photo(docs / "hopper.jpg")
+    write_pdf(docs / "guide.pdf", ["Bees and flowers.", "Rivers and lakes.", "Stars and comets."])
+    truncated_png(docs / "cut.png")
+    (docs / "huge.png").write_bytes(png_claiming(20000, 20000))
+    (docs / "inflating.pdf").write_bytes(inflating_pdf(1 << 30))
+    store = ["--model", str(clip_folder), "--store", "qdrant", "--path", str(tmp_path / "q")]
+    store += ["--collection", "pages"]
+
+    ingest = _poolrag(["ingest", str(docs), *store, "--quiet"], tmp_path)
+    assert ingest.returncode == 0, ingest.stderr[-3000:]
+    assert "ingested 2 documents into qdrant collection 'pages': 4 chunks: 4 embedded now" in ingest.stdout
+    left_out = ingest.stderr.split("3 left out:\n", 1)[1].splitlines()
+    assert sorted(line.strip().split(": ", 1)[0].rsplit("/", 1)[1] for line in left_out) == [
+        "cut.png",
+        "huge.png",
+        "inflating.pdf",
+    ]
+
+    search = _poolrag(["search", "bees", *store, "-k", "4", "--json"], tmp_path)
+    assert search.returncode == 0, search.stderr[-3000:]
+    rows = [json.loads(line) for line in search.stdout.splitlines()]
+    found = {(Path(r["source"]).name, r.get("page")) for r in rows}
+    assert found == {("hopper.jpg", None), ("guide.pdf", 1), ("guide.pdf", 2), ("guide.pdf", 3)}
+    assert next(r for r in rows if r.get("page") == 3)["text"].strip() == "Stars and comets."
+
+    shown = _poolrag(["search", "bees", *store, "-k", "4"], tmp_path)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert "guide.pdf page 2\n" in shown.stdout and "hopper.jpg (image)\n" in shown.stdout
+
+
+def test_dimensions_with_an_image_model_is_refused_before_anything_is_written(
+    tmp_path: Path, clip_folder: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    copy_photo(docs / "hopper.jpg")
+    args = ["ingest", str(docs), "--model", str(clip_folder), "--uri", str(tmp_path / "m.db")]
+    run = _poolrag([*args, "--dimensions", "8"], tmp_path)
+    assert run.returncode == 2
+    assert "--dimensions: a model that reads images stores its full vectors" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m.db").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_a_killed_page_ingest_resumes_to_the_result_of_a_clean_run(
+    kind: str, tmp_path: Path, clip_folder: Path
+) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i, subject in enumerate(SUBJECTS):  # sixteen PDFs of four pages, as the harness expects
+        write_pdf(corpus / f"{i:02d}-{subject}.pdf", [f"{subject}: part {n} of the survey" for n in range(4)])
+    checkpoint = tmp_path / "ingest.checkpoint.json"
+    location = store_location(kind, tmp_path)
+    args = [str(corpus), "--model", str(clip_folder), "--store", kind, *location, "--collection", "pages"]
+    args += ["--page-dpi", "72", "--page-size", "256", "--batch-size", "1"]
+    args += ["--cache", str(tmp_path / "cache.sqlite"), "--checkpoint", str(checkpoint), "--quiet", "--json"]
+
+    done_before = kill_mid_run(args, checkpoint, signal.SIGKILL)
+    report = resume(args)
+    assert report["resumed"] is True and report["documents_skipped"] >= done_before
+    assert report["embedded"] < 16 * 4  # what the killed run embedded came back from the cache
+    assert not checkpoint.exists()
+
+    rendering = PageRendering(dpi=72, max_side=256)
+    pages = [c for doc in read_paths([corpus], images=rendering) for c in doc.chunks()]
+    store = open_store(kind, "pages", **store_kwargs(kind, location))
+    try:
+        assert store.count() == len(pages) == 16 * 4
+        assert set(store.list_sources()) == {c.id for c in pages}
+        some = pages[::7]  # a page of every few documents, the killed run's and the resumed run's alike
+        stored = store.fetch_vectors([c.id for c in some])
+    finally:
+        store.close()
+    engine = Engine(clip_folder)
+    clean = engine.embed_array([render_page(Path(c.source), c.index, rendering) for c in some])
+    np.testing.assert_allclose(np.stack([stored[c.id] for c in some]), clean, atol=1e-5)

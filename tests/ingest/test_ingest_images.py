@@ -1,0 +1,155 @@
+"""Image files and PDF pages through the ingest pipeline, for a model that reads images (CLIP):
+each image one row, each page one row naming its file and page, vectors the engine's own for that
+image or rendered page; hostile files are one line each and lose nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_models import build_clip
+
+from poolrag import Engine
+from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
+from poolrag.ingest.pdf_pages import PageRendering, render_page
+from poolrag.ingest.readers import FileDocument, count_documents
+from poolrag.ingest.visual_documents import ImageDocument, PdfDocument
+from poolrag.retrieval import Retriever
+from poolrag.stores import open_store
+from poolrag.testing.page_corpus import (
+    copy_photo,
+    inflating_pdf,
+    png_claiming,
+    truncated_png,
+    write_pdf,
+)
+
+pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfium2)")
+pytest.importorskip("matplotlib", reason="the page corpus is written by matplotlib (test extra)")
+
+PAGES = ["Honeybees dance to point at flowers.", "A photograph of Grace Hopper.", "Compilers translate code."]
+RENDERING = PageRendering(dpi=72, max_side=256)
+
+
+@pytest.fixture(scope="module")
+def clip_engine(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Engine:
+    return Engine(build_clip(tmp_path_factory.mktemp("clip"), minilm_path))
+
+
+def _folder(root: Path) -> Path:
+    """A photograph, a three-page PDF (the photograph on page 2) and a text note."""
+    root.mkdir()
+    copy_photo(root / "hopper.jpg")
+    write_pdf(root / "report.pdf", PAGES, photo_on=1)
+    (root / "note.txt").write_text("A short note about honey and wax.")
+    return root
+
+
+def _hostile(root: Path) -> dict[str, str]:
+    """Files a real folder can hold that no model can read, and the reason each is left out."""
+    truncated_png(root / "cut.png")
+    (root / "bomb-header.png").write_bytes(png_claiming(20000, 20000))
+    (root / "notes.jpg").write_text("a text file with a picture's name")
+    (root / "inflating.pdf").write_bytes(inflating_pdf(1 << 30))
+    (root / "fake.pdf").write_text("not a PDF at all")
+    return {
+        "cut.png": "not a readable image",
+        "bomb-header.png": "the image has more than 64,000,000 pixels",
+        "notes.jpg": "not a readable image",
+        "inflating.pdf": "pdfium stopped on it",
+        "fake.pdf": "not a readable PDF",
+    }
+
+
+def test_images_and_pdfs_are_read_only_for_a_model_that_reads_them(tmp_path: Path) -> None:
+    folder = _folder(tmp_path / "docs")
+    assert [type(d) for d in read_paths([folder])] == [FileDocument]  # a text model: the note alone
+    assert count_documents([folder]) == 1
+    docs = {Path(d.source).name: d for d in read_paths([folder], images=RENDERING)}
+    assert count_documents([folder], images=True) == 3
+    assert isinstance(docs["hopper.jpg"], ImageDocument) and isinstance(docs["note.txt"], FileDocument)
+    pdf = docs["report.pdf"]
+    assert isinstance(pdf, PdfDocument)
+    assert [t.strip() for t in pdf.page_texts] == PAGES  # the text layer matplotlib wrote
+    chunks = list(pdf.chunks())
+    assert [c.metadata["page"] for c in chunks] == [1, 2, 3]
+    assert {c.metadata["filename"] for c in chunks} == {"report.pdf"}
+    assert all(c.metadata["modality"] == "image" for c in chunks)
+    assert len({c.id for c in chunks}) == 3
+
+
+def test_each_hostile_file_is_one_line_and_the_rest_is_read(tmp_path: Path) -> None:
+    folder = _folder(tmp_path / "docs")
+    reasons = _hostile(folder)
+    skipped: list = []
+    docs = list(read_paths([folder], images=RENDERING, skipped=skipped))
+    assert sorted(Path(d.source).name for d in docs) == ["hopper.jpg", "note.txt", "report.pdf"]
+    assert len(skipped) == len(reasons)
+    for item in skipped:
+        assert reasons[Path(item.path).name] in item.reason, str(item)
+        assert "\n" not in str(item)
+
+
+def test_a_different_rendering_is_a_different_page(tmp_path: Path) -> None:
+    """The rendering is part of a page's id and its document's digest: changing it re-embeds."""
+    pdf = write_pdf(tmp_path / "one.pdf", ["a page"])
+    (small,) = read_paths([pdf], images=RENDERING)
+    (large,) = read_paths([pdf], images=PageRendering(dpi=144, max_side=512))
+    assert small.digest != large.digest
+    assert {c.id for c in small.chunks()}.isdisjoint(c.id for c in large.chunks())
+
+
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_pages_and_images_land_as_rows_naming_file_and_page(kind: str, tmp_path: Path, clip_engine) -> None:
+    folder = _folder(tmp_path / "docs")
+    location = {"uri": str(tmp_path / "m.db")} if kind == "milvus" else {"path": str(tmp_path / "q")}
+
+    def run(rendering: PageRendering):
+        store = open_store(kind, "pages", **location)
+        embedder = CachedEmbedder(clip_engine, EmbeddingCache(tmp_path / "cache.sqlite"))
+        pipeline = IngestPipeline(
+            store,
+            DenseEncoder(embedder),
+            TokenChunker.for_model(clip_engine.tokenizer, clip_engine.facts, 32),
+            batch_size=2,
+            checkpoint_dir=tmp_path / "ck",
+            progress=False,
+        )
+        return store, pipeline.run(read_paths([folder], images=rendering))
+
+    store, report = run(RENDERING)
+    try:
+        assert (report.documents, report.chunks, report.embedded) == (3, 5, 5)
+        hits = store.search(np.ones(clip_engine.facts.embedding_dim, np.float32), 10)
+        rows = {(Path(h.payload["source"]).name, h.payload.get("page")): h for h in hits}
+        pages = {("report.pdf", p) for p in (1, 2, 3)}
+        assert set(rows) == {("note.txt", None), ("hopper.jpg", None)} | pages
+        assert rows[("report.pdf", 2)].payload["text"].strip() == PAGES[1]
+        assert rows[("hopper.jpg", None)].payload["modality"] == "image"
+        assert "modality" not in rows[("note.txt", None)].payload
+
+        # each row's vector is the engine's own for that file or rendered page
+        pdf = folder / "report.pdf"
+        inputs = [folder / "hopper.jpg", *(render_page(pdf, i, RENDERING) for i in range(3))]
+        expected = clip_engine.embed_array(inputs)
+        ids = [rows[("hopper.jpg", None)].id, *(rows[("report.pdf", p)].id for p in (1, 2, 3))]
+        stored = store.fetch_vectors(ids)
+        np.testing.assert_allclose(np.stack([stored[i] for i in ids]), expected, atol=1e-5)
+
+        # a text query finds them through the usual retriever, its results naming file and page
+        results = Retriever(store, clip_engine).search("a photograph of a person", 5)
+        assert {(Path(r.source).name, r.payload.get("page")) for r in results} == set(rows)
+    finally:
+        store.close()
+
+    store, again = run(RENDERING)  # a re-run stores nothing new
+    store.close()
+    assert (again.embedded, again.upserted, again.chunks_existing) == (0, 0, 5)
+
+    store, redrawn = run(PageRendering(dpi=96, max_side=320))  # other pixels: the pages again
+    try:
+        assert redrawn.embedded == 3 and redrawn.deleted == 3 and store.count() == 5
+    finally:
+        store.close()

@@ -1,0 +1,123 @@
+"""pdfium runs in a child process with bounded memory and time: a PDF that would take gigabytes,
+crash pdfium or never finish costs the child, is one line, and the next PDF reads as ever."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.pdfium_process import PdfiumProcess
+from poolrag.testing.page_corpus import huge_page_pdf, inflating_pdf, write_pdf
+
+pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfium2)")
+pytest.importorskip("PIL", reason="PDF pages need the images extra (Pillow)")
+
+
+@pytest.fixture
+def pdfium():
+    process = PdfiumProcess(memory_limit=384 << 20)
+    yield process
+    process.close()
+
+
+def test_a_real_pdf_reads_its_text_layer_and_renders_within_the_bounds(tmp_path: Path, pdfium) -> None:
+    pdf = write_pdf(tmp_path / "two.pdf", ["first page words", "second page words"])
+    assert [t.strip() for t in pdfium.page_texts(str(pdf), 10)] == ["first page words", "second page words"]
+    (width, height), pixels = pdfium.render(str(pdf), 1, 72, 4096)
+    assert (width, height) == (306, 396)  # 4.25 x 5.5 inches at 72 dpi
+    assert len(pixels) == width * height * 3 and len(set(pixels)) > 1  # drawn, not blank
+    (width, height), _ = pdfium.render(str(pdf), 1, 600, 256)
+    assert max(width, height) == 256  # the longer side is capped whatever the resolution asked
+
+
+_BOMB_RUN = """
+import json, resource, sys
+from poolrag.errors import InvalidInputError
+from poolrag.pdfium_process import PdfiumProcess
+from poolrag.testing.page_corpus import write_pdf
+from pathlib import Path
+
+def rss():
+    line = next(l for l in open("/proc/self/status") if l.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
+
+process = PdfiumProcess(memory_limit=384 << 20)
+process.page_texts(write_pdf(Path(sys.argv[2]), ["warm"]).as_posix(), 10)  # the child is up
+before = rss()
+try:
+    process.page_texts(sys.argv[1], 10)
+    error = None
+except InvalidInputError as exc:
+    error = str(exc)
+grew = rss() - before
+after = process.page_texts(sys.argv[2], 10)  # a new child reads the next PDF
+children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"error": error, "grew": grew, "children": children, "after": after}))
+"""
+
+
+def test_a_compression_bomb_costs_the_child_not_the_caller(tmp_path: Path) -> None:
+    """Measured in a process of its own, so that no other child of the test run counts."""
+    bomb = tmp_path / "bomb.pdf"
+    bomb.write_bytes(inflating_pdf(1 << 30))  # about 1 MB inflating to 1 GiB
+    assert bomb.stat().st_size < 2 << 20
+    run = subprocess.run(
+        [sys.executable, "-c", _BOMB_RUN, str(bomb), str(tmp_path / "good.pdf")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    measured = json.loads(run.stdout.strip().splitlines()[-1])
+    assert measured["error"].startswith("pdfium stopped on it (it needs more than 384 MiB")
+    assert measured["grew"] < 64 << 20  # the caller held none of the gigabyte
+    assert measured["children"] < 512 << 20  # nor did the child: it stopped at its limit
+    assert [t.strip() for t in measured["after"]] == ["warm"]
+
+
+def test_a_two_hundred_inch_page_renders_as_small_as_a_letter_page(tmp_path: Path, pdfium) -> None:
+    huge = tmp_path / "huge.pdf"
+    huge.write_bytes(huge_page_pdf(14400))
+    (width, height), pixels = pdfium.render(str(huge), 0, 150, 1024)
+    assert (width, height) == (1024, 1024) and len(pixels) == 1024 * 1024 * 3
+
+
+def test_a_call_over_its_time_is_stopped_and_the_next_one_runs(tmp_path: Path) -> None:
+    pdf = write_pdf(tmp_path / "one.pdf", ["a page"])
+    slow = PdfiumProcess(call_seconds=1e-4)  # shorter than starting the child takes
+    try:
+        with pytest.raises(InvalidInputError, match="pdfium took longer than 0 s on it"):
+            slow.render(str(pdf), 0, 150, 1024)
+        slow.call_seconds = 60
+        assert slow.render(str(pdf), 0, 72, 1024)[0] == (306, 396)
+    finally:
+        slow.close()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"hello, this is a text file", "not a readable PDF"),
+        (b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog", "not a readable PDF"),
+    ],
+    ids=["not-a-pdf", "cut-short"],
+)
+def test_a_file_that_is_no_pdf_is_one_line(tmp_path: Path, pdfium, content: bytes, message: str) -> None:
+    path = tmp_path / "x.pdf"
+    path.write_bytes(content)
+    with pytest.raises(InvalidInputError, match=message):
+        pdfium.page_texts(str(path), 10)
+
+
+def test_a_page_count_over_the_limit_is_refused_before_any_page_is_read(tmp_path: Path, pdfium) -> None:
+    from poolrag.testing.page_corpus import many_pages_pdf
+
+    path = tmp_path / "many.pdf"
+    path.write_bytes(many_pages_pdf(200))
+    with pytest.raises(InvalidInputError, match="the PDF has 200 pages, more than 100"):
+        pdfium.page_texts(str(path), 100)
