@@ -37,7 +37,7 @@ def _poolrag(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_a_folder_of_pdfs_and_images_is_searched_by_text(tmp_path: Path, clip_folder: Path) -> None:
+def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(tmp_path: Path, clip_folder: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     copy_photo(docs / "hopper.jpg")
@@ -48,7 +48,7 @@ def test_a_folder_of_pdfs_and_images_is_searched_by_text(tmp_path: Path, clip_fo
     store = ["--model", str(clip_folder), "--store", "qdrant", "--path", str(tmp_path / "q")]
     store += ["--collection", "pages"]
 
-    ingest = _poolrag(["ingest", str(docs), *store, "--quiet"], tmp_path)
+    ingest = _poolrag(["ingest", str(docs), *store, "--hybrid", "--quiet"], tmp_path)
     assert ingest.returncode == 0, ingest.stderr[-3000:]
     assert "ingested 2 documents into qdrant collection 'pages': 4 chunks: 4 embedded now" in ingest.stdout
     left_out = ingest.stderr.split("3 left out:\n", 1)[1].splitlines()
@@ -64,6 +64,12 @@ def test_a_folder_of_pdfs_and_images_is_searched_by_text(tmp_path: Path, clip_fo
     found = {(Path(r["source"]).name, r.get("page")) for r in rows}
     assert found == {("hopper.jpg", None), ("guide.pdf", 1), ("guide.pdf", 2), ("guide.pdf", 3)}
     assert next(r for r in rows if r.get("page") == 3)["text"].strip() == "Stars and comets."
+
+    # the pages' text layer is the BM25 leg: the one page with the word is the one found
+    sparse = _poolrag(["search", "comets", *store, "--mode", "sparse", "--json"], tmp_path)
+    assert sparse.returncode == 0, sparse.stderr[-3000:]
+    hits = [json.loads(line) for line in sparse.stdout.splitlines()]
+    assert [(Path(h["source"]).name, h["page"]) for h in hits] == [("guide.pdf", 3)]
 
     shown = _poolrag(["search", "bees", *store, "-k", "4"], tmp_path)
     assert shown.returncode == 0, shown.stderr[-3000:]

@@ -106,8 +106,8 @@ def test_pages_and_images_land_as_rows_naming_file_and_page(kind: str, tmp_path:
     folder = _folder(tmp_path / "docs")
     location = {"uri": str(tmp_path / "m.db")} if kind == "milvus" else {"path": str(tmp_path / "q")}
 
-    def run(rendering: PageRendering):
-        store = open_store(kind, "pages", **location)
+    def run(rendering: PageRendering, collection: str = "pages"):
+        store = open_store(kind, collection, **location)
         embedder = CachedEmbedder(clip_engine, EmbeddingCache(tmp_path / "cache.sqlite"))
         pipeline = IngestPipeline(
             store,
@@ -147,6 +147,10 @@ def test_pages_and_images_land_as_rows_naming_file_and_page(kind: str, tmp_path:
     store, again = run(RENDERING)  # a re-run stores nothing new
     store.close()
     assert (again.embedded, again.upserted, again.chunks_existing) == (0, 0, 5)
+
+    store, elsewhere = run(RENDERING, "copy")  # a new collection: every vector from the cache
+    store.close()
+    assert (elsewhere.embedded, elsewhere.from_cache) == (0, 5)
 
     store, redrawn = run(PageRendering(dpi=96, max_side=320))  # other pixels: the pages again
     try:
