@@ -37,7 +37,9 @@ def _poolrag(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(tmp_path: Path, clip_folder: Path) -> None:
+def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(
+    tmp_path: Path, clip_folder: Path
+) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     copy_photo(docs / "hopper.jpg")
