@@ -18,7 +18,7 @@ import transformers
 from decoders.decoder_remote_code import llama_bidirectional_reranker, qwen2_reward_model
 from decoders.tiny_decoders import build, build_tokenizer, tiny_config
 from safetensors.torch import load_file, save_file
-from tiny_models import build_bge_m3, build_clip, build_splade, copy_tokenizer
+from tiny_models import build_bge_m3, build_clip, build_colpali, build_splade, copy_tokenizer
 
 from poolrag import Engine
 from poolrag.config.model_spec import load_model_spec
@@ -285,6 +285,10 @@ BUILDERS: dict[tuple[ModelKind, Role, str], Callable[..., tuple[Path, dict[str, 
     ),
     (ModelKind.DUAL_ENCODER, Role.DUAL_ENCODER, "encoder"): lambda tiny_model, folder: (
         build_clip(folder, tiny_model("bert")),
+        {},
+    ),
+    (ModelKind.PAGE_RETRIEVER, Role.PAGE_RETRIEVER, "encoder"): lambda tiny_model, folder: (
+        build_colpali(folder, tiny_model("bert")),
         {},
     ),
 }

@@ -67,6 +67,12 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
                 f"{arch} embeds texts and images as it is; convert={convert!r} does not apply"
             )
         return ModelKind.DUAL_ENCODER
+    if role is Role.PAGE_RETRIEVER:
+        if convert is not None:
+            raise ModelLoadError(
+                f"{arch} embeds queries and pages as it is; convert={convert!r} does not apply"
+            )
+        return ModelKind.PAGE_RETRIEVER
     if spec.colbert is not None:
         return ModelKind.COLBERT
     named = VLLM_SPARSE_NAMES.get(arch)  # vLLM's BertSpladeSparseEmbeddingModel / BgeM3EmbeddingModel

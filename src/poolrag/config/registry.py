@@ -38,6 +38,9 @@ class ModelKind(Enum):
     BGE_M3 = "bge_m3"  # backbone -> dense CLS, sparse_linear and colbert_linear heads, from one pass
     # Images beside texts
     DUAL_ENCODER = "dual_encoder"  # CLIP, SigLIP: a text and an image tower projected into one space
+    PAGE_RETRIEVER = (
+        "page_retriever"  # ColPali: a vision-language model -> a vector per query token / page patch
+    )
 
     @property
     def score_kind(self) -> ScoreKind:
@@ -141,6 +144,16 @@ KINDS: dict[ModelKind, KindInfo] = {
         "token), each projected",
         native=False,
     ),
+    # late interaction over page images: the checkpoint's own projected, normalised token vectors
+    ModelKind.PAGE_RETRIEVER: KindInfo(
+        ("token_embed", "score"),
+        ScoreKind.MAXSIM,
+        None,
+        "the model's own `embeddings`: every attended position of a query (its processor's prompt "
+        "and augmentation tokens) or of a page (its image tokens and visual prompt), projected and "
+        "normalised",
+        native=False,
+    ),
 }
 
 
@@ -171,6 +184,7 @@ class Role(Enum):
     PROCESS_REWARD_HEAD = "process_reward_head"
     LM_HEAD = "lm_head"  # text generation; usable only through a conversion or a folder's own recipe
     DUAL_ENCODER = "dual_encoder"  # a text and an image tower, each with its projection
+    PAGE_RETRIEVER = "page_retriever"  # a vision-language model with a token projection (ColPali)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +208,7 @@ ARCHITECTURES: tuple[NamePattern, ...] = (
     ),
     NamePattern(Role.BACKBONE, names=("LlamaBidirectionalModel",)),
     NamePattern(Role.DUAL_ENCODER, names=("CLIPModel", "SiglipModel")),
+    NamePattern(Role.PAGE_RETRIEVER, names=("ColPaliForRetrieval",)),
     NamePattern(Role.SEQUENCE_HEAD, suffixes=("ForSequenceClassification",)),
     NamePattern(Role.REWARD_HEAD, suffixes=("ForRewardModel",)),
     NamePattern(Role.TOKEN_HEAD, suffixes=("ForTokenClassification",)),
@@ -553,6 +568,17 @@ ENTRIES: tuple[Entry, ...] = (
             "tiny random CLIPModel and SiglipModel saved with their image processors: texts and "
             "real photos vs `get_text_features` / `get_image_features` (SigLIP's texts padded to "
             "its full length, as its processor does)",
+        ),
+    ),
+    Entry(
+        ModelKind.PAGE_RETRIEVER,
+        Role.PAGE_RETRIEVER,
+        "encoder",  # PaliGemma's prefix: the image tokens and the prompt attend both ways
+        "with its processor saved beside it; queries are texts, pages are images (a PIL image, bytes, "
+        "a `Path`, a `data:image/...;base64,` URL); `score` is MaxSim of a query's tokens over a page's",
+        (
+            "tiny random ColPaliForRetrieval saved with its ColPaliProcessor: queries and real "
+            "photographs vs the model's own `embeddings` and the processor's `score_retrieval`",
         ),
     ),
 )

@@ -27,6 +27,7 @@ from poolrag.core.task_heads import (
     dual_encoder_heads,
     embedding_heads,
     lm_head_classifier_heads,
+    page_retriever_heads,
     score_head_classifier_heads,
     sequence_classifier_heads,
     splade_heads,
@@ -34,7 +35,7 @@ from poolrag.core.task_heads import (
     token_classifier_heads,
 )
 from poolrag.loading.decoder_loader import DecoderHead, DecoderParts, is_causal, load_decoder
-from poolrag.loading.model_loader import load_dual_encoder, load_transformer
+from poolrag.loading.model_loader import load_dual_encoder, load_page_retriever, load_transformer
 from poolrag.loading.native_loader import ModelImpl, try_load_native
 from poolrag.loading.placement import Placement
 from poolrag.loading.sparse_heads import load_masked_lm
@@ -105,6 +106,12 @@ def dual_encoder_network(ctx: LoadContext) -> LoadedNetwork:
     )
 
 
+def page_retriever_network(ctx: LoadContext) -> LoadedNetwork:
+    return LoadedNetwork(
+        load_page_retriever(ctx.spec, ctx.dtype, ctx.device, ctx.trust_remote_code, ctx.placement)
+    )
+
+
 def _step_head(spec: ModelSpec) -> DecoderHead:
     """A causal PRM scores with lm_head rows; a ``*ForProcessRewardModel`` with its token head."""
     return "lm_head" if is_causal(spec) else "token"
@@ -134,5 +141,7 @@ RECIPES: dict[ModelKind, Recipe] = {
     ModelKind.DUAL_ENCODER: Recipe(
         dual_encoder_network, dual_encoder_heads, NetworkHead.PROJECTED, reads_images=True
     ),
+    # pages are images, queries texts, both prepared by the folder's own processor
+    ModelKind.PAGE_RETRIEVER: Recipe(page_retriever_network, page_retriever_heads, reads_images=True),
 }
 assert set(RECIPES) == set(ModelKind), "every ModelKind needs a recipe"

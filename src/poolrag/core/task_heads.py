@@ -226,6 +226,14 @@ def dual_encoder_heads(ctx: HeadContext) -> TaskHeads:
     return TaskHeads({"embed": embed, "score": embed}, dim)
 
 
+def page_retriever_heads(ctx: HeadContext) -> TaskHeads:
+    """The model's ``embeddings`` are projected and normalised already: every attended position is
+    one token vector, as for ColBERT, with no projection of ours."""
+    tokens = TokenEmbeddingPooler(TokenEmbeddingHead(None, None))
+    dim = int(getattr(ctx.spec.hf_config, "embedding_dim", 0) or 0) or None
+    return TaskHeads({"token_embed": tokens, "score": tokens}, dim)
+
+
 def _lm_head_rows(ctx: HeadContext) -> LMHeadRowsHead:
     """The converted classifier's head; the config's label count is set to what it produces."""
     decoder, spec = ctx.decoder, ctx.spec

@@ -108,6 +108,31 @@ def load_dual_encoder(
     return model.eval() if placement.places_itself else model.to(device).eval()
 
 
+#: the page retrievers transformers implements, by the architecture name their config.json gives
+PAGE_RETRIEVER_CLASSES = ("ColPaliForRetrieval",)
+
+
+def load_page_retriever(
+    spec: ModelSpec,
+    dtype: torch.dtype,
+    device: torch.device,
+    trust_remote_code: bool,
+    placement: Placement,
+) -> nn.Module:
+    """A page retriever (ColPali) whole, behind one forward (models/page_retriever.py). Its class is
+    transformers' own of that name, from a fixed list: a config names which of them, never code."""
+    import transformers
+
+    from poolrag.models.page_retriever import PageRetriever
+
+    if spec.architecture not in PAGE_RETRIEVER_CLASSES:
+        raise ModelLoadError(f"{spec.architecture} is not one of {', '.join(PAGE_RETRIEVER_CLASSES)}")
+    model_class = getattr(transformers, spec.architecture)
+    model = PageRetriever(from_pretrained(model_class, spec, dtype, device, trust_remote_code, placement))
+    model.requires_grad_(False)
+    return model.eval() if placement.places_itself else model.to(device).eval()
+
+
 def from_pretrained(
     auto_class: type,
     spec: ModelSpec,

@@ -119,6 +119,19 @@ def build_inputs(
     return BatchInputs(kwargs, _pin(lengths_t, pin), False, total, keep=_pin(torch.from_numpy(keep), pin))
 
 
+def build_page_inputs(
+    batch: Sequence[PoolingRequest], *, pad_token_id: int, pin: bool = False
+) -> BatchInputs:
+    """A page retriever's pages: their token ids (image tokens and prompt) padded as texts are, and
+    their ``pixel_values`` ``[B, C, H, W]``; one output row per position."""
+    inputs = build_inputs(batch, pad_token_id=pad_token_id, with_token_types=False, packed=False, pin=pin)
+    pixels = np.stack([r.pixels.values for r in batch if r.pixels is not None])
+    if len(pixels) != len(batch):
+        raise ValueError("a batch mixes images and texts")  # the engine core keeps them apart
+    inputs.kwargs["pixel_values"] = _pin(torch.from_numpy(pixels), pin)
+    return inputs
+
+
 def build_image_inputs(batch: Sequence[PoolingRequest], *, pin: bool = False) -> BatchInputs:
     """``pixel_values`` ``[B, C, H, W]`` of a batch of images (one row out per image)."""
     pixels = np.stack([r.pixels.values for r in batch if r.pixels is not None])

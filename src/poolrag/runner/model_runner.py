@@ -33,7 +33,7 @@ from poolrag.loading.cpu_fast_mode import pack_linear_weights
 from poolrag.models.fused_linear import onednn_available
 from poolrag.models.packed_attention import pads_to_longest
 from poolrag.request import PoolingRequest, ResolvedParams
-from poolrag.runner.batch_inputs import BatchInputs, build_image_inputs, build_inputs
+from poolrag.runner.batch_inputs import BatchInputs, build_image_inputs, build_inputs, build_page_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
 from poolrag.runner.oom import is_out_of_memory, release_cached_memory
 from poolrag.runner.varlen_attention import packed_forward, register
@@ -187,6 +187,8 @@ class ModelRunner:
 
     def _prepare(self, batch: Sequence[PoolingRequest], packed: bool) -> BatchInputs:
         if batch and batch[0].pixels is not None:
+            if batch[0].token_ids:  # a page retriever's page: image tokens and a prompt, and pixels
+                return build_page_inputs(batch, pad_token_id=self.pad_token_id, pin=self._pin)
             return build_image_inputs(batch, pin=self._pin)
         # only when the tokenizer made them: GPT-2 accepts token_type_ids but adds embeddings for them
         with_types = self._accepts_token_types and any(r.token_type_ids is not None for r in batch)

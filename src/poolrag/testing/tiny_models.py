@@ -257,3 +257,28 @@ def build_siglip(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     transformers.SiglipModel(config).eval().save_pretrained(dest)
     transformers.SiglipImageProcessor(size={"height": 32, "width": 32}).save_pretrained(dest)
     return dest
+
+
+def build_colpali(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
+    """A tiny random ``ColPaliForRetrieval`` (a PaliGemma of a 2-layer Gemma and a 2-layer SigLIP
+    vision tower, 32 x 32 pages in 16 patches, 16-dim token vectors) saved with transformers'
+    ``save_pretrained``, and its ``ColPaliProcessor`` saved beside it: the MiniLM tokenizer with
+    ``<image>`` added and ``[CLS]`` as the beginning of text PaliGemma's prompt starts with."""
+    dest.mkdir(parents=True, exist_ok=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_src)
+    tokenizer.add_special_tokens({"bos_token": "[CLS]", "additional_special_tokens": ["<image>"]})
+    image_token = tokenizer.convert_tokens_to_ids("<image>")
+    text = {"vocab_size": len(tokenizer), "hidden_size": HIDDEN, "intermediate_size": 37}
+    text |= {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16}
+    text |= {"max_position_embeddings": 128, "pad_token_id": 0, "bos_token_id": 101, "eos_token_id": 102}
+    vision = _VISION | {"projection_dim": HIDDEN}
+    vlm = transformers.PaliGemmaConfig(
+        text_config=text, vision_config=vision, image_token_index=image_token, projection_dim=HIDDEN
+    )
+    torch.manual_seed(seed)
+    transformers.ColPaliForRetrieval(
+        transformers.ColPaliConfig(vlm_config=vlm, embedding_dim=16)
+    ).eval().save_pretrained(dest)
+    images = transformers.SiglipImageProcessor(size={"height": 32, "width": 32}, image_seq_length=16)
+    transformers.ColPaliProcessor(image_processor=images, tokenizer=tokenizer).save_pretrained(dest)
+    return dest

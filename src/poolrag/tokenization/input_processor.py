@@ -28,6 +28,7 @@ from poolrag.input_shapes import score_pairs
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
 from poolrag.tokenization.images import ImagePreprocessor
+from poolrag.tokenization.page_inputs import PagePreprocessor
 from poolrag.tokenization.text_cut import TextCut
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
@@ -235,6 +236,8 @@ class InputProcessor:
         limit = self._limit(truncate)
         if self.colbert is not None and params.task in ("token_embed", "score"):
             return self._colbert(prompts, params, limit, field, one)
+        if isinstance(self.images, PagePreprocessor):
+            return self._page_inputs(self.images, prompts, params, field, one)
         if prompt is not None and (at := lone_surrogate(prompt)) is not None:
             raise InvalidInputError(
                 f"prompt is not valid Unicode (lone surrogate at character {at})", param="prompt"
@@ -287,6 +290,36 @@ class InputProcessor:
                     token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
                     truncated=self._cut(encoded, j, limit, wholes[j : j + 1], texts[j : j + 1]),
                 )
+        return requests  # type: ignore[return-value]
+
+    def _page_inputs(
+        self,
+        pages: PagePreprocessor,
+        prompts: Sequence[PromptInput],
+        params: ResolvedParams,
+        field: str,
+        one: bool,
+    ) -> list[PoolingRequest]:
+        """A page retriever's inputs: an image is a page, a text a query; its processor writes both
+        (a prompt, image tokens, augmentation tokens), so neither is cut to a token limit: a query
+        longer than the model reads is refused."""
+        requests: list[PoolingRequest | None] = [None] * len(prompts)
+        images: dict[int, tuple[object, str]] = {}
+        queries: dict[int, str] = {}
+        for i, item in enumerate(prompts):
+            index = None if one else i
+            if isinstance(item, dict):
+                requests[i] = self._from_token_ids(item, params, None, field, index)
+            elif is_image_input(item):
+                images[i] = (item, field if index is None else f"{field}[{index}]")
+            else:
+                queries[i] = check_text(item, field, index)
+        if images:
+            for i, request in zip(images, pages.requests(list(images.values()), params), strict=True):
+                requests[i] = request
+        if queries:
+            for i, request in zip(queries, pages.queries(list(queries.values()), params), strict=True):
+                requests[i] = request
         return requests  # type: ignore[return-value]
 
     def _images(self, items: list[tuple[object, str]], params: ResolvedParams) -> list[PoolingRequest]:

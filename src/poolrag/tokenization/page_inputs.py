@@ -1,0 +1,73 @@
+"""Queries and pages as a page retriever's own processor prepares them (ColPali).
+
+A page retriever reads a page as its image tokens plus a visual prompt, and a query as a prompt,
+the query and augmentation tokens the model was trained to attend to; its processor
+(``processor_config.json``) writes both, and nothing here re-implements them. A page is decoded
+within the same limits as any image (:func:`~poolrag.tokenization.images.decode_image`); each
+request keeps the attended positions the processor gave, so padding never reaches the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from poolrag.errors import InputTooLongError, ModelLoadError
+from poolrag.request import Pixels, PoolingRequest, ResolvedParams
+from poolrag.tokenization.images import ImagePreprocessor, _pil, decode_image
+
+
+class PagePreprocessor(ImagePreprocessor):
+    """Pages (images) and queries (texts) for a page retriever, by the folder's own processor."""
+
+    def __init__(self, processor: Any, max_len: int | None = None) -> None:
+        super().__init__(processor, patch_size=1, class_token=False)
+        self.max_len = max_len
+
+    @classmethod
+    def from_folder(
+        cls, folder: str | Path, patch_size: int = 1, class_token: bool = False
+    ) -> PagePreprocessor:
+        from transformers import AutoProcessor
+
+        _pil()  # one line naming the images extra when Pillow is missing
+        try:
+            processor = AutoProcessor.from_pretrained(folder)
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(
+                f"{folder}: no processor to prepare pages and queries with ({exc})"
+            ) from None
+        if not hasattr(processor, "process_queries") or not hasattr(processor, "process_images"):
+            raise ModelLoadError(f"{folder}: {type(processor).__name__} is not a page retriever's processor")
+        return cls(processor)
+
+    def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
+        image = decode_image(value, name)
+        encoded = self.processor.process_images(images=[image], return_tensors="pt")
+        ids = _attended(encoded, 0)
+        values = encoded["pixel_values"][0].float().numpy()
+        digest = hashlib.sha256(np.ascontiguousarray(values).data).hexdigest()
+        return PoolingRequest(token_ids=ids, params=params, pixels=Pixels(digest, values, len(ids)))
+
+    def queries(self, texts: Sequence[str], params: ResolvedParams) -> list[PoolingRequest]:
+        """One request per query: the processor's prompt, the query and its augmentation tokens."""
+        encoded = self.processor.process_queries(text=list(texts), return_tensors="pt")
+        requests = []
+        for row in range(len(texts)):
+            ids = _attended(encoded, row)
+            if self.max_len is not None and len(ids) > self.max_len:
+                raise InputTooLongError(len(ids), self.max_len)
+            requests.append(PoolingRequest(token_ids=ids, params=params))
+        return requests
+
+
+def _attended(encoded: Any, row: int) -> tuple[int, ...]:
+    """Row ``row``'s token ids at the positions its attention mask keeps (padding dropped; the
+    augmentation tokens a query attends to are the pad token, so the mask, not the id, decides)."""
+    ids = np.asarray(encoded["input_ids"][row])
+    mask = np.asarray(encoded["attention_mask"][row]).astype(bool)
+    return tuple(int(i) for i in ids[mask])

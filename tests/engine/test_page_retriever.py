@@ -1,0 +1,103 @@
+"""A ColPali folder through the engine: a vector per query token and per page position, the
+checkpoint's own, and MaxSim of a query over a page as the model's processor scores it.
+
+The folder is a tiny random ``ColPaliForRetrieval`` and ``ColPaliProcessor`` saved by transformers;
+the pages are real photographs shipped in a package (matplotlib's sample data) and a PDF page
+rendered by pdfium.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from tiny_models import build_colpali
+
+from poolrag import Engine, PoolingParams
+from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
+
+PIL = pytest.importorskip("PIL.Image", reason="pages need the images extra (Pillow)")
+SAMPLES = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data"
+PHOTOS = [SAMPLES / "grace_hopper.jpg", SAMPLES / "Minduka_Present_Blue_Pack.png", SAMPLES / "logo2.png"]
+QUERIES = ["a portrait of an admiral", "blue", "which logo is on the page with the most text in it?"]
+
+
+@pytest.fixture(scope="module")
+def colpali(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Path:
+    return build_colpali(tmp_path_factory.mktemp("colpali"), minilm_path)
+
+
+@pytest.fixture(scope="module")
+def engine(colpali: Path) -> Engine:
+    return Engine(colpali)
+
+
+@pytest.fixture(scope="module")
+def reference(colpali: Path) -> dict[str, object]:
+    """transformers' own: the processor's pages and queries through the model, padded as a batch."""
+    model = transformers.ColPaliForRetrieval.from_pretrained(colpali).eval()
+    processor = transformers.ColPaliProcessor.from_pretrained(colpali)
+    pages = processor.process_images(images=[PIL.open(p).convert("RGB") for p in PHOTOS])
+    queries = processor.process_queries(text=QUERIES)
+    with torch.no_grad():
+        page_vectors = model(**pages).embeddings
+        query_vectors = model(**queries).embeddings
+    return {
+        "pages": [v[m.bool()].numpy() for v, m in zip(page_vectors, pages["attention_mask"], strict=True)],
+        "queries": [
+            v[m.bool()].numpy() for v, m in zip(query_vectors, queries["attention_mask"], strict=True)
+        ],
+        "scores": processor.score_retrieval(query_vectors, page_vectors).numpy(),
+    }
+
+
+def _token_vectors(engine: Engine, inputs: list) -> list[np.ndarray]:
+    return [np.asarray(out.outputs.data) for out in engine.encode(inputs, pooling_task="token_embed")]
+
+
+def test_pages_and_queries_get_the_checkpoint_s_own_token_vectors(engine: Engine, reference) -> None:
+    assert engine.supported_tasks == ("token_embed", "score") and engine.embedding_dim == 16
+    assert engine.facts.reads_images and engine.facts.score_kind.value == "maxsim"
+    for got, want in zip(_token_vectors(engine, PHOTOS), reference["pages"], strict=True):
+        assert got.shape == want.shape == (16 + 5, 16)  # 16 image tokens and the visual prompt
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    # a query is its processor's prompt, the query and the augmentation tokens it attends to
+    for got, want in zip(_token_vectors(engine, QUERIES), reference["queries"], strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_a_query_scores_against_pages_by_maxsim_as_the_processor_does(engine: Engine, reference) -> None:
+    for i, query in enumerate(QUERIES):
+        scores = [out.outputs.score for out in engine.score(query, PHOTOS)]
+        np.testing.assert_allclose(scores, reference["scores"][i], rtol=1e-5)
+
+
+def test_a_rendered_pdf_page_is_a_page_like_any_image(engine: Engine, colpali: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfium2)")
+    from poolrag.ingest.pdf_pages import PageRendering, render_page
+    from poolrag.testing.page_corpus import write_pdf
+
+    page = render_page(write_pdf(tmp_path / "one.pdf", ["Quarterly report"], photo_on=0), 0, PageRendering())
+    model = transformers.ColPaliForRetrieval.from_pretrained(colpali).eval()
+    processor = transformers.ColPaliProcessor.from_pretrained(colpali)
+    with torch.no_grad():
+        want = model(**processor.process_images(images=[page])).embeddings[0]
+    np.testing.assert_allclose(_token_vectors(engine, [page])[0], want.numpy(), atol=1e-5)
+
+
+def test_a_page_is_decoded_within_the_image_limits(engine: Engine) -> None:
+    with pytest.raises(InvalidInputError, match=r"input\[1\]: not a readable image"):
+        engine.encode([PHOTOS[0], b"not an image"], pooling_task="token_embed")
+
+
+def test_a_page_retriever_has_no_single_vector_to_give(engine: Engine) -> None:
+    with pytest.raises(
+        UnsupportedTaskError,
+        match="task 'embed' is not supported by this model; supported tasks: token_embed, score",
+    ):
+        engine.embed(["a query"])
+    with pytest.raises(DimensionsError, match="dimensions applies to embeddings, not to task 'token_embed'"):
+        engine.encode(["a query"], pooling_task="token_embed", pooling_params=PoolingParams(dimensions=8))
