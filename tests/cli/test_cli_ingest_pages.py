@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from kill_resume import SUBJECTS, kill_mid_run, resume, store_kwargs, store_location
-from tiny_models import build_clip
+from tiny_models import build_clip, build_colpali
 
 from poolrag import Engine
 from poolrag.ingest import read_paths
@@ -29,6 +29,11 @@ pytest.importorskip("matplotlib", reason="the page corpus is written by matplotl
 @pytest.fixture(scope="module")
 def clip_folder(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Path:
     return build_clip(tmp_path_factory.mktemp("clip"), minilm_path)
+
+
+@pytest.fixture(scope="module")
+def colpali_folder(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Path:
+    return build_colpali(tmp_path_factory.mktemp("colpali"), minilm_path)
 
 
 def _poolrag(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -90,6 +95,46 @@ def test_dimensions_with_an_image_model_is_refused_before_anything_is_written(
     assert "--dimensions: a model that reads images stores its full vectors" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "m.db").exists()
+
+
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_a_page_retriever_stores_each_page_as_its_token_vectors(
+    kind: str, tmp_path: Path, colpali_folder: Path
+) -> None:
+    """ColPali: a multivector row per page and image (its image tokens and visual prompt); the
+    folder's text files are not its documents. A text query is scored by MaxSim over them."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    copy_photo(docs / "hopper.jpg")
+    write_pdf(docs / "guide.pdf", ["Bees and flowers.", "Stars and comets."], photo_on=0)
+    (docs / "note.txt").write_text("A note a page retriever does not read.")
+    location = store_location(kind, tmp_path)
+    store = ["--model", str(colpali_folder), "--store", kind, *location, "--collection", "pages"]
+
+    ingest = _poolrag(["ingest", str(docs), *store, "--quiet", "--json"], tmp_path)
+    assert ingest.returncode == 0, ingest.stderr[-3000:]
+    report = json.loads(ingest.stdout.strip().splitlines()[-1])
+    assert (report["documents"], report["chunks"], report["embedded"]) == (2, 3, 3)
+
+    search = _poolrag(["search", "where are the comets", *store, "-k", "5", "--json"], tmp_path)
+    assert search.returncode == 0, search.stderr[-3000:]
+    rows = [json.loads(line) for line in search.stdout.splitlines()]
+    assert {(Path(r["source"]).name, r.get("page")) for r in rows} == {
+        ("hopper.jpg", None),
+        ("guide.pdf", 1),
+        ("guide.pdf", 2),
+    }
+    # each score is the engine's own MaxSim of the query over that page's stored token vectors
+    engine = Engine(colpali_folder)
+    rendering = PageRendering()
+    pages = {("hopper.jpg", None): docs / "hopper.jpg"}
+    pages |= {("guide.pdf", p): render_page(docs / "guide.pdf", p - 1, rendering) for p in (1, 2)}
+    expected = {
+        key: out.outputs.score
+        for key, out in zip(pages, engine.score("where are the comets", list(pages.values())), strict=True)
+    }
+    for row in rows:
+        assert row["score"] == pytest.approx(expected[(Path(row["source"]).name, row.get("page"))], rel=1e-4)
 
 
 @pytest.mark.slow

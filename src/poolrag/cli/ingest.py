@@ -193,6 +193,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
     from poolrag.ingest.pdf_pages import PageRendering
     from poolrag.ingest.readers import count_documents
+    from poolrag.model_facts import ScoreKind
     from poolrag.stores import check_collection_name
 
     # Check the cheap things (paths, names, the cache) before loading a model or touching a database.
@@ -277,10 +278,13 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         ranges=calibration or _shipped_ranges(args, engine),
     )
     # The bar starts at its total: the files are listed (and JSONL lines counted) once more for it.
-    total = None if args.quiet else count_documents(args.paths, images=reads_images)
+    # a page retriever (ColPali) reads pages, so a folder's text files are not its documents
+    texts = not (reads_images and engine.facts.score_kind is ScoreKind.MAXSIM)
+    total = None if args.quiet else count_documents(args.paths, images=reads_images, texts=texts)
     # read lazily; image files and PDFs only for a model that reads images
+    images = rendering if reads_images else None
     documents = read_paths(
-        args.paths, text_field=args.text_field, skipped=skipped, images=rendering if reads_images else None
+        args.paths, text_field=args.text_field, skipped=skipped, images=images, texts=texts
     )
     return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total)
 

@@ -248,12 +248,14 @@ def read_paths(
     text_field: str = "text",
     skipped: list[SkippedFile] | None = None,
     images: PageRendering | None = None,
+    texts: bool = True,
 ) -> Iterator[Document | FileDocument | VisualDocument]:
     """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl).
 
     Args:
         images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) and PDFs are
             read too, a PDF's pages rendered this way (:mod:`~poolrag.ingest.visual_documents`).
+        texts: text and JSONL files are read (``False`` for a page retriever, which reads pages).
         skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
             JSONL lines); those files are left out and the rest is read. ``None`` raises instead.
             Non-regular files (FIFOs, sockets, devices) are always left out, with a warning.
@@ -270,7 +272,7 @@ def read_paths(
         if skipped is not None:
             skipped.append(item)
 
-    suffixes = _suffixes(images is not None)
+    suffixes = _suffixes(images is not None, texts)
     if images is not None:
         from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES, read_visual_file
     paths = list(paths)
@@ -316,13 +318,17 @@ def read_paths(
             yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
 
 
-def _suffixes(images: bool) -> tuple[str, ...]:
+def _suffixes(images: bool, texts: bool = True) -> tuple[str, ...]:
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
-    return TEXT_SUFFIXES + JSONL_SUFFIXES + ((IMAGE_SUFFIXES + PDF_SUFFIXES) if images else ())
+    return (TEXT_SUFFIXES + JSONL_SUFFIXES if texts else ()) + (
+        (IMAGE_SUFFIXES + PDF_SUFFIXES) if images else ()
+    )
 
 
-def count_documents(paths: Iterable[str | os.PathLike[str]], *, images: bool = False) -> int:
+def count_documents(
+    paths: Iterable[str | os.PathLike[str]], *, images: bool = False, texts: bool = True
+) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
     or record: one per text file, one per non-blank line of a JSONL file, one per file or folder
     that cannot be read. Files are only listed, JSONL files' lines counted, so that a progress bar
@@ -336,7 +342,7 @@ def count_documents(paths: Iterable[str | os.PathLike[str]], *, images: bool = F
         count += 1
 
     for raw in paths:
-        for file in _walk(Path(raw), unlisted, _suffixes(images)):
+        for file in _walk(Path(raw), unlisted, _suffixes(images, texts)):
             if _check(file) is not None:
                 count += 1
                 continue
