@@ -61,6 +61,21 @@ class InvalidTextError(InvalidInputError):
         return InvalidTextError(field, index, self.problem)
 
 
+class InvalidImageError(InvalidInputError):
+    """An image input that cannot be read, named as the caller named it (``input[2]``), so a front
+    door whose fields have other names can say it in its own words (:meth:`renamed`)."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"{name}: {problem}", param=name)
+        self.name = name
+        self.problem = problem
+
+    def renamed(self, fields: dict[str, str]) -> InvalidImageError:
+        """The same problem, its field renamed by ``fields`` (``text_2[1]`` -> ``documents[1]``)."""
+        field, bracket, rest = self.name.partition("[")
+        return InvalidImageError(fields.get(field, field) + bracket + rest, self.problem)
+
+
 class InputTypeError(PoolragError, TypeError):
     """An input that is not text (or token ids) was passed where text was expected."""
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InvalidImageError, InvalidInputError
 from poolrag.ingest.chunker import MAX_CHUNK_BYTES, Chunk, chunk_id
 from poolrag.ingest.pdf_pages import PageRendering, read_pdf_pages, render_page
 
@@ -131,8 +131,8 @@ def read_visual_file(path: Path, rendering: PageRendering) -> VisualDocument:
         return PdfDocument(source, path, file_digest(path), tuple(pages), rendering, metadata)
     try:
         decode_image(path, "image").close()  # decodes within the engine's pixel limit
-    except InvalidInputError as exc:
-        raise InvalidInputError(str(exc).removeprefix("image: ")) from None
+    except InvalidImageError as exc:
+        raise InvalidInputError(exc.problem) from None
     return ImageDocument(source, path, file_digest(path), metadata)
 
 

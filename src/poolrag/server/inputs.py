@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from poolrag.errors import InvalidTextError
+from poolrag.errors import InvalidImageError, InvalidTextError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
@@ -23,6 +23,8 @@ def fields_named(**fields: str) -> Iterator[None]:
         yield
     except InvalidTextError as error:
         raise error.renamed(fields.get(error.field, error.field), error.index) from None
+    except InvalidImageError as error:  # a page given as a document: documents[1], not text_2[1]
+        raise error.renamed(fields) from None
 
 
 def check_count(settings: ServerSettings, count: int, param: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from poolrag.errors import InvalidInputError, ModelLoadError
+from poolrag.errors import InvalidImageError, InvalidInputError, ModelLoadError
 from poolrag.image_inputs import is_pil_image
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
 
@@ -47,18 +47,16 @@ def _encoded(value: object, name: str) -> bytes | Path:
     if isinstance(value, PurePath):
         path = Path(value)
         if not path.is_file():
-            raise InvalidInputError(f"{name}: no image file at {path}", param=name)
+            raise InvalidImageError(name, f"no image file at {path}")
         return path
     assert isinstance(value, str)  # a data: URL (is_image_input)
     header, comma, payload = value.partition(",")
     if not comma or not header.lower().endswith(";base64"):
-        raise InvalidInputError(
-            f"{name}: an image data URL must be base64 (data:image/...;base64,...)", param=name
-        )
+        raise InvalidImageError(name, "an image data URL must be base64 (data:image/...;base64,...)")
     try:
         return base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidInputError(f"{name}: the image data URL is not valid base64", param=name) from None
+        raise InvalidImageError(name, "the image data URL is not valid base64") from None
 
 
 def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXELS) -> Any:
@@ -75,21 +73,28 @@ def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE
         except InvalidInputError:
             raise
         except image_module.DecompressionBombError:  # Pillow's own bound, far above ours
-            raise InvalidInputError(_too_large(name, max_pixels, "refused by Pillow"), param=name) from None
+            raise InvalidImageError(name, _too_large(max_pixels, "refused by Pillow")) from None
         except (OSError, ValueError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
-            raise InvalidInputError(f"{name}: not a readable image ({exc})", param=name) from None
+            raise InvalidImageError(name, f"not a readable image ({_reason(exc)})") from None
     _check_size(image.size, name, max_pixels)  # type: ignore[attr-defined]
     return image.convert("RGB")  # type: ignore[attr-defined]
 
 
-def _too_large(name: str, max_pixels: int, what: str) -> str:
-    return f"{name}: the image has more than {max_pixels:,} pixels ({what})"
+def _too_large(max_pixels: int, what: str) -> str:
+    return f"the image has more than {max_pixels:,} pixels ({what})"
+
+
+def _reason(exc: Exception) -> str:
+    """Pillow's reason, without the in-memory buffer it names (``<_io.BytesIO object at 0x...>``)."""
+    if type(exc).__name__ == "UnidentifiedImageError":
+        return "not a known image format"
+    return str(exc)
 
 
 def _check_size(size: tuple[int, int], name: str, max_pixels: int) -> None:
     width, height = size
     if width * height > max_pixels:
-        raise InvalidInputError(_too_large(name, max_pixels, f"{width}x{height}"), param=name)
+        raise InvalidImageError(name, _too_large(max_pixels, f"{width}x{height}"))
 
 
 #: threads preparing one call's images: decoding, resizing and normalising run in Pillow's and

@@ -1,0 +1,78 @@
+"""A served page retriever (ColPali): pages cross HTTP as data URLs in vLLM's ``/pooling``,
+``/score`` and ``/rerank``, and come back as the engine's own token vectors and MaxSim scores; a
+page that is not an image is a 400 naming it."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from tiny_models import build_colpali
+
+from poolrag import Engine
+from poolrag.testing.live_server import serve
+
+pytest.importorskip("PIL.Image", reason="pages need the images extra (Pillow)")
+SAMPLES = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data"
+PAGES = [SAMPLES / "grace_hopper.jpg", SAMPLES / "logo2.png"]
+
+
+def _data_url(path: Path) -> str:
+    kind = "jpeg" if path.suffix == ".jpg" else "png"
+    return f"data:image/{kind};base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Engine:
+    return Engine(build_colpali(tmp_path_factory.mktemp("colpali"), minilm_path))
+
+
+@pytest.fixture(scope="module")
+def url(engine: Engine) -> Iterator[str]:
+    yield from serve(engine, "colpali")
+
+
+def test_rerank_and_score_rank_pages_by_the_engine_s_maxsim(engine: Engine, url: str) -> None:
+    query = "an admiral's portrait"
+    want = [out.outputs.score for out in engine.score(query, PAGES)]
+    documents = [_data_url(p) for p in PAGES]
+    rerank = httpx.post(f"{url}/rerank", json={"model": "colpali", "query": query, "documents": documents})
+    assert rerank.status_code == 200, rerank.text
+    by_index = {r["index"]: r["relevance_score"] for r in rerank.json()["results"]}
+    np.testing.assert_allclose([by_index[0], by_index[1]], want, rtol=1e-5)
+    score = httpx.post(f"{url}/score", json={"model": "colpali", "text_1": query, "text_2": documents})
+    assert score.status_code == 200, score.text
+    np.testing.assert_allclose([row["score"] for row in score.json()["data"]], want, rtol=1e-5)
+
+
+def test_pooling_returns_a_page_s_token_vectors(engine: Engine, url: str) -> None:
+    body = {"model": "colpali", "input": [_data_url(PAGES[0]), "a query"], "task": "token_embed"}
+    answer = httpx.post(f"{url}/pooling", json=body)
+    assert answer.status_code == 200, answer.text
+    got = [np.asarray(row["data"], np.float32) for row in answer.json()["data"]]
+    want = [
+        np.asarray(out.outputs.data)
+        for out in engine.encode([PAGES[0], "a query"], pooling_task="token_embed")
+    ]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-6)
+
+
+def test_a_document_that_is_not_an_image_is_a_400_naming_it(url: str) -> None:
+    bad = "data:image/png;base64," + base64.b64encode(b"not a picture").decode()
+    body = {"model": "colpali", "query": "q", "documents": [_data_url(PAGES[0]), bad]}
+    answer = httpx.post(f"{url}/rerank", json=body)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["message"] == "documents[1]: not a readable image (not a known image format)"
+    assert error["param"] == "documents[1]"
+
+
+def test_a_page_retriever_has_no_single_vector_for_embeddings(url: str) -> None:
+    answer = httpx.post(f"{url}/v1/embeddings", json={"model": "colpali", "input": ["a query"]})
+    assert answer.status_code == 400
+    assert "supported tasks: token_embed, score" in answer.json()["error"]["message"]
