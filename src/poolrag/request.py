@@ -28,6 +28,9 @@ class Pixels:
     digest: str
     values: Any = field(compare=False, repr=False)  # numpy array; typed loosely to keep this layer light
     patches: int = field(compare=False)  # what it costs the batch, as a text's token count does
+    #: a dynamic-resolution image's (temporal, height, width) patch grid (Qwen2-VL): ``values`` is then
+    #: its ``[patches, features]`` rows, as many as the grid holds
+    grid: tuple[int, ...] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from kill_resume import SUBJECTS, kill_mid_run, resume, store_kwargs, store_location
-from tiny_models import build_clip, build_colpali
+from tiny_models import build_clip, build_colpali, build_colqwen2
 
 from poolrag import Engine
 from poolrag.ingest import read_paths
@@ -32,8 +32,12 @@ def clip_folder(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> 
 
 
 @pytest.fixture(scope="module")
-def colpali_folder(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Path:
-    return build_colpali(tmp_path_factory.mktemp("colpali"), minilm_path)
+def page_retrievers(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("page-retrievers")
+    return {
+        "colpali": build_colpali(root / "colpali", minilm_path),
+        "colqwen2": build_colqwen2(root / "colqwen2", minilm_path),
+    }
 
 
 def _poolrag(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -97,9 +101,11 @@ def test_dimensions_with_an_image_model_is_refused_before_anything_is_written(
     assert not (tmp_path / "m.db").exists()
 
 
-@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+@pytest.mark.parametrize(
+    ("model", "kind"), [("colpali", "milvus"), ("colpali", "qdrant"), ("colqwen2", "qdrant")]
+)
 def test_a_page_retriever_stores_each_page_as_its_token_vectors(
-    kind: str, tmp_path: Path, colpali_folder: Path
+    model: str, kind: str, tmp_path: Path, page_retrievers: dict[str, Path]
 ) -> None:
     """ColPali: a multivector row per page and image (its image tokens and visual prompt); the
     folder's text files are not its documents. A text query is scored by MaxSim over them."""
@@ -109,7 +115,7 @@ def test_a_page_retriever_stores_each_page_as_its_token_vectors(
     write_pdf(docs / "guide.pdf", ["Bees and flowers.", "Stars and comets."], photo_on=0)
     (docs / "note.txt").write_text("A note a page retriever does not read.")
     location = store_location(kind, tmp_path)
-    store = ["--model", str(colpali_folder), "--store", kind, *location, "--collection", "pages"]
+    store = ["--model", str(page_retrievers[model]), "--store", kind, *location, "--collection", "pages"]
 
     ingest = _poolrag(["ingest", str(docs), *store, "--quiet", "--json"], tmp_path)
     assert ingest.returncode == 0, ingest.stderr[-3000:]
@@ -125,7 +131,7 @@ def test_a_page_retriever_stores_each_page_as_its_token_vectors(
         ("guide.pdf", 2),
     }
     # each score is the engine's own MaxSim of the query over that page's stored token vectors
-    engine = Engine(colpali_folder)
+    engine = Engine(page_retrievers[model])
     rendering = PageRendering()
     pages = {("hopper.jpg", None): docs / "hopper.jpg"}
     pages |= {("guide.pdf", p): render_page(docs / "guide.pdf", p - 1, rendering) for p in (1, 2)}

@@ -208,7 +208,7 @@ ARCHITECTURES: tuple[NamePattern, ...] = (
     ),
     NamePattern(Role.BACKBONE, names=("LlamaBidirectionalModel",)),
     NamePattern(Role.DUAL_ENCODER, names=("CLIPModel", "SiglipModel")),
-    NamePattern(Role.PAGE_RETRIEVER, names=("ColPaliForRetrieval",)),
+    NamePattern(Role.PAGE_RETRIEVER, names=("ColPaliForRetrieval", "ColQwen2ForRetrieval")),
     NamePattern(Role.SEQUENCE_HEAD, suffixes=("ForSequenceClassification",)),
     NamePattern(Role.REWARD_HEAD, suffixes=("ForRewardModel",)),
     NamePattern(Role.TOKEN_HEAD, suffixes=("ForTokenClassification",)),
@@ -573,12 +573,15 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         ModelKind.PAGE_RETRIEVER,
         Role.PAGE_RETRIEVER,
-        "encoder",  # PaliGemma's prefix: the image tokens and the prompt attend both ways
+        # a vision-language model kept whole (PaliGemma's prefix attends both ways, Qwen2-VL is causal):
+        # every position is a vector, none is pooled, so it is listed with the encoders
+        "encoder",
         "with its processor saved beside it; queries are texts, pages are images (a PIL image, bytes, "
         "a `Path`, a `data:image/...;base64,` URL); `score` is MaxSim of a query's tokens over a page's",
         (
-            "tiny random ColPaliForRetrieval saved with its ColPaliProcessor: queries and real "
-            "photographs vs the model's own `embeddings` and the processor's `score_retrieval`",
+            "tiny random ColPaliForRetrieval and ColQwen2ForRetrieval saved with their processors: "
+            "queries, real photographs and a rendered PDF page vs the model's own `embeddings` and "
+            "the processor's `score_retrieval`",
         ),
     ),
 )

@@ -1,4 +1,4 @@
-"""A page retriever (ColPali) as one network: a batch of queries, or a batch of pages with their
+"""A page retriever (ColPali, ColQwen2) as one network: a batch of queries, or a batch of pages with their
 pixels, in; the checkpoint's own ``embeddings`` out, one projected, normalised vector per position.
 
 The model's forward already projects and normalises every position and zeroes the padded ones; the
@@ -25,6 +25,7 @@ class PageRetriever(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
+        image_grid_thw: torch.Tensor | None = None,
         **_: Any,
     ) -> BaseModelOutput:
         """``last_hidden_state``: ``[B, T, embedding_dim]``, the model's ``embeddings``."""
@@ -33,4 +34,6 @@ class PageRetriever(nn.Module):
         inputs["use_cache"] = False
         if pixel_values is not None:
             inputs["pixel_values"] = pixel_values.to(self.model.dtype)
+        if image_grid_thw is not None:  # ColQwen2: each page's patch grid
+            inputs["image_grid_thw"] = image_grid_thw
         return BaseModelOutput(last_hidden_state=self.model(**inputs).embeddings)

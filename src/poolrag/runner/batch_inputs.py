@@ -125,9 +125,18 @@ def build_page_inputs(
     """A page retriever's pages: their token ids (image tokens and prompt) padded as texts are, and
     their ``pixel_values`` ``[B, C, H, W]``; one output row per position."""
     inputs = build_inputs(batch, pad_token_id=pad_token_id, with_token_types=False, packed=False, pin=pin)
-    pixels = np.stack([r.pixels.values for r in batch if r.pixels is not None])
-    if len(pixels) != len(batch):
+    images = [r.pixels for r in batch if r.pixels is not None]
+    if len(images) != len(batch):
         raise ValueError("a batch mixes images and texts")  # the engine core keeps them apart
+    if images[0].grid is None:
+        pixels = np.stack([p.values for p in images])
+    else:  # each image's rows of patches, padded to the longest, and each one's grid
+        rows = max(len(p.values) for p in images)
+        pixels = np.zeros((len(images), rows, images[0].values.shape[-1]), dtype=np.float32)
+        for i, p in enumerate(images):
+            pixels[i, : len(p.values)] = p.values
+        grids = torch.tensor([p.grid for p in images], dtype=torch.int64)
+        inputs.kwargs["image_grid_thw"] = _pin(grids, pin)
     inputs.kwargs["pixel_values"] = _pin(torch.from_numpy(pixels), pin)
     return inputs
 

@@ -282,3 +282,53 @@ def build_colpali(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     images = transformers.SiglipImageProcessor(size={"height": 32, "width": 32}, image_seq_length=16)
     transformers.ColPaliProcessor(image_processor=images, tokenizer=tokenizer).save_pretrained(dest)
     return dest
+
+
+def build_colqwen2(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
+    """A tiny random ``ColQwen2ForRetrieval`` (a 2-layer Qwen2-VL: 8-pixel patches merged 2 x 2,
+    pages of 256 to 4,096 pixels at their own aspect ratio, 16-dim token vectors) saved with
+    ``save_pretrained``, and its ``ColQwen2Processor`` beside it: the MiniLM tokenizer with Qwen2-VL's
+    chat and vision tokens added."""
+    dest.mkdir(parents=True, exist_ok=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_src)
+    names = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>"]
+    names += ["<|image_pad|>", "<|video_pad|>"]
+    tokenizer.add_special_tokens({"additional_special_tokens": names})
+    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in names}
+    text = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": HIDDEN,
+        "intermediate_size": 37,
+        "num_hidden_layers": 2,
+    }
+    text |= {
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 512,
+        "pad_token_id": 0,
+    }
+    text |= {
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]},
+        "bos_token_id": 101,
+        "eos_token_id": 102,
+    }
+    vision = {"depth": 2, "embed_dim": HIDDEN, "hidden_size": HIDDEN, "num_heads": 2, "mlp_ratio": 2}
+    vision |= {"patch_size": 8, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    vlm = transformers.Qwen2VLConfig(
+        bos_token_id=101,
+        eos_token_id=102,
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    torch.manual_seed(seed)
+    config = transformers.ColQwen2Config(vlm_config=vlm, embedding_dim=16)
+    transformers.ColQwen2ForRetrieval(config).eval().save_pretrained(dest)
+    images = transformers.Qwen2VLImageProcessor(
+        min_pixels=256, max_pixels=64 * 64, patch_size=8, merge_size=2, temporal_patch_size=2
+    )
+    transformers.ColQwen2Processor(image_processor=images, tokenizer=tokenizer).save_pretrained(dest)
+    return dest
