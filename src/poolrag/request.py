@@ -31,6 +31,9 @@ class Pixels:
     #: a dynamic-resolution image's (temporal, height, width) patch grid (Qwen2-VL): ``values`` is then
     #: its ``[patches, features]`` rows, as many as the grid holds
     grid: tuple[int, ...] | None = field(default=None, compare=False)
+    #: an image cut into tiles (Idefics3, ModernVBERT): ``values`` is ``[tiles, C, H, W]`` and this
+    #: is their ``[tiles, H, W]`` pixel mask
+    tile_mask: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

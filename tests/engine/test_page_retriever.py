@@ -1,9 +1,9 @@
-"""ColPali and ColQwen2 folders through the engine: a vector per query token and per page position,
-the checkpoint's own, and MaxSim of a query over a page as the model's processor scores it.
+"""ColPali, ColQwen2 and ColModernVBERT folders through the engine: a vector per query token and per
+page position, the checkpoint's own, and MaxSim of a query over a page as the model's processor scores it.
 
 Each folder is a tiny random ``ColPaliForRetrieval`` / ``ColQwen2ForRetrieval`` and its processor
-saved by transformers (ColQwen2 reads each page at its own resolution, so pages of one batch have
-different patch counts);
+saved by transformers (ColQwen2 reads each page at its own resolution and ColModernVBERT cuts it into
+tiles, so pages of one batch have different patch or tile counts);
 the pages are real photographs shipped in a package (matplotlib's sample data) and a PDF page
 rendered by pdfium.
 """
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import build_colpali, build_colqwen2
+from tiny_models import build_colmodernvbert, build_colpali, build_colqwen2
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
@@ -28,7 +28,7 @@ PHOTOS = [SAMPLES / "grace_hopper.jpg", SAMPLES / "Minduka_Present_Blue_Pack.png
 QUERIES = ["a portrait of an admiral", "blue", "which logo is on the page with the most text in it?"]
 
 
-BUILDERS = {"colpali": build_colpali, "colqwen2": build_colqwen2}
+BUILDERS = {"colpali": build_colpali, "colqwen2": build_colqwen2, "colmodernvbert": build_colmodernvbert}
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))

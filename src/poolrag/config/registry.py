@@ -208,7 +208,10 @@ ARCHITECTURES: tuple[NamePattern, ...] = (
     ),
     NamePattern(Role.BACKBONE, names=("LlamaBidirectionalModel",)),
     NamePattern(Role.DUAL_ENCODER, names=("CLIPModel", "SiglipModel")),
-    NamePattern(Role.PAGE_RETRIEVER, names=("ColPaliForRetrieval", "ColQwen2ForRetrieval")),
+    NamePattern(
+        Role.PAGE_RETRIEVER,
+        names=("ColPaliForRetrieval", "ColQwen2ForRetrieval", "ColModernVBertForRetrieval"),
+    ),
     NamePattern(Role.SEQUENCE_HEAD, suffixes=("ForSequenceClassification",)),
     NamePattern(Role.REWARD_HEAD, suffixes=("ForRewardModel",)),
     NamePattern(Role.TOKEN_HEAD, suffixes=("ForTokenClassification",)),
@@ -573,13 +576,15 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         ModelKind.PAGE_RETRIEVER,
         Role.PAGE_RETRIEVER,
-        # a vision-language model kept whole (PaliGemma's prefix attends both ways, Qwen2-VL is causal):
+        # a vision-language model kept whole (PaliGemma's prefix and ModernVBERT attend both ways,
+        # Qwen2-VL is causal):
         # every position is a vector, none is pooled, so it is listed with the encoders
         "encoder",
         "with its processor saved beside it; queries are texts, pages are images (a PIL image, bytes, "
         "a `Path`, a `data:image/...;base64,` URL); `score` is MaxSim of a query's tokens over a page's",
         (
-            "tiny random ColPaliForRetrieval and ColQwen2ForRetrieval saved with their processors: "
+            "tiny random ColPaliForRetrieval, ColQwen2ForRetrieval and ColModernVBertForRetrieval "
+            "saved with their processors: "
             "queries, real photographs and a rendered PDF page vs the model's own `embeddings` and "
             "the processor's `score_retrieval`",
         ),

@@ -109,7 +109,7 @@ def load_dual_encoder(
 
 
 #: the page retrievers transformers implements, by the architecture name their config.json gives
-PAGE_RETRIEVER_CLASSES = ("ColPaliForRetrieval", "ColQwen2ForRetrieval")
+PAGE_RETRIEVER_CLASSES = ("ColPaliForRetrieval", "ColQwen2ForRetrieval", "ColModernVBertForRetrieval")
 
 
 def load_page_retriever(

@@ -1,5 +1,6 @@
-"""A page retriever (ColPali, ColQwen2) as one network: a batch of queries, or a batch of pages with their
-pixels, in; the checkpoint's own ``embeddings`` out, one projected, normalised vector per position.
+"""A page retriever (ColPali, ColQwen2, ColModernVBERT) as one network: a batch of queries, or a
+batch of pages with their pixels, in; the checkpoint's own ``embeddings`` out, one projected,
+normalised vector per position.
 
 The model's forward already projects and normalises every position and zeroes the padded ones; the
 token head keeps the attended positions of each row, as the model's reference scoring does.
@@ -26,6 +27,7 @@ class PageRetriever(nn.Module):
         attention_mask: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
         image_grid_thw: torch.Tensor | None = None,
+        pixel_attention_mask: torch.Tensor | None = None,
         **_: Any,
     ) -> BaseModelOutput:
         """``last_hidden_state``: ``[B, T, embedding_dim]``, the model's ``embeddings``."""
@@ -36,4 +38,6 @@ class PageRetriever(nn.Module):
             inputs["pixel_values"] = pixel_values.to(self.model.dtype)
         if image_grid_thw is not None:  # ColQwen2: each page's patch grid
             inputs["image_grid_thw"] = image_grid_thw
+        if pixel_attention_mask is not None:  # ColModernVBERT: each page's tiles
+            inputs["pixel_attention_mask"] = pixel_attention_mask
         return BaseModelOutput(last_hidden_state=self.model(**inputs).embeddings)

@@ -128,17 +128,26 @@ def build_page_inputs(
     images = [r.pixels for r in batch if r.pixels is not None]
     if len(images) != len(batch):
         raise ValueError("a batch mixes images and texts")  # the engine core keeps them apart
-    if images[0].grid is None:
-        pixels = np.stack([p.values for p in images])
-    else:  # each image's rows of patches, padded to the longest, and each one's grid
-        rows = max(len(p.values) for p in images)
-        pixels = np.zeros((len(images), rows, images[0].values.shape[-1]), dtype=np.float32)
-        for i, p in enumerate(images):
-            pixels[i, : len(p.values)] = p.values
+    if images[0].grid is not None:  # each image's rows of patches, padded to the longest, and its grid
+        pixels = _padded_stack([p.values for p in images])
         grids = torch.tensor([p.grid for p in images], dtype=torch.int64)
         inputs.kwargs["image_grid_thw"] = _pin(grids, pin)
+    elif images[0].tile_mask is not None:  # each image's tiles, padded with all-zero tiles the model drops
+        pixels = _padded_stack([p.values for p in images])
+        masks = _padded_stack([p.tile_mask for p in images])
+        inputs.kwargs["pixel_attention_mask"] = _pin(torch.from_numpy(masks), pin)
+    else:
+        pixels = np.stack([p.values for p in images])
     inputs.kwargs["pixel_values"] = _pin(torch.from_numpy(pixels), pin)
     return inputs
+
+
+def _padded_stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """``arrays`` stacked, each padded with zeros along its first axis to the longest."""
+    out = np.zeros((len(arrays), max(len(a) for a in arrays), *arrays[0].shape[1:]), dtype=arrays[0].dtype)
+    for i, array in enumerate(arrays):
+        out[i, : len(array)] = array
+    return out
 
 
 def build_image_inputs(batch: Sequence[PoolingRequest], *, pin: bool = False) -> BatchInputs:

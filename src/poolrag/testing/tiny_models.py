@@ -332,3 +332,38 @@ def build_colqwen2(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     )
     transformers.ColQwen2Processor(image_processor=images, tokenizer=tokenizer).save_pretrained(dest)
     return dest
+
+
+def build_colmodernvbert(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
+    """A tiny random ``ColModernVBertForRetrieval`` (a 2-layer ModernBERT reading a 2-layer SigLIP
+    vision tower through a 2 x 2 pixel shuffle: 4 tokens per 32-pixel tile; a page is cut into tiles
+    of up to 64 pixels a side, plus a global view) saved with ``save_pretrained``, and its
+    ``ColModernVBertProcessor`` beside it: the MiniLM tokenizer with Idefics3's image tokens added."""
+    dest.mkdir(parents=True, exist_ok=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_src)
+    names = ["<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"]
+    tokenizer.add_special_tokens({"additional_special_tokens": names})
+    text = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": HIDDEN,
+        "intermediate_size": 37,
+        "num_hidden_layers": 2,
+    }
+    text |= {"num_attention_heads": 2, "pad_token_id": 0, "max_position_embeddings": 512}
+    vlm = transformers.ModernVBertConfig(
+        text_config=text,
+        vision_config=_VISION,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        pixel_shuffle_factor=2,
+    )
+    torch.manual_seed(seed)
+    config = transformers.ColModernVBertConfig(vlm_config=vlm, embedding_dim=16)
+    transformers.ColModernVBertForRetrieval(config).eval().save_pretrained(dest)
+    images = transformers.Idefics3ImageProcessor(
+        do_image_splitting=True, max_image_size={"longest_edge": 32}, size={"longest_edge": 64}
+    )
+    processor = transformers.ColModernVBertProcessor(
+        image_processor=images, tokenizer=tokenizer, image_seq_len=4
+    )
+    processor.save_pretrained(dest)
+    return dest

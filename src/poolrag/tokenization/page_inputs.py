@@ -50,12 +50,15 @@ class PagePreprocessor(ImagePreprocessor):
         encoded = self.processor.process_images(images=[image], return_tensors="pt")
         ids = _attended(encoded, 0)
         values = encoded["pixel_values"][0].float().numpy()
-        grid = None
+        grid = tile_mask = None
         if "image_grid_thw" in encoded:  # dynamic resolution (ColQwen2): the grid's rows of patches
             grid = tuple(int(n) for n in encoded["image_grid_thw"][0])
             values = values[: int(np.prod(grid))]
+        if "pixel_attention_mask" in encoded:  # tiles (ColModernVBERT): each tile's pixel mask
+            tile_mask = encoded["pixel_attention_mask"][0].numpy()
         digest = hashlib.sha256(np.ascontiguousarray(values).data).hexdigest()
-        return PoolingRequest(token_ids=ids, params=params, pixels=Pixels(digest, values, len(ids), grid))
+        pixels = Pixels(digest, values, len(ids), grid, tile_mask)
+        return PoolingRequest(token_ids=ids, params=params, pixels=pixels)
 
     def queries(self, texts: Sequence[str], params: ResolvedParams) -> list[PoolingRequest]:
         """One request per query: the processor's prompt, the query and its augmentation tokens."""
