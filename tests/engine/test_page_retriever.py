@@ -129,3 +129,22 @@ def test_a_page_retriever_has_no_single_vector_to_give(engine: Engine) -> None:
         engine.embed(["a query"])
     with pytest.raises(DimensionsError, match="dimensions applies to embeddings, not to task 'token_embed'"):
         engine.encode(["a query"], pooling_task="token_embed", pooling_params=PoolingParams(dimensions=8))
+
+
+@pytest.mark.parametrize("name", ["colpali", "colqwen2"])
+def test_sentence_transformers_multi_vector_encoder_gives_the_same_vectors(
+    name: str, tmp_path: Path, minilm_path: Path
+) -> None:
+    """sentence-transformers 6.2 loads the same folders (its ``MultiVectorEncoder``; it fails inside
+    ModernVBERT's embedding on a ColModernVBERT folder, so that family is checked against
+    transformers alone)."""
+    from sentence_transformers import MultiVectorEncoder
+
+    folder = BUILDERS[name](tmp_path / name, minilm_path)
+    pages = [PIL.open(p).convert("RGB") for p in PHOTOS]
+    reference = MultiVectorEncoder(str(folder), device="cpu")
+    want = list(reference.encode_document(pages)) + list(reference.encode_query(QUERIES))
+    engine = Engine(folder)
+    got = _token_vectors(engine, pages) + _token_vectors(engine, QUERIES)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, np.asarray(w), atol=1e-5)
