@@ -1,6 +1,8 @@
 """Reading a dataset in the BEIR layout, the format public retrieval benchmarks ship in.
 
-    DATASET/corpus.jsonl      {"_id": ..., "title": ..., "text": ...} per line
+    DATASET/corpus.jsonl      {"_id": ..., "title": ..., "text": ...} per line (or, for a model
+                              that reads images, {"_id": ..., "image": "images/p1.png"}: a file in
+                              the folder, an image or a PDF)
     DATASET/queries.jsonl     {"_id": ..., "text": ...} per line
     DATASET/qrels/test.tsv    query-id <TAB> corpus-id <TAB> score, after a header line
 
@@ -44,6 +46,8 @@ class BeirDocument:
     title: str
     text: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: an image or PDF file, relative to the dataset folder, that is the document (``text`` optional)
+    image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,15 @@ def _row_text(row: Mapping[str, Any], key: str, path: Path, number: int, require
     return value
 
 
+def _image(row: Mapping[str, Any], path: Path, number: int) -> str | None:
+    value = row.get("image")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise BeirFormatError(path, number, f'"image" must name a file in the dataset folder, got {value!r}')
+    return value
+
+
 def _metadata(row: Mapping[str, Any], path: Path, number: int) -> Mapping[str, Any]:
     value = row.get("metadata", {})
     if not isinstance(value, dict):
@@ -135,12 +148,22 @@ class BeirDataset:
         """
         path = self.corpus_path
         for number, row in _json_rows(path):
+            image = _image(row, path, number)
             yield BeirDocument(
                 id=_row_id(row, path, number),
                 title=_row_text(row, "title", path, number, required=False),
-                text=_row_text(row, "text", path, number, required=True),
+                text=_row_text(row, "text", path, number, required=image is None),
                 metadata=_metadata(row, path, number),
+                image=image,
             )
+
+    def image_path(self, name: str) -> Path:
+        """The file a corpus row's ``image`` names, which must lie inside the dataset folder."""
+        folder = self.folder.resolve()
+        path = (folder / name).resolve()
+        if not path.is_relative_to(folder):
+            raise BeirFormatError(self.corpus_path, None, f"image {name!r} is outside the dataset folder")
+        return path
 
     def queries(self) -> Iterator[BeirQuery]:
         """The queries, one at a time; a repeated id is an error (its judgements would be ambiguous)."""

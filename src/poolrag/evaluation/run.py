@@ -16,18 +16,22 @@ Every hybrid mode fuses legs of the same depth, so the reranked modes rerank exa
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
-from poolrag.evaluation.beir import BeirDataset, BeirQuery
+from poolrag.evaluation.beir import BeirDataset, BeirDocument, BeirQuery
 from poolrag.evaluation.metrics import evaluate
+from poolrag.ingest.pdf_pages import PageRendering
 from poolrag.ingest.pipeline import IngestPipeline, IngestReport
 from poolrag.ingest.readers import Document
+from poolrag.ingest.visual_documents import VisualDocument, read_visual_file
 from poolrag.retrieval.collection_checks import existing_spec
 from poolrag.retrieval.funnel import Retriever
 from poolrag.retrieval.fusion import SecondStage
@@ -64,19 +68,51 @@ def parse_modes(text: str | Sequence[str]) -> list[str]:
     return modes
 
 
-def corpus_documents(dataset: BeirDataset) -> Iterator[Document]:
+def corpus_documents(
+    dataset: BeirDataset, images: PageRendering | None = None
+) -> Iterator[Document | VisualDocument]:
     """The corpus as ingest documents: the title heads the text (BEIR's convention), the corpus id
     rides in every chunk's payload, and the source is ``corpus.jsonl#id`` as ``poolrag ingest`` names
-    a JSONL record."""
+    a JSONL record. A row naming an ``image`` is that image (a PDF: its pages), for a model that
+    reads images (``images``: how PDF pages are rendered); to any other model it is an error."""
     path = dataset.corpus_path.resolve().as_posix()
     for doc in dataset.documents():
+        metadata = {k: v for k, v in doc.metadata.items() if isinstance(v, str | int | float | bool)}
+        metadata |= {"title": doc.title, CORPUS_ID_KEY: doc.id}
+        if doc.image is not None:
+            yield _image_document(dataset, doc, f"{path}#{doc.id}", metadata, images)
+            continue
         text = f"{doc.title}\n\n{doc.text}" if doc.title else doc.text
         problem = text_problem(text)
         if problem is not None:  # said, as poolrag ingest says it of the same record
             logger.warning("%s: document %r %s; left out", dataset.corpus_path, doc.id, problem)
             continue
-        metadata = {k: v for k, v in doc.metadata.items() if isinstance(v, str | int | float | bool)}
-        yield Document(f"{path}#{doc.id}", text, {**metadata, "title": doc.title, CORPUS_ID_KEY: doc.id})
+        yield Document(f"{path}#{doc.id}", text, metadata)
+
+
+def _image_document(
+    dataset: BeirDataset,
+    doc: BeirDocument,
+    source: str,
+    metadata: dict[str, Any],
+    images: PageRendering | None,
+) -> VisualDocument:
+    """The image or PDF a corpus row names, checked as ``poolrag ingest`` checks one; a file no model
+    can read stops the evaluation (a silently dropped document would change every metric)."""
+    assert doc.image is not None
+    if images is None:
+        raise InvalidInputError(
+            f"{dataset.corpus_path}: document {doc.id!r} is an image ({doc.image}), and this model reads "
+            "text only: evaluate an image corpus with a model that reads images (CLIP, SigLIP, ColPali)"
+        )
+    try:
+        read = read_visual_file(dataset.image_path(doc.image), images)
+    except (InvalidInputError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise InvalidInputError(
+            f"{dataset.corpus_path}: document {doc.id!r} ({doc.image}): {reason}"
+        ) from None
+    return dataclasses.replace(read, source=source, metadata={**read.metadata, **metadata})
 
 
 @dataclass
@@ -176,7 +212,8 @@ class Evaluation:
             )
         if next(iter(dataset.documents()), None) is None:
             raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
-        ingest = self.pipeline.run(corpus_documents(dataset), prune=prune)
+        images = PageRendering() if self.embedder.facts.reads_images else None
+        ingest = self.pipeline.run(corpus_documents(dataset, images), prune=prune)
         before = self.embedder.misses
         for start in range(0, len(queries), query_batch_size):
             batch = queries[start : start + query_batch_size]
