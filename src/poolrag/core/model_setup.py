@@ -32,9 +32,7 @@ from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.params import PoolerDefaults
 from poolrag.pooling.heads import ActivationName
 from poolrag.runner.model_runner import ModelRunner
-from poolrag.tokenization.images import ImagePreprocessor
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
-from poolrag.tokenization.page_inputs import PagePreprocessor
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +164,7 @@ def build_pipeline(
         uses_token_type_ids=runner.accepts_token_types,
         chunked=bool(pooler.enable_chunked_processing),
         max_embed_len=pooler.max_embed_len,
-        images=_image_preprocessor(spec, kind, max_len) if recipe.reads_images else None,
+        images=recipe.images(spec, max_len) if recipe.images is not None else None,
     )
     heads = recipe.heads(
         HeadContext(
@@ -240,17 +238,6 @@ def _load_tokenizer(path: str | Path, trust_remote_code: bool) -> PreTrainedToke
     if isinstance(warned, dict):
         warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     return tokenizer
-
-
-def _image_preprocessor(spec: ModelSpec, kind: ModelKind, max_len: int) -> ImagePreprocessor:
-    if kind is ModelKind.PAGE_RETRIEVER:  # its processor writes pages and queries alike
-        pages = PagePreprocessor.from_folder(spec.transformer_path)
-        pages.max_len = max_len
-        return pages
-    vision = getattr(spec.hf_config, "vision_config", None)
-    class_token = not str(getattr(vision, "model_type", "")).startswith("siglip")  # SigLIP pools by attention
-    patch_size = int(getattr(vision, "patch_size", 16))
-    return ImagePreprocessor.from_folder(spec.transformer_path, patch_size, class_token)
 
 
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:

@@ -39,6 +39,8 @@ from poolrag.loading.model_loader import load_dual_encoder, load_page_retriever,
 from poolrag.loading.native_loader import ModelImpl, try_load_native
 from poolrag.loading.placement import Placement
 from poolrag.loading.sparse_heads import load_masked_lm
+from poolrag.tokenization.images import ImagePreprocessor
+from poolrag.tokenization.page_inputs import PagePreprocessor
 
 
 @dataclass(slots=True)
@@ -67,15 +69,15 @@ class Recipe:
     """``load`` builds the network, which returns ``network``'s rows; ``heads`` joins a pooling
     method and a head per task. ``sentence_vectors``: its ``embed`` is one vector per text (a
     sentence pooling, and vLLM's ``use_activation`` means normalise); ``chunked_processing``:
-    inputs longer than the window may be embedded window by window; ``reads_images``: images go
-    wherever texts go (the folder's image processor prepares them)."""
+    inputs longer than the window may be embedded window by window; ``images``: images go wherever
+    texts go, prepared by what it builds from the folder (given the model's length limit)."""
 
     load: Callable[[LoadContext], LoadedNetwork]
     heads: Callable[[HeadContext], TaskHeads]
     network: NetworkHead = NetworkHead.NONE
     sentence_vectors: bool = False
     chunked_processing: bool = False
-    reads_images: bool = False
+    images: Callable[[ModelSpec, int], ImagePreprocessor] | None = None
 
 
 def encoder_network(head: NetworkHead, ctx: LoadContext) -> LoadedNetwork:
@@ -112,6 +114,21 @@ def page_retriever_network(ctx: LoadContext) -> LoadedNetwork:
     )
 
 
+def dual_encoder_images(spec: ModelSpec, max_len: int) -> ImagePreprocessor:
+    """The folder's image processor; CLIP's vision tower reads a class token, SigLIP's pools by attention."""
+    vision = getattr(spec.hf_config, "vision_config", None)
+    class_token = not str(getattr(vision, "model_type", "")).startswith("siglip")
+    patch_size = int(getattr(vision, "patch_size", 16))
+    return ImagePreprocessor.from_folder(spec.transformer_path, patch_size, class_token)
+
+
+def page_retriever_inputs(spec: ModelSpec, max_len: int) -> ImagePreprocessor:
+    """The folder's processor, which writes pages and queries alike."""
+    pages = PagePreprocessor.from_folder(spec.transformer_path)
+    pages.max_len = max_len
+    return pages
+
+
 def _step_head(spec: ModelSpec) -> DecoderHead:
     """A causal PRM scores with lm_head rows; a ``*ForProcessRewardModel`` with its token head."""
     return "lm_head" if is_causal(spec) else "token"
@@ -139,9 +156,11 @@ RECIPES: dict[ModelKind, Recipe] = {
     # the sparse and ColBERT heads read the backbone's hidden states in the pooler: one pass, three vectors
     ModelKind.BGE_M3: Recipe(_BACKBONE, bge_m3_heads, sentence_vectors=True),
     ModelKind.DUAL_ENCODER: Recipe(
-        dual_encoder_network, dual_encoder_heads, NetworkHead.PROJECTED, reads_images=True
+        dual_encoder_network, dual_encoder_heads, NetworkHead.PROJECTED, images=dual_encoder_images
     ),
     # pages are images, queries texts, both prepared by the folder's own processor
-    ModelKind.PAGE_RETRIEVER: Recipe(page_retriever_network, page_retriever_heads, reads_images=True),
+    ModelKind.PAGE_RETRIEVER: Recipe(
+        page_retriever_network, page_retriever_heads, images=page_retriever_inputs
+    ),
 }
 assert set(RECIPES) == set(ModelKind), "every ModelKind needs a recipe"
