@@ -161,3 +161,29 @@ def poolrag_server(
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def preparation_seconds(engine: object, inputs: Sequence[object], task: str) -> float:
+    """How long the engine's input stage takes to prepare ``inputs`` for ``task`` alone (images
+    decoded and run through the folder's processor), measured apart from any forward pass."""
+    from poolrag.request import ResolvedParams
+    from poolrag.testing import engine_internals
+
+    processor = engine_internals.processor(engine)
+    started = time.perf_counter()
+    processor.texts(list(inputs), ResolvedParams(task=task), None, None)
+    return time.perf_counter() - started
+
+
+def print_image_run(
+    header: str, unit: str, count: int, times: dict[str, float], peer: str, prepare: float, delta: float
+) -> None:
+    """The table of an images/pages benchmark (per second, seconds, ratio to ``peer``), the share of
+    poolrag's time its input stage took, and the largest difference between the two engines' outputs."""
+    rows = [[name, count / seconds, seconds, times[peer] / seconds] for name, seconds in times.items()]
+    print(f"{header}; {machine()}")
+    print(table(["engine", f"{unit}/s", "s", f"x {peer}"], rows))
+    print(
+        f"poolrag preparing the {unit} (decode + the folder's processor): {prepare:.2f} s, "
+        f"{prepare / times['poolrag']:.0%} of its time; max |Δ| vs {peer} {delta:.1e}"
+    )

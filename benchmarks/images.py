@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from common import interleaved, machine, table
+from common import interleaved, preparation_seconds, print_image_run
 
 SHAPES = {
     "base": {
@@ -118,7 +117,6 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     from poolrag import Engine
-    from poolrag.testing import engine_internals
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = build(Path(tmp) / "clip", args.size)
@@ -135,29 +133,11 @@ def main() -> None:
             {"poolrag": lambda: engine.embed_array(files), "sentence-transformers": st_encode},
             passes=args.passes,
         )
-        processor = engine_internals.processor(engine)
-        started = time.perf_counter()
-        processor.texts(files, processor_params(), None, None)
-        prepare = time.perf_counter() - started
-    rows = [
-        [name, args.images / seconds, seconds, times["sentence-transformers"] / seconds]
-        for name, seconds in times.items()
-    ]
-    print(
-        f"CLIP {args.size} on {args.device} ({args.images} images, {args.passes} interleaved passes, "
-        f"medians); {machine()}"
+        prepare = preparation_seconds(engine, files, "embed")
+    header = (
+        f"CLIP {args.size} on {args.device} ({args.images} images, {args.passes} interleaved passes, medians)"
     )
-    print(table(["engine", "images/s", "s", "x sentence-transformers"], rows))
-    print(
-        f"poolrag preparing the images (decode + image processor): {prepare:.2f} s, "
-        f"{prepare / times['poolrag']:.0%} of its time; max |Δ| vs sentence-transformers {delta:.1e}"
-    )
-
-
-def processor_params():  # the request parameters an embed call resolves to
-    from poolrag.request import ResolvedParams
-
-    return ResolvedParams(task="embed")
+    print_image_run(header, "images", args.images, times, "sentence-transformers", prepare, delta)
 
 
 if __name__ == "__main__":

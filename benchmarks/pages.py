@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from common import interleaved, machine, table
+from common import interleaved, preparation_seconds, print_image_run
 
 SHAPES = {
     "colpali": {
@@ -126,7 +125,6 @@ def main() -> None:
     import transformers
 
     from poolrag import Engine
-    from poolrag.testing import engine_internals
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = build(Path(tmp) / "colpali", args.size, args.depth)
@@ -153,30 +151,13 @@ def main() -> None:
 
         delta = max(float(np.abs(a - b).max()) for a, b in zip(ours(), theirs(), strict=True))
         times = interleaved({"poolrag": ours, "transformers": theirs}, passes=args.passes)
-        processor = engine_internals.processor(engine)
-        started = time.perf_counter()
-        processor.texts(images, processor_params(), None, None)
-        prepare = time.perf_counter() - started
-    rows = [
-        [name, args.pages / seconds, seconds, times["transformers"] / seconds]
-        for name, seconds in times.items()
-    ]
+        prepare = preparation_seconds(engine, images, "token_embed")
     layers = "all layers" if not args.depth else f"{args.depth} layers a tower"
-    print(
+    header = (
         f"ColPali {args.size} ({layers}) on {args.device} ({args.pages} pages, {args.passes} interleaved "
-        f"passes, medians); {machine()}"
+        "passes, medians)"
     )
-    print(table(["engine", "pages/s", "s", "x transformers"], rows))
-    print(
-        f"poolrag preparing the pages (decode + processor): {prepare:.2f} s, "
-        f"{prepare / times['poolrag']:.0%} of its time; max |Δ| vs transformers {delta:.1e}"
-    )
-
-
-def processor_params():  # the request parameters a token_embed call resolves to
-    from poolrag.request import ResolvedParams
-
-    return ResolvedParams(task="token_embed")
+    print_image_run(header, "pages", args.pages, times, "transformers", prepare, delta)
 
 
 if __name__ == "__main__":

@@ -4,32 +4,18 @@ one line naming the input, and nothing is decoded past the limit."""
 from __future__ import annotations
 
 import base64
-import io
 import resource
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
 
 from poolrag.errors import InvalidInputError
 from poolrag.image_inputs import is_image_input
+from poolrag.testing.page_corpus import png_claiming
 from poolrag.tokenization.images import MAX_IMAGE_PIXELS, decode_image
 
 Image = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
 PHOTO = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
-
-
-def _png_claiming(width: int, height: int) -> bytes:
-    """A real 1 x 1 PNG whose header (CRC fixed up) says ``width`` x ``height``: a bomb's shape."""
-    buffer = io.BytesIO()
-    Image.new("L", (1, 1)).save(buffer, format="PNG")
-    data = bytearray(buffer.getvalue())
-    start = data.index(b"IHDR")
-    data[start + 4 : start + 12] = struct.pack(">II", width, height)
-    crc = zlib.crc32(bytes(data[start : start + 17])) & 0xFFFFFFFF
-    data[start + 17 : start + 21] = struct.pack(">I", crc)
-    return bytes(data)
 
 
 def test_what_counts_as_an_image() -> None:
@@ -49,7 +35,7 @@ def test_a_real_photo_decodes_in_every_form() -> None:
 def test_a_header_claiming_20000_by_20000_pixels_is_refused_before_decoding() -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(InvalidInputError, match=r"input\[2\]: the image has more than 64,000,000 pixels"):
-        decode_image(_png_claiming(20000, 20000), "input[2]")
+        decode_image(png_claiming(20000, 20000), "input[2]")
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kb < 64 * 1024  # decoding it would take 400 MB (1.2 GB as RGB)
     assert MAX_IMAGE_PIXELS < 20000 * 20000
