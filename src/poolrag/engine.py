@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Generator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -413,14 +414,17 @@ class Engine:
         chunks = task == "embed" and self._pipeline.processor.chunked
         return params.token_limit(self.engine_args.truncate and not chunks)
 
-    def _requests(self, prompts: Prompts, task: str, params: PoolingParams | None) -> list[PoolingRequest]:
+    def _requests(
+        self, prompts: Prompts, task: str, params: PoolingParams | None, pending_images: bool = False
+    ) -> list[PoolingRequest]:
         items = prompt_list(prompts)
         resolved = self._resolve_multi(params) if task == MULTI_VECTOR_TASK else self._resolve(task, params)
         p = params or PoolingParams()
         processor = self._pipeline.processor
         prompt = processor.prompts.chosen(p.prompt, p.prompt_name)
         one = isinstance(prompts, (str, Mapping))  # named "input", not "input[0]"
-        return processor.texts(items, resolved, self._token_limit(p, task), prompt, one=one)
+        limit = self._token_limit(p, task)
+        return processor.texts(items, resolved, limit, prompt, one=one, pending_images=pending_images)
 
     def _prompt_texts(self, prompts: Prompts) -> list[str | None]:
         return [p if isinstance(p, str) else None for p in prompt_list(prompts)]
@@ -430,7 +434,7 @@ class Engine:
         """Run a task's steps with the blocking executor (thread-safe: the core batches threads)."""
         try:
             requests = next(steps)
-            steps.send(self._pipeline.executor.execute(requests))
+            steps.send(self._execute(requests))
         except StopIteration as done:
             return done.value
         raise RuntimeError("a task plan asked for more than one round of results")
@@ -452,10 +456,17 @@ class Engine:
         if finished:
             return value
         try:
-            steps.send(await self._pipeline.executor.aexecute(value))
+            if _pending(value):  # images still being prepared: waited for on a thread, not the loop
+                steps.send(await asyncio.to_thread(self._pipeline.executor.execute_as_ready, value))
+            else:
+                steps.send(await self._pipeline.executor.aexecute(value))
         except StopIteration as done:
             return done.value
         raise RuntimeError("a task plan asked for more than one round of results")
+
+    def _execute(self, requests: list[Any]) -> list[np.ndarray]:
+        executor = self._pipeline.executor
+        return executor.execute_as_ready(requests) if _pending(requests) else executor.execute(requests)
 
     # -- tasks ----------------------------------------------------------------------------------------
     def encode(
@@ -479,8 +490,9 @@ class Engine:
         pooling_params: PoolingParams | None,
         wrap: Callable[[np.ndarray], Out],
     ) -> Steps[list[PoolingRequestOutput[Out]]]:
-        """The one body of every per-input task: tokenise, yield to the core, wrap each result."""
-        requests = self._requests(prompts, task, pooling_params)
+        """The one body of every per-input task: tokenise, yield to the core, wrap each result (a
+        call's images go to the model as they are prepared, the list filled in as they are)."""
+        requests = self._requests(prompts, task, pooling_params, pending_images=True)
         results = yield requests
         texts = self._prompt_texts(prompts)
         return [
@@ -517,7 +529,7 @@ class Engine:
         return await self._adrive(self._embed_array_steps(prompts, pooling_params), prompts)
 
     def _embed_array_steps(self, prompts: Prompts, pooling_params: PoolingParams | None) -> Steps[np.ndarray]:
-        requests = self._requests(prompts, "embed", pooling_params)
+        requests = self._requests(prompts, "embed", pooling_params, pending_images=True)
         if not requests:
             dims = self._resolve("embed", pooling_params).dimensions or self.embedding_dim or 0
             return np.zeros((0, dims), dtype=np.float32)
@@ -795,3 +807,8 @@ class Engine:
                 add_special_tokens=add_special_tokens,
             )["input_ids"]
         )
+
+
+def _pending(requests: Sequence[object]) -> bool:
+    """Some of ``requests`` are images still being prepared (futures of the image pool)."""
+    return any(isinstance(r, Future) for r in requests)

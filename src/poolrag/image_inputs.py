@@ -12,6 +12,7 @@ import base64
 import binascii
 import hashlib
 import io
+import re
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -31,6 +32,20 @@ def is_image_input(value: Any) -> bool:
     if isinstance(value, str):
         return value[: len(DATA_URL_PREFIX)].lower() == DATA_URL_PREFIX
     return is_pil_image(value)
+
+
+#: a base64 ``data:`` URL of any media type (or none): what a client sends a file as
+_BASE64_DATA_URL = re.compile(r"data:([a-z0-9.+-]+/[a-z0-9.+-]+)?(;[a-z0-9.+=-]+)*;base64,", re.IGNORECASE)
+
+
+def other_data_url(value: object) -> str | None:
+    """The media type of a base64 ``data:`` URL that is not an image (``application/pdf``;
+    ``"untyped"`` without one), else ``None``: to a model that reads images such a URL was meant as
+    a file, not as a text to read. A text that merely starts with ``data:`` is a text."""
+    if not isinstance(value, str) or is_image_input(value):
+        return None
+    match = _BASE64_DATA_URL.match(value[:256])
+    return None if match is None else (match.group(1) or "untyped")
 
 
 # the leading bytes of the formats a data URL is most often made of; Pillow reads the content either way

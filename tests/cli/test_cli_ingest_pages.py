@@ -75,6 +75,7 @@ def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(
     found = {(Path(r["source"]).name, r.get("page")) for r in rows}
     assert found == {("hopper.jpg", None), ("guide.pdf", 1), ("guide.pdf", 2), ("guide.pdf", 3)}
     assert next(r for r in rows if r.get("page") == 3)["text"].strip() == "Stars and comets."
+    assert {r["modality"] for r in rows} == {"image"}  # a page or an image, said as such
 
     # the pages' text layer is the BM25 leg: the one page with the word is the one found
     sparse = _poolrag(["search", "comets", *store, "--mode", "sparse", "--json"], tmp_path)
@@ -177,3 +178,18 @@ def test_a_killed_page_ingest_resumes_to_the_result_of_a_clean_run(
     engine = Engine(clip_folder)
     clean = engine.embed_array([render_page(Path(c.source), c.index, rendering) for c in some])
     np.testing.assert_allclose(np.stack([stored[c.id] for c in some]), clean, atol=1e-5)
+
+
+def test_a_page_retriever_given_only_text_files_says_what_it_reads(
+    tmp_path: Path, page_retrievers: dict[str, Path]
+) -> None:
+    docs = tmp_path / "notes"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Text is for a text model.")
+    args = ["ingest", str(docs), "--model", str(page_retrievers["colpali"]), "--uri", str(tmp_path / "m.db")]
+    run = _poolrag([*args, "--quiet"], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (
+        f"no documents in {docs}: a page retriever reads .png, .jpg, .jpeg, .webp, .pdf files" in run.stderr
+    )
+    assert "(text files are for a text model)" in run.stderr

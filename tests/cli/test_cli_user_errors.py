@@ -152,7 +152,8 @@ def test_a_folder_with_nothing_to_read_says_which_files_are_read(tmp_path: Path,
     (folder / "report.pdf").write_bytes(b"%PDF-1.7")
     assert main(["ingest", str(folder), "--uri", str(tmp_path / "m.db"), "--no-cache", "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert f"no documents in {folder}: poolrag reads .txt, .md" in err and "convert PDF" in err
+    assert f"no documents in {folder}: poolrag reads .txt, .md" in err
+    assert "with a model that reads images such as CLIP, images and PDF pages" in err
 
 
 def test_a_milvus_file_under_a_file_says_that_file_is_no_folder(tmp_path: Path, capsys) -> None:

@@ -223,3 +223,59 @@ def test_a_call_s_images_are_prepared_on_threads_and_the_first_bad_one_is_the_er
         assert all(name.startswith("poolrag-images") for name in seen)
     with pytest.raises(InvalidInputError, match=r"input\[1\]: not a readable image"):
         engine.embed_array([PHOTOS[0], b"not a picture", b"\x89PNG broken too"])
+
+
+def test_the_model_starts_on_a_call_s_first_images_while_the_rest_are_prepared(
+    engine: Engine, reference, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call's images go to the model a part at a time (``READY_PART``) as they are prepared, so the
+    forward passes of the first ones overlap the preparation of the rest; the answers are the same,
+    in order, sync and async, and the first bad image in order is still the error."""
+    import asyncio
+    import threading
+    import time
+
+    from poolrag.core.executor import READY_PART
+    from poolrag.testing import engine_internals
+    from poolrag.tokenization import images
+
+    if images.PREPARING_THREADS == 1:
+        pytest.skip("one CPU: images are prepared on the caller's thread, there is nothing to overlap")
+    count = 2 * READY_PART + 3
+    prepare = images.ImagePreprocessor.request
+    events: list[tuple[str, float]] = []
+    lock = threading.Lock()
+
+    def slow_last(self, value, params, name):  # type: ignore[no-untyped-def]
+        request = prepare(self, value, params, name)
+        if name == f"input[{count - 1}]":
+            time.sleep(1.0)  # the last image takes long to prepare
+            with lock:
+                events.append(("last prepared", time.perf_counter()))
+        return request
+
+    runner = engine_internals.executor(engine).runner  # when the model runs, not what it does
+    forward = runner.run_prepared
+
+    def recording_forward(batch, inputs):  # type: ignore[no-untyped-def]
+        with lock:
+            events.append(("forward", time.perf_counter()))
+        return forward(batch, inputs)
+
+    monkeypatch.setattr(images.ImagePreprocessor, "request", slow_last)
+    monkeypatch.setattr(runner, "run_prepared", recording_forward)
+    inputs = [PHOTOS[i % len(PHOTOS)] for i in range(count)]
+    want = np.stack([reference[1][i % len(PHOTOS)] for i in range(count)])
+    np.testing.assert_allclose(engine.embed_array(inputs), want, atol=1e-5)
+    last = next(t for what, t in events if what == "last prepared")
+    assert min(t for what, t in events if what == "forward") < last  # the model did not wait for it
+
+    events.clear()
+    got = asyncio.run(engine.aembed_array(inputs))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    outputs = engine.embed(inputs)  # each output names its own image's tokens, in order
+    assert [o.num_tokens for o in outputs] == [17] * count
+
+    broken = [*inputs[:40], b"not a picture", *inputs[41:]]
+    with pytest.raises(InvalidInputError, match=r"input\[40\]: not a readable image"):
+        engine.embed_array(broken)

@@ -148,3 +148,15 @@ def test_sentence_transformers_multi_vector_encoder_gives_the_same_vectors(
     got = _token_vectors(engine, pages) + _token_vectors(engine, QUERIES)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, np.asarray(w), atol=1e-5)
+
+
+def test_a_query_s_vectors_do_not_depend_on_its_batch(engine: Engine) -> None:
+    """Alone, or batched with shorter and longer texts (other callers' requests on a server): the
+    same vectors. PaliGemma builds its attention from the processor's token types; without them a
+    query padded in a batch read differently."""
+    alone = _token_vectors(engine, ["monthly rainfall"])[0]
+    for others in (["x"], ["y z"], ["a much longer query about the rainfall of every month of the year"]):
+        batched = _token_vectors(engine, ["monthly rainfall", *others])[0]
+        np.testing.assert_allclose(batched, alone, atol=1e-5)
+    page = _token_vectors(engine, [PHOTOS[0]])[0]
+    np.testing.assert_allclose(_token_vectors(engine, [PHOTOS[0], PHOTOS[2]])[0], page, atol=1e-5)

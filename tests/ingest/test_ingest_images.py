@@ -54,7 +54,9 @@ def _hostile(root: Path) -> dict[str, str]:
     (root / "notes.jpg").write_text("a text file with a picture's name")
     (root / "inflating.pdf").write_bytes(inflating_pdf(1 << 30))
     (root / "fake.pdf").write_text("not a PDF at all")
+    (root / "empty.pdf").write_bytes(b"")
     return {
+        "empty.pdf": "an empty file, not a PDF",
         "cut.png": "not a readable image",
         "bomb-header.png": "the image has more than 64,000,000 pixels",
         "notes.jpg": "not a readable image",

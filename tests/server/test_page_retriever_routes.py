@@ -76,3 +76,13 @@ def test_a_page_retriever_has_no_single_vector_for_embeddings(url: str) -> None:
     answer = httpx.post(f"{url}/v1/embeddings", json={"model": "colpali", "input": ["a query"]})
     assert answer.status_code == 400
     assert "supported tasks: token_embed, score" in answer.json()["error"]["message"]
+
+
+def test_a_document_sent_as_a_pdf_data_url_is_a_400_saying_pages_are_images(url: str) -> None:
+    pdf = "data:application/pdf;base64," + base64.b64encode(b"%PDF-1.7 a whole file").decode()
+    body = {"model": "colpali", "query": "q", "documents": [_data_url(PAGES[0]), pdf]}
+    answer = httpx.post(f"{url}/rerank", json=body)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == "documents[1]"
+    assert error["message"].startswith("documents[1]: a data URL of type application/pdf is not an image")

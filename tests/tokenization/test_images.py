@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from poolrag.errors import InvalidInputError
-from poolrag.image_inputs import is_image_input
+from poolrag.image_inputs import is_image_input, other_data_url
 from poolrag.testing.page_corpus import png_claiming
 from poolrag.tokenization.images import MAX_IMAGE_PIXELS, decode_image
 
@@ -23,6 +23,20 @@ def test_what_counts_as_an_image() -> None:
     assert is_image_input("data:image/png;base64,AAAA") and is_image_input("DATA:IMAGE/png;base64,AAAA")
     # a string that names a file is a text: nothing is opened because of what a text says
     assert not is_image_input(str(PHOTO)) and not is_image_input("data:text/plain,hi")
+
+
+def test_a_base64_data_url_of_another_type_is_told_from_a_text() -> None:
+    """To a model that reads images, ``data:application/pdf;base64,...`` was meant as a file; a text
+    that merely starts with ``data:`` is a text."""
+    assert other_data_url("data:application/pdf;base64,JVBERi0=") == "application/pdf"
+    assert other_data_url("DATA:;base64,AAAA") == "untyped"
+    for text in (
+        "data: the results of the survey",
+        "data:text/plain,hello",
+        "data:image/png;base64,AAAA",
+        b"x",
+    ):
+        assert other_data_url(text) is None
 
 
 def test_a_real_photo_decodes_in_every_form() -> None:

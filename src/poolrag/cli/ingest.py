@@ -172,20 +172,27 @@ def run(args: argparse.Namespace) -> int:
             f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
         )
     if report.documents == 0 and report.documents_skipped == 0 and not report.skipped:
-        from poolrag.ingest.readers import JSONL_SUFFIXES, TEXT_SUFFIXES
-
-        kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES)
-        print(
-            f"no documents in {', '.join(args.paths)}: poolrag reads {kinds} files "
-            "(and, with a model that reads images such as CLIP, images and PDF pages; "
-            "convert Word or HTML to text first)",
-            file=sys.stderr,
-        )
+        print(f"no documents in {', '.join(args.paths)}: {_what_is_read(args)}", file=sys.stderr)
     if report.skipped:  # files, or records of a JSONL file (path:line)
         print(f"{len(report.skipped)} left out:", file=sys.stderr)
         for line in report.skipped:
             print(f"  {line}", file=sys.stderr)
     return 0
+
+
+def _what_is_read(args: argparse.Namespace) -> str:
+    """What this run reads, for a run that found nothing to read."""
+    from poolrag.ingest.readers import JSONL_SUFFIXES, TEXT_SUFFIXES
+    from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
+
+    if getattr(args, "read_texts", True) is False:  # a page retriever (ColPali)
+        pages = ", ".join(IMAGE_SUFFIXES + PDF_SUFFIXES)
+        return f"a page retriever reads {pages} files (text files are for a text model)"
+    kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES)
+    return (
+        f"poolrag reads {kinds} files (and, with a model that reads images such as CLIP, images and "
+        "PDF pages; convert Word or HTML to text first)"
+    )
 
 
 def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
@@ -280,6 +287,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     # The bar starts at its total: the files are listed (and JSONL lines counted) once more for it.
     # a page retriever (ColPali) reads pages, so a folder's text files are not its documents
     texts = not (reads_images and engine.facts.score_kind is ScoreKind.MAXSIM)
+    args.read_texts = texts  # for the line a run that found nothing prints
     total = None if args.quiet else count_documents(args.paths, images=reads_images, texts=texts)
     # read lazily; image files and PDFs only for a model that reads images
     images = rendering if reads_images else None

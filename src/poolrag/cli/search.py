@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
                         "stages": r.stage_scores,
                         "text": r.text,
                     }
-                    | ({"page": r.payload["page"]} if "page" in r.payload else {})
+                    | {key: r.payload[key] for key in ("page", "modality") if key in r.payload}
                 )
             )
         else:

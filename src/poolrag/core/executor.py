@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 # which flat results make up each request: (start, count, chunked request or None)
 _Plan = list[tuple[int, int, ChunkedRequest | None]]
+#: requests a call hands to the core at a time while the rest are still being prepared
+READY_PART = 32
 
 
 def _expand(requests: Sequence[PoolingRequest]) -> tuple[list[PoolingRequest], _Plan | None]:
@@ -99,6 +101,30 @@ class ModelExecutor:
             return _join(future.result(), plan)
         except BaseException:
             future.cancel()  # e.g. KeyboardInterrupt: do not leave the work queued
+            raise
+
+    def execute_as_ready(self, requests: list[PoolingRequest | Future[PoolingRequest]]) -> list[np.ndarray]:
+        """Results in input order for requests of which some are still being prepared (a call's
+        images, on a pool of threads): each ``READY_PART`` of them goes to the core as soon as it is
+        ready, so the forward passes of the first images overlap the preparation of the rest. The
+        futures in ``requests`` are replaced by their requests; the first one that fails, in order,
+        is the error, and what the call had queued is dropped."""
+        parts: list[tuple[Future[list[np.ndarray]], _Plan | None]] = []
+        try:
+            for start in range(0, len(requests), READY_PART):
+                for i in range(start, min(start + READY_PART, len(requests))):
+                    pending = requests[i]
+                    if isinstance(pending, Future):
+                        requests[i] = pending.result()
+                flat, plan = _expand(requests[start : start + READY_PART])  # type: ignore[arg-type]
+                parts.append((self.core.submit(flat), plan))
+            return [vector for future, plan in parts for vector in _join(future.result(), plan)]
+        except BaseException:
+            for pending in requests:
+                if isinstance(pending, Future):
+                    pending.cancel()
+            for future, _ in parts:
+                future.cancel()
             raise
 
     async def aexecute(self, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:

@@ -45,6 +45,8 @@ class PageRendering:
 def read_pdf_pages(path: Path) -> list[str]:
     """The text layer of each page of ``path`` (``""`` for a scanned page), checking that every page
     loads; one ``InvalidInputError`` line when the file cannot be used."""
+    if path.stat().st_size == 0:
+        raise InvalidInputError("an empty file, not a PDF")
     return [_clean(text) for text in shared_pdfium().page_texts(str(path), MAX_PDF_PAGES)]
 
 

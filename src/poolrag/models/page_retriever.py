@@ -3,7 +3,9 @@ batch of pages with their pixels, in; the checkpoint's own ``embeddings`` out, o
 normalised vector per position.
 
 The model's forward already projects and normalises every position and zeroes the padded ones; the
-token head keeps the attended positions of each row, as the model's reference scoring does.
+token head keeps the attended positions of each row, as the model's reference scoring does. Where
+the processor gives ``token_type_ids`` they are passed on: PaliGemma (ColPali) builds its attention
+from them, and without them a query's vectors would depend on the padding of its batch.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class PageRetriever(nn.Module):
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
         image_grid_thw: torch.Tensor | None = None,
         pixel_attention_mask: torch.Tensor | None = None,
@@ -34,6 +37,8 @@ class PageRetriever(nn.Module):
         # one forward per batch: a key-value cache would be built for nothing
         inputs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
         inputs["use_cache"] = False
+        if token_type_ids is not None:  # PaliGemma: the prefix its processor marks attends both ways
+            inputs["token_type_ids"] = token_type_ids
         if pixel_values is not None:
             inputs["pixel_values"] = pixel_values.to(self.model.dtype)
         if image_grid_thw is not None:  # ColQwen2: each page's patch grid

@@ -124,7 +124,8 @@ def build_page_inputs(
 ) -> BatchInputs:
     """A page retriever's pages: their token ids (image tokens and prompt) padded as texts are, and
     their ``pixel_values`` ``[B, C, H, W]``; one output row per position."""
-    inputs = build_inputs(batch, pad_token_id=pad_token_id, with_token_types=False, packed=False, pin=pin)
+    types = all(r.token_type_ids is not None for r in batch)  # PaliGemma's prefix marks
+    inputs = build_inputs(batch, pad_token_id=pad_token_id, with_token_types=types, packed=False, pin=pin)
     images = [r.pixels for r in batch if r.pixels is not None]
     if len(images) != len(batch):
         raise ValueError("a batch mixes images and texts")  # the engine core keeps them apart

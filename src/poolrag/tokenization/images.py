@@ -16,7 +16,7 @@ import io
 import logging
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -135,6 +135,16 @@ class ImagePreprocessor:
         finally:
             for future in futures:
                 future.cancel()
+
+    def request_futures(
+        self, items: Sequence[tuple[object, str]], params: ResolvedParams
+    ) -> list[PoolingRequest | Future[PoolingRequest]]:
+        """The requests of ``items`` as they are being prepared on the pool of threads (a request
+        where there is nothing to overlap): the engine hands the first to the model while the rest
+        are still being prepared."""
+        if len(items) == 1 or PREPARING_THREADS == 1:
+            return [self.request(value, params, name) for value, name in items]
+        return [self._threads().submit(self.request, value, params, name) for value, name in items]
 
     def _threads(self) -> ThreadPoolExecutor:
         if self._pool is None or self._pool_pid != os.getpid():  # a forked child has no threads

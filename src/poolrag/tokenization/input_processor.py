@@ -19,11 +19,12 @@ from poolrag.config.model_spec import ColbertSpec
 from poolrag.errors import (
     InputTooLongError,
     InputTypeError,
+    InvalidImageError,
     InvalidInputError,
     InvalidTextError,
     ModelLoadError,
 )
-from poolrag.image_inputs import is_image_input
+from poolrag.image_inputs import is_image_input, other_data_url
 from poolrag.input_shapes import score_pairs
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
@@ -231,13 +232,18 @@ class InputProcessor:
         prompt: str | None,
         field: str = "input",
         one: bool = False,
+        pending_images: bool = False,
     ) -> list[PoolingRequest]:
-        """One request per prompt; errors name ``field`` (``field[i]`` unless the caller gave ``one``)."""
+        """One request per prompt; errors name ``field`` (``field[i]`` unless the caller gave ``one``).
+
+        ``pending_images``: an image's request may be a ``Future`` still being prepared on the
+        image pool (``ModelExecutor.execute_as_ready`` takes such a list); otherwise every request is
+        ready when this returns."""
         limit = self._limit(truncate)
         if self.colbert is not None and params.task in ("token_embed", "score"):
             return self._colbert(prompts, params, limit, field, one)
         if isinstance(self.images, PagePreprocessor):
-            return self._page_inputs(self.images, prompts, params, field, one)
+            return self._page_inputs(self.images, prompts, params, field, one, pending_images)
         if prompt is not None and (at := lone_surrogate(prompt)) is not None:
             raise InvalidInputError(
                 f"prompt is not valid Unicode (lone surrogate at character {at})", param="prompt"
@@ -256,12 +262,15 @@ class InputProcessor:
             elif is_image_input(item) and (self.images is not None or not isinstance(item, str)):
                 # a data: URL is a text to a text-only model, as it always was
                 images[i] = (item, field if index is None else f"{field}[{index}]")
+            elif self.images is not None and (kind := other_data_url(item)) is not None:
+                raise _not_an_image(field if index is None else f"{field}[{index}]", kind)
             else:
                 wholes.append(prefix + check_text(item, field, index))
                 texts.append(self._kept_text(wholes[-1], limit, chunking))
                 text_positions.append(i)
         if images:
-            for i, request in zip(images, self._images(list(images.values()), params), strict=True):
+            prepared = self._images(list(images.values()), params, pending_images)
+            for i, request in zip(images, prepared, strict=True):
                 requests[i] = request
         if texts and limit is not None:
             self._check_room(limit, prefix=prefix)
@@ -299,6 +308,7 @@ class InputProcessor:
         params: ResolvedParams,
         field: str,
         one: bool,
+        pending: bool = False,
     ) -> list[PoolingRequest]:
         """A page retriever's inputs: an image is a page, a text a query; its processor writes both
         (a prompt, image tokens, augmentation tokens), so neither is cut to a token limit: a query
@@ -312,21 +322,27 @@ class InputProcessor:
                 requests[i] = self._from_token_ids(item, params, None, field, index)
             elif is_image_input(item):
                 images[i] = (item, field if index is None else f"{field}[{index}]")
+            elif (kind := other_data_url(item)) is not None:
+                raise _not_an_image(field if index is None else f"{field}[{index}]", kind)
             else:
                 queries[i] = check_text(item, field, index)
         if images:
-            for i, request in zip(images, pages.requests(list(images.values()), params), strict=True):
+            items = list(images.values())
+            prepared = pages.request_futures(items, params) if pending else pages.requests(items, params)
+            for i, request in zip(images, prepared, strict=True):
                 requests[i] = request
         if queries:
             for i, request in zip(queries, pages.queries(list(queries.values()), params), strict=True):
                 requests[i] = request
         return requests  # type: ignore[return-value]
 
-    def _images(self, items: list[tuple[object, str]], params: ResolvedParams) -> list[PoolingRequest]:
+    def _images(
+        self, items: list[tuple[object, str]], params: ResolvedParams, pending: bool = False
+    ) -> list[Any]:
         if self.images is None:
             name = items[0][1]
             raise InputTypeError(f"{name}: this model reads text only, not images", param=name.split("[")[0])
-        return self.images.requests(items, params)
+        return self.images.request_futures(items, params) if pending else self.images.requests(items, params)
 
     # -- chunked processing (long embed inputs) --------------------------------------------------
     def _check_embed_cap(self, ids: Sequence[int]) -> None:
@@ -538,3 +554,11 @@ class InputProcessor:
                 )
             )
         return out
+
+
+def _not_an_image(name: str, kind: str) -> InvalidImageError:
+    """A ``data:`` URL of another type given to a model that reads images: meant as a file, which
+    this model cannot read (a PDF's pages are images to render first), rather than a text."""
+    what = "with no media type" if kind == "untyped" else f"of type {kind}"
+    advice = "send images as data:image/...;base64,... and a PDF's pages rendered as images"
+    return InvalidImageError(name, f"a data URL {what} is not an image ({advice})")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -49,6 +49,7 @@ class PagePreprocessor(ImagePreprocessor):
         image = decode_image(value, name)
         encoded = self.processor.process_images(images=[image], return_tensors="pt")
         ids = _attended(encoded, 0)
+        types = _attended(encoded, 0, "token_type_ids")
         values = encoded["pixel_values"][0].float().numpy()
         grid = tile_mask = None
         if "image_grid_thw" in encoded:  # dynamic resolution (ColQwen2): the grid's rows of patches
@@ -58,7 +59,7 @@ class PagePreprocessor(ImagePreprocessor):
             tile_mask = encoded["pixel_attention_mask"][0].numpy()
         digest = hashlib.sha256(np.ascontiguousarray(values).data).hexdigest()
         pixels = Pixels(digest, values, len(ids), grid, tile_mask)
-        return PoolingRequest(token_ids=ids, params=params, pixels=pixels)
+        return PoolingRequest(token_ids=ids, params=params, token_type_ids=types, pixels=pixels)
 
     def queries(self, texts: Sequence[str], params: ResolvedParams) -> list[PoolingRequest]:
         """One request per query: the processor's prompt, the query and its augmentation tokens."""
@@ -68,13 +69,21 @@ class PagePreprocessor(ImagePreprocessor):
             ids = _attended(encoded, row)
             if self.max_len is not None and len(ids) > self.max_len:
                 raise InputTooLongError(len(ids), self.max_len)
-            requests.append(PoolingRequest(token_ids=ids, params=params))
+            types = _attended(encoded, row, "token_type_ids")
+            requests.append(PoolingRequest(token_ids=ids, params=params, token_type_ids=types))
         return requests
 
 
-def _attended(encoded: Any, row: int) -> tuple[int, ...]:
-    """Row ``row``'s token ids at the positions its attention mask keeps (padding dropped; the
-    augmentation tokens a query attends to are the pad token, so the mask, not the id, decides)."""
-    ids = np.asarray(encoded["input_ids"][row])
+@overload
+def _attended(encoded: Any, row: int) -> tuple[int, ...]: ...
+@overload
+def _attended(encoded: Any, row: int, key: str) -> tuple[int, ...] | None: ...
+def _attended(encoded: Any, row: int, key: str = "input_ids") -> tuple[int, ...] | None:
+    """Row ``row`` of ``encoded[key]`` (the token ids, or their types where the processor gives
+    them) at the positions its attention mask keeps: padding dropped; the augmentation tokens a query
+    attends to are the pad token, so the mask, not the id, decides."""
+    if key not in encoded:
+        return None
+    values = np.asarray(encoded[key][row])
     mask = np.asarray(encoded["attention_mask"][row]).astype(bool)
-    return tuple(int(i) for i in ids[mask])
+    return tuple(int(v) for v in values[mask])
