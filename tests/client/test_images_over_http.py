@@ -157,11 +157,35 @@ def test_cohere_s_client_embeds_images_through_v2_embed(engine: Engine, url: str
     np.testing.assert_allclose(got, engine.embed_array([PHOTO]), atol=1e-6)
 
 
+def test_cohere_s_client_embeds_mixed_inputs_one_text_or_image_each(engine: Engine, url: str) -> None:
+    """Cohere's ``inputs`` form (embed-v4's): each item's content is one part here, a text or an
+    image, in the call's order; an item fusing a text and an image is refused, naming it."""
+    import cohere
+    import httpx
+
+    data_url = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
+    image = {"type": "image_url", "image_url": {"url": data_url}}
+    text = {"type": "text", "text": "a portrait"}
+    client = cohere.ClientV2(base_url=url, api_key="unused", timeout=120)
+    answer = client.embed(
+        model="clip",
+        inputs=[{"content": [image]}, {"content": [text]}],
+        input_type="search_document",
+        embedding_types=["float"],
+    )
+    got = np.array(answer.embeddings.float_, dtype=np.float32)
+    np.testing.assert_allclose(got, engine.embed_array([PHOTO, "a portrait"]), atol=1e-6)
+    fused = {"inputs": [{"content": [text]}, {"content": [text, image]}], "input_type": "search_document"}
+    refused = httpx.post(f"{url}/v2/embed", json=fused)
+    assert refused.status_code in (400, 422)
+    assert "inputs[1].content has 2 parts: this model embeds one text or one image per input" in refused.text
+
+
 def test_v2_embed_takes_texts_or_images_and_fetches_nothing(url: str) -> None:
     import httpx
 
     both = {"texts": ["a"], "images": ["data:image/png;base64,AAAA"], "input_type": "image"}
     remote = {"images": ["https://example.com/cat.png"], "input_type": "image"}
-    for body, message in ((both, "texts or images"), (remote, "nothing is fetched")):
+    for body, message in ((both, "texts, images or inputs"), (remote, "nothing is fetched")):
         response = httpx.post(f"{url}/v2/embed", json=body)
         assert response.status_code in (400, 422) and message in response.text

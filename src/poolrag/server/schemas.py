@@ -340,12 +340,34 @@ CohereInputType = Literal["search_query", "search_document", "classification", "
 EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary"]
 
 
+class CohereImageUrl(BaseModel):
+    url: str = Field(description="A data:image/...;base64, URI (nothing is fetched).")
+
+
+class CohereContent(BaseModel):
+    """One part of a Cohere ``inputs`` item: a text, or an image as a data URI."""
+
+    type: Literal["text", "image_url"]
+    text: str | None = None
+    image_url: CohereImageUrl | None = None
+
+
+class CohereEmbedInput(BaseModel):
+    content: list[CohereContent] = Field(min_length=1)
+
+
 class CohereEmbedRequest(RequestBody):
     texts: list[Text] | None = Field(None, min_length=1, description="The texts to embed.")
     images: list[str] | None = Field(
         None,
         min_length=1,
         description="Images as data:image/...;base64, URIs, instead of texts (a model that reads images).",
+    )
+    inputs: list[CohereEmbedInput] | None = Field(
+        None,
+        min_length=1,
+        description="Cohere's mixed form: each item's content is one text or one image_url part (this "
+        "server's models embed one or the other, not a fused text and image).",
     )
     input_type: CohereInputType = Field(
         "search_document", description="search_query / search_document select the model's prompts."
@@ -368,17 +390,55 @@ class CohereEmbedRequest(RequestBody):
 
     @model_validator(mode="after")
     def _texts_or_images(self) -> CohereEmbedRequest:
-        if (self.texts is None) == (self.images is None):
-            raise ValueError("send texts or images (one of the two)")
+        if sum(given is not None for given in (self.texts, self.images, self.inputs)) != 1:
+            raise ValueError("send texts, images or inputs (one of the three)")
         for i, image in enumerate(self.images or ()):
             if not image[: len(DATA_URL_PREFIX)].lower() == DATA_URL_PREFIX:
                 raise ValueError(f"images[{i}] must be a data:image/...;base64, URI (nothing is fetched)")
+        for i, item in enumerate(self.inputs or ()):
+            _one_part(item, f"inputs[{i}]")
         return self
 
     @property
-    def inputs(self) -> list[str]:
-        """The texts, or the images' data URIs."""
+    def field(self) -> str:
+        """The field the request's items came in, for its errors."""
+        return "texts" if self.texts is not None else "images" if self.images is not None else "inputs"
+
+    @property
+    def items(self) -> list[str]:
+        """The texts, or the images' data URIs, or each input's one text or image."""
+        if self.inputs is not None:
+            return [_part_value(item.content[0]) for item in self.inputs]
         return list(self.texts if self.texts is not None else self.images or ())
+
+    @property
+    def has_images(self) -> bool:
+        if self.inputs is not None:
+            return any(item.content[0].type == "image_url" for item in self.inputs)
+        return self.images is not None
+
+
+def _one_part(item: CohereEmbedInput, name: str) -> None:
+    """An ``inputs`` item this server embeds: one text, or one image as a data URI."""
+    if len(item.content) != 1:
+        raise ValueError(
+            f"{name}.content has {len(item.content)} parts: this model embeds one text or one image per input"
+        )
+    part = item.content[0]
+    if part.type == "text" and part.text is None:
+        raise ValueError(f"{name}.content[0] is a text part without text")
+    if part.type == "image_url":
+        url = part.image_url.url if part.image_url is not None else ""
+        if not url[: len(DATA_URL_PREFIX)].lower() == DATA_URL_PREFIX:
+            raise ValueError(
+                f"{name}.content[0].image_url must be a data:image/...;base64, URI (nothing is fetched)"
+            )
+
+
+def _part_value(part: CohereContent) -> str:
+    if part.type == "text":
+        return part.text or ""
+    return part.image_url.url if part.image_url is not None else ""
 
 
 class CohereBilledUnits(BaseModel):

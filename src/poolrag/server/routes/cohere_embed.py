@@ -88,7 +88,7 @@ def _by_type(
 def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None) -> None:
     """int8/uint8 need a scale per dimension: the request's calibration set, the server's (or the
     model's) ranges file, or a batch of two or more texts; refused before the model runs."""
-    if ranges is not None or body.calibration is not None or len(body.inputs) >= 2:
+    if ranges is not None or body.calibration is not None or len(body.items) >= 2:
         return
     if {"int8", "uint8"} & set(body.embedding_types):
         raise APIError(
@@ -111,10 +111,10 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
             param="embedding_types",
             code="invalid_request",
         )
-    field = "texts" if body.texts is not None else "images"
-    if field == "images" and not state.engine.facts.reads_images:
-        raise APIError(400, "images: this model reads text only", param="images", code="invalid_request")
-    inputs = body.inputs
+    field = body.field
+    if body.has_images and not state.engine.facts.reads_images:
+        raise APIError(400, f"{field}: this model reads text only", param=field, code="invalid_request")
+    inputs = body.items
     check_count(state.settings, len(inputs), field)
     _check_scalable(body, state.ranges)
     params = _params(body, state.engine.facts)
