@@ -24,7 +24,7 @@ from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.params import PoolingParams
-from poolrag.vllm_inputs import engine_prompts, per_prompt_params, truncation
+from poolrag.vllm_inputs import engine_prompts, per_prompt_params, score_side, truncation
 from poolrag.vllm_options import NO_EFFECT_OPTIONS, eager_compile, refuse_parallelism, warn_no_effect
 from poolrag.vllm_outputs import (
     ClassificationOutput,
@@ -251,7 +251,8 @@ class LLM:
             score_template = chat_template
         truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
         params = _params(pooling_params, truncate, lora_request)
-        results = self.engine.score(data_1, data_2, params, score_template=score_template)
+        first, second = score_side(data_1), score_side(data_2)  # vLLM's multimodal forms: images
+        results = self.engine.score(first, second, params, score_template=score_template)
         return to_vllm(results, self._request_ids)
 
     def encode(

@@ -66,6 +66,37 @@ def _image_prompt(prompt: Mapping[str, Any]) -> object:
     return image
 
 
+def score_side(data: Any) -> Any:
+    """One side of vLLM's ``LLM.score`` in the Engine's form: texts as they are, a multimodal prompt
+    as its image, and vLLM's ``ScoreMultiModalParam`` (``{"content": [parts]}``) as one item per
+    ``text`` or ``image_url`` part (a data URL; a remote one is never fetched)."""
+    if isinstance(data, Mapping) and "content" in data and set(data) == {"content"}:
+        parts = data["content"]
+        if not isinstance(parts, list | tuple) or not parts:
+            raise InvalidInputError("a score's content is a list of text and image_url parts")
+        return [_content_part(part, i) for i, part in enumerate(parts)]
+    if isinstance(data, Mapping) and "multi_modal_data" in data:
+        return _image_prompt(data)
+    if isinstance(data, list | tuple):
+        return [_image_prompt(d) if isinstance(d, Mapping) and "multi_modal_data" in d else d for d in data]
+    return data
+
+
+def _content_part(part: object, index: int) -> object:
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    if kind == "text" and isinstance(part.get("text"), str):  # type: ignore[union-attr]
+        return part["text"]  # type: ignore[index]
+    if kind == "image_url":
+        image = part.get("image_url")  # type: ignore[union-attr]
+        url = image.get("url") if isinstance(image, Mapping) else image
+        if isinstance(url, str) and is_image_input(url):
+            return url
+        raise InvalidInputError(
+            f"content[{index}]: an image_url must be a data:image/...;base64, URL (nothing is fetched)"
+        )
+    raise InvalidInputError(f"content[{index}]: expected a text or image_url part")
+
+
 def engine_prompts(prompts: Any) -> Any:
     """``prompts`` in the Engine's form: text prompts as strings, token lists as token prompts. One
     prompt stays one prompt (a bare list of ids is one, as in vLLM); anything else the Engine checks."""

@@ -160,3 +160,22 @@ def test_a_query_s_vectors_do_not_depend_on_its_batch(engine: Engine) -> None:
         np.testing.assert_allclose(batched, alone, atol=1e-5)
     page = _token_vectors(engine, [PHOTOS[0]])[0]
     np.testing.assert_allclose(_token_vectors(engine, [PHOTOS[0], PHOTOS[2]])[0], page, atol=1e-5)
+
+
+def test_llm_takes_vllm_s_multimodal_prompts_for_pages(engine: Engine, colpali: Path) -> None:
+    """vLLM's offline form: a page as ``{"prompt": "", "multi_modal_data": {"image": ...}}``, a
+    query as its text; ``LLM.encode`` and ``LLM.score`` answer as the engine does."""
+    from poolrag import LLM
+
+    llm = LLM(model=str(colpali))
+    page = PIL.open(PHOTOS[0]).convert("RGB")
+    outputs = llm.encode(
+        [{"prompt": "", "multi_modal_data": {"image": page}}, QUERIES[0]], pooling_task="token_embed"
+    )
+    want = _token_vectors(engine, [PHOTOS[0], QUERIES[0]])
+    for out, w in zip(outputs, want, strict=True):
+        np.testing.assert_allclose(np.asarray(out.outputs.data), w, atol=1e-6)
+    scored = llm.score(QUERIES[0], [{"prompt": "", "multi_modal_data": {"image": page}}])
+    assert scored[0].outputs.score == pytest.approx(
+        engine.score(QUERIES[0], [PHOTOS[0]])[0].outputs.score, rel=1e-6
+    )
