@@ -193,3 +193,23 @@ def test_a_page_retriever_given_only_text_files_says_what_it_reads(
         f"no documents in {docs}: a page retriever reads .png, .jpg, .jpeg, .webp, .pdf files" in run.stderr
     )
     assert "(text files are for a text model)" in run.stderr
+
+
+def test_a_search_that_finds_nothing_says_so(tmp_path: Path, clip_folder: Path) -> None:
+    docs = tmp_path / "empty"
+    docs.mkdir()
+    store = [
+        "--model",
+        str(clip_folder),
+        "--store",
+        "qdrant",
+        "--path",
+        str(tmp_path / "q"),
+        "--collection",
+        "c",
+    ]
+    assert _poolrag(["ingest", str(docs), *store, "--quiet"], tmp_path).returncode == 0
+    search = _poolrag(["search", "anything", *store, "--json"], tmp_path)
+    assert search.returncode == 0, search.stderr[-3000:]
+    assert search.stdout == ""  # --json: no result lines
+    assert "no results in collection 'c' (it may be empty)" in search.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.command_errors import report_error, setup_logging, user_errors
@@ -105,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
+    if not results:  # said on stderr: --json's stdout stays a list of result lines (none)
+        print(f"no results in collection {args.collection!r} (it may be empty)", file=sys.stderr)
     for rank, r in enumerate(results, start=1):
         if args.json:
             print(

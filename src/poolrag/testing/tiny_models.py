@@ -350,6 +350,7 @@ def build_colmodernvbert(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path
         "num_hidden_layers": 2,
     }
     text |= {"num_attention_heads": 2, "pad_token_id": 0, "max_position_embeddings": 512}
+    text |= {"bos_token_id": 101, "eos_token_id": 102, "sep_token_id": 102, "cls_token_id": 101}
     vlm = transformers.ModernVBertConfig(
         text_config=text,
         vision_config=_VISION,

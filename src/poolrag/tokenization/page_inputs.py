@@ -36,7 +36,7 @@ class PagePreprocessor(ImagePreprocessor):
 
         _pil()  # one line naming the images extra when Pillow is missing
         try:
-            processor = AutoProcessor.from_pretrained(folder)
+            processor = AutoProcessor.from_pretrained(folder, backend="pil")  # no torchvision needed
         except (OSError, ValueError) as exc:
             raise ModelLoadError(
                 f"{folder}: no processor to prepare pages and queries with ({exc})"
