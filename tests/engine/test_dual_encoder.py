@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import SENTENCES, build_clip, build_siglip
+from tiny_models import SENTENCES, build_clip, build_siglip, build_siglip2
 
 from poolrag import Engine
 from poolrag.errors import InputTypeError, InvalidInputError
@@ -142,6 +142,31 @@ def test_a_siglip_folder_gets_its_own_vectors_texts_padded_to_its_length(
     np.testing.assert_allclose(engine.embed_array(short), _normalized(texts), atol=1e-5)
     np.testing.assert_allclose(engine.embed_array(PHOTOS), _normalized(images), atol=1e-5)
     assert engine.embed(PHOTOS[:1])[0].num_tokens == 16  # SigLIP's tower has no class token
+
+
+def test_a_siglip2_folder_reads_each_picture_at_its_own_aspect_ratio(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """SigLIP2 (NaFlex) cuts each picture into patches at its own aspect ratio, up to a patch budget,
+    and masks the rest: a tall and a wide photograph in one batch get the checkpoint's own vectors."""
+    folder = build_siglip2(tmp_path / "siglip2", minilm_path)
+    model = transformers.Siglip2Model.from_pretrained(folder).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    processor = transformers.Siglip2ImageProcessor.from_pretrained(folder)
+    short = [s for s in SENTENCES if len(tokenizer(s)["input_ids"]) <= 16]
+    photos = [PIL.open(p).convert("RGB") for p in PHOTOS]
+    with torch.no_grad():
+        ids = tokenizer(short, padding="max_length", max_length=16, return_tensors="pt")["input_ids"]
+        texts = model.get_text_features(input_ids=ids).pooler_output
+        one_by_one = [
+            model.get_image_features(**processor(images=[p], return_tensors="pt")).pooler_output
+            for p in photos
+        ]
+    shapes = {tuple(processor(images=[p], return_tensors="np")["spatial_shapes"][0]) for p in photos}
+    assert len(shapes) > 1  # the photographs' grids differ: the batch mixes aspect ratios
+    engine = Engine(folder)
+    np.testing.assert_allclose(engine.embed_array(short), _normalized(texts), atol=1e-5)
+    np.testing.assert_allclose(engine.embed_array(PHOTOS), _normalized(torch.cat(one_by_one)), atol=1e-5)
 
 
 def test_sentence_transformers_loading_the_same_folder_agrees(clip: Path, engine: Engine) -> None:

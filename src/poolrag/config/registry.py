@@ -207,7 +207,7 @@ ARCHITECTURES: tuple[NamePattern, ...] = (
         names=("HF_ColBERT", "ColBERTModel", "ColBERTModernBertModel", "ColBERTJinaRobertaModel"),
     ),
     NamePattern(Role.BACKBONE, names=("LlamaBidirectionalModel",)),
-    NamePattern(Role.DUAL_ENCODER, names=("CLIPModel", "SiglipModel")),
+    NamePattern(Role.DUAL_ENCODER, names=("CLIPModel", "SiglipModel", "Siglip2Model")),
     NamePattern(
         Role.PAGE_RETRIEVER,
         names=("ColPaliForRetrieval", "ColQwen2ForRetrieval", "ColModernVBertForRetrieval"),
@@ -568,9 +568,10 @@ ENTRIES: tuple[Entry, ...] = (
         "with its image processor saved beside it; images (a PIL image, bytes, a `Path`, a "
         "`data:image/...;base64,` URL) go wherever texts go, into the same space",
         (
-            "tiny random CLIPModel and SiglipModel saved with their image processors: texts and "
-            "real photos vs `get_text_features` / `get_image_features` (SigLIP's texts padded to "
-            "its full length, as its processor does)",
+            "tiny random CLIPModel, SiglipModel and Siglip2Model saved with their image processors: "
+            "texts and real photos vs `get_text_features` / `get_image_features` (SigLIP's texts "
+            "padded to its full length, as its processor does; SigLIP2's pictures at their own "
+            "aspect ratio)",
         ),
     ),
     Entry(

@@ -1,4 +1,4 @@
-"""A dual encoder (CLIP, SigLIP) as one network: a batch of texts or a batch of images in, one
+"""A dual encoder (CLIP, SigLIP, SigLIP2) as one network: a batch of texts or a batch of images in, one
 projected vector per input out, computed by the checkpoint's own ``get_text_features`` /
 ``get_image_features`` so the vectors are exactly the model's.
 
@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 #: model types whose text tower reads texts padded to its whole length (without a mask)
-FULL_LENGTH_TEXT = frozenset({"siglip"})
+FULL_LENGTH_TEXT = frozenset({"siglip", "siglip2"})
 
 
 class DualEncoder(nn.Module):
@@ -33,10 +33,19 @@ class DualEncoder(nn.Module):
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         pixel_values: torch.Tensor | None = None,
+        pixel_attention_mask: torch.Tensor | None = None,
+        spatial_shapes: torch.Tensor | None = None,
         **_: Any,
     ) -> Any:
-        """``pooler_output``: ``[B, projection_dim]``, for the texts or for the images."""
+        """``pooler_output``: ``[B, projection_dim]``, for the texts or for the images (SigLIP2's at
+        their own aspect ratio: each image's patches, their mask and its patch grid)."""
         if pixel_values is not None:
+            if spatial_shapes is not None:
+                return self.model.get_image_features(
+                    pixel_values=pixel_values,
+                    pixel_attention_mask=pixel_attention_mask,
+                    spatial_shapes=spatial_shapes,
+                )
             return self.model.get_image_features(pixel_values=pixel_values)
         if self.text_length is not None and input_ids is not None:
             padded = input_ids.new_full((input_ids.shape[0], self.text_length), self.pad_token_id)

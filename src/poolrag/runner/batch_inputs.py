@@ -158,4 +158,11 @@ def build_image_inputs(batch: Sequence[PoolingRequest], *, pin: bool = False) ->
         raise ValueError("a batch mixes images and texts")  # the engine core keeps them apart
     ones = torch.ones(len(batch), dtype=torch.int64)
     total = sum(r.num_tokens for r in batch)
-    return BatchInputs({"pixel_values": _pin(torch.from_numpy(pixels), pin)}, _pin(ones, pin), False, total)
+    kwargs = {"pixel_values": _pin(torch.from_numpy(pixels), pin)}
+    first = batch[0].pixels
+    if first is not None and first.grid is not None:  # SigLIP2: each image's patch mask and grid
+        masks = np.stack([r.pixels.tile_mask for r in batch if r.pixels is not None])
+        kwargs["pixel_attention_mask"] = _pin(torch.from_numpy(masks), pin)
+        shapes = torch.tensor([r.pixels.grid for r in batch if r.pixels is not None], dtype=torch.int64)
+        kwargs["spatial_shapes"] = _pin(shapes, pin)
+    return BatchInputs(kwargs, _pin(ones, pin), False, total)

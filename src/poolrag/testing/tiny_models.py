@@ -259,6 +259,22 @@ def build_siglip(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     return dest
 
 
+def build_siglip2(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
+    """A tiny random ``Siglip2Model`` saved with its ``Siglip2ImageProcessor`` (8-pixel patches, at
+    most 16 a picture, at the picture's own aspect ratio) and the MiniLM tokenizer; texts are 16
+    positions long."""
+    dest.mkdir(parents=True, exist_ok=True)
+    copy_tokenizer(tokenizer_src, dest)
+    text = _TOWER | {"vocab_size": 30522, "max_position_embeddings": 16, "pad_token_id": 0}
+    torch.manual_seed(seed)
+    config = transformers.Siglip2Config(
+        text_config=text, vision_config=_TOWER | {"patch_size": 8, "num_patches": 16}
+    )
+    transformers.Siglip2Model(config).eval().save_pretrained(dest)
+    transformers.Siglip2ImageProcessor(patch_size=8, max_num_patches=16).save_pretrained(dest)
+    return dest
+
+
 def build_colpali(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     """A tiny random ``ColPaliForRetrieval`` (a PaliGemma of a 2-layer Gemma and a 2-layer SigLIP
     vision tower, 32 x 32 pages in 16 patches, 16-dim token vectors) saved with transformers'

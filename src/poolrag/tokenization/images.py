@@ -154,11 +154,15 @@ class ImagePreprocessor:
 
     def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
         image = decode_image(value, name)
-        values = np.asarray(
-            self.processor(images=[image], return_tensors="np")["pixel_values"][0], np.float32
-        )
+        prepared = self.processor(images=[image], return_tensors="np")
+        values = np.asarray(prepared["pixel_values"][0], np.float32)
         # the identity of what the model sees (not of the decoded original, which may be 100x larger)
         digest = hashlib.sha256(np.ascontiguousarray(values).data).hexdigest()
+        if "spatial_shapes" in prepared:  # SigLIP2: patches at the image's own aspect ratio, masked
+            mask = np.asarray(prepared["pixel_attention_mask"][0])
+            shape = tuple(int(n) for n in prepared["spatial_shapes"][0])
+            pixels = Pixels(digest, values, max(1, int(mask.sum())), grid=shape, tile_mask=mask)
+            return PoolingRequest(token_ids=(), params=params, pixels=pixels)
         grid = (values.shape[-1] // self.patch_size) * (values.shape[-2] // self.patch_size)
         patches = max(1, grid + int(self.class_token))
         return PoolingRequest(token_ids=(), params=params, pixels=Pixels(digest, values, patches))
