@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluation"))
 from test_eval_run import write_dataset
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
-REFUSAL = "hybrid search goes with single-vector models, not ColBERT token vectors"
+REFUSAL = "hybrid search goes with single-vector models, not token vectors (ColBERT, ColPali)"
 
 
 @pytest.mark.parametrize("command", ["ingest", "eval"])

@@ -37,7 +37,9 @@ def hybrid_sources(
     from poolrag.model_facts import ScoreKind
 
     if engine.facts.score_kind is ScoreKind.MAXSIM:
-        raise InvalidInputError("hybrid search goes with single-vector models, not ColBERT token vectors")
+        raise InvalidInputError(
+            "hybrid search goes with single-vector models, not token vectors (ColBERT, ColPali)"
+        )
     if dense is None:
         dense = DenseEncoder(CachedEmbedder(engine, cache), dimensions)
     if args.sparse_model:

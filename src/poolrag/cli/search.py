@@ -163,7 +163,9 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     reranker = _reranker(args, engine_args)
     if spec.layout == "multivector":
         if args.mode != "dense":
-            raise InvalidInputError(f"--mode {args.mode}: a ColBERT collection has no sparse field")
+            raise InvalidInputError(
+                f"--mode {args.mode}: a collection of token vectors (ColBERT, ColPali) has no sparse field"
+            )
         return ColbertRetriever(store, engine, reranker=reranker).search(
             args.query, args.k, candidates=args.candidates
         )
