@@ -1,17 +1,24 @@
-"""uvicorn's h11 protocol with a deadline for request headers.
+"""uvicorn's HTTP protocols with a deadline and a size cap for request headers.
 
 uvicorn times out idle keep-alive connections, but a connection that sends its headers a byte at
 a time is held for as long as the client likes; a few hundred of them exhaust the server's file
 descriptors. Here every request's headers (from the first byte, or from the connection's start)
 must be complete within ``header_timeout_s``, else the connection is closed. The body has a
 deadline of its own (:mod:`poolrag.server.body_limit`).
+
+The parser is httptools (C, llhttp) where the ``server`` extra installed it, as uvicorn's own
+``auto`` would choose, and h11 (pure Python) otherwise: under many small requests the parser is a
+good part of the event loop's time per request (``benchmarks/RESULTS.md``, serve_vs_servers.py).
+h11 caps a request's headers at ``max_header_bytes`` itself; httptools has no cap, so it is
+counted here and an over-long head is answered 400 as h11's is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -19,15 +26,16 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 logger = logging.getLogger(__name__)
 
 
-class HeaderTimeoutH11Protocol(H11Protocol):
-    header_timeout_s: float = 10.0
+class HeaderDeadline:
+    """The deadline, for a protocol that says when it is waiting for a request's headers."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._header_timer: asyncio.TimerHandle | None = None
+    header_timeout_s: float = 10.0
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    _header_timer: asyncio.TimerHandle | None = None
 
     def _awaiting_headers(self) -> bool:
-        return self.conn.their_state is h11.IDLE
+        raise NotImplementedError
 
     def _arm(self) -> None:
         if self._header_timer is None and self._awaiting_headers():
@@ -44,6 +52,11 @@ class HeaderTimeoutH11Protocol(H11Protocol):
             logger.info("closing a connection that sent no complete headers in %gs", self.header_timeout_s)
             self.transport.close()
 
+
+class HeaderTimeoutH11Protocol(HeaderDeadline, H11Protocol):
+    def _awaiting_headers(self) -> bool:
+        return self.conn.their_state is h11.IDLE
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
@@ -59,8 +72,57 @@ class HeaderTimeoutH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
 
-def with_header_timeout(header_timeout_s: float) -> type[HeaderTimeoutH11Protocol]:
-    """The protocol class for uvicorn's ``http=`` option, with this server's deadline."""
-    return type(
-        "HeaderTimeoutH11Protocol", (HeaderTimeoutH11Protocol,), {"header_timeout_s": header_timeout_s}
-    )
+def _httptools_protocol() -> type | None:
+    """The httptools protocol class with the deadline and the cap, or ``None`` without httptools."""
+    if importlib.util.find_spec("httptools") is None:
+        return None
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class HeaderTimeoutHttpToolsProtocol(HeaderDeadline, HttpToolsProtocol):
+        max_header_bytes: int = 64 * 1024
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._in_head, self._head_bytes = True, 0  # a new connection waits for a request's head
+
+        def _awaiting_headers(self) -> bool:
+            return self._in_head
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._in_head:
+                self._head_bytes += len(data)
+            super().data_received(data)
+            if self._in_head and self._head_bytes > self.max_header_bytes and not self.transport.is_closing():
+                logger.info("closing a connection whose request head passed %d bytes", self.max_header_bytes)
+                self.send_400_response("Invalid HTTP request received.")
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._in_head = True
+            self._arm()  # the first byte of a request ends the keep-alive wait and starts this one
+
+        def on_headers_complete(self) -> None:
+            self._in_head, self._head_bytes = False, 0
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutHttpToolsProtocol
+
+
+def with_header_limits(
+    header_timeout_s: float, max_header_bytes: int, parser: Literal["auto", "h11"] = "auto"
+) -> type:
+    """The protocol class for uvicorn's ``http=`` option, with this server's header deadline and
+    size cap (``auto``: httptools if installed, else h11; uvicorn's ``h11_max_incomplete_event_size``
+    must say ``max_header_bytes`` too for h11)."""
+    base = (_httptools_protocol() if parser == "auto" else None) or HeaderTimeoutH11Protocol
+    limits = {"header_timeout_s": header_timeout_s, "max_header_bytes": max_header_bytes}
+    return type(base.__name__, (base,), limits)

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from fastapi import FastAPI
 
-from poolrag.server.protocol import with_header_timeout
+from poolrag.server.protocol import with_header_limits
 from poolrag.server.settings import ServerSettings
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
 
-#: Most bytes of an incomplete HTTP event (request line + headers) h11 buffers.
+#: Most bytes of a request line and its headers.
 MAX_HEADER_BYTES = 64 * 1024
 
 
@@ -28,7 +28,7 @@ def uvicorn_config(
 ) -> uvicorn.Config:
     return uvicorn.Config(
         app,
-        http=with_header_timeout(settings.header_timeout_s),
+        http=with_header_limits(settings.header_timeout_s, MAX_HEADER_BYTES),
         timeout_keep_alive=max(1, round(settings.keep_alive_s)),
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         timeout_graceful_shutdown=max(1, round(settings.body_timeout_s)),

@@ -1,0 +1,104 @@
+"""The HTTP parser under ``poolrag serve``: httptools where the ``server`` extra installed it (h11
+otherwise), and with either one a request's head has a deadline and a size cap."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from poolrag.server import ServerSettings
+from poolrag.server.protocol import with_header_limits
+from poolrag.server.run import uvicorn_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _hello(scope: dict, receive: object, send: object) -> None:
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})  # type: ignore[operator]
+    await send({"type": "http.response.body", "body": b"hello"})  # type: ignore[operator]
+
+
+@pytest.fixture(params=["auto", "h11"])
+def served(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A tiny ASGI app under each parser, with a 1 s head deadline and a 4 KiB head cap."""
+    protocol = with_header_limits(1.0, 4096, parser=request.param)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(_hello, http=protocol, h11_max_incomplete_event_size=4096, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    yield sock.getsockname()[1]
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    data = b""
+    while chunk := sock.recv(65536):  # b"" once the server has closed the connection
+        data += chunk
+    return data
+
+
+def test_the_server_extra_brings_httptools_and_serve_parses_with_it() -> None:
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["server"]
+    assert any(dep.startswith("httptools") for dep in extra)
+    config = uvicorn_config(object(), ServerSettings(served_model_names=("m",)))  # type: ignore[arg-type]
+    assert issubclass(config.http, HttpToolsProtocol)  # type: ignore[arg-type]
+    assert issubclass(with_header_limits(1.0, 1024, parser="h11"), H11Protocol)
+
+
+def test_requests_on_a_kept_alive_connection_are_answered(served: int) -> None:
+    with httpx.Client(base_url=f"http://127.0.0.1:{served}") as client:
+        assert [client.get("/").text for _ in range(3)] == ["hello"] * 3
+
+
+def test_a_head_sent_too_slowly_is_cut_off(served: int) -> None:
+    with socket.create_connection(("127.0.0.1", served), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        started = time.monotonic()
+        assert _read_all(sock) == b""
+        assert 0.5 < time.monotonic() - started < 5
+
+
+def test_an_idle_connection_then_a_slow_head_is_cut_off_from_its_first_byte(served: int) -> None:
+    with socket.create_connection(("127.0.0.1", served), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        time.sleep(0.3)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET / HTTP/1.1\r\n")  # a second request's head, never finished
+        started = time.monotonic()
+        assert _read_all(sock) == b""
+        assert time.monotonic() - started < 5
+
+
+def test_an_over_long_head_is_refused_with_400(served: int) -> None:
+    with socket.create_connection(("127.0.0.1", served), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        try:
+            for i in range(100):  # 100 x 100 bytes, past the 4 KiB cap
+                sock.sendall(f"X-Pad-{i}: {'a' * 88}\r\n".encode())
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server closed as soon as the cap was passed
+        answer = _read_all(sock)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+
+
+def test_a_head_within_the_cap_is_served(served: int) -> None:
+    headers = {f"x-pad-{i}": "a" * 88 for i in range(30)}  # about 3 KiB
+    assert httpx.get(f"http://127.0.0.1:{served}/", headers=headers).text == "hello"
