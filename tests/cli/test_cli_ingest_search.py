@@ -174,3 +174,15 @@ def test_a_search_that_ends_while_its_first_load_measures_exits_cleanly(tmp_path
         assert search.returncode == 0, (run, search.returncode, search.stderr[-3000:])
         assert "terminate called" not in search.stderr and "a.md" in search.stdout
         assert "measuring this model's paths failed" not in search.stderr  # the exit is no failure
+
+
+def test_the_report_counts_one_document_and_one_chunk_in_the_singular(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "one.txt").write_text("Coral reefs bleach when the water warms.")
+    store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "one", "--no-cache", "-q"]
+    assert main(["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]) == 0
+    assert (
+        "ingested 1 document into qdrant collection 'one': 1 chunk: 1 embedded now" in capsys.readouterr().out
+    )

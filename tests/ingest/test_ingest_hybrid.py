@@ -15,14 +15,16 @@ from poolrag.cache.term_counts import CachedTermCounter
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
 from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, BM25ChunkEncoder, bm25_for_model
 from poolrag.sparse import BM25Encoder
-from poolrag.stores import CollectionMismatchError, open_store
+from poolrag.stores import STORES, CollectionMismatchError, InMemoryStore, open_store
 
 KINDS = ["milvus", "qdrant"]
 K1, B = 1.2, 0.75
 
 
 def _open(kind: str, root: Path, collection: str = "docs"):
-    where = {"uri": str(root / "m.db")} if kind == "milvus" else {"path": str(root / "q")}
+    if kind == "memory":
+        return InMemoryStore(collection)
+    where = {"uri": str(root / "m.db")} if kind == "milvus" else {"path": str(root / kind)}
     return open_store(kind, collection, **where)
 
 
@@ -101,6 +103,34 @@ def test_hybrid_ingest_writes_bm25_by_hand_and_reruns_write_nothing(
         second = again.run(read_paths([corpus]))
         assert (second.upserted, second.embedded, second.sparse_computed) == (0, 0, 0)
         assert second.chunks_existing == len(chunks)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", *STORES])
+def test_a_new_hybrid_collection_exists_from_the_start_and_records_its_length_with_the_first_batch(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    store = _open(kind, tmp_path)
+    seen_at_start = []
+
+    def documents():  # read by the run once it has started
+        spec = store.read_spec()
+        seen_at_start.append(None if spec is None else (spec.sparse, spec.model_options[BM25_OPTIONS_KEY]))
+        yield from read_paths([corpus])
+
+    try:
+        pipeline, _ = _pipeline(store, minilm_engine, tmp_path)
+        pipeline.run(documents())
+        assert seen_at_start == [
+            ("bm25", {"avg_doc_length": None, "k1": K1, "b": B, "analyzer": {"name": "wordpiece"}})
+        ]
+        first = BM25Encoder(minilm_engine.tokenizer).term_counts(
+            [c.text for c in _chunks(minilm_engine, corpus)[:4]]
+        )
+        recorded = store.read_spec().model_options[BM25_OPTIONS_KEY]["avg_doc_length"]
+        assert recorded == pytest.approx(sum(sum(c.values()) for c in first) / 4)
     finally:
         store.close()
 

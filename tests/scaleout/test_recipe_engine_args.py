@@ -11,7 +11,7 @@ import ray
 
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
-from poolrag.scaleout.ray_ingest import EngineRecipe, _Probe
+from poolrag.scaleout.ray_ingest import EngineRecipe, _model_parts
 
 
 def test_a_recipe_pickles_with_its_engine_args(minilm_path: Path) -> None:
@@ -29,9 +29,8 @@ def test_a_bare_model_is_its_default_args_and_a_mapping_is_refused() -> None:
 
 
 def test_the_options_reach_the_actor(ray_cluster, minilm_path: Path) -> None:
-    """The probe actor builds the engine from the recipe on a worker: the chunk size it reports
+    """The model-parts task builds the engine from the recipe on a worker: the chunker it hands back
     fits the token limit the driver's args set, not the model's own 256."""
     recipe = EngineRecipe(EngineArgs(str(minilm_path), max_model_len=32))
-    probe = _Probe.remote(recipe, None)  # type: ignore[attr-defined]
-    _source, (chunk_tokens, _overlap) = ray.get(probe.facts.remote())
-    assert 0 < chunk_tokens <= 32
+    _source, chunker, sparse = ray.get(_model_parts.remote(recipe, None))  # type: ignore[attr-defined]
+    assert 0 < chunker.max_tokens <= 32 and sparse is None

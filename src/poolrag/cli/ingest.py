@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         quiet_ray_start(args.verbose)
     opened: list[Any] = []  # the cache and the store, closed even when the run fails
     try:
-        report = _ingest(args, opened)
+        report, reads_texts = _ingest(args, opened)
     except user_errors() as exc:
         return report_error("ingest", exc)
     finally:
@@ -166,13 +166,14 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"ingested {report.documents} documents into {args.store} collection {args.collection!r}: "
-            f"{report.chunks} chunks: {report.embedded} embedded now, {report.from_cache} taken from "
-            f"cache, {report.chunks_existing} already stored; {report.deleted} deleted, "
+            f"ingested {_many(report.documents, 'document')} into {args.store} collection "
+            f"{args.collection!r}: {_many(report.chunks, 'chunk')}: {report.embedded} embedded now, "
+            f"{report.from_cache} taken from cache, {report.chunks_existing} already stored; "
+            f"{report.deleted} deleted, "
             f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
         )
     if report.documents == 0 and report.documents_skipped == 0 and not report.skipped:
-        print(f"no documents in {', '.join(args.paths)}: {_what_is_read(args)}", file=sys.stderr)
+        print(f"no documents in {', '.join(args.paths)}: {_what_is_read(reads_texts)}", file=sys.stderr)
     if report.skipped:  # files, or records of a JSONL file (path:line)
         print(f"{len(report.skipped)} left out:", file=sys.stderr)
         for line in report.skipped:
@@ -180,12 +181,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _what_is_read(args: argparse.Namespace) -> str:
+def _many(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _what_is_read(reads_texts: bool) -> str:
     """What this run reads, for a run that found nothing to read."""
     from poolrag.ingest.readers import JSONL_SUFFIXES, TEXT_SUFFIXES
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
-    if getattr(args, "read_texts", True) is False:  # a page retriever (ColPali)
+    if not reads_texts:  # a page retriever (ColPali)
         pages = ", ".join(IMAGE_SUFFIXES + PDF_SUFFIXES)
         return f"a page retriever reads {pages} files (text files are for a text model)"
     kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES)
@@ -195,7 +200,8 @@ def _what_is_read(args: argparse.Namespace) -> str:
     )
 
 
-def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
+def _ingest(args: argparse.Namespace, opened: list[Any]) -> tuple[IngestReport, bool]:
+    """The run's report, and whether it read text files (a page retriever reads pages alone)."""
     from poolrag.errors import InvalidInputError
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
     from poolrag.ingest.pdf_pages import PageRendering
@@ -245,9 +251,10 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
         documents = read_paths(args.paths, text_field=args.text_field, skipped=skipped)  # read lazily
         files_left_out = () if skipped is None else skipped  # filled while the documents are read
         checkpoint_dir = None if args.cache is None else _parent(args.cache)
-        return ingest_on_ray_from_args(
+        report = ingest_on_ray_from_args(
             args, documents, files_left_out, store, cache, engine_args, options, checkpoint_dir
         )
+        return report, True
     engine = load_engine(engine_args)
     if args.late_chunking and not engine.supports_late_chunking:
         from poolrag.tokenization.late_chunks import late_chunking_refused
@@ -287,14 +294,16 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> IngestReport:
     # The bar starts at its total: the files are listed (and JSONL lines counted) once more for it.
     # a page retriever (ColPali) reads pages, so a folder's text files are not its documents
     texts = not (reads_images and engine.facts.score_kind is ScoreKind.MAXSIM)
-    args.read_texts = texts  # for the line a run that found nothing prints
     total = None if args.quiet else count_documents(args.paths, images=reads_images, texts=texts)
     # read lazily; image files and PDFs only for a model that reads images
     images = rendering if reads_images else None
     documents = read_paths(
         args.paths, text_field=args.text_field, skipped=skipped, images=images, texts=texts
     )
-    return pipeline.run(documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total)
+    report = pipeline.run(
+        documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total
+    )
+    return report, texts
 
 
 def _calibration(args: argparse.Namespace) -> QuantizationRanges | None:

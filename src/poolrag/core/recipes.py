@@ -124,9 +124,7 @@ def dual_encoder_images(spec: ModelSpec, max_len: int) -> ImagePreprocessor:
 
 def page_retriever_inputs(spec: ModelSpec, max_len: int) -> ImagePreprocessor:
     """The folder's processor, which writes pages and queries alike."""
-    pages = PagePreprocessor.from_folder(spec.transformer_path)
-    pages.max_len = max_len
-    return pages
+    return PagePreprocessor.from_folder(spec.transformer_path, max_len=max_len)
 
 
 def _step_head(spec: ModelSpec) -> DecoderHead:

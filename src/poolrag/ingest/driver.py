@@ -130,7 +130,7 @@ class IngestDriver:
         model_options: recorded in the collection so search can load the model the same way.
         checkpoint_path: where progress is saved; default under ``checkpoint_dir`` (else the cache folder).
         sparse: the sparse leg of a hybrid collection; it adopts the settings the collection
-            recorded, or fixes them from the first batch (:meth:`open_collection`).
+            recorded, or fixes them from the first batch (:meth:`fix_sparse`).
         late_chunking: the vectors are late-chunked; recorded, so a collection never mixes the two.
         vector_type: what each vector is stored as (``float32``, ``float16``, ``uint8``;
             :mod:`poolrag.stores.vector_types`); ``None``: the existing collection's, else float32.
@@ -188,56 +188,62 @@ class IngestDriver:
             root = Path(checkpoint_dir) if checkpoint_dir is not None else default_cache_path().parent
             checkpoint_path = default_checkpoint_path(root, self.run_key)
         self.checkpoint_path = Path(checkpoint_path)
-        self.ready = False
         self.report = IngestReport()
 
     # -- the start of a run ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Check the collection (a wrong model or an unreachable database fails before anything is
-        embedded), list the ids already stored, and open the checkpoint.
+        """Create the collection or check it (a wrong model or an unreachable database fails before
+        anything is embedded), list the ids already stored, and open the checkpoint.
 
-        A new collection with a sparse field waits for the first batch (:meth:`open_collection`):
-        BM25 records the average chunk length it normalises by. Reading the spec has reached the
-        database all the same.
+        A new hybrid collection records its BM25 settings as pending: the run's first batch fixes the
+        average chunk length they normalise by (and an undeclared language), :meth:`fix_sparse`.
         """
         self._started = time.monotonic()
         self.report = IngestReport()
-        self.ready = False
         kind, ranges = stored_vectors_of_run(self.store, *self._vectors_asked, self.spec.dimension)
         self.spec = dataclasses.replace(self.spec, vector_type=kind, vector_ranges=ranges)  # type: ignore[arg-type]
-        if self.store.read_spec() is not None or self.sparse is None:
-            self.open_collection([])
+        self._open_collection()
         self.checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)
         self.report.resumed = self.checkpoint.resumed
         # The ids stored before the run, on disk beside the checkpoint (not in memory: a re-run over a
         # large collection would start hundreds of MB up); the stores hand them over page by page.
         self.stored_ids = StoredIds.beside(self.checkpoint_path)
-        if self.ready:
-            self.stored_ids.fill(self.store.scan_sources)
+        self.stored_ids.fill(self.store.scan_sources)
         self._left_out: list[str] = []  # documents whose text no model can read
         self._pending: dict[str, _Pending] = {}
         self._finished: dict[str, str] = {}
         #: documents this run has done with: stored, found done by the checkpoint, or left out
         self.documents_done = 0
 
-    def open_collection(self, first_batch: Sequence[str]) -> None:
-        """Create or check the collection (once a run); the sparse leg adopts the settings it recorded
-        (or fixes them from ``first_batch`` and records them in a new collection)."""
-        if self.ready:
-            return
+    def _open_collection(self) -> None:
+        """Create or check the collection; the sparse leg takes the settings it recorded."""
         spec = self.spec
         if self.sparse is not None:
             stored = self.store.read_spec()
-            key = self.sparse.options_key
-            recorded = stored.model_options.get(key) if stored is not None else None
-            self.sparse.adopt(recorded if isinstance(recorded, dict) else None, first_batch)
-            options = {**spec.model_options, key: self.sparse.settings()}
-            spec = dataclasses.replace(spec, model_options=options)
-        stored_spec = self.store.ensure_collection(spec)
-        self.report.collection = {"name": stored_spec.name, "dimension": stored_spec.dimension}
-        if stored_spec.sparse is not None:
-            self.report.collection["sparse"] = stored_spec.sparse
-        self.ready = True
+            recorded = stored.model_options.get(self.sparse.options_key) if stored is not None else None
+            self.sparse.adopt(recorded if isinstance(recorded, dict) else None, [])
+            spec = self._with_sparse_settings(spec)
+        self.collection_spec = self.store.ensure_collection(spec)
+        self.report.collection = {
+            "name": self.collection_spec.name,
+            "dimension": self.collection_spec.dimension,
+        }
+        if self.collection_spec.sparse is not None:
+            self.report.collection["sparse"] = self.collection_spec.sparse
+
+    def _with_sparse_settings(self, spec: CollectionSpec) -> CollectionSpec:
+        assert self.sparse is not None
+        options = {**spec.model_options, self.sparse.options_key: self.sparse.settings()}
+        return dataclasses.replace(spec, model_options=options)
+
+    def fix_sparse(self, first_batch: Sequence[str]) -> None:
+        """Where the collection recorded no BM25 length yet (new, or made elsewhere), fix it from the
+        run's first batch of chunk texts and record it; a no-op once fixed."""
+        if self.sparse is None or not self.sparse.pending or not first_batch:
+            return
+        self.sparse.adopt(None, first_batch)
+        self.collection_spec = self._with_sparse_settings(self.collection_spec)
+        self.store.update_spec(self.collection_spec)
 
     # -- documents and their chunks -------------------------------------------------------------------
     def admit(self, doc: Document | FileDocument | VisualDocument) -> bool:
@@ -314,12 +320,11 @@ class IngestDriver:
 
     # -- the end of a run -----------------------------------------------------------------------------
     def finish(self, *, prune: bool = False, skipped: Sequence[SkippedFile] = ()) -> IngestReport:
-        """After every batch is stored: make sure the collection exists, prune, drop the checkpoint.
+        """After every batch is stored: prune, drop the checkpoint.
 
         ``skipped``: files the reader left out; their chunks survive ``prune``, since an unreadable
         file is not a deleted one.
         """
-        self.open_collection([])
         self.save()
         report = self.report
         report.skipped = [str(s) for s in skipped] + self._left_out

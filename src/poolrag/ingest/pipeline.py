@@ -6,8 +6,8 @@ The run around the embedding (collection, document bookkeeping, checkpoint, prun
 
   1. Open (or create and check) the collection first: a wrong model/size or an unreachable
      database fails before anything is embedded or written. A *new* collection with a BM25
-     sparse field is created with the first batch, whose mean length it records (see
-     :mod:`poolrag.ingest.sparse_encoders`); the database has been reached by then all the same.
+     sparse field records its mean chunk length once the first batch fixes it (see
+     :mod:`poolrag.ingest.sparse_encoders`).
   2. List the ids already stored; read and chunk documents one at a time, a piece at a time (a
      large file never sits in memory whole); only chunks whose id is missing are embedded and
      upserted (re-runs add nothing; the cache makes moved chunks free).
@@ -257,11 +257,7 @@ class _Run:
         """Start embedding the batch, then write the one embedded before it."""
         batch, self.batch = self.batch, []
         if batch:
-            sparse = self.pipeline.sparse_encoder
-            texts = [c.text for c in batch]
-            self.driver.open_collection(texts)
-            if sparse is not None:
-                sparse.adopt(None, texts)  # a collection made elsewhere recorded no length
+            self.driver.fix_sparse([c.text for c in batch])
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="poolrag-ingest-embed")
             embedded = _Embedded(batch, self._executor.submit(self._embed, batch))

@@ -54,6 +54,10 @@ class SparseChunkEncoder(Protocol):
     def computed(self) -> int:
         """Texts that went through the tokenizer or model (cache misses)."""
 
+    @property
+    def pending(self) -> bool:
+        """Settings are still to be fixed from a first batch (:meth:`adopt`)."""
+
     def settings(self) -> dict[str, Any]:
         """What to record in the collection so later runs encode the same way."""
 
@@ -102,6 +106,10 @@ class BM25ChunkEncoder:
     @property
     def computed(self) -> int:
         return self.counter.misses
+
+    @property
+    def pending(self) -> bool:
+        return self.avg_doc_length is None
 
     def term_counts(self, texts: Sequence[str]) -> list[dict[int, int]]:
         return self.counter.term_counts(texts)
@@ -230,6 +238,7 @@ class LearnedSparseChunkEncoder:
 
     kind = "learned"
     options_key = LEARNED_SPARSE_OPTIONS_KEY
+    pending = False  # a model's vectors: nothing to fix from the corpus
 
     def __init__(
         self, model: SparseEmbedder, cache: EmbeddingCache | None = None, *, source: str = SPARSE_MODEL

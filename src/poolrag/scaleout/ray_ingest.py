@@ -6,9 +6,10 @@ single-process :class:`~poolrag.ingest.IngestPipeline` uses; this module only mo
 (and the writes, where a server allows them) to actors.
 
 Where each step runs, and why:
-  * **probe** (one actor with no resources reserved, on a CPU): loads the model once to tell the
-    driver its facts (collection spec, checkpoint key) and, for ``--hybrid``, to fix BM25's
-    settings: the collection's recorded ones, or the mean length of the first batch of chunks,
+  * **model parts** (one task with no resources reserved, on a CPU): loads the model once to tell
+    the driver its facts (collection spec, checkpoint key) and hands back its chunker and, for
+    ``--hybrid``, its BM25 encoder (both need only the tokenizer): the driver fixes BM25's settings
+    with them, the collection's recorded ones or the mean length of the first batch of chunks,
     exactly as a single-process run fixes them.
   * **list** (driver): the readers list files and JSONL records as small rows (a file's path, a
     record's text); the driver admits them (unique sources, valid text, not done by the checkpoint).
@@ -63,7 +64,6 @@ from poolrag.ingest.encoders import DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.shared_pass import has_sparse_head
 from poolrag.ingest.sparse_encoders import (
-    BM25_OPTIONS_KEY,
     BM25ChunkEncoder,
     bm25_for_model,
     collection_languages,
@@ -107,7 +107,7 @@ class EngineRecipe:
         return self.engine_args.model
 
     def build(self) -> tuple[Any, TokenChunker, DenseEncoder, CachedEmbedder]:
-        """Engine, chunker and encoder, built where this is called (an actor, or the probe)."""
+        """Engine, chunker and encoder, built where this is called (an actor, or the model-parts task)."""
         from poolrag.engine import Engine
 
         engine = Engine.from_engine_args(self.engine_args)
@@ -135,7 +135,7 @@ class BM25Recipe:
     language: str | None = None
 
     def build(self, engine: Any, settings: Mapping[str, Any] | None = None) -> BM25ChunkEncoder:
-        """The BM25 encoder over ``engine``'s model; ``settings``: the ones the probe fixed."""
+        """The BM25 encoder over ``engine``'s model; ``settings``: the ones the driver fixed."""
         if has_sparse_head(engine):
             raise InvalidInputError(
                 f"{engine.facts.model_name} has its own sparse head, which --hybrid uses; --ray makes BM25 "
@@ -347,76 +347,39 @@ def _documents(batch: dict[str, np.ndarray]) -> Iterable[Document | FileDocument
 
 
 @ray.remote(num_cpus=0)
-class _Probe:
-    """The model loaded once beside the job, on a CPU and reserving nothing (so it never waits for
-    the actors' GPUs; the facts do not depend on the device): the model's facts and the checks a
-    single-process run makes before it touches the store (ColBERT, ``dimensions``, a sparse head),
-    and the BM25 leg whose settings the driver fixes through it."""
+def _model_parts(
+    recipe: EngineRecipe, bm25: BM25Recipe | None
+) -> tuple[VectorSourceFacts, TokenChunker, BM25ChunkEncoder | None]:
+    """Load the model once beside the job, on a CPU and reserving nothing (it never waits for the
+    actors' GPUs; the facts do not depend on the device), so a refusal (ColBERT, ``dimensions``, a
+    sparse head) comes back before the store is touched. Returns the model's facts and the parts
+    that need only its tokenizer: the chunker and the BM25 encoder, with which the driver fixes BM25's
+    settings from the first batch as a single-process run does."""
+    cpu = dataclasses.replace(recipe, engine_args=recipe.engine_args.replace(device="cpu"))
+    engine, chunker, encoder, _ = cpu.build()
+    sparse = bm25.build(engine) if bm25 is not None else None
+    source = VectorSourceFacts(
+        encoder.layout, encoder.dimension, encoder.full_dimension, encoder.model_identity, encoder.model_name
+    )
+    return source, chunker, sparse
 
-    def __init__(self, recipe: EngineRecipe, bm25: BM25Recipe | None) -> None:
-        self.recipe, self.bm25 = recipe, bm25
 
-    def facts(self) -> tuple[VectorSourceFacts, tuple[int, int]]:
-        """Load the model (here, so a refusal comes back as this call's error) and tell its facts."""
-        recipe = self.recipe
-        cpu = dataclasses.replace(recipe, engine_args=recipe.engine_args.replace(device="cpu"))
-        self.engine, self.chunker, encoder, _ = cpu.build()
-        self.sparse = self.bm25.build(self.engine) if self.bm25 is not None else None
-        source = VectorSourceFacts(
-            encoder.layout,
-            encoder.dimension,
-            encoder.full_dimension,
-            encoder.model_identity,
-            encoder.model_name,
-        )
-        return source, (self.chunker.max_tokens, self.chunker.overlap)
-
-    def first_batch(self, rows: list[dict[str, str]], existing: frozenset[str], size: int) -> list[str]:
-        """The texts of the first ``size`` new chunks of ``rows``: the batch a single-process run
-        fixes BM25's mean length from."""
-        texts: list[str] = []
-        for doc in _documents({key: np.array([row[key] for row in rows], dtype=object) for key in _ROW_KEYS}):
-            for chunk in self.chunker.iter_chunks(doc):
-                if chunk.id not in existing:
-                    texts.append(chunk.text)
-                    if len(texts) >= size:
-                        return texts
-        return texts
-
-    def adopt_sparse(self, recorded: dict[str, Any] | None, first_batch: list[str]) -> dict[str, Any]:
-        assert self.sparse is not None
-        self.sparse.adopt(recorded, first_batch)
-        return self.sparse.settings()
+def _first_batch(
+    chunker: TokenChunker, rows: list[dict[str, str]], existing: frozenset[str], size: int
+) -> list[str]:
+    """The texts of the first ``size`` new chunks of ``rows``: the batch a single-process run fixes
+    BM25's mean length from."""
+    texts: list[str] = []
+    for doc in _documents({key: np.array([row[key] for row in rows], dtype=object) for key in _ROW_KEYS}):
+        for chunk in chunker.iter_chunks(doc):
+            if chunk.id not in existing:
+                texts.append(chunk.text)
+                if len(texts) >= size:
+                    return texts
+    return texts
 
 
 _ROW_KEYS = ("source", "path", "digest", "text", "metadata")
-
-
-class _ProbedBM25:
-    """The driver's view of the BM25 leg: the probe holds the encoder and fixes its settings (the
-    same calls a single-process run makes on its own encoder); the actors encode with them."""
-
-    kind = "bm25"
-    options_key = BM25_OPTIONS_KEY
-    run_identity = "bm25"
-    computed = 0  # counted from the actors' rows
-
-    def __init__(self, probe: Any) -> None:
-        self.probe = probe
-        self.fixed: dict[str, Any] = {}
-
-    @property
-    def length_fixed(self) -> bool:
-        return self.fixed.get("avg_doc_length") is not None
-
-    def settings(self) -> dict[str, Any]:
-        return dict(self.fixed)
-
-    def adopt(self, recorded: dict[str, Any] | None, first_batch: Sequence[str]) -> None:
-        self.fixed = _get(self.probe.adopt_sparse.remote(recorded, list(first_batch)))
-
-    def encode(self, texts: Sequence[str]) -> list[SparseVector]:
-        raise NotImplementedError("the actors make the BM25 vectors of a Ray run")
 
 
 def _get(ref: Any) -> Any:
@@ -463,31 +426,23 @@ def ingest_on_ray(
     options = options or RayIngestOptions()
     _ray_data_console_at_ray_level()
     cpus, gpus = options.resources()
-    probe = _Probe.remote(recipe, bm25)  # type: ignore[attr-defined]
-    try:
-        source, chunking = _get(probe.facts.remote())
-        leg = _ProbedBM25(probe) if bm25 is not None else None
-        driver = IngestDriver(
-            store,
-            source,
-            chunking,
-            quantization=quantization,
-            model_options=dict(model_options or {}),
-            checkpoint_path=checkpoint_path,
-            checkpoint_dir=checkpoint_dir,
-            sparse=leg,
-        )
-        driver.start()
-        rows = [_document_row(doc) for doc in documents if driver.admit(doc)]
-        stored_ids = driver.stored_chunk_ids()
-        existing = ray.put(stored_ids)
-        if leg is not None and not (driver.ready and leg.length_fixed):
-            # BM25's mean length comes from the first batch, as on one machine (the probe chunks it)
-            first = _get(probe.first_batch.remote(rows, existing, options.write_batch)) if rows else []
-            driver.open_collection(first)
-            leg.adopt(None, first)  # a collection made elsewhere recorded no length
-    finally:
-        ray.kill(probe)
+    source, chunker, sparse = _get(_model_parts.remote(recipe, bm25))
+    driver = IngestDriver(
+        store,
+        source,
+        (chunker.max_tokens, chunker.overlap),
+        quantization=quantization,
+        model_options=dict(model_options or {}),
+        checkpoint_path=checkpoint_path,
+        checkpoint_dir=checkpoint_dir,
+        sparse=sparse,
+    )
+    driver.start()
+    rows = [_document_row(doc) for doc in documents if driver.admit(doc)]
+    stored_ids = driver.stored_chunk_ids()
+    existing = ray.put(stored_ids)
+    if sparse is not None and sparse.pending and rows:
+        driver.fix_sparse(_first_batch(chunker, rows, stored_ids, options.write_batch))
     by_actors = actors_write(store_address, driver.spec.sparse)
     writers = "the actors" if by_actors else "the driver"
     logger.info(
@@ -512,7 +467,7 @@ def ingest_on_ray(
                 "existing_ids": existing,
                 "cpu_threads": max(int(cpus), 1),
                 "bm25": bm25,
-                "bm25_settings": leg.settings() if leg is not None else None,
+                "bm25_settings": sparse.settings() if sparse is not None else None,
                 "store_address": store_address if by_actors else None,
             },
             batch_size=options.documents_per_batch,

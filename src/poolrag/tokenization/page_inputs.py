@@ -30,7 +30,7 @@ class PagePreprocessor(ImagePreprocessor):
 
     @classmethod
     def from_folder(
-        cls, folder: str | Path, patch_size: int = 1, class_token: bool = False
+        cls, folder: str | Path, patch_size: int = 1, class_token: bool = False, *, max_len: int | None = None
     ) -> PagePreprocessor:
         from transformers import AutoProcessor
 
@@ -43,7 +43,7 @@ class PagePreprocessor(ImagePreprocessor):
             ) from None
         if not hasattr(processor, "process_queries") or not hasattr(processor, "process_images"):
             raise ModelLoadError(f"{folder}: {type(processor).__name__} is not a page retriever's processor")
-        return cls(processor)
+        return cls(processor, max_len)
 
     def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
         image = decode_image(value, name)
