@@ -11,7 +11,10 @@ Every server is started as its users start it, one at a time, on 127.0.0.1, on t
 and the same texts (``corpus.mixed_corpus``: short queries, sentences and ~250-token passages), and
 driven by ``wrk`` (Debian's C load generator: ``apt-get install wrk``) with a Lua script that POSTs
 prepared OpenAI ``/v1/embeddings`` bodies in turn, closed loop: 1, 16, 64 and 256 connections of one
-text each, and 16 connections of 16 texts. ``--rerank`` adds a point of 4 connections each asking
+text each, and 16 connections of 16 texts; then an open loop: one-text requests due at a fixed rate
+whatever the answers' pace (``OPEN_RATES``: 30/s for MiniLM, 300/s for the tiny model, within every
+server's capacity), sent over 64 connections, with the share of sends that fell more than one period
+behind (a server that did not keep up). ``--rerank`` adds a point of 4 connections each asking
 ``/v1/rerank`` with one query and 16 passages (40-120 words) of the cross-encoder ms-marco-MiniLM-L-12-v2
 (pairs/s, timed twice as long).
 
@@ -64,8 +67,18 @@ from corpus import mixed_corpus
 NAME = "m"  # the served model name every server answers to
 EMBED = "/v1/embeddings"
 RERANK = "/v1/rerank"  # infinity, under --url-prefix /v1, has no /rerank
-POINTS = (("1 × 1", 1, 1), ("16 × 1", 16, 1), ("64 × 1", 64, 1), ("256 × 1", 256, 1), ("16 × 16", 16, 16))
-RERANK_POINT = ("rerank 4 × (1 + 16)", 4, 16)
+# (label, connections, texts a request, open-loop arrival rate or None for a closed loop)
+POINTS = (
+    ("1 × 1", 1, 1, None),
+    ("16 × 1", 16, 1, None),
+    ("64 × 1", 64, 1, None),
+    ("256 × 1", 256, 1, None),
+    ("16 × 16", 16, 16, None),
+)
+RERANK_POINT = ("rerank 4 × (1 + 16)", 4, 16, None)
+# one-text requests arriving at a fixed rate (within every server's capacity), sent over 64 connections
+OPEN_RATES = {"minilm": 30, "tiny": 300, "base": 300, "large": 200}
+OPEN_CONNECTIONS = 64
 BENCH_MODELS = Path.home() / ".cache" / "poolrag" / "bench-models"
 # random-weight BERT shapes: the tiny one (two heads of 32: vLLM's CPU attention wants head_dim >= 32)
 # costs almost nothing, so it measures the serving layer; base and large are bge-base's and bert-large's
@@ -372,6 +385,34 @@ def stop(running: Running) -> int:
     return running.rss.peak_kib
 
 
+# Open loop: requests are due at a fixed rate whatever the answers' pace; a connection that comes
+# free takes the next due time and waits for it (LuaJIT's FFI reads the monotonic clock). A send
+# more than one period behind its due time is counted late: the server did not keep up, and its
+# latency then hides the wait (wrk times from the send).
+_OPEN_LOOP_LUA = """
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } poolrag_timespec;
+int clock_gettime(int clk_id, poolrag_timespec *tp);
+]]
+local now = ffi.new("poolrag_timespec")
+local function now_ms()
+  ffi.C.clock_gettime(1, now)
+  return tonumber(now.tv_sec) * 1000.0 + tonumber(now.tv_nsec) / 1e6
+end
+local period = 1000.0 / %(rate)f
+local due = nil
+late = 0
+delay = function()
+  local t = now_ms()
+  due = due or t
+  local wait = due - t
+  due = due + period
+  if wait < -period then late = late + 1 end
+  return math.max(wait, 0)
+end
+"""
+
 _LUA = """
 local bodies = {%(bodies)s}
 local i = 0
@@ -381,23 +422,29 @@ request = function()
   i = i %% #bodies + 1
   return wrk.format(nil, "%(path)s", nil, bodies[i])
 end
+local threads = {}
+setup = function(thread) table.insert(threads, thread) end
 done = function(summary, latency, requests)
   local e = summary.errors
+  local late = threads[1]:get("late") or 0
   io.write(string.format('WRKJSON {"requests": %%d, "seconds": %%f, "p50_ms": %%f, "p99_ms": %%f, '
-    .. '"non2xx": %%d, "socket": %%d, "timeouts": %%d}\\n', summary.requests, summary.duration / 1e6,
-    latency:percentile(50) / 1e3, latency:percentile(99) / 1e3, e.status, e.connect + e.read + e.write,
-    e.timeout))
+    .. '"non2xx": %%d, "socket": %%d, "timeouts": %%d, "late": %%d}\\n', summary.requests,
+    summary.duration / 1e6, latency:percentile(50) / 1e3, latency:percentile(99) / 1e3, e.status,
+    e.connect + e.read + e.write, e.timeout, late))
 end
 """
 
 
-def lua_script(bodies: list[bytes], path: str, out: Path) -> Path:
+def lua_script(bodies: list[bytes], path: str, out: Path, rate: float | None = None) -> Path:
+    """wrk's script POSTing ``bodies`` in turn: closed loop, or open loop at ``rate`` requests/s."""
+
     def quoted(body: bytes) -> str:
         text = body.decode()
         assert "]==]" not in text
         return "[==[" + text + "]==]"
 
-    out.write_text(_LUA % {"bodies": ",\n".join(quoted(b) for b in bodies), "path": path})
+    opening = _OPEN_LOOP_LUA % {"rate": rate} if rate is not None else ""
+    out.write_text(opening + _LUA % {"bodies": ",\n".join(quoted(b) for b in bodies), "path": path})
     return out
 
 
@@ -407,6 +454,7 @@ class Point:
     p50_ms: float
     p99_ms: float
     errors: int
+    late: float = 0.0  # open loop: the share of sends more than one period behind their due time
 
 
 def wrk(url: str, script: Path, connections: int, seconds: float, per_request: int) -> Point:
@@ -430,6 +478,7 @@ def wrk(url: str, script: Path, connections: int, seconds: float, per_request: i
         p50_ms=facts["p50_ms"],
         p99_ms=facts["p99_ms"],
         errors=facts["non2xx"] + facts["socket"] + facts["timeouts"],
+        late=facts["late"] / max(facts["requests"], 1),
     )
 
 
@@ -486,15 +535,29 @@ class Tally:
     failed: str = ""
 
 
+def model_points(task: str, open_rate: float | None) -> tuple[tuple[str, int, int, float | None], ...]:
+    """The closed-loop points, and the open-loop one at ``open_rate`` requests/s (embed only)."""
+    if task != "embed":
+        return (RERANK_POINT,)
+    if open_rate is None:
+        return POINTS
+    return (*POINTS, (f"open {open_rate:g}/s", OPEN_CONNECTIONS, 1, open_rate))
+
+
 def run_model(
-    label: str, model: Path, chosen: list[Server], args: argparse.Namespace, work: Path, task: str = "embed"
+    label: str,
+    model: Path,
+    chosen: list[Server],
+    args: argparse.Namespace,
+    work: Path,
+    points: tuple[tuple[str, int, int, float | None], ...],
+    task: str = "embed",
 ) -> dict[str, Tally]:
     texts = mixed_corpus(2000, seed=0)
     if task == "embed":
-        points = POINTS
         scripts = {
-            per: lua_script(embed_bodies(texts, per), EMBED, work / f"embed-{per}.lua")
-            for _, _, per in points
+            (per, rate): lua_script(embed_bodies(texts, per), EMBED, work / f"embed-{per}-{rate}.lua", rate)
+            for _, _, per, rate in points
         }
         probe, probe_path = json.dumps({"model": NAME, "input": texts[0]}).encode(), EMBED
         check = texts[:16]
@@ -502,9 +565,9 @@ def run_model(
     else:
         from corpus import queries
 
-        points = (RERANK_POINT,)
         passages = [t for t in texts if 40 < len(t.split()) <= 120]  # pairs within 256 tokens (vLLM)
-        scripts = {16: lua_script(rerank_bodies(queries(100), passages, 16), RERANK, work / "rerank.lua")}
+        bodies = rerank_bodies(queries(100), passages, 16)
+        scripts = {(16, None): lua_script(bodies, RERANK, work / "rerank.lua")}
         probe_path = RERANK
         probe = json.dumps({"model": NAME, "query": "what is a vector", "documents": ["a", "b"]}).encode()
     tallies = {server.name: Tally() for server in chosen}
@@ -524,11 +587,12 @@ def run_model(
                 tally.startup_s.append(running.startup_s)
                 if task == "embed" and round_ == 0:
                     tally.max_delta = float(np.abs(vectors_of(running.url, check) - expected).max())
-                for point_label, connections, per in points:
-                    wrk(running.url, scripts[per], connections, args.warmup, per)  # warm-up, not counted
+                for point_label, connections, per, rate in points:
+                    script = scripts[per, rate]
+                    wrk(running.url, script, connections, args.warmup, per)  # warm-up, not counted
                     drain(running.url, probe_path, probe)
                     seconds = args.seconds if task == "embed" else 2 * args.seconds
-                    point = wrk(running.url, scripts[per], connections, seconds, per)
+                    point = wrk(running.url, script, connections, seconds, per)
                     drain(running.url, probe_path, probe)
                     tally.points.setdefault(point_label, []).append(point)
                     print(f"  {point_label}: {point}", flush=True)
@@ -537,38 +601,41 @@ def run_model(
     return tallies
 
 
-def render(label: str, tallies: dict[str, Tally], task: str) -> str:
-    points = POINTS if task == "embed" else (RERANK_POINT,)
+def render(
+    label: str, tallies: dict[str, Tally], points: tuple[tuple[str, int, int, float | None], ...], task: str
+) -> str:
+    """One row per server; the best figure of each point in bold: the most texts/s of a closed loop,
+    the lowest p99 of an open loop among the servers that kept up (under 1% of sends late)."""
     unit = "texts/s" if task == "embed" else "pairs/s"
     headers = (
         [label] + [f"{p[0]} {unit} (p50 / p99 ms)" for p in points] + ["errors", "start-up s", "peak RSS MiB"]
     )
     if task == "embed":
         headers.append("max |Δ| vs ST")
-    best = {
-        p[0]: max(
-            (
-                statistics.median(x.texts_s for x in t.points[p[0]])
-                for t in tallies.values()
-                if p[0] in t.points
-            ),
-            default=0.0,
-        )
-        for p in points
-    }
+
+    def medians(runs: list[Point]) -> tuple[float, float, float, float]:
+        return tuple(
+            statistics.median(getattr(p, k) for p in runs) for k in ("texts_s", "p50_ms", "p99_ms", "late")
+        )  # type: ignore[return-value]
+
+    best: dict[str, float] = {}
+    for point_label, _, _, rate in points:
+        figures = [medians(t.points[point_label]) for t in tallies.values() if point_label in t.points]
+        if rate is None:
+            best[point_label] = max((f[0] for f in figures), default=0.0)
+        else:
+            best[point_label] = min((f[2] for f in figures if f[3] < 0.01), default=-1.0)
     rows = []
     for name, tally in tallies.items():
         if tally.failed or not tally.points:
             rows.append([name] + [f"failed: {tally.failed[:80]}"] + [""] * (len(headers) - 2))
             continue
         row: list[object] = [name]
-        for point_label, *_ in points:
-            runs = tally.points[point_label]
-            rate = statistics.median(p.texts_s for p in runs)
-            p50 = statistics.median(p.p50_ms for p in runs)
-            p99 = statistics.median(p.p99_ms for p in runs)
-            mark = "**" if rate == best[point_label] else ""
-            row.append(f"{mark}{rate:,.1f}{mark} ({p50:,.0f} / {p99:,.0f})")
+        for point_label, _, _, rate in points:
+            texts_s, p50, p99, late = medians(tally.points[point_label])
+            mark = "**" if (texts_s if rate is None else p99) == best[point_label] else ""
+            behind = f", {late:.0%} late" if late >= 0.01 else ""
+            row.append(f"{mark}{texts_s:,.1f}{mark} ({p50:,.0f} / {p99:,.0f}{behind})")
         row.append(sum(p.errors for runs in tally.points.values() for p in runs))
         row.append(f"{statistics.median(tally.startup_s):.1f}")
         row.append(f"{max(tally.rss_mib):,.0f}")
@@ -588,6 +655,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--rerank", action="store_true", help="also the cross-encoder /rerank point")
+    parser.add_argument(
+        "--no-open-loop",
+        dest="open_loop",
+        action="store_false",
+        help="leave out the open-loop point (one-text requests at a fixed rate: OPEN_RATES)",
+    )
     parser.add_argument("--device", default="cpu", help="cpu, or cuda for poolrag and the st peer")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
@@ -619,15 +692,18 @@ def main() -> int:
         jobs = []
         for key in args.models.split(","):
             label, name = folders[key]
-            jobs.append((label, minilm_path() if name is None else random_bert(name), "embed"))
+            model = minilm_path() if name is None else random_bert(name)
+            jobs.append((label, model, "embed", OPEN_RATES.get(key) if args.open_loop else None))
         if args.rerank:
-            jobs.append(("ms-marco-MiniLM-L-12-v2", cross_encoder_path(), "score"))
-        for label, model, task in jobs:
+            jobs.append(("ms-marco-MiniLM-L-12-v2", cross_encoder_path(), "score", None))
+        for label, model, task, open_rate in jobs:
             for server in chosen:
                 server.prepare(model, task)
-            tallies = run_model(label, model, chosen, args, work, "embed" if task == "embed" else "rerank")
+            kind = "embed" if task == "embed" else "rerank"
+            points = model_points(kind, open_rate)
+            tallies = run_model(label, model, chosen, args, work, points, kind)
             load = os.getloadavg()[0]
-            print(f"\n{render(label, tallies, 'embed' if task == 'embed' else 'rerank')}")
+            print(f"\n{render(label, tallies, points, kind)}")
             print(f"(load average {load:.1f} after the {label} rounds)\n", flush=True)
     return 0
 
