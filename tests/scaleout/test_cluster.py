@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import ray
 
@@ -22,13 +24,30 @@ def _fail_first(monkeypatch: pytest.MonkeyPatch, error: Exception) -> list[dict]
     return calls
 
 
-def test_a_start_that_timed_out_is_tried_once_more(no_cluster_in_process, monkeypatch, caplog) -> None:
-    timeout = Exception("The current node timed out during startup. This could happen because ...")
+@pytest.mark.parametrize(
+    "timeout",
+    [
+        Exception("The current node timed out during startup. This could happen because ..."),
+        RuntimeError("Timed out waiting for file /tmp/ray/session_x/gcs_server_port_0123"),
+    ],
+    ids=["node", "gcs-port"],
+)
+def test_a_start_that_timed_out_is_tried_once_more(
+    no_cluster_in_process, monkeypatch, caplog, timeout: Exception
+) -> None:
+    monkeypatch.delenv(cluster.GCS_PORT_WAIT_VARIABLE, raising=False)
     calls = _fail_first(monkeypatch, timeout)
     cluster.connect(cluster.LOCAL, num_cpus=2)
     assert ray.is_initialized() and ray.cluster_resources()["CPU"] == 2
     assert len(calls) == 2 and calls[1]["address"] == "local"
     assert "starting it once more" in caplog.text
+    assert os.environ[cluster.GCS_PORT_WAIT_VARIABLE] == cluster.GCS_PORT_WAIT_S  # Ray's 30 s, raised
+
+
+def test_a_users_gcs_port_wait_wins(no_cluster_in_process, monkeypatch) -> None:
+    monkeypatch.setenv(cluster.GCS_PORT_WAIT_VARIABLE, "45")
+    cluster.connect(cluster.LOCAL, num_cpus=2)
+    assert ray.is_initialized() and os.environ[cluster.GCS_PORT_WAIT_VARIABLE] == "45"
 
 
 def test_any_other_failure_is_raised_at_once(no_cluster_in_process, monkeypatch) -> None:

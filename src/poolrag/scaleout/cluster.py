@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import ray
 
@@ -10,8 +11,12 @@ logger = logging.getLogger(__name__)
 
 #: ``--ray`` given without an address: a cluster of this machine alone, started for the run.
 LOCAL = "local"
-#: what Ray's own start-up timeout says (it raises a bare Exception)
-_STARTUP_TIMEOUT = "timed out during startup"
+#: what Ray's start-up timeouts say: a node that did not register (a bare Exception), a GCS server
+#: that did not write its port in time (a RuntimeError)
+_STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
+#: seconds a local head waits for its GCS server's port (Ray's own default, 30, ran out once on a busy
+#: 2-core machine), set through Ray's variable unless the user set it
+GCS_PORT_WAIT_VARIABLE, GCS_PORT_WAIT_S = "RAY_gcs_server_port_wait_time_s", "120"
 
 
 def connect(
@@ -45,8 +50,10 @@ def _start_local(num_cpus: int | None, log_level: int) -> None:
     """Start a loopback-only cluster (nothing outside this machine can reach one started for a run).
 
     Ray gives a new node a fixed 30 s to register and has no setting for it; on a busy small machine
-    a start can run out of it, and a second start then usually succeeds, so there is one retry.
+    a start can run out of it, and a second start then usually succeeds, so there is one retry. Its
+    wait for the GCS server's port has a setting, raised here.
     """
+    os.environ.setdefault(GCS_PORT_WAIT_VARIABLE, GCS_PORT_WAIT_S)
     for attempt in (1, 2):
         try:
             ray.init(
@@ -59,7 +66,7 @@ def _start_local(num_cpus: int | None, log_level: int) -> None:
             )
             return
         except Exception as exc:
-            if attempt == 2 or _STARTUP_TIMEOUT not in str(exc):
+            if attempt == 2 or not any(said in str(exc) for said in _STARTUP_TIMEOUTS):
                 raise
             logger.warning("the local ray cluster did not start in time (%s); starting it once more", exc)
             ray.shutdown()
