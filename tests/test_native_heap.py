@@ -1,4 +1,4 @@
-"""glibc's heap tuned for long runs (issue 27): freed pages go back, in a CLI process after every batch."""
+"""glibc's heap tuned for long runs (issue 27): freed pages go back, in a CLI process when batches end."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from poolrag import native_heap
 from poolrag.native_heap import trim_heap
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim/mallopt are glibc's")
@@ -108,6 +110,33 @@ def test_the_engine_core_ends_every_batch_with_the_heap_policy(
     engine.embed_array([" ".join(["word"] * 100) + f" {i}" for i in range(40)])  # ~4,000 tokens
     batches = internals.core(engine).stats.batches
     assert batches > 1 and len(ended) == batches
+
+
+def test_batches_that_end_close_together_share_one_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trim gives back pages the next batch faults in again: hundreds of small batches a second
+    (a server's one-text requests) are trimmed at most every TRIM_INTERVAL_S, a slow batch each time."""
+    trims: list[float] = []
+    clock = [1000.0]
+    monkeypatch.setattr(native_heap, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(native_heap, "trim_heap", lambda: trims.append(clock[0]) or True)
+    monkeypatch.setattr(native_heap, "_trim_batches", True)
+    monkeypatch.setattr(native_heap, "_last_trim", float("-inf"))
+    for _ in range(200):  # 200 batches of 1/256 s each (exact in binary)
+        native_heap.batch_finished()
+        clock[0] += 1 / 256
+    assert trims == [1000.0, 1000.5]
+    clock[0] += native_heap.TRIM_INTERVAL_S
+    native_heap.batch_finished()  # after a batch as long as the interval
+    assert len(trims) == 3
+
+
+def test_a_library_process_never_trims_when_a_batch_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+    monkeypatch.setattr(native_heap, "trim_heap", lambda: trims.append(1) or True)
+    monkeypatch.setattr(native_heap, "_trim_batches", False)
+    monkeypatch.setattr(native_heap, "_last_trim", float("-inf"))
+    native_heap.batch_finished()
+    assert trims == []
 
 
 _ARENAS_SCRIPT = textwrap.dedent(

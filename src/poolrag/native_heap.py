@@ -12,8 +12,10 @@ unmapped whole. That had a price the memory curves did not show: every large buf
 became a fresh mapping, faulted in page by page, and a forward pass ran 1.3x slower in fp32 and
 1.8x slower with the int8 fast mode (benchmarks/RESULTS.md). A process that owns its heap (the
 CLI) now keeps glibc's own threshold, so buffers are reused from layer to layer, and gives the
-free pages back once per forward batch (:func:`trim_after_each_batch`): a library caller's speed,
-with memory still flat.
+free pages back when a forward batch ends (:func:`trim_after_batches`): a library caller's speed,
+with memory still flat. At most every :data:`TRIM_INTERVAL_S`, though: a trim hands back pages the
+next batch faults in again, and a server answering one-text requests ends hundreds of batches a
+second (trimming after each cost a fifth of its throughput on a small model, benchmarks/RESULTS.md).
 
 A server's threads (the event loop's workers parse, tokenise and encode answers) each take an arena
 of their own, up to eight per core, and a trim cannot give back a page that still holds one live
@@ -28,8 +30,10 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 import os
 import sys
+import time
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -86,18 +90,27 @@ def bound_arenas(arenas: int | None = None) -> bool:
     return bool(_LIBC.mallopt(_M_ARENA_MAX, default_arenas() if arenas is None else arenas))
 
 
-_trim_each_batch = False  # set once by the CLI for the process it owns
+#: Least time between two trims at the end of a batch. A CPU batch of an ingest takes longer, so
+#: each of those is still followed by one.
+TRIM_INTERVAL_S = 0.5
+
+_trim_batches = False  # set once by the CLI for the process it owns
+_last_trim = -math.inf
 
 
-def trim_after_each_batch() -> bool:
-    """From now on, every engine of this process trims the heap when a forward batch ends (the
-    CLI's choice for the process it owns); ``False`` where the C library cannot."""
-    global _trim_each_batch
-    _trim_each_batch = heap_tunable()
-    return _trim_each_batch
+def trim_after_batches() -> bool:
+    """From now on, every engine of this process trims the heap when a forward batch ends, at most
+    every :data:`TRIM_INTERVAL_S` (the CLI's choice for the process it owns); ``False`` where the C
+    library cannot."""
+    global _trim_batches
+    _trim_batches = heap_tunable()
+    return _trim_batches
 
 
 def batch_finished() -> None:
-    """Called by the engine core after each forward batch: trims when the process asked for it."""
-    if _trim_each_batch:
+    """Called by the engine core after each forward batch: trims when the process asked for it and
+    the last trim is :data:`TRIM_INTERVAL_S` old."""
+    global _last_trim
+    if _trim_batches and time.monotonic() - _last_trim >= TRIM_INTERVAL_S:
         trim_heap()
+        _last_trim = time.monotonic()

@@ -128,12 +128,15 @@ def classifier_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory)
 
 # -- servers ---------------------------------------------------------------------------------------------
 @contextmanager
-def cli_server(log: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def cli_server(
+    log: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``poolrag serve *args`` (the model first, or as ``--model``) in a process of its own on
-    127.0.0.1, its output in ``log``: (url, process) once ``/health`` answers."""
+    127.0.0.1, its output in ``log``, ``env`` added to the environment: (url, process) once
+    ``/health`` answers."""
     port = _free_port()
     command = [sys.executable, "-m", "poolrag.cli", "serve", *args, "--port", str(port)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     env.pop("POOLRAG_API_KEY", None)
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from poolrag.native_heap import bound_arenas, trim_after_each_batch
+from poolrag.native_heap import bound_arenas, trim_after_batches
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
 
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 # (``LRU_CACHE_CAPACITY``, 1,024). Token-budget batches have ever-different row counts, so a long
 # ingest or a server fills both with entries it rarely reuses (each holds buffers sized to its
 # batch). The CLI owns its process, so it bounds both before torch starts (a user's own setting
-# wins) and trims glibc's heap after each forward batch (:mod:`poolrag.native_heap`); a library
+# wins) and trims glibc's heap after forward batches (:mod:`poolrag.native_heap`); a library
 # caller decides for itself. Measured in benchmarks/RESULTS.md ("Ingest memory: the RSS curve").
 # It also caps glibc's arenas, whose count sets what a burst leaves behind (``bound_arenas``).
 NATIVE_CACHE_CAPACITY = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64", "LRU_CACHE_CAPACITY": "64"}
@@ -47,7 +47,7 @@ def bound_native_memory() -> None:
     for name, capacity in NATIVE_CACHE_CAPACITY.items():
         os.environ.setdefault(name, capacity)
     bound_arenas()
-    trim_after_each_batch()
+    trim_after_batches()
 
 
 #: Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it.

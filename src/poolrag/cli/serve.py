@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -141,6 +142,16 @@ def register(subparsers: Any) -> None:
         help="quantization ranges (from 'poolrag calibrate') that scale int8/uint8 vectors on /v2/embed "
         "when a request sends no calibration set (default: the model folder's quantization_ranges.json)",
     )
+    add_flag(
+        net,
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="N server processes on the port, each with its own copy of the model(s) and cores/N torch "
+        "threads: more requests/s where one process's event loop is the limit (small models, many "
+        "clients), N times the memory",
+    )
     add_flag(net, "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     scale = parser.add_argument_group("scaling out (the ray extra)")
     scale.add_argument(
@@ -245,12 +256,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not require_extra("serve", "server"):
         return EXIT_MISSING_EXTRA
-    from poolrag import Engine, PoolragError
-    from poolrag.cli.serve_models import from_command_line, read_models_file
-    from poolrag.server import ServerSettings
-    from poolrag.server.app import create_models_app
+    from poolrag import PoolragError
     from poolrag.server.run import check_port_free, serve
-    from poolrag.server.state import check_unique_names
 
     if args.ray is None:
         try:
@@ -259,47 +266,31 @@ def run(args: argparse.Namespace) -> int:
             print(f"poolrag serve: {exc.strerror}", file=sys.stderr)
             return 2
     try:
-        settings = ServerSettings(
-            served_model_names=("default",),  # each model gets its own names below
-            api_key=args.api_key or None,
-            max_queue=args.max_queue,
-            max_inputs=args.max_inputs,
-            max_body_bytes=args.max_body_bytes,
-            allowed_hosts=tuple(args.allowed_hosts) if args.allowed_hosts else None,
-            allowed_origins=args.allowed_origins,
-            allowed_methods=args.allowed_methods,
-            allowed_headers=args.allowed_headers,
-            allow_credentials=args.allow_credentials,
-            max_request_tokens=args.max_request_tokens,
-            max_request_chars=args.max_request_chars,
-            max_inflight_bytes=args.max_inflight_bytes,
-            max_inflight_tokens=args.max_inflight_tokens,
-            header_timeout_s=args.header_timeout,
-            body_timeout_s=args.body_timeout,
-            idle_trim_s=args.idle_trim,
-            calibration=str(Path(args.calibration).expanduser().resolve()) if args.calibration else None,
-        )
-        if args.served_model_name and not models:
-            raise ValueError("--served-model-name names MODEL arguments; a models file names its own")
-        # the flags' engine options, which every model takes (a file's keys override them)
-        base = engine_args_of(args, models[0] if models else str(args.models_file))
-        served = from_command_line(models, args.served_model_name, base, settings)
-        if args.models_file is not None:
-            served += read_models_file(args.models_file, base, settings)
-        check_unique_names([one.settings.served_model_names for one in served])
+        settings, served = _served(args)
         if args.ray is not None:
+            if args.workers > 1:
+                raise ValueError("--workers is for one machine; with --ray, Ray Serve runs --replicas")
             if args.disable_log_requests:
                 logger.warning("--disable-log-requests has no effect with --ray: Ray Serve keeps its own log")
             return _serve_on_ray(args, [(one.engine_args, one.settings) for one in served])
-        engines = [(Engine.from_engine_args(one.engine_args), one.settings) for one in served]
-        app = create_models_app(engines)  # reads each model's quantization ranges file
+        if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
+            logger.warning(
+                "listening on %s without an API key: anyone who can reach it can use it", args.host
+            )
+        if (
+            settings.allowed_origins is not None
+            and "*" in settings.allowed_origins
+            and settings.api_key is None
+        ):
+            logger.warning(
+                "--allowed-origins '[\"*\"]' without an API key: any web page a user opens can use it"
+            )
+        if args.workers > 1:
+            return _serve_workers(args)
+        app = _app(settings, served)
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
-        logger.warning("listening on %s without an API key: anyone who can reach it can use it", args.host)
-    if settings.allowed_origins is not None and "*" in settings.allowed_origins and settings.api_key is None:
-        logger.warning("--allowed-origins '[\"*\"]' without an API key: any web page a user opens can use it")
     serve(
         app,
         settings,
@@ -309,6 +300,83 @@ def run(args: argparse.Namespace) -> int:
         access_log=not args.disable_log_requests,
     )
     return 0
+
+
+def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The process's settings and each model's engine options and settings, checked (no model loads)."""
+    from poolrag.cli.serve_models import from_command_line, read_models_file
+    from poolrag.server import ServerSettings
+    from poolrag.server.state import check_unique_names
+
+    first = args.model or args.model_option
+    models = [first, *args.more_models] if first else []
+    settings = ServerSettings(
+        served_model_names=("default",),  # each model gets its own names below
+        api_key=args.api_key or None,
+        max_queue=args.max_queue,
+        max_inputs=args.max_inputs,
+        max_body_bytes=args.max_body_bytes,
+        allowed_hosts=tuple(args.allowed_hosts) if args.allowed_hosts else None,
+        allowed_origins=args.allowed_origins,
+        allowed_methods=args.allowed_methods,
+        allowed_headers=args.allowed_headers,
+        allow_credentials=args.allow_credentials,
+        max_request_tokens=args.max_request_tokens,
+        max_request_chars=args.max_request_chars,
+        max_inflight_bytes=args.max_inflight_bytes,
+        max_inflight_tokens=args.max_inflight_tokens,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        idle_trim_s=args.idle_trim,
+        calibration=str(Path(args.calibration).expanduser().resolve()) if args.calibration else None,
+    )
+    if args.served_model_name and not models:
+        raise ValueError("--served-model-name names MODEL arguments; a models file names its own")
+    # the flags' engine options, which every model takes (a file's keys override them)
+    base = engine_args_of(args, models[0] if models else str(args.models_file))
+    served = from_command_line(models, args.served_model_name, base, settings)
+    if args.models_file is not None:
+        served += read_models_file(args.models_file, base, settings)
+    check_unique_names([one.settings.served_model_names for one in served])
+    return settings, served
+
+
+def _app(settings: Any, served: list[Any]) -> Any:
+    """The app serving every model, each engine loaded here."""
+    from poolrag import Engine
+    from poolrag.server.app import create_models_app
+
+    engines = [(Engine.from_engine_args(one.engine_args), one.settings) for one in served]
+    return create_models_app(engines)  # reads each model's quantization ranges file
+
+
+def worker_app(args: argparse.Namespace) -> tuple[Any, Any]:
+    """A ``--workers`` process's app and settings, built from the same command line. A worker is a
+    process of the command's own, so it takes the command's heap and cache bounds."""
+    from poolrag.cli import bound_native_memory
+
+    bound_native_memory()
+    settings, served = _served(args)
+    return _app(settings, served), settings
+
+
+def _serve_workers(args: argparse.Namespace) -> int:
+    """Serves from ``--workers`` processes; a worker that cannot start stops them all with its one line."""
+    from poolrag.server.workers import WorkerStartError, serve_workers
+
+    build = functools.partial(worker_app, args)
+    try:
+        return serve_workers(
+            build,
+            args.workers,
+            args.host,
+            args.port,
+            args.log_level,
+            access_log=not args.disable_log_requests,
+        )
+    except WorkerStartError as exc:
+        print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)
+        return 2
 
 
 def _serve_on_ray(args: argparse.Namespace, models: list[tuple[EngineArgs, Any]]) -> int:

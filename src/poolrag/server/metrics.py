@@ -1,12 +1,20 @@
-"""Prometheus metrics: one registry per app, so several servers can live in one process."""
+"""Prometheus metrics: one registry per app, so several servers can live in one process.
+
+Under ``poolrag serve --workers N`` (:mod:`poolrag.server.workers`) prometheus_client runs in its
+multiprocess mode: every worker writes its values to files in one directory and a scrape, whichever
+worker answers it, adds them all up. The engine cores' counters, read from each engine at scrape
+time in one process, are then copied into counters at the end of each request, so the other
+workers' batches are in the sum too.
+"""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -57,6 +65,33 @@ class EngineCoreCollector(Collector):
         yield from families.values()
 
 
+def multiprocess_mode() -> bool:
+    """prometheus_client keeps its values in files shared by several processes (``--workers``)."""
+    return "PROMETHEUS_MULTIPROC_DIR" in os.environ
+
+
+class EngineCoreCounters:
+    """The engine cores' counters as multiprocess counters: each worker adds what its cores did
+    since it last looked (at the end of each request and before a scrape)."""
+
+    def __init__(self, engines: Sequence[tuple[str, InProcessEngine]], registry: CollectorRegistry) -> None:
+        self.engines = tuple(engines)
+        self.counters = {
+            field: Counter(name, description, ["model"], registry=registry)
+            for field, name, description in _CORE_COUNTERS
+        }
+        self._seen = {(name, field): 0 for name, _ in self.engines for field in self.counters}
+
+    def sync(self) -> None:
+        for name, engine in self.engines:
+            stats = engine.core_stats
+            for field, counter in self.counters.items():
+                value = getattr(stats, field)
+                if value != self._seen[name, field]:
+                    counter.labels(name).inc(value - self._seen[name, field])
+                    self._seen[name, field] = value
+
+
 class ServerMetrics:
     """Requests, tokens, queue depth, request and engine batch sizes, latencies.
 
@@ -67,9 +102,13 @@ class ServerMetrics:
 
     def __init__(self, engines: Sequence[tuple[str, InProcessEngine]] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        if engines:
+        self.tune = TuneReportCollector(engines)
+        self.core_counters: EngineCoreCounters | None = None
+        if multiprocess_mode():
+            self.core_counters = EngineCoreCounters(engines, self.registry)
+        elif engines:
             self.registry.register(EngineCoreCollector(engines))
-            self.registry.register(TuneReportCollector(engines))
+            self.registry.register(self.tune)
         self.requests = Counter(
             "poolrag_requests",
             "HTTP requests by path and status.",
@@ -107,12 +146,14 @@ class ServerMetrics:
             "poolrag_queue_depth",
             "Requests admitted and waiting for or running on the model's engine.",
             ["model"],
+            multiprocess_mode="livesum",
             registry=self.registry,
         )
         self.queue_capacity = Gauge(
             "poolrag_queue_capacity",
             "Most requests admitted at once per model (--max-queue).",
             ["model"],
+            multiprocess_mode="livesum",
             registry=self.registry,
         )
         self.rejected = Counter(
@@ -124,12 +165,14 @@ class ServerMetrics:
         self.inflight_bytes = Gauge(
             "poolrag_inflight_body_bytes",
             "Request body bytes held by admitted requests.",
+            multiprocess_mode="livesum",
             registry=self.registry,
         )
         self.inflight_tokens = Gauge(
             "poolrag_inflight_tokens",
             "Token ids plus estimated text tokens of requests being parsed or run.",
             ["model"],
+            multiprocess_mode="livesum",
             registry=self.registry,
         )
 
@@ -140,8 +183,21 @@ class ServerMetrics:
         self.inflight_tokens.labels(model).set(0)
         self.rejected.labels(model)
 
+    def sync(self) -> None:
+        """Multiprocess mode: adds what this worker's engine cores did since the last call."""
+        if self.core_counters is not None:
+            self.core_counters.sync()
+
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The exposition: this app's registry, or in multiprocess mode every worker's values summed
+        (and the answering worker's tune report: each worker tunes the same model on the same CPUs)."""
+        if not multiprocess_mode():
+            return generate_latest(self.registry)
+        self.sync()
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        registry.register(self.tune)
+        return generate_latest(registry)
 
 
 class MetricsMiddleware:
@@ -193,3 +249,4 @@ class MetricsMiddleware:
                 status = CLIENT_CLOSED
             self.metrics.requests.labels(label, str(status or 500)).inc()
             self.metrics.latency.labels(label).observe(time.perf_counter() - started)
+            self.metrics.sync()

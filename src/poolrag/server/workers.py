@@ -1,0 +1,218 @@
+"""Several server processes on one port (``poolrag serve --workers N``), each with its own engine.
+
+One Python process answers requests on one event loop, and its per-request work (HTTP, the body
+model, tokenising, the answer's JSON) holds the GIL: with a fast forward (a small model, a GPU) that
+loop is the ceiling long before the cores are (benchmarks/RESULTS.md, serve_vs_servers). N workers
+each load the model and serve on their own loop, as uvicorn's and gunicorn's ``--workers`` do.
+Unlike vLLM's ``--api-server-count`` (HTTP processes in front of one engine), every worker batches
+on its own, so each holds a copy of the weights: a trade meant for small and mid-size models.
+
+The parent binds one ``SO_REUSEPORT`` socket per worker, so the kernel spreads new connections over
+the workers by their address (a shared accept queue hands most to whichever worker wakes first),
+and keeps them: a worker that dies is replaced on the same socket, and the connections queued for it
+wait instead of being refused. Each worker takes ``cores / N`` torch threads (``OMP_NUM_THREADS``
+wins). ``/metrics`` adds up every worker's series (prometheus_client's multiprocess mode, in a
+directory the parent makes and removes; :mod:`poolrag.server.metrics`).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+from poolrag.server.run import uvicorn_config
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from poolrag.server.settings import ServerSettings
+
+logger = logging.getLogger(__name__)
+
+#: prometheus_client's switch to multiprocess mode: the directory its values live in.
+MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+#: Seconds a stopping worker gets to finish its requests before it is killed.
+STOP_GRACE_S = 30.0
+
+#: Builds the app and its settings in the worker process (pickled to it by reference).
+AppBuilder = Callable[[], "tuple[FastAPI, ServerSettings]"]
+
+
+def worker_threads(workers: int) -> int:
+    """Each worker's share of this process's CPUs, at least one."""
+    return max(1, len(os.sched_getaffinity(0)) // workers)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """One worker's socket: bound with ``SO_REUSEPORT`` beside its siblings'; ``OSError`` naming the
+    address when another program holds the port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+class WorkerStartError(RuntimeError):
+    """A worker could not build its app (a model that cannot load, a bad option): the pool stopped."""
+
+
+def _work(
+    build: AppBuilder, sock: socket.socket, threads: int, log_level: str, access_log: bool, report: Connection
+) -> None:
+    """A worker process: its torch threads, its engines and app, then uvicorn on its socket. It
+    reports ``None`` once its app is built, or why it could not build one."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if "OMP_NUM_THREADS" not in os.environ:
+        import torch
+
+        torch.set_num_threads(threads)
+    import uvicorn
+
+    try:
+        app, settings = build()
+    except Exception as exc:
+        logger.debug("worker %d could not start", os.getpid(), exc_info=True)
+        report.send(" ".join(str(exc).split()) or type(exc).__name__)
+        raise SystemExit(2) from None
+    report.send(None)
+    config = uvicorn_config(app, settings, log_level, lifespan="on", access_log=access_log)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+@dataclass
+class _Worker:
+    sock: socket.socket
+    process: BaseProcess
+    report: Connection
+    ready: bool = False
+
+    def check_start(self) -> None:
+        """Notes the worker's report; raises :class:`WorkerStartError` when it failed to start."""
+        if not self.ready and self.report.poll():
+            failure = self.report.recv()
+            if failure is not None:
+                raise WorkerStartError(failure)
+            self.ready = True
+
+
+class WorkerPool:
+    """The parent of ``workers`` server processes: starts them, replaces one that dies after it
+    served, and stops them all on SIGINT or SIGTERM."""
+
+    def __init__(
+        self, build: AppBuilder, workers: int, host: str, port: int, log_level: str, access_log: bool
+    ):
+        if not hasattr(socket, "SO_REUSEPORT"):
+            raise OSError("--workers needs SO_REUSEPORT (Linux, macOS, BSD); serve one worker here")
+        self.build = build
+        self.host, self.port = host, port
+        self.threads = worker_threads(workers)
+        self.log_level, self.access_log = log_level, access_log
+        self._context = multiprocessing.get_context("spawn")  # a fresh interpreter: no torch state forked
+        self._sockets = [listening_socket(host, port) for _ in range(workers)]
+        self._workers: list[_Worker] = []
+        self._stopping = False
+
+    def _spawn(self, sock: socket.socket) -> _Worker:
+        receiver, sender = self._context.Pipe(duplex=False)
+        args = (self.build, sock, self.threads, self.log_level, self.access_log, sender)
+        process = self._context.Process(target=_work, args=args, name="poolrag-worker")
+        process.start()
+        sender.close()  # the worker holds its end: a worker that dies unheard closes the pipe
+        return _Worker(sock, process, receiver)
+
+    def _stop(self, *_: Any) -> None:
+        self._stopping = True
+
+    def run(self) -> int:
+        """Serves until SIGINT or SIGTERM (then 0); raises :class:`WorkerStartError` when a worker
+        cannot build its app."""
+        owned_dir = None
+        if MULTIPROC_DIR_VARIABLE not in os.environ:
+            owned_dir = os.environ[MULTIPROC_DIR_VARIABLE] = tempfile.mkdtemp(prefix="poolrag-metrics-")
+        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._workers = [self._spawn(sock) for sock in self._sockets]
+            logger.info("starting %d workers, %d torch threads each", len(self._workers), self.threads)
+            self._supervise()
+            return 0
+        finally:
+            self._shut_down()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            for sock in self._sockets:
+                sock.close()
+            if owned_dir is not None:
+                shutil.rmtree(owned_dir, ignore_errors=True)
+                os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
+
+    def _supervise(self) -> None:
+        announced = False
+        while not self._stopping:
+            for index, worker in enumerate(self._workers):
+                worker.check_start()
+                if worker.process.is_alive():
+                    continue
+                worker.check_start()  # what it said before it died
+                code = worker.process.exitcode or 0
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+                if not worker.ready:
+                    raise WorkerStartError(f"worker {worker.process.pid} {how} before it served")
+                logger.error("worker %d %s; starting another on its socket", worker.process.pid, how)
+                _forget_metrics(worker.process.pid)
+                self._workers[index] = self._spawn(worker.sock)
+            if not announced and all(worker.ready for worker in self._workers):
+                pids = ", ".join(str(worker.process.pid) for worker in self._workers)
+                logger.info(
+                    "%d workers (pids %s) serving on %s:%d", len(self._workers), pids, self.host, self.port
+                )
+                announced = True
+            time.sleep(0.2)
+
+    def _shut_down(self) -> None:
+        for worker in self._workers:
+            if worker.process.is_alive() and worker.process.pid is not None:
+                os.kill(worker.process.pid, signal.SIGTERM)  # uvicorn finishes the requests it holds
+        deadline = time.monotonic() + STOP_GRACE_S
+        for worker in self._workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.report.close()
+
+
+def _forget_metrics(pid: int | None) -> None:
+    """A dead worker's live gauges (queue depth, tokens in flight) leave the sums; its counters stay."""
+    directory = os.environ.get(MULTIPROC_DIR_VARIABLE)
+    if directory and pid is not None:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid, directory)
+
+
+def serve_workers(
+    build: AppBuilder, workers: int, host: str, port: int, log_level: str = "info", access_log: bool = True
+) -> int:
+    """Serve the app ``build`` makes from ``workers`` processes on ``host:port`` until interrupted;
+    :class:`WorkerStartError` says why a worker could not start (the pool is stopped by then)."""
+    return WorkerPool(build, workers, host, port, log_level, access_log).run()

@@ -1,0 +1,155 @@
+"""``poolrag serve --workers N``: N server processes on one port, each with its own engine, whose
+metrics add up, a dead one replaced, all stopped together (:mod:`poolrag.server.workers`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from poolrag import Engine
+from poolrag.server.workers import worker_threads
+
+from .conftest import cli_server, metric_samples
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads the process tree from /proc")
+
+NAME = "minilm"
+EMBEDDINGS = ("poolrag_requests_total", (("path", "/v1/embeddings"), ("status", "200")))
+
+
+@dataclass
+class Pool:
+    url: str
+    parent: subprocess.Popen[bytes]
+    metrics_dir: Path
+    log: Path
+
+    def workers(self) -> set[int]:
+        """The parent's server processes (not multiprocessing's resource tracker)."""
+        children = Path(f"/proc/{self.parent.pid}/task/{self.parent.pid}/children").read_text().split()
+        return {int(pid) for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()}
+
+    def wait_for_workers(
+        self, count: int, other_than: set[int] = frozenset(), timeout: float = 120
+    ) -> set[int]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pids = self.workers()
+            if len(pids) == count and not pids & other_than:
+                return pids
+            time.sleep(0.2)
+        raise AssertionError(f"no {count} workers after {timeout} s:\n{self.log.read_text()[-3000:]}")
+
+
+@contextmanager
+def two_workers(minilm_path: Path, tmp_path: Path) -> Iterator[Pool]:
+    # a metrics directory of the test's own, so it can see which workers wrote (else the parent
+    # makes one and removes it at exit)
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    log = tmp_path / "server.log"
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    args = (str(minilm_path), "--served-model-name", NAME, "--workers", "2")
+    with cli_server(log, *args, env=env) as (url, parent):
+        pool = Pool(url, parent, metrics_dir, log)
+        pool.wait_for_workers(2)
+        yield pool
+
+
+def _embed_one_connection_each(url: str, texts: list[str]) -> np.ndarray:
+    """Each request on a connection of its own, so the kernel spreads them over the workers."""
+    rows = []
+    for text in texts:
+        answer = httpx.post(f"{url}/v1/embeddings", json={"model": NAME, "input": text}, timeout=60)
+        assert answer.status_code == 200, answer.text
+        rows.append(answer.json()["data"][0]["embedding"])
+    return np.array(rows, dtype=np.float32)
+
+
+def test_each_worker_has_its_share_of_the_cpus() -> None:
+    cpus = len(os.sched_getaffinity(0))
+    assert worker_threads(1) == cpus
+    assert worker_threads(2) == max(1, cpus // 2)
+    assert worker_threads(cpus * 4) == 1
+
+
+def test_two_workers_answer_on_one_port_with_the_engines_vectors_and_metrics_that_add_up(
+    minilm_path: Path, minilm_engine: Engine, tmp_path: Path
+) -> None:
+    texts = [f"question {i}: how do I reset my password on the website?" for i in range(24)]
+    with two_workers(minilm_path, tmp_path) as pool:
+        before = metric_samples(pool.url).get(EMBEDDINGS, 0.0)
+        served = _embed_one_connection_each(pool.url, texts)
+        # the same vectors as one process (a worker runs fewer torch threads: sums in another order)
+        np.testing.assert_allclose(served, minilm_engine.embed_array(texts), atol=1e-5)
+        # both workers served: each wrote its own counter file
+        writers = {int(path.stem.split("_")[-1]) for path in pool.metrics_dir.glob("counter_*.db")}
+        assert pool.workers() <= writers
+        # so every scrape, whichever worker answers it, counts every worker's requests
+        for _ in range(4):
+            samples = metric_samples(pool.url)
+            assert samples[EMBEDDINGS] == before + len(texts)
+            assert samples["poolrag_engine_sequences_total", (("model", NAME),)] >= len(texts)
+            assert samples["poolrag_queue_depth", (("model", NAME),)] == 0
+
+
+def test_a_killed_worker_is_replaced_on_its_port_and_a_signal_stops_them_all(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    with two_workers(minilm_path, tmp_path) as pool:
+        first = pool.workers()
+        victim = min(first)
+        os.kill(victim, signal.SIGKILL)
+        # the other worker answers meanwhile; connections sent to the dead one's socket wait for
+        # its replacement instead of being refused
+        _embed_one_connection_each(pool.url, ["still answering"] * 6)
+        replaced = pool.wait_for_workers(2, other_than={victim})
+        assert replaced - first and first - {victim} <= replaced
+        assert f"worker {victim} was killed by signal 9; starting another" in pool.log.read_text()
+        _embed_one_connection_each(pool.url, ["answered again"] * 6)
+
+        pool.parent.send_signal(signal.SIGTERM)
+        assert pool.parent.wait(timeout=60) == 0
+        for pid in replaced:
+            assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
+
+
+def test_a_model_that_cannot_load_ends_the_command_with_its_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-model"
+    missing.mkdir()  # a folder without config.json: the workers' engines refuse it
+    done = subprocess.run(
+        [sys.executable, "-m", "poolrag.cli", "serve", str(missing), "--workers", "2", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("poolrag serve: cannot start:") == 1  # once, not once per worker
+    assert "config" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_workers_are_for_one_machine_not_for_ray(minilm_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "poolrag.cli", "serve", str(minilm_path), "--workers", "2", "--ray"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "--workers is for one machine" in done.stderr and "Traceback" not in done.stderr
