@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 from poolrag import Engine
-from poolrag.server.workers import worker_threads
+from poolrag.server.workers import listening_socket, worker_threads
 
 from .conftest import cli_server, metric_samples
 
@@ -82,6 +83,20 @@ def test_each_worker_has_its_share_of_the_cpus() -> None:
     assert worker_threads(1) == cpus
     assert worker_threads(2) == max(1, cpus // 2)
     assert worker_threads(cpus * 4) == 1
+
+
+def test_the_workers_sockets_share_one_port_and_a_port_another_program_holds_is_named() -> None:
+    first = listening_socket("127.0.0.1", 0)
+    second = listening_socket("127.0.0.1", first.getsockname()[1])  # beside its sibling
+    assert second.getsockname() == first.getsockname()
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{taken}"):
+            listening_socket("127.0.0.1", taken)
+    first.close()
+    second.close()
 
 
 def test_two_workers_answer_on_one_port_with_the_engines_vectors_and_metrics_that_add_up(

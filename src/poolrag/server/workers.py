@@ -8,9 +8,9 @@ Unlike vLLM's ``--api-server-count`` (HTTP processes in front of one engine), ev
 on its own, so each holds a copy of the weights: a trade meant for small and mid-size models.
 
 The parent binds one ``SO_REUSEPORT`` socket per worker, so the kernel spreads new connections over
-the workers by their address (a shared accept queue hands most to whichever worker wakes first),
-and keeps them: a worker that dies is replaced on the same socket, and the connections queued for it
-wait instead of being refused. Each worker takes ``cores / N`` torch threads (``OMP_NUM_THREADS``
+the workers by their address rather than by which worker's loop is first to accept, and keeps them:
+a worker that dies is replaced on the same socket, and the connections queued for it wait instead
+of being refused. Each worker takes ``cores / N`` torch threads (``OMP_NUM_THREADS``
 wins). ``/metrics`` adds up every worker's series (prometheus_client's multiprocess mode, in a
 directory the parent makes and removes; :mod:`poolrag.server.metrics`).
 """
@@ -51,7 +51,8 @@ AppBuilder = Callable[[], "tuple[FastAPI, ServerSettings]"]
 
 def worker_threads(workers: int) -> int:
     """Each worker's share of this process's CPUs, at least one."""
-    return max(1, len(os.sched_getaffinity(0)) // workers)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cpus // workers)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -67,7 +68,6 @@ def listening_socket(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(True)
     return sock
 
 
@@ -124,11 +124,13 @@ class WorkerPool:
         if not hasattr(socket, "SO_REUSEPORT"):
             raise OSError("--workers needs SO_REUSEPORT (Linux, macOS, BSD); serve one worker here")
         self.build = build
-        self.host, self.port = host, port
         self.threads = worker_threads(workers)
         self.log_level, self.access_log = log_level, access_log
         self._context = multiprocessing.get_context("spawn")  # a fresh interpreter: no torch state forked
-        self._sockets = [listening_socket(host, port) for _ in range(workers)]
+        first = listening_socket(host, port)
+        port = first.getsockname()[1]  # port 0: the one the system chose, for every worker
+        self._sockets = [first, *(listening_socket(host, port) for _ in range(workers - 1))]
+        self.host, self.port = host, port
         self._workers: list[_Worker] = []
         self._stopping = False
 
