@@ -242,10 +242,14 @@ def engine_args_of(args: argparse.Namespace, model: str | None = None) -> Engine
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def _log_to_stderr(args: argparse.Namespace) -> None:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    _log_to_stderr(args)
     if args.model and args.model_option and args.model != args.model_option:
         print(f"poolrag serve: two models: {args.model} and --model {args.model_option}", file=sys.stderr)
         return 2
@@ -352,9 +356,10 @@ def _app(settings: Any, served: list[Any]) -> Any:
 
 def worker_app(args: argparse.Namespace) -> tuple[Any, Any]:
     """A ``--workers`` process's app and settings, built from the same command line. A worker is a
-    process of the command's own, so it takes the command's heap and cache bounds."""
+    process of the command's own, so it takes the command's log, heap and cache settings."""
     from poolrag.cli import bound_native_memory
 
+    _log_to_stderr(args)
     bound_native_memory()
     settings, served = _served(args)
     return _app(settings, served), settings

@@ -80,7 +80,6 @@ def _work(
 ) -> None:
     """A worker process: its torch threads, its engines and app, then uvicorn on its socket. It
     reports ``None`` once its app is built, or why it could not build one."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if "OMP_NUM_THREADS" not in os.environ:
         import torch
 
