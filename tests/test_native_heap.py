@@ -112,28 +112,47 @@ def test_the_engine_core_ends_every_batch_with_the_heap_policy(
     assert batches > 1 and len(ended) == batches
 
 
-def test_batches_that_end_close_together_share_one_trim(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A trim gives back pages the next batch faults in again: hundreds of small batches a second
-    (a server's one-text requests) are trimmed at most every TRIM_INTERVAL_S, a slow batch each time."""
+def _trims_over(seconds: float, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When the heap is trimmed while batches of 1/256 s (exact in binary) end for ``seconds``."""
     trims: list[float] = []
     clock = [1000.0]
     monkeypatch.setattr(native_heap, "time", SimpleNamespace(monotonic=lambda: clock[0]))
-    monkeypatch.setattr(native_heap, "trim_heap", lambda: trims.append(clock[0]) or True)
-    monkeypatch.setattr(native_heap, "_trim_batches", True)
+    monkeypatch.setattr(native_heap, "trim_heap", lambda: trims.append(clock[0] - 1000.0) or True)
     monkeypatch.setattr(native_heap, "_last_trim", float("-inf"))
-    for _ in range(200):  # 200 batches of 1/256 s each (exact in binary)
+    for _ in range(int(seconds * 256)):
         native_heap.batch_finished()
         clock[0] += 1 / 256
-    assert trims == [1000.0, 1000.5]
-    clock[0] += native_heap.TRIM_INTERVAL_S
-    native_heap.batch_finished()  # after a batch as long as the interval
-    assert len(trims) == 3
+    return trims
+
+
+@glibc_only
+def test_batches_that_end_close_together_share_one_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trim gives back pages the next batch faults in again: hundreds of small batches a second
+    are trimmed at most every TRIM_INTERVAL_S, a slow batch each time."""
+    monkeypatch.setattr(native_heap, "_trim_interval_s", None)
+    assert native_heap.trim_after_batches()
+    assert _trims_over(0.9, monkeypatch) == [0.0, native_heap.TRIM_INTERVAL_S]
+    assert _trims_over(0.1, monkeypatch) == [0.0]  # the first batch after a long one: trimmed
+
+
+@glibc_only
+def test_a_server_trims_at_its_own_longer_interval(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`poolrag serve` paces the trims at SERVER_TRIM_INTERVAL_S (a served MiniLM lost 3-8% of its
+    texts/s to a trim every 0.5 s), whatever main() chose for a batch job before it."""
+    from poolrag.cli import build_parser
+
+    monkeypatch.setattr(native_heap, "_trim_interval_s", native_heap.TRIM_INTERVAL_S)
+    args = build_parser().parse_args(["serve", str(tmp_path / "no-such-model"), "--port", "0"])
+    assert args.handler(args) == 2  # the model is missing: after the pacing was chosen
+    interval = native_heap.SERVER_TRIM_INTERVAL_S
+    assert interval > 2 * native_heap.TRIM_INTERVAL_S
+    assert _trims_over(2.5 * interval, monkeypatch) == [0.0, interval, 2 * interval]
 
 
 def test_a_library_process_never_trims_when_a_batch_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     trims: list[int] = []
     monkeypatch.setattr(native_heap, "trim_heap", lambda: trims.append(1) or True)
-    monkeypatch.setattr(native_heap, "_trim_batches", False)
+    monkeypatch.setattr(native_heap, "_trim_interval_s", None)
     monkeypatch.setattr(native_heap, "_last_trim", float("-inf"))
     native_heap.batch_finished()
     assert trims == []

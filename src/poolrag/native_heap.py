@@ -13,9 +13,10 @@ became a fresh mapping, faulted in page by page, and a forward pass ran 1.3x slo
 1.8x slower with the int8 fast mode (benchmarks/RESULTS.md). A process that owns its heap (the
 CLI) now keeps glibc's own threshold, so buffers are reused from layer to layer, and gives the
 free pages back when a forward batch ends (:func:`trim_after_batches`): a library caller's speed,
-with memory still flat. At most every :data:`TRIM_INTERVAL_S`, though: a trim hands back pages the
-next batch faults in again, and a server answering one-text requests ends hundreds of batches a
-second (trimming after each cost a fifth of its throughput on a small model, benchmarks/RESULTS.md).
+with memory still flat. At most every :data:`TRIM_INTERVAL_S`, though, and a server every
+:data:`SERVER_TRIM_INTERVAL_S`: a trim hands back pages the next batch faults in again, and a server
+answering one-text requests ends hundreds of batches a second (trimming after each cost a fifth of
+its throughput on a small model, benchmarks/RESULTS.md).
 
 A server's threads (the event loop's workers parse, tokenise and encode answers) each take an arena
 of their own, up to eight per core, and a trim cannot give back a page that still holds one live
@@ -90,27 +91,32 @@ def bound_arenas(arenas: int | None = None) -> bool:
     return bool(_LIBC.mallopt(_M_ARENA_MAX, default_arenas() if arenas is None else arenas))
 
 
-#: Least time between two trims at the end of a batch. A CPU batch of an ingest takes longer, so
-#: each of those is still followed by one.
+#: Least time between two trims at the end of a batch, in a command that owns its process. A CPU
+#: batch of an ingest takes longer, so each of those is still followed by one.
 TRIM_INTERVAL_S = 0.5
+#: The same for a server, whose one-text requests end many small batches a second: each trim costs
+#: the page faults of the buffers the next batches take back (every 0.5 s, 3-8% of a served
+#: MiniLM's texts/s at 16 and 64 connections; every 5 s, nothing measurable: benchmarks/RESULTS.md).
+#: Its idle trim and the trim after a large body give back the rest.
+SERVER_TRIM_INTERVAL_S = 5.0
 
-_trim_batches = False  # set once by the CLI for the process it owns
+_trim_interval_s: float | None = None  # set once by the CLI for the process it owns
 _last_trim = -math.inf
 
 
-def trim_after_batches() -> bool:
+def trim_after_batches(interval_s: float = TRIM_INTERVAL_S) -> bool:
     """From now on, every engine of this process trims the heap when a forward batch ends, at most
-    every :data:`TRIM_INTERVAL_S` (the CLI's choice for the process it owns); ``False`` where the C
-    library cannot."""
-    global _trim_batches
-    _trim_batches = heap_tunable()
-    return _trim_batches
+    every ``interval_s`` (the CLI's choice for the process it owns); ``False`` where the C library
+    cannot."""
+    global _trim_interval_s
+    _trim_interval_s = interval_s if heap_tunable() else None
+    return _trim_interval_s is not None
 
 
 def batch_finished() -> None:
     """Called by the engine core after each forward batch: trims when the process asked for it and
-    the last trim is :data:`TRIM_INTERVAL_S` old."""
+    the last trim is as old as the interval it asked for."""
     global _last_trim
-    if _trim_batches and time.monotonic() - _last_trim >= TRIM_INTERVAL_S:
+    if _trim_interval_s is not None and time.monotonic() - _last_trim >= _trim_interval_s:
         trim_heap()
         _last_trim = time.monotonic()

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from poolrag.native_heap import bound_arenas, trim_after_batches
+from poolrag.native_heap import TRIM_INTERVAL_S, bound_arenas, trim_after_batches
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
 
@@ -42,12 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
 NATIVE_CACHE_CAPACITY = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64", "LRU_CACHE_CAPACITY": "64"}
 
 
-def bound_native_memory() -> None:
-    """Bound torch's per-shape CPU caches and glibc's heap growth for this process (before torch loads)."""
+def bound_native_memory(trim_interval_s: float = TRIM_INTERVAL_S) -> None:
+    """Bound torch's per-shape CPU caches and glibc's heap growth for this process (before torch
+    loads); the heap is trimmed when a batch ends, at most every ``trim_interval_s``."""
     for name, capacity in NATIVE_CACHE_CAPACITY.items():
         os.environ.setdefault(name, capacity)
     bound_arenas()
-    trim_after_batches()
+    trim_after_batches(trim_interval_s)
 
 
 #: Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it.

@@ -13,6 +13,7 @@ from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.engine_args import EngineArgs, add_flag, positive_float, positive_int
+from poolrag.native_heap import SERVER_TRIM_INTERVAL_S, trim_after_batches
 from poolrag.server.settings import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_INPUTS,
@@ -250,6 +251,7 @@ def _log_to_stderr(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _log_to_stderr(args)
+    trim_after_batches(SERVER_TRIM_INTERVAL_S)  # main() set the interval of a batch job
     if args.model and args.model_option and args.model != args.model_option:
         print(f"poolrag serve: two models: {args.model} and --model {args.model_option}", file=sys.stderr)
         return 2
@@ -360,7 +362,7 @@ def worker_app(args: argparse.Namespace) -> tuple[Any, Any]:
     from poolrag.cli import bound_native_memory
 
     _log_to_stderr(args)
-    bound_native_memory()
+    bound_native_memory(SERVER_TRIM_INTERVAL_S)
     settings, served = _served(args)
     return _app(settings, served), settings
 
