@@ -100,7 +100,7 @@ TRIM_INTERVAL_S = 0.5
 #: Its idle trim and the trim after a large body give back the rest.
 SERVER_TRIM_INTERVAL_S = 5.0
 
-_trim_interval_s: float | None = None  # set once by the CLI for the process it owns
+_trim_interval_s: float | None = None  # set by the CLI for the process it owns (serve: its own pace)
 _last_trim = -math.inf
 
 
