@@ -68,7 +68,9 @@ def test_store_dies_while_the_next_batch_is_embedded(tmp_path: Path, minilm_engi
         server.wait()
         worker.join(120)
         assert failure and isinstance(failure[0], StoreUnavailableError), f"ingest did not fail: {failure}"
-        assert not any(t.name.startswith("poolrag-ingest-embed") for t in threading.enumerate())
+        assert not any(
+            t.name.startswith(("poolrag-ingest-embed", "poolrag-ingest-chunk")) for t in threading.enumerate()
+        )
         computed = embedder.misses
         assert len(cache) == computed  # every vector paid for reached the cache, the one in flight too
         done = json.loads(checkpoint.read_text())["done"]

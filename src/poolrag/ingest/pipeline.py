@@ -11,9 +11,11 @@ The run around the embedding (collection, document bookkeeping, checkpoint, prun
   2. List the ids already stored; read and chunk documents one at a time, a piece at a time (a
      large file never sits in memory whole); only chunks whose id is missing are embedded and
      upserted (re-runs add nothing; the cache makes moved chunks free).
-  3. Upsert in batches as chunks come. A batch is embedded (and its vectors cached) on a worker
-     thread while this thread writes the previous batch to the store and chunks the next one, so
-     store writes overlap the forward pass; at most one batch is being embedded and one written. When a
+  3. Upsert in batches as chunks come. Three threads, one stage each: documents are read and
+     chunked a few ahead on one (:mod:`~poolrag.ingest.chunk_ahead`), a batch is embedded (and its
+     vectors cached) on another, and this thread writes the previous batch to the store, so store
+     writes, chunking and the forward pass overlap; at most one batch is being embedded and one
+     written. When a
      document is fully read and all its new chunks are stored (the store acknowledged the write),
      its stale chunks (from an older version of the same source) are deleted and the document is
      checkpointed. All store calls stay on the calling thread.
@@ -39,6 +41,7 @@ from tqdm.auto import tqdm
 
 from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
+from poolrag.ingest.chunk_ahead import ChunkAhead
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.driver import IngestDriver, IngestReport
 from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
@@ -50,6 +53,11 @@ from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, Vecto
 from poolrag.stores.vector_types import VectorType
 
 logger = logging.getLogger(__name__)
+
+# Admitted documents chunked ahead of the one being batched: enough that the chunking thread
+# moves on to the next documents while this thread waits on a store write, few enough that
+# a run stopped by an error has admitted little past it.
+_DOCUMENTS_AHEAD = 4
 
 
 class IngestPipeline:
@@ -132,9 +140,9 @@ class IngestPipeline:
         skipped: Sequence[SkippedFile] = (),
         total: int | None = None,
     ) -> IngestReport:
-        """Ingest ``documents`` one at a time: memory holds two batches of chunks (one being
-        embedded, one being written) and one piece of the document being read, whatever the
-        corpus size.
+        """Ingest ``documents`` in order: memory holds a few batches of chunks (one being embedded,
+        one being written, one waiting per document chunked ahead) and one piece of the document
+        being read, whatever the corpus size.
 
         ``skipped``: files the reader left out (filled while ``documents`` is read); their chunks
         are kept by ``prune``, since an unreadable file is not a deleted one.
@@ -146,20 +154,24 @@ class IngestPipeline:
         driver.start()
         progress = _DocumentProgress(self.progress, _total(documents, total), driver, skipped)
         run = _Run(self, driver, progress)
+        ahead: ChunkAhead[Document | FileDocument | VisualDocument, Chunk] = ChunkAhead(
+            self._chunks, self.batch_size
+        )
         finished = False
         try:
             for doc in documents:
                 if driver.admit(doc):
-                    chunks = self._chunks(doc)
-                    for chunk in chunks:
-                        if driver.chunk(doc.source, chunk.id):
-                            run.add(chunk)
-                    driver.chunked(doc.source)
+                    ahead.submit(doc)
+                    if len(ahead) > _DOCUMENTS_AHEAD:
+                        run.add_document(*ahead.take())
                 progress.advance()
+            while ahead:
+                run.add_document(*ahead.take())
             run.flush()
             run.drain()
             finished = True
         finally:
+            ahead.close()
             if not finished:
                 run.abandon()
             run.close()
@@ -248,10 +260,15 @@ class _Run:
         self.embedding: _Embedded | None = None
         self._executor: ThreadPoolExecutor | None = None
 
-    def add(self, chunk: Chunk) -> None:
-        self.batch.append(chunk)
-        if len(self.batch) >= self.pipeline.batch_size:
-            self.flush()
+    def add_document(self, doc: Document | FileDocument | VisualDocument, chunks: Iterable[Chunk]) -> None:
+        """Batch an admitted document's new chunks; the driver counts every chunk."""
+        for chunk in chunks:
+            if self.driver.chunk(doc.source, chunk.id):
+                self.batch.append(chunk)
+                if len(self.batch) >= self.pipeline.batch_size:
+                    self.flush()
+        self.driver.chunked(doc.source)
+        self.progress.advance()
 
     def flush(self) -> None:
         """Start embedding the batch, then write the one embedded before it."""
