@@ -10,13 +10,13 @@ import ray
 from poolrag.scaleout import cluster
 
 
-def _fail_first(monkeypatch: pytest.MonkeyPatch, error: Exception) -> list[dict]:
+def _fail_first(monkeypatch: pytest.MonkeyPatch, error: Exception, times: int = 1) -> list[dict]:
     calls: list[dict] = []
     real_init = ray.init
 
     def init(**kwargs):
         calls.append(kwargs)
-        if len(calls) == 1:
+        if len(calls) <= times:
             raise error
         return real_init(**kwargs)
 
@@ -32,15 +32,16 @@ def _fail_first(monkeypatch: pytest.MonkeyPatch, error: Exception) -> list[dict]
     ],
     ids=["node", "gcs-port"],
 )
-def test_a_start_that_timed_out_is_tried_once_more(
+def test_a_start_that_timed_out_is_tried_again(
     no_cluster_in_process, monkeypatch, caplog, timeout: Exception
 ) -> None:
     monkeypatch.delenv(cluster.GCS_PORT_WAIT_VARIABLE, raising=False)
     calls = _fail_first(monkeypatch, timeout)
     cluster.connect(cluster.LOCAL, num_cpus=2)
     assert ray.is_initialized() and ray.cluster_resources()["CPU"] == 2
-    assert len(calls) == 2 and calls[1]["address"] == "local"
-    assert "starting it once more" in caplog.text
+    # the real start that follows may itself time out on a loaded machine, and is then tried again
+    assert 2 <= len(calls) <= cluster.START_ATTEMPTS and calls[1]["address"] == "local"
+    assert "starting it again" in caplog.text
     assert os.environ[cluster.GCS_PORT_WAIT_VARIABLE] == cluster.GCS_PORT_WAIT_S  # Ray's 30 s, raised
 
 
@@ -48,6 +49,16 @@ def test_a_users_gcs_port_wait_wins(no_cluster_in_process, monkeypatch) -> None:
     monkeypatch.setenv(cluster.GCS_PORT_WAIT_VARIABLE, "45")
     cluster.connect(cluster.LOCAL, num_cpus=2)
     assert ray.is_initialized() and os.environ[cluster.GCS_PORT_WAIT_VARIABLE] == "45"
+
+
+def test_a_start_that_keeps_timing_out_is_raised_after_the_last_attempt(
+    no_cluster_in_process, monkeypatch
+) -> None:
+    timeout = Exception("The current node timed out during startup. This could happen because ...")
+    calls = _fail_first(monkeypatch, timeout, times=cluster.START_ATTEMPTS)
+    with pytest.raises(Exception, match="timed out during startup"):
+        cluster.connect(cluster.LOCAL, num_cpus=2)
+    assert len(calls) == cluster.START_ATTEMPTS and not ray.is_initialized()
 
 
 def test_any_other_failure_is_raised_at_once(no_cluster_in_process, monkeypatch) -> None:

@@ -17,6 +17,8 @@ _STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
 #: seconds a local head waits for its GCS server's port (Ray's own default, 30, ran out once on a busy
 #: 2-core machine), set through Ray's variable unless the user set it
 GCS_PORT_WAIT_VARIABLE, GCS_PORT_WAIT_S = "RAY_gcs_server_port_wait_time_s", "120"
+#: local starts tried before a start-up timeout is raised (two timed out in a row under CI load)
+START_ATTEMPTS = 3
 
 
 def connect(
@@ -50,11 +52,11 @@ def _start_local(num_cpus: int | None, log_level: int) -> None:
     """Start a loopback-only cluster (nothing outside this machine can reach one started for a run).
 
     Ray gives a new node a fixed 30 s to register and has no setting for it; on a busy small machine
-    a start can run out of it, and a second start then usually succeeds, so there is one retry. Its
-    wait for the GCS server's port has a setting, raised here.
+    a start can run out of it, and a later start usually succeeds, so a timed-out start is tried
+    again (``START_ATTEMPTS`` in all). Its wait for the GCS server's port has a setting, raised here.
     """
     os.environ.setdefault(GCS_PORT_WAIT_VARIABLE, GCS_PORT_WAIT_S)
-    for attempt in (1, 2):
+    for attempt in range(1, START_ATTEMPTS + 1):
         try:
             ray.init(
                 address=LOCAL,  # never a `ray start` cluster that happens to run on this machine
@@ -66,7 +68,7 @@ def _start_local(num_cpus: int | None, log_level: int) -> None:
             )
             return
         except Exception as exc:
-            if attempt == 2 or not any(said in str(exc) for said in _STARTUP_TIMEOUTS):
+            if attempt == START_ATTEMPTS or not any(said in str(exc) for said in _STARTUP_TIMEOUTS):
                 raise
-            logger.warning("the local ray cluster did not start in time (%s); starting it once more", exc)
+            logger.warning("the local ray cluster did not start in time (%s); starting it again", exc)
             ray.shutdown()
