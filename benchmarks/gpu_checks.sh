@@ -22,4 +22,4 @@ timeout 260 python3 serve_vs_servers.py --device cuda --servers poolrag,st --mod
   --rounds 1 --seconds 4 --warmup 1 >"$OUT/serve.log" 2>&1
 grep -v "^  \|round 1" "$OUT/serve.log"
 timeout 120 python3 gpu.py --n 1000 --passes 2 --models bert-base,bert-large 2>&1 | tee "$OUT/gpu.log" | grep -v -e Writing -e "Loading weights"
-timeout 150 python3 ingest_vs_embed.py --sinks qdrant --docs 60 --rounds 2 --model "$POOLRAG_MINILM_DIR" 2>&1 | tee "$OUT/ingest.log" | tail -12
+timeout 150 python3 ingest_vs_embed.py --sinks qdrant qdrant-edge --docs 60 --rounds 2 --model "$POOLRAG_MINILM_DIR" 2>&1 | tee "$OUT/ingest.log" | tail -12
