@@ -43,19 +43,23 @@ def store_kwargs(kind: str, location: list[str]) -> dict[str, str]:
 def start_ingest(args: list[str]) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     return subprocess.Popen(
-        [sys.executable, "-m", "poolrag.cli", "ingest", *args],
+        [sys.executable, "-c", _CLI_WITH_CTRL_C, "ingest", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        # Ctrl-C's default action, as a terminal gives it: a test run started in the background
-        # (``cmd &``) ignores SIGINT, and its children would inherit that and never stop
-        preexec_fn=_default_sigint,
     )
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+#: ``python -m poolrag.cli`` with Ctrl-C's action as a terminal gives it: a test run started in the
+#: background (``cmd &``) ignores SIGINT and its children inherit that. Set in the child itself, not
+#: by a ``preexec_fn``: that forks this process with Python code to run before exec, and where gRPC
+#: threads of an earlier test's Milvus client are alive, the child aborted (SIGABRT) in gRPC's fork
+#: handling now and then, before the ingest started.
+_CLI_WITH_CTRL_C = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('poolrag.cli', run_name='__main__', alter_sys=True)"
+)
 
 
 def kill_mid_run(args: list[str], checkpoint: Path, sig: signal.Signals = signal.SIGKILL) -> int:
