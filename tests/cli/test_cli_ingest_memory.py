@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import time
@@ -49,6 +48,11 @@ def _prose(path: Path, megabytes: float) -> None:
                 for _ in range(rng.randint(3, 8))
             )
             written += handle.write(" ".join(sentences) + "\n\n")
+
+
+def _floor(samples: list[float]) -> float:
+    """The low tenth of the RSS samples: the heap just after trims."""
+    return sorted(samples)[len(samples) // 10]
 
 
 def _rss_mb(pid: int) -> float | None:
@@ -90,8 +94,11 @@ def test_ingest_rss_stays_flat_while_chunks_stream_through(tmp_path: Path, tiny_
     during = [(t - first_chunk, rss) for t, rss in samples if first_chunk <= t <= elapsed - 1.0]
     span = report["seconds"]
     assert report["chunks"] > 1200 and len(during) >= 12, (report, len(during))
-    first_third = statistics.median(rss for t, rss in during if t <= span / 3)
-    last_third = statistics.median(rss for t, rss in during if t >= 2 * span / 3)
+    # A batch's activations (~100 MB with this model) are freed when it ends and given back at the
+    # next trim, at most every 0.5 s, so RSS saw-tooths by about that much and a median lands
+    # wherever the samples fell; what a per-batch leak raises is the floor between trims.
+    first_third = _floor([rss for t, rss in during if t <= span / 3])
+    last_third = _floor([rss for t, rss in during if t >= 2 * span / 3])
     chunks_between = report["chunks"] * 2 / 3
     old_growth = OLD_GROWTH_PER_CHUNK_MB * chunks_between
     assert last_third - first_third < 0.3 * old_growth, (
