@@ -15,10 +15,9 @@ The run around the embedding (collection, document bookkeeping, checkpoint, prun
      chunked a few ahead on one (:mod:`~poolrag.ingest.chunk_ahead`), a batch is embedded (and its
      vectors cached) on another, and this thread writes the previous batch to the store, so store
      writes, chunking and the forward pass overlap; at most one batch is being embedded and one
-     written. When a
-     document is fully read and all its new chunks are stored (the store acknowledged the write),
-     its stale chunks (from an older version of the same source) are deleted and the document is
-     checkpointed. All store calls stay on the calling thread.
+     written. When a document is fully read and all its new chunks are stored (the store
+     acknowledged the write), its stale chunks (from an older version of the same source) are
+     deleted and the document is checkpointed. All store calls stay on the calling thread.
   4. With ``prune``, chunks of sources not seen in this run are deleted at the end.
 A killed run resumes from the checkpoint; a batch that fails is retried whole (ids make upserts
 idempotent), and when the database stays unreachable the run stops with
