@@ -34,3 +34,16 @@ def test_the_options_reach_the_actor(ray_cluster, minilm_path: Path) -> None:
     recipe = EngineRecipe(EngineArgs(str(minilm_path), max_model_len=32))
     _source, chunker, sparse = ray.get(_model_parts.remote(recipe, None))  # type: ignore[attr-defined]
     assert 0 < chunker.max_tokens <= 32 and sparse is None
+
+
+def test_the_model_parts_task_neither_tunes_nor_compiles(
+    minilm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model-parts engine only reads facts and the tokenizer: a recipe that asks the actors to
+    tune in full still leaves no timing verdict (nor compiled graph) behind from this task, whose
+    measuring would take CPU from the actors that embed."""
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path))
+    recipe = EngineRecipe(EngineArgs(str(minilm_path), max_model_len=32, tune="full"))
+    source, chunker, _sparse = _model_parts._function(recipe, None)  # type: ignore[attr-defined]
+    assert source.dimension == 384 and chunker.max_tokens <= 32
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []

@@ -354,8 +354,10 @@ def _model_parts(
     actors' GPUs; the facts do not depend on the device), so a refusal (ColBERT, ``dimensions``, a
     sparse head) comes back before the store is touched. Returns the model's facts and the parts
     that need only its tokenizer: the chunker and the BM25 encoder, with which the driver fixes BM25's
-    settings from the first batch as a single-process run does."""
-    cpu = dataclasses.replace(recipe, engine_args=recipe.engine_args.replace(device="cpu"))
+    settings from the first batch as a single-process run does. Nothing is tuned or compiled here:
+    this engine never embeds, and timing paths would take CPU from the actors that do."""
+    args = recipe.engine_args.replace(device="cpu", tune="off", compile="off")
+    cpu = dataclasses.replace(recipe, engine_args=args)
     engine, chunker, encoder, _ = cpu.build()
     sparse = bm25.build(engine) if bm25 is not None else None
     source = VectorSourceFacts(
