@@ -56,8 +56,6 @@ from poolrag.tokenization.score_template import ScoreTemplate, load_score_templa
 from poolrag.tokenization.tokenizer_lock import call_tokenizer, tokenizer_lock
 
 if TYPE_CHECKING:  # the compiler stack loads only when compile is on
-    from pathlib import Path
-
     from poolrag.compile.background import BackgroundCompile, CompileReport
 
 logger = logging.getLogger(__name__)
@@ -383,9 +381,6 @@ class Engine:
         return self._pipeline.processor.frame_ids(ids, input_type)
 
     # -- parameter resolution -----------------------------------------------------------------------
-    def _check_task(self, task: str) -> None:
-        PoolingParams().verify(task, self._facts)
-
     def _resolve(self, task: str, params: PoolingParams | None) -> ResolvedParams:
         return (params or PoolingParams()).verify(task, self._facts, self._pooler_defaults)
 
@@ -426,15 +421,14 @@ class Engine:
         limit = self._token_limit(p, task)
         return processor.texts(items, resolved, limit, prompt, one=one, pending_images=pending_images)
 
-    def _prompt_texts(self, prompts: Prompts) -> list[str | None]:
-        return [p if isinstance(p, str) else None for p in prompt_list(prompts)]
-
     # -- running: one body per task, driven synchronously or from asyncio ------------------------------
     def _drive(self, steps: Steps[T]) -> T:
         """Run a task's steps with the blocking executor (thread-safe: the core batches threads)."""
         try:
             requests = next(steps)
-            steps.send(self._execute(requests))
+            executor = self._pipeline.executor
+            run = executor.execute_as_ready if _pending(requests) else executor.execute
+            steps.send(run(requests))
         except StopIteration as done:
             return done.value
         raise RuntimeError("a task plan asked for more than one round of results")
@@ -464,10 +458,6 @@ class Engine:
             return done.value
         raise RuntimeError("a task plan asked for more than one round of results")
 
-    def _execute(self, requests: list[Any]) -> list[np.ndarray]:
-        executor = self._pipeline.executor
-        return executor.execute_as_ready(requests) if _pending(requests) else executor.execute(requests)
-
     # -- tasks ----------------------------------------------------------------------------------------
     def encode(
         self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
@@ -494,7 +484,7 @@ class Engine:
         call's images go to the model as they are prepared, the list filled in as they are)."""
         requests = self._requests(prompts, task, pooling_params, pending_images=True)
         results = yield requests
-        texts = self._prompt_texts(prompts)
+        texts = [p if isinstance(p, str) else None for p in prompt_list(prompts)]
         return [
             PoolingRequestOutput(
                 str(i),
@@ -667,7 +657,7 @@ class Engine:
         )
         if not items:
             return []
-        self._check_task("token_classify")
+        PoolingParams().verify("token_classify", self._facts)  # refused before tokenising
         limit = self.max_model_len
         encoded = call_tokenizer(
             self.tokenizer, items, return_offsets_mapping=True, truncation=True, max_length=limit

@@ -285,33 +285,14 @@ class EngineArgs:
         chosen = model if model is not None else getattr(namespace, "model", None)
         if not chosen:
             raise InvalidInputError("no model given")
-        return cls(
-            chosen,
-            task=namespace.task,
-            dtype=namespace.dtype,
-            device=namespace.device,
-            max_model_len=namespace.max_model_len,
-            pooler_config=namespace.pooler_config,
-            hf_overrides=namespace.hf_overrides,
-            trust_remote_code=namespace.trust_remote_code,
-            max_batch_tokens=namespace.max_batch_tokens,
-            max_batch_size=namespace.max_num_seqs,
-            revision=namespace.revision,
-            tokenizer=namespace.tokenizer,
-            tokenizer_revision=namespace.tokenizer_revision,
-            download_dir=namespace.download_dir,
-            hf_token=namespace.hf_token,
-            convert=None if namespace.convert in ("auto", "none") else namespace.convert,
-            score_template=namespace.score_template,
-            device_map=namespace.device_map,
-            quantization=namespace.quantization,
-            cpu_fast_mode=namespace.cpu_fast_mode,
-            cpu_fast_mode_min_cosine=namespace.cpu_fast_mode_min_cosine,
-            model_impl=namespace.model_impl,
-            compile=namespace.compile,
-            tune=getattr(namespace, "autotune", None),
-            truncate=namespace.auto_truncate,
-        )
+        renamed = {  # the flags whose names or values differ from the fields'
+            "max_batch_size": namespace.max_num_seqs,
+            "convert": None if namespace.convert in ("auto", "none") else namespace.convert,
+            "tune": getattr(namespace, "autotune", None),
+            "truncate": namespace.auto_truncate,
+        }
+        same = {name: getattr(namespace, name) for name in ENGINE_OPTIONS if name not in renamed}
+        return cls(chosen, **same, **renamed)
 
     def replace(self, **changes: Any) -> EngineArgs:
         """A copy with ``changes``, checked again."""

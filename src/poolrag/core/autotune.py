@@ -250,8 +250,7 @@ def timing_batch(pipeline: Pipeline, tokens: int) -> list[PoolingRequest]:
     params = ResolvedParams(task=pipeline.supported_tasks[0])
     from poolrag.loading.cpu_fast_mode import PROBE_TEXTS
 
-    texts = list(PROBE_TEXTS)
-    one_round = pipeline.processor.texts(texts, params, -1, None)
+    one_round = pipeline.processor.texts(list(PROBE_TEXTS), params, -1, None)
     per_round = max(sum(r.num_tokens for r in one_round), 1)
     rounds = max(1, tokens // per_round)
     return [r for _ in range(rounds) for r in one_round]

@@ -102,16 +102,9 @@ def masked_lm_network(ctx: LoadContext) -> LoadedNetwork:
     return LoadedNetwork(model, mlm_head=mlm_head)
 
 
-def dual_encoder_network(ctx: LoadContext) -> LoadedNetwork:
-    return LoadedNetwork(
-        load_dual_encoder(ctx.spec, ctx.dtype, ctx.device, ctx.trust_remote_code, ctx.placement)
-    )
-
-
-def page_retriever_network(ctx: LoadContext) -> LoadedNetwork:
-    return LoadedNetwork(
-        load_page_retriever(ctx.spec, ctx.dtype, ctx.device, ctx.trust_remote_code, ctx.placement)
-    )
+def whole_network(load: Callable[..., nn.Module], ctx: LoadContext) -> LoadedNetwork:
+    """A model wrapped whole behind one forward (a dual encoder, a page retriever)."""
+    return LoadedNetwork(load(ctx.spec, ctx.dtype, ctx.device, ctx.trust_remote_code, ctx.placement))
 
 
 def dual_encoder_images(spec: ModelSpec, max_len: int) -> ImagePreprocessor:
@@ -154,11 +147,14 @@ RECIPES: dict[ModelKind, Recipe] = {
     # the sparse and ColBERT heads read the backbone's hidden states in the pooler: one pass, three vectors
     ModelKind.BGE_M3: Recipe(_BACKBONE, bge_m3_heads, sentence_vectors=True),
     ModelKind.DUAL_ENCODER: Recipe(
-        dual_encoder_network, dual_encoder_heads, NetworkHead.PROJECTED, images=dual_encoder_images
+        partial(whole_network, load_dual_encoder),
+        dual_encoder_heads,
+        NetworkHead.PROJECTED,
+        images=dual_encoder_images,
     ),
     # pages are images, queries texts, both prepared by the folder's own processor
     ModelKind.PAGE_RETRIEVER: Recipe(
-        page_retriever_network, page_retriever_heads, images=page_retriever_inputs
+        partial(whole_network, load_page_retriever), page_retriever_heads, images=page_retriever_inputs
     ),
 }
 assert set(RECIPES) == set(ModelKind), "every ModelKind needs a recipe"

@@ -22,7 +22,7 @@ from poolrag.loading.decoder_loader import DecoderParts
 from poolrag.loading.sparse_heads import load_lexical_heads
 from poolrag.loading.token_classify_heads import token_classify_head
 from poolrag.params import MULTI_VECTOR_TASK
-from poolrag.pooling.decoder_poolers import PooledScorePooler, StepRewardPooler, TokenScorePooler
+from poolrag.pooling.decoder_poolers import PooledScorePooler, TokenScorePooler
 from poolrag.pooling.heads import (
     ActivationName,
     ClassifierHead,
@@ -34,15 +34,8 @@ from poolrag.pooling.late_chunks import LateChunkPooler
 from poolrag.pooling.lm_head_rows import LMHeadRowsHead, vocab_ids
 from poolrag.pooling.methods import LastPool, PoolingMethod, pooling_method
 from poolrag.pooling.sparse_poolers import LexicalHeadsPooler, SpladePooler
-from poolrag.pooling.step_reward import LMHeadStepProjection, ModuleStepProjection, StepRewardHead
-from poolrag.pooling.task_poolers import (
-    EmbeddingPooler,
-    ProjectedEmbeddingPooler,
-    SequenceClassificationPooler,
-    TaskPooler,
-    TokenClassificationPooler,
-    TokenEmbeddingPooler,
-)
+from poolrag.pooling.step_reward import LMHeadStepProjection, ModuleStepProjection
+from poolrag.pooling.task_poolers import EmbeddingPooler, SequenceRowsPooler, TaskPooler, TokenRowsPooler
 from poolrag.tokenization.input_processor import InputProcessor
 from poolrag.tokenization.late_chunks import LATE_CHUNK_TASK
 
@@ -124,7 +117,7 @@ def embedding_heads(ctx: HeadContext) -> TaskHeads:
     poolers: dict[str, TaskPooler] = {
         "embed": embed,
         "score": embed,
-        "token_embed": TokenEmbeddingPooler(TokenEmbeddingHead(None)),
+        "token_embed": TokenRowsPooler(TokenEmbeddingHead(None)),
     }
     # a chunk's mean is a part of the text's mean; a CLS / LAST vector has no part per chunk
     if ctx.pooler.pooling_type == "MEAN":
@@ -134,7 +127,7 @@ def embedding_heads(ctx: HeadContext) -> TaskHeads:
 
 
 def colbert_heads(ctx: HeadContext) -> TaskHeads:
-    tokens = TokenEmbeddingPooler(TokenEmbeddingHead(ctx.projection, ctx.processor.colbert_skiplist))
+    tokens = TokenRowsPooler(TokenEmbeddingHead(ctx.projection, ctx.processor.colbert_skiplist))
     return TaskHeads({"token_embed": tokens, "score": tokens}, ctx.vector_dim)
 
 
@@ -146,8 +139,8 @@ def _calibrated_classifier(ctx: HeadContext) -> ClassifierHead:
 
 
 def sequence_classifier_heads(ctx: HeadContext) -> TaskHeads:
-    classify = SequenceClassificationPooler(_calibrated_classifier(ctx))
-    reward = SequenceClassificationPooler(ClassifierHead("identity"))
+    classify = SequenceRowsPooler(_calibrated_classifier(ctx))
+    reward = SequenceRowsPooler(ClassifierHead("identity"))
     poolers: dict[str, TaskPooler] = {"classify": classify, "score": classify, "reward": reward}
     if ctx.spec.convert == "classify":  # token_classify: the model's own head on every token
         per_token = token_classify_head(ctx.model)
@@ -156,7 +149,7 @@ def sequence_classifier_heads(ctx: HeadContext) -> TaskHeads:
 
 
 def token_classifier_heads(ctx: HeadContext) -> TaskHeads:
-    tokens = TokenClassificationPooler(TokenClassifierHead(ctx.pooler.activation or "softmax"))
+    tokens = TokenRowsPooler(TokenClassifierHead(ctx.pooler.activation or "softmax"))
     return TaskHeads({"token_classify": tokens, "reward": tokens}, reward_columns=ctx.spec.num_labels)
 
 
@@ -182,9 +175,8 @@ def lm_head_classifier_heads(ctx: HeadContext) -> TaskHeads:
 def step_reward_heads(ctx: HeadContext) -> TaskHeads:
     assert ctx.decoder is not None
     projection = _step_projection(ctx.decoder, ctx.pooler)
-    return TaskHeads(
-        {"reward": StepRewardPooler(StepRewardHead(projection))}, reward_columns=projection.columns
-    )
+    reward = TokenRowsPooler(TokenClassifierHead("softmax", projection))
+    return TaskHeads({"reward": reward}, reward_columns=projection.columns)
 
 
 def splade_heads(ctx: HeadContext) -> TaskHeads:
@@ -221,7 +213,7 @@ def bge_m3_heads(ctx: HeadContext) -> TaskHeads:
 
 
 def dual_encoder_heads(ctx: HeadContext) -> TaskHeads:
-    embed = ProjectedEmbeddingPooler(MatryoshkaHead(None))
+    embed = SequenceRowsPooler(MatryoshkaHead(None))
     dim = int(getattr(ctx.spec.hf_config, "projection_dim", 0) or 0) or None
     return TaskHeads({"embed": embed, "score": embed}, dim)
 
@@ -229,7 +221,7 @@ def dual_encoder_heads(ctx: HeadContext) -> TaskHeads:
 def page_retriever_heads(ctx: HeadContext) -> TaskHeads:
     """The model's ``embeddings`` are projected and normalised already: every attended position is
     one token vector, as for ColBERT, with no projection of ours."""
-    tokens = TokenEmbeddingPooler(TokenEmbeddingHead(None, None))
+    tokens = TokenRowsPooler(TokenEmbeddingHead(None, None))
     dim = int(getattr(ctx.spec.hf_config, "embedding_dim", 0) or 0) or None
     return TaskHeads({"token_embed": tokens, "score": tokens}, dim)
 

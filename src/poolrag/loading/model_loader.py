@@ -89,7 +89,7 @@ def load_bidirectional(
     model = make_bidirectional(
         _backbone_of(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement), spec)
     )
-    return _inference_ready(model, device, placement)
+    return inference_ready(model, device, placement)
 
 
 def load_dual_encoder(
@@ -103,10 +103,10 @@ def load_dual_encoder(
     from poolrag.models.dual_encoder import DualEncoder
 
     model = DualEncoder(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement))
-    return _inference_ready(model, device, placement)
+    return inference_ready(model, device, placement)
 
 
-def _inference_ready(model: nn.Module, device: torch.device, placement: Placement) -> nn.Module:
+def inference_ready(model: nn.Module, device: torch.device, placement: Placement) -> nn.Module:
     """A whole wrapped model, frozen, in eval mode and on its device (unless it placed itself)."""
     model.requires_grad_(False)
     return model.eval() if placement.places_itself else model.to(device).eval()
@@ -134,7 +134,7 @@ def load_page_retriever(
         raise ModelLoadError(f"{spec.architecture} is not one of {', '.join(PAGE_RETRIEVER_CLASSES)}")
     model_class = getattr(transformers, spec.architecture)
     model = PageRetriever(from_pretrained(model_class, spec, dtype, device, trust_remote_code, placement))
-    return _inference_ready(model, device, placement)
+    return inference_ready(model, device, placement)
 
 
 def from_pretrained(

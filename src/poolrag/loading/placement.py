@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,12 +69,8 @@ def checkpoint_parameter_count(folder: Path) -> int | None:
             (size,) = struct.unpack("<Q", handle.read(8))
             header = json.loads(handle.read(size))
         for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            count = 1
-            for dim in info["shape"]:
-                count *= int(dim)
-            total += count
+            if name != "__metadata__":
+                total += math.prod(int(dim) for dim in info["shape"])
     return total
 
 

@@ -17,7 +17,7 @@ from transformers import AutoModelForMaskedLM
 
 from poolrag.config.model_spec import LexicalHeadsSpec, ModelSpec
 from poolrag.errors import ModelLoadError
-from poolrag.loading.model_loader import from_pretrained, unsafe_pickle_error
+from poolrag.loading.model_loader import from_pretrained, inference_ready, unsafe_pickle_error
 from poolrag.loading.placement import Placement
 
 logger = logging.getLogger(__name__)
@@ -60,8 +60,7 @@ def load_masked_lm(
     """The backbone (returns ``last_hidden_state``) and the MLM head of a ``*ForMaskedLM`` checkpoint."""
     model = from_pretrained(AutoModelForMaskedLM, spec, dtype, device, trust_remote_code, placement)
     assert isinstance(model, nn.Module)
-    model = model.eval() if placement.places_itself else model.to(device).eval()
-    model.requires_grad_(False)
+    model = inference_ready(model, device, placement)
     head = _mlm_head(model, spec.architecture)
     return model.base_model, head
 

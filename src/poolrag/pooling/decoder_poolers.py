@@ -14,9 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from poolrag.pooling.heads import ClassifierHead, TokenClassifierHead
+from poolrag.pooling.heads import ClassifierHead, TokenClassifierHead, on_device_of
 from poolrag.pooling.methods import PoolingMethod
-from poolrag.pooling.step_reward import StepRewardHead
 from poolrag.request import PoolingRequest
 from poolrag.runner.forward_output import ForwardOutput
 
@@ -33,10 +32,7 @@ class PooledScorePooler:
     @torch.inference_mode()  # the states come from inference mode: the head may not track gradients
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
         assert output.tokens is not None
-        pooled = self.method(output.tokens)
-        param = next(self.score.parameters(), None)
-        if param is not None and param.device != pooled.device:
-            pooled = pooled.to(param.device)  # device_map may put the head on another device
+        pooled = on_device_of(self.score, self.method(output.tokens))
         return self.head(self.score(pooled), requests)
 
 
@@ -54,18 +50,5 @@ class TokenScorePooler:
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
         tokens = output.tokens
         assert tokens is not None
-        states = tokens.states
-        param = next(self.score.parameters(), None)
-        if param is not None and param.device != states.device:
-            states = states.to(param.device)
+        states = on_device_of(self.score, tokens.states)
         return self.head(self.score(states), tokens.token_ids, tokens.lengths.tolist(), requests)
-
-
-class StepRewardPooler:
-    def __init__(self, head: StepRewardHead) -> None:
-        self.head = head
-
-    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
-        tokens = output.tokens
-        assert tokens is not None
-        return self.head(tokens.states, tokens.token_ids, tokens.lengths.tolist(), requests)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -18,12 +18,21 @@ from torch import nn
 from poolrag.pooling.matryoshka import truncate
 from poolrag.request import PoolingRequest, ResolvedParams
 
+if TYPE_CHECKING:
+    from poolrag.pooling.step_reward import StepProjection
+
 ActivationName = Literal["softmax", "sigmoid", "identity"]
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     """One device-to-host copy, always float32."""
     return t.detach().float().cpu().numpy()
+
+
+def on_device_of(module: nn.Module, rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` moved to ``module``'s device (device_map may put a head on another device)."""
+    param = next(module.parameters(), None)
+    return rows if param is None or param.device == rows.device else rows.to(param.device)
 
 
 def activate(logits: torch.Tensor, activation: ActivationName) -> torch.Tensor:
@@ -54,20 +63,15 @@ class MatryoshkaHead(nn.Module):
         vectors = self.projection(pooled) if self.projection is not None else pooled
         vectors = vectors.float()
         groups = _groups(requests)
-        if len(groups) == 1:
+        if len(groups) == 1:  # one set of parameters: no gather of rows
             params = requests[0].params
-            host = to_numpy(self._finish(vectors, params))
-            return list(host)
+            return list(to_numpy(truncate(vectors, params.dimensions, params.normalize)))
         results: list[np.ndarray] = [np.empty(0, np.float32)] * len(requests)
         for params, rows in groups.items():
-            host = to_numpy(self._finish(vectors[rows], params))
+            host = to_numpy(truncate(vectors[rows], params.dimensions, params.normalize))
             for row, i in enumerate(rows):
                 results[i] = host[row]
         return results
-
-    @staticmethod
-    def _finish(vectors: torch.Tensor, params: ResolvedParams) -> torch.Tensor:
-        return truncate(vectors, params.dimensions, params.normalize)
 
 
 class TokenEmbeddingHead(nn.Module):
@@ -88,14 +92,12 @@ class TokenEmbeddingHead(nn.Module):
     ) -> list[np.ndarray]:
         vectors = self.projection(states) if self.projection is not None else states
         vectors = vectors.float()
-        if any(r.params.normalize for r in requests):
-            normed = F.normalize(vectors, p=2, dim=-1)
         host = to_numpy(vectors)
-        host_normed = to_numpy(normed) if any(r.params.normalize for r in requests) else host
-        keep = np.ones(len(host), dtype=bool)
+        host_normed = (
+            to_numpy(F.normalize(vectors, p=2, dim=-1)) if any(r.params.normalize for r in requests) else host
+        )
         if self.skiplist is not None:
-            skip = torch.isin(token_ids, self.skiplist.to(token_ids.device)).cpu().numpy()
-            keep = ~skip
+            keep = ~torch.isin(token_ids, self.skiplist.to(token_ids.device)).cpu().numpy()
         out: list[np.ndarray] = []
         start = 0
         for n, req in zip(lengths, requests, strict=True):
@@ -126,11 +128,18 @@ class ClassifierHead:
 
 
 class TokenClassifierHead:
-    """Per-token logits → per-token probabilities; STEP selection and column choice for PRMs."""
+    """Per-token logits → per-token probabilities; STEP selection and column choice for PRMs.
 
-    def __init__(self, activation: ActivationName) -> None:
+    With a ``projection`` (a process reward model's lm_head rows or reward head) the rows are
+    hidden states instead, projected only at the step tags and onto the requested columns, so a
+    vocabulary-sized head never runs on every token.
+    """
+
+    def __init__(self, activation: ActivationName, projection: StepProjection | None = None) -> None:
         self.activation = activation
+        self.projection = projection
 
+    @torch.inference_mode()  # the states come from inference mode: no head may track gradients on them
     def __call__(
         self,
         logits: torch.Tensor,
@@ -145,7 +154,9 @@ class TokenClassifierHead:
             params = req.params
             if params.task == "reward" and params.step_tag_id is not None:
                 rows = rows[ids == params.step_tag_id]
-            if params.returned_token_ids:
+            if self.projection is not None:
+                rows = self.projection(rows, params.returned_token_ids)
+            elif params.returned_token_ids:
                 rows = rows[:, list(params.returned_token_ids)]
             out.append(to_numpy(activate(rows, self.activation) if params.use_activation else rows))
         return out

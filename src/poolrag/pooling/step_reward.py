@@ -7,18 +7,15 @@ reward head) and softmaxed over those outputs only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from poolrag.errors import InvalidInputError
-from poolrag.pooling.heads import ActivationName, activate, to_numpy
+from poolrag.pooling.heads import on_device_of
 from poolrag.pooling.lm_head_rows import softcap
-from poolrag.request import PoolingRequest
 
 
 class StepProjection(Protocol):
@@ -66,10 +63,7 @@ class ModuleStepProjection:
         return linears[-1].out_features if linears else None
 
     def __call__(self, rows: torch.Tensor, columns: tuple[int, ...] | None) -> torch.Tensor:
-        param = next(self.module.parameters(), None)
-        if param is not None and param.device != rows.device:
-            rows = rows.to(param.device)
-        logits = self.module(rows)
+        logits = self.module(on_device_of(self.module, rows))
         if columns:
             if any(not 0 <= c < logits.shape[-1] for c in columns):
                 raise InvalidInputError(
@@ -77,30 +71,3 @@ class ModuleStepProjection:
                 )
             logits = logits[:, list(columns)]
         return logits
-
-
-class StepRewardHead:
-    """Rows at ``step_tag_id`` (every row when unset) → projection → softmax over the columns."""
-
-    def __init__(self, projection: StepProjection, activation: ActivationName = "softmax") -> None:
-        self.projection = projection
-        self.activation = activation
-
-    @torch.inference_mode()  # the states come from inference mode: no head may track gradients on them
-    def __call__(
-        self,
-        states: torch.Tensor,
-        token_ids: torch.Tensor,
-        lengths: list[int],
-        requests: Sequence[PoolingRequest],
-    ) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
-        for rows, ids, req in zip(
-            torch.split(states, lengths), torch.split(token_ids, lengths), requests, strict=True
-        ):
-            params = req.params
-            if params.step_tag_id is not None:
-                rows = rows[ids == params.step_tag_id]
-            logits = self.projection(rows, params.returned_token_ids)
-            out.append(to_numpy(activate(logits, self.activation) if params.use_activation else logits))
-        return out

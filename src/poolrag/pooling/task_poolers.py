@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
+import torch
 
-from poolrag.pooling.heads import ClassifierHead, MatryoshkaHead, TokenClassifierHead, TokenEmbeddingHead
+from poolrag.pooling.heads import ClassifierHead, MatryoshkaHead
 from poolrag.pooling.methods import PoolingMethod
 from poolrag.request import PoolingRequest
 from poolrag.runner.forward_output import ForwardOutput
@@ -15,6 +16,10 @@ from poolrag.runner.forward_output import ForwardOutput
 
 class TaskPooler(Protocol):
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]: ...
+
+
+#: a per-token head: (token states, token ids, each sequence's length, requests) → one array each
+TokenRowsHead = Callable[[torch.Tensor, torch.Tensor, list[int], Sequence[PoolingRequest]], list[np.ndarray]]
 
 
 class EmbeddingPooler:
@@ -27,8 +32,11 @@ class EmbeddingPooler:
         return self.head(self.method(output.tokens), requests)
 
 
-class TokenEmbeddingPooler:
-    def __init__(self, head: TokenEmbeddingHead) -> None:
+class TokenRowsPooler:
+    """Every token row of each sequence → a per-token head: ColBERT vectors (:class:`TokenEmbeddingHead`),
+    or :class:`TokenClassifierHead`'s rows (token classification, or a PRM's step rewards)."""
+
+    def __init__(self, head: TokenRowsHead) -> None:
         self.head = head
 
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
@@ -37,32 +45,11 @@ class TokenEmbeddingPooler:
         return self.head(tokens.states, tokens.token_ids, tokens.lengths.tolist(), requests)
 
 
-class SequenceClassificationPooler:
-    """The model's own head already pooled; only the activation remains."""
+class SequenceRowsPooler:
+    """The network pooled already (a classifier's own head, a dual encoder's projected text or
+    image vector); only the head remains: the activation, or Matryoshka truncation and normalisation."""
 
-    def __init__(self, head: ClassifierHead) -> None:
-        self.head = head
-
-    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
-        assert output.sequences is not None
-        return self.head(output.sequences, requests)
-
-
-class TokenClassificationPooler:
-    def __init__(self, head: TokenClassifierHead) -> None:
-        self.head = head
-
-    def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
-        tokens = output.tokens
-        assert tokens is not None
-        return self.head(tokens.states, tokens.token_ids, tokens.lengths.tolist(), requests)
-
-
-class ProjectedEmbeddingPooler:
-    """The network pooled and projected already (a dual encoder's text or image vector); only
-    Matryoshka truncation and normalisation remain."""
-
-    def __init__(self, head: MatryoshkaHead) -> None:
+    def __init__(self, head: ClassifierHead | MatryoshkaHead) -> None:
         self.head = head
 
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:

@@ -83,8 +83,8 @@ class ModelRunner:
         self.head = head
         self.pad_token_id = pad_token_id
         self.device = device
-        accepted = inspect.signature(model.forward).parameters
-        self._accepts_token_types = "token_type_ids" in accepted
+        # the model's forward takes ``token_type_ids``, so the tokenizer should produce them
+        self.accepts_token_types = "token_type_ids" in inspect.signature(model.forward).parameters
         self._pin = device.type == "cuda"
         self._position_offset = position_offset(getattr(model, "config", None))
         # after an out-of-memory split: the largest batch (in tokens) known to be too big
@@ -120,11 +120,6 @@ class ModelRunner:
             return False
         self.packed = True
         return True
-
-    @property
-    def accepts_token_types(self) -> bool:
-        """The model's forward takes ``token_type_ids``, so the tokenizer should produce them."""
-        return self._accepts_token_types
 
     @property
     def padding_free(self) -> bool:
@@ -191,7 +186,7 @@ class ModelRunner:
                 return build_page_inputs(batch, pad_token_id=self.pad_token_id, pin=self._pin)
             return build_image_inputs(batch, pin=self._pin)
         # only when the tokenizer made them: GPT-2 accepts token_type_ids but adds embeddings for them
-        with_types = self._accepts_token_types and any(r.token_type_ids is not None for r in batch)
+        with_types = self.accepts_token_types and any(r.token_type_ids is not None for r in batch)
         return build_inputs(
             batch,
             pad_token_id=self.pad_token_id,

@@ -42,10 +42,6 @@ _registered = False
 _register_lock = threading.Lock()
 
 
-def _packed_now() -> bool:
-    return getattr(_state, "packed", False)
-
-
 @contextlib.contextmanager
 def packed_forward() -> Iterator[None]:
     """Marks the current thread's forward pass as packed, so no O(T²) mask is ever built."""
@@ -103,7 +99,7 @@ def varlen_attention_forward(
 
 def _mask(*args: Any, **kwargs: Any) -> torch.Tensor | None:
     """Padded batches get SDPA's usual mask; packed ones need none (sequences are in ``cu_seq_lens``)."""
-    if _packed_now():
+    if getattr(_state, "packed", False):
         return None
     from transformers.masking_utils import sdpa_mask
 
