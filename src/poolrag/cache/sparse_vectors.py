@@ -69,10 +69,7 @@ class CachedSparseVectors:
             vector = _from_row(row)
             if vector is not None:
                 found[key] = vector
-        missing: dict[bytes, str] = {}
-        for key, text in zip(keys, texts, strict=True):
-            if key not in found:
-                missing.setdefault(key, text)
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
         computed = dict(zip(missing, self.compute(list(missing.values())), strict=True)) if missing else {}
         self._put(computed)
         self.misses += len(computed)

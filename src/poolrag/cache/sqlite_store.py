@@ -130,8 +130,7 @@ class EmbeddingCache:
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
         self._inode: tuple[int, int] | None = None
-        with self._lock:
-            self._guarded(lambda conn: conn.execute("SELECT COUNT(*) FROM totals").fetchone())
+        self._scalar("SELECT COUNT(*) FROM totals")  # opens (or sets aside and recreates) the file
 
     # -- connection ---------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
@@ -297,16 +296,14 @@ class EmbeddingCache:
             self._guarded(wipe)
 
     # -- introspection ------------------------------------------------------------------------------
-    def __len__(self) -> int:
+    def _scalar(self, sql: str) -> int:
         with self._lock:
-            return int(self._guarded(lambda conn: conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]))
+            return int(self._guarded(lambda conn: conn.execute(sql).fetchone()[0]))
+
+    def __len__(self) -> int:
+        return self._scalar("SELECT COUNT(*) FROM vectors")
 
     @property
     def nbytes(self) -> int:
         """Vector bytes stored (what ``max_bytes`` bounds)."""
-        with self._lock:
-            return int(
-                self._guarded(
-                    lambda conn: conn.execute("SELECT nbytes FROM totals WHERE id = 0").fetchone()[0]
-                )
-            )
+        return self._scalar("SELECT nbytes FROM totals WHERE id = 0")

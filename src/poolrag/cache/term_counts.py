@@ -71,10 +71,8 @@ class CachedTermCounter:
             return self.encoder.term_counts(texts)
         keys = [text_key(self.namespace, text) for text in texts]
         found = self.cache.get_many(keys)
-        missing: dict[bytes, str] = {}  # a text repeated in the batch is counted once
-        for key, text in zip(keys, texts, strict=True):
-            if key not in found:
-                missing.setdefault(key, text)
+        # a text repeated in the batch is counted once
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
         computed = self.encoder.term_counts(list(missing.values())) if missing else []
         fresh = dict(zip(missing, computed, strict=True))
         if self.wide:

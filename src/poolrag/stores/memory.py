@@ -116,30 +116,27 @@ class InMemoryStore(StoreTemplate):
             ids, matrix, _ = self._pack()
             if not ids:
                 return []
-            if spec.vector_type != "float32":
-                return self._top(ids, matrix @ query, self._keep(ids, filter), limit)
-            norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
-            scores = (matrix @ query) / np.maximum(norms, 1e-12)
+            scores = matrix @ query
+            if spec.vector_type == "float32":
+                norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
+                scores = scores / np.maximum(norms, 1e-12)
             return self._top(ids, scores, self._keep(ids, filter), limit)
 
     def _search_multivector(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         """Exact MaxSim (per query token its best chunk token, summed) over every matching chunk."""
-        if spec.multivector_dimension is not None:  # the token-vector field next to the dense one
-            with self._lock:
+        with self._lock:
+            if spec.multivector_dimension is not None:  # the token-vector field next to the dense one
                 ids = list(self._tokens)
-                if not ids:
-                    return []
                 maxsim = ((query @ self._tokens[i].T).max(axis=1).sum() for i in ids)
                 scores = np.fromiter(maxsim, dtype=np.float64, count=len(ids))
-                return self._top(ids, scores, self._keep(ids, filter), limit)
-        with self._lock:
-            ids, tokens, starts = self._pack()
-            if not ids:
-                return []
-            similarity = query @ tokens.T  # [query tokens, every stored token]
-            scores = np.maximum.reduceat(similarity, starts, axis=1).sum(axis=0)
+            else:
+                ids, tokens, starts = self._pack()
+                if not ids:
+                    return []
+                similarity = query @ tokens.T  # [query tokens, every stored token]
+                scores = np.maximum.reduceat(similarity, starts, axis=1).sum(axis=0)
             return self._top(ids, scores, self._keep(ids, filter), limit)
 
     def _search_sparse(

@@ -129,15 +129,13 @@ def _quiet_milvus_lite() -> None:
     # process); the exception reaches poolrag, which reports it in one line.
     logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
     for name in _LITE_NOISE_LOGGERS:
-        target = logging.getLogger(name)
-        if not any(isinstance(f, _LiteNoise) for f in target.filters):
-            target.addFilter(_LiteNoise())
+        _filter_once(name, _LiteNoise)
 
 
-def _quiet_pymilvus_errors() -> None:
-    target = logging.getLogger("pymilvus.decorators")
-    if not any(isinstance(f, _NoTraceback) for f in target.filters):
-        target.addFilter(_NoTraceback())
+def _filter_once(name: str, kind: type[logging.Filter]) -> None:
+    target = logging.getLogger(name)
+    if not any(isinstance(f, kind) for f in target.filters):
+        target.addFilter(kind())
 
 
 def _is_local(uri: str) -> bool:
@@ -198,8 +196,8 @@ class MilvusStore(StoreTemplate):
         self.retry = retry or RetryPolicy()
         local = _is_local(self.uri)
         self._timeout = timeout if timeout is not None else LITE_DEADLINE_S if local else SERVER_DEADLINE_S
-        _quiet_pymilvus_errors()
-        if _is_local(self.uri):
+        _filter_once("pymilvus.decorators", _NoTraceback)
+        if local:
             if not module_installed("milvus_lite"):
                 raise ModuleNotFoundError(
                     'a Milvus Lite file needs the milvus extra: pip install "poolrag[milvus]" '
@@ -426,11 +424,7 @@ class MilvusStore(StoreTemplate):
     # -- reads --------------------------------------------------------------------------------------
     def _iterate(self, expr: str, fields: list[str]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-
-        def restart() -> None:
-            out.clear()
-
-        self._scan(expr, fields, out.extend, restart)
+        self._scan(expr, fields, out.extend, out.clear)
         return out
 
     def _scan(
@@ -492,13 +486,17 @@ class MilvusStore(StoreTemplate):
         expr = self._scope(filter)
         if expr is None:
             return []
-        data = [query.tolist()]
+        return self._ann([query.tolist()], "vector", self._dense_params(spec, limit), expr, limit)
+
+    def _ann(
+        self, data: list[Any], field: str, params: dict[str, Any], expr: str, limit: int
+    ) -> list[StoreHit]:
         res = self._call(
             lambda: self._client.search(
                 self.collection,
                 data,
-                anns_field="vector",
-                search_params=self._dense_params(spec, limit),
+                anns_field=field,
+                search_params=params,
                 filter=expr,
                 limit=limit,
                 output_fields=["*"],
@@ -521,19 +519,7 @@ class MilvusStore(StoreTemplate):
         expr = self._scope(filter)
         if expr is None or not weights:
             return []
-        res = self._call(
-            lambda: self._client.search(
-                self.collection,
-                [weights],
-                anns_field=SPARSE_COLUMN,
-                search_params={"metric_type": "IP"},
-                filter=expr,
-                limit=limit,
-                output_fields=["*"],
-            ),
-            "search",
-        )
-        return _hits(res[0])
+        return self._ann([weights], SPARSE_COLUMN, {"metric_type": "IP"}, expr, limit)
 
     def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """Plain RRF runs in Milvus (``hybrid_search``, ``RRFRanker(60)``, the filter in both requests);
@@ -545,21 +531,13 @@ class MilvusStore(StoreTemplate):
         expr = self._scope(query.filter)
         if expr is None:
             return []
+        legs = [
+            ([query.dense.tolist()], "vector", self._dense_params(spec, query.depth)),
+            ([weights], SPARSE_COLUMN, {"metric_type": "IP"}),
+        ]
         requests = [
-            AnnSearchRequest(
-                data=[query.dense.tolist()],
-                anns_field="vector",
-                param=self._dense_params(spec, query.depth),
-                limit=query.depth,
-                expr=expr,
-            ),
-            AnnSearchRequest(
-                data=[weights],
-                anns_field=SPARSE_COLUMN,
-                param={"metric_type": "IP"},
-                limit=query.depth,
-                expr=expr,
-            ),
+            AnnSearchRequest(data=data, anns_field=field, param=param, limit=query.depth, expr=expr)
+            for data, field, param in legs
         ]
         res = self._call(
             lambda: self._client.hybrid_search(
@@ -592,15 +570,18 @@ class MilvusStore(StoreTemplate):
 
     def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
         """Stored sparse vectors by id (a chunk without terms comes back empty)."""
-        out: dict[str, SparseVector] = {}
+        rows = self._rows_by_id(ids, SPARSE_COLUMN)
+        return {str(row["id"]): _from_sparse_row(row[SPARSE_COLUMN]) for row in rows}
+
+    def _rows_by_id(self, ids: list[str], field: str) -> list[dict[str, Any]]:
+        """The ``id`` and ``field`` of each dense row of ``ids``, a page of ids per query."""
+        rows: list[dict[str, Any]] = []
         for start in range(0, len(ids), _PAGE):
             part = ids[start : start + _PAGE]
-            rows = self._call(
-                lambda p=part: self._client.query(self.collection, ids=p, output_fields=[SPARSE_COLUMN]),
-                "query",
+            rows += self._call(
+                lambda p=part: self._client.query(self.collection, ids=p, output_fields=[field]), "query"
             )
-            out.update({str(row["id"]): _from_sparse_row(row[SPARSE_COLUMN]) for row in rows})
-        return out
+        return rows
 
     def _search_multivector(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
@@ -656,24 +637,19 @@ class MilvusStore(StoreTemplate):
         return [str(row[id_field]) for row in rows if matches(from_entity(row), checked)]
 
     def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        if self._layout() == "multivector":
-            tokens: dict[str, dict[int, list[float]]] = {}
-            for start in range(0, len(ids), _PAGE):
-                expr = in_list("chunk_id", ids[start : start + _PAGE])
-                for row in self._iterate(expr, ["chunk_id", "tok", "vector"]):
-                    tokens.setdefault(row["chunk_id"], {})[int(row["tok"])] = row["vector"]
-            for cid, rows in tokens.items():
-                out[cid] = np.asarray([rows[i] for i in sorted(rows)], dtype=np.float32)
-            return out
+        if self._layout() == "dense":
+            return {
+                str(row["id"]): np.asarray(row["vector"], dtype=np.float32)
+                for row in self._rows_by_id(ids, "vector")
+            }
+        tokens: dict[str, dict[int, list[float]]] = {}
         for start in range(0, len(ids), _PAGE):
-            part = ids[start : start + _PAGE]
-            rows = self._call(
-                lambda p=part: self._client.query(self.collection, ids=p, output_fields=["vector"]), "query"
-            )
-            for row in rows:
-                out[str(row["id"])] = np.asarray(row["vector"], dtype=np.float32)
-        return out
+            expr = in_list("chunk_id", ids[start : start + _PAGE])
+            for row in self._iterate(expr, ["chunk_id", "tok", "vector"]):
+                tokens.setdefault(row["chunk_id"], {})[int(row["tok"])] = row["vector"]
+        return {
+            cid: np.asarray([rows[i] for i in sorted(rows)], dtype=np.float32) for cid, rows in tokens.items()
+        }
 
     def close(self) -> None:
         try:

@@ -19,19 +19,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-import numpy as np
-
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores import qdrant_points
-from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, SourcePages, StoreHit
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
 from poolrag.stores.errors import CollectionMismatchError, StoreRequestError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
+from poolrag.stores.qdrant_points import Leg, QdrantPointStore
 from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
-from poolrag.stores.template import HybridQuery, StoreTemplate
-from poolrag.stores.vector_types import VECTOR_TYPES
+from poolrag.stores.template import HybridQuery
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -108,12 +106,10 @@ def _quantization(kind: str | None) -> Any:
     return None
 
 
-class QdrantStore(StoreTemplate):
+class QdrantStore(QdrantPointStore):
     """One Qdrant collection: ``path`` for local mode, or ``url`` (+ ``api_key``) for a server."""
 
     name = "qdrant"
-    native_fusions = ("rrf", "dbsf")
-    vector_types = VECTOR_TYPES
 
     def __init__(
         self,
@@ -199,25 +195,14 @@ class QdrantStore(StoreTemplate):
     def _create(self, spec: CollectionSpec) -> None:
         from qdrant_client import models
 
-        def vector_params(size: int, maxsim: bool, vector_type: str) -> Any:
-            multivector = (
-                models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM) if maxsim else None
-            )
-            datatype, distance = qdrant_points.dense_storage(
-                vector_type,
-                models.Datatype.FLOAT16,
-                models.Datatype.UINT8,
-                models.Distance.COSINE,
-                models.Distance.DOT,
-            )
-            return models.VectorParams(
-                size=size, distance=distance, multivector_config=multivector, datatype=datatype
-            )
-
-        def sparse_params(idf: bool) -> Any:
-            return models.SparseVectorParams(modifier=models.Modifier.IDF if idf else None)
-
-        vectors, sparse_vectors = qdrant_points.vector_fields(spec, vector_params, sparse_params)
+        vectors, sparse_vectors = qdrant_points.vector_fields(
+            spec,
+            models.VectorParams,
+            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+            (models.Datatype.FLOAT16, models.Datatype.UINT8, models.Distance.COSINE, models.Distance.DOT),
+            models.SparseVectorParams,
+            models.Modifier.IDF,
+        )
         self._call(
             lambda: self._client.create_collection(
                 self.collection,
@@ -244,7 +229,7 @@ class QdrantStore(StoreTemplate):
 
         points = [
             models.PointStruct(
-                id=r.id, vector=qdrant_points.point_vector(spec, r, _qdrant_sparse), payload=r.payload
+                id=r.id, vector=qdrant_points.point_vector(spec, r, self._sparse_vector), payload=r.payload
             )
             for r in records
         ]
@@ -258,22 +243,17 @@ class QdrantStore(StoreTemplate):
             self._call(lambda s=selector: self._client.delete(self.collection, s, wait=True), "delete")
 
     # -- reads --------------------------------------------------------------------------------------
-    def scan_sources(self, consume: SourcePages) -> None:
-        offset = None
-        while True:
-            points, offset = self._call(
-                lambda o=offset: self._client.scroll(
-                    self.collection,
-                    limit=qdrant_points.PAGE,
-                    offset=o,
-                    with_payload=["source"],
-                    with_vectors=False,
-                ),
-                "scroll",
-            )
-            consume(qdrant_points.sources(points).items())
-            if offset is None:
-                return
+    def _scroll(self, offset: Any) -> tuple[list[Any], Any]:
+        return self._call(
+            lambda: self._client.scroll(
+                self.collection,
+                limit=qdrant_points.PAGE,
+                offset=offset,
+                with_payload=["source"],
+                with_vectors=False,
+            ),
+            "scroll",
+        )
 
     def count(self) -> int:
         return int(self._call(lambda: self._client.count(self.collection, exact=True).count, "count"))
@@ -289,88 +269,40 @@ class QdrantStore(StoreTemplate):
             )
         return None
 
-    def _query(
-        self,
-        query: Any,
-        limit: int,
-        filter: CheckedFilter | None,
-        *,
-        using: str | None = None,
-        params: Any = None,
-        prefetch: Any = None,
-    ) -> list[StoreHit]:
+    def _sparse_vector(self, vector: SparseVector) -> Any:
+        from qdrant_client import models
+
+        return models.SparseVector(indices=vector.indices.tolist(), values=vector.values.tolist())
+
+    def _points(self, limit: int, filter: CheckedFilter | None, **query: Any) -> list[StoreHit]:
         query_filter = qdrant_filter(filter)
         res = self._call(
             lambda: self._client.query_points(
-                self.collection,
-                query=query,
-                using=using,
-                prefetch=prefetch,
-                limit=limit,
-                query_filter=query_filter,
-                with_payload=True,
-                search_params=params,
+                self.collection, limit=limit, query_filter=query_filter, with_payload=True, **query
             ),
             "query_points",
         )
         return qdrant_points.hits(res.points)
 
-    def _search(
-        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
-    ) -> list[StoreHit]:
-        return self._query(
-            query.tolist(),
-            limit,
-            filter,
-            using=qdrant_points.dense_using(spec),
-            params=self._dense_params(spec),
-        )
+    def _query(self, leg: Leg, limit: int, filter: CheckedFilter | None) -> list[StoreHit]:
+        return self._points(limit, filter, query=leg.query, using=leg.using, search_params=leg.params)
 
-    def _search_sparse(
-        self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
-    ) -> list[StoreHit]:
-        """Inner product with the stored sparse vectors; Qdrant multiplies by IDF in ``bm25`` collections.
-
-        Local mode measures IDF over the live points. A Qdrant server reads it from its sparse index,
-        which goes on counting deleted (and overwritten) points until the optimiser vacuums them.
-        """
-        return self._query(_qdrant_sparse(query), limit, filter, using=qdrant_points.SPARSE_NAME)
-
-    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
-        """Plain RRF and DBSF run in Qdrant (two prefetches, the filter in each); min-max and weighted
-        RRF are computed from the two legs (Qdrant's weighted RRF divides ranks by the weight)."""
+    def _query_fused(self, legs: list[Leg], query: HybridQuery) -> list[StoreHit]:
         from qdrant_client import models
 
         query_filter = qdrant_filter(query.filter)
-        legs = [
+        prefetch = [
             models.Prefetch(
-                query=query.dense.tolist(),
-                using=qdrant_points.dense_using(spec),
-                limit=query.depth,
-                filter=query_filter,
-                params=self._dense_params(spec),
-            ),
-            models.Prefetch(
-                query=_qdrant_sparse(query.sparse),
-                using=qdrant_points.SPARSE_NAME,
-                limit=query.depth,
-                filter=query_filter,
-            ),
+                query=leg.query, using=leg.using, limit=query.depth, filter=query_filter, params=leg.params
+            )
+            for leg in legs
         ]
         fused = qdrant_points.native_fusion(
             query.fusion,
             lambda: models.FusionQuery(fusion=models.Fusion.DBSF),
             lambda k: models.RrfQuery(rrf=models.Rrf(k=k)),
         )
-        return self._query(fused, query.limit, query.filter, prefetch=legs)
-
-    def _search_multivector(
-        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
-    ) -> list[StoreHit]:
-        """Qdrant applies the filter inside the MaxSim search, so ``limit`` matching chunks come back."""
-        if spec.multivector_dimension is not None:  # the field next to the dense one
-            return self._query(query.tolist(), limit, filter, using=qdrant_points.MULTIVECTOR_NAME)
-        return self._query(query.tolist(), limit, filter, params=self._dense_params(spec))
+        return self._points(query.limit, query.filter, query=fused, prefetch=prefetch)
 
     def _retrieve(self, ids: list[str], vectors: Any) -> list[Any]:
         points: list[Any] = []
@@ -384,15 +316,6 @@ class QdrantStore(StoreTemplate):
             )
         return points
 
-    def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        return {str(p.id): qdrant_points.stored_dense(p.vector) for p in self._retrieve(ids, True)}
-
-    def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
-        return {
-            str(p.id): qdrant_points.stored_sparse(p.vector)
-            for p in self._retrieve(ids, [qdrant_points.SPARSE_NAME])
-        }
-
     def close(self) -> None:
         if self._client is None:
             return
@@ -404,12 +327,6 @@ class QdrantStore(StoreTemplate):
         except Exception:
             logger.debug("closing qdrant client failed", exc_info=True)
         self._client = None
-
-
-def _qdrant_sparse(vector: SparseVector) -> Any:
-    from qdrant_client import models
-
-    return models.SparseVector(indices=vector.indices.tolist(), values=vector.values.tolist())
 
 
 def qdrant_filter(checked: CheckedFilter | None) -> Any:

@@ -25,12 +25,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores import qdrant_points
-from poolrag.stores.base import ChunkRecord, CollectionSpec, SourcePages, StoreHit
+from poolrag.stores.base import ChunkRecord, CollectionSpec, StoreHit
 from poolrag.stores.edge_disk_space import (
     HEADROOM_BYTES,
     WRITE_FACTOR,
@@ -42,11 +40,11 @@ from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.folder_lock import FolderInUseError, FolderLock
 from poolrag.stores.local_paths import check_writable_folder
+from poolrag.stores.qdrant_points import Leg, QdrantPointStore
 from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
-from poolrag.stores.template import HybridQuery, StoreTemplate
-from poolrag.stores.vector_types import VECTOR_TYPES
+from poolrag.stores.template import HybridQuery
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,12 +67,10 @@ def _unavailable(exc: BaseException) -> bool:
     )
 
 
-class QdrantEdgeStore(StoreTemplate):
+class QdrantEdgeStore(QdrantPointStore):
     """One edge shard under ``path``, named after the collection."""
 
     name = "qdrant-edge"
-    native_fusions = ("rrf", "dbsf")
-    vector_types = VECTOR_TYPES
 
     def __init__(self, collection: str, *, path: str | None = None, retry: RetryPolicy | None = None) -> None:
         root = _collection_folder(collection, path)
@@ -139,24 +135,19 @@ class QdrantEdgeStore(StoreTemplate):
             quant = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99)
         elif create.quantization == "binary":
             quant = qe.BinaryQuantizationConfig()
-
-        def vector_params(size: int, maxsim: bool, vector_type: str) -> Any:
-            multivector = qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim) if maxsim else None
-            datatype, distance = qdrant_points.dense_storage(
-                vector_type,
+        vectors, sparse = qdrant_points.vector_fields(
+            create,
+            qe.EdgeVectorParams,
+            qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+            (
                 qe.VectorStorageDatatype.Float16,
                 qe.VectorStorageDatatype.Uint8,
                 qe.Distance.Cosine,
                 qe.Distance.Dot,
-            )
-            return qe.EdgeVectorParams(
-                size=size, distance=distance, multivector_config=multivector, datatype=datatype
-            )
-
-        def sparse_params(idf: bool) -> Any:
-            return qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if idf else None)
-
-        vectors, sparse = qdrant_points.vector_fields(create, vector_params, sparse_params)
+            ),
+            qe.EdgeSparseVectorParams,
+            qe.Modifier.Idf,
+        )
         config = qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse, quantization_config=quant)
         self._shard = self._call(lambda: qe.EdgeShard.create(str(shard_dir), config), "create shard")
 
@@ -191,7 +182,7 @@ class QdrantEdgeStore(StoreTemplate):
         import qdrant_edge as qe
 
         points = [
-            qe.Point(r.id, qdrant_points.point_vector(spec, r, _edge_sparse), dict(r.payload))
+            qe.Point(r.id, qdrant_points.point_vector(spec, r, self._sparse_vector), dict(r.payload))
             for r in records
         ]
         require_room(self.root, HEADROOM_BYTES + WRITE_FACTOR * batch_bytes(records), "the next write")
@@ -206,26 +197,20 @@ class QdrantEdgeStore(StoreTemplate):
         self._call(self._shard.flush, "flush")
 
     # -- reads --------------------------------------------------------------------------------------
-    def scan_sources(self, consume: SourcePages) -> None:
+    def _scroll(self, offset: Any) -> tuple[list[Any], Any]:
         import qdrant_edge as qe
 
-        offset = None
-        while True:
-            request = qe.ScrollRequest(
-                offset=offset, limit=qdrant_points.PAGE, with_payload=["source"], with_vector=False
-            )
-            records, offset = self._call(lambda r=request: self._shard.scroll(r), "scroll")
-            consume(qdrant_points.sources(records).items())
-            if offset is None or not records:
-                return
+        request = qe.ScrollRequest(
+            offset=offset, limit=qdrant_points.PAGE, with_payload=["source"], with_vector=False
+        )
+        return self._call(lambda: self._shard.scroll(request), "scroll")
 
     def count(self) -> int:
         import qdrant_edge as qe
 
         return int(self._call(lambda: self._shard.count(qe.CountRequest(exact=True)), "count"))
 
-    @staticmethod
-    def _dense_params(spec: CollectionSpec) -> Any:
+    def _dense_params(self, spec: CollectionSpec) -> Any:
         import qdrant_edge as qe
 
         if spec.quantization:
@@ -236,20 +221,19 @@ class QdrantEdgeStore(StoreTemplate):
             )
         return None
 
-    @staticmethod
-    def _nearest(vector: Any, using: str | None) -> Any:
+    def _sparse_params(self, spec: CollectionSpec) -> Any:
+        """IDF over the live points for ``bm25`` (see the module docstring); nothing for learned weights."""
         import qdrant_edge as qe
 
-        return qe.Query.Nearest(vector, using=using)
+        return qe.SearchParams(idf=qe.IdfParams(corpus=qe.Filter())) if spec.sparse == "bm25" else None
+
+    def _sparse_vector(self, vector: SparseVector) -> Any:
+        import qdrant_edge as qe
+
+        return qe.SparseVector(vector.indices.tolist(), vector.values.tolist())
 
     def _run(
-        self,
-        query: Any,
-        limit: int,
-        filter: CheckedFilter | None,
-        *,
-        params: Any = None,
-        prefetches: Any = None,
+        self, query: Any, limit: int, filter: CheckedFilter | None, params: Any = None, prefetches: Any = None
     ) -> list[StoreHit]:
         import qdrant_edge as qe
 
@@ -263,63 +247,23 @@ class QdrantEdgeStore(StoreTemplate):
         )
         return qdrant_points.hits(self._call(lambda: self._shard.query(request), "query"))
 
-    def _search(
-        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
-    ) -> list[StoreHit]:
-        nearest = self._nearest(query.tolist(), qdrant_points.dense_using(spec))
-        return self._run(nearest, limit, filter, params=self._dense_params(spec))
+    def _query(self, leg: Leg, limit: int, filter: CheckedFilter | None) -> list[StoreHit]:
+        return self._run(_nearest(leg), limit, filter, params=leg.params)
 
-    def _search_multivector(
-        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
-    ) -> list[StoreHit]:
-        tokens = query.tolist()
-        if spec.multivector_dimension is not None:  # the field next to the dense one
-            return self._run(self._nearest(tokens, qdrant_points.MULTIVECTOR_NAME), limit, filter)
-        return self._run(
-            self._nearest(tokens, qdrant_points.dense_using(spec)),
-            limit,
-            filter,
-            params=self._dense_params(spec),
-        )
-
-    def _search_sparse(
-        self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
-    ) -> list[StoreHit]:
-        """Inner product with the stored sparse vectors; the shard multiplies by IDF for ``bm25``."""
-        nearest = self._nearest(_edge_sparse(query), qdrant_points.SPARSE_NAME)
-        return self._run(nearest, limit, filter, params=_sparse_params(spec))
-
-    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
-        """Plain RRF and DBSF in the shard (two prefetches, the filter in each); min-max and weighted
-        RRF from the two legs."""
+    def _query_fused(self, legs: list[Leg], query: HybridQuery) -> list[StoreHit]:
         import qdrant_edge as qe
 
         query_filter = _edge_filter(query.filter)
-        legs = [
-            qe.Prefetch(
-                query.depth,
-                query=self._nearest(query.dense.tolist(), qdrant_points.dense_using(spec)),
-                filter=query_filter,
-                params=self._dense_params(spec),
-            ),
-            qe.Prefetch(
-                query.depth,
-                query=self._nearest(_edge_sparse(query.sparse), qdrant_points.SPARSE_NAME),
-                filter=query_filter,
-                params=_sparse_params(spec),
-            ),
+        prefetches = [
+            qe.Prefetch(query.depth, query=_nearest(leg), filter=query_filter, params=leg.params)
+            for leg in legs
         ]
         fused = qdrant_points.native_fusion(query.fusion, qe.Fusion.Dbsf, lambda k: qe.Fusion.Rrf(k=k))
-        return self._run(fused, query.limit, query.filter, prefetches=legs)
+        return self._run(fused, query.limit, query.filter, prefetches=prefetches)
 
-    def _retrieve(self, ids: list[str]) -> list[Any]:
+    def _retrieve(self, ids: list[str], vectors: Any) -> list[Any]:
+        """Every vector of each point (the shard takes no names)."""
         return self._call(lambda: self._shard.retrieve(ids, with_payload=False, with_vector=True), "retrieve")
-
-    def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
-        return {str(r.id): qdrant_points.stored_dense(r.vector) for r in self._retrieve(ids)}
-
-    def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
-        return {str(r.id): qdrant_points.stored_sparse(r.vector) for r in self._retrieve(ids)}
 
     def close(self) -> None:
         if self._shard is not None:
@@ -334,17 +278,10 @@ class QdrantEdgeStore(StoreTemplate):
             self._lock = None
 
 
-def _sparse_params(spec: CollectionSpec) -> Any:
-    """IDF over the live points for ``bm25`` (see the module docstring); nothing for learned weights."""
+def _nearest(leg: Leg) -> Any:
     import qdrant_edge as qe
 
-    return qe.SearchParams(idf=qe.IdfParams(corpus=qe.Filter())) if spec.sparse == "bm25" else None
-
-
-def _edge_sparse(vector: SparseVector) -> Any:
-    import qdrant_edge as qe
-
-    return qe.SparseVector(vector.indices.tolist(), vector.values.tolist())
+    return qe.Query.Nearest(leg.query, using=leg.using)
 
 
 def _edge_filter(checked: CheckedFilter | None) -> Any:

@@ -1,22 +1,27 @@
-"""What the Qdrant store and the Qdrant Edge store share: the shape of a Qdrant collection's points.
+"""What the Qdrant store and the Qdrant Edge store share: the shape of a Qdrant collection's points,
+and the searches over them.
 
 qdrant-client and qdrant-edge-py spell the same engine's classes differently, so this module holds
 the layout rules once (which named vectors a collection has, how a record becomes a point's vector,
 how a checked filter becomes ``must``/``should`` conditions, how stored vectors come back) and takes
-the library's own constructors as arguments. Neither client is imported here.
+the library's own constructors as arguments; :class:`QdrantPointStore` runs every search and read
+through a few hooks each store writes in its library's terms. Neither client is imported here.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, StoreHit
+from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, SourcePages, StoreHit
 from poolrag.stores.filters import CheckedFilter, Scalar
 from poolrag.stores.hybrid import RRF_K
+from poolrag.stores.template import HybridQuery, StoreTemplate
+from poolrag.stores.vector_types import VECTOR_TYPES
 
 #: The named vectors of a collection with a sparse or token-vector field; one without keeps the
 #: unnamed vector it always had.
@@ -31,20 +36,31 @@ OVERSAMPLING = 2.0
 
 def vector_fields(
     spec: CollectionSpec,
-    vector_params: Callable[[int, bool, str], Any],
-    sparse_params: Callable[[bool], Any],
+    vector_params: Callable[..., Any],
+    maxsim: Any,
+    storage: tuple[Any, Any, Any, Any],
+    sparse_params: Callable[..., Any],
+    idf: Any,
 ) -> tuple[Any, dict[str, Any] | None]:
-    """The (vectors, sparse vectors) config of a new collection. ``vector_params(size, maxsim,
-    vector_type)`` and ``sparse_params(idf)`` build the library's parameter objects; token vectors
-    are always float32."""
-    vectors = vector_params(spec.dimension, spec.layout == "multivector", spec.vector_type)
+    """The (vectors, sparse vectors) config of a new collection, in the library's own classes:
+    ``vector_params`` and ``sparse_params`` (its parameter classes), ``maxsim`` (its MaxSim
+    multivector config), ``storage`` (its float16 and uint8 datatypes, cosine and dot distances)
+    and ``idf`` (its IDF modifier). Token vectors are always float32."""
+
+    def dense(size: int, multivector: bool, vector_type: str) -> Any:
+        datatype, distance = dense_storage(vector_type, *storage)
+        config = maxsim if multivector else None
+        return vector_params(size=size, distance=distance, multivector_config=config, datatype=datatype)
+
+    vectors = dense(spec.dimension, spec.layout == "multivector", spec.vector_type)
     if not spec.named_fields:
         return vectors, None
     named = {DENSE_NAME: vectors}
     if spec.multivector_dimension is not None:
-        named[MULTIVECTOR_NAME] = vector_params(spec.multivector_dimension, True, "float32")
-    sparse = {SPARSE_NAME: sparse_params(spec.sparse == "bm25")} if spec.sparse is not None else None
-    return named, sparse
+        named[MULTIVECTOR_NAME] = dense(spec.multivector_dimension, True, "float32")
+    if spec.sparse is None:
+        return named, None
+    return named, {SPARSE_NAME: sparse_params(modifier=idf if spec.sparse == "bm25" else None)}
 
 
 def dense_storage(vector_type: str, float16: Any, uint8: Any, cosine: Any, dot: Any) -> tuple[Any, Any]:
@@ -119,3 +135,99 @@ def stored_sparse(vector: Any) -> SparseVector:
     if stored is None:
         return SparseVector.empty()
     return SparseVector.from_dict(dict(zip(stored.indices, stored.values, strict=True)))
+
+
+class Leg(NamedTuple):
+    """One search of one vector field: the query, the field's name (``None``: the unnamed vector) and
+    the search parameters."""
+
+    query: Any
+    using: str | None
+    params: Any = None
+
+
+class QdrantPointStore(StoreTemplate):
+    """The searches and reads both Qdrant stores run alike; each fills in the hooks at the end in
+    its library's classes."""
+
+    native_fusions = ("rrf", "dbsf")
+    vector_types = VECTOR_TYPES
+
+    def scan_sources(self, consume: SourcePages) -> None:
+        offset = None
+        while True:
+            points, offset = self._scroll(offset)
+            consume(sources(points).items())
+            if offset is None or not points:
+                return
+
+    def _dense_leg(self, spec: CollectionSpec, query: np.ndarray) -> Leg:
+        return Leg(query.tolist(), dense_using(spec), self._dense_params(spec))
+
+    def _sparse_leg(self, spec: CollectionSpec, query: SparseVector) -> Leg:
+        return Leg(self._sparse_vector(query), SPARSE_NAME, self._sparse_params(spec))
+
+    def _search(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
+        return self._query(self._dense_leg(spec, query), limit, filter)
+
+    def _search_multivector(
+        self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
+        """Qdrant applies the filter inside the MaxSim search, so ``limit`` matching chunks come back."""
+        if spec.multivector_dimension is not None:  # the field next to the dense one
+            return self._query(Leg(query.tolist(), MULTIVECTOR_NAME), limit, filter)
+        return self._search(spec, query, limit, filter)
+
+    def _search_sparse(
+        self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
+    ) -> list[StoreHit]:
+        """Inner product with the stored sparse vectors; Qdrant multiplies by IDF in ``bm25`` collections.
+
+        Local mode measures IDF over the live points. A Qdrant server reads it from its sparse index,
+        which goes on counting deleted (and overwritten) points until the optimiser vacuums them;
+        qdrant-edge is told to count the live points (:meth:`_sparse_params`).
+        """
+        return self._query(self._sparse_leg(spec, query), limit, filter)
+
+    def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
+        """Plain RRF and DBSF run in Qdrant (two prefetches, the filter in each); min-max and weighted
+        RRF are computed from the two legs (Qdrant's weighted RRF divides ranks by the weight)."""
+        legs = [self._dense_leg(spec, query.dense), self._sparse_leg(spec, query.sparse)]
+        return self._query_fused(legs, query)
+
+    def _fetch_vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
+        return {str(p.id): stored_dense(p.vector) for p in self._retrieve(ids, True)}
+
+    def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
+        return {str(p.id): stored_sparse(p.vector) for p in self._retrieve(ids, [SPARSE_NAME])}
+
+    # -- hooks: the library's calls --------------------------------------------------------------------
+    @abstractmethod
+    def _scroll(self, offset: Any) -> tuple[list[Any], Any]:
+        """One page of points (payload ``source`` only) from ``offset``, and the next page's offset."""
+
+    @abstractmethod
+    def _query(self, leg: Leg, limit: int, filter: CheckedFilter | None) -> list[StoreHit]:
+        """The best ``limit`` points matching ``filter`` by one leg."""
+
+    @abstractmethod
+    def _query_fused(self, legs: list[Leg], query: HybridQuery) -> list[StoreHit]:
+        """The legs as prefetches ``query.depth`` deep, fused by ``query.fusion``."""
+
+    @abstractmethod
+    def _retrieve(self, ids: list[str], vectors: Any) -> list[Any]:
+        """The points of ``ids`` with ``vectors`` (``True``: all of them; a list: those named)."""
+
+    @abstractmethod
+    def _dense_params(self, spec: CollectionSpec) -> Any:
+        """Search parameters of the dense field (rescoring a quantized one)."""
+
+    def _sparse_params(self, spec: CollectionSpec) -> Any:
+        """Search parameters of the sparse field: none unless a store needs some."""
+        return None
+
+    @abstractmethod
+    def _sparse_vector(self, vector: SparseVector) -> Any:
+        """``vector`` in the library's class."""
