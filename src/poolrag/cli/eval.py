@@ -9,6 +9,7 @@ collection.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import re
@@ -120,14 +121,11 @@ def run(args: argparse.Namespace) -> int:
     if not require_store_extra("eval", args.store):
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
-    opened: list[Any] = []
-    try:
-        report, tuned = _evaluate(args, opened)
-    except user_errors() as exc:
-        return report_error("eval", exc)
-    finally:
-        for resource in reversed(opened):
-            resource.close()
+    with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
+        try:
+            report, tuned = _evaluate(args, opened)
+        except user_errors() as exc:
+            return report_error("eval", exc)
     if args.json:
         print(json.dumps(report.metrics | ({"tuned": tuned.to_json()} if tuned else {})))
     else:
@@ -157,7 +155,7 @@ def _modes(args: argparse.Namespace) -> list[str]:
     return modes
 
 
-def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, TuneReport | None]:
+def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[EvalReport, TuneReport | None]:
     from poolrag.cache import EmbeddingCache
     from poolrag.cli.hybrid_sources import hybrid_sources
     from poolrag.evaluation import BeirDataset
@@ -178,10 +176,9 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
         kfold([q.id for q in dataset.judged_queries(args.split)[0]], args.folds, args.seed)
     cache = open_cache_from_args(args)
     if cache is None:  # queries are embedded once up front and read back during retrieval
-        scratch = tempfile.TemporaryDirectory(prefix="poolrag-eval-")
-        opened.append(_Cleanup(scratch))
-        cache = EmbeddingCache(Path(scratch.name) / "queries.sqlite")
-    opened.append(cache)
+        scratch = opened.enter_context(tempfile.TemporaryDirectory(prefix="poolrag-eval-"))
+        cache = EmbeddingCache(Path(scratch) / "queries.sqlite")
+    opened.callback(cache.close)
     engine_args = engine_args_from(args)
     engine = load_engine(engine_args)
     dense, sparse = hybrid_sources(engine, None, cache, args, engine_args)
@@ -190,7 +187,7 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     reranker = load_engine(engine_args.sibling(args.rerank)) if args.rerank else None
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
-    opened.append(store)
+    opened.callback(store.close)
     pipeline = IngestPipeline(
         store,
         dense,
@@ -210,16 +207,6 @@ def _evaluate(args: argparse.Namespace, opened: list[Any]) -> tuple[EvalReport, 
     )
     report = evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch, prune=owned)
     return report, (tune_and_save(args, evaluation, dataset, report) if args.tune else None)
-
-
-class _Cleanup:
-    """A temporary folder closed like the other resources."""
-
-    def __init__(self, folder: tempfile.TemporaryDirectory[str]) -> None:
-        self.folder = folder
-
-    def close(self) -> None:
-        self.folder.cleanup()
 
 
 def _table(report: EvalReport, k: int, collection: str) -> str:

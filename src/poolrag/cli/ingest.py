@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.command_errors import report_error, setup_logging, user_errors
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
     from poolrag.ingest.encoders import ChunkEncoder
     from poolrag.ingest.pipeline import IngestReport
-    from poolrag.postprocess.quantization_ranges import QuantizationRanges
 
 logger = logging.getLogger(__name__)
 
@@ -149,14 +150,11 @@ def run(args: argparse.Namespace) -> int:
         from poolrag.cli.ingest_ray import quiet_ray_start
 
         quiet_ray_start(args.verbose)
-    opened: list[Any] = []  # the cache and the store, closed even when the run fails
-    try:
-        report, reads_texts = _ingest(args, opened)
-    except user_errors() as exc:
-        return report_error("ingest", exc)
-    finally:
-        for resource in reversed(opened):
-            resource.close()
+    with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
+        try:
+            report, reads_texts = _ingest(args, opened)
+        except user_errors() as exc:
+            return report_error("ingest", exc)
     if args.json:
         print(
             json.dumps(
@@ -200,13 +198,14 @@ def _what_is_read(reads_texts: bool) -> str:
     )
 
 
-def _ingest(args: argparse.Namespace, opened: list[Any]) -> tuple[IngestReport, bool]:
+def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[IngestReport, bool]:
     """The run's report, and whether it read text files (a page retriever reads pages alone)."""
     from poolrag.errors import InvalidInputError
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
     from poolrag.ingest.pdf_pages import PageRendering
     from poolrag.ingest.readers import count_documents
     from poolrag.model_facts import ScoreKind
+    from poolrag.postprocess.quantization_ranges import QuantizationRanges, shipped_ranges
     from poolrag.stores import check_collection_name
 
     # Check the cheap things (paths, names, the cache) before loading a model or touching a database.
@@ -217,10 +216,11 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> tuple[IngestReport, 
         if not os.path.lexists(raw):
             raise InvalidInputError(f"no such file or folder: {raw}")
     skipped: list[Any] | None = None if args.fail_fast else []
+    checkpoint_dir = None if args.cache is None else str(Path(args.cache).expanduser().resolve().parent)
     rendering = PageRendering(args.page_dpi, args.page_size)  # checked before a model loads
     cache = open_cache_from_args(args)
     if cache is not None:
-        opened.append(cache)
+        opened.callback(cache.close)
     overrides = dict(args.hf_overrides or {}) | ({"is_matryoshka": True} if args.assume_matryoshka else {})
     # What changes the vectors is recorded in the collection; how the forward runs is not.
     options: dict[str, Any] = {"hf_overrides": overrides} if overrides else {}
@@ -237,7 +237,8 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> tuple[IngestReport, 
         store_entry(args.store).store_class().check_vector_type(args.vector_type)
     if args.vector_type not in (None, "float32") and args.ray is not None:
         raise InvalidInputError(f"--vector-type {args.vector_type} is written by this process: drop --ray")
-    calibration = _calibration(args)  # a bad file is reported before the model loads
+    # a bad --calibration file is reported before the model loads
+    calibration = None if args.calibration is None else QuantizationRanges.load(args.calibration)
     if args.late_chunking and (args.ray is not None or args.hybrid):
         raise InvalidInputError(
             "--late-chunking runs in this process with dense vectors: drop --ray / --hybrid"
@@ -247,10 +248,9 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> tuple[IngestReport, 
 
         refuse_unsupported(args)
         store = open_store_from_args(args)
-        opened.append(store)
+        opened.callback(store.close)
         documents = read_paths(args.paths, text_field=args.text_field, skipped=skipped)  # read lazily
         files_left_out = () if skipped is None else skipped  # filled while the documents are read
-        checkpoint_dir = None if args.cache is None else _parent(args.cache)
         report = ingest_on_ray_from_args(
             args, documents, files_left_out, store, cache, engine_args, options, checkpoint_dir
         )
@@ -275,7 +275,7 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> tuple[IngestReport, 
         encoder, sparse_encoder = hybrid_sources(engine, encoder, cache, args, engine_args, args.dimensions)
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
-    opened.append(store)
+    opened.callback(store.close)
     pipeline = IngestPipeline(
         store,
         encoder,
@@ -284,12 +284,13 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> tuple[IngestReport, 
         quantization=args.index_quantization,
         model_options=options,
         checkpoint_path=args.checkpoint,
-        checkpoint_dir=None if args.cache is None else _parent(args.cache),
+        checkpoint_dir=checkpoint_dir,
         progress=not args.quiet,
         sparse_encoder=sparse_encoder,
         late_chunking=args.late_chunking,
         vector_type=args.vector_type,
-        ranges=calibration or _shipped_ranges(args, engine),
+        # a uint8 run without --calibration takes the model folder's own ranges, as 'serve' does
+        ranges=calibration or (shipped_ranges(engine.model_folder) if args.vector_type == "uint8" else None),
     )
     # The bar starts at its total: the files are listed (and JSONL lines counted) once more for it.
     # a page retriever (ColPali) reads pages, so a folder's text files are not its documents
@@ -304,20 +305,6 @@ def _ingest(args: argparse.Namespace, opened: list[Any]) -> tuple[IngestReport, 
         documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total
     )
     return report, texts
-
-
-def _calibration(args: argparse.Namespace) -> QuantizationRanges | None:
-    """The ranges file of --calibration, read and checked."""
-    from poolrag.postprocess.quantization_ranges import QuantizationRanges
-
-    return None if args.calibration is None else QuantizationRanges.load(args.calibration)
-
-
-def _shipped_ranges(args: argparse.Namespace, engine: InProcessEngine) -> QuantizationRanges | None:
-    """A uint8 run without --calibration takes the model folder's own ranges, as 'serve' does."""
-    from poolrag.postprocess.quantization_ranges import shipped_ranges
-
-    return shipped_ranges(engine.model_folder) if args.vector_type == "uint8" else None
 
 
 def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: int | None) -> ChunkEncoder:
@@ -347,9 +334,3 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
                 "or add --assume-matryoshka only if the model was trained for it"
             ) from None
         raise DimensionsError(f"--dimensions {dimensions}: {exc}") from None
-
-
-def _parent(path: str) -> str:
-    from pathlib import Path
-
-    return str(Path(path).expanduser().resolve().parent)
