@@ -49,7 +49,6 @@ class APIKeyMiddleware:
         error = APIError(
             401,
             "missing or incorrect API key; send it as 'Authorization: Bearer <key>'",
-            code="invalid_api_key",
             headers={"WWW-Authenticate": "Bearer"},
         )
         await error_response(error)(scope, receive, send)

@@ -31,11 +31,7 @@ class BodySizeLimitMiddleware:
         self.body_timeout_s = body_timeout_s
 
     def _too_large(self) -> APIError:
-        return APIError(
-            413,
-            f"request body is larger than the server's limit of {self.max_body_bytes} bytes",
-            code="request_too_large",
-        )
+        return APIError(413, f"request body is larger than the server's limit of {self.max_body_bytes} bytes")
 
     async def _read(self, receive: Receive, reservation: Reservation) -> bytes:
         body = bytearray()

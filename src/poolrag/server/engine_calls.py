@@ -1,7 +1,7 @@
-"""The engine's tasks as the routes call them, without blocking the event loop.
+"""What the routes run besides the engine's async methods, without blocking the event loop.
 
-Each task is the engine's async method (``aembed``, ``aclassify``, ``ascore``, ``aencode``), which
-batches concurrent requests together and decides what leaves the loop by the one rule
+The routes call the engine's async methods (``aembed``, ``aclassify``, ``ascore``, ``aencode``)
+themselves: each batches concurrent requests together and decides what leaves the loop by the one rule
 (:func:`poolrag.loop_work.stays_on_loop`: a request of many inputs or much text is tokenised on a
 thread), and a cancelled caller's queued work (a client that disconnected) is
 dropped. Other blocking calls (tokenising for ``/tokenize``) take this module's small thread pool.
@@ -21,46 +21,18 @@ if TYPE_CHECKING:
     import numpy as np
 
     from poolrag.backend import InProcessEngine
-    from poolrag.outputs import (
-        ClassificationOutput,
-        EmbeddingOutput,
-        PoolingOutput,
-        PoolingRequestOutput,
-        ScoringOutput,
-    )
     from poolrag.params import PoolingParams
-    from poolrag.tokenization.input_processor import PromptInput
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 
 class EngineCalls:
-    """The engine's tasks as the routes call them (its async methods), and a pool for blocking calls."""
+    """Late chunking with its token count, and a pool for blocking calls."""
 
     def __init__(self, engine: InProcessEngine, threads: int) -> None:
         self.engine = engine
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="poolrag-engine")
-
-    async def embed(
-        self, prompts: PromptInput | list[PromptInput], params: PoolingParams
-    ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
-        return await self.engine.aembed(prompts, params)
-
-    async def classify(
-        self, prompts: PromptInput | list[PromptInput], params: PoolingParams
-    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
-        return await self.engine.aclassify(prompts, params)
-
-    async def score(
-        self, text_1: str | list[str], text_2: str | list[str], params: PoolingParams
-    ) -> list[PoolingRequestOutput[ScoringOutput]]:
-        return await self.engine.ascore(text_1, text_2, params)
-
-    async def encode(
-        self, prompts: PromptInput | list[PromptInput], task: str, params: PoolingParams
-    ) -> list[PoolingRequestOutput[PoolingOutput]]:
-        return await self.engine.aencode(prompts, task, params)
 
     async def embed_chunks(
         self, document: str, spans: list[tuple[int, int]], params: PoolingParams

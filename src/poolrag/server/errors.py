@@ -31,24 +31,15 @@ from poolrag.errors import (
 
 logger = logging.getLogger(__name__)
 
-_TYPE_BY_STATUS = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    408: "invalid_request_error",
-    413: "invalid_request_error",
-    503: "service_unavailable_error",
-}
-#: ``code`` when the raiser gives none, so every error answer carries one.
-_CODE_BY_STATUS = {
-    400: "invalid_request",
-    401: "invalid_api_key",
-    404: "not_found",
-    405: "method_not_allowed",
-    408: "request_timeout",
-    413: "request_too_large",
-    503: "unavailable",
+#: OpenAI's ``type`` of each status, and the ``code`` when the raiser gives none (every answer carries one).
+_TYPE_AND_CODE = {
+    400: ("invalid_request_error", "invalid_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    404: ("not_found_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    408: ("invalid_request_error", "request_timeout"),
+    413: ("invalid_request_error", "request_too_large"),
+    503: ("service_unavailable_error", "unavailable"),
 }
 
 
@@ -68,9 +59,10 @@ class APIError(Exception):
         super().__init__(message)
         self.status_code = status_code
         self.message = message
-        self.type = type or _TYPE_BY_STATUS.get(status_code, "server_error")
+        default_type, default_code = _TYPE_AND_CODE.get(status_code, ("server_error", "internal_error"))
+        self.type = type or default_type
         self.param = param
-        self.code = code or _CODE_BY_STATUS.get(status_code, "internal_error")
+        self.code = code or default_code
         self.headers = dict(headers or {})
 
 
@@ -131,7 +123,7 @@ def from_validation_error(exc: RequestValidationError | ValidationError) -> APIE
     """A 400 (as OpenAI answers), naming the first offending field."""
     errors = list(exc.errors())
     if not errors:
-        return APIError(400, "invalid request", code="invalid_request")
+        return APIError(400, "invalid request")
     first = errors[0]
     if first.get("type") == "json_invalid":
         detail = (first.get("ctx") or {}).get("error", "")
@@ -144,7 +136,7 @@ def from_validation_error(exc: RequestValidationError | ValidationError) -> APIE
     if len(errors) > 3:
         messages.append(f"and {len(errors) - 3} more")
     param = _error_path(first) or None
-    return APIError(400, "; ".join(messages), param=param, code="invalid_request")
+    return APIError(400, "; ".join(messages), param=param)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -174,9 +166,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error while serving a request", exc_info=exc)
-        return error_response(
-            APIError(500, "internal server error", type="server_error", code="internal_error")
-        )
+        return error_response(APIError(500, "internal server error"))
 
     app.add_exception_handler(APIError, on_api_error)
     app.add_exception_handler(PoolragError, on_poolrag_error)

@@ -53,9 +53,7 @@ class Parsed:
 
 def _too_large(what: str, count: int, limit: int) -> APIError:
     return APIError(
-        413,
-        f"request holds {count} {what}, more than this server's limit of {limit} per request",
-        code="request_too_large",
+        413, f"request holds {count} {what}, more than this server's limit of {limit} per request"
     )
 
 
@@ -107,7 +105,7 @@ def parse_body(raw: bytes, model: type[M], limits: Limits) -> Parsed:
         raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
     except ValueError:  # an integer past Python's digit limit, whose message names sys internals
         message = "a number in the request body has too many digits"
-        raise APIError(400, message, code="invalid_request") from None
+        raise APIError(400, message) from None
     token_ids, chars = _measure(data)
     check_size(token_ids, chars, limits)
     try:

@@ -27,7 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 class HeaderDeadline:
-    """The deadline, for a protocol that says when it is waiting for a request's headers."""
+    """The deadline, for a protocol that says when it is waiting for a request's headers (a mixin
+    before uvicorn's protocol class: the timer starts with the connection and ends with it)."""
 
     header_timeout_s: float = 10.0
     loop: asyncio.AbstractEventLoop
@@ -52,24 +53,24 @@ class HeaderDeadline:
             logger.info("closing a connection that sent no complete headers in %gs", self.header_timeout_s)
             self.transport.close()
 
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
 
 class HeaderTimeoutH11Protocol(HeaderDeadline, H11Protocol):
     def _awaiting_headers(self) -> bool:
         return self.conn.their_state is h11.IDLE
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
 
     def data_received(self, data: bytes) -> None:
         self._arm()  # the first byte of a request ends the keep-alive wait and starts this one
         super().data_received(data)
         if not self._awaiting_headers():
             self._disarm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
 
 
 def _httptools_protocol() -> type | None:
@@ -88,10 +89,6 @@ def _httptools_protocol() -> type | None:
         def _awaiting_headers(self) -> bool:
             return self._in_head
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
         def data_received(self, data: bytes) -> None:
             if self._in_head:
                 self._head_bytes += len(data)
@@ -109,10 +106,6 @@ def _httptools_protocol() -> type | None:
             self._in_head, self._head_bytes = False, 0
             self._disarm()
             super().on_headers_complete()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
 
     return HeaderTimeoutHttpToolsProtocol
 

@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from poolrag.image_inputs import DATA_URL_PREFIX
+from poolrag.image_inputs import is_image_input
 from poolrag.model_facts import ScoreKind
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.text_validity import lone_surrogate
@@ -114,6 +114,9 @@ TruncatePromptTokens = Annotated[
     ),
 ]
 InputType = Literal["query", "document"]
+AddSpecialTokens = Annotated[
+    Literal[True], Field(description="Texts get the tokenizer's special tokens (false is not supported).")
+]
 
 
 class RequestBody(BaseModel):
@@ -168,6 +171,17 @@ class ErrorResponse(BaseModel):
 class Usage(BaseModel):
     prompt_tokens: int
     total_tokens: int
+
+
+class _ListResponse(BaseModel):
+    """vLLM's answer of one item per input; each route's answer names its items' type."""
+
+    id: str
+    object: Literal["list"] = "list"
+    created: int
+    model: str
+    data: list[Any]
+    usage: Usage
 
 
 # -- /v1/embeddings ---------------------------------------------------------------------------------
@@ -237,9 +251,7 @@ class EmbeddingRequest(VllmRequestBody):
     use_activation: StrictBool | None = Field(
         None, description="vLLM's newer name of normalize on embeddings; must agree with it if both given."
     )
-    add_special_tokens: Literal[True] = Field(
-        True, description="Texts get the tokenizer's special tokens (false is not supported)."
-    )
+    add_special_tokens: AddSpecialTokens = True
     input_type: InputType | None = Field(
         None, description="Selects the model's query or document prompt (poolrag extension)."
     )
@@ -301,7 +313,7 @@ class EmbeddingRequest(VllmRequestBody):
         if isinstance(part, TextPart):
             return name, part.text
         url = part.image_url.url
-        if url[: len(DATA_URL_PREFIX)].lower() != DATA_URL_PREFIX:
+        if not is_image_input(url):
             raise ValueError(
                 f"{name}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
             )
@@ -326,13 +338,8 @@ class EmbeddingData(BaseModel):
     embedding: list[float] | str
 
 
-class EmbeddingResponse(BaseModel):
-    id: str
-    object: Literal["list"] = "list"
-    created: int
-    model: str
+class EmbeddingResponse(_ListResponse):
     data: list[EmbeddingData]
-    usage: Usage
 
 
 # -- /v2/embed (Cohere) -----------------------------------------------------------------------------
@@ -393,7 +400,7 @@ class CohereEmbedRequest(RequestBody):
         if sum(given is not None for given in (self.texts, self.images, self.inputs)) != 1:
             raise ValueError("send texts, images or inputs (one of the three)")
         for i, image in enumerate(self.images or ()):
-            if not image[: len(DATA_URL_PREFIX)].lower() == DATA_URL_PREFIX:
+            if not is_image_input(image):
                 raise ValueError(f"images[{i}] must be a data:image/...;base64, URI (nothing is fetched)")
         for i, item in enumerate(self.inputs or ()):
             _one_part(item, f"inputs[{i}]")
@@ -429,7 +436,7 @@ def _one_part(item: CohereEmbedInput, name: str) -> None:
         raise ValueError(f"{name}.content[0] is a text part without text")
     if part.type == "image_url":
         url = part.image_url.url if part.image_url is not None else ""
-        if not url[: len(DATA_URL_PREFIX)].lower() == DATA_URL_PREFIX:
+        if not is_image_input(url):
             raise ValueError(
                 f"{name}.content[0].image_url must be a data:image/...;base64, URI (nothing is fetched)"
             )
@@ -491,13 +498,8 @@ class ScoreData(BaseModel):
     score: float
 
 
-class ScoreResponse(BaseModel):
-    id: str
-    object: Literal["list"] = "list"
-    created: int
-    model: str
+class ScoreResponse(_ListResponse):
     data: list[ScoreData]
-    usage: Usage
 
 
 # -- /rerank ------------------------------------------------------------------------------------------
@@ -598,9 +600,7 @@ class RerankResponse(BaseModel):
 class ClassificationRequest(VllmRequestBody):
     input: PoolingInput
     use_activation: StrictBool | None = Field(None, description="false: return raw logits as probs.")
-    add_special_tokens: Literal[True] = Field(
-        True, description="Texts get the tokenizer's special tokens (false is not supported)."
-    )
+    add_special_tokens: AddSpecialTokens = True
 
 
 class ClassificationData(BaseModel):
@@ -610,13 +610,8 @@ class ClassificationData(BaseModel):
     num_classes: int
 
 
-class ClassificationResponse(BaseModel):
-    id: str
-    object: Literal["list"] = "list"
-    created: int
-    model: str
+class ClassificationResponse(_ListResponse):
     data: list[ClassificationData]
-    usage: Usage
 
 
 # -- /pooling -----------------------------------------------------------------------------------------
@@ -638,9 +633,7 @@ class PoolingRequest(VllmRequestBody):
     encoding_format: Literal["float"] = Field(
         "float", description="Nested lists (base64 is not served here)."
     )
-    add_special_tokens: Literal[True] = Field(
-        True, description="Texts get the tokenizer's special tokens (false is not supported)."
-    )
+    add_special_tokens: AddSpecialTokens = True
 
 
 class SparseEntry(BaseModel):
@@ -659,13 +652,8 @@ class PoolingData(BaseModel):
     )
 
 
-class PoolingResponse(BaseModel):
-    id: str
-    object: Literal["list"] = "list"
-    created: int
-    model: str
+class PoolingResponse(_ListResponse):
     data: list[PoolingData]
-    usage: Usage
 
 
 # -- /tokenize ----------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ class ServerState:
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
-        """Admit the request (or 503), run one of :class:`EngineCalls`' tasks, record batch size,
+        """Admit the request (or 503), run one of the engine's async tasks, record batch size,
         engine time and, for per-input outputs, the tokens the model read."""
         async with self.admission.slot():
             started = time.perf_counter()

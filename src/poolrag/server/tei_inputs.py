@@ -3,20 +3,11 @@ long-input rule, checked before the engine sees a request."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from poolrag.server.errors import APIError
+from poolrag.server.tei_schemas import TeiSimilarityParameters, TeiTruncation
 
 
-class TruncationFields(Protocol):
-    @property
-    def truncate(self) -> bool | None: ...
-
-    @property
-    def truncation_direction(self) -> str: ...
-
-
-def tei_truncate(fields: TruncationFields) -> bool | None:
+def tei_truncate(fields: TeiTruncation | TeiSimilarityParameters) -> bool | None:
     """TEI's ``truncate`` as ``PoolingParams.truncate``: true cuts, false refuses, unset leaves it to
     the server (TEI's ``truncate.unwrap_or(auto_truncate)``). Only Right (keep the first tokens) is
     served: Left is refused whatever the input's length, as a field that changes nothing for short
@@ -26,6 +17,5 @@ def tei_truncate(fields: TruncationFields) -> bool | None:
             400,
             "truncation_direction Left is not supported: poolrag keeps a long input's first tokens (Right)",
             param="truncation_direction",
-            code="invalid_request",
         )
     return fields.truncate

@@ -76,6 +76,18 @@ class TeiTruncation(TeiRequestBody):
     truncation_direction: TruncationDirection = _DIRECTION
 
 
+class _EitherBody(RootModel[Any]):
+    """A path's body in either of two shapes, told apart by its fields; ``root`` is the one it is."""
+
+    @property
+    def model(self) -> str | None:
+        return self.root.model
+
+    @property
+    def speaks_tei(self) -> bool:
+        return isinstance(self.root, TeiRequestBody)
+
+
 # -- /embed, /embed_all, /embed_sparse ------------------------------------------------------------------
 class TeiEmbedRequest(TeiTruncation):
     inputs: PoolingInput
@@ -219,23 +231,13 @@ def _rerank_dialect(data: Any) -> str:
     return "TEI" if tei else "Jina"
 
 
-class RerankBody(
-    RootModel[
-        Annotated[
-            Annotated[RerankRequest, Tag("Jina")] | Annotated[TeiRerankRequest, Tag("TEI")],
-            Discriminator(_rerank_dialect),
-        ]
-    ]
-):
+class RerankBody(_EitherBody):
     """``/rerank``'s body in either dialect: Jina/Cohere (``documents``) or TEI (``texts``)."""
 
-    @property
-    def model(self) -> str | None:
-        return self.root.model
-
-    @property
-    def speaks_tei(self) -> bool:
-        return isinstance(self.root, TeiRerankRequest)
+    root: Annotated[
+        Annotated[RerankRequest, Tag("Jina")] | Annotated[TeiRerankRequest, Tag("TEI")],
+        Discriminator(_rerank_dialect),
+    ]
 
     @staticmethod
     def dialect_speaks_tei(data: Any) -> bool:
@@ -267,23 +269,13 @@ def _tokenize_dialect(data: Any) -> str:
     return "TEI" if tei else "VLLM"
 
 
-class TokenizeBody(
-    RootModel[
-        Annotated[
-            Annotated[TokenizeRequest, Tag("VLLM")] | Annotated[TeiTokenizeRequest, Tag("TEI")],
-            Discriminator(_tokenize_dialect),
-        ]
-    ]
-):
+class TokenizeBody(_EitherBody):
     """``/tokenize``'s body in either dialect: vLLM (``prompt``) or TEI (``inputs``)."""
 
-    @property
-    def model(self) -> str | None:
-        return self.root.model
-
-    @property
-    def speaks_tei(self) -> bool:
-        return isinstance(self.root, TeiTokenizeRequest)
+    root: Annotated[
+        Annotated[TokenizeRequest, Tag("VLLM")] | Annotated[TeiTokenizeRequest, Tag("TEI")],
+        Discriminator(_tokenize_dialect),
+    ]
 
     @staticmethod
     def dialect_speaks_tei(data: Any) -> bool:
@@ -355,39 +347,25 @@ def _embed_dialect(data: Any) -> str:
     return "Similarity" if similarity else "Embed"
 
 
-class EmbedOrSimilarityBody(
-    RootModel[
-        Annotated[
-            Annotated[TeiEmbedRequest, Tag("Embed")] | Annotated[TeiSimilarityRequest, Tag("Similarity")],
-            Discriminator(_embed_dialect),
-        ]
-    ]
-):
+class EmbedOrSimilarityBody(_EitherBody):
     """``POST /`` on an embedding model: ``/embed``'s body, or ``/similarity``'s."""
 
-    speaks_tei: ClassVar[bool] = True
-
-    @property
-    def model(self) -> str | None:
-        return self.root.model
+    speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
+    root: Annotated[
+        Annotated[TeiEmbedRequest, Tag("Embed")] | Annotated[TeiSimilarityRequest, Tag("Similarity")],
+        Discriminator(_embed_dialect),
+    ]
 
 
 def _reranker_dialect(data: Any) -> str:
     return "Rerank" if isinstance(data, dict) and "texts" in data else "Predict"
 
 
-class RerankOrPredictBody(
-    RootModel[
-        Annotated[
-            Annotated[TeiRerankRequest, Tag("Rerank")] | Annotated[TeiPredictRequest, Tag("Predict")],
-            Discriminator(_reranker_dialect),
-        ]
-    ]
-):
+class RerankOrPredictBody(_EitherBody):
     """``POST /`` on a cross-encoder: ``/rerank``'s body (``texts``), or ``/predict``'s."""
 
-    speaks_tei: ClassVar[bool] = True
-
-    @property
-    def model(self) -> str | None:
-        return self.root.model
+    speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
+    root: Annotated[
+        Annotated[TeiRerankRequest, Tag("Rerank")] | Annotated[TeiPredictRequest, Tag("Predict")],
+        Discriminator(_reranker_dialect),
+    ]

@@ -40,7 +40,6 @@ def _over_cap(param: str, limit: int) -> APIError:
         413,
         f"{param} holds more than {limit} tokens, this server's limit per request",
         param=param,
-        code="request_too_large",
     )
 
 

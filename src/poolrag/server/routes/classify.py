@@ -27,7 +27,7 @@ async def classify(
         truncate=body.truncate,
         use_activation=body.use_activation,
     )
-    outputs = await state.run_engine(PATH, input_count(prompts), state.calls.classify, prompts, params)
+    outputs = await state.run_engine(PATH, input_count(prompts), state.engine.aclassify, prompts, params)
     id2label = state.engine.id2label
     data = []
     for i, out in enumerate(outputs):

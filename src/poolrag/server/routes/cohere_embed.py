@@ -52,7 +52,6 @@ def _params(body: CohereEmbedRequest, facts: ModelFacts) -> PoolingParams:
             "truncate START is not supported: poolrag keeps a long text's first tokens (END) "
             "or refuses it (NONE)",
             param="truncate",
-            code="invalid_request",
         )
     return PoolingParams(
         dimensions=body.output_dimension,
@@ -70,7 +69,7 @@ def _calibration(body: CohereEmbedRequest) -> np.ndarray | None:
     try:
         return check_calibration(body.calibration)
     except InvalidInputError as exc:
-        raise APIError(400, str(exc), param="calibration", code="invalid_request") from exc
+        raise APIError(400, str(exc), param="calibration") from exc
 
 
 def _by_type(
@@ -82,7 +81,7 @@ def _by_type(
             for kind in dict.fromkeys(types)
         }
     except InvalidInputError as exc:
-        raise APIError(400, str(exc), param="calibration", code="invalid_request") from exc
+        raise APIError(400, str(exc), param="calibration") from exc
 
 
 def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None) -> None:
@@ -96,7 +95,6 @@ def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None)
             "calibration: int8/uint8 of a single text needs fixed ranges: send calibration vectors, or "
             "start the server with --calibration FILE (made by 'poolrag calibrate')",
             param="calibration",
-            code="invalid_request",
         )
 
 
@@ -109,11 +107,10 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
             f"embedding_types: this model gives no embeddings (its tasks: "
             f"{', '.join(state.engine.facts.supported_tasks)})",
             param="embedding_types",
-            code="invalid_request",
         )
     field = body.field
     if body.has_images and not state.engine.facts.reads_images:
-        raise APIError(400, f"{field}: this model reads text only", param=field, code="invalid_request")
+        raise APIError(400, f"{field}: this model reads text only", param=field)
     inputs = body.items
     check_count(state.settings, len(inputs), field)
     _check_scalable(body, state.ranges)
@@ -122,7 +119,7 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     try:
         with fields_named(input=field):
-            outputs = await state.run_engine(PATH, len(inputs), state.calls.embed, inputs, params)
+            outputs = await state.run_engine(PATH, len(inputs), state.engine.aembed, inputs, params)
     except InputTooLongError as exc:  # named in Cohere's terms, not truncate_prompt_tokens
         raise APIError(
             400,

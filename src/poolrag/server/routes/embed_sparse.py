@@ -34,7 +34,7 @@ async def embed_sparse(
     params.verify("sparse_embed", state.engine.facts)  # refused before the request takes a slot
     with fields_named(input="inputs"):
         outputs = await state.run_engine(
-            request.url.path, input_count(prompts), state.calls.encode, prompts, "sparse_embed", params
+            request.url.path, input_count(prompts), state.engine.aencode, prompts, "sparse_embed", params
         )
     report_truncated(response, outputs)
     return TeiEmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])

@@ -88,7 +88,7 @@ async def create_embeddings(
         response.headers[TRUNCATED_INPUTS_HEADER] = "0"  # a late-chunked document is read whole
         return answer
     try:
-        outputs = await state.run_engine(PATH, input_count(prompts), state.calls.embed, prompts, params)
+        outputs = await state.run_engine(PATH, input_count(prompts), state.engine.aembed, prompts, params)
     except InvalidInputError as exc:
         if body.messages is None or not str(exc).startswith("input"):
             raise

@@ -44,7 +44,7 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         max_active_dims=body.max_active_dims,
     )
     params.verify(task, state.engine.facts)  # refused before the request takes a slot
-    outputs = await state.run_engine(PATH, input_count(prompts), state.calls.encode, prompts, task, params)
+    outputs = await state.run_engine(PATH, input_count(prompts), state.engine.aencode, prompts, task, params)
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return PoolingResponse(

@@ -47,7 +47,7 @@ async def _rerank(body: RerankRequest, request: Request, response: Response) -> 
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     with fields_named(text_1="query", text_2="documents"):
         outputs = await state.run_engine(
-            request.url.path, len(texts), state.calls.score, body.query, texts, params
+            request.url.path, len(texts), state.engine.ascore, body.query, texts, params
         )
     weight = DEFAULT_RERANK_WEIGHT if body.rerank_weight is None else body.rerank_weight
     ranked = rank_second_stage(
@@ -90,7 +90,6 @@ def _second_stage(body: RerankRequest, n_documents: int) -> SecondStage:
             400,
             f"first_stage_scores has {len(first)} scores for {n_documents} documents; send one per document",
             param="first_stage_scores",
-            code="invalid_request",
         )
     if body.second_stage is not None:
         mode = body.second_stage
@@ -102,7 +101,6 @@ def _second_stage(body: RerankRequest, n_documents: int) -> SecondStage:
             "rerank_weight has no effect when the reranker's scores replace the first stage's; "
             "send first_stage_scores or second_stage 'fuse' or 'rrf'",
             param="rerank_weight",
-            code="invalid_request",
         )
     return mode
 

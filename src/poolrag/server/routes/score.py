@@ -22,7 +22,9 @@ async def _score(body: ScoreRequest, request: Request, response: Response) -> Sc
     check_count(state.settings, len(seconds), "text_2")
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = request.url.path
-    outputs = await state.run_engine(path, len(seconds), state.calls.score, body.text_1, body.text_2, params)
+    outputs = await state.run_engine(
+        path, len(seconds), state.engine.ascore, body.text_1, body.text_2, params
+    )
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return ScoreResponse(

@@ -39,7 +39,7 @@ async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> 
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     with fields_named(input="inputs"):
         outputs = await state.run_engine(
-            request.url.path, input_count(prompts), state.calls.embed, prompts, params
+            request.url.path, input_count(prompts), state.engine.aembed, prompts, params
         )
     report_truncated(response, outputs)
     rows = [float_rows(out.outputs.embedding) for out in outputs]
@@ -54,7 +54,7 @@ async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Respon
     params.verify("token_embed", state.engine.facts)
     with fields_named(input="inputs"):
         outputs = await state.run_engine(
-            request.url.path, input_count(prompts), state.calls.encode, prompts, "token_embed", params
+            request.url.path, input_count(prompts), state.engine.aencode, prompts, "token_embed", params
         )
     report_truncated(response, outputs)
     return TeiEmbedAllResponse([out.outputs.data.tolist() for out in outputs])

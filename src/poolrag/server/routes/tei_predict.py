@@ -59,7 +59,6 @@ def _use_activation(body: TeiPredictRequest, options: TeiClassificationParameter
             400,
             "raw_scores asks for the logits and parameters.function_to_apply for an activation; give one",
             param="raw_scores",
-            code="invalid_request",
         )
     return False if body.raw_scores or options.function_to_apply is not None else None
 
@@ -78,21 +77,20 @@ async def _scores(
             "inputs: a pair of texts is scored by a cross-encoder with one label; this model "
             "classifies single texts",
             param="inputs",
-            code="invalid_request",
         )
     scores: list[np.ndarray] = [np.empty(0)] * len(sequences)
     answered: list[PoolingRequestOutput[Any]] = []
     if singles:
         params.verify("classify", facts)
         texts = [sequences[i][0] for i in singles]
-        outputs = await state.run_engine(path, len(texts), state.calls.classify, texts, params)
+        outputs = await state.run_engine(path, len(texts), state.engine.aclassify, texts, params)
         for i, out in zip(singles, outputs, strict=True):
             scores[i] = np.asarray(out.outputs.probs, dtype=np.float64)
         answered += outputs
     if pairs:
         params.verify("score", facts)
         firsts, seconds = [sequences[i][0] for i in pairs], [sequences[i][1] for i in pairs]
-        outputs = await state.run_engine(path, len(pairs), state.calls.score, firsts, seconds, params)
+        outputs = await state.run_engine(path, len(pairs), state.engine.ascore, firsts, seconds, params)
         for i, out in zip(pairs, outputs, strict=True):
             scores[i] = np.asarray([out.outputs.score], dtype=np.float64)
         answered += outputs

@@ -27,7 +27,7 @@ async def tei_rerank(body: TeiRerankRequest, request: Request, response: Respons
     params.verify("score", state.engine.facts)  # refused before the request takes a slot
     with fields_named(text_1="query", text_2="texts"):
         outputs = await state.run_engine(
-            request.url.path, len(body.texts), state.calls.score, body.query, list(body.texts), params
+            request.url.path, len(body.texts), state.engine.ascore, body.query, list(body.texts), params
         )
     report_truncated(response, outputs)
     scores = np.asarray([out.outputs.score for out in outputs], dtype=np.float64)

@@ -32,7 +32,7 @@ async def similarity(
     params = PoolingParams(normalize=True, truncate=tei_truncate(options), prompt_name=options.prompt_name)
     params.verify("embed", state.engine.facts)
     try:
-        outputs = await state.run_engine(request.url.path, len(texts), state.calls.embed, texts, params)
+        outputs = await state.run_engine(request.url.path, len(texts), state.engine.aembed, texts, params)
     except InvalidTextError as error:  # the engine's input[0] is the source, input[i] sentence i - 1
         if not error.index:
             raise error.renamed("inputs.source_sentence", None) from None
