@@ -299,7 +299,8 @@ class EngineArgs:
         return dataclasses.replace(self, **changes)
 
 
-#: ``Engine``'s keyword arguments, in its order (a test keeps them equal to its signature).
+#: ``Engine``'s keyword arguments, in its order (a test keeps them equal to its signature). Each
+#: is read from the flag of its name by ``from_cli_args``: a new option needs its flag in ``add_cli_args``.
 ENGINE_OPTIONS = tuple(f.name for f in fields(EngineArgs) if f.name != "model")
 
 

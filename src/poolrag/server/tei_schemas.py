@@ -350,6 +350,7 @@ def _embed_dialect(data: Any) -> str:
 class EmbedOrSimilarityBody(_EitherBody):
     """``POST /`` on an embedding model: ``/embed``'s body, or ``/similarity``'s."""
 
+    # a class attribute, not the base's property: the router reads it from the class (tei_routing)
     speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
     root: Annotated[
         Annotated[TeiEmbedRequest, Tag("Embed")] | Annotated[TeiSimilarityRequest, Tag("Similarity")],
@@ -364,6 +365,7 @@ def _reranker_dialect(data: Any) -> str:
 class RerankOrPredictBody(_EitherBody):
     """``POST /`` on a cross-encoder: ``/rerank``'s body (``texts``), or ``/predict``'s."""
 
+    # a class attribute, not the base's property: the router reads it from the class (tei_routing)
     speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
     root: Annotated[
         Annotated[TeiRerankRequest, Tag("Rerank")] | Annotated[TeiPredictRequest, Tag("Predict")],

@@ -183,12 +183,15 @@ def fuse_rankings(
     weights: tuple[float, float] | None = None,
 ) -> list[StoreHit]:
     """``score(id) = Σ w / (60 + rank)`` over the two rankings; ties keep first appearance."""
-    return fuse_scores(dense, sparse, limit, rrf_normalised, weights or (1.0, 1.0))
-
-
-def rrf_normalised(scores: Sequence[float]) -> list[float]:
-    """Each hit's ``1 / (60 + rank)``: RRF reads a leg's order, not its scores."""
-    return [1.0 / (RRF_K + rank) for rank in range(1, len(scores) + 1)]
+    dense_weight, sparse_weight = weights or (1.0, 1.0)
+    scores: dict[str, float] = {}
+    payloads: dict[str, dict] = {}
+    for hits, weight in ((dense, dense_weight), (sparse, sparse_weight)):
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (RRF_K + rank)
+            payloads.setdefault(hit.id, hit.payload)
+    best = sorted(scores.items(), key=lambda pair: -pair[1])[:limit]
+    return [StoreHit(cid, score, payloads[cid]) for cid, score in best]
 
 
 def min_max_normalised(scores: Sequence[float]) -> list[float]:

@@ -129,6 +129,8 @@ class InMemoryStore(StoreTemplate):
         with self._lock:
             if spec.multivector_dimension is not None:  # the token-vector field next to the dense one
                 ids = list(self._tokens)
+                if not ids:
+                    return []
                 maxsim = ((query @ self._tokens[i].T).max(axis=1).sum() for i in ids)
                 scores = np.fromiter(maxsim, dtype=np.float64, count=len(ids))
             else:

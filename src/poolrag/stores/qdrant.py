@@ -197,11 +197,13 @@ class QdrantStore(QdrantPointStore):
 
         vectors, sparse_vectors = qdrant_points.vector_fields(
             spec,
-            models.VectorParams,
-            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-            (models.Datatype.FLOAT16, models.Datatype.UINT8, models.Distance.COSINE, models.Distance.DOT),
-            models.SparseVectorParams,
-            models.Modifier.IDF,
+            vector_params=models.VectorParams,
+            maxsim=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+            storage=qdrant_points.DenseStorage(
+                models.Datatype.FLOAT16, models.Datatype.UINT8, models.Distance.COSINE, models.Distance.DOT
+            ),
+            sparse_params=models.SparseVectorParams,
+            idf=models.Modifier.IDF,
         )
         self._call(
             lambda: self._client.create_collection(
@@ -274,11 +276,11 @@ class QdrantStore(QdrantPointStore):
 
         return models.SparseVector(indices=vector.indices.tolist(), values=vector.values.tolist())
 
-    def _points(self, limit: int, filter: CheckedFilter | None, **query: Any) -> list[StoreHit]:
+    def _points(self, limit: int, filter: CheckedFilter | None, **request: Any) -> list[StoreHit]:
         query_filter = qdrant_filter(filter)
         res = self._call(
             lambda: self._client.query_points(
-                self.collection, limit=limit, query_filter=query_filter, with_payload=True, **query
+                self.collection, limit=limit, query_filter=query_filter, with_payload=True, **request
             ),
             "query_points",
         )

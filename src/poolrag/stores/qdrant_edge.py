@@ -137,16 +137,16 @@ class QdrantEdgeStore(QdrantPointStore):
             quant = qe.BinaryQuantizationConfig()
         vectors, sparse = qdrant_points.vector_fields(
             create,
-            qe.EdgeVectorParams,
-            qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-            (
+            vector_params=qe.EdgeVectorParams,
+            maxsim=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+            storage=qdrant_points.DenseStorage(
                 qe.VectorStorageDatatype.Float16,
                 qe.VectorStorageDatatype.Uint8,
                 qe.Distance.Cosine,
                 qe.Distance.Dot,
             ),
-            qe.EdgeSparseVectorParams,
-            qe.Modifier.Idf,
+            sparse_params=qe.EdgeSparseVectorParams,
+            idf=qe.Modifier.Idf,
         )
         config = qe.EdgeConfig(vectors=vectors, sparse_vectors=sparse, quantization_config=quant)
         self._shard = self._call(lambda: qe.EdgeShard.create(str(shard_dir), config), "create shard")

@@ -34,21 +34,31 @@ PAGE = 1000
 OVERSAMPLING = 2.0
 
 
+class DenseStorage(NamedTuple):
+    """A library's own constants for a dense field: its datatypes and distances."""
+
+    float16: Any
+    uint8: Any
+    cosine: Any
+    dot: Any
+
+
 def vector_fields(
     spec: CollectionSpec,
+    *,
     vector_params: Callable[..., Any],
     maxsim: Any,
-    storage: tuple[Any, Any, Any, Any],
+    storage: DenseStorage,
     sparse_params: Callable[..., Any],
     idf: Any,
 ) -> tuple[Any, dict[str, Any] | None]:
     """The (vectors, sparse vectors) config of a new collection, in the library's own classes:
     ``vector_params`` and ``sparse_params`` (its parameter classes), ``maxsim`` (its MaxSim
-    multivector config), ``storage`` (its float16 and uint8 datatypes, cosine and dot distances)
-    and ``idf`` (its IDF modifier). Token vectors are always float32."""
+    multivector config), ``storage`` and ``idf`` (its IDF modifier). Token vectors are always
+    float32."""
 
     def dense(size: int, multivector: bool, vector_type: str) -> Any:
-        datatype, distance = dense_storage(vector_type, *storage)
+        datatype, distance = dense_storage(vector_type, storage)
         config = maxsim if multivector else None
         return vector_params(size=size, distance=distance, multivector_config=config, datatype=datatype)
 
@@ -63,14 +73,14 @@ def vector_fields(
     return named, {SPARSE_NAME: sparse_params(modifier=idf if spec.sparse == "bm25" else None)}
 
 
-def dense_storage(vector_type: str, float16: Any, uint8: Any, cosine: Any, dot: Any) -> tuple[Any, Any]:
+def dense_storage(vector_type: str, storage: DenseStorage) -> tuple[Any, Any]:
     """(datatype, distance) of a field holding ``vector_type`` vectors, from the library's own
     constants. Compact vectors are compared by dot product: cosine would make Qdrant renormalise
     them on the way in, so it would no longer hold the values sent (the engine's vectors are unit
     length and the store template normalises the query, so the scores are still cosines)."""
     if vector_type == "float32":
-        return None, cosine
-    return (float16 if vector_type == "float16" else uint8), dot
+        return None, storage.cosine
+    return (storage.float16 if vector_type == "float16" else storage.uint8), storage.dot
 
 
 def point_vector(spec: CollectionSpec, record: ChunkRecord, sparse: Callable[[SparseVector], Any]) -> Any:
