@@ -4,7 +4,6 @@ itself with ``register(subparsers)``; list a new one in :data:`SUBCOMMANDS`."""
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -50,15 +49,6 @@ def bound_native_memory(trim_interval_s: float = TRIM_INTERVAL_S) -> None:
         os.environ.setdefault(name, capacity)
     bound_arenas()
     trim_after_batches(trim_interval_s)
-
-
-def freeze_loaded_objects() -> None:
-    """Leave what loading made (torch, transformers, the model: ~350k objects) out of Python's
-    cyclic garbage collection from now on. Each full collection walked all of them, ~0.2 s with the
-    GIL held, every few seconds of a busy server: its p99 at 16 and 64 connections was those
-    pauses (benchmarks/RESULTS.md). Objects freed by their reference counts are freed as before."""
-    gc.collect()
-    gc.freeze()
 
 
 #: Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it.

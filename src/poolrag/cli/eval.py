@@ -161,6 +161,7 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
     from poolrag.evaluation import BeirDataset
     from poolrag.evaluation.run import SPARSE_MODES, Evaluation
     from poolrag.ingest import IngestPipeline, TokenChunker
+    from poolrag.loaded_objects import freeze_loaded_objects
     from poolrag.stores import check_collection_name
 
     # The cheap checks first: modes, names, the dataset folder, before a model or database is touched.
@@ -205,6 +206,7 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
         reranker=reranker,
         rerank_weight=args.rerank_weight,
     )
+    freeze_loaded_objects()  # the models are loaded: full collections need not walk them
     report = evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch, prune=owned)
     return report, (tune_and_save(args, evaluation, dataset, report) if args.tune else None)
 

@@ -204,6 +204,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
     from poolrag.ingest.pdf_pages import PageRendering
     from poolrag.ingest.readers import count_documents
+    from poolrag.loaded_objects import freeze_loaded_objects
     from poolrag.model_facts import ScoreKind
     from poolrag.postprocess.quantization_ranges import QuantizationRanges, shipped_ranges
     from poolrag.stores import check_collection_name
@@ -301,6 +302,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
     documents = read_paths(
         args.paths, text_field=args.text_field, skipped=skipped, images=images, texts=texts
     )
+    freeze_loaded_objects()  # the models are loaded: full collections need not walk them
     report = pipeline.run(
         documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total
     )

@@ -350,7 +350,7 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 def _app(settings: Any, served: list[Any]) -> Any:
     """The app serving every model, each engine loaded here."""
     from poolrag import Engine
-    from poolrag.cli import freeze_loaded_objects
+    from poolrag.loaded_objects import freeze_loaded_objects
     from poolrag.server.app import create_models_app
 
     engines = [(Engine.from_engine_args(one.engine_args), one.settings) for one in served]

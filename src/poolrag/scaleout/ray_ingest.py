@@ -68,6 +68,7 @@ from poolrag.ingest.sparse_encoders import (
     bm25_for_model,
     collection_languages,
 )
+from poolrag.loaded_objects import freeze_loaded_objects
 from poolrag.model_facts import ScoreKind
 from poolrag.sparse.vector import SparseVector
 from poolrag.sparse.words import DEFAULT_LANGUAGE, WORDS, WordAnalyzer
@@ -249,6 +250,7 @@ class ChunkEmbedder:
         self.token_budget = self.engine.max_batch_tokens
         self.special_tokens = int(self.engine.tokenizer.num_special_tokens_to_add(pair=False))
         self.full_dimension = int(self.engine.facts.embedding_dim or 0)
+        freeze_loaded_objects()  # an actor lives for the job: full collections need not walk its model
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         per_doc = [list(self.chunker.iter_chunks(doc)) for doc in _documents(batch)]

@@ -26,11 +26,22 @@ from ray.serve import Application
 from poolrag.counts import check_count
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
+from poolrag.loaded_objects import freeze_loaded_objects
 from poolrag.server.settings import ServerSettings
 
 logger = logging.getLogger(__name__)
 
 APP_NAME = "poolrag"
+
+
+def load_engines(models: Sequence[tuple[EngineArgs, ServerSettings]]) -> list[tuple[Any, ServerSettings]]:
+    """A replica's engines, loaded where this runs; what loading made is then left out of Python's
+    cyclic collections, as a single ``poolrag serve`` process leaves it."""
+    from poolrag.engine import Engine
+
+    engines = [(Engine.from_engine_args(engine_args), settings) for engine_args, settings in models]
+    freeze_loaded_objects()
+    return engines
 
 
 @serve.ingress()
@@ -39,9 +50,7 @@ class PoolragReplica:
     the app serving them (built on the replica, after the engines)."""
 
     def __init__(self, models: Sequence[tuple[EngineArgs, ServerSettings]]) -> None:
-        from poolrag.engine import Engine
-
-        self.engines = [(Engine.from_engine_args(engine_args), settings) for engine_args, settings in models]
+        self.engines = load_engines(models)
 
     def __serve_build_asgi_app__(self) -> Any:
         from poolrag.server.app import create_models_app
