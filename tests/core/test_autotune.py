@@ -414,3 +414,18 @@ def test_full_tuning_times_int8_compiled_and_serves_it_when_it_wins(cache: Path,
         assert report is not None and report.state == "active" and report.graph == "native-packed-int8"
     exact = Engine(minilm_path, tune="off").embed_array(TEXTS)
     assert _cosines(exact, engine.embed_array(TEXTS)).min() >= FAST_MIN_COSINE
+
+
+@pytest.mark.parametrize("mode", ["int8", "bf16"])
+def test_a_pinned_fast_mode_on_a_first_load_switches_on_after_timing(
+    cache: Path, minilm_path: Path, mode: str
+) -> None:
+    """The first load times the exact paths (packing their weights), then converts the winner's
+    weights as loaded, not the packed ones: no load fails for having measured first."""
+    engine = Engine(minilm_path, cpu_fast_mode=mode, tune="auto")
+    assert engine.tune_report.state == "measured" and engine.tune_report.verdict is not None
+    fast = engine.fast_mode_report
+    assert fast is not None and fast.mode == mode
+    exact = Engine(minilm_path, tune="off").embed_array(TEXTS)
+    bar = fast.min_cosine_required if fast.active else 1 - 1e-6  # fell back: exact fp32 serves
+    assert _cosines(exact, engine.embed_array(TEXTS)).min() >= bar

@@ -348,7 +348,8 @@ class _Tuner:
     ) -> tuple[_Candidate, list[_Candidate], int]:
         """(the winner, every candidate, passes) among the exact paths the request leaves open;
         ``first``: the default path, already built."""
-        copies = request.mode == "full" or request.fast_mode == "auto"  # later candidates of one impl
+        # later candidates of one impl, or the weights a pinned fast mode converts once timing is over
+        copies = request.mode == "full" or request.fast_mode is not None
         first = first or self._build(request.model_impl)
         if copies:
             self.keep(first)
@@ -551,6 +552,8 @@ def load_tuned(
     chosen, fast_candidates, passes = exact, [], exact_passes
     if wants_fast:
         chosen, fast_candidates, passes = tuner.fast(exact, request)
+    elif request.fast_mode is not None:  # pinned: the plan converts weights that timing left unpacked
+        chosen = replace(exact, forward="eager", pipeline=tuner.pipeline(exact.impl), compile_job=None)  # type: ignore[arg-type]
     tuner.forget()
     rows = _runs_or_groups(chosen.pipeline, cached.min_rows_per_run if cached is not None else None)
     verdict = Verdict(
