@@ -172,9 +172,13 @@ def test_int8_fast_mode_compiles_with_its_quantisation_fused_and_keeps_its_bar(
     if not fast.active:  # below the bar on this CPU: exact fp32 serves and compiles as usual
         assert report.graph == "native-packed" and report.state == "active", report
         return
-    assert report.state == "active", report.reason
     assert report.graph == "native-packed-int8"  # not the exact graph's artifacts (the key names it)
-    assert report.min_cosine is not None and report.min_cosine >= fast.compiled_min_cosine()
-    assert internals.runner(engine).compiled
+    assert report.min_cosine is not None
+    if report.state == "active":
+        assert report.min_cosine >= fast.compiled_min_cosine()
+        assert internals.runner(engine).compiled
+    else:  # eager int8 met the bar with too little to spare for the graph's own drift (AVX2 kernels)
+        assert report.min_cosine < fast.compiled_min_cosine() and "min cosine" in report.reason
+        assert not internals.runner(engine).compiled
     exact = Engine(minilm_path).embed_array(TEXTS)
     assert _cosines(exact, engine.embed_array(TEXTS)).min() >= fast.min_cosine_required

@@ -305,6 +305,11 @@ PROBE_TEXTS = (
     "Embedding models map text to vectors so that similar meanings land close together; rerankers "
     "read a query and a passage jointly and return a relevance score, which is slower but more precise.",
     "Der schnelle braune Fuchs springt über den faulen Hund.",
+    # the shortest inputs: with a handful of tokens a quantised forward's errors average out least
+    # (int8 with 7-bit activations on an AVX2-only EPYC: 0.9993 at worst on the sentences above,
+    # 0.9988 on "Weather", 0.9966 on "OK.")
+    "Weather",
+    "OK.",
 )
 
 

@@ -15,9 +15,10 @@ and is exact. Without (AVX2, AVX-512 without VNNI) it multiplies byte pairs with
 which saturates at int16: two products of ~128 × 127 already overflow, so outputs went wrong
 wherever weights are large (min cosine 0.992 on all-MiniLM-L6-v2 under AVX2). There the activations
 keep 7 bits (``[-63, 63]`` + 64, so a pair sums to at most 2 · 127 · 127 < 2^15): exact again, at
-the cost of one bit (min cosine 0.9993). :func:`int8_activation_levels` finds out which applies by
-running the kernel, not by reading CPU flags, so ``ONEDNN_MAX_CPU_ISA`` is honoured. The per-token
-scale, bias and residual add are applied to its fp32 output.
+the cost of one bit (min cosine 0.9993 on sentences, but 0.9966 on a two-token "OK.": the fast
+mode's probe texts hold short inputs, so its bar refuses int8 there). :func:`int8_activation_levels`
+finds out which applies by running the kernel, not by reading CPU flags, so ``ONEDNN_MAX_CPU_ISA``
+is honoured. The per-token scale, bias and residual add are applied to its fp32 output.
 
 Only the attention projections (query/key/value and output) go int8; the feed-forward block stays
 fp32. Measured on all-MiniLM-L6-v2 over 2,000 mixed texts (min / mean cosine to fp32, speed vs
