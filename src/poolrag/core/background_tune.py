@@ -169,34 +169,23 @@ class BackgroundTune:
     def _switch(self, core: EngineCore, report: TuneReport, winner: Pipeline) -> TuneReport:
         """Serve on ``winner`` from the next batch on, unless it is the default path already."""
         assert self._serving is not None and report.verdict is not None
-        verdict = report.verdict
         logger.debug("autotune measured in the background:\n%s", report.table())
-        where = f"saved to {report.path}" if report.path else "not saved"
         if winner is self._serving:
-            progress.info(
-                "measured in %.1f s: the default path (%s eager) is the fastest exact path here (%s)",
-                verdict.seconds,
-                verdict.impl,
-                where,
-            )
-            return report
+            return _said(report, "the default path (%s eager) is the fastest exact path here (%s)")
         runner = winner.executor.runner
         if runner.accepts_token_types != core.runner.accepts_token_types:
             # requests are tokenised by the default path's processor: this engine keeps that path
             winner.executor.close()
-            progress.info(
-                "measured in %.1f s: %s eager is faster here (%s); later loads serve on it",
-                verdict.seconds,
-                verdict.impl,
-                where,
-            )
-            return report
+            return _said(report, "%s eager is faster here (%s); later loads serve on it")
         core.replace_runner(runner, winner.executor.poolers).result()
         winner.executor.close()  # its own core never ran: the runner now serves in the engine's
-        progress.info(
-            "measured in %.1f s: %s eager is the fastest exact path here (%s); serving on it now",
-            verdict.seconds,
-            verdict.impl,
-            where,
-        )
-        return report
+        return _said(report, "%s eager is the fastest exact path here (%s); serving on it now")
+
+
+def _said(report: TuneReport, outcome: str) -> TuneReport:
+    """``report``, once its outcome is said: ``outcome`` names the winner's path (``%s``) and then
+    where the verdict went (``%s``), after how long the measuring took."""
+    assert report.verdict is not None
+    where = f"saved to {report.path}" if report.path else "not saved"
+    progress.info(f"measured in %.1f s: {outcome}", report.verdict.seconds, report.verdict.impl, where)
+    return report
