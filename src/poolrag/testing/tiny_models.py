@@ -17,6 +17,8 @@ import transformers
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 ENCODER_ARCHS = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert")
 HIDDEN = 32
+#: the layers of every tiny transformer (an encoder, each tower of a dual encoder, a page retriever's)
+_TOWER = {"hidden_size": HIDDEN, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 2}
 
 # mixed lengths (and a duplicate) so that batching, padding and dedupe all matter
 SENTENCES = [
@@ -52,15 +54,7 @@ def _config(arch: str, **extra: object) -> transformers.PretrainedConfig:
         "xlm-roberta": transformers.XLMRobertaConfig,
         "mpnet": transformers.MPNetConfig,
     }[arch]
-    sizes = {
-        "hidden_size": HIDDEN,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "intermediate_size": 37,
-        "max_position_embeddings": 514,
-        "bos_token_id": 101,
-        "eos_token_id": 102,
-    }
+    sizes = _TOWER | {"max_position_embeddings": 514, "bos_token_id": 101, "eos_token_id": 102}
     return cls(**(sizes | common))
 
 
@@ -223,8 +217,7 @@ def build_bge_m3(dest: Path, tokenizer_src: Path, colbert_dim: int = 24, seed: i
     return dest
 
 
-#: the layers of each tower of the tiny dual encoders, and their image tower's 32 px, 8 px patches
-_TOWER = {"hidden_size": HIDDEN, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 2}
+#: the image tower of the tiny dual encoders and page retrievers: 32 px, 8 px patches
 _VISION = _TOWER | {"image_size": 32, "patch_size": 8}
 
 
@@ -284,8 +277,7 @@ def build_colpali(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_src)
     tokenizer.add_special_tokens({"bos_token": "[CLS]", "additional_special_tokens": ["<image>"]})
     image_token = tokenizer.convert_tokens_to_ids("<image>")
-    text = {"vocab_size": len(tokenizer), "hidden_size": HIDDEN, "intermediate_size": 37}
-    text |= {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16}
+    text = _TOWER | {"vocab_size": len(tokenizer), "num_key_value_heads": 1, "head_dim": 16}
     text |= {"max_position_embeddings": 128, "pad_token_id": 0, "bos_token_id": 101, "eos_token_id": 102}
     vision = _VISION | {"projection_dim": HIDDEN}
     vlm = transformers.PaliGemmaConfig(
@@ -311,23 +303,9 @@ def build_colqwen2(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
     names += ["<|image_pad|>", "<|video_pad|>"]
     tokenizer.add_special_tokens({"additional_special_tokens": names})
     ids = {name: tokenizer.convert_tokens_to_ids(name) for name in names}
-    text = {
-        "vocab_size": len(tokenizer),
-        "hidden_size": HIDDEN,
-        "intermediate_size": 37,
-        "num_hidden_layers": 2,
-    }
-    text |= {
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "max_position_embeddings": 512,
-        "pad_token_id": 0,
-    }
-    text |= {
-        "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]},
-        "bos_token_id": 101,
-        "eos_token_id": 102,
-    }
+    text = _TOWER | {"vocab_size": len(tokenizer), "num_key_value_heads": 1, "max_position_embeddings": 512}
+    text |= {"pad_token_id": 0, "bos_token_id": 101, "eos_token_id": 102}
+    text |= {"rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]}}
     vision = {"depth": 2, "embed_dim": HIDDEN, "hidden_size": HIDDEN, "num_heads": 2, "mlp_ratio": 2}
     vision |= {"patch_size": 8, "spatial_merge_size": 2, "temporal_patch_size": 2}
     vlm = transformers.Qwen2VLConfig(
@@ -359,13 +337,7 @@ def build_colmodernvbert(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path
     tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_src)
     names = ["<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"]
     tokenizer.add_special_tokens({"additional_special_tokens": names})
-    text = {
-        "vocab_size": len(tokenizer),
-        "hidden_size": HIDDEN,
-        "intermediate_size": 37,
-        "num_hidden_layers": 2,
-    }
-    text |= {"num_attention_heads": 2, "pad_token_id": 0, "max_position_embeddings": 512}
+    text = _TOWER | {"vocab_size": len(tokenizer), "pad_token_id": 0, "max_position_embeddings": 512}
     text |= {"bos_token_id": 101, "eos_token_id": 102, "sep_token_id": 102, "cls_token_id": 101}
     vlm = transformers.ModernVBertConfig(
         text_config=text,
