@@ -20,28 +20,14 @@ from poolrag.model_facts import ModelFacts
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
 
-#: The PoolingParams fields each endpoint reads from a request body.
-EMBEDDINGS_FIELDS = (
-    "dimensions",
-    "normalize",
-    "use_activation",
-    "truncate_prompt_tokens",
-    "truncate",
-    "input_type",
-    "prompt",
-    "prompt_name",
-)
-POOLING_FIELDS = (
-    "dimensions",
-    "normalize",
-    "use_activation",
-    "truncate_prompt_tokens",
-    "truncate",
-    "input_type",
-    "max_active_dims",
-)
-SCORE_FIELDS = ("truncate_prompt_tokens", "truncate", "use_activation")
-CLASSIFY_FIELDS = ("truncate_prompt_tokens", "truncate", "use_activation")
+#: The PoolingParams fields each endpoint reads from a request body: every one reads how inputs are
+#: cut and whether the activation applies; the vector endpoints also read the vectors' settings.
+_EVERY_ENDPOINT = ("truncate_prompt_tokens", "truncate", "use_activation")
+_VECTORS = (*_EVERY_ENDPOINT, "dimensions", "normalize", "input_type")
+EMBEDDINGS_FIELDS = (*_VECTORS, "prompt", "prompt_name")
+POOLING_FIELDS = (*_VECTORS, "max_active_dims")
+SCORE_FIELDS = _EVERY_ENDPOINT
+CLASSIFY_FIELDS = _EVERY_ENDPOINT
 
 #: Response headers naming the served model on every answer (``poolrag.server.model_identity``):
 #: ``ModelFacts.model_identity`` and ``ModelFacts.output_fingerprint``, percent-encoded (header
