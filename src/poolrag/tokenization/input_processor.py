@@ -30,7 +30,7 @@ from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
 from poolrag.tokenization.images import ImagePreprocessor
 from poolrag.tokenization.page_inputs import PagePreprocessor
-from poolrag.tokenization.text_cut import TextCut
+from poolrag.tokenization.text_cut import TextCut, bare_ids
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -357,13 +357,7 @@ class InputProcessor:
     def _chunked(self, text: str, ids: Sequence[int], params: ResolvedParams) -> ChunkedRequest:
         """Window-sized chunks of real tokens, each framed by the tokenizer's special tokens; they
         pool unnormalised and at full size, the join applies the request's own settings."""
-        bare = call_tokenizer(
-            self.tokenizer,
-            text,
-            add_special_tokens=False,
-            return_token_type_ids=False,
-            return_attention_mask=False,
-        )["input_ids"]
+        bare = bare_ids(self.tokenizer, text)
         frame = _special_frame(ids, bare)
         window = self.max_len - (len(frame[0]) + len(frame[1]) if frame else 0)
         if frame is None or window < 1:

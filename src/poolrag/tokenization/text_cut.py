@@ -41,6 +41,13 @@ COUNT_WINDOW_CHARS = 1 << 16
 _PROBES = ("one two", "a  b   c", "x, y.z w", "naïve 日本 words", "12345 678", "don't stop ", " lead")
 
 
+def bare_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """``text``'s token ids without special tokens (nothing else asked of the tokenizer)."""
+    return call_tokenizer(
+        tokenizer, text, add_special_tokens=False, return_token_type_ids=False, return_attention_mask=False
+    )["input_ids"]
+
+
 def _pieces_stop_at_spaces(pre_tokenizer: Any) -> bool:
     """Whether every pre-token of the probes holds a space only as its first character (or is
     whitespace only)."""
@@ -69,17 +76,6 @@ class TextCut:
         if not self.enabled:
             logger.debug("this tokenizer's texts are tokenised whole (no safe cut before a space)")
 
-    def _bare_count(self, text: str) -> int:
-        return len(
-            call_tokenizer(
-                self.tokenizer,
-                text,
-                add_special_tokens=False,
-                return_token_type_ids=False,
-                return_attention_mask=False,
-            )["input_ids"]
-        )
-
     def prefix(self, text: str, tokens: int) -> str:
         """A prefix of ``text`` holding at least ``tokens`` tokens (no special tokens), each the
         same as the whole text's; ``text`` itself when it is short or cannot be cut safely."""
@@ -92,7 +88,7 @@ class TextCut:
                 return text
             cut = found.start()
             head = text[:cut]
-            if self._bare_count(head) >= tokens:
+            if len(bare_ids(self.tokenizer, head)) >= tokens:
                 return head
             chars = 2 * cut
         return text
@@ -103,11 +99,11 @@ class TextCut:
         first window that takes the total past it (a caller that only needs to know a text is too
         long pays for the limit's worth of tokenising, not the whole text's)."""
         if not self.enabled or len(text) <= COUNT_WINDOW_CHARS:
-            return self._bare_count(text)
+            return len(bare_ids(self.tokenizer, text))
         total, start = 0, 0
         while start < len(text) and (stop_after is None or total <= stop_after):
             found = _CUT.search(text, start + COUNT_WINDOW_CHARS)
             end = len(text) if found is None else found.start()
-            total += self._bare_count(text[start:end])
+            total += len(bare_ids(self.tokenizer, text[start:end]))
             start = end
         return total
