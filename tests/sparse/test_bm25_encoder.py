@@ -128,19 +128,16 @@ def test_document_weights_saturate_and_empty_documents_are_empty(encoder: BM25En
         encoder.term_counts([b"bytes"])  # type: ignore[list-item]
 
 
-def test_statistics_merge_subtract_and_serialise(encoder: BM25Encoder) -> None:
+def test_statistics_merge_and_serialise(encoder: BM25Encoder) -> None:
     counts = encoder.term_counts(DOCUMENTS)
     whole = BM25Stats.from_term_counts(counts)
     first, rest = BM25Stats.from_term_counts(counts[:1]), BM25Stats.from_term_counts(counts[1:])
     assert first.merged(rest) == whole
-    assert whole.without(rest) == first
     assert BM25Stats.from_json(whole.to_json()) == whole
     assert BM25Stats().avg_doc_length == 0.0
     the = encoder.tokenizer.convert_tokens_to_ids("the")
     assert whole.document_frequency[the] == 3
     assert whole.idf(the) == pytest.approx(math.log(1 + 0.5 / 3.5))
-    with pytest.raises(InvalidInputError, match="more documents than hold it"):
-        first.without(rest)
 
 
 @pytest.mark.parametrize(

@@ -117,21 +117,6 @@ class BM25Stats:
         count = self.document_count + other.document_count
         return BM25Stats(count, self.total_length + other.total_length, dict(frequency))
 
-    def without(self, other: BM25Stats) -> BM25Stats:
-        """Statistics after removing documents counted in ``other`` (e.g. a re-ingested file's old chunks)."""
-        frequency = dict(self.document_frequency)
-        for token_id, n in other.document_frequency.items():
-            left = frequency.get(token_id, 0) - n
-            if left < 0:
-                raise InvalidInputError(f"cannot remove token {token_id} from more documents than hold it")
-            if left:
-                frequency[token_id] = left
-            else:
-                frequency.pop(token_id, None)
-        return BM25Stats(
-            self.document_count - other.document_count, self.total_length - other.total_length, frequency
-        )
-
     def to_json(self) -> str:
         return json.dumps(
             {
