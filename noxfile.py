@@ -6,6 +6,8 @@ also runs poolrag's Milvus store tests on 2.6; the `tests` session runs them on 
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.sessions = [
@@ -30,8 +32,11 @@ LLAMA_INDEX_PACKAGES = (
 )
 # torch==2.13.0 resolves to the local CPU wheel here; never let a dependency pull a CUDA build.
 CPU_TORCH = ("-c", "constraints-cpu.txt")
-# pip's --compile off: installed modules are byte-compiled when first imported, not all at install
+# pip's --compile off: installed modules are byte-compiled when first imported, not all at install.
+# That needs Python to keep what it compiles: with PYTHONDONTWRITEBYTECODE set (as on these CI
+# machines) every subprocess a test starts would compile torch again, so the sessions unset it.
 NO_COMPILE = {"PIP_COMPILE": "0"}
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def install(session: nox.Session, *args: str) -> None:
