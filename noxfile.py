@@ -33,8 +33,8 @@ LLAMA_INDEX_PACKAGES = (
 # torch==2.13.0 resolves to the local CPU wheel here; never let a dependency pull a CUDA build.
 CPU_TORCH = ("-c", "constraints-cpu.txt")
 # pip's --compile off: installed modules are byte-compiled when first imported, not all at install.
-# That needs Python to keep what it compiles: with PYTHONDONTWRITEBYTECODE set (as on these CI
-# machines) every subprocess a test starts would compile torch again, so the sessions unset it.
+# That needs Python to keep what it compiles: with PYTHONDONTWRITEBYTECODE set (as on the machines
+# this was measured on) every subprocess a test starts would compile torch again, so it is unset.
 NO_COMPILE = {"PIP_COMPILE": "0"}
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
