@@ -4,6 +4,9 @@ user's own settings (a transformers tqdm hook, a logger's level) as they were.""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from transformers.utils import logging as hf_logging
 
 from poolrag import Engine
 from poolrag.loading.load_noise import NOISY_LOGGERS
+from poolrag.testing.tiny_models import build_colpali
 
 
 def test_a_load_is_silent_and_puts_the_users_settings_back(
@@ -41,3 +45,17 @@ def test_a_load_is_silent_and_puts_the_users_settings_back(
         hf_logging.set_tqdm_hook(before)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def test_a_page_retriever_loads_silently_in_a_fresh_process(
+    tmp_path: Path, minilm_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A page retriever's class is transformers' own, imported on its first load: that import (the
+    modelling stack, torchao's where it is installed, as in the test extra) is inside the quiet load."""
+    folder = build_colpali(tmp_path / "colpali", minilm_path)
+    capfd.readouterr()
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(tmp_path / "cache")}
+    load = f"from poolrag import Engine; Engine({str(folder)!r})"
+    run = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stderr == ""

@@ -132,7 +132,8 @@ def load_page_retriever(
 
     if spec.architecture not in PAGE_RETRIEVER_CLASSES:
         raise ModelLoadError(f"{spec.architecture} is not one of {', '.join(PAGE_RETRIEVER_CLASSES)}")
-    model_class = getattr(transformers, spec.architecture)
+    with quiet_load():  # the class's first import brings transformers' modelling stack (and torchao)
+        model_class = getattr(transformers, spec.architecture)
     model = PageRetriever(from_pretrained(model_class, spec, dtype, device, trust_remote_code, placement))
     return inference_ready(model, device, placement)
 
