@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import cohere
 import httpx
 import numpy as np
@@ -40,6 +42,41 @@ def test_cohere_client_gets_every_type_equal_to_the_engine_side_function(minilm_
     assert response.texts == TEXTS
     tokens = sum(out.num_tokens for out in minilm_server.engine.embed(TEXTS))
     assert response.meta.billed_units.input_tokens == tokens
+
+
+def test_base64_is_each_float_vectors_little_endian_bytes_and_null_types_are_float(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    response = _client(minilm_server).embed(
+        texts=TEXTS,
+        model=minilm_server.model,
+        input_type="search_document",
+        embedding_types=["float", "base64"],
+    )
+    floats = np.array(response.embeddings.float_, dtype=np.float32)
+    decoded = np.stack(
+        [np.frombuffer(base64.b64decode(item), dtype="<f4") for item in response.embeddings.base64]
+    )
+    np.testing.assert_array_equal(decoded, floats)
+    plain = http.post(f"{minilm_server.url}/v2/embed", json={"texts": TEXTS, "embedding_types": None})
+    assert plain.status_code == 200, plain.text
+    np.testing.assert_array_equal(np.array(plain.json()["embeddings"]["float"], dtype=np.float32), floats)
+
+
+def test_max_tokens_cuts_each_text_and_priority_zero_is_accepted(minilm_server: Served) -> None:
+    response = _client(minilm_server).embed(
+        texts=[LONG_TEXT, TEXTS[2]],
+        model=minilm_server.model,
+        input_type="search_document",
+        embedding_types=["float"],
+        max_tokens=8,
+        priority=0,
+    )
+    offline = _offline(
+        minilm_server, [LONG_TEXT, TEXTS[2]], PoolingParams(truncate_prompt_tokens=8, input_type="document")
+    )
+    np.testing.assert_allclose(np.array(response.embeddings.float_), offline, rtol=0, atol=1e-6)
+    assert response.meta.billed_units.input_tokens == 16
 
 
 def test_search_query_uses_the_query_side_and_output_dimension_truncates(matryoshka_server: Served) -> None:
@@ -97,6 +134,8 @@ def test_truncate_end_keeps_the_first_tokens_and_none_refuses(
         ({"texts": TEXTS, "embedding_types": ["int8"], "calibration": [[0.1], [0.1, 0.2]]}, "calibration"),
         ({"texts": TEXTS, "embedding_types": ["int8"], "calibration": [[1e300] * 384]}, "calibration"),
         ({"texts": TEXTS, "truncate": "START"}, "truncate"),
+        ({"texts": [LONG_TEXT], "truncate": "NONE", "max_tokens": 8}, "max_tokens"),
+        ({"texts": TEXTS, "priority": 1}, "priority"),
         ({"texts": []}, "texts"),
     ],
 )

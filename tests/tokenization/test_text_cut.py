@@ -145,6 +145,24 @@ def test_pairs_of_long_texts_keep_the_longer_ones_extra_token(
     )
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=text_strategy, tokens=st.integers(min_value=1, max_value=40))
+def test_first_ends_a_text_where_its_nth_token_ends(
+    tokenizer: PreTrainedTokenizerBase, text: str, tokens: int
+) -> None:
+    """Cohere's ``max_tokens_per_doc``: a document through its first n tokens, as the whole text's
+    own offsets place them (special tokens not counted)."""
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    expected = text if len(offsets) <= tokens else text[: offsets[tokens - 1][1]]
+    assert TextCut(tokenizer).first(text, tokens) == expected
+
+
+def test_first_of_a_huge_text_tokenises_only_its_head(tokenizer: PreTrainedTokenizerBase) -> None:
+    text = "naïve words " * 1_000_000  # 12 MB: tokenised whole, this takes seconds and gigabytes
+    head = TextCut(tokenizer).first(text, 5)
+    assert text.startswith(head) and len(tokenizer(head, add_special_tokens=False)["input_ids"]) == 5
+
+
 def test_a_huge_text_is_cut_to_a_few_thousand_characters(tokenizer: PreTrainedTokenizerBase) -> None:
     text = "word " * 3_145_728  # the 15.7 MB request of issue 27
     head = TextCut(tokenizer).prefix(text, 256)

@@ -127,6 +127,13 @@ class RequestBody(BaseModel):
     )
 
 
+#: vLLM's and Cohere's ``priority``: 0 or null only, as every request is served in arrival order.
+Priority = Annotated[
+    Literal[0] | None,
+    Field(description="Only 0 (or null): requests are served in arrival order (no priority scheduling)."),
+]
+
+
 class VllmRequestBody(RequestBody):
     """The fields vLLM takes on every pooling endpoint, each honoured or refused by its type."""
 
@@ -144,9 +151,7 @@ class VllmRequestBody(RequestBody):
     request_id: StrictStr | None = Field(
         None, min_length=1, max_length=256, description="Returned as the answer's id."
     )
-    priority: Literal[0] = Field(
-        0, description="Only 0: requests are served in arrival order (no priority scheduling)."
-    )
+    priority: Priority = 0
     cache_salt: StrictStr | None = Field(
         None,
         min_length=1,
@@ -344,7 +349,7 @@ class EmbeddingResponse(_ListResponse):
 
 # -- /v2/embed (Cohere) -----------------------------------------------------------------------------
 CohereInputType = Literal["search_query", "search_document", "classification", "clustering", "image"]
-EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary"]
+EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary", "base64"]
 
 
 class CohereImageUrl(BaseModel):
@@ -379,10 +384,19 @@ class CohereEmbedRequest(RequestBody):
     input_type: CohereInputType = Field(
         "search_document", description="search_query / search_document select the model's prompts."
     )
-    embedding_types: list[EmbeddingType] = Field(
-        ["float"], min_length=1, description="One or more types; each comes back under its own key."
+    embedding_types: list[EmbeddingType] | None = Field(
+        None,
+        min_length=1,
+        description="One or more types; each comes back under its own key (omitted or null: float). "
+        "base64: each float vector's little-endian float32 bytes, base64-encoded.",
     )
     output_dimension: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
+    max_tokens: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="At most this many tokens of each input are embedded (special tokens included).",
+    )
+    priority: Priority = 0
     truncate: Literal["NONE", "START", "END"] | None = Field(
         None,
         description="END keeps the first tokens; NONE refuses a text that is too long; omitted: the "
@@ -405,6 +419,11 @@ class CohereEmbedRequest(RequestBody):
         for i, item in enumerate(self.inputs or ()):
             _one_part(item, f"inputs[{i}]")
         return self
+
+    @property
+    def types(self) -> list[str]:
+        """The embedding types asked for, float when none were."""
+        return list(self.embedding_types or ["float"])
 
     @property
     def field(self) -> str:
@@ -461,7 +480,7 @@ class CohereMeta(BaseModel):
 class CohereEmbedResponse(BaseModel):
     id: str
     response_type: Literal["embeddings_by_type"] = "embeddings_by_type"
-    embeddings: dict[str, list[list[float]] | list[list[int]]]
+    embeddings: dict[str, list[list[float]] | list[list[int]] | list[str]]
     texts: list[str]
     meta: CohereMeta
 
@@ -553,6 +572,12 @@ class RerankRequest(VllmRequestBody):
     )
     top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
     return_documents: StrictBool = True
+    max_tokens_per_doc: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="Cohere's: each document is cut to its first n tokens before it is scored "
+        "(omitted or null: only the model's own length cuts it).",
+    )
     use_activation: StrictBool | None = Field(
         None, description="Cross-encoders: false ranks by the raw logit instead of its sigmoid."
     )

@@ -14,25 +14,11 @@ tokens are few enough to hold, and it is not tokenised twice).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from poolrag.server.errors import APIError
-from poolrag.tokenization.text_cut import COUNT_WINDOW_CHARS, TextCut
-
-_CUTS: weakref.WeakKeyDictionary[Any, TextCut] = weakref.WeakKeyDictionary()
-_CUTS_LOCK = threading.Lock()
-
-
-def _text_cut(tokenizer: Any) -> TextCut:
-    """One :class:`TextCut` per tokenizer (building one reads the whole vocabulary)."""
-    with _CUTS_LOCK:
-        cut = _CUTS.get(tokenizer)
-        if cut is None:
-            cut = _CUTS[tokenizer] = TextCut(tokenizer)
-        return cut
+from poolrag.tokenization.text_cut import COUNT_WINDOW_CHARS, text_cut_of
 
 
 def _over_cap(param: str, limit: int) -> APIError:
@@ -57,7 +43,7 @@ def tokenize_within_cap(
     Synchronous: call it off the event loop. ``tokenize`` is the caller's own tokenisation (ids,
     or whatever else a dialect returns per token, as long as it is a list per token).
     """
-    cut = _text_cut(tokenizer)
+    cut = text_cut_of(tokenizer)
     specials = tokenizer.num_special_tokens_to_add(pair=False) if add_special_tokens else 0
     left = limit
     for text in texts:  # the long texts' counts first: nothing is tokenised whole before all pass

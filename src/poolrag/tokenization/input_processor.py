@@ -30,7 +30,7 @@ from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
 from poolrag.tokenization.images import ImagePreprocessor
 from poolrag.tokenization.page_inputs import PagePreprocessor
-from poolrag.tokenization.text_cut import TextCut, bare_ids
+from poolrag.tokenization.text_cut import TextCut, bare_ids, text_cut_of
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -125,14 +125,11 @@ class InputProcessor:
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
         self._colbert_ids = self._colbert_token_ids(colbert) if colbert else None
         self._frame: Any = _UNKNOWN  # special tokens around a text, found on first use
-        self._text_cut: TextCut | None = None
 
     @property
     def text_cut(self) -> TextCut:
         """Where this tokenizer's long texts may be cut before tokenising (built on first use)."""
-        if self._text_cut is None:
-            self._text_cut = TextCut(self.tokenizer)
-        return self._text_cut
+        return text_cut_of(self.tokenizer)
 
     def _kept_text(self, text: str, limit: int | None, chunking: bool) -> str:
         """``text`` cut to what tokenising can keep: ``limit`` tokens when truncating. Without

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import weakref
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -93,6 +95,17 @@ class TextCut:
             chars = 2 * cut
         return text
 
+    def first(self, text: str, tokens: int) -> str:
+        """``text`` through the end of its ``tokens``-th token (no special tokens counted), whole
+        when it holds no more; a slow tokenizer knows no offsets, so its texts stay whole."""
+        if not self.tokenizer.is_fast:
+            return text
+        head = self.prefix(text, tokens)
+        offsets = call_tokenizer(self.tokenizer, head, add_special_tokens=False, return_offsets_mapping=True)[
+            "offset_mapping"
+        ]
+        return head if len(offsets) <= tokens else head[: offsets[tokens - 1][1]]
+
     def count(self, text: str, stop_after: int | None = None) -> int:
         """Tokens in ``text`` (no special tokens), counted in windows cut before spaces so no more
         than one window's token list is held at a time. With ``stop_after``, counting stops at the
@@ -107,3 +120,17 @@ class TextCut:
             total += len(bare_ids(self.tokenizer, text[start:end]))
             start = end
         return total
+
+
+_CUTS: weakref.WeakKeyDictionary[Any, TextCut] = weakref.WeakKeyDictionary()
+_CUTS_LOCK = threading.Lock()
+
+
+def text_cut_of(tokenizer: PreTrainedTokenizerBase) -> TextCut:
+    """One :class:`TextCut` per tokenizer, kept while the tokenizer lives (building one reads the
+    whole vocabulary)."""
+    with _CUTS_LOCK:
+        cut = _CUTS.get(tokenizer)
+        if cut is None:
+            cut = _CUTS[tokenizer] = TextCut(tokenizer)
+        return cut

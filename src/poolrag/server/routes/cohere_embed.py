@@ -8,6 +8,8 @@ int8/uint8 are scaled by the request's ``calibration`` set, else the server's ra
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
@@ -53,8 +55,15 @@ def _params(body: CohereEmbedRequest, facts: ModelFacts) -> PoolingParams:
             "or refuses it (NONE)",
             param="truncate",
         )
+    if body.truncate == "NONE" and body.max_tokens is not None:
+        raise APIError(
+            400,
+            "truncate NONE refuses a text over the model's maximum and max_tokens cuts it: send one",
+            param="max_tokens",
+        )
     return PoolingParams(
         dimensions=body.output_dimension,
+        truncate_prompt_tokens=body.max_tokens,
         truncate=_TRUNCATE[body.truncate],
         input_type=_INPUT_TYPES.get(body.input_type),
         prompt_name=_prompt_name(body.input_type, facts),
@@ -77,11 +86,19 @@ def _by_type(
 ) -> dict[str, list[list[float]] | list[list[int]]]:
     try:
         return {
-            kind: quantize_vectors(vectors, kind, calibration=calibration, ranges=ranges).tolist()
+            kind: _base64(vectors)
+            if kind == "base64"
+            else quantize_vectors(vectors, kind, calibration=calibration, ranges=ranges).tolist()
             for kind in dict.fromkeys(types)
         }
     except InvalidInputError as exc:
         raise APIError(400, str(exc), param="calibration") from exc
+
+
+def _base64(vectors: np.ndarray) -> list[str]:
+    """Cohere's base64 type: each vector's float32 bytes, little-endian, base64-encoded."""
+    rows = np.ascontiguousarray(vectors, dtype="<f4")
+    return [base64.b64encode(row.tobytes()).decode("ascii") for row in rows]
 
 
 def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None) -> None:
@@ -89,7 +106,7 @@ def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None)
     model's) ranges file, or a batch of two or more texts; refused before the model runs."""
     if ranges is not None or body.calibration is not None or len(body.items) >= 2:
         return
-    if {"int8", "uint8"} & set(body.embedding_types):
+    if {"int8", "uint8"} & set(body.types):
         raise APIError(
             400,
             "calibration: int8/uint8 of a single text needs fixed ranges: send calibration vectors, or "
@@ -134,7 +151,7 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
     warnings = [f"{truncated} of {len(outputs)} texts were truncated to the model's maximum length"]
     return CohereEmbedResponse(
         id=new_id("embd", None),
-        embeddings=_by_type(vectors, body.embedding_types, calibration, state.ranges),
+        embeddings=_by_type(vectors, body.types, calibration, state.ranges),
         texts=list(body.texts or ()),
         meta=CohereMeta(
             billed_units=CohereBilledUnits(input_tokens=tokens), warnings=warnings if truncated else None

@@ -31,10 +31,11 @@ from poolrag.server.schemas import (
     RerankResult,
     Usage,
 )
-from poolrag.server.state import model_state, new_id
+from poolrag.server.state import ServerState, model_state, new_id
 from poolrag.server.tei_routing import TeiRoute, with_tei_errors
 from poolrag.server.tei_schemas import RerankBody, TeiRerankRequest, TeiRerankResponse
 from poolrag.server.truncation_report import report_truncated
+from poolrag.tokenization.text_cut import text_cut_of
 
 router = APIRouter(tags=["scoring"], route_class=TeiRoute)
 
@@ -45,6 +46,7 @@ async def _rerank(body: RerankRequest, request: Request, response: Response) -> 
     check_count(state.settings, len(texts), "documents")
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
+    texts = await _cut_to_max_tokens(state, request.url.path, texts, body.max_tokens_per_doc)
     with fields_named(text_1="query", text_2="documents"):
         outputs = await state.run_engine(
             request.url.path, len(texts), state.engine.ascore, body.query, texts, params
@@ -74,6 +76,16 @@ async def _rerank(body: RerankRequest, request: Request, response: Response) -> 
         usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
         results=results,
     )
+
+
+async def _cut_to_max_tokens(state: ServerState, path: str, texts: list[str], limit: int | None) -> list[str]:
+    """Cohere's ``max_tokens_per_doc``: each document through its first ``limit`` tokens. A limit
+    of the model's length or more cuts nothing the model would have read (Haystack and LangChain
+    send 4,096 by default), so only a smaller one costs a tokenising pass, off the event loop."""
+    if limit is None or limit >= state.engine.facts.max_model_len:
+        return texts
+    cut = text_cut_of(state.engine.tokenizer)
+    return await state.run_blocking(path, lambda: [cut.first(text, limit) for text in texts])
 
 
 def _echoed(document: str | RerankDocumentIn) -> RerankDocument:

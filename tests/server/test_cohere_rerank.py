@@ -1,0 +1,86 @@
+"""POST /v2/rerank called as Cohere's clients call it: the ``cohere`` client with the fields it and
+the frameworks built on it send (Haystack's ``CohereRanker`` and langchain-cohere pass
+``max_tokens_per_doc``, 4,096 by default)."""
+
+from __future__ import annotations
+
+import cohere
+import httpx
+import numpy as np
+import pytest
+
+from .conftest import Served
+
+QUERY = "What is the capital of France?"
+DOCUMENTS = [
+    "Bananas are rich in potassium.",
+    "Paris is the capital and largest city of France.",
+    "The Eiffel Tower is in Paris.",
+    "France is a country in Western Europe.",
+]
+
+
+def _scores(server: Served, documents: list[str]) -> list[float]:
+    return [out.outputs.score for out in server.engine.score(QUERY, documents)]
+
+
+def _first_tokens(server: Served, text: str, tokens: int) -> str:
+    offsets = server.engine.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return text[: offsets["offset_mapping"][tokens - 1][1]]
+
+
+def test_the_cohere_client_reranks_with_max_tokens_per_doc_and_priority(cross_encoder_server: Served) -> None:
+    client = cohere.ClientV2(base_url=cross_encoder_server.url, api_key="unused", timeout=120)
+    answer = client.rerank(
+        model=cross_encoder_server.model,
+        query=QUERY,
+        documents=DOCUMENTS,
+        top_n=3,
+        max_tokens_per_doc=4096,
+        priority=0,
+    )
+    scores = _scores(cross_encoder_server, DOCUMENTS)
+    best = sorted(range(len(DOCUMENTS)), key=lambda i: -scores[i])[:3]
+    assert [r.index for r in answer.results] == best
+    np.testing.assert_allclose(
+        [r.relevance_score for r in answer.results], [scores[i] for i in best], rtol=0, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("server", ["cross_encoder_server", "minilm_server"])
+def test_a_small_max_tokens_per_doc_scores_each_documents_first_tokens(
+    server: str, http: httpx.Client, request: pytest.FixtureRequest
+) -> None:
+    served: Served = request.getfixturevalue(server)
+    body = {"query": QUERY, "documents": DOCUMENTS, "max_tokens_per_doc": 3}
+    answer = http.post(f"{served.url}/v2/rerank", json=body)
+    assert answer.status_code == 200, answer.text
+    cut = [_first_tokens(served, document, 3) for document in DOCUMENTS]
+    assert cut[1] == "Paris is the"
+    scores = _scores(served, cut)
+    results = answer.json()["results"]
+    np.testing.assert_allclose(
+        [r["relevance_score"] for r in results], [scores[r["index"]] for r in results], rtol=0, atol=1e-6
+    )
+    assert [r["document"]["text"] for r in results] == [DOCUMENTS[r["index"]] for r in results]  # as sent
+
+
+def test_null_max_tokens_per_doc_and_priority_are_the_defaults(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    url = f"{cross_encoder_server.url}/v2/rerank"
+    plain = http.post(url, json={"query": QUERY, "documents": DOCUMENTS}).json()["results"]
+    nulls = {"query": QUERY, "documents": DOCUMENTS, "max_tokens_per_doc": None, "priority": None}
+    assert http.post(url, json=nulls).json()["results"] == plain
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("max_tokens_per_doc", 0), ("max_tokens_per_doc", "many"), ("priority", 1)]
+)
+def test_a_value_that_cannot_be_honoured_is_a_400_naming_its_field(
+    cross_encoder_server: Served, http: httpx.Client, field: str, value: object
+) -> None:
+    body = {"query": QUERY, "documents": DOCUMENTS, field: value}
+    answer = http.post(f"{cross_encoder_server.url}/v2/rerank", json=body)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"] == field
