@@ -39,7 +39,7 @@ def _spec(quantization: str | None = None) -> CollectionSpec:
     )
 
 
-@pytest.mark.parametrize(("quantization", "index_type"), [(None, "AUTOINDEX"), ("int8", "HNSW_SQ")])
+@pytest.mark.parametrize(("quantization", "index_type"), [(None, "FLAT"), ("int8", "HNSW_SQ")])
 def test_a_new_lite_collection_is_indexed_as_its_spec_says_and_loaded(
     tmp_path: Path, quantization: str | None, index_type: str
 ) -> None:

@@ -3,10 +3,15 @@ store creates. Milvus Lite's default candidate list (about k) answered k=1000 on
 collection (killed and resumed, then searched from the CLI) with 500 rows; the store now asks for a
 list of at least ``LITE_MIN_EF`` rows or k (674 rows from that file). That file's graph could not be
 rebuilt here from its vectors, so this holds the contract on clustered vectors in real Milvus Lite
-files, on both graph indexes the store creates."""
+files, on both indexes the store creates (exact for plain vectors, int8's HNSW_SQ graph); a file
+made before its plain index was exact has Milvus Lite's graph, which gets the same depth."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -80,3 +85,30 @@ def test_every_dense_search_of_a_lite_file_asks_for_the_depth(tmp_path: Path, mo
         assert len(store.search(vectors[0], limit=5)) == 5
         assert len(store.search(vectors[0], limit=400)) == 50
     assert [a["params"]["ef"] for a in asked] == [LITE_MIN_EF, 400]
+
+
+def _poolrag(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "poolrag.cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_document_beside_a_file_of_identical_chunks_is_found(tmp_path: Path, minilm_path: Path) -> None:
+    """A space-less text is cut in 100-character pieces, 200 identical chunks here (a footer every
+    page repeats does the same): searched by the next process, which reads the file's built index,
+    Milvus Lite's graph answered with copies only, at any depth, and never found the one other
+    document. A Lite file's dense index is exact, as Qdrant's local mode is. (The process that
+    wrote the file still searches its rows unindexed, so each command runs in a process of its own.)"""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text(
+        "# Good\n\nKittens purr when they are content and sometimes when anxious.\n"
+    )
+    (docs / "nospace.txt").write_text("x" * 20_000)
+    store_args = ["--model", str(minilm_path), "--uri", str(tmp_path / "docs.db"), "--collection", "docs"]
+    ingest = _poolrag(["ingest", str(docs), *store_args, "--no-cache", "-q"], tmp_path)
+    assert ingest.returncode == 0, ingest.stderr[-3000:]
+    search = _poolrag(["search", "kittens purr", *store_args, "-k", "300", "--json"], tmp_path)
+    assert search.returncode == 0, search.stderr[-3000:]
+    rows = [json.loads(line) for line in search.stdout.splitlines()]
+    assert len(rows) == 201 and Path(rows[0]["source"]).name == "good.md"
