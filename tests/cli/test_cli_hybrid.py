@@ -46,14 +46,16 @@ def test_hybrid_ingest_and_search_print_the_retrievers_results(
     assert (again["upserted"], again["embedded"], again["sparse_computed"]) == (0, 0, 0)
 
     where = {"uri": str(tmp_path / "m.db")} if kind == "milvus" else {"path": str(tmp_path / "q")}
-    for flags, mode in ((["--hybrid"], "hybrid"), (["--mode", "sparse"], "sparse"), ([], "dense")):
+    searches = [(["--hybrid"], "hybrid", None), (["--hybrid", "--prefetch", "3"], "hybrid", 3)]
+    searches += [(["--mode", "sparse"], "sparse", None), ([], "dense", None)]
+    for flags, mode, prefetch in searches:
         assert main(["search", QUERY, "-k", "5", "--json", *flags, *common]) == 0
         printed = _json_lines(capsys.readouterr().out)
         store = open_store(kind, "docs", **where)
         try:
             embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
             retriever = Retriever(store, embedder, sparse_encoder=BM25Encoder(minilm_engine.tokenizer))
-            want = retriever.search(QUERY, 5, mode=mode)
+            want = retriever.search(QUERY, 5, mode=mode, prefetch=prefetch)
         finally:
             store.close()
         assert [r["id"] for r in printed] == [r.id for r in want], mode

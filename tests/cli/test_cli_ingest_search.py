@@ -119,6 +119,7 @@ def test_database_down_exits_3_with_the_reason(tmp_path: Path, capsys) -> None:
         (["search", "x", "--store", "qdrant", "--collection", "none"], "nothing was ingested there"),
         (["ingest", "no/such/folder"], "no such file or folder"),
         (["search", "x", "--store", "milvus", "--path", "p"], "milvus takes --uri"),
+        (["search", "x", "--prefetch", "5"], "a hybrid search's legs: add --hybrid"),
     ],
 )
 def test_bad_requests_exit_2_with_a_message(
@@ -170,10 +171,12 @@ def test_a_search_that_ends_while_its_first_load_measures_exits_cleanly(tmp_path
     assert ingest.returncode == 0, ingest.stderr[-3000:]
     for run in range(4):
         first_load = {"POOLRAG_CACHE_DIR": str(tmp_path / f"cache-{run}"), "POOLRAG_TUNE": "auto"}
-        search = _poolrag(["search", "sourdough", *store], tmp_path, **first_load)
+        quiet = ["-q"] if run % 2 else []  # -q hides the line saying the first load measures
+        search = _poolrag(["search", "sourdough", *store, *quiet], tmp_path, **first_load)
         assert search.returncode == 0, (run, search.returncode, search.stderr[-3000:])
         assert "terminate called" not in search.stderr and "a.md" in search.stdout
         assert "measuring this model's paths failed" not in search.stderr  # the exit is no failure
+        assert ("first load of this model on this machine" in search.stderr) is not bool(quiet), search.stderr
 
 
 def test_the_report_counts_one_document_and_one_chunk_in_the_singular(

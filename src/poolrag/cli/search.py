@@ -84,18 +84,30 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-k", type=positive_int, default=10, help="results to show (default 10)")
     parser.add_argument("--candidates", type=positive_int, help="stage-1 candidates (default max(10k, 50))")
     parser.add_argument("--no-rescore", action="store_true", help="skip the full-vector re-scoring stage")
+    parser.add_argument(
+        "--prefetch",
+        type=positive_int,
+        help="with --mode hybrid: depth of each leg (default: the chunks fused, at least 50, or the "
+        "depth a saved 'poolrag eval --tune --save' chose)",
+    )
     add_cache_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print results as JSON lines")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines (a first load's measuring of the model)"
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if not require_store_extra("search", args.store):
         return EXIT_MISSING_EXTRA
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, quiet=args.quiet)
     if args.rerank is None and (args.second_stage is not None or args.rerank_weight is not None):
         return report_error("search", ValueError("--second-stage and --rerank-weight need --rerank MODEL"))
+    if args.prefetch is not None and args.mode != "hybrid":
+        refused = ValueError("--prefetch sets the depth of a hybrid search's legs: add --hybrid")
+        return report_error("search", refused)
     store = None
     try:
         refuse_missing_database(args)
@@ -173,7 +185,12 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     embedder = CachedEmbedder(engine, open_cache_from_args(args))
     retriever = Retriever(store, embedder, reranker=reranker, sparse_encoder=sparse)
     return retriever.search(
-        args.query, args.k, mode=args.mode, candidates=args.candidates, rescore=not args.no_rescore
+        args.query,
+        args.k,
+        mode=args.mode,
+        candidates=args.candidates,
+        rescore=not args.no_rescore,
+        prefetch=args.prefetch,
     )
 
 
