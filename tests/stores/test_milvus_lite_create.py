@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from pymilvus.client.types import LoadState
 
+from poolrag.errors import InvalidInputError
 from poolrag.stores import ChunkRecord, CollectionSpec, open_store
 from poolrag.stores.milvus import MilvusStore
 from poolrag.testing.store_internals import milvus_client
@@ -73,3 +74,17 @@ def test_the_next_opener_finds_the_collection_loaded_with_its_rows(tmp_path: Pat
         assert [h.id for h in again.search(np.asarray(records[13].vector), limit=1)] == ["c13"]
     finally:
         again.close()
+
+
+def test_a_uri_that_is_a_file_is_refused_at_once_in_one_line(tmp_path: Path, capsys) -> None:
+    """Milvus Lite 3 keeps a database in a folder; a file there (one Milvus Lite 2 wrote, a typo)
+    was retried for 9 s as a database another process holds, then exit 3 "unavailable"."""
+    from poolrag.cli import main
+
+    (tmp_path / "old.db").write_text("a file")
+    with pytest.raises(InvalidInputError, match="is a file, not a Milvus Lite database"):
+        open_store("milvus", "docs", uri=str(tmp_path / "old.db"))
+    args = ["ingest", str(tmp_path / "old.db"), "--uri", str(tmp_path / "old.db"), "--no-cache", "-q"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is a file, not a Milvus Lite database" in err

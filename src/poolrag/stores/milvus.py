@@ -224,6 +224,11 @@ class MilvusStore(StoreTemplate):
                 raise InvalidInputError(
                     f"cannot create Milvus Lite database {self.uri}: {database.parent} {missing}"
                 )
+            if database.is_file():  # Milvus Lite 3 keeps a database in a folder; 2.x wrote one file
+                raise InvalidInputError(
+                    f"--uri {self.uri}: {database} is a file, not a Milvus Lite database (a folder); "
+                    "choose another path"
+                )
             check_writable_folder(database.parent, "the Milvus Lite database")
             if database.is_dir():
                 check_writable_folder(database, "the Milvus Lite database")
