@@ -39,9 +39,16 @@ READ_ONLY = {"milvus": {"uri": "/sys/poolrag_milvus.db"}, "qdrant": {"path": "/s
 @pytest.mark.parametrize("kind", ["milvus", "qdrant"])
 def test_a_read_only_location_is_reported_at_once_as_a_permission_problem(kind: str) -> None:
     started = time.monotonic()
-    with pytest.raises(StorePathError, match=r"cannot write .* at /sys.*permission problem"):
+    with pytest.raises(StorePathError, match=r"cannot write .* at /sys.*(permission problem|read-only file)"):
         open_store(kind, "docs", **READ_ONLY[kind])  # default retry: 5 attempts, none used
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux procfs")
+def test_a_location_that_refuses_files_for_another_reason_is_not_called_a_permission_problem() -> None:
+    with pytest.raises(StorePathError) as refused:  # procfs: "No such file or directory"
+        open_store("milvus", "docs", uri="/proc/poolrag_milvus.db")
+    assert "permission" not in str(refused.value) and "choose a writable location" in str(refused.value)
 
 
 def _payload_corpus(root: Path) -> Path:

@@ -33,6 +33,15 @@ def check_writable_folder(folder: Path, what: str, *, create: bool = False) -> N
                 f"cannot write {what} at {folder}: part of that path is a file, not a folder"
             ) from exc
         reason = exc.strerror or str(exc)
+        cause = f"{_CAUSES[exc.errno]}: " if exc.errno in _CAUSES else ""
         raise StorePathError(
-            f"cannot write {what} at {folder}: {reason} (a permission problem: choose a writable location)"
+            f"cannot write {what} at {folder}: {reason} ({cause}choose a writable location)"
         ) from exc
+
+
+#: What an errno says about a folder that refused a probe file (others, e.g. a /proc path, say nothing).
+_CAUSES = {
+    errno.EACCES: "a permission problem",
+    errno.EPERM: "a permission problem",
+    errno.EROFS: "a read-only file system",
+}
