@@ -162,6 +162,7 @@ def test_the_fields_are_published(minilm_server: Served, http: httpx.Client) -> 
         "documents",
         "top_n",
         "return_documents",
+        "max_tokens_per_doc",
         "use_activation",
         *VllmRequestBody.model_fields,  # model, user, truncate_prompt_tokens, request_id, ...
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
@@ -147,6 +147,7 @@ def test_pairs_of_long_texts_keep_the_longer_ones_extra_token(
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=text_strategy, tokens=st.integers(min_value=1, max_value=40))
+@example(text="x" + "a" * 300 + " ", tokens=1)  # one [UNK] word, then a space the cut dropped: kept whole
 def test_first_ends_a_text_where_its_nth_token_ends(
     tokenizer: PreTrainedTokenizerBase, text: str, tokens: int
 ) -> None:

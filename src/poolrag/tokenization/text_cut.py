@@ -104,7 +104,10 @@ class TextCut:
         offsets = call_tokenizer(self.tokenizer, head, add_special_tokens=False, return_offsets_mapping=True)[
             "offset_mapping"
         ]
-        return head if len(offsets) <= tokens else head[: offsets[tokens - 1][1]]
+        if len(offsets) > tokens:
+            return head[: offsets[tokens - 1][1]]
+        # a cut head holds the tokens asked for: the rest is whole text unless a token follows
+        return text if head is text or self.count(text[len(head) :], stop_after=0) == 0 else head
 
     def count(self, text: str, stop_after: int | None = None) -> int:
         """Tokens in ``text`` (no special tokens), counted in windows cut before spaces so no more
