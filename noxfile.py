@@ -109,7 +109,8 @@ def tests(session: nox.Session) -> None:
 def notebooks(session: nox.Session) -> None:
     """Every notebook executed top to bottom as a user installs them (the notebooks extra and both
     partner packages), offline on the packaged MiniLM: no test assets are built here, since a
-    notebook that needed them would fail for its readers too."""
+    notebook that needed them would fail for its readers too. Two at a time: each runs in its own
+    kernel and temporary folder, and asserts no timing."""
     install(
         session,
         "-e",
@@ -122,8 +123,9 @@ def notebooks(session: nox.Session) -> None:
         "integrations/llama-index-postprocessor-poolrag-rerank",
         "pytest>=8",
         "pytest-timeout>=2.3",
+        "pytest-xdist>=3.6",
     )
-    session.run("pytest", "tests/notebooks", *session.posargs)
+    session.run("pytest", "tests/notebooks", "--numprocesses=2", *session.posargs)
 
 
 @nox.session(python="3.11")
