@@ -12,9 +12,9 @@ def test_one_prompt_is_a_list_of_one_and_a_list_holds_only_prompts() -> None:
     assert prompt_list("a cat") == ["a cat"]
     assert prompt_list({"prompt_token_ids": [101, 102]}) == [{"prompt_token_ids": [101, 102]}]
     assert prompt_list(("a", "b")) == ["a", "b"]
-    with pytest.raises(InputTypeError, match="prompts must be a string or a list of strings, not int"):
+    with pytest.raises(InputTypeError, match="input must be a string or a list of strings, not int"):
         prompt_list(3)
-    with pytest.raises(InputTypeError, match="each of text_2 must be a string, not int"):
+    with pytest.raises(InputTypeError, match=r"^text_2\[1\] must be a string, not int$"):
         prompt_list(["a", 1], "text_2")
 
 

@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     )
     from poolrag.params import PoolingParams
     from poolrag.postprocess.entities import Entity
+    from poolrag.vllm_outputs import ClassificationRequestOutput, EmbeddingRequestOutput, ScoringRequestOutput
 
 # public name -> module that defines it
 _EXPORTS = {
@@ -105,13 +106,19 @@ _EXPORTS = {
     "Entity": "poolrag.postprocess.entities",
     "QuantizationRanges": "poolrag.postprocess.quantization_ranges",
     "quantize_vectors": "poolrag.postprocess.vector_precision",
+    # what poolrag.LLM returns, under vLLM's names (its PoolingRequestOutput: poolrag.llm's)
+    "ClassificationRequestOutput": "poolrag.vllm_outputs",
+    "EmbeddingRequestOutput": "poolrag.vllm_outputs",
+    "ScoringRequestOutput": "poolrag.vllm_outputs",
 }
 
 __all__ = [
     "LLM",
     "ClassificationOutput",
+    "ClassificationRequestOutput",
     "DimensionsError",
     "EmbeddingOutput",
+    "EmbeddingRequestOutput",
     "Engine",
     "EngineArgs",
     "EngineClosedError",
@@ -127,6 +134,7 @@ __all__ = [
     "PoolragError",
     "QuantizationRanges",
     "ScoringOutput",
+    "ScoringRequestOutput",
     "UnsupportedTaskError",
     "quantize_vectors",
 ]

@@ -13,17 +13,19 @@ from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.image_inputs import is_image_input
 
 
-def prompt_list(prompts: Any, what: str = "prompts") -> list[Any]:
+def prompt_list(prompts: Any, what: str = "input") -> list[Any]:
     """``prompts`` as a list: one string, token prompt (a mapping with ``prompt_token_ids``) or image
     (:mod:`poolrag.image_inputs`) is a list of one; a sequence must hold only those."""
     if isinstance(prompts, (str, Mapping)) or is_image_input(prompts):
         return [prompts]
     if not isinstance(prompts, Sequence):
-        raise InputTypeError(f"{what} must be a string or a list of strings, not {type(prompts).__name__}")
+        raise InputTypeError(
+            f"{what} must be a string or a list of strings, not {type(prompts).__name__}", param=what
+        )
     items = list(prompts)
-    for item in items:
+    for i, item in enumerate(items):
         if not isinstance(item, (str, Mapping)) and not is_image_input(item):
-            raise InputTypeError(f"each of {what} must be a string, not {type(item).__name__}")
+            raise InputTypeError(f"{what}[{i}] must be a string, not {type(item).__name__}", param=what)
     return items
 
 

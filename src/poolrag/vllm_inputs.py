@@ -67,19 +67,27 @@ def _image_prompt(prompt: Mapping[str, Any]) -> object:
 
 
 def score_side(data: Any) -> Any:
-    """One side of vLLM's ``LLM.score`` in the Engine's form: texts as they are, a multimodal prompt
-    as its image, and vLLM's ``ScoreMultiModalParam`` (``{"content": [parts]}``) as one item per
-    ``text`` or ``image_url`` part (a data URL; a remote one is never fetched)."""
+    """One side of vLLM's ``LLM.score`` in the Engine's form: texts as they are (a ``TextPrompt`` as
+    its text), a multimodal prompt as its image, and vLLM's ``ScoreMultiModalParam``
+    (``{"content": [parts]}``) as one item per ``text`` or ``image_url`` part (a data URL; a remote
+    one is never fetched)."""
     if isinstance(data, Mapping) and "content" in data and set(data) == {"content"}:
         parts = data["content"]
         if not isinstance(parts, list | tuple) or not parts:
             raise InvalidInputError("a score's content is a list of text and image_url parts")
         return [_content_part(part, i) for i, part in enumerate(parts)]
-    if isinstance(data, Mapping) and "multi_modal_data" in data:
-        return _image_prompt(data)
     if isinstance(data, list | tuple):
-        return [_image_prompt(d) if isinstance(d, Mapping) and "multi_modal_data" in d else d for d in data]
-    return data
+        return [_score_item(d) for d in data]
+    return _score_item(data)
+
+
+def _score_item(item: Any) -> Any:
+    """A multimodal prompt as its image, a ``TextPrompt`` (``{"prompt": text}``) as its text."""
+    if isinstance(item, Mapping) and "multi_modal_data" in item:
+        return _image_prompt(item)
+    if isinstance(item, Mapping) and set(item) == {"prompt"}:
+        return item["prompt"]
+    return item
 
 
 def _content_part(part: object, index: int) -> object:

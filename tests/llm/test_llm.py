@@ -26,6 +26,19 @@ def test_llm_is_a_public_name() -> None:
     assert "LLM" in poolrag.__all__ and poolrag.LLM is LLM
 
 
+def test_what_llm_returns_is_importable_under_vllms_names(llm: LLM) -> None:
+    """``from vllm import LLM, EmbeddingRequestOutput`` ports by changing the package; vLLM's
+    ``PoolingRequestOutput`` is ``poolrag.llm``'s (``poolrag.PoolingRequestOutput`` is the Engine's)."""
+    import poolrag
+    import poolrag.llm
+
+    embedded, scored = llm.embed("a cat")[0], llm.score("a cat", "a dog")[0]
+    assert isinstance(embedded, poolrag.EmbeddingRequestOutput)
+    assert isinstance(embedded, poolrag.llm.PoolingRequestOutput)
+    assert isinstance(scored, poolrag.ScoringRequestOutput)
+    assert isinstance(llm.encode("a cat", pooling_task="embed")[0], poolrag.llm.PoolingRequestOutput)
+
+
 def test_embed_score_and_encode_match_the_engine(llm: LLM, minilm_engine: Engine) -> None:
     got = llm.embed(SENTENCES)
     want = minilm_engine.embed(SENTENCES)

@@ -42,6 +42,18 @@ def test_every_prompt_shape_vllm_takes_gives_the_texts_vectors(llm: LLM, minilm_
     np.testing.assert_allclose(_vectors(mixed), minilm_engine.embed_array(SENTENCES[1:4]), rtol=0, atol=1e-6)
 
 
+def test_score_takes_text_prompts_on_either_side(llm: LLM, minilm_engine: Engine) -> None:
+    want = [out.outputs.score for out in minilm_engine.score(SENTENCES[0], SENTENCES[1:3])]
+    for first, second in (
+        ({"prompt": SENTENCES[0]}, SENTENCES[1:3]),
+        (SENTENCES[0], [{"prompt": SENTENCES[1]}, {"prompt": SENTENCES[2]}]),
+    ):
+        got = [out.outputs.score for out in llm.score(first, second)]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    with pytest.raises(InputTypeError, match=r"text_2\[0\] must be a string"):
+        llm.score(SENTENCES[0], [{"prompt": 7}])
+
+
 def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
     # a multimodal prompt is an image alone (a dual encoder's; tests/engine/test_dual_encoder.py)
     with pytest.raises(InvalidInputError, match="a prompt is a text or an image"):

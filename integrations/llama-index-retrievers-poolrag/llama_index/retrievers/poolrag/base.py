@@ -123,18 +123,18 @@ def to_filter_dict(filters: Filters | None) -> dict[str, Any] | None:
     if not isinstance(filters, MetadataFilters):
         raise InvalidInputError(f"filters must be MetadataFilters or a mapping, not {type(filters).__name__}")
     if filters.condition not in (None, FilterCondition.AND) and len(filters.filters) > 1:
-        raise InvalidInputError(f"ColBERT filters combine conditions with AND only, not {filters.condition}")
+        raise InvalidInputError(f"poolrag's filters combine conditions with AND only, not {filters.condition}")
     out: dict[str, Any] = {}
     for item in filters.filters:
         if not isinstance(item, MetadataFilter):
-            raise InvalidInputError("nested MetadataFilters are not supported by the ColBERT retriever")
+            raise InvalidInputError("nested MetadataFilters are not supported by poolrag's retrievers")
         if item.operator == FilterOperator.EQ:
             value: Any = item.value
         elif item.operator == FilterOperator.IN:
             value = list(item.value) if isinstance(item.value, (list, tuple)) else [item.value]
         else:
             raise InvalidInputError(
-                f"the ColBERT retriever filters with '==' and 'in' only, not {item.operator.value!r}"
+                f"poolrag's retrievers filter with '==' and 'in' only, not {item.operator.value!r}"
             )
         if item.key in out:
             raise InvalidInputError(f"two filters on {item.key!r}; combine them into one 'in' filter")
