@@ -123,7 +123,7 @@ def to_filter_dict(filters: Filters | None) -> dict[str, Any] | None:
     if not isinstance(filters, MetadataFilters):
         raise InvalidInputError(f"filters must be MetadataFilters or a mapping, not {type(filters).__name__}")
     if filters.condition not in (None, FilterCondition.AND) and len(filters.filters) > 1:
-        raise InvalidInputError(f"poolrag's filters combine conditions with AND only, not {filters.condition}")
+        raise InvalidInputError(f"poolrag filters combine conditions with AND only, not {filters.condition}")
     out: dict[str, Any] = {}
     for item in filters.filters:
         if not isinstance(item, MetadataFilter):
