@@ -4,6 +4,8 @@ the frameworks built on it send (Haystack's ``CohereRanker`` and langchain-coher
 
 from __future__ import annotations
 
+import json
+
 import cohere
 import httpx
 import numpy as np
@@ -84,3 +86,15 @@ def test_a_value_that_cannot_be_honoured_is_a_400_naming_its_field(
     answer = http.post(f"{cross_encoder_server.url}/v2/rerank", json=body)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == field
+
+
+def test_a_document_the_cut_cannot_read_is_named_like_any_other(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    body = {"query": QUERY, "documents": ["Paris is in France.", "a \ud800 b"], "max_tokens_per_doc": 3}
+    raw = json.dumps(body)  # ASCII, the surrogate escaped, as a client sends one
+    answer = http.post(
+        f"{cross_encoder_server.url}/v2/rerank", content=raw, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 400, answer.text
+    assert "documents[1]" in answer.json()["error"]["message"]

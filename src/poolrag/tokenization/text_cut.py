@@ -27,6 +27,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from poolrag.text_validity import lone_surrogate
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -97,8 +98,9 @@ class TextCut:
 
     def first(self, text: str, tokens: int) -> str:
         """``text`` through the end of its ``tokens``-th token (no special tokens counted), whole
-        when it holds no more; a slow tokenizer knows no offsets, so its texts stay whole."""
-        if not self.tokenizer.is_fast:
+        when it holds no more; a slow tokenizer knows no offsets, and a text it cannot read (a lone
+        surrogate) is the input stage's to name, so those stay whole."""
+        if not self.tokenizer.is_fast or lone_surrogate(text) is not None:
             return text
         head = self.prefix(text, tokens)
         offsets = call_tokenizer(self.tokenizer, head, add_special_tokens=False, return_offsets_mapping=True)[
