@@ -44,6 +44,9 @@ from doc_blocks import print_claims  # noqa: E402
 from documented_commands import TEST_ASSET_MODELS, documented_command  # noqa: E402
 from documented_output import json_documents, line_matches  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from nox_lanes import split  # noqa: E402
+
 README = ROOT / "README.md"
 INTEGRATIONS_MD = ROOT / "docs" / "integrations.md"
 #: docs/integrations.md's runnable tags -> (the partner package whose tests run them, its nox session);
@@ -227,9 +230,12 @@ def test_marked_commands_are_what_first_hour_and_ci_run() -> None:
         assert run[:2] == (".", "python") and "--blocks" in run
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "documented_commands.py --print README.md tests" in ci and 'bash -c "$command"' in ci
-    # a bare nox runs the default sessions, which cover the README
-    assert commands["tests"].endswith("&& nox")
+    # the lanes run every default session once, tests before first_hour; they cover the README
+    assert commands["tests"].endswith("&& python scripts/nox_lanes.py")
     assert {"first_hour", "tests", "ray", "langchain", "llamaindex"} <= set(default_sessions())
+    first, second = split(default_sessions())
+    assert sorted(first + second) == sorted(default_sessions())
+    assert first.index("tests") < first.index("first_hour")
     assert "--ignore=tests/docs" not in sessions()["tests"].runs[-1]  # this file runs in the tests session
 
 
