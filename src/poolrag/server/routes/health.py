@@ -1,4 +1,5 @@
-"""``GET /health``: liveness for load balancers (no API key needed)."""
+"""``GET /health``: liveness for load balancers (no API key needed). ``HEAD`` too, as TEI answers it:
+some uptime monitors probe with it."""
 
 from __future__ import annotations
 
@@ -12,3 +13,6 @@ router = APIRouter(tags=["operations"])
 @router.get("/health", response_model=HealthResponse)
 async def health() -> HealthResponse:
     return HealthResponse()
+
+
+router.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)  # TEI's schema has GET only
