@@ -15,4 +15,4 @@ async def health() -> HealthResponse:
     return HealthResponse()
 
 
-router.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)  # TEI's schema has GET only
+router.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)  # TEI publishes GET only
