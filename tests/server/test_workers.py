@@ -4,6 +4,7 @@ metrics add up, a dead one replaced, all stopped together (:mod:`poolrag.server.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -55,6 +56,19 @@ class Pool:
             time.sleep(0.2)
         raise AssertionError(f"no {count} workers after {timeout} s:\n{self.log.read_text()[-3000:]}")
 
+    def wait_until_serving(self, count: int, timeout: float = 120) -> set[int]:
+        """The workers once the parent says every one serves: a worker killed before it served is a
+        failed start, which stops the pool (a worker process that exists may still be loading)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            said = re.search(rf"{count} workers \(pids ([\d, ]+)\) serving on", self.log.read_text())
+            if said:
+                return {int(pid) for pid in said[1].split(", ")}
+            time.sleep(0.2)
+        raise AssertionError(
+            f"{count} workers not serving after {timeout} s:\n{self.log.read_text()[-3000:]}"
+        )
+
 
 @contextmanager
 def two_workers(minilm_path: Path, tmp_path: Path) -> Iterator[Pool]:
@@ -67,7 +81,7 @@ def two_workers(minilm_path: Path, tmp_path: Path) -> Iterator[Pool]:
     args = (str(minilm_path), "--served-model-name", NAME, "--workers", "2")
     with cli_server(log, *args, env=env) as (url, parent):
         pool = Pool(url, parent, metrics_dir, log)
-        pool.wait_for_workers(2)
+        pool.wait_until_serving(2)
         yield pool
 
 
