@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transformers import AutoConfig, LlamaConfig, PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
 
 from poolrag.config.pooler_config import PoolingType
 from poolrag.config.positions import usable_positions
@@ -52,6 +52,8 @@ def read_hf_config(folder: Path, trust_remote_code: bool) -> PretrainedConfig:
     architecture = (raw.get("architectures") or [None])[0]
     if raw.get("model_type") == BIDIRECTIONAL_MODEL_TYPE and not (trust_remote_code and auto_map):
         # NVIDIA's config class only adds ``pooling`` / ``temperature`` to LlamaConfig
+        from transformers import LlamaConfig  # here: its import costs every other model 1-2 s
+
         values = {k: v for k, v in raw.items() if k not in ("model_type", "auto_map", "transformers_version")}
         logger.info("%s: read as a Llama config; its layers run bidirectionally", folder)
         return LlamaConfig(**values)
