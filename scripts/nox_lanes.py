@@ -4,11 +4,10 @@
 Most sessions keep one core busy (a pip install, a serial pytest), so on a 2-core machine a bare
 ``nox``, one session after another, leaves the other core idle for most of the run; two lanes fill it.
 The first lane runs ``tests``, then ``first_hour`` (whose documented commands find the test models
-``tests`` built) and ``langchain``; the second every other default session, in the noxfile's order.
-On a 2-core EPYC the whole run took 44 minutes, where one lane took 65. Each line of output is
-prefixed with its lane; the exit status is non-zero when a session failed in either. Arguments go to
-both nox calls (``-- -x`` passes ``-x`` to every pytest run). A bare ``nox`` still runs them all, one
-at a time.
+``tests`` built); the second every other default session, in the noxfile's order. Each line of
+output is prefixed with its lane; the exit status is non-zero when a session failed in either.
+Arguments go to both nox calls (``-- -x`` passes ``-x`` to every pytest run). A bare ``nox`` still
+runs them all, one at a time.
 """
 
 from __future__ import annotations
@@ -21,9 +20,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: tests builds the test assets that first_hour's documented commands resolve hub ids to; langchain
-#: (a few minutes) evens the lanes' lengths
-FIRST_LANE = ("tests", "first_hour", "langchain")
+#: tests builds the test assets that first_hour's documented commands resolve hub ids to
+FIRST_LANE = ("tests", "first_hour")
 
 
 def default_sessions() -> list[str]:

@@ -92,13 +92,18 @@ RAY_START_TIMEOUT = "Timed out waiting for file"
 
 def resume(args: list[str]) -> dict[str, Any]:
     """Run the same ingest again to the end; its JSON report."""
+    return resume_logged(args)[0]
+
+
+def resume_logged(args: list[str]) -> tuple[dict[str, Any], str]:
+    """:func:`resume`, and what the run wrote to stderr."""
     for attempt in range(2):
         resumed = start_ingest(args)
         out, err = resumed.communicate(timeout=600)
         if resumed.returncode == 0 or attempt or RAY_START_TIMEOUT not in err:
             break
     assert resumed.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1]), err
 
 
 def stored_sparse(store, kind: str, ids: list[str]) -> dict[str, dict[int, float]]:
