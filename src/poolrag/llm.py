@@ -25,7 +25,13 @@ from poolrag.errors import InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.params import PoolingParams
 from poolrag.vllm_inputs import engine_prompts, per_prompt_params, score_side, truncation
-from poolrag.vllm_options import NO_EFFECT_OPTIONS, eager_compile, refuse_parallelism, warn_no_effect
+from poolrag.vllm_options import (
+    NO_EFFECT_OPTIONS,
+    eager_compile,
+    refuse_longer_cut,
+    refuse_parallelism,
+    warn_no_effect,
+)
 from poolrag.vllm_outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -49,15 +55,21 @@ CONVERTS: dict[str, str | None] = {
 
 
 def _params(
-    pooling_params: PoolingParams | None, truncate_prompt_tokens: int | None, lora_request: object
+    pooling_params: PoolingParams | None,
+    truncate_prompt_tokens: int | None,
+    lora_request: object,
+    max_model_len: int,
 ) -> PoolingParams | None:
-    """vLLM's per-call keywords folded into poolrag's PoolingParams."""
+    """vLLM's per-call keywords folded into poolrag's PoolingParams, a cut over ``max_model_len``
+    refused as vLLM refuses it."""
     if lora_request is not None:
         raise InvalidInputError("LoRA adapters are not supported: poolrag serves the checkpoint as loaded")
-    if truncate_prompt_tokens is None:
-        return pooling_params
-    params = pooling_params or PoolingParams()  # the call's keyword asks for a cut: it wins
-    return params.with_updates(truncate_prompt_tokens=truncate_prompt_tokens, truncate=None)
+    params = pooling_params
+    if truncate_prompt_tokens is not None:
+        params = pooling_params or PoolingParams()  # the call's keyword asks for a cut: it wins
+        params = params.with_updates(truncate_prompt_tokens=truncate_prompt_tokens, truncate=None)
+    refuse_longer_cut(params.truncate_prompt_tokens if params else None, max_model_len)
+    return params
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +262,7 @@ class LLM:
                 raise InvalidInputError("give chat_template or score_template, not both")
             score_template = chat_template
         truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
-        params = _params(pooling_params, truncate, lora_request)
+        params = _params(pooling_params, truncate, lora_request, self.engine.facts.max_model_len)
         first, second = score_side(data_1), score_side(data_2)  # vLLM's multimodal forms: images
         results = self.engine.score(first, second, params, score_template=score_template)
         return to_vllm(results, self._request_ids)
@@ -300,15 +312,16 @@ class LLM:
         truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
         listed = prompt_list(items)
         per_prompt = per_prompt_params(pooling_params, len(listed))
+        longest = self.engine.facts.max_model_len
         if per_prompt is None:
             single = pooling_params if isinstance(pooling_params, PoolingParams) else None
-            return to_vllm(call(items, _params(single, truncate, lora_request)), self._request_ids)
+            return to_vllm(call(items, _params(single, truncate, lora_request, longest)), self._request_ids)
         groups: dict[PoolingParams | None, list[int]] = {}
         for index, params in enumerate(per_prompt):
             groups.setdefault(params, []).append(index)
         results: list[Any] = [None] * len(listed)
         for params, indices in groups.items():
-            outputs = call([listed[i] for i in indices], _params(params, truncate, lora_request))
+            outputs = call([listed[i] for i in indices], _params(params, truncate, lora_request, longest))
             for index, output in zip(indices, outputs, strict=True):
                 results[index] = output
         return to_vllm(results, self._request_ids)

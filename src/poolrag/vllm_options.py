@@ -5,6 +5,8 @@ no result depends on them. Refusing them would stop ``vllm serve`` lines and ``L
 from carrying over, and dropping them in silence would let a user believe they did something,
 so they are accepted with one warning naming them. The options poolrag maps to its own
 (``max_num_seqs``, ``enforce_eager``, ``max_num_batched_tokens``, ...) are not listed here.
+Beside them, the one per-call rule of vLLM's that poolrag's own API does not keep
+(:func:`refuse_longer_cut`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ def warn_no_effect(names: Iterable[str], log: logging.Logger) -> None:
         log.warning(
             "accepted but no effect in poolrag (vLLM KV-cache / scheduler / GPU-memory options): %s",
             ", ".join(given),
+        )
+
+
+def refuse_longer_cut(truncate_prompt_tokens: int | None, max_model_len: int) -> None:
+    """Refuse, as vLLM's ``LLM`` and routes do, a ``truncate_prompt_tokens`` over the model's length
+    (poolrag's own API cuts such a request at the model's length instead). vLLM's words, which its
+    clients and tests match on."""
+    if truncate_prompt_tokens is not None and truncate_prompt_tokens > max_model_len:
+        raise InvalidInputError(
+            f"truncate_prompt_tokens value ({truncate_prompt_tokens}) is greater than max_model_len "
+            f"({max_model_len}). Please, select a smaller truncation size.",
+            param="truncate_prompt_tokens",
         )
 
 

@@ -68,6 +68,29 @@ def test_vllm_call_keywords(llm: LLM) -> None:
         llm.encode("hi", pooling_task="classify")
 
 
+def test_a_cut_over_the_models_length_is_refused_as_vllm_refuses_it(llm: LLM, minilm_engine: Engine) -> None:
+    """vLLM's ``LLM`` raises ValueError for ``truncate_prompt_tokens`` over ``max_model_len``, given
+    as a keyword or in the PoolingParams; poolrag's own Engine cuts at the model's length instead."""
+    longest = minilm_engine.facts.max_model_len
+    said = (
+        f"truncate_prompt_tokens value ({longest + 1}) is greater than max_model_len ({longest}). "
+        "Please, select a smaller truncation size."
+    )
+    for call in (
+        lambda: llm.embed("hi", truncate_prompt_tokens=longest + 1),
+        lambda: llm.embed("hi", pooling_params=PoolingParams(truncate_prompt_tokens=longest + 1)),
+        lambda: llm.score("hi", "there", truncate_prompt_tokens=longest + 1),
+        lambda: llm.encode(["hi"], pooling_task="token_embed", truncate_prompt_tokens=longest + 1),
+    ):
+        with pytest.raises(ValueError) as caught:
+            call()
+        assert str(caught.value) == said and caught.value.param == "truncate_prompt_tokens"
+    assert len(llm.embed("word " * 10, truncate_prompt_tokens=longest)[0].prompt_token_ids) == 12
+    long_text = "word " * (longest + 40)
+    (capped,) = minilm_engine.embed([long_text], PoolingParams(truncate_prompt_tokens=longest + 1))
+    assert len(capped.prompt_token_ids) == longest
+
+
 @pytest.mark.parametrize(
     "pooler_config",
     [

@@ -92,6 +92,27 @@ def test_each_vllm_field_is_honoured_or_refused_by_name(
         assert field in response.json()["error"]["message"], response.text
 
 
+@pytest.mark.parametrize("path", sorted(BODIES))
+def test_a_cut_over_the_models_length_is_vllms_400(
+    request: pytest.FixtureRequest, http: httpx.Client, path: str
+) -> None:
+    """vLLM refuses ``truncate_prompt_tokens`` over ``max_model_len`` in these words on every pooling
+    endpoint; the model's own length is a cut."""
+    server: Served = request.getfixturevalue(SERVERS[path])
+    longest = http.get(f"{server.url}/v1/models").json()["data"][0]["max_model_len"]
+    assert http.post(
+        f"{server.url}{path}", json={**BODIES[path], "truncate_prompt_tokens": longest}
+    ).is_success
+    response = http.post(f"{server.url}{path}", json={**BODIES[path], "truncate_prompt_tokens": longest + 1})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "truncate_prompt_tokens"
+    assert error["message"] == (
+        f"truncate_prompt_tokens value ({longest + 1}) is greater than max_model_len ({longest}). "
+        "Please, select a smaller truncation size."
+    )
+
+
 field_names = st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=24)
 
 

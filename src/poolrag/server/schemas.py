@@ -31,9 +31,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from poolrag.image_inputs import is_image_input
-from poolrag.model_facts import ScoreKind
+from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.text_validity import lone_surrogate
+from poolrag.vllm_options import refuse_longer_cut
 
 #: A text field: whether a model can read it (empty, lone surrogates) is the engine's input stage's
 #: one check (:mod:`poolrag.tokenization.input_processor`), not the schema's.
@@ -159,6 +160,12 @@ class VllmRequestBody(RequestBody):
         description="Accepted: poolrag keeps no prefix cache shared between requests, so there is "
         "nothing to salt.",
     )
+
+    def cut_for(self, facts: ModelFacts) -> int | None:
+        """``truncate_prompt_tokens`` for the model ``facts`` describe, refused (400) where vLLM
+        refuses it: over the model's length."""
+        refuse_longer_cut(self.truncate_prompt_tokens, facts.max_model_len)
+        return self.truncate_prompt_tokens
 
 
 # -- errors ------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ async def classify(
     state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
     params = PoolingParams(
-        truncate_prompt_tokens=body.truncate_prompt_tokens,
+        truncate_prompt_tokens=body.cut_for(state.engine.facts),
         truncate=body.truncate,
         use_activation=body.use_activation,
     )

@@ -76,7 +76,7 @@ async def create_embeddings(
         dimensions=body.dimensions,
         normalize=body.normalize,
         use_activation=body.use_activation,
-        truncate_prompt_tokens=body.truncate_prompt_tokens,
+        truncate_prompt_tokens=body.cut_for(state.engine.facts),
         truncate=body.truncate,
         input_type=body.input_type,
         prompt=body.prompt,

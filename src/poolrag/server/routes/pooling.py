@@ -38,7 +38,7 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         dimensions=body.dimensions,
         normalize=body.normalize,
         use_activation=body.use_activation,
-        truncate_prompt_tokens=body.truncate_prompt_tokens,
+        truncate_prompt_tokens=body.cut_for(state.engine.facts),
         truncate=body.truncate,
         input_type=body.input_type,
         max_active_dims=body.max_active_dims,
