@@ -34,6 +34,8 @@ def _assert_401(response: httpx.Response) -> None:
         ("POST", "/v1/embeddings"),
         ("POST", "/rerank"),
         ("POST", "/score"),
+        ("POST", "/invocations"),
+        ("GET", "/"),
         ("GET", "/v1/models"),
         ("GET", "/metrics"),
     ],
@@ -54,7 +56,7 @@ def test_the_key_unlocks_the_endpoints(keyed_server: Served, http: httpx.Client)
     assert http.get(f"{keyed_server.url}/metrics", headers=headers).status_code == 200
 
 
-@pytest.mark.parametrize("path", ["/health", "/openapi.json"])
+@pytest.mark.parametrize("path", ["/health", "/ping", "/openapi.json"])
 def test_health_and_api_description_stay_public(keyed_server: Served, http: httpx.Client, path: str) -> None:
     assert http.get(f"{keyed_server.url}{path}").status_code == 200
 

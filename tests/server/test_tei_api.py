@@ -167,6 +167,9 @@ def test_post_root_is_the_route_of_the_models_kind(minilm: Served, cross_encoder
     assert ranked == _ok(_post(cross_encoder_server.url, "/rerank", {"query": QUERY, "texts": TEXTS}))
     predicted = _ok(_post(cross_encoder_server.url, "/", {"inputs": TEXTS[0]}))
     assert predicted == _ok(_post(cross_encoder_server.url, "/predict", {"inputs": TEXTS[0]}))
+    # SageMaker's path of the same route
+    assert _ok(_post(minilm.url, "/invocations", {"inputs": TEXTS})) == embedded
+    assert _ok(_post(cross_encoder_server.url, "/invocations", {"query": QUERY, "texts": TEXTS})) == ranked
 
 
 # -- /tokenize, /decode, /info --------------------------------------------------------------------------
@@ -227,6 +230,8 @@ ERRORS = [
     ),
     ("minilm", "/tokenize", {"inputs": " "}, 400, "Empty", "inputs is empty"),
     ("minilm", "/decode", {"ids": [10**6]}, 422, "Validation", "not a token id"),
+    ("minilm", "/decode", {"ids": []}, 400, "Empty", "`input_ids` cannot be empty"),
+    ("minilm", "/decode", {"ids": [[5], []]}, 400, "Empty", "`input_ids` cannot be empty"),
     (
         "minilm",
         "/similarity",

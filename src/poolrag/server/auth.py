@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from poolrag.server.errors import APIError, error_response
 
 #: Reachable without the key: liveness probes and the API description carry no data.
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+PUBLIC_PATHS = frozenset({"/health", "/ping", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 
 
 class APIKeyMiddleware:

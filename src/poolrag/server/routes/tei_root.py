@@ -1,6 +1,7 @@
 """``POST /``: Text Embeddings Inference's route of the model's own kind, which TEI clients call when
 given the server's bare URL (``InferenceClient("http://host:port").feature_extraction(...)``,
-LangChain's ``HuggingFaceEndpointEmbeddings(model="http://host:port")``).
+LangChain's ``HuggingFaceEndpointEmbeddings(model="http://host:port")``), and ``POST /invocations``,
+the same route where SageMaker calls it.
 
 As TEI chooses it when it starts, from the model answering requests that name none: an embedding
 model embeds (``/embed``; ``/similarity``'s body, an object of sentences, gets similarities, which
@@ -84,4 +85,9 @@ def root_router(facts: ModelFacts) -> APIRouter:
             name="tei_root",
             summary="The route of the model's kind, as TEI serves it at /",
         )
+        # the same route where SageMaker calls it, as TEI serves it
+        router.add_api_route(
+            "/invocations", endpoint, methods=["POST"], response_model=answer,
+            response_model_exclude_none=True, include_in_schema=False,
+        )  # fmt: skip
     return router

@@ -119,6 +119,8 @@ async def decode(body: TeiDecodeRequest, request: Request) -> TeiDecodeResponse:
     state = model_state(request, body.model)
     one = not body.ids or isinstance(body.ids[0], int)
     rows: list[list[int]] = [body.ids] if one else body.ids  # type: ignore[list-item]
+    if not all(rows):  # TEI's Empty error: it decodes nothing from no ids
+        raise APIError(400, "`input_ids` cannot be empty", param="ids", code="empty_input")
     check_count(state.settings, len(rows), "ids")
     tokenizer = state.engine.tokenizer
     texts = await state.run_blocking(request.url.path, _decoded, tokenizer, rows, body.skip_special_tokens)
