@@ -12,6 +12,7 @@ from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
 from poolrag.server.settings import ServerSettings
+from poolrag.vllm_options import refuse_longer_cut
 
 
 @contextmanager
@@ -63,7 +64,8 @@ def score_params(
     truncate: bool | None = None,
 ) -> PoolingParams:
     """``/score`` and ``/rerank`` parameters, checked before the request takes a slot (a cosine or
-    MaxSim score has no activation to switch off)."""
+    MaxSim score has no activation to switch off; a cut over the model's length is vLLM's 400)."""
+    refuse_longer_cut(truncate_prompt_tokens, facts.max_model_len)
     params = PoolingParams(
         truncate_prompt_tokens=truncate_prompt_tokens, use_activation=use_activation, truncate=truncate
     )

@@ -45,9 +45,7 @@ async def _rerank(body: RerankRequest, request: Request, response: Response) -> 
     texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
     check_count(state.settings, len(texts), "documents")
     mode = _second_stage(body, len(texts))
-    params = score_params(
-        state.engine.facts, body.cut_for(state.engine.facts), body.use_activation, body.truncate
-    )
+    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     texts = await _cut_to_max_tokens(state, request.url.path, texts, body.max_tokens_per_doc)
     with fields_named(text_1="query", text_2="documents"):
         outputs = await state.run_engine(

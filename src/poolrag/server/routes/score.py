@@ -20,9 +20,7 @@ async def _score(body: ScoreRequest, request: Request, response: Response) -> Sc
     seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
     check_count(state.settings, len(firsts), "text_1")
     check_count(state.settings, len(seconds), "text_2")
-    params = score_params(
-        state.engine.facts, body.cut_for(state.engine.facts), body.use_activation, body.truncate
-    )
+    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = request.url.path
     outputs = await state.run_engine(
         path, len(seconds), state.engine.ascore, body.text_1, body.text_2, params
