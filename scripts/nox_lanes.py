@@ -5,9 +5,9 @@ Most sessions keep one core busy (a pip install, a serial pytest), so on a 2-cor
 ``nox``, one session after another, leaves the other core idle for most of the run; two lanes fill it.
 The first lane runs ``tests``, then ``first_hour`` (whose documented commands find the test models
 ``tests`` built) and ``langchain``; the second every other default session, in the noxfile's order.
-Each line of output is prefixed with its lane; the exit status is non-zero when a session failed in
-either. Arguments go to both nox calls (``-- -x`` passes ``-x`` to every pytest run). A bare ``nox``
-still runs them all, one at a time.
+Each line of output is prefixed with its lane and the minutes and seconds since the start; the exit
+status is non-zero when a session failed in either. Arguments go to both nox calls (``-- -x`` passes
+``-x`` to every pytest run). A bare ``nox`` still runs them all, one at a time.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ def split(sessions: list[str]) -> tuple[list[str], list[str]]:
     return list(FIRST_LANE), [name for name in sessions if name not in FIRST_LANE]
 
 
-def _relay(process: subprocess.Popen[str], label: str, lock: threading.Lock) -> None:
+def _relay(process: subprocess.Popen[str], label: str, lock: threading.Lock, started: float) -> None:
     assert process.stdout is not None
     for line in process.stdout:
+        minutes, seconds = divmod(int(time.monotonic() - started), 60)
         with lock:
-            sys.stdout.write(f"[{label}] {line}")
+            sys.stdout.write(f"[{label} {minutes:02d}:{seconds:02d}] {line}")
             sys.stdout.flush()
 
 
@@ -59,7 +60,7 @@ def main(argv: list[str]) -> int:
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )
-        relay = threading.Thread(target=_relay, args=(process, f"lane {number}", lock), daemon=True)
+        relay = threading.Thread(target=_relay, args=(process, f"lane {number}", lock, started), daemon=True)
         relay.start()
         runs.append((number, names, process, relay))
     try:
