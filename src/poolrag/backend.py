@@ -228,3 +228,14 @@ class InProcessEngine(PoolingEngine, Protocol):
     async def aembed_chunks(
         self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
     ) -> np.ndarray: ...
+
+    # Pairs through a classifier of several labels (TEI's /predict): only the server calls it, so it
+    # is not on PoolingEngine, which the HTTP client implements too.
+    async def aclassify_pairs(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        """Every label's probability for each pair read jointly (an NLI model's pairs)."""
+        ...

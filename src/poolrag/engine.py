@@ -627,6 +627,45 @@ class Engine:
             self._output_steps(prompts, "classify", pooling_params, ClassificationOutput), prompts
         )
 
+    def classify_pairs(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        """Every label's probability for each (``text_1``, ``text_2``) pair read jointly, paired
+        1:1, 1:N or N:N as :meth:`score` pairs them: what ``CrossEncoder.predict`` gives for an NLI
+        model's pairs (entailment, neutral, contradiction), where :meth:`score` wants one label."""
+        return self._drive(self._pair_classify_steps(text_1, text_2, pooling_params))
+
+    async def aclassify_pairs(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        """:meth:`classify_pairs` for asyncio: batched with every other caller of this engine."""
+        return await self._adrive(self._pair_classify_steps(text_1, text_2, pooling_params), text_1, text_2)
+
+    def _pair_classify_steps(
+        self, text_1: str | Sequence[str], text_2: str | Sequence[str], pooling_params: PoolingParams | None
+    ) -> Steps[list[PoolingRequestOutput[ClassificationOutput]]]:
+        params = pooling_params or PoolingParams()
+        # every model kind that classifies reads a pair jointly (its score kind is cross-encoder)
+        resolved = self._resolve("classify", params)
+        processor = self._pipeline.processor
+        pairs = processor.checked_pairs(text_1, text_2)
+        requests = processor.pairs(pairs, resolved, self._token_limit(params, "classify"))
+        if not requests:
+            return []
+        results = yield requests
+        return [
+            PoolingRequestOutput(
+                str(i), ClassificationOutput(r), list(req.token_ids), truncated=req.truncated
+            )
+            for i, (req, r) in enumerate(zip(requests, results, strict=True))
+        ]
+
     def reward(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:

@@ -10,6 +10,7 @@ from sentence_transformers import CrossEncoder
 from tiny_models import ENCODER_ARCHS, SENTENCES
 
 from poolrag import Engine, PoolingParams
+from poolrag.errors import UnsupportedTaskError
 
 
 def _reference_logits(folder, auto_class, texts, pairs=None) -> list[np.ndarray]:
@@ -62,6 +63,38 @@ def test_cross_encoder_score_matches_crossencoder_predict(tiny_model, arch: str)
         list(zip(docs, reversed(docs), strict=True))
     )
     np.testing.assert_allclose([p.outputs.score for p in pairs], reference_pairs, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ENCODER_ARCHS)
+def test_pairs_through_a_classifier_of_several_labels_match_crossencoder_predict(
+    tiny_model, arch: str
+) -> None:
+    """An NLI model's pairs: every label's probability, as ``CrossEncoder.predict(apply_softmax=True)``
+    gives it; ``score`` wants one label and refuses this model."""
+    folder = tiny_model(arch, head="sequence", num_labels=3)
+    engine = Engine(folder)
+    premises, hypotheses = SENTENCES, list(reversed(SENTENCES))
+    cross_encoder = CrossEncoder(str(folder), device="cpu")
+    reference = cross_encoder.predict(list(zip(premises, hypotheses, strict=True)), apply_softmax=True)
+    ours = engine.classify_pairs(premises, hypotheses)
+    np.testing.assert_allclose([out.outputs.probs for out in ours], reference, atol=1e-5)
+    raw = engine.classify_pairs(premises, hypotheses, PoolingParams(use_activation=False))
+    logits = cross_encoder.predict(list(zip(premises, hypotheses, strict=True)))
+    np.testing.assert_allclose([out.outputs.probs for out in raw], logits, atol=1e-5)
+    one_to_many = engine.classify_pairs(premises[0], hypotheses)  # 1:N, as score pairs them
+    np.testing.assert_allclose(
+        [out.outputs.probs for out in one_to_many],
+        cross_encoder.predict([(premises[0], h) for h in hypotheses], apply_softmax=True),
+        atol=1e-5,
+    )
+    with pytest.raises(UnsupportedTaskError):
+        engine.score(premises, hypotheses)
+
+
+def test_pairs_are_refused_by_a_model_that_reads_single_texts(tiny_model) -> None:
+    engine = Engine(tiny_model("bert", head="token", num_labels=3))
+    with pytest.raises(UnsupportedTaskError, match="classify"):
+        engine.classify_pairs("a premise", "a hypothesis")
 
 
 def test_reward_of_a_one_label_classifier_is_the_raw_logit(tiny_model) -> None:

@@ -156,6 +156,22 @@ def test_predict_classifies_texts_and_scores_pairs(
     assert pair == got[0]  # one pair: a list, not a list of lists
 
 
+def test_predict_reads_a_pair_through_a_classifier_of_several_labels(classifier_server: Served) -> None:
+    """An NLI model's premise and hypothesis: every label, as ``CrossEncoder.predict`` on the pair."""
+    classifier = classifier_server.engine
+    premise, hypothesis = TEXTS[0], QUERY
+    got = _ok(_post(classifier_server.url, "/predict", {"inputs": [premise, hypothesis]}))
+    probs = classifier.classify_pairs(premise, hypothesis)[0].outputs.probs
+    assert [p["label"] for p in got] == [classifier.id2label[i] for i in np.argsort(-probs, kind="stable")]
+    np.testing.assert_allclose([p["score"] for p in got], np.sort(probs)[::-1], atol=1e-6)
+    alone = classifier.classify([premise])[0].outputs.probs
+    assert not np.allclose(probs, alone)  # the hypothesis was read with it
+    batch = _ok(_post(classifier_server.url, "/predict", {"inputs": [[premise], [premise, hypothesis]]}))
+    assert batch[1] == got and [p["label"] for p in batch[0]] == [
+        classifier.id2label[i] for i in np.argsort(-alone, kind="stable")
+    ]
+
+
 def test_post_root_is_the_route_of_the_models_kind(minilm: Served, cross_encoder_server: Served) -> None:
     embedded = _ok(_post(minilm.url, "/", {"inputs": TEXTS}))
     np.testing.assert_allclose(np.array(embedded), minilm.engine.embed_array(TEXTS), atol=1e-6, rtol=0)
@@ -259,7 +275,8 @@ ERRORS = [
     ("classifier_server", "/predict", {"inputs": " "}, 400, "Empty", "inputs is empty"),
     ("minilm", "/embed_sparse", {"inputs": "a"}, 424, "Backend", "'sparse_embed' is not supported"),
     ("classifier_server", "/embed", {"inputs": "a"}, 424, "Backend", "'embed' is not supported"),
-    ("classifier_server", "/predict", {"inputs": ["a", "b"]}, 422, "Validation", "one label"),
+    ("minilm", "/predict", {"inputs": ["a", "b"]}, 424, "Backend", "'classify' is not supported"),
+    ("classifier_server", "/predict", {"inputs": [["a"], ["b", " "]]}, 400, "Empty", "inputs[1][1] is empty"),
     ("classifier_server", "/embed_all", {"inputs": "a"}, 424, "Backend", "'token_embed' is not supported"),
     (
         "cross_encoder_server",

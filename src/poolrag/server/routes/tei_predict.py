@@ -1,10 +1,12 @@
 """``POST /predict``: Text Embeddings Inference's classification, best label first.
 
-A text runs the model's classifier (``classify``), a pair of texts a one-label cross-encoder
-(``score``), both with the model's own activation (sigmoid or softmax, as sentence-transformers and
-vLLM apply it; TEI takes softmax for several labels, the same for a single-label classifier) unless
-``raw_scores``. ``huggingface_hub``'s ``text_classification`` options (``parameters``:
-``function_to_apply``, ``top_k``) are honoured. One input answers a list, a batch a list per input.
+A text runs the model's classifier (``classify``); a pair of texts is read jointly, by a one-label
+cross-encoder's ``score`` (its score template, if any) or by a classifier of several labels
+(``classify_pairs``: an NLI model's entailment, neutral, contradiction). Both take the model's own
+activation (sigmoid or softmax, as sentence-transformers and vLLM apply it; TEI takes softmax for
+several labels, the same for a single-label classifier) unless ``raw_scores``. ``huggingface_hub``'s
+``text_classification`` options (``parameters``: ``function_to_apply``, ``top_k``) are honoured. One
+input answers a list, a batch a list per input.
 """
 
 from __future__ import annotations
@@ -66,18 +68,11 @@ def _use_activation(body: TeiPredictRequest, options: TeiClassificationParameter
 async def _scores(
     state: ServerState, path: str, sequences: Sequence[TextSequence], params: PoolingParams
 ) -> tuple[list[np.ndarray], list[PoolingRequestOutput[Any]]]:
-    """Each sequence's scores per label (texts through ``classify``, pairs through ``score``), and
-    the engine's outputs."""
+    """Each sequence's scores per label (texts through ``classify``; pairs through ``score`` on a
+    one-label cross-encoder, else ``classify_pairs``), and the engine's outputs."""
     singles = [i for i, seq in enumerate(sequences) if len(seq) == 1]
     pairs = [i for i, seq in enumerate(sequences) if len(seq) == 2]
     facts = state.engine.facts
-    if pairs and not (facts.score_kind is ScoreKind.CROSS_ENCODER and "score" in facts.supported_tasks):
-        raise APIError(
-            400,
-            "inputs: a pair of texts is scored by a cross-encoder with one label; this model "
-            "classifies single texts",
-            param="inputs",
-        )
     scores: list[np.ndarray] = [np.empty(0)] * len(sequences)
     answered: list[PoolingRequestOutput[Any]] = []
     if singles:
@@ -88,12 +83,21 @@ async def _scores(
             scores[i] = np.asarray(out.outputs.probs, dtype=np.float64)
         answered += outputs
     if pairs:
-        params.verify("score", facts)
         firsts, seconds = [sequences[i][0] for i in pairs], [sequences[i][1] for i in pairs]
-        outputs = await state.run_engine(path, len(pairs), state.engine.ascore, firsts, seconds, params)
-        for i, out in zip(pairs, outputs, strict=True):
-            scores[i] = np.asarray([out.outputs.score], dtype=np.float64)
-        answered += outputs
+        if "score" in facts.supported_tasks and facts.score_kind is ScoreKind.CROSS_ENCODER:
+            params.verify("score", facts)
+            scored = await state.run_engine(path, len(pairs), state.engine.ascore, firsts, seconds, params)
+            pair_scores = [np.asarray([out.outputs.score], dtype=np.float64) for out in scored]
+            answered += scored
+        else:
+            params.verify("classify", facts)
+            classified = await state.run_engine(
+                path, len(pairs), state.engine.aclassify_pairs, firsts, seconds, params
+            )
+            pair_scores = [np.asarray(out.outputs.probs, dtype=np.float64) for out in classified]
+            answered += classified
+        for i, pair_score in zip(pairs, pair_scores, strict=True):
+            scores[i] = pair_score
     return scores, answered
 
 
