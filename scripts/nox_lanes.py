@@ -4,7 +4,7 @@
 Most sessions keep one core busy (a pip install, a serial pytest), so on a 2-core machine a bare
 ``nox``, one session after another, leaves the other core idle for most of the run; two lanes fill it.
 The first lane runs ``tests``, then ``first_hour`` (whose documented commands find the test models
-``tests`` built) and ``langchain``; the second every other default session, in the noxfile's order.
+``tests`` built); the second every other default session, in the noxfile's order.
 Each line of output is prefixed with its lane and the minutes and seconds since the start; the exit
 status is non-zero when a session failed in either. Arguments go to both nox calls (``-- -x`` passes
 ``-x`` to every pytest run). A bare ``nox`` still runs them all, one at a time.
@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: tests builds the test assets that first_hour's documented commands resolve hub ids to; langchain
-#: evens the lanes (in the second, the ray session's 26 minutes under load made it the longer one)
-FIRST_LANE = ("tests", "first_hour", "langchain")
+#: tests builds the test assets that first_hour's documented commands resolve hub ids to
+FIRST_LANE = ("tests", "first_hour")
 
 
 def default_sessions() -> list[str]:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import ray
+from ray import cloudpickle
 
 from poolrag.scaleout import cluster
+
+# _niceness travels to the workers by value (they cannot import this test module)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _fail_first(monkeypatch: pytest.MonkeyPatch, error: Exception, times: int = 1) -> list[dict]:
@@ -45,10 +50,25 @@ def test_a_start_that_timed_out_is_tried_again(
     assert os.environ[cluster.GCS_PORT_WAIT_VARIABLE] == cluster.GCS_PORT_WAIT_S  # Ray's 30 s, raised
 
 
-def test_a_users_gcs_port_wait_wins(no_cluster_in_process, monkeypatch) -> None:
+def _niceness() -> int:
+    return os.nice(0)
+
+
+def _worker_niceness() -> int:
+    return ray.get(ray.remote(_niceness).remote())
+
+
+def test_a_local_clusters_workers_run_at_this_processs_priority(ray_cluster) -> None:
+    """Not Ray's 15, below every other process on the machine: the workers do the run's work."""
+    assert _worker_niceness() == os.nice(0)
+
+
+def test_a_users_gcs_port_wait_and_worker_niceness_win(no_cluster_in_process, monkeypatch) -> None:
     monkeypatch.setenv(cluster.GCS_PORT_WAIT_VARIABLE, "45")
+    monkeypatch.setenv(cluster.WORKER_NICENESS_VARIABLE, "7")
     cluster.connect(cluster.LOCAL, num_cpus=2)
     assert ray.is_initialized() and os.environ[cluster.GCS_PORT_WAIT_VARIABLE] == "45"
+    assert _worker_niceness() == 7
 
 
 def test_a_start_that_keeps_timing_out_is_raised_after_the_last_attempt(
