@@ -37,12 +37,6 @@ CPU_TORCH = ("-c", "constraints-cpu.txt")
 # this was measured on) every subprocess a test starts would compile torch again, so it is unset.
 NO_COMPILE = {"PIP_COMPILE": "0"}
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-# Every session's processes share the machine with the other lane's (two xdist workers, servers and
-# Ray actors the tests start), each with a torch thread per core. GNU OpenMP's default spins a thread
-# that waits for work, taking the core another process needed: on the 2-core EPYC two concurrent
-# forwards each ran at a quarter of their pace (1.0 against 4.1 batches/s with PASSIVE; alone, 6.6
-# against 6.1). Waiting threads sleep instead; a user's own setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def install(session: nox.Session, *args: str) -> None:
