@@ -90,6 +90,11 @@ def _sparse_vector(entries: np.ndarray) -> SparseVector:
     return SparseVector(entries["index"], entries["value"])
 
 
+def _one_label_score(logits: np.ndarray) -> ScoringOutput:
+    """A cross-encoder's score: the value of its one label."""
+    return ScoringOutput(float(logits[0]))
+
+
 @dataclass(frozen=True, eq=False)
 class MultiVector:
     """The three vectors a BGE-M3-style model gives one text from one forward pass.
@@ -650,19 +655,36 @@ class Engine:
     def _pair_classify_steps(
         self, text_1: str | Sequence[str], text_2: str | Sequence[str], pooling_params: PoolingParams | None
     ) -> Steps[list[PoolingRequestOutput[ClassificationOutput]]]:
-        params = pooling_params or PoolingParams()
         # every model kind that classifies reads a pair jointly (its score kind is cross-encoder)
-        resolved = self._resolve("classify", params)
+        pairs = self._pipeline.processor.checked_pairs(text_1, text_2)
+        steps = self._joint_pair_steps(pairs, "classify", pooling_params, None, ClassificationOutput)
+        return (yield from steps)
+
+    def _joint_pair_steps(
+        self,
+        pairs: list[tuple[str, str]],
+        task: str,
+        pooling_params: PoolingParams | None,
+        template: ScoreTemplate | None,
+        answer: Callable[[np.ndarray], T],
+    ) -> Steps[list[PoolingRequestOutput[T]]]:
+        """One request per pair read jointly (a cross-encoder's input), answered by ``answer``: the
+        one path :meth:`score` and :meth:`classify_pairs` share, so both tokenise and cut alike."""
+        params = pooling_params or PoolingParams()
+        resolved = self._resolve(task, params)
+        truncate = self._token_limit(params, task)
         processor = self._pipeline.processor
-        pairs = processor.checked_pairs(text_1, text_2)
-        requests = processor.pairs(pairs, resolved, self._token_limit(params, "classify"))
+        if template is None:
+            requests = processor.pairs(pairs, resolved, truncate)
+        else:
+            requests = templated_pair_requests(
+                self.tokenizer, template, pairs, resolved, self.max_model_len, truncate, processor.text_cut
+            )
         if not requests:
             return []
         results = yield requests
         return [
-            PoolingRequestOutput(
-                str(i), ClassificationOutput(r), list(req.token_ids), truncated=req.truncated
-            )
+            PoolingRequestOutput(str(i), answer(r), list(req.token_ids), truncated=req.truncated)
             for i, (req, r) in enumerate(zip(requests, results, strict=True))
         ]
 
@@ -748,29 +770,9 @@ class Engine:
             pairs = processor.checked_pairs(text_1, text_2)
             if not pairs:
                 return []
-            resolved = self._resolve("score", params)
-            truncate = self._token_limit(params, "score")
             if self.spec.num_labels != 1:
                 raise UnsupportedTaskError("score", self.supported_tasks)
-            if template is not None:
-                requests = templated_pair_requests(
-                    self.tokenizer,
-                    template,
-                    pairs,
-                    resolved,
-                    self.max_model_len,
-                    truncate,
-                    processor.text_cut,
-                )
-            else:
-                requests = processor.pairs(pairs, resolved, truncate)
-            results = yield requests
-            return [
-                PoolingRequestOutput(
-                    str(i), ScoringOutput(float(r[0])), list(req.token_ids), truncated=req.truncated
-                )
-                for i, (req, r) in enumerate(zip(requests, results, strict=True))
-            ]
+            return (yield from self._joint_pair_steps(pairs, "score", params, template, _one_label_score))
         if score_template is not None:
             raise InvalidInputError(
                 "score templates format pairs for cross-encoders; this model scores by similarity"
