@@ -14,11 +14,11 @@ nox.options.sessions = [
     "lint",
     "base_install",
     "tests",
-    "first_hour",
     "notebooks",
     "ray",
     "langchain",
     "llamaindex",
+    "first_hour",  # after tests, whose test assets its documented commands use
 ]
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True

@@ -63,6 +63,7 @@ class _NoxStandIn(types.ModuleType):
         def mark(f: Callable[..., None]) -> Callable[..., None]:
             rows = [v if isinstance(v, tuple | list) else (v,) for v in values]
             f.call_specs = [dict(zip(keys, row, strict=True)) for row in rows]  # type: ignore[attr-defined]
+            f.call_ids = list(ids) if ids is not None else None  # type: ignore[attr-defined]
             return f
 
         return mark
@@ -102,3 +103,13 @@ def sessions() -> dict[str, RecordedSession]:
 def default_sessions() -> list[str]:
     """``nox.options.sessions``: what a bare ``nox`` (the README's test command) runs."""
     return list(_noxfile().options.sessions)
+
+
+def default_runs() -> list[str]:
+    """:func:`default_sessions` with a parametrised session as each of its runs, named as ``nox -s``
+    takes them (``first_hour(readme)``): what scripts/nox_lanes.py splits into two lanes."""
+    runs = []
+    for name in default_sessions():
+        ids = getattr(_noxfile().sessions[name], "call_ids", None)
+        runs += [f"{name}({run_id})" for run_id in ids] if ids else [name]
+    return runs

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from nox_sessions import default_sessions, sessions
+from nox_sessions import default_runs, default_sessions, sessions
 
 from poolrag.config.model_map import ENV_VAR as MODEL_MAP
 from poolrag.config.registry_doc import README_END, README_START, REGENERATE_README, with_readme_table
@@ -233,9 +233,11 @@ def test_marked_commands_are_what_first_hour_and_ci_run() -> None:
     # the lanes run every default session once, tests before first_hour; they cover the README
     assert commands["tests"].endswith("&& python scripts/nox_lanes.py")
     assert {"first_hour", "tests", "ray", "langchain", "llamaindex"} <= set(default_sessions())
-    first, second = split(default_sessions())
-    assert sorted(first + second) == sorted(default_sessions())
-    assert first.index("tests") < first.index("first_hour")
+    assert default_sessions().index("tests") < default_sessions().index("first_hour")  # a bare nox too
+    first, second = split(default_runs())
+    assert sorted(first + second) == sorted(default_runs())
+    assert first[0] == "tests" and all(run.startswith("first_hour(") for run in first[1:])
+    assert second[-1].startswith("first_hour(")  # long after tests built the test assets
     assert "--ignore=tests/docs" not in sessions()["tests"].runs[-1]  # this file runs in the tests session
 
 
