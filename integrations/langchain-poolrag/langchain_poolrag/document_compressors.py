@@ -41,7 +41,7 @@ class PoolragReranker(RerankerFields, BaseDocumentCompressor):
             retriever = ContextualCompressionRetriever(base_compressor=reranker, base_retriever=...)
     """
 
-    top_n: int | None = Field(default=3, ge=1, description="Documents to keep; None keeps all, reordered.")
+    top_n: int | None = Field(default=3, ge=0, description="Documents to keep; None keeps all, reordered.")
     score_key: str = Field(default="relevance_score", description="Metadata key that receives the score.")
     rerank_score_key: str = Field(
         default="rerank_score", description="Metadata key that receives the model's own score when fused."

@@ -22,7 +22,12 @@ from poolrag.frameworks.adapter_calls import (
     embed_text,
     embed_texts,
 )
-from poolrag.frameworks.fields import HUGGINGFACE_ENGINE_OPTIONS, EmbeddingFields, with_huggingface_options
+from poolrag.frameworks.fields import (
+    HUGGINGFACE_CACHE_FOLDER,
+    HUGGINGFACE_ENGINE_OPTIONS,
+    EmbeddingFields,
+    with_huggingface_options,
+)
 from poolrag.params import InputType, PoolingParams
 
 #: ``encode_kwargs`` keys that shape the vectors here, and those that only steer how
@@ -55,7 +60,14 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
             ``show_progress=True`` (or ``encode_kwargs={"show_progress_bar": True}``) draws a
             progress bar on stderr while documents are embedded, advancing as pieces of the list
             come back; ``batch_size`` is taken and changes nothing (the engine batches by token
-            budget); any other key is refused in one line naming it.
+            budget); any other key is refused in one line naming it. ``cache_folder`` is where
+            hub models are downloaded (the engine's ``download_dir``); ``multi_process`` changes
+            nothing (one engine batches every caller's texts).
+
+    Unlike ``HuggingFaceEmbeddings``, documents and queries get the model folder's ``document`` and
+    ``query`` prompts where it defines them (E5, nomic, Qwen3-Embedding), as ``poolrag ingest``
+    stores documents; ``encode_kwargs={"prompt": ""}`` and ``query_encode_kwargs={"prompt": ""}``
+    give the vectors ``HuggingFaceEmbeddings`` gives such a folder without a ``default_prompt_name``.
     """
 
     model_kwargs: dict[str, Any] = Field(
@@ -94,6 +106,9 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
                 "revision, truncate_dim (other engine options go in engine_kwargs)"
             )
         truncate_dim = model_kwargs.pop("truncate_dim", None)
+        data.pop("multi_process", None)  # one engine batches for every caller: nothing to spread
+        if HUGGINGFACE_CACHE_FOLDER in data:
+            model_kwargs[HUGGINGFACE_CACHE_FOLDER] = data.pop(HUGGINGFACE_CACHE_FOLDER)
         return with_huggingface_options(data, model_kwargs, truncate_dim)
 
     def _params(self, input_type: InputType | None = None) -> PoolingParams:

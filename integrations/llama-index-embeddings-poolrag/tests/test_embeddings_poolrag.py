@@ -159,8 +159,11 @@ def test_huggingface_embedding_arguments_run_unchanged(minilm_path: Path, minilm
     assert (
         PoolragEmbedding(engine=minilm_engine, device=None, trust_remote_code=False).backend is minilm_engine
     )
+    # the hub cache folder is the engine's download_dir
+    cached = PoolragEmbedding(model_name=str(minilm_path), cache_folder="/tmp/hf-cache")
+    assert cached.backend.engine_args.download_dir == "/tmp/hf-cache"
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
-        PoolragEmbedding(engine=minilm_engine, cache_folder="/tmp/hf")  # no counterpart: named, refused
+        PoolragEmbedding(engine=minilm_engine, cache_dir="/tmp/hf")  # no counterpart: named, refused
 
 
 def test_bge_hub_ids_get_the_query_instruction_huggingface_embedding_adds() -> None:

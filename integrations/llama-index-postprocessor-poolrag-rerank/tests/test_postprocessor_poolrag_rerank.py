@@ -113,10 +113,31 @@ def test_empty_and_bad_input(cross_encoder_engine: Engine) -> None:
     blank = [*corpus_nodes()[:2], NodeWithScore(node=TextNode(text=""), score=0.1)]
     with pytest.raises(InvalidInputError, match=r"^documents\[2\] is empty$"):  # named as the caller knows it
         rerank.postprocess_nodes(blank, query_str=QUERY)
-    with pytest.raises(ValueError, match="greater than or equal to 1"):
-        PoolragRerank(engine=cross_encoder_engine, top_n=0)
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        PoolragRerank(engine=cross_encoder_engine, top_n=-1)
     with pytest.raises(ValueError, match="Extra inputs"):
         PoolragRerank(engine=cross_encoder_engine, top_k=2)  # a misspelt option is not ignored
+    # top_n=0 keeps none, as SentenceTransformerRerank's slice does
+    none = PoolragRerank(engine=cross_encoder_engine, top_n=0)
+    assert none.postprocess_nodes(corpus_nodes(), query_str=QUERY) == []
+
+
+def test_sentence_transformer_rerank_arguments_run_unchanged(assets, cross_encoder_engine: Engine) -> None:
+    """LlamaIndex's SentenceTransformerRerank call, with the class name swapped: model=, device= and
+    trust_remote_code= load the same model and rank as the engine does."""
+    folder = str(assets / "ms-marco-MiniLM-L-12-v2")
+    rerank = PoolragRerank(
+        model=folder, top_n=3, device="cpu", trust_remote_code=False, keep_retrieval_score=True
+    )
+    assert rerank.model_name == folder and rerank.backend.engine_args.device == "cpu"
+    ranked = rerank.postprocess_nodes(corpus_nodes(), query_str=QUERY)
+    reference = PoolragRerank(engine=cross_encoder_engine, top_n=3)
+    expected = reference.postprocess_nodes(corpus_nodes(), query_str=QUERY)
+    assert [n.node.node_id for n in ranked] == [n.node.node_id for n in expected]
+    np.testing.assert_allclose([n.score for n in ranked], [n.score for n in expected], atol=1e-6)
+    assert all("retrieval_score" in n.node.metadata for n in ranked)
+    with pytest.raises(ValueError, match="model and model_name disagree"):
+        PoolragRerank(model=folder, model_name="another/model")
 
 
 def _z(values: list[float] | np.ndarray) -> np.ndarray:

@@ -37,6 +37,8 @@ from poolrag.sparse.bm25 import BM25Encoder, BM25Parameters
 
 #: ``HuggingFaceEmbeddings``' and ``HuggingFaceEmbedding``'s arguments that are engine options here
 HUGGINGFACE_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision")
+#: their hub cache folder, which is vLLM's (and so the engine's) ``download_dir``
+HUGGINGFACE_CACHE_FOLDER = "cache_folder"
 
 
 def with_huggingface_options(
@@ -44,8 +46,11 @@ def with_huggingface_options(
 ) -> dict[str, Any]:
     """An adapter's arguments with a HuggingFace class's engine ``options`` merged under
     ``engine_kwargs`` (those at their unset values dropped, so ``engine=`` or ``base_url=`` still
-    take them) and its ``truncate_dim`` as ``dimensions``: both frameworks' embeddings map them so."""
+    take them; ``cache_folder`` as ``download_dir``) and its ``truncate_dim`` as ``dimensions``: the
+    frameworks' embeddings and rerankers map them so."""
     given = {name: value for name, value in options.items() if value is not None and value is not False}
+    if HUGGINGFACE_CACHE_FOLDER in given:
+        given["download_dir"] = str(given.pop(HUGGINGFACE_CACHE_FOLDER))
     if given:
         data["engine_kwargs"] = {**given, **(data.get("engine_kwargs") or {})}
     if truncate_dim is not None:

@@ -38,7 +38,7 @@ class RerankerFields(BackendFields):
     _task: ClassVar[str | None] = "score"
 
     top_n: int | None = Field(
-        default=None, ge=1, description="Candidates to keep; None keeps all, reordered."
+        default=None, ge=0, description="Candidates to keep; None keeps all, reordered."
     )
     second_stage: SecondStage = Field(
         default=SecondStage.REPLACE,
@@ -81,7 +81,7 @@ class RerankerFields(BackendFields):
         """The ``top_n`` texts most relevant to ``query``, best first, scored in one backend call and
         ordered by :func:`rank_second_stage`."""
         checked = _checked(query, texts)
-        if not texts:
+        if not texts or self.top_n == 0:  # keeping none: [], as the rerankers it replaces slice it
             return []
         scores = self.backend.score_array(checked, texts, self._params())
         return self._order(scores, first_stage_scores)
@@ -90,7 +90,7 @@ class RerankerFields(BackendFields):
         self, query: object, texts: list[str], first_stage_scores: Sequence[float] | None
     ) -> list[Ranked]:
         checked = _checked(query, texts)
-        if not texts:
+        if not texts or self.top_n == 0:
             return []
         scores = await self.backend.ascore_array(checked, texts, self._params())
         return self._order(scores, first_stage_scores)

@@ -69,6 +69,14 @@ def test_top_n_none_keeps_every_document_reordered(cross_encoder_engine: Engine)
     assert len(ranked) == len(TEXTS) and scores == sorted(scores, reverse=True)
 
 
+async def test_top_n_zero_keeps_none_as_cross_encoder_reranker_does(cross_encoder_engine: Engine) -> None:
+    reranker = PoolragReranker(engine=cross_encoder_engine, top_n=0)
+    assert reranker.compress_documents(corpus_documents(), "What is the capital of France?") == []
+    assert await reranker.acompress_documents(corpus_documents(), "What is the capital of France?") == []
+    with pytest.raises(InvalidInputError, match=r"^documents\[0\] is empty"):  # still checked first
+        reranker.compress_documents([Document(page_content=" ")], "France")
+
+
 def test_equal_scores_keep_the_retrievers_order(cross_encoder_engine: Engine) -> None:
     twins = [Document(page_content="Paris is in France.", id=name) for name in ("first", "second", "third")]
     ranked = PoolragReranker(engine=cross_encoder_engine, top_n=None).compress_documents(twins, "France")
@@ -145,8 +153,8 @@ def test_empty_input_and_bad_input(cross_encoder_engine: Engine) -> None:
         reranker.compress_documents(blank_page, "anything")
     with pytest.raises(InvalidInputError, match=r"^the query is empty"):
         reranker.compress_documents(corpus_documents(), "")
-    with pytest.raises(ValueError, match="greater than or equal to 1"):
-        PoolragReranker(engine=cross_encoder_engine, top_n=0)
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        PoolragReranker(engine=cross_encoder_engine, top_n=-1)
     with pytest.raises(ValueError, match="Extra inputs"):
         PoolragReranker(engine=cross_encoder_engine, top_k=2)  # a misspelt option is not ignored
 

@@ -80,6 +80,13 @@ def test_input_type_selects_the_models_query_and_document_prompts(
     np.testing.assert_allclose(query, minilm_engine.embed_array(["query: " + text])[0], atol=1e-6)
     np.testing.assert_allclose(document, minilm_engine.embed_array(["passage: " + text])[0], atol=1e-6)
     assert not np.allclose(query, document, atol=1e-3)
+    # the documented way to keep matching an index HuggingFaceEmbeddings built: no prompt on either side
+    plain = PoolragEmbeddings(
+        model_name=str(prompted_minilm_path), encode_kwargs={"prompt": ""}, query_encode_kwargs={"prompt": ""}
+    )
+    bare = minilm_engine.embed_array([text])[0]
+    np.testing.assert_allclose(plain.embed_query(text), bare, atol=1e-6)
+    np.testing.assert_allclose(plain.embed_documents([text])[0], bare, atol=1e-6)
 
 
 def test_the_whole_list_goes_to_the_engine_in_one_call(
@@ -198,6 +205,10 @@ def test_huggingface_embeddings_arguments_run_unchanged(minilm_path: Path, minil
         show_progress=True,
     )
     assert embeddings.backend.device.type == "cpu"
+    # its other fields: the hub cache folder is the engine's download_dir; multi_process changes nothing
+    cached = PoolragEmbeddings(model_name=str(minilm_path), cache_folder="/tmp/hf-cache", multi_process=False)
+    assert cached.backend.engine_args.download_dir == "/tmp/hf-cache"
+    assert cached.embed_query("ocean") == PoolragEmbeddings(engine=minilm_engine).embed_query("ocean")
     # sentence-transformers' normalize_embeddings=False keeps the folder's Normalize module: unit rows
     assert embeddings.embed_documents(TEXTS) == PoolragEmbeddings(engine=minilm_engine).embed_documents(TEXTS)
     prompted = PoolragEmbeddings(engine=minilm_engine, query_encode_kwargs={"prompt": "query: "})

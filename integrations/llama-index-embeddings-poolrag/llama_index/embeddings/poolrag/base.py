@@ -14,7 +14,12 @@ from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import Field, model_validator
 
 from poolrag.frameworks.adapter_calls import aembed_text, aembed_texts, embed_text, embed_texts
-from poolrag.frameworks.fields import HUGGINGFACE_ENGINE_OPTIONS, EmbeddingFields, with_huggingface_options
+from poolrag.frameworks.fields import (
+    HUGGINGFACE_CACHE_FOLDER,
+    HUGGINGFACE_ENGINE_OPTIONS,
+    EmbeddingFields,
+    with_huggingface_options,
+)
 from poolrag.params import InputType, PoolingParams
 
 DEFAULT_BATCH = 256
@@ -57,8 +62,9 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
             model folder's query or document prompt.
         normalize / max_length: ``HuggingFaceEmbedding``'s too: unit vectors by default, as it
             returns them; inputs cut at ``max_length`` tokens. Its ``device``,
-            ``trust_remote_code``, ``revision`` and ``truncate_dim`` are taken as well, and
-            ``parallel_process`` / ``target_devices`` change nothing.
+            ``trust_remote_code``, ``revision``, ``cache_folder`` (the engine's ``download_dir``)
+            and ``truncate_dim`` are taken as well, and ``parallel_process`` / ``target_devices``
+            change nothing.
         show_progress_bar: ``HuggingFaceEmbedding``'s too: every ``get_text_embedding_batch``
             (and so every index build) draws LlamaIndex's progress bar on stderr, as
             ``show_progress=True`` does for one call.
@@ -82,15 +88,16 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
     @classmethod
     def _huggingface_arguments(cls, data: Any) -> Any:
         """``HuggingFaceEmbedding``'s other arguments, so code written for it runs unchanged:
-        ``device``, ``trust_remote_code`` and ``revision`` become engine options, ``truncate_dim``
-        is ``dimensions``; the ones that steer how sentence-transformers batches are taken and
-        change nothing (the engine batches by token budget on its own threads)."""
+        ``device``, ``trust_remote_code``, ``revision`` and ``cache_folder`` become engine options,
+        ``truncate_dim`` is ``dimensions``; the ones that steer how sentence-transformers batches
+        are taken and change nothing (the engine batches by token budget on its own threads)."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
         for name in _NO_EFFECT:
             data.pop(name, None)
-        options = {name: data.pop(name) for name in HUGGINGFACE_ENGINE_OPTIONS if name in data}
+        names = (*HUGGINGFACE_ENGINE_OPTIONS, HUGGINGFACE_CACHE_FOLDER)
+        options = {name: data.pop(name) for name in names if name in data}
         return with_huggingface_options(data, options, data.pop("truncate_dim", None))
 
     @classmethod

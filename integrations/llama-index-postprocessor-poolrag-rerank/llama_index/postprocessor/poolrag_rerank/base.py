@@ -16,15 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from poolrag.errors import InvalidInputError
+from poolrag.frameworks.fields import HUGGINGFACE_ENGINE_OPTIONS, with_huggingface_options
 from poolrag.frameworks.ranking import Ranked, RerankerFields
 
 RETRIEVAL_SCORE_KEY = "retrieval_score"
@@ -41,15 +43,34 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
 
             rerank = PoolragRerank(model_name="cross-encoder/ms-marco-MiniLM-L-12-v2", top_n=2)
             query_engine = index.as_query_engine(similarity_top_k=10, node_postprocessors=[rerank])
+
+    ``SentenceTransformerRerank``'s own arguments run unchanged: ``model=`` (as ``model_name``),
+    ``device=``, ``trust_remote_code=``, ``top_n`` (``0`` keeps none) and ``keep_retrieval_score``.
     """
 
-    top_n: int | None = Field(default=2, ge=1, description="Nodes to keep; None keeps all, reordered.")
+    top_n: int | None = Field(default=2, ge=0, description="Nodes to keep; None keeps all, reordered.")
     keep_retrieval_score: bool = Field(
         default=False, description=f"Keep the retriever's score in metadata[{RETRIEVAL_SCORE_KEY!r}]."
     )
     metadata_mode: MetadataMode = Field(
         default=MetadataMode.EMBED, description="Which metadata is scored with each node's text."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sentence_transformer_arguments(cls, data: Any) -> Any:
+        """``SentenceTransformerRerank``'s arguments, so code written for it runs with the class name
+        swapped: ``model`` is ``model_name``; ``device`` and ``trust_remote_code`` are engine options."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "model" in data:
+            model = data.pop("model")
+            if data.get("model_name") not in (None, model):
+                raise InvalidInputError("model and model_name disagree; give one")
+            data["model_name"] = model
+        options = {name: data.pop(name) for name in HUGGINGFACE_ENGINE_OPTIONS if name in data}
+        return with_huggingface_options(data, options, None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -87,7 +108,7 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         instrumentation dispatcher's and the callback manager's), so tracing shows this step.
         Yields the function that closes them with the reranked nodes."""
         model = self.model_name or "poolrag"
-        top_n = self.top_n or len(nodes)
+        top_n = len(nodes) if self.top_n is None else self.top_n
         dispatcher.event(ReRankStartEvent(query=query, nodes=nodes, top_n=top_n, model_name=model))
         payload = {
             EventPayload.NODES: nodes,
