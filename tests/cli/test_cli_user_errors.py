@@ -300,6 +300,8 @@ def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Pat
         (["eval"], ["poolrag eval: error:", "DATASET"]),
         (["eval", "d", "-k", "0"], ["poolrag eval: error:", "argument -k"]),
         (["serve", "m", "--port", "x"], ["poolrag serve: error:", "--port", "'x'"]),
+        (["serve", "m", "--port", "99999"], ["poolrag serve: error:", "--port", "0 to 65535, not 99999"]),
+        (["serve", "m", "--port", "-1"], ["poolrag serve: error:", "--port", "not -1"]),
         (["serve", "m", "--bogus"], ["poolrag: error:", "unrecognized arguments: --bogus"]),
         ([], ["poolrag: error:", "COMMAND"]),
         (["frob"], ["poolrag: error:", "'frob'"]),

@@ -33,6 +33,8 @@ def _corpus(root: Path) -> Path:
     os.mkfifo(root / "pipe.txt")  # reading it would block forever
     _unreadable(root / "unreadable.txt")
     (root / "latin1.md").write_bytes("café".encode("latin-1"))
+    (root / "utf16.txt").write_bytes("Hello, bees.".encode("utf-16-le"))  # no BOM: valid UTF-8 bytes
+    (root / "zeros.txt").write_bytes(b"\x00" * 5000)
     (root / "mixed.jsonl").write_text('{"text": "fine"}\n{oops\n{"text": "also fine"}\n')
     return root
 
@@ -50,12 +52,17 @@ def test_bad_files_are_skipped_with_their_reasons(tmp_path: Path) -> None:
         "mixed.jsonl:2",
         "pipe.txt",
         "unreadable.txt",
+        "utf16.txt",
+        "zeros.txt",
     }
     assert "broken symlink" in reasons["dangling.txt"]
     assert "symlink loop" in reasons["loop.txt"]
     assert reasons["pipe.txt"] == "not a regular file (FIFO)"
     assert reasons["unreadable.txt"].startswith(("cannot read", "Permission denied"))
     assert "not UTF-8" in reasons["latin1.md"]
+    # NUL is valid UTF-8 but in no text file: UTF-16 text and binary data are left out, not embedded
+    assert reasons["utf16.txt"] == "not UTF-8 text (a NUL byte at 1: binary or UTF-16)"
+    assert reasons["zeros.txt"] == "not UTF-8 text (a NUL byte at 0: binary or UTF-16)"
     assert "not valid JSON" in reasons["mixed.jsonl:2"]
     assert str(skipped[0]).startswith(str(root))  # "path: reason" lines name the file
 

@@ -57,9 +57,16 @@ def test_cross_encoder_reranks_the_funnels_candidates(tmp_path: Path, minilm_eng
     assert [h.score for h in hits] == pytest.approx(expected, abs=1e-5)
     assert all(set(h.stage_scores) == {"recall", "rerank"} for h in hits)
     assert hits[0].score >= hits[1].score >= hits[2].score
-    with pytest.raises(InvalidInputError, match="not a cross-encoder"):
+    with pytest.raises(InvalidInputError, match=r"not a cross-encoder \(it scores by cosine\)"):
         CrossEncoderReranker(minilm_engine)
     store.close()
+
+
+def test_a_model_that_scores_no_pairs_is_refused_naming_what_it_runs(assets: Path) -> None:
+    token_classifier = Engine(assets / "rampart-pii")
+    refusal = r"not a cross-encoder \(it runs token_classify.*, not score\)"
+    with pytest.raises(InvalidInputError, match=refusal):
+        CrossEncoderReranker(token_classifier)
 
 
 @pytest.mark.parametrize("kind", ["qdrant", "milvus"])

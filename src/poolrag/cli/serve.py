@@ -26,6 +26,17 @@ logger = logging.getLogger(__name__)
 API_KEY_ENV = "POOLRAG_API_KEY"
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 (the system picks a free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {value}")
+    return value
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
@@ -49,7 +60,7 @@ def register(subparsers: Any) -> None:
     )
     net = parser.add_argument_group("server")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    net.add_argument("--port", type=int, default=8000)
+    net.add_argument("--port", type=port_number, default=8000, help="TCP port (default 8000; 0: any free)")
     add_flag(
         net,
         "--api-key",

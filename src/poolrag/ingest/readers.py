@@ -181,12 +181,19 @@ def _check(file: Path) -> str | None:
 
 
 def _scan_text(path: Path) -> str:
-    """SHA-256 of the file's bytes, checking on the way that they decode as UTF-8."""
+    """SHA-256 of the file's bytes, checking on the way that they decode as UTF-8 and hold no NUL
+    byte: NUL is valid UTF-8 but no text file has one, while UTF-16 text and binary data (a file
+    named .txt by mistake) are full of them, and would be embedded as garbage."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     digest = hashlib.sha256()
+    read = 0
     with path.open("rb") as handle:
         while block := handle.read(_READ_BYTES):
             decoder.decode(block)
+            if (nul := block.find(b"\x00")) >= 0:
+                why = f"a NUL byte at {read + nul}: binary or UTF-16"
+                raise UnicodeDecodeError("utf-8", block, nul, nul + 1, why)
+            read += len(block)
             digest.update(block)
         decoder.decode(b"", final=True)
     return digest.hexdigest()

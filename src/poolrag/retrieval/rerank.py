@@ -79,10 +79,12 @@ class CrossEncoderReranker:
     ) -> None:
         facts = backend.facts
         if facts.score_kind is not ScoreKind.CROSS_ENCODER:
-            raise InvalidInputError(
-                f"{facts.model_name} is not a cross-encoder (it scores by {facts.score_kind.value}); "
-                "reranking needs one"
+            how = (  # a model that scores no pairs at all (a token classifier) has no score kind to name
+                f"it scores by {facts.score_kind.value}"
+                if "score" in facts.supported_tasks
+                else f"it runs {', '.join(facts.supported_tasks)}, not score"
             )
+            raise InvalidInputError(f"{facts.model_name} is not a cross-encoder ({how}); reranking needs one")
         self.backend = backend
         self.second_stage = second_stage_mode(second_stage)
         self.weight = None if weight is None else check_rerank_weight(weight)
