@@ -179,6 +179,23 @@ def test_a_search_that_ends_while_its_first_load_measures_exits_cleanly(tmp_path
         assert ("first load of this model on this machine" in search.stderr) is not bool(quiet), search.stderr
 
 
+def test_a_rerun_without_the_truncation_a_collection_was_written_with_names_its_flags(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """Seen from outside: the refusal read as a clash of two models (the same folder, its identity
+    with and without the Matryoshka assumption) and told the user to delete the collection."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "one.txt").write_text("Coral reefs bleach when the water warms.")
+    store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "c", "--no-cache", "-q"]
+    line = ["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]
+    assert main([*line, "--dimensions", "128", "--assume-matryoshka"]) == 0
+    capsys.readouterr()
+    assert main(line) == 2
+    error = capsys.readouterr().err
+    assert "it was written with --dimensions 128 --assume-matryoshka, so run again with them" in error
+    assert main([*line, "--dimensions", "128", "--assume-matryoshka"]) == 0
+
+
 def test_the_report_counts_one_document_and_one_chunk_in_the_singular(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:

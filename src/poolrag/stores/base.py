@@ -182,8 +182,20 @@ class CollectionSpec:
                 f"collection {self.name!r} in {where} holds {stored.dimension}-dimension {stored.layout} "
                 f"vectors from {stored.model_identity}, but this run uses {self.dimension}-dimension "
                 f"{self.layout} vectors from {self.model_identity} ({'; '.join(problems)}). Mixing them "
-                "would make search meaningless: use another --collection, or delete this one first."
+                f"would make search meaningless: {self._remedy(stored)}use another --collection, or "
+                "delete this one first."
             )
+
+    def _remedy(self, stored: CollectionSpec) -> str:
+        """The flags of the run that wrote ``stored``, where it is this run's model truncated
+        (Matryoshka) and this run left the truncation out: the likely fix, said first."""
+        same_model = stored.model_name == self.model_name and stored.full_dimension == self.full_dimension
+        if not same_model or stored.dimension == self.dimension or stored.dimension >= stored.full_dimension:
+            return ""
+        overrides = stored.model_options.get("hf_overrides")
+        assumed = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
+        flags = f"--dimensions {stored.dimension}" + (" --assume-matryoshka" if assumed else "")
+        return f"it was written with {flags}, so run again with them, or "
 
 
 @dataclass
