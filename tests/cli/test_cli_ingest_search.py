@@ -196,6 +196,26 @@ def test_a_rerun_without_the_truncation_a_collection_was_written_with_names_its_
     assert main([*line, "--dimensions", "128", "--assume-matryoshka"]) == 0
 
 
+def test_a_search_that_finds_nothing_says_so(tmp_path: Path, minilm_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    store = [
+        "--model",
+        str(minilm_path),
+        "--store",
+        "qdrant",
+        "--path",
+        str(tmp_path / "q"),
+        "--collection",
+        "c",
+    ]
+    assert main(["ingest", str(tmp_path / "empty"), *store, "--no-cache", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["search", "anything", *store, "--json"]) == 0
+    found = capsys.readouterr()
+    assert found.out == ""  # --json: no result lines
+    assert "no results in collection 'c' (it may be empty)" in found.err
+
+
 def test_the_report_counts_one_document_and_one_chunk_in_the_singular(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:
