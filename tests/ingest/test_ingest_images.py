@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import build_clip
+from tiny_models import build_clip, build_colqwen2
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
@@ -157,5 +157,36 @@ def test_pages_and_images_land_as_rows_naming_file_and_page(kind: str, tmp_path:
     store, redrawn = run(PageRendering(dpi=96, max_side=320))  # other pixels: the pages again
     try:
         assert redrawn.embedded == 3 and redrawn.deleted == 3 and store.count() == 5
+    finally:
+        store.close()
+
+
+def test_a_page_the_models_processor_refuses_stops_the_run_naming_its_file(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """ColQwen2 refuses a 1 x 5000 strip (aspect ratio over 200): the run stops with one error naming
+    the file, as the user knows it, instead of a traceback about the batch's third input."""
+    from PIL import Image
+
+    from poolrag.errors import InvalidImageError
+    from poolrag.ingest import ColbertEncoder
+
+    engine = Engine(build_colqwen2(tmp_path / "colqwen2", minilm_path))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    copy_photo(docs / "a-photo.jpg")
+    Image.new("RGB", (1, 5000), "white").save(docs / "b-strip.png")
+    store = open_store("qdrant", "pages", path=str(tmp_path / "q"))
+    try:
+        pipeline = IngestPipeline(
+            store,
+            ColbertEncoder(engine),
+            TokenChunker.for_model(engine.tokenizer, engine.facts, 32),
+            checkpoint_dir=tmp_path / "ck",
+            progress=False,
+        )
+        refusal = r"b-strip\.png: this model's processor cannot prepare it"
+        with pytest.raises(InvalidImageError, match=refusal):
+            pipeline.run(read_paths([docs], images=RENDERING, texts=False))
     finally:
         store.close()

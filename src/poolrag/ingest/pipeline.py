@@ -39,11 +39,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from poolrag.counts import check_count
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InvalidImageError, InvalidInputError
 from poolrag.ingest.chunk_ahead import ChunkAhead
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.driver import IngestDriver, IngestReport
-from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
+from poolrag.ingest.encoders import ChunkEncoder, ColbertEncoder, DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.visual_documents import ImageDocument, PdfDocument, VisualDocument
@@ -290,7 +290,12 @@ class _Run:
             assert isinstance(encoder, DenseEncoder)
             vectors = encoder.encode_late(batch)
         else:  # an image chunk's input is its image (a PDF page is rendered here, off the reader)
-            vectors = encoder.encode([c.model_input() for c in batch], [c.token_ids for c in batch])
+            try:
+                vectors = encoder.encode([c.model_input() for c in batch], [c.token_ids for c in batch])
+            except InvalidImageError as exc:  # a page retriever's processor refused one: name its file
+                if not isinstance(encoder, ColbertEncoder):  # a cached encoder numbers its misses only
+                    raise
+                raise InvalidImageError(_chunk_named(batch, exc.name), exc.problem) from None
         sparse_vectors = sparse.encode(texts) if sparse is not None else [None] * len(batch)
         return vectors, sparse_vectors
 
@@ -332,3 +337,13 @@ class _Run:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+
+
+def _chunk_named(batch: list[Chunk], name: str) -> str:
+    """The file (and PDF page) of the batch's input ``name`` (``input[3]``), as the user knows it."""
+    position = name.partition("[")[2].rstrip("]")
+    if not position.isdigit() or int(position) >= len(batch):
+        return name
+    chunk = batch[int(position)]
+    page = chunk.metadata.get("page")
+    return chunk.source if page is None else f"{chunk.source} page {page}"

@@ -16,7 +16,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from poolrag.errors import InputTooLongError, ModelLoadError
+from poolrag.errors import InputTooLongError, InvalidImageError, ModelLoadError
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
 from poolrag.tokenization.images import ImagePreprocessor, _pil, decode_image
 
@@ -47,7 +47,10 @@ class PagePreprocessor(ImagePreprocessor):
 
     def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
         image = decode_image(value, name)
-        encoded = self.processor.process_images(images=[image], return_tensors="pt")
+        try:
+            encoded = self.processor.process_images(images=[image], return_tensors="pt")
+        except ValueError as exc:  # the processor's own bounds (ColQwen2: aspect ratio under 200)
+            raise InvalidImageError(name, f"this model's processor cannot prepare it ({exc})") from None
         ids = _attended(encoded, 0)
         types = _attended(encoded, 0, "token_type_ids")
         values = encoded["pixel_values"][0].float().numpy()
