@@ -35,6 +35,29 @@ def test_a_real_pdf_reads_its_text_layer_and_renders_within_the_bounds(tmp_path:
     assert max(width, height) == 256  # the longer side is capped whatever the resolution asked
 
 
+#: a well-formed PDF of no pages: pdfium refuses to load it without setting an error code of its own
+ZERO_PAGES = (
+    b"%PDF-1.4\n1 0 obj\n<</Type/Catalog/Pages 2 0 R>>\nendobj\n2 0 obj\n<</Type/Pages/Kids[]/Count 0>>\n"
+    b"endobj\nxref\n0 3\n0000000000 65535 f \n0000000009 00000 n \n0000000054 00000 n \ntrailer\n"
+    b"<</Size 3/Root 1 0 R>>\nstartxref\n100\n%%EOF\n"
+)
+
+
+def test_each_unreadable_pdf_is_described_by_its_own_failure(tmp_path: Path, pdfium) -> None:
+    """pdfium keeps its last error code until another error replaces it: a PDF with no pages, read
+    after a damaged one, was reported with the damaged one's 'Data format error'."""
+    (tmp_path / "damaged.pdf").write_bytes(b"%PDF-1.4 garbage garbage")
+    (tmp_path / "empty.pdf").write_bytes(ZERO_PAGES)
+    with pytest.raises(InvalidInputError, match=r"not a readable PDF \(.*Data format error"):
+        pdfium.page_texts(str(tmp_path / "damaged.pdf"), 10)
+    with pytest.raises(
+        InvalidInputError, match=r"not a readable PDF \(pdfium cannot load it: no pages, or damaged\)$"
+    ):
+        pdfium.page_texts(str(tmp_path / "empty.pdf"), 10)
+    pdf = write_pdf(tmp_path / "one.pdf", ["still read"])
+    assert [t.strip() for t in pdfium.page_texts(str(pdf), 10)] == ["still read"]
+
+
 _BOMB_RUN = """
 import json, resource, sys
 from poolrag.errors import InvalidInputError

@@ -99,6 +99,8 @@ class PdfiumProcess:
                     f"pdfium stopped on it (it needs more than {self.memory_limit >> 20:,} MiB, "
                     "a compression bomb, or it crashed pdfium)"
                 ) from None
+            if header.get("new_child"):
+                self._stop()
         if "error" in header:
             if header.get("missing_extra"):
                 raise ModelLoadError(PDF_EXTRA)
@@ -200,7 +202,12 @@ def _serve(memory_limit: int) -> None:
         try:
             header, payload = (_texts if request["op"] == "texts" else _render)(pdfium, request)
         except pdfium.PdfiumError as exc:
-            header, payload = {"error": f"not a readable PDF ({exc})"}, b""
+            # pdfium keeps its last error code until another error replaces it, so a later file's
+            # failure could read as this one's: the parent starts a new child for the next file
+            why = (
+                str(exc) if getattr(exc, "err_code", None) else "pdfium cannot load it: no pages, or damaged"
+            )
+            header, payload = {"error": f"not a readable PDF ({why})", "new_child": True}, b""
         except MemoryError:
             header, payload = {"error": f"pdfium needs more than {memory_limit >> 20:,} MiB for it"}, b""
         _send(stdout, header, payload)
