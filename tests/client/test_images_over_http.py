@@ -41,6 +41,27 @@ def test_the_client_sends_images_the_engine_reads(engine: Engine, url: str) -> N
     np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+def test_every_client_call_takes_the_images_the_engine_takes(engine: Engine, url: str) -> None:
+    """score, score_array, rerank and encode send a path, bytes or a PIL image as embed_array does
+    (seen from outside: a raw 'PosixPath is not JSON serializable' TypeError)."""
+    images = [PHOTO, PHOTO.read_bytes(), PIL.open(PHOTO).convert("RGB")]
+    want = engine.score_array("a portrait", [PHOTO, PHOTO, PHOTO])
+    client = PoolragClient(url)
+    try:
+        np.testing.assert_allclose(client.score_array("a portrait", images), want, atol=1e-6)
+        scores = [out.outputs.score for out in client.score("a portrait", images)]
+        np.testing.assert_allclose(scores, want, atol=1e-6)
+        ranked = client.rerank("a portrait", [*images, "tax law"])
+        assert sorted(r.index for r in ranked) == [0, 1, 2, 3]
+        outputs = client.encode(images, pooling_task="embed")
+        assert [(o.prompt, o.prompt_token_ids) for o in outputs] == [(None, [])] * 3  # no text to echo
+        np.testing.assert_allclose(
+            np.stack([o.outputs.data for o in outputs]), engine.embed_array([PHOTO] * 3), atol=1e-6
+        )
+    finally:
+        client.close()
+
+
 def test_openai_s_client_posts_a_data_url_and_gets_the_image_s_vector(engine: Engine, url: str) -> None:
     import openai
 

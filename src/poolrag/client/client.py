@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -296,9 +296,14 @@ class PoolragClient:
         return [item for part in parts for item in part]
 
     # -- request bodies ---------------------------------------------------------------------------
-    def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
+    def _wired(self, items: Sequence[Any], field: str) -> list[Any]:
+        """Each item as the server reads it: a text, token ids, or an image (path, bytes, PIL) as
+        a data URL, named ``field[i]`` when refused, as the engine names it."""
         reads_images = self._facts is None or self._facts.reads_images  # fetched before requests are made
-        items = [wire.wire_input(p, reads_images, f"input[{i}]") for i, p in enumerate(prompt_list(prompts))]
+        return [wire.wire_input(item, reads_images, f"{field}[{i}]") for i, item in enumerate(items)]
+
+    def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
+        items = self._wired(prompt_list(prompts), "input")
         return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
 
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
@@ -322,6 +327,7 @@ class PoolragClient:
         firsts, seconds = score_pairs(text_1, text_2)
         if not seconds:
             return []
+        firsts, seconds = self._wired(firsts, "text_1"), self._wired(seconds, "text_2")
         extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
         return [
             (
@@ -339,7 +345,7 @@ class PoolragClient:
             )
         if isinstance(text_2, str) or not isinstance(text_2, Sequence):
             raise InputTypeError(f"text_2 must be a list of strings, not {type(text_2).__name__}")
-        seconds = list(text_2)
+        seconds = self._wired(list(text_2), "text_2")
         if not seconds:
             raise InvalidInputError("text_1 and text_2 must both be non-empty")  # as the engine says
         extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
@@ -348,8 +354,8 @@ class PoolragClient:
             for s in self._chunks(len(seconds))
         ]
 
-    @staticmethod
     def _rerank_fields(
+        self,
         query: str,
         documents: Sequence[str],
         top_n: int | None,
@@ -357,7 +363,8 @@ class PoolragClient:
         second_stage: str | None,
         rerank_weight: float | None,
     ) -> dict[str, Any]:
-        fields: dict[str, Any] = {"query": query, "documents": list(documents), "return_documents": False}
+        documents = self._wired(list(documents), "documents")
+        fields: dict[str, Any] = {"query": query, "documents": documents, "return_documents": False}
         first = None if first_stage_scores is None else [float(s) for s in first_stage_scores]
         optional = {
             "top_n": top_n,
@@ -612,8 +619,8 @@ def _outputs(
         PoolingRequestOutput(
             str(i),
             wrap(result),
-            [] if isinstance(item, str) else [int(t) for t in item["prompt_token_ids"]],
-            item if isinstance(item, str) else None,
+            [int(t) for t in item["prompt_token_ids"]] if isinstance(item, Mapping) else [],
+            item if isinstance(item, str) else None,  # an image has no text to echo
         )
         for i, (item, result) in enumerate(zip(items, results, strict=True))
     ]
