@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from tiny_models import build_colpali
 
-from poolrag import Engine
+from poolrag import Engine, InvalidInputError
 from poolrag.testing.live_server import serve
 
 pytest.importorskip("PIL.Image", reason="pages need the images extra (Pillow)")
@@ -70,6 +70,21 @@ def test_a_document_that_is_not_an_image_is_a_400_naming_it(url: str) -> None:
     error = answer.json()["error"]
     assert error["message"] == "documents[1]: not a readable image (not a known image format)"
     assert error["param"] == "documents[1]"
+
+
+def test_a_text_among_the_pages_is_a_400_naming_it(url: str, engine: Engine) -> None:
+    """Seen from outside: a plain text document was scored like a page (as a query, by MaxSim) and
+    outranked the real pages, with no word of it."""
+    body = {"model": "colpali", "query": "q", "documents": [_data_url(PAGES[0]), "just a text document"]}
+    answer = httpx.post(f"{url}/rerank", json=body)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "documents[1]"
+    assert error["message"] == (
+        "documents[1]: a page retriever's documents are pages (an image or a rendered PDF page), not text"
+    )
+    with pytest.raises(InvalidInputError, match=r"^text_2\[0\]: a page retriever's documents are pages"):
+        engine.score("q", ["just a text document"])
 
 
 def test_a_page_retriever_has_no_single_vector_for_embeddings(url: str) -> None:

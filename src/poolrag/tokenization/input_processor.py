@@ -321,6 +321,11 @@ class InputProcessor:
                 images[i] = (item, field if index is None else f"{field}[{index}]")
             elif (kind := other_data_url(item)) is not None:
                 raise _not_an_image(field if index is None else f"{field}[{index}]", kind)
+            elif params.input_type == "document":  # scored as a page, a text would rank among them
+                raise InvalidImageError(
+                    field if index is None else f"{field}[{index}]",
+                    "a page retriever's documents are pages (an image or a rendered PDF page), not text",
+                )
             else:
                 queries[i] = check_text(item, field, index)
         if images:
