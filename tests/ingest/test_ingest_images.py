@@ -82,6 +82,29 @@ def test_images_and_pdfs_are_read_only_for_a_model_that_reads_them(tmp_path: Pat
     assert len({c.id for c in chunks}) == 3
 
 
+def test_a_picture_named_on_the_command_line_says_what_ingest_reads(tmp_path: Path) -> None:
+    """Named on the command line, a file is read whatever its suffix: a photo given to a text model,
+    or a GIF to CLIP, was left out as 'not UTF-8 text (invalid start byte)'."""
+    from PIL import Image
+
+    photo = copy_photo(tmp_path / "hopper.jpg")
+    gif = tmp_path / "hopper.gif"
+    Image.open(photo).save(gif)
+    skipped: list = []
+    assert list(read_paths([photo, gif], skipped=skipped)) == []  # a text model
+    reasons = {Path(s.path).name: s.reason for s in skipped}
+    assert reasons["hopper.jpg"] == (
+        "a .jpg file, which this model cannot read (it reads text; CLIP or ColPali read images)"
+    )
+    assert (
+        reasons["hopper.gif"]
+        == "a .gif picture: ingest reads .png, .jpg, .jpeg, .webp, .pdf (convert it to one of them)"
+    )
+    skipped.clear()
+    assert [type(d) for d in read_paths([photo, gif], images=RENDERING, skipped=skipped)] == [ImageDocument]
+    assert [Path(s.path).name for s in skipped] == ["hopper.gif"]
+
+
 def test_each_hostile_file_is_one_line_and_the_rest_is_read(tmp_path: Path) -> None:
     folder = _folder(tmp_path / "docs")
     reasons = _hostile(folder)

@@ -317,12 +317,29 @@ def read_paths(
                     continue
                 digest = _scan_text(file)
             except UnicodeDecodeError as exc:
-                problem(file, f"not UTF-8 text ({exc.reason})")
+                problem(file, _not_text(file, exc, images is not None))
                 continue
             except OSError as exc:
                 problem(file, f"cannot read: {_describe(exc)}")
                 continue
             yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
+
+
+#: picture formats Pillow reads that ingest does not take (a named file of one is read as text)
+_OTHER_IMAGE_SUFFIXES = (".gif", ".bmp", ".tif", ".tiff", ".heic", ".avif", ".ico")
+
+
+def _not_text(file: Path, exc: UnicodeDecodeError, reads_images: bool) -> str:
+    """Why a file read as text is left out: its bytes, or, for a picture or a PDF, what to do."""
+    from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
+
+    suffix = file.suffix.lower()
+    if suffix in IMAGE_SUFFIXES + PDF_SUFFIXES and not reads_images:
+        return f"a {suffix} file, which this model cannot read (it reads text; CLIP or ColPali read images)"
+    if suffix in _OTHER_IMAGE_SUFFIXES:
+        kinds = ", ".join(IMAGE_SUFFIXES + PDF_SUFFIXES)
+        return f"a {suffix} picture: ingest reads {kinds} (convert it to one of them)"
+    return f"not UTF-8 text ({exc.reason})"
 
 
 def _suffixes(images: bool, texts: bool = True) -> tuple[str, ...]:
