@@ -192,7 +192,8 @@ class CollectionSpec:
         same_model = stored.model_name == self.model_name and stored.full_dimension == self.full_dimension
         if not same_model or stored.dimension == self.dimension or stored.dimension >= stored.full_dimension:
             return ""
-        overrides = stored.model_options.get("hf_overrides")
+        options = stored.model_options if isinstance(stored.model_options, dict) else {}  # read from a store
+        overrides = options.get("hf_overrides")
         assumed = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
         flags = f"--dimensions {stored.dimension}" + (" --assume-matryoshka" if assumed else "")
         return f"it was written with {flags}, so run again with them, or "
