@@ -210,3 +210,14 @@ def test_v2_embed_takes_texts_or_images_and_fetches_nothing(url: str) -> None:
     for body, message in ((both, "texts, images or inputs"), (remote, "nothing is fetched")):
         response = httpx.post(f"{url}/v2/embed", json=body)
         assert response.status_code in (400, 422) and message in response.text
+
+
+def test_int8_of_one_image_without_ranges_names_the_image(url: str) -> None:
+    """The refusal says what was sent (seen from outside: one image was called 'a single text')."""
+    import httpx
+
+    image = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode("ascii")
+    body = {"images": [image], "input_type": "image", "embedding_types": ["int8"]}
+    response = httpx.post(f"{url}/v2/embed", json=body)
+    assert response.status_code == 400
+    assert "int8/uint8 of a single image needs fixed ranges" in response.json()["error"]["message"]

@@ -109,8 +109,9 @@ def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None)
     if {"int8", "uint8"} & set(body.types):
         raise APIError(
             400,
-            "calibration: int8/uint8 of a single text needs fixed ranges: send calibration vectors, or "
-            "start the server with --calibration FILE (made by 'poolrag calibrate')",
+            f"calibration: int8/uint8 of a single {'image' if body.has_images else 'text'} needs fixed "
+            "ranges: send calibration vectors, or start the server with --calibration FILE (made by "
+            "'poolrag calibrate')",
             param="calibration",
         )
 
