@@ -226,3 +226,17 @@ def test_the_report_counts_one_document_and_one_chunk_in_the_singular(
     assert (
         "ingested 1 document into qdrant collection 'one': 1 chunk: 1 embedded now" in capsys.readouterr().out
     )
+
+
+def test_without_a_cache_a_repeated_chunk_is_not_said_to_come_from_it(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """--no-cache stores nothing, so a chunk identical to another is embedded once and named so
+    (seen from outside: it was counted 'taken from cache')."""
+    (tmp_path / "docs").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "docs" / name).write_text("Coral reefs bleach when the water warms.")
+    store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "two", "--no-cache", "-q"]
+    assert main(["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]) == 0
+    out = capsys.readouterr().out
+    assert "2 chunks: 1 embedded now, 1 identical to another chunk, 0 already stored" in out, out

@@ -166,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"ingested {_many(report.documents, 'document')} into {args.store} collection "
             f"{args.collection!r}: {_many(report.chunks, 'chunk')}: {report.embedded} embedded now, "
-            f"{report.from_cache} taken from cache, {report.chunks_existing} already stored; "
+            f"{report.from_cache} {'identical to another chunk' if args.no_cache else 'taken from cache'}, "
+            f"{report.chunks_existing} already stored; "
             f"{report.deleted} deleted, "
             f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
         )
