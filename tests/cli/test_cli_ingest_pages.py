@@ -123,6 +123,7 @@ def test_a_page_retriever_stores_each_page_as_its_token_vectors(
     assert ingest.returncode == 0, ingest.stderr[-3000:]
     report = json.loads(ingest.stdout.strip().splitlines()[-1])
     assert (report["documents"], report["chunks"], report["embedded"]) == (2, 3, 3)
+    assert "1 text document not read: a page retriever reads pages" in ingest.stderr  # not silently
 
     search = _poolrag(["search", "where are the comets", *store, "-k", "5", "--json"], tmp_path)
     assert search.returncode == 0, search.stderr[-3000:]

@@ -240,3 +240,19 @@ def test_without_a_cache_a_repeated_chunk_is_not_said_to_come_from_it(
     assert main(["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]) == 0
     out = capsys.readouterr().out
     assert "2 chunks: 1 embedded now, 1 identical to another chunk, 0 already stored" in out, out
+
+
+def test_a_text_model_says_how_many_pictures_and_pdfs_of_the_folder_it_did_not_read(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """They are not listed for a text model; one line says so (seen from outside: a mixed folder's
+    PDFs vanished without a word)."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "note.txt").write_text("Coral reefs bleach when the water warms.")
+    (tmp_path / "docs" / "scan.pdf").write_bytes(b"%PDF-1.4\n")
+    (tmp_path / "docs" / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "mixed", "--no-cache", "-q"]
+    assert main(["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]) == 0
+    captured = capsys.readouterr()
+    assert "ingested 1 document" in captured.out
+    assert "2 image or PDF files not read: this model reads text (CLIP or ColPali read them)" in captured.err

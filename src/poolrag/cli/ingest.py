@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         quiet_ray_start(args.verbose)
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
         try:
-            report, reads_texts = _ingest(args, opened)
+            report, reads_texts, reads_images = _ingest(args, opened)
         except user_errors() as exc:
             return report_error("ingest", exc)
     if args.json:
@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if report.documents == 0 and report.documents_skipped == 0 and not report.skipped:
         print(f"no documents in {', '.join(args.paths)}: {_what_is_read(reads_texts)}", file=sys.stderr)
+    elif (unread := _not_read(args.paths, reads_texts, reads_images)) is not None:
+        print(unread, file=sys.stderr)
     if report.skipped:  # files, or records of a JSONL file (path:line)
         print(f"{len(report.skipped)} left out:", file=sys.stderr)
         for line in report.skipped:
@@ -182,6 +184,20 @@ def run(args: argparse.Namespace) -> int:
 
 def _many(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _not_read(paths: list[str], reads_texts: bool, reads_images: bool | None) -> str | None:
+    """A line for the files of a kind ingest reads that this model does not: they are not listed,
+    so without it a mixed folder's PDFs (or, for ColPali, its text files) vanish without a word."""
+    from poolrag.ingest.readers import count_documents
+
+    if not reads_texts and (count := count_documents(paths)):
+        kind = _many(count, "text document")
+        return f"{kind} not read: a page retriever reads pages (text is for a text model)"
+    if reads_images is False and (count := count_documents(paths, images=True, texts=False)):
+        kind = _many(count, "image or PDF file")
+        return f"{kind} not read: this model reads text (CLIP or ColPali read them)"
+    return None
 
 
 def _what_is_read(reads_texts: bool) -> str:
@@ -199,8 +215,9 @@ def _what_is_read(reads_texts: bool) -> str:
     )
 
 
-def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[IngestReport, bool]:
-    """The run's report, and whether it read text files (a page retriever reads pages alone)."""
+def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[IngestReport, bool, bool | None]:
+    """The run's report, whether it read text files (a page retriever reads pages alone) and whether
+    it read images and PDFs (``None`` on Ray, whose actors read text files whatever the model)."""
     from poolrag.errors import InvalidInputError
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
     from poolrag.ingest.pdf_pages import PageRendering
@@ -256,7 +273,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
         report = ingest_on_ray_from_args(
             args, documents, files_left_out, store, cache, engine_args, options, checkpoint_dir
         )
-        return report, True
+        return report, True, None
     engine = load_engine(engine_args)
     if args.late_chunking and not engine.supports_late_chunking:
         from poolrag.tokenization.late_chunks import late_chunking_refused
@@ -307,7 +324,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
     report = pipeline.run(
         documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total
     )
-    return report, texts
+    return report, texts, reads_images
 
 
 def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: int | None) -> ChunkEncoder:
