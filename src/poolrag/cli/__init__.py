@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from poolrag.cli.interrupts import EXIT_INTERRUPTED, second_interrupt_exits
 from poolrag.native_heap import TRIM_INTERVAL_S, bound_arenas, trim_after_batches
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
@@ -51,8 +52,6 @@ def bound_native_memory(trim_interval_s: float = TRIM_INTERVAL_S) -> None:
     trim_after_batches(trim_interval_s)
 
 
-#: Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it.
-EXIT_INTERRUPTED = 130
 #: What a stopped command leaves, said in its one line.
 _RESUME = "run the same command again to resume where it stopped"
 _AFTER_INTERRUPT = {"ingest": _RESUME, "eval": _RESUME}
@@ -62,9 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``poolrag`` script; each subcommand sets ``handler`` (returns an exit code)."""
     bound_native_memory()
     args = build_parser().parse_args(argv)
+    after = _AFTER_INTERRUPT.get(args.command)
     try:
-        return int(args.handler(args) or 0)
+        if after is None:
+            return int(args.handler(args) or 0)
+        with second_interrupt_exits(args.command, after):
+            return int(args.handler(args) or 0)
     except KeyboardInterrupt:  # the handler has closed its store and cache on the way out
-        after = _AFTER_INTERRUPT.get(args.command)
         print(f"poolrag {args.command}: interrupted" + (f"; {after}" if after else ""), file=sys.stderr)
         return EXIT_INTERRUPTED

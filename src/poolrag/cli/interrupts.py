@@ -1,0 +1,46 @@
+"""Ctrl-C once stops a resumable command cleanly; Ctrl-C again stops it at once.
+
+The first Ctrl-C raises ``KeyboardInterrupt``: the store and cache close, the batch in flight ends
+and the checkpoint is kept. That can take seconds (a forward on the embedding thread, Milvus Lite's
+close), and a user who presses Ctrl-C again means "now". A second Ctrl-C therefore ends the process
+on the spot, saying so: what is not checkpointed is redone by the re-run, as after ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it.
+EXIT_INTERRUPTED = 130
+
+
+@contextmanager
+def second_interrupt_exits(command: str, after: str) -> Iterator[None]:
+    """Within the block, a Ctrl-C after the first one ends the process with ``after`` said.
+
+    Only in the main thread (where Python delivers signals). The previous handler is restored
+    unless a Ctrl-C came: the process is then on its way out, and a second one may come after the
+    block (while the interpreter waits for the embedding thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def exit_now(signum: int, frame: FrameType | None) -> None:
+        os.write(2, f"poolrag {command}: interrupted again, stopped now; {after}\n".encode())
+        os._exit(EXIT_INTERRUPTED)
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGINT, exit_now)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is first:
+            signal.signal(signal.SIGINT, previous)
