@@ -96,6 +96,16 @@ def test_bad_token_ids_are_rejected(minilm_engine: Engine) -> None:
         minilm_engine.embed([{"prompt_token_ids": []}])
 
 
+def test_token_ids_of_another_tokenizer_are_refused_naming_their_source(minilm_engine: Engine) -> None:
+    """tiktoken's ids for "hello world" (what LangChain's OpenAIEmbeddings sends by default) have
+    neither [CLS] nor [SEP]; as BERT ids they read "denise 皇" and gave a wrong vector silently."""
+    with pytest.raises(InvalidInputError, match=r"do not start with this model's \[CLS\].*tiktoken"):
+        minilm_engine.embed([{"prompt_token_ids": [15339, 1917]}])
+    own = minilm_engine.tokenizer("hello world")["input_ids"]
+    for ids in (own, own[:2], own[1:]):  # the model's own ids, cut at either end
+        minilm_engine.embed([{"prompt_token_ids": ids}])
+
+
 def test_invalid_params_are_rejected() -> None:
     with pytest.raises(InvalidInputError):
         PoolingParams(input_type="passage")  # type: ignore[arg-type]

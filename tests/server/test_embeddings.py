@@ -162,6 +162,15 @@ def test_langchain_openai_embeddings_get_the_offline_vectors(minilm_server: Serv
     np.testing.assert_allclose(np.array(query, dtype=np.float32), expected[0], atol=1e-6)
 
 
+def test_langchains_default_tiktoken_ids_are_a_400_naming_the_setting(minilm_server: Served) -> None:
+    """LangChain's OpenAIEmbeddings, left at check_embedding_ctx_length=True, sends the ids tiktoken's
+    cl100k_base gives each text ("hello world" is [15339, 1917]) through the openai package."""
+    with pytest.raises(openai.BadRequestError) as refused:
+        _client(minilm_server).embeddings.create(model=minilm_server.model, input=[[15339, 1917]])
+    assert refused.value.body["param"] == "input"
+    assert "check_embedding_ctx_length=False" in refused.value.body["message"]
+
+
 def test_megabytes_of_text_are_tokenised_and_truncated_like_offline(
     minilm_server: Served, http: httpx.Client
 ) -> None:

@@ -39,9 +39,8 @@ def cli(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def _ids_body(count: int, token_id: int = 1) -> bytes:
-    return json.dumps(
-        {"input": [token_id] * count, "truncate_prompt_tokens": -1}, separators=(",", ":")
-    ).encode()
+    ids = [101] + [token_id] * (count - 1)  # MiniLM's [CLS] first: ids its tokenizer could have made
+    return json.dumps({"input": ids, "truncate_prompt_tokens": -1}, separators=(",", ":")).encode()
 
 
 def _rss_kib(pid: int) -> int:

@@ -391,11 +391,33 @@ class InputProcessor:
         vocab = len(self.tokenizer)
         if any(t < 0 or t >= vocab for t in ids):
             raise InvalidInputError(f"{name}: token ids must be in [0, {vocab})", param=field)
+        self._refuse_unframed(ids, name, field)
         cut = limit is not None and len(ids) > limit
         if cut:
             ids = ids[:limit]
         self._check_length(ids)
         return PoolingRequest(token_ids=tuple(ids), params=params, truncated=cut)
+
+    def _refuse_unframed(self, ids: Sequence[int], name: str, field: str) -> None:
+        """Ids with neither the first nor the last special token of a tokenizer that frames every
+        text on both sides (BERT's [CLS] … [SEP]) were made by another tokenizer: LangChain's
+        ``OpenAIEmbeddings`` sends tiktoken's by default, and their vectors would be wrong without a
+        word. Ids this tokenizer made keep its first token even cut. A decoder's BOS alone is not
+        checked: its ids are often assembled by hand."""
+        if self._frame is _UNKNOWN:
+            self._frame = self._special_frame()
+        if self._frame is None or not (self._frame[0] and self._frame[1]):
+            return
+        head, tail = self._frame
+        if list(ids[: len(head)]) == head or list(ids[-len(tail) :]) == tail:
+            return
+        first = " ".join(self.tokenizer.convert_ids_to_tokens(head))
+        raise InvalidInputError(
+            f"{name}: token ids that do not start with this model's {first}: ids from another tokenizer "
+            "give wrong vectors (LangChain's OpenAIEmbeddings sends tiktoken ids unless "
+            "check_embedding_ctx_length=False); send text, or this model's own ids",
+            param=field,
+        )
 
     # -- pairs (cross-encoders) -----------------------------------------------------------------
     @staticmethod
