@@ -106,6 +106,14 @@ MINILM_CASES = [
     ("/rerank", {"query": "q", "documents": ["a", " "]}, "empty_input", "documents[1] is empty", "documents"),
     ("/tokenize", {"prompt": " "}, "empty_input", "prompt is empty", "prompt"),
     ("/tokenize", {"prompt": ["a"]}, "invalid_request", "prompt", "prompt"),
+    # Jina's boolean form; the message named the schema's class ("instance of LateChunking")
+    (
+        "/v1/embeddings",
+        {"input": "x", "late_chunking": True},
+        "invalid_request",
+        "late_chunking: must be a JSON object",
+        "late_chunking",
+    ),
 ]
 
 
@@ -200,7 +208,11 @@ def test_an_unknown_model_is_404_naming_the_served_ones(minilm_server: Served, h
 
 @pytest.mark.parametrize(
     ("content", "fragment"),
-    [(b'{"input": "x"', "not valid JSON"), (b"[1, 2]", "valid dictionary"), (b"null", "valid dictionary")],
+    [
+        (b'{"input": "x"', "not valid JSON"),
+        (b"[1, 2]", "request body: must be a JSON object"),
+        (b"null", "request body: must be a JSON object"),
+    ],
 )
 def test_malformed_bodies_get_400(
     minilm_server: Served, http: httpx.Client, content: bytes, fragment: str

@@ -116,6 +116,8 @@ def _error_path(err: Mapping[str, Any]) -> str:
 def _error_message(err: Mapping[str, Any]) -> str:
     if err.get("type") == "extra_forbidden":
         return "not a field this server takes (refused rather than ignored)"
+    if err.get("type") in ("model_type", "model_attributes_type"):  # pydantic names its class here
+        return "must be a JSON object"
     return str(err.get("msg", "invalid value"))
 
 
