@@ -77,6 +77,7 @@ def test_max_tokens_cuts_each_text_and_priority_zero_is_accepted(minilm_server: 
     )
     np.testing.assert_allclose(np.array(response.embeddings.float_), offline, rtol=0, atol=1e-6)
     assert response.meta.billed_units.input_tokens == 16
+    assert response.meta.warnings == ["2 of 2 texts were truncated to max_tokens (8)"]  # not the model's
     # max_tokens only cuts: over the model's 256 tokens it cuts there (vLLM's routes refuse that)
     longer = _client(minilm_server).embed(
         texts=[LONG_TEXT], model=minilm_server.model, input_type="search_document", max_tokens=10_000
@@ -85,6 +86,7 @@ def test_max_tokens_cuts_each_text_and_priority_zero_is_accepted(minilm_server: 
         minilm_server, [LONG_TEXT], PoolingParams(truncate_prompt_tokens=-1, input_type="document")
     )
     np.testing.assert_allclose(np.array(longer.embeddings.float_), whole, rtol=0, atol=1e-6)
+    assert longer.meta.warnings == ["1 of 1 texts were truncated to the model's maximum length"]
 
 
 def test_search_query_uses_the_query_side_and_output_dimension_truncates(matryoshka_server: Served) -> None:

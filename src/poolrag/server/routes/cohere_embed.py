@@ -149,7 +149,9 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
     vectors = np.stack([np.asarray(out.outputs.embedding, dtype=np.float32) for out in outputs])
     tokens = sum(out.num_tokens for out in outputs)
     truncated = report_truncated(response, outputs)
-    warnings = [f"{truncated} of {len(outputs)} texts were truncated to the model's maximum length"]
+    cut_by_request = body.max_tokens is not None and body.max_tokens < state.engine.facts.max_model_len
+    limit = f"max_tokens ({body.max_tokens})" if cut_by_request else "the model's maximum length"
+    warnings = [f"{truncated} of {len(outputs)} texts were truncated to {limit}"]
     return CohereEmbedResponse(
         id=new_id("embd", None),
         embeddings=_by_type(vectors, body.types, calibration, state.ranges),
