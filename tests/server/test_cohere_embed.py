@@ -1,4 +1,5 @@
-"""POST /v2/embed: Cohere's embed API, called with the real ``cohere`` client and with httpx."""
+"""POST /v2/embed and /v1/embed: Cohere's embed API, called with the real ``cohere`` clients (v2 and
+v1) and with httpx."""
 
 from __future__ import annotations
 
@@ -42,6 +43,23 @@ def test_cohere_client_gets_every_type_equal_to_the_engine_side_function(minilm_
     assert response.texts == TEXTS
     tokens = sum(out.num_tokens for out in minilm_server.engine.embed(TEXTS))
     assert response.meta.billed_units.input_tokens == tokens
+
+
+def test_the_v1_client_gets_bare_floats_or_vectors_by_type(minilm_server: Served) -> None:
+    """``cohere.Client`` (v1) posts to /v1/embed; langchain-cohere's CohereEmbeddings builds it and
+    reads ``response.dict()["embeddings"][type]`` (seen from outside: a 404)."""
+    client = cohere.Client(base_url=minilm_server.url, api_key="unused", timeout=120)
+    offline = _offline(minilm_server, TEXTS, PoolingParams(input_type="query"))
+    bare = client.embed(texts=TEXTS, model=minilm_server.model, input_type="search_query")
+    assert bare.response_type == "embeddings_floats" and bare.texts == TEXTS
+    np.testing.assert_allclose(np.array(bare.embeddings, dtype=np.float32), offline, rtol=0, atol=1e-6)
+    typed = client.embed(
+        texts=TEXTS, model=minilm_server.model, input_type="search_query", embedding_types=["float", "int8"]
+    )
+    assert typed.response_type == "embeddings_by_type"
+    as_langchain_reads = typed.dict()["embeddings"]
+    np.testing.assert_allclose(np.array(as_langchain_reads["float"]), offline, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(np.array(as_langchain_reads["int8"]), quantize_vectors(offline, "int8"))
 
 
 def test_base64_is_each_float_vectors_little_endian_bytes_and_null_types_are_float(

@@ -20,6 +20,7 @@ from .conftest import Served
 ENDPOINTS = {
     ("post", "/v1/embeddings"),
     ("post", "/v2/embed"),
+    ("post", "/v1/embed"),
     ("post", "/score"),
     ("post", "/v1/score"),
     ("post", "/rerank"),

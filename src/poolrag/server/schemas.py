@@ -492,6 +492,16 @@ class CohereEmbedResponse(BaseModel):
     meta: CohereMeta
 
 
+class CohereFloatsResponse(BaseModel):
+    """``/v1/embed`` without ``embedding_types``: Cohere v1's bare float vectors."""
+
+    id: str
+    response_type: Literal["embeddings_floats"] = "embeddings_floats"
+    embeddings: list[list[float]]
+    texts: list[str]
+    meta: CohereMeta
+
+
 # -- /score -------------------------------------------------------------------------------------------
 #: vLLM's other names of a score request's two sides, read as text_1 / text_2.
 SCORE_SIDE_NAMES = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"))

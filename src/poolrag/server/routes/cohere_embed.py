@@ -1,4 +1,6 @@
-"""``POST /v2/embed``: Cohere's embed API, so the ``cohere`` client works with ``base_url=`` unchanged.
+"""``POST /v2/embed`` and ``/v1/embed``: Cohere's embed API, so the ``cohere`` client works with
+``base_url=`` unchanged (``ClientV2``, and ``Client``, which langchain-cohere's ``CohereEmbeddings``
+builds). v1 answers a request without ``embedding_types`` as a bare list of floats, as Cohere does.
 
 Compact types (int8, uint8, binary, ubinary) come from the same function ``Engine`` callers use
 (:mod:`poolrag.postprocess.vector_precision`), so a store fed from either gets the same bytes.
@@ -26,6 +28,7 @@ from poolrag.server.schemas import (
     CohereBilledUnits,
     CohereEmbedRequest,
     CohereEmbedResponse,
+    CohereFloatsResponse,
     CohereMeta,
 )
 from poolrag.server.state import model_state, new_id
@@ -33,6 +36,7 @@ from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v2/embed"
+V1_PATH = "/v1/embed"
 
 _INPUT_TYPES = {"search_query": "query", "search_document": "document"}
 #: Cohere's ``truncate`` as poolrag's: END keeps the first tokens, NONE refuses, unset: the server's.
@@ -118,6 +122,24 @@ def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None)
 
 @router.post(PATH, response_model=CohereEmbedResponse, responses=ENGINE_ERRORS)
 async def create_embed(body: CohereEmbedRequest, request: Request, response: Response) -> CohereEmbedResponse:
+    return await _embed(body, request, response, PATH)
+
+
+@router.post(V1_PATH, response_model=CohereEmbedResponse | CohereFloatsResponse, responses=ENGINE_ERRORS)
+async def create_embed_v1(
+    body: CohereEmbedRequest, request: Request, response: Response
+) -> CohereEmbedResponse | CohereFloatsResponse:
+    answer = await _embed(body, request, response, V1_PATH)
+    if body.embedding_types is not None:
+        return answer
+    return CohereFloatsResponse(
+        id=answer.id, embeddings=answer.embeddings["float"], texts=answer.texts, meta=answer.meta
+    )
+
+
+async def _embed(
+    body: CohereEmbedRequest, request: Request, response: Response, path: str
+) -> CohereEmbedResponse:
     state = model_state(request, body.model)
     if "embed" not in state.engine.facts.supported_tasks:
         raise APIError(
@@ -137,7 +159,7 @@ async def create_embed(body: CohereEmbedRequest, request: Request, response: Res
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     try:
         with fields_named(input=field):
-            outputs = await state.run_engine(PATH, len(inputs), state.engine.aembed, inputs, params)
+            outputs = await state.run_engine(path, len(inputs), state.engine.aembed, inputs, params)
     except InputTooLongError as exc:  # named in Cohere's terms, not truncate_prompt_tokens
         raise APIError(
             400,
