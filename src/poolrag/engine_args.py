@@ -157,7 +157,21 @@ class EngineArgs:
         return EngineArgs(os.fspath(model), **{name: getattr(self, name) for name in RUNTIME_FIELDS})
 
     @staticmethod
-    def add_cli_args(parser: argparse.ArgumentParser, *, autotune: bool = True) -> argparse._ArgumentGroup:
+    def add_cli_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        """vLLM's ``EngineArgs.add_cli_args``: the engine flags with ``--model``, ``--runner`` and
+        ``--enforce-eager``, returning the parser, so a vLLM example's ``LLM(**vars(args))`` runs on
+        :class:`~poolrag.LLM` (which takes every name these flags set)."""
+        EngineArgs.add_engine_flags(parser)
+        parser.add_argument("--model", help="hub id or local folder")
+        parser.add_argument("--runner", choices=("auto", "pooling"), default="auto", help="vLLM's runner")
+        parser.add_argument("--enforce-eager", "--enforce_eager", action="store_true", help="never compile")
+        parser.set_defaults(auto_truncate=False)  # LLM's default, vLLM's: an over-long prompt is refused
+        return parser
+
+    @staticmethod
+    def add_engine_flags(
+        parser: argparse.ArgumentParser, *, autotune: bool = True
+    ) -> argparse._ArgumentGroup:
         """The engine flags, spelled the same (and meaning the same) in every subcommand; each
         multi-word flag also in vLLM's ``--a_b`` spelling. The model itself is each command's own
         argument (``serve MODEL``, ``ingest --model``). ``autotune=False`` leaves ``--autotune`` out
@@ -280,7 +294,7 @@ class EngineArgs:
 
     @classmethod
     def from_cli_args(cls, namespace: argparse.Namespace, model: str | None = None) -> EngineArgs:
-        """The value the flags of :meth:`add_cli_args` describe, for ``model`` (default: the
+        """The value the flags of :meth:`add_engine_flags` describe, for ``model`` (default: the
         namespace's ``model``)."""
         chosen = model if model is not None else getattr(namespace, "model", None)
         if not chosen:

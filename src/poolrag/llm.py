@@ -90,6 +90,11 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
         options.setdefault("max_batch_tokens", options.pop("max_num_batched_tokens"))
     if "max_num_seqs" in options:
         options.setdefault("max_batch_size", options.pop("max_num_seqs"))
+    # the names EngineArgs.add_cli_args' flags set, for a vLLM example's LLM(**vars(args))
+    if "auto_truncate" in options:
+        options.setdefault("truncate", options.pop("auto_truncate"))
+    if "autotune" in options:
+        options.setdefault("tune", options.pop("autotune"))
     if "enforce_eager" in options:
         options["compile"] = eager_compile(options.pop("enforce_eager"), options.get("compile"))
     no_effect = sorted(set(NO_EFFECT_OPTIONS) & set(options))

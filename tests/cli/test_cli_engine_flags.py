@@ -1,4 +1,4 @@
-"""Every subcommand takes the same engine flags (``EngineArgs.add_cli_args``), and each flag name
+"""Every subcommand takes the same engine flags (``EngineArgs.add_engine_flags``), and each flag name
 means one thing everywhere: ``--quantization`` is the model's weights in ``serve`` and ``ingest``
 alike, the index's compression is ``ingest --index-quantization`` (issue 28, item 2)."""
 
@@ -98,7 +98,7 @@ def _engine_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Actio
 
 def test_each_engine_flag_is_one_action_with_one_meaning_in_every_subcommand() -> None:
     reference = argparse.ArgumentParser()
-    group = EngineArgs.add_cli_args(reference)
+    group = EngineArgs.add_engine_flags(reference)
     engine_flags = {s: a for a in group._group_actions for s in a.option_strings}
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for name, sub in subparsers.choices.items():

@@ -81,7 +81,7 @@ def test_the_hub_flags_parse_as_vllm_serve_takes_them() -> None:
     from poolrag.engine_args import EngineArgs
 
     parser = argparse.ArgumentParser()
-    EngineArgs.add_cli_args(parser)
+    EngineArgs.add_engine_flags(parser)
     parser.add_argument("model")
     bare = EngineArgs.from_cli_args(parser.parse_args(["m", "--hf-token", "--download-dir", "/cache"]))
     assert bare.hf_token is True and bare.download_dir == "/cache"

@@ -54,6 +54,25 @@ def test_embed_score_and_encode_match_the_engine(llm: LLM, minilm_engine: Engine
     assert [o.outputs.data.shape[0] for o in tokens] == [len(o.prompt_token_ids) for o in tokens]
 
 
+def test_a_vllm_example_built_on_engine_args_add_cli_args_runs(
+    minilm_path: Path, minilm_engine: Engine
+) -> None:
+    """vLLM's offline examples: add_cli_args returns the parser, set_defaults names the model and
+    LLM(**vars(args)) takes every name the flags set (seen from outside: an argument group came back,
+    --model/--runner did not exist and LLM refused auto_truncate/autotune)."""
+    import argparse
+
+    from poolrag import EngineArgs
+
+    parser = EngineArgs.add_cli_args(argparse.ArgumentParser())
+    parser.set_defaults(model=str(minilm_path), runner="pooling", enforce_eager=True)
+    llm = LLM(**vars(parser.parse_args(["--max-model-len", "128"])))
+    got = np.stack([o.outputs.embedding for o in llm.embed(SENTENCES)])
+    np.testing.assert_allclose(got, minilm_engine.embed_array(SENTENCES), atol=1e-6)
+    chosen = llm.engine_args
+    assert (chosen.max_model_len, chosen.compile, chosen.truncate) == (128, "off", False)  # as LLM(model)
+
+
 def test_vllm_call_keywords(llm: LLM) -> None:
     out = llm.embed(SENTENCES[3], truncate_prompt_tokens=5, use_tqdm=False)
     assert len(out[0].prompt_token_ids) == 5

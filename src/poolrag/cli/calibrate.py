@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, model max))"
     )
-    EngineArgs.add_cli_args(parser)
+    EngineArgs.add_engine_flags(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     parser.set_defaults(handler=run)
 

@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
         help="the reranker's share when fusing (default 0.5, or 0.2 where the reranker's model card "
         "does not declare the collection's language)",
     )
-    EngineArgs.add_cli_args(parser)  # the model's; --sparse-model and --rerank run the same way
+    EngineArgs.add_engine_flags(parser)  # the model's; --sparse-model and --rerank run the same way
     parser.add_argument("-k", type=positive_int, default=10, help="metrics at this cut-off (default 10)")
     parser.add_argument("--split", default="test", help="qrels/SPLIT.tsv to judge by (default: test)")
     parser.add_argument(

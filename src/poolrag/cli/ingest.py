@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
         help="with --hybrid: a learned sparse model (SPLADE hub id or folder) for the sparse vectors",
     )
     add_analyzer_arguments(model)
-    EngineArgs.add_cli_args(parser)  # how the model runs: never recorded in the collection
+    EngineArgs.add_engine_flags(parser)  # how the model runs: never recorded in the collection
     chunking = parser.add_argument_group("chunking and writing")
     chunking.add_argument(
         "--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, model max))"

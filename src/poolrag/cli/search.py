@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--model", help="query model: the one the collection was ingested with (default: all-MiniLM-L6-v2)"
     )
-    EngineArgs.add_cli_args(parser)  # the query model's; --rerank and --sparse-model run the same way
+    EngineArgs.add_engine_flags(parser)  # the query model's; --rerank and --sparse-model run the same way
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder to rerank the candidates with")
     parser.add_argument(
         "--second-stage",

@@ -183,7 +183,7 @@ def register(subparsers: Any) -> None:
         "in flight (default auto)",
     )
 
-    eng = EngineArgs.add_cli_args(parser)
+    eng = EngineArgs.add_engine_flags(parser)
     parser.set_defaults(compile="off")  # a server starts eagerly unless told otherwise
     eng.add_argument("--model", dest="model_option", metavar="MODEL", help="the model, as vLLM's flag")
     eng.add_argument(

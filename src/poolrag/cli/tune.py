@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
         help="time the eager candidates only (what a first load does; seconds instead of minutes)",
     )
     # --cpu-fast-mode auto also times bf16 and int8 against exact; no --autotune: this always measures
-    EngineArgs.add_cli_args(parser, autotune=False)
+    EngineArgs.add_engine_flags(parser, autotune=False)
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     parser.set_defaults(handler=run)
 
