@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     )
     from poolrag.params import PoolingParams
     from poolrag.postprocess.entities import Entity
+    from poolrag.vllm_inputs import PromptType, TextPrompt, TokensPrompt
     from poolrag.vllm_outputs import ClassificationRequestOutput, EmbeddingRequestOutput, ScoringRequestOutput
 
 # public name -> module that defines it
@@ -110,6 +111,10 @@ _EXPORTS = {
     "ClassificationRequestOutput": "poolrag.vllm_outputs",
     "EmbeddingRequestOutput": "poolrag.vllm_outputs",
     "ScoringRequestOutput": "poolrag.vllm_outputs",
+    # what its calls take, under vLLM's names
+    "PromptType": "poolrag.vllm_inputs",
+    "TextPrompt": "poolrag.vllm_inputs",
+    "TokensPrompt": "poolrag.vllm_inputs",
 }
 
 __all__ = [
@@ -132,9 +137,12 @@ __all__ = [
     "PoolingParams",
     "PoolingRequestOutput",
     "PoolragError",
+    "PromptType",
     "QuantizationRanges",
     "ScoringOutput",
     "ScoringRequestOutput",
+    "TextPrompt",
+    "TokensPrompt",
     "UnsupportedTaskError",
     "quantize_vectors",
 ]

@@ -11,11 +11,33 @@ like vLLM's and differ from it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.image_inputs import is_image_input
 from poolrag.params import PoolingParams
+
+
+class TextPrompt(TypedDict):
+    """vLLM's text prompt (``from vllm import TextPrompt``): a dict, so ``{"prompt": ...}`` is one."""
+
+    prompt: str
+    multi_modal_data: NotRequired[Mapping[str, Any]]
+    cache_salt: NotRequired[str]
+
+
+class TokensPrompt(TypedDict):
+    """vLLM's token prompt: ids the model's own tokenizer made (its special tokens included)."""
+
+    prompt_token_ids: list[int]
+    cache_salt: NotRequired[str]
+
+
+#: What vLLM's calls take as one prompt.
+PromptType = str | TextPrompt | TokensPrompt
+
+#: prompt keys that only steer vLLM's prefix cache: taken, they change no result here
+_CACHE_ONLY_KEYS = {"cache_salt"}
 
 #: ``tokenization_kwargs`` values that ask for what poolrag does anyway
 _ALWAYS = {
@@ -33,14 +55,14 @@ def _engine_prompt(prompt: object) -> object:
     if _is_token_ids(prompt):
         return {"prompt_token_ids": list(prompt)}  # type: ignore[call-overload]
     if isinstance(prompt, Mapping) and "prompt_token_ids" in prompt:
-        extra = sorted(set(prompt) - {"prompt_token_ids"})
+        extra = sorted(set(prompt) - {"prompt_token_ids"} - _CACHE_ONLY_KEYS)
         if extra:
             raise InvalidInputError(f"token prompt keys {extra} are not supported: poolrag pools text only")
-        return prompt
+        return {"prompt_token_ids": prompt["prompt_token_ids"]}
     if isinstance(prompt, Mapping) and "multi_modal_data" in prompt:
         return _image_prompt(prompt)
     if isinstance(prompt, Mapping) and "prompt" in prompt:
-        extra = sorted(set(prompt) - {"prompt"})
+        extra = sorted(set(prompt) - {"prompt"} - _CACHE_ONLY_KEYS)
         if extra:
             raise InvalidInputError(f"text prompt keys {extra} are not supported: poolrag pools text only")
         if not isinstance(prompt["prompt"], str):
@@ -53,7 +75,7 @@ def _engine_prompt(prompt: object) -> object:
 def _image_prompt(prompt: Mapping[str, Any]) -> object:
     """vLLM's multimodal prompt, ``{"prompt": "", "multi_modal_data": {"image": image}}``, as the
     image itself: a dual encoder (CLIP) embeds a text or an image, one per prompt."""
-    extra = sorted(set(prompt) - {"prompt", "multi_modal_data"})
+    extra = sorted(set(prompt) - {"prompt", "multi_modal_data"} - _CACHE_ONLY_KEYS)
     data = prompt["multi_modal_data"]
     if extra or not isinstance(data, Mapping) or set(data) != {"image"}:
         keys = extra or (sorted(data) if isinstance(data, Mapping) else [type(data).__name__])

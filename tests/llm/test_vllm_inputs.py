@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from tiny_models import SENTENCES
 
-from poolrag import LLM, Engine, PoolingParams
+from poolrag import LLM, Engine, PoolingParams, TextPrompt, TokensPrompt
 from poolrag.errors import InputTypeError, InvalidInputError
 
 
@@ -34,6 +34,10 @@ def test_every_prompt_shape_vllm_takes_gives_the_texts_vectors(llm: LLM, minilm_
         [ids],
         {"prompt_token_ids": ids},
         [{"prompt": text}],
+        TextPrompt(prompt=text),  # vLLM's names, importable from poolrag
+        TokensPrompt(prompt_token_ids=ids),
+        {"prompt": text, "cache_salt": "tenant-a"},  # steers vLLM's prefix cache only: no result changes
+        {"prompt_token_ids": ids, "cache_salt": "tenant-a"},
     ):
         got = _vectors(llm.embed(prompts))
         assert got.shape == (1, 384), prompts
