@@ -21,7 +21,7 @@ from typing import Any
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.params import PoolingParams
 from poolrag.vllm_inputs import engine_prompts, per_prompt_params, score_side, truncation
@@ -266,6 +266,9 @@ class LLM:
             if score_template is not None and score_template != chat_template:
                 raise InvalidInputError("give chat_template or score_template, not both")
             score_template = chat_template
+        if pooling_params is not None and not isinstance(pooling_params, PoolingParams):
+            kind = type(pooling_params).__name__
+            raise InputTypeError(f"score takes one PoolingParams for all its pairs (as vLLM's), not a {kind}")
         truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
         params = _params(pooling_params, truncate, lora_request, self.engine.facts.max_model_len)
         first, second = score_side(data_1), score_side(data_2)  # vLLM's multimodal forms: images

@@ -187,6 +187,19 @@ class PoolingParams:
                 + (f" ({known})" if known else " (its folder names none)"),
                 param="prompt_name",
             )
+        if (self.step_tag_id is not None or self.returned_token_ids is not None) and task not in (
+            "reward",
+            "token_classify",
+        ):
+            raise InvalidInputError(
+                f"step_tag_id and returned_token_ids apply to rewards, not to task {task!r}"
+            )
+        if task == "reward" and defaults.raw_rewards and self.use_activation:
+            raise InvalidInputError(  # refused, not ignored: the answer would look activated
+                "use_activation: this reward model's reward is its head's raw value, with no activation "
+                "to switch on (classify gives the activated score)",
+                param="use_activation",
+            )
         normalize = self._normalize_switch(task, facts)
         task = defaults.task_aliases.get(task, task)
         return ResolvedParams(

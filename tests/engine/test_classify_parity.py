@@ -10,7 +10,7 @@ from sentence_transformers import CrossEncoder
 from tiny_models import ENCODER_ARCHS, SENTENCES
 
 from poolrag import Engine, PoolingParams
-from poolrag.errors import UnsupportedTaskError
+from poolrag.errors import InvalidInputError, UnsupportedTaskError
 
 
 def _reference_logits(folder, auto_class, texts, pairs=None) -> list[np.ndarray]:
@@ -100,9 +100,19 @@ def test_pairs_are_refused_by_a_model_that_reads_single_texts(tiny_model) -> Non
 def test_reward_of_a_one_label_classifier_is_the_raw_logit(tiny_model) -> None:
     folder = tiny_model("bert", head="sequence", num_labels=1)
     logits = _reference_logits(folder, transformers.AutoModelForSequenceClassification, SENTENCES)
-    rewards = Engine(folder).reward(SENTENCES)
+    engine = Engine(folder)
+    rewards = engine.reward(SENTENCES)
     for out, ref in zip(rewards, logits, strict=True):
         np.testing.assert_allclose(out.outputs.data, ref, atol=1e-5)
+    raw = engine.reward(SENTENCES, PoolingParams(use_activation=False))
+    np.testing.assert_array_equal([o.outputs.data for o in raw], [o.outputs.data for o in rewards])
+    # switching on what does not exist is refused (seen from outside: ignored, the raw value returned)
+    with pytest.raises(
+        InvalidInputError, match="use_activation: this reward model's reward is its head's raw"
+    ):
+        engine.reward(SENTENCES, PoolingParams(use_activation=True))
+    with pytest.raises(InvalidInputError, match="step_tag_id and returned_token_ids apply to rewards"):
+        engine.classify(SENTENCES, PoolingParams(step_tag_id=5))
 
 
 @pytest.mark.parametrize("arch", ENCODER_ARCHS)

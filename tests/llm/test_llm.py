@@ -11,7 +11,7 @@ import pytest
 from tiny_models import SENTENCES
 
 from poolrag import LLM, Engine, ModelLoadError, PoolerConfig, PoolingParams
-from poolrag.errors import InvalidInputError, UnsupportedTaskError
+from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
 from poolrag.testing import engine_internals as internals
 
 
@@ -85,6 +85,8 @@ def test_vllm_call_keywords(llm: LLM) -> None:
         llm.encode("hi")
     with pytest.raises(UnsupportedTaskError):
         llm.encode("hi", pooling_task="classify")
+    with pytest.raises(InputTypeError, match="one PoolingParams for all its pairs"):  # was an AttributeError
+        llm.score("a", ["b", "c"], pooling_params=[PoolingParams(), PoolingParams()])
 
 
 def test_a_cut_over_the_models_length_is_refused_as_vllm_refuses_it(llm: LLM, minilm_engine: Engine) -> None:
