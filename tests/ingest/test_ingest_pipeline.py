@@ -210,3 +210,26 @@ def test_database_down_retries_then_fails_clearly_with_nothing_written(
     assert err.value.attempts == 3
     assert embedder.misses == 0 and len(cache) == 0  # failed before embedding anything
     assert not (tmp_path / "ck").exists()  # and before writing a checkpoint
+
+
+@pytest.mark.parametrize("setup", ["qdrant", "milvus"], indirect=True)
+def test_a_file_deleted_or_rewritten_after_it_was_listed_is_left_out_not_the_run(setup: Setup) -> None:
+    """Files are listed first and read when their turn comes; one deleted, or rewritten as another
+    encoding, in between is left out with its reason, its stored chunks kept even by prune (seen
+    from outside: 'No such file or directory' stopped the run, a UnicodeDecodeError was a traceback)."""
+    first = setup.run()
+    gone, garbled = sorted(setup.corpus.iterdir())[:2]
+    for changed in (gone, garbled):  # a new version, so that this run reads them
+        changed.write_text(changed.read_text() + "\nA line added later.")
+    documents = list(read_paths([setup.corpus]))  # listed (and their digests taken) now
+    gone.unlink()
+    garbled.write_bytes("café".encode("latin-1"))
+    pipe, _ = setup.pipeline()
+    report = pipe.run(documents, prune=True)
+    reasons = {Path(line.split(": ", 1)[0]).name: line.split(": ", 1)[1] for line in report.skipped}
+    assert reasons == {
+        gone.name: "cannot read: No such file or directory (it changed after it was listed)",
+        garbled.name: "not UTF-8 text (unexpected end of data): it changed after it was listed",
+    }
+    assert report.documents == first.documents and report.deleted == 0
+    assert setup.store.count() == first.upserted  # the two files' stored chunks are still there

@@ -296,12 +296,22 @@ class IngestDriver:
             self.store.upsert(list(records))
         self.stored(sources)
 
+    def abandon(self, source: str, reason: str) -> None:
+        """Leave out an admitted document whose file failed while it was read: its stored chunks
+        stay (prune keeps them, as a skipped file's), it is not checkpointed, so a re-run reads it
+        again, and the rest of the run goes on."""
+        logger.warning("skipping %s: %s", printable(source), reason)
+        self._left_out.append(f"{printable(source)}: {reason}")
+        del self._pending[source]
+        self.documents_done += 1
+
     def stored(self, sources: Sequence[str]) -> None:
         """The store acknowledged one new chunk per entry of ``sources`` (written here or by a worker)."""
         self.report.upserted += len(sources)
-        for source in sources:
+        written = [source for source in sources if source in self._pending]  # not an abandoned one's
+        for source in written:
             self._pending[source].left -= 1
-        for source in dict.fromkeys(sources):
+        for source in dict.fromkeys(written):
             self._finish_if_done(source)
 
     def _finish_if_done(self, source: str) -> None:

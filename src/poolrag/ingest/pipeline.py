@@ -44,7 +44,7 @@ from poolrag.ingest.chunk_ahead import ChunkAhead
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.driver import IngestDriver, IngestReport
 from poolrag.ingest.encoders import ChunkEncoder, ColbertEncoder, DenseEncoder
-from poolrag.ingest.readers import Document, FileDocument, SkippedFile
+from poolrag.ingest.readers import Document, FileDocument, SkippedFile, changed_since_listed
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.visual_documents import ImageDocument, PdfDocument, VisualDocument
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
@@ -260,8 +260,21 @@ class _Run:
         self._executor: ThreadPoolExecutor | None = None
 
     def add_document(self, doc: Document | FileDocument | VisualDocument, chunks: Iterable[Chunk]) -> None:
-        """Batch an admitted document's new chunks; the driver counts every chunk."""
-        for chunk in chunks:
+        """Batch an admitted document's new chunks; the driver counts every chunk. A file that
+        fails while it is read (deleted or rewritten since it was listed) is left out, not the run."""
+        iterator = iter(chunks)
+        while True:
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                break
+            except (OSError, UnicodeDecodeError) as exc:
+                if not isinstance(doc, FileDocument):
+                    raise
+                self.batch = [c for c in self.batch if c.source != doc.source]
+                self.driver.abandon(doc.source, changed_since_listed(exc))
+                self.progress.advance()
+                return
             if self.driver.chunk(doc.source, chunk.id):
                 self.batch.append(chunk)
                 if len(self.batch) >= self.pipeline.batch_size:

@@ -155,6 +155,13 @@ def _walk(
                 yield Path(root) / name
 
 
+def changed_since_listed(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a file that was readable when listed failed when read (deleted, or rewritten)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text ({exc.reason}): it changed after it was listed"
+    return f"cannot read: {_describe(exc)} (it changed after it was listed)"
+
+
 def _describe(exc: OSError) -> str:
     if exc.errno == 40:  # ELOOP
         return "symlink loop"
