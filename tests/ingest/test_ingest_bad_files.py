@@ -121,3 +121,14 @@ def test_a_beir_corpus_record_is_named_by_its_underscore_id(tmp_path: Path) -> N
     )
     docs = list(read_paths([root]))
     assert [d.source.rsplit("#", 1)[1] for d in docs] == ["d7", "x"]  # id wins where both are given
+
+
+def test_one_folder_given_alone_is_read_as_that_folder(tmp_path: Path) -> None:
+    """``read_paths("docs")``, not its characters (seen from outside: 'no such file or folder: d')."""
+    from poolrag.ingest.readers import count_documents
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("Bees dance.")
+    for given in (str(tmp_path / "docs"), tmp_path / "docs"):
+        assert [d.text for d in read_paths(given)] == ["Bees dance."]
+        assert count_documents(given) == 1

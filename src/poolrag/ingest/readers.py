@@ -257,7 +257,7 @@ def _is_scalar(value: Any) -> bool:
 
 
 def read_paths(
-    paths: Iterable[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     text_field: str = "text",
     skipped: list[SkippedFile] | None = None,
@@ -289,7 +289,7 @@ def read_paths(
     suffixes = _suffixes(images is not None, texts)
     if images is not None:
         from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES, read_visual_file
-    paths = list(paths)
+    paths = _path_list(paths)
     for raw in paths:  # checked before any is read: a typo stops the run before it writes
         if not Path(raw).exists() and not Path(raw).is_symlink():
             raise InvalidInputError(f"no such file or folder: {raw}")
@@ -357,8 +357,16 @@ def _suffixes(images: bool, texts: bool = True) -> tuple[str, ...]:
     )
 
 
+def _path_list(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Any]:
+    """One path given alone is one path, not its characters (``read_paths("docs")``)."""
+    return [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+
+
 def count_documents(
-    paths: Iterable[str | os.PathLike[str]], *, images: bool = False, texts: bool = True
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    images: bool = False,
+    texts: bool = True,
 ) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
     or record: one per text file, one per non-blank line of a JSONL file, one per file or folder
@@ -372,7 +380,7 @@ def count_documents(
         nonlocal count
         count += 1
 
-    for raw in paths:
+    for raw in _path_list(paths):
         for file in _walk(Path(raw), unlisted, _suffixes(images, texts)):
             if _check(file) is not None:
                 count += 1
