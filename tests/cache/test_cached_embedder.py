@@ -107,12 +107,19 @@ def test_full_vectors_serve_every_matryoshka_size_without_recomputing(
     )
 
 
-def test_model_override_changes_the_cache_namespace(tmp_path: Path, minilm_engine, matryoshka_minilm) -> None:
+def test_an_override_changes_the_cache_namespace_a_matryoshka_declaration_does_not(
+    tmp_path: Path, minilm_engine, matryoshka_minilm, minilm_path: Path
+) -> None:
+    """is_matryoshka says which sizes may be cut, not what the full vector is: its full vectors
+    come from the cache another run filled; an override of the model itself gets keys of its own."""
     cache = EmbeddingCache(tmp_path / "c.sqlite")
     CachedEmbedder(minilm_engine, cache).embed_documents(TEXTS[:1])
-    other = CachedEmbedder(matryoshka_minilm, cache)
-    other.embed_documents(TEXTS[:1])
-    assert other.misses == 1
+    declared = CachedEmbedder(matryoshka_minilm, cache)
+    declared.embed_documents(TEXTS[:1])
+    assert declared.misses == 0
+    changed = CachedEmbedder(Engine(str(minilm_path), hf_overrides={"layer_norm_eps": 1e-3}), cache)
+    changed.embed_documents(TEXTS[:1])
+    assert changed.misses == 1
 
 
 def test_truncating_a_non_matryoshka_model_is_refused_before_any_work(tmp_path: Path, minilm_engine) -> None:

@@ -256,3 +256,16 @@ def test_a_text_model_says_how_many_pictures_and_pdfs_of_the_folder_it_did_not_r
     captured = capsys.readouterr()
     assert "ingested 1 document" in captured.out
     assert "2 image or PDF files not read: this model reads text (CLIP or ColPali read them)" in captured.err
+
+
+def test_assume_matryoshka_reuses_the_cached_full_vectors(tmp_path: Path, minilm_path: Path, capsys) -> None:
+    """The flag says which sizes may be cut; the full vectors are the same, so a collection of 128
+    dimensions is cut from the cache another run filled (seen from outside: all embedded again)."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "one.txt").write_text("Coral reefs bleach when the water warms.")
+    common = ["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), "--store", "qdrant"]
+    common += ["--path", str(tmp_path / "q"), "--cache", str(tmp_path / "c.sqlite"), "-q"]
+    assert main([*common, "--collection", "full"]) == 0
+    assert "1 chunk: 1 embedded now" in capsys.readouterr().out
+    assert main([*common, "--collection", "small", "--dimensions", "128", "--assume-matryoshka"]) == 0
+    assert "1 chunk: 0 embedded now, 1 taken from cache" in capsys.readouterr().out

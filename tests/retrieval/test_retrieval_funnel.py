@@ -141,7 +141,7 @@ def test_search_results_carry_every_stage_and_source_offsets(
 
 
 def test_searching_a_missing_collection_or_with_another_model_fails_clearly(
-    tmp_path: Path, minilm_engine: Engine, matryoshka_minilm: Engine
+    tmp_path: Path, minilm_engine: Engine, minilm_path: Path
 ) -> None:
     store = open_store("qdrant", "nothing", path=str(tmp_path / "q"))
     with pytest.raises(CollectionNotFoundError, match="ingest into it first"):
@@ -158,6 +158,6 @@ def test_searching_a_missing_collection_or_with_another_model_fails_clearly(
     with pytest.raises(
         CollectionMismatchError, match="search with the model the collection was ingested with"
     ):
-        Retriever(other, CachedEmbedder(matryoshka_minilm))
+        Retriever(other, CachedEmbedder(Engine(str(minilm_path), hf_overrides={"layer_norm_eps": 1e-3})))
     store.close()
     other.close()

@@ -104,6 +104,7 @@ class ModelSpec:
     splade: SpladeSpec | None = None  # a SparseEncoder folder (MLM logits -> sparse vector)
     lexical_heads: LexicalHeadsSpec | None = None  # BGE-M3: dense + sparse + ColBERT from one pass
     encoder_only: bool = False  # a T5-family encoder-decoder run as its encoder alone (encoder_decoder.py)
+    weights_config: str = ""  # the config the fingerprint reads: hf_config without size declarations
 
     @property
     def is_decoder(self) -> bool:
@@ -202,6 +203,12 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
     return chosen[0]
 
 
+#: ``hf_overrides`` that say which sizes of the full vector may be cut (``--assume-matryoshka``): they
+#: leave the model and its full vectors as they are, so the weights' fingerprint (which keys the
+#: embedding cache) does not read them; the collection records them with its dimension.
+_SIZE_DECLARATIONS = frozenset({"is_matryoshka", "matryoshka_dimensions"})
+
+
 def load_model_spec(
     path: Path, hf_overrides: dict[str, Any] | None, trust_remote_code: bool, convert: str | None = None
 ) -> ModelSpec:
@@ -238,7 +245,12 @@ def load_model_spec(
     is_pylate = is_pylate or st_config.get("model_type") == "ColBERT" or "query_length" in st_config
 
     hf_config = read_hf_config(transformer_path, trust_remote_code)
+    declared = {k: v for k, v in (hf_overrides or {}).items() if k in _SIZE_DECLARATIONS}
     for key, value in (hf_overrides or {}).items():
+        if key not in declared:
+            setattr(hf_config, key, value)
+    weights_config = hf_config.to_json_string()  # before the declarations: they change no vector
+    for key, value in declared.items():
         setattr(hf_config, key, value)
     architectures = list(getattr(hf_config, "architectures", None) or [])
     architecture = architectures[0] if architectures else type(hf_config).__name__.replace("Config", "Model")
@@ -275,6 +287,7 @@ def load_model_spec(
         path=path,
         transformer_path=transformer_path,
         hf_config=hf_config,
+        weights_config=weights_config,
         architecture=architecture,
         pooler_defaults=PoolerConfig(pooling_type=pooling, normalize=normalize),
         dense=dense,

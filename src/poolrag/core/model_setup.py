@@ -116,7 +116,7 @@ def fingerprint(spec: ModelSpec) -> str:
     """Identity of the weights for caches and collections: the config, every JSON file, and each
     weight file's name, size and sampled content (names and sizes alone cannot tell two
     checkpoints of one architecture apart)."""
-    digest = hashlib.sha256(spec.hf_config.to_json_string().encode())
+    digest = hashlib.sha256((spec.weights_config or spec.hf_config.to_json_string()).encode())
     for path in sorted(Path(spec.path).rglob("*")):
         if not path.is_file() or path.suffix not in (*_WEIGHT_SUFFIXES, ".json"):
             continue
