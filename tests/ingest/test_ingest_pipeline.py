@@ -233,3 +233,16 @@ def test_a_file_deleted_or_rewritten_after_it_was_listed_is_left_out_not_the_run
     }
     assert report.documents == first.documents and report.deleted == 0
     assert setup.store.count() == first.upserted  # the two files' stored chunks are still there
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_prune_keeps_a_skipped_files_chunks_with_the_skip_list_given_once(setup: Setup) -> None:
+    """``run(read_paths(folder, skipped=[]), prune=True)``: the reader's list goes with its documents
+    (seen from outside: without ``skipped=`` passed to run as well, prune deleted the file's chunks)."""
+    first = setup.run()
+    latin1 = sorted(setup.corpus.iterdir())[0]
+    latin1.write_bytes("café".encode("latin-1"))
+    pipe, _ = setup.pipeline()
+    report = pipe.run(read_paths(setup.corpus, skipped=[]), prune=True)
+    assert [line.split(": ", 1)[0] for line in report.skipped] == [str(latin1)]
+    assert report.deleted == 0 and setup.store.count() == first.upserted

@@ -144,11 +144,13 @@ class IngestPipeline:
         being read, whatever the corpus size.
 
         ``skipped``: files the reader left out (filled while ``documents`` is read); their chunks
-        are kept by ``prune``, since an unreadable file is not a deleted one.
+        are kept by ``prune``, since an unreadable file is not a deleted one. Unset, the list
+        :func:`~poolrag.ingest.read_paths` carries (``documents.skipped``).
         ``total``: how many documents and ``skipped`` entries the run will see
         (:func:`~poolrag.ingest.readers.count_documents` counts them for files), else
         ``len(documents)`` where it has one: the progress bar's total. Without one there is no bar.
         """
+        skipped = skipped or getattr(documents, "skipped", ())
         driver = self.driver
         driver.start()
         progress = _DocumentProgress(self.progress, _total(documents, total), driver, skipped)

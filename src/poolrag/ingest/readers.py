@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -256,6 +256,19 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool)) or value is None
 
 
+class PathDocuments(Iterator[Any]):
+    """What :func:`read_paths` gives: its documents, read lazily, and its ``skipped`` list, which
+    :meth:`~poolrag.ingest.IngestPipeline.run` reads when it is given none, so ``prune`` keeps a
+    skipped file's chunks without the list being passed twice."""
+
+    def __init__(self, documents: Iterator[Any], skipped: Sequence[SkippedFile]) -> None:
+        self._documents = documents
+        self.skipped = skipped
+
+    def __next__(self) -> Document | FileDocument | VisualDocument:
+        return next(self._documents)
+
+
 def read_paths(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
@@ -263,8 +276,9 @@ def read_paths(
     skipped: list[SkippedFile] | None = None,
     images: PageRendering | None = None,
     texts: bool = True,
-) -> Iterator[Document | FileDocument | VisualDocument]:
-    """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl).
+) -> PathDocuments:
+    """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl), with
+    the files left out in ``.skipped`` (the list given as ``skipped``).
 
     Args:
         images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) and PDFs are
@@ -277,7 +291,18 @@ def read_paths(
     Raises:
         InvalidInputError: a path that does not exist; with ``skipped=None``, any per-file problem.
     """
+    return PathDocuments(
+        _read_paths(paths, text_field, skipped, images, texts), () if skipped is None else skipped
+    )
 
+
+def _read_paths(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    text_field: str,
+    skipped: list[SkippedFile] | None,
+    images: PageRendering | None,
+    texts: bool,
+) -> Iterator[Document | FileDocument | VisualDocument]:
     def problem(where: Path, reason: str, line: int | None = None, *, fatal: bool = True) -> None:
         item = SkippedFile(str(where), reason, line)
         if skipped is None and fatal:
