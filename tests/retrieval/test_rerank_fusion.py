@@ -185,3 +185,14 @@ def test_colbert_candidates_are_fused_with_their_maxsim(assets: Path, cross_enco
     np.testing.assert_allclose([h.score for h in hits], 0.5 * _z(maxsim) + 0.5 * _z(raw), atol=1e-5)
     assert all(set(h.stage_scores) == {"maxsim", "rerank", "fused"} for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_result_without_text_is_named_not_reported_as_an_empty_text_2(cross_encoder: Engine) -> None:
+    """A point another writer added (a framework's vector store) has no stored text (seen from
+    outside: 'text_2[0] is empty')."""
+    from poolrag.retrieval.results import SearchResult
+
+    foreign = SearchResult("abc", 0.8, "", "", None, None)
+    stored = SearchResult("def", 0.5, PASSAGES[0], "tides.md", 0, len(PASSAGES[0]))
+    with pytest.raises(InvalidInputError, match=r"result 'abc' .* is a point without text: a text reranker"):
+        CrossEncoderReranker(cross_encoder).rerank_results(QUERY, [stored, foreign])

@@ -139,6 +139,15 @@ class CrossEncoderReranker:
         """
         if not results:
             return []
+        for r in results:  # an image, or a point another writer added (a framework's store)
+            if not r.text.strip():
+                what = (
+                    "an image or page without text" if r.payload.get("modality") else "a point without text"
+                )
+                raise InvalidInputError(
+                    f"result {r.id!r} (source {r.source or None!r}) is {what}: a text reranker "
+                    "cannot score it (search without the reranker to see it)"
+                )
         reranking = self.rerank(query, [r.text for r in results], [r.score for r in results])
         fused = self.second_stage is not SecondStage.REPLACE
         for r, final, own in zip(results, reranking.scores, reranking.rerank_scores, strict=True):
