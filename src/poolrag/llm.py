@@ -16,6 +16,7 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from poolrag.config.pooler_config import PoolerConfig
@@ -104,6 +105,29 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
     return options  # what is left is EngineArgs' to check (an unknown name: one line naming it)
 
 
+@dataclass(frozen=True)
+class ModelConfig:
+    """The part of vLLM's ``ModelConfig`` pooling scripts read (``hf_config.id2label`` for NER
+    labels, the length), at ``llm.model_config`` and ``llm.llm_engine.vllm_config.model_config``."""
+
+    model: str
+    hf_config: Any
+    max_model_len: int
+
+
+@dataclass(frozen=True)
+class _VllmConfig:
+    model_config: ModelConfig
+
+
+@dataclass(frozen=True)
+class _EngineView:
+    """``llm.llm_engine`` as vLLM scripts reach into it: its configs, nothing to drive."""
+
+    model_config: ModelConfig
+    vllm_config: _VllmConfig
+
+
 class LLM:
     """vLLM's ``LLM`` for pooling models: ``embed``, ``classify``, ``score``, ``reward``, ``encode``.
 
@@ -178,6 +202,14 @@ class LLM:
     @property
     def supported_tasks(self) -> tuple[str, ...]:
         return self.engine.supported_tasks
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(self.engine.model_name, self.engine.spec.hf_config, self.engine.max_model_len)
+
+    @property
+    def llm_engine(self) -> _EngineView:
+        return _EngineView(self.model_config, _VllmConfig(self.model_config))
 
     def get_tokenizer(self) -> Any:
         return self.engine.tokenizer

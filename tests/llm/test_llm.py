@@ -208,6 +208,22 @@ def test_classify_and_reward_on_encoders(tiny_model: Callable[..., Path]) -> Non
         np.testing.assert_allclose(reward.outputs.data, tokens.outputs.data, atol=1e-6)
 
 
+def test_vllms_ner_example_reads_the_labels_where_it_reads_them(tiny_model: Callable[..., Path]) -> None:
+    """examples/pooling/token_classify/ner.py: labels from llm.llm_engine.vllm_config.model_config
+    .hf_config.id2label, a label per token from token_classify (seen from outside: AttributeError)."""
+    import transformers
+
+    folder = tiny_model("bert", head="token", num_labels=3)
+    llm = LLM(model=str(folder), runner="pooling")
+    label_map = llm.llm_engine.vllm_config.model_config.hf_config.id2label
+    assert label_map == transformers.AutoConfig.from_pretrained(folder).id2label
+    assert llm.model_config.hf_config is llm.llm_engine.model_config.hf_config
+    (output,) = llm.encode(SENTENCES[:1], pooling_task="token_classify")
+    labels = [label_map[int(i)] for i in output.outputs.data.argmax(dim=-1)]
+    assert len(labels) == len(output.prompt_token_ids) and set(labels) <= set(label_map.values())
+    assert llm.model_config.max_model_len == llm.engine.max_model_len
+
+
 def test_reward_on_a_token_classifier_through_the_engine(tiny_model: Callable[..., Path]) -> None:
     engine = Engine(tiny_model("bert", head="token", num_labels=2))
     assert "reward" in engine.supported_tasks
