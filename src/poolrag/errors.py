@@ -111,5 +111,10 @@ class ModelLoadError(PoolragError, RuntimeError):
     """The model folder could not be understood or loaded."""
 
 
+class GenerativeCheckpointError(ModelLoadError):
+    """A text-generation checkpoint (``*ForCausalLM``) loaded with no pooling conversion asked for:
+    refused rather than pooled by a guess; ``LLM(runner="pooling")`` converts it to embed, as vLLM."""
+
+
 class EngineClosedError(PoolragError, RuntimeError):
     """The engine was closed (``Engine.close()``, or garbage-collected); it accepts no more work."""

@@ -22,7 +22,7 @@ from typing import Any
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
-from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.errors import GenerativeCheckpointError, InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.params import PoolingParams
 from poolrag.vllm_inputs import engine_prompts, per_prompt_params, score_side, truncation
@@ -196,7 +196,15 @@ class LLM:
             truncate=False,  # vLLM refuses an over-long prompt unless a call asks to truncate it
         )
         self.engine_args = EngineArgs.from_options(model, named | _engine_options(engine_options))
-        self.engine = Engine.from_engine_args(self.engine_args)
+        try:
+            self.engine = Engine.from_engine_args(self.engine_args)
+        except GenerativeCheckpointError:
+            if runner != "pooling" or convert != "auto":
+                raise
+            # vLLM's default conversion for runner="pooling": the checkpoint's hidden states, pooled
+            logger.info("runner='pooling' on a text-generation checkpoint: convert='embed', as in vLLM")
+            self.engine_args = self.engine_args.replace(convert="embed")
+            self.engine = Engine.from_engine_args(self.engine_args)
         self._request_ids = itertools.count()  # vLLM numbers requests over an LLM's life, not per call
 
     @property

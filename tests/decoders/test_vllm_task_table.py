@@ -75,3 +75,18 @@ def test_convert_embed_on_a_reward_model_pools_its_backbone(tmp_path: Path) -> N
         with torch.no_grad():
             hidden = reward_model.model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1].numpy()
         np.testing.assert_allclose(out.outputs.embedding, normalize(hidden), rtol=1e-4, atol=1e-5)
+
+
+def test_runner_pooling_on_a_causal_lm_embeds_it_as_vllm_does(tmp_path: Path) -> None:
+    """vLLM's default conversion for runner="pooling" is embed; with runner left "auto" (vLLM would
+    generate) the checkpoint is still refused, naming the conversions (seen from outside: refused)."""
+    from poolrag.errors import ModelLoadError
+
+    build(tmp_path / "lm", "qwen3", transformers.AutoModelForCausalLM)
+    pooled = LLM(str(tmp_path / "lm"), runner="pooling")
+    assert pooled.engine_args.convert == "embed"
+    converted = LLM(str(tmp_path / "lm"), convert="embed")
+    got = [o.outputs.embedding for o in pooled.embed(TEXTS)]
+    np.testing.assert_allclose(got, [o.outputs.embedding for o in converted.embed(TEXTS)], atol=1e-6)
+    with pytest.raises(ModelLoadError, match="text-generation checkpoint; pass convert='embed'"):
+        LLM(str(tmp_path / "lm"))

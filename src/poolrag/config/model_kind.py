@@ -16,7 +16,7 @@ from poolrag.config.registry import (
     Role,
     reward_alias_tasks,
 )
-from poolrag.errors import ModelLoadError
+from poolrag.errors import GenerativeCheckpointError, ModelLoadError
 
 __all__ = ["ModelKind", "detect_model_kind", "supported_tasks", "task_aliases"]
 
@@ -121,7 +121,7 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
     if causal:
         if spec.is_sentence_transformers:  # gte-Qwen2 / Qwen3-Embedding: the folder says "embed"
             return ModelKind.EMBEDDING
-        raise ModelLoadError(
+        raise GenerativeCheckpointError(
             f"{arch} is a text-generation checkpoint; pass convert='embed' or convert='classify' "
             "to adapt it to a pooling task (or a STEP pooler_config for a process reward model)"
         )
