@@ -155,12 +155,17 @@ class InputProcessor:
         """
         if self.colbert is not None or self.prompts.prefix_for(input_type, None):
             return None
+        frame = self._fixed_frame()
+        if frame is None:
+            return None
+        head, tail = frame
+        return [*head, *ids, *tail]
+
+    def _fixed_frame(self) -> tuple[list[int], list[int]] | None:
+        """:meth:`_special_frame`, found on first use and kept."""
         if self._frame is _UNKNOWN:
             self._frame = self._special_frame()
-        if self._frame is None:
-            return None
-        head, tail = self._frame
-        return [*head, *ids, *tail]
+        return self._frame
 
     def _special_frame(self) -> tuple[list[int], list[int]] | None:
         """The special tokens around every text, checked on probe texts of different shapes."""
@@ -404,11 +409,10 @@ class InputProcessor:
         ``OpenAIEmbeddings`` sends tiktoken's by default, and their vectors would be wrong without a
         word. Ids this tokenizer made keep its first token even cut. A decoder's BOS alone is not
         checked: its ids are often assembled by hand."""
-        if self._frame is _UNKNOWN:
-            self._frame = self._special_frame()
-        if self._frame is None or not (self._frame[0] and self._frame[1]):
+        frame = self._fixed_frame()
+        if frame is None or not (frame[0] and frame[1]):
             return
-        head, tail = self._frame
+        head, tail = frame
         if list(ids[: len(head)]) == head or list(ids[-len(tail) :]) == tail:
             return
         first = " ".join(self.tokenizer.convert_ids_to_tokens(head))
