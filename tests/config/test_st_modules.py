@@ -142,6 +142,25 @@ def test_a_saved_cross_encoder_keeps_its_activation(tmp_path, minilm_path: Path)
     np.testing.assert_allclose(ours, reference, atol=1e-5)
 
 
+def test_a_cross_encoder_saved_before_sentence_transformers_4_keeps_its_activation(
+    tmp_path, minilm_path: Path
+) -> None:
+    """sentence-transformers < 4 (most hub cross-encoders, ms-marco's among them) saved the activation
+    as config.json's ``sbert_ce_default_activation_function``; today's version still reads it."""
+    from sentence_transformers import CrossEncoder
+    from transformers import AutoConfig
+
+    folder = build_encoder(tmp_path / "old-ce", "bert", minilm_path, head="sequence", num_labels=1, seed=5)
+    config = AutoConfig.from_pretrained(folder)  # what CrossEncoder.save did before 4.0
+    config.sbert_ce_default_activation_function = "torch.nn.modules.linear.Identity"
+    config.save_pretrained(folder)
+    query, docs = "what is pooling", ["Pooling turns tokens into one vector.", "Hi", "Rerankers score pairs."]
+    reference = CrossEncoder(str(folder), device="cpu").predict([(query, d) for d in docs])
+    assert np.all(np.abs(reference - 0.5) > 0.1)  # raw logits, not a sigmoid's ~0.5
+    ours = [o.outputs.score for o in Engine(folder).score(query, docs)]
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
 def test_a_saved_sparse_encoder_loads_with_the_pinned_names(tmp_path, minilm_path: Path) -> None:
     from sentence_transformers import SparseEncoder
 

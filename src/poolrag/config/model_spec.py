@@ -277,11 +277,14 @@ def load_model_spec(
     st_max = _read_json(transformer_path / "sentence_bert_config.json") or {}
     max_seq = st_max.get("max_seq_length") if isinstance(st_max, dict) else None
     # a CrossEncoder's activation: sentence-transformers >= 6 writes it in its own config file,
-    # 3.x-5.x in a "sentence_transformers" section of config.json
+    # 4.x-5.x in a "sentence_transformers" section of config.json, < 4 (most hub cross-encoders)
+    # as config.json's "sbert_ce_default_activation_function"; all three still load so
     ce_activation = st_config.get("activation_fn")
     st_section = getattr(hf_config, "sentence_transformers", None)
     if ce_activation is None and isinstance(st_section, dict):
         ce_activation = st_section.get("activation_fn")
+    if ce_activation is None:
+        ce_activation = getattr(hf_config, "sbert_ce_default_activation_function", None)
 
     return ModelSpec(
         path=path,
