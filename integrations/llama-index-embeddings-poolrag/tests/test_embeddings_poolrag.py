@@ -215,6 +215,20 @@ def test_remote_api_key(keyed_minilm_url: str, minilm_engine: Engine) -> None:
         PoolragEmbedding(base_url=keyed_minilm_url, api_key="wrong").get_query_embedding("ocean")
 
 
+def test_to_json_leaves_the_api_key_out_and_from_json_reads_it_from_the_environment(
+    keyed_minilm_url: str, minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LlamaIndex's ``to_json`` (a ``json.dumps`` of the fields) used to raise on the key's
+    ``SecretStr``; the key is never written out, and ``$POOLRAG_API_KEY`` supplies it on the way back."""
+    saved = PoolragEmbedding(base_url=keyed_minilm_url, api_key=API_KEY).to_json()
+    assert API_KEY not in saved and keyed_minilm_url in saved
+    monkeypatch.setenv("POOLRAG_API_KEY", API_KEY)
+    restored = PoolragEmbedding.from_json(saved)
+    np.testing.assert_array_equal(
+        as_array(restored.get_query_embedding("ocean")), minilm_engine.embed_array(["ocean"], QUERY)[0]
+    )
+
+
 def test_long_and_bad_input(minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     model = PoolragEmbedding(engine=minilm_engine)
     long_text = "word " * 2000
@@ -255,6 +269,26 @@ def test_a_pickled_embedding_gives_the_same_vectors(minilm_engine: Engine) -> No
     again = pickle.loads(pickle.dumps(model))
     assert again.get_text_embedding_batch(TEXTS) == model.get_text_embedding_batch(TEXTS)
     assert again.get_query_embedding("ocean") == model.get_query_embedding("ocean")
+
+
+def test_an_ingestion_cache_tells_two_engines_apart(minilm_engine: Engine, prompted_minilm_path: Path) -> None:
+    """``IngestionPipeline`` keys its cache on the serialised transformation, which leaves ``engine=``
+    out: the model's name stands in for it, so a second model does not get the first one's vectors."""
+    from llama_index.core.ingestion import IngestionCache, IngestionPipeline
+    from llama_index.core.schema import TextNode
+
+    cache = IngestionCache()
+
+    def ingested(model: PoolragEmbedding) -> np.ndarray:
+        pipeline = IngestionPipeline(transformations=[model], cache=cache)
+        return as_array([node.embedding for node in pipeline.run(nodes=[TextNode(text=t) for t in TEXTS])])
+
+    first = PoolragEmbedding(engine=minilm_engine)
+    second = PoolragEmbedding(engine=Engine(prompted_minilm_path))  # its document prompt moves the vectors
+    assert first.model_name == str(minilm_engine.model_name) != second.model_name
+    np.testing.assert_array_equal(ingested(first), as_array(first.get_text_embedding_batch(TEXTS)))
+    np.testing.assert_array_equal(ingested(second), as_array(second.get_text_embedding_batch(TEXTS)))
+    assert not np.allclose(ingested(first), ingested(second), atol=1e-3)
 
 
 # -- progress ------------------------------------------------------------------------------------------------

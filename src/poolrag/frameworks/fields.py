@@ -75,7 +75,11 @@ class BackendFields(BaseModel):
         description="Model path or hub id to load in process; the served model name when remote.",
     )
     base_url: str | None = Field(default=None, description="URL of a `poolrag serve` server.")
-    api_key: SecretStr | None = Field(default_factory=_api_key_from_env, description="API key of the server.")
+    api_key: SecretStr | None = Field(
+        default_factory=_api_key_from_env,
+        exclude=True,  # never serialised (LlamaIndex's to_json); from_json reads $POOLRAG_API_KEY again
+        description="API key of the server.",
+    )
     engine: Engine | None = Field(
         default=None, exclude=True, repr=False, description="A loaded poolrag.Engine to share."
     )
@@ -127,6 +131,10 @@ class BackendFields(BaseModel):
         remote_url = backend_base_url(self._backend)
         if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=
             self.base_url = remote_url
+        if self.model_name is None and remote_url is None:
+            # named even when given as engine= / engine_args= (excluded from serialisation): the
+            # frameworks key caches on the serialised adapter (LlamaIndex's IngestionPipeline)
+            self.model_name = self._backend.facts.model_name
         # Settings refused now rather than at the first call: truncation always; the task and
         # ``dimensions`` against the model where it runs here (a server's facts would need a request).
         for input_type in (None, "query"):  # a query's settings may be its own (query_encode_kwargs)

@@ -3,6 +3,7 @@ batching, Matryoshka dimensions, remote mode and input limits."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from poolrag import (
     Engine,
     InputTooLongError,
+    InputTypeError,
     InvalidInputError,
 )
 from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
@@ -87,6 +89,20 @@ def test_input_type_selects_the_models_query_and_document_prompts(
     bare = minilm_engine.embed_array([text])[0]
     np.testing.assert_allclose(plain.embed_query(text), bare, atol=1e-6)
     np.testing.assert_allclose(plain.embed_documents([text])[0], bare, atol=1e-6)
+
+
+def test_newlines_become_spaces_as_huggingface_embeddings_does(
+    minilm_engine: Engine, engine_calls: list[list[str]]
+) -> None:
+    """``HuggingFaceEmbeddings`` replaces every newline by a space, for documents and queries alike;
+    the same texts reach the engine here (for SentencePiece and BPE models it moves the vectors)."""
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    embeddings.embed_documents(["Title\n\nFirst line.\nSecond line.", "one line"])
+    embeddings.embed_query("two\nlines")
+    assert engine_calls == [["Title  First line. Second line.", "one line"], ["two lines"]]
+    assert asyncio.run(embeddings.aembed_query("two\nlines")) == embeddings.embed_query("two lines")
+    with pytest.raises(InputTypeError, match="list of strings"):
+        embeddings.embed_documents("not\na list")  # type: ignore[arg-type]
 
 
 def test_the_whole_list_goes_to_the_engine_in_one_call(

@@ -112,11 +112,10 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
             # max_length cuts there, whatever truncate_prompt_tokens said (None: refuse)
             params = params.with_updates(truncate_prompt_tokens=self.max_length, truncate=None)
         if input_type == "query":
-            # the hub id however the model was given (name, EngineArgs, or a loaded engine)
-            name = self.model_name or (self.engine_args.model if self.engine_args else None)
-            name = name or getattr(self.engine, "model_name", None)
+            # model_name: the hub id however the model was given (name, EngineArgs or loaded engine)
             instruction = self.query_instruction
-            instruction = default_query_instruction(name) if instruction is None else instruction
+            if instruction is None:
+                instruction = default_query_instruction(self.model_name)
         else:
             instruction = self.text_instruction
         return params if instruction is None else params.with_updates(prompt=instruction)
