@@ -129,6 +129,37 @@ def test_rerank_with_texts_answers_teis_ranks(cross_encoder_server: Served) -> N
     assert [r["index"] for r in jina["results"]] == [r["index"] for r in ranks]  # the other dialect stays
 
 
+def test_a_cross_encoder_saying_identity_answers_teis_sigmoid_on_tei_routes(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """TEI reads no activation from a folder: one logit through a sigmoid unless ``raw_scores``. A
+    cross-encoder saved with an Identity activation (ms-marco's) answers logits on the vLLM
+    routes, as vLLM and sentence-transformers give them, and TEI's probabilities on TEI's."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    from tiny_models import build_encoder
+
+    raw = build_encoder(tmp_path / "raw", "bert", minilm_path, head="sequence", num_labels=1, seed=5)
+    CrossEncoder(str(raw), device="cpu", activation_fn=torch.nn.Identity()).save(str(tmp_path / "ce"))
+    logits = CrossEncoder(str(tmp_path / "ce"), device="cpu").predict([(QUERY, t) for t in TEXTS])
+    probabilities = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    with serve_in_thread(Engine(tmp_path / "ce", tune="off"), served_model_names=("ce",)) as url:
+        tei = _ok(_post(url, "/rerank", {"query": QUERY, "texts": TEXTS}))
+        np.testing.assert_allclose(
+            [r["score"] for r in tei], probabilities[[r["index"] for r in tei]], atol=1e-5
+        )
+        tei_raw = _ok(_post(url, "/rerank", {"query": QUERY, "texts": TEXTS, "raw_scores": True}))
+        np.testing.assert_allclose(
+            [r["score"] for r in tei_raw], logits[[r["index"] for r in tei_raw]], atol=1e-5
+        )
+        predicted = _ok(_post(url, "/predict", {"inputs": [QUERY, TEXTS[0]]}))
+        assert predicted[0]["score"] == pytest.approx(probabilities[0], abs=1e-5)
+        vllm = _ok(_post(url, "/rerank", {"query": QUERY, "documents": TEXTS}))["results"]
+        np.testing.assert_allclose(
+            [r["relevance_score"] for r in vllm], logits[[r["index"] for r in vllm]], atol=1e-5
+        )
+
+
 def test_predict_classifies_texts_and_scores_pairs(
     cross_encoder_server: Served, classifier_server: Served
 ) -> None:

@@ -2,11 +2,12 @@
 
 A text runs the model's classifier (``classify``); a pair of texts is read jointly, by a one-label
 cross-encoder's ``score`` (its score template, if any) or by a classifier of several labels
-(``classify_pairs``: an NLI model's entailment, neutral, contradiction). Both take the model's own
-activation (sigmoid or softmax, as sentence-transformers and vLLM apply it; TEI takes softmax for
-several labels, the same for a single-label classifier) unless ``raw_scores``. ``huggingface_hub``'s
-``text_classification`` options (``parameters``: ``function_to_apply``, ``top_k``) are honoured. One
-input answers a list, a batch a list per input.
+(``classify_pairs``: an NLI model's entailment, neutral, contradiction). One logit goes through a
+sigmoid, as TEI applies it whatever the folder names (a sentence-transformers Identity included);
+several labels take the model's own activation (softmax, or a multi-label model's sigmoid, as
+sentence-transformers, vLLM and the transformers pipeline apply it); ``raw_scores`` gives the logits.
+``huggingface_hub``'s ``text_classification`` options (``parameters``: ``function_to_apply``,
+``top_k``) are honoured. One input answers a list, a batch a list per input.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_count
 from poolrag.server.state import ServerState, model_state
+from poolrag.server.tei_activation import activated
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
 from poolrag.server.tei_schemas import (
@@ -39,30 +41,21 @@ router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
 TextSequence = tuple[str] | tuple[str, str]  # a text, or a pair read jointly
 
 
-def _activated(logits: np.ndarray, function: str) -> np.ndarray:
-    if function == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-logits))
-    if function == "softmax":
-        shifted = np.exp(logits - logits.max())
-        return shifted / shifted.sum()
-    return logits
-
-
 def _predictions(scores: np.ndarray, id2label: dict[int, str], top_k: int | None) -> list[TeiPrediction]:
     """Labels by score, best first; equal scores in TEI's order (its stable sort, reversed)."""
     order = list(reversed(np.argsort(scores, kind="stable").tolist()))
     return [TeiPrediction(score=float(scores[i]), label=id2label.get(i, f"LABEL_{i}")) for i in order[:top_k]]
 
 
-def _use_activation(body: TeiPredictRequest, options: TeiClassificationParameters) -> bool | None:
-    """``False`` where the logits are wanted (raw scores, or an activation of the caller's own)."""
+def _activation(body: TeiPredictRequest, options: TeiClassificationParameters) -> str | None:
+    """The caller's ``function_to_apply``, ``"none"`` for raw scores, or ``None``: TEI's own."""
     if body.raw_scores and options.function_to_apply not in (None, "none"):
         raise APIError(
             400,
             "raw_scores asks for the logits and parameters.function_to_apply for an activation; give one",
             param="raw_scores",
         )
-    return False if body.raw_scores or options.function_to_apply is not None else None
+    return "none" if body.raw_scores else options.function_to_apply
 
 
 async def _scores(
@@ -125,15 +118,18 @@ async def predict(body: TeiPredictRequest, request: Request, response: Response)
     sequences = _sequences(body.inputs)
     check_count(state.settings, len(sequences), "inputs")
     options = body.parameters or TeiClassificationParameters()
-    params = PoolingParams(use_activation=_use_activation(body, options), truncate=tei_truncate(body))
+    function = _activation(body, options)
+    if function is None and len(state.engine.id2label) == 1:
+        function = "sigmoid"  # TEI's, whatever activation the folder names
+    use_activation = None if function is None else False  # the logits, activated below
+    params = PoolingParams(use_activation=use_activation, truncate=tei_truncate(body))
     try:
         scores, outputs = await _scores(state, request.url.path, sequences, params)
     except InvalidTextError as error:  # the engine's input or pair, named as this request gave it
         raise _named(error, sequences, batch) from None
     report_truncated(response, outputs)
-    function = options.function_to_apply
     if function is not None:
-        scores = [_activated(s, function) for s in scores]
+        scores = [activated(s, function) for s in scores]
     id2label = state.engine.id2label
     predictions = [_predictions(s, id2label, options.top_k) for s in scores]
     return TeiPredictResponse(predictions if batch else predictions[0])

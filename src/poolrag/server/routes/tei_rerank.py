@@ -2,9 +2,10 @@
 dialect with ``documents`` is :mod:`poolrag.server.routes.rerank`): every text's ``{index, score}``,
 best first, the text too with ``return_text``.
 
-The score is the model's (a cross-encoder's sigmoid, its logit with ``raw_scores``), with no
-fusion. TEI serves rerankers only; here an embedding or ColBERT model ranks by cosine or MaxSim, as
-on the path's other dialect (``raw_scores`` then has nothing to switch off and is refused).
+A cross-encoder's score is TEI's: the sigmoid of its logit whatever activation the folder names
+(a sentence-transformers Identity included), the logit with ``raw_scores``; no fusion. TEI serves
+rerankers only; here an embedding or ColBERT model ranks by cosine or MaxSim, as on the path's
+other dialect (``raw_scores`` then has nothing to switch off and is refused).
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import numpy as np
 from fastapi import Request, Response
 
+from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import check_count, fields_named
 from poolrag.server.state import model_state
+from poolrag.server.tei_activation import sigmoid
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_schemas import TeiRank, TeiRerankRequest, TeiRerankResponse
 from poolrag.server.truncation_report import report_truncated
@@ -23,7 +26,8 @@ from poolrag.server.truncation_report import report_truncated
 async def tei_rerank(body: TeiRerankRequest, request: Request, response: Response) -> TeiRerankResponse:
     state = model_state(request, body.model)
     check_count(state.settings, len(body.texts), "texts")
-    params = PoolingParams(use_activation=False if body.raw_scores else None, truncate=tei_truncate(body))
+    logits = state.engine.facts.score_kind is ScoreKind.CROSS_ENCODER or body.raw_scores
+    params = PoolingParams(use_activation=False if logits else None, truncate=tei_truncate(body))
     params.verify("score", state.engine.facts)  # refused before the request takes a slot
     with fields_named(text_1="query", text_2="texts"):
         outputs = await state.run_engine(
@@ -31,6 +35,8 @@ async def tei_rerank(body: TeiRerankRequest, request: Request, response: Respons
         )
     report_truncated(response, outputs)
     scores = np.asarray([out.outputs.score for out in outputs], dtype=np.float64)
+    if logits and not body.raw_scores:
+        scores = sigmoid(scores)
     order = reversed(np.argsort(scores, kind="stable").tolist())  # TEI's stable sort, reversed
     return TeiRerankResponse(
         [
