@@ -271,7 +271,9 @@ def test_a_pickled_embedding_gives_the_same_vectors(minilm_engine: Engine) -> No
     assert again.get_query_embedding("ocean") == model.get_query_embedding("ocean")
 
 
-def test_an_ingestion_cache_tells_two_engines_apart(minilm_engine: Engine, prompted_minilm_path: Path) -> None:
+def test_an_ingestion_cache_tells_two_engines_apart(
+    minilm_engine: Engine, prompted_minilm_path: Path
+) -> None:
     """``IngestionPipeline`` keys its cache on the serialised transformation, which leaves ``engine=``
     out: the model's name stands in for it, so a second model does not get the first one's vectors."""
     from llama_index.core.ingestion import IngestionCache, IngestionPipeline

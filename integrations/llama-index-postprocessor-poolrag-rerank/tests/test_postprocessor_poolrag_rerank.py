@@ -140,6 +140,46 @@ def test_sentence_transformer_rerank_arguments_run_unchanged(assets, cross_encod
         PoolragRerank(model=folder, model_name="another/model")
 
 
+def test_pairs_are_cut_at_512_tokens_as_sentence_transformer_rerank_cuts_them(minilm_path, tmp_path) -> None:
+    """SentenceTransformerRerank builds ``CrossEncoder(max_length=512)``: a long-context reranker
+    reads 512 tokens of each pair there, and here by default; ``max_length=None`` reads them all."""
+    from llama_index.core.postprocessor import SentenceTransformerRerank
+    from transformers import AutoTokenizer
+
+    from poolrag.testing.tiny_models import build_encoder
+
+    folder = build_encoder(
+        tmp_path / "long-ce",
+        "bert",
+        minilm_path,
+        head="sequence",
+        num_labels=1,
+        max_position_embeddings=1024,
+        initializer_range=0.3,  # weights large enough that content moves the score
+    )
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.model_max_length = 1024
+    tokenizer.save_pretrained(folder)
+    # the same first 520 tokens, then different ones: cut at 512, the two pairs are one and the same
+    long_texts = ["paris " * 520 + "ocean " * 300, "paris " * 520 + "music " * 300]
+    nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=t), score=0.0) for i, t in enumerate(long_texts)]
+    assert len(tokenizer(long_texts[0])["input_ids"]) == 822
+
+    def scores(reranker) -> list[float]:
+        ranked = reranker.postprocess_nodes(list(nodes), query_str=QUERY)
+        return [score for _, score in sorted((n.node.node_id, n.score) for n in ranked)]
+
+    reference = scores(SentenceTransformerRerank(model=str(folder), top_n=2, device="cpu"))
+    assert reference[0] == pytest.approx(reference[1], abs=1e-6)
+    ours = PoolragRerank(model=str(folder), top_n=2)
+    assert ours.max_length == 512
+    assert scores(ours) == pytest.approx(reference, abs=1e-5)
+    ranked = asyncio.run(ours.apostprocess_nodes(list(nodes), query_str=QUERY))
+    assert [n.score for n in ranked] == pytest.approx(reference, abs=1e-5)
+    whole = scores(PoolragRerank(engine=ours.backend, top_n=2, max_length=None))
+    assert abs(whole[0] - whole[1]) > 1e-4  # read past 512 tokens, the two differ
+
+
 def _z(values: list[float] | np.ndarray) -> np.ndarray:
     x = np.asarray(values, dtype=np.float64)
     return (x - x.mean()) / x.std()

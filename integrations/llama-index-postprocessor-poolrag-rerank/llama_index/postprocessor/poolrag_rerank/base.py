@@ -14,6 +14,7 @@ instead: each node's retrieval score and the model's are z-scored over the query
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,13 +24,16 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from poolrag.errors import InvalidInputError
 from poolrag.frameworks.fields import HUGGINGFACE_ENGINE_OPTIONS, with_huggingface_options
 from poolrag.frameworks.ranking import Ranked, RerankerFields
+from poolrag.params import InputType, PoolingParams
 
 RETRIEVAL_SCORE_KEY = "retrieval_score"
+#: the length ``SentenceTransformerRerank`` builds its ``CrossEncoder`` with
+SENTENCE_TRANSFORMER_MAX_LENGTH = 512
 
 dispatcher = get_dispatcher(__name__)
 
@@ -46,6 +50,9 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
 
     ``SentenceTransformerRerank``'s own arguments run unchanged: ``model=`` (as ``model_name``),
     ``device=``, ``trust_remote_code=``, ``top_n`` (``0`` keeps none) and ``keep_retrieval_score``.
+    Each (query, node) pair is cut at ``max_length`` = 512 tokens as its ``CrossEncoder`` cuts them
+    (at most the model's length); ``max_length=None`` reads pairs up to the model's own length (a
+    long-context reranker such as bge-reranker-v2-m3 then reads whole 1024-token nodes).
     """
 
     top_n: int | None = Field(default=2, ge=0, description="Nodes to keep; None keeps all, reordered.")
@@ -55,6 +62,14 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
     metadata_mode: MetadataMode = Field(
         default=MetadataMode.EMBED, description="Which metadata is scored with each node's text."
     )
+    max_length: int | None = Field(
+        default=SENTENCE_TRANSFORMER_MAX_LENGTH,
+        ge=1,
+        description="Tokens each (query, node) pair keeps, as SentenceTransformerRerank cuts them (at most "
+        "the model's length); None: the model's length. An explicit truncate_prompt_tokens wins.",
+    )
+
+    _model_length: int | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -75,6 +90,22 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
     @classmethod
     def class_name(cls) -> str:
         return "PoolragRerank"
+
+    def _params(self, input_type: InputType | None = None) -> PoolingParams:
+        """The shared cut (``truncate_prompt_tokens``), or at its default ``max_length`` bounded by
+        the model's length, once a call has read it (:meth:`_read_model_length`)."""
+        params = super()._params(input_type)
+        if self.max_length is None or self._model_length is None or self.truncate_prompt_tokens != -1:
+            return params
+        return params.with_updates(truncate_prompt_tokens=min(self.max_length, self._model_length))
+
+    def _read_model_length(self) -> None:
+        if self._model_length is None:
+            self._model_length = self.backend.facts.max_model_len
+
+    async def _aread_model_length(self) -> None:
+        if self._model_length is None:  # a server's facts are a request: off the event loop
+            self._model_length = (await asyncio.to_thread(lambda: self.backend.facts)).max_model_len
 
     def _query_and_texts(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
@@ -131,6 +162,7 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         query, texts = self._query_and_texts(nodes, query_bundle)
         if not nodes:
             return []
+        self._read_model_length()
         with self._reranking(nodes, query) as finish:
             return finish(self._scored(nodes, self._rank(query, texts, self._first_stage_scores(nodes))))
 
@@ -140,6 +172,7 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         query, texts = self._query_and_texts(nodes, query_bundle)
         if not nodes:
             return []
+        await self._aread_model_length()
         with self._reranking(nodes, query) as finish:
             ranked = await self._arank(query, texts, self._first_stage_scores(nodes))
             return finish(self._scored(nodes, ranked))
