@@ -7,6 +7,7 @@ TEI's shape (:mod:`poolrag.server.routes.tei_tokenize`).
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routes.tei_tokenize import tei_tokenize
@@ -22,7 +23,8 @@ router = APIRouter(tags=["tokenization"], route_class=TeiRoute)
 PATH = "/tokenize"
 
 
-async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
+async def tokenize(body: TokenizeRequest, request: Request) -> JSONResponse:
+    """vLLM's answer, ``"token_strs": null`` included when not asked for, as vLLM writes it."""
     state = model_state(request, body.model)
     engine = state.engine
     prompt = checked_texts([body.prompt], "prompt", one=True)  # before a long text is counted
@@ -39,12 +41,13 @@ async def tokenize(body: TokenizeRequest, request: Request) -> TokenizeResponse:
         body.add_special_tokens,
     )
     state.metrics.prompt_tokens.labels(state.name, PATH).inc(len(tokens))
-    return TokenizeResponse(
+    answer = TokenizeResponse(
         count=len(tokens),
         max_model_len=engine.facts.max_model_len,
         tokens=tokens,
         token_strs=engine.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None,
     )
+    return JSONResponse(answer.model_dump())
 
 
 @router.post(
