@@ -8,7 +8,6 @@ model's own document and query prompts, and Matryoshka models can return shorter
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -39,14 +38,6 @@ _ENCODE_NO_EFFECT = frozenset({"batch_size", "convert_to_numpy", "convert_to_ten
 _ENCODE_PROGRESS = "show_progress_bar"
 
 
-def _one_line(value: Any) -> Any:
-    """A text, or a list of them, as ``HuggingFaceEmbeddings`` embeds it: newlines as spaces
-    (anything else is passed on as it is, to be refused by name)."""
-    if isinstance(value, str):
-        return value.replace("\n", " ")
-    return [_one_line(text) for text in value] if isinstance(value, Sequence) else value
-
-
 class PoolragEmbeddings(EmbeddingFields, Embeddings):
     """Embeddings from a poolrag engine in process or from ``poolrag serve``.
 
@@ -73,13 +64,13 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
             hub models are downloaded (the engine's ``download_dir``); ``multi_process`` changes
             nothing (one engine batches every caller's texts).
 
-    As ``HuggingFaceEmbeddings`` does, every newline becomes a space before embedding (it moves the
-    vectors of SentencePiece and BPE models: E5, BGE-M3, GTE-Qwen).
-
-    Unlike ``HuggingFaceEmbeddings``, documents and queries get the model folder's ``document`` and
-    ``query`` prompts where it defines them (E5, nomic, Qwen3-Embedding), as ``poolrag ingest``
-    stores documents; ``encode_kwargs={"prompt": ""}`` and ``query_encode_kwargs={"prompt": ""}``
-    give the vectors ``HuggingFaceEmbeddings`` gives such a folder without a ``default_prompt_name``.
+    Unlike ``HuggingFaceEmbeddings``, newlines are kept (it turns them into spaces), as ``poolrag
+    ingest`` and the embedding cache keep them, so a collection ingested there and the chunks a
+    framework adds share vectors and cache entries. Unlike it too, documents and queries get the
+    model folder's ``document`` and ``query`` prompts where it defines them (E5, nomic,
+    Qwen3-Embedding), as ``poolrag ingest`` stores documents; ``encode_kwargs={"prompt": ""}`` and
+    ``query_encode_kwargs={"prompt": ""}`` give the vectors ``HuggingFaceEmbeddings`` gives such a
+    folder without a ``default_prompt_name``.
     """
 
     model_kwargs: dict[str, Any] = Field(
@@ -138,19 +129,18 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed search documents (with the model's document prompt, if it has one)."""
-        params = self._params("document")
-        return embed_texts(self.backend, _one_line(texts), params, progress=self._shows_progress())
+        return embed_texts(self.backend, texts, self._params("document"), progress=self._shows_progress())
 
     def embed_query(self, text: str) -> list[float]:
         """Embed a search query (with the model's query prompt, if it has one)."""
-        return embed_text(self.backend, _one_line(text), self._params("query"))
+        return embed_text(self.backend, text, self._params("query"))
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         params = self._params("document")
-        return await aembed_texts(self.backend, _one_line(texts), params, progress=self._shows_progress())
+        return await aembed_texts(self.backend, texts, params, progress=self._shows_progress())
 
     async def aembed_query(self, text: str) -> list[float]:
-        return await aembed_text(self.backend, _one_line(text), self._params("query"))
+        return await aembed_text(self.backend, text, self._params("query"))
 
     def embed_image(self, uris: list[str]) -> list[list[float]]:
         """Embed images (local paths, ``file://`` URIs or data URLs) into the texts' space, as
