@@ -5,11 +5,9 @@ result of a clean run."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -41,14 +39,28 @@ def page_retrievers(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path)
     }
 
 
-def _poolrag(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POOLRAG_CACHE_DIR": str(cwd / "cache")}
-    command = [sys.executable, "-m", "poolrag.cli", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _poolrag(args: list[str], capsys: pytest.CaptureFixture[str]) -> Ran:
+    """The command run in this process, as ``poolrag`` would run it: its exit code, stdout and stderr
+    (a subprocess per command added an import of torch and no check; the killed run has its own)."""
+    capsys.readouterr()
+    code = main(args)
+    out, err = capsys.readouterr()
+    return Ran(code, out, err)
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(
-    tmp_path: Path, clip_folder: Path
+    tmp_path: Path, clip_folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -60,7 +72,7 @@ def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(
     store = ["--model", str(clip_folder), "--store", "qdrant", "--path", str(tmp_path / "q")]
     store += ["--collection", "pages"]
 
-    ingest = _poolrag(["ingest", str(docs), *store, "--hybrid", "--quiet"], tmp_path)
+    ingest = _poolrag(["ingest", str(docs), *store, "--hybrid", "--quiet"], capsys)
     assert ingest.returncode == 0, ingest.stderr[-3000:]
     assert "ingested 2 documents into qdrant collection 'pages': 4 chunks: 4 embedded now" in ingest.stdout
     left_out = ingest.stderr.split("3 left out:\n", 1)[1].splitlines()
@@ -70,7 +82,7 @@ def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(
         "inflating.pdf",
     ]
 
-    search = _poolrag(["search", "bees", *store, "-k", "4", "--json"], tmp_path)
+    search = _poolrag(["search", "bees", *store, "-k", "4", "--json"], capsys)
     assert search.returncode == 0, search.stderr[-3000:]
     rows = [json.loads(line) for line in search.stdout.splitlines()]
     found = {(Path(r["source"]).name, r.get("page")) for r in rows}
@@ -79,12 +91,12 @@ def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(
     assert {r["modality"] for r in rows} == {"image"}  # a page or an image, said as such
 
     # the pages' text layer is the BM25 leg: the one page with the word is the one found
-    sparse = _poolrag(["search", "comets", *store, "--mode", "sparse", "--json"], tmp_path)
+    sparse = _poolrag(["search", "comets", *store, "--mode", "sparse", "--json"], capsys)
     assert sparse.returncode == 0, sparse.stderr[-3000:]
     hits = [json.loads(line) for line in sparse.stdout.splitlines()]
     assert [(Path(h["source"]).name, h["page"]) for h in hits] == [("guide.pdf", 3)]
 
-    shown = _poolrag(["search", "bees", *store, "-k", "4"], tmp_path)
+    shown = _poolrag(["search", "bees", *store, "-k", "4"], capsys)
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert "guide.pdf page 2\n" in shown.stdout and "hopper.jpg (image)\n" in shown.stdout
 
@@ -107,7 +119,7 @@ def test_dimensions_with_an_image_model_is_refused_before_anything_is_written(
     ("model", "kind"), [("colpali", "milvus"), ("colpali", "qdrant"), ("colqwen2", "qdrant")]
 )
 def test_a_page_retriever_stores_each_page_as_its_token_vectors(
-    model: str, kind: str, tmp_path: Path, page_retrievers: dict[str, Path]
+    model: str, kind: str, tmp_path: Path, page_retrievers: dict[str, Path], capsys
 ) -> None:
     """ColPali: a multivector row per page and image (its image tokens and visual prompt); the
     folder's text files are not its documents. A text query is scored by MaxSim over them."""
@@ -119,13 +131,13 @@ def test_a_page_retriever_stores_each_page_as_its_token_vectors(
     location = store_location(kind, tmp_path)
     store = ["--model", str(page_retrievers[model]), "--store", kind, *location, "--collection", "pages"]
 
-    ingest = _poolrag(["ingest", str(docs), *store, "--quiet", "--json"], tmp_path)
+    ingest = _poolrag(["ingest", str(docs), *store, "--quiet", "--json"], capsys)
     assert ingest.returncode == 0, ingest.stderr[-3000:]
     report = json.loads(ingest.stdout.strip().splitlines()[-1])
     assert (report["documents"], report["chunks"], report["embedded"]) == (2, 3, 3)
     assert "1 text document not read: a page retriever reads pages" in ingest.stderr  # not silently
 
-    search = _poolrag(["search", "where are the comets", *store, "-k", "5", "--json"], tmp_path)
+    search = _poolrag(["search", "where are the comets", *store, "-k", "5", "--json"], capsys)
     assert search.returncode == 0, search.stderr[-3000:]
     rows = [json.loads(line) for line in search.stdout.splitlines()]
     assert {(Path(r["source"]).name, r.get("page")) for r in rows} == {
