@@ -28,14 +28,19 @@ def _poolrag(args: list[str], cwd: Path, **environ: str) -> subprocess.Completed
     )
 
 
-def test_readme_commands_ingest_the_samples_then_search_them(tmp_path: Path) -> None:
+def test_readme_commands_ingest_the_samples_then_search_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """In this process, from the folder the commands run in (the first_hour sessions run them as
+    written, each in a process of its own)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "cache"))
     n_docs = sum(1 for p in SAMPLES.rglob("*") if p.suffix in (".md", ".txt"))
-    ingest = _poolrag(["ingest", str(SAMPLES), "--store", "milvus", "--collection", "samples"], tmp_path)
-    assert ingest.returncode == 0, ingest.stderr[-3000:]
-    assert f"ingested {n_docs} documents into milvus collection 'samples'" in ingest.stdout
+    assert main(["ingest", str(SAMPLES), "--store", "milvus", "--collection", "samples"]) == 0
+    assert f"ingested {n_docs} documents into milvus collection 'samples'" in capsys.readouterr().out
     assert (tmp_path / "poolrag_milvus.db").is_dir()
 
-    search = _poolrag(
+    code = main(
         [
             "search",
             "how do bees tell each other where flowers are",
@@ -46,11 +51,10 @@ def test_readme_commands_ingest_the_samples_then_search_them(tmp_path: Path) -> 
             "-k",
             "3",
             "--json",
-        ],
-        tmp_path,
+        ]
     )
-    assert search.returncode == 0, search.stderr[-3000:]
-    results = [json.loads(line) for line in search.stdout.splitlines()]
+    assert code == 0
+    results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["rank"] for r in results] == [1, 2, 3]
     assert results[0]["source"].endswith("nature/honeybees.md") and "waggle dance" in results[0]["text"]
 
