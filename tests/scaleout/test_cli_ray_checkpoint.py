@@ -8,12 +8,14 @@ that run on both stores. Qdrant local mode on Ray is tests/scaleout/test_ray_ing
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import kill_resume
 import numpy as np
 import pytest
 
+from poolrag.cli import main
 from poolrag.stores import open_store
 
 pytestmark = pytest.mark.slow
@@ -39,7 +41,7 @@ def ray_chatter(stderr: str) -> list[str]:
 
 
 def test_sigkilled_ray_ingest_resumes_to_the_single_process_result(
-    no_cluster_in_process, minilm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    no_cluster_in_process, minilm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     corpus = kill_resume.write_subject_corpus(tmp_path / "corpus")
@@ -48,7 +50,9 @@ def test_sigkilled_ray_ingest_resumes_to_the_single_process_result(
     common += ["--batch-size", "2", "--no-cache", "--quiet", "--json"]
     clean_at = kill_resume.store_location("milvus", tmp_path / "clean")
     (tmp_path / "clean").mkdir()
-    clean = kill_resume.resume([*common, *clean_at, "--checkpoint", str(tmp_path / "clean.json")])
+    # the reference: one uninterrupted single-process run, in this process
+    assert main(["ingest", *common, *clean_at, "--checkpoint", str(tmp_path / "clean.json")]) == 0
+    clean = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
     checkpoint = tmp_path / "ray.checkpoint.json"
     ray_at = kill_resume.store_location("milvus", tmp_path / "ray")
