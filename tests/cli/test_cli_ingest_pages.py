@@ -56,7 +56,10 @@ def _poolrag(args: list[str], capsys: pytest.CaptureFixture[str]) -> Ran:
 
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own poolrag cache; the variable ``--quiet`` sets in the environment, set here,
+    is taken back with the test's other changes when it ends."""
     monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(
