@@ -4,9 +4,9 @@
 Most sessions keep one core busy (a pip install, a serial pytest), so on a 2-core machine a bare
 ``nox``, one session after another, leaves the other core idle for most of the run; two lanes fill it.
 The first lane runs ``tests``, then two of ``first_hour``'s runs (whose documented commands find the
-test models ``tests`` built) and ``base_install``; the second every other default session in the
-noxfile's order, which puts the last ``first_hour`` run at its end, long after ``tests`` built those
-models. Measured in CI, that split ends the lanes within about a minute of each other.
+test models ``tests`` built); the second every other default session in the noxfile's order, which
+puts the last ``first_hour`` run at its end, long after ``tests`` built those models. Measured in CI,
+that split ends the lanes within about a minute of each other.
 Each line of output is prefixed with its lane and the minutes and seconds since the start; the exit
 status is non-zero when a session failed in either. Arguments go to both nox calls (``-- -x`` passes
 ``-x`` to every pytest run). A bare ``nox`` still runs them all, one at a time.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: tests builds the test assets that first_hour's documented commands resolve hub ids to
-FIRST_LANE = ("tests", "first_hour(readme)", "first_hour(server)", "base_install")
+FIRST_LANE = ("tests", "first_hour(readme)", "first_hour(server)")
 
 
 def default_sessions() -> list[str]:
