@@ -46,6 +46,7 @@ from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.milvus_filter import in_list, milvus_expression
 from poolrag.stores.milvus_lite_memory import ResidentRows
+from poolrag.stores.milvus_lite_server import LiteServerLease
 from poolrag.stores.milvus_payload import (
     FULL_SOURCE_KEY,
     NO_SOURCE_KEY,
@@ -233,7 +234,12 @@ class MilvusStore(StoreTemplate):
             if database.is_dir():
                 check_writable_folder(database, "the Milvus Lite database")
         self._resident = ResidentRows(self.uri, collection, self.count) if local else None
+        self._lease = LiteServerLease(self.uri) if local else None
+        if self._lease is not None:
+            self._lease.connecting()
         self._client = self._call(lambda: self._connect(token), "connect")
+        if self._lease is not None:
+            self._lease.connected()
 
     @classmethod
     def local_data(cls, collection: str, location: StoreLocation) -> Path | None:
@@ -665,10 +671,14 @@ class MilvusStore(StoreTemplate):
         }
 
     def close(self) -> None:
+        """Close the client; a Milvus Lite file is free for another process once poolrag's last
+        store on it closes (see :mod:`poolrag.stores.milvus_lite_server`)."""
         try:
             self._client.close()
         except Exception:  # closing a dead connection must not mask the real error
             logger.debug("closing milvus client failed", exc_info=True)
+        if self._lease is not None:
+            self._lease.release()
 
 
 def _hits(rows: Any) -> list[StoreHit]:
