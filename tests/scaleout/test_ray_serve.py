@@ -1,7 +1,10 @@
-"""A Ray Serve deployment with two replicas on a local 2-CPU cluster answers like ``poolrag serve``.
+"""A Ray Serve deployment of two replicas, each holding an embedder and a reranker, on a local 2-CPU
+cluster answers like ``poolrag serve A B``.
 
 Ray reports both replicas running; concurrent requests through its proxy get the offline engine's
-vectors, and the endpoints answer (and refuse) as the single-process server does.
+vectors, the reranker scores as the offline cross-encoder does, and the endpoints answer (and
+refuse) as the single-process server does. One deployment serves every test: each start on a busy
+2-core machine costs the better part of a minute.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ import numpy as np
 import pytest
 from ray import serve
 
+from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.scaleout.ray_serve import APP_NAME, ReplicaPlan, serve_models_on_ray
 from poolrag.server.settings import ServerSettings
 
 TEXTS = [f"request {n}: {' '.join(['honeybees dance'] * (1 + n % 5))}" for n in range(24)]
+PASSAGES = ["Paris is the capital of France.", "Pandas eat bamboo.", "The Eiffel Tower is in Paris."]
+QUERY = "What is the capital of France?"
 
 
 def free_port() -> int:
@@ -30,13 +36,19 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(ray_cluster, minilm_path: Path) -> Iterator[str]:
+def cross_encoder_path(assets: Path) -> Path:
+    return assets / "ms-marco-MiniLM-L-12-v2"
+
+
+@pytest.fixture(scope="module")
+def served(ray_cluster, minilm_path: Path, cross_encoder_path: Path) -> Iterator[str]:
     port = free_port()
-    settings = ServerSettings(served_model_names=("minilm",))
+    models = [
+        (EngineArgs(str(minilm_path)), ServerSettings(served_model_names=("embedder",))),
+        (EngineArgs(str(cross_encoder_path)), ServerSettings(served_model_names=("reranker",))),
+    ]
     plan = ReplicaPlan(replicas=2, cpus_per_replica=1.0)
-    serve_models_on_ray(
-        [(EngineArgs(str(minilm_path)), settings)], plan, host="127.0.0.1", port=port, blocking=False
-    )
+    serve_models_on_ray(models, plan, host="127.0.0.1", port=port, blocking=False)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -49,12 +61,12 @@ def test_two_replicas_are_running(served: str) -> None:
     assert status.status == "RUNNING" and replicas.get("RUNNING") == 2
 
 
-def test_concurrent_requests_get_the_offline_engines_vectors(served: str, minilm_engine) -> None:
+def test_concurrent_requests_get_the_offline_engines_vectors(served: str, minilm_engine: Engine) -> None:
     async def ask(client: httpx.AsyncClient, text: str) -> list[float]:
-        response = await client.post("/v1/embeddings", json={"model": "minilm", "input": text})
+        response = await client.post("/v1/embeddings", json={"model": "embedder", "input": text})
         assert response.status_code == 200, response.text
         body = response.json()
-        assert body["model"] == "minilm"
+        assert body["model"] == "embedder"
         return body["data"][0]["embedding"]
 
     async def all_at_once() -> list[list[float]]:
@@ -66,10 +78,20 @@ def test_concurrent_requests_get_the_offline_engines_vectors(served: str, minilm
     np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
 
 
+def test_the_reranker_scores_as_the_offline_cross_encoder(served: str, cross_encoder_path: Path) -> None:
+    with httpx.Client(base_url=served, timeout=120) as client:
+        scored = client.post("/score", json={"model": "reranker", "text_1": QUERY, "text_2": PASSAGES})
+    assert scored.status_code == 200, scored.text
+    want = Engine(cross_encoder_path).score_array(QUERY, PASSAGES)
+    np.testing.assert_allclose([row["score"] for row in scored.json()["data"]], want, atol=1e-5)
+
+
 def test_the_same_http_api(served: str) -> None:
     with httpx.Client(base_url=served, timeout=60) as client:
         assert client.get("/health").status_code == 200
         models = client.get("/v1/models").json()
-        assert [card["id"] for card in models["data"]] == ["minilm"]
-        bad = client.post("/v1/embeddings", json={"model": "minilm", "input": []})
+        assert [card["id"] for card in models["data"]] == ["embedder", "reranker"]
+        bad = client.post("/v1/embeddings", json={"model": "embedder", "input": []})
         assert bad.status_code == 400 and "error" in bad.json()
+        unknown = client.post("/score", json={"model": "other", "text_1": QUERY, "text_2": PASSAGES})
+        assert unknown.status_code == 404 and "'embedder', 'reranker'" in unknown.json()["error"]["message"]
