@@ -15,9 +15,9 @@ nox.options.sessions = [
     "base_install",
     "tests",
     "notebooks",
-    "ray",
     "langchain",
     "llamaindex",
+    "ray",  # late in scripts/nox_lanes.py's second lane: a local Ray cluster slows most beside tests
     "first_hour",  # after tests, whose test assets its documented commands use
 ]
 nox.options.default_venv_backend = "venv"

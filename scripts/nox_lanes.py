@@ -5,8 +5,10 @@ Most sessions keep one core busy (a pip install, a serial pytest), so on a 2-cor
 ``nox``, one session after another, leaves the other core idle for most of the run; two lanes fill it.
 The first lane runs ``tests``, then two of ``first_hour``'s runs (whose documented commands find the
 test models ``tests`` built); the second every other default session in the noxfile's order, which
-puts the last ``first_hour`` run at its end, long after ``tests`` built those models. Measured in CI,
-that split ends the lanes within about a minute of each other.
+puts the last ``first_hour`` run at its end, long after ``tests`` built those models, and ``ray``
+just before it: a local Ray cluster slowed fourfold beside ``tests`` (its checkpoint test 75 s alone,
+298 s in CI), so it runs once ``tests`` is ending. Measured in CI, that split ends the lanes within
+about a minute of each other.
 Each line of output is prefixed with its lane and the minutes and seconds since the start; the exit
 status is non-zero when a session failed in either. Arguments go to both nox calls (``-- -x`` passes
 ``-x`` to every pytest run). A bare ``nox`` still runs them all, one at a time.
