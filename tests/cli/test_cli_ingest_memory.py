@@ -51,7 +51,7 @@ def _prose(path: Path, megabytes: float) -> None:
 
 
 def _floor(samples: list[float]) -> float:
-    """The low tenth of the RSS samples: the heap just after trims."""
+    """The low tenth of the RSS samples: the heap just after trims, past any early dip."""
     return sorted(samples)[len(samples) // 10]
 
 
@@ -96,9 +96,12 @@ def test_ingest_rss_stays_flat_while_chunks_stream_through(tmp_path: Path, tiny_
     assert report["chunks"] > 1200 and len(during) >= 12, (report, len(during))
     # A batch's activations (~100 MB with this model) are freed when it ends and given back at the
     # next trim, at most every 0.5 s, so RSS saw-tooths by about that much and a median lands
-    # wherever the samples fell; what a per-batch leak raises is the floor between trims.
+    # wherever the samples fell; what a per-batch leak raises is the floor between trims. The late
+    # floor is the lowest late sample: on a loaded machine batches run long, fewer than a tenth of
+    # the samples can fall just after a trim, and the low tenth then lands a batch's activations
+    # above the floor (+101 MiB in one CI run). A leak lifts every late sample, the lowest too.
     first_third = _floor([rss for t, rss in during if t <= span / 3])
-    last_third = _floor([rss for t, rss in during if t >= 2 * span / 3])
+    last_third = min(rss for t, rss in during if t >= 2 * span / 3)
     chunks_between = report["chunks"] * 2 / 3
     old_growth = OLD_GROWTH_PER_CHUNK_MB * chunks_between
     assert last_third - first_third < 0.3 * old_growth, (
