@@ -42,6 +42,16 @@ def _fill(store: VectorStore) -> None:
     store.upsert([ChunkRecord(f"c{i}", vectors[i], {"text": f"chunk {i}"}) for i in range(4)])
 
 
+def _assert_rows_found(store: VectorStore) -> None:
+    """The four rows ``_fill`` wrote are there, and a search finds each by its own vector."""
+    try:
+        assert store.count() == 4
+        found = [store.search(v, limit=1)[0].id for v in np.eye(4, dtype=np.float32)]
+        assert found == ["c0", "c1", "c2", "c3"]
+    finally:
+        store.close()
+
+
 def test_after_the_last_store_closes_another_process_opens_the_file(tmp_path: Path) -> None:
     database = tmp_path / "notebook.db"
     store = open_store("milvus", "docs", uri=str(database))
@@ -60,12 +70,7 @@ def test_a_closed_file_reopens_in_the_same_process_with_its_rows(tmp_path: Path)
     _fill(first)
     first.close()
 
-    again = open_store("milvus", "docs", uri=database)
-    try:
-        assert again.count() == 4
-        assert [h.id for h in again.search(np.eye(4, dtype=np.float32)[2], limit=1)] == ["c2"]
-    finally:
-        again.close()
+    _assert_rows_found(open_store("milvus", "docs", uri=database))
 
 
 def test_closing_one_of_two_stores_on_a_file_leaves_the_other_working(tmp_path: Path) -> None:
@@ -74,11 +79,7 @@ def test_closing_one_of_two_stores_on_a_file_leaves_the_other_working(tmp_path: 
     _fill(first)
     second = open_store("milvus", "docs", uri=database)
     first.close()
-    try:
-        assert second.count() == 4
-        assert [h.id for h in second.search(np.eye(4, dtype=np.float32)[1], limit=1)] == ["c1"]
-    finally:
-        second.close()
+    _assert_rows_found(second)
 
 
 def test_a_pymilvus_client_of_the_user_keeps_the_server_poolrag_started(tmp_path: Path) -> None:
