@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from pymilvus import MilvusClient
 
 from poolrag.stores import ChunkRecord, CollectionSpec, VectorStore, open_store
@@ -73,13 +74,19 @@ def test_a_closed_file_reopens_in_the_same_process_with_its_rows(tmp_path: Path)
     _assert_rows_found(open_store("milvus", "docs", uri=database))
 
 
-def test_closing_one_of_two_stores_on_a_file_leaves_the_other_working(tmp_path: Path) -> None:
-    database = str(tmp_path / "two.db")
-    first = open_store("milvus", "docs", uri=database)
+def test_closing_one_of_two_stores_on_a_file_leaves_the_other_working_until_it_closes(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "two.db"
+    first = open_store("milvus", "docs", uri=str(database))
     _fill(first)
-    second = open_store("milvus", "docs", uri=database)
+    second = open_store("milvus", "docs", uri=str(database))
     first.close()
-    _assert_rows_found(second)
+    _assert_rows_found(second)  # and closes it: the last one
+
+    other = _other_process_opens(database)
+
+    assert other.returncode == 0, other.stderr[-2000:]
 
 
 def test_a_pymilvus_client_of_the_user_keeps_the_server_poolrag_started(tmp_path: Path) -> None:
@@ -93,6 +100,22 @@ def test_a_pymilvus_client_of_the_user_keeps_the_server_poolrag_started(tmp_path
         assert theirs.query("docs", ids=["c3"], output_fields=["id"])[0]["id"] == "c3"
     finally:
         theirs.close()
+
+
+@pytest.mark.filterwarnings("ignore:.*ORM-style PyMilvus API:FutureWarning")  # deprecated in 3.0
+def test_an_orm_connection_of_the_user_keeps_the_server_poolrag_started(tmp_path: Path) -> None:
+    without = "this pymilvus has no ORM, so no ORM connection"
+    connections = pytest.importorskip("pymilvus.orm.connections", reason=without).connections
+    utility = pytest.importorskip("pymilvus.orm.utility", reason=without)
+    database = str(tmp_path / "orm.db")
+    store = open_store("milvus", "docs", uri=database)
+    _fill(store)
+    connections.connect(alias="theirs", uri=database)
+    try:
+        store.close()
+        assert utility.list_collections(using="theirs") == ["docs"]
+    finally:
+        connections.disconnect("theirs")
 
 
 def test_a_server_someone_else_started_is_left_running(tmp_path: Path) -> None:

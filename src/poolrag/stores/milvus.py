@@ -236,10 +236,13 @@ class MilvusStore(StoreTemplate):
         self._resident = ResidentRows(self.uri, collection, self.count) if local else None
         self._lease = LiteServerLease(self.uri) if local else None
         if self._lease is not None:
-            self._lease.connecting()
-        self._client = self._call(lambda: self._connect(token), "connect")
-        if self._lease is not None:
-            self._lease.connected()
+            self._lease.acquire()
+        try:
+            self._client = self._call(lambda: self._connect(token), "connect")
+        except BaseException:
+            if self._lease is not None:
+                self._lease.release()
+            raise
 
     @classmethod
     def local_data(cls, collection: str, location: StoreLocation) -> Path | None:

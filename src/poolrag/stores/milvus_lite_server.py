@@ -43,7 +43,6 @@ def _pymilvus_addresses() -> Iterator[str | None]:
     """
     try:
         from pymilvus.client.connection_manager import AsyncConnectionManager, ConnectionManager
-        from pymilvus.orm.connections import connections
     except ImportError:
         yield None
         return
@@ -58,6 +57,10 @@ def _pymilvus_addresses() -> Iterator[str | None]:
                 yield managed.config.address
         for managed in dedicated.values():  # closed and dropped when its client closes
             yield managed.config.address
+    try:
+        from pymilvus.orm.connections import connections
+    except ImportError:  # a pymilvus without the ORM (deprecated in 3.0) has no ORM connections
+        return
     handlers = getattr(connections, "_alias_handlers", None)
     if not isinstance(handlers, dict):
         yield None
@@ -66,35 +69,49 @@ def _pymilvus_addresses() -> Iterator[str | None]:
         yield getattr(handler, "_address", None)
 
 
+def _forget_cached_schemas(address: str) -> None:
+    """Drop what pymilvus cached about the stopped server's collections: a later server, of another
+    file, may be given the same port."""
+    try:
+        from pymilvus.client.cache import GlobalCache
+    except ImportError:
+        return
+    for region in (getattr(GlobalCache, "schema", None), getattr(GlobalCache, "collection_ts", None)):
+        entries, lock = getattr(region, "_cache", None), getattr(region, "_lock", None)
+        if not isinstance(entries, dict) or lock is None:
+            continue
+        with lock:
+            for key in [k for k in entries if isinstance(k, tuple) and k[:1] == (address,)]:
+                entries.pop(key, None)
+
+
 class LiteServerLease:
     """One poolrag store's hold on the Milvus Lite server of ``uri`` (a ``.db`` path).
 
-    Take it around the store's connect (:meth:`connecting`, then :meth:`connected`) and give it back
-    with :meth:`release` after the store's client closes."""
+    Take it just before the store's client connects (:meth:`acquire`: a store still connecting
+    counts, so a close in another thread does not stop the server under it) and give it back with
+    :meth:`release` once the client has closed or failed to connect."""
 
     def __init__(self, uri: str) -> None:
         self.path = os.path.abspath(uri)  # as milvus-lite keys its servers
-        self._was_running: bool | None = None
         self._held = False
 
-    def connecting(self) -> None:
-        """Note, before the client connects, whether some other code in the process started the server."""
-        servers = _servers()
-        self._was_running = None if servers is None else self.path in servers
-
-    def connected(self) -> None:
+    def acquire(self) -> None:
         with _lock:
+            if self._held:
+                return
+            servers = _servers()
+            if servers is not None and self.path not in servers:
+                _started_here.add(self.path)  # this store's connect starts it
             _open_stores[self.path] = _open_stores.get(self.path, 0) + 1
-            if self._was_running is False:
-                _started_here.add(self.path)
-        self._held = True
+            self._held = True
 
     def release(self) -> None:
         """Stop the server if this was poolrag's last store on it and nothing else holds it."""
-        if not self._held:
-            return
-        self._held = False
         with _lock:
+            if not self._held:
+                return
+            self._held = False
             left = _open_stores.pop(self.path) - 1
             if left:
                 _open_stores[self.path] = left
@@ -119,4 +136,5 @@ class LiteServerLease:
             from milvus_lite.server_manager import server_manager_instance
 
             server_manager_instance.release_server(self.path)
+            _forget_cached_schemas(address)
             logger.debug("Milvus Lite %s stopped: poolrag's last store on it closed", self.path)
