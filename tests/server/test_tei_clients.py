@@ -38,6 +38,10 @@ def test_feature_extraction_gets_the_engines_vectors(minilm_server: Served) -> N
     np.testing.assert_allclose(raw, engine.embed_array(TEXTS, PoolingParams(normalize=False)), atol=1e-5)
     cut = engine.embed_array([LONG], PoolingParams(truncate=True))
     np.testing.assert_allclose(client.feature_extraction([LONG], truncate=True), cut, atol=1e-6, rtol=0)
+    # the client's encoding_format goes in the body; TEI answers floats whatever it says, as here
+    for encoding in ("float", "base64"):
+        got = client.feature_extraction(TEXTS, encoding_format=encoding)
+        np.testing.assert_allclose(got, engine.embed_array(TEXTS), atol=1e-6, rtol=0)
     named = InferenceClient(base_url=f"{minilm_server.url}/embed")  # a URL naming TEI's route
     np.testing.assert_allclose(named.feature_extraction(TEXTS), engine.embed_array(TEXTS), atol=1e-6, rtol=0)
 

@@ -94,6 +94,11 @@ class TeiEmbedRequest(TeiTruncation):
     normalize: StrictBool = Field(True, description="L2-normalise each vector (TEI's default: true).")
     dimensions: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
     prompt_name: str | None = _PROMPT_NAME
+    encoding_format: Literal["float", "base64"] | None = Field(
+        None,
+        description="Sent by huggingface_hub's feature_extraction; TEI answers floats whatever it "
+        "says, and so does this route (the client reads floats back).",
+    )
 
 
 class TeiEmbedAllRequest(TeiTruncation):
