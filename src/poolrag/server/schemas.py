@@ -575,6 +575,17 @@ class RerankDocumentIn(BaseModel):
         return self
 
 
+class RelevantSpans(BaseModel):
+    """Cohere v2's ``relevant_spans``: only ``disabled`` (no model here gives spans; Cohere's own
+    come from its Rerank v5 models)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["disabled"] = Field(description="'enabled' is refused: no model here gives spans.")
+    threshold: StrictFloat | None = None
+    max_spans: StrictInt | None = None
+
+
 FiniteScore = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 RerankDocumentForm = Annotated[
     Text | RerankDocumentIn, _single_error("must be a string or an object with a 'text' string")
@@ -595,6 +606,18 @@ class RerankRequest(VllmRequestBody):
         description="Cohere's: each document is cut to its first n tokens before it is scored "
         "(omitted or null: only the model's own length cuts it).",
     )
+    rank_fields: list[Literal["text"]] | None = Field(
+        None,
+        description="Cohere v1's: the object keys ranked on; only [\"text\"], Cohere's default (a "
+        "document object is ranked by its text).",
+    )
+    max_chunks_per_doc: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="Cohere v1's; accepted: a document over the model's length is cut to its first "
+        "chunk (or refused with truncate false), not split, and X-Truncated-Inputs counts it.",
+    )
+    relevant_spans: RelevantSpans | None = None
     use_activation: StrictBool | None = Field(
         None, description="Cross-encoders: false ranks by the raw logit instead of its sigmoid."
     )
