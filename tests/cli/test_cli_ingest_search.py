@@ -246,20 +246,30 @@ def test_without_a_cache_a_repeated_chunk_is_not_said_to_come_from_it(
     assert "2 chunks: 1 embedded now, 1 identical to another chunk, 0 already stored" in out, out
 
 
-def test_a_text_model_says_how_many_pictures_and_pdfs_of_the_folder_it_did_not_read(
+def test_a_text_model_reads_a_pdfs_text_and_says_how_many_pictures_it_did_not_read(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:
-    """They are not listed for a text model; one line says so (seen from outside: a mixed folder's
-    PDFs vanished without a word)."""
+    """A folder of notes, PDFs and photographs, as a RAG user has: a text model reads the PDFs' text
+    layer and search names the page (seen from outside: the PDFs vanished, 'not read: this model
+    reads text'); the photographs are not listed, and one line says so."""
+    pytest.importorskip("pypdfium2", reason="a PDF's text needs the pdf extra (pypdfium2)")
+    pytest.importorskip("matplotlib", reason="the PDF is written by matplotlib (test extra)")
+    from poolrag.testing.page_corpus import copy_photo, write_pdf
+
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "note.txt").write_text("Coral reefs bleach when the water warms.")
-    (tmp_path / "docs" / "scan.pdf").write_bytes(b"%PDF-1.4\n")
-    (tmp_path / "docs" / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "mixed", "--no-cache", "-q"]
-    assert main(["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]) == 0
+    pages = ["Sourdough needs a starter fed with flour.", "Glaciers carve valleys as they move."]
+    write_pdf(tmp_path / "docs" / "report.pdf", pages)
+    copy_photo(tmp_path / "docs" / "photo.jpg")
+    model = ["--model", str(minilm_path)]
+    store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "mixed"]
+    ingest = ["ingest", str(tmp_path / "docs"), *model, *store, "--chunk-tokens", "16", "--no-cache", "-q"]
+    assert main(ingest) == 0
     captured = capsys.readouterr()
-    assert "ingested 1 document" in captured.out
-    assert "2 image or PDF files not read: this model reads text (CLIP or ColPali read them)" in captured.err
+    assert "ingested 2 documents" in captured.out, captured.out
+    assert "1 image file not read: this model reads text (CLIP or ColPali read them)" in captured.err
+    assert main(["search", "how do glaciers shape valleys", *model, *store, "-k", "1"]) == 0
+    assert f"{(tmp_path / 'docs' / 'report.pdf').resolve()} page 2" in capsys.readouterr().out
 
 
 def test_assume_matryoshka_reuses_the_cached_full_vectors(tmp_path: Path, minilm_path: Path, capsys) -> None:

@@ -146,14 +146,25 @@ def test_unwritable_locations_exit_2_naming_the_path(
 
 
 def test_a_folder_with_nothing_to_read_says_which_files_are_read(tmp_path: Path, capsys) -> None:
-    """Seen from outside: a folder of PDFs "ingested 0 documents" and said nothing more."""
+    """Seen from outside: a folder of PDFs "ingested 0 documents" and said nothing more (a text
+    model now reads their text; a folder of pictures is what it has nothing to read in)."""
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    (folder / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert main(["ingest", str(folder), "--uri", str(tmp_path / "m.db"), "--no-cache", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"no documents in {folder}: poolrag reads .txt, .md, .markdown, .rst, .jsonl, .pdf files" in err
+    assert "with a model that reads images such as CLIP, images;" in err
+
+
+def test_a_pdf_that_cannot_be_read_is_one_line_and_the_run_goes_on(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("pypdfium2", reason="a PDF's text needs the pdf extra (pypdfium2)")
     folder = tmp_path / "pdfs"
     folder.mkdir()
     (folder / "report.pdf").write_bytes(b"%PDF-1.7")
     assert main(["ingest", str(folder), "--uri", str(tmp_path / "m.db"), "--no-cache", "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert f"no documents in {folder}: poolrag reads .txt, .md" in err
-    assert "with a model that reads images such as CLIP, images and PDF pages" in err
+    assert f"1 left out:\n  {(folder / 'report.pdf').resolve()}: not a readable PDF" in err, err
 
 
 def test_a_milvus_file_under_a_file_says_that_file_is_no_folder(tmp_path: Path, capsys) -> None:

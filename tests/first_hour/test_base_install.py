@@ -134,3 +134,18 @@ def test_open_store_without_its_extra_names_it(kind: str, tmp_path: Path) -> Non
     assert "\n" not in message and message.startswith(f"this store needs the {extra} extra")
     assert f'pip install "poolrag[{extra}]"' in message
     assert missing.value.__context__ is None  # raised before any import failed
+
+
+def test_a_pdf_without_the_pdf_extra_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A text model reads a PDF's text with pypdfium2 (the pdf extra): without it each PDF is left out
+    with the install line, and the folder's text files are read."""
+    from poolrag.ingest import read_paths
+    from poolrag.ingest.pdf_text import PDF_TEXT_EXTRA
+
+    assert importlib.util.find_spec("pypdfium2") is None
+    (tmp_path / "report.pdf").write_bytes(b"%PDF-1.4\n")
+    (tmp_path / "note.txt").write_text("a note")
+    skipped: list = []
+    assert [Path(d.source).name for d in read_paths([tmp_path], skipped=skipped)] == ["note.txt"]
+    assert [(Path(s.path).name, s.reason) for s in skipped] == [("report.pdf", PDF_TEXT_EXTRA)]
+    assert 'pip install "poolrag[pdf]"' in PDF_TEXT_EXTRA

@@ -14,7 +14,7 @@ from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
 from poolrag.ingest.pdf_pages import PageRendering, render_page
-from poolrag.ingest.readers import FileDocument, count_documents
+from poolrag.ingest.readers import Document, FileDocument, count_documents
 from poolrag.ingest.visual_documents import ImageDocument, PdfDocument
 from poolrag.retrieval import Retriever
 from poolrag.stores import open_store
@@ -65,10 +65,11 @@ def _hostile(root: Path) -> dict[str, str]:
     }
 
 
-def test_images_and_pdfs_are_read_only_for_a_model_that_reads_them(tmp_path: Path) -> None:
+def test_images_are_read_only_and_pdfs_as_pages_only_for_a_model_that_reads_them(tmp_path: Path) -> None:
     folder = _folder(tmp_path / "docs")
-    assert [type(d) for d in read_paths([folder])] == [FileDocument]  # a text model: the note alone
-    assert count_documents([folder]) == 1
+    # a text model: the note, and the PDF's text layer (tests/ingest/test_pdf_text.py); no photograph
+    assert [type(d) for d in read_paths([folder])] == [FileDocument, Document]
+    assert count_documents([folder]) == 2
     docs = {Path(d.source).name: d for d in read_paths([folder], images=RENDERING)}
     assert count_documents([folder], images=True) == 3
     assert isinstance(docs["hopper.jpg"], ImageDocument) and isinstance(docs["note.txt"], FileDocument)

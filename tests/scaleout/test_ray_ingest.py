@@ -18,6 +18,7 @@ from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
 from poolrag.scaleout.ray_ingest import ChunkEmbedder, EngineRecipe, RayIngestOptions, ingest_on_ray
 from poolrag.stores import open_store
+from poolrag.testing.page_corpus import write_pdf
 
 # The test's actor class travels to the workers by value (they cannot import this test module).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -68,9 +69,20 @@ def assert_same(got: dict, want: dict) -> None:
         np.testing.assert_allclose(got[cid][1], vector, atol=1e-6, rtol=0)
 
 
+#: the corpus's PDF: a text model reads its text layer, each chunk naming its page
+PDF_PAGES = [
+    "Sourdough needs a starter fed with flour and water.\nThe dough rises slowly overnight in a cool"
+    " kitchen.\nBakers fold it gently to keep the bubbles.",
+    "Glaciers carve valleys as they move downhill.\nIce grinds the rock beneath into fine flour.\n"
+    "Meltwater carries the sediment to the sea.",
+]
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_corpus(tmp_path_factory.mktemp("corpus"))
+    root = write_corpus(tmp_path_factory.mktemp("corpus"))
+    write_pdf(root / "report.pdf", PDF_PAGES)
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +132,20 @@ def qdrant_run(ray_cluster, recipe, corpus, single_process, shared_cache, tmp_pa
 def test_qdrant_local_gets_the_single_process_ids_and_vectors(qdrant_run, single_process) -> None:
     report = qdrant_run["report"]
     assert report.chunks == report.upserted == report.embedded == len(single_process)
-    assert report.documents == 12 and report.chunks_existing == 0 and report.deleted == 0
+    assert report.documents == 13 and report.chunks_existing == 0 and report.deleted == 0
     assert qdrant_run["cached"] == len(single_process)  # the driver stored what the actors computed
     assert_same(contents(qdrant_run["store"]), single_process)
+
+
+def test_a_pdfs_chunks_name_their_pages_as_in_one_process(qdrant_run, corpus: Path, minilm_engine) -> None:
+    """The actors read a PDF's text from the driver's row, page starts and all."""
+    store = qdrant_run["store"]
+    (pdf,) = read_paths([corpus / "report.pdf"])
+    chunker = TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, CHUNK_TOKENS, OVERLAP)
+    want = {c.id: c.metadata["page"] for c in chunker.iter_chunks(pdf)}
+    query = minilm_engine.embed_array([PDF_PAGES[1]])[0]
+    got = {hit.id: hit.payload["page"] for hit in store.search(query, 100) if hit.payload.get("page")}
+    assert got == want and sorted(want.values()) == [1, 2]
 
 
 def test_a_rerun_adds_nothing(qdrant_run, recipe, corpus, single_process, shared_cache) -> None:

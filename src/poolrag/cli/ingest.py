@@ -40,8 +40,9 @@ def register(subparsers: Any) -> None:
         "ingest",
         help="chunk, embed (cached) and upsert documents into Milvus or Qdrant",
         description=(
-            "Read .txt/.md/.rst/.jsonl files (folders recursively; with a model that reads images, such as "
-            "CLIP, also .png/.jpg/.jpeg/.webp images and the pages of PDFs), chunk them by tokens, embed "
+            "Read .txt/.md/.rst/.jsonl files and the text of PDFs (folders recursively; with a model that "
+            "reads images, such as CLIP, also .png/.jpg/.jpeg/.webp images, and PDFs as their pages), "
+            "chunk them by tokens, embed "
             "through the on-disk cache and upsert into a collection. Re-running adds nothing new, a killed "
             "run resumes from its checkpoint, and changed documents replace their old chunks."
         ),
@@ -188,14 +189,14 @@ def _many(count: int, noun: str) -> str:
 
 def _not_read(paths: list[str], reads_texts: bool, reads_images: bool | None) -> str | None:
     """A line for the files of a kind ingest reads that this model does not: they are not listed,
-    so without it a mixed folder's PDFs (or, for ColPali, its text files) vanish without a word."""
+    so without it a mixed folder's images (or, for ColPali, its text files) vanish without a word."""
     from poolrag.ingest.readers import count_documents
 
-    if not reads_texts and (count := count_documents(paths)):
+    if not reads_texts and (count := count_documents(paths, pdfs=False)):
         kind = _many(count, "text document")
         return f"{kind} not read: a page retriever reads pages (text is for a text model)"
-    if reads_images is False and (count := count_documents(paths, images=True, texts=False)):
-        kind = _many(count, "image or PDF file")
+    if reads_images is False and (count := count_documents(paths, images=True, texts=False, pdfs=False)):
+        kind = _many(count, "image file")
         return f"{kind} not read: this model reads text (CLIP or ColPali read them)"
     return None
 
@@ -208,10 +209,10 @@ def _what_is_read(reads_texts: bool) -> str:
     if not reads_texts:  # a page retriever (ColPali)
         pages = ", ".join(IMAGE_SUFFIXES + PDF_SUFFIXES)
         return f"a page retriever reads {pages} files (text files are for a text model)"
-    kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES)
+    kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES + PDF_SUFFIXES)
     return (
-        f"poolrag reads {kinds} files (and, with a model that reads images such as CLIP, images and "
-        "PDF pages; convert Word or HTML to text first)"
+        f"poolrag reads {kinds} files (and, with a model that reads images such as CLIP, images; "
+        "convert Word or HTML to text first)"
     )
 
 
@@ -315,7 +316,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
     # a page retriever (ColPali) reads pages, so a folder's text files are not its documents
     texts = not (reads_images and engine.facts.score_kind is ScoreKind.MAXSIM)
     total = None if args.quiet else count_documents(args.paths, images=reads_images, texts=texts)
-    # read lazily; image files and PDFs only for a model that reads images
+    # read lazily; image files only for a model that reads images, which reads a PDF's pages too
     images = rendering if reads_images else None
     documents = read_paths(
         args.paths, text_field=args.text_field, skipped=skipped, images=images, texts=texts

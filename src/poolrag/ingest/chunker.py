@@ -13,6 +13,8 @@ id on every run (idempotent upserts), an edited chunk gets a new one.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -250,7 +252,10 @@ class TokenChunker:
             pieces: Iterable[str] = [document.text] if isinstance(document, Document) else document.pieces()
         else:
             pieces = document.pieces(piece_chars)
-        return self._chunks(document.source, iter(pieces), dict(document.metadata))
+        chunks = self._chunks(document.source, iter(pieces), dict(document.metadata))
+        if isinstance(document, Document) and document.page_starts:
+            return _on_pages(chunks, document.page_starts)
+        return chunks
 
     def _tokens(self, piece: str, base: int) -> list[tuple[int, int, int | None]]:
         """Token spans of ``piece`` and their ids (None for a span not tokenised whole); text that
@@ -357,6 +362,13 @@ class TokenChunker:
                 text.drop_before(view[i][0] - 1)  # one character more: _word_start looks back
                 del offsets[: i - first]
                 first = i
+
+
+def _on_pages(chunks: Iterator[Chunk], page_starts: tuple[int, ...]) -> Iterator[Chunk]:
+    """Each chunk naming the page (from 1) its text starts on."""
+    for chunk in chunks:
+        page = bisect.bisect_right(page_starts, chunk.start)
+        yield dataclasses.replace(chunk, metadata={**chunk.metadata, "page": max(page, 1)})
 
 
 def _one_slice(view: Any, i: int, j: int) -> int:

@@ -1,4 +1,4 @@
-"""Document readers: text and Markdown files, JSONL, and any Python iterable of documents.
+"""Document readers: text and Markdown files, JSONL, PDFs' text, and any Python iterable of documents.
 
 Every document gets a ``source`` that names it across runs (the resolved file path, plus the
 line number for JSONL records, or the caller's own id), because chunk ids derive from it.
@@ -75,10 +75,16 @@ class Document:
     source: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Where each page of a paged text (a PDF's text layer) starts in ``text``: each chunk's payload
+    #: then names the ``page`` (from 1) its text starts on, as a citation needs.
+    page_starts: tuple[int, ...] = ()
 
     @property
     def digest(self) -> str:
-        """SHA-256 of the text: the checkpoint's proof that a document is unchanged."""
+        """SHA-256 of the text (and its page starts): the checkpoint's proof that a document is
+        unchanged."""
+        if self.page_starts:
+            return _digest_of(f"{self.text}\x00{','.join(map(str, self.page_starts))}")
         return _digest_of(self.text)
 
     def pieces(self, size: int = PIECE_CHARS) -> Iterator[str]:
@@ -277,12 +283,13 @@ def read_paths(
     images: PageRendering | None = None,
     texts: bool = True,
 ) -> PathDocuments:
-    """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl), with
-    the files left out in ``.skipped`` (the list given as ``skipped``).
+    """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl, .pdf),
+    with the files left out in ``.skipped`` (the list given as ``skipped``).
 
     Args:
-        images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) and PDFs are
-            read too, a PDF's pages rendered this way (:mod:`~poolrag.ingest.visual_documents`).
+        images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) are read too,
+            and a PDF's pages are rendered this way (:mod:`~poolrag.ingest.visual_documents`);
+            without it a PDF is its text layer (:mod:`~poolrag.ingest.pdf_text`).
         texts: text and JSONL files are read (``False`` for a page retriever, which reads pages).
         skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
             JSONL lines); those files are left out and the rest is read. ``None`` raises instead.
@@ -311,9 +318,9 @@ def _read_paths(
         if skipped is not None:
             skipped.append(item)
 
+    from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES, read_visual_file
+
     suffixes = _suffixes(images is not None, texts)
-    if images is not None:
-        from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES, read_visual_file
     paths = _path_list(paths)
     for raw in paths:  # checked before any is read: a typo stops the run before it writes
         if not Path(raw).exists() and not Path(raw).is_symlink():
@@ -344,12 +351,20 @@ def _read_paths(
                     problem(file, f"cannot read: {_describe(exc)}")
                 continue
             try:
+                if file.suffix.lower() in PDF_SUFFIXES:  # a text model reads a PDF's text layer
+                    from poolrag.ingest.pdf_text import read_pdf_text
+
+                    yield read_pdf_text(file)
+                    continue
                 if file.suffix.lower() in JSONL_SUFFIXES:
                     yield from _read_jsonl(file, text_field, problem)
                     continue
                 digest = _scan_text(file)
             except UnicodeDecodeError as exc:
                 problem(file, _not_text(file, exc, images is not None))
+                continue
+            except InvalidInputError as exc:  # a PDF pdfium cannot read, or one without text
+                problem(file, str(exc))
                 continue
             except OSError as exc:
                 problem(file, f"cannot read: {_describe(exc)}")
@@ -366,7 +381,7 @@ def _not_text(file: Path, exc: UnicodeDecodeError, reads_images: bool) -> str:
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
     suffix = file.suffix.lower()
-    if suffix in IMAGE_SUFFIXES + PDF_SUFFIXES and not reads_images:
+    if suffix in IMAGE_SUFFIXES and not reads_images:
         return f"a {suffix} file, which this model cannot read (it reads text; CLIP or ColPali read images)"
     if suffix in _OTHER_IMAGE_SUFFIXES:
         kinds = ", ".join(IMAGE_SUFFIXES + PDF_SUFFIXES)
@@ -374,11 +389,14 @@ def _not_text(file: Path, exc: UnicodeDecodeError, reads_images: bool) -> str:
     return f"not UTF-8 text ({exc.reason})"
 
 
-def _suffixes(images: bool, texts: bool = True) -> tuple[str, ...]:
+def _suffixes(images: bool, texts: bool = True, pdfs: bool = True) -> tuple[str, ...]:
+    """The files listed: texts, images, and PDFs (read as pages by an image model, else as text)."""
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
-    return (TEXT_SUFFIXES + JSONL_SUFFIXES if texts else ()) + (
-        (IMAGE_SUFFIXES + PDF_SUFFIXES) if images else ()
+    return (
+        (TEXT_SUFFIXES + JSONL_SUFFIXES if texts else ())
+        + (IMAGE_SUFFIXES if images else ())
+        + (PDF_SUFFIXES if pdfs and (images or texts) else ())
     )
 
 
@@ -392,12 +410,14 @@ def count_documents(
     *,
     images: bool = False,
     texts: bool = True,
+    pdfs: bool = True,
 ) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
-    or record: one per text file, one per non-blank line of a JSONL file, one per file or folder
-    that cannot be read. Files are only listed, JSONL files' lines counted, so that a progress bar
-    starts at its total before the run; an unreadable JSONL file counts the lines read before the
-    problem, and the problem, as :func:`read_paths` reports them."""
+    or record: one per text file or PDF (``pdfs=False`` leaves them out of the count), one per
+    non-blank line of a JSONL file, one per file or folder that cannot be read. Files are only
+    listed, JSONL files' lines counted, so that a progress bar starts at its total before the run;
+    an unreadable JSONL file counts the lines read before the problem, and the problem, as
+    :func:`read_paths` reports them."""
     count = 0
     counted: set[Path] = set()
 
@@ -406,7 +426,7 @@ def count_documents(
         count += 1
 
     for raw in _path_list(paths):
-        for file in _walk(Path(raw), unlisted, _suffixes(images, texts)):
+        for file in _walk(Path(raw), unlisted, _suffixes(images, texts, pdfs)):
             if _check(file) is not None:
                 count += 1
                 continue

@@ -326,7 +326,7 @@ def _sparse_from_json(text: str) -> SparseVector | None:
 
 
 def _document_row(doc: Document | FileDocument) -> dict[str, str]:
-    """The row an actor reads a document from: a file's path, a record's text."""
+    """The row an actor reads a document from: a file's path, a record's (or a PDF's) text."""
     is_file = isinstance(doc, FileDocument)
     return {
         "source": doc.source,
@@ -334,18 +334,18 @@ def _document_row(doc: Document | FileDocument) -> dict[str, str]:
         "digest": doc.digest if is_file else "",
         "text": "" if is_file else doc.text,
         "metadata": json.dumps(doc.metadata),
+        "page_starts": "" if is_file else ",".join(map(str, doc.page_starts)),
     }
 
 
 def _documents(batch: dict[str, np.ndarray]) -> Iterable[Document | FileDocument]:
-    for source, path, digest, text, metadata in zip(
-        batch["source"], batch["path"], batch["digest"], batch["text"], batch["metadata"], strict=True
-    ):
+    for source, path, digest, text, metadata, pages in zip(*(batch[key] for key in _ROW_KEYS), strict=True):
         meta = json.loads(str(metadata))
         if path:
             yield FileDocument(str(source), Path(str(path)), str(digest), meta)
         else:
-            yield Document(str(source), str(text), meta)
+            starts = tuple(int(start) for start in str(pages).split(",") if start)
+            yield Document(str(source), str(text), meta, starts)
 
 
 @ray.remote(num_cpus=0)
@@ -383,7 +383,7 @@ def _first_batch(
     return texts
 
 
-_ROW_KEYS = ("source", "path", "digest", "text", "metadata")
+_ROW_KEYS = ("source", "path", "digest", "text", "metadata", "page_starts")
 
 
 def _get(ref: Any) -> Any:
