@@ -54,6 +54,17 @@ def test_chunks_fit_the_budget_keep_offsets_and_overlap_only_inside_sentences(to
     assert [c.index for c in chunks] == list(range(len(chunks)))
 
 
+def test_a_chunk_starts_at_a_word_when_its_overlap_falls_inside_a_long_one(tokenizer) -> None:
+    """Words of more word pieces than the overlap (quasar: qu ##asa ##r): the next chunk takes the
+    whole word rather than start inside it (it started at 'lsar' of 'pulsar')."""
+    words = ["orbit", "comet", "nebula", "quasar", "pulsar", "galaxy"]
+    text = "\n".join(" ".join(words[(line + k) % 6] for k in range(6)) + "." for line in range(3))
+    chunks = TokenChunker(tokenizer, max_tokens=8, overlap=2).split(Document("d", text))
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert chunk.start == 0 or text[chunk.start - 1].isspace(), chunk.text
+
+
 def test_text_without_sentence_ends_overlaps_at_every_cut(tokenizer) -> None:
     text = " ".join(f"word{i} and more" for i in range(80))
     chunks = TokenChunker(tokenizer, max_tokens=40, overlap=8).split(Document("d", text))

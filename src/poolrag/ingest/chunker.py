@@ -224,10 +224,19 @@ class TokenChunker:
         return fallback
 
     @staticmethod
-    def _word_start(text: Any, offsets: Any, i: int, limit: int) -> int:
-        """First token at or after ``i`` (and before ``limit``) that starts a word; else ``i``."""
+    def _word_start(text: Any, offsets: Any, i: int, limit: int, floor: int) -> int:
+        """First token at or after ``i`` (and before ``limit``) that starts a word; else the last one
+        before ``i`` and not before ``floor`` (an overlap ending inside a long word takes the whole
+        word rather than start inside it); else ``i``."""
+
+        def starts_word(k: int) -> bool:
+            return offsets[k][0] == 0 or text[offsets[k][0] - 1].isspace()
+
         for k in range(i, limit):
-            if offsets[k][0] == 0 or text[offsets[k][0] - 1].isspace():
+            if starts_word(k):
+                return k
+        for k in range(i - 1, floor - 1, -1):
+            if starts_word(k):
                 return k
         return i
 
@@ -357,7 +366,7 @@ class TokenChunker:
             elif not self.always_overlap and self._end_kind(text, view, j - 1):
                 i = j  # the cut ends a sentence: nothing of it to repeat
             else:
-                i = self._word_start(text, view, max(j - self.overlap, i + 1), j)
+                i = self._word_start(text, view, max(j - self.overlap, i + 1), j, i + 1)
             if i - first > len(offsets) // 2 and i - first > 4096:  # drop what is behind us
                 text.drop_before(view[i][0] - 1)  # one character more: _word_start looks back
                 del offsets[: i - first]
