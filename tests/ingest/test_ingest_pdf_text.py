@@ -49,6 +49,13 @@ def test_each_chunk_names_the_page_its_text_starts_on(report: Path, minilm_engin
     assert {c.metadata["page"] for c in chunks} == {1, 2, 3}
 
 
+def test_a_word_hyphenated_at_a_line_end_reads_whole(tmp_path: Path) -> None:
+    """pdfium marks where it dropped a line-end hyphen with \\x02 (seen in a real manual's text:
+    'manip\\x02ulation'), which a tokenizer reads as a character inside the word: it is dropped."""
+    doc = read_pdf_text(write_pdf(tmp_path / "a.pdf", ["The rules allow manip-\nulation of the data."]))
+    assert "manipulation of the data" in doc.text and "\x02" not in doc.text
+
+
 def test_the_digest_is_the_text_and_where_its_pages_start(tmp_path: Path) -> None:
     """The checkpoint's proof that a document is unchanged: a PDF given a picture (new bytes, the same
     text) is unchanged for a text model; the same text cut into pages elsewhere is not (its chunks

@@ -59,6 +59,8 @@ def render_page(path: Path, index: int, rendering: PageRendering) -> Any:
 
 
 def _clean(text: str) -> str:
-    """A page's text as every store keeps it: line ends as ``\\n``, no NUL, no lone surrogate."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    """A page's text as every store keeps it: line ends as ``\\n``, no NUL, no lone surrogate, and
+    a word hyphenated at a line end whole again (pdfium drops the hyphen and the line break and
+    marks the place with ``\\x02``, which a tokenizer would read as a character inside the word)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").replace("\x02", "")
     return text.encode("utf-8", "replace").decode("utf-8")
