@@ -246,12 +246,13 @@ def test_without_a_cache_a_repeated_chunk_is_not_said_to_come_from_it(
     assert "2 chunks: 1 embedded now, 1 identical to another chunk, 0 already stored" in out, out
 
 
-def test_a_text_model_reads_a_pdfs_text_and_says_how_many_pictures_it_did_not_read(
+def test_a_text_model_reads_pdfs_and_web_pages_and_says_how_many_pictures_it_did_not_read(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:
-    """A folder of notes, PDFs and photographs, as a RAG user has: a text model reads the PDFs' text
-    layer and search names the page (seen from outside: the PDFs vanished, 'not read: this model
-    reads text'); the photographs are not listed, and one line says so."""
+    """A folder of notes, PDFs, saved web pages and photographs, as a RAG user has: a text model
+    reads the PDFs' text layer and search names the page (seen from outside: the PDFs vanished, 'not
+    read: this model reads text'), and a page's visible text, not its markup; the photographs are
+    not listed, and one line says so."""
     pytest.importorskip("pypdfium2", reason="a PDF's text needs the pdf extra (pypdfium2)")
     pytest.importorskip("matplotlib", reason="the PDF is written by matplotlib (test extra)")
     from poolrag.testing.page_corpus import copy_photo, write_pdf
@@ -261,15 +262,22 @@ def test_a_text_model_reads_a_pdfs_text_and_says_how_many_pictures_it_did_not_re
     pages = ["Sourdough needs a starter fed with flour.", "Glaciers carve valleys as they move."]
     write_pdf(tmp_path / "docs" / "report.pdf", pages)
     copy_photo(tmp_path / "docs" / "photo.jpg")
+    page = "<html><head><title>Tides</title><script>track()</script></head><body><nav>Home</nav>"
+    page += "<p>The moon's pull raises the tides.</p></body></html>"
+    (tmp_path / "docs" / "tides.html").write_text(page)
     model = ["--model", str(minilm_path)]
     store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "mixed"]
     ingest = ["ingest", str(tmp_path / "docs"), *model, *store, "--chunk-tokens", "16", "--no-cache", "-q"]
     assert main(ingest) == 0
     captured = capsys.readouterr()
-    assert "ingested 2 documents" in captured.out, captured.out
+    assert "ingested 3 documents" in captured.out, captured.out
     assert "1 image file not read: this model reads text (CLIP or ColPali read them)" in captured.err
     assert main(["search", "how do glaciers shape valleys", *model, *store, "-k", "1"]) == 0
     assert f"{(tmp_path / 'docs' / 'report.pdf').resolve()} page 2" in capsys.readouterr().out
+    assert main(["search", "why does the sea rise and fall", *model, *store, "-k", "1"]) == 0
+    found = capsys.readouterr().out
+    assert str((tmp_path / "docs" / "tides.html").resolve()) in found, found
+    assert "The moon's pull raises the tides." in found and "track()" not in found
 
 
 def test_assume_matryoshka_reuses_the_cached_full_vectors(tmp_path: Path, minilm_path: Path, capsys) -> None:

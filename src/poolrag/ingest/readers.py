@@ -1,4 +1,5 @@
-"""Document readers: text and Markdown files, JSONL, PDFs' text, and any Python iterable of documents.
+"""Document readers: text and Markdown files, JSONL, web pages' and PDFs' text, and any Python
+iterable of documents.
 
 Every document gets a ``source`` that names it across runs (the resolved file path, plus the
 line number for JSONL records, or the caller's own id), because chunk ids derive from it.
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 JSONL_SUFFIXES = (".jsonl",)
+HTML_SUFFIXES = (".html", ".htm")
 PIECE_CHARS = 1 << 18  # characters per piece read from a file (256 Ki: about 60k tokens)
 _READ_BYTES = 1 << 20
 
@@ -283,14 +285,16 @@ def read_paths(
     images: PageRendering | None = None,
     texts: bool = True,
 ) -> PathDocuments:
-    """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl, .pdf),
+    """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl, .html,
+    .htm, .pdf),
     with the files left out in ``.skipped`` (the list given as ``skipped``).
 
     Args:
         images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) are read too,
             and a PDF's pages are rendered this way (:mod:`~poolrag.ingest.visual_documents`);
             without it a PDF is its text layer (:mod:`~poolrag.ingest.pdf_text`).
-        texts: text and JSONL files are read (``False`` for a page retriever, which reads pages).
+        texts: text, JSONL and HTML files are read (``False`` for a page retriever, which reads
+            pages); an HTML file is its visible text (:mod:`~poolrag.ingest.html_text`).
         skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
             JSONL lines); those files are left out and the rest is read. ``None`` raises instead.
             Non-regular files (FIFOs, sockets, devices) are always left out, with a warning.
@@ -359,11 +363,16 @@ def _read_paths(
                 if file.suffix.lower() in JSONL_SUFFIXES:
                     yield from _read_jsonl(file, text_field, problem)
                     continue
+                if file.suffix.lower() in HTML_SUFFIXES:
+                    from poolrag.ingest.html_text import read_html_text
+
+                    yield read_html_text(file)
+                    continue
                 digest = _scan_text(file)
             except UnicodeDecodeError as exc:
                 problem(file, _not_text(file, exc, images is not None))
                 continue
-            except InvalidInputError as exc:  # a PDF pdfium cannot read, or one without text
+            except InvalidInputError as exc:  # a PDF pdfium cannot read, a page without text
                 problem(file, str(exc))
                 continue
             except OSError as exc:
@@ -394,7 +403,7 @@ def _suffixes(images: bool, texts: bool = True, pdfs: bool = True) -> tuple[str,
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
     return (
-        (TEXT_SUFFIXES + JSONL_SUFFIXES if texts else ())
+        (TEXT_SUFFIXES + JSONL_SUFFIXES + HTML_SUFFIXES if texts else ())
         + (IMAGE_SUFFIXES if images else ())
         + (PDF_SUFFIXES if pdfs and (images or texts) else ())
     )
@@ -413,7 +422,7 @@ def count_documents(
     pdfs: bool = True,
 ) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
-    or record: one per text file or PDF (``pdfs=False`` leaves them out of the count), one per
+    or record: one per text, HTML or PDF file (``pdfs=False`` leaves them out of the count), one per
     non-blank line of a JSONL file, one per file or folder that cannot be read. Files are only
     listed, JSONL files' lines counted, so that a progress bar starts at its total before the run;
     an unreadable JSONL file counts the lines read before the problem, and the problem, as

@@ -1,0 +1,222 @@
+"""A web page as a text model reads it: the text a reader sees, not its markup.
+
+Saved pages and built documentation (Sphinx, MkDocs, Texinfo, a docs site's HTML) are a common
+corpus; embedding their tags, scripts and menus would bury the words. Python's own ``html.parser``
+reads them (no extra to install): scripts, styles, forms and navigation menus are dropped, a page
+that marks its ``<main>`` part (the element or ``role="main"``) keeps only that part, and block
+elements (paragraphs, headings, list items, table rows) end lines, so the chunker cuts between
+them. The ``<title>`` goes into each chunk's payload as ``title``.
+
+A file is read as UTF-8, or in the charset its ``<meta>`` declares when that is one of the
+common ones below (the name only picks a table from this list, never what to import).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest.readers import Document
+from poolrag.text_validity import has_visible_text
+
+# fmt: off
+#: elements whose content no reader sees as the page's text (void elements cannot be here: they
+#: have no end tag to leave them by)
+_DROPPED = frozenset((
+    "head", "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "canvas",
+    "nav", "footer", "form", "button", "select", "textarea"
+))
+#: elements without an end tag
+_VOID = frozenset((
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"
+))
+#: elements that start and end a line of their own
+_BLOCKS = frozenset((
+    "address", "article", "aside", "blockquote", "caption", "dd", "details", "dialog", "div", "dl",
+    "dt", "fieldset", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hgroup",
+    "hr", "li", "main", "ol", "p", "pre", "section", "summary", "table", "tr", "ul"
+))
+# fmt: on
+#: declared charsets read as the codec beside them; browsers read Latin-1 and ASCII as windows-1252
+_CHARSETS = {
+    **dict.fromkeys(("utf-8", "utf8", "unicode-1-1-utf-8"), "utf-8"),
+    **dict.fromkeys(
+        ("iso-8859-1", "latin1", "latin-1", "us-ascii", "ascii", "windows-1252", "cp1252"), "cp1252"
+    ),
+    **{f"windows-{n}": f"cp{n}" for n in range(1250, 1259)},
+    **{f"iso-8859-{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 15, 16)},
+    "koi8-r": "koi8_r",
+    "koi8-u": "koi8_u",
+    "shift_jis": "shift_jis",
+    "sjis": "shift_jis",
+    "euc-jp": "euc_jp",
+    "iso-2022-jp": "iso2022_jp",
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "gb18030": "gb18030",
+    "big5": "big5hkscs",
+    "euc-kr": "cp949",
+    "ks_c_5601-1987": "cp949",
+}
+_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_SPACES = re.compile(r"[ \t\r\n\f\v]+")
+#: what a heading's link to itself shows (Sphinx's pilcrow, a '#', a section sign): not its text
+_PERMALINK_MARKS = frozenset(("¶", "#", "§", "🔗"))
+_LINE_BREAK = "\n"
+_PARAGRAPH_BREAK = "\n\n"
+
+
+class _VisibleText(HTMLParser):
+    """Collects a page's visible text as (inside ``main``, kind, piece) triples, and its title: a
+    piece of text, of preformatted text, or a line break of one or two line ends (a blank line)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.pieces: list[tuple[bool, str, str]] = []
+        self.title: list[str] = []
+        self.has_main = False
+        self._dropping: list[str] = []  # the dropped element we are in, once per nesting level
+        self._main: list[str] = []  # the same for the page's main part
+        self._pre = 0
+        self._pre_opened = False  # a line end right after <pre> is not part of its text
+        self._in_title = False
+        self._in_self_link = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._pre_opened = False
+        if tag == "title":
+            self._in_title = True
+            return
+        if tag == "body" and self._dropping == ["head"]:
+            self._dropping = []  # a page whose head was never closed
+        if self._dropping:
+            if tag == self._dropping[0]:
+                self._dropping.append(tag)
+            return
+        named = dict(attrs)
+        if tag in _DROPPED or "hidden" in named:
+            if tag not in _VOID:
+                self._dropping.append(tag)
+            return
+        if self._main:
+            if tag == self._main[0]:
+                self._main.append(tag)
+        elif tag == "main" or named.get("role") == "main":
+            self._main.append(tag)
+            self.has_main = True
+        if tag == "a":
+            self._in_self_link = (named.get("href") or "").startswith("#")
+        elif tag == "pre":
+            self._pre += 1
+            self._pre_opened = True
+        if tag == "br" or (tag == "code" and self._pre):  # a <pre> may hold a listing per <code>
+            self._add(_LINE_BREAK, "break")
+        elif tag == "li":
+            self._add(_LINE_BREAK, "break")
+            self._add("- ")
+        elif tag in ("td", "th"):
+            self._add(" ")
+        elif tag in _BLOCKS:
+            self._add(_block_break(tag), "break")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._pre_opened = False
+        if tag == "title":
+            self._in_title = False
+            return
+        if self._dropping:
+            if tag == self._dropping[0]:
+                self._dropping.pop()
+            return
+        if tag == "a":
+            self._in_self_link = False
+        elif tag == "pre" and self._pre:
+            self._pre -= 1
+        if tag in _BLOCKS:
+            self._add(_block_break(tag), "break")
+        if self._main and tag == self._main[0]:
+            self._main.pop()
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "br" and not self._dropping:
+            self._add(_LINE_BREAK, "break")
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title.append(data)
+        elif self._dropping or (self._in_self_link and data.strip() in _PERMALINK_MARKS):
+            return
+        elif self._pre:
+            self._add(data[1:] if self._pre_opened and data.startswith("\n") else data, "pre")
+        else:
+            self._add(_SPACES.sub(" ", data))
+        self._pre_opened = False
+
+    def _add(self, piece: str, kind: str = "text") -> None:
+        self.pieces.append((bool(self._main), kind, piece))
+
+
+def _block_break(tag: str) -> str:
+    """A blank line around paragraphs, headings, tables and preformatted text; a line end around
+    the other blocks (list items, rows, divisions)."""
+    blank_line = tag in ("p", "pre", "table") or (tag[0] == "h" and tag[1:].isdigit())
+    return _PARAGRAPH_BREAK if blank_line else _LINE_BREAK
+
+
+def html_text(markup: str) -> tuple[str, str]:
+    """``markup``'s visible text and its title, whitespace as a reader sees it: runs of spaces one
+    space and no space at a line's ends (except in ``<pre>``, kept as written), block elements on
+    lines of their own, at most one blank line in a row."""
+    parser = _VisibleText()
+    parser.feed(markup)
+    parser.close()
+    out: list[str] = []
+    ends, last = 2, "break"  # the line ends the text so far ends with (none leads it), the last kind
+    for in_main, kind, piece in parser.pieces:
+        if parser.has_main and not in_main:
+            continue
+        if kind == "break":
+            if out and last != "pre":
+                out[-1] = out[-1].rstrip(" ")  # no space ends a line
+            piece = "\n" * max(0, len(piece) - ends)
+        elif kind == "text" and (ends or out[-1].endswith(" ")):
+            piece = piece.lstrip(" ")  # nor starts one, nor is doubled
+        if piece:
+            out.append(piece)
+            last = kind
+            ends = ends + len(piece) if not piece.strip("\n") else len(piece) - len(piece.rstrip("\n"))
+    text = re.sub(r"\n{3,}", "\n\n", "".join(out)).strip()
+    return text, _SPACES.sub(" ", "".join(parser.title)).strip()
+
+
+def decode_html(data: bytes) -> str:
+    """The page's characters: UTF-8 (with or without its byte-order mark), else the charset its
+    ``<meta>`` declares; ``InvalidInputError`` when neither reads it."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        declared = _META_CHARSET.search(data[:4096])
+        label = declared.group(1).decode("ascii").lower() if declared else None
+        codec = _CHARSETS.get(label or "")
+        if codec is None or codec == "utf-8":
+            said = f"it declares {label!r}" if label else "it declares no charset"
+            raise InvalidInputError(f"not UTF-8 HTML ({exc.reason}) and {said}: save it as UTF-8") from None
+        try:
+            return data.decode(codec)
+        except UnicodeDecodeError:
+            raise InvalidInputError(f"cannot be read in the charset it declares ({label})") from None
+
+
+def read_html_text(path: Path) -> Document:
+    """``path``'s visible text as a :class:`Document` (its title in the metadata);
+    ``InvalidInputError`` says why the file cannot be used (undecodable, nothing visible)."""
+    text, title = html_text(decode_html(path.read_bytes()))
+    if not has_visible_text(text):
+        raise InvalidInputError("no visible text in this HTML page (scripts, menus and markup only)")
+    metadata = {"filename": path.name, **({"title": title} if title else {})}
+    return Document(path.resolve().as_posix(), text, metadata)

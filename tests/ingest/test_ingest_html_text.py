@@ -1,0 +1,120 @@
+"""A web page given to a text model: the text a reader sees (no markup, scripts or menus; only the
+page's main part when it marks one), lines where blocks end, its title in the payload; a page that
+cannot be decoded, or shows no text, is one line and the rest of the folder is read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest import Document, read_paths
+from poolrag.ingest.html_text import decode_html, html_text, read_html_text
+
+#: a built documentation page as Sphinx and docs sites write one: head, menu, main part, footer
+DOCS_PAGE = """<!DOCTYPE html>
+<html lang="en"><head>
+  <meta charset="utf-8"><title>Installing  the tool &mdash; Manual</title>
+  <style>body { color: black }</style>
+  <script>window.analytics = "track";</script>
+</head>
+<body>
+  <header class="site"><a href="/">Home</a></header>
+  <nav class="sidebar"><ul><li><a href="intro.html">Introduction</a></li></ul></nav>
+  <div class="document" role="main">
+    <h1>Installing the tool<a class="headerlink" href="#install">&para;</a></h1>
+    <p>The tool needs <code>Python&nbsp;3.11</code>
+       and a C compiler.</p>
+    <pre>
+def main():
+    return 0
+</pre>
+    <ul>
+      <li>Linux</li>
+      <li> macOS </li>
+    </ul>
+    <table><tr><th>Version</th><th>Released</th></tr><tr><td>1.0</td><td>2026</td></tr></table>
+    <p hidden>Old instructions.</p>
+    <form><button>Search</button></form>
+  </div>
+  <footer>&copy; 2026 The Authors</footer>
+</body></html>
+"""
+
+
+def test_a_docs_page_reads_as_its_main_part_in_lines_and_paragraphs() -> None:
+    text, title = html_text(DOCS_PAGE)
+    assert title == "Installing the tool — Manual"
+    assert text == (
+        "Installing the tool\n"
+        "\n"
+        "The tool needs Python\xa03.11 and a C compiler.\n"
+        "\n"
+        "def main():\n"
+        "    return 0\n"
+        "\n"
+        "- Linux\n"
+        "- macOS\n"
+        "\n"
+        "Version Released\n"
+        "1.0 2026"
+    )
+
+
+def test_a_page_without_a_main_part_keeps_its_body_but_not_its_menus_or_scripts() -> None:
+    text, title = html_text(
+        "<html><body><nav>Home | Blog</nav><h2>Sourdough</h2><p>Feed the starter.<br>Wait a day.</p>"
+        "<script>var x = 1;</script><noscript>Enable JavaScript</noscript><footer>Contact</footer>"
+        "<p>Bake at 250 &deg;C.</p></body></html>"
+    )
+    assert (text, title) == ("Sourdough\n\nFeed the starter.\nWait a day.\n\nBake at 250 °C.", "")
+
+
+def test_the_title_goes_into_each_chunks_payload_and_the_text_is_the_digest(tmp_path: Path) -> None:
+    page = tmp_path / "install.html"
+    page.write_text(DOCS_PAGE, encoding="utf-8")
+    (doc,) = read_paths([tmp_path])
+    assert isinstance(doc, Document)
+    assert doc.source == page.resolve().as_posix()
+    assert doc.metadata == {"filename": "install.html", "title": "Installing the tool — Manual"}
+    restyled = tmp_path / "restyled.htm"  # a new theme, the same words: nothing to embed again
+    restyled.write_text(DOCS_PAGE.replace("color: black", "color: navy").replace("sidebar", "menu"))
+    assert read_html_text(restyled).digest == doc.digest
+
+
+def test_a_page_in_a_declared_legacy_charset_is_read_in_it() -> None:
+    latin = '<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1"><p>Caf\xe9 \x93menu\x94'
+    assert html_text(decode_html(latin.encode("latin-1")))[0] == "Café “menu”"  # as browsers: windows-1252
+    assert decode_html("<p>été</p>".encode("utf-8-sig")) == "<p>été</p>"
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"<p>caf\xe9</p>", "not UTF-8 HTML (invalid continuation byte) and it declares no charset"),
+        (b'<meta charset="x-mac-klingon"><p>caf\xe9</p>', "it declares 'x-mac-klingon': save it as UTF-8"),
+        (b'<meta charset="shift_jis"><p>\x81</p>', "cannot be read in the charset it declares (shift_jis)"),
+    ],
+    ids=["undeclared", "unknown charset", "not that charset"],
+)
+def test_a_page_that_cannot_be_decoded_says_why(data: bytes, reason: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        decode_html(data)
+    assert reason in str(caught.value)
+
+
+def test_a_page_a_text_model_cannot_use_is_one_line_and_the_rest_is_read(tmp_path: Path) -> None:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "note.md").write_text("A short note about honey and wax.")
+    (folder / "app.html").write_text("<html><body><div id=root></div><script>render()</script></body></html>")
+    (folder / "old.htm").write_bytes(b"<p>Stra\xdfe</p>")
+    skipped: list = []
+    docs = list(read_paths([folder], skipped=skipped))
+    assert [Path(d.source).name for d in docs] == ["note.md"]
+    reasons = {Path(s.path).name: s.reason for s in skipped}
+    assert reasons == {
+        "app.html": "no visible text in this HTML page (scripts, menus and markup only)",
+        "old.htm": "not UTF-8 HTML (invalid continuation byte) and it declares no charset: save it as UTF-8",
+    }
