@@ -246,15 +246,16 @@ def test_without_a_cache_a_repeated_chunk_is_not_said_to_come_from_it(
     assert "2 chunks: 1 embedded now, 1 identical to another chunk, 0 already stored" in out, out
 
 
-def test_a_text_model_reads_pdfs_and_web_pages_and_says_how_many_pictures_it_did_not_read(
+def test_a_text_model_reads_pdfs_web_pages_and_word_files_and_says_what_it_did_not_read(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:
-    """A folder of notes, PDFs, saved web pages and photographs, as a RAG user has: a text model
-    reads the PDFs' text layer and search names the page (seen from outside: the PDFs vanished, 'not
-    read: this model reads text'), and a page's visible text, not its markup; the photographs are
-    not listed, and one line says so."""
+    """A folder of notes, PDFs, saved web pages, Word documents and photographs, as a RAG user has:
+    a text model reads the PDFs' text layer and search names the page (seen from outside: the PDFs
+    vanished, 'not read: this model reads text'), a page's visible text, not its markup, and a Word
+    document's paragraphs; the photographs are not listed, and one line says so."""
     pytest.importorskip("pypdfium2", reason="a PDF's text needs the pdf extra (pypdfium2)")
     pytest.importorskip("matplotlib", reason="the PDF is written by matplotlib (test extra)")
+    docx = pytest.importorskip("docx", reason="the Word document is written by python-docx (test extra)")
     from poolrag.testing.page_corpus import copy_photo, write_pdf
 
     (tmp_path / "docs").mkdir()
@@ -265,12 +266,15 @@ def test_a_text_model_reads_pdfs_and_web_pages_and_says_how_many_pictures_it_did
     page = "<html><head><title>Tides</title><script>track()</script></head><body><nav>Home</nav>"
     page += "<p>The moon's pull raises the tides.</p></body></html>"
     (tmp_path / "docs" / "tides.html").write_text(page)
+    minutes = docx.Document()
+    minutes.add_paragraph("The council voted to repair the old stone bridge in spring.")
+    minutes.save(tmp_path / "docs" / "minutes.docx")
     model = ["--model", str(minilm_path)]
     store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "mixed"]
     ingest = ["ingest", str(tmp_path / "docs"), *model, *store, "--chunk-tokens", "16", "--no-cache", "-q"]
     assert main(ingest) == 0
     captured = capsys.readouterr()
-    assert "ingested 3 documents" in captured.out, captured.out
+    assert "ingested 4 documents" in captured.out, captured.out
     assert "1 image file not read: this model reads text (CLIP or ColPali read them)" in captured.err
     assert main(["search", "how do glaciers shape valleys", *model, *store, "-k", "1"]) == 0
     assert f"{(tmp_path / 'docs' / 'report.pdf').resolve()} page 2" in capsys.readouterr().out
@@ -278,6 +282,8 @@ def test_a_text_model_reads_pdfs_and_web_pages_and_says_how_many_pictures_it_did
     found = capsys.readouterr().out
     assert str((tmp_path / "docs" / "tides.html").resolve()) in found, found
     assert "The moon's pull raises the tides." in found and "track()" not in found
+    assert main(["search", "what did the town decide about the bridge", *model, *store, "-k", "1"]) == 0
+    assert str((tmp_path / "docs" / "minutes.docx").resolve()) in capsys.readouterr().out
 
 
 def test_assume_matryoshka_reuses_the_cached_full_vectors(tmp_path: Path, minilm_path: Path, capsys) -> None:

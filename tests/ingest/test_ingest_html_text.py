@@ -57,8 +57,8 @@ def test_a_docs_page_reads_as_its_main_part_in_lines_and_paragraphs() -> None:
         "- Linux\n"
         "- macOS\n"
         "\n"
-        "Version Released\n"
-        "1.0 2026"
+        "Version | Released\n"
+        "1.0 | 2026"
     )
 
 

@@ -5,7 +5,7 @@ corpus; embedding their tags, scripts and menus would bury the words. Python's o
 reads them (no extra to install): scripts, styles, forms and navigation menus are dropped, a page
 that marks its ``<main>`` part (the element or ``role="main"``) keeps only that part, and block
 elements (paragraphs, headings, list items, table rows) end lines, so the chunker cuts between
-them. The ``<title>`` goes into each chunk's payload as ``title``.
+them; a row's cells are joined by `` | ``. The ``<title>`` goes into each chunk's payload as ``title``.
 
 A file is read as UTF-8, or in the charset its ``<meta>`` declares when that is one of the
 common ones below (the name only picks a table from this list, never what to import).
@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.readers import Document
+from poolrag.ingest.readers import CELL_SEPARATOR, Document
 from poolrag.text_validity import has_visible_text
 
 # fmt: off
@@ -84,6 +84,7 @@ class _VisibleText(HTMLParser):
         self._pre_opened = False  # a line end right after <pre> is not part of its text
         self._in_title = False
         self._in_self_link = False
+        self._cells_before = 0  # in the table row read
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._pre_opened = False
@@ -112,13 +113,17 @@ class _VisibleText(HTMLParser):
         elif tag == "pre":
             self._pre += 1
             self._pre_opened = True
+        if tag == "tr":
+            self._cells_before = 0
         if tag == "br" or (tag == "code" and self._pre):  # a <pre> may hold a listing per <code>
             self._add(_LINE_BREAK, "break")
         elif tag == "li":
             self._add(_LINE_BREAK, "break")
             self._add("- ")
         elif tag in ("td", "th"):
-            self._add(" ")
+            if self._cells_before:
+                self._add(CELL_SEPARATOR)
+            self._cells_before += 1
         elif tag in _BLOCKS:
             self._add(_block_break(tag), "break")
 

@@ -1,5 +1,5 @@
-"""Document readers: text and Markdown files, JSONL, web pages' and PDFs' text, and any Python
-iterable of documents.
+"""Document readers: text and Markdown files, JSONL, the text of web pages, Word documents and
+PDFs, and any Python iterable of documents.
 
 Every document gets a ``source`` that names it across runs (the resolved file path, plus the
 line number for JSONL records, or the caller's own id), because chunk ids derive from it.
@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 JSONL_SUFFIXES = (".jsonl",)
 HTML_SUFFIXES = (".html", ".htm")
+DOCX_SUFFIXES = (".docx",)
+#: how a table row's cells are joined where a web page or Word document becomes text
+CELL_SEPARATOR = " | "
 PIECE_CHARS = 1 << 18  # characters per piece read from a file (256 Ki: about 60k tokens)
 _READ_BYTES = 1 << 20
 
@@ -286,15 +289,16 @@ def read_paths(
     texts: bool = True,
 ) -> PathDocuments:
     """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl, .html,
-    .htm, .pdf),
+    .htm, .docx, .pdf),
     with the files left out in ``.skipped`` (the list given as ``skipped``).
 
     Args:
         images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) are read too,
             and a PDF's pages are rendered this way (:mod:`~poolrag.ingest.visual_documents`);
             without it a PDF is its text layer (:mod:`~poolrag.ingest.pdf_text`).
-        texts: text, JSONL and HTML files are read (``False`` for a page retriever, which reads
-            pages); an HTML file is its visible text (:mod:`~poolrag.ingest.html_text`).
+        texts: text, JSONL, HTML and Word files are read (``False`` for a page retriever, which
+            reads pages); a web page is its visible text (:mod:`~poolrag.ingest.html_text`), a Word
+            document its paragraphs and tables (:mod:`~poolrag.ingest.docx_text`).
         skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
             JSONL lines); those files are left out and the rest is read. ``None`` raises instead.
             Non-regular files (FIFOs, sockets, devices) are always left out, with a warning.
@@ -368,11 +372,16 @@ def _read_paths(
 
                     yield read_html_text(file)
                     continue
+                if file.suffix.lower() in DOCX_SUFFIXES:
+                    from poolrag.ingest.docx_text import read_docx_text
+
+                    yield read_docx_text(file)
+                    continue
                 digest = _scan_text(file)
             except UnicodeDecodeError as exc:
                 problem(file, _not_text(file, exc, images is not None))
                 continue
-            except InvalidInputError as exc:  # a PDF pdfium cannot read, a page without text
+            except InvalidInputError as exc:  # a PDF pdfium cannot read, a page or file without text
                 problem(file, str(exc))
                 continue
             except OSError as exc:
@@ -403,7 +412,7 @@ def _suffixes(images: bool, texts: bool = True, pdfs: bool = True) -> tuple[str,
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
     return (
-        (TEXT_SUFFIXES + JSONL_SUFFIXES + HTML_SUFFIXES if texts else ())
+        (TEXT_SUFFIXES + JSONL_SUFFIXES + HTML_SUFFIXES + DOCX_SUFFIXES if texts else ())
         + (IMAGE_SUFFIXES if images else ())
         + (PDF_SUFFIXES if pdfs and (images or texts) else ())
     )
@@ -422,7 +431,7 @@ def count_documents(
     pdfs: bool = True,
 ) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
-    or record: one per text, HTML or PDF file (``pdfs=False`` leaves them out of the count), one per
+    or record: one per text, HTML, Word or PDF file (``pdfs=False`` leaves them out of the count), one per
     non-blank line of a JSONL file, one per file or folder that cannot be read. Files are only
     listed, JSONL files' lines counted, so that a progress bar starts at its total before the run;
     an unreadable JSONL file counts the lines read before the problem, and the problem, as

@@ -1,0 +1,147 @@
+"""A Word document given to a text model: its paragraphs, list items and table rows in order, as
+Word shows them (tracked deletions and headers left out, a text box read once), its title in the
+payload; a file that is not a readable .docx, or holds no text, is one line and the rest is read."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from poolrag.errors import InvalidInputError
+from poolrag.ingest import Document, read_paths
+from poolrag.ingest import docx_text as docx_module
+from poolrag.ingest.docx_text import docx_text, read_docx_text
+
+docx = pytest.importorskip("docx", reason="the Word documents are written by python-docx (test extra)")
+from docx.oxml import parse_xml  # noqa: E402
+
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+
+
+def _report(path: Path) -> Path:
+    """A short report as people write one: a title, a heading, styled runs, two lists, a table with
+    a table in one of its cells, a line break, and a header and footer on every page."""
+    document = docx.Document()
+    document.core_properties.title = "Hive  report"
+    document.add_heading("Bees in winter", level=1)
+    paragraph = document.add_paragraph("Honey bees form a ")
+    paragraph.add_run("cluster").bold = True
+    paragraph.add_run(" to keep warm.\tThe queen stays inside.")
+    document.add_paragraph("Check the stores", style="List Bullet")
+    document.add_paragraph("Block the wind", style="List Number")
+    table = document.add_table(rows=2, cols=2)
+    for row, cells in zip(table.rows, [("Month", "Cluster"), ("January", "tight")], strict=True):
+        for cell, text in zip(row.cells, cells, strict=True):
+            cell.text = text
+    inner = table.cell(1, 1).add_table(rows=1, cols=2)
+    inner.cell(0, 0).text, inner.cell(0, 1).text = "core", "34 °C"
+    document.add_paragraph("")  # an empty paragraph reads as nothing
+    broken = document.add_paragraph("Line one")
+    broken.add_run().add_break()
+    broken.add_run("line two")
+    section = document.sections[0]
+    section.header.paragraphs[0].text = "CONFIDENTIAL"
+    section.footer.paragraphs[0].text = "Page footer"
+    document.save(path)
+    return path
+
+
+def test_a_report_reads_as_its_paragraphs_lists_and_rows_in_order(tmp_path: Path) -> None:
+    text, title = docx_text(_report(tmp_path / "report.docx"))
+    assert title == "Hive report"
+    assert text == (
+        "Bees in winter\n"
+        "\n"
+        "Honey bees form a cluster to keep warm.\tThe queen stays inside.\n"
+        "\n"
+        "- Check the stores\n"
+        "- Block the wind\n"
+        "\n"
+        "Month | Cluster\n"
+        "January | tight core | 34 °C\n"
+        "\n"
+        "Line one\n"
+        "line two"
+    )
+
+
+def _paragraph_xml(body: str) -> str:
+    return f'<w:p xmlns:w="{W}" xmlns:mc="{MC}">{body}</w:p>'
+
+
+def test_tracked_deletions_are_left_out_and_a_text_box_is_read_once(tmp_path: Path) -> None:
+    """Word keeps deleted text (``w:delText``) until changes are accepted, and writes a text box
+    twice: for readers that know text boxes, and a fallback copy for those that do not."""
+    document = docx.Document()
+    body = document.element.body
+    edited = (
+        '<w:r><w:t xml:space="preserve">The hive holds </w:t></w:r>'
+        "<w:del w:id='1' w:author='a'><w:r><w:delText>ten</w:delText></w:r></w:del>"
+        "<w:ins w:id='2' w:author='a'><w:r><w:t>twenty</w:t></w:r></w:ins>"
+        '<w:r><w:t xml:space="preserve"> frames.</w:t></w:r>'
+    )
+    box = "<w:txbxContent><w:p><w:r><w:t>Drone count</w:t></w:r></w:p></w:txbxContent>"
+    boxed = (
+        "<w:r><mc:AlternateContent>"
+        f"<mc:Choice><w:drawing>{box}</w:drawing></mc:Choice>"
+        f"<mc:Fallback><w:pict>{box}</w:pict></mc:Fallback>"
+        "</mc:AlternateContent></w:r><w:r><w:t>See the box.</w:t></w:r>"
+    )
+    for xml in (edited, boxed):
+        body.insert(len(body) - 1, parse_xml(_paragraph_xml(xml)))  # before the section properties
+    document.save(tmp_path / "edited.docx")
+    text, _ = docx_text(tmp_path / "edited.docx")
+    assert text == "The hive holds twenty frames.\n\nDrone count\n\nSee the box."
+
+
+def test_the_title_goes_into_each_chunks_payload_and_the_text_is_the_digest(tmp_path: Path) -> None:
+    report = _report(tmp_path / "report.docx")
+    (doc,) = read_paths([tmp_path])
+    assert isinstance(doc, Document)
+    assert doc.source == report.resolve().as_posix()
+    assert doc.metadata == {"filename": "report.docx", "title": "Hive report"}
+    resaved = docx.Document(report)  # saved again with another author: new bytes, the same words
+    resaved.core_properties.author = "Someone else"
+    resaved.save(tmp_path / "resaved.docx")
+    assert (tmp_path / "resaved.docx").read_bytes() != report.read_bytes()
+    assert read_docx_text(tmp_path / "resaved.docx").digest == doc.digest
+
+
+def test_a_body_that_unpacks_past_the_bound_is_refused_not_read(tmp_path: Path, monkeypatch) -> None:
+    """A zip bomb costs no memory: the body's XML is read through a byte budget (512 MiB; here the
+    bound is lowered so a real document passes it)."""
+    document = docx.Document()
+    for _ in range(50):
+        document.add_paragraph("Bees " * 40)
+    document.save(tmp_path / "long.docx")
+    monkeypatch.setattr(docx_module, "MAX_XML_BYTES", 4096)
+    with pytest.raises(InvalidInputError, match="its text unpacks to more than 0 MiB of XML"):
+        docx_text(tmp_path / "long.docx")
+
+
+def test_a_file_a_text_model_cannot_use_is_one_line_and_the_rest_is_read(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "note.md").write_text("A short note about honey and wax.")
+    docx.Document().save(folder / "blank.docx")
+    (folder / "old.docx").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))  # a .doc, renamed
+    with zipfile.ZipFile(folder / "sheet.docx", "w") as package:
+        package.writestr("xl/workbook.xml", "<workbook/>")
+    with zipfile.ZipFile(folder / "cut.docx", "w") as package:
+        package.writestr("word/document.xml", f'<w:document xmlns:w="{W}"><w:body><w:p>')
+    skipped: list = []
+    docs = list(read_paths([folder], skipped=skipped))
+    assert [Path(d.source).name for d in docs] == ["note.md"]
+    reasons = {Path(s.path).name: s.reason for s in skipped}
+    assert reasons.pop("cut.docx").startswith("a damaged Word document (its XML: no element found")
+    assert reasons == {
+        "blank.docx": "no text in this Word document",
+        "old.docx": (
+            "not a readable .docx (File is not a zip file): a damaged file, a Word 97-2003 .doc "
+            "renamed, or one that needs a password to open"
+        ),
+        "sheet.docx": "not a Word document (no word/document.xml inside)",
+    }
