@@ -27,7 +27,9 @@ def register(subparsers: Any) -> None:
         description="Chunk and embed texts as 'poolrag ingest' does and save each dimension's minimum "
         "and maximum: the fixed scale int8/uint8 vectors take, whatever batch they come in.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (.txt .md .rst .jsonl)")
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files or folders (.txt .md .rst .jsonl .html .docx .pdf)"
+    )
     parser.add_argument("--out", required=True, metavar="FILE", help="where to write the ranges (JSON)")
     parser.add_argument("--model", help="hub id or folder (default: all-MiniLM-L6-v2, offline if packaged)")
     parser.add_argument(
