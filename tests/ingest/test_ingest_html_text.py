@@ -71,6 +71,20 @@ def test_a_page_without_a_main_part_keeps_its_body_but_not_its_menus_or_scripts(
     assert (text, title) == ("Sourdough\n\nFeed the starter.\nWait a day.\n\nBake at 250 °C.", "")
 
 
+def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None:
+    """Sphinx marks its menus role="navigation", DocBook and Texinfo by class; a layout table's
+    empty cells add no separators, and a list item's paragraph stays on its bullet's line."""
+    text, _ = html_text(
+        '<div class="related" role="navigation"><a href="index.html">index</a></div>'
+        '<table class="nav" summary="Navigation header"><tr><td><a href="a.html">Prev</a></td></tr></table>'
+        '<div class="nav-panel"><p>Next: Types</p></div><div role="search"><input name="q"></div>'
+        "<table><tr><td></td><td>Release notes</td><td>&nbsp;</td><td></td><td>4.2</td></tr></table>"
+        "<ul><li><p>Warning: large range</p><p>Seen with big arrays.</p></li></ul>"
+        "<pre>a\n&nbsp; \nb</pre>"
+    )
+    assert text == "Release notes | 4.2\n\n- Warning: large range\n\nSeen with big arrays.\n\na\n\nb"
+
+
 def test_the_title_goes_into_each_chunks_payload_and_the_text_is_the_digest(tmp_path: Path) -> None:
     page = tmp_path / "install.html"
     page.write_text(DOCS_PAGE, encoding="utf-8")

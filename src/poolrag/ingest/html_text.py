@@ -63,6 +63,12 @@ _CHARSETS = {
 }
 _META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
+_BLANK_LINE = re.compile(r"^[^\S\n]+$", re.MULTILINE)  # spaces alone on a line (in <pre>) say nothing
+_MENU_ROLES = frozenset(("navigation", "search", "contentinfo"))
+#: DocBook's navigation header and footer, Texinfo 7's panel, Bootstrap's menus, breadcrumbs
+_MENU_CLASSES = frozenset(
+    ("nav", "navbar", "navheader", "navfooter", "nav-panel", "breadcrumb", "breadcrumbs")
+)
 #: what a heading's link to itself shows (Sphinx's pilcrow, a '#', a section sign): not its text
 _PERMALINK_MARKS = frozenset(("¶", "#", "§", "🔗"))
 _LINE_BREAK = "\n"
@@ -71,7 +77,8 @@ _PARAGRAPH_BREAK = "\n\n"
 
 class _VisibleText(HTMLParser):
     """Collects a page's visible text as (inside ``main``, kind, piece) triples, and its title: a
-    piece of text, of preformatted text, or a line break of one or two line ends (a blank line)."""
+    piece of text, of preformatted text, a list item's bullet, or a line break of one or two line
+    ends (a blank line)."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -84,7 +91,8 @@ class _VisibleText(HTMLParser):
         self._pre_opened = False  # a line end right after <pre> is not part of its text
         self._in_title = False
         self._in_self_link = False
-        self._cells_before = 0  # in the table row read
+        self._row_has_text = False  # the table row read has shown text: a next cell is set apart
+        self._cell_waits = False  # a cell began after text in its row: a separator before its text
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._pre_opened = False
@@ -98,7 +106,7 @@ class _VisibleText(HTMLParser):
                 self._dropping.append(tag)
             return
         named = dict(attrs)
-        if tag in _DROPPED or "hidden" in named:
+        if tag in _DROPPED or "hidden" in named or _is_navigation(named):
             if tag not in _VOID:
                 self._dropping.append(tag)
             return
@@ -114,16 +122,14 @@ class _VisibleText(HTMLParser):
             self._pre += 1
             self._pre_opened = True
         if tag == "tr":
-            self._cells_before = 0
+            self._row_has_text = self._cell_waits = False
         if tag == "br" or (tag == "code" and self._pre):  # a <pre> may hold a listing per <code>
             self._add(_LINE_BREAK, "break")
         elif tag == "li":
             self._add(_LINE_BREAK, "break")
-            self._add("- ")
+            self._add("- ", "bullet")
         elif tag in ("td", "th"):
-            if self._cells_before:
-                self._add(CELL_SEPARATOR)
-            self._cells_before += 1
+            self._cell_waits = self._row_has_text  # empty layout cells add no separators
         elif tag in _BLOCKS:
             self._add(_block_break(tag), "break")
 
@@ -157,11 +163,23 @@ class _VisibleText(HTMLParser):
         elif self._pre:
             self._add(data[1:] if self._pre_opened and data.startswith("\n") else data, "pre")
         else:
-            self._add(_SPACES.sub(" ", data))
+            self._add(_SPACES.sub(" ", data) if data.strip() else " ")  # a lone &nbsp; is a space
         self._pre_opened = False
 
     def _add(self, piece: str, kind: str = "text") -> None:
+        if kind in ("text", "pre") and piece.strip():
+            if self._cell_waits:
+                self._cell_waits = False
+                self.pieces.append((bool(self._main), "text", CELL_SEPARATOR))
+            self._row_has_text = True
         self.pieces.append((bool(self._main), kind, piece))
+
+
+def _is_navigation(attributes: dict[str, str | None]) -> bool:
+    """A menu marked by its role (ARIA's navigation, search and page footer, as ``<nav>``,
+    ``<form>`` and ``<footer>``) or by the class documentation generators give theirs."""
+    classes = set((attributes.get("class") or "").split())
+    return attributes.get("role") in _MENU_ROLES or not classes.isdisjoint(_MENU_CLASSES)
 
 
 def _block_break(tag: str) -> str:
@@ -184,6 +202,8 @@ def html_text(markup: str) -> tuple[str, str]:
         if parser.has_main and not in_main:
             continue
         if kind == "break":
+            if last == "bullet":
+                continue  # a list item's paragraph starts on its bullet's line
             if out and last != "pre":
                 out[-1] = out[-1].rstrip(" ")  # no space ends a line
             piece = "\n" * max(0, len(piece) - ends)
@@ -193,7 +213,7 @@ def html_text(markup: str) -> tuple[str, str]:
             out.append(piece)
             last = kind
             ends = ends + len(piece) if not piece.strip("\n") else len(piece) - len(piece.rstrip("\n"))
-    text = re.sub(r"\n{3,}", "\n\n", "".join(out)).strip()
+    text = re.sub(r"\n{3,}", "\n\n", _BLANK_LINE.sub("", "".join(out))).strip()
     return text, _SPACES.sub(" ", "".join(parser.title)).strip()
 
 
