@@ -149,3 +149,19 @@ def test_a_pdf_without_the_pdf_extra_is_one_line_naming_it(tmp_path: Path) -> No
     assert [Path(d.source).name for d in read_paths([tmp_path], skipped=skipped)] == ["note.txt"]
     assert [(Path(s.path).name, s.reason) for s in skipped] == [("report.pdf", PDF_TEXT_EXTRA)]
     assert 'pip install "poolrag[pdf]"' in PDF_TEXT_EXTRA
+
+
+def test_web_pages_and_word_documents_need_no_extra(tmp_path: Path) -> None:
+    """Both are read with Python's own parsers: a base install reads them as the full one does."""
+    import zipfile
+
+    from poolrag.ingest import read_paths
+
+    (tmp_path / "page.html").write_text("<title>Hives</title><nav>Home</nav><p>Bees keep warm.</p>")
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    paragraph = "<w:p><w:r><w:t>Wax seals the comb.</w:t></w:r></w:p>"
+    body = f'<w:document xmlns:w="{w}"><w:body>{paragraph}</w:body></w:document>'
+    with zipfile.ZipFile(tmp_path / "notes.docx", "w") as package:
+        package.writestr("word/document.xml", body)
+    docs = {Path(d.source).name: d.text for d in read_paths([tmp_path])}
+    assert docs == {"notes.docx": "Wax seals the comb.", "page.html": "Bees keep warm."}
