@@ -69,6 +69,8 @@ def test_a_page_without_a_main_part_keeps_its_body_but_not_its_menus_or_scripts(
         "<p>Bake at 250 &deg;C.</p></body></html>"
     )
     assert (text, title) == ("Sourdough\n\nFeed the starter.\nWait a day.\n\nBake at 250 °C.", "")
+    unclosed = "<html><head><title>Notes</title><style>p {}</style><p>No body tag, no end of head."
+    assert html_text(unclosed) == ("No body tag, no end of head.", "Notes")
 
 
 def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None:

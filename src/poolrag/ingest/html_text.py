@@ -64,6 +64,8 @@ _CHARSETS = {
 _META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BLANK_LINE = re.compile(r"^[^\S\n]+$", re.MULTILINE)  # spaces alone on a line (in <pre>) say nothing
+#: what a page's head holds; any other element starts its body, closed head or not
+_HEAD_TAGS = frozenset(("base", "link", "meta", "noscript", "script", "style", "template", "title"))
 _MENU_ROLES = frozenset(("navigation", "search", "contentinfo"))
 #: DocBook's navigation header and footer, Texinfo 7's panel, Bootstrap's menus, breadcrumbs
 _MENU_CLASSES = frozenset(
@@ -99,8 +101,8 @@ class _VisibleText(HTMLParser):
         if tag == "title":
             self._in_title = True
             return
-        if tag == "body" and self._dropping == ["head"]:
-            self._dropping = []  # a page whose head was never closed
+        if self._dropping == ["head"] and tag not in _HEAD_TAGS:
+            self._dropping = []  # a page whose head was never closed: its body has begun
         if self._dropping:
             if tag == self._dropping[0]:
                 self._dropping.append(tag)
