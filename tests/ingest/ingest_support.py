@@ -39,3 +39,13 @@ def write_corpus(root: Path) -> Path:
     for name, text in TOPICS.items():
         (root / name).write_text(text)
     return root
+
+
+def read_folder(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """What :func:`~poolrag.ingest.read_paths` makes of a folder: the names of the files it read,
+    and each left-out file's reason by name."""
+    from poolrag.ingest import read_paths
+
+    skipped: list = []
+    read = [Path(doc.source).name for doc in read_paths([folder], skipped=skipped)]
+    return read, {Path(s.path).name: s.reason for s in skipped}

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from ingest_support import read_folder
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import Document, read_paths
@@ -132,10 +133,8 @@ def test_a_file_a_text_model_cannot_use_is_one_line_and_the_rest_is_read(tmp_pat
         package.writestr("xl/workbook.xml", "<workbook/>")
     with zipfile.ZipFile(folder / "cut.docx", "w") as package:
         package.writestr("word/document.xml", f'<w:document xmlns:w="{W}"><w:body><w:p>')
-    skipped: list = []
-    docs = list(read_paths([folder], skipped=skipped))
-    assert [Path(d.source).name for d in docs] == ["note.md"]
-    reasons = {Path(s.path).name: s.reason for s in skipped}
+    read, reasons = read_folder(folder)
+    assert read == ["note.md"]
     assert reasons.pop("cut.docx").startswith("a damaged Word document (its XML: no element found")
     assert reasons == {
         "blank.docx": "no text in this Word document",

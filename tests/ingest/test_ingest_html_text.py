@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ingest_support import read_folder
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import Document, read_paths
@@ -126,10 +127,8 @@ def test_a_page_a_text_model_cannot_use_is_one_line_and_the_rest_is_read(tmp_pat
     (folder / "note.md").write_text("A short note about honey and wax.")
     (folder / "app.html").write_text("<html><body><div id=root></div><script>render()</script></body></html>")
     (folder / "old.htm").write_bytes(b"<p>Stra\xdfe</p>")
-    skipped: list = []
-    docs = list(read_paths([folder], skipped=skipped))
-    assert [Path(d.source).name for d in docs] == ["note.md"]
-    reasons = {Path(s.path).name: s.reason for s in skipped}
+    read, reasons = read_folder(folder)
+    assert read == ["note.md"]
     assert reasons == {
         "app.html": "no visible text in this HTML page (scripts, menus and markup only)",
         "old.htm": "not UTF-8 HTML (invalid continuation byte) and it declares no charset: save it as UTF-8",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ingest_support import read_folder
 
 from poolrag.cache import CachedEmbedder
 from poolrag.ingest import DenseEncoder, Document, IngestPipeline, TokenChunker, read_paths
@@ -101,10 +102,8 @@ def test_a_pdf_a_text_model_cannot_use_is_one_line_and_the_rest_is_read(tmp_path
     write_pdf(folder / "scanned.pdf", [""], photo_on=0)  # a picture and no text layer
     (folder / "fake.pdf").write_text("not a PDF at all")
     (folder / "empty.pdf").write_bytes(b"")
-    skipped: list = []
-    docs = list(read_paths([folder], skipped=skipped))
-    assert [Path(d.source).name for d in docs] == ["note.txt"]
-    reasons = {Path(s.path).name: s.reason for s in skipped}
+    read, reasons = read_folder(folder)
+    assert read == ["note.txt"]
     assert reasons.keys() == {"scanned.pdf", "fake.pdf", "empty.pdf"}
     assert reasons["scanned.pdf"] == (
         "no text layer (scanned pages): a model that reads images (CLIP, ColPali) reads its pages"
