@@ -98,6 +98,70 @@ def test_tracked_deletions_are_left_out_and_a_text_box_is_read_once(tmp_path: Pa
     assert text == "The hive holds twenty frames.\n\nDrone count\n\nSee the box."
 
 
+def test_what_word_does_not_show_is_not_read_and_what_it_shows_is(tmp_path: Path) -> None:
+    """Hidden text, an unfilled control's prompt, a ruby's reading and numbering turned off
+    (``numId`` 0) are not shown; an equation's text and a positional tab are. A row's empty
+    middle cell keeps its column, and a line break in a cell keeps the row on one line."""
+    document = docx.Document()
+    body = document.element.body
+    paragraphs = (
+        "<w:r><w:t>shown</w:t></w:r><w:r><w:rPr><w:vanish/></w:rPr><w:t>HIDDEN</w:t></w:r>",
+        "<w:sdt><w:sdtPr><w:showingPlcHdr/></w:sdtPr><w:sdtContent><w:r><w:t>Click or tap here to "
+        "enter text.</w:t></w:r></w:sdtContent></w:sdt><w:r><w:t>Filled in.</w:t></w:r>",
+        '<w:pPr><w:numPr><w:ilvl w:val="0"/><w:numId w:val="0"/></w:numPr></w:pPr>'
+        "<w:r><w:t>Not a list</w:t></w:r>",
+        '<w:r><w:t xml:space="preserve">Let </w:t></w:r><m:oMath xmlns:m="http://schemas.openxmlformats.org/'
+        'officeDocument/2006/math"><m:r><m:t>x=2</m:t></m:r></m:oMath><w:r><w:t>.</w:t><w:ptab/><w:t>end</w:t></w:r>',
+        "<w:r><w:ruby><w:rt><w:r><w:t>kan</w:t></w:r></w:rt><w:rubyBase><w:r><w:t>漢</w:t></w:r></w:rubyBase></w:ruby></w:r>",
+    )
+    for xml in paragraphs:
+        body.insert(len(body) - 1, parse_xml(_paragraph_xml(xml)))
+    table = document.add_table(rows=2, cols=3)
+    for cell, text in zip(table.rows[0].cells, ("Name", "Phone", "Email"), strict=True):
+        cell.text = text
+    table.cell(1, 0).text, table.cell(1, 2).text = "Bob", "bob@example.org"
+    table.cell(0, 1).paragraphs[0].add_run().add_break()
+    table.cell(0, 1).paragraphs[0].add_run("(work)")
+    document.save(tmp_path / "shown.docx")
+    text, _ = docx_text(tmp_path / "shown.docx")
+    assert text == (
+        "shown\n\nFilled in.\n\nNot a list\n\nLet x=2.\tend\n\n漢\n\n"
+        "Name | Phone (work) | Email\nBob | | bob@example.org"
+    )
+
+
+def test_a_document_saved_by_word_online_is_read_from_the_part_its_package_names(tmp_path: Path) -> None:
+    """Word Online names the body word/document2.xml; the package's relationships say so."""
+    document = docx.Document()
+    document.add_paragraph("Saved in the browser.")
+    document.save(tmp_path / "local.docx")
+    with (
+        zipfile.ZipFile(tmp_path / "local.docx") as source,
+        zipfile.ZipFile(tmp_path / "online.docx", "w") as online,
+    ):
+        for item in source.infolist():
+            data = source.read(item).replace(b"word/document.xml", b"word/document2.xml")
+            data = data.replace(b'Target="document.xml"', b'Target="document2.xml"')
+            online.writestr(item.filename.replace("word/document.xml", "word/document2.xml"), data)
+    assert "word/document.xml" not in zipfile.ZipFile(tmp_path / "online.docx").namelist()
+    assert docx_text(tmp_path / "online.docx")[0] == "Saved in the browser."
+
+
+def test_a_package_whose_compressed_body_is_damaged_is_one_line(tmp_path: Path) -> None:
+    document = docx.Document()
+    for _ in range(20):
+        document.add_paragraph("Bees " * 40)
+    document.save(tmp_path / "good.docx")
+    with zipfile.ZipFile(tmp_path / "good.docx") as package:
+        body = package.getinfo("word/document.xml")
+    data = bytearray((tmp_path / "good.docx").read_bytes())
+    start = body.header_offset + 30 + len(body.filename) + len(body.extra) + 40  # inside its deflate data
+    data[start : start + 64] = bytes(64)
+    (tmp_path / "damaged.docx").write_bytes(bytes(data))
+    with pytest.raises(InvalidInputError, match="a damaged Word document"):
+        docx_text(tmp_path / "damaged.docx")
+
+
 def test_the_title_goes_into_each_chunks_payload_and_the_text_is_the_digest(tmp_path: Path) -> None:
     report = _report(tmp_path / "report.docx")
     (doc,) = read_paths([tmp_path])

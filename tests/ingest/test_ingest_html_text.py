@@ -75,8 +75,9 @@ def test_a_page_without_a_main_part_keeps_its_body_but_not_its_menus_or_scripts(
 
 
 def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None:
-    """Sphinx marks its menus role="navigation", DocBook and Texinfo by class; a layout table's
-    empty cells add no separators, and a list item's paragraph stays on its bullet's line."""
+    """Sphinx marks its menus role="navigation", DocBook and Texinfo by class; a table's empty cells
+    keep their columns between cells with text, not before or after them, and a list item's
+    paragraph stays on its bullet's line."""
     text, _ = html_text(
         '<div class="related" role="navigation"><a href="index.html">index</a></div>'
         '<table class="nav" summary="Navigation header"><tr><td><a href="a.html">Prev</a></td></tr></table>'
@@ -85,7 +86,55 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         "<ul><li><p>Warning: large range</p><p>Seen with big arrays.</p></li></ul>"
         "<pre>a\n&nbsp; \nb</pre>"
     )
-    assert text == "Release notes | 4.2\n\n- Warning: large range\n\nSeen with big arrays.\n\na\n\nb"
+    assert text == "Release notes | | | 4.2\n\n- Warning: large range\n\nSeen with big arrays.\n\na\n\nb"
+
+
+@pytest.mark.parametrize(
+    ("markup", "text"),
+    [
+        ('<body><form id="aspnetForm"><h1>Title</h1><p>Content.</p></form></body>', "Title\n\nContent."),
+        ("<table><tr><td><p>a</p></td><td><ul><li>x</li><li>y<br>z</li></ul></td></tr></table>", "a | x y z"),
+        ("Returns the value.<p/>Never null.<hr/>Since 2.0", "Returns the value.\n\nNever null.\nSince 2.0"),
+        ("<ul><li hidden>old<li>a<li>b</ul><p>After</p>", "- a\n- b\n\nAfter"),
+        ('<ul><li class="nav">Home<li>Real</ul><p>After</p>', "- Real\n\nAfter"),
+        ("<ul><li></li><li>b</li><li><ul><li>c</li></ul></li></ul>", "- b\n- c"),
+        ("<html><head><title>T</title>Hello <b>world</b>", "Hello world"),
+        ("<pre>    indented\nnext</pre>", "    indented\nnext"),
+        ('<h2>Install<a class="hash-link" href="#install">\u200b</a></h2>', "Install"),
+        (
+            '<video>No video support.</video><div style="display: none">x</div><dialog>Cookies?</dialog>ok',
+            "ok",
+        ),
+        ('<div class="header"><p>Next: Types, Up: Using libffi</p></div><p>Body</p>', "Body"),
+        ("a < b and c <d", "a < b and c <d"),
+    ],
+    ids=[
+        "a page inside one form",
+        "blocks in cells",
+        "self-closed blocks",
+        "a hidden item left open",
+        "a menu item left open",
+        "empty and nested items",
+        "an unclosed head",
+        "a leading listing",
+        "a zero-width permalink",
+        "fallbacks and hidden boxes",
+        "Texinfo 6 navigation",
+        "a last '<'",
+    ],
+)
+def test_what_real_pages_do_reads_as_a_reader_sees_it(markup: str, text: str) -> None:
+    assert html_text(markup)[0] == text
+
+
+def test_an_icon_sprites_titles_are_not_the_pages_title() -> None:
+    page = '<head><title>Quickstart</title></head><svg style="display:none"><title>Menu</title></svg><p>x'
+    assert html_text(page) == ("x", "Quickstart")
+
+
+def test_markup_pythons_parser_cannot_read_is_one_line() -> None:
+    with pytest.raises(InvalidInputError, match=r"not readable HTML \(expected name token"):
+        html_text("<p>Word's own HTML <![ if !mso]> x")
 
 
 def test_the_title_goes_into_each_chunks_payload_and_the_text_is_the_digest(tmp_path: Path) -> None:

@@ -1,17 +1,20 @@
 """A Word document (.docx) as a text model reads it: its paragraphs, lists and tables, in order.
 
-A .docx is a zip of XML parts, its body in ``word/document.xml``; Python's own ``zipfile`` and
-``ElementTree`` read it (no extra to install), streamed, so a long report costs little memory.
-Paragraphs are separated by a blank line, so the chunker cuts between them; list items are lines
-of their own (``- item``); a table row is a line with its cells joined by `` | ``. Text inserted
-with tracked changes is read, deleted text is not; headers, footers, comments and footnotes are
-left out, as are a text box's fallback copy. The document's title (File > Properties) goes into each
-chunk's payload as ``title``.
+A .docx is a zip of XML parts, its body in the part the package names (``word/document.xml``;
+Word Online's ``word/document2.xml``); Python's own ``zipfile`` and ``ElementTree`` read it (no
+extra to install), streamed, so a long report costs little memory. Paragraphs are separated by a
+blank line, so the chunker cuts between them; list items are lines of their own (``- item``); a
+table row is a line with its cells joined by `` | ``. What Word shows is read (text inserted with
+tracked changes, equations); what it does not show is not (deleted and hidden text, an unfilled
+control's prompt, a text box's fallback copy); headers, footers, comments and footnotes are left
+out. The document's title (File > Properties) goes into each chunk's payload as ``title``.
 """
 
 from __future__ import annotations
 
+import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -21,14 +24,28 @@ from poolrag.errors import InvalidInputError
 from poolrag.ingest.readers import CELL_SEPARATOR, Document
 from poolrag.text_validity import has_visible_text
 
-_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+#: WordprocessingML's namespaces: the transitional one Word writes, and "Strict Open XML"
+_WORD = (
+    "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    "http://purl.oclc.org/ooxml/wordprocessingml/main",
+)
+_MATH = (
+    "http://schemas.openxmlformats.org/officeDocument/2006/math",
+    "http://purl.oclc.org/ooxml/officeDocument/math",
+)
 _FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 _TITLE = "{http://purl.org/dc/elements/1.1/}title"
+_RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 #: the body's XML may not unpack to more than this: a zip bomb is refused, not read
 MAX_XML_BYTES = 1 << 29
-#: what a run's marks read as (``w:t`` holds text); a paragraph's properties (its tab stops) are skipped
-_RUN_MARKS = {f"{_W}tab": "\t", f"{_W}br": "\n", f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}
-_SKIPPED = (_FALLBACK, f"{_W}pPr")
+#: what a run's marks read as (``w:t``, and an equation's ``m:t``, hold text)
+_RUN_MARKS = {"tab": "\t", "ptab": "\t", "br": "\n", "cr": "\n", "noBreakHyphen": "-"}
+#: what is never read: a text box's fallback copy, paragraph properties (their tab stops), and a
+#: ruby's reading above its text
+_UNREAD = ("Fallback", "pPr", "rt")
+#: zip and zlib errors of a damaged or unusual package (bad deflate data, encrypted or Deflate64 members)
+_DAMAGED = (zlib.error, EOFError, RuntimeError, NotImplementedError)
+_EMPTY_CELL = re.compile(r"(?<=\|)  (?=\|)")  # "a |  | b" reads "a | | b"
 
 
 class _Bounded:
@@ -45,70 +62,129 @@ class _Bounded:
         return data
 
 
-def _paragraph_text(paragraph: ElementTree.Element) -> str:
-    """The visible text of a paragraph's runs, its tabs and line breaks included."""
-    pieces: list[str] = []
-
-    def walk(element: ElementTree.Element) -> None:
-        for child in element:
-            if child.tag == f"{_W}t":
-                pieces.append(child.text or "")
-            elif child.tag in _RUN_MARKS:
-                pieces.append(_RUN_MARKS[child.tag])
-            elif child.tag not in _SKIPPED:
-                walk(child)
-
-    walk(paragraph)
-    return "".join(pieces).strip()
+def _local(tag: str) -> tuple[str, str]:
+    """``("w", name)`` for a WordprocessingML element, ``("m", name)`` for an equation's, else
+    ``("", name)``."""
+    if not tag.startswith("{"):
+        return "", tag
+    namespace, _, name = tag[1:].partition("}")
+    return ("w" if namespace in _WORD else "m" if namespace in _MATH else ""), name
 
 
-def _is_list_item(paragraph: ElementTree.Element) -> bool:
-    """Numbered or bulleted: by its own numbering, or by a list style (Word's List Bullet, List
-    Number, List Paragraph) that numbers it."""
-    properties = paragraph.find(f"{_W}pPr")
-    if properties is None:
-        return False
-    style = properties.find(f"{_W}pStyle")
-    return properties.find(f"{_W}numPr") is not None or (
-        style is not None and style.get(f"{_W}val", "").startswith("List")
-    )
+class _Paragraph:
+    """A paragraph being read: its text so far, and whether it is a list item."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.listed = False
 
 
 def _blocks(xml: IO[bytes] | _Bounded) -> Iterator[tuple[str, str]]:
     """The body's blocks in order as (kind, text): ``"p"`` paragraphs, ``"li"`` list items and
-    ``"tr"`` table rows; a table inside a cell is read into that cell."""
+    ``"tr"`` table rows; a table inside a cell is read into that cell. Streamed: text is taken as
+    each element ends and what is read is cleared, so memory stays flat however long the body."""
+    paragraphs: list[_Paragraph] = []  # open paragraphs, innermost last (a text box's is inside one)
     rows: list[list[str]] = []  # the cells of each open table row, innermost last
     cells: list[list[str]] = []  # the paragraphs of each open cell, innermost last
-    fallback = 0
+    unread = 0  # depth inside elements never read
+    hidden = False  # the run read is hidden text (Word's "Hidden" font effect)
+    placeholders: list[bool] = []  # each open content control's: does it show its prompt?
+    prompt = False  # the content control whose properties were just read shows its prompt
+    body = None
     for event, element in ElementTree.iterparse(xml, events=("start", "end")):  # type: ignore[arg-type]
-        tag = element.tag
-        if tag == _FALLBACK:
-            fallback += 1 if event == "start" else -1
-        elif event == "start":
-            if tag == f"{_W}tr":
+        space, name = _local(element.tag)
+        if name in _UNREAD and (space == "w" or element.tag == _FALLBACK):
+            unread += 1 if event == "start" else -1
+            if name == "pPr" and event == "end" and paragraphs:
+                paragraphs[-1].listed = _is_list_item(element)
+            continue
+        if event == "start":
+            if space == "w" and name == "body":
+                body = element
+            elif space == "w" and name == "p":
+                paragraphs.append(_Paragraph())
+            elif space == "w" and name == "tr":
                 rows.append([])
-            elif tag == f"{_W}tc":
+            elif space == "w" and name == "tc":
                 cells.append([])
-        elif tag == f"{_W}p":
-            text = "" if fallback else _paragraph_text(element)
-            kind = "li" if _is_list_item(element) else "p"
-            element.clear()  # read: its runs are not needed again
+            elif space == "w" and name == "sdtContent":
+                placeholders.append(prompt)  # an unfilled control's "Click or tap here to enter text."
+                unread += prompt
+                prompt = False
+            continue
+        if space in ("w", "m") and name == "t" and paragraphs and not unread and not hidden:
+            paragraphs[-1].pieces.append(element.text or "")
+        elif space == "w" and name in _RUN_MARKS and paragraphs and not unread and not hidden:
+            paragraphs[-1].pieces.append(_RUN_MARKS[name])
+        elif space == "w" and name == "rPr" and not unread:
+            hidden = _has(element, "vanish")
+        elif space == "w" and name == "sdtPr":
+            prompt = _has(element, "showingPlcHdr")
+        elif space == "w" and name == "sdtContent" and placeholders:
+            unread -= placeholders.pop()
+        elif space == "w" and name == "r":
+            hidden = False
+            element.clear()  # its text is taken
+        elif space == "w" and name == "p" and paragraphs:
+            paragraph = paragraphs.pop()
+            text = "".join(paragraph.pieces).strip()
             if not text:
-                continue
-            if cells:
-                cells[-1].append(text)
+                pass
+            elif cells:
+                cells[-1].append(" ".join(text.split("\n")))
             else:
-                yield kind, text
-        elif tag == f"{_W}tc" and cells:
+                yield ("li" if paragraph.listed else "p"), text
+        elif space == "w" and name == "tc" and cells:
             rows[-1].append(" ".join(cells.pop()))
-            element.clear()
-        elif tag == f"{_W}tr" and rows:
-            line = CELL_SEPARATOR.join(cell for cell in rows.pop() if cell)
+        elif space == "w" and name == "tr" and rows:
+            row = rows.pop()
+            while row and not row[-1]:
+                row.pop()  # empty cells at a row's ends say nothing; those between keep the columns
+            while row and not row[0]:
+                row.pop(0)
+            line = _EMPTY_CELL.sub(" ", CELL_SEPARATOR.join(row))
             if line and cells:
                 cells[-1].append(line)
             elif line:
                 yield "tr", line
-            element.clear()
+        else:
+            continue
+        if name in ("p", "tr") and not paragraphs and not rows and body is not None:
+            body.clear()  # what was read goes; the parser keeps what it still builds
+
+
+def _has(properties: ElementTree.Element, name: str) -> bool:
+    """Whether ``properties`` holds the WordprocessingML element ``name`` (either namespace)."""
+    return any(properties.find(f"{{{space}}}{name}") is not None for space in _WORD)
+
+
+def _is_list_item(properties: ElementTree.Element) -> bool:
+    """Numbered or bulleted: by its own numbering (``numId`` 0 turns numbering off), or by Word's
+    List Bullet and List Number styles, which number it."""
+    for space in _WORD:
+        numbering = properties.find(f"{{{space}}}numPr/{{{space}}}numId")
+        if numbering is not None:
+            return numbering.get(f"{{{space}}}val", "0") != "0"
+        style = properties.find(f"{{{space}}}pStyle")
+        if style is not None and style.get(f"{{{space}}}val", "").startswith(("ListBullet", "ListNumber")):
+            return True
+    return False
+
+
+def _main_part(package: zipfile.ZipFile) -> str:
+    """The document's body part: the one the package's relationships name (Word Online writes
+    ``word/document2.xml``), else ``word/document.xml``."""
+    try:
+        info = package.getinfo("_rels/.rels")
+        if info.file_size <= 1 << 20:
+            for relationship in ElementTree.fromstring(package.read(info)).iter(_RELATIONSHIPS):
+                if relationship.get("Type", "").endswith("/officeDocument"):
+                    target = relationship.get("Target", "").lstrip("/")
+                    if target in package.namelist():
+                        return target
+    except (KeyError, ElementTree.ParseError):
+        pass
+    return "word/document.xml"
 
 
 def docx_text(path: Path) -> tuple[str, str]:
@@ -117,7 +193,7 @@ def docx_text(path: Path) -> tuple[str, str]:
     try:
         with zipfile.ZipFile(path) as package:
             try:
-                body = package.getinfo("word/document.xml")
+                body = package.getinfo(_main_part(package))
             except KeyError:
                 raise InvalidInputError("not a Word document (no word/document.xml inside)") from None
             if body.file_size > MAX_XML_BYTES:
@@ -138,6 +214,8 @@ def docx_text(path: Path) -> tuple[str, str]:
         ) from None
     except ElementTree.ParseError as exc:
         raise InvalidInputError(f"a damaged Word document (its XML: {exc})") from None
+    except _DAMAGED as exc:
+        raise InvalidInputError(f"a damaged Word document ({type(exc).__name__}: {exc})") from None
 
 
 def _title(package: zipfile.ZipFile) -> str:

@@ -2,7 +2,7 @@
 
 Saved pages and built documentation (Sphinx, MkDocs, Texinfo, a docs site's HTML) are a common
 corpus; embedding their tags, scripts and menus would bury the words. Python's own ``html.parser``
-reads them (no extra to install): scripts, styles, forms and navigation menus are dropped, a page
+reads them (no extra to install): scripts, styles, buttons, hidden elements and menus are dropped, a page
 that marks its ``<main>`` part (the element or ``role="main"``) keeps only that part, and block
 elements (paragraphs, headings, list items, table rows) end lines, so the chunker cuts between
 them; a row's cells are joined by `` | ``. The ``<title>`` goes into each chunk's payload as ``title``.
@@ -27,7 +27,7 @@ from poolrag.text_validity import has_visible_text
 #: have no end tag to leave them by)
 _DROPPED = frozenset((
     "head", "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "canvas",
-    "nav", "footer", "form", "button", "select", "textarea"
+    "video", "audio", "nav", "footer", "button", "select", "textarea"
 ))
 #: elements without an end tag
 _VOID = frozenset((
@@ -66,13 +66,21 @@ _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BLANK_LINE = re.compile(r"^[^\S\n]+$", re.MULTILINE)  # spaces alone on a line (in <pre>) say nothing
 #: what a page's head holds; any other element starts its body, closed head or not
 _HEAD_TAGS = frozenset(("base", "link", "meta", "noscript", "script", "style", "template", "title"))
+#: elements whose end tag may be left out: the next one of the same name ends one
+_ENDS_ITSELF = frozenset(("p", "li", "dt", "dd", "tr", "td", "th", "option"))
+#: the elements that end such an element left open inside them
+_HOLDS_LISTS = frozenset(
+    ("ul", "ol", "dl", "table", "tbody", "thead", "tfoot", "tr", "select", "div", "body")
+)
+_NOT_DISPLAYED = re.compile(r"display\s*:\s*none", re.IGNORECASE)
 _MENU_ROLES = frozenset(("navigation", "search", "contentinfo"))
-#: DocBook's navigation header and footer, Texinfo 7's panel, Bootstrap's menus, breadcrumbs
+#: DocBook's navigation header and footer, Texinfo's (6: "header", 7: "nav-panel"), Bootstrap's
+#: menus, breadcrumbs
 _MENU_CLASSES = frozenset(
-    ("nav", "navbar", "navheader", "navfooter", "nav-panel", "breadcrumb", "breadcrumbs")
+    ("nav", "navbar", "navheader", "navfooter", "nav-panel", "header", "breadcrumb", "breadcrumbs")
 )
 #: what a heading's link to itself shows (Sphinx's pilcrow, a '#', a section sign): not its text
-_PERMALINK_MARKS = frozenset(("¶", "#", "§", "🔗"))
+_PERMALINK_MARKS = frozenset(("¶", "#", "§", "🔗", "\u200b"))  # Docusaurus's: a zero-width space
 _LINE_BREAK = "\n"
 _PARAGRAPH_BREAK = "\n\n"
 
@@ -92,23 +100,30 @@ class _VisibleText(HTMLParser):
         self._pre = 0
         self._pre_opened = False  # a line end right after <pre> is not part of its text
         self._in_title = False
+        self._titled = False  # the page's title was read (an icon's <title> in an <svg> is not it)
         self._in_self_link = False
+        self._in_cell = False  # a table cell's blocks and line breaks are spaces: its row is one line
         self._row_has_text = False  # the table row read has shown text: a next cell is set apart
-        self._cell_waits = False  # a cell began after text in its row: a separator before its text
+        self._cells_waiting = 0  # cells begun since its last text: separators before the next text
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._pre_opened = False
-        if tag == "title":
+        if tag == "title" and not self._titled and self._dropping in ([], ["head"]):
             self._in_title = True
             return
         if self._dropping == ["head"] and tag not in _HEAD_TAGS:
             self._dropping = []  # a page whose head was never closed: its body has begun
         if self._dropping:
-            if tag == self._dropping[0]:
+            if self._dropping[0] == "head" and tag in _HEAD_TAGS and tag not in _VOID:
+                self._dropping.append(tag)  # a head's script or style: its text is no body's
+            if tag != self._dropping[0]:
+                return
+            if tag not in _ENDS_ITSELF or len(self._dropping) > 1:
                 self._dropping.append(tag)
-            return
+                return
+            self._dropping = []  # <li hidden>x<li>y: the next item ends the dropped one
         named = dict(attrs)
-        if tag in _DROPPED or "hidden" in named or _is_navigation(named):
+        if _is_dropped(tag, named):
             if tag not in _VOID:
                 self._dropping.append(tag)
             return
@@ -123,58 +138,83 @@ class _VisibleText(HTMLParser):
         elif tag == "pre":
             self._pre += 1
             self._pre_opened = True
-        if tag == "tr":
-            self._row_has_text = self._cell_waits = False
-        if tag == "br" or (tag == "code" and self._pre):  # a <pre> may hold a listing per <code>
-            self._add(_LINE_BREAK, "break")
-        elif tag == "li":
+        if tag in ("tr", "table"):
+            self._in_cell = self._row_has_text = False
+            self._cells_waiting = 0
+        if tag in ("td", "th"):
+            self._in_cell = True
+            self._cells_waiting += self._row_has_text  # between cells with text, empty ones count
+        elif tag == "li" and not self._in_cell:
             self._add(_LINE_BREAK, "break")
             self._add("- ", "bullet")
-        elif tag in ("td", "th"):
-            self._cell_waits = self._row_has_text  # empty layout cells add no separators
-        elif tag in _BLOCKS:
-            self._add(_block_break(tag), "break")
+        else:
+            self._block(tag)
 
     def handle_endtag(self, tag: str) -> None:
         self._pre_opened = False
         if tag == "title":
-            self._in_title = False
+            if self._in_title:
+                self._in_title, self._titled = False, True
             return
         if self._dropping:
-            if tag == self._dropping[0]:
+            if tag == self._dropping[0] or (self._dropping[0] == "head" and tag == self._dropping[-1]):
                 self._dropping.pop()
-            return
+                return
+            if len(self._dropping) > 1 or self._dropping[0] not in _ENDS_ITSELF or tag not in _HOLDS_LISTS:
+                return
+            self._dropping = []  # </ul> after <li hidden>x: the list's end ends the dropped item
         if tag == "a":
             self._in_self_link = False
         elif tag == "pre" and self._pre:
             self._pre -= 1
-        if tag in _BLOCKS:
-            self._add(_block_break(tag), "break")
+        elif tag in ("td", "th", "tr", "table"):
+            self._in_cell = False
+        self._block(tag)
         if self._main and tag == self._main[0]:
             self._main.pop()
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "br" and not self._dropping:
-            self._add(_LINE_BREAK, "break")
+        if not self._dropping:
+            self._block(tag)  # <br/>, and an author's <p/> or <hr/>
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title.append(data)
-        elif self._dropping or (self._in_self_link and data.strip() in _PERMALINK_MARKS):
             return
-        elif self._pre:
+        if self._dropping == ["head"] and data.strip():
+            self._dropping = []  # text after an unclosed head's title: the body has begun
+        if self._dropping or (self._in_self_link and data.strip() in _PERMALINK_MARKS):
+            return
+        if self._pre:
             self._add(data[1:] if self._pre_opened and data.startswith("\n") else data, "pre")
         else:
             self._add(_SPACES.sub(" ", data) if data.strip() else " ")  # a lone &nbsp; is a space
         self._pre_opened = False
 
+    def _block(self, tag: str) -> None:
+        """The line break a block element (or ``<br>``) makes at its start and end; a space inside a
+        table cell, whose row reads as one line."""
+        if tag == "br" or tag in _BLOCKS or (tag == "code" and self._pre):  # a listing per <code>
+            if self._in_cell:
+                self._add(" ")
+            else:
+                self._add(_LINE_BREAK if tag in ("br", "code") else _block_break(tag), "break")
+
     def _add(self, piece: str, kind: str = "text") -> None:
         if kind in ("text", "pre") and piece.strip():
-            if self._cell_waits:
-                self._cell_waits = False
+            for _ in range(self._cells_waiting):
                 self.pieces.append((bool(self._main), "text", CELL_SEPARATOR))
+            self._cells_waiting = 0
             self._row_has_text = True
         self.pieces.append((bool(self._main), kind, piece))
+
+
+def _is_dropped(tag: str, attributes: dict[str, str | None]) -> bool:
+    """An element no reader sees: by its kind, hidden (the attribute, ``display: none``, a closed
+    ``<dialog>``), or a menu."""
+    if tag in _DROPPED or "hidden" in attributes or (tag == "dialog" and "open" not in attributes):
+        return True
+    return bool(_NOT_DISPLAYED.search(attributes.get("style") or "")) or _is_navigation(attributes)
 
 
 def _is_navigation(attributes: dict[str, str | None]) -> bool:
@@ -195,14 +235,21 @@ def html_text(markup: str) -> tuple[str, str]:
     """``markup``'s visible text and its title, whitespace as a reader sees it: runs of spaces one
     space and no space at a line's ends (except in ``<pre>``, kept as written), block elements on
     lines of their own, at most one blank line in a row."""
+    cut = markup.rfind(">") + 1  # a '<' no '>' follows is text; unescaped, Python 3.11's parser
+    markup = markup[:cut] + markup[cut:].replace("<", "&lt;")  # rescans it, quadratic in its length
     parser = _VisibleText()
-    parser.feed(markup)
-    parser.close()
+    try:
+        parser.feed(markup)
+        parser.close()
+    except AssertionError as exc:  # html.parser on a malformed declaration (<![ if !mso]>)
+        raise InvalidInputError(f"not readable HTML ({exc})") from None
     out: list[str] = []
     ends, last = 2, "break"  # the line ends the text so far ends with (none leads it), the last kind
     for in_main, kind, piece in parser.pieces:
         if parser.has_main and not in_main:
             continue
+        if kind == "bullet" and last == "bullet":
+            continue  # an empty item, or a list inside one: one bullet
         if kind == "break":
             if last == "bullet":
                 continue  # a list item's paragraph starts on its bullet's line
@@ -215,7 +262,7 @@ def html_text(markup: str) -> tuple[str, str]:
             out.append(piece)
             last = kind
             ends = ends + len(piece) if not piece.strip("\n") else len(piece) - len(piece.rstrip("\n"))
-    text = re.sub(r"\n{3,}", "\n\n", _BLANK_LINE.sub("", "".join(out))).strip()
+    text = re.sub(r"\n{3,}", "\n\n", _BLANK_LINE.sub("", "".join(out))).strip("\n").rstrip()
     return text, _SPACES.sub(" ", "".join(parser.title)).strip()
 
 
