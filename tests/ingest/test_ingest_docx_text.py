@@ -147,6 +147,22 @@ def test_a_document_saved_by_word_online_is_read_from_the_part_its_package_names
     assert docx_text(tmp_path / "online.docx")[0] == "Saved in the browser."
 
 
+def test_a_strict_open_xml_document_is_read(tmp_path: Path) -> None:
+    """Word's "Strict Open XML Document" writes the ISO namespaces instead of the transitional ones."""
+    document = docx.Document()
+    document.add_paragraph("Strictly written.")
+    document.save(tmp_path / "transitional.docx")
+    strict = b"http://purl.oclc.org/ooxml/wordprocessingml/main"
+    with (
+        zipfile.ZipFile(tmp_path / "transitional.docx") as source,
+        zipfile.ZipFile(tmp_path / "strict.docx", "w") as out,
+    ):
+        for item in source.infolist():
+            out.writestr(item, source.read(item).replace(W.encode(), strict))
+    assert strict in zipfile.ZipFile(tmp_path / "strict.docx").read("word/document.xml")
+    assert docx_text(tmp_path / "strict.docx")[0] == "Strictly written."
+
+
 def test_a_package_whose_compressed_body_is_damaged_is_one_line(tmp_path: Path) -> None:
     document = docx.Document()
     for _ in range(20):
