@@ -204,13 +204,13 @@ def _not_read(paths: list[str], reads_texts: bool, reads_images: bool | None) ->
 
 def _what_is_read(reads_texts: bool) -> str:
     """What this run reads, for a run that found nothing to read."""
-    from poolrag.ingest.readers import DOCX_SUFFIXES, HTML_SUFFIXES, JSONL_SUFFIXES, TEXT_SUFFIXES
+    from poolrag.ingest.readers import DOCUMENT_SUFFIXES
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
     if not reads_texts:  # a page retriever (ColPali)
         pages = ", ".join(IMAGE_SUFFIXES + PDF_SUFFIXES)
         return f"a page retriever reads {pages} files (text files are for a text model)"
-    kinds = ", ".join(TEXT_SUFFIXES + JSONL_SUFFIXES + HTML_SUFFIXES + DOCX_SUFFIXES + PDF_SUFFIXES)
+    kinds = ", ".join(DOCUMENT_SUFFIXES + PDF_SUFFIXES)
     return (
         f"poolrag reads {kinds} files (and, with a model that reads images such as CLIP, images; "
         "save other documents as one of these first)"

@@ -98,45 +98,47 @@ def _blocks(xml: IO[bytes] | _Bounded) -> Iterator[tuple[str, str]]:
             if name == "pPr" and event == "end" and paragraphs:
                 paragraphs[-1].listed = _is_list_item(element)
             continue
+        if space == "m" and name == "t":
+            space = "w"  # an equation's text reads as a run's
+        if space != "w":
+            continue
         if event == "start":
-            if space == "w" and name == "body":
+            if name == "body":
                 body = element
-            elif space == "w" and name == "p":
+            elif name == "p":
                 paragraphs.append(_Paragraph())
-            elif space == "w" and name == "tr":
+            elif name == "tr":
                 rows.append([])
-            elif space == "w" and name == "tc":
+            elif name == "tc":
                 cells.append([])
-            elif space == "w" and name == "sdtContent":
+            elif name == "sdtContent":
                 placeholders.append(prompt)  # an unfilled control's "Click or tap here to enter text."
                 unread += prompt
                 prompt = False
             continue
-        if space in ("w", "m") and name == "t" and paragraphs and not unread and not hidden:
+        if name == "t" and paragraphs and not unread and not hidden:
             paragraphs[-1].pieces.append(element.text or "")
-        elif space == "w" and name in _RUN_MARKS and paragraphs and not unread and not hidden:
+        elif name in _RUN_MARKS and paragraphs and not unread and not hidden:
             paragraphs[-1].pieces.append(_RUN_MARKS[name])
-        elif space == "w" and name == "rPr" and not unread:
+        elif name == "rPr" and not unread:
             hidden = _has(element, "vanish")
-        elif space == "w" and name == "sdtPr":
+        elif name == "sdtPr":
             prompt = _has(element, "showingPlcHdr")
-        elif space == "w" and name == "sdtContent" and placeholders:
+        elif name == "sdtContent" and placeholders:
             unread -= placeholders.pop()
-        elif space == "w" and name == "r":
+        elif name == "r":
             hidden = False
             element.clear()  # its text is taken
-        elif space == "w" and name == "p" and paragraphs:
+        elif name == "p" and paragraphs:
             paragraph = paragraphs.pop()
             text = "".join(paragraph.pieces).strip()
-            if not text:
-                pass
-            elif cells:
+            if text and cells:
                 cells[-1].append(" ".join(text.split("\n")))
-            else:
+            elif text:
                 yield ("li" if paragraph.listed else "p"), text
-        elif space == "w" and name == "tc" and cells:
+        elif name == "tc" and cells:
             rows[-1].append(" ".join(cells.pop()))
-        elif space == "w" and name == "tr" and rows:
+        elif name == "tr" and rows:
             row = rows.pop()
             while row and not row[-1]:
                 row.pop()  # empty cells at a row's ends say nothing; those between keep the columns
@@ -174,17 +176,23 @@ def _is_list_item(properties: ElementTree.Element) -> bool:
 def _main_part(package: zipfile.ZipFile) -> str:
     """The document's body part: the one the package's relationships name (Word Online writes
     ``word/document2.xml``), else ``word/document.xml``."""
-    try:
-        info = package.getinfo("_rels/.rels")
-        if info.file_size <= 1 << 20:
-            for relationship in ElementTree.fromstring(package.read(info)).iter(_RELATIONSHIPS):
-                if relationship.get("Type", "").endswith("/officeDocument"):
-                    target = relationship.get("Target", "").lstrip("/")
-                    if target in package.namelist():
-                        return target
-    except (KeyError, ElementTree.ParseError):
-        pass
+    relationships = _small_part(package, "_rels/.rels")
+    parts = set(package.namelist())
+    for relationship in relationships.iter(_RELATIONSHIPS) if relationships is not None else ():
+        target = relationship.get("Target", "").lstrip("/")
+        if relationship.get("Type", "").endswith("/officeDocument") and target in parts:
+            return target
     return "word/document.xml"
+
+
+def _small_part(package: zipfile.ZipFile, name: str) -> ElementTree.Element | None:
+    """A package's bookkeeping part (relationships, properties) parsed, or ``None`` when it is
+    missing, damaged or over 1 MiB: the body is read without it."""
+    try:
+        info = package.getinfo(name)
+        return ElementTree.fromstring(package.read(info)) if info.file_size <= 1 << 20 else None
+    except (KeyError, ElementTree.ParseError):
+        return None
 
 
 def docx_text(path: Path) -> tuple[str, str]:
@@ -220,16 +228,8 @@ def docx_text(path: Path) -> tuple[str, str]:
 
 def _title(package: zipfile.ZipFile) -> str:
     """The title in the document's properties, or ``""``."""
-    try:
-        info = package.getinfo("docProps/core.xml")
-    except KeyError:
-        return ""
-    if info.file_size > 1 << 20:
-        return ""
-    try:
-        title = ElementTree.fromstring(package.read(info)).find(_TITLE)
-    except ElementTree.ParseError:
-        return ""
+    properties = _small_part(package, "docProps/core.xml")
+    title = properties.find(_TITLE) if properties is not None else None
     return " ".join((title.text or "").split()) if title is not None else ""
 
 

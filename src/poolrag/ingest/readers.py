@@ -38,6 +38,8 @@ TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 JSONL_SUFFIXES = (".jsonl",)
 HTML_SUFFIXES = (".html", ".htm")
 DOCX_SUFFIXES = (".docx",)
+#: what a text model reads besides PDFs (which a model that reads images reads as pages)
+DOCUMENT_SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + HTML_SUFFIXES + DOCX_SUFFIXES
 #: how a table row's cells are joined where a web page or Word document becomes text
 CELL_SEPARATOR = " | "
 PIECE_CHARS = 1 << 18  # characters per piece read from a file (256 Ki: about 60k tokens)
@@ -359,23 +361,11 @@ def _read_paths(
                     problem(file, f"cannot read: {_describe(exc)}")
                 continue
             try:
-                if file.suffix.lower() in PDF_SUFFIXES:  # a text model reads a PDF's text layer
-                    from poolrag.ingest.pdf_text import read_pdf_text
-
-                    yield read_pdf_text(file)
-                    continue
                 if file.suffix.lower() in JSONL_SUFFIXES:
                     yield from _read_jsonl(file, text_field, problem)
                     continue
-                if file.suffix.lower() in HTML_SUFFIXES:
-                    from poolrag.ingest.html_text import read_html_text
-
-                    yield read_html_text(file)
-                    continue
-                if file.suffix.lower() in DOCX_SUFFIXES:
-                    from poolrag.ingest.docx_text import read_docx_text
-
-                    yield read_docx_text(file)
+                if (parse := _parser_of(file.suffix.lower())) is not None:
+                    yield parse(file)
                     continue
                 digest = _scan_text(file)
             except UnicodeDecodeError as exc:
@@ -388,6 +378,22 @@ def _read_paths(
                 problem(file, f"cannot read: {_describe(exc)}")
                 continue
             yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
+
+
+def _parser_of(suffix: str) -> Callable[[Path], Document] | None:
+    """The reader of a file whose text is not its bytes (a PDF's text layer, a web page's or a
+    Word document's text), imported when such a file is met; ``None`` for a plain text file."""
+    from poolrag.ingest.visual_documents import PDF_SUFFIXES
+
+    if suffix in PDF_SUFFIXES:
+        from poolrag.ingest.pdf_text import read_pdf_text as parse
+    elif suffix in HTML_SUFFIXES:
+        from poolrag.ingest.html_text import read_html_text as parse
+    elif suffix in DOCX_SUFFIXES:
+        from poolrag.ingest.docx_text import read_docx_text as parse
+    else:
+        return None
+    return parse
 
 
 #: picture formats Pillow reads that ingest does not take (a named file of one is read as text)
@@ -412,7 +418,7 @@ def _suffixes(images: bool, texts: bool = True, pdfs: bool = True) -> tuple[str,
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
     return (
-        (TEXT_SUFFIXES + JSONL_SUFFIXES + HTML_SUFFIXES + DOCX_SUFFIXES if texts else ())
+        (DOCUMENT_SUFFIXES if texts else ())
         + (IMAGE_SUFFIXES if images else ())
         + (PDF_SUFFIXES if pdfs and (images or texts) else ())
     )
