@@ -74,6 +74,18 @@ def test_text_without_sentence_ends_overlaps_at_every_cut(tokenizer) -> None:
         assert prev.start < nxt.start < prev.end and 1 <= shared <= 8
 
 
+def test_a_cut_without_a_sentence_end_falls_between_words(tokenizer) -> None:
+    """A list or a table row with no full stop: the chunk ends after a whole word (it ended in
+    'puls' of 'pulsar', a fragment shown in search results and embedded with the chunk)."""
+    words = ["orbit", "quasar", "pulsar", "nebulosity", "magnetar", "exoplanet"]
+    text = " ".join(words[k % 6] for k in range(120))
+    chunks = TokenChunker(tokenizer, max_tokens=23, overlap=4).split(Document("d", text))
+    assert len(chunks) > 5
+    for chunk in chunks:
+        assert chunk.end == len(text) or text[chunk.end].isspace(), chunk.text
+        assert chunk.start == 0 or text[chunk.start - 1].isspace(), chunk.text
+
+
 def test_always_overlap_repeats_text_after_sentence_ends_too(tokenizer) -> None:
     doc = Document("doc.md", TEXT)
     default = TokenChunker(tokenizer, max_tokens=48, overlap=8).split(doc)

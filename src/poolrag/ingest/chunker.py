@@ -1,14 +1,14 @@
 """Token-aware chunking, using the model's own tokenizer.
 
 Chunks are measured in the tokens the model will actually see, so none is silently truncated at
-embedding time. Cuts prefer a paragraph end near the window's end, else the last sentence end in
-its last 40%, and a chunk never starts inside a word. Consecutive chunks overlap only where a cut
-had to fall inside a sentence: after a sentence or paragraph end the next chunk starts right
-there, so no text is embedded twice for nothing and a corpus needs no more chunks than its length
-calls for. Each chunk keeps its source, character offsets and token ids (so the encoder need not
-tokenise it again; for WordPiece tokenizers they are the document's own ids, so each document is
-tokenised once), and its id is a UUIDv5 of source + offset + text: the same chunk gets the same
-id on every run (idempotent upserts), an edited chunk gets a new one.
+embedding time. Cuts prefer a paragraph end near the window's end, else the last sentence end in its
+last 40%, else the last word end there, and a chunk never starts inside a word. Consecutive chunks
+overlap only where a cut had to fall inside a sentence: after a sentence or paragraph end the next
+chunk starts right there, so no text is embedded twice for nothing and a corpus needs no more chunks
+than its length calls for. Each chunk keeps its source, character offsets and token ids (so the
+encoder need not tokenise it again; for WordPiece tokenizers they are the document's own ids, so
+each document is tokenised once), and its id is a UUIDv5 of source + offset + text: the same chunk
+gets the same id on every run (idempotent upserts), an edited chunk gets a new one.
 """
 
 from __future__ import annotations
@@ -205,23 +205,27 @@ class TokenChunker:
         return 0
 
     def _break_at(self, text: Any, offsets: Any, lo: int, hi: int) -> int:
-        """Index after the best cut in tokens ``[lo, hi)``: a paragraph end in the window's last
-        fifth, else the last sentence, line or paragraph end, else ``hi``.
+        """Index after the best cut in tokens ``[lo, hi)`` (token ``hi`` exists): a paragraph end in
+        the window's last fifth, else the last sentence, line or paragraph end, else the last word
+        end (a chunk ending in part of a word shows and embeds a fragment), else ``hi``.
 
         A paragraph end further back would cost up to 40% of the window for the nicer cut; over a
         corpus that is ~10% more chunks (RESULTS.md, "Main job vs the LangChain pipeline").
         """
         near = hi - max(1, self.max_tokens // 5)
-        fallback = hi
+        sentence: int | None = None
+        word: int | None = None
         for k in range(hi - 1, lo - 1, -1):
-            if k < near and fallback != hi:
+            if k < near and sentence is not None:
                 break  # no paragraph end can win any more
             kind = self._end_kind(text, offsets, k)
             if kind == 2 and k >= near:
                 return k + 1
-            if kind and fallback == hi:
-                fallback = k + 1
-        return fallback
+            if kind and sentence is None:
+                sentence = k + 1
+            if word is None and text[offsets[k + 1][0] - 1].isspace():
+                word = k + 1
+        return sentence or word or hi
 
     @staticmethod
     def _word_start(text: Any, offsets: Any, i: int, limit: int, floor: int) -> int:
