@@ -151,8 +151,8 @@ def test_a_pdf_without_the_pdf_extra_is_one_line_naming_it(tmp_path: Path) -> No
     assert 'pip install "poolrag[pdf]"' in PDF_TEXT_EXTRA
 
 
-def test_web_pages_and_word_documents_need_no_extra(tmp_path: Path) -> None:
-    """Both are read with Python's own parsers: a base install reads them as the full one does."""
+def test_web_pages_word_documents_and_sheets_need_no_extra(tmp_path: Path) -> None:
+    """All are read with Python's own parsers: a base install reads them as the full one does."""
     import zipfile
 
     from poolrag.ingest import read_paths
@@ -163,5 +163,10 @@ def test_web_pages_and_word_documents_need_no_extra(tmp_path: Path) -> None:
     body = f'<w:document xmlns:w="{w}"><w:body>{paragraph}</w:body></w:document>'
     with zipfile.ZipFile(tmp_path / "notes.docx", "w") as package:
         package.writestr("word/document.xml", body)
+    (tmp_path / "hives.csv").write_text("id,text\nh1,Drones do not sting.\n")
     docs = {Path(d.source).name: d.text for d in read_paths([tmp_path])}
-    assert docs == {"notes.docx": "Wax seals the comb.", "page.html": "Bees keep warm."}
+    assert docs == {
+        "hives.csv#h1": "Drones do not sting.",
+        "notes.docx": "Wax seals the comb.",
+        "page.html": "Bees keep warm.",
+    }

@@ -45,7 +45,11 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_MAX_CHUNKS,
         help=f"chunks embedded at most, the first ones read (default {DEFAULT_MAX_CHUNKS})",
     )
-    parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    parser.add_argument(
+        "--text-field",
+        default="text",
+        help="JSONL field or CSV column holding the text (default: text; a CSV without it: every column)",
+    )
     parser.add_argument(
         "--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, model max))"
     )

@@ -1,4 +1,5 @@
-"""``poolrag ingest PATH...``: fill a Milvus or Qdrant collection from text, Markdown and JSONL files."""
+"""``poolrag ingest PATH...``: fill a Milvus or Qdrant collection from text, JSONL, CSV, web page,
+Word and PDF files."""
 
 from __future__ import annotations
 
@@ -112,7 +113,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="one pass per document, each chunk mean-pooled from it (mean-pooling models)",
     )
-    chunking.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    chunking.add_argument(
+        "--text-field",
+        default="text",
+        help="JSONL field or CSV column holding the text (default: text; a CSV without it: every column)",
+    )
     chunking.add_argument(
         "--page-dpi",
         type=positive_int,
@@ -177,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"no documents in {', '.join(args.paths)}: {_what_is_read(reads_texts)}", file=sys.stderr)
     elif (unread := _not_read(args.paths, reads_texts, reads_images)) is not None:
         print(unread, file=sys.stderr)
-    if report.skipped:  # files, or records of a JSONL file (path:line)
+    if report.skipped:  # files, or records of a JSONL or CSV file (path:line)
         print(f"{len(report.skipped)} left out:", file=sys.stderr)
         for line in report.skipped:
             print(f"  {line}", file=sys.stderr)
@@ -313,7 +318,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
         # a uint8 run without --calibration takes the model folder's own ranges, as 'serve' does
         ranges=calibration or (shipped_ranges(engine.model_folder) if args.vector_type == "uint8" else None),
     )
-    # The bar starts at its total: the files are listed (and JSONL lines counted) once more for it.
+    # The bar starts at its total: the files are listed (and JSONL or CSV records counted) once more for it.
     # a page retriever (ColPali) reads pages, so a folder's text files are not its documents
     texts = not (reads_images and engine.facts.score_kind is ScoreKind.MAXSIM)
     total = None if args.quiet else count_documents(args.paths, images=reads_images, texts=texts)

@@ -1,8 +1,8 @@
-"""Document readers: text and Markdown files, JSONL, the text of web pages, Word documents and
-PDFs, and any Python iterable of documents.
+"""Document readers: text and Markdown files, JSONL and CSV records, the text of web pages, Word
+documents and PDFs, and any Python iterable of documents.
 
-Every document gets a ``source`` that names it across runs (the resolved file path, plus the
-line number for JSONL records, or the caller's own id), because chunk ids derive from it.
+Every document gets a ``source`` that names it across runs (the resolved file path, plus a JSONL
+or CSV record's id or line number, or the caller's own id), because chunk ids derive from it.
 
 Text files are never held whole: a :class:`FileDocument` is checked (UTF-8, readable) and hashed in
 one streaming pass when it is listed, and read again in pieces that end at paragraph breaks when it
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.record_rules import metadata_problem, printable, string_problem
+from poolrag.ingest.record_rules import NotARecord, metadata_problem, printable, string_problem
 from poolrag.text_validity import text_problem
 
 if TYPE_CHECKING:
@@ -36,10 +36,11 @@ logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 JSONL_SUFFIXES = (".jsonl",)
+CSV_SUFFIXES = (".csv",)
 HTML_SUFFIXES = (".html", ".htm")
 DOCX_SUFFIXES = (".docx",)
 #: what a text model reads besides PDFs (which a model that reads images reads as pages)
-DOCUMENT_SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + HTML_SUFFIXES + DOCX_SUFFIXES
+DOCUMENT_SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + CSV_SUFFIXES + HTML_SUFFIXES + DOCX_SUFFIXES
 #: how a table row's cells are joined where a web page or Word document becomes text
 CELL_SEPARATOR = " | "
 PIECE_CHARS = 1 << 18  # characters per piece read from a file (256 Ki: about 60k tokens)
@@ -129,11 +130,11 @@ class FileDocument:
 
 @dataclass(frozen=True)
 class SkippedFile:
-    """A file (or JSONL record) left out of a run, and why."""
+    """A file (or a JSONL or CSV record) left out of a run, and why."""
 
     path: str
     reason: str
-    line: int | None = None  # of a JSONL record
+    line: int | None = None  # of a JSONL or CSV record
 
     def __str__(self) -> str:
         where = printable(self.path) if self.line is None else f"{printable(self.path)}:{self.line}"
@@ -219,41 +220,63 @@ def _scan_text(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _read_jsonl(path: Path, text_field: str, problem: Any) -> Iterator[Document]:
-    # source -> (line, id) of the record that had it: a repeat is the later record's problem
-    first: dict[str, tuple[int, object]] = {}
+def _jsonl_records(path: Path, text_field: str) -> Iterator[tuple[int, object]]:
+    """``(line, record)`` for each non-blank line of a JSONL file."""
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                yield number, json.loads(line)
             except json.JSONDecodeError as exc:
-                problem(path, f"not valid JSON ({exc.msg})", number)
-                continue
-            if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
-                problem(path, f"expected an object with a string {text_field!r} field", number)
-                continue
-            text = record.pop(text_field)
-            unreadable = text_problem(text)
-            if unreadable is not None:  # this record only: the records after it are still read
-                problem(path, f"{text_field!r} {unreadable}", number)
-                continue
-            id_field = "id"
-            ident = record.pop("id", None)
-            if ident is None:  # BEIR's corpus.jsonl names its records _id
-                id_field, ident = "_id", record.pop("_id", None)
-            metadata = {k: v for k, v in record.items() if _is_scalar(v)}
-            bad = string_problem(str(ident), repr(id_field)) if ident is not None else None
-            if (bad := bad or metadata_problem(metadata)) is not None:  # this record only, as above
-                problem(path, bad, number)
-                continue
-            source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
-            if source in first:
-                problem(path, _repeat(ident, number, *first[source]), number)
-                continue
-            first[source] = (number, ident)
-            yield Document(source, text, metadata)
+                yield number, NotARecord(f"not valid JSON ({exc.msg})")
+
+
+def _records_of(suffix: str) -> Callable[[Path, str], Iterator[tuple[int, object]]] | None:
+    """The reader of a file of records (JSONL lines, CSV rows), or ``None``."""
+    if suffix in JSONL_SUFFIXES:
+        return _jsonl_records
+    if suffix in CSV_SUFFIXES:
+        from poolrag.ingest.csv_rows import csv_records
+
+        return csv_records
+    return None
+
+
+def _read_records(
+    path: Path, records: Iterator[tuple[int, object]], text_field: str, problem: Any
+) -> Iterator[Document]:
+    """One document per record: its ``text_field`` the text, ``id`` (else ``_id``, else its line)
+    naming it, its other scalar fields the payload; a bad record is left out alone."""
+    # source -> (line, id) of the record that had it: a repeat is the later record's problem
+    first: dict[str, tuple[int, object]] = {}
+    for number, record in records:
+        if isinstance(record, NotARecord):
+            problem(path, record.reason, number)
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
+            problem(path, f"expected an object with a string {text_field!r} field", number)
+            continue
+        text = record.pop(text_field)
+        unreadable = text_problem(text)
+        if unreadable is not None:  # this record only: the records after it are still read
+            problem(path, f"{text_field!r} {unreadable}", number)
+            continue
+        id_field = "id"
+        ident = record.pop("id", None)
+        if ident is None:  # BEIR's corpus.jsonl names its records _id
+            id_field, ident = "_id", record.pop("_id", None)
+        metadata = {k: v for k, v in record.items() if _is_scalar(v)}
+        bad = string_problem(str(ident), repr(id_field)) if ident is not None else None
+        if (bad := bad or metadata_problem(metadata)) is not None:  # this record only, as above
+            problem(path, bad, number)
+            continue
+        source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
+        if source in first:
+            problem(path, _repeat(ident, number, *first[source]), number)
+            continue
+        first[source] = (number, ident)
+        yield Document(source, text, metadata)
 
 
 def _repeat(ident: object, number: int, first_number: int, first_ident: object) -> str:
@@ -290,19 +313,19 @@ def read_paths(
     images: PageRendering | None = None,
     texts: bool = True,
 ) -> PathDocuments:
-    """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl, .html,
-    .htm, .docx, .pdf),
+    """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl, .csv,
+    .html, .htm, .docx, .pdf),
     with the files left out in ``.skipped`` (the list given as ``skipped``).
 
     Args:
         images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) are read too,
             and a PDF's pages are rendered this way (:mod:`~poolrag.ingest.visual_documents`);
             without it a PDF is its text layer (:mod:`~poolrag.ingest.pdf_text`).
-        texts: text, JSONL, HTML and Word files are read (``False`` for a page retriever, which
+        texts: text, JSONL, CSV, HTML and Word files are read (``False`` for a page retriever, which
             reads pages); a web page is its visible text (:mod:`~poolrag.ingest.html_text`), a Word
             document its paragraphs and tables (:mod:`~poolrag.ingest.docx_text`).
         skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
-            JSONL lines); those files are left out and the rest is read. ``None`` raises instead.
+            JSONL lines or CSV rows); those files are left out and the rest is read. ``None`` raises instead.
             Non-regular files (FIFOs, sockets, devices) are always left out, with a warning.
 
     Raises:
@@ -361,8 +384,8 @@ def _read_paths(
                     problem(file, f"cannot read: {_describe(exc)}")
                 continue
             try:
-                if file.suffix.lower() in JSONL_SUFFIXES:
-                    yield from _read_jsonl(file, text_field, problem)
+                if (records := _records_of(file.suffix.lower())) is not None:
+                    yield from _read_records(file, records(file, text_field), text_field, problem)
                     continue
                 if (parse := _parser_of(file.suffix.lower())) is not None:
                     yield parse(file)
@@ -410,6 +433,8 @@ def _not_text(file: Path, exc: UnicodeDecodeError, reads_images: bool) -> str:
     if suffix in _OTHER_IMAGE_SUFFIXES:
         kinds = ", ".join(IMAGE_SUFFIXES + PDF_SUFFIXES)
         return f"a {suffix} picture: ingest reads {kinds} (convert it to one of them)"
+    if suffix in CSV_SUFFIXES:  # Excel's plain "CSV" is the Windows code page
+        return f"not UTF-8 text ({exc.reason}): save it as CSV UTF-8"
     return f"not UTF-8 text ({exc.reason})"
 
 
@@ -438,10 +463,10 @@ def count_documents(
 ) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
     or record: one per text, HTML, Word or PDF file (``pdfs=False`` leaves them out of the count), one per
-    non-blank line of a JSONL file, one per file or folder that cannot be read. Files are only
-    listed, JSONL files' lines counted, so that a progress bar starts at its total before the run;
-    an unreadable JSONL file counts the lines read before the problem, and the problem, as
-    :func:`read_paths` reports them."""
+    record of a JSONL or CSV file, one per file or folder that cannot be read. Files are only
+    listed and record files' records counted, so that a progress bar starts at its total before
+    the run; an unreadable record file counts the records read before the problem, and the
+    problem, as :func:`read_paths` reports them."""
     count = 0
     counted: set[Path] = set()
 
@@ -457,21 +482,31 @@ def count_documents(
             if (real := file.resolve()) in counted:
                 continue
             counted.add(real)
-            count += _jsonl_entries(file) if file.suffix.lower() in JSONL_SUFFIXES else 1
+            count += _entries(file)
     return count
 
 
-def _jsonl_entries(path: Path) -> int:
-    """The non-blank lines of a JSONL file (each a record or a left-out line), read as
-    :func:`_read_jsonl` reads them; a file that stops reading adds its one problem."""
-    lines = 0
+def _entries(path: Path) -> int:
+    """The records a JSONL or CSV file gives (non-blank lines, rows with a filled cell), each a
+    document or a left-out record, read as :func:`_read_records` reads them; a file that stops
+    reading adds its one problem. Any other file is one entry."""
+    suffix = path.suffix.lower()
+    if suffix not in JSONL_SUFFIXES + CSV_SUFFIXES:
+        return 1
+    entries = 0
     try:
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                lines += bool(line.strip())
+        if suffix in CSV_SUFFIXES:
+            from poolrag.ingest.csv_rows import csv_records
+
+            for _ in csv_records(path, ""):
+                entries += 1
+        else:
+            with path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    entries += bool(line.strip())
     except (UnicodeDecodeError, OSError):
-        return lines + 1
-    return lines
+        return entries + 1
+    return entries
 
 
 def from_iterable(items: Iterable[Document | str | tuple[str, str] | dict[str, Any]]) -> Iterator[Document]:

@@ -22,11 +22,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from poolrag.text_validity import lone_surrogate
 
 INT_RANGE = (-(2**63), 2**64 - 1)  # Milvus's int64 and uint64 together; qdrant-edge's as well
+
+
+@dataclass(frozen=True)
+class NotARecord:
+    """A line or row of a record file (JSONL, CSV) that holds no record, and why: left out alone."""
+
+    reason: str
 
 
 def field_name(key: object) -> str:

@@ -1,0 +1,56 @@
+"""A CSV file as records, one per row: a spreadsheet of FAQs or products read the way LangChain's
+``CSVLoader`` reads it, with the header naming each cell.
+
+A row's text is its ``text_field`` column when the header has one, and its other cells are payload
+(as a JSONL record's fields; an ``id`` or ``_id`` column names the record). Without that column the
+text is every filled cell but the id as a ``column: value`` line, CSVLoader's page content, so a
+sheet of question and answer columns is embedded whole. The delimiter is the commonest of ``,``, ``;`` and
+tab in the header line (a spreadsheet in a locale whose decimal mark is a comma saves ``;``);
+Excel's UTF-8 byte-order mark is skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+from poolrag.ingest.record_rules import NotARecord
+
+_DELIMITERS = (",", ";", "\t")
+_ID_COLUMNS = ("id", "_id")
+
+
+def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, str] | NotARecord]]:
+    """``(line, record)`` for each row with a filled cell, ``line`` where the row starts; a row that
+    is no record gives a :class:`NotARecord`, and a file csv cannot read on gives one last."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        first = handle.readline()
+        handle.seek(0)
+        delimiter = max(_DELIMITERS, key=first.count)
+        rows = csv.reader(handle, delimiter=delimiter)
+        header = next(rows, None)
+        if header is None:
+            return
+        if repeated := sorted({name for name in header if header.count(name) > 1}):
+            yield 1, NotARecord(f"the header names {', '.join(map(repr, repeated))} twice")
+            return
+        start = rows.line_num + 1
+        try:
+            for row in rows:
+                if any(cell.strip() for cell in row):
+                    yield start, _record(header, row, text_field)
+                start = rows.line_num + 1
+        except csv.Error as exc:  # a NUL byte, a cell over csv's 131,072 characters
+            yield start, NotARecord(f"not readable CSV ({exc})")
+
+
+def _record(header: list[str], row: list[str], text_field: str) -> dict[str, str] | NotARecord:
+    if len(row) > len(header):
+        return NotARecord(f"{len(row)} cells in a row under a header of {len(header)} columns")
+    cells = dict(zip(header, row + [""] * (len(header) - len(row)), strict=True))
+    if text_field in cells:
+        return cells
+    names = {name: cells.pop(name) for name in _ID_COLUMNS if name in cells}  # not text to embed
+    lines = (f"{name}: {value}" if name else value for name, value in cells.items() if value.strip())
+    return {text_field: "\n".join(lines), **names}

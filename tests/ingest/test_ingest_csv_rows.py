@@ -1,0 +1,98 @@
+"""CSV files: one document per row, named by its id column or line, as a spreadsheet is read."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from poolrag.ingest import read_paths
+from poolrag.ingest.readers import count_documents
+
+
+def _write(path: Path, rows: list[list[str]], *, delimiter: str = ",", encoding: str = "utf-8") -> Path:
+    with path.open("w", encoding=encoding, newline="") as handle:
+        csv.writer(handle, delimiter=delimiter).writerows(rows)
+    return path
+
+
+def _read(folder: Path) -> tuple[list, dict[str, str]]:
+    skipped: list = []
+    documents = list(read_paths(folder, skipped=skipped))
+    return documents, {f"{Path(s.path).name}:{s.line}": s.reason for s in skipped}
+
+
+def test_a_sheet_without_a_text_column_is_read_as_column_value_lines(tmp_path: Path) -> None:
+    """A FAQ sheet saved by a spreadsheet in a locale that writes ';' (with Excel's byte-order mark):
+    each row is one document, every filled cell but the id a ``column: value`` line (LangChain's
+    CSVLoader's page content), named by its id; a quoted cell keeps its delimiter and line break,
+    and a blank row is no record."""
+    path = _write(
+        tmp_path / "faq.csv",
+        [
+            ["id", "question", "answer", "notes"],
+            ["q1", "How do I feed a starter?", "Flour and water;\nonce a day", ""],
+            ["", "", "", ""],
+            ["q2", "Which flour?", "Rye or wheat", "unsure"],
+        ],
+        delimiter=";",
+        encoding="utf-8-sig",
+    )
+    documents, skipped = _read(tmp_path)
+    assert not skipped
+    sheet = path.resolve().as_posix()
+    assert [(d.source, d.text, d.metadata) for d in documents] == [
+        (f"{sheet}#q1", "question: How do I feed a starter?\nanswer: Flour and water;\nonce a day", {}),
+        (f"{sheet}#q2", "question: Which flour?\nanswer: Rye or wheat\nnotes: unsure", {}),
+    ]
+    assert count_documents(tmp_path) == 2
+
+
+def test_a_text_column_is_the_text_and_the_other_columns_are_payload(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "passages.csv",
+        [["text", "category"], ["Tides follow the moon.", "sea"], ["Rain falls from clouds.", "sky"]],
+    )
+    documents, skipped = _read(tmp_path)
+    assert not skipped
+    assert [(d.source, d.text, d.metadata) for d in documents] == [
+        (f"{path.resolve().as_posix()}#2", "Tides follow the moon.", {"category": "sea"}),
+        (f"{path.resolve().as_posix()}#3", "Rain falls from clouds.", {"category": "sky"}),
+    ]
+    body = [d.text for d in read_paths(path, text_field="category")]
+    assert body == ["sea", "sky"]
+
+
+def test_a_bad_row_is_left_out_alone_naming_its_line(tmp_path: Path) -> None:
+    """A row with more cells than the header, an id seen before: that row is in the report with the
+    line it starts on (after a quoted line break), and the rows after it are read."""
+    _write(
+        tmp_path / "rows.csv",
+        [
+            ["id", "text"],
+            ["a", "first\nof two lines"],
+            ["b", "second", "a stray cell"],
+            ["a", "the first id again"],
+            ["c", "third"],
+        ],
+    )
+    documents, skipped = _read(tmp_path)
+    assert [d.text for d in documents] == ["first\nof two lines", "third"]
+    assert skipped == {
+        "rows.csv:4": "3 cells in a row under a header of 2 columns",
+        "rows.csv:5": "id 'a' again (first on line 2)",
+    }
+    assert count_documents(tmp_path) == 4  # each row read or reported: a progress bar's total
+
+
+def test_files_that_are_no_sheet_are_one_line_each(tmp_path: Path) -> None:
+    """Excel's plain 'CSV' (the Windows code page) says to save as CSV UTF-8; a header naming a
+    column twice cannot say which cell is which."""
+    _write(tmp_path / "excel.csv", [["question", "answer"], ["Crème brûlée?", "Oui"]], encoding="cp1252")
+    _write(tmp_path / "twice.csv", [["name", "text", "name"], ["a", "b", "c"]])
+    (tmp_path / "empty.csv").write_text("")
+    documents, skipped = _read(tmp_path)
+    assert documents == []
+    assert skipped["excel.csv:None"].endswith("): save it as CSV UTF-8")
+    assert skipped["excel.csv:None"].startswith("not UTF-8 text (")
+    assert skipped["twice.csv:1"] == "the header names 'name' twice"
+    assert count_documents(tmp_path) == 2
