@@ -11,8 +11,7 @@ import pytest
 from ingest_support import read_folder
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest import Document, read_paths
-from poolrag.ingest import docx_text as docx_module
+from poolrag.ingest import Document, ooxml_package, read_paths
 from poolrag.ingest.docx_text import docx_text, read_docx_text
 
 docx = pytest.importorskip("docx", reason="the Word documents are written by python-docx (test extra)")
@@ -198,7 +197,7 @@ def test_a_body_that_unpacks_past_the_bound_is_refused_not_read(tmp_path: Path, 
     for _ in range(50):
         document.add_paragraph("Bees " * 40)
     document.save(tmp_path / "long.docx")
-    monkeypatch.setattr(docx_module, "MAX_XML_BYTES", 4096)
+    monkeypatch.setattr(ooxml_package, "MAX_XML_BYTES", 4096)
     with pytest.raises(InvalidInputError, match="its text unpacks to more than 0 MiB of XML"):
         docx_text(tmp_path / "long.docx")
 

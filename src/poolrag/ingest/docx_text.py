@@ -12,16 +12,14 @@ out. The document's title (File > Properties) goes into each chunk's payload as 
 
 from __future__ import annotations
 
-import re
-import zipfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 from xml.etree import ElementTree
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.readers import CELL_SEPARATOR, Document
+from poolrag.ingest.ooxml_package import FALLBACK, XmlBudget, main_part, opened_package, row_line, title
+from poolrag.ingest.readers import Document
 from poolrag.text_validity import has_visible_text
 
 #: WordprocessingML's namespaces: the transitional one Word writes, and "Strict Open XML"
@@ -33,33 +31,11 @@ _MATH = (
     "http://schemas.openxmlformats.org/officeDocument/2006/math",
     "http://purl.oclc.org/ooxml/officeDocument/math",
 )
-_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
-_TITLE = "{http://purl.org/dc/elements/1.1/}title"
-_RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
-#: the body's XML may not unpack to more than this: a zip bomb is refused, not read
-MAX_XML_BYTES = 1 << 29
 #: what a run's marks read as (``w:t``, and an equation's ``m:t``, hold text)
 _RUN_MARKS = {"tab": "\t", "ptab": "\t", "br": "\n", "cr": "\n", "noBreakHyphen": "-"}
 #: what is never read: a text box's fallback copy, paragraph properties (their tab stops), and a
 #: ruby's reading above its text
 _UNREAD = ("Fallback", "pPr", "rt")
-#: zip and zlib errors of a damaged or unusual package (bad deflate data, encrypted or Deflate64 members)
-_DAMAGED = (zlib.error, EOFError, RuntimeError, NotImplementedError)
-_EMPTY_CELL = re.compile(r"(?<=\|)  (?=\|)")  # "a |  | b" reads "a | | b"
-
-
-class _Bounded:
-    """A zip member read through a byte budget: past ``limit`` bytes it is refused."""
-
-    def __init__(self, raw: IO[bytes], limit: int) -> None:
-        self._raw, self._left = raw, limit
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._raw.read(size)
-        self._left -= len(data)
-        if self._left < 0:
-            raise InvalidInputError(f"its text unpacks to more than {MAX_XML_BYTES >> 20} MiB of XML")
-        return data
 
 
 def _local(tag: str) -> tuple[str, str]:
@@ -79,7 +55,7 @@ class _Paragraph:
         self.listed = False
 
 
-def _blocks(xml: IO[bytes] | _Bounded) -> Iterator[tuple[str, str]]:
+def _blocks(xml: IO[bytes]) -> Iterator[tuple[str, str]]:
     """The body's blocks in order as (kind, text): ``"p"`` paragraphs, ``"li"`` list items and
     ``"tr"`` table rows; a table inside a cell is read into that cell. Streamed: text is taken as
     each element ends and what is read is cleared, so memory stays flat however long the body."""
@@ -93,7 +69,7 @@ def _blocks(xml: IO[bytes] | _Bounded) -> Iterator[tuple[str, str]]:
     body = None
     for event, element in ElementTree.iterparse(xml, events=("start", "end")):  # type: ignore[arg-type]
         space, name = _local(element.tag)
-        if name in _UNREAD and (space == "w" or element.tag == _FALLBACK):
+        if name in _UNREAD and (space == "w" or element.tag == FALLBACK):
             unread += 1 if event == "start" else -1
             if name == "pPr" and event == "end" and paragraphs:
                 paragraphs[-1].listed = _is_list_item(element)
@@ -139,12 +115,7 @@ def _blocks(xml: IO[bytes] | _Bounded) -> Iterator[tuple[str, str]]:
         elif name == "tc" and cells:
             rows[-1].append(" ".join(cells.pop()))
         elif name == "tr" and rows:
-            row = rows.pop()
-            while row and not row[-1]:
-                row.pop()  # empty cells at a row's ends say nothing; those between keep the columns
-            while row and not row[0]:
-                row.pop(0)
-            line = _EMPTY_CELL.sub(" ", CELL_SEPARATOR.join(row))
+            line = row_line(rows.pop())
             if line and cells:
                 cells[-1].append(line)
             elif line:
@@ -173,64 +144,23 @@ def _is_list_item(properties: ElementTree.Element) -> bool:
     return False
 
 
-def _main_part(package: zipfile.ZipFile) -> str:
-    """The document's body part: the one the package's relationships name (Word Online writes
-    ``word/document2.xml``), else ``word/document.xml``."""
-    relationships = _small_part(package, "_rels/.rels")
-    parts = set(package.namelist())
-    for relationship in relationships.iter(_RELATIONSHIPS) if relationships is not None else ():
-        target = relationship.get("Target", "").lstrip("/")
-        if relationship.get("Type", "").endswith("/officeDocument") and target in parts:
-            return target
-    return "word/document.xml"
-
-
-def _small_part(package: zipfile.ZipFile, name: str) -> ElementTree.Element | None:
-    """A package's bookkeeping part (relationships, properties) parsed, or ``None`` when it is
-    missing, damaged or over 1 MiB: the body is read without it."""
-    try:
-        info = package.getinfo(name)
-        return ElementTree.fromstring(package.read(info)) if info.file_size <= 1 << 20 else None
-    except (KeyError, ElementTree.ParseError):
-        return None
-
-
 def docx_text(path: Path) -> tuple[str, str]:
     """The text and title of the Word document at ``path``; ``InvalidInputError`` says why it
     cannot be read."""
-    try:
-        with zipfile.ZipFile(path) as package:
-            try:
-                body = package.getinfo(_main_part(package))
-            except KeyError:
-                raise InvalidInputError("not a Word document (no word/document.xml inside)") from None
-            if body.file_size > MAX_XML_BYTES:
-                raise InvalidInputError(f"its text unpacks to more than {MAX_XML_BYTES >> 20} MiB of XML")
-            with package.open(body) as raw:
-                parts: list[str] = []
-                last = ""
-                for kind, text in _blocks(_Bounded(raw, MAX_XML_BYTES)):
-                    if parts:  # list items and table rows run on line by line; the rest is paragraphs
-                        parts.append("\n" if kind == last and kind != "p" else "\n\n")
-                    parts.append(f"- {text}" if kind == "li" else text)
-                    last = kind
-            return "".join(parts), _title(package)
-    except zipfile.BadZipFile as exc:
-        raise InvalidInputError(
-            f"not a readable .docx ({exc}): a damaged file, a Word 97-2003 .doc renamed, or one that "
-            "needs a password to open"
-        ) from None
-    except ElementTree.ParseError as exc:
-        raise InvalidInputError(f"a damaged Word document (its XML: {exc})") from None
-    except _DAMAGED as exc:
-        raise InvalidInputError(f"a damaged Word document ({type(exc).__name__}: {exc})") from None
-
-
-def _title(package: zipfile.ZipFile) -> str:
-    """The title in the document's properties, or ``""``."""
-    properties = _small_part(package, "docProps/core.xml")
-    title = properties.find(_TITLE) if properties is not None else None
-    return " ".join((title.text or "").split()) if title is not None else ""
+    with opened_package(path, ".docx", "Word document", "Word 97-2003 .doc") as package:
+        try:
+            body = XmlBudget().open(package, main_part(package, "word/document.xml"))
+        except KeyError:
+            raise InvalidInputError("not a Word document (no word/document.xml inside)") from None
+        with body:
+            parts: list[str] = []
+            last = ""
+            for kind, text in _blocks(body):
+                if parts:  # list items and table rows run on line by line; the rest is paragraphs
+                    parts.append("\n" if kind == last and kind != "p" else "\n\n")
+                parts.append(f"- {text}" if kind == "li" else text)
+                last = kind
+        return "".join(parts), title(package)
 
 
 def read_docx_text(path: Path) -> Document:
