@@ -246,17 +246,18 @@ def test_without_a_cache_a_repeated_chunk_is_not_said_to_come_from_it(
     assert "2 chunks: 1 embedded now, 1 identical to another chunk, 0 already stored" in out, out
 
 
-def test_a_text_model_reads_pdfs_web_pages_word_files_and_sheets_and_says_what_it_did_not_read(
+def test_a_text_model_reads_pdfs_web_pages_office_files_and_sheets_and_says_what_it_did_not_read(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:
-    """A folder of notes, PDFs, saved web pages, Word documents, a CSV sheet and photographs, as a
-    RAG user has: a text model reads the PDFs' text layer and search names the page (seen from
-    outside: the PDFs vanished, 'not read: this model reads text'), a page's visible text, not its
-    markup, a Word document's paragraphs and each row of the sheet; the photographs are not listed,
-    and one line says so."""
+    """A folder of notes, PDFs, saved web pages, Word documents, a PowerPoint deck, a CSV sheet and
+    photographs, as a RAG user has: a text model reads the PDFs' text layer and search names the
+    page (seen from outside: the PDFs vanished, 'not read: this model reads text'), a page's visible
+    text, not its markup, a Word document's paragraphs, a deck's slides (search names the slide as
+    a page) and each row of the sheet; the photographs are not listed, and one line says so."""
     pytest.importorskip("pypdfium2", reason="a PDF's text needs the pdf extra (pypdfium2)")
     pytest.importorskip("matplotlib", reason="the PDF is written by matplotlib (test extra)")
     docx = pytest.importorskip("docx", reason="the Word document is written by python-docx (test extra)")
+    pptx = pytest.importorskip("pptx", reason="the deck is written by python-pptx (test extra)")
     from poolrag.testing.page_corpus import copy_photo, write_pdf
 
     (tmp_path / "docs").mkdir()
@@ -270,6 +271,11 @@ def test_a_text_model_reads_pdfs_web_pages_word_files_and_sheets_and_says_what_i
     minutes = docx.Document()
     minutes.add_paragraph("The council voted to repair the old stone bridge in spring.")
     minutes.save(tmp_path / "docs" / "minutes.docx")
+    deck = pptx.Presentation()
+    agenda = "Agenda for the spring term: field trips and the museum visit."  # one chunk of 16 tokens
+    for title in (agenda, "Volcanoes erupt when magma pressure exceeds the strength of the crust."):
+        deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = title
+    deck.save(tmp_path / "docs" / "geology.pptx")
     faq = "id,question,answer\nf1,When is the library open?,From nine to five on weekdays\n"
     (tmp_path / "docs" / "faq.csv").write_text(faq + "f2,Can I bring my dog?,Only guide dogs\n")
     model = ["--model", str(minilm_path)]
@@ -277,7 +283,7 @@ def test_a_text_model_reads_pdfs_web_pages_word_files_and_sheets_and_says_what_i
     ingest = ["ingest", str(tmp_path / "docs"), *model, *store, "--chunk-tokens", "16", "--no-cache", "-q"]
     assert main(ingest) == 0
     captured = capsys.readouterr()
-    assert "ingested 6 documents" in captured.out, captured.out
+    assert "ingested 7 documents" in captured.out, captured.out
     assert "1 image file not read: this model reads text (CLIP or ColPali read them)" in captured.err
     assert main(["search", "how do glaciers shape valleys", *model, *store, "-k", "1"]) == 0
     assert f"{(tmp_path / 'docs' / 'report.pdf').resolve()} page 2" in capsys.readouterr().out
@@ -291,6 +297,8 @@ def test_a_text_model_reads_pdfs_web_pages_word_files_and_sheets_and_says_what_i
     found = capsys.readouterr().out
     assert f"{(tmp_path / 'docs' / 'faq.csv').resolve()}#f1" in found, found
     assert "answer: From nine to five on weekdays" in found
+    assert main(["search", "why do volcanoes erupt", *model, *store, "-k", "1"]) == 0
+    assert f"{(tmp_path / 'docs' / 'geology.pptx').resolve()} page 2" in capsys.readouterr().out
 
 
 def test_assume_matryoshka_reuses_the_cached_full_vectors(tmp_path: Path, minilm_path: Path, capsys) -> None:

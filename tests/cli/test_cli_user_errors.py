@@ -153,7 +153,7 @@ def test_a_folder_with_nothing_to_read_says_which_files_are_read(tmp_path: Path,
     (folder / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     assert main(["ingest", str(folder), "--uri", str(tmp_path / "m.db"), "--no-cache", "--quiet"]) == 0
     err = capsys.readouterr().err
-    kinds = ".txt, .md, .markdown, .rst, .jsonl, .csv, .html, .htm, .docx, .pdf"
+    kinds = ".txt, .md, .markdown, .rst, .jsonl, .csv, .html, .htm, .docx, .pptx, .pdf"
     assert f"no documents in {folder}: poolrag reads {kinds} files" in err
     assert "with a model that reads images such as CLIP, images;" in err
 

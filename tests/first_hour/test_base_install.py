@@ -151,7 +151,7 @@ def test_a_pdf_without_the_pdf_extra_is_one_line_naming_it(tmp_path: Path) -> No
     assert 'pip install "poolrag[pdf]"' in PDF_TEXT_EXTRA
 
 
-def test_web_pages_word_documents_and_sheets_need_no_extra(tmp_path: Path) -> None:
+def test_web_pages_office_documents_and_sheets_need_no_extra(tmp_path: Path) -> None:
     """All are read with Python's own parsers: a base install reads them as the full one does."""
     import zipfile
 
@@ -164,9 +164,24 @@ def test_web_pages_word_documents_and_sheets_need_no_extra(tmp_path: Path) -> No
     with zipfile.ZipFile(tmp_path / "notes.docx", "w") as package:
         package.writestr("word/document.xml", body)
     (tmp_path / "hives.csv").write_text("id,text\nh1,Drones do not sting.\n")
+    ns = "http://schemas.openxmlformats.org"
+    spaces = f'xmlns:p="{ns}/presentationml/2006/main" xmlns:a="{ns}/drawingml/2006/main"'
+    spaces += f' xmlns:r="{ns}/officeDocument/2006/relationships"'
+    slide_list = '<p:sldIdLst><p:sldId id="256" r:id="rId1"/></p:sldIdLst>'
+    link = f'Id="rId1" Type="{ns}/officeDocument/2006/relationships/slide" Target="slides/slide1.xml"'
+    shape = "<p:sp><p:txBody><a:p><a:r><a:t>Queens mate once.</a:t></a:r></a:p></p:txBody></p:sp>"
+    with zipfile.ZipFile(tmp_path / "talk.pptx", "w") as package:
+        package.writestr("ppt/presentation.xml", f"<p:presentation {spaces}>{slide_list}</p:presentation>")
+        links = (
+            f'<Relationships xmlns="{ns}/package/2006/relationships"><Relationship {link}/></Relationships>'
+        )
+        package.writestr("ppt/_rels/presentation.xml.rels", links)
+        slide = f"<p:sld {spaces}><p:cSld><p:spTree>{shape}</p:spTree></p:cSld></p:sld>"
+        package.writestr("ppt/slides/slide1.xml", slide)
     docs = {Path(d.source).name: d.text for d in read_paths([tmp_path])}
     assert docs == {
         "hives.csv#h1": "Drones do not sting.",
         "notes.docx": "Wax seals the comb.",
         "page.html": "Bees keep warm.",
+        "talk.pptx": "Queens mate once.",
     }

@@ -41,8 +41,8 @@ def register(subparsers: Any) -> None:
         "ingest",
         help="chunk, embed (cached) and upsert documents into Milvus or Qdrant",
         description=(
-            "Read .txt/.md/.rst/.jsonl files and the text of web pages, Word documents and PDFs "
-            "(.html/.docx/.pdf; folders recursively; with a model that "
+            "Read .txt/.md/.rst/.jsonl files, CSV rows and the text of web pages, Word and PowerPoint "
+            "files and PDFs (.csv/.html/.docx/.pptx/.pdf; folders recursively; with a model that "
             "reads images, such as CLIP, also .png/.jpg/.jpeg/.webp images, and PDFs as their pages), "
             "chunk them by tokens, embed "
             "through the on-disk cache and upsert into a collection. Re-running adds nothing new, a killed "

@@ -1,5 +1,5 @@
 """Document readers: text and Markdown files, JSONL and CSV records, the text of web pages, Word
-documents and PDFs, and any Python iterable of documents.
+documents, PowerPoint decks and PDFs, and any Python iterable of documents.
 
 Every document gets a ``source`` that names it across runs (the resolved file path, plus a JSONL
 or CSV record's id or line number, or the caller's own id), because chunk ids derive from it.
@@ -39,8 +39,11 @@ JSONL_SUFFIXES = (".jsonl",)
 CSV_SUFFIXES = (".csv",)
 HTML_SUFFIXES = (".html", ".htm")
 DOCX_SUFFIXES = (".docx",)
+PPTX_SUFFIXES = (".pptx",)
 #: what a text model reads besides PDFs (which a model that reads images reads as pages)
-DOCUMENT_SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + CSV_SUFFIXES + HTML_SUFFIXES + DOCX_SUFFIXES
+DOCUMENT_SUFFIXES = (
+    TEXT_SUFFIXES + JSONL_SUFFIXES + CSV_SUFFIXES + HTML_SUFFIXES + DOCX_SUFFIXES + PPTX_SUFFIXES
+)
 #: how a table row's cells are joined where a web page or Word document becomes text
 CELL_SEPARATOR = " | "
 PIECE_CHARS = 1 << 18  # characters per piece read from a file (256 Ki: about 60k tokens)
@@ -314,16 +317,18 @@ def read_paths(
     texts: bool = True,
 ) -> PathDocuments:
     """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl, .csv,
-    .html, .htm, .docx, .pdf),
+    .html, .htm, .docx, .pptx, .pdf),
     with the files left out in ``.skipped`` (the list given as ``skipped``).
 
     Args:
         images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) are read too,
             and a PDF's pages are rendered this way (:mod:`~poolrag.ingest.visual_documents`);
             without it a PDF is its text layer (:mod:`~poolrag.ingest.pdf_text`).
-        texts: text, JSONL, CSV, HTML and Word files are read (``False`` for a page retriever, which
-            reads pages); a web page is its visible text (:mod:`~poolrag.ingest.html_text`), a Word
-            document its paragraphs and tables (:mod:`~poolrag.ingest.docx_text`).
+        texts: text, JSONL, CSV, HTML, Word and PowerPoint files are read (``False`` for a page
+            retriever, which reads pages); a web page is its visible text
+            (:mod:`~poolrag.ingest.html_text`), a Word document its paragraphs and tables
+            (:mod:`~poolrag.ingest.docx_text`), a PowerPoint deck its slides' text and notes
+            (:mod:`~poolrag.ingest.pptx_text`).
         skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
             JSONL lines or CSV rows); those files are left out and the rest is read. ``None`` raises instead.
             Non-regular files (FIFOs, sockets, devices) are always left out, with a warning.
@@ -414,6 +419,8 @@ def _parser_of(suffix: str) -> Callable[[Path], Document] | None:
         from poolrag.ingest.html_text import read_html_text as parse
     elif suffix in DOCX_SUFFIXES:
         from poolrag.ingest.docx_text import read_docx_text as parse
+    elif suffix in PPTX_SUFFIXES:
+        from poolrag.ingest.pptx_text import read_pptx_text as parse
     else:
         return None
     return parse
@@ -462,11 +469,11 @@ def count_documents(
     pdfs: bool = True,
 ) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
-    or record: one per text, HTML, Word or PDF file (``pdfs=False`` leaves them out of the count), one per
-    record of a JSONL or CSV file, one per file or folder that cannot be read. Files are only
-    listed and record files' records counted, so that a progress bar starts at its total before
-    the run; an unreadable record file counts the records read before the problem, and the
-    problem, as :func:`read_paths` reports them."""
+    or record: one per text, HTML, Word, PowerPoint or PDF file (``pdfs=False`` leaves them out of
+    the count), one per record of a JSONL or CSV file, one per file or folder that cannot be read.
+    Files are only listed and record files' records counted, so that a progress bar starts at its
+    total before the run; an unreadable record file counts the records read before the problem,
+    and the problem, as :func:`read_paths` reports them."""
     count = 0
     counted: set[Path] = set()
 
