@@ -86,28 +86,51 @@ def test_an_alias_and_a_missing_model_field_reach_their_model(two_models: TwoMod
 
 
 @pytest.mark.parametrize(
-    ("path", "body"),
+    ("path", "body", "answered_by"),
     [
-        ("/v1/embeddings", {"input": "hello"}),
-        ("/v2/embed", {"texts": ["hello"]}),
-        ("/score", {"text_1": "q", "text_2": "d"}),
-        ("/rerank", {"query": "q", "documents": ["d"]}),
-        ("/pooling", {"input": "hello", "task": "token_embed"}),
-        ("/tokenize", {"prompt": "hello"}),
+        ("/v1/embeddings", {"input": "hello"}, "embedder"),
+        ("/v2/embed", {"texts": ["hello"]}, "embedder"),
+        ("/score", {"text_1": "q", "text_2": "d"}, "reranker"),
+        ("/rerank", {"query": "q", "documents": ["d"]}, "reranker"),
+        ("/pooling", {"input": "hello", "task": "token_embed"}, "embedder"),
+        ("/tokenize", {"prompt": "hello"}, "embedder"),
     ],
 )
-def test_an_empty_model_name_reaches_the_first_model_as_vllm_does(
-    two_models: TwoModels, path: str, body: dict
+def test_an_empty_model_name_reaches_the_first_model_that_runs_the_route(
+    two_models: TwoModels, path: str, body: dict, answered_by: str
 ) -> None:
+    """As a one-model server answers it, by the first model; scores by the first cross-encoder."""
     answer = httpx.post(f"{two_models.url}{path}", json={"model": "", **body}, timeout=120)
     assert answer.status_code == 200, answer.text
-    assert unquote(answer.headers[MODEL_IDENTITY_HEADER]).startswith("embedder@")
+    assert unquote(answer.headers[MODEL_IDENTITY_HEADER]).startswith(f"{answered_by}@")
+
+
+def test_a_tei_client_naming_no_model_reranks_with_the_reranker_served_beside_the_embedder(
+    two_models: TwoModels,
+) -> None:
+    """TEI's clients (LlamaIndex's TextEmbeddingInference reranker, huggingface_hub) send no model:
+    their /rerank reached the first model, the embedder, and ranked by its cosine without a word."""
+    query = "What is the capital of France?"
+    tei = httpx.post(f"{two_models.url}/rerank", json={"query": query, "texts": PASSAGES}, timeout=120)
+    named = httpx.post(
+        f"{two_models.url}/rerank", json={"model": "reranker", "query": query, "texts": PASSAGES}, timeout=120
+    )
+    assert tei.status_code == 200 and tei.json() == named.json()
+    assert unquote(tei.headers[MODEL_IDENTITY_HEADER]).startswith("reranker@")
+    embedded = httpx.post(f"{two_models.url}/embed", json={"inputs": "hello"}, timeout=120)
+    assert unquote(embedded.headers[MODEL_IDENTITY_HEADER]).startswith("embedder@")
 
 
 def test_an_empty_model_name_is_not_an_unknown_model(two_models: TwoModels) -> None:
-    """The first model cannot classify: the answer says so, not that no model is named ''."""
-    answer = httpx.post(f"{two_models.url}/classify", json={"model": "", "input": "x"}, timeout=120)
+    """No model here labels tokens: the first answers that it cannot, not that no model is named ''.
+    /classify reaches the cross-encoder, whose one label classifies."""
+    body = {"model": "", "input": "x", "task": "token_classify"}
+    answer = httpx.post(f"{two_models.url}/pooling", json=body, timeout=120)
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "unsupported_task"
+    assert unquote(answer.headers[MODEL_IDENTITY_HEADER]).startswith("embedder@")
+    classified = httpx.post(f"{two_models.url}/classify", json={"model": "", "input": "x"}, timeout=120)
+    assert classified.status_code == 200, classified.text
+    assert unquote(classified.headers[MODEL_IDENTITY_HEADER]).startswith("reranker@")
     client = openai.OpenAI(base_url=f"{two_models.url}/v1", api_key="unused", max_retries=0)
     assert client.embeddings.create(model="", input="hello").model == "embedder"
 

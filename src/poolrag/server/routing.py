@@ -89,7 +89,8 @@ class OffLoopRoute(APIRoute):
                 parsed = parse_body(raw, model, served.parse_limits)
             else:
                 parsed = await anyio.to_thread.run_sync(parse_body, raw, model, served.parse_limits)
-            state = model_state(request, getattr(parsed.body, "model", None))
+            body = parsed.body
+            state = model_state(request, getattr(body, "model", None), getattr(body, "default_task", None))
             check_size(parsed.token_ids, parsed.chars, state.limits)
             headers = Response()  # what the endpoint sets on its answer, as FastAPI's ``response``
             del headers.headers["content-length"]

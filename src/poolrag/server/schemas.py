@@ -10,7 +10,7 @@ as written, not get a 200 computed without it.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -122,9 +122,13 @@ AddSpecialTokens = Annotated[
 
 class RequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    #: The task whose model answers a request naming none (``ServedModels.for_task``).
+    default_task: ClassVar[str | None] = None
 
     model: StrictStr | None = Field(
-        None, description="One of the served model names; optional (omitted or empty: the first)."
+        None,
+        description="One of the served model names; optional (omitted or empty: the first that runs "
+        "this route's task, for scores the first cross-encoder; else the first).",
     )
 
 
@@ -234,6 +238,7 @@ class ChatMessage(BaseModel):
 
 
 class EmbeddingRequest(VllmRequestBody):
+    default_task: ClassVar[str | None] = "embed"
     # required, as OpenAI publishes it; vLLM's chat form sends messages instead (None here then)
     input: Annotated[PoolingInput | None, WithJsonSchema(TypeAdapter(PoolingInput).json_schema())]
     messages: list[ChatMessage] | None = Field(
@@ -376,6 +381,7 @@ class CohereEmbedInput(BaseModel):
 
 
 class CohereEmbedRequest(RequestBody):
+    default_task: ClassVar[str | None] = "embed"
     texts: list[Text] | None = Field(None, min_length=1, description="The texts to embed.")
     images: list[str] | None = Field(
         None,
@@ -508,6 +514,7 @@ SCORE_SIDE_NAMES = (("queries", "documents"), ("queries", "items"), ("data_1", "
 
 
 class ScoreRequest(VllmRequestBody):
+    default_task: ClassVar[str | None] = "score"
     text_1: TextOrTexts = Field(description="One query, or as many texts as text_2 (zipped pairs).")
     text_2: TextOrTexts
     use_activation: StrictBool | None = Field(
@@ -593,6 +600,7 @@ RerankDocumentForm = Annotated[
 
 
 class RerankRequest(VllmRequestBody):
+    default_task: ClassVar[str | None] = "score"
     query: Text
     documents: list[RerankDocumentForm] = Field(
         description='Texts, or objects with a "text" string as Jina and Cohere v1 accept; an '
@@ -663,6 +671,7 @@ class RerankResponse(BaseModel):
 
 # -- /classify ---------------------------------------------------------------------------------------
 class ClassificationRequest(VllmRequestBody):
+    default_task: ClassVar[str | None] = "classify"
     input: PoolingInput
     use_activation: StrictBool | None = Field(None, description="false: return raw logits as probs.")
     add_special_tokens: AddSpecialTokens = True

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from fastapi import Request
 
-from poolrag.model_facts import ModelFacts
+from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.server.admission import Admission
 from poolrag.server.engine_calls import EngineCalls
@@ -94,7 +94,8 @@ class ServerState:
 
 @dataclass(slots=True)
 class ServedModels:
-    """The models of one app, in the order given (the first answers requests naming none)."""
+    """The models of one app, in the order given (the first answers requests naming none, unless
+    it does not run the route's task and another does)."""
 
     models: tuple[ServerState, ...]
     settings: ServerSettings
@@ -114,11 +115,23 @@ class ServedModels:
     def served_names(self) -> tuple[str, ...]:
         return tuple(name for model in self.models for name in model.settings.served_model_names)
 
-    def lookup(self, model: str | None) -> ServerState:
-        """The model serving ``model`` (a served name; ``None`` or ``""``: the first), or the 404
-        naming them."""
+    def for_task(self, task: str | None) -> ServerState:
+        """The model answering a request that names none: the first that runs ``task`` (for
+        ``score``, the first cross-encoder), else the first. A TEI client cannot name a model, so
+        its ``/rerank`` beside an embedder reaches the reranker served with it, not cosine."""
+        if task is not None:
+            runs = [served for served in self.models if task in served.engine.facts.supported_tasks]
+            if task == "score":
+                runs = [s for s in runs if s.engine.facts.score_kind is ScoreKind.CROSS_ENCODER] or runs
+            if runs:
+                return runs[0]
+        return self.default
+
+    def lookup(self, model: str | None, task: str | None = None) -> ServerState:
+        """The model serving ``model`` (a served name; ``None`` or ``""``: :meth:`for_task`), or
+        the 404 naming them."""
         if not model:
-            return self.default
+            return self.for_task(task)
         for served in self.models:
             if model in served.settings.served_model_names:
                 return served
@@ -135,12 +148,13 @@ def served_models(request: Request) -> ServedModels:
     return request.app.state.poolrag
 
 
-def model_state(request: Request, model: str | None) -> ServerState:
-    """The served model a request names in its ``model`` field, looked up once per request: the
-    route class finds it before the endpoint runs (to hold its budget), the endpoint reads it here."""
+def model_state(request: Request, model: str | None, task: str | None = None) -> ServerState:
+    """The served model a request names in its ``model`` field (naming none, the first that runs
+    the route's ``task``), looked up once per request: the route class finds it before the endpoint
+    runs (to hold its budget), the endpoint reads it here."""
     served = request.scope.get(SCOPE_MODEL_KEY)
     if served is None:
-        served = request.scope[SCOPE_MODEL_KEY] = served_models(request).lookup(model)
+        served = request.scope[SCOPE_MODEL_KEY] = served_models(request).lookup(model, task)
     return served
 
 

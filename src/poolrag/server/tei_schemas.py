@@ -65,9 +65,13 @@ class TeiRequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     #: Errors answering this body are TEI's (read by :class:`~poolrag.server.tei_routing.TeiRoute`).
     speaks_tei: ClassVar[bool] = True
+    #: The task whose model answers a request naming none (TEI's clients name none).
+    default_task: ClassVar[str | None] = None
 
     model: StrictStr | None = Field(
-        None, description="poolrag extension: one of the served model names (omitted: the first)."
+        None,
+        description="poolrag extension: one of the served model names (omitted: the first that runs "
+        "this route's task, for /rerank the first cross-encoder; else the first).",
     )
 
 
@@ -84,12 +88,17 @@ class _EitherBody(RootModel[Any]):
         return self.root.model
 
     @property
+    def default_task(self) -> str | None:
+        return self.root.default_task
+
+    @property
     def speaks_tei(self) -> bool:
         return isinstance(self.root, TeiRequestBody)
 
 
 # -- /embed, /embed_all, /embed_sparse ------------------------------------------------------------------
 class TeiEmbedRequest(TeiTruncation):
+    default_task: ClassVar[str | None] = "embed"
     inputs: PoolingInput
     normalize: StrictBool = Field(True, description="L2-normalise each vector (TEI's default: true).")
     dimensions: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
@@ -102,6 +111,7 @@ class TeiEmbedRequest(TeiTruncation):
 
 
 class TeiEmbedAllRequest(TeiTruncation):
+    default_task: ClassVar[str | None] = "token_embed"
     inputs: PoolingInput
     prompt_name: str | None = _PROMPT_NAME
 
@@ -140,6 +150,7 @@ class TeiSimilarityParameters(BaseModel):
 
 
 class TeiSimilarityRequest(TeiRequestBody):
+    default_task: ClassVar[str | None] = "embed"
     inputs: TeiSimilarityInput
     parameters: TeiSimilarityParameters | None = None
 
@@ -198,6 +209,7 @@ class TeiClassificationParameters(BaseModel):
 
 
 class TeiPredictRequest(TeiTruncation):
+    default_task: ClassVar[str | None] = "classify"
     inputs: PredictInputs
     raw_scores: StrictBool = Field(False, description="The logits, without the model's activation.")
     parameters: TeiClassificationParameters | None = None
@@ -214,6 +226,7 @@ class TeiPredictResponse(RootModel[list[TeiPrediction] | list[list[TeiPrediction
 
 # -- /rerank --------------------------------------------------------------------------------------------
 class TeiRerankRequest(TeiTruncation):
+    default_task: ClassVar[str | None] = "score"
     query: Text
     texts: list[Text] = Field(description="The texts to rank for the query.")
     raw_scores: StrictBool = Field(False, description="Cross-encoders: the logit instead of its sigmoid.")
