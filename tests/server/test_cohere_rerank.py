@@ -76,6 +76,11 @@ def test_null_max_tokens_per_doc_and_priority_are_the_defaults(
     plain = http.post(url, json={"query": QUERY, "documents": DOCUMENTS}).json()["results"]
     nulls = {"query": QUERY, "documents": DOCUMENTS, "max_tokens_per_doc": None, "priority": None}
     assert http.post(url, json=nulls).json()["results"] == plain
+    # the cohere SDK sends a caller's return_documents=None as null (it was a 400)
+    client = cohere.Client(base_url=cross_encoder_server.url, api_key="unused")
+    kept = client.rerank(model="reranker", query=QUERY, documents=DOCUMENTS, return_documents=None)
+    expected = [(r["index"], r["document"]["text"]) for r in plain]
+    assert [(r.index, r.document.text) for r in kept.results] == expected
 
 
 def test_the_v1_client_reranks_objects_by_their_text_with_its_chunking_options(

@@ -64,6 +64,15 @@ def test_a_single_string_gives_one_embedding(minilm_server: Served, http: httpx.
     )
 
 
+def test_the_api_answers_at_embeddings_too_as_tei_and_infinity_serve_it(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    """LangChain's InfinityEmbeddings given the bare host posts to /embeddings (it was a 404)."""
+    bare = http.post(f"{minilm_server.url}/embeddings", json={"input": TEXTS}).json()
+    versioned = http.post(f"{minilm_server.url}/v1/embeddings", json={"input": TEXTS}).json()
+    assert [row["embedding"] for row in bare["data"]] == [row["embedding"] for row in versioned["data"]]
+
+
 def test_token_id_inputs_embed_like_their_text(minilm_server: Served, http: httpx.Client) -> None:
     ids = [minilm_server.engine.tokenize(t) for t in TEXTS]
     url = f"{minilm_server.url}/v1/embeddings"

@@ -120,10 +120,11 @@ MINILM_CASES = [
 def _assert_openai_error(response: httpx.Response, status: int) -> dict:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error"}
+    assert set(body) == {"error", "detail"}
     error = body["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert isinstance(error["message"], str) and error["message"]
+    assert body["detail"] == error["message"]  # where Jina's clients read it (they raised KeyError)
     return error
 
 
@@ -167,6 +168,7 @@ EMPTY_TEXT_CASES = [
     ("minilm_server", "/v1/embeddings", {"input": ["a", "\x00"]}, "input[1] is empty", "input"),
     ("minilm_server", "/pooling", {"input": ["a", ""], "task": "token_embed"}, "input[1] is empty", "input"),
     ("minilm_server", "/v2/embed", {"texts": ["a", " "]}, "texts[1] is empty", "texts"),
+    ("minilm_server", "/v2/embed", {"texts": []}, "texts must not be empty", "texts"),
     ("minilm_server", "/tokenize", {"prompt": ""}, "prompt is empty", "prompt"),
     ("classifier_server", "/classify", {"input": ["a", " "]}, "input[1] is empty", "input"),
 ]

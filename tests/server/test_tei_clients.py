@@ -12,6 +12,9 @@ from huggingface_hub import InferenceClient
 from huggingface_hub.errors import HfHubHTTPError
 
 from poolrag import PoolingParams
+from poolrag.server import ServerSettings
+from poolrag.server.app import create_models_app
+from poolrag.testing.live_server import LiveServer
 
 from .conftest import Served
 
@@ -69,3 +72,28 @@ def test_a_route_the_model_does_not_run_fails_as_tei_does(classifier_server: Ser
         InferenceClient(base_url=f"{classifier_server.url}/embed").feature_extraction(TEXTS[0])
     assert failed.value.response.status_code == 424
     assert failed.value.response.json()["error_type"] == "Backend"
+
+
+def test_text_classification_beside_an_embedder_reaches_the_classifier(
+    minilm_server: Served, minilm_engine, classifier_engine
+) -> None:
+    """The client names no model and posts to ``/``: an embedder alone says it cannot classify (it
+    was '422 parameters: not a field this server takes'); served beside a classifier, the
+    classifier answers."""
+    with pytest.raises(HfHubHTTPError) as failed:
+        InferenceClient(base_url=minilm_server.url).text_classification(TEXTS[0])
+    assert failed.value.response.status_code == 424
+    assert "classify" in failed.value.response.json()["error"]
+    app = create_models_app(
+        [
+            (minilm_engine, ServerSettings(served_model_names=("embedder",))),
+            (classifier_engine, ServerSettings(served_model_names=("topics",))),
+        ]
+    )
+    probs = classifier_engine.classify(TEXTS[:1])[0].outputs.probs
+    with LiveServer(app) as live:
+        got = InferenceClient(base_url=live.url).text_classification(TEXTS[0])
+        vectors = InferenceClient(base_url=live.url).feature_extraction(TEXTS)
+    assert got.label == classifier_engine.id2label[int(np.argmax(probs))]
+    assert got.score == pytest.approx(float(probs.max()), abs=1e-6)
+    np.testing.assert_allclose(vectors, minilm_engine.embed_array(TEXTS), atol=1e-6, rtol=0)

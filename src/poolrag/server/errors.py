@@ -1,4 +1,5 @@
-"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` (and Jina's
+``"detail"``).
 
 Clients written for OpenAI (the ``openai`` package, LangChain) read ``error.message`` and the
 status code, so every failure, including schema validation and the middleware's 401/413/503,
@@ -67,7 +68,10 @@ class APIError(Exception):
 
 
 def error_response(error: APIError) -> JSONResponse:
-    body = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
+    """OpenAI's body, and the message again as ``detail``, where Jina's API (and FastAPI) put it:
+    Jina's clients raise ``resp["detail"]``, and failed on a KeyError that lost the message."""
+    info = {"message": error.message, "type": error.type, "param": error.param, "code": error.code}
+    body = {"error": info, "detail": error.message}
     return JSONResponse(body, status_code=error.status_code, headers=error.headers)
 
 
@@ -132,12 +136,14 @@ def from_validation_error(exc: RequestValidationError | ValidationError) -> APIE
         return APIError(
             400, f"the request body is not valid JSON: {detail}".rstrip(": "), code="invalid_json"
         )
+    param = _error_path(first) or None
+    if first.get("type") == "too_short" and first.get("input") == []:  # no inputs: one code on every route
+        return APIError(400, f"{param or 'request body'} must not be empty", param=param, code="empty_input")
     messages = []
     for err in errors[:3]:
         messages.append(f"{_error_path(err) or 'request body'}: {_error_message(err)}")
     if len(errors) > 3:
         messages.append(f"and {len(errors) - 3} more")
-    param = _error_path(first) or None
     return APIError(400, "; ".join(messages), param=param)
 
 

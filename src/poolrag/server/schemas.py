@@ -182,6 +182,7 @@ class ErrorInfo(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorInfo
+    detail: str = Field(description="error.message again, where Jina's API answers it.")
 
 
 class Usage(BaseModel):
@@ -607,7 +608,9 @@ class RerankRequest(VllmRequestBody):
         "object's other keys are returned with it (return_documents) and not read by the model."
     )
     top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
-    return_documents: StrictBool = True
+    return_documents: StrictBool | None = Field(
+        True, description="Each result carries its document (null: the default, as Cohere reads it)."
+    )
     max_tokens_per_doc: StrictInt | None = Field(
         None,
         ge=1,

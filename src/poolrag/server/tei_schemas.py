@@ -360,18 +360,28 @@ class TeiErrorResponse(BaseModel):
 
 # -- POST / ---------------------------------------------------------------------------------------------
 def _embed_dialect(data: Any) -> str:
-    """``InferenceClient.sentence_similarity`` sends ``inputs`` as an object; an embedding, a list."""
-    similarity = isinstance(data, dict) and isinstance(data.get("inputs"), dict)
-    return "Similarity" if similarity else "Embed"
+    """``InferenceClient.sentence_similarity`` sends ``inputs`` as an object; ``text_classification``
+    its ``parameters`` (``function_to_apply``, ``top_k``); an embedding, a text or a list."""
+    if not isinstance(data, dict):
+        return "Embed"
+    if isinstance(data.get("inputs"), dict):
+        return "Similarity"
+    parameters = data.get("parameters")  # {} when no option is set
+    if isinstance(parameters, dict) and parameters.keys() <= TeiClassificationParameters.model_fields.keys():
+        return "Predict"
+    return "Embed"
 
 
 class EmbedOrSimilarityBody(_EitherBody):
-    """``POST /`` on an embedding model: ``/embed``'s body, or ``/similarity``'s."""
+    """``POST /`` on an embedding model: ``/embed``'s body, ``/similarity``'s, or ``/predict``'s (a
+    classification, answered by a classifier served beside it, else refused as /predict is)."""
 
     # a class attribute, not the base's property: the router reads it from the class (tei_routing)
     speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
     root: Annotated[
-        Annotated[TeiEmbedRequest, Tag("Embed")] | Annotated[TeiSimilarityRequest, Tag("Similarity")],
+        Annotated[TeiEmbedRequest, Tag("Embed")]
+        | Annotated[TeiSimilarityRequest, Tag("Similarity")]
+        | Annotated[TeiPredictRequest, Tag("Predict")],
         Discriminator(_embed_dialect),
     ]
 

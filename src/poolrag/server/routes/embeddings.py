@@ -1,4 +1,5 @@
-"""``POST /v1/embeddings``: OpenAI's embeddings API."""
+"""``POST /v1/embeddings``: OpenAI's embeddings API (also at ``/embeddings``, as TEI and infinity
+serve it: LangChain's ``InfinityEmbeddings`` given the bare host posts there)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ _BYTES_ANSWER = {
 
 
 @router.post(PATH, response_model=EmbeddingResponse, responses={**ENGINE_ERRORS, 200: _BYTES_ANSWER})
+@router.post("/embeddings", response_model=EmbeddingResponse, include_in_schema=False)  # TEI's, infinity's
 async def create_embeddings(
     body: EmbeddingRequest, request: Request, response: Response
 ) -> JsonAnswer | Response:

@@ -64,7 +64,7 @@ async def _rerank(body: RerankRequest, request: Request, response: Response) -> 
             index=r.index,
             relevance_score=r.score,
             rerank_score=None if mode is SecondStage.REPLACE else r.rerank_score,
-            document=_echoed(body.documents[r.index]) if body.return_documents else None,
+            document=None if body.return_documents is False else _echoed(body.documents[r.index]),
         )
         for r in ranked
     ]

@@ -5,9 +5,11 @@ the same route where SageMaker calls it.
 
 As TEI chooses it when it starts, from the model answering requests that name none: an embedding
 model embeds (``/embed``; ``/similarity``'s body, an object of sentences, gets similarities, which
-TEI gives only when started so), a cross-encoder reranks (``/rerank``; ``/predict``'s body
-classifies, as ``InferenceClient.text_classification`` sends it), a classifier predicts, a sparse
-model answers ``/embed_sparse``. A model of no TEI kind (ColBERT) has no ``/``.
+TEI gives only when started so; ``text_classification``'s, with its ``parameters``, is a
+``/predict``, answered by a classifier served beside it or refused as ``/predict`` is), a
+cross-encoder reranks (``/rerank``; ``/predict``'s body classifies, as
+``InferenceClient.text_classification`` sends it), a classifier predicts, a sparse model answers
+``/embed_sparse``. A model of no TEI kind (ColBERT) has no ``/``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from poolrag.server.tei_schemas import (
     RerankOrPredictBody,
     TeiEmbedResponse,
     TeiEmbedSparseResponse,
+    TeiPredictRequest,
     TeiPredictResponse,
     TeiRerankRequest,
     TeiRerankResponse,
@@ -41,9 +44,11 @@ PATH = "/"
 
 async def embed_or_similarity(
     body: EmbedOrSimilarityBody, request: Request, response: Response
-) -> TeiEmbedResponse | TeiSimilarityResponse:
+) -> TeiEmbedResponse | TeiSimilarityResponse | TeiPredictResponse:
     if isinstance(body.root, TeiSimilarityRequest):
         return await similarity(body.root, request, response)
+    if isinstance(body.root, TeiPredictRequest):
+        return await predict(body.root, request, response)
     return await embed(body.root, request, response)
 
 
@@ -59,7 +64,7 @@ def _route_of(facts: ModelFacts) -> tuple[Callable[..., Any], Any] | None:
     """The endpoint and answer model of ``/`` for a model, or ``None`` where TEI has no such kind."""
     tasks = facts.supported_tasks
     if "embed" in tasks:
-        return embed_or_similarity, TeiEmbedResponse | TeiSimilarityResponse
+        return embed_or_similarity, TeiEmbedResponse | TeiSimilarityResponse | TeiPredictResponse
     if facts.score_kind is ScoreKind.CROSS_ENCODER and "score" in tasks:
         return rerank_or_predict, TeiRerankResponse | TeiPredictResponse
     if "classify" in tasks:
