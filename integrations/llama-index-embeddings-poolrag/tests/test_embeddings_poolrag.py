@@ -166,6 +166,22 @@ def test_huggingface_embedding_arguments_run_unchanged(minilm_path: Path, minilm
         PoolragEmbedding(engine=minilm_engine, cache_dir="/tmp/hf")  # no counterpart: named, refused
 
 
+def test_max_length_past_the_folders_length_is_read_as_huggingface_embedding_reads_it(
+    minilm_path: Path,
+) -> None:
+    """It sets the model's max_seq_length: MiniLM's folder says 256 of its 512 positions, and
+    max_length=512 reads 512 tokens, as sentence-transformers does then (it stopped at 256)."""
+    from sentence_transformers import SentenceTransformer
+
+    long_text = "The ocean covers most of the planet and holds most of its water. " * 40
+    model = PoolragEmbedding(model_name=str(minilm_path), max_length=512)
+    assert model.backend.facts.max_model_len == 512
+    reference = SentenceTransformer(str(minilm_path), device="cpu")
+    reference.max_seq_length = 512
+    expected = reference.encode([long_text], normalize_embeddings=True)[0]
+    np.testing.assert_allclose(as_array(model.get_text_embedding(long_text)), expected, atol=1e-5)
+
+
 def test_bge_hub_ids_get_the_query_instruction_huggingface_embedding_adds() -> None:
     english = "Represent this question for searching relevant passages: "
     for name in ("BAAI/bge-small-en-v1.5", "BAAI/bge-large-en", "BAAI/bge-base-en-v1.5"):
@@ -175,10 +191,14 @@ def test_bge_hub_ids_get_the_query_instruction_huggingface_embedding_adds() -> N
         assert default_query_instruction(name) is None
     model = PoolragEmbedding(base_url="http://127.0.0.1:9", model_name="BAAI/bge-small-en-v1.5")
     assert model._params("query").prompt == english and model._params("document").prompt is None
+    # "" is unset to it (`query_instruction or <the BGE instruction>`): a BGE query still gets it
+    bge = PoolragEmbedding(
+        base_url="http://127.0.0.1:9", model_name="BAAI/bge-small-en-v1.5", query_instruction=""
+    )
+    assert bge._params("query").prompt == english
+    minilm = "sentence-transformers/all-MiniLM-L6-v2"
     assert (
-        PoolragEmbedding(
-            base_url="http://127.0.0.1:9", model_name="BAAI/bge-small-en-v1.5", query_instruction=""
-        )
+        PoolragEmbedding(base_url="http://127.0.0.1:9", model_name=minilm, query_instruction="")
         ._params("query")
         .prompt
         == ""

@@ -140,6 +140,21 @@ def test_sentence_transformer_rerank_arguments_run_unchanged(assets, cross_encod
         PoolragRerank(model=folder, model_name="another/model")
 
 
+def test_its_cross_encoder_kwargs_and_cache_folder_are_taken(assets, tmp_path) -> None:
+    """SentenceTransformerRerank(cache_folder=..., cross_encoder_kwargs={"max_length": ...}), the
+    way its users set the cut and the download folder (it was 'Extra inputs are not permitted')."""
+    folder = str(assets / "ms-marco-MiniLM-L-12-v2")
+    kwargs = {"max_length": 64, "trust_remote_code": False, "revision": "main"}
+    rerank = PoolragRerank(model=folder, cache_folder=str(tmp_path), cross_encoder_kwargs=kwargs)
+    assert rerank.max_length == 64
+    assert rerank.backend.engine_args.download_dir == str(tmp_path)
+    assert rerank.backend.engine_args.revision == "main"
+    with pytest.raises(ValueError, match="give device and model as arguments"):
+        PoolragRerank(model=folder, cross_encoder_kwargs={"device": "cpu"})
+    with pytest.raises(ValueError, match="cross_encoder_kwargs: num_labels not taken here"):
+        PoolragRerank(model=folder, cross_encoder_kwargs={"num_labels": 2})
+
+
 def test_pairs_are_cut_at_512_tokens_as_sentence_transformer_rerank_cuts_them(minilm_path, tmp_path) -> None:
     """SentenceTransformerRerank builds ``CrossEncoder(max_length=512)``: a long-context reranker
     reads 512 tokens of each pair there, and here by default; ``max_length=None`` reads them all."""

@@ -57,9 +57,9 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
             engine, read through before embedding.
         embed_batch_size: texts per engine call (at most 2048, LlamaIndex's bound).
         query_instruction / text_instruction: ``HuggingFaceEmbedding``'s fields: text put before
-            each query / text instead of the model's own prompts (``""``: nothing). Unset, a query
-            gets the instruction ``HuggingFaceEmbedding`` adds for a BGE hub id, and otherwise the
-            model folder's query or document prompt.
+            each query / text instead of the model's own prompts (``""``: nothing). Unset or ``""``,
+            a query gets the instruction ``HuggingFaceEmbedding`` adds for a BGE hub id; unset, and
+            otherwise the model folder's query or document prompt.
         normalize / max_length: ``HuggingFaceEmbedding``'s too: unit vectors by default, as it
             returns them; inputs cut at ``max_length`` tokens. Its ``device``,
             ``trust_remote_code``, ``revision``, ``cache_folder`` (the engine's ``download_dir``)
@@ -89,8 +89,9 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
     def _huggingface_arguments(cls, data: Any) -> Any:
         """``HuggingFaceEmbedding``'s other arguments, so code written for it runs unchanged:
         ``device``, ``trust_remote_code``, ``revision`` and ``cache_folder`` become engine options,
-        ``truncate_dim`` is ``dimensions``; the ones that steer how sentence-transformers batches
-        are taken and change nothing (the engine batches by token budget on its own threads)."""
+        ``max_length`` the engine's length too (not only a cut), ``truncate_dim`` is
+        ``dimensions``; the ones that steer how sentence-transformers batches are taken and change
+        nothing (the engine batches by token budget on its own threads)."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
@@ -98,6 +99,10 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
             data.pop(name, None)
         names = (*HUGGINGFACE_ENGINE_OPTIONS, HUGGINGFACE_CACHE_FOLDER)
         options = {name: data.pop(name) for name in names if name in data}
+        if data.get("max_length") is not None and data.get("engine") is None and data.get("base_url") is None:
+            # as it sets model.max_seq_length: the model reads max_length tokens, past its folder's
+            # max_seq_length (MiniLM's 256, of 512 positions) too, not only up to it
+            options["max_model_len"] = data["max_length"]
         return with_huggingface_options(data, options, data.pop("truncate_dim", None))
 
     @classmethod
@@ -114,8 +119,8 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         if input_type == "query":
             # model_name: the hub id however the model was given (name, EngineArgs or loaded engine)
             instruction = self.query_instruction
-            if instruction is None:
-                instruction = default_query_instruction(self.model_name)
+            if not instruction:  # "" too, as its `query_instruction or <the BGE instruction>` reads
+                instruction = default_query_instruction(self.model_name) or instruction
         else:
             instruction = self.text_instruction
         return params if instruction is None else params.with_updates(prompt=instruction)

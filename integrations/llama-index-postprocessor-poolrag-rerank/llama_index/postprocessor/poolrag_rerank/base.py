@@ -27,7 +27,11 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field, PrivateAttr, model_validator
 
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.fields import HUGGINGFACE_ENGINE_OPTIONS, with_huggingface_options
+from poolrag.frameworks.fields import (
+    HUGGINGFACE_CACHE_FOLDER,
+    HUGGINGFACE_ENGINE_OPTIONS,
+    with_huggingface_options,
+)
 from poolrag.frameworks.ranking import Ranked, RerankerFields
 from poolrag.params import InputType, PoolingParams
 
@@ -36,6 +40,22 @@ RETRIEVAL_SCORE_KEY = "retrieval_score"
 SENTENCE_TRANSFORMER_MAX_LENGTH = 512
 
 dispatcher = get_dispatcher(__name__)
+#: what ``cross_encoder_kwargs`` may hold: the arguments of ``CrossEncoder`` that mean something here
+_CROSS_ENCODER_ARGUMENTS = ("max_length", "trust_remote_code", "revision", HUGGINGFACE_CACHE_FOLDER)
+
+
+def _cross_encoder_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``SentenceTransformerRerank``'s ``cross_encoder_kwargs`` as this class's arguments; the
+    model and device are refused there as it refuses them, another argument by name."""
+    if "device" in kwargs or "model" in kwargs:
+        raise InvalidInputError("give device and model as arguments, not in cross_encoder_kwargs")
+    unknown = sorted(set(kwargs) - set(_CROSS_ENCODER_ARGUMENTS))
+    if unknown:
+        raise InvalidInputError(
+            f"cross_encoder_kwargs: {', '.join(unknown)} not taken here; it takes "
+            f"{', '.join(_CROSS_ENCODER_ARGUMENTS)}"
+        )
+    return dict(kwargs)
 
 
 class PoolragRerank(RerankerFields, BaseNodePostprocessor):
@@ -49,7 +69,8 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
             query_engine = index.as_query_engine(similarity_top_k=10, node_postprocessors=[rerank])
 
     ``SentenceTransformerRerank``'s own arguments run unchanged: ``model=`` (as ``model_name``),
-    ``device=``, ``trust_remote_code=``, ``top_n`` (``0`` keeps none) and ``keep_retrieval_score``.
+    ``device=``, ``cache_folder=``, ``cross_encoder_kwargs=`` (its ``max_length``,
+    ``trust_remote_code``, ``revision``), ``top_n`` (``0`` keeps none) and ``keep_retrieval_score``.
     Each (query, node) pair is cut at ``max_length`` = 512 tokens as its ``CrossEncoder`` cuts them
     (at most the model's length); ``max_length=None`` reads pairs up to the model's own length (a
     long-context reranker such as bge-reranker-v2-m3 then reads whole 1024-token nodes).
@@ -75,7 +96,9 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
     @classmethod
     def _sentence_transformer_arguments(cls, data: Any) -> Any:
         """``SentenceTransformerRerank``'s arguments, so code written for it runs with the class name
-        swapped: ``model`` is ``model_name``; ``device`` and ``trust_remote_code`` are engine options."""
+        swapped: ``model`` is ``model_name``; ``device``, ``cache_folder`` and ``trust_remote_code``
+        are engine options; ``cross_encoder_kwargs`` gives ``max_length`` and the engine options
+        its ``CrossEncoder`` takes (``trust_remote_code``, ``revision``, ``cache_folder``)."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
@@ -84,7 +107,9 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
             if data.get("model_name") not in (None, model):
                 raise InvalidInputError("model and model_name disagree; give one")
             data["model_name"] = model
-        options = {name: data.pop(name) for name in HUGGINGFACE_ENGINE_OPTIONS if name in data}
+        data.update(_cross_encoder_arguments(data.pop("cross_encoder_kwargs", None) or {}))
+        names = (*HUGGINGFACE_ENGINE_OPTIONS, HUGGINGFACE_CACHE_FOLDER)
+        options = {name: data.pop(name) for name in names if name in data}
         return with_huggingface_options(data, options, None)
 
     @classmethod
