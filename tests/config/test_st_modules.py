@@ -27,7 +27,7 @@ from tiny_models import (
     write_sentence_transformers,
 )
 
-from poolrag import Engine
+from poolrag import Engine, PoolingParams
 from poolrag.config.st_modules import NOT_SUPPORTED, SUPPORTED, StModule, st_module_role
 from poolrag.errors import ModelLoadError
 
@@ -159,6 +159,27 @@ def test_a_cross_encoder_saved_before_sentence_transformers_4_keeps_its_activati
     assert np.all(np.abs(reference - 0.5) > 0.1)  # raw logits, not a sigmoid's ~0.5
     ours = [o.outputs.score for o in Engine(folder).score(query, docs)]
     np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_a_cross_encoder_activation_poolrag_does_not_apply_is_named_in_a_warning(
+    tmp_path, minilm_path: Path, caplog
+) -> None:
+    """A CrossEncoder saved with Tanh: its scores are the sigmoid's here, and the load says so (it
+    was silent: 0.446 where sentence-transformers gives -0.213); the raw logits are at hand."""
+    from sentence_transformers import CrossEncoder
+
+    raw = build_encoder(tmp_path / "raw", "bert", minilm_path, head="sequence", num_labels=1, seed=5)
+    CrossEncoder(str(raw), device="cpu", activation_fn=torch.nn.Tanh()).save(str(tmp_path / "ce"))
+    with caplog.at_level("WARNING", logger="poolrag.core.task_heads"):
+        engine = Engine(tmp_path / "ce")
+    assert "names the cross-encoder activation torch.nn.modules.activation.Tanh" in caplog.text
+    assert "sigmoid of the logits" in caplog.text
+    query, docs = "what is pooling", ["Pooling turns tokens into one vector.", "Hi"]
+    logits = CrossEncoder(str(tmp_path / "ce"), device="cpu", activation_fn=torch.nn.Identity()).predict(
+        [(query, d) for d in docs]
+    )
+    raw_scores = engine.score(query, docs, PoolingParams(use_activation=False))
+    np.testing.assert_allclose([o.outputs.score for o in raw_scores], logits, atol=1e-5)
 
 
 def test_a_saved_sparse_encoder_loads_with_the_pinned_names(tmp_path, minilm_path: Path) -> None:

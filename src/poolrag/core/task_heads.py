@@ -57,10 +57,19 @@ def classify_activation(spec: ModelSpec, pooler: PoolerConfig) -> ActivationName
         return _CROSS_ENCODER_ACTIVATIONS[named]
     problem = getattr(spec.hf_config, "problem_type", None)
     if spec.num_labels == 1 or problem == "multi_label_classification":
-        return "sigmoid"
-    if problem == "regression":
-        return "identity"
-    return "softmax"
+        fallback: ActivationName = "sigmoid"
+    else:
+        fallback = "identity" if problem == "regression" else "softmax"
+    if spec.cross_encoder_activation:
+        logger.warning(
+            "%s names the cross-encoder activation %s, which poolrag does not apply: its scores are the "
+            "%s of the logits (the order is the same for a rising function); use_activation=False gives "
+            "the raw logits to apply it yourself",
+            spec.path,
+            spec.cross_encoder_activation,
+            fallback,
+        )
+    return fallback
 
 
 @dataclass(slots=True)
