@@ -26,6 +26,7 @@ from poolrag import DimensionsError, Engine, InvalidInputError, PoolingParams, U
 from poolrag.backend import InProcessEngine, PoolingBackend, PoolingEngine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
+from poolrag.errors import InputTooLongError, InvalidTextError
 from poolrag.model_facts import ScoreKind
 from poolrag.outputs import SPARSE_ENTRY, ClassificationOutput, EmbeddingOutput, ScoringOutput
 from poolrag.testing.live_server import serve
@@ -200,12 +201,22 @@ def test_empty_input_is_an_invalid_input_error(minilm: Served, kind: str) -> Non
     for call in (
         lambda: backend.embed_array(["fine", "   "]),
         lambda: asyncio.run(backend.aembed_array([""])),
-        lambda: backend.score_array(QUERY, []),
         lambda: backend.encode_arrays([""], "token_embed"),
     ):
-        # the client's is RemoteInvalidInputError, an InvalidInputError that also carries the HTTP status
-        with pytest.raises(InvalidInputError):
+        # the client's is a RemoteInvalidInputError too, which also carries the HTTP status
+        with pytest.raises(InvalidTextError):
             call()
+    with pytest.raises(InvalidInputError):
+        backend.score_array(QUERY, [])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_over_long_input_not_to_be_cut_is_an_input_too_long_error(minilm: Served, kind: str) -> None:
+    """``except InputTooLongError`` (to split a chunk and retry) catches a server's refusal as it
+    catches the engine's (a server's was only a RemoteInvalidInputError)."""
+    backend = minilm.make(kind)
+    with pytest.raises(InputTooLongError, match="more than the model's maximum"):
+        backend.embed_array(["word " * 400], PoolingParams(truncate=False))
 
 
 # -- scores and token vectors ------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import httpx
 import numpy as np
 
 from poolrag.client import wire
-from poolrag.client.errors import RemoteError, RemoteInvalidInputError, ServedModelChangedError
+from poolrag.client.errors import RemoteError, ServedModelChangedError, remote_input_error
 from poolrag.client.loop_clients import LoopClients
 from poolrag.client.wire import RerankedDocument
 from poolrag.counts import check_count
@@ -136,7 +136,7 @@ class PoolragClient:
         message = wire.error_message(response.status_code, body, response.text)
         path = response.request.url.path
         if response.status_code in _CLIENT_ERRORS:
-            raise RemoteInvalidInputError(f"{path}: {message}", response.status_code)
+            raise remote_input_error(f"{path}: {message}", response.status_code, body)
         raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
 
     def _post(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:

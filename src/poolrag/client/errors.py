@@ -1,12 +1,21 @@
 """Errors of the HTTP client, mapped onto poolrag's own so callers catch one family.
 
 A request the server rejects as bad input raises :class:`RemoteInvalidInputError`, a ``ValueError``
-like the in-process engine's errors, so code written against ``Engine`` handles both the same way.
+like the in-process engine's errors, and of the engine's own kind where the server's error code
+names one (an over-long input is an ``InputTooLongError`` too), so code written against ``Engine``
+handles both the same way.
 """
 
 from __future__ import annotations
 
-from poolrag.errors import InvalidInputError, PoolragError
+from poolrag.errors import (
+    DimensionsError,
+    InputTooLongError,
+    InvalidInputError,
+    InvalidTextError,
+    PoolragError,
+    UnsupportedTaskError,
+)
 
 
 class RemoteError(PoolragError, RuntimeError):
@@ -20,9 +29,45 @@ class RemoteError(PoolragError, RuntimeError):
 class RemoteInvalidInputError(InvalidInputError):
     """The server rejected the request as invalid (HTTP 400, 413 or 422)."""
 
-    def __init__(self, message: str, status_code: int) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, status_code: int, param: str | None = None) -> None:
+        InvalidInputError.__init__(self, message, param=param)  # not a subclass's own arguments
         self.status_code = status_code
+
+
+class RemoteInputTooLongError(RemoteInvalidInputError, InputTooLongError):
+    """An input over the model's length, refused by the server (``context_length_exceeded``)."""
+
+
+class RemoteInvalidTextError(RemoteInvalidInputError, InvalidTextError):
+    """A text the model cannot read (empty, not Unicode), refused by the server (``empty_input``)."""
+
+
+class RemoteUnsupportedTaskError(RemoteInvalidInputError, UnsupportedTaskError):
+    """A task the served model does not run (``unsupported_task``)."""
+
+
+class RemoteDimensionsError(RemoteInvalidInputError, DimensionsError):
+    """Matryoshka dimensions the served model does not take (``invalid_dimensions``)."""
+
+
+#: the server's error code -> what the client raises, so ``except InputTooLongError`` catches the
+#: remote refusal as it catches the engine's
+_BY_CODE: dict[str, type[RemoteInvalidInputError]] = {
+    "context_length_exceeded": RemoteInputTooLongError,
+    "empty_input": RemoteInvalidTextError,
+    "unsupported_task": RemoteUnsupportedTaskError,
+    "invalid_dimensions": RemoteDimensionsError,
+}
+
+
+def remote_input_error(message: str, status_code: int, body: object) -> RemoteInvalidInputError:
+    """The error for a refused request: of the engine's own kind where the body's OpenAI-shaped
+    ``error.code`` names one."""
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    param = error.get("param") if isinstance(error, dict) else None
+    kind = _BY_CODE.get(code, RemoteInvalidInputError) if isinstance(code, str) else RemoteInvalidInputError
+    return kind(message, status_code, param if isinstance(param, str) else None)
 
 
 class ServedModelChangedError(InvalidInputError):
