@@ -12,6 +12,7 @@ on the compressed copy and rescore with the originals. Collection metadata holds
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import threading
@@ -357,10 +358,26 @@ class _LocalClients:
 
         key = str(Path(path).resolve())
         with cls._lock:
+            if not cls._open:
+                atexit.register(cls.close_all)  # once per run of opens (close_all unregisters)
             if key not in cls._open:
                 cls._open[key] = [QdrantClient(path=path), 0]
             cls._open[key][1] += 1
             return cls._open[key][0]
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close the clients still open when the interpreter exits: a store left open (a script
+        that never calls ``close``) otherwise closed in QdrantClient.__del__ during shutdown, and
+        printed an ImportError traceback ('sys.meta_path is None')."""
+        with cls._lock:
+            entries, cls._open = list(cls._open.values()), {}
+            atexit.unregister(cls.close_all)
+        for client, _ in entries:
+            try:
+                client.close()
+            except Exception:
+                logger.debug("closing a qdrant local client at exit failed", exc_info=True)
 
     @classmethod
     def release(cls, path: str) -> None:
@@ -373,3 +390,5 @@ class _LocalClients:
             if entry[1] == 0:
                 del cls._open[key]
                 entry[0].close()
+                if not cls._open:
+                    atexit.unregister(cls.close_all)
