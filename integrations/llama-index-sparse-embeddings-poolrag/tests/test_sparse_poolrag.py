@@ -43,6 +43,16 @@ def test_bm25_lists_are_the_core_encoders(minilm_engine: Engine, minilm_path: Pa
     assert counting.encode_queries([QUERY]) == as_lists(core.encode_queries([QUERY], stats))
 
 
+def test_documents_idf_before_any_document_warns_once(minilm_engine: Engine, caplog) -> None:
+    """The ingest-once, query-later split: a query process has encoded no documents, so every term
+    weighs the same (a rare part number as much as 'capital'); it said nothing."""
+    fresh = PoolragSparseEmbedding(engine=minilm_engine, query_idf="documents", avg_doc_length=5.0)
+    with caplog.at_level("WARNING", logger="poolrag.frameworks.sparse_encoding"):
+        fresh.encode_queries([QUERY])
+        fresh.encode_queries([QUERY])
+    assert caplog.text.count("has encoded no documents") == 1
+
+
 def test_learned_lists_are_the_engines(splade_engine: Engine, splade_url: str) -> None:
     expected_docs = as_lists(splade_engine.sparse_embed(TEXTS, DOC))
     expected_query = as_lists(splade_engine.sparse_embed([QUERY], QUERY_PARAMS))

@@ -81,6 +81,7 @@ class LexicalSparseEncoder:
         self.avg_doc_length = avg_doc_length
         self.query_idf = QueryIdf(query_idf)
         self.stats = BM25Stats()
+        self._warned = False
 
     def documents(self, texts: object) -> list[SparseVector]:
         counts = self.encoder.term_counts(require_list(texts))
@@ -96,6 +97,13 @@ class LexicalSparseEncoder:
 
     def queries(self, texts: object) -> list[SparseVector]:
         if self.query_idf is QueryIdf.DOCUMENTS:
+            if self.stats.document_count == 0 and not self._warned:
+                self._warned = True  # the usual ingest-once, query-later split: say it once
+                logger.warning(
+                    "BM25 query_idf='documents', but this encoder has encoded no documents (a process "
+                    "other than the ingest's?): every query term weighs the same. Encode the corpus "
+                    "with this object first (its document statistics are kept in memory only)"
+                )
             return self.encoder.encode_queries(require_list(texts), self.stats)
         return self.encoder.encode_queries(require_list(texts))
 
