@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from poolrag.client.errors import RemoteError, RemoteInvalidInputError
+from poolrag.client.errors import RemoteError, RemoteInputTooLongError, RemoteInvalidInputError
 from poolrag.errors import InputTooLongError, InvalidInputError, PoolragError, UnsupportedTaskError
 from poolrag.evaluation.beir import BeirFormatError
 from poolrag.stores.errors import StoreUnavailableError
@@ -18,6 +18,7 @@ ERRORS = [
     InputTooLongError(600, 512),
     UnsupportedTaskError("embed", ("classify", "score")),
     RemoteInvalidInputError("/v1/embeddings: input is empty", 400),
+    RemoteInputTooLongError("/v1/embeddings: input has 600 tokens", 400, "input"),
     RemoteError("/score failed with HTTP 503: busy", 503),
     StoreUnavailableError("Milvus at http://127.0.0.1:9 is unreachable", attempts=3),
     BeirFormatError(Path("qrels.tsv"), 3, "a score that is not a number"),
@@ -30,6 +31,14 @@ def test_every_error_round_trips_through_pickle(error: PoolragError) -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error) and str(copy) == str(error) and copy.args == error.args
     assert copy.__dict__ == error.__dict__  # status codes, token counts, the field at fault
+
+
+def test_scoring_on_a_classifier_of_several_labels_says_why_and_what_to_call() -> None:
+    """A two-label 'reranker' (relevant / not): its refusal named the tasks, not the label count."""
+    message = str(UnsupportedTaskError("score", ("classify",)))
+    assert "scores pairs as a cross-encoder only with one label" in message
+    assert "Engine.classify_pairs" in message
+    assert "classify_pairs" not in str(UnsupportedTaskError("score", ("embed",)))
 
 
 def _too_long(_: int) -> None:

@@ -84,8 +84,15 @@ class UnsupportedTaskError(InvalidInputError):
     """The model cannot run the requested pooling task."""
 
     def __init__(self, task: str, supported: tuple[str, ...]) -> None:
+        hint = ""
+        if task == "score" and "classify" in supported:  # a two-label "reranker" (relevant / not)
+            hint = (
+                "; a sequence classifier scores pairs as a cross-encoder only with one label, and this "
+                "one has several: Engine.classify_pairs gives each label's probability for a pair"
+            )
         super().__init__(
             f"task {task!r} is not supported by this model; supported tasks: {', '.join(supported) or 'none'}"
+            + hint
         )
         self.task = task
         self.supported = supported
