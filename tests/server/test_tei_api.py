@@ -18,6 +18,9 @@ import numpy as np
 import pytest
 
 from poolrag import Engine, PoolingParams
+from poolrag.server import ServerSettings
+from poolrag.server.app import create_models_app
+from poolrag.testing.live_server import LiveServer
 
 from .conftest import Served, serve_in_thread
 
@@ -358,3 +361,19 @@ def test_a_full_queue_is_teis_429_with_retry_after(one_slot_server: Served) -> N
     busy.join(timeout=300)
     assert refused.status_code == 429 and refused.headers["retry-after"] == "2"
     assert refused.json()["error_type"] == "Overloaded" and "at capacity" in refused.json()["error"]
+
+
+def test_a_model_of_no_tei_kind_says_so_at_root_and_info_names_its_labels(tiny_model) -> None:
+    """A token classifier (TEI serves none): huggingface_hub's token_classification posted to / and
+    got '405 Method Not Allowed', and /info called the model an embedding model with CLS pooling."""
+    tagger = Engine(tiny_model("bert", head="token", num_labels=3))
+    with LiveServer(create_models_app([(tagger, ServerSettings(served_model_names=("ner",)))])) as live:
+        for path in ("/", "/invocations"):
+            refused = _post(live.url, path, {"inputs": "John lives in Paris."})
+            assert refused.status_code == 424 and refused.json()["error_type"] == "Backend"
+            assert "POST /pooling with one of them as task" in refused.json()["error"]
+            assert "token_classify" in refused.json()["error"]
+        info = _ok(httpx.get(f"{live.url}/info", timeout=60))
+    assert set(info["model_type"]) == {"classifier"}
+    expected = {str(i): label for i, label in sorted(tagger.id2label.items())}
+    assert info["model_type"]["classifier"]["id2label"] == expected

@@ -34,7 +34,8 @@ def _model_type(state: ServerState) -> TeiEmbeddingType | TeiClassifierType | Te
     classifier = TeiClassifierModel(id2label=labels, label2id={label: int(i) for i, label in labels.items()})
     if facts.score_kind is ScoreKind.CROSS_ENCODER and "score" in facts.supported_tasks:
         return TeiRerankerType(reranker=classifier)
-    if "classify" in facts.supported_tasks and "embed" not in facts.supported_tasks:
+    classifies = "classify" in facts.supported_tasks or "token_classify" in facts.supported_tasks
+    if classifies and "embed" not in facts.supported_tasks:  # a token classifier too, with its labels
         return TeiClassifierType(classifier=classifier)
     pooling = engine.pooler_config.pooling_type or "MEAN"  # type: ignore[attr-defined]
     if "embed" not in facts.supported_tasks and "sparse_embed" in facts.supported_tasks:

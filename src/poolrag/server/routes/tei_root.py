@@ -9,7 +9,8 @@ TEI gives only when started so; ``text_classification``'s, with its ``parameters
 ``/predict``, answered by a classifier served beside it or refused as ``/predict`` is), a
 cross-encoder reranks (``/rerank``; ``/predict``'s body classifies, as
 ``InferenceClient.text_classification`` sends it), a classifier predicts, a sparse model answers
-``/embed_sparse``. A model of no TEI kind (ColBERT) has no ``/``.
+``/embed_sparse``. A model of no TEI kind (ColBERT, a token classifier) answers TEI's 424,
+naming its tasks.
 """
 
 from __future__ import annotations
@@ -18,13 +19,17 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 
 from poolrag.model_facts import ModelFacts, ScoreKind
+from poolrag.server.errors import APIError
 from poolrag.server.routes.embed_sparse import embed_sparse
 from poolrag.server.routes.tei_embed import embed
 from poolrag.server.routes.tei_predict import predict
 from poolrag.server.routes.tei_rerank import tei_rerank
 from poolrag.server.routes.tei_similarity import similarity
+from poolrag.server.tei_errors import tei_error_response
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
 from poolrag.server.tei_schemas import (
     EmbedOrSimilarityBody,
@@ -75,10 +80,26 @@ def _route_of(facts: ModelFacts) -> tuple[Callable[..., Any], Any] | None:
 
 
 def root_router(facts: ModelFacts) -> APIRouter:
-    """``POST /`` for the model ``facts`` describe (none for a model TEI would not serve)."""
+    """``POST /`` for the model ``facts`` describe; for a model TEI would not serve (a token
+    classifier, ColBERT), TEI's 424 naming the tasks it runs on ``/pooling``, not a 405."""
     router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
     route = _route_of(facts)
-    if route is not None:
+    if route is None:
+        refusal = APIError(
+            400,
+            "TEI serves embedding models, rerankers and classifiers at /; this model runs "
+            f"{', '.join(facts.supported_tasks)}: POST /pooling with one of them as task",
+            code="unsupported_task",
+        )
+
+        async def no_route() -> JSONResponse:
+            return tei_error_response(refusal)
+
+        for path in (PATH, "/invocations"):
+            router.add_api_route(
+                path, no_route, methods=["POST"], include_in_schema=False, route_class_override=APIRoute
+            )
+    else:
         endpoint, answer = route
         router.add_api_route(
             PATH,
