@@ -70,3 +70,18 @@ def test_answers_name_the_folder_by_its_last_component(folder_server: tuple[str,
         assert missing.status_code == 404
         for response in (models, embedded, unknown, too_long, wrong_task, missing):
             _shows_no_path(response, folder)
+
+
+def test_the_folder_path_it_was_started_with_names_the_model_too(folder_server: tuple[str, Path]) -> None:
+    """vLLM's example clients send the ``--model`` they were given, a path for a local folder: the
+    path reaches the model, and the answer still names it by its served name."""
+    url, folder = folder_server
+    with httpx.Client(timeout=120) as http:
+        for spelling in (str(folder), str(folder.resolve())):
+            embedded = http.post(f"{url}/v1/embeddings", json={"input": "hello", "model": spelling})
+            assert embedded.status_code == 200, embedded.text
+            assert embedded.json()["model"] == "my-minilm"
+            _shows_no_path(embedded, folder)
+        other = http.post(f"{url}/v1/embeddings", json={"input": "hello", "model": str(folder.parent)})
+        assert other.status_code == 404
+        assert [card["id"] for card in http.get(f"{url}/v1/models").json()["data"]] == ["my-minilm"]

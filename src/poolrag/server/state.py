@@ -5,7 +5,8 @@ Routes find their model through ONE function, :func:`model_state`, which reads t
 ``model`` field: absent or empty (``""``, as vLLM reads it) means the first model served, a served
 name that model, the short name of a served hub id (``all-MiniLM-L6-v2`` for
 ``sentence-transformers/all-MiniLM-L6-v2``, as tutorials spell it) that model too unless two models
-share it, and an unknown name is a 404 naming the served ones. Body bytes are budgeted per process
+share it, as does the folder path it was loaded from (vLLM's clients send the ``--model`` they were
+given; the path is accepted, never reported), and an unknown name is a 404 naming the served ones. Body bytes are budgeted per process
 (they are read before the body names a model); queue slots and tokens in flight per model, so one
 model's full queue does not refuse another's requests.
 """
@@ -17,6 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from fastapi import Request
@@ -103,9 +105,11 @@ class ServedModels:
     metrics: ServerMetrics
     started: int
     short_names: dict[str, ServerState] = field(init=False, default_factory=dict)
+    folder_names: dict[str, ServerState] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.short_names = short_names(self.models)
+        self.folder_names = folder_names(self.models)
 
     @property
     def default(self) -> ServerState:
@@ -137,6 +141,8 @@ class ServedModels:
                 return served
         if model in self.short_names:
             return self.short_names[model]
+        if model in self.folder_names:
+            return self.folder_names[model]
         names = ", ".join(repr(name) for name in self.served_names)
         raise APIError(
             404, f"model {model!r} is not served here; use {names}", param="model", code="model_not_found"
@@ -183,6 +189,21 @@ def short_names(models: Sequence[ServerState]) -> dict[str, ServerState]:
             logger.warning(
                 "%r names no model here: %s all end in it; ask for them by their full names", short, full
             )
+    return answered
+
+
+def folder_names(models: Sequence[ServerState]) -> dict[str, ServerState]:
+    """Each model loaded from a local folder under the path it was given and its absolute path,
+    unless that is another model's served name: ``vllm serve ./ner`` answers ``"model": "./ner"``."""
+    served = {name for model in models for name in model.settings.served_model_names}
+    answered: dict[str, ServerState] = {}
+    for model in models:
+        given = model.engine.facts.model_name
+        folder = Path(given).expanduser()
+        if folder.is_dir():
+            for name in (given, str(folder.resolve())):
+                if name not in served:
+                    answered.setdefault(name, model)
     return answered
 
 
