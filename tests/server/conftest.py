@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -70,13 +71,15 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_healthy(
+    url: str, process: subprocess.Popen[bytes], log: Path, verify: ssl.SSLContext | bool = True
+) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"poolrag serve exited with {process.returncode}:\n{log.read_text()[-4000:]}")
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if httpx.get(f"{url}/health", timeout=2, verify=verify).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -129,20 +132,20 @@ def classifier_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory)
 # -- servers ---------------------------------------------------------------------------------------------
 @contextmanager
 def cli_server(
-    log: Path, *args: str, env: dict[str, str] | None = None
+    log: Path, *args: str, env: dict[str, str] | None = None, tls: ssl.SSLContext | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``poolrag serve *args`` (the model first, or as ``--model``) in a process of its own on
     127.0.0.1, its output in ``log``, ``env`` added to the environment: (url, process) once
-    ``/health`` answers."""
+    ``/health`` answers (over HTTPS, trusting ``tls``, when it is given)."""
     port = _free_port()
     command = [sys.executable, "-m", "poolrag.cli", "serve", *args, "--port", str(port)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     env.pop("POOLRAG_API_KEY", None)
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, process, log)
+        _wait_healthy(url, process, log, tls or True)
         yield url, process
     finally:
         process.terminate()

@@ -29,9 +29,11 @@ ENDPOINTS = {
     ("post", "/classify"),
     ("post", "/pooling"),
     ("post", "/tokenize"),
+    ("post", "/detokenize"),
     ("get", "/v1/models"),
     ("get", "/v1/models/{model}"),
     ("get", "/health"),
+    ("get", "/version"),
     ("get", "/metrics"),
 }
 #: Text Embeddings Inference's own routes: its error shape and status codes (422, 424, 429)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+from poolrag.cli.vllm_frontend import add_frontend_flags, http_options, warn_frontend_no_effect
 from poolrag.engine_args import EngineArgs, add_flag, positive_float, positive_int
 from poolrag.native_heap import SERVER_TRIM_INTERVAL_S, trim_after_batches
 from poolrag.server.settings import (
@@ -207,6 +208,7 @@ def register(subparsers: Any) -> None:
         eng, "--data-parallel-size", "-dp", type=positive_int, default=1, help="must be 1 (replicas: --ray)"
     )
     add_flag(net, "--disable-log-requests", action="store_true", help="no access log line per request")
+    add_frontend_flags(parser)
     vllm = parser.add_argument_group("vLLM options with no effect here (accepted with one warning)")
     for name, is_switch in NO_EFFECT_OPTIONS.items():
         flag = "--" + name.replace("_", "-")
@@ -283,12 +285,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"poolrag serve: {exc.strerror}", file=sys.stderr)
             return 2
     try:
+        http = http_options(args)
+        warn_frontend_no_effect(args, logger)
         settings, served = _served(args)
         if args.ray is not None:
             if args.workers > 1:
                 raise ValueError("--workers is for one machine; with --ray, Ray Serve runs --replicas")
-            if args.disable_log_requests:
-                logger.warning("--disable-log-requests has no effect with --ray: Ray Serve keeps its own log")
+            if http.tls or http.root_path:
+                raise ValueError("with --ray, Ray Serve's proxy serves HTTP: set TLS and its root path there")
+            if not http.access_log or http.quiet_paths:
+                logger.warning("access log flags have no effect with --ray: Ray Serve keeps its own log")
             return _serve_on_ray(args, [(one.engine_args, one.settings) for one in served])
         if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
             logger.warning(
@@ -303,19 +309,12 @@ def run(args: argparse.Namespace) -> int:
                 "--allowed-origins '[\"*\"]' without an API key: any web page a user opens can use it"
             )
         if args.workers > 1:
-            return _serve_workers(args)
+            return _serve_workers(args, http)
         app = _app(settings, served)
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    serve(
-        app,
-        settings,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        access_log=not args.disable_log_requests,
-    )
+    serve(app, settings, host=args.host, port=args.port, http=http)
     return 0
 
 
@@ -346,6 +345,8 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         body_timeout_s=args.body_timeout,
         idle_trim_s=args.idle_trim,
         calibration=str(Path(args.calibration).expanduser().resolve()) if args.calibration else None,
+        request_id_headers=args.enable_request_id_headers,
+        api_docs=not args.disable_fastapi_docs,
     )
     if args.served_model_name and not models:
         raise ValueError("--served-model-name names MODEL arguments; a models file names its own")
@@ -381,20 +382,13 @@ def worker_app(args: argparse.Namespace) -> tuple[Any, Any]:
     return _app(settings, served), settings
 
 
-def _serve_workers(args: argparse.Namespace) -> int:
+def _serve_workers(args: argparse.Namespace, http: Any) -> int:
     """Serves from ``--workers`` processes; a worker that cannot start stops them all with its one line."""
     from poolrag.server.workers import WorkerStartError, serve_workers
 
     build = functools.partial(worker_app, args)
     try:
-        return serve_workers(
-            build,
-            args.workers,
-            args.host,
-            args.port,
-            args.log_level,
-            access_log=not args.disable_log_requests,
-        )
+        return serve_workers(build, args.workers, args.host, args.port, http)
     except WorkerStartError as exc:
         print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from poolrag.server.host_check import HostCheckMiddleware
 from poolrag.server.metrics import MetricsMiddleware, ServerMetrics
 from poolrag.server.model_identity import ModelIdentityMiddleware
 from poolrag.server.openapi import install_openapi
+from poolrag.server.request_id import RequestIdMiddleware
 from poolrag.server.routes import (
     classify,
     cohere_embed,
@@ -138,6 +139,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
         version=poolrag.__version__,
         description="OpenAI-compatible embeddings, scoring, reranking, classification and pooling.",
         lifespan=lifespan,
+        **({} if settings.api_docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}),
     )
     app.state.poolrag = ServedModels(
         models=tuple(models),
@@ -169,4 +171,6 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     app.add_middleware(
         MetricsMiddleware, metrics=server_metrics, known_paths=lambda: app.openapi()["paths"].keys()
     )
+    if settings.request_id_headers:  # outermost: every answer carries it, refusals included
+        app.add_middleware(RequestIdMiddleware)
     return app

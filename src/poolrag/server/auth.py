@@ -11,9 +11,12 @@ import hmac
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from poolrag.server.errors import APIError, error_response
+from poolrag.server.scope_path import route_path
 
-#: Reachable without the key: liveness probes and the API description carry no data.
-PUBLIC_PATHS = frozenset({"/health", "/ping", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+#: Reachable without the key: liveness probes, the version and the API description carry no data.
+PUBLIC_PATHS = frozenset(
+    {"/health", "/ping", "/version", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+)
 
 
 class APIKeyMiddleware:
@@ -43,7 +46,7 @@ class APIKeyMiddleware:
             )
             await error_response(error)(scope, receive, send)
             return
-        if scope.get("path") in PUBLIC_PATHS or self._authorised(values):
+        if route_path(scope) in PUBLIC_PATHS or self._authorised(values):
             await self.app(scope, receive, send)
             return
         error = APIError(

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from poolrag.server.scope_path import route_path
 from poolrag.server.tune_metrics import TuneReportCollector
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ class MetricsMiddleware:
             return
         if self._known is None:
             self._known = frozenset(self._list_paths())
-        path = scope.get("path", "")
+        path = route_path(scope)
         label = path if path in self._known else UNMATCHED_PATH
         started = time.perf_counter()
         status: int | None = None

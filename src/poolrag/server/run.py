@@ -7,7 +7,10 @@ graceful-shutdown wait. Body deadlines and sizes are the app's own (its middlewa
 
 from __future__ import annotations
 
+import logging
 import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -23,18 +26,69 @@ if TYPE_CHECKING:
 MAX_HEADER_BYTES = 64 * 1024
 
 
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """How uvicorn serves the app, as ``vllm serve``'s frontend flags set it.
+
+    Attributes:
+        log_level: uvicorn's own log level (``--uvicorn-log-level``; default ``--log-level``).
+        access_log: one line per request (off: ``--disable-log-requests``,
+            ``--disable-uvicorn-access-log``).
+        quiet_paths: paths whose requests leave no access line (``--disable-access-log-for-endpoints``:
+            a probe every few seconds should not bury the requests).
+        root_path: the path prefix a proxy serves the app under (``--root-path``).
+        tls: uvicorn's ``ssl_*`` settings (``--ssl-keyfile``, ``--ssl-certfile``, ...); empty: plain HTTP.
+    """
+
+    log_level: str = "info"
+    access_log: bool = True
+    quiet_paths: frozenset[str] = frozenset()
+    root_path: str = ""
+    tls: Mapping[str, Any] = field(default_factory=dict)
+
+    def uvicorn_kwargs(self) -> dict[str, Any]:
+        return {
+            "log_level": self.log_level,
+            "access_log": self.access_log,
+            "root_path": self.root_path,
+            **self.tls,
+        }
+
+
+class _QuietPaths(logging.Filter):
+    """Drops uvicorn's access line of a request to one of ``paths`` (its args: client, method,
+    path with query, HTTP version, status), read with or without the root path uvicorn prefixes."""
+
+    def __init__(self, paths: frozenset[str], root_path: str) -> None:
+        super().__init__()
+        self.paths, self.root_path = paths, root_path
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            path = args[2].partition("?")[0]
+            if self.root_path and path.startswith(self.root_path):
+                return path not in self.paths and path[len(self.root_path) :] not in self.paths
+            return path not in self.paths
+        return True
+
+
 def uvicorn_config(
-    app: FastAPI, settings: ServerSettings, log_level: str = "info", **kwargs: Any
+    app: FastAPI, settings: ServerSettings, http: HttpOptions | None = None, **kwargs: Any
 ) -> uvicorn.Config:
-    return uvicorn.Config(
+    http = http or HttpOptions()
+    config = uvicorn.Config(
         app,
         http=with_header_limits(settings.header_timeout_s, MAX_HEADER_BYTES),
         timeout_keep_alive=max(1, round(settings.keep_alive_s)),
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         timeout_graceful_shutdown=max(1, round(settings.body_timeout_s)),
-        log_level=log_level,
+        **http.uvicorn_kwargs(),
         **kwargs,
     )
+    if http.quiet_paths:  # after the Config, which sets up uvicorn's loggers
+        logging.getLogger("uvicorn.access").addFilter(_QuietPaths(http.quiet_paths, http.root_path))
+    return config
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -54,17 +108,14 @@ def serve(
     settings: ServerSettings,
     host: str,
     port: int,
-    log_level: str = "info",
-    access_log: bool = True,
+    http: HttpOptions | None = None,
 ) -> None:
     """Serve ``app_or_engine`` (an app from :func:`create_app`, or an engine to build one for) until
-    interrupted; ``access_log=False`` (vLLM's ``--disable-log-requests``) drops the line per request."""
+    interrupted, as ``http`` says (log, TLS, root path)."""
     if isinstance(app_or_engine, FastAPI):
         app = app_or_engine
     else:
         from poolrag.server.app import create_app
 
         app = create_app(app_or_engine, settings)
-    uvicorn.Server(
-        uvicorn_config(app, settings, log_level, host=host, port=port, lifespan="on", access_log=access_log)
-    ).run()
+    uvicorn.Server(uvicorn_config(app, settings, http, host=host, port=port, lifespan="on")).run()

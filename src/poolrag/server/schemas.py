@@ -747,6 +747,16 @@ class TokenizeResponse(BaseModel):
     token_strs: list[str] | None = None
 
 
+class DetokenizeRequest(RequestBody):
+    """vLLM's ``/detokenize``: token ids back to text, special tokens kept (as vLLM decodes them)."""
+
+    tokens: list[Annotated[StrictInt, Field(ge=0)]]
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
+
+
 # -- /v1/models, /health ------------------------------------------------------------------------------
 class ModelCard(BaseModel):
     """OpenAI's model card plus the model's facts (:class:`~poolrag.model_facts.ModelFacts`), which
@@ -780,3 +790,7 @@ class ModelList(BaseModel):
 
 class HealthResponse(BaseModel):
     status: Literal["ok"] = "ok"
+
+
+class VersionResponse(BaseModel):
+    version: str

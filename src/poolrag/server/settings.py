@@ -62,6 +62,9 @@ class ServerSettings:
         calibration: a ranges file (``poolrag calibrate``) that scales int8 / uint8 vectors when a
             request brings no calibration set; ``None``: the model folder's own
             ``quantization_ranges.json`` when it ships one.
+        request_id_headers: answers carry ``X-Request-Id`` (the request's own, else a fresh id), as
+            vLLM's ``--enable-request-id-headers``.
+        api_docs: serve ``/docs``, ``/redoc`` and ``/openapi.json`` (off: ``--disable-fastapi-docs``).
     """
 
     served_model_names: tuple[str, ...]
@@ -85,6 +88,8 @@ class ServerSettings:
     keep_alive_s: float = 5.0
     idle_trim_s: float = 10.0
     calibration: str | None = None
+    request_id_headers: bool = False
+    api_docs: bool = True
 
     def __post_init__(self) -> None:
         if not self.served_model_names or not all(self.served_model_names):

@@ -6,9 +6,9 @@ Routes find their model through ONE function, :func:`model_state`, which reads t
 name that model, the short name of a served hub id (``all-MiniLM-L6-v2`` for
 ``sentence-transformers/all-MiniLM-L6-v2``, as tutorials spell it) that model too unless two models
 share it, as does the folder path it was loaded from (vLLM's clients send the ``--model`` they were
-given; the path is accepted, never reported), and an unknown name is a 404 naming the served ones. Body bytes are budgeted per process
-(they are read before the body names a model); queue slots and tokens in flight per model, so one
-model's full queue does not refuse another's requests.
+given; the path is accepted, never reported), and an unknown name is a 404 naming the served ones.
+Body bytes are budgeted per process (they are read before the body names a model); queue slots and
+tokens in flight per model, so one model's full queue does not refuse another's requests.
 """
 
 from __future__ import annotations

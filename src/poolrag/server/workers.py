@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from poolrag.server.run import uvicorn_config
+from poolrag.server.run import HttpOptions, uvicorn_config
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -76,7 +76,7 @@ class WorkerStartError(RuntimeError):
 
 
 def _work(
-    build: AppBuilder, sock: socket.socket, threads: int, log_level: str, access_log: bool, report: Connection
+    build: AppBuilder, sock: socket.socket, threads: int, http: HttpOptions, report: Connection
 ) -> None:
     """A worker process: its torch threads, its engines and app, then uvicorn on its socket. It
     reports ``None`` once its app is built, or why it could not build one."""
@@ -93,7 +93,7 @@ def _work(
         report.send(" ".join(str(exc).split()) or type(exc).__name__)
         raise SystemExit(2) from None
     report.send(None)
-    config = uvicorn_config(app, settings, log_level, lifespan="on", access_log=access_log)
+    config = uvicorn_config(app, settings, http, lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -117,14 +117,12 @@ class WorkerPool:
     """The parent of ``workers`` server processes: starts them, replaces one that dies after it
     served, and stops them all on SIGINT or SIGTERM."""
 
-    def __init__(
-        self, build: AppBuilder, workers: int, host: str, port: int, log_level: str, access_log: bool
-    ):
+    def __init__(self, build: AppBuilder, workers: int, host: str, port: int, http: HttpOptions):
         if not hasattr(socket, "SO_REUSEPORT"):
             raise OSError("--workers needs SO_REUSEPORT (Linux, macOS, BSD); serve one worker here")
         self.build = build
         self.threads = worker_threads(workers)
-        self.log_level, self.access_log = log_level, access_log
+        self.http = http
         self._context = multiprocessing.get_context("spawn")  # a fresh interpreter: no torch state forked
         first = listening_socket(host, port)
         port = first.getsockname()[1]  # port 0: the one the system chose, for every worker
@@ -135,7 +133,7 @@ class WorkerPool:
 
     def _spawn(self, sock: socket.socket) -> _Worker:
         receiver, sender = self._context.Pipe(duplex=False)
-        args = (self.build, sock, self.threads, self.log_level, self.access_log, sender)
+        args = (self.build, sock, self.threads, self.http, sender)
         process = self._context.Process(target=_work, args=args, name="poolrag-worker")
         process.start()
         sender.close()  # the worker holds its end: a worker that dies unheard closes the pipe
@@ -212,8 +210,8 @@ def _forget_metrics(pid: int | None) -> None:
 
 
 def serve_workers(
-    build: AppBuilder, workers: int, host: str, port: int, log_level: str = "info", access_log: bool = True
+    build: AppBuilder, workers: int, host: str, port: int, http: HttpOptions | None = None
 ) -> int:
     """Serve the app ``build`` makes from ``workers`` processes on ``host:port`` until interrupted;
     :class:`WorkerStartError` says why a worker could not start (the pool is stopped by then)."""
-    return WorkerPool(build, workers, host, port, log_level, access_log).run()
+    return WorkerPool(build, workers, host, port, http or HttpOptions()).run()

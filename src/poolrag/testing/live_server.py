@@ -16,7 +16,7 @@ import uvicorn
 
 from poolrag import Engine
 from poolrag.server import ServerSettings, create_app
-from poolrag.server.run import uvicorn_config
+from poolrag.server.run import HttpOptions, uvicorn_config
 
 
 class LiveServer:
@@ -29,7 +29,9 @@ class LiveServer:
         self.socket.bind(("127.0.0.1", port))
         self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
         settings = app.state.poolrag.settings  # the same connection deadlines as 'poolrag serve'
-        self.server = uvicorn.Server(uvicorn_config(app, settings, log_level="warning", lifespan="on"))
+        self.server = uvicorn.Server(
+            uvicorn_config(app, settings, HttpOptions(log_level="warning"), lifespan="on")
+        )
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
 
     def __enter__(self) -> LiveServer:

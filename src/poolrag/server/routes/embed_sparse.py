@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request, Response
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import fields_named, input_count, to_prompts
 from poolrag.server.routes.pooling import sparse_entries
+from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
@@ -34,7 +35,12 @@ async def embed_sparse(
     params.verify("sparse_embed", state.engine.facts)  # refused before the request takes a slot
     with fields_named(input="inputs"):
         outputs = await state.run_engine(
-            request.url.path, input_count(prompts), state.engine.aencode, prompts, "sparse_embed", params
+            route_path(request.scope),
+            input_count(prompts),
+            state.engine.aencode,
+            prompts,
+            "sparse_embed",
+            params,
         )
     report_truncated(response, outputs)
     return TeiEmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])

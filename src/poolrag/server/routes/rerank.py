@@ -31,6 +31,7 @@ from poolrag.server.schemas import (
     RerankResult,
     Usage,
 )
+from poolrag.server.scope_path import route_path
 from poolrag.server.state import ServerState, model_state, new_id
 from poolrag.server.tei_routing import TeiRoute, with_tei_errors
 from poolrag.server.tei_schemas import RerankBody, TeiRerankRequest, TeiRerankResponse
@@ -46,10 +47,10 @@ async def _rerank(body: RerankRequest, request: Request, response: Response) -> 
     check_count(state.settings, len(texts), "documents")
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
-    texts = await _cut_to_max_tokens(state, request.url.path, texts, body.max_tokens_per_doc)
+    texts = await _cut_to_max_tokens(state, route_path(request.scope), texts, body.max_tokens_per_doc)
     with fields_named(text_1="query", text_2="documents"):
         outputs = await state.run_engine(
-            request.url.path, len(texts), state.engine.ascore, body.query, texts, params
+            route_path(request.scope), len(texts), state.engine.ascore, body.query, texts, params
         )
     weight = DEFAULT_RERANK_WEIGHT if body.rerank_weight is None else body.rerank_weight
     ranked = rank_second_stage(

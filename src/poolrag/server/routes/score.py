@@ -8,6 +8,7 @@ from poolrag.server.inputs import check_count, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
+from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state, new_id, now
 from poolrag.server.truncation_report import report_truncated
 
@@ -21,7 +22,7 @@ async def _score(body: ScoreRequest, request: Request, response: Response) -> Sc
     check_count(state.settings, len(firsts), "text_1")
     check_count(state.settings, len(seconds), "text_2")
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
-    path = request.url.path
+    path = route_path(request.scope)
     outputs = await state.run_engine(
         path, len(seconds), state.engine.ascore, body.text_1, body.text_2, params
     )

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request, Response
 from poolrag.params import PoolingParams
 from poolrag.server.float_json import JsonAnswer, float_rows
 from poolrag.server.inputs import fields_named, input_count, to_prompts
+from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
@@ -39,7 +40,7 @@ async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> 
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
     with fields_named(input="inputs"):
         outputs = await state.run_engine(
-            request.url.path, input_count(prompts), state.engine.aembed, prompts, params
+            route_path(request.scope), input_count(prompts), state.engine.aembed, prompts, params
         )
     report_truncated(response, outputs)
     rows = [float_rows(out.outputs.embedding) for out in outputs]
@@ -54,7 +55,12 @@ async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Respon
     params.verify("token_embed", state.engine.facts)
     with fields_named(input="inputs"):
         outputs = await state.run_engine(
-            request.url.path, input_count(prompts), state.engine.aencode, prompts, "token_embed", params
+            route_path(request.scope),
+            input_count(prompts),
+            state.engine.aencode,
+            prompts,
+            "token_embed",
+            params,
         )
     report_truncated(response, outputs)
     return TeiEmbedAllResponse([out.outputs.data.tolist() for out in outputs])

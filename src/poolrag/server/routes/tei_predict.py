@@ -24,6 +24,7 @@ from poolrag.outputs import PoolingRequestOutput
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_count
+from poolrag.server.scope_path import route_path
 from poolrag.server.state import ServerState, model_state
 from poolrag.server.tei_activation import activated
 from poolrag.server.tei_inputs import tei_truncate
@@ -124,7 +125,7 @@ async def predict(body: TeiPredictRequest, request: Request, response: Response)
     use_activation = None if function is None else False  # the logits, activated below
     params = PoolingParams(use_activation=use_activation, truncate=tei_truncate(body))
     try:
-        scores, outputs = await _scores(state, request.url.path, sequences, params)
+        scores, outputs = await _scores(state, route_path(request.scope), sequences, params)
     except InvalidTextError as error:  # the engine's input or pair, named as this request gave it
         raise _named(error, sequences, batch) from None
     report_truncated(response, outputs)

@@ -16,6 +16,7 @@ from fastapi import Request, Response
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import check_count, fields_named
+from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
 from poolrag.server.tei_activation import sigmoid
 from poolrag.server.tei_inputs import tei_truncate
@@ -31,7 +32,12 @@ async def tei_rerank(body: TeiRerankRequest, request: Request, response: Respons
     params.verify("score", state.engine.facts)  # refused before the request takes a slot
     with fields_named(text_1="query", text_2="texts"):
         outputs = await state.run_engine(
-            request.url.path, len(body.texts), state.engine.ascore, body.query, list(body.texts), params
+            route_path(request.scope),
+            len(body.texts),
+            state.engine.ascore,
+            body.query,
+            list(body.texts),
+            params,
         )
     report_truncated(response, outputs)
     scores = np.asarray([out.outputs.score for out in outputs], dtype=np.float64)

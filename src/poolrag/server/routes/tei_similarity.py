@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from poolrag.errors import InvalidTextError
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import check_count
+from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
@@ -32,7 +33,9 @@ async def similarity(
     params = PoolingParams(normalize=True, truncate=tei_truncate(options), prompt_name=options.prompt_name)
     params.verify("embed", state.engine.facts)
     try:
-        outputs = await state.run_engine(request.url.path, len(texts), state.engine.aembed, texts, params)
+        outputs = await state.run_engine(
+            route_path(request.scope), len(texts), state.engine.aembed, texts, params
+        )
     except InvalidTextError as error:  # the engine's input[0] is the source, input[i] sentence i - 1
         if not error.index:
             raise error.renamed("inputs.source_sentence", None) from None

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_count
+from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
 from poolrag.server.tei_schemas import (
@@ -96,7 +97,7 @@ async def tei_tokenize(body: TeiTokenizeRequest, request: Request) -> Response:
             )
         prompt = engine.spec.prompts[body.prompt_name]  # type: ignore[attr-defined]
         texts = [prompt + text for text in texts]
-    path = request.url.path
+    path = route_path(request.scope)
     answer, count = await state.run_blocking(
         path, _tokenized, engine.tokenizer, texts, body.add_special_tokens, state.limits.max_request_tokens
     )
@@ -104,13 +105,16 @@ async def tei_tokenize(body: TeiTokenizeRequest, request: Request) -> Response:
     return Response(answer, media_type="application/json")
 
 
-def _decoded(tokenizer: Any, ids: list[list[int]], skip_special_tokens: bool) -> list[str]:
+def decoded_texts(
+    tokenizer: Any, ids: list[list[int]], skip_special_tokens: bool, field: str = "ids"
+) -> list[str]:
+    """Each row of ids as text; a 400 naming the row (``field[i]``) that holds no token of the model."""
     size = len(tokenizer)
     for i, row in enumerate(ids):
         unknown = next((t for t in row if t >= size), None)
         if unknown is not None:
-            message = f"ids[{i}] holds {unknown}, not a token id of this model (0..{size - 1})"
-            raise APIError(400, message, param="ids")
+            message = f"{field}[{i}] holds {unknown}, not a token id of this model (0..{size - 1})"
+            raise APIError(400, message, param=field)
     return list(tokenizer.batch_decode(ids, skip_special_tokens=skip_special_tokens))
 
 
@@ -123,5 +127,7 @@ async def decode(body: TeiDecodeRequest, request: Request) -> TeiDecodeResponse:
         raise APIError(400, "`input_ids` cannot be empty", param="ids", code="empty_input")
     check_count(state.settings, len(rows), "ids")
     tokenizer = state.engine.tokenizer
-    texts = await state.run_blocking(request.url.path, _decoded, tokenizer, rows, body.skip_special_tokens)
+    texts = await state.run_blocking(
+        route_path(request.scope), decoded_texts, tokenizer, rows, body.skip_special_tokens
+    )
     return TeiDecodeResponse(texts)

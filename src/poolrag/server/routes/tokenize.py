@@ -1,7 +1,8 @@
 """``POST /tokenize``: the token ids the model would read, for clients that budget context length.
 
 vLLM's body names ``prompt``; a body naming ``inputs`` is Text Embeddings Inference's, answered in
-TEI's shape (:mod:`poolrag.server.routes.tei_tokenize`).
+TEI's shape (:mod:`poolrag.server.routes.tei_tokenize`). ``POST /detokenize`` is vLLM's way back
+(TEI's is ``/decode``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from poolrag.server.openapi import ENGINE_ERRORS
-from poolrag.server.routes.tei_tokenize import tei_tokenize
-from poolrag.server.schemas import TokenizeRequest, TokenizeResponse
+from poolrag.server.routes.tei_tokenize import decoded_texts, tei_tokenize
+from poolrag.server.schemas import (
+    DetokenizeRequest,
+    DetokenizeResponse,
+    TokenizeRequest,
+    TokenizeResponse,
+)
 from poolrag.server.state import model_state
 from poolrag.server.tei_routing import TeiRoute, with_tei_errors
 from poolrag.server.tei_schemas import TeiTokenizeRequest, TeiTokenizeResponse, TokenizeBody
@@ -61,3 +67,12 @@ async def tokenize_in_dialect(body: TokenizeBody, request: Request) -> TokenizeR
     if isinstance(body.root, TeiTokenizeRequest):
         return await tei_tokenize(body.root, request)
     return await tokenize(body.root, request)
+
+
+@router.post("/detokenize", response_model=DetokenizeResponse, responses=ENGINE_ERRORS)
+async def detokenize(body: DetokenizeRequest, request: Request) -> DetokenizeResponse:
+    state = model_state(request, body.model)
+    (text,) = await state.run_blocking(
+        "/detokenize", decoded_texts, state.engine.tokenizer, [body.tokens], False, "tokens"
+    )
+    return DetokenizeResponse(prompt=text)
