@@ -38,6 +38,7 @@ against this list and fails on any arrow up and on any module not placed here::
     core: wiring model, runner and poolers into one pipeline
     engine: the in-process Engine (the PoolingBackend most callers use)
     llm: vLLM's LLM front door over the Engine
+    vllm: vLLM's public names (LLM, PoolingParams, its output types) for scripts ported by one import
     poolrag: this facade (lazy public names, the version)
     client: the HTTP PoolingBackend for a remote ``poolrag serve``
     cache: embeddings cached on disk around any PoolingBackend

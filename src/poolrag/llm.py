@@ -17,13 +17,14 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import GenerativeCheckpointError, InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list
+from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
 from poolrag.vllm_inputs import engine_prompts, per_prompt_params, score_side, truncation
 from poolrag.vllm_options import (
@@ -108,11 +109,22 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class ModelConfig:
     """The part of vLLM's ``ModelConfig`` pooling scripts read (``hf_config.id2label`` for NER
-    labels, the length), at ``llm.model_config`` and ``llm.llm_engine.vllm_config.model_config``."""
+    labels, the length, the pooler), at ``llm.model_config`` and
+    ``llm.llm_engine.vllm_config.model_config``."""
 
     model: str
     hf_config: Any
     max_model_len: int
+    pooler_config: PoolerConfig | None = None
+    is_cross_encoder: bool = False
+    runner_type: str = "pooling"
+
+    def get_hidden_size(self) -> int:
+        """The backbone's hidden size, as vLLM reads it from the text config."""
+        text = (
+            self.hf_config.get_text_config() if hasattr(self.hf_config, "get_text_config") else self.hf_config
+        )
+        return int(text.hidden_size)
 
 
 @dataclass(frozen=True)
@@ -122,10 +134,14 @@ class _VllmConfig:
 
 @dataclass(frozen=True)
 class _EngineView:
-    """``llm.llm_engine`` as vLLM scripts reach into it: its configs, nothing to drive."""
+    """``llm.llm_engine`` as vLLM scripts reach into it: its configs and tasks, nothing to drive."""
 
     model_config: ModelConfig
     vllm_config: _VllmConfig
+    supported_tasks: tuple[str, ...] = ()
+
+    def get_supported_tasks(self) -> tuple[str, ...]:
+        return self.supported_tasks
 
 
 class LLM:
@@ -213,11 +229,27 @@ class LLM:
 
     @property
     def model_config(self) -> ModelConfig:
-        return ModelConfig(self.engine.model_name, self.engine.spec.hf_config, self.engine.max_model_len)
+        return ModelConfig(
+            self.engine.model_name,
+            self.engine.spec.hf_config,
+            self.engine.max_model_len,
+            self.engine.pooler_config,
+            self.engine.facts.score_kind is ScoreKind.CROSS_ENCODER,
+        )
 
     @property
     def llm_engine(self) -> _EngineView:
-        return _EngineView(self.model_config, _VllmConfig(self.model_config))
+        return _EngineView(self.model_config, _VllmConfig(self.model_config), self.supported_tasks)
+
+    def generate(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Refused as vLLM refuses it on a pooling model: a ``ValueError`` saying what runs here."""
+        raise InvalidInputError(
+            "LLM.generate() needs a generative model: poolrag runs pooling models only "
+            f"(this one: {', '.join(self.supported_tasks)}); use vLLM to generate text"
+        )
+
+    chat = generate
+    beam_search = generate
 
     def get_tokenizer(self) -> Any:
         return self.engine.tokenizer

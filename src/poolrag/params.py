@@ -143,6 +143,11 @@ class PoolingParams:
         refuse = False if truncate_prompt_tokens is None else None
         return cls(truncate_prompt_tokens=truncate_prompt_tokens, truncate=refuse, **fields)  # type: ignore[arg-type]
 
+    def clone(self) -> PoolingParams:
+        """An equal, separate copy (vLLM's method; these params are immutable, so it is also safe to
+        share the original)."""
+        return replace(self)
+
     def with_updates(self, **changes: object) -> PoolingParams:
         """A copy with some fields changed (params are immutable so they can key caches)."""
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 class EmbeddingOutput:
     embedding: list[float]
 
+    @staticmethod
+    def from_base(pooling_output: PoolingOutput) -> EmbeddingOutput:
+        """vLLM's conversion of ``encode``'s raw output: one vector, else a ``ValueError``."""
+        return EmbeddingOutput(_rank_checked(pooling_output, 1, "a 1-D embedding vector").tolist())
+
     @property
     def hidden_size(self) -> int:
         return len(self.embedding)
@@ -37,6 +42,10 @@ class EmbeddingOutput:
 class ClassificationOutput:
     probs: list[float]
 
+    @staticmethod
+    def from_base(pooling_output: PoolingOutput) -> ClassificationOutput:
+        return ClassificationOutput(_rank_checked(pooling_output, 1, "a 1-D probability vector").tolist())
+
     @property
     def num_classes(self) -> int:
         return len(self.probs)
@@ -48,6 +57,10 @@ class ClassificationOutput:
 @dataclass(slots=True)
 class ScoringOutput:
     score: float
+
+    @staticmethod
+    def from_base(pooling_output: PoolingOutput) -> ScoringOutput:
+        return ScoringOutput(float(_rank_checked(pooling_output, 0, "a scalar score", squeeze=True).item()))
 
 
 @dataclass(slots=True)
@@ -83,13 +96,50 @@ class PoolingRequestOutput(Generic[T]):
 class EmbeddingRequestOutput(PoolingRequestOutput[EmbeddingOutput]):
     __slots__ = ()
 
+    @classmethod
+    def from_base(cls, request_output: PoolingRequestOutput[PoolingOutput]) -> EmbeddingRequestOutput:
+        """``encode``'s result as ``embed`` gives it (vLLM's ``from_base``)."""
+        return _typed(cls, request_output, EmbeddingOutput.from_base(request_output.outputs))
+
 
 class ClassificationRequestOutput(PoolingRequestOutput[ClassificationOutput]):
     __slots__ = ()
 
+    @classmethod
+    def from_base(cls, request_output: PoolingRequestOutput[PoolingOutput]) -> ClassificationRequestOutput:
+        return _typed(cls, request_output, ClassificationOutput.from_base(request_output.outputs))
+
 
 class ScoringRequestOutput(PoolingRequestOutput[ScoringOutput]):
     __slots__ = ()
+
+    @classmethod
+    def from_base(cls, request_output: PoolingRequestOutput[PoolingOutput]) -> ScoringRequestOutput:
+        return _typed(cls, request_output, ScoringOutput.from_base(request_output.outputs))
+
+
+R = TypeVar("R", EmbeddingRequestOutput, ClassificationRequestOutput, ScoringRequestOutput)
+
+
+def _typed(cls: type[R], base: PoolingRequestOutput[PoolingOutput], outputs: Any) -> R:
+    return cls(
+        request_id=base.request_id,
+        outputs=outputs,
+        prompt_token_ids=list(base.prompt_token_ids),
+        prompt=base.prompt,
+        num_cached_tokens=base.num_cached_tokens,
+    )
+
+
+def _rank_checked(pooling_output: PoolingOutput, rank: int, what: str, squeeze: bool = False) -> Any:
+    """``encode``'s data of the rank a typed output holds; a ``ValueError`` naming it otherwise (a
+    per-token matrix is not one vector). ``squeeze``: a one-element score row is its scalar."""
+    data = pooling_output.data
+    if squeeze and data.ndim == 1 and data.shape[0] == 1:
+        data = data.reshape(())
+    if data.ndim != rank:
+        raise ValueError(f"pooled data should be {what}, not of shape {tuple(data.shape)}")
+    return data
 
 
 _REQUEST_OUTPUTS: dict[type, type[PoolingRequestOutput[Any]]] = {

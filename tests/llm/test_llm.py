@@ -39,6 +39,44 @@ def test_what_llm_returns_is_importable_under_vllms_names(llm: LLM) -> None:
     assert isinstance(llm.encode("a cat", pooling_task="embed")[0], poolrag.llm.PoolingRequestOutput)
 
 
+def test_a_vllm_script_ports_by_one_import(llm: LLM) -> None:
+    """``from vllm import ...`` becomes ``from poolrag.vllm import ...``: every name is the one
+    ``LLM`` takes or returns, so isinstance checks and ``from_base`` conversions hold (seen from
+    outside: ``poolrag.PoolingRequestOutput`` is the Engine's class, and the check failed)."""
+    import poolrag.vllm as vllm
+
+    assert vllm.LLM is LLM and vllm.PoolingParams is PoolingParams
+    embedded = llm.embed("a cat", vllm.PoolingParams(normalize=True))[0]
+    assert isinstance(embedded, vllm.EmbeddingRequestOutput) and isinstance(
+        embedded, vllm.PoolingRequestOutput
+    )
+    assert isinstance(embedded.outputs, vllm.EmbeddingOutput)
+    assert isinstance(llm.score("a cat", "a dog")[0].outputs, vllm.ScoringOutput)
+    raw = llm.encode("a cat", pooling_task="embed")[0]
+    assert isinstance(raw, vllm.PoolingRequestOutput) and isinstance(raw.outputs, vllm.PoolingOutput)
+    converted = vllm.EmbeddingRequestOutput.from_base(raw)
+    assert isinstance(converted, vllm.EmbeddingRequestOutput) and converted.request_id == raw.request_id
+    assert converted.outputs.embedding == pytest.approx(embedded.outputs.embedding, abs=1e-6)
+    tokens = llm.encode("a cat", pooling_task="token_embed")[0]
+    with pytest.raises(ValueError, match="1-D embedding vector, not of shape"):
+        vllm.EmbeddingRequestOutput.from_base(tokens)
+    assert set(vllm.__all__) >= {"LLM", "PoolingParams", "TokensPrompt", "TextPrompt", "EngineArgs"}
+
+
+def test_what_vllm_scripts_read_from_the_llm(llm: LLM, minilm_engine: Engine) -> None:
+    assert llm.llm_engine.get_supported_tasks() == llm.supported_tasks
+    config = llm.model_config
+    assert (config.runner_type, config.is_cross_encoder, config.get_hidden_size()) == ("pooling", False, 384)
+    assert config.pooler_config == minilm_engine.pooler_config
+    params = PoolingParams(dimensions=None, normalize=False)
+    twin = params.clone()
+    assert twin == params and twin is not params
+    with pytest.raises(ValueError, match=r"LLM.generate\(\) needs a generative model"):
+        llm.generate("Hello, my name is")
+    with pytest.raises(ValueError, match="pooling models only"):
+        llm.chat([{"role": "user", "content": "hi"}])
+
+
 def test_embed_score_and_encode_match_the_engine(llm: LLM, minilm_engine: Engine) -> None:
     got = llm.embed(SENTENCES)
     want = minilm_engine.embed(SENTENCES)
