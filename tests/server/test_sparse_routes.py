@@ -110,3 +110,11 @@ def test_sparse_errors_name_the_supported_tasks_in_each_routes_shape(
         assert set(response.json()) == {"error", "error_type"}
     not_served = http.post(f"{splade_server.url}/embed_sparse", json={"inputs": "hi", "model": "other"})
     assert not_served.status_code == 404 and "'other' is not served" in not_served.json()["error"]
+
+
+def test_pooling_sparse_task_refuses_base64(splade_server: Served, http: httpx.Client) -> None:
+    """base64 carries an array's values; a sparse answer is {index, value} objects, so it is a 400
+    naming the field, not objects silently sent as floats."""
+    body = {"input": TEXTS, "task": "sparse_embed", "encoding_format": "base64"}
+    response = http.post(f"{splade_server.url}/pooling", json=body)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "encoding_format"

@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -184,6 +185,45 @@ def test_embed_dtype_and_endianness_on_the_wire(
         np.testing.assert_allclose(values.astype(np.float32), expected[i], rtol=0, atol=tolerance)
         # the float form carries the same rounded values
         np.testing.assert_array_equal(np.asarray(floats["data"][i]["embedding"], np.float32), values)
+
+
+@pytest.mark.parametrize("embed_dtype", ["fp8_e4m3", "fp8_e5m2"])
+def test_fp8_values_are_torchs_own_conversion(
+    minilm_server: Served, http: httpx.Client, embed_dtype: str
+) -> None:
+    """vLLM's example loops over every embed_dtype, fp8 included, and decodes with torch: one byte a
+    value, the value torch's fp8 type holds (the float form carries the same rounded values)."""
+    url = f"{minilm_server.url}/v1/embeddings"
+    torch_dtype = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}[embed_dtype]
+    expected = torch.from_numpy(minilm_server.engine.embed_array(TEXTS)).to(torch_dtype).to(torch.float32)
+    b64 = http.post(url, json={"input": TEXTS, "encoding_format": "base64", "embed_dtype": embed_dtype})
+    floats = http.post(url, json={"input": TEXTS, "embed_dtype": embed_dtype})
+    assert b64.status_code == floats.status_code == 200, b64.text
+    for i, (coded, listed) in enumerate(zip(b64.json()["data"], floats.json()["data"], strict=True)):
+        raw = torch.frombuffer(bytearray(base64.b64decode(coded["embedding"])), dtype=torch.uint8)
+        assert raw.shape == (384,)
+        torch.testing.assert_close(raw.view(torch_dtype).to(torch.float32), expected[i], rtol=0, atol=0)
+        torch.testing.assert_close(torch.tensor(listed["embedding"]), expected[i], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("task", "embed_dtype", "wire"), [("token_embed", "float32", "<f4"), ("embed", "float16", "<f2")]
+)
+def test_pooling_answers_base64_of_the_flattened_array(
+    minilm_server: Served, http: httpx.Client, task: str, embed_dtype: str, wire: str
+) -> None:
+    """vLLM's /pooling ``encoding_format: base64``: the array's values row after row, in embed_dtype."""
+    url = f"{minilm_server.url}/pooling"
+    floats = http.post(url, json={"input": TEXTS, "task": task}).json()["data"]
+    body = {"input": TEXTS, "task": task, "encoding_format": "base64", "embed_dtype": embed_dtype}
+    coded = http.post(url, json=body)
+    assert coded.status_code == 200, coded.text
+    for item, listed in zip(coded.json()["data"], floats, strict=True):
+        expected = np.asarray(listed["data"], np.float32)
+        raw = np.frombuffer(base64.b64decode(item["data"]), dtype=wire).reshape(expected.shape)
+        np.testing.assert_allclose(
+            raw.astype(np.float32), expected, rtol=0, atol=1e-3 if wire == "<f2" else 0
+        )
 
 
 # How vLLM's example client decodes a bytes answer: each item's slice, viewed as its dtype (bfloat16's

@@ -202,7 +202,7 @@ class _ListResponse(BaseModel):
 
 
 # -- /v1/embeddings ---------------------------------------------------------------------------------
-EmbedDType = Literal["float32", "float16", "bfloat16"]
+EmbedDType = Literal["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"]
 Endianness = Literal["native", "little", "big"]
 
 
@@ -256,8 +256,8 @@ class EmbeddingRequest(VllmRequestBody):
     )
     embed_dtype: EmbedDType = Field(
         "float32",
-        description="Precision on the wire: base64 carries 4 (float32) or 2 bytes per value; float lists "
-        "carry the values rounded to it.",
+        description="Precision on the wire: base64 carries 4 (float32), 2 (float16, bfloat16) or 1 byte "
+        "(fp8) per value; float lists carry the values rounded to it.",
     )
     endianness: Endianness = Field(
         "native", description="Byte order of base64 and bytes values (native: little)."
@@ -707,9 +707,13 @@ class PoolingRequest(VllmRequestBody):
     max_active_dims: StrictInt | None = Field(
         None, ge=1, description="sparse_embed: keep only this many largest weights per input."
     )
-    encoding_format: Literal["float"] = Field(
-        "float", description="Nested lists (base64 is not served here)."
+    encoding_format: Literal["float", "base64"] = Field(
+        "float",
+        description="float: nested lists; base64: the array's values flattened (row after row) as "
+        "bytes in embed_dtype, as vLLM sends them (not for sparse_embed).",
     )
+    embed_dtype: EmbedDType = Field("float32", description="Precision of base64 values.")
+    endianness: Endianness = Field("native", description="Byte order of base64 values (native: little).")
     add_special_tokens: AddSpecialTokens = True
 
 
@@ -723,9 +727,10 @@ class SparseEntry(BaseModel):
 class PoolingData(BaseModel):
     index: int
     object: Literal["pooling"] = "pooling"
-    data: float | list[float] | list[list[float]] | list[SparseEntry] = Field(
+    data: float | list[float] | list[list[float]] | list[SparseEntry] | str = Field(
         description="The pooled array as nested lists: a vector, or one row per token or step; for "
-        "sparse_embed the non-zero weights as {index, value} objects, sorted by token id."
+        "sparse_embed the non-zero weights as {index, value} objects, sorted by token id; with "
+        "encoding_format base64, the values' bytes as base64."
     )
 
 

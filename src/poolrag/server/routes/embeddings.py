@@ -3,7 +3,6 @@ serve it: LangChain's ``InfinityEmbeddings`` given the bare host posts there).""
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Sequence
 from itertools import accumulate
@@ -15,36 +14,17 @@ from fastapi import APIRouter, Request, Response
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
-from poolrag.server.float_json import JsonAnswer, float_rows
+from poolrag.server.float_json import JsonAnswer
 from poolrag.server.inputs import input_count, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbeddingRequest, EmbeddingResponse, Usage
 from poolrag.server.state import ServerState, model_state, new_id, now
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
+from poolrag.server.wire_dtypes import rounded_rows, wire_base64, wire_bytes
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v1/embeddings"
-
-
-_BYTE_ORDERS = {"native": "<", "little": "<", "big": ">"}  # "native": x86-64 and ARM servers are little
-
-
-def _bfloat16_bits(vector: np.ndarray) -> np.ndarray:
-    """bfloat16 has no numpy dtype: its bit patterns (the top half of float32, rounded to nearest even)."""
-    bits = np.ascontiguousarray(vector, np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def _in_dtype(vector: np.ndarray, embed_dtype: str) -> np.ndarray:
-    if embed_dtype == "bfloat16":
-        return _bfloat16_bits(vector)
-    return np.asarray(vector, dtype=np.float16 if embed_dtype == "float16" else np.float32)
-
-
-def _vector_bytes(vector: np.ndarray, embed_dtype: str, endianness: str) -> bytes:
-    values = _in_dtype(vector, embed_dtype)
-    return values.astype(values.dtype.newbyteorder(_BYTE_ORDERS[endianness])).tobytes()
 
 
 def encode_vector(
@@ -53,11 +33,8 @@ def encode_vector(
     """Base64 of the vector's bytes in ``embed_dtype`` and byte order (OpenAI's default: little-endian
     float32), or the values rounded to ``embed_dtype`` as a float64 row (written as a float list)."""
     if encoding_format == "base64":
-        return base64.b64encode(_vector_bytes(vector, embed_dtype, endianness)).decode("ascii")
-    values = _in_dtype(vector, embed_dtype)
-    if embed_dtype == "bfloat16":
-        return float_rows((values.astype(np.uint32) << 16).view(np.float32))
-    return float_rows(values)
+        return wire_base64(vector, embed_dtype, endianness)
+    return rounded_rows(vector, embed_dtype)
 
 
 _BYTES_ANSWER = {
@@ -149,7 +126,7 @@ def _bytes_answer(
     """vLLM's binary answer: the vectors' bytes back to back (``application/octet-stream``) and, for
     ``bytes``, a ``metadata`` header of JSON saying where each one starts and ends, its dtype, byte
     order and shape (``bytes_only`` leaves it out: the client knows the shapes)."""
-    chunks = [_vector_bytes(v, body.embed_dtype, body.endianness) for v in vectors]
+    chunks = [wire_bytes(v, body.embed_dtype, body.endianness) for v in vectors]
     headers = None
     if body.encoding_format == "bytes":
         ends = list(accumulate(len(chunk) for chunk in chunks))

@@ -1,5 +1,6 @@
-"""``POST /pooling``: any pooling task's raw output (token embeddings, rewards, ...) as nested lists;
-``sparse_embed`` as ``{index, value}`` objects."""
+"""``POST /pooling``: any pooling task's raw output (token embeddings, rewards, ...) as nested lists,
+or as base64 of its values in the asked precision (vLLM's ``encoding_format``); ``sparse_embed`` as
+``{index, value}`` objects."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
+from poolrag.server.errors import APIError
 from poolrag.server.inputs import input_count, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import PoolingData, PoolingRequest, PoolingResponse, SparseEntry, Usage
 from poolrag.server.state import model_state, new_id, now
 from poolrag.server.truncation_report import report_truncated
+from poolrag.server.wire_dtypes import wire_base64
 
 router = APIRouter(tags=["pooling"], route_class=OffLoopRoute)
 PATH = "/pooling"
@@ -25,8 +28,14 @@ def sparse_entries(data: np.ndarray) -> list[SparseEntry]:
     return [SparseEntry(index=i, value=v) for i, v in zip(ids, weights, strict=True)]
 
 
-def _wire(data: np.ndarray) -> float | list[float] | list[list[float]] | list[SparseEntry]:
-    return sparse_entries(data) if data.dtype == SPARSE_ENTRY else data.tolist()
+def _wire(
+    data: np.ndarray, body: PoolingRequest
+) -> float | list[float] | list[list[float]] | list[SparseEntry] | str:
+    if data.dtype == SPARSE_ENTRY:
+        return sparse_entries(data)
+    if body.encoding_format == "base64":
+        return wire_base64(data, body.embed_dtype, body.endianness)
+    return data.tolist()
 
 
 @router.post(PATH, response_model=PoolingResponse, responses=ENGINE_ERRORS)
@@ -44,6 +53,12 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         max_active_dims=body.max_active_dims,
     )
     params.verify(task, state.engine.facts)  # refused before the request takes a slot
+    if task == "sparse_embed" and body.encoding_format != "float":
+        raise APIError(
+            400,
+            "encoding_format base64 carries arrays; sparse_embed answers {index, value} objects",
+            param="encoding_format",
+        )
     outputs = await state.run_engine(PATH, input_count(prompts), state.engine.aencode, prompts, task, params)
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
@@ -51,6 +66,6 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         id=new_id("pool", body.request_id),
         created=now(),
         model=state.settings.model_name,
-        data=[PoolingData(index=i, data=_wire(out.outputs.data)) for i, out in enumerate(outputs)],
+        data=[PoolingData(index=i, data=_wire(out.outputs.data, body)) for i, out in enumerate(outputs)],
         usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
     )
