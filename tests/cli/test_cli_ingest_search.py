@@ -220,6 +220,33 @@ def test_a_search_that_finds_nothing_says_so(tmp_path: Path, minilm_path: Path, 
     assert "no results in collection 'c' (it may be empty)" in found.err
 
 
+def test_prune_over_an_emptied_folder_refuses_and_keeps_the_collection(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """A nightly ``--prune`` over a share that is not mounted (its mount point an empty folder):
+    exit 2 naming why, the collection as it was (seen from outside: '3 deleted', exit 0)."""
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "one.txt").write_text("Coral reefs bleach when the water warms.")
+    store = [
+        "--model",
+        str(minilm_path),
+        "--store",
+        "qdrant",
+        "--path",
+        str(tmp_path / "q"),
+        "--collection",
+        "c",
+    ]
+    assert main(["ingest", str(share), *store, "--no-cache", "-q"]) == 0
+    (share / "one.txt").unlink()
+    capsys.readouterr()
+    assert main(["ingest", str(share), *store, "--no-cache", "-q", "--prune"]) == 2
+    assert "--prune would delete every chunk of c: nothing was deleted" in capsys.readouterr().err
+    assert main(["search", "coral", *store, "--json"]) == 0
+    assert "one.txt" in capsys.readouterr().out
+
+
 def test_the_report_counts_one_document_and_one_chunk_in_the_singular(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:
@@ -285,6 +312,18 @@ def test_a_text_model_reads_pdfs_web_pages_office_files_and_sheets_and_says_what
     captured = capsys.readouterr()
     assert "ingested 7 documents" in captured.out, captured.out
     assert "1 image file not read: this model reads text (CLIP or ColPali read them)" in captured.err
+    # a text file named on its own: no word about images (seen from outside: '1 image file not read')
+    one = [
+        "ingest",
+        str(tmp_path / "docs" / "faq.csv"),
+        *model,
+        "--store",
+        "qdrant",
+        "--path",
+        str(tmp_path / "q1"),
+    ]
+    assert main([*one, "--collection", "one", "--no-cache", "-q"]) == 0
+    assert "not read" not in capsys.readouterr().err
     assert main(["search", "how do glaciers shape valleys", *model, *store, "-k", "1"]) == 0
     assert f"{(tmp_path / 'docs' / 'report.pdf').resolve()} page 2" in capsys.readouterr().out
     assert main(["search", "why does the sea rise and fall", *model, *store, "-k", "1"]) == 0

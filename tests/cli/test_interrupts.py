@@ -16,13 +16,13 @@ SCRIPT = textwrap.dedent(
 
     def handler(args):  # stands for a run whose clean stop is slow
         try:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM if sys.argv[1] == "term" else signal.SIGINT)
             time.sleep(60)
         except KeyboardInterrupt:
             print("closing", flush=True)
             if sys.argv[1] == "twice":
                 os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(2 if sys.argv[1] == "once" else 60)
+            time.sleep(60 if sys.argv[1] == "twice" else 2)
             raise
 
     ingest.run = handler
@@ -48,3 +48,12 @@ def test_a_second_ctrl_c_stops_at_once_and_says_so() -> None:
     assert done.returncode == 130, done.stderr
     assert done.stdout == "closing\n"
     assert done.stderr.strip() == f"poolrag ingest: interrupted again, stopped now; {RESUME}"
+
+
+def test_sigterm_stops_the_command_as_cleanly_and_says_how_to_resume() -> None:
+    """``timeout``, ``kill`` or a service manager stopping a nightly job (seen from outside: it died
+    in silence, leaving its scratch files to the next run)."""
+    done = _run("term")
+    assert done.returncode == 143, done.stderr
+    assert done.stdout == "closing\n"
+    assert done.stderr.strip() == f"poolrag ingest: terminated; {RESUME}"

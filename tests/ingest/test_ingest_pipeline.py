@@ -9,7 +9,9 @@ import pytest
 from ingest_support import write_corpus
 
 from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, from_iterable, read_paths
+from poolrag.ingest.checkpoint import Checkpoint
 from poolrag.retrieval import Retriever
 from poolrag.stores import CollectionMismatchError, RetryPolicy, StoreUnavailableError, open_store
 
@@ -246,3 +248,67 @@ def test_prune_keeps_a_skipped_files_chunks_with_the_skip_list_given_once(setup:
     report = pipe.run(read_paths(setup.corpus, skipped=[]), prune=True)
     assert [line.split(": ", 1)[0] for line in report.skipped] == [str(latin1)]
     assert report.deleted == 0 and setup.store.count() == first.upserted
+
+
+def _checkpoint_claiming_every_document(setup: Setup) -> None:
+    """What a run killed after it checkpointed the whole corpus leaves in the checkpoint folder."""
+    pipe, _ = setup.pipeline()
+    done = {doc.source: doc.digest for doc in read_paths([setup.corpus])}
+    Checkpoint(pipe.checkpoint_path, pipe.driver.run_key).mark_done(done)
+
+
+@pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
+def test_a_checkpoint_is_not_trusted_for_a_database_that_no_longer_holds_its_work(setup: Setup) -> None:
+    """Seen from outside: an ingest was killed, its database deleted to start over, and the next run
+    said '(resumed)' and stored 277 of 468 chunks, exiting 0."""
+    _checkpoint_claiming_every_document(setup)
+    report = setup.run()
+    assert not report.resumed and report.documents_skipped == 0
+    assert setup.store.count() == len(setup.expected_ids())
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_a_checkpointed_document_whose_chunks_are_gone_is_ingested_again(setup: Setup) -> None:
+    setup.run()
+    chess = [cid for cid, source in setup.store.list_sources().items() if source.endswith("chess.txt")]
+    setup.store.delete(chess)
+    _checkpoint_claiming_every_document(setup)
+    report = setup.run()
+    assert report.resumed and report.upserted == len(chess)
+    assert setup.store.count() == len(setup.expected_ids())
+
+
+@pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
+def test_prune_over_a_folder_with_no_document_deletes_nothing(setup: Setup) -> None:
+    """An unmounted share is an empty folder: pruning it would empty the collection."""
+    setup.run()
+    total = setup.store.count()
+    for path in setup.corpus.iterdir():
+        path.unlink()
+    with pytest.raises(
+        InvalidInputError, match="--prune would delete every chunk of docs: nothing was deleted"
+    ):
+        setup.run(prune=True)
+    assert setup.store.count() == total
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_prune_says_why_a_records_file_with_a_bad_line_keeps_its_deleted_records(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    feed = setup.corpus / "tickets.jsonl"
+    feed.write_text(
+        '{"id": "A", "text": "Printer jams on tray 2."}\n{"id": "B", "text": "VPN drops at noon."}\n'
+    )
+    setup.run()
+    feed.write_text('{"id": "A", "text": "Printer jams on tray 2."}\nnot json\n')
+    pipe, _ = setup.pipeline()
+    with caplog.at_level("WARNING", logger="poolrag.ingest.driver"):
+        report = pipe.run(read_paths(setup.corpus, skipped=[]), prune=True)
+    assert report.deleted == 0 and any(
+        source.endswith("tickets.jsonl#B") for source in setup.store.list_sources().values()
+    )
+    assert any(
+        "tickets.jsonl: records deleted from it are not pruned" in record.getMessage()
+        for record in caplog.records
+    )

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from poolrag.cli.interrupts import EXIT_INTERRUPTED, second_interrupt_exits
+from poolrag.cli.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, second_interrupt_exits
 from poolrag.native_heap import TRIM_INTERVAL_S, bound_arenas, trim_after_batches
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
@@ -67,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.handler(args) or 0)
         with second_interrupt_exits(args.command, after):
             return int(args.handler(args) or 0)
-    except KeyboardInterrupt:  # the handler has closed its store and cache on the way out
-        print(f"poolrag {args.command}: interrupted" + (f"; {after}" if after else ""), file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:  # the handler has closed its store and cache on the way out
+        how = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        print(f"poolrag {args.command}: {how}" + (f"; {after}" if after else ""), file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED

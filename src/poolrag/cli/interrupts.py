@@ -1,9 +1,11 @@
 """Ctrl-C once stops a resumable command cleanly; Ctrl-C again stops it at once.
 
 The first Ctrl-C raises ``KeyboardInterrupt``: the store and cache close, the batch in flight ends
-and the checkpoint is kept. That can take seconds (a forward on the embedding thread, Milvus Lite's
-close), and a user who presses Ctrl-C again means "now". A second Ctrl-C therefore ends the process
-on the spot, saying so: what is not checkpointed is redone by the re-run, as after ``kill -9``.
+and the checkpoint is kept. ``SIGTERM`` (``kill``, ``timeout``, a container or service manager
+stopping the job) stops it the same way, as :class:`Terminated`, exit status 143. That can take
+seconds (a forward on the embedding thread, Milvus Lite's close), and a user who presses Ctrl-C
+again means "now". A second Ctrl-C therefore ends the process on the spot, saying so: what is not
+checkpointed is redone by the re-run, as after ``kill -9``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,12 @@ from types import FrameType
 
 #: Exit status of a command stopped by Ctrl-C (128 + SIGINT), as a shell reports it.
 EXIT_INTERRUPTED = 130
+#: Exit status of a command stopped by SIGTERM (128 + 15).
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises ``KeyboardInterrupt`` so the run stops the same clean way."""
 
 
 @contextmanager
@@ -32,15 +40,18 @@ def second_interrupt_exits(command: str, after: str) -> Iterator[None]:
 
     def exit_now(signum: int, frame: FrameType | None) -> None:
         os.write(2, f"poolrag {command}: interrupted again, stopped now; {after}\n".encode())
-        os._exit(EXIT_INTERRUPTED)
+        os._exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
 
     def first(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGINT, exit_now)
-        raise KeyboardInterrupt
+        signal.signal(signal.SIGTERM, exit_now)
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, first)
+    previous_term = signal.signal(signal.SIGTERM, first)
     try:
         yield
     finally:
         if signal.getsignal(signal.SIGINT) is first:
             signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, previous_term)

@@ -70,6 +70,11 @@ class Checkpoint:
                 "pass --checkpoint FILE in a writable folder"
             ) from exc
 
+    def forget(self) -> None:
+        """Start over: the database the interrupted run wrote to no longer holds its work."""
+        self.done = {}
+        self.resumed = False
+
     def is_done(self, source: str, digest: str) -> bool:
         return self.done.get(source) == digest
 

@@ -209,6 +209,16 @@ class IngestDriver:
         # large collection would start hundreds of MB up); the stores hand them over page by page.
         self.stored_ids = StoredIds.beside(self.checkpoint_path)
         self.stored_ids.fill(self.store.scan_sources)
+        if self.checkpoint.resumed and self.stored_ids.is_empty:
+            # the interrupted run's database was deleted, or this is another one at the same path
+            logger.warning(
+                "the checkpoint %s is of a run into %s/%s, which holds nothing now: starting over",
+                self.checkpoint_path,
+                self.store.name,
+                self.store.collection,
+            )
+            self.checkpoint.forget()
+            self.report.resumed = False
         self._left_out: list[str] = []  # documents whose text no model can read
         self._pending: dict[str, _Pending] = {}
         self._finished: dict[str, str] = {}
@@ -262,7 +272,9 @@ class IngestDriver:
             return False
         self.report.documents += 1
         digest = doc.digest
-        if self.checkpoint.is_done(doc.source, digest):
+        # done by the interrupted run, and its chunks are still there (a document of no chunks is
+        # read again: nothing to embed)
+        if self.checkpoint.is_done(doc.source, digest) and self.stored_ids.holds(doc.source):
             self.report.documents_skipped += 1
             self.documents_done += 1
             return False
@@ -338,8 +350,19 @@ class IngestDriver:
         self.save()
         report = self.report
         report.skipped = [str(s) for s in skipped] + self._left_out
+        if prune and report.documents == 0:
+            self.close()
+            raise InvalidInputError(
+                f"no document was read, so --prune would delete every chunk of {self.store.collection}: "
+                "nothing was deleted (an unmounted or emptied folder?); to empty the collection, drop it"
+            )
         if prune:
             kept = [Path(s.path).resolve().as_posix() for s in skipped]
+            for path in sorted({printable(s.path) for s in skipped if s.line is not None}):
+                logger.warning(
+                    "%s: records deleted from it are not pruned while one of its records cannot be read",
+                    path,
+                )
             for orphans in self.stored_ids.orphans(lambda source: _under(source, kept)):
                 self._delete(orphans)
         self.close()

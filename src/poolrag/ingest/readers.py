@@ -481,8 +481,11 @@ def count_documents(
         nonlocal count
         count += 1
 
+    suffixes = _suffixes(images, texts, pdfs)
     for raw in _path_list(paths):
-        for file in _walk(Path(raw), unlisted, _suffixes(images, texts, pdfs)):
+        for file in _walk(Path(raw), unlisted, suffixes):
+            if not texts and file.suffix.lower() not in suffixes:
+                continue  # a file named on its own, of a kind this count leaves out
             if _check(file) is not None:
                 count += 1
                 continue

@@ -90,6 +90,20 @@ class StoredIds:
                 f"two documents share the source {source!r}; sources must be unique"
             ) from None
 
+    @property
+    def is_empty(self) -> bool:
+        """Whether the collection held no chunk when the run started."""
+        return self._empty
+
+    def holds(self, source: str) -> bool:
+        """Whether the collection has a chunk of ``source``."""
+        if self._empty:
+            return False
+        return (
+            self._db.execute("SELECT 1 FROM stored WHERE source = ? LIMIT 1", (source,)).fetchone()
+            is not None
+        )
+
     def keep(self, chunk_id: str) -> bool:
         """Whether ``chunk_id`` is stored already; if so it is not stale (ids include the source)."""
         if self._empty:
