@@ -312,3 +312,39 @@ def test_prune_says_why_a_records_file_with_a_bad_line_keeps_its_deleted_records
         "tickets.jsonl: records deleted from it are not pruned" in record.getMessage()
         for record in caplog.records
     )
+
+
+@pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
+def test_a_row_deleted_from_a_sheet_leaves_the_collection_with_the_next_run(setup: Setup) -> None:
+    """The sheet is the document the user edited: its rows not in it any more go, as an edited
+    document's old chunks do, without --prune (seen from outside: a sheet without an id column named
+    its rows by line, and deleting one left the row below it in the collection twice)."""
+    sheet = setup.corpus / "faq.csv"
+    rows = [
+        "How do I reset my password?,Use the link on the login page",
+        "Where is the VPN guide?,On the wiki",
+    ]
+    sheet.write_text("question,answer\n" + "\n".join(["Who runs payroll?,Finance", *rows]) + "\n")
+    setup.run()
+    sheet.write_text("question,answer\n" + "\n".join(rows) + "\n")
+    report = setup.run()
+    sources = sorted({s for s in setup.store.list_sources().values() if "faq.csv#" in s})
+    assert [s.rsplit("#", 1)[1] for s in sources] == ["2", "3"] and report.deleted > 0
+    assert setup.store.count() == len(setup.expected_ids())
+    hits = Retriever(setup.store, setup.embedder()).search("reset my password", k=5)
+    assert [h.source.rsplit("#", 1)[1] for h in hits if "faq.csv#" in h.source].count("2") == 1
+    assert sum("reset my password" in h.text for h in hits) == 1
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_a_record_removed_from_a_feed_goes_unless_a_line_of_it_cannot_be_read(setup: Setup) -> None:
+    feed = setup.corpus / "tickets.jsonl"
+    a, b = '{"id": "A", "text": "Printer jams on tray 2."}', '{"id": "B", "text": "VPN drops at noon."}'
+    feed.write_text(f"{a}\n{b}\n")
+    setup.run()
+    feed.write_text(f"{a}\nnot json\n")  # B may be the line that cannot be read: kept
+    pipe, _ = setup.pipeline()
+    assert pipe.run(read_paths(setup.corpus, skipped=[])).deleted == 0
+    feed.write_text(f"{a}\n")
+    assert setup.run().deleted == 1
+    assert not any(source.endswith("tickets.jsonl#B") for source in setup.store.list_sources().values())

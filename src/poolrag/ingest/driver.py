@@ -341,11 +341,15 @@ class IngestDriver:
             self._finished = {}
 
     # -- the end of a run -----------------------------------------------------------------------------
-    def finish(self, *, prune: bool = False, skipped: Sequence[SkippedFile] = ()) -> IngestReport:
+    def finish(
+        self, *, prune: bool = False, skipped: Sequence[SkippedFile] = (), record_files: Sequence[str] = ()
+    ) -> IngestReport:
         """After every batch is stored: prune, drop the checkpoint.
 
         ``skipped``: files the reader left out; their chunks survive ``prune``, since an unreadable
-        file is not a deleted one.
+        file is not a deleted one. ``record_files``: JSONL / CSV files read to their end (resolved
+        paths); a record no longer in one is deleted as an edited document's old chunks are (a CSV
+        row without an id is named by its line, so deleting a row renames the rows below it).
         """
         self.save()
         report = self.report
@@ -356,8 +360,12 @@ class IngestDriver:
                 f"no document was read, so --prune would delete every chunk of {self.store.collection}: "
                 "nothing was deleted (an unmounted or emptied folder?); to empty the collection, drop it"
             )
+        kept = [Path(s.path).resolve().as_posix() for s in skipped]
+        whole = tuple(f"{path}#" for path in record_files if path not in kept)
+        if whole and not prune:  # prune deletes them with every other source not read
+            for removed in self.stored_ids.orphans(lambda source: not source.startswith(whole)):
+                self._delete(removed)
         if prune:
-            kept = [Path(s.path).resolve().as_posix() for s in skipped]
             for path in sorted({printable(s.path) for s in skipped if s.line is not None}):
                 logger.warning(
                     "%s: records deleted from it are not pruned while one of its records cannot be read",

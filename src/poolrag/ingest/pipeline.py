@@ -180,7 +180,9 @@ class IngestPipeline:
             progress.close()
             if not finished:
                 driver.close()
-        return driver.finish(prune=prune, skipped=skipped)
+        return driver.finish(
+            prune=prune, skipped=skipped, record_files=getattr(documents, "record_files", ())
+        )
 
     def _chunks(self, doc: Document | FileDocument | VisualDocument) -> Iterable[Chunk]:
         """A text's token chunks, or an image's one chunk and a PDF's pages."""

@@ -298,11 +298,16 @@ def _is_scalar(value: Any) -> bool:
 class PathDocuments(Iterator[Any]):
     """What :func:`read_paths` gives: its documents, read lazily, and its ``skipped`` list, which
     :meth:`~poolrag.ingest.IngestPipeline.run` reads when it is given none, so ``prune`` keeps a
-    skipped file's chunks without the list being passed twice."""
+    skipped file's chunks without the list being passed twice. ``record_files``: the JSONL and CSV
+    files read to their end (resolved paths), whose records no longer in them the run deletes, as
+    it deletes an edited document's old chunks."""
 
-    def __init__(self, documents: Iterator[Any], skipped: Sequence[SkippedFile]) -> None:
+    def __init__(
+        self, documents: Iterator[Any], skipped: Sequence[SkippedFile], record_files: list[str]
+    ) -> None:
         self._documents = documents
         self.skipped = skipped
+        self.record_files = record_files
 
     def __next__(self) -> Document | FileDocument | VisualDocument:
         return next(self._documents)
@@ -336,8 +341,11 @@ def read_paths(
     Raises:
         InvalidInputError: a path that does not exist; with ``skipped=None``, any per-file problem.
     """
+    record_files: list[str] = []
     return PathDocuments(
-        _read_paths(paths, text_field, skipped, images, texts), () if skipped is None else skipped
+        _read_paths(paths, text_field, skipped, images, texts, record_files),
+        () if skipped is None else skipped,
+        record_files,
     )
 
 
@@ -347,6 +355,7 @@ def _read_paths(
     skipped: list[SkippedFile] | None,
     images: PageRendering | None,
     texts: bool,
+    record_files: list[str],
 ) -> Iterator[Document | FileDocument | VisualDocument]:
     def problem(where: Path, reason: str, line: int | None = None, *, fatal: bool = True) -> None:
         item = SkippedFile(str(where), reason, line)
@@ -391,6 +400,7 @@ def _read_paths(
             try:
                 if (records := _records_of(file.suffix.lower())) is not None:
                     yield from _read_records(file, records(file, text_field), text_field, problem)
+                    record_files.append(real.as_posix())
                     continue
                 if (parse := _parser_of(file.suffix.lower())) is not None:
                     yield parse(file)
