@@ -166,7 +166,11 @@ def run(args: argparse.Namespace) -> int:
         print(
             json.dumps(
                 report.__dict__
-                | {"from_cache": report.from_cache, "chunks_per_second": report.chunks_per_second}
+                | {
+                    "from_cache": report.from_cache,
+                    "chunks_per_second": report.chunks_per_second,
+                    "left_out": len(report.skipped),  # files and records; documents_skipped: resumed ones
+                }
             )
         )
     else:
