@@ -3,6 +3,7 @@ at once without a ``skipped`` list; FIFOs and other non-regular files are never 
 
 from __future__ import annotations
 
+import codecs
 import os
 from pathlib import Path
 
@@ -59,10 +60,11 @@ def test_bad_files_are_skipped_with_their_reasons(tmp_path: Path) -> None:
     assert "symlink loop" in reasons["loop.txt"]
     assert reasons["pipe.txt"] == "not a regular file (FIFO)"
     assert reasons["unreadable.txt"].startswith(("cannot read", "Permission denied"))
-    assert "not UTF-8" in reasons["latin1.md"]
+    assert reasons["latin1.md"].startswith("not UTF-8 text (") and "save it as UTF-8" in reasons["latin1.md"]
     # NUL is valid UTF-8 but in no text file: UTF-16 text and binary data are left out, not embedded
-    assert reasons["utf16.txt"] == "not UTF-8 text (a NUL byte at 1: binary or UTF-16)"
-    assert reasons["zeros.txt"] == "not UTF-8 text (a NUL byte at 0: binary or UTF-16)"
+    unmarked = "binary, or UTF-16 without its byte-order mark"
+    assert reasons["utf16.txt"] == f"not UTF-8 text (a NUL byte at 1: {unmarked})"
+    assert reasons["zeros.txt"] == f"not UTF-8 text (a NUL byte at 0: {unmarked})"
     assert "not valid JSON" in reasons["mixed.jsonl:2"]
     assert str(skipped[0]).startswith(str(root))  # "path: reason" lines name the file
 
@@ -132,3 +134,17 @@ def test_one_folder_given_alone_is_read_as_that_folder(tmp_path: Path) -> None:
     for given in (str(tmp_path / "docs"), tmp_path / "docs"):
         assert [d.text for d in read_paths(given)] == ["Bees dance."]
         assert count_documents(given) == 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_text_file_with_a_byte_order_mark_is_read_in_its_encoding(tmp_path: Path, encoding: str) -> None:
+    """Notepad's "Unicode" and PowerShell's ``>`` write UTF-16 with its mark (seen from outside:
+    left out as 'not UTF-8 text (invalid start byte)'); the mark names the encoding for certain."""
+    text = "Bees dance to show where the flowers are. Café, naïve, 蜂.\r\nSecond line."
+    mark = {"utf-16-be": codecs.BOM_UTF16_BE}.get(encoding, b"")
+    (tmp_path / "notes.txt").write_bytes(mark + text.encode(encoding))
+    skipped: list = []
+    (doc,) = list(read_paths(tmp_path, skipped=skipped))
+    read = text.replace("\r\n", "\n")  # line ends as a UTF-8 file's are read
+    assert skipped == [] and doc.text.lstrip("\ufeff") == read
+    assert "".join(doc.pieces(size=8)).lstrip("\ufeff") == read

@@ -104,7 +104,9 @@ class Document:
 
 @dataclass(frozen=True)
 class FileDocument:
-    """A UTF-8 text file, read in pieces when chunked; ``digest`` was taken when it was listed."""
+    """A text file (UTF-8, or UTF-16 / UTF-32 opened by their byte-order mark, as Notepad's
+    "Unicode" and PowerShell's ``>`` write them), read in pieces when chunked; ``digest`` was
+    taken when it was listed."""
 
     source: str
     path: Path
@@ -114,11 +116,11 @@ class FileDocument:
     @property
     def text(self) -> str:
         """The whole text (small files and tests; ingestion reads :meth:`pieces`)."""
-        return self.path.read_text(encoding="utf-8")
+        return self.path.read_text(encoding=text_encoding(self.path))
 
     def pieces(self, size: int = PIECE_CHARS) -> Iterator[str]:
         carry = ""
-        with self.path.open(encoding="utf-8") as handle:
+        with self.path.open(encoding=text_encoding(self.path)) as handle:
             while block := handle.read(size):
                 carry += block
                 while len(carry) > size:
@@ -204,19 +206,37 @@ def _check(file: Path) -> str | None:
     return None
 
 
+_BYTE_ORDER_MARKS = (  # UTF-32's first: its little-endian mark begins with UTF-16's
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def text_encoding(path: Path) -> str:
+    """``utf-16`` / ``utf-32`` for a file that starts with their byte-order mark, else ``utf-8``:
+    a mark names its encoding for certain, where guessing any other (Latin-1, a code page) is not."""
+    with path.open("rb") as handle:
+        head = handle.read(4)
+    return next((name for mark, name in _BYTE_ORDER_MARKS if head.startswith(mark)), "utf-8")
+
+
 def _scan_text(path: Path) -> str:
-    """SHA-256 of the file's bytes, checking on the way that they decode as UTF-8 and hold no NUL
-    byte: NUL is valid UTF-8 but no text file has one, while UTF-16 text and binary data (a file
-    named .txt by mistake) are full of them, and would be embedded as garbage."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
+    """SHA-256 of the file's bytes, checking on the way that they decode (:func:`text_encoding`)
+    and hold no NUL character: NUL is valid text but no text file has one, while binary data (a
+    file named .txt by mistake) and UTF-16 without its mark are full of them, and would be embedded
+    as garbage."""
+    encoding = text_encoding(path)
+    decoder = codecs.getincrementaldecoder(encoding)()
     digest = hashlib.sha256()
     read = 0
     with path.open("rb") as handle:
         while block := handle.read(_READ_BYTES):
-            decoder.decode(block)
-            if (nul := block.find(b"\x00")) >= 0:
-                why = f"a NUL byte at {read + nul}: binary or UTF-16"
-                raise UnicodeDecodeError("utf-8", block, nul, nul + 1, why)
+            text = decoder.decode(block)
+            if (nul := block.find(b"\x00") if encoding == "utf-8" else text.find("\x00")) >= 0:
+                why = f"a NUL byte at {read + nul}: binary, or UTF-16 without its byte-order mark"
+                raise UnicodeDecodeError(encoding, block, nul, nul + 1, why)
             read += len(block)
             digest.update(block)
         decoder.decode(b"", final=True)
@@ -452,7 +472,11 @@ def _not_text(file: Path, exc: UnicodeDecodeError, reads_images: bool) -> str:
         return f"a {suffix} picture: ingest reads {kinds} (convert it to one of them)"
     if suffix in CSV_SUFFIXES:  # Excel's plain "CSV" is the Windows code page
         return f"not UTF-8 text ({exc.reason}): save it as CSV UTF-8"
-    return f"not UTF-8 text ({exc.reason})"
+    if exc.encoding != "utf-8":
+        return f"not {exc.encoding.upper()} text ({exc.reason})"
+    if "NUL byte" in exc.reason:
+        return f"not UTF-8 text ({exc.reason})"
+    return f"not UTF-8 text ({exc.reason}): save it as UTF-8 (Latin-1 and Windows code pages are not guessed)"
 
 
 def _suffixes(images: bool, texts: bool = True, pdfs: bool = True) -> tuple[str, ...]:
