@@ -247,6 +247,47 @@ def test_prune_over_an_emptied_folder_refuses_and_keeps_the_collection(
     assert "one.txt" in capsys.readouterr().out
 
 
+def test_exclude_leaves_a_folder_out_and_prune_removes_what_it_stored(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    docs = tmp_path / "docs"
+    (docs / "node_modules" / "pkg").mkdir(parents=True)
+    (docs / "guide.md").write_text("Deploys run every night at two.")
+    (docs / "node_modules" / "pkg" / "README.md").write_text("A vendored package's readme about parsers.")
+    store = [
+        "--model",
+        str(minilm_path),
+        "--store",
+        "qdrant",
+        "--path",
+        str(tmp_path / "q"),
+        "--collection",
+        "c",
+    ]
+    assert main(["ingest", str(docs), *store, "--no-cache", "-q", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"] == 2
+    assert (
+        main(
+            [
+                "ingest",
+                str(docs),
+                *store,
+                "--no-cache",
+                "-q",
+                "--json",
+                "--exclude",
+                "node_modules",
+                "--prune",
+            ]
+        )
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["documents"] == 1 and report["deleted"] == 1
+    assert main(["search", "parsers", *store, "--json"]) == 0
+    assert "node_modules" not in capsys.readouterr().out
+
+
 def test_the_report_counts_one_document_and_one_chunk_in_the_singular(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:

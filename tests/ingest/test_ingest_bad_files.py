@@ -148,3 +148,34 @@ def test_a_text_file_with_a_byte_order_mark_is_read_in_its_encoding(tmp_path: Pa
     read = text.replace("\r\n", "\n")  # line ends as a UTF-8 file's are read
     assert skipped == [] and doc.text.lstrip("\ufeff") == read
     assert "".join(doc.pieces(size=8)).lstrip("\ufeff") == read
+
+
+def test_excluded_files_and_folders_are_not_read_nor_counted(tmp_path: Path) -> None:
+    """LangChain's DirectoryLoader(exclude=) and LlamaIndex's SimpleDirectoryReader(exclude=) leave
+    out node_modules and drafts; patterns read as .gitignore reads them (seen from outside: no way
+    to keep a vendored package's README out of the collection)."""
+    from poolrag.ingest.readers import count_documents, excluded
+
+    for name in [
+        "a.md",
+        "app.log.txt",
+        "node_modules/pkg/README.md",
+        "docs/node_modules.md",
+        "drafts/2023/old.md",
+        "drafts/keep.md",
+        "sub/drafts/x.md",
+        "sub/notes.txt",
+    ]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"Text of {name}.")
+    patterns = ["node_modules/", "*.log.txt", "/drafts/2023"]
+    read = sorted(
+        Path(d.source).relative_to(tmp_path).as_posix() for d in read_paths(tmp_path, exclude=patterns)
+    )
+    assert read == ["a.md", "docs/node_modules.md", "drafts/keep.md", "sub/drafts/x.md", "sub/notes.txt"]
+    assert count_documents(tmp_path, exclude=patterns) == len(read)
+    assert excluded("x/node_modules/", ["node_modules"]) and not excluded(
+        "node_modules.md", ["node_modules/"]
+    )
+    (named,) = read_paths(tmp_path / "node_modules" / "pkg" / "README.md", exclude=patterns)  # named: read
+    assert named.source.endswith("README.md")

@@ -109,6 +109,14 @@ def register(subparsers: Any) -> None:
         "--prune", action="store_true", help="delete chunks of sources not given in this run"
     )
     chunking.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="leave out files and folders under the folders given, as .gitignore patterns "
+        "(node_modules, '*.log', drafts/); repeatable. --prune deletes what they stored before",
+    )
+    chunking.add_argument(
         "--late-chunking",
         action="store_true",
         help="one pass per document, each chunk mean-pooled from it (mean-pooling models)",
@@ -184,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if report.documents == 0 and report.documents_skipped == 0 and not report.skipped:
         print(f"no documents in {', '.join(args.paths)}: {_what_is_read(reads_texts)}", file=sys.stderr)
-    elif (unread := _not_read(args.paths, reads_texts, reads_images)) is not None:
+    elif (unread := _not_read(args.paths, reads_texts, reads_images, args.exclude)) is not None:
         print(unread, file=sys.stderr)
     if report.skipped:  # files, or records of a JSONL or CSV file (path:line)
         print(f"{len(report.skipped)} left out:", file=sys.stderr)
@@ -197,15 +205,19 @@ def _many(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def _not_read(paths: list[str], reads_texts: bool, reads_images: bool | None) -> str | None:
+def _not_read(
+    paths: list[str], reads_texts: bool, reads_images: bool | None, exclude: list[str]
+) -> str | None:
     """A line for the files of a kind ingest reads that this model does not: they are not listed,
     so without it a mixed folder's images (or, for ColPali, its text files) vanish without a word."""
     from poolrag.ingest.readers import count_documents
 
-    if not reads_texts and (count := count_documents(paths, pdfs=False)):
+    if not reads_texts and (count := count_documents(paths, pdfs=False, exclude=exclude)):
         kind = _many(count, "text document")
         return f"{kind} not read: a page retriever reads pages (text is for a text model)"
-    if reads_images is False and (count := count_documents(paths, images=True, texts=False, pdfs=False)):
+    if reads_images is False and (
+        count := count_documents(paths, images=True, texts=False, pdfs=False, exclude=exclude)
+    ):
         kind = _many(count, "image file")
         return f"{kind} not read: this model reads text (CLIP or ColPali read them)"
     return None
@@ -279,7 +291,9 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
         refuse_unsupported(args)
         store = open_store_from_args(args)
         opened.callback(store.close)
-        documents = read_paths(args.paths, text_field=args.text_field, skipped=skipped)  # read lazily
+        documents = read_paths(  # read lazily
+            args.paths, text_field=args.text_field, skipped=skipped, exclude=args.exclude
+        )
         files_left_out = () if skipped is None else skipped  # filled while the documents are read
         report = ingest_on_ray_from_args(
             args, documents, files_left_out, store, cache, engine_args, options, checkpoint_dir
@@ -325,11 +339,20 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
     # The bar starts at its total: the files are listed (and JSONL or CSV records counted) once more for it.
     # a page retriever (ColPali) reads pages, so a folder's text files are not its documents
     texts = not (reads_images and engine.facts.score_kind is ScoreKind.MAXSIM)
-    total = None if args.quiet else count_documents(args.paths, images=reads_images, texts=texts)
+    total = (
+        None
+        if args.quiet
+        else count_documents(args.paths, images=reads_images, texts=texts, exclude=args.exclude)
+    )
     # read lazily; image files only for a model that reads images, which reads a PDF's pages too
     images = rendering if reads_images else None
     documents = read_paths(
-        args.paths, text_field=args.text_field, skipped=skipped, images=images, texts=texts
+        args.paths,
+        text_field=args.text_field,
+        skipped=skipped,
+        images=images,
+        texts=texts,
+        exclude=args.exclude,
     )
     freeze_loaded_objects()  # the models are loaded: full collections need not walk them
     report = pipeline.run(

@@ -14,6 +14,7 @@ FIFOs, sockets and devices are never opened (reading a FIFO would block forever)
 from __future__ import annotations
 
 import codecs
+import fnmatch
 import hashlib
 import json
 import logging
@@ -146,17 +147,34 @@ class SkippedFile:
         return f"{where}: {self.reason}"
 
 
+def excluded(relative: str, patterns: Sequence[str]) -> bool:
+    """Whether a file or folder at ``relative`` (to the folder given, ``/``-separated) is left out
+    by one of ``patterns``, as ``.gitignore`` reads them: a pattern without ``/`` (``node_modules``,
+    ``*.log``) matches a name at any depth, one with ``/`` (``drafts/2023/*``) the path from the
+    folder given; a trailing ``/`` matches folders only (the caller passes ``relative + "/"``)."""
+    name = relative.rstrip("/").rsplit("/", 1)[-1]
+    for pattern in patterns:
+        folder_only = pattern.endswith("/")
+        if folder_only and not relative.endswith("/"):
+            continue
+        bare = pattern.rstrip("/")
+        if fnmatch.fnmatchcase(name if "/" not in bare else relative.rstrip("/"), bare.lstrip("/")):
+            return True
+    return False
+
+
 def _walk(
     path: Path,
     unlisted: Callable[[OSError], None],
     suffixes: tuple[str, ...] = TEXT_SUFFIXES + JSONL_SUFFIXES,
+    exclude: Sequence[str] = (),
 ) -> Iterator[Path]:
-    """The files under ``path`` whose names end in ``suffixes``; a folder that cannot be listed goes
-    to ``unlisted`` (so it is reported as skipped, and ``--prune`` keeps what it stored before),
-    never silently dropped. Symlinked folders are followed like symlinked files, each real folder
-    once (no loops)."""
+    """The files under ``path`` whose names end in ``suffixes`` and that ``exclude`` leaves in
+    (:func:`excluded`); a folder that cannot be listed goes to ``unlisted`` (so it is reported as
+    skipped, and ``--prune`` keeps what it stored before), never silently dropped. Symlinked
+    folders are followed like symlinked files, each real folder once (no loops)."""
     if not path.is_dir():
-        yield path  # a file, a symlink, a FIFO...: judged by _check
+        yield path  # a file, a symlink, a FIFO...: judged by _check (named, it is not excluded)
         return
     listed: set[str] = set()
     for root, dirs, files in os.walk(path, onerror=unlisted, followlinks=True):
@@ -165,12 +183,16 @@ def _walk(
             dirs[:] = []
             continue
         listed.add(real)
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        here = Path(root).relative_to(path).as_posix()
+        prefix = "" if here == "." else here + "/"
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not excluded(f"{prefix}{d}/", exclude))
         for name in dirs:
             if os.path.islink(link := os.path.join(root, name)):
                 logger.info("following the folder link %s -> %s", link, os.path.realpath(link))
         for name in sorted(files):
-            if not name.startswith(".") and name.lower().endswith(suffixes):
+            if name.startswith(".") or not name.lower().endswith(suffixes):
+                continue
+            if not excluded(prefix + name, exclude):
                 yield Path(root) / name
 
 
@@ -340,6 +362,7 @@ def read_paths(
     skipped: list[SkippedFile] | None = None,
     images: PageRendering | None = None,
     texts: bool = True,
+    exclude: Sequence[str] = (),
 ) -> PathDocuments:
     """Documents from files and folders (recursively: .txt, .md, .markdown, .rst, .jsonl, .csv,
     .html, .htm, .docx, .pptx, .pdf),
@@ -354,6 +377,9 @@ def read_paths(
             (:mod:`~poolrag.ingest.html_text`), a Word document its paragraphs and tables
             (:mod:`~poolrag.ingest.docx_text`), a PowerPoint deck its slides' text and notes
             (:mod:`~poolrag.ingest.pptx_text`).
+        exclude: files and folders under a folder given that are not read, as ``.gitignore``
+            patterns (``node_modules``, ``*.log``, ``drafts/``: :func:`excluded`); ``prune`` deletes
+            what they stored, as it does for a deleted file.
         skipped: where per-file problems go (unreadable or non-UTF-8 files, broken symlinks, bad
             JSONL lines or CSV rows); those files are left out and the rest is read. ``None`` raises instead.
             Non-regular files (FIFOs, sockets, devices) are always left out, with a warning.
@@ -363,7 +389,7 @@ def read_paths(
     """
     record_files: list[str] = []
     return PathDocuments(
-        _read_paths(paths, text_field, skipped, images, texts, record_files),
+        _read_paths(paths, text_field, skipped, images, texts, record_files, tuple(exclude)),
         () if skipped is None else skipped,
         record_files,
     )
@@ -376,6 +402,7 @@ def _read_paths(
     images: PageRendering | None,
     texts: bool,
     record_files: list[str],
+    exclude: tuple[str, ...],
 ) -> Iterator[Document | FileDocument | VisualDocument]:
     def problem(where: Path, reason: str, line: int | None = None, *, fatal: bool = True) -> None:
         item = SkippedFile(str(where), reason, line)
@@ -400,7 +427,7 @@ def _read_paths(
         def unlisted(exc: OSError) -> None:
             problem(Path(exc.filename), f"cannot list the folder: {_describe(exc)}")
 
-        for file in _walk(path, unlisted, suffixes):
+        for file in _walk(path, unlisted, suffixes, exclude):
             reason = _check(file)
             if reason is not None:
                 problem(file, reason, fatal=not reason.startswith("not a regular file"))
@@ -501,6 +528,7 @@ def count_documents(
     images: bool = False,
     texts: bool = True,
     pdfs: bool = True,
+    exclude: Sequence[str] = (),
 ) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
     or record: one per text, HTML, Word, PowerPoint or PDF file (``pdfs=False`` leaves them out of
@@ -517,7 +545,7 @@ def count_documents(
 
     suffixes = _suffixes(images, texts, pdfs)
     for raw in _path_list(paths):
-        for file in _walk(Path(raw), unlisted, suffixes):
+        for file in _walk(Path(raw), unlisted, suffixes, tuple(exclude)):
             if not texts and file.suffix.lower() not in suffixes:
                 continue  # a file named on its own, of a kind this count leaves out
             if _check(file) is not None:
