@@ -134,6 +134,16 @@ def test_bad_requests_exit_2_with_a_message(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flag", "ours"), [("--chunk-size", "--chunk-tokens"), ("--chunk-overlap", "--overlap")]
+)
+def test_langchains_splitter_flags_name_the_token_flags(flag: str, ours: str, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["ingest", "docs", flag, "500"])
+    assert stopped.value.code == 2
+    assert f"{flag}: poolrag counts chunks in the model's tokens: use {ours} N" in capsys.readouterr().err
+
+
 def test_search_finds_the_model_when_the_ingest_folder_is_gone(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:

@@ -88,6 +88,8 @@ def register(subparsers: Any) -> None:
         "quarter of the chunk if that is less; any value below the chunk size is taken)",
     )
     chunking.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
+    for flag, ours in (("--chunk-size", "--chunk-tokens"), ("--chunk-overlap", "--overlap")):
+        chunking.add_argument(flag, action=_CountedInCharacters, ours=ours, help=argparse.SUPPRESS)
     chunking.add_argument(
         "--index-quantization",
         choices=("int8", "binary"),
@@ -153,6 +155,23 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
     parser.set_defaults(handler=run)
+
+
+class _CountedInCharacters(argparse.Action):
+    """LangChain's splitter settings, which count characters: refused naming poolrag's flag, which
+    counts tokens (argparse alone said 'unrecognized arguments')."""
+
+    def __init__(self, *args: Any, ours: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ours = ours
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None
+    ) -> None:
+        parser.error(
+            f"{option_string}: poolrag counts chunks in the model's tokens: use {self.ours} N "
+            "(a token is about 4 characters of English)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
