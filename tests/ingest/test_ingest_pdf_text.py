@@ -9,6 +9,7 @@ import pytest
 from ingest_support import read_folder
 
 from poolrag.cache import CachedEmbedder
+from poolrag.cli import main
 from poolrag.ingest import DenseEncoder, Document, IngestPipeline, TokenChunker, read_paths
 from poolrag.ingest.pdf_text import read_pdf_text
 from poolrag.retrieval import Retriever
@@ -48,6 +49,36 @@ def test_each_chunk_names_the_page_its_text_starts_on(report: Path, minilm_engin
         assert first_word in VOCABULARY[chunk.metadata["page"] - 1], (chunk.metadata, chunk.text)
         assert chunk.metadata["filename"] == "report.pdf"
     assert {c.metadata["page"] for c in chunks} == {1, 2, 3}
+
+
+def test_a_chunk_over_several_pages_names_its_last_one_too(
+    report: Path, minilm_engine, minilm_path: Path, tmp_path: Path, capsys
+) -> None:
+    """Three short pages in one chunk: ``page`` 1 and ``last_page`` 3, and search says "pages 1-3"
+    (seen from outside: text from page 3 was cited as "page 1")."""
+    (doc,) = read_paths([report])
+    (chunk,) = TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, 200, 0).split(doc)
+    assert (chunk.metadata["page"], chunk.metadata["last_page"]) == (1, 3)
+    small = TokenChunker.for_model(minilm_engine.tokenizer, minilm_engine.facts, 8, 2).split(doc)
+    for piece in small:  # each spans at most the page its text starts on and the next
+        last = piece.metadata.get("last_page", piece.metadata["page"])
+        assert last - piece.metadata["page"] <= 1
+        last_word = piece.text.split()[-1].strip(".")
+        assert last_word in VOCABULARY[last - 1], (piece.metadata, piece.text)
+    store = [
+        "--model",
+        str(minilm_path),
+        "--store",
+        "qdrant",
+        "--path",
+        str(tmp_path / "q"),
+        "--collection",
+        "r",
+    ]
+    assert main(["ingest", str(report), *store, "--chunk-tokens", "200", "--no-cache", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["search", VOCABULARY[2][0], *store, "-k", "1"]) == 0
+    assert f"{report.resolve()} pages 1-3" in capsys.readouterr().out
 
 
 def test_a_word_hyphenated_at_a_line_end_reads_whole(tmp_path: Path) -> None:

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                         "stages": r.stage_scores,
                         "text": r.text,
                     }
-                    | {key: r.payload[key] for key in ("page", "modality") if key in r.payload}
+                    | {key: r.payload[key] for key in ("page", "last_page", "modality") if key in r.payload}
                 )
             )
         else:
@@ -146,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _where(result: SearchResult) -> str:
     """Where a hit is in its source: a PDF's page, an image (the whole file), else character offsets."""
+    if "last_page" in result.payload:
+        return f"pages {result.payload['page']}-{result.payload['last_page']}"
     if "page" in result.payload:
         return f"page {result.payload['page']}"
     if result.payload.get("modality") == "image":

@@ -378,10 +378,14 @@ class TokenChunker:
 
 
 def _on_pages(chunks: Iterator[Chunk], page_starts: tuple[int, ...]) -> Iterator[Chunk]:
-    """Each chunk naming the page (from 1) its text starts on."""
+    """Each chunk naming the page (from 1) its text starts on, and ``last_page`` where it runs
+    over onto later ones (three short slides in one chunk: a citation of "page 1" alone sent the
+    reader to the wrong slide for the third's text)."""
     for chunk in chunks:
-        page = bisect.bisect_right(page_starts, chunk.start)
-        yield dataclasses.replace(chunk, metadata={**chunk.metadata, "page": max(page, 1)})
+        page = max(bisect.bisect_right(page_starts, chunk.start), 1)
+        last = max(bisect.bisect_right(page_starts, max(chunk.end - 1, chunk.start)), page)
+        pages = {"page": page} | ({"last_page": last} if last > page else {})
+        yield dataclasses.replace(chunk, metadata={**chunk.metadata, **pages})
 
 
 def _one_slice(view: Any, i: int, j: int) -> int:
