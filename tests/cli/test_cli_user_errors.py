@@ -55,6 +55,13 @@ def _bad_corpus(root: Path) -> Path:
     return root
 
 
+def test_prune_keeps_the_skipped_files_a_symlink_loop_among_them(tmp_path: Path, capsys) -> None:
+    corpus = _bad_corpus(tmp_path / "corpus")
+    args = ["ingest", str(corpus), *_store(tmp_path), "--collection", "c", "--quiet", "--json", "--prune"]
+    assert main(args) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["left_out"] == 4
+
+
 def test_bad_files_are_skipped_and_summarised_at_the_end(tmp_path: Path, capsys) -> None:
     corpus = _bad_corpus(tmp_path / "corpus")
     code = main(["ingest", str(corpus), *_store(tmp_path), "--collection", "c", "--quiet", "--json"])

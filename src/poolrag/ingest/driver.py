@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -360,7 +361,7 @@ class IngestDriver:
                 f"no document was read, so --prune would delete every chunk of {self.store.collection}: "
                 "nothing was deleted (an unmounted or emptied folder?); to empty the collection, drop it"
             )
-        kept = [Path(s.path).resolve().as_posix() for s in skipped]
+        kept = [Path(os.path.realpath(s.path)).as_posix() for s in skipped]  # a looping symlink too
         whole = tuple(f"{path}#" for path in record_files if path not in kept)
         if whole and not prune:  # prune deletes them with every other source not read
             for removed in self.stored_ids.orphans(lambda source: not source.startswith(whole)):
