@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from poolrag.engine_args import add_flag, positive_int
-from poolrag.server.run import HttpOptions
+from poolrag.server.settings import HttpOptions
 
 #: uvicorn's log levels, as ``--uvicorn-log-level`` takes them.
 UVICORN_LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")

@@ -9,50 +9,19 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
 
 from poolrag.server.protocol import with_header_limits
-from poolrag.server.settings import ServerSettings
+from poolrag.server.settings import HttpOptions, ServerSettings
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
 
 #: Most bytes of a request line and its headers.
 MAX_HEADER_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class HttpOptions:
-    """How uvicorn serves the app, as ``vllm serve``'s frontend flags set it.
-
-    Attributes:
-        log_level: uvicorn's own log level (``--uvicorn-log-level``; default ``--log-level``).
-        access_log: one line per request (off: ``--disable-log-requests``,
-            ``--disable-uvicorn-access-log``).
-        quiet_paths: paths whose requests leave no access line (``--disable-access-log-for-endpoints``:
-            a probe every few seconds should not bury the requests).
-        root_path: the path prefix a proxy serves the app under (``--root-path``).
-        tls: uvicorn's ``ssl_*`` settings (``--ssl-keyfile``, ``--ssl-certfile``, ...); empty: plain HTTP.
-    """
-
-    log_level: str = "info"
-    access_log: bool = True
-    quiet_paths: frozenset[str] = frozenset()
-    root_path: str = ""
-    tls: Mapping[str, Any] = field(default_factory=dict)
-
-    def uvicorn_kwargs(self) -> dict[str, Any]:
-        return {
-            "log_level": self.log_level,
-            "access_log": self.access_log,
-            "root_path": self.root_path,
-            **self.tls,
-        }
 
 
 class _QuietPaths(logging.Filter):

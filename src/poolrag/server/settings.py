@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MAX_QUEUE = 256
 DEFAULT_MAX_INPUTS = 2048  # OpenAI's own per-request limit for /v1/embeddings
@@ -145,3 +147,32 @@ class Limits:
             max_inflight_bytes=settings.max_inflight_bytes or 4 * settings.max_body_bytes,
             max_inflight_tokens=settings.max_inflight_tokens or 4 * tokens,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """How uvicorn serves the app, as ``vllm serve``'s frontend flags set it.
+
+    Attributes:
+        log_level: uvicorn's own log level (``--uvicorn-log-level``; default ``--log-level``).
+        access_log: one line per request (off: ``--disable-log-requests``,
+            ``--disable-uvicorn-access-log``).
+        quiet_paths: paths whose requests leave no access line (``--disable-access-log-for-endpoints``:
+            a probe every few seconds should not bury the requests).
+        root_path: the path prefix a proxy serves the app under (``--root-path``).
+        tls: uvicorn's ``ssl_*`` settings (``--ssl-keyfile``, ``--ssl-certfile``, ...); empty: plain HTTP.
+    """
+
+    log_level: str = "info"
+    access_log: bool = True
+    quiet_paths: frozenset[str] = frozenset()
+    root_path: str = ""
+    tls: Mapping[str, Any] = field(default_factory=dict)
+
+    def uvicorn_kwargs(self) -> dict[str, Any]:
+        return {
+            "log_level": self.log_level,
+            "access_log": self.access_log,
+            "root_path": self.root_path,
+            **self.tls,
+        }

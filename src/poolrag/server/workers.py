@@ -31,7 +31,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from poolrag.server.run import HttpOptions, uvicorn_config
+from poolrag.server.run import uvicorn_config
+from poolrag.server.settings import HttpOptions
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -16,7 +16,8 @@ import uvicorn
 
 from poolrag import Engine
 from poolrag.server import ServerSettings, create_app
-from poolrag.server.run import HttpOptions, uvicorn_config
+from poolrag.server.run import uvicorn_config
+from poolrag.server.settings import HttpOptions
 
 
 class LiveServer:
