@@ -210,18 +210,14 @@ def test_a_rerun_without_the_truncation_a_collection_was_written_with_names_its_
     assert main([*line, "--dimensions", "128", "--assume-matryoshka"]) == 0
 
 
+def _in_qdrant(model: Path, path: Path, collection: str) -> list[str]:
+    """The flags of a run on ``model`` into a Qdrant local collection."""
+    return ["--model", str(model), "--store", "qdrant", "--path", str(path), "--collection", collection]
+
+
 def test_a_search_that_finds_nothing_says_so(tmp_path: Path, minilm_path: Path, capsys) -> None:
     (tmp_path / "empty").mkdir()
-    store = [
-        "--model",
-        str(minilm_path),
-        "--store",
-        "qdrant",
-        "--path",
-        str(tmp_path / "q"),
-        "--collection",
-        "c",
-    ]
+    store = _in_qdrant(minilm_path, tmp_path / "q", "c")
     assert main(["ingest", str(tmp_path / "empty"), *store, "--no-cache", "-q"]) == 0
     capsys.readouterr()
     assert main(["search", "anything", *store, "--json"]) == 0
@@ -238,16 +234,7 @@ def test_prune_over_an_emptied_folder_refuses_and_keeps_the_collection(
     share = tmp_path / "share"
     share.mkdir()
     (share / "one.txt").write_text("Coral reefs bleach when the water warms.")
-    store = [
-        "--model",
-        str(minilm_path),
-        "--store",
-        "qdrant",
-        "--path",
-        str(tmp_path / "q"),
-        "--collection",
-        "c",
-    ]
+    store = _in_qdrant(minilm_path, tmp_path / "q", "c")
     assert main(["ingest", str(share), *store, "--no-cache", "-q"]) == 0
     (share / "one.txt").unlink()
     capsys.readouterr()
@@ -264,16 +251,7 @@ def test_exclude_leaves_a_folder_out_and_prune_removes_what_it_stored(
     (docs / "node_modules" / "pkg").mkdir(parents=True)
     (docs / "guide.md").write_text("Deploys run every night at two.")
     (docs / "node_modules" / "pkg" / "README.md").write_text("A vendored package's readme about parsers.")
-    store = [
-        "--model",
-        str(minilm_path),
-        "--store",
-        "qdrant",
-        "--path",
-        str(tmp_path / "q"),
-        "--collection",
-        "c",
-    ]
+    store = _in_qdrant(minilm_path, tmp_path / "q", "c")
     assert main(["ingest", str(docs), *store, "--no-cache", "-q", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["documents"] == 2
     assert (

@@ -65,16 +65,8 @@ def test_a_chunk_over_several_pages_names_its_last_one_too(
         assert last - piece.metadata["page"] <= 1
         last_word = piece.text.split()[-1].strip(".")
         assert last_word in VOCABULARY[last - 1], (piece.metadata, piece.text)
-    store = [
-        "--model",
-        str(minilm_path),
-        "--store",
-        "qdrant",
-        "--path",
-        str(tmp_path / "q"),
-        "--collection",
-        "r",
-    ]
+    store = ["--model", str(minilm_path), "--store", "qdrant", "--path", str(tmp_path / "q")]
+    store += ["--collection", "r"]
     assert main(["ingest", str(report), *store, "--chunk-tokens", "200", "--no-cache", "-q"]) == 0
     capsys.readouterr()
     assert main(["search", VOCABULARY[2][0], *store, "-k", "1"]) == 0
