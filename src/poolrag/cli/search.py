@@ -157,6 +157,7 @@ def _where(result: SearchResult) -> str:
 
 def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     from poolrag.cache import CachedEmbedder
+    from poolrag.config.packaged_models import packaged_hub_id
     from poolrag.errors import InvalidInputError
     from poolrag.retrieval import ColbertRetriever, Retriever
     from poolrag.retrieval.collection_checks import check_model, existing_spec
@@ -173,7 +174,8 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
         )
     engine = load_engine(engine_args)
     where = f"{store.name} at {store.location}"
-    check_model(spec, engine.model_identity, where, f"search it with --model {spec.model_name}")
+    model = packaged_hub_id(spec.model_name) or spec.model_name  # not another machine's venv path
+    check_model(spec, engine.model_identity, where, f"search it with --model {model}")
     reranker = _reranker(args, engine_args)
     if spec.layout == "multivector":
         if args.mode != "dense":

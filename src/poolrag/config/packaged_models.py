@@ -31,3 +31,14 @@ def packaged_folder(hub_id: str) -> Path | None:
         return None
     folder = Path(spec.origin).parent / subfolder
     return folder if (folder / "config.json").is_file() else None
+
+
+def packaged_hub_id(folder: str) -> str | None:
+    """The hub id whose packaged copy ``folder`` is (a collection records the folder it was
+    ingested with, on whatever machine and virtualenv that was), else None: for messages that name
+    the model as a user types it. The table picks the answer; the folder only matches it."""
+    parts = Path(folder).parts
+    for hub_id, (package, subfolder) in PACKAGED_MODELS.items():
+        if parts[-2:] == (package, subfolder):
+            return hub_id
+    return None
