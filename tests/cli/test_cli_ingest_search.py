@@ -286,6 +286,11 @@ def test_the_report_counts_one_document_and_one_chunk_in_the_singular(
     assert (
         "ingested 1 document into qdrant collection 'one': 1 chunk: 1 embedded now" in capsys.readouterr().out
     )
+    assert main(["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]) == 0
+    assert capsys.readouterr().out.startswith(
+        "up to date: 1 document in qdrant collection 'one', 1 chunk already stored; "
+        "nothing embedded or deleted"
+    )
 
 
 def test_without_a_cache_a_repeated_chunk_is_not_said_to_come_from_it(

@@ -200,6 +200,13 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         )
+    elif report.documents and not (report.upserted or report.deleted or report.resumed):
+        # a nightly re-run over an unchanged folder: say that nothing was done, not "ingested"
+        print(
+            f"up to date: {_many(report.documents, 'document')} in {args.store} collection "
+            f"{args.collection!r}, {_many(report.chunks, 'chunk')} already stored; nothing embedded "
+            f"or deleted, {report.seconds:.1f}s"
+        )
     else:
         print(
             f"ingested {_many(report.documents, 'document')} into {args.store} collection "
