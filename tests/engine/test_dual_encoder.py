@@ -15,6 +15,7 @@ import pytest
 import torch
 import transformers
 from tiny_models import SENTENCES, build_clip, build_siglip, build_siglip2
+from transformers.image_transforms import convert_to_rgb
 
 from poolrag import Engine
 from poolrag.errors import InputTypeError, InvalidInputError
@@ -40,7 +41,8 @@ def _normalized(rows: torch.Tensor) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def reference(clip: Path) -> tuple[np.ndarray, np.ndarray]:
-    """transformers' own: the texts padded with an attention mask, the photos through the saved processor."""
+    """transformers' own: the texts padded with an attention mask, the photos as opened through the
+    saved processor (two are RGBA: their transparency shows on white, as the processor shows it)."""
     model = transformers.CLIPModel.from_pretrained(clip).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(clip)
     processor = transformers.CLIPImageProcessor.from_pretrained(clip)
@@ -48,7 +50,7 @@ def reference(clip: Path) -> tuple[np.ndarray, np.ndarray]:
         texts = model.get_text_features(
             **tokenizer(SENTENCES, padding=True, return_tensors="pt")
         ).pooler_output
-        pixels = processor(images=[PIL.open(p).convert("RGB") for p in PHOTOS], return_tensors="pt")
+        pixels = processor(images=[PIL.open(p) for p in PHOTOS], return_tensors="pt")
         images = model.get_image_features(pixel_values=pixels["pixel_values"]).pooler_output
     return _normalized(texts), _normalized(images)
 
@@ -135,7 +137,7 @@ def test_a_siglip_folder_gets_its_own_vectors_texts_padded_to_its_length(
     with torch.no_grad():
         ids = tokenizer(short, padding="max_length", max_length=16, return_tensors="pt")["input_ids"]
         texts = model.get_text_features(input_ids=ids).pooler_output
-        pixels = processor(images=[PIL.open(p).convert("RGB") for p in PHOTOS], return_tensors="pt")
+        pixels = processor(images=[PIL.open(p) for p in PHOTOS], return_tensors="pt")
         images = model.get_image_features(pixel_values=pixels["pixel_values"]).pooler_output
     engine = Engine(folder)
     assert engine.max_model_len == 16
@@ -154,7 +156,9 @@ def test_a_siglip2_folder_reads_each_picture_at_its_own_aspect_ratio(
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     processor = transformers.Siglip2ImageProcessor.from_pretrained(folder)
     short = [s for s in SENTENCES if len(tokenizer(s)["input_ids"]) <= 16]
-    photos = [PIL.open(p).convert("RGB") for p in PHOTOS]
+    # Siglip2ImageProcessor does not convert to RGB itself (an RGBA picture fails there); the
+    # engine shows transparency on white, as transformers' convert_to_rgb, which CLIP's processor runs
+    photos = [convert_to_rgb(PIL.open(p), return_numpy=True) for p in PHOTOS]
     with torch.no_grad():
         ids = tokenizer(short, padding="max_length", max_length=16, return_tensors="pt")["input_ids"]
         texts = model.get_text_features(input_ids=ids).pooler_output
@@ -175,7 +179,7 @@ def test_sentence_transformers_loading_the_same_folder_agrees(clip: Path, engine
     from sentence_transformers import SentenceTransformer
 
     reference = SentenceTransformer(str(clip), device="cpu")
-    images = reference.encode([PIL.open(p).convert("RGB") for p in PHOTOS], normalize_embeddings=True)
+    images = reference.encode([PIL.open(p) for p in PHOTOS], normalize_embeddings=True)
     texts = reference.encode(SENTENCES, normalize_embeddings=True)
     np.testing.assert_allclose(engine.embed_array(PHOTOS), images, atol=1e-5)
     np.testing.assert_allclose(engine.embed_array(SENTENCES), texts, atol=1e-5)

@@ -18,6 +18,7 @@ import pytest
 import torch
 import transformers
 from tiny_models import build_colmodernvbert, build_colpali, build_colqwen2
+from transformers.image_transforms import convert_to_rgb
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
@@ -26,6 +27,12 @@ PIL = pytest.importorskip("PIL.Image", reason="pages need the images extra (Pill
 SAMPLES = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data"
 PHOTOS = [SAMPLES / "grace_hopper.jpg", SAMPLES / "Minduka_Present_Blue_Pack.png", SAMPLES / "logo2.png"]
 QUERIES = ["a portrait of an admiral", "blue", "which logo is on the page with the most text in it?"]
+
+
+def _opened(path: Path) -> object:
+    """The picture in RGB as transformers' ``convert_to_rgb`` shows it (transparency on white), as
+    the engine reads it whatever the processor would do with an RGBA picture."""
+    return PIL.fromarray(convert_to_rgb(PIL.open(path), return_numpy=True))
 
 
 BUILDERS = {"colpali": build_colpali, "colqwen2": build_colqwen2, "colmodernvbert": build_colmodernvbert}
@@ -54,7 +61,7 @@ def reference(colpali: Path) -> dict[str, object]:
     model_class, processor_class = _reference_classes(colpali)
     model = model_class.from_pretrained(colpali).eval()
     processor = processor_class.from_pretrained(colpali)
-    pages = processor.process_images(images=[PIL.open(p).convert("RGB") for p in PHOTOS])
+    pages = processor.process_images(images=[_opened(p) for p in PHOTOS])
     queries = processor.process_queries(text=QUERIES)
     with torch.no_grad():
         page_vectors = model(**pages).embeddings
@@ -160,7 +167,7 @@ def test_sentence_transformers_multi_vector_encoder_gives_the_same_vectors(
     from sentence_transformers import MultiVectorEncoder
 
     folder = BUILDERS[name](tmp_path / name, minilm_path)
-    pages = [PIL.open(p).convert("RGB") for p in PHOTOS]
+    pages = [_opened(p) for p in PHOTOS]
     reference = MultiVectorEncoder(str(folder), device="cpu")
     want = list(reference.encode_document(pages)) + list(reference.encode_query(QUERIES))
     engine = Engine(folder)
