@@ -782,8 +782,22 @@ class Engine:
             return []
         task = "embed" if kind is ScoreKind.COSINE else "token_embed"
         params.verify("score", self._facts)  # the caller's params: dimensions does not apply to scores
-        query_params = self._resolve(task, params.with_updates(input_type="query", dimensions=None))
-        doc_params = self._resolve(task, params.with_updates(input_type="document", dimensions=None))
+        # As vLLM scores an embedder: each text embedded as embed() embeds it, so a query the caller
+        # wrote its instruction into does not get the folder's prompt twice. input_type="query" asks
+        # for the roles (the folder's query prompt on text_1, its document prompt on text_2), as
+        # sentence-transformers' encode_query / encode_document; ColBERT's markers are its roles always.
+        if params.input_type == "document":
+            raise InvalidInputError(
+                "a score's input_type names text_1's role: 'query' (text_2 are then documents)",
+                param="input_type",
+            )
+        roles = kind is not ScoreKind.COSINE or params.input_type == "query"
+        query_params = self._resolve(
+            task, params.with_updates(input_type="query" if roles else None, dimensions=None)
+        )
+        doc_params = self._resolve(
+            task, params.with_updates(input_type="document" if roles else None, dimensions=None)
+        )
         prompt = processor.prompts.chosen(params.prompt, params.prompt_name)
         truncate = self._token_limit(params, task)
         q_requests = processor.texts(

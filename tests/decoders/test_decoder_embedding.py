@@ -12,7 +12,7 @@ import transformers
 from tiny_decoders import EOS, PAD, SIDES, TEXTS, build, normalize, ref_last_hidden
 
 from poolrag import Engine, PoolingParams
-from poolrag.errors import ModelLoadError
+from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.testing import engine_internals as internals
 
 BASE_MODELS = {
@@ -111,8 +111,15 @@ def test_sentence_transformers_llm_embedder_matches_sentence_transformers(qwen3_
     # the instruction goes on queries only: a query embedded as a document differs
     as_doc = engine.embed_array(queries, PoolingParams(input_type="document"))
     assert not np.allclose(as_doc, got_q, atol=1e-3)
+    # score as vLLM scores an embedder: each text as embed() embeds it (a query ported from the
+    # model card carries its instruction already); input_type="query" applies the folder's roles
+    plain = engine.embed_array(queries[:1])[0]
     scores = [o.outputs.score for o in engine.score(queries[0], docs)]
-    np.testing.assert_allclose(scores, got_d @ got_q[0], atol=1e-5)
+    np.testing.assert_allclose(scores, got_d @ plain, atol=1e-5)
+    roles = engine.score(queries[0], docs, PoolingParams(input_type="query"))
+    np.testing.assert_allclose([o.outputs.score for o in roles], got_d @ got_q[0], atol=1e-5)
+    with pytest.raises(InvalidInputError, match="names text_1's role"):
+        engine.score(queries[0], docs, PoolingParams(input_type="document"))
 
 
 def test_causal_lm_without_a_pooling_task_needs_convert(tmp_path):
