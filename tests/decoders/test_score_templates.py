@@ -50,6 +50,19 @@ def test_template_text_and_files_are_accepted(tmp_path):
     assert load_score_template(inline) is inline
 
 
+def test_a_template_typed_as_text_keeps_its_last_newlines(tmp_path):
+    """The Qwen3-Reranker card's prefix + body + suffix typed as one template: its suffix ends
+    ``"</think>\\n\\n"``, and Jinja's default would drop the last newline and move the score. A
+    file's own final newline is its editor's and is dropped, as before."""
+    card = qwen3_reranker_prompt("{{ query }}", "{{ document }}", "{{ instruction }}")
+    typed = load_score_template(card).with_variables(instruction="Find the clause")
+    assert typed.render(QUERY, DOC) == qwen3_reranker_prompt(QUERY, DOC, "Find the clause")
+    path = tmp_path / "card.jinja"
+    path.write_text(card + "\n")
+    from_file = load_score_template(str(path)).with_variables(instruction="Find the clause")
+    assert from_file.render(QUERY, DOC) == typed.render(QUERY, DOC)
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

@@ -28,10 +28,13 @@ from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+# Both keep the trailing newline; _compile drops one where Jinja's default would (_final_newline).
+_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 # vLLM renders its templates as transformers renders chat templates (block tags trimmed, undefined
 # names empty), so a file written for it renders here byte for byte as there.
-_VLLM_ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, autoescape=False)
+_VLLM_ENV = ImmutableSandboxedEnvironment(
+    trim_blocks=True, lstrip_blocks=True, autoescape=False, keep_trailing_newline=True
+)
 _REQUIRED = frozenset({"query", "document"})
 _VLLM_PAIR = "messages"  # vLLM's variable: [{"role": "query", ...}, {"role": "document", ...}]
 
@@ -42,8 +45,17 @@ def shipped_score_templates() -> tuple[str, ...]:
     return tuple(sorted(p.name[: -len(".jinja")] for p in folder.iterdir() if p.name.endswith(".jinja")))
 
 
+def _final_newline(source: str) -> str:
+    """``source`` without the newline that ends its last line, as Jinja's default reads it."""
+    return source[:-2] if source.endswith("\r\n") else source.removesuffix("\n")
+
+
 @functools.lru_cache(maxsize=64)
-def _compile(source: str):  # type: ignore[no-untyped-def]
+def _compile(source: str, from_file: bool = False):  # type: ignore[no-untyped-def]
+    """A template typed as text in poolrag's form keeps what it ends with (the Qwen3-Reranker
+    card's suffix ends ``"</think>\\n\\n"``; Jinja's default would drop the last newline and move
+    the score). A file's final newline is its editor's, and vLLM's form renders as transformers
+    renders it: those drop one, as Jinja does by default."""
     try:
         parsed = _ENV.parse(source)
     except TemplateError as exc:
@@ -55,7 +67,9 @@ def _compile(source: str):  # type: ignore[no-untyped-def]
             "a score template must use {{ query }} and {{ document }} (or vLLM's {{ messages }}); "
             f"missing {sorted(missing)}"
         )
-    return (_VLLM_ENV if _VLLM_PAIR in used else _ENV).from_string(source)
+    if _VLLM_PAIR in used:
+        return _VLLM_ENV.from_string(_final_newline(source))
+    return _ENV.from_string(_final_newline(source) if from_file else source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +79,10 @@ class ScoreTemplate:
     source: str
     name: str | None = None
     variables: Mapping[str, str] = field(default_factory=dict)
+    from_file: bool = False  # read from a .jinja file: its final newline is dropped, as Jinja does
 
     def __post_init__(self) -> None:
-        _compile(self.source)  # fail at construction, not at the first request
+        _compile(self.source, self.from_file)  # fail at construction, not at the first request
 
     def with_variables(self, **variables: str) -> ScoreTemplate:
         """The same template with extra variables, e.g. ``instruction="Find the law that..."``."""
@@ -80,7 +95,7 @@ class ScoreTemplate:
     def render(self, query: str, document: str) -> str:
         try:
             messages = [{"role": "query", "content": query}, {"role": "document", "content": document}]
-            return _compile(self.source).render(
+            return _compile(self.source, self.from_file).render(
                 **self.variables, query=query, document=document, messages=messages
             )
         except TemplateError as exc:
@@ -95,12 +110,12 @@ def load_score_template(value: str | ScoreTemplate) -> ScoreTemplate:
         raise InvalidInputError("score_template must be a template name, a .jinja path or Jinja text")
     if value in shipped_score_templates():
         source = (resources.files("poolrag") / "templates" / f"{value}.jinja").read_text(encoding="utf-8")
-        return ScoreTemplate(source, name=value)
+        return ScoreTemplate(source, name=value, from_file=True)
     if value.endswith(".jinja") and "\n" not in value:
         path = Path(value).expanduser()
         if not path.is_file():
             raise InvalidInputError(f"score template file {value!r} does not exist")
-        return ScoreTemplate(path.read_text(encoding="utf-8"), name=path.stem)
+        return ScoreTemplate(path.read_text(encoding="utf-8"), name=path.stem, from_file=True)
     if "{{" not in value:
         raise InvalidInputError(
             f"unknown score template {value!r}; shipped: {', '.join(shipped_score_templates())}, "
