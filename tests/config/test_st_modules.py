@@ -210,3 +210,30 @@ def test_a_saved_static_embedding_model_is_refused_naming_the_module(tmp_path, m
     with pytest.raises(ModelLoadError, match=r"StaticEmbedding'.*static") as caught:
         Engine(tmp_path / "static")
     assert "\n" not in str(caught.value)
+
+
+def test_a_folder_that_lowercases_its_texts_is_read_lowercased(tmp_path, minilm_path: Path) -> None:
+    """``"do_lower_case": true`` in sentence_bert_config.json (as sentence-transformers 2.x-5.x
+    saved it; 6.x puts the lowercasing in the tokenizer it saves): every text is lowercased before
+    a cased tokenizer reads it. It was ignored here (0.9 apart on "Paris Is The Capital")."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Pooling, Transformer
+
+    cased = build_encoder(tmp_path / "cased", "bert", minilm_path, seed=4)
+    tokenizer_json = json.loads((cased / "tokenizer.json").read_text())
+    tokenizer_json["normalizer"]["lowercase"] = False
+    (cased / "tokenizer.json").write_text(json.dumps(tokenizer_json))
+    tokenizer_config = json.loads((cased / "tokenizer_config.json").read_text())
+    (cased / "tokenizer_config.json").write_text(json.dumps(tokenizer_config | {"do_lower_case": False}))
+    folder = tmp_path / "st"
+    modules = [Transformer(str(cased)), Pooling(32, "mean")]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder))
+    texts = ["Paris Is The Capital", "paris is the capital", "A MiXeD-case Query"]
+    as_written = Engine(folder).embed_array(texts)
+    assert not np.allclose(as_written[0], as_written[1], atol=1e-3)  # the tokenizer is cased
+    config = json.loads((folder / "sentence_bert_config.json").read_text())
+    (folder / "sentence_bert_config.json").write_text(json.dumps(config | {"do_lower_case": True}))
+    engine = Engine(folder)
+    reference = SentenceTransformer(str(folder), device="cpu").encode(texts)
+    np.testing.assert_allclose(engine.embed_array(texts), reference, atol=1e-5)
+    assert engine.tokenize("Paris") == engine.tokenize("paris")

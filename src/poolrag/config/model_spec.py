@@ -95,6 +95,7 @@ class ModelSpec:
     default_prompt_name: str | None = None
     similarity: str | None = None
     st_max_seq_length: int | None = None
+    lowercase: bool = False  # sentence_bert_config.json's do_lower_case: texts lowercased first
     colbert: ColbertSpec | None = None
     is_sentence_transformers: bool = False
     cross_encoder_activation: str | None = None
@@ -298,6 +299,7 @@ def load_model_spec(
         default_prompt_name=st_config.get("default_prompt_name"),
         similarity=st_config.get("similarity_fn_name"),
         st_max_seq_length=int(max_seq) if max_seq else None,
+        lowercase=isinstance(st_max, dict) and st_max.get("do_lower_case") is True,
         colbert=colbert,
         is_sentence_transformers=isinstance(modules, list),
         cross_encoder_activation=ce_activation,

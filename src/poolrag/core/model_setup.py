@@ -145,6 +145,8 @@ def build_pipeline(
     kind, pooler = _resolve_pooler(spec, pooler_override)
     recipe = RECIPES[kind]
     tokenizer = _load_tokenizer(tokenizer_path or spec.transformer_path, trust_remote_code)
+    if spec.lowercase:
+        lowercase_first(tokenizer, spec.path)
     check_model_fits(spec.transformer_path, dtype, device, placement)
     loaded = recipe.load(LoadContext(spec, dtype, device, trust_remote_code, placement, model_impl))
     model = loaded.model
@@ -238,6 +240,22 @@ def _load_tokenizer(path: str | Path, trust_remote_code: bool) -> PreTrainedToke
     if isinstance(warned, dict):
         warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     return tokenizer
+
+
+def lowercase_first(tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
+    """Lowercase every text before the tokenizer's own normalisation, as sentence-transformers'
+    ``do_lower_case`` does on a cased tokenizer: as a normaliser step of the fast tokenizer, so texts,
+    pairs, prompts, length counts and character offsets all see it."""
+    from tokenizers import normalizers
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ModelLoadError(
+            f"{folder}: sentence_bert_config.json sets do_lower_case, and its tokenizer "
+            f"({type(tokenizer).__name__}) has no fast-tokenizer normaliser to lowercase with"
+        )
+    steps = [normalizers.Lowercase()] + ([backend.normalizer] if backend.normalizer is not None else [])
+    backend.normalizer = normalizers.Sequence(steps)
 
 
 def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
