@@ -237,3 +237,21 @@ def test_a_folder_that_lowercases_its_texts_is_read_lowercased(tmp_path, minilm_
     reference = SentenceTransformer(str(folder), device="cpu").encode(texts)
     np.testing.assert_allclose(engine.embed_array(texts), reference, atol=1e-5)
     assert engine.tokenize("Paris") == engine.tokenize("paris")
+
+
+def test_a_sparse_encoder_keeps_as_many_weights_as_its_folder_says(tmp_path, minilm_path: Path) -> None:
+    """``max_active_dims`` saved with a SparseEncoder is what its vectors keep when a call does not
+    say (it was ignored: 28,280 weights where sentence-transformers keeps 5); a call still chooses."""
+    from sentence_transformers import SparseEncoder
+
+    SparseEncoder(str(build_splade(tmp_path, minilm_path)), max_active_dims=5).save(str(tmp_path / "five"))
+    reference = SparseEncoder(str(tmp_path / "five"), device="cpu")
+    engine = Engine(tmp_path / "five")
+    expected = reference.encode(SENTENCES[:3], convert_to_tensor=True).to_dense().numpy()
+    for vector, row in zip(engine.sparse_embed(SENTENCES[:3]), expected, strict=True):
+        assert len(vector.indices) == 5
+        dense = np.zeros_like(row)
+        dense[np.asarray(vector.indices)] = vector.values
+        np.testing.assert_allclose(dense, row, atol=1e-5)
+    wider = engine.sparse_embed(SENTENCES[:1], PoolingParams(max_active_dims=9))[0]
+    assert len(wider.indices) == 9

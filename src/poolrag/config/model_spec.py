@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ class SpladeSpec:
 
     pooling_strategy: str = "max"
     activation_function: str = "relu"
+    max_active_dims: int | None = None  # the folder's default: keep this many largest weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,10 +307,20 @@ def load_model_spec(
         convert=convert,
         role=role,
         bidirectional=bidirectional,
-        splade=splade,
+        splade=_with_max_active_dims(splade, st_config.get("max_active_dims"), path),
         lexical_heads=_lexical_heads(transformer_path),
         encoder_only=encoder_only,
     )
+
+
+def _with_max_active_dims(splade: SpladeSpec | None, value: object, folder: Path) -> SpladeSpec | None:
+    """A SparseEncoder's ``max_active_dims`` (config_sentence_transformers.json): how many weights
+    its vectors keep when a call does not say, as sentence-transformers' ``encode`` keeps."""
+    if splade is None or value is None:
+        return splade
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelLoadError(f"{folder}: max_active_dims {value!r} is not a positive integer")
+    return replace(splade, max_active_dims=value)
 
 
 def _splade_from_st(cfg: dict[str, Any], folder: Path) -> SpladeSpec:

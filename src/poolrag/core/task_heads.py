@@ -198,6 +198,7 @@ def splade_heads(ctx: HeadContext) -> TaskHeads:
                 int(ctx.spec.hf_config.vocab_size),
                 splade.pooling_strategy,
                 splade.activation_function,
+                splade.max_active_dims,
             )
         }
     )

@@ -62,9 +62,15 @@ class SpladePooler:
     """
 
     def __init__(
-        self, mlm_head: nn.Module, vocab_size: int, pooling_strategy: str, activation_function: str
+        self,
+        mlm_head: nn.Module,
+        vocab_size: int,
+        pooling_strategy: str,
+        activation_function: str,
+        max_active_dims: int | None = None,
     ) -> None:
         self.mlm_head = mlm_head
+        self.max_active_dims = max_active_dims  # the folder's, where a call names none
         self.rows_per_chunk = max(1, _LOGITS_BUDGET // vocab_size)
         self.reduce_max = pooling_strategy == "max"
         self.twice = activation_function == "log1p_relu"
@@ -83,8 +89,9 @@ class SpladePooler:
                 last += 1
             pooled = self._pool(tokens.states[row : row + rows], lengths[first:last])
             for i, request in enumerate(requests[first:last]):
-                if request.params.max_active_dims is not None:
-                    pooled[i] = _keep_largest(pooled[i], request.params.max_active_dims)
+                limit = request.params.max_active_dims or self.max_active_dims
+                if limit is not None:
+                    pooled[i] = _keep_largest(pooled[i], limit)
             results += _entries_of_rows(pooled)
             first, row = last, row + rows
         return results
