@@ -161,18 +161,31 @@ def test_a_cross_encoder_saved_before_sentence_transformers_4_keeps_its_activati
     np.testing.assert_allclose(ours, reference, atol=1e-5)
 
 
-def test_a_cross_encoder_activation_poolrag_does_not_apply_is_named_in_a_warning(
-    tmp_path, minilm_path: Path, caplog
-) -> None:
-    """A CrossEncoder saved with Tanh: its scores are the sigmoid's here, and the load says so (it
-    was silent: 0.446 where sentence-transformers gives -0.213); the raw logits are at hand."""
+def test_a_cross_encoder_saved_with_tanh_scores_through_tanh(tmp_path, minilm_path: Path) -> None:
+    """A CrossEncoder saved with Tanh: its scores were the sigmoid's here (0.503 where
+    sentence-transformers gives 0.012)."""
     from sentence_transformers import CrossEncoder
 
     raw = build_encoder(tmp_path / "raw", "bert", minilm_path, head="sequence", num_labels=1, seed=5)
     CrossEncoder(str(raw), device="cpu", activation_fn=torch.nn.Tanh()).save(str(tmp_path / "ce"))
+    query, docs = "what is pooling", ["Pooling turns tokens into one vector.", "Hi"]
+    reference = CrossEncoder(str(tmp_path / "ce"), device="cpu").predict([(query, d) for d in docs])
+    ours = [o.outputs.score for o in Engine(tmp_path / "ce").score(query, docs)]
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_a_cross_encoder_activation_poolrag_does_not_apply_is_named_in_a_warning(
+    tmp_path, minilm_path: Path, caplog
+) -> None:
+    """A CrossEncoder saved with an activation poolrag has no head for (ReLU): the load says which
+    activation its scores get instead; the raw logits are at hand."""
+    from sentence_transformers import CrossEncoder
+
+    raw = build_encoder(tmp_path / "raw", "bert", minilm_path, head="sequence", num_labels=1, seed=5)
+    CrossEncoder(str(raw), device="cpu", activation_fn=torch.nn.ReLU()).save(str(tmp_path / "ce"))
     with caplog.at_level("WARNING", logger="poolrag.core.task_heads"):
         engine = Engine(tmp_path / "ce")
-    assert "names the cross-encoder activation torch.nn.modules.activation.Tanh" in caplog.text
+    assert "names the cross-encoder activation torch.nn.modules.activation.ReLU" in caplog.text
     assert "sigmoid of the logits" in caplog.text
     query, docs = "what is pooling", ["Pooling turns tokens into one vector.", "Hi"]
     logits = CrossEncoder(str(tmp_path / "ce"), device="cpu", activation_fn=torch.nn.Identity()).predict(

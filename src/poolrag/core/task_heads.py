@@ -46,6 +46,7 @@ _CROSS_ENCODER_ACTIVATIONS: dict[str, ActivationName] = {
     "Sigmoid": "sigmoid",
     "Identity": "identity",
     "Softmax": "softmax",
+    "Tanh": "tanh",
 }
 
 

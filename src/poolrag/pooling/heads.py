@@ -21,7 +21,7 @@ from poolrag.request import PoolingRequest, ResolvedParams
 if TYPE_CHECKING:
     from poolrag.pooling.step_reward import StepProjection
 
-ActivationName = Literal["softmax", "sigmoid", "identity"]
+ActivationName = Literal["softmax", "sigmoid", "identity", "tanh"]  # tanh: a CrossEncoder saved with it
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -41,6 +41,8 @@ def activate(logits: torch.Tensor, activation: ActivationName) -> torch.Tensor:
         return torch.softmax(logits, dim=-1)
     if activation == "sigmoid":
         return torch.sigmoid(logits)
+    if activation == "tanh":
+        return torch.tanh(logits)
     return logits
 
 
