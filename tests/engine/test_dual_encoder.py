@@ -17,7 +17,7 @@ import transformers
 from tiny_models import SENTENCES, build_clip, build_siglip, build_siglip2
 from transformers.image_transforms import convert_to_rgb
 
-from poolrag import Engine
+from poolrag import Engine, PoolingParams
 from poolrag.errors import InputTypeError, InvalidInputError
 
 PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
@@ -308,3 +308,28 @@ def test_the_model_starts_on_a_call_s_first_images_while_the_rest_are_prepared(
     broken = [*inputs[:40], b"not a picture", *inputs[41:]]
     with pytest.raises(InvalidInputError, match=r"input\[40\]: not a readable image"):
         engine.embed_array(broken)
+
+
+def test_a_sentence_transformers_clip_folder_gets_its_vectors(
+    tmp_path: Path, clip: Path, engine: Engine
+) -> None:
+    """clip-ViT-B-32's layout: ``modules.json`` naming one ``sentence_transformers.models.CLIPModel``
+    module in ``0_CLIPModel/`` (it was refused as "not supported"). Without a Normalize module the
+    vectors are the model's raw features, as sentence-transformers gives them."""
+    import json
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    folder = tmp_path / "clip-st"
+    shutil.copytree(clip, folder / "0_CLIPModel")
+    module = {"idx": 0, "name": "0", "path": "0_CLIPModel", "type": "sentence_transformers.models.CLIPModel"}
+    (folder / "modules.json").write_text(json.dumps([module]))
+    reference = SentenceTransformer(str(folder), device="cpu")
+    ours = Engine(folder)
+    np.testing.assert_allclose(
+        ours.embed_array(PHOTOS), reference.encode([PIL.open(p) for p in PHOTOS]), atol=1e-5
+    )
+    np.testing.assert_allclose(ours.embed_array(SENTENCES), reference.encode(SENTENCES), atol=1e-5)
+    normalized = ours.embed_array(PHOTOS, PoolingParams(normalize=True))
+    np.testing.assert_allclose(normalized, engine.embed_array(PHOTOS), atol=1e-5)

@@ -38,6 +38,7 @@ class StModule(Enum):
 SUPPORTED: dict[str, StModule] = {
     "Transformer": StModule.TRANSFORMER,
     "MLMTransformer": StModule.TRANSFORMER,
+    "CLIPModel": StModule.TRANSFORMER,  # 2.x-5.x's CLIP module (clip-ViT-B-32): a CLIPModel folder
     "Pooling": StModule.POOLING,
     "Dense": StModule.DENSE,
     "Normalize": StModule.NORMALIZE,
@@ -59,7 +60,6 @@ NOT_SUPPORTED: dict[str, str] = {
     "BoW": "a bag-of-words model has no transformer to run",
     "CNN": "a CNN encoder is not supported",
     "LSTM": "an LSTM encoder is not supported",
-    "CLIPModel": "a CLIP (image and text) model is not supported",
     "LogitScore": "a causal-LM CrossEncoder scored from lm_head logits: load the backbone with "
     "convert='classify' and classifier_from_token instead",
 }
