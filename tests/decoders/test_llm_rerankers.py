@@ -156,6 +156,30 @@ def test_more_than_two_tokens_make_a_softmax_classifier(tmp_path):
         engine.score(QUERY, TEXTS)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"classifier_from_token": ["no", "yes"], "method": "bogus"}, "method 'bogus' is not one of vLLM's"),
+        (
+            {"classifier_from_token": ["yes"], "method": "from_2_way_softmax"},
+            "needs two classifier_from_token",
+        ),
+        (
+            {"is_original_qwen3_reranker": True, "classifier_from_token": ["yes"]},
+            'add "classifier_from_token"',
+        ),
+        ({"is_original_qwen3_reranker": True}, 'add "classifier_from_token": \\["no", "yes"\\]'),
+    ],
+)
+def test_vllm_reranker_overrides_are_refused_where_vllm_refuses_them(tmp_path, overrides, message):
+    """They loaded and scored something else (a bogus method; sigmoid(l_yes) for a 2-way softmax),
+    or failed later on a randomly initialised score head, after transformers' load report."""
+    build(tmp_path, "qwen3", transformers.AutoModelForCausalLM, tokenizer_kwargs={"add_bos": False})
+    overrides = {"architectures": ["Qwen3ForSequenceClassification"], **overrides}
+    with pytest.raises(ModelLoadError, match=message):
+        Engine(tmp_path, hf_overrides=overrides)
+
+
 def test_conversion_errors_are_clear(tmp_path):
     build(tmp_path / "lm", "qwen3", transformers.AutoModelForCausalLM)
     with pytest.raises(ModelLoadError, match="classifier_from_token"):

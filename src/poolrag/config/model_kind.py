@@ -56,6 +56,36 @@ def _check_token_classify_head(spec: ModelSpec) -> None:
     )
 
 
+#: vLLM's ``hf_overrides["method"]`` for a converted classifier: how its token rows become scores
+_VLLM_CLASSIFIER_METHODS = ("from_2_way_softmax", "no_post_processing")
+
+
+def _check_vllm_classifier_overrides(spec: ModelSpec) -> None:
+    """vLLM's reranker overrides, refused where vLLM refuses them: a wrong one would load and
+    score something else. poolrag reads the score from the number of tokens (two: softmax of the
+    pair; one: sigmoid), which is what both methods give for the counts they take."""
+    cfg = spec.hf_config
+    tokens = spec.classifier_from_token or ()
+    original_qwen3 = getattr(cfg, "is_original_qwen3_reranker", False)
+    if not tokens and not original_qwen3:
+        return  # not a converted classifier: a "method" key there is the checkpoint's own
+    method = getattr(cfg, "method", None)
+    if method is not None and method not in _VLLM_CLASSIFIER_METHODS:
+        raise ModelLoadError(
+            f"hf_overrides method {method!r} is not one of vLLM's: {', '.join(_VLLM_CLASSIFIER_METHODS)}"
+        )
+    if method == "from_2_way_softmax" and len(tokens) != 2:
+        raise ModelLoadError(
+            "hf_overrides method 'from_2_way_softmax' needs two classifier_from_token entries "
+            f"(negative first, positive last), not {len(tokens)}"
+        )
+    if original_qwen3 and len(tokens) != 2:
+        raise ModelLoadError(
+            "hf_overrides is_original_qwen3_reranker needs the Qwen3-Reranker's two answer tokens: "
+            'add "classifier_from_token": ["no", "yes"]'
+        )
+
+
 def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> ModelKind:
     arch = spec.architecture
     role = spec.role
@@ -91,6 +121,7 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
         return ModelKind.EMBEDDING
     causal = role is Role.LM_HEAD
     sequence_head = role is Role.SEQUENCE_HEAD
+    _check_vllm_classifier_overrides(spec)
     if spec.classifier_from_token and convert in (None, "classify") and (causal or sequence_head):
         # vLLM's recipe: hf_overrides={"architectures": [...ForSequenceClassification],
         # "classifier_from_token": [...]} on a *ForCausalLM checkpoint means "score with these rows"
