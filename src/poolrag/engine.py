@@ -559,7 +559,11 @@ class Engine:
         params = pooling_params or PoolingParams()
         resolved = replace(self._resolve("embed", params), task=LATE_CHUNK_TASK)
         if not self.supports_late_chunking:
-            raise InvalidInputError(late_chunking_refused(self.model_name, self.pooler_config.pooling_type))
+            raise InvalidInputError(
+                late_chunking_refused(
+                    self.model_name, self.pooler_config.pooling_type, self._facts.reads_images
+                )
+            )
         (document,) = checked_texts([document], "document", one=True)
         checked = check_spans(document, spans)
         processor = self._pipeline.processor

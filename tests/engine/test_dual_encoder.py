@@ -228,6 +228,13 @@ def test_compile_says_in_one_line_that_a_dual_encoder_has_no_graph(clip: Path) -
     assert engine.embed_array(PHOTOS[:1]).shape == (1, 16)
 
 
+def test_late_chunking_is_refused_for_what_a_dual_encoder_is(engine: Engine) -> None:
+    """CLIP pools one token of each tower; the refusal said "pools by CLS"."""
+    assert not engine.supports_late_chunking
+    with pytest.raises(InvalidInputError, match="embeds texts and images by one pooled token"):
+        engine.embed_chunks("a photo of a cat. a photo of a dog.", [(0, 17), (18, 35)])
+
+
 def test_a_call_s_images_are_prepared_on_threads_and_the_first_bad_one_is_the_error(
     engine: Engine, reference, monkeypatch: pytest.MonkeyPatch
 ) -> None:
