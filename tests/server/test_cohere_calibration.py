@@ -143,7 +143,9 @@ def test_serve_with_a_bad_ranges_file_is_one_line_and_exit_2(
 ) -> None:
     bad = tmp_path / "ranges.json"
     bad.write_text(content)
-    code = main(["serve", str(tiny_model("bert")), "--calibration", str(bad), "--port", str(_free_port())])
+    folder = tiny_model("bert")
+    capsys.readouterr()  # what building the folder printed (transformers' progress) is not the command's
+    code = main(["serve", str(folder), "--calibration", str(bad), "--port", str(_free_port())])
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.startswith("poolrag serve: cannot start:") and str(bad) in err and "\n" not in err

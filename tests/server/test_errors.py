@@ -146,6 +146,21 @@ def test_bad_requests_get_400_with_a_clear_message(
         assert error["param"] == param
 
 
+def test_a_whole_request_rule_and_a_union_field_read_as_one_plain_sentence(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    """Pydantic's framing is not the client's business: a rule over the whole body said "request
+    body: Value error, send input or messages ...", and content sent as a list of parts with a bad
+    part was told first that it "should be a valid string"."""
+    url = f"{minilm_server.url}/v1/embeddings"
+    message = [{"role": "user", "content": "a"}]
+    error = _assert_openai_error(http.post(url, json={"input": "a", "messages": message}), 400)
+    assert error["message"] == "send input or messages (one of the two)"
+    bad_part = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "data:,"}]}]}
+    error = _assert_openai_error(http.post(url, json=bad_part), 400)
+    assert "valid string" not in error["message"] and "must be a JSON object" in error["message"]
+
+
 # the same mistake, a text with nothing to read, named the same way on every route
 EMPTY_TEXT_CASES = [
     (

@@ -122,7 +122,20 @@ def _error_message(err: Mapping[str, Any]) -> str:
         return "not a field this server takes (refused rather than ignored)"
     if err.get("type") in ("model_type", "model_attributes_type"):  # pydantic names its class here
         return "must be a JSON object"
+    if err.get("type") == "value_error" and (ctx := err.get("ctx") or {}).get("error") is not None:
+        return str(ctx["error"])  # our own validator's words, without pydantic's "Value error, "
     return str(err.get("msg", "invalid value"))
+
+
+def _deepest(errors: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The errors of the union branch that got furthest: a field that may be a string or a list
+    of parts, sent as a list, is wrong inside the list, not for not being a string."""
+    paths = [_error_path(err) for err in errors]
+    return [
+        err
+        for err, path in zip(errors, paths, strict=True)
+        if not any(other.startswith(f"{path}.") for other in paths if path)
+    ]
 
 
 def from_validation_error(exc: RequestValidationError | ValidationError) -> APIError:
@@ -139,9 +152,14 @@ def from_validation_error(exc: RequestValidationError | ValidationError) -> APIE
     param = _error_path(first) or None
     if first.get("type") == "too_short" and first.get("input") == []:  # no inputs: one code on every route
         return APIError(400, f"{param or 'request body'} must not be empty", param=param, code="empty_input")
+    errors = _deepest(errors)
     messages = []
     for err in errors[:3]:
-        messages.append(f"{_error_path(err) or 'request body'}: {_error_message(err)}")
+        path = _error_path(err)
+        if not path and err.get("type") == "value_error":
+            messages.append(_error_message(err))  # a whole-request rule names its own fields
+        else:
+            messages.append(f"{path or 'request body'}: {_error_message(err)}")
     if len(errors) > 3:
         messages.append(f"and {len(errors) - 3} more")
     return APIError(400, "; ".join(messages), param=param)
