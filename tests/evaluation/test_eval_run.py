@@ -251,6 +251,34 @@ def test_an_owned_collection_follows_the_corpus_and_reports_its_own_chunks(
         store.close()
 
 
+def test_long_documents_leave_k_documents_in_every_query_s_run(tmp_path: Path, minilm_engine) -> None:
+    """Each query's run holds k documents wherever the collection has them: the search widens past
+    3k chunks when long documents fill them (a query's run held 2 of 3 here, and a relevant short
+    document past them counted as missed)."""
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    long_text = "Sourdough rises with a starter of wild yeast. "
+    corpus = [
+        {"_id": "long1", "title": "", "text": long_text * 30},
+        {"_id": "long2", "title": "", "text": "A sourdough starter is wild yeast and flour. " * 30},
+        {"_id": "short", "title": "", "text": "Rye bread keeps for a week in a cloth bag."},
+        {"_id": "other", "title": "", "text": "Owls hunt at night with silent feathers."},
+    ]
+    folder = bench.dataset.corpus_path.parent
+    bench.dataset.corpus_path.write_text("".join(json.dumps(doc) + "\n" for doc in corpus))
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": long_text}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\tshort\t1\n")
+    store = bench.open()
+    try:
+        evaluation, _ = bench.evaluation(store)
+        report = evaluation.run(BeirDataset(folder), ["dense", "sparse", "hybrid"], k=K)
+        assert store.count() > 3 * K * 2  # the long documents alone fill the first 3k chunks
+        for mode, runs in report.runs.items():
+            assert len(runs["q"]) >= K or mode == "sparse", (mode, runs["q"])
+        assert {doc for doc, _ in report.runs["dense"]["q"]} >= {"long1", "long2", "short"}
+    finally:
+        store.close()
+
+
 def test_modes_are_checked() -> None:
     assert parse_modes("dense, hybrid,dense") == ["dense", "hybrid"]
     with pytest.raises(InvalidInputError, match="unknown mode 'bm25'"):

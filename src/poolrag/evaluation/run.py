@@ -219,8 +219,7 @@ class Evaluation:
             batch = queries[start : start + query_batch_size]
             self.embedder.embed([q.text for q in batch], input_type="query")
         embedded = self.embedder.misses - before
-        # Enough chunks that k distinct documents remain when some have several chunks: counted in
-        # the collection, since a resumed run chunks only the documents it had left.
+        # Chunks counted in the collection, since a resumed run chunks only the documents it had left.
         stored = self.pipeline.store.count()
         depth = k if stored <= ingest.documents else 3 * k
         metrics: dict[str, dict[str, float]] = {}
@@ -228,7 +227,7 @@ class Evaluation:
         for mode in modes:
             retriever = self._retriever(mode)
             runs[mode] = {
-                q.id: documents_of(self._search(retriever, q, mode, depth, prefetch)) for q in queries
+                q.id: self._documents(retriever, q, mode, depth, prefetch, k, stored) for q in queries
             }
             metrics[mode] = evaluate(runs[mode], qrels, (k,))
             logger.info("%s: %s", mode, metrics[mode])
@@ -247,6 +246,26 @@ class Evaluation:
         return Retriever(
             self.pipeline.store, self.embedder, reranker=reranker, sparse_encoder=self.sparse_encoder
         )
+
+    def _documents(
+        self,
+        retriever: Retriever,
+        query: BeirQuery,
+        mode: str,
+        depth: int,
+        prefetch: int | None,
+        k: int,
+        stored: int,
+    ) -> list[tuple[str, float]]:
+        """The query's ranked documents, each at its best chunk: the search is widened until k
+        distinct documents remain or every chunk was searched (long documents fill 3k chunks with
+        a few documents, and a relevant one past them counted as missed)."""
+        while True:
+            hits = self._search(retriever, query, mode, depth, prefetch)
+            ranked = documents_of(hits)
+            if len(ranked) >= k or len(hits) < depth or depth >= stored:
+                return ranked
+            depth = min(2 * depth, stored)
 
     @staticmethod
     def _search(
