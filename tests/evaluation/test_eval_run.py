@@ -279,6 +279,47 @@ def test_long_documents_leave_k_documents_in_every_query_s_run(tmp_path: Path, m
         store.close()
 
 
+class CountingReranker:
+    """A cross-encoder engine that counts the (query, passage) pairs it scores."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.facts, self.pairs = engine, engine.facts, []
+
+    def score_array(self, query, passages, params=None):
+        self.pairs += [(query, p) for p in passages]
+        return self.engine.score_array(query, passages, params)
+
+
+def test_the_reranked_modes_score_each_pair_once(tmp_path: Path, minilm_engine, tiny_model) -> None:
+    """hybrid+rerank and hybrid+rerank-replace rerank the same fused lists: each (query, chunk)
+    pair goes through the cross-encoder once (it went once per mode, half of a run's time), and each
+    mode's ranking is the one a reranker of its own gives."""
+    from poolrag import Engine
+    from poolrag.retrieval import CrossEncoderReranker
+
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    cross = Engine(tiny_model("bert", head="sequence", num_labels=1))
+    counting = CountingReranker(cross)
+    store = bench.open()
+    try:
+        evaluation, embedder = bench.evaluation(store)
+        evaluation.reranker = counting
+        evaluation.rerank_weight = 0.5
+        modes = ["hybrid+rerank", "hybrid+rerank-replace"]
+        report = evaluation.run(bench.dataset, modes, k=K)
+        assert counting.pairs and len(counting.pairs) == len(set(counting.pairs))
+        depth = report.settings["chunks_per_query"]
+        sparse = evaluation.sparse_encoder
+        for mode, stage in zip(modes, ["fuse", "replace"], strict=True):
+            own = CrossEncoderReranker(cross, second_stage=stage, weight=0.5)
+            retriever = Retriever(store, embedder, reranker=own, sparse_encoder=sparse)
+            for query_id, ranked in report.runs[mode].items():
+                hits = retriever.search(QUERIES[query_id], depth, mode="hybrid", candidates=depth)
+                assert [doc for doc, _ in ranked] == [doc for doc, _ in by_document(hits)], (mode, query_id)
+    finally:
+        store.close()
+
+
 def test_modes_are_checked() -> None:
     assert parse_modes("dense, hybrid,dense") == ["dense", "hybrid"]
     with pytest.raises(InvalidInputError, match="unknown mode 'bm25'"):
