@@ -191,3 +191,11 @@ def test_flags_that_cannot_work_are_refused_before_anything_loads(tmp_path: Path
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
         assert message in err
     assert not (tmp_path / "q").exists()
+
+
+def test_help_names_the_collection_eval_writes_by_default(capsys) -> None:
+    """It said "default: poolrag", the other commands' default, where eval writes eval_<folder>."""
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: eval_<DATASET folder name>" in text and "default: poolrag" not in text

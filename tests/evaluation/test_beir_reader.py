@@ -118,8 +118,9 @@ def test_the_judged_queries_are_those_a_ranking_can_score(tmp_path: Path, caplog
     with caplog.at_level("WARNING", logger="poolrag.evaluation.beir"):
         queries_kept, judged = dataset.judged_queries()
     assert [q.id for q in queries_kept] == ["q1"] and judged == {"q1": {"d1": 1}}
-    (warning,) = [r.getMessage() for r in caplog.records]
-    assert warning.startswith("1 judged queries of") and warning.endswith("left out: qnope")
+    missing, unanswerable = [r.getMessage() for r in caplog.records]
+    assert missing.startswith("1 judged queries of") and missing.endswith("left out: qnope")
+    assert "judged only with grade 0" in unanswerable and unanswerable.endswith(": q2")
 
 
 def test_a_corpus_document_without_text_is_left_out_with_a_warning(tmp_path: Path, caplog) -> None:

@@ -51,8 +51,12 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("dataset", metavar="DATASET", help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/")
-    add_store_arguments(parser)
-    parser.set_defaults(collection=None)
+    add_store_arguments(
+        parser,
+        collection=None,
+        collection_help="collection name (default: eval_<DATASET folder name>, kept equal to the corpus; "
+        "a named one is searched as it is)",
+    )
     parser.add_argument(
         "--modes",
         help=f"comma-separated, from dense, sparse, hybrid, hybrid+rerank, hybrid+rerank-replace "

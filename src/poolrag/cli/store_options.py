@@ -18,7 +18,11 @@ if TYPE_CHECKING:
     from poolrag.stores.language_prior import LanguageRecord
 
 
-def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+def add_store_arguments(
+    parser: argparse.ArgumentParser,
+    collection: str | None = "poolrag",
+    collection_help: str = "collection name (default: poolrag)",
+) -> None:
     group = parser.add_argument_group("vector store")
     kinds = store_kinds()  # the store registry, read when the parser is built
     group.add_argument("--store", choices=kinds, default=kinds[0], help=f"default: {kinds[0]}")
@@ -28,7 +32,7 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--url", help="qdrant: server URL, e.g. http://localhost:6333")
     group.add_argument("--api-key", help="server API key / token (qdrant url, milvus server)")
-    group.add_argument("--collection", default="poolrag", help="collection name (default: poolrag)")
+    group.add_argument("--collection", default=collection, help=collection_help)
     group.add_argument("--retries", type=positive_int, default=5, help="attempts while the database is down")
     group.add_argument(
         "--retry-delay", type=non_negative_float, default=0.5, help="first backoff in seconds (doubles)"

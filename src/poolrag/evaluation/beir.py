@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,12 +222,24 @@ class BeirDataset:
         known = {q.id for q in self.queries()}
         missing = sorted(set(qrels) - known)
         if missing:
-            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             logger.warning(
                 "%d judged queries of %s are not in %s; left out: %s",
                 len(missing),
                 self.qrels_path(split),
                 self.queries_path,
-                shown,
+                _first_few(missing),
+            )
+        unanswerable = sorted(set(qrels) & known - {q.id for q in queries})
+        if unanswerable:
+            logger.warning(
+                "%d queries of %s are judged only with grade 0 (no relevant document); left out of "
+                "the averages, where pytrec_eval would count each as 0: %s",
+                len(unanswerable),
+                self.qrels_path(split),
+                _first_few(unanswerable),
             )
         return queries, {q.id: qrels[q.id] for q in queries}
+
+
+def _first_few(ids: Sequence[str]) -> str:
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
