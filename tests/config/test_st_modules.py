@@ -268,3 +268,21 @@ def test_a_sparse_encoder_keeps_as_many_weights_as_its_folder_says(tmp_path, min
         np.testing.assert_allclose(dense, row, atol=1e-5)
     wider = engine.sparse_embed(SENTENCES[:1], PoolingParams(max_active_dims=9))[0]
     assert len(wider.indices) == 9
+
+
+def test_a_sentence_transformer_saved_with_truncate_dim_gives_vectors_of_that_size(
+    tmp_path, saved_embedder: Path
+) -> None:
+    """``truncate_dim`` in config_sentence_transformers.json is the size sentence-transformers'
+    encode returns (it was ignored: 12 where it gives 8); the vectors are cut, then normalised as
+    the folder normalises (sentence-transformers' ``normalize_embeddings=True``); a call may ask
+    for a smaller size."""
+    from sentence_transformers import SentenceTransformer
+
+    SentenceTransformer(str(saved_embedder), device="cpu", truncate_dim=8).save(str(tmp_path / "cut"))
+    reference = SentenceTransformer(str(tmp_path / "cut"), device="cpu")
+    expected = reference.encode(SENTENCES, normalize_embeddings=True)
+    assert expected.shape == (len(SENTENCES), 8)
+    engine = Engine(tmp_path / "cut")
+    np.testing.assert_allclose(engine.embed_array(SENTENCES), expected, atol=1e-5)
+    assert engine.embed_array(SENTENCES[:1], PoolingParams(dimensions=4)).shape == (1, 4)

@@ -97,6 +97,7 @@ class ModelSpec:
     similarity: str | None = None
     st_max_seq_length: int | None = None
     lowercase: bool = False  # sentence_bert_config.json's do_lower_case: texts lowercased first
+    st_truncate_dim: int | None = None  # config_sentence_transformers.json: the vectors' size by default
     colbert: ColbertSpec | None = None
     is_sentence_transformers: bool = False
     cross_encoder_activation: str | None = None
@@ -152,7 +153,12 @@ class ModelSpec:
 
     @property
     def is_matryoshka(self) -> bool:
-        return bool(getattr(self.hf_config, "is_matryoshka", False)) or self.matryoshka_dimensions is not None
+        """Whether a prefix of a vector is a smaller vector: declared in config.json, or by a
+        sentence-transformers folder saved with a ``truncate_dim`` (its author cut its vectors)."""
+        declared = (
+            bool(getattr(self.hf_config, "is_matryoshka", False)) or self.matryoshka_dimensions is not None
+        )
+        return declared or self.st_truncate_dim is not None
 
 
 def _read_json(path: Path) -> dict[str, Any] | list[Any] | None:
@@ -276,6 +282,7 @@ def load_model_spec(
     if bidirectional and pooling is None:
         pooling = bidirectional_pooling(hf_config)
 
+    truncate_dim = _truncate_dim(st_config.get("truncate_dim"), path)
     st_max = _read_json(transformer_path / "sentence_bert_config.json") or {}
     max_seq = st_max.get("max_seq_length") if isinstance(st_max, dict) else None
     # a CrossEncoder's activation: sentence-transformers >= 6 writes it in its own config file,
@@ -294,13 +301,14 @@ def load_model_spec(
         hf_config=hf_config,
         weights_config=weights_config,
         architecture=architecture,
-        pooler_defaults=PoolerConfig(pooling_type=pooling, normalize=normalize),
+        pooler_defaults=PoolerConfig(pooling_type=pooling, normalize=normalize, dimensions=truncate_dim),
         dense=dense,
         prompts={str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()},
         default_prompt_name=st_config.get("default_prompt_name"),
         similarity=st_config.get("similarity_fn_name"),
         st_max_seq_length=int(max_seq) if max_seq else None,
         lowercase=isinstance(st_max, dict) and st_max.get("do_lower_case") is True,
+        st_truncate_dim=truncate_dim,
         colbert=colbert,
         is_sentence_transformers=isinstance(modules, list),
         cross_encoder_activation=ce_activation,
@@ -311,6 +319,15 @@ def load_model_spec(
         lexical_heads=_lexical_heads(transformer_path),
         encoder_only=encoder_only,
     )
+
+
+def _truncate_dim(value: object, folder: Path) -> int | None:
+    """A SentenceTransformer saved with ``truncate_dim``: the size ``encode`` cuts its vectors to."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelLoadError(f"{folder}: truncate_dim {value!r} is not a positive integer")
+    return value
 
 
 def _with_max_active_dims(splade: SpladeSpec | None, value: object, folder: Path) -> SpladeSpec | None:
