@@ -104,7 +104,10 @@ def test_missing_folder_and_files_are_named(tmp_path: Path) -> None:
     (tmp_path / "ds" / "corpus.jsonl").unlink()
     with pytest.raises(BeirFormatError, match=r"corpus\.jsonl: file not found"):
         list(dataset.documents())
-    with pytest.raises(BeirFormatError, match=r"qrels/dev\.tsv: file not found"):
+    with pytest.raises(BeirFormatError, match=r"qrels/dev\.tsv: file not found; this dataset's splits: test"):
+        dataset.qrels("dev")  # a dataset with other splits names them (--split)
+    (tmp_path / "ds" / "qrels" / "test.tsv").unlink()
+    with pytest.raises(BeirFormatError, match=r"qrels/dev\.tsv: file not found; a BEIR dataset needs it"):
         dataset.qrels("dev")
 
 

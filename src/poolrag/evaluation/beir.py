@@ -190,6 +190,10 @@ class BeirDataset:
         ``query-id corpus-id score``); a header-less file is read from its first line.
         """
         path = self.qrels_path(split)
+        others = sorted(p.stem for p in path.parent.glob("*.tsv")) if not path.is_file() else []
+        if others:
+            splits = ", ".join(others)
+            raise BeirFormatError(path, None, f"file not found; this dataset's splits: {splits} (--split)")
         judgements: dict[str, dict[str, int]] = {}
         for number, line in _lines(path):
             fields = line.split("\t") if "\t" in line else line.split()
