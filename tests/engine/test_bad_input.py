@@ -80,6 +80,19 @@ def test_over_long_input_is_an_error_when_truncation_is_refused(minilm_engine: E
     assert out[0].prompt_token_ids[-1] == minilm_engine.tokenizer.sep_token_id  # special tokens kept
 
 
+def test_a_prompt_that_fills_the_model_is_named_not_a_limit_nobody_gave(minilm_path) -> None:
+    """It said "truncate_prompt_tokens=8 leaves no room", naming a parameter the caller never passed."""
+    engine = Engine(minilm_path, max_model_len=8, tune="off")
+    long_prompt = PoolingParams(prompt="one two three four five six seven eight nine: ")
+    with pytest.raises(
+        InvalidInputError, match="the prompt leaves no room for text: this model reads 8"
+    ) as caught:
+        engine.embed_array(["hello"], long_prompt)
+    assert "truncate_prompt_tokens" not in str(caught.value)
+    with pytest.raises(InvalidInputError, match="truncate_prompt_tokens=6 leaves no room"):
+        engine.embed_array(["hello"], PoolingParams(prompt=long_prompt.prompt, truncate_prompt_tokens=6))
+
+
 def test_truncated_input_equals_embedding_of_the_truncated_tokens(minilm_engine: Engine) -> None:
     text = "alpha beta gamma delta epsilon zeta eta theta"
     truncated = minilm_engine.embed([text], PoolingParams(truncate_prompt_tokens=5))[0]

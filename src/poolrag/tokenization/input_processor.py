@@ -199,6 +199,12 @@ class InputProcessor:
         if limit < least:
             each = "pair" if pair else "input"
             taken = f" and the prompt takes {prompt}" if prompt else ""
+            if limit == self.max_len:  # the model's own length, not a limit the caller gave
+                raise InvalidInputError(
+                    f"the prompt leaves no room for text: this model reads {limit} tokens, adds "
+                    f"{specials} special tokens to each {each}{taken}",
+                    param="prompt",
+                )
             raise InvalidInputError(
                 f"truncate_prompt_tokens={limit} leaves no room for text: this model adds {specials} "
                 f"special tokens to each {each}{taken}, so it must be at least {least}",
