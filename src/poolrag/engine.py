@@ -336,6 +336,12 @@ class Engine:
         return self.spec.id2label
 
     @property
+    def classify_activation(self) -> str:
+        """What ``classify`` and ``score`` apply to a classifier's logits (``softmax``, ``sigmoid``,
+        ``tanh`` or ``identity``): the folder's own, or the default for its label count."""
+        return self._pipeline.classify_activation
+
+    @property
     def is_matryoshka(self) -> bool:
         return self.spec.is_matryoshka
 

@@ -163,6 +163,27 @@ def test_a_cross_encoder_saying_identity_answers_teis_sigmoid_on_tei_routes(
         )
 
 
+def test_a_cross_encoder_of_several_labels_saved_as_identity_answers_teis_softmax_on_predict(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """sentence-transformers 6 saves a CrossEncoder of three labels with an Identity activation:
+    ``predict`` gives its logits, and so did TEI's ``/predict`` here, where TEI gives a softmax;
+    ``raw_scores`` gives the logits."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    from tiny_models import build_encoder
+
+    raw = build_encoder(tmp_path / "raw", "bert", minilm_path, head="sequence", num_labels=3, seed=5)
+    CrossEncoder(str(raw), device="cpu", activation_fn=torch.nn.Identity()).save(str(tmp_path / "nli"))
+    logits = CrossEncoder(str(tmp_path / "nli"), device="cpu").predict([(QUERY, TEXTS[0])])[0]
+    softmax = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    with serve_in_thread(Engine(tmp_path / "nli", tune="off"), served_model_names=("nli",)) as url:
+        tei = _ok(_post(url, "/predict", {"inputs": [QUERY, TEXTS[0]]}))
+        np.testing.assert_allclose([p["score"] for p in tei], np.sort(softmax)[::-1], atol=1e-5)
+        tei_raw = _ok(_post(url, "/predict", {"inputs": [QUERY, TEXTS[0]], "raw_scores": True}))
+        np.testing.assert_allclose([p["score"] for p in tei_raw], np.sort(logits)[::-1], atol=1e-5)
+
+
 def test_predict_classifies_texts_and_scores_pairs(
     cross_encoder_server: Served, classifier_server: Served
 ) -> None:

@@ -5,7 +5,9 @@ cross-encoder's ``score`` (its score template, if any) or by a classifier of sev
 (``classify_pairs``: an NLI model's entailment, neutral, contradiction). One logit goes through a
 sigmoid, as TEI applies it whatever the folder names (a sentence-transformers Identity included);
 several labels take the model's own activation (softmax, or a multi-label model's sigmoid, as
-sentence-transformers, vLLM and the transformers pipeline apply it); ``raw_scores`` gives the logits.
+sentence-transformers, vLLM and the transformers pipeline apply it), and TEI's softmax where the folder
+names none (Identity, as sentence-transformers 6 saves a CrossEncoder of several labels);
+``raw_scores`` gives the logits.
 ``huggingface_hub``'s ``text_classification`` options (``parameters``: ``function_to_apply``,
 ``top_k``) are honoured. One input answers a list, a batch a list per input.
 """
@@ -120,8 +122,11 @@ async def predict(body: TeiPredictRequest, request: Request, response: Response)
     check_count(state.settings, len(sequences), "inputs")
     options = body.parameters or TeiClassificationParameters()
     function = _activation(body, options)
-    if function is None and len(state.engine.id2label) == 1:
+    labels = len(state.engine.id2label)
+    if function is None and labels == 1:
         function = "sigmoid"  # TEI's, whatever activation the folder names
+    elif function is None and state.engine.classify_activation == "identity":
+        function = "softmax"  # TEI's for several labels (sentence-transformers 6 saves them as Identity)
     use_activation = None if function is None else False  # the logits, activated below
     params = PoolingParams(use_activation=use_activation, truncate=tei_truncate(body))
     try:
