@@ -14,8 +14,8 @@ def test_one_prompt_is_a_list_of_one_and_a_list_holds_only_prompts() -> None:
     assert prompt_list(("a", "b")) == ["a", "b"]
     with pytest.raises(InputTypeError, match="input must be a string or a list of strings, not int"):
         prompt_list(3)
-    with pytest.raises(InputTypeError, match=r"^text_2\[1\] must be a string, not int$"):
-        prompt_list(["a", 1], "text_2")
+    with pytest.raises(InputTypeError, match=r"^input\[1\] must be a text, a token prompt or an image \("):
+        prompt_list(["a", 1])
 
 
 def test_pairs_are_one_to_many_or_many_to_many() -> None:
@@ -28,5 +28,5 @@ def test_pairs_are_one_to_many_or_many_to_many() -> None:
         score_pairs(["q1", "q2"], ["a", "b", "c"])
     # the shape only: whether a text can be read is the engine's input stage's one check
     assert score_pairs("q", ["a", "   "]) == (["q"], ["a", "   "])
-    with pytest.raises(InputTypeError, match=r"^text_2\[1\] must be a string, not dict$"):
+    with pytest.raises(InputTypeError, match=r"^text_2\[1\] must be a text or an image \(.*\), not dict$"):
         score_pairs("q", ["a", {"prompt_token_ids": [101]}])

@@ -12,8 +12,10 @@ from typing import Any
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.image_inputs import is_image_input
 
+_IMAGE_FORMS = "an image (a PIL image, its encoded bytes, a pathlib.Path or a data:image URL)"
 
-def prompt_list(prompts: Any, what: str = "input") -> list[Any]:
+
+def prompt_list(prompts: Any, what: str = "input", token_prompts: bool = True) -> list[Any]:
     """``prompts`` as a list: one string, token prompt (a mapping with ``prompt_token_ids``) or image
     (:mod:`poolrag.image_inputs`) is a list of one; a sequence must hold only those."""
     if isinstance(prompts, (str, Mapping)) or is_image_input(prompts):
@@ -25,7 +27,10 @@ def prompt_list(prompts: Any, what: str = "input") -> list[Any]:
     items = list(prompts)
     for i, item in enumerate(items):
         if not isinstance(item, (str, Mapping)) and not is_image_input(item):
-            raise InputTypeError(f"{what}[{i}] must be a string, not {type(item).__name__}", param=what)
+            forms = (
+                f"a text, a token prompt or {_IMAGE_FORMS}" if token_prompts else f"a text or {_IMAGE_FORMS}"
+            )
+            raise InputTypeError(f"{what}[{i}] must be {forms}, not {type(item).__name__}", param=what)
     return items
 
 
@@ -52,8 +57,9 @@ def _strings(texts: str | Sequence[str], name: str) -> list[str]:
     (``text_2[3] must be a string``); whether the model reads images is the engine's to say."""
     if isinstance(texts, str):
         return [texts]
-    items = prompt_list(texts, name)
+    items = prompt_list(texts, name, token_prompts=False)
     for i, item in enumerate(items):
         if not isinstance(item, str) and not is_image_input(item):
-            raise InputTypeError(f"{name}[{i}] must be a string, not {type(item).__name__}", param=name)
+            kind = type(item).__name__
+            raise InputTypeError(f"{name}[{i}] must be a text or {_IMAGE_FORMS}, not {kind}", param=name)
     return items

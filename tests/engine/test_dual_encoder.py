@@ -94,6 +94,18 @@ def test_matryoshka_dimensions_and_normalize_apply_to_images_too(clip: Path) -> 
     np.testing.assert_allclose(cut[0], raw[0][:8] / np.linalg.norm(raw[0][:8]), atol=1e-6)
 
 
+def test_what_is_neither_a_text_nor_an_image_is_named_as_such(engine: Engine) -> None:
+    """An array said "must be a string" to a model that reads images; an OpenAI content part said
+    "prompt_token_ids must be a list of integers"."""
+    with pytest.raises(
+        InputTypeError, match=r"input\[1\] must be a text, a token prompt or an image .* not ndarray"
+    ):
+        engine.embed_array([PHOTOS[0], np.zeros((8, 8, 3), np.uint8)])
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    with pytest.raises(InputTypeError, match=r"input\[0\]: an OpenAI content part is not an input here"):
+        engine.embed_array([part])
+
+
 def test_a_text_only_model_refuses_an_image_in_one_line(tiny_model) -> None:
     with pytest.raises(InputTypeError, match=r"input\[1\]: this model reads text only"):
         Engine(tiny_model("bert")).embed(["a text", PHOTOS[0]])

@@ -54,7 +54,7 @@ def test_score_takes_text_prompts_on_either_side(llm: LLM, minilm_engine: Engine
     ):
         got = [out.outputs.score for out in llm.score(first, second)]
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
-    with pytest.raises(InputTypeError, match=r"text_2\[0\] must be a string"):
+    with pytest.raises(InputTypeError, match=r"text_2\[0\] must be a text or an image"):
         llm.score(SENTENCES[0], [{"prompt": 7}])
 
 

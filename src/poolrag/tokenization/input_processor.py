@@ -392,6 +392,12 @@ class InputProcessor:
         self, item: TokensPrompt, params: ResolvedParams, limit: int | None, field: str, index: int | None
     ) -> PoolingRequest:
         name = field if index is None else f"{field}[{index}]"
+        if "prompt_token_ids" not in item and item.get("type") in ("text", "image_url"):
+            raise InputTypeError(
+                f"{name}: an OpenAI content part is not an input here; give its text, or its image "
+                "(the data:image URL of image_url.url), as the input itself",
+                param=field,
+            )
         ids = item.get("prompt_token_ids")
         if not isinstance(ids, (list, tuple)) or not all(
             isinstance(t, int) and not isinstance(t, bool) for t in ids
