@@ -49,6 +49,31 @@ def test_rerank_and_score_rank_pages_by_the_engine_s_maxsim(engine: Engine, url:
     np.testing.assert_allclose([row["score"] for row in score.json()["data"]], want, rtol=1e-5)
 
 
+def test_vllm_s_multimodal_content_form_ranks_the_same_pages(engine: Engine, url: str) -> None:
+    """vLLM's ``{"content": [image_url parts]}`` for ``text_2`` / ``documents`` (its vision score
+    example), each part one page: the same scores as the pages sent as data URL strings (it was a
+    400, "documents: Input should be a valid list"); a remote URL is refused, nothing fetched."""
+    query = "an admiral's portrait"
+    want = [out.outputs.score for out in engine.score(query, PAGES)]
+    content = {"content": [{"type": "image_url", "image_url": {"url": _data_url(p)}} for p in PAGES]}
+    score = httpx.post(f"{url}/score", json={"model": "colpali", "text_1": query, "text_2": content})
+    assert score.status_code == 200, score.text
+    np.testing.assert_allclose([row["score"] for row in score.json()["data"]], want, rtol=1e-5)
+    body = {"model": "colpali", "query": query, "documents": content, "return_documents": False}
+    rerank = httpx.post(f"{url}/rerank", json=body)
+    assert rerank.status_code == 200, rerank.text
+    by_index = {r["index"]: r["relevance_score"] for r in rerank.json()["results"]}
+    np.testing.assert_allclose([by_index[0], by_index[1]], want, rtol=1e-5)
+    remote = {"content": [{"type": "image_url", "image_url": {"url": "https://example.com/p.png"}}]}
+    refused = httpx.post(f"{url}/rerank", json={"model": "colpali", "query": query, "documents": remote})
+    assert refused.status_code == 400
+    message = refused.json()["error"]["message"]
+    assert (
+        message
+        == "documents.content[0].image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
+    )
+
+
 def test_pooling_returns_a_page_s_token_vectors(engine: Engine, url: str) -> None:
     body = {"model": "colpali", "input": [_data_url(PAGES[0]), "a query"], "task": "token_embed"}
     answer = httpx.post(f"{url}/pooling", json=body)

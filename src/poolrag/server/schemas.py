@@ -514,6 +514,30 @@ class CohereFloatsResponse(BaseModel):
 SCORE_SIDE_NAMES = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"))
 
 
+def vllm_content_items(value: Any, name: str) -> Any:
+    """vLLM's multimodal side, ``{"content": [part, ...]}`` with each part one item (a ``text``
+    part, or an ``image_url`` part whose URL is a data URL), as the list of strings this server
+    reads (an image as its data URL); any other value as it came."""
+    if not isinstance(value, dict) or set(value) != {"content"} or not isinstance(value["content"], list):
+        return value
+    items = []
+    for i, part in enumerate(value["content"]):
+        where = f"{name}.content[{i}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            items.append(part["text"])
+        elif kind == "image_url" and isinstance(part.get("image_url"), dict):
+            url = part["image_url"].get("url")
+            if not isinstance(url, str) or not is_image_input(url):
+                raise ValueError(
+                    f"{where}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
+                )
+            items.append(url)
+        else:
+            raise ValueError(f"{where} must be a text part or an image_url part")
+    return items
+
+
 class ScoreRequest(VllmRequestBody):
     default_task: ClassVar[str | None] = "score"
     text_1: TextOrTexts = Field(description="One query, or as many texts as text_2 (zipped pairs).")
@@ -526,14 +550,18 @@ class ScoreRequest(VllmRequestBody):
     @classmethod
     def _vllm_side_names(cls, data: Any) -> Any:
         """vLLM also names the sides queries/documents, queries/items or data_1/data_2."""
-        if not isinstance(data, dict) or "text_1" in data or "text_2" in data:
+        if not isinstance(data, dict):
             return data
-        for first, second in SCORE_SIDE_NAMES:
-            if first in data and second in data:
-                data = dict(data)
-                data["text_1"], data["text_2"] = data.pop(first), data.pop(second)
-                return data
-        return data
+        if "text_1" not in data and "text_2" not in data:
+            for first, second in SCORE_SIDE_NAMES:
+                if first in data and second in data:
+                    data = dict(data)
+                    data["text_1"], data["text_2"] = data.pop(first), data.pop(second)
+                    break
+        return {
+            **data,
+            **{side: vllm_content_items(data[side], side) for side in ("text_1", "text_2") if side in data},
+        }
 
 
 class ScoreData(BaseModel):
@@ -647,6 +675,14 @@ class RerankRequest(VllmRequestBody):
     rerank_weight: StrictFloat | None = Field(
         None, ge=0, le=1, description="poolrag extension: the reranker's share when fusing (default 0.5)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vllm_multimodal_documents(cls, data: Any) -> Any:
+        """vLLM's ``documents: {"content": [parts]}``: each part one document."""
+        if isinstance(data, dict) and "documents" in data:
+            return {**data, "documents": vllm_content_items(data["documents"], "documents")}
+        return data
 
 
 class RerankDocument(RootModel[dict[str, Any]]):
