@@ -284,6 +284,30 @@ def test_an_address_that_answers_but_is_not_milvus_is_one_line() -> None:
     )
 
 
+def test_another_service_now_at_an_address_milvus_answered_before_is_one_line(tmp_path: Path) -> None:
+    """pymilvus keeps a connection per URI and hands it back without a call; a gRPC service now
+    answering at the port a Milvus server had (the same address, later) was opened without a word,
+    and this file's test above passed or failed by which port it drew."""
+    from milvus_server import free_port, start_server
+
+    grpc = pytest.importorskip("grpc")
+    port = free_port()
+    milvus = start_server(tmp_path / "milvus-server", port)
+    try:
+        open_store("milvus", "docs", uri=f"http://127.0.0.1:{port}", retry=FAST_RETRY).close()
+    finally:
+        milvus.terminate()
+        milvus.wait(timeout=60)
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+    assert server.add_insecure_port(f"127.0.0.1:{port}") == port
+    server.start()
+    try:
+        with pytest.raises(StoreRequestError, match="is a Milvus server at that --uri"):
+            open_store("milvus", "docs", uri=f"http://127.0.0.1:{port}", retry=FAST_RETRY)
+    finally:
+        server.stop(None)
+
+
 def test_a_milvus_uri_that_is_neither_a_db_file_nor_a_url_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"neither a Milvus Lite file \(a path ending in \.db\)"):
         open_store("milvus", "docs", uri=str(tmp_path / "mydb"))

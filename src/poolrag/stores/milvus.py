@@ -158,8 +158,13 @@ _INCOMPATIBLE = "Incorrect port or sdk is incompatible with server"
 def _refusal(exc: BaseException) -> str | None:
     """What a Milvus error that is not an outage says; an address that does not speak Milvus's
     protocol (another gRPC service) is named as such."""
+    import grpc
     from pymilvus.exceptions import MilvusException
 
+    if isinstance(exc, grpc.RpcError) and _grpc_code(exc) == grpc.StatusCode.UNIMPLEMENTED:
+        # pymilvus passes some calls' gRPC errors through unwrapped (get_server_version)
+        details = getattr(exc, "details", lambda: "")()
+        return f"UNIMPLEMENTED: {details} (is a Milvus server at that --uri?)"
     if not isinstance(exc, MilvusException):
         return None
     message = " ".join(str(getattr(exc, "message", "") or exc).split())
@@ -168,6 +173,12 @@ def _refusal(exc: BaseException) -> str | None:
     if _INCOMPATIBLE in message:
         return f"{message} (the address answered UNIMPLEMENTED: is a Milvus server at that --uri?)"
     return message
+
+
+def _grpc_code(exc: BaseException) -> object:
+    """A gRPC error's status code (``grpc.RpcError`` itself declares none; its calls do)."""
+    code = getattr(exc, "code", None)
+    return code() if callable(code) else None
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -181,6 +192,10 @@ def _unavailable(exc: BaseException) -> bool:
     if isinstance(exc, MilvusException):
         text = str(exc).lower()
         return exc.code == 2 or "unavailable" in text or "deadline" in text or "fail connecting" in text
+    import grpc
+
+    if isinstance(exc, grpc.RpcError):  # a call pymilvus passes through unwrapped (get_server_version)
+        return _grpc_code(exc) in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
     return isinstance(exc, (ConnectionError, TimeoutError))
 
 
@@ -262,7 +277,12 @@ class MilvusStore(StoreTemplate):
     def _connect(self, token: str) -> Any:
         from pymilvus import MilvusClient
 
-        return MilvusClient(uri=self.uri, token=token, timeout=self._timeout)
+        client = MilvusClient(uri=self.uri, token=token, timeout=self._timeout)
+        if not _is_local(self.uri):
+            # pymilvus reuses a connection it holds to the same URI without a call, so another
+            # service now answering at that address would go unnoticed until the first request
+            client.get_server_version()
+        return client
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         try:
