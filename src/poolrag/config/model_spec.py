@@ -282,7 +282,7 @@ def load_model_spec(
     if bidirectional and pooling is None:
         pooling = bidirectional_pooling(hf_config)
 
-    truncate_dim = _truncate_dim(st_config.get("truncate_dim"), path)
+    truncate_dim = _positive_count(st_config, "truncate_dim", path)
     st_max = _read_json(transformer_path / "sentence_bert_config.json") or {}
     max_seq = st_max.get("max_seq_length") if isinstance(st_max, dict) else None
     # a CrossEncoder's activation: sentence-transformers >= 6 writes it in its own config file,
@@ -315,29 +315,24 @@ def load_model_spec(
         convert=convert,
         role=role,
         bidirectional=bidirectional,
-        splade=_with_max_active_dims(splade, st_config.get("max_active_dims"), path),
+        splade=_with_max_active_dims(splade, _positive_count(st_config, "max_active_dims", path)),
         lexical_heads=_lexical_heads(transformer_path),
         encoder_only=encoder_only,
     )
 
 
-def _truncate_dim(value: object, folder: Path) -> int | None:
-    """A SentenceTransformer saved with ``truncate_dim``: the size ``encode`` cuts its vectors to."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ModelLoadError(f"{folder}: truncate_dim {value!r} is not a positive integer")
+def _positive_count(st_config: dict[str, Any], key: str, folder: Path) -> int | None:
+    """A count config_sentence_transformers.json may hold (``truncate_dim``: the size ``encode``
+    cuts vectors to; ``max_active_dims``: the weights a SparseEncoder keeps), or ``None``."""
+    value = st_config.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ModelLoadError(f"{folder}: {key} {value!r} is not a positive integer")
     return value
 
 
-def _with_max_active_dims(splade: SpladeSpec | None, value: object, folder: Path) -> SpladeSpec | None:
-    """A SparseEncoder's ``max_active_dims`` (config_sentence_transformers.json): how many weights
-    its vectors keep when a call does not say, as sentence-transformers' ``encode`` keeps."""
-    if splade is None or value is None:
-        return splade
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ModelLoadError(f"{folder}: max_active_dims {value!r} is not a positive integer")
-    return replace(splade, max_active_dims=value)
+def _with_max_active_dims(splade: SpladeSpec | None, value: int | None) -> SpladeSpec | None:
+    """A SparseEncoder's ``max_active_dims``: what its vectors keep when a call does not say."""
+    return splade if splade is None or value is None else replace(splade, max_active_dims=value)
 
 
 def _splade_from_st(cfg: dict[str, Any], folder: Path) -> SpladeSpec:
