@@ -139,6 +139,38 @@ def test_beyond_the_max_length_each_chunk_reads_the_window_where_it_sits_most_ce
     assert whole.shape == (1, got.shape[1]) and np.isfinite(whole).all()
 
 
+@torch.no_grad()
+def test_a_document_prompt_opens_every_window_as_it_opens_every_chunk_embedded_alone(
+    tiny_model: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = tmp_path / "prompted"
+    shutil.copytree(tiny_model("bert", max_position_embeddings=WINDOW), folder)
+    write_sentence_transformers(folder, prompts={"document": "passage: "}, max_seq_length=WINDOW)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModel.from_pretrained(folder).eval()
+    prompt = tokenizer("passage: ", add_special_tokens=False)["input_ids"]
+    encoded = tokenizer(LONG, add_special_tokens=False, return_offsets_mapping=True)
+    content, offsets = encoded["input_ids"], encoded["offset_mapping"]
+    width = WINDOW - 2 - len(prompt)
+    stride = width - int(width * WINDOW_OVERLAP)
+    starts = [*range(0, len(content) - width, stride), len(content) - width]
+    spans = [(s, s + 7) for s, _ in _spans(LONG)]
+    expected = []
+    for s, e in spans:
+        rows = _rows(offsets, s, e)
+        first, stop = rows[0], rows[-1] + 1
+        holding = [w for w in starts if w <= first and stop <= w + width]
+        w = max(holding, key=lambda w: min(first - w, w + width - stop))
+        ids = [tokenizer.cls_token_id, *prompt, *content[w : w + width], tokenizer.sep_token_id]
+        hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+        lead = 1 + len(prompt)
+        expected.append(hidden[lead + first - w : lead + stop - w].mean(0).numpy())
+    assert len({tuple(e) for e in expected}) == len(spans) and len(starts) > 3
+    engine = Engine(folder, max_model_len=WINDOW)
+    got = engine.embed_chunks(LONG, spans, PoolingParams(normalize=False, input_type="document"))
+    np.testing.assert_allclose(got, np.stack(expected), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("spans", "error", "message"),
     [

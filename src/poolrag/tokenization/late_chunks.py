@@ -116,7 +116,8 @@ def plan_late_chunks(
     """Tokenise ``prefix + document`` once and lay its chunk spans out over model windows.
 
     ``document`` and ``spans`` are checked already (:func:`check_spans`); the spans index
-    ``document``, not the prefix.
+    ``document``, not the prefix. The prefix (a document prompt such as ``passage: ``) opens every
+    window, not only the first: per-chunk ``embed`` gives each chunk its prompt too.
     """
     text = prefix + document
     encoded = call_tokenizer(
@@ -132,11 +133,16 @@ def plan_late_chunks(
     special = encoded["special_tokens_mask"]
     lead = next((i for i, s in enumerate(special) if not s), len(ids))
     trail = len(ids) - next((i for i, s in enumerate(reversed(special)) if not s), 0)
-    head, tail = ids[:lead], ids[trail:]
-    content, offsets = ids[lead:trail], encoded["offset_mapping"][lead:trail]
+    offsets = encoded["offset_mapping"][lead:trail]
+    # the prompt's tokens open every window, as they open every text the model was trained on
+    prompt = next((i for i, (a, _) in enumerate(offsets) if a >= len(prefix)), len(offsets))
+    head, tail = ids[:lead] + ids[lead : lead + prompt], ids[trail:]
+    content, offsets = ids[lead + prompt : trail], offsets[prompt:]
     width = processor.max_len - len(head) - len(tail)
     if width < 1:
-        raise InvalidInputError(f"the model's maximum length {processor.max_len} leaves no room for text")
+        raise InvalidInputError(
+            f"the model's maximum length {processor.max_len} leaves no room for text after the prompt"
+        )
     token_spans = []
     for i, (start, end) in enumerate(spans):
         rows = _token_span(offsets, start + len(prefix), end + len(prefix))
