@@ -52,6 +52,19 @@ def _fill(store, corpus: Path, engine, root: Path, late: bool, cache: Path):
     return report, store, ids, vectors, embedder
 
 
+def _late_vectors(engine, document: str, chunks) -> np.ndarray:
+    spans = [(c.start, c.end) for c in chunks]
+    return engine.embed_chunks(document, spans, PoolingParams(input_type="document"))
+
+
+def _by_span(store, vectors: dict) -> dict:
+    """(source, start) → (payload, vector) of every stored chunk."""
+    query = next(iter(vectors.values()))
+    hits = store.search(query, len(vectors) + 10)
+    assert len(hits) == len(vectors)
+    return {(h.payload["source"], h.payload["start"]): (h.payload, vectors[h.id]) for h in hits}
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_late_chunking_stores_the_normal_rows_with_whole_document_vectors(
     kind: str, tmp_path: Path, minilm_engine
@@ -64,27 +77,22 @@ def test_late_chunking_stores_the_normal_rows_with_whole_document_vectors(
     late, late_store, late_ids, late_vectors, embedder = _ingest(
         kind, tmp_path, corpus, minilm_engine, "late", True, cache
     )
-    # same rows and ids; per-chunk cache entries never answer for late vectors
-    assert late_ids == plain_ids and late.chunks == plain.chunks == len(late_ids)
+    # the same chunks; per-chunk cache entries never answer for late vectors
+    assert late.chunks == plain.chunks == len(late_ids) == len(plain_ids)
     assert late.embedded == len(late_ids) and embedder.hits == 0
     # each vector is the engine's late chunk vector of its span within its whole document
+    late_by_span = _by_span(late_store, late_vectors)
+    plain_by_span = _by_span(plain_store, plain_vectors)
+    assert late_by_span.keys() == plain_by_span.keys()
     chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=16, overlap=4)
     for doc in read_paths([corpus]):
         chunks = chunker.split(doc)
         assert len(chunks) > 3
-        expected = minilm_engine.embed_chunks(
-            doc.text if hasattr(doc, "text") else doc.path.read_text(),
-            [(c.start, c.end) for c in chunks],
-            PoolingParams(input_type="document"),
-        )
-        for chunk, vector in zip(chunks, expected, strict=True):
-            np.testing.assert_allclose(late_vectors[chunk.id], vector, atol=1e-5)
-            assert not np.allclose(plain_vectors[chunk.id], vector, atol=1e-3)
+        for chunk, vector in zip(chunks, _late_vectors(minilm_engine, doc.text, chunks), strict=True):
+            np.testing.assert_allclose(late_by_span[chunk.source, chunk.start][1], vector, atol=1e-5)
+            assert not np.allclose(plain_by_span[chunk.source, chunk.start][1], vector, atol=1e-3)
     # the payloads (text, source, offsets) are those of a normal ingest
-    query = late_vectors[late_ids[0]]
-    late_hits = {h.id: h.payload for h in late_store.search(query, 50)}
-    plain_hits = {h.id: h.payload for h in plain_store.search(query, 50)}
-    assert late_hits == plain_hits and len(late_hits) == len(late_ids)
+    assert {k: p for k, (p, _) in late_by_span.items()} == {k: p for k, (p, _) in plain_by_span.items()}
     plain_store.close()
     late_store.close()
 
@@ -97,6 +105,31 @@ def test_late_chunking_stores_the_normal_rows_with_whole_document_vectors(
     for chunk_id, vector in vectors.items():
         np.testing.assert_array_equal(vector, late_vectors[chunk_id])
     store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_edited_document_gets_every_late_vector_again_none_left_from_before_the_edit(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    corpus = write_corpus(tmp_path / "corpus")
+    cache = tmp_path / "cache.sqlite"
+    first, store, _, _, _ = _ingest(kind, tmp_path, corpus, minilm_engine, "late", True, cache)
+    store.close()
+    edited = sorted(corpus.iterdir())[0]
+    edited.write_text(f"{edited.read_text()}\n\nA closing paragraph added later changes every vector above.")
+    again, store, ids, vectors, _ = _ingest(kind, tmp_path, corpus, minilm_engine, "late", True, cache)
+    try:
+        chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=16, overlap=4)
+        chunks = chunker.split(next(d for d in read_paths([corpus]) if Path(d.source).name == edited.name))
+        # the edited document's chunks are all embedded again, its old rows deleted
+        assert again.embedded == len(chunks) and again.deleted == len(chunks) - 1
+        assert len(ids) == first.chunks + 1
+        stored = _by_span(store, vectors)
+        expected = _late_vectors(minilm_engine, edited.read_text(), chunks)
+        for chunk, vector in zip(chunks, expected, strict=True):
+            np.testing.assert_allclose(stored[chunk.source, chunk.start][1], vector, atol=1e-5)
+    finally:
+        store.close()
 
 
 def test_cli_late_chunking_ingests_and_refuses_what_it_cannot_do(tmp_path: Path, capsys, tiny_model) -> None:

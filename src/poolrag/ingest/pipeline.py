@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from poolrag.counts import check_count
 from poolrag.errors import InvalidImageError, InvalidInputError
 from poolrag.ingest.chunk_ahead import ChunkAhead
-from poolrag.ingest.chunker import Chunk, TokenChunker
+from poolrag.ingest.chunker import Chunk, TokenChunker, chunk_id
 from poolrag.ingest.driver import IngestDriver, IngestReport
 from poolrag.ingest.encoders import ChunkEncoder, ColbertEncoder, DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile, changed_since_listed
@@ -195,9 +195,17 @@ class IngestPipeline:
 
 
 def _with_document(doc: Document | FileDocument, chunks: Iterable[Chunk]) -> list[Chunk]:
-    """The document's chunks, each carrying its whole text (late chunking reads it whole)."""
+    """The document's chunks, each carrying its whole text (late chunking reads it whole).
+
+    A late vector depends on the whole document, so its id names the document's version too: an
+    edited document's unchanged chunks are new rows (their old ones are deleted as stale), never
+    left with vectors of the text before the edit."""
     text = doc.text if isinstance(doc, Document) else "".join(doc.pieces())
-    return [replace(chunk, document=text) for chunk in chunks]
+    version = f"late\x00{doc.digest}\x00"
+    return [
+        replace(chunk, id=chunk_id(chunk.source, chunk.start, version + chunk.text), document=text)
+        for chunk in chunks
+    ]
 
 
 def _total(documents: Iterable[Any], total: int | None) -> int | None:
