@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from poolrag import Engine
+from poolrag import Engine, PoolingParams
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import Document, IngestPipeline, TokenChunker
@@ -109,6 +109,31 @@ def test_funnel_with_64_dims_recalls_as_well_as_full_vectors(
     assert funnel >= small_only
     for store in stores.values():
         store.close()
+
+
+def test_a_late_chunked_collection_of_small_vectors_is_not_re_scored_by_chunks_embedded_alone(
+    tmp_path: Path, matryoshka_minilm: Engine
+) -> None:
+    text = "Whales sing long songs across the ocean. They repeat them for hours. Compilers do not sing."
+    embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "cache.sqlite"))
+    store = open_store("qdrant", "late", path=str(tmp_path / "q"))
+    IngestPipeline(
+        store,
+        DenseEncoder(embedder, 64),
+        TokenChunker(matryoshka_minilm.tokenizer, max_tokens=8, overlap=0),
+        checkpoint_dir=tmp_path,
+        progress=False,
+        late_chunking=True,
+    ).run([Document("a.md", text)])
+    stored = store.fetch_vectors(list(store.list_sources()))
+    misses = embedder.misses
+    hits = Retriever(store, embedder).search("do whales repeat their songs?", k=3)
+    assert embedder.misses == misses + 1  # the query only: no chunk embedded alone
+    query = matryoshka_minilm.embed_array(["do whales repeat their songs?"], PoolingParams(dimensions=64))[0]
+    assert len(hits) == 3 and all(set(h.stage_scores) == {"recall"} for h in hits)
+    for hit in hits:  # the scores are the late vectors' own cosines
+        assert hit.score == pytest.approx(float(stored[hit.id] @ query), abs=1e-5)
+    store.close()
 
 
 def test_search_results_carry_every_stage_and_source_offsets(

@@ -123,7 +123,8 @@ class Retriever:
         saved record says (``poolrag eval --tune --save``), legs as deep as it was tuned with unless
         ``prefetch`` is given; with no record, by the collection's default (BM25 leads where the
         model does not cover the collection's recorded language). ``rescore=False`` skips stage 2 (for
-        comparison).
+        comparison); a late-chunked collection has no stage 2 (a chunk's full-size late vector needs
+        its whole document), so its small vectors' scores are final.
         """
         check_k(k)
         if mode not in SEARCH_MODES:
@@ -141,7 +142,8 @@ class Retriever:
             sparse = self._sparse_query(query) if mode == "hybrid" else None
             full = self.embedder.embed_query(query)
             small = truncate(full[None, :], self.dimension, self.embedder.normalize)[0]
-            funnel = rescore and self.dimension < full.shape[0]
+            # a late vector read its whole document: the chunk's text alone cannot give it full size
+            funnel = rescore and self.dimension < full.shape[0] and self.spec.chunk_vectors == "per_chunk"
             later_stage = funnel or self.reranker is not None
             n = candidates or self.candidates or (max(10 * k, 50) if later_stage else k)
             wanted = max(k, n) if self.reranker is not None else k
