@@ -7,8 +7,9 @@
 Each set is ingested as ``poolrag ingest --vector-type`` would (all-MiniLM-L6-v2, the real store),
 once per type; the uint8 ranges are the corpus's own chunk vectors (what ``poolrag calibrate`` on
 the corpus writes). Printed per set: MRR@10 / nDCG@10 of each type, and for uint8 how much of
-float32's top 10 chunks the database's first stage (query bucketed like the stored rows) holds at
-a given depth, which is what ``poolrag.stores.vector_types.RESCORE_DEPTH`` is chosen by.
+float32's top 10 chunks the database's first stage holds at a given depth, for the default uint8
+query and two others, which is what ``poolrag.stores.vector_types.first_stage_query`` and
+``RESCORE_DEPTH`` are chosen by.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from poolrag.evaluation import BeirDataset, evaluate
 from poolrag.evaluation.run import corpus_documents
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
+from poolrag.postprocess.vector_precision import bucket_steps
 from poolrag.stores import open_store
 from poolrag.stores import vector_types as vt
 
 K = 10
-DEPTHS = (10, 20, 40, 80, 160)
+DEPTHS = (10, 20, 40, 80, 160, 320)
 
 
 def ingest(engine, cache, dataset, store_kind: str, folder: Path, vector_type: str, ranges=None):
@@ -47,6 +49,12 @@ def ingest(engine, cache, dataset, store_kind: str, folder: Path, vector_type: s
     )
     report = pipeline.run(corpus_documents(dataset))
     return store, report
+
+
+def _shifted_weights(query: np.ndarray, codec) -> np.ndarray:
+    """The first stage's former query: ``q ⊙ step`` shifted onto 0..255 (a bias weighted 1 / step)."""
+    weights = query * bucket_steps(codec.ranges)
+    return np.round((weights - weights.min()) * (255 / np.ptp(weights))).astype(np.float32)
 
 
 def main() -> None:
@@ -82,11 +90,12 @@ def main() -> None:
                 top10[kind] = {qid: [h.id for h in found[:K]] for qid, found in hits.items()}
                 scores[kind] = evaluate(as_run(hits, chunks), qrels, (K,))
             # The first stage alone: the database's ranking of the uint8 query, DEPTHS deep; the
-            # default query (q ⊙ step onto 0..255) and the query bucketed like the rows.
+            # default query and two others it was chosen over.
             spec = stores["uint8"].read_spec()
             codec = spec.stored_vectors
             queries_as = {
-                "q ⊙ step onto 0..255 (default)": codec.first_stage_query,
+                "(q - min q) ⊙ step onto 0..255 (default)": codec.first_stage_query,
+                "q ⊙ step shifted onto 0..255": lambda v, c=codec: _shifted_weights(v, c),
                 "bucketed like the rows": lambda v, c=codec: c.encode(v[None, :])[0].astype(np.float32),
             }
             held = {}

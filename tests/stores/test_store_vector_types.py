@@ -142,25 +142,35 @@ def test_a_uint8_spec_without_ranges_or_of_the_wrong_width_is_refused(sentence_v
         CollectionSpec("docs", 8, "m@x", 8, layout="multivector", vector_type="float16")
 
 
-def test_the_uint8_first_stage_query_ranks_rows_of_equal_bucket_sums_exactly() -> None:
-    """The database's uint8 query is ``q ⊙ step`` mapped onto 0..255: its only bias is a row's bucket
-    sum, so among rows with one bucket sum it ranks as the float query against the bucket centres."""
+def test_the_uint8_first_stage_query_ranks_rows_of_equal_value_sums_exactly() -> None:
+    """The database's uint8 query is the float query raised by one amount in every dimension, times
+    each dimension's bucket step, mapped onto 0..255: its only bias is a row's sum of values, so
+    among rows with one sum of values it ranks as the float query against the bucket centres, even
+    where dimensions have different steps and the rows different bucket sums."""
     rng = np.random.default_rng(1)
-    width = 64
-    low = rng.uniform(-0.3, -0.1, width).astype(np.float32)
-    ranges = np.vstack([low, low + rng.uniform(0.1, 0.6, width).astype(np.float32)])
+    half = 32
+    steps = np.repeat([0.002, 0.004], half).astype(np.float32)  # two bucket widths
+    low = rng.uniform(-0.3, -0.1, 2 * half).astype(np.float32)
+    ranges = np.vstack([low, low + 255 * steps])
     codec = StoredVectors("uint8", ranges)
-    base = rng.integers(0, 256, width)
-    rows = np.array([rng.permutation(base) for _ in range(200)], dtype=np.uint8)  # equal bucket sums
-    query = rng.normal(size=width).astype(np.float32)
+    base = rng.integers(50, 200, 2 * half)
+    rows = []
+    for _ in range(200):
+        # 2u buckets up in each narrow dimension, u down in each wide one: the same sum of values,
+        # a bucket sum that differs from row to row
+        u = int(rng.integers(-20, 21))
+        rows.append(np.concatenate([rng.permutation(base[:half] + 2 * u), rng.permutation(base[half:] - u)]))
+    rows = np.array(rows, dtype=np.uint8)
+    assert np.ptp(codec.decode(rows).sum(axis=1)) < 1e-3 and np.ptp(rows.sum(axis=1, dtype=np.int64)) > 600
+    query = rng.normal(size=2 * half).astype(np.float32)
     first = codec.first_stage_query(query)
     assert first.min() == 0 and first.max() == 255 and np.array_equal(first, np.round(first))
     exact = codec.decode(rows) @ query
     ranked = rows.astype(np.float64) @ first
     # the same order wherever the exact scores are further apart than the query's rounding (half a
-    # unit per dimension, ptp(q ⊙ step) / 255 in exact units) can move them
-    steps = (ranges[1] - ranges[0]) / 255
-    rounding = 0.5 * float(base.sum()) * float(np.ptp(query * steps)) / 255
+    # unit per dimension, max((q - min q) ⊙ step) / 255 in exact units) can move them
+    weights = (query - query.min()) * steps
+    rounding = 0.5 * float(rows.sum(axis=1, dtype=np.int64).max()) * float(weights.max()) / 255
     pairs = [
         (a, b)
         for a, b in itertools.combinations(range(len(rows)), 2)

@@ -31,8 +31,8 @@ VectorType = Literal["float32", "float16", "uint8"]
 VECTOR_TYPES: tuple[str, ...] = get_args(VectorType)
 #: A uint8 search asks the database for this many times the hits wanted (at least ``MIN_CANDIDATES``)
 #: before re-ranking them by the float query; chosen on real FAQ sets (benchmarks/RESULTS.md).
-RESCORE_DEPTH = 8
-MIN_CANDIDATES = 80
+RESCORE_DEPTH = 16
+MIN_CANDIDATES = 160
 
 
 def check_vector_type(vector_type: str) -> str:
@@ -93,19 +93,21 @@ class StoredVectors:
         return bucket_centres(stored, self.ranges)
 
     def first_stage_query(self, query: np.ndarray) -> np.ndarray:
-        """The query the database compares with its stored rows. For uint8, the exact score up to a
-        constant is ``Σ q_i step_i bucket_i``: the weights ``q ⊙ step`` are mapped onto 0..255 (what
-        a uint8 query can hold), so only the shift adds a bias (proportional to a row's bucket sum).
-        Bucketing the query like the rows instead weights each dimension by ``1 / step``, and holds
-        less of the float top 10 at every depth on the real sets (benchmarks/RESULTS.md)."""
+        """The query the database compares with its stored rows. For uint8, a row's exact score up to
+        a constant is ``Σ q_i step_i bucket_i``; a uint8 query cannot hold a negative weight, so the
+        weights are ``(q - min q) ⊙ step`` mapped onto 0..255: the query raised by one amount in
+        every dimension. Its bias is then a row's sum of values (``Σ step_i bucket_i``), the same for
+        every dimension; shifting ``q ⊙ step`` instead weights the bias by ``1 / step`` and bucketing
+        the query like the rows weights the score so, and both hold less of the float top 10 at
+        every depth on the real sets (benchmarks/RESULTS.md)."""
         if not self.rescored:
             return query
         assert self.ranges is not None
-        weights = query * bucket_steps(self.ranges)
-        low, high = float(weights.min()), float(weights.max())
-        if high <= low:
+        weights = (query - query.min()) * bucket_steps(self.ranges)
+        high = float(weights.max())
+        if high <= 0:
             return np.full_like(weights, 128, dtype=np.float32)
-        return np.round((weights - low) * (255 / (high - low))).astype(np.float32)
+        return np.round(weights * (255 / high)).astype(np.float32)
 
     def candidates(self, limit: int) -> int:
         """How many hits the database is asked for before a uint8 re-rank."""
