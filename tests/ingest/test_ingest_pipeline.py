@@ -348,3 +348,34 @@ def test_a_record_removed_from_a_feed_goes_unless_a_line_of_it_cannot_be_read(se
     feed.write_text(f"{a}\n")
     assert setup.run().deleted == 1
     assert not any(source.endswith("tickets.jsonl#B") for source in setup.store.list_sources().values())
+
+
+def test_an_ingest_into_qdrant_edge_leaves_its_shard_optimised(tmp_path: Path, tiny_model) -> None:
+    """An edge shard has no background optimiser: the run's end runs it (here the vacuum of 40% of
+    1,200 points pruned), so the shard opened afterwards has nothing left to optimise."""
+    import qdrant_edge as qe
+
+    from poolrag import Engine
+    from poolrag.ingest import Document
+
+    engine = Engine(tiny_model("bert"), tune="off")
+    docs = [Document(f"note-{n}.txt", f"note {n}: the kettle boils at {n} degrees") for n in range(1200)]
+
+    def ingest(documents: list, prune: bool = False):
+        store = open_store("qdrant-edge", "notes", retry=FAST_RETRY, path=str(tmp_path / "edge"))
+        try:
+            chunker = TokenChunker(engine.tokenizer, max_tokens=32, overlap=4)
+            encoder = DenseEncoder(CachedEmbedder(engine))
+            pipe = IngestPipeline(store, encoder, chunker, checkpoint_dir=tmp_path, progress=False)
+            return pipe.run(documents, prune=prune)
+        finally:
+            store.close()
+
+    assert ingest(docs).upserted == 1200
+    assert ingest(docs[:720], prune=True).deleted == 480
+    shard = qe.EdgeShard.load(str(tmp_path / "edge" / "notes" / "shard"))
+    try:
+        assert shard.info().points_count == 720
+        assert shard.optimize() is False
+    finally:
+        shard.close()

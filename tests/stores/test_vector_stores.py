@@ -147,6 +147,18 @@ def test_quantized_collections_still_find_the_right_chunk(
     assert store.read_spec().quantization == quantization
 
 
+def test_binary_codes_are_searched_deeper_the_narrower_the_vectors() -> None:
+    """One bit a dimension ranks 384-dim vectors loosely: 16x, as deep as int8's 2x only from
+    3,072 dimensions up (benchmarks/index_quantization.py)."""
+    from poolrag.stores.qdrant_points import oversampling
+
+    def deep(quantization: str, dim: int) -> float:
+        return oversampling(CollectionSpec("docs", dim, MODEL, 4096, quantization=quantization))  # type: ignore[arg-type]
+
+    assert [deep("binary", d) for d in (64, 384, 768, 1536, 3072, 4096)] == [16, 16, 8, 4, 2, 2]
+    assert deep("int8", 384) == deep("int8", 4096) == 2
+
+
 def test_qdrant_server_down_is_retried_then_reported(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     started = time.monotonic()

@@ -345,7 +345,7 @@ class IngestDriver:
     def finish(
         self, *, prune: bool = False, skipped: Sequence[SkippedFile] = (), record_files: Sequence[str] = ()
     ) -> IngestReport:
-        """After every batch is stored: prune, drop the checkpoint.
+        """After every batch is stored: prune, let the store optimise, drop the checkpoint.
 
         ``skipped``: files the reader left out; their chunks survive ``prune``, since an unreadable
         file is not a deleted one. ``record_files``: JSONL / CSV files read to their end (resolved
@@ -374,6 +374,7 @@ class IngestDriver:
                 )
             for orphans in self.stored_ids.orphans(lambda source: _under(source, kept)):
                 self._delete(orphans)
+        self.store.optimize()
         self.close()
         self.checkpoint.remove()
         report.seconds = time.monotonic() - self._started

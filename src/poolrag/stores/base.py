@@ -261,6 +261,10 @@ class VectorStore(Protocol):
     def count(self) -> int:
         """Number of chunks (not token rows)."""
 
+    def optimize(self) -> None:
+        """After a run's writes: build what the database builds in the background elsewhere (Qdrant
+        Edge's HNSW graph, quantized codes, vacuum); nothing where the database does it itself."""
+
     def search(self, vector: np.ndarray, limit: int, filter: MetadataFilter | None = None) -> list[StoreHit]:
         """Chunks by cosine similarity to ``vector``, among those whose payload matches ``filter``."""
 

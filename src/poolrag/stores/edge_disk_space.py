@@ -9,7 +9,9 @@ measured first, while a refusal can still be one line (:class:`StoreWriteError`,
   allocates every hole (measured: 32 MiB per chunk file), so it needs what is unbacked there;
 - before each write: a batch lands in the vector chunks, again in the log and in the payload pages,
   page by page, so it needs a few times its own size, plus :data:`HEADROOM_BYTES` for the pages
-  that bookkeeping and page rounding take.
+  that bookkeeping and page rounding take;
+- before optimising: the optimiser writes each segment it rebuilds anew (with its index and
+  quantized codes) before dropping the old one, so it needs the shard's size again.
 
 The check sees poolrag's own writes only; another process filling the disk between the check and
 the write can still end the run the old way.
@@ -49,6 +51,11 @@ def unbacked_bytes(shard_dir: Path) -> int:
                 stats = file.stat()
                 total += max(0, stats.st_size - stats.st_blocks * 512)
     return total
+
+
+def shard_bytes(shard_dir: Path) -> int:
+    """The bytes the shard's files hold on disk (what optimising may write again)."""
+    return sum(f.stat().st_blocks * 512 for f in shard_dir.rglob("*") if f.is_file())
 
 
 def batch_bytes(records: Sequence[ChunkRecord]) -> int:

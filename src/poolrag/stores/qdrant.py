@@ -267,7 +267,7 @@ class QdrantStore(QdrantPointStore):
         if spec.quantization and not self._local:
             return models.SearchParams(
                 quantization=models.QuantizationSearchParams(
-                    rescore=True, oversampling=qdrant_points.OVERSAMPLING
+                    rescore=True, oversampling=qdrant_points.oversampling(spec)
                 )
             )
         return None

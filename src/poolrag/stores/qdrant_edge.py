@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from poolrag.stores.edge_disk_space import (
     WRITE_FACTOR,
     batch_bytes,
     require_room,
+    shard_bytes,
     unbacked_bytes,
 )
 from poolrag.stores.errors import CollectionMismatchError
@@ -79,6 +81,7 @@ class QdrantEdgeStore(QdrantPointStore):
         self.root = root
         self._shard: Any = None
         self._lock: FolderLock | None = None
+        self._written = False  # since the last optimize()
         if (self.root / _SPEC_FILE).exists():
             self._open_shard(create=None)
 
@@ -188,6 +191,7 @@ class QdrantEdgeStore(QdrantPointStore):
         require_room(self.root, HEADROOM_BYTES + WRITE_FACTOR * batch_bytes(records), "the next write")
         self._call(lambda: self._shard.update(qe.UpdateOperation.upsert_points(points)), "upsert")
         self._call(self._shard.flush, "flush")
+        self._written = True
 
     def _delete(self, ids: list[str]) -> None:
         import qdrant_edge as qe
@@ -195,6 +199,20 @@ class QdrantEdgeStore(QdrantPointStore):
         require_room(self.root, HEADROOM_BYTES, "the next write")
         self._call(lambda: self._shard.update(qe.UpdateOperation.delete_points(ids)), "delete")
         self._call(self._shard.flush, "flush")
+        self._written = True
+
+    def optimize(self) -> None:
+        """Run the shard's optimisers if this store wrote to it: an edge shard has no background
+        optimiser, so without this a collection is never indexed (HNSW), its ``int8`` /
+        ``binary`` codes are never built and deleted points are never vacuumed."""
+        if self._shard is None or not self._written:
+            return
+        require_room(self.root, HEADROOM_BYTES + shard_bytes(self.root / "shard"), "optimising the shard")
+        started = time.monotonic()
+        logger.info("optimising the qdrant-edge shard %s (index, quantized codes, vacuum)", self.root)
+        if self._call(self._shard.optimize, "optimize"):
+            logger.info("optimised the qdrant-edge shard in %.1fs", time.monotonic() - started)
+        self._written = False
 
     # -- reads --------------------------------------------------------------------------------------
     def _scroll(self, offset: Any) -> tuple[list[Any], Any]:
@@ -216,7 +234,7 @@ class QdrantEdgeStore(QdrantPointStore):
         if spec.quantization:
             return qe.SearchParams(
                 quantization=qe.QuantizationSearchParams(
-                    rescore=True, oversampling=qdrant_points.OVERSAMPLING
+                    rescore=True, oversampling=qdrant_points.oversampling(spec)
                 )
             )
         return None

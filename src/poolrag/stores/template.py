@@ -291,6 +291,11 @@ class StoreTemplate(ABC):
     def count(self) -> int:
         """Number of chunks (not token rows)."""
 
+    def optimize(self) -> None:
+        """Nothing: Milvus and a Qdrant server index and vacuum in the background, Qdrant local
+        mode and memory search exactly; Qdrant Edge has no background optimiser and overrides it."""
+        return None
+
     @abstractmethod
     def close(self) -> None: ...
 
