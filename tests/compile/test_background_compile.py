@@ -8,6 +8,9 @@ and inductor's caches at its own folders so that "from disk" means this test's d
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -182,3 +185,39 @@ def test_int8_fast_mode_compiles_with_its_quantisation_fused_and_keeps_its_bar(
         assert not internals.runner(engine).compiled
     exact = Engine(minilm_path).embed_array(TEXTS)
     assert _cosines(exact, engine.embed_array(TEXTS)).min() >= fast.min_cosine_required
+
+
+def test_a_process_that_exits_while_compiling_exits_cleanly_and_keeps_what_it_generated(
+    tmp_path: Path, tiny_model: Callable[..., Path]
+) -> None:
+    """A short-lived process (``poolrag ingest --compile background``, any command whose verdict
+    chose a compiled path) ends while its compile runs: it waits for the step in flight instead of
+    leaving the compile thread inside torch as the interpreter is torn down (that aborted: exit 134,
+    "terminate called without an active exception", two exits in three), and reports nothing of a
+    compile the exit stopped."""
+    script = (
+        "import logging, sys, time\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "from poolrag import Engine\n"
+        "engine = Engine(sys.argv[1], compile='background', tune='off')\n"
+        "engine.embed_array(['a cat', 'a longer sentence about a dog'])\n"
+        "time.sleep(float(sys.argv[2]))\n"
+    )
+    model = tiny_model("bert")
+    for run, pause in enumerate((0.0, 1.0, 2.0)):
+        env = {
+            **os.environ,
+            "POOLRAG_CACHE_DIR": str(tmp_path / f"poolrag-{run}"),
+            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{run}"),
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(model), str(pause)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+        )
+        assert done.returncode == 0, (pause, done.returncode, done.stderr[-3000:])
+        assert "terminate called" not in done.stderr
+        assert "compiled forward not used" not in done.stderr, done.stderr[-3000:]
+        assert "stopping the background compile before exiting" in done.stderr

@@ -16,6 +16,7 @@ foreground.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -186,7 +187,29 @@ def _inductor_counter(name: str) -> int:
     return int(counters["inductor"][name])
 
 
-_RUNNING: weakref.WeakSet[BackgroundCompile] = weakref.WeakSet()  # for the fork handler
+_RUNNING: weakref.WeakSet[BackgroundCompile] = weakref.WeakSet()  # for the fork and exit handlers
+_EXITING = threading.Event()  # set at interpreter exit: a compile stops after the step it is in
+EXIT_WAIT_S = 120.0  # at exit, the longest wait for that step (one graph's code generation)
+
+
+def _stop_compiling_at_exit() -> None:
+    """Stop every compile after its step in flight, and wait for that. A process that ended with
+    the compile thread inside torch aborted as it was torn down ("terminate called without an active
+    exception", exit 134): ``poolrag ingest --compile background`` on a short corpus did, and so did
+    any short command whose cached verdict chose a compiled path. Code generation in flight either
+    ends (its graph is saved, so the next process loads it from disk) or fails as the interpreter
+    shuts down; neither is reported."""
+    _EXITING.set()
+    running = [job for job in list(_RUNNING) if job._thread.is_alive()]
+    if running:
+        logger.info("stopping the background compile before exiting")
+    for job in running:
+        job._thread.join(EXIT_WAIT_S)
+
+
+# Ahead of the executors' own shutdown (registered the same way, earlier, and run in reverse order),
+# so the step in flight can still hand inductor's work to them.
+getattr(threading, "_register_atexit", atexit.register)(_stop_compiling_at_exit)
 
 
 def _after_fork_in_child() -> None:
@@ -195,6 +218,15 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _Exiting(Exception):
+    """The interpreter is exiting: nothing more is run or installed."""
+
+
+def _unless_exiting() -> None:
+    if _EXITING.is_set():
+        raise _Exiting
 
 
 class BackgroundCompile:
@@ -250,6 +282,10 @@ class BackgroundCompile:
         try:
             self._report = self._build(started)
         except Exception as exc:
+            if _EXITING.is_set():  # stopped, or failed as the interpreter shut down: nothing logged
+                exited = "the process exited while compiling"
+                self._report = replace(self._report, state="eager", reason=exited)
+                return  # (the finally still ends the job)
             self._report = replace(
                 self._report,
                 state="eager",
@@ -284,11 +320,13 @@ class BackgroundCompile:
         self._report = CompileReport(
             state="compiling", graph=plan.graph, shapes=plan.shapes, cache_path=str(key.path())
         )
+        _unless_exiting()
         from_disk = load_artifacts(key)
         hits, misses = _inductor_counter("fxgraph_cache_hit"), _inductor_counter("fxgraph_cache_miss")
         compiled = torch.compile(plan.module, dynamic=False, fullgraph=plan.fullgraph)
         worst_cosine, worst_diff = 1.0, 0.0
         for first_rows in plan.variants:
+            _unless_exiting()
             inputs = runner.prepare(self._probe)
             inputs.first_rows_only = first_rows and inputs.packed
             inputs = inputs.to(runner.device)
@@ -296,10 +334,15 @@ class BackgroundCompile:
             _mark_dynamic(arguments)
             with torch.inference_mode():
                 got = _rows(compiled(**arguments))
+                if _EXITING.is_set():  # the code generated is kept for the next process
+                    if _inductor_counter("fxgraph_cache_miss") > misses:
+                        save_artifacts(key)
+                    raise _Exiting
                 extra = {"first_rows_only": True} if inputs.first_rows_only else {}
                 want = _rows(runner.model(**inputs.kwargs, **extra))
             cosine, diff = compare_rows(want, got)
             worst_cosine, worst_diff = min(worst_cosine, cosine), max(worst_diff, diff)
+        _unless_exiting()
         hits = _inductor_counter("fxgraph_cache_hit") - hits
         misses = _inductor_counter("fxgraph_cache_miss") - misses
         report = replace(
