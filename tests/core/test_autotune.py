@@ -25,7 +25,7 @@ import poolrag.models.packed_attention
 from poolrag import Engine
 from poolrag.cli import main
 from poolrag.core.autotune import MIN_COSINE
-from poolrag.core.tune_verdicts import IMPLS
+from poolrag.core.tune_verdicts import IMPLS, Verdict, write_verdict
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import DEFAULT_MIN_COSINE as FAST_MIN_COSINE
 from poolrag.models.int8_linear import int8_activation_levels
@@ -200,6 +200,48 @@ def test_a_bad_verdict_file_is_ignored_with_one_warning_and_tuned_again(
     assert len(warnings) == 1 and warning in warnings[0].getMessage(), warnings
     assert engine.wait_for_tune().state == "measured"
     assert json.loads(path.read_text())["verdict"]["impl"] in IMPLS  # rewritten, valid again
+
+
+def _verdict_naming(impl: str, folder: Path, monkeypatch: pytest.MonkeyPatch, **load: object) -> Path:
+    """Write a verdict naming ``impl`` at the key a load of ``folder`` with ``load`` reads (as an
+    edited file, or one an older poolrag wrote, would sit there) and return its path."""
+    keys = []
+    real = poolrag.core.autotune.read_verdict
+
+    def reading(key):
+        keys.append(key)
+        return real(key)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(poolrag.core.autotune, "read_verdict", reading)
+        Engine(folder, **load).wait_for_tune()
+    (key,) = keys
+    verdict = Verdict(impl, "eager", None, False, (), 256, 3, 1.0, None)  # type: ignore[arg-type]
+    return write_verdict(key, verdict)
+
+
+def test_a_verdict_is_never_a_path_the_load_pinned_away_or_one_that_cannot_load_the_model(
+    cache: Path, bert: Path, tiny_model: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    pinned = {"tune": "auto", "model_impl": "transformers"}
+    path = _verdict_naming("native", bert, monkeypatch, **pinned)
+    with caplog.at_level(logging.WARNING, logger="poolrag.core.autotune"):
+        engine = Engine(bert, **pinned)
+    assert _served_impl(engine) == "transformers"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"ignoring tune verdict {path}: it names model_impl='native', this load pins 'transformers'; "
+        "tuning again"
+    ]
+    caplog.clear()
+    # gelu_new: poolrag's native encoder is not exact for it, so only transformers' modules load it
+    gelu_new = tiny_model("bert", hidden_act="gelu_new")
+    path = _verdict_naming("native", gelu_new, monkeypatch, tune="auto")
+    with caplog.at_level(logging.WARNING, logger="poolrag.core.autotune"):
+        engine = Engine(gelu_new, tune="auto")
+    assert _served_impl(engine) == "transformers" and engine.embed_array(TEXTS).shape[0] == len(TEXTS)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(f"ignoring tune verdict {path}: model_impl='native' cannot run BertModel")
+    assert warning.endswith("; tuning again")
 
 
 def test_tune_off_loads_as_before_and_writes_nothing(cache: Path, builds: list[str], bert: Path) -> None:

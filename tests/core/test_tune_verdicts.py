@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 
 from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
 
@@ -50,6 +51,12 @@ def test_a_written_verdict_reads_back_equal(key: TuneKey) -> None:
 
 def test_the_key_names_machine_torch_threads_and_settings(key: TuneKey) -> None:
     assert key.machine.startswith("cpu: ") and key.torch_version == torch.__version__
+    # ATEN_CPU_CAPABILITY changes torch's kernels on the same CPU: another machine for a timing
+    assert key.machine.endswith(f"; torch kernels {torch.backends.cpu.get_cpu_capability()}")
+    assert (
+        key.libraries.startswith("poolrag ") and f"transformers {transformers.__version__}" in key.libraries
+    )
+    assert replace(key, libraries="poolrag 0.0.1; transformers 4.0").path() != key.path()
     assert key.threads == torch.get_num_threads()
     other = TuneKey.for_load("0123456789abcdef", {"dtype": "torch.float32", "max_batch_tokens": 2048}, CPU)
     assert other.settings != key.settings and other.path() != key.path()

@@ -51,7 +51,7 @@ from poolrag.core.model_setup import Pipeline, fingerprint, with_network
 from poolrag.core.runs_or_groups_tuning import measure_runs_or_groups
 from poolrag.core.speed_plan import SpeedPlan, install_attention_bound
 from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.model_facts import model_identity
@@ -511,10 +511,12 @@ def load_tuned(
     if reason is not None:
         return _untuned(build, request, "skipped", reason)
     key = TuneKey.for_load(fingerprint(spec), request.settings, device)
-    cached = read_verdict(key) if request.mode == "auto" else None
+    cached = _allowed(read_verdict(key), request, key) if request.mode == "auto" else None
     wants_fast = request.fast_mode == "auto"
-    if cached is not None and (not wants_fast or cached.fast_mode is not None):
-        pipeline = build(cached.impl)  # type: ignore[arg-type]
+    cached_pipeline = None if cached is None else _built(build, cached, key)
+    cached = None if cached_pipeline is None else cached
+    if cached is not None and cached_pipeline is not None and (not wants_fast or cached.fast_mode):
+        pipeline = cached_pipeline
         started = time.perf_counter()
         rows = _runs_or_groups(pipeline, cached.min_rows_per_run)
         reason, seconds = "verdict read from disk", 0.0
@@ -533,8 +535,8 @@ def load_tuned(
     started = time.perf_counter()
     identity = model_identity(request.model_name, fingerprint(spec))
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))
-    if cached is not None:  # exact path known, fast modes not measured yet: measure only those
-        exact = _Candidate(cached.impl, cached.forward, "fp32", tuner.pipeline(cached.impl))  # type: ignore[arg-type]
+    if cached is not None and cached_pipeline is not None:  # exact path known: time only the fast modes
+        exact = _Candidate(cached.impl, cached.forward, "fp32", tuner.keep(cached_pipeline))  # type: ignore[arg-type]
         exact.pipeline.executor.runner.prepare_for_serving()
         exact_candidates, exact_passes = [], cached.passes
         previous = [c for c in cached.candidates if c.precision == "fp32"]
@@ -588,6 +590,30 @@ def load_tuned(
         compile_job=chosen.compile_job if compiled else None,
         fast_report=chosen.fast_report,
     )
+
+
+def _allowed(cached: Verdict | None, request: TuneRequest, key: TuneKey) -> Verdict | None:
+    """A verdict the caller's pins allow: a file naming another ``model_impl`` than the one pinned
+    (edited, or written by another poolrag) is ignored, with one warning."""
+    if cached is not None and request.model_impl not in ("auto", cached.impl):
+        logger.warning(
+            "ignoring tune verdict %s: it names model_impl=%r, this load pins %r; tuning again",
+            key.path(),
+            cached.impl,
+            request.model_impl,
+        )
+        return None
+    return cached
+
+
+def _built(build: Callable[[ModelImpl], Pipeline], cached: Verdict, key: TuneKey) -> Pipeline | None:
+    """The verdict's path loaded, or None (and one warning naming the file) when this model cannot
+    load it, so the load measures again instead of failing on a choice the caller never made."""
+    try:
+        return build(cached.impl)  # type: ignore[arg-type]
+    except ModelLoadError as exc:
+        logger.warning("ignoring tune verdict %s: %s; tuning again", key.path(), exc)
+        return None
 
 
 def _runs_or_groups(pipeline: Pipeline, known: int | None, run: RunStep = run_here) -> int | None:

@@ -56,13 +56,29 @@ def _cpu_model() -> str:
 
 
 def machine_description(device: torch.device) -> str:
-    """The hardware a timing holds for: the GPU's name, or the CPU's model and ISA flags."""
+    """The hardware a timing holds for: the GPU's name, or the CPU's model and ISA flags with the
+    kernels torch and oneDNN use on it (``ATEN_CPU_CAPABILITY`` and ``ONEDNN_MAX_CPU_ISA`` cap them)."""
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
     flags = sorted(f for f in cpu_flags() if f.startswith(_ISA_PREFIXES) or "vnni" in f or "bf16" in f)
     limit = onednn_isa_limit()
     capped = f"; oneDNN capped at {limit}" if limit else ""
-    return f"cpu: {_cpu_model()} [{platform.machine()}]; {' '.join(flags)}{capped}"
+    kernels = f"; torch kernels {torch.backends.cpu.get_cpu_capability()}"
+    return f"cpu: {_cpu_model()} [{platform.machine()}]; {' '.join(flags)}{capped}{kernels}"
+
+
+@lru_cache(maxsize=1)
+def library_versions() -> str:
+    """poolrag's and transformers' versions: which paths exist and how fast each runs change with them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "none"
+
+    return f"poolrag {of('poolrag')}; transformers {of('transformers')}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +90,7 @@ class TuneKey:
         settings: a digest of the load options that change the candidates or their shapes.
         machine: :func:`machine_description`.
         torch_version, threads: the build and the thread count the timings were taken with.
+        libraries: :func:`library_versions`.
     """
 
     model_fingerprint: str
@@ -81,6 +98,7 @@ class TuneKey:
     machine: str
     torch_version: str
     threads: int
+    libraries: str = ""
     version: int = TUNE_VERSION
 
     @staticmethod
@@ -92,6 +110,7 @@ class TuneKey:
             machine=machine_description(device),
             torch_version=torch.__version__,
             threads=torch.get_num_threads(),
+            libraries=library_versions(),
         )
 
     def path(self) -> Path:
@@ -237,7 +256,7 @@ def read_verdict(key: TuneKey) -> Verdict | None:
         if not isinstance(raw, dict) or raw.get("format") != TUNE_FORMAT:
             raise _Invalid(f"not a {TUNE_FORMAT} file")
         if raw.get("key") != asdict(key):
-            raise _Invalid("written for another model, machine, torch build or thread count")
+            raise _Invalid("written for another model, machine, library version or thread count")
         verdict = raw.get("verdict")
         if not isinstance(verdict, dict):
             raise _Invalid("verdict is not an object")
