@@ -176,3 +176,40 @@ def test_a_fast_mode_or_a_pinned_compile_is_measured_before_the_engine_returns(
     assert engine.tune_report.state == "measured"  # before the constructor returned
     lines = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
     assert len(lines) == 1 and "timing its paths before serving" in lines[0]
+
+
+def test_a_model_loaded_while_a_background_tune_loads_its_other_path_gets_its_own_weights(
+    cache: Path, bert: Path, tmp_path: Path, minilm_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """transformers builds a model under process-wide patches (its weights on the meta device until
+    loaded): a second engine built meanwhile on the main thread (``poolrag serve A B``: B loads while
+    A's first load times its other path) got meta tensors ("Cannot copy out of meta tensor"). Model
+    construction is one at a time: B waits for the tune's load in flight, then loads whole."""
+    import poolrag.loading.model_loader
+    from poolrag.testing.tiny_models import build_splade
+
+    splade = build_splade(tmp_path / "splade", minilm_path)
+    reference = Engine(splade, tune="off").sparse_embed(TEXTS)
+    inside, release = threading.Event(), threading.Event()
+    real = poolrag.loading.model_loader.from_pretrained
+
+    def from_pretrained(*args: object, **kwargs: object):
+        if threading.current_thread().name == "poolrag-tune":  # the measurement's transformers load
+            inside.set()
+            assert release.wait(WAIT_S)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(poolrag.loading.model_loader, "from_pretrained", from_pretrained)
+    first = Engine(bert, tune="auto")  # serves now, times transformers' modules behind
+    assert inside.wait(WAIT_S)
+    second: list[Engine] = []
+    loading = threading.Thread(target=lambda: second.append(Engine(splade, tune="off")))
+    loading.start()
+    loading.join(1.0)
+    assert loading.is_alive() and not second  # waiting for the tune's load in flight
+    release.set()
+    loading.join(WAIT_S)
+    assert first.wait_for_tune(WAIT_S).state == "measured"
+    for got, want in zip(second[0].sparse_embed(TEXTS), reference, strict=True):
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_allclose(got.values, want.values, rtol=1e-6)

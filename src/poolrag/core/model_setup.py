@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +36,9 @@ from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
 logger = logging.getLogger(__name__)
+
+#: Held while a model and its heads are built: one at a time in the process.
+MODEL_CONSTRUCTION = threading.RLock()
 
 
 def _check_chunking(kind: ModelKind, recipe: Recipe, pooler: PoolerConfig) -> None:
@@ -148,40 +152,43 @@ def build_pipeline(
     if spec.lowercase:
         lowercase_first(tokenizer, spec.path)
     check_model_fits(spec.transformer_path, dtype, device, placement)
-    loaded = recipe.load(LoadContext(spec, dtype, device, trust_remote_code, placement, model_impl))
-    model = loaded.model
-    if spec.is_decoder and hasattr(model.config, "use_cache"):
-        model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
-    # convert='classify' on an encoder classifier: token_classify is its own head on every token
-    token_states = recipe.network is NetworkHead.SEQUENCE and spec.convert == "classify"
-    runner = ModelRunner(
-        model, recipe.network, _pad_id(tokenizer), input_device(model, device), token_states=token_states
-    )
-    max_len = _max_model_len(spec, tokenizer, max_model_len)
-    processor = InputProcessor(
-        tokenizer,
-        max_len,
-        PromptSettings(spec.prompts, spec.default_prompt_name),
-        colbert=spec.colbert,
-        uses_token_type_ids=runner.accepts_token_types,
-        chunked=bool(pooler.enable_chunked_processing),
-        max_embed_len=pooler.max_embed_len,
-        images=recipe.images(spec, max_len) if recipe.images is not None else None,
-    )
-    heads = recipe.heads(
-        HeadContext(
-            spec=spec,
-            pooler=pooler,
-            model=model,
-            projection=load_projection(spec.dense, dtype, device),
-            processor=processor,
-            decoder=loaded.decoder,
-            tokenizer=tokenizer,
-            mlm_head=loaded.mlm_head,
-            dtype=dtype,
-            device=device,
+    # transformers builds modules under process-wide patches (meta-device weights); a model built
+    # in another thread meanwhile (a background tune loading its other path) got meta tensors
+    with MODEL_CONSTRUCTION:
+        loaded = recipe.load(LoadContext(spec, dtype, device, trust_remote_code, placement, model_impl))
+        model = loaded.model
+        if spec.is_decoder and hasattr(model.config, "use_cache"):
+            model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
+        # convert='classify' on an encoder classifier: token_classify is its own head on every token
+        token_states = recipe.network is NetworkHead.SEQUENCE and spec.convert == "classify"
+        runner = ModelRunner(
+            model, recipe.network, _pad_id(tokenizer), input_device(model, device), token_states=token_states
         )
-    )
+        max_len = _max_model_len(spec, tokenizer, max_model_len)
+        processor = InputProcessor(
+            tokenizer,
+            max_len,
+            PromptSettings(spec.prompts, spec.default_prompt_name),
+            colbert=spec.colbert,
+            uses_token_type_ids=runner.accepts_token_types,
+            chunked=bool(pooler.enable_chunked_processing),
+            max_embed_len=pooler.max_embed_len,
+            images=recipe.images(spec, max_len) if recipe.images is not None else None,
+        )
+        heads = recipe.heads(
+            HeadContext(
+                spec=spec,
+                pooler=pooler,
+                model=model,
+                projection=load_projection(spec.dense, dtype, device),
+                processor=processor,
+                decoder=loaded.decoder,
+                tokenizer=tokenizer,
+                mlm_head=loaded.mlm_head,
+                dtype=dtype,
+                device=device,
+            )
+        )
     runner.first_row_tasks = heads.first_row_tasks
     activation = classify_activation(spec, pooler)  # after the heads: they may correct the label count
     sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
