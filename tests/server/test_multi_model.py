@@ -93,6 +93,7 @@ def test_an_alias_and_a_missing_model_field_reach_their_model(two_models: TwoMod
         ("/score", {"text_1": "q", "text_2": "d"}, "reranker"),
         ("/rerank", {"query": "q", "documents": ["d"]}, "reranker"),
         ("/pooling", {"input": "hello", "task": "token_embed"}, "embedder"),
+        ("/pooling", {"input": "hello", "task": "classify"}, "reranker"),  # its task picks the model
         ("/tokenize", {"prompt": "hello"}, "embedder"),
     ],
 )
@@ -119,6 +120,29 @@ def test_a_tei_client_naming_no_model_reranks_with_the_reranker_served_beside_th
     assert unquote(tei.headers[MODEL_IDENTITY_HEADER]).startswith("reranker@")
     embedded = httpx.post(f"{two_models.url}/embed", json={"inputs": "hello"}, timeout=120)
     assert unquote(embedded.headers[MODEL_IDENTITY_HEADER]).startswith("embedder@")
+
+
+def test_a_sparse_request_naming_no_model_reaches_the_sparse_model_served_second(
+    cross_encoder_engine: Engine, tmp_path: Path, minilm_path: Path
+) -> None:
+    """TEI's /embed_sparse and /pooling's sparse_embed reached the first model (a reranker here),
+    which answered that it cannot, though the server holds a SPLADE model."""
+    from poolrag.testing.tiny_models import build_splade
+
+    splade = Engine(build_splade(tmp_path / "splade", minilm_path), tune="off")
+    app = create_models_app(
+        [
+            (cross_encoder_engine, ServerSettings(served_model_names=("reranker",))),
+            (splade, ServerSettings(served_model_names=("splade",))),
+        ]
+    )
+    with LiveServer(app) as live, httpx.Client(timeout=120) as http:
+        tei = http.post(f"{live.url}/embed_sparse", json={"inputs": "hello"})
+        pooled = http.post(f"{live.url}/pooling", json={"input": "hello", "task": "sparse_embed"})
+    assert tei.status_code == 200 and pooled.status_code == 200, (tei.text, pooled.text)
+    (vector,) = splade.sparse_embed(["hello"])
+    assert [entry["index"] for entry in tei.json()[0]] == vector.indices.tolist()
+    assert unquote(pooled.headers[MODEL_IDENTITY_HEADER]).startswith("splade@")
 
 
 def test_an_empty_model_name_is_not_an_unknown_model(two_models: TwoModels) -> None:

@@ -752,6 +752,11 @@ class PoolingRequest(VllmRequestBody):
     endianness: Endianness = Field("native", description="Byte order of base64 values (native: little).")
     add_special_tokens: AddSpecialTokens = True
 
+    @property
+    def default_task(self) -> str | None:  # type: ignore[override]
+        """A request naming its task and no model goes to the first model that runs that task."""
+        return self.task
+
 
 class SparseEntry(BaseModel):
     """One non-zero weight of a sparse vector (TEI's ``/embed_sparse`` item)."""

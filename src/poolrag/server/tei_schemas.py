@@ -117,6 +117,7 @@ class TeiEmbedAllRequest(TeiTruncation):
 
 
 class TeiEmbedSparseRequest(TeiTruncation):
+    default_task: ClassVar[str | None] = "sparse_embed"
     inputs: PoolingInput
     prompt_name: str | None = _PROMPT_NAME
 
