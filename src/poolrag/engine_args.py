@@ -312,6 +312,17 @@ class EngineArgs:
         """A copy with ``changes``, checked again."""
         return dataclasses.replace(self, **changes)
 
+    def for_other_processes(self) -> EngineArgs:
+        """A copy whose model and tokenizer folders given relative to this process's working
+        directory are absolute, so a process started elsewhere (a Ray actor or replica, whose
+        working directory is its raylet's) loads the same folders; hub ids are left as they are."""
+        local = {
+            name: os.path.abspath(value)
+            for name in ("model", "tokenizer")
+            if isinstance(value := getattr(self, name), str) and os.path.exists(value)
+        }
+        return self.replace(**local) if local else self
+
 
 #: ``Engine``'s keyword arguments, in its order (a test keeps them equal to its signature). Each
 #: is read from the flag of its name by ``from_cli_args``: a new option needs its flag in ``add_cli_args``.

@@ -11,7 +11,8 @@ import ray
 
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
-from poolrag.scaleout.ray_ingest import EngineRecipe, _model_parts
+from poolrag.ingest import read_paths
+from poolrag.scaleout.ray_ingest import EngineRecipe, _document_row, _model_parts
 
 
 def test_a_recipe_pickles_with_its_engine_args(minilm_path: Path) -> None:
@@ -26,6 +27,26 @@ def test_a_bare_model_is_its_default_args_and_a_mapping_is_refused() -> None:
     assert EngineRecipe("some/model").engine_args == EngineArgs("some/model")
     with pytest.raises(InvalidInputError, match="engine_args must be EngineArgs, not dict"):
         EngineRecipe({"model": "some/model", "dtype": "float32"})  # type: ignore[arg-type]
+
+
+def test_what_actors_read_is_named_absolutely_for_a_cluster_started_elsewhere(
+    minilm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An actor runs in its raylet's working directory: on a cluster started from another folder,
+    ``poolrag ingest docs --model ./model --ray ADDRESS`` failed to find 'docs/...' and './model'.
+    The driver names the files, the model folder and the cache file absolutely; a hub id stays."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("A note about kettles.")
+    (tmp_path / "model").symlink_to(minilm_path, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    recipe = EngineRecipe(EngineArgs("model", tokenizer="model"))
+    assert recipe.model == str(tmp_path / "model") == recipe.engine_args.tokenizer
+    assert (
+        EngineRecipe("sentence-transformers/all-MiniLM-L6-v2").model
+        == "sentence-transformers/all-MiniLM-L6-v2"
+    )
+    (doc,) = read_paths([Path("docs")])
+    assert _document_row(doc)["path"] == str(tmp_path / "docs" / "a.md")
 
 
 def test_the_options_reach_the_actor(ray_cluster, minilm_path: Path) -> None:

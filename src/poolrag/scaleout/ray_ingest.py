@@ -44,6 +44,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -102,6 +103,7 @@ class EngineRecipe:
             object.__setattr__(self, "engine_args", EngineArgs(self.engine_args))
         if not isinstance(self.engine_args, EngineArgs):
             raise InvalidInputError(f"engine_args must be EngineArgs, not {type(self.engine_args).__name__}")
+        object.__setattr__(self, "engine_args", self.engine_args.for_other_processes())
 
     @property
     def model(self) -> str:
@@ -330,7 +332,7 @@ def _document_row(doc: Document | FileDocument) -> dict[str, str]:
     is_file = isinstance(doc, FileDocument)
     return {
         "source": doc.source,
-        "path": str(doc.path) if is_file else "",
+        "path": os.path.abspath(doc.path) if is_file else "",  # actors run in their raylet's directory
         "digest": doc.digest if is_file else "",
         "text": "" if is_file else doc.text,
         "metadata": json.dumps(doc.metadata),
@@ -467,7 +469,7 @@ def ingest_on_ray(
             embedder_class,
             fn_constructor_kwargs={
                 "recipe": recipe,
-                "cache_path": None if cache is None else str(cache.path),
+                "cache_path": None if cache is None else os.path.abspath(cache.path),
                 "existing_ids": existing,
                 "cpu_threads": max(int(cpus), 1),
                 "bm25": bm25,

@@ -115,8 +115,9 @@ def build_application(
         max_ongoing_requests=sum(settings.max_queue for _, settings in models),
         **options,
     )
-    logger.info("ray serve: %s with %s", ", ".join(args.model for args, _ in models), options)
-    return deployment.bind(list(models))
+    replicas = [(args.for_other_processes(), settings) for args, settings in models]
+    logger.info("ray serve: %s with %s", ", ".join(args.model for args, _ in replicas), options)
+    return deployment.bind(replicas)
 
 
 def serve_models_on_ray(
