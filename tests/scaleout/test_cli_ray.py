@@ -31,3 +31,47 @@ def test_flags_the_ray_path_does_not_honour_are_refused_before_any_work(tmp_path
         "poolrag ingest: error: --ray --hybrid makes BM25 vectors; ingest with --sparse-model without --ray"
     )
     assert not (tmp_path / "q").exists()  # nothing was opened
+
+
+def test_a_cluster_address_it_cannot_join_is_one_line_and_opens_nothing(tmp_path: Path) -> None:
+    """A port nothing listens on kept Ray retrying for 14 minutes, a malformed address was a
+    ValueError traceback, and either left an empty collection; Ray Data cannot run through Ray
+    Client (ray://), which failed deep inside the run."""
+    import socket
+
+    corpus = write_corpus(tmp_path / "corpus", files=1)
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    cases = {
+        f"127.0.0.1:{dead}": f"--ray 127.0.0.1:{dead}: nothing answers there",
+        "bogus": "--ray bogus: give a cluster as HOST:PORT",
+        "ray://127.0.0.1:10001": "--ray ray://127.0.0.1:10001: Ray Data does not run through Ray Client",
+    }
+    for address, said in cases.items():
+        db = tmp_path / f"{len(said)}.db"
+        done = ingest(str(corpus), "--uri", str(db), f"--ray={address}")
+        assert done.returncode == 2, (address, done.stderr[-2000:])
+        line = done.stderr.strip()
+        assert line.startswith(f"poolrag ingest: error: {said}") and "\n" not in line, line
+        assert not db.exists()  # the store was never opened
+
+
+def test_serve_on_ray_with_its_port_taken_is_one_line_before_any_cluster(tmp_path: Path) -> None:
+    """Ray Serve's proxy binds the port on this node: taken, that was a 111-line traceback."""
+    import socket
+
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "poolrag.cli", "serve", str(tmp_path), "--ray", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr[-2000:]
+    assert done.stderr.startswith("poolrag serve: ") and "in use" in done.stderr

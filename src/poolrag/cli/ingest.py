@@ -312,9 +312,10 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
             "--late-chunking runs in this process with dense vectors: drop --ray / --hybrid"
         )
     if args.ray is not None:  # the actors load the engine: poolrag.cli.ingest_ray
-        from poolrag.cli.ingest_ray import ingest_on_ray_from_args, refuse_unsupported
+        from poolrag.cli.ingest_ray import connect_from_args, ingest_on_ray_from_args, refuse_unsupported
 
         refuse_unsupported(args)
+        connect_from_args(args)
         store = open_store_from_args(args)
         opened.callback(store.close)
         documents = read_paths(  # read lazily

@@ -55,6 +55,19 @@ def refuse_unsupported(args: argparse.Namespace) -> None:
 
     if args.sparse_model:
         raise InvalidInputError("--ray --hybrid makes BM25 vectors; ingest with --sparse-model without --ray")
+    if isinstance(args.ray, str) and args.ray.startswith("ray://"):
+        raise InvalidInputError(
+            f"--ray {args.ray}: Ray Data does not run through Ray Client; run the ingest on a node of "
+            "the cluster with --ray auto (or its HEAD:6379)"
+        )
+
+
+def connect_from_args(args: argparse.Namespace) -> None:
+    """Join (or start) the cluster before the store is opened: a cluster that is not there leaves
+    no empty collection behind."""
+    from poolrag.scaleout.cluster import connect
+
+    connect(args.ray, log_level=logging.INFO if args.verbose else logging.WARNING)  # Ray's lines: -v
 
 
 def ingest_on_ray_from_args(
@@ -70,10 +83,9 @@ def ingest_on_ray_from_args(
     import ray
 
     from poolrag.cli.store_options import store_address_from_args
-    from poolrag.scaleout.cluster import connect
     from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
 
-    connect(args.ray, log_level=logging.INFO if args.verbose else logging.WARNING)  # Ray's lines: -v
+    connect_from_args(args)  # a no-op when the command connected already
     ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
     recipe = EngineRecipe(
         engine_args,

@@ -278,7 +278,9 @@ def run(args: argparse.Namespace) -> int:
     from poolrag import PoolragError
     from poolrag.server.run import check_port_free, serve
 
-    if args.ray is None:
+    # With --ray, Ray Serve's proxy binds the port on the node this command runs on (a traceback
+    # when it is taken), unless the cluster is reached from outside through Ray Client.
+    if not (isinstance(args.ray, str) and args.ray.startswith("ray://")):
         try:
             check_port_free(args.host, args.port)
         except OSError as exc:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 
 import ray
+
+from poolrag.errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +45,12 @@ def connect(
     if address in (None, LOCAL):
         _start_local(num_cpus, log_level)
     else:
-        ray.init(address=address, log_to_driver=True, logging_level=log_level)
+        _check_answers(address)
+        try:
+            ray.init(address=address, log_to_driver=True, logging_level=log_level)
+        except (ValueError, ConnectionError) as exc:  # a malformed address, a cluster that is not there
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ClusterUnreachableError(f"--ray {address}: {first}") from exc
     resources = ray.cluster_resources()
     logger.info(
         "ray cluster %s: %d nodes, %g CPUs, %g GPUs",
@@ -51,6 +59,36 @@ def connect(
         resources.get("CPU", 0),
         resources.get("GPU", 0),
     )
+
+
+class ClusterUnreachableError(InvalidInputError):
+    """``--ray ADDRESS`` names no cluster this machine can join."""
+
+
+#: seconds a ``host:port`` address gets to accept a connection before the run is refused (Ray's own
+#: connection attempts to a port nothing listens on went on for minutes)
+CONNECT_CHECK_S = 10.0
+
+
+def _check_answers(address: str) -> None:
+    """Refuse at once a ``host:port`` (or ``ray://host:port``) where nothing accepts connections;
+    ``auto`` and anything else go to Ray, which says what it makes of them."""
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit() or "/" in target:
+        if address != "auto" and not address.startswith("ray://"):
+            raise ClusterUnreachableError(
+                f"--ray {address}: give a cluster as HOST:PORT (its GCS, e.g. head:6379), "
+                "ray://HOST:PORT (Ray Client) or auto (the cluster this node belongs to)"
+            )
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_CHECK_S).close()
+    except OSError as exc:
+        raise ClusterUnreachableError(
+            f"--ray {address}: nothing answers there ({exc.strerror or exc}); start the cluster "
+            "(ray start --head) or leave the address out to start one on this machine"
+        ) from exc
 
 
 def _start_local(num_cpus: int | None, log_level: int) -> None:
