@@ -24,7 +24,7 @@ import poolrag.core.engine_build
 import poolrag.models.packed_attention
 from poolrag import Engine
 from poolrag.cli import main
-from poolrag.core.autotune import MIN_COSINE
+from poolrag.core.autotune import MIN_COSINE, PROGRESS_LOGGER
 from poolrag.core.tune_verdicts import IMPLS, Verdict, write_verdict
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import DEFAULT_MIN_COSINE as FAST_MIN_COSINE
@@ -356,9 +356,13 @@ def test_fast_mode_auto_needs_measuring(cache: Path, bert: Path) -> None:
 
 
 def test_poolrag_tune_prints_the_candidates_and_saves_the_verdict(
-    cache: Path, bert: Path, capsys: pytest.CaptureFixture[str], builds: list[str]
+    cache: Path, bert: Path, capsys: pytest.CaptureFixture[str], builds: list[str], caplog
 ) -> None:
     assert main(["tune", str(bert), "--no-compile"]) == 0
+    # without -v it says when the minutes of timing start and what they chose (it was silent)
+    said = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
+    assert said[0].startswith("first load of this model on this machine: timing its paths"), said
+    assert said[-1].startswith("measured in ") and f"saved to {cache}" in said[-1], said
     out = capsys.readouterr().out
     assert "native eager fp32" in out and "transformers eager fp32" in out and "verdict: " in out
     saved = Path(out.strip().splitlines()[-1].removeprefix("saved to "))

@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
         help="time a model's exact paths on this machine and cache the fastest for later loads",
         description="Time the model's exact paths (native / transformers modules, eager / compiled) on "
         "this machine, keep those whose outputs match the reference (cosine >= 0.99999), and save the "
-        "fastest as the verdict every later Engine / poolrag serve on this machine takes.",
+        "fastest as the verdict later loads of the model on this machine take (Engine, poolrag serve, "
+        "ingest, search) when they load it with the same options and thread count.",
     )
     parser.add_argument("model", metavar="MODEL", help="hub id or local model folder")
     parser.add_argument(
@@ -33,7 +34,13 @@ def register(subparsers: Any) -> None:
     )
     # --cpu-fast-mode auto also times bf16 and int8 against exact; no --autotune: this always measures
     EngineArgs.add_engine_flags(parser, autotune=False)
-    parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="poolrag's log lines on stderr (default: warning; the lines saying what is being timed "
+        "show unless it is error)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -42,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     from poolrag import Engine, PoolragError
+    from poolrag.core.autotune import PROGRESS_LOGGER
+
+    if args.log_level != "error":  # minutes of timing: say what is being measured as it starts
+        logging.getLogger(PROGRESS_LOGGER).setLevel(logging.INFO)
 
     try:
         engine_args = _engine_args(args)
@@ -55,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     report = engine.tune_report
     print(report.table())
+    if report.state == "skipped":  # nothing to time, nothing saved: say why rather than an empty table
+        print(f"nothing saved: {report.reason}")
     if report.state == "measured" and not report.path:  # saving it is the command's purpose
         print(
             "poolrag tune: the verdict was measured but not saved (the warning above says why); "

@@ -540,6 +540,7 @@ def load_tuned(
         exact.pipeline.executor.runner.prepare_for_serving()
         exact_candidates, exact_passes = [], cached.passes
         previous = [c for c in cached.candidates if c.precision == "fp32"]
+        progress.info("timing the fast modes of this model on this machine before serving")
     else:
         first = build(request.model_impl)
         if _measures_behind_serving(request, first):
@@ -579,6 +580,14 @@ def load_tuned(
     path = write_verdict(key, verdict)
     report = TuneReport("measured", "timed now", verdict, verdict.seconds, str(path or ""))
     logger.info("autotune measured in %.1f s:\n%s", verdict.seconds, report.table())
+    progress.info(
+        "measured in %.1f s: %s %s %s serves (%s)",
+        verdict.seconds,
+        chosen.impl,
+        chosen.forward,
+        chosen.precision,
+        f"saved to {path}" if path else "not saved",
+    )
     _close_others(chosen.pipeline, [*exact_candidates, *fast_candidates, exact])
     compiled = chosen.forward == "compiled" and request.compile is None
     fast = _fast_choice(request, verdict.fast_mode)
