@@ -170,12 +170,14 @@ def test_a_fast_mode_or_a_pinned_compile_is_measured_before_the_engine_returns(
     cache: Path, bert: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Switching precision, or a compile already bound to the serving runner, cannot happen under
-    a running engine: those loads measure first, and say so."""
+    a running engine: those loads measure first, and say so, then what they chose."""
     with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
         engine = Engine(bert, tune="auto", cpu_fast_mode="auto")
     assert engine.tune_report.state == "measured"  # before the constructor returned
     lines = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
-    assert len(lines) == 1 and "timing its paths before serving" in lines[0]
+    assert len(lines) == 2 and "timing its paths before serving" in lines[0]
+    chosen = engine.tune_report.verdict.fast_mode  # fp32 where neither fast mode was faster
+    assert lines[1].startswith("measured in ") and f" {chosen} serves (saved to " in lines[1]
 
 
 def test_a_model_loaded_while_a_background_tune_loads_its_other_path_gets_its_own_weights(

@@ -103,7 +103,8 @@ class BackgroundTune:
     def start(self) -> BackgroundTune:
         progress.info(
             "first load of this model on this machine: measuring its fastest exact path in the "
-            "background; serving on the default path meanwhile"
+            "background; serving on the default path meanwhile (a process that ends first saves no "
+            "verdict: `poolrag tune MODEL` measures once, ahead of time)"
         )
         _RUNNING.add(self)
         self._thread.start()
