@@ -145,6 +145,14 @@ def test_quantized_collections_still_find_the_right_chunk(
     for i in (0, 3, 5):
         assert store.search(sentence_vectors[i], 1)[0].id == _ids(len(SENTENCES))[i]
     assert store.read_spec().quantization == quantization
+    # a later run leaving the flag out keeps the index; one asking for another is refused, not warned
+    assert store.ensure_collection(_spec()).quantization == quantization
+    other = "binary" if quantization == "int8" else "int8"
+    with pytest.raises(
+        CollectionMismatchError, match=f"has a {quantization} index, not {other}: a collection keeps"
+    ):
+        store.ensure_collection(_spec(quantization=other))
+    assert store.count() == len(SENTENCES)
 
 
 def test_binary_codes_are_searched_deeper_the_narrower_the_vectors() -> None:

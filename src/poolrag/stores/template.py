@@ -28,7 +28,7 @@ from poolrag.stores.base import (
     StoreHit,
     collect_sources,
 )
-from poolrag.stores.errors import CollectionNotFoundError
+from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
     check_fusion,
@@ -121,12 +121,13 @@ class StoreTemplate(ABC):
             self._spec = spec
             return spec
         spec.check_compatible(stored, self.where)
-        if stored.quantization != spec.quantization:
-            logger.warning(
-                "collection %r keeps its quantization %r (asked for %r)",
-                spec.name,
-                stored.quantization,
-                spec.quantization,
+        if spec.quantization is not None and stored.quantization != spec.quantization:
+            # a run that leaves the flag out keeps the collection's index, as it keeps its ranges
+            held = f"a {stored.quantization} index" if stored.quantization else "no index quantization"
+            raise CollectionMismatchError(
+                f"collection {spec.name!r} at {self.where} has {held}, not {spec.quantization}: a "
+                "collection keeps the index it was created with; leave --index-quantization out or "
+                "ingest into another --collection"
             )
         return stored
 
