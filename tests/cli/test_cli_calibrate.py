@@ -81,3 +81,22 @@ def test_a_missing_path_is_one_line(tiny_model: Callable[..., Path], tmp_path: P
     )
     assert code == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_assume_matryoshka_calibrates_for_the_ingest_that_takes_the_same_flag(
+    tiny_model: Callable[..., Path], corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """calibrate had no --assume-matryoshka, and its refusal told a command-line user to pass
+    ``hf_overrides={"is_matryoshka": True}``, the Python form."""
+    model = tiny_model("bert")
+    out = tmp_path / "ranges.json"
+    args = ["calibrate", str(corpus), "--model", str(model), "--out", str(out), "--dimensions", "16"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--dimensions 16: this model is not a Matryoshka model" in err
+    assert "add --assume-matryoshka only if the model was trained for it" in err and "hf_overrides" not in err
+    assert main([*args, "--assume-matryoshka"]) == 0
+    engine = Engine(str(model), hf_overrides={"is_matryoshka": True})  # what ingest --assume-matryoshka loads
+    assert QuantizationRanges.load(out).model == engine.model_identity
+    vectors = engine.embed_array(TEXTS, PoolingParams(input_type="document", dimensions=16))
+    np.testing.assert_array_equal(QuantizationRanges.load(out).for_width(16), _min_max(vectors))

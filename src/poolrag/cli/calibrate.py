@@ -40,6 +40,12 @@ def register(subparsers: Any) -> None:
         help="Matryoshka widths to calibrate besides the model's default width",
     )
     parser.add_argument(
+        "--assume-matryoshka",
+        action="store_true",
+        help="treat the model as Matryoshka-trained, as 'poolrag ingest --assume-matryoshka' does "
+        "(only if it was: truncating other models loses quality)",
+    )
+    parser.add_argument(
         "--max-chunks",
         type=positive_int,
         default=DEFAULT_MAX_CHUNKS,
@@ -73,13 +79,18 @@ def run(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> Any:
     from itertools import islice
 
-    from poolrag.errors import InvalidInputError
+    from poolrag.errors import DimensionsError, InvalidInputError
     from poolrag.ingest.chunker import TokenChunker
     from poolrag.ingest.readers import read_paths
     from poolrag.params import PoolingParams
     from poolrag.postprocess.quantization_ranges import QuantizationRanges
 
-    engine = load_engine(engine_args_from(args))
+    engine_args = engine_args_from(args)
+    if args.assume_matryoshka:  # the same model identity as the ingest that takes these ranges
+        engine_args = engine_args.replace(
+            hf_overrides={**(engine_args.hf_overrides or {}), "is_matryoshka": True}
+        )
+    engine = load_engine(engine_args)
     if "embed" not in engine.supported_tasks:
         raise InvalidInputError(
             f"--model {engine.facts.model_name}: the model gives no embeddings to calibrate"
@@ -99,6 +110,15 @@ def _calibrate(args: argparse.Namespace) -> Any:
     widths: list[int | None] = [None, *(args.dimensions or [])]
     vectors = {}
     for width in widths:
-        array = engine.embed_array(texts, PoolingParams(input_type="document", dimensions=width))
+        try:
+            array = engine.embed_array(texts, PoolingParams(input_type="document", dimensions=width))
+        except DimensionsError as exc:
+            if engine.facts.is_matryoshka:
+                raise DimensionsError(f"--dimensions {width}: {exc}") from None
+            raise DimensionsError(  # the CLI's way to declare a model Matryoshka, as ingest says it
+                f"--dimensions {width}: this model is not a Matryoshka model, so its vectors cannot be "
+                "truncated meaningfully; leave out --dimensions, or add --assume-matryoshka only if the "
+                "model was trained for it"
+            ) from None
         vectors[array.shape[1]] = array
     return QuantizationRanges.from_vectors(vectors, engine.model_identity)
