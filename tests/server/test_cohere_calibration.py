@@ -93,16 +93,26 @@ def test_a_request_calibration_set_still_wins(calibrated_server, http: httpx.Cli
     np.testing.assert_array_equal(np.array(answer.json()["embeddings"]["int8"]), expected)
 
 
-def test_a_matryoshka_width_the_file_lacks_is_a_400_naming_the_flag(
-    matryoshka_engine: Engine, tmp_path: Path, http: httpx.Client
+def test_a_matryoshka_width_the_file_lacks_is_a_400_naming_the_flag_before_the_model_runs(
+    matryoshka_engine: Engine, tmp_path: Path, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _ranges(matryoshka_engine, tmp_path / "full-width.json")  # 384 only
+    embedded: list[object] = []
+    real = matryoshka_engine.aembed
+
+    async def counting(prompts, *args, **kwargs):
+        embedded.append(prompts)
+        return await real(prompts, *args, **kwargs)
+
+    monkeypatch.setattr(matryoshka_engine, "aembed", counting)
     with serve_in_thread(matryoshka_engine, calibration=str(tmp_path / "full-width.json")) as url:
         body = {"texts": [QUERY], "embedding_types": ["int8"], "output_dimension": 128}
         answer = http.post(f"{url}/v2/embed", json=body)
+        assert http.post(f"{url}/v2/embed", json={**body, "output_dimension": 384}).status_code == 200
     assert answer.status_code == 400, answer.text
     message = answer.json()["error"]["message"]
     assert "for 384 dimensions, not 128" in message and "--dimensions 128" in message
+    assert len(embedded) == 1  # only the request it could answer ran the model
 
 
 @pytest.fixture

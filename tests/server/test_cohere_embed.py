@@ -177,6 +177,20 @@ def test_bad_requests_are_4xx_naming_the_field(
 
 
 @pytest.mark.parametrize(
+    ("output_dimension", "said"),
+    [(1000, "output_dimension must be between 1 and 384, got 1000"), (0, "output_dimension")],
+)
+def test_an_output_dimension_the_model_cannot_give_names_cohere_s_field(
+    matryoshka_server: Served, http: httpx.Client, output_dimension: int, said: str
+) -> None:
+    body = {"texts": ["hello"], "embedding_types": ["float"], "output_dimension": output_dimension}
+    answer = http.post(f"{matryoshka_server.url}/v2/embed", json=body)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "output_dimension" and said in error["message"], error
+
+
+@pytest.mark.parametrize(
     ("calibration", "said"),
     [
         ([[0.01 * i for i in range(384)]], "calibration is one vector"),

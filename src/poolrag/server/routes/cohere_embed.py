@@ -15,7 +15,7 @@ import base64
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
-from poolrag.errors import InputTooLongError, InvalidInputError
+from poolrag.errors import DimensionsError, InputTooLongError, InvalidInputError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
@@ -120,6 +120,20 @@ def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None)
         )
 
 
+def _check_ranges_width(
+    body: CohereEmbedRequest, ranges: QuantizationRanges | None, width: int | None
+) -> None:
+    """int8/uint8 scaled by the server's ranges file need ranges of the width asked for: refused
+    before the model runs, not after the texts were embedded."""
+    if ranges is None or body.calibration is not None or width is None:
+        return
+    if {"int8", "uint8"} & set(body.types):
+        try:
+            ranges.for_width(width)
+        except InvalidInputError as exc:
+            raise APIError(400, str(exc), param="calibration") from exc
+
+
 @router.post(PATH, response_model=CohereEmbedResponse, responses=ENGINE_ERRORS)
 async def create_embed(body: CohereEmbedRequest, request: Request, response: Response) -> CohereEmbedResponse:
     return await _embed(body, request, response, PATH)
@@ -156,7 +170,13 @@ async def _embed(
     _check_scalable(body, state.ranges)
     params = _params(body, state.engine.facts)
     calibration = _calibration(body)
-    params.verify("embed", state.engine.facts)  # refused before the request takes a slot
+    try:  # refused before the request takes a slot, in Cohere's field names
+        params.verify("embed", state.engine.facts)
+    except DimensionsError as exc:
+        raise APIError(
+            400, str(exc).replace("dimensions", "output_dimension", 1), param="output_dimension"
+        ) from exc
+    _check_ranges_width(body, state.ranges, params.dimensions or state.engine.facts.embedding_dim)
     try:
         with fields_named(input=field):
             outputs = await state.run_engine(path, len(inputs), state.engine.aembed, inputs, params)
