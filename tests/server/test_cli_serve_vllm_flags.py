@@ -181,6 +181,7 @@ def test_a_vllm_serve_line_with_its_chat_template_and_engine_flags(tmp_path: Pat
         "--dtype", "float32", "--max_model_len", "512", "--max-num-seqs", "4", "--enforce-eager",
         "--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.9", "--enable-prefix-caching",
         "--seed", "0", "--disable-log-requests", "--served-model-name", "reranker",
+        "--replicas", "2",  # poolrag's own flag, for --ray only: said, not silently ignored
     ]  # fmt: skip
     log = tmp_path / "server.log"
     with cli_server(log, *line) as (url, _):
@@ -195,3 +196,4 @@ def test_a_vllm_serve_line_with_its_chat_template_and_engine_flags(tmp_path: Pat
     assert all(n in warnings[0] for n in ("gpu_memory_utilization", "enable_prefix_caching", "seed"))
     assert "max_num_seqs" not in warnings[0] and "enforce_eager" not in warnings[0]  # those are mapped
     assert "POST /score" not in text  # --disable-log-requests
+    assert "--replicas 2 has no effect without --ray (one process serves)" in text

@@ -289,6 +289,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         http = http_options(args)
         warn_frontend_no_effect(args, logger)
+        if args.ray is None and args.replicas != "auto":
+            logger.warning("--replicas %s has no effect without --ray (one process serves)", args.replicas)
         settings, served = _served(args)
         if args.ray is not None:
             if args.workers > 1:
