@@ -20,7 +20,10 @@ and its licence.
 
 Debian packages come with ``apt-get download`` (an ``apt-get update`` first, once) and are unpacked
 with ``dpkg-deb -x``; the wheel comes with ``pip download --no-deps`` and is read as a zip file.
-Nothing is installed. The parsers are plain functions of the text (tests/evaluation/
+Nothing is installed. So the Debian sets need apt-get (Debian or Ubuntu), root for ``apt-get update``
+and network access to a Debian mirror; the wheel needs network access to PyPI. When a step cannot
+run, the script exits with status 1 and one line on stderr: the step, the tool's own reason and what
+the set needs. The parsers are plain functions of the text (tests/evaluation/
 test_real_datasets.py runs them on tiny inline samples), HTML through the standard library's
 ``html.parser``.
 """
@@ -240,15 +243,45 @@ def write_beir(pairs: Iterable[QAPair], folder: Path, source: dict[str, object])
 
 # ---------------------------------------------------------------------------------------- downloading
 
+APT_NEEDS = "the Debian sets need apt-get (Debian or Ubuntu), run as root, with network to the Debian mirror"
+PYPI_NEEDS = "the chatterbot sets need pip with network access to PyPI"
+
+
+class FetchFailed(Exception):
+    """A download or unpacking step failed; the message is one line: the step and the tool's reason."""
+
+
+def _reason(stderr: str, returncode: int) -> str:
+    """The line of a tool's stderr that says why it failed: its first error line (apt's ``E:``, pip's
+    ``ERROR:``), else its last line, else the exit status."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("E:", "ERROR:", "error:"))]
+    return errors[0] if errors else lines[-1] if lines else f"exit status {returncode}"
+
+
+def _run(
+    command: Sequence[str], *, shown: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command``, its output captured; raise :class:`FetchFailed` with one line when it cannot
+    start or exits non-zero (``shown``: the command as the message names it)."""
+    shown = shown or " ".join(command)
+    try:
+        done = subprocess.run(list(command), cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise FetchFailed(f"`{shown}` could not start: no {command[0]} on this machine") from None
+    if done.returncode != 0:
+        raise FetchFailed(f"`{shown}` failed: {_reason(done.stderr, done.returncode)}")
+    return done
+
 
 def _debian_package(name: str, work: Path) -> tuple[Path, str]:
     """``apt-get download`` NAME into ``work`` and unpack it; returns the unpacked root and version."""
-    subprocess.run(["apt-get", "download", name], cwd=work, check=True, capture_output=True)
+    _run(["apt-get", "download", name], cwd=work)
     deb = next(work.glob(f"{name}_*.deb"))
     root = work / name
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
-    version = subprocess.run(
-        ["dpkg-deb", "-f", str(deb), "Version"], check=True, capture_output=True, text=True
+    _run(["dpkg-deb", "-x", str(deb), str(root)], shown=f"dpkg-deb -x {deb.name}")
+    version = _run(
+        ["dpkg-deb", "-f", str(deb), "Version"], shown=f"dpkg-deb -f {deb.name} Version"
     ).stdout.strip()
     return root, version
 
@@ -288,7 +321,7 @@ def chatterbot(language: str, dest: Path, work: Path) -> dict[str, int]:
         "-d",
         str(work),
     ]
-    subprocess.run(command, check=True, capture_output=True)
+    _run(command, shown=f"pip download --no-deps {spec}")
     wheel = next(work.glob("chatterbot_corpus-*.whl"))
     prefix = f"chatterbot_corpus/data/{language}/"
     with zipfile.ZipFile(wheel) as archive:
@@ -301,21 +334,42 @@ def chatterbot(language: str, dest: Path, work: Path) -> dict[str, int]:
 
 
 def build(names: Sequence[str], dest: Path) -> None:
-    if any(n in DEBIAN_FAQ or n == "perlfaq" for n in names):
-        subprocess.run(["apt-get", "update"], check=True, capture_output=True)
+    """Write each set in ``names`` under ``dest``. A step that cannot run ends the script with one line
+    (status 1): the set, the step, the tool's own reason and what the set needs."""
+    unknown = [n for n in names if n not in DEBIAN_FAQ and n != "perlfaq" and not n.startswith("chatterbot-")]
+    if unknown:
+        raise SystemExit(
+            f"unknown set {unknown[0]!r}; choose from {', '.join(ALL_SETS)} or chatterbot-LANGUAGE"
+        )
+    debian = [n for n in names if n in DEBIAN_FAQ or n == "perlfaq"]
+    # apt-get update exits 0 when it cannot reach the mirror, only warning; a later "Unable to locate
+    # package" is then explained by that warning
+    update_warning = ""
+    if debian:
+        try:
+            update = _run(["apt-get", "update"])
+        except FetchFailed as failure:
+            raise SystemExit(
+                f"real_datasets.py: cannot build {', '.join(debian)}: {failure} ({APT_NEEDS})"
+            ) from None
+        update_warning = next(
+            (w for w in update.stderr.splitlines() if w.startswith("W: Failed to fetch")), ""
+        )
     for name in names:
         with tempfile.TemporaryDirectory(prefix="poolrag-real-data-") as scratch:
             work = Path(scratch)
-            if name in DEBIAN_FAQ:
-                counts = debian_faq(name, DEBIAN_FAQ[name], dest, work)
-            elif name == "perlfaq":
-                counts = perlfaq(dest, work)
-            elif name.startswith("chatterbot-"):
-                counts = chatterbot(name.removeprefix("chatterbot-"), dest, work)
-            else:
-                raise SystemExit(
-                    f"unknown set {name!r}; choose from {', '.join(ALL_SETS)} or chatterbot-LANGUAGE"
-                )
+            try:
+                if name in DEBIAN_FAQ:
+                    counts = debian_faq(name, DEBIAN_FAQ[name], dest, work)
+                elif name == "perlfaq":
+                    counts = perlfaq(dest, work)
+                else:
+                    counts = chatterbot(name.removeprefix("chatterbot-"), dest, work)
+            except FetchFailed as failure:
+                needs = PYPI_NEEDS if name.startswith("chatterbot-") else APT_NEEDS
+                if update_warning and name in debian and "Failed to fetch" not in str(failure):
+                    needs += f"; apt-get update could not refresh the package lists: {update_warning}"
+                raise SystemExit(f"real_datasets.py: cannot build {name}: {failure} ({needs})") from None
         print(f"{dest / name}: {counts['passages']} passages, {counts['queries']} queries")
 
 

@@ -7,7 +7,8 @@ a notebook, refresh both from the repository root::
     python tests/notebooks/notebook_runner.py notebooks/01_quickstart.ipynb --render
     python tests/notebooks/notebook_runner.py --render --images /tmp/nbimg   # every notebook
 
-Nothing is written for a notebook whose fresh outputs have problems (:func:`output_problems`).
+Nothing is written for a notebook whose fresh outputs have problems (:func:`output_problems`),
+a part it skipped on this machine among them.
 ``--images DIR`` also saves every PNG output as ``DIR/<stem>_cell<N>_<k>.png`` (N: the code cell's
 execution count, k: the image's place in that cell), so a person can look at each plot.
 """
@@ -24,6 +25,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import zip_longest
 from pathlib import Path
 
 import nbformat
@@ -34,6 +36,13 @@ NOTEBOOKS_DIR = REPO / "notebooks"
 RENDERED_DIR = NOTEBOOKS_DIR / "rendered"
 # A code cell that is meant to print nothing carries this tag (cell.metadata.tags).
 NO_OUTPUT_TAG = "no-output"
+# A code cell whose printed text is the same on every machine and every run (error messages, counts)
+# carries this tag: the tests compare what a fresh run prints with the rendered copy.
+STABLE_OUTPUT_TAG = "stable-output"
+# A notebook part that cannot run on this machine (a download that needs apt-get, say) prints a line
+# starting with this and the reason, instead of failing; the headless run counts it as a problem, so
+# CI runs every part and the rendered copy shows every part.
+SKIPPED = "Skipped on this machine:"
 CELL_TIMEOUT_S = 600
 # Cell metadata worth keeping in git; the rest (execution timings, collapsed/scrolled view state)
 # changes with every run or every viewer.
@@ -144,8 +153,9 @@ def output_problems(notebook: nbformat.NotebookNode) -> list[str]:
     """Why an executed notebook's outputs should not be kept as they are; empty when they are clean.
 
     Clean means: every code cell ran, in order, with execution counts 1, 2, 3...; no error outputs;
-    nothing written to stderr (warnings, log lines); no local paths; and every code cell shows
-    something unless it is tagged ``no-output``.
+    nothing written to stderr (warnings, log lines); no part skipped (a stdout line starting with
+    :data:`SKIPPED`); no local paths; and every code cell shows something unless it is tagged
+    ``no-output``.
     """
     problems = []
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
@@ -161,6 +171,8 @@ def output_problems(notebook: nbformat.NotebookNode) -> list[str]:
                 problems.append(f"{where}: error {output.get('ename')}: {output.get('evalue')}")
             if kind == "stream" and output.name == "stderr":
                 problems.append(f"{where}: stderr output {output.text[:300]!r}")
+            if kind == "stream" and output.name == "stdout" and _skipped(output.text):
+                problems.append(f"{where}: {_skipped(output.text)[:600]}")
             if kind == "execute_result" and output.get("execution_count") != cell.execution_count:
                 problems.append(f"{where}: result numbered {output.get('execution_count')}")
             for text in _texts(output):
@@ -171,6 +183,45 @@ def output_problems(notebook: nbformat.NotebookNode) -> list[str]:
     for path in _local_paths(json.dumps(notebook.metadata)):
         problems.append(f"notebook metadata: local path {path!r}")
     return problems
+
+
+def _skipped(text: str) -> str:
+    """From the first line starting with :data:`SKIPPED` to the end (the reason follows it); or ''."""
+    lines = text.splitlines()
+    first = next((k for k, line in enumerate(lines) if line.startswith(SKIPPED)), None)
+    return "" if first is None else " ".join(line.strip() for line in lines[first:])
+
+
+def printed(cell: nbformat.NotebookNode) -> list[str]:
+    """The text a code cell shows: its streams, the plain text of its results, its errors."""
+    texts = []
+    for output in cell.get("outputs", []):
+        if output.output_type == "stream":
+            texts.append(f"[{output.name}] {output.text}")
+        elif output.output_type == "error":
+            texts.append(f"[error] {output.ename}: {output.evalue}")
+        elif "text/plain" in output.get("data", {}):
+            texts.append(f"[{output.output_type}] {output.data['text/plain']}")
+    return texts
+
+
+def stable_output_changes(fresh: nbformat.NotebookNode, rendered: nbformat.NotebookNode) -> list[str]:
+    """The cells tagged ``stable-output`` whose printed text differs between a fresh run and the
+    rendered copy (cells whose source differs are left to the rendered copy's own check)."""
+    changes = []
+    code = [[cell for cell in notebook.cells if cell.cell_type == "code"] for notebook in (fresh, rendered)]
+    for number, (now, then) in enumerate(zip(*code, strict=False), start=1):
+        if STABLE_OUTPUT_TAG not in now.metadata.get("tags", []) or now.source != then.source:
+            continue
+        now_lines = "".join(printed(now)).splitlines()
+        then_lines = "".join(printed(then)).splitlines()
+        for line_now, line_then in zip_longest(now_lines, then_lines, fillvalue="(nothing)"):
+            if line_now != line_then:
+                changes.append(
+                    f"code cell {number}: a fresh run prints {line_now!r}, the rendered copy {line_then!r}"
+                )
+                break
+    return changes
 
 
 def png_outputs(notebook: nbformat.NotebookNode) -> Iterator[tuple[int, int, bytes]]:

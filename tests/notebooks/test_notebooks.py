@@ -8,12 +8,18 @@ Refresh a notebook and its rendered copy with
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from notebook_runner import (
+    REPO,
+    SKIPPED,
+    STABLE_OUTPUT_TAG,
     execute,
     is_stripped,
     notebooks,
@@ -21,6 +27,7 @@ from notebook_runner import (
     png_outputs,
     refresh_command,
     rendered_path,
+    stable_output_changes,
 )
 
 NOTEBOOKS = notebooks()
@@ -88,7 +95,88 @@ def test_rendered_copy_is_current(path: Path) -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_runs_cleanly(path: Path) -> None:
     """A fresh run in this environment's Python: every cell passes its asserts, and the outputs are
-    clean (no errors, nothing on stderr, no local paths, cells in order)."""
+    clean (no errors, nothing on stderr, no part skipped, no local paths, cells in order). The cells
+    tagged ``stable-output`` (error messages and the like) print what the rendered copy shows."""
     notebook = execute(path)  # raises CellExecutionError if a cell fails
     problems = output_problems(notebook)
     assert not problems, "\n".join(problems)
+    rendered = rendered_path(path)
+    if rendered.exists():  # a missing copy fails test_rendered_copy_is_current
+        changes = stable_output_changes(notebook, nbformat.read(rendered, as_version=4))
+        assert not changes, (
+            f"rendered/{path.name} shows outputs a fresh run no longer prints:\n"
+            + "\n".join(changes)
+            + f"\nrefresh it with: {refresh_command(path)}"
+        )
+
+
+def test_a_skipped_part_is_a_problem() -> None:
+    """A part a notebook skips on a machine without what it needs is not a clean run: CI must run it,
+    and the rendered copy must show it."""
+    cell = nbformat.v4.new_code_cell("print(...)", execution_count=1)
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=f"{SKIPPED} the real FAQ.\nno apt-get\n")
+    ]
+    problems = output_problems(nbformat.v4.new_notebook(cells=[cell]))
+    assert len(problems) == 1 and SKIPPED in problems[0] and "no apt-get" in problems[0], problems
+
+
+def test_a_changed_stable_output_is_caught() -> None:
+    """A ``stable-output`` cell (an error message) printing other text than the rendered copy shows
+    makes that copy stale; untagged cells (timings, scores) may differ freely."""
+
+    def run(*texts: str) -> nbformat.NotebookNode:
+        cells = [nbformat.v4.new_code_cell(f"print({k})", execution_count=k + 1) for k in range(len(texts))]
+        for cell, text in zip(cells, texts, strict=True):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+        cells[0].metadata["tags"] = [STABLE_OUTPUT_TAG]
+        return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# a"), *cells])
+
+    fresh = run("input[0] must be a text, not int\n", "12.5 texts/s\n")
+    assert stable_output_changes(fresh, run("input[0] must be a text, not int\n", "11.9 texts/s\n")) == []
+    (change,) = stable_output_changes(fresh, run("input[0] must be a string, not int\n", "12.5 texts/s\n"))
+    assert change.startswith("code cell 1:") and "must be a string" in change, change
+
+
+# Notebook 04 fetches the Debian FAQ with benchmarks/real_datasets.py; where it cannot, the script must
+# say why in one line (the notebook shows that line), not end in a CalledProcessError.
+FAKE_APT = {
+    "not root": (
+        'echo "E: Could not open lock file /var/lib/apt/lists/lock - open (13: Permission denied)" >&2; '
+        "exit 100"
+    ),
+    "offline": (
+        'if [ "$1" = update ]; then echo "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease'
+        "  Temporary failure resolving 'deb.debian.org'\" >&2; exit 0; fi; "
+        'echo "E: Unable to locate package $2" >&2; exit 100'
+    ),
+}
+
+
+@pytest.mark.skipif(os.name == "nt", reason="stands in for apt-get with a POSIX shell script")
+@pytest.mark.parametrize("apt", [None, *FAKE_APT], ids=["no apt-get", *FAKE_APT])
+def test_the_real_data_script_says_in_one_line_why_it_cannot_fetch(apt: str | None, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if apt is not None:
+        (bin_dir / "apt-get").write_text(f"#!/bin/sh\n{FAKE_APT[apt]}\n")
+        (bin_dir / "apt-get").chmod(0o755)
+    command = [sys.executable, str(REPO / "benchmarks" / "real_datasets.py"), "--sets", "debian-faq-en"]
+    done = subprocess.run(
+        [*command, "--dest", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(bin_dir)},
+    )
+    assert done.returncode == 1 and not done.stdout, done
+    (line,) = done.stderr.splitlines()  # one line, no traceback
+    assert line.startswith("real_datasets.py: cannot build debian-faq-en: "), line
+    assert "apt-get (Debian or Ubuntu)" in line and "network" in line, line  # what it needs
+    reason = {
+        None: "`apt-get update` could not start: no apt-get on this machine",
+        "not root": "`apt-get update` failed: E: Could not open lock file",
+        "offline": "`apt-get download debian-faq` failed: E: Unable to locate package debian-faq",
+    }[apt]
+    assert reason in line, line
+    if apt == "offline":  # apt-get update only warned, yet its warning is the real reason
+        assert "apt-get update could not refresh the package lists: W: Failed to fetch" in line, line
