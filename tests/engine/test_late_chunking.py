@@ -106,34 +106,41 @@ WINDOW = 16  # max_model_len: 14 text tokens between [CLS] and [SEP]
 LONG = " ".join(f"Sentence {n} of a long document tells its own small story." for n in range(8))
 
 
-@torch.no_grad()
-def test_beyond_the_max_length_each_chunk_reads_the_window_where_it_sits_most_centrally(
-    tiny_model: Callable[..., Path],
-) -> None:
-    folder = tiny_model("bert", max_position_embeddings=WINDOW)
+def _window_reference(folder: Path, spans: list[tuple[int, int]], prompt: str = "") -> np.ndarray:
+    """Each span's mean row from transformers' forward over the window of WINDOW tokens where it sits
+    most centrally: [CLS] prompt tokens, the window's document tokens, [SEP]."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     model = transformers.AutoModel.from_pretrained(folder).eval()
+    lead_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
     encoded = tokenizer(LONG, add_special_tokens=False, return_offsets_mapping=True)
     content, offsets = encoded["input_ids"], encoded["offset_mapping"]
-    width = WINDOW - 2
+    width = WINDOW - 2 - len(lead_ids)
     stride = width - int(width * WINDOW_OVERLAP)
     starts = [*range(0, len(content) - width, stride), len(content) - width]
     assert len(starts) > 3  # the document needs several windows
-    spans = [(s, e) for s, e in _spans(LONG)]
-    # short spans (a few words each) so every chunk fits a window
-    spans = [(s, s + 11) for s, _ in spans]
     expected = []
     for s, e in spans:
         rows = _rows(offsets, s, e)
         first, stop = rows[0], rows[-1] + 1
         holding = [w for w in starts if w <= first and stop <= w + width]
         w = max(holding, key=lambda w: min(first - w, w + width - stop))
-        ids = [tokenizer.cls_token_id, *content[w : w + width], tokenizer.sep_token_id]
+        ids = [tokenizer.cls_token_id, *lead_ids, *content[w : w + width], tokenizer.sep_token_id]
         hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
-        expected.append(hidden[1 + first - w : 1 + stop - w].mean(0).numpy())
+        lead = 1 + len(lead_ids)
+        expected.append(hidden[lead + first - w : lead + stop - w].mean(0).numpy())
+    return np.stack(expected)
+
+
+@torch.no_grad()
+def test_beyond_the_max_length_each_chunk_reads_the_window_where_it_sits_most_centrally(
+    tiny_model: Callable[..., Path],
+) -> None:
+    folder = tiny_model("bert", max_position_embeddings=WINDOW)
+    # short spans (a few words each) so every chunk fits a window
+    spans = [(s, s + 11) for s, _ in _spans(LONG)]
     engine = Engine(folder, max_model_len=WINDOW, pooler_config={"pooling_type": "MEAN"})
     got = engine.embed_chunks(LONG, spans, PoolingParams(normalize=False))
-    np.testing.assert_allclose(got, np.stack(expected), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, _window_reference(folder, spans), rtol=1e-4, atol=1e-5)
     # a span longer than a window pools the part inside the window holding most of it
     whole = engine.embed_chunks(LONG, [(0, len(LONG))], PoolingParams(normalize=False))
     assert whole.shape == (1, got.shape[1]) and np.isfinite(whole).all()
@@ -146,29 +153,12 @@ def test_a_document_prompt_opens_every_window_as_it_opens_every_chunk_embedded_a
     folder = tmp_path / "prompted"
     shutil.copytree(tiny_model("bert", max_position_embeddings=WINDOW), folder)
     write_sentence_transformers(folder, prompts={"document": "passage: "}, max_seq_length=WINDOW)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    model = transformers.AutoModel.from_pretrained(folder).eval()
-    prompt = tokenizer("passage: ", add_special_tokens=False)["input_ids"]
-    encoded = tokenizer(LONG, add_special_tokens=False, return_offsets_mapping=True)
-    content, offsets = encoded["input_ids"], encoded["offset_mapping"]
-    width = WINDOW - 2 - len(prompt)
-    stride = width - int(width * WINDOW_OVERLAP)
-    starts = [*range(0, len(content) - width, stride), len(content) - width]
     spans = [(s, s + 7) for s, _ in _spans(LONG)]
-    expected = []
-    for s, e in spans:
-        rows = _rows(offsets, s, e)
-        first, stop = rows[0], rows[-1] + 1
-        holding = [w for w in starts if w <= first and stop <= w + width]
-        w = max(holding, key=lambda w: min(first - w, w + width - stop))
-        ids = [tokenizer.cls_token_id, *prompt, *content[w : w + width], tokenizer.sep_token_id]
-        hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
-        lead = 1 + len(prompt)
-        expected.append(hidden[lead + first - w : lead + stop - w].mean(0).numpy())
-    assert len({tuple(e) for e in expected}) == len(spans) and len(starts) > 3
+    expected = _window_reference(folder, spans, prompt="passage: ")
+    assert len({tuple(e) for e in expected}) == len(spans)
     engine = Engine(folder, max_model_len=WINDOW)
     got = engine.embed_chunks(LONG, spans, PoolingParams(normalize=False, input_type="document"))
-    np.testing.assert_allclose(got, np.stack(expected), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(
