@@ -33,7 +33,7 @@ def connect(
     address: str | None = LOCAL, *, num_cpus: int | None = None, log_level: int = logging.WARNING
 ) -> None:
     """Connect to the cluster at ``address`` (``ray://host:10001``, ``host:6379`` or ``auto``), or
-    start one on this machine (``local`` / ``None``, loopback only). A no-op when already connected.
+    start one on this machine (``local`` / ``None``). A no-op when already connected.
 
     ``num_cpus``: CPUs a local cluster offers (default: all); ignored when joining one.
     ``log_level``: what Ray itself prints here (its start-up, Ray Data's and Ray Serve's
@@ -92,7 +92,10 @@ def _check_answers(address: str) -> None:
 
 
 def _start_local(num_cpus: int | None, log_level: int) -> None:
-    """Start a loopback-only cluster (nothing outside this machine can reach one started for a run).
+    """Start a cluster of this machine alone for the run. Its node advertises 127.0.0.1, so no other
+    machine's node joins it; Ray's own servers (GCS, raylet, agents) still listen on every
+    interface, guarded by Ray's token authentication, which is on unless ``RAY_AUTH_MODE`` turns it
+    off (the test suite does; a shared or exposed machine should not).
 
     Ray gives a new node a fixed 30 s to register and has no setting for it; on a busy small machine
     a start can run out of it, and a later start usually succeeds, so a timed-out start is tried
