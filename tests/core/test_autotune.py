@@ -150,7 +150,7 @@ def measured_file(
     ("damage", "warning"),
     [
         (lambda body: "{ not json", "ignoring tune verdict"),
-        (lambda body: b"\xff\xfe{\x80\xc3", "ignoring tune verdict"),
+        (lambda body: b"\xff\xfe{\x80\xc3", "not valid JSON (not text)"),
         (lambda body: json.dumps({**body, "key": {**body["key"], "threads": 977}}), "another model, machine"),
         (
             lambda body: json.dumps({**body, "verdict": {**body["verdict"], "impl": "my_module.Fast"}}),

@@ -252,7 +252,10 @@ def read_verdict(key: TuneKey) -> Verdict | None:
         logger.warning("tune verdict %s unreadable (%s); tuning again", path, exc)
         return None
     try:
-        raw = json.loads(text)
+        try:
+            raw = json.loads(text)
+        except UnicodeDecodeError:  # json reads UTF-8/16/32 bytes; anything else is not a verdict file
+            raise _Invalid("not valid JSON (not text)") from None
         if not isinstance(raw, dict) or raw.get("format") != TUNE_FORMAT:
             raise _Invalid(f"not a {TUNE_FORMAT} file")
         if raw.get("key") != asdict(key):

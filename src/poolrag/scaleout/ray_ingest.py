@@ -450,10 +450,10 @@ def ingest_on_ray(
     if sparse is not None and sparse.pending and rows:
         driver.fix_sparse(_first_batch(chunker, rows, stored_ids, options.write_batch))
     by_actors = actors_write(store_address, driver.spec.sparse)
-    writers = "the actors" if by_actors else "the driver"
+    writers = "the actors write" if by_actors else "the driver writes"
     logger.info(
         "ray ingest: %d documents to chunk, %d chunks already stored; %d workers x (%.2g CPU, %.2g GPU); "
-        "%s write to %s",
+        "%s to %s",
         len(rows),
         len(stored_ids),
         options.workers,
