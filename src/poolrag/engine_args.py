@@ -271,7 +271,8 @@ class EngineArgs:
             "--compile",
             choices=COMPILE_MODES,
             help="background: run eagerly at once, compile the forward (inductor, cached on disk for the "
-            "next start) and switch to it once it matches eager",
+            "next start) and switch to it once it matches eager; off: never compile (a tune then times "
+            "the eager paths only)",
         )
         add_flag(
             group,
@@ -288,7 +289,8 @@ class EngineArgs:
                 "--autotune",
                 choices=TUNE_MODES,
                 help="time the exact paths at the model's first load on this machine (auto), again now "
-                "(full), or never (off) (default: $POOLRAG_TUNE, else auto)",
+                "with the compiled paths too, as 'poolrag tune' does (full), or never (off) "
+                "(default: $POOLRAG_TUNE, else auto)",
             )
         return group
 
