@@ -81,6 +81,8 @@ def test_dimensions_on_a_model_without_matryoshka_is_one_clear_error(facts: Mode
         PoolingParams(dimensions=64).verify("embed", facts)
     message = str(refused.value)
     assert "\n" not in message and "not a Matryoshka model" in message and "full size is 384" in message
+    # every door reaches this rule (a Ray actor's ingest too): each way to declare the model is named
+    assert 'hf_overrides={"is_matryoshka": True}' in message and "--assume-matryoshka" in message
     assert (
         PoolingParams(dimensions=384).verify("embed", facts).dimensions == 384
     )  # the full size cuts nothing

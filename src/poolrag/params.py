@@ -297,7 +297,8 @@ def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:
         raise DimensionsError(
             "this model is not a Matryoshka model, so its vectors cannot be truncated to "
             f"{dimensions} dimensions meaningfully; omit dimensions (full size is {full}), or declare "
-            'the model Matryoshka (hf_overrides={"is_matryoshka": True}) only if it was trained for it'
+            'the model Matryoshka only if it was trained for it (hf_overrides={"is_matryoshka": True}; '
+            "on the command line --assume-matryoshka, or --hf-overrides '{\"is_matryoshka\": true}')"
         )
     allowed = facts.matryoshka_dimensions
     if allowed is not None and dimensions not in allowed:
