@@ -95,3 +95,32 @@ def test_the_same_http_api(served: str) -> None:
         assert bad.status_code == 400 and "error" in bad.json()
         unknown = client.post("/score", json={"model": "other", "text_1": QUERY, "text_2": PASSAGES})
         assert unknown.status_code == 404 and "'embedder', 'reranker'" in unknown.json()["error"]["message"]
+
+
+def test_a_blocking_deployment_stopped_by_ctrl_c_removes_its_application(
+    served: str, minilm_path: Path, cross_encoder_path: Path
+) -> None:
+    """On a cluster the command joined, the app went on answering after Ctrl-C stopped the command
+    (Ray's own ``serve run`` removes it). Runs last: it takes the module's deployment down."""
+    import _thread
+    import threading
+
+    port = int(served.rsplit(":", 1)[1])
+    models = [
+        (EngineArgs(str(minilm_path)), ServerSettings(served_model_names=("embedder",))),
+        (EngineArgs(str(cross_encoder_path)), ServerSettings(served_model_names=("reranker",))),
+    ]
+    plan = ReplicaPlan(replicas=2, cpus_per_replica=1.0)
+
+    def ctrl_c_once_running() -> None:
+        threading.Event().wait(10)  # past serve.start: the same app again deploys nothing new
+        for _ in range(600):
+            if serve.status().applications[APP_NAME].status == "RUNNING":
+                break
+            threading.Event().wait(0.5)
+        _thread.interrupt_main()
+
+    threading.Thread(target=ctrl_c_once_running, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        serve_models_on_ray(models, plan, host="127.0.0.1", port=port, blocking=True)
+    assert APP_NAME not in serve.status().applications

@@ -141,4 +141,11 @@ def serve_models_on_ray(
     logging_config = {"log_level": level}
     serve.start(http_options={"host": host, "port": port}, logging_config=logging_config)
     app = build_application(models, plan, ray.cluster_resources())
-    serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking, logging_config=logging_config)
+    try:
+        serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking, logging_config=logging_config)
+    except KeyboardInterrupt:
+        # as Ray's own `serve run` ends: on a cluster this command joined, the app would go on
+        # answering after the command that started it was stopped
+        logger.info("removing the %r application from Ray Serve", APP_NAME)
+        serve.delete(APP_NAME)
+        raise
