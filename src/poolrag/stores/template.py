@@ -9,7 +9,6 @@ new store writes only what its database does differently.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,8 +41,6 @@ from poolrag.stores.hybrid import (
 from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.registry import StoreLocation
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
