@@ -121,10 +121,7 @@ class ModelConfig:
 
     def get_hidden_size(self) -> int:
         """The backbone's hidden size, as vLLM reads it from the text config."""
-        text = (
-            self.hf_config.get_text_config() if hasattr(self.hf_config, "get_text_config") else self.hf_config
-        )
-        return int(text.hidden_size)
+        return int(self.hf_config.get_text_config().hidden_size)
 
 
 @dataclass(frozen=True)

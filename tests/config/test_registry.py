@@ -17,6 +17,7 @@ import pytest
 import transformers
 from decoders.decoder_remote_code import llama_bidirectional_reranker, qwen2_reward_model
 from decoders.tiny_decoders import build, build_tokenizer, tiny_config
+from models_doc import README_END, README_START, REGENERATE, markdown
 from safetensors.torch import load_file, save_file
 from tiny_models import build_bge_m3, build_clip, build_colpali, build_splade, copy_tokenizer
 
@@ -36,7 +37,6 @@ from poolrag.config.registry import (
     lookup_architecture,
     remote_classes,
 )
-from poolrag.config.registry_doc import README_END, README_START, REGENERATE, markdown
 from poolrag.core.recipes import RECIPES, encoder_network
 from poolrag.errors import ModelLoadError
 from poolrag.loading.native_loader import unsupported_reason

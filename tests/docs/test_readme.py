@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from models_doc import README_END, README_START, REGENERATE, with_readme_table
 from nox_sessions import default_runs, default_sessions, sessions
 
 from poolrag.config.model_map import ENV_VAR as MODEL_MAP
-from poolrag.config.registry_doc import README_END, README_START, REGENERATE_README, with_readme_table
 from poolrag.testing.doc_snippets import runnable_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def test_every_block_is_accounted_for() -> None:
 def test_registry_table_is_generated_from_the_registry() -> None:
     text = README.read_text(encoding="utf-8")
     assert text.count(README_START) == text.count(README_END) == 1
-    assert text == with_readme_table(text), f"README.md's registry table is stale; run {REGENERATE_README}"
+    assert text == with_readme_table(text), f"README.md's registry table is stale; run `{REGENERATE}`"
 
 
 # --- python -------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The engine reads its decisions from these tables (``model_kind``, ``model_spec`` and
 ``core.model_setup`` import them), and ``docs/models.md`` is generated from them by
-``registry_doc``, so the page cannot say something the code does not do. What a name means is
+``scripts/models_doc.py``, so the page cannot say something the code does not do. What a name means is
 decided by :func:`lookup_architecture` alone, and a name it does not know is an error: a
 misread architecture would run and answer wrongly, silently.
 """

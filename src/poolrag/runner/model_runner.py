@@ -148,11 +148,7 @@ class ModelRunner:
         return None
 
     def _set_attention(self, name: str) -> None:
-        setter = getattr(self.model, "set_attn_implementation", None)
-        if setter is not None:
-            setter(name)
-        else:
-            self.model.config._attn_implementation = name
+        self.model.set_attn_implementation(name)  # packable means a transformers model (transformers>=5.0)
 
     def _probe_packing(self) -> str | None:
         """Compare packed with padded on two short sequences of different lengths."""

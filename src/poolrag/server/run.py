@@ -63,13 +63,24 @@ def uvicorn_config(
 def check_port_free(host: str, port: int) -> None:
     """Bind ``host:port`` as uvicorn will and let go at once, so a busy port is found before the
     model loads (minutes for a large one); raises ``OSError`` naming the address."""
+    listening_socket(host, port, reuse_port=False).close()
+
+
+def listening_socket(host: str, port: int, *, reuse_port: bool = True) -> socket.socket:
+    """A listening socket on ``host:port`` (with ``SO_REUSEPORT``, beside a sibling worker's);
+    ``OSError`` naming the address when another program holds the port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
     except OSError as exc:
+        sock.close()
         raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 def serve(

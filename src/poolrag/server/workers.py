@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from poolrag.server.run import uvicorn_config
+from poolrag.server.run import listening_socket, uvicorn_config
 from poolrag.server.settings import HttpOptions
 
 if TYPE_CHECKING:
@@ -54,22 +54,6 @@ def worker_threads(workers: int) -> int:
     """Each worker's share of this process's CPUs, at least one."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, cpus // workers)
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """One worker's socket: bound with ``SO_REUSEPORT`` beside its siblings'; ``OSError`` naming the
-    address when another program holds the port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return sock
 
 
 class WorkerStartError(RuntimeError):

@@ -1,12 +1,17 @@
-"""Render docs/models.md from the registry, so the supported-models page is the engine's own table.
+"""Render docs/models.md and README.md's task table from the registry, so the supported-models
+pages are the engine's own table (maintainer tooling: nothing in the package imports it).
 
-Regenerate with ``python -m poolrag.config.registry_doc > docs/models.md``; tests/config checks
-the committed page equals this output.
+    python scripts/models_doc.py          # rewrite docs/models.md and the README table
+    python scripts/models_doc.py --check  # fail if either is stale
+
+tests/config and tests/docs check the committed pages equal this output.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
 from poolrag.config.pooler_config import ST_UNSUPPORTED_POOLING_MODES
 from poolrag.config.registry import (
@@ -24,7 +29,8 @@ from poolrag.config.registry import (
 from poolrag.config.st_modules import NOT_SUPPORTED as ST_NOT_SUPPORTED
 from poolrag.config.st_modules import SUPPORTED as ST_SUPPORTED
 
-REGENERATE = "python -m poolrag.config.registry_doc > docs/models.md"
+ROOT = Path(__file__).resolve().parents[1]
+REGENERATE = "python scripts/models_doc.py"
 
 _INTRO = """\
 Each row says which `config.json` architecture names (`architectures[0]`, after any
@@ -172,10 +178,6 @@ def markdown() -> str:
 # The README's task/architecture matrix: the same registry rows, one line each, a column per task.
 README_START = "<!-- registry-table:start -->"
 README_END = "<!-- registry-table:end -->"
-REGENERATE_README = (
-    'python -c "from pathlib import Path; from poolrag.config.registry_doc import with_readme_table as t; '
-    "p = Path('README.md'); p.write_text(t(p.read_text()))\""
-)
 _README_TASKS = ("embed", "score", "classify", "token_classify", "token_embed", "sparse_embed", "reward")
 _SHORT_NAMES = {  # the backbone role's names are transformers' whole base-model table: a few examples
     (Role.BACKBONE, "encoder"): "base model (`BertModel`, `XLMRobertaModel`, `LlamaBidirectionalModel`...)",
@@ -220,11 +222,25 @@ def readme_table() -> str:
 def with_readme_table(readme: str) -> str:
     """``readme`` with the text between the registry-table markers replaced by :func:`readme_table`."""
     start, end = readme.index(README_START) + len(README_START), readme.index(README_END)
-    note = (
-        "<!-- generated from src/poolrag/config/registry.py by registry_doc.readme_table(); do not edit -->"
-    )
+    note = "<!-- generated from src/poolrag/config/registry.py by scripts/models_doc.py; do not edit -->"
     return f"{readme[:start]}\n{note}\n\n{readme_table()}\n\n{readme[end:]}"
 
 
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale; write nothing")
+    check = parser.parse_args().check
+    readme = ROOT / "README.md"
+    readme_text = with_readme_table(readme.read_text(encoding="utf-8"))
+    pages = {ROOT / "docs" / "models.md": markdown(), readme: readme_text}
+    stale = [path for path, text in pages.items() if path.read_text(encoding="utf-8") != text]
+    for path in stale:
+        if check:
+            sys.stderr.write(f"{path.relative_to(ROOT)} is stale; run `{REGENERATE}`\n")
+        else:
+            path.write_text(pages[path], encoding="utf-8")
+    return 1 if check and stale else 0
+
+
 if __name__ == "__main__":
-    sys.stdout.write(markdown())
+    sys.exit(main())
