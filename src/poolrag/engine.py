@@ -566,9 +566,7 @@ class Engine:
         resolved = replace(self._resolve("embed", params), task=LATE_CHUNK_TASK)
         if not self.supports_late_chunking:
             raise InvalidInputError(
-                late_chunking_refused(
-                    self.model_name, self.pooler_config.pooling_type, self._facts.reads_images
-                )
+                late_chunking_refused(self.pooler_config.pooling_type, self._facts.reads_images)
             )
         (document,) = checked_texts([document], "document", one=True)
         checked = check_spans(document, spans)

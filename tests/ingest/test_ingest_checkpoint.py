@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from poolrag.ingest import Checkpoint
 
@@ -27,3 +30,21 @@ def test_a_checkpoint_of_other_settings_or_a_damaged_one_starts_over(tmp_path: P
     assert not Checkpoint.open(path, {**RUN, "dimension": 128}).resumed
     path.write_text('{"version": 1, "run": ')
     assert not Checkpoint.open(path, RUN).resumed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '"x"',
+        "1",
+        '{"version": 1, "run": %s, "done": []}',
+        '{"version": 1, "run": %s, "done": {"a.md": []}}',
+    ],
+)
+def test_a_checkpoint_of_valid_json_in_another_shape_starts_over(tmp_path: Path, text: str) -> None:
+    """A list, a string or a malformed ``done`` raised AttributeError with a traceback."""
+    path = tmp_path / "ck.json"
+    path.write_text(text.replace("%s", json.dumps(RUN)))
+    checkpoint = Checkpoint.open(path, RUN)
+    assert not checkpoint.resumed and checkpoint.done == {}

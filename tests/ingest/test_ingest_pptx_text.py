@@ -96,3 +96,19 @@ def test_a_deck_over_the_xml_budget_is_refused_not_read(tmp_path: Path, monkeypa
     monkeypatch.setattr(ooxml_package, "MAX_XML_BYTES", 4096)
     with pytest.raises(InvalidInputError, match="unpacks to more than 0 MiB of XML"):
         read_pptx_text(path)
+
+
+def test_a_slide_of_a_million_empty_elements_is_refused_before_its_tree_is_built(tmp_path: Path) -> None:
+    """A few KB of deflated ``<x/>`` passed the byte budget and parsed into gigabytes of tree."""
+    path = _deck(tmp_path / "review.pptx")
+    bomb = tmp_path / "bomb.pptx"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "ppt/slides/slide1.xml":
+                root_end = data.index(b">", data.index(b"<p:sld")) + 1
+                data = data[:root_end] + b"<x/>" * (ooxml_package.MAX_PART_ELEMENTS + 1) + data[root_end:]
+            target.writestr(info, data)
+    assert bomb.stat().st_size < 200_000
+    with pytest.raises(InvalidInputError, match=r"slide1\.xml holds more than 1,000,000 XML elements"):
+        read_pptx_text(bomb)

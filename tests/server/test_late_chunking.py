@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
+from poolrag import Engine
 from poolrag.client import PoolragClient
 from poolrag.client.errors import RemoteInvalidInputError
 
-from .conftest import Served
+from .conftest import Served, serve_in_thread
 
 DOCUMENT = (
     "The Eiffel Tower was finished in 1889. It stands in Paris on the Champ de Mars. "
@@ -68,3 +70,16 @@ def test_the_http_client_gets_what_the_engine_gives(minilm_server: Served) -> No
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
         with pytest.raises(RemoteInvalidInputError, match=r"spans\[0\] = \[5, 9999\]"):
             client.embed_chunks(DOCUMENT, [(5, 9999)])
+
+
+def test_the_refusal_for_a_model_that_cannot_late_chunk_keeps_the_hosts_folder_path_to_itself(
+    minilm_path: Path,
+) -> None:
+    """The engine's refusal named its model, which over HTTP is the folder the server loaded."""
+    engine = Engine(str(minilm_path), pooler_config={"pooling_type": "CLS"})
+    with serve_in_thread(engine) as url:
+        body = {"model": "test-model", "input": "hello world", "late_chunking": {"spans": [[0, 5]]}}
+        answer = httpx.post(f"{url}/v1/embeddings", json=body, timeout=60)
+    assert answer.status_code == 400, answer.text
+    message = answer.json()["error"]["message"]
+    assert "pools by CLS" in message and str(minilm_path) not in message

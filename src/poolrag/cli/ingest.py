@@ -331,7 +331,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
         from poolrag.tokenization.late_chunks import late_chunking_refused
 
         pooling = engine.pooler_config.pooling_type
-        refusal = late_chunking_refused(engine.model_name, pooling, engine.facts.reads_images)
+        refusal = late_chunking_refused(pooling, engine.facts.reads_images)
         raise InvalidInputError("--" + refusal)
     reads_images = engine.facts.reads_images
     if reads_images and args.dimensions is not None:

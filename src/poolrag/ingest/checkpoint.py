@@ -49,10 +49,14 @@ class Checkpoint:
         except (OSError, ValueError) as exc:
             logger.warning("ignoring unreadable checkpoint %s (%s); starting over", path, exc)
             return checkpoint
-        if data.get("version") != VERSION or data.get("run") != run_key:
+        if not isinstance(data, dict) or data.get("version") != VERSION or data.get("run") != run_key:
             logger.warning("checkpoint %s belongs to another run; starting over", path)
             return checkpoint
-        checkpoint.done = {str(k): str(v) for k, v in data.get("done", {}).items()}
+        done = data.get("done", {})
+        if not isinstance(done, dict) or not all(isinstance(v, str) for v in done.values()):
+            logger.warning("ignoring malformed checkpoint %s; starting over", path)
+            return checkpoint
+        checkpoint.done = {str(k): v for k, v in done.items()}
         checkpoint.resumed = True
         logger.info("resuming from checkpoint %s: %d documents already done", path, len(checkpoint.done))
         return checkpoint

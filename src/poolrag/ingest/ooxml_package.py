@@ -21,6 +21,9 @@ from poolrag.ingest.readers import CELL_SEPARATOR
 
 #: a file's XML may not unpack to more than this, all its parts together
 MAX_XML_BYTES = 1 << 29
+#: elements one part parsed whole may hold: a tree costs ~90 bytes an element, so a few hundred KB
+#: of deflated ``<x/>`` under the byte budget would otherwise take gigabytes (a real slide: thousands)
+MAX_PART_ELEMENTS = 1_000_000
 #: a text box's or a drawing's fallback copy, never read (the choice beside it is)
 FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 _RELATIONSHIP = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
@@ -44,9 +47,14 @@ class XmlBudget:
         return _Bounded(package.open(info), self)  # type: ignore[return-value]
 
     def parse(self, package: zipfile.ZipFile, name: str) -> ElementTree.Element:
-        """Part ``name`` parsed whole (a slide: small, read at once)."""
+        """Part ``name`` parsed whole (a slide: small, read at once), refused past
+        :data:`MAX_PART_ELEMENTS` elements."""
         with self.open(package, name) as stream:
-            return ElementTree.parse(stream).getroot()
+            events = ElementTree.iterparse(stream, events=("start",))  # type: ignore[arg-type]
+            for count, _ in enumerate(events, 1):
+                if count > MAX_PART_ELEMENTS:
+                    raise InvalidInputError(f"{name} holds more than {MAX_PART_ELEMENTS:,} XML elements")
+            return events.root  # type: ignore[attr-defined]
 
     def _refuse(self) -> None:
         raise InvalidInputError(f"its text unpacks to more than {MAX_XML_BYTES >> 20} MiB of XML")

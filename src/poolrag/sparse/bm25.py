@@ -194,7 +194,7 @@ class BM25Encoder:
         from poolrag.config.resolve import resolve_tokenizer_folder
 
         folder = resolve_tokenizer_folder(model, revision, download_dir=download_dir, hf_token=hf_token)
-        return cls(AutoTokenizer.from_pretrained(folder), **kwargs)
+        return cls(AutoTokenizer.from_pretrained(folder, trust_remote_code=False), **kwargs)  # data: no code
 
     def analyzer_record(self) -> dict[str, Any]:
         """How this encoder splits text into terms, as a collection records it."""

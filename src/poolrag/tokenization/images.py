@@ -130,7 +130,7 @@ class ImagePreprocessor:
         from transformers import AutoImageProcessor
 
         try:
-            processor = AutoImageProcessor.from_pretrained(folder, backend="pil")
+            processor = AutoImageProcessor.from_pretrained(folder, backend="pil", trust_remote_code=False)
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"{folder}: no image processor to prepare images with ({exc})") from None
         return cls(processor, patch_size, class_token)

@@ -22,15 +22,16 @@ from poolrag.tokenization.tokenizer_lock import call_tokenizer
 LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a LateChunkRequest
 
 
-def late_chunking_refused(model_name: str, pooling_type: str | None, reads_images: bool = False) -> str:
-    """Why a model cannot late-chunk, in the words every door uses."""
+def late_chunking_refused(pooling_type: str | None, reads_images: bool = False) -> str:
+    """Why a model cannot late-chunk, in the words every door uses (no model name: over HTTP that
+    would be the host's folder path, and every caller knows which model it asked)."""
     if reads_images:
         return (
-            f"late-chunking needs a mean-pooling text model; {model_name} embeds texts and images "
+            "late-chunking needs a mean-pooling text model; this model embeds texts and images "
             "by one pooled token of each tower, which has no part per chunk"
         )
     return (
-        f"late-chunking needs a mean-pooling model; {model_name} pools by {pooling_type}, "
+        f"late-chunking needs a mean-pooling model; this model pools by {pooling_type}, "
         "whose vector has no part per chunk"
     )
 

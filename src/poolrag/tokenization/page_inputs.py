@@ -36,7 +36,8 @@ class PagePreprocessor(ImagePreprocessor):
 
         _pil()  # one line naming the images extra when Pillow is missing
         try:
-            processor = AutoProcessor.from_pretrained(folder, backend="pil")  # no torchvision needed
+            # PIL: no torchvision needed; never the folder's own code
+            processor = AutoProcessor.from_pretrained(folder, backend="pil", trust_remote_code=False)
         except (OSError, ValueError) as exc:
             raise ModelLoadError(
                 f"{folder}: no processor to prepare pages and queries with ({exc})"
