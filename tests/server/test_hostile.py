@@ -318,3 +318,30 @@ def test_invisible_only_text_is_refused_like_empty_text(
         assert response.json()["error"]["code"] == "empty_input"
     with pytest.raises(InvalidInputError, match="empty"):
         minilm_engine.embed([text])
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("text/plain", 415),  # a browser's "simple request": sent cross-site with no preflight
+        ("application/x-www-form-urlencoded", 415),  # what curl -d declares
+        ("multipart/form-data; boundary=x", 415),
+        ("application/json; charset=utf-8", 200),
+        ("application/vnd.api+json", 200),
+        (None, 200),  # no header: read as JSON, as FastAPI does
+    ],
+)
+def test_a_body_declared_as_anything_but_json_is_refused_unread(
+    minilm_engine: Engine, content_type: str | None, status: int
+) -> None:
+    """Every POST read its body as JSON whatever it was declared as, so any web page could make a
+    visitor's browser spend a keyless loopback server's CPU (FastAPI refuses this since
+    CVE-2021-32677; the off-loop route had brought it back)."""
+    headers = {} if content_type is None else {"content-type": content_type}
+    with serve_in_thread(minilm_engine) as url:
+        body = json.dumps({"model": "test-model", "input": "hi"}).encode()
+        answer = httpx.post(f"{url}/v1/embeddings", content=body, headers=headers, timeout=60)
+    assert answer.status_code == status, answer.text
+    if status == 415:
+        error = answer.json()["error"]
+        assert error["code"] == "unsupported_media_type" and content_type.split(";")[0] in error["message"]

@@ -40,6 +40,7 @@ _TYPE_AND_CODE = {
     405: ("invalid_request_error", "method_not_allowed"),
     408: ("invalid_request_error", "request_timeout"),
     413: ("invalid_request_error", "request_too_large"),
+    415: ("invalid_request_error", "unsupported_media_type"),
     503: ("service_unavailable_error", "unavailable"),
 }
 

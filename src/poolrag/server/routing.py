@@ -6,17 +6,20 @@ FastAPI's signature (``async def endpoint(body: SomeRequest, request: Request)``
 ``response: Response`` where the endpoint sets headers on its answer), so ``/openapi.json`` still
 documents the body model, but its handler:
 
-1. parses and validates the body on a worker thread (:func:`poolrag.server.parsing.parse_body`),
+1. refuses a body declared as anything but JSON (415; no header is read as JSON, as FastAPI
+   does): a ``text/plain`` POST needs no CORS preflight, so without this any web page could make
+   a browser spend a keyless local server's CPU;
+2. parses and validates the body on a worker thread (:func:`poolrag.server.parsing.parse_body`),
    or on the loop while :func:`poolrag.loop_work.stays_on_loop` says so (the engine's rule): for a
    one-text request the two thread hops cost far more than the work they moved (a py-spy profile
    under 16 connections: 23% of the loop thread's time in handing work to a thread, under 1% in
    the parse and encoding themselves);
-2. finds the model the body names (:func:`poolrag.server.state.model_state`), checks the body
+3. finds the model the body names (:func:`poolrag.server.state.model_state`), checks the body
    against that model's per-request limits and holds its tokens in that model's admission budget
    while the endpoint runs (the body is first parsed under the loosest limits of the models served);
-3. serialises the answer on a worker thread (a :class:`~poolrag.server.float_json.JsonAnswer` by
+4. serialises the answer on a worker thread (a :class:`~poolrag.server.float_json.JsonAnswer` by
    orjson, any other by pydantic), or on the loop for a JsonAnswer the same rule keeps there;
-4. watches for the client's ``http.disconnect`` meanwhile: when the client leaves, the work is
+5. watches for the client's ``http.disconnect`` meanwhile: when the client leaves, the work is
    cancelled (the engine's async core drops queued sequences of a cancelled caller), its queue
    slot is freed, and the request is counted as 499.
 """
@@ -37,6 +40,7 @@ from pydantic import BaseModel
 from starlette.types import Receive
 
 from poolrag.loop_work import stays_on_loop
+from poolrag.server.errors import APIError
 from poolrag.server.float_json import JsonAnswer
 from poolrag.server.metrics import CLIENT_CLOSED
 from poolrag.server.parsing import check_size, parse_body
@@ -75,6 +79,12 @@ def _dump(result: Any, exclude_none: bool) -> bytes:
     return result.model_dump_json(exclude_none=exclude_none).encode()
 
 
+def _check_json_media_type(content_type: str | None) -> None:
+    media = (content_type or "application/json").split(";")[0].strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        raise APIError(415, f"the body must be JSON (Content-Type: application/json), not {media or '?'}")
+
+
 class OffLoopRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
         endpoint = self.endpoint
@@ -108,6 +118,7 @@ class OffLoopRoute(APIRoute):
             return answer
 
         async def handle(request: Request) -> Response:
+            _check_json_media_type(request.headers.get("content-type"))
             raw = await request.body()
             return await until_disconnected(request, answer(request, raw))
 
