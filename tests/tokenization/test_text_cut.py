@@ -38,13 +38,15 @@ WORDS = [
     "Σίσυφος",
     "\u200b",
 ]
-SEPARATORS = [" ", "  ", "\n", "\t", " \u00a0 ", ". ", ", "]
+SEPARATORS = [" ", "  ", "\n", "\t", " \u00a0 ", ". ", ", ", ""]
 
 text_strategy = st.lists(
     st.one_of(
         st.sampled_from(WORDS),
         st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12),
         st.text(alphabet="abcdé", min_size=60, max_size=400),  # a long word: many pieces or one [UNK]
+        # Chinese and Japanese without spaces: ideographs beside kana, Latin, accents and punctuation
+        st.text(alphabet="中文字漢日本語の々アカ、。a\u0301\uf900\U00020000", min_size=1, max_size=300),
     ),
     min_size=1,
     max_size=60,
@@ -168,6 +170,26 @@ def test_a_huge_text_is_cut_to_a_few_thousand_characters(tokenizer: PreTrainedTo
     text = "word " * 3_145_728  # the 15.7 MB request of issue 27
     head = TextCut(tokenizer).prefix(text, 256)
     assert 256 * 4 <= len(head) <= 256 * 5 * 32 and text.startswith(head)
+
+
+def test_text_without_spaces_is_cut_before_an_ideograph_where_the_normaliser_spaces_them(
+    tokenizer: PreTrainedTokenizerBase,
+) -> None:
+    """5 M characters of Chinese, a 15 MB request, were tokenised whole (~50 s on 2 cores, holding
+    the tokenizer's lock) because a cut waited for a space; BERT's normaliser puts spaces around
+    every ideograph, so a cut before one is as exact. The other tokenizers here join ideographs
+    into longer pieces, so they keep such a text whole."""
+    text = "中文文本，没有空格。" * 500_000
+    head = TextCut(tokenizer).prefix(text, 256)
+    normalizer = tokenizer.backend_tokenizer.normalizer
+    if normalizer is not None and normalizer.normalize_str("a中b") == "a 中 b":
+        assert text.startswith(head) and len(head) <= 256 * 2 * 32
+        assert (
+            tokenizer(head, truncation=True, max_length=256)["input_ids"]
+            == (tokenizer(text[:20_000], truncation=True, max_length=256)["input_ids"])
+        )
+    else:
+        assert head == text
 
 
 def test_over_long_text_without_truncation_is_refused_with_its_whole_count(

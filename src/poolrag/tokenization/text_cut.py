@@ -7,7 +7,9 @@ truncated request keeps only the model's maximum. So a text is cut first, and th
 * only before a space (U+0020) that follows a non-space character, and only for tokenizers whose
   pre-tokenizer never lets a piece run on past a space (BERT's, byte-level BPE's regex,
   SentencePiece's Metaspace; checked on probe texts), so the tokens before the cut are the whole
-  text's own;
+  text's own; where the normaliser puts spaces around each CJK ideograph (BERT's
+  ``handle_chinese_chars``, checked on one probe per range), also before an ideograph that follows
+  a non-space character: Chinese or Japanese text has no spaces, and was tokenised whole;
 * the cut starts at a bound from the vocabulary's longest token (a generous chars-per-token
   figure) and moves out (doubling) until the prefix holds at least the tokens asked for: a text
   whose words are long or unknown costs more tokenising, never a different answer.
@@ -33,8 +35,20 @@ from poolrag.tokenization.tokenizer_lock import call_tokenizer
 logger = logging.getLogger(__name__)
 
 #: Where a text may be cut: a plain space after a non-space character. No normaliser joins a space
-#: to the character before it, and the pieces before it end there whatever follows.
+#: to the character before it, and the pieces before it end there whatever follows. (A tokenizer
+#: that spaces ideographs apart also gets a cut before each: ``TextCut._cut``.)
 _CUT = re.compile(r"(?<=\S) ")
+#: The CJK ideograph ranges BERT's normaliser spaces apart (``handle_chinese_chars``).
+_IDEOGRAPHS = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 #: First guess of the characters one token covers, whatever the vocabulary says (a vocabulary of
 #: long pieces must not make every cut megabytes long; the doubling covers the rest).
 _MAX_CHARS_PER_TOKEN = 32
@@ -66,6 +80,21 @@ def _pieces_stop_at_spaces(pre_tokenizer: Any) -> bool:
     return True
 
 
+def _spaced_ideographs(normalizer: Any) -> str:
+    """The ideograph ranges ``normalizer`` puts spaces around, as a regex character class's body
+    (empty when it spaces none apart, or has no ``normalize_str``)."""
+    ranges = []
+    for low, high in _IDEOGRAPHS:
+        first, last = chr(low), chr(high)
+        try:
+            spaced = normalizer.normalize_str(f"a{first}{last}b") == f"a {first}  {last} b"
+        except Exception:  # no normaliser, or an unusual one: cut before spaces only
+            return ""
+        if spaced:
+            ranges.append(f"{first}-{last}")
+    return "".join(ranges)
+
+
 class TextCut:
     """Where one tokenizer's texts can be cut without changing their first tokens."""
 
@@ -74,6 +103,8 @@ class TextCut:
         backend = getattr(tokenizer, "backend_tokenizer", None) if tokenizer.is_fast else None
         pre = backend.pre_tokenizer if backend is not None else None
         self.enabled = pre is not None and _pieces_stop_at_spaces(pre)
+        ideographs = _spaced_ideographs(backend.normalizer) if self.enabled else ""
+        self._cut = re.compile(rf"(?<=\S)(?: |(?=[{ideographs}]))") if ideographs else _CUT
         longest = max((len(piece.lstrip("#▁Ġ")) for piece in tokenizer.get_vocab()), default=1)
         self.chars_per_token = max(1, min(longest, _MAX_CHARS_PER_TOKEN))
         if not self.enabled:
@@ -86,7 +117,7 @@ class TextCut:
             return text
         chars = (tokens + 2) * self.chars_per_token
         while chars < len(text):
-            found = _CUT.search(text, chars)
+            found = self._cut.search(text, chars)
             if found is None:
                 return text
             cut = found.start()
@@ -120,7 +151,7 @@ class TextCut:
             return len(bare_ids(self.tokenizer, text))
         total, start = 0, 0
         while start < len(text) and (stop_after is None or total <= stop_after):
-            found = _CUT.search(text, start + COUNT_WINDOW_CHARS)
+            found = self._cut.search(text, start + COUNT_WINDOW_CHARS)
             end = len(text) if found is None else found.start()
             total += len(bare_ids(self.tokenizer, text[start:end]))
             start = end
