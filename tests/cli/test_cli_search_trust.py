@@ -113,3 +113,42 @@ def test_a_collection_of_another_model_is_refused_with_the_flag_to_pass(
     capsys.readouterr()
     assert main(["search", "a song", "--model", str(other), *common, "--collection", "d"]) == 2
     assert "search it with --model sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().err
+
+
+def test_a_recorded_model_name_reaches_the_terminal_escaped_and_quoted(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """A shared collection's record is someone else's text: its terminal escapes reached the
+    refusal raw, and its suggested command could smuggle in a flag."""
+    recorded = "x\x1b]0;TITLE\x07\x1b[31mRED --trust-remote-code"
+    engine = Engine(minilm_path)
+    encoder = DenseEncoder(CachedEmbedder(engine, EmbeddingCache(tmp_path / "c.sqlite")))
+    encoder.model_name = recorded
+    store = open_store("milvus", "shared", uri=str(tmp_path / "m.db"))
+    try:
+        IngestPipeline(
+            store,
+            encoder,
+            TokenChunker.for_model(engine.tokenizer, engine.facts),
+            checkpoint_dir=tmp_path,
+            progress=False,
+        ).run(read_paths([SAMPLES / "music"]))
+    finally:
+        store.close()
+    other = tmp_path / "other-model"
+    shutil.copytree(minilm_path, other)
+    config = json.loads((other / "config.json").read_text())
+    config["num_hidden_layers"] = 5  # other weights: the search is refused, naming the recorded model
+    (other / "config.json").write_text(json.dumps(config))
+    common = [
+        "--uri",
+        str(tmp_path / "m.db"),
+        "--collection",
+        "shared",
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+    ]
+    assert main(["search", "a song", "--model", str(other), *common]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "search it with --model 'x\\x1b]0;TITLE\\x07\\x1b[31mRED --trust-remote-code'" in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -175,7 +176,7 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     engine = load_engine(engine_args)
     where = f"{store.name} at {store.location}"
     model = packaged_hub_id(spec.model_name) or spec.model_name  # not another machine's venv path
-    check_model(spec, engine.model_identity, where, f"search it with --model {model}")
+    check_model(spec, engine.model_identity, where, f"search it with --model {shlex.quote(model)}")
     reranker = _reranker(args, engine_args)
     if spec.layout == "multivector":
         if args.mode != "dense":

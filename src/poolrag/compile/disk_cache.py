@@ -6,6 +6,10 @@ start's compile into cache lookups (tracing still runs, code generation and the 
 The file name is a digest of everything that makes the artifacts invalid when it changes: the
 model's identity (name and weights), dtype, device, how shapes are bounded, the graph's own code
 version, torch's version and the CPU's vector ISA.
+
+A bundle is code (torch unpickles it), so it is loaded only from a file and folder this user owns
+and no one else may write: a verdict (plain JSON) that chose a compiled path must not become a way
+for whoever can write a shared cache folder to run code here.
 """
 
 from __future__ import annotations
@@ -63,10 +67,30 @@ class CompileKey:
         return compile_cache_dir() / f"{digest}.inductor"
 
 
+def _others_could_write(path: Path) -> str | None:
+    """Why ``path`` (or its folder) is not this user's alone; None when it is (or on a system
+    without POSIX owners)."""
+    if not hasattr(os, "getuid"):
+        return None
+    for item in (path, path.parent):
+        info = item.stat()
+        if info.st_uid not in (os.getuid(), 0):
+            return f"{item} belongs to another user"
+        if info.st_mode & 0o022:
+            return f"{item} is writable by others"
+    return None
+
+
 def load_artifacts(key: CompileKey) -> bool:
-    """Preload the artifacts saved for ``key``; False when there are none (or they are unreadable)."""
+    """Preload the artifacts saved for ``key``; False when there are none (or they are unreadable,
+    or others could have written them)."""
     path = key.path()
     try:
+        untrusted = _others_could_write(path)
+        if untrusted is not None:
+            message = "compile cache %s not loaded: %s, and a bundle is code; compiling from scratch"
+            logger.warning(message, path, untrusted)
+            return False
         blob = path.read_bytes()
     except FileNotFoundError:
         return False
@@ -86,8 +110,9 @@ def save_artifacts(key: CompileKey) -> Path | None:
     if saved is None:
         return None
     path = key.path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial.touch(mode=0o600)
     partial.write_bytes(saved[0])
     partial.replace(path)
     return path

@@ -1,8 +1,9 @@
 """Autotune verdicts on disk: one small JSON file per model, load settings and machine.
 
 A verdict only ever picks among names poolrag enumerates itself (an implementation, a forward, a
-precision); nothing in the file can name code to import or turn on remote code. The file is read
-back field by field: the key must equal the one this load computes (a file written for another
+precision); nothing in the file can name code to import or turn on remote code (a compiled path
+only reuses a compile bundle this user alone could have written: ``compile.disk_cache``). The file
+is read back field by field: the key must equal the one this load computes (a file written for another
 model, machine, torch build or thread count is foreign), every name must be one of the enumerated
 ones and every number finite. Anything else is ignored with one warning, and the model is tuned
 again as if the file were not there.

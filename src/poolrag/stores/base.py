@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, Self
@@ -37,6 +38,12 @@ CHUNK_VECTORS: tuple[str, ...] = ("per_chunk", "late")
 HybridFusion = Literal["rrf", "dbsf"] | tuple[Literal["weighted", "minmax", "adaptive"], float]
 SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
 METADATA_KEY = "poolrag"
+#: C0/C1 controls (ESC, BEL, newlines) and bidi controls: never shown raw from a stored record
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 _CHUNK_VECTORS_SAID = {
@@ -144,8 +151,14 @@ class CollectionSpec:
 
     @classmethod
     def from_metadata(cls, name: str, text: str) -> CollectionSpec:
+        """The record as stored; the model's name and identity, which messages show, with control
+        and bidi characters escaped (whoever wrote the collection wrote them: a terminal escape in
+        a refusal would drive the reader's terminal)."""
         data = json.loads(text)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for shown in ("model_name", "model_identity"):
+            if isinstance(known.get(shown), str):
+                known[shown] = _UNPRINTABLE.sub(_escaped, known[shown])
         return cls(name=name, **known)
 
     def check_compatible(self, stored: CollectionSpec, where: str) -> None:
