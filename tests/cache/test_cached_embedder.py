@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -41,6 +42,23 @@ def test_cache_is_shared_between_embedders_and_processes_via_the_file(tmp_path: 
     fresh = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
     fresh.embed_documents(TEXTS[::-1])
     assert (fresh.hits, fresh.misses) == (3, 0)
+
+
+def test_the_same_weights_share_entries_whatever_the_model_is_called(
+    tmp_path: Path, minilm_engine, minilm_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``./m``, ``m/``, an absolute path and a copy elsewhere each started from an empty cache:
+    the key held the name the model was given, which a served name or another venv changes too."""
+    CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite")).embed_documents(TEXTS)
+    copy = tmp_path / "elsewhere" / "renamed-model"
+    shutil.copytree(minilm_path, copy)
+    monkeypatch.chdir(copy.parent)
+    for spelling in ("./renamed-model", "renamed-model/", str(copy)):
+        engine = Engine(spelling)
+        assert engine.model_identity != minilm_engine.model_identity  # a name of its own...
+        embedder = CachedEmbedder(engine, EmbeddingCache(tmp_path / "c.sqlite"))
+        embedder.embed_documents(TEXTS)
+        assert (embedder.hits, embedder.misses) == (3, 0)  # ...and the same entries
 
 
 def test_only_missing_texts_reach_the_model_and_order_is_kept(tmp_path: Path, minilm_engine) -> None:

@@ -1,8 +1,10 @@
-"""Cache keys: a field added to ``PoolingParams`` later leaves the keys of caches written before it
-where they were while it is unset, and moves them once it is set; the length rules that give the
-same vectors share keys."""
+"""Cache keys: the same weights share keys whatever the model is called; a field added to
+``PoolingParams`` later leaves the keys of caches written before it where they were while it is
+unset, and moves them once it is set; the length rules that give the same vectors share keys."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from poolrag.cache.keys import cache_namespace
 from poolrag.model_facts import ModelFacts, ScoreKind
@@ -10,19 +12,26 @@ from poolrag.params import PoolingParams
 
 FACTS = ModelFacts("m", "m@abc", ("embed",), 128, 8, False, None, ScoreKind.COSINE, "f00d", True, None)
 
-# digests written by the code before ``prompt_name`` existed (commit b8c5835): caches on disk hold these
+# digests of key version 3 (the weights fingerprint, not name@weights): caches on disk hold these, and
+# a field added to PoolingParams later must leave them where they are while it is unset
 BEFORE = {
-    PoolingParams(): "309fe259bad9e54f52be9c1d34da0fd4e98baa242caa4ee5ebd3427bc814b166",
+    PoolingParams(): "f69cd3e7142572206967111b517dad77c01e2cf48be58fa8b90f9f18b4210c27",
     PoolingParams(input_type="query", prompt="q: "): (
-        "855a9102526eec0cfbfb9e2e33011dd1bd0d3e21a0f4f4361bdd55974d074511"
+        "84f0c4328d3ce1029ddce9a055b029382693ffb259213d714bed5e0cc9d03195"
     ),
-    PoolingParams(normalize=False): "d6cf84f7ba8156871550bf12879c7b119373cfc11cf30d34321d704282ca2f98",
+    PoolingParams(normalize=False): "e60fedf35df742f91352b1deecb0ce804c82f2a2d18edc8dfc57fbc91576cff7",
 }
 
 
 def test_unset_later_fields_keep_the_keys_caches_were_written_with() -> None:
     for params, digest in BEFORE.items():
         assert cache_namespace(FACTS, "embed", params).hex() == digest
+
+
+def test_the_models_name_is_not_part_of_the_key_its_weights_are() -> None:
+    plain = cache_namespace(FACTS, "embed", PoolingParams())
+    assert cache_namespace(FACTS.renamed("./elsewhere/m"), "embed", PoolingParams()) == plain
+    assert cache_namespace(replace(FACTS, model_identity="m@abd"), "embed", PoolingParams()) != plain
 
 
 def test_a_named_prompt_has_keys_of_its_own() -> None:

@@ -117,7 +117,7 @@ def test_with_cache_reads_the_backend_through_a_cache(folder: str, tmp_path: Pat
     assert isinstance(cached, CachedEmbedder) and cached.backend is engine
     np.testing.assert_array_equal(cached.embed_array(["a b c"]), engine.embed_array(["a b c"]))
     assert with_cache(engine, None) is engine
-    with pytest.raises(InvalidInputError, match="keyed by the in-process engine"):
+    with pytest.raises(InvalidInputError, match="caches a model loaded in this process"):
         with_cache(PoolragClient("http://127.0.0.1:9"), tmp_path / "remote.sqlite")
 
 

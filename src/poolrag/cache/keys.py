@@ -1,10 +1,15 @@
 """Cache keys: everything that decides a vector, hashed, so equal keys mean equal vectors.
 
-The namespace covers the model (its identity and the pooler settings that shape its outputs, both
-from :class:`~poolrag.model_facts.ModelFacts`), the task, the per-call parameters and the length
-limit; the key adds the text. The requested Matryoshka size is deliberately *not* part of it: the
-cache holds full-size vectors and serves every smaller size from them. Only the facts go in, so
-an in-process engine and a remote server with the same model and settings share entries.
+The namespace covers the model (its weights fingerprint, which digests the config, tokenizer and
+prompt files too, and the pooler settings that shape its outputs, both from
+:class:`~poolrag.model_facts.ModelFacts`), the task, the per-call parameters and the length limit;
+the key adds the text. The model's *name* is not part of it: ``./bge``, ``bge/``, an absolute path,
+a hub id and a server's served name for the same weights share entries. The requested Matryoshka
+size is deliberately not part of it either: the cache holds full-size vectors and serves every
+smaller size from them. Only the facts go in, so an in-process engine and a remote server with the
+same model and settings share entries. Nor is the precision: bf16, fp16 and the CPU fast modes
+(each held to a cosine bar against fp32) answer for the same model, so a GPU ingest and a CPU
+search share one cache; a hit equals a fresh call at the precision that first wrote it.
 """
 
 from __future__ import annotations
@@ -13,10 +18,10 @@ import hashlib
 import json
 from dataclasses import asdict
 
-from poolrag.model_facts import ModelFacts
+from poolrag.model_facts import ModelFacts, weights_fingerprint
 from poolrag.params import PoolingParams
 
-KEY_VERSION = 2
+KEY_VERSION = 3  # 3: the weights fingerprint, not name@weights
 
 
 def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> bytes:
@@ -39,7 +44,7 @@ def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> byte
         per_call["normalize"] = None  # asking for what the model does anyway: the same vectors, one key
     description = {
         "v": KEY_VERSION,
-        "model": facts.model_identity,
+        "model": weights_fingerprint(facts.model_identity),
         "outputs": facts.output_fingerprint,
         "task": task,
         "max_model_len": facts.max_model_len,

@@ -110,8 +110,8 @@ def with_cache(
         return backend
     if isinstance(backend, PoolragClient):
         raise InvalidInputError(
-            "the embedding cache is keyed by the in-process engine's identity; with a remote "
-            "server, put the cache on the server side or pass engine= instead"
+            "cache= caches a model loaded in this process (engine= or model_name=); a server's "
+            "vectors can be cached in your own code with poolrag.cache.CachedEmbedder(PoolragClient(...))"
         )
     if isinstance(cache, CachedEmbedder):
         if cache.backend is not backend:
