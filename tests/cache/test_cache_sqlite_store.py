@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 
 from poolrag.cache import EmbeddingCache
+from poolrag.cache.recovery import CacheAccessError, CacheBusyError
+from poolrag.cli.command_errors import EXIT_UNAVAILABLE, report_error
 from poolrag.errors import InvalidInputError
 
 
@@ -73,13 +76,53 @@ def test_an_entry_moved_under_another_key_is_detected(tmp_path: Path) -> None:
     assert cache.stats.corrupt == 1
 
 
-def test_a_file_that_is_not_a_database_is_moved_aside_and_replaced(tmp_path: Path) -> None:
-    path = tmp_path / "c.sqlite"
+def test_a_file_that_is_not_sqlite_at_all_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """A typo in ``--cache`` (notes.md) was moved aside as a damaged cache and replaced by one."""
+    path = tmp_path / "notes.md"
     path.write_bytes(b"this is not sqlite" * 100)
-    cache = EmbeddingCache(path)
-    cache.put_many({_key(1): _vec(1)})
-    assert _key(1) in cache.get_many([_key(1)])
-    assert any(p.name.startswith("c.sqlite.corrupt-") for p in tmp_path.iterdir())
+    with pytest.raises(CacheAccessError, match=r"notes\.md is not an SQLite database"):
+        EmbeddingCache(path)
+    assert path.read_bytes() == b"this is not sqlite" * 100
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.md"]
+
+
+def test_another_programs_sqlite_database_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Another program's database got poolrag's tables, triggers and WAL mode added, or, holding a
+    ``vectors`` table of its own, failed with a traceback."""
+    for name, table in (("app.db", "users(id, name)"), ("app2.db", "vectors(id INTEGER PRIMARY KEY, name)")):
+        path = tmp_path / name
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute(f"CREATE TABLE {table}")
+            conn.commit()
+        before = path.read_bytes()
+        with pytest.raises(CacheAccessError, match="an SQLite database of another program"):
+            EmbeddingCache(path)
+        assert path.read_bytes() == before and not Path(f"{path}-wal").exists()
+
+
+def test_a_cache_written_before_caches_were_marked_is_still_a_cache(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    with EmbeddingCache(path) as cache:
+        cache.put_many({_key(1): _vec(1)})
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA application_id = 0")  # as every cache before the mark
+        conn.commit()
+    with EmbeddingCache(path) as cache:
+        assert _key(1) in cache.get_many([_key(1)])
+
+
+def test_a_cache_locked_past_the_timeout_is_one_error_saying_so(tmp_path: Path) -> None:
+    """A write lock held past the timeout was a raw sqlite3.OperationalError: a traceback, exit 1."""
+    path = tmp_path / "c.sqlite"
+    EmbeddingCache(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(CacheBusyError, match=r"stayed locked by another process for 0\.2 s"):
+            EmbeddingCache(path, timeout=0.2).put_many({_key(1): _vec(1)})
+    finally:
+        holder.close()
+    assert report_error("search", CacheBusyError("x")) == EXIT_UNAVAILABLE
 
 
 def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:

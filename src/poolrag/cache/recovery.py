@@ -37,6 +37,11 @@ class CacheWriteError(PoolragError, OSError):
     """The embedding cache's disk refused a write (full, quota, file size limit); not retried."""
 
 
+class CacheBusyError(PoolragError, ConnectionError):
+    """Another process held the embedding cache's write lock past the timeout (exit 3, as a store
+    held by another writer)."""
+
+
 def _write_refused(exc: BaseException) -> str | None:
     """Why the disk refused a write, when ``exc`` says it did."""
     if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
@@ -60,8 +65,15 @@ def is_corruption(exc: BaseException) -> bool:
     return any(word in text for word in _CORRUPT_WORDS)
 
 
-def cache_access_error(path: Path, exc: BaseException) -> CacheAccessError | CacheWriteError | None:
-    """The user-facing error for a cache that cannot be used; ``None`` for locks and bugs."""
+def cache_access_error(
+    path: Path, exc: BaseException, timeout: float = 30.0
+) -> CacheAccessError | CacheWriteError | CacheBusyError | None:
+    """The user-facing error for a cache that cannot be used; ``None`` for bugs."""
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():
+        return CacheBusyError(
+            f"the embedding cache {path} stayed locked by another process for {timeout:g} s; try again "
+            "when it is done, or pass --cache FILE elsewhere, or --no-cache"
+        )
     refused = _write_refused(exc)
     if refused is not None:
         return CacheWriteError(

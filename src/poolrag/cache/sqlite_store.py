@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from poolrag.cache.recovery import cache_access_error, is_corruption
+from poolrag.cache.recovery import CacheAccessError, cache_access_error, is_corruption
 from poolrag.cache_location import poolrag_cache_dir
 from poolrag.counts import check_count
 
@@ -54,6 +54,23 @@ CREATE TRIGGER IF NOT EXISTS vectors_upd AFTER UPDATE OF nbytes ON vectors
     BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes + NEW.nbytes WHERE id = 0; END;
 """
 _SQL_VARS = 500  # keys per IN (...) query, well under SQLite's variable limit
+#: ``PRAGMA application_id`` of a poolrag cache ("pool"): another program's SQLite file is never altered
+_APPLICATION_ID = 0x706F6F6C
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_COLUMNS = {"vectors": {"key", "dim", "data", "checksum", "nbytes", "last_used"}, "totals": {"id", "nbytes"}}
+
+
+def _not_a_cache(path: Path, conn: sqlite3.Connection) -> str | None:
+    """Why the SQLite file at ``path`` is some other program's database (None: a poolrag cache, an
+    empty file, or a cache written before caches were marked)."""
+    if conn.execute("PRAGMA application_id").fetchone()[0] == _APPLICATION_ID:
+        return None
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in sorted(tables):
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table!r})")}
+        if _COLUMNS.get(table) != columns:
+            return f"an SQLite database of another program (it holds a table {table!r})"
+    return None
 
 
 def default_cache_path() -> Path:
@@ -61,8 +78,8 @@ def default_cache_path() -> Path:
     return poolrag_cache_dir() / "embeddings.sqlite"
 
 
-def _raise_access(path: Path, exc: BaseException) -> None:
-    error = cache_access_error(path, exc)
+def _raise_access(path: Path, exc: BaseException, timeout: float = 30.0) -> None:
+    error = cache_access_error(path, exc, timeout)
     if error is None:
         raise exc
     raise error from exc
@@ -135,13 +152,39 @@ class EmbeddingCache:
     # -- connection ---------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._refuse_other_files()
         conn = sqlite3.connect(
             self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(_SCHEMA)
+        try:
+            foreign = _not_a_cache(self.path, conn)
+            if foreign is not None:
+                raise CacheAccessError(
+                    f"the embedding cache {self.path} is {foreign}, not a poolrag cache; pass --cache "
+                    "FILE elsewhere, or --no-cache"
+                )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _refuse_other_files(self) -> None:
+        """A file that is not SQLite at all is another file given by mistake (a typo in
+        ``--cache``), not a damaged cache: refused, never moved aside and replaced."""
+        try:
+            with self.path.open("rb") as handle:
+                head = handle.read(len(_SQLITE_HEADER))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+            return  # created here, or the open below names what is wrong
+        if head and head != _SQLITE_HEADER[: len(head)]:
+            raise CacheAccessError(
+                f"{self.path} is not an SQLite database, so not an embedding cache; pass --cache "
+                "FILE elsewhere, or --no-cache"
+            )
 
     def _connection(self) -> sqlite3.Connection:
         # A connection must not cross fork(): a child process opens its own.
@@ -150,11 +193,11 @@ class EmbeddingCache:
                 self._conn = self._open()
             except sqlite3.DatabaseError as exc:
                 if not is_corruption(exc):
-                    _raise_access(self.path, exc)
+                    _raise_access(self.path, exc, self._timeout)
                 self._set_aside(exc)
                 self._conn = self._open()
             except OSError as exc:  # the folder cannot be created
-                _raise_access(self.path, exc)
+                _raise_access(self.path, exc, self._timeout)
             self._pid = os.getpid()
             self._inode = _inode(self.path)
         return self._conn
@@ -189,7 +232,7 @@ class EmbeddingCache:
             return operation(self._connection())
         except sqlite3.DatabaseError as exc:
             if not is_corruption(exc):
-                _raise_access(self.path, exc)
+                _raise_access(self.path, exc, self._timeout)
             self._set_aside(exc)
         return operation(self._connection())
 

@@ -25,9 +25,10 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
 
 
 def report_error(command: str, exc: BaseException) -> int:
-    """One line on stderr naming what went wrong; exit 3 for a database that is down, 4 for a store
-    (or the embedding cache) whose disk refused a write, else 2."""
-    from poolrag.cache.recovery import CacheWriteError
+    """One line on stderr naming what went wrong; exit 3 for a database that is down (or an
+    embedding cache another process holds), 4 for a store (or the embedding cache) whose disk
+    refused a write, else 2."""
+    from poolrag.cache.recovery import CacheBusyError, CacheWriteError
     from poolrag.stores import StoreUnavailableError
     from poolrag.stores.storage_faults import StoreWriteError
 
@@ -39,7 +40,7 @@ def report_error(command: str, exc: BaseException) -> int:
     else:
         message = str(exc) or type(exc).__name__
     print(f"poolrag {command}: error: {' '.join(message.split())}", file=sys.stderr)
-    return EXIT_UNAVAILABLE if isinstance(exc, StoreUnavailableError) else EXIT_BAD_INPUT
+    return EXIT_UNAVAILABLE if isinstance(exc, (StoreUnavailableError, CacheBusyError)) else EXIT_BAD_INPUT
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
