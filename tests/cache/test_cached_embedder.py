@@ -241,3 +241,13 @@ def test_a_calls_prompt_or_prompt_name_replaces_the_embedders_instruction(
     back = CachedEmbedder(engine, pooling_params=PoolingParams(prompt_name="query"))
     explicit = back.embed_array(TEXTS[:1], PoolingParams(prompt="passage: "))
     np.testing.assert_allclose(explicit, engine.embed_array(["passage: " + TEXTS[0]]), atol=1e-6)
+
+
+def test_a_cache_may_be_given_as_its_files_path(tmp_path: Path, minilm_engine) -> None:
+    """The adapters took ``cache="path"``; CachedEmbedder took it too and failed on first use."""
+    CachedEmbedder(minilm_engine, tmp_path / "c.sqlite").embed_documents(TEXTS)
+    again = CachedEmbedder(minilm_engine, str(tmp_path / "c.sqlite"))
+    again.embed_documents(TEXTS)
+    assert (again.hits, again.misses) == (3, 0)
+    with pytest.raises(InputTypeError, match="cache must be an EmbeddingCache or a file path, not dict"):
+        CachedEmbedder(minilm_engine, {})  # type: ignore[arg-type]

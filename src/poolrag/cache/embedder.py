@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,7 +38,8 @@ class CachedEmbedder:
 
     Args:
         backend: any :class:`~poolrag.backend.PoolingBackend` whose model supports ``embed``.
-        cache: where vectors persist; ``None`` computes every time (the counters still work).
+        cache: where vectors persist (an :class:`EmbeddingCache` or its file's path); ``None``
+            computes every time (the counters still work).
         pooling_params: options applied to every call; a call's own parameters override them
             field by field.
         batch_size: texts per backend call on cache misses; each batch is stored as it arrives, so
@@ -47,12 +49,17 @@ class CachedEmbedder:
     def __init__(
         self,
         backend: PoolingBackend,
-        cache: EmbeddingCache | None = None,
+        cache: EmbeddingCache | str | os.PathLike[str] | None = None,
         *,
         pooling_params: PoolingParams | None = None,
         batch_size: int = 256,
     ) -> None:
         self.backend = backend
+        if isinstance(cache, (str, os.PathLike)):
+            cache = EmbeddingCache(cache)
+        elif cache is not None and not isinstance(cache, EmbeddingCache):
+            kind = type(cache).__name__
+            raise InputTypeError(f"cache must be an EmbeddingCache or a file path, not {kind}")
         self.cache = cache
         self.batch_size = check_count(batch_size, "batch_size")
         self._base = pooling_params or PoolingParams()
