@@ -385,3 +385,21 @@ def test_assume_matryoshka_reuses_the_cached_full_vectors(tmp_path: Path, minilm
     assert "1 chunk: 1 embedded now" in capsys.readouterr().out
     assert main([*common, "--collection", "small", "--dimensions", "128", "--assume-matryoshka"]) == 0
     assert "1 chunk: 0 embedded now, 1 taken from cache" in capsys.readouterr().out
+
+
+def test_search_json_carries_the_records_own_fields(tmp_path: Path, minilm_path: Path, capsys) -> None:
+    """A JSONL record's url and title are what a RAG citation needs; --json printed neither."""
+    record = {
+        "id": "a1",
+        "text": "Feed a sourdough starter daily with equal weights of flour and water.",
+        "url": "https://example.com/starter",
+        "title": "Starter care",
+    }
+    (tmp_path / "faq.jsonl").write_text(json.dumps(record) + "\n")
+    store = _in_qdrant(minilm_path, tmp_path / "q", "c")
+    assert main(["ingest", str(tmp_path / "faq.jsonl"), *store, "--no-cache", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["search", "sourdough starter", *store, "--json", "--no-cache"]) == 0
+    (hit,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hit["metadata"]["url"] == "https://example.com/starter"
+    assert hit["metadata"]["title"] == "Starter care" and hit["source"].endswith("faq.jsonl#a1")

@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
                         "end": r.end,
                         "stages": r.stage_scores,
                         "text": r.text,
+                        "metadata": r.metadata,  # the record's own fields: url, title, ...
                     }
                     | {key: r.payload[key] for key in ("page", "last_page", "modality") if key in r.payload}
                 )
