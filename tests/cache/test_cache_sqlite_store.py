@@ -180,3 +180,22 @@ def test_a_size_written_as_a_whole_float_is_a_byte_count(tmp_path: Path) -> None
     assert EmbeddingCache(tmp_path / "c.sqlite", max_bytes=2e9).max_bytes == 2_000_000_000
     with pytest.raises(InvalidInputError, match="max_bytes must be a positive integer"):
         EmbeddingCache(tmp_path / "d.sqlite", max_bytes=2.5)
+
+
+def test_the_size_bound_is_the_files_so_a_run_that_does_not_say_keeps_it(tmp_path: Path) -> None:
+    """Each writer applied its own bound: a plain ``poolrag search`` (default 1 GiB) cut a cache an
+    ingest had filled under ``--cache-max-gb 10``, and a smaller default cut the rest."""
+    path = tmp_path / "c.sqlite"
+    entry = 16 * 4  # one _vec's bytes
+    with EmbeddingCache(path, max_bytes=100 * entry) as big:
+        big.put_many({_key(i): _vec(i) for i in range(80)})
+    with EmbeddingCache(path) as plain:  # no bound given: the file's
+        assert plain.max_bytes is None
+        plain.put_many({_key(1000): _vec(1000)})
+        assert len(plain) == 81 and plain.stats.evicted == 0
+    with EmbeddingCache(path, max_bytes=40 * entry) as small:  # said: applied, and recorded
+        small.put_many({_key(1001): _vec(1001)})
+        assert len(small) == 36  # evicted down to 90 % of the new bound
+    with EmbeddingCache(path) as plain:
+        plain.put_many({_key(i): _vec(i) for i in range(2000, 2010)})
+        assert len(plain) <= 40

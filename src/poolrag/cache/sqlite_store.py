@@ -52,12 +52,17 @@ CREATE TRIGGER IF NOT EXISTS vectors_del AFTER DELETE ON vectors
     BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes WHERE id = 0; END;
 CREATE TRIGGER IF NOT EXISTS vectors_upd AFTER UPDATE OF nbytes ON vectors
     BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes + NEW.nbytes WHERE id = 0; END;
+CREATE TABLE IF NOT EXISTS bound (id INTEGER PRIMARY KEY CHECK (id = 0), max_bytes INTEGER NOT NULL);
 """
 _SQL_VARS = 500  # keys per IN (...) query, well under SQLite's variable limit
 #: ``PRAGMA application_id`` of a poolrag cache ("pool"): another program's SQLite file is never altered
 _APPLICATION_ID = 0x706F6F6C
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_COLUMNS = {"vectors": {"key", "dim", "data", "checksum", "nbytes", "last_used"}, "totals": {"id", "nbytes"}}
+_COLUMNS = {
+    "vectors": {"key", "dim", "data", "checksum", "nbytes", "last_used"},
+    "totals": {"id", "nbytes"},
+    "bound": {"id", "max_bytes"},
+}
 
 
 def _not_a_cache(path: Path, conn: sqlite3.Connection) -> str | None:
@@ -127,6 +132,9 @@ class EmbeddingCache:
     Args:
         path: the SQLite file (created with its folder); default :func:`default_cache_path`.
         max_bytes: bound on stored vector bytes; least recently used entries are evicted past it.
+            Given, it is also recorded in the file; ``None`` keeps the file's recorded bound (else
+            :data:`DEFAULT_MAX_BYTES`), so a later run that does not say evicts nothing a bigger
+            bound set for the file allowed.
         timeout: seconds to wait for another process's write lock before giving up.
     """
 
@@ -134,12 +142,12 @@ class EmbeddingCache:
         self,
         path: str | os.PathLike[str] | None = None,
         *,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int | None = None,
         timeout: float = 30.0,
     ) -> None:
         if isinstance(max_bytes, float) and max_bytes.is_integer():
             max_bytes = int(max_bytes)  # 2e9 is a byte count too
-        self.max_bytes = check_count(max_bytes, "max_bytes")
+        self.max_bytes = None if max_bytes is None else check_count(max_bytes, "max_bytes")
         self.path = Path(path) if path is not None else default_cache_path()
         self._timeout = float(timeout)
         self.stats = CacheStats()
@@ -167,6 +175,8 @@ class EmbeddingCache:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+            if self.max_bytes is not None:
+                conn.execute("INSERT OR REPLACE INTO bound VALUES (0, ?)", (self.max_bytes,))
         except BaseException:
             conn.close()
             raise
@@ -314,11 +324,19 @@ class EmbeddingCache:
             self._guarded(write)
             self.stats.writes += len(rows)
 
+    def _bound(self, conn: sqlite3.Connection) -> int:
+        """This object's bound, else the one recorded in the file, else the default."""
+        if self.max_bytes is not None:
+            return self.max_bytes
+        row = conn.execute("SELECT max_bytes FROM bound WHERE id = 0").fetchone()
+        return DEFAULT_MAX_BYTES if row is None else int(row[0])
+
     def _evict(self, conn: sqlite3.Connection) -> None:
         (total,) = conn.execute("SELECT nbytes FROM totals WHERE id = 0").fetchone()
-        if total <= self.max_bytes:
+        bound = self._bound(conn)
+        if total <= bound:
             return
-        target = total - int(self.max_bytes * _EVICT_TO)
+        target = total - int(bound * _EVICT_TO)
         freed, victims = 0, []
         for key, nbytes in conn.execute("SELECT key, nbytes FROM vectors ORDER BY last_used, key"):
             victims.append((key,))

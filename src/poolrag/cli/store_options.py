@@ -85,7 +85,11 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--no-cache", action="store_true", help="embed everything, store nothing")
     group.add_argument(
-        "--cache-max-gb", type=positive_float, default=1.0, help="size bound of the cache (default 1)"
+        "--cache-max-gb",
+        type=positive_float,
+        default=None,
+        help="size bound of the cache in GiB, recorded in the file for later runs (default: the "
+        "file's recorded bound, else 1)",
     )
 
 
@@ -125,4 +129,5 @@ def open_cache_from_args(args: argparse.Namespace) -> EmbeddingCache | None:
         return None
     from poolrag.cache import EmbeddingCache
 
-    return EmbeddingCache(args.cache, max_bytes=int(args.cache_max_gb * (1 << 30)))
+    bound = None if args.cache_max_gb is None else int(args.cache_max_gb * (1 << 30))
+    return EmbeddingCache(args.cache, max_bytes=bound)
