@@ -74,6 +74,18 @@ def test_dense_round_trip(kind: str, make_store, sentence_vectors) -> None:
     assert store.count() == len(SENTENCES) - 2 and ids[0] not in store.list_sources()
 
 
+@pytest.mark.parametrize("kind", SEARCH_KINDS)
+def test_a_limit_past_the_collection_returns_every_chunk_on_every_store(
+    kind: str, make_store, sentence_vectors
+) -> None:
+    """``-k 100000000000`` returned every chunk from Qdrant; Milvus Lite tried to allocate the
+    whole result (745 GiB) and refused."""
+    store = make_store(kind)
+    store.ensure_collection(_spec())
+    store.upsert(_records(sentence_vectors))
+    assert len(store.search(sentence_vectors[0], 10**11)) == len(SENTENCES)
+
+
 @pytest.mark.parametrize("kind", STORE_KINDS)
 def test_metadata_survives_reopening_and_mismatches_are_refused(
     kind: str, make_store, sentence_vectors

@@ -27,6 +27,7 @@ score fusions (the default among them) fuse the two legs by :mod:`poolrag.stores
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -96,6 +97,8 @@ _LITE_DENSE_INDEX: tuple[str, dict[str, Any]] = ("FLAT", {})
 # same speed. A Milvus server's AUTOINDEX sets its own search depth; the HNSW_SQ index of int8
 # collections gets the same depth everywhere.
 LITE_MIN_EF = 256
+#: Milvus's own top-k ceiling; a larger limit is first cut to the collection's rows
+_LARGE_LIMIT = 16384
 _GRAPH_INDEXES = (None, "int8")  # the quantizations whose dense index is a graph (ef applies)
 _STATS_KEY = f"{METADATA_KEY}_bm25"
 _STALE = "stale"
@@ -522,12 +525,18 @@ class MilvusStore(StoreTemplate):
             params["params"] = {"ef": max(limit, LITE_MIN_EF)}
         return params
 
+    def _within_rows(self, limit: int) -> int:
+        """``limit``, or past :data:`_LARGE_LIMIT` the collection's row count: Milvus allocates the
+        whole result up front (``-k 100000000000``: 745 GiB), where Qdrant returns what there is."""
+        return limit if limit <= _LARGE_LIMIT else max(1, min(limit, self.count()))
+
     def _search(
         self, spec: CollectionSpec, query: np.ndarray, limit: int, filter: CheckedFilter | None
     ) -> list[StoreHit]:
         expr = self._scope(filter)
         if expr is None:
             return []
+        limit = self._within_rows(limit)
         return self._ann([query.tolist()], "vector", self._dense_params(spec, limit), expr, limit)
 
     def _ann(
@@ -561,7 +570,7 @@ class MilvusStore(StoreTemplate):
         expr = self._scope(filter)
         if expr is None or not weights:
             return []
-        return self._ann([weights], SPARSE_COLUMN, {"metric_type": "IP"}, expr, limit)
+        return self._ann([weights], SPARSE_COLUMN, {"metric_type": "IP"}, expr, self._within_rows(limit))
 
     def _search_hybrid(self, spec: CollectionSpec, query: HybridQuery) -> list[StoreHit]:
         """Plain RRF runs in Milvus (``hybrid_search``, ``RRFRanker(60)``, the filter in both requests);
@@ -573,6 +582,9 @@ class MilvusStore(StoreTemplate):
         expr = self._scope(query.filter)
         if expr is None:
             return []
+        query = dataclasses.replace(
+            query, depth=self._within_rows(query.depth), limit=self._within_rows(query.limit)
+        )
         legs = [
             ([query.dense.tolist()], "vector", self._dense_params(spec, query.depth)),
             ([weights], SPARSE_COLUMN, {"metric_type": "IP"}),
@@ -633,6 +645,7 @@ class MilvusStore(StoreTemplate):
         The payload rides on token 0 only, so a filter first selects the matching chunks and the
         per-token search is then confined to their rows.
         """
+        limit = self._within_rows(limit)
         per_token = max(4 * limit, 32)
         scope = ""
         if filter:
