@@ -298,7 +298,8 @@ def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:
             "this model is not a Matryoshka model, so its vectors cannot be truncated to "
             f"{dimensions} dimensions meaningfully; omit dimensions (full size is {full}), or declare "
             'the model Matryoshka only if it was trained for it (hf_overrides={"is_matryoshka": True}; '
-            "on the command line --assume-matryoshka, or --hf-overrides '{\"is_matryoshka\": true}')"
+            "on the command line --hf-overrides '{\"is_matryoshka\": true}', or ingest's and "
+            "calibrate's --assume-matryoshka)"
         )
     allowed = facts.matryoshka_dimensions
     if allowed is not None and dimensions not in allowed:

@@ -107,3 +107,13 @@ def test_a_served_process_leaves_what_loading_made_out_of_the_cyclic_gc(tmp_path
     before, frozen, walked = json.loads(done.stdout.strip().splitlines()[-1])
     assert before == 0
     assert frozen > 50_000 and walked < frozen / 20, (frozen, walked)
+
+
+@pytest.mark.parametrize("given", [["--api-key", ""], ["--api-key", "  "]])
+def test_an_empty_api_key_stops_the_start_instead_of_turning_auth_off(
+    minilm_path: Path, capsys: pytest.CaptureFixture[str], given: list[str]
+) -> None:
+    """``--api-key "$POOLRAG_API_KEY"`` with the variable unset served every caller, silently."""
+    assert main(["serve", str(minilm_path), "--port", "0", *given]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("poolrag serve: cannot start: --api-key is empty") and "\n" not in err.strip()

@@ -111,6 +111,8 @@ def test_truncated_dimensions_on_a_plain_model_are_refused(minilm_server: Served
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["param"] == "dimensions" and "not a Matryoshka model" in error["message"]
+    # the way out it names on the command line is one poolrag serve takes (--assume-matryoshka is not)
+    assert "on the command line --hf-overrides '{\"is_matryoshka\": true}'" in error["message"]
 
 
 def test_matryoshka_dimensions_match_offline(matryoshka_server: Served) -> None:

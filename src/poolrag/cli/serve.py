@@ -81,17 +81,21 @@ def register(subparsers: Any) -> None:
         "--max-queue",
         type=positive_int,
         default=DEFAULT_MAX_QUEUE,
-        help="most requests admitted at once; more get 503 + Retry-After",
+        help="most requests admitted at once; more get 503 + Retry-After (default %(default)s)",
     )
     add_flag(
-        net, "--max-inputs", type=positive_int, default=DEFAULT_MAX_INPUTS, help="most inputs per request"
+        net,
+        "--max-inputs",
+        type=positive_int,
+        default=DEFAULT_MAX_INPUTS,
+        help="most inputs per request (default %(default)s)",
     )
     add_flag(
         net,
         "--max-body-bytes",
         type=positive_int,
         default=DEFAULT_MAX_BODY_BYTES,
-        help="largest request body (413)",
+        help="largest request body in bytes (413; default %(default)s, 16 MiB)",
     )
     add_flag(
         net,
@@ -128,17 +132,43 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="with --allowed-origins: let pages send cookies and HTTP authentication (CORS)",
     )
-    add_flag(net, "--max-request-tokens", type=positive_int, help="most token ids per request (413)")
-    add_flag(net, "--max-request-chars", type=positive_int, help="most characters of text per request (413)")
     add_flag(
-        net, "--max-inflight-bytes", type=positive_int, help="request body bytes held at once; more get 503"
-    )
-    add_flag(net, "--max-inflight-tokens", type=positive_int, help="tokens in flight at once; more get 503")
-    add_flag(
-        net, "--header-timeout", type=positive_float, default=10.0, help="seconds to send request headers"
+        net,
+        "--max-request-tokens",
+        type=positive_int,
+        help="most token ids per request (413; default: max inputs x model length)",
     )
     add_flag(
-        net, "--body-timeout", type=positive_float, default=30.0, help="seconds to send a request body (408)"
+        net,
+        "--max-request-chars",
+        type=positive_int,
+        help="most characters of text per request (413; default: larger of 16 MiB and 8 x the token limit)",
+    )
+    add_flag(
+        net,
+        "--max-inflight-bytes",
+        type=positive_int,
+        help="request body bytes held at once; more get 503 (default: 4 x max body bytes)",
+    )
+    add_flag(
+        net,
+        "--max-inflight-tokens",
+        type=positive_int,
+        help="tokens in flight at once; more get 503 (default: 4 x the token limit)",
+    )
+    add_flag(
+        net,
+        "--header-timeout",
+        type=positive_float,
+        default=10.0,
+        help="seconds to send request headers (default %(default)s)",
+    )
+    add_flag(
+        net,
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds to send a request body (408; default %(default)s)",
     )
     add_flag(
         net,
@@ -146,7 +176,8 @@ def register(subparsers: Any) -> None:
         type=positive_float,
         default=10.0,
         metavar="SECONDS",
-        help="after this long without a request, give back the memory the last ones left",
+        help="after this long without a request, give back the memory the last ones left "
+        "(default %(default)s)",
     )
     add_flag(
         net,
@@ -165,7 +196,13 @@ def register(subparsers: Any) -> None:
         "threads: more requests/s where one process's event loop is the limit (small models, many "
         "clients), N times the memory",
     )
-    add_flag(net, "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    add_flag(
+        net,
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="poolrag's log level, and uvicorn's unless --uvicorn-log-level says (default %(default)s)",
+    )
     scale = parser.add_argument_group("scaling out (the ray extra)")
     scale.add_argument(
         "--ray",
@@ -330,6 +367,11 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
     first = args.model or args.model_option
     models = [first, *args.more_models] if first else []
+    if args.api_key is not None and not args.api_key.strip():
+        raise ValueError(
+            f"--api-key is empty (an unset variable in a template?): give the key, or leave out both "
+            f"--api-key and ${API_KEY_ENV} to serve without one"
+        )
     settings = ServerSettings(
         served_model_names=("default",),  # each model gets its own names below
         api_key=args.api_key or None,
