@@ -60,3 +60,18 @@ def test_unknown_paths_share_one_label(minilm_server: Served, http: httpx.Client
     labels = {dict(labels).get("path") for _, labels in _samples(http, minilm_server.url)}
     assert "unmatched" in labels
     assert not any(str(label).startswith("/scan") for label in labels)
+
+
+def test_probes_and_docs_have_labels_of_their_own_and_the_process_is_measured(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    """/ping, /docs and TEI's /embeddings were counted as "unmatched" beside 404 scans (only the
+    routes in the API description were known), and the scrape had no process or GC series."""
+    for path in ("/ping", "/docs"):
+        assert http.get(f"{minilm_server.url}{path}").status_code == 200
+    assert http.post(f"{minilm_server.url}/embeddings", json={"input": "hi"}).status_code == 200
+    samples = _samples(http, minilm_server.url)
+    labels = {dict(labels).get("path") for _, labels in samples}
+    assert {"/ping", "/docs", "/embeddings"} <= labels
+    names = {name for name, _ in samples}
+    assert "process_resident_memory_bytes" in names and "python_gc_collections_total" in names

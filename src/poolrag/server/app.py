@@ -169,7 +169,9 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     add_cors(app, settings)
     app.add_middleware(HostCheckMiddleware, settings=settings)
     app.add_middleware(
-        MetricsMiddleware, metrics=server_metrics, known_paths=lambda: app.openapi()["paths"].keys()
+        MetricsMiddleware,
+        metrics=server_metrics,
+        routes=lambda: app.routes,
     )
     if settings.request_id_headers:  # outermost: every answer carries it, refusals included
         app.add_middleware(RequestIdMiddleware)

@@ -14,9 +14,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+    multiprocess,
+)
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from poolrag.server.scope_path import route_path
@@ -25,7 +35,25 @@ from poolrag.server.tune_metrics import TuneReportCollector
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
 
-_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: up to 10 minutes: a request of 2048 long inputs (the default cap) runs for minutes on a CPU
+_LATENCY_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 UNMATCHED_PATH = "unmatched"
 #: The status recorded for requests whose client left before the answer (nginx's convention).
@@ -103,6 +131,10 @@ class ServerMetrics:
 
     def __init__(self, engines: Sequence[tuple[str, InProcessEngine]] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # the process's memory, CPU and open files, and Python's collections, as vLLM's default
+        # registry shows them: what an operator alerts on from the server's own scrape
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self.tune = TuneReportCollector(engines)
         self.core_counters: EngineCoreCounters | None = None
         if multiprocess_mode():
@@ -205,27 +237,36 @@ class MetricsMiddleware:
     """Counts every response, including those the auth and size middleware answer themselves.
 
     Paths that are not routes of the app are counted under one label, so a scanner cannot blow
-    up the number of time series. The routes are listed lazily (``known_paths`` is called on the
-    first request), once the app is complete. A request whose client disconnected before the
-    answer started is counted as 499, whatever the app did next: it was neither served nor a fault.
+    up the number of time series. A path is a route when one of the app's routes matches it (any
+    method: a 405 is counted under its path), those left out of the API description included
+    (``/ping``, ``/docs``, TEI's ``/embeddings``); the routes are read when asked (``routes``), so
+    after the app is complete, and each path found is remembered. A request whose client
+    disconnected before the answer started is counted as 499, whatever the app did next: it was
+    neither served nor a fault.
     """
 
     def __init__(
-        self, app: ASGIApp, metrics: ServerMetrics, known_paths: Callable[[], Iterable[str]]
+        self, app: ASGIApp, metrics: ServerMetrics, routes: Callable[[], Iterable[BaseRoute]]
     ) -> None:
         self.app = app
         self.metrics = metrics
-        self._list_paths = known_paths
-        self._known: frozenset[str] | None = None
+        self._routes = routes
+        self._known: set[str] = set()
+
+    def _label(self, scope: Scope) -> str:
+        path = route_path(scope)
+        if path not in self._known:
+            probe = {**scope, "path": path, "root_path": ""}
+            if not any(route.matches(probe)[0] is not Match.NONE for route in self._routes()):
+                return UNMATCHED_PATH
+            self._known.add(path)
+        return path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self._known is None:
-            self._known = frozenset(self._list_paths())
-        path = route_path(scope)
-        label = path if path in self._known else UNMATCHED_PATH
+        label = self._label(scope)
         started = time.perf_counter()
         status: int | None = None
         gone_first = False
