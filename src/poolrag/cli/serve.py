@@ -172,6 +172,32 @@ def register(subparsers: Any) -> None:
     )
     add_flag(
         net,
+        "--timeout-keep-alive",
+        type=positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="close an idle keep-alive connection after this long; put it above a load balancer's "
+        "idle timeout (uvicorn's flag; default %(default)s)",
+    )
+    add_flag(
+        net,
+        "--timeout-graceful-shutdown",
+        type=positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="after SIGTERM or Ctrl-C, how long requests in flight may finish; those still running "
+        "then get 503 'shutting down' (uvicorn's flag; default %(default)s)",
+    )
+    add_flag(
+        net,
+        "--retry-after",
+        type=positive_int,
+        default=1,
+        metavar="SECONDS",
+        help="the Retry-After of a 503 or 429 for a full queue or budget (default %(default)s)",
+    )
+    add_flag(
+        net,
         "--idle-trim",
         type=positive_float,
         default=10.0,
@@ -389,6 +415,9 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         max_inflight_tokens=args.max_inflight_tokens,
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
+        keep_alive_s=args.timeout_keep_alive,
+        drain_timeout_s=args.timeout_graceful_shutdown,
+        retry_after_s=args.retry_after,
         idle_trim_s=args.idle_trim,
         calibration=str(Path(args.calibration).expanduser().resolve()) if args.calibration else None,
         request_id_headers=args.enable_request_id_headers,

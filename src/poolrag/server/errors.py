@@ -174,7 +174,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_poolrag_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PoolragError)
         error = from_poolrag_error(exc)
-        if error.status_code >= 500:
+        if error.status_code >= 500 and error.status_code != 503:  # 503: stopping, not a fault
             logger.error("engine error: %s", exc, exc_info=exc)
         return error_response(error)
 

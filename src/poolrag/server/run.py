@@ -3,12 +3,15 @@
 ``poolrag serve`` and the tests start uvicorn through :func:`uvicorn_config`, so both get the same
 deadlines: headers (:mod:`poolrag.server.protocol`), idle keep-alive connections, and the
 graceful-shutdown wait. Body deadlines and sizes are the app's own (its middleware).
+:class:`DrainingServer` ends that wait the way clients understand.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -17,11 +20,16 @@ from fastapi import FastAPI
 from poolrag.server.protocol import with_header_limits
 from poolrag.server.settings import HttpOptions, ServerSettings
 
+logger = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
 
 #: Most bytes of a request line and its headers.
 MAX_HEADER_BYTES = 64 * 1024
+#: Seconds past the drain window for the requests the closed engines fail to be answered (503)
+#: before uvicorn cancels what is left (a request still tokenising, say).
+ANSWER_GRACE_S = 10.0
 
 
 class _QuietPaths(logging.Filter):
@@ -51,13 +59,57 @@ def uvicorn_config(
         http=with_header_limits(settings.header_timeout_s, MAX_HEADER_BYTES),
         timeout_keep_alive=max(1, round(settings.keep_alive_s)),
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        timeout_graceful_shutdown=max(1, round(settings.body_timeout_s)),
+        # the drain window is DrainingServer's; uvicorn cancels only what its answers outlast
+        timeout_graceful_shutdown=max(1, round(settings.drain_timeout_s + ANSWER_GRACE_S)),
         **http.uvicorn_kwargs(),
         **kwargs,
     )
     if http.quiet_paths:  # after the Config, which sets up uvicorn's loggers
         logging.getLogger("uvicorn.access").addFilter(_QuietPaths(http.quiet_paths, http.root_path))
     return config
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, whose stop answers the requests it cuts short.
+
+    On SIGTERM or Ctrl-C uvicorn lets requests in flight run for the graceful-shutdown window,
+    then cancels them: each got a bare text/plain 500 and a traceback in the log. Here the app's
+    engines are closed when the drain window ends (at once on a second signal), so every request
+    still waiting on one fails with :class:`~poolrag.errors.EngineClosedError` once the batch
+    running finishes, which the app answers as JSON 503 "shutting down" (TEI's routes:
+    ``Unhealthy``); uvicorn's own deadline is :data:`ANSWER_GRACE_S` later, for what is left."""
+
+    def __init__(self, config: uvicorn.Config, drain_s: float) -> None:
+        super().__init__(config)
+        self._drain_s = drain_s
+        self._closed = False
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        closer = asyncio.create_task(self._close_engines_when_due())
+        try:
+            await super().shutdown(sockets)
+        finally:
+            closer.cancel()
+        if self.server_state.tasks:  # a second signal cut the wait short: answer what is left
+            await self._close_engines()
+            await asyncio.wait(list(self.server_state.tasks), timeout=ANSWER_GRACE_S)
+
+    async def _close_engines_when_due(self) -> None:
+        deadline = time.monotonic() + self._drain_s
+        while time.monotonic() < deadline and not self.force_exit and self.server_state.tasks:
+            await asyncio.sleep(0.1)
+        if self.server_state.tasks:
+            await self._close_engines()
+
+    async def _close_engines(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        served = getattr(getattr(self.config.app, "state", None), "poolrag", None)
+        engines = [model.engine for model in served.models] if served is not None else []
+        running = len(self.server_state.tasks)
+        logger.warning("stopping: the %d request(s) still running are answered 503 (shutting down)", running)
+        await asyncio.to_thread(lambda: [engine.close() for engine in engines])
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -98,4 +150,5 @@ def serve(
         from poolrag.server.app import create_app
 
         app = create_app(app_or_engine, settings)
-    uvicorn.Server(uvicorn_config(app, settings, http, host=host, port=port, lifespan="on")).run()
+    config = uvicorn_config(app, settings, http, host=host, port=port, lifespan="on")
+    DrainingServer(config, settings.drain_timeout_s).run()

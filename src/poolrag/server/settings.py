@@ -58,7 +58,10 @@ class ServerSettings:
         allow_credentials: CORS answers let browsers send cookies and HTTP authentication.
         header_timeout_s: a connection must send a request's headers within this time.
         body_timeout_s: a request's body must arrive within this time (408 otherwise).
-        keep_alive_s: an idle keep-alive connection is closed after this time.
+        keep_alive_s: an idle keep-alive connection is closed after this time (put it above a
+            load balancer's idle timeout, or it reuses connections the server is closing).
+        drain_timeout_s: after SIGTERM / Ctrl-C, how long requests in flight may run on; those
+            still waiting then are answered 503 "shutting down" (JSON; TEI's routes: Unhealthy).
         idle_trim_s: once no request has run for this long, the server gives back the memory the
             last ones left (see :mod:`poolrag.server.heap_trim`).
         calibration: a ranges file (``poolrag calibrate``) that scales int8 / uint8 vectors when a
@@ -88,6 +91,7 @@ class ServerSettings:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     keep_alive_s: float = 5.0
+    drain_timeout_s: float = 30.0
     idle_trim_s: float = 10.0
     calibration: str | None = None
     request_id_headers: bool = False
@@ -103,7 +107,7 @@ class ServerSettings:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
-        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s", "idle_trim_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s", "drain_timeout_s", "idle_trim_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.api_key is not None and not self.api_key:

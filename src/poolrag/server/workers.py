@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from poolrag.server.run import listening_socket, uvicorn_config
+from poolrag.server.run import DrainingServer, listening_socket, uvicorn_config
 from poolrag.server.settings import HttpOptions
 
 if TYPE_CHECKING:
@@ -69,7 +69,6 @@ def _work(
         import torch
 
         torch.set_num_threads(threads)
-    import uvicorn
 
     try:
         app, settings = build()
@@ -79,7 +78,7 @@ def _work(
         raise SystemExit(2) from None
     report.send(None)
     config = uvicorn_config(app, settings, http, lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+    DrainingServer(config, settings.drain_timeout_s).run(sockets=[sock])
 
 
 @dataclass

@@ -1,0 +1,48 @@
+"""How ``poolrag serve`` stops: requests in flight run on for ``--timeout-graceful-shutdown``, and
+those still running at its end are answered 503 "shutting down" in JSON (uvicorn cancelled them:
+a bare text/plain 500 and a traceback each in the log)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from .conftest import cli_server
+
+LONG = " ".join(["a sentence about the weather in the mountains"] * 60)
+
+
+def test_requests_still_running_when_the_drain_window_ends_get_a_json_503(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    answers: list[httpx.Response] = []
+    log = tmp_path / "server.log"
+    with cli_server(log, str(minilm_path), "--timeout-graceful-shutdown", "2") as (url, process):
+
+        def embed(route: str, body: dict[str, object]) -> None:
+            answers.append(httpx.post(f"{url}{route}", json=body, timeout=120))
+
+        bodies = [
+            ("/v1/embeddings", {"input": [f"{i} {LONG}" for i in range(2048)]}),  # ~20 s of CPU or more
+            ("/embed", {"inputs": [f"{i} {LONG}" for i in range(512)]}),  # TEI's route, within the budget
+        ]
+        clients = [threading.Thread(target=embed, args=body) for body in bodies]
+        for client in clients:
+            client.start()
+        time.sleep(1.0)
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        for client in clients:
+            client.join(60)
+        assert process.wait(30) in (0, -signal.SIGTERM)
+        assert time.monotonic() - started < 15  # the window, not the requests' own minutes
+    text = log.read_text()
+    by_route = {answer.request.url.path: answer for answer in answers}
+    openai, tei = by_route["/v1/embeddings"], by_route["/embed"]
+    assert openai.status_code == 503 and openai.json()["error"]["code"] == "engine_closed", text
+    assert tei.status_code == 503 and tei.json()["error_type"] == "Unhealthy", tei.text
+    assert "Traceback" not in text and "still running are answered 503" in text, text
