@@ -212,6 +212,11 @@ class InProcessEngine(PoolingEngine, Protocol):
     @property
     def core_stats(self) -> EngineCounters: ...
 
+    @property
+    def closed(self) -> bool:
+        """Whether the engine no longer takes work (closed, or its scheduler stopped on a fault)."""
+        ...
+
     def frame_token_ids(self, ids: Sequence[int], input_type: str | None = None) -> list[int] | None:
         """The model input for a text whose bare token ids are ``ids``; ``None`` where the text
         itself must go (an instruction prompt, ColBERT markers, special tokens that vary)."""

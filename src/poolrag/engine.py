@@ -251,6 +251,12 @@ class Engine:
         the tune verdict on disk makes that load as quick as a second one here."""
         return _load_engine, (type(self), self.engine_args, self._facts.model_identity)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the engine no longer takes work: closed, or its scheduler stopped on a fault
+        (a server's ``/health`` answers 503 then)."""
+        return self._pipeline.executor.core.closed
+
     def close(self) -> None:
         """Stop the engine's threads now; queued and later calls raise
         :class:`~poolrag.EngineClosedError`. Dropping the last reference does the same, but a kept

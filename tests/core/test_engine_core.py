@@ -262,6 +262,28 @@ def test_closed_core_refuses_work_and_fails_what_was_queued(tiny_model: Callable
         engine.embed_array(["too late"])
 
 
+def test_a_scheduler_stopped_by_a_fault_fails_the_call_it_was_admitting_and_says_it_stopped(
+    tiny_model: Callable[..., Path],
+) -> None:
+    """A fault outside a batch stops the scheduler thread: the call it was admitting waited forever
+    (taken from the inbox, never failed), and the engine must say it stopped (a server's /health
+    said ok meanwhile)."""
+    engine = Engine(tiny_model("bert"))
+    core = _core(engine)
+
+    def fault(*_: Any) -> None:
+        raise RuntimeError("a bug in the scheduler")
+
+    core._admit = fault  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="a bug in the scheduler"):
+        engine.embed_array(["the caller the fault reached"])
+    assert engine.closed
+    with ThreadPoolExecutor(1) as pool:  # answered at once, not left waiting
+        later = pool.submit(engine.embed_array, ["a later caller"])
+        with pytest.raises(EngineClosedError):
+            later.result(timeout=30)
+
+
 def test_empty_submissions_resolve_at_once(engine: Engine) -> None:
     assert _core(engine).submit([]).result(timeout=1) == []
     assert engine.embed_array([]).shape == (0, engine.embedding_dim)

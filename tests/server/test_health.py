@@ -3,10 +3,14 @@ TEI's other probes, ``/ping`` (SageMaker's) and ``GET /``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
-from .conftest import Served
+from poolrag import Engine
+
+from .conftest import Served, serve_in_thread
 
 
 def test_health_is_ok(minilm_server: Served, http: httpx.Client) -> None:
@@ -27,3 +31,15 @@ def test_teis_other_probes_answer_as_health(minilm_server: Served, http: httpx.C
     assert http.head(f"{minilm_server.url}{path}").status_code == 200
     spec = http.get(f"{minilm_server.url}/openapi.json").json()
     assert "/ping" not in spec["paths"] and "get" not in spec["paths"].get("/", {})  # TEI publishes /health
+
+
+def test_health_answers_503_once_a_models_engine_stopped(minilm_path: Path) -> None:
+    """/health was a constant: a server whose engine had stopped took traffic it could only fail."""
+    engine = Engine(minilm_path)
+    with serve_in_thread(engine) as url:
+        assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+        engine.close()
+        for probe in (httpx.get(f"{url}/health", timeout=30), httpx.get(f"{url}/ping", timeout=30)):
+            assert probe.status_code == 503
+            assert probe.json()["error"]["code"] == "engine_closed" and "test-model" in probe.text
+        assert httpx.head(f"{url}/health", timeout=30).status_code == 503

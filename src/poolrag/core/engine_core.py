@@ -260,8 +260,13 @@ class EngineCore:
                     if self._closed:
                         break
                     arrivals, self._inbox = self._inbox, []
-                for job, requests in arrivals:
-                    self._admit(job, requests)
+                for index, (job, requests) in enumerate(arrivals):
+                    try:
+                        self._admit(job, requests)
+                    except BaseException:  # the unadmitted are failed with the rest, not lost
+                        with self._cv:
+                            self._inbox[:0] = arrivals[index:]
+                        raise
                 if self._chores and (
                     not self._has_work() or time.monotonic() - self._chores[0][2] >= CHORE_PATIENCE_S
                 ):

@@ -5,16 +5,28 @@ version, for deployment checks (no key needed: it names no model)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 import poolrag
+from poolrag.server.errors import APIError
 from poolrag.server.schemas import HealthResponse, VersionResponse
+from poolrag.server.state import served_models
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/health", response_model=HealthResponse)
-async def health() -> HealthResponse:
+@router.get(
+    "/health", response_model=HealthResponse, responses={503: {"description": "A model's engine stopped"}}
+)
+async def health(request: Request) -> HealthResponse:
+    """200 while every model's engine takes work; 503 once one stopped (closed while the server
+    stops, or its scheduler died on a fault), so a load balancer or Kubernetes moves traffic away,
+    as vLLM's and TEI's health checks do."""
+    stopped = [
+        model.settings.served_model_names[0] for model in served_models(request).models if model.engine.closed
+    ]
+    if stopped:
+        raise APIError(503, f"the engine of {', '.join(stopped)} stopped", code="engine_closed")
     return HealthResponse()
 
 
