@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 import openai
 import pytest
 
-from .conftest import MINILM_MAX_INPUTS, Served
+from .conftest import MINILM_MAX_INPUTS, Served, serve_in_thread
 
 LONG_TEXT = "retrieval " * 300
 
@@ -272,3 +274,17 @@ def test_a_closed_engine_is_503_not_a_model_failure() -> None:
 
     answer = from_poolrag_error(EngineClosedError("the engine is closed"))
     assert (answer.status_code, answer.code) == (503, "engine_closed")
+
+
+def test_a_refusals_reason_is_logged_at_debug(minilm_engine, caplog) -> None:
+    """The access line says only "400 Bad Request"; even --log-level debug never said why."""
+    with (
+        serve_in_thread(minilm_engine) as url,
+        caplog.at_level(logging.DEBUG, logger="poolrag.server.errors"),
+    ):
+        httpx.post(f"{url}/v1/embeddings", json={"input": "x", "dimensions": 3}, timeout=30)
+        httpx.post(f"{url}/embed", json={"inputs": ""}, timeout=30)
+    assert (
+        "POST /v1/embeddings answered 400 invalid_dimensions: this model is not a Matryoshka" in caplog.text
+    )
+    assert "POST /embed answered 4" in caplog.text

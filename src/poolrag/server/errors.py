@@ -166,30 +166,42 @@ def from_validation_error(exc: RequestValidationError | ValidationError) -> APIE
     return APIError(400, "; ".join(messages), param=param)
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, APIError)
-        return error_response(exc)
+def log_refusal(request: Request, status: int, code: str, message: str) -> None:
+    """The reason of a refused request at DEBUG (the access line says only its status); the
+    message is cut short, since some name parts of the input."""
+    if logger.isEnabledFor(logging.DEBUG):
+        shown = message if len(message) <= 300 else message[:297] + "..."
+        logger.debug("%s %s answered %d %s: %s", request.method, request.url.path, status, code, shown)
 
-    async def on_poolrag_error(_: Request, exc: Exception) -> JSONResponse:
+
+def install_error_handlers(app: FastAPI) -> None:
+    def answer(request: Request, error: APIError) -> JSONResponse:
+        log_refusal(request, error.status_code, error.code, error.message)
+        return error_response(error)
+
+    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, APIError)
+        return answer(request, exc)
+
+    async def on_poolrag_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PoolragError)
         error = from_poolrag_error(exc)
         if error.status_code >= 500 and error.status_code != 503:  # 503: stopping, not a fault
             logger.error("engine error: %s", exc, exc_info=exc)
-        return error_response(error)
+        return answer(request, error)
 
-    async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return error_response(from_validation_error(exc))
+        return answer(request, from_validation_error(exc))
 
-    async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         try:
             phrase = HTTPStatus(exc.status_code).phrase
         except ValueError:
             phrase = "error"
         message = exc.detail if isinstance(exc.detail, str) and exc.detail else phrase
-        return error_response(APIError(exc.status_code, message, headers=exc.headers))
+        return answer(request, APIError(exc.status_code, message, headers=exc.headers))
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error while serving a request", exc_info=exc)

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from fastapi import Request, Response
 
+from poolrag.server.errors import log_refusal
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ErrorResponse
 from poolrag.server.tei_errors import TEI_STATUS, tei_error_response
@@ -72,7 +73,9 @@ class TeiRoute(OffLoopRoute):
             except Exception as exc:
                 if not await _speaks_tei(request, body_model):
                     raise
-                return tei_error_response(exc)
+                answer = tei_error_response(exc)
+                log_refusal(request, answer.status_code, "tei", str(getattr(exc, "message", exc)))
+                return answer
 
         return handle_in_dialect
 
