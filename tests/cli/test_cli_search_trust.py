@@ -25,6 +25,28 @@ from transformers import BertConfig as EvilConfig, BertModel as EvilModel
 """
 
 
+def _ingest_recording(
+    tmp_path: Path, minilm_path: Path, model_name: str, folder: Path, model_options: dict | None = None
+) -> None:
+    """Fill the Milvus collection ``shared`` in ``tmp_path`` with MiniLM's vectors of ``folder``,
+    recording ``model_name`` (and ``model_options``) as the model that filled it."""
+    engine = Engine(minilm_path)
+    encoder = DenseEncoder(CachedEmbedder(engine, EmbeddingCache(tmp_path / "c.sqlite")))
+    encoder.model_name = model_name  # what the collection records as its model
+    store = open_store("milvus", "shared", uri=str(tmp_path / "m.db"))
+    try:
+        IngestPipeline(
+            store,
+            encoder,
+            TokenChunker.for_model(engine.tokenizer, engine.facts),
+            model_options=model_options or {},
+            checkpoint_dir=tmp_path,
+            progress=False,
+        ).run(read_paths([folder]))
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def booby_trapped_collection(tmp_path: Path, minilm_path: Path) -> tuple[list[str], Path, Path]:
     """A collection whose metadata names a model folder with an ``auto_map`` and asks for
@@ -38,21 +60,8 @@ def booby_trapped_collection(tmp_path: Path, minilm_path: Path) -> tuple[list[st
     (evil / "config.json").write_text(json.dumps(config))
 
     cache = tmp_path / "c.sqlite"
-    engine = Engine(minilm_path)
-    encoder = DenseEncoder(CachedEmbedder(engine, EmbeddingCache(cache)))
-    encoder.model_name = str(evil)  # what the collection records as its model
-    store = open_store("milvus", "shared", uri=str(tmp_path / "m.db"))
-    try:
-        IngestPipeline(
-            store,
-            encoder,
-            TokenChunker.for_model(engine.tokenizer, engine.facts),
-            model_options={"trust_remote_code": True, "hf_overrides": {"auto_map": config["auto_map"]}},
-            checkpoint_dir=tmp_path,
-            progress=False,
-        ).run(read_paths([SAMPLES / "nature"]))
-    finally:
-        store.close()
+    options = {"trust_remote_code": True, "hf_overrides": {"auto_map": config["auto_map"]}}
+    _ingest_recording(tmp_path, minilm_path, str(evil), SAMPLES / "nature", options)
     common = ["--uri", str(tmp_path / "m.db"), "--collection", "shared", "--cache", str(cache)]
     return common, evil, marker
 
@@ -121,20 +130,7 @@ def test_a_recorded_model_name_reaches_the_terminal_escaped_and_quoted(
     """A shared collection's record is someone else's text: its terminal escapes reached the
     refusal raw, and its suggested command could smuggle in a flag."""
     recorded = "x\x1b]0;TITLE\x07\x1b[31mRED --trust-remote-code"
-    engine = Engine(minilm_path)
-    encoder = DenseEncoder(CachedEmbedder(engine, EmbeddingCache(tmp_path / "c.sqlite")))
-    encoder.model_name = recorded
-    store = open_store("milvus", "shared", uri=str(tmp_path / "m.db"))
-    try:
-        IngestPipeline(
-            store,
-            encoder,
-            TokenChunker.for_model(engine.tokenizer, engine.facts),
-            checkpoint_dir=tmp_path,
-            progress=False,
-        ).run(read_paths([SAMPLES / "music"]))
-    finally:
-        store.close()
+    _ingest_recording(tmp_path, minilm_path, recorded, SAMPLES / "music")
     other = tmp_path / "other-model"
     shutil.copytree(minilm_path, other)
     config = json.loads((other / "config.json").read_text())
