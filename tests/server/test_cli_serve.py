@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 
 from poolrag.cli import build_parser, main
 
@@ -117,3 +118,41 @@ def test_an_empty_api_key_stops_the_start_instead_of_turning_auth_off(
     assert main(["serve", str(minilm_path), "--port", "0", *given]) == 2
     err = capsys.readouterr().err
     assert err.startswith("poolrag serve: cannot start: --api-key is empty") and "\n" not in err.strip()
+
+
+def test_connection_timing_flags_reach_the_settings_and_uvicorn(minilm_path: Path) -> None:
+    """Keep-alive (5 s) and Retry-After (1 s) were fixed, and the drain window was --body-timeout:
+    behind a load balancer with a 60 s idle timeout an operator could set none of them."""
+    from poolrag.cli.serve import _served
+    from poolrag.server.run import ANSWER_GRACE_S, uvicorn_config
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            str(minilm_path),
+            "--timeout-keep-alive",
+            "75",
+            "--retry-after",
+            "9",
+            "--timeout-graceful-shutdown",
+            "12",
+        ]
+    )
+    settings, _ = _served(args)
+    assert (settings.keep_alive_s, settings.retry_after_s, settings.drain_timeout_s) == (75, 9, 12)
+    config = uvicorn_config(FastAPI(), settings)
+    assert config.timeout_keep_alive == 75
+    assert config.timeout_graceful_shutdown == round(12 + ANSWER_GRACE_S)
+
+
+def test_serve_help_states_each_limits_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for says in (
+        "After (default 256)",
+        "per request (default 2048)",
+        "(413; default 16777216",
+        "(default info)",
+    ):
+        assert says in help_text, says
