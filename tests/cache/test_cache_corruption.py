@@ -88,9 +88,11 @@ def test_a_cache_that_cannot_be_created_is_one_clear_error(tmp_path: Path) -> No
     blocker.write_text("x")
     with pytest.raises(CacheAccessError, match=r"cannot use the embedding cache .*not-a-folder.*--no-cache"):
         EmbeddingCache(blocker / "embeddings.sqlite")
+    with pytest.raises(CacheAccessError, match=r"not-a-folder is a file, not a folder"):  # was "File exists"
+        EmbeddingCache(blocker / "deeper" / "embeddings.sqlite")
     folder_in_the_way = tmp_path / "embeddings.sqlite"
     folder_in_the_way.mkdir()
-    with pytest.raises(CacheAccessError, match=r"embeddings\.sqlite"):
+    with pytest.raises(CacheAccessError, match=r"embeddings\.sqlite: it is a folder"):  # "unable to open"
         EmbeddingCache(folder_in_the_way)
 
 

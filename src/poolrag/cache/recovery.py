@@ -65,6 +65,14 @@ def is_corruption(exc: BaseException) -> bool:
     return any(word in text for word in _CORRUPT_WORDS)
 
 
+def _file_above(path: Path) -> Path | None:
+    """The first of ``path``'s parents that exists as a file (so no folder can be made there)."""
+    for parent in reversed(path.parents):
+        if parent.is_file():
+            return parent
+    return None
+
+
 def cache_access_error(
     path: Path, exc: BaseException, timeout: float = 30.0
 ) -> CacheAccessError | CacheWriteError | CacheBusyError | None:
@@ -85,6 +93,10 @@ def cache_access_error(
         word in text for word in ("readonly", "read-only", "unable to open", "permission", "disk i/o")
     ):
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if path.is_dir():
+            reason = "it is a folder (give the file's path inside it)"
+        elif (blocker := _file_above(path)) is not None:
+            reason = f"{blocker} is a file, not a folder"
         return CacheAccessError(
             f"cannot use the embedding cache {path}: {reason}; pass --cache FILE in a writable folder, "
             "or --no-cache"
