@@ -121,7 +121,9 @@ def test_a_collection_of_another_model_is_refused_with_the_flag_to_pass(
     )
     capsys.readouterr()
     assert main(["search", "a song", "--model", str(other), *common, "--collection", "d"]) == 2
-    assert "search it with --model sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "search it with --model sentence-transformers/all-MiniLM-L6-v2" in err
+    assert "filled with sentence-transformers/all-MiniLM-L6-v2@" in err and "site-packages" not in err
 
 
 def test_a_recorded_model_name_reaches_the_terminal_escaped_and_quoted(
