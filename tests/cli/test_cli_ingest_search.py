@@ -403,3 +403,17 @@ def test_search_json_carries_the_records_own_fields(tmp_path: Path, minilm_path:
     (hit,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert hit["metadata"]["url"] == "https://example.com/starter"
     assert hit["metadata"]["title"] == "Starter care" and hit["source"].endswith("faq.jsonl#a1")
+
+
+def test_no_auto_truncate_refuses_a_long_query_even_when_a_cut_vector_is_cached(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """A truncating search cached the long query's cut vector, and a later --no-auto-truncate
+    search was answered from it instead of refusing the query."""
+    store = [*_in_qdrant(minilm_path, tmp_path / "q", "c"), "--cache", str(tmp_path / "c.sqlite")]
+    assert main(["ingest", str(SAMPLES / "cooking"), *store, "-q"]) == 0
+    long_query = "how do I keep a sourdough starter alive " * 60  # far past 256 tokens
+    assert main(["search", long_query, *store, "-k", "1", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["search", long_query, *store, "-k", "1", "--no-auto-truncate"]) == 2
+    assert "tokens" in capsys.readouterr().err

@@ -158,6 +158,7 @@ def _where(result: SearchResult) -> str:
 
 
 def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
+    from poolrag import PoolingParams
     from poolrag.cache import CachedEmbedder
     from poolrag.config.packaged_models import packaged_hub_id
     from poolrag.errors import InvalidInputError
@@ -188,7 +189,10 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
             args.query, args.k, candidates=args.candidates
         )
     sparse = _sparse_queries(spec, engine, args, engine_args) if args.mode != "dense" else None
-    embedder = CachedEmbedder(engine, open_cache_from_args(args))
+    # --no-auto-truncate said explicitly, so the cache keys a refusal apart: a vector an earlier,
+    # truncating search cached for the same long query must not answer for it
+    refusing = PoolingParams(truncate=False) if not engine_args.truncate else None
+    embedder = CachedEmbedder(engine, open_cache_from_args(args), pooling_params=refusing)
     retriever = Retriever(store, embedder, reranker=reranker, sparse_encoder=sparse)
     return retriever.search(
         args.query,
