@@ -78,7 +78,7 @@ def test_a_cached_embedder_can_be_passed_as_is(minilm_engine: Engine, tmp_path: 
 def test_caches_that_cannot_apply_are_refused(
     minilm_engine: Engine, matryoshka_engine: Engine, tmp_path: Path
 ) -> None:
-    with pytest.raises(ValueError, match="remote server"):
+    with pytest.raises(ValueError, match="caches a model loaded in this process"):
         PoolragEmbeddings(base_url="http://127.0.0.1:9", cache=EmbeddingCache(tmp_path / "c.sqlite"))
     with pytest.raises(ValueError, match="another engine"):
         PoolragEmbeddings(engine=minilm_engine, cache=CachedEmbedder(matryoshka_engine, None))
