@@ -65,8 +65,8 @@ _COLUMNS = {
 }
 
 
-def _not_a_cache(path: Path, conn: sqlite3.Connection) -> str | None:
-    """Why the SQLite file at ``path`` is some other program's database (None: a poolrag cache, an
+def _not_a_cache(conn: sqlite3.Connection) -> str | None:
+    """Why the SQLite file ``conn`` opened is some other program's database (None: a poolrag cache, an
     empty file, or a cache written before caches were marked)."""
     if conn.execute("PRAGMA application_id").fetchone()[0] == _APPLICATION_ID:
         return None
@@ -83,7 +83,7 @@ def default_cache_path() -> Path:
     return poolrag_cache_dir() / "embeddings.sqlite"
 
 
-def _raise_access(path: Path, exc: BaseException, timeout: float = 30.0) -> None:
+def _raise_access(path: Path, exc: BaseException, timeout: float) -> None:
     error = cache_access_error(path, exc, timeout)
     if error is None:
         raise exc
@@ -165,7 +165,7 @@ class EmbeddingCache:
             self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            foreign = _not_a_cache(self.path, conn)
+            foreign = _not_a_cache(conn)
             if foreign is not None:
                 raise CacheAccessError(
                     f"the embedding cache {self.path} is {foreign}, not a poolrag cache; pass --cache "
