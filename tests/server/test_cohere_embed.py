@@ -43,6 +43,7 @@ def test_cohere_client_gets_every_type_equal_to_the_engine_side_function(minilm_
     assert response.texts == TEXTS
     tokens = sum(out.num_tokens for out in minilm_server.engine.embed(TEXTS))
     assert response.meta.billed_units.input_tokens == tokens
+    assert response.meta.api_version.version == "2"
 
 
 def test_the_v1_client_gets_bare_floats_or_vectors_by_type(minilm_server: Served) -> None:
@@ -60,6 +61,7 @@ def test_the_v1_client_gets_bare_floats_or_vectors_by_type(minilm_server: Served
     as_langchain_reads = typed.dict()["embeddings"]
     np.testing.assert_allclose(np.array(as_langchain_reads["float"]), offline, rtol=0, atol=1e-6)
     np.testing.assert_array_equal(np.array(as_langchain_reads["int8"]), quantize_vectors(offline, "int8"))
+    assert bare.meta.api_version.version == typed.meta.api_version.version == "1"  # as Cohere v1 says
 
 
 def test_base64_is_each_float_vectors_little_endian_bytes_and_null_types_are_float(

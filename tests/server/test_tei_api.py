@@ -87,6 +87,40 @@ def test_dimensions_and_prompt_name(matryoshka_server: Served, prompted: Served)
     assert not np.allclose(got, prompted.engine.embed_array(TEXTS), atol=1e-3)
 
 
+def test_dimensions_cut_any_models_vectors_as_tei_does(minilm: Served) -> None:
+    """TEI cuts every model's vector to ``dimensions`` and then normalises (its infer.rs); MiniLM is
+    no Matryoshka model, so ``/v1/embeddings`` refuses the same size (test_embeddings.py)."""
+    raw = minilm.engine.embed_array(TEXTS, PoolingParams(normalize=False))
+    got = np.array(_ok(_post(minilm.url, "/embed", {"inputs": TEXTS, "dimensions": 100})))
+    expected = raw[:, :100] / np.linalg.norm(raw[:, :100], axis=1, keepdims=True)
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    body = {"inputs": TEXTS, "dimensions": 100, "normalize": False}
+    np.testing.assert_allclose(np.array(_ok(_post(minilm.url, "/embed", body))), raw[:, :100], atol=1e-5, rtol=1e-6)
+
+
+def test_fields_tei_does_not_know_are_ignored_as_tei_ignores_them(
+    minilm: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    """TEI's request types deny no unknown field, so clients send their own options: the answer is
+    the one without them, and the log names each ignored field once."""
+    expected = minilm.engine.embed_array(TEXTS)
+    with caplog.at_level("WARNING", logger="poolrag.server.tei_schemas"):
+        for _ in range(2):
+            got = _ok(_post(minilm.url, "/embed", {"inputs": TEXTS, "nope": 1, "parameters": {"x": 2}}))
+            np.testing.assert_allclose(np.array(got), expected, atol=1e-6, rtol=0)
+    named = [r.getMessage() for r in caplog.records if "ignoring fields" in r.getMessage()]
+    assert named == ["ignoring fields TEI ignores (logged once): ['nope', 'parameters'] in TeiEmbedRequest"]
+
+
+def test_the_root_embeds_a_list_posted_with_parameters(minilm: Served) -> None:
+    """langchain-community's ``HuggingFaceHubEmbeddings.aembed_documents`` posts
+    ``{"inputs": texts, "parameters": model_kwargs}`` to the bare URL: an embedder embeds it, as TEI
+    does (one text with ``parameters`` is ``text_classification``'s, test_tei_clients.py)."""
+    for parameters in ({}, {"truncate": True}):
+        got = _ok(_post(minilm.url, "/", {"inputs": TEXTS, "parameters": parameters}))
+        np.testing.assert_allclose(np.array(got), minilm.engine.embed_array(TEXTS), atol=1e-6, rtol=0)
+
+
 def test_truncate_true_cuts_false_refuses_and_unset_is_the_servers_default(minilm: Served) -> None:
     cut = minilm.engine.embed_array([LONG], PoolingParams(truncate_prompt_tokens=-1))
     for body in ({"inputs": [LONG], "truncate": True}, {"inputs": [LONG]}):
@@ -283,10 +317,9 @@ def test_decode_and_info(minilm: Served, cross_encoder_server: Served, classifie
 ERRORS = [
     ("minilm", "/embed", {"inputs": []}, 400, "Empty", "inputs must not be empty"),
     ("minilm", "/embed", {"inputs": ["a"] * 9}, 422, "Validation", "more than this server's limit of 8"),
-    ("minilm", "/embed", {"inputs": "a", "nope": 1}, 422, "Validation", "nope: not a field"),
     ("minilm", "/embed", {"inputs": "a", "truncation_direction": "left"}, 422, "Validation", "Left"),
     ("minilm", "/embed", {"inputs": "a", "model": "other"}, 404, "Validation", "'other' is not served"),
-    ("minilm", "/embed", {"inputs": "a", "dimensions": 100}, 422, "Validation", "dimensions"),
+    ("minilm", "/embed", {"inputs": "a", "dimensions": 385}, 422, "Validation", "between 1 and 384"),
     ("minilm", "/embed", {"inputs": "a", "prompt_name": "query"}, 422, "Validation", "prompt_name"),
     ("minilm", "/predict", {"inputs": "a"}, 424, "Backend", "'classify' is not supported"),
     ("minilm", "/predict", {"inputs": ["a", "b", "c"]}, 422, "Validation", "a pair of strings"),

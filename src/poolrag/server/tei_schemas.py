@@ -5,14 +5,15 @@
 ``HuggingFaceEndpointEmbeddings``, Haystack's and Milvus' TEI functions) work unchanged.
 
 TEI answers bare lists where OpenAI answers objects, and fails with ``{"error", "error_type"}``
-(:mod:`poolrag.server.tei_errors`). As everywhere in this server, a field it does not know is
-refused by name rather than ignored (TEI ignores it); ``model`` is poolrag's addition, naming one of
-several served models. ``/rerank`` and ``/tokenize`` speak TEI and another dialect on one path: the
+(:mod:`poolrag.server.tei_errors`). A field it does not know is ignored, as TEI ignores it (its
+request types deny no unknown field), and named once in the log; ``model`` is poolrag's addition,
+naming one of several served models. ``/rerank`` and ``/tokenize`` speak TEI and another dialect on one path: the
 bodies here tell the two apart by their fields (:class:`RerankBody`, :class:`TokenizeBody`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -27,6 +28,7 @@ from pydantic import (
     StrictStr,
     Tag,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -44,6 +46,9 @@ from poolrag.server.schemas import (
 TruncationDirection = Literal["Right", "right", "Left", "left"]
 ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
 
+logger = logging.getLogger(__name__)
+_named_ignored: set[str] = set()
+
 _TRUNCATE = Field(
     None,
     description="An input over the model's length: true keeps its first tokens, false refuses it; "
@@ -59,10 +64,26 @@ _PROMPT_NAME = Field(
 )
 
 
-class TeiRequestBody(BaseModel):
-    """Every TEI request: unknown fields refused; ``model`` picks one of several served models."""
+class TeiIgnoresUnknownFields(BaseModel):
+    """A TEI body or part of one: a field TEI does not know is dropped, as TEI drops it (clients send
+    their own options, such as langchain-community's ``parameters``), and logged the first time."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_ignored(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(k for k in data if isinstance(k, str) and k not in cls.model_fields)
+            new = [k for k in unknown if f"{cls.__name__}.{k}" not in _named_ignored]
+            if new:
+                _named_ignored.update(f"{cls.__name__}.{k}" for k in new)
+                logger.warning("ignoring fields TEI ignores (logged once): %s in %s", new, cls.__name__)
+        return data
+
+
+class TeiRequestBody(TeiIgnoresUnknownFields):
+    """Every TEI request: unknown fields ignored; ``model`` picks one of several served models."""
     #: Errors answering this body are TEI's (read by :class:`~poolrag.server.tei_routing.TeiRoute`).
     speaks_tei: ClassVar[bool] = True
     #: The task whose model answers a request naming none (TEI's clients name none).
@@ -101,7 +122,12 @@ class TeiEmbedRequest(TeiTruncation):
     default_task: ClassVar[str | None] = "embed"
     inputs: PoolingInput
     normalize: StrictBool = Field(True, description="L2-normalise each vector (TEI's default: true).")
-    dimensions: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
+    dimensions: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="Cut each vector to its first n components (then normalised), any model's as TEI "
+        "cuts; only a Matryoshka model was trained to keep its meaning there.",
+    )
     prompt_name: str | None = _PROMPT_NAME
     encoding_format: Literal["float", "base64"] | None = Field(
         None,
@@ -135,16 +161,12 @@ class TeiEmbedSparseResponse(RootModel[list[list[SparseEntry]]]):
 
 
 # -- /similarity ----------------------------------------------------------------------------------------
-class TeiSimilarityInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TeiSimilarityInput(TeiIgnoresUnknownFields):
     source_sentence: Text
     sentences: list[Text] = Field(description="Compared with source_sentence, one score each.")
 
 
-class TeiSimilarityParameters(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TeiSimilarityParameters(TeiIgnoresUnknownFields):
     truncate: StrictBool | None = _TRUNCATE
     truncation_direction: TruncationDirection = _DIRECTION
     prompt_name: str | None = _PROMPT_NAME
@@ -198,10 +220,8 @@ PredictInputs = Annotated[
 ]
 
 
-class TeiClassificationParameters(BaseModel):
+class TeiClassificationParameters(TeiIgnoresUnknownFields):
     """``huggingface_hub``'s ``text_classification`` options (TEI ignores them; honoured here)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     function_to_apply: Literal["sigmoid", "softmax", "none"] | None = Field(
         None, description="Applied to the raw logits instead of the model's own activation."
@@ -362,13 +382,19 @@ class TeiErrorResponse(BaseModel):
 # -- POST / ---------------------------------------------------------------------------------------------
 def _embed_dialect(data: Any) -> str:
     """``InferenceClient.sentence_similarity`` sends ``inputs`` as an object; ``text_classification``
-    its ``parameters`` (``function_to_apply``, ``top_k``); an embedding, a text or a list."""
+    one text with its ``parameters`` (``function_to_apply``, ``top_k``; ``{}`` when none is set);
+    an embedding, a text or a list, the list perhaps with ``parameters`` TEI ignores (what
+    langchain-community's ``HuggingFaceHubEmbeddings`` sends)."""
     if not isinstance(data, dict):
         return "Embed"
-    if isinstance(data.get("inputs"), dict):
+    inputs, parameters = data.get("inputs"), data.get("parameters")
+    if isinstance(inputs, dict):
         return "Similarity"
-    parameters = data.get("parameters")  # {} when no option is set
-    if isinstance(parameters, dict) and parameters.keys() <= TeiClassificationParameters.model_fields.keys():
+    if (
+        isinstance(inputs, str)
+        and isinstance(parameters, dict)
+        and parameters.keys() <= TeiClassificationParameters.model_fields.keys()
+    ):
         return "Predict"
     return "Embed"
 

@@ -144,11 +144,10 @@ async def create_embed_v1(
     body: CohereEmbedRequest, request: Request, response: Response
 ) -> CohereEmbedResponse | CohereFloatsResponse:
     answer = await _embed(body, request, response, V1_PATH)
+    meta = answer.meta.model_copy(update={"api_version": {"version": "1"}})  # as Cohere v1 answers
     if body.embedding_types is not None:
-        return answer
-    return CohereFloatsResponse(
-        id=answer.id, embeddings=answer.embeddings["float"], texts=answer.texts, meta=answer.meta
-    )
+        return answer.model_copy(update={"meta": meta})
+    return CohereFloatsResponse(id=answer.id, embeddings=answer.embeddings["float"], texts=answer.texts, meta=meta)
 
 
 async def _embed(
