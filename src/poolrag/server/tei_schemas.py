@@ -7,8 +7,8 @@
 TEI answers bare lists where OpenAI answers objects, and fails with ``{"error", "error_type"}``
 (:mod:`poolrag.server.tei_errors`). A field it does not know is ignored, as TEI ignores it (its
 request types deny no unknown field), and named once in the log; ``model`` is poolrag's addition,
-naming one of several served models. ``/rerank`` and ``/tokenize`` speak TEI and another dialect on one path: the
-bodies here tell the two apart by their fields (:class:`RerankBody`, :class:`TokenizeBody`).
+naming one of several served models. ``/rerank`` and ``/tokenize`` speak TEI and another dialect
+on one path: the bodies here tell the two apart by their fields (:class:`RerankBody`, :class:`TokenizeBody`).
 """
 
 from __future__ import annotations

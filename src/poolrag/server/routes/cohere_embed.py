@@ -147,7 +147,9 @@ async def create_embed_v1(
     meta = answer.meta.model_copy(update={"api_version": {"version": "1"}})  # as Cohere v1 answers
     if body.embedding_types is not None:
         return answer.model_copy(update={"meta": meta})
-    return CohereFloatsResponse(id=answer.id, embeddings=answer.embeddings["float"], texts=answer.texts, meta=meta)
+    return CohereFloatsResponse(
+        id=answer.id, embeddings=answer.embeddings["float"], texts=answer.texts, meta=meta
+    )
 
 
 async def _embed(
