@@ -8,7 +8,8 @@ TEI answers bare lists where OpenAI answers objects, and fails with ``{"error", 
 (:mod:`poolrag.server.tei_errors`). A field it does not know is ignored, as TEI ignores it (its
 request types deny no unknown field), and named once in the log; ``model`` is poolrag's addition,
 naming one of several served models. ``/rerank`` and ``/tokenize`` speak TEI and another dialect
-on one path: the bodies here tell the two apart by their fields (:class:`RerankBody`, :class:`TokenizeBody`).
+on one path: the bodies here tell the two apart by their fields (:class:`RerankBody`,
+:class:`TokenizeBody`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class TeiIgnoresUnknownFields(BaseModel):
 
 class TeiRequestBody(TeiIgnoresUnknownFields):
     """Every TEI request: unknown fields ignored; ``model`` picks one of several served models."""
+
     #: Errors answering this body are TEI's (read by :class:`~poolrag.server.tei_routing.TeiRoute`).
     speaks_tei: ClassVar[bool] = True
     #: The task whose model answers a request naming none (TEI's clients name none).
