@@ -233,3 +233,18 @@ def test_a_reranker_refuses_embedding_types(cross_encoder_server: Served, http: 
     )
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == "embedding_types"
+
+
+def test_the_cohere_client_reads_the_message_where_cohere_puts_it(minilm_server: Served) -> None:
+    """Cohere answers errors as ``{"message", ...}``; its SDK raises by status with that body."""
+    with pytest.raises(cohere.errors.BadRequestError) as refused:
+        _client(minilm_server).embed(
+            texts=["hello", " "],
+            model=minilm_server.model,
+            input_type="search_query",
+            embedding_types=["float"],
+        )
+    assert (
+        refused.value.body["message"]
+        == "texts[1] is empty (only whitespace, control or invisible format characters)"
+    )

@@ -122,11 +122,12 @@ MINILM_CASES = [
 def _assert_openai_error(response: httpx.Response, status: int) -> dict:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error", "detail"}
+    assert set(body) == {"error", "detail", "message"}
     error = body["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert isinstance(error["message"], str) and error["message"]
     assert body["detail"] == error["message"]  # where Jina's clients read it (they raised KeyError)
+    assert body["message"] == error["message"]  # where Cohere's read it
     return error
 
 

@@ -1,5 +1,5 @@
 """Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` (and Jina's
-``"detail"``).
+``"detail"``, Cohere's ``"message"``).
 
 Clients written for OpenAI (the ``openai`` package, LangChain) read ``error.message`` and the
 status code, so every failure, including schema validation and the middleware's 401/413/503,
@@ -69,10 +69,11 @@ class APIError(Exception):
 
 
 def error_response(error: APIError) -> JSONResponse:
-    """OpenAI's body, and the message again as ``detail``, where Jina's API (and FastAPI) put it:
-    Jina's clients raise ``resp["detail"]``, and failed on a KeyError that lost the message."""
+    """OpenAI's body, and the message again as ``detail``, where Jina's API (and FastAPI) put it,
+    and as ``message``, where Cohere's does: Jina's clients raise ``resp["detail"]`` (they failed on
+    a KeyError that lost the message), Cohere's SDK errors carry the body as ``{"message", ...}``."""
     info = {"message": error.message, "type": error.type, "param": error.param, "code": error.code}
-    body = {"error": info, "detail": error.message}
+    body = {"error": info, "detail": error.message, "message": error.message}
     return JSONResponse(body, status_code=error.status_code, headers=error.headers)
 
 

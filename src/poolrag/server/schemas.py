@@ -183,6 +183,7 @@ class ErrorInfo(BaseModel):
 class ErrorResponse(BaseModel):
     error: ErrorInfo
     detail: str = Field(description="error.message again, where Jina's API answers it.")
+    message: str = Field(description="error.message again, where Cohere's API answers it.")
 
 
 class Usage(BaseModel):
