@@ -4,6 +4,7 @@ image or rendered page; hostile files are one line each and lose nothing else.""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfi
 pytest.importorskip("matplotlib", reason="the page corpus is written by matplotlib (test extra)")
 
 PAGES = ["Honeybees dance to point at flowers.", "A photograph of Grace Hopper.", "Compilers translate code."]
+EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nnewpath 0 0 moveto 10 10 lineto stroke\n"
 RENDERING = PageRendering(dpi=72, max_side=256)
 
 
@@ -55,7 +57,13 @@ def _hostile(root: Path) -> dict[str, str]:
     (root / "inflating.pdf").write_bytes(inflating_pdf(1 << 30))
     (root / "fake.pdf").write_text("not a PDF at all")
     (root / "empty.pdf").write_bytes(b"")
+    from PIL import Image
+
+    Image.new("L", (5000, 1)).save(root / "strip.png")  # 80 bytes a CLIP processor makes 1,120,000 x 224
+    (root / "drawing.png").write_bytes(EPS)  # Pillow would hand it to Ghostscript
     return {
+        "strip.png": "one side is more than 200 times the other",
+        "drawing.png": "not a readable image (not a known image format)",
         "empty.pdf": "an empty file, not a PDF",
         "cut.png": "not a readable image",
         "bomb-header.png": "the image has more than 64,000,000 pixels",
@@ -185,32 +193,68 @@ def test_pages_and_images_land_as_rows_naming_file_and_page(kind: str, tmp_path:
         store.close()
 
 
-def test_a_page_the_models_processor_refuses_stops_the_run_naming_its_file(
-    tmp_path: Path, minilm_path: Path
-) -> None:
-    """ColQwen2 refuses a 1 x 5000 strip (aspect ratio over 200): the run stops with one error naming
-    the file, as the user knows it, instead of a traceback about the batch's third input."""
-    from PIL import Image
+def _pdf_with_a_strip_page(path: Path) -> Path:
+    """Two pages: a letter-sized one and a 100 x 0.25 inch strip, which renders 256 x 1 pixels."""
+    import matplotlib
 
-    from poolrag.errors import InvalidImageError
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    with PdfPages(path) as pdf:
+        for size in ((4.25, 5.5), (100, 0.25)):
+            figure = plt.figure(figsize=size)
+            figure.text(0.05, 0.5, "a page")
+            pdf.savefig(figure)
+            plt.close(figure)
+    return path
+
+
+@pytest.mark.parametrize("model", ["clip", "colqwen2"])
+def test_a_page_that_cannot_be_prepared_leaves_its_file_out_and_the_run_goes_on(
+    model: str, tmp_path: Path, minilm_path: Path, clip_engine: Engine
+) -> None:
+    """A page is rendered only when its batch is embedded, so a page the model cannot take (here
+    a strip; a render over pdfium's limits alike) is found there: its file is left out with one
+    line naming the page, the other files are stored, and a re-run tries that file again."""
     from poolrag.ingest import ColbertEncoder
 
-    engine = Engine(build_colqwen2(tmp_path / "colqwen2", minilm_path))
+    engine = clip_engine if model == "clip" else Engine(build_colqwen2(tmp_path / "colqwen2", minilm_path))
     docs = tmp_path / "docs"
     docs.mkdir()
     copy_photo(docs / "a-photo.jpg")
-    Image.new("RGB", (1, 5000), "white").save(docs / "b-strip.png")
-    store = open_store("qdrant", "pages", path=str(tmp_path / "q"))
-    try:
+    _pdf_with_a_strip_page(docs / "b-strip.pdf")
+    write_pdf(docs / "c-report.pdf", PAGES[:2])
+
+    def run():
+        store = open_store("qdrant", "pages", path=str(tmp_path / "q"))
+        if model == "clip":
+            encoder = DenseEncoder(CachedEmbedder(engine, EmbeddingCache(tmp_path / "cache.sqlite")))
+        else:
+            encoder = ColbertEncoder(engine)
         pipeline = IngestPipeline(
             store,
-            ColbertEncoder(engine),
+            encoder,
             TokenChunker.for_model(engine.tokenizer, engine.facts, 32),
+            batch_size=2,
             checkpoint_dir=tmp_path / "ck",
             progress=False,
         )
-        refusal = r"b-strip\.png: this model's processor cannot prepare it"
-        with pytest.raises(InvalidImageError, match=refusal):
-            pipeline.run(read_paths([docs], images=RENDERING, texts=False))
-    finally:
-        store.close()
+        try:
+            report = pipeline.run(read_paths([docs], images=RENDERING, texts=False))
+            rows = Counter(Path(source).name for source in store.list_sources().values())
+        finally:
+            store.close()
+        return report, rows
+
+    report, rows = run()
+    (skipped,) = report.skipped
+    assert skipped.endswith(
+        "b-strip.pdf: page 2: the image is 256x1: one side is more than 200 times the other, "
+        "which an image processor would scale up without bound"
+    )
+    # the strip's first page shared a batch with the photograph, stored before its second failed
+    assert rows == {"a-photo.jpg": 1, "b-strip.pdf": 1, "c-report.pdf": 2}
+    again, rows_again = run()
+    assert again.skipped == report.skipped and rows_again == rows
+    assert (again.chunks_existing, again.embedded, again.upserted) == (4, 0, 0)  # only page 2 tried

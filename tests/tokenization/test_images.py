@@ -82,3 +82,23 @@ def test_a_cmyk_picture_crosses_http_as_an_rgb_png() -> None:
     url = as_data_url(Image.open(PHOTO).convert("CMYK"))
     assert url.startswith("data:image/png;base64,")
     assert decode_image(url).size == Image.open(PHOTO).size
+
+
+def test_a_strip_and_a_format_outside_the_list_are_one_line_each() -> None:
+    """A 99-byte 20,000 x 1 PNG would be scaled to 4,480,000 x 224 pixels by CLIP's processor; an
+    EPS file would run Ghostscript inside Pillow. Neither is decoded."""
+    import io
+
+    from poolrag.errors import InvalidImageError
+
+    strip = io.BytesIO()
+    Image.new("L", (20000, 1)).save(strip, format="PNG")
+    with pytest.raises(
+        InvalidImageError, match=r"input: the image is 20000x1: one side is more than 200 times"
+    ):
+        decode_image(strip.getvalue())
+    Image.new("L", (200, 1)).save(edge := io.BytesIO(), format="PNG")
+    assert decode_image(edge.getvalue()).size == (200, 1)  # at the ratio itself: read
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n{ } loop\n"
+    with pytest.raises(InvalidImageError, match=r"not a readable image \(not a known image format\)"):
+        decode_image(eps)

@@ -310,12 +310,14 @@ class IngestDriver:
         self.stored(sources)
 
     def abandon(self, source: str, reason: str) -> None:
-        """Leave out an admitted document whose file failed while it was read: its stored chunks
-        stay (prune keeps them, as a skipped file's), it is not checkpointed, so a re-run reads it
-        again, and the rest of the run goes on."""
+        """Leave out an admitted document whose file failed while it was read or embedded (once:
+        a second failure of it says nothing): its stored chunks stay (prune keeps them, as a
+        skipped file's), it is not checkpointed, so a re-run reads it again, and the rest of the
+        run goes on."""
+        if self._pending.pop(source, None) is None:
+            return
         logger.warning("skipping %s: %s", printable(source), reason)
         self._left_out.append(f"{printable(source)}: {reason}")
-        del self._pending[source]
         self.documents_done += 1
 
     def stored(self, sources: Sequence[str]) -> None:

@@ -43,7 +43,7 @@ from poolrag.errors import InvalidImageError, InvalidInputError
 from poolrag.ingest.chunk_ahead import ChunkAhead
 from poolrag.ingest.chunker import Chunk, TokenChunker, chunk_id
 from poolrag.ingest.driver import IngestDriver, IngestReport
-from poolrag.ingest.encoders import ChunkEncoder, ColbertEncoder, DenseEncoder
+from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile, changed_since_listed
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.visual_documents import ImageDocument, PdfDocument, VisualDocument
@@ -242,11 +242,22 @@ class _DocumentProgress:
 
 
 @dataclass
+class _Vectors:
+    """A batch's vectors: the chunks embedded, their dense and sparse vectors, and the documents
+    left out because one of their pages or images could not be prepared (source → why)."""
+
+    chunks: list[Chunk]
+    dense: list[np.ndarray]
+    sparse: list[Any]
+    failed: dict[str, str]
+
+
+@dataclass
 class _Embedded:
-    """A batch handed to the embedding thread, and its dense and sparse vectors to come."""
+    """A batch handed to the embedding thread, and its vectors to come."""
 
     batch: list[Chunk]
-    vectors: Future[tuple[list[np.ndarray], list[Any]]]
+    vectors: Future[_Vectors]
 
 
 class _Run:
@@ -270,6 +281,7 @@ class _Run:
         self.sparse_before = sparse.computed if sparse is not None else 0
         self.embedding: _Embedded | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self.failed: set[str] = set()  # documents left out while embedded: no more of their chunks
 
     def add_document(self, doc: Document | FileDocument | VisualDocument, chunks: Iterable[Chunk]) -> None:
         """Batch an admitted document's new chunks; the driver counts every chunk. A file that
@@ -291,6 +303,8 @@ class _Run:
                 self.batch.append(chunk)
                 if len(self.batch) >= self.pipeline.batch_size:
                     self.flush()
+                    if doc.source in self.failed:  # a page of it, embedded just now, failed
+                        return
         self.driver.chunked(doc.source)
         self.progress.advance()
 
@@ -307,35 +321,44 @@ class _Run:
                 self._write(previous)
         self.driver.save()
 
-    def _embed(self, batch: list[Chunk]) -> tuple[list[np.ndarray], list[Any]]:
+    def _embed(self, batch: list[Chunk]) -> _Vectors:
         """On the embedding thread: dense (and sparse) vectors of a batch, cached as computed."""
         encoder, sparse = self.pipeline.encoder, self.pipeline.sparse_encoder
-        texts = [c.text for c in batch]
+        failed: dict[str, str] = {}
         if self.pipeline.late_chunking:
             assert isinstance(encoder, DenseEncoder)
             vectors = encoder.encode_late(batch)
         else:  # an image chunk's input is its image (a PDF page is rendered here, off the reader)
             try:
                 vectors = encoder.encode([c.model_input() for c in batch], [c.token_ids for c in batch])
-            except InvalidImageError as exc:  # a page retriever's processor refused one: name its file
-                if not isinstance(encoder, ColbertEncoder):  # a cached encoder numbers its misses only
+            except InvalidInputError:
+                if all(c.image is None for c in batch):
                     raise
-                raise InvalidImageError(_chunk_named(batch, exc.name), exc.problem) from None
-        sparse_vectors = sparse.encode(texts) if sparse is not None else [None] * len(batch)
-        return vectors, sparse_vectors
+                batch, vectors, failed = _each_apart(encoder, batch)
+        texts = [c.text for c in batch]
+        sparse_vectors = sparse.encode(texts) if sparse is not None and texts else [None] * len(batch)
+        return _Vectors(batch, vectors, sparse_vectors, failed)
 
     def _write(self, embedded: _Embedded) -> None:
         """Store the vectors of ``embedded``; the driver counts the batch and checkpoints the
-        documents it completed once the store acknowledged them."""
-        batch = embedded.batch
-        vectors, sparse_vectors = embedded.vectors.result()
+        documents it completed once the store acknowledged them. A document one of whose pages
+        failed is left out (its pages stored before stay, as a file that failed while read)."""
+        result = embedded.vectors.result()
         self._count_computed()
+        for source, reason in result.failed.items():
+            self._leave_out(source, reason)
         records = [
             ChunkRecord(c.id, v, c.payload(), sparse=s)
-            for c, v, s in zip(batch, vectors, sparse_vectors, strict=True)
+            for c, v, s in zip(result.chunks, result.dense, result.sparse, strict=True)
+            if c.source not in self.failed
         ]
-        self.driver.write(records, [c.source for c in batch])
+        self.driver.write(records, [r.payload["source"] for r in records])
         self.progress.advance()
+
+    def _leave_out(self, source: str, reason: str) -> None:
+        self.failed.add(source)
+        self.batch = [c for c in self.batch if c.source != source]
+        self.driver.abandon(source, reason)
 
     def _count_computed(self) -> None:
         self.report.embedded = self.pipeline.encoder.computed - self.computed_before
@@ -364,11 +387,27 @@ class _Run:
             self._executor = None
 
 
-def _chunk_named(batch: list[Chunk], name: str) -> str:
-    """The file (and PDF page) of the batch's input ``name`` (``input[3]``), as the user knows it."""
-    position = name.partition("[")[2].rstrip("]")
-    if not position.isdigit() or int(position) >= len(batch):
-        return name
-    chunk = batch[int(position)]
-    page = chunk.metadata.get("page")
-    return chunk.source if page is None else f"{chunk.source} page {page}"
+def _each_apart(
+    encoder: ChunkEncoder, batch: list[Chunk]
+) -> tuple[list[Chunk], list[np.ndarray], dict[str, str]]:
+    """A batch one of whose images or pages could not be prepared (a render over pdfium's limits,
+    an image the model's processor refuses), embedded one chunk at a time: the chunks embedded and
+    their vectors, and each failed document with why (its other chunks are not embedded)."""
+    kept: list[Chunk] = []
+    vectors: list[np.ndarray] = []
+    failed: dict[str, str] = {}
+    for chunk in batch:
+        if chunk.source in failed:
+            continue
+        try:
+            (vector,) = encoder.encode([chunk.model_input()], [chunk.token_ids])
+        except InvalidInputError as exc:
+            if chunk.image is None:
+                raise
+            page = chunk.metadata.get("page")
+            problem = exc.problem if isinstance(exc, InvalidImageError) else str(exc)
+            failed[chunk.source] = problem if page is None else f"page {page}: {problem}"
+            continue
+        kept.append(chunk)
+        vectors.append(vector)
+    return kept, vectors, failed

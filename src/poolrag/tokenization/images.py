@@ -2,8 +2,9 @@
 
 An image input is a PIL image, encoded bytes, a local path or a ``data:image/...;base64,`` URL
 (:mod:`poolrag.image_inputs`); a remote URL is never fetched. Decoding refuses what would cost
-unbounded memory (more than ``MAX_IMAGE_PIXELS``: a decompression bomb) or cannot be read (a
-truncated file, a text with an image's name) in one line naming the input. The pixels then go
+unbounded memory (more than ``MAX_IMAGE_PIXELS``: a decompression bomb; a strip more than
+``MAX_ASPECT_RATIO`` times longer than wide) or cannot be read (a truncated file, a text with an
+image's name, a format outside ``IMAGE_FORMATS``) in one line naming the input. The pixels then go
 through the folder's saved image processor, as transformers' processor would prepare them.
 """
 
@@ -30,6 +31,13 @@ logger = logging.getLogger(__name__)
 
 #: the most pixels one decoded image may have (about 8,000 x 8,000); a bigger one is refused
 MAX_IMAGE_PIXELS = 64_000_000
+#: how many times longer than wide (or wide than long) an image may be: a 20,000 x 1 PNG is 99
+#: bytes, and a processor that scales the short side to 224 (CLIP's) makes it 4,480,000 x 224
+#: pixels, 10 GB on the way; transformers' Qwen2-VL processor refuses the same ratio
+MAX_ASPECT_RATIO = 200
+#: the formats decoded (Pillow's names; JPEG includes a camera's MPO). Pillow opens others too, and
+#: its EPS reader runs Ghostscript on the bytes: request data never reaches it
+IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF", "ICO", "PPM", "AVIF")
 IMAGES_EXTRA = 'images need Pillow: pip install "poolrag[images]"'
 
 
@@ -67,7 +75,9 @@ def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE
     else:
         source = _encoded(value, name)
         try:
-            image = image_module.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+            image = image_module.open(
+                io.BytesIO(source) if isinstance(source, bytes) else source, formats=IMAGE_FORMATS
+            )
             _check_size(image.size, name, max_pixels)  # from the header, before a pixel is decoded
             image.load()
         except InvalidInputError:
@@ -106,6 +116,12 @@ def _check_size(size: tuple[int, int], name: str, max_pixels: int) -> None:
     width, height = size
     if width * height > max_pixels:
         raise InvalidImageError(name, _too_large(max_pixels, f"{width}x{height}"))
+    if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+        raise InvalidImageError(
+            name,
+            f"the image is {width}x{height}: one side is more than {MAX_ASPECT_RATIO} times the other, "
+            "which an image processor would scale up without bound",
+        )
 
 
 #: threads preparing one call's images: decoding, resizing and normalising run in Pillow's and
