@@ -124,3 +124,31 @@ def test_a_blocking_deployment_stopped_by_ctrl_c_removes_its_application(
     with pytest.raises(KeyboardInterrupt):
         serve_models_on_ray(models, plan, host="127.0.0.1", port=port, blocking=True)
     assert APP_NAME not in serve.status().applications
+
+
+def test_the_proxy_holds_at_most_one_replicas_queue(minilm_path: Path, cross_encoder_path: Path) -> None:
+    """Ray's default lets requests (and their bodies, buffered in the proxy) wait without bound;
+    here as many may wait as one replica admits, and the next gets Ray's 503."""
+    from poolrag.scaleout.ray_serve import replica_deployment
+
+    models = [
+        (EngineArgs(str(minilm_path)), ServerSettings(served_model_names=("a",), max_queue=3)),
+        (EngineArgs(str(cross_encoder_path)), ServerSettings(served_model_names=("b",), max_queue=5)),
+    ]
+    deployment = replica_deployment(models, ReplicaPlan(replicas=2), {"CPU": 2.0})
+    assert deployment.max_ongoing_requests == deployment.max_queued_requests == 8
+
+
+def test_a_replica_whose_engine_stopped_fails_rays_health_check(minilm_path: Path) -> None:
+    """Ray calls ``check_health`` on each replica and replaces one that raises; ``/health`` alone
+    answered 503 from it while Ray kept routing requests to it."""
+    from types import SimpleNamespace
+
+    from poolrag.scaleout.ray_serve import PoolragReplica
+
+    engine = Engine(minilm_path, tune="off")
+    replica = SimpleNamespace(engines=[(engine, ServerSettings(served_model_names=("embedder",)))])
+    PoolragReplica.check_health(replica)  # a running engine: healthy
+    engine.close()
+    with pytest.raises(RuntimeError, match="the engine of 'embedder' stopped"):
+        PoolragReplica.check_health(replica)

@@ -196,6 +196,18 @@ def test_milvus_server_down_is_retried_then_reported() -> None:
     assert err.value.attempts == 3
 
 
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_a_password_in_the_address_is_not_shown(kind: str) -> None:
+    """pymilvus reads credentials from the URI itself (``http://user:token@host``); messages and
+    logs name the store by ``location``, which shows the password as ``***``."""
+    port = closed_port()
+    address = {"uri" if kind == "milvus" else "url": f"http://root:Pa55word@127.0.0.1:{port}"}
+    with pytest.raises(StoreUnavailableError) as err:
+        open_store(kind, "docs", retry=FAST_RETRY, **address).ensure_collection(_spec())
+    assert f"{kind} at http://root:***@127.0.0.1:{port} is unavailable" in str(err.value)
+    assert "Pa55word" not in str(err.value)
+
+
 def _hold_milvus_file(path: Path, seconds: float) -> subprocess.Popen:
     code = (
         "import sys, time\nfrom pymilvus import MilvusClient\n"

@@ -355,14 +355,6 @@ def run(args: argparse.Namespace) -> int:
         if args.ray is None and args.replicas != "auto":
             logger.warning("--replicas %s has no effect without --ray (one process serves)", args.replicas)
         settings, served = _served(args)
-        if args.ray is not None:
-            if args.workers > 1:
-                raise ValueError("--workers is for one machine; with --ray, Ray Serve runs --replicas")
-            if http.tls or http.root_path:
-                raise ValueError("with --ray, Ray Serve's proxy serves HTTP: set TLS and its root path there")
-            if not http.access_log or http.quiet_paths:
-                logger.warning("access log flags have no effect with --ray: Ray Serve keeps its own log")
-            return _serve_on_ray(args, [(one.engine_args, one.settings) for one in served])
         if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
             logger.warning(
                 "listening on %s without an API key: anyone who can reach it can use it", args.host
@@ -375,6 +367,14 @@ def run(args: argparse.Namespace) -> int:
             logger.warning(
                 "--allowed-origins '[\"*\"]' without an API key: any web page a user opens can use it"
             )
+        if args.ray is not None:
+            if args.workers > 1:
+                raise ValueError("--workers is for one machine; with --ray, Ray Serve runs --replicas")
+            if http.tls or http.root_path:
+                raise ValueError("with --ray, Ray Serve's proxy serves HTTP: set TLS and its root path there")
+            if not http.access_log or http.quiet_paths:
+                logger.warning("access log flags have no effect with --ray: Ray Serve keeps its own log")
+            return _serve_on_ray(args, [(one.engine_args, one.settings) for one in served])
         if args.workers > 1:
             return _serve_workers(args, http)
         app = _app(settings, served)

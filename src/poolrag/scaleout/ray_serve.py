@@ -3,10 +3,15 @@
 Each replica builds its own :class:`~poolrag.Engine` per model and the app
 :func:`poolrag.server.app.create_models_app` makes for one process (several models: one replica
 holds them all, as ``poolrag serve A B`` does), so the HTTP API, its limits and its errors are
-exactly those of ``poolrag serve``; Ray adds the routing between replicas. A replica takes one GPU when the
-cluster has GPUs (so replicas = GPUs at most), else a share of CPU cores. Replica count is fixed
-(``replicas``) or follows load: Ray Serve's autoscaler adds replicas while each has more than
-``target_ongoing_requests`` requests in flight, up to ``max_replicas``.
+those of ``poolrag serve``; Ray adds the routing between replicas. Ray's proxy reads the request
+first: its own HTTP server applies none of poolrag's limits on a request's head (size, deadline),
+and it hands a request to a replica before its body is read, so a body's limits and the API key
+are checked in the replica. The proxy holds at most one replica's queue of waiting requests.
+
+A replica takes one GPU when the cluster has GPUs (so replicas = GPUs at most), else a share of
+CPU cores. Replica count is fixed (``replicas``) or follows load: Ray Serve's autoscaler adds
+replicas while each has more than ``target_ongoing_requests`` requests in flight, up to
+``max_replicas``.
 
 Per-replica state stays per replica: the admission queue (``--max-queue``) and ``/metrics`` count
 one replica's requests. Without Ray, the same result is several ``poolrag serve`` processes
@@ -16,6 +21,8 @@ behind any HTTP load balancer.
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +58,13 @@ class PoolragReplica:
 
     def __init__(self, models: Sequence[tuple[EngineArgs, ServerSettings]]) -> None:
         self.engines = load_engines(models)
+
+    def check_health(self) -> None:
+        """Ray's periodic health check: a replica whose engine stopped (its scheduler died) is
+        replaced, where ``/health`` alone would answer 503 from it while Ray kept routing to it."""
+        for engine, settings in self.engines:
+            if engine.closed:
+                raise RuntimeError(f"the engine of {settings.model_name!r} stopped")
 
     def __serve_build_asgi_app__(self) -> Any:
         from poolrag.server.app import create_models_app
@@ -107,17 +121,30 @@ def build_application(
     that name none) with ``plan``'s replicas, ready for :func:`ray.serve.run`."""
     if not models:
         raise InvalidInputError("a Ray Serve replica needs at least one model")
+    deployment = replica_deployment(models, plan, cluster)
+    replicas = [(args.for_other_processes(), settings) for args, settings in models]
+    logger.info("ray serve: %s on %s", ", ".join(args.model for args, _ in replicas), deployment)
+    return deployment.bind(replicas)
+
+
+def replica_deployment(
+    models: Sequence[tuple[EngineArgs, ServerSettings]], plan: ReplicaPlan, cluster: Mapping[str, float]
+) -> Any:
+    """The Ray Serve deployment of :class:`PoolragReplica` for ``models`` with ``plan``'s replicas."""
     options = plan.deployment_options(cluster)
+    # the proxy's admission cap per replica matches the app's own queue limits, all models together;
+    # as many again may wait in the proxy, and the next is a 503 (Ray's default: no bound, each
+    # waiting request's body buffered in the proxy)
+    per_replica = sum(settings.max_queue for _, settings in models)
     deployment = serve.deployment(
         PoolragReplica,
         name=APP_NAME,
-        # the proxy's admission cap per replica matches the app's own queue limits, all models together
-        max_ongoing_requests=sum(settings.max_queue for _, settings in models),
+        max_ongoing_requests=per_replica,
+        max_queued_requests=per_replica,
+        graceful_shutdown_timeout_s=models[0][1].drain_timeout_s,
         **options,
     )
-    replicas = [(args.for_other_processes(), settings) for args, settings in models]
-    logger.info("ray serve: %s with %s", ", ".join(args.model for args, _ in replicas), options)
-    return deployment.bind(replicas)
+    return deployment
 
 
 def serve_models_on_ray(
@@ -139,8 +166,12 @@ def serve_models_on_ray(
     # INFO lines (one per request, per replica start) are Ray's to tell only when asked for
     level = logging.getLevelName(max(logging.INFO, logging.getLogger("ray").getEffectiveLevel()))
     logging_config = {"log_level": level}
-    serve.start(http_options={"host": host, "port": port}, logging_config=logging_config)
     app = build_application(models, plan, ray.cluster_resources())
+    http_options = {"host": host, "port": port, "keep_alive_timeout_s": models[0][1].keep_alive_s}
+    serve.start(http_options=http_options, logging_config=logging_config)
+    on_term = None
+    if blocking and threading.current_thread() is threading.main_thread():
+        on_term = signal.signal(signal.SIGTERM, _interrupt)  # drained and removed as on Ctrl-C
     try:
         serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking, logging_config=logging_config)
     except KeyboardInterrupt:
@@ -149,3 +180,10 @@ def serve_models_on_ray(
         logger.info("removing the %r application from Ray Serve", APP_NAME)
         serve.delete(APP_NAME)
         raise
+    finally:
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

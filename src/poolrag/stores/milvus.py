@@ -218,7 +218,7 @@ class MilvusStore(StoreTemplate):
         timeout: float | None = None,
     ) -> None:
         super().__init__(collection, str(uri))
-        self.uri = self.location
+        self.uri = str(uri)  # the location, password included
         self.retry = retry or RetryPolicy()
         local = _is_local(self.uri)
         self._timeout = timeout if timeout is not None else LITE_DEADLINE_S if local else SERVER_DEADLINE_S
@@ -315,7 +315,7 @@ class MilvusStore(StoreTemplate):
         raw = (info.get("properties") or {}).get(METADATA_KEY)
         if raw is None:
             raise CollectionMismatchError(
-                f"collection {self.collection!r} in milvus at {self.uri} was not created by poolrag "
+                f"collection {self.collection!r} in milvus at {self.location} was not created by poolrag "
                 "(no model metadata); choose another --collection"
             )
         spec = CollectionSpec.from_metadata(self.collection, raw)

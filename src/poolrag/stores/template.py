@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class StoreTemplate(ABC):
 
     def __init__(self, collection: str, location: str) -> None:
         self.collection = check_collection_name(collection)
-        self.location = location
+        self.location = _without_password(location)
         self._spec: CollectionSpec | None = None
 
     @classmethod
@@ -355,3 +356,13 @@ class StoreTemplate(ABC):
     @abstractmethod
     def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
         """Stored sparse vectors of the (distinct, non-empty) ``ids`` that exist."""
+
+
+def _without_password(location: str) -> str:
+    """``location`` as messages and logs show it: a URL's password (``http://user:token@host``,
+    how pymilvus also takes credentials) as ``***``."""
+    parts = urlsplit(location)
+    if parts.password is None:
+        return location
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
