@@ -30,8 +30,9 @@ def test_a_file_is_not_a_model_folder(tmp_path: Path, hub_asked: list[str]) -> N
 
 @pytest.mark.parametrize("hub_id", ["BAAI/bge-base-en-v1.5", "bert-base-uncased"])
 def test_a_hub_id_goes_to_the_hub(hub_id: str, hub_asked: list[str]) -> None:
-    with pytest.raises(ModelLoadError, match="is a Hugging Face hub id, which needs network access"):
+    with pytest.raises(ModelLoadError, match="is a Hugging Face hub id, which needs network access") as err:
         resolve_model_path(hub_id)
+    assert f"map the id to one in $POOLRAG_MODEL_MAP ({hub_id}=FOLDER)" in str(err.value)  # the offline way
     assert hub_asked[-1] == hub_id  # a bare name is sentence-transformers' first (test_bare_names.py)
 
 

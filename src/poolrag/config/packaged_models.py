@@ -33,6 +33,13 @@ def packaged_folder(hub_id: str) -> Path | None:
     return folder if (folder / "config.json").is_file() else None
 
 
+def typed_identity(identity: str) -> str:
+    """A model identity (``name@weights``) with a packaged model's folder (a virtualenv's
+    site-packages path) named by its hub id, as a user types it."""
+    name, _, weights = identity.rpartition("@")
+    return f"{packaged_hub_id(name) or name}@{weights}" if name else identity
+
+
 def packaged_hub_id(folder: str) -> str | None:
     """The hub id whose packaged copy ``folder`` is (a collection records the folder it was
     ingested with, on whatever machine and virtualenv that was), else None: for messages that name

@@ -99,7 +99,8 @@ def resolve_model_path(
         raise ModelLoadError(
             f"cannot load {what} {model_id!r}: it is not a local folder, so it is a Hugging Face hub id, "
             "which needs network access to huggingface.co (or a warm hub cache with HF_HUB_OFFLINE=1). "
-            f"Pass the path of a downloaded model folder instead{extra}. "
+            f"Pass the path of a downloaded model folder instead, or map the id to one in "
+            f"${MODEL_MAP_VAR} ({model_id}=FOLDER){extra}. "
             f"({type(exc).__name__}: {_first_line(exc)})"
         ) from exc
     logger.info("resolved %s to %s", model_id, local)

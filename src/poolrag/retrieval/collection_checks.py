@@ -3,7 +3,7 @@ vectors, and ``k`` is a count. A mismatch is refused, since scores across models
 
 from __future__ import annotations
 
-from poolrag.config.packaged_models import packaged_hub_id
+from poolrag.config.packaged_models import typed_identity
 from poolrag.counts import check_count
 from poolrag.model_facts import same_weights
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
@@ -32,16 +32,9 @@ def check_model(
     """Refuse a query model whose weights differ from those that filled the collection."""
     if not same_weights(spec.model_identity, identity):
         raise CollectionMismatchError(
-            f"collection {spec.name!r} in {where} was filled with {_as_typed(spec.model_identity)}, but "
-            f"the query model is {_as_typed(identity)}; {hint}"
+            f"collection {spec.name!r} in {where} was filled with {typed_identity(spec.model_identity)}, but "
+            f"the query model is {typed_identity(identity)}; {hint}"
         )
-
-
-def _as_typed(identity: str) -> str:
-    """``name@weights`` with a packaged model's folder (a virtualenv's site-packages path) named by
-    its hub id, as a user types it."""
-    name, _, weights = identity.rpartition("@")
-    return f"{packaged_hub_id(name) or name}@{weights}" if name else identity
 
 
 def check_k(k: object) -> None:

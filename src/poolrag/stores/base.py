@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, Self
 
 import numpy as np
 
+from poolrag.config.packaged_models import typed_identity
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import same_weights
 from poolrag.sparse.vector import SparseVector
@@ -167,9 +168,11 @@ class CollectionSpec:
         if stored.layout != self.layout:
             problems.append(f"layout {stored.layout!r} vs {self.layout!r}")
         if stored.dimension != self.dimension:
-            problems.append(f"{stored.dimension}-dimension vectors vs {self.dimension}")
+            problems.append(f"{stored.dimension}-dimension vectors vs {self.dimension}-dimension")
         if not same_weights(stored.model_identity, self.model_identity):
-            problems.append(f"model {stored.model_identity} vs {self.model_identity}")
+            problems.append(
+                f"model {typed_identity(stored.model_identity)} vs {typed_identity(self.model_identity)}"
+            )
         if stored.sparse != self.sparse:
             problems.append(f"sparse field {stored.sparse or 'none'} vs {self.sparse or 'none'}")
         if stored.multivector_dimension != self.multivector_dimension:
@@ -192,16 +195,19 @@ class CollectionSpec:
             problems.append(" vs ".join(said))
         if problems:
             raise CollectionMismatchError(
-                f"collection {self.name!r} in {where} holds {stored.dimension}-dimension {stored.layout} "
-                f"vectors from {stored.model_identity}, but this run uses {self.dimension}-dimension "
-                f"{self.layout} vectors from {self.model_identity} ({'; '.join(problems)}). Mixing them "
-                f"would make search meaningless: {self._remedy(stored)}use another --collection, or "
+                f"collection {self.name!r} in {where} holds other vectors than this run makes "
+                f"({'; '.join(problems)}: the collection's, then this run's). Mixing them would make "
+                f"search meaningless: {self._remedy(stored, problems)}use another --collection, or "
                 "delete this one first."
             )
 
-    def _remedy(self, stored: CollectionSpec) -> str:
-        """The flags of the run that wrote ``stored``, where it is this run's model truncated
-        (Matryoshka) and this run left the truncation out: the likely fix, said first."""
+    def _remedy(self, stored: CollectionSpec, problems: Sequence[str]) -> str:
+        """The flags of the run that wrote ``stored``, where they are the one difference (``--hybrid``)
+        or it is this run's model truncated (Matryoshka) and this run left the truncation out: the
+        likely fix, said first."""
+        if len(problems) == 1 and {stored.sparse, self.sparse} == {None, "bm25"}:
+            said = "with" if stored.sparse else "without"
+            return f"it was written {said} --hybrid, so run again {said} it, or "
         same_model = stored.model_name == self.model_name and stored.full_dimension == self.full_dimension
         if not same_model or stored.dimension == self.dimension or stored.dimension >= stored.full_dimension:
             return ""
