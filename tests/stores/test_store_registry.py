@@ -60,10 +60,14 @@ def test_the_extras_check_reads_the_registry(monkeypatch, capsys) -> None:
     missing = StoreEntry(process_store.__name__, "ProcessStore", "faraway", ("no_such_module_here",))
     monkeypatch.setitem(STORES, "faraway", missing)
     assert not require_store_extra("ingest", "faraway")
-    assert capsys.readouterr().err == (
+    err = capsys.readouterr().err
+    assert err.startswith(
         'poolrag ingest needs the faraway extra: pip install "poolrag[faraway]" '
-        "(missing: no_such_module_here)\n"
+        "(missing: no_such_module_here)"
     )
+    # a forgotten --store is the likely mistake: the stores this environment has are named
+    assert "; or use a store installed here: --store milvus, --store qdrant" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_the_cli_ingests_into_a_registered_store_and_searches_it(

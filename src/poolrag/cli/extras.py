@@ -34,20 +34,30 @@ def missing_extra(extra: str) -> list[str]:
     return [module for module in extra_modules()[extra] if not module_installed(module)]
 
 
-def require_extra(command: str, extra: str) -> bool:
-    """True when ``extra`` is installed; otherwise print the one-line fix to stderr and return False."""
+def require_extra(command: str, extra: str, hint: str = "") -> bool:
+    """True when ``extra`` is installed; otherwise print the one-line fix (and ``hint``) to stderr
+    and return False."""
     missing = missing_extra(extra)
     if not missing:
         return True
     print(
         f'poolrag {command} needs the {extra} extra: pip install "poolrag[{extra}]" '
-        f"(missing: {', '.join(missing)})",
+        f"(missing: {', '.join(missing)}){hint}",
         file=sys.stderr,
     )
     return False
 
 
 def require_store_extra(command: str, kind: str) -> bool:
-    """:func:`require_extra` for the extra the store registry names for ``kind`` (none: True)."""
+    """:func:`require_extra` for the extra the store registry names for ``kind`` (none: True); the
+    stores this environment has are named, since the likely mistake is a forgotten ``--store``."""
     extra = STORES[kind].extra
-    return extra is None or require_extra(command, extra)
+    if extra is None:
+        return True
+    others = [
+        f"--store {name}"
+        for name, entry in STORES.items()
+        if name != kind and entry.extra is not None and not missing_extra(entry.extra)
+    ]
+    hint = f"; or use a store installed here: {', '.join(others)}" if others else ""
+    return require_extra(command, extra, hint)
