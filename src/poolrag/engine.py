@@ -187,6 +187,7 @@ class Engine:
             batches while the default path serves, which switches to the winner when the verdict
             is in (``engine.wait_for_tune()``). ``"full"``
             measures again now, compiled candidates included (what ``poolrag tune`` runs);
+            ``"cached"`` uses a verdict on disk and measures nothing (a short script's choice);
             ``"off"`` loads as ``model_impl`` says, untimed. What happened is ``engine.tune_report``.
         truncate: an input over ``max_model_len`` keeps its first tokens (default, as
             sentence-transformers, TEI and Cohere do; ``engine.core_stats.truncated_inputs`` counts

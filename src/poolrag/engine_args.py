@@ -289,8 +289,8 @@ class EngineArgs:
                 "--autotune",
                 choices=TUNE_MODES,
                 help="time the exact paths at the model's first load on this machine (auto), again now "
-                "with the compiled paths too, as 'poolrag tune' does (full), or never (off) "
-                "(default: $POOLRAG_TUNE, else auto)",
+                "with the compiled paths too, as 'poolrag tune' does (full), only use a verdict measured "
+                "before (cached), or never (off) (default: $POOLRAG_TUNE, else auto; search: cached)",
             )
         return group
 

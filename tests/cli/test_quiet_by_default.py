@@ -89,6 +89,24 @@ def test_poolrag_ingest_says_once_that_a_first_load_measures_in_the_background(t
     assert _noise(done.stderr) == []
 
 
+def test_poolrag_search_measures_nothing_on_a_first_load(tmp_path: Path) -> None:
+    """One query's process ends before a background measurement could, which would slow the query
+    and be thrown away: ``search`` uses a verdict on disk (``--autotune cached``) and says nothing."""
+    assert _ingest(tmp_path, "-q", "--autotune", "off").returncode == 0
+    query = ["search", "vectors for search", "--model", HUB_ID, "--uri", str(tmp_path / "m.db"), "-k", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "poolrag.cli", *query],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith(" 1. ") and "note-" in done.stdout
+    assert MEASURING not in done.stderr and _noise(done.stderr) == []
+    assert not (tmp_path / "poolrag-cache" / "tune").exists()
+
+
 def test_poolrag_serve_starts_without_third_party_noise(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "serve.err"

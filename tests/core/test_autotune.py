@@ -260,7 +260,7 @@ def test_the_default_comes_from_the_environment(
     monkeypatch.setenv("POOLRAG_TUNE", "off")
     assert Engine(bert).tune_report.state == "off"
     monkeypatch.setenv("POOLRAG_TUNE", "fastest")
-    with pytest.raises(InvalidInputError, match=r"\$POOLRAG_TUNE must be one of auto, full, off"):
+    with pytest.raises(InvalidInputError, match=r"\$POOLRAG_TUNE must be one of auto, full, cached, off"):
         Engine(bert)
     with pytest.raises(InvalidInputError, match="tune must be one of"):
         Engine(bert, tune="sometimes")

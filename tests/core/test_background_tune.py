@@ -120,6 +120,26 @@ def test_the_first_load_answers_before_the_verdict_and_caches_it_after(
     assert held.made == [report.verdict.impl]  # the verdict is read: nothing measured, one load
 
 
+def test_cached_uses_a_verdict_on_disk_and_measures_nothing_without_one(
+    cache: Path, held: _HeldLoads, bert: Path, static: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``poolrag search``'s mode: its process ends before a measurement could, so it measures none
+    (and says nothing), and it takes a verdict a longer-lived process measured."""
+    held.made.clear()  # the untuned reference's load
+    with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
+        engine = Engine(bert, tune="cached")
+    assert engine.tune_report.state == "skipped" and "poolrag tune MODEL" in engine.tune_report.reason
+    assert held.made == ["auto"] and not cache.exists()  # one load, the default path: nothing timed
+    np.testing.assert_allclose(engine.embed_array(TEXTS), static, atol=1e-6)
+    assert not [r for r in caplog.records if r.name == PROGRESS_LOGGER]
+    held.release.set()
+    measured = Engine(bert, tune="auto").wait_for_tune(WAIT_S)
+    held.made.clear()
+    again = Engine(bert, tune="cached")
+    assert again.tune_report.state == "cached" and again.tune_report.verdict == measured.verdict
+    assert held.made == [measured.verdict.impl]
+
+
 def test_a_faster_path_takes_over_between_batches_while_requests_keep_coming(
     cache: Path, held: _HeldLoads, bert: Path, static: np.ndarray
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shlex
 import sys
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from poolrag.cli.store_options import (
     open_store_from_args,
     refuse_missing_database,
 )
+from poolrag.config.option_choices import TUNE_ENV
 from poolrag.engine_args import EngineArgs, positive_int
 
 if TYPE_CHECKING:
@@ -109,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if args.prefetch is not None and args.mode != "hybrid":
         refused = ValueError("--prefetch sets the depth of a hybrid search's legs: add --hybrid")
         return report_error("search", refused)
+    if args.autotune is None and not os.environ.get(TUNE_ENV):
+        args.autotune = "cached"  # one query: a first load's measuring would slow it and end unsaved
     store = None
     try:
         refuse_missing_database(args)

@@ -13,7 +13,8 @@ from typing import Literal, get_args
 ModelImpl = Literal["auto", "native", "transformers"]
 MODEL_IMPLS: tuple[ModelImpl, ...] = get_args(ModelImpl)
 #: how much the first load times the candidate paths (``$POOLRAG_TUNE`` is the default)
-TuneMode = Literal["auto", "full", "off"]
+TuneMode = Literal["auto", "full", "cached", "off"]
 TUNE_MODES: tuple[TuneMode, ...] = get_args(TuneMode)
+TUNE_ENV = "POOLRAG_TUNE"  # the default of ``Engine(tune=...)``; tests set it to "off"
 #: weight quantization (torchao); an index's compression is the store's
 QUANTIZATION_SCHEMES = ("int8", "fp8")

@@ -29,6 +29,8 @@ forwards) copy the weights already in memory.
 * A native encoder on the CPU also gets its attention's runs-or-groups bound measured for its
   shape (:mod:`poolrag.core.runs_or_groups_tuning`, well under a second), kept in the verdict and
   installed for the process at every load.
+* ``tune="cached"`` uses a verdict on disk and measures nothing (``poolrag search``, whose process
+  ends before a measurement could, and whose query it would slow).
 * ``tune="off"`` (or ``POOLRAG_TUNE=off``) loads exactly as before tuning existed.
 """
 
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import torch
 
 from poolrag.config.model_spec import ModelSpec
-from poolrag.config.option_choices import TUNE_MODES, TuneMode
+from poolrag.config.option_choices import TUNE_ENV, TUNE_MODES, TuneMode
 from poolrag.core.model_setup import Pipeline, fingerprint, with_network
 from poolrag.core.runs_or_groups_tuning import measure_runs_or_groups
 from poolrag.core.speed_plan import SpeedPlan, install_attention_bound
@@ -67,7 +69,6 @@ logger = logging.getLogger(__name__)
 PROGRESS_LOGGER = f"{__name__}.progress"
 progress = logging.getLogger(PROGRESS_LOGGER)
 
-TUNE_ENV = "POOLRAG_TUNE"  # the default of ``Engine(tune=...)``; tests set it to "off"
 MIN_COSINE = 0.99999  # per-row cosine to the reference path an exact candidate must reach
 TIMING_TOKENS = 2048  # most tokens in the timing batch (and at most the engine's batch budget)
 CALIBRATION_TOKENS = 256  # the smallest timing batch, timed first to size the real one
@@ -152,7 +153,9 @@ class TuneReport:
                 f"{verdict.min_rows_per_run} rows a run, padded groups below"
             )
         if not verdict.compiled_measured:
-            lines.append("compiled candidates not measured (tune='full' or `poolrag tune MODEL` times them)")
+            lines.append(
+                "compiled candidates not measured (tune='full', or `poolrag tune MODEL` without --no-compile)"
+            )
         return "\n".join(lines)
 
 
@@ -161,7 +164,7 @@ class TuneRequest:
     """What the caller pinned and what is left to measure.
 
     Attributes:
-        mode: ``auto``, ``full`` or ``off``.
+        mode: ``auto``, ``full``, ``cached`` or ``off``.
         model_name: the engine's model name (part of the compiled graphs' cache key).
         model_impl, compile: as passed to the engine; a pinned value is not a choice.
         fast_mode: the engine's ``cpu_fast_mode`` (``"auto"`` measures bf16 and int8).
@@ -511,7 +514,7 @@ def load_tuned(
     if reason is not None:
         return _untuned(build, request, "skipped", reason)
     key = TuneKey.for_load(fingerprint(spec), request.settings, device)
-    cached = _allowed(read_verdict(key), request, key) if request.mode == "auto" else None
+    cached = _allowed(read_verdict(key), request, key) if request.mode in ("auto", "cached") else None
     wants_fast = request.fast_mode == "auto"
     cached_pipeline = None if cached is None else _built(build, cached, key)
     cached = None if cached_pipeline is None else cached
@@ -532,6 +535,8 @@ def load_tuned(
         fast_compiled = fast is None or fast == cached.fast_mode
         compile = forward == "compiled" and request.compile is None and fast_compiled
         return TunedLoad(pipeline, report, SpeedPlan(cached.impl, fast, compile, rows))  # type: ignore[arg-type]
+    if request.mode == "cached":  # a short process: measuring would be paid for and thrown away
+        return _untuned(build, request, "skipped", "no verdict for it on this machine (`poolrag tune MODEL`)")
     started = time.perf_counter()
     identity = model_identity(request.model_name, fingerprint(spec))
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))
