@@ -281,6 +281,17 @@ def test_the_host_header_is_checked_on_a_keyless_loopback_server(minilm_server: 
         assert httpx.get(f"{minilm_server.url}/health", headers={"host": host}).status_code == 200, host
 
 
+def test_a_keyless_server_on_another_loopback_address_answers_to_that_address() -> None:
+    """Bound to 127.0.0.2, a client calling http://127.0.0.2:PORT sends that Host: it was refused
+    as a stranger's name (``invalid_host``); another name still is."""
+    from poolrag.server import ServerSettings
+    from poolrag.server.host_check import effective_hosts
+
+    allowed = effective_hosts(ServerSettings(served_model_names=("m",)), "127.0.0.2")
+    assert allowed is not None and {"127.0.0.2", "127.0.0.1", "localhost"} <= allowed
+    assert "evil.example" not in allowed and "127.0.0.3" not in allowed
+
+
 def test_allowed_hosts_and_api_keys_change_the_host_rule(minilm_engine: Engine, keyed_server: Served) -> None:
     assert httpx.get(f"{keyed_server.url}/health", headers={"host": "embed.internal"}).status_code == 200
     with serve_in_thread(minilm_engine, allowed_hosts=("embed.internal",)) as url:

@@ -31,13 +31,13 @@ def _is_loopback(address: str) -> bool:
 
 
 def effective_hosts(settings: ServerSettings, bound_host: str | None) -> frozenset[str] | None:
-    """The names to accept, or ``None`` for any: the configured list, else the loopback names for
-    a keyless server bound to loopback."""
+    """The names to accept, or ``None`` for any: the configured list, else the loopback names (and
+    the address it is bound to, such as 127.0.0.2) for a keyless server bound to loopback."""
     if settings.allowed_hosts is not None:
         names = frozenset(host_name(h) for h in settings.allowed_hosts)
         return None if "*" in names else names
     if settings.api_key is None and bound_host is not None and _is_loopback(bound_host):
-        return frozenset(LOOPBACK_HOSTS)
+        return frozenset(LOOPBACK_HOSTS) | {host_name(bound_host)}
     return None
 
 
