@@ -83,6 +83,23 @@ def test_the_bar_starts_at_the_total_and_ends_there(
         assert report.documents + len(report.skipped) == total
 
 
+def test_the_bar_counts_the_chunks_stored_while_one_long_document_is_read(
+    pipeline: IngestPipeline, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One long file is one document: the bar read 0/1 for minutes (seen from outside), so it also
+    says how many chunks are stored so far, growing batch by batch."""
+    long = tmp_path / "long.txt"
+    long.write_text(
+        " ".join(f"Sentence {i} about bees, flowers and the dances that point at them." for i in range(80))
+    )
+    report = pipeline.run(read_paths([long]), total=1)
+    err = capsys.readouterr().err.replace("\r", "\n")
+    counts = [int(n) for n in re.findall(r"ingesting: +0%.*?(\d+) chunks stored", err)]
+    assert len(counts) >= 2 and counts == sorted(counts), err[-2000:]  # while the one document is read
+    last = err.rstrip().splitlines()[-1]
+    assert "1/1 [" in last and last.endswith(f", {report.upserted} chunks stored]"), last
+
+
 def test_a_sized_list_is_its_own_total_and_an_unknown_total_draws_nothing(
     pipeline: IngestPipeline, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,9 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    # faiss (Milvus Lite's) tells at INFO which CPU build it could not load before the one it did:
+    # lines that read as errors to a user who asked for poolrag's own
+    logging.getLogger("faiss").setLevel(logging.WARNING)
     if quiet:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     else:  # a first load times the model's paths: one line says so (and one what was chosen)

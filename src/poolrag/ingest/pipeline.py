@@ -224,14 +224,20 @@ class _DocumentProgress:
     ) -> None:
         self.driver = driver
         self.skipped = skipped
+        self._stored = 0
         self.bar = (
             tqdm(total=total, desc="ingesting", unit="doc", dynamic_ncols=True) if enabled and total else None
         )
 
     def advance(self) -> None:
-        """Bring the bar to the documents done so far (after a document is read or a batch stored)."""
+        """Bring the bar to the documents done so far (after a document is read or a batch stored),
+        with the chunks stored so far beside it: a long file is one document for minutes."""
         if self.bar is not None:
             done = self.driver.documents_done + len(self.skipped)
+            stored = self.driver.report.upserted
+            if stored != self._stored:
+                self._stored = stored
+                self.bar.set_postfix_str(f"{stored} chunks stored", refresh=done == self.bar.n)
             if done > self.bar.n:
                 self.bar.update(done - self.bar.n)
 
@@ -377,6 +383,8 @@ class _Run:
         """After a failure: let the batch being embedded finish (its vectors reach the cache, so
         nothing paid for is lost) and write nothing more to the store."""
         embedded, self.embedding = self.embedding, None
+        if embedded is not None and not embedded.vectors.done():  # a Ctrl-C waits here: say why
+            logger.warning("stopping: finishing the batch being embedded, so its vectors are cached")
         if embedded is not None and embedded.vectors.exception() is None:
             self._count_computed()
 
