@@ -54,6 +54,20 @@ def test_the_cli_store_choices_are_the_registry(capsys) -> None:
     assert "'milvus', 'qdrant', 'qdrant-edge', 'process'" in err and len(err.strip().splitlines()) == 1
 
 
+def test_the_store_key_comes_from_the_environment_unless_given(monkeypatch) -> None:
+    """A key on the command line is readable by other users (``ps``) and kept in Ray's job table
+    with ``--ray``: ``$POOLRAG_STORE_API_KEY`` keeps it off; ``--api-key`` still wins."""
+    from poolrag.cli.store_options import store_address_from_args
+
+    line = ["search", "a question", "--store", "qdrant", "--url", "http://127.0.0.1:6333"]
+    monkeypatch.setenv("POOLRAG_STORE_API_KEY", "from-env")
+    assert store_address_from_args(build_parser().parse_args(line)).api_key == "from-env"
+    given = build_parser().parse_args([*line, "--api-key", "given"])
+    assert store_address_from_args(given).api_key == "given"
+    monkeypatch.setenv("POOLRAG_STORE_API_KEY", "")
+    assert store_address_from_args(build_parser().parse_args(line)).api_key is None
+
+
 def test_the_extras_check_reads_the_registry(monkeypatch, capsys) -> None:
     assert {k: EXTRA_MODULES[k] for k in BUILT_IN} == {k: STORES[k].client_modules for k in BUILT_IN}
     assert require_store_extra("ingest", process_store.KIND)  # an entry without an extra needs none

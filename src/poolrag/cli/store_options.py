@@ -4,6 +4,7 @@ the vector store is, how BM25 splits words, which embedding cache to use."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, Any
 
 from poolrag.engine_args import non_negative_float, positive_float, positive_int
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
     from poolrag.stores.address import StoreAddress
     from poolrag.stores.base import VectorStore
     from poolrag.stores.language_prior import LanguageRecord
+
+#: the store's API key when ``--api-key`` is not given
+STORE_API_KEY_ENV = "POOLRAG_STORE_API_KEY"
 
 
 def add_store_arguments(
@@ -31,7 +35,11 @@ def add_store_arguments(
         "--path", help="qdrant / qdrant-edge: local folder (default ./poolrag_qdrant, ./poolrag_edge)"
     )
     group.add_argument("--url", help="qdrant: server URL, e.g. http://localhost:6333")
-    group.add_argument("--api-key", help="server API key / token (qdrant url, milvus server)")
+    group.add_argument(
+        "--api-key",
+        help=f"server API key / token (qdrant url, milvus server; default: ${STORE_API_KEY_ENV}, which keeps "
+        "it off the command line others and Ray's job table can read)",
+    )
     group.add_argument("--collection", default=collection, help=collection_help)
     group.add_argument("--retries", type=positive_int, default=5, help="attempts while the database is down")
     group.add_argument(
@@ -99,7 +107,8 @@ def store_address_from_args(args: argparse.Namespace) -> StoreAddress:
 
     retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
     location = {"uri": args.uri, "path": args.path, "url": args.url}
-    return StoreAddress(args.store, args.collection, **location, api_key=args.api_key, retry=retry)
+    api_key = args.api_key if args.api_key is not None else os.environ.get(STORE_API_KEY_ENV) or None
+    return StoreAddress(args.store, args.collection, **location, api_key=api_key, retry=retry)
 
 
 def refuse_missing_database(args: argparse.Namespace) -> None:
