@@ -37,6 +37,17 @@ def _run(presses: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_one_ctrl_c_lets_the_command_close_and_says_how_to_resume() -> None:
+    """The line comes at the Ctrl-C, not after the seconds of closing (seen from outside: 6-11 s of
+    silence); it is still the one line."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, "once"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline() == "closing\n"  # the handler closes for 2 s from here
+    said = process.stderr.readline()
+    assert process.poll() is None, "the line came only once the command had closed"
+    assert said == f"poolrag ingest: interrupted; {RESUME}\n"
+    process.communicate(timeout=45)
     done = _run("once")
     assert done.returncode == 130, done.stderr
     assert done.stdout == "closing\n"
@@ -47,7 +58,10 @@ def test_a_second_ctrl_c_stops_at_once_and_says_so() -> None:
     done = _run("twice")  # the handler would sleep 60 s: the 45 s timeout fails the test if it waited
     assert done.returncode == 130, done.stderr
     assert done.stdout == "closing\n"
-    assert done.stderr.strip() == f"poolrag ingest: interrupted again, stopped now; {RESUME}"
+    assert done.stderr.strip().splitlines() == [
+        f"poolrag ingest: interrupted; {RESUME}",  # said at the first Ctrl-C, before the closing
+        f"poolrag ingest: interrupted again, stopped now; {RESUME}",
+    ]
 
 
 def test_sigterm_stops_the_command_as_cleanly_and_says_how_to_resume() -> None:

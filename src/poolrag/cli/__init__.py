@@ -62,12 +62,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     bound_native_memory()
     args = build_parser().parse_args(argv)
     after = _AFTER_INTERRUPT.get(args.command)
+    said = None
     try:
         if after is None:
             return int(args.handler(args) or 0)
-        with second_interrupt_exits(args.command, after):
+        with second_interrupt_exits(args.command, after) as said:
             return int(args.handler(args) or 0)
     except KeyboardInterrupt as stop:  # the handler has closed its store and cache on the way out
-        how = "terminated" if isinstance(stop, Terminated) else "interrupted"
-        print(f"poolrag {args.command}: {how}" + (f"; {after}" if after else ""), file=sys.stderr)
+        if said is None or not said.is_set():  # said when the signal came, before the closing
+            how = "terminated" if isinstance(stop, Terminated) else "interrupted"
+            print(f"poolrag {args.command}: {how}" + (f"; {after}" if after else ""), file=sys.stderr)
         return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED

@@ -1,7 +1,8 @@
 """Ctrl-C once stops a resumable command cleanly; Ctrl-C again stops it at once.
 
-The first Ctrl-C raises ``KeyboardInterrupt``: the store and cache close, the batch in flight ends
-and the checkpoint is kept. ``SIGTERM`` (``kill``, ``timeout``, a container or service manager
+The first Ctrl-C says at once that the command stops and how to resume it, then raises
+``KeyboardInterrupt``: the store and cache close, the batch in flight ends and the checkpoint is
+kept (seconds, which were silent). ``SIGTERM`` (``kill``, ``timeout``, a container or service manager
 stopping the job) stops it the same way, as :class:`Terminated`, exit status 143. That can take
 seconds (a forward on the embedding thread, Milvus Lite's close), and a user who presses Ctrl-C
 again means "now". A second Ctrl-C therefore ends the process on the spot, saying so: what is not
@@ -28,14 +29,16 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextmanager
-def second_interrupt_exits(command: str, after: str) -> Iterator[None]:
-    """Within the block, a Ctrl-C after the first one ends the process with ``after`` said.
+def second_interrupt_exits(command: str, after: str) -> Iterator[threading.Event]:
+    """Within the block, the first Ctrl-C says the command's one line (with ``after``) at once, and
+    one after it ends the process, saying so. The event yielded is set once the line is said.
 
     Only in the main thread (where Python delivers signals). The previous handler is restored
     unless a Ctrl-C came: the process is then on its way out, and a second one may come after the
     block (while the interpreter waits for the embedding thread)."""
+    said = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield said
         return
 
     def exit_now(signum: int, frame: FrameType | None) -> None:
@@ -45,12 +48,15 @@ def second_interrupt_exits(command: str, after: str) -> Iterator[None]:
     def first(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGINT, exit_now)
         signal.signal(signal.SIGTERM, exit_now)
+        how = "terminated" if signum == signal.SIGTERM else "interrupted"
+        os.write(2, f"poolrag {command}: {how}; {after}\n".encode())
+        said.set()
         raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, first)
     previous_term = signal.signal(signal.SIGTERM, first)
     try:
-        yield
+        yield said
     finally:
         if signal.getsignal(signal.SIGINT) is first:
             signal.signal(signal.SIGINT, previous)

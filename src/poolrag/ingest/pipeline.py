@@ -29,7 +29,6 @@ them again.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -175,7 +174,7 @@ class IngestPipeline:
         finally:
             ahead.close()
             if not finished:
-                run.abandon(interrupted=isinstance(sys.exc_info()[1], KeyboardInterrupt))
+                run.abandon()
             run.close()
             driver.save()
             progress.close()
@@ -380,13 +379,10 @@ class _Run:
             self._write(embedded)
         self.driver.save()
 
-    def abandon(self, interrupted: bool = False) -> None:
+    def abandon(self) -> None:
         """After a failure: let the batch being embedded finish (its vectors reach the cache, so
-        nothing paid for is lost) and write nothing more to the store. A Ctrl-C waits here for
-        seconds: ``interrupted`` says why, at once (a failure's own line says enough)."""
+        nothing paid for is lost) and write nothing more to the store."""
         embedded, self.embedding = self.embedding, None
-        if interrupted and embedded is not None and not embedded.vectors.done():
-            logger.warning("stopping: finishing the batch being embedded, so its vectors are cached")
         if embedded is not None and embedded.vectors.exception() is None:
             self._count_computed()
 
