@@ -113,6 +113,20 @@ def test_fields_tei_does_not_know_are_ignored_as_tei_ignores_them(
     assert named == ["ignoring fields TEI ignores (logged once): ['nope', 'parameters'] in TeiEmbedRequest"]
 
 
+def test_the_ignored_names_kept_for_the_log_are_bounded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The names are the client's: a stream of new ones neither grows memory nor floods the log."""
+    from poolrag.server import tei_schemas
+
+    monkeypatch.setattr(tei_schemas, "_named_ignored", set())
+    monkeypatch.setattr(tei_schemas, "_NAMED_AT_MOST", 3)
+    with caplog.at_level("WARNING", logger="poolrag.server.tei_schemas"):
+        for batch in (["a", "b"], ["c", "d"], ["e"]):
+            tei_schemas.TeiEmbedRequest.model_validate({"inputs": "x", **dict.fromkeys(batch, 1)})
+    assert len(caplog.records) == 2 and len(tei_schemas._named_ignored) == 4
+
+
 def test_the_root_embeds_a_list_posted_with_parameters(minilm: Served) -> None:
     """langchain-community's ``HuggingFaceHubEmbeddings.aembed_documents`` posts
     ``{"inputs": texts, "parameters": model_kwargs}`` to the bare URL: an embedder embeds it, as TEI

@@ -49,6 +49,7 @@ ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokeniz
 
 logger = logging.getLogger(__name__)
 _named_ignored: set[str] = set()
+_NAMED_AT_MOST = 256
 
 _TRUNCATE = Field(
     None,
@@ -77,7 +78,7 @@ class TeiIgnoresUnknownFields(BaseModel):
         if isinstance(data, dict):
             unknown = sorted(k for k in data if isinstance(k, str) and k not in cls.model_fields)
             new = [k for k in unknown if f"{cls.__name__}.{k}" not in _named_ignored]
-            if new:
+            if new and len(_named_ignored) < _NAMED_AT_MOST:  # names are the client's: bounded
                 _named_ignored.update(f"{cls.__name__}.{k}" for k in new)
                 logger.warning("ignoring fields TEI ignores (logged once): %s in %s", new, cls.__name__)
         return data
