@@ -111,8 +111,10 @@ def run(args: argparse.Namespace) -> int:
     if args.prefetch is not None and args.mode != "hybrid":
         refused = ValueError("--prefetch sets the depth of a hybrid search's legs: add --hybrid")
         return report_error("search", refused)
-    if args.autotune is None and not os.environ.get(TUNE_ENV):
-        args.autotune = "cached"  # one query: a first load's measuring would slow it and end unsaved
+    # one query: a first load's measuring would slow it and end unsaved (a fast mode asked to be
+    # chosen is measured: that is what was asked)
+    if args.autotune is None and not os.environ.get(TUNE_ENV) and args.cpu_fast_mode != "auto":
+        args.autotune = "cached"
     store = None
     try:
         refuse_missing_database(args)
