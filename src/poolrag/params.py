@@ -280,17 +280,24 @@ def _returned_token_ids(params: PoolingParams, task: str, defaults: PoolerDefaul
     return returned
 
 
+def check_dimensions_range(dimensions: object, full: int) -> None:
+    """Raise :class:`DimensionsError` unless ``dimensions`` is an integer from 1 to ``full``: the
+    sizes a vector of ``full`` components can be cut to (whether the cut keeps its meaning is
+    :func:`verify_dimensions`')."""
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int):
+        raise DimensionsError("dimensions must be an integer")
+    if dimensions <= 0 or dimensions > full:
+        raise DimensionsError(f"dimensions must be between 1 and {full}, got {dimensions}")
+
+
 def verify_dimensions(dimensions: object, facts: ModelFacts) -> None:
     """Raise :class:`DimensionsError` unless ``dimensions`` is a size the model's vectors can take.
 
     The full size is always accepted (it truncates nothing, and OpenAI clients send it); a smaller
     size only on a Matryoshka model, and only a trained size where the model lists them.
     """
-    if isinstance(dimensions, bool) or not isinstance(dimensions, int):
-        raise DimensionsError("dimensions must be an integer")
     full = facts.embedding_dim or 0
-    if dimensions <= 0 or dimensions > full:
-        raise DimensionsError(f"dimensions must be between 1 and {full}, got {dimensions}")
+    check_dimensions_range(dimensions, full)
     if dimensions == full:
         return
     if not facts.is_matryoshka:

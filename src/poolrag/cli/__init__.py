@@ -10,7 +10,13 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from poolrag.cli.interrupts import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, second_interrupt_exits
+from poolrag.cli.interrupts import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    second_interrupt_exits,
+    stopped_line,
+)
 from poolrag.native_heap import TRIM_INTERVAL_S, bound_arenas, trim_after_batches
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
@@ -70,6 +76,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.handler(args) or 0)
     except KeyboardInterrupt as stop:  # the handler has closed its store and cache on the way out
         if said is None or not said.is_set():  # said when the signal came, before the closing
-            how = "terminated" if isinstance(stop, Terminated) else "interrupted"
-            print(f"poolrag {args.command}: {how}" + (f"; {after}" if after else ""), file=sys.stderr)
+            print(stopped_line(args.command, isinstance(stop, Terminated), after), file=sys.stderr)
         return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED

@@ -28,6 +28,12 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C raises ``KeyboardInterrupt`` so the run stops the same clean way."""
 
 
+def stopped_line(command: str, terminated: bool, after: str | None) -> str:
+    """The one line a stopped command says: how it stopped, and ``after`` (how to resume) if any."""
+    how = "terminated" if terminated else "interrupted"
+    return f"poolrag {command}: {how}" + (f"; {after}" if after else "")
+
+
 @contextmanager
 def second_interrupt_exits(command: str, after: str) -> Iterator[threading.Event]:
     """Within the block, the first Ctrl-C says the command's one line (with ``after``) at once, and
@@ -48,8 +54,7 @@ def second_interrupt_exits(command: str, after: str) -> Iterator[threading.Event
     def first(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGINT, exit_now)
         signal.signal(signal.SIGTERM, exit_now)
-        how = "terminated" if signum == signal.SIGTERM else "interrupted"
-        os.write(2, f"poolrag {command}: {how}; {after}\n".encode())
+        os.write(2, f"{stopped_line(command, signum == signal.SIGTERM, after)}\n".encode())
         said.set()
         raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 

@@ -353,12 +353,13 @@ class _Run:
         self._count_computed()
         for source, reason in result.failed.items():
             self._leave_out(source, reason)
-        records = [
-            ChunkRecord(c.id, v, c.payload(), sparse=s)
+        kept = [
+            (c, v, s)
             for c, v, s in zip(result.chunks, result.dense, result.sparse, strict=True)
             if c.source not in self.failed
         ]
-        self.driver.write(records, [r.payload["source"] for r in records])
+        records = [ChunkRecord(c.id, v, c.payload(), sparse=s) for c, v, s in kept]
+        self.driver.write(records, [c.source for c, _, _ in kept])
         self.progress.advance()
 
     def _leave_out(self, source: str, reason: str) -> None:

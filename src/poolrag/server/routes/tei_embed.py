@@ -8,11 +8,9 @@ token (special tokens included), as the model outputs them, never normalised.
 
 from __future__ import annotations
 
-import numpy as np
 from fastapi import APIRouter, Request, Response
 
-from poolrag.errors import DimensionsError
-from poolrag.params import PoolingParams
+from poolrag.params import PoolingParams, check_dimensions_range
 from poolrag.pooling.matryoshka import truncate
 from poolrag.server.float_json import JsonAnswer, float_rows
 from poolrag.server.inputs import fields_named, input_count, to_prompts
@@ -35,7 +33,9 @@ router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
 async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> JsonAnswer:
     state = model_state(request, body.model)
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
-    cut = _tei_dimensions(body.dimensions, state.engine.facts.embedding_dim)
+    cut = body.dimensions  # any model's vector is cut, as TEI cuts (only the range is checked)
+    if cut is not None and state.engine.facts.embedding_dim is not None:  # else refused as no embedder
+        check_dimensions_range(cut, state.engine.facts.embedding_dim)
     params = PoolingParams(
         # a cut vector is asked for whole and raw, and cut then normalised here, as TEI does
         dimensions=state.engine.facts.embedding_dim if cut is not None else None,
@@ -51,19 +51,9 @@ async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> 
     report_truncated(response, outputs)
     vectors = [out.outputs.embedding for out in outputs]
     if cut is not None:
-        vectors = [truncate(np.asarray(v), cut, body.normalize) for v in vectors]
+        vectors = [truncate(v, cut, body.normalize) for v in vectors]
     rows = [float_rows(v) for v in vectors]
     return JsonAnswer(rows, values=sum(len(row) for row in rows))  # TeiEmbedResponse's JSON
-
-
-def _tei_dimensions(dimensions: int | None, full: int | None) -> int | None:
-    """TEI's ``dimensions``: any model's vector cut to its first n components (TEI checks only the
-    range), not only a Matryoshka model's as on ``/v1/embeddings``; ``None`` where nothing is cut."""
-    if dimensions is None or full is None:
-        return dimensions
-    if dimensions > full:
-        raise DimensionsError(f"dimensions must be between 1 and {full}, got {dimensions}")
-    return dimensions
 
 
 @router.post("/embed_all", response_model=TeiEmbedAllResponse, responses=TEI_ERRORS)
