@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -49,6 +49,13 @@ class PoolingRequest:
     truncated: bool = field(default=False, compare=False)
 
     pixels: Pixels | None = None  # an image input (``token_ids`` is then empty)
+
+    def answered(self) -> PoolingRequest:
+        """This request once its result is in, kept for its output: an image's identity and patch
+        count without its pixels (megabytes each), a text as it is."""
+        if self.pixels is None:
+            return self
+        return replace(self, pixels=replace(self.pixels, values=None, tile_mask=None))
 
     @property
     def num_tokens(self) -> int:

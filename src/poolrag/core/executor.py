@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 
@@ -31,6 +32,9 @@ logger = logging.getLogger(__name__)
 _Plan = list[tuple[int, int, ChunkedRequest | None]]
 #: requests a call hands to the core at a time while the rest are still being prepared
 READY_PART = 32
+#: a call's prepared requests waiting in the core at most, in batches' worth of tokens: the next
+#: batch is ready when one ends, and the rest of a long call's images are not held meanwhile
+QUEUED_BATCHES = 2
 
 
 def _expand(requests: Sequence[PoolingRequest]) -> tuple[list[PoolingRequest], _Plan | None]:
@@ -64,6 +68,11 @@ def _join(results: list[np.ndarray], plan: _Plan | None) -> list[np.ndarray]:
         results[start] if chunked is None else join_chunks(chunked, results[start : start + count])
         for start, count, chunked in plan
     ]
+
+
+def _let_pixels_go(requests: list[PoolingRequest | Future[PoolingRequest]], start: int, stop: int) -> None:
+    for i in range(start, min(stop, len(requests))):
+        requests[i] = requests[i].answered()  # type: ignore[union-attr]
 
 
 class ModelExecutor:
@@ -106,17 +115,29 @@ class ModelExecutor:
     def execute_as_ready(self, requests: list[PoolingRequest | Future[PoolingRequest]]) -> list[np.ndarray]:
         """Results in input order for requests of which some are still being prepared (a call's
         images, on a pool of threads): each ``READY_PART`` of them goes to the core as soon as it is
-        ready, so the forward passes of the first images overlap the preparation of the rest. The
-        futures in ``requests`` are replaced by their requests; the first one that fails, in order,
-        is the error, and what the call had queued is dropped."""
+        ready, so the forward passes of the first images overlap the preparation of the rest. At most
+        ``QUEUED_BATCHES`` batches' worth of tokens wait in the core, and an answered image keeps
+        its identity and patch count, not its pixels: a call's memory does not grow with its length.
+        The futures in ``requests`` are replaced by their requests; the first one that fails, in
+        order, is the error, and what the call had queued is dropped."""
         parts: list[tuple[Future[list[np.ndarray]], _Plan | None]] = []
+        queued: deque[tuple[int, int, int]] = deque()  # (part, first request, tokens) not yet answered
+        room = QUEUED_BATCHES * self.batcher.max_batch_tokens
         try:
             for start in range(0, len(requests), READY_PART):
-                for i in range(start, min(start + READY_PART, len(requests))):
+                stop = min(start + READY_PART, len(requests))
+                for i in range(start, stop):
                     pending = requests[i]
                     if isinstance(pending, Future):
                         requests[i] = pending.result()
-                flat, plan = _expand(requests[start : start + READY_PART])  # type: ignore[arg-type]
+                part: list[PoolingRequest] = requests[start:stop]  # type: ignore[assignment]
+                tokens = sum(request.num_tokens for request in part)
+                while queued and sum(t for _, _, t in queued) + tokens > room:
+                    done, first, _ = queued.popleft()
+                    parts[done][0].result()
+                    _let_pixels_go(requests, first, first + READY_PART)
+                flat, plan = _expand(part)
+                queued.append((len(parts), start, tokens))
                 parts.append((self.core.submit(flat), plan))
             return [vector for future, plan in parts for vector in _join(future.result(), plan)]
         except BaseException:

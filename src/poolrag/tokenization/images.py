@@ -26,6 +26,7 @@ import numpy as np
 from poolrag.errors import InvalidImageError, InvalidInputError, ModelLoadError
 from poolrag.image_inputs import is_pil_image
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
+from poolrag.tokenization.prepared_ahead import prepared_ahead
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,9 @@ def _check_size(size: tuple[int, int], name: str, max_pixels: int) -> None:
 #: threads preparing one call's images: decoding, resizing and normalising run in Pillow's and
 #: numpy's C code without the GIL, so the images of a call are prepared side by side
 PREPARING_THREADS = min(8, os.cpu_count() or 1)
+#: a call's images prepared past the one the engine waits for: a part of the engine's (``READY_PART``)
+#: so the threads keep ahead of the model, not all of a 2,048-image call's pixels at once
+PREPARED_AHEAD = 32
 
 
 class ImagePreprocessor:
@@ -168,10 +172,14 @@ class ImagePreprocessor:
     ) -> list[PoolingRequest | Future[PoolingRequest]]:
         """The requests of ``items`` as they are being prepared on the pool of threads (a request
         where there is nothing to overlap): the engine hands the first to the model while the rest
-        are still being prepared."""
+        are still being prepared, ``PREPARED_AHEAD`` at most past the one it waits for."""
         if len(items) == 1 or PREPARING_THREADS == 1:
             return [self.request(value, params, name) for value, name in items]
-        return [self._threads().submit(self.request, value, params, name) for value, name in items]
+
+        def prepare(item: tuple[object, str]) -> PoolingRequest:
+            return self.request(item[0], params, item[1])
+
+        return list(prepared_ahead(self._threads(), prepare, items, PREPARED_AHEAD))
 
     def _threads(self) -> ThreadPoolExecutor:
         if self._pool is None or self._pool_pid != os.getpid():  # a forked child has no threads
