@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -39,6 +39,19 @@ class ScoreKind(StrEnum):
     CROSS_ENCODER = "cross-encoder"
     COSINE = "cosine"
     MAXSIM = "maxsim"
+
+
+def answering_model(served: Sequence[ModelFacts], task: str | None) -> int:
+    """Which of several served models answers a request that names none: the first that runs
+    ``task`` (for ``score``, the first cross-encoder), else the first. The server routes by it and
+    the client reads that model's facts by it, so the two agree on the model without a name."""
+    if task is not None:
+        runs = [i for i, facts in enumerate(served) if task in facts.supported_tasks]
+        if task == "score":
+            runs = [i for i in runs if served[i].score_kind is ScoreKind.CROSS_ENCODER] or runs
+        if runs:
+            return runs[0]
+    return 0
 
 
 @dataclass(frozen=True, slots=True)

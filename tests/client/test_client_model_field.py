@@ -59,3 +59,44 @@ def test_a_client_naming_no_model_gets_the_first_and_an_unknown_name_is_refused(
     with PoolragClient(two_model_url, model="colbert") as unknown, pytest.raises(InvalidInputError) as caught:
         unknown.embed_array(["x"])
     assert "model 'colbert' is not served here; use 'embedder', 'reranker'" in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def reranker_first_url(minilm_engine: Engine, cross_encoder_engine: Engine) -> Iterator[str]:
+    app = create_models_app(
+        [
+            (cross_encoder_engine, ServerSettings(served_model_names=("reranker",))),
+            (minilm_engine, ServerSettings(served_model_names=("embedder",))),
+        ]
+    )
+    with LiveServer(app) as live:
+        yield live.url
+
+
+@pytest.mark.parametrize("order", ["embedder first", "reranker first"])
+def test_a_client_naming_no_model_reaches_the_model_the_server_runs_each_task_with(
+    order: str,
+    two_model_url: str,
+    reranker_first_url: str,
+    minilm_engine: Engine,
+    cross_encoder_engine: Engine,
+) -> None:
+    """As the server routes a request naming no model (the first that runs the task; for scores the
+    first cross-encoder), the client reads that model's facts and names it: embeddings come from the
+    embedder and scores from the reranker in either order (a client that read the first model's
+    facts was told on every score that "the server now serves other weights")."""
+    import asyncio
+
+    url = two_model_url if order == "embedder first" else reranker_first_url
+    want_scores = cross_encoder_engine.score_array(QUERY, PASSAGES)
+    with PoolragClient(url) as client:
+        np.testing.assert_array_equal(client.embed_array(PASSAGES), minilm_engine.embed_array(PASSAGES))
+        np.testing.assert_allclose(client.score_array(QUERY, PASSAGES), want_scores, atol=1e-6)
+        assert client.rerank(QUERY, PASSAGES, top_n=1)[0].index == int(np.argmax(want_scores))
+        np.testing.assert_allclose(
+            asyncio.run(client.ascore_array(QUERY, PASSAGES)), want_scores, atol=1e-6
+        )
+    with PoolragClient(url, task="score") as reranking:
+        assert reranking.facts.model_name == "reranker"
+    with PoolragClient(url, task="embed") as embedding:
+        assert embedding.facts.model_name == "embedder"

@@ -9,7 +9,7 @@ as the collection's saved record says (``poolrag eval --tune --save``), else by 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -40,6 +40,7 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
     """
 
     model_config = BackendFields.model_config
+    _task: ClassVar[str | None] = "embed"
 
     store: Any = Field(description="The poolrag store holding the collection (poolrag.stores.open_store).")
     k: int = Field(default=4, ge=1, description="Chunks to return.")

@@ -8,7 +8,7 @@ any poolrag store, in memory by default, or Qdrant / Milvus from :func:`poolrag.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -35,6 +35,7 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
 
     # BaseRetriever allows unknown fields; a misspelt option (top_k=) must not be ignored.
     model_config = BackendFields.model_config
+    _task: ClassVar[str | None] = "token_embed"
 
     store: Any = Field(
         default=None, description="A poolrag store holding the token vectors (default: a new in-memory one)."

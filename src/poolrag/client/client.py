@@ -33,7 +33,7 @@ from poolrag.client.wire import RerankedDocument
 from poolrag.counts import check_count
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list, score_pairs
-from poolrag.model_facts import ModelFacts
+from poolrag.model_facts import ModelFacts, answering_model
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -66,7 +66,11 @@ class PoolragClient:
     Args:
         base_url: the server's root, e.g. ``http://127.0.0.1:8000`` (a trailing ``/v1`` is accepted).
         api_key: sent as a bearer token; defaults to ``$POOLRAG_API_KEY``.
-        model: the served model name; omitted from requests when ``None`` (the server's only model).
+        model: the served model name. ``None``: the model the server answers each task with when a
+            request names none (:func:`~poolrag.model_facts.answering_model`: the first that runs it;
+            for scores, the first cross-encoder), named in the requests so both sides agree.
+        task: the task this client runs when a call does not say (an adapter's): whose facts
+            :attr:`facts` reads when ``model`` is ``None`` and the server serves several models.
         timeout: seconds per HTTP request.
         max_inputs_per_request: inputs per HTTP request; longer lists are split and concatenated.
         max_concurrency: how many of those requests the async methods keep in flight at once.
@@ -81,6 +85,7 @@ class PoolragClient:
         timeout: float = 120.0,
         max_inputs_per_request: int = 256,
         max_concurrency: int = 4,
+        task: str | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -93,6 +98,7 @@ class PoolragClient:
             "timeout": timeout,
             "max_inputs_per_request": max_inputs_per_request,
             "max_concurrency": max_concurrency,
+            "task": task,
         }
         root = base_url.rstrip("/")
         self.base_url = root[: -len("/v1")] if root.endswith("/v1") else root
@@ -101,11 +107,12 @@ class PoolragClient:
         self.timeout = timeout
         self.max_inputs_per_request = max_inputs_per_request
         self.max_concurrency = max_concurrency
+        self.task = task
         self._client: httpx.Client | None = None
         self._async_clients = LoopClients(
             lambda: httpx.AsyncClient(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
         )
-        self._facts: ModelFacts | None = None
+        self._facts: dict[str | None, ModelFacts] = {}  # by task: several served models answer apart
         self._facts_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -120,8 +127,9 @@ class PoolragClient:
             self._client = httpx.Client(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
         return self._client
 
-    def _body(self, fields: dict[str, Any]) -> dict[str, Any]:
-        return {"model": self.model, **fields} if self.model is not None else fields
+    def _body(self, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
+        model = self.model if self.model is not None or facts is None else facts.model_name
+        return {"model": model, **fields} if model is not None else fields
 
     def _check(self, response: httpx.Response, facts: ModelFacts | None) -> dict[str, Any]:
         """The answer's body, or the error it carries; ``facts`` are those the request was built on."""
@@ -141,14 +149,14 @@ class PoolragClient:
 
     def _post(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
         try:
-            response = self._sync().post(path, json=self._body(fields))
+            response = self._sync().post(path, json=self._body(fields, facts))
         except httpx.HTTPError as exc:
             raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
         return self._check(response, facts)
 
     async def _apost(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
         try:
-            response = await (await self._async_clients.get()).post(path, json=self._body(fields))
+            response = await (await self._async_clients.get()).post(path, json=self._body(fields, facts))
         except httpx.HTTPError as exc:
             raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
         return self._check(response, facts)
@@ -176,21 +184,22 @@ class PoolragClient:
         Blocks on the first call; async code gets them through the async methods, which fetch
         them without blocking the event loop.
         """
-        if self._facts is not None:
-            return self._facts
-        return self._keep(self._facts_from(self._get("/v1/models")))
+        return self._facts_for(self.task)
 
-    async def _afacts(self) -> ModelFacts:
-        if self._facts is not None:
-            return self._facts
-        return self._keep(self._facts_from(await self._aget("/v1/models")))
+    def _facts_for(self, task: str | None) -> ModelFacts:
+        if (facts := self._facts.get(task)) is not None:
+            return facts
+        return self._keep(task, self._facts_from(self._get("/v1/models"), task))
 
-    def _keep(self, fetched: ModelFacts) -> ModelFacts:
+    async def _afacts(self, task: str | None) -> ModelFacts:
+        if (facts := self._facts.get(task)) is not None:
+            return facts
+        return self._keep(task, self._facts_from(await self._aget("/v1/models"), task))
+
+    def _keep(self, task: str | None, fetched: ModelFacts) -> ModelFacts:
         """The first facts fetched win, so threads and tasks racing on the first call agree."""
         with self._facts_lock:
-            if self._facts is None:
-                self._facts = fetched
-            return self._facts
+            return self._facts.setdefault(task, fetched)
 
     def _check_served_model(self, response: httpx.Response, facts: ModelFacts) -> None:
         """Refuse an answer from other weights than ``facts`` describe, and forget those facts.
@@ -202,8 +211,8 @@ class PoolragClient:
         if served is None or served == (facts.model_identity, facts.output_fingerprint):
             return
         with self._facts_lock:
-            if self._facts is facts:
-                self._facts = None
+            for task in [task for task, kept in self._facts.items() if kept is facts]:
+                del self._facts[task]
         identity, fingerprint = served
         raise ServedModelChangedError(
             f"the server at {self.base_url} now serves other weights or pooling ({identity}, outputs "
@@ -213,13 +222,14 @@ class PoolragClient:
             "old model do not hold this model's vectors"
         )
 
-    def _facts_from(self, listing: dict[str, Any]) -> ModelFacts:
-        """The card named ``model`` (or the server's first name: one engine, served under each name)."""
+    def _facts_from(self, listing: dict[str, Any], task: str | None) -> ModelFacts:
+        """The card named ``model``, or that of the model answering ``task`` unnamed."""
         cards = [card for card in listing.get("data", []) if isinstance(card, dict)]
         if not cards:
             raise RemoteError(f"{self.base_url}/v1/models lists no model")
         if self.model is None:
-            return ModelFacts.from_json(str(cards[0]["id"]), cards[0])
+            served = [ModelFacts.from_json(str(card["id"]), card) for card in cards]
+            return served[answering_model(served, task)]
         for card in cards:
             if card.get("id") == self.model:
                 return ModelFacts.from_json(self.model, card)
@@ -248,7 +258,7 @@ class PoolragClient:
         decode: Callable[[dict[str, Any], int], list[Item]],
     ) -> list[Item]:
         """``params`` checked for ``task`` by the engine's rule, then ``requests()`` sent and decoded."""
-        facts = self.facts
+        facts = self._facts_for(task)
         (params or PoolingParams()).verify(task, facts)
         return self._post_each(path, requests(), facts, decode)
 
@@ -260,7 +270,7 @@ class PoolragClient:
         requests: Callable[[], Requests],
         decode: Callable[[dict[str, Any], int], list[Item]],
     ) -> list[Item]:
-        facts = await self._afacts()
+        facts = await self._afacts(task)
         (params or PoolingParams()).verify(task, facts)
         return await self._apost_each(path, requests(), facts, decode)
 
@@ -299,7 +309,8 @@ class PoolragClient:
     def _wired(self, items: Sequence[Any], field: str) -> list[Any]:
         """Each item as the server reads it: a text, token ids, or an image (path, bytes, PIL) as
         a data URL, named ``field[i]`` when refused, as the engine names it."""
-        reads_images = self._facts is None or self._facts.reads_images  # fetched before requests are made
+        # the facts are fetched before requests are made; with none yet, the server is the judge
+        reads_images = not self._facts or any(facts.reads_images for facts in self._facts.values())
         return [wire.wire_input(item, reads_images, f"{field}[{i}]") for i, item in enumerate(items)]
 
     def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
@@ -377,14 +388,14 @@ class PoolragClient:
     # -- embeddings ------------------------------------------------------------------------------------
     def embed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
-        facts = self.facts
+        facts = self._facts_for("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
         vectors = self._post_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
         return _stack(vectors, resolved.dimensions or facts.embedding_dim)
 
     async def aembed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
-        facts = await self._afacts()
+        facts = await self._afacts("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
         vectors = await self._apost_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
@@ -405,7 +416,7 @@ class PoolragClient:
     ) -> np.ndarray:
         """Late chunking on the server, like ``Engine.embed_chunks``: ``[len(spans), D]`` vectors, one
         per character span, from one pass over the whole ``document`` (spans are checked there)."""
-        facts = self.facts
+        facts = self._facts_for("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         body = self._post("/v1/embeddings", self._late_chunk_request(document, spans, pooling_params), facts)
         return _stack(wire.decode_embeddings(body, len(spans)), resolved.dimensions or facts.embedding_dim)
@@ -413,7 +424,7 @@ class PoolragClient:
     async def aembed_chunks(
         self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
-        facts = await self._afacts()
+        facts = await self._afacts("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = await self._apost("/v1/embeddings", fields, facts)
@@ -456,7 +467,7 @@ class PoolragClient:
         if not documents:
             return []
         fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
-        return wire.decode_rerank(self._post("/rerank", fields, self._facts))
+        return wire.decode_rerank(self._post("/rerank", fields, self._facts.get("score")))
 
     async def arerank(
         self,
@@ -471,7 +482,7 @@ class PoolragClient:
         if not documents:
             return []
         fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
-        return wire.decode_rerank(await self._apost("/rerank", fields, self._facts))
+        return wire.decode_rerank(await self._apost("/rerank", fields, self._facts.get("score")))
 
     # -- raw pooled data (ColBERT token vectors, rewards) ------------------------------------------------
     def encode_arrays(

@@ -138,12 +138,14 @@ def adapter_backend(
     engine_kwargs: dict[str, Any] | None = None,
     truncate_prompt_tokens: int | None = -1,
     engine_args: EngineArgs | None = None,
+    task: str | None = None,
 ) -> PoolingBackend:
     """The backend an adapter's constructor arguments name (every adapter of both frameworks takes
     these): ``engine=`` shared, ``model_name=`` loaded here with ``engine_kwargs`` (or
     ``engine_args=``), ``base_url=`` (or ``$POOLRAG_BASE_URL`` when nothing else is given) called
-    with ``api_key`` and ``model_name`` as the served name, or ``client=`` shared; then read
-    through ``cache`` (a :class:`CachedEmbedder` alone also says which engine runs)."""
+    with ``api_key`` and ``model_name`` as the served name (none: the model the server runs the
+    adapter's ``task`` with), or ``client=`` shared; then read through ``cache`` (a
+    :class:`CachedEmbedder` alone also says which engine runs)."""
     given = {
         "engine": engine is not None,
         "client": client is not None,
@@ -161,7 +163,7 @@ def adapter_backend(
     if engine_args is not None and model_name is not None and os.fspath(model_name) != engine_args.model:
         named = os.fspath(model_name)
         raise InvalidInputError(f"model_name={named!r} but engine_args names {engine_args.model!r}")
-    named = _named_backend(engine, client, model_name, base_url, api_key, cache, engine_args)
+    named = _named_backend(engine, client, model_name, base_url, api_key, cache, engine_args, task)
     backend = resolve_backend(named, **(engine_kwargs or {}))
     return with_cache(backend, None if backend is cache else cache, truncate_prompt_tokens)
 
@@ -174,6 +176,7 @@ def _named_backend(
     api_key: str | None,
     cache: object,
     engine_args: EngineArgs | None,
+    task: str | None,
 ) -> PoolingBackend | str | os.PathLike[str]:
     """The one backend (or model to load) the non-contradictory adapter arguments name."""
     if engine is not None:
@@ -193,7 +196,8 @@ def _named_backend(
                 f"or ${BASE_URL_ENV}"
             )
     if base_url is not None:
-        return PoolragClient(str(base_url), api_key, model=None if model_name is None else str(model_name))
+        model = None if model_name is None else str(model_name)
+        return PoolragClient(str(base_url), api_key, model=model, task=task)
     return model_name  # type: ignore[return-value]
 
 

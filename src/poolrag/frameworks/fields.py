@@ -127,6 +127,7 @@ class BackendFields(BaseModel):
             engine_kwargs=self.engine_kwargs,
             truncate_prompt_tokens=self.truncate_prompt_tokens,
             engine_args=self.engine_args,
+            task=self._task,
         )
         remote_url = backend_base_url(self._backend)
         if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from fastapi import Request
 
-from poolrag.model_facts import ModelFacts, ScoreKind
+from poolrag.model_facts import ModelFacts, answering_model
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.server.admission import Admission
 from poolrag.server.engine_calls import EngineCalls
@@ -120,16 +120,10 @@ class ServedModels:
         return tuple(name for model in self.models for name in model.settings.served_model_names)
 
     def for_task(self, task: str | None) -> ServerState:
-        """The model answering a request that names none: the first that runs ``task`` (for
-        ``score``, the first cross-encoder), else the first. A TEI client cannot name a model, so
-        its ``/rerank`` beside an embedder reaches the reranker served with it, not cosine."""
-        if task is not None:
-            runs = [served for served in self.models if task in served.engine.facts.supported_tasks]
-            if task == "score":
-                runs = [s for s in runs if s.engine.facts.score_kind is ScoreKind.CROSS_ENCODER] or runs
-            if runs:
-                return runs[0]
-        return self.default
+        """The model answering a request that names none (:func:`answering_model`). A TEI client
+        cannot name a model, so its ``/rerank`` beside an embedder reaches the reranker served with
+        it, not cosine."""
+        return self.models[answering_model([served.engine.facts for served in self.models], task)]
 
     def lookup(self, model: str | None, task: str | None = None) -> ServerState:
         """The model serving ``model`` (a served name; ``None`` or ``""``: :meth:`for_task`), or

@@ -81,6 +81,7 @@ class PoolragColBERTRetriever(BaseRetriever):
             api_key=api_key,
             engine_kwargs=engine_kwargs,
             engine_args=engine_args,
+            task="token_embed",
         )
         self.colbert: ColbertRetriever = open_colbert(backend, store, truncate_prompt_tokens)
         self.similarity_top_k = similarity_top_k

@@ -70,6 +70,7 @@ class PoolragHybridRetriever(BaseRetriever):
             api_key=api_key,
             engine_kwargs=engine_kwargs,
             engine_args=engine_args,
+            task="embed",
         )
         self.fusion = check_optional_fusion(fusion)
         self.retriever: Retriever = open_hybrid(backend, store, sparse_encoder, truncate_prompt_tokens)
