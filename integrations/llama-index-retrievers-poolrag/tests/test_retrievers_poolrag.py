@@ -130,6 +130,31 @@ def test_a_node_comes_back_as_it_went_in(colbert_engine: Engine, tmp_path) -> No
         assert filtered.retrieve("capital") == []
 
 
+def test_an_index_node_comes_back_an_index_node_so_a_recursive_retriever_follows_it(
+    colbert_engine: Engine,
+) -> None:
+    """As LlamaIndex's vector stores rebuild a node by its stored type: an ``IndexNode`` keeps its
+    ``index_id``, so a ``RecursiveRetriever`` goes on to the retriever it names; an unknown type
+    name is a ``TextNode`` (the stored name picks among LlamaIndex's node classes, nothing else)."""
+    from llama_index.core.retrievers import RecursiveRetriever
+    from llama_index.core.schema import IndexNode
+
+    leaf = PoolragColBERTRetriever(engine=colbert_engine, similarity_top_k=1)
+    leaf.add_nodes([TextNode(id_="leaf", text="The Eiffel Tower is 330 metres tall.")])
+    top = PoolragColBERTRetriever(engine=colbert_engine, similarity_top_k=1)
+    top.add_nodes([IndexNode(id_="summary", text="How tall is the Eiffel Tower?", index_id="towers")])
+    (found,) = top.retrieve("Eiffel Tower height")
+    assert type(found.node) is IndexNode and found.node.index_id == "towers"
+    recursive = RecursiveRetriever("top", retriever_dict={"top": top, "towers": leaf})
+    assert [n.node.node_id for n in recursive.retrieve("Eiffel Tower height")] == ["leaf"]
+
+    (record_id,) = top.colbert.add_texts(
+        ["Paris is in France."],
+        [{"_node_content": TextNode(text="x").to_json(), "_node_type": "os.system"}],
+    )
+    assert type(top.retrieve("Paris is in France")[0].node) is TextNode
+
+
 def test_stored_node_json_that_does_not_parse_gives_the_text(colbert_engine: Engine) -> None:
     """A record written by another tool with a ``_node_content`` field of its own: the text and
     metadata come back as a TextNode, and the search goes on."""

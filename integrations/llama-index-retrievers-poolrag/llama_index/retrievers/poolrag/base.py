@@ -15,7 +15,15 @@ from typing import Any
 
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import (
+    BaseNode,
+    ImageNode,
+    IndexNode,
+    MetadataMode,
+    NodeWithScore,
+    QueryBundle,
+    TextNode,
+)
 from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
@@ -146,6 +154,7 @@ def to_filter_dict(filters: Filters | None) -> dict[str, Any] | None:
 #: The payload field where LlamaIndex's vector stores keep a node's JSON (relationships, exclusion
 #: lists, offsets, templates); the same field here, so a node comes back as it went in.
 NODE_CONTENT = "_node_content"
+NODE_TYPE = "_node_type"
 
 
 def _columns(nodes: Sequence[BaseNode]) -> tuple[list[str], list[dict[str, Any]], list[str]]:
@@ -156,14 +165,21 @@ def _columns(nodes: Sequence[BaseNode]) -> tuple[list[str], list[dict[str, Any]]
     return texts, metadatas, [node.node_id for node in nodes]
 
 
+#: the node classes a stored node is rebuilt as, by the ``_node_type`` LlamaIndex's stores write
+#: (``class_name()``): a fixed table, so the stored name picks among these and imports nothing
+NODE_CLASSES: dict[str, type[TextNode]] = {cls.class_name(): cls for cls in (TextNode, IndexNode, ImageNode)}
+
+
 def result_node(result: SearchResult) -> BaseNode:
-    """The node a search result stands for: a ``TextNode`` rebuilt from the JSON ``add_nodes``
-    stored beside it (always that class: the stored node type picks nothing), else one of the text
-    and metadata (a collection filled by ``poolrag ingest``, or JSON that does not parse)."""
+    """The node a search result stands for: rebuilt from the JSON ``add_nodes`` stored beside it as
+    its own class, as LlamaIndex's vector stores rebuild it (an ``IndexNode`` keeps the ``index_id``
+    a ``RecursiveRetriever`` follows; any other name is a ``TextNode``), else one of the text and
+    metadata (a collection filled by ``poolrag ingest``, or JSON that does not parse)."""
     stored = result.metadata.get(NODE_CONTENT)
     if isinstance(stored, str):
+        node_class = NODE_CLASSES.get(str(result.metadata.get(NODE_TYPE)), TextNode)
         try:
-            node = TextNode.from_json(stored)
+            node = node_class.from_json(stored)
         except ValueError as exc:  # pydantic's ValidationError and json's errors are ValueErrors
             logger.warning(
                 "result %s: its stored node does not parse (%s); returning its text", result.id, exc
