@@ -290,4 +290,6 @@ def test_each_call_emits_llamaindex_reranking_events_for_tracing(cross_encoder_e
         assert len(start.payload[EventPayload.NODES]) == len(TEXTS)
         assert end.payload[EventPayload.NODES] == result
     assert [type(e) for e in events.seen] == [ReRankStartEvent, ReRankEndEvent] * 2
+    # the start event's query is the QueryBundle, as sentence-transformers' reranker sends it
+    assert [e.query.query_str for e in events.seen[::2]] == [QUERY, QUERY]
     assert events.seen[1].nodes == ranked and events.seen[3].nodes == aranked

@@ -148,7 +148,7 @@ def test_an_index_node_comes_back_an_index_node_so_a_recursive_retriever_follows
     recursive = RecursiveRetriever("top", retriever_dict={"top": top, "towers": leaf})
     assert [n.node.node_id for n in recursive.retrieve("Eiffel Tower height")] == ["leaf"]
 
-    (record_id,) = top.colbert.add_texts(
+    top.colbert.add_texts(
         ["Paris is in France."],
         [{"_node_content": TextNode(text="x").to_json(), "_node_type": "os.system"}],
     )

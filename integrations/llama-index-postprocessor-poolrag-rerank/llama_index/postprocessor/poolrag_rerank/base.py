@@ -134,10 +134,10 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
 
     def _query_and_texts(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
-    ) -> tuple[str, list[str]]:
+    ) -> tuple[QueryBundle, list[str]]:
         if query_bundle is None:
             raise InvalidInputError("reranking needs the query: pass query_bundle or query_str")
-        return query_bundle.query_str, [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
+        return query_bundle, [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
 
     def _scored(self, nodes: list[NodeWithScore], ranked: list[Ranked]) -> list[NodeWithScore]:
         out = []
@@ -158,18 +158,19 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
 
     @contextmanager
     def _reranking(
-        self, nodes: list[NodeWithScore], query: str
+        self, nodes: list[NodeWithScore], query: QueryBundle
     ) -> Iterator[Callable[[list[NodeWithScore]], list[NodeWithScore]]]:
         """LlamaIndex's reranking events around one call, as its own rerankers emit them (the
         instrumentation dispatcher's and the callback manager's), so tracing shows this step.
         Yields the function that closes them with the reranked nodes."""
         model = self.model_name or "poolrag"
         top_n = len(nodes) if self.top_n is None else self.top_n
+        # the QueryBundle, as sentence-transformers' and ColBERT's rerankers send it
         dispatcher.event(ReRankStartEvent(query=query, nodes=nodes, top_n=top_n, model_name=model))
         payload = {
             EventPayload.NODES: nodes,
             EventPayload.MODEL_NAME: model,
-            EventPayload.QUERY_STR: query,
+            EventPayload.QUERY_STR: query.query_str,
             EventPayload.TOP_K: top_n,
         }
         with self.callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
@@ -189,7 +190,8 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
             return []
         self._read_model_length()
         with self._reranking(nodes, query) as finish:
-            return finish(self._scored(nodes, self._rank(query, texts, self._first_stage_scores(nodes))))
+            ranked = self._rank(query.query_str, texts, self._first_stage_scores(nodes))
+            return finish(self._scored(nodes, ranked))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -199,5 +201,5 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
             return []
         await self._aread_model_length()
         with self._reranking(nodes, query) as finish:
-            ranked = await self._arank(query, texts, self._first_stage_scores(nodes))
+            ranked = await self._arank(query.query_str, texts, self._first_stage_scores(nodes))
             return finish(self._scored(nodes, ranked))
