@@ -93,9 +93,7 @@ def test_a_client_naming_no_model_reaches_the_model_the_server_runs_each_task_wi
         np.testing.assert_array_equal(client.embed_array(PASSAGES), minilm_engine.embed_array(PASSAGES))
         np.testing.assert_allclose(client.score_array(QUERY, PASSAGES), want_scores, atol=1e-6)
         assert client.rerank(QUERY, PASSAGES, top_n=1)[0].index == int(np.argmax(want_scores))
-        np.testing.assert_allclose(
-            asyncio.run(client.ascore_array(QUERY, PASSAGES)), want_scores, atol=1e-6
-        )
+        np.testing.assert_allclose(asyncio.run(client.ascore_array(QUERY, PASSAGES)), want_scores, atol=1e-6)
     with PoolragClient(url, task="score") as reranking:
         assert reranking.facts.model_name == "reranker"
     with PoolragClient(url, task="embed") as embedding:
