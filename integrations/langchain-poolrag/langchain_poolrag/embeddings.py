@@ -105,8 +105,9 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
         unknown = sorted(set(model_kwargs) - set(HUGGINGFACE_ENGINE_OPTIONS) - {"truncate_dim"})
         if unknown:
             raise InvalidInputError(
-                f"model_kwargs {unknown} have no counterpart here; taken: device, trust_remote_code, "
-                "revision, truncate_dim (other engine options go in engine_kwargs)"
+                f"model_kwargs {unknown} have no counterpart here; taken: "
+                f"{', '.join((*HUGGINGFACE_ENGINE_OPTIONS, 'truncate_dim'))} (other engine options go in "
+                "engine_kwargs)"
             )
         truncate_dim = model_kwargs.pop("truncate_dim", None)
         data.pop("multi_process", None)  # one engine batches for every caller: nothing to spread

@@ -162,6 +162,9 @@ def test_huggingface_embedding_arguments_run_unchanged(minilm_path: Path, minilm
     # the hub cache folder is the engine's download_dir
     cached = PoolragEmbedding(model_name=str(minilm_path), cache_folder="/tmp/hf-cache")
     assert cached.backend.engine_args.download_dir == "/tmp/hf-cache"
+    # a gated model's hub token is the engine's hf_token
+    gated = PoolragEmbedding(model_name=str(minilm_path), token="hf_secret")
+    assert gated.backend.engine_args.hf_token == "hf_secret"
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
         PoolragEmbedding(engine=minilm_engine, cache_dir="/tmp/hf")  # no counterpart: named, refused
 

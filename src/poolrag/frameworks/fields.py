@@ -36,7 +36,7 @@ from poolrag.params import InputType, PoolingParams
 from poolrag.sparse.bm25 import BM25Encoder, BM25Parameters
 
 #: ``HuggingFaceEmbeddings``' and ``HuggingFaceEmbedding``'s arguments that are engine options here
-HUGGINGFACE_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision")
+HUGGINGFACE_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision", "token")
 #: their hub cache folder, which is vLLM's (and so the engine's) ``download_dir``
 HUGGINGFACE_CACHE_FOLDER = "cache_folder"
 
@@ -51,6 +51,8 @@ def with_huggingface_options(
     given = {name: value for name, value in options.items() if value is not None and value is not False}
     if HUGGINGFACE_CACHE_FOLDER in given:
         given["download_dir"] = str(given.pop(HUGGINGFACE_CACHE_FOLDER))
+    if "token" in given:  # a gated model's hub token (True: the one huggingface_hub has stored)
+        given["hf_token"] = given.pop("token")
     if given:
         data["engine_kwargs"] = {**given, **(data.get("engine_kwargs") or {})}
     if truncate_dim is not None:

@@ -41,7 +41,7 @@ SENTENCE_TRANSFORMER_MAX_LENGTH = 512
 
 dispatcher = get_dispatcher(__name__)
 #: what ``cross_encoder_kwargs`` may hold: the arguments of ``CrossEncoder`` that mean something here
-_CROSS_ENCODER_ARGUMENTS = ("max_length", "trust_remote_code", "revision", HUGGINGFACE_CACHE_FOLDER)
+_CROSS_ENCODER_ARGUMENTS = ("max_length", "trust_remote_code", "revision", "token", HUGGINGFACE_CACHE_FOLDER)
 
 
 def _cross_encoder_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
