@@ -36,3 +36,29 @@ def test_a_declared_language_or_a_chosen_analyzer_language_stays() -> None:
     french = bm25_for_model(None, "m@1", analyzer=WordAnalyzer("french"))
     french.adopt(None, GERMAN)
     assert french.analyzer_record()["language"] == "french"
+
+
+def test_a_later_run_without_a_language_takes_the_one_the_collection_recorded() -> None:
+    """Re-running (or resuming) the command that made a German collection, still without
+    ``--language``, writes German stems to it; it was refused for a language nobody gave. A
+    declared other language, or another analyzer, is still refused."""
+    import pytest
+
+    from poolrag.stores.errors import CollectionMismatchError
+
+    first = _encoder(None)
+    first.adopt(None, GERMAN)
+    recorded = first.settings()
+    for languages in (None, LanguageRecord.declared(("en",), None)):
+        again = _encoder(languages)
+        again.adopt(recorded, GERMAN[:1])
+        assert again.analyzer_record() == recorded["analyzer"]
+        assert again.term_counts(GERMAN[:1]) == first.term_counts(GERMAN[:1])
+        assert again.avg_doc_length == first.avg_doc_length
+    with pytest.raises(
+        CollectionMismatchError, match=r"words \(german\) analyzer, but this run uses words \(english\)"
+    ):
+        _encoder(LanguageRecord.declared(("en",), "english")).adopt(recorded, GERMAN[:1])
+    unstemmed = bm25_for_model(None, "m@1", analyzer=WordAnalyzer(stem=False))
+    with pytest.raises(CollectionMismatchError):
+        unstemmed.adopt(recorded, GERMAN[:1])

@@ -131,7 +131,7 @@ class BM25ChunkEncoder:
         analyzers were holds word pieces): mixing the two would match nothing between them."""
         if recorded:
             stored = recorded_analyzer(recorded)
-            if stored != self.encoder.analyzer:
+            if stored != self.encoder.analyzer and not self._takes_recorded_language(stored):
                 raise CollectionMismatchError(
                     f"the collection's BM25 terms were made by the {analyzer_name(stored)} analyzer, but "
                     f"this run uses {analyzer_name(self.encoder.analyzer)}; use the same --analyzer and "
@@ -165,6 +165,19 @@ class BM25ChunkEncoder:
         if languages is not None and languages.model:
             self.languages = LanguageRecord.declared(languages.model, detected)
         self._stem_in(detected)
+
+    def _takes_recorded_language(self, stored: WordAnalyzer | None) -> bool:
+        """Undeclared, the word analyzer's language is the one the collection recorded (detected
+        from its first batch): re-running the command that made it, or resuming it, must not be
+        refused for a language the user never gave. A declared ``--language`` is never overridden."""
+        analyzer = self.encoder.analyzer
+        declared = self.languages is not None and self.languages.collection is not None
+        if declared or stored is None or analyzer is None:
+            return False
+        if dataclasses.replace(stored, language=analyzer.language) != analyzer:
+            return False  # another analyzer, not only another language
+        self._stem_in(stored.language)
+        return self.encoder.analyzer == stored
 
     def _stem_in(self, language: str) -> None:
         """Undeclared, the word analyzer was the default language's; the detected one stems and drops

@@ -116,7 +116,7 @@ class Retriever:
         """The ``k`` best chunks for ``query`` among those whose payload matches ``filter``.
 
         ``mode``: ``dense`` (the funnel), ``sparse`` (the sparse field alone) or ``hybrid`` (both,
-        fused by ``fusion``: ``("adaptive", w)`` (default w = 0.3), ``("minmax", w)``, ``"dbsf"``,
+        fused by ``fusion``: ``("adaptive", w)`` (default w = 0.4), ``("minmax", w)``, ``"dbsf"``,
         ``"rrf"`` or ``("weighted", w)``, ``w`` being the sparse leg's share; see
         :mod:`poolrag.stores.hybrid`); ``prefetch``: how deep each hybrid leg goes (default: as many
         as the hits fused, at least 50). Without ``fusion``, a hybrid search fuses as the collection's

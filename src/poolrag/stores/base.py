@@ -34,7 +34,7 @@ CHUNK_VECTORS: tuple[str, ...] = ("per_chunk", "late")
 #: How a hybrid search fuses its dense and sparse legs (rules in :mod:`poolrag.stores.hybrid`):
 #: ``("minmax", w)`` per-query min-max normalised scores mixed ``(1 - w) * dense + w * sparse``,
 #: ``("adaptive", w)`` the same with the sparse share moved per query from ``w`` towards the leg whose
-#: best hit stands out more (the default, w = 0.3), ``"dbsf"`` (Qdrant's distribution-based score
+#: best hit stands out more (the default, w = 0.4), ``"dbsf"`` (Qdrant's distribution-based score
 #: fusion), ``"rrf"``, or ``("weighted", w)`` for RRF with weights ``2 * (1 - w)`` and ``2 * w``.
 HybridFusion = Literal["rrf", "dbsf"] | tuple[Literal["weighted", "minmax", "adaptive"], float]
 SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
