@@ -203,5 +203,11 @@ def test_modes_are_checked(open_kind, minilm_engine, bm25) -> None:
         retriever.search("x", 2, mode="hybrid", fusion="max")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="prefetch must be"):
         retriever.search("x", 2, mode="hybrid", prefetch=0)
+    # a sparse search for nothing is refused as a dense one is, not answered "no results"
+    with pytest.raises(InvalidInputError, match="query is empty"):
+        retriever.search("  ", 2, mode="sparse")
+    with pytest.raises(InvalidInputError, match="no terms the collection's sparse encoder keeps"):
+        retriever.search("!!! ???", 2, mode="sparse")
+    assert len(retriever.search("!!! ???", 2, mode="hybrid")) == 2  # the dense leg still answers
     with pytest.raises(InvalidInputError, match="encode_queries"):
         Retriever(hybrid_store, minilm_engine, sparse_encoder=object())  # type: ignore[arg-type]

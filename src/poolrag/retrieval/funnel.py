@@ -38,6 +38,7 @@ from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import DEFAULT_FUSION, check_fusion, fuse_legs, prefetch_depth
 from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.retrieval_record import RetrievalRecord, saved_record
+from poolrag.text_validity import check_text
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,13 @@ class Retriever:
         checked = check_filter(filter)
         if mode == "sparse":
             n = candidates or self.candidates or (max(10 * k, 50) if self.reranker is not None else k)
-            hits = self.store.search_sparse(self._sparse_query(query), max(n, k), checked)
+            sparse_query = self._sparse_query(check_text(query, "query"))
+            if not sparse_query.indices.size:  # else "no results", as if the collection were empty
+                raise InvalidInputError(
+                    "the query has no terms the collection's sparse encoder keeps (only stop words, "
+                    "punctuation or pieces it drops); search it with the dense or hybrid mode"
+                )
+            hits = self.store.search_sparse(sparse_query, max(n, k), checked)
             results = [SearchResult.from_hit(h, "sparse") for h in hits]
         else:
             tuned_depth = None
