@@ -112,7 +112,7 @@ class PoolragClient:
         self._async_clients = LoopClients(
             lambda: httpx.AsyncClient(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
         )
-        self._facts: dict[str | None, ModelFacts] = {}  # by task: several served models answer apart
+        self._served: tuple[ModelFacts, ...] | None = None  # GET /v1/models, read once
         self._facts_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -187,22 +187,26 @@ class PoolragClient:
         return self._facts_for(self.task)
 
     def _facts_for(self, task: str | None) -> ModelFacts:
-        if (facts := self._facts.get(task)) is not None:
-            return facts
-        return self._keep(task, self._facts_from(self._get("/v1/models"), task))
+        served = self._served
+        if served is None:
+            served = self._keep(self._served_from(self._get("/v1/models")))
+        return self._pick(served, task)
 
     async def _afacts(self, task: str | None) -> ModelFacts:
-        if (facts := self._facts.get(task)) is not None:
-            return facts
-        return self._keep(task, self._facts_from(await self._aget("/v1/models"), task))
+        served = self._served
+        if served is None:
+            served = self._keep(self._served_from(await self._aget("/v1/models")))
+        return self._pick(served, task)
 
-    def _keep(self, task: str | None, fetched: ModelFacts) -> ModelFacts:
-        """The first facts fetched win, so threads and tasks racing on the first call agree."""
+    def _keep(self, fetched: tuple[ModelFacts, ...]) -> tuple[ModelFacts, ...]:
+        """The first listing fetched wins, so threads and tasks racing on the first call agree."""
         with self._facts_lock:
-            return self._facts.setdefault(task, fetched)
+            if self._served is None:
+                self._served = fetched
+            return self._served
 
     def _check_served_model(self, response: httpx.Response, facts: ModelFacts) -> None:
-        """Refuse an answer from other weights than ``facts`` describe, and forget those facts.
+        """Refuse an answer from other weights than ``facts`` describe, and forget the listing.
 
         Compared with the facts the request was built on, not the ones kept now: a concurrent call
         may already have dropped them, and its caller still holds keys made from the old ones.
@@ -211,8 +215,8 @@ class PoolragClient:
         if served is None or served == (facts.model_identity, facts.output_fingerprint):
             return
         with self._facts_lock:
-            for task in [task for task, kept in self._facts.items() if kept is facts]:
-                del self._facts[task]
+            if self._served is not None and any(kept is facts for kept in self._served):
+                self._served = None
         identity, fingerprint = served
         raise ServedModelChangedError(
             f"the server at {self.base_url} now serves other weights or pooling ({identity}, outputs "
@@ -222,19 +226,26 @@ class PoolragClient:
             "old model do not hold this model's vectors"
         )
 
-    def _facts_from(self, listing: dict[str, Any], task: str | None) -> ModelFacts:
-        """The card named ``model``, or that of the model answering ``task`` unnamed."""
+    def _known_facts(self, task: str) -> ModelFacts | None:
+        """The facts for ``task`` when the listing was read (a call that needs none sends without)."""
+        return None if self._served is None else self._pick(self._served, task)
+
+    def _served_from(self, listing: dict[str, Any]) -> tuple[ModelFacts, ...]:
         cards = [card for card in listing.get("data", []) if isinstance(card, dict)]
         if not cards:
             raise RemoteError(f"{self.base_url}/v1/models lists no model")
+        return tuple(ModelFacts.from_json(str(card.get("id")), card) for card in cards)
+
+    def _pick(self, served: tuple[ModelFacts, ...], task: str | None) -> ModelFacts:
+        """The facts of the model named ``model``, or of the one answering ``task`` unnamed: one
+        listing answers every task, so a cache keyed by :attr:`facts` and a call's own facts agree."""
         if self.model is None:
-            served = [ModelFacts.from_json(str(card["id"]), card) for card in cards]
             return served[answering_model(served, task)]
-        for card in cards:
-            if card.get("id") == self.model:
-                return ModelFacts.from_json(self.model, card)
-        served = ", ".join(repr(card.get("id")) for card in cards)
-        raise InvalidInputError(f"model {self.model!r} is not served here; use {served}")
+        for facts in served:
+            if facts.model_name == self.model:
+                return facts
+        names = ", ".join(repr(facts.model_name) for facts in served)
+        raise InvalidInputError(f"model {self.model!r} is not served here; use {names}")
 
     def _chunks(self, n: int) -> list[slice]:
         step = self.max_inputs_per_request
@@ -310,7 +321,7 @@ class PoolragClient:
         """Each item as the server reads it: a text, token ids, or an image (path, bytes, PIL) as
         a data URL, named ``field[i]`` when refused, as the engine names it."""
         # the facts are fetched before requests are made; with none yet, the server is the judge
-        reads_images = not self._facts or any(facts.reads_images for facts in self._facts.values())
+        reads_images = self._served is None or self._pick(self._served, self.task).reads_images
         return [wire.wire_input(item, reads_images, f"{field}[{i}]") for i, item in enumerate(items)]
 
     def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
@@ -467,7 +478,7 @@ class PoolragClient:
         if not documents:
             return []
         fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
-        return wire.decode_rerank(self._post("/rerank", fields, self._facts.get("score")))
+        return wire.decode_rerank(self._post("/rerank", fields, self._known_facts("score")))
 
     async def arerank(
         self,
@@ -482,7 +493,7 @@ class PoolragClient:
         if not documents:
             return []
         fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
-        return wire.decode_rerank(await self._apost("/rerank", fields, self._facts.get("score")))
+        return wire.decode_rerank(await self._apost("/rerank", fields, self._known_facts("score")))
 
     # -- raw pooled data (ColBERT token vectors, rewards) ------------------------------------------------
     def encode_arrays(
