@@ -62,3 +62,16 @@ def test_a_later_run_without_a_language_takes_the_one_the_collection_recorded() 
     unstemmed = bm25_for_model(None, "m@1", analyzer=WordAnalyzer(stem=False))
     with pytest.raises(CollectionMismatchError):
         unstemmed.adopt(recorded, GERMAN[:1])
+
+
+def test_a_collection_recorded_before_cjk_bigrams_keeps_its_whole_runs() -> None:
+    """No flag chooses how CJK text is split: a collection whose record predates bigrams is written
+    on as it was (its stored terms are whole runs), not refused, and its queries match alike."""
+    first = _encoder(None)
+    first.adopt(None, GERMAN)
+    recorded = first.settings()
+    del recorded["analyzer"]["cjk_bigrams"]
+    again = _encoder(None)
+    again.adopt(recorded, ["パスワードの有効期限"])
+    assert again.analyzer_record()["cjk_bigrams"] is False
+    assert again.encoder.analyzer.terms("パスワードの有効期限") == ["パスワードの有効期限"]

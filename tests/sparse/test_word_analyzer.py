@@ -64,6 +64,30 @@ def test_records_round_trip_and_unknown_records_are_refused() -> None:
         recorded_analyzer({"analyzer": {"name": "words", "stop_words": "no"}})
 
 
+def test_chinese_and_japanese_runs_are_overlapping_bigrams_so_a_query_word_matches_inside_them() -> None:
+    """A run of Han or kana has no spaces: as one term it never matched a query (パスワード, 15 times
+    in a Japanese man page, found nothing). Bigrams, as Lucene's CJK analyzer makes, match it; Hangul
+    is spaced, so its words stay words; a collection recorded before keeps its whole runs."""
+    analyzer = WordAnalyzer()
+    sentence = analyzer.terms("パスワードの有効期限を変更する")
+    assert set(analyzer.terms("パスワード")) <= set(sentence)
+    assert set(analyzer.terms("有効期限")) <= set(sentence)
+    assert analyzer.terms("北") == ["北"]
+    assert analyzer.terms("Installing Python3の使い方 한국어 단어") == [
+        "instal",
+        "python3",
+        "한국어",
+        "단어",
+        "の使",
+        "使い",
+        "い方",
+    ]
+    old_record = {"name": "words", "language": "english", "stop_words": True, "stem": True}
+    old = recorded_analyzer({"analyzer": old_record})
+    assert old is not None and not old.cjk_bigrams
+    assert old.terms("パスワードの有効期限") == ["パスワードの有効期限"]
+
+
 def test_queries_and_documents_are_analysed_alike() -> None:
     encoder = query_encoder_for_record({"analyzer": WordAnalyzer().record()}, None)
     assert encoder.analyzer == WordAnalyzer() and encoder.tokenizer is None
@@ -76,6 +100,7 @@ def test_queries_and_documents_are_analysed_alike() -> None:
         "language": "english",
         "stop_words": True,
         "stem": True,
+        "cjk_bigrams": True,
     }
 
 

@@ -131,7 +131,7 @@ class BM25ChunkEncoder:
         analyzers were holds word pieces): mixing the two would match nothing between them."""
         if recorded:
             stored = recorded_analyzer(recorded)
-            if stored != self.encoder.analyzer and not self._takes_recorded_language(stored):
+            if stored != self.encoder.analyzer and not self._takes_recorded(stored):
                 raise CollectionMismatchError(
                     f"the collection's BM25 terms were made by the {analyzer_name(stored)} analyzer, but "
                     f"this run uses {analyzer_name(self.encoder.analyzer)}; use the same --analyzer and "
@@ -166,18 +166,22 @@ class BM25ChunkEncoder:
             self.languages = LanguageRecord.declared(languages.model, detected)
         self._stem_in(detected)
 
-    def _takes_recorded_language(self, stored: WordAnalyzer | None) -> bool:
-        """Undeclared, the word analyzer's language is the one the collection recorded (detected
-        from its first batch): re-running the command that made it, or resuming it, must not be
-        refused for a language the user never gave. A declared ``--language`` is never overridden."""
+    def _takes_recorded(self, stored: WordAnalyzer | None) -> bool:
+        """What no flag of this run chose is the collection's: how it splits CJK text (one written
+        before bigrams keeps whole runs) and, undeclared, the language its first batch was detected
+        in, so re-running or resuming the command that made it is not refused for a setting the user
+        never gave. A declared ``--language`` or another analyzer is still refused."""
         analyzer = self.encoder.analyzer
-        declared = self.languages is not None and self.languages.collection is not None
-        if declared or stored is None or analyzer is None:
+        if stored is None or analyzer is None:
             return False
-        if dataclasses.replace(stored, language=analyzer.language) != analyzer:
-            return False  # another analyzer, not only another language
-        self._stem_in(stored.language)
-        return self.encoder.analyzer == stored
+        declared = self.languages is not None and self.languages.collection is not None
+        undeclared = not declared and analyzer.language == DEFAULT_LANGUAGE
+        language = stored.language if undeclared else analyzer.language
+        taken = dataclasses.replace(analyzer, language=language, cjk_bigrams=stored.cjk_bigrams)
+        if taken != stored:
+            return False
+        self._analyse_with(taken)
+        return True
 
     def _stem_in(self, language: str) -> None:
         """Undeclared, the word analyzer was the default language's; the detected one stems and drops
@@ -185,8 +189,10 @@ class BM25ChunkEncoder:
         analyzer = self.encoder.analyzer
         if analyzer is None or analyzer.language != DEFAULT_LANGUAGE or language not in LANGUAGES:
             return
-        own = dataclasses.replace(analyzer, language=language)
-        self.encoder = BM25Encoder(None, self.encoder.parameters, analyzer=own)
+        self._analyse_with(dataclasses.replace(analyzer, language=language))
+
+    def _analyse_with(self, analyzer: WordAnalyzer) -> None:
+        self.encoder = BM25Encoder(None, self.encoder.parameters, analyzer=analyzer)
         self.counter = CachedTermCounter(self.encoder, self._tokenizer_identity, self._cache)
 
     def encode(self, texts: Sequence[str]) -> list[SparseVector]:

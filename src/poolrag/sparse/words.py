@@ -242,6 +242,11 @@ DEFAULT_LANGUAGE = "english"
 DEFAULT_ANALYZER = WORDPIECE
 
 _WORD = re.compile(r"\w+")
+#: Han, kana (full- and half-width): scripts written without spaces, where a run of ``\w`` is a
+#: whole sentence, never a term a query repeats. Hangul is spaced, so its words stay words.
+_CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORD_OR_CJK_RUN = re.compile(f"[{_CJK}]+|[^\\W{_CJK}]+")
 _ID_MASK = 0x7FFFFFFF  # sparse ids are non-negative int32
 
 
@@ -260,27 +265,46 @@ class WordAnalyzer:
         stop_words: drop the language's stop words (IDF already discounts common words; dropping the
             commonest ones also keeps them from matching in every document).
         stem: reduce words to their stem.
+        cjk_bigrams: split Chinese and Japanese runs into overlapping two-character terms, as
+            Lucene's CJK analyzer does (``パスワード`` → ``パス``, ``スワ``, ``ワー``, ``ード``), so a
+            query's words match inside a sentence; ``False`` keeps each run one term, which is how
+            collections written before it split them (their record says so).
     """
 
     language: str = DEFAULT_LANGUAGE
     stop_words: bool = True
     stem: bool = True
+    cjk_bigrams: bool = True
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
             raise InvalidInputError(
                 f"unknown analyzer language {self.language!r}; choose from {', '.join(sorted(LANGUAGES))}"
             )
-        for name in ("stop_words", "stem"):
+        for name in ("stop_words", "stem", "cjk_bigrams"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"the word analyzer's {name} must be true or false")
 
     def terms(self, text: str) -> list[str]:
-        """The analysed terms of ``text`` in order, repeats kept."""
+        """The analysed terms of ``text``, repeats kept: its words in order, then its CJK bigrams."""
         if not isinstance(text, str):
             raise InputTypeError(f"BM25 analyses text, got {type(text).__name__}")
+        if not self.cjk_bigrams:
+            return self._words(_WORD.findall(text))
+        words: list[str] = []
+        bigrams: list[str] = []
+        for piece in _WORD_OR_CJK_RUN.findall(text):
+            if _CJK_RUN.fullmatch(piece):
+                bigrams.extend(
+                    [piece] if len(piece) == 1 else [piece[i : i + 2] for i in range(len(piece) - 1)]
+                )
+            else:
+                words.append(piece)
+        return self._words(words) + bigrams
+
+    def _words(self, found: list[str]) -> list[str]:
         language = LANGUAGES[self.language]
-        words = [w.casefold() for w in _WORD.findall(text)]
+        words = [w.casefold() for w in found]
         if self.stop_words:
             words = [w for w in words if w not in language.stop_words]
         if self.stem and words:
@@ -293,7 +317,13 @@ class WordAnalyzer:
 
     def record(self) -> dict[str, Any]:
         """What a collection records so that its queries are analysed the same way."""
-        return {"name": WORDS, "language": self.language, "stop_words": self.stop_words, "stem": self.stem}
+        return {
+            "name": WORDS,
+            "language": self.language,
+            "stop_words": self.stop_words,
+            "stem": self.stem,
+            "cjk_bigrams": self.cjk_bigrams,
+        }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> WordAnalyzer:
@@ -305,6 +335,7 @@ class WordAnalyzer:
             language if isinstance(language, str) else repr(language),
             record.get("stop_words", True),
             record.get("stem", True),
+            record.get("cjk_bigrams", False),  # recorded before bigrams: its runs were whole terms
         )
 
 
@@ -346,4 +377,6 @@ def recorded_analyzer(record: object) -> WordAnalyzer | None:
 
 def analyzer_name(analyzer: WordAnalyzer | None) -> str:
     """``"words (english)"`` or ``"wordpiece"``, for messages."""
-    return WORDPIECE if analyzer is None else f"{WORDS} ({analyzer.language})"
+    if analyzer is None:
+        return WORDPIECE
+    return f"{WORDS} ({analyzer.language}{'' if analyzer.cjk_bigrams else ', CJK runs whole'})"
