@@ -251,3 +251,22 @@ def test_a_cache_may_be_given_as_its_files_path(tmp_path: Path, minilm_engine) -
     assert (again.hits, again.misses) == (3, 0)
     with pytest.raises(InputTypeError, match="cache must be an EmbeddingCache or a file path, not dict"):
         CachedEmbedder(minilm_engine, {})  # type: ignore[arg-type]
+
+
+def test_an_engine_that_refuses_long_inputs_is_not_served_a_vector_another_one_cut(
+    tmp_path: Path, minilm_engine, minilm_path: Path
+) -> None:
+    """``Engine(truncate=False)`` refuses an over-long input; behind the cache it still does, rather
+    than get the vector a truncating engine cached for the same text (the length rule is in the key)."""
+    from poolrag import InputTooLongError
+
+    long_text = "word " * 1000
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    CachedEmbedder(minilm_engine, cache).embed_documents([long_text])  # cut, and cached
+    refusing = Engine(minilm_path, truncate=False)
+    with pytest.raises(InputTooLongError):
+        refusing.embed_array([long_text])
+    with pytest.raises(InputTooLongError):
+        CachedEmbedder(refusing, cache).embed_documents([long_text])
+    short = CachedEmbedder(refusing, cache).embed_documents(TEXTS)  # what fits is read alike
+    np.testing.assert_allclose(short, CachedEmbedder(minilm_engine, cache).embed_documents(TEXTS), atol=1e-6)

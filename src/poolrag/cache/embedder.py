@@ -33,6 +33,17 @@ from poolrag.tokenization.input_processor import PromptInput, check_text
 logger = logging.getLogger(__name__)
 
 
+def _with_engine_length_rule(params: PoolingParams, backend: PoolingBackend) -> PoolingParams:
+    """``params`` saying what an engine built with ``truncate=False`` does to an over-long input
+    when they leave it open: refuse it. The key then says so too, and a vector another engine cut
+    for the same text is not served where this one would refuse."""
+    engine_args = getattr(backend, "engine_args", None)
+    leaves_it = params.truncate is None and params.truncate_prompt_tokens is None
+    if leaves_it and engine_args is not None and getattr(engine_args, "truncate", True) is False:
+        return params.with_updates(truncate=False)
+    return params
+
+
 class CachedEmbedder:
     """Embed texts with a backend, reusing vectors from an :class:`EmbeddingCache`.
 
@@ -62,7 +73,7 @@ class CachedEmbedder:
             raise InputTypeError(f"cache must be an EmbeddingCache or a file path, not {kind}")
         self.cache = cache
         self.batch_size = check_count(batch_size, "batch_size")
-        self._base = pooling_params or PoolingParams()
+        self._base = _with_engine_length_rule(pooling_params or PoolingParams(), backend)
         self._base.verify("embed", backend.facts)
         self._namespaces: dict[tuple[ModelFacts, PoolingParams], bytes] = {}
         self.hits = 0
