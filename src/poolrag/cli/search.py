@@ -184,7 +184,7 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     engine = load_engine(engine_args)
     where = f"{store.name} at {store.location}"
     model = packaged_hub_id(spec.model_name) or spec.model_name  # not another machine's venv path
-    check_model(spec, engine.model_identity, where, f"search it with --model {shlex.quote(model)}")
+    check_model(spec, engine.facts, where, f"search it with --model {shlex.quote(model)}")
     reranker = _reranker(args, engine_args)
     if spec.layout == "multivector":
         if args.mode != "dense":

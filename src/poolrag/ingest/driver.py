@@ -76,6 +76,7 @@ class VectorSource(Protocol):
     full_dimension: int
     model_identity: str
     model_name: str
+    model_outputs: str  # the model's output fingerprint: pooling, normalisation, tokenizer
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class VectorSourceFacts:
     full_dimension: int
     model_identity: str
     model_name: str
+    model_outputs: str
 
 
 @dataclass
@@ -164,6 +166,7 @@ class IngestDriver:
             model_identity=source.model_identity,
             full_dimension=source.full_dimension,
             model_name=source.model_name,
+            model_outputs=source.model_outputs,
             layout=source.layout,  # type: ignore[arg-type]
             quantization=quantization,
             model_options=dict(model_options or {}),

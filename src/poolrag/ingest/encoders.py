@@ -23,6 +23,7 @@ class ChunkEncoder(Protocol):
     full_dimension: int
     model_identity: str
     model_name: str
+    model_outputs: str
     computed: int  # texts that went through the model (cache misses)
 
     def encode(
@@ -52,6 +53,7 @@ class DenseEncoder:
         self.dimensions = dimensions
         self.model_identity = facts.model_identity
         self.model_name = facts.model_name
+        self.model_outputs = facts.output_fingerprint
         backend = embedder.backend
         self._engine = backend if isinstance(backend, InProcessEngine) else None
 
@@ -110,6 +112,7 @@ class ColbertEncoder:
         self.dimension = self.full_dimension = int(facts.embedding_dim or 0)
         self.model_identity = facts.model_identity
         self.model_name = facts.model_name
+        self.model_outputs = facts.output_fingerprint
         self.computed = 0
 
     def encode(

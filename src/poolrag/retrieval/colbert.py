@@ -97,7 +97,7 @@ class ColbertRetriever:
     def _check_spec(self, spec: CollectionSpec) -> None:
         if spec.layout != "multivector":
             raise InvalidInputError(f"collection {spec.name!r} holds single vectors; use Retriever")
-        check_model(spec, self.backend.facts.model_identity, f"{self.store.name} at {self.store.location}")
+        check_model(spec, self.backend.facts, f"{self.store.name} at {self.store.location}")
 
     def _current_spec(self) -> CollectionSpec | None:
         # Another writer (an ingest run, another retriever) may have created it since.
@@ -161,6 +161,7 @@ class ColbertRetriever:
                     full_dimension=dimension,
                     model_name=facts.model_name,
                     layout="multivector",
+                    model_outputs=facts.output_fingerprint,
                 )
             )
         records = {

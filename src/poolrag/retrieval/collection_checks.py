@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from poolrag.config.packaged_models import typed_identity
 from poolrag.counts import check_count
-from poolrag.model_facts import same_weights
+from poolrag.model_facts import ModelFacts, same_weights
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 from poolrag.sparse.words import analyzer_name, recorded_analyzer
-from poolrag.stores.base import CollectionSpec, VectorStore
+from poolrag.stores.base import OUTPUTS_SAID, CollectionSpec, VectorStore, same_outputs
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 
 
@@ -25,15 +25,22 @@ def existing_spec(store: VectorStore, hint: str = "ingest into it first") -> Col
 
 def check_model(
     spec: CollectionSpec,
-    identity: str,
+    facts: ModelFacts,
     where: str,
     hint: str = "search with the model the collection was ingested with",
 ) -> None:
-    """Refuse a query model whose weights differ from those that filled the collection."""
-    if not same_weights(spec.model_identity, identity):
+    """Refuse a query model whose weights, or pooling of them, differ from those that filled the
+    collection: its query vectors would be compared with vectors of another kind."""
+    if not same_weights(spec.model_identity, facts.model_identity):
         raise CollectionMismatchError(
             f"collection {spec.name!r} in {where} was filled with {typed_identity(spec.model_identity)}, but "
-            f"the query model is {typed_identity(identity)}; {hint}"
+            f"the query model is {typed_identity(facts.model_identity)}; {hint}"
+        )
+    if not same_outputs(spec.model_outputs, facts.output_fingerprint):
+        raise CollectionMismatchError(
+            f"collection {spec.name!r} in {where} was filled with the same model's outputs "
+            f"{spec.model_outputs}, but the query model's are {facts.output_fingerprint}{OUTPUTS_SAID}; "
+            f"{hint}, pooled as it was"
         )
 
 

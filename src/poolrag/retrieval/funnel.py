@@ -83,7 +83,7 @@ class Retriever:
             raise InvalidInputError(
                 f"collection {self.spec.name!r} holds ColBERT token vectors; use ColbertRetriever"
             )
-        check_model(self.spec, self.embedder.model_identity, f"{store.name} at {store.location}")
+        check_model(self.spec, self.embedder.facts, f"{store.name} at {store.location}")
         if reranker is not None and not isinstance(reranker, CrossEncoderReranker):
             reranker = CrossEncoderReranker(reranker, weight=None)
         if reranker is not None and reranker.weight is None:

@@ -365,7 +365,12 @@ def _model_parts(
     engine, chunker, encoder, _ = cpu.build()
     sparse = bm25.build(engine) if bm25 is not None else None
     source = VectorSourceFacts(
-        encoder.layout, encoder.dimension, encoder.full_dimension, encoder.model_identity, encoder.model_name
+        encoder.layout,
+        encoder.dimension,
+        encoder.full_dimension,
+        encoder.model_identity,
+        encoder.model_name,
+        encoder.model_outputs,
     )
     return source, chunker, sparse
 

@@ -78,6 +78,9 @@ class CollectionSpec:
             (:mod:`poolrag.stores.vector_types`); dense-layout collections without a token field only.
         vector_ranges: uint8's fixed scale, ``[minima, maxima]`` per dimension, recorded so every later
             write and query buckets the same way.
+        model_outputs: the model's output fingerprint (:attr:`ModelFacts.output_fingerprint`: pooling,
+            normalisation, tokenizer): the same weights pooled otherwise make other vectors.
+            ``None`` for collections written before it was recorded, which are not checked for it.
     """
 
     name: str
@@ -95,6 +98,7 @@ class CollectionSpec:
     chunk_vectors: ChunkVectors = "per_chunk"
     vector_type: VectorType = "float32"
     vector_ranges: list[list[float]] | None = None
+    model_outputs: str | None = None
 
     def __post_init__(self) -> None:
         self._check_vector_type()
@@ -173,6 +177,9 @@ class CollectionSpec:
             problems.append(
                 f"model {typed_identity(stored.model_identity)} vs {typed_identity(self.model_identity)}"
             )
+        elif not same_outputs(stored.model_outputs, self.model_outputs):
+            said = f"the model's outputs {stored.model_outputs} vs {self.model_outputs}"
+            problems.append(said + OUTPUTS_SAID)
         if stored.sparse != self.sparse:
             problems.append(f"sparse field {stored.sparse or 'none'} vs {self.sparse or 'none'}")
         if stored.multivector_dimension != self.multivector_dimension:
@@ -216,6 +223,16 @@ class CollectionSpec:
         assumed = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
         flags = f"--dimensions {stored.dimension}" + (" --assume-matryoshka" if assumed else "")
         return f"it was written with {flags}, so run again with them, or "
+
+
+#: what an output fingerprint covers, said where two differ
+OUTPUTS_SAID = " (pooled, normalised or tokenised otherwise: --pooler-config, --tokenizer)"
+
+
+def same_outputs(stored: str | None, used: str | None) -> bool:
+    """Whether the same weights give the same vectors; a collection that recorded no fingerprint
+    (written before it was) is taken as agreeing."""
+    return stored is None or used is None or stored == used
 
 
 @dataclass
