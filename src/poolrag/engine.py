@@ -8,7 +8,6 @@ below it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -453,7 +452,7 @@ class Engine:
 
     async def _adrive(self, steps: Steps[T], *inputs: object) -> T:
         """Run a task's steps without blocking the event loop: ``inputs`` (the call's texts or
-        prompts) are tokenised in a thread unless small (:func:`_inline`)."""
+        prompts) are tokenised on the engine's own threads unless small (:func:`_inline`)."""
 
         def first() -> tuple[bool, Any]:
             try:
@@ -463,15 +462,16 @@ class Engine:
 
         # a tokenizer busy on another thread (a big request, an ingest's chunker) would make the
         # event loop wait for its lock: then this one goes to a thread as well
-        off_loop = not _inline(inputs) or tokenizer_lock(self.tokenizer).locked()
-        finished, value = await asyncio.to_thread(first) if off_loop else first()
+        threaded = not _inline(inputs) or tokenizer_lock(self.tokenizer).locked()
+        executor = self._pipeline.executor
+        finished, value = await executor.off_loop(first) if threaded else first()
         if finished:
             return value
         try:
             if _pending(value):  # images still being prepared: waited for on a thread, not the loop
-                steps.send(await asyncio.to_thread(self._pipeline.executor.execute_as_ready, value))
+                steps.send(await executor.off_loop(lambda: executor.execute_as_ready(value)))
             else:
-                steps.send(await self._pipeline.executor.aexecute(value))
+                steps.send(await executor.aexecute(value))
         except StopIteration as done:
             return done.value
         raise RuntimeError("a task plan asked for more than one round of results")

@@ -122,3 +122,37 @@ def test_the_async_methods_tokenise_on_the_loop_only_a_call_of_few_short_inputs(
         threads.clear()
         run(call)
         assert threads and all(t is on_loop for t in threads), (threads, on_loop)
+
+
+def test_one_engines_backlog_of_off_loop_work_does_not_hold_up_another_engine(
+    minilm_engine: Engine, minilm_path: Path
+) -> None:
+    """Each engine prepares big async calls on threads of its own: with every thread one model has
+    stuck behind its busy tokenizer, another model still answers (on asyncio's shared default
+    executor the second model's call waited for the first's backlog)."""
+    from poolrag.core.executor import OFF_LOOP_THREADS
+    from poolrag.tokenization.tokenizer_lock import tokenizer_lock
+
+    other = Engine(minilm_path)
+    busy = tokenizer_lock(minilm_engine.tokenizer)
+
+    async def main() -> bool:
+        busy.acquire()  # one big request being tokenised, on this model
+        try:
+            stuck = [
+                asyncio.ensure_future(minilm_engine.aembed_array(PASSAGES))
+                for _ in range(OFF_LOOP_THREADS + 2)
+            ]
+            await asyncio.sleep(0.2)
+            answered = await asyncio.wait_for(other.aembed_array(PASSAGES), timeout=30)
+            still_busy = busy.locked() and not any(task.done() for task in stuck)
+        finally:
+            busy.release()
+        for got in await asyncio.gather(*stuck):
+            np.testing.assert_allclose(got, answered, rtol=0, atol=1e-6)
+        return still_busy
+
+    try:
+        assert run(main())  # the other model answered while this one's calls were all waiting
+    finally:
+        other.close()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from .conftest import cli_server
 
@@ -46,3 +47,41 @@ def test_requests_still_running_when_the_drain_window_ends_get_a_json_503(
     assert openai.status_code == 503 and openai.json()["error"]["code"] == "engine_closed", text
     assert tei.status_code == 503 and tei.json()["error_type"] == "Unhealthy", tei.text
     assert "Traceback" not in text and "still running are answered 503" in text, text
+
+
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
+def test_a_second_signal_answers_every_request_left_at_once(
+    second: signal.Signals, minilm_path: Path, tmp_path: Path
+) -> None:
+    """SIGTERM, then Ctrl-C (or another SIGTERM) with many requests in flight: the engines close at
+    once and every request gets an HTTP answer, its vectors or a JSON 503 (the close once waited
+    behind the requests' own tokenising, was cancelled before it ran, and the rest were dropped
+    without an answer when the process exited)."""
+    answers: list[httpx.Response | Exception] = []
+    log = tmp_path / "server.log"
+    with cli_server(log, str(minilm_path), "--timeout-graceful-shutdown", "60") as (url, process):
+
+        def embed(i: int) -> None:
+            try:
+                body = {"input": [f"{i} {j} {LONG}" for j in range(8)]}
+                answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=120))
+            except httpx.HTTPError as exc:
+                answers.append(exc)
+
+        clients = [threading.Thread(target=embed, args=(i,)) for i in range(60)]
+        for client in clients:
+            client.start()
+        time.sleep(2.0)
+        process.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        stopping = time.monotonic()
+        process.send_signal(second)
+        for client in clients:
+            client.join(120)
+        process.wait(60)
+        assert time.monotonic() - stopping < 40  # not the 60 s drain
+    dropped = [a for a in answers if isinstance(a, Exception)]
+    assert len(answers) == 60 and not dropped, (dropped[:3], log.read_text()[-2000:])
+    codes = {a.status_code for a in answers if isinstance(a, httpx.Response)}
+    assert codes <= {200, 503} and 503 in codes, codes
+    assert all(a.json()["error"]["code"] == "engine_closed" for a in answers if a.status_code == 503)

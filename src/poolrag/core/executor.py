@@ -10,11 +10,15 @@ inputs (long embed inputs, see ``ChunkedRequest``) run as their chunks and are j
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import os
+import threading
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,6 +39,11 @@ READY_PART = 32
 #: a call's prepared requests waiting in the core at most, in batches' worth of tokens: the next
 #: batch is ready when one ends, and the rest of a long call's images are not held meanwhile
 QUEUED_BATCHES = 2
+#: threads an engine's asyncio callers prepare a call on when it is too big for the event loop (as
+#: many as asyncio's default executor has): the engine's own, so one model's backlog never queues
+#: another model's work, and closing an engine never waits behind anyone's tokenising
+OFF_LOOP_THREADS = min(32, (os.cpu_count() or 1) + 4)
+T = TypeVar("T")
 
 
 def _expand(requests: Sequence[PoolingRequest]) -> tuple[list[PoolingRequest], _Plan | None]:
@@ -83,6 +92,9 @@ class ModelExecutor:
         # the core's threads hold the core, not this object: closing it when the engine goes away
         # lets the model be freed
         self._finalizer = weakref.finalize(self, EngineCore.close, self.core, 5.0)
+        self._off_loop: ThreadPoolExecutor | None = None
+        self._off_loop_pid = 0
+        self._off_loop_lock = threading.Lock()
 
     @property
     def runner(self) -> ModelRunner:
@@ -155,5 +167,19 @@ class ModelExecutor:
         flat, plan = _expand(requests)
         return _join(await asyncio.wrap_future(self.core.submit(flat)), plan)
 
+    async def off_loop(self, work: Callable[[], T]) -> T:
+        """``work()`` on this engine's own threads, awaited without blocking the event loop."""
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self._threads(), context.run, work)
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._off_loop_lock:
+            if self._off_loop is None or self._off_loop_pid != os.getpid():  # a forked child has none
+                self._off_loop = ThreadPoolExecutor(OFF_LOOP_THREADS, thread_name_prefix="poolrag-off-loop")
+                self._off_loop_pid = os.getpid()
+            return self._off_loop
+
     def close(self) -> None:
         self._finalizer()
+        if self._off_loop is not None:
+            self._off_loop.shutdown(wait=False, cancel_futures=True)

@@ -9,8 +9,11 @@ graceful-shutdown wait. Body deadlines and sizes are the app's own (its middlewa
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import signal
 import socket
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +87,13 @@ class DrainingServer(uvicorn.Server):
         self._drain_s = drain_s
         self._closed = False
 
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        """A second SIGTERM cuts the drain short as a second Ctrl-C does (uvicorn: SIGINT only), so
+        an orchestrator's or an operator's second ``kill`` is heard."""
+        if self.should_exit and sig == signal.SIGTERM:
+            self.force_exit = True
+        super().handle_exit(sig, frame)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         closer = asyncio.create_task(self._close_engines_when_due())
         try:
@@ -109,7 +119,21 @@ class DrainingServer(uvicorn.Server):
         engines = [model.engine for model in served.models] if served is not None else []
         running = len(self.server_state.tasks)
         logger.warning("stopping: the %d request(s) still running are answered 503 (shutting down)", running)
-        await asyncio.to_thread(lambda: [engine.close() for engine in engines])
+        # on a thread of its own, started now: awaiting it may be cancelled (a second signal), the
+        # close is not, and it never queues behind the loop's other work
+        closing: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def close_all() -> None:
+            try:
+                for engine in engines:
+                    engine.close()
+            except BaseException as exc:  # reported where it is awaited
+                closing.set_exception(exc)
+            else:
+                closing.set_result(None)
+
+        threading.Thread(target=close_all, name="poolrag-close-engines", daemon=True).start()
+        await asyncio.wrap_future(closing)
 
 
 def check_port_free(host: str, port: int) -> None:
