@@ -326,6 +326,12 @@ def test_unknown_model_name_and_unreachable_server(minilm_url: str) -> None:
         PoolragClient(minilm_url, model="other-model").embed_array(["a"])
     with pytest.raises(RemoteError, match="cannot reach"):
         PoolragClient("http://127.0.0.1:9", timeout=5).embed_array(["a"])
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # takes the connection, never answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(RemoteError, match=r"did not answer within timeout=0\.5 s \(ReadTimeout\)"):
+            PoolragClient(url, timeout=0.5).embed_array(["a"])
 
 
 def test_base_url_may_end_in_v1(minilm_url: str, minilm_engine: Engine) -> None:

@@ -273,8 +273,10 @@ def test_a_closed_engine_is_503_not_a_model_failure() -> None:
     from poolrag import EngineClosedError
     from poolrag.server.errors import from_poolrag_error
 
-    answer = from_poolrag_error(EngineClosedError("the engine is closed"))
+    answer = from_poolrag_error(EngineClosedError("the engine is closed (Engine.close(), ...)"))
     assert (answer.status_code, answer.code) == (503, "engine_closed")
+    assert answer.headers == {"Retry-After": "1"}  # as a full queue's 503: clients that retry wait
+    assert answer.message.startswith("the server is shutting down") and "Engine.close" not in answer.message
 
 
 def test_a_refusals_reason_is_logged_at_debug(minilm_engine, caplog) -> None:

@@ -147,32 +147,42 @@ class PoolragClient:
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
         raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
 
+    def _unanswered(self, exc: httpx.HTTPError) -> RemoteError:
+        """Why no answer came: a timeout is a busy or slow server, not an unreachable one."""
+        if isinstance(exc, httpx.TimeoutException):
+            return RemoteError(
+                f"poolrag server at {self.base_url} did not answer within timeout={self.timeout} s "
+                f"({type(exc).__name__}); it is busy or the request is large: raise timeout= or "
+                "send less at once"
+            )
+        return RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc or type(exc).__name__}")
+
     def _post(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
         try:
             response = self._sync().post(path, json=self._body(fields, facts))
         except httpx.HTTPError as exc:
-            raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
+            raise self._unanswered(exc) from exc
         return self._check(response, facts)
 
     async def _apost(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
         try:
             response = await (await self._async_clients.get()).post(path, json=self._body(fields, facts))
         except httpx.HTTPError as exc:
-            raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
+            raise self._unanswered(exc) from exc
         return self._check(response, facts)
 
     def _get(self, path: str) -> dict[str, Any]:
         try:
             response = self._sync().get(path)
         except httpx.HTTPError as exc:
-            raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
+            raise self._unanswered(exc) from exc
         return self._check(response, None)
 
     async def _aget(self, path: str) -> dict[str, Any]:
         try:
             response = await (await self._async_clients.get()).get(path)
         except httpx.HTTPError as exc:
-            raise RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc}") from exc
+            raise self._unanswered(exc) from exc
         return self._check(response, None)
 
     # -- the model's facts ------------------------------------------------------------------------------

@@ -92,7 +92,14 @@ def from_poolrag_error(exc: PoolragError) -> APIError:
     if isinstance(exc, InvalidInputError):
         return APIError(400, str(exc), param=exc.param, code="invalid_value")
     if isinstance(exc, EngineClosedError):  # shutting down: another replica (or a retry) can answer
-        return APIError(503, str(exc), type="server_error", code="engine_closed")
+        return APIError(
+            503,
+            "the server is shutting down (or its model stopped), so the request was not run; retry it "
+            "on another replica or once the server is back",
+            type="server_error",
+            code="engine_closed",
+            headers={"Retry-After": "1"},
+        )
     return APIError(500, f"the model failed: {exc}", type="server_error", code="model_error")
 
 
