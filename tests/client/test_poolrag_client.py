@@ -379,3 +379,29 @@ def test_a_restart_with_other_weights_is_refused_then_read_afresh(minilm_path: P
         np.testing.assert_allclose(cached.embed_array(TEXTS[:4]), new.embed_array(TEXTS[:4]), atol=1e-6)
         for c in clients:
             c.close()
+
+
+def test_a_busy_servers_503_is_sent_again_after_its_retry_after(minilm_engine: Engine) -> None:
+    """A server at capacity answers 503 with ``Retry-After`` and runs nothing: the client sends the
+    request again after it (``max_retries`` times, 2 by default, as OpenAI's client does), so a
+    burst is absorbed rather than raised; ``max_retries=0`` raises the first 503."""
+    passages = [f"{i} " + "a sentence about the weather in the mountains " * 20 for i in range(64)]
+    want = minilm_engine.embed_array(passages)
+
+    async def burst(client: PoolragClient) -> list[np.ndarray | BaseException]:
+        calls = [client.aembed_array(passages) for _ in range(6)]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    settings = ServerSettings(served_model_names=("minilm",), max_queue=1)
+    with LiveServer(create_app(minilm_engine, settings)) as live:
+        with PoolragClient(live.url, max_retries=0) as impatient:
+            impatient.embed_array(["warm"])  # reads the facts first: the burst is the embeddings
+            refused = [r for r in asyncio.run(burst(impatient)) if isinstance(r, BaseException)]
+        assert refused and all(isinstance(r, RemoteError) and r.status_code == 503 for r in refused)
+        with PoolragClient(live.url, max_retries=30) as patient:
+            patient.embed_array(["warm"])
+            for got in asyncio.run(burst(patient)):
+                assert not isinstance(got, BaseException), got
+                np.testing.assert_allclose(got, want, atol=1e-6)
+    with pytest.raises(InvalidInputError, match="max_retries must be a count"):
+        PoolragClient("http://127.0.0.1:9", max_retries=-1)

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -48,6 +50,10 @@ from poolrag.text_validity import check_text
 logger = logging.getLogger(__name__)
 
 _CLIENT_ERRORS = (400, 413, 422)
+#: the answers of a server at capacity or stopping, which did not run the request: sent again
+_RETRIED = (429, 503)
+#: the longest a ``Retry-After`` is waited for
+MAX_RETRY_WAIT_S = 60.0
 Item = TypeVar("Item")
 Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 #: One HTTP request's body and how many results it asks for.
@@ -74,6 +80,8 @@ class PoolragClient:
         timeout: seconds per HTTP request.
         max_inputs_per_request: inputs per HTTP request; longer lists are split and concatenated.
         max_concurrency: how many of those requests the async methods keep in flight at once.
+        max_retries: how many times a request answered 429 or 503 (at capacity, or shutting down:
+            not run) is sent again, after the answer's ``Retry-After``; ``0`` raises at once.
     """
 
     def __init__(
@@ -86,6 +94,7 @@ class PoolragClient:
         max_inputs_per_request: int = 256,
         max_concurrency: int = 4,
         task: str | None = None,
+        max_retries: int = 2,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -99,6 +108,7 @@ class PoolragClient:
             "max_inputs_per_request": max_inputs_per_request,
             "max_concurrency": max_concurrency,
             "task": task,
+            "max_retries": max_retries,
         }
         root = base_url.rstrip("/")
         self.base_url = root[: -len("/v1")] if root.endswith("/v1") else root
@@ -108,6 +118,9 @@ class PoolragClient:
         self.max_inputs_per_request = max_inputs_per_request
         self.max_concurrency = max_concurrency
         self.task = task
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise InvalidInputError(f"max_retries must be a count of 0 or more, got {max_retries!r}")
+        self.max_retries = max_retries
         self._client: httpx.Client | None = None
         self._async_clients = LoopClients(
             lambda: httpx.AsyncClient(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
@@ -158,32 +171,56 @@ class PoolragClient:
         return RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc or type(exc).__name__}")
 
     def _post(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
-        try:
-            response = self._sync().post(path, json=self._body(fields, facts))
-        except httpx.HTTPError as exc:
-            raise self._unanswered(exc) from exc
-        return self._check(response, facts)
+        body = self._body(fields, facts)
+        return self._check(self._sent(lambda: self._sync().post(path, json=body)), facts)
 
     async def _apost(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
-        try:
-            response = await (await self._async_clients.get()).post(path, json=self._body(fields, facts))
-        except httpx.HTTPError as exc:
-            raise self._unanswered(exc) from exc
-        return self._check(response, facts)
+        body = self._body(fields, facts)
+        client = await self._async_clients.get()
+        return self._check(await self._asent(lambda: client.post(path, json=body)), facts)
 
     def _get(self, path: str) -> dict[str, Any]:
-        try:
-            response = self._sync().get(path)
-        except httpx.HTTPError as exc:
-            raise self._unanswered(exc) from exc
-        return self._check(response, None)
+        return self._check(self._sent(lambda: self._sync().get(path)), None)
 
     async def _aget(self, path: str) -> dict[str, Any]:
+        client = await self._async_clients.get()
+        return self._check(await self._asent(lambda: client.get(path)), None)
+
+    def _sent(self, send: Callable[[], httpx.Response]) -> httpx.Response:
+        """``send()``'s answer, sent again after the server's ``Retry-After`` while it is busy."""
+        for attempt in itertools.count():
+            try:
+                response = send()
+            except httpx.HTTPError as exc:
+                raise self._unanswered(exc) from exc
+            if (wait := self._retry_wait(response, attempt)) is None:
+                return response
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def _asent(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+        for attempt in itertools.count():
+            try:
+                response = await send()
+            except httpx.HTTPError as exc:
+                raise self._unanswered(exc) from exc
+            if (wait := self._retry_wait(response, attempt)) is None:
+                return response
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+    def _retry_wait(self, response: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before sending again, or ``None`` to take this answer: a 429 or 503 (the
+        server at capacity or stopping: the request was not run) is sent again ``max_retries``
+        times, after its ``Retry-After`` (else 0.5 s, doubling), as OpenAI's client does."""
+        if response.status_code not in _RETRIED or attempt >= self.max_retries:
+            return None
         try:
-            response = await (await self._async_clients.get()).get(path)
-        except httpx.HTTPError as exc:
-            raise self._unanswered(exc) from exc
-        return self._check(response, None)
+            wait = float(response.headers.get("Retry-After", ""))
+        except ValueError:
+            wait = 0.5 * 2**attempt
+        logger.info("%s answered %d; sending again in %.1f s", self.base_url, response.status_code, wait)
+        return min(max(wait, 0.0), MAX_RETRY_WAIT_S)
 
     # -- the model's facts ------------------------------------------------------------------------------
     @property
