@@ -205,6 +205,12 @@ class InProcessEngine(PoolingEngine, Protocol):
         ...
 
     @property
+    def text_token_cap(self) -> int | None:
+        """The most tokens one text puts in flight: the model's length (a longer one is cut or
+        refused), ``None`` where long embed inputs run whole, in chunks."""
+        ...
+
+    @property
     def model_folder(self) -> Path:
         """The local folder the model was read from (its shipped files, e.g. quantization ranges)."""
         ...

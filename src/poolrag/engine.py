@@ -388,6 +388,10 @@ class Engine:
         """Token budget of one forward pass (what a caller sizes its batches of inputs to)."""
         return int(self._pipeline.executor.batcher.max_batch_tokens)
 
+    @property
+    def text_token_cap(self) -> int | None:
+        return None if self._pipeline.processor.chunked else self.max_model_len
+
     def frame_token_ids(self, ids: Sequence[int], input_type: str | None = None) -> list[int] | None:
         """The model input the text path makes of a text whose bare token ids are ``ids``.
 

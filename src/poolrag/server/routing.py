@@ -104,7 +104,7 @@ class OffLoopRoute(APIRoute):
             check_size(parsed.token_ids, parsed.chars, state.limits)
             headers = Response()  # what the endpoint sets on its answer, as FastAPI's ``response``
             del headers.headers["content-length"]
-            with state.admission.tokens(parsed.tokens):
+            with state.admission.tokens(parsed.tokens_within(state.engine.text_token_cap)):
                 args = (parsed.body, request, headers) if sets_headers else (parsed.body, request)
                 result = await endpoint(*args)
             if isinstance(result, Response):  # an answer already encoded (e.g. vLLM's bytes format)

@@ -45,9 +45,9 @@ class ServerSettings:
         max_inflight_bytes: request bodies held at once, all requests together; a request that
             would pass it gets 503 + ``Retry-After`` (one request alone is always admitted).
             ``None``: four times ``max_body_bytes``.
-        max_inflight_tokens: token ids plus estimated text tokens (characters / 4) of the requests
-            admitted at once; beyond it 503 + ``Retry-After``. ``None``: four times
-            ``max_request_tokens``.
+        max_inflight_tokens: token ids plus estimated text tokens (characters / 4, each text at most
+            the model's length) of the requests admitted at once; beyond it 503 + ``Retry-After``.
+            ``None``: four times ``max_request_tokens``.
         allowed_hosts: ``Host`` header names accepted (any port); ``("*",)`` accepts any. ``None``:
             the loopback names when the server has no API key and listens on loopback, else any.
         allowed_origins: web origins whose pages may call the server (CORS; ``("*",)``: any).
