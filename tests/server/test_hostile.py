@@ -230,6 +230,37 @@ def test_slow_headers_and_slow_bodies_are_cut_off(minilm_engine: Engine) -> None
         assert httpx.get(f"{url}/health").status_code == 200
 
 
+def test_a_bare_crlf_after_an_answer_does_not_hold_the_connection_open(minilm_engine: Engine) -> None:
+    """Bytes between two requests that start none (a bare CRLF, which the parser skips) ended the
+    keep-alive wait and started no header deadline: 1,000 such connections held 1,000 descriptors
+    for good. They are closed by the header deadline now, as a slow request's are."""
+    with serve_in_thread(minilm_engine, header_timeout_s=1.0) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.settimeout(15)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = b""
+            while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+                answer += sock.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200")
+            sock.sendall(b"\r\n")
+            started = time.monotonic()
+            assert sock.recv(65536) == b""  # closed by the server
+            assert time.monotonic() - started < 4  # the 1 s header deadline, not keep-alive's 5 s
+        # a request that takes longer than the deadline, with a CRLF sent meanwhile, is answered
+        body = json.dumps(
+            {"input": [f"{i} " + "a sentence about the weather " * 40 for i in range(256)]}
+        ).encode()
+        head = (
+            f"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.settimeout(120)
+            sock.sendall(head + body + b"\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+
+
 def test_an_abort_while_the_body_is_sent_is_a_499_not_a_500(cli: tuple[str, int]) -> None:
     url, _ = cli
     port = int(url.rsplit(":", 1)[1])

@@ -87,7 +87,8 @@ def _httptools_protocol() -> type | None:
             self._in_head, self._head_bytes = True, 0  # a new connection waits for a request's head
 
         def _awaiting_headers(self) -> bool:
-            return self._in_head
+            # an answer still being computed is not a wait for headers, whatever came meanwhile
+            return self._in_head and (self.cycle is None or self.cycle.response_complete)
 
         def data_received(self, data: bytes) -> None:
             if self._in_head:
@@ -96,6 +97,10 @@ def _httptools_protocol() -> type | None:
             if self._in_head and self._head_bytes > self.max_header_bytes and not self.transport.is_closing():
                 logger.info("closing a connection whose request head passed %d bytes", self.max_header_bytes)
                 self.send_400_response("Invalid HTTP request received.")
+            elif self._in_head:
+                # bytes between requests (a bare CRLF, which the parser skips without starting a
+                # message) end uvicorn's keep-alive wait: this deadline holds the connection instead
+                self._arm()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -106,6 +111,10 @@ def _httptools_protocol() -> type | None:
             self._in_head, self._head_bytes = False, 0
             self._disarm()
             super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._in_head, self._head_bytes = True, 0  # what comes next is the next request's head
 
     return HeaderTimeoutHttpToolsProtocol
 
