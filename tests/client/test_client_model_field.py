@@ -24,16 +24,16 @@ def cross_encoder_engine(assets: Path) -> Engine:
     return Engine(assets / "ms-marco-MiniLM-L-12-v2")
 
 
-@pytest.fixture(scope="module")
-def two_model_url(minilm_engine: Engine, cross_encoder_engine: Engine) -> Iterator[str]:
-    app = create_models_app(
-        [
-            (minilm_engine, ServerSettings(served_model_names=("embedder",))),
-            (cross_encoder_engine, ServerSettings(served_model_names=("reranker",))),
-        ]
-    )
+def _served(*models: tuple[Engine, str]) -> Iterator[str]:
+    """One server of ``models`` (engine, served name), in that order."""
+    app = create_models_app([(engine, ServerSettings(served_model_names=(name,))) for engine, name in models])
     with LiveServer(app) as live:
         yield live.url
+
+
+@pytest.fixture(scope="module")
+def two_model_url(minilm_engine: Engine, cross_encoder_engine: Engine) -> Iterator[str]:
+    yield from _served((minilm_engine, "embedder"), (cross_encoder_engine, "reranker"))
 
 
 def test_each_client_reaches_the_model_it_names(
@@ -63,14 +63,7 @@ def test_a_client_naming_no_model_gets_the_first_and_an_unknown_name_is_refused(
 
 @pytest.fixture(scope="module")
 def reranker_first_url(minilm_engine: Engine, cross_encoder_engine: Engine) -> Iterator[str]:
-    app = create_models_app(
-        [
-            (cross_encoder_engine, ServerSettings(served_model_names=("reranker",))),
-            (minilm_engine, ServerSettings(served_model_names=("embedder",))),
-        ]
-    )
-    with LiveServer(app) as live:
-        yield live.url
+    yield from _served((cross_encoder_engine, "reranker"), (minilm_engine, "embedder"))
 
 
 @pytest.mark.parametrize("order", ["embedder first", "reranker first"])
