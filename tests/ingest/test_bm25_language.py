@@ -75,19 +75,3 @@ def test_a_collection_recorded_before_cjk_bigrams_keeps_its_whole_runs() -> None
     again.adopt(recorded, ["パスワードの有効期限"])
     assert again.analyzer_record()["cjk_bigrams"] is False
     assert again.encoder.analyzer.terms("パスワードの有効期限") == ["パスワードの有効期限"]
-
-
-def test_a_length_pinned_from_a_few_chunks_is_said(caplog) -> None:
-    """The first batch fixes BM25's mean length for good: one short note first set it to 7 terms
-    against a corpus mean of 140 (top-1 agreed with BM25 on 25 of 40 queries). It is said."""
-    import logging
-
-    from poolrag.ingest.sparse_encoders import FEW_CHUNKS_TO_PIN
-
-    with caplog.at_level(logging.WARNING, logger="poolrag.ingest.sparse_encoders"):
-        _encoder(None).adopt(None, ["TODO: renew the TLS certificate."])
-    assert "pinned for this collection from its first 1 chunk(s)" in caplog.text
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="poolrag.ingest.sparse_encoders"):
-        _encoder(None).adopt(None, GERMAN * (FEW_CHUNKS_TO_PIN // len(GERMAN) + 1))
-    assert "pinned" not in caplog.text

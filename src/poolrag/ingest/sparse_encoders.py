@@ -68,10 +68,6 @@ class SparseChunkEncoder(Protocol):
     def encode(self, texts: Sequence[str]) -> list[SparseVector]: ...
 
 
-#: a first batch this small pins BM25's length from too little to stand for a corpus: said
-FEW_CHUNKS_TO_PIN = 16
-
-
 class BM25ChunkEncoder:
     """BM25 document vectors over a model's tokenizer, term counts through the cache.
 
@@ -154,14 +150,6 @@ class BM25ChunkEncoder:
             self._detect_language(first_batch)  # may choose the stemmer the lengths are counted with
             lengths = [sum(c.values()) for c in self.term_counts(first_batch)]
             self.avg_doc_length = max(sum(lengths) / len(lengths), 1.0)
-            if len(lengths) < FEW_CHUNKS_TO_PIN:
-                logger.warning(
-                    "BM25's average chunk length is pinned for this collection from its first %d "
-                    "chunk(s) (%.1f terms); if the bulk of the corpus differs, ingest it into a new "
-                    "--collection first",
-                    len(lengths),
-                    self.avg_doc_length,
-                )
 
     def _detect_language(self, first_batch: Sequence[str]) -> None:
         """A new collection whose language nobody declared gets the one its first batch is written in:
