@@ -15,6 +15,7 @@ against this list and fails on any arrow up and on any module not placed here::
     counts: the one rule for a count a caller passes (k, limit, top_n, batch sizes)
     text_validity: which texts a model can read (the one rule every front door applies)
     image_inputs: which inputs are images (a PIL image, bytes, a path, a data URL), told without Pillow
+    prompt_inputs: what a task method takes as one input (a text, a token prompt, an image), as types
     pdfium_process: pdfium in a child process with bounded memory and time (PDF pages read and drawn)
     loop_work: the one rule of what an event loop does itself and what it hands to a thread
     input_shapes: one prompt or many, score pairs 1:1, 1:N, N:N (the engine's and the client's rule)
@@ -82,6 +83,8 @@ if TYPE_CHECKING:
     )
     from poolrag.params import PoolingParams
     from poolrag.postprocess.entities import Entity
+    from poolrag.postprocess.quantization_ranges import QuantizationRanges
+    from poolrag.postprocess.vector_precision import quantize_vectors
     from poolrag.vllm_inputs import PromptType, TextPrompt, TokensPrompt
     from poolrag.vllm_outputs import ClassificationRequestOutput, EmbeddingRequestOutput, ScoringRequestOutput
 
@@ -150,13 +153,15 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'poolrag' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+if not TYPE_CHECKING:  # a checker reads the imports above instead, so a misspelt name is an error there
+
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'poolrag' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
 
 
 def __dir__() -> list[str]:

@@ -25,7 +25,7 @@ from poolrag.outputs import (
     PoolingRequestOutput,
     ScoringOutput,
 )
-from poolrag.params import PoolingParams
+from poolrag.params import PoolingParams, PoolingTask
 
 
 @runtime_checkable
@@ -56,14 +56,20 @@ class PoolingBackend(Protocol):
     ) -> np.ndarray: ...
 
     def encode_arrays(
-        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Sequence[str],
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[np.ndarray]:
         """One array per prompt (e.g. ColBERT's ``[T, D]`` token vectors for ``token_embed``; for
         ``sparse_embed`` a record array of :data:`~poolrag.outputs.SPARSE_ENTRY`, token id and weight)."""
         ...
 
     async def aencode_arrays(
-        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Sequence[str],
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[np.ndarray]: ...
 
 
@@ -124,13 +130,19 @@ class PoolingEngine(PoolingBackend, Protocol):
     ) -> list[PoolingRequestOutput[ScoringOutput]]: ...
 
     def encode(
-        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Any task's raw pooled data (a vector, a per-token matrix, sparse entries, rewards)."""
         ...
 
     async def aencode(
-        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]: ...
 
     def reward(
@@ -143,13 +155,13 @@ class PoolingEngine(PoolingBackend, Protocol):
 
     def sparse_embed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
-    ) -> list[SparseWeights]:
+    ) -> Sequence[SparseWeights]:
         """Token id → weight vectors (SPLADE, BGE-M3's sparse head)."""
         ...
 
     async def asparse_embed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
-    ) -> list[SparseWeights]: ...
+    ) -> Sequence[SparseWeights]: ...
 
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """The token ids the model reads for ``text`` (with its special tokens unless told otherwise)."""

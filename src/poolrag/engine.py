@@ -19,6 +19,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import torch
 
+from poolrag.config.option_choices import (
+    CompileMode,
+    Convert,
+    CpuFastMode,
+    DTypeName,
+    ModelImpl,
+    Quantization,
+    TuneMode,
+)
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.core.autotune import TuneReport
 from poolrag.core.engine_build import build_engine
@@ -29,7 +38,6 @@ from poolrag.errors import InvalidInputError, ModelLoadError, UnsupportedTaskErr
 from poolrag.image_inputs import is_image_input
 from poolrag.input_shapes import prompt_list, score_pairs
 from poolrag.loading.cpu_fast_mode import FastModeReport, probe_requests
-from poolrag.loading.native_loader import ModelImpl
 from poolrag.loop_work import stays_on_loop
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.outputs import (
@@ -39,12 +47,13 @@ from poolrag.outputs import (
     PoolingRequestOutput,
     ScoringOutput,
 )
-from poolrag.params import MULTI_VECTOR_TASK, PoolingParams
+from poolrag.params import MULTI_VECTOR_TASK, PoolingParams, PoolingTask
 from poolrag.postprocess.entities import Entity, group_entities
+from poolrag.prompt_inputs import Prompts, ScoreInput, ScoreSide
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.scoring.similarity import maxsim, similarity_by_name
 from poolrag.sparse.vector import SparseVector
-from poolrag.tokenization.input_processor import PromptInput, checked_texts
+from poolrag.tokenization.input_processor import checked_texts
 from poolrag.tokenization.late_chunks import (
     LATE_CHUNK_TASK,
     check_spans,
@@ -59,7 +68,6 @@ if TYPE_CHECKING:  # the compiler stack loads only when compile is on
 
 logger = logging.getLogger(__name__)
 
-Prompts = PromptInput | Sequence[PromptInput]
 T = TypeVar("T")
 Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 # A task method written once for both front doors: it yields its requests, receives their results.
@@ -199,7 +207,7 @@ class Engine:
         model: str | os.PathLike[str],
         *,
         task: str | None = None,
-        dtype: str | torch.dtype = "auto",
+        dtype: DTypeName | torch.dtype = "auto",
         device: str | torch.device | None = None,
         max_model_len: int | None = None,
         pooler_config: PoolerConfig | dict[str, Any] | str | None = None,
@@ -212,15 +220,15 @@ class Engine:
         tokenizer_revision: str | None = None,
         download_dir: str | None = None,
         hf_token: str | bool | None = None,
-        convert: str | None = None,
+        convert: Convert | None = None,
         score_template: str | ScoreTemplate | None = None,
         device_map: str | dict[str, Any] | None = None,
-        quantization: str | None = None,
-        cpu_fast_mode: str | None = None,
+        quantization: Quantization | None = None,
+        cpu_fast_mode: CpuFastMode | None = None,
         cpu_fast_mode_min_cosine: float | None = None,
         model_impl: ModelImpl = "auto",
-        compile: str | None = None,
-        tune: str | None = None,
+        compile: CompileMode | None = None,
+        tune: TuneMode | None = None,
         truncate: bool = True,
     ) -> None:
         # every option checked once, by the rule every door uses; the engine reads only this value
@@ -482,13 +490,19 @@ class Engine:
 
     # -- tasks ----------------------------------------------------------------------------------------
     def encode(
-        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Any task's raw pooled data (a vector, a per-token matrix, per-step rewards)."""
         return self._drive(self._output_steps(prompts, pooling_task, pooling_params, PoolingOutput))
 
     async def aencode(
-        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """:meth:`encode` for asyncio: batched with every other caller of this engine."""
         return await self._adrive(
@@ -751,8 +765,8 @@ class Engine:
 
     def score(
         self,
-        text_1: str | Sequence[str],
-        text_2: str | Sequence[str],
+        text_1: ScoreSide,
+        text_2: ScoreSide,
         pooling_params: PoolingParams | None = None,
         score_template: str | ScoreTemplate | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
@@ -765,8 +779,8 @@ class Engine:
 
     async def ascore(
         self,
-        text_1: str | Sequence[str],
-        text_2: str | Sequence[str],
+        text_1: ScoreSide,
+        text_2: ScoreSide,
         pooling_params: PoolingParams | None = None,
         score_template: str | ScoreTemplate | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
@@ -776,8 +790,8 @@ class Engine:
 
     def _score_steps(
         self,
-        text_1: str | Sequence[str],
-        text_2: str | Sequence[str],
+        text_1: ScoreSide,
+        text_2: ScoreSide,
         pooling_params: PoolingParams | None,
         score_template: str | ScoreTemplate | None,
     ) -> Steps[list[PoolingRequestOutput[ScoringOutput]]]:
@@ -839,25 +853,31 @@ class Engine:
 
     # -- the PoolingBackend arrays ----------------------------------------------------------------------
     def score_array(
-        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
+        self, text_1: ScoreInput, text_2: Sequence[ScoreInput], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         """Scores of each ``text_2`` item against the query ``text_1`` as one float64 array."""
         return _scores(self.score(text_1, list(text_2), pooling_params))
 
     async def ascore_array(
-        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
+        self, text_1: ScoreInput, text_2: Sequence[ScoreInput], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         """:meth:`score_array` for asyncio: batched with every other caller of this engine."""
         return _scores(await self.ascore(text_1, list(text_2), pooling_params))
 
     def encode_arrays(
-        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[np.ndarray]:
         """Each prompt's pooled data alone (a vector, or a per-token matrix for ``token_embed``)."""
         return [out.outputs.data for out in self.encode(prompts, pooling_task, pooling_params)]
 
     async def aencode_arrays(
-        self, prompts: Prompts, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[np.ndarray]:
         """:meth:`encode_arrays` for asyncio: batched with every other caller of this engine."""
         return [out.outputs.data for out in await self.aencode(prompts, pooling_task, pooling_params)]

@@ -20,9 +20,20 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
-from poolrag.config.option_choices import MODEL_IMPLS, QUANTIZATION_SCHEMES, TUNE_MODES
+from poolrag.config.option_choices import (
+    MODEL_IMPLS,
+    QUANTIZATION_SCHEMES,
+    TUNE_MODES,
+    CompileMode,
+    Convert,
+    CpuFastMode,
+    DTypeName,
+    ModelImpl,
+    Quantization,
+    TuneMode,
+)
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.counts import check_optional_count
 from poolrag.errors import InputTypeError, InvalidInputError
@@ -32,10 +43,10 @@ if TYPE_CHECKING:
 
     from poolrag.tokenization.score_template import ScoreTemplate
 
-DTYPES = ("auto", "float32", "fp32", "float", "bfloat16", "bf16", "float16", "fp16", "half")
-CONVERTS = ("embed", "classify", "reward")
-CPU_FAST_MODES = ("auto", "bf16", "int8")
-COMPILE_MODES = ("off", "background")
+DTYPES: tuple[DTypeName, ...] = get_args(DTypeName)
+CONVERTS: tuple[Convert, ...] = get_args(Convert)
+CPU_FAST_MODES: tuple[CpuFastMode, ...] = get_args(CpuFastMode)
+COMPILE_MODES: tuple[CompileMode, ...] = get_args(CompileMode)
 #: vLLM's ``--convert`` values on the command line; ``auto`` / ``none`` keep the checkpoint as it is.
 CLI_CONVERTS = ("auto", "none", *CONVERTS)
 #: How a model runs rather than which model it is: what a second model of one command (a reranker,
@@ -65,12 +76,12 @@ class EngineArgs:
     (see its docstring for what each does). Checked when made: a bad value is an
     :class:`~poolrag.InvalidInputError` naming the field."""
 
-    model: str
+    model: str | os.PathLike[str]  # a path becomes its string
     task: str | None = None
-    dtype: str | torch.dtype = "auto"
+    dtype: DTypeName | torch.dtype = "auto"
     device: str | torch.device | None = None
     max_model_len: int | None = None
-    pooler_config: PoolerConfig | None = None
+    pooler_config: PoolerConfig | Mapping[str, Any] | str | None = None  # a dict or JSON text: checked
     hf_overrides: dict[str, Any] | None = None
     trust_remote_code: bool = False
     max_batch_tokens: int | None = None
@@ -80,15 +91,15 @@ class EngineArgs:
     tokenizer_revision: str | None = None
     download_dir: str | None = None
     hf_token: str | bool | None = field(default=None, repr=False)  # a secret: never in a log line
-    convert: str | None = None
+    convert: Convert | None = None
     score_template: str | ScoreTemplate | None = None
     device_map: str | dict[str, Any] | None = None
-    quantization: str | None = None
-    cpu_fast_mode: str | None = None
+    quantization: Quantization | None = None
+    cpu_fast_mode: CpuFastMode | None = None
     cpu_fast_mode_min_cosine: float | None = None
-    model_impl: str = "auto"
-    compile: str | None = None
-    tune: str | None = None
+    model_impl: ModelImpl = "auto"
+    compile: CompileMode | None = None
+    tune: TuneMode | None = None
     truncate: bool = True
 
     def __post_init__(self) -> None:

@@ -25,7 +25,8 @@ from poolrag.engine_args import EngineArgs
 from poolrag.errors import GenerativeCheckpointError, InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.model_facts import ScoreKind
-from poolrag.params import PoolingParams
+from poolrag.params import PoolingParams, PoolingTask
+from poolrag.prompt_inputs import LLMPrompts, LLMScoreSide
 from poolrag.vllm_inputs import engine_prompts, per_prompt_params, score_side, truncation
 from poolrag.vllm_options import (
     NO_EFFECT_OPTIONS,
@@ -35,11 +36,11 @@ from poolrag.vllm_options import (
     warn_no_effect,
 )
 from poolrag.vllm_outputs import (
-    ClassificationOutput,
-    EmbeddingOutput,
+    ClassificationRequestOutput,
+    EmbeddingRequestOutput,
     PoolingOutput,
     PoolingRequestOutput,
-    ScoringOutput,
+    ScoringRequestOutput,
     to_vllm,
 )
 
@@ -253,14 +254,14 @@ class LLM:
 
     def embed(
         self,
-        prompts: Any,
+        prompts: LLMPrompts,
         pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
         *,
         truncate_prompt_tokens: int | None = None,
         tokenization_kwargs: dict[str, Any] | None = None,
         use_tqdm: bool | Callable[..., Any] = True,
         lora_request: object = None,
-    ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+    ) -> list[EmbeddingRequestOutput]:
         """One vector per prompt (``outputs.embedding``, a list of floats)."""
         return self._run(
             self.engine.embed,
@@ -273,14 +274,14 @@ class LLM:
 
     def classify(
         self,
-        prompts: Any,
+        prompts: LLMPrompts,
         pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
         *,
         truncate_prompt_tokens: int | None = None,
         tokenization_kwargs: dict[str, Any] | None = None,
         use_tqdm: bool | Callable[..., Any] = True,
         lora_request: object = None,
-    ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+    ) -> list[ClassificationRequestOutput]:
         """Class probabilities per prompt (``outputs.probs``, a list of floats)."""
         return self._run(
             self.engine.classify,
@@ -293,7 +294,7 @@ class LLM:
 
     def reward(
         self,
-        prompts: Any,
+        prompts: LLMPrompts,
         pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
         *,
         truncate_prompt_tokens: int | None = None,
@@ -314,8 +315,8 @@ class LLM:
 
     def score(
         self,
-        data_1: str | Sequence[str],
-        data_2: str | Sequence[str],
+        data_1: LLMScoreSide,
+        data_2: LLMScoreSide,
         /,
         pooling_params: PoolingParams | None = None,
         *,
@@ -325,7 +326,7 @@ class LLM:
         lora_request: object = None,
         score_template: str | None = None,
         chat_template: str | None = None,
-    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+    ) -> list[ScoringRequestOutput]:
         """Relevance of each ``data_2`` item to ``data_1`` (1:1, 1:N or N:N), ``outputs.score``.
 
         ``chat_template`` is vLLM's name for the pair template: a vLLM template file (or text) as
@@ -346,10 +347,10 @@ class LLM:
 
     def encode(
         self,
-        prompts: Any,
+        prompts: LLMPrompts,
         pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
         *,
-        pooling_task: str | None = None,
+        pooling_task: PoolingTask | None = None,
         truncate_prompt_tokens: int | None = None,
         tokenization_kwargs: dict[str, Any] | None = None,
         use_tqdm: bool | Callable[..., Any] = True,

@@ -3,23 +3,17 @@ that checks them against a model and fills what they leave unset."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field, replace
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, get_args
 
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.request import ResolvedParams
 
-POOLING_TASKS: tuple[str, ...] = (
-    "embed",
-    "classify",
-    "score",
-    "token_classify",
-    "token_embed",
-    "reward",
-    "sparse_embed",
-)
+#: A task a caller names (vLLM's ``PoolingTask``, with ``sparse_embed``).
+PoolingTask = Literal["embed", "classify", "score", "token_classify", "token_embed", "reward", "sparse_embed"]
+POOLING_TASKS: tuple[str, ...] = get_args(PoolingTask)
 # Not a task callers name: the engine's encode_multi asks a three-head model (BGE-M3) for its
 # dense, sparse and ColBERT vectors of each text from one forward pass.
 MULTI_VECTOR_TASK = "multi_vector"
@@ -92,7 +86,7 @@ class PoolingParams:
     input_type: InputType | None = None
     prompt: str | None = None
     step_tag_id: int | None = None
-    returned_token_ids: tuple[int, ...] | None = None
+    returned_token_ids: Sequence[int] | None = None  # kept as a tuple
     max_active_dims: int | None = None
     prompt_name: str | None = None  # last: fields added later keep positional callers' order
     truncate: bool | None = None

@@ -11,30 +11,23 @@ like vLLM's and differ from it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.image_inputs import is_image_input
 from poolrag.params import PoolingParams
+from poolrag.prompt_inputs import PromptType, TextPrompt, TokensPrompt
 
+__all__ = [
+    "PromptType",
+    "TextPrompt",
+    "TokensPrompt",
+    "engine_prompts",
+    "per_prompt_params",
+    "score_side",
+    "truncation",
+]
 
-class TextPrompt(TypedDict):
-    """vLLM's text prompt (``from vllm import TextPrompt``): a dict, so ``{"prompt": ...}`` is one."""
-
-    prompt: str
-    multi_modal_data: NotRequired[Mapping[str, Any]]
-    cache_salt: NotRequired[str]
-
-
-class TokensPrompt(TypedDict):
-    """vLLM's token prompt: ids the model's own tokenizer made (its special tokens included)."""
-
-    prompt_token_ids: list[int]
-    cache_salt: NotRequired[str]
-
-
-#: What vLLM's calls take as one prompt.
-PromptType = str | TextPrompt | TokensPrompt
 
 #: prompt keys that only steer vLLM's prefix cache: taken, they change no result here
 _CACHE_ONLY_KEYS = {"cache_salt"}

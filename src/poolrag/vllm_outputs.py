@@ -65,10 +65,11 @@ class ScoringOutput:
 
 @dataclass(slots=True)
 class PoolingOutput:
-    """A task's raw data as a CPU tensor; ``sparse_embed`` (no vLLM task) keeps its record array of
+    """A task's raw data as a CPU tensor, typed as vLLM types it (``data.cpu()`` type-checks). The
+    one exception is ``sparse_embed``, a poolrag task vLLM lacks: its numpy record array of
     :data:`poolrag.outputs.SPARSE_ENTRY`, which a tensor cannot hold."""
 
-    data: torch.Tensor | np.ndarray
+    data: torch.Tensor
 
 
 T = TypeVar("T", EmbeddingOutput, ClassificationOutput, ScoringOutput, PoolingOutput)

@@ -7,12 +7,17 @@ same results. The sparse classes load on first use, so that their vector store p
 """
 
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from langchain_poolrag.document_compressors import PoolragReranker
 from langchain_poolrag.embeddings import PoolragEmbeddings
 from langchain_poolrag.hybrid_retrievers import PoolragHybridRetriever
 from langchain_poolrag.retrievers import PoolragColBERTRetriever
 from poolrag.frameworks.optional_classes import optional_class
+
+if TYPE_CHECKING:
+    from langchain_poolrag.milvus_sparse_embeddings import PoolragMilvusSparseEmbedding
+    from langchain_poolrag.sparse_embeddings import PoolragSparseEmbeddings
 
 try:
     __version__ = metadata.version(__package__)
@@ -26,11 +31,13 @@ _OPTIONAL = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _OPTIONAL:  # without its extra, a stand-in that names the extra when constructed
-        module, extra_package = _OPTIONAL[name]
-        return optional_class(module, name, extra_package)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # a checker reads the imports above instead, so a misspelt name is an error there
+
+    def __getattr__(name: str) -> object:
+        if name in _OPTIONAL:  # without its extra, a stand-in that names the extra when constructed
+            module, extra_package = _OPTIONAL[name]
+            return optional_class(module, name, extra_package)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -27,8 +27,9 @@ from poolrag.image_inputs import image_identity, is_image_input
 from poolrag.model_facts import ModelFacts
 from poolrag.params import InputType, PoolingParams
 from poolrag.pooling.matryoshka import truncate
+from poolrag.prompt_inputs import PromptInput
 from poolrag.request import ResolvedParams
-from poolrag.tokenization.input_processor import PromptInput, check_text
+from poolrag.tokenization.input_processor import check_text
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,8 @@ from poolrag.outputs import (
     PoolingRequestOutput,
     ScoringOutput,
 )
-from poolrag.params import PoolingParams
+from poolrag.params import PoolingParams, PoolingTask
+from poolrag.prompt_inputs import Prompts, ScoreSide
 from poolrag.sparse.vector import SparseVector
 from poolrag.text_validity import check_text
 
@@ -444,7 +445,7 @@ class PoolragClient:
         return fields | {name: value for name, value in optional.items() if value is not None}
 
     # -- embeddings ------------------------------------------------------------------------------------
-    def embed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
+    def embed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
         facts = self._facts_for("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
@@ -452,7 +453,7 @@ class PoolragClient:
         vectors = self._post_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
         return _stack(vectors, resolved.dimensions or facts.embedding_dim)
 
-    async def aembed_array(self, prompts: Any, pooling_params: PoolingParams | None = None) -> np.ndarray:
+    async def aembed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         facts = await self._afacts("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
@@ -544,7 +545,10 @@ class PoolragClient:
 
     # -- raw pooled data (ColBERT token vectors, rewards) ------------------------------------------------
     def encode_arrays(
-        self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[np.ndarray]:
         """Each input's pooled data (e.g. a ``[T, D]`` matrix for ``token_embed``), like ``Engine.encode``."""
         requests = functools.partial(self._pooling_requests, prompts, pooling_task, pooling_params)
@@ -553,35 +557,40 @@ class PoolragClient:
         )
 
     async def aencode_arrays(
-        self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[np.ndarray]:
         requests = functools.partial(self._pooling_requests, prompts, pooling_task, pooling_params)
         decode = _pooling_decoder(pooling_task)
         return await self._achecked("/pooling", pooling_task, pooling_params, requests, decode)
 
-    def sparse_embed(self, prompts: Any, pooling_params: PoolingParams | None = None) -> list[SparseVector]:
+    def sparse_embed(
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
+    ) -> list[SparseVector]:
         """Token id → weight vectors, like ``Engine.sparse_embed`` (SPLADE / BGE-M3 servers)."""
         return [_sparse_vector(a) for a in self.encode_arrays(prompts, "sparse_embed", pooling_params)]
 
     async def asparse_embed(
-        self, prompts: Any, pooling_params: PoolingParams | None = None
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[SparseVector]:
         return [_sparse_vector(a) for a in await self.aencode_arrays(prompts, "sparse_embed", pooling_params)]
 
     # -- the engine's task methods, with its result types -------------------------------------------------
     def embed(
-        self, prompts: Any, pooling_params: PoolingParams | None = None
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
         """Like ``Engine.embed``: one :class:`EmbeddingOutput` per prompt."""
         return _outputs(prompts, list(self.embed_array(prompts, pooling_params)), EmbeddingOutput)
 
     async def aembed(
-        self, prompts: Any, pooling_params: PoolingParams | None = None
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
         return _outputs(prompts, list(await self.aembed_array(prompts, pooling_params)), EmbeddingOutput)
 
     def classify(
-        self, prompts: Any, pooling_params: PoolingParams | None = None
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
         """Like ``Engine.classify``: each prompt's class probabilities, from ``/classify``."""
         requests = functools.partial(self._classify_requests, prompts, pooling_params)
@@ -589,7 +598,7 @@ class PoolragClient:
         return _outputs(prompts, probs, ClassificationOutput)
 
     async def aclassify(
-        self, prompts: Any, pooling_params: PoolingParams | None = None
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
         requests = functools.partial(self._classify_requests, prompts, pooling_params)
         probs = await self._achecked("/classify", "classify", pooling_params, requests, wire.decode_probs)
@@ -597,8 +606,8 @@ class PoolragClient:
 
     def score(
         self,
-        text_1: str | Sequence[str],
-        text_2: str | Sequence[str],
+        text_1: ScoreSide,
+        text_2: ScoreSide,
         pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
         """Like ``Engine.score``: 1:1, 1:N (one query) or N:N (zipped pairs)."""
@@ -607,33 +616,39 @@ class PoolragClient:
 
     async def ascore(
         self,
-        text_1: str | Sequence[str],
-        text_2: str | Sequence[str],
+        text_1: ScoreSide,
+        text_2: ScoreSide,
         pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
         requests = functools.partial(self._pair_requests, text_1, text_2, pooling_params)
         return _scores(await self._achecked("/score", "score", pooling_params, requests, wire.decode_scores))
 
     def encode(
-        self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Like ``Engine.encode``: any task's raw pooled data, from ``/pooling``."""
         return _outputs(prompts, self.encode_arrays(prompts, pooling_task, pooling_params), PoolingOutput)
 
     async def aencode(
-        self, prompts: Any, pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+        self,
+        prompts: Prompts,
+        pooling_task: PoolingTask = "embed",
+        pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         arrays = await self.aencode_arrays(prompts, pooling_task, pooling_params)
         return _outputs(prompts, arrays, PoolingOutput)
 
     def reward(
-        self, prompts: Any, pooling_params: PoolingParams | None = None
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Like ``Engine.reward``: a sequence score, or per-step scores of a process reward model."""
         return self.encode(prompts, "reward", pooling_params)
 
     async def areward(
-        self, prompts: Any, pooling_params: PoolingParams | None = None
+        self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         return await self.aencode(prompts, "reward", pooling_params)
 

@@ -17,4 +17,13 @@ TuneMode = Literal["auto", "full", "cached", "off"]
 TUNE_MODES: tuple[TuneMode, ...] = get_args(TuneMode)
 TUNE_ENV = "POOLRAG_TUNE"  # the default of ``Engine(tune=...)``; tests set it to "off"
 #: weight quantization (torchao); an index's compression is the store's
-QUANTIZATION_SCHEMES = ("int8", "fp8")
+Quantization = Literal["int8", "fp8"]
+QUANTIZATION_SCHEMES: tuple[Quantization, ...] = get_args(Quantization)
+#: the weights' dtype by name (``Engine`` also takes a ``torch.dtype``)
+DTypeName = Literal["auto", "float32", "fp32", "float", "bfloat16", "bf16", "float16", "fp16", "half"]
+#: vLLM's model conversions: pool the backbone, score from lm_head rows, a process reward model
+Convert = Literal["embed", "classify", "reward"]
+#: faster, inexact CPU inference, kept only when its cosine to fp32 clears the bar
+CpuFastMode = Literal["auto", "bf16", "int8"]
+#: the forward compiled by inductor in the background, or never
+CompileMode = Literal["off", "background"]

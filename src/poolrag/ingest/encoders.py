@@ -14,7 +14,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.ingest.chunker import Chunk
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
-from poolrag.tokenization.input_processor import TokensPrompt
+from poolrag.prompt_inputs import TokensPrompt
 
 
 class ChunkEncoder(Protocol):
@@ -24,7 +24,11 @@ class ChunkEncoder(Protocol):
     model_identity: str
     model_name: str
     model_outputs: str
-    computed: int  # texts that went through the model (cache misses)
+
+    @property
+    def computed(self) -> int:
+        """Texts that went through the model (cache misses)."""
+        ...
 
     def encode(
         self, texts: Sequence[str], token_ids: Sequence[Sequence[int] | None] | None = None

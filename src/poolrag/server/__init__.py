@@ -16,9 +16,11 @@ if TYPE_CHECKING:
 __all__ = ["ServerSettings", "create_app"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "create_app":
-        from poolrag.server.app import create_app
+if not TYPE_CHECKING:  # a checker reads the imports above instead, so a misspelt name is an error there
 
-        return create_app
-    raise AttributeError(f"module 'poolrag.server' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        if name == "create_app":
+            from poolrag.server.app import create_app
+
+            return create_app
+        raise AttributeError(f"module 'poolrag.server' has no attribute {name!r}")

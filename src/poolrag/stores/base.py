@@ -268,9 +268,13 @@ def collect_sources(scan: Callable[[SourcePages], None]) -> dict[str, str]:
 class VectorStore(Protocol):
     """One collection in one database. Every call retries while the database is unreachable."""
 
-    name: str  # the registry's kind ("milvus", "qdrant", "qdrant-edge"), or "memory"
     location: str  # human-readable, for messages
     collection: str
+
+    @property
+    def name(self) -> str:
+        """The registry's kind (``"milvus"``, ``"qdrant"``, ``"qdrant-edge"``), or ``"memory"``."""
+        ...
 
     def read_spec(self) -> CollectionSpec | None:
         """The collection's poolrag metadata; ``None`` if it does not exist."""

@@ -26,6 +26,7 @@ from poolrag.errors import (
 )
 from poolrag.image_inputs import is_image_input, other_data_url
 from poolrag.input_shapes import score_pairs
+from poolrag.prompt_inputs import PromptInput, TokensPrompt
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
 from poolrag.tokenization.images import ImagePreprocessor
@@ -35,8 +36,6 @@ from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
 
-TokensPrompt = dict[str, Any]  # {"prompt_token_ids": [...]} as in vLLM
-PromptInput = str | TokensPrompt
 
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
 _UNKNOWN = object()
