@@ -93,7 +93,8 @@ def register(subparsers: Any) -> None:
     chunking.add_argument(
         "--index-quantization",
         choices=("int8", "binary"),
-        help="quantized index for a new collection (--quantization is the model's weights)",
+        help="quantized index for a new collection (--quantization is the model's weights); "
+        "binary needs a Milvus server or Qdrant, not a Milvus Lite file",
     )
     chunking.add_argument(
         "--vector-type",

@@ -11,7 +11,8 @@ Layouts:
 
 Quantization: Milvus Lite stores FLOAT_VECTOR only (no INT8/BINARY_VECTOR fields), so ``int8``
 and ``binary`` select quantized *indexes* (HNSW_SQ with SQ8, IVF_RABITQ with 1 bit per
-dimension), which a Milvus server supports too. Collection metadata lives in collection properties.
+dimension); Lite cannot reload IVF_RABITQ in a later process, so ``binary`` is a server's only.
+Collection metadata lives in collection properties.
 
 Sparse: a collection with a sparse field has a ``SPARSE_FLOAT_VECTOR`` column with an inverted
 index searched by inner product. Milvus has no IDF modifier, so for ``bm25`` collections the store
@@ -338,6 +339,14 @@ class MilvusStore(StoreTemplate):
             raise UnsupportedStoreFeature(
                 "Milvus stores ColBERT token vectors one row per token, in a collection of their own "
                 "(layout 'multivector'); a token-vector field next to a dense one needs qdrant or qdrant-edge"
+            )
+        if spec.quantization == "binary" and _is_local(self.uri):
+            # Lite builds IVF_RABITQ and searches it in the process that made it, but no later
+            # process can load it (milvus-lite 3.2.2: "unknown index_type"): refused before any write
+            raise UnsupportedStoreFeature(
+                "Milvus Lite cannot reopen a binary (IVF_RABITQ) index: a later search or ingest would "
+                "fail to load the collection. Use --index-quantization int8 (HNSW_SQ), a Milvus server "
+                "(--uri http://...), or --store qdrant-edge"
             )
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=True)
         if spec.layout == "multivector":
