@@ -146,6 +146,11 @@ def adapter_backend(
     with ``api_key`` and ``model_name`` as the served name (none: the model the server runs the
     adapter's ``task`` with), or ``client=`` shared; then read through ``cache`` (a
     :class:`CachedEmbedder` alone also says which engine runs)."""
+    shared = engine if engine is not None else cache if isinstance(cache, CachedEmbedder) else None
+    if model_name is not None and shared is not None and os.fspath(model_name) == shared.facts.model_name:
+        # an adapter rebuilt from its own fields (LangChain's configurable_fields) carries the name
+        # it filled in from engine= or cache=: the same model, not a second one to load
+        model_name = None
     given = {
         "engine": engine is not None,
         "client": client is not None,

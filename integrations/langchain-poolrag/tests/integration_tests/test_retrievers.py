@@ -131,6 +131,19 @@ def test_k_and_metadata_filters(retriever_fixture: str, request: pytest.FixtureR
     assert retriever.invoke(query, filter={"missing_key": 1}) == []
 
 
+def test_k_is_configurable_at_run_time_on_a_retriever_sharing_an_engine(
+    in_memory: PoolragColBERTRetriever,
+) -> None:
+    """configurable_fields rebuilds the retriever from its fields, engine= and the model name it
+    filled in both among them (refused as two models before)."""
+    from langchain_core.runnables import ConfigurableField
+
+    query = "What is the capital of France?"
+    configurable = in_memory.configurable_fields(k=ConfigurableField(id="hits", name="hits"))
+    two = configurable.with_config(configurable={"hits": 2}).invoke(query)
+    assert [d.id for d in two] == [d.id for d in in_memory.invoke(query)[:2]]
+
+
 async def test_async_add_and_retrieve(colbert_engine: Engine, in_memory: PoolragColBERTRetriever) -> None:
     retriever = PoolragColBERTRetriever(engine=colbert_engine, k=3)
     ids = await retriever.aadd_documents(corpus_documents())

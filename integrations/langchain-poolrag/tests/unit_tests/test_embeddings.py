@@ -64,3 +64,19 @@ def test_construction_needs_exactly_one_model_source(
         PoolragEmbeddings(engine="not an engine")
     with pytest.raises(ValueError, match="instance of PoolragClient"):
         PoolragEmbeddings(client="http://127.0.0.1:9")
+
+
+def test_an_adapter_sharing_an_engine_is_rebuilt_from_its_own_fields(minilm_engine: Engine) -> None:
+    """LangChain rebuilds a runnable from its field values (configurable_fields), and those name the
+    model the adapter filled in from engine=: the same model, so the rebuilt adapter shares the engine."""
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    assert embeddings.model_name == minilm_engine.facts.model_name
+    rebuilt = PoolragEmbeddings(**{**dict(embeddings), "truncate_prompt_tokens": 4})
+    assert rebuilt.backend is minilm_engine
+    text = "a long sentence about the sea"
+    assert rebuilt.embed_query(text) == PoolragEmbeddings(
+        engine=minilm_engine, truncate_prompt_tokens=4
+    ).embed_query(text)
+    assert rebuilt.embed_query(text) != embeddings.embed_query(text)
+    with pytest.raises(ValueError, match="not both"):  # another model's name still contradicts engine=
+        PoolragEmbeddings(engine=minilm_engine, model_name="other")
