@@ -44,6 +44,14 @@ def test_cohere_client_gets_every_type_equal_to_the_engine_side_function(minilm_
     tokens = sum(out.num_tokens for out in minilm_server.engine.embed(TEXTS))
     assert response.meta.billed_units.input_tokens == tokens
     assert response.meta.api_version.version == "2"
+    # scaled by the request's own texts, unlike Cohere's fixed scale: the answer says so (its SDK
+    # sends 96 texts a request, and one call's requests would not share a scale)
+    (warning,) = response.meta.warnings
+    assert warning.startswith(f"int8/uint8 were scaled by this request's own {len(TEXTS)} texts")
+    floats = _client(minilm_server).embed(
+        texts=TEXTS, model=minilm_server.model, input_type="search_document", embedding_types=["float"]
+    )
+    assert floats.meta.warnings is None
 
 
 def test_the_v1_client_gets_bare_floats_or_vectors_by_type(minilm_server: Served) -> None:
@@ -136,6 +144,7 @@ def test_int8_scaled_by_a_given_calibration_set(minilm_server: Served, http: htt
     offline = _offline(minilm_server, ["A single text."], PoolingParams(input_type="document"))
     expected = quantize_vectors(offline, "int8", calibration=calibration)
     np.testing.assert_array_equal(np.array(answer.json()["embeddings"]["int8"]), expected)
+    assert answer.json()["meta"]["warnings"] is None  # a fixed scale: nothing to warn of
 
 
 def test_truncate_end_keeps_the_first_tokens_and_none_refuses(

@@ -194,12 +194,21 @@ async def _embed(
     truncated = report_truncated(response, outputs)
     cut_by_request = body.max_tokens is not None and body.max_tokens < state.engine.facts.max_model_len
     limit = f"max_tokens ({body.max_tokens})" if cut_by_request else "the model's maximum length"
-    warnings = [f"{truncated} of {len(outputs)} texts were truncated to {limit}"]
+    warnings = [f"{truncated} of {len(outputs)} texts were truncated to {limit}"] if truncated else []
+    if state.ranges is None and calibration is None and {"int8", "uint8"} & set(body.types):
+        warnings.append(_SCALED_BY_REQUEST.format(n=len(inputs)))
     return CohereEmbedResponse(
         id=new_id("embd", None),
         embeddings=_by_type(vectors, body.types, calibration, state.ranges),
         texts=list(body.texts or ()),
-        meta=CohereMeta(
-            billed_units=CohereBilledUnits(input_tokens=tokens), warnings=warnings if truncated else None
-        ),
+        meta=CohereMeta(billed_units=CohereBilledUnits(input_tokens=tokens), warnings=warnings or None),
     )
+
+
+#: Cohere's int8/uint8 are fixed per model, so a client may merge batches (its SDK sends 96 texts a
+#: request); scaled by one request's own texts they are not comparable with another request's.
+_SCALED_BY_REQUEST = (
+    "int8/uint8 were scaled by this request's own {n} texts (no fixed ranges): values from another "
+    "request are on another scale; start the server with --calibration FILE ('poolrag calibrate') "
+    "or send calibration vectors"
+)
