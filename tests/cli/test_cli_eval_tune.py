@@ -98,6 +98,8 @@ def test_tune_reports_held_out_metrics_and_only_save_writes_the_record_that_sear
     store = _open(kind, tmp_path, dataset)
     assert saved_record(store.read_spec()) is None  # without --save nothing changes
     store.close()
+    code, out, err = _eval(dataset, common, capsys, "--modes", "saved")
+    assert code == 2 and "holds none: run poolrag eval --tune --save first" in err
 
     code, out, err = _eval(dataset, common, capsys, "--modes", "dense", "--tune", "--save")
     assert code == 0, err
@@ -121,6 +123,14 @@ def test_tune_reports_held_out_metrics_and_only_save_writes_the_record_that_sear
         assert _ranking(retriever.search(query, K, mode="hybrid")) == explicit[query]  # Retriever reads it
     store.close()
     assert explicit != default
+    # eval measures the saved setting too (tuned on one split, it is then reported on another), and
+    # its table says the hybrid rows fuse by the default while search uses the record
+    code, out, err = _eval(dataset, common, capsys, "--modes", "hybrid,saved", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows["saved"] != rows["hybrid"] and rows["saved"][f"mrr@{K}"] > rows["hybrid"][f"mrr@{K}"]
+    code, out, err = _eval(dataset, common, capsys, "--modes", "hybrid")
+    assert code == 0 and "holds a tuned setting" in out and "add saved to --modes" in out
     for query in SEARCHED:
         code, rows, err = _search_cli(kind, tmp_path, dataset, minilm_path, query, capsys)
         assert code == 0, err

@@ -52,6 +52,9 @@ def test_reads_documents_queries_and_qrels(tmp_path: Path) -> None:
 def test_qrels_without_header_and_other_splits(tmp_path: Path) -> None:
     dataset = make_dataset(tmp_path / "ds", qrels="q1\td1\t1\n")
     assert dataset.qrels() == {"q1": {"d1": 1}}
+    # the header is the first line with content, after blank lines too
+    dataset = make_dataset(tmp_path / "ds", qrels="\nquery-id\tcorpus-id\tscore\nq1\td1\t2\n")
+    assert dataset.qrels() == {"q1": {"d1": 2}}
     (tmp_path / "ds" / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq9\td1\t3\n")
     assert dataset.qrels("dev") == {"q9": {"d1": 3}}
 
@@ -73,6 +76,9 @@ def test_qrels_without_header_and_other_splits(tmp_path: Path) -> None:
         ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t0.5\n", 3, "is not an integer"),
         ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t2\n", 3, "judged 1 earlier and 2 here"),
         ("qrels", "query-id\tcorpus-id\tscore\n\td1\t1\n", 2, "empty query-id"),
+        # a header-less file whose first score is a number but no integer lost that row unsaid
+        ("qrels", "q1\td1\t1.0\nq2\td1\t1\n", 1, "score '1.0' is not an integer"),
+        ("qrels", "q1\t0\td1\t1\n", 1, "this looks like TREC qrels"),
     ],
 )
 def test_malformed_rows_name_file_and_line(
@@ -143,3 +149,22 @@ def test_a_corpus_document_without_text_is_left_out_with_a_warning(tmp_path: Pat
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 2 and all("left out" in w and "is empty" in w for w in warnings)
     assert "document 'd2'" in warnings[0] and "document 'd3'" in warnings[1]
+
+
+def test_relevant_documents_the_corpus_lacks_are_named(tmp_path: Path, caplog) -> None:
+    """A conversion's most common slip (``D1`` for ``d1``) halved every metric without a word: such
+    judgements still count, as in pytrec_eval, but the run says how many no ranking can return."""
+    queries = "".join(json.dumps({"_id": q, "text": f"text {q}"}) + "\n" for q in ("q1", "q2"))
+    qrels = "query-id\tcorpus-id\tscore\nq1\tD1\t1\nq2\td1\t1\nq2\tdoc9\t2\nq2\tgone\t0\n"
+    dataset = make_dataset(tmp_path / "ds", queries=queries, qrels=qrels)
+    _, judged = dataset.judged_queries()
+    with caplog.at_level("WARNING", logger="poolrag.evaluation.beir"):
+        dataset.warn_unknown_documents("test", judged, {"d1"})
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert (
+        message.startswith("2 relevant documents judged in")
+        and "(1 queries have none left): D1, doc9" in message
+    )
+    caplog.clear()
+    dataset.warn_unknown_documents("test", judged, {"d1", "D1", "doc9"})
+    assert not caplog.records

@@ -59,7 +59,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--modes",
-        help=f"comma-separated, from dense, sparse, hybrid, hybrid+rerank, hybrid+rerank-replace "
+        help=f"comma-separated, from dense, sparse, hybrid, hybrid+rerank, hybrid+rerank-replace, saved "
+        "(hybrid fused as the collection's --tune --save record says, as poolrag search does) "
         f"(default: {DEFAULT_MODES}, plus both rerank modes with --rerank)",
     )
     parser.add_argument("--model", help="embedding model (default: all-MiniLM-L6-v2)")
@@ -226,6 +227,14 @@ def _table(report: EvalReport, k: int, collection: str) -> str:
     for mode, values in report.metrics.items():
         lines.append(mode.ljust(width) + "".join(f"{values[name]:12.4f}" for name in names))
     lines.extend(_stages(report, k))
+    saved = report.settings.get("saved_setting")
+    if isinstance(saved, dict) and "saved" not in report.metrics:
+        weight = "" if saved["sparse_weight"] is None else f" {saved['sparse_weight']:g}"
+        lines.append(
+            f"collection {collection!r} holds a tuned setting ({saved['fusion']}{weight}, legs "
+            f"{saved['prefetch']} deep), which poolrag search uses; the hybrid rows fuse by the default: "
+            "add saved to --modes to measure it"
+        )
     return "\n".join(lines)
 
 

@@ -55,6 +55,12 @@ def check_tune_arguments(args: argparse.Namespace) -> None:
 
     if args.save and not args.tune:
         raise InvalidInputError("--save writes the setting --tune chooses: add --tune")
+    if args.tune and args.rerank_weight is not None:
+        logger.warning(
+            "--rerank-weight %s weighs the table's reranked rows; --tune tries its own shares "
+            "(0 to 1) and reports the one it chose",
+            args.rerank_weight,
+        )
     if args.save and args.prefetch is not None and args.prefetch > MAX_PREFETCH:
         raise InvalidInputError(
             f"--prefetch {args.prefetch}: a saved setting keeps legs of at most {MAX_PREFETCH}"
@@ -93,7 +99,7 @@ def tuned_summary(tuned: TuneReport, saved: bool) -> str:
     names = list(tuned.held_out)
     width = 14
     chosen = Setting(tuned.record.fusion, tuned.record.rerank_weight).describe()
-    folds = ", ".join(setting.describe() for setting in tuned.fold_settings)
+    folds = "; ".join(setting.describe() for setting in tuned.fold_settings)  # a setting has commas
     c = tuned.comparison
     return "\n".join(
         [

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,8 +186,9 @@ class BeirDataset:
     def qrels(self, split: str = "test") -> dict[str, dict[str, int]]:
         """Judgements of ``qrels/<split>.tsv``: query id → document id → integer grade.
 
-        The first line is a header when its score column is not an integer (BEIR writes
-        ``query-id corpus-id score``); a header-less file is read from its first line.
+        The first line is a header when its score column is no number at all (BEIR writes
+        ``query-id corpus-id score``); a header-less file is read from its first line, and a score
+        that is a number but not an integer (``1.0``) is refused on every line, the first included.
         """
         path = self.qrels_path(split)
         others = sorted(p.stem for p in path.parent.glob("*.tsv")) if not path.is_file() else []
@@ -195,16 +196,21 @@ class BeirDataset:
             splits = ", ".join(others)
             raise BeirFormatError(path, None, f"file not found; this dataset's splits: {splits} (--split)")
         judgements: dict[str, dict[str, int]] = {}
-        for number, line in _lines(path):
+        for row, (number, line) in enumerate(_lines(path)):
             fields = line.split("\t") if "\t" in line else line.split()
             if len(fields) != 3:
                 problem = f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}"
+                if len(fields) == 4:
+                    problem += (
+                        "; this looks like TREC qrels (query-id iteration corpus-id score): drop the "
+                        "second column to make BEIR's qrels/SPLIT.tsv"
+                    )
                 raise BeirFormatError(path, number, problem)
             query_id, doc_id, score_text = (value.strip() for value in fields)
             try:
                 grade = int(score_text)
             except ValueError:
-                if number == 1:
+                if row == 0 and not _is_number(score_text):
                     continue  # the header
                 raise BeirFormatError(path, number, f"score {score_text!r} is not an integer") from None
             if not query_id or not doc_id:
@@ -243,6 +249,36 @@ class BeirDataset:
                 _first_few(unanswerable),
             )
         return queries, {q.id: qrels[q.id] for q in queries}
+
+    def warn_unknown_documents(
+        self, split: str, qrels: Mapping[str, Mapping[str, int]], corpus_ids: Set[str]
+    ) -> None:
+        """Say which relevant documents the qrels name that the corpus lacks. They still count (as in
+        pytrec_eval, and as BEIR's own sets keep a few), but no ranking can return them, and most
+        often they are a conversion's mistake (``D1`` for ``d1``, a prefix, an int written as 1.0)."""
+        unknown = sorted({d for judged in qrels.values() for d, g in judged.items() if g > 0} - corpus_ids)
+        if not unknown:
+            return
+        hopeless = sorted(
+            q for q, judged in qrels.items() if not any(g > 0 and d in corpus_ids for d, g in judged.items())
+        )
+        logger.warning(
+            "%d relevant documents judged in %s are not in %s, and no ranking can return them "
+            "(%d queries have none left): %s",
+            len(unknown),
+            self.qrels_path(split),
+            self.corpus_path,
+            len(hopeless),
+            _first_few(unknown),
+        )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _first_few(ids: Sequence[str]) -> str:

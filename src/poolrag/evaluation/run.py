@@ -42,17 +42,21 @@ from poolrag.retrieval.rerank_language import default_rerank_weight, reranker_la
 from poolrag.retrieval.results import SearchResult
 from poolrag.retrieval.sparse_queries import SparseQueryEncoder
 from poolrag.stores.language_prior import collection_default_fusion
+from poolrag.stores.retrieval_record import saved_record
 from poolrag.text_validity import text_problem
 
 logger = logging.getLogger(__name__)
 
-EVAL_MODES: tuple[str, ...] = ("dense", "sparse", "hybrid", "hybrid+rerank", "hybrid+rerank-replace")
+EVAL_MODES: tuple[str, ...] = ("dense", "sparse", "hybrid", "hybrid+rerank", "hybrid+rerank-replace", "saved")
+#: ``saved``: hybrid fused as the collection's record says (``--tune --save``, perhaps on another
+#: split), which is what ``poolrag search`` does; the ``hybrid`` modes use the default fusion.
+SAVED_MODE = "saved"
 #: Modes that rerank, and the second stage each uses.
 RERANK_MODES: Mapping[str, SecondStage] = {
     "hybrid+rerank": SecondStage.FUSE,
     "hybrid+rerank-replace": SecondStage.REPLACE,
 }
-SPARSE_MODES = frozenset({"sparse", "hybrid", *RERANK_MODES})
+SPARSE_MODES = frozenset({"sparse", "hybrid", SAVED_MODE, *RERANK_MODES})
 #: The payload field naming a chunk's corpus document.
 CORPUS_ID_KEY = "corpus_id"
 
@@ -71,14 +75,17 @@ def parse_modes(text: str | Sequence[str]) -> list[str]:
 
 
 def corpus_documents(
-    dataset: BeirDataset, images: PageRendering | None = None
+    dataset: BeirDataset, images: PageRendering | None = None, ids: set[str] | None = None
 ) -> Iterator[Document | VisualDocument]:
     """The corpus as ingest documents: the title heads the text (BEIR's convention), the corpus id
     rides in every chunk's payload, and the source is ``corpus.jsonl#id`` as ``poolrag ingest`` names
     a JSONL record. A row naming an ``image`` is that image (a PDF: its pages), for a model that
-    reads images (``images``: how PDF pages are rendered); to any other model it is an error."""
+    reads images (``images``: how PDF pages are rendered); to any other model it is an error.
+    ``ids`` collects every corpus id read, those left out as unreadable included."""
     path = dataset.corpus_path.resolve().as_posix()
     for doc in dataset.documents():
+        if ids is not None:
+            ids.add(doc.id)
         metadata = {k: v for k, v in doc.metadata.items() if isinstance(v, str | int | float | bool)}
         metadata |= {"title": doc.title, CORPUS_ID_KEY: doc.id}
         if doc.image is not None:
@@ -235,12 +242,21 @@ class Evaluation:
         if next(iter(dataset.documents()), None) is None:
             raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
         images = PageRendering() if self.embedder.facts.reads_images else None
-        ingest = self.pipeline.run(corpus_documents(dataset, images), prune=prune)
+        corpus_ids: set[str] = set()
+        ingest = self.pipeline.run(corpus_documents(dataset, images, corpus_ids), prune=prune)
+        dataset.warn_unknown_documents(split, qrels, corpus_ids)
         before = self.embedder.misses
         for start in range(0, len(queries), query_batch_size):
             batch = queries[start : start + query_batch_size]
             self.embedder.embed([q.text for q in batch], input_type="query")
         embedded = self.embedder.misses - before
+        saved = saved_record(existing_spec(self.pipeline.store))
+        if SAVED_MODE in modes and saved is None:
+            raise InvalidInputError(
+                f"mode {SAVED_MODE} measures the setting a collection saved, and collection "
+                f"{self.pipeline.store.collection!r} holds none: run poolrag eval --tune --save first "
+                "(on another split, to report this one held out)"
+            )
         # Chunks counted in the collection, since a resumed run chunks only the documents it had left.
         stored = self.pipeline.store.count()
         depth = k if stored <= ingest.documents else 3 * k
@@ -254,7 +270,13 @@ class Evaluation:
             }
             metrics[mode] = evaluate(runs[mode], qrels, (k,))
             logger.info("%s: %s", mode, metrics[mode])
-        settings = {"k": k, "chunks_per_query": depth, "prefetch": prefetch, "split": split}
+        settings = {
+            "k": k,
+            "chunks_per_query": depth,
+            "prefetch": prefetch,
+            "split": split,
+            "saved_setting": None if saved is None else saved.to_metadata(),
+        }
         return EvalReport(metrics, runs, ingest, len(queries), embedded, settings, stored)
 
     def _retriever(self, mode: str, rerank_scores: dict[tuple[str, str], float]) -> Retriever:
@@ -296,6 +318,8 @@ class Evaluation:
     def _search(
         retriever: Retriever, query: BeirQuery, mode: str, depth: int, prefetch: int | None
     ) -> list[SearchResult]:
+        if mode == SAVED_MODE:  # no fusion named: the retriever fuses as the record says
+            return retriever.search(query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth)
         base = "hybrid" if mode in RERANK_MODES else mode
         if base == "hybrid":
             # The reranked modes see the same fused list plain hybrid ranks (``depth`` of it), fused by

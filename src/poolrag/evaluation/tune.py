@@ -32,7 +32,7 @@ from poolrag.retrieval.fusion import ScoreNormalisation, SecondStage, descending
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
 from poolrag.stores.base import HybridFusion, StoreHit
-from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs
+from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs, prefetch_depth
 from poolrag.stores.retrieval_record import MAX_PREFETCH, RetrievalRecord
 
 logger = logging.getLogger(__name__)
@@ -304,7 +304,7 @@ def tune(
         evaluation.pipeline.store, evaluation.embedder, sparse_encoder=evaluation.sparse_encoder
     )
     reranker = None if evaluation.reranker is None else CrossEncoderReranker(evaluation.reranker)
-    depth_of_legs = depth if prefetch is None else prefetch
+    depth_of_legs = prefetch_depth(depth, prefetch)  # as deep as the table's hybrid row goes
     legs = {}
     for number, query in enumerate(queries, start=1):
         legs[query.id] = fetch_legs(retriever, query.text, depth_of_legs, reranker)
