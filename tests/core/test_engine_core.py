@@ -173,6 +173,29 @@ def test_one_callers_texts_are_batched_with_their_neighbours_in_length(
     np.testing.assert_allclose(vectors[3], engine.embed_array([texts[3]])[0], rtol=0, atol=1e-6)
 
 
+def test_a_query_sent_behind_a_bulk_call_waits_about_one_batch(tiny_model: Callable[..., Path]) -> None:
+    """A RAG app ingesting and answering on one engine: a query sent while a 400-text call runs is
+    answered within a batch or two of it, not after all 50 (first come, first served made a user
+    wait 51 s behind a 1,500-text aembed_documents). The bulk call still gets every vector."""
+    engine = Engine(tiny_model("bert"), max_batch_size=8)
+    core = internals.core(engine)
+    bulk_texts = [f"bulk text {i} " + "words " * (i % 7) for i in range(400)]
+    with gated(core) as (gate, batches), ThreadPoolExecutor(max_workers=2) as pool:
+        bulk = pool.submit(engine.embed_array, bulk_texts)
+        while not batches:  # the bulk call's first batch is in the model
+            threading.Event().wait(0.001)
+        query = pool.submit(engine.embed_array, ["the user's question"])
+        while not core._inbox:  # queued behind it
+            threading.Event().wait(0.001)
+        gate.set()
+        answer = query.result(timeout=60)
+        ran_before_the_answer = len(batches)
+        vectors = bulk.result(timeout=120)
+    assert len(batches) >= 50 and ran_before_the_answer <= 4
+    np.testing.assert_allclose(answer[0], engine.embed_array(["the user's question"])[0], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(vectors[123], engine.embed_array([bulk_texts[123]])[0], rtol=0, atol=1e-6)
+
+
 def test_cancelled_work_never_reaches_the_model(engine: Engine) -> None:
     core = _core(engine)
     dropped_before = core.stats.dropped

@@ -10,10 +10,12 @@ back. The pipeline behind it has two stages, each a thread, so the model never w
 2. **post-processing**: pools, applies the head, makes the one device→host copy per batch and
    hands each caller its rows, while the worker already runs the next forward pass.
 
-Scheduling is first come, first served at the granularity of a window of a few batches, so a big
-ingestion job cannot starve a query forever and concurrent single-text callers are batched
-together. Identical requests queued at the same time are computed once. A caller that cancels its
-future has its queued work dropped before it reaches the model.
+Scheduling takes callers in turn: each batch is built around the oldest queued request of the next
+caller with work (then filled from everyone's queued requests of similar length), so a query sent
+behind a 1,500-text ingestion call waits about one batch rather than the whole call, and concurrent
+single-text callers are still batched together. Identical requests queued at the same time are
+computed once. A caller that cancels its future has its queued work dropped before it reaches the
+model.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class _Unit:
 
     request: PoolingRequest
     pooler: TaskPooler
+    owner: int  # the submission that queued it first (numbered in arrival order): whose turn it is in
     subscribers: list[tuple[_Job, int]] = field(default_factory=list)
     scheduled: bool = False
 
@@ -153,6 +156,8 @@ class EngineCore:
         self._inbox: list[tuple[_Job, Sequence[PoolingRequest]]] = []
         self._queue: deque[_Unit] = deque()  # arrival order; scheduled/dead units are skipped lazily
         self._waiting: dict[PoolingRequest, _Unit] = {}  # not yet scheduled, for deduplication
+        self._submissions = 0  # admitted so far: each unit's owner
+        self._last_turn = -1  # the owner whose request anchored the last batch
         self._finished: Queue[_Finished | None] = Queue(maxsize=2)
         self._closed = False
         self._threads: list[threading.Thread] = []
@@ -172,6 +177,7 @@ class EngineCore:
         self._inbox = []
         self._queue = deque()
         self._waiting = {}
+        self._submissions, self._last_turn = 0, -1
         self._finished = Queue(maxsize=2)
         self._threads = []
         self._chores = deque()
@@ -311,6 +317,8 @@ class EngineCore:
         # one job's requests arrive together, so their queue order is free: longest first puts
         # neighbours in length next to each other, and a window of a few batches then holds
         # sequences of (nearly) equal length however the caller ordered them
+        owner = self._submissions
+        self._submissions += 1
         for index in sorted(range(len(requests)), key=lambda i: -requests[i].num_tokens):
             request = requests[index]
             unit = self._waiting.get(request)
@@ -320,23 +328,35 @@ class EngineCore:
                 except KeyError:
                     job.fail(KeyError(f"no pooler for task {request.params.task!r}"))
                     return
-                unit = _Unit(request, pooler)
+                unit = _Unit(request, pooler, owner)
                 self._waiting[request] = unit
                 self._queue.append(unit)
             unit.subscribers.append((job, index))
 
+    def _anchor(self) -> _Unit:
+        """The request the next batch is built around: the oldest queued one of the submission after
+        the last batch's anchor (in arrival order), else of the oldest submission with work. Units
+        sit in the queue in their owners' order, so this is the next caller's turn."""
+        if self._queue[-1].owner > self._last_turn:  # a later submission queued work: scan for it
+            for unit in self._queue:
+                if unit.owner > self._last_turn and not unit.scheduled and unit.live:
+                    return unit
+        return self._queue[0]  # live and unscheduled (_has_work): one call alone scans nothing
+
     def _window(self, budget: int) -> list[_Unit]:
-        """Queue head: live, unscheduled units sharing the oldest one's pooler and kind of input (text
-        or image), up to the window."""
+        """The anchor first, then live, unscheduled units sharing its pooler and kind of input (text
+        or image) in arrival order, up to the window."""
         if not self._has_work():
             return []
-        head = self._queue[0]
+        head = self._anchor()
         limit_tokens = budget * self.window_batches
         limit_count = self.batcher.max_batch_size * self.window_batches
-        window: list[_Unit] = []
-        tokens = 0
+        window: list[_Unit] = [head]
+        tokens = head.request.num_tokens
         for unit in self._queue:
-            if unit.scheduled or unit.pooler is not head.pooler:
+            if tokens >= limit_tokens or len(window) >= limit_count:
+                break
+            if unit.scheduled or unit is head or unit.pooler is not head.pooler:
                 continue
             if (unit.request.pixels is None) != (head.request.pixels is None):
                 continue  # a batch is all texts or all images: the network takes one or the other
@@ -344,8 +364,6 @@ class EngineCore:
                 continue  # dropped when it reaches the head
             window.append(unit)
             tokens += unit.request.num_tokens
-            if tokens >= limit_tokens or len(window) >= limit_count:
-                break
         return window
 
     def _next_batch(self) -> list[_Unit]:
@@ -360,7 +378,8 @@ class EngineCore:
             max_batch_tokens=budget,
             attention_hidden_size=self.runner.attention_hidden_size,
         )
-        chosen = next(b for b in plan if 0 in b)  # the batch holding the oldest request
+        chosen = next(b for b in plan if 0 in b)  # the batch holding the anchor
+        self._last_turn = window[0].owner
         units = [window[i] for i in chosen]
         for unit in units:
             unit.scheduled = True
