@@ -51,16 +51,27 @@ def test_ranges_are_the_min_and_max_of_the_document_vectors_per_width(
         np.testing.assert_array_equal(ranges.for_width(width), _min_max(vectors))
 
 
-def test_max_chunks_keeps_the_first_ones_read(
-    tiny_model: Callable[..., Path], corpus: Path, tmp_path: Path
+def test_max_chunks_keeps_a_seeded_sample_spread_over_every_chunk(
+    tiny_model: Callable[..., Path], corpus: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The first chunks read calibrated a big corpus on its first folders only; the cap now keeps a
+    sample of all of them, the same one on every run, and a small set is warned of."""
+    from poolrag.cli.calibrate import spread_sample
+
     model = tiny_model("bert")
     out = tmp_path / "ranges.json"
-    assert (
-        main(["calibrate", str(corpus), "--model", str(model), "--out", str(out), "--max-chunks", "3"]) == 0
-    )
-    vectors = Engine(str(model)).embed_array(TEXTS[:3], PoolingParams(input_type="document"))
+    with caplog.at_level("WARNING", logger="poolrag.cli.calibrate"):
+        code = main(["calibrate", str(corpus), "--model", str(model), "--out", str(out), "--max-chunks", "3"])
+    assert code == 0
+    kept = spread_sample(iter(TEXTS), 3)
+    vectors = Engine(str(model)).embed_array(kept, PoolingParams(input_type="document"))
     np.testing.assert_array_equal(QuantizationRanges.load(out).for_width(32), _min_max(vectors))
+    assert any("calibrating on 3 chunks" in r.getMessage() for r in caplog.records)
+    many = [f"chunk {i}" for i in range(10_000)]
+    sample = spread_sample(iter(many), 100)
+    assert sample == spread_sample(iter(many), 100) and len(set(sample)) == 100
+    assert max(int(text.split()[1]) for text in sample) > 5_000  # not the first hundred read
+    assert spread_sample(iter(TEXTS), 10) == TEXTS
 
 
 def test_fewer_than_two_chunks_is_one_line_and_exit_2(

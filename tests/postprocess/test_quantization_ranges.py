@@ -119,3 +119,33 @@ def test_a_model_folder_ships_its_ranges_by_a_fixed_name(tmp_path: Path, saved: 
     shipped = shipped_ranges(folder)
     assert shipped is not None and sorted(shipped.by_width) == [8, 19]
     assert shipped.source == str(folder / RANGES_FILE)
+
+
+def test_a_model_checks_the_ranges_it_is_given(caplog: pytest.LogCaptureFixture) -> None:
+    """Ranges no width of the model can use are refused, naming both; ranges measured on other
+    weights are used with a warning (any model of the width may use them, at a cost)."""
+    from poolrag.model_facts import ModelFacts, ScoreKind
+
+    facts = ModelFacts(
+        model_name="minilm",
+        model_identity="minilm@aaaa",
+        supported_tasks=("embed",),
+        max_model_len=256,
+        embedding_dim=4,
+        is_matryoshka=False,
+        matryoshka_dimensions=None,
+        score_kind=ScoreKind.COSINE,
+        output_fingerprint="x",
+        normalizes_embeddings=True,
+        default_dimensions=4,
+    )
+    rows = np.arange(8, dtype=np.float32).reshape(2, 4)
+    with pytest.raises(InvalidInputError, match="has ranges for 2 dimensions, and minilm gives 4"):
+        QuantizationRanges.from_vectors({2: rows[:, :2]}, "minilm@aaaa").check_model(facts)
+    with caplog.at_level("WARNING", logger="poolrag.postprocess.quantization_ranges"):
+        QuantizationRanges.from_vectors({4: rows}, "/elsewhere/minilm@aaaa").check_model(facts)
+        QuantizationRanges.from_vectors({4: rows}).check_model(facts)  # a hand-made file names none
+        assert not caplog.records
+        QuantizationRanges.from_vectors({4: rows}, "bge-small@bbbb").check_model(facts)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "was measured on bge-small@bbbb, not on minilm@aaaa" in said

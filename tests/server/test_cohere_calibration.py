@@ -147,7 +147,17 @@ def test_without_any_ranges_one_text_is_a_400_saying_how_to_fix_it(
     assert "--calibration FILE" in error["message"] and "poolrag calibrate" in error["message"]
 
 
-@pytest.mark.parametrize("content", ["{not json", json.dumps({"format": "other"})])
+NO_WIDTH_OF_THE_MODEL = json.dumps(
+    {
+        "format": "poolrag-quantization-ranges",
+        "version": 1,
+        "model": "",
+        "ranges": {"3": {"min": [0, 0, 0], "max": [1, 1, 1]}},
+    }
+)
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"format": "other"}), NO_WIDTH_OF_THE_MODEL])
 def test_serve_with_a_bad_ranges_file_is_one_line_and_exit_2(
     tiny_model: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
 ) -> None:

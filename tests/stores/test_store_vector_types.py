@@ -204,3 +204,18 @@ def test_a_vector_the_type_cannot_hold_is_refused_and_nothing_is_written(
             ]
         )
     assert store.count() == len(sentence_vectors)  # neither record of the refused batch
+
+
+def test_values_outside_the_uint8_ranges_are_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A value past its dimension's range is stored as the edge bucket, so its scores are off by more
+    than half a bucket: ranges measured on other documents (or on the first of many) are said."""
+    rows = np.random.default_rng(3).uniform(-1, 1, (8, 4)).astype(np.float32)
+    ranges = np.vstack((rows.min(axis=0), rows.max(axis=0)))
+    codec = StoredVectors("uint8", ranges)
+    with caplog.at_level("WARNING", logger="poolrag.stores.vector_types"):
+        codec.encode(rows)
+        assert not caplog.records  # within the ranges: nothing to say
+        codec.encode(rows * 2)
+        codec.encode(rows * 2)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "fall outside the uint8 ranges and are clipped" in said and "poolrag calibrate" in said

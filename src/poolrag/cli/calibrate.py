@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import random
+from collections.abc import Iterator
 from typing import Any
 
 from poolrag.cli.command_errors import report_error, setup_logging, user_errors
@@ -18,6 +20,22 @@ from poolrag.engine_args import EngineArgs, positive_int
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CHUNKS = 10_000
+#: fewer chunks than this are warned of, as sentence-transformers warns of fewer calibration embeddings
+FEW_CHUNKS = 100
+
+
+def spread_sample(items: Iterator[str], size: int, seed: int = 0) -> list[str]:
+    """At most ``size`` of ``items``, each equally likely to be kept (reservoir sampling, seeded: the
+    same files give the same ranges): a cap taking the first chunks read calibrated a big corpus on
+    its first folders only."""
+    chosen = random.Random(seed)
+    kept: list[str] = []
+    for seen, item in enumerate(items):
+        if seen < size:
+            kept.append(item)
+        elif (slot := chosen.randrange(seen + 1)) < size:
+            kept[slot] = item
+    return kept
 
 
 def register(subparsers: Any) -> None:
@@ -49,7 +67,8 @@ def register(subparsers: Any) -> None:
         "--max-chunks",
         type=positive_int,
         default=DEFAULT_MAX_CHUNKS,
-        help=f"chunks embedded at most, the first ones read (default {DEFAULT_MAX_CHUNKS})",
+        help="chunks embedded at most, a seeded sample spread over every chunk read "
+        f"(default {DEFAULT_MAX_CHUNKS})",
     )
     parser.add_argument(
         "--text-field",
@@ -77,8 +96,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> Any:
-    from itertools import islice
-
     from poolrag.errors import DimensionsError, InvalidInputError
     from poolrag.ingest.chunker import TokenChunker
     from poolrag.ingest.readers import read_paths
@@ -101,10 +118,17 @@ def _calibrate(args: argparse.Namespace) -> Any:
         for doc in read_paths(args.paths, text_field=args.text_field)
         for chunk in chunker.iter_chunks(doc)
     )
-    texts = list(islice(chunks, args.max_chunks))
+    texts = spread_sample(chunks, args.max_chunks)
     if len(texts) < 2:
         raise InvalidInputError(
             f"{' '.join(args.paths)}: calibration needs at least two chunks of text, found {len(texts)}"
+        )
+    if len(texts) < FEW_CHUNKS:
+        logger.warning(
+            "calibrating on %d chunks: ranges from fewer than %d rarely hold every value of the "
+            "documents they will scale (those outside are clipped); calibrate on more of them",
+            len(texts),
+            FEW_CHUNKS,
         )
     logger.info("embedding %d chunks", len(texts))
     widths: list[int | None] = [None, *(args.dimensions or [])]

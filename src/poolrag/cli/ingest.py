@@ -328,6 +328,8 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
         )
         return report, True, None
     engine = load_engine(engine_args)
+    if calibration is not None:
+        calibration.check_model(engine.facts)
     if args.late_chunking and not engine.supports_late_chunking:
         from poolrag.tokenization.late_chunks import late_chunking_refused
 

@@ -13,6 +13,7 @@ The file is JSON holding only numbers and names; nothing in it is imported or ru
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ from typing import Any
 import numpy as np
 
 from poolrag.errors import InvalidInputError
+from poolrag.model_facts import ModelFacts, same_weights
+
+logger = logging.getLogger(__name__)
 
 #: The file a model folder ships its own ranges in (found next to its config.json).
 RANGES_FILE = "quantization_ranges.json"
@@ -65,6 +69,31 @@ class QuantizationRanges:
                 f"calibrate with --dimensions {width}"
             )
         return ranges
+
+    def check_model(self, facts: ModelFacts) -> None:
+        """Ranges for the model about to use them: one it can give a width of (else refused, naming
+        both), measured on its own weights (else a warning: another model's values fall outside
+        them, where they are clipped)."""
+        widths = set(self.by_width)
+        usable = {facts.embedding_dim, facts.default_dimensions} & widths
+        if facts.is_matryoshka and facts.embedding_dim is not None:
+            allowed = facts.matryoshka_dimensions
+            usable |= {w for w in widths if w <= facts.embedding_dim and (allowed is None or w in allowed)}
+        if not usable:
+            have = ", ".join(str(w) for w in sorted(widths))
+            raise InvalidInputError(
+                f"{self.source} has ranges for {have} dimensions, and {facts.model_name} gives "
+                f"{facts.default_dimensions or facts.embedding_dim}: calibrate with this model "
+                "('poolrag calibrate --model ...')"
+            )
+        if self.model and not same_weights(self.model, facts.model_identity):
+            logger.warning(
+                "%s was measured on %s, not on %s: this model's values may fall outside its ranges, "
+                "where they are clipped; calibrate with this model",
+                self.source,
+                self.model,
+                facts.model_identity,
+            )
 
     def save(self, path: str | Path) -> Path:
         """Write the ranges as JSON (floats kept exactly as float32 values print)."""

@@ -69,9 +69,14 @@ def _loosest(limits: Sequence[Limits]) -> Limits:
 
 def _quantization_ranges(engine: InProcessEngine, settings: ServerSettings) -> QuantizationRanges | None:
     """The server's ranges file, else the one the model folder ships (read once, at start-up)."""
-    if settings.calibration is not None:
-        return QuantizationRanges.load(settings.calibration)
-    return shipped_ranges(engine.model_folder)
+    ranges = (
+        QuantizationRanges.load(settings.calibration)
+        if settings.calibration is not None
+        else shipped_ranges(engine.model_folder)
+    )
+    if ranges is not None:
+        ranges.check_model(engine.facts)  # a file no width of this model can use stops the start
+    return ranges
 
 
 def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) -> FastAPI:

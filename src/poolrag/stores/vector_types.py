@@ -18,6 +18,7 @@ Milvus Lite stores float32 only.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -26,6 +27,8 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.postprocess.vector_precision import bucket_centres, bucket_steps, quantize_vectors
+
+logger = logging.getLogger(__name__)
 
 VectorType = Literal["float32", "float16", "uint8"]
 VECTOR_TYPES: tuple[str, ...] = get_args(VectorType)
@@ -83,6 +86,7 @@ class StoredVectors:
                 raise InvalidInputError("a vector holds a value beyond float16's range (±65504)")
             return rows.astype(np.float16)
         assert self.ranges is not None  # uint8
+        _warn_outside(rows, self.ranges)
         return quantize_vectors(rows, "uint8", ranges=QuantizationRanges({self.ranges.shape[1]: self.ranges}))
 
     def decode(self, stored: np.ndarray) -> np.ndarray:
@@ -112,3 +116,24 @@ class StoredVectors:
     def candidates(self, limit: int) -> int:
         """How many hits the database is asked for before a uint8 re-rank."""
         return max(limit * RESCORE_DEPTH, MIN_CANDIDATES) if self.rescored else limit
+
+
+#: the ranges (their bytes' digest) whose clipping was already said in this process
+_CLIPPING_SAID: set[int] = set()
+
+
+def _warn_outside(rows: np.ndarray, ranges: np.ndarray) -> None:
+    """Say, once per process and ranges, that values fell outside them: such a value is stored as
+    the edge bucket, and its scores are then off by more than half a bucket (ranges measured on
+    other documents, or on the first of many)."""
+    outside = (rows < ranges[0]) | (rows > ranges[1])
+    key = hash(ranges.tobytes())
+    if not outside.any() or key in _CLIPPING_SAID:
+        return
+    _CLIPPING_SAID.add(key)
+    logger.warning(
+        "%.2f%% of the values in a batch of %d vectors fall outside the uint8 ranges and are clipped, "
+        "so their scores lose accuracy: calibrate on these documents ('poolrag calibrate')",
+        100 * outside.mean(),
+        len(rows),
+    )
