@@ -86,6 +86,19 @@ def test_fewer_than_two_chunks_is_one_line_and_exit_2(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(("out", "problem"), [("nodir/x.json", "does not exist"), (".", "a folder")])
+def test_an_out_that_cannot_be_written_is_refused_before_any_model_loads(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str, problem: str
+) -> None:
+    """It was found only after every chunk was embedded (minutes at the default 10,000)."""
+    code = main(
+        ["calibrate", str(corpus), "--model", str(tmp_path / "no-model"), "--out", str(tmp_path / out)]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("poolrag calibrate: error: --out") and problem in err and "\n" not in err
+
+
 def test_a_missing_path_is_one_line(tiny_model: Callable[..., Path], tmp_path: Path, capsys) -> None:
     code = main(
         ["calibrate", str(tmp_path / "nowhere"), "--model", str(tiny_model("bert")), "--out", "x.json"]

@@ -46,7 +46,11 @@ def register(subparsers: Any) -> None:
         "and maximum: the fixed scale int8/uint8 vectors take, whatever batch they come in.",
     )
     parser.add_argument(
-        "paths", nargs="+", metavar="PATH", help="files or folders (.txt .md .rst .jsonl .html .docx .pdf)"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="files or folders, read as 'poolrag ingest' reads them (.txt .md .rst .jsonl .csv .html .docx "
+        ".pptx .pdf)",
     )
     parser.add_argument("--out", required=True, metavar="FILE", help="where to write the ranges (JSON)")
     parser.add_argument("--model", help="hub id or folder (default: all-MiniLM-L6-v2, offline if packaged)")
@@ -86,6 +90,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     try:
+        _check_out(args.out)  # before minutes of embedding, not after
         ranges = _calibrate(args)
         path = ranges.save(args.out)
     except user_errors() as exc:
@@ -93,6 +98,23 @@ def run(args: argparse.Namespace) -> int:
     widths = ", ".join(str(width) for width in sorted(ranges.by_width))
     print(f"wrote {path} (ranges for {widths} dimensions)")
     return 0
+
+
+def _check_out(out: str) -> None:
+    """``--out`` names a file that can be written: an existing folder, writable, and not a folder."""
+    import os
+    from pathlib import Path
+
+    from poolrag.errors import InvalidInputError
+
+    path = Path(out).expanduser()
+    folder = path.parent
+    if path.is_dir():
+        raise InvalidInputError(f"--out {out}: a folder; name the ranges file to write")
+    if not folder.is_dir():
+        raise InvalidInputError(f"--out {out}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InvalidInputError(f"--out {out}: not writable")
 
 
 def _calibrate(args: argparse.Namespace) -> Any:
