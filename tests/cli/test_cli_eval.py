@@ -14,6 +14,8 @@ from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.cli import main
 from poolrag.cli.eval import default_collection
+from poolrag.evaluation import BeirDataset
+from poolrag.evaluation.metrics import evaluate
 from poolrag.ingest.sparse_encoders import bm25_for_model
 from poolrag.retrieval import CrossEncoderReranker, Retriever
 from poolrag.sparse import WordAnalyzer
@@ -73,13 +75,24 @@ def test_eval_prints_hand_computed_metrics_and_a_second_run_embeds_nothing(
     hand = _hand(kind, tmp_path, minilm_engine, dict.fromkeys(printed), 3 * K)
     _assert_close(printed, hand)
 
-    code, out, err = _eval(dataset, common, capsys, "--modes", "hybrid,dense")
+    runs_dir = tmp_path / "runs"
+    code, out, err = _eval(dataset, common, capsys, "--modes", "hybrid,dense", "--save-runs", str(runs_dir))
     assert code == 0, err
     lines = out.splitlines()
     assert "corpus: 8 documents" in lines[0] and "(0 embedded now)" in lines[0]
     assert lines[0].endswith(f"in collection {default_collection(str(dataset))!r}")  # the name search takes
     assert [line.split()[0] for line in lines[2:]] == ["hybrid", "dense"]
     assert float(lines[2].split()[2]) == pytest.approx(printed["hybrid"][f"mrr@{K}"], abs=5e-5)
+    # the runs as TREC files, rescored here to the metrics printed
+    assert sorted(p.name for p in runs_dir.iterdir()) == ["run.dense.trec", "run.hybrid.trec"]
+    for mode in ("hybrid", "dense"):
+        run: dict[str, list[tuple[str, float]]] = {}
+        for line in (runs_dir / f"run.{mode}.trec").read_text().splitlines():
+            query, q0, doc, rank, score, tag = line.split()
+            assert q0 == "Q0" and tag == f"poolrag-{mode}" and int(rank) == len(run.setdefault(query, [])) + 1
+            run[query].append((doc, float(score)))
+        qrels = BeirDataset(dataset).judged_queries()[1]
+        _assert_close({mode: evaluate(run, qrels, (K,))}, {mode: printed[mode]})
 
 
 def test_each_analyzer_gets_its_own_recorded_collection(tmp_path: Path, minilm_path: Path, capsys) -> None:

@@ -97,6 +97,12 @@ def register(subparsers: Any) -> None:
     add_cache_arguments(parser)
     add_tune_arguments(parser)
     parser.add_argument("--json", action="store_true", help='print {"MODE": {"recall@10": ...}, ...}')
+    parser.add_argument(
+        "--save-runs",
+        metavar="DIR",
+        help="also write each mode's ranked documents as a TREC run file, DIR/run.MODE.trec "
+        "(for trec_eval, pytrec_eval, ir_measures, ranx)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
     parser.set_defaults(handler=run)
@@ -128,7 +134,14 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
         try:
+            if args.save_runs is not None:  # a folder that cannot be made fails before the work
+                Path(args.save_runs).expanduser().mkdir(parents=True, exist_ok=True)
             report, tuned = _evaluate(args, opened)
+            if args.save_runs is not None:
+                from poolrag.evaluation.run import write_trec_runs
+
+                for path in write_trec_runs(report.runs, Path(args.save_runs).expanduser()):
+                    logger.info("wrote %s", path)
         except user_errors() as exc:
             return report_error("eval", exc)
     if args.json:

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -135,6 +136,22 @@ class EvalReport:
     queries_embedded: int = 0
     settings: dict[str, object] = field(default_factory=dict)
     chunks: int = 0  # in the collection searched (a resumed ingest chunks only what it had left)
+
+
+def write_trec_runs(runs: Mapping[str, Mapping[str, list[tuple[str, float]]]], folder: Path) -> list[Path]:
+    """Each mode's document run as a TREC run file, ``run.<mode>.trec`` in ``folder`` (made when
+    missing): ``query-id Q0 doc-id rank score poolrag-<mode>`` per line, what trec_eval, pytrec_eval,
+    ir_measures and ranx read, so a run can be rescored or tested for significance elsewhere."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for mode, run in runs.items():
+        path = folder / f"run.{mode}.trec"
+        with path.open("w", encoding="utf-8") as out:
+            for query_id, ranked in run.items():
+                for rank, (doc_id, score) in enumerate(ranked, start=1):
+                    out.write(f"{query_id} Q0 {doc_id} {rank} {float(score)!r} poolrag-{mode}\n")
+        written.append(path)
+    return written
 
 
 def documents_of(results: Sequence[SearchResult]) -> list[tuple[str, float]]:
