@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from poolrag import Engine
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.params import PoolingParams
 from poolrag.retrieval import ColbertRetriever, CrossEncoderReranker
 from poolrag.stores import (
@@ -181,6 +181,10 @@ def test_bad_arguments_are_refused(colbert: Engine, minilm_engine: Engine) -> No
         retriever.search(QUERY, filter=["topic"])  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="empty list"):
         retriever.search(QUERY, filter={"topic": []})
+    with pytest.raises(InvalidInputError, match=r"^query is empty"):  # named as the query, not input[0]
+        retriever.search("   ")
+    with pytest.raises(InputTypeError, match=r"^query must be a string"):
+        asyncio.run(retriever.asearch(42))  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="equal lengths"):
         retriever.add_texts(["a", "b"], metadatas=[{}])
     with pytest.raises(InvalidInputError, match="equal lengths"):

@@ -204,8 +204,9 @@ def test_modes_are_checked(open_kind, minilm_engine, bm25) -> None:
     with pytest.raises(InvalidInputError, match="prefetch must be"):
         retriever.search("x", 2, mode="hybrid", prefetch=0)
     # a sparse search for nothing is refused as a dense one is, not answered "no results"
-    with pytest.raises(InvalidInputError, match="query is empty"):
-        retriever.search("  ", 2, mode="sparse")
+    for mode in ("sparse", "dense", "hybrid"):  # named as the query in every mode, not as input[0]
+        with pytest.raises(InvalidInputError, match=r"^query is empty"):
+            retriever.search("  ", 2, mode=mode)
     with pytest.raises(InvalidInputError, match="no terms the collection's sparse encoder keeps"):
         retriever.search("!!! ???", 2, mode="sparse")
     assert len(retriever.search("!!! ???", 2, mode="hybrid")) == 2  # the dense leg still answers

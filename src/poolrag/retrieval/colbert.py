@@ -27,6 +27,7 @@ from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import DOC_ID_KEY, SearchResult
 from poolrag.stores.base import ChunkRecord, CollectionSpec, VectorStore
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
+from poolrag.text_validity import check_text
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ class ColbertRetriever:
     ) -> list[SearchResult]:
         """The ``k`` best texts for ``query`` by MaxSim among those whose metadata matches
         ``filter`` (then reranked, when a reranker is set, among ``candidates`` of them)."""
-        checked = _checked_query(k, filter)
+        checked = _checked_query(query, k, filter)
         if self._current_spec() is None:
             return []
         query_vectors = self.backend.encode_arrays([query], TOKEN_TASK, self._params("query"))[0]
@@ -201,7 +202,7 @@ class ColbertRetriever:
         self, query: str, k: int = 10, *, filter: MetadataFilter | None = None, candidates: int | None = None
     ) -> list[SearchResult]:
         """:meth:`search` for asyncio (the store and the reranker run in a worker thread)."""
-        checked = _checked_query(k, filter)
+        checked = _checked_query(query, k, filter)
         if await asyncio.to_thread(self._current_spec) is None:
             return []
         query_vectors = (await self.backend.aencode_arrays([query], TOKEN_TASK, self._params("query")))[0]
@@ -225,8 +226,10 @@ class ColbertRetriever:
         return hits[:k]
 
 
-def _checked_query(k: int, filter: MetadataFilter | None) -> CheckedFilter | None:
-    """A search's arguments checked before any model call: ``k`` and the filter's shape."""
+def _checked_query(query: object, k: int, filter: MetadataFilter | None) -> CheckedFilter | None:
+    """A search's arguments checked before any model call: the query named as such (not as the
+    engine's ``input[0]``), ``k`` and the filter's shape."""
+    check_text(query, "query")
     check_k(k)
     return check_filter(filter)
 

@@ -127,13 +127,14 @@ class Retriever:
         comparison); a late-chunked collection has no stage 2 (a chunk's full-size late vector needs
         its whole document), so its small vectors' scores are final.
         """
+        check_text(query, "query")  # named as the query in every mode, not as the engine's input
         check_k(k)
         if mode not in SEARCH_MODES:
             raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
         checked = check_filter(filter)
         if mode == "sparse":
             n = candidates or self.candidates or (max(10 * k, 50) if self.reranker is not None else k)
-            sparse_query = self._sparse_query(check_text(query, "query"))
+            sparse_query = self._sparse_query(query)
             if not sparse_query.indices.size:  # else "no results", as if the collection were empty
                 raise InvalidInputError(
                     "the query has no terms the collection's sparse encoder keeps (only stop words, "
