@@ -252,3 +252,28 @@ def test_tune_with_a_reranker_also_chooses_its_share_and_saves_it(
     store = _open("qdrant", tmp_path, dataset)
     assert saved_record(store.read_spec()) == RetrievalRecord.from_metadata("check", tuned["setting"])
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("fusion", "p_value", "warned"),
+    [(("minmax", 0.3), 0.77, True), (("minmax", 0.3), 0.004, False), (("minmax", 0.0), 0.77, False)],
+)
+def test_a_choice_that_beat_dense_by_chance_is_said(fusion, p_value: float, warned: bool) -> None:
+    """A setting is still chosen and saved on weak evidence (p = 0.77 on 60 queries), but the summary
+    says so; a choice of dense alone needs no warning."""
+    from poolrag.cli.eval_tune import tuned_summary
+    from poolrag.evaluation.tune import PairedComparison, Setting, TuneReport
+
+    metrics = {f"mrr@{K}": 0.6}
+    report = TuneReport(
+        held_out=metrics,
+        dense=metrics,
+        comparison=PairedComparison(6, 48, 6, 0.001, p_value),
+        record=RetrievalRecord(fusion, 50),
+        fold_settings=[Setting(fusion)] * 5,
+        objective=f"mrr@{K}",
+        folds=5,
+        seed=0,
+        queries=60,
+    )
+    assert ("within chance (p >= 0.05)" in tuned_summary(report, saved=True)) is warned

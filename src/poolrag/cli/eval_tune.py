@@ -113,5 +113,13 @@ def tuned_summary(tuned: TuneReport, saved: bool) -> str:
             f"mean difference {c.mean_difference:+.4f}, p = {c.p_value:.4f} (paired sign-flip permutation)",
             f"chosen on all queries: {chosen}, legs {tuned.record.prefetch} deep; "
             + ("saved into the collection's record" if saved else "not saved (add --save to keep it)"),
+            *((_UNPROVEN,) if c.p_value >= 0.05 and tuned.record.fusion != ("minmax", 0.0) else ()),
         ]
     )
+
+
+#: said under a choice that beat dense on no firm evidence (a choice of dense alone needs no warning)
+_UNPROVEN = (
+    "the held-out difference from dense is within chance (p >= 0.05): the choice may not help on new "
+    "queries; more judged queries would tell"
+)
