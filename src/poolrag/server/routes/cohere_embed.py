@@ -127,11 +127,16 @@ def _check_ranges_width(
     before the model runs, not after the texts were embedded."""
     if ranges is None or body.calibration is not None or width is None:
         return
-    if {"int8", "uint8"} & set(body.types):
-        try:
-            ranges.for_width(width)
-        except InvalidInputError as exc:
-            raise APIError(400, str(exc), param="calibration") from exc
+    if {"int8", "uint8"} & set(body.types) and width not in ranges.by_width:
+        # said to the API's client: the server's file path and the operator's command are not theirs
+        have = ", ".join(str(w) for w in sorted(ranges.by_width))
+        raise APIError(
+            400,
+            f"output_dimension {width}: the server's int8/uint8 ranges are for {have} dimensions, not "
+            f"{width}; ask for one of those or send calibration vectors (its operator can add the width "
+            f"with poolrag calibrate --dimensions {width})",
+            param="output_dimension",
+        )
 
 
 @router.post(PATH, response_model=CohereEmbedResponse, responses=ENGINE_ERRORS)
