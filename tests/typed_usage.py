@@ -38,7 +38,7 @@ from poolrag.ingest.encoders import ChunkEncoder
 from poolrag.retrieval import Retriever
 from poolrag.server import ServerSettings, create_app
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores import InMemoryStore, VectorStore
+from poolrag.stores import InMemoryStore, StoreTemplate, VectorStore
 from poolrag.stores.milvus import MilvusStore
 from poolrag.stores.qdrant import QdrantStore
 
@@ -80,6 +80,9 @@ def vllm_code(llm: LLM) -> None:
     assert_type(labels[0].outputs.probs, list[float])
     assert_type(scores[0].outputs.score, float)
     llm.embed(42)  # type: ignore[arg-type]
+    LLM("model", runner="generete")  # type: ignore[arg-type]
+    for task in llm.supported_tasks:  # a model's own tasks are tasks encode takes
+        llm.encode(["a"], pooling_task=task)
     llm.encode(["a"], pooling_task="generate")  # type: ignore[arg-type]
 
 
@@ -96,10 +99,15 @@ def backends(engine: Engine, client: PoolragClient) -> None:
 
 
 def stores_and_ingest(
-    engine: Engine, memory: InMemoryStore, qdrant: QdrantStore, milvus: MilvusStore, embedder: CachedEmbedder
+    engine: Engine,
+    memory: InMemoryStore,
+    qdrant: QdrantStore,
+    milvus: MilvusStore,
+    template: StoreTemplate,
+    embedder: CachedEmbedder,
 ) -> None:
     """Every store is a ``VectorStore``; the encoders are what a pipeline takes (docs/ingest.md)."""
-    stores: list[VectorStore] = [memory, qdrant, milvus]
+    stores: list[VectorStore] = [memory, qdrant, milvus, template]  # a store written on the template too
     encoder: ChunkEncoder = DenseEncoder(embedder, dimensions=64)
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts)
     IngestPipeline(memory, DenseEncoder(embedder, dimensions=64), chunker)

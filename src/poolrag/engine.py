@@ -323,7 +323,7 @@ class Engine:
 
     # -- what the model is ------------------------------------------------------------------------
     @property
-    def supported_tasks(self) -> tuple[str, ...]:
+    def supported_tasks(self) -> tuple[PoolingTask, ...]:
         return self._pipeline.supported_tasks
 
     @property

@@ -81,7 +81,7 @@ class EngineArgs:
     dtype: DTypeName | torch.dtype = "auto"
     device: str | torch.device | None = None
     max_model_len: int | None = None
-    pooler_config: PoolerConfig | Mapping[str, Any] | str | None = None  # a dict or JSON text: checked
+    pooler_config: PoolerConfig | dict[str, Any] | str | None = None  # a dict or JSON text: checked
     hf_overrides: dict[str, Any] | None = None
     trust_remote_code: bool = False
     max_batch_tokens: int | None = None

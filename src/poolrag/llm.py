@@ -17,8 +17,9 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
+from poolrag.config.option_choices import DTypeName, Quantization
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
@@ -136,9 +137,9 @@ class _EngineView:
 
     model_config: ModelConfig
     vllm_config: _VllmConfig
-    supported_tasks: tuple[str, ...] = ()
+    supported_tasks: tuple[PoolingTask, ...] = ()
 
-    def get_supported_tasks(self) -> tuple[str, ...]:
+    def get_supported_tasks(self) -> tuple[PoolingTask, ...]:
         return self.supported_tasks
 
 
@@ -176,14 +177,14 @@ class LLM:
         self,
         model: str | os.PathLike[str],
         *,
-        runner: str = "auto",
-        convert: str = "auto",
+        runner: Literal["auto", "pooling"] = "auto",
+        convert: Literal["auto", "none", "embed", "classify", "reward"] = "auto",
         pooler_config: PoolerConfig | dict[str, Any] | str | None = None,
         hf_overrides: dict[str, Any] | None = None,
         trust_remote_code: bool = False,
-        dtype: str = "auto",
+        dtype: DTypeName = "auto",
         max_model_len: int | None = None,
-        quantization: str | None = None,
+        quantization: Quantization | None = None,
         tokenizer: str | None = None,
         revision: str | None = None,
         **engine_options: Any,
@@ -222,7 +223,7 @@ class LLM:
         self._request_ids = itertools.count()  # vLLM numbers requests over an LLM's life, not per call
 
     @property
-    def supported_tasks(self) -> tuple[str, ...]:
+    def supported_tasks(self) -> tuple[PoolingTask, ...]:
         return self.engine.supported_tasks
 
     @property

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from poolrag.errors import InvalidInputError
 
@@ -31,6 +31,10 @@ def weights_fingerprint(identity: str) -> str:
 def same_weights(identity: str, other: str) -> bool:
     """Whether two identities name the same weights, whatever each was called."""
     return weights_fingerprint(identity) == weights_fingerprint(other)
+
+
+#: A task a caller names (vLLM's ``PoolingTask``, with ``sparse_embed``).
+PoolingTask = Literal["embed", "classify", "score", "token_classify", "token_embed", "reward", "sparse_embed"]
 
 
 class ScoreKind(StrEnum):
@@ -80,7 +84,7 @@ class ModelFacts:
 
     model_name: str
     model_identity: str
-    supported_tasks: tuple[str, ...]
+    supported_tasks: tuple[PoolingTask, ...]
     max_model_len: int
     embedding_dim: int | None
     is_matryoshka: bool

@@ -8,11 +8,9 @@ from dataclasses import InitVar, dataclass, field, replace
 from typing import Literal, TypeVar, get_args
 
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
-from poolrag.model_facts import ModelFacts, ScoreKind
+from poolrag.model_facts import ModelFacts, PoolingTask, ScoreKind
 from poolrag.request import ResolvedParams
 
-#: A task a caller names (vLLM's ``PoolingTask``, with ``sparse_embed``).
-PoolingTask = Literal["embed", "classify", "score", "token_classify", "token_embed", "reward", "sparse_embed"]
 POOLING_TASKS: tuple[str, ...] = get_args(PoolingTask)
 # Not a task callers name: the engine's encode_multi asks a three-head model (BGE-M3) for its
 # dense, sparse and ColBERT vectors of each text from one forward pass.

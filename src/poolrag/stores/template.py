@@ -66,7 +66,7 @@ class StoreTemplate(ABC):
     a hook only declares the collection's type to its database.
     """
 
-    name: ClassVar[str]
+    name: str  # each kind's, on the class (the VectorStore protocol reads it as a property)
     native_fusions: ClassVar[tuple[str, ...]] = ()
     vector_types: ClassVar[tuple[str, ...]] = ("float32",)
 
