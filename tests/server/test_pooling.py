@@ -24,10 +24,22 @@ def test_token_embeddings_equal_offline(minilm_server: Served, http: httpx.Clien
         np.testing.assert_allclose(got, data, rtol=0, atol=1e-6)
 
 
-def test_default_task_is_the_models_primary_one(minilm_server: Served, http: httpx.Client) -> None:
+def test_a_request_naming_no_task_gets_vllms_choice(minilm_server: Served, http: httpx.Client) -> None:
+    """vLLM's /pooling picks token_embed where the model has it (then token_classify, then the
+    model's own task): code written for it reads an embedding model's answer as one row per token."""
     body = http.post(f"{minilm_server.url}/pooling", json={"input": "hello"}).json()
-    expected = minilm_server.engine.embed("hello")[0].outputs.embedding
-    np.testing.assert_allclose(body["data"][0]["data"], expected, rtol=0, atol=1e-6)
+    expected = minilm_server.engine.encode("hello", "token_embed")[0].outputs.data
+    got = np.asarray(body["data"][0]["data"], dtype=np.float32)
+    assert got.shape == expected.shape == (3, 384)  # [CLS] hello [SEP]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
+def test_the_default_task_follows_vllms_order() -> None:
+    from poolrag.server.routes.pooling import default_pooling_task
+
+    assert default_pooling_task(("embed", "score", "token_embed"), "embed") == "token_embed"
+    assert default_pooling_task(("token_classify", "reward"), "token_classify") == "token_classify"
+    assert default_pooling_task(("score", "classify", "reward"), "score") == "score"  # a cross-encoder
 
 
 def test_colbert_query_token_vectors_equal_offline(colbert_server: Served, http: httpx.Client) -> None:

@@ -93,6 +93,30 @@ def test_each_vllm_field_is_honoured_or_refused_by_name(
         assert field in response.json()["error"]["message"], response.text
 
 
+#: the defaults a dumped vLLM request model carries (``RerankRequest(...).model_dump()``)
+VLLM_NULL_DEFAULTS = {
+    "padding": None,
+    "mm_processor_kwargs": None,
+    "priority": 0,
+    "truncation_side": None,
+    "cache_salt": None,
+    "user": None,
+    "truncate_prompt_tokens": None,
+}
+
+
+@pytest.mark.parametrize("path", sorted(BODIES))
+def test_a_dumped_vllm_request_with_its_null_defaults_is_answered(
+    request: pytest.FixtureRequest, http: httpx.Client, path: str
+) -> None:
+    """A client that posts a whole vLLM request model sends every default; null asks for nothing."""
+    server: Served = request.getfixturevalue(SERVERS[path])
+    response = http.post(f"{server.url}{path}", json={**BODIES[path], **VLLM_NULL_DEFAULTS})
+    assert response.status_code == 200, response.text
+    for accepted in ({"padding": False}, {"padding": "do_not_pad"}):
+        assert http.post(f"{server.url}{path}", json={**BODIES[path], **accepted}).status_code == 200
+
+
 @pytest.mark.parametrize("path", sorted(BODIES))
 def test_a_cut_over_the_models_length_is_vllms_400(
     request: pytest.FixtureRequest, http: httpx.Client, path: str

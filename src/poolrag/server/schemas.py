@@ -157,6 +157,12 @@ class VllmRequestBody(RequestBody):
         None, min_length=1, max_length=256, description="Returned as the answer's id."
     )
     priority: Priority = 0
+    # vLLM's request models declare these with null defaults, and a client posting a whole dumped
+    # request sends the nulls: taken as what they mean (no padding, no processor options)
+    padding: Literal["do_not_pad", False] | None = Field(
+        None, description="Inputs are never padded (packed rows): null, false or 'do_not_pad' only."
+    )
+    mm_processor_kwargs: None = Field(None, description="null only: no processor options are taken.")
     cache_salt: StrictStr | None = Field(
         None,
         min_length=1,
@@ -735,7 +741,9 @@ PoolingTaskName = Literal["embed", "classify", "token_embed", "token_classify", 
 class PoolingRequest(VllmRequestBody):
     input: PoolingInput
     task: PoolingTaskName | None = Field(
-        None, description="Pooling task; the model's primary task if omitted."
+        None,
+        description="Pooling task; omitted, as vLLM picks it: token_embed where the model has it, else "
+        "token_classify, else the model's primary task.",
     )
     dimensions: StrictInt | None = Field(None, ge=1)
     normalize: StrictBool | None = None

@@ -4,6 +4,8 @@ or as base64 of its values in the asked precision (vLLM's ``encoding_format``); 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
@@ -38,11 +40,22 @@ def _wire(
     return data.tolist()
 
 
+#: vLLM's choice for a /pooling request naming no task: per-token data first (its pooling_params.task)
+VLLM_DEFAULT_ORDER = ("token_embed", "token_classify")
+
+
+def default_pooling_task(supported: Sequence[str], primary: str) -> str:
+    """The task of a request naming none, as vLLM picks it: ``token_embed`` where the model has it,
+    else ``token_classify``, else the model's primary task (code written for vLLM's /pooling reads
+    an embedding model's answer as one row per token)."""
+    return next((task for task in VLLM_DEFAULT_ORDER if task in supported), primary)
+
+
 @router.post(PATH, response_model=PoolingResponse, responses=ENGINE_ERRORS)
 async def pooling(body: PoolingRequest, request: Request, response: Response) -> PoolingResponse:
     state = model_state(request, body.model)
     prompts = to_prompts(body.input, state.settings)
-    task = body.task or state.engine.task
+    task = body.task or default_pooling_task(state.engine.facts.supported_tasks, state.engine.task)
     params = PoolingParams(
         dimensions=body.dimensions,
         normalize=body.normalize,
