@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -74,9 +75,20 @@ Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 Steps = Generator[list[PoolingRequest], list[np.ndarray], T]
 
 
+#: each engine of this process by what it was made from, to know one inherited by a forked child
+_LOADED: weakref.WeakValueDictionary[tuple[str, str], Engine] = weakref.WeakValueDictionary()
+
+
 def _load_engine(cls: type[Engine], args: EngineArgs, identity: str) -> Engine:
-    """An unpickled engine: the same arguments loaded again, which must give the same weights (a
-    hub id without a revision can resolve to another snapshot in another process)."""
+    """An unpickled engine: in a forked child that inherited the very engine (LlamaIndex's
+    ``IngestionPipeline.arun(num_workers=)`` forks, then sends its transforms), that one, which the
+    fork keeps working; a second load there hung forever in GNU OpenMP, which does not survive a
+    fork, and doubled the memory. Elsewhere the same arguments loaded again, which must give the same
+    weights (a hub id without a revision can resolve to another snapshot in another process)."""
+    inherited = _LOADED.get((identity, repr(args)))
+    if inherited is not None and inherited._loaded_in != os.getpid() and not inherited.closed:
+        logger.info("using the engine process %d inherited from its parent for %s", os.getpid(), args.model)
+        return inherited
     logger.info("loading %s again in process %d (an Engine was unpickled here)", args.model, os.getpid())
     engine = cls.from_engine_args(args)
     if engine.facts.model_identity != identity:
@@ -252,11 +264,14 @@ class Engine:
             self._start_compile()
         if self._tune is not None:  # a first load: the default path serves while the others are timed
             self._tune.start()
+        self._loaded_in = os.getpid()
+        _LOADED[(self._facts.model_identity, repr(args))] = self
 
     def __reduce__(self) -> tuple[Any, ...]:
         """An engine pickles as the arguments that made it: unpickling loads the model again, as a
-        worker process needs (a multiprocessing pool, LlamaIndex's ``IngestionPipeline(num_workers=)``);
-        the tune verdict on disk makes that load as quick as a second one here."""
+        worker process needs (a multiprocessing pool, LlamaIndex's ``IngestionPipeline(num_workers=)``),
+        unless a forked worker already holds this engine (:func:`_load_engine`); the tune verdict on
+        disk makes a load as quick as a second one here."""
         return _load_engine, (type(self), self.engine_args, self._facts.model_identity)
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import pickle
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,32 @@ def test_a_worker_forked_after_the_engine_ran_answers_as_the_parent_does(
                 batch_lock.release()
         np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
         assert np.array_equal(_INHERITED.embed_array(TEXTS), expected)  # the parent is untouched
+    finally:
+        _INHERITED.close()
+        _INHERITED = None
+
+
+def _unpickle_in_child(pickled: bytes) -> tuple[bool, np.ndarray]:
+    engine = pickle.loads(pickled)
+    return engine is _INHERITED, engine.embed_array(TEXTS)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+def test_an_engine_sent_to_a_forked_worker_is_the_one_it_inherited(tiny_model: Callable[..., Path]) -> None:
+    """LlamaIndex's ``IngestionPipeline.arun(num_workers=2)`` forks workers, then sends them the
+    engine pickled: loading it again there hung forever (GNU OpenMP does not survive a fork) and
+    would have doubled the memory. The worker uses the engine it inherited."""
+    global _INHERITED
+    _INHERITED = Engine(tiny_model("bert"))
+    try:
+        expected = _INHERITED.embed_array(TEXTS)  # the parent's threads (torch's too) have run
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            inherited, got = pool.apply_async(_unpickle_in_child, (pickle.dumps(_INHERITED),)).get(
+                timeout=120
+            )
+        assert inherited
+        np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+        assert pickle.loads(pickle.dumps(_INHERITED)) is not _INHERITED  # in its own process: loaded again
     finally:
         _INHERITED.close()
         _INHERITED = None
