@@ -69,6 +69,43 @@ def test_async_embedding_does_not_block_the_event_loop(minilm_engine: Engine) ->
     assert turns >= 1 and len(vectors) == 64
 
 
+def test_an_async_ingestion_keeps_two_slices_in_the_engine_so_a_query_gets_its_turn(
+    minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LlamaIndex starts every embed_batch_size slice at once; the engine takes callers in turn, so a
+    query sent during a 79-slice ingestion waited 20.7 s. Two slices at a time keep the engine fed
+    and let the query in after about two batches."""
+    in_flight, most = 0, 0
+    real = minilm_engine.aembed_array
+
+    async def counting(*args: object, **kwargs: object) -> np.ndarray:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            return await real(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(minilm_engine, "aembed_array", counting)
+    model = PoolragEmbedding(engine=minilm_engine, embed_batch_size=8)
+    texts = [f"text {i}: {TEXTS[i % len(TEXTS)]}" for i in range(240)]
+
+    async def ingest_and_ask() -> tuple[bool, list[float], list[list[float]]]:
+        ingestion = asyncio.ensure_future(model.aget_text_embedding_batch(texts))
+        await asyncio.sleep(0.05)
+        query = await model.aget_query_embedding("where does the cat sleep?")
+        return ingestion.done(), query, await ingestion
+
+    ingestion_was_done, query, vectors = asyncio.run(ingest_and_ask())
+    assert most == 3  # two slices, and the query beside them
+    assert not ingestion_was_done  # answered while 30 slices were still going
+    np.testing.assert_allclose(as_array(vectors), minilm_engine.embed_array(texts, DOC), atol=1e-6)
+    np.testing.assert_allclose(
+        query, minilm_engine.embed_array(["where does the cat sleep?"], QUERY)[0], atol=1e-6
+    )
+
+
 def test_embed_batch_size_sends_whole_batches_to_the_engine(
     minilm_engine: Engine, engine_calls: list[list[str]]
 ) -> None:
