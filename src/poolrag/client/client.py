@@ -80,7 +80,8 @@ class PoolragClient:
             :attr:`facts` reads when ``model`` is ``None`` and the server serves several models.
         timeout: seconds per HTTP request.
         max_inputs_per_request: inputs per HTTP request; longer lists are split and concatenated.
-        max_concurrency: how many of those requests the async methods keep in flight at once.
+        max_concurrency: how many of one call's requests (a long list split as above) an async
+            method keeps in flight at once; separate concurrent calls each send their own.
         max_retries: how many times a request answered 429 or 503 (at capacity, or shutting down:
             not run) is sent again, after the answer's ``Retry-After``; ``0`` raises at once.
     """
