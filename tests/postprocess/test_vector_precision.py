@@ -93,3 +93,25 @@ def test_a_non_finite_calibration_is_said_before_its_width(vectors, bad):
     calibration[1, 2] = bad
     with pytest.raises(InvalidInputError, match="not a finite number within float32's range"):
         quantize_vectors(vectors, "int8", calibration=calibration)
+
+
+def test_edges_behave_as_quantize_embeddings_does(vectors):
+    """sentence-transformers' name ``float32``, codes refused rather than quantized a second time,
+    and no vectors giving an empty answer of the type asked for."""
+    np.testing.assert_array_equal(quantize_vectors(vectors, "float32"), quantize_vectors(vectors, "float"))
+    codes = quantize_vectors(vectors, "uint8")
+    with pytest.raises(InvalidInputError, match="must be float, not uint8"):
+        quantize_vectors(codes, "int8")
+    dim = vectors.shape[1]
+    empty = np.empty((0, dim), dtype=np.float32)
+    for precision, shape, dtype in (
+        ("int8", (0, dim), np.int8),
+        ("uint8", (0, dim), np.uint8),
+        ("binary", (0, -(-dim // 8)), np.int8),
+        ("ubinary", (0, -(-dim // 8)), np.uint8),
+    ):
+        got = quantize_vectors(empty, precision)
+        assert (got.shape, got.dtype) == (shape, dtype), precision
+        if precision in ("binary", "ubinary"):
+            reference = quantize_embeddings(empty, precision=precision)
+            assert (reference.shape, reference.dtype) == (shape, dtype)

@@ -84,13 +84,21 @@ def quantize_vectors(
     of ``calibration`` vectors, else the fixed ``ranges`` of a ranges file, else of ``vectors``
     themselves (two or more rows; batch-dependent); binary/ubinary one bit per dimension (value > 0)
     packed into (n, ceil(dim / 8)) bytes, binary shifted by -128 into int8."""
+    if precision == "float32":  # sentence-transformers' name of the same
+        precision = "float"
     if precision not in PRECISIONS:
         raise InvalidInputError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
-    rows = np.asarray(vectors, dtype=np.float32)
+    given = np.asarray(vectors)
+    if given.dtype in (np.int8, np.uint8):  # as quantize_embeddings: codes are not quantized again
+        raise InvalidInputError(f"vectors to quantize must be float, not {given.dtype} (already quantized?)")
+    rows = given.astype(np.float32, copy=False)
     if rows.ndim != 2:
         raise InvalidInputError(f"vectors must be 2-D (n, dim), got shape {rows.shape}")
     if precision == "float":
         return rows
+    if not len(rows):  # nothing to scale: an empty answer of the type asked for
+        width = -(-rows.shape[1] // 8) if precision in ("binary", "ubinary") else rows.shape[1]
+        return np.empty((0, width), dtype=np.int8 if precision in ("int8", "binary") else np.uint8)
     if precision in ("binary", "ubinary"):
         packed = np.packbits(rows > 0, axis=-1)
         return (packed.astype(np.int16) - 128).astype(np.int8) if precision == "binary" else packed
