@@ -42,6 +42,7 @@ from poolrag.server.routes import (
     tei_tokenize,
     tokenize,
 )
+from poolrag.server.routes.invocations import invocations_router
 from poolrag.server.routes.tei_root import root_router
 from poolrag.server.settings import Limits, ServerSettings
 from poolrag.server.state import SCOPE_MODEL_KEY, ServedModels, ServerState, check_unique_names, now
@@ -156,6 +157,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     for module in _ROUTERS:
         app.include_router(module.router)
     app.include_router(root_router(models[0].engine.facts))  # TEI's POST /: the first model's kind
+    app.include_router(invocations_router(app.state.poolrag))  # SageMaker's: TEI's bodies and vLLM's
     install_error_handlers(app)
     install_openapi(app)
 

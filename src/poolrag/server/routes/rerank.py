@@ -41,7 +41,7 @@ from poolrag.tokenization.text_cut import text_cut_of
 router = APIRouter(tags=["scoring"], route_class=TeiRoute)
 
 
-async def _rerank(body: RerankRequest, request: Request, response: Response) -> RerankResponse:
+async def rerank_documents(body: RerankRequest, request: Request, response: Response) -> RerankResponse:
     state = model_state(request, body.model)
     texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
     check_count(state.settings, len(texts), "documents")
@@ -124,7 +124,7 @@ async def _rerank_in_dialect(
     """Jina's and Cohere's body (``documents``) or TEI's (``texts``), each answered in its own shape."""
     if isinstance(body.root, TeiRerankRequest):
         return await tei_rerank(body.root, request, response)
-    return await _rerank(body.root, request, response)
+    return await rerank_documents(body.root, request, response)
 
 
 for _path in ("/rerank", "/v1/rerank", "/v2/rerank"):

@@ -15,7 +15,7 @@ from poolrag.server.truncation_report import report_truncated
 router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
 
 
-async def _score(body: ScoreRequest, request: Request, response: Response) -> ScoreResponse:
+async def score_pairs(body: ScoreRequest, request: Request, response: Response) -> ScoreResponse:
     state = model_state(request, body.model)
     firsts = [body.text_1] if isinstance(body.text_1, str) else list(body.text_1)
     seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
@@ -40,7 +40,7 @@ async def _score(body: ScoreRequest, request: Request, response: Response) -> Sc
 for _path in ("/score", "/v1/score"):
     router.add_api_route(
         _path,
-        _score,
+        score_pairs,
         methods=["POST"],
         response_model=ScoreResponse,
         responses=ENGINE_ERRORS,

@@ -1,7 +1,7 @@
 """``POST /``: Text Embeddings Inference's route of the model's own kind, which TEI clients call when
 given the server's bare URL (``InferenceClient("http://host:port").feature_extraction(...)``,
-LangChain's ``HuggingFaceEndpointEmbeddings(model="http://host:port")``), and ``POST /invocations``,
-the same route where SageMaker calls it.
+LangChain's ``HuggingFaceEndpointEmbeddings(model="http://host:port")``); SageMaker's
+``POST /invocations`` answers TEI's bodies with the same route (:mod:`poolrag.server.routes.invocations`).
 
 As TEI chooses it when it starts, from the model answering requests that name none: an embedding
 model embeds (``/embed``; ``/similarity``'s body, an object of sentences, gets similarities, which
@@ -65,7 +65,7 @@ async def rerank_or_predict(
     return await predict(body.root, request, response)
 
 
-def _route_of(facts: ModelFacts) -> tuple[Callable[..., Any], Any] | None:
+def route_of_kind(facts: ModelFacts) -> tuple[Callable[..., Any], Any] | None:
     """The endpoint and answer model of ``/`` for a model, or ``None`` where TEI has no such kind."""
     tasks = facts.supported_tasks
     if "embed" in tasks:
@@ -79,26 +79,30 @@ def _route_of(facts: ModelFacts) -> tuple[Callable[..., Any], Any] | None:
     return None
 
 
+def no_tei_kind(facts: ModelFacts) -> APIError:
+    """The refusal of a TEI body by a model of no TEI kind, naming the tasks it runs instead."""
+    return APIError(
+        400,
+        "TEI serves embedding models, rerankers and classifiers at /; this model runs "
+        f"{', '.join(facts.supported_tasks)}: POST /pooling with one of them as task",
+        code="unsupported_task",
+    )
+
+
 def root_router(facts: ModelFacts) -> APIRouter:
     """``POST /`` for the model ``facts`` describe; for a model TEI would not serve (a token
     classifier, ColBERT), TEI's 424 naming the tasks it runs on ``/pooling``, not a 405."""
     router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
-    route = _route_of(facts)
+    route = route_of_kind(facts)
     if route is None:
-        refusal = APIError(
-            400,
-            "TEI serves embedding models, rerankers and classifiers at /; this model runs "
-            f"{', '.join(facts.supported_tasks)}: POST /pooling with one of them as task",
-            code="unsupported_task",
-        )
+        refusal = no_tei_kind(facts)
 
         async def no_route() -> JSONResponse:
             return tei_error_response(refusal)
 
-        for path in (PATH, "/invocations"):
-            router.add_api_route(
-                path, no_route, methods=["POST"], include_in_schema=False, route_class_override=APIRoute
-            )
+        router.add_api_route(
+            PATH, no_route, methods=["POST"], include_in_schema=False, route_class_override=APIRoute
+        )
     else:
         endpoint, answer = route
         router.add_api_route(
@@ -111,9 +115,4 @@ def root_router(facts: ModelFacts) -> APIRouter:
             name="tei_root",
             summary="The route of the model's kind, as TEI serves it at /",
         )
-        # the same route where SageMaker calls it, as TEI serves it
-        router.add_api_route(
-            "/invocations", endpoint, methods=["POST"], response_model=answer,
-            response_model_exclude_none=True, include_in_schema=False,
-        )  # fmt: skip
     return router
