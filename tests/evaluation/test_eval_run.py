@@ -13,7 +13,7 @@ import pytest
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.errors import InvalidInputError
 from poolrag.evaluation import BeirDataset, BeirFormatError
-from poolrag.evaluation.run import Evaluation, corpus_documents, parse_modes
+from poolrag.evaluation.run import Evaluation, corpus_documents, parse_modes, write_trec_runs
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
 from poolrag.ingest.sparse_encoders import bm25_for_model
 from poolrag.retrieval import Retriever
@@ -324,3 +324,15 @@ def test_modes_are_checked() -> None:
     assert parse_modes("dense, hybrid,dense") == ["dense", "hybrid"]
     with pytest.raises(InvalidInputError, match="unknown mode 'bm25'"):
         parse_modes("dense,bm25")
+
+
+def test_a_run_whose_ids_hold_whitespace_is_refused_before_any_trec_file_is_written(tmp_path: Path) -> None:
+    """TREC readers split lines at whitespace: ``doc 7`` would come back as document ``doc``."""
+    runs = {"dense": {"q1": [("a", 0.9)]}, "hybrid": {"q1": [("doc 7", 0.5)]}}
+    with pytest.raises(InvalidInputError, match=r"'doc 7' cannot be written to a TREC run file"):
+        write_trec_runs(runs, tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(InvalidInputError, match=r"'q\\t1'"):
+        write_trec_runs({"dense": {"q\t1": [("a", 0.9)]}}, tmp_path / "runs")
+    written = write_trec_runs({"dense": {"q1": [("a", 0.9)]}}, tmp_path / "runs")
+    assert [path.read_text() for path in written] == ["q1 Q0 a 1 0.9 poolrag-dense\n"]

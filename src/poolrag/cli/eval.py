@@ -137,11 +137,6 @@ def run(args: argparse.Namespace) -> int:
             if args.save_runs is not None:  # a folder that cannot be made fails before the work
                 Path(args.save_runs).expanduser().mkdir(parents=True, exist_ok=True)
             report, tuned = _evaluate(args, opened)
-            if args.save_runs is not None:
-                from poolrag.evaluation.run import write_trec_runs
-
-                for path in write_trec_runs(report.runs, Path(args.save_runs).expanduser()):
-                    logger.info("wrote %s", path)
         except user_errors() as exc:
             return report_error("eval", exc)
     if args.json:
@@ -150,6 +145,14 @@ def run(args: argparse.Namespace) -> int:
         print(_table(report, args.k, args.collection))
         if tuned is not None:
             print(tuned_summary(tuned, args.save))
+    if args.save_runs is not None:  # after the metrics: a run that cannot be written loses none of them
+        from poolrag.evaluation.run import write_trec_runs
+
+        try:
+            for path in write_trec_runs(report.runs, Path(args.save_runs).expanduser()):
+                logger.info("wrote %s", path)
+        except user_errors() as exc:
+            return report_error("eval", exc)
     return 0
 
 

@@ -141,7 +141,18 @@ class EvalReport:
 def write_trec_runs(runs: Mapping[str, Mapping[str, list[tuple[str, float]]]], folder: Path) -> list[Path]:
     """Each mode's document run as a TREC run file, ``run.<mode>.trec`` in ``folder`` (made when
     missing): ``query-id Q0 doc-id rank score poolrag-<mode>`` per line, what trec_eval, pytrec_eval,
-    ir_measures and ranx read, so a run can be rescored or tested for significance elsewhere."""
+    ir_measures and ranx read, so a run can be rescored or tested for significance elsewhere.
+
+    Those split a line at whitespace, so an id holding any is refused before a file is written
+    (written, ``doc 7`` would be read back as document ``doc`` ranked ``7``)."""
+    for run in runs.values():
+        for query_id, ranked in run.items():
+            for id_ in (query_id, *(doc_id for doc_id, _ in ranked)):
+                if not id_ or any(char.isspace() for char in id_):
+                    raise InvalidInputError(
+                        f"id {id_!r} cannot be written to a TREC run file, whose fields are separated "
+                        "by whitespace; give the dataset's queries and documents ids without spaces"
+                    )
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for mode, run in runs.items():
