@@ -29,6 +29,8 @@ def test_head_health_is_ok_without_a_body(minilm_server: Served, http: httpx.Cli
 def test_teis_other_probes_answer_as_health(minilm_server: Served, http: httpx.Client, path: str) -> None:
     assert http.get(f"{minilm_server.url}{path}").json() == {"status": "ok"}
     assert http.head(f"{minilm_server.url}{path}").status_code == 200
+    if path == "/ping":  # vLLM's SageMaker route takes a POST as well
+        assert http.post(f"{minilm_server.url}{path}").json() == {"status": "ok"}
     spec = http.get(f"{minilm_server.url}/openapi.json").json()
     assert "/ping" not in spec["paths"] and "get" not in spec["paths"].get("/", {})  # TEI publishes /health
 
