@@ -131,7 +131,10 @@ class QdrantStore(QdrantPointStore):
         self.retry = retry or RetryPolicy()
         if url is None:
             check_writable_folder(Path(self.location), "the Qdrant local-mode folder", create=True)
+        self._guard: threading.RLock | None = None
         self._client = self._call(lambda: self._connect(path, url, api_key, timeout), "connect")
+        if url is None:
+            self._guard = _LocalClients.guard(str(path))
 
     @classmethod
     def local_data(cls, collection: str, location: StoreLocation) -> Path | None:
@@ -159,6 +162,14 @@ class QdrantStore(QdrantPointStore):
         return QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
+        guard = self._guard
+        if guard is not None:  # local mode: one call at a time on the folder's client
+            unguarded = fn
+
+            def fn() -> T:
+                with guard:
+                    return unguarded()
+
         try:
             return self.retry.call_client(fn, what, self.where, _unavailable_message)
         except Exception as exc:
@@ -347,10 +358,15 @@ def qdrant_filter(checked: CheckedFilter | None) -> Any:
 
 class _LocalClients:
     """One local-mode client per folder per process: local mode locks its folder, so two
-    collections in the same folder (or two stores on one collection) must share a client."""
+    collections in the same folder (or two stores on one collection) must share a client.
+
+    The client is not thread-safe (its SQLite connection and in-memory points are shared), and
+    the async adapters write from worker threads: concurrent ``aadd_documents`` raised "cannot
+    start a transaction within a transaction" and lost points on disk. Each folder's client
+    comes with a lock every call on it takes (:meth:`guard`)."""
 
     _lock = threading.Lock()
-    _open: ClassVar[dict[str, list[Any]]] = {}  # resolved path -> [client, users]
+    _open: ClassVar[dict[str, list[Any]]] = {}  # resolved path -> [client, users, guard]
 
     @classmethod
     def acquire(cls, path: str) -> Any:
@@ -361,9 +377,15 @@ class _LocalClients:
             if not cls._open:
                 atexit.register(cls.close_all)  # once per run of opens (close_all unregisters)
             if key not in cls._open:
-                cls._open[key] = [QdrantClient(path=path), 0]
+                cls._open[key] = [QdrantClient(path=path), 0, threading.RLock()]
             cls._open[key][1] += 1
             return cls._open[key][0]
+
+    @classmethod
+    def guard(cls, path: str) -> threading.RLock:
+        """The lock of the client :meth:`acquire` gave for ``path`` (call while holding it)."""
+        with cls._lock:
+            return cls._open[str(Path(path).resolve())][2]
 
     @classmethod
     def close_all(cls) -> None:
@@ -373,7 +395,7 @@ class _LocalClients:
         with cls._lock:
             entries, cls._open = list(cls._open.values()), {}
             atexit.unregister(cls.close_all)
-        for client, _ in entries:
+        for client, *_ in entries:
             try:
                 client.close()
             except Exception:
@@ -389,6 +411,7 @@ class _LocalClients:
             entry[1] -= 1
             if entry[1] == 0:
                 del cls._open[key]
-                entry[0].close()
+                with entry[2]:  # after a call another thread of this store is making
+                    entry[0].close()
                 if not cls._open:
                     atexit.unregister(cls.close_all)
