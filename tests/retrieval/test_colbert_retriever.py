@@ -77,7 +77,12 @@ def test_order_and_scores_are_maxsim(kind: str, colbert: Engine, make_store) -> 
         np.testing.assert_allclose([h.score for h in hits], np.sort(engine_scores)[::-1], rtol=1e-5)
         for h in hits:
             i = IDS.index(h.id)
-            assert (h.text, h.metadata, h.source) == (TEXTS[i], METADATAS[i], "")
+            assert (h.text, h.metadata, h.source, h.position) == (
+                TEXTS[i],
+                METADATAS[i],
+                "",
+                {},
+            )  # added whole
             assert h.stage_scores == {"maxsim": h.score}
     assert retriever.search(QUERY, k=1)[0].id == "doc-0"
 

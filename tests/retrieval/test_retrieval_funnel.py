@@ -156,6 +156,7 @@ def test_search_results_carry_every_stage_and_source_offsets(
     assert [h.source for h in hits] == ["a.md", "b.md"]
     assert set(hits[0].stage_scores) == {"recall", "full"} and hits[0].score == hits[0].stage_scores["full"]
     assert (hits[0].start, hits[0].end) == (0, len(docs[0].text)) and hits[0].score > hits[1].score
+    assert hits[0].position == {"start": 0, "end": len(docs[0].text), "chunk_index": 0}  # the adapters'
     with pytest.raises(InvalidInputError, match="k must be a positive integer"):
         Retriever(store, embedder).search("x", k=0)
     plain = Retriever(store, matryoshka_minilm)  # any backend: wrapped in a cache-less CachedEmbedder

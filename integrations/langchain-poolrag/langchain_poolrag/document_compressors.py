@@ -23,8 +23,8 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import Field
 
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.ranking import Ranked, RerankerFields
-from poolrag.retrieval.fusion import SecondStage
+from poolrag.frameworks.ranking import RerankerFields
+from poolrag.retrieval.fusion import Ranked, SecondStage
 
 
 class PoolragReranker(RerankerFields, BaseDocumentCompressor):

@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 from pydantic import Field
 
 from poolrag.frameworks.fields import SparseFields
-from poolrag.frameworks.sparse_encoding import QueryIdf
+from poolrag.frameworks.sparse_encoding import QueryIdf, QueryIdfName
 
 
 class PoolragMilvusSparseEmbedding(SparseFields, BaseSparseEmbedding):
@@ -34,7 +34,7 @@ class PoolragMilvusSparseEmbedding(SparseFields, BaseSparseEmbedding):
     the documents embedded by this object (in this process): embed the corpus with it before querying.
     """
 
-    query_idf: QueryIdf = Field(
+    query_idf: QueryIdfName = Field(
         default=QueryIdf.DOCUMENTS, description="BM25: IDF from the documents embedded here, or 'store'."
     )
 

@@ -97,7 +97,9 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
 
     def _documents(self, results: list[SearchResult]) -> list[Document]:
         return [
-            Document(page_content=r.text, metadata={**r.metadata, self.score_key: r.score}, id=r.id)
+            Document(
+                page_content=r.text, metadata={**r.metadata, **r.position, self.score_key: r.score}, id=r.id
+            )
             for r in results
         ]
 

@@ -51,6 +51,8 @@ def test_the_retriever_fuses_as_the_saved_record_says_unless_told_otherwise(
             got = retriever.retrieve(query)
             assert _ranking((n.node.node_id, n.score) for n in got) == expected
             assert [n.node.get_content() for n in got] == [r.text for r in tuned]
+            located = [(n.node.start_char_idx, n.node.end_char_idx) for n in got]  # type: ignore[attr-defined]
+            assert located == [(r.start, r.end) for r in tuned] and all(end for _, end in located)
             default = _ranking(
                 (r.id, r.score) for r in core.search(query, K, mode="hybrid", fusion=DEFAULT_FUSION)
             )

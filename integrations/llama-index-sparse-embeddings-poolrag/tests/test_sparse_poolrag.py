@@ -18,6 +18,8 @@ from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient, models
 
 from poolrag import Engine, PoolingParams
+from poolrag.errors import InvalidTextError
+from poolrag.frameworks.sparse_encoding import QueryIdf
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
 from poolrag.testing.rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
@@ -41,6 +43,15 @@ def test_bm25_lists_are_the_core_encoders(minilm_engine: Engine, minilm_path: Pa
     assert counting.encode_documents(TEXTS) == as_lists(core.encode_documents(TEXTS, avg))
     stats = BM25Stats.from_term_counts(core.term_counts(TEXTS))
     assert counting.encode_queries([QUERY]) == as_lists(core.encode_queries([QUERY], stats))
+
+
+def test_an_empty_text_is_refused_as_every_poolrag_door_refuses_it(minilm_engine: Engine) -> None:
+    sparse = PoolragSparseEmbedding(engine=minilm_engine, query_idf="documents")
+    assert sparse.query_idf is QueryIdf.DOCUMENTS
+    with pytest.raises(InvalidTextError, match=r"texts\[0\] is empty"):
+        sparse.get_text_embedding("")
+    with pytest.raises(InvalidTextError, match=r"queries\[0\] is empty"):
+        sparse.encode_queries(["  "])
 
 
 def test_documents_idf_before_any_document_warns_once(minilm_engine: Engine, caplog) -> None:

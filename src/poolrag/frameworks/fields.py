@@ -29,7 +29,9 @@ from poolrag.frameworks.sparse_encoding import (
     LearnedSparseEncoder,
     LexicalSparseEncoder,
     QueryIdf,
+    QueryIdfName,
     SparseSource,
+    SparseSourceName,
     SparseTextEncoder,
 )
 from poolrag.params import InputType, PoolingParams
@@ -182,7 +184,7 @@ class SparseFields(BackendFields):
     alone, no model weights); ``source="model"`` runs a sparse model wherever the shared fields say.
     """
 
-    source: SparseSource = Field(
+    source: SparseSourceName = Field(
         default=SparseSource.BM25,
         description="'bm25': lexical BM25 over the model's tokenizer; 'model': a SPLADE / BGE-M3 model.",
     )
@@ -191,7 +193,7 @@ class SparseFields(BackendFields):
         gt=0,
         description="BM25: the corpus' mean length in terms; None pins the first batch's mean.",
     )
-    query_idf: QueryIdf = Field(
+    query_idf: QueryIdfName = Field(
         default=QueryIdf.STORE,
         description="BM25: 'store' (unit query weights, Qdrant Modifier.IDF) or 'documents' (IDF from the "
         "documents this object encoded, for Milvus).",

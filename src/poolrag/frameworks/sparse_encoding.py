@@ -19,9 +19,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Protocol
+from typing import Annotated, Literal, Protocol
 
 import numpy as np
+from pydantic import AfterValidator
 
 from poolrag.backend import PoolingBackend
 from poolrag.errors import InvalidInputError
@@ -29,6 +30,7 @@ from poolrag.frameworks.adapter_calls import require_list
 from poolrag.params import PoolingParams
 from poolrag.sparse.bm25 import BM25Encoder, BM25Stats
 from poolrag.sparse.vector import SparseVector
+from poolrag.text_validity import check_texts
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,11 @@ class QueryIdf(StrEnum):
 
     STORE = "store"  # unit query weights; the store multiplies by IDF (Qdrant Modifier.IDF)
     DOCUMENTS = "documents"  # IDF from the documents this encoder has seen (stores without a modifier)
+
+
+#: ``source=`` and ``query_idf=`` as the docs write them (``"bm25"``) or as members; kept as members.
+SparseSourceName = Annotated[SparseSource | Literal["bm25", "model"], AfterValidator(SparseSource)]
+QueryIdfName = Annotated[QueryIdf | Literal["store", "documents"], AfterValidator(QueryIdf)]
 
 
 class SparseTextEncoder(Protocol):
@@ -84,7 +91,8 @@ class LexicalSparseEncoder:
         self._warned = False
 
     def documents(self, texts: object) -> list[SparseVector]:
-        counts = self.encoder.term_counts(require_list(texts))
+        # refused as the engine refuses it: an empty document would also lower the pinned length
+        counts = self.encoder.term_counts(check_texts(require_list(texts), "texts"))
         if not counts:
             return []
         if self.avg_doc_length is None:
@@ -104,8 +112,8 @@ class LexicalSparseEncoder:
                     "other than the ingest's?): every query term weighs the same. Encode the corpus "
                     "with this object first (its document statistics are kept in memory only)"
                 )
-            return self.encoder.encode_queries(require_list(texts), self.stats)
-        return self.encoder.encode_queries(require_list(texts))
+            return self.encoder.encode_queries(check_texts(require_list(texts), "queries"), self.stats)
+        return self.encoder.encode_queries(check_texts(require_list(texts), "queries"))
 
     # Tokenising is fast and holds no lock worth yielding for.
     async def adocuments(self, texts: object) -> list[SparseVector]:

@@ -38,6 +38,14 @@ class SearchResult:
         own = _ADDED_OWN_KEYS if DOC_ID_KEY in self.payload else _INGESTED_OWN_KEYS
         return {k: v for k, v in self.payload.items() if k not in own}
 
+    @property
+    def position(self) -> dict[str, int]:
+        """Where a chunk ``poolrag ingest`` wrote lies in its document: its ``start`` and ``end``
+        characters and its ``chunk_index``; empty for a text added whole (``add_texts``)."""
+        if DOC_ID_KEY in self.payload:
+            return {}
+        return {k: v for k in ("start", "end", "chunk_index") if type(v := self.payload.get(k)) is int}
+
     @classmethod
     def from_hit(cls, hit: StoreHit, stage: str) -> SearchResult:
         payload = dict(hit.payload)

@@ -49,6 +49,11 @@ def test_the_retriever_fuses_as_the_saved_record_says_unless_told_otherwise(
             expected = _ranking((r.id, r.score) for r in tuned)
             assert _ranking((d.id, d.metadata["score"]) for d in got) == expected
             assert [d.page_content for d in got] == [r.text for r in tuned]
+            # where each ingested chunk lies in its document, as `poolrag search --json` gives it
+            assert [(d.metadata["start"], d.metadata["end"]) for d in got] == [
+                (r.start, r.end) for r in tuned
+            ]
+            assert all(type(d.metadata["chunk_index"]) is int and d.metadata["end"] > 0 for d in got)
             explicit = _ranking((d.id, d.metadata["score"]) for d in pinned.invoke(query))
             assert explicit == _ranking((r.id, r.score) for r in default)
             per_call = retriever.invoke(query, fusion=list(DEFAULT_FUSION))

@@ -13,6 +13,8 @@ from langchain_qdrant import QdrantVectorStore, RetrievalMode
 from qdrant_client import models
 
 from poolrag import Engine, PoolingParams
+from poolrag.errors import InvalidTextError
+from poolrag.frameworks.sparse_encoding import QueryIdf, SparseSource
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
 from poolrag.testing.rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
@@ -55,6 +57,27 @@ async def test_learned_vectors_are_the_engines(splade_engine: Engine, splade_url
         assert as_core(sparse.embed_query(QUERY)) == expected_query
         assert [as_core(v) for v in await sparse.aembed_documents(TEXTS)] == expected_docs
         assert as_core(await sparse.aembed_query(QUERY)) == expected_query
+
+
+def test_an_empty_text_is_refused_as_every_poolrag_door_refuses_it(minilm_engine: Engine) -> None:
+    """A blank text got an empty vector (and, first, lowered the pinned average length)."""
+    sparse = PoolragSparseEmbeddings(engine=minilm_engine)
+    with pytest.raises(InvalidTextError, match=r"texts\[1\] is empty"):
+        sparse.embed_documents(["ok", " \n"])
+    assert sparse.encoder.avg_doc_length is None  # nothing was pinned on the refused batch
+    with pytest.raises(InvalidTextError, match=r"queries\[0\] is empty"):
+        sparse.embed_query("")
+    milvus = PoolragMilvusSparseEmbedding(engine=minilm_engine)
+    with pytest.raises(InvalidTextError, match="is empty"):
+        milvus.embed_query("\u200b")
+
+
+def test_sources_and_idf_given_as_the_docs_write_them_are_the_members(minilm_engine: Engine) -> None:
+    sparse = PoolragSparseEmbeddings(engine=minilm_engine, source="bm25", query_idf="documents")
+    assert sparse.source is SparseSource.BM25 and sparse.query_idf is QueryIdf.DOCUMENTS
+    assert PoolragMilvusSparseEmbedding(engine=minilm_engine, query_idf="store").query_idf is QueryIdf.STORE
+    with pytest.raises(ValueError, match="source"):
+        PoolragSparseEmbeddings(engine=minilm_engine, source="splade")
 
 
 def test_a_dense_model_is_refused_as_a_sparse_source(minilm_engine: Engine) -> None:

@@ -174,7 +174,8 @@ def result_node(result: SearchResult) -> BaseNode:
     """The node a search result stands for: rebuilt from the JSON ``add_nodes`` stored beside it as
     its own class, as LlamaIndex's vector stores rebuild it (an ``IndexNode`` keeps the ``index_id``
     a ``RecursiveRetriever`` follows; any other name is a ``TextNode``), else one of the text and
-    metadata (a collection filled by ``poolrag ingest``, or JSON that does not parse)."""
+    metadata (a collection filled by ``poolrag ingest``, with each chunk's characters in its
+    document, or JSON that does not parse)."""
     stored = result.metadata.get(NODE_CONTENT)
     if isinstance(stored, str):
         node_class = NODE_CLASSES.get(str(result.metadata.get(NODE_TYPE)), TextNode)
@@ -187,4 +188,10 @@ def result_node(result: SearchResult) -> BaseNode:
         else:
             node.set_content(result.text)
             return node
-    return TextNode(id_=result.id, text=result.text, metadata=result.metadata)
+    return TextNode(
+        id_=result.id,
+        text=result.text,
+        metadata=result.metadata,
+        start_char_idx=result.position.get("start"),
+        end_char_idx=result.position.get("end"),
+    )

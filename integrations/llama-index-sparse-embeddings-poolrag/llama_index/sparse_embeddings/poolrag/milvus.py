@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 from pydantic import Field
 
 from poolrag.frameworks.fields import SparseFields
-from poolrag.frameworks.sparse_encoding import QueryIdf
+from poolrag.frameworks.sparse_encoding import QueryIdf, QueryIdfName
 
 
 class PoolragMilvusSparseEmbeddingFunction(SparseFields, BaseSparseEmbeddingFunction):
@@ -39,7 +39,7 @@ class PoolragMilvusSparseEmbeddingFunction(SparseFields, BaseSparseEmbeddingFunc
     object encode the corpus before it answers queries (BM25's IDF comes from those documents).
     """
 
-    query_idf: QueryIdf = Field(
+    query_idf: QueryIdfName = Field(
         default=QueryIdf.DOCUMENTS, description="BM25: IDF from the documents encoded here, or 'store'."
     )
 
