@@ -16,7 +16,14 @@ from ray import cloudpickle
 
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
-from poolrag.scaleout.ray_ingest import ChunkEmbedder, EngineRecipe, RayIngestOptions, ingest_on_ray
+from poolrag.scaleout.ray_ingest import (
+    MAX_BATCH_RUNS,
+    BatchKillsWorkersError,
+    ChunkEmbedder,
+    EngineRecipe,
+    RayIngestOptions,
+    ingest_on_ray,
+)
 from poolrag.stores import open_store
 from poolrag.testing.page_corpus import write_pdf
 
@@ -198,6 +205,43 @@ def test_a_killed_actor_changes_nothing(ray_cluster, recipe, corpus, single_proc
         assert report.upserted == report.chunks == len(single_process)
         assert store.count() == len(single_process)
         assert_same(contents(store), single_process)
+    finally:
+        store.close()
+
+
+class DiesOnPoison(ChunkEmbedder):
+    """Exits its process on every batch holding a document named ``poison`` (as an out-of-memory
+    kill would, each time that document is embedded)."""
+
+    poison = ""
+
+    def __call__(self, batch):
+        if self.poison in batch["source"].tolist():
+            self._count_run([str(source) for source in batch["source"]])
+            os._exit(1)
+        return super().__call__(batch)
+
+
+def test_a_batch_that_kills_every_actor_stops_the_job_naming_it(
+    ray_cluster, recipe, corpus, tmp_path: Path
+) -> None:
+    """Ray Data restarts a dead actor and runs its batch again for ever: the job reloaded the
+    model in a loop (31 restarts in 4 minutes, still going)."""
+    poison = str(corpus / "doc05.md")
+    actor = type("DiesOnPoisonHere", (DiesOnPoison,), {"poison": poison})
+    store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
+    try:
+        with pytest.raises(
+            BatchKillsWorkersError, match=f"embedding .*doc05.md.* died {MAX_BATCH_RUNS} times"
+        ):
+            ingest_on_ray(
+                read_paths([corpus]),
+                store,
+                recipe,
+                options=RayIngestOptions(workers=1, documents_per_batch=1),
+                embedder_class=actor,
+            )
+        assert poison not in set(store.list_sources().values())
     finally:
         store.close()
 

@@ -31,8 +31,12 @@ Where each step runs, and why:
     checkpoints a document only once all its chunks are stored.
 
 Failures: an actor that dies is restarted and its batch is run again (Ray Data's actor fault
-tolerance, on by default); since ids are content addresses, a batch written twice is written once. A
-killed run resumes from its checkpoint. The final collection equals the single-process run's:
+tolerance, on by default); since ids are content addresses, a batch written twice is written once.
+Ray Data runs a dead actor's batch again for ever, so a document that kills every actor running it
+(out of memory, a crash in native code) would reload the model in a loop: a batch started
+:data:`MAX_BATCH_RUNS` times stops the job in one line naming its documents
+(:class:`BatchKillsWorkersError`), the documents stored so far checkpointed. A killed run resumes
+from its checkpoint. The final collection equals the single-process run's:
 same ids, same vectors, same payloads, same sparse vectors.
 Not done on Ray: ColBERT token vectors and learned sparse vectors (``--sparse-model``, a model's
 own sparse head); ingest those without ``--ray``.
@@ -58,7 +62,7 @@ import ray
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.counts import check_count
 from poolrag.engine_args import EngineArgs
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InvalidInputError, PoolragError
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.driver import IngestDriver, IngestReport, VectorSourceFacts
 from poolrag.ingest.encoders import DenseEncoder
@@ -166,7 +170,8 @@ class RayIngestOptions:
             collection also the first batch BM25's mean length is taken from, as ``batch_size``
             is on one machine.
         max_restarts, max_task_retries: deprecated and ignored: Ray Data restarts a dead actor and
-            runs its batch again by itself (passing them through is deprecated in Ray).
+            runs its batch again by itself (passing them through is deprecated in Ray), and a
+            batch started :data:`MAX_BATCH_RUNS` times stops the job.
     """
 
     workers: int = 1
@@ -220,6 +225,41 @@ class _CacheLookup:
         return taken
 
 
+#: Starts of one batch after which its documents are taken to kill the actors running them.
+MAX_BATCH_RUNS = 3
+
+
+class BatchKillsWorkersError(PoolragError, RuntimeError):
+    """A batch of documents was started :data:`MAX_BATCH_RUNS` times: each run's actor died."""
+
+
+@ray.remote(num_cpus=0)
+class BatchRuns:
+    """How often each batch (its documents' sources) was started, kept outside the actors: their
+    counts die with them, and the error an actor raises reaches the driver as text only."""
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, ...], int] = {}
+
+    def start(self, sources: list[str]) -> int:
+        key = tuple(sorted(sources))
+        self.runs[key] = self.runs.get(key, 0) + 1
+        return self.runs[key]
+
+    def refused(self) -> list[list[str]]:
+        """The batches started more than :data:`MAX_BATCH_RUNS` times."""
+        return [list(key) for key, runs in self.runs.items() if runs > MAX_BATCH_RUNS]
+
+
+def _killed_by(sources: list[str]) -> BatchKillsWorkersError:
+    shown = ", ".join(sources[:5]) + (f" and {len(sources) - 5} more" if len(sources) > 5 else "")
+    return BatchKillsWorkersError(
+        f"the Ray worker embedding {shown} died {MAX_BATCH_RUNS} times (out of memory, or a crash in "
+        "native code: see the worker's log above); ingest those documents without --ray to see "
+        "which, or leave them out; the documents stored so far are kept"
+    )
+
+
 class ChunkEmbedder:
     """The actor: documents in, one row per chunk out (id, source, how many chunks its document has,
     payload, vector, sparse vector, and the cache entries it computed). Chunks whose id is already
@@ -235,6 +275,7 @@ class ChunkEmbedder:
         bm25: BM25Recipe | None = None,
         bm25_settings: Mapping[str, Any] | None = None,
         store_address: StoreAddress | None = None,
+        batch_runs: Any = None,
     ) -> None:
         import torch
 
@@ -252,10 +293,19 @@ class ChunkEmbedder:
         self.token_budget = self.engine.max_batch_tokens
         self.special_tokens = int(self.engine.tokenizer.num_special_tokens_to_add(pair=False))
         self.full_dimension = int(self.engine.facts.embedding_dim or 0)
+        self.batch_runs = batch_runs  # a BatchRuns actor's handle, or None: no count kept
         freeze_loaded_objects()  # an actor lives for the job: full collections need not walk its model
 
+    def _count_run(self, sources: list[str]) -> None:
+        """Count this start of the batch; past :data:`MAX_BATCH_RUNS`, refuse it (an exception in
+        the actor fails the job: Ray retries dead actors, not raised errors)."""
+        if self.batch_runs is not None and ray.get(self.batch_runs.start.remote(sources)) > MAX_BATCH_RUNS:
+            raise _killed_by(sources)
+
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        per_doc = [list(self.chunker.iter_chunks(doc)) for doc in _documents(batch)]
+        documents = list(_documents(batch))
+        self._count_run([doc.source for doc in documents])
+        per_doc = [list(self.chunker.iter_chunks(doc)) for doc in documents]
         chunks = [chunk for doc_chunks in per_doc for chunk in doc_chunks]
         fresh = [i for i, c in enumerate(chunks) if c.id not in self.existing]
         vectors = np.zeros((len(chunks), self.encoder.dimension), dtype=np.float32)
@@ -396,8 +446,6 @@ _ROW_KEYS = ("source", "path", "digest", "text", "metadata", "page_starts")
 def _get(ref: Any) -> Any:
     """``ray.get``, with a poolrag error raised in a task re-raised as itself (one line, not Ray's
     traceback)."""
-    from poolrag.errors import PoolragError
-
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as exc:
@@ -468,6 +516,7 @@ def ingest_on_ray(
         store.location,
     )
     if rows:
+        batch_runs = BatchRuns.remote()  # type: ignore[attr-defined]
         dataset = ray.data.from_items(
             rows, override_num_blocks=max(1, math.ceil(len(rows) / options.documents_per_batch))
         ).map_batches(
@@ -480,6 +529,7 @@ def ingest_on_ray(
                 "bm25": bm25,
                 "bm25_settings": sparse.settings() if sparse is not None else None,
                 "store_address": store_address if by_actors else None,
+                "batch_runs": batch_runs,
             },
             batch_size=options.documents_per_batch,
             batch_format="numpy",
@@ -492,7 +542,12 @@ def ingest_on_ray(
         except BaseException:
             driver.save()
             driver.close()
+            refused = ray.get(batch_runs.refused.remote())
+            if refused:  # one line, not Ray's traceback of the actor's
+                raise _killed_by(refused[0]) from None
             raise
+        finally:
+            ray.kill(batch_runs)
         driver.save()
     driver.all_chunked()  # the documents cut into no chunk at all sent no row
     return driver.finish(prune=prune, skipped=skipped)
