@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
+import pytest
 from test_ray_ingest import write_corpus
 
 
@@ -75,3 +77,40 @@ def test_serve_on_ray_with_its_port_taken_is_one_line_before_any_cluster(tmp_pat
         )
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr[-2000:]
     assert done.stderr.startswith("poolrag serve: ") and "in use" in done.stderr
+
+
+#: ``serve --ray`` on a cluster already serving, stopped by a signal while its replicas serve
+STOPPED_BY = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    import poolrag.scaleout.cluster as cluster
+    import poolrag.scaleout.ray_serve as ray_serve
+
+    def serve_until_signalled(models, plan, *, host, port):
+        os.kill(os.getpid(), getattr(signal, sys.argv[2]))
+        time.sleep(60)
+
+    cluster.connect = lambda *args, **kwargs: None
+    ray_serve.running_proxy_address = lambda: ("127.0.0.1", 8000)
+    ray_serve.serve_models_on_ray = serve_until_signalled
+    from poolrag.cli import main
+    sys.exit(main(["serve", sys.argv[1], "--ray", "auto", "--log-level", "warning"]))
+    """
+)
+
+
+@pytest.mark.parametrize(("signal_name", "status"), [("SIGTERM", 143), ("SIGINT", 0)])
+def test_serve_on_ray_exits_as_serve_does_after_a_signal(
+    minilm_path: Path, signal_name: str, status: int
+) -> None:
+    """143 after SIGTERM, 0 after Ctrl-C, as uvicorn and ``poolrag serve`` without --ray (it exited
+    130 on both, so a service manager read a SIGTERM as an interrupt)."""
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_BY, str(minilm_path), signal_name],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == status, done.stderr[-2000:]

@@ -21,7 +21,8 @@ from ray import serve
 
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
-from poolrag.scaleout.ray_serve import APP_NAME, ReplicaPlan, serve_models_on_ray
+from poolrag.errors import InvalidInputError
+from poolrag.scaleout.ray_serve import APP_NAME, ReplicaPlan, running_proxy_address, serve_models_on_ray
 from poolrag.server.settings import ServerSettings
 
 TEXTS = [f"request {n}: {' '.join(['honeybees dance'] * (1 + n % 5))}" for n in range(24)]
@@ -95,6 +96,18 @@ def test_the_same_http_api(served: str) -> None:
         assert bad.status_code == 400 and "error" in bad.json()
         unknown = client.post("/score", json={"model": "other", "text_1": QUERY, "text_2": PASSAGES})
         assert unknown.status_code == 404 and "'embedder', 'reranker'" in unknown.json()["error"]["message"]
+
+
+def test_joining_a_running_serve_elsewhere_is_refused_naming_its_proxy(
+    served: str, minilm_path: Path
+) -> None:
+    """Ray keeps a running Serve's first HTTP options: the command said nothing and its app
+    answered on the old port, while the port asked for refused connections."""
+    port = int(served.rsplit(":", 1)[1])
+    assert running_proxy_address() == ("127.0.0.1", port)
+    models = [(EngineArgs(str(minilm_path)), ServerSettings(served_model_names=("embedder",)))]
+    with pytest.raises(InvalidInputError, match=f"proxy on 127.0.0.1:{port}.*--port {port}"):
+        serve_models_on_ray(models, ReplicaPlan(replicas=1), host="127.0.0.1", port=free_port())
 
 
 def test_a_blocking_deployment_stopped_by_ctrl_c_removes_its_application(

@@ -66,3 +66,21 @@ def second_interrupt_exits(command: str, after: str) -> Iterator[threading.Event
         if signal.getsignal(signal.SIGINT) is first:
             signal.signal(signal.SIGINT, previous)
             signal.signal(signal.SIGTERM, previous_term)
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Within the block (main thread only), ``SIGTERM`` raises :class:`Terminated` where Ctrl-C
+    raises ``KeyboardInterrupt``: a command that stops cleanly on one stops so on the other."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
+from poolrag.cli.interrupts import EXIT_TERMINATED, Terminated, sigterm_interrupts
 from poolrag.cli.vllm_frontend import add_frontend_flags, http_options, warn_frontend_no_effect
 from poolrag.engine_args import EngineArgs, add_flag, positive_float, positive_int
 from poolrag.native_heap import SERVER_TRIM_INTERVAL_S, trim_after_batches
@@ -342,8 +343,9 @@ def run(args: argparse.Namespace) -> int:
     from poolrag.server.run import check_port_free, serve
 
     # With --ray, Ray Serve's proxy binds the port on the node this command runs on (a traceback
-    # when it is taken), unless the cluster is reached from outside through Ray Client.
-    if not (isinstance(args.ray, str) and args.ray.startswith("ray://")):
+    # when it is taken); a cluster this command joins is checked once joined (its running Serve
+    # may hold the port already).
+    if args.ray in (None, "local"):
         try:
             check_port_free(args.host, args.port)
         except OSError as exc:
@@ -475,9 +477,22 @@ def _serve_on_ray(args: argparse.Namespace, models: list[tuple[EngineArgs, Any]]
     if not require_extra("serve --ray", "ray"):
         return EXIT_MISSING_EXTRA
     from poolrag.scaleout.cluster import connect
-    from poolrag.scaleout.ray_serve import ReplicaPlan, serve_models_on_ray
+    from poolrag.scaleout.ray_serve import ReplicaPlan, running_proxy_address, serve_models_on_ray
+    from poolrag.server.run import check_port_free
 
     plan = ReplicaPlan(replicas=None if args.replicas == "auto" else args.replicas)
     connect(args.ray, log_level=logging.INFO if args.log_level == "debug" else logging.WARNING)
-    serve_models_on_ray(models, plan, host=args.host, port=args.port)
+    if not args.ray.startswith("ray://") and running_proxy_address() is None:
+        try:  # the proxy will bind the port on this node (through Ray Client, on the cluster's)
+            check_port_free(args.host, args.port)
+        except OSError as exc:
+            print(f"poolrag serve: {exc.strerror}", file=sys.stderr)
+            return 2
+    with sigterm_interrupts():  # SIGTERM drains and removes the app as Ctrl-C does
+        try:
+            serve_models_on_ray(models, plan, host=args.host, port=args.port)
+        except Terminated:
+            return EXIT_TERMINATED
+        except KeyboardInterrupt:
+            return 0  # as uvicorn ends on Ctrl-C, and `poolrag serve` without --ray
     return 0

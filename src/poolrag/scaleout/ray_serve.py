@@ -21,8 +21,6 @@ behind any HTTP load balancer.
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,6 +145,20 @@ def replica_deployment(
     return deployment
 
 
+def running_proxy_address() -> tuple[str, int] | None:
+    """The ``(host, port)`` the proxy of a Ray Serve already running on the connected cluster
+    listens on, or ``None`` when Serve does not run there. A running Serve keeps the HTTP options
+    it was started with (a later ``serve.start`` only warns that it ignored the new ones), so a
+    command joining it must serve on them; no public API names them."""
+    from ray.serve.context import _get_global_client
+
+    client = _get_global_client(raise_if_no_controller_running=False)
+    if client is None:
+        return None
+    config = client.http_config
+    return str(config.host), int(config.port)
+
+
 def serve_models_on_ray(
     models: Sequence[tuple[EngineArgs, ServerSettings]],
     plan: ReplicaPlan,
@@ -166,24 +178,21 @@ def serve_models_on_ray(
     # INFO lines (one per request, per replica start) are Ray's to tell only when asked for
     level = logging.getLevelName(max(logging.INFO, logging.getLogger("ray").getEffectiveLevel()))
     logging_config = {"log_level": level}
+    running = running_proxy_address()
+    if running is not None and running != (host, port):
+        raise InvalidInputError(
+            f"Ray Serve already runs on this cluster with its proxy on {running[0]}:{running[1]}, and "
+            f"keeps it there: serve on it (--host {running[0]} --port {running[1]}), or stop that "
+            "Serve first (`serve shutdown`)"
+        )
     app = build_application(models, plan, ray.cluster_resources())
     http_options = {"host": host, "port": port, "keep_alive_timeout_s": models[0][1].keep_alive_s}
     serve.start(http_options=http_options, logging_config=logging_config)
-    on_term = None
-    if blocking and threading.current_thread() is threading.main_thread():
-        on_term = signal.signal(signal.SIGTERM, _interrupt)  # drained and removed as on Ctrl-C
     try:
         serve.run(app, name=APP_NAME, route_prefix="/", blocking=blocking, logging_config=logging_config)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where the caller makes it one (the CLI does)
         # as Ray's own `serve run` ends: on a cluster this command joined, the app would go on
         # answering after the command that started it was stopped
         logger.info("removing the %r application from Ray Serve", APP_NAME)
         serve.delete(APP_NAME)
         raise
-    finally:
-        if on_term is not None:
-            signal.signal(signal.SIGTERM, on_term)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
