@@ -166,6 +166,44 @@ def test_a_folder_with_nothing_to_read_says_which_files_are_read(tmp_path: Path,
     assert "with a model that reads images such as CLIP, images;" in err
 
 
+def test_empty_text_files_are_named_and_a_run_storing_nothing_says_so(tmp_path: Path, capsys, caplog) -> None:
+    """Seen from outside: a folder of empty files said "up to date ... 0 chunks already stored" on a
+    brand-new collection, and named none of them."""
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("")
+    (folder / "todo.md").write_text("\n \u200b\n")
+    assert main(["ingest", str(folder), "--uri", str(tmp_path / "m.db"), "--no-cache", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("nothing to store: 2 documents with no text in milvus collection"), out
+    for name in ("notes.txt", "todo.md"):
+        assert f"{name} has no text (empty, or only whitespace): it adds no chunks" in caplog.text
+
+
+def test_a_reader_that_leaves_stops_the_command_quietly(tmp_path: Path) -> None:
+    """``poolrag search ... | head``: the rest of the output met a closed pipe, and a
+    BrokenPipeError traceback ended the command."""
+    where = ["--uri", str(tmp_path / "m.db")]
+    assert main(["ingest", str(MUSIC), *where, "--no-cache", "--quiet"]) == 0
+    ran = subprocess.Popen(
+        [sys.executable, "-m", "poolrag.cli", "search", "guitar", *where, "-k", "20"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert ran.stdout is not None and ran.stderr is not None
+    ran.stdout.close()  # the reader has gone before the first line
+    err = ran.stderr.read().decode()
+    assert ran.wait(120) == 141 and err == "", err
+
+
+def test_version_names_the_package(capsys) -> None:
+    from poolrag import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"poolrag {__version__}\n"
+
+
 def test_a_pdf_that_cannot_be_read_is_one_line_and_the_run_goes_on(tmp_path: Path, capsys) -> None:
     pytest.importorskip("pypdfium2", reason="a PDF's text needs the pdf extra (pypdfium2)")
     folder = tmp_path / "pdfs"

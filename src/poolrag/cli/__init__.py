@@ -30,8 +30,16 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see '{self.prog} --help')\n")
 
 
+#: Exit status when the reader of stdout left (``poolrag search ... | head``): 128 + SIGPIPE, as a
+#: shell reports a Unix tool stopped so.
+EXIT_BROKEN_PIPE = 141
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from poolrag import __version__
+
     parser = OneLineErrorParser(prog="poolrag", description="Serve and use pooling models for RAG.")
+    parser.add_argument("--version", "-V", action="version", version=f"poolrag {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"poolrag.cli.{name}").register(subparsers)
@@ -65,6 +73,17 @@ _AFTER_INTERRUPT = {"ingest": _RESUME, "eval": _RESUME}
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``poolrag`` script; each subcommand sets ``handler`` (returns an exit code)."""
+    try:
+        try:
+            return _run(argv)
+        finally:  # what is still buffered too (``--help | head``): a reader gone shows here, not at exit
+            sys.stdout.flush()
+    except BrokenPipeError:  # the reader left: stop quietly, and let nothing flush into the pipe again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     bound_native_memory()
     args = build_parser().parse_args(argv)
     after = _AFTER_INTERRUPT.get(args.command)

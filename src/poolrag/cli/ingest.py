@@ -201,6 +201,11 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         )
+    elif report.documents and not (report.chunks or report.deleted or report.resumed):
+        print(  # not "up to date": nothing was ever stored (the files are empty; warned of above)
+            f"nothing to store: {_many(report.documents, 'document')} with no text in {args.store} "
+            f"collection {args.collection!r}, {report.seconds:.1f}s"
+        )
     elif report.documents and not (report.upserted or report.deleted or report.resumed):
         # a nightly re-run over an unchanged folder: say that nothing was done, not "ingested"
         print(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.record_rules import NotARecord, metadata_problem, printable, string_problem
-from poolrag.text_validity import text_problem
+from poolrag.text_validity import has_visible_text, text_problem
 
 if TYPE_CHECKING:
     from poolrag.ingest.pdf_pages import PageRendering
@@ -244,25 +244,27 @@ def text_encoding(path: Path) -> str:
     return next((name for mark, name in _BYTE_ORDER_MARKS if head.startswith(mark)), "utf-8")
 
 
-def _scan_text(path: Path) -> str:
-    """SHA-256 of the file's bytes, checking on the way that they decode (:func:`text_encoding`)
-    and hold no NUL character: NUL is valid text but no text file has one, while binary data (a
-    file named .txt by mistake) and UTF-16 without its mark are full of them, and would be embedded
-    as garbage."""
+def _scan_text(path: Path) -> tuple[str, bool]:
+    """SHA-256 of the file's bytes and whether it holds any visible text, checking on the way that
+    they decode (:func:`text_encoding`) and hold no NUL character: NUL is valid text but no text
+    file has one, while binary data (a file named .txt by mistake) and UTF-16 without its mark are
+    full of them, and would be embedded as garbage."""
     encoding = text_encoding(path)
     decoder = codecs.getincrementaldecoder(encoding)()
     digest = hashlib.sha256()
     read = 0
+    visible = False
     with path.open("rb") as handle:
         while block := handle.read(_READ_BYTES):
             text = decoder.decode(block)
             if (nul := block.find(b"\x00") if encoding == "utf-8" else text.find("\x00")) >= 0:
                 why = f"a NUL byte at {read + nul}: binary, or UTF-16 without its byte-order mark"
                 raise UnicodeDecodeError(encoding, block, nul, nul + 1, why)
+            visible = visible or has_visible_text(text)
             read += len(block)
             digest.update(block)
         decoder.decode(b"", final=True)
-    return digest.hexdigest()
+    return digest.hexdigest(), visible
 
 
 def _jsonl_records(path: Path, text_field: str) -> Iterator[tuple[int, object]]:
@@ -452,7 +454,7 @@ def _read_paths(
                 if (parse := _parser_of(file.suffix.lower())) is not None:
                     yield parse(file)
                     continue
-                digest = _scan_text(file)
+                digest, visible = _scan_text(file)
             except UnicodeDecodeError as exc:
                 problem(file, _not_text(file, exc, images is not None))
                 continue
@@ -462,6 +464,8 @@ def _read_paths(
             except OSError as exc:
                 problem(file, f"cannot read: {_describe(exc)}")
                 continue
+            if not visible:  # still read: a file emptied since the last run loses its old chunks
+                logger.warning("%s has no text (empty, or only whitespace): it adds no chunks", file)
             yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
 
 
