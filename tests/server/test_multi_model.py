@@ -19,6 +19,7 @@ from poolrag import Engine
 from poolrag.client.wire import MODEL_IDENTITY_HEADER
 from poolrag.server import ServerSettings
 from poolrag.server.app import create_models_app
+from poolrag.server.state import check_unique_names
 from poolrag.testing.live_server import LiveServer
 
 from .conftest import cli_server, metric_samples
@@ -247,6 +248,8 @@ def test_a_served_name_given_to_two_models_is_refused(
                 (cross_encoder_engine, ServerSettings(served_model_names=("r", "m"))),
             ]
         )
+    with pytest.raises(ValueError, match="served model name 'x' is given twice to one model"):
+        check_unique_names([("x", "y", "x")])  # --served-model-name x y x: not "two models"
 
 
 def test_poolrag_serve_runs_an_embedder_and_a_reranker_from_a_models_file(

@@ -121,7 +121,11 @@ class ServerSettings:
         cors = [name for name in ("allowed_methods", "allowed_headers") if getattr(self, name) is not None]
         cors += ["allow_credentials"] if self.allow_credentials else []
         if cors and self.allowed_origins is None:  # vLLM would allow every origin: say so, do not ignore
-            raise ValueError(f"{cors[0]} needs allowed_origins: CORS answers go only to the origins listed")
+            flag = "--" + cors[0].replace("_", "-")  # the command line's name beside the field's
+            raise ValueError(
+                f"{cors[0]} ({flag}) needs allowed_origins (--allowed-origins): CORS answers go only to "
+                "the origins listed"
+            )
 
     @property
     def model_name(self) -> str:

@@ -205,6 +205,9 @@ def check_unique_names(groups: Sequence[Sequence[str]]) -> None:
     """Raise ``ValueError`` naming the first served name given to two models."""
     seen: set[str] = set()
     for names in groups:
+        if len(set(names)) < len(names):
+            twice = next(name for name in names if names.count(name) > 1)
+            raise ValueError(f"served model name {twice!r} is given twice to one model; give it once")
         for name in names:
             if name in seen:
                 raise ValueError(f"served model name {name!r} is given to two models; give each its own")
