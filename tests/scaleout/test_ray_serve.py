@@ -165,3 +165,30 @@ def test_a_replica_whose_engine_stopped_fails_rays_health_check(minilm_path: Pat
     engine.close()
     with pytest.raises(RuntimeError, match="the engine of 'embedder' stopped"):
         PoolragReplica.check_health(replica)
+
+
+def test_requests_still_running_when_the_drain_ends_are_answered_503(served: str, minilm_path: Path) -> None:
+    """Ray kills a removed application's replicas at its graceful-shutdown deadline: a request still
+    running got a text/plain 500. The replica closes its engines when the drain window ends, and
+    the request gets the JSON 503 of ``poolrag serve``. Runs after the Ctrl-C test, on its port."""
+    import threading
+    import time
+
+    port = int(served.rsplit(":", 1)[1])
+    settings = ServerSettings(served_model_names=("embedder",), drain_timeout_s=2.0)
+    serve_models_on_ray(
+        [(EngineArgs(str(minilm_path)), settings)], ReplicaPlan(replicas=1), port=port, blocking=False
+    )
+    body = {"input": [f"{i} " + "honeybees dance in the sun " * 40 for i in range(2000)]}  # minutes
+    answers: list[httpx.Response] = []
+    running = threading.Thread(
+        target=lambda: answers.append(httpx.post(f"{served}/v1/embeddings", json=body, timeout=600))
+    )
+    running.start()
+    time.sleep(3.0)  # in flight
+    removed = time.monotonic()
+    serve.delete(APP_NAME)
+    running.join(600)
+    assert answers and answers[0].status_code == 503, answers[0].text[:500] if answers else "no answer"
+    assert answers[0].json()["error"]["code"] == "engine_closed"
+    assert time.monotonic() - removed < 60  # the 2 s window, not the request's minutes

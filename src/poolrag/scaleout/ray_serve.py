@@ -21,6 +21,8 @@ behind any HTTP load balancer.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +34,7 @@ from poolrag.counts import check_count
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.loaded_objects import freeze_loaded_objects
+from poolrag.server.run import ANSWER_GRACE_S
 from poolrag.server.settings import ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -49,13 +52,43 @@ def load_engines(models: Sequence[tuple[EngineArgs, ServerSettings]]) -> list[tu
     return engines
 
 
+#: How often a replica asks Ray Serve whether its application is being removed.
+REMOVAL_POLL_S = 0.5
+
+
 @serve.ingress()
 class PoolragReplica:
     """One replica: its engines (one per model, several sharing the replica's cores or GPU) and
-    the app serving them (built on the replica, after the engines)."""
+    the app serving them (built on the replica, after the engines).
+
+    When its application is removed (the command stopped, or ``serve delete``), Ray lets the
+    requests in flight run until its graceful-shutdown deadline and then kills the replica, each
+    request cut with a text/plain 500. A replica watches for that removal and closes its engines
+    once the drain window (``--timeout-graceful-shutdown``) has passed, so the requests still
+    running then are answered JSON 503 (shutting down) as ``poolrag serve`` answers them; Ray's
+    deadline is :data:`~poolrag.server.run.ANSWER_GRACE_S` later."""
 
     def __init__(self, models: Sequence[tuple[EngineArgs, ServerSettings]]) -> None:
         self.engines = load_engines(models)
+        drain_s = models[0][1].drain_timeout_s
+        threading.Thread(
+            target=self._close_when_removed, args=(drain_s,), name="poolrag-drain", daemon=True
+        ).start()
+
+    def _close_when_removed(self, drain_s: float) -> None:
+        app = serve.get_replica_context().app_name
+        while not all(engine.closed for engine, _ in self.engines):
+            time.sleep(REMOVAL_POLL_S)
+            try:
+                status = serve.status().applications.get(app)
+            except Exception:  # the controller restarting: ask again
+                logger.debug("ray serve status unavailable", exc_info=True)
+                continue
+            if status is None or status.status == "DELETING":
+                time.sleep(drain_s)
+                for engine, _ in self.engines:
+                    engine.close()
+                return
 
     def check_health(self) -> None:
         """Ray's periodic health check: a replica whose engine stopped (its scheduler died) is
@@ -139,7 +172,8 @@ def replica_deployment(
         name=APP_NAME,
         max_ongoing_requests=per_replica,
         max_queued_requests=per_replica,
-        graceful_shutdown_timeout_s=models[0][1].drain_timeout_s,
+        # the replica answers what is left 503 once the drain window ends (PoolragReplica)
+        graceful_shutdown_timeout_s=models[0][1].drain_timeout_s + ANSWER_GRACE_S,
         **options,
     )
     return deployment
