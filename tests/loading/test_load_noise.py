@@ -59,3 +59,27 @@ def test_a_page_retriever_loads_silently_in_a_fresh_process(
     run = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr == ""
+
+
+def test_a_checkpoint_saved_without_berts_pooler_loads_without_a_missing_weights_report(
+    tiny_model: Callable[..., Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """sentence-transformers checkpoints often lack BERT's pooler, which no embedding reads:
+    transformers' AutoModel reports it missing ("LOAD REPORT ... pooler.dense.weight | MISSING"),
+    and the background tune's load printed that on a user's first load. The backbone is loaded
+    without that layer instead (it also ran on every batch for nothing)."""
+    import shutil
+
+    from transformers import AutoModel, BertModel
+
+    folder = tmp_path / "no-pooler"
+    shutil.copytree(tiny_model("bert"), folder)
+    full = BertModel.from_pretrained(folder)
+    BertModel(full.config, add_pooling_layer=False).save_pretrained(folder)  # no pooler weights
+    with caplog.at_level(logging.WARNING, logger="transformers"):
+        AutoModel.from_pretrained(folder)
+        assert "LOAD REPORT" in caplog.text  # what transformers says of it
+        caplog.clear()
+        engine = Engine(folder, model_impl="transformers", tune="off")
+        assert "LOAD REPORT" not in caplog.text
+    assert engine.embed_array(["a bee"]).shape == (1, full.config.hidden_size)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import pickle
 from pathlib import Path
@@ -54,10 +55,24 @@ def load_transformer(
                 f"{spec.architecture}: an encoder-decoder's encoder runs as an embedder only"
             )
         auto_class = AutoModelForTextEncoding  # T5EncoderModel & co.: the decoder is never loaded
-    model = from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement)
+    extra = _without_unused_pooler(spec) if auto_class is AutoModel else {}
+    model = from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement, **extra)
     if head is NetworkHead.NONE:
         model = _backbone_of(model, spec)
     return model.eval() if placement.places_itself else model.to(device).eval()
+
+
+def _without_unused_pooler(spec: ModelSpec) -> dict[str, object]:
+    """``add_pooling_layer=False`` where transformers' backbone class takes it (BERT, RoBERTa,
+    XLM-R...): the hidden-state kinds read ``last_hidden_state`` only, so its pooler would run on
+    every batch for nothing, and a checkpoint saved without it (sentence-transformers' often are)
+    loaded with transformers' report of missing weights, which reads like a broken model."""
+    try:
+        model_class = AutoModel._model_mapping[type(spec.hf_config)]  # type: ignore[attr-defined]
+    except (KeyError, AttributeError):  # a class of the model's own code, or none registered
+        return {}
+    takes = inspect.signature(model_class.__init__).parameters
+    return {"add_pooling_layer": False} if "add_pooling_layer" in takes else {}
 
 
 def _backbone_of(model: PreTrainedModel, spec: ModelSpec) -> PreTrainedModel:
