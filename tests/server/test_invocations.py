@@ -78,6 +78,9 @@ def test_a_wrong_field_is_refused_as_its_route_refuses_it(url: str) -> None:
     assert refused.json()["error"] == own.json()["error"] and own.json()["error"]["param"] == "dimensions"
     unknown = httpx.post(f"{url}/invocations", json={"input": "hello", "model": "gone"}, timeout=60)
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
+    for model in (["embedder"], {"a": 1}, 3):  # read before any field is checked: was a 500
+        wrong = httpx.post(f"{url}/invocations", json={"input": "hello", "model": model}, timeout=60)
+        assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "model", wrong.text
 
 
 def test_a_tei_body_is_answered_in_teis_shape_by_the_first_models_kind(url: str) -> None:

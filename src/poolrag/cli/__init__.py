@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import stat
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -77,10 +78,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _run(argv)
         finally:  # what is still buffered too (``--help | head``): a reader gone shows here, not at exit
-            sys.stdout.flush()
-    except BrokenPipeError:  # the reader left: stop quietly, and let nothing flush into the pipe again
+            if sys.stdout is not None:  # None: started with stdout closed
+                sys.stdout.flush()
+    except BrokenPipeError:
+        if not _stdout_is_a_pipe():  # another pipe or socket broke: not the reader leaving
+            raise
+        # the reader left: stop quietly, and let nothing flush into the pipe again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+
+
+def _stdout_is_a_pipe() -> bool:
+    try:
+        return sys.stdout is not None and stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import pickle
 from pathlib import Path
@@ -63,16 +64,36 @@ def load_transformer(
 
 
 def _without_unused_pooler(spec: ModelSpec) -> dict[str, object]:
-    """``add_pooling_layer=False`` where transformers' backbone class takes it (BERT, RoBERTa,
-    XLM-R...): the hidden-state kinds read ``last_hidden_state`` only, so its pooler would run on
-    every batch for nothing, and a checkpoint saved without it (sentence-transformers' often are)
-    loaded with transformers' report of missing weights, which reads like a broken model."""
+    """``add_pooling_layer=False`` for a checkpoint saved without the pooler of a backbone class
+    that takes the flag (BERT, RoBERTa, XLM-R...; sentence-transformers' checkpoints often lack
+    it): the hidden-state kinds read ``last_hidden_state`` only, and transformers would report the
+    layer's weights missing, which reads like a broken model. A checkpoint that has them keeps the
+    layer (without it, they would be reported unexpected)."""
     try:
         model_class = AutoModel._model_mapping[type(spec.hf_config)]  # type: ignore[attr-defined]
     except (KeyError, AttributeError):  # a class of the model's own code, or none registered
         return {}
-    takes = inspect.signature(model_class.__init__).parameters
-    return {"add_pooling_layer": False} if "add_pooling_layer" in takes else {}
+    if "add_pooling_layer" not in inspect.signature(model_class.__init__).parameters:
+        return {}
+    keys = _checkpoint_keys(Path(spec.transformer_path))
+    if keys is None or any(key.split(".")[0] == "pooler" or ".pooler." in key for key in keys):
+        return {}
+    return {"add_pooling_layer": False}
+
+
+def _checkpoint_keys(folder: Path) -> list[str] | None:
+    """The tensor names of a safetensors checkpoint, read from its header(s) alone; ``None`` for
+    another format (PyTorch pickles are not opened just to look)."""
+    single = folder / "model.safetensors"
+    if single.is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(single), framework="pt") as checkpoint:
+            return list(checkpoint.keys())
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        return list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
+    return None
 
 
 def _backbone_of(model: PreTrainedModel, spec: ModelSpec) -> PreTrainedModel:

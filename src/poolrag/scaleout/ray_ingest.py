@@ -517,40 +517,57 @@ def ingest_on_ray(
     )
     if rows:
         batch_runs = BatchRuns.remote()  # type: ignore[attr-defined]
-        dataset = ray.data.from_items(
-            rows, override_num_blocks=max(1, math.ceil(len(rows) / options.documents_per_batch))
-        ).map_batches(
-            embedder_class,
-            fn_constructor_kwargs={
-                "recipe": recipe,
-                "cache_path": None if cache is None else os.path.abspath(cache.path),
-                "existing_ids": existing,
-                "cpu_threads": max(int(cpus), 1),
-                "bm25": bm25,
-                "bm25_settings": sparse.settings() if sparse is not None else None,
-                "store_address": store_address if by_actors else None,
-                "batch_runs": batch_runs,
-            },
-            batch_size=options.documents_per_batch,
-            batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=options.workers),
-            num_cpus=cpus,
-            num_gpus=gpus,
-        )
         try:
+            dataset = ray.data.from_items(
+                rows, override_num_blocks=max(1, math.ceil(len(rows) / options.documents_per_batch))
+            ).map_batches(
+                embedder_class,
+                fn_constructor_kwargs={
+                    "recipe": recipe,
+                    "cache_path": None if cache is None else os.path.abspath(cache.path),
+                    "existing_ids": existing,
+                    "cpu_threads": max(int(cpus), 1),
+                    "bm25": bm25,
+                    "bm25_settings": sparse.settings() if sparse is not None else None,
+                    "store_address": store_address if by_actors else None,
+                    "batch_runs": batch_runs,
+                },
+                batch_size=options.documents_per_batch,
+                batch_format="numpy",
+                compute=ray.data.ActorPoolStrategy(size=options.workers),
+                num_cpus=cpus,
+                num_gpus=gpus,
+            )
             _write(dataset, driver, cache, options.write_batch)
         except BaseException:
             driver.save()
             driver.close()
-            refused = ray.get(batch_runs.refused.remote())
+            refused = _refused_batches(batch_runs)
             if refused:  # one line, not Ray's traceback of the actor's
                 raise _killed_by(refused[0]) from None
             raise
         finally:
-            ray.kill(batch_runs)
+            _stop_quietly(batch_runs)
         driver.save()
     driver.all_chunked()  # the documents cut into no chunk at all sent no row
     return driver.finish(prune=prune, skipped=skipped)
+
+
+def _refused_batches(batch_runs: Any) -> list[list[str]]:
+    """The batches ``batch_runs`` refused; none when it cannot say (the cluster gone: the error that
+    stopped the job is then the one to show, not this question's)."""
+    try:
+        return cast(list[list[str]], ray.get(batch_runs.refused.remote(), timeout=10))
+    except Exception:
+        logger.debug("the batch counter did not answer", exc_info=True)
+        return []
+
+
+def _stop_quietly(actor: Any) -> None:
+    try:
+        ray.kill(actor)
+    except Exception:  # already gone with its node or cluster
+        logger.debug("stopping the batch counter failed", exc_info=True)
 
 
 def _ray_data_console_at_ray_level() -> None:

@@ -52,8 +52,18 @@ def load_engines(models: Sequence[tuple[EngineArgs, ServerSettings]]) -> list[tu
     return engines
 
 
-#: How often a replica asks Ray Serve whether its application is being removed.
-REMOVAL_POLL_S = 0.5
+#: How often a replica asks Ray Serve whether its application is being removed (well within the
+#: ANSWER_GRACE_S Ray's kill deadline leaves past the drain window).
+REMOVAL_POLL_S = 2.0
+
+
+def _being_removed(app: str) -> bool:
+    """Whether Ray Serve is removing application ``app`` (or has removed it). One application's
+    status, from the controller: ``serve.status()`` would copy every application's details."""
+    from ray.serve.context import _get_global_client
+
+    status = _get_global_client().get_serve_status(app).app_status.status
+    return status in ("DELETING", "NOT_STARTED")  # a str Enum: NOT_STARTED once it is gone
 
 
 @serve.ingress()
@@ -66,28 +76,32 @@ class PoolragReplica:
     request cut with a text/plain 500. A replica watches for that removal and closes its engines
     once the drain window (``--timeout-graceful-shutdown``) has passed, so the requests still
     running then are answered JSON 503 (shutting down) as ``poolrag serve`` answers them; Ray's
-    deadline is :data:`~poolrag.server.run.ANSWER_GRACE_S` later."""
+    deadline is :data:`~poolrag.server.run.ANSWER_GRACE_S` later. (A replica Ray stops otherwise,
+    scaling down or replacing it, gets no new requests and keeps Ray's deadline.)"""
 
     def __init__(self, models: Sequence[tuple[EngineArgs, ServerSettings]]) -> None:
         self.engines = load_engines(models)
         drain_s = models[0][1].drain_timeout_s
+        app = serve.get_replica_context().app_name
         threading.Thread(
-            target=self._close_when_removed, args=(drain_s,), name="poolrag-drain", daemon=True
+            target=self._close_when_removed, args=(app, drain_s), name="poolrag-drain", daemon=True
         ).start()
 
-    def _close_when_removed(self, drain_s: float) -> None:
-        app = serve.get_replica_context().app_name
+    def _close_when_removed(self, app: str, drain_s: float) -> None:
         while not all(engine.closed for engine, _ in self.engines):
             time.sleep(REMOVAL_POLL_S)
             try:
-                status = serve.status().applications.get(app)
+                removed = _being_removed(app)
             except Exception:  # the controller restarting: ask again
                 logger.debug("ray serve status unavailable", exc_info=True)
                 continue
-            if status is None or status.status == "DELETING":
+            if removed:
                 time.sleep(drain_s)
                 for engine, _ in self.engines:
-                    engine.close()
+                    try:
+                        engine.close()
+                    except Exception:
+                        logger.warning("closing an engine at the end of the drain failed", exc_info=True)
                 return
 
     def check_health(self) -> None:

@@ -79,7 +79,7 @@ class InvocationBody(RootModel[Any]):
         return speaks_tei(data)
 
 
-def _route_tag(tasks_of: Callable[[str | None], frozenset[str]], data: Any) -> str | None:
+def _route_tag(tasks_of: Callable[[object], frozenset[str]], data: Any) -> str | None:
     """The route a body's fields name (a tag of the body's union), or ``None`` for none."""
     if not isinstance(data, dict):
         return None
@@ -97,13 +97,13 @@ def _route_tag(tasks_of: Callable[[str | None], frozenset[str]], data: Any) -> s
     return None
 
 
-def _tasks_of(served: ServedModels) -> Callable[[str | None], frozenset[str]]:
+def _tasks_of(served: ServedModels) -> Callable[[object], frozenset[str]]:
     """The tasks of the model a body names; naming none (or one not served, refused later as a
     404), those of every model served, as the route then finds the first that runs its task."""
     every = frozenset(task for model in served.models for task in model.engine.facts.supported_tasks)
 
-    def tasks_of(name: str | None) -> frozenset[str]:
-        if not name:
+    def tasks_of(name: object) -> frozenset[str]:
+        if not name or not isinstance(name, str):  # a non-string is the route's 400 to give
             return every
         try:
             return frozenset(served.lookup(name).engine.facts.supported_tasks)
