@@ -56,7 +56,10 @@ def load_transformer(
                 f"{spec.architecture}: an encoder-decoder's encoder runs as an embedder only"
             )
         auto_class = AutoModelForTextEncoding  # T5EncoderModel & co.: the decoder is never loaded
-    extra = _without_unused_pooler(spec) if auto_class is AutoModel else {}
+    extra: dict[str, object] = {}
+    if auto_class is AutoModel:
+        with quiet_load():  # the class lookup imports transformers' modelling stack (and torchao)
+            extra = _without_unused_pooler(spec)
     model = from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement, **extra)
     if head is NetworkHead.NONE:
         model = _backbone_of(model, spec)
