@@ -185,7 +185,10 @@ def test_requests_still_running_when_the_drain_ends_are_answered_503(served: str
         target=lambda: answers.append(httpx.post(f"{served}/v1/embeddings", json=body, timeout=600))
     )
     running.start()
-    time.sleep(3.0)  # in flight
+    deadline = time.monotonic() + 120
+    while 'poolrag_queue_depth{model="embedder"} 1.0' not in httpx.get(f"{served}/metrics", timeout=30).text:
+        assert running.is_alive() and time.monotonic() < deadline, "the request never reached the replica"
+        time.sleep(0.2)  # not yet admitted: removing the app now would answer it Ray's 404
     removed = time.monotonic()
     serve.delete(APP_NAME)
     running.join(600)
