@@ -78,14 +78,15 @@ T = TypeVar("T", EmbeddingOutput, ClassificationOutput, ScoringOutput, PoolingOu
 @dataclass(slots=True)
 class PoolingRequestOutput(Generic[T]):
     """One prompt's result as vLLM gives it: always ``finished`` and without ``error`` (an offline
-    call returns whole, or raises)."""
+    call returns whole, or raises). The fields vLLM's constructor takes come first, in its order,
+    so code that builds one positionally (a wrapper, a test double) builds the same object."""
 
     request_id: str
     outputs: T
     prompt_token_ids: list[int] = field(default_factory=list)
-    prompt: str | None = None
     num_cached_tokens: int = 0
     finished: bool = True
+    prompt: str | None = None
     error: None = None
 
     @property

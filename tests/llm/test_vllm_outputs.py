@@ -20,6 +20,7 @@ from tiny_models import SENTENCES
 from poolrag import LLM, Engine
 from poolrag.vllm_outputs import (
     ClassificationRequestOutput,
+    EmbeddingOutput,
     EmbeddingRequestOutput,
     PoolingRequestOutput,
     ScoringRequestOutput,
@@ -86,3 +87,16 @@ def test_classify_and_reward_as_vllm_types(tiny_model: Callable[..., Path]) -> N
     (reward,) = tagger.reward(SENTENCES[0])
     assert isinstance(reward.outputs.data, torch.Tensor)
     assert tuple(reward.outputs.data.shape) == (len(reward.prompt_token_ids), 2)
+
+
+def test_built_positionally_in_vllm_constructor_order() -> None:
+    """vLLM's constructor is ``(request_id, outputs, prompt_token_ids, num_cached_tokens, finished)``;
+    a wrapper or test double written against it builds the same object here."""
+    out = EmbeddingRequestOutput("r1", EmbeddingOutput([0.5, 0.5]), [101, 102], 7, False)
+    assert (out.request_id, out.prompt_token_ids, out.num_cached_tokens, out.finished) == (
+        "r1",
+        [101, 102],
+        7,
+        False,
+    )
+    assert out.prompt is None and out.outputs.embedding == [0.5, 0.5]
