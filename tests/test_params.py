@@ -56,7 +56,7 @@ def test_verify_fills_every_default_per_task(facts: ModelFacts) -> None:
     assert PoolingParams().verify("classify", facts, no_activation).use_activation is False
     assert PoolingParams(use_activation=True).verify("classify", facts, no_activation).use_activation is True
     # a sequence reward head is raw unless asked; STEP settings reach reward only
-    step = PoolerDefaults(raw_rewards=True, step_tag_id=12, returned_token_ids=(0, 1), reward_columns=2)
+    step = PoolerDefaults(raw_rewards=True, step_tag_id=12, returned_token_ids=(0, 1), head_columns=2)
     reward = PoolingParams().verify("reward", facts, step)
     assert (reward.use_activation, reward.step_tag_id, reward.returned_token_ids) == (False, 12, (0, 1))
     tokens = PoolingParams().verify("token_classify", facts, step)
@@ -95,7 +95,7 @@ def test_dimensions_on_a_model_without_matryoshka_is_one_clear_error(facts: Mode
 
 def test_verify_refuses_returned_token_ids_outside_the_head(facts: ModelFacts) -> None:
     """Checked before the request joins a batch: a pooler must never fail work other callers share."""
-    head = PoolerDefaults(reward_columns=2)
+    head = PoolerDefaults(head_columns=2)
     with pytest.raises(InvalidInputError, match=r"ids in \[0, 2\)"):
         PoolingParams(returned_token_ids=(2,)).verify("reward", facts, head)
     with pytest.raises(InvalidInputError, match="max_active_dims applies to sparse_embed"):

@@ -34,17 +34,20 @@ class PoolerDefaults:
 
     Attributes:
         use_activation: the pooler config's ``use_activation`` (``None``: apply it, except on raw rewards).
+        normalize: the pooler config's normalise switch as the caller set it (``normalize`` or
+            ``use_activation``), the default of ``token_embed`` as in vLLM (``None``: normalise).
         raw_rewards: sequence reward heads return the raw value, so ``reward`` skips the activation.
         step_tag_id / returned_token_ids: the pooler config's STEP settings for reward models.
-        reward_columns: how many columns ``returned_token_ids`` may index (``None``: unchecked).
+        head_columns: how many columns ``returned_token_ids`` may index (``None``: any id from 0).
         task_aliases: tasks answered by another task's pooler (a reward model's ``token_classify``).
     """
 
     use_activation: bool | None = None
+    normalize: bool | None = None
     raw_rewards: bool = False
     step_tag_id: int | None = None
     returned_token_ids: tuple[int, ...] | None = None
-    reward_columns: int | None = None
+    head_columns: int | None = None
     task_aliases: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -56,7 +59,8 @@ class PoolingParams:
     """Options for one call; ``None`` means "use the model's default".
 
     Attributes:
-        dimensions: Matryoshka output size; the vector is truncated *before* normalisation.
+        dimensions: Matryoshka output size; the vector is truncated *before* normalisation (each
+            token vector, for a ColBERT model's ``token_embed``).
         normalize: L2-normalise embeddings (default from the model folder); refused for tasks
             whose outputs are scores or labels, which it would not change.
         use_activation: apply the classifier's activation (softmax / sigmoid); ``False`` returns logits.
@@ -172,7 +176,12 @@ class PoolingParams:
         if task not in facts.supported_tasks:
             raise UnsupportedTaskError(task, facts.supported_tasks)
         if dimensions is not None:
-            if not embed:
+            if task == "token_embed" and facts.score_kind is not ScoreKind.MAXSIM:
+                raise DimensionsError(
+                    "dimensions applies to token_embed on a late-interaction (ColBERT) model, whose "
+                    "token vectors are its output; this model's token vectors are hidden states"
+                )
+            if not embed and task != "token_embed":
                 raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
             verify_dimensions(dimensions, facts)
         if self.max_active_dims is not None and task != "sparse_embed":
@@ -202,7 +211,9 @@ class PoolingParams:
         return ResolvedParams(
             task=task,
             dimensions=dimensions,
-            normalize=bool(_first(normalize, facts.normalizes_embeddings if embed else True)),
+            normalize=bool(
+                _first(normalize, facts.normalizes_embeddings if embed else _first(defaults.normalize, True))
+            ),
             use_activation=bool(
                 _first(
                     self.use_activation,
@@ -255,20 +266,21 @@ def _first(*values: T | None) -> T | None:
 
 def _returned_token_ids(params: PoolingParams, task: str, defaults: PoolerDefaults) -> tuple[int, ...] | None:
     """Which head columns a reward or token classification returns; checked here, because a pooler
-    must never fail a batch other requests share."""
+    must never fail a batch other requests share (and a negative id would quietly count from the end)."""
     if task not in ("reward", "token_classify"):
         return None
     returned = (
         params.returned_token_ids if params.returned_token_ids is not None else defaults.returned_token_ids
     )
-    columns = defaults.reward_columns
-    if (
-        task == "reward"
-        and returned is not None
-        and columns
-        and (not returned or any(not 0 <= t < columns for t in returned))
-    ):
-        raise InvalidInputError(f"returned_token_ids must be a non-empty list of ids in [0, {columns})")
+    if returned is None:
+        return None
+    columns = defaults.head_columns
+    if not returned or any(t < 0 or (columns and t >= columns) for t in returned):
+        span = f"[0, {columns})" if columns else "0 and up"
+        raise InvalidInputError(
+            f"returned_token_ids must be a non-empty list of ids in {span}, got {list(returned)}",
+            param="returned_token_ids",
+        )
     return returned
 
 

@@ -127,3 +127,61 @@ def test_token_classification_matches_transformers(tiny_model, arch: str) -> Non
         np.testing.assert_allclose(
             out.outputs.data, torch.softmax(torch.from_numpy(ref), -1).numpy(), atol=1e-5
         )
+
+
+def test_a_one_label_token_classifier_gives_each_tokens_sigmoid(tiny_model) -> None:
+    """A softmax over one column is 1.0 for every token; vLLM's token head takes the sigmoid there."""
+    folder = tiny_model("bert", head="token", num_labels=1)
+    logits = _reference_logits(folder, transformers.AutoModelForTokenClassification, SENTENCES)
+    for out, ref in zip(Engine(folder).token_classify(SENTENCES), logits, strict=True):
+        np.testing.assert_allclose(out.outputs.data, torch.sigmoid(torch.from_numpy(ref)).numpy(), atol=1e-6)
+
+
+def test_a_regression_heads_class_is_its_value_and_its_score_a_probability(tiny_model) -> None:
+    """As vLLM: ``classify`` follows transformers' ``problem_type`` (a regression's loss applies
+    nothing), ``score`` is a cross-encoder's probability whatever the head was trained for."""
+    folder = tiny_model("bert", head="sequence", num_labels=1, problem_type="regression")
+    engine = Engine(folder)
+    pairs = [(SENTENCES[0], s) for s in SENTENCES[1:3]]
+    (logit,) = _reference_logits(folder, transformers.AutoModelForSequenceClassification, SENTENCES[:1])
+    np.testing.assert_allclose(engine.classify(SENTENCES[:1])[0].outputs.probs, logit, atol=1e-6)
+    pair_logits = _reference_logits(
+        folder,
+        transformers.AutoModelForSequenceClassification,
+        [q for q, _ in pairs],
+        [d for _, d in pairs],
+    )
+    scores = [s.outputs.score for s in engine.score(SENTENCES[0], [d for _, d in pairs])]
+    expected = torch.sigmoid(torch.from_numpy(np.array(pair_logits))).numpy().ravel()
+    np.testing.assert_allclose(scores, expected, atol=1e-6)
+    assert engine.classify_activation == "identity"
+
+
+def test_returned_token_ids_are_checked_before_the_batch(tiny_model) -> None:
+    """A column past the head (or a negative one, which would count from the end) is the caller's
+    error, raised before the request joins work other callers share."""
+    engine = Engine(tiny_model("bert", head="token", num_labels=5))
+    for bad in ([9], [-1], []):
+        with pytest.raises(InvalidInputError, match=r"ids in \[0, 5\)") as refused:
+            engine.token_classify(SENTENCES[:1], PoolingParams(returned_token_ids=bad))
+        assert refused.value.param == "returned_token_ids"
+    columns = PoolingParams(returned_token_ids=[4, 0], use_activation=False)
+    (picked,) = engine.token_classify(SENTENCES[:1], columns)
+    (whole,) = engine.token_classify(SENTENCES[:1], PoolingParams(use_activation=False))
+    np.testing.assert_array_equal(picked.outputs.data, whole.outputs.data[:, [4, 0]])
+
+
+def test_a_boolean_pooler_activation_is_vllms_use_activation(tiny_model) -> None:
+    """vLLM's older pooler_config ``activation`` is a boolean; poolrag's names a function. A
+    boolean switches the activation, a name must be one poolrag applies."""
+    folder = tiny_model("bert", head="sequence", num_labels=3)
+    (logits,) = _reference_logits(folder, transformers.AutoModelForSequenceClassification, SENTENCES[:1])
+    off = Engine(folder, pooler_config={"activation": False}).classify(SENTENCES[:1])[0].outputs.probs
+    np.testing.assert_allclose(off, logits, atol=1e-6)
+    on = Engine(folder, pooler_config={"activation": True}).classify(SENTENCES[:1])[0].outputs.probs
+    np.testing.assert_allclose(on, torch.softmax(torch.from_numpy(logits), -1).numpy(), atol=1e-6)
+    for bad in ("relu", "Softmax"):
+        with pytest.raises(InvalidInputError, match="activation must be one of softmax, sigmoid, identity"):
+            Engine(folder, pooler_config={"activation": bad})
+    with pytest.raises(InvalidInputError, match="activation and use_activation disagree"):
+        Engine(folder, pooler_config={"activation": True, "use_activation": False})

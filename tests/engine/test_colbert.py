@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from tiny_models import HIDDEN
 
 from poolrag import Engine, PoolingParams
-from poolrag.errors import InvalidInputError
+from poolrag.errors import DimensionsError, InvalidInputError
 
 DIM = 16
 QUERY_LEN, DOC_LEN = 12, 20
@@ -178,3 +178,33 @@ def test_embed_is_not_a_colbert_task(folders) -> None:
 
     with pytest.raises(UnsupportedTaskError):
         Engine(folders["pylate"]).embed(["x"])
+
+
+def test_dimensions_cut_each_token_vector_before_normalising(folders) -> None:
+    """As vLLM cuts a Matryoshka ColBERT model's token vectors (jina-colbert-v2 trains 128/96/64):
+    the first ``dimensions`` components of each raw token vector, then L2 per token."""
+    engine = Engine(folders["pylate"], hf_overrides={"is_matryoshka": True})
+    raw = engine.encode(DOCUMENTS[:2], "token_embed", PoolingParams(normalize=False))
+    cut = engine.encode(DOCUMENTS[:2], "token_embed", PoolingParams(dimensions=8))
+    for whole, out in zip(raw, cut, strict=True):
+        prefix = whole.outputs.data[:, :8]
+        expected = prefix / np.linalg.norm(prefix, axis=1, keepdims=True)
+        np.testing.assert_allclose(out.outputs.data, expected, rtol=0, atol=1e-6)
+    unnormalised = engine.encode(DOCUMENTS[:1], "token_embed", PoolingParams(dimensions=8, normalize=False))
+    np.testing.assert_array_equal(unnormalised[0].outputs.data, raw[0].outputs.data[:, :8])
+    with pytest.raises(DimensionsError, match="not a Matryoshka model"):
+        Engine(folders["pylate"]).encode(["x"], "token_embed", PoolingParams(dimensions=8))
+
+
+def test_the_loaded_normalise_switch_is_token_embeds_default(folders) -> None:
+    """vLLM fills token_embed's default from the pooler config, as embed's: a model loaded with
+    normalisation off gives raw token vectors unless a request asks, and keys its outputs apart."""
+    normalised = Engine(folders["pylate"])
+    raw = Engine(folders["pylate"], pooler_config={"normalize": False})
+    plain = raw.encode(DOCUMENTS[:1], "token_embed")[0].outputs.data
+    asked = normalised.encode(DOCUMENTS[:1], "token_embed", PoolingParams(normalize=False))[0].outputs.data
+    np.testing.assert_array_equal(plain, asked)
+    assert not np.allclose(np.linalg.norm(plain, axis=1), 1.0)
+    again = raw.encode(DOCUMENTS[:1], "token_embed", PoolingParams(normalize=True))[0].outputs.data
+    np.testing.assert_allclose(np.linalg.norm(again, axis=1), 1.0, atol=1e-5)
+    assert raw.facts.output_fingerprint != normalised.facts.output_fingerprint

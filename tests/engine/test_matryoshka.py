@@ -45,9 +45,11 @@ def test_listed_matryoshka_dimensions_are_the_only_ones_accepted(minilm_path, tm
         engine.embed(["x"], PoolingParams(dimensions=100))
 
 
-def test_dimensions_only_apply_to_embeddings(minilm_path) -> None:
+def test_dimensions_cut_no_hidden_states(minilm_path) -> None:
+    """An embedder's token vectors are its hidden states, not its trained output (a ColBERT model's
+    are: tests/engine/test_colbert.py cuts them)."""
     engine = Engine(minilm_path, hf_overrides={"is_matryoshka": True})
-    with pytest.raises(DimensionsError, match="applies to embeddings"):
+    with pytest.raises(DimensionsError, match="late-interaction"):
         engine.encode(["x"], pooling_task="token_embed", pooling_params=PoolingParams(dimensions=8))
 
 

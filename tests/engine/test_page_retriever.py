@@ -147,7 +147,7 @@ def test_a_page_retriever_has_no_single_vector_to_give(engine: Engine) -> None:
         match="task 'embed' is not supported by this model; supported tasks: token_embed, score",
     ):
         engine.embed(["a query"])
-    with pytest.raises(DimensionsError, match="dimensions applies to embeddings, not to task 'token_embed'"):
+    with pytest.raises(DimensionsError, match="not a Matryoshka model"):
         engine.encode(["a query"], pooling_task="token_embed", pooling_params=PoolingParams(dimensions=8))
 
 

@@ -43,7 +43,9 @@ class PoolerConfig:
     ``log(1 + relu(MLM logits))``), as a sentence-transformers ``SpladePooling`` module would.
     ``logit_mean`` / ``logit_sigma`` (vLLM's) calibrate a classifier's or reranker's logit to
     ``(logit - mean) / sigma`` before its activation, so scores of different rerankers mean the same.
-    ``use_activation`` on an embedding model is vLLM 0.32's name of ``normalize``.
+    ``use_activation`` on an embedding model is vLLM 0.32's name of ``normalize``. ``activation``
+    names the classifier's function (poolrag's); given as a boolean it is vLLM's older spelling of
+    ``use_activation``.
     """
 
     pooling_type: PoolingType | None = None
@@ -59,6 +61,19 @@ class PoolerConfig:
     logit_sigma: float | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.activation, bool):  # vLLM's boolean key: whether to apply the activation
+            if self.use_activation is not None and self.use_activation != self.activation:
+                raise InvalidInputError(
+                    "pooler_config activation and use_activation disagree; a boolean activation is "
+                    "vLLM's alias of use_activation, give one of them"
+                )
+            object.__setattr__(self, "use_activation", self.activation)
+            object.__setattr__(self, "activation", None)
+        elif self.activation is not None and self.activation not in get_args(Activation):
+            raise InvalidInputError(
+                f"pooler_config activation must be one of {', '.join(get_args(Activation))} (the function "
+                f"to apply) or a boolean (vLLM's alias of use_activation), got {self.activation!r}"
+            )
         for name in ("logit_mean", "logit_sigma"):
             value = getattr(self, name)
             if value is not None and (

@@ -137,12 +137,20 @@ def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path:
         is_matryoshka=spec.is_matryoshka,
         matryoshka_dimensions=spec.matryoshka_dimensions,
         score_kind=pipeline.kind.score_kind,
-        output_fingerprint=output_fingerprint(asdict(pooler) | _tokenizer_shaping(tokenizer_path)),
+        output_fingerprint=output_fingerprint(
+            asdict(pooler) | _tokenizer_shaping(tokenizer_path) | _token_shaping(pipeline.token_normalize)
+        ),
         normalizes_embeddings=bool(pooler.normalize),
         default_dimensions=pooler.dimensions,
         prompt_names=tuple(spec.prompts),
         reads_images=pipeline.processor.images is not None,
     )
+
+
+def _token_shaping(token_normalize: bool | None) -> dict[str, bool]:
+    """A caller's normalise switch decides ``token_embed``'s vectors too; set, it joins the
+    fingerprint (unset, keys stay where they were)."""
+    return {} if token_normalize is None else {"token_normalize": token_normalize}
 
 
 def _tokenizer_shaping(folder: str | None) -> dict[str, str]:

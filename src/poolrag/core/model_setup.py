@@ -65,10 +65,12 @@ class Pipeline:
     embedding_dim: int | None
     classify_activation: ActivationName
     fingerprint: str
-    # how many columns returned_token_ids may index for reward (labels or vocabulary rows)
-    reward_columns: int | None = None
+    # how many columns returned_token_ids may index for reward or token_classify (labels or vocabulary rows)
+    head_columns: int | None = None
     # a task served by another task's pooler (a reward model's token_classify is its reward)
     task_aliases: dict[str, str] = field(default_factory=dict)
+    # the caller's pooler_config normalise switch: token_embed's default (embed's is pooler_config's)
+    token_normalize: bool | None = None
 
     @property
     def pooler_defaults(self) -> PoolerDefaults:
@@ -77,10 +79,11 @@ class Pipeline:
         cfg = self.pooler_config
         return PoolerDefaults(
             use_activation=cfg.use_activation,
+            normalize=self.token_normalize,
             raw_rewards=self.kind.rewards_are_raw,
             step_tag_id=cfg.step_tag_id,
             returned_token_ids=cfg.returned_token_ids,
-            reward_columns=self.reward_columns,
+            head_columns=self.head_columns,
             task_aliases=self.task_aliases,
         )
 
@@ -191,6 +194,7 @@ def build_pipeline(
         )
     runner.first_row_tasks = heads.first_row_tasks
     activation = classify_activation(spec, pooler)  # after the heads: they may correct the label count
+    tasks = supported_tasks(kind, spec)
     sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
     batcher = TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len), **sizes)
     executor = ModelExecutor(runner, heads.poolers, batcher)
@@ -205,7 +209,7 @@ def build_pipeline(
     )
     return Pipeline(
         kind=kind,
-        supported_tasks=supported_tasks(kind, spec),
+        supported_tasks=tasks,
         tokenizer=tokenizer,
         processor=processor,
         executor=executor,
@@ -214,8 +218,9 @@ def build_pipeline(
         embedding_dim=heads.embedding_dim,
         classify_activation=activation,
         fingerprint=fingerprint(spec),
-        reward_columns=heads.reward_columns,
+        head_columns=heads.head_columns,
         task_aliases=task_aliases(kind, spec),
+        token_normalize=pooler_override.normalize_switch() if "token_embed" in tasks else None,
     )
 
 

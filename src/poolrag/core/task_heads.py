@@ -8,6 +8,7 @@ it in the context.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -50,17 +51,25 @@ _CROSS_ENCODER_ACTIVATIONS: dict[str, ActivationName] = {
 }
 
 
-def classify_activation(spec: ModelSpec, pooler: PoolerConfig) -> ActivationName:
+def classify_activation(spec: ModelSpec, pooler: PoolerConfig, task: str = "classify") -> ActivationName:
+    """The activation of ``classify`` (and ``token_classify``) or of ``score``, as vLLM picks them:
+    the pooler config's, else the one a sentence-transformers CrossEncoder saved (what its
+    ``predict`` applies), else by the labels. Only ``classify`` reads ``problem_type`` (a
+    regression head's value is the answer; transformers' loss for it applies nothing), while
+    ``score`` is a probability whenever the model names no function (vLLM's cross-encoder rule)."""
     if pooler.activation is not None:
         return pooler.activation
     named = activation_class(spec.cross_encoder_activation or "", tuple(_CROSS_ENCODER_ACTIVATIONS))
     if named is not None:
         return _CROSS_ENCODER_ACTIVATIONS[named]
-    problem = getattr(spec.hf_config, "problem_type", None)
-    if spec.num_labels == 1 or problem == "multi_label_classification":
-        fallback: ActivationName = "sigmoid"
+    problem = getattr(spec.hf_config, "problem_type", None) if task != "score" else None
+    fallback: ActivationName
+    if problem == "regression":
+        fallback = "identity"
+    elif spec.num_labels < 2 or problem == "multi_label_classification":
+        fallback = "sigmoid"
     else:
-        fallback = "identity" if problem == "regression" else "softmax"
+        fallback = "softmax"
     if spec.cross_encoder_activation:
         logger.warning(
             "%s names the cross-encoder activation %s, which poolrag does not apply: its scores are the "
@@ -95,10 +104,10 @@ class HeadContext:
             return self.spec.dense[-1].out_features
         return int(getattr(self.spec.hf_config, "hidden_size", 0) or 0)
 
-    @property
-    def activation(self) -> ActivationName:
-        """Of classify / score; read when a head is built, after the label count is corrected."""
-        return classify_activation(self.spec, self.pooler)
+    def activation(self, task: str = "classify") -> ActivationName:
+        """Of ``task`` (classify, token_classify or score); read when a head is built, after the
+        label count is corrected."""
+        return classify_activation(self.spec, self.pooler, task)
 
     @property
     def sentence_method(self) -> PoolingMethod:
@@ -114,7 +123,7 @@ class TaskHeads:
 
     poolers: dict[str, TaskPooler]
     embedding_dim: int | None = None
-    reward_columns: int | None = None  # columns returned_token_ids may index (labels or vocabulary rows)
+    head_columns: int | None = None  # columns returned_token_ids may index (labels or vocabulary rows)
     # tasks whose pooler reads each sequence's first row only: the native encoder's last layer may
     # compute that row alone (exact)
     first_row_tasks: frozenset[str] = field(default_factory=frozenset)
@@ -141,52 +150,65 @@ def colbert_heads(ctx: HeadContext) -> TaskHeads:
     return TaskHeads({"token_embed": tokens, "score": tokens}, ctx.vector_dim)
 
 
-def _calibrated_classifier(ctx: HeadContext) -> ClassifierHead:
-    """The classify / score head, its logits first calibrated by the pooler's ``logit_mean`` /
+def _calibrated_classifier(ctx: HeadContext, task: str) -> ClassifierHead:
+    """The classify or score head, its logits first calibrated by the pooler's ``logit_mean`` /
     ``logit_sigma`` (vLLM's options), so a fused score means the same whatever the reranker's kind."""
     mean, sigma = ctx.pooler.logit_mean, ctx.pooler.logit_sigma
-    return ClassifierHead(ctx.activation, 0.0 if mean is None else mean, 1.0 if sigma is None else sigma)
+    activation = ctx.activation(task)
+    return ClassifierHead(activation, 0.0 if mean is None else mean, 1.0 if sigma is None else sigma)
+
+
+def _classify_and_score(
+    ctx: HeadContext, pooler_of: Callable[[ClassifierHead], TaskPooler]
+) -> dict[str, TaskPooler]:
+    """``classify`` and ``score`` poolers over one head kind: one pooler for both unless their
+    activations differ (a regression head's classify is its raw value, its score a probability)."""
+    classify = pooler_of(_calibrated_classifier(ctx, "classify"))
+    if ctx.activation("score") == ctx.activation("classify"):
+        return {"classify": classify, "score": classify}
+    return {"classify": classify, "score": pooler_of(_calibrated_classifier(ctx, "score"))}
 
 
 def sequence_classifier_heads(ctx: HeadContext) -> TaskHeads:
-    classify = SequenceRowsPooler(_calibrated_classifier(ctx))
-    reward = SequenceRowsPooler(ClassifierHead("identity"))
-    poolers: dict[str, TaskPooler] = {"classify": classify, "score": classify, "reward": reward}
+    poolers = _classify_and_score(ctx, SequenceRowsPooler)
+    poolers["reward"] = SequenceRowsPooler(ClassifierHead("identity"))
     if ctx.spec.convert == "classify":  # token_classify: the model's own head on every token
         per_token = token_classify_head(ctx.model)
-        poolers["token_classify"] = TokenScorePooler(per_token, TokenClassifierHead(ctx.activation))
+        poolers["token_classify"] = TokenScorePooler(per_token, TokenClassifierHead(ctx.activation()))
+        return TaskHeads(poolers, head_columns=ctx.spec.num_labels)
     return TaskHeads(poolers)
 
 
 def token_classifier_heads(ctx: HeadContext) -> TaskHeads:
-    tokens = TokenRowsPooler(TokenClassifierHead(ctx.pooler.activation or "softmax"))
-    return TaskHeads({"token_classify": tokens, "reward": tokens}, reward_columns=ctx.spec.num_labels)
+    tokens = TokenRowsPooler(TokenClassifierHead(ctx.activation()))
+    return TaskHeads({"token_classify": tokens, "reward": tokens}, head_columns=ctx.spec.num_labels)
 
 
 def score_head_classifier_heads(ctx: HeadContext) -> TaskHeads:
     assert ctx.decoder is not None and ctx.decoder.score is not None
     score = ctx.decoder.score
     _match_labels_to_head(ctx.spec, score)
-    classify = PooledScorePooler(ctx.sentence_method, score, _calibrated_classifier(ctx))
+    poolers = _classify_and_score(ctx, lambda head: PooledScorePooler(ctx.sentence_method, score, head))
     reward: TaskPooler
     if ctx.pooler.pooling_type == "ALL":  # vLLM's default for *ForRewardModel: a value per token
         reward = TokenScorePooler(score, TokenClassifierHead("identity"))
     else:  # the checkpoint's own forward: the value of the pooled row
         reward = PooledScorePooler(ctx.sentence_method, score, ClassifierHead("identity"))
-    tokens = TokenScorePooler(score, TokenClassifierHead(ctx.activation))
-    return TaskHeads({"classify": classify, "score": classify, "reward": reward, "token_classify": tokens})
+    poolers["reward"] = reward
+    poolers["token_classify"] = TokenScorePooler(score, TokenClassifierHead(ctx.activation()))
+    return TaskHeads(poolers, head_columns=ctx.spec.num_labels)
 
 
 def lm_head_classifier_heads(ctx: HeadContext) -> TaskHeads:
-    classify = PooledScorePooler(LastPool(), _lm_head_rows(ctx), _calibrated_classifier(ctx))
-    return TaskHeads({"classify": classify, "score": classify})
+    rows = _lm_head_rows(ctx)
+    return TaskHeads(_classify_and_score(ctx, lambda head: PooledScorePooler(LastPool(), rows, head)))
 
 
 def step_reward_heads(ctx: HeadContext) -> TaskHeads:
     assert ctx.decoder is not None
     projection = _step_projection(ctx.decoder, ctx.pooler)
     reward = TokenRowsPooler(TokenClassifierHead("softmax", projection))
-    return TaskHeads({"reward": reward}, reward_columns=projection.columns)
+    return TaskHeads({"reward": reward}, head_columns=projection.columns)
 
 
 def splade_heads(ctx: HeadContext) -> TaskHeads:

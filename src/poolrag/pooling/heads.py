@@ -78,7 +78,7 @@ class MatryoshkaHead(nn.Module):
 
 class TokenEmbeddingHead(nn.Module):
     """ColBERT-style per-token vectors: project every row, drop skiplist tokens of documents,
-    normalise each token vector."""
+    cut each token vector to the request's ``dimensions`` and normalise it (in that order)."""
 
     def __init__(self, projection: nn.Module | None, skiplist: frozenset[int] = frozenset()) -> None:
         super().__init__()
@@ -95,16 +95,21 @@ class TokenEmbeddingHead(nn.Module):
         vectors = self.projection(states) if self.projection is not None else states
         vectors = vectors.float()
         host = to_numpy(vectors)
-        host_normed = (
-            to_numpy(F.normalize(vectors, p=2, dim=-1)) if any(r.params.normalize for r in requests) else host
-        )
+        whole = any(r.params.normalize and r.params.dimensions is None for r in requests)
+        host_normed = to_numpy(F.normalize(vectors, p=2, dim=-1)) if whole else host
         if self.skiplist is not None:
             keep = ~torch.isin(token_ids, self.skiplist.to(token_ids.device)).cpu().numpy()
         out: list[np.ndarray] = []
         start = 0
         for n, req in zip(lengths, requests, strict=True):
             rows = slice(start, start + n)
-            data = host_normed[rows] if req.params.normalize else host[rows]
+            dims = req.params.dimensions
+            if dims is not None:
+                data = host[rows, :dims]
+                if req.params.normalize:  # as F.normalize: a zero row stays zero
+                    data = data / np.maximum(np.linalg.norm(data, axis=-1, keepdims=True), 1e-12)
+            else:
+                data = host_normed[rows] if req.params.normalize else host[rows]
             if req.params.input_type != "query" and self.skiplist is not None:
                 data = data[keep[rows]]
             out.append(data)
