@@ -99,15 +99,35 @@ class UnsupportedTaskError(InvalidInputError):
 
 
 class InputTooLongError(InvalidInputError):
-    """An input exceeds the model's maximum length and truncation was not requested."""
+    """An input exceeds the model's maximum length and truncation was not requested.
 
-    def __init__(self, num_tokens: int, max_len: int) -> None:
+    Named where it is (``input[3]`` of a batch) as :class:`InvalidTextError` is, so one long
+    paragraph among a client's 96 texts can be found; :meth:`renamed` says it in a front door's
+    field names."""
+
+    field: str = "input"
+    index: int | None = None
+
+    def __init__(self, num_tokens: int, max_len: int, field: str = "input", index: int | None = None) -> None:
+        where = field if index is None else f"{field}[{index}]"
         super().__init__(
-            f"input has {num_tokens} tokens, more than the model's maximum of {max_len}; "
-            "shorten it or pass truncate_prompt_tokens to truncate"
+            f"{where} has {num_tokens} tokens, more than the model's maximum of {max_len}; "
+            "shorten it or pass truncate_prompt_tokens to truncate",
+            param=field,
         )
         self.num_tokens = num_tokens
         self.max_len = max_len
+        self.field = field
+        self.index = index
+
+    @property
+    def where(self) -> str:
+        """``field`` or ``field[index]``: the input at fault."""
+        return self.field if self.index is None else f"{self.field}[{self.index}]"
+
+    def renamed(self, field: str, index: int | None) -> InputTooLongError:
+        """The same length, found at ``field`` (``field[index]``)."""
+        return InputTooLongError(self.num_tokens, self.max_len, field, index)
 
 
 class DimensionsError(InvalidInputError):

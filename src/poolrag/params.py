@@ -107,7 +107,10 @@ class PoolingParams:
         if self.truncate_prompt_tokens is not None and (
             self.truncate_prompt_tokens == 0 or self.truncate_prompt_tokens < -1
         ):
-            raise InvalidInputError("truncate_prompt_tokens must be a positive number of tokens or -1")
+            raise InvalidInputError(
+                "truncate_prompt_tokens must be a positive number of tokens or -1",
+                param="truncate_prompt_tokens",
+            )
         if self.truncate is not None and not isinstance(self.truncate, bool):
             raise InvalidInputError(
                 f"truncate must be True or False, not {self.truncate!r}", param="truncate"

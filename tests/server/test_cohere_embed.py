@@ -157,11 +157,30 @@ def test_truncate_end_keeps_the_first_tokens_and_none_refuses(
         minilm_server, [LONG_TEXT], PoolingParams(truncate_prompt_tokens=-1, input_type="document")
     )
     np.testing.assert_allclose(np.array(kept.json()["embeddings"]["float"]), offline, rtol=0, atol=1e-6)
-    refused = http.post(url, json={"texts": [LONG_TEXT], "truncate": "NONE"})
+    refused = http.post(url, json={"texts": ["short", LONG_TEXT], "truncate": "NONE"})
     assert refused.status_code == 400, refused.text
     error = refused.json()["error"]  # in Cohere's terms: its clients have no truncate_prompt_tokens
     assert error["param"] == "truncate" and "send truncate END" in error["message"]
     assert "truncate_prompt_tokens" not in error["message"]
+    assert error["message"].startswith("texts[1] has 302 tokens")  # which of a batch: found by index
+
+
+def test_max_tokens_under_truncate_none_refuses_only_a_longer_text(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    """Cohere's SDK: "if the input text is longer than [max_tokens], it will be truncated according
+    to the truncate parameter": under NONE a text that fits is embedded, a longer one refused."""
+    url = f"{minilm_server.url}/v2/embed"
+    fits = http.post(url, json={"texts": TEXTS, "truncate": "NONE", "max_tokens": 64})
+    assert fits.status_code == 200, fits.text
+    offline = _offline(minilm_server, TEXTS, PoolingParams(input_type="document"))
+    np.testing.assert_allclose(np.array(fits.json()["embeddings"]["float"]), offline, rtol=0, atol=1e-6)
+    over = http.post(url, json={"texts": ["cat", "retrieval " * 20], "truncate": "NONE", "max_tokens": 8})
+    assert over.status_code == 400, over.text
+    error = over.json()["error"]
+    assert error["param"] == "max_tokens" and error["message"].startswith("texts[1] has 22 tokens")
+    tiny = http.post(url, json={"texts": TEXTS, "max_tokens": 2}).json()["error"]
+    assert tiny["param"] == "max_tokens" and "truncate_prompt_tokens" not in tiny["message"]
 
 
 @pytest.mark.parametrize(
@@ -173,7 +192,8 @@ def test_truncate_end_keeps_the_first_tokens_and_none_refuses(
         ({"texts": TEXTS, "embedding_types": ["int8"], "calibration": [[0.1], [0.1, 0.2]]}, "calibration"),
         ({"texts": TEXTS, "embedding_types": ["int8"], "calibration": [[1e300] * 384]}, "calibration"),
         ({"texts": TEXTS, "truncate": "START"}, "truncate"),
-        ({"texts": [LONG_TEXT], "truncate": "NONE", "max_tokens": 8}, "max_tokens"),
+        ({"texts": ["retrieval " * 20], "truncate": "NONE", "max_tokens": 8}, "max_tokens"),
+        ({"texts": TEXTS, "max_tokens": 2}, "max_tokens"),
         ({"texts": TEXTS, "priority": 1}, "priority"),
         ({"texts": []}, "texts"),
     ],

@@ -200,7 +200,7 @@ def test_over_long_text_without_truncation_is_refused_with_its_whole_count(
     whole = len(tokenizer(text)["input_ids"])
     with pytest.raises(InputTooLongError) as refused:
         _processor(tokenizer, max_len=64).texts([text], EMBED, truncate=None, prompt=None)
-    assert refused.value.args == InputTooLongError(whole, 64).args
+    assert refused.value.args == InputTooLongError(whole, 64, "input", 0).args
     assert TextCut(tokenizer).count(text) == len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from poolrag.errors import InvalidImageError, InvalidTextError
+from poolrag.errors import InputTooLongError, InvalidImageError, InvalidTextError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
@@ -17,12 +17,12 @@ from poolrag.vllm_options import refuse_longer_cut
 
 @contextmanager
 def fields_named(**fields: str) -> Iterator[None]:
-    """Inside, the engine's text errors (an empty or non-Unicode text, found by its input stage)
+    """Inside, the engine's text errors (an empty, non-Unicode or over-long text, found by its input stage)
     name this route's fields, e.g. ``text_2="documents"``: ``documents[3] is empty``, not
     ``text_2[3] is empty``. The engine's own names (``input``, ``text_1``, ``text_2``) need none."""
     try:
         yield
-    except InvalidTextError as error:
+    except (InvalidTextError, InputTooLongError) as error:
         raise error.renamed(fields.get(error.field, error.field), error.index) from None
     except InvalidImageError as error:  # a page given as a document: documents[1], not text_2[1]
         raise error.renamed(fields) from None

@@ -130,7 +130,9 @@ class InputProcessor:
         """Where this tokenizer's long texts may be cut before tokenising (built on first use)."""
         return text_cut_of(self.tokenizer)
 
-    def _kept_text(self, text: str, limit: int | None, chunking: bool) -> str:
+    def _kept_text(
+        self, text: str, limit: int | None, chunking: bool, field: str = "input", index: int | None = None
+    ) -> str:
         """``text`` cut to what tokenising can keep: ``limit`` tokens when truncating. Without
         truncation a text that holds more than the model's maximum is refused here, its tokens
         counted window by window rather than held all at once."""
@@ -140,7 +142,7 @@ class InputProcessor:
             return text  # every token is embedded, chunk by chunk
         if len(self.text_cut.prefix(text, self.max_len + 1)) < len(text):
             specials = self.tokenizer.num_special_tokens_to_add(pair=False)
-            raise InputTooLongError(self.text_cut.count(text) + specials, self.max_len)
+            raise InputTooLongError(self.text_cut.count(text) + specials, self.max_len, field, index)
         return text
 
     # -- inputs already tokenised ----------------------------------------------------------------
@@ -226,9 +228,9 @@ class InputProcessor:
         specials = self.tokenizer.num_special_tokens_to_add(pair=len(kept) == 2)
         return sum(self.text_cut.count(k) for k in kept) + specials > limit
 
-    def _check_length(self, ids: Sequence[int]) -> None:
+    def _check_length(self, ids: Sequence[int], field: str = "input", index: int | None = None) -> None:
         if len(ids) > self.max_len:
-            raise InputTooLongError(len(ids), self.max_len)
+            raise InputTooLongError(len(ids), self.max_len, field, index)
 
     # -- single texts -------------------------------------------------------------------------
     def texts(
@@ -273,7 +275,7 @@ class InputProcessor:
                 raise _not_an_image(field if index is None else f"{field}[{index}]", kind)
             else:
                 wholes.append(prefix + check_text(item, field, index))
-                texts.append(self._kept_text(wholes[-1], limit, chunking))
+                texts.append(self._kept_text(wholes[-1], limit, chunking, field, index))
                 text_positions.append(i)
         if images:
             prepared = self._images(list(images.values()), params, pending_images)
@@ -299,7 +301,7 @@ class InputProcessor:
                     if len(ids) > self.max_len:
                         requests[pos] = self._chunked(texts[j], ids, params)
                         continue
-                self._check_length(ids)
+                self._check_length(ids, field, None if one else pos)
                 requests[pos] = PoolingRequest(
                     token_ids=tuple(ids),
                     params=params,
@@ -411,7 +413,7 @@ class InputProcessor:
         cut = limit is not None and len(ids) > limit
         if cut:
             ids = ids[:limit]
-        self._check_length(ids)
+        self._check_length(ids, field, index)
         return PoolingRequest(token_ids=tuple(ids), params=params, truncated=cut)
 
     def _refuse_unframed(self, ids: Sequence[int], name: str, field: str) -> None:

@@ -11,6 +11,8 @@ int8/uint8 are scaled by the request's ``calibration`` set, else the server's ra
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request, Response
@@ -59,15 +61,9 @@ def _params(body: CohereEmbedRequest, facts: ModelFacts) -> PoolingParams:
             "or refuses it (NONE)",
             param="truncate",
         )
-    if body.truncate == "NONE" and body.max_tokens is not None:
-        raise APIError(
-            400,
-            "truncate NONE refuses a text over the model's maximum and max_tokens cuts it: send one",
-            param="max_tokens",
-        )
-    return PoolingParams(
+    return PoolingParams(  # under NONE, max_tokens is a limit to refuse at (_refuse_over_max_tokens)
         dimensions=body.output_dimension,
-        truncate_prompt_tokens=body.max_tokens,
+        truncate_prompt_tokens=None if body.truncate == "NONE" else body.max_tokens,
         truncate=_TRUNCATE[body.truncate],
         input_type=_INPUT_TYPES.get(body.input_type),
         prompt_name=_prompt_name(body.input_type, facts),
@@ -139,6 +135,20 @@ def _check_ranges_width(
         )
 
 
+def _refuse_over_max_tokens(outputs: Sequence[Any], max_tokens: int, field: str) -> None:
+    """Cohere's ``max_tokens`` under ``truncate: NONE``: a text longer than it is an error (its SDK:
+    a longer text is "truncated according to the truncate parameter"), a shorter one is embedded."""
+    for i, out in enumerate(outputs):
+        if out.num_tokens > max_tokens:
+            raise APIError(
+                400,
+                f"{field}[{i}] has {out.num_tokens} tokens, more than max_tokens ({max_tokens}); shorten "
+                "it, raise max_tokens or send truncate END to keep its first tokens",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
+
+
 @router.post(PATH, response_model=CohereEmbedResponse, responses=ENGINE_ERRORS)
 async def create_embed(body: CohereEmbedRequest, request: Request, response: Response) -> CohereEmbedResponse:
     return await _embed(body, request, response, PATH)
@@ -189,11 +199,19 @@ async def _embed(
     except InputTooLongError as exc:  # named in Cohere's terms, not truncate_prompt_tokens
         raise APIError(
             400,
-            f"a text has {exc.num_tokens} tokens, more than the model's maximum of {exc.max_len}; "
+            f"{exc.where} has {exc.num_tokens} tokens, more than the model's maximum of {exc.max_len}; "
             "shorten it or send truncate END to keep its first tokens",
             param="truncate",
             code="context_length_exceeded",
         ) from exc
+    except InvalidInputError as exc:  # max_tokens too small to hold any text: said in Cohere's terms
+        if exc.param != "truncate_prompt_tokens":
+            raise
+        raise APIError(
+            400, str(exc).replace("truncate_prompt_tokens", "max_tokens"), param="max_tokens"
+        ) from exc
+    if body.truncate == "NONE" and body.max_tokens is not None:
+        _refuse_over_max_tokens(outputs, body.max_tokens, field)
     vectors = np.stack([np.asarray(out.outputs.embedding, dtype=np.float32) for out in outputs])
     tokens = sum(out.num_tokens for out in outputs)
     truncated = report_truncated(response, outputs)
