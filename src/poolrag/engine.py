@@ -37,7 +37,7 @@ from poolrag.core.model_setup import Pipeline
 from poolrag.engine_args import ENGINE_OPTIONS, EngineArgs
 from poolrag.errors import InvalidInputError, ModelLoadError, UnsupportedTaskError
 from poolrag.image_inputs import is_image_input
-from poolrag.input_shapes import prompt_list, score_pairs
+from poolrag.input_shapes import item_list, prompt_list, score_pairs
 from poolrag.loading.cpu_fast_mode import FastModeReport, probe_requests
 from poolrag.loop_work import stays_on_loop
 from poolrag.model_facts import ModelFacts, ScoreKind
@@ -871,13 +871,13 @@ class Engine:
         self, text_1: ScoreInput, text_2: Sequence[ScoreInput], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         """Scores of each ``text_2`` item against the query ``text_1`` as one float64 array."""
-        return _scores(self.score(text_1, list(text_2), pooling_params))
+        return _scores(self.score(text_1, item_list(text_2, "text_2"), pooling_params))
 
     async def ascore_array(
         self, text_1: ScoreInput, text_2: Sequence[ScoreInput], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         """:meth:`score_array` for asyncio: batched with every other caller of this engine."""
-        return _scores(await self.ascore(text_1, list(text_2), pooling_params))
+        return _scores(await self.ascore(text_1, item_list(text_2, "text_2"), pooling_params))
 
     def encode_arrays(
         self,

@@ -15,6 +15,18 @@ from poolrag.image_inputs import is_image_input
 _IMAGE_FORMS = "an image (a PIL image, its encoded bytes, a pathlib.Path or a data:image URL)"
 
 
+def item_list(values: Any, what: str) -> list[Any]:
+    """``values`` (documents, passages, a ``text_2``) as a list; one bare string is refused, since
+    listing it would score it a character at a time."""
+    if isinstance(values, str):
+        raise InputTypeError(f"{what} must be a list of strings, not one string", param=what)
+    try:
+        return list(values)
+    except TypeError:
+        kind = type(values).__name__
+        raise InputTypeError(f"{what} must be a list of strings, not {kind}", param=what) from None
+
+
 def prompt_list(prompts: Any, what: str = "input", token_prompts: bool = True) -> list[Any]:
     """``prompts`` as a list: one string, token prompt (a mapping with ``prompt_token_ids``) or image
     (:mod:`poolrag.image_inputs`) is a list of one; a sequence must hold only those."""

@@ -9,8 +9,9 @@ error locally as in process. Every answer names the served weights (a response h
 are no longer those of the kept facts (the server restarted with another model under the same
 name), the answer is refused with :class:`ServedModelChangedError` and the facts are read afresh
 on the next call, so nothing computed by one model is filed under another's facts. Large inputs
-are split into requests of ``max_inputs_per_request`` items; the server batches them by token
-budget like the engine does.
+are split into requests of at most ``max_inputs_per_request`` items and ``MAX_REQUEST_BYTES`` of
+text; the server batches them by token budget like the engine does. ``rerank`` is one request, since
+its order (and a fusion) needs every score at once.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from poolrag.client.loop_clients import LoopClients
 from poolrag.client.wire import RerankedDocument
 from poolrag.counts import check_count
 from poolrag.errors import InputTypeError, InvalidInputError
-from poolrag.input_shapes import prompt_list, score_pairs
+from poolrag.input_shapes import item_list, prompt_list, score_pairs
 from poolrag.model_facts import ModelFacts, answering_model
 from poolrag.outputs import (
     ClassificationOutput,
@@ -51,8 +52,14 @@ from poolrag.text_validity import check_text
 logger = logging.getLogger(__name__)
 
 _CLIENT_ERRORS = (400, 413, 422)
-#: the answers of a server at capacity or stopping, which did not run the request: sent again
-_RETRIED = (429, 503)
+#: a server at capacity or stopping (which did not run the request), or a proxy in front of it that
+#: lost it: sent again (every call is idempotent: the same inputs give the same outputs)
+_RETRIED = (429, 502, 503, 504)
+#: the text one request carries at most: half of the server's default body limit (16 MiB), leaving
+#: room for JSON's escapes, so long documents are split by size as well as by count
+MAX_REQUEST_BYTES = 8 * 2**20
+#: the most of an error page (a proxy's HTML) quoted in an error
+_QUOTED_CHARS = 300
 #: the longest a ``Retry-After`` is waited for
 MAX_RETRY_WAIT_S = 60.0
 Item = TypeVar("Item")
@@ -79,11 +86,13 @@ class PoolragClient:
         task: the task this client runs when a call does not say (an adapter's): whose facts
             :attr:`facts` reads when ``model`` is ``None`` and the server serves several models.
         timeout: seconds per HTTP request.
-        max_inputs_per_request: inputs per HTTP request; longer lists are split and concatenated.
+        max_inputs_per_request: inputs per HTTP request; longer lists (or more than
+            ``MAX_REQUEST_BYTES`` of text) are split and concatenated.
         max_concurrency: how many of one call's requests (a long list split as above) an async
             method keeps in flight at once; separate concurrent calls each send their own.
         max_retries: how many times a request answered 429 or 503 (at capacity, or shutting down:
-            not run) is sent again, after the answer's ``Retry-After``; ``0`` raises at once.
+            not run), or a proxy's 502 / 504, is sent again, after the answer's ``Retry-After``, and
+            a refused connection tried again; ``0`` raises at once.
     """
 
     def __init__(
@@ -100,6 +109,10 @@ class PoolragClient:
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
+        try:
+            httpx.URL(base_url)
+        except httpx.InvalidURL as exc:
+            raise InvalidInputError(f"base_url {base_url!r} is not a valid URL: {exc}") from None
         check_count(max_inputs_per_request, "max_inputs_per_request")
         check_count(max_concurrency, "max_concurrency")
         self._made_from = {
@@ -124,6 +137,7 @@ class PoolragClient:
             raise InvalidInputError(f"max_retries must be a count of 0 or more, got {max_retries!r}")
         self.max_retries = max_retries
         self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()  # threads that start at once share one connection pool
         self._async_clients = LoopClients(
             lambda: httpx.AsyncClient(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
         )
@@ -138,9 +152,15 @@ class PoolragClient:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def _sync(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
-        return self._client
+        client = self._client
+        if client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = httpx.Client(
+                        base_url=self.base_url, headers=self._headers(), timeout=self.timeout
+                    )
+                client = self._client
+        return client
 
     def _body(self, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
         model = self.model if self.model is not None or facts is None else facts.model_name
@@ -148,16 +168,29 @@ class PoolragClient:
 
     def _check(self, response: httpx.Response, facts: ModelFacts | None) -> dict[str, Any]:
         """The answer's body, or the error it carries; ``facts`` are those the request was built on."""
+        path = response.request.url.path
         if response.is_success:
             if facts is not None:
                 self._check_served_model(response, facts)
-            return response.json()
+            try:
+                return response.json()
+            except ValueError:  # a proxy's page, or another service at this address
+                kind = response.headers.get("content-type", "no content type")
+                raise RemoteError(
+                    f"{path} answered {response.status_code} with {kind}, not JSON: is {self.base_url} "
+                    f"a poolrag server? It said: {response.text[:_QUOTED_CHARS]!r}",
+                    response.status_code,
+                ) from None
         try:
             body: Any = response.json()
         except ValueError:
             body = None
-        message = wire.error_message(response.status_code, body, response.text)
-        path = response.request.url.path
+        message = wire.error_message(response.status_code, body, response.text[:_QUOTED_CHARS])
+        if response.status_code == 413:
+            message += (
+                f" (this client sends at most {self.max_inputs_per_request} inputs and "
+                f"{MAX_REQUEST_BYTES} bytes of text a request; lower max_inputs_per_request)"
+            )
         if response.status_code in _CLIENT_ERRORS:
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
         raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
@@ -194,7 +227,10 @@ class PoolragClient:
             try:
                 response = send()
             except httpx.HTTPError as exc:
-                raise self._unanswered(exc) from exc
+                if (wait := self._reconnect_wait(exc, attempt)) is None:
+                    raise self._unanswered(exc) from exc
+                time.sleep(wait)
+                continue
             if (wait := self._retry_wait(response, attempt)) is None:
                 return response
             time.sleep(wait)
@@ -205,16 +241,29 @@ class PoolragClient:
             try:
                 response = await send()
             except httpx.HTTPError as exc:
-                raise self._unanswered(exc) from exc
+                if (wait := self._reconnect_wait(exc, attempt)) is None:
+                    raise self._unanswered(exc) from exc
+                await asyncio.sleep(wait)
+                continue
             if (wait := self._retry_wait(response, attempt)) is None:
                 return response
             await asyncio.sleep(wait)
         raise AssertionError("unreachable")
 
+    def _reconnect_wait(self, exc: httpx.HTTPError, attempt: int) -> float | None:
+        """Seconds to wait before connecting again (0.5 s, doubling, ``max_retries`` times), or
+        ``None`` to give up: only a refused or failed connection, where nothing was sent (a server
+        restarting); a timeout may be a request still running, so it is the caller's to resend."""
+        if not isinstance(exc, httpx.ConnectError) or attempt >= self.max_retries:
+            return None
+        logger.info("cannot connect to %s (%s); trying again", self.base_url, exc)
+        return 0.5 * 2**attempt
+
     def _retry_wait(self, response: httpx.Response, attempt: int) -> float | None:
         """Seconds to wait before sending again, or ``None`` to take this answer: a 429 or 503 (the
-        server at capacity or stopping: the request was not run) is sent again ``max_retries``
-        times, after its ``Retry-After`` (else 0.5 s, doubling), as OpenAI's client does."""
+        server at capacity or stopping: the request was not run) or a proxy's 502 / 504 is sent
+        again ``max_retries`` times, after its ``Retry-After`` (else 0.5 s, doubling), as OpenAI's
+        client does."""
         if response.status_code not in _RETRIED or attempt >= self.max_retries:
             return None
         try:
@@ -283,7 +332,14 @@ class PoolragClient:
         cards = [card for card in listing.get("data", []) if isinstance(card, dict)]
         if not cards:
             raise RemoteError(f"{self.base_url}/v1/models lists no model")
-        return tuple(ModelFacts.from_json(str(card.get("id")), card) for card in cards)
+        try:
+            return tuple(ModelFacts.from_json(str(card.get("id")), card) for card in cards)
+        except InvalidInputError as exc:  # vLLM's, TEI's or OpenAI's listing: no weights, no tasks
+            raise RemoteError(
+                f"{self.base_url} does not describe its models as 'poolrag serve' does ({exc}); "
+                "PoolragClient talks to poolrag servers, for another server use its own client "
+                "(e.g. the openai package)"
+            ) from None
 
     def _pick(self, served: tuple[ModelFacts, ...], task: str | None) -> ModelFacts:
         """The facts of the model named ``model``, or of the one answering ``task`` unnamed: one
@@ -296,9 +352,22 @@ class PoolragClient:
         names = ", ".join(repr(facts.model_name) for facts in served)
         raise InvalidInputError(f"model {self.model!r} is not served here; use {names}")
 
-    def _chunks(self, n: int) -> list[slice]:
-        step = self.max_inputs_per_request
-        return [slice(start, min(start + step, n)) for start in range(0, n, step)]
+    def _chunks(self, items: Sequence[Any]) -> list[slice]:
+        """Consecutive runs of ``items`` of at most ``max_inputs_per_request`` and (unless one item
+        is larger alone) ``MAX_REQUEST_BYTES``: a server refuses a larger body with a 413."""
+        runs: list[slice] = []
+        start, size = 0, 0
+        for i, item in enumerate(items):
+            item_size = _wire_size(item)
+            if i > start and (
+                i - start >= self.max_inputs_per_request or size + item_size > MAX_REQUEST_BYTES
+            ):
+                runs.append(slice(start, i))
+                start, size = i, 0
+            size += item_size
+        if start < len(items):
+            runs.append(slice(start, len(items)))
+        return runs
 
     async def _gather(self, calls: list[Callable[[], Any]]) -> list[Any]:
         limit = asyncio.Semaphore(self.max_concurrency)
@@ -371,11 +440,16 @@ class PoolragClient:
         a data URL, named ``field[i]`` when refused, as the engine names it."""
         # the facts are fetched before requests are made; with none yet, the server is the judge
         reads_images = self._served is None or self._pick(self._served, self.task).reads_images
-        return [wire.wire_input(item, reads_images, f"{field}[{i}]") for i, item in enumerate(items)]
+        return [
+            wire.wire_input(
+                check_text(item, field, i) if isinstance(item, str) else item, reads_images, f"{field}[{i}]"
+            )
+            for i, item in enumerate(items)
+        ]
 
     def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
         items = self._wired(prompt_list(prompts), "input")
-        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(len(items))]
+        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(items)]
 
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
         extra = {
@@ -405,7 +479,7 @@ class PoolragClient:
                 {"text_1": firsts[0] if len(firsts) == 1 else firsts[s], "text_2": seconds[s], **extra},
                 len(seconds[s]),
             )
-            for s in self._chunks(len(seconds))
+            for s in self._chunks(seconds)
         ]
 
     def _score_requests(self, text_1: str, text_2: Sequence[str], params: PoolingParams | None) -> Requests:
@@ -414,15 +488,13 @@ class PoolragClient:
                 f"text_1 must be one string, the query, not {type(text_1).__name__}; score_array scores "
                 "each text_2 item against it (for pairs, call it once per query)"
             )
-        if isinstance(text_2, str) or not isinstance(text_2, Sequence):
-            raise InputTypeError(f"text_2 must be a list of strings, not {type(text_2).__name__}")
-        seconds = self._wired(list(text_2), "text_2")
+        seconds = self._wired(item_list(text_2, "text_2"), "text_2")
         if not seconds:
             raise InvalidInputError("text_1 and text_2 must both be non-empty")  # as the engine says
         extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
         return [
-            ({"text_1": text_1, "text_2": seconds[s], **extra}, len(seconds[s]))
-            for s in self._chunks(len(seconds))
+            ({"text_1": check_text(text_1, "text_1"), "text_2": seconds[s], **extra}, len(seconds[s]))
+            for s in self._chunks(seconds)
         ]
 
     def _rerank_fields(
@@ -434,8 +506,12 @@ class PoolragClient:
         second_stage: str | None,
         rerank_weight: float | None,
     ) -> dict[str, Any]:
-        documents = self._wired(list(documents), "documents")
-        fields: dict[str, Any] = {"query": query, "documents": documents, "return_documents": False}
+        documents = self._wired(item_list(documents, "documents"), "documents")
+        fields: dict[str, Any] = {
+            "query": check_text(query, "query"),
+            "documents": documents,
+            "return_documents": False,
+        }
         first = None if first_stage_scores is None else [float(s) for s in first_stage_scores]
         optional = {
             "top_n": top_n,
@@ -659,6 +735,11 @@ class PoolragClient:
         facts = self.facts
         return [int(t) for t in self._post("/tokenize", fields, facts)["tokens"]]
 
+    async def atokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        fields = {"prompt": check_text(text), "add_special_tokens": add_special_tokens}
+        facts = await self._afacts(self.task)
+        return [int(t) for t in (await self._apost("/tokenize", fields, facts))["tokens"]]
+
     # -- lifecycle ---------------------------------------------------------------------------------------
     def __reduce__(self) -> tuple[Any, ...]:
         """A client pickles as its settings (its connections and locks stay behind): a worker
@@ -724,3 +805,13 @@ def _stack(vectors: list[np.ndarray], width: int | None) -> np.ndarray:
 
 def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragClient:
     return cls(**settings)
+
+
+def _wire_size(item: Any) -> int:
+    """About the bytes ``item`` takes in a JSON body: a text's UTF-8 (httpx writes JSON unescaped),
+    a token id list's digits and commas."""
+    if isinstance(item, str):
+        return len(item.encode("utf-8", "surrogatepass")) + 3
+    if isinstance(item, list):
+        return 8 * len(item) + 2
+    return len(str(item))

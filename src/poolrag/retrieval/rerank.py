@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from poolrag.backend import PoolingBackend
 from poolrag.errors import InvalidInputError
+from poolrag.input_shapes import item_list
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
 from poolrag.retrieval.fusion import (
@@ -98,11 +99,12 @@ class CrossEncoderReranker:
 
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """The reranker's own score of each passage, in input order."""
+        passages = item_list(passages, "passages")
         if not passages:
             return np.zeros(0, dtype=np.float64)
         # Long passages are cut to the model's limit rather than failing the whole search. Kept in
         # float64, as the server and the adapters fuse them: a float32 cast would move fused ranks.
-        scores = self.backend.score_array(query, list(passages), PoolingParams(truncate_prompt_tokens=-1))
+        scores = self.backend.score_array(query, passages, PoolingParams(truncate_prompt_tokens=-1))
         return np.asarray(scores, dtype=np.float64)
 
     def rerank(

@@ -1,0 +1,188 @@
+"""How the HTTP client sends and reads: one connection pool however many threads start at once,
+bodies a server accepts, texts checked before they leave, and answers that are not poolrag's
+(a proxy's page, another server's listing) said in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import socket
+import threading
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from poolrag import Engine, InputTypeError, InvalidInputError
+from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
+from poolrag.client import client as client_module
+from poolrag.errors import InvalidTextError
+from poolrag.testing.live_server import serve
+from poolrag.testing.rag_corpus import TEXTS
+
+
+@pytest.fixture(scope="module")
+def minilm_url(minilm_engine: Engine) -> Iterator[str]:
+    yield from serve(minilm_engine, "minilm", max_body_bytes=20_000)
+
+
+def test_threads_that_start_at_once_share_one_connection_pool(minilm_url: str) -> None:
+    """Eight threads making a fresh client's first call together: one pool, which close() closes."""
+    gc.collect()
+    start = threading.Barrier(8)
+    client = PoolragClient(minilm_url)
+
+    def first_call(text: str) -> np.ndarray:
+        start.wait()
+        return client.embed_array([text])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ThreadPoolExecutor(8) as pool:
+            assert all(v.shape == (1, 384) for v in pool.map(first_call, TEXTS[:8]))
+        client.close()
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_long_texts_are_split_by_size_into_bodies_the_server_takes(
+    minilm_url: str, minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server refuses a body over its limit (413); the client sends at most MAX_REQUEST_BYTES of
+    text a request, so a list of long documents arrives whole, in order."""
+    documents = [f"{i} " + "long passage about rivers and their deltas " * 40 for i in range(12)]  # ~1.8 kB
+    monkeypatch.setattr(client_module, "MAX_REQUEST_BYTES", 8_000)
+    with PoolragClient(minilm_url) as client:
+        sent = client.embed_array(documents)
+    np.testing.assert_allclose(sent, minilm_engine.embed_array(documents), atol=1e-6)
+    monkeypatch.setattr(client_module, "MAX_REQUEST_BYTES", 10**9)
+    with PoolragClient(minilm_url) as client, pytest.raises(RemoteInvalidInputError) as refused:
+        client.embed_array(documents)
+    assert refused.value.status_code == 413 and "lower max_inputs_per_request" in str(refused.value)
+
+
+def test_texts_are_checked_before_they_are_sent_by_the_engines_rule(
+    minilm_url: str, minilm_engine: Engine
+) -> None:
+    """A lone surrogate cannot be encoded for the wire; the engine's error, named as the engine
+    names it, not the codec's. A bare string of documents is one document, not a list of letters."""
+    with PoolragClient(minilm_url) as client:
+        for call in (minilm_engine.embed_array, client.embed_array):
+            with pytest.raises(InvalidTextError, match=r"^input\[1\] is not valid Unicode"):
+                call(["fine", "bad \ud800 text"])
+        with pytest.raises(InvalidTextError, match=r"^documents\[0\] is not valid Unicode"):
+            client.rerank("query", ["\udfff"])
+        for call in (minilm_engine.score_array, client.score_array):
+            with pytest.raises(InputTypeError, match="text_2 must be a list of strings, not one string"):
+                call("capital of France?", "Paris")
+        with pytest.raises(InputTypeError, match="documents must be a list of strings, not one string"):
+            client.rerank("capital of France?", "Paris")
+
+
+def test_atokenize_is_tokenizes_async_twin(minilm_url: str) -> None:
+    with PoolragClient(minilm_url) as client:
+        assert asyncio.run(client.atokenize("hello there")) == client.tokenize("hello there")
+
+
+def test_a_url_with_a_bad_port_is_refused_when_the_client_is_made() -> None:
+    with pytest.raises(InvalidInputError, match="not a valid URL"):
+        PoolragClient("http://127.0.0.1:abc")
+
+
+# -- answers that are not poolrag's ------------------------------------------------------------------------
+VLLM_MODEL = {"id": "BAAI/bge-m3", "object": "model", "owned_by": "vllm"}
+VLLM_LISTING = json.dumps({"object": "list", "data": [VLLM_MODEL]})
+Answers = dict[str, tuple[int, str, str]]
+
+
+class _Stub(BaseHTTPRequestHandler):
+    """A server that is not poolrag: a proxy's error page, a web page, vLLM's model listing."""
+
+    answers: ClassVar[Answers]
+    seen: ClassVar[list[str]]
+
+    def _answer(self) -> None:
+        self.seen.append(self.path)
+        status, kind, body = self.answers[self.path]
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _stub_handler(answers: Answers) -> type[_Stub]:
+    return type("Stub", (_Stub,), {"answers": answers, "seen": []})
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, type[_Stub]]]:
+    handler = _stub_handler({})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_proxys_502_is_sent_again_then_quoted_briefly(stub: tuple[str, type[_Stub]]) -> None:
+    url, handler = stub
+    page = "<html><body>" + "Bad gateway. " * 300 + "</body></html>"
+    handler.answers["/v1/models"] = (502, "text/html", page)
+    with PoolragClient(url, max_retries=1) as client, pytest.raises(RemoteError) as failed:
+        client.embed_array(["a"])
+    assert failed.value.status_code == 502 and len(str(failed.value)) < 400
+    assert handler.seen == ["/v1/models", "/v1/models"]  # sent again once (max_retries=1)
+
+
+def test_a_page_that_is_not_json_and_another_servers_listing_are_one_line(
+    stub: tuple[str, type[_Stub]],
+) -> None:
+    url, handler = stub
+    handler.answers["/v1/models"] = (200, "text/html", "<html>a login page</html>")
+    with PoolragClient(url) as client, pytest.raises(RemoteError, match=r"not JSON: is .* a poolrag server"):
+        client.embed_array(["a"])
+    handler.answers["/v1/models"] = (200, "application/json", VLLM_LISTING)
+    with PoolragClient(url) as client, pytest.raises(RemoteError, match="does not describe its models as"):
+        client.embed_array(["a"])
+
+
+def test_a_refused_connection_is_tried_again(stub: tuple[str, type[_Stub]]) -> None:
+    """A server restarting refuses connections for a moment; nothing was sent, so the client
+    connects again (``max_retries`` times, 0.5 s doubling) and gets the answer."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    handler = _stub_handler({"/v1/models": (200, "application/json", VLLM_LISTING)})
+    late = ThreadingHTTPServer(("127.0.0.1", port), handler, bind_and_activate=False)
+
+    def open_soon() -> None:
+        late.allow_reuse_address = True
+        late.server_bind()
+        late.server_activate()
+        late.serve_forever()
+
+    timer = threading.Timer(0.3, open_soon)
+    timer.start()
+    try:
+        client = PoolragClient(f"http://127.0.0.1:{port}", max_retries=3)
+        with client, pytest.raises(RemoteError, match="does not describe its models as"):  # it answered
+            client.embed_array(["a"])
+    finally:
+        timer.join(5)
+        late.shutdown()
+        late.server_close()
+    with pytest.raises(RemoteError, match="cannot reach"):
+        PoolragClient(f"http://127.0.0.1:{port}", max_retries=0).embed_array(["a"])
