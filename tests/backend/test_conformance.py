@@ -203,7 +203,7 @@ def test_empty_input_is_an_invalid_input_error(minilm: Served, kind: str) -> Non
         lambda: asyncio.run(backend.aembed_array([""])),
         lambda: backend.encode_arrays([""], "token_embed"),
     ):
-        # the client's is a RemoteInvalidInputError too, which also carries the HTTP status
+        # the client refuses it before sending, by the engine's rule
         with pytest.raises(InvalidTextError):
             call()
     with pytest.raises(InvalidInputError):

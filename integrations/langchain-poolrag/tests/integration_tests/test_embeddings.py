@@ -18,6 +18,7 @@ from poolrag import (
     InvalidInputError,
 )
 from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError
+from poolrag.errors import InvalidTextError
 from poolrag.testing.partner_fixtures import DOC, QUERY, loop_turns_until_done
 from poolrag.testing.rag_corpus import API_KEY, TEXTS
 
@@ -322,9 +323,10 @@ def test_remote_with_api_key(keyed_minilm_url: str, minilm_engine: Engine) -> No
 
 
 def test_remote_bad_input_is_a_value_error(minilm_url: str) -> None:
-    with pytest.raises(RemoteInvalidInputError) as error:
+    """Refused before it is sent, by the engine's rule and in its words, as in process."""
+    with pytest.raises(InvalidTextError, match=r"input\[1\] is empty") as error:
         PoolragEmbeddings(base_url=minilm_url).embed_documents(["fine", ""])
-    assert isinstance(error.value, ValueError) and error.value.status_code == 400
+    assert isinstance(error.value, ValueError)
 
 
 def test_unreachable_server_is_a_clear_error() -> None:
