@@ -196,6 +196,24 @@ def test_a_reader_that_leaves_stops_the_command_quietly(tmp_path: Path) -> None:
     assert ran.wait(120) == 141 and err == "", err
 
 
+def test_output_onto_a_full_disk_is_one_line(tmp_path: Path) -> None:
+    """``poolrag search --json > /dev/full`` ended in an OSError traceback."""
+    if not Path("/dev/full").exists():
+        pytest.skip("/dev/full is Linux's always-full device; this platform has none")
+    where = ["--uri", str(tmp_path / "m.db")]
+    assert main(["ingest", str(MUSIC), *where, "--no-cache", "--quiet"]) == 0
+    with open("/dev/full", "w") as full:
+        ran = subprocess.run(
+            [sys.executable, "-m", "poolrag.cli", "search", "guitar", *where, "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
+    assert ran.returncode == 4, ran.stderr
+    assert ran.stderr == "poolrag: error: cannot write the output: No space left on device\n", ran.stderr
+
+
 def test_version_names_the_package(capsys) -> None:
     from poolrag import __version__
 

@@ -4,6 +4,7 @@ itself with ``register(subparsers)``; list a new one in :data:`SUBCOMMANDS`."""
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import stat
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from poolrag.cli.command_errors import EXIT_STORE_WRITE
 from poolrag.cli.interrupts import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -86,6 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader left: stop quietly, and let nothing flush into the pipe again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except OSError as full:  # the output's disk is full (``--json > /dev/full``): one line, as a store's
+        if full.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"poolrag: error: cannot write the output: {full.strerror}", file=sys.stderr)
+        if sys.stdout is not None:  # nothing more is flushed onto the full disk at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_STORE_WRITE
 
 
 def _stdout_is_a_pipe() -> bool:

@@ -23,6 +23,7 @@ from poolrag.cli.store_options import (
 )
 from poolrag.config.option_choices import TUNE_ENV
 from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.errors import InputTooLongError, InvalidInputError
 
 if TYPE_CHECKING:
     from poolrag.engine import Engine
@@ -120,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
         refuse_missing_database(args)
         store = open_store_from_args(args)
         results = _search(store, args)
+    except InputTooLongError as exc:  # the engine's advice names a Python argument; this is a command
+        said = InvalidInputError(
+            f"the query has {exc.num_tokens} tokens, more than the model's maximum of {exc.max_len}; "
+            "shorten it, or drop --no-auto-truncate to search with its first tokens"
+        )
+        return report_error("search", said)
     except user_errors() as exc:
         return report_error("search", exc)
     finally:
@@ -167,7 +174,6 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     from poolrag import PoolingParams
     from poolrag.cache import CachedEmbedder
     from poolrag.config.packaged_models import packaged_hub_id
-    from poolrag.errors import InvalidInputError
     from poolrag.retrieval import ColbertRetriever, Retriever
     from poolrag.retrieval.collection_checks import check_model, existing_spec
 
