@@ -149,3 +149,24 @@ def test_use_cache_is_off_for_decoder_backbones(base_embedder):
     assert internals.loaded_module(engine).config.use_cache is False
     with torch.no_grad():
         assert engine.embed("hi")[0].outputs.embedding.shape == (32,)
+
+
+def test_an_untied_lm_head_is_not_reported_unexpected(tmp_path, caplog):
+    """A Qwen3-Embedding-style checkpoint with an untied ``lm_head``: no embedding reads it, and
+    transformers' "LOAD REPORT ... lm_head.weight | UNEXPECTED" on every load read like a broken
+    model (as BERT's missing pooler did)."""
+    import logging
+
+    build(tmp_path, "llama", transformers.AutoModelForCausalLM)  # untied
+    _write_sentence_transformers_files(tmp_path, {"query": QWEN3_QUERY_PROMPT, "document": ""})
+    with caplog.at_level(logging.WARNING, logger="transformers"):
+        transformers.AutoModel.from_pretrained(tmp_path)
+        assert "lm_head.weight" in caplog.text  # what transformers says of it
+        caplog.clear()
+        engine = Engine(tmp_path, model_impl="transformers", tune="off")
+        assert "LOAD REPORT" not in caplog.text, caplog.text
+    reference = transformers.AutoModel.from_pretrained(tmp_path).eval()
+    ids = engine.tokenize("hi there")
+    with torch.no_grad():
+        last = reference(torch.tensor([ids])).last_hidden_state[0, -1]
+    np.testing.assert_allclose(engine.embed_array(["hi there"])[0], normalize(last.numpy()), atol=1e-5)

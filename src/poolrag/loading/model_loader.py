@@ -57,10 +57,12 @@ def load_transformer(
             )
         auto_class = AutoModelForTextEncoding  # T5EncoderModel & co.: the decoder is never loaded
     extra: dict[str, object] = {}
+    load_class: type = auto_class
     if auto_class is AutoModel:
         with quiet_load():  # the class lookup imports transformers' modelling stack (and torchao)
             extra = _without_unused_pooler(spec)
-    model = from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement, **extra)
+            load_class = _ignoring_lm_head(spec) or auto_class
+    model = from_pretrained(load_class, spec, dtype, device, trust_remote_code, placement, **extra)
     if head is NetworkHead.NONE:
         model = _backbone_of(model, spec)
     return model.eval() if placement.places_itself else model.to(device).eval()
@@ -82,6 +84,22 @@ def _without_unused_pooler(spec: ModelSpec) -> dict[str, object]:
     if keys is None or any(key.split(".")[0] == "pooler" or ".pooler." in key for key in keys):
         return {}
     return {"add_pooling_layer": False}
+
+
+def _ignoring_lm_head(spec: ModelSpec) -> type | None:
+    """The backbone class, told to expect a ``lm_head`` it does not load, for a ``*ForCausalLM``
+    checkpoint with an untied one (a Qwen3-Embedding-style folder): the hidden-state kinds never
+    read it, and transformers would report its weight unexpected, which reads like a broken model."""
+    try:
+        model_class = AutoModel._model_mapping[type(spec.hf_config)]  # type: ignore[attr-defined]
+    except (KeyError, AttributeError):
+        return None
+    keys = _checkpoint_keys(Path(spec.transformer_path))
+    if keys is None or not any(key.startswith("lm_head.") for key in keys):
+        return None
+    ignored = [*(model_class._keys_to_ignore_on_load_unexpected or ()), r"^lm_head\."]
+    attrs = {"_keys_to_ignore_on_load_unexpected": ignored, "__module__": model_class.__module__}
+    return type(model_class.__name__, (model_class,), attrs)
 
 
 def _checkpoint_keys(folder: Path) -> list[str] | None:
