@@ -34,3 +34,13 @@ def test_last_token_embeddings_match_the_cpu(tmp_path, family: str, dtype: torch
     gpu = Engine(tmp_path, device="cuda", dtype=dtype).embed_array(TEXTS)
     assert gpu.shape == cpu.shape
     assert _min_cosine(gpu, cpu) >= MIN_COSINE[dtype]
+
+
+def test_a_sliding_window_holds_on_inputs_longer_than_it(tmp_path) -> None:
+    """Packed varlen attention sees every earlier token; a Mistral whose window (16) is shorter
+    than its inputs must give what the CPU's windowed mask gives (a batch runs padded there)."""
+    build(tmp_path, "mistral", transformers.AutoModel, sliding_window=16)
+    texts = [" ".join(TEXTS) * 3, TEXTS[0]]
+    cpu = Engine(tmp_path, device="cpu").embed_array(texts)
+    gpu = Engine(tmp_path, device="cuda", dtype=torch.float16).embed_array(texts)
+    assert _min_cosine(gpu, cpu) >= MIN_COSINE[torch.float16]

@@ -95,13 +95,13 @@ def tiny_config(
     )
     common.update(extra)
     if family == "llama":
-        return transformers.LlamaConfig(tie_word_embeddings=False, **common)
+        return transformers.LlamaConfig(**({"tie_word_embeddings": False} | common))
     if family == "mistral":
-        return transformers.MistralConfig(sliding_window=None, tie_word_embeddings=False, **common)
+        return transformers.MistralConfig(**({"sliding_window": None, "tie_word_embeddings": False} | common))
     if family == "qwen2":
-        return transformers.Qwen2Config(tie_word_embeddings=True, **common)
+        return transformers.Qwen2Config(**({"tie_word_embeddings": True} | common))
     if family == "qwen3":
-        return transformers.Qwen3Config(head_dim=8, tie_word_embeddings=True, **common)
+        return transformers.Qwen3Config(**({"head_dim": 8, "tie_word_embeddings": True} | common))
     if family == "gemma":
         return transformers.GemmaConfig(head_dim=8, **common)
     if family == "olmo2":  # a decoder poolrag never listed: told from transformers' own tables

@@ -14,8 +14,9 @@ import torch
 from tiny_models import ENCODER_ARCHS
 
 from poolrag import Engine
+from poolrag.config.network_head import NetworkHead
 from poolrag.request import PoolingRequest, ResolvedParams
-from poolrag.runner.model_runner import ModelRunner
+from poolrag.runner.model_runner import ModelRunner, sliding_window
 from poolrag.testing import engine_internals as internals
 
 PARAMS = ResolvedParams(task="embed")
@@ -135,3 +136,25 @@ def test_the_batcher_is_told_how_padding_costs(tiny_model: Callable[..., Path]) 
     padded = internals.runner(Engine(tiny_model("bert"), model_impl="transformers"))
     assert not padded.packed and not padded.padding_free and padded.attention_hidden_size is None
     assert padded.enable_packing() and padded.padding_free  # varlen attention: no padding anywhere
+
+
+def test_a_batch_longer_than_a_sliding_window_runs_padded() -> None:
+    """Packed attention sees every earlier token of its sequence; Mistral's and Gemma 2's layers see
+    only the last ``sliding_window``. A batch with a longer sequence runs padded, where
+    transformers' mask applies the window; shorter ones stay packed (the window changes nothing)."""
+    import transformers
+
+    config = transformers.MistralConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, sliding_window=8,
+    )  # fmt: skip
+    runner = ModelRunner(transformers.MistralModel(config).eval(), NetworkHead.NONE, 0, torch.device("cpu"))
+    runner.packed = True  # as on a GPU, where the varlen kernel runs
+    short = [PoolingRequest(tuple(range(1, n + 1)), PARAMS) for n in (8, 3)]
+    assert runner.prepare(short).packed
+    assert not runner.prepare([*short, PoolingRequest(tuple(range(1, 10)), PARAMS)]).packed
+    assert [sliding_window(c) for c in (config, transformers.Gemma2Config())] == [8, 4096]
+    assert [sliding_window(c) for c in (transformers.Qwen2Config(), transformers.LlamaConfig())] == [
+        None,
+        None,
+    ]

@@ -76,6 +76,9 @@ class ModelRunner:
         self.token_states = token_states and head is NetworkHead.SEQUENCE
         self._native = bool(getattr(model, "native", False))
         self.first_row_tasks = first_row_tasks
+        # packed attention attends to every earlier token: a batch with a sequence longer than the
+        # model's sliding window runs padded, where transformers' mask applies the window
+        self._window = None if self._native else sliding_window(getattr(model, "config", None))
         # packed at the start of serving (see ``prepare_for_serving``), so a fast mode can still
         # convert the plain weights after construction
         self._pack_weights = pack_weights and device.type == "cpu"
@@ -171,6 +174,8 @@ class ModelRunner:
     def prepare(self, batch: Sequence[PoolingRequest]) -> BatchInputs:
         """Host tensors for ``batch`` (pinned on CUDA); cheap, so it can run ahead of the forward."""
         packed = self.packed and all(r.attention is None for r in batch)
+        if packed and self._window is not None:
+            packed = all(len(r.token_ids) <= self._window for r in batch)
         inputs = self._prepare(batch, packed)
         if packed and self._native and self.head is NetworkHead.NONE and self.first_row_tasks:
             inputs.first_rows_only = all(r.params.task in self.first_row_tasks for r in batch)
@@ -324,3 +329,18 @@ class ModelRunner:
         if self._serving:
             raise RuntimeError("the model can only be replaced before the engine has run a batch")
         self.model = transform(self.model)  # type: ignore[assignment]
+
+
+def sliding_window(config: object) -> int | None:
+    """The tokens a layer of this decoder attends back to, where some layer's window is shorter
+    than the model (Mistral's ``sliding_window``; Gemma 2's and Qwen's ``sliding_attention``
+    layers); ``None`` where every layer attends to the whole sequence."""
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        return None
+    if getattr(config, "use_sliding_window", True) is False:  # Qwen2 lists one it does not use
+        return None
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None and "sliding_attention" not in layer_types:
+        return None
+    return window
