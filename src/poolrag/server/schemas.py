@@ -293,9 +293,23 @@ class EmbeddingRequest(VllmRequestBody):
         description="One of the model folder's prompts by name, as sentence-transformers' prompt_name= "
         "(poolrag extension; GET /v1/models lists them as prompt_names).",
     )
-    late_chunking: LateChunking | None = Field(
+    late_chunking: LateChunking | StrictBool | None = Field(
         None,
-        description="poolrag extension: input is one document; data holds one vector per span, in order.",
+        description="{spans} (poolrag extension): input is one document, data one vector per span, "
+        "in order. true (Jina's): the inputs are read as one text joined by spaces, one vector each.",
+    )
+    # Jina's embeddings API (api.jina.ai/v1/embeddings), taken on the same route
+    task: str | None = Field(
+        None,
+        max_length=PROMPT_NAME_MAX_CHARS,
+        description="Jina's: retrieval.query / retrieval.passage select the query / document prompt, "
+        "text-matching none; another names a folder prompt (jina-embeddings-v3 names its prompts so).",
+    )
+    normalized: StrictBool | None = Field(None, description="Jina's name of normalize.")
+    embedding_type: Literal["float", "base64", "binary", "ubinary"] | None = Field(
+        None,
+        description="Jina's: float lists, base64 float32, or one bit per dimension packed 8 to an "
+        "integer (binary: -128..127, ubinary: 0..255), as sentence-transformers' quantize_embeddings.",
     )
 
     @model_validator(mode="before")
@@ -303,14 +317,26 @@ class EmbeddingRequest(VllmRequestBody):
     def _messages_stand_for_input(cls, data: Any) -> Any:
         if isinstance(data, dict) and "messages" in data and "input" not in data:
             return {**data, "input": None}
+        if isinstance(data, dict) and isinstance(data.get("input"), list):
+            return {**data, "input": jina_inputs(data["input"])}
         return data
 
     @model_validator(mode="after")
     def _input_or_messages(self) -> EmbeddingRequest:
         if (self.input is None) == (self.messages is None):
             raise ValueError("send input or messages (one of the two)")
+        if self.late_chunking is True and not (
+            isinstance(self.input, list) and self.input and all(isinstance(t, str) for t in self.input)
+        ):
+            raise ValueError("late_chunking true reads the texts of input, a list of strings, as one text")
+        if self.embedding_type is not None and "encoding_format" in self.model_fields_set:
+            raise ValueError("give encoding_format (OpenAI's) or embedding_type (Jina's), not both")
+        if None not in (self.normalize, self.normalized) and self.normalize != self.normalized:
+            raise ValueError("normalize and normalized (Jina's name) disagree; give one")
+        if self.task is not None and (self.input_type is not None or self.prompt_name is not None):
+            raise ValueError("task (Jina's) picks the prompt: give it or input_type / prompt_name")
         if self.messages is not None:
-            if self.late_chunking is not None:
+            if self.late_chunking:
                 raise ValueError("late_chunking reads one document from input, not messages")
             self.message_part()  # a request the model cannot read is refused before it queues
         return self
@@ -343,6 +369,20 @@ class EmbeddingRequest(VllmRequestBody):
                 f"{name}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
             )
         return name, url
+
+
+def jina_inputs(items: list[Any]) -> list[Any]:
+    """Jina's input objects as the texts and images the route reads: ``{"text": ...}`` its text,
+    ``{"image": ...}`` its data URL (nothing is fetched, and a web address read as text would embed
+    the address); other items are left for the input's own validation."""
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and len(item) == 1 and set(item) <= {"text", "image"}:
+            ((kind, item),) = item.items()
+            if kind == "image" and not is_image_input(item):
+                raise ValueError(f"input[{i}].image must be a data:image/...;base64, URL (none is fetched)")
+        out.append(item)
+    return out
 
 
 class LateChunking(BaseModel):

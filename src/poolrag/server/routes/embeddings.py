@@ -13,12 +13,14 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
+from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.errors import APIError
 from poolrag.server.float_json import JsonAnswer
 from poolrag.server.inputs import input_count, to_prompts
+from poolrag.server.jina_embeddings import jina_task_prompt, joined_with_spans
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
-from poolrag.server.schemas import EmbeddingRequest, EmbeddingResponse, Usage
+from poolrag.server.schemas import EmbeddingRequest, EmbeddingResponse, LateChunking, Usage
 from poolrag.server.state import ServerState, model_state, new_id, now
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
 from poolrag.server.wire_dtypes import rounded_rows, wire_base64, wire_bytes
@@ -27,13 +29,20 @@ router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v1/embeddings"
 
 
+#: ``embedding_answer``'s wire for vectors already packed into integers (Jina's binary / ubinary)
+BITS = ("bits", "int", "native")
+
+
 def encode_vector(
     vector: np.ndarray, encoding_format: str, embed_dtype: str = "float32", endianness: str = "native"
-) -> np.ndarray | str:
+) -> np.ndarray | str | list[int]:
     """Base64 of the vector's bytes in ``embed_dtype`` and byte order (OpenAI's default: little-endian
-    float32), or the values rounded to ``embed_dtype`` as a float64 row (written as a float list)."""
+    float32), the values rounded to ``embed_dtype`` as a float64 row (written as a float list), or
+    packed bits as integers (:data:`BITS`)."""
     if encoding_format == "base64":
         return wire_base64(vector, embed_dtype, endianness)
+    if encoding_format == "bits":
+        return vector.tolist()
     return rounded_rows(vector, embed_dtype)
 
 
@@ -51,18 +60,19 @@ async def create_embeddings(
 ) -> JsonAnswer | Response:
     state = model_state(request, body.model)
     prompts = _prompts(body, state)
+    input_type, prompt_name = jina_task_prompt(body.task, state.engine.facts)
     params = PoolingParams(
         dimensions=body.dimensions,
-        normalize=body.normalize,
+        normalize=body.normalize if body.normalize is not None else body.normalized,
         use_activation=body.use_activation,
         truncate_prompt_tokens=body.cut_for(state.engine.facts),
         truncate=body.truncate,
-        input_type=body.input_type,
+        input_type=body.input_type or input_type,
         prompt=body.prompt,
-        prompt_name=body.prompt_name,
+        prompt_name=body.prompt_name or prompt_name,
     )
     params.verify("embed", state.engine.facts)  # refused before the request takes a slot
-    if body.late_chunking is not None:
+    if body.late_chunking:
         answer = await _late_chunks(body, params, state)
         response.headers[TRUNCATED_INPUTS_HEADER] = "0"  # a late-chunked document is read whole
         return answer
@@ -97,7 +107,11 @@ def _answer(
     usage = Usage(prompt_tokens=tokens, total_tokens=tokens)
     if body.encoding_format in ("bytes", "bytes_only"):
         return _bytes_answer(body, answer_id, state.settings.model_name, vectors, usage)
-    wire = (body.encoding_format, body.embed_dtype, body.endianness)
+    if body.embedding_type in ("binary", "ubinary"):  # Jina's packed bits
+        bits = quantize_vectors(np.stack(vectors), body.embedding_type) if vectors else []
+        return embedding_answer(answer_id, now(), state.settings.model_name, list(bits), usage, BITS)
+    encoding = body.embedding_type or body.encoding_format  # Jina's float / base64 are OpenAI's
+    wire = (encoding, body.embed_dtype, body.endianness)
     return embedding_answer(answer_id, now(), state.settings.model_name, vectors, usage, wire)
 
 
@@ -150,12 +164,15 @@ def _bytes_answer(
 async def _late_chunks(
     body: EmbeddingRequest, params: PoolingParams, state: ServerState
 ) -> JsonAnswer | Response:
-    """``late_chunking``: ``input`` is one document, ``data`` one vector per span in order."""
-    assert body.late_chunking is not None
-    if not isinstance(body.input, str):
-        raise APIError(400, "late_chunking takes one document: input must be a string", param="input")
-    spans = list(body.late_chunking.spans)
-    vectors, tokens = await state.run_engine(
-        PATH, len(spans), state.calls.embed_chunks, body.input, spans, params
-    )
+    """``late_chunking``: ``input`` is one document, ``data`` one vector per span in order; or
+    Jina's ``true``: the texts of ``input`` joined by spaces, one vector per text."""
+    if body.late_chunking is True:
+        document, spans = joined_with_spans(body.input)  # type: ignore[arg-type]  (checked: texts)
+    else:
+        assert isinstance(body.late_chunking, LateChunking)
+        if not isinstance(body.input, str):
+            raise APIError(400, "late_chunking takes one document: input must be a string", param="input")
+        document, spans = body.input, [tuple(span) for span in body.late_chunking.spans]
+    calls = state.calls
+    vectors, tokens = await state.run_engine(PATH, len(spans), calls.embed_chunks, document, spans, params)
     return _answer(body, state, list(vectors), tokens)
