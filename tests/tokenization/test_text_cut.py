@@ -213,20 +213,20 @@ def test_a_tokenizer_without_pre_tokenizer_is_never_cut(tmp_path: Path) -> None:
     assert list(request.token_ids) == tokenizer(text, truncation=True, max_length=8)["input_ids"]
 
 
-def test_a_tokenizer_that_truncates_on_the_left_keeps_the_last_tokens(
-    tokenizer: PreTrainedTokenizerBase, tmp_path: Path
+def test_a_tokenizer_saved_to_truncate_on_the_left_keeps_the_first_tokens_and_says_so(
+    tokenizer: PreTrainedTokenizerBase, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A folder saved with ``truncation_side="left"``: sentence-transformers and vLLM keep a long
-    text's end; cutting the text's start first left a window from its middle."""
+    """poolrag keeps a long input's first tokens on every route; a folder saved with
+    ``truncation_side="left"`` got a window from the text's middle (its start cut before
+    tokenising, its end cut by the tokenizer). It is the first tokens, with a warning naming the
+    difference from sentence-transformers."""
     tokenizer.save_pretrained(tmp_path)
     left = AutoTokenizer.from_pretrained(tmp_path, truncation_side="left")
+    right = AutoTokenizer.from_pretrained(tmp_path)
     processor = _processor(left, max_len=24)
+    assert "truncation_side='left'" in caplog.text
     text = " ".join(CORPUS)
     [request] = processor.texts([text], EMBED, truncate=-1, prompt=None)
-    assert list(request.token_ids) == left(text, truncation=True, max_length=24)["input_ids"]
-    assert request.truncated
+    assert list(request.token_ids) == right(text, truncation=True, max_length=24)["input_ids"]
     [pair] = processor.pairs([("a short query", text)], ResolvedParams(task="score"), truncate=-1)
-    assert list(pair.token_ids) == left("a short query", text, truncation=True, max_length=24)["input_ids"]
-    ids = left(text)["input_ids"]
-    [given] = processor.texts([{"prompt_token_ids": ids}], EMBED, truncate=10, prompt=None)
-    assert list(given.token_ids) == ids[-10:]
+    assert list(pair.token_ids) == right("a short query", text, truncation=True, max_length=24)["input_ids"]

@@ -114,10 +114,15 @@ class InputProcessor:
         max_embed_len: int | None = None,
         images: ImagePreprocessor | None = None,
     ) -> None:
+        if getattr(tokenizer, "truncation_side", "right") == "left":
+            # poolrag keeps a long input's first tokens, whatever the folder says: every route
+            # documents it, and a text is cut before tokenising on that rule
+            logger.warning(
+                "this model's tokenizer was saved with truncation_side='left' (keep a long input's last "
+                "tokens); poolrag keeps the first tokens, where sentence-transformers would keep the last"
+            )
+            tokenizer.truncation_side = "right"
         self.tokenizer = tokenizer
-        # a tokenizer saved with truncation_side="left" keeps a long text's last tokens, and
-        # sentence-transformers and vLLM keep them; such texts are tokenised whole, not cut first
-        self.keeps_first = getattr(tokenizer, "truncation_side", "right") != "left"
         self.images = images  # a model that reads images too (CLIP): their preprocessing
         self.max_len = max_len
         self.chunked = chunked  # split over-long embed inputs instead of refusing them
@@ -140,7 +145,7 @@ class InputProcessor:
         truncation a text that holds more than the model's maximum is refused here, its tokens
         counted window by window rather than held all at once."""
         if limit is not None:
-            return self.text_cut.prefix(text, limit) if self.keeps_first else text
+            return self.text_cut.prefix(text, limit)
         if chunking:
             return text  # every token is embedded, chunk by chunk
         if len(self.text_cut.prefix(text, self.max_len + 1)) < len(text):
@@ -415,7 +420,7 @@ class InputProcessor:
         self._refuse_unframed(ids, name, field)
         cut = limit is not None and len(ids) > limit
         if cut:
-            ids = ids[:limit] if self.keeps_first else ids[-limit:]
+            ids = ids[:limit]
         self._check_length(ids, field, index)
         return PoolingRequest(token_ids=tuple(ids), params=params, truncated=cut)
 
@@ -498,8 +503,6 @@ class InputProcessor:
                     total = cut.count(first) + cut.count(second) + specials
                     raise InputTooLongError(total, self.max_len)
             return first, second
-        if not self.keeps_first:  # the tokenizer cuts the longer text's start: nothing to cut here
-            return first, second
         head_1, head_2 = cut.prefix(first, limit), cut.prefix(second, limit)
         cut_1, cut_2 = len(head_1) < len(first), len(head_2) < len(second)
         if not (cut_1 or cut_2):
@@ -561,7 +564,7 @@ class InputProcessor:
         if any(isinstance(p, dict) for p in prompts):
             raise InputTypeError("ColBERT inputs must be text")
         wholes = checked_texts(prompts, field, one)
-        texts = [self.text_cut.prefix(t, budget) for t in wholes] if self.keeps_first else wholes
+        texts = [self.text_cut.prefix(t, budget) for t in wholes]
         encoded = call_tokenizer(
             self.tokenizer,
             texts,
