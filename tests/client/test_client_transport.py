@@ -66,6 +66,19 @@ def test_long_texts_are_split_by_size_into_bodies_the_server_takes(
     assert refused.value.status_code == 413 and "lower max_inputs_per_request" in str(refused.value)
 
 
+def test_pairs_are_split_by_the_size_of_both_texts(
+    minilm_url: str, minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """N:N pairs carry a text_1 beside each text_2: a split counting text_2 alone sent 413s."""
+    queries = [f"{i} " + "a long question about the tides and the moon " * 60 for i in range(8)]  # ~2.8 kB
+    passages = [f"{i} a short passage about tides." for i in range(8)]
+    monkeypatch.setattr(client_module, "MAX_REQUEST_BYTES", 8_000)
+    with PoolragClient(minilm_url) as client:
+        got = [out.outputs.score for out in client.score(queries, passages)]
+    expected = [out.outputs.score for out in minilm_engine.score(queries, passages)]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
 def test_texts_are_checked_before_they_are_sent_by_the_engines_rule(
     minilm_url: str, minilm_engine: Engine
 ) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import json
 import logging
 import os
 import threading
@@ -60,6 +61,7 @@ _RETRIED = (429, 502, 503, 504)
 MAX_REQUEST_BYTES = 8 * 2**20
 #: the most of an error page (a proxy's HTML) quoted in an error
 _QUOTED_CHARS = 300
+_JSON = {"Content-Type": "application/json"}
 #: the longest a ``Retry-After`` is waited for
 MAX_RETRY_WAIT_S = 60.0
 Item = TypeVar("Item")
@@ -206,13 +208,13 @@ class PoolragClient:
         return RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc or type(exc).__name__}")
 
     def _post(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
-        body = self._body(fields, facts)
-        return self._check(self._sent(lambda: self._sync().post(path, json=body)), facts)
+        body = _json_body(self._body(fields, facts))
+        return self._check(self._sent(lambda: self._sync().post(path, content=body, headers=_JSON)), facts)
 
     async def _apost(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
-        body = self._body(fields, facts)
+        body = _json_body(self._body(fields, facts))
         client = await self._async_clients.get()
-        return self._check(await self._asent(lambda: client.post(path, json=body)), facts)
+        return self._check(await self._asent(lambda: client.post(path, content=body, headers=_JSON)), facts)
 
     def _get(self, path: str) -> dict[str, Any]:
         return self._check(self._sent(lambda: self._sync().get(path)), None)
@@ -352,13 +354,14 @@ class PoolragClient:
         names = ", ".join(repr(facts.model_name) for facts in served)
         raise InvalidInputError(f"model {self.model!r} is not served here; use {names}")
 
-    def _chunks(self, items: Sequence[Any]) -> list[slice]:
-        """Consecutive runs of ``items`` of at most ``max_inputs_per_request`` and (unless one item
-        is larger alone) ``MAX_REQUEST_BYTES``: a server refuses a larger body with a 413."""
+    def _chunks(self, items: Sequence[Any], beside: Sequence[Any] = ()) -> list[slice]:
+        """Consecutive runs of ``items`` (each with its ``beside`` item, N:N pairs' other text) of
+        at most ``max_inputs_per_request`` and (unless one item is larger alone)
+        ``MAX_REQUEST_BYTES``: a server refuses a larger body with a 413."""
         runs: list[slice] = []
         start, size = 0, 0
         for i, item in enumerate(items):
-            item_size = _wire_size(item)
+            item_size = _wire_size(item) + (_wire_size(beside[i]) if beside else 0)
             if i > start and (
                 i - start >= self.max_inputs_per_request or size + item_size > MAX_REQUEST_BYTES
             ):
@@ -479,7 +482,7 @@ class PoolragClient:
                 {"text_1": firsts[0] if len(firsts) == 1 else firsts[s], "text_2": seconds[s], **extra},
                 len(seconds[s]),
             )
-            for s in self._chunks(seconds)
+            for s in self._chunks(seconds, firsts if len(firsts) > 1 else ())
         ]
 
     def _score_requests(self, text_1: str, text_2: Sequence[str], params: PoolingParams | None) -> Requests:
@@ -807,9 +810,15 @@ def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragC
     return cls(**settings)
 
 
+def _json_body(fields: dict[str, Any]) -> bytes:
+    """The request's JSON as UTF-8, unescaped, whatever httpx's version would write (0.27 escapes
+    every non-ASCII character, up to 3x the bytes :func:`_wire_size` counts)."""
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 def _wire_size(item: Any) -> int:
-    """About the bytes ``item`` takes in a JSON body: a text's UTF-8 (httpx writes JSON unescaped),
-    a token id list's digits and commas."""
+    """About the bytes ``item`` takes in a JSON body (:func:`_json_body`): a text's UTF-8, a token
+    id list's digits and commas."""
     if isinstance(item, str):
         return len(item.encode("utf-8", "surrogatepass")) + 3
     if isinstance(item, list):
