@@ -21,6 +21,9 @@ from .conftest import Served, serve_in_thread
 
 TEXTS = ["Organic skincare for sensitive skin.", "Bio-Hautpflege für empfindliche Haut.", "Paris in spring."]
 QUERY_PROMPT = "Represent the query for retrieving passages: "
+PIXEL = (  # a white 1x1 PNG
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4//8/AAX+Av4N70a4AAAAAElFTkSuQmCC"
+)
 
 
 def _vectors(answer: httpx.Response) -> np.ndarray:
@@ -116,6 +119,9 @@ def test_a_retrieval_task_without_such_prompts_is_the_query_or_document_role(
         ({"input": TEXTS, "task": "retrieval.query", "input_type": "query"}, "give it or input_type"),
         ({"input": "one text", "late_chunking": True}, "a list of strings"),
         ({"input": [{"image": "https://example.com/cat.png"}]}, "input[0].image must be a data:image"),
+        ({"input": [{"image": PIXEL}]}, "input[0]: this model reads text only, not images"),
+        ({"input": ["a b", " ", "c"], "late_chunking": True}, "input[1] is empty"),
+        ({"input": [{"text": "a"}, {"image": PIXEL}], "late_chunking": True}, "input[1] is an image"),
     ],
 )
 def test_jina_fields_that_cannot_be_honoured_are_400s(

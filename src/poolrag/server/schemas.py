@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     RootModel,
     StrictBool,
     StrictFloat,
@@ -293,6 +294,7 @@ class EmbeddingRequest(VllmRequestBody):
         description="One of the model folder's prompts by name, as sentence-transformers' prompt_name= "
         "(poolrag extension; GET /v1/models lists them as prompt_names).",
     )
+    _jina_images: tuple[int, ...] = PrivateAttr(default=())
     late_chunking: LateChunking | StrictBool | None = Field(
         None,
         description="{spans} (poolrag extension): input is one document, data one vector per span, "
@@ -317,9 +319,27 @@ class EmbeddingRequest(VllmRequestBody):
     def _messages_stand_for_input(cls, data: Any) -> Any:
         if isinstance(data, dict) and "messages" in data and "input" not in data:
             return {**data, "input": None}
-        if isinstance(data, dict) and isinstance(data.get("input"), list):
-            return {**data, "input": jina_inputs(data["input"])}
         return data
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _jina_input_objects(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> EmbeddingRequest:
+        """Jina's ``{"text"}`` / ``{"image"}`` items as plain inputs, the images' places kept: a
+        text-only model would read an image's data URL as text."""
+        images: tuple[int, ...] = ()
+        if isinstance(data, dict) and isinstance(data.get("input"), list):
+            items, images = jina_inputs(data["input"])
+            data = {**data, "input": items}
+        request = handler(data)
+        if images and request.late_chunking is True:
+            raise ValueError(f"late_chunking true joins texts: input[{images[0]}] is an image")
+        request._jina_images = images
+        return request
+
+    @property
+    def image_items(self) -> tuple[int, ...]:
+        """Where ``input`` held Jina's ``{"image"}`` items (each now its data URL)."""
+        return self._jina_images
 
     @model_validator(mode="after")
     def _input_or_messages(self) -> EmbeddingRequest:
@@ -371,18 +391,21 @@ class EmbeddingRequest(VllmRequestBody):
         return name, url
 
 
-def jina_inputs(items: list[Any]) -> list[Any]:
-    """Jina's input objects as the texts and images the route reads: ``{"text": ...}`` its text,
-    ``{"image": ...}`` its data URL (nothing is fetched, and a web address read as text would embed
-    the address); other items are left for the input's own validation."""
-    out = []
+def jina_inputs(items: list[Any]) -> tuple[list[Any], tuple[int, ...]]:
+    """Jina's input objects as the texts and images the route reads, and where the images are:
+    ``{"text": ...}`` its text, ``{"image": ...}`` its data URL (nothing is fetched, and a web
+    address read as text would embed the address); other items are left for the input's own
+    validation."""
+    out, images = [], []
     for i, item in enumerate(items):
         if isinstance(item, dict) and len(item) == 1 and set(item) <= {"text", "image"}:
             ((kind, item),) = item.items()
-            if kind == "image" and not is_image_input(item):
-                raise ValueError(f"input[{i}].image must be a data:image/...;base64, URL (none is fetched)")
+            if kind == "image":
+                if not is_image_input(item):
+                    raise ValueError(f"input[{i}].image must be a data:image/...;base64, URL (no fetching)")
+                images.append(i)
         out.append(item)
-    return out
+    return out, tuple(images)
 
 
 class LateChunking(BaseModel):

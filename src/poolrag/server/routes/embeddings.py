@@ -24,6 +24,7 @@ from poolrag.server.schemas import EmbeddingRequest, EmbeddingResponse, LateChun
 from poolrag.server.state import ServerState, model_state, new_id, now
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
 from poolrag.server.wire_dtypes import rounded_rows, wire_base64, wire_bytes
+from poolrag.text_validity import check_texts
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v1/embeddings"
@@ -89,6 +90,9 @@ async def create_embeddings(
 
 
 def _prompts(body: EmbeddingRequest, state: ServerState) -> Any:
+    if body.image_items and not state.engine.facts.reads_images:  # else its data URL is read as text
+        where = f"input[{body.image_items[0]}]"
+        raise InvalidInputError(f"{where}: this model reads text only, not images", param="input")
     if body.messages is None:
         return to_prompts(body.input, state.settings)  # type: ignore[arg-type]
     if not state.engine.facts.reads_images:  # vLLM renders messages with a chat template; poolrag has none
@@ -166,8 +170,8 @@ async def _late_chunks(
 ) -> JsonAnswer | Response:
     """``late_chunking``: ``input`` is one document, ``data`` one vector per span in order; or
     Jina's ``true``: the texts of ``input`` joined by spaces, one vector per text."""
-    if body.late_chunking is True:
-        document, spans = joined_with_spans(body.input)  # type: ignore[arg-type]  (checked: texts)
+    if body.late_chunking is True:  # each text named as itself (input[1] is empty), not as a span
+        document, spans = joined_with_spans(check_texts(body.input, "input"))  # type: ignore[arg-type]
     else:
         assert isinstance(body.late_chunking, LateChunking)
         if not isinstance(body.input, str):
