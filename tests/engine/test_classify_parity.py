@@ -185,3 +185,6 @@ def test_a_boolean_pooler_activation_is_vllms_use_activation(tiny_model) -> None
             Engine(folder, pooler_config={"activation": bad})
     with pytest.raises(InvalidInputError, match="activation and use_activation disagree"):
         Engine(folder, pooler_config={"activation": True, "use_activation": False})
+    # on an embedder vLLM's boolean meant nothing (its switch is normalize): refused, not normalisation
+    with pytest.raises(InvalidInputError, match="its switch is normalize"):
+        Engine(tiny_model("bert"), pooler_config={"activation": False})

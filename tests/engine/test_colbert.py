@@ -208,3 +208,12 @@ def test_the_loaded_normalise_switch_is_token_embeds_default(folders) -> None:
     again = raw.encode(DOCUMENTS[:1], "token_embed", PoolingParams(normalize=True))[0].outputs.data
     np.testing.assert_allclose(np.linalg.norm(again, axis=1), 1.0, atol=1e-5)
     assert raw.facts.output_fingerprint != normalised.facts.output_fingerprint
+
+
+def test_a_normalise_switch_that_changes_nothing_keeps_the_fingerprint(minilm_path) -> None:
+    """Collections and caches key on the outputs' fingerprint: saying the default aloud
+    (``{"normalize": true}``, as vLLM command lines do) must not orphan them."""
+    assert (
+        Engine(minilm_path, pooler_config={"normalize": True}).facts.output_fingerprint
+        == Engine(minilm_path).facts.output_fingerprint
+    )

@@ -50,7 +50,7 @@ class PoolerConfig:
 
     pooling_type: PoolingType | None = None
     normalize: bool | None = None
-    activation: Activation | None = None
+    activation: Activation | bool | None = None
     use_activation: bool | None = None
     step_tag_id: int | None = None
     returned_token_ids: tuple[int, ...] | None = None
@@ -61,14 +61,12 @@ class PoolerConfig:
     logit_sigma: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.activation, bool):  # vLLM's boolean key: whether to apply the activation
+        if isinstance(self.activation, bool):  # vLLM's older key: whether a classifier applies its activation
             if self.use_activation is not None and self.use_activation != self.activation:
                 raise InvalidInputError(
                     "pooler_config activation and use_activation disagree; a boolean activation is "
                     "vLLM's alias of use_activation, give one of them"
                 )
-            object.__setattr__(self, "use_activation", self.activation)
-            object.__setattr__(self, "activation", None)
         elif self.activation is not None and self.activation not in get_args(Activation):
             raise InvalidInputError(
                 f"pooler_config activation must be one of {', '.join(get_args(Activation))} (the function "
@@ -111,6 +109,19 @@ class PoolerConfig:
             data["returned_token_ids"] = tuple(int(t) for t in data["returned_token_ids"])
         check_optional_count(data.get("max_embed_len"), "max_embed_len")
         return cls(**data)
+
+    @property
+    def activation_function(self) -> Activation | None:
+        """The classifier's function named here (``activation`` as a name), if any."""
+        return None if isinstance(self.activation, bool) else self.activation
+
+    @property
+    def classifier_switch(self) -> bool | None:
+        """Whether a classifier applies its activation, as set here: ``use_activation``, or a
+        boolean ``activation`` (vLLM's older key, for classification models only)."""
+        if self.use_activation is not None:
+            return self.use_activation
+        return self.activation if isinstance(self.activation, bool) else None
 
     def normalize_switch(self) -> bool | None:
         """Whether an embedding model normalises, as the caller set it: ``normalize``, or vLLM 0.32's

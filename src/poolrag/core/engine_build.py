@@ -148,9 +148,9 @@ def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path:
 
 
 def _token_shaping(token_normalize: bool | None) -> dict[str, bool]:
-    """A caller's normalise switch decides ``token_embed``'s vectors too; set, it joins the
-    fingerprint (unset, keys stay where they were)."""
-    return {} if token_normalize is None else {"token_normalize": token_normalize}
+    """A caller's normalise switch decides ``token_embed``'s vectors too; switched off (they are
+    normalised by default) it joins the fingerprint, else keys stay where they were."""
+    return {"token_normalize": False} if token_normalize is False else {}
 
 
 def _tokenizer_shaping(folder: str | None) -> dict[str, str]:

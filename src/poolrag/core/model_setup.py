@@ -78,7 +78,7 @@ class Pipeline:
         :meth:`PoolingParams.verify <poolrag.params.PoolingParams.verify>`."""
         cfg = self.pooler_config
         return PoolerDefaults(
-            use_activation=cfg.use_activation,
+            use_activation=cfg.classifier_switch,
             normalize=self.token_normalize,
             raw_rewards=self.kind.rewards_are_raw,
             step_tag_id=cfg.step_tag_id,
@@ -230,6 +230,12 @@ def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind,
     pooler = override.merged_over(spec.pooler_defaults)
     kind = detect_model_kind(spec, pooler)
     recipe = RECIPES[kind]
+    if recipe.sentence_vectors and isinstance(override.activation, bool):
+        raise InvalidInputError(
+            "pooler_config activation true/false switches a classifier's activation (vLLM's older "
+            "key for classification models); this model embeds: its switch is normalize",
+            param="pooler_config",
+        )
     if recipe.sentence_vectors and override.use_activation is not None:
         # vLLM 0.32 calls an embedding model's normalisation use_activation: one switch, kept as normalize
         pooler = replace(pooler, normalize=override.normalize_switch(), use_activation=None)

@@ -57,8 +57,8 @@ def classify_activation(spec: ModelSpec, pooler: PoolerConfig, task: str = "clas
     ``predict`` applies), else by the labels. Only ``classify`` reads ``problem_type`` (a
     regression head's value is the answer; transformers' loss for it applies nothing), while
     ``score`` is a probability whenever the model names no function (vLLM's cross-encoder rule)."""
-    if pooler.activation is not None:
-        return pooler.activation
+    if pooler.activation_function is not None:
+        return pooler.activation_function
     named = activation_class(spec.cross_encoder_activation or "", tuple(_CROSS_ENCODER_ACTIVATIONS))
     if named is not None:
         return _CROSS_ENCODER_ACTIVATIONS[named]
