@@ -153,6 +153,8 @@ def test_a_batch_longer_than_a_sliding_window_runs_padded() -> None:
     short = [PoolingRequest(tuple(range(1, n + 1)), PARAMS) for n in (8, 3)]
     assert runner.prepare(short).packed
     assert not runner.prepare([*short, PoolingRequest(tuple(range(1, 10)), PARAMS)]).packed
+    # and such a batch is planned as padded, within the token budget (not 27x over it once padded)
+    assert runner.padding_free_for([8, 3]) and not runner.padding_free_for([9, 3])
     assert [sliding_window(c) for c in (config, transformers.Gemma2Config())] == [8, 4096]
     assert [sliding_window(c) for c in (transformers.Qwen2Config(), transformers.LlamaConfig())] == [
         None,

@@ -374,7 +374,7 @@ class EngineCore:
         lengths = [u.request.num_tokens for u in window]
         plan = self.batcher.plan(
             lengths,
-            packed=self.runner.padding_free,
+            packed=self.runner.padding_free_for(lengths),
             max_batch_tokens=budget,
             attention_hidden_size=self.runner.attention_hidden_size,
         )

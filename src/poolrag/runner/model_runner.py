@@ -130,6 +130,13 @@ class ModelRunner:
         padding cap (a native model on a CPU pads only within groups of neighbouring lengths)."""
         return self.packed and self.attention_hidden_size is None
 
+    def padding_free_for(self, lengths: Sequence[int]) -> bool:
+        """:attr:`padding_free` for a batch planned from these sequence lengths: one longer than
+        the model's sliding window runs padded (:meth:`prepare`), so its batch is planned padded."""
+        if self._window is not None and lengths and max(lengths) > self._window:
+            return False
+        return self.padding_free
+
     @property
     def attention_hidden_size(self) -> int | None:
         """Hidden size when only attention pads, to the batch's longest sequence (native models on
