@@ -88,6 +88,9 @@ def test_texts_are_checked_before_they_are_sent_by_the_engines_rule(
         for call in (minilm_engine.embed_array, client.embed_array):
             with pytest.raises(InvalidTextError, match=r"^input\[1\] is not valid Unicode"):
                 call(["fine", "bad \ud800 text"])
+        for call in (minilm_engine.embed_array, client.embed_array):  # one text is named input
+            with pytest.raises(InvalidTextError, match=r"^input is not valid Unicode"):
+                call("bad \ud800 text")
         with pytest.raises(InvalidTextError, match=r"^documents\[0\] is not valid Unicode"):
             client.rerank("query", ["\udfff"])
         for call in (minilm_engine.score_array, client.score_array):

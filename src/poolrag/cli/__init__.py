@@ -91,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as full:  # the output's disk is full (``--json > /dev/full``): one line, as a store's
         if full.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        print(f"poolrag: error: cannot write the output: {full.strerror}", file=sys.stderr)
+        what = full.filename or "the output"  # a cache or model file names itself; stdout has no name
+        print(f"poolrag: error: cannot write {what}: {full.strerror}", file=sys.stderr)
         if sys.stdout is not None:  # nothing more is flushed onto the full disk at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_STORE_WRITE

@@ -188,7 +188,7 @@ class PoolragClient:
         except ValueError:
             body = None
         message = wire.error_message(response.status_code, body, response.text[:_QUOTED_CHARS])
-        if response.status_code == 413:
+        if response.status_code == 413 and path != "/rerank":  # rerank is one request, not split
             message += (
                 f" (this client sends at most {self.max_inputs_per_request} inputs and "
                 f"{MAX_REQUEST_BYTES} bytes of text a request; lower max_inputs_per_request)"
@@ -438,20 +438,22 @@ class PoolragClient:
         return [item for part in parts for item in part]
 
     # -- request bodies ---------------------------------------------------------------------------
-    def _wired(self, items: Sequence[Any], field: str) -> list[Any]:
+    def _wired(self, items: Sequence[Any], field: str, one: bool = False) -> list[Any]:
         """Each item as the server reads it: a text, token ids, or an image (path, bytes, PIL) as
-        a data URL, named ``field[i]`` when refused, as the engine names it."""
+        a data URL, named ``field[i]`` when refused (``field`` for ``one`` input), as the engine
+        names it."""
         # the facts are fetched before requests are made; with none yet, the server is the judge
         reads_images = self._served is None or self._pick(self._served, self.task).reads_images
-        return [
-            wire.wire_input(
-                check_text(item, field, i) if isinstance(item, str) else item, reads_images, f"{field}[{i}]"
-            )
-            for i, item in enumerate(items)
-        ]
+        wired = []
+        for i, item in enumerate(items):
+            index = None if one else i
+            name = field if index is None else f"{field}[{index}]"
+            text = check_text(item, field, index) if isinstance(item, str) else item
+            wired.append(wire.wire_input(text, reads_images, name))
+        return wired
 
     def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
-        items = self._wired(prompt_list(prompts), "input")
+        items = self._wired(prompt_list(prompts), "input", one=isinstance(prompts, str))
         return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(items)]
 
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
