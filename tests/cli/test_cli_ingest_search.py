@@ -86,7 +86,7 @@ def test_dimensions_on_a_colbert_model_names_the_real_cause(tmp_path: Path, asse
     code = main([*argv, "--uri", str(tmp_path / "m.db"), "--cache", str(tmp_path / "c.sqlite"), "--quiet"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "--dimensions 64: dimensions applies to embeddings, not to task 'token_embed'" in err
+    assert "--dimensions 64: a ColBERT collection stores the model's token vectors whole" in err
     assert "--assume-matryoshka" not in err
 
 

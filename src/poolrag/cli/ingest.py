@@ -401,18 +401,20 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
     """Token vectors for a ColBERT model, else single vectors through the cache.
 
     Whether ``--dimensions`` is allowed is :meth:`PoolingParams.verify`'s decision (the encoders
-    call it); this only says which flag to change.
+    call it; a ColBERT collection keeps its token vectors whole); this only says which flag to change.
     """
     from poolrag.cache import CachedEmbedder
     from poolrag.errors import DimensionsError
     from poolrag.ingest import ColbertEncoder, DenseEncoder
     from poolrag.model_facts import ScoreKind
-    from poolrag.params import PoolingParams
-
     facts = engine.facts
     try:
         if facts.score_kind is ScoreKind.MAXSIM:
-            PoolingParams(dimensions=dimensions).verify("token_embed", facts)
+            if dimensions is not None:  # the engine cuts token vectors; stores and search keep them whole
+                raise DimensionsError(
+                    "a ColBERT collection stores the model's token vectors whole; --dimensions applies "
+                    "to single-vector models"
+                )
             return ColbertEncoder(engine)
         return DenseEncoder(CachedEmbedder(engine, cache), dimensions)
     except DimensionsError as exc:
