@@ -407,6 +407,7 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
     from poolrag.errors import DimensionsError
     from poolrag.ingest import ColbertEncoder, DenseEncoder
     from poolrag.model_facts import ScoreKind
+
     facts = engine.facts
     try:
         if facts.score_kind is ScoreKind.MAXSIM:
