@@ -821,8 +821,8 @@ def _json_body(fields: dict[str, Any]) -> bytes:
 def _wire_size(item: Any) -> int:
     """About the bytes ``item`` takes in a JSON body (:func:`_json_body`): a text's UTF-8, a token
     id list's digits and commas."""
-    if isinstance(item, str):
-        return len(item.encode("utf-8", "surrogatepass")) + 3
+    if isinstance(item, str):  # an ASCII text's bytes are its length: no copy made to count them
+        return (len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))) + 3
     if isinstance(item, list):
         return 8 * len(item) + 2
     return len(str(item))
