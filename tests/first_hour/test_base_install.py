@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from poolrag.cli import SUBCOMMANDS
-from poolrag.cli.extras import EXTRA_MODULES, missing_extra
+from poolrag.cli.extras import extra_modules, missing_extra
 
 ROOT = Path(__file__).resolve().parents[2]
 # The partner packages' modules, read from their folders (a base install does not have them): each
@@ -41,7 +41,9 @@ ADAPTER_EXTRA_MODULES = {
     "llamaindex": ("llama_index", "pydantic", "httpx"),
 }
 EXTRA_OF_MODULE = {
-    module: extra for extra, modules in (EXTRA_MODULES | ADAPTER_EXTRA_MODULES).items() for module in modules
+    module: extra
+    for extra, modules in (extra_modules() | ADAPTER_EXTRA_MODULES).items()
+    for module in modules
 }
 
 

@@ -12,7 +12,7 @@ import process_store
 import pytest
 
 from poolrag.cli import build_parser, main
-from poolrag.cli.extras import EXTRA_MODULES, require_store_extra
+from poolrag.cli.extras import extra_modules, require_store_extra
 from poolrag.errors import InvalidInputError
 from poolrag.stores import STORES, InMemoryStore, StoreEntry, open_store, store_kinds
 
@@ -69,7 +69,7 @@ def test_the_store_key_comes_from_the_environment_unless_given(monkeypatch) -> N
 
 
 def test_the_extras_check_reads_the_registry(monkeypatch, capsys) -> None:
-    assert {k: EXTRA_MODULES[k] for k in BUILT_IN} == {k: STORES[k].client_modules for k in BUILT_IN}
+    assert {k: extra_modules()[k] for k in BUILT_IN} == {k: STORES[k].client_modules for k in BUILT_IN}
     assert require_store_extra("ingest", process_store.KIND)  # an entry without an extra needs none
     missing = StoreEntry(process_store.__name__, "ProcessStore", "faraway", ("no_such_module_here",))
     monkeypatch.setitem(STORES, "faraway", missing)

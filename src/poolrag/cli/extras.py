@@ -26,9 +26,6 @@ def extra_modules() -> dict[str, tuple[str, ...]]:
     return {**SERVICE_EXTRAS, **stores}
 
 
-EXTRA_MODULES = extra_modules()
-
-
 def missing_extra(extra: str) -> list[str]:
     """The modules of ``extra`` that are not installed (empty when the extra is complete)."""
     return [module for module in extra_modules()[extra] if not module_installed(module)]
