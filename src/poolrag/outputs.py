@@ -66,8 +66,3 @@ class PoolingRequestOutput(Generic[T]):
     @property
     def num_tokens(self) -> int:
         return len(self.prompt_token_ids) + self.image_tokens
-
-
-EmbeddingRequestOutput = PoolingRequestOutput[EmbeddingOutput]
-ClassificationRequestOutput = PoolingRequestOutput[ClassificationOutput]
-ScoringRequestOutput = PoolingRequestOutput[ScoringOutput]
