@@ -50,6 +50,17 @@ def _flat(batch: Sequence[PoolingRequest], attr: str, total: int) -> np.ndarray:
     return np.fromiter(chain.from_iterable(getattr(r, attr) for r in batch), dtype=np.int64, count=total)
 
 
+def _flat_or(batch: Sequence[PoolingRequest], attr: str, total: int, fill: int) -> np.ndarray:
+    """:func:`_flat` where some requests lack ``attr``: their tokens get ``fill``."""
+    flat = np.full(total, fill, dtype=np.int64)
+    start = 0
+    for r in batch:
+        if (values := getattr(r, attr)) is not None:
+            flat[start : start + r.num_tokens] = values
+        start += r.num_tokens
+    return flat
+
+
 def _pin(t: torch.Tensor, pin: bool) -> torch.Tensor:
     return t.pin_memory() if pin else t
 
@@ -71,12 +82,7 @@ def build_inputs(
         if all(r.token_type_ids is not None for r in batch):
             types = _flat(batch, "token_type_ids", total)
         else:
-            types = np.zeros(total, dtype=np.int64)
-            start = 0
-            for r in batch:
-                if r.token_type_ids is not None:
-                    types[start : start + r.num_tokens] = r.token_type_ids
-                start += r.num_tokens
+            types = _flat_or(batch, "token_type_ids", total, 0)
     lengths_t = torch.from_numpy(lengths)
     if packed:
         starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
@@ -101,13 +107,7 @@ def build_inputs(
     padded_ids[keep] = ids
     attention = keep.astype(np.int64)
     if any(r.attention is not None for r in batch):
-        flat_attention = np.ones(total, dtype=np.int64)
-        start = 0
-        for r in batch:
-            if r.attention is not None:
-                flat_attention[start : start + r.num_tokens] = r.attention
-            start += r.num_tokens
-        attention[keep] = flat_attention
+        attention[keep] = _flat_or(batch, "attention", total, 1)
     kwargs = {
         "input_ids": _pin(torch.from_numpy(padded_ids), pin),
         "attention_mask": _pin(torch.from_numpy(attention), pin),
