@@ -30,10 +30,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def has_visible_text(text: str) -> bool:
     """Whether ``text`` holds a character that is not whitespace, a control or a format character."""
-    for match in _MAYBE_VISIBLE.finditer(text):
-        if unicodedata.category(match.group()) not in _INVISIBLE_CATEGORIES:
-            return True
-    return False
+    return any(
+        unicodedata.category(m.group()) not in _INVISIBLE_CATEGORIES for m in _MAYBE_VISIBLE.finditer(text)
+    )
 
 
 def lone_surrogate(text: str) -> int | None:

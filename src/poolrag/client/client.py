@@ -127,8 +127,7 @@ class PoolragClient:
             "task": task,
             "max_retries": max_retries,
         }
-        root = base_url.rstrip("/")
-        self.base_url = root[: -len("/v1")] if root.endswith("/v1") else root
+        self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.api_key = api_key if api_key is not None else os.environ.get("POOLRAG_API_KEY")
         self.model = model
         self.timeout = timeout

@@ -269,8 +269,7 @@ def html_text(markup: str) -> tuple[str, str]:
 def decode_html(data: bytes) -> str:
     """The page's characters: UTF-8 (with or without its byte-order mark), else the charset its
     ``<meta>`` declares; ``InvalidInputError`` when neither reads it."""
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8) :]
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

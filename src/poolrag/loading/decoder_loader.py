@@ -46,8 +46,7 @@ class DecoderParts:
 
 
 def is_causal(spec: ModelSpec) -> bool:
-    arch = spec.architecture
-    return arch.endswith("ForCausalLM") or arch.endswith("LMHeadModel")
+    return spec.architecture.endswith(("ForCausalLM", "LMHeadModel"))
 
 
 def _remote_code(spec: ModelSpec) -> dict[str, str]:

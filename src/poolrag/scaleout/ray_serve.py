@@ -181,7 +181,7 @@ def replica_deployment(
     # as many again may wait in the proxy, and the next is a 503 (Ray's default: no bound, each
     # waiting request's body buffered in the proxy)
     per_replica = sum(settings.max_queue for _, settings in models)
-    deployment = serve.deployment(
+    return serve.deployment(
         PoolragReplica,
         name=APP_NAME,
         max_ongoing_requests=per_replica,
@@ -190,7 +190,6 @@ def replica_deployment(
         graceful_shutdown_timeout_s=models[0][1].drain_timeout_s + ANSWER_GRACE_S,
         **options,
     )
-    return deployment
 
 
 def running_proxy_address() -> tuple[str, int] | None:
