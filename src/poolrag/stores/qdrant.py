@@ -55,15 +55,11 @@ def _unavailable(exc: BaseException) -> bool:
         return exc.status_code in (502, 503, 504)
     if isinstance(exc, RuntimeError) and "already accessed by another instance" in str(exc):
         return True
-    try:
-        import grpc
-
-        if isinstance(exc, grpc.RpcError):
-            return exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-    except ImportError:  # pragma: no cover - grpc ships with qdrant-client
-        pass
+    import grpc  # a dependency of qdrant-client
     import httpx
 
+    if isinstance(exc, grpc.RpcError):
+        return exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
     return isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError))
 
 
