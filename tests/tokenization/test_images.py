@@ -84,6 +84,15 @@ def test_a_cmyk_picture_crosses_http_as_an_rgb_png() -> None:
     assert decode_image(url).size == Image.open(PHOTO).size
 
 
+@pytest.mark.parametrize("size", [(0, 0), (0, 5), (7, 0)])
+def test_an_image_without_pixels_is_refused_in_one_line(size: tuple[int, int]) -> None:
+    """Not the image processor's ZeroDivisionError, nor the aspect-ratio rule's words."""
+    with pytest.raises(
+        InvalidInputError, match=rf"^input\[2\]: the image is {size[0]}x{size[1]}: it has no pixels$"
+    ):
+        decode_image(Image.new("RGB", size), "input[2]")
+
+
 def test_a_strip_and_a_format_outside_the_list_are_one_line_each() -> None:
     """A 99-byte 20,000 x 1 PNG would be scaled to 4,480,000 x 224 pixels by CLIP's processor; an
     EPS file would run Ghostscript inside Pillow. Neither is decoded."""

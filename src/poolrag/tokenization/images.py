@@ -115,6 +115,8 @@ def _reason(exc: Exception) -> str:
 
 def _check_size(size: tuple[int, int], name: str, max_pixels: int) -> None:
     width, height = size
+    if not width or not height:
+        raise InvalidImageError(name, f"the image is {width}x{height}: it has no pixels")
     if width * height > max_pixels:
         raise InvalidImageError(name, _too_large(max_pixels, f"{width}x{height}"))
     if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
