@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from poolrag.client.errors import RemoteError, RemoteInputTooLongError, RemoteInvalidInputError
-from poolrag.errors import InputTooLongError, InvalidInputError, PoolragError, UnsupportedTaskError
+from poolrag.errors import (
+    InputTooLongError,
+    InvalidImageError,
+    InvalidInputError,
+    InvalidTextError,
+    PoolragError,
+    UnsupportedTaskError,
+    at_position,
+)
 from poolrag.evaluation.beir import BeirFormatError
 from poolrag.stores.errors import StoreUnavailableError
 
@@ -49,3 +57,29 @@ def test_a_worker_pools_caller_gets_the_workers_error() -> None:
     with multiprocessing.get_context("spawn").Pool(1) as pool, pytest.raises(InputTooLongError) as raised:
         pool.map_async(_too_long, [1]).get(timeout=60)
     assert (raised.value.num_tokens, raised.value.max_len) == (600, 512)
+
+
+@pytest.mark.parametrize(
+    ("error", "named"),
+    [
+        (InvalidImageError("input[1]", "not a readable image"), "input[7]: not a readable image"),
+        (InvalidTextError("text_2", 1, "is empty"), "text_2[7] is empty"),
+        (InputTooLongError(600, 512, "input", 1), "input[7] has 600 tokens"),
+        (RemoteInvalidInputError("/v1/embeddings: input[1]: token ids must be in [0, 9)", 400), "input[7]"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_an_error_from_a_part_of_the_callers_list_names_the_callers_index(
+    error: PoolragError, named: str
+) -> None:
+    """A cache sends only its misses, a client one request of several: the caller's list is the one
+    the message must point into."""
+    moved = at_position(error, [4, 7, 9])
+    assert type(moved) is type(error) and named in str(moved) and "[1]" not in str(moved)
+    assert getattr(moved, "index", 7) == 7 and getattr(moved, "name", "input[7]") == "input[7]"
+    assert pickle.loads(pickle.dumps(moved)).args == moved.args
+
+
+def test_an_error_naming_no_input_is_left_as_it_is() -> None:
+    error = InvalidInputError("text_1 and text_2 must both be non-empty")
+    assert at_position(error, [4, 7]) is error

@@ -7,6 +7,9 @@ without catching unrelated bugs.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 
 class PoolragError(Exception):
     """Base class of every error poolrag raises on purpose.
@@ -36,6 +39,31 @@ def _rebuilt(cls: type[PoolragError], args: tuple[object, ...], state: dict[str,
 
 class InvalidInputError(PoolragError, ValueError):
     """The request is malformed: empty text, wrong dimensions, bad parameters."""
+
+
+#: where an error names its input: at the start of its message, or after one label (the HTTP
+#: client's ``/v1/embeddings: input[3]: ...``)
+_WHERE = re.compile(r"^(?:\S+: )?(\w+)\[(\d+)\]")
+
+
+def at_position(error: PoolragError, positions: Sequence[int]) -> PoolragError:
+    """``error`` naming its input where the caller's list has it (``input[290]``), when the call that
+    raised it saw only a part of that list (``input[34]`` of a client's second request, or of a
+    cache's misses): ``positions[i]`` is the caller's index of the part's item ``i``. An error naming
+    no index is itself."""
+    message = str(error.args[0]) if error.args else ""
+    found = _WHERE.match(message)
+    if found is None or int(found[2]) >= len(positions):
+        return error
+    where = f"{found[1]}[{positions[int(found[2])]}]"
+    state = dict(error.__dict__)
+    if state.get("index") is not None:
+        state["index"] = positions[state["index"]]
+    for name in ("name", "param"):  # an image's name and param are ``input[2]``
+        if name in state and (named := re.match(r"\w+\[\d+\]", str(state[name]))):
+            state[name] = where + str(state[name])[named.end() :]
+    renamed = message[: found.start(1)] + where + message[found.end() :]
+    return _rebuilt(type(error), (renamed, *error.args[1:]), state)
 
 
 class InvalidTextError(InvalidInputError):

@@ -66,6 +66,25 @@ def test_long_texts_are_split_by_size_into_bodies_the_server_takes(
     assert refused.value.status_code == 413 and "lower max_inputs_per_request" in str(refused.value)
 
 
+def test_one_input_over_the_servers_body_limit_is_told_to_shrink_not_to_split(minilm_url: str) -> None:
+    with PoolragClient(minilm_url) as client, pytest.raises(RemoteInvalidInputError) as refused:
+        client.embed_array(["sea " * 6_000])  # 24 kB, over the test server's 20 kB
+    assert refused.value.status_code == 413
+    assert "one input alone is over the server's body limit" in str(refused.value)
+    assert "max_inputs_per_request" not in str(refused.value)
+
+
+def test_an_input_refused_in_a_later_request_is_named_where_the_caller_has_it(minilm_url: str) -> None:
+    """The server names it in its request (input[1] of the third); the caller's list has it at 9."""
+    prompts = [{"prompt_token_ids": [101, 2_000 + i, 102]} for i in range(12)]
+    prompts[9] = {"prompt_token_ids": [101, 999_999, 102]}  # past the vocabulary: the server refuses it
+    with PoolragClient(minilm_url, max_inputs_per_request=4) as client:
+        with pytest.raises(RemoteInvalidInputError, match=r"^/v1/embeddings: input\[9\]"):
+            client.embed_array(prompts)
+        with pytest.raises(RemoteInvalidInputError, match=r"^/v1/embeddings: input\[9\]"):
+            asyncio.run(client.aembed_array(prompts))
+
+
 def test_pairs_are_split_by_the_size_of_both_texts(
     minilm_url: str, minilm_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

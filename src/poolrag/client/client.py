@@ -35,7 +35,7 @@ from poolrag.client.errors import RemoteError, ServedModelChangedError, remote_i
 from poolrag.client.loop_clients import LoopClients
 from poolrag.client.wire import RerankedDocument
 from poolrag.counts import check_count
-from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.errors import InputTypeError, InvalidInputError, at_position
 from poolrag.input_shapes import item_list, prompt_list, score_pairs
 from poolrag.model_facts import ModelFacts, answering_model
 from poolrag.outputs import (
@@ -167,8 +167,11 @@ class PoolragClient:
         model = self.model if self.model is not None or facts is None else facts.model_name
         return {"model": model, **fields} if model is not None else fields
 
-    def _check(self, response: httpx.Response, facts: ModelFacts | None) -> dict[str, Any]:
-        """The answer's body, or the error it carries; ``facts`` are those the request was built on."""
+    def _check(
+        self, response: httpx.Response, facts: ModelFacts | None, inputs: int | None = None
+    ) -> dict[str, Any]:
+        """The answer's body, or the error it carries; ``facts`` are those the request was built on,
+        ``inputs`` the number of inputs it carried where the client splits a call into requests."""
         path = response.request.url.path
         if response.is_success:
             if facts is not None:
@@ -187,11 +190,8 @@ class PoolragClient:
         except ValueError:
             body = None
         message = wire.error_message(response.status_code, body, response.text[:_QUOTED_CHARS])
-        if response.status_code == 413 and path != "/rerank":  # rerank is one request, not split
-            message += (
-                f" (this client sends at most {self.max_inputs_per_request} inputs and "
-                f"{MAX_REQUEST_BYTES} bytes of text a request; lower max_inputs_per_request)"
-            )
+        if response.status_code == 413 and inputs is not None:
+            message += self._too_large_hint(inputs)
         if response.status_code in _CLIENT_ERRORS:
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
         raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
@@ -206,14 +206,31 @@ class PoolragClient:
             )
         return RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc or type(exc).__name__}")
 
-    def _post(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
-        body = _json_body(self._body(fields, facts))
-        return self._check(self._sent(lambda: self._sync().post(path, content=body, headers=_JSON)), facts)
+    def _too_large_hint(self, inputs: int) -> str:
+        if inputs == 1:  # lowering the client's limits cannot help
+            return (
+                " (one input alone is over the server's body limit: make it smaller, or start the "
+                "server with a larger --max-body-bytes)"
+            )
+        return (
+            f" (this client sends at most {self.max_inputs_per_request} inputs and "
+            f"{MAX_REQUEST_BYTES} bytes of text a request; lower max_inputs_per_request)"
+        )
 
-    async def _apost(self, path: str, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
+    def _post(
+        self, path: str, fields: dict[str, Any], facts: ModelFacts | None, inputs: int | None = None
+    ) -> dict[str, Any]:
+        body = _json_body(self._body(fields, facts))
+        sent = self._sent(lambda: self._sync().post(path, content=body, headers=_JSON))
+        return self._check(sent, facts, inputs)
+
+    async def _apost(
+        self, path: str, fields: dict[str, Any], facts: ModelFacts | None, inputs: int | None = None
+    ) -> dict[str, Any]:
         body = _json_body(self._body(fields, facts))
         client = await self._async_clients.get()
-        return self._check(await self._asent(lambda: client.post(path, content=body, headers=_JSON)), facts)
+        sent = await self._asent(lambda: client.post(path, content=body, headers=_JSON))
+        return self._check(sent, facts, inputs)
 
     def _get(self, path: str) -> dict[str, Any]:
         return self._check(self._sent(lambda: self._sync().get(path)), None)
@@ -415,7 +432,11 @@ class PoolragClient:
         """Each request in turn; the decoded results in input order."""
         out: list[Item] = []
         for body, n in requests:
-            out += decode(self._post(path, body, facts), n)
+            start = len(out)
+            try:
+                out += decode(self._post(path, body, facts, n), n)
+            except InvalidInputError as exc:  # named in the request, not in the caller's list
+                raise at_position(exc, range(start, start + n)) from None
         return out
 
     async def _apost_each(
@@ -427,13 +448,20 @@ class PoolragClient:
     ) -> list[Item]:
         """The requests ``max_concurrency`` at a time; the decoded results in input order."""
 
-        def call(body: dict[str, Any], n: int) -> Callable[[], Awaitable[list[Item]]]:
+        def call(body: dict[str, Any], places: range) -> Callable[[], Awaitable[list[Item]]]:
             async def send() -> list[Item]:
-                return decode(await self._apost(path, body, facts), n)
+                try:
+                    return decode(await self._apost(path, body, facts, len(places)), len(places))
+                except InvalidInputError as exc:  # named in the request, not in the caller's list
+                    raise at_position(exc, places) from None
 
             return send
 
-        parts = await self._gather([call(body, n) for body, n in requests])
+        starts = itertools.accumulate((n for _, n in requests), initial=0)
+        places = [range(start, start + n) for (_, n), start in zip(requests, starts, strict=False)]
+        parts = await self._gather(
+            [call(body, where) for (body, _), where in zip(requests, places, strict=True)]
+        )
         return [item for part in parts for item in part]
 
     # -- request bodies ---------------------------------------------------------------------------
@@ -558,7 +586,8 @@ class PoolragClient:
         per character span, from one pass over the whole ``document`` (spans are checked there)."""
         facts = self._facts_for("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
-        body = self._post("/v1/embeddings", self._late_chunk_request(document, spans, pooling_params), facts)
+        fields = self._late_chunk_request(document, spans, pooling_params)
+        body = self._post("/v1/embeddings", fields, facts, inputs=1)
         return _stack(wire.decode_embeddings(body, len(spans)), resolved.dimensions or facts.embedding_dim)
 
     async def aembed_chunks(
@@ -567,7 +596,7 @@ class PoolragClient:
         facts = await self._afacts("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         fields = self._late_chunk_request(document, spans, pooling_params)
-        body = await self._apost("/v1/embeddings", fields, facts)
+        body = await self._apost("/v1/embeddings", fields, facts, inputs=1)
         return _stack(wire.decode_embeddings(body, len(spans)), resolved.dimensions or facts.embedding_dim)
 
     # -- scores ----------------------------------------------------------------------------------------
@@ -737,12 +766,12 @@ class PoolragClient:
         """The token ids the served model reads for ``text``, from ``/tokenize``."""
         fields = {"prompt": check_text(text), "add_special_tokens": add_special_tokens}
         facts = self.facts
-        return [int(t) for t in self._post("/tokenize", fields, facts)["tokens"]]
+        return [int(t) for t in self._post("/tokenize", fields, facts, inputs=1)["tokens"]]
 
     async def atokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         fields = {"prompt": check_text(text), "add_special_tokens": add_special_tokens}
         facts = await self._afacts(self.task)
-        return [int(t) for t in (await self._apost("/tokenize", fields, facts))["tokens"]]
+        return [int(t) for t in (await self._apost("/tokenize", fields, facts, inputs=1))["tokens"]]
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def __reduce__(self) -> tuple[Any, ...]:
