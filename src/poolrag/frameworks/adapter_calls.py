@@ -10,15 +10,16 @@ float32 exactly).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from poolrag.backend import PoolingBackend
-from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.errors import InputTypeError, InvalidInputError, at_position
 from poolrag.image_inputs import is_image_input
 from poolrag.params import PoolingParams
 
@@ -50,8 +51,36 @@ def progress_bar(total: int) -> tqdm:
     return tqdm(total=total, desc="Embedding", unit="text", dynamic_ncols=True, mininterval=0, miniters=1)
 
 
-def _pieces(texts: list[str]) -> list[list[str]]:
-    return [texts[start : start + PROGRESS_PIECE] for start in range(0, len(texts), PROGRESS_PIECE)]
+def _in_pieces(
+    embed: Callable[[list[Any]], np.ndarray], items: list[Any], size: int, bar: tqdm | None = None
+) -> list[list[float]]:
+    """``embed`` over ``items`` ``size`` at a time, rows in order; an input the backend refuses is
+    named where ``items`` has it, not where its piece does."""
+    rows = []
+    for start in range(0, len(items), size):
+        piece = items[start : start + size]
+        try:
+            rows.append(embed(piece))
+        except InvalidInputError as exc:
+            raise at_position(exc, range(start, start + len(piece))) from None
+        if bar is not None:
+            bar.update(len(piece))
+    return np.concatenate(rows).tolist() if rows else []
+
+
+async def _ain_pieces(
+    embed: Callable[[list[Any]], Awaitable[np.ndarray]], items: list[Any], size: int, bar: tqdm | None = None
+) -> list[list[float]]:
+    rows = []
+    for start in range(0, len(items), size):
+        piece = items[start : start + size]
+        try:
+            rows.append(await embed(piece))
+        except InvalidInputError as exc:
+            raise at_position(exc, range(start, start + len(piece))) from None
+        if bar is not None:
+            bar.update(len(piece))
+    return np.concatenate(rows).tolist() if rows else []
 
 
 def embed_texts(
@@ -61,12 +90,8 @@ def embed_texts(
     texts = require_list(texts)
     if not progress or not texts:
         return backend.embed_array(texts, params).tolist()
-    rows = []
     with progress_bar(len(texts)) as bar:
-        for piece in _pieces(texts):
-            rows.append(backend.embed_array(piece, params))
-            bar.update(len(piece))
-    return np.concatenate(rows).tolist()
+        return _in_pieces(lambda piece: backend.embed_array(piece, params), texts, PROGRESS_PIECE, bar)
 
 
 async def aembed_texts(
@@ -75,12 +100,10 @@ async def aembed_texts(
     texts = require_list(texts)
     if not progress or not texts:
         return (await backend.aembed_array(texts, params)).tolist()
-    rows = []
     with progress_bar(len(texts)) as bar:
-        for piece in _pieces(texts):
-            rows.append(await backend.aembed_array(piece, params))
-            bar.update(len(piece))
-    return np.concatenate(rows).tolist()
+        return await _ain_pieces(
+            lambda piece: backend.aembed_array(piece, params), texts, PROGRESS_PIECE, bar
+        )
 
 
 def image_files(uris: object) -> list[Path | str | bytes]:
@@ -124,19 +147,12 @@ def _checked_images(backend: PoolingBackend, uris: object) -> list[Path | str | 
 def embed_images(backend: PoolingBackend, uris: object, params: PoolingParams) -> list[list[float]]:
     """One vector per image, in the text vectors' space (a dual encoder such as CLIP)."""
     images = _checked_images(backend, uris)
-    rows = [
-        backend.embed_array(images[s : s + IMAGE_PIECE], params) for s in range(0, len(images), IMAGE_PIECE)
-    ]
-    return np.concatenate(rows).tolist() if rows else []  # type: ignore[arg-type]
+    return _in_pieces(lambda piece: backend.embed_array(piece, params), images, IMAGE_PIECE)
 
 
 async def aembed_images(backend: PoolingBackend, uris: object, params: PoolingParams) -> list[list[float]]:
     images = _checked_images(backend, uris)
-    rows = [
-        await backend.aembed_array(images[s : s + IMAGE_PIECE], params)  # type: ignore[arg-type]
-        for s in range(0, len(images), IMAGE_PIECE)
-    ]
-    return np.concatenate(rows).tolist() if rows else []
+    return await _ain_pieces(lambda piece: backend.aembed_array(piece, params), images, IMAGE_PIECE)
 
 
 def embed_text(backend: PoolingBackend, text: object, params: PoolingParams) -> list[float]:
