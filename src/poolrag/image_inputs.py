@@ -16,7 +16,7 @@ import re
 from pathlib import Path, PurePath
 from typing import Any
 
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InvalidImageError, InvalidInputError
 
 DATA_URL_PREFIX = "data:image/"
 
@@ -52,14 +52,25 @@ def other_data_url(value: object) -> str | None:
 _MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"RIFF": "webp", b"BM": "bmp"}
 
 
-def as_data_url(value: Any) -> str:
+def refuse_empty(size: tuple[int, int], name: str) -> None:
+    """An image of no pixels is refused by name: an image processor would divide by its zero side."""
+    if not size[0] or not size[1]:
+        raise InvalidImageError(name, f"the image is {size[0]}x{size[1]}: it has no pixels")
+
+
+def as_data_url(value: Any, name: str = "input") -> str:
     """An image input as a ``data:image/...;base64,`` URL, the form it crosses HTTP in (a PIL image
-    is written as PNG; a path is read here, on the caller's side)."""
+    is written as PNG; a path is read here, on the caller's side, and refused as the engine refuses
+    it, by ``name``)."""
     if isinstance(value, str):
         return value  # a data URL already
     if isinstance(value, PurePath):
-        value = Path(value).read_bytes()
+        try:
+            value = Path(value).read_bytes()
+        except OSError:
+            raise InvalidImageError(name, f"no image file at {value}") from None
     if is_pil_image(value):
+        refuse_empty(value.size, name)
         buffer = io.BytesIO()
         image = value if value.mode in ("RGB", "RGBA", "L", "LA", "P") else value.convert("RGB")  # e.g. CMYK
         image.save(buffer, format="PNG")

@@ -14,6 +14,7 @@ from tiny_models import build_clip
 
 from poolrag import Engine
 from poolrag.client import PoolragClient
+from poolrag.errors import InvalidImageError
 from poolrag.testing.live_server import serve
 
 PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
@@ -60,6 +61,21 @@ def test_every_client_call_takes_the_images_the_engine_takes(engine: Engine, url
         )
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("image", ["missing", "folder", "no pixels"])
+def test_an_image_the_client_cannot_send_is_refused_as_the_engine_refuses_it(
+    engine: Engine, url: str, tmp_path: Path, image: str
+) -> None:
+    """Read on the caller's side, a path or a PIL image fails there: in the engine's words and by
+    the caller's index, not as a raw FileNotFoundError or Pillow's 'cannot write empty image'."""
+    bad = {"missing": tmp_path / "gone.png", "folder": tmp_path, "no pixels": PIL.new("RGB", (0, 4))}[image]
+    inputs = ["a portrait", PHOTO, bad]
+    with pytest.raises(InvalidImageError) as in_process:
+        engine.embed_array(inputs)
+    with PoolragClient(url) as client, pytest.raises(InvalidImageError) as remote:
+        client.embed_array(inputs)
+    assert str(remote.value) == str(in_process.value) and str(remote.value).startswith("input[2]: ")
 
 
 def test_openai_s_client_posts_a_data_url_and_gets_the_image_s_vector(engine: Engine, url: str) -> None:

@@ -72,7 +72,7 @@ def wire_input(item: Any, reads_images: bool = True, name: str = "input") -> str
     if is_image_input(item):
         if not reads_images:
             raise InputTypeError(f"{name}: this model reads text only, not images", param=name.split("[")[0])
-        return as_data_url(item)
+        return as_data_url(item, name)
     if isinstance(item, Mapping) and "prompt_token_ids" in item:
         return [int(t) for t in item["prompt_token_ids"]]
     raise InputTypeError(f"each prompt must be a string or a token prompt, not {type(item).__name__}")

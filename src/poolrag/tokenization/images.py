@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from poolrag.errors import InvalidImageError, InvalidInputError, ModelLoadError
-from poolrag.image_inputs import is_pil_image
+from poolrag.image_inputs import is_pil_image, refuse_empty
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
 from poolrag.tokenization.prepared_ahead import prepared_ahead
 
@@ -114,9 +114,8 @@ def _reason(exc: Exception) -> str:
 
 
 def _check_size(size: tuple[int, int], name: str, max_pixels: int) -> None:
+    refuse_empty(size, name)
     width, height = size
-    if not width or not height:
-        raise InvalidImageError(name, f"the image is {width}x{height}: it has no pixels")
     if width * height > max_pixels:
         raise InvalidImageError(name, _too_large(max_pixels, f"{width}x{height}"))
     if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
