@@ -46,22 +46,27 @@ class InvalidInputError(PoolragError, ValueError):
 _WHERE = re.compile(r"^(?:\S+: )?(\w+)\[(\d+)\]")
 
 
-def at_position(error: PoolragError, positions: Sequence[int]) -> PoolragError:
-    """``error`` naming its input where the caller's list has it (``input[290]``), when the call that
-    raised it saw only a part of that list (``input[34]`` of a client's second request, or of a
-    cache's misses): ``positions[i]`` is the caller's index of the part's item ``i``. An error naming
-    no index is itself."""
+def at_position(error: PoolragError, positions: Sequence[int | str]) -> PoolragError:
+    """``error`` naming its input where the caller has it (``input[290]``), when the call that raised
+    it saw only a part of the caller's list (``input[34]`` of a client's second request, or of a
+    cache's misses): ``positions[i]`` is the caller's index of the part's item ``i``, or its name in
+    the caller's words (``inputs.sentences[0]``). An error naming no index is itself."""
     message = str(error.args[0]) if error.args else ""
     found = _WHERE.match(message)
     if found is None or int(found[2]) >= len(positions):
         return error
-    where = f"{found[1]}[{positions[int(found[2])]}]"
+    place = positions[int(found[2])]
+    where = f"{found[1]}[{place}]" if isinstance(place, int) else place
+    field, bracket, rest = where.partition("[")
     state = dict(error.__dict__)
-    if state.get("index") is not None:
-        state["index"] = positions[state["index"]]
-    for name in ("name", "param"):  # an image's name and param are ``input[2]``
-        if name in state and (named := re.match(r"\w+\[\d+\]", str(state[name]))):
-            state[name] = where + str(state[name])[named.end() :]
+    if "index" in state:
+        state["index"] = int(rest.rstrip("]")) if bracket else None
+    if "field" in state:
+        state["field"] = field
+    if "name" in state:  # an image's name, ``input[2]``
+        state["name"] = where
+    if "param" in state:  # an image's param is its name, a text's its field
+        state["param"] = where if "[" in str(state["param"]) else field
     renamed = message[: found.start(1)] + where + message[found.end() :]
     return _rebuilt(type(error), (renamed, *error.args[1:]), state)
 

@@ -160,6 +160,22 @@ def test_an_unreadable_image_is_a_400_naming_it(url: str) -> None:
     assert "input[1]: not a readable image" in response.text
 
 
+def test_tei_similarity_names_an_unreadable_image_by_its_own_fields(url: str) -> None:
+    import httpx
+
+    photo = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
+    for inputs, named in [
+        (
+            {"source_sentence": "a portrait", "sentences": [photo, "data:image/png;base64,AAAA"]},
+            "sentences[1]",
+        ),
+        ({"source_sentence": "data:image/png;base64,AAAA", "sentences": [photo]}, "source_sentence"),
+    ]:
+        response = httpx.post(f"{url}/similarity", json={"inputs": inputs})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"].startswith(f"inputs.{named}: not a readable image")
+
+
 def test_a_text_only_server_is_never_sent_an_image(tmp_path_factory, minilm_path: Path) -> None:
     """A text-only model would read a data URL as text: the client refuses the image as the engine does."""
     import httpx

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
-from poolrag.errors import InvalidTextError
+from poolrag.errors import InvalidInputError, at_position
 from poolrag.params import PoolingParams
 from poolrag.server.inputs import check_count
 from poolrag.server.scope_path import route_path
@@ -36,10 +36,9 @@ async def similarity(
         outputs = await state.run_engine(
             route_path(request.scope), len(texts), state.engine.aembed, texts, params
         )
-    except InvalidTextError as error:  # the engine's input[0] is the source, input[i] sentence i - 1
-        if not error.index:
-            raise error.renamed("inputs.source_sentence", None) from None
-        raise error.renamed("inputs.sentences", error.index - 1) from None
+    except InvalidInputError as error:  # the engine's input[0] is the source, input[i] sentence i - 1
+        names = ["inputs.source_sentence", *(f"inputs.sentences[{i}]" for i in range(len(sentences)))]
+        raise at_position(error, names) from None
     report_truncated(response, outputs)
     vectors = np.stack([np.asarray(out.outputs.embedding, dtype=np.float64) for out in outputs])
     return TeiSimilarityResponse((vectors[1:] @ vectors[0]).tolist())
