@@ -86,42 +86,60 @@ def _check_vllm_classifier_overrides(spec: ModelSpec) -> None:
         )
 
 
+#: kinds that embed as they are, with what they embed (said when a ``convert`` is refused)
+_AS_IT_IS = {
+    Role.DUAL_ENCODER: (ModelKind.DUAL_ENCODER, "texts and images"),
+    Role.PAGE_RETRIEVER: (ModelKind.PAGE_RETRIEVER, "queries and pages"),
+}
+
+
 def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> ModelKind:
-    arch = spec.architecture
-    role = spec.role
-    convert = spec.convert
-    step = pooler is not None and pooler.pooling_type == "STEP"
-    if role is Role.DUAL_ENCODER:
-        if convert is not None:
+    """Decided in this order, so a folder that fits two is refused or run as the first says: a
+    kind fixed by its name, a multi-vector or sparse layout, ``convert``, then the name's head."""
+    if spec.role in _AS_IT_IS:
+        kind, inputs = _AS_IT_IS[spec.role]
+        if spec.convert is not None:
             raise ModelLoadError(
-                f"{arch} embeds texts and images as it is; convert={convert!r} does not apply"
+                f"{spec.architecture} embeds {inputs} as it is; convert={spec.convert!r} does not apply"
             )
-        return ModelKind.DUAL_ENCODER
-    if role is Role.PAGE_RETRIEVER:
-        if convert is not None:
-            raise ModelLoadError(
-                f"{arch} embeds queries and pages as it is; convert={convert!r} does not apply"
-            )
-        return ModelKind.PAGE_RETRIEVER
+        return kind
     if spec.colbert is not None:
         return ModelKind.COLBERT
-    named = VLLM_SPARSE_NAMES.get(arch)  # vLLM's BertSpladeSparseEmbeddingModel / BgeM3EmbeddingModel
+    if (lexical := _lexical_kind(spec, pooler)) is not None:
+        return lexical
+    if spec.convert == "embed":
+        return ModelKind.EMBEDDING
+    _check_vllm_classifier_overrides(spec)
+    if (converted := _converted_kind(spec, pooler)) is not None:
+        return converted
+    return _head_kind(spec)
+
+
+def _lexical_kind(spec: ModelSpec, pooler: PoolerConfig | None) -> ModelKind | None:
+    """SPLADE or BGE-M3, as the folder's modules, the pooler or vLLM's class name
+    (``BertSpladeSparseEmbeddingModel`` / ``BgeM3EmbeddingModel``) ask."""
+    arch = spec.architecture
+    named = VLLM_SPARSE_NAMES.get(arch)
     splade_pooling = pooler is not None and pooler.pooling_type == "SPLADE"
     if spec.splade is not None or splade_pooling or named is ModelKind.SPLADE:
-        if role is not Role.BACKBONE or not (arch.endswith("ForMaskedLM") or named is ModelKind.SPLADE):
+        if spec.role is not Role.BACKBONE or not (arch.endswith("ForMaskedLM") or named is ModelKind.SPLADE):
             raise ModelLoadError(f"SPLADE pooling reads a masked-LM head; {arch} is not a *ForMaskedLM")
         return ModelKind.SPLADE
     if named is ModelKind.BGE_M3 and spec.lexical_heads is None:
         raise ModelLoadError(
             f"{arch} needs BGE-M3's sparse_linear.pt and colbert_linear.pt next to the weights in {spec.path}"
         )
-    if spec.lexical_heads is not None and convert is None and role is Role.BACKBONE:
+    if spec.lexical_heads is not None and spec.convert is None and spec.role is Role.BACKBONE:
         return ModelKind.BGE_M3
-    if convert == "embed":
-        return ModelKind.EMBEDDING
+    return None
+
+
+def _converted_kind(spec: ModelSpec, pooler: PoolerConfig | None) -> ModelKind | None:
+    """A classifier or process reward model made from a language-model head, by ``convert``, vLLM's
+    ``classifier_from_token`` or a STEP pooler; ``None`` where the name's own head decides."""
+    arch, role, convert = spec.architecture, spec.role, spec.convert
     causal = role is Role.LM_HEAD
     sequence_head = role is Role.SEQUENCE_HEAD
-    _check_vllm_classifier_overrides(spec)
     if spec.classifier_from_token and convert in (None, "classify") and (causal or sequence_head):
         # vLLM's recipe: hf_overrides={"architectures": [...ForSequenceClassification],
         # "classifier_from_token": [...]} on a *ForCausalLM checkpoint means "score with these rows"
@@ -135,26 +153,34 @@ def detect_model_kind(spec: ModelSpec, pooler: PoolerConfig | None = None) -> Mo
         return ModelKind.LM_HEAD_CLASSIFIER
     if convert == "reward" and role in (Role.REWARD_HEAD, Role.PROCESS_REWARD_HEAD, Role.TOKEN_HEAD):
         convert = None  # already a reward model: vLLM's convert="reward" asks for nothing more
+    step = pooler is not None and pooler.pooling_type == "STEP"
     if convert == "reward" or (causal and step):
         if not causal:
             raise ModelLoadError(f"convert='reward' needs a *ForCausalLM checkpoint, not {arch}")
         return ModelKind.STEP_REWARD
+    return None
+
+
+def _head_kind(spec: ModelSpec) -> ModelKind:
+    """What the head the architecture's name says makes of it, unconverted."""
+    role = spec.role
     if role in (Role.SEQUENCE_HEAD, Role.REWARD_HEAD):
         if _head_after_pooling(spec):
             return ModelKind.SCORE_HEAD_CLASSIFIER
-        if convert == "classify":
+        if spec.convert == "classify":
             _check_token_classify_head(spec)
         return ModelKind.SEQUENCE_CLASSIFIER
     if role is Role.PROCESS_REWARD_HEAD and spec.is_decoder:
         return ModelKind.STEP_REWARD
     if role in (Role.TOKEN_HEAD, Role.PROCESS_REWARD_HEAD):
         return ModelKind.TOKEN_CLASSIFIER
-    if causal:
+    if role is Role.LM_HEAD:
         if spec.is_sentence_transformers:  # gte-Qwen2 / Qwen3-Embedding: the folder says "embed"
             return ModelKind.EMBEDDING
         raise GenerativeCheckpointError(
-            f"{arch} is a text-generation checkpoint; pass convert='embed' or convert='classify' "
-            "to adapt it to a pooling task (or a STEP pooler_config for a process reward model)"
+            f"{spec.architecture} is a text-generation checkpoint; pass convert='embed' or "
+            "convert='classify' to adapt it to a pooling task (or a STEP pooler_config for a process "
+            "reward model)"
         )
     return ModelKind.EMBEDDING
 
