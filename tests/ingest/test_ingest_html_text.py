@@ -107,6 +107,9 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         ),
         ('<div class="header"><p>Next: Types, Up: Using libffi</p></div><p>Body</p>', "Body"),
         ("a < b and c <d", "a < b and c <d"),
+        ("<div hidden>a<div>b</div>c</div>d", "d"),
+        ("<p>a<br hidden>b</p>", "ab"),
+        ('<div role="main"><div>a</div>b</div><p>c</p>', "a\nb"),
     ],
     ids=[
         "a page inside one form",
@@ -121,6 +124,9 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         "fallbacks and hidden boxes",
         "Texinfo 6 navigation",
         "a last '<'",
+        "a hidden division inside a hidden one",
+        "a hidden line break",
+        "a division inside a main division",
     ],
 )
 def test_what_real_pages_do_reads_as_a_reader_sees_it(markup: str, text: str) -> None:
