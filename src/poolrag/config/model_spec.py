@@ -217,91 +217,70 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
 _SIZE_DECLARATIONS = frozenset({"is_matryoshka", "matryoshka_dimensions"})
 
 
+@dataclass(slots=True)
+class _StFolder:
+    """What a folder's sentence-transformers files say: its modules, in order, and its settings."""
+
+    config: dict[str, Any]  # config_sentence_transformers.json
+    transformer_path: Path
+    is_listed: bool = False  # modules.json lists the modules
+    pooling: PoolingType | None = None
+    normalize: bool | None = None
+    dense: list[DenseSpec] = field(default_factory=list)
+    is_pylate: bool = False
+    splade: SpladeSpec | None = None
+
+
+def _read_st_folder(path: Path) -> _StFolder:
+    modules = _read_json(path / "modules.json")
+    st_config = _read_json(path / "config_sentence_transformers.json") or {}
+    assert isinstance(st_config, dict)
+    st = _StFolder(st_config, path, is_listed=isinstance(modules, list))
+    if modules is not None and not isinstance(modules, list):
+        raise ModelLoadError(f"{path / 'modules.json'}: expected a list of modules")
+    for module in sorted(modules or [], key=lambda m: int(m.get("idx", 0))):
+        kind = str(module.get("type", ""))
+        folder = path / str(module.get("path", ""))
+        module_role = st_module_role(kind, path / "modules.json")
+        if module_role is StModule.TRANSFORMER:
+            st.transformer_path = folder
+        elif module_role is StModule.POOLING:
+            st.pooling = _pooling_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
+        elif module_role is StModule.DENSE:
+            st.dense.append(_dense_from_folder(folder))
+            st.is_pylate = st.is_pylate or kind.startswith("pylate")
+        elif module_role is StModule.NORMALIZE:
+            st.normalize = True
+        elif module_role is StModule.SPLADE_POOLING:
+            st.splade = _splade_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
+    st.is_pylate = st.is_pylate or st_config.get("model_type") == "ColBERT" or "query_length" in st_config
+    return st
+
+
 def load_model_spec(
     path: Path, hf_overrides: dict[str, Any] | None, trust_remote_code: bool, convert: str | None = None
 ) -> ModelSpec:
     """Read config.json and, when present, the sentence-transformers / ColBERT files of ``path``."""
     if convert not in (None, "embed", "classify", "reward"):
         raise ModelLoadError(f"convert must be 'embed', 'classify' or 'reward', not {convert!r}")
-    modules = _read_json(path / "modules.json")
-    st_config = _read_json(path / "config_sentence_transformers.json") or {}
-    assert isinstance(st_config, dict)
-    transformer_path = path
-    pooling: PoolingType | None = None
-    normalize: bool | None = None
-    dense: list[DenseSpec] = []
-    is_pylate = False
-    splade: SpladeSpec | None = None
-    if modules is not None and not isinstance(modules, list):
-        raise ModelLoadError(f"{path / 'modules.json'}: expected a list of modules")
-    if isinstance(modules, list):
-        for module in sorted(modules, key=lambda m: int(m.get("idx", 0))):
-            kind = str(module.get("type", ""))
-            folder = path / str(module.get("path", ""))
-            module_role = st_module_role(kind, path / "modules.json")
-            if module_role is StModule.TRANSFORMER:
-                transformer_path = folder
-            elif module_role is StModule.POOLING:
-                pooling = _pooling_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
-            elif module_role is StModule.DENSE:
-                dense.append(_dense_from_folder(folder))
-                is_pylate = is_pylate or kind.startswith("pylate")
-            elif module_role is StModule.NORMALIZE:
-                normalize = True
-            elif module_role is StModule.SPLADE_POOLING:
-                splade = _splade_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
-    is_pylate = is_pylate or st_config.get("model_type") == "ColBERT" or "query_length" in st_config
-
-    hf_config = read_hf_config(transformer_path, trust_remote_code)
-    declared = {k: v for k, v in (hf_overrides or {}).items() if k in _SIZE_DECLARATIONS}
-    for key, value in (hf_overrides or {}).items():
-        if key not in declared:
-            setattr(hf_config, key, value)
-    weights_config = hf_config.to_json_string()  # before the declarations: they change no vector
-    for key, value in declared.items():
-        setattr(hf_config, key, value)
-    architectures = list(getattr(hf_config, "architectures", None) or [])
-    architecture = architectures[0] if architectures else type(hf_config).__name__.replace("Config", "Model")
-    # before any weights are read: a name poolrag cannot run is refused here, with what it can run
-    provided = remote_classes(getattr(hf_config, "auto_map", None))
-    role = lookup_architecture(architecture, provided, trust_remote_code)
-    if not (trust_remote_code and architecture in provided):  # a folder's own class may reuse a name
-        check_model_type(architecture, str(getattr(hf_config, "model_type", "") or ""))
+    st = _read_st_folder(path)
+    transformer_path, st_config = st.transformer_path, st.config
+    hf_config, weights_config = _overridden_config(transformer_path, hf_overrides, trust_remote_code)
+    architecture, role = _checked_architecture(hf_config, trust_remote_code)
     encoder_only = runs_encoder_only(architecture, hf_config, role)
-
-    colbert: ColbertSpec | None = None
-    if role is Role.COLBERT and architecture == "HF_ColBERT":
-        colbert, dense = _stanford_colbert(path)
-    elif role is Role.COLBERT:
-        colbert, dense = named_colbert(
-            transformer_path, hf_config, dense, _pylate_colbert(st_config) if is_pylate else None
-        )
-    elif is_pylate:
-        colbert = _pylate_colbert(st_config)
+    colbert, dense = _colbert_layout(path, st, hf_config, architecture, role)
     bidirectional = is_bidirectional(architecture, hf_config, trust_remote_code)
-    if bidirectional and pooling is None:
-        pooling = bidirectional_pooling(hf_config)
-
+    pooling = bidirectional_pooling(hf_config) if bidirectional and st.pooling is None else st.pooling
     truncate_dim = _positive_count(st_config, "truncate_dim", path)
     st_max = _read_json(transformer_path / "sentence_bert_config.json") or {}
     max_seq = st_max.get("max_seq_length") if isinstance(st_max, dict) else None
-    # a CrossEncoder's activation: sentence-transformers >= 6 writes it in its own config file,
-    # 4.x-5.x in a "sentence_transformers" section of config.json, < 4 (most hub cross-encoders)
-    # as config.json's "sbert_ce_default_activation_function"; all three still load so
-    ce_activation = st_config.get("activation_fn")
-    st_section = getattr(hf_config, "sentence_transformers", None)
-    if ce_activation is None and isinstance(st_section, dict):
-        ce_activation = st_section.get("activation_fn")
-    if ce_activation is None:
-        ce_activation = getattr(hf_config, "sbert_ce_default_activation_function", None)
-
     return ModelSpec(
         path=path,
         transformer_path=transformer_path,
         hf_config=hf_config,
         weights_config=weights_config,
         architecture=architecture,
-        pooler_defaults=PoolerConfig(pooling_type=pooling, normalize=normalize, dimensions=truncate_dim),
+        pooler_defaults=PoolerConfig(pooling_type=pooling, normalize=st.normalize, dimensions=truncate_dim),
         dense=dense,
         prompts={str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()},
         default_prompt_name=st_config.get("default_prompt_name"),
@@ -310,15 +289,69 @@ def load_model_spec(
         lowercase=isinstance(st_max, dict) and st_max.get("do_lower_case") is True,
         st_truncate_dim=truncate_dim,
         colbert=colbert,
-        is_sentence_transformers=isinstance(modules, list),
-        cross_encoder_activation=ce_activation,
+        is_sentence_transformers=st.is_listed,
+        cross_encoder_activation=_cross_encoder_activation(st_config, hf_config),
         convert=convert,
         role=role,
         bidirectional=bidirectional,
-        splade=_with_max_active_dims(splade, _positive_count(st_config, "max_active_dims", path)),
+        splade=_with_max_active_dims(st.splade, _positive_count(st_config, "max_active_dims", path)),
         lexical_heads=_lexical_heads(transformer_path),
         encoder_only=encoder_only,
     )
+
+
+def _overridden_config(
+    folder: Path, hf_overrides: dict[str, Any] | None, trust_remote_code: bool
+) -> tuple[PretrainedConfig, str]:
+    """The config with ``hf_overrides`` set, and the JSON the weights' fingerprint reads: taken
+    before the size declarations, which change no vector."""
+    hf_config = read_hf_config(folder, trust_remote_code)
+    declared = {k: v for k, v in (hf_overrides or {}).items() if k in _SIZE_DECLARATIONS}
+    for key, value in (hf_overrides or {}).items():
+        if key not in declared:
+            setattr(hf_config, key, value)
+    weights_config = hf_config.to_json_string()
+    for key, value in declared.items():
+        setattr(hf_config, key, value)
+    return hf_config, weights_config
+
+
+def _checked_architecture(hf_config: PretrainedConfig, trust_remote_code: bool) -> tuple[str, Role]:
+    """The architecture and its role, checked before any weights are read: a name poolrag cannot
+    run is refused here, with what it can run."""
+    architectures = list(getattr(hf_config, "architectures", None) or [])
+    architecture = architectures[0] if architectures else type(hf_config).__name__.replace("Config", "Model")
+    provided = remote_classes(getattr(hf_config, "auto_map", None))
+    role = lookup_architecture(architecture, provided, trust_remote_code)
+    if not (trust_remote_code and architecture in provided):  # a folder's own class may reuse a name
+        check_model_type(architecture, str(getattr(hf_config, "model_type", "") or ""))
+    return architecture, role
+
+
+def _colbert_layout(
+    path: Path, st: _StFolder, hf_config: PretrainedConfig, architecture: str, role: Role
+) -> tuple[ColbertSpec | None, list[DenseSpec]]:
+    """A ColBERT's settings and projections: Stanford's own folder, a family's named layout, or
+    PyLate's sentence-transformers modules; other folders keep their ``Dense`` modules."""
+    if role is Role.COLBERT and architecture == "HF_ColBERT":
+        return _stanford_colbert(path)
+    pylate = _pylate_colbert(st.config) if st.is_pylate else None
+    if role is Role.COLBERT:
+        return named_colbert(st.transformer_path, hf_config, st.dense, pylate)
+    return pylate, st.dense
+
+
+def _cross_encoder_activation(st_config: dict[str, Any], hf_config: PretrainedConfig) -> str | None:
+    """sentence-transformers >= 6 writes it in its own config file, 4.x-5.x in a
+    "sentence_transformers" section of config.json, < 4 (most hub cross-encoders) as config.json's
+    "sbert_ce_default_activation_function"; all three still load so."""
+    activation = st_config.get("activation_fn")
+    st_section = getattr(hf_config, "sentence_transformers", None)
+    if activation is None and isinstance(st_section, dict):
+        activation = st_section.get("activation_fn")
+    if activation is None:
+        activation = getattr(hf_config, "sbert_ce_default_activation_function", None)
+    return activation
 
 
 def _positive_count(st_config: dict[str, Any], key: str, folder: Path) -> int | None:
