@@ -90,3 +90,25 @@ def test_python_iterables_of_several_shapes() -> None:
     assert docs[3].metadata == {"lang": "en"}
     with pytest.raises(InvalidInputError, match="document 0"):
         list(from_iterable([42]))  # type: ignore[list-item]
+
+
+def test_an_image_that_fails_to_read_is_skipped_with_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from poolrag.ingest import visual_documents
+    from poolrag.ingest.pdf_pages import PageRendering
+
+    def failing(file: Path, images: PageRendering) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(visual_documents, "read_visual_file", failing)
+    (tmp_path / "scan.png").write_bytes(b"\x89PNG")
+    (tmp_path / "note.txt").write_text("kept")
+    skipped: list = []
+    docs = list(read_paths([tmp_path], images=PageRendering(), skipped=skipped))
+    assert [Path(d.source).name for d in docs] == ["note.txt"]
+    assert [(Path(s.path).name, s.reason) for s in skipped] == [
+        ("scan.png", "cannot read: Input/output error")
+    ]
+    with pytest.raises(InvalidInputError, match=r"scan\.png.*cannot read: Input/output error"):
+        list(read_paths([tmp_path], images=PageRendering()))
