@@ -111,17 +111,8 @@ class _VisibleText(HTMLParser):
         if tag == "title" and not self._titled and self._dropping in ([], ["head"]):
             self._in_title = True
             return
-        if self._dropping == ["head"] and tag not in _HEAD_TAGS:
-            self._dropping = []  # a page whose head was never closed: its body has begun
-        if self._dropping:
-            if self._dropping[0] == "head" and tag in _HEAD_TAGS and tag not in _VOID:
-                self._dropping.append(tag)  # a head's script or style: its text is no body's
-            if tag != self._dropping[0]:
-                return
-            if tag not in _ENDS_ITSELF or len(self._dropping) > 1:
-                self._dropping.append(tag)
-                return
-            self._dropping = []  # <li hidden>x<li>y: the next item ends the dropped one
+        if self._inside_dropped(tag):
+            return
         named = dict(attrs)
         if _is_dropped(tag, named):
             if tag not in _VOID:
@@ -138,6 +129,28 @@ class _VisibleText(HTMLParser):
         elif tag == "pre":
             self._pre += 1
             self._pre_opened = True
+        self._start_block(tag)
+
+    def _inside_dropped(self, tag: str) -> bool:
+        """Whether ``tag`` opens inside a dropped element, which counts its own tag so that its end
+        tag is known; an unclosed head, or a dropped item left open, ends where the next begins."""
+        if self._dropping == ["head"] and tag not in _HEAD_TAGS:
+            self._dropping = []  # a page whose head was never closed: its body has begun
+        if not self._dropping:
+            return False
+        if self._dropping[0] == "head" and tag in _HEAD_TAGS and tag not in _VOID:
+            self._dropping.append(tag)  # a head's script or style: its text is no body's
+        if tag != self._dropping[0]:
+            return True
+        if tag not in _ENDS_ITSELF or len(self._dropping) > 1:
+            self._dropping.append(tag)
+            return True
+        self._dropping = []  # <li hidden>x<li>y: the next item ends the dropped one
+        return False
+
+    def _start_block(self, tag: str) -> None:
+        """A table's or row's start begins a line of cells; a cell's is a separator to come, once
+        text follows; a list item's, a bullet on a line of its own; another block's, a break."""
         if tag in ("tr", "table"):
             self._in_cell = self._row_has_text = False
             self._cells_waiting = 0
