@@ -414,22 +414,18 @@ def _read_paths(
         if skipped is not None:
             skipped.append(item)
 
-    from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES, read_visual_file
+    def unlisted(exc: OSError) -> None:
+        problem(Path(exc.filename), f"cannot list the folder: {_describe(exc)}")
+
+    from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
     suffixes = _suffixes(images is not None, texts)
     paths = _path_list(paths)
-    for raw in paths:  # checked before any is read: a typo stops the run before it writes
-        if not Path(raw).exists() and not Path(raw).is_symlink():
-            raise InvalidInputError(f"no such file or folder: {raw}")
+    _refuse_missing(paths)
     # a file named twice (a symlink and its target, overlapping paths) is one document
     read: set[Path] = set()
     for raw in paths:
-        path = Path(raw)
-
-        def unlisted(exc: OSError) -> None:
-            problem(Path(exc.filename), f"cannot list the folder: {_describe(exc)}")
-
-        for file in _walk(path, unlisted, suffixes, exclude):
+        for file in _walk(Path(raw), unlisted, suffixes, exclude):
             reason = _check(file)
             if reason is not None:
                 problem(file, reason, fatal=not reason.startswith("not a regular file"))
@@ -439,34 +435,62 @@ def _read_paths(
                 continue
             read.add(real)
             if images is not None and file.suffix.lower() in IMAGE_SUFFIXES + PDF_SUFFIXES:
-                try:
-                    yield read_visual_file(file, images)
-                except InvalidInputError as exc:
-                    problem(file, str(exc))
-                except OSError as exc:
-                    problem(file, f"cannot read: {_describe(exc)}")
-                continue
-            try:
-                if (records := _records_of(file.suffix.lower())) is not None:
-                    yield from _read_records(file, records(file, text_field), text_field, problem)
-                    record_files.append(real.as_posix())
-                    continue
-                if (parse := _parser_of(file.suffix.lower())) is not None:
-                    yield parse(file)
-                    continue
-                digest, visible = _scan_text(file)
-            except UnicodeDecodeError as exc:
-                problem(file, _not_text(file, exc, images is not None))
-                continue
-            except InvalidInputError as exc:  # a PDF pdfium cannot read, a page or file without text
-                problem(file, str(exc))
-                continue
-            except OSError as exc:
-                problem(file, f"cannot read: {_describe(exc)}")
-                continue
-            if not visible:  # still read: a file emptied since the last run loses its old chunks
-                logger.warning("%s has no text (empty, or only whitespace): it adds no chunks", file)
-            yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
+                yield from _read_visual(file, images, problem)
+            else:
+                yield from _read_file(file, real, text_field, images is not None, record_files, problem)
+
+
+def _refuse_missing(paths: list[Any]) -> None:
+    """Every path is checked before any is read: a typo stops the run before it writes."""
+    for raw in paths:
+        if not Path(raw).exists() and not Path(raw).is_symlink():
+            raise InvalidInputError(f"no such file or folder: {raw}")
+
+
+def _read_visual(
+    file: Path, images: PageRendering, problem: Callable[[Path, str], None]
+) -> Iterator[VisualDocument]:
+    from poolrag.ingest.visual_documents import read_visual_file
+
+    try:
+        yield read_visual_file(file, images)
+    except InvalidInputError as exc:
+        problem(file, str(exc))
+    except OSError as exc:
+        problem(file, f"cannot read: {_describe(exc)}")
+
+
+def _read_file(
+    file: Path,
+    real: Path,
+    text_field: str,
+    reads_images: bool,
+    record_files: list[str],
+    problem: Callable[[Path, str], None],
+) -> Iterator[Document | FileDocument]:
+    """A records file's documents (``real`` goes to ``record_files`` once all are read), a parsed
+    file's document, or a text file's; a file that cannot be read goes to ``problem``."""
+    try:
+        if (records := _records_of(file.suffix.lower())) is not None:
+            yield from _read_records(file, records(file, text_field), text_field, problem)
+            record_files.append(real.as_posix())
+            return
+        if (parse := _parser_of(file.suffix.lower())) is not None:
+            yield parse(file)
+            return
+        digest, visible = _scan_text(file)
+    except UnicodeDecodeError as exc:
+        problem(file, _not_text(file, exc, reads_images))
+        return
+    except InvalidInputError as exc:  # a PDF pdfium cannot read, a page or file without text
+        problem(file, str(exc))
+        return
+    except OSError as exc:
+        problem(file, f"cannot read: {_describe(exc)}")
+        return
+    if not visible:  # still read: a file emptied since the last run loses its old chunks
+        logger.warning("%s has no text (empty, or only whitespace): it adds no chunks", file)
+    yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
 
 
 def _parser_of(suffix: str) -> Callable[[Path], Document] | None:
