@@ -160,6 +160,20 @@ def test_an_unreadable_image_is_a_400_naming_it(url: str) -> None:
     assert "input[1]: not a readable image" in response.text
 
 
+def test_a_jina_image_may_be_a_data_url_or_the_files_bare_base64(engine: Engine, url: str) -> None:
+    import httpx
+
+    encoded = base64.b64encode(PHOTO.read_bytes()).decode()
+    body = {"input": [{"image": encoded}, {"image": f"data:image/jpeg;base64,{encoded}"}, {"text": "a"}]}
+    answer = httpx.post(f"{url}/v1/embeddings", json=body)
+    assert answer.status_code == 200, answer.text
+    got = np.array([row["embedding"] for row in answer.json()["data"]], dtype=np.float32)
+    np.testing.assert_allclose(got, engine.embed_array([PHOTO, PHOTO, "a"]), atol=1e-6)
+    for address in ("https://example.com/cat.png", "file:///etc/hostname", "not base64!"):
+        refused = httpx.post(f"{url}/v1/embeddings", json={"input": [{"image": address}]})
+        assert refused.status_code == 400 and "nothing is fetched" in refused.text
+
+
 def test_tei_similarity_names_an_unreadable_image_by_its_own_fields(url: str) -> None:
     import httpx
 

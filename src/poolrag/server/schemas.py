@@ -9,6 +9,8 @@ as written, not get a 200 computed without it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -31,7 +33,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from poolrag.image_inputs import is_image_input
+from poolrag.image_inputs import as_data_url, is_image_input
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.text_validity import lone_surrogate
@@ -401,11 +403,25 @@ def jina_inputs(items: list[Any]) -> tuple[list[Any], tuple[int, ...]]:
         if isinstance(item, dict) and len(item) == 1 and set(item) <= {"text", "image"}:
             ((kind, item),) = item.items()
             if kind == "image":
-                if not is_image_input(item):
-                    raise ValueError(f"input[{i}].image must be a data:image/...;base64, URL (no fetching)")
+                item = _jina_image(item, f"input[{i}].image")
                 images.append(i)
         out.append(item)
     return out, tuple(images)
+
+
+def _jina_image(item: object, name: str) -> str:
+    """A Jina image as a data URL: one already, or the bare base64 of the file Jina's API also takes
+    (its other form, a web address, is refused: nothing is fetched)."""
+    if is_image_input(item):
+        return item  # type: ignore[return-value]
+    if isinstance(item, str) and "://" not in item:
+        try:
+            data = base64.b64decode(item, validate=True)
+        except (binascii.Error, ValueError):
+            data = b""
+        if data:
+            return as_data_url(data)
+    raise ValueError(f"{name} must be a data:image/...;base64, URL or a file's base64 (nothing is fetched)")
 
 
 class LateChunking(BaseModel):
