@@ -116,6 +116,23 @@ def test_vllm_s_chat_messages_embed_their_one_image_or_text(engine: Engine, url:
     assert usage[0] == 17  # the image's patches and class token, as vLLM counts its image tokens
 
 
+def test_vllm_s_pooling_route_takes_the_chat_form_too(engine: Engine, url: str) -> None:
+    import httpx
+
+    data_url = "data:image/jpeg;base64," + base64.b64encode(PHOTO.read_bytes()).decode()
+    image = _message({"type": "image_url", "image_url": {"url": data_url}})
+    answer = httpx.post(f"{url}/pooling", json={"model": "clip", "task": "embed", "messages": [image]})
+    assert answer.status_code == 200, answer.text
+    [row] = answer.json()["data"]
+    np.testing.assert_allclose(
+        np.array([row["data"]], dtype=np.float32), engine.embed_array([PHOTO]), atol=1e-6
+    )
+    unreadable = _message({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
+    refused = httpx.post(f"{url}/pooling", json={"task": "embed", "messages": [unreadable]})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"].startswith("messages[0].content[0]: not a readable image")
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [

@@ -7,10 +7,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from poolrag.errors import InputTooLongError, InvalidImageError, InvalidTextError
+from poolrag.errors import InputTooLongError, InvalidImageError, InvalidInputError, InvalidTextError
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
+from poolrag.server.schemas import ChatFormBody
 from poolrag.server.settings import ServerSettings
 from poolrag.vllm_options import refuse_longer_cut
 
@@ -26,6 +27,29 @@ def fields_named(**fields: str) -> Iterator[None]:
         raise error.renamed(fields.get(error.field, error.field), error.index) from None
     except InvalidImageError as error:  # a page given as a document: documents[1], not text_2[1]
         raise error.renamed(fields) from None
+
+
+def chat_prompt(body: ChatFormBody, facts: ModelFacts) -> str:
+    """The one input of a chat-form body: its one text or image, to a model that reads images (vLLM
+    renders messages with the model's chat template; poolrag has none)."""
+    if not facts.reads_images:
+        raise InvalidInputError(
+            "messages: this model reads text only and poolrag applies no chat template; send input",
+            param="messages",
+        )
+    return body.message_part()[1]
+
+
+@contextmanager
+def messages_named(body: ChatFormBody) -> Iterator[None]:
+    """Inside, an error the engine names ``input`` names the part of ``messages`` it came from."""
+    try:
+        yield
+    except InvalidInputError as exc:
+        if body.messages is None or not str(exc).startswith("input"):
+            raise
+        name, _ = body.message_part()
+        raise InvalidInputError(name + str(exc).removeprefix("input"), param="messages") from None
 
 
 def check_count(settings: ServerSettings, count: int, param: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -248,16 +248,66 @@ class ChatMessage(BaseModel):
     content: StrictStr | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]]
 
 
-class EmbeddingRequest(VllmRequestBody):
-    default_task: ClassVar[str | None] = "embed"
+class ChatFormBody(VllmRequestBody):
+    """A body taking vLLM's chat form, ``messages``, instead of ``input`` (``/v1/embeddings``,
+    ``/pooling``): to a model that reads images their one text or image part is the one input."""
+
     # required, as OpenAI publishes it; vLLM's chat form sends messages instead (None here then)
     input: Annotated[PoolingInput | None, WithJsonSchema(TypeAdapter(PoolingInput).json_schema())]
     messages: list[ChatMessage] | None = Field(
         None,
         min_length=1,
-        description="vLLM's chat form, instead of input: one embedding of the messages' one text or "
-        "image_url part (a model that reads images; poolrag applies no chat template).",
+        description="vLLM's chat form, instead of input: the messages' one text or image_url part "
+        "(a model that reads images; poolrag applies no chat template).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _messages_stand_for_input(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "messages" in data and "input" not in data:
+            return {**data, "input": None}
+        return data
+
+    @model_validator(mode="after")
+    def _input_or_messages(self) -> Self:
+        if (self.input is None) == (self.messages is None):
+            raise ValueError("send input or messages (one of the two)")
+        if self.messages is not None:
+            self.message_part()  # a request the model cannot read is refused before it queues
+        return self
+
+    def message_part(self) -> tuple[str, str]:
+        """Where in ``messages`` their one text or image is, and it (an image as its data URL).
+
+        A dual encoder (CLIP, SigLIP) embeds a text or an image, never both in one vector, and
+        with no chat template there is no rendering of several parts into one input."""
+        parts = [
+            (f"messages[{m}].content", message.content)
+            if isinstance(message.content, str)
+            else (f"messages[{m}].content[{p}]", part)
+            for m, message in enumerate(self.messages or ())
+            for p, part in enumerate([None] if isinstance(message.content, str) else message.content)
+        ]
+        if len(parts) != 1:
+            raise ValueError(
+                f"messages hold {len(parts)} parts: this model embeds one text or one image per "
+                "request (send several inputs in input instead)"
+            )
+        name, part = parts[0]
+        if isinstance(part, str):
+            return name, part
+        if isinstance(part, TextPart):
+            return name, part.text
+        url = part.image_url.url
+        if not is_image_input(url):
+            raise ValueError(
+                f"{name}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
+            )
+        return name, url
+
+
+class EmbeddingRequest(ChatFormBody):
+    default_task: ClassVar[str | None] = "embed"
     encoding_format: Literal["float", "base64", "bytes", "bytes_only"] = Field(
         "float",
         description="base64: each vector's bytes in embed_dtype, as OpenAI sends (float32). bytes / "
@@ -316,13 +366,6 @@ class EmbeddingRequest(VllmRequestBody):
         "integer (binary: -128..127, ubinary: 0..255), as sentence-transformers' quantize_embeddings.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _messages_stand_for_input(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "messages" in data and "input" not in data:
-            return {**data, "input": None}
-        return data
-
     @model_validator(mode="wrap")
     @classmethod
     def _jina_input_objects(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> EmbeddingRequest:
@@ -344,9 +387,7 @@ class EmbeddingRequest(VllmRequestBody):
         return self._jina_images
 
     @model_validator(mode="after")
-    def _input_or_messages(self) -> EmbeddingRequest:
-        if (self.input is None) == (self.messages is None):
-            raise ValueError("send input or messages (one of the two)")
+    def _jina_and_openai_fields_agree(self) -> EmbeddingRequest:
         if self.late_chunking is True and not (
             isinstance(self.input, list) and self.input and all(isinstance(t, str) for t in self.input)
         ):
@@ -357,40 +398,9 @@ class EmbeddingRequest(VllmRequestBody):
             raise ValueError("normalize and normalized (Jina's name) disagree; give one")
         if self.task is not None and (self.input_type is not None or self.prompt_name is not None):
             raise ValueError("task (Jina's) picks the prompt: give it or input_type / prompt_name")
-        if self.messages is not None:
-            if self.late_chunking:
-                raise ValueError("late_chunking reads one document from input, not messages")
-            self.message_part()  # a request the model cannot read is refused before it queues
+        if self.messages is not None and self.late_chunking:
+            raise ValueError("late_chunking reads one document from input, not messages")
         return self
-
-    def message_part(self) -> tuple[str, str]:
-        """Where in ``messages`` their one text or image is, and it (an image as its data URL).
-
-        A dual encoder (CLIP, SigLIP) embeds a text or an image, never both in one vector, and
-        with no chat template there is no rendering of several parts into one input."""
-        parts = [
-            (f"messages[{m}].content", message.content)
-            if isinstance(message.content, str)
-            else (f"messages[{m}].content[{p}]", part)
-            for m, message in enumerate(self.messages or ())
-            for p, part in enumerate([None] if isinstance(message.content, str) else message.content)
-        ]
-        if len(parts) != 1:
-            raise ValueError(
-                f"messages hold {len(parts)} parts: this model embeds one text or one image per "
-                "request (send several inputs in input instead)"
-            )
-        name, part = parts[0]
-        if isinstance(part, str):
-            return name, part
-        if isinstance(part, TextPart):
-            return name, part.text
-        url = part.image_url.url
-        if not is_image_input(url):
-            raise ValueError(
-                f"{name}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
-            )
-        return name, url
 
 
 def jina_inputs(items: list[Any]) -> tuple[list[Any], tuple[int, ...]]:
@@ -817,8 +827,7 @@ class ClassificationResponse(_ListResponse):
 PoolingTaskName = Literal["embed", "classify", "token_embed", "token_classify", "reward", "sparse_embed"]
 
 
-class PoolingRequest(VllmRequestBody):
-    input: PoolingInput
+class PoolingRequest(ChatFormBody):
     task: PoolingTaskName | None = Field(
         None,
         description="Pooling task; omitted, as vLLM picks it: token_embed where the model has it, else "

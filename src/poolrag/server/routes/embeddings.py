@@ -16,7 +16,7 @@ from poolrag.params import PoolingParams
 from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.errors import APIError
 from poolrag.server.float_json import JsonAnswer
-from poolrag.server.inputs import input_count, to_prompts
+from poolrag.server.inputs import chat_prompt, input_count, messages_named, to_prompts
 from poolrag.server.jina_embeddings import jina_task_prompt, joined_with_spans
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
@@ -77,13 +77,8 @@ async def create_embeddings(
         answer = await _late_chunks(body, params, state)
         response.headers[TRUNCATED_INPUTS_HEADER] = "0"  # a late-chunked document is read whole
         return answer
-    try:
+    with messages_named(body):
         outputs = await state.run_engine(PATH, input_count(prompts), state.engine.aembed, prompts, params)
-    except InvalidInputError as exc:
-        if body.messages is None or not str(exc).startswith("input"):
-            raise
-        name, _ = body.message_part()  # the engine named the one input "input": say where it was sent
-        raise InvalidInputError(name + str(exc).removeprefix("input"), param="messages") from None
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return _answer(body, state, [out.outputs.embedding for out in outputs], tokens)
@@ -95,12 +90,7 @@ def _prompts(body: EmbeddingRequest, state: ServerState) -> Any:
         raise InvalidInputError(f"{where}: this model reads text only, not images", param="input")
     if body.messages is None:
         return to_prompts(body.input, state.settings)  # type: ignore[arg-type]
-    if not state.engine.facts.reads_images:  # vLLM renders messages with a chat template; poolrag has none
-        raise InvalidInputError(
-            "messages: this model reads text only and poolrag applies no chat template; send input",
-            param="messages",
-        )
-    return body.message_part()[1]
+    return chat_prompt(body, state.engine.facts)
 
 
 def _answer(

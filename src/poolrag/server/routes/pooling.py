@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request, Response
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import input_count, to_prompts
+from poolrag.server.inputs import chat_prompt, input_count, messages_named, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import PoolingData, PoolingRequest, PoolingResponse, SparseEntry, Usage
@@ -54,7 +54,10 @@ def default_pooling_task(supported: Sequence[str], primary: str) -> str:
 @router.post(PATH, response_model=PoolingResponse, responses=ENGINE_ERRORS)
 async def pooling(body: PoolingRequest, request: Request, response: Response) -> PoolingResponse:
     state = model_state(request, body.model)
-    prompts = to_prompts(body.input, state.settings)
+    if body.messages is None:
+        prompts = to_prompts(body.input, state.settings)  # type: ignore[arg-type]
+    else:
+        prompts = chat_prompt(body, state.engine.facts)
     task = body.task or default_pooling_task(state.engine.facts.supported_tasks, state.engine.task)
     params = PoolingParams(
         dimensions=body.dimensions,
@@ -72,7 +75,10 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
             "encoding_format base64 carries arrays; sparse_embed answers {index, value} objects",
             param="encoding_format",
         )
-    outputs = await state.run_engine(PATH, input_count(prompts), state.engine.aencode, prompts, task, params)
+    with messages_named(body):
+        outputs = await state.run_engine(
+            PATH, input_count(prompts), state.engine.aencode, prompts, task, params
+        )
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
     return PoolingResponse(
