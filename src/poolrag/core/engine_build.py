@@ -20,7 +20,7 @@ from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
 from poolrag.core.autotune import TunedLoad, TuneRequest, load_tuned, resolve_tune_mode
-from poolrag.core.model_setup import Pipeline, build_pipeline
+from poolrag.core.model_setup import TOKENIZER_SUFFIXES, Pipeline, build_pipeline
 from poolrag.core.speed_plan import apply_plan
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import UnsupportedTaskError
@@ -161,6 +161,6 @@ def _tokenizer_shaping(folder: str | None) -> dict[str, str]:
         return {}
     digest = hashlib.sha256()
     for path in sorted(Path(folder).glob("*")):
-        if path.is_file() and path.suffix in (".json", ".txt", ".model", ".tiktoken"):
+        if path.is_file() and path.suffix in (".json", *TOKENIZER_SUFFIXES):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return {"tokenizer": digest.hexdigest()[:16]}

@@ -119,10 +119,27 @@ def _sampled_content(path: Path, size: int) -> bytes:
     return b"".join(parts)
 
 
+#: a tokenizer's files that are not JSON: a WordPiece ``vocab.txt``, BPE ``merges.txt``, a
+#: sentencepiece ``*.model``, a tiktoken ranks file (what ``_tokenizer_shaping`` hashes too)
+TOKENIZER_SUFFIXES = (".txt", ".model", ".tiktoken")
+
+
+def vocabulary_files(folder: str | Path) -> list[Path]:
+    """The non-JSON files that decide ``folder``'s tokenizer: none where it has a
+    ``tokenizer.json`` (transformers builds the fast tokenizer from that alone and reads no other
+    vocabulary file), else each ``TOKENIZER_SUFFIXES`` file beside it, which it converts from."""
+    folder = Path(folder)
+    if (folder / "tokenizer.json").is_file():
+        return []
+    return sorted(p for p in folder.glob("*") if p.is_file() and p.suffix in TOKENIZER_SUFFIXES)
+
+
 def fingerprint(spec: ModelSpec) -> str:
-    """Identity of the weights for caches and collections: the config, every JSON file, and each
+    """Identity of the weights for caches and collections: the config, every JSON file, each
     weight file's name, size and sampled content (names and sizes alone cannot tell two
-    checkpoints of one architecture apart)."""
+    checkpoints of one architecture apart), and, for a tokenizer without a ``tokenizer.json``, the
+    vocabulary files it is built from (:func:`vocabulary_files`; a folder with one keeps the
+    identity it had before they were hashed)."""
     digest = hashlib.sha256((spec.weights_config or spec.hf_config.to_json_string()).encode())
     for path in sorted(Path(spec.path).rglob("*")):
         if not path.is_file() or path.suffix not in (*_WEIGHT_SUFFIXES, ".json"):
@@ -130,6 +147,8 @@ def fingerprint(spec: ModelSpec) -> str:
         size = path.stat().st_size
         digest.update(f"{path.relative_to(spec.path)}:{size}".encode())
         digest.update(path.read_bytes() if path.suffix == ".json" else _sampled_content(path, size))
+    for path in vocabulary_files(spec.transformer_path):
+        digest.update(b"\0tokenizer:" + path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
