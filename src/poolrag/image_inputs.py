@@ -80,12 +80,28 @@ def as_data_url(value: Any, name: str = "input") -> str:
     return f"{DATA_URL_PREFIX}{kind};base64,{base64.b64encode(data).decode()}"
 
 
+def on_white(image: Any) -> Any:
+    """A PIL ``image`` in RGB, a transparent part shown on white: what the engine prepares every
+    image as (:func:`~poolrag.tokenization.images.decode_image`), and what transformers' image
+    processors (``convert_to_rgb``) and so sentence-transformers give a logo or a screenshot with
+    an alpha channel; a bare ``convert("RGB")`` would show it on black and move the vector."""
+    from PIL import Image  # there: ``image`` is one
+
+    if "A" not in image.getbands() and image.info.get("transparency") is None:
+        return image.convert("RGB")
+    rgba = image.convert("RGBA")
+    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    return Image.alpha_composite(white, rgba).convert("RGB")
+
+
 def image_identity(value: Any) -> str:
     """What an image input is, for a cache key: the SHA-256 of its encoded bytes (a path, the bytes
-    and a data URL of one file agree), or of a PIL image's pixels."""
+    and a data URL of one file agree), or of the RGB pixels the engine reads from a PIL image
+    (:func:`on_white`: its palette and transparency count, as they do for the vector)."""
     if is_pil_image(value):
-        digest = hashlib.sha256(f"{value.mode}{value.size}".encode())
-        digest.update(value.tobytes())
+        seen = on_white(value)
+        digest = hashlib.sha256(f"{seen.mode}{seen.size}".encode())
+        digest.update(seen.tobytes())
         return f"image-pixels:{digest.hexdigest()}"
     if isinstance(value, PurePath):
         try:

@@ -36,3 +36,35 @@ def test_an_image_is_cached_by_its_bytes(tmp_path: Path, minilm_path: Path) -> N
     assert embedder.misses == 2  # the file's bytes as a data URL: the same key
     with pytest.raises(InvalidInputError, match="no image file at"):
         embedder.embed_array([tmp_path / "gone.jpg"])
+
+
+@pytest.fixture(scope="module")
+def clip_engine(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Engine:
+    return Engine(build_clip(tmp_path_factory.mktemp("clip") / "clip", minilm_path))
+
+
+def _palette_image(colour: tuple[int, int, int]) -> object:
+    from PIL import Image
+
+    image = Image.new("P", (32, 32))  # every pixel is palette entry 0
+    image.putpalette([*colour, *([0, 0, 0] * 255)])
+    return image
+
+
+def test_a_pil_image_is_keyed_by_the_pixels_the_engine_reads(tmp_path: Path, clip_engine: Engine) -> None:
+    from PIL import Image
+
+    # one index array under two palettes, and one RGB picture with and without a transparent
+    # colour (shown on white): other pictures to the engine, so other keys
+    red, blue = _palette_image((200, 30, 30)), _palette_image((30, 30, 200))
+    plain = Image.new("RGB", (32, 32), (10, 120, 30))
+    see_through = plain.copy()
+    see_through.info["transparency"] = (10, 120, 30)
+    embedder = CachedEmbedder(clip_engine, EmbeddingCache(tmp_path / "cache.sqlite"))
+    for image in (red, blue, plain, see_through):
+        np.testing.assert_allclose(embedder.embed_array([image]), clip_engine.embed_array([image]), atol=1e-5)
+    assert embedder.misses == 4
+    # the same picture in another mode is the same input to the engine: one entry
+    same = embedder.embed_array([red.convert("RGB")])
+    np.testing.assert_allclose(same, clip_engine.embed_array([red]), atol=1e-5)
+    assert embedder.misses == 4

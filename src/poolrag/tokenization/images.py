@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from poolrag.errors import InvalidImageError, InvalidInputError, ModelLoadError
-from poolrag.image_inputs import is_pil_image, refuse_empty
+from poolrag.image_inputs import is_pil_image, on_white, refuse_empty
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
 from poolrag.tokenization.prepared_ahead import prepared_ahead
 
@@ -88,18 +88,7 @@ def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE
         except (OSError, ValueError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
             raise InvalidImageError(name, f"not a readable image ({_reason(exc)})") from None
     _check_size(image.size, name, max_pixels)  # type: ignore[attr-defined]
-    return _on_white(image_module, image)
-
-
-def _on_white(image_module: Any, image: Any) -> Any:
-    """``image`` in RGB, a transparent part shown on white: what transformers' image processors
-    (``convert_to_rgb``) and so sentence-transformers give a logo or a screenshot with an alpha
-    channel; a bare ``convert("RGB")`` would show it on black and move the vector."""
-    if "A" not in image.getbands() and image.info.get("transparency") is None:
-        return image.convert("RGB")
-    rgba = image.convert("RGBA")
-    white = image_module.new("RGBA", rgba.size, (255, 255, 255, 255))
-    return image_module.alpha_composite(white, rgba).convert("RGB")
+    return on_white(image)
 
 
 def _too_large(max_pixels: int, what: str) -> str:
