@@ -5,6 +5,7 @@ image never share a key."""
 from __future__ import annotations
 
 import base64
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -68,3 +69,12 @@ def test_a_pil_image_is_keyed_by_the_pixels_the_engine_reads(tmp_path: Path, cli
     same = embedder.embed_array([red.convert("RGB")])
     np.testing.assert_allclose(same, clip_engine.embed_array([red]), atol=1e-5)
     assert embedder.misses == 4
+
+
+def test_no_text_is_answered_with_an_images_vector(tmp_path: Path, clip_engine: Engine) -> None:
+    embedder = CachedEmbedder(clip_engine, EmbeddingCache(tmp_path / "cache.sqlite"))
+    embedder.embed_array([PHOTO])
+    # the text that spells the image's old key (a NUL, then its identity) is a text to the engine
+    crafted = "\x00image-bytes:" + hashlib.sha256(PHOTO.read_bytes()).hexdigest()
+    np.testing.assert_allclose(embedder.embed_array([crafted]), clip_engine.embed_array([crafted]), atol=1e-5)
+    assert embedder.misses == 2

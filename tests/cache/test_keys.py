@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from poolrag.cache.keys import cache_namespace
+from poolrag.cache.keys import cache_namespace, image_key, text_key
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.params import PoolingParams
 
@@ -54,3 +54,14 @@ def test_cutting_at_the_models_length_shares_the_defaults_keys_and_refusing_has_
     refusing = cache_namespace(FACTS, "embed", PoolingParams(truncate=False))
     shorter = cache_namespace(FACTS, "embed", PoolingParams(truncate_prompt_tokens=16))
     assert len({default, refusing, shorter}) == 3
+
+
+def test_a_texts_key_is_where_caches_wrote_it_and_no_text_reaches_an_images() -> None:
+    namespace = cache_namespace(FACTS, "embed", PoolingParams())
+    # the key a text has had since key version 3: an image key space of its own must not move it
+    assert text_key(namespace, "a portrait").hex() == (
+        "39874056352281f9e91aa9bdde9ebe17a97d9cf87ef2602fba941d55dd1eed18"
+    )
+    identity = "image-bytes:" + "ab" * 32
+    spelled = {text_key(namespace, f"{prefix}{identity}") for prefix in ("", "\x00", "\x01", "\x00\x01")}
+    assert image_key(namespace, identity) not in spelled

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from poolrag.backend import PoolingBackend
-from poolrag.cache.keys import cache_namespace, text_key
+from poolrag.cache.keys import cache_namespace, image_key, text_key
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.counts import check_count
 from poolrag.errors import InputTypeError, InvalidInputError
@@ -125,11 +125,13 @@ class CachedEmbedder:
         if shape not in self._namespaces:
             self._namespaces[shape] = cache_namespace(shape[0], "embed", shape[1])
         namespace = self._namespaces[shape]
-        # an image is keyed by its bytes' digest (with a NUL no text key has), never by its path; a
+        # an image is keyed by its bytes' digest (in a key space of its own), never by its path; a
         # data URL is an image only to a model that reads images (to any other it is a text)
         images = self.facts.reads_images
         return [
-            text_key(namespace, f"\x00{image_identity(t)}" if images and is_image_input(t) else t)
+            image_key(namespace, image_identity(t))
+            if images and is_image_input(t)
+            else text_key(namespace, t)
             for t in texts
         ]
 

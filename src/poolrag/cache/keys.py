@@ -3,8 +3,9 @@
 The namespace covers the model (its weights fingerprint, which digests the config, tokenizer and
 prompt files too, and the pooler settings that shape its outputs, both from
 :class:`~poolrag.model_facts.ModelFacts`), the task, the per-call parameters and the length limit;
-the key adds the text. The model's *name* is not part of it: ``./bge``, ``bge/``, an absolute path,
-a hub id and a server's served name for the same weights share entries. The requested Matryoshka
+the key adds the text (or an image's digest, in a space of keys no text reaches). The model's
+*name* is not part of it: ``./bge``, ``bge/``, an absolute path, a hub id and a server's served
+name for the same weights share entries. The requested Matryoshka
 size is deliberately not part of it either: the cache holds full-size vectors and serves every
 smaller size from them. Only the facts go in, so an in-process engine and a remote server with the
 same model and settings share entries. Nor is the precision: bf16, fp16 and the CPU fast modes
@@ -56,3 +57,10 @@ def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> byte
 def text_key(namespace: bytes, text: str) -> bytes:
     """32-byte content address of one text under a namespace."""
     return hashlib.sha256(namespace + b"\x00" + text.encode("utf-8", "surrogatepass")).digest()
+
+
+def image_key(namespace: bytes, identity: str) -> bytes:
+    """32-byte content address of one image (its :func:`~poolrag.image_inputs.image_identity`)
+    under a namespace. The byte after the namespace is 1 where every text key's is 0, so no text,
+    whatever it spells, reaches an image's key (and text keys stay where caches wrote them)."""
+    return hashlib.sha256(namespace + b"\x01" + identity.encode()).digest()
