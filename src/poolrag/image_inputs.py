@@ -16,7 +16,7 @@ import re
 from pathlib import Path, PurePath
 from typing import Any
 
-from poolrag.errors import InvalidImageError, InvalidInputError
+from poolrag.errors import InvalidImageError
 
 DATA_URL_PREFIX = "data:image/"
 
@@ -94,20 +94,24 @@ def on_white(image: Any) -> Any:
     return Image.alpha_composite(white, rgba).convert("RGB")
 
 
-def image_identity(value: Any) -> str:
+def image_identity(value: Any, name: str = "input") -> str:
     """What an image input is, for a cache key: the SHA-256 of its encoded bytes (a path, the bytes
     and a data URL of one file agree), or of the RGB pixels the engine reads from a PIL image
-    (:func:`on_white`: its palette and transparency count, as they do for the vector)."""
+    (:func:`on_white`: its palette and transparency count, as they do for the vector). A file that
+    cannot be read is refused as the engine refuses it, named ``name`` (``input[2]``)."""
     if is_pil_image(value):
         seen = on_white(value)
         digest = hashlib.sha256(f"{seen.mode}{seen.size}".encode())
         digest.update(seen.tobytes())
         return f"image-pixels:{digest.hexdigest()}"
     if isinstance(value, PurePath):
+        path = Path(value)
+        if not path.is_file():
+            raise InvalidImageError(name, f"no image file at {path}")
         try:
-            data = Path(value).read_bytes()
+            data = path.read_bytes()
         except OSError as exc:
-            raise InvalidInputError(f"no image file at {value} ({exc.strerror})") from None
+            raise InvalidImageError(name, f"not a readable image ({exc.strerror})") from None
     elif isinstance(value, str):
         try:
             data = base64.b64decode(value.partition(",")[2], validate=True)

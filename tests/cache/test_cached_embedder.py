@@ -270,3 +270,39 @@ def test_an_engine_that_refuses_long_inputs_is_not_served_a_vector_another_one_c
         CachedEmbedder(refusing, cache).embed_documents([long_text])
     short = CachedEmbedder(refusing, cache).embed_documents(TEXTS)  # what fits is read alike
     np.testing.assert_allclose(short, CachedEmbedder(minilm_engine, cache).embed_documents(TEXTS), atol=1e-6)
+
+
+def _refusal(call) -> InvalidInputError:
+    with pytest.raises(InvalidInputError) as caught:
+        call()
+    return caught.value
+
+
+def test_a_refused_text_is_named_where_the_callers_list_has_it(tmp_path: Path, minilm_engine) -> None:
+    """Only the cache's misses reach the engine, so its error names their place among the misses;
+    the caller is told its own index, in the engine's words, sync and async."""
+    refuse = PoolingParams(truncate=False)
+    embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"), pooling_params=refuse)
+    embedder.embed_array(TEXTS[:2])
+    for bad in ("word " * 1000, "   "):  # too long (the engine's refusal), empty (the cache's check)
+        texts = [*TEXTS[:2], "Fresh text.", bad]
+        expected = _refusal(lambda texts=texts: minilm_engine.embed_array(texts, refuse))
+        for call in (
+            lambda texts=texts: embedder.embed_array(texts),
+            lambda texts=texts: asyncio.run(embedder.aembed_array(texts)),
+        ):
+            error = _refusal(call)
+            assert str(error).startswith("input[3]") and str(error) == str(expected)
+            assert type(error) is type(expected) and error.index == expected.index == 3
+
+
+def test_a_refused_late_chunk_span_is_named_as_the_caller_gave_it(tmp_path: Path, minilm_engine) -> None:
+    document = "The cat sat on the mat.    Bread rises because of yeast."
+    embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    embedder.embed_chunks(document, [(0, 23)])
+    spans = [(0, 23), (23, 27)]  # the second is only spaces
+    expected = _refusal(lambda: minilm_engine.embed_chunks(document, spans))
+    assert str(_refusal(lambda: embedder.embed_chunks(document, spans))) == str(expected)
+    assert str(expected).startswith("spans[1]")
+    shown = _refusal(lambda: embedder.embed_chunks(document, [(0, 23), (5, 99)]))
+    assert str(shown).startswith("spans[1] = [5, 99] is outside the document")

@@ -4,6 +4,7 @@ image never share a key."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 from pathlib import Path
@@ -78,3 +79,22 @@ def test_no_text_is_answered_with_an_images_vector(tmp_path: Path, clip_engine: 
     crafted = "\x00image-bytes:" + hashlib.sha256(PHOTO.read_bytes()).hexdigest()
     np.testing.assert_allclose(embedder.embed_array([crafted]), clip_engine.embed_array([crafted]), atol=1e-5)
     assert embedder.misses == 2
+
+
+def test_a_refused_image_is_named_where_the_callers_list_has_it(tmp_path: Path, clip_engine: Engine) -> None:
+    from PIL import Image
+
+    whole = tmp_path / "whole.png"
+    Image.new("RGB", (64, 64), (10, 120, 30)).save(whole)
+    cut = tmp_path / "cut.png"
+    cut.write_bytes(whole.read_bytes()[:60])
+    embedder = CachedEmbedder(clip_engine, EmbeddingCache(tmp_path / "cache.sqlite"))
+    embedder.embed_array([PHOTO])  # cached: only the rest reach the engine
+    for inputs in ([PHOTO, "hello", cut], [PHOTO, "hello", tmp_path / "nope.png"]):
+        with pytest.raises(InvalidInputError) as engine_error:
+            clip_engine.embed_array(inputs)
+        for call in (embedder.embed_array, lambda items: asyncio.run(embedder.aembed_array(items))):
+            with pytest.raises(InvalidInputError) as cached_error:
+                call(inputs)
+            assert str(cached_error.value) == str(engine_error.value)
+            assert str(cached_error.value).startswith("input[2]: ")

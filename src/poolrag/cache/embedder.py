@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from poolrag.backend import PoolingBackend
 from poolrag.cache.keys import cache_namespace, image_key, text_key
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.counts import check_count
-from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.errors import InputTypeError, InvalidInputError, at_position
 from poolrag.image_inputs import image_identity, is_image_input
 from poolrag.model_facts import ModelFacts
 from poolrag.params import InputType, PoolingParams
@@ -30,8 +31,11 @@ from poolrag.pooling.matryoshka import truncate
 from poolrag.prompt_inputs import PromptInput
 from poolrag.request import ResolvedParams
 from poolrag.tokenization.input_processor import check_text
+from poolrag.tokenization.late_chunks import check_spans
 
 logger = logging.getLogger(__name__)
+
+_Item = TypeVar("_Item")
 
 
 def _with_engine_length_rule(params: PoolingParams, backend: PoolingBackend) -> PoolingParams:
@@ -129,10 +133,10 @@ class CachedEmbedder:
         # data URL is an image only to a model that reads images (to any other it is a text)
         images = self.facts.reads_images
         return [
-            image_key(namespace, image_identity(t))
+            image_key(namespace, image_identity(t, f"input[{i}]"))
             if images and is_image_input(t)
             else text_key(namespace, t)
-            for t in texts
+            for i, t in enumerate(texts)
         ]
 
     def _full_size_request(self, params: PoolingParams) -> PoolingParams:
@@ -144,7 +148,11 @@ class CachedEmbedder:
     def _check_texts(texts: Sequence[str]) -> list[str]:
         if isinstance(texts, str) or not isinstance(texts, Sequence):
             raise InputTypeError(f"texts must be a list of strings, not {type(texts).__name__}")
-        return [t if is_image_input(t) and not isinstance(t, str) else check_text(t) for t in texts]
+        # named where the caller's list has it (input[2]), as the engine names it
+        return [
+            t if is_image_input(t) and not isinstance(t, str) else check_text(t, "input", i)
+            for i, t in enumerate(texts)
+        ]
 
     def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         found = self.cache.get_many(keys) if self.cache is not None else {}
@@ -152,10 +160,16 @@ class CachedEmbedder:
 
     @staticmethod
     def _missing(
-        texts: list[str], keys: list[bytes], found: dict[bytes, np.ndarray]
-    ) -> list[tuple[bytes, str]]:
-        """``(key, text)`` of each distinct text the cache did not have."""
-        return list({k: t for k, t in zip(keys, texts, strict=True) if k not in found}.items())
+        texts: Sequence[_Item], keys: list[bytes], found: dict[bytes, np.ndarray]
+    ) -> list[tuple[bytes, _Item, int]]:
+        """``(key, text, where)`` of each distinct text the cache did not have, ``where`` its first
+        index in the caller's list: the backend sees only these, and its errors name their index
+        among them, which ``where`` turns back into the caller's (:func:`at_position`)."""
+        todo: dict[bytes, tuple[_Item, int]] = {}
+        for i, (k, t) in enumerate(zip(keys, texts, strict=True)):
+            if k not in found and k not in todo:
+                todo[k] = (t, i)
+        return [(k, t, i) for k, (t, i) in todo.items()]
 
     def _store(self, computed: dict[bytes, np.ndarray]) -> None:
         if self.cache is not None and computed:
@@ -204,13 +218,16 @@ class CachedEmbedder:
         todo = self._missing(items, keys, found)
         if model_inputs is not None:
             sent = dict(zip(keys, model_inputs, strict=True))
-            todo = [(k, t if sent[k] is None else sent[k]) for k, t in todo]
+            todo = [(k, t if sent[k] is None else sent[k], where) for k, t, where in todo]
         request = self._full_size_request(params)
         computed: dict[bytes, np.ndarray] = {}
         for start in range(0, len(todo), self.batch_size):
             part = todo[start : start + self.batch_size]
-            vectors = self.backend.embed_array([t for _, t in part], request)
-            batch = {k: vectors[i] for i, (k, _) in enumerate(part)}
+            try:
+                vectors = self.backend.embed_array([t for _, t, _ in part], request)
+            except InvalidInputError as exc:
+                raise at_position(exc, [where for _, _, where in part]) from None
+            batch = {k: vectors[i] for i, (k, _, _) in enumerate(part)}
             self._store(batch)
             computed.update(batch)
         return self._assemble(keys, found, computed, resolved)
@@ -228,8 +245,11 @@ class CachedEmbedder:
         computed: dict[bytes, np.ndarray] = {}
         for start in range(0, len(todo), self.batch_size):
             part = todo[start : start + self.batch_size]
-            vectors = await self.backend.aembed_array([t for _, t in part], request)
-            batch = {k: np.asarray(vectors[i], dtype=np.float32) for i, (k, _) in enumerate(part)}
+            try:
+                vectors = await self.backend.aembed_array([t for _, t, _ in part], request)
+            except InvalidInputError as exc:
+                raise at_position(exc, [where for _, _, where in part]) from None
+            batch = {k: np.asarray(vectors[i], dtype=np.float32) for i, (k, _, _) in enumerate(part)}
             await asyncio.to_thread(self._store, batch)
             computed.update(batch)
         return self._assemble(keys, found, computed, resolved)
@@ -251,14 +271,20 @@ class CachedEmbedder:
             )
         params, resolved = self._merged(pooling_params)
         namespace = cache_namespace(self.facts, "late_chunks", params.with_updates(dimensions=None))
-        document_key = text_key(namespace, check_text(document, "document"))
+        document = check_text(document, "document")
+        spans = check_spans(document, spans)  # named spans[i] as the caller has them
+        document_key = text_key(namespace, document)
         keys = [text_key(document_key, f"{start}:{end}") for start, end in spans]
         found = self._lookup(keys)
-        todo = [(k, span) for k, span in dict(zip(keys, spans, strict=True)).items() if k not in found]
+        todo = self._missing(spans, keys, found)
         computed: dict[bytes, np.ndarray] = {}
         if todo:
-            vectors = embed_chunks(document, [span for _, span in todo], self._full_size_request(params))
-            computed = {k: vectors[i] for i, (k, _) in enumerate(todo)}
+            try:
+                sent = [span for _, span, _ in todo]
+                vectors = embed_chunks(document, sent, self._full_size_request(params))
+            except InvalidInputError as exc:  # spans[i] of the spans sent: the caller's spans[where]
+                raise at_position(exc, [where for _, _, where in todo]) from None
+            computed = {k: vectors[i] for i, (k, _, _) in enumerate(todo)}
             self._store(computed)
         return self._assemble(keys, found, computed, resolved)
 

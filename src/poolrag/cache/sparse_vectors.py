@@ -15,6 +15,7 @@ import numpy as np
 
 from poolrag.cache.keys import cache_namespace, text_key
 from poolrag.cache.sqlite_store import EmbeddingCache
+from poolrag.errors import InvalidInputError, at_position
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.sparse.vector import SparseVector
@@ -69,8 +70,17 @@ class CachedSparseVectors:
             vector = _from_row(row)
             if vector is not None:
                 found[key] = vector
-        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
-        computed = dict(zip(missing, self.compute(list(missing.values())), strict=True)) if missing else {}
+        missing: dict[bytes, tuple[str, int]] = {}  # each text to compute, and where the caller has it
+        for i, (key, text) in enumerate(zip(keys, texts, strict=True)):
+            if key not in found and key not in missing:
+                missing[key] = (text, i)
+        computed = {}
+        if missing:
+            try:
+                made = self.compute([text for text, _ in missing.values()])
+            except InvalidInputError as exc:  # input[i] of the texts computed: the caller's input[where]
+                raise at_position(exc, [where for _, where in missing.values()]) from None
+            computed = dict(zip(missing, made, strict=True))
         self._put(computed)
         self.misses += len(computed)
         self.hits += len(texts) - len(missing)

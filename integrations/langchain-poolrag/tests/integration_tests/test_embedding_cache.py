@@ -3,13 +3,14 @@ twice, vectors equal the uncached ones, Matryoshka sizes are served from cached 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import numpy as np
 import pytest
 from langchain_poolrag import PoolragEmbeddings
 
-from poolrag import Engine
+from poolrag import Engine, InvalidInputError
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.testing.partner_fixtures import DOC
 from poolrag.testing.rag_corpus import TEXTS
@@ -84,3 +85,16 @@ def test_caches_that_cannot_apply_are_refused(
         PoolragEmbeddings(engine=minilm_engine, cache=CachedEmbedder(matryoshka_engine, None))
     with pytest.raises(ValueError, match="cache must be"):
         PoolragEmbeddings(engine=minilm_engine, cache=42)
+
+
+def test_a_refused_input_is_named_where_the_callers_list_has_it(
+    minilm_engine: Engine, tmp_path: Path
+) -> None:
+    """Only the cache's misses reach the engine; the error still names the caller's index."""
+    embeddings = PoolragEmbeddings(engine=minilm_engine, cache=EmbeddingCache(tmp_path / "c.sqlite"))
+    embeddings.embed_documents(TEXTS[:2])
+    texts = [*TEXTS[:2], "A new sentence.", "   "]
+    with pytest.raises(InvalidInputError, match=r"^input\[3\] is empty"):
+        embeddings.embed_documents(texts)
+    with pytest.raises(InvalidInputError, match=r"^input\[3\] is empty"):
+        asyncio.run(embeddings.aembed_documents(texts))
