@@ -80,16 +80,20 @@ def as_data_url(value: Any, name: str = "input") -> str:
     return f"{DATA_URL_PREFIX}{kind};base64,{base64.b64encode(data).decode()}"
 
 
-def on_white(image: Any) -> Any:
+def on_white(image: Any, name: str = "input") -> Any:
     """A PIL ``image`` in RGB, a transparent part shown on white: what the engine prepares every
     image as (:func:`~poolrag.tokenization.images.decode_image`), and what transformers' image
     processors (``convert_to_rgb``) and so sentence-transformers give a logo or a screenshot with
-    an alpha channel; a bare ``convert("RGB")`` would show it on black and move the vector."""
+    an alpha channel; a bare ``convert("RGB")`` would show it on black and move the vector. A
+    caller's lazily opened file is decoded here, so a truncated one is refused by ``name``."""
     from PIL import Image  # there: ``image`` is one
 
-    if "A" not in image.getbands() and image.info.get("transparency") is None:
-        return image.convert("RGB")
-    rgba = image.convert("RGBA")
+    try:
+        if "A" not in image.getbands() and image.info.get("transparency") is None:
+            return image.convert("RGB")
+        rgba = image.convert("RGBA")
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise InvalidImageError(name, f"not a readable image ({exc})") from None
     white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
     return Image.alpha_composite(white, rgba).convert("RGB")
 
@@ -100,7 +104,7 @@ def image_identity(value: Any, name: str = "input") -> str:
     (:func:`on_white`: its palette and transparency count, as they do for the vector). A file that
     cannot be read is refused as the engine refuses it, named ``name`` (``input[2]``)."""
     if is_pil_image(value):
-        seen = on_white(value)
+        seen = on_white(value, name)
         digest = hashlib.sha256(f"{seen.mode}{seen.size}".encode())
         digest.update(seen.tobytes())
         return f"image-pixels:{digest.hexdigest()}"

@@ -111,3 +111,14 @@ def test_a_strip_and_a_format_outside_the_list_are_one_line_each() -> None:
     eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n{ } loop\n"
     with pytest.raises(InvalidImageError, match=r"not a readable image \(not a known image format\)"):
         decode_image(eps)
+
+
+def test_a_lazily_opened_truncated_file_is_refused_by_name(tmp_path: Path) -> None:
+    """Image.open reads only the header: the pixels, and Pillow's 'image file is truncated', come
+    when the engine converts it."""
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(PHOTO.read_bytes()[:3000])
+    with pytest.raises(
+        InvalidInputError, match=r"^input\[1\]: not a readable image \(image file is truncated"
+    ):
+        decode_image(Image.open(cut), "input[1]")

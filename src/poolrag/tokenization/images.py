@@ -88,7 +88,7 @@ def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE
         except (OSError, ValueError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
             raise InvalidImageError(name, f"not a readable image ({_reason(exc)})") from None
     _check_size(image.size, name, max_pixels)  # type: ignore[attr-defined]
-    return on_white(image)
+    return on_white(image, name)
 
 
 def _too_large(max_pixels: int, what: str) -> str:
