@@ -12,6 +12,7 @@ from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, from_iterable, read_paths
 from poolrag.ingest.checkpoint import Checkpoint
+from poolrag.ingest.driver import document_version
 from poolrag.retrieval import Retriever
 from poolrag.stores import CollectionMismatchError, RetryPolicy, StoreUnavailableError, open_store
 
@@ -253,7 +254,7 @@ def test_prune_keeps_a_skipped_files_chunks_with_the_skip_list_given_once(setup:
 def _checkpoint_claiming_every_document(setup: Setup) -> None:
     """What a run killed after it checkpointed the whole corpus leaves in the checkpoint folder."""
     pipe, _ = setup.pipeline()
-    done = {doc.source: doc.digest for doc in read_paths([setup.corpus])}
+    done = {doc.source: document_version(doc) for doc in read_paths([setup.corpus])}
     Checkpoint(pipe.checkpoint_path, pipe.driver.run_key).mark_done(done)
 
 
@@ -379,3 +380,61 @@ def test_an_ingest_into_qdrant_edge_leaves_its_shard_optimised(tmp_path: Path, t
         assert shard.optimize() is False
     finally:
         shard.close()
+
+
+def _payloads(store) -> dict[str, dict]:
+    """Every stored payload by source (one chunk each here)."""
+    found: dict[str, dict] = {}
+    store.scan_payloads(lambda page: found.update({p["source"]: p for _, p in page}))
+    return found
+
+
+@pytest.mark.parametrize("setup", KINDS, indirect=True)
+def test_a_change_to_a_documents_fields_alone_rewrites_its_payload_and_embeds_nothing(
+    setup: Setup,
+) -> None:
+    """Seen from outside: a record's url, a sheet's other columns and a page's <title> changed with
+    the text left as it was, and every re-run said 'up to date', keeping the old payload for good."""
+    feed, sheet, page = setup.corpus / "links.jsonl", setup.corpus / "staff.csv", setup.corpus / "page.html"
+    feed.write_text('{"id": "A", "text": "Printer jams on tray 2.", "url": "http://old/a", "n": 1.5}\n')
+    sheet.write_text("name,team,text\nAda,ops,Keeps the pagers quiet.\n")
+    page.write_text("<title>Old title</title><p>Pelicans dive for fish.</p>")
+    first = setup.run()
+    ids = set(setup.store.list_sources())
+    feed.write_text('{"id": "A", "text": "Printer jams on tray 2.", "url": "http://new/a", "n": 2}\n')
+    sheet.write_text("name,team,text\nAda,infra,Keeps the pagers quiet.\n")
+    page.write_text("<title>New title</title><p>Pelicans dive for fish.</p>")
+    report = setup.run()
+    assert (report.embedded, report.deleted, report.upserted) == (0, 0, 3)
+    assert set(setup.store.list_sources()) == ids and report.chunks_existing == first.chunks - 3
+    stored = _payloads(setup.store)
+    by_name = {source.rsplit("/", 1)[1]: payload for source, payload in stored.items()}
+    assert (by_name["links.jsonl#A"]["url"], by_name["links.jsonl#A"]["n"]) == ("http://new/a", 2)
+    assert by_name["staff.csv#2"]["team"] == "infra" and by_name["page.html"]["title"] == "New title"
+    again = setup.run()
+    assert (again.upserted, again.embedded, again.deleted) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("setup", KINDS, indirect=True)
+def test_fields_of_every_kind_come_back_as_written_so_a_rerun_writes_nothing(setup: Setup) -> None:
+    """The payload a store hands back is compared with the one a run would write: a value the store
+    keeps in another type (a float, an integer past 2**53, text with a NUL) must not read as changed."""
+    record = {
+        "id": "R",
+        "text": "Tea is steeped in hot water.",
+        "f": 1.0,
+        "small": 1e-300,
+        "big": 2**64 - 1,
+        "low": -(2**63),
+        "yes": True,
+        "none": None,
+        "odd": "é\x00\u200b",
+        "": "empty key",
+        "vector": "a store's column name",
+    }
+    import json
+
+    (setup.corpus / "kinds.jsonl").write_text(json.dumps(record) + "\n")
+    setup.run()
+    again = setup.run()
+    assert (again.upserted, again.embedded, again.deleted) == (0, 0, 0)

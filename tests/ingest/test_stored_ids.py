@@ -88,3 +88,27 @@ def test_the_file_is_scratch(tmp_path: Path) -> None:
     finally:
         live.kill()
         live.wait()
+
+
+def test_a_stored_chunk_with_other_fields_is_kept_but_written_again(tmp_path: Path) -> None:
+    """A chunk stored with the payload this run makes is skipped; one stored with other fields is not
+    stale (the same id is written over) but is written again; one whose payload the store did not
+    hand over (:meth:`StoredIds.fill`) is taken as it is."""
+    ledger = StoredIds.beside(tmp_path / "run.json")
+    payloads = [
+        ("a1", {"source": "a.md", "title": "Old", "start": 0}),
+        ("a2", {"source": "a.md", "title": "Old", "start": 9, "big": 2**64 - 1, "f": 1.0}),
+    ]
+    ledger.fill_payloads(lambda consume: consume(payloads))
+    try:
+        ledger.see("a.md")
+        assert not ledger.keep("a1", {"source": "a.md", "title": "New", "start": 0, "text": "x"})
+        assert ledger.keep("a2", {"source": "a.md", "title": "Old", "start": 9, "big": 2**64 - 1, "f": 1})
+        assert ledger.stale("a.md") == []
+    finally:
+        ledger.close()
+    legacy = _ledger(tmp_path)
+    try:
+        assert legacy.keep("a1", {"source": "a.md", "title": "anything"})
+    finally:
+        legacy.close()

@@ -18,17 +18,17 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.record_rules import printable, record_problem, string_problem
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
-from poolrag.ingest.stored_ids import StoredIds
+from poolrag.ingest.stored_ids import StoredIds, payload_digest
 from poolrag.model_facts import weights_fingerprint
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
@@ -215,7 +215,11 @@ class IngestDriver:
         # The ids stored before the run, on disk beside the checkpoint (not in memory: a re-run over a
         # large collection would start hundreds of MB up); the stores hand them over page by page.
         self.stored_ids = StoredIds.beside(self.checkpoint_path)
-        self.stored_ids.fill(self.store.scan_sources)
+        scan_payloads = getattr(self.store, "scan_payloads", None)
+        if scan_payloads is not None:  # so a document whose fields changed is written again
+            self.stored_ids.fill_payloads(scan_payloads)
+        else:  # a store of the caller's own that does not hand payloads over: ids alone
+            self.stored_ids.fill(self.store.scan_sources)
         if self.checkpoint.resumed and self.stored_ids.is_empty:
             # the interrupted run's database was deleted, or this is another one at the same path
             logger.warning(
@@ -278,7 +282,7 @@ class IngestDriver:
             self.documents_done += 1
             return False
         self.report.documents += 1
-        digest = doc.digest
+        digest = document_version(doc)
         # done by the interrupted run, and its chunks are still there (a document of no chunks is
         # read again: nothing to embed)
         if self.checkpoint.is_done(doc.source, digest) and self.stored_ids.holds(doc.source):
@@ -288,11 +292,13 @@ class IngestDriver:
         self._pending[doc.source] = _Pending(digest)
         return True
 
-    def chunk(self, source: str, chunk_id: str) -> bool:
-        """Count one chunk of an admitted document; whether it is new (to be embedded and stored)."""
+    def chunk(self, source: str, chunk_id: str, payload: Mapping[str, Any] | None = None) -> bool:
+        """Count one chunk of an admitted document; whether it is to be embedded and stored: new, or
+        stored with another ``payload`` than this one (a record's fields or a page's title changed:
+        written again under its id, its vector from the cache). ``None``: any payload will do."""
         self.report.chunks += 1
         state = self._pending[source]
-        if self.stored_ids.keep(chunk_id):
+        if self.stored_ids.keep(chunk_id, payload):
             self.report.chunks_existing += 1
             return False
         state.left += 1
@@ -399,9 +405,10 @@ class IngestDriver:
         )
         return report
 
-    def stored_chunk_ids(self) -> frozenset[str]:
-        """The ids stored before the run, in memory (for workers in other processes that skip them)."""
-        return frozenset(self.stored_ids.ids())
+    def stored_chunk_ids(self) -> dict[str, str | None]:
+        """The ids stored before the run and their payloads' digests (``None``: unknown), in memory,
+        for workers in other processes that skip them (:func:`stored_as_is`)."""
+        return dict(self.stored_ids.digests())
 
     def close(self) -> None:
         """Drop the run's scratch list of stored ids (also when the run failed); idempotent."""
@@ -415,6 +422,21 @@ class IngestDriver:
         if ids:
             self.store.delete(ids)
             self.report.deleted += len(ids)
+
+
+def document_version(doc: Document | FileDocument | VisualDocument) -> str:
+    """What the checkpoint records of a done document: its text's (or file's) digest and its
+    fields', so a resumed run redoes a document whose text or fields changed since."""
+    return f"{doc.digest}:{payload_digest(doc.metadata)}" if doc.metadata else doc.digest
+
+
+def stored_as_is(stored: Mapping[str, str | None], chunk_id: str, payload: Mapping[str, Any]) -> bool:
+    """Whether a chunk is among ``stored`` (:meth:`IngestDriver.stored_chunk_ids`) with this
+    payload, so a worker need not embed it: the rule of :meth:`IngestDriver.chunk`."""
+    if chunk_id not in stored:
+        return False
+    digest = stored[chunk_id]
+    return digest is None or digest == payload_digest(payload)
 
 
 def _under(source: str, resolved: list[str]) -> bool:

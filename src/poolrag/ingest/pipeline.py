@@ -305,7 +305,7 @@ class _Run:
                 self.driver.abandon(doc.source, changed_since_listed(exc))
                 self.progress.advance()
                 return
-            if self.driver.chunk(doc.source, chunk.id):
+            if self.driver.chunk(doc.source, chunk.id, chunk.payload()):
                 self.batch.append(chunk)
                 if len(self.batch) >= self.pipeline.batch_size:
                     self.flush()

@@ -1,22 +1,31 @@
 """The chunk ids a collection held when an ingest run started, on disk for the length of the run.
 
-A run needs them three ways: to skip chunks already stored, to find the stale chunks of a changed
-document, and (``prune``) to find chunks of sources it never saw. Held in Python dicts and sets that
-is ~300 bytes per stored chunk, so a re-run over a 500 MB corpus (~385,000 chunks) would start over
-100 MB up before reading a line. In a SQLite file next to the checkpoint, filled page by page from
-the store, it costs SQLite's bounded page cache whatever the collection's size. The file is scratch:
-written fresh by every run (its name carries the process id, so two runs never share one) and removed
-when the run ends; one left by a killed run is removed by the next run in that folder.
+A run needs them four ways: to skip chunks already stored, to find the chunks whose stored payload
+(a record's fields, a page's title) is not the one this run would write, to find the stale chunks
+of a changed document, and (``prune``) to find chunks of sources it never saw. A chunk's id names its
+source, offset and text only (so upgrading poolrag keeps every stored id); its payload is compared
+by a digest of what the store holds, computed from the payloads it hands over at the start of the run
+(:func:`payload_digest`), so a collection written before the digest existed needs no rewrite.
+
+Held in Python dicts and sets that is ~300 bytes per stored chunk, so a re-run over a 500 MB corpus
+(~385,000 chunks) would start over 100 MB up before reading a line. In a SQLite file next to the
+checkpoint, filled page by page from the store, it costs SQLite's bounded page cache whatever the
+collection's size. The file is scratch: written fresh by every run (its name carries the process id,
+so two runs never share one) and removed when the run ends; one left by a killed run is removed by
+the next run in that folder.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from poolrag.errors import InvalidInputError
 
@@ -24,6 +33,38 @@ logger = logging.getLogger(__name__)
 
 _SUFFIX = ".stored-ids.sqlite"
 _PAGE = 1000  # ids per delete call when pruning
+
+
+#: A number stores may hand back as a float (JSON) is compared as one past this size.
+_EXACT_INT = 2**53
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` as every store hands it back: tuples as lists, an integral float as an int, an
+    integer too large for a double as the float it reads as."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not value.is_integer():
+            return value
+        return int(value) if abs(value) <= _EXACT_INT else float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return str(value)
+
+
+def payload_digest(payload: Mapping[str, Any]) -> str:
+    """A digest of a chunk's payload but its text (which its id names): equal for the payload a run
+    would write and the one a store holds for it, whichever store."""
+    fields = {str(k): _canonical(v) for k, v in payload.items() if k != "text"}
+    data = json.dumps(fields, sort_keys=True, ensure_ascii=False, allow_nan=True)
+    return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+#: Pages of ``(chunk id, payload without its text)`` a store hands over (its ``scan_payloads``).
+PayloadPages = Callable[[Iterable[tuple[str, Mapping[str, Any]]]], None]
 
 
 def _alive(pid: int) -> bool:
@@ -48,8 +89,8 @@ class StoredIds:
         self._db.execute("PRAGMA journal_mode=OFF")
         self._db.execute("PRAGMA synchronous=OFF")
         self._db.execute(
-            "CREATE TABLE stored (id TEXT PRIMARY KEY, source TEXT NOT NULL, kept INTEGER NOT NULL DEFAULT 0)"
-            " WITHOUT ROWID"
+            "CREATE TABLE stored (id TEXT PRIMARY KEY, source TEXT NOT NULL, kept INTEGER NOT NULL DEFAULT 0,"
+            " digest TEXT) WITHOUT ROWID"
         )
         self._db.execute("CREATE TABLE seen (source TEXT PRIMARY KEY) WITHOUT ROWID")
         self._empty = True
@@ -70,11 +111,25 @@ class StoredIds:
 
     def fill(self, scan: Callable[[Callable[[Iterable[tuple[str, str]]], None]], None]) -> None:
         """Load the collection's ``(id, source)`` pairs through ``scan`` (a store's ``scan_sources``),
-        which hands them over a page at a time; a scan retried from the start adds nothing twice."""
+        which hands them over a page at a time; a scan retried from the start adds nothing twice.
+        Their payloads are unknown, so :meth:`keep` takes each as the one the run would write."""
 
         def consume(page: Iterable[tuple[str, str]]) -> None:
             self._db.executemany("INSERT OR REPLACE INTO stored (id, source) VALUES (?, ?)", page)
 
+        self._load(scan, consume)
+
+    def fill_payloads(self, scan: Callable[[PayloadPages], None]) -> None:
+        """Load the collection's ids, sources and payload digests through ``scan`` (a store's
+        ``scan_payloads``: ``(id, payload without its text)`` a page at a time)."""
+
+        def consume(page: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+            rows = [(cid, str(payload.get("source", "")), payload_digest(payload)) for cid, payload in page]
+            self._db.executemany("INSERT OR REPLACE INTO stored (id, source, digest) VALUES (?, ?, ?)", rows)
+
+        self._load(scan, consume)
+
+    def _load(self, scan: Callable[[Any], None], consume: Callable[[Any], None]) -> None:
         self._db.execute("BEGIN")
         scan(consume)
         self._db.execute("COMMIT")
@@ -104,11 +159,23 @@ class StoredIds:
             is not None
         )
 
-    def keep(self, chunk_id: str) -> bool:
-        """Whether ``chunk_id`` is stored already; if so it is not stale (ids include the source)."""
+    def keep(self, chunk_id: str, payload: Mapping[str, Any] | None = None) -> bool:
+        """Whether ``chunk_id`` is stored already with ``payload`` (its text aside; ``None``: any),
+        so it need not be written. A stored id is not stale either way (ids include the source):
+        one stored with another payload is written again under the same id."""
         if self._empty:
             return False
-        return self._db.execute("UPDATE stored SET kept = 1 WHERE id = ?", (chunk_id,)).rowcount > 0
+        rows = self._db.execute(
+            "UPDATE stored SET kept = 1 WHERE id = ? RETURNING digest", (chunk_id,)
+        ).fetchall()
+        if not rows:
+            return False
+        stored = rows[0][0]
+        return payload is None or stored is None or stored == payload_digest(payload)
+
+    def digests(self) -> Iterator[tuple[str, str | None]]:
+        """Every stored id and its payload digest (``None`` where the store gave no payload)."""
+        yield from self._db.execute("SELECT id, digest FROM stored")
 
     def stale(self, source: str) -> list[str]:
         """Stored ids of ``source`` that its new version did not produce."""

@@ -64,7 +64,7 @@ from poolrag.counts import check_count
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError, PoolragError
 from poolrag.ingest.chunker import Chunk, TokenChunker
-from poolrag.ingest.driver import IngestDriver, IngestReport, VectorSourceFacts
+from poolrag.ingest.driver import IngestDriver, IngestReport, VectorSourceFacts, stored_as_is
 from poolrag.ingest.encoders import DenseEncoder
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.shared_pass import has_sparse_head
@@ -279,7 +279,7 @@ class ChunkEmbedder:
     ) -> None:
         import torch
 
-        self.existing: frozenset[str] = (
+        self.existing: Mapping[str, str | None] = (
             ray.get(existing_ids) if isinstance(existing_ids, ray.ObjectRef) else existing_ids
         )
         if not ray.get_gpu_ids():
@@ -307,7 +307,7 @@ class ChunkEmbedder:
         self._count_run([doc.source for doc in documents])
         per_doc = [list(self.chunker.iter_chunks(doc)) for doc in documents]
         chunks = [chunk for doc_chunks in per_doc for chunk in doc_chunks]
-        fresh = [i for i, c in enumerate(chunks) if c.id not in self.existing]
+        fresh = [i for i, c in enumerate(chunks) if not stored_as_is(self.existing, c.id, c.payload())]
         vectors = np.zeros((len(chunks), self.encoder.dimension), dtype=np.float32)
         for group in self._token_groups([chunks[i] for i in fresh], fresh):
             # the chunker's token ids go along, so the actor does not tokenise each chunk again
@@ -426,14 +426,14 @@ def _model_parts(
 
 
 def _first_batch(
-    chunker: TokenChunker, rows: list[dict[str, str]], existing: frozenset[str], size: int
+    chunker: TokenChunker, rows: list[dict[str, str]], existing: Mapping[str, str | None], size: int
 ) -> list[str]:
     """The texts of the first ``size`` new chunks of ``rows``: the batch a single-process run fixes
     BM25's mean length from."""
     texts: list[str] = []
     for doc in _documents({key: np.array([row[key] for row in rows], dtype=object) for key in _ROW_KEYS}):
         for chunk in chunker.iter_chunks(doc):
-            if chunk.id not in existing:
+            if not stored_as_is(existing, chunk.id, chunk.payload()):
                 texts.append(chunk.text)
                 if len(texts) >= size:
                     return texts
@@ -614,7 +614,7 @@ def _write(dataset: Any, driver: IngestDriver, cache: EmbeddingCache | None, bat
             strict=True,
         ):
             source = str(source)
-            if driver.chunk(source, str(cid)):
+            if driver.chunk(source, str(cid), json.loads(payload)):
                 if by_actor:
                     written.append(source)
                 else:

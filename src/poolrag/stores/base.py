@@ -256,6 +256,8 @@ class StoreHit:
 
 
 SourcePages = Callable[[Iterable[tuple[str, str]]], None]
+#: Pages of ``(chunk id, payload without its text)`` (:meth:`VectorStore.scan_payloads`).
+PayloadPages = Callable[[Iterable[tuple[str, dict[str, Any]]]], None]
 
 
 def collect_sources(scan: Callable[[SourcePages], None]) -> dict[str, str]:
@@ -293,6 +295,12 @@ class VectorStore(Protocol):
         """Hand every ``(chunk id, source)`` pair to ``consume``, a page at a time, so a caller can
         keep them somewhere other than memory (an ingest re-run over a large collection). A scan
         retried after a dropped connection starts over: ``consume`` must accept pairs twice."""
+
+    def scan_payloads(self, consume: PayloadPages) -> None:
+        """Hand every ``(chunk id, payload)`` pair to ``consume`` a page at a time, each payload as
+        search returns it but without its ``text``: an ingest re-run compares them with the payloads
+        it would write, so a record whose fields changed is written again. A retried scan starts
+        over, as :meth:`scan_sources`'."""
 
     def upsert(self, records: Sequence[ChunkRecord]) -> None: ...
 

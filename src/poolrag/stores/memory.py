@@ -22,7 +22,7 @@ import numpy as np
 
 from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, SourcePages, StoreHit
+from poolrag.stores.base import ChunkRecord, CollectionSpec, PayloadPages, SourcePages, StoreHit
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import document_frequencies, with_idf
 from poolrag.stores.template import StoreTemplate
@@ -94,6 +94,14 @@ class InMemoryStore(StoreTemplate):
         with self._lock:
             pairs = [(cid, str(payload.get("source", ""))) for cid, (_, payload) in self._records.items()]
         consume(pairs)  # the records are in memory already: one page
+
+    def scan_payloads(self, consume: PayloadPages) -> None:
+        with self._lock:
+            pairs = [
+                (cid, {k: v for k, v in payload.items() if k != "text"})
+                for cid, (_, payload) in self._records.items()
+            ]
+        consume(pairs)
 
     def count(self) -> int:
         return len(self._records)

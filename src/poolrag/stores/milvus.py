@@ -41,7 +41,7 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, SourcePages, StoreHit
+from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, PayloadPages, SourcePages, StoreHit
 from poolrag.stores.errors import CollectionMismatchError, StoreRequestError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
@@ -508,6 +508,19 @@ class MilvusStore(StoreTemplate):
         expr = "tok == 0" if key == "chunk_id" else ""
         fields = ["chunk_id", "source", FULL_SOURCE_KEY] if key == "chunk_id" else ["source", FULL_SOURCE_KEY]
         self._scan(expr, fields, lambda rows: consume([(r[key], full_source(r)) for r in rows]))
+
+    def scan_payloads(self, consume: PayloadPages) -> None:
+        """The payloads as search returns them (a ColBERT chunk's on its token 0), without text;
+        the dynamic fields come whole (Milvus cannot leave one out), the vectors not at all."""
+        key = "chunk_id" if self._layout() == "multivector" else "id"
+        expr = "tok == 0" if key == "chunk_id" else ""
+        fields = [key, "source", "$meta"] if key == "chunk_id" else ["source", "$meta"]
+
+        def page(rows: list[dict[str, Any]]) -> None:
+            payloads = ((r[key], from_entity(r)) for r in rows)
+            consume([(cid, {k: v for k, v in payload.items() if k != "text"}) for cid, payload in payloads])
+
+        self._scan(expr, fields, page)
 
     def count(self) -> int:
         expr = "tok == 0" if self._layout() == "multivector" else ""

@@ -253,13 +253,16 @@ class QdrantStore(QdrantPointStore):
             self._call(lambda s=selector: self._client.delete(self.collection, s, wait=True), "delete")
 
     # -- reads --------------------------------------------------------------------------------------
-    def _scroll(self, offset: Any) -> tuple[list[Any], Any]:
+    def _scroll(self, offset: Any, whole: bool = False) -> tuple[list[Any], Any]:
+        from qdrant_client import models
+
+        payload = models.PayloadSelectorExclude(exclude=["text"]) if whole else ["source"]
         return self._call(
             lambda: self._client.scroll(
                 self.collection,
                 limit=qdrant_points.PAGE,
                 offset=offset,
-                with_payload=["source"],
+                with_payload=payload,
                 with_vectors=False,
             ),
             "scroll",

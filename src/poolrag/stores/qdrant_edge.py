@@ -215,11 +215,12 @@ class QdrantEdgeStore(QdrantPointStore):
         self._written = False
 
     # -- reads --------------------------------------------------------------------------------------
-    def _scroll(self, offset: Any) -> tuple[list[Any], Any]:
+    def _scroll(self, offset: Any, whole: bool = False) -> tuple[list[Any], Any]:
         import qdrant_edge as qe
 
+        payload = qe.PayloadSelector.Exclude(["text"]) if whole else ["source"]
         request = qe.ScrollRequest(
-            offset=offset, limit=qdrant_points.PAGE, with_payload=["source"], with_vector=False
+            offset=offset, limit=qdrant_points.PAGE, with_payload=payload, with_vector=False
         )
         return self._call(lambda: self._shard.scroll(request), "scroll")
 

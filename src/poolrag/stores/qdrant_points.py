@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from poolrag.sparse.vector import SparseVector
-from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, SourcePages, StoreHit
+from poolrag.stores.base import ChunkRecord, CollectionSpec, HybridFusion, PayloadPages, SourcePages, StoreHit
 from poolrag.stores.filters import CheckedFilter, Scalar
 from poolrag.stores.hybrid import RRF_K
 from poolrag.stores.template import HybridQuery, StoreTemplate
@@ -183,6 +183,14 @@ class QdrantPointStore(StoreTemplate):
             if offset is None or not points:
                 return
 
+    def scan_payloads(self, consume: PayloadPages) -> None:
+        offset = None
+        while True:
+            points, offset = self._scroll(offset, whole=True)
+            consume([(str(p.id), dict(p.payload or {})) for p in points])
+            if offset is None or not points:
+                return
+
     def _dense_leg(self, spec: CollectionSpec, query: np.ndarray) -> Leg:
         return Leg(query.tolist(), dense_using(spec), self._dense_params(spec))
 
@@ -227,8 +235,9 @@ class QdrantPointStore(StoreTemplate):
 
     # -- hooks: the library's calls --------------------------------------------------------------------
     @abstractmethod
-    def _scroll(self, offset: Any) -> tuple[list[Any], Any]:
-        """One page of points (payload ``source`` only) from ``offset``, and the next page's offset."""
+    def _scroll(self, offset: Any, whole: bool = False) -> tuple[list[Any], Any]:
+        """One page of points from ``offset``, and the next page's offset; each point's payload is
+        its ``source`` only, or (``whole``) all of it but ``text``."""
 
     @abstractmethod
     def _query(self, leg: Leg, limit: int, filter: CheckedFilter | None) -> list[StoreHit]:

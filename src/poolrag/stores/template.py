@@ -24,6 +24,7 @@ from poolrag.stores.base import (
     ChunkRecord,
     CollectionSpec,
     HybridFusion,
+    PayloadPages,
     SourcePages,
     StoreHit,
     collect_sources,
@@ -285,6 +286,12 @@ class StoreTemplate(ABC):
     def scan_sources(self, consume: SourcePages) -> None:
         """Hand every ``(chunk id, source)`` pair to ``consume`` a page at a time; a scan retried
         after a dropped connection starts over, so ``consume`` must accept pairs twice."""
+
+    @abstractmethod
+    def scan_payloads(self, consume: PayloadPages) -> None:
+        """Hand every ``(chunk id, payload without its text)`` pair to ``consume`` a page at a
+        time, each payload as search returns it; a retried scan starts over, as
+        :meth:`scan_sources`'."""
 
     @abstractmethod
     def count(self) -> int:
