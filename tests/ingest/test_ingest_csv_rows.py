@@ -96,3 +96,15 @@ def test_files_that_are_no_sheet_are_one_line_each(tmp_path: Path) -> None:
     assert skipped["excel.csv:None"].startswith("not UTF-8 text (")
     assert skipped["twice.csv:1"] == "the header names 'name' twice"
     assert count_documents(tmp_path) == 2
+
+
+def test_a_delimiter_inside_a_quoted_column_name_does_not_count(tmp_path: Path) -> None:
+    """Seen from outside: a header whose quoted first column holds two ';' and the real ',' once was
+    read with ';', and every row was mangled (Python's csv.Sniffer finds ',')."""
+    path = tmp_path / "q.csv"
+    path.write_text('"Name; full; legal",text\n"Smith; John; Q",Row about pelicans\n')
+    documents, skipped = _read(tmp_path)
+    assert not skipped
+    assert [(d.source, d.text, d.metadata) for d in documents] == [
+        (f"{path.resolve().as_posix()}#2", "Row about pelicans", {"Name; full; legal": "Smith; John; Q"})
+    ]

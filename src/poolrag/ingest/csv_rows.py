@@ -5,8 +5,8 @@ A row's text is its ``text_field`` column when the header has one, and its other
 (as a JSONL record's fields; an ``id`` or ``_id`` column names the record). Without that column the
 text is every filled cell but the id as a ``column: value`` line, CSVLoader's page content, so a
 sheet of question and answer columns is embedded whole. The delimiter is the commonest of ``,``, ``;`` and
-tab in the header line (a spreadsheet in a locale whose decimal mark is a comma saves ``;``);
-Excel's UTF-8 byte-order mark is skipped.
+tab outside quotes in the header line (a spreadsheet in a locale whose decimal mark is a comma saves
+``;``; a quoted column name may hold the others); Excel's UTF-8 byte-order mark is skipped.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, st
     with path.open(encoding="utf-8-sig", newline="") as handle:
         first = handle.readline()
         handle.seek(0)
-        delimiter = max(_DELIMITERS, key=first.count)
+        delimiter = _delimiter(first)
         rows = csv.reader(handle, delimiter=delimiter)
         header = next(rows, None)
         if header is None:
@@ -43,6 +43,18 @@ def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, st
                 start = rows.line_num + 1
         except csv.Error as exc:  # a NUL byte, a cell over csv's 131,072 characters
             yield start, NotARecord(f"not readable CSV ({exc})")
+
+
+def _delimiter(header: str) -> str:
+    """The commonest of :data:`_DELIMITERS` outside quoted cells of ``header`` (``,`` on a tie)."""
+    counts = dict.fromkeys(_DELIMITERS, 0)
+    quoted = False
+    for char in header:
+        if char == '"':  # a doubled quote inside a quoted cell closes and reopens it: no change
+            quoted = not quoted
+        elif not quoted and char in counts:
+            counts[char] += 1
+    return max(_DELIMITERS, key=counts.__getitem__)
 
 
 def _record(header: list[str], row: list[str], text_field: str) -> dict[str, str] | NotARecord:
