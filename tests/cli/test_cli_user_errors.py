@@ -180,6 +180,26 @@ def test_empty_text_files_are_named_and_a_run_storing_nothing_says_so(tmp_path: 
         assert f"{name} has no text (empty, or only whitespace): it adds no chunks" in caplog.text
 
 
+def test_empty_and_header_only_sheets_are_named_not_called_unreadable(tmp_path: Path, capsys, caplog) -> None:
+    """Seen from outside: ``ingest empty.csv header.csv`` said "no documents in ...: poolrag reads
+    ... .csv ... save other documents as one of these first", and inside a folder said nothing."""
+    folder = tmp_path / "sheets"
+    folder.mkdir()
+    (folder / "empty.csv").write_text("")
+    (folder / "header.csv").write_text("question,answer\n")
+    (folder / "blank.jsonl").write_text("\n")
+    for paths in ([str(folder / "empty.csv"), str(folder / "header.csv")], [str(folder)]):
+        caplog.clear()
+        args = ["ingest", *paths, "--uri", str(tmp_path / "m.db"), "--no-cache", "--quiet"]
+        assert main(args) == 0
+        out, err = capsys.readouterr()
+        assert "no documents in" not in err and "save other documents" not in err, err
+        assert out.startswith("nothing to store: "), out
+        for name in ("empty.csv", "header.csv"):
+            assert f"{name} has no rows (empty, or a header only): it adds no chunks" in caplog.text
+    assert "blank.jsonl has no records (empty, or only blank lines): it adds no chunks" in caplog.text
+
+
 def test_a_reader_that_leaves_stops_the_command_quietly(tmp_path: Path) -> None:
     """``poolrag search ... | head``: the rest of the output met a closed pipe, and a
     BrokenPipeError traceback ended the command."""

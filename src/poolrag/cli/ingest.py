@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         quiet_ray_start(args.verbose)
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
         try:
-            report, reads_texts, reads_images = _ingest(args, opened)
+            report, reads_texts, reads_images, record_files = _ingest(args, opened)
         except user_errors() as exc:
             return report_error("ingest", exc)
     if args.json:
@@ -200,6 +200,11 @@ def run(args: argparse.Namespace) -> int:
                     "left_out": len(report.skipped),  # files and records; documents_skipped: resumed ones
                 }
             )
+        )
+    elif not (report.documents or report.deleted or report.skipped) and record_files:
+        print(  # JSONL or CSV files without a row, each named in a warning above
+            f"nothing to store: {_many(len(record_files), 'file')} with no records in {args.store} "
+            f"collection {args.collection!r}, {report.seconds:.1f}s"
         )
     elif report.documents and not (report.chunks or report.deleted or report.resumed):
         print(  # not "up to date": nothing was ever stored (the files are empty; warned of above)
@@ -222,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
             f"{report.deleted} deleted, "
             f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
         )
-    if report.documents == 0 and report.documents_skipped == 0 and not report.skipped:
+    if report.documents == 0 and report.documents_skipped == 0 and not (report.skipped or record_files):
         print(f"no documents in {', '.join(args.paths)}: {_what_is_read(reads_texts)}", file=sys.stderr)
     elif (unread := _not_read(args.paths, reads_texts, reads_images, args.exclude)) is not None:
         print(unread, file=sys.stderr)
@@ -270,9 +275,12 @@ def _what_is_read(reads_texts: bool) -> str:
     )
 
 
-def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[IngestReport, bool, bool | None]:
-    """The run's report, whether it read text files (a page retriever reads pages alone) and whether
-    it read images and PDFs (``None`` on Ray, whose actors read text files whatever the model)."""
+def _ingest(
+    args: argparse.Namespace, opened: contextlib.ExitStack
+) -> tuple[IngestReport, bool, bool | None, list[str]]:
+    """The run's report, whether it read text files (a page retriever reads pages alone), whether
+    it read images and PDFs (``None`` on Ray, whose actors read text files whatever the model), and
+    the JSONL and CSV files it read to their end."""
     from poolrag.errors import InvalidInputError
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
     from poolrag.ingest.pdf_pages import PageRendering
@@ -331,7 +339,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
         report = ingest_on_ray_from_args(
             args, documents, files_left_out, store, cache, engine_args, options, checkpoint_dir
         )
-        return report, True, None
+        return report, True, None, documents.record_files
     engine = load_engine(engine_args)
     if calibration is not None:
         calibration.check_model(engine.facts)
@@ -394,7 +402,7 @@ def _ingest(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[Ing
     report = pipeline.run(
         documents, prune=args.prune, skipped=() if skipped is None else skipped, total=total
     )
-    return report, texts, reads_images
+    return report, texts, reads_images, documents.record_files
 
 
 def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: int | None) -> ChunkEncoder:

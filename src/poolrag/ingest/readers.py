@@ -297,6 +297,7 @@ def _read_records(
     naming it, its other scalar fields the payload; a bad record is left out alone."""
     # source -> (line, id) of the record that had it: a repeat is the later record's problem
     first: dict[str, tuple[int, object]] = {}
+    number = 0
     for number, record in records:
         if isinstance(record, NotARecord):
             problem(path, record.reason, number)
@@ -324,6 +325,13 @@ def _read_records(
             continue
         first[source] = (number, ident)
         yield Document(source, text, metadata)
+    if not number:  # named as an empty text file is; still read: its old records are deleted
+        what = (
+            "rows (empty, or a header only)"
+            if path.suffix.lower() in CSV_SUFFIXES
+            else "records (empty, or only blank lines)"
+        )
+        logger.warning("%s has no %s: it adds no chunks", path, what)
 
 
 def _repeat(ident: object, number: int, first_number: int, first_ident: object) -> str:
