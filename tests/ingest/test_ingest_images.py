@@ -93,25 +93,50 @@ def test_images_are_read_only_and_pdfs_as_pages_only_for_a_model_that_reads_them
 
 def test_a_picture_named_on_the_command_line_says_what_ingest_reads(tmp_path: Path) -> None:
     """Named on the command line, a file is read whatever its suffix: a photo given to a text model,
-    or a GIF to CLIP, was left out as 'not UTF-8 text (invalid start byte)'."""
-    from PIL import Image
-
+    or a HEIC photo to CLIP, was left out as 'not UTF-8 text (invalid start byte)'."""
     photo = copy_photo(tmp_path / "hopper.jpg")
-    gif = tmp_path / "hopper.gif"
-    Image.open(photo).save(gif)
+    heic = tmp_path / "hopper.heic"  # a format the engine does not decode
+    heic.write_bytes(b"\x00\x00\x00\x18ftypheic\xff\xfe")
     skipped: list = []
-    assert list(read_paths([photo, gif], skipped=skipped)) == []  # a text model
+    assert list(read_paths([photo, heic], skipped=skipped)) == []  # a text model
     reasons = {Path(s.path).name: s.reason for s in skipped}
     assert reasons["hopper.jpg"] == (
         "a .jpg file, which this model cannot read (it reads text; CLIP or ColPali read images)"
     )
-    assert (
-        reasons["hopper.gif"]
-        == "a .gif picture: ingest reads .png, .jpg, .jpeg, .webp, .pdf (convert it to one of them)"
-    )
+    assert reasons["hopper.heic"].startswith("a .heic picture: ingest reads .png, .jpg, .jpeg, .webp, .gif, ")
+    assert reasons["hopper.heic"].endswith(", .pdf (convert it to one of them)")
     skipped.clear()
-    assert [type(d) for d in read_paths([photo, gif], images=RENDERING, skipped=skipped)] == [ImageDocument]
-    assert [Path(s.path).name for s in skipped] == ["hopper.gif"]
+    assert [type(d) for d in read_paths([photo, heic], images=RENDERING, skipped=skipped)] == [ImageDocument]
+    assert [Path(s.path).name for s in skipped] == ["hopper.heic"]
+
+
+@pytest.mark.parametrize("suffix", [".tif", ".tiff", ".gif", ".bmp", ".webp", ".ico"])
+def test_every_format_the_engine_decodes_is_read_in_a_folder_and_named_alike(
+    suffix: str, tmp_path: Path, clip_engine
+) -> None:
+    """Seen from outside: with CLIP, a folder of .tif/.gif/.bmp files was skipped without a word and
+    the run said 'no documents in tifs: poolrag reads ... images', and named on the command line
+    each was 'a .tiff picture: ingest reads .png, .jpg ...', though the engine reads them."""
+    from PIL import Image
+
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    picture = folder / f"hopper{suffix}"
+    Image.open(copy_photo(tmp_path / "hopper.jpg")).resize((64, 64)).save(picture)
+    assert count_documents([folder], images=True) == 1
+    for given in (folder, picture):
+        skipped: list = []
+        (document,) = read_paths([given], images=RENDERING, skipped=skipped)
+        assert isinstance(document, ImageDocument) and not skipped
+    (chunk,) = document.chunks()
+    vector = clip_engine.embed_array([chunk.model_input()])
+    assert vector.shape[0] == 1 and np.isfinite(vector).all()
+    # a text model names them as it names a .png: files of a model that reads images
+    skipped = []
+    assert list(read_paths([picture], skipped=skipped)) == []
+    assert skipped[0].reason == (
+        f"a {suffix} file, which this model cannot read (it reads text; CLIP or ColPali read images)"
+    )
 
 
 def test_each_hostile_file_is_one_line_and_the_rest_is_read(tmp_path: Path) -> None:

@@ -43,7 +43,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Read .txt/.md/.rst/.jsonl files, CSV rows and the text of web pages, Word and PowerPoint "
             "files and PDFs (.csv/.html/.docx/.pptx/.pdf; folders recursively; with a model that "
-            "reads images, such as CLIP, also .png/.jpg/.jpeg/.webp images, and PDFs as their pages), "
+            "reads images, such as CLIP, also .png/.jpg/.jpeg/.webp/.gif/.bmp/.tif/.tiff/.ico/.avif/.ppm "
+            "images, and PDFs as their pages), "
             "chunk them by tokens, embed "
             "through the on-disk cache and upsert into a collection. Re-running adds nothing new, a killed "
             "run resumes from its checkpoint, and changed documents replace their old chunks."

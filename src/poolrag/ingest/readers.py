@@ -379,7 +379,8 @@ def read_paths(
     with the files left out in ``.skipped`` (the list given as ``skipped``).
 
     Args:
-        images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp) are read too,
+        images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp, .gif, .bmp,
+            .tif, .tiff, .ico, .avif and .ppm/.pgm/.pbm/.pnm: every format the engine decodes) are read too,
             and a PDF's pages are rendered this way (:mod:`~poolrag.ingest.visual_documents`);
             without it a PDF is its text layer (:mod:`~poolrag.ingest.pdf_text`).
         texts: text, JSONL, CSV, HTML, Word and PowerPoint files are read (``False`` for a page
@@ -519,8 +520,8 @@ def _parser_of(suffix: str) -> Callable[[Path], Document] | None:
     return parse
 
 
-#: picture formats Pillow reads that ingest does not take (a named file of one is read as text)
-_OTHER_IMAGE_SUFFIXES = (".gif", ".bmp", ".tif", ".tiff", ".heic", ".avif", ".ico")
+#: picture formats the engine does not decode (a named file of one is read as text)
+_OTHER_IMAGE_SUFFIXES = (".heic", ".heif", ".jxl", ".psd")
 
 
 def _not_text(file: Path, exc: UnicodeDecodeError, reads_images: bool) -> str:

@@ -23,7 +23,24 @@ from poolrag.errors import InvalidImageError, InvalidInputError
 from poolrag.ingest.chunker import MAX_CHUNK_BYTES, Chunk, chunk_id
 from poolrag.ingest.pdf_pages import PageRendering, read_pdf_pages, render_page
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+#: the files of every format the engine decodes (:data:`poolrag.tokenization.images.IMAGE_FORMATS`);
+#: an animated GIF or a TIFF of several pages is its first frame, as the engine reads it
+IMAGE_SUFFIXES = (
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".webp",
+    ".gif",
+    ".bmp",
+    ".tif",
+    ".tiff",
+    ".ico",
+    ".avif",
+    ".ppm",
+    ".pgm",
+    ".pbm",
+    ".pnm",
+)
 PDF_SUFFIXES = (".pdf",)
 _READ_BYTES = 1 << 20
 
