@@ -99,6 +99,7 @@ class _Pending:
     digest: str
     left: int = 0
     chunked: bool = False
+    shown: str = ""  # how the report names it: a file as the reader found it (under the path given)
 
 
 def stored_vectors_of_run(
@@ -289,7 +290,8 @@ class IngestDriver:
             self.report.documents_skipped += 1
             self.documents_done += 1
             return False
-        self._pending[doc.source] = _Pending(digest)
+        path = getattr(doc, "path", None)  # a file's (a record's source is its name)
+        self._pending[doc.source] = _Pending(digest, shown=printable(str(path)) if path is not None else "")
         return True
 
     def chunk(self, source: str, chunk_id: str, payload: Mapping[str, Any] | None = None) -> bool:
@@ -325,11 +327,14 @@ class IngestDriver:
         """Leave out an admitted document whose file failed while it was read or embedded (once:
         a second failure of it says nothing): its stored chunks stay (prune keeps them, as a
         skipped file's), it is not checkpointed, so a re-run reads it again, and the rest of the
-        run goes on."""
-        if self._pending.pop(source, None) is None:
+        run goes on. It is not counted among the run's documents: it is among those left out,
+        named as the reader names a file it leaves out (under the path given)."""
+        if (state := self._pending.pop(source, None)) is None:
             return
-        logger.warning("skipping %s: %s", printable(source), reason)
-        self._left_out.append(f"{printable(source)}: {reason}")
+        shown = state.shown or printable(source)
+        logger.warning("skipping %s: %s", shown, reason)
+        self._left_out.append(f"{shown}: {reason}")
+        self.report.documents -= 1
         self.documents_done += 1
 
     def stored(self, sources: Sequence[str]) -> None:
