@@ -419,3 +419,28 @@ def test_no_auto_truncate_refuses_a_long_query_even_when_a_cut_vector_is_cached(
     err = capsys.readouterr().err  # in the command's words: no Python argument to pass
     assert "more than the model's maximum of 256; shorten it, or drop --no-auto-truncate" in err, err
     assert "truncate_prompt_tokens" not in err
+
+
+def test_a_missing_qdrant_edge_collection_is_named_as_the_other_stores_name_it(
+    tmp_path: Path, capsys
+) -> None:
+    """Seen from outside: ``search --store qdrant-edge --path DB --collection nosuch`` said "no
+    qdrant-edge database at DB/nosuch" while DB held other collections (Milvus and Qdrant say
+    "collection 'nosuch' does not exist"); a --path that holds nothing is still "no database"."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Pelicans dive for fish.")
+    database = tmp_path / "DB"
+    edge = ["--store", "qdrant-edge", "--path", str(database), "--cache", str(tmp_path / "c.sqlite")]
+    assert main(["ingest", str(docs), *edge, "--collection", "docs", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["search", "fish", *edge, "--collection", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert f"collection 'nosuch' does not exist in qdrant-edge at {database}" in err, err
+    assert "no qdrant-edge database" not in err
+    elsewhere = ["--store", "qdrant-edge", "--path", str(tmp_path / "none"), "--collection", "docs"]
+    assert main(["search", "fish", *elsewhere]) == 2
+    assert (
+        f"no qdrant-edge database at {tmp_path / 'none'}: nothing was ingested there"
+        in capsys.readouterr().err
+    )

@@ -114,17 +114,19 @@ def store_address_from_args(args: argparse.Namespace) -> StoreAddress:
 def refuse_missing_database(args: argparse.Namespace) -> None:
     """A reader's check: an embedded store's file or folder must exist, since opening one creates it
     (a search with a mistyped ``--uri`` left an empty database behind and then said the collection
-    was missing)."""
+    was missing). A qdrant-edge database is the ``--path`` folder, each collection a folder in it:
+    one that holds other collections is there, and the store says the collection does not exist,
+    as Milvus and Qdrant say it."""
     from poolrag.errors import InvalidInputError
     from poolrag.stores.names import check_collection_name
 
     check_collection_name(args.collection)  # a bad name is that error, not a missing database
     data = store_address_from_args(args).local_data()
-    if data is not None and not data.exists():
-        folder = data.parent if args.store == "qdrant-edge" else data  # edge: <path>/<collection>
-        where = f"--uri {data}" if args.store == "milvus" else f"--path {args.path or folder}"
+    database = data.parent if data is not None and args.store == "qdrant-edge" else data
+    if database is not None and not database.exists():
+        where = f"--uri {data}" if args.store == "milvus" else f"--path {args.path or database}"
         raise InvalidInputError(
-            f"no {args.store} database at {data}: nothing was ingested there "
+            f"no {args.store} database at {database}: nothing was ingested there "
             f"(poolrag ingest ... --store {args.store} {where} --collection {args.collection})"
         )
 
