@@ -103,7 +103,7 @@ def test_invalid_collection_names_exit_2_before_any_work(
     [
         ("milvus", ["--uri", "{tmp}/typo.db"], "typo.db"),
         ("qdrant", ["--path", "{tmp}/typo"], "typo"),
-        ("qdrant-edge", ["--path", "{tmp}/typo"], "typo/docs"),
+        ("qdrant-edge", ["--path", "{tmp}/typo"], "typo"),  # the database is the --path folder
     ],
 )
 def test_a_search_of_a_database_that_is_not_there_creates_none(
