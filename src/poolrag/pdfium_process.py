@@ -68,13 +68,19 @@ class PdfiumProcess:
 
     def page_texts(self, path: str, max_pages: int) -> list[str]:
         """Every page's text layer, each page loaded (``InvalidInputError`` when one cannot be)."""
-        header, _ = self._call({"op": "texts", "path": path, "max_pages": max_pages})
+        header, _ = self._call({"op": "texts", "path": os.path.abspath(path), "max_pages": max_pages})
         return list(header["texts"])
 
     def render(self, path: str, index: int, scale_dpi: float, max_side: int) -> tuple[tuple[int, int], bytes]:
         """Page ``index`` as RGB pixels: ``((width, height), bytes)``."""
         header, pixels = self._call(
-            {"op": "render", "path": path, "index": index, "dpi": scale_dpi, "max_side": max_side}
+            {
+                "op": "render",
+                "path": os.path.abspath(path),
+                "index": index,
+                "dpi": scale_dpi,
+                "max_side": max_side,
+            }
         )
         return (int(header["width"]), int(header["height"])), pixels
 
