@@ -6,7 +6,8 @@ the choice is measured where the model runs instead of fixed by a rule. At a mod
 the candidates that exist for it are built, each one's outputs on the probe texts are compared
 with the reference path's (transformers' own modules, eager), those below ``MIN_COSINE`` per row
 are dropped, and the rest are timed on one batch of the model's own tokenised texts in
-interleaved passes (a median per candidate, so a noisy neighbour slows every candidate alike).
+interleaved passes; another path replaces the default only when it is ``WIN_MARGIN`` faster pass
+for pass (a noisy neighbour slows the candidates of one pass alike, and a verdict lasts).
 The verdict is written by :mod:`poolrag.core.tune_verdicts`; later loads read it and build only
 the chosen path. Either way the outcome is a :class:`~poolrag.core.speed_plan.SpeedPlan` (the
 implementation, attention bound, fast mode and compile) that the engine switches on in one place.
@@ -23,8 +24,8 @@ forwards) copy the weights already in memory.
   are timed only by ``tune="full"`` (``poolrag tune MODEL``); a verdict that chose a compiled
   path makes later engines compile it in the background, from the artifacts the tuning saved.
 * ``cpu_fast_mode="auto"`` times bf16 and int8 against the chosen exact path the same way; a mode
-  is a candidate only where its cosine to fp32 meets the fast-mode bar, and exact fp32 stays when
-  neither is faster. ``tune="full"`` adds int8 compiled on native encoders (its quantisation
+  is a candidate only where its cosine to fp32 meets the fast-mode bar, and exact fp32 stays unless
+  one is ``WIN_MARGIN`` faster. ``tune="full"`` adds int8 compiled on native encoders (its quantisation
   fused), held to what keeps the fast-mode bar to fp32.
 * A native encoder on the CPU also gets its attention's runs-or-groups bound measured for its
   shape (:mod:`poolrag.core.runs_or_groups_tuning`, well under a second), kept in the verdict and
@@ -79,6 +80,11 @@ FAST_MIN_TOKENS = 1024
 TARGET_PASS_S = 0.25  # one candidate's pass should take about this long
 TIMING_BUDGET_S = 6.0  # seconds of timed passes to aim for, over all candidates
 MIN_PASSES, MAX_PASSES = 1, 9  # a machine too busy for more than one pass in the budget gets one
+#: how much faster than the default (the race's first candidate: the load's own exact path, or
+#: exact fp32 against the fast modes) another must be, pass for pass, to replace it: on a busy
+#: machine a burst of load can flatter the slower path, and a verdict lasts (a review picked the
+#: 1.7x slower path in 2 of 9 loaded tunings by medians alone)
+WIN_MARGIN = 0.10
 
 T = TypeVar("T")
 #: where a step that runs a model or times one is run: here, or between a serving engine's batches
@@ -447,12 +453,27 @@ class _Tuner:
             passes = time_interleaved(open_, run=self._run)
         if not open_:  # nothing agreed with the reference: the first path, as without tuning
             open_ = candidates[:1]
-        winner = min(open_, key=lambda c: c.seconds if c.seconds is not None else 0.0)
+        winner = chosen(open_)
         for candidate in candidates:
             if candidate.status == "chosen":
                 candidate.status = "slower"
         winner.status = "chosen"
         return winner, candidates, passes
+
+
+def paired_ratio(candidate: _Candidate, default: _Candidate) -> float:
+    """The median, over the passes both ran, of ``candidate``'s time over ``default``'s in the same
+    pass: interleaved passes share the machine's load of the moment, so their ratio sheds it."""
+    return statistics.median(c / d for c, d in zip(candidate.times, default.times, strict=False) if d > 0)
+
+
+def chosen(open_: Sequence[_Candidate]) -> _Candidate:
+    """The first (default) candidate, unless another ran ``WIN_MARGIN`` faster pass for pass; then
+    the fastest of those."""
+    default, challengers = open_[0], [c for c in open_[1:] if c.times and open_[0].times]
+    ratios = {id(c): paired_ratio(c, default) for c in challengers}
+    faster = [c for c in challengers if ratios[id(c)] * (1 + WIN_MARGIN) <= 1]
+    return min(faster, key=lambda c: ratios[id(c)]) if faster else default
 
 
 def _compiles_fast_modes(request: TuneRequest, exact: _Candidate) -> bool:
