@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,14 @@ import pytest
 import torch
 import transformers
 
-from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
+from poolrag.core.tune_verdicts import (
+    MAX_VERDICT_BYTES,
+    CandidateTiming,
+    TuneKey,
+    Verdict,
+    read_verdict,
+    write_verdict,
+)
 
 CPU = torch.device("cpu")
 
@@ -127,3 +135,26 @@ def test_an_unwritable_cache_warns_and_loads_on(
     with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
         assert write_verdict(key, VERDICT) is None
     assert len(caplog.records) == 1 and "not saved" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("thing", ["pipe", "huge"])
+def test_a_path_that_is_no_verdict_file_is_ignored_without_reading_it(
+    key: TuneKey, caplog: pytest.LogCaptureFixture, thing: str
+) -> None:
+    """A named pipe would block the load forever on a read; a huge file would be read whole."""
+    path = key.path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if thing == "pipe":
+        os.mkfifo(path)
+    else:
+        path.write_bytes(b" " * (MAX_VERDICT_BYTES + 1))
+    with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
+        assert read_verdict(key) is None
+    said = "not a regular file" if thing == "pipe" else "larger than any verdict"
+    assert len(caplog.records) == 1 and said in caplog.records[0].getMessage()
+
+
+def test_a_verdict_that_cannot_be_written_leaves_no_partial_file(key: TuneKey) -> None:
+    key.path().mkdir(parents=True)  # a folder where the verdict would go: the rename fails
+    assert write_verdict(key, VERDICT) is None
+    assert [p.name for p in key.path().parent.iterdir()] == [key.path().name]

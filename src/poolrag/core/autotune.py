@@ -557,7 +557,9 @@ def load_tuned(
         compile = forward == "compiled" and request.compile is None and fast_compiled
         return TunedLoad(pipeline, report, SpeedPlan(cached.impl, fast, compile, rows))  # type: ignore[arg-type]
     if request.mode == "cached":  # a short process: measuring would be paid for and thrown away
-        return _untuned(build, request, "skipped", "no verdict for it on this machine (`poolrag tune MODEL`)")
+        return _untuned(
+            build, request, "skipped", "no usable verdict for it on this machine (`poolrag tune MODEL`)"
+        )
     started = time.perf_counter()
     identity = model_identity(request.model_name, fingerprint(spec))
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))

@@ -11,12 +11,14 @@ again as if the file were not there.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
 import platform
+import stat
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -241,16 +243,33 @@ def _min_rows_per_run(value: object) -> int | None:
     return rows
 
 
+#: a verdict is a few KB; a larger file is not one, and is not read into memory
+MAX_VERDICT_BYTES = 1 << 20
+
+
+def _verdict_bytes(path: Path) -> bytes:
+    """The file's bytes, if it is a regular file of a verdict's size: opened without blocking and
+    checked before reading, so a named pipe (or a device) at the path cannot hang the load."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as file:
+        found = os.fstat(file.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise _Invalid("not a regular file")
+        if found.st_size > MAX_VERDICT_BYTES:
+            raise _Invalid(f"{found.st_size:,} bytes, larger than any verdict")
+        return file.read(MAX_VERDICT_BYTES + 1)
+
+
 def read_verdict(key: TuneKey) -> Verdict | None:
     """The verdict stored for ``key``; None when there is none, or (with one warning) when the
     file is unreadable, corrupt or written for another key."""
     path = key.path()
     try:
-        text = path.read_bytes()  # decoded by json.loads below, where bad bytes are a corrupt file
+        text = _verdict_bytes(path)  # decoded by json.loads below, where bad bytes are a corrupt file
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        logger.warning("tune verdict %s unreadable (%s); tuning again", path, exc)
+    except (OSError, _Invalid) as exc:
+        logger.warning("ignoring tune verdict %s: %s", path, exc)
         return None
     try:
         try:
@@ -266,7 +285,7 @@ def read_verdict(key: TuneKey) -> Verdict | None:
             raise _Invalid("verdict is not an object")
         return _verdict(verdict)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and _Invalid are ValueErrors
-        logger.warning("ignoring tune verdict %s: %s; tuning again", path, exc)
+        logger.warning("ignoring tune verdict %s: %s", path, exc)
         return None
 
 
@@ -274,12 +293,14 @@ def write_verdict(key: TuneKey, verdict: Verdict) -> Path | None:
     """Store ``verdict`` for ``key`` atomically; None (and a warning) when the cache is not writable."""
     path = key.path()
     body = {"format": TUNE_FORMAT, "key": asdict(key), "verdict": asdict(verdict)}
+    partial = path.with_suffix(f".{os.getpid()}.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.partial")
         partial.write_text(json.dumps(body, indent=1))
         partial.replace(path)
     except OSError as exc:
         logger.warning("tune verdict not saved to %s (%s): the next load measures again", path, exc)
+        with contextlib.suppress(OSError):  # a full disk's empty file, or one a folder at path refused
+            partial.unlink()
         return None
     return path
