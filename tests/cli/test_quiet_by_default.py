@@ -59,6 +59,17 @@ def test_an_engine_in_a_script_prints_nothing(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
+def test_a_load_that_measures_before_it_returns_says_so_in_a_script(tmp_path: Path, tiny_model) -> None:
+    """cpu_fast_mode="auto" times the fast modes before the engine serves: seconds to a minute that
+    a bare script, whose logging shows no INFO, must not spend in silence."""
+    script = f"from poolrag import Engine\nEngine({str(tiny_model('bert'))!r}, cpu_fast_mode='auto')\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=_env(tmp_path), capture_output=True, text=True, timeout=WAIT_S
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("timing its paths before serving") == 1, done.stderr
+
+
 def _ingest(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     docs = tmp_path / "docs"
     docs.mkdir(exist_ok=True)

@@ -511,6 +511,15 @@ def not_tunable(device: torch.device, places_itself: bool) -> str | None:
     return None
 
 
+def _say_before_blocking(message: str) -> None:
+    """A load that measures before it returns (a fast mode, ``tune="full"``, a pinned compile: each
+    asked for) blocks for seconds to a minute: said at INFO where progress is shown (the CLI, an
+    app's logging), else at WARNING, which Python prints unconfigured, so a script is not left
+    waiting in silence. The default load measures in the background and says nothing there."""
+    shown = progress.isEnabledFor(logging.INFO) and progress.hasHandlers()
+    progress.log(logging.INFO if shown else logging.WARNING, "%s", message)
+
+
 def load_tuned(
     build: Callable[[ModelImpl], Pipeline],
     spec: ModelSpec,
@@ -568,13 +577,13 @@ def load_tuned(
         exact.pipeline.executor.runner.prepare_for_serving()
         exact_candidates, exact_passes = [], cached.passes
         previous = [c for c in cached.candidates if c.precision == "fp32"]
-        progress.info("timing the fast modes of this model on this machine before serving")
+        _say_before_blocking("timing the fast modes of this model on this machine before serving")
     else:
         first = build(request.model_impl)
         if _measures_behind_serving(request, first):
             return _serve_while_measuring(first, build, request, key, identity, batch_tokens)
         if _impl(first) == "native" or wants_fast or request.mode == "full":
-            progress.info(
+            _say_before_blocking(
                 "first load of this model on this machine: timing its paths before serving "
                 "(later loads read the verdict)"
             )
