@@ -99,6 +99,25 @@ def test_next_engine_loads_the_compiled_code_from_disk(
     assert _cosines(eager, engine.embed_array(TEXTS)).min() >= DEFAULT_MIN_COSINE
 
 
+def test_code_from_torchs_own_cache_is_named_so_and_kept_in_poolrags(
+    compiled: tuple[Engine, np.ndarray, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_model: Callable[..., Path],
+) -> None:
+    """Inductor's cache (warm from the first engine) had the code, poolrag's is empty: not
+    'reused' (that is this process's own earlier compile), and poolrag's cache gets the bundle, so
+    the next process needs neither torch's cache nor a compile."""
+    _, _, root = compiled
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(root / "poolrag-empty"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+    torch._dynamo.reset()
+    engine = Engine(tiny_model("bert"), compile="background")
+    report = engine.wait_for_compile(WAIT_S)
+    assert report is not None and report.state == "active", report
+    assert report.source == "inductor cache" and report.cache_hits >= 1
+    assert Path(report.cache_path).is_file()
+
+
 def test_compile_below_the_bar_keeps_eager_and_says_why(compiled: tuple[Engine, np.ndarray, Path]) -> None:
     engine, eager, _ = compiled
     runner = internals.runner(engine)

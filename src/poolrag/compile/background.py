@@ -55,8 +55,10 @@ class CompileReport:
         state: ``compiling`` (eager serves meanwhile), ``active`` (compiled serves) or ``eager``
             (compile failed, unsupported or rejected: ``reason`` says which).
         source: ``compiled`` (inductor generated the code now), ``disk cache`` (an earlier run's
-            artifacts were loaded: no code generation) or ``reused`` (this process had already
-            compiled the same graph, e.g. for an earlier engine on the same model).
+            artifacts were loaded from poolrag's cache: no code generation), ``inductor cache``
+            (torch's own cache, outside poolrag's, had the code; poolrag's cache gets it now) or
+            ``reused`` (this process had already compiled the same graph, e.g. for an earlier
+            engine on the same model).
         seconds: from the start of the compile to the swap (or the failure).
         min_cosine: the lowest per-row cosine between compiled and eager outputs on the probe texts.
         max_abs_diff: the largest absolute difference there.
@@ -176,8 +178,8 @@ def compare_rows(eager: torch.Tensor, compiled: torch.Tensor) -> tuple[float, fl
 def _source(from_disk: bool, hits: int, misses: int) -> str:
     if misses:
         return "compiled"
-    if from_disk and hits:
-        return "disk cache"
+    if hits:
+        return "disk cache" if from_disk else "inductor cache"
     return "reused"  # this process had compiled the same graph already: no inductor work at all
 
 
@@ -352,7 +354,7 @@ class BackgroundCompile:
             max_abs_diff=worst_diff,
             cache_hits=hits,
         )
-        if misses:
+        if misses or (not from_disk and hits):  # poolrag's cache keeps what torch's had too
             save_artifacts(key)
         if worst_cosine < self._min_cosine:
             return replace(
