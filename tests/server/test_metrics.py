@@ -62,6 +62,24 @@ def test_unknown_paths_share_one_label(minilm_server: Served, http: httpx.Client
     assert not any(str(label).startswith("/scan") for label in labels)
 
 
+def test_a_route_with_a_parameter_is_counted_under_its_template(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    """Each model name a caller makes up would otherwise be a series of its own (a scraper's and the
+    server's memory grew without bound)."""
+    for i in range(3):
+        http.get(f"{minilm_server.url}/v1/models/made-up-{i}")
+    samples = _samples(http, minilm_server.url)
+    labels = {dict(labels).get("path") for _, labels in samples}
+    assert not any(str(label).startswith("/v1/models/made-up") for label in labels)
+    template = [
+        v
+        for (name, labels), v in samples.items()
+        if name == "poolrag_requests_total" and ("path", "/v1/models/{model:path}") in labels
+    ]
+    assert sum(template) >= 3
+
+
 def test_probes_and_docs_have_labels_of_their_own_and_the_process_is_measured(
     minilm_server: Served, http: httpx.Client
 ) -> None:

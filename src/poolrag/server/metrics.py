@@ -233,11 +233,26 @@ class ServerMetrics:
         return generate_latest(registry)
 
 
+def _template(routes: Iterable[BaseRoute], probe: Scope) -> str | None:
+    """The path template of the route ``probe`` reaches (``/v1/models/{model:path}``), looked for
+    inside included routers too; None when no route matches."""
+    for route in routes:
+        if route.matches(probe)[0] is Match.NONE:
+            continue
+        path = getattr(route, "path", None)
+        if isinstance(path, str):
+            return path
+        router = getattr(route, "original_router", route)  # FastAPI keeps an included router's routes
+        return _template(getattr(router, "routes", ()), probe) or probe["path"]
+    return None
+
+
 class MetricsMiddleware:
     """Counts every response, including those the auth and size middleware answer themselves.
 
-    Paths that are not routes of the app are counted under one label, so a scanner cannot blow
-    up the number of time series. A path is a route when one of the app's routes matches it (any
+    Paths that are not routes of the app are counted under one label, and a route with a parameter
+    under its template (``/v1/models/{model}``), so a scanner cannot blow up the number of time
+    series. A path is a route when one of the app's routes matches it (any
     method: a 405 is counted under its path), those left out of the API description included
     (``/ping``, ``/docs``, TEI's ``/embeddings``); the routes are read when asked (``routes``), so
     after the app is complete, and each path found is remembered. A request whose client
@@ -255,12 +270,15 @@ class MetricsMiddleware:
 
     def _label(self, scope: Scope) -> str:
         path = route_path(scope)
-        if path not in self._known:
-            probe = {**scope, "path": path, "root_path": ""}
-            if not any(route.matches(probe)[0] is not Match.NONE for route in self._routes()):
-                return UNMATCHED_PATH
+        if path in self._known:
+            return path
+        probe = {**scope, "path": path, "root_path": ""}
+        label = _template(self._routes(), probe)
+        if label is None:
+            return UNMATCHED_PATH
+        if label == path:  # a fixed path is remembered; a template's paths are as many as callers like
             self._known.add(path)
-        return path
+        return label
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
