@@ -124,13 +124,18 @@ class DrainingServer(uvicorn.Server):
         closing: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def close_all() -> None:
+            # running from here on, so a cancelled wait (a second signal) leaves it to finish rather
+            # than having it set a cancelled future's result (InvalidStateError in the log)
+            awaited = closing.set_running_or_notify_cancel()
             try:
                 for engine in engines:
                     engine.close()
             except BaseException as exc:  # reported where it is awaited
-                closing.set_exception(exc)
+                if awaited:
+                    closing.set_exception(exc)
             else:
-                closing.set_result(None)
+                if awaited:
+                    closing.set_result(None)
 
         threading.Thread(target=close_all, name="poolrag-close-engines", daemon=True).start()
         await asyncio.wrap_future(closing)
