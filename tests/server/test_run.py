@@ -87,3 +87,12 @@ def test_a_second_signal_answers_every_request_left_at_once(
     codes = {a.status_code for a in answers if isinstance(a, httpx.Response)}
     assert codes <= {200, 503} and 503 in codes, codes
     assert all(a.json()["error"]["code"] == "engine_closed" for a in answers if a.status_code == 503)
+
+
+def test_ctrl_c_ends_the_server_with_status_0_as_uvicorns_command_does(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    with cli_server(tmp_path / "server.log", str(minilm_path)) as (url, process):
+        assert httpx.get(f"{url}/health").status_code == 200
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0, (tmp_path / "server.log").read_text()[-2000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -383,7 +384,10 @@ def run(args: argparse.Namespace) -> int:
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    serve(app, settings, host=args.host, port=args.port, http=http)
+    with contextlib.suppress(
+        KeyboardInterrupt
+    ):  # uvicorn raises Ctrl-C again once drained; its command ends 0
+        serve(app, settings, host=args.host, port=args.port, http=http)
     return 0
 
 
