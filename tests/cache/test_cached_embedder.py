@@ -306,3 +306,17 @@ def test_a_refused_late_chunk_span_is_named_as_the_caller_gave_it(tmp_path: Path
     assert str(expected).startswith("spans[1]")
     shown = _refusal(lambda: embedder.embed_chunks(document, [(0, 23), (5, 99)]))
     assert str(shown).startswith("spans[1] = [5, 99] is outside the document")
+
+
+def test_a_cached_embedder_pickles_as_its_backend_and_its_file(tmp_path: Path, minilm_engine) -> None:
+    """A framework's embedding class holding one is pickled (LangChain's, a worker pool's task):
+    the copy opens the same file, with the same bound, and reads what the original stored."""
+    import pickle
+
+    cached = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite", max_bytes=10**7))
+    want = cached.embed_array(["a tide table", "the moon"])
+    copy = pickle.loads(pickle.dumps(cached))
+    assert copy.cache.path == cached.cache.path and copy.cache.max_bytes == 10**7
+    hits, misses = copy.hits, copy.misses
+    np.testing.assert_array_equal(copy.embed_array(["a tide table", "the moon"]), want)
+    assert (copy.hits - hits, copy.misses - misses) == (2, 0)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -126,6 +126,10 @@ class CacheStats:
     evicted: int = 0
 
 
+def _reopened(path: str, max_bytes: int | None, timeout: float) -> EmbeddingCache:
+    return EmbeddingCache(path, max_bytes=max_bytes, timeout=timeout)
+
+
 class EmbeddingCache:
     """Persistent, size-bounded, multi-process-safe map from 32-byte keys to float32 vectors.
 
@@ -156,6 +160,11 @@ class EmbeddingCache:
         self._pid = -1
         self._inode: tuple[int, int] | None = None
         self._scalar("SELECT COUNT(*) FROM totals")  # opens (or sets aside and recreates) the file
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as where it is and its settings (its connection and lock stay behind): a worker
+        process, or a framework that pickles an embedding class holding it, opens the same file."""
+        return _reopened, (str(self.path), self.max_bytes, self._timeout)
 
     # -- connection ---------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:

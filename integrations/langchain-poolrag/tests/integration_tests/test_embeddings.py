@@ -344,7 +344,7 @@ def test_long_inputs_are_cut_at_the_model_maximum_unless_asked_not_to(minilm_eng
 
 
 def test_pickled_and_deep_copied_embeddings_give_the_same_vectors(
-    minilm_engine: Engine, minilm_url: str
+    minilm_engine: Engine, minilm_url: str, tmp_path: Path
 ) -> None:
     """As ``HuggingFaceEmbeddings`` does: the engine goes along as the arguments that made it (a
     worker process loads it again), a deep copy shares it, a remote one keeps its settings."""
@@ -356,3 +356,6 @@ def test_pickled_and_deep_copied_embeddings_give_the_same_vectors(
         assert again.embed_documents(TEXTS) == local.embed_documents(TEXTS)
     remote = PoolragEmbeddings(base_url=minilm_url)
     assert pickle.loads(pickle.dumps(remote)).embed_query("ocean") == local.embed_query("ocean")
+    cached = PoolragEmbeddings(engine=minilm_engine, cache=tmp_path / "vectors.sqlite")  # the file goes along
+    for again in (pickle.loads(pickle.dumps(cached)), copy.deepcopy(cached)):
+        assert again.embed_documents(TEXTS) == local.embed_documents(TEXTS)
