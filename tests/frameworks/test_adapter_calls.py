@@ -10,7 +10,7 @@ import pytest
 from tiny_models import build_clip
 
 from poolrag import Engine, PoolingParams
-from poolrag.errors import InvalidImageError, InvalidTextError
+from poolrag.errors import InputTypeError, InvalidImageError, InvalidTextError
 from poolrag.frameworks import adapter_calls
 from poolrag.frameworks.adapter_calls import (
     IMAGE_PIECE,
@@ -50,3 +50,9 @@ def test_an_empty_text_past_the_first_progress_piece_is_named_at_its_place(
         embed_texts(minilm_engine, texts, PoolingParams(), progress=True)
     with pytest.raises(InvalidTextError, match=r"^input\[9\] is empty"):
         asyncio.run(aembed_texts(minilm_engine, texts, PoolingParams(), progress=True))
+
+
+def test_one_image_path_not_in_a_list_is_told_to_be_a_list(clip: Engine) -> None:
+    """Not the texts' advice to embed it as a query, which would embed the path as text."""
+    with pytest.raises(InputTypeError, match=r"pass a list of image paths or URIs, even for one image"):
+        embed_images(clip, "/tmp/photo.png", PoolingParams())

@@ -31,10 +31,11 @@ def require_string(text: object, what: str = "the text") -> str:
     return text
 
 
-def require_list(texts: object) -> list[str]:
-    """``texts`` as a list, refusing a bare string (it would be embedded one character at a time)."""
+def require_list(texts: object, one_string: str = "embed it as a query instead") -> list[str]:
+    """``texts`` as a list, refusing a bare string (it would be embedded one character at a time),
+    with ``one_string`` saying what to do instead."""
     if isinstance(texts, str):
-        raise InputTypeError("expected a list of strings, got one string (embed it as a query instead)")
+        raise InputTypeError(f"expected a list of strings, got one string ({one_string})")
     if not isinstance(texts, Sequence):
         raise InputTypeError(f"expected a list of strings, not {type(texts).__name__}")
     return list(texts)
@@ -111,7 +112,7 @@ def image_files(uris: object) -> list[Path | str | bytes]:
     LlamaIndex's paths or ``BytesIO``) as the engine's image inputs; a remote URL is refused, never
     fetched."""
     found: list[Path | str | bytes] = []
-    for uri in require_list(uris):
+    for uri in require_list(uris, "pass a list of image paths or URIs, even for one image"):
         if callable(getattr(uri, "getvalue", None)):  # an in-memory file (BytesIO)
             uri = uri.getvalue()
         if isinstance(uri, (bytes, bytearray, Path)):
