@@ -58,6 +58,18 @@ def refuse_empty(size: tuple[int, int], name: str) -> None:
         raise InvalidImageError(name, f"the image is {size[0]}x{size[1]}: it has no pixels")
 
 
+def image_file_bytes(path: PurePath, name: str) -> bytes:
+    """A caller's image file, read on the caller's side (the client, the cache's key), refused as
+    the engine refuses it: by ``name``, no file there or not readable."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidImageError(name, f"no image file at {path}")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InvalidImageError(name, f"not a readable image ({exc.strerror})") from None
+
+
 def as_data_url(value: Any, name: str = "input") -> str:
     """An image input as a ``data:image/...;base64,`` URL, the form it crosses HTTP in (a PIL image
     is written as PNG; a path is read here, on the caller's side, and refused as the engine refuses
@@ -65,10 +77,7 @@ def as_data_url(value: Any, name: str = "input") -> str:
     if isinstance(value, str):
         return value  # a data URL already
     if isinstance(value, PurePath):
-        try:
-            value = Path(value).read_bytes()
-        except OSError:
-            raise InvalidImageError(name, f"no image file at {value}") from None
+        value = image_file_bytes(value, name)
     if is_pil_image(value):
         refuse_empty(value.size, name)
         buffer = io.BytesIO()
@@ -109,13 +118,7 @@ def image_identity(value: Any, name: str = "input") -> str:
         digest.update(seen.tobytes())
         return f"image-pixels:{digest.hexdigest()}"
     if isinstance(value, PurePath):
-        path = Path(value)
-        if not path.is_file():
-            raise InvalidImageError(name, f"no image file at {path}")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InvalidImageError(name, f"not a readable image ({exc.strerror})") from None
+        data = image_file_bytes(value, name)
     elif isinstance(value, str):
         try:
             data = base64.b64decode(value.partition(",")[2], validate=True)

@@ -15,12 +15,11 @@ import dataclasses
 import logging
 import os
 from collections.abc import Sequence
-from typing import TypeVar
 
 import numpy as np
 
 from poolrag.backend import PoolingBackend
-from poolrag.cache.keys import cache_namespace, image_key, text_key
+from poolrag.cache.keys import cache_namespace, image_key, missing_items, text_key
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.counts import check_count
 from poolrag.errors import InputTypeError, InvalidInputError, at_position
@@ -34,8 +33,6 @@ from poolrag.tokenization.input_processor import check_text
 from poolrag.tokenization.late_chunks import check_spans
 
 logger = logging.getLogger(__name__)
-
-_Item = TypeVar("_Item")
 
 
 def _with_engine_length_rule(params: PoolingParams, backend: PoolingBackend) -> PoolingParams:
@@ -158,19 +155,6 @@ class CachedEmbedder:
         found = self.cache.get_many(keys) if self.cache is not None else {}
         return {k: v for k, v in found.items() if v.shape[0] == self.full_dimension}
 
-    @staticmethod
-    def _missing(
-        texts: Sequence[_Item], keys: list[bytes], found: dict[bytes, np.ndarray]
-    ) -> list[tuple[bytes, _Item, int]]:
-        """``(key, text, where)`` of each distinct text the cache did not have, ``where`` its first
-        index in the caller's list: the backend sees only these, and its errors name their index
-        among them, which ``where`` turns back into the caller's (:func:`at_position`)."""
-        todo: dict[bytes, tuple[_Item, int]] = {}
-        for i, (k, t) in enumerate(zip(keys, texts, strict=True)):
-            if k not in found and k not in todo:
-                todo[k] = (t, i)
-        return [(k, t, i) for k, (t, i) in todo.items()]
-
     def _store(self, computed: dict[bytes, np.ndarray]) -> None:
         if self.cache is not None and computed:
             self.cache.put_many(computed)
@@ -215,7 +199,7 @@ class CachedEmbedder:
         params, resolved = self._merged(pooling_params)
         keys = self._keys(items, params)
         found = self._lookup(keys)
-        todo = self._missing(items, keys, found)
+        todo = missing_items(items, keys, found)
         if model_inputs is not None:
             sent = dict(zip(keys, model_inputs, strict=True))
             todo = [(k, t if sent[k] is None else sent[k], where) for k, t, where in todo]
@@ -240,7 +224,7 @@ class CachedEmbedder:
         params, resolved = self._merged(pooling_params)
         keys = self._keys(items, params)
         found = await asyncio.to_thread(self._lookup, keys)
-        todo = self._missing(items, keys, found)
+        todo = missing_items(items, keys, found)
         request = self._full_size_request(params)
         computed: dict[bytes, np.ndarray] = {}
         for start in range(0, len(todo), self.batch_size):
@@ -276,7 +260,7 @@ class CachedEmbedder:
         document_key = text_key(namespace, document)
         keys = [text_key(document_key, f"{start}:{end}") for start, end in spans]
         found = self._lookup(keys)
-        todo = self._missing(spans, keys, found)
+        todo = missing_items(spans, keys, found)
         computed: dict[bytes, np.ndarray] = {}
         if todo:
             try:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Container, Sequence
 from dataclasses import asdict
+from typing import TypeVar
 
 from poolrag.model_facts import ModelFacts, weights_fingerprint
 from poolrag.params import PoolingParams
@@ -64,3 +66,19 @@ def image_key(namespace: bytes, identity: str) -> bytes:
     under a namespace. The byte after the namespace is 1 where every text key's is 0, so no text,
     whatever it spells, reaches an image's key (and text keys stay where caches wrote them)."""
     return hashlib.sha256(namespace + b"\x01" + identity.encode()).digest()
+
+
+Item = TypeVar("Item")
+
+
+def missing_items(
+    items: Sequence[Item], keys: Sequence[bytes], found: Container[bytes]
+) -> list[tuple[bytes, Item, int]]:
+    """``(key, item, where)`` of each distinct item the cache did not have, ``where`` its first
+    index in the caller's list: the backend sees only these, and its errors name their index among
+    them, which ``where`` turns back into the caller's (:func:`~poolrag.errors.at_position`)."""
+    todo: dict[bytes, tuple[Item, int]] = {}
+    for i, (key, item) in enumerate(zip(keys, items, strict=True)):
+        if key not in found and key not in todo:
+            todo[key] = (item, i)
+    return [(key, item, i) for key, (item, i) in todo.items()]

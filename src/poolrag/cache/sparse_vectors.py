@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from poolrag.cache.keys import cache_namespace, text_key
+from poolrag.cache.keys import cache_namespace, missing_items, text_key
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.errors import InvalidInputError, at_position
 from poolrag.model_facts import ModelFacts
@@ -70,17 +70,14 @@ class CachedSparseVectors:
             vector = _from_row(row)
             if vector is not None:
                 found[key] = vector
-        missing: dict[bytes, tuple[str, int]] = {}  # each text to compute, and where the caller has it
-        for i, (key, text) in enumerate(zip(keys, texts, strict=True)):
-            if key not in found and key not in missing:
-                missing[key] = (text, i)
+        missing = missing_items(texts, keys, found)
         computed = {}
         if missing:
             try:
-                made = self.compute([text for text, _ in missing.values()])
+                made = self.compute([text for _, text, _ in missing])
             except InvalidInputError as exc:  # input[i] of the texts computed: the caller's input[where]
-                raise at_position(exc, [where for _, where in missing.values()]) from None
-            computed = dict(zip(missing, made, strict=True))
+                raise at_position(exc, [where for _, _, where in missing]) from None
+            computed = dict(zip((key for key, _, _ in missing), made, strict=True))
         self._put(computed)
         self.misses += len(computed)
         self.hits += len(texts) - len(missing)
