@@ -75,6 +75,13 @@ MINILM_CASES = [
         f"input has {MINILM_MAX_INPUTS + 1} items, more than this server's limit of {MINILM_MAX_INPUTS}",
         "input",
     ),
+    (  # each span is one vector in the answer: a short body must not buy more vectors than inputs
+        "/v1/embeddings",
+        {"input": "a b c", "late_chunking": {"spans": [[0, 1]] * (MINILM_MAX_INPUTS + 1)}},
+        "too_many_inputs",
+        f"late_chunking.spans has {MINILM_MAX_INPUTS + 1} items, more than this server's limit",
+        "late_chunking.spans",
+    ),
     ("/classify", {"input": "x"}, "unsupported_task", "task 'classify' is not supported", None),
     (
         "/pooling",
