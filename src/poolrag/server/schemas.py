@@ -671,23 +671,28 @@ class ScoreResponse(_ListResponse):
 
 
 # -- /rerank ------------------------------------------------------------------------------------------
+#: how deep a document object may nest to be echoed (pydantic's serializer stops near 255 levels)
+MAX_ECHO_DEPTH = 64
+
+
 def _unechoable(value: object) -> str | None:
     """Why ``value`` (a parsed JSON value) cannot be written back as JSON, or ``None``: a lone
-    surrogate cannot be encoded, and a NaN or an infinity (``1e400``) would come back as null."""
-    stack = [value]
+    surrogate cannot be encoded, a NaN or an infinity (``1e400``) would come back as null, and
+    nesting past :data:`MAX_ECHO_DEPTH` would fail only after the model had run."""
+    stack = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
             if lone_surrogate(item) is not None:
                 return "holds a string that is not valid Unicode (a lone surrogate)"
         elif isinstance(item, float):
             if not math.isfinite(item):
                 return "holds a number that is not finite"
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_ECHO_DEPTH:
+                return f"nests more than {MAX_ECHO_DEPTH} levels deep"
+            children = [*item, *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
     return None
 
 
