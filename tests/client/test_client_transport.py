@@ -140,6 +140,7 @@ class _Stub(BaseHTTPRequestHandler):
 
     answers: ClassVar[Answers]
     seen: ClassVar[list[str]]
+    headers_sent: ClassVar[dict[str, str]] = {}
 
     def _answer(self) -> None:
         self.seen.append(self.path)
@@ -148,6 +149,8 @@ class _Stub(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(data)))
+        for name, value in self.headers_sent.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -180,6 +183,19 @@ def test_a_proxys_502_is_sent_again_then_quoted_briefly(stub: tuple[str, type[_S
         client.embed_array(["a"])
     assert failed.value.status_code == 502 and len(str(failed.value)) < 400
     assert handler.seen == ["/v1/models", "/v1/models"]  # sent again once (max_retries=1)
+
+
+@pytest.mark.parametrize("retry_after", ["nan", "inf", "-inf", "Wed, 21 Oct 2015 07:28:00 GMT"])
+def test_a_retry_after_that_is_not_a_finite_number_falls_back_to_the_backoff(
+    stub: tuple[str, type[_Stub]], retry_after: str
+) -> None:
+    url, handler = stub
+    handler.answers["/v1/models"] = (503, "application/json", '{"error": {"message": "busy"}}')
+    handler.headers_sent = {"Retry-After": retry_after}
+    with PoolragClient(url, max_retries=1) as client, pytest.raises(RemoteError) as failed:
+        client.embed_array(["a"])
+    assert failed.value.status_code == 503
+    assert handler.seen == ["/v1/models", "/v1/models"]  # waited 0.5 s, sent once more, then raised
 
 
 def test_a_page_that_is_not_json_and_another_servers_listing_are_one_line(

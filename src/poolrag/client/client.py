@@ -21,6 +21,7 @@ import functools
 import itertools
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -287,6 +288,8 @@ class PoolragClient:
         try:
             wait = float(response.headers.get("Retry-After", ""))
         except ValueError:
+            wait = math.nan
+        if not math.isfinite(wait):  # absent, an HTTP date, or "nan" / "inf"
             wait = 0.5 * 2**attempt
         logger.info("%s answered %d; sending again in %.1f s", self.base_url, response.status_code, wait)
         return min(max(wait, 0.0), MAX_RETRY_WAIT_S)
