@@ -286,7 +286,10 @@ def test_an_abort_while_the_body_is_sent_is_a_499_not_a_500(cli: tuple[str, int]
 def test_every_error_has_a_code(
     minilm_server: Served, method: str, path: str, content: bytes, status: int, code: str
 ) -> None:
-    response = httpx.request(method, f"{minilm_server.url}{path}", content=content or None, timeout=60)
+    headers = {"content-type": "application/json"}
+    response = httpx.request(
+        method, f"{minilm_server.url}{path}", content=content or None, headers=headers, timeout=60
+    )
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
 
@@ -370,7 +373,7 @@ def test_invisible_only_text_is_refused_like_empty_text(
         ("multipart/form-data; boundary=x", 415),
         ("application/json; charset=utf-8", 200),
         ("application/vnd.api+json", 200),
-        (None, 200),  # no header: read as JSON, as FastAPI does
+        (None, 415),  # a page's fetch() of a bare Blob: no header, no preflight
     ],
 )
 def test_a_body_declared_as_anything_but_json_is_refused_unread(
@@ -386,4 +389,16 @@ def test_a_body_declared_as_anything_but_json_is_refused_unread(
     assert answer.status_code == status, answer.text
     if status == 415:
         error = answer.json()["error"]
-        assert error["code"] == "unsupported_media_type" and content_type.split(";")[0] in error["message"]
+        assert error["code"] == "unsupported_media_type"
+        assert (content_type or "Content-Type: application/json").split(";")[0] in error["message"]
+
+
+def test_a_server_with_a_key_reads_a_body_with_no_content_type_as_json(minilm_engine: Engine) -> None:
+    """As FastAPI and vLLM do: a cross-site page cannot send the key, so nothing is exposed."""
+    with serve_in_thread(minilm_engine, api_key="k") as url:
+        body = json.dumps({"model": "test-model", "input": "hi"}).encode()
+        answer = httpx.post(
+            f"{url}/v1/embeddings", content=body, headers={"authorization": "Bearer k"}, timeout=60
+        )
+    assert answer.status_code == 200, answer.text
+    assert "content-type" not in answer.request.headers

@@ -410,7 +410,8 @@ def test_errors_are_teis(
 
 
 def test_unparsable_json_and_the_other_dialects_errors(minilm: Served) -> None:
-    broken = httpx.post(f"{minilm.url}/embed", content=b'{"inputs": [', timeout=30)
+    json_type = {"content-type": "application/json"}
+    broken = httpx.post(f"{minilm.url}/embed", content=b'{"inputs": [', headers=json_type, timeout=30)
     assert broken.status_code == 400 and broken.json()["error_type"] == "Validation"
     for path, body in (("/rerank", {"query": "q", "documents": []}), ("/tokenize", {"prompt": " "})):
         openai_shaped = _post(minilm.url, path, body)  # the paths' other dialects keep OpenAI's errors

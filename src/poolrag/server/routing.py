@@ -6,9 +6,9 @@ FastAPI's signature (``async def endpoint(body: SomeRequest, request: Request)``
 ``response: Response`` where the endpoint sets headers on its answer), so ``/openapi.json`` still
 documents the body model, but its handler:
 
-1. refuses a body declared as anything but JSON (415; no header is read as JSON, as FastAPI
-   does): a ``text/plain`` POST needs no CORS preflight, so without this any web page could make
-   a browser spend a keyless local server's CPU;
+1. refuses a body declared as anything but JSON (415), and on a keyless server one declared as
+   nothing: a ``text/plain`` or a bare ``Blob`` POST needs no CORS preflight, so without this any
+   web page could make a browser spend a keyless local server's CPU;
 2. parses and validates the body on a worker thread (:func:`poolrag.server.parsing.parse_body`),
    or on the loop while :func:`poolrag.loop_work.stays_on_loop` says so (the engine's rule): for a
    one-text request the two thread hops cost far more than the work they moved (a py-spy profile
@@ -79,7 +79,11 @@ def _dump(result: Any, exclude_none: bool) -> bytes:
     return result.model_dump_json(exclude_none=exclude_none).encode()
 
 
-def _check_json_media_type(content_type: str | None) -> None:
+def _check_json_media_type(content_type: str | None, keyless: bool) -> None:
+    """A keyless server also refuses a body with no ``Content-Type``: a page's ``fetch`` of a bare
+    ``Blob`` sends none and needs no preflight. With a key, such a request cannot carry it."""
+    if content_type is None and keyless:
+        raise APIError(415, "the body must be declared as JSON: send Content-Type: application/json")
     media = (content_type or "application/json").split(";")[0].strip().lower()
     if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
         raise APIError(415, f"the body must be JSON (Content-Type: application/json), not {media or '?'}")
@@ -118,7 +122,8 @@ class OffLoopRoute(APIRoute):
             return answer
 
         async def handle(request: Request) -> Response:
-            _check_json_media_type(request.headers.get("content-type"))
+            keyless = served_models(request).settings.api_key is None
+            _check_json_media_type(request.headers.get("content-type"), keyless)
             raw = await request.body()
             return await until_disconnected(request, answer(request, raw))
 
