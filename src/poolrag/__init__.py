@@ -14,6 +14,7 @@ against this list and fails on any arrow up and on any module not placed here::
     errors: the exception types every layer raises
     counts: the one rule for a count a caller passes (k, limit, top_n, batch sizes)
     text_validity: which texts a model can read (the one rule every front door applies)
+    printable: text from data made safe to show on a terminal (control and bidi characters escaped)
     image_inputs: which inputs are images (a PIL image, bytes, a path, a data URL), told without Pillow
     prompt_inputs: what a task method takes as one input (a text, a token prompt, an image), as types
     pdfium_process: pdfium in a child process with bounded memory and time (PDF pages read and drawn)

@@ -150,3 +150,22 @@ def test_a_recorded_model_name_reaches_the_terminal_escaped_and_quoted(
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err
     assert "search it with --model 'x\\x1b]0;TITLE\\x07\\x1b[31mRED --trust-remote-code'" in err
+
+
+def test_stored_text_and_source_names_reach_the_terminal_escaped(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """A document's text and its file's name are someone else's characters too: printed raw, an
+    escape sequence in either retitled and cleared the reader's terminal."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "b\x1b[31mred.txt").write_text(
+        "Cats purr \x1b]0;TITLE-HIJACK\x07 \x1b[2J when they are content."
+    )
+    common = ["--uri", str(tmp_path / "m.db"), "--collection", "c", "--cache", str(tmp_path / "c.sqlite")]
+    assert main(["ingest", str(corpus), "--model", str(minilm_path), "--quiet", *common]) == 0
+    capsys.readouterr()
+    assert main(["search", "cats", "-k", "1", "--model", str(minilm_path), *common]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "b\\x1b[31mred.txt" in out and "Cats purr \\x1b]0;TITLE-HIJACK\\x07 \\x1b[2J when" in out

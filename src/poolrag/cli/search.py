@@ -24,6 +24,7 @@ from poolrag.cli.store_options import (
 from poolrag.config.option_choices import TUNE_ENV
 from poolrag.engine_args import EngineArgs, positive_int
 from poolrag.errors import InputTooLongError, InvalidInputError
+from poolrag.printable import printable
 
 if TYPE_CHECKING:
     from poolrag.engine import Engine
@@ -154,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             snippet = " ".join(r.text.split())
-            snippet = snippet if len(snippet) <= 160 else snippet[:157] + "..."
-            print(f"{rank:>2}. {r.score:.4f}  {r.source} {_where(r)}\n    {snippet}".rstrip())
+            snippet = printable(snippet if len(snippet) <= 160 else snippet[:157] + "...")
+            print(f"{rank:>2}. {r.score:.4f}  {printable(r.source)} {_where(r)}\n    {snippet}".rstrip())
     return 0
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, Self
@@ -19,6 +18,7 @@ import numpy as np
 from poolrag.config.packaged_models import typed_identity
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import same_weights
+from poolrag.printable import printable
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.filters import MetadataFilter
@@ -39,12 +39,6 @@ CHUNK_VECTORS: tuple[str, ...] = ("per_chunk", "late")
 HybridFusion = Literal["rrf", "dbsf"] | tuple[Literal["weighted", "minmax", "adaptive"], float]
 SPARSE_KINDS: tuple[str, ...] = ("bm25", "learned")
 METADATA_KEY = "poolrag"
-#: C0/C1 controls (ESC, BEL, newlines) and bidi controls: never shown raw from a stored record
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escaped(match: re.Match[str]) -> str:
-    return match.group().encode("unicode_escape").decode("ascii")
 
 
 _CHUNK_VECTORS_SAID = {
@@ -163,7 +157,7 @@ class CollectionSpec:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         for shown in ("model_name", "model_identity"):
             if isinstance(known.get(shown), str):
-                known[shown] = _UNPRINTABLE.sub(_escaped, known[shown])
+                known[shown] = printable(known[shown])
         return cls(name=name, **known)
 
     def check_compatible(self, stored: CollectionSpec, where: str) -> None:
