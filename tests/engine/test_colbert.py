@@ -165,6 +165,27 @@ def test_truncate_prompt_tokens_shortens_queries_and_documents(folders) -> None:
     assert refused.value.param == "truncate_prompt_tokens"
 
 
+def test_a_pylate_folder_reads_its_own_lengths_not_the_saved_max_seq_length(folders) -> None:
+    """PyLate saves ``max_seq_length = document_length - 1`` (what it tokenises to before the
+    marker) and reads past it and the tokenizer's ``model_max_length``: documents run
+    ``document_length`` tokens, which is the model's length."""
+    folder = folders["pylate"]
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": DOC_LEN - 1}))
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(tokenizer_config | {"model_max_length": QUERY_LEN})
+    )
+    engine = Engine(folder)
+    assert engine.max_model_len == DOC_LEN
+    for params in (
+        PoolingParams(input_type="document"),
+        PoolingParams(input_type="document", truncate_prompt_tokens=DOC_LEN),
+    ):
+        (out,) = engine.encode(DOCUMENTS[2:], "token_embed", params)
+        assert out.num_tokens == DOC_LEN
+        np.testing.assert_allclose(out.outputs.data, _reference(folder, DOCUMENTS[2], False), atol=1e-5)
+
+
 def test_maxsim_score_is_sum_of_best_matches(folders) -> None:
     engine = Engine(folders["pylate"])
     scores = [s.outputs.score for s in engine.score(QUERIES[0], DOCUMENTS)]

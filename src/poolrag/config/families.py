@@ -183,5 +183,6 @@ def named_colbert(
         attend_to_expansion_tokens=True,
         do_query_expansion=True,
         skiplist_words=(),  # no skiplist without PyLate settings: vLLM keeps every token
+        own_lengths=False,
     )
     return spec, dense

@@ -63,6 +63,10 @@ class ColbertSpec:
     attend_to_expansion_tokens: bool
     do_query_expansion: bool
     skiplist_words: tuple[str, ...]
+    # PyLate and Stanford ColBERT tokenise to these lengths whatever the tokenizer's or
+    # sentence_bert_config.json's max length says; a ColBERT without such settings (as vLLM
+    # runs it) keeps the model's length
+    own_lengths: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,12 @@ def _max_model_len(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, requeste
     if tokenizer.model_max_length and tokenizer.model_max_length < 1_000_000:
         soft.append(int(tokenizer.model_max_length))
     derived = min(soft) if soft else 512
+    colbert = spec.colbert
+    if colbert is not None and colbert.own_lengths:
+        # PyLate sets the Transformer's max_seq_length to query_length - 1 or document_length - 1
+        # on each call and saves the last one (179 for 180): the model reads its own lengths
+        longest = max(colbert.query_length, colbert.document_length)
+        derived = min(longest, hard) if hard else longest
     if requested is None:
         return derived
     if hard is not None and requested > hard:
