@@ -4,6 +4,7 @@ config.json alone (no weights are read)."""
 from __future__ import annotations
 
 import json
+import string
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,18 @@ def test_a_cross_encoders_activation_in_its_own_config_file_wins(tmp_path: Path)
     )
     spec = load_model_spec(folder, None, False)
     assert spec.cross_encoder_activation == "torch.nn.modules.activation.Tanh"
+
+
+def test_pylate_defaults_stand_only_for_settings_absent_or_null(tmp_path: Path) -> None:
+    """As PyLate loads its settings: an empty skiplist is a skiplist (every token kept), a null
+    key takes PyLate's default (query expansion on, the punctuation skiplist)."""
+    folder = _folder(tmp_path)
+    settings = folder / "config_sentence_transformers.json"
+    settings.write_text(json.dumps({"query_length": 8, "skiplist_words": [], "do_query_expansion": None}))
+    colbert = load_model_spec(folder, None, False).colbert
+    assert colbert is not None
+    assert colbert.skiplist_words == () and colbert.do_query_expansion
+    settings.write_text(json.dumps({"query_length": 8, "skiplist_words": None, "query_prefix": None}))
+    colbert = load_model_spec(folder, None, False).colbert
+    assert colbert is not None
+    assert colbert.skiplist_words == tuple(string.punctuation) and colbert.query_prefix == "[Q] "

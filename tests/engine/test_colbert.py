@@ -186,6 +186,18 @@ def test_a_pylate_folder_reads_its_own_lengths_not_the_saved_max_seq_length(fold
         np.testing.assert_allclose(out.outputs.data, _reference(folder, DOCUMENTS[2], False), atol=1e-5)
 
 
+def test_the_skiplist_drops_document_rows_as_pylate_does(folders) -> None:
+    """PyLate drops a document token whose id a skiplist word converts to: none for an empty
+    skiplist, and [UNK] for a word that is not a token of the vocabulary."""
+    folder = folders["pylate"]
+    settings = folder / "config_sentence_transformers.json"
+    text = "snowman ☃ here, there!"  # [CLS] [D] snow ##man [UNK] here , there ! [SEP]
+    for skiplist, rows in (([], 10), (["!", "not-a-token"], 8), (None, 8)):
+        settings.write_text(json.dumps(json.loads(settings.read_text()) | {"skiplist_words": skiplist}))
+        (out,) = Engine(folder).encode([text], "token_embed", PoolingParams(input_type="document"))
+        assert out.num_tokens == 10 and out.outputs.data.shape[0] == rows, skiplist
+
+
 def test_maxsim_score_is_sum_of_best_matches(folders) -> None:
     engine = Engine(folders["pylate"])
     scores = [s.outputs.score for s in engine.score(QUERIES[0], DOCUMENTS)]

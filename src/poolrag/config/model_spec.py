@@ -393,14 +393,19 @@ def _lexical_heads(folder: Path) -> LexicalHeadsSpec | None:
 
 
 def _pylate_colbert(st_config: dict[str, Any]) -> ColbertSpec:
+    def setting(key: str, default: Any) -> Any:
+        """PyLate's default stands only for a key absent or null: an empty skiplist keeps every token."""
+        value = st_config.get(key)
+        return default if value is None else value
+
     return ColbertSpec(
-        query_prefix=st_config.get("query_prefix", "[Q] ") or None,
-        document_prefix=st_config.get("document_prefix", "[D] ") or None,
-        query_length=int(st_config.get("query_length") or 32),
-        document_length=int(st_config.get("document_length") or 180),
-        attend_to_expansion_tokens=bool(st_config.get("attend_to_expansion_tokens", False)),
-        do_query_expansion=bool(st_config.get("do_query_expansion", True)),
-        skiplist_words=tuple(st_config.get("skiplist_words") or string.punctuation),
+        query_prefix=setting("query_prefix", "[Q] ") or None,
+        document_prefix=setting("document_prefix", "[D] ") or None,
+        query_length=int(setting("query_length", 32)),
+        document_length=int(setting("document_length", 180)),
+        attend_to_expansion_tokens=bool(setting("attend_to_expansion_tokens", False)),
+        do_query_expansion=bool(setting("do_query_expansion", True)),
+        skiplist_words=tuple(setting("skiplist_words", string.punctuation)),
     )
 
 

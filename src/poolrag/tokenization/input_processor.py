@@ -531,8 +531,8 @@ class InputProcessor:
             return int(token_id)
 
         expansion = tok.mask_token_id if tok.mask_token_id is not None else tok.eos_token_id
+        # as PyLate: a word that is not a token converts to [UNK], which documents then drop
         skip = {tok.convert_tokens_to_ids(w) for w in spec.skiplist_words}
-        skip.discard(tok.unk_token_id)
         return {
             "query": marker(spec.query_prefix),
             "document": marker(spec.document_prefix),
