@@ -40,3 +40,19 @@ def test_label_change_and_min_score_split_and_filter() -> None:
     entities = group_entities(text, offsets, _probs([3, 2], confidence=0.6), LABELS, min_score=0.5)
     assert [(e.label, e.text) for e in entities] == [("LOC", "Paris"), ("PER", "Hilton")]
     assert group_entities(text, offsets, _probs([3, 2], confidence=0.6), LABELS, min_score=0.7) == []
+
+
+def test_a_tag_without_prefix_reads_as_i_so_io_tagged_words_merge() -> None:
+    """IO tagging (``PER``, no B-/I-), as Hugging Face's simple aggregation reads it."""
+    io_labels = {0: "O", 1: "PER", 2: "LOC", 3: "ORG", 4: "MISC"}
+    text = "Ada Lovelace visited New York"
+    offsets = [(0, 0), (0, 3), (4, 12), (13, 20), (21, 24), (25, 29), (0, 0)]
+    entities = group_entities(text, offsets, _probs([0, 1, 1, 0, 2, 2, 0]), io_labels)
+    assert [(e.label, e.text) for e in entities] == [("PER", "Ada Lovelace"), ("LOC", "New York")]
+    entities = group_entities(text, offsets, _probs([0, 1, 2, 0, 2, 3, 0]), io_labels)
+    assert [(e.label, e.text) for e in entities] == [
+        ("PER", "Ada"),
+        ("LOC", "Lovelace"),
+        ("LOC", "New"),
+        ("ORG", "York"),
+    ]

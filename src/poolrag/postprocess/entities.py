@@ -18,9 +18,10 @@ class Entity:
 
 
 def _split_tag(tag: str) -> tuple[str, str]:
+    """(prefix, label); a label without a prefix (IO tagging) reads as I-, as HF's ``get_tag``."""
     if len(tag) > 2 and tag[1] in "-_" and tag[0] in "BIES":
         return tag[0], tag[2:]
-    return ("O", "") if tag == "O" else ("B", tag)
+    return ("O", "") if tag == "O" else ("I", tag)
 
 
 def group_entities(
@@ -30,11 +31,18 @@ def group_entities(
     id2label: Mapping[int, str],
     min_score: float = 0.0,
 ) -> list[Entity]:
-    """Merge B-/I- tagged tokens into spans.
+    """Merge tagged tokens into spans as Hugging Face's ``aggregation_strategy="simple"`` does,
+    but for word pieces.
 
     ``offsets`` are the tokenizer's (start, end) per token, with (0, 0) for special tokens, which
-    are skipped. A new entity starts at a B- tag, at a label change, or at an I- tag that follows O
-    (lenient decoding, as Hugging Face's "simple" aggregation does).
+    are skipped. Each token takes its most probable tag. As in HF: O ends an entity; an I- tag
+    continues the entity before it when the label is the same, else starts one (lenient after O);
+    a tag without a prefix (IO tagging, ``PER``) reads as I-, so consecutive ``PER`` words are one
+    entity; a B- tag starts an entity. Unlike HF: a B- tag on a piece that starts where the entity
+    before it ends, with the same label and no space between, continues it (a model that tags
+    every piece of a word B-, as rampart-pii does e-mail addresses, gives one entity where HF
+    gives one per piece); E- continues and S- starts an entity (BIOES), and ``B_``/``I_`` are read
+    as ``B-``/``I-`` (HF reads these tags as labels of their own).
     """
     entities: list[Entity] = []
     current: tuple[str, int, int, list[float]] | None = None
