@@ -260,5 +260,5 @@ class InProcessEngine(PoolingEngine, Protocol):
         text_2: str | Sequence[str],
         pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
-        """Every label's probability for each pair read jointly (an NLI model's pairs)."""
+        """Every label's score for each pair read jointly (an NLI model's pairs), as CrossEncoder.predict."""
         ...

@@ -49,6 +49,7 @@ from poolrag.outputs import (
     ScoringOutput,
 )
 from poolrag.params import MULTI_VECTOR_TASK, PoolingParams, PoolingTask
+from poolrag.pooling.heads import activate, to_numpy
 from poolrag.postprocess.entities import Entity, group_entities
 from poolrag.prompt_inputs import Prompts, ScoreInput, ScoreSide
 from poolrag.request import PoolingRequest, ResolvedParams
@@ -686,9 +687,12 @@ class Engine:
         text_2: str | Sequence[str],
         pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
-        """Every label's probability for each (``text_1``, ``text_2``) pair read jointly, paired
-        1:1, 1:N or N:N as :meth:`score` pairs them: what ``CrossEncoder.predict`` gives for an NLI
-        model's pairs (entailment, neutral, contradiction), where :meth:`score` wants one label."""
+        """Every label's score for each (``text_1``, ``text_2``) pair read jointly, paired 1:1,
+        1:N or N:N as :meth:`score` pairs them: what ``CrossEncoder.predict`` gives for an NLI
+        model's pairs (entailment, neutral, contradiction), where :meth:`score` wants one label.
+        As ``predict``, the activation is the one a CrossEncoder saved in the folder, else a
+        sigmoid for one label and the logits for several (``classify`` takes vLLM's softmax
+        there); a ``pooler_config`` activation wins, and ``use_activation=False`` gives the logits."""
         return self._drive(self._pair_classify_steps(text_1, text_2, pooling_params))
 
     async def aclassify_pairs(
@@ -705,7 +709,17 @@ class Engine:
     ) -> Steps[list[PoolingRequestOutput[ClassificationOutput]]]:
         # every model kind that classifies reads a pair jointly (its score kind is cross-encoder)
         pairs = self._pipeline.processor.checked_pairs(text_1, text_2)
-        steps = self._joint_pair_steps(pairs, "classify", pooling_params, None, ClassificationOutput)
+        params = pooling_params or PoolingParams()
+        activation = self._pipeline.pair_activation
+        if activation == self.classify_activation or not self._resolve("classify", params).use_activation:
+            steps = self._joint_pair_steps(pairs, "classify", params, None, ClassificationOutput)
+        else:  # CrossEncoder.predict's activation, not classify's: the head's logits, activated here
+
+            def predicted(logits: np.ndarray) -> ClassificationOutput:
+                return ClassificationOutput(to_numpy(activate(torch.from_numpy(logits), activation)))
+
+            raw = params.with_updates(use_activation=False)
+            steps = self._joint_pair_steps(pairs, "classify", raw, None, predicted)
         return (yield from steps)
 
     def _joint_pair_steps(

@@ -121,7 +121,7 @@ class UnsupportedTaskError(InvalidInputError):
         if task == "score" and "classify" in supported:  # a two-label "reranker" (relevant / not)
             hint = (
                 "; a sequence classifier scores pairs as a cross-encoder only with one label, and this "
-                "one has several: Engine.classify_pairs gives each label's probability for a pair"
+                "one has several: Engine.classify_pairs gives each label's score for a pair"
             )
         super().__init__(
             f"task {task!r} is not supported by this model; supported tasks: {', '.join(supported) or 'none'}"

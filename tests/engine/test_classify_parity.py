@@ -69,26 +69,56 @@ def test_cross_encoder_score_matches_crossencoder_predict(tiny_model, arch: str)
 def test_pairs_through_a_classifier_of_several_labels_match_crossencoder_predict(
     tiny_model, arch: str
 ) -> None:
-    """An NLI model's pairs: every label's probability, as ``CrossEncoder.predict(apply_softmax=True)``
-    gives it; ``score`` wants one label and refuses this model."""
+    """An NLI model's pairs: every label's score as ``CrossEncoder.predict`` gives it (the logits
+    of a folder no CrossEncoder saved, where ``classify`` takes vLLM's softmax); ``score`` wants
+    one label and refuses this model."""
     folder = tiny_model(arch, head="sequence", num_labels=3)
     engine = Engine(folder)
     premises, hypotheses = SENTENCES, list(reversed(SENTENCES))
     cross_encoder = CrossEncoder(str(folder), device="cpu")
-    reference = cross_encoder.predict(list(zip(premises, hypotheses, strict=True)), apply_softmax=True)
+    reference = cross_encoder.predict(list(zip(premises, hypotheses, strict=True)))
     ours = engine.classify_pairs(premises, hypotheses)
     np.testing.assert_allclose([out.outputs.probs for out in ours], reference, atol=1e-5)
     raw = engine.classify_pairs(premises, hypotheses, PoolingParams(use_activation=False))
-    logits = cross_encoder.predict(list(zip(premises, hypotheses, strict=True)))
-    np.testing.assert_allclose([out.outputs.probs for out in raw], logits, atol=1e-5)
+    np.testing.assert_allclose([out.outputs.probs for out in raw], reference, atol=1e-5)
     one_to_many = engine.classify_pairs(premises[0], hypotheses)  # 1:N, as score pairs them
     np.testing.assert_allclose(
         [out.outputs.probs for out in one_to_many],
-        cross_encoder.predict([(premises[0], h) for h in hypotheses], apply_softmax=True),
+        cross_encoder.predict([(premises[0], h) for h in hypotheses]),
         atol=1e-5,
     )
+    assert engine.classify_activation == "softmax"
     with pytest.raises(UnsupportedTaskError):
         engine.score(premises, hypotheses)
+
+
+@pytest.mark.parametrize(
+    ("num_labels", "saved", "config"),
+    [
+        (3, torch.nn.Sigmoid(), {}),
+        (3, torch.nn.Softmax(dim=-1), {}),
+        (3, None, {}),  # sentence-transformers saves its default, Identity
+        (1, None, {}),  # Sigmoid saved
+        (1, torch.nn.Tanh(), {}),
+        (1, "unsaved", {"problem_type": "regression"}),  # classify gives the value, predict a sigmoid
+        (3, "unsaved", {"problem_type": "multi_label_classification"}),  # classify: sigmoids
+    ],
+)
+def test_classify_pairs_applies_what_crossencoder_predict_applies(
+    tiny_model, tmp_path, num_labels: int, saved: object, config: dict[str, str]
+) -> None:
+    """On a folder a CrossEncoder saved (its activation_fn) and on a plain transformers folder."""
+    folder = tiny_model("bert", head="sequence", num_labels=num_labels, **config)
+    if saved != "unsaved":
+        options = {} if saved is None else {"activation_fn": saved}
+        CrossEncoder(str(folder), device="cpu", **options).save(str(tmp_path / "saved"))
+        folder = tmp_path / "saved"
+    pairs = list(zip(SENTENCES, reversed(SENTENCES), strict=True))
+    reference = CrossEncoder(str(folder), device="cpu").predict(pairs)
+    ours = Engine(folder).classify_pairs([p for p, _ in pairs], [h for _, h in pairs])
+    np.testing.assert_allclose(
+        np.array([out.outputs.probs for out in ours]).reshape(reference.shape), reference, atol=1e-5
+    )
 
 
 def test_pairs_are_refused_by_a_model_that_reads_single_texts(tiny_model) -> None:

@@ -261,11 +261,17 @@ def test_predict_classifies_texts_and_scores_pairs(
 
 
 def test_predict_reads_a_pair_through_a_classifier_of_several_labels(classifier_server: Served) -> None:
-    """An NLI model's premise and hypothesis: every label, as ``CrossEncoder.predict`` on the pair."""
+    """An NLI model's premise and hypothesis read jointly, as ``CrossEncoder.predict`` reads the
+    pair: every label, through the model's activation as a text's (this multi-label model's
+    sigmoid), where ``classify_pairs`` gives ``CrossEncoder.predict``'s logits."""
     classifier = classifier_server.engine
     premise, hypothesis = TEXTS[0], QUERY
     got = _ok(_post(classifier_server.url, "/predict", {"inputs": [premise, hypothesis]}))
-    probs = classifier.classify_pairs(premise, hypothesis)[0].outputs.probs
+    logits = classifier.classify_pairs(premise, hypothesis, PoolingParams(use_activation=False))[
+        0
+    ].outputs.probs
+    assert classifier.classify_activation == "sigmoid"
+    probs = 1 / (1 + np.exp(-logits))
     assert [p["label"] for p in got] == [classifier.id2label[i] for i in np.argsort(-probs, kind="stable")]
     np.testing.assert_allclose([p["score"] for p in got], np.sort(probs)[::-1], atol=1e-6)
     alone = classifier.classify([premise])[0].outputs.probs

@@ -25,7 +25,7 @@ from poolrag.config.positions import usable_positions
 from poolrag.config.registry import default_pooling
 from poolrag.core.executor import ModelExecutor
 from poolrag.core.recipes import RECIPES, LoadContext, Recipe
-from poolrag.core.task_heads import HeadContext, classify_activation
+from poolrag.core.task_heads import HeadContext, classify_activation, pair_activation
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.model_loader import load_projection
 from poolrag.loading.native_loader import ModelImpl
@@ -65,6 +65,8 @@ class Pipeline:
     embedding_dim: int | None
     classify_activation: ActivationName
     fingerprint: str
+    # classify_pairs': CrossEncoder.predict's, which differs from classify's where no CrossEncoder saved one
+    pair_activation: ActivationName
     # how many columns returned_token_ids may index for reward or token_classify (labels or vocabulary rows)
     head_columns: int | None = None
     # a task served by another task's pooler (a reward model's token_classify is its reward)
@@ -243,6 +245,7 @@ def build_pipeline(
         embedding_dim=heads.embedding_dim,
         classify_activation=activation,
         fingerprint=fingerprint(spec),
+        pair_activation=pair_activation(spec, pooler),
         head_columns=heads.head_columns,
         task_aliases=task_aliases(kind, spec),
         token_normalize=pooler_override.normalize_switch() if "token_embed" in tasks else None,

@@ -82,6 +82,19 @@ def classify_activation(spec: ModelSpec, pooler: PoolerConfig, task: str = "clas
     return fallback
 
 
+def pair_activation(spec: ModelSpec, pooler: PoolerConfig) -> ActivationName:
+    """What ``CrossEncoder.predict`` applies to a pair's logits (``classify_pairs``): the pooler
+    config's, else the one a CrossEncoder saved, else sentence-transformers' default, a sigmoid
+    for one label and none for several (it reads no ``problem_type``). Where no CrossEncoder
+    saved one, ``classify`` of several labels takes vLLM's softmax instead."""
+    if pooler.activation_function is not None:
+        return pooler.activation_function
+    named = activation_class(spec.cross_encoder_activation or "", tuple(_CROSS_ENCODER_ACTIVATIONS))
+    if named is not None:
+        return _CROSS_ENCODER_ACTIVATIONS[named]
+    return "sigmoid" if spec.num_labels < 2 else "identity"
+
+
 @dataclass(slots=True)
 class HeadContext:
     """What every kind's pooler builder may read."""

@@ -17,10 +17,13 @@ def sigmoid(logits: np.ndarray) -> np.ndarray:
 
 
 def activated(logits: np.ndarray, function: str) -> np.ndarray:
-    """``logits`` through ``function``: ``"sigmoid"``, ``"softmax"`` or ``"none"``."""
+    """``logits`` through ``function``: ``"sigmoid"``, ``"softmax"``, ``"tanh"`` (a CrossEncoder
+    saved with it) or ``"none"``."""
     if function == "sigmoid":
         return sigmoid(logits)
     if function == "softmax":
         shifted = np.exp(logits - logits.max())
         return shifted / shifted.sum()
+    if function == "tanh":
+        return np.tanh(logits)
     return logits

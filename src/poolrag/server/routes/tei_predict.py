@@ -127,15 +127,15 @@ async def predict(body: TeiPredictRequest, request: Request, response: Response)
         function = "sigmoid"  # TEI's, whatever activation the folder names
     elif function is None and state.engine.classify_activation == "identity":
         function = "softmax"  # TEI's for several labels (sentence-transformers 6 saves them as Identity)
-    use_activation = None if function is None else False  # the logits, activated below
-    params = PoolingParams(use_activation=use_activation, truncate=tei_truncate(body))
+    elif function is None:  # the model's, a pair's too (classify_pairs' own is CrossEncoder.predict's)
+        function = state.engine.classify_activation
+    params = PoolingParams(use_activation=False, truncate=tei_truncate(body))  # the logits, activated below
     try:
         scores, outputs = await _scores(state, route_path(request.scope), sequences, params)
     except InvalidTextError as error:  # the engine's input or pair, named as this request gave it
         raise _named(error, sequences, batch) from None
     report_truncated(response, outputs)
-    if function is not None:
-        scores = [activated(s, function) for s in scores]
+    scores = [activated(s, function) for s in scores]
     id2label = state.engine.id2label
     predictions = [_predictions(s, id2label, options.top_k) for s in scores]
     return TeiPredictResponse(predictions if batch else predictions[0])
