@@ -41,6 +41,33 @@ def test_bert_splade_sparse_embedding_model_is_splade(tmp_path: Path, minilm_pat
         np.testing.assert_allclose(vector.values, expected[np.flatnonzero(expected)], atol=1e-5)
 
 
+def test_bert_splade_sparse_embedding_model_pools_as_vllm_without_the_configs_cls_and_sep(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """vLLM's ``SPLADESparsePooler`` under that name leaves out a first token that is the config's
+    ``cls_token_id`` and a last that is its ``sep_token_id``; a config naming neither (BERT's
+    own) keeps both, as above."""
+    import torch
+    import transformers
+
+    folder = build_splade(tmp_path / "st", minilm_path)
+    bare = shutil.copytree(folder, tmp_path / "bare", ignore=shutil.ignore_patterns("modules.json"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(bare)
+    ends = {"cls_token_id": tokenizer.cls_token_id, "sep_token_id": tokenizer.sep_token_id}
+    engine = Engine(bare, hf_overrides=SPLADE | ends)
+    model = transformers.AutoModelForMaskedLM.from_pretrained(bare).eval()
+    for text, vector in zip(SENTENCES[:3], engine.sparse_embed(SENTENCES[:3]), strict=True):
+        with torch.no_grad():
+            logits = model(**tokenizer(text, return_tensors="pt")).logits[0]
+        expected = torch.log1p(torch.relu(logits[1:-1])).amax(0).numpy()
+        np.testing.assert_array_equal(vector.indices, np.flatnonzero(expected))
+        np.testing.assert_allclose(vector.values, expected[np.flatnonzero(expected)], atol=1e-5)
+    (nothing_else,) = engine.sparse_embed(
+        [{"prompt_token_ids": [tokenizer.cls_token_id, tokenizer.sep_token_id]}]
+    )
+    assert len(nothing_else) == 0
+
+
 def test_bge_m3_embedding_model_is_the_bge_m3_family(tmp_path: Path, minilm_path: Path) -> None:
     folder = build_bge_m3(tmp_path / "m3", minilm_path)
     plain, named = Engine(folder), Engine(folder, hf_overrides=BGE_M3)

@@ -543,10 +543,12 @@ ENTRIES: tuple[Entry, ...] = (
         "encoder",
         "`*ForMaskedLM` in a sentence-transformers `SparseEncoder` folder (`SpladePooling` module), "
         'or with `pooler_config={"pooling_type": "SPLADE"}` (max pooling); or a `BertForMaskedLM` '
-        "checkpoint named `BertSpladeSparseEmbeddingModel` (vLLM's name, through `hf_overrides`)",
+        "checkpoint named `BertSpladeSparseEmbeddingModel` (vLLM's name, through `hf_overrides`: "
+        "vLLM's pooling, which leaves out the tokens the config names `cls_token_id` and `sep_token_id`)",
         (
             "tiny random BertForMaskedLM `SparseEncoder` folders (max and sum, relu and log1p_relu, "
-            "`Transformer` and legacy `MLMTransformer` modules) vs sentence-transformers `SparseEncoder`",
+            "`Transformer` and legacy `MLMTransformer` modules) vs sentence-transformers `SparseEncoder`; "
+            "under vLLM's name with those ids in the config, vs vLLM's pooling by hand",
         ),
     ),
     Entry(

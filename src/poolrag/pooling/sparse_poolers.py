@@ -20,7 +20,7 @@ from poolrag.params import MULTI_VECTOR_TASK
 from poolrag.pooling.heads import MatryoshkaHead, to_numpy
 from poolrag.pooling.methods import PoolingMethod
 from poolrag.request import PoolingRequest
-from poolrag.runner.forward_output import ForwardOutput
+from poolrag.runner.forward_output import ForwardOutput, PackedStates
 
 
 def sparse_entries(indices: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -68,17 +68,21 @@ class SpladePooler:
         pooling_strategy: str,
         activation_function: str,
         max_active_dims: int | None = None,
+        dropped_ends: tuple[int | None, int | None] = (None, None),
     ) -> None:
         self.mlm_head = mlm_head
         self.max_active_dims = max_active_dims  # the folder's, where a call names none
         self.rows_per_chunk = max(1, _LOGITS_BUDGET // vocab_size)
         self.reduce_max = pooling_strategy == "max"
         self.twice = activation_function == "log1p_relu"
+        # token ids left out of the pooling at a sequence's start and end (vLLM's
+        # BertSpladeSparseEmbeddingModel: the config's cls_token_id and sep_token_id)
+        self.dropped_ends = dropped_ends
 
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
         tokens = output.tokens
         assert tokens is not None
-        lengths = tokens.lengths.tolist()
+        states, lengths = self._pooled_rows(tokens)
         budget = self.rows_per_chunk
         results: list[np.ndarray] = []
         first, row = 0, 0
@@ -87,7 +91,7 @@ class SpladePooler:
             while last < len(lengths) and (last == first or rows + lengths[last] <= budget):
                 rows += lengths[last]
                 last += 1
-            pooled = self._pool(tokens.states[row : row + rows], lengths[first:last])
+            pooled = self._pool(states[row : row + rows], lengths[first:last])
             for i, request in enumerate(requests[first:last]):
                 limit = request.params.max_active_dims or self.max_active_dims
                 if limit is not None:
@@ -96,13 +100,33 @@ class SpladePooler:
             first, row = last, row + rows
         return results
 
+    def _pooled_rows(self, tokens: PackedStates) -> tuple[torch.Tensor, list[int]]:
+        """The rows to pool and each sequence's count of them: every row, or all but a first row
+        holding ``dropped_ends[0]`` and a last holding ``dropped_ends[1]`` (as vLLM's
+        ``SPLADESparsePooler``; a sequence left with no row pools to zeros)."""
+        head, tail = self.dropped_ends
+        if head is None and tail is None:
+            return tokens.states, tokens.lengths.tolist()
+        ids, lengths = tokens.token_ids, tokens.lengths
+        keep = torch.ones_like(ids, dtype=torch.bool)
+        firsts = tokens.offsets
+        for rows, token_id in ((firsts, head), (firsts + lengths - 1, tail)):
+            if token_id is not None:
+                keep[rows[ids[rows] == token_id]] = False
+        sequence = torch.repeat_interleave(torch.arange(len(lengths), device=ids.device), lengths)
+        kept = torch.bincount(sequence[keep], minlength=len(lengths))
+        return tokens.states[keep], kept.tolist()
+
     def _pool(self, states: torch.Tensor, lengths: list[int]) -> torch.Tensor:
-        """``[len(lengths), V]`` pooled weights of consecutive sequences."""
+        """``[len(lengths), V]`` pooled weights of consecutive sequences (zeros for one of no rows)."""
         weights = torch.log1p(torch.relu(self.mlm_head(states).float()))
         if self.twice:
             weights = torch.log1p(weights)
         parts = torch.split(weights, lengths)
-        return torch.stack([p.amax(0) if self.reduce_max else p.sum(0) for p in parts])
+        empty = weights.new_zeros(weights.shape[-1])
+        return torch.stack(
+            [empty if not len(p) else p.amax(0) if self.reduce_max else p.sum(0) for p in parts]
+        )
 
 
 class LexicalHeadsPooler:
