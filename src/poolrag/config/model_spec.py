@@ -27,6 +27,8 @@ from poolrag.config.registry import (
     CAUSAL_LM_AUTO_CLASS,
     MASKED_LM_AUTO_CLASS,
     ST_POOLING_MODES,
+    VLLM_SPARSE_NAMES,
+    ModelKind,
     Role,
     check_model_type,
     decoder_model_types,
@@ -77,6 +79,9 @@ class SpladeSpec:
     pooling_strategy: str = "max"
     activation_function: str = "relu"
     max_active_dims: int | None = None  # the folder's default: keep this many largest weights
+    # token ids left out at a sequence's start and end: vLLM's BertSpladeSparseEmbeddingModel
+    # drops the config's cls_token_id and sep_token_id (sentence-transformers keeps every token)
+    dropped_ends: tuple[int | None, int | None] = (None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +303,7 @@ def load_model_spec(
         convert=convert,
         role=role,
         bidirectional=bidirectional,
-        splade=_with_max_active_dims(st.splade, _positive_count(st_config, "max_active_dims", path)),
+        splade=_splade(st.splade, st_config, hf_config, architecture, path),
         lexical_heads=_lexical_heads(transformer_path),
         encoder_only=encoder_only,
     )
@@ -367,9 +372,24 @@ def _positive_count(st_config: dict[str, Any], key: str, folder: Path) -> int | 
     return value
 
 
-def _with_max_active_dims(splade: SpladeSpec | None, value: int | None) -> SpladeSpec | None:
-    """A SparseEncoder's ``max_active_dims``: what its vectors keep when a call does not say."""
-    return splade if splade is None or value is None else replace(splade, max_active_dims=value)
+def _splade(
+    folder_splade: SpladeSpec | None,
+    st_config: dict[str, Any],
+    hf_config: PretrainedConfig,
+    architecture: str,
+    folder: Path,
+) -> SpladeSpec | None:
+    """The SparseEncoder's pooling with its ``max_active_dims`` (what its vectors keep when a call
+    does not say); under vLLM's name, vLLM's pooling, which reads no sentence-transformers file."""
+    if VLLM_SPARSE_NAMES.get(architecture) is ModelKind.SPLADE:
+        ends = (getattr(hf_config, "cls_token_id", None), getattr(hf_config, "sep_token_id", None))
+        return SpladeSpec(dropped_ends=ends)
+    value = _positive_count(st_config, "max_active_dims", folder)
+    return (
+        folder_splade
+        if folder_splade is None or value is None
+        else replace(folder_splade, max_active_dims=value)
+    )
 
 
 def _splade_from_st(cfg: dict[str, Any], folder: Path) -> SpladeSpec:

@@ -17,7 +17,6 @@ from transformers import PreTrainedTokenizerBase
 
 from poolrag.config.model_spec import ModelSpec, SpladeSpec
 from poolrag.config.pooler_config import SENTENCE_POOLING, PoolerConfig
-from poolrag.config.registry import VLLM_SPARSE_NAMES, ModelKind
 from poolrag.config.st_activations import activation_class
 from poolrag.errors import ModelLoadError
 from poolrag.loading.decoder_loader import DecoderParts
@@ -228,11 +227,6 @@ def step_reward_heads(ctx: HeadContext) -> TaskHeads:
 def splade_heads(ctx: HeadContext) -> TaskHeads:
     assert ctx.mlm_head is not None
     splade = ctx.spec.splade or SpladeSpec()  # a bare ForMaskedLM with pooling_type SPLADE: max, relu
-    dropped: tuple[int | None, int | None] = (None, None)
-    if VLLM_SPARSE_NAMES.get(ctx.spec.architecture) is ModelKind.SPLADE:  # vLLM's pooler under vLLM's name
-        config = ctx.spec.hf_config
-        splade = SpladeSpec()
-        dropped = (getattr(config, "cls_token_id", None), getattr(config, "sep_token_id", None))
     return TaskHeads(
         {
             "sparse_embed": SpladePooler(
@@ -241,7 +235,7 @@ def splade_heads(ctx: HeadContext) -> TaskHeads:
                 splade.pooling_strategy,
                 splade.activation_function,
                 splade.max_active_dims,
-                dropped,
+                splade.dropped_ends,
             )
         }
     )
