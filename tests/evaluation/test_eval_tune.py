@@ -1,5 +1,6 @@
-"""``poolrag.evaluation.tune``: the folds, the paired test, local fusion of fetched legs, and the
-cross-validation's choice, on legs written by hand so every expected value can be worked out."""
+"""``poolrag.evaluation.tune``: the folds, the paired test, local fusion of fetched legs, a candidate's
+run widened as the table's rows are, and the cross-validation's choice, on legs written by hand so
+every expected value can be worked out."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 from poolrag.errors import InvalidInputError
 from poolrag.evaluation.run import CORPUS_ID_KEY
 from poolrag.evaluation.tune import (
+    LegSource,
     QueryLegs,
     Setting,
+    candidate_run,
     candidate_settings,
     cross_validate,
     fused_documents,
@@ -93,6 +96,33 @@ def test_a_rerank_share_reorders_the_fused_chunks_by_the_cross_encoder() -> None
     assert [d for d, _ in fused_documents(legs, Setting(("minmax", 0.0), 1.0), 3)] == ["c", "b", "a"]
 
 
+def test_a_candidate_run_widens_until_k_documents_remain_fetching_deeper_legs_as_the_table_does() -> None:
+    """One long document fills the first 3k chunks (and the legs' first 50): the run widens 9, 18,
+    36, then every one of the 62 chunks, as the table's rows widen, and asks for legs that deep."""
+    dense = [_hit(f"long#{i}", 1.0 - i / 100) for i in range(60)] + [_hit("b#0", 0.3), _hit("c#0", 0.2)]
+    sparse = [_hit("c#0", 5.0), _hit("long#0", 1.0)]
+    asked: list[int] = []
+
+    def source(depth: int) -> QueryLegs:
+        asked.append(depth)
+        return QueryLegs(dense[:depth], sparse[:depth])
+
+    run = candidate_run({"q": source}, Setting(("minmax", 0.0)), k=3, depth=9, chunks=len(dense))
+    assert [doc for doc, _ in run["q"]] == ["long", "b", "c"]  # dense alone: dense's order
+    assert asked == [50, 50, 50, 62]
+    asked.clear()
+    run = candidate_run({"q": source}, Setting("rrf"), k=3, depth=9, chunks=len(dense), prefetch=20)
+    assert [doc for doc, _ in run["q"]] == ["long", "c"]  # legs 20 deep hold no third document
+    assert asked == [20, 20, 20]  # --prefetch fixes the legs: 21 chunks in all, short of 36
+
+
+def _fixed(legs: dict[str, QueryLegs]) -> dict[str, LegSource]:
+    """Legs written by hand, whole at every depth asked."""
+    return {
+        query_id: (lambda _depth, query_legs=query_legs: query_legs) for query_id, query_legs in legs.items()
+    }
+
+
 def test_dense_alone_comes_first_among_candidates_and_rerank_shares_only_with_a_reranker() -> None:
     plain = candidate_settings()
     assert plain[0] == Setting(("minmax", 0.0))
@@ -121,7 +151,9 @@ def _sparse_wins_set(queries: int) -> tuple[dict[str, QueryLegs], dict, dict]:
 
 def test_cross_validation_picks_sparse_where_it_wins_and_reports_held_out_scores() -> None:
     legs, qrels, dense_run = _sparse_wins_set(12)
-    report = cross_validate(legs, qrels, dense_run, k=3, depth=3, prefetch=3, folds=4, seed=0)
+    report = cross_validate(
+        _fixed(legs), qrels, dense_run, k=3, depth=3, chunks=3, prefetch=3, folds=4, seed=0
+    )
     assert report.dense["mrr@3"] == pytest.approx(0.5)
     assert report.held_out["mrr@3"] == pytest.approx(1.0)
     assert set(report.held_out) == {"recall@3", "mrr@3", "ndcg@3"}
@@ -142,7 +174,7 @@ def test_where_sparse_never_helps_the_choice_is_dense_alone_and_never_below_it()
         )
         qrels[f"q{i}"] = {f"r{i}": 1}
         dense_run[f"q{i}"] = [(f"r{i}", 0.9), (f"w{i}", 0.2)]
-    report = cross_validate(legs, qrels, dense_run, k=2, depth=2, prefetch=2, folds=5)
+    report = cross_validate(_fixed(legs), qrels, dense_run, k=2, depth=2, chunks=2, prefetch=2, folds=5)
     assert report.record.fusion == ("minmax", 0.0)
     assert report.held_out == report.dense
     assert report.comparison.p_value == 1.0 and report.comparison.ties == 10

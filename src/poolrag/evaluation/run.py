@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,6 +173,21 @@ def documents_of(results: Sequence[SearchResult]) -> list[tuple[str, float]]:
         if doc_id not in best or result.score > best[doc_id]:
             best[doc_id] = result.score
     return sorted(best.items(), key=lambda pair: -pair[1])
+
+
+def widened_documents(
+    documents: Callable[[int], tuple[int, list[tuple[str, float]]]], depth: int, k: int, stored: int
+) -> list[tuple[str, float]]:
+    """``documents(chunks)``: how many chunks a search for ``chunks`` found, and the document run they
+    give; searched ``depth`` chunks deep, then twice as deep until k distinct documents remain or every
+    one of the ``stored`` chunks was searched (long documents fill 3k chunks with a few documents, and
+    a relevant one past them counted as missed). Every mode and every ``--tune`` candidate widens by
+    this one rule, so their runs compare."""
+    while True:
+        found, ranked = documents(depth)
+        if len(ranked) >= k or found < depth or depth >= stored:
+            return ranked
+        depth = min(2 * depth, stored)
 
 
 class _RememberingReranker(CrossEncoderReranker):
@@ -332,15 +347,14 @@ class Evaluation:
         k: int,
         stored: int,
     ) -> list[tuple[str, float]]:
-        """The query's ranked documents, each at its best chunk: the search is widened until k
-        distinct documents remain or every chunk was searched (long documents fill 3k chunks with
-        a few documents, and a relevant one past them counted as missed)."""
-        while True:
-            hits = self._search(retriever, query, mode, depth, prefetch)
-            ranked = documents_of(hits)
-            if len(ranked) >= k or len(hits) < depth or depth >= stored:
-                return ranked
-            depth = min(2 * depth, stored)
+        """The query's ranked documents, each at its best chunk, widened as :func:`widened_documents`
+        says."""
+
+        def documents(chunks: int) -> tuple[int, list[tuple[str, float]]]:
+            hits = self._search(retriever, query, mode, chunks, prefetch)
+            return len(hits), documents_of(hits)
+
+        return widened_documents(documents, depth, k, stored)
 
     @staticmethod
     def _search(

@@ -10,15 +10,18 @@ with per-query wins / ties / losses and a paired sign-flip permutation test.
 It is cheap because nothing is searched twice: each query's dense and sparse legs are fetched once,
 ``prefetch`` deep (and, with a reranker, the cross-encoder scores every chunk in either leg once);
 every candidate is then fused here by the stores' own rules (:func:`poolrag.stores.hybrid.fuse_legs`
-and :func:`poolrag.retrieval.fusion.fuse_second_stage`). Dense alone (sparse share 0, reranker share
-0) is a candidate, and ties go to the earlier candidate, so where sparse evidence does not help on
-the training folds the choice is plain dense.
+and :func:`poolrag.retrieval.fusion.fuse_second_stage`). A candidate's run widens as the table's
+rows do (:func:`poolrag.evaluation.run.widened_documents`: long documents fill the first chunks, so
+the fused list grows until k documents remain), the legs then fetched once more at each new depth,
+so each candidate is scored as its own row of the table would be. Dense alone
+(sparse share 0, reranker share 0) is a candidate, and ties go to the earlier candidate, so where
+sparse evidence does not help on the training folds the choice is plain dense.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +29,7 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.evaluation.beir import BeirDataset
 from poolrag.evaluation.metrics import DEFAULT_METRICS, Qrels, evaluate_per_query
-from poolrag.evaluation.run import CORPUS_ID_KEY, Evaluation
+from poolrag.evaluation.run import CORPUS_ID_KEY, Evaluation, widened_documents
 from poolrag.retrieval.funnel import Retriever
 from poolrag.retrieval.fusion import ScoreNormalisation, SecondStage, descending_order, fuse_second_stage
 from poolrag.retrieval.rerank import CrossEncoderReranker
@@ -135,24 +138,50 @@ class QueryLegs:
     rerank_scores: dict[str, float] | None = None
 
 
+#: A query's legs fetched that many chunks deep.
+LegSource = Callable[[int], QueryLegs]
+
+
 def fetch_legs(
     retriever: Retriever,
     text: str,
     prefetch: int,
     reranker: CrossEncoderReranker | None = None,
+    scored: dict[str, float] | None = None,
 ) -> QueryLegs:
     """The legs a hybrid search of ``text`` would fuse (the dense one through the funnel's re-score
-    when the collection stores smaller vectors), fetched once for every candidate."""
+    when the collection stores smaller vectors), fetched once for every candidate. ``scored``: the
+    cross-encoder's scores of chunks already scored for this query, added to, not scored again."""
     dense = retriever.search(text, prefetch, mode="dense")
     sparse = retriever.search(text, prefetch, mode="sparse")
     scores = None
     if reranker is not None:
+        scores = {} if scored is None else scored
         chunks: dict[str, str] = {}
         for result in [*dense, *sparse]:
-            chunks.setdefault(result.id, result.text)
-        values = reranker.scores(text, list(chunks.values()))
-        scores = dict(zip(chunks, values.tolist(), strict=True))
+            if result.id not in scores:
+                chunks.setdefault(result.id, result.text)
+        if chunks:
+            values = reranker.scores(text, list(chunks.values()))
+            scores.update(zip(chunks, values.tolist(), strict=True))
     return QueryLegs(_hits(dense), _hits(sparse), scores)
+
+
+class FetchedLegs:
+    """One query's :data:`LegSource`: each depth a candidate's run asks for is searched once, and each
+    chunk scored by the cross-encoder once."""
+
+    def __init__(self, retriever: Retriever, text: str, reranker: CrossEncoderReranker | None = None) -> None:
+        self._retriever, self._text, self._reranker = retriever, text, reranker
+        self._by_depth: dict[int, QueryLegs] = {}
+        self._scores: dict[str, float] = {}
+
+    def __call__(self, depth: int) -> QueryLegs:
+        if depth not in self._by_depth:
+            self._by_depth[depth] = fetch_legs(
+                self._retriever, self._text, depth, self._reranker, self._scores
+            )
+        return self._by_depth[depth]
 
 
 def _hits(results: Sequence[SearchResult]) -> list[StoreHit]:
@@ -162,6 +191,12 @@ def _hits(results: Sequence[SearchResult]) -> list[StoreHit]:
 def fused_documents(legs: QueryLegs, setting: Setting, depth: int) -> list[tuple[str, float]]:
     """The document run ``setting`` gives: legs fused, ``depth`` chunks kept (then reranked when the
     setting has a reranker share), each document scored by its best chunk."""
+    return _by_document(fused_chunks(legs, setting, depth))
+
+
+def fused_chunks(legs: QueryLegs, setting: Setting, depth: int) -> list[StoreHit]:
+    """The chunks ``setting`` ranks first: legs fused, ``depth`` kept, then reranked when the setting
+    has a reranker share (what the table's hybrid and reranked rows rank)."""
     hits = fuse_legs(legs.dense, legs.sparse, depth, setting.fusion)
     if setting.rerank_weight is not None and hits:
         assert legs.rerank_scores is not None
@@ -173,12 +208,40 @@ def fused_documents(legs: QueryLegs, setting: Setting, depth: int) -> list[tuple
             ScoreNormalisation.ZSCORE,
         )
         hits = [StoreHit(hits[i].id, float(final[i]), hits[i].payload) for i in descending_order(final)]
+    return hits
+
+
+def _by_document(hits: Sequence[StoreHit]) -> list[tuple[str, float]]:
     best: dict[str, float] = {}
     for hit in hits:
         doc_id = str(hit.payload.get(CORPUS_ID_KEY, hit.payload.get("source", hit.id)))
         if doc_id not in best or hit.score > best[doc_id]:
             best[doc_id] = hit.score
     return sorted(best.items(), key=lambda pair: -pair[1])
+
+
+def candidate_run(
+    legs: Mapping[str, LegSource],
+    setting: Setting,
+    *,
+    k: int,
+    depth: int,
+    chunks: int,
+    prefetch: int | None = None,
+) -> dict[str, list[tuple[str, float]]]:
+    """The document run ``setting`` gives each query, as its row in ``poolrag eval``'s table would:
+    ``depth`` chunks fused from legs as deep as the hybrid rows fetch them (``prefetch``, default at
+    least 50), widened by :func:`~poolrag.evaluation.run.widened_documents` over the collection's
+    ``chunks`` until k documents remain. So dense alone gives the dense row's ranking."""
+
+    def run(source: LegSource) -> list[tuple[str, float]]:
+        def documents(fused: int) -> tuple[int, list[tuple[str, float]]]:
+            hits = fused_chunks(source(prefetch_depth(fused, prefetch)), setting, fused)
+            return len(hits), _by_document(hits)
+
+        return widened_documents(documents, depth, k, chunks)
+
+    return {query_id: run(source) for query_id, source in legs.items()}
 
 
 @dataclass
@@ -236,23 +299,24 @@ def choose(
 
 
 def cross_validate(
-    legs: Mapping[str, QueryLegs],
+    legs: Mapping[str, LegSource],
     qrels: Qrels,
     dense_run: Mapping[str, list[tuple[str, float]]],
     *,
     k: int,
     depth: int,
-    prefetch: int,
+    chunks: int,
+    prefetch: int | None = None,
     rerank: bool = False,
     folds: int = DEFAULT_FOLDS,
     seed: int = 0,
 ) -> TuneReport:
-    """Score every candidate on every query once, then pick per fold on the others (see the module
-    docstring); the record is the setting picked on all queries."""
+    """Score every candidate on every query once (:func:`candidate_run`), then pick per fold on the
+    others (see the module docstring); the record is the setting picked on all queries."""
     objective = f"mrr@{k}"
     scores: dict[Setting, dict[str, dict[str, float]]] = {}
     for setting in candidate_settings(rerank):
-        run = {qid: fused_documents(query_legs, setting, depth) for qid, query_legs in legs.items()}
+        run = candidate_run(legs, setting, k=k, depth=depth, chunks=chunks, prefetch=prefetch)
         scores[setting] = evaluate_per_query(run, qrels, (k,))
     query_ids = sorted(next(iter(scores.values())))
     if not query_ids:
@@ -276,7 +340,8 @@ def cross_validate(
     )
     final = choose(scores, query_ids, objective)
     # A deeper --prefetch is refused before --save; the report still shows the record's bound.
-    record = RetrievalRecord(final.fusion, min(prefetch, MAX_PREFETCH), final.rerank_weight)
+    legs_depth = prefetch_depth(depth, prefetch)
+    record = RetrievalRecord(final.fusion, min(legs_depth, MAX_PREFETCH), final.rerank_weight)
     return TuneReport(
         held_out, dense, comparison, record, fold_settings, objective, folds, seed, len(query_ids)
     )
@@ -295,7 +360,7 @@ def tune(
     seed: int = 0,
 ) -> TuneReport:
     """Tune the hybrid setting of the collection ``evaluation`` filled (after :meth:`Evaluation.run`,
-    whose dense run is the baseline); ``depth`` chunks are fused per query, as the hybrid modes do."""
+    whose dense run is the baseline); ``depth`` chunks are fused per query, widened as the modes are."""
     if evaluation.sparse_encoder is None:
         raise InvalidInputError("tuning the hybrid setting needs the collection's sparse encoder")
     kfold(list(dense_run), folds, seed)  # the fold count is checked before any search runs
@@ -307,7 +372,8 @@ def tune(
     depth_of_legs = prefetch_depth(depth, prefetch)  # as deep as the table's hybrid row goes
     legs = {}
     for number, query in enumerate(queries, start=1):
-        legs[query.id] = fetch_legs(retriever, query.text, depth_of_legs, reranker)
+        legs[query.id] = FetchedLegs(retriever, query.text, reranker)
+        legs[query.id](depth_of_legs)  # every candidate starts here; deeper only where one widens
         logger.info("tune: legs of query %d/%d fetched", number, len(queries))
     return cross_validate(
         legs,
@@ -315,7 +381,8 @@ def tune(
         dense_run,
         k=k,
         depth=depth,
-        prefetch=depth_of_legs,
+        chunks=evaluation.pipeline.store.count(),
+        prefetch=prefetch,
         rerank=reranker is not None,
         folds=folds,
         seed=seed,
