@@ -137,7 +137,7 @@ def test_tune_reports_held_out_metrics_and_only_save_writes_the_record_that_sear
         assert [(row["id"], round(row["score"], 6)) for row in rows] == explicit[query]
 
 
-def test_save_needs_tune_and_the_fold_count_is_checked(tmp_path: Path, capsys) -> None:
+def test_save_needs_tune_and_the_fold_count_and_seed_are_checked(tmp_path: Path, capsys) -> None:
     dataset = write_rare_term_beir(tmp_path / "beir")
     where = ["--store", "qdrant", "--path", str(tmp_path / "q")]
     code, out, err = _eval(dataset, where, capsys, "--save")
@@ -148,6 +148,11 @@ def test_save_needs_tune_and_the_fold_count_is_checked(tmp_path: Path, capsys) -
     with pytest.raises(SystemExit):
         main(_eval_args(dataset, where, "--tune", "--folds", "1"))
     assert "--folds: must be an integer of at least 2, got '1'" in capsys.readouterr().err
+    for seed in ["-1", "x"]:  # numpy seeds from whole numbers >= 0: a traceback, once the work was done
+        with pytest.raises(SystemExit):
+            main(_eval_args(dataset, where, "--tune", "--seed", seed))
+        err = capsys.readouterr().err
+        assert f"--seed: must be an integer of at least 0, got '{seed}'" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("kind", ["milvus", "qdrant"])

@@ -30,6 +30,17 @@ def _folds(value: str) -> int:
     return folds
 
 
+def _seed(value: str) -> int:
+    """numpy seeds its generators from whole numbers of at least 0 only."""
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer of at least 0, got {value!r}")
+    return seed
+
+
 def add_tune_arguments(parser: Any) -> None:
     parser.add_argument(
         "--tune",
@@ -40,7 +51,7 @@ def add_tune_arguments(parser: Any) -> None:
     parser.add_argument(
         "--folds", type=_folds, default=DEFAULT_FOLDS, help=f"folds over queries (default {DEFAULT_FOLDS})"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the folds and the test (default 0)")
+    parser.add_argument("--seed", type=_seed, default=0, help="seed of the folds and the test (default 0)")
     parser.add_argument(
         "--save",
         action="store_true",
