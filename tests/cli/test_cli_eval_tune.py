@@ -260,12 +260,21 @@ def test_tune_with_a_reranker_also_chooses_its_share_and_saves_it(
 
 
 @pytest.mark.parametrize(
-    ("fusion", "p_value", "warned"),
-    [(("minmax", 0.3), 0.77, True), (("minmax", 0.3), 0.004, False), (("minmax", 0.0), 0.77, False)],
+    ("fusion", "rerank_weight", "p_value", "warned"),
+    [
+        (("minmax", 0.3), None, 0.77, True),
+        (("minmax", 0.3), None, 0.004, False),
+        (("minmax", 0.0), None, 0.77, False),
+        (("minmax", 0.0), 0.0, 0.77, False),
+        (("minmax", 0.0), 0.5, 0.77, True),
+    ],
 )
-def test_a_choice_that_beat_dense_by_chance_is_said(fusion, p_value: float, warned: bool) -> None:
+def test_a_choice_that_beat_dense_by_chance_is_said(
+    fusion, rerank_weight: float | None, p_value: float, warned: bool
+) -> None:
     """A setting is still chosen and saved on weak evidence (p = 0.77 on 60 queries), but the summary
-    says so; a choice of dense alone needs no warning."""
+    says so; a choice of dense alone (no sparse share, no reranker share) needs no warning, while the
+    reranker on top of dense is a choice like any other."""
     from poolrag.cli.eval_tune import tuned_summary
     from poolrag.evaluation.tune import PairedComparison, Setting, TuneReport
 
@@ -274,8 +283,8 @@ def test_a_choice_that_beat_dense_by_chance_is_said(fusion, p_value: float, warn
         held_out=metrics,
         dense=metrics,
         comparison=PairedComparison(6, 48, 6, 0.001, p_value),
-        record=RetrievalRecord(fusion, 50),
-        fold_settings=[Setting(fusion)] * 5,
+        record=RetrievalRecord(fusion, 50, rerank_weight),
+        fold_settings=[Setting(fusion, rerank_weight)] * 5,
         objective=f"mrr@{K}",
         folds=5,
         seed=0,

@@ -109,7 +109,7 @@ def tuned_summary(tuned: TuneReport, saved: bool) -> str:
 
     names = list(tuned.held_out)
     width = 14
-    chosen = Setting(tuned.record.fusion, tuned.record.rerank_weight).describe()
+    chosen = Setting(tuned.record.fusion, tuned.record.rerank_weight)
     folds = "; ".join(setting.describe() for setting in tuned.fold_settings)  # a setting has commas
     c = tuned.comparison
     return "\n".join(
@@ -122,14 +122,15 @@ def tuned_summary(tuned: TuneReport, saved: bool) -> str:
             "dense".ljust(width) + "".join(f"{tuned.dense[name]:12.4f}" for name in names),
             f"per query on {tuned.objective} against dense: {c.wins} wins, {c.ties} ties, {c.losses} losses; "
             f"mean difference {c.mean_difference:+.4f}, p = {c.p_value:.4f} (paired sign-flip permutation)",
-            f"chosen on all queries: {chosen}, legs {tuned.record.prefetch} deep; "
+            f"chosen on all queries: {chosen.describe()}, legs {tuned.record.prefetch} deep; "
             + ("saved into the collection's record" if saved else "not saved (add --save to keep it)"),
-            *((_UNPROVEN,) if c.p_value >= 0.05 and tuned.record.fusion != ("minmax", 0.0) else ()),
+            *((_UNPROVEN,) if c.p_value >= 0.05 and not chosen.dense_alone else ()),
         ]
     )
 
 
-#: said under a choice that beat dense on no firm evidence (a choice of dense alone needs no warning)
+#: said under a choice that beat dense on no firm evidence (a choice of dense alone needs no warning;
+#: the reranker's share on top of dense is not dense alone)
 _UNPROVEN = (
     "the held-out difference from dense is within chance (p >= 0.05): the choice may not help on new "
     "queries; more judged queries would tell"

@@ -59,6 +59,11 @@ class Setting:
     fusion: HybridFusion
     rerank_weight: float | None = None
 
+    @property
+    def dense_alone(self) -> bool:
+        """Sparse share 0 and no reranker share (or share 0): the dense ranking, unchanged."""
+        return self.fusion == ("minmax", 0.0) and not self.rerank_weight
+
     def describe(self) -> str:
         fusion = self.fusion if isinstance(self.fusion, str) else f"{self.fusion[0]} {self.fusion[1]:g}"
         return fusion if self.rerank_weight is None else f"{fusion}, rerank {self.rerank_weight:g}"
