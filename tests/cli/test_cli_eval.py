@@ -165,6 +165,35 @@ def test_rerank_modes_fuse_or_replace_the_hybrid_ranking(
         assert printed[mode] == pytest.approx(hand[mode], abs=1e-12), mode
 
 
+def test_a_collection_ingested_without_hybrid_is_measured_in_the_dense_mode_and_refuses_the_others_truly(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """A dense-only collection (``poolrag ingest`` without ``--hybrid``) was refused even for
+    ``--modes dense``, with advice to run eval again "with --hybrid", a flag eval does not have."""
+    dataset = write_dataset(tmp_path / "beir")
+    common = _common("qdrant", tmp_path, minilm_path)
+    code = main(["ingest", str(dataset / "corpus.jsonl"), *common, "--collection", "plain", "-q"])
+    assert code == 0
+    capsys.readouterr()
+    code, out, err = _eval(dataset, common, capsys, "--collection", "plain", "--modes", "dense", "--json")
+    assert code == 0, err
+    assert list(json.loads(out)) == ["dense"]
+    store = open_store("qdrant", "plain", path=str(tmp_path / "q"))
+    assert store.read_spec().sparse is None  # still dense-only: nothing was mixed in
+    store.close()
+    for extra, needing in [
+        (["--modes", "dense,hybrid"], "hybrid needs"),
+        (["--tune"], "sparse, hybrid, --tune need"),
+    ]:
+        code, out, err = _eval(dataset, common, capsys, "--collection", "plain", *extra)
+        assert code == 2 and out == ""
+        assert err.strip() == (
+            "poolrag eval: error: collection 'plain' has no sparse field (poolrag ingest wrote it without "
+            f"--hybrid), and {needing} one: measure it with --modes dense, or evaluate into another "
+            "--collection (eval gives a new one both fields)"
+        )
+
+
 def test_rerank_modes_without_rerank_name_the_flag(tmp_path: Path, capsys) -> None:
     dataset = write_dataset(tmp_path / "beir")
     where = ["--store", "qdrant", "--path", str(tmp_path / "q")]

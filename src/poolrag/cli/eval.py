@@ -3,7 +3,7 @@
 The corpus is ingested with the same store options, cache and chunk ids as ``poolrag ingest`` (a
 second run embeds nothing), into a collection with a dense and a sparse field (BM25, or learned
 weights from --sparse-model or the model's own sparse head), so every mode is measured on one
-collection.
+collection. A named collection written without a sparse field is measured in the dense mode only.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from poolrag.engine_args import EngineArgs, positive_int
 if TYPE_CHECKING:
     from poolrag.evaluation.run import EvalReport
     from poolrag.evaluation.tune import TuneReport
+    from poolrag.stores.base import VectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -177,11 +178,11 @@ def _modes(args: argparse.Namespace) -> list[str]:
 
 
 def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[EvalReport, TuneReport | None]:
-    from poolrag.cache import EmbeddingCache
+    from poolrag.cache import CachedEmbedder, EmbeddingCache
     from poolrag.cli.hybrid_sources import hybrid_sources
     from poolrag.evaluation import BeirDataset
     from poolrag.evaluation.run import SPARSE_MODES, Evaluation
-    from poolrag.ingest import IngestPipeline, TokenChunker
+    from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
     from poolrag.loaded_objects import freeze_loaded_objects
     from poolrag.stores import check_collection_name
 
@@ -203,13 +204,16 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
     opened.callback(cache.close)
     engine_args = engine_args_from(args)
     engine = load_engine(engine_args)
-    dense, sparse = hybrid_sources(engine, None, cache, args, engine_args)
-    embedder = dense.embedder
-    hybrid = args.tune or any(m in SPARSE_MODES for m in modes)
-    reranker = load_engine(engine_args.sibling(args.rerank)) if args.rerank else None
-    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     store = open_store_from_args(args)
     opened.callback(store.close)
+    hybrid = args.tune or any(m in SPARSE_MODES for m in modes)
+    if _sparse_field(store, args, modes):
+        dense, sparse = hybrid_sources(engine, None, cache, args, engine_args)
+    else:  # a collection ingested without --hybrid, measured in the dense mode as it is
+        dense, sparse = DenseEncoder(CachedEmbedder(engine, cache)), None
+    embedder = dense.embedder
+    reranker = load_engine(engine_args.sibling(args.rerank)) if args.rerank else None
+    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
     pipeline = IngestPipeline(
         store,
         dense,
@@ -230,6 +234,26 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
     freeze_loaded_objects()  # the models are loaded: full collections need not walk them
     report = evaluation.run(dataset, modes, k=args.k, split=args.split, prefetch=args.prefetch, prune=owned)
     return report, (tune_and_save(args, evaluation, dataset, report) if args.tune else None)
+
+
+def _sparse_field(store: VectorStore, args: argparse.Namespace, modes: list[str]) -> bool:
+    """Whether this run ingests with a sparse field: always, except into an existing collection
+    written without one (``poolrag ingest`` without ``--hybrid``), which the modes that need no
+    sparse field measure as it is; the others are refused there, saying which."""
+    from poolrag.errors import InvalidInputError
+    from poolrag.evaluation.run import SPARSE_MODES
+
+    stored = store.read_spec()
+    if stored is None or stored.sparse is not None:
+        return True
+    needing = [m for m in modes if m in SPARSE_MODES] + (["--tune"] if args.tune else [])
+    if needing:
+        raise InvalidInputError(
+            f"collection {args.collection!r} has no sparse field (poolrag ingest wrote it without --hybrid), "
+            f"and {', '.join(needing)} {'needs' if len(needing) == 1 else 'need'} one: measure it "
+            "with --modes dense, or evaluate into another --collection (eval gives a new one both fields)"
+        )
+    return False
 
 
 def _table(report: EvalReport, k: int, collection: str) -> str:
