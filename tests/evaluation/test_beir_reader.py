@@ -59,6 +59,13 @@ def test_qrels_without_header_and_other_splits(tmp_path: Path) -> None:
     assert dataset.qrels("dev") == {"q9": {"d1": 3}}
 
 
+def test_qrels_lines_ending_in_a_tab_are_read_as_beir_reads_them(tmp_path: Path) -> None:
+    """BEIR's loader takes row[0], row[1], int(row[2]) of each tab-split line, so an exporter's
+    trailing tab is harmless there; it was refused here as TREC qrels ("drop the second column")."""
+    qrels = "query-id\tcorpus-id\tscore\t\nq1\td1\t1\t\nq1\td2\t0\t\t\r\n"
+    assert make_dataset(tmp_path / "ds", qrels=qrels).qrels() == {"q1": {"d1": 1, "d2": 0}}
+
+
 @pytest.mark.parametrize(
     ("file", "content", "line", "problem"),
     [
@@ -79,6 +86,8 @@ def test_qrels_without_header_and_other_splits(tmp_path: Path) -> None:
         # a header-less file whose first score is a number but no integer lost that row unsaid
         ("qrels", "q1\td1\t1.0\nq2\td1\t1\n", 1, "score '1.0' is not an integer"),
         ("qrels", "q1\t0\td1\t1\n", 1, "this looks like TREC qrels"),
+        # a trailing tab after no score: the missing score is said, not TREC qrels
+        ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\t\t\n", 2, "score '' is not an integer"),
     ],
 )
 def test_malformed_rows_name_file_and_line(

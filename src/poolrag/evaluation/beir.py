@@ -189,6 +189,8 @@ class BeirDataset:
         The first line is a header when its score column is no number at all (BEIR writes
         ``query-id corpus-id score``); a header-less file is read from its first line, and a score
         that is a number but not an integer (``1.0``) is refused on every line, the first included.
+        Empty fields after the third (a trailing tab) are ignored, as BEIR's loader ignores them; a
+        fourth field with content is refused (TREC qrels put the document id third).
         """
         path = self.qrels_path(split)
         others = sorted(p.stem for p in path.parent.glob("*.tsv")) if not path.is_file() else []
@@ -198,6 +200,8 @@ class BeirDataset:
         judgements: dict[str, dict[str, int]] = {}
         for row, (number, line) in enumerate(_lines(path)):
             fields = line.split("\t") if "\t" in line else line.split()
+            while len(fields) > 3 and not fields[-1].strip():
+                fields.pop()  # a trailing tab: BEIR's own reader takes the first three fields
             if len(fields) != 3:
                 problem = f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}"
                 if len(fields) == 4:
