@@ -107,6 +107,42 @@ def test_a_missing_path_is_one_line(tiny_model: Callable[..., Path], tmp_path: P
     assert "no such file or folder" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("width", "problem"),
+    [
+        ("16", "--dimensions 16: this model is not a Matryoshka model"),
+        ("64", "--dimensions 64: dimensions must be between 1 and 32, got 64"),
+    ],
+)
+def test_a_width_the_model_cannot_take_is_refused_before_any_text_is_read(
+    tiny_model: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    width: str,
+    problem: str,
+) -> None:
+    """It was found only after every chunk was embedded at full size (minutes at the default
+    10,000); now before any file is read, so a path that does not exist is not reached."""
+    model = tiny_model("bert")
+    out = tmp_path / "ranges.json"
+    code = main(
+        [
+            "calibrate",
+            str(tmp_path / "nowhere"),
+            "--model",
+            str(model),
+            "--out",
+            str(out),
+            "--dimensions",
+            width,
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("poolrag calibrate: error:") and "\n" not in err
+    assert problem in err and "no such file" not in err
+
+
 def test_assume_matryoshka_calibrates_for_the_ingest_that_takes_the_same_flag(
     tiny_model: Callable[..., Path], corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

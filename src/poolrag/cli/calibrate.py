@@ -11,11 +11,15 @@ import argparse
 import logging
 import random
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.command_errors import report_error, setup_logging, user_errors
 from poolrag.cli.model_loading import engine_args_from, load_engine
 from poolrag.engine_args import EngineArgs, positive_int
+
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
+    from poolrag.params import PoolingParams
 
 logger = logging.getLogger(__name__)
 
@@ -118,10 +122,9 @@ def _check_out(out: str) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> Any:
-    from poolrag.errors import DimensionsError, InvalidInputError
+    from poolrag.errors import InvalidInputError
     from poolrag.ingest.chunker import TokenChunker
     from poolrag.ingest.readers import read_paths
-    from poolrag.params import PoolingParams
     from poolrag.postprocess.quantization_ranges import QuantizationRanges
 
     engine_args = engine_args_from(args)
@@ -134,6 +137,8 @@ def _calibrate(args: argparse.Namespace) -> Any:
         raise InvalidInputError(
             f"--model {engine.facts.model_name}: the model gives no embeddings to calibrate"
         )
+    widths: list[int | None] = [None, *(args.dimensions or [])]
+    params = {width: _document_params(engine, width) for width in widths}  # before any chunk is read
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens)
     chunks = (
         chunk.text
@@ -153,18 +158,30 @@ def _calibrate(args: argparse.Namespace) -> Any:
             FEW_CHUNKS,
         )
     logger.info("embedding %d chunks", len(texts))
-    widths: list[int | None] = [None, *(args.dimensions or [])]
     vectors = {}
     for width in widths:
-        try:
-            array = engine.embed_array(texts, PoolingParams(input_type="document", dimensions=width))
-        except DimensionsError as exc:
-            if engine.facts.is_matryoshka:
-                raise DimensionsError(f"--dimensions {width}: {exc}") from None
-            raise DimensionsError(  # the CLI's way to declare a model Matryoshka, as ingest says it
-                f"--dimensions {width}: this model is not a Matryoshka model, so its vectors cannot be "
-                "truncated meaningfully; leave out --dimensions, or add --assume-matryoshka only if the "
-                "model was trained for it"
-            ) from None
+        array = engine.embed_array(texts, params[width])
         vectors[array.shape[1]] = array
     return QuantizationRanges.from_vectors(vectors, engine.model_identity)
+
+
+def _document_params(engine: Engine, width: int | None) -> PoolingParams:
+    """The parameters documents are embedded with at ``width``, checked as the engine will check them
+    (a width the model cannot take was found only after every chunk was embedded at full size)."""
+    from poolrag.errors import DimensionsError
+    from poolrag.params import PoolingParams
+
+    params = PoolingParams(input_type="document", dimensions=width)
+    try:
+        params.verify("embed", engine.facts)
+    except DimensionsError as exc:
+        if width is None:  # the model's own default size: no flag of the user's to name
+            raise
+        if engine.facts.is_matryoshka or not 0 < width < (engine.facts.embedding_dim or 0):
+            raise DimensionsError(f"--dimensions {width}: {exc}") from None
+        raise DimensionsError(  # the CLI's way to declare a model Matryoshka, as ingest says it
+            f"--dimensions {width}: this model is not a Matryoshka model, so its vectors cannot be "
+            "truncated meaningfully; leave out --dimensions, or add --assume-matryoshka only if the "
+            "model was trained for it"
+        ) from None
+    return params
