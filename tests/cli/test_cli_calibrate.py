@@ -86,6 +86,28 @@ def test_fewer_than_two_chunks_is_one_line_and_exit_2(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("cap", ["1", "0"])
+def test_a_cap_below_two_chunks_is_refused_as_the_flag_it_is(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], cap: str
+) -> None:
+    """``--max-chunks 1`` was reported as "needs at least two chunks of text, found 1", blaming
+    texts that held five; now the flag is refused, before any model loads."""
+    args = [
+        "calibrate",
+        str(corpus),
+        "--model",
+        str(tmp_path / "no-model"),
+        "--out",
+        str(tmp_path / "r.json"),
+    ]
+    with pytest.raises(SystemExit) as exited:
+        main([*args, "--max-chunks", cap])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--max-chunks: must be an integer of at least 2 (ranges need two chunks), got '{cap}'" in err
+    assert "found" not in err
+
+
 @pytest.mark.parametrize(("out", "problem"), [("nodir/x.json", "does not exist"), (".", "a folder")])
 def test_an_out_that_cannot_be_written_is_refused_before_any_model_loads(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], out: str, problem: str

@@ -42,6 +42,19 @@ def spread_sample(items: Iterator[str], size: int, seed: int = 0) -> list[str]:
     return kept
 
 
+def _max_chunks(value: str) -> int:
+    """Ranges need two vectors at least: one gives each dimension a min equal to its max."""
+    try:
+        cap = int(value)
+    except ValueError:
+        cap = 0
+    if cap < 2:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer of at least 2 (ranges need two chunks), got {value!r}"
+        )
+    return cap
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "calibrate",
@@ -73,7 +86,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--max-chunks",
-        type=positive_int,
+        type=_max_chunks,
         default=DEFAULT_MAX_CHUNKS,
         help="chunks embedded at most, a seeded sample spread over every chunk read "
         f"(default {DEFAULT_MAX_CHUNKS})",
