@@ -179,3 +179,16 @@ def test_excluded_files_and_folders_are_not_read_nor_counted(tmp_path: Path) -> 
     )
     (named,) = read_paths(tmp_path / "node_modules" / "pkg" / "README.md", exclude=patterns)  # named: read
     assert named.source.endswith("README.md")
+
+
+def test_a_skipped_file_is_named_with_its_control_characters_escaped(tmp_path: Path) -> None:
+    """A file's name is the folder owner's text: printed raw in the "left out" lines, an ESC in it
+    cleared the reader's terminal, and an undecodable byte could not be printed at all."""
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "a\x1b[2Jb.md").write_bytes("café".encode("latin-1"))
+    (root / os.fsdecode(b"c\xff.md")).write_bytes("café".encode("latin-1"))
+    skipped: list[SkippedFile] = []
+    assert list(read_paths([root], skipped=skipped)) == []
+    shown = sorted(str(s).rsplit("/", 1)[-1] for s in skipped)
+    assert [line.split(":")[0] for line in shown] == ["a\\x1b[2Jb.md", "c\\udcff.md"]

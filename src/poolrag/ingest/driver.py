@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
-from poolrag.ingest.record_rules import printable, record_problem, string_problem
+from poolrag.ingest.record_rules import record_problem, string_problem
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.stored_ids import StoredIds, payload_digest
 from poolrag.model_facts import weights_fingerprint
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
+from poolrag.printable import printable
 from poolrag.stores.base import ChunkRecord, CollectionSpec, Quantization, VectorStore
 from poolrag.stores.vector_types import VectorType, check_vector_type
 

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.record_rules import NotARecord, metadata_problem, printable, string_problem
+from poolrag.ingest.record_rules import NotARecord, metadata_problem, string_problem
+from poolrag.printable import printable
 from poolrag.text_validity import has_visible_text, text_problem
 
 if TYPE_CHECKING:

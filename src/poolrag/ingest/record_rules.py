@@ -42,11 +42,6 @@ def field_name(key: object) -> str:
     return repr(key)
 
 
-def printable(text: str) -> str:
-    """``text`` with any lone surrogate escaped, for a log line or a report (a path, a source)."""
-    return text if lone_surrogate(text) is None else text.encode("utf-8", "backslashreplace").decode()
-
-
 def string_problem(text: str, name: str) -> str | None:
     """Why the string field ``name`` cannot be stored, or ``None``."""
     position = lone_surrogate(text)
