@@ -781,9 +781,15 @@ class Engine:
         if not items:
             return []
         PoolingParams().verify("token_classify", self._facts)  # refused before tokenising
-        limit = self.max_model_len
+        # this engine's long-input rule: cut at the model's length, or (truncate=False) left whole
+        # for token_classify to refuse, naming the input
+        cut = self.engine_args.truncate
         encoded = call_tokenizer(
-            self.tokenizer, items, return_offsets_mapping=True, truncation=True, max_length=limit
+            self.tokenizer,
+            items,
+            return_offsets_mapping=True,
+            truncation=cut,
+            max_length=self.max_model_len if cut else None,
         )
         prompts = [{"prompt_token_ids": ids} for ids in encoded["input_ids"]]
         outputs = self.token_classify(prompts)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import transformers
 
-from poolrag import Engine
+from poolrag import Engine, InputTooLongError
 
 IO_LABELS = {"0": "PER", "1": "O", "2": "LOC", "3": "ORG", "4": "MISC"}  # no B-/I- prefixes
 TEXTS = [
@@ -43,3 +43,17 @@ def test_io_tagged_entities_match_hf_simple_aggregation(io_tagged: Path) -> None
         theirs = [(g["entity_group"], g["start"], g["end"], round(float(g["score"]), 4)) for g in pipe(text)]
         assert ours == theirs, text
         assert any(" " in e.text for e in entities), text  # multi-word entities do occur
+
+
+def test_the_engines_long_input_rule_holds_for_entities_as_for_token_classify(io_tagged: Path) -> None:
+    """Cut at the model's length by default; refused, naming the input, with ``truncate=False``
+    (it tokenised by itself and always cut, so a refusing engine answered a cut text)."""
+    long = "Ada Lovelace visited New York. " * 20
+    cutting = Engine(io_tagged, max_model_len=32)
+    (entities,) = cutting.extract_entities([long])
+    assert entities and max(e.end for e in entities) < len(long) // 2  # only the first 32 tokens read
+    refusing = Engine(io_tagged, max_model_len=32, truncate=False)
+    with pytest.raises(InputTooLongError, match=r"input\[1\] has \d+ tokens"):
+        refusing.token_classify(["short", long])
+    with pytest.raises(InputTooLongError, match=r"input\[1\] has \d+ tokens"):
+        refusing.extract_entities(["short", long])
