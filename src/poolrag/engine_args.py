@@ -1,10 +1,9 @@
 """``EngineArgs``: every option an :class:`~poolrag.Engine` takes, as one frozen, picklable value.
 
-Engine options used to travel as ``Mapping[str, Any]`` (Ray recipes, adapters' ``engine_kwargs``)
-and as a different set of flags per subcommand, so a typo surfaced deep inside a Ray actor and
-``--quantization`` meant two things. One value checked when it is made gives every door (the CLI,
-the Ray recipes, the adapters, ``LLM``) the same options, the same flags and the same one-line
-errors naming the field. ``Engine(model, **kwargs)`` stays as it is; ``Engine.from_engine_args``
+One value checked when it is made gives every door (the CLI, the Ray recipes, the adapters,
+``LLM``) the same options, the same flags and the same one-line errors naming the field: options
+passed as a loose mapping would surface a typo deep inside a Ray actor, and flags written per
+subcommand drift apart. ``Engine(model, **kwargs)`` stays as it is; ``Engine.from_engine_args``
 builds from this value.
 
 This module imports nothing heavy (no torch), so ``poolrag --help`` stays fast: the choices below

@@ -1,13 +1,13 @@
 """Encoder-decoder checkpoints: which run their encoder alone, and which are refused at load.
 
-Issue 30, item 5: "`T5EncoderModel` (sentence-T5, GTR) is accepted at load, then every call fails
-(...): the full T5 with its decoder is loaded. `BartModel` silently embeds the decoder's first
-position." sentence-transformers runs T5-family embedders (sentence-T5, GTR) as their encoder
-alone, and transformers names that encoder for each such ``model_type`` in its text-encoding table
-(``T5EncoderModel``, ``MT5EncoderModel``, ``UMT5EncoderModel``, ...): those run encoder-only, as
-embedders. Every other encoder-decoder (BART, mBART, Pegasus, and T5 with a task head) is refused
-at load: their pooling convention (BART's pooling reads the decoder) is not one poolrag reproduces,
-and running them anyway would answer with plausible, wrong vectors.
+Loading the whole model is wrong for both kinds: a full T5 carries a decoder no embedder runs, and
+``BartModel``'s output is the decoder's first position. sentence-transformers runs T5-family
+embedders (sentence-T5, GTR) as their encoder alone, and transformers names that encoder for each
+such ``model_type`` in its text-encoding table (``T5EncoderModel``, ``MT5EncoderModel``,
+``UMT5EncoderModel``, ...): those run encoder-only, as embedders. Every other encoder-decoder (BART,
+mBART, Pegasus, and T5 with a task head) is refused at load: their pooling convention (BART's
+pooling reads the decoder) is not one poolrag reproduces, and running them anyway would answer with
+plausible, wrong vectors.
 """
 
 from __future__ import annotations

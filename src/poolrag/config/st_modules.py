@@ -1,13 +1,13 @@
 """What each ``modules.json`` entry of a sentence-transformers folder is, whatever version wrote it.
 
-Issue 30, item 0: "Models saved by today's sentence-transformers are refused." Every release
-spells the ``type`` of a module differently: 2.x-5.x write the module's file path
-(``sentence_transformers.models.Pooling``, ``sentence_transformers.sparse_encoder.models.SpladePooling``),
-6.x the module path plus the class (``sentence_transformers.sentence_transformer.modules.pooling.Pooling``,
-``sentence_transformers.base.modules.transformer.Transformer``). In all of them the last dotted
-part is the class name, so a module is recognised by that class (what it *is*), within the
-packages poolrag knows (sentence-transformers itself and PyLate); a folder's own module code is
-never imported, so a custom module is refused rather than guessed at.
+Every sentence-transformers release spells the ``type`` of a module differently: 2.x-5.x write the
+module's file path (``sentence_transformers.models.Pooling``,
+``sentence_transformers.sparse_encoder.models.SpladePooling``), 6.x the module path plus the class
+(``sentence_transformers.sentence_transformer.modules.pooling.Pooling``,
+``sentence_transformers.base.modules.transformer.Transformer``). In all of them the last dotted part
+is the class name, so a module is recognised by that class (what it *is*), within the packages
+poolrag knows (sentence-transformers itself and PyLate); a folder's own module code is never
+imported, so a custom module is refused rather than guessed at.
 """
 
 from __future__ import annotations

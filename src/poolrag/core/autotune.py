@@ -1,7 +1,7 @@
 """Choose the fastest exact path for a model on this machine by timing it, and remember the choice.
 
-Which path is fastest depends on the CPU (issue 29: transformers modules compiled were 1.5x
-poolrag's native encoder on a Sapphire Rapids Xeon, the native encoder won on a Zen 5 EPYC), so
+Which path is fastest depends on the CPU (transformers modules compiled were 1.5x poolrag's
+native encoder on a Sapphire Rapids Xeon, the native encoder won on a Zen 5 EPYC), so
 the choice is measured where the model runs instead of fixed by a rule. At a model's first load
 the candidates that exist for it are built, each one's outputs on the probe texts are compared
 with the reference path's (transformers' own modules, eager), those below ``MIN_COSINE`` per row

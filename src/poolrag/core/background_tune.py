@@ -1,10 +1,9 @@
 """Time a model's exact paths behind a serving engine and switch to the fastest between batches.
 
-A model's first load on a machine used to time its candidate paths before returning (13.6 s for
+Timing a model's candidate paths before its first load returns costs seconds (13.6 s for
 all-MiniLM-L6-v2 on a busy two-core machine, where sentence-transformers loads the folder in
-0.2 s), and said nothing while it did. Where only exact paths are in question
-(:func:`poolrag.core.autotune.load_tuned` decides), the engine now serves at once on the default
-path and this thread measures behind it:
+0.2 s). Where only exact paths are in question (:func:`poolrag.core.autotune.load_tuned` decides),
+the engine serves at once on the default path and this thread measures behind it:
 
 * it starts once the engine has been idle for ``SETTLE_S`` (a script's first calls run alone), or
   after ``START_PATIENCE_S`` of continuous work;

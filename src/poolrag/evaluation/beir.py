@@ -229,7 +229,7 @@ class BeirDataset:
     def judged_queries(self, split: str = "test") -> tuple[list[BeirQuery], dict[str, dict[str, int]]]:
         """The queries an evaluation averages over, and their judgements: those with a relevant
         document (a grade above 0). A judged query missing from the queries file is left out with a
-        warning naming it (it used to count as a zero in every average), as are queries judged only
+        warning naming it (counted as a zero, it would lower every average), as are queries judged only
         with grade 0, which no ranking can score."""
         qrels = self.qrels(split)
         queries = [q for q in self.queries() if any(g > 0 for g in qrels.get(q.id, {}).values())]

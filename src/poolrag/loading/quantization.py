@@ -6,10 +6,10 @@ weight-only scheme runs on CPU as well as CUDA, plugs into ``from_pretrained`` v
 Weight-only int8 halves weight memory against bf16 while activations stay in bf16/fp32, which
 keeps embeddings and scores close to the full-precision model.
 
-``fp8`` (issue 30, item 7: "FP8 (`--quantization fp8`, the seed's best practice on GPUs) is
-unknown") stores the weights as float8 through torchao's float8 weight-only scheme. Float8 matmuls
-need a CUDA GPU, so on any other device it is refused at load with one line instead of running
-an emulation slower than the unquantised model.
+``fp8`` (vLLM's ``--quantization fp8``, the usual choice on recent GPUs) stores the weights as
+float8 through torchao's float8 weight-only scheme. Float8 matmuls need a CUDA GPU, so on any other
+device it is refused at load with one line instead of running an emulation slower than the
+unquantised model.
 """
 
 from __future__ import annotations

@@ -392,7 +392,7 @@ class MilvusStore(StoreTemplate):
 
         ``create_collection`` with index parameters polls the index state after a fixed 0.5 s
         sleep; Milvus Lite builds an empty collection's index inside the call, so the wait is half
-        a second added to every ingest into a new collection (benchmarks/RESULTS.md, issue 29).
+        a second added to every ingest into a new collection.
         """
         self._call(
             lambda: self._client.create_collection(self.collection, schema=schema, properties=properties),

@@ -3,12 +3,12 @@
 Milvus Lite 3.x runs inside the process that opens the ``.db`` file and keeps every flushed segment
 loaded (an Arrow table of all columns, the primary keys and a key-to-row map, the vector index), so
 an ingest's RSS grows ~2.6 KB per prose chunk of 32-dim vectors however the rest streams
-(benchmarks/RESULTS.md, issue 27). Releasing the collection does not help: it drops only the segment
-indexes, while every data file the manifest lists stays in Milvus Lite's segment cache whatever the
-load state (benchmarks/milvus_lite_writes.py: RSS grows alike, released or loaded, and the load
-after a released ingest indexes every row at once). Nothing on poolrag's side can page those
-rows out; what it can do is tell the user, when a collection gets large, which stores keep rows on
-disk.
+(benchmarks/RESULTS.md, "Ingest memory: which sink keeps RSS flat"). Releasing the collection does
+not help: it drops only the segment indexes, while every data file the manifest lists stays in
+Milvus Lite's segment cache whatever the load state (benchmarks/milvus_lite_writes.py: RSS grows
+alike, released or loaded, and the load after a released ingest indexes every row at once). Nothing
+on poolrag's side can page those rows out; what it can do is tell the user, when a collection gets
+large, which stores keep rows on disk.
 """
 
 from __future__ import annotations

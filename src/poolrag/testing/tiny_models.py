@@ -117,8 +117,8 @@ def write_sentence_transformers(
 ) -> Path:
     """Turn a saved backbone folder into a sentence-transformers folder (Pooling, Dense, Normalize)
     by saving a real ``SentenceTransformer`` built on it with the pinned sentence-transformers, so
-    the folder has exactly the files and ``modules.json`` names that version writes (issue 30:
-    hand-written folders with old names let a rename of every module go unnoticed)."""
+    the folder has exactly the files and ``modules.json`` names that version writes (a hand-written
+    folder keeps old names, so a release that renames every module would go unnoticed)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
 
