@@ -68,6 +68,22 @@ def test_embed_array_is_bit_identical_to_the_engine(client: PoolragClient, minil
     np.testing.assert_array_equal(client.embed_array("one text"), minilm_engine.embed_array(["one text"]))
 
 
+def test_a_cut_past_the_models_length_is_the_models_length_as_in_the_engine(
+    client: PoolragClient, minilm_engine: Engine, cross_encoder_url: str, cross_encoder_engine: Engine
+) -> None:
+    """The engine reads a ``truncate_prompt_tokens`` past ``max_model_len`` as that length; the
+    server, speaking vLLM's API, refuses one, so the client sends the model's length instead."""
+    long = ["a long passage about rivers and their deltas " * 80]
+    past = PoolingParams(truncate_prompt_tokens=minilm_engine.max_model_len + 100)
+    np.testing.assert_array_equal(client.embed_array(long, past), minilm_engine.embed_array(long, past))
+    pairs = ["rivers", ["deltas " * 900, "a short passage"]]
+    with PoolragClient(cross_encoder_url) as reranker:
+        past = PoolingParams(truncate_prompt_tokens=cross_encoder_engine.max_model_len + 1)
+        np.testing.assert_allclose(
+            reranker.score_array(*pairs, past), cross_encoder_engine.score_array(*pairs, past), rtol=1e-6
+        )
+
+
 def test_token_id_prompts_are_sent_as_token_ids(client: PoolragClient, minilm_engine: Engine) -> None:
     prompt = {"prompt_token_ids": minilm_engine.tokenize("Paris is in France")}
     np.testing.assert_array_equal(client.embed_array([prompt]), minilm_engine.embed_array([prompt]))

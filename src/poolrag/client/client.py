@@ -482,6 +482,13 @@ class PoolragClient:
             wired.append(wire.wire_input(text, reads_images, name))
         return wired
 
+    def _param_fields(
+        self, params: PoolingParams | None, accepted: tuple[str, ...], endpoint: str
+    ) -> dict[str, Any]:
+        """:func:`wire.param_fields` with the served model's length, once its facts were fetched."""
+        length = None if self._served is None else self._pick(self._served, self.task).max_model_len
+        return wire.param_fields(params, accepted, endpoint, length)
+
     def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
         items = self._wired(prompt_list(prompts), "input", one=isinstance(prompts, str))
         return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(items)]
@@ -489,16 +496,16 @@ class PoolragClient:
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
         extra = {
             "encoding_format": "base64",
-            **wire.param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
+            **self._param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
         }
         return self._input_requests(prompts, extra)
 
     def _pooling_requests(self, prompts: Any, task: str, params: PoolingParams | None) -> Requests:
-        extra = {"task": task, **wire.param_fields(params, wire.POOLING_FIELDS, "/pooling")}
+        extra = {"task": task, **self._param_fields(params, wire.POOLING_FIELDS, "/pooling")}
         return self._input_requests(prompts, extra)
 
     def _classify_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
-        return self._input_requests(prompts, wire.param_fields(params, wire.CLASSIFY_FIELDS, "/classify"))
+        return self._input_requests(prompts, self._param_fields(params, wire.CLASSIFY_FIELDS, "/classify"))
 
     def _pair_requests(
         self, text_1: str | Sequence[str], text_2: str | Sequence[str], params: PoolingParams | None
@@ -508,7 +515,7 @@ class PoolragClient:
         if not seconds:
             return []
         firsts, seconds = self._wired(firsts, "text_1"), self._wired(seconds, "text_2")
-        extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
+        extra = self._param_fields(params, wire.SCORE_FIELDS, "/score")
         return [
             (
                 {"text_1": firsts[0] if len(firsts) == 1 else firsts[s], "text_2": seconds[s], **extra},
@@ -526,7 +533,7 @@ class PoolragClient:
         seconds = self._wired(item_list(text_2, "text_2"), "text_2")
         if not seconds:
             raise InvalidInputError("text_1 and text_2 must both be non-empty")  # as the engine says
-        extra = wire.param_fields(params, wire.SCORE_FIELDS, "/score")
+        extra = self._param_fields(params, wire.SCORE_FIELDS, "/score")
         return [
             ({"text_1": check_text(text_1, "text_1"), "text_2": seconds[s], **extra}, len(seconds[s]))
             for s in self._chunks(seconds)
@@ -579,7 +586,7 @@ class PoolragClient:
             "input": document,
             "late_chunking": {"spans": [[int(start), int(end)] for start, end in spans]},
             "encoding_format": "base64",
-            **wire.param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
+            **self._param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
         }
 
     def embed_chunks(

@@ -78,11 +78,15 @@ def wire_input(item: Any, reads_images: bool = True, name: str = "input") -> str
     raise InputTypeError(f"each prompt must be a string or a token prompt, not {type(item).__name__}")
 
 
-def param_fields(params: PoolingParams | None, accepted: tuple[str, ...], endpoint: str) -> dict[str, Any]:
+def param_fields(
+    params: PoolingParams | None, accepted: tuple[str, ...], endpoint: str, max_model_len: int | None = None
+) -> dict[str, Any]:
     """The pooling parameters that are set, as request-body fields of ``endpoint``.
 
     A parameter the endpoint does not read is refused: silently dropping it would give a result
-    that differs from the in-process engine's.
+    that differs from the in-process engine's. A ``truncate_prompt_tokens`` past ``max_model_len``
+    (the served model's, once known) is sent as that length: the engine cuts there, while the
+    server, speaking vLLM's API, refuses it.
     """
     if params is None:
         return {}
@@ -91,6 +95,9 @@ def param_fields(params: PoolingParams | None, accepted: tuple[str, ...], endpoi
     refused = sorted(set(fields) - set(accepted))
     if refused:
         raise InvalidInputError(f"{endpoint} does not accept {', '.join(refused)} over HTTP")
+    limit = fields.get("truncate_prompt_tokens")
+    if max_model_len is not None and isinstance(limit, int) and limit > max_model_len:
+        fields["truncate_prompt_tokens"] = max_model_len
     return fields
 
 

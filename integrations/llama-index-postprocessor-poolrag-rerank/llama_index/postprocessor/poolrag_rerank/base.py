@@ -14,7 +14,6 @@ instead: each node's retrieval score and the model's are z-scored over the query
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,7 +23,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, model_validator
 
 from poolrag.errors import InvalidInputError
 from poolrag.frameworks.fields import (
@@ -90,8 +89,6 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         "the model's length); None: the model's length. An explicit truncate_prompt_tokens wins.",
     )
 
-    _model_length: int | None = PrivateAttr(default=None)
-
     @model_validator(mode="before")
     @classmethod
     def _sentence_transformer_arguments(cls, data: Any) -> Any:
@@ -117,20 +114,12 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         return "PoolragRerank"
 
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
-        """The shared cut (``truncate_prompt_tokens``), or at its default ``max_length`` bounded by
-        the model's length, once a call has read it (:meth:`_read_model_length`)."""
+        """The shared cut (``truncate_prompt_tokens``), or at its default ``max_length`` (a backend
+        reads a cut past the model's length as the model's length)."""
         params = super()._params(input_type)
-        if self.max_length is None or self._model_length is None or self.truncate_prompt_tokens != -1:
+        if self.max_length is None or self.truncate_prompt_tokens != -1:
             return params
-        return params.with_updates(truncate_prompt_tokens=min(self.max_length, self._model_length))
-
-    def _read_model_length(self) -> None:
-        if self._model_length is None:
-            self._model_length = self.backend.facts.max_model_len
-
-    async def _aread_model_length(self) -> None:
-        if self._model_length is None:  # a server's facts are a request: off the event loop
-            self._model_length = (await asyncio.to_thread(lambda: self.backend.facts)).max_model_len
+        return params.with_updates(truncate_prompt_tokens=self.max_length)
 
     def _query_and_texts(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
@@ -188,7 +177,6 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         query, texts = self._query_and_texts(nodes, query_bundle)
         if not nodes:
             return []
-        self._read_model_length()
         with self._reranking(nodes, query) as finish:
             ranked = self._rank(query.query_str, texts, self._first_stage_scores(nodes))
             return finish(self._scored(nodes, ranked))
@@ -199,7 +187,6 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         query, texts = self._query_and_texts(nodes, query_bundle)
         if not nodes:
             return []
-        await self._aread_model_length()
         with self._reranking(nodes, query) as finish:
             ranked = await self._arank(query.query_str, texts, self._first_stage_scores(nodes))
             return finish(self._scored(nodes, ranked))
