@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from poolrag.cli.command_errors import report_error, setup_logging, user_errors
+from poolrag.cli.command_errors import dimensions_flag_error, report_error, setup_logging, user_errors
 from poolrag.cli.model_loading import engine_args_from, load_engine
 from poolrag.engine_args import EngineArgs, positive_int
 
@@ -190,11 +190,5 @@ def _document_params(engine: Engine, width: int | None) -> PoolingParams:
     except DimensionsError as exc:
         if width is None:  # the model's own default size: no flag of the user's to name
             raise
-        if engine.facts.is_matryoshka or not 0 < width < (engine.facts.embedding_dim or 0):
-            raise DimensionsError(f"--dimensions {width}: {exc}") from None
-        raise DimensionsError(  # the CLI's way to declare a model Matryoshka, as ingest says it
-            f"--dimensions {width}: this model is not a Matryoshka model, so its vectors cannot be "
-            "truncated meaningfully; leave out --dimensions, or add --assume-matryoshka only if the "
-            "model was trained for it"
-        ) from None
+        raise dimensions_flag_error(width, engine.facts, exc) from None
     return params

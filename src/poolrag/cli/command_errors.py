@@ -6,6 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from poolrag.errors import DimensionsError
+    from poolrag.model_facts import ModelFacts
 
 EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 3
@@ -52,3 +57,18 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from poolrag.errors import PoolragError
 
     return (PoolragError, OSError)
+
+
+def dimensions_flag_error(width: int, facts: ModelFacts, refusal: Exception) -> DimensionsError:
+    """The engine's refusal of ``--dimensions width``, said as the CLI's flags: a width below a plain
+    embedder's full size names ``--assume-matryoshka``, the CLI's own way to declare a model
+    Matryoshka (``ingest`` and ``calibrate`` take it)."""
+    from poolrag.errors import DimensionsError
+
+    if facts.is_matryoshka or not 0 < width < (facts.embedding_dim or 0):
+        return DimensionsError(f"--dimensions {width}: {refusal}")
+    return DimensionsError(
+        f"--dimensions {width}: this model is not a Matryoshka model, so its vectors cannot be truncated "
+        f"meaningfully; leave out --dimensions (full size is {facts.embedding_dim}), or add "
+        "--assume-matryoshka only if the model was trained for it"
+    )

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from poolrag.cli.command_errors import report_error, setup_logging, user_errors
+from poolrag.cli.command_errors import dimensions_flag_error, report_error, setup_logging, user_errors
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra, require_store_extra
 from poolrag.cli.ingest_ray import add_ray_arguments
 from poolrag.cli.model_loading import engine_args_from, load_engine
@@ -428,11 +428,6 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
             return ColbertEncoder(engine)
         return DenseEncoder(CachedEmbedder(engine, cache), dimensions)
     except DimensionsError as exc:
-        plain_embedder = facts.score_kind is not ScoreKind.MAXSIM and not facts.is_matryoshka
-        if plain_embedder and dimensions is not None and 0 < dimensions < (facts.embedding_dim or 0):
-            raise DimensionsError(  # the CLI's own way to declare a model Matryoshka, said once
-                f"--dimensions {dimensions}: this model is not a Matryoshka model, so its vectors cannot "
-                f"be truncated meaningfully; leave out --dimensions (full size is {facts.embedding_dim}), "
-                "or add --assume-matryoshka only if the model was trained for it"
-            ) from None
-        raise DimensionsError(f"--dimensions {dimensions}: {exc}") from None
+        if dimensions is None or facts.score_kind is ScoreKind.MAXSIM:
+            raise DimensionsError(f"--dimensions {dimensions}: {exc}") from None
+        raise dimensions_flag_error(dimensions, facts, exc) from None
