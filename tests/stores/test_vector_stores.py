@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stores_support import FAST_RETRY, SEARCH_KINDS, SENTENCES, STORE_KINDS, closed_port
+from stores_support import FAST_RETRY, SEARCH_KINDS, SENTENCES, STORE_KINDS, closed_port, store_location
 
 from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
@@ -115,6 +115,35 @@ def test_metadata_survives_reopening_and_mismatches_are_refused(
     # The same weights under another path (another machine) are the same model.
     assert store.ensure_collection(_spec(model="/elsewhere/minilm@2cbc4fe1b1001d07")).dimension == 384
     assert store.count() == len(SENTENCES)
+
+
+@pytest.mark.parametrize("kind", ["milvus", "qdrant"])
+def test_a_collection_another_program_made_is_refused_not_written_into(kind: str, tmp_path: Path) -> None:
+    """A collection of the same name without poolrag's record (made by the database's own client)
+    is someone else's data: refused, naming it, before anything is written."""
+    if kind == "milvus":
+        from pymilvus import MilvusClient
+
+        theirs = MilvusClient(str(tmp_path / "milvus.db"))
+        theirs.create_collection("docs", dimension=384)
+    else:
+        from qdrant_client import QdrantClient, models
+
+        theirs = QdrantClient(path=str(tmp_path / "qdrant"))
+        theirs.create_collection(
+            "docs", vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE)
+        )
+    theirs.close()
+    store = open_store(kind, "docs", retry=FAST_RETRY, **store_location(kind, tmp_path))
+    try:
+        with pytest.raises(CollectionMismatchError) as refused:
+            store.ensure_collection(_spec())
+    finally:
+        store.close()
+    assert str(refused.value) == (
+        f"collection 'docs' in {kind} at {store.location} was not created by poolrag (no model metadata); "
+        "choose another --collection"
+    )
 
 
 @pytest.mark.parametrize("kind", STORE_KINDS)

@@ -149,6 +149,17 @@ class CollectionSpec:
         return json.dumps(data, sort_keys=True)
 
     @classmethod
+    def from_collection_metadata(cls, name: str, text: str | None, where: str) -> CollectionSpec:
+        """:meth:`from_metadata` of a collection found in a store (``where``: "milvus at ./m.db");
+        one without poolrag's record was made by something else, and is not written into."""
+        if text is None:
+            raise CollectionMismatchError(
+                f"collection {name!r} in {where} was not created by poolrag (no model metadata); "
+                "choose another --collection"
+            )
+        return cls.from_metadata(name, text)
+
+    @classmethod
     def from_metadata(cls, name: str, text: str) -> CollectionSpec:
         """The record as stored; the model's name and identity, which messages show, with control
         and bidi characters escaped (whoever wrote the collection wrote them: a terminal escape in

@@ -42,7 +42,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, PayloadPages, SourcePages, StoreHit
-from poolrag.stores.errors import CollectionMismatchError, StoreRequestError, UnsupportedStoreFeature
+from poolrag.stores.errors import StoreRequestError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
 from poolrag.stores.local_paths import check_writable_folder
@@ -314,12 +314,7 @@ class MilvusStore(StoreTemplate):
             return None
         info = self._call(lambda: self._client.describe_collection(self.collection), "describe_collection")
         raw = (info.get("properties") or {}).get(METADATA_KEY)
-        if raw is None:
-            raise CollectionMismatchError(
-                f"collection {self.collection!r} in milvus at {self.location} was not created by poolrag "
-                "(no model metadata); choose another --collection"
-            )
-        spec = CollectionSpec.from_metadata(self.collection, raw)
+        spec = CollectionSpec.from_collection_metadata(self.collection, raw, f"milvus at {self.location}")
         # A reopened collection starts released; searching and querying need it loaded.
         self._call(lambda: self._client.load_collection(self.collection), "load_collection")
         return spec

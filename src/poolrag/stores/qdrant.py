@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores import qdrant_points
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
-from poolrag.stores.errors import CollectionMismatchError, StoreRequestError
+from poolrag.stores.errors import StoreRequestError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
 from poolrag.stores.qdrant_points import Leg, QdrantPointStore
@@ -185,12 +185,7 @@ class QdrantStore(QdrantPointStore):
             return None
         info = self._call(lambda: self._client.get_collection(self.collection), "get_collection")
         raw = (info.config.metadata or {}).get(METADATA_KEY)
-        if raw is None:
-            raise CollectionMismatchError(
-                f"collection {self.collection!r} in qdrant at {self.location} was not created by poolrag "
-                "(no model metadata); choose another --collection"
-            )
-        return CollectionSpec.from_metadata(self.collection, raw)
+        return CollectionSpec.from_collection_metadata(self.collection, raw, f"qdrant at {self.location}")
 
     def _write_spec(self, spec: CollectionSpec) -> None:
         """The poolrag key of the collection metadata replaced (other keys stay as they are)."""
