@@ -16,7 +16,6 @@ from poolrag.evaluation.tune import (
     candidate_run,
     candidate_settings,
     cross_validate,
-    fused_documents,
     kfold,
     paired_test,
 )
@@ -68,6 +67,12 @@ def test_mixed_differences_count_wins_ties_losses_and_a_large_p() -> None:
 
 def _hit(chunk: str, score: float) -> StoreHit:
     return StoreHit(chunk, score, {CORPUS_ID_KEY: chunk.split("#")[0]})
+
+
+def fused_documents(legs: QueryLegs, setting: Setting, depth: int) -> list[tuple[str, float]]:
+    """The document run of one query whose legs are ``legs``, ``depth`` chunks fused (no widening:
+    the collection holds no more)."""
+    return candidate_run({"q": lambda _: legs}, setting, k=1, depth=depth, chunks=depth)["q"]
 
 
 def test_fused_documents_fuse_by_the_stores_rules_and_credit_a_document_its_best_chunk() -> None:

@@ -193,12 +193,6 @@ def _hits(results: Sequence[SearchResult]) -> list[StoreHit]:
     return [StoreHit(r.id, r.score, r.payload) for r in results]
 
 
-def fused_documents(legs: QueryLegs, setting: Setting, depth: int) -> list[tuple[str, float]]:
-    """The document run ``setting`` gives: legs fused, ``depth`` chunks kept (then reranked when the
-    setting has a reranker share), each document scored by its best chunk."""
-    return _by_document(fused_chunks(legs, setting, depth))
-
-
 def fused_chunks(legs: QueryLegs, setting: Setting, depth: int) -> list[StoreHit]:
     """The chunks ``setting`` ranks first: legs fused, ``depth`` kept, then reranked when the setting
     has a reranker share (what the table's hybrid and reranked rows rank)."""
