@@ -200,7 +200,13 @@ class InProcessEngine(PoolingEngine, Protocol):
 
     @property
     def task(self) -> str:
-        """The primary task (what ``/pooling`` runs when a request names none)."""
+        """The primary task (``Engine(task=...)``, else the pooler config's, else the model's first)."""
+        ...
+
+    @property
+    def pooler_task(self) -> str | None:
+        """The task the pooler config names (vLLM's ``PoolerConfig.task``): what ``/pooling`` runs
+        when a request names none; ``None`` leaves that to vLLM's default order."""
         ...
 
     @property

@@ -392,6 +392,12 @@ class Engine:
         return self._pipeline.pooler_config
 
     @property
+    def pooler_task(self) -> str | None:
+        """The task the pooler config names (vLLM's ``PoolerConfig.task``): what ``score``
+        computes follows it, and ``/pooling`` runs it for a request naming none."""
+        return self._pipeline.pooler_config.task
+
+    @property
     def supports_late_chunking(self) -> bool:
         """Whether :meth:`embed_chunks` can run: a mean-pooling ``embed`` head (a CLS or last-token
         vector has no part per chunk), as the pipeline built it."""
@@ -400,7 +406,7 @@ class Engine:
     @property
     def score_kind(self) -> ScoreKind:
         """How ``score`` works for this model: a cross-encoder, cosine of vectors or MaxSim."""
-        return self._pipeline.kind.score_kind
+        return self._pipeline.score_kind
 
     @property
     def facts(self) -> ModelFacts:

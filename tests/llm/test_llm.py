@@ -267,3 +267,39 @@ def test_reward_on_a_token_classifier_through_the_engine(tiny_model: Callable[..
     assert "reward" in engine.supported_tasks
     out = engine.reward("a few words here", PoolingParams(use_activation=False))[0]
     assert out.outputs.data.shape == (len(out.prompt_token_ids), 2)
+
+
+def test_pooler_config_task_token_embed_scores_by_late_interaction(
+    minilm_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """vLLM's multi-vector example: BGE-M3 with ``PoolerConfig(task="token_embed")`` scores by
+    MaxSim over the token vectors (vLLM's late interaction); without it by cosine of the dense
+    vectors. The task changes no vector, so the outputs' fingerprint stays."""
+    from tiny_models import build_bge_m3
+
+    from poolrag.scoring.similarity import maxsim
+    from poolrag.vllm import PoolerConfig as VllmPoolerConfig
+
+    folder = build_bge_m3(tmp_path_factory.mktemp("m3"), minilm_path)
+    llm = LLM(str(folder), runner="pooling", pooler_config=VllmPoolerConfig(task="token_embed"))
+    plain = LLM(str(folder), runner="pooling")
+    query, docs = "the capital of France", ["Paris is in France.", "Bananas are yellow."]
+    q = llm.encode(query, pooling_task="token_embed")[0].outputs.data.numpy()
+    d = [out.outputs.data.numpy() for out in llm.encode(docs, pooling_task="token_embed")]
+    scores = [s.outputs.score for s in llm.score(query, docs)]
+    np.testing.assert_allclose(scores, [maxsim(q, x) for x in d], rtol=1e-5)
+    dense = [np.array(o.outputs.embedding) for o in plain.embed([query, *docs])]
+    np.testing.assert_allclose(
+        [s.outputs.score for s in plain.score(query, docs)],
+        [float(dense[0] @ x) for x in dense[1:]],
+        rtol=1e-5,
+    )
+    assert llm.engine.facts.output_fingerprint == plain.engine.facts.output_fingerprint
+    assert llm.engine.task == "token_embed" and llm.model_config.pooler_config.task == "token_embed"
+
+
+def test_a_pooler_config_task_the_model_does_not_run_is_refused(minilm_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="pooler_config task 'classify' is not one this model runs"):
+        LLM(str(minilm_path), pooler_config={"task": "classify"})
+    with pytest.raises(InvalidInputError, match="task 'embed' and pooler_config task 'token_embed' disagree"):
+        Engine(minilm_path, task="embed", pooler_config={"task": "token_embed"})

@@ -40,6 +40,8 @@ def test_the_default_task_follows_vllms_order() -> None:
     assert default_pooling_task(("embed", "score", "token_embed"), "embed") == "token_embed"
     assert default_pooling_task(("token_classify", "reward"), "token_classify") == "token_classify"
     assert default_pooling_task(("score", "classify", "reward"), "score") == "score"  # a cross-encoder
+    # a pooler config naming the task (vLLM's PoolerConfig.task) decides, as vLLM's pooling task does
+    assert default_pooling_task(("classify", "score", "token_classify"), "classify", "classify") == "classify"
 
 
 def test_colbert_query_token_vectors_equal_offline(colbert_server: Served, http: httpx.Client) -> None:

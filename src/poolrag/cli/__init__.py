@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from poolrag.cli.command_errors import EXIT_STORE_WRITE
+from poolrag.cli.dotted_flags import expand_dotted_flags
 from poolrag.cli.interrupts import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -27,7 +28,14 @@ SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
 
 class OneLineErrorParser(argparse.ArgumentParser):
     """A usage mistake is one line naming the option and the cause, not the whole usage text
-    (``--help`` still prints it); subcommand parsers inherit this class from their parent."""
+    (``--help`` still prints it); subcommand parsers inherit this class from their parent. vLLM's
+    dotted flags (``--pooler-config.task token_embed``) are read as their JSON object."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        given = sys.argv[1:] if args is None else args
+        return super().parse_known_args(expand_dotted_flags(given, self.error), namespace)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see '{self.prog} --help')\n")

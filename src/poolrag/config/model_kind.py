@@ -17,8 +17,17 @@ from poolrag.config.registry import (
     reward_alias_tasks,
 )
 from poolrag.errors import GenerativeCheckpointError, ModelLoadError
+from poolrag.model_facts import ScoreKind
 
-__all__ = ["ModelKind", "detect_model_kind", "supported_tasks", "task_aliases"]
+__all__ = ["ModelKind", "detect_model_kind", "pooled_task_score", "supported_tasks", "task_aliases"]
+
+#: what ``score`` computes when the pooler config names the task the model is pooled for, as vLLM's
+#: score type follows its ``PoolerConfig.task`` (bi-encoder, late interaction, cross-encoder)
+TASK_SCORE_KINDS: dict[str, ScoreKind] = {
+    "embed": ScoreKind.COSINE,
+    "token_embed": ScoreKind.MAXSIM,
+    "classify": ScoreKind.CROSS_ENCODER,
+}
 
 
 def _remote_auto_classes(spec: ModelSpec) -> set[str]:
@@ -203,3 +212,17 @@ def task_aliases(kind: ModelKind, spec: ModelSpec) -> dict[str, str]:
     info = KINDS[kind]
     tasks = tuple(t for t in info.tasks if spec.num_labels == 1 or t not in info.one_label_tasks)
     return dict.fromkeys(reward_alias_tasks(kind, spec.role, tasks), "reward")
+
+
+def pooled_task_score(kind: ModelKind, tasks: tuple[str, ...], pooler: PoolerConfig) -> ScoreKind:
+    """How ``score`` works: as the pooler config's ``task`` says (``token_embed``: MaxSim over the
+    token vectors, as vLLM's late interaction), else as the kind does. A task the model does not
+    run is refused, as vLLM refuses it."""
+    task = pooler.task
+    if task is None:
+        return kind.score_kind
+    if task not in tasks:
+        raise ModelLoadError(
+            f"pooler_config task {task!r} is not one this model runs; it runs: {', '.join(tasks)}"
+        )
+    return TASK_SCORE_KINDS.get(task, kind.score_kind)

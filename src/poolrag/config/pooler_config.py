@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import InitVar, dataclass, fields
 from typing import Any, Literal, get_args
 
 from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
+from poolrag.model_facts import PoolingTask
 
 PoolingType = Literal["CLS", "MEAN", "LAST", "MAX", "ALL", "STEP", "SPLADE"]
 POOLING_TYPES: tuple[str, ...] = get_args(PoolingType)
@@ -30,6 +31,9 @@ _SPLIT_POOLING_KEYS = ("seq_pooling_type", "tok_pooling_type")
 #: vLLM keys that choose a CUDA kernel of its own and change no result
 _KERNEL_KEYS = ("enable_flash_late_interaction",)
 Activation = Literal["softmax", "sigmoid", "identity"]
+#: the tasks ``task`` may name: poolrag's own (vLLM's, with ``reward`` and ``sparse_embed``); ``score``
+#: is not one, since a score is computed by one of them (vLLM removed it the same way)
+POOLER_TASKS: tuple[str, ...] = tuple(t for t in get_args(PoolingTask) if t != "score")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +49,16 @@ class PoolerConfig:
     ``(logit - mean) / sigma`` before its activation, so scores of different rerankers mean the same.
     ``use_activation`` on an embedding model is vLLM 0.32's name of ``normalize``. ``activation``
     names the classifier's function (poolrag's); given as a boolean it is vLLM's older spelling of
-    ``use_activation``.
+    ``use_activation``. ``seq_pooling_type`` / ``tok_pooling_type`` (vLLM 0.32's split of
+    ``pooling_type``) are folded into ``pooling_type`` (see :func:`_one_pooling_type`).
+
+    ``task`` is vLLM's: the task the model is pooled for. It must be one the model runs (refused at
+    load otherwise), and it decides what ``score`` computes, as vLLM's score type follows it:
+    ``token_embed`` scores by MaxSim over the token vectors (late interaction, e.g. BGE-M3's
+    ColBERT head), ``embed`` by the similarity of the pooled vectors, ``classify`` by a
+    cross-encoder's joint pass; it is also what ``/pooling`` runs for a request naming no task.
+    Unlike vLLM, the model's other tasks stay callable. It changes no vector, so it is kept out of
+    the outputs' fingerprint, and ``repr`` shows it only when set (a tune verdict keys on ``repr``).
     """
 
     pooling_type: PoolingType | None = None
@@ -59,8 +72,20 @@ class PoolerConfig:
     max_embed_len: int | None = None
     logit_mean: float | None = None
     logit_sigma: float | None = None
+    task: PoolingTask | None = None
+    seq_pooling_type: InitVar[str | None] = None
+    tok_pooling_type: InitVar[str | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, seq_pooling_type: str | None, tok_pooling_type: str | None) -> None:
+        named = {"pooling_type": self.pooling_type}
+        named |= {"seq_pooling_type": seq_pooling_type, "tok_pooling_type": tok_pooling_type}
+        object.__setattr__(self, "pooling_type", _one_pooling_type(named))
+        if self.task is not None and self.task not in POOLER_TASKS:
+            hint = " (a score is computed by embed, token_embed or classify: name that one)"
+            raise InvalidInputError(
+                f"unknown pooler_config task {self.task!r}; known: {', '.join(POOLER_TASKS)}"
+                + (hint if self.task == "score" else "")
+            )
         if isinstance(self.activation, bool):  # vLLM's older key: whether a classifier applies its activation
             if self.use_activation is not None and self.use_activation != self.activation:
                 raise InvalidInputError(
@@ -80,6 +105,10 @@ class PoolerConfig:
                 raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
         if self.logit_sigma is not None and self.logit_sigma <= 0:
             raise InvalidInputError(f"logit_sigma must be greater than 0, got {self.logit_sigma!r}")
+
+    def __repr__(self) -> str:
+        shown = (f for f in fields(self) if f.name != "task" or self.task is not None)
+        return f"PoolerConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in shown)})"
 
     @classmethod
     def from_value(cls, value: PoolerConfig | dict[str, Any] | str | None) -> PoolerConfig:
@@ -102,9 +131,6 @@ class PoolerConfig:
         if unknown:
             raise InvalidInputError(f"unknown pooler_config keys: {sorted(unknown)}; known: {sorted(known)}")
         data = {k: v for k, v in value.items() if k not in _KERNEL_KEYS}
-        pooling_type = _one_pooling_type(data)
-        if pooling_type is not None:
-            data["pooling_type"] = pooling_type
         if data.get("returned_token_ids") is not None:
             data["returned_token_ids"] = tuple(int(t) for t in data["returned_token_ids"])
         check_optional_count(data.get("max_embed_len"), "max_embed_len")
@@ -146,12 +172,11 @@ class PoolerConfig:
         )
 
 
-def _one_pooling_type(data: dict[str, Any]) -> str | None:
-    """``pooling_type``, or vLLM 0.32's ``seq_pooling_type`` / ``tok_pooling_type`` (taken out of
-    ``data``). poolrag pools each model one way: a token method alone is that method (``ALL``
-    gives a reward model its per-token rows, as in vLLM); beside a sequence method a token ``ALL``
-    adds nothing (token tasks pool every token), and any other pair must be one method."""
-    named = {key: data.pop(key, None) for key in ("pooling_type", *_SPLIT_POOLING_KEYS)}
+def _one_pooling_type(named: dict[str, Any]) -> Any:
+    """``pooling_type``, or vLLM 0.32's ``seq_pooling_type`` / ``tok_pooling_type``. poolrag pools
+    each model one way: a token method alone is that method (``ALL`` gives a reward model its
+    per-token rows, as in vLLM); beside a sequence method a token ``ALL`` adds nothing (token tasks
+    pool every token), and any other pair must be one method."""
     methods: dict[str, str] = {}
     for key, kind in named.items():
         if kind is None:

@@ -23,7 +23,7 @@ from poolrag.core.autotune import TunedLoad, TuneRequest, load_tuned, resolve_tu
 from poolrag.core.model_setup import TOKENIZER_SUFFIXES, Pipeline, build_pipeline
 from poolrag.core.speed_plan import apply_plan
 from poolrag.engine_args import EngineArgs
-from poolrag.errors import UnsupportedTaskError
+from poolrag.errors import InvalidInputError, UnsupportedTaskError
 from poolrag.loading.cpu_fast_mode import FastModeReport
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.native_loader import ModelImpl
@@ -37,7 +37,7 @@ class BuiltEngine:
     """Everything an engine serves with, built from its :class:`~poolrag.EngineArgs`.
 
     Attributes:
-        task: the primary task (the args' own, checked, else the model's first).
+        task: the primary task (the args' own, checked, else the pooler config's, else the model's first).
         tuned: the pipeline to serve with, its speed plan (applied) and what is still to start
             (compile, background tune).
         fast_mode_report: the CPU fast mode's measured accuracy (None: exact, none asked).
@@ -75,8 +75,13 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
     facts = _facts(args.model, spec, tuned.pipeline, tokenizer_path)
     if args.task is not None and args.task not in facts.supported_tasks:
         raise UnsupportedTaskError(args.task, facts.supported_tasks)
+    pooled_for = tuned.pipeline.pooler_config.task
+    if args.task is not None and pooled_for is not None and args.task != pooled_for:
+        raise InvalidInputError(
+            f"task {args.task!r} and pooler_config task {pooled_for!r} disagree: give one of them"
+        )
     fast_report = apply_plan(tuned.pipeline, tuned.plan, args.cpu_fast_mode_min_cosine, tuned.fast_report)
-    task = args.task or facts.supported_tasks[0]
+    task = args.task or pooled_for or facts.supported_tasks[0]
     return BuiltEngine(spec, device, dtype, template, tuned, facts, task, fast_report)
 
 
@@ -136,15 +141,25 @@ def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path:
         embedding_dim=pipeline.embedding_dim,
         is_matryoshka=spec.is_matryoshka,
         matryoshka_dimensions=spec.matryoshka_dimensions,
-        score_kind=pipeline.kind.score_kind,
+        score_kind=pipeline.score_kind,
         output_fingerprint=output_fingerprint(
-            asdict(pooler) | _tokenizer_shaping(tokenizer_path) | _token_shaping(pipeline.token_normalize)
+            _vector_shaping(pooler)
+            | _tokenizer_shaping(tokenizer_path)
+            | _token_shaping(pipeline.token_normalize)
         ),
         normalizes_embeddings=bool(pooler.normalize),
         default_dimensions=pooler.dimensions,
         prompt_names=tuple(spec.prompts),
         reads_images=pipeline.processor.images is not None,
     )
+
+
+def _vector_shaping(pooler: PoolerConfig) -> dict[str, object]:
+    """The pooler settings that shape outputs: all but ``task``, which decides what ``score``
+    computes and changes no vector (so a config without it keys where it always did)."""
+    settings = asdict(pooler)
+    del settings["task"]
+    return settings
 
 
 def _token_shaping(token_normalize: bool | None) -> dict[str, bool]:

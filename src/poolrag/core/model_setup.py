@@ -17,7 +17,13 @@ from torch import nn
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
-from poolrag.config.model_kind import ModelKind, detect_model_kind, supported_tasks, task_aliases
+from poolrag.config.model_kind import (
+    ModelKind,
+    detect_model_kind,
+    pooled_task_score,
+    supported_tasks,
+    task_aliases,
+)
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.network_head import NetworkHead
 from poolrag.config.pooler_config import SENTENCE_POOLING, PoolerConfig
@@ -30,6 +36,7 @@ from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.model_loader import load_projection
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement, check_model_fits, input_device
+from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolerDefaults
 from poolrag.pooling.heads import ActivationName
 from poolrag.runner.model_runner import ModelRunner
@@ -67,6 +74,7 @@ class Pipeline:
     fingerprint: str
     # classify_pairs': CrossEncoder.predict's, which differs from classify's where no CrossEncoder saved one
     pair_activation: ActivationName
+    score_kind: ScoreKind  # what score computes: the kind's, or the one the pooler config's task names
     # how many columns returned_token_ids may index for reward or token_classify (labels or vocabulary rows)
     head_columns: int | None = None
     # a task served by another task's pooler (a reward model's token_classify is its reward)
@@ -222,6 +230,7 @@ def build_pipeline(
     runner.first_row_tasks = heads.first_row_tasks
     activation = classify_activation(spec, pooler)  # after the heads: they may correct the label count
     tasks = supported_tasks(kind, spec)
+    score_kind = pooled_task_score(kind, tasks, pooler)
     sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
     batcher = TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len), **sizes)
     executor = ModelExecutor(runner, heads.poolers, batcher)
@@ -249,6 +258,7 @@ def build_pipeline(
         head_columns=heads.head_columns,
         task_aliases=task_aliases(kind, spec),
         token_normalize=pooler_override.normalize_switch() if "token_embed" in tasks else None,
+        score_kind=score_kind,
     )
 
 

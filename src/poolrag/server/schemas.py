@@ -835,8 +835,8 @@ PoolingTaskName = Literal["embed", "classify", "token_embed", "token_classify", 
 class PoolingRequest(ChatFormBody):
     task: PoolingTaskName | None = Field(
         None,
-        description="Pooling task; omitted, as vLLM picks it: token_embed where the model has it, else "
-        "token_classify, else the model's primary task.",
+        description="Pooling task; omitted, as vLLM picks it: the server's pooler_config task, else "
+        "token_embed where the model has it, else token_classify, else the model's primary task.",
     )
     dimensions: StrictInt | None = Field(None, ge=1)
     normalize: StrictBool | None = None

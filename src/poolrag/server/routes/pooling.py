@@ -44,10 +44,13 @@ def _wire(
 VLLM_DEFAULT_ORDER = ("token_embed", "token_classify")
 
 
-def default_pooling_task(supported: Sequence[str], primary: str) -> str:
-    """The task of a request naming none, as vLLM picks it: ``token_embed`` where the model has it,
-    else ``token_classify``, else the model's primary task (code written for vLLM's /pooling reads
-    an embedding model's answer as one row per token)."""
+def default_pooling_task(supported: Sequence[str], primary: str, pooler_task: str | None = None) -> str:
+    """The task of a request naming none, as vLLM picks it: the pooler config's ``task`` where it
+    names one, else ``token_embed`` where the model has it, else ``token_classify``, else the
+    model's primary task (code written for vLLM's /pooling reads an embedding model's answer as one
+    row per token)."""
+    if pooler_task is not None:
+        return pooler_task
     return next((task for task in VLLM_DEFAULT_ORDER if task in supported), primary)
 
 
@@ -58,7 +61,8 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         prompts = to_prompts(body.input, state.settings)  # type: ignore[arg-type]
     else:
         prompts = chat_prompt(body, state.engine.facts)
-    task = body.task or default_pooling_task(state.engine.facts.supported_tasks, state.engine.task)
+    engine = state.engine
+    task = body.task or default_pooling_task(engine.facts.supported_tasks, engine.task, engine.pooler_task)
     params = PoolingParams(
         dimensions=body.dimensions,
         normalize=body.normalize,
