@@ -25,6 +25,7 @@ from poolrag.config.registry import (
     Entry,
     Role,
     default_pooling,
+    reward_head_token_tasks,
 )
 from poolrag.config.st_modules import NOT_SUPPORTED as ST_NOT_SUPPORTED
 from poolrag.config.st_modules import SUPPORTED as ST_SUPPORTED
@@ -70,7 +71,9 @@ def _tasks(entry: Entry) -> str:
     info = entry.info
     notes = {t: " (one label)" for t in info.one_label_tasks}
     notes |= {t: " (with `convert='classify'`)" for t in info.classify_tasks if t not in entry.tasks}
+    per_token = reward_head_token_tasks(entry.kind, entry.role)
     notes |= {t: " (as `reward`, vLLM's `LLM.reward`)" for t in entry.tasks if t not in info.tasks}
+    notes |= {t: " (the head on every token, as vLLM pools it)" for t in per_token}
     listed = entry.tasks + tuple(t for t in info.classify_tasks if t not in entry.tasks)
     return ", ".join(f"`{t}`{notes.get(t, '')}" for t in listed)
 

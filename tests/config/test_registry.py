@@ -21,7 +21,7 @@ from models_doc import README_END, README_START, REGENERATE, markdown
 from safetensors.torch import load_file, save_file
 from tiny_models import build_bge_m3, build_clip, build_colpali, build_splade, copy_tokenizer
 
-from poolrag import Engine
+from poolrag import Engine, PoolingParams
 from poolrag.config.model_spec import load_model_spec
 from poolrag.config.registry import (
     ARCHITECTURES,
@@ -358,6 +358,9 @@ def test_the_engine_does_what_the_row_says(
 REWARD_ROWS = [e for e in ENTRIES if "token_classify" in e.tasks and "token_classify" not in e.info.tasks]
 
 
+PROCESS_REWARD_ROWS = [e for e in REWARD_ROWS if e.kind is ModelKind.STEP_REWARD]
+
+
 def test_the_reward_rows_are_the_reward_models() -> None:
     assert {(e.kind, e.role) for e in REWARD_ROWS} == {
         (ModelKind.SCORE_HEAD_CLASSIFIER, Role.REWARD_HEAD),
@@ -366,12 +369,13 @@ def test_the_reward_rows_are_the_reward_models() -> None:
     }
 
 
-@pytest.mark.parametrize("entry", REWARD_ROWS, ids=_row_id)
-def test_token_classify_on_a_reward_model_is_its_reward(
+@pytest.mark.parametrize("entry", PROCESS_REWARD_ROWS, ids=_row_id)
+def test_token_classify_on_a_process_reward_model_is_its_reward(
     entry: Entry, tiny_model: Callable[..., Path], tmp_path: Path
 ) -> None:
     """Issue 30, item 6: "`encode(pooling_task="token_classify")` is refused on reward models
-    (vLLM's table maps `LLM.reward` to it)"."""
+    (vLLM's table maps `LLM.reward` to it)"; vLLM's token_classify pooler on a process reward
+    model is STEP-pooled, so its rows are the rewards."""
     folder, kwargs = BUILDERS[(entry.kind, entry.role, entry.backbone)](tiny_model, tmp_path / _row_id(entry))
     engine = Engine(folder, **kwargs)
     texts = ["Step one. Step two. ки", "2 + 2 = 4 ки"]
@@ -379,6 +383,21 @@ def test_token_classify_on_a_reward_model_is_its_reward(
     tokens = [o.outputs.data for o in engine.encode(texts, "token_classify")]
     for got, expected in zip(tokens, rewards, strict=True):
         np.testing.assert_array_equal(got, expected)
+
+
+def test_token_classify_on_a_reward_head_is_its_head_on_every_token(tmp_path: Path) -> None:
+    """vLLM pools a ``*ForRewardModel`` (InternLM2, Qwen2-Math-RM) with ``pooler_for_token_classify``:
+    an explicitly named ``token_classify`` is one row per token (it answered one value, the
+    reward's), activated unless ``use_activation=False``; ``reward`` stays the last token's raw value."""
+    folder, kwargs = _qwen2_remote(process=False)(None, tmp_path / "reward-tokens")
+    engine = Engine(folder, **kwargs)
+    texts = ["a b c d", "one two"]
+    raw = engine.encode(texts, "token_classify", PoolingParams(use_activation=False))
+    probs = engine.encode(texts, "token_classify")
+    for text, rows, activated, reward in zip(texts, raw, probs, engine.reward(texts), strict=True):
+        assert rows.outputs.data.shape == (len(engine.tokenize(text)), 1)
+        np.testing.assert_allclose(rows.outputs.data[-1], reward.outputs.data, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(activated.outputs.data, 1 / (1 + np.exp(-rows.outputs.data)), rtol=1e-5)
 
 
 def test_a_reward_model_with_convert_classify_is_a_classifier(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def test_qwen2_reward_model_gives_one_raw_score_per_text(qwen2_rm, side):
     model, tokenizer, folder = qwen2_rm
     engine = Engine(folder, trust_remote_code=True)
     assert engine.spec.architecture == "Qwen2ForRewardModel" and engine.spec.num_labels == 1
-    # token_classify: vLLM's name for LLM.reward (issue 30 item 6)
+    # token_classify: the head on every token, as vLLM's pooler for *ForRewardModel
     assert set(engine.supported_tasks) == {"classify", "score", "reward", "token_classify"}
     seqs = [tokenizer(t)["input_ids"] for t in TEXTS]
     expected = run_padded(model, seqs, PAD, side, lambda out, batch, last: out.logits.float().numpy())

@@ -15,6 +15,7 @@ from poolrag.config.registry import (
     ModelKind,
     Role,
     reward_alias_tasks,
+    reward_head_token_tasks,
 )
 from poolrag.errors import GenerativeCheckpointError, ModelLoadError
 from poolrag.model_facts import ScoreKind
@@ -199,12 +200,15 @@ def supported_tasks(kind: ModelKind, spec: ModelSpec) -> tuple[str, ...]:
     info = KINDS[kind]
     dropped = info.one_label_tasks if spec.num_labels != 1 else ()
     tasks = tuple(t for t in info.tasks if t not in dropped)
-    added = info.classify_tasks if spec.convert == "classify" else tuple(task_aliases(kind, spec))
+    if spec.convert == "classify":
+        added = info.classify_tasks
+    else:
+        added = reward_head_token_tasks(kind, spec.role) + tuple(task_aliases(kind, spec))
     return tasks + tuple(t for t in added if t not in tasks)
 
 
 def task_aliases(kind: ModelKind, spec: ModelSpec) -> dict[str, str]:
-    """Tasks answered by another task's pooler: a reward model's ``token_classify`` is its
+    """Tasks answered by another task's pooler: a process reward model's ``token_classify`` is its
     ``reward`` (vLLM runs ``LLM.reward`` as ``encode(pooling_task="token_classify")``), unless
     ``convert='classify'`` made it a classifier of its tokens."""
     if spec.convert == "classify":

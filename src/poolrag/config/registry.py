@@ -158,14 +158,22 @@ KINDS: dict[ModelKind, KindInfo] = {
 
 
 # Issue 30, item 6: vLLM runs ``LLM.reward`` as ``encode(pooling_task="token_classify")``, so a
-# reward model answers that task too, with the same values as ``reward``.
+# process reward model answers that task too, with the same values as ``reward`` (vLLM's pooler for
+# it is the token classifier's, STEP-pooled).
 def reward_alias_tasks(kind: ModelKind, role: Role, tasks: tuple[str, ...]) -> tuple[str, ...]:
-    """``("token_classify",)`` when ``kind`` / ``role`` is a reward model offering ``reward`` but
-    not already ``token_classify``; otherwise ``()``."""
-    reward_model = kind is ModelKind.STEP_REWARD or role in (Role.REWARD_HEAD, Role.PROCESS_REWARD_HEAD)
+    """``("token_classify",)`` when ``kind`` / ``role`` is a process reward model offering ``reward``
+    but not already ``token_classify``; otherwise ``()``."""
+    reward_model = kind is ModelKind.STEP_REWARD or role is Role.PROCESS_REWARD_HEAD
     if reward_model and "reward" in tasks and "token_classify" not in tasks:
         return ("token_classify",)
     return ()
+
+
+def reward_head_token_tasks(kind: ModelKind, role: Role) -> tuple[str, ...]:
+    """``("token_classify",)`` for a ``*ForRewardModel`` whose head runs after pooling: vLLM pools
+    it with ``pooler_for_token_classify``, the head on every token (one row per token), while its
+    ``reward`` stays the checkpoint's own value at the last token."""
+    return ("token_classify",) if kind is ModelKind.SCORE_HEAD_CLASSIFIER and role is Role.REWARD_HEAD else ()
 
 
 def default_pooling(kind: ModelKind, is_decoder: bool) -> PoolingType:
@@ -401,8 +409,10 @@ class Entry:
 
     @property
     def tasks(self) -> tuple[str, ...]:
-        """The kind's tasks, plus ``token_classify`` where the row is a reward model."""
-        return self.info.tasks + reward_alias_tasks(self.kind, self.role, self.info.tasks)
+        """The kind's tasks, plus ``token_classify`` where the row is a reward model (its head on
+        every token, or a process reward model's ``reward``)."""
+        per_token = reward_head_token_tasks(self.kind, self.role)
+        return self.info.tasks + per_token + reward_alias_tasks(self.kind, self.role, self.info.tasks)
 
 
 _TINY_ENCODERS = "Bert, Roberta, XLMRoberta, DistilBert, MPNet, ModernBert"
