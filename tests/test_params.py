@@ -65,6 +65,29 @@ def test_verify_fills_every_default_per_task(facts: ModelFacts) -> None:
     assert (sparse.max_active_dims, sparse.step_tag_id, sparse.returned_token_ids) == (5, None, None)
 
 
+def test_verify_refuses_step_settings_the_models_pooler_would_not_read(facts: ModelFacts) -> None:
+    """vLLM refuses step_tag_id / returned_token_ids without STEP pooling; poolrag dropped them where
+    its pooler does not read them (a sequence reward's one value): now refused, naming the field."""
+    sequence_reward = PoolerDefaults(raw_rewards=True, token_rows=frozenset({"token_classify"}))
+    for params, field in (
+        (PoolingParams(step_tag_id=3), "step_tag_id"),
+        (PoolingParams(returned_token_ids=[0]), "returned_token_ids"),
+    ):
+        with pytest.raises(InvalidInputError, match=f"{field} .* this model's reward") as refused:
+            params.verify("reward", facts, sequence_reward)
+        assert refused.value.param == field
+    # per-token rows take columns, but only a STEP-pooled reward selects step tokens
+    assert PoolingParams(returned_token_ids=[0]).verify(
+        "token_classify", facts, sequence_reward
+    ).returned_token_ids == (0,)
+    with pytest.raises(InvalidInputError, match="this model's token_classify does not pool step tokens"):
+        PoolingParams(step_tag_id=3).verify("token_classify", facts, sequence_reward)
+    step = PoolerDefaults(token_rows=frozenset({"reward"}), task_aliases={"token_classify": "reward"})
+    assert PoolingParams(step_tag_id=3).verify("token_classify", facts, step).step_tag_id == 3
+    # facts alone (the server before the engine): not known there, so left to the engine's check
+    assert PoolingParams(step_tag_id=3).verify("reward", facts).step_tag_id == 3
+
+
 def test_verify_answers_an_aliased_task_with_its_pooler(facts: ModelFacts) -> None:
     """A reward model's ``token_classify`` is its ``reward``: checked as asked, filled as run."""
     aliased = PoolerDefaults(task_aliases={"token_classify": "reward"}, step_tag_id=3)

@@ -40,6 +40,9 @@ class PoolerDefaults:
         step_tag_id / returned_token_ids: the pooler config's STEP settings for reward models.
         head_columns: how many columns ``returned_token_ids`` may index (``None``: any id from 0).
         task_aliases: tasks answered by another task's pooler (a reward model's ``token_classify``).
+        token_rows: the tasks answered by per-token classifier rows, the only ones ``returned_token_ids``
+            picks columns of (and, for ``reward``, ``step_tag_id`` selects rows of: STEP pooling);
+            ``None``: not known here (the generic defaults), so neither is refused for it.
     """
 
     use_activation: bool | None = None
@@ -49,6 +52,7 @@ class PoolerDefaults:
     returned_token_ids: tuple[int, ...] | None = None
     head_columns: int | None = None
     task_aliases: Mapping[str, str] = field(default_factory=dict)
+    token_rows: frozenset[str] | None = None
 
 
 _GENERIC = PoolerDefaults()
@@ -210,7 +214,8 @@ class PoolingParams:
                 param="use_activation",
             )
         normalize = self._normalize_switch(task, facts)
-        task = defaults.task_aliases.get(task, task)
+        asked, task = task, defaults.task_aliases.get(task, task)
+        self._check_step_pooling(asked, task, defaults.token_rows)
         return ResolvedParams(
             task=task,
             dimensions=dimensions,
@@ -229,6 +234,25 @@ class PoolingParams:
             returned_token_ids=_returned_token_ids(self, task, defaults),
             max_active_dims=self.max_active_dims,
         )
+
+    def _check_step_pooling(self, asked: str, task: str, token_rows: frozenset[str] | None) -> None:
+        """``step_tag_id`` / ``returned_token_ids`` refused where the model's pooler for ``task``
+        would not read them (as vLLM refuses them without STEP pooling): dropped, the answer would
+        look as if they had been applied."""
+        if token_rows is None:
+            return
+        if self.step_tag_id is not None and not (task == "reward" and task in token_rows):
+            raise InvalidInputError(
+                f"step_tag_id selects the step tokens of STEP pooling (a process reward model's reward); "
+                f"this model's {asked} does not pool step tokens",
+                param="step_tag_id",
+            )
+        if self.returned_token_ids is not None and task not in token_rows:
+            raise InvalidInputError(
+                f"returned_token_ids picks columns of per-token rows (STEP pooling, a token classifier); "
+                f"this model's {asked} is one value per text",
+                param="returned_token_ids",
+            )
 
     def _normalize_switch(self, task: str, facts: ModelFacts) -> bool | None:
         """The request's ``normalize`` for ``task``, or an error where the task has no such switch:

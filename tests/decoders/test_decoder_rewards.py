@@ -10,7 +10,7 @@ from decoder_remote_code import llama_bidirectional_reranker, qwen2_reward_model
 from tiny_decoders import PAD, SIDES, TEXTS, build, build_tokenizer, run_padded, softmax, tiny_config
 
 from poolrag import Engine, PoolingParams
-from poolrag.errors import ModelLoadError
+from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.testing import engine_internals as internals
 
 STEPS = [
@@ -132,6 +132,24 @@ def test_qwen2_reward_model_gives_one_raw_score_per_text(qwen2_rm, side):
     rewards = engine.reward(TEXTS)
     assert all(r.outputs.data.shape == (1,) for r in rewards)
     np.testing.assert_allclose(np.stack([r.outputs.data for r in rewards]), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_step_settings_are_refused_where_the_reward_is_one_value(qwen2_rm):
+    """vLLM refuses step_tag_id / returned_token_ids on a reward model without STEP pooling; here they
+    were dropped (the reward came back unchanged): refused per call and in the pooler config."""
+    *_, folder = qwen2_rm
+    engine = Engine(folder, trust_remote_code=True)
+    with pytest.raises(InvalidInputError, match="step_tag_id selects the step tokens") as refused:
+        engine.reward(TEXTS[:1], PoolingParams(step_tag_id=5))
+    assert refused.value.param == "step_tag_id"
+    with pytest.raises(InvalidInputError, match="returned_token_ids picks columns of per-token rows"):
+        engine.reward(TEXTS[:1], PoolingParams(returned_token_ids=[0]))
+    with pytest.raises(InvalidInputError, match="this model's token_classify does not pool step tokens"):
+        engine.encode(TEXTS[:1], "token_classify", PoolingParams(step_tag_id=5))
+    (rows,) = engine.encode(TEXTS[:1], "token_classify", PoolingParams(returned_token_ids=[0]))
+    assert rows.outputs.data.shape[1] == 1  # per-token rows: the columns apply
+    with pytest.raises(ModelLoadError, match="pooler_config step_tag_id selects the step tokens"):
+        Engine(folder, trust_remote_code=True, pooler_config={"step_tag_id": 5})
 
 
 def test_qwen2_process_reward_model_scores_each_step(tmp_path):

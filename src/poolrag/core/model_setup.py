@@ -38,7 +38,7 @@ from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolerDefaults
-from poolrag.pooling.heads import ActivationName
+from poolrag.pooling.heads import ActivationName, TokenClassifierHead
 from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
@@ -81,6 +81,8 @@ class Pipeline:
     task_aliases: dict[str, str] = field(default_factory=dict)
     # the caller's pooler_config normalise switch: token_embed's default (embed's is pooler_config's)
     token_normalize: bool | None = None
+    # tasks answered by per-token classifier rows: where returned_token_ids (and for reward step_tag_id) apply
+    token_rows: frozenset[str] = frozenset()
 
     @property
     def pooler_defaults(self) -> PoolerDefaults:
@@ -95,6 +97,7 @@ class Pipeline:
             returned_token_ids=cfg.returned_token_ids,
             head_columns=self.head_columns,
             task_aliases=self.task_aliases,
+            token_rows=self.token_rows,
         )
 
 
@@ -231,6 +234,12 @@ def build_pipeline(
     activation = classify_activation(spec, pooler)  # after the heads: they may correct the label count
     tasks = supported_tasks(kind, spec)
     score_kind = pooled_task_score(kind, tasks, pooler)
+    token_rows = frozenset(
+        task
+        for task, pooled in heads.poolers.items()
+        if isinstance(getattr(pooled, "head", None), TokenClassifierHead)
+    )
+    _check_step_settings(kind, pooler, token_rows)
     sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
     batcher = TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len), **sizes)
     executor = ModelExecutor(runner, heads.poolers, batcher)
@@ -259,7 +268,23 @@ def build_pipeline(
         task_aliases=task_aliases(kind, spec),
         token_normalize=pooler_override.normalize_switch() if "token_embed" in tasks else None,
         score_kind=score_kind,
+        token_rows=token_rows,
     )
+
+
+def _check_step_settings(kind: ModelKind, pooler: PoolerConfig, token_rows: frozenset[str]) -> None:
+    """The pooler config's ``step_tag_id`` / ``returned_token_ids`` refused where no pooler of the
+    model reads them (vLLM reads them only with STEP pooling): a setting that changes nothing."""
+    if pooler.step_tag_id is not None and "reward" not in token_rows:
+        raise ModelLoadError(
+            f"pooler_config step_tag_id selects the step tokens of a process reward model's reward; "
+            f"this model ({kind.value}) does not pool step tokens"
+        )
+    if pooler.returned_token_ids is not None and not token_rows:
+        raise ModelLoadError(
+            f"pooler_config returned_token_ids picks columns of per-token rows; this model "
+            f"({kind.value}) answers no task with per-token rows"
+        )
 
 
 def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind, PoolerConfig]:
