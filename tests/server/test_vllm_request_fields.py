@@ -207,8 +207,8 @@ def test_embed_dtype_and_endianness_on_the_wire(
         assert raw.shape == (384,)  # 2 bytes a value for the 16-bit types
         values = (raw.astype(np.uint32) << 16).view(np.float32) if embed_dtype == "bfloat16" else raw
         np.testing.assert_allclose(values.astype(np.float32), expected[i], rtol=0, atol=tolerance)
-        # the float form carries the same rounded values
-        np.testing.assert_array_equal(np.asarray(floats["data"][i]["embedding"], np.float32), values)
+        # the float form ignores embed_dtype, as vLLM's: the vector as it is
+        np.testing.assert_array_equal(np.asarray(floats["data"][i]["embedding"], np.float32), expected[i])
 
 
 @pytest.mark.parametrize("embed_dtype", ["fp8_e4m3", "fp8_e5m2"])
@@ -216,7 +216,7 @@ def test_fp8_values_are_torchs_own_conversion(
     minilm_server: Served, http: httpx.Client, embed_dtype: str
 ) -> None:
     """vLLM's example loops over every embed_dtype, fp8 included, and decodes with torch: one byte a
-    value, the value torch's fp8 type holds (the float form carries the same rounded values)."""
+    value, the value torch's fp8 type holds (the float form ignores embed_dtype, as vLLM's)."""
     url = f"{minilm_server.url}/v1/embeddings"
     torch_dtype = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}[embed_dtype]
     expected = torch.from_numpy(minilm_server.engine.embed_array(TEXTS)).to(torch_dtype).to(torch.float32)
@@ -227,7 +227,8 @@ def test_fp8_values_are_torchs_own_conversion(
         raw = torch.frombuffer(bytearray(base64.b64decode(coded["embedding"])), dtype=torch.uint8)
         assert raw.shape == (384,)
         torch.testing.assert_close(raw.view(torch_dtype).to(torch.float32), expected[i], rtol=0, atol=0)
-        torch.testing.assert_close(torch.tensor(listed["embedding"]), expected[i], rtol=0, atol=0)
+        full = torch.from_numpy(minilm_server.engine.embed_array(TEXTS)[i])
+        torch.testing.assert_close(torch.tensor(listed["embedding"]), full, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(
@@ -281,7 +282,9 @@ def test_vllms_bytes_answer_decodes_to_the_float_answer(
     assert items[-1]["end"] == len(answer.content) == 2 * 384 * (4 if embed_dtype == "float32" else 2)
     for item, expected in zip(items, floats, strict=True):
         got = _decode_vllm_bytes(item, answer.content)
-        np.testing.assert_array_equal(got.astype(np.float32), np.asarray(expected["embedding"], np.float32))
+        # the float answer is the full vector (embed_dtype shapes bytes only); the bytes hold it rounded
+        rounded = torch.tensor(expected["embedding"], dtype=torch.float32).to(getattr(torch, embed_dtype))
+        np.testing.assert_array_equal(got.astype(np.float32), rounded.to(torch.float32).numpy())
     only = http.post(url, json={**body, "encoding_format": "bytes_only"})
     assert only.status_code == 200 and "metadata" not in only.headers
     assert only.content == answer.content

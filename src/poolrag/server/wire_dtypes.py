@@ -12,8 +12,6 @@ import base64
 
 import numpy as np
 
-from poolrag.server.float_json import float_rows
-
 #: ``"native"``: x86-64 and ARM servers are little-endian.
 _BYTE_ORDERS = {"native": "<", "little": "<", "big": ">"}
 _FP8 = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
@@ -49,14 +47,3 @@ def wire_bytes(values: np.ndarray, embed_dtype: str, endianness: str) -> bytes:
 
 def wire_base64(values: np.ndarray, embed_dtype: str, endianness: str) -> str:
     return base64.b64encode(wire_bytes(values, embed_dtype, endianness)).decode("ascii")
-
-
-def rounded_rows(values: np.ndarray, embed_dtype: str) -> np.ndarray:
-    """The values rounded to ``embed_dtype``, as float64 rows for a float-list answer."""
-    if embed_dtype == "bfloat16":
-        return float_rows((_bfloat16_bits(values).astype(np.uint32) << 16).view(np.float32))
-    if embed_dtype in _FP8:
-        import torch
-
-        return float_rows(_fp8(values, embed_dtype).to(torch.float32).numpy())  # type: ignore[attr-defined]
-    return float_rows(stored_values(values, embed_dtype))

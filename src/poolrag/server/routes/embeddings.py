@@ -15,7 +15,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
 from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.errors import APIError
-from poolrag.server.float_json import JsonAnswer
+from poolrag.server.float_json import JsonAnswer, float_rows
 from poolrag.server.inputs import chat_prompt, check_count, input_count, messages_named, to_prompts
 from poolrag.server.jina_embeddings import jina_task_prompt, joined_with_spans
 from poolrag.server.openapi import ENGINE_ERRORS
@@ -23,7 +23,7 @@ from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbeddingRequest, EmbeddingResponse, LateChunking, Usage
 from poolrag.server.state import ServerState, model_state, new_id, now
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
-from poolrag.server.wire_dtypes import rounded_rows, wire_base64, wire_bytes
+from poolrag.server.wire_dtypes import wire_base64, wire_bytes
 from poolrag.text_validity import check_texts
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
@@ -38,13 +38,13 @@ def encode_vector(
     vector: np.ndarray, encoding_format: str, embed_dtype: str = "float32", endianness: str = "native"
 ) -> np.ndarray | str | list[int]:
     """Base64 of the vector's bytes in ``embed_dtype`` and byte order (OpenAI's default: little-endian
-    float32), the values rounded to ``embed_dtype`` as a float64 row (written as a float list), or
-    packed bits as integers (:data:`BITS`)."""
+    float32), packed bits as integers (:data:`BITS`), or the values as a float64 row (written as a
+    float list): as in vLLM, ``embed_dtype`` and ``endianness`` shape bytes only, never floats."""
     if encoding_format == "base64":
         return wire_base64(vector, embed_dtype, endianness)
     if encoding_format == "bits":
         return vector.tolist()
-    return rounded_rows(vector, embed_dtype)
+    return float_rows(vector)
 
 
 _BYTES_ANSWER = {
