@@ -11,7 +11,7 @@ core counters), for the doors that host one: the server, ingestion, Ray actors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -244,6 +244,18 @@ class InProcessEngine(PoolingEngine, Protocol):
     def frame_token_ids(self, ids: Sequence[int], input_type: str | None = None) -> list[int] | None:
         """The model input for a text whose bare token ids are ``ids``; ``None`` where the text
         itself must go (an instruction prompt, ColBERT markers, special tokens that vary)."""
+        ...
+
+    async def ascore(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        pooling_params: PoolingParams | None = None,
+        *,
+        template_variables: Mapping[str, Any] | None = None,
+    ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        """:meth:`PoolingEngine.ascore`, with the variables of the model's score template for this
+        call (vLLM's ``instruction`` / ``chat_template_kwargs``); refused without a template."""
         ...
 
     # Late chunking lives here, not on PoolingEngine: a span becomes token rows through the model's

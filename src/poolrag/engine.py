@@ -810,13 +810,18 @@ class Engine:
         text_2: ScoreSide,
         pooling_params: PoolingParams | None = None,
         score_template: str | ScoreTemplate | None = None,
+        template_variables: Mapping[str, Any] | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
         """Relevance of ``text_2`` items to ``text_1``: 1:1, 1:N (one query) or N:N (zipped pairs).
 
         Cross-encoders read each pair jointly; embedding models use cosine; ColBERT models MaxSim.
-        ``score_template`` (or the engine's) formats each pair into one prompt for LLM rerankers.
+        ``score_template`` (or the engine's) formats each pair into one prompt for LLM rerankers;
+        ``template_variables`` (vLLM's ``chat_template_kwargs``, e.g. an ``instruction``) fill it
+        for this call, and are refused where no template formats the pairs.
         """
-        return self._drive(self._score_steps(text_1, text_2, pooling_params, score_template))
+        return self._drive(
+            self._score_steps(text_1, text_2, pooling_params, score_template, template_variables)
+        )
 
     async def ascore(
         self,
@@ -824,9 +829,10 @@ class Engine:
         text_2: ScoreSide,
         pooling_params: PoolingParams | None = None,
         score_template: str | ScoreTemplate | None = None,
+        template_variables: Mapping[str, Any] | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
         """:meth:`score` for asyncio: batched with every other caller of this engine."""
-        steps = self._score_steps(text_1, text_2, pooling_params, score_template)
+        steps = self._score_steps(text_1, text_2, pooling_params, score_template, template_variables)
         return await self._adrive(steps, text_1, text_2)
 
     def _score_steps(
@@ -835,11 +841,20 @@ class Engine:
         text_2: ScoreSide,
         pooling_params: PoolingParams | None,
         score_template: str | ScoreTemplate | None,
+        template_variables: Mapping[str, Any] | None = None,
     ) -> Steps[list[PoolingRequestOutput[ScoringOutput]]]:
         template = load_score_template(score_template) if score_template is not None else self._score_template
         params = pooling_params or PoolingParams()
         kind = self.score_kind
         processor = self._pipeline.processor
+        if template_variables:
+            if template is None or kind is not ScoreKind.CROSS_ENCODER:
+                raise InvalidInputError(
+                    "template variables (vLLM's instruction / chat_template_kwargs) fill a score template, "
+                    "an LLM reranker's; this model scores pairs without one",
+                    param="chat_template_kwargs",
+                )
+            template = template.with_variables(**template_variables)
         if kind is ScoreKind.CROSS_ENCODER:
             pairs = processor.checked_pairs(text_1, text_2)
             if not pairs:

@@ -131,7 +131,7 @@ def test_the_v2_client_with_relevant_spans_disabled_ranks_as_without(cross_encod
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("max_tokens_per_doc", 0),
+        ("max_tokens_per_doc", -1),  # 0 is vLLM's default: no cut
         ("max_tokens_per_doc", "many"),
         ("priority", 1),
         ("rank_fields", ["title"]),  # only Cohere's default: the model reads an object's text

@@ -163,6 +163,9 @@ def test_the_fields_are_published(minilm_server: Served, http: httpx.Client) -> 
         "top_n",
         "return_documents",
         "max_tokens_per_doc",
+        "max_tokens_per_query",  # vLLM's scoring fields
+        "instruction",
+        "chat_template_kwargs",
         "rank_fields",  # Cohere v1's, its default only
         "max_chunks_per_doc",  # Cohere v1's
         "relevant_spans",  # Cohere v2's, disabled only

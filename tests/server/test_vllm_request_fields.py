@@ -290,6 +290,37 @@ def test_vllms_bytes_answer_decodes_to_the_float_answer(
     assert only.content == answer.content
 
 
+@pytest.mark.parametrize("task", ["token_embed", "embed"])
+def test_pooling_answers_vllms_bytes_too(minilm_server: Served, http: httpx.Client, task: str) -> None:
+    """vLLM's /pooling takes encoding_format bytes / bytes_only (its pooling serving builds the same
+    binary answer as /v1/embeddings): each array's values row after row, its shape in the metadata."""
+    url = f"{minilm_server.url}/pooling"
+    floats = [
+        np.asarray(d["data"], np.float32)
+        for d in http.post(url, json={"input": TEXTS, "task": task}).json()["data"]
+    ]
+    body = {
+        "input": TEXTS,
+        "task": task,
+        "encoding_format": "bytes",
+        "embed_dtype": "float16",
+        "endianness": "big",
+    }
+    answer = http.post(url, json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "application/octet-stream"
+    assert answer.headers["X-Truncated-Inputs"] == "0"
+    metadata = json.loads(answer.headers["metadata"])
+    assert metadata["model"] == minilm_server.model and metadata["usage"]["prompt_tokens"] > 0
+    items = sorted(metadata["data"], key=lambda item: item["index"])
+    assert [item["shape"] for item in items] == [list(f.shape) for f in floats]
+    for item, expected in zip(items, floats, strict=True):
+        got = _decode_vllm_bytes(item, answer.content).reshape(item["shape"])
+        np.testing.assert_array_equal(got, expected.astype(np.float16))
+    only = http.post(url, json={**body, "encoding_format": "bytes_only"})
+    assert only.status_code == 200 and "metadata" not in only.headers and only.content == answer.content
+
+
 def test_late_chunks_come_as_bytes_too(minilm_server: Served, http: httpx.Client) -> None:
     document = "The cat sat on the mat. Paris is the capital of France."
     body = {"input": document, "late_chunking": {"spans": [[0, 23], [24, len(document)]]}}

@@ -634,7 +634,45 @@ def vllm_content_items(value: Any, name: str) -> Any:
     return items
 
 
-class ScoreRequest(VllmRequestBody):
+TokensPerText = Annotated[StrictInt | None, Field(ge=0)]
+
+
+class ScoringRequestBody(VllmRequestBody):
+    """vLLM's fields of ``/score`` and ``/rerank`` (its ``ScoringRequestMixin``)."""
+
+    max_tokens_per_query: TokensPerText = Field(
+        None,
+        description="Each query (text_1) is cut to its first n tokens before it is scored (0 or "
+        "omitted: only the model's own length cuts it).",
+    )
+    max_tokens_per_doc: TokensPerText = Field(
+        None,
+        description="Each document (text_2) is cut to its first n tokens before it is scored, as "
+        "vLLM's and Cohere's field (0 or omitted: only the model's own length cuts it).",
+    )
+    instruction: StrictStr | None = Field(
+        None,
+        max_length=PROMPT_MAX_CHARS,
+        description="The score template's instruction (an LLM reranker's task, e.g. Qwen3-Reranker's "
+        "{{ instruction }}); the same as chat_template_kwargs {'instruction': ...}. A model that "
+        "scores pairs without a template refuses it.",
+    )
+    chat_template_kwargs: dict[StrictStr, Any] | None = Field(
+        None,
+        description="Variables of the score template (an LLM reranker's); a key here wins over "
+        "instruction. A model that scores pairs without a template refuses them.",
+    )
+
+    def template_variables(self) -> dict[str, Any] | None:
+        """``chat_template_kwargs`` with ``instruction`` folded in (a key given there wins), as vLLM
+        merges them; ``None`` where neither says anything."""
+        variables = dict(self.chat_template_kwargs or {})
+        if self.instruction is not None:
+            variables.setdefault("instruction", self.instruction)
+        return variables or None
+
+
+class ScoreRequest(ScoringRequestBody):
     default_task: ClassVar[str | None] = "score"
     text_1: TextOrTexts = Field(description="One query, or as many texts as text_2 (zipped pairs).")
     text_2: TextOrTexts
@@ -729,7 +767,7 @@ RerankDocumentForm = Annotated[
 ]
 
 
-class RerankRequest(VllmRequestBody):
+class RerankRequest(ScoringRequestBody):
     default_task: ClassVar[str | None] = "score"
     query: Text
     documents: list[RerankDocumentForm] = Field(
@@ -739,12 +777,6 @@ class RerankRequest(VllmRequestBody):
     top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
     return_documents: StrictBool | None = Field(
         True, description="Each result carries its document (null: the default, as Cohere reads it)."
-    )
-    max_tokens_per_doc: StrictInt | None = Field(
-        None,
-        ge=1,
-        description="Cohere's: each document is cut to its first n tokens before it is scored "
-        "(omitted or null: only the model's own length cuts it).",
     )
     rank_fields: list[Literal["text"]] | None = Field(
         None,
@@ -845,13 +877,17 @@ class PoolingRequest(ChatFormBody):
     max_active_dims: StrictInt | None = Field(
         None, ge=1, description="sparse_embed: keep only this many largest weights per input."
     )
-    encoding_format: Literal["float", "base64"] = Field(
+    encoding_format: Literal["float", "base64", "bytes", "bytes_only"] = Field(
         "float",
         description="float: nested lists; base64: the array's values flattened (row after row) as "
-        "bytes in embed_dtype, as vLLM sends them (not for sparse_embed).",
+        "bytes in embed_dtype, as vLLM sends them; bytes / bytes_only: vLLM's binary answer, the "
+        "arrays' bytes back to back (bytes: with a 'metadata' header giving each one's place and "
+        "shape). Not for sparse_embed.",
     )
-    embed_dtype: EmbedDType = Field("float32", description="Precision of base64 values.")
-    endianness: Endianness = Field("native", description="Byte order of base64 values (native: little).")
+    embed_dtype: EmbedDType = Field("float32", description="Precision of base64 and bytes values.")
+    endianness: Endianness = Field(
+        "native", description="Byte order of base64 and bytes values (native: little)."
+    )
     add_special_tokens: AddSpecialTokens = True
 
     @property

@@ -30,6 +30,7 @@ from poolrag.server.engine_calls import EngineCalls
 from poolrag.server.errors import APIError
 from poolrag.server.metrics import ServerMetrics
 from poolrag.server.settings import Limits, ServerSettings
+from poolrag.tokenization.text_cut import text_cut_of
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
@@ -92,6 +93,19 @@ class ServerState:
             result = await self.calls.offload(fn, *args, **kwargs)
             self.metrics.engine_latency.labels(self.name, path).observe(time.perf_counter() - started)
         return result
+
+    async def first_tokens(self, path: str, items: Sequence[T], limit: int | None) -> list[T]:
+        """Each text of ``items`` through its first ``limit`` tokens (vLLM's ``max_tokens_per_query`` /
+        ``max_tokens_per_doc``, Cohere's ``max_tokens_per_doc``); an image as it is. ``None``, 0 or
+        a limit of the model's length or more cuts nothing the model would have read (Haystack and
+        LangChain send 4,096 by default), so only a smaller one costs a tokenising pass, off the loop."""
+        if not limit or limit >= self.engine.facts.max_model_len:
+            return list(items)
+        cut = text_cut_of(self.engine.tokenizer)
+        return await self.run_blocking(
+            path,
+            lambda: [cut.first(item, limit) if isinstance(item, str) else item for item in items],  # type: ignore[misc]
+        )
 
 
 @dataclass(slots=True)

@@ -78,13 +78,13 @@ class ScoreTemplate:
 
     source: str
     name: str | None = None
-    variables: Mapping[str, str] = field(default_factory=dict)
+    variables: Mapping[str, object] = field(default_factory=dict)
     from_file: bool = False  # read from a .jinja file: its final newline is dropped, as Jinja does
 
     def __post_init__(self) -> None:
         _compile(self.source, self.from_file)  # fail at construction, not at the first request
 
-    def with_variables(self, **variables: str) -> ScoreTemplate:
+    def with_variables(self, **variables: object) -> ScoreTemplate:
         """The same template with extra variables, e.g. ``instruction="Find the law that..."``."""
         if (_REQUIRED | {_VLLM_PAIR}) & set(variables):
             raise InvalidInputError(

@@ -3,9 +3,7 @@ serve it: LangChain's ``InfinityEmbeddings`` given the bare host posts there).""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -14,6 +12,7 @@ from fastapi import APIRouter, Request, Response
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
 from poolrag.postprocess.vector_precision import quantize_vectors
+from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, bytes_answer
 from poolrag.server.errors import APIError
 from poolrag.server.float_json import JsonAnswer, float_rows
 from poolrag.server.inputs import chat_prompt, check_count, input_count, messages_named, to_prompts
@@ -23,7 +22,7 @@ from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import EmbeddingRequest, EmbeddingResponse, LateChunking, Usage
 from poolrag.server.state import ServerState, model_state, new_id, now
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
-from poolrag.server.wire_dtypes import wire_base64, wire_bytes
+from poolrag.server.wire_dtypes import wire_base64
 from poolrag.text_validity import check_texts
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
@@ -47,14 +46,7 @@ def encode_vector(
     return float_rows(vector)
 
 
-_BYTES_ANSWER = {
-    "description": "encoding_format bytes / bytes_only: the vectors' bytes back to back (bytes: a "
-    "'metadata' header of JSON says where each one starts and ends)",
-    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
-}
-
-
-@router.post(PATH, response_model=EmbeddingResponse, responses={**ENGINE_ERRORS, 200: _BYTES_ANSWER})
+@router.post(PATH, response_model=EmbeddingResponse, responses={**ENGINE_ERRORS, 200: BYTES_ANSWER_DOC})
 @router.post("/embeddings", response_model=EmbeddingResponse, include_in_schema=False)  # TEI's, infinity's
 async def create_embeddings(
     body: EmbeddingRequest, request: Request, response: Response
@@ -131,28 +123,8 @@ def embedding_answer(
 def _bytes_answer(
     body: EmbeddingRequest, answer_id: str, model: str, vectors: Sequence[np.ndarray], usage: Usage
 ) -> Response:
-    """vLLM's binary answer: the vectors' bytes back to back (``application/octet-stream``) and, for
-    ``bytes``, a ``metadata`` header of JSON saying where each one starts and ends, its dtype, byte
-    order and shape (``bytes_only`` leaves it out: the client knows the shapes)."""
-    chunks = [wire_bytes(v, body.embed_dtype, body.endianness) for v in vectors]
-    headers = None
-    if body.encoding_format == "bytes":
-        ends = list(accumulate(len(chunk) for chunk in chunks))
-        items = [
-            {
-                "index": i,
-                "embed_dtype": body.embed_dtype,
-                "endianness": body.endianness,
-                "start": end - len(chunk),
-                "end": end,
-                "shape": [len(vector)],
-            }
-            for i, (chunk, end, vector) in enumerate(zip(chunks, ends, vectors, strict=True))
-        ]
-        metadata = {"id": answer_id, "created": now(), "model": model, "data": items}
-        metadata["usage"] = usage.model_dump()
-        headers = {"metadata": json.dumps(metadata, separators=(",", ":"))}
-    return Response(b"".join(chunks), media_type="application/octet-stream", headers=headers)
+    metadata = {"id": answer_id, "created": now(), "model": model, "usage": usage.model_dump()}
+    return bytes_answer(vectors, body.encoding_format, body.embed_dtype, body.endianness, metadata)
 
 
 async def _late_chunks(

@@ -1,6 +1,6 @@
 """``POST /pooling``: any pooling task's raw output (token embeddings, rewards, ...) as nested lists,
-or as base64 of its values in the asked precision (vLLM's ``encoding_format``); ``sparse_embed`` as
-``{index, value}`` objects."""
+as base64 of its values in the asked precision, or as vLLM's binary answer (vLLM's
+``encoding_format``); ``sparse_embed`` as ``{index, value}`` objects."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
+from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, BYTES_FORMATS, bytes_answer
 from poolrag.server.errors import APIError
 from poolrag.server.inputs import chat_prompt, input_count, messages_named, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import PoolingData, PoolingRequest, PoolingResponse, SparseEntry, Usage
 from poolrag.server.state import model_state, new_id, now
-from poolrag.server.truncation_report import report_truncated
+from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
 from poolrag.server.wire_dtypes import wire_base64
 
 router = APIRouter(tags=["pooling"], route_class=OffLoopRoute)
@@ -54,8 +55,8 @@ def default_pooling_task(supported: Sequence[str], primary: str, pooler_task: st
     return next((task for task in VLLM_DEFAULT_ORDER if task in supported), primary)
 
 
-@router.post(PATH, response_model=PoolingResponse, responses=ENGINE_ERRORS)
-async def pooling(body: PoolingRequest, request: Request, response: Response) -> PoolingResponse:
+@router.post(PATH, response_model=PoolingResponse, responses={**ENGINE_ERRORS, 200: BYTES_ANSWER_DOC})
+async def pooling(body: PoolingRequest, request: Request, response: Response) -> PoolingResponse | Response:
     state = model_state(request, body.model)
     if body.messages is None:
         prompts = to_prompts(body.input, state.settings)  # type: ignore[arg-type]
@@ -76,7 +77,8 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
     if task == "sparse_embed" and body.encoding_format != "float":
         raise APIError(
             400,
-            "encoding_format base64 carries arrays; sparse_embed answers {index, value} objects",
+            f"encoding_format {body.encoding_format} carries arrays; "
+            "sparse_embed answers {index, value} objects",
             param="encoding_format",
         )
     with messages_named(body):
@@ -84,11 +86,19 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
             PATH, input_count(prompts), state.engine.aencode, prompts, task, params
         )
     tokens = sum(out.num_tokens for out in outputs)
-    report_truncated(response, outputs)
+    truncated = report_truncated(response, outputs)
+    answer_id, usage = new_id("pool", body.request_id), Usage(prompt_tokens=tokens, total_tokens=tokens)
+    if body.encoding_format in BYTES_FORMATS:
+        model = state.settings.model_name
+        metadata = {"id": answer_id, "created": now(), "model": model, "usage": usage.model_dump()}
+        arrays = [out.outputs.data for out in outputs]
+        binary = bytes_answer(arrays, body.encoding_format, body.embed_dtype, body.endianness, metadata)
+        binary.headers[TRUNCATED_INPUTS_HEADER] = str(truncated)  # as on the JSON answer
+        return binary
     return PoolingResponse(
-        id=new_id("pool", body.request_id),
+        id=answer_id,
         created=now(),
         model=state.settings.model_name,
         data=[PoolingData(index=i, data=_wire(out.outputs.data, body)) for i, out in enumerate(outputs)],
-        usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
+        usage=usage,
     )

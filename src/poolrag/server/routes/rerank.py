@@ -32,11 +32,10 @@ from poolrag.server.schemas import (
     Usage,
 )
 from poolrag.server.scope_path import route_path
-from poolrag.server.state import ServerState, model_state, new_id
+from poolrag.server.state import model_state, new_id
 from poolrag.server.tei_routing import TeiRoute, with_tei_errors
 from poolrag.server.tei_schemas import RerankBody, TeiRerankRequest, TeiRerankResponse
 from poolrag.server.truncation_report import report_truncated
-from poolrag.tokenization.text_cut import text_cut_of
 
 router = APIRouter(tags=["scoring"], route_class=TeiRoute)
 
@@ -47,10 +46,13 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
     check_count(state.settings, len(texts), "documents")
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
-    texts = await _cut_to_max_tokens(state, route_path(request.scope), texts, body.max_tokens_per_doc)
+    path = route_path(request.scope)
+    (query,) = await state.first_tokens(path, [body.query], body.max_tokens_per_query)
+    texts = await state.first_tokens(path, texts, body.max_tokens_per_doc)
+    variables = body.template_variables()
     with fields_named(text_1="query", text_2="documents"):
         outputs = await state.run_engine(
-            route_path(request.scope), len(texts), state.engine.ascore, body.query, texts, params
+            path, len(texts), state.engine.ascore, query, texts, params, template_variables=variables
         )
     weight = DEFAULT_RERANK_WEIGHT if body.rerank_weight is None else body.rerank_weight
     ranked = rank_second_stage(
@@ -77,16 +79,6 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
         usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
         results=results,
     )
-
-
-async def _cut_to_max_tokens(state: ServerState, path: str, texts: list[str], limit: int | None) -> list[str]:
-    """Cohere's ``max_tokens_per_doc``: each document through its first ``limit`` tokens. A limit
-    of the model's length or more cuts nothing the model would have read (Haystack and LangChain
-    send 4,096 by default), so only a smaller one costs a tokenising pass, off the event loop."""
-    if limit is None or limit >= state.engine.facts.max_model_len:
-        return texts
-    cut = text_cut_of(state.engine.tokenizer)
-    return await state.run_blocking(path, lambda: [cut.first(text, limit) for text in texts])
 
 
 def _echoed(document: str | RerankDocumentIn) -> RerankDocument:

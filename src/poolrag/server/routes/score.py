@@ -23,8 +23,13 @@ async def score_pairs(body: ScoreRequest, request: Request, response: Response) 
     check_count(state.settings, len(seconds), "text_2")
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = route_path(request.scope)
+    firsts = await state.first_tokens(path, firsts, body.max_tokens_per_query)
+    seconds = await state.first_tokens(path, seconds, body.max_tokens_per_doc)
+    text_1 = firsts[0] if isinstance(body.text_1, str) else firsts
+    text_2 = seconds[0] if isinstance(body.text_2, str) else seconds
+    variables = body.template_variables()
     outputs = await state.run_engine(
-        path, len(seconds), state.engine.ascore, body.text_1, body.text_2, params
+        path, len(seconds), state.engine.ascore, text_1, text_2, params, template_variables=variables
     )
     tokens = sum(out.num_tokens for out in outputs)
     report_truncated(response, outputs)
