@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
+import numpy as np
+
 from poolrag.config.option_choices import DTypeName, Quantization
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
@@ -28,6 +30,7 @@ from poolrag.input_shapes import prompt_list
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams, PoolingTask
 from poolrag.prompt_inputs import LLMPrompts, LLMScoreSide
+from poolrag.tokenization.tokenizer_lock import call_tokenizer
 from poolrag.vllm_inputs import engine_prompts, per_prompt_params, score_side, truncation
 from poolrag.vllm_options import (
     NO_EFFECT_OPTIONS,
@@ -39,6 +42,7 @@ from poolrag.vllm_options import (
 from poolrag.vllm_outputs import (
     ClassificationRequestOutput,
     EmbeddingRequestOutput,
+    LateChunkingMetadata,
     PoolingOutput,
     PoolingRequestOutput,
     ScoringRequestOutput,
@@ -74,6 +78,19 @@ def _params(
         params = params.with_updates(truncate_prompt_tokens=truncate_prompt_tokens, truncate=None)
     refuse_longer_cut(params.truncate_prompt_tokens if params else None, max_model_len)
     return params
+
+
+def _asks_late_chunking(pooling_params: PoolingParams | Sequence[PoolingParams] | None) -> bool:
+    """Whether a call's parameters (one, or one per prompt) ask for vLLM's late chunking."""
+    given = [pooling_params] if isinstance(pooling_params, PoolingParams) else pooling_params or []
+    return any(isinstance(p, PoolingParams) and p.late_chunking_params is not None for p in given)
+
+
+def _tensor(values: np.ndarray) -> Any:
+    """A CPU tensor of ``values``, as vLLM's ``outputs.data`` (torch loads with the engine)."""
+    import torch
+
+    return torch.from_numpy(values)
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
@@ -366,6 +383,14 @@ class LLM:
         if pooling_task is None:
             raise InvalidInputError(f"encode() needs pooling_task, one of: {', '.join(self.supported_tasks)}")
         task = pooling_task
+        if _asks_late_chunking(pooling_params):
+            if task != "token_embed":
+                raise InvalidInputError(
+                    "late_chunking_params chunks token vectors: it applies to pooling_task='token_embed'",
+                    param="late_chunking_params",
+                )
+            truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
+            return self._late_chunked(prompts, pooling_params, truncate, lora_request)
         return self._run(
             lambda items, params: self.engine.encode(items, task, params),
             prompts,
@@ -374,6 +399,120 @@ class LLM:
             tokenization_kwargs,
             lora_request,
         )
+
+    def _late_chunked(
+        self,
+        prompts: Any,
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None,
+        truncate: int | None,
+        lora_request: object,
+    ) -> list[Any]:
+        """vLLM's late chunking of ``token_embed``: each text's token vectors as the model gives
+        them, every token included, averaged ``chunk_size`` tokens at a time, then normalised
+        unless switched off; prompts without ``late_chunking_params`` get their token vectors."""
+        if truncate is not None:
+            raise InvalidInputError("late chunking reads the whole text: truncation is refused, as in vLLM")
+        listed = prompt_list(engine_prompts(prompts))
+        per_prompt = per_prompt_params(pooling_params, len(listed))
+        if per_prompt is None:
+            per_prompt = [pooling_params if isinstance(pooling_params, PoolingParams) else None] * len(listed)
+        results: list[Any] = [None] * len(listed)
+        groups: dict[PoolingParams | None, list[int]] = {}
+        for index, params in enumerate(per_prompt):
+            if (
+                params is not None
+                and params.late_chunking_params is not None
+                and not isinstance(listed[index], str)
+            ):
+                raise InputTypeError(
+                    f"prompts[{index}]: late chunking reads a text prompt, not token ids or an image"
+                )
+            groups.setdefault(params, []).append(index)
+        for params, indices in groups.items():
+            items = [listed[i] for i in indices]
+            if params is None or params.late_chunking_params is None:
+                outputs = self._run(
+                    lambda batch, p: self.engine.encode(batch, "token_embed", p),
+                    items,
+                    params,
+                    None,
+                    None,
+                    lora_request,
+                )
+            else:
+                outputs = self._late_chunks(items, params, lora_request)
+            for index, output in zip(indices, outputs, strict=True):
+                results[index] = output
+        return results
+
+    def _late_chunks(self, texts: list[Any], params: PoolingParams, lora_request: object) -> list[Any]:
+        """One group's late-chunked outputs (see :meth:`_late_chunked`)."""
+        chunking = params.late_chunking_params
+        assert chunking is not None
+        default = PoolerConfig.from_value(self.engine_args.pooler_config).normalize_switch()
+        normalize = next(
+            (v for v in (params.normalize, params.use_activation, default) if v is not None), True
+        )
+        if (
+            params.normalize is not None
+            and params.use_activation is not None
+            and params.normalize != params.use_activation
+        ):
+            raise InvalidInputError(
+                "normalize and use_activation disagree; on vectors they are the same switch, give one"
+            )
+        raw = params.with_updates(late_chunking_params=None, normalize=False, use_activation=None)
+        outputs = self.engine.encode(
+            texts, "token_embed", _params(raw, None, lora_request, self.engine.facts.max_model_len)
+        )
+        chunked = []
+        for text, output in zip(texts, outputs, strict=True):
+            ids = list(output.prompt_token_ids)
+            offsets = self._token_offsets(text, ids)
+            rows = np.asarray(output.outputs.data, dtype=np.float32)
+            if len(rows) != len(ids):
+                raise InvalidInputError(
+                    f"late chunking averages one vector per token; this model's token_embed gives "
+                    f"{len(rows)} for {len(ids)} tokens (it drops some, as a ColBERT model or BGE-M3 does)"
+                )
+            size = chunking.chunk_size
+            means = np.stack([rows[start : start + size].mean(axis=0) for start in range(0, len(rows), size)])
+            if normalize:
+                means /= np.maximum(np.linalg.norm(means, axis=-1, keepdims=True), 1e-12)
+            chunked.append(
+                PoolingRequestOutput(
+                    request_id=str(next(self._request_ids)),
+                    outputs=PoolingOutput(_tensor(means)),
+                    prompt_token_ids=ids,
+                    prompt=text,
+                    late_chunking=LateChunkingMetadata.of(offsets, size),
+                )
+            )
+        return chunked
+
+    def _token_offsets(self, text: str, ids: list[int]) -> list[tuple[int, int]]:
+        """The characters of ``text`` each of the model's tokens ``ids`` came from, by the fast
+        tokenizer's offsets; refused where the model read other tokens than the text's own (a
+        prompt the folder adds)."""
+        try:
+            encoded = call_tokenizer(
+                self.engine.tokenizer,
+                text,
+                add_special_tokens=True,
+                return_offsets_mapping=True,
+                return_attention_mask=False,
+                return_token_type_ids=False,
+            )
+        except NotImplementedError:
+            raise InvalidInputError(
+                "late chunking needs a fast tokenizer, whose offsets map tokens to text"
+            ) from None
+        if list(encoded["input_ids"]) != ids:
+            raise InvalidInputError(
+                "late chunking maps tokens back to the text, but the model read other tokens than the "
+                "text's own (a prompt its folder adds before each text)"
+            )
+        return [tuple(pair) for pair in encoded["offset_mapping"]]
 
     def _run(
         self,

@@ -59,6 +59,24 @@ _GENERIC = PoolerDefaults()
 
 
 @dataclass(frozen=True, slots=True)
+class LateChunkingParams:
+    """vLLM's late chunking (``PoolingParams(late_chunking_params=...)``) of
+    ``LLM.encode(text, pooling_task="token_embed")``: the text's token vectors, special tokens
+    included, averaged ``chunk_size`` tokens at a time into one vector per chunk (normalised unless
+    ``use_activation=False``), with each chunk's token and character ranges. The Engine's own late
+    chunking takes character spans instead (:meth:`poolrag.Engine.embed_chunks`)."""
+
+    chunk_size: int
+
+    def __post_init__(self) -> None:
+        size = self.chunk_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise InvalidInputError(
+                f"late chunking chunk_size must be a positive integer, got {size!r}", param="chunk_size"
+            )
+
+
+@dataclass(frozen=True, slots=True)
 class PoolingParams:
     """Options for one call; ``None`` means "use the model's default".
 
@@ -83,6 +101,8 @@ class PoolingParams:
             (sentence-transformers' ``max_active_dims``); ``None`` keeps every non-zero weight.
         activation: vLLM's alias of ``use_activation`` (constructor only): folded into
             ``use_activation``, so it is no field of its own and cache keys do not move.
+        late_chunking_params: vLLM's :class:`LateChunkingParams`, which :class:`poolrag.LLM`'s
+            ``encode(pooling_task="token_embed")`` runs; every other call refuses it.
     """
 
     dimensions: int | None = None
@@ -97,6 +117,7 @@ class PoolingParams:
     prompt_name: str | None = None  # last: fields added later keep positional callers' order
     truncate: bool | None = None
     activation: InitVar[bool | None] = None
+    late_chunking_params: LateChunkingParams | None = None
 
     def __post_init__(self, activation: bool | None) -> None:
         if activation is not None:
@@ -191,6 +212,12 @@ class PoolingParams:
             if not embed and task != "token_embed":
                 raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
             verify_dimensions(dimensions, facts)
+        if self.late_chunking_params is not None:
+            raise InvalidInputError(
+                "late_chunking_params is vLLM's late chunking of LLM.encode(pooling_task='token_embed'); "
+                "the Engine late-chunks by character spans (embed_chunks)",
+                param="late_chunking_params",
+            )
         if self.max_active_dims is not None and task != "sparse_embed":
             raise InvalidInputError(f"max_active_dims applies to sparse_embed, not to task {task!r}")
         if self.prompt_name is not None and self.prompt_name not in facts.prompt_names:

@@ -12,13 +12,15 @@ from __future__ import annotations
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine_args import EngineArgs
 from poolrag.llm import LLM
-from poolrag.params import PoolingParams
+from poolrag.params import LateChunkingParams, PoolingParams
 from poolrag.vllm_inputs import PromptType, TextPrompt, TokensPrompt
 from poolrag.vllm_outputs import (
     ClassificationOutput,
     ClassificationRequestOutput,
     EmbeddingOutput,
     EmbeddingRequestOutput,
+    LateChunk,
+    LateChunkingMetadata,
     PoolingOutput,
     PoolingRequestOutput,
     ScoringOutput,
@@ -32,6 +34,9 @@ __all__ = [
     "EmbeddingOutput",
     "EmbeddingRequestOutput",
     "EngineArgs",
+    "LateChunk",
+    "LateChunkingMetadata",
+    "LateChunkingParams",
     "PoolerConfig",
     "PoolingOutput",
     "PoolingParams",

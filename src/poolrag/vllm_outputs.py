@@ -9,7 +9,7 @@ Engine result at the front door.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -72,6 +72,37 @@ class PoolingOutput:
     data: torch.Tensor
 
 
+@dataclass(frozen=True, slots=True)
+class LateChunk:
+    """One chunk of a late-chunked text, as vLLM describes it: its tokens ``[start, end)`` and the
+    characters they came from (``None`` for a chunk of special tokens only)."""
+
+    token_range: tuple[int, int]
+    char_range: tuple[int, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class LateChunkingMetadata:
+    """``PoolingRequestOutput.late_chunking``: the chunks behind each row of ``outputs.data``."""
+
+    chunk_size: int
+    input_tokens: int
+    chunks: list[LateChunk]
+
+    @classmethod
+    def of(cls, offsets: Sequence[tuple[int, int]], chunk_size: int) -> LateChunkingMetadata:
+        """Chunks of ``chunk_size`` tokens over every token (special ones included), each with the
+        span of the characters its tokens cover, from the tokenizer's ``offsets`` (a special
+        token covers none)."""
+        chunks = []
+        for start in range(0, len(offsets), chunk_size):
+            end = min(start + chunk_size, len(offsets))
+            covered = [(a, b) for a, b in offsets[start:end] if a < b]
+            chars = (min(a for a, _ in covered), max(b for _, b in covered)) if covered else None
+            chunks.append(LateChunk((start, end), chars))
+        return cls(chunk_size, len(offsets), chunks)
+
+
 T = TypeVar("T", EmbeddingOutput, ClassificationOutput, ScoringOutput, PoolingOutput)
 
 
@@ -88,6 +119,7 @@ class PoolingRequestOutput(Generic[T]):
     finished: bool = True
     prompt: str | None = None
     error: None = None
+    late_chunking: LateChunkingMetadata | None = None  # the chunks of a late-chunked text (vLLM's)
 
     @property
     def num_tokens(self) -> int:

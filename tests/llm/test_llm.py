@@ -303,3 +303,63 @@ def test_a_pooler_config_task_the_model_does_not_run_is_refused(minilm_path: Pat
         LLM(str(minilm_path), pooler_config={"task": "classify"})
     with pytest.raises(InvalidInputError, match="task 'embed' and pooler_config task 'token_embed' disagree"):
         Engine(minilm_path, task="embed", pooler_config={"task": "token_embed"})
+
+
+def test_late_chunking_params_average_each_chunks_token_vectors(minilm_path: Path) -> None:
+    """vLLM's examples/pooling/token_embed/late_chunking_offline.py: ``PoolingParams(
+    late_chunking_params=LateChunkingParams(n))`` on ``encode(pooling_task="token_embed")`` gives one
+    vector per n tokens (special tokens included), the mean of the raw token vectors, normalised
+    unless ``use_activation=False``, with each chunk's token and character ranges."""
+    from poolrag.vllm import LateChunkingMetadata, LateChunkingParams
+
+    llm = LLM(str(minilm_path), pooler_config={"task": "token_embed"})
+    text = "Berlin is the capital of Germany. The city has many museums."
+    raw = llm.encode(text, pooling_task="token_embed", pooling_params=PoolingParams(use_activation=False))[0]
+    chunked, plain, unnormalised = llm.encode(
+        [text] * 3,
+        pooling_task="token_embed",
+        pooling_params=[
+            PoolingParams(late_chunking_params=LateChunkingParams(3)),
+            PoolingParams(),
+            PoolingParams(late_chunking_params=LateChunkingParams(3), use_activation=False),
+        ],
+    )
+    rows = raw.outputs.data.numpy()
+    means = np.stack([rows[i : i + 3].mean(0) for i in range(0, len(rows), 3)])
+    np.testing.assert_allclose(unnormalised.outputs.data.numpy(), means, rtol=1e-5, atol=1e-6)
+    unit = means / np.linalg.norm(means, axis=-1, keepdims=True)
+    np.testing.assert_allclose(chunked.outputs.data.numpy(), unit, rtol=1e-5, atol=1e-6)
+    assert plain.late_chunking is None and plain.outputs.data.shape[0] == len(raw.prompt_token_ids)
+    metadata = chunked.late_chunking
+    assert isinstance(metadata, LateChunkingMetadata) and metadata.input_tokens == len(
+        chunked.prompt_token_ids
+    )
+    offsets = llm.get_tokenizer()(text, return_offsets_mapping=True)["offset_mapping"]
+    assert metadata.chunks[0].token_range == (0, 3) and metadata.chunks[0].char_range == (0, offsets[2][1])
+    start, end = metadata.chunks[-1].char_range
+    assert text[start:end] == text[offsets[metadata.chunks[-1].token_range[0]][0] : offsets[-2][1]]
+
+
+def test_late_chunking_params_are_refused_where_they_cannot_apply(
+    minilm_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tiny_models import build_bge_m3
+
+    from poolrag.vllm import LateChunkingParams
+
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(InvalidInputError, match="positive integer"):
+            LateChunkingParams(bad)  # type: ignore[arg-type]
+    late = PoolingParams(late_chunking_params=LateChunkingParams(4))
+    llm = LLM(str(minilm_path))
+    with pytest.raises(InvalidInputError, match="applies to pooling_task='token_embed'"):
+        llm.encode("a text", pooling_task="embed", pooling_params=late)
+    with pytest.raises(InvalidInputError, match="truncation is refused"):
+        llm.encode("a text", pooling_task="token_embed", pooling_params=late, truncate_prompt_tokens=4)
+    with pytest.raises(InputTypeError, match="reads a text prompt"):
+        llm.encode({"prompt_token_ids": [101, 1037, 102]}, pooling_task="token_embed", pooling_params=late)
+    with pytest.raises(InvalidInputError, match="late_chunking_params is vLLM's late chunking"):
+        llm.engine.encode("a text", "token_embed", late)  # the Engine late-chunks by character spans
+    m3 = LLM(str(build_bge_m3(tmp_path_factory.mktemp("m3-late"), minilm_path)))
+    with pytest.raises(InvalidInputError, match="one vector per token"):  # its token_embed drops the first
+        m3.encode("a text", pooling_task="token_embed", pooling_params=late)

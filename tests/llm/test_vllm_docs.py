@@ -16,7 +16,7 @@ BLOCKS = runnable_blocks(Path(__file__).resolve().parents[2] / "docs" / "vllm.md
 
 
 def test_the_page_has_runnable_blocks() -> None:
-    assert len(BLOCKS) == 5
+    assert len(BLOCKS) == 6
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def cache_namespace(facts: ModelFacts, task: str, params: PoolingParams) -> byte
     per_call = asdict(params)
     per_call.pop("dimensions")  # full vectors are cached; sizes are cut on the way out
     # added later: unset, they must not move old keys
-    for later in ("max_active_dims", "prompt_name", "truncate"):
+    for later in ("max_active_dims", "prompt_name", "truncate", "late_chunking_params"):
         if per_call.get(later) is None:
             per_call.pop(later, None)
     # The length rule as the vectors see it: cutting at the model's length (-1, a limit at or past
