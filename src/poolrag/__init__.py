@@ -40,7 +40,7 @@ against this list and fails on any arrow up and on any module not placed here::
     core: wiring model, runner and poolers into one pipeline
     engine: the in-process Engine (the PoolingBackend most callers use)
     llm: vLLM's LLM front door over the Engine
-    vllm: vLLM's public names (LLM, PoolingParams, its output types) for scripts ported by one import
+    vllm: vLLM's public pooling names (LLM, PoolingParams, PoolerConfig, its output types) for ported scripts
     poolrag: this facade (lazy public names, the version)
     client: the HTTP PoolingBackend for a remote ``poolrag serve``
     cache: embeddings cached on disk around any PoolingBackend

@@ -1,4 +1,4 @@
-"""``poolrag.LLM``: vLLM's offline pooling front door, so vLLM code runs with one import changed.
+"""``poolrag.LLM``: vLLM's offline pooling front door, so vLLM code runs with its imports changed.
 
 A thin layer over :class:`~poolrag.Engine`: it translates vLLM's constructor arguments
 (``runner``, ``convert``, ``pooler_config`` as a JSON string, ...) and method keywords

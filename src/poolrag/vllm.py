@@ -1,7 +1,10 @@
-"""vLLM's public names for pooling, each the one :class:`poolrag.LLM` takes or returns, so a vLLM
-script is ported by one import: ``from vllm import LLM, PoolingParams, PoolingRequestOutput`` becomes
-``from poolrag.vllm import ...`` (or ``import poolrag.vllm as vllm``), and ``isinstance`` checks
-against its output classes hold.
+"""vLLM's public pooling names, each the one :class:`poolrag.LLM` takes or returns, so a vLLM script
+is ported by changing its vLLM imports: ``from vllm import LLM, PoolingParams, PoolingRequestOutput``,
+``from vllm.config import PoolerConfig`` and ``from vllm.pooling_params import LateChunkingParams``
+all become ``from poolrag.vllm import ...`` (or ``import poolrag.vllm as vllm``), and ``isinstance``
+checks against its output classes hold. vLLM's script helpers (``vllm.utils``: its argument parser,
+``print_embeddings``, ``serial_utils``) are no part of that API and are not here (docs/vllm.md says
+what replaces them).
 
 ``poolrag``'s own top-level ``PoolingRequestOutput``, ``EmbeddingOutput``, ... are the Engine's
 numpy types; these are vLLM's (lists of floats, tensors).
