@@ -23,7 +23,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from poolrag import Engine
-from poolrag.server.workers import listening_socket, worker_threads
+from poolrag.server.workers import listening_socket
+from poolrag.worker_threads import worker_threads
 
 from .conftest import cli_server, metric_samples
 

@@ -13,8 +13,9 @@ import sys
 from typing import Any
 
 from poolrag.cli.command_errors import EXIT_BAD_INPUT, EXIT_STORE_WRITE
-from poolrag.engine_args import EngineArgs
+from poolrag.engine_args import EngineArgs, positive_int
 from poolrag.errors import InvalidInputError
+from poolrag.worker_threads import take_worker_threads, worker_threads
 
 
 def register(subparsers: Any) -> None:
@@ -31,6 +32,15 @@ def register(subparsers: Any) -> None:
         "--no-compile",
         action="store_true",
         help="time the eager candidates only (what a first load does; seconds instead of minutes)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="measure with the torch threads each of 'poolrag serve --workers N' takes (cores/N), so "
+        "its workers take this verdict instead of measuring again (default 1: one process, torch's "
+        "own thread count)",
     )
     # --cpu-fast-mode auto also times bf16 and int8 against exact; no --autotune: this always measures
     EngineArgs.add_engine_flags(parser, autotune=False)
@@ -59,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     except PoolragError as exc:
         print(f"poolrag tune: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.workers > 1:  # a verdict is kept per thread count: measure with a serve worker's
+        take_worker_threads(worker_threads(args.workers))
     try:
         engine = Engine.from_engine_args(engine_args)
     except (PoolragError, ValueError, OSError) as exc:

@@ -10,9 +10,10 @@ on its own, so each holds a copy of the weights: a trade meant for small and mid
 The parent binds one ``SO_REUSEPORT`` socket per worker, so the kernel spreads new connections over
 the workers by their address rather than by which worker's loop is first to accept, and keeps them:
 a worker that dies is replaced on the same socket, and the connections queued for it wait instead
-of being refused. Each worker takes ``cores / N`` torch threads (``OMP_NUM_THREADS``
-wins). ``/metrics`` adds up every worker's series (prometheus_client's multiprocess mode, in a
-directory the parent makes and removes; :mod:`poolrag.server.metrics`).
+of being refused. Each worker takes ``cores / N`` torch threads (``OMP_NUM_THREADS`` wins;
+:mod:`poolrag.worker_threads`, which ``poolrag tune --workers N`` measures with). ``/metrics`` adds
+up every worker's series (prometheus_client's multiprocess mode, in a directory the parent makes and
+removes; :mod:`poolrag.server.metrics`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.server.run import DrainingServer, listening_socket, uvicorn_config
 from poolrag.server.settings import HttpOptions
+from poolrag.worker_threads import take_worker_threads, worker_threads
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -50,12 +52,6 @@ STOP_GRACE_S = 30.0
 AppBuilder = Callable[[], "tuple[FastAPI, ServerSettings]"]
 
 
-def worker_threads(workers: int) -> int:
-    """Each worker's share of this process's CPUs, at least one."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cpus // workers)
-
-
 class WorkerStartError(RuntimeError):
     """A worker could not build its app (a model that cannot load, a bad option): the pool stopped."""
 
@@ -65,11 +61,7 @@ def _work(
 ) -> None:
     """A worker process: its torch threads, its engines and app, then uvicorn on its socket. It
     reports ``None`` once its app is built, or why it could not build one."""
-    if "OMP_NUM_THREADS" not in os.environ:
-        import torch
-
-        torch.set_num_threads(threads)
-
+    take_worker_threads(threads)
     try:
         app, settings = build()
     except Exception as exc:
