@@ -5,6 +5,7 @@ collection the command filled, a second run embeds nothing, and user mistakes ar
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from poolrag.sparse import WordAnalyzer
 from poolrag.stores import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluation"))
-from test_eval_run import QUERIES, by_document, hand_metrics, write_dataset
+from test_eval_run import DOCS, QUERIES, by_document, hand_metrics, write_dataset
 
 K = 3
 
@@ -202,6 +203,25 @@ def test_rerank_modes_without_rerank_name_the_flag(tmp_path: Path, capsys) -> No
     assert err.strip() == "poolrag eval: error: mode hybrid+rerank needs a cross-encoder: add --rerank MODEL"
     code, _, err = _eval(dataset, where, capsys, "--modes", "bm42")
     assert code == 2 and "unknown mode 'bm42'" in err and "hybrid+rerank-replace" in err
+
+
+def test_eval_draws_ingests_bar_over_the_corpus_documents_and_none_with_quiet(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """Ingesting the corpus is most of an evaluation's time (a minute for a few hundred paragraphs on
+    two cores): the bar runs from 0 to the documents ingested, a row left out as empty not among
+    them; ``-q`` draws none."""
+    dataset = write_dataset(tmp_path / "beir")
+    with (dataset / "corpus.jsonl").open("a") as out:
+        out.write('{"_id": "blank", "title": "", "text": " "}\n')
+    line = ["eval", str(dataset), *_common("qdrant", tmp_path, minilm_path), "--modes", "dense"]
+    capsys.readouterr()
+    assert main(line) == 0
+    err = capsys.readouterr().err.replace("\r", "\n")
+    drawn = [tuple(map(int, m)) for m in re.findall(r"ingesting: .*?\b(\d+)/(\d+)\b", err)]
+    assert drawn[0] == (0, len(DOCS)) and drawn[-1] == (len(DOCS), len(DOCS)), err[-2000:]
+    assert main([*line, "-q"]) == 0
+    assert "ingesting" not in capsys.readouterr().err
 
 
 def test_a_broken_dataset_is_one_line_naming_file_and_line(tmp_path: Path, minilm_path: Path, capsys) -> None:

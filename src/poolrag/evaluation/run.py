@@ -92,12 +92,23 @@ def corpus_documents(
         if doc.image is not None:
             yield _image_document(dataset, doc, f"{path}#{doc.id}", metadata, images)
             continue
-        text = f"{doc.title}\n\n{doc.text}" if doc.title else doc.text
+        text = _text(doc)
         problem = text_problem(text)
         if problem is not None:  # said, as poolrag ingest says it of the same record
             logger.warning("%s: document %r %s; left out", dataset.corpus_path, doc.id, problem)
             continue
         yield Document(f"{path}#{doc.id}", text, metadata)
+
+
+def _corpus_document_count(dataset: BeirDataset) -> int:
+    """How many documents :func:`corpus_documents` yields: the ingest progress bar's total. One more
+    read of the corpus file, seconds against the minutes its embedding takes."""
+    return sum(1 for doc in dataset.documents() if doc.image is not None or text_problem(_text(doc)) is None)
+
+
+def _text(doc: BeirDocument) -> str:
+    """A text row as it is embedded: the title heads the text (BEIR's convention)."""
+    return f"{doc.title}\n\n{doc.text}" if doc.title else doc.text
 
 
 def _image_document(
@@ -286,7 +297,8 @@ class Evaluation:
             raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
         images = PageRendering() if self.embedder.facts.reads_images else None
         corpus_ids: set[str] = set()
-        ingest = self.pipeline.run(corpus_documents(dataset, images, corpus_ids), prune=prune)
+        total = _corpus_document_count(dataset) if self.pipeline.progress else None
+        ingest = self.pipeline.run(corpus_documents(dataset, images, corpus_ids), prune=prune, total=total)
         dataset.warn_unknown_documents(split, qrels, corpus_ids)
         before = self.embedder.misses
         for start in range(0, len(queries), query_batch_size):
