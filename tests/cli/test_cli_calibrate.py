@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,6 +50,30 @@ def test_ranges_are_the_min_and_max_of_the_document_vectors_per_width(
     for width in (16, 32):
         vectors = engine.embed_array(TEXTS, PoolingParams(input_type="document", dimensions=width))
         np.testing.assert_array_equal(ranges.for_width(width), _min_max(vectors))
+
+
+def test_a_bar_counts_the_chunks_embedded_for_every_width_and_quiet_draws_none(
+    tiny_model: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sample of thousands of chunks is minutes of embedding: the bar (ingest's kind, on stderr)
+    runs from 0 to the chunks times the widths, moving as pieces come back."""
+    from poolrag.cli.calibrate import PROGRESS_PIECE
+
+    chunks = PROGRESS_PIECE + 20  # two pieces per width
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"Short note number {i}."}) + "\n" for i in range(chunks)))
+    out = tmp_path / "ranges.json"
+    args = ["calibrate", str(corpus), "--model", str(tiny_model("bert")), "--out", str(out)]
+    args += ["--dimensions", "16", "--hf-overrides", MATRYOSHKA]
+    capsys.readouterr()
+    assert main(args) == 0
+    err = capsys.readouterr().err.replace("\r", "\n")
+    drawn = [tuple(map(int, m)) for m in re.findall(r"embedding: .*?\b(\d+)/(\d+)\b", err)]
+    total = 2 * chunks
+    assert drawn[0] == (0, total) and drawn[-1] == (total, total), err[-2000:]
+    assert len({n for n, _ in drawn}) >= 3 and [n for n, _ in drawn] == sorted(n for n, _ in drawn)
+    assert main([*args, "-q"]) == 0
+    assert "embedding" not in capsys.readouterr().err
 
 
 def test_max_chunks_keeps_a_seeded_sample_spread_over_every_chunk(

@@ -18,6 +18,9 @@ from poolrag.cli.model_loading import engine_args_from, load_engine
 from poolrag.engine_args import EngineArgs, positive_int
 
 if TYPE_CHECKING:
+    import numpy as np
+    from tqdm import tqdm
+
     from poolrag.engine import Engine
     from poolrag.params import PoolingParams
 
@@ -26,6 +29,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_CHUNKS = 10_000
 #: fewer chunks than this are warned of, as sentence-transformers warns of fewer calibration embeddings
 FEW_CHUNKS = 100
+#: Chunks per engine call while the bar shows: a few forward passes' worth at the CPU token budget,
+#: so the engine still packs its batches well, and a bar that moves every few seconds.
+PROGRESS_PIECE = 128
 
 
 def spread_sample(items: Iterator[str], size: int, seed: int = 0) -> list[str]:
@@ -100,12 +106,13 @@ def register(subparsers: Any) -> None:
         "--chunk-tokens", type=positive_int, help="tokens per chunk (default: min(256, model max))"
     )
     EngineArgs.add_engine_flags(parser)
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, quiet=args.quiet)
     try:
         _check_out(args.out)  # before minutes of embedding, not after
         ranges = _calibrate(args)
@@ -171,11 +178,39 @@ def _calibrate(args: argparse.Namespace) -> Any:
             FEW_CHUNKS,
         )
     logger.info("embedding %d chunks", len(texts))
+    bar = None if args.quiet else _progress_bar(len(texts) * len(widths))
     vectors = {}
-    for width in widths:
-        array = engine.embed_array(texts, params[width])
-        vectors[array.shape[1]] = array
+    try:
+        for width in widths:
+            array = _embed(engine, texts, params[width], bar)
+            vectors[array.shape[1]] = array
+    finally:
+        if bar is not None:
+            bar.close()
     return QuantizationRanges.from_vectors(vectors, engine.model_identity)
+
+
+def _progress_bar(total: int) -> tqdm:
+    """The bar over the chunks embedded (each width embeds every chunk), on stderr as ingest's: a
+    sample of thousands of chunks takes minutes on a CPU. Redrawn at every piece (a few dozen, each
+    a forward pass or more)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="embedding", unit="chunk", dynamic_ncols=True, mininterval=0, miniters=1)
+
+
+def _embed(engine: Engine, texts: list[str], params: PoolingParams, bar: tqdm | None) -> np.ndarray:
+    """``texts``' vectors: in pieces of :data:`PROGRESS_PIECE` when a bar shows, so that it moves as
+    each piece comes back, else in one call (the engine packs a whole list best)."""
+    if bar is None:
+        return engine.embed_array(texts, params)
+    import numpy as np
+
+    pieces = []
+    for start in range(0, len(texts), PROGRESS_PIECE):
+        pieces.append(engine.embed_array(texts[start : start + PROGRESS_PIECE], params))
+        bar.update(len(pieces[-1]))
+    return np.concatenate(pieces)
 
 
 def _document_params(engine: Engine, width: int | None) -> PoolingParams:
