@@ -16,7 +16,7 @@ import re
 from pathlib import Path, PurePath
 from typing import Any
 
-from poolrag.errors import InvalidImageError
+from poolrag.errors import InputTypeError, InvalidImageError
 
 DATA_URL_PREFIX = "data:image/"
 
@@ -50,6 +50,12 @@ def other_data_url(value: object) -> str | None:
 
 # the leading bytes of the formats a data URL is most often made of; Pillow reads the content either way
 _MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"RIFF": "webp", b"BM": "bmp"}
+
+
+def text_only(name: str) -> InputTypeError:
+    """The refusal of an image at ``name`` (``input[3]``) by a model that reads text only: said
+    before any work, as every door says it (a data URL would otherwise be read as text)."""
+    return InputTypeError(f"{name}: this model reads text only, not images", param=name.split("[")[0])
 
 
 def refuse_empty(size: tuple[int, int], name: str) -> None:

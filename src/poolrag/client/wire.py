@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from poolrag.errors import InputTypeError, InvalidInputError
-from poolrag.image_inputs import as_data_url, is_image_input
+from poolrag.image_inputs import as_data_url, is_image_input, text_only
 from poolrag.model_facts import ModelFacts
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
@@ -71,7 +71,7 @@ def wire_input(item: Any, reads_images: bool = True, name: str = "input") -> str
         return item
     if is_image_input(item):
         if not reads_images:
-            raise InputTypeError(f"{name}: this model reads text only, not images", param=name.split("[")[0])
+            raise text_only(name)
         return as_data_url(item, name)
     if isinstance(item, Mapping) and "prompt_token_ids" in item:
         return [int(t) for t in item["prompt_token_ids"]]

@@ -24,7 +24,7 @@ from poolrag.errors import (
     InvalidTextError,
     ModelLoadError,
 )
-from poolrag.image_inputs import is_image_input, other_data_url
+from poolrag.image_inputs import is_image_input, other_data_url, text_only
 from poolrag.input_shapes import score_pairs
 from poolrag.prompt_inputs import PromptInput, TokensPrompt
 from poolrag.request import PoolingRequest, ResolvedParams
@@ -363,7 +363,7 @@ class InputProcessor:
     ) -> list[Any]:
         if self.images is None:
             name = items[0][1]
-            raise InputTypeError(f"{name}: this model reads text only, not images", param=name.split("[")[0])
+            raise text_only(name)
         return self.images.request_futures(items, params) if pending else self.images.requests(items, params)
 
     # -- chunked processing (long embed inputs) --------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
-from poolrag.errors import InvalidInputError
+from poolrag.image_inputs import text_only
 from poolrag.params import PoolingParams
 from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, bytes_answer
@@ -78,8 +78,7 @@ async def create_embeddings(
 
 def _prompts(body: EmbeddingRequest, state: ServerState) -> Any:
     if body.image_items and not state.engine.facts.reads_images:  # else its data URL is read as text
-        where = f"input[{body.image_items[0]}]"
-        raise InvalidInputError(f"{where}: this model reads text only, not images", param="input")
+        raise text_only(f"input[{body.image_items[0]}]")
     if body.messages is None:
         return to_prompts(body.input, state.settings)  # type: ignore[arg-type]
     return chat_prompt(body, state.engine.facts)
