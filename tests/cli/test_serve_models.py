@@ -32,6 +32,7 @@ model = "org/embedder"
 served_model_name = ["embedder", "e"]
 max_queue = 4
 max_inflight_tokens = 1000
+max_answer_values = 5000
 
 [[model]]
 model = "org/reranker"
@@ -42,6 +43,7 @@ max_batch_size = 2
     assert embedder.engine_args == BASE.replace(model="org/embedder")
     assert embedder.settings.served_model_names == ("embedder", "e")
     assert (embedder.settings.max_queue, embedder.settings.max_inflight_tokens) == (4, 1000)
+    assert embedder.settings.max_answer_values == 5000
     assert reranker.settings.served_model_names == ("org/reranker",)  # a hub id as given
     assert reranker.settings.max_queue == 32  # the command line's
     assert reranker.engine_args.max_batch_size == 2 and reranker.engine_args.dtype == "float32"

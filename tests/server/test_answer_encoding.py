@@ -66,6 +66,17 @@ def test_float_answers_ignore_embed_dtype_as_vllms_do(embed_dtype: str) -> None:
         np.testing.assert_array_equal(np.array(listed["embedding"], np.float32), vector)
 
 
+def test_rows_are_widened_to_float64_as_they_are_written_not_copied_first() -> None:
+    """orjson writes float32 as float32's shortest decimals (``0.1``, read back as another float), so
+    each row is widened to float64, one at a time: a per-token answer never holds a float64 copy of
+    all its values beside its JSON."""
+    vectors, usage = _vectors(), Usage(prompt_tokens=1, total_tokens=1)
+    answer = embedding_answer("embd-1", 5, "m", vectors, usage)
+    rows = [item["embedding"] for item in answer.content["data"]]
+    assert all(row.values is vector for row, vector in zip(rows, vectors, strict=True))
+    assert answer.encode() == _pydantic_answer(vectors, usage)
+
+
 def test_without_orjson_pydantic_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     vectors, usage = _vectors(), Usage(prompt_tokens=2, total_tokens=2)
     with_orjson = embedding_answer("embd-1", 5, "m", vectors, usage).encode()

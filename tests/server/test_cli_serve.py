@@ -153,6 +153,7 @@ def test_serve_help_states_each_limits_default(capsys: pytest.CaptureFixture[str
         "After (default 256)",
         "per request (default 2048)",
         "(413; default 16777216",
+        "413; default 33554432",
         "(default info)",
     ):
         assert says in help_text, says

@@ -6,6 +6,7 @@ import httpx
 import numpy as np
 
 from poolrag import PoolingParams
+from poolrag.server.schemas import PoolingResponse
 
 from .conftest import Served
 
@@ -22,6 +23,20 @@ def test_token_embeddings_equal_offline(minilm_server: Served, http: httpx.Clien
         got = np.asarray(item["data"], dtype=np.float32)
         assert got.shape == data.shape == (len(data), 384)
         np.testing.assert_allclose(got, data, rtol=0, atol=1e-6)
+
+
+def test_answers_are_the_schemas_json_byte_for_byte(
+    minilm_server: Served, cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """Written by orjson from the arrays, each answer is what pydantic writes for its schema:
+    per-token rows, a reward's row, and base64."""
+    for url, body in [
+        (minilm_server.url, {"input": ["hello world", "a b c"], "task": "token_embed"}),
+        (minilm_server.url, {"input": "hello", "task": "token_embed", "encoding_format": "base64"}),
+        (cross_encoder_server.url, {"input": ["good", "bad"], "task": "reward"}),
+    ]:
+        raw = http.post(f"{url}/pooling", json=body).content
+        assert PoolingResponse.model_validate_json(raw).model_dump_json().encode() == raw
 
 
 def test_a_request_naming_no_task_gets_vllms_choice(minilm_server: Served, http: httpx.Client) -> None:

@@ -18,6 +18,7 @@ from poolrag.cli.vllm_frontend import add_frontend_flags, http_options, warn_fro
 from poolrag.engine_args import EngineArgs, add_flag, positive_float, positive_int
 from poolrag.native_heap import SERVER_TRIM_INTERVAL_S, trim_after_batches
 from poolrag.server.settings import (
+    DEFAULT_MAX_ANSWER_VALUES,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_INPUTS,
     DEFAULT_MAX_QUEUE,
@@ -59,7 +60,8 @@ def register(subparsers: Any) -> None:
         type=Path,
         metavar="FILE",
         help="TOML file of [[model]] tables: model, served_model_name, per-model limits (max_queue, "
-        "max_inputs, max_request_tokens, max_request_chars, max_inflight_tokens) and engine options",
+        "max_inputs, max_request_tokens, max_request_chars, max_inflight_tokens, max_answer_values) "
+        "and engine options",
     )
     net = parser.add_argument_group("server")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
@@ -157,6 +159,14 @@ def register(subparsers: Any) -> None:
         "--max-inflight-tokens",
         type=positive_int,
         help="tokens in flight at once; more get 503 (default: 4 x the token limit)",
+    )
+    add_flag(
+        net,
+        "--max-answer-values",
+        type=positive_int,
+        default=DEFAULT_MAX_ANSWER_VALUES,
+        help="most values in a per-token answer (token_embed, token_classify, /embed_all: tokens x "
+        "width; 413; default %(default)s, ~700 MB of JSON)",
     )
     add_flag(
         net,
@@ -419,6 +429,7 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         max_request_chars=args.max_request_chars,
         max_inflight_bytes=args.max_inflight_bytes,
         max_inflight_tokens=args.max_inflight_tokens,
+        max_answer_values=args.max_answer_values,
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
         keep_alive_s=args.timeout_keep_alive,

@@ -28,7 +28,14 @@ from poolrag.engine_args import ENGINE_OPTIONS, EngineArgs
 from poolrag.server.settings import ServerSettings, default_served_name
 
 #: Server limits a model may set for itself (each defaults to the command line's).
-MODEL_LIMITS = ("max_queue", "max_inputs", "max_request_tokens", "max_request_chars", "max_inflight_tokens")
+MODEL_LIMITS = (
+    "max_queue",
+    "max_inputs",
+    "max_request_tokens",
+    "max_request_chars",
+    "max_inflight_tokens",
+    "max_answer_values",
+)
 _NAMES_KEY = "served_model_name"
 _CALIBRATION_KEY = "calibration"
 

@@ -10,6 +10,9 @@ from typing import Any
 DEFAULT_MAX_QUEUE = 256
 DEFAULT_MAX_INPUTS = 2048  # OpenAI's own per-request limit for /v1/embeddings
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+#: 32 Mi values: ~700 MB of JSON floats (~21 bytes a value), 64 inputs of 512 tokens of bge-m3's
+#: 1024-wide ColBERT vectors, 512 of 512 tokens of a 128-wide ColBERT's.
+DEFAULT_MAX_ANSWER_VALUES = 32 * 1024 * 1024
 #: Host names a keyless loopback server answers to (any port): a DNS-rebinding page cannot use them.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
@@ -48,6 +51,9 @@ class ServerSettings:
         max_inflight_tokens: token ids plus estimated text tokens (characters / 4, each text at most
             the model's length) of the requests admitted at once; beyond it 503 + ``Retry-After``.
             ``None``: four times ``max_request_tokens``.
+        max_answer_values: most values in one ``/pooling`` or ``/embed_all`` answer (per-token
+            data, ``token_embed`` and ``token_classify``, is a row per token), counted once the
+            model has read the inputs, before the answer is built (413 beyond).
         allowed_hosts: ``Host`` header names accepted (any port); ``("*",)`` accepts any. ``None``:
             the loopback names when the server has no API key and listens on loopback, else any.
         allowed_origins: web origins whose pages may call the server (CORS; ``("*",)``: any).
@@ -83,6 +89,7 @@ class ServerSettings:
     max_request_chars: int | None = None
     max_inflight_bytes: int | None = None
     max_inflight_tokens: int | None = None
+    max_answer_values: int = DEFAULT_MAX_ANSWER_VALUES
     allowed_hosts: tuple[str, ...] | None = None
     allowed_origins: tuple[str, ...] | None = None
     allowed_methods: tuple[str, ...] | None = None
@@ -100,7 +107,14 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if not self.served_model_names or not all(self.served_model_names):
             raise ValueError("served_model_names must hold at least one non-empty name")
-        for name in ("max_queue", "max_inputs", "max_body_bytes", "retry_after_s", "engine_threads"):
+        for name in (
+            "max_queue",
+            "max_inputs",
+            "max_body_bytes",
+            "max_answer_values",
+            "retry_after_s",
+            "engine_threads",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("max_request_tokens", "max_request_chars", "max_inflight_bytes", "max_inflight_tokens"):
@@ -143,6 +157,7 @@ class Limits:
     max_request_chars: int
     max_inflight_bytes: int
     max_inflight_tokens: int
+    max_answer_values: int
 
     @classmethod
     def resolve(cls, settings: ServerSettings, max_model_len: int) -> Limits:
@@ -154,6 +169,7 @@ class Limits:
             max_request_chars=settings.max_request_chars or max(settings.max_body_bytes, 8 * tokens),
             max_inflight_bytes=settings.max_inflight_bytes or 4 * settings.max_body_bytes,
             max_inflight_tokens=settings.max_inflight_tokens or 4 * tokens,
+            max_answer_values=settings.max_answer_values,
         )
 
 

@@ -14,7 +14,7 @@ from poolrag.params import PoolingParams
 from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, bytes_answer
 from poolrag.server.errors import APIError
-from poolrag.server.float_json import JsonAnswer, float_rows
+from poolrag.server.float_json import FloatRows, JsonAnswer, float_rows
 from poolrag.server.inputs import chat_prompt, check_count, input_count, messages_named, to_prompts
 from poolrag.server.jina_embeddings import jina_task_prompt, joined_with_spans
 from poolrag.server.openapi import ENGINE_ERRORS
@@ -35,7 +35,7 @@ BITS = ("bits", "int", "native")
 
 def encode_vector(
     vector: np.ndarray, encoding_format: str, embed_dtype: str = "float32", endianness: str = "native"
-) -> np.ndarray | str | list[int]:
+) -> FloatRows | str | list[int]:
     """Base64 of the vector's bytes in ``embed_dtype`` and byte order (OpenAI's default: little-endian
     float32), packed bits as integers (:data:`BITS`), or the values as a float64 row (written as a
     float list): as in vLLM, ``embed_dtype`` and ``endianness`` shape bytes only, never floats."""

@@ -1,6 +1,10 @@
 """``POST /pooling``: any pooling task's raw output (token embeddings, rewards, ...) as nested lists,
 as base64 of its values in the asked precision, or as vLLM's binary answer (vLLM's
-``encoding_format``); ``sparse_embed`` as ``{index, value}`` objects."""
+``encoding_format``); ``sparse_embed`` as ``{index, value}`` objects.
+
+The JSON answer is :class:`~poolrag.server.schemas.PoolingResponse`'s, written by orjson straight from
+the arrays (:mod:`poolrag.server.float_json`): a per-token answer holds millions of values, and as
+Python floats validated by pydantic it took 85 bytes of memory a value (its JSON is 21)."""
 
 from __future__ import annotations
 
@@ -11,12 +15,14 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
+from poolrag.server.answer_size import check_answer_values
 from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, BYTES_FORMATS, bytes_answer
 from poolrag.server.errors import APIError
+from poolrag.server.float_json import JsonAnswer, float_rows
 from poolrag.server.inputs import chat_prompt, input_count, messages_named, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
-from poolrag.server.schemas import PoolingData, PoolingRequest, PoolingResponse, SparseEntry, Usage
+from poolrag.server.schemas import PoolingRequest, PoolingResponse, SparseEntry
 from poolrag.server.state import model_state, new_id, now
 from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
 from poolrag.server.wire_dtypes import wire_base64
@@ -27,18 +33,23 @@ PATH = "/pooling"
 
 def sparse_entries(data: np.ndarray) -> list[SparseEntry]:
     """A sparse result's (token id, weight) records as the wire's ``{index, value}`` objects."""
+    return [SparseEntry(**entry) for entry in _sparse_json(data)]
+
+
+def _sparse_json(data: np.ndarray) -> list[dict[str, int | float]]:
     ids, weights = data["index"].tolist(), data["value"].tolist()
-    return [SparseEntry(index=i, value=v) for i, v in zip(ids, weights, strict=True)]
+    return [{"index": i, "value": v} for i, v in zip(ids, weights, strict=True)]
 
 
-def _wire(
-    data: np.ndarray, body: PoolingRequest
-) -> float | list[float] | list[list[float]] | list[SparseEntry] | str:
+def _wire(data: np.ndarray, body: PoolingRequest) -> object:
+    """One input's ``data`` in JSON's types, floats as :func:`float_rows`."""
     if data.dtype == SPARSE_ENTRY:
-        return sparse_entries(data)
+        return _sparse_json(data)
     if body.encoding_format == "base64":
         return wire_base64(data, body.embed_dtype, body.endianness)
-    return data.tolist()
+    if data.ndim == 0 or data.dtype.kind != "f":  # a lone score; anything not floats as it is
+        return data.tolist()
+    return float_rows(data)
 
 
 #: vLLM's choice for a /pooling request naming no task: per-token data first (its pooling_params.task)
@@ -56,7 +67,7 @@ def default_pooling_task(supported: Sequence[str], primary: str, pooler_task: st
 
 
 @router.post(PATH, response_model=PoolingResponse, responses={**ENGINE_ERRORS, 200: BYTES_ANSWER_DOC})
-async def pooling(body: PoolingRequest, request: Request, response: Response) -> PoolingResponse | Response:
+async def pooling(body: PoolingRequest, request: Request, response: Response) -> JsonAnswer | Response:
     state = model_state(request, body.model)
     if body.messages is None:
         prompts = to_prompts(body.input, state.settings)  # type: ignore[arg-type]
@@ -85,20 +96,29 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         outputs = await state.run_engine(
             PATH, input_count(prompts), state.engine.aencode, prompts, task, params
         )
+    values = sum(out.outputs.data.size for out in outputs)
+    check_answer_values(values, state.limits)
     tokens = sum(out.num_tokens for out in outputs)
     truncated = report_truncated(response, outputs)
-    answer_id, usage = new_id("pool", body.request_id), Usage(prompt_tokens=tokens, total_tokens=tokens)
+    answer_id = new_id("pool", body.request_id)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
     if body.encoding_format in BYTES_FORMATS:
         model = state.settings.model_name
-        metadata = {"id": answer_id, "created": now(), "model": model, "usage": usage.model_dump()}
+        metadata = {"id": answer_id, "created": now(), "model": model, "usage": usage}
         arrays = [out.outputs.data for out in outputs]
         binary = bytes_answer(arrays, body.encoding_format, body.embed_dtype, body.endianness, metadata)
         binary.headers[TRUNCATED_INPUTS_HEADER] = str(truncated)  # as on the JSON answer
         return binary
-    return PoolingResponse(
-        id=answer_id,
-        created=now(),
-        model=state.settings.model_name,
-        data=[PoolingData(index=i, data=_wire(out.outputs.data, body)) for i, out in enumerate(outputs)],
-        usage=usage,
-    )
+    data = [
+        {"index": i, "object": "pooling", "data": _wire(out.outputs.data, body)}
+        for i, out in enumerate(outputs)
+    ]
+    content = {
+        "id": answer_id,
+        "object": "list",
+        "created": now(),
+        "model": state.settings.model_name,
+        "data": data,
+        "usage": usage,
+    }
+    return JsonAnswer(content, values=values)

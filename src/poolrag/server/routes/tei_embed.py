@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams, check_dimensions_range
 from poolrag.pooling.matryoshka import truncate
+from poolrag.server.answer_size import check_answer_values
 from poolrag.server.float_json import JsonAnswer, float_rows
 from poolrag.server.inputs import fields_named, input_count, to_prompts
 from poolrag.server.scope_path import route_path
@@ -57,7 +58,7 @@ async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> 
 
 
 @router.post("/embed_all", response_model=TeiEmbedAllResponse, responses=TEI_ERRORS)
-async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Response) -> TeiEmbedAllResponse:
+async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Response) -> JsonAnswer:
     state = model_state(request, body.model)
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
     params = PoolingParams(normalize=False, truncate=tei_truncate(body), prompt_name=body.prompt_name)
@@ -71,5 +72,8 @@ async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Respon
             "token_embed",
             params,
         )
+    values = sum(out.outputs.data.size for out in outputs)
+    check_answer_values(values, state.limits)
     report_truncated(response, outputs)
-    return TeiEmbedAllResponse([out.outputs.data.tolist() for out in outputs])
+    rows = [float_rows(out.outputs.data) for out in outputs]
+    return JsonAnswer(rows, values=values)  # TeiEmbedAllResponse's JSON

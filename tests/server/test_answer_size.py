@@ -1,0 +1,60 @@
+"""``--max-answer-values``: per-token data is a row per token, so an answer is bounded on its own
+(a 768 KB body of token ids answered 1 GB of JSON), and refused with a 413 naming the option."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from poolrag import Engine
+
+from .conftest import Served, serve_in_thread
+
+WIDTH = 384  # MiniLM's hidden size: one token's row
+LIMIT = 10 * WIDTH  # ten tokens' rows
+TEN_TOKENS = [[101, 2023, 2003, 1037, 2460, 3793, 2055, 1996, 4937, 102]]
+
+
+@pytest.fixture(scope="module")
+def ten_token_server(minilm_engine: Engine) -> Iterator[Served]:
+    with serve_in_thread(minilm_engine, served_model_names=("minilm",), max_answer_values=LIMIT) as url:
+        yield Served(url, "minilm", minilm_engine)
+
+
+@pytest.mark.parametrize(
+    ("path", "field", "extra"),
+    [("/pooling", "input", {"task": "token_embed"}), ("/embed_all", "inputs", {})],
+)
+def test_a_per_token_answer_up_to_the_limit_is_served_and_past_it_refused_naming_the_option(
+    ten_token_server: Served, http: httpx.Client, path: str, field: str, extra: dict[str, str]
+) -> None:
+    url = f"{ten_token_server.url}{path}"
+    assert http.post(url, json={field: TEN_TOKENS, **extra}).status_code == 200  # exactly the limit
+    refused = http.post(url, json={field: TEN_TOKENS * 2, **extra})
+    assert refused.status_code == 413
+    message = refused.json()["error"]
+    message = message if isinstance(message, str) else message["message"]  # TEI's shape, vLLM's
+    assert f"would hold {2 * LIMIT} values" in message
+    assert f"limit of {LIMIT} per answer (--max-answer-values)" in message
+
+
+def test_texts_are_counted_by_the_tokens_the_model_read(ten_token_server: Served, http: httpx.Client) -> None:
+    """A text's rows are known once it is tokenised: 3 words and [CLS] [SEP] are five rows."""
+    url = f"{ten_token_server.url}/pooling"
+    served = http.post(url, json={"input": ["one two three"] * 2, "task": "token_embed"})
+    assert served.status_code == 200 and len(served.json()["data"][0]["data"]) == 5
+    refused = http.post(url, json={"input": ["one two three"] * 3, "task": "token_embed"})
+    assert refused.status_code == 413 and f"would hold {15 * WIDTH} values" in refused.text
+
+
+def test_an_answer_of_one_row_per_input_is_counted_the_same(
+    ten_token_server: Served, http: httpx.Client
+) -> None:
+    inputs = ["a text"] * 11  # eleven pooled vectors: past ten rows
+    refused = http.post(f"{ten_token_server.url}/pooling", json={"input": inputs, "task": "embed"})
+    assert refused.status_code == 413
+    assert http.post(
+        f"{ten_token_server.url}/pooling", json={"input": inputs[:10], "task": "embed"}
+    ).is_success
