@@ -132,6 +132,24 @@ def test_a_cut_pair_tokenises_as_the_whole_pair_truncated(
     assert list(request.token_ids) == whole
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    query=text_strategy,
+    documents=st.lists(text_strategy, min_size=2, max_size=4),
+    limit=st.integers(min_value=8, max_value=40),
+)
+def test_a_query_beside_several_documents_tokenises_as_each_whole_pair_truncated(
+    tokenizer: PreTrainedTokenizerBase, query: str, documents: list[str], limit: int
+) -> None:
+    """The query is cut and encoded once for all its documents; each pair is still the
+    tokenizer's own pair of the whole texts, truncated."""
+    processor = _processor(tokenizer, max_len=limit)
+    pairs = InputProcessor.checked_pairs(query, documents)
+    requests = processor.pairs(pairs, ResolvedParams(task="score"), truncate=-1)
+    whole = tokenizer([query] * len(documents), documents, truncation="longest_first", max_length=limit)
+    assert [list(request.token_ids) for request in requests] == whole["input_ids"]
+
+
 @pytest.mark.parametrize("lengths", [(600, 600), (600, 601), (601, 600), (40, 600), (600, 3)])
 def test_pairs_of_long_texts_keep_the_longer_ones_extra_token(
     tokenizer: PreTrainedTokenizerBase, lengths: tuple[int, int]

@@ -1,7 +1,8 @@
 """Turn user inputs into :class:`PoolingRequest` objects.
 
-All tokenisation happens here, in one batched call to the fast (Rust) tokenizer per request list,
-so the model layers below only ever see token ids. So does the check of every text a request
+All tokenisation happens here, in one batched call to the fast (Rust) tokenizer per request list
+(pairs through :mod:`poolrag.tokenization.pair_encoding`, which encodes a shared query once), so
+the model layers below only ever see token ids. So does the check of every text a request
 carries (:func:`checked_texts`, :mod:`poolrag.text_validity`'s rule), once per input: the server
 and the engine's other doors leave it to this stage and name its errors in their own words.
 """
@@ -9,6 +10,7 @@ and the engine's other doors leave it to this stage and name its errors in their
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +33,8 @@ from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
 from poolrag.tokenization.images import ImagePreprocessor
 from poolrag.tokenization.page_inputs import PagePreprocessor
-from poolrag.tokenization.text_cut import TextCut, bare_ids, text_cut_of
+from poolrag.tokenization.pair_encoding import encode_pairs
+from poolrag.tokenization.text_cut import RememberedCut, TextCut, bare_ids, text_cut_of
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -39,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
 _UNKNOWN = object()
+#: A character that is not whitespace (``str.isspace``'s rule): a word left after a cut.
+_TEXT = re.compile(r"\S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,8 +233,8 @@ class InputProcessor:
         or the tokenizer's own truncation (a fast tokenizer's overflow, else a count)."""
         if limit is None or len(encoded["input_ids"][j]) < limit:
             return False
-        if any(len(k) < len(w) and not w[len(k) :].isspace() for w, k in zip(wholes, kept, strict=True)):
-            return True
+        if any(len(k) < len(w) and _TEXT.search(w, len(k)) for w, k in zip(wholes, kept, strict=True)):
+            return True  # words left after the cut (searched in place: a query's rest is megabytes)
         encodings = getattr(encoded, "encodings", None)
         if encodings is not None:
             return bool(encodings[j].overflowing)
@@ -466,16 +471,14 @@ class InputProcessor:
         if limit is not None:
             self._check_room(limit, pair=True)
         wholes = list(zip(firsts, seconds, strict=True))
-        kept = [self._kept_pair(first, second, limit) for first, second in wholes]
-        encoded = call_tokenizer(
+        cut = RememberedCut(self.text_cut)  # a query beside every document is cut once
+        kept = [self._kept_pair(first, second, limit, cut) for first, second in wholes]
+        encoded = encode_pairs(
             self.tokenizer,
             [first for first, _ in kept],
             [second for _, second in kept],
-            add_special_tokens=True,
-            truncation="longest_first" if limit is not None else False,
-            max_length=limit,
-            return_token_type_ids=self.uses_token_type_ids,
-            return_attention_mask=False,
+            limit,
+            self.uses_token_type_ids,
         )
         type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
         out = []
@@ -491,11 +494,10 @@ class InputProcessor:
             )
         return out
 
-    def _kept_pair(self, first: str, second: str, limit: int | None) -> tuple[str, str]:
+    def _kept_pair(self, first: str, second: str, limit: int | None, cut: RememberedCut) -> tuple[str, str]:
         """A pair cut to what tokenising can keep (see :meth:`_kept_text`). Truncation
         ``longest_first`` keeps more of the longer text (of the second on a tie), so cut texts
         must keep the whole texts' order; they are cut further out where they would not."""
-        cut = self.text_cut
         if limit is None:
             specials = self.tokenizer.num_special_tokens_to_add(pair=True)
             for text in (first, second):

@@ -158,6 +158,31 @@ class TextCut:
         return total
 
 
+class RememberedCut:
+    """A :class:`TextCut` for one call whose texts repeat (a rerank's query beside each document):
+    each prefix and count is worked out once, not once per pair."""
+
+    def __init__(self, cut: TextCut) -> None:
+        self._cut = cut
+        self._prefixes: dict[tuple[str, int], str] = {}
+        self._counts: dict[str, int] = {}
+
+    def prefix(self, text: str, tokens: int) -> str:
+        """:meth:`TextCut.prefix`, remembered."""
+        key = (text, tokens)
+        head = self._prefixes.get(key)
+        if head is None:
+            head = self._prefixes[key] = self._cut.prefix(text, tokens)
+        return head
+
+    def count(self, text: str) -> int:
+        """:meth:`TextCut.count`, remembered."""
+        count = self._counts.get(text)
+        if count is None:
+            count = self._counts[text] = self._cut.count(text)
+        return count
+
+
 _CUTS: weakref.WeakKeyDictionary[Any, TextCut] = weakref.WeakKeyDictionary()
 _CUTS_LOCK = threading.Lock()
 
