@@ -4,7 +4,9 @@ one line naming the input, and nothing is decoded past the limit."""
 from __future__ import annotations
 
 import base64
+import io
 import resource
+import struct
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,35 @@ def test_a_real_photo_decodes_in_every_form() -> None:
     forms = [PHOTO, data, "data:image/jpeg;base64," + base64.b64encode(data).decode(), Image.open(PHOTO)]
     sizes = {decode_image(form).size for form in forms}
     assert sizes == {Image.open(PHOTO).size}
+
+
+def _icon(image: bytes) -> bytes:
+    """An icon holding ``image``, its directory saying 256 x 256 as a real icon's would."""
+    directory = struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", 0, 0, 0, 0, 1, 32, len(image), 22)
+    return directory + image
+
+
+def _bitmap_claiming(width: int, height: int) -> bytes:
+    """An icon's bitmap header (its height counts the mask as well) and a few bytes."""
+    return struct.pack("<IiiHHIIiiII", 40, width, 2 * height, 1, 32, 0, 0, 0, 0, 0, 0) + bytes(64)
+
+
+@pytest.mark.parametrize(
+    "inside", [png_claiming(8500, 8500), _bitmap_claiming(8500, 8500)], ids=["png", "bitmap"]
+)
+def test_an_icon_is_sized_by_the_image_inside_before_it_is_decoded(inside: bytes) -> None:
+    """Pillow decodes an icon's image while opening the file, and the directory says 256 x 256 at
+    most: 8,500 x 8,500 (under Pillow's own bomb limit) is refused by its header, never decoded."""
+    with pytest.raises(
+        InvalidInputError, match=r"^input\[3\]: the image has more than 64,000,000 pixels \(8500x8500\)$"
+    ):
+        decode_image(_icon(inside), "input[3]")
+
+
+def test_an_icon_within_the_limits_is_read() -> None:
+    icon = io.BytesIO()
+    Image.new("RGBA", (48, 48), (10, 20, 30, 128)).save(icon, format="ICO", sizes=[(48, 48)])
+    assert decode_image(icon.getvalue()).size == (48, 48)
 
 
 def test_a_header_claiming_20000_by_20000_pixels_is_refused_before_decoding() -> None:
@@ -96,8 +127,6 @@ def test_an_image_without_pixels_is_refused_in_one_line(size: tuple[int, int]) -
 def test_a_strip_and_a_format_outside_the_list_are_one_line_each() -> None:
     """A 99-byte 20,000 x 1 PNG would be scaled to 4,480,000 x 224 pixels by CLIP's processor; an
     EPS file would run Ghostscript inside Pillow. Neither is decoded."""
-    import io
-
     from poolrag.errors import InvalidImageError
 
     strip = io.BytesIO()

@@ -4,8 +4,12 @@ An image input is a PIL image, encoded bytes, a local path or a ``data:image/...
 (:mod:`poolrag.image_inputs`); a remote URL is never fetched. Decoding refuses what would cost
 unbounded memory (more than ``MAX_IMAGE_PIXELS``: a decompression bomb; a strip more than
 ``MAX_ASPECT_RATIO`` times longer than wide) or cannot be read (a truncated file, a text with an
-image's name, a format outside ``IMAGE_FORMATS``) in one line naming the input. The pixels then go
-through the folder's saved image processor, as transformers' processor would prepare them.
+image's name, a format outside ``IMAGE_FORMATS``) in one line naming the input. The size comes from
+the header, before a pixel is decoded; an icon's from the header of each image inside it, since
+Pillow decodes an icon's image while opening the file. The images decoded at once hold at most
+``DECODING_PIXELS`` pixels together (:class:`~poolrag.tokenization.pixel_budget.PixelBudget`). The
+pixels then go through the folder's saved image processor, as transformers' processor would
+prepare them.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import hashlib
 import io
 import logging
 import os
-from collections.abc import Sequence
+import struct
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -26,6 +32,7 @@ import numpy as np
 from poolrag.errors import InvalidImageError, InvalidInputError, ModelLoadError
 from poolrag.image_inputs import is_pil_image, on_white, refuse_empty
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
+from poolrag.tokenization.pixel_budget import PixelBudget
 from poolrag.tokenization.prepared_ahead import prepared_ahead
 
 logger = logging.getLogger(__name__)
@@ -40,6 +47,13 @@ MAX_ASPECT_RATIO = 200
 #: its EPS reader runs Ghostscript on the bytes: request data never reaches it
 IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF", "ICO", "PPM", "AVIF")
 IMAGES_EXTRA = 'images need Pillow: pip install "poolrag[images]"'
+#: the pixels of the images being decoded and prepared at once, all threads and models together:
+#: one image at the cap, or several smaller ones (an image's decoded, RGB and prepared copies take
+#: about 14 bytes a pixel at their peak: 0.9 GB at the cap, for CLIP)
+DECODING_PIXELS = MAX_IMAGE_PIXELS
+DECODING = PixelBudget(DECODING_PIXELS)
+_ICO_MAGIC = b"\x00\x00\x01\x00"
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _pil() -> Any:
@@ -70,25 +84,78 @@ def _encoded(value: object, name: str) -> bytes | Path:
 
 def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXELS) -> Any:
     """``value`` as an RGB PIL image, or one line saying why it cannot be read."""
+    with decoded(value, name, max_pixels) as image:
+        return image
+
+
+@contextmanager
+def decoded(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXELS) -> Iterator[Any]:
+    """:func:`decode_image`, its pixels held in :data:`DECODING` until the block ends (where the
+    image processor makes its own copies of them)."""
     image_module = _pil()
-    if is_pil_image(value):
-        image = value
-    else:
+    opened = not is_pil_image(value)
+    if opened:
         source = _encoded(value, name)
-        try:
+        with _read_errors(image_module, name, max_pixels):
+            _check_icon(source, name, max_pixels)
             image = image_module.open(
                 io.BytesIO(source) if isinstance(source, bytes) else source, formats=IMAGE_FORMATS
             )
-            _check_size(image.size, name, max_pixels)  # from the header, before a pixel is decoded
-            image.load()
-        except InvalidInputError:
-            raise
-        except image_module.DecompressionBombError:  # Pillow's own bound, far above ours
-            raise InvalidImageError(name, _too_large(max_pixels, "refused by Pillow")) from None
-        except (OSError, ValueError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
-            raise InvalidImageError(name, f"not a readable image ({_reason(exc)})") from None
-    _check_size(image.size, name, max_pixels)  # type: ignore[attr-defined]
-    return on_white(image, name)
+    else:
+        image = value
+    _check_size(image.size, name, max_pixels)  # from the header, before a pixel is decoded
+    width, height = image.size
+    with DECODING.hold(width * height):
+        if opened:
+            with _read_errors(image_module, name, max_pixels):
+                image.load()
+        yield on_white(image, name)
+
+
+@contextmanager
+def _read_errors(image_module: Any, name: str, max_pixels: int) -> Iterator[None]:
+    """Pillow's failures to read an image, as one line naming the input."""
+    try:
+        yield
+    except InvalidInputError:
+        raise
+    except image_module.DecompressionBombError:  # Pillow's own bound, far above ours
+        raise InvalidImageError(name, _too_large(max_pixels, "refused by Pillow")) from None
+    except (OSError, ValueError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
+        raise InvalidImageError(name, f"not a readable image ({_reason(exc)})") from None
+
+
+def _check_icon(source: bytes | Path, name: str, max_pixels: int) -> None:
+    """An icon's images checked by the sizes their own headers give: its directory says 256 x 256
+    at most, whatever the PNG inside holds, and Pillow decodes that PNG while opening the file
+    (a 656 KB icon holding a 13,000 x 13,000 PNG took 4 s and 650 MB before it was refused)."""
+    with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as file:
+        if file.read(4) != _ICO_MAGIC:
+            return
+        count = int.from_bytes(file.read(2), "little")
+        entries = [file.read(16) for _ in range(count)]
+        if not all(len(entry) == 16 for entry in entries):
+            return  # a truncated directory: Pillow refuses it when it opens the file
+        for offset in (int.from_bytes(entry[12:16], "little") for entry in entries):
+            file.seek(offset)
+            size = _icon_image_size(file.read(26))
+            if size is not None:
+                _check_size(size, name, max_pixels)
+
+
+def _icon_image_size(head: bytes) -> tuple[int, int] | None:
+    """The size one image of an icon says it has: a PNG's, or a bitmap's (its height counts the
+    transparency mask below the picture, so it is halved, as Pillow halves it)."""
+    if head.startswith(_PNG_MAGIC) and len(head) >= 24:
+        width, height = struct.unpack(">II", head[16:24])
+        return width, height
+    if len(head) < 12:
+        return None  # a truncated file: Pillow says so when it opens it
+    if int.from_bytes(head[:4], "little") == 12:  # an OS/2 bitmap header: 16-bit sides
+        width, height = struct.unpack("<HH", head[4:8])
+    else:
+        width, height = struct.unpack("<ii", head[4:12])
+    return abs(width), abs(height) // 2
 
 
 def _too_large(max_pixels: int, what: str) -> str:
@@ -178,8 +245,8 @@ class ImagePreprocessor:
         return self._pool
 
     def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
-        image = decode_image(value, name)
-        prepared = self.processor(images=[image], return_tensors="np")
+        with decoded(value, name) as image:
+            prepared = self.processor(images=[image], return_tensors="np")
         values = np.asarray(prepared["pixel_values"][0], np.float32)
         # the identity of what the model sees (not of the decoded original, which may be 100x larger)
         digest = hashlib.sha256(np.ascontiguousarray(values).data).hexdigest()

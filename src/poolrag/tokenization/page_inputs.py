@@ -3,7 +3,7 @@
 A page retriever reads a page as its image tokens plus a visual prompt, and a query as a prompt,
 the query and augmentation tokens the model was trained to attend to; its processor
 (``processor_config.json``) writes both, and nothing here re-implements them. A page is decoded
-within the same limits as any image (:func:`~poolrag.tokenization.images.decode_image`); each
+within the same limits as any image (:func:`~poolrag.tokenization.images.decoded`); each
 request keeps the attended positions the processor gave, so padding never reaches the model.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from poolrag.errors import InputTooLongError, InvalidImageError, ModelLoadError
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
-from poolrag.tokenization.images import ImagePreprocessor, _pil, decode_image
+from poolrag.tokenization.images import ImagePreprocessor, _pil, decoded
 
 
 class PagePreprocessor(ImagePreprocessor):
@@ -47,11 +47,11 @@ class PagePreprocessor(ImagePreprocessor):
         return cls(processor, max_len)
 
     def request(self, value: object, params: ResolvedParams, name: str) -> PoolingRequest:
-        image = decode_image(value, name)
-        try:
-            encoded = self.processor.process_images(images=[image], return_tensors="pt")
-        except ValueError as exc:  # the processor's own bounds (ColQwen2: aspect ratio under 200)
-            raise InvalidImageError(name, f"this model's processor cannot prepare it ({exc})") from None
+        with decoded(value, name) as image:
+            try:
+                encoded = self.processor.process_images(images=[image], return_tensors="pt")
+            except ValueError as exc:  # the processor's own bounds (ColQwen2: aspect ratio under 200)
+                raise InvalidImageError(name, f"this model's processor cannot prepare it ({exc})") from None
         ids = _attended(encoded, 0)
         types = _attended(encoded, 0, "token_type_ids")
         values = encoded["pixel_values"][0].float().numpy()
