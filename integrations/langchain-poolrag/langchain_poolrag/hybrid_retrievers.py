@@ -16,6 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, PrivateAttr, model_validator
 
+from langchain_poolrag.retrievers import search_documents
 from poolrag.frameworks.fields import BackendFields
 from poolrag.frameworks.hybrid_search import (
     ahybrid_search,
@@ -72,12 +73,7 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
         return self._retriever
 
     def _documents(self, results: list[SearchResult]) -> list[Document]:
-        return [
-            Document(
-                page_content=r.text, metadata={**r.metadata, **r.position, self.score_key: r.score}, id=r.id
-            )
-            for r in results
-        ]
+        return search_documents(results, self.score_key)
 
     def _per_call(self, k: int | None, filter: Mapping[str, Any] | None, fusion: Any) -> dict[str, Any]:
         """The call's ``k``, ``filter`` and ``fusion``, or the retriever's own where the call gives none."""

@@ -20,6 +20,15 @@ from poolrag.frameworks.fields import BackendFields
 from poolrag.retrieval import ColbertRetriever, SearchResult
 
 
+def search_documents(results: Sequence[SearchResult], score_key: str) -> list[Document]:
+    """LangChain documents of search hits: the chunk's text, its record's fields and position, and
+    its score under ``score_key``; the chunk's id as the document's."""
+    return [
+        Document(page_content=r.text, metadata={**r.metadata, **r.position, score_key: r.score}, id=r.id)
+        for r in results
+    ]
+
+
 class PoolragColBERTRetriever(BackendFields, BaseRetriever):
     """Top-``k`` documents by ColBERT MaxSim, optionally restricted by a metadata ``filter``.
 
@@ -96,12 +105,7 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
         self._colbert.delete(list(ids))
 
     def _documents(self, results: list[SearchResult]) -> list[Document]:
-        return [
-            Document(
-                page_content=r.text, metadata={**r.metadata, **r.position, self.score_key: r.score}, id=r.id
-            )
-            for r in results
-        ]
+        return search_documents(results, self.score_key)
 
     def _per_call(
         self, k: int | None, filter: Mapping[str, Any] | None
