@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import httpx
@@ -58,3 +59,26 @@ def test_an_answer_of_one_row_per_input_is_counted_the_same(
     assert http.post(
         f"{ten_token_server.url}/pooling", json={"input": inputs[:10], "task": "embed"}
     ).is_success
+
+
+def test_the_client_sends_a_call_over_the_limit_in_halves_and_names_an_input_too_large_alone(
+    ten_token_server: Served, minilm_engine: Engine
+) -> None:
+    """A call whose answer is over the server's limit is split until each request's answer fits, so
+    a ColBERT-style caller gets every input's rows, in order, as the engine gives them; one input
+    over the limit alone is refused naming its place in the caller's list and the option."""
+    from poolrag.client import PoolragClient, RemoteInvalidInputError
+
+    texts = ["one two three", "four five", "six", "seven eight nine"]  # 5, 4, 3, 5 rows
+    want = minilm_engine.encode_arrays(texts, "token_embed")
+    with PoolragClient(ten_token_server.url) as client:
+        got = client.encode_arrays(texts, "token_embed")
+        assert [g.shape for g in got] == [w.shape for w in want]
+        for g, w in zip(got, want, strict=True):
+            assert (g == w).all()
+        async_got = asyncio.run(client.aencode_arrays(texts, "token_embed"))
+        assert all((g == w).all() for g, w in zip(async_got, want, strict=True))
+        long = "one two three four five six seven eight nine ten"
+        with pytest.raises(RemoteInvalidInputError, match=r"input\[1\].*--max-answer-values") as refused:
+            client.encode_arrays(["six", long], "token_embed")
+        assert refused.value.status_code == 413 and "--max-body-bytes" not in str(refused.value)

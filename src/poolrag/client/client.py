@@ -32,7 +32,12 @@ import httpx
 import numpy as np
 
 from poolrag.client import wire
-from poolrag.client.errors import RemoteError, ServedModelChangedError, remote_input_error
+from poolrag.client.errors import (
+    RemoteAnswerTooLargeError,
+    RemoteError,
+    ServedModelChangedError,
+    remote_input_error,
+)
 from poolrag.client.loop_clients import LoopClients
 from poolrag.client.wire import RerankedDocument
 from poolrag.counts import check_count
@@ -191,8 +196,8 @@ class PoolragClient:
         except ValueError:
             body = None
         message = wire.error_message(response.status_code, body, response.text[:_QUOTED_CHARS])
-        if response.status_code == 413 and inputs is not None:
-            message += self._too_large_hint(inputs)
+        if response.status_code == 413 and inputs is not None and wire.error_code(body) != "answer_too_large":
+            message += self._too_large_hint(inputs)  # a body over the limit: the answer's is said as it is
         if response.status_code in _CLIENT_ERRORS:
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
         raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
@@ -432,12 +437,19 @@ class PoolragClient:
         facts: ModelFacts,
         decode: Callable[[dict[str, Any], int], list[Item]],
     ) -> list[Item]:
-        """Each request in turn; the decoded results in input order."""
+        """Each request in turn (in halves where its answer is over the server's limit); the
+        decoded results in input order."""
         out: list[Item] = []
-        for body, n in requests:
+        pending = list(reversed(requests))
+        while pending:
+            body, n = pending.pop()
             start = len(out)
             try:
                 out += decode(self._post(path, body, facts, n), n)
+            except RemoteAnswerTooLargeError as exc:
+                if (halves := _halves(body, n)) is None:
+                    raise _alone(exc, start) from None
+                pending += reversed(halves)
             except InvalidInputError as exc:  # named in the request, not in the caller's list
                 raise at_position(exc, range(start, start + n)) from None
         return out
@@ -455,6 +467,12 @@ class PoolragClient:
             async def send() -> list[Item]:
                 try:
                     return decode(await self._apost(path, body, facts, len(places)), len(places))
+                except RemoteAnswerTooLargeError as exc:
+                    if (halves := _halves(body, len(places))) is None:
+                        raise _alone(exc, places[0]) from None
+                    (first, n), (second, _) = halves
+                    head = await call(first, places[:n])()
+                    return head + await call(second, places[n:])()
                 except InvalidInputError as exc:  # named in the request, not in the caller's list
                     raise at_position(exc, places) from None
 
@@ -864,3 +882,21 @@ def _wire_size(item: Any) -> int:
     if isinstance(item, list):
         return 8 * len(item) + 2
     return len(str(item))
+
+
+def _halves(
+    body: dict[str, Any], n: int
+) -> tuple[tuple[dict[str, Any], int], tuple[dict[str, Any], int]] | None:
+    """``body`` as two requests of the first and the last half of its ``input`` list, or ``None``
+    for a request of one input (nothing to split)."""
+    items = body.get("input")
+    if n < 2 or not isinstance(items, list) or len(items) != n:
+        return None
+    half = n // 2
+    return ({**body, "input": items[:half]}, half), ({**body, "input": items[half:]}, n - half)
+
+
+def _alone(refused: RemoteAnswerTooLargeError, position: int) -> RemoteAnswerTooLargeError:
+    """The refusal of the one input at ``position`` of the caller's list whose answer alone is over
+    the server's limit (halving cannot help), named."""
+    return RemoteAnswerTooLargeError(f"input[{position}]: {refused}", 413, refused.param)

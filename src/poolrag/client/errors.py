@@ -50,6 +50,11 @@ class RemoteDimensionsError(RemoteInvalidInputError, DimensionsError):
     """Matryoshka dimensions the served model does not take (``invalid_dimensions``)."""
 
 
+class RemoteAnswerTooLargeError(RemoteInvalidInputError):
+    """A per-token answer over the server's ``--max-answer-values`` (``answer_too_large``): the
+    client sends the request again in halves, so only one input alone can raise it."""
+
+
 #: the server's error code -> what the client raises, so ``except InputTooLongError`` catches the
 #: remote refusal as it catches the engine's
 _BY_CODE: dict[str, type[RemoteInvalidInputError]] = {
@@ -57,6 +62,7 @@ _BY_CODE: dict[str, type[RemoteInvalidInputError]] = {
     "empty_input": RemoteInvalidTextError,
     "unsupported_task": RemoteUnsupportedTaskError,
     "invalid_dimensions": RemoteDimensionsError,
+    "answer_too_large": RemoteAnswerTooLargeError,
 }
 
 

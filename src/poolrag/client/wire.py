@@ -101,6 +101,13 @@ def param_fields(
     return fields
 
 
+def error_code(body: object) -> str | None:
+    """The ``error.code`` of an OpenAI-shaped error body, if it has one."""
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
 def decode_vector(value: str | Sequence[float]) -> np.ndarray:
     """A float32 vector from a base64 string or a list of numbers."""
     if isinstance(value, str):

@@ -17,4 +17,5 @@ def check_answer_values(values: int, limits: Limits) -> None:
             f"the answer would hold {values} values (tokens x width), more than this server's limit "
             f"of {limits.max_answer_values} per answer (--max-answer-values): send fewer or shorter "
             "inputs in a request",
+            code="answer_too_large",
         )
