@@ -351,6 +351,43 @@ def test_fast_mode_auto_picks_by_measurement_and_caches_it(
     assert mode == (None if verdict.fast_mode == "fp32" else verdict.fast_mode)
 
 
+def test_a_verdict_without_a_fast_mode_times_only_the_fast_modes_on_its_exact_path(
+    cache: Path, builds: list[str], bert: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``cpu_fast_mode="auto"`` after an exact-only verdict: the exact path is the verdict's (one
+    load, its timings kept), only bf16 and int8 are timed against it, and the fast mode is saved."""
+    exact = Engine(bert, tune="auto").wait_for_tune().verdict
+    assert exact is not None and exact.fast_mode is None
+    builds.clear()
+    with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
+        engine = Engine(bert, tune="auto", cpu_fast_mode="auto")
+    report, verdict = engine.tune_report, engine.tune_report.verdict
+    assert report.state == "measured" and verdict is not None and builds == [exact.impl]
+    assert (verdict.impl, verdict.forward) == (exact.impl, exact.forward)
+    assert verdict.min_rows_per_run == exact.min_rows_per_run and verdict.passes >= exact.passes
+    assert [c for c in verdict.candidates if c.precision == "fp32"] == list(exact.candidates)
+    assert {c.precision for c in verdict.candidates} == {"fp32", "bf16", "int8"}
+    assert verdict.fast_mode in ("fp32", "bf16", "int8") and verdict.fast_reference_seconds is not None
+    said = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
+    assert said[0] == "timing the fast modes of this model on this machine before serving", said
+    builds.clear()
+    again = Engine(bert, tune="auto", cpu_fast_mode="auto")
+    assert again.tune_report.state == "cached" and again.tune_report.verdict == verdict
+    assert builds == [exact.impl]
+
+
+def test_weights_placed_by_transformers_are_served_untuned(
+    cache: Path, builds: list[str], bert: Path
+) -> None:
+    """device_map / quantization hand the weights to transformers: no path to choose, none timed."""
+    engine = Engine(bert, tune="auto", device_map={"": "cpu"})
+    report = engine.tune_report
+    assert report.state == "skipped" and "device_map" in report.reason and report.verdict is None
+    assert builds == ["auto"] and not cache.exists()
+    with pytest.raises(InvalidInputError, match="cpu_fast_mode='auto' chooses by measurement"):
+        Engine(bert, tune="auto", cpu_fast_mode="auto", device_map={"": "cpu"})
+
+
 def test_fast_mode_auto_needs_measuring(cache: Path, bert: Path) -> None:
     with pytest.raises(InvalidInputError, match="cpu_fast_mode='auto'"):
         Engine(bert, tune="off", cpu_fast_mode="auto")
