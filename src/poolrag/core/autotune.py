@@ -44,7 +44,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 import torch
 
@@ -544,27 +544,9 @@ def load_tuned(
     if reason is not None:
         return _untuned(build, request, "skipped", reason)
     key = TuneKey.for_load(fingerprint(spec), request.settings, device)
-    cached = _allowed(read_verdict(key), request, key) if request.mode in ("auto", "cached") else None
-    wants_fast = request.fast_mode == "auto"
-    cached_pipeline = None if cached is None else _built(build, cached, key)
-    cached = None if cached_pipeline is None else cached
-    if cached is not None and cached_pipeline is not None and (not wants_fast or cached.fast_mode):
-        pipeline = cached_pipeline
-        started = time.perf_counter()
-        rows = _runs_or_groups(pipeline, cached.min_rows_per_run)
-        reason, seconds = "verdict read from disk", 0.0
-        if rows != cached.min_rows_per_run:  # a file from before the bound was measured
-            cached = replace(cached, min_rows_per_run=rows)
-            write_verdict(key, cached)
-            reason, seconds = f"{reason}; attention's bound measured now", time.perf_counter() - started
-        fast = _fast_choice(request, cached.fast_mode)
-        report = TuneReport("cached", reason, cached, seconds, str(key.path()))
-        logger.info("autotune: %s %s (cached verdict %s)", cached.impl, cached.forward, key.path())
-        forward = cached.forward if fast is None else cached.fast_forward
-        # a pinned fast mode other than the measured one was not timed compiled
-        fast_compiled = fast is None or fast == cached.fast_mode
-        compile = forward == "compiled" and request.compile is None and fast_compiled
-        return TunedLoad(pipeline, report, SpeedPlan(cached.impl, fast, compile, rows))  # type: ignore[arg-type]
+    saved = _saved_choice(build, request, key)
+    if saved is not None and (request.fast_mode != "auto" or saved.verdict.fast_mode):
+        return _from_verdict(saved, request, key)
     if request.mode == "cached":  # a short process: measuring would be paid for and thrown away
         return _untuned(
             build, request, "skipped", "no usable verdict for it on this machine (`poolrag tune MODEL`)"
@@ -572,45 +554,149 @@ def load_tuned(
     started = time.perf_counter()
     identity = model_identity(request.model_name, fingerprint(spec))
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))
-    if cached is not None and cached_pipeline is not None:  # exact path known: time only the fast modes
-        exact = _Candidate(cached.impl, cached.forward, "fp32", tuner.keep(cached_pipeline))  # type: ignore[arg-type]
-        exact.pipeline.executor.runner.prepare_for_serving()
-        exact_candidates, exact_passes = [], cached.passes
-        previous = [c for c in cached.candidates if c.precision == "fp32"]
-        _say_before_blocking("timing the fast modes of this model on this machine before serving")
+    if saved is not None:  # exact path known: time only the fast modes
+        exact = _exact_of_verdict(tuner, saved)
     else:
         first = build(request.model_impl)
         if _measures_behind_serving(request, first):
             return _serve_while_measuring(first, build, request, key, identity, batch_tokens)
-        if _impl(first) == "native" or wants_fast or request.mode == "full":
-            _say_before_blocking(
-                "first load of this model on this machine: timing its paths before serving "
-                "(later loads read the verdict)"
-            )
-        exact, exact_candidates, exact_passes = tuner.exact(request, first)
-        previous = [c.timing() for c in exact_candidates]  # before the fast modes' race re-times exact
-    chosen, fast_candidates, passes = exact, [], exact_passes
-    if wants_fast:
+        exact = _exact_timed(tuner, request, first)
+    measured = _with_precision(tuner, request, exact)
+    verdict = _verdict_of(measured, request, batch_tokens, started)
+    return _report_measured(measured, verdict, request, key)
+
+
+class _Saved(NamedTuple):
+    """A saved verdict this load may take, and its path built."""
+
+    verdict: Verdict
+    pipeline: Pipeline
+
+
+def _saved_choice(
+    build: Callable[[ModelImpl], Pipeline], request: TuneRequest, key: TuneKey
+) -> _Saved | None:
+    """The verdict on disk with its path built; None where measuring decides: ``tune="full"``
+    (which measures anew), no usable file, a path the caller pinned away or one this model cannot load."""
+    if request.mode not in ("auto", "cached"):
+        return None
+    cached = _allowed(read_verdict(key), request, key)
+    pipeline = None if cached is None else _built(build, cached, key)
+    return None if cached is None or pipeline is None else _Saved(cached, pipeline)
+
+
+def _from_verdict(saved: _Saved, request: TuneRequest, key: TuneKey) -> TunedLoad:
+    """Serve the saved verdict's path as it chose; only the attention bound a file from before it
+    was measured lacks is measured now (and written back)."""
+    cached, pipeline = saved
+    started = time.perf_counter()
+    rows = _runs_or_groups(pipeline, cached.min_rows_per_run)
+    reason, seconds = "verdict read from disk", 0.0
+    if rows != cached.min_rows_per_run:  # a file from before the bound was measured
+        cached = replace(cached, min_rows_per_run=rows)
+        write_verdict(key, cached)
+        reason, seconds = f"{reason}; attention's bound measured now", time.perf_counter() - started
+    fast = _fast_choice(request, cached.fast_mode)
+    report = TuneReport("cached", reason, cached, seconds, str(key.path()))
+    logger.info("autotune: %s %s (cached verdict %s)", cached.impl, cached.forward, key.path())
+    forward = cached.forward if fast is None else cached.fast_forward
+    # a pinned fast mode other than the measured one was not timed compiled
+    fast_compiled = fast is None or fast == cached.fast_mode
+    compile = forward == "compiled" and request.compile is None and fast_compiled
+    return TunedLoad(pipeline, report, SpeedPlan(cached.impl, fast, compile, rows))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """What a measurement before serving timed.
+
+    Attributes:
+        exact: the exact path (the race's winner, or the saved verdict's).
+        chosen: what serves: ``exact``, or a fast mode of it.
+        exact_candidates: the exact paths timed now (none where the verdict named ``exact``).
+        exact_rows: the exact paths' timings for the verdict, taken before the fast modes' race
+            times ``exact`` again.
+        exact_passes: the exact paths' race's passes (the verdict's where it named ``exact``).
+        fast_candidates, fast_passes: the fast modes timed against ``exact``, and their race's passes.
+        saved: the verdict that named ``exact`` (None: raced now).
+    """
+
+    exact: _Candidate
+    chosen: _Candidate
+    exact_candidates: list[_Candidate]
+    exact_rows: tuple[CandidateTiming, ...]
+    exact_passes: int
+    fast_candidates: list[_Candidate] = field(default_factory=list)
+    fast_passes: int = 0
+    saved: Verdict | None = None
+
+
+def _exact_of_verdict(tuner: _Tuner, saved: _Saved) -> _Measured:
+    """The saved verdict's exact path as the fast modes' baseline, its exact timings kept."""
+    cached, pipeline = saved
+    exact = _Candidate(cached.impl, cached.forward, "fp32", tuner.keep(pipeline))
+    exact.pipeline.executor.runner.prepare_for_serving()
+    rows = tuple(c for c in cached.candidates if c.precision == "fp32")
+    _say_before_blocking("timing the fast modes of this model on this machine before serving")
+    return _Measured(exact, exact, [], rows, cached.passes, saved=cached)
+
+
+def _exact_timed(tuner: _Tuner, request: TuneRequest, first: Pipeline) -> _Measured:
+    """The exact paths the request leaves open raced, ``first`` (the default, already built) among them."""
+    if _impl(first) == "native" or request.fast_mode == "auto" or request.mode == "full":
+        _say_before_blocking(
+            "first load of this model on this machine: timing its paths before serving "
+            "(later loads read the verdict)"
+        )
+    exact, candidates, passes = tuner.exact(request, first)
+    return _Measured(exact, exact, candidates, tuple(c.timing() for c in candidates), passes)
+
+
+def _with_precision(tuner: _Tuner, request: TuneRequest, measured: _Measured) -> _Measured:
+    """``measured`` with the precision that serves: the fast mode that won against the exact path
+    (``cpu_fast_mode="auto"``), a fresh copy of the exact weights for a pinned fast mode to convert,
+    else the exact path itself. Measuring is over: the kept weights are dropped."""
+    exact = measured.exact
+    if request.fast_mode == "auto":
         chosen, fast_candidates, passes = tuner.fast(exact, request)
+        measured = replace(measured, chosen=chosen, fast_candidates=fast_candidates, fast_passes=passes)
     elif request.fast_mode is not None:  # pinned: the plan converts weights that timing left unpacked
-        chosen = replace(exact, forward="eager", pipeline=tuner.pipeline(exact.impl), compile_job=None)  # type: ignore[arg-type]
+        fresh = replace(exact, forward="eager", pipeline=tuner.pipeline(exact.impl), compile_job=None)  # type: ignore[arg-type]
+        measured = replace(measured, chosen=fresh)
     tuner.forget()
-    rows = _runs_or_groups(chosen.pipeline, cached.min_rows_per_run if cached is not None else None)
-    verdict = Verdict(
+    return measured
+
+
+def _verdict_of(measured: _Measured, request: TuneRequest, batch_tokens: int, started: float) -> Verdict:
+    """The verdict of ``measured``, with the attention bound for the path that serves (the saved
+    verdict's, else measured now) and what measuring cost since ``started``."""
+    wants_fast = request.fast_mode == "auto"
+    exact, chosen, saved = measured.exact, measured.chosen, measured.saved
+    rows = _runs_or_groups(chosen.pipeline, None if saved is None else saved.min_rows_per_run)
+    return Verdict(
         impl=exact.impl,
         forward=exact.forward,
         fast_mode=(chosen.precision if wants_fast else None),
         compiled_measured=(request.mode == "full" and request.compile is None)
-        or (cached is not None and cached.compiled_measured),
-        candidates=(*previous, *(c.timing() for c in fast_candidates)),
+        or (saved is not None and saved.compiled_measured),
+        candidates=(*measured.exact_rows, *(c.timing() for c in measured.fast_candidates)),
         batch_tokens=sum(r.num_tokens for r in chosen.batch) or min(batch_tokens, TIMING_TOKENS),
-        passes=max(passes, exact_passes),
+        passes=max(measured.fast_passes, measured.exact_passes),
         seconds=round(time.perf_counter() - started, 3),
         fast_reference_seconds=exact.seconds if wants_fast else None,
         fast_forward=chosen.forward if wants_fast and chosen is not exact else "eager",
         min_rows_per_run=rows,
     )
-    if exact_candidates and len(exact_candidates) == 1 and not wants_fast and rows is None:
+
+
+def _report_measured(measured: _Measured, verdict: Verdict, request: TuneRequest, key: TuneKey) -> TunedLoad:
+    """Save ``verdict``, say what it chose, close the candidates that lost, and serve the winner."""
+    exact, chosen = measured.exact, measured.chosen
+    if (
+        len(measured.exact_candidates) == 1
+        and request.fast_mode != "auto"
+        and verdict.min_rows_per_run is None
+    ):
         # one exact path and nothing else asked: nothing was chosen, nothing worth remembering
         report = TuneReport("skipped", "one exact path for this model: nothing to choose", verdict)
         return TunedLoad(exact.pipeline, report, SpeedPlan(exact.impl, request.fast_mode))  # type: ignore[arg-type]
@@ -625,10 +711,10 @@ def load_tuned(
         chosen.precision,
         f"saved to {path}" if path else "not saved",
     )
-    _close_others(chosen.pipeline, [*exact_candidates, *fast_candidates, exact])
+    _close_others(chosen.pipeline, [*measured.exact_candidates, *measured.fast_candidates, exact])
     compiled = chosen.forward == "compiled" and request.compile is None
     fast = _fast_choice(request, verdict.fast_mode)
-    plan = SpeedPlan(exact.impl, fast, compiled and chosen.compile_job is None, rows)  # type: ignore[arg-type]
+    plan = SpeedPlan(exact.impl, fast, compiled and chosen.compile_job is None, verdict.min_rows_per_run)  # type: ignore[arg-type]
     return TunedLoad(
         chosen.pipeline,
         report,
