@@ -21,6 +21,7 @@ import pytest
 import poolrag.core.autotune
 import poolrag.core.background_tune
 import poolrag.core.engine_build
+import poolrag.core.model_setup
 import poolrag.models.packed_attention
 from poolrag import Engine
 from poolrag.cli import main
@@ -119,6 +120,29 @@ def test_later_loads_take_the_cached_verdict_without_measuring(
     assert report.verdict == first.verdict
     assert builds == [first.verdict.impl]  # only the chosen path is loaded: no candidate, no timing
     assert _served_impl(again) == first.verdict.impl
+
+
+def test_a_load_reads_the_weights_for_their_fingerprint_once(
+    cache: Path, builds: list[str], bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fingerprint keys the verdict, the compiled graphs and the facts; each reading of it
+    samples every weight file, so a load takes it once however many candidates it builds."""
+    reads: list[str] = []
+    real = poolrag.core.model_setup._sampled_content
+
+    def counting(path: Path, size: int) -> bytes:
+        reads.append(path.name)
+        return real(path, size)
+
+    monkeypatch.setattr(poolrag.core.model_setup, "_sampled_content", counting)
+    first = Engine(bert, tune="auto")
+    assert first.wait_for_tune().state == "measured" and len(builds) == 2
+    assert reads and len(reads) == len(set(reads)), reads  # each weight file once
+    weight_files = sorted(reads)
+    reads.clear()
+    again = Engine(bert, tune="auto")
+    assert again.tune_report.state == "cached" and sorted(reads) == weight_files
+    assert again.facts.model_identity == first.facts.model_identity
 
 
 @pytest.mark.parametrize("impl", IMPLS)

@@ -48,9 +48,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 import torch
 
-from poolrag.config.model_spec import ModelSpec
 from poolrag.config.option_choices import TUNE_ENV, TUNE_MODES, TuneMode
-from poolrag.core.model_setup import Pipeline, fingerprint, with_network
+from poolrag.core.model_setup import Pipeline, with_network
 from poolrag.core.runs_or_groups_tuning import measure_runs_or_groups
 from poolrag.core.speed_plan import SpeedPlan, install_attention_bound
 from poolrag.core.tune_verdicts import CandidateTiming, TuneKey, Verdict, read_verdict, write_verdict
@@ -522,7 +521,7 @@ def _say_before_blocking(message: str) -> None:
 
 def load_tuned(
     build: Callable[[ModelImpl], Pipeline],
-    spec: ModelSpec,
+    model_fingerprint: str,
     device: torch.device,
     request: TuneRequest,
     batch_tokens: int,
@@ -532,7 +531,8 @@ def load_tuned(
 
     Args:
         build: loads the model with one ``model_impl`` (the engine's other options bound).
-        spec: the model folder's spec (its weights' fingerprint keys the verdict).
+        model_fingerprint: the weights' fingerprint (``core.model_setup.fingerprint``): it keys the
+            verdict and the compiled graphs.
         device: where the model runs.
         request: what the caller pinned.
         batch_tokens: the engine's token budget (the timing batch is at most this big).
@@ -543,7 +543,7 @@ def load_tuned(
     reason = not_tunable(device, places_itself)
     if reason is not None:
         return _untuned(build, request, "skipped", reason)
-    key = TuneKey.for_load(fingerprint(spec), request.settings, device)
+    key = TuneKey.for_load(model_fingerprint, request.settings, device)
     saved = _saved_choice(build, request, key)
     if saved is not None and (request.fast_mode != "auto" or saved.verdict.fast_mode):
         return _from_verdict(saved, request, key)
@@ -552,7 +552,7 @@ def load_tuned(
             build, request, "skipped", "no usable verdict for it on this machine (`poolrag tune MODEL`)"
         )
     started = time.perf_counter()
-    identity = model_identity(request.model_name, fingerprint(spec))
+    identity = model_identity(request.model_name, model_fingerprint)
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))
     if saved is not None:  # exact path known: time only the fast modes
         exact = _exact_of_verdict(tuner, saved)

@@ -20,7 +20,7 @@ from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
 from poolrag.core.autotune import TunedLoad, TuneRequest, load_tuned, resolve_tune_mode
-from poolrag.core.model_setup import TOKENIZER_SUFFIXES, Pipeline, build_pipeline
+from poolrag.core.model_setup import TOKENIZER_SUFFIXES, Pipeline, build_pipeline, fingerprint
 from poolrag.core.speed_plan import apply_plan
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError, UnsupportedTaskError
@@ -92,6 +92,7 @@ def _tuned_pipeline(
     pooler = PoolerConfig.from_value(args.pooler_config)
     placement = Placement(args.device_map, args.quantization)
     batch_tokens = args.max_batch_tokens or default_batch_tokens(device)
+    model_fingerprint = fingerprint(spec)  # once: every candidate and the verdict's key take it
 
     def build(impl: ModelImpl) -> Pipeline:
         return build_pipeline(
@@ -106,6 +107,7 @@ def _tuned_pipeline(
             tokenizer_path=tokenizer_path,
             placement=placement,
             model_impl=impl,
+            model_fingerprint=model_fingerprint,
         )
 
     model_impl = cast(ModelImpl, args.model_impl)
@@ -128,7 +130,7 @@ def _tuned_pipeline(
         args.cpu_fast_mode_min_cosine,
         settings,
     )
-    return load_tuned(build, spec, device, request, batch_tokens, placement.places_itself)
+    return load_tuned(build, model_fingerprint, device, request, batch_tokens, placement.places_itself)
 
 
 def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path: str | None) -> ModelFacts:

@@ -180,12 +180,17 @@ def build_pipeline(
     max_model_len: int | None,
     max_batch_tokens: int,
     trust_remote_code: bool,
+    model_fingerprint: str,
     max_batch_size: int | None = None,
     tokenizer_path: str | None = None,
     placement: Placement | None = None,
     model_impl: ModelImpl = "auto",
 ) -> Pipeline:
-    """Follow the kind's recipe: load its network, wrap it in a runner, join its poolers."""
+    """Follow the kind's recipe: load its network, wrap it in a runner, join its poolers.
+
+    ``model_fingerprint`` is :func:`fingerprint` of ``spec``, taken once per load by the caller
+    (each reading samples every weight file, and a tuned load builds several candidates).
+    """
     placement = placement or Placement()
     kind, pooler = _resolve_pooler(spec, pooler_override)
     recipe = RECIPES[kind]
@@ -262,7 +267,7 @@ def build_pipeline(
         max_model_len=max_len,
         embedding_dim=heads.embedding_dim,
         classify_activation=activation,
-        fingerprint=fingerprint(spec),
+        fingerprint=model_fingerprint,
         pair_activation=pair_activation(spec, pooler),
         head_columns=heads.head_columns,
         task_aliases=task_aliases(kind, spec),
