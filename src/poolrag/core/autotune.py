@@ -356,9 +356,16 @@ class _Tuner:
     ) -> tuple[_Candidate, list[_Candidate], int]:
         """(the winner, every candidate, passes) among the exact paths the request leaves open;
         ``first``: the default path, already built."""
+        candidates = self._exact_candidates(request, first or self._build(request.model_impl))
+        if len(candidates) > 1:
+            self._reject_disagreeing(candidates)
+        return self._kept_for(*self._race(candidates))
+
+    def _exact_candidates(self, request: TuneRequest, first: Pipeline) -> list[_Candidate]:
+        """``first``; transformers' modules beside poolrag's native encoder where ``model_impl`` is
+        left open; a compiled forward of each under ``tune="full"`` with compile not pinned."""
         # later candidates of one impl, or the weights a pinned fast mode converts once timing is over
         copies = request.mode == "full" or request.fast_mode is not None
-        first = first or self._build(request.model_impl)
         if copies:
             self.keep(first)
         candidates = [_Candidate(_impl(first), "eager", "fp32", first)]
@@ -373,8 +380,11 @@ class _Tuner:
                 compiled = _Candidate(impl, "compiled", "fp32", pipeline)
                 _compile_candidate(compiled, self._identity)
                 candidates.append(compiled)
-        if len(candidates) == 1:
-            return self._kept_for(*self._race(candidates))
+        return candidates
+
+    def _reject_disagreeing(self, candidates: list[_Candidate]) -> None:
+        """Mark ``rejected`` each candidate whose outputs on the probe texts fall below
+        ``MIN_COSINE`` per row to the reference path's (transformers' eager modules, else the first)."""
         reference = next((c for c in candidates if c.impl == "transformers" and c.forward == "eager"), None)
         want = _probe_rows((reference or candidates[0]).pipeline, self._run)
         for candidate in candidates:
@@ -391,7 +401,6 @@ class _Tuner:
                     candidate.min_cosine,
                     MIN_COSINE,
                 )
-        return self._kept_for(*self._race(candidates))
 
     def fast(self, exact: _Candidate, request: TuneRequest) -> tuple[_Candidate, list[_Candidate], int]:
         """(the winner, the fast candidates, passes): bf16 and int8 against ``exact``, each held to
