@@ -156,3 +156,18 @@ def test_use_activation_is_vllms_newer_name_of_normalize_on_vectors(facts: Model
         with pytest.raises(InvalidInputError, match="normalize and use_activation disagree") as refused:
             PoolingParams(use_activation=False, normalize=True).verify(task, facts)
         assert refused.value.param == "use_activation"
+
+
+def test_a_similarity_score_takes_input_type_query_only(facts: ModelFacts) -> None:
+    """A cosine or MaxSim score embeds text_1 as the query and text_2 as documents, so
+    ``input_type="document"`` names no role it has: refused by verify, for every caller alike."""
+    assert PoolingParams(input_type="query").verify("score", facts).input_type == "query"
+    for kind in (ScoreKind.COSINE, ScoreKind.MAXSIM):
+        with pytest.raises(InvalidInputError, match="names text_1's role") as refused:
+            PoolingParams(input_type="document").verify("score", dataclasses.replace(facts, score_kind=kind))
+        assert refused.value.param == "input_type"
+    # a cross-encoder reads each pair jointly: no roles to refuse
+    cross_encoder = dataclasses.replace(facts, score_kind=ScoreKind.CROSS_ENCODER)
+    assert PoolingParams(input_type="document").verify("score", cross_encoder).input_type == "document"
+    # the rule is the score's: embedding documents takes it
+    assert PoolingParams(input_type="document").verify("embed", facts).input_type == "document"

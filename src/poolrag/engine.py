@@ -845,48 +845,55 @@ class Engine:
     ) -> Steps[list[PoolingRequestOutput[ScoringOutput]]]:
         template = load_score_template(score_template) if score_template is not None else self._score_template
         params = pooling_params or PoolingParams()
-        kind = self.score_kind
-        processor = self._pipeline.processor
+        cross_encoder = self.score_kind is ScoreKind.CROSS_ENCODER
         if template_variables:
-            if template is None or kind is not ScoreKind.CROSS_ENCODER:
+            if template is None or not cross_encoder:
                 raise InvalidInputError(
                     "template variables (vLLM's instruction / chat_template_kwargs) fill a score template, "
                     "an LLM reranker's; this model scores pairs without one",
                     param="chat_template_kwargs",
                 )
             template = template.with_variables(**template_variables)
-        if kind is ScoreKind.CROSS_ENCODER:
-            pairs = processor.checked_pairs(text_1, text_2)
-            if not pairs:
-                return []
-            if self.spec.num_labels != 1:
-                raise UnsupportedTaskError("score", self.supported_tasks)
-            return (yield from self._joint_pair_steps(pairs, "score", params, template, _one_label_score))
+        if cross_encoder:
+            return (yield from self._cross_encoder_score_steps(text_1, text_2, params, template))
         if score_template is not None:
             raise InvalidInputError(
                 "score templates format pairs for cross-encoders; this model scores by similarity"
             )
+        return (yield from self._similarity_score_steps(text_1, text_2, params))
+
+    def _cross_encoder_score_steps(
+        self, text_1: ScoreSide, text_2: ScoreSide, params: PoolingParams, template: ScoreTemplate | None
+    ) -> Steps[list[PoolingRequestOutput[ScoringOutput]]]:
+        """Each pair read jointly (through ``template`` where given), its one logit the score."""
+        pairs = self._pipeline.processor.checked_pairs(text_1, text_2)
+        if not pairs:
+            return []
+        if self.spec.num_labels != 1:
+            raise UnsupportedTaskError("score", self.supported_tasks)
+        return (yield from self._joint_pair_steps(pairs, "score", params, template, _one_label_score))
+
+    def _similarity_score_steps(
+        self, text_1: ScoreSide, text_2: ScoreSide, params: PoolingParams
+    ) -> Steps[list[PoolingRequestOutput[ScoringOutput]]]:
+        """Each side embedded (cosine model) or token-embedded (ColBERT), each pair's similarity the score."""
         firsts, seconds = score_pairs(text_1, text_2)
         if not seconds:
             return []
+        kind = self.score_kind
         task = "embed" if kind is ScoreKind.COSINE else "token_embed"
-        params.verify("score", self._facts)  # the caller's params: dimensions does not apply to scores
+        # Verified twice, as two tasks: "score" holds the caller's params to what a score takes
+        # (no dimensions, no activation, text_1's role), the embedding task fills what the vectors
+        # are computed with (the model's normalisation); the document side differs only in its role.
+        params.verify("score", self._facts)
         # As vLLM scores an embedder: each text embedded as embed() embeds it, so a query the caller
         # wrote its instruction into does not get the folder's prompt twice. input_type="query" asks
         # for the roles (the folder's query prompt on text_1, its document prompt on text_2), as
         # sentence-transformers' encode_query / encode_document; ColBERT's markers are its roles always.
-        if params.input_type == "document":
-            raise InvalidInputError(
-                "a score's input_type names text_1's role: 'query' (text_2 are then documents)",
-                param="input_type",
-            )
         roles = kind is not ScoreKind.COSINE or params.input_type == "query"
-        query_params = self._resolve(
-            task, params.with_updates(input_type="query" if roles else None, dimensions=None)
-        )
-        doc_params = self._resolve(
-            task, params.with_updates(input_type="document" if roles else None, dimensions=None)
-        )
+        query_params = self._resolve(task, params.with_updates(input_type="query" if roles else None))
+        doc_params = replace(query_params, input_type="document" if roles else None)
+        processor = self._pipeline.processor
         prompt = processor.prompts.chosen(params.prompt, params.prompt_name)
         truncate = self._token_limit(params, task)
         q_requests = processor.texts(

@@ -243,6 +243,7 @@ class PoolingParams:
         normalize = self._normalize_switch(task, facts)
         asked, task = task, defaults.task_aliases.get(task, task)
         self._check_step_pooling(asked, task, defaults.token_rows)
+        self._check_score_role(asked, facts)
         return ResolvedParams(
             task=task,
             dimensions=dimensions,
@@ -279,6 +280,20 @@ class PoolingParams:
                 f"returned_token_ids picks columns of per-token rows (STEP pooling, a token classifier); "
                 f"this model's {asked} is one value per text",
                 param="returned_token_ids",
+            )
+
+    def _check_score_role(self, task: str, facts: ModelFacts) -> None:
+        """A similarity score embeds text_1 as the query and text_2 as documents (with
+        ``input_type="query"``, in their roles' prompts), so ``"document"`` names no role it can take;
+        a cross-encoder reads each pair jointly and has no roles to refuse."""
+        if (
+            task == "score"
+            and self.input_type == "document"
+            and facts.score_kind is not ScoreKind.CROSS_ENCODER
+        ):
+            raise InvalidInputError(
+                "a score's input_type names text_1's role: 'query' (text_2 are then documents)",
+                param="input_type",
             )
 
     def _normalize_switch(self, task: str, facts: ModelFacts) -> bool | None:
