@@ -256,6 +256,26 @@ def test_a_calibration_out_of_range_and_of_the_wrong_width_is_refused_for_its_va
     assert error["param"] == "calibration" and "not a finite number" in error["message"]
 
 
+PNG = (  # one pixel: refused before it is decoded
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+def test_images_to_a_text_model_are_a_400_naming_their_field(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    image_part = {"type": "image_url", "image_url": {"url": PNG}}
+    for field, items in (
+        ("images", [PNG]),
+        ("inputs", [{"content": [{"type": "text", "text": "a cat"}]}, {"content": [image_part]}]),
+    ):
+        answer = http.post(f"{minilm_server.url}/v2/embed", json={field: items})
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == field and error["message"] == f"{field}: this model reads text only"
+
+
 def test_a_reranker_refuses_embedding_types(cross_encoder_server: Served, http: httpx.Client) -> None:
     answer = http.post(
         f"{cross_encoder_server.url}/v2/embed", json={"texts": TEXTS, "embedding_types": ["float"]}
