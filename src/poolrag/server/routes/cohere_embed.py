@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.errors import DimensionsError, InputTooLongError, InvalidInputError
 from poolrag.model_facts import ModelFacts
+from poolrag.outputs import EmbeddingOutput, PoolingRequestOutput
 from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.postprocess.vector_precision import check_calibration, quantize_vectors
@@ -33,7 +34,7 @@ from poolrag.server.schemas import (
     CohereFloatsResponse,
     CohereMeta,
 )
-from poolrag.server.state import model_state, new_id
+from poolrag.server.state import ServerState, model_state, new_id
 from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
@@ -171,32 +172,48 @@ async def _embed(
     body: CohereEmbedRequest, request: Request, response: Response, path: str
 ) -> CohereEmbedResponse:
     state = model_state(request, body.model)
-    if "embed" not in state.engine.facts.supported_tasks:
+    params, calibration = _checked(body, state)
+    outputs = await _run(body, state, params, path)
+    return _answer(body, state, outputs, calibration, response)
+
+
+def _checked(body: CohereEmbedRequest, state: ServerState) -> tuple[PoolingParams, np.ndarray | None]:
+    """The request's pooling parameters and calibration matrix, everything the model cannot give
+    refused before the request takes a slot, in Cohere's field names."""
+    facts = state.engine.facts
+    if "embed" not in facts.supported_tasks:
         raise APIError(
             400,
             f"embedding_types: this model gives no embeddings (its tasks: "
-            f"{', '.join(state.engine.facts.supported_tasks)})",
+            f"{', '.join(facts.supported_tasks)})",
             param="embedding_types",
         )
-    field = body.field
-    if body.has_images and not state.engine.facts.reads_images:
-        raise APIError(400, f"{field}: this model reads text only", param=field)
-    inputs = body.items
-    check_count(state.settings, len(inputs), field)
+    if body.has_images and not facts.reads_images:
+        raise APIError(400, f"{body.field}: this model reads text only", param=body.field)
+    check_count(state.settings, len(body.items), body.field)
     _check_scalable(body, state.ranges)
-    params = _params(body, state.engine.facts)
+    params = _params(body, facts)
     calibration = _calibration(body)
-    try:  # refused before the request takes a slot, in Cohere's field names
-        params.verify("embed", state.engine.facts)
+    try:
+        params.verify("embed", facts)
     except DimensionsError as exc:
         raise APIError(
             400, str(exc).replace("dimensions", "output_dimension", 1), param="output_dimension"
         ) from exc
-    _check_ranges_width(body, state.ranges, params.dimensions or state.engine.facts.embedding_dim)
+    _check_ranges_width(body, state.ranges, params.dimensions or facts.embedding_dim)
+    return params, calibration
+
+
+async def _run(
+    body: CohereEmbedRequest, state: ServerState, params: PoolingParams, path: str
+) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+    """The engine's embeddings of the request's items; its long-input errors said in Cohere's terms
+    (``truncate``, ``max_tokens``), not in vLLM's ``truncate_prompt_tokens``."""
+    inputs = body.items
     try:
-        with fields_named(input=field):
+        with fields_named(input=body.field):
             outputs = await state.run_engine(path, len(inputs), state.engine.aembed, inputs, params)
-    except InputTooLongError as exc:  # named in Cohere's terms, not truncate_prompt_tokens
+    except InputTooLongError as exc:
         raise APIError(
             400,
             f"{exc.where} has {exc.num_tokens} tokens, more than the model's maximum of {exc.max_len}; "
@@ -204,28 +221,46 @@ async def _embed(
             param="truncate",
             code="context_length_exceeded",
         ) from exc
-    except InvalidInputError as exc:  # max_tokens too small to hold any text: said in Cohere's terms
+    except InvalidInputError as exc:  # max_tokens too small to hold any text
         if exc.param != "truncate_prompt_tokens":
             raise
         raise APIError(
             400, str(exc).replace("truncate_prompt_tokens", "max_tokens"), param="max_tokens"
         ) from exc
     if body.truncate == "NONE" and body.max_tokens is not None:
-        _refuse_over_max_tokens(outputs, body.max_tokens, field)
+        _refuse_over_max_tokens(outputs, body.max_tokens, body.field)
+    return outputs
+
+
+def _answer(
+    body: CohereEmbedRequest,
+    state: ServerState,
+    outputs: Sequence[PoolingRequestOutput[EmbeddingOutput]],
+    calibration: np.ndarray | None,
+    response: Response,
+) -> CohereEmbedResponse:
+    """Cohere's response: each type asked for, the tokens billed, and the warnings."""
     vectors = np.stack([np.asarray(out.outputs.embedding, dtype=np.float32) for out in outputs])
     tokens = sum(out.num_tokens for out in outputs)
-    truncated = report_truncated(response, outputs)
-    cut_by_request = body.max_tokens is not None and body.max_tokens < state.engine.facts.max_model_len
-    limit = f"max_tokens ({body.max_tokens})" if cut_by_request else "the model's maximum length"
-    warnings = [f"{truncated} of {len(outputs)} texts were truncated to {limit}"] if truncated else []
-    if state.ranges is None and calibration is None and {"int8", "uint8"} & set(body.types):
-        warnings.append(_SCALED_BY_REQUEST.format(n=len(inputs)))
+    warnings = _warnings(body, state, report_truncated(response, outputs), len(outputs), calibration)
     return CohereEmbedResponse(
         id=new_id("embd", None),
         embeddings=_by_type(vectors, body.types, calibration, state.ranges),
         texts=list(body.texts or ()),
         meta=CohereMeta(billed_units=CohereBilledUnits(input_tokens=tokens), warnings=warnings or None),
     )
+
+
+def _warnings(
+    body: CohereEmbedRequest, state: ServerState, truncated: int, count: int, calibration: np.ndarray | None
+) -> list[str]:
+    """What a Cohere client would not expect: texts truncated, int8/uint8 scaled by this request alone."""
+    cut_by_request = body.max_tokens is not None and body.max_tokens < state.engine.facts.max_model_len
+    limit = f"max_tokens ({body.max_tokens})" if cut_by_request else "the model's maximum length"
+    warnings = [f"{truncated} of {count} texts were truncated to {limit}"] if truncated else []
+    if state.ranges is None and calibration is None and {"int8", "uint8"} & set(body.types):
+        warnings.append(_SCALED_BY_REQUEST.format(n=count))
+    return warnings
 
 
 #: Cohere's int8/uint8 are fixed per model, so a client may merge batches (its SDK sends 96 texts a
