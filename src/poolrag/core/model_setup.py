@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from poolrag.config.pooler_config import SENTENCE_POOLING, PoolerConfig
 from poolrag.config.positions import usable_positions
 from poolrag.config.registry import default_pooling
 from poolrag.core.executor import ModelExecutor
-from poolrag.core.recipes import RECIPES, LoadContext, Recipe
+from poolrag.core.recipes import RECIPES, LoadContext, LoadedNetwork, Recipe
 from poolrag.core.task_heads import HeadContext, classify_activation, pair_activation
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.model_loader import load_projection
@@ -39,6 +40,7 @@ from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolerDefaults
 from poolrag.pooling.heads import ActivationName, TokenClassifierHead
+from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
@@ -201,31 +203,15 @@ def build_pipeline(
     # transformers builds modules under process-wide patches (meta-device weights); a model built
     # in another thread meanwhile (a background tune loading its other path) got meta tensors
     with MODEL_CONSTRUCTION:
-        loaded = recipe.load(LoadContext(spec, dtype, device, trust_remote_code, placement, model_impl))
-        model = loaded.model
-        if spec.is_decoder and hasattr(model.config, "use_cache"):
-            model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
-        # convert='classify' on an encoder classifier: token_classify is its own head on every token
-        token_states = recipe.network is NetworkHead.SEQUENCE and spec.convert == "classify"
-        runner = ModelRunner(
-            model, recipe.network, _pad_id(tokenizer), input_device(model, device), token_states=token_states
-        )
+        context = LoadContext(spec, dtype, device, trust_remote_code, placement, model_impl)
+        loaded, runner = _load_network(recipe, context, tokenizer)
         max_len = _max_model_len(spec, tokenizer, max_model_len)
-        processor = InputProcessor(
-            tokenizer,
-            max_len,
-            PromptSettings(spec.prompts, spec.default_prompt_name),
-            colbert=spec.colbert,
-            uses_token_type_ids=runner.accepts_token_types,
-            chunked=bool(pooler.enable_chunked_processing),
-            max_embed_len=pooler.max_embed_len,
-            images=recipe.images(spec, max_len) if recipe.images is not None else None,
-        )
+        processor = _processor(spec, tokenizer, runner, pooler, recipe, max_len)
         heads = recipe.heads(
             HeadContext(
                 spec=spec,
                 pooler=pooler,
-                model=model,
+                model=loaded.model,
                 projection=load_projection(spec.dense, dtype, device),
                 processor=processor,
                 decoder=loaded.decoder,
@@ -239,11 +225,7 @@ def build_pipeline(
     activation = classify_activation(spec, pooler)  # after the heads: they may correct the label count
     tasks = supported_tasks(kind, spec)
     score_kind = pooled_task_score(kind, tasks, pooler)
-    token_rows = frozenset(
-        task
-        for task, pooled in heads.poolers.items()
-        if isinstance(getattr(pooled, "head", None), TokenClassifierHead)
-    )
+    token_rows = _token_rows(heads.poolers)
     _check_step_settings(kind, pooler, token_rows)
     sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
     batcher = TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len), **sizes)
@@ -255,7 +237,7 @@ def build_pipeline(
         device,
         dtype,
         max_len,
-        "native" if getattr(model, "native", False) else "transformers",
+        "native" if getattr(loaded.model, "native", False) else "transformers",
     )
     return Pipeline(
         kind=kind,
@@ -274,6 +256,57 @@ def build_pipeline(
         token_normalize=pooler_override.normalize_switch() if "token_embed" in tasks else None,
         score_kind=score_kind,
         token_rows=token_rows,
+    )
+
+
+def _load_network(
+    recipe: Recipe, context: LoadContext, tokenizer: PreTrainedTokenizerBase
+) -> tuple[LoadedNetwork, ModelRunner]:
+    """The recipe's network with its weights loaded, and the runner that calls it on a batch."""
+    loaded = recipe.load(context)
+    model = loaded.model
+    if context.spec.is_decoder and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # one forward per batch: a KV cache is pure waste
+    # convert='classify' on an encoder classifier: token_classify is its own head on every token
+    token_states = recipe.network is NetworkHead.SEQUENCE and context.spec.convert == "classify"
+    runner = ModelRunner(
+        model,
+        recipe.network,
+        _pad_id(tokenizer),
+        input_device(model, context.device),
+        token_states=token_states,
+    )
+    return loaded, runner
+
+
+def _processor(
+    spec: ModelSpec,
+    tokenizer: PreTrainedTokenizerBase,
+    runner: ModelRunner,
+    pooler: PoolerConfig,
+    recipe: Recipe,
+    max_len: int,
+) -> InputProcessor:
+    """What turns the caller's texts (and images) into the model's inputs: prompts, ColBERT markers,
+    token types where the network reads them, chunking where the pooler config asks for it."""
+    return InputProcessor(
+        tokenizer,
+        max_len,
+        PromptSettings(spec.prompts, spec.default_prompt_name),
+        colbert=spec.colbert,
+        uses_token_type_ids=runner.accepts_token_types,
+        chunked=bool(pooler.enable_chunked_processing),
+        max_embed_len=pooler.max_embed_len,
+        images=recipe.images(spec, max_len) if recipe.images is not None else None,
+    )
+
+
+def _token_rows(poolers: Mapping[str, TaskPooler]) -> frozenset[str]:
+    """The tasks answered by per-token classifier rows (STEP pooling, token classification)."""
+    return frozenset(
+        task
+        for task, pooled in poolers.items()
+        if isinstance(getattr(pooled, "head", None), TokenClassifierHead)
     )
 
 
