@@ -88,13 +88,14 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     keeps its own served names, per-request limits, queue (``max_queue``), token budget
     (``max_inflight_tokens``), thread pool and ``model`` metrics label.
 
-    Middleware order, outermost first: metrics (sees every answer), ``Host`` check, CORS when
+    Middleware order, outermost first: the request id when ``request_id_headers`` is set (every
+    answer carries it, refusals included), metrics (sees every answer), ``Host`` check, CORS when
     origins are listed (a preflight is answered there, before the key: :mod:`poolrag.server.cors`),
     API key (before any body is read), body size/time limit and byte budget, the heap trimmed
     after a large body and once the server idles (:mod:`poolrag.server.heap_trim`), the routed
     model's identity on each answer past those (:mod:`poolrag.server.model_identity`), then
     FastAPI's routing; the POST routes parse and validate off the event loop
-    (:mod:`poolrag.server.routing`).
+    (:mod:`poolrag.server.routing`). FastAPI's own error middleware stays outside them all.
     """
     if not served:
         raise ValueError("create_models_app needs at least one engine")
@@ -102,25 +103,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     settings = served[0][1]
     server_metrics = ServerMetrics([(model_settings.model_name, engine) for engine, model_settings in served])
     started = now()
-    models = []
-    for engine, model_settings in served:
-        name = model_settings.model_name
-        limits = Limits.resolve(model_settings, engine.facts.max_model_len)
-        admission = Admission(
-            model_settings.max_queue,
-            limits.max_inflight_bytes,
-            limits.max_inflight_tokens,
-            model_settings.retry_after_s,
-            server_metrics,
-            name,
-        )
-        server_metrics.start_model(name, model_settings.max_queue)
-        calls = EngineCalls(engine, model_settings.engine_threads)
-        ranges = _quantization_ranges(engine, model_settings)
-        models.append(
-            ServerState(engine, model_settings, limits, calls, admission, server_metrics, started, ranges)
-        )
-    admission = models[0].admission  # its byte budget is the process's
+    models = _model_states(served, server_metrics, started)
     idle_trim = IdleTrim(settings.idle_trim_s, lambda: [model.engine.tokenizer for model in models])
 
     @asynccontextmanager
@@ -160,7 +143,45 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     app.include_router(invocations_router(app.state.poolrag))  # SageMaker's: TEI's bodies and vLLM's
     install_error_handlers(app)
     install_openapi(app)
+    _install_middleware(app, settings, models, server_metrics, idle_trim)
+    return app
 
+
+def _model_states(
+    served: Sequence[tuple[InProcessEngine, ServerSettings]], server_metrics: ServerMetrics, started: int
+) -> list[ServerState]:
+    """Each served model's state: its limits, admission (queue, bytes and tokens in flight), thread
+    pool and quantization ranges, its metrics started under its ``model`` label."""
+    models = []
+    for engine, model_settings in served:
+        name = model_settings.model_name
+        limits = Limits.resolve(model_settings, engine.facts.max_model_len)
+        admission = Admission(
+            model_settings.max_queue,
+            limits.max_inflight_bytes,
+            limits.max_inflight_tokens,
+            model_settings.retry_after_s,
+            server_metrics,
+            name,
+        )
+        server_metrics.start_model(name, model_settings.max_queue)
+        calls = EngineCalls(engine, model_settings.engine_threads)
+        ranges = _quantization_ranges(engine, model_settings)
+        models.append(
+            ServerState(engine, model_settings, limits, calls, admission, server_metrics, started, ranges)
+        )
+    return models
+
+
+def _install_middleware(
+    app: FastAPI,
+    settings: ServerSettings,
+    models: Sequence[ServerState],
+    server_metrics: ServerMetrics,
+    idle_trim: IdleTrim,
+) -> None:
+    """The middleware in :func:`create_models_app`'s order: each ``add_middleware`` wraps those
+    added before it (Starlette inserts it first in ``user_middleware``), so the last added is outermost."""
     app.add_middleware(
         ModelIdentityMiddleware, facts=[model.served_facts for model in models], scope_key=SCOPE_MODEL_KEY
     )
@@ -168,7 +189,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_body_bytes=settings.max_body_bytes,
-        admission=admission,
+        admission=models[0].admission,  # its byte budget is the process's
         body_timeout_s=settings.body_timeout_s,
     )
     if settings.api_key is not None:
@@ -182,4 +203,3 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     )
     if settings.request_id_headers:  # outermost: every answer carries it, refusals included
         app.add_middleware(RequestIdMiddleware)
-    return app
