@@ -52,7 +52,9 @@ def messages_named(body: ChatFormBody) -> Iterator[None]:
         raise InvalidInputError(name + str(exc).removeprefix("input"), param="messages") from None
 
 
-def check_count(settings: ServerSettings, count: int, param: str) -> None:
+def check_input_count(settings: ServerSettings, count: int, param: str) -> None:
+    """A list of inputs in a request: not empty, and at most ``--max-inputs`` long (a count the
+    caller passes, such as ``top_n``, is :func:`poolrag.counts.check_count`'s)."""
     if count == 0:
         raise APIError(400, f"{param} must not be empty", param=param, code="empty_input")
     if count > settings.max_inputs:
@@ -72,7 +74,7 @@ def to_prompts(value: str | Sequence[Any], settings: ServerSettings, param: str 
     items = list(value)
     if items and all(isinstance(t, int) for t in items):  # one list of token ids
         return {"prompt_token_ids": items}
-    check_count(settings, len(items), param)
+    check_input_count(settings, len(items), param)
     return [{"prompt_token_ids": item} if isinstance(item, list) else item for item in items]
 
 

@@ -24,7 +24,7 @@ from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.postprocess.vector_precision import check_calibration, quantize_vectors
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count, fields_named
+from poolrag.server.inputs import check_input_count, fields_named
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import (
@@ -190,7 +190,7 @@ def _checked(body: CohereEmbedRequest, state: ServerState) -> tuple[PoolingParam
         )
     if body.has_images and not facts.reads_images:
         raise APIError(400, f"{body.field}: this model reads text only", param=body.field)
-    check_count(state.settings, len(body.items), body.field)
+    check_input_count(state.settings, len(body.items), body.field)
     _check_scalable(body, state.ranges)
     params = _params(body, facts)
     calibration = _calibration(body)

@@ -15,7 +15,7 @@ from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, bytes_answer
 from poolrag.server.errors import APIError
 from poolrag.server.float_json import FloatRows, JsonAnswer, float_rows
-from poolrag.server.inputs import chat_prompt, check_count, input_count, messages_named, to_prompts
+from poolrag.server.inputs import chat_prompt, check_input_count, input_count, messages_named, to_prompts
 from poolrag.server.jina_embeddings import jina_task_prompt, joined_with_spans
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
@@ -138,7 +138,7 @@ async def _late_chunks(
         if not isinstance(body.input, str):
             raise APIError(400, "late_chunking takes one document: input must be a string", param="input")
         document, spans = body.input, [tuple(span) for span in body.late_chunking.spans]
-        check_count(state.settings, len(spans), "late_chunking.spans")  # one vector each, as inputs are
+        check_input_count(state.settings, len(spans), "late_chunking.spans")  # one vector each, as inputs are
     calls = state.calls
     vectors, tokens = await state.run_engine(PATH, len(spans), calls.embed_chunks, document, spans, params)
     return _answer(body, state, list(vectors), tokens)

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, SecondStage, rank_second_stage
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count, fields_named, score_params
+from poolrag.server.inputs import check_input_count, fields_named, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routes.tei_rerank import tei_rerank
 from poolrag.server.schemas import (
@@ -43,7 +43,7 @@ router = APIRouter(tags=["scoring"], route_class=TeiRoute)
 async def rerank_documents(body: RerankRequest, request: Request, response: Response) -> RerankResponse:
     state = model_state(request, body.model)
     texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
-    check_count(state.settings, len(texts), "documents")
+    check_input_count(state.settings, len(texts), "documents")
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = route_path(request.scope)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from poolrag.server.inputs import check_count, score_params
+from poolrag.server.inputs import check_input_count, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
@@ -19,8 +19,8 @@ async def score_pairs(body: ScoreRequest, request: Request, response: Response) 
     state = model_state(request, body.model)
     firsts = [body.text_1] if isinstance(body.text_1, str) else list(body.text_1)
     seconds = [body.text_2] if isinstance(body.text_2, str) else list(body.text_2)
-    check_count(state.settings, len(firsts), "text_1")
-    check_count(state.settings, len(seconds), "text_2")
+    check_input_count(state.settings, len(firsts), "text_1")
+    check_input_count(state.settings, len(seconds), "text_2")
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = route_path(request.scope)
     firsts = await state.first_tokens(path, firsts, body.max_tokens_per_query)

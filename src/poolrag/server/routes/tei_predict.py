@@ -25,7 +25,7 @@ from poolrag.model_facts import ScoreKind
 from poolrag.outputs import PoolingRequestOutput
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count
+from poolrag.server.inputs import check_input_count
 from poolrag.server.scope_path import route_path
 from poolrag.server.state import ServerState, model_state
 from poolrag.server.tei_activation import activated
@@ -119,7 +119,7 @@ async def predict(body: TeiPredictRequest, request: Request, response: Response)
     state = model_state(request, body.model)
     batch = isinstance(body.inputs, list)
     sequences = _sequences(body.inputs)
-    check_count(state.settings, len(sequences), "inputs")
+    check_input_count(state.settings, len(sequences), "inputs")
     options = body.parameters or TeiClassificationParameters()
     function = _activation(body, options)
     labels = len(state.engine.id2label)

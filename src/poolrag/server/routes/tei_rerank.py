@@ -15,7 +15,7 @@ from fastapi import Request, Response
 
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import check_count, fields_named
+from poolrag.server.inputs import check_input_count, fields_named
 from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
 from poolrag.server.tei_activation import sigmoid
@@ -26,7 +26,7 @@ from poolrag.server.truncation_report import report_truncated
 
 async def tei_rerank(body: TeiRerankRequest, request: Request, response: Response) -> TeiRerankResponse:
     state = model_state(request, body.model)
-    check_count(state.settings, len(body.texts), "texts")
+    check_input_count(state.settings, len(body.texts), "texts")
     logits = state.engine.facts.score_kind is ScoreKind.CROSS_ENCODER or body.raw_scores
     params = PoolingParams(use_activation=False if logits else None, truncate=tei_truncate(body))
     params.verify("score", state.engine.facts)  # refused before the request takes a slot

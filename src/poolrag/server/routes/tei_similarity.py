@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 
 from poolrag.errors import InvalidInputError, at_position
 from poolrag.params import PoolingParams
-from poolrag.server.inputs import check_count
+from poolrag.server.inputs import check_input_count
 from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
 from poolrag.server.tei_inputs import tei_truncate
@@ -27,8 +27,8 @@ async def similarity(
     state = model_state(request, body.model)
     sentences = body.inputs.sentences
     texts = [body.inputs.source_sentence, *sentences]
-    check_count(state.settings, len(sentences), "inputs.sentences")
-    check_count(state.settings, len(texts), "inputs.sentences")  # the source counts too, as in TEI
+    check_input_count(state.settings, len(sentences), "inputs.sentences")
+    check_input_count(state.settings, len(texts), "inputs.sentences")  # the source counts too, as in TEI
     options = body.parameters or TeiSimilarityParameters()
     params = PoolingParams(normalize=True, truncate=tei_truncate(options), prompt_name=options.prompt_name)
     params.verify("embed", state.engine.facts)

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_count
+from poolrag.server.inputs import check_input_count
 from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
@@ -84,7 +84,7 @@ def _tokenized(tokenizer: Any, texts: list[str], add_special_tokens: bool, limit
 async def tei_tokenize(body: TeiTokenizeRequest, request: Request) -> Response:
     state = model_state(request, body.model)
     texts = [body.inputs] if isinstance(body.inputs, str) else list(body.inputs)
-    check_count(state.settings, len(texts), "inputs")
+    check_input_count(state.settings, len(texts), "inputs")
     texts = checked_texts(texts, "inputs", one=isinstance(body.inputs, str))  # before any is counted
     engine = state.engine
     if body.prompt_name is not None:
@@ -125,7 +125,7 @@ async def decode(body: TeiDecodeRequest, request: Request) -> TeiDecodeResponse:
     rows: list[list[int]] = [body.ids] if one else body.ids  # type: ignore[list-item]
     if not all(rows):  # TEI's Empty error: it decodes nothing from no ids
         raise APIError(400, "`input_ids` cannot be empty", param="ids", code="empty_input")
-    check_count(state.settings, len(rows), "ids")
+    check_input_count(state.settings, len(rows), "ids")
     tokenizer = state.engine.tokenizer
     texts = await state.run_blocking(
         route_path(request.scope), decoded_texts, tokenizer, rows, body.skip_special_tokens
