@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from server.model_folders import build_pylate_colbert
-from tiny_models import build_bge_m3, build_encoder, write_sentence_transformers
 
 from poolrag import DimensionsError, Engine, InvalidInputError, PoolingParams, UnsupportedTaskError
 from poolrag.backend import InProcessEngine, PoolingBackend, PoolingEngine
@@ -30,6 +29,7 @@ from poolrag.errors import InputTooLongError, InvalidTextError
 from poolrag.model_facts import ScoreKind
 from poolrag.outputs import SPARSE_ENTRY, ClassificationOutput, EmbeddingOutput, ScoringOutput
 from poolrag.testing.live_server import serve
+from poolrag.testing.tiny_models import build_bge_m3, build_encoder, write_sentence_transformers
 
 TEXTS = [
     "Mitochondria produce most of the cell's energy.",

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import build_clip
 
 from poolrag import Engine
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.errors import InvalidInputError
+from poolrag.testing.tiny_models import build_clip
 
 pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
 PHOTO = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"

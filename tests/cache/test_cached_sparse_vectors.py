@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tiny_models import build_splade
 
 from poolrag import Engine, InputTooLongError, PoolingParams
 from poolrag.cache.sparse_vectors import CachedSparseVectors
 from poolrag.cache.sqlite_store import EmbeddingCache
+from poolrag.testing.tiny_models import build_splade
 
 
 def test_a_refused_text_is_named_where_the_callers_list_has_it(tmp_path: Path, minilm_path: Path) -> None:

@@ -12,7 +12,6 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from kill_resume import SUBJECTS, kill_mid_run, resume, store_kwargs, store_location
-from tiny_models import build_clip, build_colpali, build_colqwen2
 
 from poolrag import Engine
 from poolrag.cli import main
@@ -20,6 +19,7 @@ from poolrag.ingest import read_paths
 from poolrag.ingest.pdf_pages import PageRendering, render_page
 from poolrag.stores import open_store
 from poolrag.testing.page_corpus import copy_photo, inflating_pdf, png_claiming, truncated_png, write_pdf
+from poolrag.testing.tiny_models import build_clip, build_colpali, build_colqwen2
 
 pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfium2)")
 pytest.importorskip("matplotlib", reason="the page corpus is written by matplotlib (test extra)")

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_models import build_bge_m3, build_splade
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
@@ -21,6 +20,7 @@ from poolrag.ingest.shared_pass import own_head_encoders
 from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder
 from poolrag.retrieval import Retriever
 from poolrag.stores import open_store
+from poolrag.testing.tiny_models import build_bge_m3, build_splade
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluation"))
 from test_eval_run import QUERIES, by_document, hand_metrics, write_dataset

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import build_clip
 
 from poolrag import Engine
 from poolrag.client import PoolragClient
 from poolrag.errors import InvalidImageError
 from poolrag.testing.live_server import serve
+from poolrag.testing.tiny_models import build_clip
 
 PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
 PHOTO = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"

@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-from tiny_models import build_encoder, write_sentence_transformers
 
 from poolrag import (
     DimensionsError,
@@ -29,6 +28,7 @@ from poolrag.retrieval import CrossEncoderReranker
 from poolrag.server import ServerSettings, create_app
 from poolrag.testing.live_server import LiveServer, serve
 from poolrag.testing.rag_corpus import API_KEY, TEXTS
+from poolrag.testing.tiny_models import build_encoder, write_sentence_transformers
 
 QUERY = "Which organelle produces energy in cells?"
 

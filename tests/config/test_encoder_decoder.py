@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import HIDDEN, SENTENCES, copy_tokenizer
 
 from poolrag import Engine
 from poolrag.errors import ModelLoadError
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import HIDDEN, SENTENCES, copy_tokenizer
 
 
 def _t5_config() -> transformers.T5Config:

@@ -10,9 +10,9 @@ import pytest
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.model_card import SentenceTransformerModelCardData
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-from tiny_models import build_encoder
 
 from poolrag.config.model_card import declared_languages
+from poolrag.testing.tiny_models import build_encoder
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import build_encoder
 
 from poolrag import Engine
 from poolrag.config.positions import OFFSET_MODEL_TYPES, position_offset, usable_positions
 from poolrag.errors import InputTooLongError
+from poolrag.testing.tiny_models import build_encoder
 
 TABLE = 24  # max_position_embeddings of the tiny models; their pad_token_id is 0
 

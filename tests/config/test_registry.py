@@ -19,7 +19,6 @@ from decoders.decoder_remote_code import llama_bidirectional_reranker, qwen2_rew
 from decoders.tiny_decoders import build, build_tokenizer, tiny_config
 from models_doc import README_END, README_START, REGENERATE, markdown
 from safetensors.torch import load_file, save_file
-from tiny_models import build_bge_m3, build_clip, build_colpali, build_splade, copy_tokenizer
 
 from poolrag import Engine, PoolingParams
 from poolrag.config.model_spec import load_model_spec
@@ -42,6 +41,7 @@ from poolrag.errors import ModelLoadError
 from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import build_bge_m3, build_clip, build_colpali, build_splade, copy_tokenizer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 

@@ -19,17 +19,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tiny_models import (
+
+from poolrag import Engine, PoolingParams
+from poolrag.config.st_modules import NOT_SUPPORTED, SUPPORTED, StModule, st_module_role
+from poolrag.errors import ModelLoadError
+from poolrag.testing.tiny_models import (
     SENTENCES,
     build_encoder,
     build_splade,
     write_legacy_sentence_transformers_names,
     write_sentence_transformers,
 )
-
-from poolrag import Engine, PoolingParams
-from poolrag.config.st_modules import NOT_SUPPORTED, SUPPORTED, StModule, st_module_role
-from poolrag.errors import ModelLoadError
 
 # every spelling sentence-transformers 2.x-6.x (and PyLate) writes for the modules poolrag runs
 SPELLINGS: dict[str, StModule] = {

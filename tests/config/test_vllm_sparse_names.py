@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import SENTENCES, build_bge_m3, build_encoder, build_splade
 
 from poolrag import Engine
 from poolrag.config.registry import ModelKind, Role, lookup_architecture
 from poolrag.errors import ModelLoadError
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import SENTENCES, build_bge_m3, build_encoder, build_splade
 
 SPLADE = {"architectures": ["BertSpladeSparseEmbeddingModel"]}
 BGE_M3 = {"architectures": ["BgeM3EmbeddingModel"]}

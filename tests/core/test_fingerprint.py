@@ -6,11 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tiny_models import build_encoder
-
 from poolrag import Engine
 from poolrag.config.model_spec import load_model_spec
 from poolrag.core.model_setup import fingerprint
+from poolrag.testing.tiny_models import build_encoder
 
 
 def _fingerprint(folder: Path) -> str:

@@ -7,10 +7,10 @@ import pytest
 import torch
 import transformers
 from sentence_transformers import CrossEncoder
-from tiny_models import ENCODER_ARCHS, SENTENCES
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InvalidInputError, UnsupportedTaskError
+from poolrag.testing.tiny_models import ENCODER_ARCHS, SENTENCES
 
 
 def _reference_logits(folder, auto_class, texts, pairs=None) -> list[np.ndarray]:

@@ -17,10 +17,10 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from tiny_models import HIDDEN
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import DimensionsError, InvalidInputError
+from poolrag.testing.tiny_models import HIDDEN
 
 DIM = 16
 QUERY_LEN, DOC_LEN = 12, 20

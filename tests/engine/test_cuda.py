@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny_models import ENCODER_ARCHS, SENTENCES, build_clip, build_siglip, write_sentence_transformers
 
 from poolrag import Engine
 from poolrag.models.packed_attention import (
@@ -25,6 +24,13 @@ from poolrag.models.packed_attention import (
     pads_attention,
 )
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import (
+    ENCODER_ARCHS,
+    SENTENCES,
+    build_clip,
+    build_siglip,
+    write_sentence_transformers,
+)
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU and POOLRAG_TEST_CUDA=1 (see the docstring)"

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import SENTENCES, build_clip, build_siglip, build_siglip2
 from transformers.image_transforms import convert_to_rgb
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.testing.tiny_models import SENTENCES, build_clip, build_siglip, build_siglip2
 
 PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
 SAMPLES = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data"

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
-from tiny_models import ENCODER_ARCHS, SENTENCES, write_sentence_transformers
 
 from poolrag import Engine, InvalidInputError, ModelLoadError, PoolingParams
 from poolrag.config.st_activations import DENSE_ACTIVATIONS
+from poolrag.testing.tiny_models import ENCODER_ARCHS, SENTENCES, write_sentence_transformers
 
 
 def _st_folder(tiny_model, tmp_path: Path, arch: str, **st_options: object) -> Path:

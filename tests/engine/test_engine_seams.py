@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from server.model_folders import build_pylate_colbert
-from tiny_models import build_encoder, write_sentence_transformers
 
 from poolrag import Engine, InvalidInputError
 from poolrag.batching.token_budget import default_batch_tokens
+from poolrag.testing.tiny_models import build_encoder, write_sentence_transformers
 
 TEXTS = ["Glaciers carve valleys.", "  two\n\nparagraphs, naïve 日本 words  ", "a"]
 

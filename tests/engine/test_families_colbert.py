@@ -18,10 +18,10 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from tiny_models import HIDDEN
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import ModelLoadError
+from poolrag.testing.tiny_models import HIDDEN
 
 DIM = 12
 QUERY_LEN = 32

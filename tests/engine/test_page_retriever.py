@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import build_colmodernvbert, build_colpali, build_colqwen2
 from transformers.image_transforms import convert_to_rgb
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import DimensionsError, InvalidInputError, UnsupportedTaskError
+from poolrag.testing.tiny_models import build_colmodernvbert, build_colpali, build_colqwen2
 
 PIL = pytest.importorskip("PIL.Image", reason="pages need the images extra (Pillow)")
 SAMPLES = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data"

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
-from tiny_models import copy_tokenizer, write_sentence_transformers
 
 from poolrag import Engine, ModelLoadError
+from poolrag.testing.tiny_models import copy_tokenizer, write_sentence_transformers
 
 CONFIGURATION = """
 from transformers import PretrainedConfig

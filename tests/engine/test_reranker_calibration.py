@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 from sentence_transformers import CrossEncoder
-from tiny_models import SENTENCES
 
 from poolrag import Engine, EngineArgs, InvalidInputError, PoolerConfig, PoolingParams
+from poolrag.testing.tiny_models import SENTENCES
 
 QUERY = "what do pooling models do?"
 

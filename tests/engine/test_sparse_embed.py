@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import SENTENCES, build_bge_m3, build_splade
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InvalidInputError, ModelLoadError, UnsupportedTaskError
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.sparse import SparseVector
+from poolrag.testing.tiny_models import SENTENCES, build_bge_m3, build_splade
 
 TEXTS = [*SENTENCES, "Part number XK-4471 fits the 2019 model only."]
 UNIQUE = list(dict.fromkeys(TEXTS))

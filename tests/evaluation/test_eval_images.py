@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import build_clip
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
@@ -20,6 +19,7 @@ from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
 from poolrag.ingest.pdf_pages import PageRendering, render_page
 from poolrag.stores import open_store
 from poolrag.testing.page_corpus import copy_photo, truncated_png, write_pdf
+from poolrag.testing.tiny_models import build_clip
 
 pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfium2)")
 QUERIES = {"q1": "a portrait of an admiral", "q2": "a chart of rainfall", "q3": "the note on bees"}

@@ -42,9 +42,9 @@ from engine import test_colbert as colbert
 from engine import test_families_colbert as named_colbert
 from engine import test_remote_code as remote_code
 from engine.test_families_bidirectional import _without_code
-from tiny_models import SENTENCES, build_encoder, write_sentence_transformers
 
 from poolrag import Engine, PoolingParams
+from poolrag.testing.tiny_models import SENTENCES, build_encoder, write_sentence_transformers
 
 QUERY = "What is a panda?"
 STEPS = [

@@ -7,7 +7,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from tiny_models import build_clip
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InputTypeError, InvalidImageError, InvalidTextError
@@ -19,6 +18,7 @@ from poolrag.frameworks.adapter_calls import (
     embed_images,
     embed_texts,
 )
+from poolrag.testing.tiny_models import build_clip
 
 PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import build_clip, build_colqwen2
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
@@ -26,6 +25,7 @@ from poolrag.testing.page_corpus import (
     truncated_png,
     write_pdf,
 )
+from poolrag.testing.tiny_models import build_clip, build_colqwen2
 
 pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfium2)")
 pytest.importorskip("matplotlib", reason="the page corpus is written by matplotlib (test extra)")

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ingest_support import write_corpus
-from tiny_models import build_bge_m3, build_splade
 
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
@@ -27,6 +26,7 @@ from poolrag.params import PoolingParams
 from poolrag.retrieval import Retriever
 from poolrag.stores import CollectionMismatchError, open_store
 from poolrag.stores.hybrid import RRF_K
+from poolrag.testing.tiny_models import build_bge_m3, build_splade
 
 KINDS = ["milvus", "qdrant"]
 SOURCES = ["splade", "bge-m3"]

@@ -17,13 +17,13 @@ from kill_resume import (
     stored_sparse,
     write_subject_corpus,
 )
-from tiny_models import build_bge_m3, build_splade
 
 from poolrag import Engine
 from poolrag.ingest import TokenChunker, read_paths
 from poolrag.ingest.sparse_encoders import LEARNED_SPARSE_OPTIONS_KEY
 from poolrag.params import PoolingParams
 from poolrag.stores import open_store
+from poolrag.testing.tiny_models import build_bge_m3, build_splade
 
 
 # each source and each store once: a store keeps a learned sparse vector the same way whichever

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import build_encoder, write_sentence_transformers
 
 from poolrag import Engine, PoolingParams
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.ingest import DenseEncoder, Document, TokenChunker
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import build_encoder, write_sentence_transformers
 
 TEXT = "\n\n".join(
     f"Part {i}. Glaciers carve valleys over thousands of years; their meltwater feeds rivers, naïve "

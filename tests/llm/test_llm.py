@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import SENTENCES
 
 from poolrag import LLM, Engine, ModelLoadError, PoolerConfig, PoolingParams
 from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import SENTENCES
 
 
 @pytest.fixture(scope="module")
@@ -275,9 +275,8 @@ def test_pooler_config_task_token_embed_scores_by_late_interaction(
     """vLLM's multi-vector example: BGE-M3 with ``PoolerConfig(task="token_embed")`` scores by
     MaxSim over the token vectors (vLLM's late interaction); without it by cosine of the dense
     vectors. The task changes no vector, so the outputs' fingerprint stays."""
-    from tiny_models import build_bge_m3
-
     from poolrag.scoring.similarity import maxsim
+    from poolrag.testing.tiny_models import build_bge_m3
     from poolrag.vllm import PoolerConfig as VllmPoolerConfig
 
     folder = build_bge_m3(tmp_path_factory.mktemp("m3"), minilm_path)
@@ -343,8 +342,7 @@ def test_late_chunking_params_average_each_chunks_token_vectors(minilm_path: Pat
 def test_late_chunking_params_are_refused_where_they_cannot_apply(
     minilm_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from tiny_models import build_bge_m3
-
+    from poolrag.testing.tiny_models import build_bge_m3
     from poolrag.vllm import LateChunkingParams
 
     for bad in (0, -1, True, 1.5, "2"):

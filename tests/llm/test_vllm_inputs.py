@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import SENTENCES
 
 from poolrag import LLM, Engine, PoolingParams, TextPrompt, TokensPrompt
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.testing.tiny_models import SENTENCES
 
 
 @pytest.fixture(scope="module")

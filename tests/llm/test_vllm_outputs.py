@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tiny_models import SENTENCES
 
 from poolrag import LLM, Engine
+from poolrag.testing.tiny_models import SENTENCES
 from poolrag.vllm_outputs import (
     ClassificationRequestOutput,
     EmbeddingOutput,

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tiny_models import SENTENCES
 
 from poolrag import Engine
 from poolrag.config.model_spec import load_model_spec
@@ -18,6 +17,7 @@ from poolrag.loading.native_loader import unsupported_reason
 from poolrag.loading.placement import Placement
 from poolrag.models.bert import BertFamilyModel
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import SENTENCES
 
 
 def _is_native(engine: Engine) -> bool:

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_models import ENCODER_ARCHS, SENTENCES, copy_tokenizer
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.request import ResolvedParams
 from poolrag.runner.forward_output import ForwardOutput
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import ENCODER_ARCHS, SENTENCES, copy_tokenizer
 
 
 def _head_per_token(model: torch.nn.Module, arch: str, hidden: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tiny_models import SENTENCES
 
 from poolrag import Engine
 from poolrag.config.network_head import NetworkHead
@@ -22,6 +21,7 @@ from poolrag.models.bert import BertFamilyModel, convert_checkpoint
 from poolrag.models.fused_linear import FusedLinear
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import SENTENCES
 
 PARAMS = ResolvedParams(task="embed")
 ARCHS = ("bert", "roberta", "xlm-roberta")

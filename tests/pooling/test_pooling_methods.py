@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tiny_models import SENTENCES, build_encoder, write_sentence_transformers
 
 from poolrag import Engine
 from poolrag.config.pooler_config import SENTENCE_POOLING
 from poolrag.pooling.methods import pooling_method
 from poolrag.runner.forward_output import PackedStates
+from poolrag.testing.tiny_models import SENTENCES, build_encoder, write_sentence_transformers
 
 ST_MODES = {name: pooling for pooling, (name, _flag) in SENTENCE_POOLING.items()}
 

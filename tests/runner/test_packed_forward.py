@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import ENCODER_ARCHS
 
 from poolrag import Engine
 from poolrag.config.network_head import NetworkHead
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.model_runner import ModelRunner, sliding_window
 from poolrag.testing import engine_internals as internals
+from poolrag.testing.tiny_models import ENCODER_ARCHS
 
 PARAMS = ResolvedParams(task="embed")
 

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from kill_resume import stored_sparse
 from test_ray_ingest import CHUNK_TOKENS, OVERLAP, contents, location, write_corpus
-from tiny_models import build_bge_m3
 
 from poolrag.cache import CachedEmbedder
 from poolrag.errors import InvalidInputError
@@ -23,6 +22,7 @@ from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, bm25_for_model, col
 from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
 from poolrag.sparse.words import WordAnalyzer
 from poolrag.stores import open_store
+from poolrag.testing.tiny_models import build_bge_m3
 
 BATCH = 16  # chunks per batch: BM25's mean length comes from the first one
 SAME_IN_BOTH = ("documents", "documents_skipped", "chunks", "chunks_existing", "upserted", "deleted")

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from tiny_models import build_colpali
 
 from poolrag import Engine, InvalidInputError
 from poolrag.testing.live_server import serve
+from poolrag.testing.tiny_models import build_colpali
 
 pytest.importorskip("PIL.Image", reason="pages need the images extra (Pillow)")
 SAMPLES = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tiny_models import SENTENCES, build_bge_m3, build_splade
 
 from poolrag import Engine, PoolingParams
 from poolrag.sparse import SparseVector
+from poolrag.testing.tiny_models import SENTENCES, build_bge_m3, build_splade
 
 from .conftest import Served, serve_in_thread
 

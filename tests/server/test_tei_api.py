@@ -189,7 +189,8 @@ def test_a_cross_encoder_saying_identity_answers_teis_sigmoid_on_tei_routes(
     routes, as vLLM and sentence-transformers give them, and TEI's probabilities on TEI's."""
     import torch
     from sentence_transformers import CrossEncoder
-    from tiny_models import build_encoder
+
+    from poolrag.testing.tiny_models import build_encoder
 
     raw = build_encoder(tmp_path / "raw", "bert", minilm_path, head="sequence", num_labels=1, seed=5)
     CrossEncoder(str(raw), device="cpu", activation_fn=torch.nn.Identity()).save(str(tmp_path / "ce"))
@@ -220,7 +221,8 @@ def test_a_cross_encoder_of_several_labels_saved_as_identity_answers_teis_softma
     ``raw_scores`` gives the logits."""
     import torch
     from sentence_transformers import CrossEncoder
-    from tiny_models import build_encoder
+
+    from poolrag.testing.tiny_models import build_encoder
 
     raw = build_encoder(tmp_path / "raw", "bert", minilm_path, head="sequence", num_labels=3, seed=5)
     CrossEncoder(str(raw), device="cpu", activation_fn=torch.nn.Identity()).save(str(tmp_path / "nli"))
