@@ -24,13 +24,13 @@ from poolrag.errors import (
     InvalidImageError,
     InvalidInputError,
     InvalidTextError,
-    ModelLoadError,
 )
 from poolrag.image_inputs import is_image_input, other_data_url, text_only
 from poolrag.input_shapes import score_pairs
 from poolrag.prompt_inputs import PromptInput, TokensPrompt
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
+from poolrag.tokenization.colbert_inputs import ColbertInputs
 from poolrag.tokenization.images import ImagePreprocessor
 from poolrag.tokenization.page_inputs import PagePreprocessor
 from poolrag.tokenization.pair_encoding import encode_pairs
@@ -135,7 +135,7 @@ class InputProcessor:
         self.prompts = prompts
         self.colbert = colbert
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
-        self._colbert_ids = self._colbert_token_ids(colbert) if colbert else None
+        self.colbert_inputs = ColbertInputs(colbert, tokenizer) if colbert else None
         self._frame: Any = _UNKNOWN  # special tokens around a text, found on first use
 
     @property
@@ -521,48 +521,20 @@ class InputProcessor:
         return head_1, head_2
 
     # -- ColBERT ----------------------------------------------------------------------------------
-    def _colbert_token_ids(self, spec: ColbertSpec) -> dict[str, Any]:
-        tok = self.tokenizer
-
-        def marker(text: str | None) -> int | None:
-            if not text:
-                return None
-            token_id = tok.convert_tokens_to_ids(text)
-            if token_id is None or token_id == tok.unk_token_id:
-                raise ModelLoadError(f"ColBERT marker {text!r} is not a token of this tokenizer")
-            return int(token_id)
-
-        expansion = tok.mask_token_id if tok.mask_token_id is not None else tok.eos_token_id
-        # as PyLate: a word that is not a token converts to [UNK], which documents then drop
-        skip = {tok.convert_tokens_to_ids(w) for w in spec.skiplist_words}
-        return {
-            "query": marker(spec.query_prefix),
-            "document": marker(spec.document_prefix),
-            "expansion": expansion,
-            "skiplist": frozenset(int(s) for s in skip if s is not None),
-        }
-
     @property
     def colbert_skiplist(self) -> frozenset[int]:
-        return self._colbert_ids["skiplist"] if self._colbert_ids else frozenset()
+        return self.colbert_inputs.token_ids.skiplist if self.colbert_inputs else frozenset()
 
     def _colbert(
         self, prompts: Sequence[PromptInput], params: ResolvedParams, limit: int | None, field: str, one: bool
     ) -> list[PoolingRequest]:
-        """Queries: marker after [CLS], padded with [MASK] to ``query_length`` (expansion tokens
-        produce vectors but are not attended to unless configured). Documents: marker, truncated to
-        ``document_length`` as PyLate does, so a longer text is cut without an error; punctuation is
-        dropped later, at pooling. A request's ``limit`` shortens either length further."""
-        spec = self.colbert
-        ids_cfg = self._colbert_ids
-        assert spec is not None and ids_cfg is not None
+        """ColBERT queries or documents (the rules: :class:`ColbertInputs`), tokenised in one call."""
+        colbert = self.colbert_inputs
+        assert colbert is not None
         is_query = params.input_type == "query"
-        marker = ids_cfg["query" if is_query else "document"]
-        length = spec.query_length if is_query else spec.document_length
         if limit is not None:
-            self._check_room(limit, marker=marker is not None)
-            length = min(length, limit)
-        budget = length - 1 if marker is not None else length
+            self._check_room(limit, marker=colbert.marker(is_query) is not None)
+        budget = colbert.budget(is_query, limit)
         if any(isinstance(p, dict) for p in prompts):
             raise InputTypeError("ColBERT inputs must be text")
         wholes = checked_texts(prompts, field, one)
@@ -576,29 +548,16 @@ class InputProcessor:
             return_token_type_ids=False,
             return_attention_mask=False,
         )
-        out = []
-        for j, ids in enumerate(encoded["input_ids"]):
-            cut = self._cut(encoded, j, budget, wholes[j : j + 1], texts[j : j + 1])
-            ids = list(ids)
-            attention = None
-            if is_query and spec.do_query_expansion:
-                real = len(ids)
-                ids = ids + [ids_cfg["expansion"]] * (budget - real)
-                if not spec.attend_to_expansion_tokens:
-                    attention = [1] * real + [0] * (budget - real)
-            if marker is not None:
-                ids.insert(1, marker)
-                if attention is not None:
-                    attention.insert(1, 1)
-            out.append(
-                PoolingRequest(
-                    token_ids=tuple(ids),
-                    params=params,
-                    attention=tuple(attention) if attention is not None else None,
-                    truncated=cut,
-                )
+        return [
+            colbert.request(
+                ids,
+                params,
+                is_query,
+                budget,
+                self._cut(encoded, j, budget, wholes[j : j + 1], texts[j : j + 1]),
             )
-        return out
+            for j, ids in enumerate(encoded["input_ids"])
+        ]
 
 
 def _not_an_image(name: str, kind: str) -> InvalidImageError:
