@@ -176,12 +176,12 @@ class InputProcessor:
         return [*head, *ids, *tail]
 
     def _fixed_frame(self) -> tuple[list[int], list[int]] | None:
-        """:meth:`_special_frame`, found on first use and kept."""
+        """:meth:`_probed_frame`, found on first use and kept."""
         if self._frame is _UNKNOWN:
-            self._frame = self._special_frame()
+            self._frame = self._probed_frame()
         return self._frame
 
-    def _special_frame(self) -> tuple[list[int], list[int]] | None:
+    def _probed_frame(self) -> tuple[list[int], list[int]] | None:
         """The special tokens around every text, checked on probe texts of different shapes."""
         frames = set()
         for probe in ("a", "Hello, world.", "  two\n\nparagraphs, naïve 日本 words  "):
