@@ -28,7 +28,7 @@ from poolrag.pooling.matryoshka import truncate
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
 from poolrag.runner.model_runner import ModelRunner
-from poolrag.tokenization.input_processor import ChunkedRequest
+from poolrag.tokenization.chunked_inputs import ChunkedRequest
 
 logger = logging.getLogger(__name__)
 

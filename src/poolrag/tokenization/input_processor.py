@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -30,11 +30,12 @@ from poolrag.input_shapes import score_pairs
 from poolrag.prompt_inputs import PromptInput, TokensPrompt
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.text_validity import check_text, lone_surrogate
+from poolrag.tokenization.chunked_inputs import check_embed_cap, chunked_request, special_frame
 from poolrag.tokenization.colbert_inputs import ColbertInputs
 from poolrag.tokenization.images import ImagePreprocessor
 from poolrag.tokenization.page_inputs import PagePreprocessor
 from poolrag.tokenization.pair_encoding import encode_pairs
-from poolrag.tokenization.text_cut import RememberedCut, TextCut, bare_ids, text_cut_of
+from poolrag.tokenization.text_cut import RememberedCut, TextCut, text_cut_of
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -46,35 +47,12 @@ _UNKNOWN = object()
 _TEXT = re.compile(r"\S")
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkedRequest(PoolingRequest):
-    """An embed input longer than the model's window (pooler_config ``enable_chunked_processing``).
-
-    ``token_ids`` is the whole input; ``chunks`` are the window-sized requests that run instead.
-    Each chunk carries the tokenizer's own special tokens (``[CLS] ... [SEP]``), so every chunk is
-    an input the model was trained on and CLS / LAST pooling read a real position; unlike vLLM,
-    which cuts the one tokenised sequence, a middle chunk therefore never lacks them. A prompt
-    prefix (instruction) stays on the first chunk only. The executor joins the chunks' vectors.
-    """
-
-    chunks: tuple[PoolingRequest, ...] = ()
-
-
 def checked_texts(values: Sequence[object], field: str, one: bool = False) -> list[str]:
     """Each text if a model can read it, named ``field`` when the caller gave one text (``one``),
     else ``field[i]``: the one check of a request's texts."""
     if one:
         return [check_text(value, field) for value in values]
     return [check_text(value, field, i) for i, value in enumerate(values)]
-
-
-def _special_frame(full: Sequence[int], bare: Sequence[int]) -> tuple[list[int], list[int]] | None:
-    """The special tokens the tokenizer puts before and after ``bare`` to make ``full``."""
-    extra = len(full) - len(bare)
-    for start in range(extra + 1):
-        if list(full[start : start + len(bare)]) == list(bare):
-            return list(full[:start]), list(full[start + len(bare) :])
-    return None
 
 
 @dataclass(slots=True)
@@ -187,7 +165,7 @@ class InputProcessor:
         for probe in ("a", "Hello, world.", "  two\n\nparagraphs, naïve 日本 words  "):
             full = call_tokenizer(self.tokenizer, probe, add_special_tokens=True)["input_ids"]
             bare = call_tokenizer(self.tokenizer, probe, add_special_tokens=False)["input_ids"]
-            frame = _special_frame(full, bare)
+            frame = special_frame(full, bare)
             if frame is None:
                 return None
             frames.add((tuple(frame[0]), tuple(frame[1])))
@@ -266,62 +244,92 @@ class InputProcessor:
             return self._colbert(prompts, params, limit, field, one)
         if isinstance(self.images, PagePreprocessor):
             return self._page_inputs(self.images, prompts, params, field, one, pending_images)
-        if prompt is not None and (at := lone_surrogate(prompt)) is not None:
-            raise InvalidInputError(
-                f"prompt is not valid Unicode (lone surrogate at character {at})", param="prompt"
-            )
-        prefix = self.prompts.prefix_for(params.input_type, prompt)
+        prefix = self._prefix(params, prompt)
         chunking = self.chunked and params.task == "embed" and limit is None
         requests: list[PoolingRequest | None] = [None] * len(prompts)
-        text_positions: list[int] = []
-        wholes: list[str] = []
-        texts: list[str] = []
         images: dict[int, tuple[object, str]] = {}
+        wholes: dict[int, str] = {}  # position: the text with its prompt
+        kept: dict[int, str] = {}  # position: what tokenising keeps of it
         for i, item in enumerate(prompts):
             index = None if one else i
+            name = field if index is None else f"{field}[{index}]"
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, limit, field, index)
             elif is_image_input(item) and (self.images is not None or not isinstance(item, str)):
                 # a data: URL is a text to a text-only model, as it always was
-                images[i] = (item, field if index is None else f"{field}[{index}]")
+                images[i] = (item, name)
             elif self.images is not None and (kind := other_data_url(item)) is not None:
-                raise _not_an_image(field if index is None else f"{field}[{index}]", kind)
+                raise _not_an_image(name, kind)
             else:
-                wholes.append(prefix + check_text(item, field, index))
-                texts.append(self._kept_text(wholes[-1], limit, chunking, field, index))
-                text_positions.append(i)
+                wholes[i] = prefix + check_text(item, field, index)
+                kept[i] = self._kept_text(wholes[i], limit, chunking, field, index)
         if images:
             prepared = self._images(list(images.values()), params, pending_images)
             for i, request in zip(images, prepared, strict=True):
                 requests[i] = request
-        if texts and limit is not None:
-            self._check_room(limit, prefix=prefix)
-        if texts:
-            encoded = call_tokenizer(
-                self.tokenizer,
-                texts,
-                add_special_tokens=True,
-                truncation=limit is not None,
-                max_length=limit,
-                return_token_type_ids=self.uses_token_type_ids,
-                return_attention_mask=False,
+        if kept:
+            if limit is not None:
+                self._check_room(limit, prefix=prefix)
+            for i, request in zip(
+                kept, self._encode_texts(wholes, kept, params, limit, chunking, field, one), strict=True
+            ):
+                requests[i] = request
+        return requests  # type: ignore[return-value]
+
+    def _prefix(self, params: ResolvedParams, prompt: str | None) -> str:
+        """The instruction prompt put before each text: the caller's ``prompt``, checked, else the
+        model folder's for the input type."""
+        if prompt is not None and (at := lone_surrogate(prompt)) is not None:
+            raise InvalidInputError(
+                f"prompt is not valid Unicode (lone surrogate at character {at})", param="prompt"
             )
-            type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
-            for j, pos in enumerate(text_positions):
-                ids = encoded["input_ids"][j]
-                if chunking:
-                    self._check_embed_cap(ids)
-                    if len(ids) > self.max_len:
-                        requests[pos] = self._chunked(texts[j], ids, params)
-                        continue
-                self._check_length(ids, field, None if one else pos)
-                requests[pos] = PoolingRequest(
+        return self.prompts.prefix_for(params.input_type, prompt)
+
+    def _encode_texts(
+        self,
+        wholes: dict[int, str],
+        kept: dict[int, str],
+        params: ResolvedParams,
+        limit: int | None,
+        chunking: bool,
+        field: str,
+        one: bool,
+    ) -> list[PoolingRequest]:
+        """The ``kept`` texts (by position in the caller's list; cut from ``wholes``) tokenised in one
+        call, one request each: a chunked one for an embed input over the window when ``chunking``."""
+        texts = list(kept.values())
+        encoded = call_tokenizer(
+            self.tokenizer,
+            texts,
+            add_special_tokens=True,
+            truncation=limit is not None,
+            max_length=limit,
+            return_token_type_ids=self.uses_token_type_ids,
+            return_attention_mask=False,
+        )
+        type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
+        out: list[PoolingRequest] = []
+        for j, pos in enumerate(kept):
+            ids = encoded["input_ids"][j]
+            if chunking:
+                check_embed_cap(ids, self.max_embed_len)
+                if len(ids) > self.max_len:
+                    out.append(
+                        chunked_request(
+                            self.tokenizer, texts[j], ids, params, self.max_len, self.uses_token_type_ids
+                        )
+                    )
+                    continue
+            self._check_length(ids, field, None if one else pos)
+            out.append(
+                PoolingRequest(
                     token_ids=tuple(ids),
                     params=params,
                     token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
-                    truncated=self._cut(encoded, j, limit, wholes[j : j + 1], texts[j : j + 1]),
+                    truncated=self._cut(encoded, j, limit, [wholes[pos]], [texts[j]]),
                 )
-        return requests  # type: ignore[return-value]
+            )
+        return out
 
     def _page_inputs(
         self,
@@ -370,37 +378,6 @@ class InputProcessor:
             name = items[0][1]
             raise text_only(name)
         return self.images.request_futures(items, params) if pending else self.images.requests(items, params)
-
-    # -- chunked processing (long embed inputs) --------------------------------------------------
-    def _check_embed_cap(self, ids: Sequence[int]) -> None:
-        if self.max_embed_len is not None and len(ids) > self.max_embed_len:
-            error = InputTooLongError(len(ids), self.max_embed_len)
-            error.args = (
-                f"input has {len(ids)} tokens, more than pooler_config max_embed_len={self.max_embed_len}; "
-                "shorten it or pass truncate_prompt_tokens to truncate",
-            )
-            raise error
-
-    def _chunked(self, text: str, ids: Sequence[int], params: ResolvedParams) -> ChunkedRequest:
-        """Window-sized chunks of real tokens, each framed by the tokenizer's special tokens; they
-        pool unnormalised and at full size, the join applies the request's own settings."""
-        bare = bare_ids(self.tokenizer, text)
-        frame = _special_frame(ids, bare)
-        window = self.max_len - (len(frame[0]) + len(frame[1]) if frame else 0)
-        if frame is None or window < 1:
-            raise InvalidInputError(
-                f"input has {len(ids)} tokens, more than the model's maximum of {self.max_len}, "
-                "and this tokenizer's output cannot be split into chunks"
-            )
-        head, tail = frame
-        sub = replace(params, normalize=False, dimensions=None)
-        chunks = []
-        for start in range(0, len(bare), window):
-            chunk = tuple(head + list(bare[start : start + window]) + tail)
-            types = (0,) * len(chunk) if self.uses_token_type_ids else None
-            chunks.append(PoolingRequest(token_ids=chunk, params=sub, token_type_ids=types))
-        logger.debug("embedding a %d-token input as %d chunks of %d", len(ids), len(chunks), self.max_len)
-        return ChunkedRequest(token_ids=tuple(ids), params=params, chunks=tuple(chunks))
 
     def _from_token_ids(
         self, item: TokensPrompt, params: ResolvedParams, limit: int | None, field: str, index: int | None
