@@ -37,3 +37,10 @@ def test_a_dotted_flag_without_a_value_is_one_line(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "m", "--pooler-config.task"])
     assert "argument --pooler-config.task: expected one argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("written", "read"), [("False", False), ("TRUE", True), ("false", False)])
+def test_a_boolean_is_read_however_it_is_capitalised(written: str, read: bool) -> None:
+    """``--pooler-config.normalize False`` stayed the text "False", which read as true: normalised."""
+    args = build_parser().parse_args(["serve", "m", "--pooler-config.normalize", written])
+    assert args.pooler_config == {"normalize": read}

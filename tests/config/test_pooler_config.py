@@ -35,3 +35,11 @@ def test_repr_names_the_task_only_when_set() -> None:
     """A tune verdict keys on the repr: a config without a task keeps the key it always had."""
     assert "task" not in repr(PoolerConfig(pooling_type="CLS"))
     assert repr(PoolerConfig(task="token_embed")).endswith("task='token_embed')")
+
+
+@pytest.mark.parametrize("key", ["normalize", "use_activation", "enable_chunked_processing"])
+@pytest.mark.parametrize("value", ["False", "false", 0, 1])
+def test_a_switch_given_as_anything_but_a_boolean_is_refused(key: str, value: object) -> None:
+    """A non-empty string is true to Python: ``{"normalize": "False"}`` normalised in silence."""
+    with pytest.raises(InvalidInputError, match=f"pooler_config {key} must be true or false, got {value!r}"):
+        PoolerConfig.from_value({key: value})

@@ -18,7 +18,10 @@ def _flag_name(arg: str) -> str:
 
 
 def _value(text: str) -> Any:
-    """A dotted flag's value: JSON where it parses (``true``, ``3``, ``[1, 2]``), else the text."""
+    """A dotted flag's value: JSON where it parses (``true``, ``3``, ``[1, 2]``), a boolean however
+    it is capitalised (``False``, as a Python user writes it), else the text."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
     try:
         return json.loads(text)
     except json.JSONDecodeError:

@@ -80,6 +80,10 @@ class PoolerConfig:
         named = {"pooling_type": self.pooling_type}
         named |= {"seq_pooling_type": seq_pooling_type, "tok_pooling_type": tok_pooling_type}
         object.__setattr__(self, "pooling_type", _one_pooling_type(named))
+        for name in ("normalize", "use_activation", "enable_chunked_processing"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):  # "False" would read as true
+                raise InvalidInputError(f"pooler_config {name} must be true or false, got {value!r}")
         if self.task is not None and self.task not in POOLER_TASKS:
             hint = " (a score is computed by embed, token_embed or classify: name that one)"
             raise InvalidInputError(
