@@ -141,17 +141,24 @@ class InputTooLongError(InvalidInputError):
     field: str = "input"
     index: int | None = None
 
-    def __init__(self, num_tokens: int, max_len: int, field: str = "input", index: int | None = None) -> None:
+    def __init__(
+        self,
+        num_tokens: int,
+        max_len: int,
+        field: str = "input",
+        index: int | None = None,
+        remedy: str = "shorten it or pass truncate_prompt_tokens to truncate",
+    ) -> None:
         where = field if index is None else f"{field}[{index}]"
         super().__init__(
-            f"{where} has {num_tokens} tokens, more than the model's maximum of {max_len}; "
-            "shorten it or pass truncate_prompt_tokens to truncate",
+            f"{where} has {num_tokens} tokens, more than the model's maximum of {max_len}; {remedy}",
             param=field,
         )
         self.num_tokens = num_tokens
         self.max_len = max_len
         self.field = field
         self.index = index
+        self.remedy = remedy
 
     @property
     def where(self) -> str:
@@ -160,7 +167,7 @@ class InputTooLongError(InvalidInputError):
 
     def renamed(self, field: str, index: int | None) -> InputTooLongError:
         """The same length, found at ``field`` (``field[index]``)."""
-        return InputTooLongError(self.num_tokens, self.max_len, field, index)
+        return InputTooLongError(self.num_tokens, self.max_len, field, index, self.remedy)
 
 
 class DimensionsError(InvalidInputError):

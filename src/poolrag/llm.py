@@ -25,7 +25,7 @@ from poolrag.config.option_choices import DTypeName, Quantization
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
-from poolrag.errors import GenerativeCheckpointError, InputTypeError, InvalidInputError
+from poolrag.errors import GenerativeCheckpointError, InputTooLongError, InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams, PoolingTask
@@ -78,6 +78,9 @@ def _params(
         params = params.with_updates(truncate_prompt_tokens=truncate_prompt_tokens, truncate=None)
     refuse_longer_cut(params.truncate_prompt_tokens if params else None, max_model_len)
     return params
+
+
+_WHOLE_TEXT = "late chunking maps each chunk back to the whole text"
 
 
 def _asks_late_chunking(pooling_params: PoolingParams | Sequence[PoolingParams] | None) -> bool:
@@ -411,7 +414,7 @@ class LLM:
         them, every token included, averaged ``chunk_size`` tokens at a time, then normalised
         unless switched off; prompts without ``late_chunking_params`` get their token vectors."""
         if truncate is not None:
-            raise InvalidInputError("late chunking reads the whole text: truncation is refused, as in vLLM")
+            raise InvalidInputError(_WHOLE_TEXT + ": truncation is refused, as in vLLM")
         listed = prompt_list(engine_prompts(prompts))
         per_prompt = per_prompt_params(pooling_params, len(listed))
         if per_prompt is None:
@@ -461,10 +464,18 @@ class LLM:
             raise InvalidInputError(
                 "normalize and use_activation disagree; on vectors they are the same switch, give one"
             )
+        if params.truncate_prompt_tokens is not None:
+            raise InvalidInputError(
+                _WHOLE_TEXT + ": truncation is refused, as in vLLM", param="truncate_prompt_tokens"
+            )
         raw = params.with_updates(late_chunking_params=None, normalize=False, use_activation=None)
-        outputs = self.engine.encode(
-            texts, "token_embed", _params(raw, None, lora_request, self.engine.facts.max_model_len)
-        )
+        try:
+            outputs = self.engine.encode(
+                texts, "token_embed", _params(raw, None, lora_request, self.engine.facts.max_model_len)
+            )
+        except InputTooLongError as exc:  # truncation, the usual remedy, is refused here
+            remedy = _WHOLE_TEXT + ": split it into texts the model can read"
+            raise InputTooLongError(exc.num_tokens, exc.max_len, exc.field, exc.index, remedy) from None
         chunked = []
         for text, output in zip(texts, outputs, strict=True):
             ids = list(output.prompt_token_ids)

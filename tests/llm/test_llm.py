@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from poolrag import LLM, Engine, ModelLoadError, PoolerConfig, PoolingParams
-from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError
+from poolrag.errors import InputTooLongError, InputTypeError, InvalidInputError, UnsupportedTaskError
 from poolrag.testing import engine_internals as internals
 from poolrag.testing.tiny_models import SENTENCES
 
@@ -354,6 +354,13 @@ def test_late_chunking_params_are_refused_where_they_cannot_apply(
         llm.encode("a text", pooling_task="embed", pooling_params=late)
     with pytest.raises(InvalidInputError, match="truncation is refused"):
         llm.encode("a text", pooling_task="token_embed", pooling_params=late, truncate_prompt_tokens=4)
+    for cut in (4, -1):  # in the params too: it said the folder added a prompt
+        cut_late = PoolingParams(late_chunking_params=LateChunkingParams(4), truncate_prompt_tokens=cut)
+        with pytest.raises(InvalidInputError, match="truncation is refused"):
+            llm.encode("a longer text here", pooling_task="token_embed", pooling_params=cut_late)
+    with pytest.raises(InputTooLongError, match=r"input\[0\] has 602 tokens.*split it into texts") as long:
+        llm.encode("word " * 600, pooling_task="token_embed", pooling_params=late)
+    assert "truncate_prompt_tokens" not in str(long.value)  # the usual remedy, refused here
     with pytest.raises(InputTypeError, match="reads a text prompt"):
         llm.encode({"prompt_token_ids": [101, 1037, 102]}, pooling_task="token_embed", pooling_params=late)
     with pytest.raises(InvalidInputError, match="late_chunking_params is vLLM's late chunking"):
