@@ -65,3 +65,21 @@ def test_a_query_is_tokenised_as_often_beside_eight_documents_as_beside_two(
         assert [list(request.token_ids) for request in requests] == expected["input_ids"]
         assert [list(request.token_type_ids or ()) for request in requests] == expected["token_type_ids"]
     assert times_seen[2] == times_seen[8] >= 1
+
+
+def test_the_tokenizers_own_settings_are_as_they_were_after_a_cut_pair(minilm_path: Path) -> None:
+    """The backend is the tokenizer's, shared with anyone counting tokens with it: a cut score
+    left it truncating every text to the pair's limit. (transformers' own call leaves the backend
+    set as its last call asked, so the once-per-tokenizer probe runs first, here as in a server.)"""
+    from poolrag.tokenization.pair_encoding import encode_pairs
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    encode_pairs(tokenizer, ["probe"], ["probe"], None, type_ids=True)
+    tokenizer("the folder's", "own settings")  # as the folder's tokenizer.json sets them up
+    backend = tokenizer.backend_tokenizer
+    before = (backend.truncation, backend.padding, backend.encode_special_tokens)
+    long = "word " * 50
+    counted = backend.encode(long).ids
+    assert len(encode_pairs(tokenizer, ["a query"], [long], 8, type_ids=True)["input_ids"][0]) == 8
+    assert (backend.truncation, backend.padding, backend.encode_special_tokens) == before
+    assert backend.encode(long).ids == counted

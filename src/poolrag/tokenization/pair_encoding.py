@@ -83,24 +83,43 @@ def _assembled(
     backend = tokenizer.backend_tokenizer
     distinct = list(dict.fromkeys(firsts))
     with tokenizer_lock(tokenizer):
-        backend.no_truncation()
-        backend.no_padding()
-        backend.encode_special_tokens = getattr(tokenizer, "split_special_tokens", False)
-        alone = dict(zip(distinct, backend.encode_batch(distinct, add_special_tokens=False), strict=True))
-        # each second text encoded as a pair's second (its type ids), behind an empty first
-        second = backend.encode_batch([("", text) for text in seconds], add_special_tokens=False)
-        if limit is not None:
-            backend.enable_truncation(
-                max_length=limit, stride=0, strategy="longest_first", direction=tokenizer.truncation_side
-            )
-        pairs = [
-            backend.post_process(alone[first], encoded, add_special_tokens=True)
-            for first, encoded in zip(firsts, second, strict=True)
-        ]
+        # the backend's settings are the tokenizer's, shared with whoever calls it next: set for
+        # these pairs, then put back as they were
+        truncation, padding, specials = backend.truncation, backend.padding, backend.encode_special_tokens
+        try:
+            backend.no_truncation()
+            backend.no_padding()
+            backend.encode_special_tokens = getattr(tokenizer, "split_special_tokens", False)
+            alone = dict(zip(distinct, backend.encode_batch(distinct, add_special_tokens=False), strict=True))
+            # each second text encoded as a pair's second (its type ids), behind an empty first
+            second = backend.encode_batch([("", text) for text in seconds], add_special_tokens=False)
+            if limit is not None:
+                backend.enable_truncation(
+                    max_length=limit, stride=0, strategy="longest_first", direction=tokenizer.truncation_side
+                )
+            pairs = [
+                backend.post_process(alone[first], encoded, add_special_tokens=True)
+                for first, encoded in zip(firsts, second, strict=True)
+            ]
+        finally:
+            _restore(backend, truncation, padding, specials)
     data = {"input_ids": [pair.ids for pair in pairs]}
     if type_ids:
         data["token_type_ids"] = [pair.type_ids for pair in pairs]
     return BatchEncoding(data, pairs)
+
+
+def _restore(backend: Any, truncation: dict | None, padding: dict | None, specials: bool) -> None:
+    """The backend's truncation, padding and special-token switch as they were before."""
+    if truncation is None:
+        backend.no_truncation()
+    else:
+        backend.enable_truncation(**truncation)
+    if padding is None:
+        backend.no_padding()
+    else:
+        backend.enable_padding(**padding)
+    backend.encode_special_tokens = specials
 
 
 def _assembles_pairs(tokenizer: PreTrainedTokenizerBase) -> bool:
