@@ -179,7 +179,7 @@ def _modes(args: argparse.Namespace) -> list[str]:
 
 def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[EvalReport, TuneReport | None]:
     from poolrag.cache import CachedEmbedder, EmbeddingCache
-    from poolrag.cli.hybrid_sources import hybrid_sources
+    from poolrag.cli.hybrid_sources import check_hybrid_model, hybrid_sources
     from poolrag.evaluation import BeirDataset
     from poolrag.evaluation.run import SPARSE_MODES, Evaluation
     from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
@@ -204,6 +204,7 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
     opened.callback(cache.close)
     engine_args = engine_args_from(args)
     engine = load_engine(engine_args)
+    check_hybrid_model(engine)  # eval's collections are hybrid: refused before the store is opened
     store = open_store_from_args(args)
     opened.callback(store.close)
     hybrid = args.tune or any(m in SPARSE_MODES for m in modes)

@@ -16,6 +16,17 @@ if TYPE_CHECKING:
     from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 
 
+def check_hybrid_model(engine: Engine) -> None:
+    """Refuse a model of token vectors for hybrid search, before any store is opened."""
+    from poolrag.errors import InvalidInputError
+    from poolrag.model_facts import ScoreKind
+
+    if engine.facts.score_kind is ScoreKind.MAXSIM:
+        raise InvalidInputError(
+            "hybrid search goes with single-vector models, not token vectors (ColBERT, ColPali)"
+        )
+
+
 def hybrid_sources(
     engine: Engine,
     dense: ChunkEncoder | None,
@@ -30,16 +41,11 @@ def hybrid_sources(
     from poolrag.cache import CachedEmbedder
     from poolrag.cli.model_loading import load_sparse_model
     from poolrag.cli.store_options import analyzer_from_args, languages_from_args
-    from poolrag.errors import InvalidInputError
     from poolrag.ingest import DenseEncoder
     from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
     from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
-    from poolrag.model_facts import ScoreKind
 
-    if engine.facts.score_kind is ScoreKind.MAXSIM:
-        raise InvalidInputError(
-            "hybrid search goes with single-vector models, not token vectors (ColBERT, ColPali)"
-        )
+    check_hybrid_model(engine)
     if dense is None:
         dense = DenseEncoder(CachedEmbedder(engine, cache), dimensions)
     if args.sparse_model:
