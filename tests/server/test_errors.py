@@ -261,7 +261,7 @@ def test_wrong_task_for_the_model_is_400(
 
 def test_unknown_paths_and_methods_are_openai_shaped(minilm_server: Served, http: httpx.Client) -> None:
     missing = _assert_openai_error(http.get(f"{minilm_server.url}/v1/chat/completions"), 404)
-    assert missing["type"] == "not_found_error"
+    assert missing["type"] == "invalid_request_error"  # as OpenAI types an unknown URL
     wrong_method = _assert_openai_error(http.get(f"{minilm_server.url}/v1/embeddings"), 405)
     assert wrong_method["message"] == "Method Not Allowed"
 
@@ -272,6 +272,7 @@ def test_openai_client_raises_not_found_for_an_unknown_model(minilm_server: Serv
         client.embeddings.create(model="text-embedding-3-small", input="x")
     assert "is not served here" in caught.value.message
     assert caught.value.code == "model_not_found"
+    assert caught.value.type == "invalid_request_error"  # OpenAI's own type for an unknown model
 
 
 def test_a_closed_engine_is_503_not_a_model_failure() -> None:

@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 _TYPE_AND_CODE = {
     400: ("invalid_request_error", "invalid_request"),
     401: ("authentication_error", "invalid_api_key"),
-    404: ("not_found_error", "not_found"),
+    404: ("invalid_request_error", "not_found"),  # OpenAI's type for an unknown model or URL
     405: ("invalid_request_error", "method_not_allowed"),
     408: ("invalid_request_error", "request_timeout"),
     413: ("invalid_request_error", "request_too_large"),
