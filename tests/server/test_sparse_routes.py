@@ -118,3 +118,17 @@ def test_pooling_sparse_task_refuses_base64(splade_server: Served, http: httpx.C
     body = {"input": TEXTS, "task": "sparse_embed", "encoding_format": "base64"}
     response = http.post(f"{splade_server.url}/pooling", json=body)
     assert response.status_code == 400 and response.json()["error"]["param"] == "encoding_format"
+
+
+def test_embed_sparse_weights_count_against_the_answer_limit(
+    minilm_path: Path, tmp_path_factory: pytest.TempPathFactory, http: httpx.Client
+) -> None:
+    """A SPLADE vector can weigh much of the vocabulary, so /embed_sparse is bounded as /pooling's
+    sparse_embed is: its answer past --max-answer-values is TEI's 413 naming the option."""
+    engine = Engine(build_splade(tmp_path_factory.mktemp("splade_limit"), minilm_path))
+    weights = sum(len(vector.indices) for vector in engine.sparse_embed(TEXTS[:2]))
+    with serve_in_thread(engine, served_model_names=("splade",), max_answer_values=weights) as url:
+        assert http.post(f"{url}/embed_sparse", json={"inputs": TEXTS[:2]}).status_code == 200
+        refused = http.post(f"{url}/embed_sparse", json={"inputs": TEXTS[:3]})
+    assert refused.status_code == 413, refused.text
+    assert "--max-answer-values" in refused.json()["error"]

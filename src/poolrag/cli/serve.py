@@ -165,8 +165,8 @@ def register(subparsers: Any) -> None:
         "--max-answer-values",
         type=positive_int,
         default=DEFAULT_MAX_ANSWER_VALUES,
-        help="most values in a per-token answer (token_embed, token_classify, /embed_all: tokens x "
-        "width; 413; default %(default)s, ~700 MB of JSON)",
+        help="most values in a per-token or sparse answer (token_embed, token_classify, /embed_all: "
+        "tokens x width; sparse: non-zero weights; 413; default %(default)s, ~700 MB of JSON)",
     )
     add_flag(
         net,

@@ -51,8 +51,9 @@ class ServerSettings:
         max_inflight_tokens: token ids plus estimated text tokens (characters / 4, each text at most
             the model's length) of the requests admitted at once; beyond it 503 + ``Retry-After``.
             ``None``: four times ``max_request_tokens``.
-        max_answer_values: most values in one ``/pooling`` or ``/embed_all`` answer (per-token
-            data, ``token_embed`` and ``token_classify``, is a row per token), counted once the
+        max_answer_values: most values in one ``/pooling``, ``/embed_all`` or ``/embed_sparse``
+            answer (per-token data, ``token_embed`` and ``token_classify``, is a row per token; a
+            sparse vector, its non-zero weights), counted once the
             model has read the inputs, before the answer is built (413 beyond).
         allowed_hosts: ``Host`` header names accepted (any port); ``("*",)`` accepts any. ``None``:
             the loopback names when the server has no API key and listens on loopback, else any.

@@ -4,7 +4,9 @@
 per input (non-zero weights, sorted by token id), so TEI clients and hybrid-search tools that speak
 TEI work unchanged against a SPLADE or BGE-M3 model served by poolrag; a model without sparse
 weights answers TEI's 424. ``truncate`` unset: the server's default (truncate, unless
-``--no-auto-truncate``). Errors are TEI's (:mod:`poolrag.server.tei_errors`).
+``--no-auto-truncate``). A SPLADE vector may weigh every word of the vocabulary, so the weights
+count against ``--max-answer-values`` as ``/pooling``'s do. Errors are TEI's
+(:mod:`poolrag.server.tei_errors`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from poolrag.params import PoolingParams
+from poolrag.server.answer_size import check_answer_values
 from poolrag.server.inputs import fields_named, input_count, to_prompts
 from poolrag.server.routes.pooling import sparse_entries
 from poolrag.server.scope_path import route_path
@@ -42,5 +45,6 @@ async def embed_sparse(
             "sparse_embed",
             params,
         )
+    check_answer_values(sum(out.outputs.data.size for out in outputs), state.limits)  # one per weight
     report_truncated(response, outputs)
     return TeiEmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])
