@@ -204,42 +204,8 @@ class PoolingParams:
         if task not in facts.supported_tasks:
             raise UnsupportedTaskError(task, facts.supported_tasks)
         if dimensions is not None:
-            if task == "token_embed" and facts.score_kind is not ScoreKind.MAXSIM:
-                raise DimensionsError(
-                    "dimensions applies to token_embed on a late-interaction (ColBERT) model, whose "
-                    "token vectors are its output; this model's token vectors are hidden states"
-                )
-            if not embed and task != "token_embed":
-                raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
-            verify_dimensions(dimensions, facts)
-        if self.late_chunking_params is not None:
-            raise InvalidInputError(
-                "late_chunking_params is vLLM's late chunking of LLM.encode(pooling_task='token_embed'); "
-                "the Engine late-chunks by character spans (embed_chunks)",
-                param="late_chunking_params",
-            )
-        if self.max_active_dims is not None and task != "sparse_embed":
-            raise InvalidInputError(f"max_active_dims applies to sparse_embed, not to task {task!r}")
-        if self.prompt_name is not None and self.prompt_name not in facts.prompt_names:
-            known = ", ".join(repr(n) for n in facts.prompt_names)
-            raise InvalidInputError(
-                f"prompt_name {self.prompt_name!r} is not one of this model's prompts"
-                + (f" ({known})" if known else " (its folder names none)"),
-                param="prompt_name",
-            )
-        if (self.step_tag_id is not None or self.returned_token_ids is not None) and task not in (
-            "reward",
-            "token_classify",
-        ):
-            raise InvalidInputError(
-                f"step_tag_id and returned_token_ids apply to rewards, not to task {task!r}"
-            )
-        if task == "reward" and defaults.raw_rewards and self.use_activation:
-            raise InvalidInputError(  # refused, not ignored: the answer would look activated
-                "use_activation: this reward model's reward is its head's raw value, with no activation "
-                "to switch on (classify gives the activated score)",
-                param="use_activation",
-            )
+            _check_dimensions(dimensions, task, facts)
+        self._check_task_fields(task, facts, defaults)
         normalize = self._normalize_switch(task, facts)
         asked, task = task, defaults.task_aliases.get(task, task)
         self._check_step_pooling(asked, task, defaults.token_rows)
@@ -262,6 +228,36 @@ class PoolingParams:
             returned_token_ids=_returned_token_ids(self, task, defaults),
             max_active_dims=self.max_active_dims,
         )
+
+    def _check_task_fields(self, task: str, facts: ModelFacts, defaults: PoolerDefaults) -> None:
+        """Fields that apply to some tasks or models only, refused where they would change nothing:
+        dropped, the answer would look as if they had been applied."""
+        if self.late_chunking_params is not None:
+            raise InvalidInputError(
+                "late_chunking_params is vLLM's late chunking of LLM.encode(pooling_task='token_embed'); "
+                "the Engine late-chunks by character spans (embed_chunks)",
+                param="late_chunking_params",
+            )
+        if self.max_active_dims is not None and task != "sparse_embed":
+            raise InvalidInputError(f"max_active_dims applies to sparse_embed, not to task {task!r}")
+        if self.prompt_name is not None and self.prompt_name not in facts.prompt_names:
+            known = ", ".join(repr(n) for n in facts.prompt_names)
+            raise InvalidInputError(
+                f"prompt_name {self.prompt_name!r} is not one of this model's prompts"
+                + (f" ({known})" if known else " (its folder names none)"),
+                param="prompt_name",
+            )
+        steps = self.step_tag_id is not None or self.returned_token_ids is not None
+        if steps and task not in ("reward", "token_classify"):
+            raise InvalidInputError(
+                f"step_tag_id and returned_token_ids apply to rewards, not to task {task!r}"
+            )
+        if task == "reward" and defaults.raw_rewards and self.use_activation:
+            raise InvalidInputError(  # refused, not ignored: the answer would look activated
+                "use_activation: this reward model's reward is its head's raw value, with no activation "
+                "to switch on (classify gives the activated score)",
+                param="use_activation",
+            )
 
     def _check_step_pooling(self, asked: str, task: str, token_rows: frozenset[str] | None) -> None:
         """``step_tag_id`` / ``returned_token_ids`` refused where the model's pooler for ``task``
@@ -326,6 +322,19 @@ class PoolingParams:
                 param="use_activation",
             )
         return _first(self.normalize, self.use_activation)
+
+
+def _check_dimensions(dimensions: int, task: str, facts: ModelFacts) -> None:
+    """A size for ``task``: an embedding's, or the token vectors of a late-interaction model (its
+    output; another model's token vectors are hidden states, not cut)."""
+    if task == "token_embed" and facts.score_kind is not ScoreKind.MAXSIM:
+        raise DimensionsError(
+            "dimensions applies to token_embed on a late-interaction (ColBERT) model, whose "
+            "token vectors are its output; this model's token vectors are hidden states"
+        )
+    if task not in ("embed", "token_embed"):
+        raise DimensionsError(f"dimensions applies to embeddings, not to task {task!r}")
+    verify_dimensions(dimensions, facts)
 
 
 def _first(*values: T | None) -> T | None:
