@@ -16,15 +16,23 @@ z-scoring). The shared rule, and the measurements behind the option, are in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from poolrag.errors import InvalidInputError
+from poolrag.frameworks.fields import (
+    HUGGINGFACE_CACHE_FOLDER,
+    HUGGINGFACE_ENGINE_OPTIONS,
+    with_huggingface_options,
+)
 from poolrag.frameworks.ranking import RerankerFields
 from poolrag.retrieval.fusion import Ranked, SecondStage
+
+#: what ``HuggingFaceCrossEncoder``'s ``model_kwargs`` (its ``CrossEncoder``'s arguments) may hold here
+_CROSS_ENCODER_OPTIONS = (*HUGGINGFACE_ENGINE_OPTIONS, HUGGINGFACE_CACHE_FOLDER, "max_length")
 
 
 class PoolragReranker(RerankerFields, BaseDocumentCompressor):
@@ -39,6 +47,11 @@ class PoolragReranker(RerankerFields, BaseDocumentCompressor):
 
             reranker = PoolragReranker(model_name="cross-encoder/ms-marco-MiniLM-L-12-v2", top_n=3)
             retriever = ContextualCompressionRetriever(base_compressor=reranker, base_retriever=...)
+
+    It stands for ``CrossEncoderReranker(model=HuggingFaceCrossEncoder(model_name=..., model_kwargs=...))``:
+    ``model_kwargs`` takes that ``CrossEncoder``'s ``device``, ``trust_remote_code``, ``revision``,
+    ``token``, ``cache_folder`` and ``max_length`` (the tokens each pair keeps, as
+    ``truncate_prompt_tokens``); any other key is refused naming it.
     """
 
     top_n: int | None = Field(default=3, ge=0, description="Documents to keep; None keeps all, reordered.")
@@ -53,6 +66,30 @@ class PoolragReranker(RerankerFields, BaseDocumentCompressor):
     )
 
     _fusion_fields: ClassVar[tuple[str, ...]] = (*RerankerFields._fusion_fields, "first_stage_score_key")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cross_encoder_arguments(cls, data: Any) -> Any:
+        """``HuggingFaceCrossEncoder``'s ``model_kwargs`` as engine options and the pairs' cut, so its
+        constructor's arguments carry over when the two LangChain objects become this one."""
+        if not isinstance(data, dict) or "model_kwargs" not in data:
+            return data
+        data = dict(data)
+        options = dict(data.pop("model_kwargs") or {})
+        unknown = sorted(set(options) - set(_CROSS_ENCODER_OPTIONS))
+        if unknown:
+            raise InvalidInputError(
+                f"model_kwargs {unknown} have no counterpart here; taken: "
+                f"{', '.join(_CROSS_ENCODER_OPTIONS)} (other engine options go in engine_kwargs)"
+            )
+        if "max_length" in options:
+            max_length = options.pop("max_length")
+            if data.get("truncate_prompt_tokens", max_length) != max_length:
+                raise InvalidInputError(
+                    "model_kwargs' max_length and truncate_prompt_tokens disagree; give one"
+                )
+            data["truncate_prompt_tokens"] = max_length
+        return with_huggingface_options(data, options, None)
 
     def _first_stage_scores(self, documents: Sequence[Document]) -> list[float] | None:
         key = self.first_stage_score_key

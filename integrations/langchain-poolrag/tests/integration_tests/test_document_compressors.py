@@ -171,6 +171,29 @@ def test_long_documents_are_cut_to_the_model_length_by_default(cross_encoder_eng
         )
 
 
+def test_huggingface_cross_encoder_model_kwargs_carry_over(cross_encoder_engine: Engine) -> None:
+    """``HuggingFaceCrossEncoder(model_name=..., model_kwargs=...)``'s arguments: the device and the
+    other load options reach the engine, ``max_length`` cuts each pair as its ``CrossEncoder`` does."""
+    folder = str(cross_encoder_engine.engine_args.model)
+    long_doc = "Paris is the capital of France. " + "filler text " * 100
+    reranker = PoolragReranker(
+        model_name=folder, model_kwargs={"device": "cpu", "max_length": 16}, top_n=None
+    )
+    assert reranker.backend.device.type == "cpu"
+    ranked = reranker.compress_documents([Document(page_content=long_doc)], "capital of France")
+    cut = cross_encoder_engine.score(
+        "capital of France", [long_doc], PoolingParams(truncate_prompt_tokens=16)
+    )
+    assert ranked[0].metadata["relevance_score"] == pytest.approx(cut[0].outputs.score, abs=1e-6)
+    assert ranked[0].metadata["relevance_score"] != pytest.approx(
+        engine_scores(cross_encoder_engine, "capital of France", [long_doc])[0], abs=1e-3
+    )
+    with pytest.raises(ValueError, match=r"model_kwargs \['num_labels'\] have no counterpart here"):
+        PoolragReranker(model_name=folder, model_kwargs={"num_labels": 1})
+    with pytest.raises(ValueError, match="max_length and truncate_prompt_tokens disagree"):
+        PoolragReranker(model_name=folder, model_kwargs={"max_length": 16}, truncate_prompt_tokens=32)
+
+
 def _z(values: list[float] | np.ndarray) -> np.ndarray:
     x = np.asarray(values, dtype=np.float64)
     return (x - x.mean()) / x.std()
