@@ -74,6 +74,24 @@ def test_embedding_types_and_normalized(minilm_server: Served, http: httpx.Clien
     np.testing.assert_allclose(raw, expected, rtol=0, atol=1e-5)
 
 
+def test_jinas_older_encoding_type_is_embedding_type(minilm_server: Served, http: httpx.Client) -> None:
+    """Jina's API took the output type as ``encoding_type`` first, and clients still send it on every
+    call: LlamaIndex's JinaEmbedding (``"encoding_type": "float"`` by default, its binary kinds
+    unpacked from what comes back) and RAGFlow's Jina embedder, whose base URL is configurable."""
+    url = f"{minilm_server.url}/v1/embeddings"
+    full = minilm_server.engine.embed_array(TEXTS)
+    floats = http.post(url, json={"input": TEXTS, "model": minilm_server.model, "encoding_type": "float"})
+    np.testing.assert_allclose(_vectors(floats), full, rtol=0, atol=1e-6)
+    packed = _vectors(http.post(url, json={"input": TEXTS, "encoding_type": "ubinary"}))
+    bits = np.unpackbits(packed.astype("uint8"), axis=1)  # as LlamaIndex's JinaEmbedding reads ubinary
+    np.testing.assert_array_equal(bits, (full > 0).astype("uint8"))
+    signed = _vectors(http.post(url, json={"input": TEXTS, "encoding_type": "binary"}))
+    np.testing.assert_array_equal(signed, quantize_vectors(full, "binary"))
+    answer = http.post(url, json={"input": TEXTS[:1], "encoding_type": "base64"}).json()
+    decoded = np.frombuffer(base64.b64decode(answer["data"][0]["embedding"]), dtype="<f4")
+    np.testing.assert_allclose(decoded, full[0], rtol=0, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def prompted(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Engine]]:
     """A folder whose prompts are named by Jina's tasks, as jina-embeddings-v3's are."""
@@ -115,6 +133,8 @@ def test_a_retrieval_task_without_such_prompts_is_the_query_or_document_role(
     [
         ({"input": TEXTS, "task": "code.query"}, "task 'code.query' is not one this model takes"),
         ({"input": TEXTS, "embedding_type": "float", "encoding_format": "base64"}, "not both"),
+        ({"input": TEXTS, "encoding_type": "float", "embedding_type": "binary"}, "disagree"),
+        ({"input": TEXTS, "encoding_type": "float", "encoding_format": "base64"}, "not both"),
         ({"input": TEXTS, "normalized": False, "normalize": True}, "disagree"),
         ({"input": TEXTS, "task": "retrieval.query", "input_type": "query"}, "give it or input_type"),
         ({"input": "one text", "late_chunking": True}, "a list of strings"),

@@ -365,6 +365,11 @@ class EmbeddingRequest(ChatFormBody):
         description="Jina's: float lists, base64 float32, or one bit per dimension packed 8 to an "
         "integer (binary: -128..127, ubinary: 0..255), as sentence-transformers' quantize_embeddings.",
     )
+    encoding_type: Literal["float", "base64", "binary", "ubinary"] | None = Field(
+        None,
+        description="Jina's older name of embedding_type, which its clients still send (LlamaIndex's "
+        "JinaEmbedding: float by default); both given must agree.",
+    )
 
     @model_validator(mode="wrap")
     @classmethod
@@ -392,8 +397,17 @@ class EmbeddingRequest(ChatFormBody):
             isinstance(self.input, list) and self.input and all(isinstance(t, str) for t in self.input)
         ):
             raise ValueError("late_chunking true reads the texts of input, a list of strings, as one text")
+        if (
+            None not in (self.embedding_type, self.encoding_type)
+            and self.embedding_type != self.encoding_type
+        ):
+            raise ValueError("embedding_type and encoding_type (Jina's older name) disagree; give one")
+        if self.embedding_type is None:
+            self.embedding_type = self.encoding_type
         if self.embedding_type is not None and "encoding_format" in self.model_fields_set:
-            raise ValueError("give encoding_format (OpenAI's) or embedding_type (Jina's), not both")
+            raise ValueError(
+                "give encoding_format (OpenAI's) or embedding_type (Jina's; older: encoding_type), not both"
+            )
         if None not in (self.normalize, self.normalized) and self.normalize != self.normalized:
             raise ValueError("normalize and normalized (Jina's name) disagree; give one")
         if self.task is not None and (self.input_type is not None or self.prompt_name is not None):
