@@ -353,7 +353,7 @@ ERRORS = [
         {"query": "q", "texts": ["a"], "raw_scores": True},
         422,
         "Validation",
-        "use_activation",
+        "raw_scores applies to a cross-encoder's logit; this model ranks by cosine",
     ),
     ("minilm", "/tokenize", {"inputs": " "}, 400, "Empty", "inputs is empty"),
     ("minilm", "/decode", {"ids": [10**6]}, 422, "Validation", "not a token id"),

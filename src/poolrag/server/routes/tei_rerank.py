@@ -15,6 +15,7 @@ from fastapi import Request, Response
 
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
+from poolrag.server.errors import APIError
 from poolrag.server.inputs import check_input_count, fields_named
 from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
@@ -27,7 +28,16 @@ from poolrag.server.truncation_report import report_truncated
 async def tei_rerank(body: TeiRerankRequest, request: Request, response: Response) -> TeiRerankResponse:
     state = model_state(request, body.model)
     check_input_count(state.settings, len(body.texts), "texts")
-    logits = state.engine.facts.score_kind is ScoreKind.CROSS_ENCODER or body.raw_scores
+    kind = state.engine.facts.score_kind
+    if body.raw_scores and kind in (ScoreKind.COSINE, ScoreKind.MAXSIM):  # in TEI's field's name
+        ranks_by = "MaxSim" if kind is ScoreKind.MAXSIM else "cosine"
+        raise APIError(
+            400,
+            f"raw_scores applies to a cross-encoder's logit; this model ranks by {ranks_by}, which has "
+            "none: send raw_scores false",
+            param="raw_scores",
+        )
+    logits = kind is ScoreKind.CROSS_ENCODER
     params = PoolingParams(use_activation=False if logits else None, truncate=tei_truncate(body))
     params.verify("score", state.engine.facts)  # refused before the request takes a slot
     with fields_named(text_1="query", text_2="texts"):
