@@ -47,12 +47,16 @@ class ScoreKind(StrEnum):
 
 def answering_model(served: Sequence[ModelFacts], task: str | None) -> int:
     """Which of several served models answers a request that names none: the first that runs
-    ``task`` (for ``score``, the first cross-encoder), else the first. The server routes by it and
-    the client reads that model's facts by it, so the two agree on the model without a name."""
+    ``task`` (for ``score``, the first cross-encoder; for ``classify``, the first that does not
+    score pairs, so a reranker served first does not take a classifier's texts), else the first.
+    The server routes by it and the client reads that model's facts by it, so the two agree on the
+    model without a name."""
     if task is not None:
         runs = [i for i, facts in enumerate(served) if task in facts.supported_tasks]
         if task == "score":
             runs = [i for i in runs if served[i].score_kind is ScoreKind.CROSS_ENCODER] or runs
+        elif task == "classify":
+            runs = [i for i in runs if "score" not in served[i].supported_tasks] or runs
         if runs:
             return runs[0]
     return 0

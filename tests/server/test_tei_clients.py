@@ -5,6 +5,7 @@ scores equal the engine's (issue 45 item 9)."""
 
 from __future__ import annotations
 
+import httpx
 import huggingface_hub.constants
 import numpy as np
 import pytest
@@ -65,6 +66,34 @@ def test_text_classification_gets_the_best_label_and_score(
         got = InferenceClient(base_url=served.url).text_classification(TEXTS[0])
         assert got.label == served.engine.id2label[best]
         assert got.score == pytest.approx(float(probs[best]), abs=1e-6)
+
+
+def test_text_classification_reaches_the_classifier_served_after_a_reranker(
+    minilm_engine, cross_encoder_engine, classifier_engine
+) -> None:
+    """An embedder, its reranker and a topic classifier in one server, in that order: the client's
+    one text goes to the classifier, not to the reranker that comes first (a cross-encoder can
+    classify one text, but it scores pairs); its query-passage pairs still reach the reranker."""
+    app = create_models_app(
+        [
+            (minilm_engine, ServerSettings(served_model_names=("embedder",))),
+            (cross_encoder_engine, ServerSettings(served_model_names=("reranker",))),
+            (classifier_engine, ServerSettings(served_model_names=("topics",))),
+        ]
+    )
+    probs = classifier_engine.classify(TEXTS[:1])[0].outputs.probs
+    with LiveServer(app) as live:
+        got = InferenceClient(base_url=live.url).text_classification(TEXTS[0])
+        ranked = httpx.post(f"{live.url}/rerank", json={"query": QUERY, "texts": TEXTS}, timeout=60)
+    assert got.label == classifier_engine.id2label[int(np.argmax(probs))]
+    assert got.score == pytest.approx(float(probs.max()), abs=1e-6)
+    logits = [
+        out.outputs.score
+        for out in cross_encoder_engine.score(QUERY, TEXTS, PoolingParams(use_activation=False))
+    ]
+    best = int(np.argmax(logits))
+    assert ranked.json()[0]["index"] == best
+    assert ranked.json()[0]["score"] == pytest.approx(1 / (1 + np.exp(-logits[best])), abs=1e-6)
 
 
 def test_a_route_the_model_does_not_run_fails_as_tei_does(classifier_server: Served) -> None:
