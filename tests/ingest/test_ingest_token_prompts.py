@@ -70,3 +70,34 @@ def test_framing_adds_the_tokenizers_special_tokens(minilm_engine, ids: list[int
     processor = internals.processor(minilm_engine)
     cls, sep = minilm_engine.tokenizer.cls_token_id, minilm_engine.tokenizer.sep_token_id
     assert processor.frame_ids(ids, "document") == [cls, *ids, sep]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        PoolingParams(prompt="Represent this passage for retrieval: "),
+        PoolingParams(prompt_name="classification"),
+        PoolingParams(truncate_prompt_tokens=6),
+    ],
+    ids=["prompt", "prompt_name", "truncate_prompt_tokens"],
+)
+def test_an_embedders_own_input_settings_keep_the_text_path(
+    minilm_path: Path, tmp_path: Path, settings: PoolingParams
+) -> None:
+    """A prompt or a cut the caller gave the embedder shapes the model input the text path makes; the
+    chunker's bare ids lack it, so they must not go instead (the vectors, and the cache entries keyed
+    on those settings, would be those of the text without them)."""
+    folder = build_encoder(tmp_path / "named", "bert", minilm_path)
+    write_sentence_transformers(folder, prompts={"classification": "Classify the topic: "})
+    engine = Engine(folder)
+    chunks = _chunks(engine)
+    texts = [c.text for c in chunks]
+    expected = engine.embed_array(texts, settings.with_updates(input_type="document"))
+    bare = engine.embed_array(texts, PoolingParams(input_type="document"))
+    assert not np.allclose(expected, bare, atol=1e-4)  # the setting changes these vectors
+    with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
+        encoder = DenseEncoder(CachedEmbedder(engine, cache, pooling_params=settings))
+        stored = np.stack(encoder.encode(texts, [c.token_ids for c in chunks]))
+        np.testing.assert_allclose(stored, expected, atol=1e-6)
+        later = CachedEmbedder(engine, cache, pooling_params=settings).embed_documents(texts)
+        np.testing.assert_allclose(later, expected, atol=1e-6)  # what the cache now answers

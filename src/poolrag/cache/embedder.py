@@ -46,6 +46,13 @@ def _with_engine_length_rule(params: PoolingParams, backend: PoolingBackend) -> 
     return params
 
 
+def _shapes_text_input(params: PoolingParams) -> bool:
+    """Whether ``params`` change the model input the text path makes of a text (an instruction
+    prompt, a cut to fewer tokens), so ids tokenised from the bare text are not that input."""
+    cut = params.truncate_prompt_tokens
+    return params.prompt is not None or params.prompt_name is not None or cut not in (None, -1)
+
+
 class CachedEmbedder:
     """Embed texts with a backend, reusing vectors from an :class:`EmbeddingCache`.
 
@@ -191,12 +198,16 @@ class CachedEmbedder:
             model_inputs: what to send the backend for each text on a miss (``None``: the text),
                 e.g. a token prompt (``{"prompt_token_ids": [...]}``) the caller already has, for
                 a backend that takes them (:class:`~poolrag.engine.Engine`); the cache is still
-                keyed by the text, so the two must be the same model input.
+                keyed by the text, so the two must be the same model input. Where the parameters
+                set a prompt or a cut (which the text path applies and a token prompt does not),
+                they are not used: the texts go.
         """
         items = self._check_texts(prompts)
         if model_inputs is not None and len(model_inputs) != len(items):
             raise ValueError("model_inputs must have one entry per text")
         params, resolved = self._merged(pooling_params)
+        if model_inputs is not None and _shapes_text_input(params):
+            model_inputs = None
         keys = self._keys(items, params)
         found = self._lookup(keys)
         todo = missing_items(items, keys, found)
