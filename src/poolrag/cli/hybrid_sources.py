@@ -43,7 +43,7 @@ def hybrid_sources(
     from poolrag.cli.store_options import analyzer_from_args, languages_from_args
     from poolrag.ingest import DenseEncoder
     from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
-    from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model
+    from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model, tokenizer_identity
 
     check_hybrid_model(engine)
     if dense is None:
@@ -54,4 +54,5 @@ def hybrid_sources(
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache, dimensions)
     analyzer, languages = analyzer_from_args(args), languages_from_args(engine, args)
-    return dense, bm25_for_model(engine.tokenizer, engine.facts.model_identity, cache, analyzer, languages)
+    identity = tokenizer_identity(engine)
+    return dense, bm25_for_model(engine.tokenizer, identity, cache, analyzer, languages)

@@ -221,6 +221,19 @@ def collection_languages(model_folder: str | None, language: str | None) -> Lang
     return LanguageRecord.declared(model, language)
 
 
+def tokenizer_identity(engine: Any) -> str:
+    """What names ``engine``'s tokenizer in the term-count cache: its model's identity, whose weights
+    fingerprint digests the folder's own tokenizer files, and, for an engine given another tokenizer
+    (``tokenizer`` / ``tokenizer_revision``), which that fingerprint does not see, its outputs'
+    fingerprint too, which digests that tokenizer's files (so counts of the folder's own tokenizer
+    keep their keys)."""
+    facts = engine.facts
+    args = getattr(engine, "engine_args", None)
+    if args is not None and (args.tokenizer is not None or args.tokenizer_revision is not None):
+        return f"{facts.model_identity}+tokenizer@{facts.output_fingerprint}"
+    return facts.model_identity
+
+
 def bm25_for_model(
     tokenizer: Any,
     model_identity: str,
@@ -228,7 +241,11 @@ def bm25_for_model(
     analyzer: WordAnalyzer | None = None,
     languages: LanguageRecord | None = None,
 ) -> BM25ChunkEncoder:
-    """Lexical BM25 over ``analyzer``'s words, or the embedding model's own word pieces when ``None``."""
+    """Lexical BM25 over ``analyzer``'s words, or the embedding model's own word pieces when ``None``.
+
+    ``model_identity`` names the tokenizer's counts in ``cache``: pass :func:`tokenizer_identity`
+    of the engine whose tokenizer this is (its model's identity alone does not change with a
+    ``tokenizer`` option)."""
     encoder = BM25Encoder(None, analyzer=analyzer) if analyzer is not None else BM25Encoder(tokenizer)
     return BM25ChunkEncoder(encoder, model_identity, cache, languages=languages)
 

@@ -72,6 +72,7 @@ from poolrag.ingest.sparse_encoders import (
     BM25ChunkEncoder,
     bm25_for_model,
     collection_languages,
+    tokenizer_identity,
 )
 from poolrag.loaded_objects import freeze_loaded_objects
 from poolrag.model_facts import ScoreKind
@@ -150,7 +151,7 @@ class BM25Recipe:
             )
         analyzer = WordAnalyzer(self.language or DEFAULT_LANGUAGE) if self.analyzer == WORDS else None
         languages = collection_languages(engine.spec.path, self.language)
-        encoder = bm25_for_model(engine.tokenizer, engine.facts.model_identity, None, analyzer, languages)
+        encoder = bm25_for_model(engine.tokenizer, tokenizer_identity(engine), None, analyzer, languages)
         if settings is not None:
             encoder.adopt(dict(settings), [])
         return encoder
