@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ingest_support import write_corpus
+from ingest_support import TOPICS, write_corpus
 
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.errors import InvalidInputError
@@ -32,12 +32,12 @@ class Setup:
         self.corpus = write_corpus(root / "corpus")
         self.store = None
 
-    def pipeline(self, **kwargs) -> tuple[IngestPipeline, CachedEmbedder]:
+    def pipeline(self, max_tokens: int = 24, **kwargs) -> tuple[IngestPipeline, CachedEmbedder]:
         if self.store is not None:
             self.store.close()
         self.store = open_store(self.kind, "docs", retry=FAST_RETRY, **_location(self.kind, self.root))
         embedder = self.embedder()
-        chunker = TokenChunker(self.engine.tokenizer, max_tokens=24, overlap=4)
+        chunker = TokenChunker(self.engine.tokenizer, max_tokens=max_tokens, overlap=4)
         pipe = IngestPipeline(
             self.store,
             DenseEncoder(embedder, self.dimensions),
@@ -58,8 +58,8 @@ class Setup:
         assert report.embedded == embedder.misses
         return report
 
-    def expected_ids(self) -> set[str]:
-        chunker = TokenChunker(self.engine.tokenizer, max_tokens=24, overlap=4)
+    def expected_ids(self, max_tokens: int = 24) -> set[str]:
+        chunker = TokenChunker(self.engine.tokenizer, max_tokens=max_tokens, overlap=4)
         return {c.id for d in read_paths([self.corpus]) for c in chunker.split(d)}
 
 
@@ -279,6 +279,52 @@ def test_a_checkpointed_document_whose_chunks_are_gone_is_ingested_again(setup: 
     report = setup.run()
     assert report.resumed and report.upserted == len(chess)
     assert setup.store.count() == len(setup.expected_ids())
+
+
+def _more_documents(setup: Setup, count: int = 8) -> None:
+    """More files than the pipeline chunks ahead, so a run stopped partway has stored some."""
+    for i, (name, text) in zip(range(count), sorted(TOPICS.items()) * 2, strict=False):
+        (setup.corpus / f"more-{i}-{name}").write_text(f"Note {i}. {text}")
+
+
+def _stopped_after(documents, count: int):
+    """The documents up to ``count``, then Ctrl-C: the run stops there, checkpointing what it stored."""
+    for i, doc in enumerate(documents):
+        if i == count:
+            raise KeyboardInterrupt
+        yield doc
+
+
+@pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)
+def test_a_stopped_runs_checkpoint_does_not_skip_documents_another_run_has_chunked_since(
+    setup: Setup,
+) -> None:
+    """Stopped at 24-token chunks, run to its end at 48, run again at 24: the stopped run's checkpoint
+    named the documents it had done, whose chunks the 48-token run has replaced; skipping them left
+    those documents in 48-token chunks under a run that said it had ingested 24-token ones."""
+    _more_documents(setup)
+    pipe, _ = setup.pipeline()
+    with pytest.raises(KeyboardInterrupt):
+        pipe.run(_stopped_after(read_paths([setup.corpus]), 10))
+    assert Checkpoint.open(pipe.checkpoint_path, pipe.driver.run_key).done  # it had stored some
+    pipe, _ = setup.pipeline(max_tokens=48)
+    pipe.run(read_paths([setup.corpus]))
+    pipe, _ = setup.pipeline()
+    report = pipe.run(read_paths([setup.corpus]))
+    assert report.documents_skipped == 0
+    assert set(setup.store.list_sources()) == setup.expected_ids()
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_a_stopped_run_resumed_skips_the_documents_it_had_done(setup: Setup) -> None:
+    _more_documents(setup)
+    pipe, _ = setup.pipeline()
+    with pytest.raises(KeyboardInterrupt):
+        pipe.run(_stopped_after(read_paths([setup.corpus]), 10))
+    done = len(Checkpoint.open(pipe.checkpoint_path, pipe.driver.run_key).done)
+    report = setup.run()
+    assert report.resumed and report.documents_skipped == done > 0 and report.embedded < report.chunks
+    assert set(setup.store.list_sources()) == setup.expected_ids()
 
 
 @pytest.mark.parametrize("setup", ["milvus", "qdrant"], indirect=True)

@@ -29,7 +29,8 @@ def default_checkpoint_path(cache_dir: Path, run_key: dict[str, Any]) -> Path:
 
 
 class Checkpoint:
-    """Documents done in the current run (``source -> sha256 of its text``), persisted atomically."""
+    """Documents done in the current run (``source -> its version and the digest of the chunk ids
+    it was stored as``, what the driver compares), persisted atomically."""
 
     def __init__(self, path: Path, run_key: dict[str, Any]) -> None:
         self.path = Path(path)

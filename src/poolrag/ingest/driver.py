@@ -28,7 +28,7 @@ from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.readers import Document, FileDocument, SkippedFile
 from poolrag.ingest.record_rules import record_problem, string_problem
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
-from poolrag.ingest.stored_ids import StoredIds, payload_digest
+from poolrag.ingest.stored_ids import ChunkSet, StoredIds, payload_digest
 from poolrag.model_facts import weights_fingerprint
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.printable import printable
@@ -101,6 +101,7 @@ class _Pending:
     left: int = 0
     chunked: bool = False
     shown: str = ""  # how the report names it: a file as the reader found it (under the path given)
+    chunks: ChunkSet = field(default_factory=ChunkSet)  # every chunk id it was cut into
 
 
 def stored_vectors_of_run(
@@ -285,9 +286,12 @@ class IngestDriver:
             return False
         self.report.documents += 1
         digest = document_version(doc)
-        # done by the interrupted run, and its chunks are still there (a document of no chunks is
-        # read again: nothing to embed)
-        if self.checkpoint.is_done(doc.source, digest) and self.stored_ids.holds(doc.source):
+        # done by the interrupted run, and the collection holds the very chunks it stored (not
+        # those a run chunking otherwise stored since; a document of no chunks is read again:
+        # nothing to embed)
+        if self.stored_ids.holds(doc.source) and self.checkpoint.is_done(
+            doc.source, _done_record(digest, self.stored_ids.chunks_of(doc.source))
+        ):
             self.report.documents_skipped += 1
             self.documents_done += 1
             return False
@@ -301,6 +305,7 @@ class IngestDriver:
         written again under its id, its vector from the cache). ``None``: any payload will do."""
         self.report.chunks += 1
         state = self._pending[source]
+        state.chunks.add(chunk_id)
         if self.stored_ids.keep(chunk_id, payload):
             self.report.chunks_existing += 1
             return False
@@ -351,7 +356,7 @@ class IngestDriver:
         state = self._pending[source]
         if state.chunked and state.left == 0:
             self._delete(self.stored_ids.stale(source))
-            self._finished[source] = state.digest
+            self._finished[source] = _done_record(state.digest, state.chunks)
             del self._pending[source]
             self.documents_done += 1
 
@@ -434,6 +439,12 @@ def document_version(doc: Document | FileDocument | VisualDocument) -> str:
     """What the checkpoint records of a done document: its text's (or file's) digest and its
     fields', so a resumed run redoes a document whose text or fields changed since."""
     return f"{doc.digest}:{payload_digest(doc.metadata)}" if doc.metadata else doc.digest
+
+
+def _done_record(version: str, chunks: ChunkSet) -> str:
+    """What the checkpoint records of a done document: its version and the chunk ids it was stored
+    as, so a resumed run skips it only while the collection holds exactly those."""
+    return f"{version} {chunks.digest}"
 
 
 def stored_as_is(stored: Mapping[str, str | None], chunk_id: str, payload: Mapping[str, Any]) -> bool:

@@ -63,6 +63,27 @@ def payload_digest(payload: Mapping[str, Any]) -> str:
     return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+class ChunkSet:
+    """A digest of a set of chunk ids, whatever order they come in, in constant memory (a sum of
+    their hashes): what a checkpoint records of a done document, so a resumed run can tell whether
+    the collection still holds exactly the chunks that run stored for it."""
+
+    _MODULUS = 1 << 128
+
+    def __init__(self, ids: Iterable[str] = ()) -> None:
+        self._total = 0
+        for chunk_id in ids:
+            self.add(chunk_id)
+
+    def add(self, chunk_id: str) -> None:
+        term = hashlib.blake2b(chunk_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        self._total = (self._total + int.from_bytes(term, "little")) % self._MODULUS
+
+    @property
+    def digest(self) -> str:
+        return f"{self._total:032x}"
+
+
 #: Pages of ``(chunk id, payload without its text)`` a store hands over (its ``scan_payloads``).
 PayloadPages = Callable[[Iterable[tuple[str, Mapping[str, Any]]]], None]
 
@@ -158,6 +179,11 @@ class StoredIds:
             self._db.execute("SELECT 1 FROM stored WHERE source = ? LIMIT 1", (source,)).fetchone()
             is not None
         )
+
+    def chunks_of(self, source: str) -> ChunkSet:
+        """The stored ids of ``source``, as a :class:`ChunkSet`."""
+        rows = self._db.execute("SELECT id FROM stored WHERE source = ?", (source,))
+        return ChunkSet(cid for (cid,) in rows)
 
     def keep(self, chunk_id: str, payload: Mapping[str, Any] | None = None) -> bool:
         """Whether ``chunk_id`` is stored already with ``payload`` (its text aside; ``None``: any),
