@@ -127,7 +127,15 @@ def test_server_conforms_to_its_schema(
     operation = api_schema[path][method.upper()]
 
     @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+        # the same examples every run: schemathesis' negative mode can take a value another anyOf
+        # branch allows for a violation (a null truncate made boolean), so a random run can flake
+        derandomize=True,
+    )
     def conforms(case: schemathesis.Case) -> None:
         case.call_and_validate(checks=CHECKS, timeout=120)
 
