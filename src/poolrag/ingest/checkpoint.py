@@ -80,6 +80,10 @@ class Checkpoint:
         self.done = {}
         self.resumed = False
 
+    def names(self, source: str) -> bool:
+        """Whether the interrupted run finished ``source`` at all (at whatever version)."""
+        return source in self.done
+
     def is_done(self, source: str, digest: str) -> bool:
         return self.done.get(source) == digest
 

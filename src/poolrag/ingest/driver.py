@@ -286,18 +286,21 @@ class IngestDriver:
             return False
         self.report.documents += 1
         digest = document_version(doc)
-        # done by the interrupted run, and the collection holds the very chunks it stored (not
-        # those a run chunking otherwise stored since; a document of no chunks is read again:
-        # nothing to embed)
-        if self.stored_ids.holds(doc.source) and self.checkpoint.is_done(
-            doc.source, _done_record(digest, self.stored_ids.chunks_of(doc.source))
-        ):
+        if self._done_before(doc.source, digest):
             self.report.documents_skipped += 1
             self.documents_done += 1
             return False
         path = getattr(doc, "path", None)  # a file's (a record's source is its name)
         self._pending[doc.source] = _Pending(digest, shown=printable(str(path)) if path is not None else "")
         return True
+
+    def _done_before(self, source: str, version: str) -> bool:
+        """Done by the interrupted run, and the collection holds the very chunks it stored, not
+        those a run chunking otherwise stored since (a document of no chunks is read again: nothing
+        to embed). Only a document the checkpoint names costs a look at its stored ids."""
+        if not self.checkpoint.names(source) or not self.stored_ids.holds(source):
+            return False
+        return self.checkpoint.is_done(source, _done_record(version, self.stored_ids.chunks_of(source)))
 
     def chunk(self, source: str, chunk_id: str, payload: Mapping[str, Any] | None = None) -> bool:
         """Count one chunk of an admitted document; whether it is to be embedded and stored: new, or
