@@ -151,3 +151,17 @@ def test_a_lazily_opened_truncated_file_is_refused_by_name(tmp_path: Path) -> No
         InvalidInputError, match=r"^input\[1\]: not a readable image \(image file is truncated"
     ):
         decode_image(Image.open(cut), "input[1]")
+
+
+def test_a_pillow_without_avif_says_a_non_image_is_not_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pillow 11.0 and 11.1 (the images extra takes pillow>=11) have no AVIF reader, and their
+    ``Image.open`` fails with ``KeyError: 'AVIF'`` on a format name it does not know, once every
+    reader before it declined: a text file named .png crashed ``poolrag ingest`` with a traceback.
+    Without AVIF registered, as there, the file is one line and a real picture is still read."""
+    Image.init()
+    monkeypatch.delitem(Image.OPEN, "AVIF")  # the registry of a Pillow before 11.2
+    with pytest.raises(
+        InvalidInputError, match=r"^input\[0\]: not a readable image \(not a known image format\)$"
+    ):
+        decode_image(b"hello, not a picture", "input[0]")
+    assert decode_image(PHOTO).size == Image.open(PHOTO).size

@@ -43,8 +43,9 @@ MAX_IMAGE_PIXELS = 64_000_000
 #: bytes, and a processor that scales the short side to 224 (CLIP's) makes it 4,480,000 x 224
 #: pixels, 10 GB on the way; transformers' Qwen2-VL processor refuses the same ratio
 MAX_ASPECT_RATIO = 200
-#: the formats decoded (Pillow's names; JPEG includes a camera's MPO). Pillow opens others too, and
-#: its EPS reader runs Ghostscript on the bytes: request data never reaches it
+#: the formats decoded (Pillow's names; JPEG includes a camera's MPO), those the installed Pillow
+#: reads (AVIF from Pillow 11.2). Pillow opens others too, and its EPS reader runs Ghostscript on
+#: the bytes: request data never reaches it
 IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF", "ICO", "PPM", "AVIF")
 IMAGES_EXTRA = 'images need Pillow: pip install "poolrag[images]"'
 #: the pixels of the images being decoded and prepared at once, all threads and models together:
@@ -99,7 +100,7 @@ def decoded(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXE
         with _read_errors(image_module, name, max_pixels):
             _check_icon(source, name, max_pixels)
             image = image_module.open(
-                io.BytesIO(source) if isinstance(source, bytes) else source, formats=IMAGE_FORMATS
+                io.BytesIO(source) if isinstance(source, bytes) else source, formats=_readers(image_module)
             )
     else:
         image = value
@@ -110,6 +111,14 @@ def decoded(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXE
             with _read_errors(image_module, name, max_pixels):
                 image.load()
         yield on_white(image, name)
+
+
+def _readers(image_module: Any) -> tuple[str, ...]:
+    """The :data:`IMAGE_FORMATS` this Pillow has a reader for: ``Image.open`` fails with a
+    ``KeyError`` on a name it does not know (AVIF before Pillow 11.2) once the readers before it
+    declined the bytes, where a file that is not an image must be one line."""
+    image_module.init()
+    return tuple(name for name in IMAGE_FORMATS if name in image_module.OPEN)
 
 
 @contextmanager
