@@ -80,8 +80,8 @@ def image_file_bytes(path: PurePath, name: str) -> bytes:
 
 def as_data_url(value: Any, name: str = "input") -> str:
     """An image input as a ``data:image/...;base64,`` URL, the form it crosses HTTP in (a PIL image
-    is written as PNG; a path is read here, on the caller's side, and refused as the engine refuses
-    it, by ``name``)."""
+    is written as a PNG of the RGB pixels the engine reads from it, :func:`on_white`; a path is read
+    here, on the caller's side, and refused as the engine refuses it, by ``name``)."""
     if isinstance(value, str):
         return value  # a data URL already
     if isinstance(value, PurePath):
@@ -89,8 +89,10 @@ def as_data_url(value: Any, name: str = "input") -> str:
     if is_pil_image(value):
         refuse_empty(value.size, name)
         buffer = io.BytesIO()
-        image = value if value.mode in ("RGB", "RGBA", "L", "LA", "P") else value.convert("RGB")  # e.g. CMYK
-        image.save(buffer, format="PNG")
+        # its own mode would not do: a palette's alpha is written as tRNS, which the server shows on
+        # white where the engine does not; a PA or LAB picture has no PNG mode
+        opaque = value.mode in ("RGB", "L") and value.info.get("transparency") is None
+        (value if opaque else on_white(value, name)).save(buffer, format="PNG")
         value = buffer.getvalue()
     data = bytes(value)
     kind = next((name for magic, name in _MAGIC.items() if data.startswith(magic)), "unknown")

@@ -63,6 +63,21 @@ def test_every_client_call_takes_the_images_the_engine_takes(engine: Engine, url
         client.close()
 
 
+@pytest.mark.parametrize("mode", ["P", "PA", "LAB", "RGBA", "LA", "CMYK", "I;16"])
+def test_a_pil_image_of_any_mode_gets_its_in_process_vector_remotely(
+    engine: Engine, url: str, mode: str
+) -> None:
+    """A PIL image crosses as the RGB pixels the engine reads from it. Saved as a PNG in its own
+    mode, a palette image with an RGBA palette (what ``convert("P")`` or ``quantize`` of a
+    transparent picture gives) came back with its alpha as tRNS and was shown on white, which the
+    engine and transformers do not do; a ``PA`` or ``LAB`` picture lost its alpha band."""
+    rgba = PIL.open(PHOTO).convert("RGBA").resize((96, 64))
+    rgba.putalpha(PIL.linear_gradient("L").resize(rgba.size))
+    picture = rgba.convert(mode)
+    with PoolragClient(url) as client:
+        np.testing.assert_allclose(client.embed_array([picture]), engine.embed_array([picture]), atol=1e-6)
+
+
 @pytest.mark.parametrize("image", ["missing", "folder", "no pixels"])
 def test_an_image_the_client_cannot_send_is_refused_as_the_engine_refuses_it(
     engine: Engine, url: str, tmp_path: Path, image: str
