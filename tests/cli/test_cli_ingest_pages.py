@@ -104,6 +104,40 @@ def test_a_folder_of_pdfs_and_images_is_searched_by_text_and_by_page_words(
     assert "guide.pdf page 2\n" in shown.stdout and "hopper.jpg (image)\n" in shown.stdout
 
 
+def test_a_re_run_counts_as_stored_only_what_is_stored(
+    tmp_path: Path, clip_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A page found bad when its batch is embedded (a strip) is never stored, and every run says
+    so under "left out". Seen from outside: the re-run said "up to date: 1 document ..., 2 chunks
+    already stored" above that line, while the store held the photograph's one row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    copy_photo(docs / "hopper.jpg")
+    with PdfPages(docs / "strip.pdf") as pdf:  # one 100 x 0.25 inch page: 256 x 1 pixels
+        figure = plt.figure(figsize=(100, 0.25))
+        figure.text(0.05, 0.5, "a strip")
+        pdf.savefig(figure)
+        plt.close(figure)
+    store = ["--model", str(clip_folder), "--store", "qdrant", "--path", str(tmp_path / "q")]
+    store += ["--collection", "pages", "--page-size", "256", "--quiet"]
+
+    first = _poolrag(["ingest", str(docs), *store], capsys)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "strip.pdf: page 1: the image is 256x1" in first.stderr
+    again = _poolrag(["ingest", str(docs), *store], capsys)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.startswith(
+        "up to date: 1 document in qdrant collection 'pages', 1 chunk already stored; nothing embedded"
+    )
+    assert "strip.pdf: page 1: the image is 256x1" in again.stderr
+
+
 def test_dimensions_with_an_image_model_is_refused_before_anything_is_written(
     tmp_path: Path, clip_folder: Path, capsys
 ) -> None:

@@ -213,10 +213,11 @@ def run(args: argparse.Namespace) -> int:
             f"collection {args.collection!r}, {report.seconds:.1f}s"
         )
     elif report.documents and not (report.upserted or report.deleted or report.resumed):
-        # a nightly re-run over an unchanged folder: say that nothing was done, not "ingested"
+        # a nightly re-run over an unchanged folder: say that nothing was done, not "ingested"; the
+        # chunks stored, not those listed (a page left out when embedded is listed, never stored)
         print(
             f"up to date: {_many(report.documents, 'document')} in {args.store} collection "
-            f"{args.collection!r}, {_many(report.chunks, 'chunk')} already stored; nothing embedded "
+            f"{args.collection!r}, {_many(report.chunks_existing, 'chunk')} already stored; nothing embedded "
             f"or deleted, {report.seconds:.1f}s"
         )
     else:
