@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from poolrag.errors import InvalidInputError
+from poolrag.ingest.pdf_pages import MAX_PAGE_SIDE
 from poolrag.pdfium_process import PdfiumProcess
-from poolrag.testing.page_corpus import huge_page_pdf, inflating_pdf, write_pdf
+from poolrag.testing.page_corpus import huge_page_pdf, inflating_pdf, red_page_pdf, write_pdf
 
 pytest.importorskip("pypdfium2", reason="PDF pages need the images extra (pypdfium2)")
 pytest.importorskip("PIL", reason="PDF pages need the images extra (Pillow)")
@@ -33,6 +34,24 @@ def test_a_real_pdf_reads_its_text_layer_and_renders_within_the_bounds(tmp_path:
     assert len(pixels) == width * height * 3 and len(set(pixels)) > 1  # drawn, not blank
     (width, height), _ = pdfium.render(str(pdf), 1, 600, 256)
     assert max(width, height) == 256  # the longer side is capped whatever the resolution asked
+
+
+def test_pages_render_as_packed_rgb_rows_up_to_the_largest_size_in_the_default_memory(tmp_path: Path) -> None:
+    """Red is red (RGB, not BGR) and rows carry no padding (a 101-pixel row is 303 bytes, which
+    pdfium pads to 304); a square page at the largest size a page may be rendered at (the engine's
+    64 M pixel cap) renders in well under the child's default 1 GiB: the pixels are copied once
+    (converting them through Pillow took more than 768 MiB)."""
+    pdf = tmp_path / "red.pdf"
+    pdf.write_bytes(red_page_pdf(2000))
+    process = PdfiumProcess(memory_limit=640 << 20)
+    try:
+        (width, height), pixels = process.render(str(pdf), 0, 72, 101)
+        assert (width, height) == (101, 101) and pixels == b"\xff\x00\x00" * (101 * 101)
+        (width, height), pixels = process.render(str(pdf), 0, 600, MAX_PAGE_SIDE)
+        assert (width, height) == (MAX_PAGE_SIDE, MAX_PAGE_SIDE) == (8000, 8000)
+        assert len(pixels) == 8000 * 8000 * 3 and pixels[:3] == pixels[-3:] == b"\xff\x00\x00"
+    finally:
+        process.close()
 
 
 #: a well-formed PDF of no pages: pdfium refuses to load it without setting an error code of its own

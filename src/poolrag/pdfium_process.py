@@ -178,13 +178,26 @@ def _render(pdfium: Any, request: dict[str, Any]) -> tuple[dict[str, Any], bytes
         page = document[request["index"]]
         width, height = page.get_size()
         scale = min(request["dpi"] / 72.0, request["max_side"] / max(width, height, 1.0))
-        bitmap = page.render(scale=scale)
-        image = bitmap.to_pil().convert("RGB")
+        bitmap = page.render(scale=scale, rev_byteorder=True)  # RGB rows, not BGR to convert
+        size = {"width": bitmap.width, "height": bitmap.height}
+        pixels = _rgb_bytes(bitmap)
         bitmap.close()
         page.close()
-        return {"width": image.width, "height": image.height}, image.tobytes()
+        return size, pixels
     finally:
         document.close()
+
+
+def _rgb_bytes(bitmap: Any) -> bytes:
+    """The bitmap's pixels as packed RGB rows in one copy: a PIL image and its conversion would
+    hold three more copies of a large page (8000 x 8000 is 192 MB each), past the memory limit."""
+    if bitmap.n_channels != 3:  # pypdfium2 gave another layout: let Pillow convert it
+        return bitmap.to_pil().convert("RGB").tobytes()
+    row, stride = bitmap.width * 3, bitmap.stride
+    buffer = memoryview(bitmap.buffer).cast("B")
+    if stride == row:
+        return bytes(buffer)
+    return b"".join(buffer[i * stride : i * stride + row] for i in range(bitmap.height))
 
 
 def _serve(memory_limit: int) -> None:

@@ -141,7 +141,7 @@ def register(subparsers: Any) -> None:
         type=positive_int,
         default=1024,
         metavar="PIXELS",
-        help="with a model that reads images: a rendered page's longer side at most (default 1024)",
+        help="with a model that reads images: a rendered page's longer side at most (64-8000; default 1024)",
     )
     chunking.add_argument(
         "--checkpoint", metavar="FILE", help="progress file (default: under the cache folder)"

@@ -13,15 +13,20 @@ the same memory as a letter page.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from poolrag.errors import InvalidInputError
 from poolrag.pdfium_process import shared_pdfium
+from poolrag.tokenization.images import MAX_IMAGE_PIXELS
 
 #: the most pages one PDF may have; a longer one is left out whole, named in the report
 MAX_PDF_PAGES = 5000
+#: the largest longer side a page may be rendered at: a square page that size is the most pixels
+#: the engine reads in one image (8,000)
+MAX_PAGE_SIDE = math.isqrt(MAX_IMAGE_PIXELS)
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,10 @@ class PageRendering:
     def __post_init__(self) -> None:
         if not 18 <= self.dpi <= 600:
             raise InvalidInputError(f"page dpi must be between 18 and 600, got {self.dpi}")
-        if not 64 <= self.max_side <= 8192:
-            raise InvalidInputError(f"page size must be between 64 and 8192 pixels, got {self.max_side}")
+        if not 64 <= self.max_side <= MAX_PAGE_SIDE:
+            raise InvalidInputError(
+                f"page size must be between 64 and {MAX_PAGE_SIDE} pixels, got {self.max_side}"
+            )
 
     @property
     def key(self) -> str:

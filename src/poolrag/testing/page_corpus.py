@@ -114,6 +114,20 @@ def huge_page_pdf(points: int = 14400) -> bytes:
     )
 
 
+def red_page_pdf(points: int) -> bytes:
+    """A one-page PDF whose ``points`` x ``points`` page is filled pure red: its pixels show the
+    byte order (RGB, not BGR) and any row padding left in."""
+    content = b"1 0 0 rg 0 0 %d %d re f" % (points, points)
+    return _pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents 4 0 R >>" % (points, points),
+            b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        ]
+    )
+
+
 def many_pages_pdf(pages: int) -> bytes:
     """A PDF whose page tree lists one page ``pages`` times (small file, huge page count)."""
     kids = b" ".join(b"3 0 R" for _ in range(pages))
