@@ -54,6 +54,15 @@ def other_data_url(value: object) -> str | None:
 _MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"RIFF": "webp", b"BM": "bmp"}
 
 
+_WRAPPING = re.compile(rb"[ \t\r\n]+")
+
+
+def base64_bytes(text: str) -> bytes:
+    """Strict base64 (``binascii.Error`` on anything else), read across the line breaks a MIME
+    encoder writes (Python's ``base64.encodebytes``, ``openssl base64``), as browsers read data URLs."""
+    return base64.b64decode(_WRAPPING.sub(b"", text.encode("ascii")), validate=True)
+
+
 def text_only(name: str) -> InputTypeError:
     """The refusal of an image at ``name`` (``input[3]``) by a model that reads text only: said
     before any work, as every door says it (a data URL would otherwise be read as text)."""
@@ -138,7 +147,7 @@ def image_identity(value: Any, name: str = "input") -> str:
         data = image_file_bytes(value, name)
     elif isinstance(value, str):
         try:
-            data = base64.b64decode(value.partition(",")[2], validate=True)
+            data = base64_bytes(value.partition(",")[2])
         except (binascii.Error, ValueError):
             data = value.encode()  # unreadable: the engine says so when it is embedded
     else:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from poolrag.errors import InvalidInputError
-from poolrag.image_inputs import is_image_input, other_data_url
+from poolrag.image_inputs import image_identity, is_image_input, other_data_url
 from poolrag.testing.page_corpus import png_claiming
 from poolrag.tokenization.images import MAX_IMAGE_PIXELS, decode_image
 
@@ -46,6 +46,19 @@ def test_a_real_photo_decodes_in_every_form() -> None:
     forms = [PHOTO, data, "data:image/jpeg;base64," + base64.b64encode(data).decode(), Image.open(PHOTO)]
     sizes = {decode_image(form).size for form in forms}
     assert sizes == {Image.open(PHOTO).size}
+
+
+def test_a_data_url_wrapped_as_mime_writes_base64_is_the_same_image() -> None:
+    """``base64.encodebytes`` (and ``openssl base64``) break lines every 76 characters; browsers read
+    such a data URL, and so does the engine, as the same bytes and the same cache identity."""
+    data = PHOTO.read_bytes()
+    flat = "data:image/jpeg;base64," + base64.b64encode(data).decode()
+    wrapped = "data:image/jpeg;base64," + base64.encodebytes(data).decode().replace("\n", "\r\n")
+    assert "\n" in wrapped
+    assert decode_image(wrapped).tobytes() == decode_image(flat).tobytes()
+    assert image_identity(wrapped) == image_identity(flat) == image_identity(data)
+    with pytest.raises(InvalidInputError, match="not valid base64"):  # still strict about the alphabet
+        decode_image(flat[:40] + "*" + flat[41:])
 
 
 def _icon(image: bytes) -> bytes:

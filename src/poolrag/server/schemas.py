@@ -9,7 +9,6 @@ as written, not get a 200 computed without it.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import math
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -33,7 +32,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from poolrag.image_inputs import as_data_url, is_image_input
+from poolrag.image_inputs import as_data_url, base64_bytes, is_image_input
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.text_validity import lone_surrogate
@@ -440,7 +439,7 @@ def _jina_image(item: object, name: str) -> str:
         return item  # type: ignore[return-value]
     if isinstance(item, str) and "://" not in item:
         try:
-            data = base64.b64decode(item, validate=True)
+            data = base64_bytes(item)
         except (binascii.Error, ValueError):
             data = b""
         if data:

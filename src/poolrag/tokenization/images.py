@@ -14,7 +14,6 @@ prepare them.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import io
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from poolrag.errors import InvalidImageError, InvalidInputError, ModelLoadError
-from poolrag.image_inputs import is_pil_image, on_white, refuse_empty
+from poolrag.image_inputs import base64_bytes, is_pil_image, on_white, refuse_empty
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
 from poolrag.tokenization.pixel_budget import PixelBudget
 from poolrag.tokenization.prepared_ahead import prepared_ahead
@@ -78,7 +77,7 @@ def _encoded(value: object, name: str) -> bytes | Path:
     if not comma or not header.lower().endswith(";base64"):
         raise InvalidImageError(name, "an image data URL must be base64 (data:image/...;base64,...)")
     try:
-        return base64.b64decode(payload, validate=True)
+        return base64_bytes(payload)
     except (binascii.Error, ValueError):
         raise InvalidImageError(name, "the image data URL is not valid base64") from None
 
