@@ -96,3 +96,36 @@ def test_ctrl_c_ends_the_server_with_status_0_as_uvicorns_command_does(
         assert httpx.get(f"{url}/health").status_code == 200
         process.send_signal(signal.SIGINT)
         assert process.wait(60) == 0, (tmp_path / "server.log").read_text()[-2000:]
+
+
+def test_ctrl_c_twice_with_requests_in_flight_stops_without_a_traceback(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C, then Ctrl-C again while requests run (a user's "now"): every request is answered,
+    the command ends 0, and the log holds no traceback (uvicorn skipped the app's shutdown on the
+    second signal and logged the cancelled lifespan as an ERROR with two chained tracebacks)."""
+    answers: list[httpx.Response | Exception] = []
+    log = tmp_path / "server.log"
+    with cli_server(log, str(minilm_path), "--timeout-graceful-shutdown", "60") as (url, process):
+
+        def embed(i: int) -> None:
+            try:
+                body = {"input": [f"{i} {j} {LONG}" for j in range(16)]}
+                answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=120))
+            except httpx.HTTPError as exc:
+                answers.append(exc)
+
+        clients = [threading.Thread(target=embed, args=(i,)) for i in range(16)]
+        for client in clients:
+            client.start()
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        for client in clients:
+            client.join(120)
+        assert process.wait(60) == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    assert len(answers) == 16 and not [a for a in answers if isinstance(a, Exception)], text[-2000:]
+    assert "still running are answered 503" in text, text[-2000:]  # the second Ctrl-C came mid-flight
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]

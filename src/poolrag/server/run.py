@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import signal
 import socket
@@ -103,6 +104,12 @@ class DrainingServer(uvicorn.Server):
         if self.server_state.tasks:  # a second signal cut the wait short: answer what is left
             await self._close_engines()
             await asyncio.wait(list(self.server_state.tasks), timeout=ANSWER_GRACE_S)
+        if self.force_exit:
+            # uvicorn skips the app's shutdown on a second signal, so the loop's end cancelled the
+            # lifespan task, which uvicorn logged as an ERROR with two tracebacks; the app's shutdown
+            # waits on nothing (it stops the idle trimmer and lets go of the thread pools), so it runs
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.lifespan.shutdown(), ANSWER_GRACE_S)
 
     async def _close_engines_when_due(self) -> None:
         deadline = time.monotonic() + self._drain_s
