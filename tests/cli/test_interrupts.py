@@ -71,3 +71,27 @@ def test_sigterm_stops_the_command_as_cleanly_and_says_how_to_resume() -> None:
     assert done.returncode == 143, done.stderr
     assert done.stdout == "closing\n"
     assert done.stderr.strip() == f"poolrag ingest: terminated; {RESUME}"
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line_too() -> None:
+    """Ctrl-C in the first fraction of a second (the subcommands' modules loading, the arguments
+    being read), as when a user stops a command just typed: the one line and 130, not a traceback
+    of the import machinery."""
+    starting = textwrap.dedent(
+        """
+        import os, signal, sys
+        import poolrag.cli as cli
+
+        build = cli.build_parser
+        def interrupted_while_building():  # stands for a Ctrl-C while the modules load
+            os.kill(os.getpid(), signal.SIGINT)
+            return build()
+
+        cli.build_parser = interrupted_while_building
+        sys.exit(cli.main(["search", "a query"]))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", starting], capture_output=True, text=True, timeout=45)
+    assert done.returncode == 130, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == "poolrag: interrupted\n"

@@ -96,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader left: stop quietly, and let nothing flush into the pipe again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:  # before a subcommand ran (its modules loading): nothing to close
+        print("poolrag: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except OSError as full:  # the output's disk is full (``--json > /dev/full``): one line, as a store's
         if full.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
