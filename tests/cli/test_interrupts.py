@@ -4,9 +4,11 @@ outside: it went on for about 9 s in silence)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 RESUME = "run the same command again to resume where it stopped"
 SCRIPT = textwrap.dedent(
@@ -95,3 +97,42 @@ def test_ctrl_c_while_the_command_starts_is_one_line_too() -> None:
     assert done.returncode == 130, done.stderr
     assert done.stdout == ""
     assert done.stderr == "poolrag: interrupted\n"
+
+
+EXITING = textwrap.dedent(
+    """
+    import os, signal, sys, threading, time
+    import poolrag.cli.search as search
+
+    def handler(args):  # a command that ends while the interpreter still has work to wait for
+        worker = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+        worker.start()
+        # stands for a background compile's step, which the interpreter waits for at exit
+        threading._register_atexit(worker.join)
+        print("results", flush=True)
+        return 0
+
+    search.run = handler
+    from poolrag.cli import main
+    sys.exit(main(["search", "a query"]))
+    """
+)
+
+
+def test_ctrl_c_while_a_finished_command_waits_for_background_work_stops_at_once() -> None:
+    """A command whose answer is printed can still wait at exit for a background compile's or a
+    first load's measuring step (``poolrag tune`` after a Ctrl-C, ``serve --compile background``):
+    Ctrl-C then ends it at once with one line and 130 (it was ignored until the step ended, then a
+    traceback from the threading module's shutdown)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", EXITING], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "results\n"
+    time.sleep(1.0)  # the interpreter is waiting for the background step
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)  # the step would take 60 s
+    assert process.returncode == 130, err
+    assert out == ""
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("poolrag search: interrupted, stopped now"), err

@@ -18,6 +18,7 @@ from poolrag.cli.interrupts import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     Terminated,
+    interrupt_ends_the_exit,
     second_interrupt_exits,
     stopped_line,
 )
@@ -120,6 +121,14 @@ def _run(argv: Sequence[str] | None) -> int:
     bound_native_memory()
     args = build_parser().parse_args(argv)
     after = _AFTER_INTERRUPT.get(args.command)
+    try:
+        return _run_command(args, after)
+    finally:  # background modules loaded by the command have registered their exit waits by now
+        interrupt_ends_the_exit(args.command)
+
+
+def _run_command(args: argparse.Namespace, after: str | None) -> int:
+    """The subcommand's handler; a Ctrl-C or SIGTERM that stopped it is its one line and exit code."""
     said = None
     try:
         if after is None:

@@ -7,10 +7,14 @@ stopping the job) stops it the same way, as :class:`Terminated`, exit status 143
 seconds (a forward on the embedding thread, Milvus Lite's close), and a user who presses Ctrl-C
 again means "now". A second Ctrl-C therefore ends the process on the spot, saying so: what is not
 checkpointed is redone by the re-run, as after ``kill -9``.
+
+Once a command has returned, the interpreter may still wait at exit for a background compile's or
+a first load's measuring step (seconds to minutes); a Ctrl-C then ends the process at once too.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import threading
@@ -84,3 +88,30 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_EXITING_COMMAND: list[str] = []  # the command a Ctrl-C at exit names; set once the exit hook is in
+
+
+def interrupt_ends_the_exit(command: str) -> None:
+    """From interpreter exit on, a Ctrl-C ends the process at once, saying so, instead of breaking
+    into the exit's waits for background steps (a traceback from the threading module, then the
+    process torn down around a thread still inside torch). Call it once the command has returned,
+    after the background modules registered their waits: the hook registered last runs first."""
+    if not _EXITING_COMMAND:
+        getattr(threading, "_register_atexit", atexit.register)(_stop_at_once_on_interrupt)
+    _EXITING_COMMAND[:] = [command]
+
+
+def _stop_at_once_on_interrupt() -> None:
+    # a handler of the command's own (ingest's second Ctrl-C) or of a program embedding main() stays
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+    command = _EXITING_COMMAND[0]
+
+    def exit_now(signum: int, frame: FrameType | None) -> None:
+        line = f"poolrag {command}: interrupted, stopped now without waiting for background work\n"
+        os.write(2, line.encode())
+        os._exit(EXIT_INTERRUPTED)
+
+    signal.signal(signal.SIGINT, exit_now)
