@@ -136,3 +136,34 @@ def test_ctrl_c_while_a_finished_command_waits_for_background_work_stops_at_once
     assert out == ""
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert err.startswith("poolrag search: interrupted, stopped now"), err
+
+
+BAR = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from tqdm.auto import tqdm
+    import poolrag.cli.ingest as ingest
+
+    def handler(args):  # an ingest whose progress bar is drawn when Ctrl-C comes
+        bar = tqdm(total=10, desc="ingesting", unit="doc", file=sys.stderr)
+        try:
+            bar.update(3)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(60)
+        finally:
+            bar.close()
+
+    ingest.run = handler
+    from poolrag.cli import main
+    sys.exit(main(["ingest", "docs"]))
+    """
+)
+
+
+def test_the_ctrl_c_line_starts_a_line_of_its_own_below_a_progress_bar() -> None:
+    """The bar's line has no end while it is drawn: the line said at the Ctrl-C was glued to its
+    right (``ingesting:  30%|███ | 3/10 [...]poolrag ingest: interrupted; ...``)."""
+    done = subprocess.run([sys.executable, "-c", BAR], capture_output=True, text=True, timeout=45)
+    assert done.returncode == 130, done.stderr
+    lines = done.stderr.replace("\r", "\n").splitlines()
+    assert f"poolrag ingest: interrupted; {RESUME}" in lines, done.stderr

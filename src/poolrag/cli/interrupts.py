@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,7 +59,8 @@ def second_interrupt_exits(command: str, after: str) -> Iterator[threading.Event
     def first(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGINT, exit_now)
         signal.signal(signal.SIGTERM, exit_now)
-        os.write(2, f"{stopped_line(command, signum == signal.SIGTERM, after)}\n".encode())
+        line = stopped_line(command, signum == signal.SIGTERM, after)
+        os.write(2, f"{_below_progress_bars()}{line}\n".encode())
         said.set()
         raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
@@ -70,6 +72,13 @@ def second_interrupt_exits(command: str, after: str) -> Iterator[threading.Event
         if signal.getsignal(signal.SIGINT) is first:
             signal.signal(signal.SIGINT, previous)
             signal.signal(signal.SIGTERM, previous_term)
+
+
+def _below_progress_bars() -> str:
+    """A line end when a progress bar is open: its line has none while it is drawn, and a line
+    said then would be glued to its right."""
+    tqdm = sys.modules.get("tqdm")  # no bar was ever drawn if tqdm was never imported
+    return "\n" if tqdm is not None and len(getattr(tqdm.tqdm, "_instances", ())) else ""
 
 
 @contextmanager
