@@ -139,6 +139,7 @@ class TokenChunker:
             raise InvalidInputError("token-aware chunking needs a fast tokenizer (offsets mapping)")
         self.tokenizer = tokenizer
         self._slices_exact = _slices_match_alone(tokenizer)
+        self._word_breaks: dict[str, bool] = {}  # character -> ends a word for this tokenizer
         self.max_tokens = max_tokens
         self.overlap = overlap
         self.always_overlap = always_overlap
@@ -187,11 +188,22 @@ class TokenChunker:
         provably the same (see :func:`_slices_match_alone`), else ``piece`` tokenised again."""
         if self._slices_exact:
             first = view[i][0]
-            if first == 0 or text[first - 1].isspace():
+            if first == 0 or self._breaks_words(text[first - 1]):
                 ids = [view[k][2] for k in range(i, j)]
                 if None not in ids:
                     return [int(t) for t in ids]  # type: ignore[arg-type]
         return self._ids(piece)
+
+    def _breaks_words(self, char: str) -> bool:
+        """Whether a token after ``char`` starts a word for this tokenizer. Python's ``isspace``
+        also holds for control characters BERT's normaliser deletes (a form feed, a vertical tab,
+        NEL, ``\\x1c``-``\\x1f``), which join the words on either side into one."""
+        if not char.isspace():
+            return False
+        known = self._word_breaks.get(char)
+        if known is None:
+            known = self._word_breaks[char] = _separates_words(self.tokenizer, char)
+        return known
 
     @staticmethod
     def _end_kind(text: Any, offsets: Any, k: int) -> int:
@@ -417,6 +429,16 @@ def _slices_match_alone(tokenizer: Any) -> bool:
         and type(backend.pre_tokenizer).__name__ == "BertPreTokenizer"
         and type(backend.normalizer).__name__ in ("BertNormalizer", "NoneType")
     )
+
+
+def _separates_words(tokenizer: Any, char: str) -> bool:
+    """``char`` between two letters leaves them two words after the tokenizer's own normaliser and
+    pre-tokenizer (a WordPiece tokenizer behind BERT's pre-tokenizer, see :func:`_slices_match_alone`)."""
+    backend = tokenizer.backend_tokenizer
+    text = f"a{char}b"
+    if backend.normalizer is not None:
+        text = backend.normalizer.normalize_str(text)
+    return [word for word, _ in backend.pre_tokenizer.pre_tokenize_str(text)] == ["a", "b"]
 
 
 class _Window:
