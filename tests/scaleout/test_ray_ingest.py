@@ -6,6 +6,7 @@ embedding cache the driver fills; a re-run adds nothing; an actor killed mid-run
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -250,3 +251,23 @@ def test_the_retry_options_ray_data_took_over_warn_and_change_nothing() -> None:
     with pytest.warns(DeprecationWarning, match="max_restarts"):
         options = RayIngestOptions(workers=2, max_restarts=3, max_task_retries=3)
     assert options.workers == 2  # Ray Data's own fault tolerance restarts actors (test above)
+
+
+def test_a_record_gone_from_its_jsonl_file_is_deleted_as_in_one_process(
+    ray_cluster, recipe, tmp_path: Path
+) -> None:
+    """A record no longer in a JSONL file read to its end loses its chunks without --prune (the
+    single-process rule, tests/ingest): on Ray they stayed, answering searches for a deleted record."""
+    records = tmp_path / "faq.jsonl"
+    lines = [json.dumps({"id": name, "text": f"{name} {' '.join(WORDS)}"}) for name in ("a", "b", "c")]
+    records.write_text("\n".join(lines) + "\n")
+    store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
+    try:
+        ingest_on_ray(read_paths([records]), store, recipe, checkpoint_dir=tmp_path / "ck")
+        assert sorted(store.list_sources().values()) == [f"{records}#{name}" for name in "abc"]
+        records.write_text(lines[0] + "\n" + lines[2] + "\n")  # record b removed
+        report = ingest_on_ray(read_paths([records]), store, recipe, checkpoint_dir=tmp_path / "ck")
+        assert sorted(store.list_sources().values()) == [f"{records}#a", f"{records}#c"]
+        assert report.deleted == 1 and report.upserted == report.embedded == 0
+    finally:
+        store.close()

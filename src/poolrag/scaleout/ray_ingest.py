@@ -551,7 +551,8 @@ def ingest_on_ray(
             _stop_quietly(batch_runs)
         driver.save()
     driver.all_chunked()  # the documents cut into no chunk at all sent no row
-    return driver.finish(prune=prune, skipped=skipped)
+    # a record no longer in a JSONL / CSV file read to its end goes, as in a single-process run
+    return driver.finish(prune=prune, skipped=skipped, record_files=getattr(documents, "record_files", ()))
 
 
 def _refused_batches(batch_runs: Any) -> list[list[str]]:
