@@ -20,6 +20,7 @@ from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_path
 from poolrag.scaleout.ray_ingest import (
     MAX_BATCH_RUNS,
     BatchKillsWorkersError,
+    BM25Recipe,
     ChunkEmbedder,
     EngineRecipe,
     RayIngestOptions,
@@ -271,3 +272,37 @@ def test_a_record_gone_from_its_jsonl_file_is_deleted_as_in_one_process(
         assert report.deleted == 1 and report.upserted == report.embedded == 0
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("bm25", [None, BM25Recipe("words", "english")], ids=["dense", "hybrid"])
+def test_a_file_gone_since_it_was_listed_is_left_out_as_in_one_process(
+    ray_cluster, recipe, tmp_path: Path, bm25: BM25Recipe | None
+) -> None:
+    """A file deleted (or rewritten unreadable) between listing and chunking is skipped with a warning
+    and its stored chunks kept, as one process skips it (tests/ingest): on Ray the actor's
+    FileNotFoundError stopped the whole job with Ray's traceback, and a hybrid run's driver raised it
+    while fixing BM25's length."""
+    corpus = write_corpus(tmp_path / "corpus", files=3)
+    store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
+    try:
+        ingest_on_ray(read_paths([corpus]), store, recipe, bm25=bm25, checkpoint_dir=tmp_path / "ck")
+        before = store.list_sources()
+        gone = corpus / "doc01.md"
+        gone.write_text(gone.read_text() + "\n\nAn added paragraph.")
+        listed = list(read_paths([corpus]))  # doc01.md listed with its new digest, then deleted
+        gone.unlink()
+        report = ingest_on_ray(listed, store, recipe, bm25=bm25, checkpoint_dir=tmp_path / "ck")
+        assert report.skipped == [
+            f"{gone}: cannot read: No such file or directory (it changed after it was listed)"
+        ]
+        assert report.documents == 2 and report.deleted == report.upserted == 0
+        assert store.list_sources() == before  # doc01.md's stored chunks are kept
+    finally:
+        store.close()
+    fresh = open_store("qdrant", "docs", path=str(tmp_path / "fresh"))  # a new collection: BM25's
+    try:  # length is fixed from the first batch, read on the driver
+        report = ingest_on_ray(listed, fresh, recipe, bm25=bm25, checkpoint_dir=tmp_path / "ck")
+        assert len(report.skipped) == 1 and report.documents == 2
+        assert set(fresh.list_sources().values()) == {str(corpus / "doc00.md"), str(corpus / "doc02.md")}
+    finally:
+        fresh.close()

@@ -35,7 +35,9 @@ tolerance, on by default); since ids are content addresses, a batch written twic
 Ray Data runs a dead actor's batch again for ever, so a document that kills every actor running it
 (out of memory, a crash in native code) would reload the model in a loop: a batch started
 :data:`MAX_BATCH_RUNS` times stops the job in one line naming its documents
-(:class:`BatchKillsWorkersError`), the documents stored so far checkpointed. A killed run resumes
+(:class:`BatchKillsWorkersError`), the documents stored so far checkpointed. A file an actor cannot
+read (deleted or rewritten since it was listed) is left out with a warning, as one process leaves it
+out: its stored chunks stay and a re-run reads it again. A killed run resumes
 from its checkpoint. The final collection equals the single-process run's:
 same ids, same vectors, same payloads, same sparse vectors.
 Not done on Ray: ColBERT token vectors and learned sparse vectors (``--sparse-model``, a model's
@@ -66,7 +68,7 @@ from poolrag.errors import InvalidInputError, PoolragError
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.driver import IngestDriver, IngestReport, VectorSourceFacts, stored_as_is
 from poolrag.ingest.encoders import DenseEncoder
-from poolrag.ingest.readers import Document, FileDocument, SkippedFile
+from poolrag.ingest.readers import Document, FileDocument, SkippedFile, changed_since_listed
 from poolrag.ingest.shared_pass import has_sparse_head
 from poolrag.ingest.sparse_encoders import (
     BM25ChunkEncoder,
@@ -265,7 +267,8 @@ class ChunkEmbedder:
     """The actor: documents in, one row per chunk out (id, source, how many chunks its document has,
     payload, vector, sparse vector, and the cache entries it computed). Chunks whose id is already
     stored come back flagged, without a vector. Given a server store's address, the actor upserts
-    its new chunks itself and sends back ``written`` rows without vectors."""
+    its new chunks itself and sends back ``written`` rows without vectors. A file that cannot be
+    read any more comes back as one row saying why (``unread``), for the driver to leave it out."""
 
     def __init__(
         self,
@@ -306,7 +309,15 @@ class ChunkEmbedder:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         documents = list(_documents(batch))
         self._count_run([doc.source for doc in documents])
-        per_doc = [list(self.chunker.iter_chunks(doc)) for doc in documents]
+        per_doc: list[list[Chunk]] = []
+        unread: dict[str, str] = {}  # source -> why its file could not be read
+        for doc in documents:
+            try:
+                per_doc.append(list(self.chunker.iter_chunks(doc)))
+            except (OSError, UnicodeDecodeError) as exc:
+                if not isinstance(doc, FileDocument):
+                    raise
+                unread[doc.source] = changed_since_listed(exc)
         chunks = [chunk for doc_chunks in per_doc for chunk in doc_chunks]
         fresh = [i for i, c in enumerate(chunks) if not stored_as_is(self.existing, c.id, c.payload())]
         vectors = np.zeros((len(chunks), self.encoder.dimension), dtype=np.float32)
@@ -334,7 +345,7 @@ class ChunkEmbedder:
                 full[row] = vector
         existing = np.ones(len(chunks), dtype=bool)
         existing[fresh] = False
-        return {
+        rows = {
             "id": np.array([c.id for c in chunks], dtype=object),
             "source": np.array([c.source for c in chunks], dtype=object),
             "doc_chunks": np.array([len(d) for d in per_doc for _ in d], dtype=np.int64),
@@ -345,7 +356,9 @@ class ChunkEmbedder:
             "existing": existing,
             "cache_key": keys,
             "cache_vector": full,
+            "unread": np.array([""] * len(chunks), dtype=object),
         }
+        return _with_unread_rows(rows, unread)
 
     def _token_groups(self, chunks: list[Chunk], rows: list[int]) -> Iterable[list[int]]:
         """Rows in groups whose tokens (with the model's special tokens) fit one forward pass."""
@@ -360,6 +373,23 @@ class ChunkEmbedder:
             tokens += size
         if group:
             yield group
+
+
+def _with_unread_rows(rows: dict[str, np.ndarray], unread: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """``rows`` and one more per file that could not be read: its source and why (``unread``), the
+    other columns empty (no chunk)."""
+    if not unread:
+        return rows
+    count = len(unread)
+    extra: dict[str, np.ndarray] = {}
+    for key, column in rows.items():
+        blank = np.zeros((count, *column.shape[1:]), dtype=column.dtype)
+        if column.dtype == object:
+            blank[:] = b"" if key == "cache_key" else ""
+        extra[key] = blank
+    extra["source"] = np.array(list(unread), dtype=object)
+    extra["unread"] = np.array(list(unread.values()), dtype=object)
+    return {key: np.concatenate([rows[key], extra[key]]) for key in rows}
 
 
 def _sparse_json(vector: SparseVector | None) -> str:
@@ -433,11 +463,17 @@ def _first_batch(
     BM25's mean length from."""
     texts: list[str] = []
     for doc in _documents({key: np.array([row[key] for row in rows], dtype=object) for key in _ROW_KEYS}):
-        for chunk in chunker.iter_chunks(doc):
-            if not stored_as_is(existing, chunk.id, chunk.payload()):
-                texts.append(chunk.text)
-                if len(texts) >= size:
-                    return texts
+        before = len(texts)
+        try:
+            for chunk in chunker.iter_chunks(doc):
+                if not stored_as_is(existing, chunk.id, chunk.payload()):
+                    texts.append(chunk.text)
+                    if len(texts) >= size:
+                        return texts
+        except (OSError, UnicodeDecodeError):
+            if not isinstance(doc, FileDocument):
+                raise
+            del texts[before:]  # a file no longer readable is left out (its actor says why)
     return texts
 
 
@@ -605,7 +641,7 @@ def _write(dataset: Any, driver: IngestDriver, cache: EmbeddingCache | None, bat
         sources: list[str] = []
         written: list[str] = []
         done: list[str] = []
-        for cid, source, doc_chunks, payload, vector, sparse, by_actor in zip(
+        for cid, source, doc_chunks, payload, vector, sparse, by_actor, unread in zip(
             batch["id"],
             batch["source"],
             batch["doc_chunks"],
@@ -613,9 +649,13 @@ def _write(dataset: Any, driver: IngestDriver, cache: EmbeddingCache | None, bat
             batch["vector"],
             batch["sparse"],
             batch["written"],
+            batch["unread"],
             strict=True,
         ):
             source = str(source)
+            if unread:  # its file could not be read: left out, its stored chunks kept
+                driver.abandon(source, str(unread))
+                continue
             if driver.chunk(source, str(cid), json.loads(payload)):
                 if by_actor:
                     written.append(source)
