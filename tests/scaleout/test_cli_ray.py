@@ -3,6 +3,7 @@ honour. The command run on Ray to the end (and killed, and resumed) is test_cli_
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -114,3 +115,50 @@ def test_serve_on_ray_exits_as_serve_does_after_a_signal(
         timeout=300,
     )
     assert done.returncode == status, done.stderr[-2000:]
+
+
+#: ``poolrag ingest --ray --json`` whose first actor prints a line and dies (as an out-of-memory
+#: kill ends one) on its first batch: Ray restarts it and forwards both the print and its own notes
+DIES_ONCE = textwrap.dedent(
+    """
+    import functools, os, sys
+    import poolrag.scaleout.ray_ingest as ray_ingest
+
+    class PrintsAndDiesOnce(ray_ingest.ChunkEmbedder):
+        flag = sys.argv[2]  # read here: the actor's own sys.argv is its worker's
+
+        def __call__(self, batch):
+            try:
+                os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return super().__call__(batch)
+            print("a line a worker printed", flush=True)
+            os._exit(1)
+
+    ray_ingest.ingest_on_ray = functools.partial(ray_ingest.ingest_on_ray, embedder_class=PrintsAndDiesOnce)
+    from poolrag.cli import main
+    sys.exit(main(["ingest", *sys.argv[3:], "--json", "--ray", "--ray-workers", "1"]))
+    """
+)
+
+
+def test_the_json_report_is_all_that_ingest_on_ray_prints_on_stdout(
+    no_cluster_in_process, minilm_path: Path, tmp_path: Path
+) -> None:
+    """Ray forwards its workers' and raylet's stdout (a dead actor's retry notes) to the command's
+    stdout: they came before and after the --json report, and `| jq` failed on them."""
+    corpus = write_corpus(tmp_path / "corpus", files=2)
+    flag = tmp_path / "died"
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_AUTH_MODE": "disabled"}
+    args = [str(corpus), "--model", str(minilm_path), "--uri", str(tmp_path / "m.db"), "--no-cache"]
+    done = subprocess.run(
+        [sys.executable, "-c", DIES_ONCE, "-", str(flag), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert flag.exists() and "a line a worker printed" in done.stderr  # the actor did die, and said so
+    report = json.loads(done.stdout)  # one JSON document, nothing else
+    assert report["documents"] == report["upserted"] == report["chunks"] == 2

@@ -182,11 +182,12 @@ def run(args: argparse.Namespace) -> int:
     if args.ray is not None and not require_extra("ingest --ray", "ray"):
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
-    if args.ray is not None:
-        from poolrag.cli.ingest_ray import quiet_ray_start
-
-        quiet_ray_start(args.verbose)
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
+        if args.ray is not None:
+            from poolrag.cli.ingest_ray import quiet_ray_start, worker_lines_on_stderr
+
+            quiet_ray_start(args.verbose)
+            opened.enter_context(worker_lines_on_stderr())  # closed last: after the store
         try:
             report, reads_texts, reads_images, record_files = _ingest(args, opened)
         except user_errors() as exc:

@@ -7,9 +7,11 @@ store, cache and model flags, with the embedding done by :mod:`poolrag.scaleout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from poolrag.engine_args import positive_int
@@ -47,6 +49,21 @@ def quiet_ray_start(verbose: bool) -> None:
     (or the user's own ``GRPC_VERBOSITY``)."""
     if not verbose:
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
+@contextlib.contextmanager
+def worker_lines_on_stderr() -> Iterator[None]:
+    """Ray prints what its workers and raylet write to their stdout on this process's stdout (a
+    dead actor's retry notes, from its log thread, some after the run), where they were mixed into
+    the report (``--json``): for the run, and until Ray is disconnected and has printed its last
+    buffered lines, they go to stderr, beside its other lines."""
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            yield
+        finally:
+            import ray
+
+            ray.shutdown()  # the cluster started for the run stops; a joined one is left
 
 
 def refuse_unsupported(args: argparse.Namespace) -> None:
