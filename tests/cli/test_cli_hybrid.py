@@ -27,6 +27,18 @@ def _where(kind: str, root: Path) -> list[str]:
     ]
 
 
+def test_without_a_cache_each_chunks_terms_are_counted_once(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """The first batch's terms, counted to fix BM25's average length, are those stored: not counted
+    (and reported) a second time when no cache remembers them."""
+    ingest = ["ingest", str(SAMPLES / "nature"), "--hybrid", "--quiet", "--json", "--no-cache"]
+    where = [*_where("qdrant", tmp_path), "--collection", "docs", "--model", str(minilm_path)]
+    assert main([*ingest, *where]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sparse_computed"] == report["upserted"] > 0
+
+
 def _json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 

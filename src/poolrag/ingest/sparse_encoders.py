@@ -102,6 +102,7 @@ class BM25ChunkEncoder:
         self.counter = CachedTermCounter(encoder, tokenizer_identity, cache)
         self.avg_doc_length = avg_doc_length
         self.languages = languages
+        self._first_counts: dict[str, dict[int, int]] = {}  # the first batch's, counted by adopt()
 
     @property
     def computed(self) -> int:
@@ -112,7 +113,14 @@ class BM25ChunkEncoder:
         return self.avg_doc_length is None
 
     def term_counts(self, texts: Sequence[str]) -> list[dict[int, int]]:
-        return self.counter.term_counts(texts)
+        """Each text's term counts; those of the first batch, counted to fix the average length, are
+        not counted again (without a cache, a run counted and reported them twice)."""
+        ahead = self._first_counts
+        rest = [text for text in texts if text not in ahead]
+        if len(rest) == len(texts):
+            return self.counter.term_counts(texts)
+        counted = iter(self.counter.term_counts(rest) if rest else ())
+        return [ahead[text] if text in ahead else next(counted) for text in texts]
 
     def settings(self) -> dict[str, Any]:
         parameters = self.encoder.parameters
@@ -148,7 +156,9 @@ class BM25ChunkEncoder:
             return
         if self.avg_doc_length is None and first_batch:
             self._detect_language(first_batch)  # may choose the stemmer the lengths are counted with
-            lengths = [sum(c.values()) for c in self.term_counts(first_batch)]
+            counts = self.counter.term_counts(first_batch)
+            self._first_counts = dict(zip(first_batch, counts, strict=True))
+            lengths = [sum(c.values()) for c in counts]
             self.avg_doc_length = max(sum(lengths) / len(lengths), 1.0)
 
     def _detect_language(self, first_batch: Sequence[str]) -> None:
@@ -194,6 +204,7 @@ class BM25ChunkEncoder:
     def _analyse_with(self, analyzer: WordAnalyzer) -> None:
         self.encoder = BM25Encoder(None, self.encoder.parameters, analyzer=analyzer)
         self.counter = CachedTermCounter(self.encoder, self._tokenizer_identity, self._cache)
+        self._first_counts = {}  # counted by another analyzer
 
     def encode(self, texts: Sequence[str]) -> list[SparseVector]:
         if self.avg_doc_length is None:
