@@ -25,6 +25,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -74,6 +75,21 @@ Item = TypeVar("Item")
 Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 #: One HTTP request's body and how many results it asks for.
 Requests = list[tuple[dict[str, Any], int]]
+
+
+#: every live client, for the fork handler
+_CLIENTS: weakref.WeakSet[PoolragClient] = weakref.WeakSet()
+#: the connection pools a forked child inherited, kept from garbage collection: closing them there
+#: would end the parent's TLS sessions (a close_notify on its sockets)
+_INHERITED: list[object] = []
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_CLIENTS):
+        client._leave_parents_connections()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _sparse_vector(entries: np.ndarray) -> SparseVector:
@@ -145,11 +161,26 @@ class PoolragClient:
         self.max_retries = max_retries
         self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()  # threads that start at once share one connection pool
-        self._async_clients = LoopClients(
-            lambda: httpx.AsyncClient(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
-        )
+        self._async_clients = self._loop_clients()
         self._served: tuple[ModelFacts, ...] | None = None  # GET /v1/models, read once
         self._facts_lock = threading.Lock()
+        _CLIENTS.add(self)
+
+    def _loop_clients(self) -> LoopClients:
+        return LoopClients(
+            lambda: httpx.AsyncClient(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
+        )
+
+    def _leave_parents_connections(self) -> None:
+        """In a forked child: open connections of its own. The inherited pools' sockets are the
+        parent's too, so two processes writing requests on one connection read each other's answers
+        (an error, or another request's vectors of the same shape); locks held by a parent's thread
+        at the fork would never be released here."""
+        _INHERITED.append((self._client, self._async_clients))
+        self._client = None
+        self._client_lock = threading.Lock()
+        self._facts_lock = threading.Lock()
+        self._async_clients = self._loop_clients()
 
     def __repr__(self) -> str:
         return f"PoolragClient(base_url={self.base_url!r}, model={self.model!r})"
