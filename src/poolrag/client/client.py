@@ -23,6 +23,8 @@ import json
 import logging
 import math
 import os
+import random
+import ssl
 import threading
 import time
 import weakref
@@ -71,6 +73,8 @@ _QUOTED_CHARS = 300
 _JSON = {"Content-Type": "application/json"}
 #: the longest a ``Retry-After`` is waited for
 MAX_RETRY_WAIT_S = 60.0
+#: the longest one step of the backoff (0.5 s, doubling) waits, however many retries are allowed
+MAX_BACKOFF_S = 8.0
 Item = TypeVar("Item")
 Out = TypeVar("Out", EmbeddingOutput, ClassificationOutput, PoolingOutput)
 #: One HTTP request's body and how many results it asks for.
@@ -90,6 +94,39 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _backoff(attempt: int) -> float:
+    """0.5 s, doubling up to ``MAX_BACKOFF_S``, less up to a quarter at random: the clients one
+    restart cut off come back spread out, not all in the same instant."""
+    return min(0.5 * 2**attempt, MAX_BACKOFF_S) * (1 - 0.25 * random.random())
+
+
+def _untrusted_certificate(exc: BaseException) -> bool:
+    """Whether ``exc`` (httpx's, wrapping httpcore's, wrapping ssl's) is a failed certificate check."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _tls_verify(verify: bool | str | os.PathLike[str]) -> bool | ssl.SSLContext:
+    """``verify=`` as httpx takes it: a CA bundle's path as an SSL context (httpx 0.28 deprecates
+    the path), read now so that a wrong path is said when the client is made."""
+    if isinstance(verify, bool):
+        return verify
+    if not isinstance(verify, (str, os.PathLike)):
+        raise InvalidInputError(
+            f"verify must be True, False or a CA bundle's path, not {type(verify).__name__}"
+        )
+    try:
+        return ssl.create_default_context(cafile=os.fspath(verify))
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidInputError(
+            f"verify={os.fspath(verify)!r} is not a readable PEM CA bundle: {exc}"
+        ) from None
 
 
 def _sparse_vector(entries: np.ndarray) -> SparseVector:
@@ -116,7 +153,11 @@ class PoolragClient:
             method keeps in flight at once; separate concurrent calls each send their own.
         max_retries: how many times a request answered 429 or 503 (at capacity, or shutting down:
             not run), or a proxy's 502 / 504, is sent again, after the answer's ``Retry-After``, and
-            a refused connection tried again; ``0`` raises at once.
+            one whose connection was refused or lost before the answer ended (a server restarting)
+            is sent again, after 0.5 s doubling up to ``MAX_BACKOFF_S``; ``0`` raises at once.
+        verify: whether to check an ``https`` server's certificate, or the CA bundle (a PEM file's
+            path, e.g. a self-signed server's own certificate) to check it with; ``$SSL_CERT_FILE``
+            is read too.
     """
 
     def __init__(
@@ -130,6 +171,7 @@ class PoolragClient:
         max_concurrency: int = 4,
         task: str | None = None,
         max_retries: int = 2,
+        verify: bool | str | os.PathLike[str] = True,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -148,6 +190,7 @@ class PoolragClient:
             "max_concurrency": max_concurrency,
             "task": task,
             "max_retries": max_retries,
+            "verify": verify,
         }
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.api_key = api_key if api_key is not None else os.environ.get("POOLRAG_API_KEY")
@@ -159,6 +202,7 @@ class PoolragClient:
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise InvalidInputError(f"max_retries must be a count of 0 or more, got {max_retries!r}")
         self.max_retries = max_retries
+        self._verify = _tls_verify(verify)
         self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()  # threads that start at once share one connection pool
         self._async_clients = self._loop_clients()
@@ -168,7 +212,9 @@ class PoolragClient:
 
     def _loop_clients(self) -> LoopClients:
         return LoopClients(
-            lambda: httpx.AsyncClient(base_url=self.base_url, headers=self._headers(), timeout=self.timeout)
+            lambda: httpx.AsyncClient(
+                base_url=self.base_url, headers=self._headers(), timeout=self.timeout, verify=self._verify
+            )
         )
 
     def _leave_parents_connections(self) -> None:
@@ -195,7 +241,10 @@ class PoolragClient:
             with self._client_lock:
                 if self._client is None:
                     self._client = httpx.Client(
-                        base_url=self.base_url, headers=self._headers(), timeout=self.timeout
+                        base_url=self.base_url,
+                        headers=self._headers(),
+                        timeout=self.timeout,
+                        verify=self._verify,
                     )
                 client = self._client
         return client
@@ -233,15 +282,33 @@ class PoolragClient:
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
         raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
 
-    def _unanswered(self, exc: httpx.HTTPError) -> RemoteError:
-        """Why no answer came: a timeout is a busy or slow server, not an unreachable one."""
+    def _unanswered(self, exc: httpx.HTTPError, attempts: int, since: float) -> RemoteError:
+        """Why no answer came, in one line: a timeout is a busy or slow server, not an unreachable
+        one; a connection lost mid-request is a server that stopped, not one never reached."""
         if isinstance(exc, httpx.TimeoutException):
             return RemoteError(
                 f"poolrag server at {self.base_url} did not answer within timeout={self.timeout} s "
                 f"({type(exc).__name__}); it is busy or the request is large: raise timeout= or "
                 "send less at once"
             )
-        return RemoteError(f"cannot reach poolrag server at {self.base_url}: {exc or type(exc).__name__}")
+        said = " ".join(str(exc).split())[:_QUOTED_CHARS] or type(exc).__name__
+        if _untrusted_certificate(exc):
+            return RemoteError(
+                f"the TLS certificate of {self.base_url} is not trusted here ({said}); pass verify= "
+                "the CA bundle that signed it (a self-signed server's own certificate file), or set "
+                "$SSL_CERT_FILE"
+            )
+        tried = f"{attempts} attempts over {time.monotonic() - since:.1f} s" if attempts > 1 else "1 attempt"
+        if isinstance(exc, httpx.ConnectError):
+            return RemoteError(
+                f"cannot reach poolrag server at {self.base_url} ({tried}): {said}; is it running? "
+                "A larger max_retries= waits longer for one restarting"
+            )
+        return RemoteError(
+            f"poolrag server at {self.base_url} closed the connection before its answer ended ({tried}): "
+            f"{said}; it stopped or restarted, or a proxy in front of it cut the request. A larger "
+            "max_retries= waits longer for one restarting"
+        )
 
     def _too_large_hint(self, inputs: int) -> str:
         if inputs == 1:  # lowering the client's limits cannot help
@@ -278,12 +345,13 @@ class PoolragClient:
 
     def _sent(self, send: Callable[[], httpx.Response]) -> httpx.Response:
         """``send()``'s answer, sent again after the server's ``Retry-After`` while it is busy."""
+        since = time.monotonic()
         for attempt in itertools.count():
             try:
                 response = send()
             except httpx.HTTPError as exc:
                 if (wait := self._reconnect_wait(exc, attempt)) is None:
-                    raise self._unanswered(exc) from exc
+                    raise self._unanswered(exc, attempt + 1, since) from exc
                 time.sleep(wait)
                 continue
             if (wait := self._retry_wait(response, attempt)) is None:
@@ -292,12 +360,13 @@ class PoolragClient:
         raise AssertionError("unreachable")
 
     async def _asent(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+        since = time.monotonic()
         for attempt in itertools.count():
             try:
                 response = await send()
             except httpx.HTTPError as exc:
                 if (wait := self._reconnect_wait(exc, attempt)) is None:
-                    raise self._unanswered(exc) from exc
+                    raise self._unanswered(exc, attempt + 1, since) from exc
                 await asyncio.sleep(wait)
                 continue
             if (wait := self._retry_wait(response, attempt)) is None:
@@ -306,13 +375,18 @@ class PoolragClient:
         raise AssertionError("unreachable")
 
     def _reconnect_wait(self, exc: httpx.HTTPError, attempt: int) -> float | None:
-        """Seconds to wait before connecting again (0.5 s, doubling, ``max_retries`` times), or
-        ``None`` to give up: only a refused or failed connection, where nothing was sent (a server
-        restarting); a timeout may be a request still running, so it is the caller's to resend."""
-        if not isinstance(exc, httpx.ConnectError) or attempt >= self.max_retries:
+        """Seconds to wait before sending again (:func:`_backoff`, ``max_retries`` times), or
+        ``None`` to give up. Sent again: a refused connection (a server restarting) and one lost
+        before the answer ended (a server killed mid-request, a keep-alive connection the server
+        closed as it was reused): every call is idempotent, so the answer is the same. Not a
+        timeout: the request may still be running, and sending it again adds to a busy server's
+        load; nor a certificate this machine does not trust, which no wait changes."""
+        resendable = isinstance(exc, (httpx.NetworkError, httpx.RemoteProtocolError))
+        if not resendable or _untrusted_certificate(exc) or attempt >= self.max_retries:
             return None
-        logger.info("cannot connect to %s (%s); trying again", self.base_url, exc)
-        return 0.5 * 2**attempt
+        wait = _backoff(attempt)
+        logger.info("no answer from %s (%s); sending again in %.1f s", self.base_url, exc, wait)
+        return wait
 
     def _retry_wait(self, response: httpx.Response, attempt: int) -> float | None:
         """Seconds to wait before sending again, or ``None`` to take this answer: a 429 or 503 (the
@@ -326,9 +400,10 @@ class PoolragClient:
         except ValueError:
             wait = math.nan
         if not math.isfinite(wait):  # absent, an HTTP date, or "nan" / "inf"
-            wait = 0.5 * 2**attempt
+            wait = _backoff(attempt)
+        wait = min(max(wait, 0.0), MAX_RETRY_WAIT_S)
         logger.info("%s answered %d; sending again in %.1f s", self.base_url, response.status_code, wait)
-        return min(max(wait, 0.0), MAX_RETRY_WAIT_S)
+        return wait
 
     # -- the model's facts ------------------------------------------------------------------------------
     @property

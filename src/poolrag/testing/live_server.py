@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import uvicorn
@@ -23,16 +23,17 @@ from poolrag.server.settings import HttpOptions
 class LiveServer:
     """``poolrag serve``'s app under uvicorn in a thread, on a socket bound before it starts."""
 
-    def __init__(self, app: Any, port: int = 0) -> None:
-        """``port``: 0 for a free one; a given port (an earlier server's) serves a restart there."""
+    def __init__(self, app: Any, port: int = 0, tls: Mapping[str, Any] | None = None) -> None:
+        """``port``: 0 for a free one; a given port (an earlier server's) serves a restart there.
+        ``tls``: uvicorn's ``ssl_*`` settings (``ssl_certfile``, ``ssl_keyfile``), to serve https."""
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind(("127.0.0.1", port))
-        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.socket.getsockname()[1]}"
         settings = app.state.poolrag.settings  # the same connection deadlines as 'poolrag serve'
-        self.server = uvicorn.Server(
-            uvicorn_config(app, settings, HttpOptions(log_level="warning"), lifespan="on")
-        )
+        http = HttpOptions(log_level="warning", tls=dict(tls or {}))
+        self.server = uvicorn.Server(uvicorn_config(app, settings, http, lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
 
     def __enter__(self) -> LiveServer:

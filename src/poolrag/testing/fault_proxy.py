@@ -1,0 +1,105 @@
+"""A TCP proxy on 127.0.0.1 that misbehaves on purpose, between a client and a live server.
+
+Tests of the HTTP client's failure handling need the faults a network and a dying server make (a
+connection closed after the request arrived, an answer trickled byte by byte) on real sockets, in
+front of a real ``poolrag serve``. The proxy runs an asyncio loop in a daemon thread; each accepted
+connection is handled by the fault set when it arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from typing import Literal
+
+Fault = Literal["pass", "drop", "trickle"]
+
+
+class FaultProxy:
+    """Forwards ``url`` to ``upstream_port``, with ``fault`` on the next ``faults_left`` connections:
+
+    - ``"drop"``: read the request, then close the connection without an answer, as a server killed
+      mid-request does (nothing reaches the upstream);
+    - ``"trickle"``: forward the answer ``trickle_bytes`` at a time, ``trickle_s`` apart.
+
+    ``connections`` counts the connections accepted.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.fault: Fault = "pass"
+        self.faults_left = 0
+        self.trickle_bytes = 16
+        self.trickle_s = 0.2
+        self.connections = 0
+        self._writers: set[asyncio.StreamWriter] = set()  # open connections, both sides, closed by close()
+        self._loop = asyncio.new_event_loop()
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        # the loop runs until the process ends: stopping it would leave transports to be collected
+        # after it closed
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        self._server = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+
+    def set_fault(self, fault: Fault, count: int = 1) -> None:
+        self.fault, self.faults_left = fault, count
+
+    async def _start(self) -> asyncio.Server:
+        return await asyncio.start_server(self._handle, sock=self._socket)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._writers.add(writer)
+        fault: Fault = "pass"
+        if self.faults_left > 0:
+            self.faults_left -= 1
+            fault = self.fault
+        try:
+            if fault == "drop":
+                await reader.readuntil(b"\r\n\r\n")
+                writer.close()
+                return
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            self._writers.add(up_writer)
+        except (OSError, asyncio.IncompleteReadError):
+            writer.close()
+            return
+        try:
+            await asyncio.gather(
+                self._pipe(reader, up_writer, None),
+                self._pipe(up_reader, writer, fault if fault != "pass" else None),
+            )
+        finally:
+            writer.close()
+            up_writer.close()
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, fault: Fault | None) -> None:
+        try:
+            while data := await src.read(65536):
+                step = self.trickle_bytes if fault == "trickle" else len(data)
+                for start in range(0, len(data), step):
+                    if fault == "trickle":
+                        await asyncio.sleep(self.trickle_s)
+                    dst.write(data[start : start + step])
+                    await dst.drain()
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def close(self) -> None:
+        """Stop accepting, and close the connections still open."""
+
+        def stop() -> None:
+            self._server.close()
+            for writer in self._writers:
+                writer.close()
+
+        self._loop.call_soon_threadsafe(stop)
+
+    def __enter__(self) -> FaultProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
