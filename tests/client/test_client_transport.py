@@ -185,6 +185,29 @@ def test_a_proxys_502_is_sent_again_then_quoted_briefly(stub: tuple[str, type[_S
     assert handler.seen == ["/v1/models", "/v1/models"]  # sent again once (max_retries=1)
 
 
+NGINX_502 = (
+    "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.24.0</center>\r\n</body>\r\n</html>\r\n"
+)
+
+
+def test_a_proxys_error_page_is_said_in_one_line_naming_the_server(stub: tuple[str, type[_Stub]]) -> None:
+    """An app may call several servers: the error names the URL, and a proxy's HTML page by its
+    title, not as lines of markup."""
+    url, handler = stub
+    handler.answers["/v1/models"] = (502, "text/html", NGINX_502)
+    handler.answers["/rerank"] = (504, "text/plain", "upstream\n  timed out\n")
+    with PoolragClient(url, max_retries=0) as client, pytest.raises(RemoteError) as failed:
+        client.embed_array(["a"])
+    assert str(failed.value) == (
+        f"{url}/v1/models failed with HTTP 502: 502 Bad Gateway (an HTML page: a proxy in front of the "
+        "server answered?)"
+    )
+    with PoolragClient(url, max_retries=0) as client, pytest.raises(RemoteError) as failed:
+        client.rerank("q", ["a"])
+    assert str(failed.value) == f"{url}/rerank failed with HTTP 504: upstream timed out"
+
+
 @pytest.mark.parametrize("retry_after", ["nan", "inf", "-inf", "Wed, 21 Oct 2015 07:28:00 GMT"])
 def test_a_retry_after_that_is_not_a_finite_number_falls_back_to_the_backoff(
     stub: tuple[str, type[_Stub]], retry_after: str

@@ -275,12 +275,13 @@ class PoolragClient:
             body: Any = response.json()
         except ValueError:
             body = None
-        message = wire.error_message(response.status_code, body, response.text[:_QUOTED_CHARS])
+        message = wire.error_message(response.status_code, body, response.text[: 64 * _QUOTED_CHARS])
         if response.status_code == 413 and inputs is not None and wire.error_code(body) != "answer_too_large":
             message += self._too_large_hint(inputs)  # a body over the limit: the answer's is said as it is
         if response.status_code in _CLIENT_ERRORS:
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
-        raise RemoteError(f"{path} failed with HTTP {response.status_code}: {message}", response.status_code)
+        url = response.request.url.copy_with(query=None)  # the server too: an app may call several
+        raise RemoteError(f"{url} failed with HTTP {response.status_code}: {message}", response.status_code)
 
     def _unanswered(self, exc: httpx.HTTPError, attempts: int, since: float) -> RemoteError:
         """Why no answer came, in one line: a timeout is a busy or slow server, not an unreachable

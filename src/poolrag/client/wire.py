@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
@@ -34,6 +35,9 @@ CLASSIFY_FIELDS = _EVERY_ENDPOINT
 #: values are latin-1).
 MODEL_IDENTITY_HEADER = "X-Poolrag-Model-Identity"
 OUTPUT_FINGERPRINT_HEADER = "X-Poolrag-Output-Fingerprint"
+#: the most of an error page quoted in an error
+PAGE_CHARS = 300
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
 
 
 class RerankedDocument(NamedTuple):
@@ -175,4 +179,15 @@ def error_message(status: int, body: Any, text: str) -> str:
             return str(body["message"])
         if "detail" in body:
             return str(body["detail"])
-    return text.strip() or f"HTTP {status}"
+    return page_text(text) or f"HTTP {status}"
+
+
+def page_text(text: str) -> str:
+    """An error page that is not the server's JSON (a proxy's, a load balancer's) in one line: an
+    HTML page by its ``<title>`` (nginx's "502 Bad Gateway"), any other text with its line breaks
+    and runs of spaces collapsed."""
+    title = _TITLE.search(text)
+    if title is not None and title.group(1).strip():
+        said = " ".join(title.group(1).split())[:PAGE_CHARS]
+        return f"{said} (an HTML page: a proxy in front of the server answered?)"
+    return " ".join(text.split())[:PAGE_CHARS]
