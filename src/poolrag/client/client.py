@@ -146,7 +146,8 @@ class PoolragClient:
             for scores, the first cross-encoder), named in the requests so both sides agree.
         task: the task this client runs when a call does not say (an adapter's): whose facts
             :attr:`facts` reads when ``model`` is ``None`` and the server serves several models.
-        timeout: seconds per HTTP request.
+        timeout: seconds each step of an HTTP request (connecting, sending, each read of the answer)
+            may wait: a server that stalls is said after it; one that trickles its answer is not cut.
         max_inputs_per_request: inputs per HTTP request; longer lists (or more than
             ``MAX_REQUEST_BYTES`` of text) are split and concatenated.
         max_concurrency: how many of one call's requests (a long list split as above) an async
