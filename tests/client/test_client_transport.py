@@ -5,10 +5,12 @@ bodies a server accepts, texts checked before they leave, and answers that are n
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import gc
 import json
 import socket
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -208,7 +210,7 @@ def test_a_proxys_error_page_is_said_in_one_line_naming_the_server(stub: tuple[s
     assert str(failed.value) == f"{url}/rerank failed with HTTP 504: upstream timed out"
 
 
-@pytest.mark.parametrize("retry_after", ["nan", "inf", "-inf", "Wed, 21 Oct 2015 07:28:00 GMT"])
+@pytest.mark.parametrize("retry_after", ["nan", "inf", "-inf", "soon"])
 def test_a_retry_after_that_is_not_a_finite_number_falls_back_to_the_backoff(
     stub: tuple[str, type[_Stub]], retry_after: str
 ) -> None:
@@ -219,6 +221,23 @@ def test_a_retry_after_that_is_not_a_finite_number_falls_back_to_the_backoff(
         client.embed_array(["a"])
     assert failed.value.status_code == 503
     assert handler.seen == ["/v1/models", "/v1/models"]  # waited 0.5 s, sent once more, then raised
+
+
+def test_a_retry_after_given_as_an_http_date_is_waited_until(stub: tuple[str, type[_Stub]]) -> None:
+    """RFC 9110's other form: a date, here 2 s ahead (a date past is sent again at once)."""
+    url, handler = stub
+    handler.answers["/v1/models"] = (429, "application/json", '{"error": {"message": "slow down"}}')
+    handler.headers_sent = {"Retry-After": email.utils.formatdate(time.time() + 3, usegmt=True)}
+    started = time.monotonic()
+    with PoolragClient(url, max_retries=1) as client, pytest.raises(RemoteError, match="HTTP 429"):
+        client.embed_array(["a"])
+    assert 1.0 < time.monotonic() - started < 4.5  # whole seconds: between 2 and 3 s from now
+    assert handler.seen == ["/v1/models", "/v1/models"]
+    handler.headers_sent = {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}
+    started = time.monotonic()
+    with PoolragClient(url, max_retries=1) as client, pytest.raises(RemoteError, match="HTTP 429"):
+        client.embed_array(["a"])
+    assert time.monotonic() - started < 0.3  # past: no wait, nor the backoff's 0.5 s
 
 
 def test_a_page_that_is_not_json_and_another_servers_listing_are_one_line(

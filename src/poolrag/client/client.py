@@ -17,6 +17,7 @@ its order (and a fusion) needs every score at once.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import functools
 import itertools
 import json
@@ -29,6 +30,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -100,6 +102,24 @@ def _backoff(attempt: int) -> float:
     """0.5 s, doubling up to ``MAX_BACKOFF_S``, less up to a quarter at random: the clients one
     restart cut off come back spread out, not all in the same instant."""
     return min(0.5 * 2**attempt, MAX_BACKOFF_S) * (1 - 0.25 * random.random())
+
+
+def _retry_after_s(value: str | None) -> float:
+    """The seconds a ``Retry-After`` asks for, in either of its forms (RFC 9110): a number of
+    seconds, or an HTTP date (a date past is 0 s); NaN when absent or neither."""
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return math.nan
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - datetime.now(UTC)).total_seconds()
 
 
 def _untrusted_certificate(exc: BaseException) -> bool:
@@ -397,11 +417,8 @@ class PoolragClient:
         client does."""
         if response.status_code not in _RETRIED or attempt >= self.max_retries:
             return None
-        try:
-            wait = float(response.headers.get("Retry-After", ""))
-        except ValueError:
-            wait = math.nan
-        if not math.isfinite(wait):  # absent, an HTTP date, or "nan" / "inf"
+        wait = _retry_after_s(response.headers.get("Retry-After"))
+        if not math.isfinite(wait):  # absent, unreadable, or "nan" / "inf"
             wait = _backoff(attempt)
         wait = min(max(wait, 0.0), MAX_RETRY_WAIT_S)
         logger.info("%s answered %d; sending again in %.1f s", self.base_url, response.status_code, wait)
