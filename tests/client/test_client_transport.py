@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
+import httpx
 import numpy as np
 import pytest
 
@@ -238,6 +239,28 @@ def test_a_retry_after_given_as_an_http_date_is_waited_until(stub: tuple[str, ty
     with PoolragClient(url, max_retries=1) as client, pytest.raises(RemoteError, match="HTTP 429"):
         client.embed_array(["a"])
     assert time.monotonic() - started < 0.3  # past: no wait, nor the backoff's 0.5 s
+
+
+def test_an_async_call_that_failed_sends_none_of_its_remaining_requests(
+    stub: tuple[str, type[_Stub]], minilm_url: str
+) -> None:
+    """A long list is many requests, ``max_concurrency`` in flight: once one is refused and the call
+    raised, the rest are not sent on in the background of a loop that lives on (a web app's)."""
+    url, handler = stub
+    handler.answers["/v1/models"] = (200, "application/json", httpx.get(f"{minilm_url}/v1/models").text)
+    handler.answers["/v1/embeddings"] = (400, "application/json", '{"error": {"message": "refused"}}')
+
+    async def call_then_wait() -> tuple[int, int]:
+        client = PoolragClient(url, max_inputs_per_request=1, max_concurrency=2)
+        with pytest.raises(RemoteInvalidInputError, match="refused"):
+            await client.aembed_array([f"text {i}" for i in range(40)])
+        sent = len(handler.seen)
+        await asyncio.sleep(1.0)  # the loop runs on
+        await client.aclose()
+        return sent, len(handler.seen)
+
+    sent, later = asyncio.run(call_then_wait())
+    assert later == sent <= 1 + 2  # the listing, and the requests in flight when the first was refused
 
 
 def test_a_page_that_is_not_json_and_another_servers_listing_are_one_line(

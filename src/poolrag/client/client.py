@@ -522,13 +522,23 @@ class PoolragClient:
         return runs
 
     async def _gather(self, calls: list[Callable[[], Any]]) -> list[Any]:
+        """Each call's result, ``max_concurrency`` at a time. The first failure (or the caller's
+        cancellation) cancels the rest: left running, they would go on sending every remaining
+        request of a call that already raised, each retrying against a server that is down."""
         limit = asyncio.Semaphore(self.max_concurrency)
 
         async def run(call: Callable[[], Any]) -> Any:
             async with limit:
                 return await call()
 
-        return await asyncio.gather(*(run(call) for call in calls))
+        tasks = [asyncio.ensure_future(run(call)) for call in calls]
+        try:
+            return await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     def _checked(
         self,
