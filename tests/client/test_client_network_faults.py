@@ -10,7 +10,7 @@ import socket
 import socketserver
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ import pytest
 import trustme
 
 from poolrag import Engine, InvalidInputError
-from poolrag.client import PoolragClient, RemoteError
+from poolrag.client import PoolragClient, RemoteError, ServedModelChangedError
 from poolrag.server import ServerSettings, create_app
 from poolrag.testing.fault_proxy import FaultProxy
 from poolrag.testing.live_server import LiveServer, serve
@@ -32,7 +32,7 @@ def minilm_url(minilm_engine: Engine) -> Iterator[str]:
 
 @pytest.fixture
 def proxy(minilm_url: str) -> Iterator[FaultProxy]:
-    with FaultProxy(int(minilm_url.rsplit(":", 1)[1])) as faulty:
+    with FaultProxy(_port(minilm_url)) as faulty:
         yield faulty
 
 
@@ -152,3 +152,28 @@ def test_a_free_port_is_not_retried_past_max_retries() -> None:
         RemoteError, match=r"^cannot reach poolrag server at .* \(2 attempts over .*is it running"
     ):
         PoolragClient(f"http://127.0.0.1:{port}", max_retries=1).embed_array(["a"])
+
+
+def test_another_models_vectors_are_refused_when_a_proxy_dropped_the_identity_headers(
+    minilm_engine: Engine, tiny_model: Callable[..., Path]
+) -> None:
+    """The server restarts with another model under the same name, behind a proxy that passes only
+    headers it knows: the answer's width still says it is another model, so 32-dimensional vectors
+    are not returned as the 384-dimensional model's, into a cache or collection keyed on its facts."""
+    settings = ServerSettings(served_model_names=("embedder",))
+    with LiveServer(create_app(minilm_engine, settings)) as first:
+        port = _port(first.url)
+        proxy = FaultProxy(port)
+        proxy.hide_identity = True
+        client = PoolragClient(proxy.url)
+        assert client.embed_array(["before"]).shape == (1, 384)
+    with proxy, Engine(tiny_model("bert")) as other, LiveServer(create_app(other, settings), port=port):
+        with pytest.raises(ServedModelChangedError, match="answered 32-dimensional vectors, but embedder's"):
+            client.embed_array(["after"])
+        assert client.embed_array(["after"]).shape == (1, 32)  # the new facts, read again
+        assert client.facts.embedding_dim == 32
+        client.close()
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])

@@ -463,9 +463,7 @@ class PoolragClient:
         served = wire.served_identity(response.headers)
         if served is None or served == (facts.model_identity, facts.output_fingerprint):
             return
-        with self._facts_lock:
-            if self._served is not None and any(kept is facts for kept in self._served):
-                self._served = None
+        self._forget(facts)
         identity, fingerprint = served
         raise ServedModelChangedError(
             f"the server at {self.base_url} now serves other weights or pooling ({identity}, outputs "
@@ -474,6 +472,30 @@ class PoolragClient:
             "model's facts. The next call reads the new facts; caches and collections filled by the "
             "old model do not hold this model's vectors"
         )
+
+    def _forget(self, facts: ModelFacts) -> None:
+        """Drop the listing ``facts`` came from (not a newer one a concurrent call read)."""
+        with self._facts_lock:
+            if self._served is not None and any(kept is facts for kept in self._served):
+                self._served = None
+
+    def _vectors(self, vectors: list[np.ndarray], width: int | None, facts: ModelFacts) -> np.ndarray:
+        """The vectors as one array, of the width the facts (and the call's ``dimensions``) say.
+
+        Vectors of another width come from another model: the server changed it, and a proxy in
+        front of it dropped the headers that would have said so. They are refused, as an answer
+        naming other weights is, before a cache or a collection files them under these facts."""
+        wrong = next((v.shape[-1] for v in vectors if width is not None and v.shape[-1] != width), None)
+        if wrong is not None:
+            self._forget(facts)
+            raise ServedModelChangedError(
+                f"the server at {self.base_url} answered {wrong}-dimensional vectors, but "
+                f"{facts.model_name}'s facts (read earlier) say {width}: it now serves another model "
+                "(a proxy dropped the headers naming it). The answer was refused; the next call "
+                "reads the new facts, and caches and collections filled by the old model do not "
+                "hold this model's vectors"
+            )
+        return _stack(vectors, width)
 
     def _known_facts(self, task: str) -> ModelFacts | None:
         """The facts for ``task`` when the listing was read (a call that needs none sends without)."""
@@ -723,14 +745,14 @@ class PoolragClient:
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
         vectors = self._post_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
-        return _stack(vectors, resolved.dimensions or facts.embedding_dim)
+        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
 
     async def aembed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         facts = await self._afacts("embed")
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
         vectors = await self._apost_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
-        return _stack(vectors, resolved.dimensions or facts.embedding_dim)
+        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
 
     def _late_chunk_request(
         self, document: str, spans: Sequence[tuple[int, int]], params: PoolingParams | None
@@ -751,7 +773,8 @@ class PoolragClient:
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = self._post("/v1/embeddings", fields, facts, inputs=1)
-        return _stack(wire.decode_embeddings(body, len(spans)), resolved.dimensions or facts.embedding_dim)
+        vectors = wire.decode_embeddings(body, len(spans))
+        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
 
     async def aembed_chunks(
         self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
@@ -760,7 +783,8 @@ class PoolragClient:
         resolved = (pooling_params or PoolingParams()).verify("embed", facts)
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = await self._apost("/v1/embeddings", fields, facts, inputs=1)
-        return _stack(wire.decode_embeddings(body, len(spans)), resolved.dimensions or facts.embedding_dim)
+        vectors = wire.decode_embeddings(body, len(spans))
+        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
 
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(

@@ -9,11 +9,13 @@ connection is handled by the fault set when it arrives.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 from typing import Literal
 
 Fault = Literal["pass", "drop", "trickle"]
+_IDENTITY_HEADER = re.compile(rb"(?i)x-poolrag-")
 
 
 class FaultProxy:
@@ -23,6 +25,8 @@ class FaultProxy:
       mid-request does (nothing reaches the upstream);
     - ``"trickle"``: forward the answer ``trickle_bytes`` at a time, ``trickle_s`` apart.
 
+    ``hide_identity``: rename the server's ``X-Poolrag-*`` answer headers (same length, so the
+    answer stays whole), as a proxy that passes only the headers it knows drops them.
     ``connections`` counts the connections accepted.
     """
 
@@ -32,6 +36,7 @@ class FaultProxy:
         self.faults_left = 0
         self.trickle_bytes = 16
         self.trickle_s = 0.2
+        self.hide_identity = False
         self.connections = 0
         self._writers: set[asyncio.StreamWriter] = set()  # open connections, both sides, closed by close()
         self._loop = asyncio.new_event_loop()
@@ -67,16 +72,20 @@ class FaultProxy:
             return
         try:
             await asyncio.gather(
-                self._pipe(reader, up_writer, None),
-                self._pipe(up_reader, writer, fault if fault != "pass" else None),
+                self._pipe(reader, up_writer, None, answer=False),
+                self._pipe(up_reader, writer, fault if fault != "pass" else None, answer=True),
             )
         finally:
             writer.close()
             up_writer.close()
 
-    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, fault: Fault | None) -> None:
+    async def _pipe(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, fault: Fault | None, answer: bool
+    ) -> None:
         try:
             while data := await src.read(65536):
+                if answer and self.hide_identity:
+                    data = _IDENTITY_HEADER.sub(b"x-removed-", data)
                 step = self.trickle_bytes if fault == "trickle" else len(data)
                 for start in range(0, len(data), step):
                     if fault == "trickle":
