@@ -132,6 +132,20 @@ def test_a_url_with_a_bad_port_is_refused_when_the_client_is_made() -> None:
         PoolragClient("http://127.0.0.1:abc")
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/poolrag?code=x", "http://127.0.0.1:8000/#top"])
+def test_a_url_with_a_query_or_fragment_is_refused_when_the_client_is_made(url: str) -> None:
+    """The endpoints' paths would land after them (``?code=x/v1/embeddings``), reaching another route."""
+    with pytest.raises(InvalidInputError, match="has a query or fragment"):
+        PoolragClient(url)
+
+
+def test_a_path_prefix_and_a_pasted_v1_reach_the_same_endpoints() -> None:
+    """Behind a proxy serving the server under a prefix, and as pasted from OpenAI's examples."""
+    for url in ("http://h/poolrag", "http://h/poolrag/", "http://h/poolrag/v1", "http://h/poolrag/v1/"):
+        client = PoolragClient(url)
+        assert client._sync().build_request("POST", "/v1/embeddings").url == "http://h/poolrag/v1/embeddings"
+
+
 # -- answers that are not poolrag's ------------------------------------------------------------------------
 VLLM_MODEL = {"id": "BAAI/bge-m3", "object": "model", "owned_by": "vllm"}
 VLLM_LISTING = json.dumps({"object": "list", "data": [VLLM_MODEL]})

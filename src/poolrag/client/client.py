@@ -197,9 +197,14 @@ class PoolragClient:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
         try:
-            httpx.URL(base_url)
+            parsed = httpx.URL(base_url)
         except httpx.InvalidURL as exc:
             raise InvalidInputError(f"base_url {base_url!r} is not a valid URL: {exc}") from None
+        if parsed.query or parsed.fragment:  # the endpoints' paths would be appended to them
+            raise InvalidInputError(
+                f"base_url {base_url!r} has a query or fragment; give the server's root (with a "
+                "proxy's path prefix, if any) and nothing after it"
+            )
         check_count(max_inputs_per_request, "max_inputs_per_request")
         check_count(max_concurrency, "max_concurrency")
         self._made_from = {
