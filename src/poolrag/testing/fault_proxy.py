@@ -1,8 +1,8 @@
 """A TCP proxy on 127.0.0.1 that misbehaves on purpose, between a client and a live server.
 
 Tests of the HTTP client's failure handling need the faults a network and a dying server make (a
-connection closed after the request arrived, an answer trickled byte by byte) on real sockets, in
-front of a real ``poolrag serve``. The proxy runs an asyncio loop in a daemon thread; each accepted
+connection closed after the request arrived, headers a proxy drops) on real sockets, in front of a
+real ``poolrag serve``. The proxy runs an asyncio loop in a daemon thread; each accepted
 connection is handled by the fault set when it arrives.
 """
 
@@ -14,7 +14,7 @@ import socket
 import threading
 from typing import Literal
 
-Fault = Literal["pass", "drop", "trickle"]
+Fault = Literal["pass", "drop"]
 _IDENTITY_HEADER = re.compile(rb"(?i)x-poolrag-")
 
 
@@ -22,8 +22,7 @@ class FaultProxy:
     """Forwards ``url`` to ``upstream_port``, with ``fault`` on the next ``faults_left`` connections:
 
     - ``"drop"``: read the request, then close the connection without an answer, as a server killed
-      mid-request does (nothing reaches the upstream);
-    - ``"trickle"``: forward the answer ``trickle_bytes`` at a time, ``trickle_s`` apart.
+      mid-request does (nothing reaches the upstream).
 
     ``hide_identity``: rename the server's ``X-Poolrag-*`` answer headers (same length, so the
     answer stays whole), as a proxy that passes only the headers it knows drops them.
@@ -34,8 +33,6 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.fault: Fault = "pass"
         self.faults_left = 0
-        self.trickle_bytes = 16
-        self.trickle_s = 0.2
         self.hide_identity = False
         self.connections = 0
         self._writers: set[asyncio.StreamWriter] = set()  # open connections, both sides, closed by close()
@@ -72,26 +69,19 @@ class FaultProxy:
             return
         try:
             await asyncio.gather(
-                self._pipe(reader, up_writer, None, answer=False),
-                self._pipe(up_reader, writer, fault if fault != "pass" else None, answer=True),
+                self._pipe(reader, up_writer, answer=False), self._pipe(up_reader, writer, answer=True)
             )
         finally:
             writer.close()
             up_writer.close()
 
-    async def _pipe(
-        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, fault: Fault | None, answer: bool
-    ) -> None:
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, answer: bool) -> None:
         try:
             while data := await src.read(65536):
                 if answer and self.hide_identity:
                     data = _IDENTITY_HEADER.sub(b"x-removed-", data)
-                step = self.trickle_bytes if fault == "trickle" else len(data)
-                for start in range(0, len(data), step):
-                    if fault == "trickle":
-                        await asyncio.sleep(self.trickle_s)
-                    dst.write(data[start : start + step])
-                    await dst.drain()
+                dst.write(data)
+                await dst.drain()
         except OSError:
             pass
         finally:
