@@ -5,6 +5,7 @@ a bare text/plain 500 and a traceback each in the log)."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -49,6 +50,47 @@ def test_requests_still_running_when_the_drain_window_ends_get_a_json_503(
     assert "Traceback" not in text and "still running are answered 503" in text, text
 
 
+def _requests_in_flight(
+    url: str, requests: int, texts: int
+) -> tuple[list[threading.Thread], list[httpx.Response | Exception]]:
+    """``requests`` embedding calls of ``texts`` long texts each, sent at once from threads of their
+    own; their answers (or the errors of those that got none) land in the list as they come."""
+    answers: list[httpx.Response | Exception] = []
+
+    def embed(i: int) -> None:
+        try:
+            body = {"input": [f"{i} {j} {LONG}" for j in range(texts)]}
+            answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=120))
+        except httpx.HTTPError as exc:
+            answers.append(exc)
+
+    clients = [threading.Thread(target=embed, args=(i,)) for i in range(requests)]
+    for client in clients:
+        client.start()
+    return clients, answers
+
+
+def _signal_twice(
+    process: subprocess.Popen,
+    clients: list[threading.Thread],
+    first: signal.Signals,
+    second: signal.Signals,
+    *,
+    after: float,
+    between: float,
+) -> float:
+    """``first`` once the requests run, ``second`` while the server stops; returns when the second
+    was sent, once every client has its answer."""
+    time.sleep(after)
+    process.send_signal(first)
+    time.sleep(between)
+    stopping = time.monotonic()
+    process.send_signal(second)
+    for client in clients:
+        client.join(120)
+    return stopping
+
+
 @pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
 def test_a_second_signal_answers_every_request_left_at_once(
     second: signal.Signals, minilm_path: Path, tmp_path: Path
@@ -57,27 +99,10 @@ def test_a_second_signal_answers_every_request_left_at_once(
     once and every request gets an HTTP answer, its vectors or a JSON 503 (the close once waited
     behind the requests' own tokenising, was cancelled before it ran, and the rest were dropped
     without an answer when the process exited)."""
-    answers: list[httpx.Response | Exception] = []
     log = tmp_path / "server.log"
     with cli_server(log, str(minilm_path), "--timeout-graceful-shutdown", "60") as (url, process):
-
-        def embed(i: int) -> None:
-            try:
-                body = {"input": [f"{i} {j} {LONG}" for j in range(8)]}
-                answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=120))
-            except httpx.HTTPError as exc:
-                answers.append(exc)
-
-        clients = [threading.Thread(target=embed, args=(i,)) for i in range(60)]
-        for client in clients:
-            client.start()
-        time.sleep(2.0)
-        process.send_signal(signal.SIGTERM)
-        time.sleep(1.0)
-        stopping = time.monotonic()
-        process.send_signal(second)
-        for client in clients:
-            client.join(120)
+        clients, answers = _requests_in_flight(url, requests=60, texts=8)
+        stopping = _signal_twice(process, clients, signal.SIGTERM, second, after=2.0, between=1.0)
         process.wait(60)
         assert time.monotonic() - stopping < 40  # not the 60 s drain
     dropped = [a for a in answers if isinstance(a, Exception)]
@@ -104,26 +129,10 @@ def test_ctrl_c_twice_with_requests_in_flight_stops_without_a_traceback(
     """Ctrl-C, then Ctrl-C again while requests run (a user's "now"): every request is answered,
     the command ends 0, and the log holds no traceback (uvicorn skipped the app's shutdown on the
     second signal and logged the cancelled lifespan as an ERROR with two chained tracebacks)."""
-    answers: list[httpx.Response | Exception] = []
     log = tmp_path / "server.log"
     with cli_server(log, str(minilm_path), "--timeout-graceful-shutdown", "60") as (url, process):
-
-        def embed(i: int) -> None:
-            try:
-                body = {"input": [f"{i} {j} {LONG}" for j in range(16)]}
-                answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=120))
-            except httpx.HTTPError as exc:
-                answers.append(exc)
-
-        clients = [threading.Thread(target=embed, args=(i,)) for i in range(16)]
-        for client in clients:
-            client.start()
-        time.sleep(1.0)
-        process.send_signal(signal.SIGINT)
-        time.sleep(0.5)
-        process.send_signal(signal.SIGINT)
-        for client in clients:
-            client.join(120)
+        clients, answers = _requests_in_flight(url, requests=16, texts=16)
+        _signal_twice(process, clients, signal.SIGINT, signal.SIGINT, after=1.0, between=0.5)
         assert process.wait(60) == 0, log.read_text()[-3000:]
     text = log.read_text()
     assert len(answers) == 16 and not [a for a in answers if isinstance(a, Exception)], text[-2000:]
