@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from poolrag.cache.sparse_vectors import CachedSparseVectors
 from poolrag.cache.sqlite_store import EmbeddingCache
@@ -33,6 +33,9 @@ from poolrag.sparse.vector import SparseVector
 from poolrag.sparse.words import DEFAULT_LANGUAGE, LANGUAGES, WordAnalyzer, analyzer_name, recorded_analyzer
 from poolrag.stores.errors import CollectionMismatchError
 from poolrag.stores.language_prior import LANGUAGES_RECORD_KEY, LanguageRecord
+
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
 
 #: Where a collection's BM25 settings are recorded (``CollectionSpec.model_options``).
 BM25_OPTIONS_KEY = BM25_RECORD_KEY
@@ -232,15 +235,14 @@ def collection_languages(model_folder: str | None, language: str | None) -> Lang
     return LanguageRecord.declared(model, language)
 
 
-def tokenizer_identity(engine: Any) -> str:
+def tokenizer_identity(engine: Engine) -> str:
     """What names ``engine``'s tokenizer in the term-count cache: its model's identity, whose weights
     fingerprint digests the folder's own tokenizer files, and, for an engine given another tokenizer
     (``tokenizer`` / ``tokenizer_revision``), which that fingerprint does not see, its outputs'
     fingerprint too, which digests that tokenizer's files (so counts of the folder's own tokenizer
     keep their keys)."""
-    facts = engine.facts
-    args = getattr(engine, "engine_args", None)
-    if args is not None and (args.tokenizer is not None or args.tokenizer_revision is not None):
+    facts, args = engine.facts, engine.engine_args
+    if args.tokenizer is not None or args.tokenizer_revision is not None:
         return f"{facts.model_identity}+tokenizer@{facts.output_fingerprint}"
     return facts.model_identity
 
