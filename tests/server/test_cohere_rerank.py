@@ -56,7 +56,7 @@ def test_a_small_max_tokens_per_doc_scores_each_documents_first_tokens(
     server: str, http: httpx.Client, request: pytest.FixtureRequest
 ) -> None:
     served: Served = request.getfixturevalue(server)
-    body = {"query": QUERY, "documents": DOCUMENTS, "max_tokens_per_doc": 3}
+    body = {"query": QUERY, "documents": DOCUMENTS, "max_tokens_per_doc": 3, "return_documents": True}
     answer = http.post(f"{served.url}/v2/rerank", json=body)
     assert answer.status_code == 200, answer.text
     cut = [_first_tokens(served, document, 3) for document in DOCUMENTS]
@@ -69,6 +69,23 @@ def test_a_small_max_tokens_per_doc_scores_each_documents_first_tokens(
     assert [r["document"]["text"] for r in results] == [DOCUMENTS[r["index"]] for r in results]  # as sent
 
 
+def test_v2_answers_bare_results_as_cohere_v2_does_unless_documents_are_asked_for(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """Cohere's v2 rerank answers index and relevance_score only (its SDK dropped return_documents
+    and results' document); an explicit return_documents, as older v2 SDKs sent, still echoes."""
+    client = cohere.ClientV2(base_url=cross_encoder_server.url, api_key="unused", timeout=120)
+    answer = client.rerank(model=cross_encoder_server.model, query=QUERY, documents=DOCUMENTS)
+    assert [set(r.model_dump(exclude_none=True)) for r in answer.results] == [
+        {"index", "relevance_score"}
+    ] * len(DOCUMENTS)
+    url = f"{cross_encoder_server.url}/v2/rerank"
+    asked = http.post(url, json={"query": QUERY, "documents": DOCUMENTS, "return_documents": True}).json()
+    assert [r["document"] for r in asked["results"]] == [{"text": DOCUMENTS[r.index]} for r in answer.results]
+    v1 = http.post(f"{cross_encoder_server.url}/v1/rerank", json={"query": QUERY, "documents": DOCUMENTS})
+    assert all("document" in r for r in v1.json()["results"])  # Jina's and vLLM's default: echoed
+
+
 def test_null_max_tokens_per_doc_and_priority_are_the_defaults(
     cross_encoder_server: Served, http: httpx.Client
 ) -> None:
@@ -79,7 +96,7 @@ def test_null_max_tokens_per_doc_and_priority_are_the_defaults(
     # the cohere SDK sends a caller's return_documents=None as null (it was a 400)
     client = cohere.Client(base_url=cross_encoder_server.url, api_key="unused")
     kept = client.rerank(model="reranker", query=QUERY, documents=DOCUMENTS, return_documents=None)
-    expected = [(r["index"], r["document"]["text"]) for r in plain]
+    expected = [(r["index"], DOCUMENTS[r["index"]]) for r in plain]
     assert [(r.index, r.document.text) for r in kept.results] == expected
 
 

@@ -789,7 +789,10 @@ class RerankRequest(ScoringRequestBody):
     )
     top_n: StrictInt | None = Field(None, ge=0, description="Return the best n results (0 or omitted: all).")
     return_documents: StrictBool | None = Field(
-        True, description="Each result carries its document (null: the default, as Cohere reads it)."
+        None,
+        description="Each result carries its document. Omitted or null: true on /rerank and /v1/rerank "
+        "(Jina's and vLLM's answer), false on /v2/rerank (Cohere v2 answers index and relevance_score "
+        "only).",
     )
     rank_fields: list[Literal["text"]] | None = Field(
         None,

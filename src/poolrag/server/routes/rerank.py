@@ -8,7 +8,9 @@ them (``second_stage="fuse"`` by default), as the library's retrievers do: a rer
 training domain can rank worse than the retrieval it reranks. A client that sends no first-stage
 information gets plain reranker scores (``replace``), so Jina and Cohere clients see what those
 APIs return. With ``return_documents``, each result carries its document as it was given: a
-string as ``{"text": ...}``, an object with all its keys (Cohere v1 echoes an id or a title).
+string as ``{"text": ...}``, an object with all its keys (Cohere v1 echoes an id or a title). Unsaid,
+``/rerank`` and ``/v1/rerank`` echo the documents, as Jina and vLLM answer; ``/v2/rerank`` does not,
+as Cohere's v2 API answers each result's ``index`` and ``relevance_score`` only.
 
 A body with ``texts`` instead of ``documents`` is Text Embeddings Inference's, answered in TEI's
 shape (:mod:`poolrag.server.routes.tei_rerank`).
@@ -47,6 +49,7 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = route_path(request.scope)
+    echo = _echoes_documents(body, path)
     (query,) = await state.first_tokens(path, [body.query], body.max_tokens_per_query)
     texts = await state.first_tokens(path, texts, body.max_tokens_per_doc)
     variables = body.template_variables()
@@ -67,7 +70,7 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
             index=r.index,
             relevance_score=r.score,
             rerank_score=None if mode is SecondStage.REPLACE else r.rerank_score,
-            document=None if body.return_documents is False else _echoed(body.documents[r.index]),
+            document=_echoed(body.documents[r.index]) if echo else None,
         )
         for r in ranked
     ]
@@ -79,6 +82,18 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
         usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
         results=results,
     )
+
+
+#: Cohere's v2 rerank answers no documents (its SDK lost return_documents in July 2025).
+_BARE_RESULTS_PATH = "/v2/rerank"
+
+
+def _echoes_documents(body: RerankRequest, path: str) -> bool:
+    """``return_documents`` as sent, else the default of the API the path is: Cohere v2 echoes
+    nothing, Jina's and vLLM's routes echo every document."""
+    if body.return_documents is not None:
+        return body.return_documents
+    return path != _BARE_RESULTS_PATH
 
 
 def _echoed(document: str | RerankDocumentIn) -> RerankDocument:
