@@ -286,7 +286,7 @@ def test_a_reranker_refuses_embedding_types(cross_encoder_server: Served, http: 
 
 def test_the_cohere_client_reads_the_message_where_cohere_puts_it(minilm_server: Served) -> None:
     """Cohere answers errors as ``{"message", ...}``; its SDK raises by status with that body."""
-    with pytest.raises(cohere.errors.BadRequestError) as refused:
+    with pytest.raises(cohere.BadRequestError) as refused:
         _client(minilm_server).embed(
             texts=["hello", " "],
             model=minilm_server.model,

@@ -114,3 +114,40 @@ def test_cohere_classification_without_such_a_prompt_uses_the_models_default(min
     )
     got = np.array(response.embeddings.float_, dtype=np.float32)
     np.testing.assert_allclose(got, minilm_server.engine.embed_array(TEXTS), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(("input_type", "name"), [("search_query", "query"), ("search_document", "document")])
+def test_cohere_search_types_take_the_query_and_document_prompts(
+    prompted_server: Served, input_type: str, name: str
+) -> None:
+    client = cohere.ClientV2(base_url=prompted_server.url, api_key="unused", timeout=120)
+    response = client.embed(
+        texts=TEXTS, model=prompted_server.model, input_type=input_type, embedding_types=["float"]
+    )
+    got = np.array(response.embeddings.float_, dtype=np.float32)
+    np.testing.assert_allclose(got, _named(prompted_server.engine, name), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("path", ["/v2/embed", "/v1/embed"])
+def test_cohere_embed_without_input_type_is_refused_where_queries_and_documents_differ(
+    prompted_server: Served, minilm_server: Served, path: str
+) -> None:
+    """Cohere's v3+ models refuse a request without input_type; a model with query and document
+    prompts does too, rather than embed a query as a document."""
+    refused = httpx.post(f"{prompted_server.url}{path}", json={"texts": TEXTS}, timeout=60)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == "input_type" and "search_query" in error["message"]
+    assert "(its prompts document, query)" in error["message"]
+    # a model without such prompts embeds a text alike either way: omitted is search_document
+    plain = httpx.post(f"{minilm_server.url}{path}", json={"texts": TEXTS, "embedding_types": ["float"]})
+    assert plain.status_code == 200, plain.text
+    got = np.array(plain.json()["embeddings"]["float"], dtype=np.float32)
+    np.testing.assert_allclose(got, minilm_server.engine.embed_array(TEXTS), atol=1e-6, rtol=0)
+
+
+def test_the_cohere_v1_client_without_input_type_gets_cohere_s_400(prompted_server: Served) -> None:
+    client = cohere.Client(base_url=prompted_server.url, api_key="unused", timeout=120)
+    with pytest.raises(cohere.BadRequestError) as raised:
+        client.embed(texts=TEXTS, model=prompted_server.model)
+    assert raised.value.body["error"]["param"] == "input_type"

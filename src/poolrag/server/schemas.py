@@ -504,8 +504,11 @@ class CohereEmbedRequest(RequestBody):
         description="Cohere's mixed form: each item's content is one text or one image_url part (this "
         "server's models embed one or the other, not a fused text and image).",
     )
-    input_type: CohereInputType = Field(
-        "search_document", description="search_query / search_document select the model's prompts."
+    input_type: CohereInputType | None = Field(
+        None,
+        description="search_query / search_document select the model's query / document prompt; "
+        "classification / clustering the folder's prompt of that name. Required for a model with a "
+        "query or document prompt, as Cohere's v3+ models require it; else omitted is search_document.",
     )
     embedding_types: list[EmbeddingType] | None = Field(
         None,

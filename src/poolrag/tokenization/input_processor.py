@@ -41,10 +41,18 @@ from poolrag.tokenization.tokenizer_lock import call_tokenizer
 logger = logging.getLogger(__name__)
 
 
-_DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
+#: The folder prompts ``input_type`` selects: "query" for queries, the first of these for documents.
+QUERY_PROMPT_NAME = "query"
+DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
 _UNKNOWN = object()
 #: A character that is not whitespace (``str.isspace``'s rule): a word left after a cut.
 _TEXT = re.compile(r"\S")
+
+
+def role_prompt_names(prompt_names: Sequence[str]) -> list[str]:
+    """The names among a folder's prompts that ``input_type`` selects: where there is one, a query
+    and a document are embedded differently, so a caller must say which a text is."""
+    return [n for n in prompt_names if n == QUERY_PROMPT_NAME or n in DOCUMENT_PROMPT_NAMES]
 
 
 def checked_texts(values: Sequence[object], field: str, one: bool = False) -> list[str]:
@@ -70,10 +78,10 @@ class PromptSettings:
     def prefix_for(self, input_type: str | None, explicit: str | None) -> str:
         if explicit is not None:
             return explicit
-        if input_type == "query" and "query" in self.prompts:
-            return self.prompts["query"]
+        if input_type == "query" and QUERY_PROMPT_NAME in self.prompts:
+            return self.prompts[QUERY_PROMPT_NAME]
         if input_type == "document":
-            for name in _DOCUMENT_PROMPT_NAMES:
+            for name in DOCUMENT_PROMPT_NAMES:
                 if name in self.prompts:
                     return self.prompts[name]
             return ""

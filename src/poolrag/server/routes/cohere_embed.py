@@ -36,6 +36,7 @@ from poolrag.server.schemas import (
 )
 from poolrag.server.state import ServerState, model_state, new_id
 from poolrag.server.truncation_report import report_truncated
+from poolrag.tokenization.input_processor import role_prompt_names
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
 PATH = "/v2/embed"
@@ -54,6 +55,24 @@ def _prompt_name(input_type: str | None, facts: ModelFacts) -> str | None:
     return next((n for n in facts.prompt_names if n.lower() == input_type), None)
 
 
+def _input_type(body: CohereEmbedRequest, facts: ModelFacts) -> str | None:
+    """The role ``input_type`` names. Cohere's v3+ models refuse a request without one, as their
+    vectors depend on it; so does a model here with a query or document prompt, rather than embed a
+    query as a document. A model without such prompts embeds a text alike either way."""
+    if body.input_type is None:
+        roles = sorted(role_prompt_names(facts.prompt_names))
+        if roles:
+            raise APIError(
+                400,
+                f"input_type is required: this model embeds queries and documents differently (its "
+                f"prompts {', '.join(roles)}); send search_query for queries, search_document for "
+                "documents, or classification / clustering",
+                param="input_type",
+            )
+        return "document"
+    return _INPUT_TYPES.get(body.input_type)
+
+
 def _params(body: CohereEmbedRequest, facts: ModelFacts) -> PoolingParams:
     if body.truncate == "START":
         raise APIError(
@@ -66,7 +85,7 @@ def _params(body: CohereEmbedRequest, facts: ModelFacts) -> PoolingParams:
         dimensions=body.output_dimension,
         truncate_prompt_tokens=None if body.truncate == "NONE" else body.max_tokens,
         truncate=_TRUNCATE[body.truncate],
-        input_type=_INPUT_TYPES.get(body.input_type),
+        input_type=_input_type(body, facts),
         prompt_name=_prompt_name(body.input_type, facts),
     )
 
