@@ -69,6 +69,37 @@ def test_embed_answers_the_engines_vectors_as_a_bare_list(minilm: Served) -> Non
     np.testing.assert_allclose(np.array(ids), engine.embed_array(TEXTS[1:2]), atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("path", ["/embed", "/embed_all", "/"])
+def test_a_batch_may_mix_texts_and_token_id_lists_as_tei_takes_it(minilm: Served, path: str) -> None:
+    """TEI's ``inputs`` batch holds strings or id lists, item by item (its ``Vec<InputType>``)."""
+    engine = minilm.engine
+    mixed = [TEXTS[0], engine.tokenize(TEXTS[1]), TEXTS[2]]
+    got = _ok(_post(minilm.url, path, {"inputs": mixed}))
+    if path == "/embed_all":  # every token's row, not normalised
+        rows = engine.encode(TEXTS, "token_embed", PoolingParams(normalize=False))
+        expected = [out.outputs.data for out in rows]
+    else:
+        expected = list(engine.embed_array(TEXTS))
+    assert len(got) == len(TEXTS)
+    for row, want in zip(got, expected, strict=True):
+        np.testing.assert_allclose(np.array(row), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "inputs", [[1, "a"], ["a", 1], ["a", [1, "b"]], [[101], [True]], ["a", None], [7] * 1000 + ["a"]]
+)
+def test_a_batch_item_neither_text_nor_token_ids_is_tei_s_validation_error(
+    minilm: Served, inputs: list[object]
+) -> None:
+    answer = _post(minilm.url, "/embed", {"inputs": inputs})
+    assert answer.status_code == 422, answer.text[:300]
+    assert answer.json() == {
+        "error": "inputs: must be a string, a list of token ids, or a list whose items are strings or "
+        "token-id lists",
+        "error_type": "Validation",
+    }
+
+
 def test_normalize_false_gives_the_vectors_as_pooled(minilm: Served) -> None:
     got = np.array(_ok(_post(minilm.url, "/embed", {"inputs": TEXTS, "normalize": False})))
     expected = minilm.engine.embed_array(TEXTS, PoolingParams(normalize=False))

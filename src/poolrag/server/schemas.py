@@ -41,11 +41,11 @@ from poolrag.vllm_options import refuse_longer_cut
 #: A text field: whether a model can read it (empty, lone surrogates) is the engine's input stage's
 #: one check (:mod:`poolrag.tokenization.input_processor`), not the schema's.
 Text = StrictStr
-#: Errors whose own message says more than a union's summary, so :func:`_single_error` keeps them.
+#: Errors whose own message says more than a union's summary, so :func:`single_error` keeps them.
 _OWN_MESSAGE_ERRORS = ("unechoable_document",)
 
 
-def _single_error(message: str) -> WrapValidator:
+def single_error(message: str) -> WrapValidator:
     """Replace a union's one-error-per-branch report with one readable message."""
 
     def validate(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -60,7 +60,7 @@ def _single_error(message: str) -> WrapValidator:
     return WrapValidator(validate)
 
 
-def _is_int_list(value: object) -> bool:
+def is_token_id_list(value: object) -> bool:
     return type(value) is list and all(type(t) is int for t in value)  # bool is not a token id
 
 
@@ -80,10 +80,10 @@ def _homogeneous_lists(message: str, token_ids: bool) -> WrapValidator:
             if all(type(t) is str for t in value):
                 return value
         elif token_ids and first is int:
-            if _is_int_list(value):
+            if is_token_id_list(value):
                 return value
         elif token_ids and first is list:
-            if all(_is_int_list(ids) for ids in value):
+            if all(is_token_id_list(ids) for ids in value):
                 return value
         else:
             return handler(value)
@@ -99,13 +99,13 @@ PROMPT_NAME_MAX_CHARS = 256  # a key of the folder's prompts
 TokenIds = list[StrictInt]
 PoolingInput = Annotated[
     Text | list[Text] | TokenIds | list[TokenIds],
-    _single_error(_POOLING_SHAPES),
+    single_error(_POOLING_SHAPES),
     _homogeneous_lists(_POOLING_SHAPES, token_ids=True),
     Field(description="Text, texts, one token-id list, or several token-id lists."),
 ]
 TextOrTexts = Annotated[
     Text | list[Text],
-    _single_error("must be a string or a list of strings"),
+    single_error("must be a string or a list of strings"),
     _homogeneous_lists("must be a string or a list of strings", token_ids=False),
 ]
 TruncatePromptTokens = Annotated[
@@ -779,7 +779,7 @@ class RelevantSpans(BaseModel):
 
 FiniteScore = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 RerankDocumentForm = Annotated[
-    Text | RerankDocumentIn, _single_error("must be a string or an object with a 'text' string")
+    Text | RerankDocumentIn, single_error("must be a string or an object with a 'text' string")
 ]
 
 

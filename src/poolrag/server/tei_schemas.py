@@ -28,19 +28,22 @@ from pydantic import (
     StrictInt,
     StrictStr,
     Tag,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
+    WrapValidator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from poolrag.server.schemas import (
     PROMPT_NAME_MAX_CHARS,
-    PoolingInput,
     RerankRequest,
     SparseEntry,
     Text,
     TextOrTexts,
     TokenizeRequest,
+    is_token_id_list,
+    single_error,
 )
 
 #: TEI's spellings of a truncation side; poolrag keeps a long input's first tokens (Right) only.
@@ -121,9 +124,34 @@ class _EitherBody(RootModel[Any]):
 
 
 # -- /embed, /embed_all, /embed_sparse ------------------------------------------------------------------
+_TEI_INPUT_SHAPES = (
+    "must be a string, a list of token ids, or a list whose items are strings or token-id lists"
+)
+
+
+def _tei_batch(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """TEI's ``inputs`` (its ``Input``: one ``String`` or ``Ids``, or a batch of them): a list of
+    integers is one input's ids; another list a batch whose items are texts or token-id lists,
+    mixed as the caller likes. Checked in one pass, not by the union, whose every branch would fail
+    on every item of a long bad list and hold an error object for each."""
+    if type(value) is not list or not value:
+        return handler(value)
+    if is_token_id_list(value) or all(type(item) is str or is_token_id_list(item) for item in value):
+        return value
+    raise PydanticCustomError("invalid_input_shape", _TEI_INPUT_SHAPES)
+
+
+TeiInputs = Annotated[
+    Text | list[StrictInt] | list[Text | list[StrictInt]],
+    single_error(_TEI_INPUT_SHAPES),
+    WrapValidator(_tei_batch),
+    Field(description="A text, one token-id list, or a batch of texts and token-id lists, mixed (as TEI)."),
+]
+
+
 class TeiEmbedRequest(TeiTruncation):
     default_task: ClassVar[str | None] = "embed"
-    inputs: PoolingInput
+    inputs: TeiInputs
     normalize: StrictBool = Field(True, description="L2-normalise each vector (TEI's default: true).")
     dimensions: StrictInt | None = Field(
         None,
@@ -141,13 +169,13 @@ class TeiEmbedRequest(TeiTruncation):
 
 class TeiEmbedAllRequest(TeiTruncation):
     default_task: ClassVar[str | None] = "token_embed"
-    inputs: PoolingInput
+    inputs: TeiInputs
     prompt_name: str | None = _PROMPT_NAME
 
 
 class TeiEmbedSparseRequest(TeiTruncation):
     default_task: ClassVar[str | None] = "sparse_embed"
-    inputs: PoolingInput
+    inputs: TeiInputs
     prompt_name: str | None = _PROMPT_NAME
 
 
