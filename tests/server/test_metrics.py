@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -93,3 +96,25 @@ def test_probes_and_docs_have_labels_of_their_own_and_the_process_is_measured(
     assert {"/ping", "/docs", "/embeddings"} <= labels
     names = {name for name, _ in samples}
     assert "process_resident_memory_bytes" in names and "python_gc_collections_total" in names
+
+
+def _documented_metrics() -> set[str]:
+    """The names in the first column of docs/server.md's metrics table."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text(encoding="utf-8")
+    section = page.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `poolrag_")]
+    return {name for cell in rows for name in re.findall(r"`(poolrag_[a-z_]+)`", cell)}
+
+
+def test_every_metric_the_server_exports_is_in_the_docs_table(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    """An operator writes alerts from the table: a series missing there is one nobody finds."""
+    http.post(f"{minilm_server.url}/v1/embeddings", json={"input": ["one"]})  # every series has a sample
+    text = http.get(f"{minilm_server.url}/metrics").text
+    exported = {
+        f"{family.name}_total" if family.type == "counter" else family.name
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith("poolrag_") and not family.name.endswith("_created")  # start times
+    }
+    assert exported - _documented_metrics() == set()
