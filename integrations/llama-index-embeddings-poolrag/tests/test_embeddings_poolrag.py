@@ -20,6 +20,7 @@ from poolrag import (
 )
 from poolrag.cache import EmbeddingCache
 from poolrag.client import PoolragClient, RemoteError
+from poolrag.errors import InvalidTextError
 from poolrag.testing.partner_fixtures import DOC, QUERY, loop_turns_until_done
 from poolrag.testing.rag_corpus import API_KEY, TEXTS
 
@@ -304,6 +305,22 @@ def test_long_and_bad_input(minilm_engine: Engine, monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("POOLRAG_BASE_URL", raising=False)
     with pytest.raises(ValueError, match="which model"):
         PoolragEmbedding()
+
+
+def test_a_bad_text_is_named_by_its_place_in_the_list_not_in_its_slice(minilm_engine: Engine) -> None:
+    """LlamaIndex cuts the list into ``embed_batch_size`` slices before the engine sees any: the blank
+    text at place 6 was the third of the second slice and was named ``input[2]``. A bare string was
+    embedded one character at a time."""
+    model = PoolragEmbedding(engine=minilm_engine, embed_batch_size=4)
+    texts = [*TEXTS[:6], " ", TEXTS[6]]
+    with pytest.raises(InvalidTextError, match=r"^input\[6\] is empty"):
+        model.get_text_embedding_batch(texts)
+    with pytest.raises(InvalidTextError, match=r"^input\[6\] is empty"):
+        asyncio.run(model.aget_text_embedding_batch(texts))
+    with pytest.raises(InputTypeError, match="got one string"):
+        model.get_text_embedding_batch("ocean")  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="got one string"):
+        asyncio.run(model.aget_text_embedding_batch("ocean"))  # type: ignore[arg-type]
 
 
 def test_embedding_cache_serves_unchanged_texts(

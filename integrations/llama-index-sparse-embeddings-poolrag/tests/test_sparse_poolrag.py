@@ -18,7 +18,7 @@ from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient, models
 
 from poolrag import Engine, PoolingParams
-from poolrag.errors import InvalidTextError
+from poolrag.errors import InputTypeError, InvalidTextError
 from poolrag.frameworks.sparse_encoding import QueryIdf
 from poolrag.sparse import BM25Encoder, BM25Stats, SparseVector
 from poolrag.testing.rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
@@ -52,6 +52,19 @@ def test_an_empty_text_is_refused_as_every_poolrag_door_refuses_it(minilm_engine
         sparse.get_text_embedding("")
     with pytest.raises(InvalidTextError, match=r"queries\[0\] is empty"):
         sparse.encode_queries(["  "])
+
+
+def test_a_bad_text_is_named_by_its_place_in_the_list_not_in_its_slice(minilm_engine: Engine) -> None:
+    """LlamaIndex cuts the list into ``embed_batch_size`` slices: the blank text at place 6 was named
+    ``texts[2]`` of its slice, and a bare string gave one vector per character."""
+    sparse = PoolragSparseEmbedding(engine=minilm_engine, embed_batch_size=4)
+    texts = [*TEXTS[:6], " ", TEXTS[6]]
+    with pytest.raises(InvalidTextError, match=r"^texts\[6\] is empty"):
+        sparse.get_text_embedding_batch(texts)
+    with pytest.raises(InvalidTextError, match=r"^texts\[6\] is empty"):
+        asyncio.run(sparse.aget_text_embedding_batch(texts))
+    with pytest.raises(InputTypeError, match="got one string"):
+        sparse.get_text_embedding_batch("ocean")  # type: ignore[arg-type]
 
 
 def test_documents_idf_before_any_document_warns_once(minilm_engine: Engine, caplog) -> None:

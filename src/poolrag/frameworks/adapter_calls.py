@@ -22,6 +22,7 @@ from poolrag.backend import PoolingBackend
 from poolrag.errors import InputTypeError, InvalidInputError, at_position
 from poolrag.image_inputs import is_image_input
 from poolrag.params import PoolingParams
+from poolrag.text_validity import check_texts
 
 
 def require_string(text: object, what: str = "the text") -> str:
@@ -39,6 +40,14 @@ def require_list(texts: object, one_string: str = "embed it as a query instead")
     if not isinstance(texts, Sequence):
         raise InputTypeError(f"expected a list of strings, not {type(texts).__name__}")
     return list(texts)
+
+
+def check_text_list(texts: object, what: str = "input") -> list[str]:
+    """Every text of a framework's whole list, checked before the framework cuts it into batches
+    (LlamaIndex's ``embed_batch_size`` slices): a bad text is named where the caller's list has it
+    (``input[300] is empty``), not where its slice does (``input[44]``), and a bare string is refused
+    rather than embedded one character at a time."""
+    return check_texts(require_list(texts, "use get_text_embedding for one text"), what)
 
 
 #: Texts per backend call while a progress bar shows: a few forward passes' worth at the CPU token

@@ -15,7 +15,13 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import Field, model_validator
 
-from poolrag.frameworks.adapter_calls import aembed_text, aembed_texts, embed_text, embed_texts
+from poolrag.frameworks.adapter_calls import (
+    aembed_text,
+    aembed_texts,
+    check_text_list,
+    embed_text,
+    embed_texts,
+)
 from poolrag.frameworks.fields import (
     HUGGINGFACE_CACHE_FOLDER,
     HUGGINGFACE_ENGINE_OPTIONS,
@@ -143,12 +149,15 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         """LlamaIndex's batching and progress bar (advancing per ``embed_batch_size`` slice), shown
-        for ``show_progress`` or ``show_progress_bar``."""
+        for ``show_progress`` or ``show_progress_bar``; the texts are checked whole first, so a bad
+        one is named by its place in ``texts``, not in its slice."""
+        texts = check_text_list(texts)
         return super().get_text_embedding_batch(texts, show_progress or self.show_progress_bar, **kwargs)
 
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
+        texts = check_text_list(texts)
         progress = show_progress or self.show_progress_bar
         return await super().aget_text_embedding_batch(texts, progress, **kwargs)
 

@@ -8,9 +8,12 @@ SPLADE / BGE-M3 model, with the same numbers as poolrag's own ingest.
 
 from __future__ import annotations
 
+from typing import Any
+
 from llama_index.core.base.embeddings.base_sparse import BaseSparseEmbedding, SparseEmbedding
 from pydantic import Field
 
+from poolrag.frameworks.adapter_calls import check_text_list
 from poolrag.frameworks.fields import SparseFields
 from poolrag.frameworks.sparse_encoding import as_index_lists
 
@@ -49,6 +52,19 @@ class PoolragSparseEmbedding(SparseFields, BaseSparseEmbedding):
     def encode_queries(self, texts: list[str]) -> SparseLists:
         """``sparse_query_fn`` of LlamaIndex's ``QdrantVectorStore``."""
         return as_index_lists(self.encoder.queries(texts))
+
+    def get_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[SparseEmbedding]:
+        """LlamaIndex's batching, after the texts are checked whole: a bad one is named by its place
+        in ``texts``, not in its ``embed_batch_size`` slice."""
+        return super().get_text_embedding_batch(check_text_list(texts, "texts"), show_progress, **kwargs)
+
+    async def aget_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[SparseEmbedding]:
+        checked = check_text_list(texts, "texts")
+        return await super().aget_text_embedding_batch(checked, show_progress, **kwargs)
 
     def _get_query_embedding(self, query: str) -> SparseEmbedding:
         return self.encoder.queries([query])[0].to_dict()
