@@ -13,7 +13,7 @@ from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.types import FilterCondition, MetadataFilter, MetadataFilters
 from llama_index.retrievers.poolrag import PoolragColBERTRetriever
 
-from poolrag import Engine, InvalidInputError
+from poolrag import Engine, InputTypeError, InvalidInputError
 from poolrag.stores import open_store
 from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
 
@@ -175,3 +175,10 @@ def test_delete_and_bad_arguments(colbert_engine: Engine, minilm_engine: Engine)
         PoolragColBERTRetriever(engine=colbert_engine, store=[])
     with pytest.raises(InvalidInputError, match="not a ColBERT"):
         PoolragColBERTRetriever(engine=minilm_engine)
+    # what is not a list of nodes is named, not an AttributeError from deep inside
+    with pytest.raises(InputTypeError, match=r"^nodes\[1\] must be a LlamaIndex node .* not str"):
+        retriever.add_nodes([TextNode(text="Paris"), "Berlin"])  # type: ignore[list-item]
+    with pytest.raises(InputTypeError, match="not one TextNode"):
+        retriever.add_nodes(TextNode(text="Paris"))  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match="not one str"):
+        asyncio.run(retriever.aadd_nodes("Paris"))  # type: ignore[arg-type]

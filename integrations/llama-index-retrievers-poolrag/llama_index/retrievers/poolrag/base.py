@@ -35,7 +35,7 @@ from llama_index.core.vector_stores.utils import node_to_metadata_dict
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.frameworks.backend_resolution import adapter_backend
 from poolrag.frameworks.colbert_search import open_colbert
 from poolrag.frameworks.ranking import check_top_n
@@ -159,7 +159,15 @@ NODE_TYPE = "_node_type"
 
 def _columns(nodes: Sequence[BaseNode]) -> tuple[list[str], list[dict[str, Any]], list[str]]:
     """Texts, and each node's metadata with its JSON beside it as LlamaIndex's stores write it (the
-    metadata stays top-level, so filters read it)."""
+    metadata stays top-level, so filters read it). Anything but a list of nodes is refused by name:
+    a bare node iterates as its fields and a string has no content to read."""
+    if isinstance(nodes, (BaseNode, str)):
+        raise InputTypeError(f"nodes must be a list of LlamaIndex nodes, not one {type(nodes).__name__}")
+    for i, node in enumerate(nodes):
+        if not isinstance(node, BaseNode):
+            raise InputTypeError(
+                f"nodes[{i}] must be a LlamaIndex node (TextNode, Document), not {type(node).__name__}"
+            )
     texts = [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]
     metadatas = [node_to_metadata_dict(node, remove_text=True, flat_metadata=False) for node in nodes]
     return texts, metadatas, [node.node_id for node in nodes]
