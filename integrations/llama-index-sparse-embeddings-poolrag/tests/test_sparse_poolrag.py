@@ -128,3 +128,47 @@ def test_qdrant_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engin
     stored = sorted((p.vector["text-sparse-new"].indices, p.vector["text-sparse-new"].values) for p in points)
     expected_indices, expected_values = sparse.encode_documents(TEXTS)  # the pinned length: same vectors
     assert stored == sorted(zip(expected_indices, expected_values, strict=True))
+
+
+def test_a_hybrid_collection_poolrag_ingest_filled_is_read_as_documented(
+    minilm_engine: Engine, minilm_path: Path, tmp_path: Path
+) -> None:
+    """docs/integrations.md: LlamaIndex's Qdrant store reads a ``poolrag ingest --hybrid`` collection
+    in hybrid mode with the vectors' names and this class's functions. ``sparse_query_fn`` alone, as
+    the page said before, stops the store's construction: without ``sparse_doc_fn`` it loads
+    FastEmbed for documents, which is not installed (ImportError). The sparse leg ranks as poolrag's
+    own search does: same ids, texts and scores."""
+    from poolrag.cli import main
+    from poolrag.retrieval import Retriever
+    from poolrag.stores import open_store
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i, text in enumerate(TEXTS):
+        (folder / f"{i}.txt").write_text(text)
+    where = str(tmp_path / "qdrant")
+    assert main(["ingest", str(folder), "--model", str(minilm_path), "--store", "qdrant", "--path", where,
+                 "--collection", "demo", "--hybrid", "-q"]) == 0  # fmt: skip
+    sparse = PoolragSparseEmbedding(engine=minilm_engine)
+    client = QdrantClient(path=where)
+    try:
+        store = QdrantVectorStore(
+            client=client,
+            collection_name="demo",
+            dense_vector_name="dense",
+            enable_hybrid=True,
+            sparse_vector_name="sparse",
+            sparse_doc_fn=sparse.encode_documents,
+            sparse_query_fn=sparse.encode_queries,
+        )
+        index = VectorStoreIndex.from_vector_store(store, embed_model=PoolragEmbedding(engine=minilm_engine))
+        hybrid = index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=3, sparse_top_k=3)
+        assert hybrid.retrieve(QUERY)[0].node.get_content() == RARE
+        lexical = index.as_retriever(vector_store_query_mode="sparse", similarity_top_k=3, sparse_top_k=3)
+        found = [(n.node.node_id, n.node.get_content(), round(n.score, 5)) for n in lexical.retrieve(QUERY)]
+    finally:
+        client.close()
+    with open_store("qdrant", "demo", path=where) as own:
+        core = Retriever(own, minilm_engine, sparse_encoder=BM25Encoder(minilm_engine.tokenizer))
+        expected = [(r.id, r.text, round(r.score, 5)) for r in core.search(QUERY, 3, mode="sparse")]
+    assert found == expected and found[0][1] == RARE
