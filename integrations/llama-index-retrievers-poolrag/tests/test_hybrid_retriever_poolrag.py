@@ -13,7 +13,7 @@ import pytest
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 from llama_index.retrievers.poolrag import PoolragHybridRetriever
 
-from poolrag.errors import InputTooLongError
+from poolrag.errors import InputTooLongError, InvalidInputError
 from poolrag.retrieval import Retriever
 from poolrag.sparse import BM25Encoder
 from poolrag.stores import open_store
@@ -101,10 +101,11 @@ def test_a_bad_saved_record_is_refused_when_the_retriever_is_built(
         store.close()
 
 
-def test_a_query_longer_than_the_model_is_cut_as_every_adapter_cuts_unless_told_not_to(
+def test_a_long_query_is_cut_unless_told_not_to_and_a_bad_top_k_is_named(
     tmp_path: Path, minilm_path: Path, minilm_engine
 ) -> None:
-    """``truncate_prompt_tokens`` (-1 by default, as the other adapters) reaches the query's dense leg."""
+    """``truncate_prompt_tokens`` (-1 by default, as the other adapters) reaches the query's dense leg;
+    a ``similarity_top_k`` set after building is checked at the search, by its name."""
     collection, where = tune_and_save("qdrant", tmp_path, minilm_path)
     store = open_store("qdrant", collection, **where)
     long_query = "Which warehouse ships part " * (minilm_engine.max_model_len // 2)
@@ -117,5 +118,13 @@ def test_a_query_longer_than_the_model_is_cut_as_every_adapter_cuts_unless_told_
         )
         with pytest.raises(InputTooLongError):
             strict.retrieve(long_query)
+        # similarity_top_k is named as the user set it, also when set as an attribute after building
+        with pytest.raises(InvalidInputError, match="similarity_top_k must be a positive integer, not None"):
+            PoolragHybridRetriever(engine=minilm_engine, store=store, similarity_top_k=None)  # type: ignore[arg-type]
+        retriever.similarity_top_k = 0
+        with pytest.raises(InvalidInputError, match=r"^similarity_top_k must be a positive integer, not 0"):
+            retriever.retrieve("Which team is")
+        with pytest.raises(InvalidInputError, match=r"^similarity_top_k must be a positive integer, not 0"):
+            asyncio.run(retriever.aretrieve("Which team is"))
     finally:
         store.close()

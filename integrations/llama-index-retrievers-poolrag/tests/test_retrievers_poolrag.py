@@ -175,6 +175,15 @@ def test_delete_and_bad_arguments(colbert_engine: Engine, minilm_engine: Engine)
         PoolragColBERTRetriever(engine=colbert_engine, store=[])
     with pytest.raises(InvalidInputError, match="not a ColBERT"):
         PoolragColBERTRetriever(engine=minilm_engine)
+    # similarity_top_k is named as the user set it, also when set as an attribute after building
+    with pytest.raises(InvalidInputError, match="similarity_top_k must be a positive integer, not None"):
+        PoolragColBERTRetriever(engine=colbert_engine, similarity_top_k=None)  # type: ignore[arg-type]
+    retriever.similarity_top_k = 0
+    with pytest.raises(InvalidInputError, match=r"^similarity_top_k must be a positive integer, not 0"):
+        retriever.retrieve(QUERY)
+    with pytest.raises(InvalidInputError, match=r"^similarity_top_k must be a positive integer, not 0"):
+        asyncio.run(retriever.aretrieve(QUERY))
+    retriever.similarity_top_k = 3
     # what is not a list of nodes is named, not an AttributeError from deep inside
     with pytest.raises(InputTypeError, match=r"^nodes\[1\] must be a LlamaIndex node .* not str"):
         retriever.add_nodes([TextNode(text="Paris"), "Berlin"])  # type: ignore[list-item]

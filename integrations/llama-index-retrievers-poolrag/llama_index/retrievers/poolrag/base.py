@@ -33,12 +33,12 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from poolrag.client import PoolragClient
+from poolrag.counts import check_count
 from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.frameworks.backend_resolution import adapter_backend
 from poolrag.frameworks.colbert_search import open_colbert
-from poolrag.frameworks.ranking import check_top_n
 from poolrag.retrieval import ColbertRetriever, SearchResult
 from poolrag.stores import VectorStore
 
@@ -80,7 +80,7 @@ class PoolragColBERTRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        check_top_n(similarity_top_k, "similarity_top_k")
+        check_top_k(similarity_top_k)
         backend = adapter_backend(
             engine=engine,
             client=client,
@@ -115,12 +115,22 @@ class PoolragColBERTRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         filters = to_filter_dict(self.filters)
-        return self._nodes(self.colbert.search(query_bundle.query_str, self.similarity_top_k, filter=filters))
+        k = check_top_k(self.similarity_top_k)
+        return self._nodes(self.colbert.search(query_bundle.query_str, k, filter=filters))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         filters = to_filter_dict(self.filters)
-        results = await self.colbert.asearch(query_bundle.query_str, self.similarity_top_k, filter=filters)
+        k = check_top_k(self.similarity_top_k)
+        results = await self.colbert.asearch(query_bundle.query_str, k, filter=filters)
         return self._nodes(results)
+
+
+def check_top_k(similarity_top_k: object) -> int:
+    """``similarity_top_k`` checked when the retriever is built and again at each search, since
+    LlamaIndex code sets it as an attribute (``retriever.similarity_top_k = 10``): a bad value is
+    named as the user wrote it, not as the store's ``k``, and ``None`` is refused at construction
+    rather than at the first search."""
+    return check_count(similarity_top_k, "similarity_top_k")
 
 
 def to_filter_dict(filters: Filters | None) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from typing import Any
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from llama_index.retrievers.poolrag.base import Filters, result_node, to_filter_dict
+from llama_index.retrievers.poolrag.base import Filters, check_top_k, result_node, to_filter_dict
 
 from poolrag.client import PoolragClient
 from poolrag.engine import Engine
@@ -26,7 +26,6 @@ from poolrag.frameworks.hybrid_search import (
     hybrid_search,
     open_hybrid,
 )
-from poolrag.frameworks.ranking import check_top_n
 from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
 from poolrag.stores import HybridFusion, VectorStore
 
@@ -61,7 +60,7 @@ class PoolragHybridRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        check_top_n(similarity_top_k, "similarity_top_k")
+        check_top_k(similarity_top_k)
         backend = adapter_backend(
             engine=engine,
             client=client,
@@ -89,7 +88,7 @@ class PoolragHybridRetriever(BaseRetriever):
         """One search's arguments: the query's text and this retriever's settings."""
         return {
             "query": query_bundle.query_str,
-            "k": self.similarity_top_k,
+            "k": check_top_k(self.similarity_top_k),
             "filter": to_filter_dict(self.filters),
             "fusion": self.fusion,
         }
