@@ -130,6 +130,7 @@ def test_sentence_transformer_rerank_arguments_run_unchanged(assets, cross_encod
         model=folder, top_n=3, device="cpu", trust_remote_code=False, keep_retrieval_score=True
     )
     assert rerank.model_name == folder and rerank.backend.engine_args.device == "cpu"
+    assert rerank.model == folder  # the field SentenceTransformerRerank's users read the name from
     ranked = rerank.postprocess_nodes(corpus_nodes(), query_str=QUERY)
     reference = PoolragRerank(engine=cross_encoder_engine, top_n=3)
     expected = reference.postprocess_nodes(corpus_nodes(), query_str=QUERY)

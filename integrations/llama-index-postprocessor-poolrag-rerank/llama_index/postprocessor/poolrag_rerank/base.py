@@ -113,6 +113,12 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "PoolragRerank"
 
+    @property
+    def model(self) -> str | None:
+        """``SentenceTransformerRerank``'s field for the model's name (``model_name`` here), so code
+        that reads it, such as a trace's or a log line's label, runs with the class name swapped."""
+        return self.model_name
+
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
         """The shared cut (``truncate_prompt_tokens``), or at its default ``max_length`` (a backend
         reads a cut past the model's length as the model's length)."""
