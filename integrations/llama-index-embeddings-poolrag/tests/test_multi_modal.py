@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from llama_index.embeddings.poolrag import PoolragMultiModalEmbedding
 
-from poolrag import Engine, InvalidInputError
+from poolrag import Engine, InputTypeError, InvalidInputError
 
 
 @pytest.fixture(params=["in_process", "remote"])
@@ -36,6 +36,31 @@ def test_async_images_match(embed_model: PoolragMultiModalEmbedding, photo_files
     paths = [str(p) for p in photo_files]
     got = asyncio.run(embed_model.aget_image_embedding_batch(paths))
     np.testing.assert_allclose(got, embed_model.get_image_embedding_batch(paths), atol=1e-6)
+
+
+def test_an_unreadable_image_is_named_by_its_place_in_the_list_not_in_its_slice(
+    clip_engine: Engine, photo_files: list[Path], tmp_path: Path
+) -> None:
+    """LlamaIndex cuts the list into ``embed_batch_size`` slices: the bad file at place 3 was named
+    ``input[1]`` of its slice; in async calls too, also with ``num_workers`` running slices at once.
+    One path given as the list was read one character at a time (``no image file at /``)."""
+    bad = tmp_path / "bad.png"
+    bad.write_text("not an image")
+    images = [*photo_files, photo_files[0], bad, photo_files[1]]
+    model = PoolragMultiModalEmbedding(engine=clip_engine, embed_batch_size=2)
+    with pytest.raises(InvalidInputError, match=r"^input\[3\]: not a readable image"):
+        model.get_image_embedding_batch(images)
+    with pytest.raises(InvalidInputError, match=r"^input\[3\]: not a readable image"):
+        asyncio.run(model.aget_image_embedding_batch(images))
+    workers = PoolragMultiModalEmbedding(engine=clip_engine, embed_batch_size=1, num_workers=2)
+    with pytest.raises(InvalidInputError, match=r"^input\[3\]: not a readable image"):
+        asyncio.run(workers.aget_image_embedding_batch(images))
+    with pytest.raises(InputTypeError, match="got one string"):
+        model.get_image_embedding_batch(str(photo_files[0]))  # type: ignore[arg-type]
+    # and a slice that reads well still gives the engine's vectors
+    np.testing.assert_allclose(
+        model.get_image_embedding_batch(images[:3]), clip_engine.embed_array(images[:3]), atol=1e-6
+    )
 
 
 def test_a_remote_url_is_refused_not_fetched(clip_engine: Engine) -> None:
