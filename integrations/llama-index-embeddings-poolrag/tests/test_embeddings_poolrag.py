@@ -309,8 +309,8 @@ def test_long_and_bad_input(minilm_engine: Engine, monkeypatch: pytest.MonkeyPat
 
 def test_a_bad_text_is_named_by_its_place_in_the_list_not_in_its_slice(minilm_engine: Engine) -> None:
     """LlamaIndex cuts the list into ``embed_batch_size`` slices before the engine sees any: the blank
-    text at place 6 was the third of the second slice and was named ``input[2]``. A bare string was
-    embedded one character at a time."""
+    text at place 6 was the third of the second slice and was named ``input[2]``, a text too long at
+    place 3 ``input[1]``. A bare string was embedded one character at a time."""
     model = PoolragEmbedding(engine=minilm_engine, embed_batch_size=4)
     texts = [*TEXTS[:6], " ", TEXTS[6]]
     with pytest.raises(InvalidTextError, match=r"^input\[6\] is empty"):
@@ -321,6 +321,16 @@ def test_a_bad_text_is_named_by_its_place_in_the_list_not_in_its_slice(minilm_en
         model.get_text_embedding_batch("ocean")  # type: ignore[arg-type]
     with pytest.raises(InputTypeError, match="got one string"):
         asyncio.run(model.aget_text_embedding_batch("ocean"))  # type: ignore[arg-type]
+    # what only the engine can tell (a text past the model's length) is named so too, also async
+    # with num_workers running slices at once
+    strict = [PoolragEmbedding(engine=minilm_engine, embed_batch_size=2, truncate_prompt_tokens=None)]
+    strict.append(strict[0].model_copy(update={"num_workers": 2, "embed_batch_size": 1}))
+    too_long = [*TEXTS[:3], "word " * (minilm_engine.max_model_len + 10), TEXTS[3]]
+    for model in strict:
+        with pytest.raises(InputTooLongError, match=r"^input\[3\] has \d+ tokens"):
+            model.get_text_embedding_batch(too_long)
+        with pytest.raises(InputTooLongError, match=r"^input\[3\] has \d+ tokens"):
+            asyncio.run(model.aget_text_embedding_batch(too_long))
 
 
 def test_embedding_cache_serves_unchanged_texts(

@@ -13,8 +13,10 @@ import weakref
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.embeddings.poolrag.slices import slice_positions, slices_counted
 from pydantic import Field, model_validator
 
+from poolrag.errors import InvalidInputError, at_position
 from poolrag.frameworks.adapter_calls import (
     aembed_text,
     aembed_texts,
@@ -149,24 +151,40 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         """LlamaIndex's batching and progress bar (advancing per ``embed_batch_size`` slice), shown
-        for ``show_progress`` or ``show_progress_bar``; the texts are checked whole first, so a bad
-        one is named by its place in ``texts``, not in its slice."""
+        for ``show_progress`` or ``show_progress_bar``; a text is named by its place in ``texts``, not
+        in its slice: checked whole first, and the slices counted for what the engine refuses."""
         texts = check_text_list(texts)
-        return super().get_text_embedding_batch(texts, show_progress or self.show_progress_bar, **kwargs)
+        with slices_counted(self._slices_reach_the_engine_in_order()):
+            return super().get_text_embedding_batch(texts, show_progress or self.show_progress_bar, **kwargs)
 
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         texts = check_text_list(texts)
         progress = show_progress or self.show_progress_bar
-        return await super().aget_text_embedding_batch(texts, progress, **kwargs)
+        with slices_counted(self._slices_reach_the_engine_in_order()):
+            return await super().aget_text_embedding_batch(texts, progress, **kwargs)
+
+    def _slices_reach_the_engine_in_order(self) -> bool:
+        """Whether each slice reaches ``_get_text_embeddings`` whole and in order (see
+        :mod:`~llama_index.embeddings.poolrag.slices`): not through LlamaIndex's embeddings cache
+        (only its misses) or rate limiter (it awaits before a slice starts)."""
+        return self.embeddings_cache is None and self.rate_limiter is None
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return embed_texts(self.backend, texts, self._params("document"))
+        where = slice_positions(len(texts))
+        try:
+            return embed_texts(self.backend, texts, self._params("document"))
+        except InvalidInputError as exc:
+            raise at_position(exc, where) from None
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        async with _bulk_gate():
-            return await aembed_texts(self.backend, texts, self._params("document"))
+        where = slice_positions(len(texts))  # before any await (see slices)
+        try:
+            async with _bulk_gate():
+                return await aembed_texts(self.backend, texts, self._params("document"))
+        except InvalidInputError as exc:
+            raise at_position(exc, where) from None
 
 
 #: ``aget_text_embedding_batch`` starts every ``embed_batch_size`` slice at once, and the engine

@@ -3,21 +3,15 @@ what ``MultiModalVectorStoreIndex`` embeds image documents and text-to-image que
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.embeddings.multi_modal_base import MultiModalEmbedding
 from llama_index.embeddings.poolrag.base import PoolragEmbedding
+from llama_index.embeddings.poolrag.slices import slice_positions, slices_counted
 
 from poolrag.errors import InvalidInputError, at_position
 from poolrag.frameworks.adapter_calls import aembed_images, embed_images, require_list
-
-#: Where the next ``embed_batch_size`` slice of a ``get_image_embedding_batch`` call starts in the
-#: caller's list (a one-item list, shared by the tasks the async call starts); ``None`` outside one.
-_NEXT_SLICE: ContextVar[list[int] | None] = ContextVar("poolrag_next_image_slice", default=None)
 
 
 class PoolragMultiModalEmbedding(PoolragEmbedding, MultiModalEmbedding):
@@ -46,14 +40,14 @@ class PoolragMultiModalEmbedding(PoolragEmbedding, MultiModalEmbedding):
         its place in ``img_file_paths`` (``input[300]``), not in its slice (``input[44]``); one path
         given as the list is refused (it was read one character at a time, ``no image file at /``)."""
         images = require_list(img_file_paths, "use get_image_embedding for one image")
-        with _slices_counted():
+        with slices_counted():
             return super().get_image_embedding_batch(images, show_progress)
 
     async def aget_image_embedding_batch(
         self, img_file_paths: list[Any], show_progress: bool = False
     ) -> list[Embedding]:
         images = require_list(img_file_paths, "use aget_image_embedding for one image")
-        with _slices_counted():
+        with slices_counted():
             return await super().aget_image_embedding_batch(images, show_progress)
 
     def _get_image_embedding(self, img_file_path: Any) -> Embedding:
@@ -63,38 +57,15 @@ class PoolragMultiModalEmbedding(PoolragEmbedding, MultiModalEmbedding):
         return (await aembed_images(self.backend, [img_file_path], self._image_params()))[0]
 
     def _get_image_embeddings(self, img_file_paths: list[Any]) -> list[Embedding]:
-        where = _slice_positions(len(img_file_paths))
+        where = slice_positions(len(img_file_paths))
         try:
             return embed_images(self.backend, img_file_paths, self._image_params())
         except InvalidInputError as exc:
             raise at_position(exc, where) from None
 
     async def _aget_image_embeddings(self, img_file_paths: list[Any]) -> list[Embedding]:
-        where = _slice_positions(len(img_file_paths))  # before any await: slices start in order
+        where = slice_positions(len(img_file_paths))  # before any await (see slices)
         try:
             return await aembed_images(self.backend, img_file_paths, self._image_params())
         except InvalidInputError as exc:
             raise at_position(exc, where) from None
-
-
-@contextmanager
-def _slices_counted() -> Iterator[None]:
-    """Count the slices LlamaIndex cuts during one batch call. Its sync call embeds them in order;
-    its async call creates one task per slice in order, and each takes its place in its first step,
-    before it awaits anything, so the places hold there too."""
-    token = _NEXT_SLICE.set([0])
-    try:
-        yield
-    finally:
-        _NEXT_SLICE.reset(token)
-
-
-def _slice_positions(size: int) -> range:
-    """The caller's places of the slice of ``size`` images now being embedded (from 0 outside a
-    batch call)."""
-    counter = _NEXT_SLICE.get()
-    if counter is None:
-        return range(size)
-    start = counter[0]
-    counter[0] += size
-    return range(start, start + size)
