@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from pathlib import Path
 
 import cohere
@@ -21,6 +22,7 @@ from poolrag.server import ServerSettings, create_app
 from poolrag.stores import open_store
 from poolrag.testing.live_server import LiveServer
 from poolrag.testing.store_internals import raw_points
+from poolrag.testing.tiny_models import write_sentence_transformers
 
 DOCUMENTS = {
     "bees.txt": "Honeybees tell each other where flowers are with a waggle dance.",
@@ -160,6 +162,58 @@ def test_a_wrong_vector_type_is_one_line_and_writes_nothing(
         assert not (tmp_path / "m.db").exists()  # refused before the database file is made
     else:
         assert not (tmp_path / store / "docs").exists()
+
+
+@pytest.mark.parametrize("vector_type", ["float16", "uint8"])
+def test_a_model_that_does_not_normalise_is_refused_before_the_store_is_made_unless_normalised(
+    vector_type: str, corpus: Path, tmp_path: Path, tiny_model, capsys
+) -> None:
+    """Compact vectors are compared by dot product: a model's un-normalised vectors would rank by
+    length times cosine (scores over 1, another order than a float32 collection's). Refused in one line
+    naming the remedy, which then ranks as the float32 collection does."""
+    model = write_sentence_transformers(shutil.copytree(tiny_model("bert"), tmp_path / "model"), dense_out=32)
+    assert not Engine(model).facts.normalizes_embeddings
+    ranges = tmp_path / "ranges.json"
+    normalised = ("--pooler-config", '{"normalize": true}')
+    assert main(["calibrate", str(corpus), "--model", str(model), *normalised, "--out", str(ranges)]) == 0
+    compact = ("--vector-type", vector_type) + (
+        ("--calibration", str(ranges)) if vector_type == "uint8" else ()
+    )
+    capsys.readouterr()
+    assert _ingest(corpus, tmp_path, model, "qdrant-edge", *compact) == 2
+    err = capsys.readouterr().err.strip()
+    assert "does not normalise its embeddings" in err and """--pooler-config '{"normalize": true}'""" in err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "qdrant-edge").exists()
+
+    assert _ingest(corpus, tmp_path, model, "qdrant-edge", *compact, *normalised) == 0
+    search = ["search", "honeybees waggle dance", "--model", str(model), "--json", "-k", "5"]
+    where = ["--store", "qdrant-edge", "--path", str(tmp_path / "qdrant-edge"), "--collection", "docs"]
+    capsys.readouterr()
+    assert main([*search, *normalised, *where]) == 0
+    compact_hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    float_root = tmp_path / "float32"
+    float_root.mkdir()
+    assert _ingest(corpus, float_root, model, "qdrant-edge") == 0
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                *search,
+                "--store",
+                "qdrant-edge",
+                "--path",
+                str(float_root / "qdrant-edge"),
+                "--collection",
+                "docs",
+            ]
+        )
+        == 0
+    )
+    float_hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [h["source"] for h in compact_hits] == [h["source"] for h in float_hits]
+    for ours, reference in zip(compact_hits, float_hits, strict=True):
+        assert ours["score"] == pytest.approx(reference["score"], abs=2e-3)  # cosines, not over 1
 
 
 def test_ranges_of_another_width_are_one_line_naming_the_width(

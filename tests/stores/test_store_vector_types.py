@@ -206,6 +206,29 @@ def test_a_vector_the_type_cannot_hold_is_refused_and_nothing_is_written(
     assert store.count() == len(sentence_vectors)  # neither record of the refused batch
 
 
+@pytest.mark.parametrize("kind", COMPACT_KINDS)
+@pytest.mark.parametrize("vector_type", ["float16", "uint8"])
+def test_vectors_that_are_not_unit_length_are_refused_and_nothing_is_written(
+    kind, vector_type, make_store, sentence_vectors
+) -> None:
+    """A compact collection compares by dot product, the cosine of unit vectors only: vectors of other
+    lengths (a model that does not normalise) would rank by length times cosine, where a float32
+    collection ranks the same vectors by cosine."""
+    store = make_store(kind)
+    ranges = _ranges(sentence_vectors) if vector_type == "uint8" else None
+    _fill(store, sentence_vectors, _spec(sentence_vectors, vector_type, ranges))
+    longer = sentence_vectors[2] * 1.5
+    with pytest.raises(InvalidInputError, match=r"vector 1 has length 1\.5: normalise them") as refused:
+        store.upsert(
+            [
+                ChunkRecord(str(uuid.UUID(int=98)), sentence_vectors[3], {"text": "y"}),
+                ChunkRecord(str(uuid.UUID(int=99)), longer, {"text": "x"}),
+            ]
+        )
+    assert len(str(refused.value).splitlines()) == 1
+    assert store.count() == len(sentence_vectors)  # neither record of the refused batch
+
+
 def test_values_outside_the_uint8_ranges_are_said_once(caplog: pytest.LogCaptureFixture) -> None:
     """A value past its dimension's range is stored as the edge bucket, so its scores are off by more
     than half a bucket: ranges measured on other documents (or on the first of many) are said."""

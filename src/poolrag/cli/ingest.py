@@ -346,6 +346,12 @@ def _ingest(
     engine = load_engine(engine_args)
     if calibration is not None:
         calibration.check_model(engine.facts)
+    if args.vector_type not in (None, "float32") and not engine.facts.normalizes_embeddings:
+        raise InvalidInputError(  # before the store is opened: the compact collection holds unit vectors
+            f"--vector-type {args.vector_type} stores vectors compared by dot product, a cosine only for "
+            f"unit-length vectors, and {engine.facts.model_name} does not normalise its embeddings: add "
+            "--pooler-config '{\"normalize\": true}' (to calibrate and search too), or store float32"
+        )
     if args.late_chunking and not engine.supports_late_chunking:
         from poolrag.tokenization.late_chunks import late_chunking_refused
 

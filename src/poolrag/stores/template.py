@@ -43,6 +43,7 @@ from poolrag.stores.hybrid import (
 from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.registry import StoreLocation
+from poolrag.stores.vector_types import check_unit_length
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,9 @@ class StoreTemplate(ABC):
         for record in records:
             check_record_fields(spec, record)
         if spec.vector_type != "float32":  # what the server would send for this type, as one batch
-            encoded = spec.stored_vectors.encode(np.stack([r.vector for r in records]))
+            rows = np.stack([r.vector for r in records])
+            encoded = spec.stored_vectors.encode(rows)
+            check_unit_length(rows, spec.vector_type)
             records = [dataclasses.replace(r, vector=row) for r, row in zip(records, encoded, strict=True)]
         self._upsert(spec, records)
 

@@ -11,6 +11,10 @@ vectors only with a uint8 query, which cannot hold the exact (signed) query, so 
 stages: the database's own search with the closest uint8 query (:meth:`StoredVectors.first_stage_query`),
 ``RESCORE_DEPTH`` times deeper than asked, then those candidates re-ranked here by the float query's
 dot product with each stored vector's bucket centres (what the chunk's vector was, to half a bucket).
+Both are compared by dot product, which is the cosine only of unit-length vectors, so they hold unit
+vectors only (:func:`check_unit_length`): a model that does not normalise its embeddings would rank
+by length times cosine there, and by cosine in a float32 collection.
+
 int8 and binary are not offered: Qdrant has no int8 type (uint8 is int8 shifted by 128) and no
 packed-bit type (its binary *index* quantization keeps the floats: ``--index-quantization``), and
 Milvus Lite stores float32 only.
@@ -36,6 +40,8 @@ VECTOR_TYPES: tuple[str, ...] = get_args(VectorType)
 #: before re-ranking them by the float query; chosen on real FAQ sets (benchmarks/RESULTS.md).
 RESCORE_DEPTH = 16
 MIN_CANDIDATES = 160
+#: How far from 1 a compact vector's length may be: float32 rounding of a normalised vector is ~1e-7.
+UNIT_LENGTH_TOLERANCE = 1e-3
 
 
 def check_vector_type(vector_type: str) -> str:
@@ -58,6 +64,21 @@ def checked_ranges(ranges: object, dimension: int) -> np.ndarray:
     if not np.isfinite(array).all() or (array[0] > array[1]).any():
         raise InvalidInputError("uint8 ranges must be finite numbers with each minimum at most its maximum")
     return array
+
+
+def check_unit_length(vectors: np.ndarray, vector_type: str) -> None:
+    """Refuse ``(n, dim)`` vectors for a ``vector_type`` collection unless each is unit length (or all
+    zero): its database compares them by dot product, the cosine of unit vectors only, where a float32
+    collection compares by cosine whatever their length."""
+    norms = np.linalg.norm(np.asarray(vectors, dtype=np.float64), axis=-1)
+    off = (np.abs(norms - 1) > UNIT_LENGTH_TOLERANCE) & (norms > 0)
+    if off.any():
+        i = int(np.argmax(off))
+        raise InvalidInputError(
+            f"{vector_type} vectors are compared by dot product, a cosine only for unit-length vectors, "
+            f"and vector {i} has length {norms[i]:.4g}: normalise them (a model that does not normalise "
+            "its embeddings: --pooler-config '{\"normalize\": true}', in calibrate and search too)"
+        )
 
 
 @dataclass(frozen=True)
