@@ -125,6 +125,26 @@ def test_full_vectors_serve_every_matryoshka_size_without_recomputing(
     )
 
 
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_size_cut_from_a_cached_full_vector_is_the_engines_byte_for_byte(
+    tmp_path: Path, minilm_path: Path, chunked: bool
+) -> None:
+    """The engine cuts a smaller size from its full vector as the cache does, so ``ingest --dimensions``
+    (through the cache) stores the bytes the server sends for that size: a float32 rounding apart, a
+    value at a uint8 bucket's edge falls into the next bucket."""
+    options = {"enable_chunked_processing": True, "max_embed_len": 2048} if chunked else None
+    engine = Engine(minilm_path, hf_overrides={"is_matryoshka": True}, pooler_config=options)
+    texts = [*TEXTS, "retrieval " * 600] if chunked else TEXTS  # 600 words: three of MiniLM's windows
+    embedder = CachedEmbedder(engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    embedder.embed_documents(texts)
+    for dims in (256, 100, 64, 32):
+        direct = engine.embed_array(texts, PoolingParams(dimensions=dims, input_type="document"))
+        assert np.array_equal(embedder.embed_documents(texts, dimensions=dims), direct), dims
+        alone = engine.embed_array(texts[-1:], PoolingParams(dimensions=dims, input_type="document"))
+        assert np.array_equal(alone, direct[-1:]), dims  # a batch of one cuts as a batch of many
+    assert embedder.misses == len(texts)
+
+
 def test_an_override_changes_the_cache_namespace_a_matryoshka_declaration_does_not(
     tmp_path: Path, minilm_engine, matryoshka_minilm, minilm_path: Path
 ) -> None:

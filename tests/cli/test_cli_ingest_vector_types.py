@@ -93,6 +93,46 @@ def test_uint8_chunks_are_the_servers_uint8_bytes_and_search_finds_them(
     assert 0.3 < hits[0]["score"] <= 1.0  # a cosine, not a dot product of buckets
 
 
+def test_matryoshka_uint8_chunks_are_the_servers_bytes_for_that_output_dimension(
+    corpus: Path, tmp_path: Path, tiny_model, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``ingest --dimensions`` cuts cached full vectors, the server's ``output_dimension`` the engine's:
+    the same bytes, and ranges calibrated on these documents hold every value (no clipping said)."""
+    folder = shutil.copytree(tiny_model("bert"), tmp_path / "model")
+    model = write_sentence_transformers(folder, dense_out=32, normalize=True)
+    ranges = tmp_path / "ranges.json"
+    matryoshka = ("--assume-matryoshka", "--dimensions", "16")
+    assert main(["calibrate", str(corpus), "--model", str(model), *matryoshka, "--out", str(ranges)]) == 0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="poolrag.stores.vector_types"):
+        ingested = _ingest(
+            corpus,
+            tmp_path,
+            model,
+            "qdrant-edge",
+            *matryoshka,
+            "--vector-type",
+            "uint8",
+            "--calibration",
+            str(ranges),
+        )
+    assert ingested == 0
+    assert not [r for r in caplog.records if "outside the uint8 ranges" in r.getMessage()]
+    stored = _stored(tmp_path, "qdrant-edge")
+    texts = sorted(stored)
+    engine = Engine(model, hf_overrides={"is_matryoshka": True})
+    with _served(engine, calibration=str(ranges)) as live:
+        client = cohere.ClientV2(base_url=live.url, api_key="unused", timeout=120)
+        answer = client.embed(
+            texts=texts,
+            model="minilm",
+            input_type="search_document",
+            embedding_types=["uint8"],
+            output_dimension=16,
+        )
+    np.testing.assert_array_equal(np.array([stored[t] for t in texts]), np.array(answer.embeddings.uint8))
+
+
 def test_float16_chunks_are_the_servers_float16_bytes(
     corpus: Path, tmp_path: Path, minilm_path: Path, minilm_engine: Engine
 ) -> None:

@@ -64,10 +64,14 @@ def _expand(requests: Sequence[PoolingRequest]) -> tuple[list[PoolingRequest], _
 
 def join_chunks(request: ChunkedRequest, vectors: Sequence[np.ndarray]) -> np.ndarray:
     """Mean of the chunk vectors weighted by each chunk's token count (vLLM's aggregation), then
-    the request's Matryoshka size and normalisation, in the order the embedding head applies them."""
+    the request's Matryoshka size and normalisation as the embedding head applies them: a smaller
+    size cut from the full float32 vector, as the embedding cache cuts it."""
     weights = np.array([len(c.token_ids) for c in request.chunks], dtype=np.float64)
     mean = (np.stack(vectors).astype(np.float64) * weights[:, None]).sum(0) / weights.sum()
-    return truncate(mean, request.params.dimensions, request.params.normalize).astype(np.float32)
+    normalize = request.params.normalize
+    full = truncate(mean, None, normalize).astype(np.float32)
+    dims = request.params.dimensions
+    return full if dims is None or dims >= full.shape[-1] else truncate(full, dims, normalize)
 
 
 def _join(results: list[np.ndarray], plan: _Plan | None) -> list[np.ndarray]:

@@ -55,7 +55,14 @@ def _groups(requests: Sequence[PoolingRequest]) -> dict[ResolvedParams, list[int
 
 class MatryoshkaHead(nn.Module):
     """Optional projection, then truncate to ``dimensions``, then L2-normalise (in that order,
-    so a truncated vector is still a unit vector)."""
+    so a truncated vector is still a unit vector).
+
+    A normalised vector of fewer ``dimensions`` is cut on the host from the full vector this head
+    returns, by :func:`~poolrag.pooling.matryoshka.truncate` as the embedding cache cuts a stored full
+    vector, so both give the same bytes: a float32 rounding apart, a value at the edge of a uint8
+    range or bucket lands in another bucket, and ``ingest --dimensions`` would store other bytes
+    than the server sends for ``output_dimension``.
+    """
 
     def __init__(self, projection: nn.Module | None = None) -> None:
         super().__init__()
@@ -66,14 +73,21 @@ class MatryoshkaHead(nn.Module):
         vectors = vectors.float()
         groups = _groups(requests)
         if len(groups) == 1:  # one set of parameters: no gather of rows
-            params = requests[0].params
-            return list(to_numpy(truncate(vectors, params.dimensions, params.normalize)))
+            return list(_cut(vectors, requests[0].params))
         results: list[np.ndarray] = [np.empty(0, np.float32)] * len(requests)
         for params, rows in groups.items():
-            host = to_numpy(truncate(vectors[rows], params.dimensions, params.normalize))
+            host = _cut(vectors[rows], params)
             for row, i in enumerate(rows):
                 results[i] = host[row]
         return results
+
+
+def _cut(vectors: torch.Tensor, params: ResolvedParams) -> np.ndarray:
+    """``vectors`` at ``params``' size and normalisation, on the host: the full vectors as the model
+    gives them, and a smaller size cut from those as the embedding cache cuts them."""
+    full = to_numpy(truncate(vectors, None, params.normalize))
+    dims = params.dimensions
+    return full if dims is None or dims >= full.shape[-1] else truncate(full, dims, params.normalize)
 
 
 class TokenEmbeddingHead(nn.Module):

@@ -1,11 +1,11 @@
 """Matryoshka truncation: the one function that cuts vectors to ``dimensions`` and renormalises.
 
-The embedding head applies it to pooled rows on the model's device, the chunk join to the
-weighted mean of a long input's chunks, and the cache to full vectors it stored, so a vector
-cut from a cached full one equals the one the engine returns for that size (normalisation is
-scale-invariant, so renormalising a cut of a unit vector gives the cut of the raw vector,
-normalised). Which sizes are allowed is not decided here: :meth:`poolrag.params.PoolingParams.verify`
-is the one rule.
+The embedding head applies it to pooled rows on the model's device for the full size, the chunk
+join to the weighted mean of a long input's chunks, and both, like the cache, cut a smaller size
+from that full float32 vector on the host, so a vector cut from a cached full one is, byte for
+byte, the one the engine returns for that size (normalisation is scale-invariant, so renormalising
+a cut of a unit vector gives the cut of the raw vector, normalised, to float32 rounding). Which
+sizes are allowed is not decided here: :meth:`poolrag.params.PoolingParams.verify` is the one rule.
 """
 
 from __future__ import annotations
