@@ -208,17 +208,28 @@ def test_bad_requests_are_4xx_naming_the_field(
 
 
 @pytest.mark.parametrize(
-    ("output_dimension", "said"),
-    [(1000, "output_dimension must be between 1 and 384, got 1000"), (0, "output_dimension")],
+    ("output_dimension", "said", "code"),
+    [
+        (1000, "output_dimension must be between 1 and 384, got 1000", "invalid_dimensions"),
+        (200, "output_dimension must be one of [128, 256, 384], got 200", "invalid_dimensions"),
+        (0, "output_dimension", "invalid_request"),  # the schema's, as /v1/embeddings answers 0
+    ],
 )
 def test_an_output_dimension_the_model_cannot_give_names_cohere_s_field(
-    matryoshka_server: Served, http: httpx.Client, output_dimension: int, said: str
+    matryoshka_server: Served, http: httpx.Client, output_dimension: int, said: str, code: str
 ) -> None:
+    """Named in Cohere's field, with the code ``/v1/embeddings`` gives its ``dimensions`` (what
+    ``PoolragClient`` maps to ``RemoteDimensionsError``)."""
     body = {"texts": ["hello"], "embedding_types": ["float"], "output_dimension": output_dimension}
     answer = http.post(f"{matryoshka_server.url}/v2/embed", json=body)
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
     assert error["param"] == "output_dimension" and said in error["message"], error
+    assert error["code"] == code
+    openai_way = {"input": ["hello"], "dimensions": output_dimension}
+    assert (
+        http.post(f"{matryoshka_server.url}/v1/embeddings", json=openai_way).json()["error"]["code"] == code
+    )
 
 
 @pytest.mark.parametrize(

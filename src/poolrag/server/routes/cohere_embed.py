@@ -216,8 +216,11 @@ def _checked(body: CohereEmbedRequest, state: ServerState) -> tuple[PoolingParam
     try:
         params.verify("embed", facts)
     except DimensionsError as exc:
-        raise APIError(
-            400, str(exc).replace("dimensions", "output_dimension", 1), param="output_dimension"
+        raise APIError(  # the code /v1/embeddings answers for its dimensions
+            400,
+            str(exc).replace("dimensions", "output_dimension", 1),
+            param="output_dimension",
+            code="invalid_dimensions",
         ) from exc
     _check_ranges_width(body, state.ranges, params.dimensions or facts.embedding_dim)
     return params, calibration
