@@ -93,13 +93,18 @@ def test_uint8_chunks_are_the_servers_uint8_bytes_and_search_finds_them(
     assert 0.3 < hits[0]["score"] <= 1.0  # a cosine, not a dot product of buckets
 
 
+def _matryoshka_model(tiny_model, tmp_path: Path) -> Path:
+    """A tiny normalising model of 32 dimensions, to be cut with ``--assume-matryoshka``."""
+    folder = shutil.copytree(tiny_model("bert"), tmp_path / "model")
+    return write_sentence_transformers(folder, dense_out=32, normalize=True)
+
+
 def test_matryoshka_uint8_chunks_are_the_servers_bytes_for_that_output_dimension(
     corpus: Path, tmp_path: Path, tiny_model, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``ingest --dimensions`` cuts cached full vectors, the server's ``output_dimension`` the engine's:
     the same bytes, and ranges calibrated on these documents hold every value (no clipping said)."""
-    folder = shutil.copytree(tiny_model("bert"), tmp_path / "model")
-    model = write_sentence_transformers(folder, dense_out=32, normalize=True)
+    model = _matryoshka_model(tiny_model, tmp_path)
     ranges = tmp_path / "ranges.json"
     matryoshka = ("--assume-matryoshka", "--dimensions", "16")
     assert main(["calibrate", str(corpus), "--model", str(model), *matryoshka, "--out", str(ranges)]) == 0
@@ -131,6 +136,38 @@ def test_matryoshka_uint8_chunks_are_the_servers_bytes_for_that_output_dimension
             output_dimension=16,
         )
     np.testing.assert_array_equal(np.array([stored[t] for t in texts]), np.array(answer.embeddings.uint8))
+
+
+@pytest.mark.parametrize(
+    ("size", "said"), [(("--dimensions", "8"), "vs 8-dimension"), ((), "vs 32-dimension")]
+)
+def test_a_re_run_at_another_size_into_a_uint8_collection_names_the_size_it_was_written_with(
+    size: tuple[str, ...], said: str, corpus: Path, tmp_path: Path, tiny_model, capsys
+) -> None:
+    """The collection's ranges are for its own size: the run is told its size differs (and the flags
+    the collection was written with), not that those ranges have the wrong shape."""
+    model = _matryoshka_model(tiny_model, tmp_path)
+    ranges = tmp_path / "ranges.json"
+    sizes = ("--assume-matryoshka", "--dimensions", "16", "8")
+    assert main(["calibrate", str(corpus), "--model", str(model), *sizes, "--out", str(ranges)]) == 0
+    written = (
+        "--assume-matryoshka",
+        "--dimensions",
+        "16",
+        "--vector-type",
+        "uint8",
+        "--calibration",
+        str(ranges),
+    )
+    assert _ingest(corpus, tmp_path, model, "qdrant-edge", *written) == 0
+    before = _stored(tmp_path, "qdrant-edge")
+    (corpus / "extra.txt").write_text("Index funds track a market index at very low cost.")
+    capsys.readouterr()
+    assert _ingest(corpus, tmp_path, model, "qdrant-edge", "--assume-matryoshka", *size) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"16-dimension vectors {said}" in err, err
+    assert "it was written with --dimensions 16 --assume-matryoshka" in err and len(err.splitlines()) == 1
+    assert _stored(tmp_path, "qdrant-edge").keys() == before.keys()
 
 
 def test_float16_chunks_are_the_servers_float16_bytes(

@@ -210,6 +210,7 @@ class IngestDriver:
         """
         self._started = time.monotonic()
         self.report = IngestReport()
+        self._refuse_another_size()
         kind, ranges = stored_vectors_of_run(self.store, *self._vectors_asked, self.spec.dimension)
         self.spec = dataclasses.replace(self.spec, vector_type=kind, vector_ranges=ranges)  # type: ignore[arg-type]
         self._open_collection()
@@ -238,6 +239,16 @@ class IngestDriver:
         self._finished: dict[str, str] = {}
         #: documents this run has done with: stored, found done by the checkpoint, or left out
         self.documents_done = 0
+
+    def _refuse_another_size(self) -> None:
+        """A run of another size into an existing collection refused as a size mismatch (naming the
+        ``--dimensions`` it was written with), before a uint8 collection's ranges, recorded for its
+        own size, are taken for this run's and refused as ranges of the wrong shape."""
+        stored = self.store.read_spec()
+        if stored is None or stored.dimension == self.spec.dimension:
+            return
+        as_float32 = dataclasses.replace(stored, vector_type="float32", vector_ranges=None)
+        self.spec.check_compatible(as_float32, f"{self.store.name} at {self.store.location}")
 
     def _open_collection(self) -> None:
         """Create or check the collection; the sparse leg takes the settings it recorded."""
