@@ -274,6 +274,46 @@ def test_a_record_gone_from_its_jsonl_file_is_deleted_as_in_one_process(
         store.close()
 
 
+def test_documents_read_ahead_pass_their_record_files_by_name(ray_cluster, recipe, tmp_path: Path) -> None:
+    """Documents listed beforehand (a list, not what read_paths gives) lost the JSONL files they came
+    from: ingest_on_ray read them off the documents, so a record gone from its file kept its chunks."""
+    records = tmp_path / "faq.jsonl"
+    lines = [json.dumps({"id": name, "text": f"{name} {' '.join(WORDS)}"}) for name in ("a", "b", "c")]
+    records.write_text("\n".join(lines) + "\n")
+    store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
+    try:
+        ingest_on_ray(read_paths([records]), store, recipe, checkpoint_dir=tmp_path / "ck")
+        records.write_text(lines[0] + "\n" + lines[2] + "\n")  # record b removed
+        documents = read_paths([records])
+        listed = list(documents)
+        report = ingest_on_ray(
+            listed, store, recipe, checkpoint_dir=tmp_path / "ck", record_files=documents.record_files
+        )
+        assert sorted(store.list_sources().values()) == [f"{records}#a", f"{records}#c"]
+        assert report.deleted == 1 and report.documents == 2
+    finally:
+        store.close()
+
+
+def test_prune_keeps_a_left_out_files_chunks_as_in_one_process(ray_cluster, recipe, tmp_path: Path) -> None:
+    """read_paths(skipped=[...]) carries the files it left out, which IngestPipeline.run keeps under
+    prune without being handed the list again; on Ray they were pruned, an unreadable file taken
+    for a deleted one."""
+    corpus = write_corpus(tmp_path / "corpus", files=3)
+    store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
+    try:
+        ingest_on_ray(read_paths([corpus]), store, recipe, checkpoint_dir=tmp_path / "ck")
+        before = store.list_sources()
+        (corpus / "doc01.md").write_bytes(b"caf\xe9 au lait, not UTF-8")
+        report = ingest_on_ray(
+            read_paths([corpus], skipped=[]), store, recipe, prune=True, checkpoint_dir=tmp_path / "ck"
+        )
+        assert len(report.skipped) == 1 and report.skipped[0].startswith(str(corpus / "doc01.md"))
+        assert report.deleted == 0 and store.list_sources() == before
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("bm25", [None, BM25Recipe("words", "english")], ids=["dense", "hybrid"])
 def test_a_file_gone_since_it_was_listed_is_left_out_as_in_one_process(
     ray_cluster, recipe, tmp_path: Path, bm25: BM25Recipe | None

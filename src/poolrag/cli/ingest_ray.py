@@ -11,7 +11,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from poolrag.engine_args import positive_int
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
     from poolrag.engine_args import EngineArgs
     from poolrag.ingest.pipeline import IngestReport
+    from poolrag.ingest.readers import PathDocuments
     from poolrag.stores.base import VectorStore
 
 
@@ -89,7 +90,7 @@ def connect_from_args(args: argparse.Namespace) -> None:
 
 def ingest_on_ray_from_args(
     args: argparse.Namespace,
-    documents: Iterable[Any],
+    documents: PathDocuments,
     skipped: Sequence[Any],
     store: VectorStore,
     cache: EmbeddingCache | None,
@@ -120,6 +121,7 @@ def ingest_on_ray_from_args(
         model_options=model_options,
         prune=args.prune,
         skipped=skipped,
+        record_files=documents.record_files,  # filled as the documents are read
         bm25=BM25Recipe(args.analyzer, args.language) if args.hybrid else None,
         checkpoint_path=args.checkpoint,
         checkpoint_dir=checkpoint_dir,

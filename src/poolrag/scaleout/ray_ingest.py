@@ -502,6 +502,7 @@ def ingest_on_ray(
     model_options: Mapping[str, object] | None = None,
     prune: bool = False,
     skipped: Sequence[SkippedFile] = (),
+    record_files: Sequence[str] | None = None,
     bm25: BM25Recipe | None = None,
     checkpoint_path: str | Path | None = None,
     checkpoint_dir: str | Path | None = None,
@@ -513,13 +514,20 @@ def ingest_on_ray(
     Same collection and report as :class:`~poolrag.ingest.IngestPipeline` would give: re-runs add
     nothing, changed documents replace their old chunks, ``prune`` drops sources not given, a killed
     run resumes from its checkpoint (``checkpoint_path``, else one under ``checkpoint_dir`` or the
-    cache folder). ``skipped``: files the reader left out (their chunks survive ``prune``).
+    cache folder). ``skipped``: files the reader left out (their chunks survive ``prune``); none
+    given, the ones :func:`~poolrag.ingest.read_paths` carries (``documents.skipped``), as
+    :meth:`~poolrag.ingest.IngestPipeline.run` takes them. ``record_files``: the JSONL and CSV files
+    read to their end, whose records no longer in them lose their chunks; ``None``, the ones
+    ``read_paths`` carries (``documents.record_files``), so a list of its documents passes them here.
     ``bm25``: also write BM25 sparse vectors (a hybrid collection). ``store_address``: how actors
     open ``store`` themselves; when it names a server they write to it directly
     (:func:`actors_write`). ``embedder_class``: the actor class (a subclass can add behaviour,
     e.g. the tests' actor that dies once).
     """
     options = options or RayIngestOptions()
+    skipped = skipped or getattr(documents, "skipped", ())
+    if record_files is None:
+        record_files = getattr(documents, "record_files", ())
     _ray_data_console_at_ray_level()
     cpus, gpus = options.resources()
     source, chunker, sparse = _get(_model_parts.remote(recipe, bm25))
@@ -588,7 +596,7 @@ def ingest_on_ray(
         driver.save()
     driver.all_chunked()  # the documents cut into no chunk at all sent no row
     # a record no longer in a JSONL / CSV file read to its end goes, as in a single-process run
-    return driver.finish(prune=prune, skipped=skipped, record_files=getattr(documents, "record_files", ()))
+    return driver.finish(prune=prune, skipped=skipped, record_files=record_files)
 
 
 def _refused_batches(batch_runs: Any) -> list[list[str]]:
