@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -206,6 +207,82 @@ def test_a_killed_actor_changes_nothing(ray_cluster, recipe, corpus, single_proc
         assert flag.exists()  # an actor did die mid-run
         assert report.upserted == report.chunks == len(single_process)
         assert store.count() == len(single_process)
+        assert_same(contents(store), single_process)
+    finally:
+        store.close()
+
+
+class SaysWhenBuilt(ChunkEmbedder):
+    """Writes, in ``folder``, a file named by its process id once built, holding its torch threads."""
+
+    folder = ""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        import torch
+
+        Path(self.folder, str(os.getpid())).write_text(str(torch.get_num_threads()))
+
+
+def test_no_more_actors_than_batches_each_with_the_cores_left_to_it(
+    ray_cluster, recipe, corpus, single_process, tmp_path: Path
+) -> None:
+    """Two workers asked for and one document's batch: the second actor loaded the model and never
+    embedded, holding half the cluster's CPUs the one that did could have used."""
+    built = tmp_path / "built"
+    built.mkdir()
+    actor = type("SaysWhenBuiltHere", (SaysWhenBuilt,), {"folder": str(built)})
+    store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
+    try:
+        report = ingest_on_ray(
+            read_paths([corpus / "doc03.md"]),
+            store,
+            recipe,
+            options=RayIngestOptions(workers=2),
+            embedder_class=actor,
+        )
+        assert report.documents == 1 and report.upserted == report.chunks > 1
+        assert [path.read_text() for path in built.iterdir()] == ["2"]  # one actor, on both CPUs
+        want = {cid: got for cid, got in single_process.items() if got[0] == str(corpus / "doc03.md")}
+        assert_same(contents(store), want)
+    finally:
+        store.close()
+
+
+class WaitsForTheOther(SaysWhenBuilt):
+    """Holds its first batch until a second actor is built, and writes, in ``calls``, the process
+    id of each batch's actor: the other actor is ready by the time the next batch is handed out."""
+
+    calls = ""
+
+    def __call__(self, batch):
+        for _ in range(600):
+            if len(list(Path(self.folder).iterdir())) >= 2:
+                break
+            time.sleep(0.2)
+        with open(Path(self.calls, f"{len(batch['source'])}"), "w") as said:
+            said.write(str(os.getpid()))
+        return super().__call__(batch)
+
+
+def test_each_batch_goes_to_an_actor_with_nothing_else_to_do(
+    ray_cluster, recipe, corpus, single_process, tmp_path: Path
+) -> None:
+    """13 documents, batches of 8, two actors: the documents went as blocks of 7 and 6, which Ray
+    Data bundles into one task of 13, and an actor took a second task while busy with its first,
+    so one actor embedded everything while the other, its model loaded, waited."""
+    built, calls = tmp_path / "built", tmp_path / "calls"
+    built.mkdir()
+    calls.mkdir()
+    actor = type("WaitsForTheOtherHere", (WaitsForTheOther,), {"folder": str(built), "calls": str(calls)})
+    store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
+    try:
+        report = ingest_on_ray(
+            read_paths([corpus]), store, recipe, options=RayIngestOptions(workers=2), embedder_class=actor
+        )
+        assert report.documents == 13
+        by = {path.name: path.read_text() for path in calls.iterdir()}
+        assert sorted(by) == ["5", "8"] and by["5"] != by["8"]  # a batch each
         assert_same(contents(store), single_process)
     finally:
         store.close()

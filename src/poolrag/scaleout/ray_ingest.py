@@ -164,7 +164,9 @@ class RayIngestOptions:
     """How the job is spread over the cluster.
 
     Args:
-        workers: embedding actors (each loads the model once).
+        workers: embedding actors (each loads the model once); never more than the run has
+            batches of ``documents_per_batch`` documents, since an actor left without one would load
+            the model for nothing.
         gpus_per_worker: ``None``: 1 when the cluster has GPUs, else 0.
         cpus_per_worker: ``None``: 1 next to a GPU, else the cluster's CPUs shared by the workers.
         documents_per_batch: documents handed to an actor per call (its chunks are then grouped
@@ -194,17 +196,25 @@ class RayIngestOptions:
                 stacklevel=3,
             )
 
-    def resources(self) -> tuple[float, float]:
-        """``(cpus, gpus)`` of one actor on the connected cluster."""
+    def resources(self, workers: int | None = None) -> tuple[float, float]:
+        """``(cpus, gpus)`` of one actor on the connected cluster, when ``workers`` actors (default:
+        :attr:`workers`) share it."""
         check_count(self.workers, "workers")
+        workers = self.workers if workers is None else workers
         cluster = ray.cluster_resources()
         gpus = self.gpus_per_worker
         if gpus is None:
             gpus = 1.0 if cluster.get("GPU", 0) >= 1 else 0.0
         cpus = self.cpus_per_worker
         if cpus is None:
-            cpus = 1.0 if gpus else max(float(cluster.get("CPU", 1)) / self.workers, 0.1)
+            cpus = 1.0 if gpus else max(float(cluster.get("CPU", 1)) / workers, 0.1)
         return cpus, gpus
+
+    def actors_for(self, documents: int) -> int:
+        """The actors to start for ``documents`` documents: :attr:`workers`, but no more than their
+        batches (each actor loads the model; one with no batch to run would only cost its load)."""
+        check_count(self.workers, "workers")
+        return min(self.workers, max(1, math.ceil(documents / self.documents_per_batch)))
 
 
 class _CacheLookup:
@@ -529,7 +539,7 @@ def ingest_on_ray(
     if record_files is None:
         record_files = getattr(documents, "record_files", ())
     _ray_data_console_at_ray_level()
-    cpus, gpus = options.resources()
+    options.resources()  # a bad worker count, or no cluster joined, refused before the model loads
     source, chunker, sparse = _get(_model_parts.remote(recipe, bm25))
     driver = IngestDriver(
         store,
@@ -547,6 +557,8 @@ def ingest_on_ray(
     existing = ray.put(stored_ids)
     if sparse is not None and sparse.pending and rows:
         driver.fix_sparse(_first_batch(chunker, rows, stored_ids, options.write_batch))
+    workers = options.actors_for(len(rows))
+    cpus, gpus = options.resources(workers)
     by_actors = actors_write(store_address, driver.spec.sparse)
     writers = "the actors write" if by_actors else "the driver writes"
     logger.info(
@@ -554,7 +566,7 @@ def ingest_on_ray(
         "%s to %s",
         len(rows),
         len(stored_ids),
-        options.workers,
+        workers,
         cpus,
         gpus,
         writers,
@@ -563,9 +575,7 @@ def ingest_on_ray(
     if rows:
         batch_runs = BatchRuns.remote()  # type: ignore[attr-defined]
         try:
-            dataset = ray.data.from_items(
-                rows, override_num_blocks=max(1, math.ceil(len(rows) / options.documents_per_batch))
-            ).map_batches(
+            dataset = _document_blocks(rows, options.documents_per_batch).map_batches(
                 embedder_class,
                 fn_constructor_kwargs={
                     "recipe": recipe,
@@ -579,7 +589,9 @@ def ingest_on_ray(
                 },
                 batch_size=options.documents_per_batch,
                 batch_format="numpy",
-                compute=ray.data.ActorPoolStrategy(size=options.workers),
+                # one batch at a time each: a second one queued behind an actor's first waited
+                # there while an actor that finished loading later had nothing to do
+                compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
                 num_cpus=cpus,
                 num_gpus=gpus,
             )
@@ -597,6 +609,17 @@ def ingest_on_ray(
     driver.all_chunked()  # the documents cut into no chunk at all sent no row
     # a record no longer in a JSONL / CSV file read to its end goes, as in a single-process run
     return driver.finish(prune=prune, skipped=skipped, record_files=record_files)
+
+
+def _document_blocks(rows: list[dict[str, str]], size: int) -> Any:
+    """The rows as a dataset of blocks of ``size`` rows (the last one fewer), one task each:
+    ``map_batches`` bundles blocks smaller than its batch size into one task, and the even split of
+    ``from_items`` (13 documents in blocks of 7 and 6, for batches of 8) sent them all to one actor
+    while the others, their model loaded, waited."""
+    import pyarrow as pa
+
+    blocks = [pa.Table.from_pylist(rows[at : at + size]) for at in range(0, len(rows), size)]
+    return ray.data.from_arrow(blocks)
 
 
 def _refused_batches(batch_runs: Any) -> list[list[str]]:
