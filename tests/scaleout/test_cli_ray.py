@@ -162,3 +162,22 @@ def test_the_json_report_is_all_that_ingest_on_ray_prints_on_stdout(
     assert flag.exists() and "a line a worker printed" in done.stderr  # the actor did die, and said so
     report = json.loads(done.stdout)  # one JSON document, nothing else
     assert report["documents"] == report["upserted"] == report["chunks"] == 2
+
+
+def test_the_one_line_of_ray_cores_a_quiet_run_prints_is_the_one_the_readme_explains(
+    no_cluster_in_process, minilm_path: Path, tmp_path: Path
+) -> None:
+    """A clean --ray ingest printed an `E ... core_worker.cc` line of Ray Core's that looks like a
+    failure and was explained nowhere (Ray says it of every Ray Data actor pool, and no setting
+    turns it off alone), and with -q Ray Data's WARNING that its progress bars were off, saying how
+    to turn them on. Any other line of Ray's on a clean run is new, and needs a word too."""
+    corpus = write_corpus(tmp_path / "corpus", files=2)
+    done = ingest(str(corpus), "--model", str(minilm_path), "--uri", str(tmp_path / "m.db"), "-q", "--ray")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ingested 2 documents")
+    said = "has constructor arguments in the object store and max_restarts > 0"
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "core_worker.cc" in lines[0] and said in lines[0], done.stderr
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    quoted = "core_worker.cc: Actor with class name: 'MapWorker(MapBatches(ChunkEmbedder))' ..."
+    assert f"{quoted} {said}" in readme

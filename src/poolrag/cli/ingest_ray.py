@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from poolrag.stores.base import VectorStore
 
 
+#: where Ray Data warns, once a process, that its progress bars are off (and how to turn them on)
+RAY_DATA_PROGRESS_LOGGER = "ray.data._internal.progress"
+
+
 def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("scaling out (the ray extra)")
     group.add_argument(
@@ -105,6 +109,8 @@ def ingest_on_ray_from_args(
 
     connect_from_args(args)  # a no-op when the command connected already
     ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
+    if args.quiet:  # asked for: not a WARNING telling how to turn them back on
+        logging.getLogger(RAY_DATA_PROGRESS_LOGGER).setLevel(logging.ERROR)
     recipe = EngineRecipe(
         engine_args,
         dimensions=args.dimensions,
