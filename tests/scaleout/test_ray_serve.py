@@ -115,7 +115,8 @@ def test_a_blocking_deployment_stopped_by_ctrl_c_removes_its_application(
 ) -> None:
     """On a cluster the command joined, the app went on answering after Ctrl-C stopped the command
     (Ray's own ``serve run`` removes it). Runs last: it takes the module's deployment down."""
-    import _thread
+    import os
+    import signal
     import threading
 
     port = int(served.rsplit(":", 1)[1])
@@ -128,10 +129,13 @@ def test_a_blocking_deployment_stopped_by_ctrl_c_removes_its_application(
     def ctrl_c_once_running() -> None:
         threading.Event().wait(10)  # past serve.start: the same app again deploys nothing new
         for _ in range(600):
-            if serve.status().applications[APP_NAME].status == "RUNNING":
+            app = serve.status().applications.get(APP_NAME)
+            if app is not None and app.status == "RUNNING":
                 break
             threading.Event().wait(0.5)
-        _thread.interrupt_main()
+        # a real SIGINT, as Ctrl-C sends: it wakes a wait the main thread is blocked in, where
+        # _thread.interrupt_main only sets a flag that such a wait may never look at
+        os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=ctrl_c_once_running, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
