@@ -107,8 +107,9 @@ LONG = " ".join(f"Sentence {n} of a long document tells its own small story." fo
 
 
 def _window_reference(folder: Path, spans: list[tuple[int, int]], prompt: str = "") -> np.ndarray:
-    """Each span's mean row from transformers' forward over the window of WINDOW tokens where it sits
-    most centrally: [CLS] prompt tokens, the window's document tokens, [SEP]."""
+    """Each span's mean row (all its tokens) from transformers' forward over the window of WINDOW
+    tokens where it sits most centrally: [CLS] prompt tokens, the window's document tokens, [SEP].
+    A span no fixed window holds whole reads a window centred on it (or one such made before)."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     model = transformers.AutoModel.from_pretrained(folder).eval()
     lead_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
@@ -118,11 +119,15 @@ def _window_reference(folder: Path, spans: list[tuple[int, int]], prompt: str = 
     stride = width - int(width * WINDOW_OVERLAP)
     starts = [*range(0, len(content) - width, stride), len(content) - width]
     assert len(starts) > 3  # the document needs several windows
-    expected = []
+    expected, centred = [], []
     for s, e in spans:
         rows = _rows(offsets, s, e)
         first, stop = rows[0], rows[-1] + 1
         holding = [w for w in starts if w <= first and stop <= w + width]
+        holding = holding or [w for w in centred if w <= first and stop <= w + width]
+        if not holding:
+            centred.append(min(max(0, first - (width - (stop - first)) // 2), len(content) - width))
+            holding = centred[-1:]
         w = max(holding, key=lambda w: min(first - w, w + width - stop))
         ids = [tokenizer.cls_token_id, *lead_ids, *content[w : w + width], tokenizer.sep_token_id]
         hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
@@ -144,6 +149,32 @@ def test_beyond_the_max_length_each_chunk_reads_the_window_where_it_sits_most_ce
     # a span longer than a window pools the part inside the window holding most of it
     whole = engine.embed_chunks(LONG, [(0, len(LONG))], PoolingParams(normalize=False))
     assert whole.shape == (1, got.shape[1]) and np.isfinite(whole).all()
+
+
+@torch.no_grad()
+def test_chunks_nearly_a_window_long_pool_all_their_tokens_where_they_straddle_two_windows(
+    tiny_model: Callable[..., Path],
+) -> None:
+    """Consecutive sentence chunks, as ``ingest`` cuts them, most nearly a window long: those that
+    straddle two fixed windows used to pool only the part inside one (a third of a chunk's text never
+    read by its vector); each is now the mean of all its rows, from a window centred on it."""
+    folder = tiny_model("bert", max_position_embeddings=WINDOW)
+    spans = _spans(LONG)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    offsets = tokenizer(LONG, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    width = WINDOW - 2
+    stride = width - int(width * WINDOW_OVERLAP)
+    straddling = 0
+    for s, e in spans:
+        rows = _rows(offsets, s, e)
+        assert len(rows) <= width  # every chunk fits a window
+        first, stop = rows[0], rows[-1] + 1
+        starts = [*range(0, len(offsets) - width, stride), len(offsets) - width]
+        straddling += not any(w <= first and stop <= w + width for w in starts)
+    assert straddling >= 2  # the case this test is about
+    engine = Engine(folder, max_model_len=WINDOW, pooler_config={"pooling_type": "MEAN"})
+    got = engine.embed_chunks(LONG, spans, PoolingParams(normalize=False))
+    np.testing.assert_allclose(got, _window_reference(folder, spans), rtol=1e-4, atol=1e-5)
 
 
 @torch.no_grad()

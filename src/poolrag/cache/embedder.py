@@ -30,7 +30,7 @@ from poolrag.pooling.matryoshka import truncate
 from poolrag.prompt_inputs import PromptInput
 from poolrag.request import ResolvedParams
 from poolrag.tokenization.input_processor import check_text
-from poolrag.tokenization.late_chunks import check_spans
+from poolrag.tokenization.late_chunks import LATE_CHUNKS_CACHE_TASK, check_spans
 
 logger = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ class CachedEmbedder:
                 f"late chunking needs the model in this process; {self.backend!r} is not an Engine"
             )
         params, resolved = self._merged(pooling_params)
-        namespace = cache_namespace(self.facts, "late_chunks", params.with_updates(dimensions=None))
+        namespace = cache_namespace(self.facts, LATE_CHUNKS_CACHE_TASK, params.with_updates(dimensions=None))
         document = check_text(document, "document")
         spans = check_spans(document, spans)  # named spans[i] as the caller has them
         document_key = text_key(namespace, document)

@@ -4,9 +4,13 @@ Late chunking embeds a long document once and pools one vector per chunk from th
 forward pass, so every chunk's vector has read the text around it. Character spans become token
 rows through the fast tokenizer's offsets (a token belongs to a span when their character ranges
 overlap). A document longer than the model's window runs as windows of the maximum length that
-overlap by a quarter of a window; each chunk takes all its rows from the one window that holds
-most of it, and among those the one where it sits farthest from an edge (most context on both
-sides). A chunk longer than a window pools the part inside that window, as ``embed`` truncates.
+overlap by a quarter of a window; each chunk takes all its rows from one window that holds the
+whole chunk, among those the one where it sits farthest from an edge (most context on both sides).
+A chunk that fits a window but straddles two of them (the usual case when chunks are nearly as
+long as the window, as ``ingest``'s default chunks are) gets a window of its own, centred on it:
+pooled from the window holding most of it, it would lose up to a third of its tokens, text its
+vector then never read. A chunk longer than a window pools the part inside the fixed window
+holding most of it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from poolrag.tokenization.input_processor import InputProcessor
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
 LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a LateChunkRequest
+#: The cache's namespace for late vectors. Before chunks straddling two windows got a window of their
+#: own ("late_chunks") they pooled part of their tokens; the new name keeps those vectors from answering.
+LATE_CHUNKS_CACHE_TASK = "late_chunks/whole_spans"
 
 
 def late_chunking_refused(pooling_type: str | None, reads_images: bool = False) -> str:
@@ -107,6 +114,20 @@ def _best_window(starts: Sequence[int], width: int, first: int, stop: int) -> in
     return max(range(len(starts)), key=rank)
 
 
+def _window_for(starts: list[int], fixed: int, length: int, width: int, first: int, stop: int) -> int:
+    """The window tokens ``[first, stop)`` read: the best fixed one (the first ``fixed`` of
+    ``starts``) holding all of them, else a centred one added before, else a new centred one
+    (appended to ``starts``); a chunk longer than ``width`` takes the fixed one holding most of it."""
+    if stop - first > width:
+        return _best_window(starts[:fixed], width, first, stop)
+    for group in (range(fixed), range(fixed, len(starts))):
+        holding = [w for w in group if starts[w] <= first and stop <= starts[w] + width]
+        if holding:
+            return max(holding, key=lambda w: min(first - starts[w], starts[w] + width - stop))
+    starts.append(min(max(0, first - (width - (stop - first)) // 2), length - width))
+    return len(starts) - 1
+
+
 def plan_late_chunks(
     processor: InputProcessor,
     document: str,
@@ -151,10 +172,13 @@ def plan_late_chunks(
             raise InvalidInputError(f"spans[{i}] = [{start}, {end}] covers no token (only whitespace?)")
         token_spans.append(rows)
     starts = _window_starts(len(content), width)
+    fixed = len(starts)
     per_window: list[list[tuple[int, int]]] = [[] for _ in starts]
     placement = []
     for first, stop in token_spans:
-        w = _best_window(starts, width, first, stop)
+        w = _window_for(starts, fixed, len(content), width, first, stop)
+        if w == len(per_window):
+            per_window.append([])
         ws = starts[w]
         rows = (len(head) + max(first, ws) - ws, len(head) + min(stop, ws + width) - ws)
         placement.append((w, len(per_window[w])))
