@@ -254,6 +254,30 @@ class BeirDataset:
             )
         return queries, {q.id: qrels[q.id] for q in queries}
 
+    def check_judged_documents_exist(self, split: str, qrels: Mapping[str, Mapping[str, int]]) -> None:
+        """Refuse qrels none of whose relevant documents is in the corpus, before anything is embedded.
+
+        Every metric would then be 0 in every mode, a table that looks like a result; it is a
+        mismatch of ids (qrels of another dataset or split, ``D1`` against ``d1``, a prefix) that
+        the user can fix. Only the judged ids are held while the corpus streams past."""
+        relevant = {d for judged in qrels.values() for d, g in judged.items() if g > 0}
+        if not relevant:
+            return
+        corpus_sample: list[str] = []
+        for document in self.documents():
+            if document.id in relevant:
+                return
+            if len(corpus_sample) < 3:
+                corpus_sample.append(document.id)
+        raise BeirFormatError(
+            self.qrels_path(split),
+            None,
+            f"none of the {len(relevant)} documents judged relevant is in {self.corpus_path} "
+            f"(judged: {_first_few(sorted(relevant))}; the corpus has ids such as "
+            f"{', '.join(corpus_sample)}); every metric would be 0: the corpus-id column must name "
+            "corpus.jsonl's _id values exactly",
+        )
+
     def warn_unknown_documents(
         self, split: str, qrels: Mapping[str, Mapping[str, int]], corpus_ids: Set[str]
     ) -> None:

@@ -295,6 +295,7 @@ class Evaluation:
             )
         if next(iter(dataset.documents()), None) is None:
             raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
+        dataset.check_judged_documents_exist(split, qrels)
         images = PageRendering() if self.embedder.facts.reads_images else None
         corpus_ids: set[str] = set()
         total = _corpus_document_count(dataset) if self.pipeline.progress else None
