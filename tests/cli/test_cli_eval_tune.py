@@ -291,3 +291,29 @@ def test_a_choice_that_beat_dense_by_chance_is_said(
         queries=60,
     )
     assert ("within chance (p >= 0.05)" in tuned_summary(report, saved=True)) is warned
+
+
+@pytest.mark.parametrize("p_value", [0.01, 0.4])
+def test_a_choice_that_lost_to_dense_held_out_is_said_whatever_the_p_value(p_value: float) -> None:
+    """A setting that scores below dense on the queries it never saw (a sparse share fitted to these
+    judgements) is said to have lost, pointing at dense, significant or not; a significant loss used to
+    print no doubt at all, and a chance one only that it "may not help"."""
+    from poolrag.cli.eval_tune import tuned_summary
+    from poolrag.evaluation.tune import PairedComparison, Setting, TuneReport
+
+    fusion = ("minmax", 0.25)
+    report = TuneReport(
+        held_out={f"mrr@{K}": 0.436},
+        dense={f"mrr@{K}": 0.504},
+        comparison=PairedComparison(5, 5, 9, -0.068, p_value),
+        record=RetrievalRecord(fusion, 50, None),
+        fold_settings=[Setting(fusion)] * 5,
+        objective=f"mrr@{K}",
+        folds=5,
+        seed=0,
+        queries=19,
+    )
+    summary = tuned_summary(report, saved=False)
+    said = f"held out, the tuned setting did worse than dense alone (mrr@{K} 0.4360 against 0.5040)"
+    assert said in summary
+    assert "within chance" not in summary

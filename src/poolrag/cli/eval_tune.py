@@ -124,9 +124,26 @@ def tuned_summary(tuned: TuneReport, saved: bool) -> str:
             f"mean difference {c.mean_difference:+.4f}, p = {c.p_value:.4f} (paired sign-flip permutation)",
             f"chosen on all queries: {chosen.describe()}, legs {tuned.record.prefetch} deep; "
             + ("saved into the collection's record" if saved else "not saved (add --save to keep it)"),
-            *((_UNPROVEN,) if c.p_value >= 0.05 and not chosen.dense_alone else ()),
+            *_doubts(tuned, chosen.dense_alone),
         ]
     )
+
+
+def _doubts(tuned: TuneReport, dense_alone: bool) -> tuple[str, ...]:
+    """What the held-out comparison says against the choice: it lost to dense (however small the
+    p-value: a choice that scores below dense on queries it never saw fits these queries, not new
+    ones), or it won by no more than chance. Dense alone needs neither."""
+    c = tuned.comparison
+    if dense_alone:
+        return ()
+    if c.mean_difference < 0:
+        key = tuned.objective
+        return (
+            f"held out, the tuned setting did worse than dense alone ({key} {tuned.held_out[key]:.4f} "
+            f"against {tuned.dense[key]:.4f}): it fits these queries, not new ones; search dense "
+            "(without --hybrid), or judge more queries before saving it",
+        )
+    return (_UNPROVEN,) if c.p_value >= 0.05 else ()
 
 
 #: said under a choice that beat dense on no firm evidence (a choice of dense alone needs no warning;
