@@ -139,6 +139,11 @@ def test_the_judged_queries_are_those_a_ranking_can_score(tmp_path: Path, caplog
     missing, unanswerable = [r.getMessage() for r in caplog.records]
     assert missing.startswith("1 judged queries of") and missing.endswith("left out: qnope")
     assert "judged only with grade 0" in unanswerable and unanswerable.endswith(": q2")
+    # eval --tune reads the judged queries three times (fold check, modes, tuning): said once each
+    for _ in range(2):
+        with caplog.at_level("WARNING", logger="poolrag.evaluation.beir"):
+            assert dataset.judged_queries()[1] == judged
+    assert [r.getMessage() for r in caplog.records] == [missing, unanswerable]
 
 
 def test_a_corpus_document_without_text_is_left_out_with_a_warning(tmp_path: Path, caplog) -> None:

@@ -125,6 +125,15 @@ class BeirDataset:
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise BeirFormatError(self.folder, None, "not a folder; a BEIR dataset is a folder")
+        self._warned: set[str] = set()
+
+    def _warn_once(self, message: str, *args: object) -> None:
+        """Log a warning about the files once per dataset: ``eval --tune`` reads the judged queries
+        three times (fold check, modes, tuning), and the same warning thrice reads as three problems."""
+        text = message % args
+        if text not in self._warned:
+            self._warned.add(text)
+            logger.warning("%s", text)
 
     def __repr__(self) -> str:
         return f"BeirDataset({str(self.folder)!r})"
@@ -236,7 +245,7 @@ class BeirDataset:
         known = {q.id for q in self.queries()}
         missing = sorted(set(qrels) - known)
         if missing:
-            logger.warning(
+            self._warn_once(
                 "%d judged queries of %s are not in %s; left out: %s",
                 len(missing),
                 self.qrels_path(split),
@@ -245,7 +254,7 @@ class BeirDataset:
             )
         unanswerable = sorted(set(qrels) & known - {q.id for q in queries})
         if unanswerable:
-            logger.warning(
+            self._warn_once(
                 "%d queries of %s are judged only with grade 0 (no relevant document); left out of "
                 "the averages, where pytrec_eval would count each as 0: %s",
                 len(unanswerable),
