@@ -182,3 +182,14 @@ def test_relevant_documents_the_corpus_lacks_are_named(tmp_path: Path, caplog) -
     caplog.clear()
     dataset.warn_unknown_documents("test", judged, {"d1", "D1", "doc9"})
     assert not caplog.records
+
+
+@pytest.mark.parametrize("content", ["", "query-id\tcorpus-id\tscore\n", "\n\n"])
+def test_a_qrels_file_without_judgements_says_so(tmp_path: Path, content: str) -> None:
+    """An empty or header-only qrels file was read as no judgements, and ``poolrag eval`` then said no
+    query of queries.jsonl is judged there, as though the ids mismatched."""
+    dataset = make_dataset(tmp_path / "ds", qrels=content)
+    with pytest.raises(
+        BeirFormatError, match=r"qrels/test\.tsv: no judgements \(the file is empty or only a header\)"
+    ):
+        dataset.qrels()

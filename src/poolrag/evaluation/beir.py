@@ -233,6 +233,8 @@ class BeirDataset:
                 raise BeirFormatError(
                     path, number, f"({query_id}, {doc_id}) judged {previous} earlier and {grade} here"
                 )
+        if not judgements:  # said as such, not as queries that no judgement names
+            raise BeirFormatError(path, None, "no judgements (the file is empty or only a header)")
         return judgements
 
     def judged_queries(self, split: str = "test") -> tuple[list[BeirQuery], dict[str, dict[str, int]]]:
