@@ -71,6 +71,16 @@ class PoolingOutput:
 
     data: torch.Tensor
 
+    def __eq__(self, other: object) -> bool:
+        """vLLM's: equal when every element is (a dataclass's field tuple comparison would ask a
+        tensor for one truth value, a ``RuntimeError`` for more than one element)."""
+        if not isinstance(other, self.__class__):
+            return NotImplemented
+        mine, theirs = self.data, other.data
+        if isinstance(mine, np.ndarray) or isinstance(theirs, np.ndarray):  # sparse_embed's records
+            return bool(np.array_equal(mine, theirs))
+        return mine.shape == theirs.shape and bool((mine == theirs).all())
+
 
 @dataclass(frozen=True, slots=True)
 class LateChunk:

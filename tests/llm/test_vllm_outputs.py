@@ -22,6 +22,7 @@ from poolrag.vllm_outputs import (
     ClassificationRequestOutput,
     EmbeddingOutput,
     EmbeddingRequestOutput,
+    PoolingOutput,
     PoolingRequestOutput,
     ScoringRequestOutput,
 )
@@ -100,3 +101,14 @@ def test_built_positionally_in_vllm_constructor_order() -> None:
         False,
     )
     assert out.prompt is None and out.outputs.embedding == [0.5, 0.5]
+
+
+def test_pooling_outputs_compare_by_their_data_as_vllms_do(llm: LLM) -> None:
+    """vLLM's ``PoolingOutput`` defines ``==`` over every element; a dataclass's generated one asked a
+    multi-element tensor for one truth value, a ``RuntimeError`` in a script comparing two runs."""
+    first, again = (llm.encode(SENTENCES[0], pooling_task="token_embed")[0].outputs for _ in range(2))
+    other = llm.encode(SENTENCES[1], pooling_task="token_embed")[0].outputs
+    assert first == again
+    assert first != other  # another text (another token count: unequal, not a broadcasting error)
+    assert first != PoolingOutput(first.data + 1)
+    assert first != "a string"
