@@ -38,6 +38,7 @@ class TokensPrompt(TypedDict):
     """vLLM's token prompt: ids the model's own tokenizer made (its special tokens included)."""
 
     prompt_token_ids: list[int]
+    prompt: NotRequired[str]  # the text the ids came from, if known: a label, the ids are pooled
     cache_salt: NotRequired[str]
 
 

@@ -48,9 +48,13 @@ def _engine_prompt(prompt: object) -> object:
     if _is_token_ids(prompt):
         return {"prompt_token_ids": list(prompt)}  # type: ignore[call-overload]
     if isinstance(prompt, Mapping) and "prompt_token_ids" in prompt:
-        extra = sorted(set(prompt) - {"prompt_token_ids"} - _CACHE_ONLY_KEYS)
+        extra = sorted(set(prompt) - {"prompt_token_ids", "prompt"} - _CACHE_ONLY_KEYS)
         if extra:
             raise InvalidInputError(f"token prompt keys {extra} are not supported: poolrag pools text only")
+        if "prompt" in prompt and not isinstance(prompt["prompt"], str):
+            kind = type(prompt["prompt"]).__name__
+            raise InputTypeError(f"a token prompt's 'prompt' (the ids' text) must be a string, not {kind}")
+        # vLLM's TokensPrompt may name the text its ids came from: a label, the ids are what is pooled
         return {"prompt_token_ids": prompt["prompt_token_ids"]}
     if isinstance(prompt, Mapping) and "multi_modal_data" in prompt:
         return _image_prompt(prompt)

@@ -38,6 +38,7 @@ def test_every_prompt_shape_vllm_takes_gives_the_texts_vectors(llm: LLM, minilm_
         TokensPrompt(prompt_token_ids=ids),
         {"prompt": text, "cache_salt": "tenant-a"},  # steers vLLM's prefix cache only: no result changes
         {"prompt_token_ids": ids, "cache_salt": "tenant-a"},
+        TokensPrompt(prompt_token_ids=ids, prompt=text),  # vLLM's label of the ids: the ids are pooled
     ):
         got = _vectors(llm.embed(prompts))
         assert got.shape == (1, 384), prompts
@@ -66,6 +67,8 @@ def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
         llm.embed({"prompt": "", "multi_modal_data": {"image": b"\x89PNG"}})
     with pytest.raises(InputTypeError, match="'prompt' must be a string, not int"):
         llm.embed({"prompt": 7})
+    with pytest.raises(InputTypeError, match=r"token prompt's 'prompt' .* must be a string, not int"):
+        llm.embed({"prompt_token_ids": [101, 2000, 102], "prompt": 7})
     with pytest.raises(
         InvalidInputError, match=r"token prompt keys \['multi_modal_data'\] are not supported"
     ):
