@@ -131,7 +131,8 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class ModelConfig:
     """The part of vLLM's ``ModelConfig`` pooling scripts read (``hf_config.id2label`` for NER
-    labels, the length, the pooler), at ``llm.model_config`` and
+    labels, the length, the pooler, the dtype and quantization a script logs, the Matryoshka sizes
+    it picks ``dimensions`` from), at ``llm.model_config`` and
     ``llm.llm_engine.vllm_config.model_config``."""
 
     model: str
@@ -140,10 +141,28 @@ class ModelConfig:
     pooler_config: PoolerConfig | None = None
     is_cross_encoder: bool = False
     runner_type: str = "pooling"
+    dtype: Any = None  # the torch.dtype the weights run in, as vLLM's
+    quantization: str | None = None
+    is_matryoshka: bool = False
+    matryoshka_dimensions: list[int] | None = None
+
+    @property
+    def served_model_name(self) -> str:
+        """vLLM's default: the model as given (a served name names nothing offline)."""
+        return self.model
+
+    @property
+    def architecture(self) -> str:
+        """The checkpoint's first architecture name, as vLLM reports the one it resolved."""
+        return str((getattr(self.hf_config, "architectures", None) or [""])[0])
 
     def get_hidden_size(self) -> int:
         """The backbone's hidden size, as vLLM reads it from the text config."""
         return int(self.hf_config.get_text_config().hidden_size)
+
+    def get_vocab_size(self) -> int:
+        """The tokenizer vocabulary the text config declares, as vLLM reads it."""
+        return int(self.hf_config.get_text_config().vocab_size)
 
 
 @dataclass(frozen=True)
@@ -248,12 +267,18 @@ class LLM:
 
     @property
     def model_config(self) -> ModelConfig:
+        facts = self.engine.facts
+        dims = facts.matryoshka_dimensions
         return ModelConfig(
             self.engine.model_name,
             self.engine.spec.hf_config,
             self.engine.max_model_len,
             self.engine.pooler_config,
-            self.engine.facts.score_kind is ScoreKind.CROSS_ENCODER,
+            facts.score_kind is ScoreKind.CROSS_ENCODER,
+            dtype=self.engine.dtype,
+            quantization=self.engine_args.quantization,
+            is_matryoshka=facts.is_matryoshka,
+            matryoshka_dimensions=None if dims is None else list(dims),
         )
 
     @property

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from poolrag import LLM, Engine, ModelLoadError, PoolerConfig, PoolingParams
 from poolrag.errors import InputTooLongError, InputTypeError, InvalidInputError, UnsupportedTaskError
@@ -68,6 +69,12 @@ def test_what_vllm_scripts_read_from_the_llm(llm: LLM, minilm_engine: Engine) ->
     config = llm.model_config
     assert (config.runner_type, config.is_cross_encoder, config.get_hidden_size()) == ("pooling", False, 384)
     assert config.pooler_config == minilm_engine.pooler_config
+    # what scripts log or pick sizes from (llm.llm_engine.model_config.dtype was an AttributeError)
+    engine_config = llm.llm_engine.model_config
+    assert (engine_config.dtype, engine_config.quantization) == (torch.float32, None)
+    assert (engine_config.is_matryoshka, engine_config.matryoshka_dimensions) == (False, None)
+    assert (config.architecture, config.get_vocab_size()) == ("BertModel", 30522)
+    assert config.served_model_name == config.model
     params = PoolingParams(dimensions=None, normalize=False)
     twin = params.clone()
     assert twin == params and twin is not params
@@ -75,6 +82,14 @@ def test_what_vllm_scripts_read_from_the_llm(llm: LLM, minilm_engine: Engine) ->
         llm.generate("Hello, my name is")
     with pytest.raises(ValueError, match="pooling models only"):
         llm.chat([{"role": "user", "content": "hi"}])
+
+
+def test_model_config_names_the_matryoshka_sizes_vllm_scripts_pick_from(minilm_path: Path) -> None:
+    llm = LLM(str(minilm_path), hf_overrides={"is_matryoshka": True, "matryoshka_dimensions": [64, 128]})
+    config = llm.llm_engine.vllm_config.model_config
+    assert (config.is_matryoshka, config.matryoshka_dimensions) == (True, [64, 128])
+    size = config.matryoshka_dimensions[0]
+    assert len(llm.embed("a cat", PoolingParams(dimensions=size))[0].outputs.embedding) == size
 
 
 def test_embed_score_and_encode_match_the_engine(llm: LLM, minilm_engine: Engine) -> None:
