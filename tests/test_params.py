@@ -28,6 +28,17 @@ def test_activation_is_vllms_alias_of_use_activation() -> None:
     assert PoolingParams(activation=False).with_updates(dimensions=8).use_activation is False
 
 
+def test_softmax_is_vllms_older_alias_of_use_activation() -> None:
+    """vLLM's ``PoolingParams(softmax=False)`` (its classify examples' spelling before
+    ``use_activation``) was a TypeError; it is the same switch, and no field of its own."""
+    assert PoolingParams(softmax=False) == PoolingParams(use_activation=False)
+    assert PoolingParams(softmax=True, use_activation=True).use_activation is True
+    assert "softmax" not in {f.name for f in dataclasses.fields(PoolingParams)}
+    with pytest.raises(InvalidInputError, match="softmax and use_activation disagree"):
+        PoolingParams(softmax=False, use_activation=True)
+    assert PoolingParams(softmax=False).clone().use_activation is False
+
+
 @pytest.fixture(scope="module")
 def facts(minilm_engine) -> ModelFacts:
     """A real model's facts (MiniLM: 384 dimensions, normalised, not Matryoshka) with every task

@@ -99,8 +99,8 @@ class PoolingParams:
         step_tag_id / returned_token_ids: STEP pooling for process reward models.
         max_active_dims: ``sparse_embed`` keeps only this many largest weights per text
             (sentence-transformers' ``max_active_dims``); ``None`` keeps every non-zero weight.
-        activation: vLLM's alias of ``use_activation`` (constructor only): folded into
-            ``use_activation``, so it is no field of its own and cache keys do not move.
+        activation / softmax: vLLM's older aliases of ``use_activation`` (constructor only): folded
+            into ``use_activation``, so they are no fields of their own and cache keys do not move.
         late_chunking_params: vLLM's :class:`LateChunkingParams`, which :class:`poolrag.LLM`'s
             ``encode(pooling_task="token_embed")`` runs; every other call refuses it.
     """
@@ -118,15 +118,18 @@ class PoolingParams:
     truncate: bool | None = None
     activation: InitVar[bool | None] = None
     late_chunking_params: LateChunkingParams | None = None
+    softmax: InitVar[bool | None] = None
 
-    def __post_init__(self, activation: bool | None) -> None:
-        if activation is not None:
-            if self.use_activation is not None and self.use_activation != activation:
+    def __post_init__(self, activation: bool | None, softmax: bool | None) -> None:
+        for alias, value in (("activation", activation), ("softmax", softmax)):
+            if value is None:
+                continue
+            if self.use_activation is not None and self.use_activation != value:
                 raise InvalidInputError(
-                    "activation and use_activation disagree; activation is vLLM's alias of "
+                    f"{alias} and use_activation disagree; {alias} is vLLM's older name of "
                     "use_activation, give one of them"
                 )
-            object.__setattr__(self, "use_activation", activation)
+            object.__setattr__(self, "use_activation", value)
         if self.input_type not in (None, "query", "document"):
             raise InvalidInputError(f"input_type must be 'query' or 'document', not {self.input_type!r}")
         if self.truncate_prompt_tokens is not None and (
