@@ -66,6 +66,15 @@ def _engine_prompt(prompt: object) -> object:
             kind = type(prompt["prompt"]).__name__
             raise InputTypeError(f"a text prompt's 'prompt' must be a string, not {kind}")
         return prompt["prompt"]
+    if isinstance(prompt, Mapping) and "data" in prompt:
+        raise InvalidInputError(
+            "a 'data' prompt is for vLLM's IO processor plugins (pooling_task='plugin'), which poolrag "
+            "does not run; give text or prompt_token_ids"
+        )
+    if isinstance(prompt, Mapping):
+        raise InputTypeError(
+            f"a prompt dict needs 'prompt' (text) or 'prompt_token_ids', not only {sorted(map(str, prompt))}"
+        )
     return prompt  # text or a token prompt: the Engine checks it
 
 

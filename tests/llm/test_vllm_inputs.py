@@ -67,6 +67,11 @@ def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
         llm.embed({"prompt": "", "multi_modal_data": {"image": b"\x89PNG"}})
     with pytest.raises(InputTypeError, match="'prompt' must be a string, not int"):
         llm.embed({"prompt": 7})
+    # vLLM's plugin prompt, and a dict with neither text nor ids, were 'prompt_token_ids must be a list'
+    with pytest.raises(InvalidInputError, match="'data' prompt is for vLLM's IO processor plugins"):
+        llm.encode({"data": {"x": 1}}, pooling_task="embed")
+    with pytest.raises(InputTypeError, match=r"'prompt' \(text\) or 'prompt_token_ids', not only \['text'\]"):
+        llm.embed([{"text": "a cat"}])
     with pytest.raises(InputTypeError, match=r"token prompt's 'prompt' .* must be a string, not int"):
         llm.embed({"prompt_token_ids": [101, 2000, 102], "prompt": 7})
     with pytest.raises(
