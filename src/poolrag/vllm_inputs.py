@@ -97,20 +97,28 @@ def _image_prompt(prompt: Mapping[str, Any]) -> object:
 def score_side(data: Any) -> Any:
     """One side of vLLM's ``LLM.score`` in the Engine's form: texts as they are (a ``TextPrompt`` as
     its text), a multimodal prompt as its image, and vLLM's ``ScoreMultiModalParam``
-    (``{"content": [parts]}``) as one item per ``text`` or ``image_url`` part (a data URL; a remote
-    one is never fetched)."""
-    if isinstance(data, Mapping) and "content" in data and set(data) == {"content"}:
-        parts = data["content"]
-        if not isinstance(parts, list | tuple) or not parts:
-            raise InvalidInputError("a score's content is a list of text and image_url parts")
-        return [_content_part(part, i) for i, part in enumerate(parts)]
+    (``{"content": [parts]}``) as the one item its part is, a ``text`` or an ``image_url`` (a data
+    URL; a remote one is never fetched). As in vLLM, one such dict is one query or document and a
+    list of them is several."""
     if isinstance(data, list | tuple):
         return [_score_item(d) for d in data]
     return _score_item(data)
 
 
 def _score_item(item: Any) -> Any:
-    """A multimodal prompt as its image, a ``TextPrompt`` (``{"prompt": text}``) as its text."""
+    """A ``{"content": [part]}`` as its part, a multimodal prompt as its image, a ``TextPrompt``
+    (``{"prompt": text}``) as its text."""
+    if isinstance(item, Mapping) and "content" in item and set(item) == {"content"}:
+        parts = item["content"]
+        if not isinstance(parts, list | tuple) or not parts:
+            raise InvalidInputError("a score's content is a list of text and image_url parts")
+        if len(parts) > 1:
+            raise InvalidInputError(
+                f"a score item's content has {len(parts)} parts, which vLLM fuses into one input; "
+                "poolrag's models read one text or one image, so give one part per item "
+                '(a list of {"content": [part]} for several items)'
+            )
+        return _content_part(parts[0], 0)
     if isinstance(item, Mapping) and "multi_modal_data" in item:
         return _image_prompt(item)
     if isinstance(item, Mapping) and set(item) == {"prompt"}:

@@ -59,6 +59,24 @@ def test_score_takes_text_prompts_on_either_side(llm: LLM, minilm_engine: Engine
         llm.score(SENTENCES[0], [{"prompt": 7}])
 
 
+def test_score_content_dicts_are_one_item_each_as_in_vllm(llm: LLM, minilm_engine: Engine) -> None:
+    """vLLM's ``ScoreMultiModalParam``: one ``{"content": [parts]}`` is one query or document, a list
+    of them several (vLLM's vision_reranker_offline.py). A list of them was passed through as dicts
+    and refused, and one dict of several parts gave one score per part where vLLM gives one."""
+
+    def part(text: str) -> dict:
+        return {"content": [{"type": "text", "text": text}]}
+
+    want = [out.outputs.score for out in minilm_engine.score(SENTENCES[0], SENTENCES[1:3])]
+    listed = llm.score(SENTENCES[0], [part(SENTENCES[1]), SENTENCES[2]])
+    np.testing.assert_allclose([o.outputs.score for o in listed], want, rtol=0, atol=1e-6)
+    (one,) = llm.score(part(SENTENCES[0]), part(SENTENCES[1]))
+    assert one.outputs.score == pytest.approx(want[0], abs=1e-6)
+    fused = {"content": [{"type": "text", "text": SENTENCES[1]}, {"type": "text", "text": SENTENCES[2]}]}
+    with pytest.raises(InvalidInputError, match="content has 2 parts, which vLLM fuses into one input"):
+        llm.score(SENTENCES[0], fused)
+
+
 def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
     # a multimodal prompt is an image alone (a dual encoder's; tests/engine/test_dual_encoder.py)
     with pytest.raises(InvalidInputError, match="a prompt is a text or an image"):
