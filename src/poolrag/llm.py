@@ -177,9 +177,14 @@ class _EngineView:
     model_config: ModelConfig
     vllm_config: _VllmConfig
     supported_tasks: tuple[PoolingTask, ...] = ()
+    tokenizer: Any = None
 
     def get_supported_tasks(self) -> tuple[PoolingTask, ...]:
         return self.supported_tasks
+
+    def get_tokenizer(self) -> Any:
+        """The model's tokenizer, as ``llm.get_tokenizer()`` (scripts reach for it here too)."""
+        return self.tokenizer
 
 
 class LLM:
@@ -283,7 +288,8 @@ class LLM:
 
     @property
     def llm_engine(self) -> _EngineView:
-        return _EngineView(self.model_config, _VllmConfig(self.model_config), self.supported_tasks)
+        config = self.model_config
+        return _EngineView(config, _VllmConfig(config), self.supported_tasks, self.engine.tokenizer)
 
     def generate(self, *args: Any, **kwargs: Any) -> NoReturn:
         """Refused as vLLM refuses it on a pooling model: a ``ValueError`` saying what runs here."""

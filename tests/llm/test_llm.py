@@ -75,6 +75,7 @@ def test_what_vllm_scripts_read_from_the_llm(llm: LLM, minilm_engine: Engine) ->
     assert (engine_config.is_matryoshka, engine_config.matryoshka_dimensions) == (False, None)
     assert (config.architecture, config.get_vocab_size()) == ("BertModel", 30522)
     assert config.served_model_name == config.model
+    assert llm.llm_engine.get_tokenizer() is llm.get_tokenizer()
     params = PoolingParams(dimensions=None, normalize=False)
     twin = params.clone()
     assert twin == params and twin is not params
