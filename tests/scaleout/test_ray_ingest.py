@@ -62,6 +62,14 @@ def write_corpus(root: Path, files: int = 12) -> Path:
     return root
 
 
+def write_records(root: Path, names: str) -> tuple[Path, list[str]]:
+    """``faq.jsonl`` with one record per name in ``names``, and its lines (to write again without some)."""
+    records = root / "faq.jsonl"
+    lines = [json.dumps({"id": name, "text": f"{name} {' '.join(WORDS)}"}) for name in names]
+    records.write_text("\n".join(lines) + "\n")
+    return records, lines
+
+
 def location(kind: str, root: Path) -> dict[str, str]:
     return {"uri": str(root / "milvus.db")} if kind == "milvus" else {"path": str(root / "qdrant")}
 
@@ -336,9 +344,7 @@ def test_a_record_gone_from_its_jsonl_file_is_deleted_as_in_one_process(
 ) -> None:
     """A record no longer in a JSONL file read to its end loses its chunks without --prune (the
     single-process rule, tests/ingest): on Ray they stayed, answering searches for a deleted record."""
-    records = tmp_path / "faq.jsonl"
-    lines = [json.dumps({"id": name, "text": f"{name} {' '.join(WORDS)}"}) for name in ("a", "b", "c")]
-    records.write_text("\n".join(lines) + "\n")
+    records, lines = write_records(tmp_path, "abc")
     store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
     try:
         ingest_on_ray(read_paths([records]), store, recipe, checkpoint_dir=tmp_path / "ck")
@@ -354,9 +360,7 @@ def test_a_record_gone_from_its_jsonl_file_is_deleted_as_in_one_process(
 def test_documents_read_ahead_pass_their_record_files_by_name(ray_cluster, recipe, tmp_path: Path) -> None:
     """Documents listed beforehand (a list, not what read_paths gives) lost the JSONL files they came
     from: ingest_on_ray read them off the documents, so a record gone from its file kept its chunks."""
-    records = tmp_path / "faq.jsonl"
-    lines = [json.dumps({"id": name, "text": f"{name} {' '.join(WORDS)}"}) for name in ("a", "b", "c")]
-    records.write_text("\n".join(lines) + "\n")
+    records, lines = write_records(tmp_path, "abc")
     store = open_store("qdrant", "docs", **location("qdrant", tmp_path))
     try:
         ingest_on_ray(read_paths([records]), store, recipe, checkpoint_dir=tmp_path / "ck")

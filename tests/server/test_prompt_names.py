@@ -94,11 +94,19 @@ def test_poolrag_client_checks_and_sends_prompt_name(prompted_server: Served) ->
 
 
 @pytest.mark.parametrize(
-    ("input_type", "name"), [("classification", "classification"), ("clustering", "Clustering")]
+    ("input_type", "name"),
+    [
+        ("search_query", "query"),
+        ("search_document", "document"),
+        ("classification", "classification"),
+        ("clustering", "Clustering"),
+    ],
 )
-def test_cohere_classification_and_clustering_take_the_folders_prompt_of_that_name(
+def test_cohere_input_types_take_the_folders_prompt_they_name(
     prompted_server: Served, input_type: str, name: str
 ) -> None:
+    """search_query / search_document: the query and document prompts; classification / clustering:
+    the folder's prompt of that name, in any case."""
     client = cohere.ClientV2(base_url=prompted_server.url, api_key="unused", timeout=120)
     response = client.embed(
         texts=TEXTS, model=prompted_server.model, input_type=input_type, embedding_types=["float"]
@@ -114,18 +122,6 @@ def test_cohere_classification_without_such_a_prompt_uses_the_models_default(min
     )
     got = np.array(response.embeddings.float_, dtype=np.float32)
     np.testing.assert_allclose(got, minilm_server.engine.embed_array(TEXTS), atol=1e-6, rtol=0)
-
-
-@pytest.mark.parametrize(("input_type", "name"), [("search_query", "query"), ("search_document", "document")])
-def test_cohere_search_types_take_the_query_and_document_prompts(
-    prompted_server: Served, input_type: str, name: str
-) -> None:
-    client = cohere.ClientV2(base_url=prompted_server.url, api_key="unused", timeout=120)
-    response = client.embed(
-        texts=TEXTS, model=prompted_server.model, input_type=input_type, embedding_types=["float"]
-    )
-    got = np.array(response.embeddings.float_, dtype=np.float32)
-    np.testing.assert_allclose(got, _named(prompted_server.engine, name), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("path", ["/v2/embed", "/v1/embed"])
