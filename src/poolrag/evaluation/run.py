@@ -282,7 +282,12 @@ class Evaluation:
             )
         # The small files first: a broken qrels or queries file is reported before anything is embedded.
         qrels = dataset.qrels(split)
-        if not any(q.id in qrels for q in dataset.queries()):
+        query_ids = [q.id for q in dataset.queries()]
+        if not query_ids:
+            raise InvalidInputError(
+                f"{dataset.queries_path}: no queries (the file is empty); nothing to evaluate"
+            )
+        if not any(i in qrels for i in query_ids):
             raise InvalidInputError(
                 f"no query in {dataset.queries_path} is judged in {dataset.qrels_path(split)}; "
                 "nothing to evaluate"
