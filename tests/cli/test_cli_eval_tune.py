@@ -24,7 +24,7 @@ from poolrag.retrieval import Retriever
 from poolrag.sparse import BM25Encoder
 from poolrag.stores import open_store
 from poolrag.stores.base import METADATA_KEY
-from poolrag.stores.hybrid import DEFAULT_FUSION
+from poolrag.stores.hybrid import DEFAULT_FUSION, fusion_text
 from poolrag.stores.retrieval_record import RetrievalRecord, saved_record
 from poolrag.testing.rare_term_beir import write_rare_term_beir
 
@@ -62,7 +62,7 @@ def _search_cli(
 ) -> tuple[int, list, str]:
     flag, value = next(iter(_where(kind, root).items()))
     args = ["search", query, "--store", kind, f"--{flag}", value, "--model", str(model)]
-    args += ["--collection", default_collection(str(dataset)), "--hybrid", "-k", str(K), "--json"]
+    args += ["--collection", default_collection(str(dataset)), "--hybrid", "-k", str(K), "--json", "-v"]
     capsys.readouterr()
     code = main(args)
     out, err = capsys.readouterr()
@@ -75,7 +75,7 @@ def _ranking(results) -> list[tuple[str, float]]:
 
 @pytest.mark.parametrize("kind", ["milvus", "qdrant"])
 def test_tune_reports_held_out_metrics_and_only_save_writes_the_record_that_search_then_uses(
-    kind: str, tmp_path: Path, minilm_path: Path, minilm_engine, capsys
+    kind: str, tmp_path: Path, minilm_path: Path, minilm_engine, capsys, caplog: pytest.LogCaptureFixture
 ) -> None:
     dataset = write_rare_term_beir(tmp_path / "beir")
     common = _common(kind, tmp_path, minilm_path)
@@ -132,9 +132,13 @@ def test_tune_reports_held_out_metrics_and_only_save_writes_the_record_that_sear
     code, out, err = _eval(dataset, common, capsys, "--modes", "hybrid")
     assert code == 0 and "holds a tuned setting" in out and "add saved to --modes" in out
     for query in SEARCHED:
-        code, rows, err = _search_cli(kind, tmp_path, dataset, minilm_path, query, capsys)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="poolrag.cli.search"):
+            code, rows, err = _search_cli(kind, tmp_path, dataset, minilm_path, query, capsys)
         assert code == 0, err
         assert [(row["id"], round(row["score"], 6)) for row in rows] == explicit[query]
+        said = f"hybrid: fused by {fusion_text(record.fusion)} with legs {record.prefetch} deep, the setting"
+        assert said in caplog.text  # -v tells the user the tuning took
 
 
 def test_save_needs_tune_and_the_fold_count_and_seed_are_checked(tmp_path: Path, capsys) -> None:

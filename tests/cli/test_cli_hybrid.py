@@ -45,7 +45,7 @@ def _json_lines(text: str) -> list[dict]:
 
 @pytest.mark.parametrize("kind", ["milvus", "qdrant"])
 def test_hybrid_ingest_and_search_print_the_retrievers_results(
-    kind: str, tmp_path: Path, minilm_path: Path, minilm_engine, capsys
+    kind: str, tmp_path: Path, minilm_path: Path, minilm_engine, capsys, caplog: pytest.LogCaptureFixture
 ) -> None:
     common = [*_where(kind, tmp_path), "--collection", "docs", "--model", str(minilm_path)]
     common += ["--cache", str(tmp_path / "c.sqlite")]
@@ -61,8 +61,17 @@ def test_hybrid_ingest_and_search_print_the_retrievers_results(
     searches = [(["--hybrid"], "hybrid", None), (["--hybrid", "--prefetch", "3"], "hybrid", 3)]
     searches += [(["--mode", "sparse"], "sparse", None), ([], "dense", None)]
     for flags, mode, prefetch in searches:
-        assert main(["search", QUERY, "-k", "5", "--json", *flags, *common]) == 0
+        caplog.clear()
+        with caplog.at_level("INFO", logger="poolrag.cli.search"):
+            assert main(["search", QUERY, "-k", "5", "--json", "-v", *flags, *common]) == 0
         printed = _json_lines(capsys.readouterr().out)
+        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("hybrid: fused by")]
+        # -v says what fuses: with nothing tuned and saved, the default; nothing for other modes
+        assert said == (
+            ["hybrid: fused by adaptive 0.4, the collection's default (no 'poolrag eval --tune --save')"]
+            if mode == "hybrid"
+            else []
+        )
         store = open_store(kind, "docs", **where)
         try:
             embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))

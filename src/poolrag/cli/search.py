@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from poolrag.retrieval import CrossEncoderReranker, SearchResult
     from poolrag.retrieval.sparse_queries import SparseQueryEncoder
     from poolrag.stores.base import CollectionSpec, VectorStore
+    from poolrag.stores.retrieval_record import RetrievalRecord
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +172,23 @@ def _where(result: SearchResult) -> str:
     return f"[{result.start}:{result.end}]"
 
 
+def _log_fusion(saved: RetrievalRecord | None, spec: CollectionSpec) -> None:
+    """Which fusion a hybrid search uses (``-v``): the one ``eval --tune --save`` recorded in the
+    collection, else the collection's default, so a user can tell whether a tuning took."""
+    from poolrag.stores.hybrid import fusion_text
+    from poolrag.stores.language_prior import collection_default_fusion
+
+    if saved is None:
+        fusion = fusion_text(collection_default_fusion(spec))
+        logger.info("hybrid: fused by %s, the collection's default (no 'poolrag eval --tune --save')", fusion)
+    else:
+        logger.info(
+            "hybrid: fused by %s with legs %d deep, the setting 'poolrag eval --tune --save' recorded",
+            fusion_text(saved.fusion),
+            saved.prefetch,
+        )
+
+
 def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     from poolrag import PoolingParams
     from poolrag.cache import CachedEmbedder
@@ -207,6 +225,8 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     refusing = PoolingParams(truncate=False) if not engine_args.truncate else None
     embedder = CachedEmbedder(engine, open_cache_from_args(args), pooling_params=refusing)
     retriever = Retriever(store, embedder, reranker=reranker, sparse_encoder=sparse)
+    if args.mode == "hybrid":
+        _log_fusion(retriever.saved, spec)
     return retriever.search(
         args.query,
         args.k,

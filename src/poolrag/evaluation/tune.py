@@ -35,7 +35,7 @@ from poolrag.retrieval.fusion import ScoreNormalisation, SecondStage, descending
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import SearchResult
 from poolrag.stores.base import HybridFusion, StoreHit
-from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs, prefetch_depth
+from poolrag.stores.hybrid import DEFAULT_FUSION, fuse_legs, fusion_text, prefetch_depth
 from poolrag.stores.retrieval_record import MAX_PREFETCH, RetrievalRecord
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class Setting:
         return self.fusion == ("minmax", 0.0) and not self.rerank_weight
 
     def describe(self) -> str:
-        fusion = self.fusion if isinstance(self.fusion, str) else f"{self.fusion[0]} {self.fusion[1]:g}"
+        fusion = fusion_text(self.fusion)
         return fusion if self.rerank_weight is None else f"{fusion}, rerank {self.rerank_weight:g}"
 
 

@@ -93,6 +93,11 @@ def check_fusion(fusion: object) -> HybridFusion:
     )
 
 
+def fusion_text(fusion: HybridFusion) -> str:
+    """``fusion`` as reports and logs write it: ``rrf``, or ``adaptive 0.4`` (the rule, the sparse share)."""
+    return fusion if isinstance(fusion, str) else f"{fusion[0]} {fusion[1]:g}"
+
+
 def standout(scores: Sequence[float]) -> float:
     """How far a leg's best hit stands out of its own list: ``(best - mean) / std``, at least 0; 0 for
     fewer than three hits or equal scores (nothing to tell a confident leg by)."""
