@@ -187,3 +187,31 @@ def test_searching_a_missing_collection_or_with_another_model_fails_clearly(
         Retriever(other, CachedEmbedder(Engine(str(minilm_path), hf_overrides={"layer_norm_eps": 1e-3})))
     store.close()
     other.close()
+
+
+def test_a_query_vector_the_caller_made_replaces_the_querys_embedding_and_is_checked(
+    tmp_path: Path, matryoshka_minilm: Engine
+) -> None:
+    docs = [
+        Document("a.md", "Whales sing long songs across the ocean."),
+        Document("b.md", "Compilers turn code into machine instructions."),
+    ]
+    embedder = CachedEmbedder(matryoshka_minilm)
+    store = open_store("qdrant", "docs", path=str(tmp_path / "q"))
+    chunker = TokenChunker.for_model(matryoshka_minilm.tokenizer, matryoshka_minilm.facts)
+    IngestPipeline(store, DenseEncoder(embedder, 64), chunker, checkpoint_dir=tmp_path, progress=False).run(
+        docs
+    )
+    retriever = Retriever(store, embedder)
+    # the text says whales; the vector (what a HyDE step or a framework computed) says compilers
+    compilers = embedder.embed_query("how does a compiler produce machine code?")
+    full = retriever.search("whale songs", k=2, query_vector=compilers)
+    assert [h.source for h in full] == ["b.md", "a.md"] and set(full[0].stage_scores) == {"recall", "full"}
+    expected = retriever.search("how does a compiler produce machine code?", k=2)
+    assert [(h.id, h.score) for h in full] == [(h.id, pytest.approx(h.score, abs=1e-6)) for h in expected]
+    small = retriever.search("whale songs", k=2, query_vector=compilers[:64].tolist())
+    assert [h.source for h in small] == ["b.md", "a.md"] and set(small[0].stage_scores) == {"recall"}
+    for bad in (compilers[:100], compilers[None, :], [float("nan")] * 64, "compilers"):
+        with pytest.raises(InvalidInputError, match="query_vector must be one finite vector of 64 or 384"):
+            retriever.search("whale songs", k=2, query_vector=bad)
+    store.close()

@@ -10,6 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
+from llama_index.core.indices.query.query_transform import HyDEQueryTransform
+from llama_index.core.llms import MockLLM
+from llama_index.core.schema import QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 from llama_index.retrievers.poolrag import PoolragHybridRetriever
 
@@ -126,5 +129,37 @@ def test_a_long_query_is_cut_unless_told_not_to_and_a_bad_top_k_is_named(
             retriever.retrieve("Which team is")
         with pytest.raises(InvalidInputError, match=r"^similarity_top_k must be a positive integer, not 0"):
             asyncio.run(retriever.aretrieve("Which team is"))
+    finally:
+        store.close()
+
+
+def test_the_dense_leg_reads_a_query_bundles_embedding_or_hyde_strings_as_llama_index_does(
+    tmp_path: Path, minilm_path: Path, minilm_engine
+) -> None:
+    """LlamaIndex's vector retrievers embed a bundle's ``embedding`` if set, else the mean of its
+    ``custom_embedding_strs`` (where HyDE puts its hypothetical answer); the sparse leg reads the text."""
+    collection, where = tune_and_save("qdrant", tmp_path, minilm_path)
+    store = open_store("qdrant", collection, **where)
+    try:
+        retriever = PoolragHybridRetriever(engine=minilm_engine, store=store, similarity_top_k=K)
+        core, query, other = retriever.retriever, QUERIES[1], QUERIES[2]
+        plain = _ranking((n.node.node_id, n.score) for n in retriever.retrieve(query))
+        hyde = HyDEQueryTransform(llm=MockLLM(max_tokens=8))(QueryBundle(query))
+        assert hyde.query_str == query and len(hyde.custom_embedding_strs) == 2
+        mean = core.embedder.embed(hyde.custom_embedding_strs, input_type="query").mean(0)
+        bundles = {
+            "embedding": (QueryBundle(query, embedding=core.embedder.embed_query(other).tolist()), None),
+            "hyde": (hyde, mean),
+        }
+        for name, (bundle, vector) in bundles.items():
+            vector = bundle.embedding if vector is None else vector
+            searched = core.search(query, K, mode="hybrid", query_vector=vector)
+            expected = _ranking((r.id, r.score) for r in searched)
+            got = _ranking((n.node.node_id, n.score) for n in retriever.retrieve(bundle))
+            assert got == expected != plain, name
+            agot = asyncio.run(retriever.aretrieve(bundle))
+            assert _ranking((n.node.node_id, n.score) for n in agot) == expected, name
+        with pytest.raises(InvalidInputError, match="query_vector must be one finite vector of 384"):
+            retriever.retrieve(QueryBundle(query, embedding=[0.5] * 10))
     finally:
         store.close()

@@ -9,6 +9,10 @@ rule when nothing was saved. The framework classes only translate results into d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 from poolrag.backend import PoolingBackend
 from poolrag.cache import CachedEmbedder
 from poolrag.errors import InvalidInputError
@@ -81,9 +85,11 @@ def hybrid_search(
     *,
     filter: MetadataFilter | None = None,
     fusion: HybridFusion | None = None,
+    query_vector: np.ndarray | Sequence[float] | None = None,
 ) -> list[SearchResult]:
-    """The ``k`` best chunks, fused by ``fusion`` or, when ``None``, as the collection's record says."""
-    return retriever.search(query, k, mode="hybrid", filter=filter, fusion=fusion)
+    """The ``k`` best chunks, fused by ``fusion`` or, when ``None``, as the collection's record says;
+    ``query_vector`` (a framework's own query embedding) drives the dense leg instead of ``query``."""
+    return retriever.search(query, k, mode="hybrid", filter=filter, fusion=fusion, query_vector=query_vector)
 
 
 async def ahybrid_search(
@@ -93,6 +99,9 @@ async def ahybrid_search(
     *,
     filter: MetadataFilter | None = None,
     fusion: HybridFusion | None = None,
+    query_vector: np.ndarray | Sequence[float] | None = None,
 ) -> list[SearchResult]:
     """:func:`hybrid_search` for asyncio (the event loop is not blocked by the stores' clients)."""
-    return await retriever.asearch(query, k, mode="hybrid", filter=filter, fusion=fusion)
+    return await retriever.asearch(
+        query, k, mode="hybrid", filter=filter, fusion=fusion, query_vector=query_vector
+    )

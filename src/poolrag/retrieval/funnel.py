@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,7 @@ class Retriever:
         rescore: bool = True,
         fusion: HybridFusion | None = None,
         prefetch: int | None = None,
+        query_vector: np.ndarray | Sequence[float] | None = None,
     ) -> list[SearchResult]:
         """The ``k`` best chunks for ``query`` among those whose payload matches ``filter``.
 
@@ -126,6 +128,11 @@ class Retriever:
         model does not cover the collection's recorded language). ``rescore=False`` skips stage 2 (for
         comparison); a late-chunked collection has no stage 2 (a chunk's full-size late vector needs
         its whole document), so its small vectors' scores are final.
+
+        ``query_vector``: the query's embedding when the caller made it already (LlamaIndex's
+        ``QueryBundle.embedding``, a HyDE average); the dense leg uses it instead of embedding
+        ``query``, which still drives the sparse leg and the rerank. Of the model's output size (then
+        re-scored as usual) or the collection's (then its recall scores are final).
         """
         check_text(query, "query")  # named as the query in every mode, not as the engine's input
         check_k(k)
@@ -148,7 +155,7 @@ class Retriever:
                 fusion, tuned_depth = self._saved_setting()
             fusion = check_fusion(DEFAULT_FUSION if fusion is None else fusion)  # before any model runs
             sparse = self._sparse_query(query) if mode == "hybrid" else None
-            full = self.embedder.embed_query(query)
+            full = self.embedder.embed_query(query) if query_vector is None else self._given(query_vector)
             small = truncate(full[None, :], self.dimension, self.embedder.normalize)[0]
             # a late vector read its whole document: the chunk's text alone cannot give it full size
             funnel = rescore and self.dimension < full.shape[0] and self.spec.chunk_vectors == "per_chunk"
@@ -197,6 +204,22 @@ class Retriever:
         if prefetch is None and tuned is not None:
             return max(tuned, wanted)
         return prefetch_depth(wanted, prefetch)
+
+    def _given(self, query_vector: object) -> np.ndarray:
+        """A caller's query embedding, checked: one finite vector of the model's output size or the
+        collection's stored size (a wrong one would search nonsense, or fail deep in a store)."""
+        try:
+            vector = np.asarray(query_vector, dtype=np.float32)
+        except (TypeError, ValueError):
+            vector = np.empty((0, 0), dtype=np.float32)
+        facts = self.embedder.facts
+        sizes = sorted({self.dimension, int(facts.default_dimensions or facts.embedding_dim or 0)} - {0})
+        if vector.ndim != 1 or vector.shape[0] not in sizes or not np.isfinite(vector).all():
+            raise InvalidInputError(
+                f"query_vector must be one finite vector of {' or '.join(map(str, sizes))} values "
+                f"(the model's output or the collection's size), got shape {vector.shape}"
+            )
+        return vector
 
     def _sparse_query(self, query: str) -> SparseVector:
         if self.spec.sparse is None:

@@ -9,6 +9,7 @@ as the collection's saved record says (``poolrag eval --tune --save``), else by 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.callbacks import CallbackManager
@@ -84,17 +85,30 @@ class PoolragHybridRetriever(BaseRetriever):
     def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
         return [NodeWithScore(node=result_node(r), score=r.score) for r in results]
 
-    def _search(self, query_bundle: QueryBundle) -> dict[str, Any]:
-        """One search's arguments: the query's text and this retriever's settings."""
+    def _search(self, query_bundle: QueryBundle, query_vector: Sequence[float] | None) -> dict[str, Any]:
+        """One search's arguments: the query's text and vector, and this retriever's settings."""
         return {
             "query": query_bundle.query_str,
             "k": check_top_k(self.similarity_top_k),
             "filter": to_filter_dict(self.filters),
             "fusion": self.fusion,
+            "query_vector": query_vector,
         }
 
+    # The dense leg reads a bundle as LlamaIndex's vector retrievers do: its ``embedding`` if set,
+    # else the mean of its ``custom_embedding_strs``' query embeddings (a HyDE transform puts the
+    # hypothetical answer there), else ``query_str``; the sparse leg always reads ``query_str``.
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._nodes(hybrid_search(self.retriever, **self._search(query_bundle)))
+        vector: Sequence[float] | None = query_bundle.embedding
+        if vector is None and query_bundle.custom_embedding_strs:
+            vector = self.retriever.embedder.embed(
+                query_bundle.custom_embedding_strs, input_type="query"
+            ).mean(0)
+        return self._nodes(hybrid_search(self.retriever, **self._search(query_bundle, vector)))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._nodes(await ahybrid_search(self.retriever, **self._search(query_bundle)))
+        vector: Sequence[float] | None = query_bundle.embedding
+        if vector is None and query_bundle.custom_embedding_strs:
+            strs = query_bundle.custom_embedding_strs
+            vector = (await self.retriever.embedder.aembed(strs, input_type="query")).mean(0)
+        return self._nodes(await ahybrid_search(self.retriever, **self._search(query_bundle, vector)))
