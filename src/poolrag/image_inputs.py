@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import io
 import re
+import threading
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -21,6 +22,8 @@ from poolrag.errors import InputTypeError, InvalidImageError
 DATA_URL_PREFIX = "data:image/"
 #: pixels composited on white at a time (:func:`on_white`)
 COMPOSITED_PIXELS = 1 << 20
+#: locks a PIL image's first read takes, one picked by the image's identity (:func:`loaded`)
+_LOAD_LOCKS = tuple(threading.Lock() for _ in range(64))
 
 
 def is_pil_image(value: object) -> bool:
@@ -101,11 +104,24 @@ def as_data_url(value: Any, name: str = "input") -> str:
         # its own mode would not do: a palette's alpha is written as tRNS, which the server shows on
         # white where the engine does not; a PA or LAB picture has no PNG mode
         opaque = value.mode in ("RGB", "L") and value.info.get("transparency") is None
-        (value if opaque else on_white(value, name)).save(buffer, format="PNG")
+        (loaded(value, name) if opaque else on_white(value, name)).save(buffer, format="PNG")
         value = buffer.getvalue()
     data = bytes(value)
     kind = next((name for magic, name in _MAGIC.items() if data.startswith(magic)), "unknown")
     return f"{DATA_URL_PREFIX}{kind};base64,{base64.b64encode(data).decode()}"
+
+
+def loaded(image: Any, name: str = "input") -> Any:
+    """A caller's PIL ``image`` with its pixels read, by one thread at a time: ``Image.open`` reads
+    only the header, and the pixels come from the one file handle on first use, so one picture
+    given twice in a call (prepared on several threads) or shared by two callers would be read
+    by both at once and fail as truncated. A file that cannot be read is refused by ``name``."""
+    with _LOAD_LOCKS[(id(image) >> 4) % len(_LOAD_LOCKS)]:
+        try:
+            image.load()
+        except (OSError, ValueError, SyntaxError) as exc:
+            raise InvalidImageError(name, f"not a readable image ({exc})") from None
+    return image
 
 
 def on_white(image: Any, name: str = "input") -> Any:
@@ -116,6 +132,7 @@ def on_white(image: Any, name: str = "input") -> Any:
     caller's lazily opened file is decoded here, so a truncated one is refused by ``name``."""
     from PIL import Image  # there: ``image`` is one
 
+    loaded(image, name)
     try:
         if "A" not in image.getbands() and image.info.get("transparency") is None:
             return image.convert("RGB")

@@ -178,3 +178,26 @@ def test_a_pillow_without_avif_says_a_non_image_is_not_one(monkeypatch: pytest.M
     ):
         decode_image(b"hello, not a picture", "input[0]")
     assert decode_image(PHOTO).size == Image.open(PHOTO).size
+
+
+def test_one_lazily_opened_picture_given_many_times_is_read_once_not_on_every_thread(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """``Image.open`` reads only the header, and a call's images are prepared on a pool of threads:
+    the same picture given eight times in one call (or shared by two callers) was decoded by several
+    threads at once from its one file handle, and failed as 'not a readable image (image file is
+    truncated)' or 'broken data stream', where sentence-transformers embeds it."""
+    import numpy as np
+
+    from poolrag import Engine
+    from poolrag.testing.tiny_models import build_clip
+
+    buffer = io.BytesIO()
+    pixels = np.random.default_rng(1).integers(0, 255, (600, 800, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(buffer, "PNG")
+    engine = Engine(build_clip(tmp_path / "clip", minilm_path), tune="off")
+    expected = engine.embed_array([buffer.getvalue()])
+    for _ in range(3):
+        picture = Image.open(io.BytesIO(buffer.getvalue()))  # lazy: the pixels are read on first use
+        got = engine.embed_array([picture] * 8)
+        np.testing.assert_allclose(got, np.repeat(expected, 8, axis=0), atol=1e-6)
