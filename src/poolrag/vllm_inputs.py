@@ -89,8 +89,10 @@ def _image_prompt(prompt: Mapping[str, Any]) -> object:
     if prompt.get("prompt"):
         raise InvalidInputError("a prompt is a text or an image: give the image with an empty 'prompt'")
     image = data["image"]
-    if isinstance(image, list | tuple):
-        raise InvalidInputError("one image per prompt: pass several prompts for several images")
+    if isinstance(image, list | tuple):  # vLLM's list of a prompt's images: these models read one
+        if len(image) != 1:
+            raise InvalidInputError("one image per prompt: pass several prompts for several images")
+        (image,) = image
     return image
 
 

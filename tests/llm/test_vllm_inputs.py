@@ -170,3 +170,21 @@ def test_request_ids_count_over_the_llms_life(minilm_path: Path) -> None:
     first = [o.request_id for o in llm.embed(SENTENCES[:2])]
     second = [o.request_id for o in llm.score("q", SENTENCES[:2])]
     assert first == ["0", "1"] and second == ["2", "3"]
+
+
+def test_a_multimodal_prompt_s_image_may_be_a_list_of_one_as_vllm_takes_it(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """vLLM reads ``multi_modal_data={"image": [picture]}`` as the one image its list holds (a CLIP
+    prompt may have one); it was refused as 'one image per prompt'. Two are still refused."""
+    from poolrag.testing.tiny_models import build_clip
+
+    picture = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
+    clip = build_clip(tmp_path / "clip", minilm_path)
+    llm = LLM(str(clip), runner="pooling")
+    want = Engine(clip).embed_array([picture])
+    for image in ([picture], (picture,)):
+        (out,) = llm.embed({"prompt": "", "multi_modal_data": {"image": image}})
+        np.testing.assert_allclose([out.outputs.embedding], want, atol=1e-6)
+    with pytest.raises(InvalidInputError, match="one image per prompt"):
+        llm.embed({"prompt": "", "multi_modal_data": {"image": [picture, picture]}})
