@@ -397,6 +397,13 @@ class InputProcessor:
                 "(the data:image URL of image_url.url), as the input itself",
                 param=field,
             )
+        modality = next((key for key in ("image", "text") if key in item), None)
+        if "prompt_token_ids" not in item and modality is not None:  # sentence-transformers', Jina's
+            raise InputTypeError(
+                f"{name}: {{'{modality}': ...}} is not an input here; give the {modality} itself "
+                "as the input",
+                param=field,
+            )
         ids = item.get("prompt_token_ids")
         if not isinstance(ids, (list, tuple)) or not all(
             isinstance(t, int) and not isinstance(t, bool) for t in ids
