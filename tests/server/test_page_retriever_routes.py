@@ -50,20 +50,30 @@ def test_rerank_and_score_rank_pages_by_the_engine_s_maxsim(engine: Engine, url:
 
 
 def test_vllm_s_multimodal_content_form_ranks_the_same_pages(engine: Engine, url: str) -> None:
-    """vLLM's ``{"content": [image_url parts]}`` for ``text_2`` / ``documents`` (its vision score
-    example), each part one page: the same scores as the pages sent as data URL strings (it was a
-    400, "documents: Input should be a valid list"); a remote URL is refused, nothing fetched."""
+    """vLLM's ``{"content": [image_url part]}`` for ``text_2`` / ``documents`` (its vision score
+    example), each one page, alone or in a list: the same scores as the pages sent as data URL
+    strings. A content of several parts, which vLLM fuses into one input, is refused (it was read
+    as one page per part); a remote URL is refused, nothing fetched."""
     query = "an admiral's portrait"
     want = [out.outputs.score for out in engine.score(query, PAGES)]
-    content = {"content": [{"type": "image_url", "image_url": {"url": _data_url(p)}} for p in PAGES]}
-    score = httpx.post(f"{url}/score", json={"model": "colpali", "text_1": query, "text_2": content})
+    pages = [{"content": [{"type": "image_url", "image_url": {"url": _data_url(p)}}]} for p in PAGES]
+    score = httpx.post(f"{url}/score", json={"model": "colpali", "text_1": query, "text_2": pages})
     assert score.status_code == 200, score.text
     np.testing.assert_allclose([row["score"] for row in score.json()["data"]], want, rtol=1e-5)
-    body = {"model": "colpali", "query": query, "documents": content, "return_documents": False}
+    body = {"model": "colpali", "query": query, "documents": pages, "return_documents": False}
     rerank = httpx.post(f"{url}/rerank", json=body)
     assert rerank.status_code == 200, rerank.text
     by_index = {r["index"]: r["relevance_score"] for r in rerank.json()["results"]}
     np.testing.assert_allclose([by_index[0], by_index[1]], want, rtol=1e-5)
+    one = httpx.post(f"{url}/rerank", json={"model": "colpali", "query": query, "documents": pages[1]})
+    assert one.status_code == 200, one.text
+    (result,) = one.json()["results"]
+    assert result["document"] == {"text": None, "multi_modal": pages[1]["content"]}
+    np.testing.assert_allclose(result["relevance_score"], want[1], rtol=1e-5)
+    fused = {"content": pages[0]["content"] + pages[1]["content"]}
+    refused = httpx.post(f"{url}/score", json={"model": "colpali", "text_1": query, "text_2": fused})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"].startswith("text_2.content has 2 parts, which vLLM fuses")
     remote = {"content": [{"type": "image_url", "image_url": {"url": "https://example.com/p.png"}}]}
     refused = httpx.post(f"{url}/rerank", json={"model": "colpali", "query": query, "documents": remote})
     assert refused.status_code == 400

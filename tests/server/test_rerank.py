@@ -124,3 +124,43 @@ def test_a_real_embedding_model_ranks_the_answer_first(minilm_server: Served, ht
     body = http.post(f"{minilm_server.url}/v2/rerank", json={"query": QUERY, "documents": DOCUMENTS}).json()
     assert body["results"][0]["index"] == 1
     assert body["results"][-1]["index"] in (0, 3)
+
+
+def _part(text: str) -> dict[str, object]:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+def test_vllm_s_content_query_and_documents_rank_like_strings(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """Current vLLM takes ``query: ScoreInput`` and ``documents: ScoreInput | list[ScoreInput]``: a
+    ``{"content": [part]}`` query, a list mixing strings and content documents, one bare document.
+    Each was a 400 ("query: Input should be a valid string", "documents.1: must be a string or an
+    object ...", "documents: Input should be a valid list"). A content document comes back as vLLM
+    echoes it, its parts under ``multi_modal``."""
+    url = f"{cross_encoder_server.url}/rerank"
+    documents = ["Bananas are yellow.", "Paris is the capital of France."]
+    outputs = cross_encoder_server.engine.score("capital?", documents)
+    want = {i: out.outputs.score for i, out in enumerate(outputs)}
+    body = {"query": _part("capital?"), "documents": [documents[0], _part(documents[1])]}
+    answer = http.post(url, json=body)
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert {r["index"]: pytest.approx(r["relevance_score"], abs=1e-6) for r in results} == want
+    echoed = {r["index"]: r["document"] for r in results}
+    content_echo = {"text": None, "multi_modal": _part(documents[1])["content"]}
+    assert echoed == {0: {"text": documents[0]}, 1: content_echo}
+    bare = http.post(url, json={"query": "capital?", "documents": documents[1]})
+    assert bare.status_code == 200, bare.text
+    assert [(r["index"], r["document"]) for r in bare.json()["results"]] == [(0, {"text": documents[1]})]
+
+
+def test_a_content_document_of_several_parts_is_one_document_refused(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """vLLM's ``documents: {"content": [text, image]}`` is one document of two parts, fused; it was
+    ranked here as two documents."""
+    fused = {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    answer = http.post(f"{cross_encoder_server.url}/rerank", json={"query": "q", "documents": fused})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"].startswith("documents.content has 2 parts, which vLLM fuses")

@@ -60,3 +60,41 @@ def test_cross_encoder_truncation_keeps_text_of_both_sides_or_is_refused(
         error["param"] == "truncate_prompt_tokens"
         and "adds 3 special tokens to each pair" in error["message"]
     )
+
+
+def _part(text: str) -> dict[str, object]:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+def test_vllm_s_content_items_are_one_query_or_document_each(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """Current vLLM reads a side as ``ScoreInput | list[ScoreInput]``: each ``{"content": [part]}``
+    is one query or document, alone or in a list beside strings. A list of them was a 400 ("text_2:
+    must be a string or a list of strings")."""
+    url = f"{cross_encoder_server.url}/score"
+    expected = _scores(cross_encoder_server, QUERY, DOCUMENTS)
+    for text_1, text_2 in [
+        (QUERY, [_part(DOCUMENTS[0]), DOCUMENTS[1], _part(DOCUMENTS[2])]),
+        (_part(QUERY), DOCUMENTS),
+        ([_part(QUERY)], [_part(d) for d in DOCUMENTS]),
+    ]:
+        answer = http.post(url, json={"text_1": text_1, "text_2": text_2})
+        assert answer.status_code == 200, answer.text
+        np.testing.assert_allclose([d["score"] for d in answer.json()["data"]], expected, rtol=0, atol=1e-6)
+    one = http.post(url, json={"queries": QUERY, "documents": _part(DOCUMENTS[1])})
+    assert one.status_code == 200, one.text
+    np.testing.assert_allclose([d["score"] for d in one.json()["data"]], expected[1:2], rtol=0, atol=1e-6)
+
+
+def test_a_content_of_several_parts_is_refused_not_read_as_several_documents(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """vLLM fuses a ``{"content": [...]}`` of several parts into one input; it was answered here
+    with one score per part, as many scores as parts for what vLLM scores as one document."""
+    fused = {"content": [{"type": "text", "text": DOCUMENTS[0]}, {"type": "text", "text": DOCUMENTS[1]}]}
+    for text_2, where in [(fused, "text_2"), ([DOCUMENTS[2], fused], "text_2[1]")]:
+        answer = http.post(f"{cross_encoder_server.url}/score", json={"text_1": QUERY, "text_2": text_2})
+        assert answer.status_code == 400, answer.text
+        message = answer.json()["error"]["message"]
+        assert message.startswith(f"{where}.content has 2 parts, which vLLM fuses into one input"), message

@@ -626,28 +626,49 @@ class CohereFloatsResponse(BaseModel):
 SCORE_SIDE_NAMES = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"))
 
 
-def vllm_content_items(value: Any, name: str) -> Any:
-    """vLLM's multimodal side, ``{"content": [part, ...]}`` with each part one item (a ``text``
-    part, or an ``image_url`` part whose URL is a data URL), as the list of strings this server
-    reads (an image as its data URL); any other value as it came."""
-    if not isinstance(value, dict) or set(value) != {"content"} or not isinstance(value["content"], list):
-        return value
-    items = []
-    for i, part in enumerate(value["content"]):
-        where = f"{name}.content[{i}]"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and isinstance(part.get("text"), str):
-            items.append(part["text"])
-        elif kind == "image_url" and isinstance(part.get("image_url"), dict):
-            url = part["image_url"].get("url")
-            if not isinstance(url, str) or not is_image_input(url):
-                raise ValueError(
-                    f"{where}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
-                )
-            items.append(url)
-        else:
-            raise ValueError(f"{where} must be a text part or an image_url part")
-    return items
+def _is_content_item(value: object) -> bool:
+    return isinstance(value, dict) and set(value) == {"content"}
+
+
+def _content_value(value: dict[str, Any], where: str) -> str:
+    """One of vLLM's ``{"content": [part]}`` as the string this server reads: its text part's text,
+    or its ``image_url`` part's data URL. vLLM fuses the parts of one content into one input, so a
+    content of several parts is refused rather than read as several items."""
+    parts = value["content"]
+    if not isinstance(parts, list) or not parts:
+        raise ValueError(f"{where}.content must be a list of one text or image_url part")
+    if len(parts) > 1:
+        raise ValueError(
+            f"{where}.content has {len(parts)} parts, which vLLM fuses into one input; this server's "
+            "models read one text or one image, so give one part per item "
+            '(a list of {"content": [part]} for several items)'
+        )
+    part = parts[0]
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind == "text" and isinstance(part.get("text"), str):
+        return part["text"]
+    if kind == "image_url" and isinstance(part.get("image_url"), dict):
+        url = part["image_url"].get("url")
+        if not isinstance(url, str) or not is_image_input(url):
+            raise ValueError(
+                f"{where}.content[0].image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
+            )
+        return url
+    raise ValueError(f"{where}.content[0] must be a text part or an image_url part")
+
+
+def vllm_score_side(value: Any, name: str) -> Any:
+    """One side of vLLM's score or rerank request (its ``ScoreInput | list[ScoreInput]``) as this
+    server reads it: each ``{"content": [part]}`` is one query or document, alone or in a list,
+    read as its part's text or data URL; anything else as it came."""
+    if _is_content_item(value):
+        return _content_value(value, name)
+    if isinstance(value, list) and any(_is_content_item(item) for item in value):
+        return [
+            _content_value(item, f"{name}[{i}]") if _is_content_item(item) else item
+            for i, item in enumerate(value)
+        ]
+    return value
 
 
 TokensPerText = Annotated[StrictInt | None, Field(ge=0)]
@@ -710,7 +731,7 @@ class ScoreRequest(ScoringRequestBody):
                     break
         return {
             **data,
-            **{side: vllm_content_items(data[side], side) for side in ("text_1", "text_2") if side in data},
+            **{side: vllm_score_side(data[side], side) for side in ("text_1", "text_2") if side in data},
         }
 
 
@@ -777,9 +798,34 @@ class RelevantSpans(BaseModel):
     max_spans: StrictInt | None = None
 
 
+class ContentDocument(BaseModel):
+    """vLLM's document of parts, ``{"content": [part]}``: ranked by its one part (a text, or an image
+    as its data URL) and echoed as vLLM echoes it, the parts under ``multi_modal``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: list[dict[str, Any]] = Field(
+        min_length=1, max_length=1, description="One text part or one image_url part (a data URL)."
+    )
+    _item: str = PrivateAttr(default="")
+
+    @classmethod
+    def read(cls, value: dict[str, Any], where: str) -> ContentDocument:
+        item = _content_value(value, where)
+        document = cls(content=value["content"])
+        document._item = item
+        return document
+
+    @property
+    def item(self) -> str:
+        """What the model reads: the text part's text or the image part's data URL."""
+        return self._item
+
+
 FiniteScore = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 RerankDocumentForm = Annotated[
-    Text | RerankDocumentIn, single_error("must be a string or an object with a 'text' string")
+    Text | RerankDocumentIn | ContentDocument,
+    single_error("must be a string, an object with a 'text' string, or vLLM's content object"),
 ]
 
 
@@ -830,10 +876,25 @@ class RerankRequest(ScoringRequestBody):
 
     @model_validator(mode="before")
     @classmethod
-    def _vllm_multimodal_documents(cls, data: Any) -> Any:
-        """vLLM's ``documents: {"content": [parts]}``: each part one document."""
-        if isinstance(data, dict) and "documents" in data:
-            return {**data, "documents": vllm_content_items(data["documents"], "documents")}
+    def _vllm_score_inputs(cls, data: Any) -> Any:
+        """vLLM's ``query: ScoreInput`` and ``documents: ScoreInput | list[ScoreInput]``: a
+        ``{"content": [part]}`` is one query or document, and one document may come bare."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "query" in data:
+            data["query"] = vllm_score_side(data["query"], "query")
+        documents = data.get("documents")
+        if isinstance(documents, str) or _is_content_item(documents):
+            data["documents"] = documents = [documents]
+            names = ["documents"]
+        else:
+            names = [f"documents[{i}]" for i in range(len(documents))] if isinstance(documents, list) else []
+        if isinstance(documents, list):
+            data["documents"] = [
+                ContentDocument.read(doc, name) if _is_content_item(doc) else doc
+                for doc, name in zip(documents, names, strict=True)
+            ]
         return data
 
 

@@ -26,6 +26,7 @@ from poolrag.server.inputs import check_input_count, fields_named, score_params
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routes.tei_rerank import tei_rerank
 from poolrag.server.schemas import (
+    ContentDocument,
     RerankDocument,
     RerankDocumentIn,
     RerankRequest,
@@ -44,7 +45,7 @@ router = APIRouter(tags=["scoring"], route_class=TeiRoute)
 
 async def rerank_documents(body: RerankRequest, request: Request, response: Response) -> RerankResponse:
     state = model_state(request, body.model)
-    texts = [doc if isinstance(doc, str) else doc.text for doc in body.documents]
+    texts = [_ranked_item(doc) for doc in body.documents]
     check_input_count(state.settings, len(texts), "documents")
     mode = _second_stage(body, len(texts))
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
@@ -96,9 +97,18 @@ def _echoes_documents(body: RerankRequest, path: str) -> bool:
     return path != _BARE_RESULTS_PATH
 
 
-def _echoed(document: str | RerankDocumentIn) -> RerankDocument:
+def _ranked_item(document: str | RerankDocumentIn | ContentDocument) -> str:
+    """What the model reads of a document: a string, an object's text, a content's part."""
+    if isinstance(document, str):
+        return document
+    return document.item if isinstance(document, ContentDocument) else document.text
+
+
+def _echoed(document: str | RerankDocumentIn | ContentDocument) -> RerankDocument:
     if isinstance(document, str):
         return RerankDocument({"text": document})
+    if isinstance(document, ContentDocument):
+        return RerankDocument({"text": None, "multi_modal": document.content})
     return RerankDocument({"text": document.text, **(document.model_extra or {})})
 
 
