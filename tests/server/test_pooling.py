@@ -40,23 +40,40 @@ def test_answers_are_the_schemas_json_byte_for_byte(
 
 
 def test_a_request_naming_no_task_gets_vllms_choice(minilm_server: Served, http: httpx.Client) -> None:
-    """vLLM's /pooling picks token_embed where the model has it (then token_classify, then the
-    model's own task): code written for it reads an embedding model's answer as one row per token."""
+    """Current vLLM's /pooling runs the model's pooling task when a request names none
+    (``ModelConfig.get_pooling_task``): an embedding model's answer is its one vector per input.
+    It was one row per token here (token_embed, the choice of older vLLM releases)."""
     body = http.post(f"{minilm_server.url}/pooling", json={"input": "hello"}).json()
-    expected = minilm_server.engine.encode("hello", "token_embed")[0].outputs.data
+    expected = minilm_server.engine.embed(["hello"])[0].outputs.embedding
     got = np.asarray(body["data"][0]["data"], dtype=np.float32)
-    assert got.shape == expected.shape == (3, 384)  # [CLS] hello [SEP]
+    assert got.shape == expected.shape == (384,)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
+def test_a_cross_encoder_naming_no_task_classifies(cross_encoder_server: Served, http: httpx.Client) -> None:
+    """vLLM's pooling task of a sequence classifier is classify: its probabilities, as /classify."""
+    body = http.post(f"{cross_encoder_server.url}/pooling", json={"input": ["good", "bad"]}).json()
+    expected = [out.outputs.probs for out in cross_encoder_server.engine.classify(["good", "bad"])]
+    for item, probs in zip(body["data"], expected, strict=True):
+        np.testing.assert_allclose(item["data"], probs, rtol=0, atol=1e-6)
 
 
 def test_the_default_task_follows_vllms_order() -> None:
     from poolrag.server.routes.pooling import default_pooling_task
 
-    assert default_pooling_task(("embed", "score", "token_embed"), "embed") == "token_embed"
+    assert default_pooling_task(("embed", "score", "token_embed"), "embed") == "embed"
+    assert default_pooling_task(("token_embed", "score"), "token_embed") == "token_embed"  # ColBERT
+    assert default_pooling_task(("embed", "sparse_embed", "token_embed", "score"), "embed") == "embed"
     assert default_pooling_task(("token_classify", "reward"), "token_classify") == "token_classify"
-    assert default_pooling_task(("score", "classify", "reward"), "score") == "score"  # a cross-encoder
+    assert default_pooling_task(("score", "classify", "reward"), "score") == "classify"  # a cross-encoder
+    assert default_pooling_task(("sparse_embed",), "sparse_embed") == "sparse_embed"  # SPLADE
+    # a *ForRewardModel: vLLM pools it for token_classify only, its head on every token
+    tasks = ("classify", "score", "reward", "token_classify")
+    assert default_pooling_task(tasks, "classify", per_token_head=True) == "token_classify"
     # a pooler config naming the task (vLLM's PoolerConfig.task) decides, as vLLM's pooling task does
-    assert default_pooling_task(("classify", "score", "token_classify"), "classify", "classify") == "classify"
+    assert default_pooling_task(("classify", "score", "token_classify"), "classify", "token_classify") == (
+        "token_classify"
+    )
 
 
 def test_colbert_query_token_vectors_equal_offline(colbert_server: Served, http: httpx.Client) -> None:

@@ -948,7 +948,8 @@ class PoolingRequest(ChatFormBody):
     task: PoolingTaskName | None = Field(
         None,
         description="Pooling task; omitted, as vLLM picks it: the server's pooler_config task, else "
-        "token_embed where the model has it, else token_classify, else the model's primary task.",
+        "the model's own: embed, else classify, else token_embed, else token_classify (a token "
+        "classifier's or reward model's per-token head first), else the model's primary task.",
     )
     dimensions: StrictInt | None = Field(None, ge=1)
     normalize: StrictBool | None = None

@@ -52,18 +52,31 @@ def _wire(data: np.ndarray, body: PoolingRequest) -> object:
     return float_rows(data)
 
 
-#: vLLM's choice for a /pooling request naming no task: per-token data first (its pooling_params.task)
-VLLM_DEFAULT_ORDER = ("token_embed", "token_classify")
+#: vLLM's choice for a /pooling request naming no task (its ``ModelConfig.get_pooling_task``): the
+#: first of these the model runs, so an embedding model answers its vector, a classifier its
+#: probabilities (older vLLM releases answered per-token data first)
+VLLM_DEFAULT_ORDER = ("embed", "classify", "token_embed", "token_classify")
+#: architectures vLLM pools for ``token_classify`` whatever else poolrag runs on them: a token
+#: classifier, and a ``*ForRewardModel``, whose vLLM pooler is the head on every token
+PER_TOKEN_HEADS = ("ForTokenClassification", "ForRewardModel")
 
 
-def default_pooling_task(supported: Sequence[str], primary: str, pooler_task: str | None = None) -> str:
-    """The task of a request naming none, as vLLM picks it: the pooler config's ``task`` where it
-    names one, else ``token_embed`` where the model has it, else ``token_classify``, else the
-    model's primary task (code written for vLLM's /pooling reads an embedding model's answer as one
-    row per token)."""
+def default_pooling_task(
+    supported: Sequence[str], primary: str, pooler_task: str | None = None, per_token_head: bool = False
+) -> str:
+    """The task of a request naming none, as current vLLM picks it: the pooler config's ``task``
+    where it names one, else ``token_classify`` for a per-token head, else the first of
+    :data:`VLLM_DEFAULT_ORDER` the model runs, else the model's primary task (``sparse_embed``,
+    ``reward``)."""
     if pooler_task is not None:
         return pooler_task
+    if per_token_head and "token_classify" in supported:
+        return "token_classify"
     return next((task for task in VLLM_DEFAULT_ORDER if task in supported), primary)
+
+
+def _has_per_token_head(architecture: str) -> bool:
+    return any(architecture.endswith(suffix) for suffix in PER_TOKEN_HEADS)
 
 
 @router.post(PATH, response_model=PoolingResponse, responses={**ENGINE_ERRORS, 200: BYTES_ANSWER_DOC})
@@ -74,7 +87,12 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
     else:
         prompts = chat_prompt(body, state.engine.facts)
     engine = state.engine
-    task = body.task or default_pooling_task(engine.facts.supported_tasks, engine.task, engine.pooler_task)
+    task = body.task or default_pooling_task(
+        engine.facts.supported_tasks,
+        engine.task,
+        engine.pooler_task,
+        per_token_head=_has_per_token_head(engine.spec.architecture),
+    )
     params = PoolingParams(
         dimensions=body.dimensions,
         normalize=body.normalize,
