@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import numpy as np
 import openai
 import pytest
 
-from poolrag import PoolingParams
+from poolrag import Engine, PoolingParams
 
 from .conftest import MINILM_NAMES, Served
 
@@ -193,3 +195,38 @@ def test_megabytes_of_text_are_tokenised_and_truncated_like_offline(
     expected = _offline(minilm_server, [text, "short"], PoolingParams(truncate_prompt_tokens=-1))
     np.testing.assert_allclose([d["embedding"] for d in body["data"]], expected, rtol=0, atol=1e-6)
     assert body["usage"]["prompt_tokens"] == 256 + 3
+
+
+@pytest.fixture(scope="module")
+def clip_url(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> Iterator[tuple[str, Engine]]:
+    pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
+    from poolrag.testing.live_server import serve
+    from poolrag.testing.tiny_models import build_clip
+
+    engine = Engine(build_clip(tmp_path_factory.mktemp("clip"), minilm_path))
+    for url in serve(engine, "clip"):
+        yield url, engine
+
+
+def test_vllm_s_conversation_in_input_is_read_as_messages(clip_url: tuple[str, Engine]) -> None:
+    """Current vLLM's /v1/embeddings takes one chat conversation as ``input`` too, as it takes it in
+    ``messages``; it was a 400 ("input: must be a string, a list of strings, ...")."""
+    url, engine = clip_url
+    photo = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
+    data_url = "data:image/jpeg;base64," + base64.b64encode(photo.read_bytes()).decode()
+    part = {"type": "image_url", "image_url": {"url": data_url}}
+    answer = httpx.post(f"{url}/v1/embeddings", json={"input": [{"role": "user", "content": [part]}]})
+    assert answer.status_code == 200, answer.text
+    [row] = answer.json()["data"]
+    np.testing.assert_allclose([row["embedding"]], engine.embed_array([photo]), atol=1e-6)
+
+
+def test_a_conversation_in_input_to_a_text_model_says_why_it_is_refused(
+    minilm_server: Served, http: httpx.Client
+) -> None:
+    body = {"input": [{"role": "user", "content": "hello"}]}
+    answer = http.post(f"{minilm_server.url}/v1/embeddings", json=body)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == "input"
+    assert error["message"].startswith("input: chat messages need a chat template, which poolrag")

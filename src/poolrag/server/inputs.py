@@ -33,6 +33,12 @@ def chat_prompt(body: ChatFormBody, facts: ModelFacts) -> str:
     """The one input of a chat-form body: its one text or image, to a model that reads images (vLLM
     renders messages with the model's chat template; poolrag has none)."""
     if not facts.reads_images:
+        if body.chat_field == "input":
+            raise InvalidInputError(
+                "input: chat messages need a chat template, which poolrag does not apply, and this "
+                "model reads text only; send the texts themselves as input",
+                param="input",
+            )
         raise InvalidInputError(
             "messages: this model reads text only and poolrag applies no chat template; send input",
             param="messages",

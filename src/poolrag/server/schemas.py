@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     RootModel,
     StrictBool,
@@ -260,6 +261,13 @@ class ChatFormBody(VllmRequestBody):
         "(a model that reads images; poolrag applies no chat template).",
     )
 
+    #: the field the conversation came in: ``messages``, or ``input`` (vLLM's embeddings take one there too)
+    _chat_field: str = PrivateAttr(default="messages")
+
+    @property
+    def chat_field(self) -> str:
+        return self._chat_field
+
     @model_validator(mode="before")
     @classmethod
     def _messages_stand_for_input(cls, data: Any) -> Any:
@@ -305,8 +313,28 @@ class ChatFormBody(VllmRequestBody):
         return name, url
 
 
+def _is_conversation(value: object) -> bool:
+    """A list of chat messages (each an object with a string ``role``), as vLLM tells them apart."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value)
+    )
+
+
 class EmbeddingRequest(ChatFormBody):
     default_task: ClassVar[str | None] = "embed"
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _conversation_in_input(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        """Current vLLM's embeddings take one conversation as ``input`` too: read as ``messages``."""
+        if isinstance(data, dict) and "messages" not in data and _is_conversation(data.get("input")):
+            body = handler({**{k: v for k, v in data.items() if k != "input"}, "messages": data["input"]})
+            body._chat_field = "input"
+            return body
+        return handler(data)
+
     encoding_format: Literal["float", "base64", "bytes", "bytes_only"] = Field(
         "float",
         description="base64: each vector's bytes in embed_dtype, as OpenAI sends (float32). bytes / "
