@@ -343,8 +343,8 @@ class EmbeddingRequest(ChatFormBody):
     )
     embed_dtype: EmbedDType = Field(
         "float32",
-        description="Precision on the wire: base64 carries 4 (float32), 2 (float16, bfloat16) or 1 byte "
-        "(fp8) per value; float lists carry the values rounded to it.",
+        description="Precision on the wire: base64 and bytes carry 4 (float32), 2 (float16, bfloat16) "
+        "or 1 byte (fp8) per value; float lists carry the values as they are, as vLLM's do.",
     )
     endianness: Endianness = Field(
         "native", description="Byte order of base64 and bytes values (native: little)."
