@@ -116,19 +116,35 @@ class InputTypeError(PoolragError, TypeError):
 class UnsupportedTaskError(InvalidInputError):
     """The model cannot run the requested pooling task."""
 
-    def __init__(self, task: str, supported: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        task: str,
+        supported: tuple[str, ...],
+        model: str | None = None,
+        runners: Sequence[str] | None = None,
+    ) -> None:
         hint = ""
         if task == "score" and "classify" in supported:  # a two-label "reranker" (relevant / not)
             hint = (
                 "; a sequence classifier scores pairs as a cross-encoder only with one label, and this "
                 "one has several: Engine.classify_pairs gives each label's score for a pair"
             )
+        if runners is not None:
+            names = ", ".join(repr(name) for name in runners)
+            hint += f"; served here for it: {names}" if runners else "; no model served here runs it"
+        who = f"model {model!r}" if model else "this model"
         super().__init__(
-            f"task {task!r} is not supported by this model; supported tasks: {', '.join(supported) or 'none'}"
+            f"task {task!r} is not supported by {who}; supported tasks: {', '.join(supported) or 'none'}"
             + hint
         )
         self.task = task
         self.supported = supported
+
+    def naming(self, model: str, runners: Sequence[str] | None = None) -> UnsupportedTaskError:
+        """The same refusal naming the model by its served name and, where a server serves several,
+        the others that run the task (``runners``): with several, "this model" does not say which
+        one answered a request that named none."""
+        return UnsupportedTaskError(self.task, self.supported, model, runners)
 
 
 class InputTooLongError(InvalidInputError):

@@ -62,6 +62,11 @@ def answering_model(served: Sequence[ModelFacts], task: str | None) -> int:
     return 0
 
 
+def running_models(served: Sequence[ModelFacts], task: str) -> list[int]:
+    """The places of the served models that run ``task``: a refusal by one of several names them."""
+    return [i for i, facts in enumerate(served) if task in facts.supported_tasks]
+
+
 @dataclass(frozen=True, slots=True)
 class ModelFacts:
     """The served model, as far as requests and stored vectors depend on it.

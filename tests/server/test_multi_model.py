@@ -16,7 +16,9 @@ import openai
 import pytest
 
 from poolrag import Engine
+from poolrag.client import PoolragClient
 from poolrag.client.wire import MODEL_IDENTITY_HEADER
+from poolrag.errors import UnsupportedTaskError
 from poolrag.server import ServerSettings
 from poolrag.server.app import create_models_app
 from poolrag.server.state import check_unique_names
@@ -189,6 +191,42 @@ def test_a_route_the_named_model_cannot_serve_keeps_its_error(two_models: TwoMod
     assert "task 'embed' is not supported" in embed.json()["error"]["message"]
     classify = httpx.post(f"{two_models.url}/classify", json={"model": "embedder", "input": "q"}, timeout=60)
     assert classify.status_code == 400
+
+
+def test_a_task_refusal_names_the_model_and_those_served_that_run_the_task(
+    two_models: TwoModels,
+) -> None:
+    """With several models, "not supported by this model" does not say which one answered (a
+    request naming none reaches the first); the refusal names it and the served models that do."""
+    client = openai.OpenAI(base_url=f"{two_models.url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.embeddings.create(model="reranker", input="q")
+    assert refused.value.code == "unsupported_task"
+    assert refused.value.body["message"] == (  # type: ignore[index]
+        "task 'embed' is not supported by model 'reranker'; supported tasks: classify, score, reward; "
+        "served here for it: 'embedder'"
+    )
+    with httpx.Client(timeout=60) as http:
+        unnamed = http.post(f"{two_models.url}/pooling", json={"input": "x", "task": "token_classify"})
+        tei = http.post(f"{two_models.url}/embed", json={"model": "reranker", "inputs": "q"})
+    assert unnamed.status_code == 400
+    assert unnamed.json()["error"]["message"] == (
+        "task 'token_classify' is not supported by model 'embedder'; supported tasks: embed, score, "
+        "token_embed; no model served here runs it"
+    )
+    assert tei.status_code == 424
+    assert tei.json() == {
+        "error": "task 'embed' is not supported by model 'reranker'; supported tasks: classify, score, "
+        "reward; served here for it: 'embedder'",
+        "error_type": "Backend",
+    }
+    # the client refuses before sending, from the served facts, in the same words
+    with pytest.raises(UnsupportedTaskError) as local:
+        PoolragClient(two_models.url, model="reranker").embed(["q"])
+    assert str(local.value) == (
+        "task 'embed' is not supported by model 'reranker'; supported tasks: classify, score, reward; "
+        "served here for it: 'embedder', 'minilm'"
+    )
 
 
 def test_metrics_carry_the_model_label(two_models: TwoModels) -> None:

@@ -46,9 +46,9 @@ from poolrag.client.errors import (
 from poolrag.client.loop_clients import LoopClients
 from poolrag.client.wire import RerankedDocument
 from poolrag.counts import check_count
-from poolrag.errors import InputTypeError, InvalidInputError, at_position
+from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError, at_position
 from poolrag.input_shapes import item_list, prompt_list, score_pairs
-from poolrag.model_facts import ModelFacts, answering_model
+from poolrag.model_facts import ModelFacts, answering_model, running_models
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -58,6 +58,7 @@ from poolrag.outputs import (
 )
 from poolrag.params import PoolingParams, PoolingTask
 from poolrag.prompt_inputs import Prompts, ScoreSide
+from poolrag.request import ResolvedParams
 from poolrag.sparse.vector import SparseVector
 from poolrag.text_validity import check_text
 
@@ -530,6 +531,18 @@ class PoolragClient:
         names = ", ".join(repr(facts.model_name) for facts in served)
         raise InvalidInputError(f"model {self.model!r} is not served here; use {names}")
 
+    def _checked_params(self, params: PoolingParams | None, task: str, facts: ModelFacts) -> ResolvedParams:
+        """``params`` checked for ``task`` on ``facts`` by the engine's rule; a task the model does
+        not run is refused naming it by its served name (and, of several, those that run it)."""
+        try:
+            return (params or PoolingParams()).verify(task, facts)
+        except UnsupportedTaskError as exc:
+            served = self._served or (facts,)
+            runners = None
+            if len(served) > 1:
+                runners = [served[i].model_name for i in running_models(served, task) if served[i] != facts]
+            raise exc.naming(facts.model_name, runners) from None
+
     def _chunks(self, items: Sequence[Any], beside: Sequence[Any] = ()) -> list[slice]:
         """Consecutive runs of ``items`` (each with its ``beside`` item, N:N pairs' other text) of
         at most ``max_inputs_per_request`` and (unless one item is larger alone)
@@ -577,7 +590,7 @@ class PoolragClient:
     ) -> list[Item]:
         """``params`` checked for ``task`` by the engine's rule, then ``requests()`` sent and decoded."""
         facts = self._facts_for(task)
-        (params or PoolingParams()).verify(task, facts)
+        self._checked_params(params, task, facts)
         return self._post_each(path, requests(), facts, decode)
 
     async def _achecked(
@@ -589,7 +602,7 @@ class PoolragClient:
         decode: Callable[[dict[str, Any], int], list[Item]],
     ) -> list[Item]:
         facts = await self._afacts(task)
-        (params or PoolingParams()).verify(task, facts)
+        self._checked_params(params, task, facts)
         return await self._apost_each(path, requests(), facts, decode)
 
     def _post_each(
@@ -747,14 +760,14 @@ class PoolragClient:
     def embed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
         facts = self._facts_for("embed")
-        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
+        resolved = self._checked_params(pooling_params, "embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
         vectors = self._post_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
         return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
 
     async def aembed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         facts = await self._afacts("embed")
-        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
+        resolved = self._checked_params(pooling_params, "embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
         vectors = await self._apost_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
         return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
@@ -775,7 +788,7 @@ class PoolragClient:
         """Late chunking on the server, like ``Engine.embed_chunks``: ``[len(spans), D]`` vectors, one
         per character span, from one pass over the whole ``document`` (spans are checked there)."""
         facts = self._facts_for("embed")
-        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
+        resolved = self._checked_params(pooling_params, "embed", facts)
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = self._post("/v1/embeddings", fields, facts, inputs=1)
         vectors = wire.decode_embeddings(body, len(spans))
@@ -785,7 +798,7 @@ class PoolragClient:
         self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         facts = await self._afacts("embed")
-        resolved = (pooling_params or PoolingParams()).verify("embed", facts)
+        resolved = self._checked_params(pooling_params, "embed", facts)
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = await self._apost("/v1/embeddings", fields, facts, inputs=1)
         vectors = wire.decode_embeddings(body, len(spans))

@@ -39,6 +39,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.types import Receive
 
+from poolrag.errors import UnsupportedTaskError
 from poolrag.loop_work import stays_on_loop
 from poolrag.server.errors import APIError
 from poolrag.server.float_json import JsonAnswer
@@ -110,7 +111,10 @@ class OffLoopRoute(APIRoute):
             del headers.headers["content-length"]
             with state.admission.tokens(parsed.tokens_within(state.engine.text_token_cap)):
                 args = (parsed.body, request, headers) if sets_headers else (parsed.body, request)
-                result = await endpoint(*args)
+                try:
+                    result = await endpoint(*args)
+                except UnsupportedTaskError as exc:
+                    raise served.task_refusal(state, exc) from None
             if isinstance(result, Response):  # an answer already encoded (e.g. vLLM's bytes format)
                 answer = result
             elif isinstance(result, JsonAnswer) and stays_on_loop(answer_values=result.values):
