@@ -292,7 +292,13 @@ def test_a_reranker_refuses_embedding_types(cross_encoder_server: Served, http: 
         f"{cross_encoder_server.url}/v2/embed", json={"texts": TEXTS, "embedding_types": ["float"]}
     )
     assert answer.status_code == 400, answer.text
-    assert answer.json()["error"]["param"] == "embedding_types"
+    assert answer.json()["error"] == {
+        "message": "embedding_types: model 'reranker' gives no embeddings "
+        "(its tasks: classify, score, reward)",
+        "type": "invalid_request_error",
+        "param": "embedding_types",
+        "code": "unsupported_task",  # a task the model cannot run, as on every other route
+    }
 
 
 def test_the_cohere_client_reads_the_message_where_cohere_puts_it(minilm_server: Served) -> None:

@@ -203,9 +203,10 @@ def _checked(body: CohereEmbedRequest, state: ServerState) -> tuple[PoolingParam
     if "embed" not in facts.supported_tasks:
         raise APIError(
             400,
-            f"embedding_types: this model gives no embeddings (its tasks: "
+            f"embedding_types: model {state.name!r} gives no embeddings (its tasks: "
             f"{', '.join(facts.supported_tasks)})",
             param="embedding_types",
+            code="unsupported_task",
         )
     if body.has_images and not facts.reads_images:
         raise APIError(400, f"{body.field}: this model reads text only", param=body.field)
