@@ -71,6 +71,23 @@ def test_several_models_on_the_command_line_take_one_name_each(tmp_path: Path) -
         from_command_line(["a/x", "b/y"], ["x", "y", "z"], BASE, SETTINGS)
 
 
+def test_two_folders_named_alike_are_refused_saying_the_names_were_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``serve /srv/embed/model /srv/rerank/model``: the user gave no name, so "given to two models"
+    does not say what happened; the error says both default to one name and how to name them."""
+    embedder, reranker = tmp_path / "embed" / "model", tmp_path / "rerank" / "model"
+    embedder.mkdir(parents=True)
+    reranker.mkdir(parents=True)
+    assert main(["serve", str(embedder), str(reranker), "--port", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"poolrag serve: cannot start: {embedder} and {reranker} are both served as 'model' by default "
+        "(a folder by its last path component); name each with --served-model-name, one name per model"
+    )
+    named = from_command_line([str(embedder), str(reranker)], ["embedder", "reranker"], BASE, SETTINGS)
+    assert [one.settings.served_model_names for one in named] == [("embedder",), ("reranker",)]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -55,6 +55,8 @@ def from_command_line(
     take one name each, in order."""
     if names and len(models) > 1 and len(names) != len(models):
         raise ValueError(f"--served-model-name: {len(models)} models need one name each, got {len(names)}")
+    if not names:
+        _check_defaults_differ(models)
     served = []
     for i, model in enumerate(models):
         if not names:
@@ -65,6 +67,21 @@ def from_command_line(
             ServedModel(base.replace(model=model), dataclasses.replace(settings, served_model_names=aliases))
         )
     return served
+
+
+def _check_defaults_differ(models: Sequence[str]) -> None:
+    """Refuse two models whose default names are one (``/srv/embed/model /srv/rerank/model``): the
+    user gave no name, so "a name given to two models" would not say what to do."""
+    first: dict[str, str] = {}
+    for model in models:
+        name = default_served_name(model)
+        if name in first:
+            why = " (a folder by its last path component)" if Path(model).expanduser().is_dir() else ""
+            raise ValueError(
+                f"{first[name]} and {model} are both served as {name!r} by default{why}; name each with "
+                "--served-model-name, one name per model"
+            )
+        first[name] = model
 
 
 def read_models_file(path: Path, base: EngineArgs, settings: ServerSettings) -> list[ServedModel]:
