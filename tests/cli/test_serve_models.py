@@ -142,3 +142,18 @@ def test_the_models_file_in_docs_server_md_is_valid(tmp_path: Path) -> None:
     assert (embedder.settings.max_queue, embedder.settings.max_inflight_tokens) == (64, 200000)
     assert reranker.settings.served_model_names == ("reranker",)
     assert reranker.engine_args.max_batch_tokens == 8192
+
+
+def test_a_path_naming_no_folder_is_refused_before_any_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the first folder holds no model: had it been loaded first, its error would be the one said
+    (tmp_path / "empty").mkdir()
+    typo = tmp_path / "rerankr"
+    assert main(["serve", str(tmp_path / "empty"), str(typo), "--port", "0"]) == 2
+    assert (
+        capsys.readouterr().err.strip() == f"poolrag serve: cannot start: model path '{typo}' is not a folder"
+    )
+    listed = _file(tmp_path, f'[[model]]\nmodel = "{typo}"\nserved_model_name = "r"\n')
+    assert main(["serve", str(tmp_path / "empty"), "--models-file", str(listed), "--port", "0"]) == 2
+    assert f"model path '{typo}' is not a folder" in capsys.readouterr().err

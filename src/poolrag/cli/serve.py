@@ -404,6 +404,7 @@ def run(args: argparse.Namespace) -> int:
 def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The process's settings and each model's engine options and settings, checked (no model loads)."""
     from poolrag.cli.serve_models import from_command_line, read_models_file
+    from poolrag.config.resolve import refuse_missing_folder
     from poolrag.server import ServerSettings
     from poolrag.server.state import check_unique_names
 
@@ -448,6 +449,8 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     if args.models_file is not None:
         served += read_models_file(args.models_file, base, settings)
     check_unique_names([one.settings.served_model_names for one in served])
+    for one in served:  # a typo in the last of several paths is said before the first model loads
+        refuse_missing_folder(one.engine_args.model)
     return settings, served
 
 

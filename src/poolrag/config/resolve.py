@@ -60,8 +60,7 @@ def resolve_model_path(
     if mapped is not None:
         logger.info("resolved %s to %s ($%s)", model_id, mapped, MODEL_MAP_VAR)
         return mapped
-    if _names_a_path(model_id, path):
-        raise ModelLoadError(f"{what} path {model_id!r} is not a folder")
+    refuse_missing_folder(model_id, what)
     if "/" not in model_id:  # a bare name, as sentence-transformers reads it: its organisation's first
         try:
             return resolve_model_path(
@@ -105,6 +104,16 @@ def resolve_model_path(
         ) from exc
     logger.info("resolved %s to %s", model_id, local)
     return Path(local)
+
+
+def refuse_missing_folder(model: str | os.PathLike[str], what: str = "model") -> None:
+    """Raise :class:`ModelLoadError` where ``model`` is written as a path (``/models/x``, ``./x``,
+    ``a/b/c``) but names no folder (nor a ``$POOLRAG_MODEL_MAP`` entry): no download can fix it, so
+    a command loading several models says so before the first one loads, not after."""
+    model_id = str(model)
+    path = Path(model_id).expanduser()
+    if not path.is_dir() and _names_a_path(model_id, path) and mapped_folder(model_id) is None:
+        raise ModelLoadError(f"{what} path {model_id!r} is not a folder")
 
 
 def resolve_tokenizer_folder(
