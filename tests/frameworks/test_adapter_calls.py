@@ -56,3 +56,13 @@ def test_one_image_path_not_in_a_list_is_told_to_be_a_list(clip: Engine) -> None
     """Not the texts' advice to embed it as a query, which would embed the path as text."""
     with pytest.raises(InputTypeError, match=r"pass a list of image paths or URIs, even for one image"):
         embed_images(clip, "/tmp/photo.png", PoolingParams())
+
+
+def test_any_iterable_of_texts_is_embedded_as_huggingface_embeddings_takes_it(minilm_engine: Engine) -> None:
+    texts = ["whales sing", "compilers compile"]
+    expected = embed_texts(minilm_engine, texts, PoolingParams())
+    assert embed_texts(minilm_engine, (t for t in texts), PoolingParams()) == expected
+    assert asyncio.run(aembed_texts(minilm_engine, iter(tuple(texts)), PoolingParams())) == expected
+    for bad, named in (("whales sing", "got one string"), ({"a": 1}, "not dict"), (3, "not int")):
+        with pytest.raises(InputTypeError, match=f"expected a list of strings, {named}"):
+            embed_texts(minilm_engine, bad, PoolingParams())

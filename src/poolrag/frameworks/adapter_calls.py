@@ -10,7 +10,7 @@ float32 exactly).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -34,10 +34,13 @@ def require_string(text: object, what: str = "the text") -> str:
 
 def require_list(texts: object, one_string: str = "embed it as a query instead") -> list[str]:
     """``texts`` as a list, refusing a bare string (it would be embedded one character at a time),
-    with ``one_string`` saying what to do instead."""
+    with ``one_string`` saying what to do instead. Any other iterable (a generator, a tuple) is taken
+    as ``HuggingFaceEmbeddings`` takes it; a mapping, whose keys only would be read, is not."""
     if isinstance(texts, str):
         raise InputTypeError(f"expected a list of strings, got one string ({one_string})")
-    if not isinstance(texts, Sequence):
+    if isinstance(texts, Sequence):
+        return list(texts)
+    if not isinstance(texts, Iterable) or isinstance(texts, Mapping):
         raise InputTypeError(f"expected a list of strings, not {type(texts).__name__}")
     return list(texts)
 
