@@ -8,6 +8,7 @@ import base64
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
@@ -15,6 +16,7 @@ from poolrag import Engine
 from poolrag.client import PoolragClient
 from poolrag.errors import InvalidImageError
 from poolrag.testing.live_server import serve
+from poolrag.testing.page_corpus import oriented_photo
 from poolrag.testing.tiny_models import build_clip
 
 PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
@@ -299,3 +301,26 @@ def test_int8_of_one_image_without_ranges_names_the_image(url: str) -> None:
     response = httpx.post(f"{url}/v2/embed", json=body)
     assert response.status_code == 400
     assert "int8/uint8 of a single image needs fixed ranges" in response.json()["error"]["message"]
+
+
+def test_a_phone_photo_is_upright_over_http_and_a_pil_one_as_given(
+    engine: Engine, url: str, tmp_path: Path
+) -> None:
+    """A JPEG with an EXIF orientation sent as a data URL is embedded upright by the server, as
+    sentence-transformers embeds its path; a PIL image opened from it crosses as the pixels it
+    holds (a PNG without the tag) and is embedded as given, remotely as in-process."""
+    from sentence_transformers import SentenceTransformer
+
+    paths = [oriented_photo(tmp_path / f"photo-{o}.jpg", o) for o in (None, 3, 6, 8)]
+    reference = SentenceTransformer(str(engine.model_folder), device="cpu")
+    upright = reference.encode([{"image": str(p)} for p in paths], normalize_embeddings=True)
+    urls = ["data:image/jpeg;base64," + base64.b64encode(p.read_bytes()).decode() for p in paths]
+    answer = httpx.post(f"{url}/v1/embeddings", json={"model": "clip", "input": urls}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    np.testing.assert_allclose([row["embedding"] for row in answer.json()["data"]], upright, atol=1e-5)
+    with PoolragClient(url) as client:
+        np.testing.assert_allclose(client.embed_array(paths), upright, atol=1e-5)
+        remote = client.embed_array([PIL.open(p) for p in paths])
+    as_given = engine.embed_array([PIL.open(p) for p in paths])
+    np.testing.assert_allclose(remote, as_given, atol=1e-6)
+    assert np.abs(as_given[1:] - upright[1:]).max(axis=1).min() > 1e-3  # on its side: another vector

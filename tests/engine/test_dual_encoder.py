@@ -18,6 +18,7 @@ from transformers.image_transforms import convert_to_rgb
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.testing.page_corpus import oriented_photo
 from poolrag.testing.tiny_models import SENTENCES, build_clip, build_siglip, build_siglip2
 
 PIL = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
@@ -195,6 +196,25 @@ def test_sentence_transformers_loading_the_same_folder_agrees(clip: Path, engine
     texts = reference.encode(SENTENCES, normalize_embeddings=True)
     np.testing.assert_allclose(engine.embed_array(PHOTOS), images, atol=1e-5)
     np.testing.assert_allclose(engine.embed_array(SENTENCES), texts, atol=1e-5)
+
+
+def test_a_phone_photo_gets_sentence_transformers_vector_of_it_upright(
+    clip: Path, engine: Engine, tmp_path: Path
+) -> None:
+    """JPEGs with EXIF orientation 3, 6 and 8 (and one without the tag), as a path, their bytes and
+    a data URL: sentence-transformers given the path (through transformers' ``load_image``) embeds
+    the photo upright; poolrag embedded it on its side (0.17 apart on this model)."""
+    from sentence_transformers import SentenceTransformer
+
+    paths = [oriented_photo(tmp_path / f"photo-{o}.jpg", o) for o in (None, 3, 6, 8)]
+    reference = SentenceTransformer(str(clip), device="cpu")
+    want = reference.encode([{"image": str(p)} for p in paths], normalize_embeddings=True)
+    urls = ["data:image/jpeg;base64," + base64.b64encode(p.read_bytes()).decode() for p in paths]
+    for forms in (paths, [p.read_bytes() for p in paths], urls):
+        np.testing.assert_allclose(engine.embed_array(forms), want, atol=1e-5)
+    # a PIL image the caller opened is embedded as given, as sentence-transformers embeds it
+    as_given = reference.encode([PIL.open(p) for p in paths], normalize_embeddings=True)
+    np.testing.assert_allclose(engine.embed_array([PIL.open(p) for p in paths]), as_given, atol=1e-5)
 
 
 def test_async_calls_decode_images_off_the_event_loop(

@@ -7,14 +7,15 @@ import base64
 import io
 import resource
 import struct
+import zlib
 from pathlib import Path
 
 import pytest
 
 from poolrag.errors import InvalidInputError
 from poolrag.image_inputs import image_identity, is_image_input, other_data_url
-from poolrag.testing.page_corpus import png_claiming
-from poolrag.tokenization.images import MAX_IMAGE_PIXELS, decode_image
+from poolrag.testing.page_corpus import oriented_photo, png_claiming
+from poolrag.tokenization.images import MAX_IMAGE_PIXELS, decode_image, turned_upright
 
 Image = pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
 PHOTO = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
@@ -201,3 +202,85 @@ def test_one_lazily_opened_picture_given_many_times_is_read_once_not_on_every_th
         picture = Image.open(io.BytesIO(buffer.getvalue()))  # lazy: the pixels are read on first use
         got = engine.embed_array([picture] * 8)
         np.testing.assert_allclose(got, np.repeat(expected, 8, axis=0), atol=1e-6)
+
+
+def _png_with_exif_after_its_pixels(path: Path, orientation: int) -> Path:
+    """A PNG whose eXIf chunk follows its pixel data (the PNG extension allowed it there; Pillow
+    finds it only when it decodes the pixels)."""
+    picture = Image.open(PHOTO).convert("RGB").resize((60, 40))
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    payload = exif.tobytes()[6:]  # without the "Exif\0\0" a JPEG's APP1 starts with
+    chunk = struct.pack(">I", len(payload)) + b"eXIf" + payload
+    chunk += struct.pack(">I", zlib.crc32(b"eXIf" + payload))
+    data = buffer.getvalue()
+    end = data.rindex(b"IEND") - 4
+    path.write_bytes(data[:end] + chunk + data[end:])
+    return path
+
+
+@pytest.mark.parametrize("orientation", [None, 3, 6, 8])
+def test_an_encoded_photo_is_turned_upright_by_its_exif_orientation_as_load_image_turns_it(
+    tmp_path: Path, orientation: int | None
+) -> None:
+    """A phone writes the sensor's pixels and an Orientation tag; transformers' ``load_image`` (so
+    sentence-transformers given a path) and every viewer show the photo upright. poolrag read it on
+    its side, and its vectors differed."""
+    from transformers.image_utils import load_image
+
+    path = oriented_photo(tmp_path / "photo.jpg", orientation)
+    data = path.read_bytes()
+    want = load_image(str(path))
+    forms = [path, data, "data:image/jpeg;base64," + base64.b64encode(data).decode()]
+    for form in forms:
+        got = decode_image(form)
+        assert (got.size, got.tobytes()) == (want.size, want.tobytes())
+        assert turned_upright(form) is (orientation is not None)
+    # a PIL image the caller opened is read as given, as the image processors read it
+    opened = Image.open(path)
+    assert decode_image(opened).tobytes() == Image.open(path).convert("RGB").tobytes()
+    assert turned_upright(opened) is False
+
+
+def test_a_png_s_orientation_is_read_before_or_after_its_pixels(tmp_path: Path) -> None:
+    from transformers.image_utils import load_image
+
+    before = tmp_path / "before.png"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.open(PHOTO).convert("RGB").resize((60, 40)).save(before, exif=exif)
+    after = _png_with_exif_after_its_pixels(tmp_path / "after.png", 8)
+    for path in (before, after):
+        want = load_image(str(path))
+        assert want.size == (40, 60)
+        assert decode_image(path).tobytes() == want.tobytes()
+        assert turned_upright(path) is True
+    plain = tmp_path / "plain.png"
+    Image.open(PHOTO).convert("RGB").resize((60, 40)).save(plain)
+    assert turned_upright(plain) is False
+
+
+def test_a_tiff_turned_by_pillow_itself_is_turned_once(tmp_path: Path) -> None:
+    """Pillow turns a TIFF by its Orientation tag while decoding it (poolrag's vectors of one were
+    always upright, so its cache key stays)."""
+    from transformers.image_utils import load_image
+
+    path = tmp_path / "photo.tif"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.open(PHOTO).convert("RGB").resize((60, 40)).save(path, exif=exif)
+    got = decode_image(path)
+    assert got.size == (40, 60) and got.tobytes() == load_image(str(path)).tobytes()
+    assert turned_upright(path) is False
+
+
+def test_an_unparseable_exif_block_leaves_the_photo_as_stored(tmp_path: Path) -> None:
+    """Metadata a tool wrote badly is not a reason to refuse the picture: it is read as stored."""
+    path = oriented_photo(tmp_path / "photo.jpg", None)
+    data = path.read_bytes()
+    segment = b"Exif\x00\x00MM\x00*\xff\xff\xff\xff"  # an IFD offset far past the block
+    broken = data[:2] + b"\xff\xe1" + struct.pack(">H", len(segment) + 2) + segment + data[2:]
+    assert decode_image(broken).tobytes() == decode_image(data).tobytes()
+    assert turned_upright(broken) is False

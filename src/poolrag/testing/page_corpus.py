@@ -46,6 +46,22 @@ def copy_photo(path: Path) -> Path:
     return path
 
 
+def oriented_photo(path: Path, orientation: int | None, size: tuple[int, int] = (120, 80)) -> Path:
+    """The sample photograph as a JPEG Pillow writes with the EXIF ``Orientation`` tag a phone
+    writes (3: upside down, 6 and 8: on its side; ``None``: no tag), its pixels as the sensor
+    stored them, so only the tag says which way is up."""
+    from PIL import Image
+
+    tags = {}
+    if orientation is not None:
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        tags["exif"] = exif
+    with Image.open(sample_photo()) as photo:
+        photo.convert("RGB").resize(size).save(path, format="JPEG", quality=95, **tags)
+    return path
+
+
 def png_claiming(width: int, height: int) -> bytes:
     """A real 1 x 1 PNG whose header (CRC fixed up) says ``width`` x ``height``: a bomb's shape."""
     from PIL import Image

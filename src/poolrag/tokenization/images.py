@@ -7,9 +7,11 @@ unbounded memory (more than ``MAX_IMAGE_PIXELS``: a decompression bomb; a strip 
 image's name, a format outside ``IMAGE_FORMATS``) in one line naming the input. The size comes from
 the header, before a pixel is decoded; an icon's from the header of each image inside it, since
 Pillow decodes an icon's image while opening the file. The images decoded at once hold at most
-``DECODING_PIXELS`` pixels together (:class:`~poolrag.tokenization.pixel_budget.PixelBudget`). The
-pixels then go through the folder's saved image processor, as transformers' processor would
-prepare them.
+``DECODING_PIXELS`` pixels together (:class:`~poolrag.tokenization.pixel_budget.PixelBudget`). An
+image decoded here from its encoded bytes is turned upright by its EXIF orientation, as
+transformers' ``load_image`` (so sentence-transformers given a path) and every viewer show a phone's
+photo; a PIL image the caller opened is read as given, as the image processors read it. The pixels
+then go through the folder's saved image processor, as transformers' processor would prepare them.
 """
 
 from __future__ import annotations
@@ -54,6 +56,21 @@ DECODING_PIXELS = MAX_IMAGE_PIXELS
 DECODING = PixelBudget(DECODING_PIXELS)
 _ICO_MAGIC = b"\x00\x00\x01\x00"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+#: the EXIF Orientation tag and the turn that shows each of its values upright, Pillow's names (those
+#: of ``PIL.ImageOps.exif_transpose``, which transformers' ``load_image`` applies); 1 is upright
+_ORIENTATION_TAG = 0x0112
+_TURNS = {
+    2: "FLIP_LEFT_RIGHT",
+    3: "ROTATE_180",
+    4: "FLIP_TOP_BOTTOM",
+    5: "TRANSPOSE",
+    6: "ROTATE_270",
+    7: "TRANSVERSE",
+    8: "ROTATE_90",
+}
+#: the PNG chunks Pillow finds an orientation in (eXIf, an XMP packet or ImageMagick's raw EXIF profile
+#: in a text chunk); after the pixel data it reads them only by decoding the pixels
+_PNG_METADATA = (b"eXIf", b"tEXt", b"zTXt", b"iTXt")
 
 
 def _pil() -> Any:
@@ -109,7 +126,82 @@ def decoded(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXE
         if opened:
             with _read_errors(image_module, name, max_pixels):
                 image.load()
+                image = _upright(image, image_module)
         yield on_white(image, name)
+
+
+def _orientation(image: Any, image_class: Any = None) -> int:
+    """The EXIF orientation Pillow reads for ``image`` (2 to 8), 1 where it has none, an unknown
+    value, or metadata Pillow cannot parse (the pixels are still the picture: it is read as stored,
+    as a viewer shows it). Read through ``image_class`` (Pillow's ``Image``), it is what opening the
+    file found: a PNG's own ``getexif`` decodes the pixels to look for metadata after them."""
+    try:
+        exif = image.getexif() if image_class is None else image_class.getexif(image)
+        value = exif.get(_ORIENTATION_TAG, 1)
+    except Exception:  # noqa: BLE001 - metadata beside the pixels, in any shape a camera or tool wrote
+        logger.debug("unreadable EXIF orientation, the image is read as stored", exc_info=True)
+        return 1
+    return value if isinstance(value, int) and value in _TURNS else 1
+
+
+def _upright(image: Any, image_module: Any) -> Any:
+    """A decoded ``image`` turned upright by its EXIF orientation, as ``load_image`` turns it (a TIFF
+    Pillow has turned while decoding it, and its tag is gone)."""
+    orientation = _orientation(image)
+    if orientation == 1:
+        return image
+    turned = image.transpose(getattr(image_module.Transpose, _TURNS[orientation]))
+    image.close()
+    return turned
+
+
+def turned_upright(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXELS) -> bool | None:
+    """Whether decoding turns the encoded image ``value`` by its EXIF orientation (a PIL image: never),
+    read from its header (a PNG whose metadata follows its pixels is decoded to read it, as decoding
+    reads it); ``None`` without Pillow, which cannot tell. An image that cannot be read is ``False``:
+    the engine refuses it when it is embedded. The embedding cache and ``poolrag ingest`` key such an
+    image apart: what they stored before poolrag read orientations is the picture on its side."""
+    if is_pil_image(value):
+        return False
+    try:
+        image_module = _pil()
+    except ModelLoadError:
+        return None
+    try:
+        source = _encoded(value, name)
+        with _read_errors(image_module, name, max_pixels):
+            _check_icon(source, name, max_pixels)
+            with image_module.open(
+                io.BytesIO(source) if isinstance(source, bytes) else source, formats=_readers(image_module)
+            ) as image:
+                if image.format == "TIFF":
+                    return False  # Pillow turns a TIFF itself while decoding it, as it always did
+                if image.format != "PNG" or "exif" in image.info or not _png_metadata_after_pixels(source):
+                    return _orientation(image, image_module.Image) != 1
+                _check_size(image.size, name, max_pixels)
+                with DECODING.hold(image.size[0] * image.size[1]):
+                    image.load()
+                    return _orientation(image) != 1
+    except InvalidInputError:
+        return False
+
+
+def _png_metadata_after_pixels(source: bytes | Path) -> bool:
+    """Whether a PNG has a chunk that may hold an orientation after its pixel data, found by walking
+    the chunk headers (nothing is decompressed)."""
+    with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as file:
+        file.seek(len(_PNG_MAGIC))
+        pixels = False
+        while len(head := file.read(8)) == 8:
+            length, kind = struct.unpack(">I4s", head)
+            if kind == b"IEND":
+                break
+            if kind == b"IDAT":
+                pixels = True
+            elif pixels and kind in _PNG_METADATA:
+                return True
+            file.seek(length + 4, io.SEEK_CUR)
+    return False
 
 
 def _readers(image_module: Any) -> tuple[str, ...]:
