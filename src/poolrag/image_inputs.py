@@ -150,11 +150,16 @@ def on_white(image: Any, name: str = "input") -> Any:
     return seen
 
 
-def image_identity(value: Any, name: str = "input") -> str:
+def image_identity(value: Any, name: str = "input", *, turned: bool | None = False) -> str:
     """What an image input is, for a cache key: the SHA-256 of its encoded bytes (a path, the bytes
     and a data URL of one file agree), or of the RGB pixels the engine reads from a PIL image
     (:func:`on_white`: its palette and transparency count, as they do for the vector). A file that
-    cannot be read is refused as the engine refuses it, named ``name`` (``input[2]``)."""
+    cannot be read is refused as the engine refuses it, named ``name`` (``input[2]``).
+
+    ``turned`` says whether decoding turns the encoded image upright by its EXIF orientation
+    (:func:`~poolrag.tokenization.images.turned_upright`; ``None``: unknown, Pillow is not
+    installed): such an image has a key of its own, so a vector of it on its side, stored before
+    poolrag read orientations, is never served; every other image keeps the key it always had."""
     if is_pil_image(value):
         seen = on_white(value, name)
         digest = hashlib.sha256(f"{seen.mode}{seen.size}".encode())
@@ -169,4 +174,5 @@ def image_identity(value: Any, name: str = "input") -> str:
             data = value.encode()  # unreadable: the engine says so when it is embedded
     else:
         data = bytes(value)
-    return f"image-bytes:{hashlib.sha256(data).hexdigest()}"
+    prefix = {False: "image-bytes", True: "image-upright-bytes", None: "image-bytes-unchecked"}[turned]
+    return f"{prefix}:{hashlib.sha256(data).hexdigest()}"

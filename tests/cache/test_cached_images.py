@@ -12,10 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from poolrag import Engine
+from poolrag import Engine, PoolingParams
 from poolrag.cache.embedder import CachedEmbedder
+from poolrag.cache.keys import cache_namespace, image_key
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.errors import InvalidInputError
+from poolrag.testing.page_corpus import oriented_photo
 from poolrag.testing.tiny_models import build_clip
 
 pytest.importorskip("PIL.Image", reason="images need the images extra (Pillow)")
@@ -98,3 +100,26 @@ def test_a_refused_image_is_named_where_the_callers_list_has_it(tmp_path: Path, 
                 call(inputs)
             assert str(cached_error.value) == str(engine_error.value)
             assert str(cached_error.value).startswith("input[2]: ")
+
+
+def test_a_phone_photo_cached_on_its_side_is_embedded_again_upright(tmp_path: Path, clip_engine: Engine) -> None:
+    """A cache filled before poolrag read EXIF orientations holds a phone photo's vector of the
+    picture on its side under the key of its bytes. Such a photo now has a key of its own, so it is
+    embedded upright; a photo without the tag keeps its key and its entry."""
+    from PIL import Image
+
+    plain, turned = oriented_photo(tmp_path / "plain.jpg", None), oriented_photo(tmp_path / "turned.jpg", 6)
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    namespace = cache_namespace(clip_engine.facts, "embed", PoolingParams())
+    old_keys = [image_key(namespace, f"image-bytes:{hashlib.sha256(p.read_bytes()).hexdigest()}") for p in (plain, turned)]
+    # what poolrag stored before: the pixels as the file holds them, for both
+    on_its_side = clip_engine.embed_array([Image.open(plain), Image.open(turned)])
+    cache.put_many(dict(zip(old_keys, on_its_side, strict=True)))
+
+    embedder = CachedEmbedder(clip_engine, cache)
+    got = embedder.embed_array([plain, turned, turned.read_bytes()])
+    assert (embedder.hits, embedder.misses) == (2, 1)  # the plain photo from its old entry
+    upright = clip_engine.embed_array([plain, turned])
+    np.testing.assert_allclose(got, upright[[0, 1, 1]], atol=1e-6)
+    assert np.abs(upright[1] - on_its_side[1]).max() > 1e-3
+    assert set(cache.get_many(old_keys)) == set(old_keys)  # the old entry is left, never read

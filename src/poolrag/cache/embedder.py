@@ -30,6 +30,7 @@ from poolrag.pooling.matryoshka import truncate
 from poolrag.prompt_inputs import PromptInput
 from poolrag.request import ResolvedParams
 from poolrag.tokenization.input_processor import check_text
+from poolrag.tokenization.images import turned_upright
 from poolrag.tokenization.late_chunks import LATE_CHUNKS_CACHE_TASK, check_spans
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,12 @@ def _shapes_text_input(params: PoolingParams) -> bool:
     prompt, a cut to fewer tokens), so ids tokenised from the bare text are not that input."""
     cut = params.truncate_prompt_tokens
     return params.prompt is not None or params.prompt_name is not None or cut not in (None, -1)
+
+
+def _image_identity(value: object, name: str) -> str:
+    """An image's identity, one of its own where its EXIF orientation turns it upright (a file
+    that is not there is refused by ``image_identity``, by name)."""
+    return image_identity(value, name, turned=turned_upright(value, name))
 
 
 class CachedEmbedder:
@@ -137,7 +144,7 @@ class CachedEmbedder:
         # data URL is an image only to a model that reads images (to any other it is a text)
         images = self.facts.reads_images
         return [
-            image_key(namespace, image_identity(t, f"input[{i}]"))
+            image_key(namespace, _image_identity(t, f"input[{i}]"))
             if images and is_image_input(t)
             else text_key(namespace, t)
             for i, t in enumerate(texts)
