@@ -5,6 +5,8 @@ image or rendered page; hostile files are one line each and lose nothing else.""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,14 +15,16 @@ import pytest
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
+from poolrag.ingest.chunker import Chunk
 from poolrag.ingest.pdf_pages import PageRendering, render_page
 from poolrag.ingest.readers import Document, FileDocument, count_documents
-from poolrag.ingest.visual_documents import ImageDocument, PdfDocument
+from poolrag.ingest.visual_documents import ImageDocument, PdfDocument, file_digest
 from poolrag.retrieval import Retriever
 from poolrag.stores import open_store
 from poolrag.testing.page_corpus import (
     copy_photo,
     inflating_pdf,
+    oriented_photo,
     png_claiming,
     truncated_png,
     write_pdf,
@@ -288,3 +292,65 @@ def test_a_page_that_cannot_be_prepared_leaves_its_file_out_and_the_run_goes_on(
     again, rows_again = run()
     assert again.skipped == report.skipped and rows_again == rows
     assert (again.chunks_existing, again.embedded, again.upserted) == (4, 0, 0)  # only page 2 tried
+
+
+@dataclass(frozen=True)
+class _AsOpened:
+    """The file's pixels as stored (a PIL image is read as given): what poolrag embedded an image
+    file as before it read EXIF orientations."""
+
+    path: Path
+
+    def load(self) -> object:
+        from PIL import Image
+
+        return Image.open(self.path)
+
+
+class _IngestedBefore(ImageDocument):
+    """An image file as ingest listed it before it read orientations: the file's own chunk id,
+    its pixels on their side."""
+
+    def chunks(self) -> Iterator[Chunk]:
+        for chunk in super().chunks():
+            yield replace(chunk, image=_AsOpened(self.path))
+
+
+def test_a_phone_photo_stored_on_its_side_is_embedded_again_upright(tmp_path: Path, clip_engine: Engine) -> None:
+    """A collection ingested before poolrag read EXIF orientations holds a phone photo on its side,
+    under an id made of the file's bytes: the next run lists it under an id of its own, embeds it
+    upright and drops the old row; a photo without the tag is left as stored."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    plain, turned = oriented_photo(folder / "plain.jpg", None), oriented_photo(folder / "turned.jpg", 6)
+
+    def run(documents: Iterable[object]):
+        store = open_store("qdrant", "photos", path=str(tmp_path / "q"))
+        pipeline = IngestPipeline(
+            store,
+            DenseEncoder(CachedEmbedder(clip_engine, EmbeddingCache(tmp_path / "cache.sqlite"))),
+            TokenChunker.for_model(clip_engine.tokenizer, clip_engine.facts, 32),
+            checkpoint_dir=tmp_path / "ck",
+            progress=False,
+        )
+        return store, pipeline.run(documents)
+
+    documents = [_IngestedBefore(p.resolve().as_posix(), p, file_digest(p), {"filename": p.name}) for p in (plain, turned)]
+    store, before = run(documents)
+    store.close()
+    assert before.upserted == 2
+
+    listed = list(read_paths([folder], images=RENDERING))
+    assert [d.upright for d in listed] == [False, True]
+    store, after = run(listed)
+    try:
+        assert (after.embedded, after.deleted, after.chunks_existing, store.count()) == (1, 1, 1, 2), after
+        rows = {Path(h.payload["source"]).name: h.id for h in store.search(np.ones(16, np.float32), 10)}
+        stored = store.fetch_vectors([rows["plain.jpg"], rows["turned.jpg"]])
+        want = clip_engine.embed_array([plain, turned])  # upright, as sentence-transformers embeds the path
+        np.testing.assert_allclose(np.stack([stored[rows[n]] for n in ("plain.jpg", "turned.jpg")]), want, atol=1e-5)
+    finally:
+        store.close()
+    store, again = run(read_paths([folder], images=RENDERING))  # and then nothing more
+    store.close()
+    assert (again.embedded, again.chunks_existing) == (0, 2)

@@ -77,20 +77,26 @@ class PageImage:
 
 @dataclass(frozen=True)
 class ImageDocument:
-    """An image file: one chunk whose model input is the file itself (the engine decodes it)."""
+    """An image file: one chunk whose model input is the file itself (the engine decodes it).
+
+    ``upright``: the engine turns it by its EXIF orientation. Its chunk id and digest then differ from
+    the file's alone, so a collection that holds it as ingested before poolrag read orientations
+    (the picture on its side) embeds it again on the next run and drops the old row."""
 
     source: str
     path: Path
     file_digest: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    upright: bool = False
 
     @property
     def digest(self) -> str:
-        return self.file_digest
+        return f"{self.file_digest}:upright" if self.upright else self.file_digest
 
     def chunks(self) -> Iterator[Chunk]:
+        kind = "image-upright" if self.upright else "image"
         yield Chunk(
-            id=chunk_id(self.source, 0, f"image:{self.file_digest}"),
+            id=chunk_id(self.source, 0, f"{kind}:{self.file_digest}"),
             source=self.source,
             text="",
             start=0,
@@ -139,7 +145,7 @@ VisualDocument = ImageDocument | PdfDocument
 
 def read_visual_file(path: Path, rendering: PageRendering) -> VisualDocument:
     """``path`` (an image or a PDF) as a document, checked; ``InvalidInputError`` says why not."""
-    from poolrag.tokenization.images import decode_image
+    from poolrag.tokenization.images import decode_image, turned_upright
 
     source = path.resolve().as_posix()
     metadata = {"filename": path.name}
@@ -150,7 +156,7 @@ def read_visual_file(path: Path, rendering: PageRendering) -> VisualDocument:
         decode_image(path, "image").close()  # decodes within the engine's pixel limit
     except InvalidImageError as exc:
         raise InvalidInputError(exc.problem) from None
-    return ImageDocument(source, path, file_digest(path), metadata)
+    return ImageDocument(source, path, file_digest(path), metadata, upright=bool(turned_upright(path, "image")))
 
 
 def _fit(text: str) -> str:
