@@ -56,3 +56,33 @@ def test_a_tag_without_prefix_reads_as_i_so_io_tagged_words_merge() -> None:
         ("LOC", "New"),
         ("ORG", "York"),
     ]
+
+
+def test_adjacent_b_tags_in_a_script_without_spaces_start_new_entities_as_in_hf() -> None:
+    """Chinese and Japanese write words without spaces, and BERT reads each ideograph as a word of
+    its own: a B- there is a new entity (two names side by side), as HF's simple aggregation
+    reads it, not a word piece continuing the entity before it."""
+    text = "张三李四在北京"
+    offsets = [(0, 0), *[(i, i + 1) for i in range(len(text))], (0, 0)]
+    tags = [0, 1, 2, 1, 2, 0, 3, 4, 0]
+    entities = group_entities(text, offsets, _probs(tags), LABELS)
+    assert [(e.label, e.text, e.start, e.end) for e in entities] == [
+        ("PER", "张三", 0, 2),
+        ("PER", "李四", 2, 4),
+        ("LOC", "北京", 5, 7),
+    ]
+    kana = "タナカスズキ"  # two katakana names side by side, one token per name
+    entities = group_entities(kana, [(0, 3), (3, 6)], _probs([1, 1]), LABELS)
+    assert [e.text for e in entities] == ["タナカ", "スズキ"]
+
+
+def test_bioes_tagged_chinese_places_side_by_side_stay_two() -> None:
+    """BIOES as Chinese NER models tag characters: a B- right after an E- of the same label is a
+    new place, though no space stands between them."""
+    bioes = {0: "O", 1: "B-GPE", 2: "E-GPE"}
+    text = "中国北京"
+    offsets = [(i, i + 1) for i in range(len(text))]
+    probs = np.full((4, 3), 0.05, dtype=np.float32)
+    probs[np.arange(4), [1, 2, 1, 2]] = 0.9
+    entities = group_entities(text, offsets, probs, bioes)
+    assert [e.text for e in entities] == ["中国", "北京"]

@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+# scripts written without spaces between words: a piece there is a word, not part of one
+_SPACELESS_SCRIPTS = (
+    "CJK UNIFIED IDEOGRAPH",
+    "CJK COMPATIBILITY IDEOGRAPH",
+    "HIRAGANA",
+    "KATAKANA",
+    "HALFWIDTH KATAKANA",
+    "THAI",
+    "LAO",
+    "KHMER",
+    "MYANMAR",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +36,20 @@ def _split_tag(tag: str) -> tuple[str, str]:
     if len(tag) > 2 and tag[1] in "-_" and tag[0] in "BIES":
         return tag[0], tag[2:]
     return ("O", "") if tag == "O" else ("I", tag)
+
+
+def _spaceless(char: str) -> bool:
+    return unicodedata.name(char, "").startswith(_SPACELESS_SCRIPTS)
+
+
+def _continues_word(text: str, at: int) -> bool:
+    """Whether a piece starting at ``at`` can be the rest of the word before it: no space between,
+    and not between two characters of a script written without spaces (Chinese, Japanese, Thai),
+    where BERT reads each ideograph as a word and two names often stand side by side."""
+    if not 0 < at < len(text):
+        return False
+    before, after = text[at - 1], text[at]
+    return not (before.isspace() or after.isspace() or (_spaceless(before) and _spaceless(after)))
 
 
 def group_entities(
@@ -41,8 +69,9 @@ def group_entities(
     entity; a B- tag starts an entity. Unlike HF: a B- tag on a piece that starts where the entity
     before it ends, with the same label and no space between, continues it (a model that tags
     every piece of a word B-, as rampart-pii does e-mail addresses, gives one entity where HF
-    gives one per piece); E- continues and S- starts an entity (BIOES), and ``B_``/``I_`` are read
-    as ``B-``/``I-`` (HF reads these tags as labels of their own).
+    gives one per piece), except in scripts written without spaces (Chinese, Japanese, Thai), where
+    a B- starts an entity as in HF; E- continues and S- starts an entity (BIOES), and
+    ``B_``/``I_`` are read as ``B-``/``I-`` (HF reads these tags as labels of their own).
     """
     entities: list[Entity] = []
     current: tuple[str, int, int, list[float]] | None = None
@@ -66,7 +95,13 @@ def group_entities(
             close()
         elif current is not None and prefix in ("I", "E") and label == current[0]:
             current = (label, current[1], end, [*current[3], score])
-        elif current is not None and prefix == "B" and label == current[0] and start == current[2]:
+        elif (
+            current is not None
+            and prefix == "B"
+            and label == current[0]
+            and start == current[2]
+            and _continues_word(text, start)
+        ):
             # a word piece tagged B- right after the previous piece continues the same word
             current = (label, current[1], end, [*current[3], score])
         else:
