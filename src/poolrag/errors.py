@@ -129,6 +129,8 @@ class UnsupportedTaskError(InvalidInputError):
                 "; a sequence classifier scores pairs as a cross-encoder only with one label, and this "
                 "one has several: Engine.classify_pairs gives each label's score for a pair"
             )
+        if task == "token_classify" and "classify" in supported:  # vLLM's --convert classify
+            hint = "; a sequence classifier: load it with convert='classify' to run its head on every token"
         if runners is not None:
             names = ", ".join(repr(name) for name in runners)
             hint += f"; served here for it: {names}" if runners else "; no model served here runs it"

@@ -90,7 +90,9 @@ def test_without_convert_a_sequence_classifier_offers_no_token_classify(
     engine = Engine(tiny_model("bert", head="sequence", num_labels=3))
     assert engine.supported_tasks == ("classify",)
     assert not internals.runner(engine).token_states
-    with pytest.raises(InvalidInputError, match="token_classify"):
+    with pytest.raises(
+        InvalidInputError, match=r"load it with convert='classify' to run its head on every token"
+    ):
         engine.token_classify(["a b c"])
 
 
