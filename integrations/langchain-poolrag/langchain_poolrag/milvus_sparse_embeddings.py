@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 from pydantic import Field
 
 from poolrag.frameworks.fields import SparseFields
-from poolrag.frameworks.sparse_encoding import QueryIdf, QueryIdfName
+from poolrag.frameworks.sparse_encoding import QueryIdf, QueryIdfName, as_milvus_rows
 
 
 class PoolragMilvusSparseEmbedding(SparseFields, BaseSparseEmbedding):
@@ -39,13 +39,13 @@ class PoolragMilvusSparseEmbedding(SparseFields, BaseSparseEmbedding):
     )
 
     def embed_documents(self, texts: list[str]) -> list[dict[int, float]]:
-        return [v.to_dict() for v in self.encoder.documents(texts)]
+        return as_milvus_rows(self.encoder.documents(texts))
 
     def embed_query(self, query: str) -> dict[int, float]:
         return self.encoder.queries([query])[0].to_dict()
 
     async def aembed_documents(self, texts: list[str]) -> list[dict[int, float]]:
-        return [v.to_dict() for v in await self.encoder.adocuments(texts)]
+        return as_milvus_rows(await self.encoder.adocuments(texts))
 
     async def aembed_query(self, query: str) -> dict[int, float]:
         return (await self.encoder.aqueries([query]))[0].to_dict()

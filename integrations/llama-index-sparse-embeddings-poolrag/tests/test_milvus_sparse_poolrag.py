@@ -50,3 +50,32 @@ def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engin
     for text, vector in zip(TEXTS, expected, strict=True):
         assert stored[text].keys() == vector.keys()
         assert list(stored[text].values()) == pytest.approx(list(vector.values()), rel=1e-6)
+
+
+def test_a_node_without_terms_is_stored_beside_the_others(minilm_engine: Engine, tmp_path: Path) -> None:
+    """A node of punctuation only has no BM25 term; Milvus refuses an empty sparse row (and the
+    insert with it), so it is stored with the marker row poolrag's own Milvus store writes."""
+    sparse = PoolragMilvusSparseEmbeddingFunction(engine=minilm_engine, avg_doc_length=8.0)
+    store = MilvusVectorStore(
+        uri=str(tmp_path / "milvus.db"),
+        collection_name="hybrid",
+        dim=384,
+        overwrite=True,
+        enable_sparse=True,
+        sparse_embedding_function=sparse,
+        hybrid_ranker="RRFRanker",
+    )
+    texts = [*TEXTS, "* * * --- !!!"]
+    index = VectorStoreIndex(
+        [TextNode(text=t) for t in texts],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=PoolragEmbedding(engine=minilm_engine),
+    )
+    retriever = index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=3)
+    assert retriever.retrieve(QUERY)[0].node.get_content() == RARE
+    rows = store.client.query("hybrid", filter="", output_fields=["text", "sparse_embedding"], limit=100)
+    stored = {row["text"]: row["sparse_embedding"] for row in rows}
+    assert stored.keys() == set(texts)
+    (marker,) = stored[texts[-1]].items()
+    assert marker[0] not in minilm_engine.tokenizer.get_vocab().values() and marker[1] < 1e-20
+    assert sparse.encode_queries(["!!!"]) == [{}]  # a query without terms stays empty: nothing found

@@ -30,6 +30,7 @@ from poolrag.frameworks.adapter_calls import require_list
 from poolrag.params import PoolingParams
 from poolrag.sparse.bm25 import BM25Encoder, BM25Stats
 from poolrag.sparse.vector import SparseVector
+from poolrag.stores.milvus_sparse_rows import milvus_sparse_row
 from poolrag.text_validity import check_texts
 
 logger = logging.getLogger(__name__)
@@ -159,3 +160,11 @@ class LearnedSparseEncoder:
 def as_index_lists(vectors: Sequence[SparseVector]) -> tuple[list[list[int]], list[list[float]]]:
     """Indices and values as two lists of lists: LlamaIndex's Qdrant ``sparse_*_fn`` shape."""
     return [v.indices.tolist() for v in vectors], [v.values.tolist() for v in vectors]
+
+
+def as_milvus_rows(vectors: Sequence[SparseVector]) -> list[dict[int, float]]:
+    """Document vectors as Milvus stores them: a text without terms (only punctuation for BM25, every
+    weight zero for a learned model) gets the marker row poolrag's own Milvus store writes, since
+    Milvus refuses an empty row and the whole insert with it. Queries stay plain dicts: an empty
+    query is accepted and finds nothing."""
+    return [milvus_sparse_row(v) for v in vectors]

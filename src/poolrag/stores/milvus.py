@@ -59,6 +59,7 @@ from poolrag.stores.milvus_payload import (
     full_source,
     to_row_fields,
 )
+from poolrag.stores.milvus_sparse_rows import EMPTY_TERM, from_milvus_sparse_row, milvus_sparse_row
 from poolrag.stores.registry import StoreLocation, module_installed
 from poolrag.stores.retry import RetryPolicy
 from poolrag.stores.storage_faults import StoreWriteError, storage_fault
@@ -103,9 +104,6 @@ _LARGE_LIMIT = 16384
 _GRAPH_INDEXES = (None, "int8")  # the quantizations whose dense index is a graph (ef applies)
 _STATS_KEY = f"{METADATA_KEY}_bm25"
 _STALE = "stale"
-#: The one term of a chunk without terms (Milvus refuses all-zero sparse rows); never in a query.
-_EMPTY_TERM = 2**31 - 1
-_EMPTY_WEIGHT = 1e-30
 
 
 class _LiteNoise(logging.Filter):
@@ -418,7 +416,7 @@ class MilvusStore(StoreTemplate):
                 "source": source,
             }
             if record.sparse is not None:
-                row[SPARSE_COLUMN] = _sparse_row(record.sparse)
+                row[SPARSE_COLUMN] = milvus_sparse_row(record.sparse)
             return [row]
         rows = []
         for tok, vec in enumerate(np.asarray(record.vector, dtype=np.float32)):
@@ -577,7 +575,7 @@ class MilvusStore(StoreTemplate):
         """The query as Milvus takes it, times IDF in ``bm25`` collections; empty when it has no term."""
         if spec.sparse == "bm25":
             sparse = with_idf(sparse, *self._counts())
-        return {t: w for t, w in sparse.to_dict().items() if t != _EMPTY_TERM}
+        return {t: w for t, w in sparse.to_dict().items() if t != EMPTY_TERM}
 
     def _search_sparse(
         self, spec: CollectionSpec, query: SparseVector, limit: int, filter: CheckedFilter | None
@@ -628,7 +626,7 @@ class MilvusStore(StoreTemplate):
             return int(data["document_count"]), frequency
         logger.warning("BM25 statistics of milvus collection %r are stale; counting again", self.collection)
         rows = self._iterate("", [SPARSE_COLUMN])
-        count, frequency = document_frequencies(_from_sparse_row(r[SPARSE_COLUMN]) for r in rows)
+        count, frequency = document_frequencies(from_milvus_sparse_row(r[SPARSE_COLUMN]) for r in rows)
         self._write_stats(_stats_json(count, frequency))
         return count, frequency
 
@@ -642,7 +640,7 @@ class MilvusStore(StoreTemplate):
     def _fetch_sparse(self, ids: list[str]) -> dict[str, SparseVector]:
         """Stored sparse vectors by id (a chunk without terms comes back empty)."""
         rows = self._rows_by_id(ids, SPARSE_COLUMN)
-        return {str(row["id"]): _from_sparse_row(row[SPARSE_COLUMN]) for row in rows}
+        return {str(row["id"]): from_milvus_sparse_row(row[SPARSE_COLUMN]) for row in rows}
 
     def _rows_by_id(self, ids: list[str], field: str) -> list[dict[str, Any]]:
         """The ``id`` and ``field`` of each dense row of ``ids``, a page of ids per query."""
@@ -736,16 +734,6 @@ class MilvusStore(StoreTemplate):
 
 def _hits(rows: Any) -> list[StoreHit]:
     return [StoreHit(str(h["id"]), float(h["distance"]), from_entity(h.get("entity") or {})) for h in rows]
-
-
-def _sparse_row(vector: SparseVector) -> dict[int, float]:
-    weights = {t: w for t, w in vector.to_dict().items() if w != 0.0}
-    return weights or {_EMPTY_TERM: _EMPTY_WEIGHT}
-
-
-def _from_sparse_row(row: Any) -> SparseVector:
-    weights = {int(t): float(w) for t, w in dict(row).items() if int(t) != _EMPTY_TERM}
-    return SparseVector.from_dict(weights)
 
 
 def _add(frequency: dict[int, int], change: dict[int, int], sign: int) -> dict[int, int]:

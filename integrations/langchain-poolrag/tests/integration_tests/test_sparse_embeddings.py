@@ -130,3 +130,35 @@ def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engin
     core = BM25Encoder(minilm_engine.tokenizer)
     stats = BM25Stats.from_term_counts(core.term_counts(TEXTS))
     assert sparse.embed_query(QUERY) == core.encode_queries([QUERY], stats)[0].to_dict()
+
+
+def test_milvus_stores_a_text_without_terms_beside_the_others(minilm_engine: Engine, tmp_path: Path) -> None:
+    """A text of punctuation only has no BM25 term; Milvus refuses an empty sparse row, and with it
+    the whole ``add_texts`` batch. It is stored with the marker row poolrag's own store writes, and
+    searching for a term finds the documents that hold it, never the marker."""
+    sparse = PoolragMilvusSparseEmbedding(engine=minilm_engine)
+    store = Milvus(
+        embedding_function=[PoolragEmbeddings(engine=minilm_engine), sparse],
+        vector_field=["dense", "sparse"],
+        connection_args={"uri": str(tmp_path / "milvus.db")},
+        collection_name="hybrid",
+        auto_id=True,
+        index_params=[
+            {"index_type": "AUTOINDEX", "metric_type": "COSINE", "params": {}},
+            {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "IP", "params": {}},
+        ],
+        search_params=[{"metric_type": "COSINE", "params": {}}, {"metric_type": "IP", "params": {}}],
+    )
+    texts = [*TEXTS, "* * * --- !!!"]
+    assert len(store.add_texts(texts)) == len(texts)
+    assert store.similarity_search(QUERY, k=3, ranker_type="rrf")[0].page_content == RARE
+    rows = store.client.query("hybrid", filter="", output_fields=["text", "sparse"], limit=100)
+    stored = {row["text"]: row["sparse"] for row in rows}
+    core = BM25Encoder(minilm_engine.tokenizer)
+    expected = core.encode_documents(texts, pinned_length(core, texts))
+    assert len(expected[-1]) == 0
+    for text, vector in zip(texts[:-1], expected, strict=False):
+        assert stored[text].keys() == vector.to_dict().keys()
+    (marker,) = stored[texts[-1]].items()
+    assert marker[0] not in core.tokenizer.get_vocab().values() and marker[1] < 1e-20
+    assert sparse.embed_query("!!!") == {}  # a query without terms stays empty: Milvus finds nothing

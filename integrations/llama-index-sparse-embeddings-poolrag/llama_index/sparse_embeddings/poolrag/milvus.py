@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 from pydantic import Field
 
 from poolrag.frameworks.fields import SparseFields
-from poolrag.frameworks.sparse_encoding import QueryIdf, QueryIdfName
+from poolrag.frameworks.sparse_encoding import QueryIdf, QueryIdfName, as_milvus_rows
 
 
 class PoolragMilvusSparseEmbeddingFunction(SparseFields, BaseSparseEmbeddingFunction):
@@ -44,13 +44,13 @@ class PoolragMilvusSparseEmbeddingFunction(SparseFields, BaseSparseEmbeddingFunc
     )
 
     def encode_documents(self, documents: list[str]) -> list[dict[int, float]]:
-        return [v.to_dict() for v in self.encoder.documents(documents)]
+        return as_milvus_rows(self.encoder.documents(documents))
 
     def encode_queries(self, queries: list[str]) -> list[dict[int, float]]:
         return [v.to_dict() for v in self.encoder.queries(queries)]
 
     async def async_encode_documents(self, documents: list[str]) -> list[dict[int, float]]:
-        return [v.to_dict() for v in await self.encoder.adocuments(documents)]
+        return as_milvus_rows(await self.encoder.adocuments(documents))
 
     async def async_encode_queries(self, queries: list[str]) -> list[dict[int, float]]:
         return [v.to_dict() for v in await self.encoder.aqueries(queries)]
