@@ -457,6 +457,38 @@ def test_unparsable_json_and_the_other_dialects_errors(minilm: Served) -> None:
         assert openai_shaped.status_code == 400 and openai_shaped.json()["error"]["code"] == "empty_input"
 
 
+LONE_SURROGATE = "\\ud800"  # JSON's escape of half a UTF-16 pair: valid to Python's json, not to serde_json's
+
+
+@pytest.mark.parametrize(
+    ("server", "path", "body", "named"),
+    [
+        ("minilm", "/embed", f'{{"inputs": ["a", "x{LONE_SURROGATE}"]}}', "inputs[1]"),
+        ("minilm", "/", f'{{"inputs": "{LONE_SURROGATE}"}}', "inputs"),
+        (
+            "minilm",
+            "/similarity",
+            f'{{"inputs": {{"source_sentence": "{LONE_SURROGATE}", "sentences": ["a"]}}}}',
+            "inputs.source_sentence",
+        ),
+        ("cross_encoder_server", "/rerank", f'{{"query": "q", "texts": ["{LONE_SURROGATE}"]}}', "texts[0]"),
+        ("classifier_server", "/predict", f'{{"inputs": [["a", "{LONE_SURROGATE}"]]}}', "inputs[0][1]"),
+        ("minilm", "/tokenize", f'{{"inputs": "{LONE_SURROGATE}"}}', "inputs"),
+    ],
+)
+def test_a_text_that_is_not_unicode_is_teis_400_as_its_json_extractor_answers(
+    request: pytest.FixtureRequest, server: str, path: str, body: str, named: str
+) -> None:
+    """TEI never reads such a text: serde_json refuses a lone surrogate as a syntax error, which
+    axum's ``Json`` answers with 400 (was 422 here)."""
+    served: Served = request.getfixturevalue(server)
+    json_type = {"content-type": "application/json"}
+    refused = httpx.post(f"{served.url}{path}", content=body.encode(), headers=json_type, timeout=30)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error_type"] == "Validation"
+    assert refused.json()["error"].startswith(f"{named} is not valid Unicode (lone surrogate at character")
+
+
 def test_a_full_queue_is_teis_429_with_retry_after(one_slot_server: Served) -> None:
     url = one_slot_server.url
     busy_texts = [f"document {i} " + "about the properties of bounded queues " * 12 for i in range(96)]

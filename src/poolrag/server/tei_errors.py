@@ -1,7 +1,14 @@
 """Errors in Text Embeddings Inference's shape: ``{"error": "...", "error_type": "Validation"}``.
 
-TEI's clients read its status codes and ``error_type``: Validation and Tokenizer are 422, Empty
-(no inputs) 400, Overloaded 429, a model that cannot run the route (Backend) 424, Unhealthy 503.
+TEI's clients read its status codes and ``error_type``, as its router's ``impl From<&ErrorType>
+for StatusCode`` (router/src/http/server.rs) sets them: Validation (too many inputs, an input too
+long with ``truncate: false``, a bad ``dimensions`` or ``prompt_name``) and Tokenizer are 422,
+Empty (no inputs) 400, Overloaded 429, a model that cannot run the route (Backend) 424, Unhealthy
+503. That is TEI 1.9.0 and later; TEI up to 1.8.3 answered Validation with 413, which its OpenAPI
+still calls "Batch size error". A body TEI's JSON extractor refuses keeps axum's status: 400 for
+text that is not JSON, a lone surrogate (``"\\ud800"``) included, as serde_json reads it as a
+syntax error; 422 for JSON of the wrong shape.
+
 The server's own errors (:class:`~poolrag.server.errors.APIError`, the engine's
 :class:`~poolrag.errors.PoolragError`) are mapped here once, so the TEI routes fail as TEI does
 and keep this server's messages. Answers made before a route runs (401 for a missing key, 413 for
@@ -14,7 +21,7 @@ import logging
 
 from fastapi.responses import JSONResponse
 
-from poolrag.errors import InputTooLongError, PoolragError
+from poolrag.errors import InputTooLongError, InvalidTextError, PoolragError
 from poolrag.server.errors import APIError, from_poolrag_error
 from poolrag.server.tei_schemas import ErrorType, TeiErrorResponse
 
@@ -72,6 +79,8 @@ def tei_error(exc: Exception) -> tuple[int, TeiErrorResponse, dict[str, str]]:
         body = TeiErrorResponse(error="internal server error", error_type="Backend")
         return 500, body, {}
     status, error_type = _from_api_error(error)
+    if isinstance(exc, InvalidTextError) and not exc.empty:  # TEI never sees it: not JSON to serde_json
+        status = 400
     return status, TeiErrorResponse(error=_message(exc, error), error_type=error_type), error.headers
 
 

@@ -31,7 +31,10 @@ _EITHER = {"model": ErrorResponse | TeiErrorResponse}
 
 #: Error answers of a TEI route, as TEI documents them, and 404 for an unknown ``model``.
 TEI_ERRORS: dict[int | str, dict[str, Any]] = {
-    TEI_STATUS["Empty"]: {**_TEI_ERROR, "description": "Empty batch, or a body that is not JSON"},
+    TEI_STATUS["Empty"]: {
+        **_TEI_ERROR,
+        "description": "Empty batch, or a body that is not JSON (or not Unicode)",
+    },
     401: {"model": ErrorResponse, "description": "Missing or wrong API key (when the server has one)"},
     404: {**_TEI_ERROR, "description": "The request's model is not served here"},
     413: {**_EITHER, "description": "Request over the server's per-request limits"},
