@@ -10,7 +10,7 @@ float32 exactly).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -38,8 +38,6 @@ def require_list(texts: object, one_string: str = "embed it as a query instead")
     as ``HuggingFaceEmbeddings`` takes it; a mapping, whose keys only would be read, is not."""
     if isinstance(texts, str):
         raise InputTypeError(f"expected a list of strings, got one string ({one_string})")
-    if isinstance(texts, Sequence):
-        return list(texts)
     if not isinstance(texts, Iterable) or isinstance(texts, Mapping):
         raise InputTypeError(f"expected a list of strings, not {type(texts).__name__}")
     return list(texts)
