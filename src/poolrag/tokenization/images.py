@@ -138,7 +138,7 @@ def _orientation(image: Any, image_class: Any = None) -> int:
     try:
         exif = image.getexif() if image_class is None else image_class.getexif(image)
         value = exif.get(_ORIENTATION_TAG, 1)
-    except Exception:  # noqa: BLE001 - metadata beside the pixels, in any shape a camera or tool wrote
+    except Exception:  # metadata beside the pixels, in any shape a camera or tool wrote
         logger.debug("unreadable EXIF orientation, the image is read as stored", exc_info=True)
         return 1
     return value if isinstance(value, int) and value in _TURNS else 1
