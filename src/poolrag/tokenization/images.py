@@ -111,15 +111,7 @@ def decoded(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXE
     image processor makes its own copies of them)."""
     image_module = _pil()
     opened = not is_pil_image(value)
-    if opened:
-        source = _encoded(value, name)
-        with _read_errors(image_module, name, max_pixels):
-            _check_icon(source, name, max_pixels)
-            image = image_module.open(
-                io.BytesIO(source) if isinstance(source, bytes) else source, formats=_readers(image_module)
-            )
-    else:
-        image = value
+    image = _open(image_module, _encoded(value, name), name, max_pixels) if opened else value
     _check_size(image.size, name, max_pixels)  # from the header, before a pixel is decoded
     width, height = image.size
     with DECODING.hold(width * height):
@@ -128,6 +120,16 @@ def decoded(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXE
                 image.load()
                 image = _upright(image, image_module)
         yield on_white(image, name)
+
+
+def _open(image_module: Any, source: bytes | Path, name: str, max_pixels: int) -> Any:
+    """``source`` opened by Pillow, its header read and no pixel decoded (an icon's images checked
+    first, since Pillow decodes one while opening it)."""
+    with _read_errors(image_module, name, max_pixels):
+        _check_icon(source, name, max_pixels)
+        return image_module.open(
+            io.BytesIO(source) if isinstance(source, bytes) else source, formats=_readers(image_module)
+        )
 
 
 def _orientation(image: Any, image_class: Any = None) -> int:
@@ -169,19 +171,18 @@ def turned_upright(value: object, name: str = "input", max_pixels: int = MAX_IMA
         return None
     try:
         source = _encoded(value, name)
-        with _read_errors(image_module, name, max_pixels):
-            _check_icon(source, name, max_pixels)
-            with image_module.open(
-                io.BytesIO(source) if isinstance(source, bytes) else source, formats=_readers(image_module)
-            ) as image:
-                if image.format == "TIFF":
-                    return False  # Pillow turns a TIFF itself while decoding it, as it always did
-                if image.format != "PNG" or "exif" in image.info or not _png_metadata_after_pixels(source):
-                    return _orientation(image, image_module.Image) != 1
-                _check_size(image.size, name, max_pixels)
-                with DECODING.hold(image.size[0] * image.size[1]):
-                    image.load()
-                    return _orientation(image) != 1
+        with (
+            _open(image_module, source, name, max_pixels) as image,
+            _read_errors(image_module, name, max_pixels),
+        ):
+            if image.format == "TIFF":
+                return False  # Pillow turns a TIFF itself while decoding it, as it always did
+            if image.format != "PNG" or "exif" in image.info or not _png_metadata_after_pixels(source):
+                return _orientation(image, image_module.Image) != 1
+            _check_size(image.size, name, max_pixels)
+            with DECODING.hold(image.size[0] * image.size[1]):
+                image.load()
+                return _orientation(image) != 1
     except InvalidInputError:
         return False
 
