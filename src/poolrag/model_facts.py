@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Literal
 
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InvalidInputError, UnsupportedTaskError
 
 
 def model_identity(name: str, weights: str) -> str:
@@ -62,9 +62,20 @@ def answering_model(served: Sequence[ModelFacts], task: str | None) -> int:
     return 0
 
 
-def running_models(served: Sequence[ModelFacts], task: str) -> list[int]:
-    """The places of the served models that run ``task``: a refusal by one of several names them."""
-    return [i for i, facts in enumerate(served) if task in facts.supported_tasks]
+def naming_served(
+    refusal: UnsupportedTaskError, answering: ModelFacts, served: Sequence[ModelFacts]
+) -> UnsupportedTaskError:
+    """``refusal`` (the engine's "this model") naming ``answering`` by its served name and, of several
+    ``served``, the others that run the task: a request naming no model reached it unasked. The
+    server and the client both say it so, in the same words."""
+    runners = None
+    if len(served) > 1:
+        runners = [
+            facts.model_name
+            for facts in served
+            if refusal.task in facts.supported_tasks and facts.model_name != answering.model_name
+        ]
+    return refusal.naming(answering.model_name, runners)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from poolrag.client.wire import RerankedDocument
 from poolrag.counts import check_count
 from poolrag.errors import InputTypeError, InvalidInputError, UnsupportedTaskError, at_position
 from poolrag.input_shapes import item_list, prompt_list, score_pairs
-from poolrag.model_facts import ModelFacts, answering_model, running_models
+from poolrag.model_facts import ModelFacts, answering_model, naming_served
 from poolrag.outputs import (
     ClassificationOutput,
     EmbeddingOutput,
@@ -537,11 +537,7 @@ class PoolragClient:
         try:
             return (params or PoolingParams()).verify(task, facts)
         except UnsupportedTaskError as exc:
-            served = self._served or (facts,)
-            runners = None
-            if len(served) > 1:
-                runners = [served[i].model_name for i in running_models(served, task) if served[i] != facts]
-            raise exc.naming(facts.model_name, runners) from None
+            raise naming_served(exc, facts, self._served or (facts,)) from None
 
     def _chunks(self, items: Sequence[Any], beside: Sequence[Any] = ()) -> list[slice]:
         """Consecutive runs of ``items`` (each with its ``beside`` item, N:N pairs' other text) of

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from fastapi import Request
 
 from poolrag.errors import UnsupportedTaskError
-from poolrag.model_facts import ModelFacts, answering_model, running_models
+from poolrag.model_facts import ModelFacts, answering_model, naming_served
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.server.admission import Admission
 from poolrag.server.engine_calls import EngineCalls
@@ -160,11 +160,7 @@ class ServedModels:
     def task_refusal(self, served: ServerState, exc: UnsupportedTaskError) -> UnsupportedTaskError:
         """``exc`` (the engine's "this model") naming ``served`` by its served name, and with several
         models the others that run the task: a request naming none reached ``served`` unasked."""
-        others = None
-        if len(self.models) > 1:
-            places = running_models([model.engine.facts for model in self.models], exc.task)
-            others = [self.models[i].name for i in places if self.models[i] is not served]
-        return exc.naming(served.name, others)
+        return naming_served(exc, served.served_facts, [model.served_facts for model in self.models])
 
 
 def served_models(request: Request) -> ServedModels:
