@@ -31,6 +31,23 @@ def as_core(vector) -> SparseVector:
     return SparseVector(vector.indices, vector.values)
 
 
+def hybrid_milvus(engine: Engine, sparse: PoolragMilvusSparseEmbedding, folder: Path) -> Milvus:
+    """A Milvus Lite collection "hybrid" of a dense and a sparse field, as the hybrid tests use it."""
+    return Milvus(
+        embedding_function=[PoolragEmbeddings(engine=engine), sparse],
+        vector_field=["dense", "sparse"],
+        connection_args={"uri": str(folder / "milvus.db")},
+        collection_name="hybrid",
+        auto_id=True,
+        # Milvus Lite takes no drop_ratio_build, which langchain-milvus sets by default for sparse fields.
+        index_params=[
+            {"index_type": "AUTOINDEX", "metric_type": "COSINE", "params": {}},
+            {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "IP", "params": {}},
+        ],
+        search_params=[{"metric_type": "COSINE", "params": {}}, {"metric_type": "IP", "params": {}}],
+    )
+
+
 def test_bm25_vectors_are_the_core_encoders(minilm_engine: Engine, minilm_path: Path) -> None:
     sparse = PoolragSparseEmbeddings(model_name=str(minilm_path))  # the tokenizer alone is loaded
     core = BM25Encoder(minilm_engine.tokenizer)
@@ -111,19 +128,7 @@ def test_qdrant_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engin
 def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engine, tmp_path: Path) -> None:
     assert dense_misses_rare_document(minilm_engine)
     sparse = PoolragMilvusSparseEmbedding(engine=minilm_engine)
-    store = Milvus(
-        embedding_function=[PoolragEmbeddings(engine=minilm_engine), sparse],
-        vector_field=["dense", "sparse"],
-        connection_args={"uri": str(tmp_path / "milvus.db")},
-        collection_name="hybrid",
-        auto_id=True,
-        # Milvus Lite takes no drop_ratio_build, which langchain-milvus sets by default for sparse fields.
-        index_params=[
-            {"index_type": "AUTOINDEX", "metric_type": "COSINE", "params": {}},
-            {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "IP", "params": {}},
-        ],
-        search_params=[{"metric_type": "COSINE", "params": {}}, {"metric_type": "IP", "params": {}}],
-    )
+    store = hybrid_milvus(minilm_engine, sparse, tmp_path)
     store.add_texts(TEXTS)
     assert store.similarity_search(QUERY, k=3, ranker_type="rrf")[0].page_content == RARE
     # Milvus has no IDF modifier: the query carries IDF from the documents embedded above.
@@ -137,18 +142,7 @@ def test_milvus_stores_a_text_without_terms_beside_the_others(minilm_engine: Eng
     the whole ``add_texts`` batch. It is stored with the marker row poolrag's own store writes, and
     searching for a term finds the documents that hold it, never the marker."""
     sparse = PoolragMilvusSparseEmbedding(engine=minilm_engine)
-    store = Milvus(
-        embedding_function=[PoolragEmbeddings(engine=minilm_engine), sparse],
-        vector_field=["dense", "sparse"],
-        connection_args={"uri": str(tmp_path / "milvus.db")},
-        collection_name="hybrid",
-        auto_id=True,
-        index_params=[
-            {"index_type": "AUTOINDEX", "metric_type": "COSINE", "params": {}},
-            {"index_type": "SPARSE_INVERTED_INDEX", "metric_type": "IP", "params": {}},
-        ],
-        search_params=[{"metric_type": "COSINE", "params": {}}, {"metric_type": "IP", "params": {}}],
-    )
+    store = hybrid_milvus(minilm_engine, sparse, tmp_path)
     texts = [*TEXTS, "* * * --- !!!"]
     assert len(store.add_texts(texts)) == len(texts)
     assert store.similarity_search(QUERY, k=3, ranker_type="rrf")[0].page_content == RARE
