@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import numpy as np
 
@@ -56,6 +58,29 @@ def test_a_cross_encoder_naming_no_task_classifies(cross_encoder_server: Served,
     expected = [out.outputs.probs for out in cross_encoder_server.engine.classify(["good", "bad"])]
     for item, probs in zip(body["data"], expected, strict=True):
         np.testing.assert_allclose(item["data"], probs, rtol=0, atol=1e-6)
+
+
+def test_a_reward_model_naming_no_task_answers_its_head_on_every_token(tmp_path: Path) -> None:
+    """vLLM pools a ``*ForRewardModel`` for token_classify only: /pooling without a task answers one
+    row per token, though poolrag runs classify on the model too (and classify comes first for others)."""
+    from decoders.decoder_remote_code import qwen2_reward_model
+    from decoders.tiny_decoders import build_tokenizer, tiny_config
+
+    from poolrag import Engine
+    from poolrag.testing.live_server import serve
+
+    values = tiny_config("qwen2", len(build_tokenizer(tmp_path))).to_dict()
+    for key in ("architectures", "transformers_version", "auto_map"):
+        values.pop(key, None)
+    qwen2_reward_model(tmp_path, values, process=False)
+    engine = Engine(str(tmp_path), trust_remote_code=True)
+    assert engine.supported_tasks[0] == "classify" and "token_classify" in engine.supported_tasks
+    expected = [out.outputs.data for out in engine.encode(["a b c d", "one two"], "token_classify")]
+    for url in serve(engine, "reward"):
+        body = httpx.post(f"{url}/pooling", json={"input": ["a b c d", "one two"]}, timeout=60).json()
+    for item, rows in zip(body["data"], expected, strict=True):
+        assert np.asarray(item["data"]).shape == rows.shape and rows.shape[0] > 1
+        np.testing.assert_allclose(item["data"], rows, rtol=0, atol=1e-6)
 
 
 def test_the_default_task_follows_vllms_order() -> None:

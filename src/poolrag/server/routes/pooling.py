@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
+from poolrag.config.registry import Role
 from poolrag.outputs import SPARSE_ENTRY
 from poolrag.params import PoolingParams
 from poolrag.server.answer_size import check_answer_values
@@ -56,9 +57,9 @@ def _wire(data: np.ndarray, body: PoolingRequest) -> object:
 #: first of these the model runs, so an embedding model answers its vector, a classifier its
 #: probabilities (older vLLM releases answered per-token data first)
 VLLM_DEFAULT_ORDER = ("embed", "classify", "token_embed", "token_classify")
-#: architectures vLLM pools for ``token_classify`` whatever else poolrag runs on them: a token
-#: classifier, and a ``*ForRewardModel``, whose vLLM pooler is the head on every token
-PER_TOKEN_HEADS = ("ForTokenClassification", "ForRewardModel")
+#: heads vLLM pools for ``token_classify`` whatever else poolrag runs on them: a token classifier's,
+#: and a ``*ForRewardModel``'s, whose vLLM pooler is the head on every token
+PER_TOKEN_HEADS = (Role.TOKEN_HEAD, Role.REWARD_HEAD)
 
 
 def default_pooling_task(
@@ -75,10 +76,6 @@ def default_pooling_task(
     return next((task for task in VLLM_DEFAULT_ORDER if task in supported), primary)
 
 
-def _has_per_token_head(architecture: str) -> bool:
-    return any(architecture.endswith(suffix) for suffix in PER_TOKEN_HEADS)
-
-
 @router.post(PATH, response_model=PoolingResponse, responses={**ENGINE_ERRORS, 200: BYTES_ANSWER_DOC})
 async def pooling(body: PoolingRequest, request: Request, response: Response) -> JsonAnswer | Response:
     state = model_state(request, body.model)
@@ -91,7 +88,7 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         engine.facts.supported_tasks,
         engine.task,
         engine.pooler_task,
-        per_token_head=_has_per_token_head(engine.spec.architecture),
+        per_token_head=engine.spec.role in PER_TOKEN_HEADS,
     )
     params = PoolingParams(
         dimensions=body.dimensions,
