@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import TextNode
 from llama_index.embeddings.poolrag import PoolragEmbedding
 from llama_index.sparse_embeddings.poolrag import PoolragMilvusSparseEmbeddingFunction
@@ -18,14 +19,13 @@ from poolrag.sparse import BM25Encoder, BM25Stats
 from poolrag.testing.rare_term_corpus import QUERY, RARE, TEXTS, dense_misses_rare_document
 
 
-def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engine, tmp_path: Path) -> None:
-    assert dense_misses_rare_document(minilm_engine)
-    core = BM25Encoder(minilm_engine.tokenizer)
-    counts = core.term_counts(TEXTS)
-    avg = sum(sum(c.values()) for c in counts) / len(counts)
-    sparse = PoolragMilvusSparseEmbeddingFunction(engine=minilm_engine, avg_doc_length=avg)
+def hybrid_index(
+    engine: Engine, sparse: PoolragMilvusSparseEmbeddingFunction, texts: list[str], folder: Path
+) -> tuple[MilvusVectorStore, BaseRetriever]:
+    """``texts`` indexed in a Milvus Lite collection "hybrid" (dense and sparse), and its hybrid
+    retriever of the top 3."""
     store = MilvusVectorStore(
-        uri=str(tmp_path / "milvus.db"),
+        uri=str(folder / "milvus.db"),
         collection_name="hybrid",
         dim=384,
         overwrite=True,
@@ -34,11 +34,20 @@ def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engin
         hybrid_ranker="RRFRanker",
     )
     index = VectorStoreIndex(
-        [TextNode(text=t) for t in TEXTS],
+        [TextNode(text=t) for t in texts],
         storage_context=StorageContext.from_defaults(vector_store=store),
-        embed_model=PoolragEmbedding(engine=minilm_engine),
+        embed_model=PoolragEmbedding(engine=engine),
     )
-    retriever = index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=3)
+    return store, index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=3)
+
+
+def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engine, tmp_path: Path) -> None:
+    assert dense_misses_rare_document(minilm_engine)
+    core = BM25Encoder(minilm_engine.tokenizer)
+    counts = core.term_counts(TEXTS)
+    avg = sum(sum(c.values()) for c in counts) / len(counts)
+    sparse = PoolragMilvusSparseEmbeddingFunction(engine=minilm_engine, avg_doc_length=avg)
+    store, retriever = hybrid_index(minilm_engine, sparse, TEXTS, tmp_path)
     assert retriever.retrieve(QUERY)[0].node.get_content() == RARE
     # The store encoded node by node; the vectors are the core encoder's over the whole corpus.
     expected = [v.to_dict() for v in core.encode_documents(TEXTS, avg)]
@@ -56,22 +65,8 @@ def test_a_node_without_terms_is_stored_beside_the_others(minilm_engine: Engine,
     """A node of punctuation only has no BM25 term; Milvus refuses an empty sparse row (and the
     insert with it), so it is stored with the marker row poolrag's own Milvus store writes."""
     sparse = PoolragMilvusSparseEmbeddingFunction(engine=minilm_engine, avg_doc_length=8.0)
-    store = MilvusVectorStore(
-        uri=str(tmp_path / "milvus.db"),
-        collection_name="hybrid",
-        dim=384,
-        overwrite=True,
-        enable_sparse=True,
-        sparse_embedding_function=sparse,
-        hybrid_ranker="RRFRanker",
-    )
     texts = [*TEXTS, "* * * --- !!!"]
-    index = VectorStoreIndex(
-        [TextNode(text=t) for t in texts],
-        storage_context=StorageContext.from_defaults(vector_store=store),
-        embed_model=PoolragEmbedding(engine=minilm_engine),
-    )
-    retriever = index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=3)
+    store, retriever = hybrid_index(minilm_engine, sparse, texts, tmp_path)
     assert retriever.retrieve(QUERY)[0].node.get_content() == RARE
     rows = store.client.query("hybrid", filter="", output_fields=["text", "sparse_embedding"], limit=100)
     stored = {row["text"]: row["sparse_embedding"] for row in rows}
