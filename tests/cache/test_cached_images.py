@@ -102,7 +102,9 @@ def test_a_refused_image_is_named_where_the_callers_list_has_it(tmp_path: Path, 
             assert str(cached_error.value).startswith("input[2]: ")
 
 
-def test_a_phone_photo_cached_on_its_side_is_embedded_again_upright(tmp_path: Path, clip_engine: Engine) -> None:
+def test_a_phone_photo_cached_on_its_side_is_embedded_again_upright(
+    tmp_path: Path, clip_engine: Engine
+) -> None:
     """A cache filled before poolrag read EXIF orientations holds a phone photo's vector of the
     picture on its side under the key of its bytes. Such a photo now has a key of its own, so it is
     embedded upright; a photo without the tag keeps its key and its entry."""
@@ -111,7 +113,10 @@ def test_a_phone_photo_cached_on_its_side_is_embedded_again_upright(tmp_path: Pa
     plain, turned = oriented_photo(tmp_path / "plain.jpg", None), oriented_photo(tmp_path / "turned.jpg", 6)
     cache = EmbeddingCache(tmp_path / "cache.sqlite")
     namespace = cache_namespace(clip_engine.facts, "embed", PoolingParams())
-    old_keys = [image_key(namespace, f"image-bytes:{hashlib.sha256(p.read_bytes()).hexdigest()}") for p in (plain, turned)]
+    old_keys = [
+        image_key(namespace, f"image-bytes:{hashlib.sha256(p.read_bytes()).hexdigest()}")
+        for p in (plain, turned)
+    ]
     # what poolrag stored before: the pixels as the file holds them, for both
     on_its_side = clip_engine.embed_array([Image.open(plain), Image.open(turned)])
     cache.put_many(dict(zip(old_keys, on_its_side, strict=True)))

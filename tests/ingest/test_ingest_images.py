@@ -316,7 +316,9 @@ class _IngestedBefore(ImageDocument):
             yield replace(chunk, image=_AsOpened(self.path))
 
 
-def test_a_phone_photo_stored_on_its_side_is_embedded_again_upright(tmp_path: Path, clip_engine: Engine) -> None:
+def test_a_phone_photo_stored_on_its_side_is_embedded_again_upright(
+    tmp_path: Path, clip_engine: Engine
+) -> None:
     """A collection ingested before poolrag read EXIF orientations holds a phone photo on its side,
     under an id made of the file's bytes: the next run lists it under an id of its own, embeds it
     upright and drops the old row; a photo without the tag is left as stored."""
@@ -335,7 +337,10 @@ def test_a_phone_photo_stored_on_its_side_is_embedded_again_upright(tmp_path: Pa
         )
         return store, pipeline.run(documents)
 
-    documents = [_IngestedBefore(p.resolve().as_posix(), p, file_digest(p), {"filename": p.name}) for p in (plain, turned)]
+    documents = [
+        _IngestedBefore(p.resolve().as_posix(), p, file_digest(p), {"filename": p.name})
+        for p in (plain, turned)
+    ]
     store, before = run(documents)
     store.close()
     assert before.upserted == 2
@@ -348,7 +353,9 @@ def test_a_phone_photo_stored_on_its_side_is_embedded_again_upright(tmp_path: Pa
         rows = {Path(h.payload["source"]).name: h.id for h in store.search(np.ones(16, np.float32), 10)}
         stored = store.fetch_vectors([rows["plain.jpg"], rows["turned.jpg"]])
         want = clip_engine.embed_array([plain, turned])  # upright, as sentence-transformers embeds the path
-        np.testing.assert_allclose(np.stack([stored[rows[n]] for n in ("plain.jpg", "turned.jpg")]), want, atol=1e-5)
+        np.testing.assert_allclose(
+            np.stack([stored[rows[n]] for n in ("plain.jpg", "turned.jpg")]), want, atol=1e-5
+        )
     finally:
         store.close()
     store, again = run(read_paths([folder], images=RENDERING))  # and then nothing more

@@ -156,7 +156,9 @@ def read_visual_file(path: Path, rendering: PageRendering) -> VisualDocument:
         decode_image(path, "image").close()  # decodes within the engine's pixel limit
     except InvalidImageError as exc:
         raise InvalidInputError(exc.problem) from None
-    return ImageDocument(source, path, file_digest(path), metadata, upright=bool(turned_upright(path, "image")))
+    return ImageDocument(
+        source, path, file_digest(path), metadata, upright=bool(turned_upright(path, "image"))
+    )
 
 
 def _fit(text: str) -> str:
