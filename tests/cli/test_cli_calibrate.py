@@ -99,6 +99,23 @@ def test_max_chunks_keeps_a_seeded_sample_spread_over_every_chunk(
     assert spread_sample(iter(TEXTS), 10) == TEXTS
 
 
+def test_a_file_ingest_leaves_out_is_left_out_and_listed_not_the_end_of_the_run(
+    tiny_model: Callable[..., Path], corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder ``poolrag ingest`` took (one Latin-1 file listed as left out) stopped ``calibrate``
+    at that file, exit 2, with nothing written; now it is left out and listed as ingest lists it,
+    and the ranges are those of the files that were read."""
+    (tmp_path / "legacy.txt").write_bytes("Crème brûlée, servie froide.".encode("latin-1"))
+    out = tmp_path / "ranges.json"
+    model = tiny_model("bert")
+    assert main(["calibrate", str(tmp_path), "--model", str(model), "--out", str(out), "-q"]) == 0
+    captured = capsys.readouterr()
+    assert f"wrote {out}" in captured.out
+    assert f"1 left out:\n  {tmp_path / 'legacy.txt'}: not UTF-8 text" in captured.err
+    vectors = Engine(str(model)).embed_array(TEXTS, PoolingParams(input_type="document"))
+    np.testing.assert_array_equal(QuantizationRanges.load(out).for_width(vectors.shape[1]), _min_max(vectors))
+
+
 def test_fewer_than_two_chunks_is_one_line_and_exit_2(
     tiny_model: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import random
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -113,14 +114,19 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args.verbose, quiet=args.quiet)
+    left_out: list[Any] = []  # files 'poolrag ingest' would leave out too, listed at the end as it lists them
     try:
         _check_out(args.out)  # before minutes of embedding, not after
-        ranges = _calibrate(args)
+        ranges = _calibrate(args, left_out)
         path = ranges.save(args.out)
     except user_errors() as exc:
         return report_error("calibrate", exc)
     widths = ", ".join(str(width) for width in sorted(ranges.by_width))
     print(f"wrote {path} (ranges for {widths} dimensions)")
+    if left_out:
+        print(f"{len(left_out)} left out:", file=sys.stderr)
+        for line in left_out:
+            print(f"  {line}", file=sys.stderr)
     return 0
 
 
@@ -141,7 +147,9 @@ def _check_out(out: str) -> None:
         raise InvalidInputError(f"--out {out}: not writable")
 
 
-def _calibrate(args: argparse.Namespace) -> Any:
+def _calibrate(args: argparse.Namespace, left_out: list[Any]) -> Any:
+    """The ranges of the chunks read from ``args.paths``; a file that cannot be read (not UTF-8, a
+    broken link) goes to ``left_out`` rather than ending the run, as ``poolrag ingest`` treats it."""
     from poolrag.errors import InvalidInputError
     from poolrag.ingest.chunker import TokenChunker
     from poolrag.ingest.readers import read_paths
@@ -162,7 +170,7 @@ def _calibrate(args: argparse.Namespace) -> Any:
     chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens)
     chunks = (
         chunk.text
-        for doc in read_paths(args.paths, text_field=args.text_field)
+        for doc in read_paths(args.paths, text_field=args.text_field, skipped=left_out)
         for chunk in chunker.iter_chunks(doc)
     )
     texts = spread_sample(chunks, args.max_chunks)
