@@ -93,7 +93,9 @@ def register(subparsers: Any) -> None:
         type=int,
         help="tokens shared by neighbouring chunks (default 32, at most a quarter of a chunk)",
     )
-    parser.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step (default 64)"
+    )
     parser.add_argument("--checkpoint", metavar="FILE", help="ingest progress file (default: cache folder)")
     add_cache_arguments(parser)
     add_tune_arguments(parser)

@@ -88,7 +88,9 @@ def register(subparsers: Any) -> None:
         help="tokens shared by neighbouring chunks where a cut falls inside a sentence (default: 32, or a "
         "quarter of the chunk if that is less; any value below the chunk size is taken)",
     )
-    chunking.add_argument("--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step")
+    chunking.add_argument(
+        "--batch-size", type=positive_int, default=64, help="chunks per embed+upsert step (default 64)"
+    )
     for flag, ours in (("--chunk-size", "--chunk-tokens"), ("--chunk-overlap", "--overlap")):
         chunking.add_argument(flag, action=_CountedInCharacters, ours=ours, help=argparse.SUPPRESS)
     chunking.add_argument(

@@ -43,7 +43,8 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=1,
         metavar="N",
-        help="with --ray: embedding actors, each with its own engine (one GPU each where there are GPUs)",
+        help="with --ray: embedding actors, each with its own engine (one GPU each where there are GPUs; "
+        "default 1)",
     )
 
 

@@ -232,7 +232,7 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="N server processes on the port, each with its own copy of the model(s) and cores/N torch "
         "threads: more requests/s where one process's event loop is the limit (small models, many "
-        "clients), N times the memory",
+        "clients), N times the memory (default 1)",
     )
     add_flag(
         net,

@@ -41,9 +41,14 @@ def add_store_arguments(
         "it off the command line others and Ray's job table can read)",
     )
     group.add_argument("--collection", default=collection, help=collection_help)
-    group.add_argument("--retries", type=positive_int, default=5, help="attempts while the database is down")
     group.add_argument(
-        "--retry-delay", type=non_negative_float, default=0.5, help="first backoff in seconds (doubles)"
+        "--retries", type=positive_int, default=5, help="attempts while the database is down (default 5)"
+    )
+    group.add_argument(
+        "--retry-delay",
+        type=non_negative_float,
+        default=0.5,
+        help="first backoff in seconds, doubling up to 8 (default 0.5)",
     )
 
 
