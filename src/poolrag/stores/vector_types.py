@@ -146,8 +146,11 @@ _CLIPPING_SAID: set[int] = set()
 def _warn_outside(rows: np.ndarray, ranges: np.ndarray) -> None:
     """Say, once per process and ranges, that values fell outside them: such a value is stored as
     the edge bucket, and its scores are then off by more than half a bucket (ranges measured on
-    other documents, or on the first of many)."""
-    outside = (rows < ranges[0]) | (rows > ranges[1])
+    other documents, or on the first of many). A value within half a bucket of an edge is not: the
+    same chunk embedded in another batch or on another path (the cache's vector, computed by an
+    earlier run) differs from calibrate's by float rounding, and is stored as faithfully as one inside."""
+    slack = bucket_steps(ranges) / 2
+    outside = (rows < ranges[0] - slack) | (rows > ranges[1] + slack)
     key = hash(ranges.tobytes())
     if not outside.any() or key in _CLIPPING_SAID:
         return
