@@ -434,7 +434,7 @@ def test_poolrag_tune_prints_the_candidates_and_saves_the_verdict(
     assert main(["tune", str(bert), "--no-compile"]) == 0
     # without -v it says when the minutes of timing start and what they chose (it was silent)
     said = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
-    assert said[0].startswith("first load of this model on this machine: timing its paths"), said
+    assert said[0].startswith("no speed verdict for this model on this machine yet: timing its paths"), said
     assert said[-1].startswith("measured in ") and f"saved to {cache}" in said[-1], said
     out = capsys.readouterr().out
     assert "native eager fp32" in out and "transformers eager fp32" in out and "verdict: " in out

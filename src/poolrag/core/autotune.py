@@ -654,7 +654,7 @@ def _exact_timed(tuner: _Tuner, request: TuneRequest, first: Pipeline) -> _Measu
     """The exact paths the request leaves open raced, ``first`` (the default, already built) among them."""
     if _impl(first) == "native" or request.fast_mode == "auto" or request.mode == "full":
         _say_before_blocking(
-            "first load of this model on this machine: timing its paths before serving "
+            "no speed verdict for this model on this machine yet: timing its paths before serving "
             "(later loads read the verdict)"
         )
     exact, candidates, passes = tuner.exact(request, first)

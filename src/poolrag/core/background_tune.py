@@ -101,7 +101,7 @@ class BackgroundTune:
 
     def start(self) -> BackgroundTune:
         progress.info(
-            "first load of this model on this machine: measuring its fastest exact path in the "
+            "no speed verdict for this model on this machine yet: measuring its fastest exact path in the "
             "background; serving on the default path meanwhile (a process that ends first saves no "
             "verdict: `poolrag tune MODEL` measures once, ahead of time)"
         )
