@@ -199,3 +199,47 @@ def test_the_size_bound_is_the_files_so_a_run_that_does_not_say_keeps_it(tmp_pat
     with EmbeddingCache(path) as plain:
         plain.put_many({_key(i): _vec(i) for i in range(2000, 2010)})
         assert len(plain) <= 40
+
+
+def _write_same_keys(path: str, start: multiprocessing.synchronize.Event) -> None:
+    start.wait()
+    EmbeddingCache(path, timeout=60).put_many({_key(i): _vec(i) for i in range(50)})
+
+
+def test_a_key_two_processes_both_write_is_counted_once(tmp_path: Path) -> None:
+    """Two ingests of one corpus at once both miss and both write each chunk: the second write
+    counted its bytes again (SQLite's REPLACE fires no delete trigger), so ``nbytes`` doubled and a
+    bounded cache evicted entries it had room for."""
+    path = str(tmp_path / "c.sqlite")
+    entry = 16 * 4
+    EmbeddingCache(path, max_bytes=60 * entry)  # room for all 50 entries and 10 more
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_write_same_keys, args=(path, start)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    with EmbeddingCache(path) as cache:
+        assert len(cache) == 50 and cache.nbytes == 50 * entry
+        cache.put_many({_key(i): _vec(i) for i in range(100, 105)})
+        assert cache.stats.evicted == 0 and len(cache.get_many([_key(i) for i in range(50)])) == 50
+
+
+def test_a_file_whose_count_an_older_poolrag_inflated_is_recounted(tmp_path: Path) -> None:
+    """A cache older poolrag wrote keys into twice (INSERT OR REPLACE, as it did) counts phantom
+    bytes; past 90 % of the bound they made every write evict the whole cache."""
+    path = tmp_path / "c.sqlite"
+    entry = 16 * 4
+    EmbeddingCache(path, max_bytes=20 * entry).close()
+    row = (_key(1), 16, _vec(1).tobytes(), b"x" * 16, entry, 1)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("PRAGMA user_version = 0")  # as every file before the recount was
+        for _ in range(30):
+            conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?, ?)", row)
+    with EmbeddingCache(path) as cache:
+        assert cache.nbytes == entry
+        cache.put_many({_key(i): _vec(i) for i in range(2, 12)})
+        assert len(cache) == 11 and cache.stats.evicted == 0

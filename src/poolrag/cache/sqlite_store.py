@@ -54,6 +54,11 @@ CREATE TRIGGER IF NOT EXISTS vectors_upd AFTER UPDATE OF nbytes ON vectors
     BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes + NEW.nbytes WHERE id = 0; END;
 CREATE TABLE IF NOT EXISTS bound (id INTEGER PRIMARY KEY CHECK (id = 0), max_bytes INTEGER NOT NULL);
 """
+#: ``PRAGMA user_version`` of a cache whose ``totals`` are known to match its rows. Before 1, every
+#: ``INSERT OR REPLACE`` of a key already there (two processes that both missed a text) added its
+#: bytes again without subtracting the old row's (SQLite fires no delete trigger for a REPLACE), so
+#: the count grew past what the file held and eviction emptied the cache; such a file is recounted once.
+_TOTALS_VERSION = 1
 _SQL_VARS = 500  # keys per IN (...) query, well under SQLite's variable limit
 #: ``PRAGMA application_id`` of a poolrag cache ("pool"): another program's SQLite file is never altered
 _APPLICATION_ID = 0x706F6F6C
@@ -76,6 +81,21 @@ def _not_a_cache(conn: sqlite3.Connection) -> str | None:
         if _COLUMNS.get(table) != columns:
             return f"an SQLite database of another program (it holds a table {table!r})"
     return None
+
+
+def _recount_once(conn: sqlite3.Connection) -> None:
+    """Set ``totals`` to the bytes the rows hold, once per file (see :data:`_TOTALS_VERSION`)."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= _TOTALS_VERSION:
+        return
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= _TOTALS_VERSION:
+            return  # another process recounted while this one waited for the lock
+        # 4 * dim is each row's nbytes (read without following the vector's overflow pages)
+        conn.execute(
+            "UPDATE totals SET nbytes = (SELECT COALESCE(SUM(4 * dim), 0) FROM vectors) WHERE id = 0"
+        )
+        conn.execute(f"PRAGMA user_version = {_TOTALS_VERSION}")
 
 
 def default_cache_path() -> Path:
@@ -184,6 +204,7 @@ class EmbeddingCache:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+            _recount_once(conn)
             if self.max_bytes is not None:
                 conn.execute("INSERT OR REPLACE INTO bound VALUES (0, ?)", (self.max_bytes,))
         except BaseException:
@@ -322,9 +343,13 @@ class EmbeddingCache:
         def write(conn: sqlite3.Connection) -> None:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
+                # an upsert, not INSERT OR REPLACE: its update fires vectors_upd, so a key written
+                # again (by another process that missed it too) is counted once in totals
                 conn.executemany(
-                    "INSERT OR REPLACE INTO vectors (key, dim, data, checksum, nbytes, last_used) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO vectors (key, dim, data, checksum, nbytes, last_used) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET dim = excluded.dim, "
+                    "data = excluded.data, checksum = excluded.checksum, nbytes = excluded.nbytes, "
+                    "last_used = excluded.last_used",
                     rows,
                 )
                 self._evict(conn)
