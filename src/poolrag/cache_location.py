@@ -11,6 +11,6 @@ def poolrag_cache_dir() -> Path:
     """``$POOLRAG_CACHE_DIR``, else ``poolrag`` under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
     root = os.environ.get("POOLRAG_CACHE_DIR")
     if root:
-        return Path(root)
+        return Path(root).expanduser()  # a quoted "~/x" (an env file, a Dockerfile) is not expanded
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "poolrag"

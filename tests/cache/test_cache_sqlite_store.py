@@ -243,3 +243,18 @@ def test_a_file_whose_count_an_older_poolrag_inflated_is_recounted(tmp_path: Pat
         assert cache.nbytes == entry
         cache.put_many({_key(i): _vec(i) for i in range(2, 12)})
         assert len(cache) == 11 and cache.stats.evicted == 0
+
+
+def test_a_path_under_the_home_folder_is_there_not_in_a_folder_named_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``poolrag ingest --cache=~/c.sqlite`` (no shell expands ``~`` after ``=``) made a folder
+    named ``~`` in the working directory, while the checkpoint went beside ``$HOME/c.sqlite``."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    with EmbeddingCache("~/cache/c.sqlite") as cache:
+        cache.put_many({_key(1): _vec(1)})
+        assert cache.path == home / "cache" / "c.sqlite"
+    assert (home / "cache" / "c.sqlite").is_file() and list(work.iterdir()) == []

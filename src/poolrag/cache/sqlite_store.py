@@ -154,7 +154,8 @@ class EmbeddingCache:
     """Persistent, size-bounded, multi-process-safe map from 32-byte keys to float32 vectors.
 
     Args:
-        path: the SQLite file (created with its folder); default :func:`default_cache_path`.
+        path: the SQLite file (created with its folder; ``~`` is the home folder); default
+            :func:`default_cache_path`.
         max_bytes: bound on stored vector bytes; least recently used entries are evicted past it.
             Given, it is also recorded in the file; ``None`` keeps the file's recorded bound (else
             :data:`DEFAULT_MAX_BYTES`), so a later run that does not say evicts nothing a bigger
@@ -172,7 +173,9 @@ class EmbeddingCache:
         if isinstance(max_bytes, float) and max_bytes.is_integer():
             max_bytes = int(max_bytes)  # 2e9 is a byte count too
         self.max_bytes = None if max_bytes is None else check_count(max_bytes, "max_bytes")
-        self.path = Path(path) if path is not None else default_cache_path()
+        # ~ expanded as the checkpoint beside it is (--cache=~/c.sqlite reaches us unexpanded: a
+        # folder named ~ in the working directory got the cache, the checkpoint went to $HOME)
+        self.path = Path(path).expanduser() if path is not None else default_cache_path()
         self._timeout = float(timeout)
         self.stats = CacheStats()
         self._lock = threading.Lock()
