@@ -285,14 +285,17 @@ def test_the_report_counts_one_document_and_one_chunk_in_the_singular(
     (tmp_path / "docs" / "one.txt").write_text("Coral reefs bleach when the water warms.")
     store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--collection", "one", "--no-cache", "-q"]
     assert main(["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]) == 0
-    assert (
-        "ingested 1 document into qdrant collection 'one': 1 chunk: 1 embedded now" in capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert "ingested 1 document into qdrant collection 'one': 1 chunk: 1 embedded now" in out
+    where = f"; in {(tmp_path / 'q').resolve()}\n"  # where the data went, the default location too
+    assert out.endswith(where)
     assert main(["ingest", str(tmp_path / "docs"), "--model", str(minilm_path), *store]) == 0
-    assert capsys.readouterr().out.startswith(
+    out = capsys.readouterr().out
+    assert out.startswith(
         "up to date: 1 document in qdrant collection 'one', 1 chunk already stored; "
         "nothing embedded or deleted"
     )
+    assert out.endswith(where)
 
 
 def test_without_a_cache_a_repeated_chunk_is_not_said_to_come_from_it(

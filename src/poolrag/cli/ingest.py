@@ -22,6 +22,7 @@ from poolrag.cli.store_options import (
     add_store_arguments,
     open_cache_from_args,
     open_store_from_args,
+    store_address_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int
 from poolrag.stores.registry import store_entry
@@ -221,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"up to date: {_many(report.documents, 'document')} in {args.store} collection "
             f"{args.collection!r}, {_many(report.chunks_existing, 'chunk')} already stored; nothing embedded "
-            f"or deleted, {report.seconds:.1f}s"
+            f"or deleted, {report.seconds:.1f}s; {_where(args)}"
         )
     else:
         print(
@@ -230,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             f"{report.from_cache} {'identical to another chunk' if args.no_cache else 'taken from cache'}, "
             f"{report.chunks_existing} already stored; "
             f"{report.deleted} deleted, "
-            f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "")
+            f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "") + f"; {_where(args)}"
         )
     if report.documents == 0 and report.documents_skipped == 0 and not (report.skipped or record_files):
         print(f"no documents in {', '.join(args.paths)}: {_what_is_read(reads_texts)}", file=sys.stderr)
@@ -241,6 +242,13 @@ def run(args: argparse.Namespace) -> int:
         for line in report.skipped:
             print(f"  {line}", file=sys.stderr)
     return 0
+
+
+def _where(args: argparse.Namespace) -> str:
+    """Where the collection is, for the summary: a user who took the default location learns it (a
+    later ``search`` or a framework's store needs it), and a server's URL says which server."""
+    data = store_address_from_args(args).local_data()
+    return f"in {data.resolve()}" if data is not None else f"at {args.url or args.uri}"
 
 
 def _many(count: int, noun: str) -> str:
