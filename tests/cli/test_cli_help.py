@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
+
+import pytest
 
 from poolrag.cli import build_parser
 
@@ -25,3 +28,14 @@ def test_every_numeric_default_is_named_in_its_flags_help() -> None:
             if not re.search(rf"(default:? |must be )({value})\b", said):
                 silent.append(f"poolrag {command} {action.option_strings[0]} (default {default})")
     assert not silent, silent
+
+
+def test_the_cache_flag_names_the_file_this_run_would_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said ``~/.cache/poolrag/embeddings.sqlite`` even where ``$POOLRAG_CACHE_DIR`` moved it."""
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "elsewhere"))
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["ingest", "--help"])
+    said = "".join(capsys.readouterr().out.split())  # argparse wraps a long path, even inside it
+    assert f"(default:{tmp_path / 'elsewhere' / 'embeddings.sqlite'})" in said

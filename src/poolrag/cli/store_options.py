@@ -7,6 +7,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
+from poolrag.cache_location import poolrag_cache_dir
 from poolrag.engine_args import non_negative_float, positive_float, positive_int
 from poolrag.stores.registry import store_kinds
 
@@ -94,7 +95,10 @@ def languages_from_args(engine: Engine, args: argparse.Namespace) -> LanguageRec
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("embedding cache")
     group.add_argument(
-        "--cache", metavar="FILE", help="cache file (default: ~/.cache/poolrag/embeddings.sqlite)"
+        "--cache",
+        metavar="FILE",
+        # where this run's default is: $POOLRAG_CACHE_DIR or $XDG_CACHE_HOME move it
+        help=f"cache file (default: {poolrag_cache_dir() / 'embeddings.sqlite'})",
     )
     group.add_argument("--no-cache", action="store_true", help="embed everything, store nothing")
     group.add_argument(
