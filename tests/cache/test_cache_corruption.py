@@ -28,11 +28,11 @@ def _populated(path: Path) -> list[bytes]:
     return keys
 
 
-def _damage_middle_pages(path: Path) -> None:
-    """Overwrite the header of every page in the middle half of the file (inside data pages)."""
+def _damage_middle_pages(path: Path, start: float = 0.25, stop: float = 0.75) -> None:
+    """Overwrite the header of every page from ``start`` to ``stop`` of the file (data pages)."""
     size = path.stat().st_size
     with path.open("r+b") as handle:
-        for offset in range(size // 4 // 4096 * 4096, 3 * size // 4, 4096):
+        for offset in range(max(4096, int(size * start) // 4096 * 4096), int(size * stop), 4096):
             handle.seek(offset)
             handle.write(b"\xff" * 64)
 
@@ -75,8 +75,9 @@ def test_ingest_recomputes_through_a_damaged_cache(tmp_path: Path, minilm_engine
     path = tmp_path / "embeddings.sqlite"
     _populated(path)
     texts = [f"sentence number {i} about bees and flowers" for i in range(40)]
-    CachedEmbedder(minilm_engine, EmbeddingCache(path)).embed_documents(texts)
-    _damage_middle_pages(path)
+    with EmbeddingCache(path) as cache:  # closed: its rows are in the main file, not the WAL
+        CachedEmbedder(minilm_engine, cache).embed_documents(texts)
+    _damage_middle_pages(path, start=0.25, stop=1.0)  # the 40 new rows are at the end of the table
     embedder = CachedEmbedder(minilm_engine, EmbeddingCache(path))
     vectors = embedder.embed_documents(texts)
     assert vectors.shape == (40, DIM) and embedder.misses == 40

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
+from disk_faults import empty_filler, fill_to, small_disk
 
 from poolrag.cache import EmbeddingCache
 from poolrag.cache.recovery import CacheAccessError, CacheBusyError
@@ -228,15 +230,130 @@ def test_a_key_two_processes_both_write_is_counted_once(tmp_path: Path) -> None:
         assert cache.stats.evicted == 0 and len(cache.get_many([_key(i) for i in range(50)])) == 50
 
 
+#: The table every poolrag before the compact layout wrote (its vectors spilled out of their pages).
+_OLDER_POOLRAGS_TABLE = """CREATE TABLE vectors (
+    key BLOB PRIMARY KEY, dim INTEGER NOT NULL, data BLOB NOT NULL, checksum BLOB NOT NULL,
+    nbytes INTEGER NOT NULL, last_used INTEGER NOT NULL) WITHOUT ROWID"""
+_OLDER_POOLRAGS_TRIGGERS = """
+CREATE INDEX vectors_last_used ON vectors(last_used);
+CREATE TRIGGER vectors_ins AFTER INSERT ON vectors
+    BEGIN UPDATE totals SET nbytes = nbytes + NEW.nbytes WHERE id = 0; END;
+CREATE TRIGGER vectors_del AFTER DELETE ON vectors
+    BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes WHERE id = 0; END;
+"""
+
+
+def _as_an_older_poolrag_wrote(path: Path, user_version: int) -> None:
+    """Rewrite the cache at ``path`` in the layout older poolrag wrote, keeping its rows."""
+    columns = "key, dim, data, checksum, nbytes, last_used"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        conn.execute(_OLDER_POOLRAGS_TABLE.replace("vectors", "older", 1))
+        conn.execute(f"INSERT INTO older ({columns}) SELECT {columns} FROM vectors")
+        conn.execute("DROP TABLE vectors")
+        conn.execute("ALTER TABLE older RENAME TO vectors")
+        for statement in _OLDER_POOLRAGS_TRIGGERS.split(";\n"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {user_version}")
+        conn.execute("COMMIT")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _file_bytes(path: Path) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path.stat().st_size
+
+
+def test_the_file_stays_near_the_size_of_its_vectors(tmp_path: Path) -> None:
+    """A 384-dimension vector is 1,536 bytes: two fit a 4 KiB page, where a WITHOUT ROWID table
+    spilled each into overflow pages of its own (3.1x the vectors' bytes)."""
+    path = tmp_path / "c.sqlite"
+    with EmbeddingCache(path) as cache:
+        cache.put_many({_key(i): _vec(i, 384) for i in range(600)})
+    assert _file_bytes(path) < 1.6 * 600 * 384 * 4
+
+
+def test_a_file_an_older_poolrag_wrote_keeps_its_vectors_and_shrinks(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    with EmbeddingCache(path) as cache:
+        cache.put_many({_key(i): _vec(i, 384) for i in range(600)})
+    _as_an_older_poolrag_wrote(path, user_version=1)
+    before = _file_bytes(path)
+    with EmbeddingCache(path) as cache:
+        found = cache.get_many([_key(i) for i in range(600)])
+        assert len(found) == 600 and cache.stats.corrupt == 0
+        assert all(np.array_equal(found[_key(i)], _vec(i, 384)) for i in range(600))
+        assert cache.nbytes == 600 * 384 * 4
+        cache.put_many({_key(1000): _vec(1000, 384)})
+        assert len(cache) == 601 and cache.nbytes == 601 * 384 * 4
+    assert _file_bytes(path) < min(0.6 * before, 1.6 * 601 * 384 * 4)
+
+
+def _layout(path: Path) -> str:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()
+    return "older" if "WITHOUT ROWID" in sql else "compact"
+
+
+def test_a_disk_without_room_to_move_an_older_file_keeps_it_working_until_there_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with small_disk(tmp_path / "disk", 16 << 20) as disk:
+        path = disk / "c.sqlite"
+        with EmbeddingCache(path) as cache:
+            cache.put_many({_key(i): _vec(i, 384) for i in range(600)})
+        _as_an_older_poolrag_wrote(path, user_version=1)
+        fill_to(disk, 600 << 10)  # room for some reads and writes, not for a copy of 600 vectors
+        caplog.set_level(logging.WARNING, logger="poolrag.cache.sqlite_store")
+        with EmbeddingCache(path) as cache:
+            assert len(cache.get_many([_key(i) for i in range(0, 600, 12)])) == 50
+            cache.put_many({_key(1000): _vec(1000, 384)})
+        assert "keeps its older, larger layout for now (the disk is full)" in caplog.text
+        assert _layout(path) == "older"
+        empty_filler(disk)
+        with EmbeddingCache(path) as cache:
+            assert len(cache) == 601 and cache.nbytes == 601 * 384 * 4
+        assert _layout(path) == "compact" and _file_bytes(path) < 1.6 * 601 * 384 * 4
+
+
+def _read_all_and_write_one(path: str, start: multiprocessing.synchronize.Event, n: int) -> None:
+    start.wait()
+    with EmbeddingCache(path, timeout=60) as cache:
+        found = cache.get_many([_key(i) for i in range(200)])
+        assert len(found) == 200 and all(np.array_equal(found[_key(i)], _vec(i, 384)) for i in range(200))
+        cache.put_many({_key(1000 + n): _vec(1000 + n, 384)})
+
+
+def test_processes_opening_an_older_file_at_once_move_it_once_and_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    with EmbeddingCache(path) as cache:
+        cache.put_many({_key(i): _vec(i, 384) for i in range(200)})
+    _as_an_older_poolrag_wrote(path, user_version=1)
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_read_all_and_write_one, args=(str(path), start, n)) for n in range(3)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    with EmbeddingCache(path) as cache:
+        assert len(cache) == 203 and cache.nbytes == 203 * 384 * 4
+
+
 def test_a_file_whose_count_an_older_poolrag_inflated_is_recounted(tmp_path: Path) -> None:
     """A cache older poolrag wrote keys into twice (INSERT OR REPLACE, as it did) counts phantom
     bytes; past 90 % of the bound they made every write evict the whole cache."""
     path = tmp_path / "c.sqlite"
     entry = 16 * 4
     EmbeddingCache(path, max_bytes=20 * entry).close()
+    _as_an_older_poolrag_wrote(path, user_version=0)
     row = (_key(1), 16, _vec(1).tobytes(), b"x" * 16, entry, 1)
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("PRAGMA user_version = 0")  # as every file before the recount was
         for _ in range(30):
             conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?, ?)", row)
     with EmbeddingCache(path) as cache:

@@ -42,7 +42,7 @@ class CacheBusyError(PoolragError, ConnectionError):
     held by another writer)."""
 
 
-def _write_refused(exc: BaseException) -> str | None:
+def write_refused(exc: BaseException) -> str | None:
     """Why the disk refused a write, when ``exc`` says it did."""
     if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
         return _FULL_ERRNOS[exc.errno]
@@ -82,7 +82,7 @@ def cache_access_error(
             f"the embedding cache {path} stayed locked by another process for {timeout:g} s; try again "
             "when it is done, or pass --cache FILE elsewhere, or --no-cache"
         )
-    refused = _write_refused(exc)
+    refused = write_refused(exc)
     if refused is not None:
         return CacheWriteError(
             f"cannot write the embedding cache {path}: {refused}; free space there, or pass "

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from poolrag.cache.recovery import CacheAccessError, cache_access_error, is_corruption
+from poolrag.cache.recovery import CacheAccessError, cache_access_error, is_corruption, write_refused
 from poolrag.cache_location import poolrag_cache_dir
 from poolrag.counts import check_count
 
@@ -34,31 +34,50 @@ T = TypeVar("T")
 
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of vectors
 _EVICT_TO = 0.9  # after an overflow, evict down to this fraction of the bound (amortises evictions)
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS vectors (
-    key BLOB PRIMARY KEY,
+_TABLE = """
+CREATE TABLE IF NOT EXISTS {name} (
+    key BLOB NOT NULL UNIQUE,
     dim INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    checksum BLOB NOT NULL,
     nbytes INTEGER NOT NULL,
-    last_used INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS vectors_last_used ON vectors(last_used);
-CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 0), nbytes INTEGER NOT NULL);
-INSERT OR IGNORE INTO totals VALUES (0, 0);
-CREATE TRIGGER IF NOT EXISTS vectors_ins AFTER INSERT ON vectors
-    BEGIN UPDATE totals SET nbytes = nbytes + NEW.nbytes WHERE id = 0; END;
-CREATE TRIGGER IF NOT EXISTS vectors_del AFTER DELETE ON vectors
-    BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes WHERE id = 0; END;
-CREATE TRIGGER IF NOT EXISTS vectors_upd AFTER UPDATE OF nbytes ON vectors
-    BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes + NEW.nbytes WHERE id = 0; END;
-CREATE TABLE IF NOT EXISTS bound (id INTEGER PRIMARY KEY CHECK (id = 0), max_bytes INTEGER NOT NULL);
-"""
-#: ``PRAGMA user_version`` of a cache whose ``totals`` are known to match its rows. Before 1, every
-#: ``INSERT OR REPLACE`` of a key already there (two processes that both missed a text) added its
-#: bytes again without subtracting the old row's (SQLite fires no delete trigger for a REPLACE), so
-#: the count grew past what the file held and eviction emptied the cache; such a file is recounted once.
-_TOTALS_VERSION = 1
+    last_used INTEGER NOT NULL,
+    checksum BLOB NOT NULL,
+    data BLOB NOT NULL
+)"""
+#: What hangs on ``vectors``: its recency index and the triggers that keep ``totals``.
+_ON_VECTORS = (
+    "CREATE INDEX IF NOT EXISTS vectors_last_used ON vectors(last_used)",
+    "CREATE TRIGGER IF NOT EXISTS vectors_ins AFTER INSERT ON vectors\n"
+    "    BEGIN UPDATE totals SET nbytes = nbytes + NEW.nbytes WHERE id = 0; END",
+    "CREATE TRIGGER IF NOT EXISTS vectors_del AFTER DELETE ON vectors\n"
+    "    BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes WHERE id = 0; END",
+    "CREATE TRIGGER IF NOT EXISTS vectors_upd AFTER UPDATE OF nbytes ON vectors\n"
+    "    BEGIN UPDATE totals SET nbytes = nbytes - OLD.nbytes + NEW.nbytes WHERE id = 0; END",
+)
+#: A rowid table with the vector last: a row of a few KiB stays whole in a 4 KiB page (a WITHOUT
+#: ROWID table spills every row past ~1 KiB into overflow pages, 3.1x the vectors' bytes at 384
+#: dimensions), and eviction reads ``nbytes`` without following the vector's overflow pages.
+_SCHEMA = (
+    ";\n".join(
+        (
+            _TABLE.format(name="vectors"),
+            "CREATE TABLE IF NOT EXISTS totals (id INTEGER PRIMARY KEY CHECK (id = 0), "
+            "nbytes INTEGER NOT NULL)",
+            "INSERT OR IGNORE INTO totals VALUES (0, 0)",
+            "CREATE TABLE IF NOT EXISTS bound (id INTEGER PRIMARY KEY CHECK (id = 0), "
+            "max_bytes INTEGER NOT NULL)",
+            *_ON_VECTORS,
+        )
+    )
+    + ";"
+)
+_ROW = "key, dim, nbytes, last_used, checksum, data"
+#: ``PRAGMA user_version`` of a cache in today's layout whose ``totals`` match its rows. Version 1
+#: recounted ``totals``: before it, every ``INSERT OR REPLACE`` of a key already there (two
+#: processes that both missed a text) added its bytes again without subtracting the old row's
+#: (SQLite fires no delete trigger for a REPLACE), so eviction emptied the cache early. Version 2
+#: moved the vectors out of a WITHOUT ROWID table (see :data:`_SCHEMA`).
+_LAYOUT_VERSION = 2
+_RECOUNTED_VERSION = 1
 _SQL_VARS = 500  # keys per IN (...) query, well under SQLite's variable limit
 #: ``PRAGMA application_id`` of a poolrag cache ("pool"): another program's SQLite file is never altered
 _APPLICATION_ID = 0x706F6F6C
@@ -83,19 +102,68 @@ def _not_a_cache(conn: sqlite3.Connection) -> str | None:
     return None
 
 
-def _recount_once(conn: sqlite3.Connection) -> None:
-    """Set ``totals`` to the bytes the rows hold, once per file (see :data:`_TOTALS_VERSION`)."""
-    if conn.execute("PRAGMA user_version").fetchone()[0] >= _TOTALS_VERSION:
-        return
+def _version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _upgrade_once(conn: sqlite3.Connection, path: Path) -> bool:
+    """Bring a file an older poolrag wrote to :data:`_LAYOUT_VERSION` (each step one transaction:
+    another process waits, then finds it done); True when rows moved, leaving free pages. A disk
+    without room for the move keeps the older layout, which works, until a later open."""
+    if _version(conn) >= _LAYOUT_VERSION:
+        return False
     with conn:
         conn.execute("BEGIN IMMEDIATE")
-        if conn.execute("PRAGMA user_version").fetchone()[0] >= _TOTALS_VERSION:
-            return  # another process recounted while this one waited for the lock
-        # 4 * dim is each row's nbytes (read without following the vector's overflow pages)
-        conn.execute(
-            "UPDATE totals SET nbytes = (SELECT COALESCE(SUM(4 * dim), 0) FROM vectors) WHERE id = 0"
+        if _version(conn) < _RECOUNTED_VERSION:
+            # 4 * dim, not nbytes: the size the vector itself has, whatever the row says
+            conn.execute(
+                "UPDATE totals SET nbytes = (SELECT COALESCE(SUM(4 * dim), 0) FROM vectors) WHERE id = 0"
+            )
+            conn.execute(f"PRAGMA user_version = {_RECOUNTED_VERSION}")
+    try:
+        with conn:
+            conn.execute("BEGIN IMMEDIATE")
+            if _version(conn) >= _LAYOUT_VERSION:
+                return False  # another process moved it while this one waited for the lock
+            moved = _move_to_rowid_table(conn)
+            conn.execute(f"PRAGMA user_version = {_LAYOUT_VERSION}")
+    except sqlite3.Error as exc:
+        reason = write_refused(exc)
+        if reason is None:
+            raise
+        logger.warning(
+            "embedding cache %s keeps its older, larger layout for now (%s); it moves when there is room",
+            path,
+            reason,
         )
-        conn.execute(f"PRAGMA user_version = {_TOTALS_VERSION}")
+        return False
+    return moved
+
+
+def _move_to_rowid_table(conn: sqlite3.Connection) -> bool:
+    """Copy a WITHOUT ROWID ``vectors`` into today's table; True when there were rows to move."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()
+    if "WITHOUT ROWID" not in sql.upper():
+        return False
+    count = conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+    logger.info("embedding cache: moving %d vectors to a compact layout (once per file)", count)
+    conn.execute(_TABLE.format(name="vectors_compact"))
+    conn.execute(f"INSERT INTO vectors_compact ({_ROW}) SELECT {_ROW} FROM vectors")
+    conn.execute("DROP TABLE vectors")  # its index and triggers go with it
+    conn.execute("ALTER TABLE vectors_compact RENAME TO vectors")
+    for statement in _ON_VECTORS:
+        conn.execute(statement)
+    return count > 0
+
+
+def _shrink(conn: sqlite3.Connection, path: Path) -> None:
+    """Give the pages the old layout held back to the disk. Best effort: VACUUM needs room for a
+    copy and no other writer; a file left unshrunk reuses its free pages for later vectors."""
+    try:
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.OperationalError as exc:
+        logger.info("embedding cache %s keeps its free pages for later vectors (%s)", path, exc)
 
 
 def default_cache_path() -> Path:
@@ -207,7 +275,8 @@ class EmbeddingCache:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
-            _recount_once(conn)
+            if _upgrade_once(conn, self.path):
+                _shrink(conn, self.path)
             if self.max_bytes is not None:
                 conn.execute("INSERT OR REPLACE INTO bound VALUES (0, ?)", (self.max_bytes,))
         except BaseException:

@@ -105,7 +105,7 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache-max-gb",
         type=positive_float,
         default=None,
-        help="size bound of the cached vectors in GiB (the file is larger: up to 3x at 384 "
+        help="size bound of the cached vectors in GiB (the file is larger: 1.1-1.4x, 2x at 512 "
         "dimensions), recorded in the file for later runs (default: the file's recorded bound, else 1)",
     )
 
