@@ -89,6 +89,19 @@ def test_token_id_prompts_are_sent_as_token_ids(client: PoolragClient, minilm_en
     np.testing.assert_array_equal(client.embed_array([prompt]), minilm_engine.embed_array([prompt]))
 
 
+def test_a_list_mixing_texts_and_token_prompts_gets_the_engines_vectors(
+    client: PoolragClient, minilm_engine: Engine
+) -> None:
+    """The engine takes texts and token prompts in one list; the server reads an ``input`` list as
+    all texts or all token ids (OpenAI's and vLLM's rule), so the client sends runs of one kind."""
+    ids = minilm_engine.tokenize("Paris is in France")
+    mixed = ["a text first", {"prompt_token_ids": ids}, {"prompt_token_ids": ids[:3]}, TEXTS[0], TEXTS[1]]
+    local = minilm_engine.embed_array(mixed)
+    np.testing.assert_array_equal(client.embed_array(mixed), local)
+    np.testing.assert_array_equal(asyncio.run(client.aembed_array(mixed)), local)
+    assert [out.prompt_token_ids for out in client.embed(mixed)][1:3] == [ids, ids[:3]]
+
+
 def test_encode_arrays_returns_the_engines_per_token_matrices(
     client: PoolragClient, minilm_engine: Engine
 ) -> None:

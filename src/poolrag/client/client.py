@@ -542,13 +542,18 @@ class PoolragClient:
     def _chunks(self, items: Sequence[Any], beside: Sequence[Any] = ()) -> list[slice]:
         """Consecutive runs of ``items`` (each with its ``beside`` item, N:N pairs' other text) of
         at most ``max_inputs_per_request`` and (unless one item is larger alone)
-        ``MAX_REQUEST_BYTES``: a server refuses a larger body with a 413."""
+        ``MAX_REQUEST_BYTES``: a server refuses a larger body with a 413. A run is all texts or all
+        token ids: the server reads an ``input`` list as one or the other (as OpenAI and vLLM do),
+        while the engine takes a list that mixes them."""
         runs: list[slice] = []
         start, size = 0, 0
         for i, item in enumerate(items):
             item_size = _wire_size(item) + (_wire_size(beside[i]) if beside else 0)
             if i > start and (
-                i - start >= self.max_inputs_per_request or size + item_size > MAX_REQUEST_BYTES
+                i - start >= self.max_inputs_per_request
+                or size + item_size > MAX_REQUEST_BYTES
+                or _token_ids(item) != _token_ids(items[start])
+                or (bool(beside) and _token_ids(beside[i]) != _token_ids(beside[start]))
             ):
                 runs.append(slice(start, i))
                 start, size = i, 0
@@ -1067,6 +1072,11 @@ def _halves(
         return None
     half = n // 2
     return ({**body, "input": items[:half]}, half), ({**body, "input": items[half:]}, n - half)
+
+
+def _token_ids(item: Any) -> bool:
+    """Whether a wired input is a token prompt's ids (else a text, or an image's data URL)."""
+    return isinstance(item, list)
 
 
 def _alone(refused: RemoteAnswerTooLargeError, position: int) -> RemoteAnswerTooLargeError:
