@@ -24,6 +24,7 @@ from poolrag import (
 )
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError, ServedModelChangedError
+from poolrag.errors import InvalidTextError
 from poolrag.retrieval import CrossEncoderReranker
 from poolrag.server import ServerSettings, create_app
 from poolrag.testing.live_server import LiveServer, serve
@@ -283,6 +284,22 @@ def test_bad_input_rejected_by_the_server_is_a_value_error(client: PoolragClient
     with pytest.raises(RemoteInvalidInputError, match=r"token ids must be in \[0, ") as error:
         client.embed_array([{"prompt_token_ids": [101, 10**7, 102]}])
     assert error.value.status_code == 400 and isinstance(error.value, ValueError)
+
+
+def test_an_unreadable_token_prompt_refused_by_the_server_reads_as_the_engines_error(
+    minilm_url: str, minilm_engine: Engine
+) -> None:
+    """The server's ``empty_input`` is an ``InvalidTextError`` with the engine's attributes (where,
+    what, whether empty), named where the caller's list has it."""
+    prompts = [{"prompt_token_ids": [101, 102]}] * 20 + [{"prompt_token_ids": []}]  # in the 3rd request
+    with pytest.raises(InvalidTextError) as local:
+        minilm_engine.embed_array(prompts)
+    with pytest.raises(InvalidTextError) as remote:
+        PoolragClient(minilm_url, max_inputs_per_request=8).embed_array(prompts)
+    assert isinstance(remote.value, RemoteInvalidInputError)
+    for attribute in ("field", "index", "problem", "empty"):
+        assert getattr(remote.value, attribute) == getattr(local.value, attribute)
+    assert str(remote.value.renamed("documents", 3)) == str(local.value.renamed("documents", 3))
 
 
 def test_parameters_are_checked_against_the_served_facts_before_sending(

@@ -8,6 +8,8 @@ handles both the same way.
 
 from __future__ import annotations
 
+import re
+
 from poolrag.errors import (
     DimensionsError,
     InputTooLongError,
@@ -38,8 +40,24 @@ class RemoteInputTooLongError(RemoteInvalidInputError, InputTooLongError):
     """An input over the model's length, refused by the server (``context_length_exceeded``)."""
 
 
+#: the server's words for a text it cannot read, after the client's ``/v1/embeddings: `` label:
+#: where (``input``, ``input[3]``) and what (``is empty (no token ids)``)
+_TEXT_PROBLEM = re.compile(r"^(?:\S+: )?([\w.]+)(?:\[(\d+)\])? (.+)$", re.DOTALL)
+
+
 class RemoteInvalidTextError(RemoteInvalidInputError, InvalidTextError):
-    """A text the model cannot read (empty, not Unicode), refused by the server (``empty_input``)."""
+    """A text the model cannot read (empty, not Unicode), refused by the server (``empty_input``).
+
+    It has the engine's :class:`InvalidTextError` attributes (``field``, ``index``, ``problem``,
+    ``empty``, :meth:`renamed`), read from the server's message, so code that handles the engine's
+    error handles this one."""
+
+    def __init__(self, message: str, status_code: int, param: str | None = None) -> None:
+        super().__init__(message, status_code, param)
+        found = _TEXT_PROBLEM.match(message)
+        self.field = found[1] if found else (param or "input")
+        self.index = int(found[2]) if found and found[2] is not None else None
+        self.problem = found[3] if found else message
 
 
 class RemoteUnsupportedTaskError(RemoteInvalidInputError, UnsupportedTaskError):
