@@ -380,6 +380,20 @@ def test_unknown_model_name_and_unreachable_server(minilm_url: str) -> None:
             PoolragClient(url, timeout=0.5).embed_array(["a"])
 
 
+def test_an_unknown_model_is_an_input_error_on_every_call(minilm_url: str, cross_encoder_url: str) -> None:
+    """``rerank`` sends without reading the listing: the server's ``404 model_not_found`` is the same
+    ``InvalidInputError`` the other calls raise before sending."""
+    for url in (minilm_url, cross_encoder_url):
+        client = PoolragClient(url, model="other-model")
+        for call in (
+            lambda c=client: c.rerank(QUERY, TEXTS),
+            lambda c=client: asyncio.run(c.arerank(QUERY, TEXTS)),
+        ):
+            with pytest.raises(RemoteInvalidInputError, match="'other-model' is not served here") as error:
+                call()
+            assert error.value.status_code == 404 and error.value.param == "model"
+
+
 def test_base_url_may_end_in_v1(minilm_url: str, minilm_engine: Engine) -> None:
     client = PoolragClient(minilm_url + "/v1/")
     assert client.base_url == minilm_url

@@ -64,6 +64,8 @@ from poolrag.text_validity import check_text
 
 logger = logging.getLogger(__name__)
 
+#: a request refused as bad input (an ``InvalidInputError``), as is a ``404 model_not_found``: a
+#: model name the server does not serve, which the client's own check refuses in the same words
 _CLIENT_ERRORS = (400, 413, 422)
 #: a server at capacity or stopping (which did not run the request), or a proxy in front of it that
 #: lost it: sent again (every call is idempotent: the same inputs give the same outputs)
@@ -305,7 +307,7 @@ class PoolragClient:
         message = wire.error_message(response.status_code, body, response.text[: 64 * _QUOTED_CHARS])
         if response.status_code == 413 and inputs is not None and wire.error_code(body) != "answer_too_large":
             message += self._too_large_hint(inputs)  # a body over the limit: the answer's is said as it is
-        if response.status_code in _CLIENT_ERRORS:
+        if response.status_code in _CLIENT_ERRORS or wire.error_code(body) == "model_not_found":
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
         url = response.request.url.copy_with(query=None)  # the server too: an app may call several
         raise RemoteError(f"{url} failed with HTTP {response.status_code}: {message}", response.status_code)

@@ -29,7 +29,8 @@ class RemoteError(PoolragError, RuntimeError):
 
 
 class RemoteInvalidInputError(InvalidInputError):
-    """The server rejected the request as invalid (HTTP 400, 413 or 422)."""
+    """The server rejected the request as invalid (HTTP 400, 413 or 422), or named a model it does
+    not serve (``404 model_not_found``)."""
 
     def __init__(self, message: str, status_code: int, param: str | None = None) -> None:
         InvalidInputError.__init__(self, message, param=param)  # not a subclass's own arguments
