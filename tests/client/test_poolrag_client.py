@@ -394,6 +394,14 @@ def test_an_unknown_model_is_an_input_error_on_every_call(minilm_url: str, cross
             assert error.value.status_code == 404 and error.value.param == "model"
 
 
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), "5", True])
+def test_a_timeout_that_is_not_a_positive_number_is_refused_when_the_client_is_made(timeout: object) -> None:
+    """httpx reads 0 as "do not wait" (every call said the server could not be reached) and refuses
+    the others only at the first request, in its own words."""
+    with pytest.raises(InvalidInputError, match="timeout must be a number of seconds above 0"):
+        PoolragClient("http://127.0.0.1:9", timeout=timeout)  # type: ignore[arg-type]
+
+
 def test_base_url_may_end_in_v1(minilm_url: str, minilm_engine: Engine) -> None:
     client = PoolragClient(minilm_url + "/v1/")
     assert client.base_url == minilm_url

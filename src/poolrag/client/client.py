@@ -135,6 +135,19 @@ def _untrusted_certificate(exc: BaseException) -> bool:
     return False
 
 
+def _check_timeout(timeout: object) -> None:
+    """``timeout=`` checked when the client is made: httpx reads 0 as "do not wait" (every call
+    then says the server cannot be reached) and refuses a negative or NaN one only at the first
+    request, in its own words."""
+    if timeout is None or isinstance(timeout, httpx.Timeout):
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise InvalidInputError(
+            f"timeout must be a number of seconds above 0, None (wait without end) or an httpx.Timeout, "
+            f"got {timeout!r}"
+        )
+
+
 def _tls_verify(verify: bool | str | os.PathLike[str]) -> bool | ssl.SSLContext:
     """``verify=`` as httpx takes it: a CA bundle's path as an SSL context (httpx 0.28 deprecates
     the path), read now so that a wrong path is said when the client is made."""
@@ -190,7 +203,7 @@ class PoolragClient:
         api_key: str | None = None,
         *,
         model: str | None = None,
-        timeout: float = 120.0,
+        timeout: float | httpx.Timeout | None = 120.0,
         max_inputs_per_request: int = 256,
         max_concurrency: int = 4,
         task: str | None = None,
@@ -208,6 +221,7 @@ class PoolragClient:
                 f"base_url {base_url!r} has a query or fragment; give the server's root (with a "
                 "proxy's path prefix, if any) and nothing after it"
             )
+        _check_timeout(timeout)
         check_count(max_inputs_per_request, "max_inputs_per_request")
         check_count(max_concurrency, "max_concurrency")
         self._made_from = {
