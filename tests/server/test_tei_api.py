@@ -324,8 +324,19 @@ def test_post_root_is_the_route_of_the_models_kind(minilm: Served, cross_encoder
     )
     ranked = _ok(_post(cross_encoder_server.url, "/", {"query": QUERY, "texts": TEXTS}))
     assert ranked == _ok(_post(cross_encoder_server.url, "/rerank", {"query": QUERY, "texts": TEXTS}))
-    predicted = _ok(_post(cross_encoder_server.url, "/", {"inputs": TEXTS[0]}))
+    # /predict's body as a classification sends it: text_classification's parameters, raw_scores,
+    # a batch of pairs; a bare text or list is /embed's, which TEI's reranker refuses at / too
+    predicted = _ok(_post(cross_encoder_server.url, "/", {"inputs": TEXTS[0], "parameters": {}}))
     assert predicted == _ok(_post(cross_encoder_server.url, "/predict", {"inputs": TEXTS[0]}))
+    for body in ({"inputs": TEXTS[0], "raw_scores": True}, {"inputs": [[QUERY, TEXTS[0]], [TEXTS[1]]]}):
+        assert _ok(_post(cross_encoder_server.url, "/", body)) == _ok(
+            _post(cross_encoder_server.url, "/predict", body)
+        )
+    for inputs in (TEXTS[0], TEXTS[:2]):
+        refused = _post(cross_encoder_server.url, "/", {"inputs": inputs})
+        assert refused.status_code == 422
+        assert refused.json()["error_type"] == "Validation"
+        assert "gives no embeddings" in refused.json()["error"]
     # SageMaker's path of the same route
     assert _ok(_post(minilm.url, "/invocations", {"inputs": TEXTS})) == embedded
     assert _ok(_post(cross_encoder_server.url, "/invocations", {"query": QUERY, "texts": TEXTS})) == ranked

@@ -96,6 +96,25 @@ def test_text_classification_reaches_the_classifier_served_after_a_reranker(
     assert ranked.json()[0]["score"] == pytest.approx(1 / (1 + np.exp(-logits[best])), abs=1e-6)
 
 
+def test_feature_extraction_on_a_reranker_fails_as_teis_validation_error(
+    cross_encoder_server: Served,
+) -> None:
+    """A cross-encoder's ``/`` reranks, as TEI's does: ``feature_extraction``'s body (one text, or a
+    list of texts) is TEI's 422 saying the model gives no embeddings. It was read as ``/predict``'s,
+    whose labels the client failed to parse (``TypeError``), two texts scored as one pair."""
+    client = InferenceClient(base_url=cross_encoder_server.url)
+    for texts in (TEXTS[0], TEXTS[:2], TEXTS):
+        with pytest.raises(HfHubHTTPError) as failed:
+            client.feature_extraction(texts)
+        assert failed.value.response.status_code == 422
+        error = failed.value.response.json()
+        assert error["error_type"] == "Validation"
+        assert "gives no embeddings" in error["error"]
+    # the classification the same route takes: text_classification's body
+    probs = cross_encoder_server.engine.classify(TEXTS[:1])[0].outputs.probs
+    assert client.text_classification(TEXTS[0]).score == pytest.approx(float(probs.max()), abs=1e-6)
+
+
 def test_a_route_the_model_does_not_run_fails_as_tei_does(classifier_server: Served) -> None:
     with pytest.raises(HfHubHTTPError) as failed:
         InferenceClient(base_url=f"{classifier_server.url}/embed").feature_extraction(TEXTS[0])

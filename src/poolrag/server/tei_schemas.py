@@ -421,13 +421,17 @@ def _embed_dialect(data: Any) -> str:
     inputs, parameters = data.get("inputs"), data.get("parameters")
     if isinstance(inputs, dict):
         return "Similarity"
-    if (
+    return "Predict" if _text_classification(inputs, parameters) else "Embed"
+
+
+def _text_classification(inputs: Any, parameters: Any) -> bool:
+    """Whether ``inputs`` and ``parameters`` are ``text_classification``'s: one text, and its
+    options (``{}`` when none is set)."""
+    return (
         isinstance(inputs, str)
         and isinstance(parameters, dict)
         and parameters.keys() <= TeiClassificationParameters.model_fields.keys()
-    ):
-        return "Predict"
-    return "Embed"
+    )
 
 
 class EmbedOrSimilarityBody(_EitherBody):
@@ -444,16 +448,47 @@ class EmbedOrSimilarityBody(_EitherBody):
     ]
 
 
+class TeiEmbedOnCrossEncoder(TeiRequestBody):
+    """``/embed``'s body sent to a cross-encoder's ``/``: refused, as TEI's reranker refuses it
+    (its ``/`` reranks only), rather than read as a ``/predict`` whose labels the client cannot
+    parse (``InferenceClient.feature_extraction`` failed with a ``TypeError``, or two texts were
+    scored as a pair)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse(cls, data: Any) -> Any:
+        raise ValueError(
+            "this model is a cross-encoder and gives no embeddings: POST / takes /rerank's body "
+            "(query, texts) or text_classification's (inputs, parameters); POST /predict classifies "
+            "any inputs"
+        )
+
+
 def _reranker_dialect(data: Any) -> str:
-    return "Rerank" if isinstance(data, dict) and "texts" in data else "Predict"
+    """``texts`` rerank. ``inputs`` predict where only a classification sends them: one text with
+    ``text_classification``'s ``parameters``, ``raw_scores``, or a batch of pairs; a bare text or
+    list of texts is ``feature_extraction``'s body (``/embed``'s), refused."""
+    if not isinstance(data, dict) or "texts" in data or "inputs" not in data:
+        return "Rerank"
+    inputs = data["inputs"]
+    if (
+        _text_classification(inputs, data.get("parameters"))
+        or "raw_scores" in data
+        or (isinstance(inputs, list) and any(isinstance(item, list) for item in inputs))
+    ):
+        return "Predict"
+    return "Embed"
 
 
 class RerankOrPredictBody(_EitherBody):
-    """``POST /`` on a cross-encoder: ``/rerank``'s body (``texts``), or ``/predict``'s."""
+    """``POST /`` on a cross-encoder: ``/rerank``'s body (``texts``), or ``/predict``'s as a
+    classification sends it; ``/embed``'s is refused."""
 
     # a class attribute, not the base's property: the router reads it from the class (tei_routing)
     speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
     root: Annotated[
-        Annotated[TeiRerankRequest, Tag("Rerank")] | Annotated[TeiPredictRequest, Tag("Predict")],
+        Annotated[TeiRerankRequest, Tag("Rerank")]
+        | Annotated[TeiPredictRequest, Tag("Predict")]
+        | Annotated[TeiEmbedOnCrossEncoder, Tag("Embed")],
         Discriminator(_reranker_dialect),
     ]

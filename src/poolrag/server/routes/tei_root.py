@@ -8,7 +8,8 @@ model embeds (``/embed``; ``/similarity``'s body, an object of sentences, gets s
 TEI gives only when started so; ``text_classification``'s, with its ``parameters``, is a
 ``/predict``, answered by a classifier served beside it or refused as ``/predict`` is), a
 cross-encoder reranks (``/rerank``; ``/predict``'s body classifies, as
-``InferenceClient.text_classification`` sends it), a classifier predicts, a sparse model answers
+``InferenceClient.text_classification`` sends it; ``feature_extraction``'s is refused, as TEI's
+reranker refuses it), a classifier predicts, a sparse model answers
 ``/embed_sparse``. A model of no TEI kind (ColBERT, a token classifier) answers TEI's 424,
 naming its tasks.
 """
