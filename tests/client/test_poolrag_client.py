@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,6 +199,25 @@ def test_rerank_second_stage_equals_the_in_process_reranker(
             )
         with pytest.raises(RemoteInvalidInputError, match="first_stage_scores"):
             client.rerank(QUERY, TEXTS, first_stage_scores=[1.0])
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_rerank_refuses_scores_json_cannot_carry_as_the_in_process_reranker_does(
+    cross_encoder_url: str, cross_encoder_engine: Engine, bad: float
+) -> None:
+    scores = [bad, *FIRST_STAGE[1:]]
+    with pytest.raises(InvalidInputError) as local:
+        CrossEncoderReranker(cross_encoder_engine).rerank(QUERY, TEXTS, scores)
+    with PoolragClient(cross_encoder_url) as client:
+        for call in (
+            lambda: client.rerank(QUERY, TEXTS, first_stage_scores=scores),
+            lambda: asyncio.run(client.arerank(QUERY, TEXTS, first_stage_scores=scores)),
+        ):
+            with pytest.raises(InvalidInputError) as remote:
+                call()
+            assert str(remote.value) == str(local.value)
+        with pytest.raises(InvalidInputError, match="reranker weight must be a number in"):
+            client.rerank(QUERY, TEXTS, first_stage_scores=FIRST_STAGE, rerank_weight=bad)
 
 
 def test_async_methods_equal_sync(client: PoolragClient) -> None:

@@ -184,6 +184,7 @@ class PoolragClient:
             :attr:`facts` reads when ``model`` is ``None`` and the server serves several models.
         timeout: seconds each step of an HTTP request (connecting, sending, each read of the answer)
             may wait: a server that stalls is said after it; one that trickles its answer is not cut.
+            ``None`` waits without end; an ``httpx.Timeout`` sets each step's apart.
         max_inputs_per_request: inputs per HTTP request; longer lists (or more than
             ``MAX_REQUEST_BYTES`` of text) are split and concatenated.
         max_concurrency: how many of one call's requests (a long list split as above) an async
@@ -765,6 +766,12 @@ class PoolragClient:
             "return_documents": False,
         }
         first = None if first_stage_scores is None else [float(s) for s in first_stage_scores]
+        if first is not None and not all(map(math.isfinite, first)):  # JSON has no NaN: said as in process
+            raise InvalidInputError(
+                "first-stage scores contain NaN or infinite values; they cannot be ranked"
+            )
+        if isinstance(rerank_weight, float) and not math.isfinite(rerank_weight):
+            raise InvalidInputError(f"the reranker weight must be a number in [0, 1], got {rerank_weight!r}")
         optional = {
             "top_n": top_n,
             "first_stage_scores": first,
