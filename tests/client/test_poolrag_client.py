@@ -24,7 +24,14 @@ from poolrag import (
     UnsupportedTaskError,
 )
 from poolrag.cache import CachedEmbedder, EmbeddingCache
-from poolrag.client import PoolragClient, RemoteError, RemoteInvalidInputError, ServedModelChangedError
+from poolrag.client import (
+    PoolragClient,
+    RemoteConnectionError,
+    RemoteError,
+    RemoteInvalidInputError,
+    RemoteTimeoutError,
+    ServedModelChangedError,
+)
 from poolrag.errors import InvalidTextError
 from poolrag.retrieval import CrossEncoderReranker
 from poolrag.server import ServerSettings, create_app
@@ -384,20 +391,30 @@ def test_api_key_is_sent_as_a_bearer_token(
     assert PoolragClient(keyed_url).embed_array(["a"]).shape == (1, 384)  # taken from the environment
     with pytest.raises(RemoteError) as error:
         PoolragClient(keyed_url, "wrong-key").embed_array(["a"])
-    assert error.value.status_code == 401 and not isinstance(error.value, ValueError)
+    assert error.value.status_code == 401 and not isinstance(error.value, (ValueError, ConnectionError))
 
 
 def test_unknown_model_name_and_unreachable_server(minilm_url: str) -> None:
+    """No answer at all is a ``ConnectionError`` or a ``TimeoutError`` too (openai's
+    ``APIConnectionError`` and ``APITimeoutError``), so a retry policy for network errors tells it
+    from an answer that is an error."""
     with pytest.raises(InvalidInputError, match="not served here; use 'minilm'"):
         PoolragClient(minilm_url, model="other-model").embed_array(["a"])
-    with pytest.raises(RemoteError, match="cannot reach"):
+    with pytest.raises(RemoteConnectionError, match="cannot reach") as unreachable:
         PoolragClient("http://127.0.0.1:9", timeout=5).embed_array(["a"])
+    assert (
+        isinstance(unreachable.value, (ConnectionError, RemoteError))
+        and unreachable.value.status_code is None
+    )
     import socket
 
     with socket.create_server(("127.0.0.1", 0)) as silent:  # takes the connection, never answers
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        with pytest.raises(RemoteError, match=r"did not answer within timeout=0\.5 s \(ReadTimeout\)"):
+        with pytest.raises(
+            TimeoutError, match=r"did not answer within timeout=0\.5 s \(ReadTimeout\)"
+        ) as slow:
             PoolragClient(url, timeout=0.5).embed_array(["a"])
+    assert isinstance(slow.value, RemoteTimeoutError) and not isinstance(slow.value, ConnectionError)
 
 
 def test_an_unknown_model_is_an_input_error_on_every_call(minilm_url: str, cross_encoder_url: str) -> None:

@@ -12,22 +12,32 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from poolrag.client.client import PoolragClient
-    from poolrag.client.errors import RemoteError, RemoteInvalidInputError, ServedModelChangedError
+    from poolrag.client.errors import (
+        RemoteConnectionError,
+        RemoteError,
+        RemoteInvalidInputError,
+        RemoteTimeoutError,
+        ServedModelChangedError,
+    )
     from poolrag.client.wire import RerankedDocument
 
 # public name -> module that defines it
 _EXPORTS = {
     "PoolragClient": "poolrag.client.client",
+    "RemoteConnectionError": "poolrag.client.errors",
     "RemoteError": "poolrag.client.errors",
     "RemoteInvalidInputError": "poolrag.client.errors",
+    "RemoteTimeoutError": "poolrag.client.errors",
     "ServedModelChangedError": "poolrag.client.errors",
     "RerankedDocument": "poolrag.client.wire",
 }
 
 __all__ = [
     "PoolragClient",
+    "RemoteConnectionError",
     "RemoteError",
     "RemoteInvalidInputError",
+    "RemoteTimeoutError",
     "RerankedDocument",
     "ServedModelChangedError",
 ]

@@ -39,7 +39,9 @@ import numpy as np
 from poolrag.client import wire
 from poolrag.client.errors import (
     RemoteAnswerTooLargeError,
+    RemoteConnectionError,
     RemoteError,
+    RemoteTimeoutError,
     ServedModelChangedError,
     remote_input_error,
 )
@@ -327,29 +329,31 @@ class PoolragClient:
         url = response.request.url.copy_with(query=None)  # the server too: an app may call several
         raise RemoteError(f"{url} failed with HTTP {response.status_code}: {message}", response.status_code)
 
-    def _unanswered(self, exc: httpx.HTTPError, attempts: int, since: float) -> RemoteError:
+    def _unanswered(
+        self, exc: httpx.HTTPError, attempts: int, since: float
+    ) -> RemoteConnectionError | RemoteTimeoutError:
         """Why no answer came, in one line: a timeout is a busy or slow server, not an unreachable
         one; a connection lost mid-request is a server that stopped, not one never reached."""
         if isinstance(exc, httpx.TimeoutException):
-            return RemoteError(
+            return RemoteTimeoutError(
                 f"poolrag server at {self.base_url} did not answer within timeout={self.timeout} s "
                 f"({type(exc).__name__}); it is busy or the request is large: raise timeout= or "
                 "send less at once"
             )
         said = " ".join(str(exc).split())[:_QUOTED_CHARS] or type(exc).__name__
         if _untrusted_certificate(exc):
-            return RemoteError(
+            return RemoteConnectionError(
                 f"the TLS certificate of {self.base_url} is not trusted here ({said}); pass verify= "
                 "the CA bundle that signed it (a self-signed server's own certificate file), or set "
                 "$SSL_CERT_FILE"
             )
         tried = f"{attempts} attempts over {time.monotonic() - since:.1f} s" if attempts > 1 else "1 attempt"
         if isinstance(exc, httpx.ConnectError):
-            return RemoteError(
+            return RemoteConnectionError(
                 f"cannot reach poolrag server at {self.base_url} ({tried}): {said}; is it running? "
                 "A larger max_retries= waits longer for one restarting"
             )
-        return RemoteError(
+        return RemoteConnectionError(
             f"poolrag server at {self.base_url} closed the connection before its answer ended ({tried}): "
             f"{said}; it stopped or restarted, or a proxy in front of it cut the request. A larger "
             "max_retries= waits longer for one restarting"

@@ -28,6 +28,18 @@ class RemoteError(PoolragError, RuntimeError):
         self.status_code = status_code
 
 
+class RemoteConnectionError(RemoteError, ConnectionError):
+    """No answer came: the server could not be reached, or closed the connection before its
+    answer ended (after the client's retries). A ``ConnectionError`` as well, so a retry policy
+    written for network errors (``tenacity``'s ``retry_if_exception_type(ConnectionError)``, or
+    openai's ``APIConnectionError`` handling) tells it from a server that answered with an error."""
+
+
+class RemoteTimeoutError(RemoteError, TimeoutError):
+    """The server did not answer within the client's ``timeout`` (busy, or a large request); a
+    ``TimeoutError`` as well, as openai's ``APITimeoutError`` is its own class."""
+
+
 class RemoteInvalidInputError(InvalidInputError):
     """The server rejected the request as invalid (HTTP 400, 413 or 422), or named a model it does
     not serve (``404 model_not_found``)."""
