@@ -88,6 +88,22 @@ def test_order_and_scores_are_maxsim(kind: str, colbert: Engine, make_store) -> 
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_token_vectors_the_engine_does_not_normalise_are_scored_as_sent(
+    kind: str, assets: Path, make_store
+) -> None:
+    """MaxSim is of the token vectors as the engine gives them (PyLate's colbert_scores is a plain
+    dot product): every store scores an unnormalised model's vectors as engine.score does, not
+    as cosines of them."""
+    raw = Engine(assets / "colbert-pylate", pooler_config={"normalize": False})
+    retriever = filled(make_store(kind), raw)
+    engine_scores = raw.score_array(QUERY, TEXTS)
+    assert engine_scores.max() > 2 * 32  # far above any sum of 32 cosines
+    hits = retriever.search(QUERY, k=len(TEXTS))
+    assert [h.id for h in hits] == [IDS[i] for i in np.argsort(-engine_scores, kind="stable")]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(engine_scores)[::-1], rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_metadata_filters_pick_the_best_matching_texts(kind: str, colbert: Engine, make_store) -> None:
     retriever = filled(make_store(kind), colbert)
     everything = retriever.search(QUERY, k=len(TEXTS))

@@ -67,10 +67,14 @@ def vector_fields(
     """The (vectors, sparse vectors) config of a new collection, in the library's own classes:
     ``vector_params`` and ``sparse_params`` (its parameter classes), ``maxsim`` (its MaxSim
     multivector config), ``storage`` and ``idf`` (its IDF modifier). Token vectors are always
-    float32."""
+    float32 and compared by dot product: MaxSim is of the vectors as sent, as the other stores and
+    ``Engine.score`` compute it (under cosine Qdrant would renormalise an unnormalised model's
+    token vectors, and rank by other scores)."""
 
     def dense(size: int, multivector: bool, vector_type: str) -> Any:
         datatype, distance = dense_storage(vector_type, storage)
+        if multivector:
+            distance = storage.dot
         config = maxsim if multivector else None
         return vector_params(size=size, distance=distance, multivector_config=config, datatype=datatype)
 
