@@ -61,8 +61,9 @@ class ColbertRetriever:
             it does not exist yet, else checked against the backend's model.
         backend: an engine or client running a late-interaction (MaxSim) model.
         reranker: an optional cross-encoder stage after MaxSim.
-        truncate_prompt_tokens: ``-1`` cuts texts at the model's length, as ColBERT does; ``None``
-            refuses longer texts instead.
+        truncate_prompt_tokens: passed to the engine; a ColBERT model cuts queries at its query
+            length and documents at its document length either way, as PyLate does, so ``None``
+            refuses nothing a ColBERT model reads.
 
     Results carry the caller's id in :attr:`SearchResult.id` and the caller's metadata in
     :attr:`SearchResult.metadata` (the whole stored payload stays in ``payload``).
