@@ -24,7 +24,6 @@ from typing import Any, ClassVar
 import numpy.typing as npt
 from pydantic import Field, model_validator
 
-from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
 from poolrag.frameworks.fields import BackendFields
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT, Ranked, SecondStage, rank_second_stage
@@ -101,8 +100,3 @@ def _checked(query: object, texts: list[str]) -> str:
     model call."""
     check_texts(texts, "documents")
     return check_text(query, "the query")
-
-
-def check_top_n(top_n: int | None, name: str = "top_n") -> None:
-    """Refuse a count that is not a positive integer (``None`` means all) before any model call."""
-    check_optional_count(top_n, name)
