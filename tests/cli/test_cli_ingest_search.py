@@ -318,8 +318,9 @@ def test_a_text_model_reads_pdfs_web_pages_office_files_and_sheets_and_says_what
     """A folder of notes, PDFs, saved web pages, Word documents, a PowerPoint deck, a CSV sheet and
     photographs, as a RAG user has: a text model reads the PDFs' text layer and search names the
     page (seen from outside: the PDFs vanished, 'not read: this model reads text'), a page's visible
-    text, not its markup, a Word document's paragraphs, a deck's slides (search names the slide as
-    a page) and each row of the sheet; the photographs are not listed, and one line says so."""
+    text, not its markup, a Word document's paragraphs, a deck's slides (search names the slide;
+    seen from outside: 'geology.pptx page 2') and each row of the sheet; the photographs are not
+    listed, and one line says so."""
     pytest.importorskip("pypdfium2", reason="a PDF's text needs the pdf extra (pypdfium2)")
     pytest.importorskip("matplotlib", reason="the PDF is written by matplotlib (test extra)")
     docx = pytest.importorskip("docx", reason="the Word document is written by python-docx (test extra)")
@@ -376,7 +377,7 @@ def test_a_text_model_reads_pdfs_web_pages_office_files_and_sheets_and_says_what
     assert f"{(tmp_path / 'docs' / 'faq.csv').resolve()}#f1" in found, found
     assert "answer: From nine to five on weekdays" in found
     assert main(["search", "why do volcanoes erupt", *model, *store, "-k", "1"]) == 0
-    assert f"{(tmp_path / 'docs' / 'geology.pptx').resolve()} page 2" in capsys.readouterr().out
+    assert f"{(tmp_path / 'docs' / 'geology.pptx').resolve()} slide 2" in capsys.readouterr().out
 
 
 def test_assume_matryoshka_reuses_the_cached_full_vectors(tmp_path: Path, minilm_path: Path, capsys) -> None:

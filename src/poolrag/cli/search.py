@@ -9,6 +9,7 @@ import logging
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.command_errors import report_error, setup_logging, user_errors
@@ -162,11 +163,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _where(result: SearchResult) -> str:
-    """Where a hit is in its source: a PDF's page, an image (the whole file), else character offsets."""
-    if "last_page" in result.payload:
-        return f"pages {result.payload['page']}-{result.payload['last_page']}"
+    """Where a hit is in its source: a PDF's page or a deck's slide (both stored as ``page``, a
+    deck's named as PowerPoint numbers it), an image (the whole file), else character offsets."""
+    from poolrag.ingest.readers import PPTX_SUFFIXES
+
     if "page" in result.payload:
-        return f"page {result.payload['page']}"
+        unit = "slide" if Path(result.source).suffix.lower() in PPTX_SUFFIXES else "page"
+        if "last_page" in result.payload:
+            return f"{unit}s {result.payload['page']}-{result.payload['last_page']}"
+        return f"{unit} {result.payload['page']}"
     if result.payload.get("modality") == "image":
         return "(image)"
     return f"[{result.start}:{result.end}]"
