@@ -195,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
             report, reads_texts, reads_images, record_files = _ingest(args, opened)
         except user_errors() as exc:
             return report_error("ingest", exc)
+    empty = report.documents_without_text  # files read that hold no text: not among the documents
     if args.json:
         print(
             json.dumps(
@@ -206,14 +207,14 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         )
-    elif not (report.documents or report.deleted or report.skipped) and record_files:
+    elif not (report.documents or empty or report.deleted or report.skipped) and record_files:
         print(  # JSONL or CSV files without a row, each named in a warning above
             f"nothing to store: {_many(len(record_files), 'file')} with no records in {args.store} "
             f"collection {args.collection!r}, {report.seconds:.1f}s"
         )
-    elif report.documents and not (report.chunks or report.deleted or report.resumed):
+    elif empty and not (report.documents or report.deleted or report.resumed):
         print(  # not "up to date": nothing was ever stored (the files are empty; warned of above)
-            f"nothing to store: {_many(report.documents, 'document')} with no text in {args.store} "
+            f"nothing to store: {_many(empty, 'document')} with no text in {args.store} "
             f"collection {args.collection!r}, {report.seconds:.1f}s"
         )
     elif report.documents and not (report.upserted or report.deleted or report.resumed):
@@ -233,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
             f"{report.deleted} deleted, "
             f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "") + f"; {_where(args)}"
         )
-    if report.documents == 0 and report.documents_skipped == 0 and not (report.skipped or record_files):
+    if not (report.documents or report.documents_skipped or empty or report.skipped or record_files):
         print(f"no documents in {', '.join(args.paths)}: {_what_is_read(reads_texts)}", file=sys.stderr)
     elif (unread := _not_read(args.paths, reads_texts, reads_images, args.exclude)) is not None:
         print(unread, file=sys.stderr)

@@ -49,6 +49,8 @@ class IngestReport:
 
     documents: int = 0
     documents_skipped: int = 0
+    #: documents read that hold no text (an empty file): cut into no chunk, so not among ``documents``
+    documents_without_text: int = 0
     chunks: int = 0
     chunks_existing: int = 0
     upserted: int = 0
@@ -99,6 +101,7 @@ class _Pending:
 
     digest: str
     left: int = 0
+    cut: int = 0  # chunks it was cut into so far: none once chunked is a document without text
     chunked: bool = False
     shown: str = ""  # how the report names it: a file as the reader found it (under the path given)
     chunks: ChunkSet = field(default_factory=ChunkSet)  # every chunk id it was cut into
@@ -320,6 +323,7 @@ class IngestDriver:
         self.report.chunks += 1
         state = self._pending[source]
         state.chunks.add(chunk_id)
+        state.cut += 1
         if self.stored_ids.keep(chunk_id, payload):
             self.report.chunks_existing += 1
             return False
@@ -373,6 +377,9 @@ class IngestDriver:
             self._finished[source] = _done_record(state.digest, state.chunks)
             del self._pending[source]
             self.documents_done += 1
+            if state.cut == 0:  # an empty file: read (its old chunks go), but not a document ingested
+                self.report.documents -= 1
+                self.report.documents_without_text += 1
 
     def save(self) -> None:
         """Checkpoint the documents finished since the last save."""
@@ -394,7 +401,7 @@ class IngestDriver:
         self.save()
         report = self.report
         report.skipped = [str(s) for s in skipped] + self._left_out
-        if prune and report.documents == 0:
+        if prune and report.documents + report.documents_without_text == 0:
             self.close()
             raise InvalidInputError(
                 f"no document was read, so --prune would delete every chunk of {self.store.collection}: "
