@@ -1,5 +1,5 @@
 """A folder kept in sync with a collection by re-running ``poolrag ingest``, in every local store:
-what each run's summary says of files emptied since the last run."""
+what each run's summary says of files deleted, renamed or emptied since the last run."""
 
 from __future__ import annotations
 
@@ -28,6 +28,58 @@ def _store(kind: str, tmp_path: Path, minilm_path: Path) -> list[str]:
     where = ["--uri", str(tmp_path / "m.db")] if kind == "milvus" else ["--path", str(tmp_path / kind)]
     flags = ["--store", kind, *where, "--collection", "docs", "--model", str(minilm_path)]
     return [*flags, "--cache", str(tmp_path / "cache.sqlite"), "-q"]
+
+
+def _sources(query: str, store: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert main(["search", query, *store, "--json", "-k", "10"]) == 0
+    return [Path(json.loads(line)["source"]).name for line in capsys.readouterr().out.splitlines()]
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_files_deleted_or_renamed_since_the_last_run_are_named_until_prune_deletes_them(
+    kind: str, tmp_path: Path, minilm_path: Path, capsys: pytest.CaptureFixture[str], caplog
+) -> None:
+    """Seen from outside: after deleting tides.txt, the next run said "up to date" and nothing else,
+    and search went on finding the deleted file (a renamed one twice, under both names)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tides.txt").write_text("Spring tides come when the Sun and the Moon line up.")
+    (docs / "bread.md").write_text("Sourdough rises with a starter of wild yeast.")
+    (docs / "rust.md").write_text("Rust's borrow checker rules out data races.")
+    store = _store(kind, tmp_path, minilm_path)
+    assert main(["ingest", str(docs), *store]) == 0
+    (docs / "tides.txt").unlink()
+    (docs / "bread.md").rename(docs / "loaf.md")
+    capsys.readouterr()
+
+    assert main(["ingest", str(docs), *store]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"ingested 2 documents into {kind} collection 'docs'"), out
+    assert "; 2 files gone from disk still stored (--prune deletes them); in " in out, out
+    (warning,) = [r.getMessage() for r in caplog.records if "gone from disk" in r.getMessage()]
+    gone = ", ".join(str((docs / name).resolve()) for name in ("bread.md", "tides.txt"))
+    assert warning == (
+        f"2 files stored by an earlier run are gone from disk ({gone}); their 2 chunks are still "
+        "stored and found by search: run again with --prune to delete them"
+    )
+    assert main(["ingest", str(docs), *store, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["files_gone"], report["chunks_of_files_gone"], report["deleted"]) == (2, 2, 0)
+    assert sorted(_sources("tides and sourdough", store, capsys)) == [
+        "bread.md",
+        "loaf.md",
+        "rust.md",
+        "tides.txt",
+    ]
+
+    caplog.clear()
+    assert main(["ingest", str(docs), *store, "--prune", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["files_gone"], report["deleted"]) == (0, 2)  # pruned: no longer stored
+    assert not [r for r in caplog.records if "gone from disk" in r.getMessage()]
+    assert sorted(_sources("tides and sourdough", store, capsys)) == ["loaf.md", "rust.md"]
+    assert main(["ingest", str(docs), *store]) == 0
+    assert capsys.readouterr().out.startswith(f"up to date: 2 documents in {kind} collection 'docs'")
 
 
 @pytest.mark.parametrize("kind", STORES)

@@ -111,6 +111,25 @@ def test_removed_documents_are_deleted_only_with_prune(setup: Setup) -> None:
 
 
 @pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_a_run_without_prune_counts_the_files_gone_from_disk_once_each(setup: Setup, caplog) -> None:
+    """A sheet's rows are one file gone, not one per row; a document of the caller's own naming that
+    this run did not give is no file, so it is not said to be gone (nor is a file still on disk)."""
+    (setup.corpus / "faq.csv").write_text("question,answer\nWho runs payroll?,Finance\nVPN?,The wiki\n")
+    setup.run()
+    pipe, _ = setup.pipeline()
+    pipe.run(from_iterable([("notes-1", "Standup moved to ten.")]))
+    (setup.corpus / "faq.csv").unlink()
+    (setup.corpus / "chess.txt").unlink()
+    caplog.clear()
+    pipe, _ = setup.pipeline()
+    report = pipe.run(read_paths([setup.corpus]))
+    chess_chunks = sum(src.endswith("chess.txt") for src in setup.store.list_sources().values())
+    assert (report.files_gone, report.chunks_of_files_gone, report.deleted) == (2, 2 + chess_chunks, 0)
+    gone = ", ".join(str((setup.corpus / name).resolve()) for name in ("chess.txt", "faq.csv"))
+    assert f"2 files stored by an earlier run are gone from disk ({gone}); " in caplog.text
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
 def test_prune_keeps_the_chunks_of_a_folder_that_could_not_be_listed(setup: Setup, monkeypatch) -> None:
     """A subfolder that cannot be listed is a skipped path, not a deleted one (root lists any folder,
     so the listing error is injected where os.walk asks for it)."""

@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
             f"nothing to store: {_many(empty, 'document')} with no text in {args.store} "
             f"collection {args.collection!r}, {report.seconds:.1f}s"
         )
-    elif report.documents and not (report.upserted or report.deleted or report.resumed):
+    elif report.documents and not (report.upserted or report.deleted or report.resumed or report.files_gone):
         # a nightly re-run over an unchanged folder: say that nothing was done, not "ingested"; the
         # chunks stored, not those listed (a page left out when embedded is listed, never stored)
         print(
@@ -232,7 +232,10 @@ def run(args: argparse.Namespace) -> int:
             f"{report.from_cache} {'identical to another chunk' if args.no_cache else 'taken from cache'}, "
             f"{report.chunks_existing} already stored; "
             f"{report.deleted} deleted, "
-            f"{report.seconds:.1f}s" + (" (resumed)" if report.resumed else "") + f"; {_where(args)}"
+            f"{report.seconds:.1f}s"
+            + (" (resumed)" if report.resumed else "")
+            + _gone(report)
+            + f"; {_where(args)}"
         )
     if not (report.documents or report.documents_skipped or empty or report.skipped or record_files):
         print(f"no documents in {', '.join(args.paths)}: {_what_is_read(reads_texts)}", file=sys.stderr)
@@ -243,6 +246,15 @@ def run(args: argparse.Namespace) -> int:
         for line in report.skipped:
             print(f"  {line}", file=sys.stderr)
     return 0
+
+
+def _gone(report: IngestReport) -> str:
+    """The files an earlier run stored that are gone from disk (warned of, by name, above): their
+    chunks are still searched until ``--prune``, so the summary does not leave them out."""
+    if not report.files_gone:
+        return ""
+    them = "it" if report.files_gone == 1 else "them"
+    return f"; {_many(report.files_gone, 'file')} gone from disk still stored (--prune deletes {them})"
 
 
 def _where(args: argparse.Namespace) -> str:

@@ -18,14 +18,14 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
-from poolrag.ingest.readers import Document, FileDocument, SkippedFile
+from poolrag.ingest.readers import CSV_SUFFIXES, JSONL_SUFFIXES, Document, FileDocument, SkippedFile
 from poolrag.ingest.record_rules import record_problem, string_problem
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.stored_ids import ChunkSet, StoredIds, payload_digest
@@ -51,6 +51,10 @@ class IngestReport:
     documents_skipped: int = 0
     #: documents read that hold no text (an empty file): cut into no chunk, so not among ``documents``
     documents_without_text: int = 0
+    #: files an earlier run stored that are gone from disk (deleted, renamed), and their chunks, which
+    #: stay stored and found by search until a run with ``prune`` (0 in such a run: it deletes them)
+    files_gone: int = 0
+    chunks_of_files_gone: int = 0
     chunks: int = 0
     chunks_existing: int = 0
     upserted: int = 0
@@ -412,6 +416,8 @@ class IngestDriver:
         if whole and not prune:  # prune deletes them with every other source not read
             for removed in self.stored_ids.orphans(lambda source: not source.startswith(whole)):
                 self._delete(removed)
+        if not prune:
+            self._tell_files_gone(lambda source: _under(source, kept) or source.startswith(whole))
         if prune:
             for path in sorted({printable(s.path) for s in skipped if s.line is not None}):
                 logger.warning(
@@ -436,6 +442,34 @@ class IngestDriver:
             report.seconds,
         )
         return report
+
+    def _tell_files_gone(self, kept: Callable[[str], bool]) -> None:
+        """Count, and warn of, the files stored before that this run did not read because they are
+        gone from disk: their chunks are still found by search, and a run that says nothing of them
+        ("up to date") lets a user believe a deleted or renamed file is gone from the collection."""
+        files: list[str] = []
+        chunks = 0
+        for source, count in self.stored_ids.unseen_sources():
+            if kept(source) or (path := _gone_file(source)) is None:
+                continue
+            chunks += count
+            if not files or files[-1] != path:  # a file's records come one after another
+                files.append(path)
+        if not files:
+            return
+        self.report.files_gone, self.report.chunks_of_files_gone = len(files), chunks
+        shown = ", ".join(printable(path) for path in files[:3]) + (", ..." if len(files) > 3 else "")
+        logger.warning(
+            "%d %s stored by an earlier run %s gone from disk (%s); %s %d %s still stored and found by "
+            "search: run again with --prune to delete them",
+            len(files),
+            "file" if len(files) == 1 else "files",
+            "is" if len(files) == 1 else "are",
+            shown,
+            "its" if len(files) == 1 else "their",
+            chunks,
+            "chunk is" if chunks == 1 else "chunks are",
+        )
 
     def stored_chunk_ids(self) -> dict[str, str | None]:
         """The ids stored before the run and their payloads' digests (``None``: unknown), in memory,
@@ -475,6 +509,22 @@ def stored_as_is(stored: Mapping[str, str | None], chunk_id: str, payload: Mappi
         return False
     digest = stored[chunk_id]
     return digest is None or digest == payload_digest(payload)
+
+
+def _gone_file(source: str) -> str | None:
+    """The file a stored ``source`` was read from (itself, or for a JSONL or CSV record ``path#id``
+    its file) where that is an absolute path no longer on disk; ``None`` for a file still there or
+    a source that names no file (a ``Document`` of the caller's own)."""
+    path = source
+    cut = source.find("#")
+    while cut != -1:
+        if source[:cut].lower().endswith(JSONL_SUFFIXES + CSV_SUFFIXES):
+            path = source[:cut]
+            break
+        cut = source.find("#", cut + 1)
+    if not os.path.isabs(path) or os.path.lexists(path):
+        return None
+    return path
 
 
 def _under(source: str, resolved: list[str]) -> bool:

@@ -218,6 +218,13 @@ class StoredIds:
             if ids:
                 yield ids
 
+    def unseen_sources(self) -> Iterator[tuple[str, int]]:
+        """Each stored source no document of this run had, in order, with its number of chunks."""
+        yield from self._db.execute(
+            "SELECT source, COUNT(*) FROM stored WHERE source NOT IN (SELECT source FROM seen)"
+            " GROUP BY source ORDER BY source"
+        )
+
     def ids(self) -> Iterator[str]:
         """Every stored id (a Ray run ships them to its workers, which skip them)."""
         for (cid,) in self._db.execute("SELECT id FROM stored"):
