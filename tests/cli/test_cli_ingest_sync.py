@@ -80,6 +80,11 @@ def test_files_deleted_or_renamed_since_the_last_run_are_named_until_prune_delet
     assert sorted(_sources("tides and sourdough", store, capsys)) == ["loaf.md", "rust.md"]
     assert main(["ingest", str(docs), *store]) == 0
     assert capsys.readouterr().out.startswith(f"up to date: 2 documents in {kind} collection 'docs'")
+    (docs / "rust.md").unlink()  # one file, one chunk: said in the singular
+    assert main(["ingest", str(docs), *store]) == 0
+    assert "; 1 file gone from disk still stored (--prune deletes it); in " in capsys.readouterr().out
+    said = f"({(docs / 'rust.md').resolve()}); its 1 chunk is still stored and found by search: "
+    assert said + "run again with --prune to delete it" in caplog.text
 
 
 @pytest.mark.parametrize("kind", STORES)

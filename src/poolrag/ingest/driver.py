@@ -461,7 +461,7 @@ class IngestDriver:
         shown = ", ".join(printable(path) for path in files[:3]) + (", ..." if len(files) > 3 else "")
         logger.warning(
             "%d %s stored by an earlier run %s gone from disk (%s); %s %d %s still stored and found by "
-            "search: run again with --prune to delete them",
+            "search: run again with --prune to delete %s",
             len(files),
             "file" if len(files) == 1 else "files",
             "is" if len(files) == 1 else "are",
@@ -469,6 +469,7 @@ class IngestDriver:
             "its" if len(files) == 1 else "their",
             chunks,
             "chunk is" if chunks == 1 else "chunks are",
+            "it" if chunks == 1 else "them",
         )
 
     def stored_chunk_ids(self) -> dict[str, str | None]:
