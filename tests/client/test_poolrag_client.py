@@ -394,6 +394,14 @@ def test_api_key_is_sent_as_a_bearer_token(
     assert error.value.status_code == 401 and not isinstance(error.value, (ValueError, ConnectionError))
 
 
+def test_an_empty_model_name_is_none_as_the_server_reads_it(minilm_url: str, minilm_engine: Engine) -> None:
+    """``model=""`` (an unset environment variable, a config left blank) names no model, as
+    ``"model": ""`` does on the server and in vLLM: it was refused as a model not served here."""
+    client = PoolragClient(minilm_url, model="")
+    assert client.model is None
+    np.testing.assert_array_equal(client.embed_array(["a"]), minilm_engine.embed_array(["a"]))
+
+
 def test_unknown_model_name_and_unreachable_server(minilm_url: str) -> None:
     """No answer at all is a ``ConnectionError`` or a ``TimeoutError`` too (openai's
     ``APIConnectionError`` and ``APITimeoutError``), so a retry policy for network errors tells it

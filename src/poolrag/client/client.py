@@ -179,7 +179,7 @@ class PoolragClient:
     Args:
         base_url: the server's root, e.g. ``http://127.0.0.1:8000`` (a trailing ``/v1`` is accepted).
         api_key: sent as a bearer token; defaults to ``$POOLRAG_API_KEY``.
-        model: the served model name. ``None``: the model the server answers each task with when a
+        model: the served model name. ``None`` (or ``""``): the model the server answers each task with when a
             request names none (:func:`~poolrag.model_facts.answering_model`: the first that runs it;
             for scores, the first cross-encoder), named in the requests so both sides agree.
         task: the task this client runs when a call does not say (an adapter's): whose facts
@@ -240,7 +240,7 @@ class PoolragClient:
         }
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.api_key = api_key if api_key is not None else os.environ.get("POOLRAG_API_KEY")
-        self.model = model
+        self.model = model or None  # "" is no name, as the server reads it (and vLLM)
         self.timeout = timeout
         self.max_inputs_per_request = max_inputs_per_request
         self.max_concurrency = max_concurrency
