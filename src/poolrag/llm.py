@@ -472,11 +472,14 @@ class LLM:
                     None,
                     None,
                     lora_request,
+                    numbered=False,
                 )
             else:
                 outputs = self._late_chunks(items, params, lora_request)
             for index, output in zip(indices, outputs, strict=True):
                 results[index] = output
+        for output in results:  # numbered in the prompts' order once all groups ran, as vLLM's are
+            output.request_id = str(next(self._request_ids))
         return results
 
     def _late_chunks(self, texts: list[Any], params: PoolingParams, lora_request: object) -> list[Any]:
@@ -523,7 +526,7 @@ class LLM:
                 means /= np.maximum(np.linalg.norm(means, axis=-1, keepdims=True), 1e-12)
             chunked.append(
                 PoolingRequestOutput(
-                    request_id=str(next(self._request_ids)),
+                    request_id="",  # numbered by _late_chunked, in the prompts' order
                     outputs=PoolingOutput(_tensor(means)),
                     prompt_token_ids=ids,
                     prompt=text,
@@ -564,10 +567,14 @@ class LLM:
         truncate_prompt_tokens: int | None,
         tokenization_kwargs: dict[str, Any] | None,
         lora_request: object,
+        numbered: bool = True,
     ) -> list[Any]:
         """One task over vLLM's inputs: prompts and truncation in the Engine's form; a list of
         ``PoolingParams`` runs each distinct one over its prompts (batched with the others by the
-        engine's scheduler only within one call), the results back in the prompts' order."""
+        engine's scheduler only within one call), the results back in the prompts' order.
+        ``numbered=False``: no request ids taken from the LLM's count (a caller numbering a whole
+        call made of several runs does it)."""
+        request_ids = self._request_ids if numbered else None
         items = engine_prompts(prompts)
         truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
         listed = prompt_list(items)
@@ -575,7 +582,7 @@ class LLM:
         longest = self.engine.facts.max_model_len
         if per_prompt is None:
             single = pooling_params if isinstance(pooling_params, PoolingParams) else None
-            return to_vllm(call(items, _params(single, truncate, lora_request, longest)), self._request_ids)
+            return to_vllm(call(items, _params(single, truncate, lora_request, longest)), request_ids)
         groups: dict[PoolingParams | None, list[int]] = {}
         for index, params in enumerate(per_prompt):
             groups.setdefault(params, []).append(index)
@@ -584,4 +591,4 @@ class LLM:
             outputs = call([listed[i] for i in indices], _params(params, truncate, lora_request, longest))
             for index, output in zip(indices, outputs, strict=True):
                 results[index] = output
-        return to_vllm(results, self._request_ids)
+        return to_vllm(results, request_ids)

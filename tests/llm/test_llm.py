@@ -355,6 +355,26 @@ def test_late_chunking_params_average_each_chunks_token_vectors(minilm_path: Pat
     assert text[start:end] == text[offsets[metadata.chunks[-1].token_range[0]][0] : offsets[-2][1]]
 
 
+def test_late_chunked_and_plain_prompts_are_numbered_in_the_prompts_order(minilm_path: Path) -> None:
+    """A call mixing late-chunked and plain ``token_embed`` prompts numbers its results in the
+    prompts' order and from where the LLM's count stood, as vLLM numbers every call (its outputs
+    sorted by request id are the prompts' order); each group used to take ids as it ran, so the
+    plain prompt between two chunked ones came back as request "2" after "0" and before "1"."""
+    from poolrag.vllm import LateChunkingParams
+
+    llm = LLM(str(minilm_path))
+    late = PoolingParams(late_chunking_params=LateChunkingParams(2))
+    assert llm.embed("a first call")[0].request_id == "0"
+    outputs = llm.encode(
+        ["alpha beta gamma delta", "one two three", "x y z w v"],
+        pooling_task="token_embed",
+        pooling_params=[late, PoolingParams(), late],
+    )
+    assert [o.request_id for o in outputs] == ["1", "2", "3"]
+    assert [o.late_chunking is not None for o in outputs] == [True, False, True]
+    assert llm.embed("the next call")[0].request_id == "4"
+
+
 def test_late_chunking_params_are_refused_where_they_cannot_apply(
     minilm_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
