@@ -47,6 +47,10 @@ def _is_token_ids(value: object) -> bool:
 def _engine_prompt(prompt: object) -> object:
     if _is_token_ids(prompt):
         return {"prompt_token_ids": list(prompt)}  # type: ignore[call-overload]
+    if isinstance(prompt, list | tuple) and not prompt:
+        # in a list of prompts, [] is vLLM's empty token prompt: refused as one (a ValueError), not
+        # as a list where a prompt was due (a TypeError that names lists as wrong)
+        return {"prompt_token_ids": []}
     if isinstance(prompt, Mapping) and "prompt_token_ids" in prompt:
         extra = sorted(set(prompt) - {"prompt_token_ids", "prompt"} - _CACHE_ONLY_KEYS)
         if extra:

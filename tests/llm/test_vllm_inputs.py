@@ -98,6 +98,17 @@ def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
         llm.embed({"prompt_token_ids": [101, 2000, 102], "multi_modal_data": {"image": None}})
 
 
+def test_an_empty_token_prompt_in_a_list_is_refused_as_empty(llm: LLM) -> None:
+    """vLLM reads ``[]`` in a list of prompts as an empty token prompt and refuses it with a
+    ``ValueError`` ("prompt cannot be empty"); it was a ``TypeError`` saying a list may not be a
+    prompt, when a list of ids is one. A bare ``[]`` is still no prompts at all, as in vLLM."""
+    for prompts in ([[101, 2000, 102], []], [SENTENCES[0], ()], [{"prompt_token_ids": []}]):
+        with pytest.raises(InvalidInputError, match=r"input\[\d\] is empty \(no token ids\)") as refused:
+            llm.embed(prompts)
+        assert isinstance(refused.value, ValueError)
+    assert llm.embed([]) == []
+
+
 def test_tokenization_kwargs_truncate_as_in_vllm(llm: LLM, minilm_engine: Engine) -> None:
     long_text = "retrieval " * 300  # 302 tokens, over MiniLM's 256
     for kwargs, length in (
