@@ -40,6 +40,7 @@ against this list and fails on any arrow up and on any module not placed here::
     engine_args: every option an Engine takes, as one checked value (flags, Ray recipes, adapters)
     core: wiring model, runner and poolers into one pipeline
     engine: the in-process Engine (the PoolingBackend most callers use)
+    vllm_progress: vLLM's use_tqdm bar, advanced by the core's reports of a call's answered requests
     llm: vLLM's LLM front door over the Engine
     vllm: vLLM's public pooling names (LLM, PoolingParams, PoolerConfig, its output types) for ported scripts
     poolrag: this facade (lazy public names, the version)

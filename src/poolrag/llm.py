@@ -48,6 +48,7 @@ from poolrag.vllm_outputs import (
     ScoringRequestOutput,
     to_vllm,
 )
+from poolrag.vllm_progress import PromptsBar
 
 logger = logging.getLogger(__name__)
 
@@ -322,6 +323,7 @@ class LLM:
             truncate_prompt_tokens,
             tokenization_kwargs,
             lora_request,
+            use_tqdm=use_tqdm,
         )
 
     def classify(
@@ -342,6 +344,7 @@ class LLM:
             truncate_prompt_tokens,
             tokenization_kwargs,
             lora_request,
+            use_tqdm=use_tqdm,
         )
 
     def reward(
@@ -363,6 +366,7 @@ class LLM:
             truncate_prompt_tokens,
             tokenization_kwargs,
             lora_request,
+            use_tqdm=use_tqdm,
         )
 
     def score(
@@ -394,7 +398,9 @@ class LLM:
         truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
         params = _params(pooling_params, truncate, lora_request, self.engine.facts.max_model_len)
         first, second = score_side(data_1), score_side(data_2)  # vLLM's multimodal forms: images
-        results = self.engine.score(first, second, params, score_template=score_template)
+        pairs = max(len(side) if isinstance(side, list) else 1 for side in (first, second))
+        with PromptsBar(use_tqdm, pairs) as bar, bar.covering(pairs):
+            results = self.engine.score(first, second, params, score_template=score_template)
         return to_vllm(results, self._request_ids)
 
     def encode(
@@ -424,7 +430,7 @@ class LLM:
                     param="late_chunking_params",
                 )
             truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
-            return self._late_chunked(prompts, pooling_params, truncate, lora_request)
+            return self._late_chunked(prompts, pooling_params, truncate, lora_request, use_tqdm)
         return self._run(
             lambda items, params: self.engine.encode(items, task, params),
             prompts,
@@ -432,6 +438,7 @@ class LLM:
             truncate_prompt_tokens,
             tokenization_kwargs,
             lora_request,
+            use_tqdm=use_tqdm,
         )
 
     def _late_chunked(
@@ -440,6 +447,7 @@ class LLM:
         pooling_params: PoolingParams | Sequence[PoolingParams] | None,
         truncate: int | None,
         lora_request: object,
+        use_tqdm: bool | Callable[..., Any],
     ) -> list[Any]:
         """vLLM's late chunking of ``token_embed``: each text's token vectors as the model gives
         them, every token included, averaged ``chunk_size`` tokens at a time, then normalised
@@ -462,22 +470,24 @@ class LLM:
                     f"prompts[{index}]: late chunking reads a text prompt, not token ids or an image"
                 )
             groups.setdefault(params, []).append(index)
-        for params, indices in groups.items():
-            items = [listed[i] for i in indices]
-            if params is None or params.late_chunking_params is None:
-                outputs = self._run(
-                    lambda batch, p: self.engine.encode(batch, "token_embed", p),
-                    items,
-                    params,
-                    None,
-                    None,
-                    lora_request,
-                    numbered=False,
-                )
-            else:
-                outputs = self._late_chunks(items, params, lora_request)
-            for index, output in zip(indices, outputs, strict=True):
-                results[index] = output
+        with PromptsBar(use_tqdm, len(listed)) as bar:
+            for params, indices in groups.items():
+                items = [listed[i] for i in indices]
+                with bar.covering(len(indices)):
+                    if params is None or params.late_chunking_params is None:
+                        outputs = self._run(
+                            lambda batch, p: self.engine.encode(batch, "token_embed", p),
+                            items,
+                            params,
+                            None,
+                            None,
+                            lora_request,
+                            numbered=False,
+                        )
+                    else:
+                        outputs = self._late_chunks(items, params, lora_request)
+                for index, output in zip(indices, outputs, strict=True):
+                    results[index] = output
         for output in results:  # numbered in the prompts' order once all groups ran, as vLLM's are
             output.request_id = str(next(self._request_ids))
         return results
@@ -568,27 +578,33 @@ class LLM:
         tokenization_kwargs: dict[str, Any] | None,
         lora_request: object,
         numbered: bool = True,
+        use_tqdm: bool | Callable[..., Any] = False,
     ) -> list[Any]:
         """One task over vLLM's inputs: prompts and truncation in the Engine's form; a list of
         ``PoolingParams`` runs each distinct one over its prompts (batched with the others by the
         engine's scheduler only within one call), the results back in the prompts' order.
         ``numbered=False``: no request ids taken from the LLM's count (a caller numbering a whole
-        call made of several runs does it)."""
+        call made of several runs does it). ``use_tqdm``: vLLM's bar over the prompts."""
         request_ids = self._request_ids if numbered else None
         items = engine_prompts(prompts)
         truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
         listed = prompt_list(items)
         per_prompt = per_prompt_params(pooling_params, len(listed))
         longest = self.engine.facts.max_model_len
-        if per_prompt is None:
-            single = pooling_params if isinstance(pooling_params, PoolingParams) else None
-            return to_vllm(call(items, _params(single, truncate, lora_request, longest)), request_ids)
-        groups: dict[PoolingParams | None, list[int]] = {}
-        for index, params in enumerate(per_prompt):
-            groups.setdefault(params, []).append(index)
-        results: list[Any] = [None] * len(listed)
-        for params, indices in groups.items():
-            outputs = call([listed[i] for i in indices], _params(params, truncate, lora_request, longest))
-            for index, output in zip(indices, outputs, strict=True):
-                results[index] = output
+        with PromptsBar(use_tqdm, len(listed)) as bar:
+            if per_prompt is None:
+                single = pooling_params if isinstance(pooling_params, PoolingParams) else None
+                with bar.covering(len(listed)):
+                    outputs = call(items, _params(single, truncate, lora_request, longest))
+                return to_vllm(outputs, request_ids)
+            groups: dict[PoolingParams | None, list[int]] = {}
+            for index, params in enumerate(per_prompt):
+                groups.setdefault(params, []).append(index)
+            results: list[Any] = [None] * len(listed)
+            for params, indices in groups.items():
+                group = [listed[i] for i in indices]
+                with bar.covering(len(indices)):
+                    outputs = call(group, _params(params, truncate, lora_request, longest))
+                for index, output in zip(indices, outputs, strict=True):
+                    results[index] = output
         return to_vllm(results, request_ids)

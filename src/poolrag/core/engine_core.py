@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
+from poolrag.core.progress import Tally
 from poolrag.errors import EngineClosedError
 from poolrag.native_heap import batch_finished
 from poolrag.pooling.task_poolers import TaskPooler
@@ -56,12 +57,13 @@ CHORE_PATIENCE_S = 2.0
 class _Job:
     """One caller's submission: a future and a result slot per request, in input order."""
 
-    __slots__ = ("future", "results", "waiting")
+    __slots__ = ("future", "results", "tally", "waiting")
 
-    def __init__(self, future: Future[list[np.ndarray]], size: int) -> None:
+    def __init__(self, future: Future[list[np.ndarray]], size: int, tally: Tally | None = None) -> None:
         self.future = future
         self.results: list[np.ndarray | None] = [None] * size
         self.waiting = size
+        self.tally = tally
 
     @property
     def live(self) -> bool:
@@ -70,6 +72,8 @@ class _Job:
     def deliver(self, index: int, value: np.ndarray) -> None:
         self.results[index] = value
         self.waiting -= 1
+        if self.tally is not None:
+            self.tally.answered += 1
         if self.waiting == 0 and self.live:
             with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
                 self.future.set_result(self.results)  # type: ignore[arg-type]
@@ -185,13 +189,16 @@ class EngineCore:
         self.runner.reset_after_fork()
 
     # -- callers' side ----------------------------------------------------------------------------
-    def submit(self, requests: Sequence[PoolingRequest]) -> Future[list[np.ndarray]]:
-        """Queue ``requests``; the future's result is one array per request, in order."""
+    def submit(
+        self, requests: Sequence[PoolingRequest], tally: Tally | None = None
+    ) -> Future[list[np.ndarray]]:
+        """Queue ``requests``; the future's result is one array per request, in order. ``tally``
+        counts them as they are answered (a caller's progress bar)."""
         future: Future[list[np.ndarray]] = Future()
         if not requests:
             future.set_result([])
             return future
-        job = _Job(future, len(requests))
+        job = _Job(future, len(requests), tally)
         with self._cv:
             if self._closed:
                 raise EngineClosedError(CLOSED_MESSAGE)

@@ -18,12 +18,13 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
 from poolrag.core.engine_core import EngineCore
+from poolrag.core.progress import ProgressCallback, Tally, current_callback
 from poolrag.pooling.matryoshka import truncate
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
@@ -39,6 +40,8 @@ READY_PART = 32
 #: a call's prepared requests waiting in the core at most, in batches' worth of tokens: the next
 #: batch is ready when one ends, and the rest of a long call's images are not held meanwhile
 QUEUED_BATCHES = 2
+#: how often a call with a progress callback looks at how many of its requests are answered
+PROGRESS_POLL_S = 0.1
 #: threads an engine's asyncio callers prepare a call on when it is too big for the event loop (as
 #: many as asyncio's default executor has): the engine's own, so one model's backlog never queues
 #: another model's work, and closing an engine never waits behind anyone's tokenising
@@ -83,6 +86,22 @@ def _join(results: list[np.ndarray], plan: _Plan | None) -> list[np.ndarray]:
     ]
 
 
+def _wait_reporting(future: Future[Any], tally: Tally, total: int, report: ProgressCallback) -> None:
+    """Wait for ``future``, telling ``report`` each time more of its ``total`` requests are answered
+    (polled: the callback runs here, on the caller's thread, never on the engine's worker)."""
+    shown = 0
+    while True:
+        try:
+            future.result(timeout=PROGRESS_POLL_S)
+            break
+        except TimeoutError:
+            pass
+        if tally.answered != shown:
+            shown = tally.answered
+            report(shown, total)
+    report(total, total)
+
+
 def _let_pixels_go(requests: list[PoolingRequest | Future[PoolingRequest]], start: int, stop: int) -> None:
     for i in range(start, min(stop, len(requests))):
         requests[i] = requests[i].answered()  # type: ignore[union-attr]
@@ -121,8 +140,12 @@ class ModelExecutor:
         if not requests:
             return []
         flat, plan = _expand(requests)
-        future = self.core.submit(flat)
+        report = current_callback()
+        tally = None if report is None else Tally()
+        future = self.core.submit(flat, tally)
         try:
+            if report is not None and tally is not None:
+                _wait_reporting(future, tally, len(flat), report)
             return _join(future.result(), plan)
         except BaseException:
             future.cancel()  # e.g. KeyboardInterrupt: do not leave the work queued
