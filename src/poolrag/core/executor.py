@@ -17,7 +17,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 import numpy as np
@@ -90,16 +90,12 @@ def _wait_reporting(future: Future[Any], tally: Tally, total: int, report: Progr
     """Wait for ``future``, telling ``report`` each time more of its ``total`` requests are answered
     (polled: the callback runs here, on the caller's thread, never on the engine's worker)."""
     shown = 0
-    while True:
-        try:
-            future.result(timeout=PROGRESS_POLL_S)
-            break
-        except TimeoutError:
-            pass
+    while not wait([future], timeout=PROGRESS_POLL_S).done:
         if tally.answered != shown:
             shown = tally.answered
             report(shown, total)
-    report(total, total)
+    if future.exception() is None:
+        report(total, total)
 
 
 def _let_pixels_go(requests: list[PoolingRequest | Future[PoolingRequest]], start: int, stop: int) -> None:
