@@ -287,6 +287,46 @@ def test_long_documents_leave_k_documents_in_every_query_s_run(tmp_path: Path, m
         store.close()
 
 
+ARGUMENTS = {
+    "a1-pro": "Vegetarian diets help the environment because meat production emits greenhouse gases.",
+    "a1-con": "Meat can be farmed sustainably and grazing land stores carbon in the soil.",
+    "a2-pro": "School uniforms reduce bullying since children cannot be judged by their clothes.",
+    "a2-con": "Uniforms do not stop bullying; children find other things to mock and lose self expression.",
+    "a3-pro": "Nuclear power is a clean energy source with very low carbon emissions.",
+    "a3-con": "Nuclear waste stays dangerous for thousands of years and accidents are catastrophic.",
+}
+
+
+def test_a_query_s_own_unjudged_document_is_left_out_of_its_ranking_as_beir_leaves_it(
+    tmp_path: Path, minilm_engine
+) -> None:
+    """ArguAna and Quora take each query from the corpus under the same id, so that document comes
+    first and answers nothing; BEIR's ``EvaluateRetrieval.evaluate`` (``ignore_identical_ids=True``)
+    and MTEB drop it, and published tables are computed so. A document whose id merely collides with
+    the query's and that the qrels judge for it stays."""
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    folder = bench.dataset.corpus_path.parent
+    corpus = [{"_id": i, "title": "", "text": t} for i, t in ARGUMENTS.items()]
+    bench.dataset.corpus_path.write_text("".join(json.dumps(doc) + "\n" for doc in corpus))
+    queries = [{"_id": i, "text": ARGUMENTS[i]} for i in ("a1-pro", "a2-pro", "a3-con")]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    qrels = "query-id\tcorpus-id\tscore\na1-pro\ta1-con\t1\na2-pro\ta2-con\t1\na3-con\ta3-con\t1\n"
+    (folder / "qrels" / "test.tsv").write_text(qrels)
+    store = bench.open()
+    try:
+        evaluation, _ = bench.evaluation(store)
+        report = evaluation.run(BeirDataset(folder), ["dense", "sparse", "hybrid"], k=K)
+    finally:
+        store.close()
+    for mode, run in report.runs.items():
+        for query_id in ("a1-pro", "a2-pro"):
+            ranked = [doc for doc, _ in run[query_id]]
+            assert query_id not in ranked, (mode, query_id, ranked)
+            assert len(ranked) >= K or mode == "sparse", (mode, query_id, ranked)  # BM25: shared terms only
+        assert run["a3-con"][0][0] == "a3-con", mode  # judged for its query: it counts
+    assert report.metrics["dense"] == {f"recall@{K}": 1.0, f"mrr@{K}": 1.0, f"ndcg@{K}": 1.0}
+
+
 class CountingReranker:
     """A cross-encoder engine that counts the (query, passage) pairs it scores."""
 

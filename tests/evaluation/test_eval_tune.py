@@ -183,3 +183,21 @@ def test_where_sparse_never_helps_the_choice_is_dense_alone_and_never_below_it()
     assert report.record.fusion == ("minmax", 0.0)
     assert report.held_out == report.dense
     assert report.comparison.p_value == 1.0 and report.comparison.ties == 10
+
+
+def test_candidates_leave_out_a_query_s_own_unjudged_document_as_the_table_s_rows_do() -> None:
+    """Where each query is a corpus document under the same id (ArguAna, Quora), the table's rows
+    leave that document out (:func:`~poolrag.evaluation.run.without_own_document`); so do the
+    candidates, or dense alone would score below the dense row it is."""
+    legs, qrels, dense_run = {}, {}, {}
+    for i in range(5):
+        query = f"q{i}"
+        legs[query] = QueryLegs(
+            dense=[_hit(f"{query}#0", 1.0), _hit(f"r{i}#0", 0.8), _hit(f"w{i}#0", 0.5)],
+            sparse=[_hit(f"w{i}#0", 9.0)],
+        )
+        qrels[query] = {f"r{i}": 1}
+        dense_run[query] = [(f"r{i}", 0.8), (f"w{i}", 0.5)]  # the dense row: its own document left out
+    report = cross_validate(_fixed(legs), qrels, dense_run, k=2, depth=3, chunks=3, prefetch=3, folds=5)
+    assert report.record.fusion == ("minmax", 0.0)
+    assert report.held_out == report.dense == {"recall@2": 1.0, "mrr@2": 1.0, "ndcg@2": 1.0}

@@ -186,6 +186,19 @@ def documents_of(results: Sequence[SearchResult]) -> list[tuple[str, float]]:
     return sorted(best.items(), key=lambda pair: -pair[1])
 
 
+def without_own_document(
+    query_id: str, ranked: list[tuple[str, float]], judged: Mapping[str, int]
+) -> list[tuple[str, float]]:
+    """``ranked`` less the document whose id is the query's own, unless the qrels judge it for that
+    query. ArguAna and Quora take each query from the corpus under the same id, so that document
+    comes first and answers nothing; BEIR's ``EvaluateRetrieval.evaluate`` (``ignore_identical_ids``,
+    on by default) and MTEB on those sets drop it, and their published tables are computed so. A
+    judged one stays: its id merely collides with the query's, and the judgement says what it is worth."""
+    if query_id in judged:
+        return ranked
+    return [pair for pair in ranked if pair[0] != query_id]
+
+
 def widened_documents(
     documents: Callable[[int], tuple[int, list[tuple[str, float]]]], depth: int, k: int, stored: int
 ) -> list[tuple[str, float]]:
@@ -306,6 +319,14 @@ class Evaluation:
         total = _corpus_document_count(dataset) if self.pipeline.progress else None
         ingest = self.pipeline.run(corpus_documents(dataset, images, corpus_ids), prune=prune, total=total)
         dataset.warn_unknown_documents(split, qrels, corpus_ids)
+        own = [q.id for q in queries if q.id in corpus_ids and q.id not in qrels[q.id]]
+        if own:
+            logger.warning(
+                "%d queries share their id with a corpus document their qrels do not judge (as ArguAna's "
+                "and Quora's do); it is left out of their rankings, as BEIR and MTEB leave it out: %s",
+                len(own),
+                ", ".join(own[:5]) + (f" and {len(own) - 5} more" if len(own) > 5 else ""),
+            )
         before = self.embedder.misses
         for start in range(0, len(queries), query_batch_size):
             batch = queries[start : start + query_batch_size]
@@ -327,7 +348,8 @@ class Evaluation:
         for mode in modes:
             retriever = self._retriever(mode, rerank_scores)
             runs[mode] = {
-                q.id: self._documents(retriever, q, mode, depth, prefetch, k, stored) for q in queries
+                q.id: self._documents(retriever, q, qrels[q.id], mode, depth, prefetch, k, stored)
+                for q in queries
             }
             metrics[mode] = evaluate(runs[mode], qrels, (k,))
             logger.info("%s: %s", mode, metrics[mode])
@@ -359,18 +381,19 @@ class Evaluation:
         self,
         retriever: Retriever,
         query: BeirQuery,
+        judged: Mapping[str, int],
         mode: str,
         depth: int,
         prefetch: int | None,
         k: int,
         stored: int,
     ) -> list[tuple[str, float]]:
-        """The query's ranked documents, each at its best chunk, widened as :func:`widened_documents`
-        says."""
+        """The query's ranked documents, each at its best chunk, its own unjudged one left out
+        (:func:`without_own_document`), widened as :func:`widened_documents` says."""
 
         def documents(chunks: int) -> tuple[int, list[tuple[str, float]]]:
             hits = self._search(retriever, query, mode, chunks, prefetch)
-            return len(hits), documents_of(hits)
+            return len(hits), without_own_document(query.id, documents_of(hits), judged)
 
         return widened_documents(documents, depth, k, stored)
 

@@ -29,7 +29,7 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.evaluation.beir import BeirDataset
 from poolrag.evaluation.metrics import DEFAULT_METRICS, Qrels, evaluate_per_query
-from poolrag.evaluation.run import CORPUS_ID_KEY, Evaluation, widened_documents
+from poolrag.evaluation.run import CORPUS_ID_KEY, Evaluation, widened_documents, without_own_document
 from poolrag.retrieval.funnel import Retriever
 from poolrag.retrieval.fusion import ScoreNormalisation, SecondStage, descending_order, fuse_second_stage
 from poolrag.retrieval.rerank import CrossEncoderReranker
@@ -227,20 +227,26 @@ def candidate_run(
     depth: int,
     chunks: int,
     prefetch: int | None = None,
+    qrels: Qrels | None = None,
 ) -> dict[str, list[tuple[str, float]]]:
     """The document run ``setting`` gives each query, as its row in ``poolrag eval``'s table would:
     ``depth`` chunks fused from legs as deep as the hybrid rows fetch them (``prefetch``, default at
     least 50), widened by :func:`~poolrag.evaluation.run.widened_documents` over the collection's
-    ``chunks`` until k documents remain. So dense alone gives the dense row's ranking."""
+    ``chunks`` until k documents remain, and, given the ``qrels``, a query's own unjudged document
+    left out (:func:`~poolrag.evaluation.run.without_own_document`). So dense alone gives the dense
+    row's ranking."""
 
-    def run(source: LegSource) -> list[tuple[str, float]]:
+    def run(query_id: str, source: LegSource) -> list[tuple[str, float]]:
         def documents(fused: int) -> tuple[int, list[tuple[str, float]]]:
             hits = fused_chunks(source(prefetch_depth(fused, prefetch)), setting, fused)
-            return len(hits), _by_document(hits)
+            ranked = _by_document(hits)
+            if qrels is not None:
+                ranked = without_own_document(query_id, ranked, qrels.get(query_id, {}))
+            return len(hits), ranked
 
         return widened_documents(documents, depth, k, chunks)
 
-    return {query_id: run(source) for query_id, source in legs.items()}
+    return {query_id: run(query_id, source) for query_id, source in legs.items()}
 
 
 @dataclass
@@ -315,7 +321,7 @@ def cross_validate(
     objective = f"mrr@{k}"
     scores: dict[Setting, dict[str, dict[str, float]]] = {}
     for setting in candidate_settings(rerank):
-        run = candidate_run(legs, setting, k=k, depth=depth, chunks=chunks, prefetch=prefetch)
+        run = candidate_run(legs, setting, k=k, depth=depth, chunks=chunks, prefetch=prefetch, qrels=qrels)
         scores[setting] = evaluate_per_query(run, qrels, (k,))
     query_ids = sorted(next(iter(scores.values())))
     if not query_ids:
