@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -124,6 +125,23 @@ def test_missing_folder_and_files_are_named(tmp_path: Path) -> None:
     (tmp_path / "ds" / "qrels" / "test.tsv").unlink()
     with pytest.raises(BeirFormatError, match=r"qrels/dev\.tsv: file not found; a BEIR dataset needs it"):
         dataset.qrels("dev")
+
+
+def test_a_gzipped_file_in_place_of_the_plain_one_is_named_with_what_to_do(tmp_path: Path) -> None:
+    """Copies of BEIR sets ship ``corpus.jsonl.gz``; BEIR's loader, like this one, reads the plain
+    file, and "file not found" beside the .gz left the user guessing."""
+    dataset = make_dataset(tmp_path / "ds")
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        plain = tmp_path / "ds" / name
+        plain.with_name(plain.name + ".gz").write_bytes(gzip.compress(plain.read_bytes()))
+        plain.unlink()
+    expected = r"corpus\.jsonl: file not found; corpus\.jsonl\.gz is there: decompress it \(gunzip -k\)"
+    with pytest.raises(BeirFormatError, match=expected):
+        list(dataset.documents())
+    with pytest.raises(BeirFormatError, match=r"queries\.jsonl: file not found; queries\.jsonl\.gz is there"):
+        list(dataset.queries())
+    with pytest.raises(BeirFormatError, match=r"test\.tsv: file not found; test\.tsv\.gz is there"):
+        dataset.qrels()
 
 
 def test_the_judged_queries_are_those_a_ranking_can_score(tmp_path: Path, caplog) -> None:

@@ -60,6 +60,11 @@ class BeirQuery:
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """Non-blank lines with their 1-based numbers; bad UTF-8 is reported at its line."""
     if not path.is_file():
+        packed = path.with_name(path.name + ".gz")
+        if packed.is_file():  # as copies of BEIR sets ship it; BEIR's loader reads the plain file too
+            raise BeirFormatError(
+                path, None, f"file not found; {packed.name} is there: decompress it (gunzip -k)"
+            )
         raise BeirFormatError(path, None, "file not found; a BEIR dataset needs it")
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
