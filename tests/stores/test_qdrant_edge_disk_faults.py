@@ -114,6 +114,7 @@ def test_a_read_only_shard_is_one_line_and_loses_nothing(tmp_path: Path, read_on
         line = one_line(run.stderr)
         assert line.startswith(f"poolrag {command}: error: cannot write the Qdrant Edge shard"), line
         assert str(view) in line and "Read-only file system" in line, line
+        assert "writes its folder even to search" in line, line  # a search is refused too: why
 
     with open_store("qdrant-edge", "c", path=str(store)) as edge:  # untouched, and opens writable
         assert edge.count() == stored_before > 0

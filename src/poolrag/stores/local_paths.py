@@ -3,7 +3,8 @@
 A folder that cannot be written is the user's to fix, and retrying cannot help: it must be one
 immediate error naming the path, not five retries reported as "another process using it?". The
 check writes and removes a probe file, because permission bits alone say nothing for root or on a
-read-only mount.
+read-only mount. The error says that even a search writes there: an embedded store takes a
+lock file (and Qdrant Edge loads its shard writable), which a user who only searches would not guess.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def check_writable_folder(folder: Path, what: str, *, create: bool = False) -> N
         reason = exc.strerror or str(exc)
         cause = f"{_CAUSES[exc.errno]}: " if exc.errno in _CAUSES else ""
         raise StorePathError(
-            f"cannot write {what} at {folder}: {reason} ({cause}choose a writable location)"
+            f"cannot write {what} at {folder}: {reason} ({cause}choose a writable location; an "
+            "embedded store writes its folder even to search, for its lock)"
         ) from exc
 
 
