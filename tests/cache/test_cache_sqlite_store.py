@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from disk_faults import empty_filler, fill_to, small_disk
+from disk_faults import empty_filler, fill_to, free_bytes, small_disk
 
 from poolrag.cache import EmbeddingCache
 from poolrag.cache.recovery import CacheAccessError, CacheBusyError
@@ -311,12 +311,33 @@ def test_a_disk_without_room_to_move_an_older_file_keeps_it_working_until_there_
         with EmbeddingCache(path) as cache:
             assert len(cache.get_many([_key(i) for i in range(0, 600, 12)])) == 50
             cache.put_many({_key(1000): _vec(1000, 384)})
-        assert "keeps its older, larger layout for now (the disk is full)" in caplog.text
+        assert "keeps its older, larger layout for now" in caplog.text
         assert _layout(path) == "older"
         empty_filler(disk)
         with EmbeddingCache(path) as cache:
             assert len(cache) == 601 and cache.nbytes == 601 * 384 * 4
         assert _layout(path) == "compact" and _file_bytes(path) < 1.6 * 601 * 384 * 4
+
+
+@pytest.mark.parametrize("room", [0.2, 1.8], ids=["no-room-to-copy", "room-to-copy-not-to-check-in"])
+def test_a_move_the_disk_has_too_little_room_for_leaves_the_disk_its_free_bytes(
+    tmp_path: Path, room: float
+) -> None:
+    """The store an ingest fills shares the cache's disk: a move that cannot finish must not take
+    the disk's last bytes, neither while the cache is open nor after it closes (with ``room`` times
+    the file free, a move commits into the WAL, then the file cannot grow to take it in)."""
+    with small_disk(tmp_path / "disk", 16 << 20) as disk:
+        path = disk / "c.sqlite"
+        with EmbeddingCache(path) as cache:
+            cache.put_many({_key(i): _vec(i, 384) for i in range(600)})
+        _as_an_older_poolrag_wrote(path, user_version=1)
+        free = int(room * path.stat().st_size)
+        fill_to(disk, free)
+        with EmbeddingCache(path) as cache:
+            assert free_bytes(disk) > free - (100 << 10)
+            assert len(cache.get_many([_key(i) for i in range(0, 600, 12)])) == 50
+        assert free_bytes(disk) > free - (100 << 10)
+        assert _layout(path) == "older"
 
 
 def _read_all_and_write_one(path: str, start: multiprocessing.synchronize.Event, n: int) -> None:

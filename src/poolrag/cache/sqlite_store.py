@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -125,26 +126,60 @@ def _upgrade_once(conn: sqlite3.Connection, path: Path) -> bool:
             conn.execute("BEGIN IMMEDIATE")
             if _version(conn) >= _LAYOUT_VERSION:
                 return False  # another process moved it while this one waited for the lock
-            moved = _move_to_rowid_table(conn)
+            moved = False
+            if _in_older_layout(conn):
+                short = _too_little_room(path)
+                if short is not None:
+                    _keep_older_layout(path, short)
+                    return False
+                moved = _move_to_rowid_table(conn)
             conn.execute(f"PRAGMA user_version = {_LAYOUT_VERSION}")
     except sqlite3.Error as exc:
         reason = write_refused(exc)
         if reason is None:
             raise
-        logger.warning(
-            "embedding cache %s keeps its older, larger layout for now (%s); it moves when there is room",
-            path,
-            reason,
-        )
+        # the copy that failed filled the WAL up to the disk's last byte, and a WAL keeps its size
+        # until the last connection closes: give those bytes back now, or every other write to this
+        # disk (the store an ingest fills) fails for as long as this process runs
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _keep_older_layout(path, reason)
         return False
     return moved
 
 
+def _keep_older_layout(path: Path, reason: str) -> None:
+    logger.warning(
+        "embedding cache %s keeps its older, larger layout for now (%s); it moves when there is room",
+        path,
+        reason,
+    )
+
+
+def _too_little_room(path: Path) -> str | None:
+    """Why the disk has no room to move ``path``'s vectors, or None. The move needs about twice the
+    file: the WAL takes the new table and the old one's pages (SQLite built with secure_delete, as
+    Debian's is, rewrites every page it frees), then the file grows by the new table before VACUUM
+    gives the old pages back. A move started short of that commits into a WAL that cannot be
+    checkpointed, and the disk stays full after the process ends."""
+    try:
+        files = (path, Path(f"{path}-wal"))
+        needed = 2 * sum(file.stat().st_size for file in files if file.exists())
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        return None  # the move itself finds out
+    if free >= needed:
+        return None
+    return f"the disk has {free} bytes free, the move needs about {needed}"
+
+
+def _in_older_layout(conn: sqlite3.Connection) -> bool:
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()
+    return "WITHOUT ROWID" in sql.upper()
+
+
 def _move_to_rowid_table(conn: sqlite3.Connection) -> bool:
     """Copy a WITHOUT ROWID ``vectors`` into today's table; True when there were rows to move."""
-    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()
-    if "WITHOUT ROWID" not in sql.upper():
-        return False
     count = conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
     logger.info("embedding cache: moving %d vectors to a compact layout (once per file)", count)
     conn.execute(_TABLE.format(name="vectors_compact"))
@@ -161,9 +196,11 @@ def _shrink(conn: sqlite3.Connection, path: Path) -> None:
     copy and no other writer; a file left unshrunk reuses its free pages for later vectors."""
     try:
         conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except sqlite3.OperationalError as exc:
         logger.info("embedding cache %s keeps its free pages for later vectors (%s)", path, exc)
+    # also after a VACUUM the disk refused: the copy it wrote stays in the WAL until truncated
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def default_cache_path() -> Path:
