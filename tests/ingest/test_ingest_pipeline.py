@@ -130,6 +130,32 @@ def test_a_run_without_prune_counts_the_files_gone_from_disk_once_each(setup: Se
 
 
 @pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_documents_of_the_callers_own_are_never_said_to_be_files_gone_from_disk(setup: Setup, caplog) -> None:
+    """A caller's source that looks like an absolute path (a wiki's '/kb/notes-1') names no file: a
+    later run of other documents does not call it a file gone from disk, nor urge --prune for it."""
+    pipe, _ = setup.pipeline()
+    pipe.run(from_iterable([("/kb/notes-1", "Standup moved to ten.")]))
+    caplog.clear()
+    pipe, _ = setup.pipeline()
+    report = pipe.run(from_iterable([("/kb/notes-2", "Lunch moved to noon.")]))
+    assert (report.files_gone, report.chunks_of_files_gone) == (0, 0)
+    assert "gone from disk" not in caplog.text
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_a_folder_whose_files_are_all_gone_says_so(setup: Setup, caplog) -> None:
+    setup.run()
+    stored = set(setup.store.list_sources().values())
+    for file in setup.corpus.iterdir():
+        file.unlink()
+    caplog.clear()
+    pipe, _ = setup.pipeline()
+    report = pipe.run(read_paths([setup.corpus]))
+    assert report.files_gone == len(stored) and report.deleted == 0
+    assert f"{len(stored)} files stored by an earlier run are gone from disk" in caplog.text
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
 def test_prune_keeps_the_chunks_of_a_folder_that_could_not_be_listed(setup: Setup, monkeypatch) -> None:
     """A subfolder that cannot be listed is a skipped path, not a deleted one (root lists any folder,
     so the listing error is injected where os.walk asks for it)."""

@@ -242,6 +242,7 @@ class IngestDriver:
             self.checkpoint.forget()
             self.report.resumed = False
         self._left_out: list[str] = []  # documents whose text no model can read
+        self._read_files = False  # a document read from a file was given (read_paths' own)
         self._pending: dict[str, _Pending] = {}
         self._finished: dict[str, str] = {}
         #: documents this run has done with: stored, found done by the checkpoint, or left out
@@ -309,6 +310,7 @@ class IngestDriver:
             self.documents_done += 1
             return False
         path = getattr(doc, "path", None)  # a file's (a record's source is its name)
+        self._read_files = self._read_files or path is not None
         self._pending[doc.source] = _Pending(digest, shown=printable(str(path)) if path is not None else "")
         return True
 
@@ -393,7 +395,12 @@ class IngestDriver:
 
     # -- the end of a run -----------------------------------------------------------------------------
     def finish(
-        self, *, prune: bool = False, skipped: Sequence[SkippedFile] = (), record_files: Sequence[str] = ()
+        self,
+        *,
+        prune: bool = False,
+        skipped: Sequence[SkippedFile] = (),
+        record_files: Sequence[str] = (),
+        read_files: bool = False,
     ) -> IngestReport:
         """After every batch is stored: prune, let the store optimise, drop the checkpoint.
 
@@ -401,6 +408,9 @@ class IngestDriver:
         file is not a deleted one. ``record_files``: JSONL / CSV files read to their end (resolved
         paths); a record no longer in one is deleted as an edited document's old chunks are (a CSV
         row without an id is named by its line, so deleting a row renames the rows below it).
+        ``read_files``: the documents came from :func:`~poolrag.ingest.read_paths` (even if none
+        was left to read), so stored sources gone from disk are files deleted since, told of; a
+        run of the caller's own documents only (``/kb/notes-1`` is a name, not a file) tells of none.
         """
         self.save()
         report = self.report
@@ -416,7 +426,7 @@ class IngestDriver:
         if whole and not prune:  # prune deletes them with every other source not read
             for removed in self.stored_ids.orphans(lambda source: not source.startswith(whole)):
                 self._delete(removed)
-        if not prune:
+        if not prune and (read_files or self._read_files or record_files):
             self._tell_files_gone(lambda source: _under(source, kept) or source.startswith(whole))
         if prune:
             for path in sorted({printable(s.path) for s in skipped if s.line is not None}):

@@ -44,7 +44,7 @@ from poolrag.ingest.chunk_ahead import ChunkAhead
 from poolrag.ingest.chunker import Chunk, TokenChunker, chunk_id
 from poolrag.ingest.driver import IngestDriver, IngestReport
 from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
-from poolrag.ingest.readers import Document, FileDocument, SkippedFile, changed_since_listed
+from poolrag.ingest.readers import Document, FileDocument, PathDocuments, SkippedFile, changed_since_listed
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.visual_documents import ImageDocument, PdfDocument, VisualDocument
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
@@ -181,7 +181,10 @@ class IngestPipeline:
             if not finished:
                 driver.close()
         return driver.finish(
-            prune=prune, skipped=skipped, record_files=getattr(documents, "record_files", ())
+            prune=prune,
+            skipped=skipped,
+            record_files=getattr(documents, "record_files", ()),
+            read_files=isinstance(documents, PathDocuments),
         )
 
     def _chunks(self, doc: Document | FileDocument | VisualDocument) -> Iterable[Chunk]:

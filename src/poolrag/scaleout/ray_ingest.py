@@ -68,7 +68,7 @@ from poolrag.errors import InvalidInputError, PoolragError
 from poolrag.ingest.chunker import Chunk, TokenChunker
 from poolrag.ingest.driver import IngestDriver, IngestReport, VectorSourceFacts, stored_as_is
 from poolrag.ingest.encoders import DenseEncoder
-from poolrag.ingest.readers import Document, FileDocument, SkippedFile, changed_since_listed
+from poolrag.ingest.readers import Document, FileDocument, PathDocuments, SkippedFile, changed_since_listed
 from poolrag.ingest.shared_pass import has_sparse_head
 from poolrag.ingest.sparse_encoders import (
     BM25ChunkEncoder,
@@ -608,7 +608,12 @@ def ingest_on_ray(
         driver.save()
     driver.all_chunked()  # the documents cut into no chunk at all sent no row
     # a record no longer in a JSONL / CSV file read to its end goes, as in a single-process run
-    return driver.finish(prune=prune, skipped=skipped, record_files=record_files)
+    return driver.finish(
+        prune=prune,
+        skipped=skipped,
+        record_files=record_files,
+        read_files=isinstance(documents, PathDocuments),
+    )
 
 
 def _document_blocks(rows: list[dict[str, str]], size: int) -> Any:
