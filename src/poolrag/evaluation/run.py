@@ -193,7 +193,8 @@ def without_own_document(
     query. ArguAna and Quora take each query from the corpus under the same id, so that document
     comes first and answers nothing; BEIR's ``EvaluateRetrieval.evaluate`` (``ignore_identical_ids``,
     on by default) and MTEB on those sets drop it, and their published tables are computed so. A
-    judged one stays: its id merely collides with the query's, and the judgement says what it is worth."""
+    judged one stays, where BEIR drops it too: its id merely collides with the query's, and the
+    judgement says what it is worth (no published set judges a query's own id)."""
     if query_id in judged:
         return ranked
     return [pair for pair in ranked if pair[0] != query_id]
