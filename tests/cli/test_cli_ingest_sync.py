@@ -4,7 +4,6 @@ what each run's summary says of files deleted, renamed or emptied since the last
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -12,15 +11,6 @@ import pytest
 from poolrag.cli import main
 
 STORES = ["milvus", "qdrant", "qdrant-edge"]
-
-
-@pytest.fixture(autouse=True)
-def _drop_cli_log_handlers():
-    """``main`` sets up logging on stderr, which pytest swaps per test: drop what it added."""
-    before = list(logging.root.handlers)
-    yield
-    for handler in [h for h in logging.root.handlers if h not in before]:
-        logging.root.removeHandler(handler)
 
 
 def _store(kind: str, tmp_path: Path, minilm_path: Path) -> list[str]:

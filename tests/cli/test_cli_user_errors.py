@@ -5,7 +5,6 @@ a database that is down); files that cannot be read are skipped and listed, or s
 from __future__ import annotations
 
 import json
-import logging
 import os
 import pickle
 import shutil
@@ -22,15 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MUSIC = ROOT / "samples" / "music"
 READ_ONLY = Path("/sys")  # sysfs refuses new files even to root
 needs_sysfs = pytest.mark.skipif(not (READ_ONLY / "kernel").is_dir(), reason="needs Linux sysfs")
-
-
-@pytest.fixture(autouse=True)
-def _drop_cli_log_handlers():
-    """``main`` sets up logging on stderr, which pytest swaps per test: drop what it added."""
-    before = list(logging.root.handlers)
-    yield
-    for handler in [h for h in logging.root.handlers if h not in before]:
-        logging.root.removeHandler(handler)
 
 
 def _one_line_error(err: str, *fragments: str) -> None:
