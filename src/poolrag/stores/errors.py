@@ -29,3 +29,7 @@ class StoreRequestError(PoolragError, RuntimeError):
 class UnsupportedStoreFeature(InvalidInputError):
     """The store (or this collection's layout) cannot do what was asked, e.g. sparse search in a
     collection created without a sparse field."""
+
+
+class UnsafeStoreFileError(InvalidInputError):
+    """A store file holds something its client would run as code on opening it; it is not opened."""

@@ -26,6 +26,7 @@ from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, Store
 from poolrag.stores.errors import StoreRequestError
 from poolrag.stores.filters import CheckedFilter
 from poolrag.stores.local_paths import check_writable_folder
+from poolrag.stores.qdrant_local_points import check_local_points
 from poolrag.stores.qdrant_points import Leg, QdrantPointStore
 from poolrag.stores.registry import StoreLocation
 from poolrag.stores.retry import RetryPolicy
@@ -371,6 +372,7 @@ class _LocalClients:
             if not cls._open:
                 atexit.register(cls.close_all)  # once per run of opens (close_all unregisters)
             if key not in cls._open:
+                check_local_points(path)  # qdrant-client unpickles every row as it opens the folder
                 cls._open[key] = [QdrantClient(path=path), 0, threading.RLock()]
             cls._open[key][1] += 1
             return cls._open[key][0]
