@@ -32,7 +32,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,7 +42,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, PayloadPages, SourcePages, StoreHit
-from poolrag.stores.errors import StoreRequestError, UnsupportedStoreFeature
+from poolrag.stores.errors import StoreRequestError, UnsafeStoreFileError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, matches
 from poolrag.stores.hybrid import RRF_K, document_frequencies, with_idf
 from poolrag.stores.local_paths import check_writable_folder
@@ -146,6 +146,22 @@ def _filter_once(name: str, kind: type[logging.Filter]) -> None:
     target = logging.getLogger(name)
     if not any(isinstance(f, kind) for f in target.filters):
         target.addFilter(kind())
+
+
+def _refuse_functions(collection: str, info: Mapping[str, Any], where: str) -> None:
+    """Refuse a collection whose schema declares functions: poolrag creates none, and Milvus runs
+    them on every insert, so a database file is not configuration that makes a run call out. A
+    text-embedding function sends the inserted texts to the URL it names, with ``$OPENAI_API_KEY``
+    when it names no key (Milvus Lite 3.2 does, measured)."""
+    functions = info.get("functions") or []
+    if not functions:
+        return
+    named = ", ".join(f"{f.get('name')} ({getattr(f.get('type'), 'name', f.get('type'))})" for f in functions)
+    raise UnsafeStoreFileError(
+        f"collection {collection!r} in {where} declares functions poolrag did not create ({named}); "
+        "Milvus would run them on every insert (a text-embedding function sends the texts, and an API "
+        "key, to the URL it names), so it is not opened: choose another --collection"
+    )
 
 
 def _is_local(uri: str) -> bool:
@@ -311,6 +327,7 @@ class MilvusStore(StoreTemplate):
         if not self._call(lambda: self._client.has_collection(self.collection), "has_collection"):
             return None
         info = self._call(lambda: self._client.describe_collection(self.collection), "describe_collection")
+        _refuse_functions(self.collection, info, f"milvus at {self.location}")
         raw = (info.get("properties") or {}).get(METADATA_KEY)
         spec = CollectionSpec.from_collection_metadata(self.collection, raw, f"milvus at {self.location}")
         # A reopened collection starts released; searching and querying need it loaded.
