@@ -26,6 +26,7 @@ from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError, UnsupportedTaskError
 from poolrag.loading.cpu_fast_mode import FastModeReport
 from poolrag.loading.dtype import resolve_device, resolve_dtype
+from poolrag.loading.forked_threads import one_thread_if_forked
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
 from poolrag.model_facts import ModelFacts, model_identity, output_fingerprint
@@ -71,7 +72,8 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
     )
     spec = load_model_spec(path, args.hf_overrides, args.trust_remote_code, args.convert)
     dtype = resolve_dtype(args.dtype, device)
-    tuned = _tuned_pipeline(args, spec, device, dtype, tokenizer_path)
+    with one_thread_if_forked():  # a forked worker's loading ops would wait on its parent's threads
+        tuned = _tuned_pipeline(args, spec, device, dtype, tokenizer_path)
     facts = _facts(args.model, spec, tuned.pipeline, tokenizer_path)
     if args.task is not None and args.task not in facts.supported_tasks:
         raise UnsupportedTaskError(args.task, facts.supported_tasks)

@@ -1,0 +1,35 @@
+"""An engine built in a worker forked from a process whose main thread ran torch loads and answers.
+
+GNU OpenMP (torch's CPU wheel) leaves a forked child's copy of a thread's team without its threads:
+LlamaIndex's ``IngestionPipeline.arun(num_workers=...)`` builds the embedding class's engine in
+each forked worker, and the load waited forever in its first large ``torch.cat``."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from poolrag import Engine
+
+TEXTS = ["a cat sat on the mat", "tax law", "the quick brown fox"]
+
+
+def _build_and_embed(folder: str) -> np.ndarray:
+    with Engine(folder) as engine:
+        return engine.embed_array(TEXTS)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+def test_an_engine_built_in_a_forked_worker_loads_and_answers(minilm_path: Path) -> None:
+    torch.cat([torch.ones(1000, 1000)] * 3).sum()  # this thread's OpenMP team exists before the fork
+    threads = torch.get_num_threads()
+    expected = _build_and_embed(str(minilm_path))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_build_and_embed, (str(minilm_path),)).get(timeout=120)
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    assert torch.get_num_threads() == threads  # only the forked child loads on one thread
