@@ -139,8 +139,8 @@ def cli_server(
     ``/health`` answers (over HTTPS, trusting ``tls``, when it is given)."""
     port = _free_port()
     command = [sys.executable, "-m", "poolrag.cli", "serve", *args, "--port", str(port)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    env.pop("POOLRAG_API_KEY", None)
+    inherited = {k: v for k, v in os.environ.items() if k not in ("POOLRAG_API_KEY", "VLLM_API_KEY")}
+    env = {**inherited, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"

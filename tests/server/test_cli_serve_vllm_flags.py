@@ -197,3 +197,28 @@ def test_a_vllm_serve_line_with_its_chat_template_and_engine_flags(tmp_path: Pat
     assert "max_num_seqs" not in warnings[0] and "enforce_eager" not in warnings[0]  # those are mapped
     assert "POST /score" not in text  # --disable-log-requests
     assert "--replicas 2 has no effect without --ray (one process serves)" in text
+
+
+def test_vllm_api_key_in_the_environment_guards_the_server(minilm_path: Path, tmp_path: Path) -> None:
+    """A deployment that hands ``vllm serve`` its key as ``VLLM_API_KEY`` (a Kubernetes secret) was
+    served to every caller: the variable was not read. It is the key when ``--api-key`` and
+    ``$POOLRAG_API_KEY`` are not given, as in vLLM."""
+    key = "from-a-secret-4b1d"
+    with cli_server(tmp_path / "server.log", str(minilm_path), env={"VLLM_API_KEY": key}) as (url, _):
+        assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 401
+        bearer = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{url}/v1/models", headers=bearer, timeout=30).status_code == 200
+        assert httpx.get(f"{url}/health", timeout=30).status_code == 200  # probes stay open
+
+
+def test_an_empty_vllm_api_key_stops_the_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty ``VLLM_API_KEY`` (a secret that did not resolve) stops the start in one line naming
+    it, before the model is looked for, as an empty ``--api-key`` does, rather than serving without
+    a key."""
+    monkeypatch.delenv("POOLRAG_API_KEY", raising=False)
+    monkeypatch.setenv("VLLM_API_KEY", "")
+    assert main(["serve", str(tmp_path / "not-loaded"), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("poolrag serve: cannot start: $VLLM_API_KEY is empty") and "\n" not in err.strip()

@@ -28,6 +28,18 @@ from poolrag.vllm_options import NO_EFFECT_OPTIONS, eager_compile, refuse_parall
 logger = logging.getLogger(__name__)
 
 API_KEY_ENV = "POOLRAG_API_KEY"
+#: vLLM's variable for the key, read when poolrag's is unset: a deployment that hands ``vllm serve``
+#: its key this way (a Kubernetes secret) keeps its key instead of serving every caller.
+VLLM_API_KEY_ENV = "VLLM_API_KEY"
+
+
+def key_from_environment() -> tuple[str, str] | None:
+    """The API key the environment gives and the variable that gave it: ``$POOLRAG_API_KEY``, else
+    vLLM's ``$VLLM_API_KEY``; None when neither is set."""
+    for name in (API_KEY_ENV, VLLM_API_KEY_ENV):
+        if name in os.environ:
+            return os.environ[name], name
+    return None
 
 
 def port_number(text: str) -> int:
@@ -69,8 +81,8 @@ def register(subparsers: Any) -> None:
     add_flag(
         net,
         "--api-key",
-        default=os.environ.get(API_KEY_ENV),
-        help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, if set)",
+        help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, else vLLM's "
+        f"${VLLM_API_KEY_ENV}, if set)",
     )
     add_flag(
         net,
@@ -410,14 +422,18 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
     first = args.model or args.model_option
     models = [first, *args.more_models] if first else []
-    if args.api_key is not None and not args.api_key.strip():
+    api_key, given_by = args.api_key, "--api-key"
+    if api_key is None and (from_env := key_from_environment()) is not None:
+        api_key, name = from_env
+        given_by = f"${name}"
+    if api_key is not None and not api_key.strip():
         raise ValueError(
-            f"--api-key is empty (an unset variable in a template?): give the key, or leave out both "
-            f"--api-key and ${API_KEY_ENV} to serve without one"
+            f"{given_by} is empty (an unset variable in a template?): give the key, or leave out "
+            f"--api-key, ${API_KEY_ENV} and ${VLLM_API_KEY_ENV} to serve without one"
         )
     settings = ServerSettings(
         served_model_names=("default",),  # each model gets its own names below
-        api_key=args.api_key or None,
+        api_key=api_key or None,
         max_queue=args.max_queue,
         max_inputs=args.max_inputs,
         max_body_bytes=args.max_body_bytes,
