@@ -188,15 +188,25 @@ class EngineArgs:
         for a command that makes that choice itself (``poolrag tune`` always measures). Returns the
         group, for a command's own engine flags (vLLM's aliases in ``serve``)."""
         group = parser.add_argument_group("engine")
-        add_flag(group, "--task", help="primary pooling task (default: the model's own)")
+        add_flag(
+            group,
+            "--task",
+            type=_task,
+            help="primary pooling task (default, or vLLM's auto: the model's own)",
+        )
         add_flag(group, "--dtype", default="auto", choices=DTYPES, help="weights' dtype (default: auto)")
         add_flag(group, "--device", help="cuda, cpu, ... (default: auto)")
-        add_flag(group, "--max-model-len", type=positive_int, help="token limit per input")
+        add_flag(
+            group,
+            "--max-model-len",
+            type=_model_length,
+            help="token limit per input; vLLM's forms too: 32k, 32K (32,768), auto or -1 (the model's)",
+        )
         add_flag(
             group,
             "--max-batch-tokens",
             "--max-num-batched-tokens",
-            type=positive_int,
+            type=token_count,
             help="tokens per forward pass (default: 16384 on CUDA, 4096 on CPU)",
         )
         add_flag(
@@ -221,7 +231,12 @@ class EngineArgs:
             group, "--trust-remote-code", action="store_true", help="allow model folders with their own code"
         )
         add_flag(
-            group, "--pooler-config", type=json_object, metavar="JSON", help="pooling overrides (vLLM's keys)"
+            group,
+            "--pooler-config",
+            "--override-pooler-config",  # vLLM's name for it before 0.12
+            type=json_object,
+            metavar="JSON",
+            help="pooling overrides (vLLM's keys)",
         )
         add_flag(
             group, "--hf-overrides", type=json_object, metavar="JSON", help="transformers config overrides"
@@ -359,6 +374,50 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+#: vLLM's suffixes of a human-readable count (``human_readable_int``): k, m, g, t decimal; K, M, G, T binary.
+_DECIMAL_SUFFIXES = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def token_count(text: str) -> int:
+    """An argparse type: a token count of at least 1, also in vLLM's human-readable form, which
+    ``vllm serve`` lines use (``16k`` is 16,000, ``0.5k`` 500, ``16K`` 16,384; no decimals with K)."""
+    value = text.strip()
+    suffix = value[-1:]
+    try:
+        if suffix in _BINARY_SUFFIXES:
+            count = int(value[:-1]) * _BINARY_SUFFIXES[suffix]
+        elif suffix in _DECIMAL_SUFFIXES:
+            number = float(value[:-1]) * _DECIMAL_SUFFIXES[suffix]
+            if not number.is_integer():
+                raise ValueError(text)
+            count = int(number)
+        else:
+            count = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a token count: {text!r} (e.g. 512, 8k, 8K)") from exc
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return count
+
+
+def _model_length(text: str) -> int | None:
+    """``--max-model-len``: a token count, or vLLM's ``auto`` / ``-1``: the model's own length."""
+    return None if text.strip().lower() in ("auto", "-1") else token_count(text)
+
+
+#: vLLM's ``--task`` values that name no pooling task: its generation tasks.
+_GENERATION_TASKS = ("generate", "transcription", "draft")
+
+
+def _task(text: str) -> str | None:
+    """``--task``: a pooling task; vLLM's ``auto`` (its default) is the model's own, and its
+    ``embedding`` (vLLM 0.6) is ``embed``."""
+    if text in _GENERATION_TASKS:
+        raise argparse.ArgumentTypeError(f"poolrag serves pooling models only, not --task {text}")
+    return {"auto": None, "embedding": "embed"}.get(text, text)
 
 
 def positive_float(text: str) -> float:

@@ -192,3 +192,52 @@ def test_index_quantization_reaches_the_new_collection(minilm_path: Path, tmp_pa
     finally:
         opened.close()
     assert spec is not None and spec.quantization == "int8"
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--task", "auto"], EngineArgs(MODEL)),  # vLLM's default: the model's own task
+        (["--task", "embedding"], EngineArgs(MODEL, task="embed")),  # vLLM 0.6's name of embed
+        (
+            ["--override-pooler-config", '{"pooling_type": "MEAN"}'],
+            EngineArgs(MODEL, pooler_config={"pooling_type": "MEAN"}),
+        ),
+        (
+            ["--override_pooler_config", '{"normalize": false}'],
+            EngineArgs(MODEL, pooler_config={"normalize": False}),
+        ),
+        (["--max-model-len", "1k"], EngineArgs(MODEL, max_model_len=1000)),
+        (["--max-model-len", "1K"], EngineArgs(MODEL, max_model_len=1024)),
+        (["--max-model-len", "0.5k"], EngineArgs(MODEL, max_model_len=500)),
+        (["--max-model-len", "auto"], EngineArgs(MODEL)),
+        (["--max-model-len", "-1"], EngineArgs(MODEL)),
+        (["--max-num-batched-tokens", "16k"], EngineArgs(MODEL, max_batch_tokens=16000)),
+        (["--max-batch-tokens", "8K"], EngineArgs(MODEL, max_batch_tokens=8192)),
+    ],
+)
+@pytest.mark.parametrize("command", ["ingest", "tune"])
+def test_vllm_spellings_of_engine_flag_values_parse_as_in_vllm(
+    command: str, flags: list[str], expected: EngineArgs
+) -> None:
+    """A ``vllm serve`` line's values (``--max-model-len 32k``, ``--task auto``, the older
+    ``--override-pooler-config``) were usage errors, so the line did not carry over."""
+    assert EngineArgs.from_cli_args(parse(LINES[command] + flags), model=MODEL) == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--task", "generate"], "argument --task: poolrag serves pooling models only"),
+        (["--max-model-len", "1.5K"], "argument --max-model-len"),
+        (["--max-model-len", "0"], "argument --max-model-len"),
+        (["--max-num-batched-tokens", "lots"], "not a token count: 'lots'"),
+    ],
+)
+def test_vllm_values_poolrag_cannot_take_are_one_line(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(LINES["serve"] + flags)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and message in err and err.count("\n") == 1, err
