@@ -222,3 +222,15 @@ def test_an_empty_vllm_api_key_stops_the_start(
     assert main(["serve", str(tmp_path / "not-loaded"), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("poolrag serve: cannot start: $VLLM_API_KEY is empty") and "\n" not in err.strip()
+
+
+def test_an_override_the_weights_do_not_fit_stops_the_start_in_one_line(
+    minilm_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--hf-overrides '{"max_position_embeddings": 128}'`` on a 512-position checkpoint ended
+    ``poolrag serve`` in transformers' RuntimeError traceback."""
+    overrides = '{"max_position_embeddings": 128}'
+    assert main(["serve", str(minilm_path), "--hf-overrides", overrides, "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("poolrag serve: cannot start: cannot load BertModel from"), err
+    assert "mismatched" in err[-1] and "Traceback" not in "\n".join(err), err

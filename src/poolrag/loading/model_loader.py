@@ -227,6 +227,13 @@ def from_pretrained(
         raise ModelLoadError(
             f"{spec.architecture} does not fit on {device}: pass device_map='auto' or quantization='int8'"
         ) from exc
+    except RuntimeError as exc:  # transformers' refusal of weights whose shapes the config changed
+        if "mismatched" not in str(exc):
+            raise
+        raise ModelLoadError(
+            f"cannot load {spec.architecture} from {spec.transformer_path}: {exc} (the checkpoint's "
+            "weights do not fit its config: does an hf_overrides key change a layer's size?)"
+        ) from exc
 
 
 def _pickle_files(folder: object) -> str:
