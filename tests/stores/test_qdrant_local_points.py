@@ -87,3 +87,23 @@ def test_every_collection_the_folder_lists_is_read_first(tmp_path: Path) -> None
     with pytest.raises(UnsafeStoreFileError, match="other"):
         open_store("qdrant", "docs", path=str(tmp_path / "q"))
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "replacement",
+    [
+        "CREATE VIEW points AS SELECT rowid AS rowid, id, point FROM kept",
+        "CREATE VIRTUAL TABLE points USING fts5(id, point, content='kept')",
+    ],
+    ids=["view", "virtual-table"],
+)
+def test_points_that_are_not_a_plain_table_are_refused(tmp_path: Path, replacement: str) -> None:
+    """A view computes its rows on every read (``random()`` can pick a point for this check and
+    another pickle for qdrant-client's read that follows), so only the table qdrant-client creates
+    is read, even when every row it shows now is a point."""
+    points = _written_store(tmp_path / "q")
+    with sqlite3.connect(points) as db:
+        db.execute("ALTER TABLE points RENAME TO kept")
+        db.execute(replacement)
+    with pytest.raises(UnsafeStoreFileError, match=r"storage\.sqlite keeps its points in a"):
+        open_store("qdrant", "docs", path=str(tmp_path / "q"))

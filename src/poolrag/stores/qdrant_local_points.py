@@ -73,6 +73,7 @@ def _check_points(points: Path) -> None:
     except sqlite3.Error:
         return  # unreadable: qdrant-client fails on it before loading a row
     try:
+        _check_plain_table(db, points)
         rows = db.execute("SELECT rowid, point FROM points")
         for rowid, value in rows:
             try:
@@ -87,6 +88,23 @@ def _check_points(points: Path) -> None:
         return  # not qdrant-client's table: it refuses the file itself
     finally:
         db.close()
+
+
+def _check_plain_table(db: sqlite3.Connection, points: Path) -> None:
+    """Refuse a ``points`` that is not the ordinary table qdrant-client creates: a view (or a
+    virtual table reading one) computes its rows on each read, e.g. with ``random()``, so the rows
+    this check reads need not be the ones qdrant-client then unpickles."""
+    found = db.execute("SELECT type, sql FROM sqlite_master WHERE name = 'points' COLLATE NOCASE").fetchone()
+    if found is None:
+        return  # qdrant-client creates the table, empty
+    kind, sql = found
+    if kind != "table" or (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+        raise UnsafeStoreFileError(
+            f"refusing to open the Qdrant local folder: {points} keeps its points in a {kind} "
+            f"({' '.join(str(sql).split())[:80]}), not the table qdrant-client creates; its rows "
+            "can differ from one read to the next, and qdrant-client would unpickle them; open only "
+            "a folder you wrote, or ingest the documents again"
+        )
 
 
 def _why(exc: Exception) -> str:
