@@ -107,3 +107,27 @@ def test_points_that_are_not_a_plain_table_are_refused(tmp_path: Path, replaceme
         db.execute(replacement)
     with pytest.raises(UnsafeStoreFileError, match=r"storage\.sqlite keeps its points in a"):
         open_store("qdrant", "docs", path=str(tmp_path / "q"))
+
+
+def test_a_row_that_loads_as_something_else_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """A point holds no enum; a row naming one, with state for it, would set attributes on the
+    process's one shared member while it is read."""
+    from qdrant_client.http.models import Distance
+
+    points = _written_store(tmp_path / "q")
+    member = pickle.dumps(Distance.COSINE, protocol=4)
+    state = pickle.dumps({"poolrag_test_marker": "set"}, protocol=4)
+    row = member[:-1] + state[2:-1] + pickle.BUILD + pickle.STOP  # Distance.COSINE, then BUILD(state)
+    with sqlite3.connect(points) as db:
+        db.execute("UPDATE points SET point = ? WHERE rowid = 1", (row,))
+    with pytest.raises(UnsafeStoreFileError, match=r"row 1 is not a point.*Distance"):
+        open_store("qdrant", "docs", path=str(tmp_path / "q"))
+    assert not hasattr(Distance.COSINE, "poolrag_test_marker")
+
+
+def test_a_row_of_plain_data_is_refused(tmp_path: Path) -> None:
+    points = _written_store(tmp_path / "q")
+    with sqlite3.connect(points) as db:
+        db.execute("UPDATE points SET point = ? WHERE rowid = 1", (pickle.dumps({"id": 1}),))
+    with pytest.raises(UnsafeStoreFileError, match=r"row 1 is not a point.*holds a dict"):
+        open_store("qdrant", "docs", path=str(tmp_path / "q"))

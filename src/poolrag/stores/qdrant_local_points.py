@@ -11,7 +11,6 @@ file, the row and what it asked for.
 
 from __future__ import annotations
 
-import enum
 import io
 import json
 import os
@@ -33,8 +32,10 @@ class _RefusedGlobal(pickle.UnpicklingError):
 
 
 class _PointUnpickler(pickle.Unpickler):
-    """Builds a pydantic model or enum of :data:`_MODELS_MODULE`, or a UUID; any other global a
-    pickle names (a function to call, a class of another module) is refused unbuilt."""
+    """Builds a pydantic model :data:`_MODELS_MODULE` defines, or a UUID; any other global a pickle
+    names (a function to call, a class of another module) is refused unbuilt. Enums are refused too:
+    a point holds none (its payload is JSON), and a pickle can set attributes on the one shared
+    member it names (``Distance.COSINE``'s value, for every later request of the process)."""
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) == ("uuid", "UUID"):
@@ -44,7 +45,7 @@ class _PointUnpickler(pickle.Unpickler):
             from qdrant_client.http.models import models
 
             found = getattr(models, name, None)
-            if isinstance(found, type) and issubclass(found, (BaseModel, enum.Enum)):
+            if isinstance(found, type) and issubclass(found, BaseModel) and found.__module__ == module:
                 return found
         raise _RefusedGlobal(f"{module}.{name}")
 
@@ -64,6 +65,10 @@ def check_local_points(folder: str | os.PathLike[str]) -> None:
         _check_points(Path(os.path.join(folder, "collection", str(name))) / "storage.sqlite")
 
 
+class _NotAPoint(pickle.UnpicklingError):
+    """A row that loads as something other than a point (qdrant-client would fail on it)."""
+
+
 def _check_points(points: Path) -> None:
     if not points.is_file():
         return
@@ -77,7 +82,9 @@ def _check_points(points: Path) -> None:
         rows = db.execute("SELECT rowid, point FROM points")
         for rowid, value in rows:
             try:
-                _PointUnpickler(io.BytesIO(bytes(value))).load()
+                point = _PointUnpickler(io.BytesIO(bytes(value))).load()
+                if type(point).__name__ != "PointStruct" or type(point).__module__ != _MODELS_MODULE:
+                    raise _NotAPoint(type(point).__name__)
             except Exception as exc:  # any row that does not load as a point is not opened
                 raise UnsafeStoreFileError(
                     f"refusing to open the Qdrant local folder: {points} row {rowid} is not a point "
@@ -108,6 +115,8 @@ def _check_plain_table(db: sqlite3.Connection, points: Path) -> None:
 
 
 def _why(exc: Exception) -> str:
-    return (
-        f"its pickle names {exc}" if isinstance(exc, _RefusedGlobal) else f"unreadable: {type(exc).__name__}"
-    )
+    if isinstance(exc, _RefusedGlobal):
+        return f"its pickle names {exc}"
+    if isinstance(exc, _NotAPoint):
+        return f"it holds a {exc}"
+    return f"unreadable: {type(exc).__name__}"
