@@ -33,3 +33,39 @@ def test_an_engine_built_in_a_forked_worker_loads_and_answers(minilm_path: Path)
         got = pool.apply_async(_build_and_embed, (str(minilm_path),)).get(timeout=120)
     np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
     assert torch.get_num_threads() == threads  # only the forked child loads on one thread
+
+
+_PARENT_WITHOUT_POOLRAG = """
+import multiprocessing, sys
+import torch
+
+def build_and_embed(folder):
+    from poolrag import Engine  # first imported here, after the fork
+
+    with Engine(folder) as engine:
+        return engine.embed_array(["a cat sat on the mat", "tax law"]).shape
+
+torch.cat([torch.ones(1000, 1000)] * 3).sum()  # the main thread's OpenMP team, before the fork
+assert "poolrag.loading.forked_threads" not in sys.modules
+with multiprocessing.get_context("fork").Pool(1) as pool:
+    try:
+        print(pool.apply_async(build_and_embed, (sys.argv[1],)).get(timeout=90))
+    except multiprocessing.TimeoutError:
+        print("hung")
+        pool.terminate()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+def test_a_worker_forked_before_poolrag_was_imported_loads_and_answers(minilm_path: Path) -> None:
+    """A parent that ran torch but never imported poolrag (the engine is built only in its forked
+    workers) registered no fork hook: the child still loads on one thread."""
+    import subprocess
+
+    run = subprocess.run(
+        [sys.executable, "-c", _PARENT_WITHOUT_POOLRAG, str(minilm_path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.stdout.strip().splitlines()[-1:] == ["(2, 384)"], run.stderr[-2000:]
