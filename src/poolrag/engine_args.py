@@ -385,22 +385,18 @@ def token_count(text: str) -> int:
     """An argparse type: a token count of at least 1, also in vLLM's human-readable form, which
     ``vllm serve`` lines use (``16k`` is 16,000, ``0.5k`` 500, ``16K`` 16,384; no decimals with K)."""
     value = text.strip()
-    suffix = value[-1:]
+    number, suffix = value[:-1], value[-1:]
     try:
         if suffix in _BINARY_SUFFIXES:
-            count = int(value[:-1]) * _BINARY_SUFFIXES[suffix]
+            count = int(number) * _BINARY_SUFFIXES[suffix]
         elif suffix in _DECIMAL_SUFFIXES:
-            number = float(value[:-1]) * _DECIMAL_SUFFIXES[suffix]
-            if not number.is_integer():
-                raise ValueError(text)
-            count = int(number)
+            scaled = float(number) * _DECIMAL_SUFFIXES[suffix]
+            count = int(scaled) if scaled.is_integer() else int(text)  # 0.5005k: not a whole count
         else:
             count = int(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a token count: {text!r} (e.g. 512, 8k, 8K)") from exc
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return count
+    return positive_int(str(count))  # the one rule of at least 1
 
 
 def _model_length(text: str) -> int | None:
