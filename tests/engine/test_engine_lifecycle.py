@@ -9,9 +9,11 @@ answer, not wait forever.
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import pickle
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +41,20 @@ def test_a_closed_engine_refuses_work_sync_and_async(tiny_model: Callable[..., P
     with pytest.raises(EngineClosedError):
         asyncio.run(engine.aembed_array(TEXTS))
     engine.close()  # closing again is harmless
+
+
+@pytest.mark.parametrize("closed", [True, False], ids=["closed", "dropped"])
+def test_an_engine_let_go_frees_its_tokenizer(tiny_model: Callable[..., Path], closed: bool) -> None:
+    """A notebook re-running ``Engine(...)`` in a cell: each engine let go must take its tokenizer
+    (its vocabulary, megabytes for a real model) with it, not leave one behind per run."""
+    engine = Engine(tiny_model("bert"))
+    engine.embed_array(TEXTS)
+    tokenizer = weakref.ref(engine.tokenizer)
+    if closed:
+        engine.close()
+    del engine
+    gc.collect()
+    assert tokenizer() is None
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")

@@ -7,6 +7,8 @@ and then truncating; over-long texts without truncation are refused with the who
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 from poolrag.errors import InputTooLongError
 from poolrag.request import ResolvedParams
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
-from poolrag.tokenization.text_cut import COUNT_WINDOW_CHARS, TextCut
+from poolrag.tokenization.text_cut import COUNT_WINDOW_CHARS, TextCut, text_cut_of
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog, naïvely.",
@@ -108,6 +110,17 @@ EMBED = ResolvedParams(task="embed")
 
 def test_every_tokenizer_here_is_cut(tokenizer: PreTrainedTokenizerBase) -> None:
     assert TextCut(tokenizer).enabled  # else the properties below would hold trivially
+
+
+def test_a_tokenizers_remembered_cut_lets_it_go(minilm_path: Path) -> None:
+    """The cut kept per tokenizer must not keep the tokenizer: an engine made and dropped again and
+    again (a notebook cell re-run) left every tokenizer it loaded alive."""
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    assert text_cut_of(tokenizer).prefix("one two three " * 100, 3).startswith("one two three")
+    gone = weakref.ref(tokenizer)
+    del tokenizer
+    gc.collect()
+    assert gone() is None
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

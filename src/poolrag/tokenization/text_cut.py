@@ -99,7 +99,10 @@ class TextCut:
     """Where one tokenizer's texts can be cut without changing their first tokens."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        self.tokenizer = tokenizer
+        # held weakly: :func:`text_cut_of` keeps this cut as the tokenizer's value in a weak-keyed
+        # dict, and a value that holds its key keeps both for ever (every engine dropped left its
+        # tokenizer behind, a notebook cell re-run ~3 MB of MiniLM's vocabulary each time)
+        self._tokenizer = weakref.ref(tokenizer)
         backend = getattr(tokenizer, "backend_tokenizer", None) if tokenizer.is_fast else None
         pre = backend.pre_tokenizer if backend is not None else None
         self.enabled = pre is not None and _pieces_stop_at_spaces(pre)
@@ -109,6 +112,14 @@ class TextCut:
         self.chars_per_token = max(1, min(longest, _MAX_CHARS_PER_TOKEN))
         if not self.enabled:
             logger.debug("this tokenizer's texts are tokenised whole (no safe cut before a space)")
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        """The tokenizer this cut is for (alive while anyone cuts with it)."""
+        tokenizer = self._tokenizer()
+        if tokenizer is None:
+            raise ReferenceError("the tokenizer of this TextCut is gone")
+        return tokenizer
 
     def prefix(self, text: str, tokens: int) -> str:
         """A prefix of ``text`` holding at least ``tokens`` tokens (no special tokens), each the
