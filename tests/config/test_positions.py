@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from sentence_transformers import SentenceTransformer
 
 from poolrag import Engine
 from poolrag.config.positions import OFFSET_MODEL_TYPES, position_offset, usable_positions
 from poolrag.errors import InputTooLongError
-from poolrag.testing.tiny_models import build_encoder
+from poolrag.testing.long_texts import long_paragraph
+from poolrag.testing.tiny_models import SENTENCES, build_encoder, copy_tokenizer, write_sentence_transformers
 
 TABLE = 24  # max_position_embeddings of the tiny models; their pad_token_id is 0
 
@@ -53,3 +55,21 @@ def test_the_offset_follows_the_padding_index() -> None:
     assert [position_offset(c) for c in (roberta, mpnet, bert)] == [2, 2, 0]
     assert [usable_positions(c) for c in (roberta, mpnet, bert)] == [512, 512, 512]
     assert usable_positions(transformers.PretrainedConfig()) is None
+
+
+def test_a_model_with_no_position_limit_reads_texts_of_any_length(tmp_path: Path, minilm_path: Path) -> None:
+    """XLNet's config says ``max_position_embeddings = -1`` (relative positions, no table): it was
+    taken as the limit, and every text was refused ("this model reads -1 tokens")."""
+    torch.manual_seed(0)
+    config = transformers.XLNetConfig(
+        vocab_size=30522, d_model=32, n_layer=2, n_head=2, d_inner=37, pad_token_id=0
+    )
+    folder = tmp_path / "xlnet"
+    transformers.XLNetModel(config).eval().save_pretrained(folder)
+    copy_tokenizer(minilm_path, folder)
+    write_sentence_transformers(folder, pooling="mean", normalize=True)
+    st = SentenceTransformer(str(folder), device="cpu")
+    engine = Engine(folder)
+    assert engine.max_model_len == st.max_seq_length == 128
+    texts = [long_paragraph(st.tokenizer, 0, tokens=150), *SENTENCES]
+    np.testing.assert_allclose(engine.embed_array(texts), st.encode(texts), atol=1e-5, rtol=0)

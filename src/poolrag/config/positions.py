@@ -35,6 +35,6 @@ def usable_positions(config: Any) -> int | None:
     if table is None and hasattr(config, "get_text_config"):  # a multimodal config: its text model's
         config = config.get_text_config()
         table = getattr(config, "max_position_embeddings", None)
-    if table is None:
+    if table is None or int(table) <= 0:  # XLNet's -1: relative positions, no table
         return None
     return int(table) - position_offset(config)
