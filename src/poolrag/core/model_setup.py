@@ -104,10 +104,14 @@ class Pipeline:
 
 
 def _max_model_len(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, requested: int | None) -> int:
+    """The folder's ``max_seq_length``, else the tokenizer's ``model_max_length``, within the
+    position table: sentence-transformers truncates at a saved ``max_seq_length`` even where the
+    tokenizer says less, and reads the tokenizer only when the folder names no length."""
     hard = usable_positions(spec.hf_config)
     soft = [x for x in (hard, spec.st_max_seq_length) if x]
-    if tokenizer.model_max_length and tokenizer.model_max_length < 1_000_000:
-        soft.append(int(tokenizer.model_max_length))
+    tokenizer_limit = tokenizer.model_max_length
+    if spec.st_max_seq_length is None and tokenizer_limit and tokenizer_limit < 1_000_000:
+        soft.append(int(tokenizer_limit))
     derived = min(soft) if soft else 512
     colbert = spec.colbert
     if colbert is not None and colbert.own_lengths:
