@@ -235,11 +235,16 @@ VLLM_SPARSE_NAMES: dict[str, ModelKind] = {
     "BgeM3EmbeddingModel": ModelKind.BGE_M3,
 }
 
-# Names vLLM runs that poolrag does not implement yet: the patterns above would claim them and run
-# them as something else (a causal last-token classifier, a projection-less cosine embedder), so
-# they are refused by name until their family lands; then the name moves into ARCHITECTURES. A
-# trusted remote-code folder that provides the class (``auto_map``) still runs its own code.
-NOT_YET_IMPLEMENTED: dict[str, str] = {}
+# Names the patterns above would claim and run as something else (a causal last-token classifier,
+# a projection-less cosine embedder, rows that are not tokens), so they are refused by name until
+# their family lands; then the name moves into ARCHITECTURES. A trusted remote-code folder that
+# provides the class (``auto_map``) still runs its own code.
+NOT_YET_IMPLEMENTED: dict[str, str] = {
+    # transformers' base-model table lists it, but its blocks pool the sequence down: its hidden
+    # states have fewer rows than the text has tokens, so no token's row can be pooled
+    "FunnelBaseModel": "its hidden states have fewer rows than the text has tokens (the blocks pool "
+    "the sequence down), so there is no row per token to pool",
+}
 
 # Where transformers itself names base models: the architectures a folder may carry for a bare
 # backbone (``BertModel``, ``Qwen3Model``) or a head no pooling task reads (``BertForMaskedLM``).
