@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Literal
@@ -28,9 +28,28 @@ def weights_fingerprint(identity: str) -> str:
     return identity.rsplit("@", 1)[-1]
 
 
+#: Digests older poolrags gave the weights a digest of today names (``today -> earlier``), noted as a
+#: model loads: a collection or file written then records the earlier digest of the very same files.
+_EARLIER_FINGERPRINTS: dict[str, frozenset[str]] = {}
+
+
+def note_earlier_fingerprints(weights: str, earlier: Iterable[str]) -> None:
+    """Record that the ``earlier`` digests name the weights ``weights`` names (what an older poolrag
+    computed from the same files), so :func:`same_weights` takes either for the other."""
+    known = _EARLIER_FINGERPRINTS.get(weights, frozenset()) | (frozenset(earlier) - {weights})
+    if known:
+        _EARLIER_FINGERPRINTS[weights] = known
+
+
 def same_weights(identity: str, other: str) -> bool:
-    """Whether two identities name the same weights, whatever each was called."""
-    return weights_fingerprint(identity) == weights_fingerprint(other)
+    """Whether two identities name the same weights, whatever each was called (and whichever
+    poolrag digested them, once this process loaded the model: :func:`note_earlier_fingerprints`)."""
+    ours, theirs = weights_fingerprint(identity), weights_fingerprint(other)
+    return (
+        ours == theirs
+        or theirs in _EARLIER_FINGERPRINTS.get(ours, ())
+        or ours in _EARLIER_FINGERPRINTS.get(theirs, ())
+    )
 
 
 #: A task a caller names (vLLM's ``PoolingTask``, with ``sparse_embed``).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from poolrag.cli import main
+from poolrag.config.model_spec import load_model_spec
+from poolrag.core.model_setup import fingerprint
+from poolrag.stores import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -450,3 +454,33 @@ def test_a_missing_qdrant_edge_collection_is_named_as_the_other_stores_name_it(
         f"no qdrant-edge database at {tmp_path / 'none'}: nothing was ingested there"
         in capsys.readouterr().err
     )
+
+
+def test_a_matryoshka_collection_an_older_poolrag_wrote_is_still_its_model(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """Before 2026-11-28 the weights fingerprint hashed the config with ``--assume-matryoshka``'s
+    declarations set, so a collection ingested then records another digest of the same files. The
+    'old' collection is written here as that code did: its spec recorded with the fingerprint of
+    the spec without ``weights_config`` (the old expression). Seen from outside: the upgraded
+    ingest and search refused it as another model (exit 2) and told the user to delete it."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "one.txt").write_text("Coral reefs bleach when the water warms.")
+    common = ["--model", str(minilm_path), "--store", "qdrant", "--path", str(tmp_path / "q")]
+    common += ["--no-cache", "-q"]
+    sizes = ["--dimensions", "128", "--assume-matryoshka"]
+    assert main(["ingest", str(tmp_path / "docs"), *common, "--collection", "today", *sizes]) == 0
+    spec = load_model_spec(minilm_path, {"is_matryoshka": True}, False, None)
+    older = fingerprint(dataclasses.replace(spec, weights_config=""))
+    assert older != fingerprint(spec)  # the two digests the upgrade meets
+    with open_store("qdrant", "today", path=str(tmp_path / "q")) as store:
+        today = store.read_spec()
+    assert today is not None
+    name = today.model_identity.rsplit("@", 1)[0]
+    with open_store("qdrant", "old", path=str(tmp_path / "q")) as store:
+        store.ensure_collection(dataclasses.replace(today, name="old", model_identity=f"{name}@{older}"))
+    capsys.readouterr()
+    assert main(["ingest", str(tmp_path / "docs"), *common, "--collection", "old", *sizes]) == 0
+    assert "1 chunk: 1 embedded now" in capsys.readouterr().out
+    assert main(["search", "coral bleaching", *common[:6], "--collection", "old", "-k", "1"]) == 0
+    assert "one.txt" in capsys.readouterr().out

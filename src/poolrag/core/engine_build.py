@@ -20,7 +20,7 @@ from poolrag.config.model_spec import ModelSpec, load_model_spec
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
 from poolrag.core.autotune import TunedLoad, TuneRequest, load_tuned, resolve_tune_mode
-from poolrag.core.model_setup import TOKENIZER_SUFFIXES, Pipeline, build_pipeline, fingerprint
+from poolrag.core.model_setup import TOKENIZER_SUFFIXES, Pipeline, build_pipeline, fingerprints
 from poolrag.core.speed_plan import apply_plan
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError, UnsupportedTaskError
@@ -29,7 +29,7 @@ from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.forked_threads import one_thread_if_forked
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
-from poolrag.model_facts import ModelFacts, model_identity, output_fingerprint
+from poolrag.model_facts import ModelFacts, model_identity, note_earlier_fingerprints, output_fingerprint
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template
 
 
@@ -94,7 +94,10 @@ def _tuned_pipeline(
     pooler = PoolerConfig.from_value(args.pooler_config)
     placement = Placement(args.device_map, args.quantization)
     batch_tokens = args.max_batch_tokens or default_batch_tokens(device)
-    model_fingerprint = fingerprint(spec)  # once: every candidate and the verdict's key take it
+    # once: every candidate and the verdict's key take it; the digests older poolrags took of the same
+    # files still name these weights (a collection they wrote records one)
+    model_fingerprint, earlier = fingerprints(spec)
+    note_earlier_fingerprints(model_fingerprint, earlier)
 
     def build(impl: ModelImpl) -> Pipeline:
         return build_pipeline(

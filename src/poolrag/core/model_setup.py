@@ -165,16 +165,30 @@ def fingerprint(spec: ModelSpec) -> str:
     checkpoints of one architecture apart), and, for a tokenizer without a ``tokenizer.json``, the
     vocabulary files it is built from (:func:`vocabulary_files`; a folder with one keeps the
     identity it had before they were hashed)."""
-    digest = hashlib.sha256((spec.weights_config or spec.hf_config.to_json_string()).encode())
+    return fingerprints(spec)[0]
+
+
+def fingerprints(spec: ModelSpec) -> tuple[str, tuple[str, ...]]:
+    """:func:`fingerprint`, and the other digests older poolrags took of the same files (the weight
+    files read once for all). Before 2026-11-28 the config was hashed with ``--assume-matryoshka``'s
+    size declarations set, so a collection ingested with the flag then records that digest."""
+    configs = [spec.weights_config or spec.hf_config.to_json_string()]
+    if spec.weights_config and spec.hf_config.to_json_string() != spec.weights_config:
+        configs.append(spec.hf_config.to_json_string())
+    digests = [hashlib.sha256(config.encode()) for config in configs]
     for path in sorted(Path(spec.path).rglob("*")):
         if not path.is_file() or path.suffix not in (*_WEIGHT_SUFFIXES, ".json"):
             continue
         size = path.stat().st_size
-        digest.update(f"{path.relative_to(spec.path)}:{size}".encode())
-        digest.update(path.read_bytes() if path.suffix == ".json" else _sampled_content(path, size))
+        content = path.read_bytes() if path.suffix == ".json" else _sampled_content(path, size)
+        for digest in digests:
+            digest.update(f"{path.relative_to(spec.path)}:{size}".encode())
+            digest.update(content)
     for path in vocabulary_files(spec.transformer_path):
-        digest.update(b"\0tokenizer:" + path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+        for digest in digests:
+            digest.update(b"\0tokenizer:" + path.name.encode() + b"\0" + path.read_bytes())
+    today, *earlier = (digest.hexdigest()[:16] for digest in digests)
+    return today, tuple(earlier)
 
 
 def build_pipeline(
