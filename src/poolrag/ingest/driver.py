@@ -204,7 +204,7 @@ class IngestDriver:
 
             root = Path(checkpoint_dir) if checkpoint_dir is not None else default_cache_path().parent
             checkpoint_path = default_checkpoint_path(root, self.run_key)
-        self.checkpoint_path = Path(checkpoint_path)
+        self.checkpoint_path = Path(checkpoint_path).expanduser()  # "--checkpoint=~/x": no shell expanded it
         self.report = IngestReport()
 
     # -- the start of a run ---------------------------------------------------------------------------

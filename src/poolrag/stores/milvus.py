@@ -232,8 +232,9 @@ class MilvusStore(StoreTemplate):
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
     ) -> None:
-        super().__init__(collection, str(uri))
-        self.uri = str(uri)  # the location, password included
+        uri = os.path.expanduser(uri)  # a Milvus Lite file's "~", which Milvus Lite takes as a folder name
+        super().__init__(collection, uri)
+        self.uri = uri  # the location, password included
         self.retry = retry or RetryPolicy()
         local = _is_local(self.uri)
         self._timeout = timeout if timeout is not None else LITE_DEADLINE_S if local else SERVER_DEADLINE_S
@@ -252,7 +253,7 @@ class MilvusStore(StoreTemplate):
                 )
             _quiet_milvus_lite()
             _bound_lite_memtable()
-            database = Path(self.uri).expanduser().resolve()
+            database = Path(self.uri).resolve()
             if not database.parent.is_dir():
                 missing = "is a file, not a folder" if database.parent.exists() else "does not exist"
                 raise InvalidInputError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -107,6 +108,13 @@ class StoreLocation:
     url: str | None = None
     api_key: str | None = None
     retry: RetryPolicy | None = None
+
+    def __post_init__(self) -> None:
+        # a local path keeps its "~" where no shell expanded it (``--path=~/q``, a config file):
+        # taken as is, it made a folder named "~" in the working directory
+        for field in ("uri", "path"):  # expanduser changes only a leading "~" (never a URL)
+            if isinstance(value := getattr(self, field), str):
+                object.__setattr__(self, field, os.path.expanduser(value))
 
     def refuse_other_than(self, taken: tuple[str, ...], message: str) -> None:
         """``message`` as an error when a location field outside ``taken`` was given."""
