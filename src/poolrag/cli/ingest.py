@@ -275,11 +275,15 @@ def _not_read(
     so without it a mixed folder's images (or, for ColPali, its text files) vanish without a word."""
     from poolrag.ingest.readers import count_documents
 
-    if not reads_texts and (count := count_documents(paths, pdfs=False, exclude=exclude)):
+    if not reads_texts and (
+        count := count_documents(paths, pdfs=False, exclude=exclude, unlisted_folders=False)
+    ):
         kind = _many(count, "text document")
         return f"{kind} not read: a page retriever reads pages (text is for a text model)"
     if reads_images is False and (
-        count := count_documents(paths, images=True, texts=False, pdfs=False, exclude=exclude)
+        count := count_documents(
+            paths, images=True, texts=False, pdfs=False, exclude=exclude, unlisted_folders=False
+        )
     ):
         kind = _many(count, "image file")
         return f"{kind} not read: this model reads text (CLIP or ColPali read them)"

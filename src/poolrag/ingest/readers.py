@@ -567,19 +567,21 @@ def count_documents(
     texts: bool = True,
     pdfs: bool = True,
     exclude: Sequence[str] = (),
+    unlisted_folders: bool = True,
 ) -> int:
     """How many entries :func:`read_paths` gives for ``paths``, each a document or a left-out file
     or record: one per text, HTML, Word, PowerPoint or PDF file (``pdfs=False`` leaves them out of
     the count), one per record of a JSONL or CSV file, one per file or folder that cannot be read.
     Files are only listed and record files' records counted, so that a progress bar starts at its
     total before the run; an unreadable record file counts the records read before the problem,
-    and the problem, as :func:`read_paths` reports them."""
+    and the problem, as :func:`read_paths` reports them. ``unlisted_folders=False`` counts files
+    alone: a folder that cannot be listed is of no kind (it is not "1 image file")."""
     count = 0
     counted: set[Path] = set()
 
     def unlisted(exc: OSError) -> None:
         nonlocal count
-        count += 1
+        count += 1 if unlisted_folders else 0
 
     suffixes = _suffixes(images, texts, pdfs)
     for raw in _path_list(paths):
