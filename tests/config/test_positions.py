@@ -73,3 +73,32 @@ def test_a_model_with_no_position_limit_reads_texts_of_any_length(tmp_path: Path
     assert engine.max_model_len == st.max_seq_length == 128
     texts = [long_paragraph(st.tokenizer, 0, tokens=150), *SENTENCES]
     np.testing.assert_allclose(engine.embed_array(texts), st.encode(texts), atol=1e-5, rtol=0)
+
+
+# RoBERTa's embeddings, reused: each family numbers positions from pad_token_id + 1 as well
+ROBERTA_STYLE = {
+    "roberta-prelayernorm": (transformers.RobertaPreLayerNormConfig, {}),
+    "xmod": (transformers.XmodConfig, {"languages": ["en_XX"], "default_language": "en_XX"}),
+    "ibert": (transformers.IBertConfig, {}),
+    "longformer": (transformers.LongformerConfig, {"attention_window": 4}),
+    "luke": (transformers.LukeConfig, {"entity_vocab_size": 10, "entity_emb_size": 16}),
+}
+
+
+@pytest.mark.parametrize("family", sorted(ROBERTA_STYLE))
+@pytest.mark.parametrize("pad", [0, 1])
+def test_the_limit_of_each_roberta_style_family_is_what_transformers_runs(family: str, pad: int) -> None:
+    """Off the list, these families' limit was the whole table: where neither the tokenizer nor the
+    folder named a smaller one, a text that long passed the length check, then ran off the table."""
+    config_class, extra = ROBERTA_STYLE[family]
+    config = config_class(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=TABLE, pad_token_id=pad, **extra,
+    )  # fmt: skip
+    model = transformers.AutoModel.from_config(config).eval()
+    limit = usable_positions(config)
+    assert limit is not None
+    with torch.no_grad():
+        model(input_ids=torch.full((1, limit), 5))
+        with pytest.raises((IndexError, RuntimeError)):  # one token more runs off the position table
+            model(input_ids=torch.full((1, limit + 1), 5))

@@ -13,7 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 OFFSET_MODEL_TYPES = frozenset(
-    {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text", "mpnet"}
+    {
+        "roberta",
+        "xlm-roberta",
+        "xlm-roberta-xl",
+        "camembert",
+        "data2vec-text",
+        "mpnet",
+        "roberta-prelayernorm",
+        "xmod",
+        "ibert",
+        "longformer",
+        "luke",
+    }
 )
 # families whose modelling code hard-codes the padding index instead of reading pad_token_id
 _FIXED_PADDING_INDEX = {"mpnet": 1}
