@@ -132,3 +132,25 @@ def test_a_shard_that_fails_to_load_leaves_its_folder_free(tmp_path: Path, monke
     monkeypatch.undo()
     with open_store("qdrant-edge", "c", path=str(tmp_path), retry=ONE_TRY) as again:  # not "in use"
         assert again.count() == 0
+
+
+def test_a_store_opened_before_another_process_created_the_collection(tmp_path: Path) -> None:
+    """Two first ``poolrag ingest --store qdrant-edge`` runs started together: each opened its store
+    while the folder was empty, one created the shard, and the other then found ``poolrag.json`` but
+    had no shard open, so it died with ``AttributeError: 'NoneType' object has no attribute
+    'scroll'`` (measured). It must be refused while the creator holds the shard, and use the shard
+    once the creator has closed it."""
+    spec = CollectionSpec(name="c", dimension=WIDTH, model_identity="m@1", full_dimension=WIDTH)
+    late = open_store("qdrant-edge", "c", path=str(tmp_path), retry=ONE_TRY)  # nothing there yet
+    holder = _holder(tmp_path, "wait")  # creates the collection and holds it
+    try:
+        with pytest.raises(StoreUnavailableError, match="open in another process"):
+            late.ensure_collection(spec)
+        written, errors = holder.communicate("\n", timeout=120)
+        assert holder.returncode == 0, errors[-3000:]
+    finally:
+        holder.kill()
+    assert late.ensure_collection(spec) == spec
+    late.upsert([ChunkRecord("f" * 32, np.ones(WIDTH, dtype=np.float32), {"text": "t", "source": "b.txt"})])
+    assert late.count() == int(written) + 1 == 51
+    late.close()

@@ -110,10 +110,13 @@ class QdrantEdgeStore(QdrantPointStore):
                 raise
             raise StoreWriteError(f"cannot write {_WHAT} {self.root}: {cause}") from None
 
-    def _open_shard(self, create: CollectionSpec | None) -> None:
+    def _hold_folder(self, *, create: bool = False) -> None:
         if self._lock is None:  # before any shard file is read (poolrag.stores.folder_lock)
-            check_writable_folder(self.root, _WHAT)  # the lock and poolrag.json live there
+            check_writable_folder(self.root, _WHAT, create=create)  # the lock and poolrag.json live there
             self._lock = self._call(FolderLock(self.root).acquire, "lock the shard's folder")
+
+    def _open_shard(self, create: CollectionSpec | None) -> None:
+        self._hold_folder()
         try:
             self._load_or_create_shard(create)
         except BaseException:  # no shard open: the folder is free for the next opener, this one too
@@ -155,6 +158,13 @@ class QdrantEdgeStore(QdrantPointStore):
         self._shard = self._call(lambda: qe.EdgeShard.create(str(shard_dir), config), "create shard")
 
     # -- collection ---------------------------------------------------------------------------------
+    def ensure_collection(self, spec: CollectionSpec) -> CollectionSpec:
+        """Create or check the collection under the folder lock: two first runs started together
+        both found no ``poolrag.json`` when they opened the store, and one must wait for (then use)
+        the shard the other creates rather than create its own."""
+        self._hold_folder(create=True)
+        return super().ensure_collection(spec)
+
     def _load_spec(self) -> CollectionSpec | None:
         spec_file = self.root / _SPEC_FILE
         if not spec_file.exists():
@@ -164,7 +174,10 @@ class QdrantEdgeStore(QdrantPointStore):
                     "choose another --collection"
                 )
             return None
-        return CollectionSpec.from_metadata(self.collection, spec_file.read_text())
+        spec = CollectionSpec.from_metadata(self.collection, spec_file.read_text())
+        if self._shard is None:  # another process created the collection since this store was opened
+            self._open_shard(create=None)
+        return spec
 
     def _write_spec(self, spec: CollectionSpec) -> None:
         """``poolrag.json`` replaced atomically: a crash leaves the old file or the new one."""
