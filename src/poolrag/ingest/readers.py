@@ -269,8 +269,9 @@ def _scan_text(path: Path) -> tuple[str, bool]:
 
 
 def _jsonl_records(path: Path, text_field: str) -> Iterator[tuple[int, object]]:
-    """``(line, record)`` for each non-blank line of a JSONL file."""
-    with path.open(encoding="utf-8") as handle:
+    """``(line, record)`` for each non-blank line of a JSONL file (UTF-8's byte-order mark, which
+    Notepad and PowerShell 5 write, skipped, as ``poolrag eval`` skips it)."""
+    with path.open(encoding="utf-8-sig") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
