@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs
 from pathlib import Path
 
+from ingest_support import read_folder
 from qdrant_client import QdrantClient
 
 from poolrag.cli import main
@@ -41,3 +42,30 @@ def test_a_marked_jsonl_file_keeps_its_first_record(tmp_path: Path, minilm_path:
     assert stored == {"bom.jsonl#j1": "Volcanoes erupt lava.", "bom.jsonl#j2": "Glaciers carve."}
     assert main(["search", "volcano lava", *store, "-k", "1"]) == 0
     assert f"{(docs / 'bom.jsonl').resolve()}#j1" in capsys.readouterr().out
+
+
+def test_a_page_saved_as_utf16_is_read_by_its_mark(tmp_path: Path, minilm_path: Path, capsys) -> None:
+    """Seen from outside: a page saved as "Unicode" (UTF-16 with its mark) was left out as ``not
+    UTF-8 HTML (invalid start byte) and it declares no charset``, though its ``<meta>`` says UTF-16."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "le.html").write_bytes(
+        codecs.BOM_UTF16_LE + PAGE.format("Green tea is steamed.").encode("utf-16-le")
+    )
+    be = PAGE.format("Café crème, s’il vous plaît.").encode("utf-16-be")
+    (docs / "be.html").write_bytes(codecs.BOM_UTF16_BE + be)
+    read, reasons = read_folder(docs)
+    assert sorted(read) == ["be.html", "le.html"] and reasons == {}
+    stored, store = _ingest(docs, tmp_path, minilm_path, capsys)
+    assert stored == {"le.html": "Green tea is steamed.", "be.html": "Café crème, s’il vous plaît."}
+    assert main(["search", "steamed green tea", *store, "-k", "1"]) == 0
+    assert f"{(docs / 'le.html').resolve()}" in capsys.readouterr().out
+
+
+def test_a_page_whose_mark_its_bytes_break_says_so(tmp_path: Path) -> None:
+    """A UTF-16 page cut off mid-character is named as UTF-16 that does not decode, not as a page
+    that "declares no charset"."""
+    page = codecs.BOM_UTF16_LE + PAGE.format("Tea.").encode("utf-16-le")
+    (tmp_path / "cut.html").write_bytes(page + b"<")
+    read, reasons = read_folder(tmp_path)
+    assert read == [] and reasons["cut.html"].startswith("not UTF-16 HTML (truncated data)")

@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.readers import CELL_SEPARATOR, Document
+from poolrag.ingest.readers import CELL_SEPARATOR, Document, marked_encoding
 from poolrag.text_validity import has_visible_text
 
 # fmt: off
@@ -280,8 +280,16 @@ def html_text(markup: str) -> tuple[str, str]:
 
 
 def decode_html(data: bytes) -> str:
-    """The page's characters: UTF-8 (with or without its byte-order mark), else the charset its
-    ``<meta>`` declares; ``InvalidInputError`` when neither reads it."""
+    """The page's characters: UTF-16 or UTF-32 when it starts with their byte-order mark (a page
+    saved as "Unicode"; the mark wins over ``<meta>``, as in browsers), else UTF-8 (with or without
+    its mark), else the charset its ``<meta>`` declares; ``InvalidInputError`` when none reads it."""
+    if (marked := marked_encoding(data[:4])) is not None:
+        try:
+            return data.decode(marked)
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(
+                f"not {marked.upper()} HTML ({exc.reason}) though it starts with its mark"
+            ) from None
     data = data.removeprefix(codecs.BOM_UTF8)
     try:
         return data.decode("utf-8")

@@ -237,12 +237,18 @@ _BYTE_ORDER_MARKS = (  # UTF-32's first: its little-endian mark begins with UTF-
 )
 
 
+def marked_encoding(head: bytes) -> str | None:
+    """``utf-16`` / ``utf-32`` when ``head`` (a file's first bytes) starts with their byte-order
+    mark, else ``None``: a mark names its encoding for certain, where guessing any other (Latin-1,
+    a code page) is not."""
+    return next((name for mark, name in _BYTE_ORDER_MARKS if head.startswith(mark)), None)
+
+
 def text_encoding(path: Path) -> str:
-    """``utf-16`` / ``utf-32`` for a file that starts with their byte-order mark, else ``utf-8``:
-    a mark names its encoding for certain, where guessing any other (Latin-1, a code page) is not."""
+    """The encoding a text file is read in: the one its mark names (:func:`marked_encoding`), else
+    ``utf-8``."""
     with path.open("rb") as handle:
-        head = handle.read(4)
-    return next((name for mark, name in _BYTE_ORDER_MARKS if head.startswith(mark)), "utf-8")
+        return marked_encoding(handle.read(4)) or "utf-8"
 
 
 def _scan_text(path: Path) -> tuple[str, bool]:
