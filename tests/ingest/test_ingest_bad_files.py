@@ -192,3 +192,15 @@ def test_a_skipped_file_is_named_with_its_control_characters_escaped(tmp_path: P
     assert list(read_paths([root], skipped=skipped)) == []
     shown = sorted(str(s).rsplit("/", 1)[-1] for s in skipped)
     assert [line.split(":")[0] for line in shown] == ["a\\x1b[2Jb.md", "c\\udcff.md"]
+
+
+@pytest.mark.parametrize("name", ["archive.txt", "photo.md"])
+def test_a_binary_file_named_as_text_is_called_binary(tmp_path: Path, name: str) -> None:
+    """A zip or a picture named ``.txt`` holds NUL bytes and bytes UTF-8 refuses; seen from outside,
+    the refused byte was named first (``save it as UTF-8 (Latin-1 and Windows code pages are not
+    guessed)``), as if saving a text again could mend it."""
+    (tmp_path / name).write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x08\x00\xb7\x8a" + bytes(range(256)) * 8)
+    skipped: list[SkippedFile] = []
+    assert list(read_paths(tmp_path, skipped=skipped)) == []
+    unmarked = "binary, or UTF-16 without its byte-order mark"
+    assert [s.reason for s in skipped] == [f"not UTF-8 text (a NUL byte at 5: {unmarked})"]

@@ -263,8 +263,11 @@ def _scan_text(path: Path) -> tuple[str, bool]:
     visible = False
     with path.open("rb") as handle:
         while block := handle.read(_READ_BYTES):
-            text = decoder.decode(block)
-            if (nul := block.find(b"\x00") if encoding == "utf-8" else text.find("\x00")) >= 0:
+            # NUL is looked for before the bytes are decoded: binary data is seldom UTF-8 either,
+            # and "binary" says more than the first byte UTF-8 refuses
+            nul = block.find(b"\x00") if encoding == "utf-8" else -1
+            text = decoder.decode(block) if nul < 0 else ""
+            if nul >= 0 or (nul := text.find("\x00")) >= 0:
                 why = f"a NUL byte at {read + nul}: binary, or UTF-16 without its byte-order mark"
                 raise UnicodeDecodeError(encoding, block, nul, nul + 1, why)
             visible = visible or has_visible_text(text)
