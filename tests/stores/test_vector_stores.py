@@ -251,6 +251,14 @@ def test_milvus_server_down_is_retried_then_reported() -> None:
     assert err.value.attempts == 3
 
 
+def test_a_store_tried_once_says_so() -> None:
+    """``--retries 1``: one attempt is "failed once", not "failed 1 times over 0.0s"."""
+    uri = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(StoreUnavailableError, match=r"unavailable: connect failed once \(last error") as err:
+        open_store("milvus", "docs", uri=uri, retry=RetryPolicy(attempts=1))
+    assert err.value.attempts == 1
+
+
 @pytest.mark.parametrize("kind", ["milvus", "qdrant"])
 def test_a_password_in_the_address_is_not_shown(kind: str) -> None:
     """pymilvus reads credentials from the URI itself (``http://user:token@host``); messages and

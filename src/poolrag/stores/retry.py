@@ -46,8 +46,9 @@ class RetryPolicy:
             except StoreUnavailableError as exc:
                 if attempt == self.attempts:
                     elapsed = time.monotonic() - started
+                    tries = "once" if self.attempts == 1 else f"{self.attempts} times over {elapsed:.1f}s"
                     raise StoreUnavailableError(
-                        f"{where} is unavailable: {what} failed {self.attempts} times over {elapsed:.1f}s "
+                        f"{where} is unavailable: {what} failed {tries} "
                         f"(last error: {exc}). Check that the database is running and reachable, "
                         "or that no other process holds a local database file open.",
                         attempts=self.attempts,
