@@ -45,6 +45,7 @@ against this list and fails on any arrow up and on any module not placed here::
     vllm: vLLM's public pooling names (LLM, PoolingParams, PoolerConfig, its output types) for ported scripts
     poolrag: this facade (lazy public names, the version)
     client: the HTTP PoolingBackend for a remote ``poolrag serve``
+    lock_holders: which process holds a lock on a file (the cache's and stores' "in use" errors)
     cache: embeddings cached on disk around any PoolingBackend
     stores: vector databases (Milvus, Qdrant, qdrant-edge)
     retrieval: search, ColBERT and rerank funnels over stores and a backend

@@ -14,6 +14,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from poolrag.lock_holders import held_by
+
 LOCK_FILE = ".poolrag.lock"
 
 
@@ -35,7 +37,10 @@ class FolderLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise FolderInUseError(f"{self.path.parent} is open in another process") from None
+            holder = held_by(self.path)
+            raise FolderInUseError(
+                f"{self.path.parent} is open in another process" + (f" ({holder})" if holder else "")
+            ) from None
         self._fd = fd
         return self
 

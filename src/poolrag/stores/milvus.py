@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from poolrag.errors import InvalidInputError
+from poolrag.lock_holders import held_by
 from poolrag.scoring.similarity import maxsim
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, PayloadPages, SourcePages, StoreHit
@@ -81,6 +82,8 @@ LITE_MEMTABLE_BYTES = 32 << 20
 # segment merges (measured past 10 s in a 500 MB ingest on two busy cores): it gets a long one.
 SERVER_DEADLINE_S = 10.0
 LITE_DEADLINE_S = 300.0
+#: The file in a Milvus Lite database folder that milvus-lite flocks while a process has it open
+_LITE_LOCK_FILE = "LOCK"
 _INDEXES: dict[str | None, tuple[str, dict[str, Any]]] = {
     None: ("AUTOINDEX", {}),
     "int8": ("HNSW_SQ", {"M": 16, "efConstruction": 200, "sq_type": "SQ8"}),
@@ -320,6 +323,9 @@ class MilvusStore(StoreTemplate):
             return None
         message = str(exc)
         if _is_local(self.uri) and "Open local milvus failed" in message:
+            holder = held_by(Path(self.uri) / _LITE_LOCK_FILE)
+            if holder:
+                return f"Milvus Lite could not open {self.uri}: it is {holder}"
             return f"Milvus Lite could not open {self.uri}; is another process using it? ({exc})"
         return message
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from poolrag.lock_holders import held_by
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores import qdrant_points
 from poolrag.stores.base import METADATA_KEY, ChunkRecord, CollectionSpec, StoreHit
@@ -37,13 +38,19 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_PATH = "./poolrag_qdrant"
+#: qdrant-client's words for a local-mode folder another process holds, and the file it locks there
+_LOCAL_HELD = "already accessed by another instance"
+_LOCAL_LOCK_FILE = ".lock"
 
 
-def _unavailable_message(exc: Exception) -> str | None:
-    """One line for an outage (a gateway's HTML page or a client's multi-line text included)."""
+def _unavailable_message(exc: Exception, folder: str | None = None) -> str | None:
+    """One line for an outage (a gateway's HTML page or a client's multi-line text included); for
+    local mode's ``folder`` held by another process, which process where it can be found."""
     if not _unavailable(exc):
         return None
-    return (_refusal(exc) or " ".join(str(exc).split())) or type(exc).__name__
+    message = (_refusal(exc) or " ".join(str(exc).split())) or type(exc).__name__
+    holder = held_by(Path(folder) / _LOCAL_LOCK_FILE) if folder is not None and _LOCAL_HELD in message else ""
+    return f"{message} ({holder})" if holder else message
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -54,7 +61,7 @@ def _unavailable(exc: BaseException) -> bool:
         return True
     if isinstance(exc, UnexpectedResponse):
         return exc.status_code in (502, 503, 504)
-    if isinstance(exc, RuntimeError) and "already accessed by another instance" in str(exc):
+    if isinstance(exc, RuntimeError) and _LOCAL_HELD in str(exc):
         return True
     import grpc  # a dependency of qdrant-client
     import httpx
@@ -168,7 +175,8 @@ class QdrantStore(QdrantPointStore):
                     return unguarded()
 
         try:
-            return self.retry.call_client(fn, what, self.where, _unavailable_message)
+            folder = self.location if self._local else None
+            return self.retry.call_client(fn, what, self.where, lambda exc: _unavailable_message(exc, folder))
         except Exception as exc:
             cause = storage_fault(exc) if self._local else None
             if cause is not None:
