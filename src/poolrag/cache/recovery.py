@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 
 from poolrag.errors import InvalidInputError, PoolragError
+from poolrag.lock_holders import held_by
 
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 _FULL_CODE = 13  # SQLITE_FULL: "database or disk is full"
@@ -27,6 +28,8 @@ _FULL_ERRNOS = {
     errno.EFBIG: "a file size limit was reached",
 }
 _CORRUPT_WORDS = ("malformed", "not a database", "database corruption")
+#: The byte of a WAL database's ``-shm`` file its writer locks (sqlite.org/walformat.html, WAL_WRITE_LOCK)
+_WAL_WRITE_LOCK_BYTE = 120
 
 
 class CacheAccessError(InvalidInputError):
@@ -78,9 +81,11 @@ def cache_access_error(
 ) -> CacheAccessError | CacheWriteError | CacheBusyError | None:
     """The user-facing error for a cache that cannot be used; ``None`` for bugs."""
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():
+        holder = held_by(f"{path}-shm", _WAL_WRITE_LOCK_BYTE)
         return CacheBusyError(
-            f"the embedding cache {path} stayed locked by another process for {timeout:g} s; try again "
-            "when it is done, or pass --cache FILE elsewhere, or --no-cache"
+            f"the embedding cache {path} stayed locked by another process for {timeout:g} s"
+            + (f" ({holder})" if holder else "")
+            + "; try again when it is done, or pass --cache FILE elsewhere, or --no-cache"
         )
     refused = write_refused(exc)
     if refused is not None:
