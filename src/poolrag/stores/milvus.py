@@ -325,7 +325,7 @@ class MilvusStore(StoreTemplate):
         if _is_local(self.uri) and "Open local milvus failed" in message:
             holder = held_by(Path(self.uri) / _LITE_LOCK_FILE)
             if holder:
-                return f"Milvus Lite could not open {self.uri}: it is {holder}"
+                return f"Milvus Lite could not open {self.uri}: another process has it open ({holder})"
             return f"Milvus Lite could not open {self.uri}; is another process using it? ({exc})"
         return message
 
