@@ -7,6 +7,7 @@ are poolrag.testing.model_fixtures, which the partner packages' tests load too.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -51,5 +52,22 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> C
             dest = tmp_path_factory.mktemp(f"{arch}-{head or 'base'}")
             built[key] = build_encoder(dest, arch, minilm_path, head=head, num_labels=num_labels, **extra)
         return built[key]
+
+    return make
+
+
+@pytest.fixture
+def unlistable(monkeypatch: pytest.MonkeyPatch) -> Callable[[Path], None]:
+    """``unlistable(folder)``: listing ``folder`` fails with EACCES, as after ``chmod 000`` for a
+    normal user (root lists any folder, so the error is raised where ``os.walk`` asks for it)."""
+    listing = os.scandir
+
+    def make(folder: Path) -> None:
+        def scandir(path: str = ".") -> object:
+            if Path(path) == folder:
+                raise PermissionError(13, "Permission denied", str(folder))
+            return listing(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
 
     return make

@@ -4,7 +4,7 @@ file not read: this model reads text", sending the user after images that do not
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,24 +12,11 @@ import pytest
 from poolrag.cli import main
 
 
-def _unlistable(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``folder`` cannot be listed: chmod 000 for a normal user; as root (which lists anything),
-    the listing error is raised where os.walk asks for it."""
-    if os.geteuid() != 0:
-        folder.chmod(0)
-        return
-    listing = os.scandir
-
-    def scandir(path: str = ".") -> object:
-        if Path(path) == folder:
-            raise PermissionError(13, "Permission denied", str(folder))
-        return listing(path)
-
-    monkeypatch.setattr(os, "scandir", scandir)
-
-
 def test_an_unlistable_folder_is_left_out_not_counted_as_an_image(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    unlistable: Callable[[Path], None],
 ) -> None:
     docs = tmp_path / "docs"
     (docs / "locked").mkdir(parents=True)
@@ -37,11 +24,8 @@ def test_an_unlistable_folder_is_left_out_not_counted_as_an_image(
     (docs / "locked" / "tides.md").write_text("Spring tides come when the Sun and the Moon line up.")
     monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    _unlistable(docs / "locked", monkeypatch)
-    try:
-        code = main(["ingest", str(docs), "--uri", str(tmp_path / "m.db"), "--no-cache", "-q"])
-    finally:
-        (docs / "locked").chmod(0o755)
+    unlistable(docs / "locked")
+    code = main(["ingest", str(docs), "--uri", str(tmp_path / "m.db"), "--no-cache", "-q"])
     err = capsys.readouterr().err
     assert code == 0
     assert f"{docs / 'locked'}: cannot list the folder: Permission denied" in err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -156,22 +155,14 @@ def test_a_folder_whose_files_are_all_gone_says_so(setup: Setup, caplog) -> None
 
 
 @pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
-def test_prune_keeps_the_chunks_of_a_folder_that_could_not_be_listed(setup: Setup, monkeypatch) -> None:
-    """A subfolder that cannot be listed is a skipped path, not a deleted one (root lists any folder,
-    so the listing error is injected where os.walk asks for it)."""
+def test_prune_keeps_the_chunks_of_a_folder_that_could_not_be_listed(setup: Setup, unlistable) -> None:
+    """A subfolder that cannot be listed is a skipped path, not a deleted one."""
     sub = setup.corpus / "more"
     sub.mkdir()
     (sub / "octopus.txt").write_text("Octopuses have three hearts and blue blood.")
     setup.run()
     total = setup.store.count()
-    listing = os.scandir
-
-    def scandir(path: str = ".") -> object:
-        if Path(path) == sub:
-            raise PermissionError(13, "Permission denied", str(sub))
-        return listing(path)
-
-    monkeypatch.setattr(os, "scandir", scandir)
+    unlistable(sub)
     pipe, _ = setup.pipeline()
     skipped: list = []
     report = pipe.run(read_paths([setup.corpus], skipped=skipped), prune=True, skipped=skipped)
