@@ -182,3 +182,19 @@ def test_chunks_are_bounded_in_bytes_when_few_tokens_span_a_megabyte(tokenizer) 
 def test_a_lone_surrogate_is_a_clear_error_naming_the_source(tokenizer) -> None:
     with pytest.raises(InvalidInputError, match=r"rec#7: text is not valid Unicode \(lone surrogate"):
         TokenChunker(tokenizer, max_tokens=16).split(Document("rec#7", "bad \udfff text"))
+
+
+def test_chinese_and_japanese_sentences_end_at_their_full_stops(tokenizer) -> None:
+    """。！？ end a sentence with no space after them: every cut fell inside a sentence (2 of 32
+    chunks of this text ended one) and repeated its overlap (992 characters embedded twice)."""
+    sentences = [
+        "北京是中华人民共和国的首都。",
+        "它是一个历史悠久的城市，拥有许多名胜古迹。",
+        "每年都有大量游客前来参观！",
+        "你去过长城吗？",
+        "パスワードを忘れた場合は、ログイン画面のリンクから再設定してください。",
+    ]
+    text = "".join(sentences[(i * 7) % 5] for i in range(400))
+    chunks = TokenChunker(tokenizer, max_tokens=254).split(Document("zh.txt", text))
+    assert all(c.text.endswith(("。", "！", "？")) for c in chunks)
+    assert "".join(c.text for c in chunks) == text  # nothing repeated, nothing lost

@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 CHUNK_NAMESPACE = uuid.UUID("6f0c2a3e-54c1-5d0e-9a57-2b8f3e1c9d40")
-_SENTENCE_END = (".", "!", "?", ":", ";")
+#: Sentence ends when a space follows: Latin, Devanagari's danda, Arabic's question mark, Urdu's stop.
+_SENTENCE_END = (".", "!", "?", ":", ";", "\u0964", "\u0965", "\u061f", "\u06d4")
+#: Chinese and Japanese sentence ends, which no space follows (。！？ and the half-width ｡).
+_CLOSED_SENTENCE_END = ("\u3002", "\uff01", "\uff1f", "\uff61")
 _MAX_TOKEN_CHARS = 100  # a "token" spanning more is a word the vocabulary cannot split ([UNK])
 #: A chunk's text is at most this many UTF-8 bytes, whatever its tokens: half of Milvus's 65,535-byte
 #: text field, so every store keeps the same rows. No token spans more than ``_MAX_TOKEN_CHARS``
@@ -212,7 +215,12 @@ class TokenChunker:
         following = text[end : end + 2]
         if following == "\n\n":
             return 2
-        if following[:1] == "\n" or (text[end - 1] in _SENTENCE_END and following[:1].isspace()):
+        last = text[end - 1]
+        if (
+            following[:1] == "\n"
+            or (last in _SENTENCE_END and following[:1].isspace())
+            or last in _CLOSED_SENTENCE_END
+        ):
             return 1
         return 0
 
