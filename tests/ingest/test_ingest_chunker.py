@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import unicodedata
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -198,3 +199,23 @@ def test_chinese_and_japanese_sentences_end_at_their_full_stops(tokenizer) -> No
     chunks = TokenChunker(tokenizer, max_tokens=254).split(Document("zh.txt", text))
     assert all(c.text.endswith(("。", "！", "？")) for c in chunks)
     assert "".join(c.text for c in chunks) == text  # nothing repeated, nothing lost
+
+
+@pytest.mark.parametrize(
+    "word",
+    [
+        "में",  # Hindi: the vowel sign and the nasal mark are nonspacing
+        "ที่",  # Thai: a vowel and a tone mark above the consonant
+        unicodedata.normalize("NFD", "café"),  # a decomposed accent
+    ],
+)
+def test_a_chunk_keeps_the_marks_that_end_its_last_word(tokenizer, word: str) -> None:
+    """An uncased tokenizer drops nonspacing marks, so a word's last token ended before them: each
+    chunk showed ``में`` as ``म``, and the document's last marks were in no chunk at all."""
+    text = " ".join([word] * 300)
+    chunks = TokenChunker(tokenizer, max_tokens=16).split(Document("marks.txt", text))
+    assert len(chunks) > 5
+    for chunk in chunks:
+        assert text[chunk.start : chunk.end] == chunk.text
+        assert chunk.text.split() == [word] * len(chunk.text.split())
+    assert chunks[-1].end == len(text)

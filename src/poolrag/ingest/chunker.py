@@ -366,7 +366,7 @@ class TokenChunker:
                 j = self._break_at(text, view, i + max(1, (self.max_tokens * 3) // 5), j)
             j = _one_slice(view, i, j)
             while True:
-                start, end = view[i][0], view[j - 1][1]
+                start, end = view[i][0], _word_end(text, view, j, n)
                 piece = text[start:end]
                 ids = self._chunk_ids(text, view, i, j, piece)
                 count = len(ids)
@@ -406,6 +406,18 @@ def _on_pages(chunks: Iterator[Chunk], page_starts: tuple[int, ...]) -> Iterator
         last = max(bisect.bisect_right(page_starts, max(chunk.end - 1, chunk.start)), page)
         pages = {"page": page} | ({"last_page": last} if last > page else {})
         yield dataclasses.replace(chunk, metadata={**chunk.metadata, **pages})
+
+
+def _word_end(text: Any, view: Any, j: int, n: int) -> int:
+    """End of a chunk whose last token is ``j - 1``: past what no token covers up to the next space
+    or token. An uncased tokenizer's normaliser drops nonspacing marks (Hindi's vowel signs, Thai's
+    tone marks, a decomposed accent), so a word's last token can end before its last marks; cut
+    there, a chunk showed ``में`` as ``म`` and a document's last marks were in no chunk."""
+    end = view[j - 1][1]
+    limit = view[j][0] if j < n else text.end
+    while end < limit and not text[end].isspace():
+        end += 1
+    return end
 
 
 def _one_slice(view: Any, i: int, j: int) -> int:
