@@ -75,3 +75,15 @@ def test_a_collection_recorded_before_cjk_bigrams_keeps_its_whole_runs() -> None
     again.adopt(recorded, ["パスワードの有効期限"])
     assert again.analyzer_record()["cjk_bigrams"] is False
     assert again.encoder.analyzer.terms("パスワードの有効期限") == ["パスワードの有効期限"]
+
+
+def test_a_collection_recorded_before_unicode_words_keeps_its_split() -> None:
+    """Its stored terms split words at each combining mark: it is written on and queried that way."""
+    first = _encoder(None)
+    first.adopt(None, GERMAN)
+    recorded = first.settings()
+    del recorded["analyzer"]["unicode_words"]
+    again = _encoder(None)
+    again.adopt(recorded, ["हिन्दी में"])
+    assert again.analyzer_record()["unicode_words"] is False
+    assert again.encoder.analyzer.terms("हिन्दी में") == ["ह", "न", "द", "म"]

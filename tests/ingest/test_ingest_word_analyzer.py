@@ -5,6 +5,7 @@ is refused on ingest and on search, and collections from before analyzers keep t
 from __future__ import annotations
 
 import dataclasses
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,14 @@ def _open(kind: str, root: Path, collection: str = "docs"):
     return open_store(kind, collection, **where)
 
 
-def _ingest(store, engine, root: Path, analyzer: WordAnalyzer | None, old_record: dict | None = None):
+def _ingest(
+    store,
+    engine,
+    root: Path,
+    analyzer: WordAnalyzer | None,
+    old_record: dict | None = None,
+    texts: dict[str, str] = DOCUMENTS,
+):
     """Ingest ``DOCUMENTS``; ``old_record``: first create the collection with the BM25 record poolrag
     wrote before analyzers were recorded."""
     cache = EmbeddingCache(root / "cache.sqlite")
@@ -50,7 +58,7 @@ def _ingest(store, engine, root: Path, analyzer: WordAnalyzer | None, old_record
         store.ensure_collection(
             dataclasses.replace(pipeline.spec, model_options={BM25_OPTIONS_KEY: old_record})
         )
-    documents = [Document(name, text, {"name": name}) for name, text in DOCUMENTS.items()]
+    documents = [Document(name, text, {"name": name}) for name, text in texts.items()]
     return pipeline.run(documents)
 
 
@@ -87,6 +95,30 @@ def test_the_recorded_analyzer_is_used_by_a_reopened_collection(
             with pytest.raises(CollectionMismatchError, match="BM25 terms were made by the words"):
                 _ingest(store, minilm_engine, tmp_path, other)
         assert store.count() == 3
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_words_with_marks_and_unspaced_scripts_are_found_by_their_words(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    """Each combining mark ended a word: the query हिन्दी was the terms ह, न, द and ranked a text
+    of other words with those letters (हैं नदी दो) first; a decomposed café never matched café;
+    a Thai word never matched inside the phrase it is written in."""
+    texts = {
+        "hindi": "हिन्दी भारत की एक भाषा है।",
+        "river": "यहाँ नदी और दो हैं।",
+        "cafe": unicodedata.normalize("NFD", "Un café noir, s'il vous plaît."),
+        "thai": "ภาษาไทยเขียนติดกันโดยไม่มีช่องว่าง",
+        "other": "ฉันชอบกินข้าวผัดมาก",
+    }
+    store = _open(kind, tmp_path)
+    try:
+        _ingest(store, minilm_engine, tmp_path, WordAnalyzer(), texts=texts)
+        retriever = Retriever(store, minilm_engine)
+        for query, name in [("हिन्दी", "hindi"), ("café", "cafe"), ("ภาษาไทย", "thai")]:
+            assert retriever.search(query, 1, mode="sparse")[0].payload["name"] == name, query
     finally:
         store.close()
 

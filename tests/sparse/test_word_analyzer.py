@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import unicodedata
 from collections import Counter
 
 import pytest
@@ -101,6 +102,7 @@ def test_queries_and_documents_are_analysed_alike() -> None:
         "stop_words": True,
         "stem": True,
         "cjk_bigrams": True,
+        "unicode_words": True,
     }
 
 
@@ -121,3 +123,32 @@ def test_word_pieces_need_a_tokenizer() -> None:
         BM25Encoder(None)
     with pytest.raises(InvalidInputError, match="word pieces"):
         query_encoder_for_record({"k1": 1.2}, None)
+
+
+@pytest.mark.parametrize(
+    ("query", "document"),
+    [
+        ("हिन्दी", "हिन्दी में संयुक्त अक्षर होते हैं"),  # vowel signs and the virama are marks
+        ("مُحَمَّد", "قال مُحَمَّد ذلك"),  # harakat
+        ("café", unicodedata.normalize("NFD", "Un café noir")),  # a decomposed accent
+        ("information", "more infor\u00admation here"),  # a soft hyphen
+        ("istanbul", "İSTANBUL büyük bir şehirdir"),  # the dotted capital I
+        ("hello", "ｈｅｌｌｏ world"),  # full-width letters
+        ("ภาษาไทย", "ภาษาไทยเขียนติดกันโดยไม่มีช่องว่าง"),  # Thai, written without spaces
+    ],
+)
+def test_a_query_word_matches_its_document_whatever_its_marks_and_forms(query: str, document: str) -> None:
+    """``\\w`` has no combining marks, so each ended a word: हिन्दी was the terms ह, न, द and matched
+    any word with those consonants; a decomposed café was ``cafe``; İ lowered to i plus a dot mark;
+    a Thai phrase was cut at each vowel mark. A collection recorded before keeps that split."""
+    analyzer = WordAnalyzer(stem=False, stop_words=False)
+    assert set(analyzer.terms(query)) <= set(analyzer.terms(document))
+    recorded_before = {k: v for k, v in analyzer.record().items() if k != "unicode_words"}
+    old = recorded_analyzer({"analyzer": recorded_before})
+    assert old is not None and not old.unicode_words
+
+
+def test_marks_no_longer_make_words_of_single_letters() -> None:
+    analyzer = WordAnalyzer()
+    assert analyzer.terms("हिन्दी में") == ["हिन्दी", "में"]
+    assert WordAnalyzer(unicode_words=False).terms("हिन्दी में") == ["ह", "न", "द", "म"]  # the old split

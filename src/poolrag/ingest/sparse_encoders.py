@@ -181,7 +181,8 @@ class BM25ChunkEncoder:
 
     def _takes_recorded(self, stored: WordAnalyzer | None) -> bool:
         """What no flag of this run chose is the collection's: how it splits CJK text (one written
-        before bigrams keeps whole runs) and, undeclared, the language its first batch was detected
+        before bigrams keeps whole runs) and words with marks (one written before keeps splitting
+        at each mark) and, undeclared, the language its first batch was detected
         in, so re-running or resuming the command that made it is not refused for a setting the user
         never gave. A declared ``--language`` or another analyzer is still refused."""
         analyzer = self.encoder.analyzer
@@ -190,7 +191,9 @@ class BM25ChunkEncoder:
         declared = self.languages is not None and self.languages.collection is not None
         undeclared = not declared and analyzer.language == DEFAULT_LANGUAGE
         language = stored.language if undeclared else analyzer.language
-        taken = dataclasses.replace(analyzer, language=language, cjk_bigrams=stored.cjk_bigrams)
+        taken = dataclasses.replace(
+            analyzer, language=language, cjk_bigrams=stored.cjk_bigrams, unicode_words=stored.unicode_words
+        )
         if taken != stored:
             return False
         self._analyse_with(taken)

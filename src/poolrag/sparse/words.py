@@ -18,9 +18,11 @@ record is a key into that table, never a name handed to an import.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -248,6 +250,45 @@ _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD_OR_CJK_RUN = re.compile(f"[{_CJK}]+|[^\\W{_CJK}]+")
 _ID_MASK = 0x7FFFFFFF  # sparse ids are non-negative int32
+#: Thai, Lao, Myanmar and Khmer: written without spaces between words too; their runs split into
+#: bigrams like Han and kana where words keep their marks (one term per phrase matched nothing).
+_UNSPACED = f"{_CJK}\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
+_UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
+#: Invisible characters inside words (a soft hyphen, zero-width joiners, bidi marks, the word joiner,
+#: a BOM, variation selectors): deleted, as Unicode's NFKC_Casefold does, so ``infor\xadmation`` is
+#: ``information``. A zero-width space separates words, so it stays a break.
+_IGNORABLE = dict.fromkeys(
+    [
+        0xAD,
+        *range(0x200C, 0x2010),
+        *range(0x2060, 0x2065),
+        0xFEFF,
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
+)
+
+
+@functools.cache
+def _words_with_marks() -> re.Pattern[str]:
+    """Unspaced runs, and words that keep their combining marks: ``re``'s ``\\w`` has no marks
+    (Hindi's vowel signs, Arabic's harakat), so each mark ended a word. Built once from this
+    Python's Unicode tables (every mark lies below U+20000)."""
+    ranges: list[list[int]] = []
+    for code in (c for c in range(0x20000) if unicodedata.category(chr(c))[0] == "M"):
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    marks = "".join(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in ranges)
+    return re.compile(f"[{_UNSPACED}]+|[^\\W{_UNSPACED}](?:[^\\W{_UNSPACED}]|[{marks}])*+")
+
+
+def _unicode_folded(text: str) -> str:
+    """``text`` in NFKC (a decomposed accent composed, full-width letters and half-width kana folded,
+    as ICU's and Lucene's CJK width filters do) without invisible characters, and the dotted
+    capital ``İ`` lowered to ``i`` as Lucene lowers it (``casefold`` gives ``i`` plus a dot mark)."""
+    return unicodedata.normalize("NFKC", text.translate(_IGNORABLE)).replace("\u0130", "i")
 
 
 def term_id(term: str) -> int:
@@ -269,19 +310,26 @@ class WordAnalyzer:
             Lucene's CJK analyzer does (``パスワード`` → ``パス``, ``スワ``, ``ワー``, ``ード``), so a
             query's words match inside a sentence; ``False`` keeps each run one term, which is how
             collections written before it split them (their record says so).
+        unicode_words: words keep their combining marks (``हिन्दी`` is one word, not ``ह``, ``न``,
+            ``द``), text is compared in NFKC without invisible characters (a decomposed ``café``
+            is ``café``), ``İ`` lowers to ``i``, and Thai, Lao, Myanmar and Khmer runs become
+            bigrams (with ``cjk_bigrams``), as Unicode's word rules and search engines' normalisers
+            make them; ``False``: each mark ended a word, as in collections recorded before it
+            (their record says so).
     """
 
     language: str = DEFAULT_LANGUAGE
     stop_words: bool = True
     stem: bool = True
     cjk_bigrams: bool = True
+    unicode_words: bool = True
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
             raise InvalidInputError(
                 f"unknown analyzer language {self.language!r}; choose from {', '.join(sorted(LANGUAGES))}"
             )
-        for name in ("stop_words", "stem", "cjk_bigrams"):
+        for name in ("stop_words", "stem", "cjk_bigrams", "unicode_words"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"the word analyzer's {name} must be true or false")
 
@@ -289,12 +337,17 @@ class WordAnalyzer:
         """The analysed terms of ``text``, repeats kept: its words in order, then its CJK bigrams."""
         if not isinstance(text, str):
             raise InputTypeError(f"BM25 analyses text, got {type(text).__name__}")
+        if self.unicode_words:
+            text = _unicode_folded(text)
         if not self.cjk_bigrams:
-            return self._words(_WORD.findall(text))
+            return self._words((_words_with_marks() if self.unicode_words else _WORD).findall(text))
         words: list[str] = []
         bigrams: list[str] = []
-        for piece in _WORD_OR_CJK_RUN.findall(text):
-            if _CJK_RUN.fullmatch(piece):
+        split, run = (
+            (_words_with_marks(), _UNSPACED_RUN) if self.unicode_words else (_WORD_OR_CJK_RUN, _CJK_RUN)
+        )
+        for piece in split.findall(text):
+            if run.fullmatch(piece):
                 bigrams.extend(
                     [piece] if len(piece) == 1 else [piece[i : i + 2] for i in range(len(piece) - 1)]
                 )
@@ -323,6 +376,7 @@ class WordAnalyzer:
             "stop_words": self.stop_words,
             "stem": self.stem,
             "cjk_bigrams": self.cjk_bigrams,
+            "unicode_words": self.unicode_words,
         }
 
     @classmethod
@@ -336,6 +390,7 @@ class WordAnalyzer:
             record.get("stop_words", True),
             record.get("stem", True),
             record.get("cjk_bigrams", False),  # recorded before bigrams: its runs were whole terms
+            record.get("unicode_words", False),  # recorded before: each mark ended a word
         )
 
 
@@ -379,4 +434,8 @@ def analyzer_name(analyzer: WordAnalyzer | None) -> str:
     """``"words (english)"`` or ``"wordpiece"``, for messages."""
     if analyzer is None:
         return WORDPIECE
-    return f"{WORDS} ({analyzer.language}{'' if analyzer.cjk_bigrams else ', CJK runs whole'})"
+    notes = [
+        *([] if analyzer.cjk_bigrams else ["CJK runs whole"]),
+        *([] if analyzer.unicode_words else ["marks end words"]),
+    ]
+    return f"{WORDS} ({', '.join([analyzer.language, *notes])})"
