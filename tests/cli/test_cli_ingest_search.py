@@ -484,3 +484,15 @@ def test_a_matryoshka_collection_an_older_poolrag_wrote_is_still_its_model(
     assert "1 chunk: 1 embedded now" in capsys.readouterr().out
     assert main(["search", "coral bleaching", *common[:6], "--collection", "old", "-k", "1"]) == 0
     assert "one.txt" in capsys.readouterr().out
+
+
+def test_search_prints_text_its_stdout_cannot_encode_as_escapes(tmp_path: Path, minilm_path: Path) -> None:
+    """A Chinese hit on an ASCII stdout (a Windows console redirected to a cp1252 file is the same)
+    was a UnicodeEncodeError traceback, exit 1, after the search had run."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "日本.txt").write_text("北京是中华人民共和国的首都。\n", encoding="utf-8")
+    store = _in_qdrant(minilm_path, tmp_path / "q", "c")
+    assert _poolrag(["ingest", "docs", *store, "-q"], tmp_path).returncode == 0
+    found = _poolrag(["search", "首都", *store, "-k", "1"], tmp_path, PYTHONIOENCODING="ascii")
+    assert found.returncode == 0, found.stderr
+    assert "\\u5317\\u4eac" in found.stdout and "\\u65e5\\u672c.txt" in found.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import io
 import os
 import stat
 import sys
@@ -117,8 +118,18 @@ def _stdout_is_a_pipe() -> bool:
         return False
 
 
+def _escape_what_stdout_cannot_encode() -> None:
+    """Text the output's encoding lacks (a Chinese hit printed to an ASCII or Latin-1 stdout, or a
+    Windows console's output redirected to a cp1252 file) is written as its escapes (``\\u65e5``),
+    as Python writes stderr, not a ``UnicodeEncodeError`` traceback after the search ran."""
+    stdout = sys.stdout
+    if isinstance(stdout, io.TextIOWrapper) and stdout.errors == "strict":
+        stdout.reconfigure(errors="backslashreplace")
+
+
 def _run(argv: Sequence[str] | None) -> int:
     bound_native_memory()
+    _escape_what_stdout_cannot_encode()
     args = build_parser().parse_args(argv)
     after = _AFTER_INTERRUPT.get(args.command)
     try:
