@@ -67,8 +67,8 @@ def test_records_round_trip_and_unknown_records_are_refused() -> None:
 
 def test_chinese_and_japanese_runs_are_overlapping_bigrams_so_a_query_word_matches_inside_them() -> None:
     """A run of Han or kana has no spaces: as one term it never matched a query (パスワード, 15 times
-    in a Japanese man page, found nothing). Bigrams, as Lucene's CJK analyzer makes, match it; Hangul
-    is spaced, so its words stay words; a collection recorded before keeps its whole runs."""
+    in a Japanese man page, found nothing). Bigrams, as Lucene's CJK analyzer makes, match it, and
+    Hangul's too, whose particles join their nouns; a collection recorded before keeps its whole runs."""
     analyzer = WordAnalyzer()
     sentence = analyzer.terms("パスワードの有効期限を変更する")
     assert set(analyzer.terms("パスワード")) <= set(sentence)
@@ -77,12 +77,15 @@ def test_chinese_and_japanese_runs_are_overlapping_bigrams_so_a_query_word_match
     assert analyzer.terms("Installing Python3の使い方 한국어 단어") == [
         "instal",
         "python3",
-        "한국어",
-        "단어",
         "の使",
         "使い",
         "い方",
+        "한국",
+        "국어",
+        "단어",
     ]
+    assert set(analyzer.terms("비밀번호")) <= set(analyzer.terms("비밀번호를 잊으셨나요"))
+    assert WordAnalyzer(unicode_words=False).terms("한국어 단어") == ["한국어", "단어"]  # before: whole
     old_record = {"name": "words", "language": "english", "stop_words": True, "stem": True}
     old = recorded_analyzer({"analyzer": old_record})
     assert old is not None and not old.cjk_bigrams

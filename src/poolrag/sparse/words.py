@@ -245,14 +245,17 @@ DEFAULT_ANALYZER = WORDPIECE
 
 _WORD = re.compile(r"\w+")
 #: Han, kana (full- and half-width): scripts written without spaces, where a run of ``\w`` is a
-#: whole sentence, never a term a query repeats. Hangul is spaced, so its words stay words.
+#: whole sentence, never a term a query repeats.
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD_OR_CJK_RUN = re.compile(f"[{_CJK}]+|[^\\W{_CJK}]+")
 _ID_MASK = 0x7FFFFFFF  # sparse ids are non-negative int32
 #: Thai, Lao, Myanmar and Khmer: written without spaces between words too; their runs split into
 #: bigrams like Han and kana where words keep their marks (one term per phrase matched nothing).
-_UNSPACED = f"{_CJK}\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
+#: Hangul with them: spaced, but a particle joins its noun (``비밀번호를``), so the whole word missed
+#: a query for the noun; Lucene's and Elasticsearch's CJK analyzers bigram it too.
+_HANGUL = "\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff"
+_UNSPACED = f"{_CJK}{_HANGUL}\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
 _UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
 #: Invisible characters inside words (a soft hyphen, zero-width joiners, bidi marks, the word joiner,
 #: a BOM, variation selectors): deleted, as Unicode's NFKC_Casefold does, so ``infor\xadmation`` is
@@ -313,9 +316,10 @@ class WordAnalyzer:
         unicode_words: words keep their combining marks (``हिन्दी`` is one word, not ``ह``, ``न``,
             ``द``), text is compared in NFKC without invisible characters (a decomposed ``café``
             is ``café``), ``İ`` lowers to ``i``, and Thai, Lao, Myanmar and Khmer runs become
-            bigrams (with ``cjk_bigrams``), as Unicode's word rules and search engines' normalisers
-            make them; ``False``: each mark ended a word, as in collections recorded before it
-            (their record says so).
+            bigrams (with ``cjk_bigrams``), as does Hangul, whose particles join their nouns: as
+            Unicode's word rules, search engines' normalisers and CJK analyzers make them;
+            ``False``: each mark ended a word and Hangul words stayed whole, as in collections
+            recorded before it (their record says so).
     """
 
     language: str = DEFAULT_LANGUAGE
