@@ -294,3 +294,21 @@ def test_each_call_emits_llamaindex_reranking_events_for_tracing(cross_encoder_e
     # the start event's query is the QueryBundle, as sentence-transformers' reranker sends it
     assert [e.query.query_str for e in events.seen[::2]] == [QUERY, QUERY]
     assert events.seen[1].nodes == ranked and events.seen[3].nodes == aranked
+
+
+def test_async_reranking_runs_in_a_span_of_its_own(cross_encoder_engine: Engine) -> None:
+    """Tracers (Arize, Langfuse) make a reranker step of the span a postprocessor's call opens and
+    hang its rerank events there. SentenceTransformerRerank's async call runs its spanned
+    ``_postprocess_nodes`` in a thread; the native async call must open its own span too, or its
+    events land in the query engine's span and the trace shows no reranking step."""
+    rerank = PoolragRerank(engine=cross_encoder_engine, top_n=2)
+    events = _RerankEvents()
+    root = get_dispatcher()
+    root.add_event_handler(events)
+    try:
+        rerank.postprocess_nodes(corpus_nodes(), query_str=QUERY)
+        asyncio.run(rerank.apostprocess_nodes(corpus_nodes(), query_str=QUERY))
+    finally:
+        root.event_handlers.remove(events)
+    spans = [str(e.span_id).split("-")[0] for e in events.seen]
+    assert spans == ["PoolragRerank._postprocess_nodes"] * 2 + ["PoolragRerank._apostprocess_nodes"] * 2

@@ -187,6 +187,9 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
             ranked = self._rank(query.query_str, texts, self._first_stage_scores(nodes))
             return finish(self._scored(nodes, ranked))
 
+    # LlamaIndex spans only the sync ``_postprocess_nodes`` (its base's async call runs that in a
+    # thread); the native async call opens its own, where tracers hang the reranking events
+    @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
