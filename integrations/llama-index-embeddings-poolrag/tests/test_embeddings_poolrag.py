@@ -417,3 +417,27 @@ def test_without_show_progress_nothing_is_drawn(
     model.get_text_embedding_batch(texts)
     asyncio.run(model.aget_text_embedding_batch(texts))
     assert capsys.readouterr().err == ""
+
+
+def test_a_batch_call_is_one_instrumentation_span_as_in_huggingface_embedding(minilm_engine: Engine) -> None:
+    """LlamaIndex spans ``get_text_embedding_batch`` and, through its DispatcherSpanMixin, this
+    class's override of it; the override used to call the spanned base, so each call showed as two
+    nested spans of the same name (two embedding steps in a tracer, one of them empty) where
+    ``HuggingFaceEmbedding`` shows one, with the embedding events inside it."""
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+
+    model = PoolragEmbedding(engine=minilm_engine, embed_batch_size=2)
+    spans = SimpleSpanHandler()
+    root = get_dispatcher()
+    root.add_span_handler(spans)
+    try:
+        model.get_text_embedding_batch(TEXTS[:3])
+        asyncio.run(model.aget_text_embedding_batch(TEXTS[:3]))
+    finally:
+        root.span_handlers.remove(spans)
+    names = [span.id_.split("-")[0] for span in spans.completed_spans]
+    assert names == [
+        "PoolragEmbedding.get_text_embedding_batch",
+        "PoolragEmbedding.aget_text_embedding_batch",
+    ]

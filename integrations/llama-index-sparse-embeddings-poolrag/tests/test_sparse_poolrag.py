@@ -172,3 +172,25 @@ def test_a_hybrid_collection_poolrag_ingest_filled_is_read_as_documented(
         core = Retriever(own, minilm_engine, sparse_encoder=BM25Encoder(minilm_engine.tokenizer))
         expected = [(r.id, r.text, round(r.score, 5)) for r in core.search(QUERY, 3, mode="sparse")]
     assert found == expected and found[0][1] == RARE
+
+
+def test_a_batch_call_is_one_instrumentation_span(minilm_engine: Engine) -> None:
+    """The checked batch calls are spanned once, as LlamaIndex's own are, not as two nested spans of
+    the same name (the override is spanned by LlamaIndex's DispatcherSpanMixin, the base it calls too)."""
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+
+    sparse = PoolragSparseEmbedding(engine=minilm_engine, embed_batch_size=2)
+    spans = SimpleSpanHandler()
+    root = get_dispatcher()
+    root.add_span_handler(spans)
+    try:
+        sparse.get_text_embedding_batch(TEXTS[:3])
+        asyncio.run(sparse.aget_text_embedding_batch(TEXTS[:3]))
+    finally:
+        root.span_handlers.remove(spans)
+    names = [span.id_.split("-")[0] for span in spans.completed_spans]
+    assert names == [
+        "PoolragSparseEmbedding.get_text_embedding_batch",
+        "PoolragSparseEmbedding.aget_text_embedding_batch",
+    ]
