@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from poolrag.ingest.checkpoint import checkpointed
+
 SUBJECTS = ["volcanoes", "violins", "glaciers", "satellites", "orchids", "submarines", "deserts", "comets"]
 SUBJECTS += ["lighthouses", "mushrooms", "bridges", "owls", "tea", "robots", "canyons", "whales"]
 
@@ -68,7 +70,7 @@ def kill_mid_run(args: list[str], checkpoint: Path, sig: signal.Signals = signal
     proc = start_ingest(args)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
-        if checkpoint.exists() and len(json.loads(checkpoint.read_text())["done"]) >= 2:
+        if checkpoint.exists() and len(checkpointed(checkpoint)) >= 2:
             break
         time.sleep(0.02)
     proc.send_signal(sig)
@@ -80,7 +82,7 @@ def kill_mid_run(args: list[str], checkpoint: Path, sig: signal.Signals = signal
         ], err[-2000:]
     else:
         assert proc.returncode == -sig, f"not killed mid-run (exit {proc.returncode}): {err[-2000:]}"
-    done_before = len(json.loads(checkpoint.read_text())["done"])
+    done_before = len(checkpointed(checkpoint))
     assert 2 <= done_before < len(SUBJECTS)
     return done_before
 

@@ -16,6 +16,7 @@ from kill_resume import write_subject_corpus
 from poolrag import PoolingParams
 from poolrag.cache import EmbeddingCache
 from poolrag.ingest import TokenChunker, read_paths
+from poolrag.ingest.checkpoint import checkpointed
 from poolrag.stores import open_store
 
 CACHE_ROOM = 320 << 10  # bytes left free for the cache: its WAL outgrows it about halfway through
@@ -41,7 +42,7 @@ def test_a_full_disk_under_the_cache_is_one_line_and_the_run_resumes(tmp_path: P
             f"poolrag ingest: error: cannot write the embedding cache {cache}: the disk is full; "
             "free space there, or pass --cache FILE on another disk, or --no-cache"
         )
-        done = json.loads(checkpoint.read_text())["done"]  # readable, and lists what was stored
+        done = checkpointed(checkpoint)  # readable, and lists what was stored
         assert 0 < len(done) < len(list(corpus.iterdir())), len(done)
         with open_store("qdrant-edge", "c", path=str(store)) as edge:
             stored_before = set(edge.list_sources())

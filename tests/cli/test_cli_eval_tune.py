@@ -20,6 +20,7 @@ import pytest
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.cli import main
 from poolrag.cli.eval import default_collection
+from poolrag.ingest.checkpoint import checkpointed
 from poolrag.retrieval import Retriever
 from poolrag.sparse import BM25Encoder
 from poolrag.stores import open_store
@@ -221,10 +222,10 @@ def test_kill_9_mid_ingest_and_mid_tune_leaves_a_collection_a_rerun_completes(
     args += ["--batch-size", "8", "--checkpoint", str(checkpoint), "-v", "--json"]
 
     def ingested(count: int):
-        return lambda: checkpoint.exists() and len(json.loads(checkpoint.read_text())["done"]) >= count
+        return lambda: checkpoint.exists() and len(checkpointed(checkpoint)) >= count
 
     _kill_when(_start(args, log), ingested(2), "mid-ingest")
-    done = len(json.loads(checkpoint.read_text())["done"])
+    done = len(checkpointed(checkpoint))
     assert 2 <= done < 150, done
 
     _kill_when(_start(args, log), lambda: "tune: legs of query 3/" in log.read_text(), "mid-tune")

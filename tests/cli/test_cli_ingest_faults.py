@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from poolrag.ingest.checkpoint import checkpointed
 from poolrag.stores import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def test_a_full_disk_is_one_line_and_the_rerun_resumes(
     line = _one_line(full.stderr)
     assert line.startswith("poolrag ingest: error: cannot write") and str(location) in line, line
     assert "file size limit" in line or "disk" in line, line
-    done = json.loads(checkpoint.read_text())["done"]  # whole and readable
+    done = checkpointed(checkpoint)  # whole and readable
     assert done, "the documents stored before the fault are checkpointed"
 
     rerun = _poolrag(args, tmp_path)

@@ -4,7 +4,6 @@ whole batches behind, and once the server is back a re-run completes the collect
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -17,6 +16,7 @@ from milvus_server import free_port, start_server
 from poolrag import PoolingParams
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.ingest import DenseEncoder, Document, IngestPipeline, TokenChunker
+from poolrag.ingest.checkpoint import checkpointed
 from poolrag.stores import RetryPolicy, StoreUnavailableError
 from poolrag.stores.milvus import MilvusStore
 
@@ -67,7 +67,7 @@ def test_server_outage_mid_run_then_resume(tmp_path: Path, minilm_engine) -> Non
         worker.start()
         deadline = time.monotonic() + 120
         while worker.is_alive() and time.monotonic() < deadline:
-            if checkpoint.exists() and len(json.loads(checkpoint.read_text())["done"]) >= 2:
+            if checkpoint.exists() and len(checkpointed(checkpoint)) >= 2:
                 break
             time.sleep(0.01)
         server.send_signal(signal.SIGKILL)

@@ -5,7 +5,6 @@ the cache, and a re-run embeds exactly what is missing."""
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -18,6 +17,7 @@ from milvus_server import free_port, start_server
 from poolrag import PoolingParams
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.ingest import DenseEncoder, Document, IngestPipeline, TokenChunker
+from poolrag.ingest.checkpoint import checkpointed
 from poolrag.stores import RetryPolicy, StoreUnavailableError
 from poolrag.stores.milvus import MilvusStore
 
@@ -61,7 +61,7 @@ def test_store_dies_while_the_next_batch_is_embedded(tmp_path: Path, minilm_engi
         worker.start()
         deadline = time.monotonic() + 120
         while worker.is_alive() and time.monotonic() < deadline:
-            if checkpoint.exists() and len(json.loads(checkpoint.read_text())["done"]) >= 3:
+            if checkpoint.exists() and len(checkpointed(checkpoint)) >= 3:
                 break
             time.sleep(0.005)
         server.send_signal(signal.SIGKILL)
@@ -73,7 +73,7 @@ def test_store_dies_while_the_next_batch_is_embedded(tmp_path: Path, minilm_engi
         )
         computed = embedder.misses
         assert len(cache) == computed  # every vector paid for reached the cache, the one in flight too
-        done = json.loads(checkpoint.read_text())["done"]
+        done = checkpointed(checkpoint)
         store.close()
 
         server = start_server(tmp_path / "milvus-data", port)

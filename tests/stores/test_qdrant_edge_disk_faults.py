@@ -20,6 +20,7 @@ from kill_resume import SUBJECTS, write_subject_corpus
 
 from poolrag import PoolingParams
 from poolrag.ingest import TokenChunker, read_paths
+from poolrag.ingest.checkpoint import checkpointed
 from poolrag.stores import open_store
 from poolrag.stores.edge_disk_space import HEADROOM_BYTES, unbacked_bytes
 
@@ -33,7 +34,7 @@ def _ingest(paths: list[Path], store: Path, checkpoint: Path, home: Path):
 
 
 def _done(checkpoint: Path) -> list[str]:
-    return list(json.loads(checkpoint.read_text())["done"])
+    return list(checkpointed(checkpoint))
 
 
 def _assert_disk_full(run, store: Path) -> None:
