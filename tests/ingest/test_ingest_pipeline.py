@@ -10,7 +10,7 @@ from ingest_support import TOPICS, write_corpus
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, from_iterable, read_paths
-from poolrag.ingest.checkpoint import Checkpoint
+from poolrag.ingest.checkpoint import Checkpoint, checkpointed
 from poolrag.ingest.driver import document_version
 from poolrag.retrieval import Retriever
 from poolrag.stores import CollectionMismatchError, RetryPolicy, StoreUnavailableError, open_store
@@ -342,7 +342,7 @@ def test_a_stopped_runs_checkpoint_does_not_skip_documents_another_run_has_chunk
     pipe, _ = setup.pipeline()
     with pytest.raises(KeyboardInterrupt):
         pipe.run(_stopped_after(read_paths([setup.corpus]), 10))
-    assert Checkpoint.open(pipe.checkpoint_path, pipe.driver.run_key).done  # it had stored some
+    assert checkpointed(pipe.checkpoint_path)  # it had stored some
     pipe, _ = setup.pipeline(max_tokens=48)
     pipe.run(read_paths([setup.corpus]))
     pipe, _ = setup.pipeline()
@@ -357,7 +357,7 @@ def test_a_stopped_run_resumed_skips_the_documents_it_had_done(setup: Setup) -> 
     pipe, _ = setup.pipeline()
     with pytest.raises(KeyboardInterrupt):
         pipe.run(_stopped_after(read_paths([setup.corpus]), 10))
-    done = len(Checkpoint.open(pipe.checkpoint_path, pipe.driver.run_key).done)
+    done = len(checkpointed(pipe.checkpoint_path))
     report = setup.run()
     assert report.resumed and report.documents_skipped == done > 0 and report.embedded < report.chunks
     assert set(setup.store.list_sources()) == setup.expected_ids()

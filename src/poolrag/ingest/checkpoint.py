@@ -117,6 +117,7 @@ class Checkpoint:
     def _create(self) -> sqlite3.Connection:
         """An empty checkpoint, made aside and renamed: a reader never meets a file without tables."""
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp.unlink(missing_ok=True)
         db = sqlite3.connect(tmp)
         try:
