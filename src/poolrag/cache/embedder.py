@@ -29,8 +29,8 @@ from poolrag.params import InputType, PoolingParams
 from poolrag.pooling.matryoshka import truncate
 from poolrag.prompt_inputs import PromptInput
 from poolrag.request import ResolvedParams
+from poolrag.text_validity import check_text
 from poolrag.tokenization.images import turned_upright
-from poolrag.tokenization.input_processor import check_text
 from poolrag.tokenization.late_chunks import LATE_CHUNKS_CACHE_TASK, check_spans
 
 logger = logging.getLogger(__name__)

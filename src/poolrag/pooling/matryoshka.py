@@ -10,13 +10,14 @@ sizes are allowed is not decided here: :meth:`poolrag.params.PoolingParams.verif
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-Vectors = TypeVar("Vectors", np.ndarray, torch.Tensor)
+if TYPE_CHECKING:
+    import torch
+
+Vectors = TypeVar("Vectors", np.ndarray, "torch.Tensor")
 
 _EPS = 1e-12  # the floor under a norm, as torch's F.normalize: an all-zero row stays zero
 
@@ -29,9 +30,11 @@ def truncate(vectors: Vectors, dimensions: int | None, normalize: bool) -> Vecto
     """
     if dimensions is not None and dimensions < vectors.shape[-1]:
         vectors = vectors[..., :dimensions]
-    if isinstance(vectors, torch.Tensor):
-        return F.normalize(vectors, p=2, dim=-1, eps=_EPS) if normalize else vectors
-    out = np.ascontiguousarray(vectors)
-    if normalize:
-        out = out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), _EPS)
-    return out
+    if isinstance(vectors, np.ndarray):
+        out = np.ascontiguousarray(vectors)
+        if normalize:
+            out = out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), _EPS)
+        return out
+    import torch.nn.functional as F  # here, not at the top: numpy callers (the cache) need no torch
+
+    return F.normalize(vectors, p=2, dim=-1, eps=_EPS) if normalize else vectors

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 from poolrag.backend import PoolingBackend
 from poolrag.config.model_card import declared_languages
-from poolrag.config.model_spec import ModelSpec
 from poolrag.retrieval.fusion import DEFAULT_RERANK_WEIGHT
 from poolrag.stores.base import CollectionSpec
 from poolrag.stores.language_prior import recorded_languages
@@ -32,6 +31,10 @@ def reranker_languages(backend: PoolingBackend) -> tuple[str, ...]:
     """The ISO 639 codes the reranker's model card declares; ``()`` (unknown) for a backend with no
     local model folder, such as the HTTP client."""
     spec = getattr(backend, "spec", None)  # an Engine's; checked by type, not trusted by name
+    if spec is None:
+        return ()
+    from poolrag.config.model_spec import ModelSpec  # with transformers: loaded with an Engine already
+
     return declared_languages(spec.path) if isinstance(spec, ModelSpec) else ()
 
 

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.request import PoolingRequest, ResolvedParams
-from poolrag.tokenization.input_processor import InputProcessor
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
+
+if TYPE_CHECKING:  # the cache checks spans with this module and needs no transformers for it
+    from poolrag.tokenization.input_processor import InputProcessor
 
 LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a LateChunkRequest
 #: The cache's namespace for late vectors. Before chunks straddling two windows got a window of their
