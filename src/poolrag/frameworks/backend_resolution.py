@@ -5,7 +5,9 @@ CachedEmbedder), a ``poolrag serve`` URL, or a model (a path or hub id) to load 
 options. The adapters' constructor arguments (``engine=``, ``model_name=``, ``base_url=``,
 ``client=``, ``engine_args=``, ``cache=``) name that one thing in several ways, so
 :func:`adapter_backend` is the one place that turns them into it and refuses contradictory ones;
-the adapters then hold one object and never ask which kind it is.
+the adapters then hold one object and never ask which kind it is. :class:`~poolrag.Engine` (and with it
+torch and transformers) is imported only where a model loads here or an ``engine=`` is checked, so an
+adapter of a ``poolrag serve`` URL never loads them.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poolrag.backend import PoolingBackend
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
-from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
+
+if TYPE_CHECKING:
+    from poolrag.engine import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +90,7 @@ def resolve_backend(
             )
     if isinstance(backend, os.PathLike) or (isinstance(backend, str) and not _is_url(backend)):
         logger.info("loading %s in process", os.fspath(backend))
-        return Engine.from_engine_args(EngineArgs.from_options(os.fspath(backend), engine_options))
+        return engine_class().from_engine_args(EngineArgs.from_options(os.fspath(backend), engine_options))
     if engine_options:
         raise InvalidInputError(_OPTIONS_IGNORED)
     if isinstance(backend, str):
@@ -162,7 +166,8 @@ def adapter_backend(
     for one, other, why in _CONFLICTS:
         if given[one] and given[other]:
             raise InvalidInputError(why)
-    _check_instance(engine, Engine, "engine", "a poolrag.Engine")
+    if engine is not None:
+        _check_instance(engine, engine_class(), "engine", "a poolrag.Engine")
     _check_instance(client, PoolragClient, "client", "a PoolragClient")
     _check_instance(engine_args, EngineArgs, "engine_args", "a poolrag.EngineArgs")
     if engine_args is not None and model_name is not None and os.fspath(model_name) != engine_args.model:
@@ -190,7 +195,7 @@ def _named_backend(
         return client
     if engine_args is not None:
         logger.info("loading %s in process", engine_args.model)
-        return Engine.from_engine_args(engine_args)
+        return engine_class().from_engine_args(engine_args)
     if base_url is None and model_name is None:
         if isinstance(cache, CachedEmbedder):  # it already wraps the engine to run
             return cache
@@ -204,6 +209,13 @@ def _named_backend(
         model = None if model_name is None else str(model_name)
         return PoolragClient(str(base_url), api_key, model=model, task=task)
     return model_name  # type: ignore[return-value]
+
+
+def engine_class() -> type[Engine]:
+    """:class:`poolrag.Engine`, imported on first use: torch and transformers load with it."""
+    from poolrag.engine import Engine
+
+    return Engine
 
 
 def _check_instance(value: object, cls: type, name: str, what: str) -> None:

@@ -9,22 +9,34 @@ framework's base plus one of these mixins, and every adapter takes the same argu
 * ``base_url=`` a ``poolrag serve`` URL (then ``model_name`` is the served name, ``api_key`` defaults
   to ``$POOLRAG_API_KEY``), or ``client=`` a :class:`poolrag.client.PoolragClient`;
 * nothing at all when ``$POOLRAG_BASE_URL`` is set.
+
+``engine=`` is checked against :class:`poolrag.Engine` only when one is given: importing the
+adapters, or building one for a server, loads no torch or transformers.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, InstanceOf, PrivateAttr, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    InstanceOf,
+    PlainValidator,
+    PrivateAttr,
+    SecretStr,
+    model_validator,
+)
+from pydantic_core import PydanticKnownError
 
 from poolrag.backend import PoolingBackend
 from poolrag.client import PoolragClient
-from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.backend_resolution import API_KEY_ENV, adapter_backend, backend_base_url
+from poolrag.frameworks.backend_resolution import API_KEY_ENV, adapter_backend, backend_base_url, engine_class
 from poolrag.frameworks.sparse_encoding import (
     LearnedSparseEncoder,
     LexicalSparseEncoder,
@@ -36,6 +48,19 @@ from poolrag.frameworks.sparse_encoding import (
 )
 from poolrag.params import InputType, PoolingParams
 from poolrag.sparse.bm25 import BM25Encoder, BM25Parameters
+
+
+def _an_engine(value: object) -> object:
+    """``value`` if it is a :class:`poolrag.Engine`, else pydantic's own ``is_instance_of`` error."""
+    if not isinstance(value, engine_class()):
+        raise PydanticKnownError("is_instance_of", {"class": "Engine"})
+    return value
+
+
+if TYPE_CHECKING:
+    from poolrag.engine import Engine as SharedEngine
+else:  # an Engine checked when given, so that this module does not import it (and torch) itself
+    SharedEngine = Annotated[Any, PlainValidator(_an_engine)]
 
 #: ``HuggingFaceEmbeddings``' and ``HuggingFaceEmbedding``'s arguments that are engine options here
 HUGGINGFACE_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision", "token")
@@ -84,7 +109,7 @@ class BackendFields(BaseModel):
         exclude=True,  # never serialised (LlamaIndex's to_json); from_json reads $POOLRAG_API_KEY again
         description="API key of the server.",
     )
-    engine: Engine | None = Field(
+    engine: SharedEngine | None = Field(
         default=None, exclude=True, repr=False, description="A loaded poolrag.Engine to share."
     )
     client: PoolragClient | None = Field(

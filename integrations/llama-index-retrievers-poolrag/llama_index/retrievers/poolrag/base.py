@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
@@ -34,13 +34,15 @@ from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from poolrag.client import PoolragClient
 from poolrag.counts import check_count
-from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.frameworks.backend_resolution import adapter_backend
 from poolrag.frameworks.colbert_search import open_colbert
 from poolrag.retrieval import ColbertRetriever, SearchResult
 from poolrag.stores import VectorStore
+
+if TYPE_CHECKING:  # an engine= given is loaded already; a server needs no torch here
+    from poolrag.engine import Engine
 
 Filters = MetadataFilters | Mapping[str, Any]
 

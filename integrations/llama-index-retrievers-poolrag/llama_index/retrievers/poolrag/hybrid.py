@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
@@ -18,7 +18,6 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.retrievers.poolrag.base import Filters, check_top_k, result_node, to_filter_dict
 
 from poolrag.client import PoolragClient
-from poolrag.engine import Engine
 from poolrag.engine_args import EngineArgs
 from poolrag.frameworks.backend_resolution import adapter_backend
 from poolrag.frameworks.hybrid_search import (
@@ -29,6 +28,9 @@ from poolrag.frameworks.hybrid_search import (
 )
 from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
 from poolrag.stores import HybridFusion, VectorStore
+
+if TYPE_CHECKING:  # an engine= given is loaded already; a server needs no torch here
+    from poolrag.engine import Engine
 
 
 class PoolragHybridRetriever(BaseRetriever):
