@@ -3,9 +3,14 @@ name a folder: the last is refused as such, without asking the hub about it."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import huggingface_hub
+import numpy as np
 import pytest
 
 from poolrag import ModelLoadError
@@ -126,3 +131,52 @@ def test_tokenizer_revision_alone_is_the_models_tokenizer_at_that_revision_and_b
         str(tmp_path),
         "hf_secret",
     )
+
+
+def _hub_cache(cache: Path, repo_id: str, folder: Path, sha: str, branch: str) -> Path:
+    """``folder`` laid out as huggingface_hub caches a download of ``repo_id`` at commit ``sha``:
+    content-addressed blobs, the snapshot's files as relative symlinks to them, ``refs/<branch>``."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / branch).write_text(sha)
+    snapshot = repo / "snapshots" / sha
+    for file in sorted(f for f in folder.rglob("*") if f.is_file()):
+        data = file.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = snapshot / file.relative_to(folder)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    return snapshot
+
+
+@pytest.mark.parametrize("hub", ["offline", "unreachable"])
+def test_a_warm_hub_cache_answers_a_branch_and_a_commit_sha(
+    tiny_model: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: str
+) -> None:
+    """With ``HF_HUB_OFFLINE=1`` or no hub to reach, ``revision=<commit sha>`` loads the cached
+    snapshot, as sentence-transformers does (huggingface_hub's ``snapshot_download`` asks the hub
+    for that commit's files all the same, and failed)."""
+    from sentence_transformers import SentenceTransformer
+
+    from poolrag import Engine
+    from poolrag.testing.tiny_models import SENTENCES, write_sentence_transformers
+
+    if hub == "unreachable":  # online, but nothing listens where the hub should be
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    assert (hub == "offline") == huggingface_hub.constants.HF_HUB_OFFLINE
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model("bert"), folder)
+    write_sentence_transformers(folder, pooling="mean", normalize=True)
+    cache, sha = tmp_path / "hub", "0123456789abcdef0123456789abcdef01234567"
+    snapshot = _hub_cache(cache, "org/tiny", folder, sha, "v1")
+    for revision in ("v1", sha):
+        assert resolve_model_path("org/tiny", revision, download_dir=str(cache)) == snapshot
+    # sentence-transformers retries an unreachable hub for minutes before it reads the cache
+    where = {"revision": sha, "cache_folder": str(cache)} if hub == "offline" else {}
+    reference = SentenceTransformer("org/tiny" if where else str(snapshot), device="cpu", **where)
+    with Engine("org/tiny", revision=sha, download_dir=str(cache), tune="off") as engine:
+        got = engine.embed_array(SENTENCES)
+    np.testing.assert_allclose(got, reference.encode(SENTENCES), atol=1e-6)

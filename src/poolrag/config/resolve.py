@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +19,8 @@ logger = logging.getLogger(__name__)
 #: Where sentence-transformers looks for a model named without an organisation
 #: (``SentenceTransformer("all-MiniLM-L6-v2")`` loads ``sentence-transformers/all-MiniLM-L6-v2``).
 SENTENCE_TRANSFORMERS_ORG = "sentence-transformers"
+#: a full git commit hash, the one form of ``revision`` that names fixed files
+_COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 #: What a model needs from the hub: configs, weights, tokenizer, templates, ColBERT metadata, and
 #: the sentence-transformers module folders.
 MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.py", "*.jinja", "*/*", "*.metadata")
@@ -74,15 +77,7 @@ def resolve_model_path(
         except ModelLoadError:  # not one of its models: the name as given (the hub's old top-level ids)
             logger.debug("%s is no sentence-transformers model; asking for it as given", model_id)
     try:
-        from huggingface_hub import snapshot_download
-
-        local = snapshot_download(
-            model_id,
-            revision=revision,
-            allow_patterns=list(files),
-            cache_dir=download_dir,
-            token=hf_token,
-        )
+        local = _snapshot(model_id, revision, files, download_dir, hf_token)
     except Exception as exc:  # the hub client raises many types; all mean "cannot get it"
         packaged = packaged_folder(model_id) if revision is None else None
         if packaged is not None:
@@ -104,6 +99,44 @@ def resolve_model_path(
         ) from exc
     logger.info("resolved %s to %s", model_id, local)
     return Path(local)
+
+
+def _snapshot(
+    model_id: str,
+    revision: str | None,
+    files: Sequence[str],
+    download_dir: str | None,
+    hf_token: str | bool | None,
+) -> str:
+    """``snapshot_download``, reading the hub cache alone where the hub cannot answer. Offline,
+    huggingface_hub asks the hub for a commit sha's file list all the same (only a branch or tag is
+    looked up in the cache's ``refs``), so ``revision=<sha>`` failed where transformers and
+    sentence-transformers read the cached snapshot; a sha names fixed files, so the cached
+    snapshot is also what an unreachable hub leaves."""
+    from huggingface_hub import constants, snapshot_download
+
+    def fetch(local_only: bool) -> str:
+        return snapshot_download(
+            model_id,
+            revision=revision,
+            allow_patterns=list(files),
+            cache_dir=download_dir,
+            token=hf_token,
+            local_files_only=local_only,
+        )
+
+    if constants.HF_HUB_OFFLINE:
+        return fetch(local_only=True)
+    try:
+        return fetch(local_only=False)
+    except Exception as exc:
+        if revision is None or not _COMMIT_SHA.fullmatch(revision):
+            raise
+        logger.info("hub unreachable; looking for %s at %s in the hub cache", model_id, revision)
+        try:
+            return fetch(local_only=True)
+        except Exception:
+            raise exc from None
 
 
 def refuse_missing_folder(model: str | os.PathLike[str], what: str = "model") -> None:
