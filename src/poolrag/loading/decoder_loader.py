@@ -106,16 +106,7 @@ def load_decoder(
             f"{spec.architecture} ships its own modeling code ({remote[auto_class.__name__]}); "
             "pass trust_remote_code=True after reviewing it"
         )
-    model = from_pretrained(
-        auto_class, spec, dtype, device, trust_remote_code, placement, output_loading_info=True
-    )
-    model, info = model
-    missing = sorted(info.get("missing_keys") or [])
-    if missing:  # a head transformers would initialise at random: scores would be noise
-        raise ModelLoadError(
-            f"{spec.transformer_path} has no weights for {', '.join(missing[:4])}"
-            f"{' ...' if len(missing) > 4 else ''}; as {auto_class.__name__} they would start at random"
-        )
+    model = from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement)
     if not placement.places_itself:
         model = model.to(device)
     model.eval().requires_grad_(False)

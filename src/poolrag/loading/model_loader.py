@@ -62,7 +62,11 @@ def load_transformer(
         with quiet_load():  # the class lookup imports transformers' modelling stack (and torchao)
             extra = _without_unused_pooler(spec)
             load_class = _ignoring_lm_head(spec) or auto_class
-    model = from_pretrained(load_class, spec, dtype, device, trust_remote_code, placement, **extra)
+    # hidden-state kinds never run the pooler: a (.bin) checkpoint without it loads all the same
+    unused = ("pooler.",) if head is NetworkHead.NONE else ()
+    model = from_pretrained(
+        load_class, spec, dtype, device, trust_remote_code, placement, unused=unused, **extra
+    )
     if head is NetworkHead.NONE:
         model = _backbone_of(model, spec)
     return model.eval() if placement.places_itself else model.to(device).eval()
@@ -202,17 +206,23 @@ def from_pretrained(
     device: torch.device,
     trust_remote_code: bool,
     placement: Placement,
+    unused: tuple[str, ...] = (),
     **extra: object,
 ) -> object:
     """``auto_class.from_pretrained`` with poolrag's errors: what to pass when it cannot load or fit;
-    without transformers' progress bar or torchao's build warnings (:mod:`.load_noise`)."""
+    without transformers' progress bar or torchao's build warnings (:mod:`.load_noise`).
+
+    A checkpoint without weights the model runs is refused, as vLLM refuses it: transformers would
+    start them at random with a warning, so every load would give other, meaningless outputs.
+    Weights under the ``unused`` prefixes are never run, so they may be missing."""
     try:
         with quiet_load():
-            return auto_class.from_pretrained(  # type: ignore[attr-defined]
+            model, info = auto_class.from_pretrained(  # type: ignore[attr-defined]
                 spec.transformer_path,
                 config=spec.hf_config,
                 dtype=dtype,
                 trust_remote_code=trust_remote_code,
+                output_loading_info=True,
                 **placement.from_pretrained_kwargs(device),
                 **extra,
             )
@@ -234,6 +244,13 @@ def from_pretrained(
             f"cannot load {spec.architecture} from {spec.transformer_path}: {exc} (the checkpoint's "
             "weights do not fit its config: does an hf_overrides key change a layer's size?)"
         ) from exc
+    missing = sorted(key for key in info.get("missing_keys") or () if not key.startswith(unused))
+    if missing:
+        raise ModelLoadError(
+            f"{spec.transformer_path} has no weights for {', '.join(missing[:4])}"
+            f"{' ...' if len(missing) > 4 else ''}; as {auto_class.__name__} they would start at random"
+        )
+    return model
 
 
 def _pickle_files(folder: object) -> str:
