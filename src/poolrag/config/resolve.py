@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import glob
+import json
 import logging
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from poolrag.config.hub_files import model_files
 from poolrag.config.model_map import ENV_VAR as MODEL_MAP_VAR
 from poolrag.config.model_map import mapped_folder
 from poolrag.config.packaged_models import PACKAGED_EXTRA, PACKAGED_MODELS, packaged_folder
@@ -21,9 +24,6 @@ logger = logging.getLogger(__name__)
 SENTENCE_TRANSFORMERS_ORG = "sentence-transformers"
 #: a full git commit hash, the one form of ``revision`` that names fixed files
 _COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
-#: What a model needs from the hub: configs, weights, tokenizer, templates, ColBERT metadata, and
-#: the sentence-transformers module folders.
-MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.py", "*.jinja", "*/*", "*.metadata")
 #: What a tokenizer alone needs (configs and vocabularies, at the root and in module folders; a
 #: tokenizer's own code runs only with trust_remote_code, as the model's does).
 TOKENIZER_FILES = (
@@ -41,7 +41,7 @@ TOKENIZER_FILES = (
 def resolve_model_path(
     model: str | os.PathLike[str],
     revision: str | None = None,
-    files: Sequence[str] = MODEL_FILES,
+    files: Sequence[str] | None = None,
     *,
     download_dir: str | None = None,
     hf_token: str | bool | None = None,
@@ -52,7 +52,8 @@ def resolve_model_path(
     with ``huggingface_hub.snapshot_download``, so ``HF_HUB_OFFLINE=1`` works with a warm cache.
     A name without an organisation is first ``sentence-transformers/<name>``, as
     sentence-transformers resolves it (the packaged all-MiniLM-L6-v2 included), then the name as given.
-    ``files`` are the patterns fetched (:data:`TOKENIZER_FILES` where no weights are needed);
+    ``files`` are the patterns fetched (:data:`TOKENIZER_FILES` where no weights are needed;
+    ``None``: the files the model loads, chosen from the repo's listing by :mod:`poolrag.config.hub_files`);
     ``download_dir`` and ``hf_token`` are vLLM's names of the hub cache folder and access token
     (``None``: huggingface_hub's own, ``$HF_HOME`` and ``$HF_TOKEN``)."""
     path = Path(model).expanduser()
@@ -104,7 +105,7 @@ def resolve_model_path(
 def _snapshot(
     model_id: str,
     revision: str | None,
-    files: Sequence[str],
+    files: Sequence[str] | None,
     download_dir: str | None,
     hf_token: str | bool | None,
 ) -> str:
@@ -112,14 +113,23 @@ def _snapshot(
     huggingface_hub asks the hub for a commit sha's file list all the same (only a branch or tag is
     looked up in the cache's ``refs``), so ``revision=<sha>`` failed where transformers and
     sentence-transformers read the cached snapshot; a sha names fixed files, so the cached
-    snapshot is also what an unreachable hub leaves."""
+    snapshot is also what an unreachable hub leaves. The same holds for the file list asked for
+    before a model's download (:func:`_model_patterns`), whatever the revision: snapshot_download
+    reads the cache where the hub cannot answer it, and so does this."""
+    import httpx
     from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
 
     def fetch(local_only: bool) -> str:
+        patterns = (
+            files
+            if files is not None
+            else _model_patterns(model_id, revision, download_dir, hf_token, local_only)
+        )
         return snapshot_download(
             model_id,
             revision=revision,
-            allow_patterns=list(files),
+            allow_patterns=list(patterns),
             cache_dir=download_dir,
             token=hf_token,
             local_files_only=local_only,
@@ -130,13 +140,45 @@ def _snapshot(
     try:
         return fetch(local_only=False)
     except Exception as exc:
-        if revision is None or not _COMMIT_SHA.fullmatch(revision):
+        unreachable = isinstance(exc, httpx.ConnectError | httpx.TimeoutException | HfHubHTTPError)
+        pinned = revision is not None and _COMMIT_SHA.fullmatch(revision)
+        if isinstance(exc, RevisionNotFoundError) or not (pinned or unreachable):
             raise
-        logger.info("hub unreachable; looking for %s at %s in the hub cache", model_id, revision)
+        logger.info("hub unreachable; looking for %s at %s in the hub cache", model_id, revision or "main")
         try:
             return fetch(local_only=True)
         except Exception:
             raise exc from None
+
+
+def _model_patterns(
+    model_id: str, revision: str | None, cache_dir: str | None, token: str | bool | None, local_only: bool
+) -> list[str]:
+    """The files ``model_id`` loads (:func:`~poolrag.config.hub_files.model_files`) as exact patterns,
+    from the hub's listing (one request, plus ``modules.json`` where the repo has one). Offline it is
+    the listing the cache kept of the download, so huggingface_hub's check that a cached snapshot is
+    complete asks for what was fetched (where it kept none, nothing is checked against one)."""
+    import huggingface_hub as hub
+
+    if local_only:
+        cached_tree = getattr(hub, "get_cached_repo_tree", None)  # newer huggingface_hub releases
+        try:
+            listing = [f.path for f in cached_tree(model_id, revision=revision, cache_dir=cache_dir)]  # type: ignore[misc]
+        except Exception:  # none kept (or no reader of it): the one file every download has fetched
+            return ["config.json"]
+    else:
+        info = hub.HfApi().model_info(model_id, revision=revision, token=token)
+        listing = [sibling.rfilename for sibling in info.siblings or ()]
+    modules = None
+    if "modules.json" in listing:
+        kwargs = {
+            "revision": revision,
+            "cache_dir": cache_dir,
+            "token": token,
+            "local_files_only": local_only,
+        }
+        modules = json.loads(Path(hub.hf_hub_download(model_id, "modules.json", **kwargs)).read_text("utf-8"))
+    return [glob.escape(path) for path in model_files(listing, modules)]
 
 
 def refuse_missing_folder(model: str | os.PathLike[str], what: str = "model") -> None:
