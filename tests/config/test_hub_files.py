@@ -16,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from poolrag.config.model_card import declared_languages
 from poolrag.testing.fake_hub import FakeHub
 from poolrag.testing.tiny_models import build_bge_m3, build_encoder, write_sentence_transformers
 
@@ -88,6 +89,7 @@ def repos(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path) -> dict[s
     st = build_encoder(root / "st-bin", "bert", minilm_path)
     write_sentence_transformers(st, pooling="mean", dense_out=16, normalize=True)
     m3 = build_bge_m3(root / "bge-m3", minilm_path)
+    (m3 / "README.md").write_text("---\nlanguage:\n- en\n- de\nlicense: mit\n---\n# a model card\n")
     return {"org/st-bin": _with_exports(_bin_only(st)), "org/bge-m3": _with_exports(m3)}
 
 
@@ -125,6 +127,8 @@ def test_bge_m3s_heads_are_fetched_with_its_safetensors(repos: dict[str, Path], 
         p.name for p in snapshot.iterdir()
     }
     assert not [p for _, p in hub.fetched if p.startswith(("onnx/", "openvino/"))]
+    # the model card comes too: the hybrid default reads the languages it declares (a hub model had none)
+    assert declared_languages(snapshot) == ("de", "en")
     shutil.rmtree(tmp_path / "cache")
 
 
@@ -147,9 +151,9 @@ def test_the_files_chosen_from_all_minilm_l6_v2s_listing() -> None:
         {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
     ]
     assert model_files(listing, modules) == [
-        "1_Pooling/config.json", "config.json", "config_sentence_transformers.json", "data_config.json",
-        "model.safetensors", "modules.json", "sentence_bert_config.json", "special_tokens_map.json",
-        "tokenizer.json", "tokenizer_config.json", "train_script.py", "vocab.txt",
+        "1_Pooling/config.json", "README.md", "config.json", "config_sentence_transformers.json",
+        "data_config.json", "model.safetensors", "modules.json", "sentence_bert_config.json",
+        "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "train_script.py", "vocab.txt",
     ]  # fmt: skip
     # without modules.json no subfolder is the model's; .bin where a folder has no safetensors
     assert model_files(["config.json", "pytorch_model.bin", "1_Pooling/config.json", "onnx/model.onnx"]) == [

@@ -6,7 +6,8 @@ A repo holds more than its model: ONNX and OpenVINO exports (several variants, h
 "the module folders", and huggingface_hub's ``*`` crosses ``/`` (``*.bin`` is also
 ``openvino/openvino_model.bin``), so the files are named one by one: in the root folder and in each
 module folder ``modules.json`` names (what sentence-transformers loads), the configs and tokenizer
-files, and the weights as transformers and vLLM pick them, safetensors first, else ``.bin``.
+files, the model card, and the weights as transformers and vLLM pick them, safetensors first, else
+``.bin``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Iterable
 
 #: configs, tokenizers, chat templates, a model's own code, ColBERT's artifact.metadata
 SMALL_SUFFIXES = (".json", ".txt", ".model", ".tiktoken", ".py", ".jinja", ".metadata")
+#: the model card, whose front matter declares the model's languages (:mod:`poolrag.config.model_card`)
+MODEL_CARD = "README.md"
 #: BGE-M3's heads next to the backbone, plain state dicts poolrag reads itself (not training state
 #: such as ``optimizer.pt``, which a root ``*.pt`` would take)
 HEAD_FILES = ("sparse_linear.pt", "colbert_linear.pt")
@@ -32,7 +35,9 @@ def model_files(listing: Iterable[str], modules: object = None) -> list[str]:
     chosen: list[str] = []
     for paths in by_folder.values():
         weights = [p for p in paths if p.endswith(".safetensors")] or [p for p in paths if p.endswith(".bin")]
-        chosen += [p for p in paths if p.endswith(SMALL_SUFFIXES) or p in weights or p in HEAD_FILES]
+        chosen += [
+            p for p in paths if p.endswith(SMALL_SUFFIXES) or p in weights or p in (*HEAD_FILES, MODEL_CARD)
+        ]
     return sorted(chosen)
 
 
