@@ -19,15 +19,30 @@ _LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictiona
 _REGISTRY = threading.Lock()
 
 
-def _reset_after_fork() -> None:
-    """A forked child may inherit a lock a parent's thread held at the fork; no thread of the child
-    holds any, so fresh ones are right."""
-    global _REGISTRY, _LOCKS
-    _REGISTRY = threading.Lock()
-    _LOCKS = weakref.WeakKeyDictionary()
+_HELD_OVER_FORK: list[threading.Lock] = []
 
 
-os.register_at_fork(after_in_child=_reset_after_fork)
+def _quiesce_before_fork() -> None:
+    """A fork waits for every tokenizer call in flight and holds the tokenizers over it. A thread
+    encoding at the fork does not exist in the child, and the Rust tokenizer it was reading stayed
+    locked there: the child's first call, which sets truncation, waited forever (10 forks in 10
+    beside a thread tokenising). No call here holds one tokenizer's lock while taking another's."""
+    _REGISTRY.acquire()
+    _HELD_OVER_FORK[:] = list(_LOCKS.values())
+    for lock in _HELD_OVER_FORK:
+        lock.acquire()
+
+
+def _release_after_fork() -> None:
+    for lock in _HELD_OVER_FORK:
+        lock.release()
+    _HELD_OVER_FORK.clear()
+    _REGISTRY.release()
+
+
+os.register_at_fork(
+    before=_quiesce_before_fork, after_in_parent=_release_after_fork, after_in_child=_release_after_fork
+)
 
 
 def tokenizer_lock(tokenizer: Any) -> threading.Lock:
