@@ -8,6 +8,10 @@ and then truncating; over-long texts without truncation are refused with the who
 from __future__ import annotations
 
 import gc
+import multiprocessing
+import sys
+import threading
+import time
 import weakref
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 
 from poolrag.errors import InputTooLongError
 from poolrag.request import ResolvedParams
+from poolrag.tokenization import text_cut
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 from poolrag.tokenization.text_cut import COUNT_WINDOW_CHARS, TextCut, text_cut_of
 
@@ -261,3 +266,30 @@ def test_a_tokenizer_saved_to_truncate_on_the_left_keeps_the_first_tokens_and_sa
     assert list(request.token_ids) == right(text, truncation=True, max_length=24)["input_ids"]
     [pair] = processor.pairs([("a short query", text)], ResolvedParams(task="score"), truncate=-1)
     assert list(pair.token_ids) == right("a short query", text, truncation=True, max_length=24)["input_ids"]
+
+
+def _cut_in_child(folder: str) -> str:
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return text_cut_of(tokenizer).prefix("a cat " * 1000, 8)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+def test_a_worker_forked_while_a_thread_built_a_cut_builds_its_own(minilm_path: Path) -> None:
+    """A thread of the parent building a tokenizer's cut at the fork (each model's first long text)
+    does not exist in the child, whose first cut of its own waited for it forever; the fork waits."""
+    building = threading.Event()
+
+    def build_in_parent() -> None:
+        with text_cut._CUTS_LOCK:  # as a thread in the middle of building a cut holds it
+            building.set()
+            time.sleep(1)
+
+    builder = threading.Thread(target=build_in_parent)
+    builder.start()
+    try:
+        building.wait(30)
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            got = pool.apply_async(_cut_in_child, (str(minilm_path),)).get(timeout=60)
+    finally:
+        builder.join()
+    assert got == _cut_in_child(str(minilm_path))

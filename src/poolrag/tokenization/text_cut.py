@@ -22,6 +22,7 @@ The same invariant lets :meth:`TextCut.count` count a huge text's tokens window 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import weakref
@@ -196,6 +197,10 @@ class RememberedCut:
 
 _CUTS: weakref.WeakKeyDictionary[Any, TextCut] = weakref.WeakKeyDictionary()
 _CUTS_LOCK = threading.Lock()
+# a fork waits for a cut being built (it tokenises probes): the child has no thread to finish it
+os.register_at_fork(
+    before=_CUTS_LOCK.acquire, after_in_parent=_CUTS_LOCK.release, after_in_child=_CUTS_LOCK.release
+)
 
 
 def text_cut_of(tokenizer: PreTrainedTokenizerBase) -> TextCut:
