@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -69,3 +71,28 @@ def test_a_worker_forked_before_poolrag_was_imported_loads_and_answers(minilm_pa
         timeout=180,
     )
     assert run.stdout.strip().splitlines()[-1:] == ["(2, 384)"], run.stderr[-2000:]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+def test_an_engine_built_in_a_worker_forked_while_a_thread_built_one_loads(minilm_path: Path) -> None:
+    """One model is built at a time in a process; a thread of the parent building one at the fork (a
+    first load's background tune builds its other path 0.5 s after the load) never finishes in the
+    child, which waited forever for its turn to build (2 forks in 3 hung, a second apart)."""
+    from poolrag.core import model_setup
+
+    building = threading.Event()
+
+    def build_in_parent() -> None:
+        with model_setup.MODEL_CONSTRUCTION:  # as a thread in the middle of a build holds it
+            building.set()
+            time.sleep(1)
+
+    builder = threading.Thread(target=build_in_parent)
+    builder.start()
+    try:
+        building.wait(30)
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            got = pool.apply_async(_build_and_embed, (str(minilm_path),)).get(timeout=120)
+    finally:
+        builder.join()
+    np.testing.assert_allclose(got, _build_and_embed(str(minilm_path)), atol=1e-6, rtol=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,16 @@ logger = logging.getLogger(__name__)
 
 #: Held while a model and its heads are built: one at a time in the process.
 MODEL_CONSTRUCTION = threading.RLock()
+
+
+# A fork waits for a build in flight. A thread building at the fork (a first load's background tune
+# builds its other path) does not exist in the child: the lock stayed held there, and the child's
+# own builds waited forever, under transformers' patches (no weight init, no tying) never undone.
+os.register_at_fork(
+    before=MODEL_CONSTRUCTION.acquire,
+    after_in_parent=MODEL_CONSTRUCTION.release,
+    after_in_child=MODEL_CONSTRUCTION.release,
+)
 
 
 def _check_chunking(kind: ModelKind, recipe: Recipe, pooler: PoolerConfig) -> None:
