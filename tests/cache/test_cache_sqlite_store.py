@@ -6,6 +6,9 @@ import contextlib
 import logging
 import multiprocessing
 import sqlite3
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +179,42 @@ def test_several_processes_share_one_cache_safely(tmp_path: Path) -> None:
     found = cache.get_many(keys)
     assert len(found) == len(keys) and cache.stats.corrupt == 0
     assert all(np.array_equal(found[k], _vec(int.from_bytes(k[:4], "little"))) for k in keys)
+
+
+_INHERITED: EmbeddingCache | None = None  # what a forked worker finds, as a module global of the parent
+
+
+def _read_in_child(keys: list[bytes]) -> dict[bytes, np.ndarray]:
+    assert _INHERITED is not None
+    return _INHERITED.get_many(keys)
+
+
+def _in_a_cache_call(cache: EmbeddingCache, inside: threading.Event) -> None:
+    with cache._lock:  # as a thread in the middle of a read or write holds it
+        inside.set()
+        time.sleep(1)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork start method is Linux's default")
+def test_a_worker_forked_while_a_thread_used_the_cache_reads_it(tmp_path: Path) -> None:
+    """A thread of the parent in the middle of a read or write at the fork (an app re-embedding
+    cached texts on a thread while a ``fork`` Pool starts) does not exist in the child, which waited
+    forever for the cache's lock on its first lookup (5 forks in 5 hung)."""
+    global _INHERITED
+    _INHERITED = EmbeddingCache(tmp_path / "c.sqlite")
+    _INHERITED.put_many({_key(1): _vec(1)})
+    inside = threading.Event()
+    user = threading.Thread(target=_in_a_cache_call, args=(_INHERITED, inside))
+    user.start()
+    try:
+        inside.wait(30)
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            found = pool.apply_async(_read_in_child, ([_key(1)],)).get(timeout=60)
+        assert np.array_equal(found[_key(1)], _vec(1))
+        assert np.array_equal(_INHERITED.get_many([_key(1)])[_key(1)], _vec(1))  # the parent's still works
+    finally:
+        user.join()
+        _INHERITED = None
 
 
 def test_a_size_written_as_a_whole_float_is_a_byte_count(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import shutil
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +252,31 @@ class CacheStats:
     evicted: int = 0
 
 
+_CACHES: weakref.WeakSet[EmbeddingCache] = weakref.WeakSet()  # every live cache, for the fork hooks
+_HELD_OVER_FORK: list[threading.Lock] = []
+
+
+def _quiesce_before_fork() -> None:
+    """Wait for every cache's read or write in flight, and hold each cache over the fork. A thread
+    inside one at the fork does not exist in the child: its lock stayed held there, and SQLite's
+    own state (its mutexes, the file's lock records, which a connection the child opens shares)
+    was caught mid-step, so the child's first lookup waited forever or found the file locked."""
+    _HELD_OVER_FORK[:] = [cache._lock for cache in list(_CACHES)]
+    for lock in _HELD_OVER_FORK:
+        lock.acquire()
+
+
+def _release_after_fork() -> None:
+    for lock in _HELD_OVER_FORK:
+        lock.release()
+    _HELD_OVER_FORK.clear()
+
+
+os.register_at_fork(
+    before=_quiesce_before_fork, after_in_parent=_release_after_fork, after_in_child=_release_after_fork
+)
+
+
 def _reopened(path: str, max_bytes: int | None, timeout: float) -> EmbeddingCache:
     return EmbeddingCache(path, max_bytes=max_bytes, timeout=timeout)
 
@@ -287,6 +313,7 @@ class EmbeddingCache:
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
         self._inode: tuple[int, int] | None = None
+        _CACHES.add(self)
         self._scalar("SELECT COUNT(*) FROM totals")  # opens (or sets aside and recreates) the file
 
     def __reduce__(self) -> tuple[Any, ...]:
