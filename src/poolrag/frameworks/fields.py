@@ -24,7 +24,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    InstanceOf,
     PlainValidator,
     PrivateAttr,
     SecretStr,
@@ -57,10 +56,22 @@ def _an_engine(value: object) -> object:
     return value
 
 
+def _engine_args(value: object) -> object:
+    """``value`` if it is a :class:`poolrag.EngineArgs`, else pydantic's own ``is_instance_of`` error."""
+    if not isinstance(value, EngineArgs):
+        raise PydanticKnownError("is_instance_of", {"class": "EngineArgs"})
+    return value
+
+
 if TYPE_CHECKING:
     from poolrag.engine import Engine as SharedEngine
+
+    GivenEngineArgs = EngineArgs
 else:  # an Engine checked when given, so that this module does not import it (and torch) itself
     SharedEngine = Annotated[Any, PlainValidator(_an_engine)]
+    # not InstanceOf[EngineArgs]: pydantic < 2.13 builds the dataclass's schema for it, and its
+    # torch annotations (imported for type checkers only) left every adapter "not fully defined"
+    GivenEngineArgs = Annotated[Any, PlainValidator(_engine_args)]
 
 #: ``HuggingFaceEmbeddings``' and ``HuggingFaceEmbedding``'s arguments that are engine options here
 HUGGINGFACE_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision", "token")
@@ -119,7 +130,7 @@ class BackendFields(BaseModel):
         default_factory=dict,
         description="Keyword arguments of poolrag.Engine when model_name is loaded here.",
     )
-    engine_args: InstanceOf[EngineArgs] | None = Field(
+    engine_args: GivenEngineArgs | None = Field(
         default=None,
         exclude=True,
         description="A poolrag.EngineArgs (model and options) to load here, instead of model_name.",
