@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ import pytest
 import torch
 
 from poolrag import Engine
+from poolrag.testing.fork_while_held import in_fork_while_held
 
 TEXTS = ["a cat sat on the mat", "tax law", "the quick brown fox"]
 
@@ -80,19 +79,5 @@ def test_an_engine_built_in_a_worker_forked_while_a_thread_built_one_loads(minil
     child, which waited forever for its turn to build (2 forks in 3 hung, a second apart)."""
     from poolrag.core import model_setup
 
-    building = threading.Event()
-
-    def build_in_parent() -> None:
-        with model_setup.MODEL_CONSTRUCTION:  # as a thread in the middle of a build holds it
-            building.set()
-            time.sleep(1)
-
-    builder = threading.Thread(target=build_in_parent)
-    builder.start()
-    try:
-        building.wait(30)
-        with multiprocessing.get_context("fork").Pool(1) as pool:
-            got = pool.apply_async(_build_and_embed, (str(minilm_path),)).get(timeout=120)
-    finally:
-        builder.join()
+    got = in_fork_while_held(model_setup.MODEL_CONSTRUCTION, _build_and_embed, str(minilm_path))
     np.testing.assert_allclose(got, _build_and_embed(str(minilm_path)), atol=1e-6, rtol=0)

@@ -8,10 +8,7 @@ and then truncating; over-long texts without truncation are refused with the who
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import sys
-import threading
-import time
 import weakref
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 
 from poolrag.errors import InputTooLongError
 from poolrag.request import ResolvedParams
+from poolrag.testing.fork_while_held import in_fork_while_held
 from poolrag.tokenization import text_cut
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 from poolrag.tokenization.text_cut import COUNT_WINDOW_CHARS, TextCut, text_cut_of
@@ -277,19 +275,5 @@ def _cut_in_child(folder: str) -> str:
 def test_a_worker_forked_while_a_thread_built_a_cut_builds_its_own(minilm_path: Path) -> None:
     """A thread of the parent building a tokenizer's cut at the fork (each model's first long text)
     does not exist in the child, whose first cut of its own waited for it forever; the fork waits."""
-    building = threading.Event()
-
-    def build_in_parent() -> None:
-        with text_cut._CUTS_LOCK:  # as a thread in the middle of building a cut holds it
-            building.set()
-            time.sleep(1)
-
-    builder = threading.Thread(target=build_in_parent)
-    builder.start()
-    try:
-        building.wait(30)
-        with multiprocessing.get_context("fork").Pool(1) as pool:
-            got = pool.apply_async(_cut_in_child, (str(minilm_path),)).get(timeout=60)
-    finally:
-        builder.join()
+    got = in_fork_while_held(text_cut._CUTS_LOCK, _cut_in_child, str(minilm_path), timeout=60)
     assert got == _cut_in_child(str(minilm_path))

@@ -30,6 +30,7 @@ import numpy as np
 from poolrag.cache.recovery import CacheAccessError, cache_access_error, is_corruption, write_refused
 from poolrag.cache_location import poolrag_cache_dir
 from poolrag.counts import check_count
+from poolrag.fork_holds import hold_over_fork
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -252,29 +253,12 @@ class CacheStats:
     evicted: int = 0
 
 
-_CACHES: weakref.WeakSet[EmbeddingCache] = weakref.WeakSet()  # every live cache, for the fork hooks
-_HELD_OVER_FORK: list[threading.Lock] = []
-
-
-def _quiesce_before_fork() -> None:
-    """Wait for every cache's read or write in flight, and hold each cache over the fork. A thread
-    inside one at the fork does not exist in the child: its lock stayed held there, and SQLite's
-    own state (its mutexes, the file's lock records, which a connection the child opens shares)
-    was caught mid-step, so the child's first lookup waited forever or found the file locked."""
-    _HELD_OVER_FORK[:] = [cache._lock for cache in list(_CACHES)]
-    for lock in _HELD_OVER_FORK:
-        lock.acquire()
-
-
-def _release_after_fork() -> None:
-    for lock in _HELD_OVER_FORK:
-        lock.release()
-    _HELD_OVER_FORK.clear()
-
-
-os.register_at_fork(
-    before=_quiesce_before_fork, after_in_parent=_release_after_fork, after_in_child=_release_after_fork
-)
+_CACHES: weakref.WeakSet[EmbeddingCache] = weakref.WeakSet()  # every live cache, for the fork
+# A fork waits for every cache's read or write in flight. A thread inside one at the fork does not
+# exist in the child: its lock stayed held there, and SQLite's own state (its mutexes, the file's lock
+# records, which a connection the child opens shares) was caught mid-step, so the child's first
+# lookup waited forever or found the file locked.
+hold_over_fork(lambda: [cache._lock for cache in list(_CACHES)])
 
 
 def _reopened(path: str, max_bytes: int | None, timeout: float) -> EmbeddingCache:

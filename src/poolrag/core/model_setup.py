@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -35,6 +34,7 @@ from poolrag.core.executor import ModelExecutor
 from poolrag.core.recipes import RECIPES, LoadContext, LoadedNetwork, Recipe
 from poolrag.core.task_heads import HeadContext, classify_activation, pair_activation
 from poolrag.errors import InvalidInputError, ModelLoadError
+from poolrag.fork_holds import hold_over_fork
 from poolrag.loading.model_loader import load_projection
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement, check_model_fits, input_device
@@ -54,11 +54,7 @@ MODEL_CONSTRUCTION = threading.RLock()
 # A fork waits for a build in flight. A thread building at the fork (a first load's background tune
 # builds its other path) does not exist in the child: the lock stayed held there, and the child's
 # own builds waited forever, under transformers' patches (no weight init, no tying) never undone.
-os.register_at_fork(
-    before=MODEL_CONSTRUCTION.acquire,
-    after_in_parent=MODEL_CONSTRUCTION.release,
-    after_in_child=MODEL_CONSTRUCTION.release,
-)
+hold_over_fork(lambda: [MODEL_CONSTRUCTION])
 
 
 def _check_chunking(kind: ModelKind, recipe: Recipe, pooler: PoolerConfig) -> None:

@@ -22,7 +22,6 @@ The same invariant lets :meth:`TextCut.count` count a huge text's tokens window 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import weakref
@@ -30,6 +29,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from poolrag.fork_holds import hold_over_fork
 from poolrag.text_validity import lone_surrogate
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
@@ -198,9 +198,7 @@ class RememberedCut:
 _CUTS: weakref.WeakKeyDictionary[Any, TextCut] = weakref.WeakKeyDictionary()
 _CUTS_LOCK = threading.Lock()
 # a fork waits for a cut being built (it tokenises probes): the child has no thread to finish it
-os.register_at_fork(
-    before=_CUTS_LOCK.acquire, after_in_parent=_CUTS_LOCK.release, after_in_child=_CUTS_LOCK.release
-)
+hold_over_fork(lambda: [_CUTS_LOCK])
 
 
 def text_cut_of(tokenizer: PreTrainedTokenizerBase) -> TextCut:

@@ -10,39 +10,28 @@ see its own settings; the Rust side still encodes a batch on all cores, so littl
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
+
+from poolrag.fork_holds import hold_over_fork
 
 _LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
 _REGISTRY = threading.Lock()
 
 
-_HELD_OVER_FORK: list[threading.Lock] = []
+def _held_over_fork() -> Iterator[threading.Lock]:
+    """The registry (held still while read), then every tokenizer's lock: a fork waits for the calls
+    in flight. A thread encoding at the fork does not exist in the child, and the Rust tokenizer it
+    was reading stayed locked there: the child's first call, which sets truncation, waited forever
+    (10 forks in 10 beside a thread tokenising). No call here holds one tokenizer's lock while
+    taking another's."""
+    yield _REGISTRY
+    yield from list(_LOCKS.values())
 
 
-def _quiesce_before_fork() -> None:
-    """A fork waits for every tokenizer call in flight and holds the tokenizers over it. A thread
-    encoding at the fork does not exist in the child, and the Rust tokenizer it was reading stayed
-    locked there: the child's first call, which sets truncation, waited forever (10 forks in 10
-    beside a thread tokenising). No call here holds one tokenizer's lock while taking another's."""
-    _REGISTRY.acquire()
-    _HELD_OVER_FORK[:] = list(_LOCKS.values())
-    for lock in _HELD_OVER_FORK:
-        lock.acquire()
-
-
-def _release_after_fork() -> None:
-    for lock in _HELD_OVER_FORK:
-        lock.release()
-    _HELD_OVER_FORK.clear()
-    _REGISTRY.release()
-
-
-os.register_at_fork(
-    before=_quiesce_before_fork, after_in_parent=_release_after_fork, after_in_child=_release_after_fork
-)
+hold_over_fork(_held_over_fork)
 
 
 def tokenizer_lock(tokenizer: Any) -> threading.Lock:
