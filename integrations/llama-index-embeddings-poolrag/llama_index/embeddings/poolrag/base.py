@@ -178,8 +178,9 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
     def _slices_reach_the_engine_in_order(self) -> bool:
         """Whether each slice reaches ``_get_text_embeddings`` whole and in order (see
         :mod:`~llama_index.embeddings.poolrag.slices`): not through LlamaIndex's embeddings cache
-        (only its misses) or rate limiter (it awaits before a slice starts)."""
-        return self.embeddings_cache is None and self.rate_limiter is None
+        (only its misses) or rate limiter (it awaits before a slice starts; llama-index-core before
+        0.14.16 has none)."""
+        return self.embeddings_cache is None and getattr(self, "rate_limiter", None) is None
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         where = slice_positions(len(texts))
