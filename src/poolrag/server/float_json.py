@@ -5,7 +5,8 @@ for a ``/v1/embeddings`` answer that was most of the time the server spent on it
 was cheap (``benchmarks/answer_encoding.py``). orjson writes the rows directly. They are written as
 float64, each value the shortest decimal that reads back as the same float64, so a client's JSON
 parser gets exactly ``float(np.float32(value))``, as from the pydantic answer (the same bytes, in
-fact). orjson comes with the ``server`` extra; without it pydantic's serialiser writes the same
+fact, from orjson 3.11.7 and pydantic 2.13 on; older ones write ``3.4e38`` for ``3.4e+38``, the same
+float). orjson comes with the ``server`` extra; without it pydantic's serialiser writes the same
 bytes without validating them, about 2.5 times slower.
 
 orjson writes a float32 array as float32's own shortest decimals (``0.1``, which a client reads as
