@@ -4,6 +4,8 @@ language but stemmed in English (debian-faq-de sparse MRR@10 0.351, 0.393 with G
 
 from __future__ import annotations
 
+import pytest
+
 from poolrag.ingest.sparse_encoders import BM25ChunkEncoder, bm25_for_model
 from poolrag.sparse.words import WordAnalyzer
 from poolrag.stores.language_prior import LanguageRecord
@@ -42,8 +44,6 @@ def test_a_later_run_without_a_language_takes_the_one_the_collection_recorded() 
     """Re-running (or resuming) the command that made a German collection, still without
     ``--language``, writes German stems to it; it was refused for a language nobody gave. A
     declared other language, or another analyzer, is still refused."""
-    import pytest
-
     from poolrag.stores.errors import CollectionMismatchError
 
     first = _encoder(None)
@@ -64,26 +64,24 @@ def test_a_later_run_without_a_language_takes_the_one_the_collection_recorded() 
         unstemmed.adopt(recorded, GERMAN[:1])
 
 
-def test_a_collection_recorded_before_cjk_bigrams_keeps_its_whole_runs() -> None:
-    """No flag chooses how CJK text is split: a collection whose record predates bigrams is written
-    on as it was (its stored terms are whole runs), not refused, and its queries match alike."""
+@pytest.mark.parametrize(
+    ("flag", "text", "terms"),
+    [
+        ("cjk_bigrams", "パスワードの有効期限", ["パスワードの有効期限"]),  # whole runs
+        ("unicode_words", "हिन्दी में", ["ह", "न", "द", "म"]),  # words split at each combining mark
+    ],
+)
+def test_a_collection_recorded_before_an_analyzer_flag_keeps_its_split(
+    flag: str, text: str, terms: list[str]
+) -> None:
+    """No run's flag chooses how a collection splits CJK runs or marked words: one whose record
+    predates the flag is written on as it was (its stored terms are split so), not refused, and its
+    queries match alike."""
     first = _encoder(None)
     first.adopt(None, GERMAN)
     recorded = first.settings()
-    del recorded["analyzer"]["cjk_bigrams"]
+    del recorded["analyzer"][flag]
     again = _encoder(None)
-    again.adopt(recorded, ["パスワードの有効期限"])
-    assert again.analyzer_record()["cjk_bigrams"] is False
-    assert again.encoder.analyzer.terms("パスワードの有効期限") == ["パスワードの有効期限"]
-
-
-def test_a_collection_recorded_before_unicode_words_keeps_its_split() -> None:
-    """Its stored terms split words at each combining mark: it is written on and queried that way."""
-    first = _encoder(None)
-    first.adopt(None, GERMAN)
-    recorded = first.settings()
-    del recorded["analyzer"]["unicode_words"]
-    again = _encoder(None)
-    again.adopt(recorded, ["हिन्दी में"])
-    assert again.analyzer_record()["unicode_words"] is False
-    assert again.encoder.analyzer.terms("हिन्दी में") == ["ह", "न", "द", "म"]
+    again.adopt(recorded, [text])
+    assert again.analyzer_record()[flag] is False
+    assert again.encoder.analyzer.terms(text) == terms
