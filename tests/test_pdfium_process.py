@@ -163,3 +163,26 @@ def test_a_page_count_over_the_limit_is_refused_before_any_page_is_read(tmp_path
     path.write_bytes(many_pages_pdf(200))
     with pytest.raises(InvalidInputError, match="the PDF has 200 pages, more than 100"):
         pdfium.page_texts(str(path), 100)
+
+
+def _page_texts_in_child(path: str) -> list[str]:
+    from poolrag.pdfium_process import shared_pdfium
+
+    return [text.strip() for text in shared_pdfium().page_texts(path, 10)]
+
+
+def test_a_worker_forked_during_a_pdf_call_reads_pdfs_with_a_pdfium_child_of_its_own(tmp_path: Path) -> None:
+    """A ``fork`` pool started while another thread reads a PDF: the worker's copy of the call's lock
+    was held for ever (its first PDF hung), and the pdfium child it inherited is the parent's, whose
+    pipes both processes would write to."""
+    from poolrag.pdfium_process import shared_pdfium
+    from poolrag.testing.fork_while_held import in_fork_while_held
+
+    pdf = write_pdf(tmp_path / "forked.pdf", ["read in the worker"])
+    shared = shared_pdfium()
+    assert [t.strip() for t in shared.page_texts(str(pdf), 10)] == ["read in the worker"]  # the child is up
+    parents_child = shared._child
+    got = in_fork_while_held(shared._lock, _page_texts_in_child, str(pdf), timeout=60)
+    assert got == ["read in the worker"]
+    assert [t.strip() for t in shared.page_texts(str(pdf), 10)] == ["read in the worker"]
+    assert shared._child is parents_child  # the parent's child was neither used nor stopped by the worker

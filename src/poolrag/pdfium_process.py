@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import threading
+import weakref
 from typing import Any, BinaryIO
 
 from poolrag.errors import InvalidInputError, ModelLoadError
@@ -58,13 +59,15 @@ def _receive(stream: BinaryIO) -> tuple[dict[str, Any], bytes]:
 
 
 class PdfiumProcess:
-    """The parent's handle on the pdfium child; one call at a time (a lock), restarted after a loss."""
+    """The parent's handle on the pdfium child; one call at a time (a lock), restarted after a loss.
+    A forked process starts a child of its own at its first PDF."""
 
     def __init__(self, memory_limit: int = MEMORY_LIMIT_BYTES, call_seconds: float = CALL_SECONDS) -> None:
         self.memory_limit = memory_limit
         self.call_seconds = call_seconds
         self._lock = threading.Lock()
         self._child: subprocess.Popen[bytes] | None = None
+        _HANDLES.add(self)
 
     def page_texts(self, path: str, max_pages: int) -> list[str]:
         """Every page's text layer, each page loaded (``InvalidInputError`` when one cannot be)."""
@@ -124,6 +127,12 @@ class PdfiumProcess:
             )
         return self._child
 
+    def _leave_parents_child(self) -> None:
+        """In a forked process: the pdfium child is the parent's (its pipes are shared with it) and the
+        lock may be held by a thread that does not exist here; start afresh, leaving both to the parent."""
+        self._lock = threading.Lock()
+        self._child = None
+
     def _stop(self) -> None:
         child, self._child = self._child, None
         if child is not None:
@@ -134,8 +143,20 @@ class PdfiumProcess:
                     stream.close()
 
 
+#: every live handle, for the fork handler
+_HANDLES: weakref.WeakSet[PdfiumProcess] = weakref.WeakSet()
 _SHARED: PdfiumProcess | None = None
 _SHARED_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()
+    for handle in list(_HANDLES):
+        handle._leave_parents_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def shared_pdfium() -> PdfiumProcess:
