@@ -52,3 +52,23 @@ def test_a_transparent_image_composited_by_strips_is_the_whole_image_composited(
     assert seen.mode == "RGB" and seen.tobytes() == expected.tobytes()
     assert len(composited) > 1 and max(composited) <= COMPOSITED_PIXELS
     assert sum(composited) == SIZE[0] * SIZE[1]
+
+
+def _load_an_image_of_stripe(stripe: int) -> tuple[int, int]:
+    from poolrag import image_inputs
+
+    kept = []  # alive, so that each new image has a new identity
+    while True:
+        image = Image.new("RGB", (3, 2))
+        if (id(image) >> 4) % len(image_inputs._LOAD_LOCKS) == stripe:
+            return image_inputs.loaded(image).size
+        kept.append(image)
+
+
+def test_a_worker_forked_while_an_image_is_read_reads_images() -> None:
+    """A ``fork`` pool started while another thread reads a picture: the worker's copy of that
+    picture's read lock stayed held, and the first picture of its own that the lock covers hung."""
+    from poolrag import image_inputs
+    from poolrag.testing.fork_while_held import in_fork_while_held
+
+    assert in_fork_while_held(image_inputs._LOAD_LOCKS[5], _load_an_image_of_stripe, 5, timeout=60) == (3, 2)

@@ -12,6 +12,7 @@ named from above is still an arrow up). ``tests/test_import_layers.py`` walks th
 against this list and fails on any arrow up and on any module not placed here::
 
     errors: the exception types every layer raises
+    fork_holds: locks a fork waits for, so that a forked worker never starts with one held
     counts: the one rule for a count a caller passes (k, limit, top_n, batch sizes)
     text_validity: which texts a model can read (the one rule every front door applies)
     printable: text from data made safe to show on a terminal (control and bidi characters escaped)
@@ -22,7 +23,6 @@ against this list and fails on any arrow up and on any module not placed here::
     input_shapes: one prompt or many, score pairs 1:1, 1:N, N:N (the engine's and the client's rule)
     cache_location: where poolrag keeps its files on disk ($POOLRAG_CACHE_DIR, XDG)
     native_heap: glibc's allocator tuned for long runs (free pages given back after batches)
-    fork_holds: locks a fork waits for, so that a forked worker never starts with one held
     worker_threads: each of N processes' share of the CPUs as torch threads (serve and tune --workers)
     loaded_objects: what loading made, left out of Python's cyclic collections in long runs
     model_facts: what a served model is (identity, tasks, sizes, score kind)

@@ -18,12 +18,14 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from poolrag.errors import InputTypeError, InvalidImageError
+from poolrag.fork_holds import hold_over_fork
 
 DATA_URL_PREFIX = "data:image/"
 #: pixels composited on white at a time (:func:`on_white`)
 COMPOSITED_PIXELS = 1 << 20
 #: locks a PIL image's first read takes, one picked by the image's identity (:func:`loaded`)
 _LOAD_LOCKS = tuple(threading.Lock() for _ in range(64))
+hold_over_fork(lambda: _LOAD_LOCKS)
 
 
 def is_pil_image(value: object) -> bool:
