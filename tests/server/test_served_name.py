@@ -85,3 +85,18 @@ def test_the_folder_path_it_was_started_with_names_the_model_too(folder_server: 
         other = http.post(f"{url}/v1/embeddings", json={"input": "hello", "model": str(folder.parent)})
         assert other.status_code == 404
         assert [card["id"] for card in http.get(f"{url}/v1/models").json()["data"]] == ["my-minilm"]
+
+
+def test_a_model_retrieved_by_its_folder_path_is_described_under_its_served_name(
+    folder_server: tuple[str, Path],
+) -> None:
+    """``client.models.retrieve(path)`` reaches the model as any request naming the path does, and
+    its card is the one ``/v1/models`` lists: the path it was asked by is not echoed as its id."""
+    url, folder = folder_server
+    with httpx.Client(timeout=120) as http:
+        listed = http.get(f"{url}/v1/models").json()["data"][0]
+        for spelling in (str(folder), str(folder.resolve())):
+            retrieved = http.get(f"{url}/v1/models/{spelling}")
+            assert retrieved.status_code == 200, retrieved.text
+            assert retrieved.json() == listed
+            _shows_no_path(retrieved, folder)

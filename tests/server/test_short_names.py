@@ -67,6 +67,9 @@ def test_a_short_name_two_models_share_answers_neither(
         assert shared.status_code == 404, shared.text
         assert _embedded(live.url, "my-org/all-MiniLM-L6-v2").json()["model"] == "my-org/all-MiniLM-L6-v2"
         assert _embedded(live.url, "minilm-mrl").json()["model"] == "my-org/all-MiniLM-L6-v2"
+        # retrieved by its short name, a model is described as its answers name it
+        card = httpx.get(f"{live.url}/v1/models/minilm-mrl", timeout=30).json()
+        assert card["id"] == "my-org/all-MiniLM-L6-v2" and card["matryoshka_dimensions"] == [128, 384]
         assert _embedded(live.url, HUB_ID).json()["model"] == HUB_ID
 
 

@@ -38,4 +38,7 @@ async def list_models(request: Request) -> ModelList:
     "/v1/models/{model:path}", response_model=ModelCard, responses={**READ_ERRORS, 404: ENGINE_ERRORS[404]}
 )
 async def retrieve_model(model: str, request: Request) -> ModelCard:
-    return _card(model_state(request, model), model)
+    """The card ``/v1/models`` lists under ``model``; a name only accepted (a folder's path, a hub
+    id's short name) is described under the model's reported name, as its answers name it."""
+    state = model_state(request, model)
+    return _card(state, model if model in state.settings.served_model_names else state.name)
