@@ -170,3 +170,32 @@ def test_serve_with_a_bad_ranges_file_is_one_line_and_exit_2(
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.startswith("poolrag serve: cannot start:") and str(bad) in err and "\n" not in err
+
+
+def test_one_calibration_file_serves_an_embedder_beside_a_reranker(
+    minilm_path: Path,
+    minilm_engine: Engine,
+    cross_encoder_path: Path,
+    cross_encoder_engine: Engine,
+    tmp_path: Path,
+) -> None:
+    """``poolrag serve EMBEDDER RERANKER --calibration FILE``: the flag applies to every model, and
+    a model that gives no embeddings never scales any, so the file is the embedder's alone."""
+    ranges = _ranges(minilm_engine, tmp_path / "minilm-ranges.json")
+    args = [str(minilm_path), str(cross_encoder_path), "--served-model-name", "minilm", "reranker"]
+    with cli_server(
+        tmp_path / "server.log", *args, "--calibration", str(tmp_path / "minilm-ranges.json")
+    ) as (
+        url,
+        _,
+    ):
+        got = _compact(url, "minilm", [QUERY])["int8"]
+        offline = minilm_engine.embed_array([QUERY], DOCUMENT)
+        np.testing.assert_array_equal(got, quantize_vectors(offline, "int8", ranges=ranges))
+        reranked = httpx.post(
+            f"{url}/v2/rerank", json={"model": "reranker", "query": QUERY, "documents": TEXTS}, timeout=120
+        )
+    assert reranked.status_code == 200, reranked.text
+    scores = {row["index"]: row["relevance_score"] for row in reranked.json()["results"]}
+    expected = [out.outputs.score for out in cross_encoder_engine.score(QUERY, TEXTS)]
+    np.testing.assert_allclose([scores[i] for i in range(len(TEXTS))], expected, atol=1e-5)

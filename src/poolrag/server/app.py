@@ -69,7 +69,11 @@ def _loosest(limits: Sequence[Limits]) -> Limits:
 
 
 def _quantization_ranges(engine: InProcessEngine, settings: ServerSettings) -> QuantizationRanges | None:
-    """The server's ranges file, else the one the model folder ships (read once, at start-up)."""
+    """The server's ranges file, else the one the model folder ships (read once, at start-up); none
+    for a model that gives no embeddings to scale (``--calibration`` applies to every model served,
+    a reranker beside the embedder it was measured on included)."""
+    if "embed" not in engine.facts.supported_tasks:
+        return None
     ranges = (
         QuantizationRanges.load(settings.calibration)
         if settings.calibration is not None
