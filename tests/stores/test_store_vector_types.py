@@ -261,3 +261,28 @@ def test_a_value_a_rounding_past_an_edge_is_not_called_clipped(caplog: pytest.Lo
         codec.encode(rows * 2)  # past the edges by far more than a bucket: still said
     (said,) = [r.getMessage() for r in caplog.records]
     assert "fall outside the uint8 ranges and are clipped" in said
+
+
+@pytest.mark.parametrize("kind", COMPACT_KINDS)
+@pytest.mark.parametrize("vector_type", ["float32", "float16", "uint8"])
+def test_a_vector_of_another_width_is_refused_by_name_and_nothing_is_written(
+    kind, vector_type, make_store, sentence_vectors
+) -> None:
+    """A vector of another width than the collection's (another model, another Matryoshka size) is
+    one clear error naming the chunk, as a query of another width is, not numpy's broadcast error
+    (uint8) or the database client's bare ``Exception``, and no record of its batch is written."""
+    store = make_store(kind)
+    ranges = _ranges(sentence_vectors) if vector_type == "uint8" else None
+    _fill(store, sentence_vectors, _spec(sentence_vectors, vector_type, ranges))
+    cut = sentence_vectors[2][:128] / np.linalg.norm(sentence_vectors[2][:128])
+    with pytest.raises(
+        InvalidInputError,
+        match=r"chunk '.*0063': collection 'docs' holds \[dim\] vectors of size 384, got shape \(128,\)",
+    ):
+        store.upsert(
+            [
+                ChunkRecord(str(uuid.UUID(int=98)), sentence_vectors[3], {"text": "y"}),
+                ChunkRecord(str(uuid.UUID(int=99)), cut, {"text": "x"}),
+            ]
+        )
+    assert store.count() == len(sentence_vectors)  # neither record of the refused batch

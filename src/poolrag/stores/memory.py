@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import ChunkRecord, CollectionSpec, PayloadPages, SourcePages, StoreHit
 from poolrag.stores.filters import CheckedFilter, matches
@@ -60,7 +59,8 @@ class InMemoryStore(StoreTemplate):
 
     # -- writes -------------------------------------------------------------------------------------
     def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:
-        rows = {r.id: (self._checked_vector(spec, r), dict(r.payload)) for r in records}
+        # copies: the caller may reuse its buffers (the template checked their shapes)
+        rows = {r.id: (np.array(r.vector, dtype=np.float32), dict(r.payload)) for r in records}
         with self._lock:
             self._records.update(rows)
             self._sparse.update({r.id: r.sparse for r in records if r.sparse is not None})
@@ -68,18 +68,6 @@ class InMemoryStore(StoreTemplate):
                 if r.multivector is not None:  # a copy: the caller may reuse its buffer
                     self._tokens[r.id] = np.array(r.multivector, dtype=np.float32)
             self._packed = None
-
-    @staticmethod
-    def _checked_vector(spec: CollectionSpec, record: ChunkRecord) -> np.ndarray:
-        vector = np.array(record.vector, dtype=np.float32)  # a copy: the caller may reuse its buffer
-        ndim = 2 if spec.layout == "multivector" else 1
-        if vector.ndim != ndim or vector.shape[-1] != spec.dimension or vector.size == 0:
-            shape = "[tokens, dim]" if ndim == 2 else "[dim]"
-            raise InvalidInputError(
-                f"chunk {record.id!r}: collection {spec.name!r} holds {shape} vectors of size "
-                f"{spec.dimension}, got shape {vector.shape}"
-            )
-        return vector
 
     def _delete(self, ids: list[str]) -> None:
         with self._lock:

@@ -156,6 +156,7 @@ class StoreTemplate(ABC):
             return
         spec = self._require_spec()
         for record in records:
+            _check_record_vector(spec, record)
             check_record_fields(spec, record)
         if spec.vector_type != "float32":  # what the server would send for this type, as one batch
             rows = np.stack([r.vector for r in records])
@@ -376,3 +377,18 @@ def _without_password(location: str) -> str:
         return location
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+def _check_record_vector(spec: CollectionSpec, record: ChunkRecord) -> None:
+    """Refuse a record whose vector has another shape than the collection's, naming the chunk, before
+    any of its batch is encoded or written: otherwise a uint8 batch fails in numpy's broadcasting and
+    Qdrant's clients raise a bare ``Exception``, naming neither the chunk nor the cause (another model
+    or another Matryoshka size than the collection was made with)."""
+    vector = np.asarray(record.vector)
+    ndim = 2 if spec.layout == "multivector" else 1
+    if vector.ndim != ndim or vector.shape[-1] != spec.dimension or vector.size == 0:
+        shape = "[tokens, dim]" if ndim == 2 else "[dim]"
+        raise InvalidInputError(
+            f"chunk {record.id!r}: collection {spec.name!r} holds {shape} vectors of size "
+            f"{spec.dimension}, got shape {vector.shape}"
+        )
