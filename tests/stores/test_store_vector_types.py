@@ -286,3 +286,23 @@ def test_a_vector_of_another_width_is_refused_by_name_and_nothing_is_written(
             ]
         )
     assert store.count() == len(sentence_vectors)  # neither record of the refused batch
+
+
+@pytest.mark.parametrize("vector_type", ["float16", "uint8"])
+def test_already_quantized_codes_are_refused_as_such_and_nothing_is_written(
+    vector_type, make_store, sentence_vectors
+) -> None:
+    """The server's uint8 bytes upserted as if they were embeddings are said to be codes, as
+    sentence-transformers' ``quantize_embeddings`` says, not warned of as clipped and then refused
+    as 'not unit length: normalise them'."""
+    store = make_store("qdrant-edge")
+    ranges = _ranges(sentence_vectors)
+    _fill(
+        store,
+        sentence_vectors,
+        _spec(sentence_vectors, vector_type, ranges if vector_type == "uint8" else None),
+    )
+    codes = quantize_vectors(sentence_vectors[:2], "uint8", ranges=ranges)
+    with pytest.raises(InvalidInputError, match=r"not uint8 values \(already quantized\?\)"):
+        store.upsert([ChunkRecord(str(uuid.UUID(int=90 + i)), c, {"text": "x"}) for i, c in enumerate(codes)])
+    assert store.count() == len(sentence_vectors)

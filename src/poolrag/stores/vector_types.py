@@ -95,7 +95,14 @@ class StoredVectors:
 
     def encode(self, vectors: np.ndarray) -> np.ndarray:
         """``(n, dim)`` float vectors as the store holds them (what the server sends for this type)."""
-        rows = np.asarray(vectors, dtype=np.float32)
+        given = np.asarray(vectors)
+        if self.vector_type != "float32" and given.dtype.kind in "iub":  # a server's int8/uint8 codes
+            raise InvalidInputError(
+                f"vectors to store as {self.vector_type} must be the float embeddings, not "
+                f"{given.dtype} values (already quantized?): the store makes the {self.vector_type} "
+                "values itself"
+            )
+        rows = given.astype(np.float32, copy=False)
         if self.vector_type == "float32":
             return rows
         if not np.isfinite(rows).all():  # would become a bucket or an inf silently
