@@ -115,3 +115,26 @@ def test_edges_behave_as_quantize_embeddings_does(vectors):
         if precision in ("binary", "ubinary"):
             reference = quantize_embeddings(empty, precision=precision)
             assert (reference.shape, reference.dtype) == (shape, dtype)
+
+
+@pytest.mark.parametrize("precision", ["int8", "uint8"])
+def test_equals_sentence_transformers_with_ranges_given_as_its_array(vectors, precision):
+    """``ranges`` as quantize_embeddings takes it, a (2, dim) array of minima and maxima (what its
+    users keep), gives its numbers, not an AttributeError about ``for_width``."""
+    calibration = np.random.default_rng(1).normal(size=(50, 19)).astype(np.float32)
+    ranges = np.vstack((calibration.min(axis=0), calibration.max(axis=0)))
+    ours = quantize_vectors(vectors[:1], precision, ranges=ranges)
+    np.testing.assert_array_equal(ours, quantize_embeddings(vectors[:1], precision, ranges=ranges))
+
+
+@pytest.mark.parametrize(
+    ("ranges", "said"),
+    [
+        (np.zeros((2, 7)), r"ranges must be a \(2, 19\) array .* got shape \(2, 7\)"),
+        (np.array([np.ones(19), np.zeros(19)]), "each minimum at most its maximum"),
+        (np.array([np.zeros(19), np.full(19, np.nan)]), "finite"),
+    ],
+)
+def test_ranges_an_array_cannot_be_are_refused_by_name(vectors, ranges, said):
+    with pytest.raises(InvalidInputError, match=said):
+        quantize_vectors(vectors, "int8", ranges=ranges)

@@ -74,14 +74,31 @@ def _scaled(vectors: np.ndarray, ranges: np.ndarray) -> np.ndarray:
     return np.clip(np.floor((vectors - ranges[0]) / bucket_steps(ranges)), 0, 255)
 
 
+def _fixed_bounds(ranges: QuantizationRanges | np.ndarray, width: int) -> np.ndarray:
+    """The (2, width) bounds of a ranges file, or of an array as sentence-transformers' ``ranges``
+    argument holds them (its users keep them so), refused by name when it cannot scale ``width``."""
+    if isinstance(ranges, QuantizationRanges):
+        return ranges.for_width(width)
+    bounds = np.asarray(ranges, dtype=np.float32)
+    if bounds.shape != (2, width):
+        raise InvalidInputError(
+            f"ranges must be a (2, {width}) array (each dimension's minimum, then maximum), "
+            f"got shape {bounds.shape}"
+        )
+    if not np.isfinite(bounds).all() or (bounds[0] > bounds[1]).any():
+        raise InvalidInputError("ranges must be finite numbers with each minimum at most its maximum")
+    return bounds
+
+
 def quantize_vectors(
     vectors: np.ndarray,
     precision: str,
     calibration: np.ndarray | None = None,
-    ranges: QuantizationRanges | None = None,
+    ranges: QuantizationRanges | np.ndarray | None = None,
 ) -> np.ndarray:
     """``vectors`` (n, dim) in ``precision``: int8/uint8 scaled per dimension between the min and max
-    of ``calibration`` vectors, else the fixed ``ranges`` of a ranges file, else of ``vectors``
+    of ``calibration`` vectors, else the fixed ``ranges`` (of a ranges file, or a (2, dim) array of
+    minima and maxima as ``quantize_embeddings`` takes them), else of ``vectors``
     themselves (two or more rows; batch-dependent); binary/ubinary one bit per dimension (value > 0)
     packed into (n, ceil(dim / 8)) bytes, binary shifted by -128 into int8."""
     if precision == "float32":  # sentence-transformers' name of the same
@@ -105,7 +122,7 @@ def quantize_vectors(
     if calibration is not None:
         bounds = calibration_ranges(calibration, rows.shape[1])
     elif ranges is not None:
-        bounds = ranges.for_width(rows.shape[1])
+        bounds = _fixed_bounds(ranges, rows.shape[1])
     elif rows.shape[0] >= 2:
         bounds = np.vstack((rows.min(axis=0), rows.max(axis=0)))
         if (bounds[0] == bounds[1]).all():
