@@ -306,3 +306,24 @@ def test_already_quantized_codes_are_refused_as_such_and_nothing_is_written(
     with pytest.raises(InvalidInputError, match=r"not uint8 values \(already quantized\?\)"):
         store.upsert([ChunkRecord(str(uuid.UUID(int=90 + i)), c, {"text": "x"}) for i, c in enumerate(codes)])
     assert store.count() == len(sentence_vectors)
+
+
+@pytest.mark.parametrize("kind", COMPACT_KINDS)
+@pytest.mark.parametrize("vector_type", ["float32", "uint8"])
+def test_a_query_of_int8_or_uint8_codes_is_refused_as_such(
+    kind, vector_type, make_store, sentence_vectors
+) -> None:
+    """The server's uint8 bytes of a query, searched as if they were its embedding, ranked as floats:
+    a chunk's own codes scored about 0.3 against it, and the top 10 held 86% of the float query's
+    on 1,229 MiniLM chunks. They are refused by name instead."""
+    store = make_store(kind)
+    ranges = _ranges(sentence_vectors)
+    _fill(
+        store,
+        sentence_vectors,
+        _spec(sentence_vectors, vector_type, ranges if vector_type == "uint8" else None),
+    )
+    for precision in ("uint8", "int8"):
+        codes = quantize_vectors(sentence_vectors[:1], precision, ranges=ranges)[0]
+        with pytest.raises(InvalidInputError, match=rf"not {precision} values \(already quantized\?\)"):
+            store.search(codes, 3)

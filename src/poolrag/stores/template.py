@@ -203,7 +203,13 @@ class StoreTemplate(ABC):
     def _dense_query(self, spec: CollectionSpec, vector: Any) -> np.ndarray:
         if spec.layout != "dense":
             raise InvalidInputError(f"collection {spec.name!r} holds token vectors; use search_multivector")
-        query = np.asarray(vector, dtype=np.float32)
+        given = np.asarray(vector)
+        if given.dtype in (np.int8, np.uint8):  # /v2/embed's codes: ranked as floats, silently wrong
+            raise InvalidInputError(
+                f"query must be the float embedding, not {given.dtype} values (already quantized?): the "
+                "store compares the float query with what each stored value stands for"
+            )
+        query = given.astype(np.float32, copy=False)
         if query.shape != (spec.dimension,):
             raise InvalidInputError(f"query must be a [{spec.dimension}] vector, got shape {query.shape}")
         return query
