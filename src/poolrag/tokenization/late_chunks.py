@@ -28,8 +28,10 @@ if TYPE_CHECKING:  # the cache checks spans with this module and needs no transf
 
 LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a LateChunkRequest
 #: The cache's namespace for late vectors. Before chunks straddling two windows got a window of their
-#: own ("late_chunks") they pooled part of their tokens; the new name keeps those vectors from answering.
-LATE_CHUNKS_CACHE_TASK = "late_chunks/whole_spans"
+#: own ("late_chunks") they pooled part of their tokens; then ("late_chunks/whole_spans") such a chunk
+#: could read another chunk's centred window, so its vector hung on the spans sent with it. Each new
+#: name keeps the older vectors from answering.
+LATE_CHUNKS_CACHE_TASK = "late_chunks/own_windows"
 
 
 def late_chunking_refused(pooling_type: str | None, reads_images: bool = False) -> str:
@@ -119,15 +121,19 @@ def _best_window(starts: Sequence[int], width: int, first: int, stop: int) -> in
 
 def _window_for(starts: list[int], fixed: int, length: int, width: int, first: int, stop: int) -> int:
     """The window tokens ``[first, stop)`` read: the best fixed one (the first ``fixed`` of
-    ``starts``) holding all of them, else a centred one added before, else a new centred one
-    (appended to ``starts``); a chunk longer than ``width`` takes the fixed one holding most of it."""
+    ``starts``) holding all of them, else the one centred on them (appended to ``starts`` unless
+    another chunk's is the same window); a chunk longer than ``width`` takes the fixed one holding
+    most of it. The choice depends on the chunk alone, never on the other spans of the call, so a
+    chunk's vector is the same whichever spans it is sent with (ingest batches, cache hits)."""
     if stop - first > width:
         return _best_window(starts[:fixed], width, first, stop)
-    for group in (range(fixed), range(fixed, len(starts))):
-        holding = [w for w in group if starts[w] <= first and stop <= starts[w] + width]
-        if holding:
-            return max(holding, key=lambda w: min(first - starts[w], starts[w] + width - stop))
-    starts.append(min(max(0, first - (width - (stop - first)) // 2), length - width))
+    holding = [w for w in range(fixed) if starts[w] <= first and stop <= starts[w] + width]
+    if holding:
+        return max(holding, key=lambda w: min(first - starts[w], starts[w] + width - stop))
+    centred = min(max(0, first - (width - (stop - first)) // 2), length - width)
+    if centred in starts[fixed:]:
+        return starts.index(centred, fixed)
+    starts.append(centred)
     return len(starts) - 1
 
 
