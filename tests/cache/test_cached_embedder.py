@@ -328,6 +328,20 @@ def test_a_refused_late_chunk_span_is_named_as_the_caller_gave_it(tmp_path: Path
     assert str(shown).startswith("spans[1] = [5, 99] is outside the document")
 
 
+def test_late_vectors_are_the_same_whatever_the_cache_held_before(tmp_path: Path, minilm_path: Path) -> None:
+    """Overlapping spans past the model's window: the spans already cached are not sent again, and a
+    straddling chunk used to read another chunk's centred window only when both were sent together,
+    so the cache's answer hung on what it held before (one vector off by 0.026)."""
+    engine = Engine(minilm_path, max_model_len=32)
+    document = " ".join(f"Sentence {n} of a long document tells its own small story." for n in range(12))
+    spans = [(s, s + 60) for s in range(0, len(document) - 60, 25)]
+    fresh = engine.embed_chunks(document, spans)
+    embedder = CachedEmbedder(engine, EmbeddingCache(tmp_path / "c.sqlite"))
+    embedder.embed_chunks(document, spans[::2])  # half the spans cached by an earlier call
+    np.testing.assert_allclose(embedder.embed_chunks(document, spans), fresh, atol=1e-6)
+    assert embedder.hits == len(spans[::2])
+
+
 def test_a_cached_embedder_pickles_as_its_backend_and_its_file(tmp_path: Path, minilm_engine) -> None:
     """A framework's embedding class holding one is pickled (LangChain's, a worker pool's task):
     the copy opens the same file, with the same bound, and reads what the original stored."""
