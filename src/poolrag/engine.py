@@ -615,6 +615,12 @@ class Engine:
             raise InvalidInputError(
                 late_chunking_refused(self.pooler_config.pooling_type, self._facts.reads_images)
             )
+        if params.truncate_prompt_tokens is not None:  # said, not ignored: no token is ever cut here
+            raise InvalidInputError(
+                "late chunking reads the whole document (in windows past the model's length); "
+                "truncate_prompt_tokens does not apply to it",
+                param="truncate_prompt_tokens",
+            )
         (document,) = checked_texts([document], "document", one=True)
         checked = check_spans(document, spans)
         processor = self._pipeline.processor

@@ -54,6 +54,15 @@ def test_spans_outside_the_document_and_bad_shapes_are_400s_naming_the_cause(
         ({"input": [DOCUMENT], "late_chunking": {"spans": [[0, 4]]}}, "input must be a string"),
         ({"input": DOCUMENT, "late_chunking": {"spans": []}}, "spans"),
         ({"input": DOCUMENT, "late_chunking": {"spans": [[0, 1, 2]]}}, "spans"),
+        # once accepted and ignored: the vectors read the whole document all the same
+        (
+            {"input": DOCUMENT, "late_chunking": {"spans": SPANS}, "truncate_prompt_tokens": 8},
+            "truncate_prompt_tokens does not apply",
+        ),
+        (
+            {"input": DOCUMENT.split(". "), "late_chunking": True, "truncate_prompt_tokens": 8},
+            "truncate_prompt_tokens does not apply",
+        ),
     ]
     for body, message in cases:
         answer = http.post(url, json=body)
