@@ -201,6 +201,65 @@ def test_a_document_prompt_opens_every_window_as_it_opens_every_chunk_embedded_a
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def byte_level_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A BERT encoder under a byte-level BPE tokenizer (ModernBERT's and GPT's kind: ``Ġword``
+    tokens whose offsets take in the space before the word), saved as transformers saves it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["[CLS]", "[SEP]", "[PAD]"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator([f"search_document: {BYTE_LEVEL_DOCUMENT}"] * 50, trainer)
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    folder = tmp_path_factory.mktemp("byte-level") / "model"
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]"
+    )
+    fast.save_pretrained(folder)
+    config = transformers.BertConfig(
+        vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64, pad_token_id=fast.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    transformers.BertModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+BYTE_LEVEL_DOCUMENT = "Berlin is big. It has many museums."
+
+
+@torch.no_grad()
+def test_a_byte_level_tokens_folded_in_space_belongs_to_its_word_not_to_the_text_before(
+    byte_level_folder: Path,
+) -> None:
+    """``ĠBerlin`` after the prompt ``search_document: `` starts on the prompt's last space: it was
+    taken for a prompt token, so the first chunk lost its first word (0.07 off) and a chunk of that
+    word alone was refused as covering no token; ``ĠIt`` after a span ending in a space was pooled
+    into both spans. Each token is its word's: rows by token, from one transformers forward."""
+    prompt = "search_document: "
+    tokenizer = transformers.AutoTokenizer.from_pretrained(byte_level_folder)
+    encoded = tokenizer(prompt + BYTE_LEVEL_DOCUMENT, return_tensors="pt")
+    tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist())
+    first, it, last = tokens.index("ĠBerlin"), tokens.index("ĠIt"), len(tokens) - 1  # [SEP] is last
+    model = transformers.AutoModel.from_pretrained(byte_level_folder).eval()
+    hidden = model(**encoded).last_hidden_state[0]
+    expected = torch.stack([hidden[first:it].mean(0), hidden[it:last].mean(0), hidden[first]]).numpy()
+
+    engine = Engine(byte_level_folder, pooler_config={"pooling_type": "MEAN"})
+    spans = [(0, 15), (15, len(BYTE_LEVEL_DOCUMENT)), (0, 6)]  # "Berlin is big. ", "It has ...", "Berlin"
+    got = engine.embed_chunks(BYTE_LEVEL_DOCUMENT, spans, PoolingParams(prompt=prompt, normalize=False))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("spans", "error", "message"),
     [

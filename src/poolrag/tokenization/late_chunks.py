@@ -3,14 +3,14 @@
 Late chunking embeds a long document once and pools one vector per chunk from the rows of that
 forward pass, so every chunk's vector has read the text around it. Character spans become token
 rows through the fast tokenizer's offsets (a token belongs to a span when their character ranges
-overlap). A document longer than the model's window runs as windows of the maximum length that
-overlap by a quarter of a window; each chunk takes all its rows from one window that holds the
-whole chunk, among those the one where it sits farthest from an edge (most context on both sides).
-A chunk that fits a window but straddles two of them (the usual case when chunks are nearly as
-long as the window, as ``ingest``'s default chunks are) gets a window of its own, centred on it:
-pooled from the window holding most of it, it would lose up to a third of its tokens, text its
-vector then never read. A chunk longer than a window pools the part inside the fixed window
-holding most of it.
+overlap, the space a token folds in before its word not counted). A document longer than the
+model's window runs as windows of the maximum length that overlap by a quarter of a window; each
+chunk takes all its rows from one window that holds the whole chunk, among those the one where it
+sits farthest from an edge (most context on both sides). A chunk that fits a window but straddles
+two of them (the usual case when chunks are nearly as long as the window, as ``ingest``'s default
+chunks are) gets a window of its own, centred on it: pooled from the window holding most of it, it
+would lose up to a third of its tokens, text its vector then never read. A chunk longer than a
+window pools the part inside the fixed window holding most of it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a L
 #: The cache's namespace for late vectors. Before chunks straddling two windows got a window of their
 #: own ("late_chunks") they pooled part of their tokens; then ("late_chunks/whole_spans") such a chunk
 #: could read another chunk's centred window, so its vector hung on the spans sent with it. Each new
-#: name keeps the older vectors from answering.
+#: name keeps the older vectors from answering (and those that counted a byte-level or SentencePiece
+#: token's folded-in space as part of its span).
 LATE_CHUNKS_CACHE_TASK = "late_chunks/own_windows"
 
 
@@ -93,6 +94,18 @@ def check_spans(document: str, spans: object) -> list[tuple[int, int]]:
             )
         checked.append((start, end))
     return checked
+
+
+def _word_offsets(text: str, offsets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Each token's characters less the space before its word: byte-level (``Ġword``) and
+    SentencePiece (``▁word``) tokenizers fold that space into the token, which would make the first
+    word after a prompt ``passage: `` a prompt token, and a word after a span ending in a space a
+    token of both spans. A token of whitespace only keeps its characters."""
+    moved = []
+    for a, b in offsets:
+        word = text[a:b]
+        moved.append((a + len(word) - len(word.lstrip()) if word.strip() else a, b))
+    return moved
 
 
 def _token_span(offsets: Sequence[tuple[int, int]], start: int, end: int) -> tuple[int, int] | None:
@@ -164,7 +177,7 @@ def plan_late_chunks(
     special = encoded["special_tokens_mask"]
     lead = next((i for i, s in enumerate(special) if not s), len(ids))
     trail = len(ids) - next((i for i, s in enumerate(reversed(special)) if not s), 0)
-    offsets = encoded["offset_mapping"][lead:trail]
+    offsets = _word_offsets(text, encoded["offset_mapping"][lead:trail])
     # the prompt's tokens open every window, as they open every text the model was trained on
     prompt = next((i for i, (a, _) in enumerate(offsets) if a >= len(prefix)), len(offsets))
     head, tail = ids[:lead] + ids[lead : lead + prompt], ids[trail:]
