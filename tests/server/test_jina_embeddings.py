@@ -141,6 +141,8 @@ def test_a_retrieval_task_without_such_prompts_is_the_query_or_document_role(
         ({"input": [{"image": "https://example.com/cat.png"}]}, "input[0].image must be a data:image"),
         ({"input": [{"image": PIXEL}]}, "input[0]: this model reads text only, not images"),
         ({"input": ["a b", " ", "c"], "late_chunking": True}, "input[1] is empty"),
+        # a combining accent alone, which the tokenizer drops: named as the text sent, not as a span
+        ({"input": ["a b", "\u0301", "c"], "late_chunking": True}, "input[1] = [4, 5] covers no token"),
         ({"input": [{"text": "a"}, {"image": PIXEL}], "late_chunking": True}, "input[1] is an image"),
     ],
 )

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
+from poolrag.errors import InvalidInputError, at_position
 from poolrag.image_inputs import text_only
 from poolrag.params import PoolingParams
 from poolrag.postprocess.vector_precision import quantize_vectors
@@ -139,6 +140,11 @@ async def _late_chunks(
             raise APIError(400, "late_chunking takes one document: input must be a string", param="input")
         document, spans = body.input, [tuple(span) for span in body.late_chunking.spans]
         check_input_count(state.settings, len(spans), "late_chunking.spans")  # one vector each, as inputs are
-    calls = state.calls
-    vectors, tokens = await state.run_engine(PATH, len(spans), calls.embed_chunks, document, spans, params)
+    run = state.calls.embed_chunks
+    try:
+        vectors, tokens = await state.run_engine(PATH, len(spans), run, document, spans, params)
+    except InvalidInputError as exc:  # Jina's client sent texts, not spans: spans[1] is its input[1]
+        if body.late_chunking is not True:
+            raise
+        raise at_position(exc, [f"input[{i}]" for i in range(len(spans))]) from None
     return _answer(body, state, list(vectors), tokens)
