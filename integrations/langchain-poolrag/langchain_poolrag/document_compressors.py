@@ -16,7 +16,7 @@ z-scoring). The shared rule, and the measurements behind the option, are in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
@@ -30,6 +30,9 @@ from poolrag.frameworks.fields import (
 )
 from poolrag.frameworks.ranking import RerankerFields
 from poolrag.retrieval.fusion import Ranked, SecondStage
+
+if TYPE_CHECKING:
+    from dataclasses import InitVar
 
 #: what ``HuggingFaceCrossEncoder``'s ``model_kwargs`` (its ``CrossEncoder``'s arguments) may hold here
 _CROSS_ENCODER_OPTIONS = (*HUGGINGFACE_ENGINE_OPTIONS, HUGGINGFACE_CACHE_FOLDER, "max_length")
@@ -64,6 +67,10 @@ class PoolragReranker(RerankerFields, BaseDocumentCompressor):
         description="With second_stage 'fuse' or 'rrf': the metadata key holding the retriever's score "
         "of each document, to fuse scores instead of orders; every document must carry it.",
     )
+
+    if TYPE_CHECKING:  # HuggingFaceCrossEncoder's options, so that a checker takes its code too: not a
+        # field, _cross_encoder_arguments turns them into engine options (hence constructor-only)
+        model_kwargs: InitVar[dict[str, Any] | None] = None
 
     _fusion_fields: ClassVar[tuple[str, ...]] = (*RerankerFields._fusion_fields, "first_stage_score_key")
 

@@ -8,7 +8,7 @@ model's own document and query prompts, and Matryoshka models can return shorter
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 from pydantic import Field, model_validator
@@ -29,6 +29,9 @@ from poolrag.frameworks.fields import (
     with_huggingface_options,
 )
 from poolrag.params import InputType, PoolingParams
+
+if TYPE_CHECKING:
+    from dataclasses import InitVar
 
 #: ``encode_kwargs`` keys that shape the vectors here, and those that only steer how
 #: sentence-transformers batches and returns them (the engine batches by token budget instead).
@@ -85,6 +88,10 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
     show_progress: bool = Field(
         default=False, description="A progress bar on stderr while documents are embedded."
     )
+    if TYPE_CHECKING:  # HuggingFaceEmbeddings' other arguments, so that a checker takes its code too:
+        # not fields, _huggingface_arguments takes them (hence constructor-only)
+        cache_folder: InitVar[str | None] = None
+        multi_process: InitVar[bool] = False
 
     @model_validator(mode="before")
     @classmethod

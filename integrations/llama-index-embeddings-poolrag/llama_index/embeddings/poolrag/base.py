@@ -11,7 +11,7 @@ import asyncio
 import re
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.embeddings.poolrag.slices import slice_positions, slices_counted
@@ -32,6 +32,9 @@ from poolrag.frameworks.fields import (
     with_huggingface_options,
 )
 from poolrag.params import InputType, PoolingParams
+
+if TYPE_CHECKING:
+    from dataclasses import InitVar
 
 DEFAULT_BATCH = 256
 _R = TypeVar("_R")
@@ -102,6 +105,16 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
     show_progress_bar: bool = Field(
         default=False, description="A progress bar on stderr for every get_text_embedding_batch call."
     )
+    if TYPE_CHECKING:  # HuggingFaceEmbedding's arguments, so that a checker takes its code too: not
+        # fields, _huggingface_arguments turns them into engine options (hence constructor-only)
+        device: InitVar[str | None] = None
+        trust_remote_code: InitVar[bool] = False
+        revision: InitVar[str | None] = None
+        token: InitVar[bool | str | None] = None
+        cache_folder: InitVar[str | None] = None
+        truncate_dim: InitVar[int | None] = None
+        parallel_process: InitVar[bool] = False
+        target_devices: InitVar[list[str] | None] = None
 
     @model_validator(mode="before")
     @classmethod

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
@@ -33,6 +33,9 @@ from poolrag.frameworks.fields import (
 )
 from poolrag.frameworks.ranking import Ranked, RerankerFields
 from poolrag.params import InputType, PoolingParams
+
+if TYPE_CHECKING:
+    from dataclasses import InitVar
 
 RETRIEVAL_SCORE_KEY = "retrieval_score"
 #: the length ``SentenceTransformerRerank`` builds its ``CrossEncoder`` with
@@ -88,6 +91,15 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
         description="Tokens each (query, node) pair keeps, as SentenceTransformerRerank cuts them (at most "
         "the model's length); None: the model's length. An explicit truncate_prompt_tokens wins.",
     )
+    if TYPE_CHECKING:  # SentenceTransformerRerank's arguments, so that a checker takes its code too: not
+        # fields, _sentence_transformer_arguments turns them into model_name and engine options
+        model: str | None = None  # and read back as model_name (the property below)
+        device: InitVar[str | None] = None
+        trust_remote_code: InitVar[bool] = False
+        revision: InitVar[str | None] = None
+        token: InitVar[bool | str | None] = None
+        cache_folder: InitVar[str | None] = None
+        cross_encoder_kwargs: InitVar[dict[str, Any] | None] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -113,11 +125,13 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "PoolragRerank"
 
-    @property
-    def model(self) -> str | None:
-        """``SentenceTransformerRerank``'s field for the model's name (``model_name`` here), so code
-        that reads it, such as a trace's or a log line's label, runs with the class name swapped."""
-        return self.model_name
+    if not TYPE_CHECKING:  # a checker reads the declaration above (a constructor argument too)
+
+        @property
+        def model(self) -> str | None:
+            """``SentenceTransformerRerank``'s field for the model's name (``model_name`` here), so
+            code that reads it, such as a trace's or a log line's label, runs with the class name swapped."""
+            return self.model_name
 
     def _params(self, input_type: InputType | None = None) -> PoolingParams:
         """The shared cut (``truncate_prompt_tokens``), or at its default ``max_length`` (a backend
