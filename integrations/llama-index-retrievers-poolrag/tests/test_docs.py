@@ -32,5 +32,5 @@ def test_example_runs(code: str, run_doc_example: Callable[[str, str], str]) -> 
 def test_example_passes_mypy_strict(code: str, tmp_path: Path) -> None:
     example = tmp_path / "example.py"
     example.write_text(code, encoding="utf-8")
-    run = mypy_strict(example, PACKAGE_ROOT, tmp_path / "mypy")
+    run = mypy_strict(example, PACKAGE_ROOT)
     assert run.returncode == 0, run.stdout + run.stderr

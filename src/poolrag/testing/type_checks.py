@@ -3,7 +3,8 @@ checkers read it.
 
 The partner packages' tests install them editable, and setuptools' editable finders are import hooks
 a checker never runs: the package's own folder goes on ``MYPYPATH`` instead (a LlamaIndex leaf joins
-the ``llama_index`` namespace of llama-index-core there, PEP 420).
+the ``llama_index`` namespace of llama-index-core there, PEP 420). The runs of one environment share a
+cache in it: the frameworks' own modules, most of each run's work, are read once.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 
-def mypy_strict(usage: Path, package_root: Path, cache_dir: Path) -> subprocess.CompletedProcess[str]:
+def mypy_strict(usage: Path, package_root: Path) -> subprocess.CompletedProcess[str]:
     """mypy's run over ``usage`` with the distribution in ``package_root`` importable; poolrag's and
     the frameworks' own internals are followed silently (their errors are not what this checks)."""
     env = {**os.environ, "MYPYPATH": str(package_root)}
@@ -25,7 +26,7 @@ def mypy_strict(usage: Path, package_root: Path, cache_dir: Path) -> subprocess.
             "mypy",
             "--strict",
             "--follow-imports=silent",
-            f"--cache-dir={cache_dir}",
+            f"--cache-dir={Path(sys.prefix) / 'mypy-cache'}",
             str(usage),
         ],
         capture_output=True,

@@ -10,6 +10,6 @@ from poolrag.testing.type_checks import mypy_strict
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_typed_usage_passes_mypy_strict(tmp_path: Path) -> None:
-    run = mypy_strict(Path(__file__).with_name("typed_usage.py"), PACKAGE_ROOT, tmp_path)
+def test_typed_usage_passes_mypy_strict() -> None:
+    run = mypy_strict(Path(__file__).with_name("typed_usage.py"), PACKAGE_ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
