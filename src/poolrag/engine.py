@@ -800,14 +800,17 @@ class Engine:
             self.tokenizer,
             items,
             return_offsets_mapping=True,
+            return_special_tokens_mask=True,
             truncation=cut,
             max_length=self.max_model_len if cut else None,
         )
         prompts = [{"prompt_token_ids": ids} for ids in encoded["input_ids"]]
         outputs = self.token_classify(prompts)
         return [
-            group_entities(text, offsets, out.outputs.data, self.id2label, min_score)
-            for text, offsets, out in zip(items, encoded["offset_mapping"], outputs, strict=True)
+            group_entities(text, offsets, out.outputs.data, self.id2label, min_score, special)
+            for text, offsets, special, out in zip(
+                items, encoded["offset_mapping"], encoded["special_tokens_mask"], outputs, strict=True
+            )
         ]
 
     def score(

@@ -58,15 +58,20 @@ def group_entities(
     probs: np.ndarray,
     id2label: Mapping[int, str],
     min_score: float = 0.0,
+    special: Sequence[int] | None = None,
 ) -> list[Entity]:
     """Merge tagged tokens into spans as Hugging Face's ``aggregation_strategy="simple"`` does,
     but for word pieces.
 
-    ``offsets`` are the tokenizer's (start, end) per token, with (0, 0) for special tokens, which
-    are skipped. Each token takes its most probable tag. As in HF: O ends an entity; an I- tag
-    continues the entity before it when the label is the same, else starts one (lenient after O);
-    a tag without a prefix (IO tagging, ``PER``) reads as I-, so consecutive ``PER`` words are one
-    entity; a B- tag starts an entity. Unlike HF: a B- tag on a piece that starts where the entity
+    ``offsets`` are the tokenizer's (start, end) per token. Special tokens are skipped: those
+    ``special`` marks (the tokenizer's ``special_tokens_mask``, as HF reads it), else every token
+    with empty offsets. Each token takes its most probable tag. As in HF: O ends an entity; an I-
+    tag continues the entity before it when the label is the same, else starts one (lenient after
+    O); a tag without a prefix (IO tagging, ``PER``) reads as I-, so consecutive ``PER`` words are
+    one entity; a B- tag starts an entity; a piece with empty offsets that is not special (a
+    byte-level tokenizer's lone space, which ``trim_offsets`` empties) is tagged like any other,
+    but adds no characters to a span, and an entity of such pieces alone (HF's empty ``word``) is
+    dropped. Unlike HF: a B- tag on a piece that starts where the entity
     before it ends, with the same label and no space between, continues it (a model that tags
     every piece of a word B-, as rampart-pii does e-mail addresses, gives one entity where HF
     gives one per piece), except in scripts written without spaces (Chinese, Japanese, Thai), where
@@ -81,20 +86,22 @@ def group_entities(
         if current is not None:
             label, start, end, scores = current
             score = float(np.mean(scores))
-            if score >= min_score:
+            if start < end and score >= min_score:
                 entities.append(Entity(label, text[start:end], start, end, score))
             current = None
 
     best = probs.argmax(axis=-1)
-    for (start, end), tag_id, row in zip(offsets, best, probs, strict=True):
-        if start == end:
+    skipped = special if special is not None else [start == end for start, end in offsets]
+    for (start, end), tag_id, row, skip in zip(offsets, best, probs, skipped, strict=True):
+        if skip:
             continue
         prefix, label = _split_tag(id2label[int(tag_id)])
         score = float(row[tag_id])
         if prefix == "O":
             close()
         elif current is not None and prefix in ("I", "E") and label == current[0]:
-            current = (label, current[1], end, [*current[3], score])
+            # an empty piece (a lone space) keeps the span's end: no trailing whitespace
+            current = (label, current[1], end if start < end else current[2], [*current[3], score])
         elif (
             current is not None
             and prefix == "B"
