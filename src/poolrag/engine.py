@@ -786,7 +786,8 @@ class Engine:
         return await self.aencode(prompts, "token_classify", pooling_params)
 
     def extract_entities(self, texts: str | Sequence[str], min_score: float = 0.0) -> list[list[Entity]]:
-        """Named entities with character offsets, from a BIO token-classification model."""
+        """Named entities with character offsets, from a BIO token-classification model: its tokens'
+        softmax grouped as transformers' pipeline groups them (:func:`group_entities`)."""
         items = checked_texts(
             [texts] if isinstance(texts, str) else list(texts), "input", isinstance(texts, str)
         )
@@ -805,11 +806,13 @@ class Engine:
             max_length=self.max_model_len if cut else None,
         )
         prompts = [{"prompt_token_ids": ids} for ids in encoded["input_ids"]]
-        outputs = self.token_classify(prompts)
+        # the pipeline's softmax, whatever problem_type gives token_classify (vLLM's activation)
+        outputs = self.token_classify(prompts, PoolingParams(use_activation=False))
+        probs = [to_numpy(activate(torch.from_numpy(out.outputs.data), "softmax")) for out in outputs]
         return [
-            group_entities(text, offsets, out.outputs.data, self.id2label, min_score, special)
-            for text, offsets, special, out in zip(
-                items, encoded["offset_mapping"], encoded["special_tokens_mask"], outputs, strict=True
+            group_entities(text, offsets, rows, self.id2label, min_score, special)
+            for text, offsets, special, rows in zip(
+                items, encoded["offset_mapping"], encoded["special_tokens_mask"], probs, strict=True
             )
         ]
 

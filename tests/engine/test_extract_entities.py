@@ -5,6 +5,7 @@ WordPiece BERT, and a RoBERTa with a byte-level tokenizer whose lone spaces have
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,24 @@ def test_io_tagged_entities_match_hf_simple_aggregation(io_tagged: Path) -> None
         theirs = [(g["entity_group"], g["start"], g["end"], round(float(g["score"]), 4)) for g in pipe(text)]
         assert ours == theirs, text
         assert any(" " in e.text for e in entities), text  # multi-word entities do occur
+
+
+@pytest.mark.parametrize("problem_type", ["multi_label_classification", "regression"])
+def test_scores_are_the_pipelines_softmax_whatever_problem_type_the_config_names(
+    io_tagged: Path, tmp_path: Path, problem_type: str
+) -> None:
+    """The pipeline softmaxes a token classifier's logits whatever ``problem_type`` says, while
+    ``token_classify`` takes vLLM's activation for it (a sigmoid, or none for regression)."""
+    folder = Path(shutil.copytree(io_tagged, tmp_path / "model"))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"problem_type": problem_type}))
+    pipe = transformers.pipeline(
+        "token-classification", model=str(folder), aggregation_strategy="simple", device="cpu"
+    )
+    for text, entities in zip(TEXTS, Engine(folder).extract_entities(TEXTS), strict=True):
+        ours = [(e.label, e.start, e.end, round(e.score, 4)) for e in entities]
+        theirs = [(g["entity_group"], g["start"], g["end"], round(float(g["score"]), 4)) for g in pipe(text)]
+        assert ours == theirs, text
 
 
 def test_a_lone_space_piece_is_tagged_as_in_hf_but_adds_no_characters(byte_level: Path) -> None:
