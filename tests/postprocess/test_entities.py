@@ -86,3 +86,17 @@ def test_bioes_tagged_chinese_places_side_by_side_stay_two() -> None:
     probs[np.arange(4), [1, 2, 1, 2]] = 0.9
     entities = group_entities(text, offsets, probs, bioes)
     assert [e.text for e in entities] == ["中国", "北京"]
+
+
+def test_a_lone_space_piece_that_is_not_special_is_tagged_but_adds_no_characters() -> None:
+    """A byte-level tokenizer's lone space has empty offsets but is no special token: its O ends
+    the entity (as in HF), its I- continues one without stretching it over the space."""
+    text = "Ada  Lovelace"
+    offsets = [(0, 0), (0, 3), (5, 5), (5, 13), (0, 0)]
+    special = [1, 0, 0, 0, 1]
+    entities = group_entities(text, offsets, _probs([0, 2, 0, 2, 0]), LABELS, special=special)
+    assert [(e.text, e.start, e.end) for e in entities] == [("Ada", 0, 3), ("Lovelace", 5, 13)]
+    entities = group_entities(text, offsets, _probs([0, 2, 2, 2, 0]), LABELS, special=special)
+    assert [(e.text, e.start, e.end) for e in entities] == [("Ada  Lovelace", 0, 13)]
+    entities = group_entities("Ada ", [(0, 3), (4, 4)], _probs([1, 2]), LABELS, special=[0, 0])
+    assert [(e.text, e.end) for e in entities] == [("Ada", 3)]  # HF's span ends on the space
