@@ -149,3 +149,82 @@ def test_poolrag_serve_starts_without_third_party_noise(tmp_path: Path) -> None:
     assert "measured in " in text and text.count(MEASURING) == 1, text[-3000:]
     assert "HF_HUB_OFFLINE is set: using the copy installed as a package" in text
     assert _noise(text) == []
+
+
+def _ingest_at_a_terminal(tmp_path: Path, model: Path, *flags: str) -> str:
+    """What ``poolrag ingest`` writes on stderr when stderr is a terminal (a pseudo-terminal here)."""
+    import pty
+
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    (docs / "note.txt").write_text("Pooling models turn text into vectors for search.")
+    store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--autotune", "off", "--no-cache"]
+    leader, follower = pty.openpty()
+    with os.fdopen(leader, "rb", buffering=0) as terminal:
+        done = subprocess.Popen(
+            [sys.executable, "-m", "poolrag.cli", "ingest", str(docs), "--model", str(model), *store, *flags],
+            env=_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=follower,
+        )
+        os.close(follower)
+        said = b""
+        while True:
+            try:
+                chunk = terminal.read(4096)
+            except OSError:  # the last writer closed the terminal (EIO on Linux)
+                break
+            if not chunk:
+                break
+            said += chunk
+        assert done.wait(WAIT_S) == 0, said.decode()[-3000:]
+    return said.decode()
+
+
+def test_poolrag_ingest_at_a_terminal_names_the_model_it_loads(tmp_path: Path, minilm_path: Path) -> None:
+    """A load is seconds (here) to minutes (a download, gigabytes of weights) that a user at a
+    terminal could not tell from a hang: one line names the model first; ``-q`` leaves it out."""
+    said = _ingest_at_a_terminal(tmp_path, minilm_path)
+    assert said.count(f"loading {minilm_path} on cpu") == 1, said
+    assert "loading" not in _ingest_at_a_terminal(tmp_path, minilm_path, "-q")
+
+
+def test_poolrag_ingest_piped_keeps_stderr_to_its_bar(tmp_path: Path, minilm_path: Path) -> None:
+    """Piped (CI logs, scripts reading a failure's one line), no line about the load."""
+    (tmp_path / "a.txt").write_text("Pooling models turn text into vectors for search.")
+    store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--autotune", "off", "--no-cache"]
+    command = ["ingest", str(tmp_path / "a.txt"), "--model", str(minilm_path), *store]
+    done = subprocess.run(
+        [sys.executable, "-m", "poolrag.cli", *command],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loading" not in done.stderr, done.stderr
+
+
+def test_poolrag_serve_names_each_model_before_it_loads(tmp_path: Path, minilm_path: Path) -> None:
+    """As vLLM's serve does, the log says what it loads before the load's silence, not only after."""
+    port = free_port()
+    log = tmp_path / "serve.err"
+    command = ["serve", str(minilm_path), "--port", str(port), "--autotune", "off"]
+    with log.open("w") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "poolrag.cli", *command],
+            env=_env(tmp_path),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while "Uvicorn running on" not in log.read_text() and time.monotonic() < deadline:
+            assert server.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(60)
+    text = log.read_text()
+    assert text.count(f"loading {minilm_path} on cpu") == 1, text[-3000:]
+    assert text.index(f"loading {minilm_path}") < text.index("loaded BertModel"), text[-3000:]

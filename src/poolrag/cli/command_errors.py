@@ -30,6 +30,10 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     else:  # a first load times the model's paths: one line says so (and one what was chosen)
         logging.getLogger("poolrag.core.autotune.progress").setLevel(logging.INFO)
+        # a load is seconds to minutes of silence a user at a terminal cannot tell from a hang: one
+        # line names the model; piped (CI, scripts), stderr keeps to errors, a failure's one line
+        if sys.stderr.isatty():
+            logging.getLogger("poolrag.core.engine_build.progress").setLevel(logging.INFO)
 
 
 def report_error(command: str, exc: BaseException) -> int:

@@ -9,6 +9,7 @@ unsupported task is refused before a fast mode is measured.
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import cast
@@ -31,6 +32,11 @@ from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
 from poolrag.model_facts import ModelFacts, model_identity, note_earlier_fingerprints, output_fingerprint
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template
+
+#: the line said before a model loads: a hub download or gigabytes of weights read are minutes of
+#: silence otherwise (``poolrag serve`` shows it at its default level, the other commands at a terminal)
+PROGRESS_LOGGER = f"{__name__}.progress"
+progress = logging.getLogger(PROGRESS_LOGGER)
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +69,7 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
     template = load_score_template(args.score_template) if args.score_template is not None else None
     device = resolve_device(args.device)  # before a hub id is fetched: a device it cannot use is one line
     hub = {"download_dir": args.download_dir, "hf_token": args.hf_token}
+    progress.info("loading %s on %s", args.model, device)
     path = resolve_model_path(args.model, args.revision, **hub)
     # a tokenizer of its own, or the model's at another revision (vLLM's tokenizer_revision)
     tokenizer_path = (
