@@ -46,6 +46,14 @@ def test_a_deployment_line_parses_into_uvicorn_settings() -> None:
     assert http_options(_args("--log-level", "debug")).log_level == "debug"  # type: ignore[arg-type]
 
 
+def test_disable_log_requests_keeps_the_access_log_as_in_vllm() -> None:
+    """vLLM's ``--disable-log-requests`` (deprecated, its default since 0.10) silences its log of
+    request contents, never uvicorn's access lines: a ported ``vllm serve ... --disable-log-requests``
+    line keeps one line per request; ``--disable-uvicorn-access-log`` is the switch that drops them."""
+    assert http_options(_args("--disable-log-requests")).access_log is True  # type: ignore[arg-type]
+    assert http_options(_args("--disable-uvicorn-access-log")).access_log is False  # type: ignore[arg-type]
+
+
 def test_generation_only_flags_are_accepted_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     args = _args("--api-server-count", "4", "--limit-mm-per-prompt", '{"image": 1}', "--enable-log-outputs")
     with caplog.at_level(logging.WARNING, logger="poolrag.cli"):

@@ -294,7 +294,13 @@ def register(subparsers: Any) -> None:
     add_flag(
         eng, "--data-parallel-size", "-dp", type=positive_int, default=1, help="must be 1 (replicas: --ray)"
     )
-    add_flag(net, "--disable-log-requests", action="store_true", help="no access log line per request")
+    add_flag(
+        net,
+        "--disable-log-requests",
+        action="store_true",
+        help="vLLM's (deprecated): no log of request contents, which poolrag never writes; the access "
+        "log stays (--disable-uvicorn-access-log turns it off)",
+    )
     add_frontend_flags(parser)
     vllm = parser.add_argument_group("vLLM options with no effect here (accepted with one warning)")
     for name, is_switch in NO_EFFECT_OPTIONS.items():

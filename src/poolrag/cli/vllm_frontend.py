@@ -119,7 +119,9 @@ def http_options(args: argparse.Namespace) -> HttpOptions:
     )
     return HttpOptions(
         log_level=args.uvicorn_log_level or args.log_level,
-        access_log=not (args.disable_log_requests or args.disable_uvicorn_access_log),
+        # vLLM's --disable-log-requests silences its log of request contents (off by default since
+        # 0.10; poolrag writes none), never uvicorn's access log: a ported line keeps its access lines
+        access_log=not args.disable_uvicorn_access_log,
         quiet_paths=quiet,
         root_path=args.root_path,
         tls=_tls(args),

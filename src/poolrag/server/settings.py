@@ -180,8 +180,8 @@ class HttpOptions:
 
     Attributes:
         log_level: uvicorn's own log level (``--uvicorn-log-level``; default ``--log-level``).
-        access_log: one line per request (off: ``--disable-log-requests``,
-            ``--disable-uvicorn-access-log``).
+        access_log: one line per request (off: ``--disable-uvicorn-access-log``; as in vLLM,
+            ``--disable-log-requests`` leaves it on).
         quiet_paths: paths whose requests leave no access line (``--disable-access-log-for-endpoints``:
             a probe every few seconds should not bury the requests).
         root_path: the path prefix a proxy serves the app under (``--root-path``).
