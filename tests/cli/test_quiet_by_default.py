@@ -152,14 +152,19 @@ def test_poolrag_serve_starts_without_third_party_noise(tmp_path: Path) -> None:
 
 
 def _ingest_at_a_terminal(tmp_path: Path, model: Path, *flags: str) -> str:
-    """What ``poolrag ingest`` writes on stderr when stderr is a terminal (a pseudo-terminal here)."""
+    """What ``poolrag ingest`` writes on stderr when stderr is a terminal (a pseudo-terminal here,
+    100 columns wide: tqdm draws no bar on a terminal of width 0)."""
+    import fcntl
     import pty
+    import struct
+    import termios
 
     docs = tmp_path / "docs"
     docs.mkdir(exist_ok=True)
     (docs / "note.txt").write_text("Pooling models turn text into vectors for search.")
     store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--autotune", "off", "--no-cache"]
     leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
     with os.fdopen(leader, "rb", buffering=0) as terminal:
         done = subprocess.Popen(
             [sys.executable, "-m", "poolrag.cli", "ingest", str(docs), "--model", str(model), *store, *flags],
@@ -228,3 +233,27 @@ def test_poolrag_serve_names_each_model_before_it_loads(tmp_path: Path, minilm_p
     text = log.read_text()
     assert text.count(f"loading {minilm_path} on cpu") == 1, text[-3000:]
     assert text.index(f"loading {minilm_path}") < text.index("loaded BertModel"), text[-3000:]
+
+
+def _as_a_terminal_shows(written: str) -> list[str]:
+    """The lines a terminal shows for ``written``: a carriage return goes back to the line's start,
+    and what follows overwrites what was there."""
+    shown = []
+    for line in written.replace("\r\n", "\n").split("\n"):
+        screen = ""
+        for piece in line.split("\r"):
+            screen = piece + screen[len(piece) :]
+        shown.append(screen.rstrip())
+    return shown
+
+
+def test_a_warning_during_ingest_goes_above_the_bar_at_a_terminal(tmp_path: Path, minilm_path: Path) -> None:
+    """A file skipped while the bar is drawn: its line stands on its own, the bar is drawn again
+    below it, not the warning glued to the end of the half-drawn bar."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a-broken.pdf").write_text("not a pdf")
+    (tmp_path / "docs" / "b.txt").write_text("Bees dance to say where the flowers are.")
+    shown = _as_a_terminal_shows(_ingest_at_a_terminal(tmp_path, minilm_path))
+    (warning,) = [line for line in shown if "skipping" in line]
+    assert warning.startswith("WARNING poolrag.ingest.readers: skipping"), shown
+    assert any(line.startswith("ingesting: 100%") for line in shown[shown.index(warning) :]), shown

@@ -3,6 +3,7 @@ exit code, never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -34,6 +35,15 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
         # line names the model; piped (CI, scripts), stderr keeps to errors, a failure's one line
         if sys.stderr.isatty():
             logging.getLogger("poolrag.core.engine_build.progress").setLevel(logging.INFO)
+
+
+def log_lines_above_bars() -> contextlib.AbstractContextManager[None]:
+    """While a command draws progress bars, a log line (a file skipped, a first load's verdict)
+    clears the bar, is written, and the bar is drawn again below it; without this a terminal showed
+    the line glued to the end of the half-drawn bar."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    return logging_redirect_tqdm()
 
 
 def report_error(command: str, exc: BaseException) -> int:

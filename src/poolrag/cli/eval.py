@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from poolrag.cli.command_errors import report_error, setup_logging, user_errors
+from poolrag.cli.command_errors import log_lines_above_bars, report_error, setup_logging, user_errors
 from poolrag.cli.eval_tune import add_tune_arguments, check_tune_arguments, tune_and_save, tuned_summary
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_store_extra
 from poolrag.cli.model_loading import engine_args_from, load_engine
@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
+        opened.enter_context(log_lines_above_bars())
         try:
             if args.save_runs is not None:  # a folder that cannot be made fails before the work
                 Path(args.save_runs).expanduser().mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from poolrag.cli.command_errors import dimensions_flag_error, report_error, setup_logging, user_errors
+from poolrag.cli.command_errors import (
+    dimensions_flag_error,
+    log_lines_above_bars,
+    report_error,
+    setup_logging,
+    user_errors,
+)
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra, require_store_extra
 from poolrag.cli.ingest_ray import add_ray_arguments
 from poolrag.cli.model_loading import engine_args_from, load_engine
@@ -186,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING_EXTRA
     setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
+        opened.enter_context(log_lines_above_bars())
         if args.ray is not None:
             from poolrag.cli.ingest_ray import quiet_ray_start, worker_lines_on_stderr
 
