@@ -209,3 +209,38 @@ def test_a_missing_sparse_model_is_suggested_by_flag_never_by_what_the_collectio
     message = str(refused.value)
     assert "pass --sparse-model with the model the collection was ingested with" in message
     assert "/home/someone" not in message and "evil" not in message
+
+
+def test_chunks_longer_than_the_sparse_model_reads_are_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, minilm_engine, splade_engine, minilm_path: Path
+) -> None:
+    """Chunks are sized for the dense model; a sparse model with a shorter window cuts them, and the
+    terms of a chunk's end silently missed its sparse vector. The cut is now named, once per run."""
+    import json
+    import logging
+
+    folder = build_splade(tmp_path / "short", minilm_path)
+    config = json.loads((folder / "sentence_bert_config.json").read_text())
+    (folder / "sentence_bert_config.json").write_text(json.dumps(config | {"max_seq_length": 16}))
+    short = Engine(folder)
+    corpus = write_corpus(tmp_path / "corpus")
+    for sparse_model, cut in ((short, True), (splade_engine, False)):
+        store = _open("qdrant", tmp_path, f"cut_{cut}")
+        caplog.clear()
+        try:
+            pipeline, sparse, cache = _pipeline(store, minilm_engine, sparse_model, tmp_path / f"run_{cut}")
+            with caplog.at_level(logging.WARNING, logger="poolrag.ingest.sparse_encoders"):
+                report = pipeline.run(read_paths([corpus]))
+            warned = [r.getMessage() for r in caplog.records if "sparse vectors leave out" in r.getMessage()]
+            if not cut:
+                assert warned == [] and sparse.truncated == 0
+                continue
+            chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=24, overlap=4)
+            texts = [c.text for d in read_paths([corpus]) for c in chunker.split(d)]
+            longer = sum(len(short.tokenizer(t)["input_ids"]) > 16 for t in texts)  # [CLS] and [SEP] in
+            assert len(warned) == 1 and "(16 tokens)" in warned[0] and "--chunk-tokens" in warned[0]
+            assert report.sparse_computed == len(texts) > longer > 0
+            assert sparse.truncated == longer
+        finally:
+            store.close()
+            cache.close()

@@ -26,7 +26,7 @@ from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.cache.term_counts import CachedTermCounter
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ModelFacts, same_weights, weights_fingerprint
-from poolrag.params import PoolingParams
+from poolrag.params import PoolingParams, PoolingTask
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, BM25Encoder, BM25Parameters
 from poolrag.sparse.language_detection import detect_language
 from poolrag.sparse.vector import SparseVector
@@ -36,6 +36,7 @@ from poolrag.stores.language_prior import LANGUAGES_RECORD_KEY, LanguageRecord
 
 if TYPE_CHECKING:
     from poolrag.engine import Engine
+    from poolrag.outputs import PoolingOutput, PoolingRequestOutput
 
 #: Where a collection's BM25 settings are recorded (``CollectionSpec.model_options``).
 BM25_OPTIONS_KEY = BM25_RECORD_KEY
@@ -276,6 +277,13 @@ class SparseEmbedder(Protocol):
         self, prompts: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> list[SparseVector]: ...
 
+    def encode(
+        self,
+        prompts: Sequence[str],
+        pooling_task: PoolingTask = ...,
+        pooling_params: PoolingParams | None = None,
+    ) -> list[PoolingRequestOutput[PoolingOutput]]: ...
+
 
 class LearnedSparseChunkEncoder:
     """Learned sparse document vectors (SPLADE, BGE-M3's head) through the cache; queries by the same model.
@@ -302,12 +310,27 @@ class LearnedSparseChunkEncoder:
         self.facts = model.facts
         self.run_identity = f"learned:{self.facts.model_identity}"
         self.document_params = PoolingParams(input_type="document")
-        self.documents = CachedSparseVectors(
-            self.facts,
-            self.document_params,
-            lambda texts: self.model.sparse_embed(texts, self.document_params),
-            cache,
-        )
+        self.documents = CachedSparseVectors(self.facts, self.document_params, self._computed, cache)
+        self.truncated = 0  # chunks longer than the sparse model reads: their vectors miss their end
+
+    def _computed(self, texts: list[str]) -> list[SparseVector]:
+        """The model's document vectors, warning when a chunk was cut to the sparse model's length:
+        chunks are sized for the dense model, and a sparse model with a shorter window (or another
+        tokenizer) would otherwise silently leave the terms of a chunk's end out of its vector."""
+        outputs = self.model.encode(texts, "sparse_embed", self.document_params)
+        cut = sum(out.truncated for out in outputs)
+        if cut:
+            if not self.truncated:
+                logger.warning(
+                    "chunks longer than the sparse model %s reads (%d tokens) were cut to fit: their "
+                    "sparse vectors leave out the chunk's end (%d in this batch); use a smaller "
+                    "--chunk-tokens",
+                    self.facts.model_name,
+                    self.facts.max_model_len,
+                    cut,
+                )
+            self.truncated += cut
+        return [SparseVector(out.outputs.data["index"], out.outputs.data["value"]) for out in outputs]
 
     @property
     def computed(self) -> int:
