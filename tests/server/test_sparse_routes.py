@@ -132,3 +132,41 @@ def test_embed_sparse_weights_count_against_the_answer_limit(
         refused = http.post(f"{url}/embed_sparse", json={"inputs": TEXTS[:3]})
     assert refused.status_code == 413, refused.text
     assert "--max-answer-values" in refused.json()["error"]
+
+
+def test_a_prompt_by_name_reaches_the_sparse_model_through_pooling_and_the_client(
+    minilm_path: Path, tmp_path: Path, http: httpx.Client
+) -> None:
+    """``Engine.sparse_embed`` takes ``prompt_name`` (sentence-transformers' ``encode(prompt_name=)``)
+    and TEI's ``/embed_sparse`` does, but ``/pooling`` had no such field, so ``PoolragClient``
+    refused the call ("/pooling does not accept prompt_name over HTTP") where the engine it stands
+    in for answered. Both now send the folder's prompt, and ``prompt`` as text."""
+    import json
+
+    from sentence_transformers import SparseEncoder
+
+    from poolrag.client import PoolragClient
+
+    folder = build_splade(tmp_path / "prompted", minilm_path)
+    config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    prompts = {"query": "query: ", "document": "passage: ", "title": "title of a page: "}
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(config | {"prompts": prompts}))
+    engine = Engine(folder)
+    reference = SparseEncoder(str(folder), device="cpu")
+    with serve_in_thread(engine, served_model_names=("splade",)) as url:
+        client = PoolragClient(url)
+        for fields in ({"prompt_name": "title"}, {"prompt": "title of a page: "}):
+            want = reference.encode(TEXTS, convert_to_tensor=True, **fields).to_dense().numpy()
+            expected = engine.sparse_embed(TEXTS, PoolingParams(**fields))
+            for vector, row in zip(expected, want, strict=True):
+                assert vector.indices.tolist() == row.nonzero()[0].tolist()
+                assert vector.values.tolist() == pytest.approx(row[vector.indices].tolist(), abs=1e-6)
+            body = {"input": TEXTS, "task": "sparse_embed", **fields}
+            response = http.post(f"{url}/pooling", json=body)
+            assert response.status_code == 200, response.text
+            assert [_vector(d["data"]) for d in response.json()["data"]] == expected
+            assert client.sparse_embed(TEXTS, PoolingParams(**fields)) == expected
+        unknown = http.post(
+            f"{url}/pooling", json={"input": TEXTS, "task": "sparse_embed", "prompt_name": "x"}
+        )
+        assert unknown.status_code == 400 and "'title'" in unknown.text

@@ -26,7 +26,7 @@ from poolrag.params import PoolingParams
 _EVERY_ENDPOINT = ("truncate_prompt_tokens", "truncate", "use_activation")
 _VECTORS = (*_EVERY_ENDPOINT, "dimensions", "normalize", "input_type")
 EMBEDDINGS_FIELDS = (*_VECTORS, "prompt", "prompt_name")
-POOLING_FIELDS = (*_VECTORS, "max_active_dims")
+POOLING_FIELDS = (*_VECTORS, "prompt", "prompt_name", "max_active_dims")
 SCORE_FIELDS = _EVERY_ENDPOINT
 CLASSIFY_FIELDS = _EVERY_ENDPOINT
 

@@ -983,6 +983,18 @@ class PoolingRequest(ChatFormBody):
     normalize: StrictBool | None = None
     use_activation: StrictBool | None = None
     input_type: InputType | None = None
+    prompt: str | None = Field(
+        None,
+        max_length=PROMPT_MAX_CHARS,
+        description="Text put before each text input instead of the model's prompts (poolrag extension).",
+    )
+    prompt_name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=PROMPT_NAME_MAX_CHARS,
+        description="One of the model folder's prompts by name, as sentence-transformers' prompt_name= "
+        "(poolrag extension; GET /v1/models lists them as prompt_names).",
+    )
     max_active_dims: StrictInt | None = Field(
         None, ge=1, description="sparse_embed: keep only this many largest weights per input."
     )

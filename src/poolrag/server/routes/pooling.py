@@ -97,6 +97,8 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         truncate_prompt_tokens=body.cut_for(state.engine.facts),
         truncate=body.truncate,
         input_type=body.input_type,
+        prompt=body.prompt,
+        prompt_name=body.prompt_name,
         max_active_dims=body.max_active_dims,
     )
     params.verify(task, state.engine.facts)  # refused before the request takes a slot
