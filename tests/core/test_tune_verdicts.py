@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -157,4 +158,32 @@ def test_a_path_that_is_no_verdict_file_is_ignored_without_reading_it(
 def test_a_verdict_that_cannot_be_written_leaves_no_partial_file(key: TuneKey) -> None:
     key.path().mkdir(parents=True)  # a folder where the verdict would go: the rename fails
     assert write_verdict(key, VERDICT) is None
+    assert [p.name for p in key.path().parent.iterdir()] == [key.path().name]
+
+
+def test_two_writers_with_one_process_id_do_not_share_a_partial_file(
+    key: TuneKey, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two containers sharing a cache folder both run as PID 1 (two engines of one process share a
+    PID too): one writer finishing between the other's write and rename must not take its file."""
+    written, finish = threading.Event(), threading.Event()
+    rename = Path.replace
+
+    def held_rename(self: Path, target: Path) -> Path:  # the first writer pauses before renaming
+        if threading.current_thread().name == "first":
+            written.set()
+            finish.wait(30)
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "replace", held_rename)
+    results: dict[str, Path | None] = {}
+    first = threading.Thread(target=lambda: results.update(first=write_verdict(key, VERDICT)), name="first")
+    with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
+        first.start()
+        assert written.wait(30)
+        results["second"] = write_verdict(key, replace(VERDICT, passes=7))
+        finish.set()
+        first.join(30)
+    assert results == {"first": key.path(), "second": key.path()}, caplog.text
+    assert read_verdict(key) == VERDICT and caplog.text == ""
     assert [p.name for p in key.path().parent.iterdir()] == [key.path().name]

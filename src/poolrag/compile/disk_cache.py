@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from poolrag.cache_location import poolrag_cache_dir
+from poolrag.cache_location import partial_path, poolrag_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +111,8 @@ def save_artifacts(key: CompileKey) -> Path | None:
         return None
     path = key.path()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.partial")
-    partial.touch(mode=0o600)
+    partial = partial_path(path)
+    partial.touch(mode=0o600, exist_ok=False)
     partial.write_bytes(saved[0])
     partial.replace(path)
     return path

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from poolrag.cache_location import poolrag_cache_dir
+from poolrag.cache_location import partial_path, poolrag_cache_dir
 from poolrag.loading.cpu_fast_mode import cpu_flags, onednn_isa_limit
 
 logger = logging.getLogger(__name__)
@@ -293,7 +293,7 @@ def write_verdict(key: TuneKey, verdict: Verdict) -> Path | None:
     """Store ``verdict`` for ``key`` atomically; None (and a warning) when the cache is not writable."""
     path = key.path()
     body = {"format": TUNE_FORMAT, "key": asdict(key), "verdict": asdict(verdict)}
-    partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial = partial_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial.write_text(json.dumps(body, indent=1))
