@@ -8,6 +8,7 @@ and inductor's caches at its own folders so that "from disk" means this test's d
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -116,6 +117,29 @@ def test_code_from_torchs_own_cache_is_named_so_and_kept_in_poolrags(
     assert report is not None and report.state == "active", report
     assert report.source == "inductor cache" and report.cache_hits >= 1
     assert Path(report.cache_path).is_file()
+
+
+def test_a_cache_that_cannot_take_the_bundle_keeps_the_compiled_forward(
+    compiled: tuple[Engine, np.ndarray, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_model: Callable[..., Path],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A read-only image's or a full disk's cache: the bundle is not saved (a warning says so), and the
+    forward compiled in this process serves all the same."""
+    _, eager, root = compiled
+    blocked = root / "poolrag-cache-is-a-file"
+    blocked.write_text("")  # no folder can be made below it, as on a read-only mount
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(blocked / "poolrag"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))  # warm: a bundle to save
+    torch._dynamo.reset()
+    with caplog.at_level(logging.WARNING, logger="poolrag.compile"):
+        engine = Engine(tiny_model("bert"), compile="background")
+        report = engine.wait_for_compile(WAIT_S)
+    assert report is not None and report.state == "active", report
+    assert internals.runner(engine).compiled
+    assert f"compile cache {report.cache_path} not saved" in caplog.text
+    assert _cosines(eager, engine.embed_array(TEXTS)).min() >= DEFAULT_MIN_COSINE
 
 
 def test_compile_below_the_bar_keeps_eager_and_says_why(compiled: tuple[Engine, np.ndarray, Path]) -> None:

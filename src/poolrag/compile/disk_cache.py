@@ -14,6 +14,7 @@ for whoever can write a shared cache folder to run code here.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -105,14 +106,22 @@ def load_artifacts(key: CompileKey) -> bool:
 
 
 def save_artifacts(key: CompileKey) -> Path | None:
-    """Write this process's inductor artifacts for ``key`` (atomically); None when there is nothing."""
+    """Write this process's inductor artifacts for ``key`` (atomically); None when there is nothing,
+    or (with one warning) when the cache cannot take them: a read-only or full cache must not throw
+    away the compiled forward they came from."""
     saved = torch.compiler.save_cache_artifacts()
     if saved is None:
         return None
     path = key.path()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     partial = partial_path(path)
-    partial.touch(mode=0o600, exist_ok=False)
-    partial.write_bytes(saved[0])
-    partial.replace(path)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial.touch(mode=0o600, exist_ok=False)
+        partial.write_bytes(saved[0])
+        partial.replace(path)
+    except OSError as exc:
+        logger.warning("compile cache %s not saved (%s): the next start compiles again", path, exc)
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        return None
     return path
