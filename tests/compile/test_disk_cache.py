@@ -34,6 +34,19 @@ def test_a_bundle_only_this_user_could_write_is_handed_to_torch(
     assert "un-pickle" in caplog.text  # torch read it (and refused these bytes)
 
 
+def test_a_bundle_torch_cannot_read_is_one_line_naming_it_not_torchs_traceback(
+    bundle: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A truncated or foreign bundle (a CI cache restored in part, a hand copy): torch logs the
+    traceback of its refusal; the user gets one line saying which file and that it compiles anew."""
+    bundle.write_bytes(b"\x80\x04 a bundle cut short")
+    with caplog.at_level(logging.WARNING):
+        assert load_artifacts(KEY) is False
+    assert [r.name for r in caplog.records] == ["poolrag.compile.disk_cache"]
+    assert str(bundle) in caplog.text and "compiling from scratch" in caplog.text
+    assert "Traceback" not in caplog.text and caplog.records[0].exc_info is None
+
+
 @pytest.mark.parametrize("writable", ["file", "folder"])
 def test_a_bundle_others_could_write_is_never_read(
     bundle: Path, caplog: pytest.LogCaptureFixture, writable: str

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import platform
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,10 +99,39 @@ def load_artifacts(key: CompileKey) -> bool:
     except OSError as exc:
         logger.warning("compile cache %s unreadable (%s); compiling from scratch", path, exc)
         return False
+    refused = _TorchRefusals()
+    torch_log = logging.getLogger("torch.compiler._cache")
+    torch_log.addFilter(refused)
     try:
-        return torch.compiler.load_cache_artifacts(blob) is not None
+        loaded = torch.compiler.load_cache_artifacts(blob) is not None
     except Exception as exc:  # a bundle from another torch build: compile from scratch
-        logger.warning("compile cache %s not loadable (%r); compiling from scratch", path, exc)
+        refused.said.append(repr(exc))
+        loaded = False
+    finally:
+        torch_log.removeFilter(refused)
+    if refused.said:
+        said = "; ".join(refused.said)
+        if loaded:  # a warning on the way, not a refusal: passed on as torch put it
+            logger.warning("compile cache %s loaded; torch warned: %s", path, said)
+        else:
+            logger.warning("compile cache %s not loadable (%s); compiling from scratch", path, said)
+    return loaded
+
+
+class _TorchRefusals(logging.Filter):
+    """torch's own warnings about this thread's bundle (a traceback at WARNING for a truncated or
+    foreign file), kept for one line of ours that names the file."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: list[str] = []
+        self._thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread != self._thread:
+            return True
+        error = record.exc_info[1] if record.exc_info else None
+        self.said.append(record.getMessage() + (f": {error!r}" if error else ""))
         return False
 
 
