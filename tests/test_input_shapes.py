@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pytest
 
 from poolrag.errors import InputTypeError, InvalidInputError
@@ -16,6 +19,25 @@ def test_one_prompt_is_a_list_of_one_and_a_list_holds_only_prompts() -> None:
         prompt_list(3)
     with pytest.raises(InputTypeError, match=r"^input\[1\] must be a text, a token prompt or an image \("):
         prompt_list(["a", 1])
+
+
+def test_a_column_of_texts_is_a_list_of_python_strings() -> None:
+    """A Ray Data or pandas batch's column, as sentence-transformers' ``encode`` takes a numpy array."""
+    columns = [
+        np.array(["a", "b"]),
+        np.array(["a", "b"], dtype=object),
+        pd.Series(["a", "b"]),
+        pa.array(["a", "b"]),
+        pa.chunked_array([["a"], ["b"]]),
+    ]
+    for column in columns:
+        items = prompt_list(column)
+        assert items == ["a", "b"] and all(type(item) is str for item in items)
+    assert prompt_list(np.array([], dtype=object)) == []
+    with pytest.raises(InputTypeError, match=r"^input\[1\] must be a text, .*, not NoneType$"):
+        prompt_list(pa.array(["a", None]))
+    with pytest.raises(InputTypeError, match="input must be a string or a list of strings, not ndarray"):
+        prompt_list(np.array([["a", "b"]]))
 
 
 def test_pairs_are_one_to_many_or_many_to_many() -> None:

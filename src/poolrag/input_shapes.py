@@ -32,11 +32,11 @@ def prompt_list(prompts: Any, what: str = "input", token_prompts: bool = True) -
     (:mod:`poolrag.image_inputs`) is a list of one; a sequence must hold only those."""
     if isinstance(prompts, (str, Mapping)) or is_image_input(prompts):
         return [prompts]
-    if not isinstance(prompts, Sequence):
+    items = _column(prompts)
+    if items is None:
         raise InputTypeError(
             f"{what} must be a string or a list of strings, not {type(prompts).__name__}", param=what
         )
-    items = list(prompts)
     for i, item in enumerate(items):
         if not isinstance(item, (str, Mapping)) and not is_image_input(item):
             forms = (
@@ -44,6 +44,20 @@ def prompt_list(prompts: Any, what: str = "input", token_prompts: bool = True) -
             )
             raise InputTypeError(f"{what}[{i}] must be {forms}, not {type(item).__name__}", param=what)
     return items
+
+
+def _column(prompts: Any) -> list[Any] | None:
+    """``prompts`` as a list when it is a sequence or a one-dimensional column (a numpy array, a
+    pandas Series, a pyarrow array: what Ray Data's and pandas' batches hold, and a numpy array is
+    what sentence-transformers' ``encode`` takes), with numpy and pyarrow strings as ``str``;
+    ``None`` for anything else."""
+    if isinstance(prompts, Sequence):
+        return list(prompts)
+    if hasattr(prompts, "to_pylist"):  # pyarrow Array, ChunkedArray
+        return list(prompts.to_pylist())
+    if getattr(prompts, "ndim", None) == 1 and hasattr(prompts, "tolist"):  # numpy array, pandas Series
+        return list(prompts.tolist())
+    return None
 
 
 def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tuple[list[str], list[str]]:
