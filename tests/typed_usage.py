@@ -48,6 +48,7 @@ def engine_inputs(engine: Engine, image: Image.Image) -> None:
     ids = engine.tokenize("a cat")
     assert_type(engine.embed_array([Path("cat.jpg"), "a photo of a cat", image, b"\x89PNG"]), np.ndarray)
     engine.embed_array([TokensPrompt(prompt_token_ids=ids)])
+    engine.embed_array(np.array(["a cat", "tax law"], dtype=object))  # a Ray Data batch's column
     engine.embed(TokensPrompt(prompt_token_ids=ids))
     engine.encode([Path("cat.jpg")], pooling_task="token_embed")
     score = engine.score("a photo of a cat", [Path("cat.jpg"), Path("dog.jpg")])[0].outputs.score
@@ -72,6 +73,7 @@ def engine_options(folder: Path) -> None:
 def vllm_code(llm: LLM) -> None:
     """Code written for vLLM's ``LLM`` keeps its types (docs/vllm.md)."""
     outs: list[EmbeddingRequestOutput] = llm.embed([TextPrompt(prompt="a"), TextPrompt(prompt="b")])
+    llm.embed(np.array(["a", "b"], dtype=object))  # a Ray Data batch's column, as vLLM iterates it
     labels: list[ClassificationRequestOutput] = llm.classify("a")
     scores: list[ScoringRequestOutput] = llm.score("q", ["a"])
     data: torch.Tensor = llm.encode(["a"], pooling_task="token_embed")[0].outputs.data

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, NotRequired, Protocol, TypedDict
 
+import numpy as np
+
 
 class PILImage(Protocol):
     """A Pillow image, known by its shape: Pillow is an extra, so its class cannot be named here."""
@@ -42,19 +44,23 @@ class TokensPrompt(TypedDict):
     cache_salt: NotRequired[str]
 
 
+#: A batch's column of inputs as Ray Data's ``numpy`` batches hold it, one-dimensional (a pandas
+#: Series or a pyarrow array is read too, unnamed here: neither is a dependency).
+Column = np.ndarray[Any, Any]
+
 #: What vLLM's calls (:class:`poolrag.LLM`) take as one prompt.
 PromptType = str | TextPrompt | TokensPrompt
 #: vLLM's calls' ``prompts``: one prompt, several, or one bare list of token ids.
-LLMPrompts = PromptType | Sequence[PromptType] | Sequence[int]
+LLMPrompts = PromptType | Sequence[PromptType] | Sequence[int] | Column
 
 #: What :class:`poolrag.Engine`'s task methods take as one input.
 PromptInput = str | TokensPrompt | ImageInput
 #: One input or several (a ``str`` is always one).
-Prompts = PromptInput | Sequence[PromptInput]
+Prompts = PromptInput | Sequence[PromptInput] | Column
 
 #: One side of a score (a query or a document): a text, or an image for a model that reads them.
 ScoreInput = str | ImageInput
 #: ``score``'s ``text_1`` / ``text_2``: one item or several (1:1, 1:N, N:N).
-ScoreSide = ScoreInput | Sequence[ScoreInput]
+ScoreSide = ScoreInput | Sequence[ScoreInput] | Column
 #: vLLM's ``LLM.score`` sides: the above, a ``TextPrompt``, or its ``{"content": [parts]}`` form.
 LLMScoreSide = ScoreSide | TextPrompt | Sequence[ScoreInput | TextPrompt] | Mapping[str, Any]
