@@ -34,8 +34,10 @@ def test_a_column_of_texts_is_a_list_of_python_strings() -> None:
         items = prompt_list(column)
         assert items == ["a", "b"] and all(type(item) is str for item in items)
     assert prompt_list(np.array([], dtype=object)) == []
-    with pytest.raises(InputTypeError, match=r"^input\[1\] must be a text, .*, not NoneType$"):
+    with pytest.raises(InputTypeError, match=r"^input\[1\] must be .*, not None \(a missing value\)$"):
         prompt_list(pa.array(["a", None]))
+    with pytest.raises(InputTypeError, match=r"^input\[2\] must be .*, not nan \(a missing value\)$"):
+        prompt_list(pd.Series(["a", "b", float("nan")]))
     with pytest.raises(InputTypeError, match="input must be a string or a list of strings, not ndarray"):
         prompt_list(np.array([["a", "b"]]))
 

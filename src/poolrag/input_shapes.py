@@ -42,8 +42,16 @@ def prompt_list(prompts: Any, what: str = "input", token_prompts: bool = True) -
             forms = (
                 f"a text, a token prompt or {_IMAGE_FORMS}" if token_prompts else f"a text or {_IMAGE_FORMS}"
             )
-            raise InputTypeError(f"{what}[{i}] must be {forms}, not {type(item).__name__}", param=what)
+            raise InputTypeError(f"{what}[{i}] must be {forms}, not {_kind(item)}", param=what)
     return items
+
+
+def _kind(item: Any) -> str:
+    """What ``item`` is, in an error: a column's missing value as pandas and pyarrow give it (``None``,
+    ``NaN``), not its type (``float`` alone does not say the row was empty)."""
+    if item is None or (isinstance(item, float) and item != item):
+        return f"{item} (a missing value)"
+    return type(item).__name__
 
 
 def _column(prompts: Any) -> list[Any] | None:
