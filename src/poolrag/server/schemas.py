@@ -118,6 +118,24 @@ TruncatePromptTokens = Annotated[
     ),
 ]
 InputType = Literal["query", "document"]
+#: ``/v1/embeddings``' and ``/pooling``'s choice of prompt, as sentence-transformers' ``encode`` takes it
+Prompt = Annotated[
+    str | None,
+    Field(
+        max_length=PROMPT_MAX_CHARS,
+        description="Text put before each text input instead of the model's prompts, as "
+        "sentence-transformers' prompt= (poolrag extension).",
+    ),
+]
+PromptName = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=PROMPT_NAME_MAX_CHARS,
+        description="One of the model folder's prompts by name, as sentence-transformers' prompt_name= "
+        "(poolrag extension; GET /v1/models lists them as prompt_names).",
+    ),
+]
 AddSpecialTokens = Annotated[
     Literal[True], Field(description="Texts get the tokenizer's special tokens (false is not supported).")
 ]
@@ -360,19 +378,8 @@ class EmbeddingRequest(ChatFormBody):
     input_type: InputType | None = Field(
         None, description="Selects the model's query or document prompt (poolrag extension)."
     )
-    prompt: str | None = Field(
-        None,
-        max_length=PROMPT_MAX_CHARS,
-        description="Text put before each text input instead of the model's prompts, as "
-        "sentence-transformers' prompt= (poolrag extension).",
-    )
-    prompt_name: str | None = Field(
-        None,
-        min_length=1,
-        max_length=PROMPT_NAME_MAX_CHARS,
-        description="One of the model folder's prompts by name, as sentence-transformers' prompt_name= "
-        "(poolrag extension; GET /v1/models lists them as prompt_names).",
-    )
+    prompt: Prompt = None
+    prompt_name: PromptName = None
     _jina_images: tuple[int, ...] = PrivateAttr(default=())
     late_chunking: LateChunking | StrictBool | None = Field(
         None,
@@ -983,18 +990,8 @@ class PoolingRequest(ChatFormBody):
     normalize: StrictBool | None = None
     use_activation: StrictBool | None = None
     input_type: InputType | None = None
-    prompt: str | None = Field(
-        None,
-        max_length=PROMPT_MAX_CHARS,
-        description="Text put before each text input instead of the model's prompts (poolrag extension).",
-    )
-    prompt_name: str | None = Field(
-        None,
-        min_length=1,
-        max_length=PROMPT_NAME_MAX_CHARS,
-        description="One of the model folder's prompts by name, as sentence-transformers' prompt_name= "
-        "(poolrag extension; GET /v1/models lists them as prompt_names).",
-    )
+    prompt: Prompt = None
+    prompt_name: PromptName = None
     max_active_dims: StrictInt | None = Field(
         None, ge=1, description="sparse_embed: keep only this many largest weights per input."
     )
