@@ -75,7 +75,11 @@ def _ingest(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     docs.mkdir(exist_ok=True)
     for i in range(3):
         (docs / f"note-{i}.txt").write_text(f"Note {i}: pooling models turn text into vectors for search.")
-    command = ["ingest", str(docs), "--model", HUB_ID, "--uri", str(tmp_path / "m.db"), *flags]
+    return _poolrag(tmp_path, "ingest", str(docs), "--model", HUB_ID, "--uri", str(tmp_path / "m.db"), *flags)
+
+
+def _poolrag(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """``poolrag COMMAND`` run as a user runs it, its output piped."""
     return subprocess.run(
         [sys.executable, "-m", "poolrag.cli", *command],
         env=_env(tmp_path),
@@ -105,13 +109,7 @@ def test_poolrag_search_measures_nothing_on_a_first_load(tmp_path: Path) -> None
     and be thrown away: ``search`` uses a verdict on disk (``--autotune cached``) and says nothing."""
     assert _ingest(tmp_path, "-q", "--autotune", "off").returncode == 0
     query = ["search", "vectors for search", "--model", HUB_ID, "--uri", str(tmp_path / "m.db"), "-k", "1"]
-    done = subprocess.run(
-        [sys.executable, "-m", "poolrag.cli", *query],
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S,
-    )
+    done = _poolrag(tmp_path, *query)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(" 1. ") and "note-" in done.stdout
     assert MEASURING not in done.stderr and _noise(done.stderr) == []
@@ -199,13 +197,7 @@ def test_poolrag_ingest_piped_keeps_stderr_to_its_bar(tmp_path: Path, minilm_pat
     (tmp_path / "a.txt").write_text("Pooling models turn text into vectors for search.")
     store = ["--store", "qdrant", "--path", str(tmp_path / "q"), "--autotune", "off", "--no-cache"]
     command = ["ingest", str(tmp_path / "a.txt"), "--model", str(minilm_path), *store]
-    done = subprocess.run(
-        [sys.executable, "-m", "poolrag.cli", *command],
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S,
-    )
+    done = _poolrag(tmp_path, *command)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "loading" not in done.stderr, done.stderr
 
