@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from tiny_decoders import EOS, PAD, SIDES, TEXTS, build, normalize, ref_last_hidden
+from tiny_decoders import BOS, EOS, PAD, SIDES, TEXTS, build, build_tokenizer, normalize, ref_last_hidden
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InvalidInputError, ModelLoadError
@@ -170,3 +170,67 @@ def test_an_untied_lm_head_is_not_reported_unexpected(tmp_path, caplog):
     with torch.no_grad():
         last = reference(torch.tensor([ids])).last_hidden_state[0, -1]
     np.testing.assert_allclose(engine.embed_array(["hi there"])[0], normalize(last.numpy()), atol=1e-5)
+
+
+EMBEDDINGGEMMA_PROMPTS = {"query": "task: search result | query: ", "document": "title: none | text: "}
+
+
+@pytest.fixture(scope="module")
+def embeddinggemma_folder(tmp_path_factory):
+    """EmbeddingGemma's layout, saved by sentence-transformers: a Gemma3TextModel with bidirectional
+    attention (its sliding window, 4 here, is shorter than the long text), mean pooling, two
+    ``Dense`` layers (up to 3x and back, no activation), ``Normalize``, and task prompts."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+
+    backbone = tmp_path_factory.mktemp("gemma3-backbone")
+    tokenizer = build_tokenizer(backbone, add_eos=True)
+    torch.manual_seed(0)
+    config = transformers.Gemma3TextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        query_pre_attn_scalar=8,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"],
+        use_bidirectional_attention=True,
+        max_position_embeddings=1024,
+        initializer_range=0.2,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+    )
+    transformers.Gemma3TextModel(config).eval().save_pretrained(backbone)
+    identity = torch.nn.Identity()
+    modules = [
+        Transformer(str(backbone)),
+        Pooling(32, pooling_mode="mean"),
+        Dense(32, 96, bias=False, activation_function=identity),
+        Dense(96, 32, bias=False, activation_function=identity),
+        Normalize(),
+    ]
+    folder = tmp_path_factory.mktemp("embeddinggemma")
+    SentenceTransformer(modules=modules, prompts=EMBEDDINGGEMMA_PROMPTS).save(str(folder))
+    return folder
+
+
+def test_embeddinggemma_layout_matches_sentence_transformers(embeddinggemma_folder):
+    """Bidirectional Gemma 3 (not a causal decoder: MEAN from its Pooling module, not LAST), its
+    Dense layers and its query / document prompts, as sentence-transformers' ``encode``; a batch of
+    very different lengths gives each text's own vector."""
+    from sentence_transformers import SentenceTransformer
+
+    engine = Engine(embeddinggemma_folder)
+    assert engine.spec.architecture == "Gemma3TextModel" and engine.pooler_config.pooling_type == "MEAN"
+    reference = SentenceTransformer(str(embeddinggemma_folder), device="cpu")
+    queries = ["What is a panda?", "capital of France"]
+    got_q = engine.embed_array(queries, PoolingParams(input_type="query"))
+    got_d = engine.embed_array(TEXTS, PoolingParams(input_type="document"))
+    np.testing.assert_allclose(got_q, reference.encode(queries, prompt_name="query"), atol=1e-5)
+    np.testing.assert_allclose(got_d, reference.encode(TEXTS, prompt_name="document"), atol=1e-5)
+    one_by_one = [engine.embed_array([t], PoolingParams(input_type="document"))[0] for t in TEXTS]
+    np.testing.assert_allclose(got_d, np.stack(one_by_one), atol=1e-5)

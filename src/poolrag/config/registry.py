@@ -445,7 +445,11 @@ ENTRIES: tuple[Entry, ...] = (
         Role.BACKBONE,
         "decoder",
         "",
-        ("tiny random LlamaModel, MistralModel, Qwen2Model, Qwen3Model, Gemma2Model vs transformers",),
+        (
+            "tiny random LlamaModel, MistralModel, Qwen2Model, Qwen3Model, Gemma2Model vs transformers",
+            "tiny EmbeddingGemma-layout folder (bidirectional Gemma3TextModel, mean, two Dense, prompts) "
+            "vs sentence-transformers",
+        ),
     ),
     Entry(
         ModelKind.EMBEDDING,
