@@ -234,3 +234,21 @@ def test_embeddinggemma_layout_matches_sentence_transformers(embeddinggemma_fold
     np.testing.assert_allclose(got_d, reference.encode(TEXTS, prompt_name="document"), atol=1e-5)
     one_by_one = [engine.embed_array([t], PoolingParams(input_type="document"))[0] for t in TEXTS]
     np.testing.assert_allclose(got_d, np.stack(one_by_one), atol=1e-5)
+
+
+def test_a_long_input_is_cut_before_the_eos_as_sentence_transformers_cuts_it(tmp_path):
+    """Qwen3-Embedding pools the EOS its tokenizer appends: a text longer than ``max_seq_length``
+    keeps its first tokens and still ends in EOS (the tokenizer adds it after truncation), with or
+    without the query instruction, as sentence-transformers' ``encode``."""
+    from sentence_transformers import SentenceTransformer
+
+    build(tmp_path, "qwen3", transformers.AutoModelForCausalLM, tokenizer_kwargs={"add_eos": True})
+    _write_sentence_transformers_files(tmp_path, {"query": QWEN3_QUERY_PROMPT, "document": ""})
+    (tmp_path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 40}))
+    engine = Engine(tmp_path)
+    reference = SentenceTransformer(str(tmp_path), device="cpu")
+    texts = [TEXTS[2], "What is a panda? " * 8, "hi"]
+    assert len(engine.tokenize(texts[0])) > 40
+    np.testing.assert_allclose(engine.embed_array(texts), reference.encode(texts), atol=1e-5)
+    got_q = engine.embed_array(texts, PoolingParams(input_type="query"))
+    np.testing.assert_allclose(got_q, reference.encode(texts, prompt_name="query"), atol=1e-5)
