@@ -47,6 +47,10 @@ DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
 _UNKNOWN = object()
 #: A character that is not whitespace (``str.isspace``'s rule): a word left after a cut.
 _TEXT = re.compile(r"\S")
+#: Texts tokenised in one call: the tokenizer's encodings (offsets, masks, words of every token) are
+#: several times the ids a request keeps, so a call of 50,000 texts tokenised at once peaked ~190 MB
+#: above one tokenised this many at a time (all-MiniLM-L6-v2).
+TOKENIZE_PART = 1024
 
 
 def role_prompt_names(prompt_names: Sequence[str]) -> list[str]:
@@ -303,9 +307,28 @@ class InputProcessor:
         field: str,
         one: bool,
     ) -> list[PoolingRequest]:
-        """The ``kept`` texts (by position in the caller's list; cut from ``wholes``) tokenised in one
-        call, one request each: a chunked one for an embed input over the window when ``chunking``."""
-        texts = list(kept.values())
+        """The ``kept`` texts (by position in the caller's list; cut from ``wholes``) tokenised
+        :data:`TOKENIZE_PART` at a time, one request each: a chunked one for an embed input over the
+        window when ``chunking``."""
+        positions = list(kept)
+        out: list[PoolingRequest] = []
+        for start in range(0, len(positions), TOKENIZE_PART):
+            part = positions[start : start + TOKENIZE_PART]
+            out.extend(self._encode_part(wholes, kept, part, params, limit, chunking, field, one))
+        return out
+
+    def _encode_part(
+        self,
+        wholes: dict[int, str],
+        kept: dict[int, str],
+        part: list[int],
+        params: ResolvedParams,
+        limit: int | None,
+        chunking: bool,
+        field: str,
+        one: bool,
+    ) -> list[PoolingRequest]:
+        texts = [kept[pos] for pos in part]
         encoded = call_tokenizer(
             self.tokenizer,
             texts,
@@ -317,7 +340,7 @@ class InputProcessor:
         )
         type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
         out: list[PoolingRequest] = []
-        for j, pos in enumerate(kept):
+        for j, pos in enumerate(part):
             ids = encoded["input_ids"][j]
             if chunking:
                 check_embed_cap(ids, self.max_embed_len)
