@@ -314,52 +314,37 @@ class InputProcessor:
         out: list[PoolingRequest] = []
         for start in range(0, len(positions), TOKENIZE_PART):
             part = positions[start : start + TOKENIZE_PART]
-            out.extend(self._encode_part(wholes, kept, part, params, limit, chunking, field, one))
-        return out
-
-    def _encode_part(
-        self,
-        wholes: dict[int, str],
-        kept: dict[int, str],
-        part: list[int],
-        params: ResolvedParams,
-        limit: int | None,
-        chunking: bool,
-        field: str,
-        one: bool,
-    ) -> list[PoolingRequest]:
-        texts = [kept[pos] for pos in part]
-        encoded = call_tokenizer(
-            self.tokenizer,
-            texts,
-            add_special_tokens=True,
-            truncation=limit is not None,
-            max_length=limit,
-            return_token_type_ids=self.uses_token_type_ids,
-            return_attention_mask=False,
-        )
-        type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
-        out: list[PoolingRequest] = []
-        for j, pos in enumerate(part):
-            ids = encoded["input_ids"][j]
-            if chunking:
-                check_embed_cap(ids, self.max_embed_len)
-                if len(ids) > self.max_len:
-                    out.append(
-                        chunked_request(
-                            self.tokenizer, texts[j], ids, params, self.max_len, self.uses_token_type_ids
-                        )
-                    )
-                    continue
-            self._check_length(ids, field, None if one else pos)
-            out.append(
-                PoolingRequest(
-                    token_ids=tuple(ids),
-                    params=params,
-                    token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
-                    truncated=self._cut(encoded, j, limit, [wholes[pos]], [texts[j]]),
-                )
+            texts = [kept[pos] for pos in part]
+            encoded = call_tokenizer(
+                self.tokenizer,
+                texts,
+                add_special_tokens=True,
+                truncation=limit is not None,
+                max_length=limit,
+                return_token_type_ids=self.uses_token_type_ids,
+                return_attention_mask=False,
             )
+            type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
+            for j, pos in enumerate(part):
+                ids = encoded["input_ids"][j]
+                if chunking:
+                    check_embed_cap(ids, self.max_embed_len)
+                    if len(ids) > self.max_len:
+                        out.append(
+                            chunked_request(
+                                self.tokenizer, texts[j], ids, params, self.max_len, self.uses_token_type_ids
+                            )
+                        )
+                        continue
+                self._check_length(ids, field, None if one else pos)
+                out.append(
+                    PoolingRequest(
+                        token_ids=tuple(ids),
+                        params=params,
+                        token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
+                        truncated=self._cut(encoded, j, limit, [wholes[pos]], [texts[j]]),
+                    )
+                )
         return out
 
     def _page_inputs(
