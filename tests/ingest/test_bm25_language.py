@@ -69,6 +69,7 @@ def test_a_later_run_without_a_language_takes_the_one_the_collection_recorded() 
     [
         ("cjk_bigrams", "パスワードの有効期限", ["パスワードの有効期限"]),  # whole runs
         ("unicode_words", "हिन्दी में", ["ह", "न", "द", "म"]),  # words split at each combining mark
+        ("drop_vowel_marks", "كِتَابٌ", ["كِتَابٌ"]),  # harakat kept
     ],
 )
 def test_a_collection_recorded_before_an_analyzer_flag_keeps_its_split(

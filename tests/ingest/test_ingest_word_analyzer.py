@@ -123,6 +123,41 @@ def test_words_with_marks_and_unspaced_scripts_are_found_by_their_words(
         store.close()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_query_without_vowel_marks_finds_text_written_with_them(
+    kind: str, tmp_path: Path, minilm_engine
+) -> None:
+    """Arabic harakat and Hebrew points are optional: a dictionary or the Quran writes ``كِتَابٌ``,
+    people type ``كتاب``. They were part of the term, so the query matched nothing (Lucene's Arabic
+    normaliser and ICU folding delete them). A collection recorded before keeps them, and says so
+    when an analyzer that drops them is handed to it."""
+    texts = {
+        "book": "هَذَا كِتَابٌ جَمِيلٌ",  # "this is a beautiful book", vocalised
+        "house": "البيت كبير",  # "the house is big"
+        "peace": "שָׁלוֹם עֲלֵיכֶם",  # "peace be upon you", pointed
+    }
+    store = _open(kind, tmp_path)
+    try:
+        _ingest(store, minilm_engine, tmp_path, WordAnalyzer(), texts=texts)
+        retriever = Retriever(store, minilm_engine)
+        for query, name in [("كتاب", "book"), ("جميل", "book"), ("שלום", "peace")]:
+            assert [h.payload["name"] for h in retriever.search(query, 3, mode="sparse")] == [name], query
+    finally:
+        store.close()
+    old = {**WordAnalyzer().record(), "drop_vowel_marks": False}
+    store = _open(kind, tmp_path, "before")
+    try:
+        record = {"avg_doc_length": 3.0, "k1": 1.2, "b": 0.75, "analyzer": old}
+        _ingest(store, minilm_engine, tmp_path, WordAnalyzer(), old_record=record, texts=texts)
+        assert store.read_spec().model_options[BM25_OPTIONS_KEY]["analyzer"] == old
+        hits = Retriever(store, minilm_engine).search("كِتَابٌ", 3, mode="sparse")  # as it is stored
+        assert [h.payload["name"] for h in hits] == ["book"]
+        with pytest.raises(CollectionMismatchError, match=r"words \(english, vowel marks kept\) analyzer"):
+            Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(None, analyzer=WordAnalyzer()))
+    finally:
+        store.close()
+
+
 def _query(analyzer: WordAnalyzer):
     (vector,) = BM25Encoder(None, analyzer=analyzer).encode_queries([QUERY])
     return vector

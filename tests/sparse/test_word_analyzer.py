@@ -106,6 +106,7 @@ def test_queries_and_documents_are_analysed_alike() -> None:
         "stem": True,
         "cjk_bigrams": True,
         "unicode_words": True,
+        "drop_vowel_marks": True,
     }
 
 

@@ -182,10 +182,11 @@ class BM25ChunkEncoder:
 
     def _takes_recorded(self, stored: WordAnalyzer | None) -> bool:
         """What no flag of this run chose is the collection's: how it splits CJK text (one written
-        before bigrams keeps whole runs) and words with marks (one written before keeps splitting
-        at each mark) and, undeclared, the language its first batch was detected
-        in, so re-running or resuming the command that made it is not refused for a setting the user
-        never gave. A declared ``--language`` or another analyzer is still refused."""
+        before bigrams keeps whole runs), words with marks (one written before keeps splitting at
+        each mark) and vowel marks (one written before keeps them) and, undeclared, the language its
+        first batch was detected in, so re-running or resuming the command that made it is not
+        refused for a setting the user never gave. A declared ``--language`` or another analyzer
+        is still refused."""
         analyzer = self.encoder.analyzer
         if stored is None or analyzer is None:
             return False
@@ -193,7 +194,11 @@ class BM25ChunkEncoder:
         undeclared = not declared and analyzer.language == DEFAULT_LANGUAGE
         language = stored.language if undeclared else analyzer.language
         taken = dataclasses.replace(
-            analyzer, language=language, cjk_bigrams=stored.cjk_bigrams, unicode_words=stored.unicode_words
+            analyzer,
+            language=language,
+            cjk_bigrams=stored.cjk_bigrams,
+            unicode_words=stored.unicode_words,
+            drop_vowel_marks=stored.drop_vowel_marks,
         )
         if taken != stored:
             return False

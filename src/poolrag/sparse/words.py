@@ -272,6 +272,18 @@ _IGNORABLE = dict.fromkeys(
 )
 
 
+#: Arabic harakat (fathatan to sukun) and tatweel, as Lucene's Arabic normaliser deletes them, and
+#: Hebrew points and cantillation, as ICU folding does: optional vowel marks that dictionaries, the
+#: Quran and children's books write and hardly any query types, so ``كِتَابٌ`` is ``كتاب``.
+_VOWEL_MARKS = dict.fromkeys(
+    [
+        *range(0x064B, 0x0653),
+        0x0640,
+        *(c for c in range(0x0591, 0x05C8) if unicodedata.category(chr(c)) == "Mn"),
+    ]
+)
+
+
 @functools.cache
 def _words_with_marks() -> re.Pattern[str]:
     """Unspaced runs, and words that keep their combining marks: ``re``'s ``\\w`` has no marks
@@ -320,6 +332,9 @@ class WordAnalyzer:
             Unicode's word rules, search engines' normalisers and CJK analyzers make them;
             ``False``: each mark ended a word and Hangul words stayed whole, as in collections
             recorded before it (their record says so).
+        drop_vowel_marks: delete Arabic harakat and tatweel and Hebrew points, so a query typed
+            without them finds text written with them; ``False``: they kept words apart, as in
+            collections recorded before it (their record says so).
     """
 
     language: str = DEFAULT_LANGUAGE
@@ -327,13 +342,14 @@ class WordAnalyzer:
     stem: bool = True
     cjk_bigrams: bool = True
     unicode_words: bool = True
+    drop_vowel_marks: bool = True
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
             raise InvalidInputError(
                 f"unknown analyzer language {self.language!r}; choose from {', '.join(sorted(LANGUAGES))}"
             )
-        for name in ("stop_words", "stem", "cjk_bigrams", "unicode_words"):
+        for name in ("stop_words", "stem", "cjk_bigrams", "unicode_words", "drop_vowel_marks"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"the word analyzer's {name} must be true or false")
 
@@ -343,6 +359,8 @@ class WordAnalyzer:
             raise InputTypeError(f"BM25 analyses text, got {type(text).__name__}")
         if self.unicode_words:
             text = _unicode_folded(text)
+        if self.drop_vowel_marks:  # after NFKC, which splits presentation forms into letter and mark
+            text = text.translate(_VOWEL_MARKS)
         if not self.cjk_bigrams:
             return self._words((_words_with_marks() if self.unicode_words else _WORD).findall(text))
         words: list[str] = []
@@ -381,6 +399,7 @@ class WordAnalyzer:
             "stem": self.stem,
             "cjk_bigrams": self.cjk_bigrams,
             "unicode_words": self.unicode_words,
+            "drop_vowel_marks": self.drop_vowel_marks,
         }
 
     @classmethod
@@ -395,6 +414,7 @@ class WordAnalyzer:
             record.get("stem", True),
             record.get("cjk_bigrams", False),  # recorded before bigrams: its runs were whole terms
             record.get("unicode_words", False),  # recorded before: each mark ended a word
+            record.get("drop_vowel_marks", False),  # recorded before: harakat kept words apart
         )
 
 
@@ -441,5 +461,6 @@ def analyzer_name(analyzer: WordAnalyzer | None) -> str:
     notes = [
         *([] if analyzer.cjk_bigrams else ["CJK runs whole"]),
         *([] if analyzer.unicode_words else ["marks end words"]),
+        *([] if analyzer.drop_vowel_marks else ["vowel marks kept"]),
     ]
     return f"{WORDS} ({', '.join([analyzer.language, *notes])})"
