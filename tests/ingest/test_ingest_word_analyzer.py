@@ -5,12 +5,14 @@ is refused on ingest and on search, and collections from before analyzers keep t
 from __future__ import annotations
 
 import dataclasses
+import logging
 import unicodedata
 from pathlib import Path
 
 import pytest
 
 from poolrag.cache import CachedEmbedder, EmbeddingCache
+from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
 from poolrag.ingest.readers import Document
 from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, bm25_for_model
@@ -154,6 +156,35 @@ def test_a_query_without_vowel_marks_finds_text_written_with_them(
         assert [h.payload["name"] for h in hits] == ["book"]
         with pytest.raises(CollectionMismatchError, match=r"words \(english, vowel marks kept\) analyzer"):
             Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(None, analyzer=WordAnalyzer()))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_word_pieces_the_model_does_not_know_are_named_on_ingest(
+    kind: str, tmp_path: Path, minilm_engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An English model's vocabulary lacks Thai and most Han characters: their word pieces are its
+    unknown token, which BM25 drops, so a default ``--hybrid`` collection of such text had almost no
+    terms (a Thai text none) and the ingest said nothing; only a query in that script said it had none."""
+    texts = {"thai": "ภาษาไทยเขียนติดกันโดยไม่มีช่องว่าง", "zh": "如何重置我的密码", "en": "Reset the password."}
+    store = _open(kind, tmp_path)
+    try:
+        with caplog.at_level(logging.WARNING, logger="poolrag.ingest.sparse_encoders"):
+            _ingest(store, minilm_engine, tmp_path, None, texts=texts)
+        warned = [r.getMessage() for r in caplog.records if "unknown token" in r.getMessage()]
+        assert len(warned) == 1 and "--analyzer words" in warned[0], caplog.text
+        pieces = Retriever(store, minilm_engine, sparse_encoder=BM25Encoder(minilm_engine.tokenizer))
+        with pytest.raises(InvalidInputError, match="no terms"):  # a Thai query is all unknown too
+            pieces.search("ภาษาไทย", 3, mode="sparse")
+    finally:
+        store.close()
+    caplog.clear()
+    store = _open(kind, tmp_path, "english")
+    try:
+        with caplog.at_level(logging.WARNING, logger="poolrag.ingest.sparse_encoders"):
+            _ingest(store, minilm_engine, tmp_path / "en", None)  # the model knows every word: no warning
+        assert "unknown token" not in caplog.text
     finally:
         store.close()
 

@@ -47,6 +47,8 @@ OWN_HEAD, SPARSE_MODEL = "main-model", "sparse-model"
 
 
 logger = logging.getLogger(__name__)
+#: The share of unknown word pieces in a new BM25 collection's first batch that is worth a warning.
+UNKNOWN_SHARE_WARNED = 0.2
 
 
 class SparseChunkEncoder(Protocol):
@@ -160,10 +162,22 @@ class BM25ChunkEncoder:
             return
         if self.avg_doc_length is None and first_batch:
             self._detect_language(first_batch)  # may choose the stemmer the lengths are counted with
+            self._warn_unknown_pieces(first_batch)
             counts = self.counter.term_counts(first_batch)
             self._first_counts = dict(zip(first_batch, counts, strict=True))
             lengths = [sum(c.values()) for c in counts]
             self.avg_doc_length = max(sum(lengths) / len(lengths), 1.0)
+
+    def _warn_unknown_pieces(self, first_batch: Sequence[str]) -> None:
+        """Says when a new collection's word pieces are largely the model's unknown token: BM25 drops
+        it, so such text (Thai, Chinese for an English model) got no terms and nothing said so."""
+        share = self.encoder.unknown_share(first_batch)
+        if share >= UNKNOWN_SHARE_WARNED:
+            logger.warning(
+                "%.0f%% of the first batch's word pieces are the model's unknown token, which BM25 cannot "
+                "match (text in a script its vocabulary lacks); --analyzer words counts that text's words",
+                100 * share,
+            )
 
     def _detect_language(self, first_batch: Sequence[str]) -> None:
         """A new collection whose language nobody declared gets the one its first batch is written in:

@@ -219,9 +219,12 @@ class BM25Encoder:
             return []
         if self.analyzer is not None:
             return self.analyzer.term_counts(texts)
+        return [dict(Counter(t for t in ids if self._keeps(t))) for ids in self._word_pieces(texts)]
+
+    def _word_pieces(self, texts: Sequence[str]) -> list[list[int]]:
         assert self.tokenizer is not None
         # verbose=False: texts longer than the model's window are expected here, not a mistake.
-        encoded = call_tokenizer(
+        return call_tokenizer(
             self.tokenizer,
             list(texts),
             add_special_tokens=False,
@@ -229,7 +232,17 @@ class BM25Encoder:
             return_attention_mask=False,
             return_token_type_ids=False,
         )["input_ids"]
-        return [dict(Counter(t for t in ids if self._keeps(t))) for ids in encoded]
+
+    def unknown_share(self, texts: Sequence[str]) -> float:
+        """The share of ``texts``' word pieces that are the tokenizer's unknown token, which counts as
+        no term: text in a script the vocabulary lacks (Thai, most Han characters and emoji for an
+        English BERT) is invisible to BM25 over word pieces. 0 for the word analyzer."""
+        unknown = getattr(self.tokenizer, "unk_token_id", None)
+        if self.analyzer is not None or unknown is None or not texts:
+            return 0.0
+        encoded = self._word_pieces(texts)
+        total = sum(len(ids) for ids in encoded)
+        return sum(ids.count(unknown) for ids in encoded) / total if total else 0.0
 
     def document_vectors(self, counts: Sequence[TermCounts], avg_doc_length: float) -> list[SparseVector]:
         """The term-frequency half of BM25 for each document (IDF belongs to the query side).
