@@ -3,6 +3,7 @@ model's facts and its requests reach that model."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +60,21 @@ def test_a_client_naming_no_model_gets_the_first_and_an_unknown_name_is_refused(
     with PoolragClient(two_model_url, model="colbert") as unknown, pytest.raises(InvalidInputError) as caught:
         unknown.embed_array(["x"])
     assert "model 'colbert' is not served here; use 'embedder', 'reranker'" in str(caught.value)
+
+
+def test_a_client_naming_the_folder_the_server_was_given_reaches_that_model(
+    two_model_url: str, minilm_path: Path, minilm_engine: Engine
+) -> None:
+    """The server answers ``"model": <the folder it loaded>`` (as ``vllm serve ./folder`` does), so
+    the string a user gave ``poolrag serve`` names the model to the client too: it was refused as
+    "not served here" before a request was sent."""
+    with PoolragClient(two_model_url, model=str(minilm_path)) as client:
+        vectors = client.embed_array(PASSAGES)
+        assert client.facts.model_name == str(minilm_path)
+    with PoolragClient(two_model_url, model=str(minilm_path)) as client:
+        awaited = asyncio.run(client.aembed_array(PASSAGES))
+    np.testing.assert_array_equal(vectors, minilm_engine.embed_array(PASSAGES))
+    np.testing.assert_array_equal(awaited, vectors)
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ import random
 import ssl
 import threading
 import time
+import urllib.parse
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -179,7 +180,9 @@ class PoolragClient:
     Args:
         base_url: the server's root, e.g. ``http://127.0.0.1:8000`` (a trailing ``/v1`` is accepted).
         api_key: sent as a bearer token; defaults to ``$POOLRAG_API_KEY``.
-        model: the served model name. ``None`` (or ``""``): the model the server answers each task with when a
+        model: the served model name, or another the server takes for it (the folder given to
+            ``poolrag serve``, as vLLM names a model served from a path; a hub id's short name).
+            ``None`` (or ``""``): the model the server answers each task with when a
             request names none (:func:`~poolrag.model_facts.answering_model`: the first that runs it;
             for scores, the first cross-encoder), named in the requests so both sides agree.
         task: the task this client runs when a call does not say (an adapter's): whose facts
@@ -465,14 +468,29 @@ class PoolragClient:
     def _facts_for(self, task: str | None) -> ModelFacts:
         served = self._served
         if served is None:
-            served = self._keep(self._served_from(self._get("/v1/models")))
+            served = self._served_from(self._get("/v1/models"))
+            if self._unlisted(served):
+                served += (ModelFacts.from_json(str(self.model), self._get(self._card_path())),)
+            served = self._keep(served)
         return self._pick(served, task)
 
     async def _afacts(self, task: str | None) -> ModelFacts:
         served = self._served
         if served is None:
-            served = self._keep(self._served_from(await self._aget("/v1/models")))
+            served = self._served_from(await self._aget("/v1/models"))
+            if self._unlisted(served):
+                served += (ModelFacts.from_json(str(self.model), await self._aget(self._card_path())),)
+            served = self._keep(served)
         return self._pick(served, task)
+
+    def _unlisted(self, served: tuple[ModelFacts, ...]) -> bool:
+        """``model`` is a name the server accepts without listing it (the folder ``poolrag serve``
+        was given, a hub id's short name), or none it serves: its ``/v1/models/{model}`` says which,
+        by the server's own lookup (its 404 names the served models)."""
+        return self.model is not None and all(facts.model_name != self.model for facts in served)
+
+    def _card_path(self) -> str:
+        return f"/v1/models/{urllib.parse.quote(str(self.model), safe='/')}"
 
     def _keep(self, fetched: tuple[ModelFacts, ...]) -> tuple[ModelFacts, ...]:
         """The first listing fetched wins, so threads and tasks racing on the first call agree."""
