@@ -35,7 +35,13 @@ from poolrag.backend import PoolingBackend
 from poolrag.client import PoolragClient
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
-from poolrag.frameworks.backend_resolution import API_KEY_ENV, adapter_backend, backend_base_url, engine_class
+from poolrag.frameworks.backend_resolution import (
+    API_KEY_ENV,
+    adapter_backend,
+    backend_base_url,
+    backend_model_name,
+    engine_class,
+)
 from poolrag.frameworks.sparse_encoding import (
     LearnedSparseEncoder,
     LexicalSparseEncoder,
@@ -172,10 +178,11 @@ class BackendFields(BaseModel):
         remote_url = backend_base_url(self._backend)
         if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=
             self.base_url = remote_url
-        if self.model_name is None and remote_url is None:
-            # named even when given as engine= / engine_args= (excluded from serialisation): the
-            # frameworks key caches on the serialised adapter (LlamaIndex's IngestionPipeline)
-            self.model_name = self._backend.facts.model_name
+        if self.model_name is None:
+            # named even when given as engine= / engine_args= / client= (excluded from serialisation)
+            # or a server's URL alone: the frameworks key caches on the serialised adapter
+            # (LlamaIndex's IngestionPipeline), and LlamaIndex's events and reprs show the name
+            self.model_name = backend_model_name(self._backend)
         # Settings refused now rather than at the first call: truncation always; the task and
         # ``dimensions`` against the model where it runs here (a server's facts would need a request).
         for input_type in (None, "query"):  # a query's settings may be its own (query_encode_kwargs)
