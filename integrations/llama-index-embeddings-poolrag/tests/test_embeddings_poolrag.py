@@ -276,13 +276,14 @@ def test_remote_api_key(keyed_minilm_url: str, minilm_engine: Engine) -> None:
         PoolragEmbedding(base_url=keyed_minilm_url, api_key="wrong").get_query_embedding("ocean")
 
 
-def test_a_remote_embedding_is_named_as_its_server_serves_the_model(minilm_url: str) -> None:
+def test_a_remote_embedding_is_named_as_its_client_names_the_model(minilm_url: str) -> None:
     """LlamaIndex's embedding events carry ``to_dict()`` and ``Settings.embed_model`` shows its repr,
-    both with ``model_name``, as its TextEmbeddingsInference and OpenAIEmbedding fill it: a remote
-    one said ``None``, and so missed BGE's query instruction a hub id served by name would get."""
-    assert PoolragEmbedding(base_url=minilm_url).to_dict()["model_name"] == "minilm"
-    assert PoolragEmbedding(client=PoolragClient(minilm_url, model="minilm")).model_name == "minilm"
-    assert "model_name='minilm'" in repr(PoolragEmbedding(base_url=minilm_url))
+    both with ``model_name``: one given a client that names its model said ``None``. One given a
+    URL alone stays unnamed rather than calling the server at construction."""
+    named = PoolragEmbedding(client=PoolragClient(minilm_url, model="minilm"))
+    assert named.to_dict()["model_name"] == "minilm"
+    assert "model_name='minilm'" in repr(named)
+    assert PoolragEmbedding(base_url="http://127.0.0.1:9").model_name is None
 
 
 def test_to_json_leaves_the_api_key_out_and_from_json_reads_it_from_the_environment(

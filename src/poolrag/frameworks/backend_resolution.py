@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from poolrag.backend import PoolingBackend
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
-from poolrag.client.errors import RemoteError
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
@@ -259,15 +258,7 @@ def backend_base_url(backend: PoolingBackend) -> str | None:
 
 
 def backend_model_name(backend: PoolingBackend) -> str | None:
-    """The name of the model ``backend`` runs, for the adapters' ``model_name`` field: a client's
-    own ``model``, else the name its server serves the adapter's task under (``GET /v1/models``, read
-    once and kept for the calls); ``None`` while that server cannot be reached."""
-    if not isinstance(backend, PoolragClient):
-        return backend.facts.model_name
-    if backend.model is not None:
-        return backend.model
-    try:
-        return backend.facts.model_name
-    except RemoteError as exc:
-        logger.info("%s did not say its model's name (%s); model_name stays unset", backend.base_url, exc)
-        return None
+    """The name of the model ``backend`` runs, for the adapters' ``model_name`` field: an engine's, or
+    the ``model`` a client was given. A client naming none stays ``None``: constructing an adapter
+    does not call its server (LangChain's and LlamaIndex's remote classes do not either)."""
+    return backend.model if isinstance(backend, PoolragClient) else backend.facts.model_name

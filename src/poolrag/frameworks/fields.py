@@ -179,9 +179,9 @@ class BackendFields(BaseModel):
         if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=
             self.base_url = remote_url
         if self.model_name is None:
-            # named even when given as engine= / engine_args= / client= (excluded from serialisation)
-            # or a server's URL alone: the frameworks key caches on the serialised adapter
-            # (LlamaIndex's IngestionPipeline), and LlamaIndex's events and reprs show the name
+            # named even when given as engine= / engine_args= / client= (excluded from serialisation):
+            # the frameworks key caches on the serialised adapter (LlamaIndex's IngestionPipeline),
+            # and LlamaIndex's events and reprs show the name
             self.model_name = backend_model_name(self._backend)
         # Settings refused now rather than at the first call: truncation always; the task and
         # ``dimensions`` against the model where it runs here (a server's facts would need a request).
