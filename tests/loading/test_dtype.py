@@ -3,11 +3,13 @@ it, before any weights load (on any machine: each case below is unreachable wher
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from poolrag import Engine, InvalidInputError
 from poolrag.loading.dtype import resolve_device
+from poolrag.testing.engine_internals import runner
 
 
 def unreachable_cuda() -> str:
@@ -38,3 +40,29 @@ def test_a_device_this_machine_cannot_reach_is_refused_naming_it() -> None:
 def test_the_engine_refuses_it_before_loading_anything(minilm_path) -> None:
     with pytest.raises(InvalidInputError, match="is not available here"):
         Engine(minilm_path, device=unreachable_cuda())
+
+
+@pytest.mark.parametrize(("name", "expected"), [("AUTO", torch.float32), ("BF16", torch.bfloat16)])
+def test_a_dtype_name_is_read_whatever_its_case(minilm_path, name: str, expected: torch.dtype) -> None:
+    """EngineArgs accepts ``AUTO`` (vLLM lowercases it too): the engine must run with it, not refuse
+    it as an unknown dtype whose message says to use ``auto``."""
+    engine = Engine(minilm_path, device="cpu", dtype=name)
+    assert engine.dtype == expected
+    assert next(runner(engine).model.parameters()).dtype == expected
+    (out,) = engine.embed(["hello"])
+    assert out.outputs.embedding.dtype == np.float32  # the caller gets float32, as vLLM returns
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn, torch.float64])
+def test_a_torch_dtype_no_name_gives_is_refused_before_loading(minilm_path, dtype: torch.dtype) -> None:
+    """A ``torch.dtype`` the names do not give is one line naming it, as the name ``float64`` is; not
+    transformers' refusal with a trust_remote_code hint, a kernel's NotImplementedError, or a model
+    quietly run in a precision the names refuse."""
+    with pytest.raises(InvalidInputError, match=rf"^dtype {dtype} cannot run a model here"):
+        Engine(minilm_path, device="cpu", dtype=dtype)
+
+
+def test_a_bad_dtype_is_refused_before_the_model_is_looked_up(tmp_path) -> None:
+    """As a bad device is: the dtype is one line before a hub id is fetched or a folder read."""
+    with pytest.raises(InvalidInputError, match="cannot run a model here"):
+        Engine(tmp_path / "no-such-model", device="cpu", dtype=torch.int8)

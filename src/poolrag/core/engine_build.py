@@ -68,6 +68,7 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
     """Resolve ``args``' model, build its pipeline (tuned), and say what it is."""
     template = load_score_template(args.score_template) if args.score_template is not None else None
     device = resolve_device(args.device)  # before a hub id is fetched: a device it cannot use is one line
+    dtype = resolve_dtype(args.dtype, device)  # so is a dtype no model runs in
     hub = {"download_dir": args.download_dir, "hf_token": args.hf_token}
     progress.info("loading %s on %s", args.model, device)
     path = resolve_model_path(args.model, args.revision, **hub)
@@ -78,7 +79,6 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
         else str(resolve_tokenizer_folder(args.tokenizer or args.model, args.tokenizer_revision, **hub))
     )
     spec = load_model_spec(path, args.hf_overrides, args.trust_remote_code, args.convert)
-    dtype = resolve_dtype(args.dtype, device)
     with one_thread_if_forked():  # a forked worker's loading ops would wait on its parent's threads
         tuned = _tuned_pipeline(args, spec, device, dtype, tokenizer_path)
     facts = _facts(args.model, spec, tuned.pipeline, tokenizer_path)

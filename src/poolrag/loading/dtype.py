@@ -48,14 +48,26 @@ def _unreachable(device: torch.device) -> str | None:
 
 
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
-    """``auto``: bf16 on GPUs that have it, else fp16; fp32 on CPU so results match the reference."""
+    """``auto``: bf16 on GPUs that have it, else fp16; fp32 on CPU so results match the reference.
+
+    Names are case-insensitive, as :class:`~poolrag.EngineArgs` checks them and vLLM reads them
+    (``AUTO`` is ``auto``). A ``torch.dtype`` must be one the names give: another (``torch.int8``,
+    ``torch.float8_e4m3fn``, ``torch.float64``) is refused here, before any weights load, rather than
+    failing deep in a kernel or a transformers error that suggests ``trust_remote_code``.
+    """
     if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPES.values():
+            raise InvalidInputError(
+                f"dtype {dtype} cannot run a model here: use torch.float32, torch.bfloat16 or "
+                "torch.float16 (8-bit weights: quantization='int8' or 'fp8')"
+            )
         return dtype
-    if dtype == "auto":
+    name = dtype.lower()
+    if name == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
     try:
-        return _DTYPES[dtype.lower()]
+        return _DTYPES[name]
     except KeyError:
         raise InvalidInputError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16") from None
