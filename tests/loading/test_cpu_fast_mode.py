@@ -175,6 +175,15 @@ def test_unknown_fast_mode_is_a_clear_error(minilm_path: Path) -> None:
         Engine(minilm_path, cpu_fast_mode="fp8")
 
 
+@pytest.mark.parametrize(("mode", "dtype"), [("bf16", "bfloat16"), ("bf16", "float16"), ("int8", "bfloat16")])
+def test_a_fast_mode_takes_the_fp32_model_only(minilm_path: Path, mode: str, dtype: str) -> None:
+    """Measured against fp32 and falling back to it: on a bf16 engine "cosine to fp32" compared bf16
+    with itself, on fp16 bf16 ran while ``engine.dtype`` said float16, and int8 failed in the first
+    matmul (``mixed dtype (CPU)``). One line instead, naming the dtype to pass."""
+    with pytest.raises(InvalidInputError, match=rf"cpu_fast_mode='{mode}' .* dtype='auto' or 'float32'"):
+        Engine(minilm_path, device="cpu", dtype=dtype, cpu_fast_mode=mode).embed(TEXTS[:1])
+
+
 def test_fast_mode_is_for_cpu_engines_only() -> None:
     class GpuRunner:
         device = torch.device("cuda")

@@ -25,7 +25,7 @@ from poolrag.core.model_setup import TOKENIZER_SUFFIXES, Pipeline, build_pipelin
 from poolrag.core.speed_plan import apply_plan
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError, UnsupportedTaskError
-from poolrag.loading.cpu_fast_mode import FastModeReport
+from poolrag.loading.cpu_fast_mode import FastModeReport, check_fast_mode_dtype
 from poolrag.loading.dtype import resolve_device, resolve_dtype
 from poolrag.loading.forked_threads import one_thread_if_forked
 from poolrag.loading.native_loader import ModelImpl
@@ -69,6 +69,7 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
     template = load_score_template(args.score_template) if args.score_template is not None else None
     device = resolve_device(args.device)  # before a hub id is fetched: a device it cannot use is one line
     dtype = resolve_dtype(args.dtype, device)  # so is a dtype no model runs in
+    check_fast_mode_dtype(args.cpu_fast_mode, dtype, device)
     hub = {"download_dir": args.download_dir, "hf_token": args.hf_token}
     progress.info("loading %s on %s", args.model, device)
     path = resolve_model_path(args.model, args.revision, **hub)

@@ -235,6 +235,19 @@ def _int8_note(levels: int) -> str:
     return "oneDNN int8 with full 8-bit activations"
 
 
+def check_fast_mode_dtype(mode: str | None, dtype: torch.dtype, device: torch.device) -> None:
+    """A fast mode is measured against, and falls back to, the fp32 model: on a CPU engine loaded in
+    bf16 or fp16 its "cosine to fp32" would compare the half model with itself (bf16 on fp16 would
+    also run bf16 while the engine says fp16), and int8 would fail in the first matmul. Refused
+    before any weights load; a GPU engine is refused as one in :func:`enable_cpu_fast_mode`."""
+    if mode is not None and device.type == "cpu" and dtype != torch.float32:
+        dtype_name = str(dtype).removeprefix("torch.")
+        raise InvalidInputError(
+            f"cpu_fast_mode={mode!r} is measured against the fp32 model: pass dtype='auto' or "
+            f"'float32' with it, not {dtype_name} (dtype={dtype_name!r} alone runs {dtype_name}, unmeasured)"
+        )
+
+
 def enable_cpu_fast_mode(
     runner: object,
     mode: str,
