@@ -3,13 +3,17 @@ it, before any weights load (on any machine: each case below is unreachable wher
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import transformers
 
 from poolrag import Engine, InvalidInputError
 from poolrag.loading.dtype import resolve_device
 from poolrag.testing.engine_internals import runner
+from poolrag.testing.tiny_models import copy_tokenizer
 
 
 def unreachable_cuda() -> str:
@@ -53,16 +57,43 @@ def test_a_dtype_name_is_read_whatever_its_case(minilm_path, name: str, expected
     assert out.outputs.embedding.dtype == np.float32  # the caller gets float32, as vLLM returns
 
 
-@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn, torch.float64])
-def test_a_torch_dtype_no_name_gives_is_refused_before_loading(minilm_path, dtype: torch.dtype) -> None:
-    """A ``torch.dtype`` the names do not give is one line naming it, as the name ``float64`` is; not
-    transformers' refusal with a trust_remote_code hint, a kernel's NotImplementedError, or a model
-    quietly run in a precision the names refuse."""
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn, torch.complex64])
+def test_a_torch_dtype_no_model_runs_in_is_refused_before_loading(minilm_path, dtype: torch.dtype) -> None:
+    """One line naming it, not transformers' refusal with a trust_remote_code hint or an engine
+    built whose first call fails in a kernel (``"add_stub" not implemented for 'Float8_e4m3fn'``)."""
     with pytest.raises(InvalidInputError, match=rf"^dtype {dtype} cannot run a model here"):
         Engine(minilm_path, device="cpu", dtype=dtype)
+    # float64 runs (vLLM takes any torch.dtype): an exact reference, never refused with those
+    assert Engine(minilm_path, device="cpu", dtype=torch.float64).embed_array(["hello"]).dtype == np.float32
 
 
 def test_a_bad_dtype_is_refused_before_the_model_is_looked_up(tmp_path) -> None:
     """As a bad device is: the dtype is one line before a hub id is fetched or a folder read."""
     with pytest.raises(InvalidInputError, match="cannot run a model here"):
         Engine(tmp_path / "no-such-model", device="cpu", dtype=torch.int8)
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma2(tmp_path_factory, minilm_path) -> Path:
+    """A Gemma-2 backbone saved with save_pretrained (MiniLM's tokenizer: its vocabulary size)."""
+    folder = tmp_path_factory.mktemp("gemma2")
+    torch.manual_seed(0)
+    config = transformers.Gemma2Config(
+        vocab_size=30522, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8, sliding_window=256, pad_token_id=0,
+    )  # fmt: skip
+    transformers.AutoModel.from_config(config).eval().save_pretrained(folder)
+    copy_tokenizer(minilm_path, folder)
+    return folder
+
+
+def test_float16_is_refused_for_a_model_that_overflows_in_it(tiny_gemma2: Path) -> None:
+    """vLLM refuses float16 for Gemma-2/3, PLaMo-2 and GLM-4 (their activations overflow it, so real
+    checkpoints give inf/NaN vectors); bfloat16 runs."""
+    with pytest.raises(
+        InvalidInputError, match=r"^gemma2 models overflow in float16 .*'bfloat16' or 'float32'"
+    ):
+        Engine(tiny_gemma2, device="cpu", dtype="half")
+    engine = Engine(tiny_gemma2, device="cpu", dtype="bfloat16")
+    assert engine.dtype == torch.bfloat16
+    assert np.isfinite(engine.embed_array(["hello"])).all()

@@ -26,7 +26,7 @@ from poolrag.core.speed_plan import apply_plan
 from poolrag.engine_args import EngineArgs
 from poolrag.errors import InvalidInputError, UnsupportedTaskError
 from poolrag.loading.cpu_fast_mode import FastModeReport, check_fast_mode_dtype
-from poolrag.loading.dtype import resolve_device, resolve_dtype
+from poolrag.loading.dtype import dtype_for_model, resolve_device, resolve_dtype
 from poolrag.loading.forked_threads import one_thread_if_forked
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
@@ -80,6 +80,7 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
         else str(resolve_tokenizer_folder(args.tokenizer or args.model, args.tokenizer_revision, **hub))
     )
     spec = load_model_spec(path, args.hf_overrides, args.trust_remote_code, args.convert)
+    dtype = dtype_for_model(dtype, args.dtype, str(getattr(spec.hf_config, "model_type", "")))
     with one_thread_if_forked():  # a forked worker's loading ops would wait on its parent's threads
         tuned = _tuned_pipeline(args, spec, device, dtype, tokenizer_path)
     facts = _facts(args.model, spec, tuned.pipeline, tokenizer_path)
