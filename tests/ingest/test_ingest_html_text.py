@@ -110,6 +110,7 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         ("<div hidden>a<div>b</div>c</div>d", "d"),
         ("<p>a<br hidden>b</p>", "ab"),
         ('<div role="main"><div>a</div>b</div><p>c</p>', "a\nb"),
+        ("<table><tr><td>a</td><td></td></tr></table><pre>b</pre>", "a\n\nb"),
     ],
     ids=[
         "a page inside one form",
@@ -127,6 +128,7 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         "a hidden division inside a hidden one",
         "a hidden line break",
         "a division inside a main division",
+        "a row ending in an empty cell",
     ],
 )
 def test_what_real_pages_do_reads_as_a_reader_sees_it(markup: str, text: str) -> None:

@@ -182,6 +182,8 @@ class _VisibleText(HTMLParser):
             self._pre -= 1
         elif tag in ("td", "th", "tr", "table"):
             self._in_cell = False
+            if tag in ("tr", "table"):
+                self._cells_waiting = 0  # a row's trailing empty cells separate nothing after it
         self._block(tag)
         if self._main and tag == self._main[0]:
             self._main.pop()
