@@ -164,6 +164,21 @@ def test_a_page_in_a_declared_legacy_charset_is_read_in_it() -> None:
 
 
 @pytest.mark.parametrize(
+    ("label", "text", "codec"),
+    [
+        ("Shift_JIS", "①番 ㈱会社 髙橋", "cp932"),  # Windows' Shift_JIS, as Japanese pages are saved
+        ("x-sjis", "日本語", "cp932"),
+        ("TIS-620", "ภาษาไทย", "cp874"),
+        ("koi8", "Привет", "koi8_r"),
+        ("x-gbk", "中文", "gbk"),
+    ],
+)
+def test_a_charset_is_known_by_the_labels_browsers_read(label: str, text: str, codec: str) -> None:
+    page = f'<html><head><meta charset="{label}"></head><body><p>{text}</p></body></html>'
+    assert html_text(decode_html(page.encode(codec)))[0] == text
+
+
+@pytest.mark.parametrize(
     ("data", "reason"),
     [
         (b"<p>caf\xe9</p>", "not UTF-8 HTML (invalid continuation byte) and it declares no charset"),

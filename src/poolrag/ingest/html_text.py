@@ -40,26 +40,38 @@ _BLOCKS = frozenset((
     "hr", "li", "main", "ol", "p", "pre", "section", "summary", "table", "tr", "ul"
 ))
 # fmt: on
-#: declared charsets read as the codec beside them; browsers read Latin-1 and ASCII as windows-1252
+#: declared charsets read as the codec beside them, under the labels browsers know them by (WHATWG's
+#: Encoding standard); browsers read Latin-1 and ASCII as windows-1252, TIS-620 as windows-874, and
+#: Shift_JIS as windows-31j, whose circled numbers and NEC/IBM kanji Japanese pages use (①, 髙)
 _CHARSETS = {
     **dict.fromkeys(("utf-8", "utf8", "unicode-1-1-utf-8"), "utf-8"),
     **dict.fromkeys(
-        ("iso-8859-1", "latin1", "latin-1", "us-ascii", "ascii", "windows-1252", "cp1252"), "cp1252"
+        ("iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii", "windows-1252", "cp1252"),
+        "cp1252",
     ),
-    **{f"windows-{n}": f"cp{n}" for n in range(1250, 1259)},
+    **{f"{prefix}{n}": f"cp{n}" for n in range(1250, 1259) for prefix in ("windows-", "cp", "x-cp")},
+    **dict.fromkeys(("windows-874", "tis-620", "iso-8859-11", "dos-874"), "cp874"),
     **{f"iso-8859-{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 15, 16)},
-    "koi8-r": "koi8_r",
-    "koi8-u": "koi8_u",
-    "shift_jis": "shift_jis",
-    "sjis": "shift_jis",
-    "euc-jp": "euc_jp",
+    **{f"iso8859-{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 15, 16)},
+    **dict.fromkeys(("koi8-r", "koi8_r", "koi8", "koi"), "koi8_r"),
+    **dict.fromkeys(("koi8-u", "koi8-ru"), "koi8_u"),
+    **dict.fromkeys(("ibm866", "cp866", "866"), "cp866"),
+    **dict.fromkeys(("macintosh", "mac", "x-mac-roman"), "mac_roman"),
+    **dict.fromkeys(("x-mac-cyrillic", "x-mac-ukrainian"), "mac_cyrillic"),
+    **dict.fromkeys(
+        ("shift_jis", "shift-jis", "sjis", "x-sjis", "windows-31j", "ms932", "ms_kanji", "csshiftjis"),
+        "cp932",
+    ),
+    **dict.fromkeys(("euc-jp", "x-euc-jp"), "euc_jp"),
     "iso-2022-jp": "iso2022_jp",
-    "gb2312": "gb18030",
-    "gbk": "gb18030",
-    "gb18030": "gb18030",
-    "big5": "big5hkscs",
-    "euc-kr": "cp949",
-    "ks_c_5601-1987": "cp949",
+    **dict.fromkeys(
+        ("gb2312", "gbk", "x-gbk", "cp936", "gb_2312", "gb_2312-80", "chinese", "gb18030"), "gb18030"
+    ),
+    **dict.fromkeys(("big5", "big5-hkscs", "cn-big5", "x-x-big5", "csbig5"), "big5hkscs"),
+    **dict.fromkeys(
+        ("euc-kr", "ks_c_5601-1987", "ks_c_5601-1989", "ksc5601", "ksc_5601", "korean", "windows-949"),
+        "cp949",
+    ),
 }
 _META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
