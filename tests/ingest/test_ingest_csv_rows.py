@@ -62,6 +62,30 @@ def test_a_text_column_is_the_text_and_the_other_columns_are_payload(tmp_path: P
     assert body == ["sea", "sky"]
 
 
+def test_a_row_whose_id_cell_is_empty_is_named_by_its_line(tmp_path: Path) -> None:
+    """A sheet whose id column is filled on some rows only: the others are named by their line, as
+    in a sheet without ids, not all by the id '' (the second of which was left out as a repeat)."""
+    path = _write(
+        tmp_path / "faq.csv",
+        [
+            ["id", "question", "answer"],
+            ["q1", "How?", "Like this"],
+            ["", "Why?", "Because"],
+            [" ", "When?", "Now"],
+        ],
+    )
+    documents, skipped = _read(tmp_path)
+    assert not skipped
+    sheet = path.resolve().as_posix()
+    assert [(d.source, d.text) for d in documents] == [
+        (f"{sheet}#q1", "question: How?\nanswer: Like this"),
+        (f"{sheet}#3", "question: Why?\nanswer: Because"),
+        (f"{sheet}#4", "question: When?\nanswer: Now"),
+    ]
+    texts = _write(tmp_path / "texts.csv", [["_id", "text"], ["", "Tides"], ["", "Rain"]])
+    assert [d.source for d in read_paths(texts)] == [f"{texts.resolve().as_posix()}#{n}" for n in (2, 3)]
+
+
 def test_a_bad_row_is_left_out_alone_naming_its_line(tmp_path: Path) -> None:
     """A row with more cells than the header, an id seen before: that row is in the report with the
     line it starts on (after a quoted line break), and the rows after it are read."""

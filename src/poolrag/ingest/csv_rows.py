@@ -2,7 +2,8 @@
 ``CSVLoader`` reads it, with the header naming each cell.
 
 A row's text is its ``text_field`` column when the header has one, and its other cells are payload
-(as a JSONL record's fields; an ``id`` or ``_id`` column names the record). Without that column the
+(as a JSONL record's fields; an ``id`` or ``_id`` column names the record, its line where that cell
+is empty). Without that column the
 text is every filled cell but the id as a ``column: value`` line, CSVLoader's page content, so a
 sheet of question and answer columns is embedded whole. The delimiter is the commonest of ``,``, ``;`` and
 tab outside quotes in the header line (a spreadsheet in a locale whose decimal mark is a comma saves
@@ -61,6 +62,9 @@ def _record(header: list[str], row: list[str], text_field: str) -> dict[str, str
     if len(row) > len(header):
         return NotARecord(f"{len(row)} cells in a row under a header of {len(header)} columns")
     cells = dict(zip(header, row + [""] * (len(header) - len(row)), strict=True))
+    for name in _ID_COLUMNS:  # an empty id cell is no id: the row's line names it, as without one
+        if name in cells and not cells[name].strip():
+            del cells[name]
     if text_field in cells:
         return cells
     names = {name: cells.pop(name) for name in _ID_COLUMNS if name in cells}  # not text to embed
