@@ -86,6 +86,23 @@ def test_a_row_whose_id_cell_is_empty_is_named_by_its_line(tmp_path: Path) -> No
     assert [d.source for d in read_paths(texts)] == [f"{texts.resolve().as_posix()}#{n}" for n in (2, 3)]
 
 
+def test_columns_the_header_leaves_unnamed_are_named_by_their_place(tmp_path: Path) -> None:
+    """Excel saves ',,' after the header and each row when cells right of the table were once used:
+    those unnamed columns are read (named by their place), not a header naming '' twice."""
+    _write(
+        tmp_path / "faq.csv",
+        [["question", "answer", "", ""], ["How?", "Like this", "", ""], ["Why?", "Because", "", "see p. 4"]],
+    )
+    _write(tmp_path / "passages.csv", [["text", "", ""], ["Tides follow the moon.", "sea", ""]])
+    documents, skipped = _read(tmp_path)
+    assert not skipped
+    assert [(d.text, d.metadata) for d in documents] == [
+        ("question: How?\nanswer: Like this", {}),
+        ("question: Why?\nanswer: Because\ncolumn 4: see p. 4", {}),
+        ("Tides follow the moon.", {"column 2": "sea", "column 3": ""}),
+    ]
+
+
 def test_a_bad_row_is_left_out_alone_naming_its_line(tmp_path: Path) -> None:
     """A row with more cells than the header, an id seen before: that row is in the report with the
     line it starts on (after a quoted line break), and the rows after it are read."""

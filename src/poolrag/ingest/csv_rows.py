@@ -33,6 +33,9 @@ def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, st
         header = next(rows, None)
         if header is None:
             return
+        # a column the header leaves unnamed (Excel saves ",," for cells once used right of a
+        # table) is named by its place, so two of them are not one name said twice
+        header = [name if name.strip() else f"column {place}" for place, name in enumerate(header, 1)]
         if repeated := sorted({name for name in header if header.count(name) > 1}):
             yield 1, NotARecord(f"the header names {', '.join(map(repr, repeated))} twice")
             return
@@ -68,5 +71,5 @@ def _record(header: list[str], row: list[str], text_field: str) -> dict[str, str
     if text_field in cells:
         return cells
     names = {name: cells.pop(name) for name in _ID_COLUMNS if name in cells}  # not text to embed
-    lines = (f"{name}: {value}" if name else value for name, value in cells.items() if value.strip())
+    lines = (f"{name}: {value}" for name, value in cells.items() if value.strip())
     return {text_field: "\n".join(lines), **names}
