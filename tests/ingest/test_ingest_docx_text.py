@@ -97,6 +97,21 @@ def test_tracked_deletions_are_left_out_and_a_text_box_is_read_once(tmp_path: Pa
     assert text == "The hive holds twenty frames.\n\nDrone count\n\nSee the box."
 
 
+def test_text_a_tracked_change_moved_is_read_once_where_it_went(tmp_path: Path) -> None:
+    """A tracked move keeps the text at its old place (``w:moveFrom``, struck through) and at its
+    new one (``w:moveTo``) until changes are accepted: it is read once, where it went."""
+    document = docx.Document()
+    body = document.element.body
+    moved = "<w:r><w:t>Feed in autumn.</w:t></w:r>"
+    for xml in (
+        f"<w:r><w:t>Winter. </w:t></w:r><w:moveFrom w:id='1' w:author='a'>{moved}</w:moveFrom>",
+        f"<w:moveTo w:id='2' w:author='a'>{moved}</w:moveTo><w:r><w:t> Then wait.</w:t></w:r>",
+    ):
+        body.insert(len(body) - 1, parse_xml(_paragraph_xml(xml)))
+    document.save(tmp_path / "moved.docx")
+    assert docx_text(tmp_path / "moved.docx")[0] == "Winter.\n\nFeed in autumn. Then wait."
+
+
 def test_what_word_does_not_show_is_not_read_and_what_it_shows_is(tmp_path: Path) -> None:
     """Hidden text, an unfilled control's prompt, a ruby's reading and numbering turned off
     (``numId`` 0) are not shown; an equation's text and a positional tab are. A row's empty

@@ -5,7 +5,7 @@ Word Online's ``word/document2.xml``); Python's own ``zipfile`` and ``ElementTre
 extra to install), streamed, so a long report costs little memory. Paragraphs are separated by a
 blank line, so the chunker cuts between them; list items are lines of their own (``- item``); a
 table row is a line with its cells joined by `` | ``. What Word shows is read (text inserted with
-tracked changes, equations); what it does not show is not (deleted and hidden text, an unfilled
+tracked changes, equations); what it does not show is not (deleted, moved-away and hidden text, an unfilled
 control's prompt, a text box's fallback copy); headers, footers, comments and footnotes are left
 out. The document's title (File > Properties) goes into each chunk's payload as ``title``.
 """
@@ -33,9 +33,9 @@ _MATH = (
 )
 #: what a run's marks read as (``w:t``, and an equation's ``m:t``, hold text)
 _RUN_MARKS = {"tab": "\t", "ptab": "\t", "br": "\n", "cr": "\n", "noBreakHyphen": "-"}
-#: what is never read: a text box's fallback copy, paragraph properties (their tab stops), and a
-#: ruby's reading above its text
-_UNREAD = ("Fallback", "pPr", "rt")
+#: what is never read: a text box's fallback copy, paragraph properties (their tab stops), a
+#: ruby's reading above its text, and text a tracked change moved away (read where it moved to)
+_UNREAD = ("Fallback", "pPr", "rt", "moveFrom")
 
 
 def _local(tag: str) -> tuple[str, str]:
