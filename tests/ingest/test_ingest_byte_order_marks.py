@@ -11,6 +11,8 @@ from ingest_support import read_folder
 from qdrant_client import QdrantClient
 
 from poolrag.cli import main
+from poolrag.ingest import read_paths
+from poolrag.ingest.readers import count_documents
 
 PAGE = '<html><head><meta charset="utf-16"><title>Tea</title></head><body><p>{}</p></body></html>'
 
@@ -42,6 +44,27 @@ def test_a_marked_jsonl_file_keeps_its_first_record(tmp_path: Path, minilm_path:
     assert stored == {"bom.jsonl#j1": "Volcanoes erupt lava.", "bom.jsonl#j2": "Glaciers carve."}
     assert main(["search", "volcano lava", *store, "-k", "1"]) == 0
     assert f"{(docs / 'bom.jsonl').resolve()}#j1" in capsys.readouterr().out
+
+
+def test_records_files_in_utf16_are_read_by_their_mark(tmp_path: Path) -> None:
+    """PowerShell 5's ``python export.py > corpus.jsonl`` writes UTF-16 with its mark, and so does
+    Excel's "Unicode Text" (tab-separated) saved as .csv: both were left out as ``not UTF-8 text
+    (invalid start byte): save it as UTF-8 (Latin-1 and Windows code pages are not guessed)``."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    records = '{"id": "j1", "text": "Volcanoes erupt lava."}\r\n{"id": "j2", "text": "Glaciers carve."}\r\n'
+    (docs / "powershell.jsonl").write_bytes(codecs.BOM_UTF16_LE + records.encode("utf-16-le"))
+    sheet = "question\tanswer\r\nWhat is a crème brûlée?\tA custard.\r\n"
+    (docs / "excel.csv").write_bytes(codecs.BOM_UTF16_LE + sheet.encode("utf-16-le"))
+    skipped: list = []
+    read = {Path(d.source).name: d.text for d in read_paths([docs], skipped=skipped)}
+    assert [str(s) for s in skipped] == []
+    assert read == {
+        "excel.csv#2": "question: What is a crème brûlée?\nanswer: A custard.",
+        "powershell.jsonl#j1": "Volcanoes erupt lava.",
+        "powershell.jsonl#j2": "Glaciers carve.",
+    }
+    assert count_documents(docs) == 3
 
 
 def test_a_page_saved_as_utf16_is_read_by_its_mark(tmp_path: Path, minilm_path: Path, capsys) -> None:

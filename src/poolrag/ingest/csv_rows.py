@@ -7,7 +7,8 @@ is empty). Without that column the
 text is every filled cell but the id as a ``column: value`` line, CSVLoader's page content, so a
 sheet of question and answer columns is embedded whole. The delimiter is the commonest of ``,``, ``;`` and
 tab outside quotes in the header line (a spreadsheet in a locale whose decimal mark is a comma saves
-``;``; a quoted column name may hold the others); Excel's UTF-8 byte-order mark is skipped.
+``;``; a quoted column name may hold the others); Excel's UTF-8 byte-order mark is skipped, and its
+"Unicode Text" (UTF-16 with its mark, tab-separated) is read in UTF-16.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+from poolrag.ingest.readers import records_encoding
 from poolrag.ingest.record_rules import NotARecord
 
 _DELIMITERS = (",", ";", "\t")
@@ -25,7 +27,7 @@ _ID_COLUMNS = ("id", "_id")
 def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, str] | NotARecord]]:
     """``(line, record)`` for each row with a filled cell, ``line`` where the row starts; a row that
     is no record gives a :class:`NotARecord`, and a file csv cannot read on gives one last."""
-    with path.open(encoding="utf-8-sig", newline="") as handle:
+    with path.open(encoding=records_encoding(path), newline="") as handle:
         first = handle.readline()
         handle.seek(0)
         delimiter = _delimiter(first)

@@ -251,6 +251,13 @@ def text_encoding(path: Path) -> str:
         return marked_encoding(handle.read(4)) or "utf-8"
 
 
+def records_encoding(path: Path) -> str:
+    """The encoding a JSONL or CSV file is read in: the one its mark names (PowerShell 5's ``>``
+    and Excel's "Unicode Text" write UTF-16), else UTF-8 with its mark, if any, skipped."""
+    encoding = text_encoding(path)
+    return "utf-8-sig" if encoding == "utf-8" else encoding
+
+
 def _scan_text(path: Path) -> tuple[str, bool]:
     """SHA-256 of the file's bytes and whether it holds any visible text, checking on the way that
     they decode (:func:`text_encoding`) and hold no NUL character: NUL is valid text but no text
@@ -278,9 +285,9 @@ def _scan_text(path: Path) -> tuple[str, bool]:
 
 
 def _jsonl_records(path: Path, text_field: str) -> Iterator[tuple[int, object]]:
-    """``(line, record)`` for each non-blank line of a JSONL file (UTF-8's byte-order mark, which
-    Notepad and PowerShell 5 write, skipped, as ``poolrag eval`` skips it)."""
-    with path.open(encoding="utf-8-sig") as handle:
+    """``(line, record)`` for each non-blank line of a JSONL file (read in the encoding its
+    byte-order mark names, which Notepad and PowerShell 5 write: :func:`records_encoding`)."""
+    with path.open(encoding=records_encoding(path)) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -623,7 +630,7 @@ def _entries(path: Path) -> int:
             for _ in csv_records(path, ""):
                 entries += 1
         else:
-            with path.open(encoding="utf-8") as handle:
+            with path.open(encoding=records_encoding(path)) as handle:
                 for line in handle:
                     entries += bool(line.strip())
     except (UnicodeDecodeError, OSError):
