@@ -111,6 +111,12 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         ("<p>a<br hidden>b</p>", "ab"),
         ('<div role="main"><div>a</div>b</div><p>c</p>', "a\nb"),
         ("<table><tr><td>a</td><td></td></tr></table><pre>b</pre>", "a\n\nb"),
+        (
+            '<h2 class="accordion-header"><button type="button">How do I get a refund?</button></h2>'
+            '<div class="accordion-collapse collapse">Write within 30 days.</div><button>Close</button>'
+            "<h3>Steps<button hidden>Expand</button></h3>",
+            "How do I get a refund?\n\nWrite within 30 days.\n\nSteps",
+        ),
     ],
     ids=[
         "a page inside one form",
@@ -129,6 +135,7 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         "a hidden line break",
         "a division inside a main division",
         "a row ending in an empty cell",
+        "an accordion's question",
     ],
 )
 def test_what_real_pages_do_reads_as_a_reader_sees_it(markup: str, text: str) -> None:

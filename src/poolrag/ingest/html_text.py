@@ -2,7 +2,8 @@
 
 Saved pages and built documentation (Sphinx, MkDocs, Texinfo, a docs site's HTML) are a common
 corpus; embedding their tags, scripts and menus would bury the words. Python's own ``html.parser``
-reads them (no extra to install): scripts, styles, buttons, hidden elements and menus are dropped, a page
+reads them (no extra to install): scripts, styles, buttons (but one in a heading, an accordion's
+question), hidden elements and menus are dropped, a page
 that marks its ``<main>`` part (the element or ``role="main"``) keeps only that part, and block
 elements (paragraphs, headings, list items, table rows) end lines, so the chunker cuts between
 them; a row's cells are joined by `` | ``. The ``<title>`` goes into each chunk's payload as ``title``.
@@ -29,6 +30,8 @@ _DROPPED = frozenset((
     "head", "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "canvas",
     "video", "audio", "nav", "footer", "button", "select", "textarea"
 ))
+#: headings, where a button is the heading's text (WAI-ARIA's and Bootstrap's accordions)
+_HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 #: elements without an end tag
 _VOID = frozenset((
     "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"
@@ -114,6 +117,7 @@ class _VisibleText(HTMLParser):
         self._in_title = False
         self._titled = False  # the page's title was read (an icon's <title> in an <svg> is not it)
         self._in_self_link = False
+        self._headings = 0  # headings open: a button in one is its text (an accordion's question)
         self._in_cell = False  # a table cell's blocks and line breaks are spaces: its row is one line
         self._row_has_text = False  # the table row read has shown text: a next cell is set apart
         self._cells_waiting = 0  # cells begun since its last text: separators before the next text
@@ -126,7 +130,7 @@ class _VisibleText(HTMLParser):
         if self._inside_dropped(tag):
             return
         named = dict(attrs)
-        if _is_dropped(tag, named):
+        if _is_dropped(tag, named, in_heading=self._headings > 0):
             if tag not in _VOID:
                 self._dropping.append(tag)
             return
@@ -136,6 +140,7 @@ class _VisibleText(HTMLParser):
         elif tag == "main" or named.get("role") == "main":
             self._main.append(tag)
             self.has_main = True
+        self._headings += tag in _HEADINGS
         if tag == "a":
             self._in_self_link = (named.get("href") or "").startswith("#")
         elif tag == "pre":
@@ -188,6 +193,8 @@ class _VisibleText(HTMLParser):
             if len(self._dropping) > 1 or self._dropping[0] not in _ENDS_ITSELF or tag not in _HOLDS_LISTS:
                 return
             self._dropping = []  # </ul> after <li hidden>x: the list's end ends the dropped item
+        if tag in _HEADINGS and self._headings:
+            self._headings -= 1
         if tag == "a":
             self._in_self_link = False
         elif tag == "pre" and self._pre:
@@ -236,10 +243,12 @@ class _VisibleText(HTMLParser):
         self.pieces.append((bool(self._main), kind, piece))
 
 
-def _is_dropped(tag: str, attributes: dict[str, str | None]) -> bool:
-    """An element no reader sees: by its kind, hidden (the attribute, ``display: none``, a closed
-    ``<dialog>``), or a menu."""
-    if tag in _DROPPED or "hidden" in attributes or (tag == "dialog" and "open" not in attributes):
+def _is_dropped(tag: str, attributes: dict[str, str | None], *, in_heading: bool = False) -> bool:
+    """An element no reader sees: by its kind (but a button in a heading, which is the heading's
+    text), hidden (the attribute, ``display: none``, a closed ``<dialog>``), or a menu."""
+    if tag in _DROPPED and not (tag == "button" and in_heading):
+        return True
+    if "hidden" in attributes or (tag == "dialog" and "open" not in attributes):
         return True
     return bool(_NOT_DISPLAYED.search(attributes.get("style") or "")) or _is_navigation(attributes)
 
