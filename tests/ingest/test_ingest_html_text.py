@@ -112,6 +112,11 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         ('<div role="main"><div>a</div>b</div><p>c</p>', "a\nb"),
         ("<table><tr><td>a</td><td></td></tr></table><pre>b</pre>", "a\n\nb"),
         (
+            '<main><h1 id="derive"><a class="header" href="#derive">Derivable Traits</a></h1>'
+            "<p>Text.</p></main>",
+            "Derivable Traits\n\nText.",
+        ),
+        (
             '<h2 class="accordion-header"><button type="button">How do I get a refund?</button></h2>'
             '<div class="accordion-collapse collapse">Write within 30 days.</div><button>Close</button>'
             "<h3>Steps<button hidden>Expand</button></h3>",
@@ -135,6 +140,7 @@ def test_menus_marked_by_role_or_by_a_doc_generators_class_are_dropped() -> None
         "a hidden line break",
         "a division inside a main division",
         "a row ending in an empty cell",
+        "mdBook's headings",
         "an accordion's question",
     ],
 )

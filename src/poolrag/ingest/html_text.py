@@ -250,13 +250,14 @@ def _is_dropped(tag: str, attributes: dict[str, str | None], *, in_heading: bool
         return True
     if "hidden" in attributes or (tag == "dialog" and "open" not in attributes):
         return True
-    return bool(_NOT_DISPLAYED.search(attributes.get("style") or "")) or _is_navigation(attributes)
+    return bool(_NOT_DISPLAYED.search(attributes.get("style") or "")) or _is_navigation(tag, attributes)
 
 
-def _is_navigation(attributes: dict[str, str | None]) -> bool:
+def _is_navigation(tag: str, attributes: dict[str, str | None]) -> bool:
     """A menu marked by its role (ARIA's navigation, search and page footer, as ``<nav>``,
-    ``<form>`` and ``<footer>``) or by the class documentation generators give theirs."""
-    classes = set((attributes.get("class") or "").split())
+    ``<form>`` and ``<footer>``) or by the class documentation generators give theirs; a link is
+    no menu by its class (mdBook writes each heading's text in ``<a class="header">``)."""
+    classes = set((attributes.get("class") or "").split()) if tag != "a" else set()
     return attributes.get("role") in _MENU_ROLES or not classes.isdisjoint(_MENU_CLASSES)
 
 
