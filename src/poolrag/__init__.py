@@ -75,6 +75,7 @@ if TYPE_CHECKING:
         InputTypeError,
         InvalidInputError,
         ModelLoadError,
+        OutOfMemoryError,
         PoolragError,
         UnsupportedTaskError,
     )
@@ -105,6 +106,7 @@ _EXPORTS = {
     "InputTypeError": "poolrag.errors",
     "InvalidInputError": "poolrag.errors",
     "ModelLoadError": "poolrag.errors",
+    "OutOfMemoryError": "poolrag.errors",
     "PoolragError": "poolrag.errors",
     "UnsupportedTaskError": "poolrag.errors",
     "ClassificationOutput": "poolrag.outputs",
@@ -141,6 +143,7 @@ __all__ = [
     "InputTypeError",
     "InvalidInputError",
     "ModelLoadError",
+    "OutOfMemoryError",
     "PoolerConfig",
     "PoolingOutput",
     "PoolingParams",

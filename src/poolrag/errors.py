@@ -201,5 +201,10 @@ class GenerativeCheckpointError(ModelLoadError):
     refused rather than pooled by a guess; ``LLM(runner="pooling")`` converts it to embed, as vLLM."""
 
 
+class OutOfMemoryError(PoolragError, MemoryError):
+    """One sequence ran out of memory in a batch of its own (larger batches are split and retried
+    first): the call fails with it alone, and the engine goes on serving the next one."""
+
+
 class EngineClosedError(PoolragError, RuntimeError):
     """The engine was closed (``Engine.close()``, or garbage-collected); it accepts no more work."""

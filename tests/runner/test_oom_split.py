@@ -11,8 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from poolrag import Engine
+from poolrag import Engine, OutOfMemoryError
 from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.runner.oom import is_out_of_memory
 from poolrag.testing import engine_internals as internals
 
 PARAMS = ResolvedParams(task="embed")
@@ -91,8 +92,9 @@ def test_cpu_allocation_failures_split_too(engine: Engine) -> None:
 def test_a_single_sequence_that_does_not_fit_fails_clearly(engine: Engine) -> None:
     runner = internals.runner(engine)
     runner.model = MemoryBudget(runner.model, max_tokens=2)
-    with pytest.raises(torch.OutOfMemoryError):
+    with pytest.raises(OutOfMemoryError, match=r"out of memory running one input of \d+ tokens") as failed:
         engine.embed_array(["one sequence too long for the memory budget"])
+    assert isinstance(failed.value.__cause__, torch.OutOfMemoryError)
     runner.model = runner.model.inner
     assert engine.embed_array(["it works again"]).shape == (1, engine.embedding_dim)
 
@@ -103,3 +105,22 @@ def test_other_errors_are_not_mistaken_for_out_of_memory(engine: Engine) -> None
     with pytest.raises(ValueError):
         runner.forward(_requests(engine)[:4])
     assert runner.model.seen == [runner.model.seen[0]]  # no retries
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # what a server capped by RLIMIT_AS met: oneDNN found no room for a primitive's code
+        "could not create a primitive",
+        "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+        "you tried to allocate 536870912 bytes. Error code 12 (Cannot allocate memory)",
+        "std::bad_alloc",
+    ],
+)
+def test_cpu_allocation_failures_are_out_of_memory(message: str) -> None:
+    assert is_out_of_memory(RuntimeError(message))
+
+
+def test_a_shape_onednn_does_not_support_is_not_out_of_memory() -> None:
+    unsupported = RuntimeError("could not create a primitive descriptor for a matmul primitive")
+    assert not is_out_of_memory(unsupported)

@@ -29,6 +29,7 @@ import torch
 
 from poolrag.config.network_head import NetworkHead
 from poolrag.config.positions import position_offset
+from poolrag.errors import OutOfMemoryError
 from poolrag.loading.cpu_fast_mode import pack_linear_weights
 from poolrag.models.fused_linear import onednn_available
 from poolrag.models.packed_attention import pads_to_longest
@@ -286,9 +287,15 @@ class ModelRunner:
         try:
             return self._run(inputs)
         except Exception as exc:
-            if not is_out_of_memory(exc) or len(batch) < 2:
+            if not is_out_of_memory(exc):
                 raise
             tokens = inputs.num_tokens
+            if len(batch) < 2:  # nothing left to split: this call fails, the next batch runs
+                cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise OutOfMemoryError(
+                    f"out of memory running one input of {tokens} tokens in a batch of its own ({cause}); "
+                    "shorten or truncate it, or give the model more memory"
+                ) from exc
         del inputs  # free the batch's device tensors before retrying
         release_cached_memory(self.device)
         self.oom_token_limit = tokens if self.oom_token_limit is None else min(self.oom_token_limit, tokens)

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import re
+
 import torch
 
-_CPU_OOM_MESSAGES = ("can't allocate memory", "not enough memory", "out of memory")
+#: What a CPU allocation failure says in a plain ``RuntimeError``: PyTorch's allocator ("can't
+#: allocate memory"), C++'s ``std::bad_alloc``, and oneDNN failing to create a primitive (its JIT
+#: code or scratchpad found no address space under an ``RLIMIT_AS``), not the descriptor that an
+#: unsupported shape fails at.
+_CPU_OOM = re.compile(
+    r"can't allocate memory|not enough memory|out of memory|bad_alloc"
+    r"|could not create a primitive(?! descriptor)"
+)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """CUDA's ``OutOfMemoryError``, or the CPU allocator's failure (a plain ``RuntimeError``)."""
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in _CPU_OOM_MESSAGES)
+    return isinstance(exc, RuntimeError) and _CPU_OOM.search(str(exc).lower()) is not None
 
 
 def release_cached_memory(device: torch.device) -> None:

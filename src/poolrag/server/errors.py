@@ -26,6 +26,7 @@ from poolrag.errors import (
     InputTypeError,
     InvalidInputError,
     InvalidTextError,
+    OutOfMemoryError,
     PoolragError,
     UnsupportedTaskError,
 )
@@ -100,6 +101,8 @@ def from_poolrag_error(exc: PoolragError) -> APIError:
             code="engine_closed",
             headers={"Retry-After": "1"},
         )
+    if isinstance(exc, OutOfMemoryError):  # the server's capacity, not a bug: this request alone fails
+        return APIError(500, str(exc), type="server_error", code="out_of_memory")
     return APIError(500, f"the model failed: {exc}", type="server_error", code="model_error")
 
 
