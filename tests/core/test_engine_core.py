@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from poolrag import Engine
 from poolrag.core.engine_core import EngineCore
-from poolrag.errors import EngineClosedError
+from poolrag.errors import EngineClosedError, OutOfMemoryError
 from poolrag.request import ResolvedParams
 from poolrag.testing import engine_internals as internals
 
@@ -261,6 +262,42 @@ def test_a_failing_batch_fails_only_its_callers(engine: Engine) -> None:
         assert engine.embed_array(["the next caller"]).shape == (1, engine.embedding_dim)
     finally:
         del runner.run_prepared
+
+
+class MemoryCap(torch.nn.Module):
+    """The model, raising CUDA's out-of-memory error for a batch over ``max_tokens`` tokens."""
+
+    def __init__(self, model: torch.nn.Module, max_tokens: int) -> None:
+        super().__init__()
+        self.inner, self.max_tokens, self.config = model, max_tokens, model.config
+
+    def forward(self, **kwargs: Any) -> Any:
+        if kwargs["input_ids"].numel() > self.max_tokens:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return self.inner(**kwargs)
+
+
+def test_an_input_too_big_for_memory_fails_only_its_caller(tiny_model: Callable[..., Path]) -> None:
+    """Another caller's text batched with it is answered (it failed with it before)."""
+    engine = Engine(tiny_model("bert"))
+    core = _core(engine)
+    expected = engine.embed_array(["a short question"])
+    core.runner.model = MemoryCap(core.runner.model, max_tokens=30)
+    with gated(core) as (gate, batches), ThreadPoolExecutor(max_workers=3) as pool:
+        first = pool.submit(engine.embed_array, ["the worker is busy"])
+        while not batches:
+            threading.Event().wait(0.001)
+        too_big = pool.submit(engine.embed_array, ["word " * 40])
+        short = pool.submit(engine.embed_array, ["a short question"])
+        while sum(1 for job, _ in core._inbox) < 2:  # both queued behind the busy worker
+            threading.Event().wait(0.001)
+        gate.set()
+        first.result(timeout=30)
+        with pytest.raises(OutOfMemoryError, match="one input of 42 tokens"):
+            too_big.result(timeout=30)
+        np.testing.assert_allclose(short.result(timeout=30), expected, rtol=0, atol=1e-6)
+    assert any(len(batch) == 2 for batch in batches)  # the two callers' texts ran as one batch
+    engine.close()
 
 
 def test_closed_core_refuses_work_and_fails_what_was_queued(tiny_model: Callable[..., Path]) -> None:

@@ -99,6 +99,21 @@ def test_a_single_sequence_that_does_not_fit_fails_clearly(engine: Engine) -> No
     assert engine.embed_array(["it works again"]).shape == (1, engine.embedding_dim)
 
 
+def test_an_input_too_big_even_alone_leaves_the_token_budget_as_it_was(engine: Engine) -> None:
+    """Its batch splits down to it alone, where it fails: that says nothing of how big a batch of
+    other inputs may be, so later batches keep the configured budget (they were planned at half
+    the failed pair's tokens, for the engine's whole life)."""
+    runner = internals.runner(engine)
+    processor = internals.processor(engine)
+    long = processor.texts(["word " * 40], PARAMS, None, None)
+    short = processor.texts(["a", "b", "c"], PARAMS, None, None)
+    runner.model = MemoryBudget(runner.model, max_tokens=30)
+    with pytest.raises(OutOfMemoryError):
+        runner.forward([*long, *short])
+    assert runner.oom_token_limit is None and runner.token_budget(4096) == 4096
+    assert runner.forward(short).tokens is not None
+
+
 def test_other_errors_are_not_mistaken_for_out_of_memory(engine: Engine) -> None:
     runner = internals.runner(engine)
     runner.model = MemoryBudget(runner.model, max_tokens=0, error=ValueError)

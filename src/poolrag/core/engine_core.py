@@ -38,7 +38,7 @@ import torch
 
 from poolrag.batching.token_budget import TokenBudgetBatcher
 from poolrag.core.progress import Tally
-from poolrag.errors import EngineClosedError
+from poolrag.errors import EngineClosedError, OutOfMemoryError
 from poolrag.native_heap import batch_finished
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
@@ -410,6 +410,13 @@ class EngineCore:
             output = self.runner.run_prepared(requests, inputs)
             batch_finished()  # the layers' buffers are free now: a CLI process trims its heap
         except Exception as exc:
+            if isinstance(exc, OutOfMemoryError) and len(units) > 1:
+                # one input did not fit even alone: the rest of its batch, other callers' too, run
+                # one by one, so only that input's call fails
+                logger.warning("%s; running the other %d inputs of its batch alone", exc, len(units) - 1)
+                for unit in units:
+                    self._run([unit])
+                return
             logger.warning("forward pass failed for a batch of %d requests: %r", len(requests), exc)
             self._finished.put(_Finished(units, requests, None, exc))
             return

@@ -298,12 +298,15 @@ class ModelRunner:
                 ) from exc
         del inputs  # free the batch's device tensors before retrying
         release_cached_memory(self.device)
-        self.oom_token_limit = tokens if self.oom_token_limit is None else min(self.oom_token_limit, tokens)
         half = len(batch) // 2
         logger.warning(
             "out of memory on a batch of %d sequences (%d tokens): splitting it in two", len(batch), tokens
         )
-        return ForwardOutput.concat([self.forward(batch[:half]), self.forward(batch[half:])])
+        output = ForwardOutput.concat([self.forward(batch[:half]), self.forward(batch[half:])])
+        # only now, the halves having fit: an input too big even alone raised above, and says nothing
+        # of the batch size every later batch would otherwise be planned under, for good
+        self.oom_token_limit = tokens if self.oom_token_limit is None else min(self.oom_token_limit, tokens)
+        return output
 
     def token_budget(self, planned: int) -> int:
         """The scheduler's budget, lowered below the smallest batch that ran out of memory."""
