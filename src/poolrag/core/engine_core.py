@@ -44,6 +44,7 @@ from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.request import PoolingRequest
 from poolrag.runner.forward_output import ForwardOutput
 from poolrag.runner.model_runner import ModelRunner
+from poolrag.runner.oom import is_out_of_memory, too_big_alone
 
 logger = logging.getLogger(__name__)
 
@@ -410,15 +411,22 @@ class EngineCore:
             output = self.runner.run_prepared(requests, inputs)
             batch_finished()  # the layers' buffers are free now: a CLI process trims its heap
         except Exception as exc:
-            if isinstance(exc, OutOfMemoryError) and len(units) > 1:
-                # one input did not fit even alone: the rest of its batch, other callers' too, run
-                # one by one, so only that input's call fails
-                logger.warning("%s; running the other %d inputs of its batch alone", exc, len(units) - 1)
-                for unit in units:
-                    self._run([unit])
+            if not is_out_of_memory(exc) or len(units) < 2:
+                if is_out_of_memory(exc) and not isinstance(exc, OutOfMemoryError):
+                    exc = too_big_alone(exc, requests[0].num_tokens)
+                logger.warning("forward pass failed for a batch of %d requests: %r", len(requests), exc)
+                self._finished.put(_Finished(units, requests, None, exc))
                 return
-            logger.warning("forward pass failed for a batch of %d requests: %r", len(requests), exc)
-            self._finished.put(_Finished(units, requests, None, exc))
+            output = None
+        if output is None:
+            # the runner's split did not get it through (an input too big even alone, or the halves'
+            # results too big to join): each half runs and is answered on its own, so only an input
+            # that cannot fit fails, not the other callers batched with it (the failed attempt's
+            # tensors, held by its traceback, are gone by now)
+            logger.warning("out of memory on a batch of %d requests: running its halves apart", len(units))
+            half = len(units) // 2
+            self._run(units[:half])
+            self._run(units[half:])
             return
         stats = self.stats
         stats.batches += 1

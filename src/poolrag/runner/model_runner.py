@@ -29,14 +29,13 @@ import torch
 
 from poolrag.config.network_head import NetworkHead
 from poolrag.config.positions import position_offset
-from poolrag.errors import OutOfMemoryError
 from poolrag.loading.cpu_fast_mode import pack_linear_weights
 from poolrag.models.fused_linear import onednn_available
 from poolrag.models.packed_attention import pads_to_longest
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.batch_inputs import BatchInputs, build_image_inputs, build_inputs, build_page_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
-from poolrag.runner.oom import is_out_of_memory, release_cached_memory
+from poolrag.runner.oom import is_out_of_memory, release_cached_memory, too_big_alone
 from poolrag.runner.varlen_attention import packed_forward, register
 
 if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (seconds)
@@ -291,22 +290,18 @@ class ModelRunner:
                 raise
             tokens = inputs.num_tokens
             if len(batch) < 2:  # nothing left to split: this call fails, the next batch runs
-                cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise OutOfMemoryError(
-                    f"out of memory running one input of {tokens} tokens in a batch of its own ({cause}); "
-                    "shorten or truncate it, or give the model more memory"
-                ) from exc
+                raise too_big_alone(exc, tokens) from exc
         del inputs  # free the batch's device tensors before retrying
         release_cached_memory(self.device)
         half = len(batch) // 2
         logger.warning(
             "out of memory on a batch of %d sequences (%d tokens): splitting it in two", len(batch), tokens
         )
-        output = ForwardOutput.concat([self.forward(batch[:half]), self.forward(batch[half:])])
-        # only now, the halves having fit: an input too big even alone raised above, and says nothing
-        # of the batch size every later batch would otherwise be planned under, for good
+        first = self.forward(batch[:half])  # the longest inputs: one too big even alone raises here
+        # a half fit where the whole did not: later batches are planned below it (not before, as an
+        # input too big alone says nothing of the batch size every later batch would be held under)
         self.oom_token_limit = tokens if self.oom_token_limit is None else min(self.oom_token_limit, tokens)
-        return output
+        return ForwardOutput.concat([first, self.forward(batch[half:])])
 
     def token_budget(self, planned: int) -> int:
         """The scheduler's budget, lowered below the smallest batch that ran out of memory."""

@@ -6,6 +6,8 @@ import re
 
 import torch
 
+from poolrag.errors import OutOfMemoryError
+
 #: What a CPU allocation failure says in a plain ``RuntimeError``: PyTorch's allocator ("can't
 #: allocate memory"), C++'s ``std::bad_alloc``, and oneDNN failing to create a primitive (its JIT
 #: code or scratchpad found no address space under an ``RLIMIT_AS``), not the descriptor that an
@@ -21,6 +23,16 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
     return isinstance(exc, RuntimeError) and _CPU_OOM.search(str(exc).lower()) is not None
+
+
+def too_big_alone(exc: BaseException, tokens: int) -> OutOfMemoryError:
+    """The error of one input that ran out of memory in a batch of its own, naming its size."""
+    text = str(exc).strip()
+    cause = text.splitlines()[0] if text else type(exc).__name__
+    return OutOfMemoryError(
+        f"out of memory running one input of {tokens} tokens in a batch of its own ({cause}); "
+        "shorten or truncate it, or give the model more memory"
+    )
 
 
 def release_cached_memory(device: torch.device) -> None:
