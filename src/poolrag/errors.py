@@ -201,9 +201,11 @@ class GenerativeCheckpointError(ModelLoadError):
     refused rather than pooled by a guess; ``LLM(runner="pooling")`` converts it to embed, as vLLM."""
 
 
-class OutOfMemoryError(PoolragError, MemoryError):
+class OutOfMemoryError(PoolragError, RuntimeError):
     """One sequence ran out of memory in a batch of its own (larger batches are split and retried
-    first): the call fails with it alone, and the engine goes on serving the next one."""
+    first): the call fails with it alone, and the engine goes on serving the next one. A
+    ``RuntimeError``, as torch's own out-of-memory errors are (``MemoryError`` cannot be pickled
+    back from a worker process)."""
 
 
 class EngineClosedError(PoolragError, RuntimeError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,8 @@ def test_a_single_sequence_that_does_not_fit_fails_clearly(engine: Engine) -> No
     with pytest.raises(OutOfMemoryError, match=r"out of memory running one input of \d+ tokens") as failed:
         engine.embed_array(["one sequence too long for the memory budget"])
     assert isinstance(failed.value.__cause__, torch.OutOfMemoryError)
+    again = pickle.loads(pickle.dumps(failed.value))  # as it comes back from a worker process
+    assert type(again) is OutOfMemoryError and str(again) == str(failed.value)
     runner.model = runner.model.inner
     assert engine.embed_array(["it works again"]).shape == (1, engine.embedding_dim)
 

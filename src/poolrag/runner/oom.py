@@ -20,7 +20,7 @@ _CPU_OOM = re.compile(
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """CUDA's ``OutOfMemoryError``, or the CPU allocator's failure (a plain ``RuntimeError``)."""
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError, OutOfMemoryError)):
         return True
     return isinstance(exc, RuntimeError) and _CPU_OOM.search(str(exc).lower()) is not None
 
