@@ -286,3 +286,82 @@ def test_a_sentence_transformer_saved_with_truncate_dim_gives_vectors_of_that_si
     engine = Engine(tmp_path / "cut")
     np.testing.assert_allclose(engine.embed_array(SENTENCES), expected, atol=1e-5)
     assert engine.embed_array(SENTENCES[:1], PoolingParams(dimensions=4)).shape == (1, 4)
+
+
+def _save(folder: Path, backbone: Path, *after_transformer: torch.nn.Module) -> Path:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Transformer
+
+    SentenceTransformer(modules=[Transformer(str(backbone)), *after_transformer], device="cpu").save(
+        str(folder)
+    )
+    return folder
+
+
+def _dense(in_features: int, out_features: int, **options: object) -> torch.nn.Module:
+    from sentence_transformers.sentence_transformer.modules import Dense
+
+    torch.manual_seed(7)
+    dense = Dense(in_features, out_features, activation_function=torch.nn.Tanh(), **options)
+    with torch.no_grad():
+        dense.linear.bias.normal_(0.0, 0.1)
+    return dense
+
+
+def test_a_dense_after_a_normalize_projects_the_unit_vector(tmp_path, minilm_path: Path) -> None:
+    """[Pooling, Normalize, Dense]: sentence-transformers projects the unit vector and returns the
+    projection as it is; poolrag projected the raw pooled vector and normalised the result (0.26
+    apart, norms 1.0 where sentence-transformers gives 0.59)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+
+    backbone = build_encoder(tmp_path / "bert", "bert", minilm_path, seed=5)
+    folder = _save(tmp_path / "st", backbone, Pooling(32, "mean"), Normalize(), _dense(32, 16))
+    reference = SentenceTransformer(str(folder), device="cpu").encode(SENTENCES)
+    assert not np.allclose(np.linalg.norm(reference, axis=1), 1.0, atol=1e-3)
+    np.testing.assert_allclose(Engine(folder).embed_array(SENTENCES), reference, atol=1e-5)
+
+
+def _modules_after_transformer(shape: str) -> list[torch.nn.Module]:
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+
+    return {
+        # a per-token projection before pooling (poolrag applied it after pooling)
+        "dense-on-tokens": lambda: [_dense(32, 16, module_input_name="token_embeddings"), Pooling(16)],
+        # the projection plus its input (poolrag dropped the residual)
+        "dense-residual": lambda: [Pooling(32), _dense(32, 32, use_residual=True)],
+        # a projection stored under another key leaves the pooled vector as it is
+        "dense-to-other-key": lambda: [Pooling(32), _dense(32, 16, module_output_name="projected")],
+        # token vectors normalised, the pooled one not (poolrag normalised the pooled vector)
+        "normalize-on-tokens": lambda: [Pooling(32), Normalize(module_input_name="token_embeddings")],
+    }[shape]()
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        (
+            "dense-on-tokens",
+            r"1_Dense: a Dense module on another vector than the pooled one "
+            r"\(module_input_name='token_embeddings'",
+        ),
+        ("dense-residual", r"2_Dense: a Dense module with use_residual=true is not supported"),
+        (
+            "dense-to-other-key",
+            r"2_Dense: a Dense module on another vector than the pooled one "
+            r"\(module_output_name='projected'\)",
+        ),
+        ("normalize-on-tokens", r"2_Normalize: a Normalize module on another vector than the pooled one"),
+    ],
+)
+def test_dense_and_normalize_settings_poolrag_does_not_run_are_refused(
+    tmp_path, minilm_path: Path, shape: str, message: str
+) -> None:
+    """sentence-transformers 5+ saves where a Dense / Normalize reads and writes
+    (``module_input_name`` / ``module_output_name``) and Dense's ``use_residual``; poolrag ignored
+    them and returned other vectors than sentence-transformers, silently. Now a one-line error."""
+    backbone = build_encoder(tmp_path / "bert", "bert", minilm_path, seed=5)
+    folder = _save(tmp_path / "st", backbone, *_modules_after_transformer(shape))
+    with pytest.raises(ModelLoadError, match=message) as caught:
+        Engine(folder)
+    assert "\n" not in str(caught.value)

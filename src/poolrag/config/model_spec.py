@@ -52,6 +52,7 @@ class DenseSpec:
     activation: str  # a torch.nn class path, e.g. "torch.nn.modules.activation.Tanh"
     weight_key_prefix: str = "linear."
     weights_file: Path | None = None
+    normalized_input: bool = False  # a Normalize module comes before it: its input is L2-normalised
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +221,29 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
     return chosen[0]
 
 
+#: the one ``features`` key poolrag's Dense and Normalize act on: the pooled vector
+_SENTENCE_EMBEDDING = "sentence_embedding"
+
+
+def _check_sentence_level(folder: Path, kind: str) -> None:
+    """poolrag runs a Dense or Normalize module on the pooled vector, after pooling, with no
+    residual (sentence-transformers >= 5's defaults). A module that reads or writes another key
+    (``token_embeddings``: before pooling) or adds its input back (``use_residual``) would give
+    other vectors: refused."""
+    cfg = _read_json(folder / "config.json") or {}
+    assert isinstance(cfg, dict)
+    keys = {k: cfg[k] for k in ("module_input_name", "module_output_name") if k in cfg}
+    other = {k: v for k, v in keys.items() if v not in (None, _SENTENCE_EMBEDDING)}
+    name = kind.rsplit(".", 1)[-1]
+    if other:
+        found = ", ".join(f"{k}={v!r}" for k, v in other.items())
+        raise ModelLoadError(
+            f"{folder}: a {name} module on another vector than the pooled one ({found}) is not supported"
+        )
+    if cfg.get("use_residual"):
+        raise ModelLoadError(f"{folder}: a Dense module with use_residual=true is not supported")
+
+
 #: ``hf_overrides`` that say which sizes of the full vector may be cut (``--assume-matryoshka``): they
 #: leave the model and its full vectors as they are, so the weights' fingerprint (which keys the
 #: embedding cache) does not read them; the collection records them with its dimension.
@@ -256,9 +280,14 @@ def _read_st_folder(path: Path) -> _StFolder:
         elif module_role is StModule.POOLING:
             st.pooling = _pooling_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
         elif module_role is StModule.DENSE:
-            st.dense.append(_dense_from_folder(folder))
+            if not kind.startswith("pylate"):  # PyLate's Dense projects token vectors by design
+                _check_sentence_level(folder, kind)
+            # after a Normalize, the Dense reads a unit vector, and its output is not one
+            st.dense.append(replace(_dense_from_folder(folder), normalized_input=bool(st.normalize)))
+            st.normalize = None
             st.is_pylate = st.is_pylate or kind.startswith("pylate")
         elif module_role is StModule.NORMALIZE:
+            _check_sentence_level(folder, kind)
             st.normalize = True
         elif module_role is StModule.SPLADE_POOLING:
             st.splade = _splade_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]

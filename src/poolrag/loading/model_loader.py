@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from safetensors.torch import load_file
 from torch import nn
+from torch.nn import functional as F
 from transformers import (
     AutoModel,
     AutoModelForSequenceClassification,
@@ -277,6 +278,13 @@ def _activation(path: str) -> nn.Module:
     return getattr(nn, name)()
 
 
+class _L2Normalize(nn.Module):
+    """A sentence-transformers ``Normalize`` module between pooling and a ``Dense`` layer."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, p=2, dim=-1)
+
+
 def load_projection(layers: list[DenseSpec], dtype: torch.dtype, device: torch.device) -> nn.Module | None:
     """Stack the Dense / ColBERT linear layers into one module, or ``None`` when there are none."""
     if not layers:
@@ -299,6 +307,8 @@ def load_projection(layers: list[DenseSpec], dtype: torch.dtype, device: torch.d
             linear.load_state_dict(weights)
         except RuntimeError as exc:
             raise ModelLoadError(f"projection weights in {layer.folder} do not fit: {exc}") from exc
+        if layer.normalized_input:
+            modules.append(_L2Normalize())
         modules.append(linear)
         act = _activation(layer.activation)
         if not isinstance(act, nn.Identity):
