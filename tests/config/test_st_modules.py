@@ -365,3 +365,22 @@ def test_dense_and_normalize_settings_poolrag_does_not_run_are_refused(
     with pytest.raises(ModelLoadError, match=message) as caught:
         Engine(folder)
     assert "\n" not in str(caught.value)
+
+
+def test_a_saved_multi_vector_encoder_is_refused_by_name(tmp_path, minilm_path: Path) -> None:
+    """sentence-transformers 6's MultiVectorEncoder saves [Transformer, Dense, Normalize] acting on
+    ``token_embeddings``; poolrag loaded it as a one-vector embedder (token_embed gave 32-wide
+    tokens without the Dense, where sentence-transformers gives 16-wide): now refused, by name."""
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.sentence_transformer.modules import Normalize, Transformer
+
+    backbone = build_encoder(tmp_path / "bert", "bert", minilm_path, seed=5)
+    modules = [
+        Transformer(str(backbone)),
+        _dense(32, 16, module_input_name="token_embeddings"),
+        Normalize(module_input_name="token_embeddings"),
+    ]
+    MultiVectorEncoder(modules=modules, device="cpu").save(str(tmp_path / "mve"))
+    with pytest.raises(ModelLoadError, match=r"MultiVectorEncoder is not supported") as caught:
+        Engine(tmp_path / "mve")
+    assert "\n" not in str(caught.value)

@@ -35,7 +35,7 @@ from poolrag.config.registry import (
     lookup_architecture,
     remote_classes,
 )
-from poolrag.config.st_modules import StModule, st_module_role
+from poolrag.config.st_modules import MULTI_VECTOR, StModule, st_module_role
 from poolrag.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -225,16 +225,18 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
 _SENTENCE_EMBEDDING = "sentence_embedding"
 
 
-def _check_sentence_level(folder: Path, kind: str) -> None:
+def _check_sentence_level(folder: Path, kind: str, st_config: dict[str, Any]) -> None:
     """poolrag runs a Dense or Normalize module on the pooled vector, after pooling, with no
     residual (sentence-transformers >= 5's defaults). A module that reads or writes another key
     (``token_embeddings``: before pooling) or adds its input back (``use_residual``) would give
-    other vectors: refused."""
+    other vectors: refused (a MultiVectorEncoder's per-token modules, by that name)."""
     cfg = _read_json(folder / "config.json") or {}
     assert isinstance(cfg, dict)
     keys = {k: cfg[k] for k in ("module_input_name", "module_output_name") if k in cfg}
     other = {k: v for k, v in keys.items() if v not in (None, _SENTENCE_EMBEDDING)}
     name = kind.rsplit(".", 1)[-1]
+    if other and st_config.get("model_type") == "MultiVectorEncoder":
+        raise ModelLoadError(f"{folder.parent}: {MULTI_VECTOR}")
     if other:
         found = ", ".join(f"{k}={v!r}" for k, v in other.items())
         raise ModelLoadError(
@@ -281,13 +283,13 @@ def _read_st_folder(path: Path) -> _StFolder:
             st.pooling = _pooling_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
         elif module_role is StModule.DENSE:
             if not kind.startswith("pylate"):  # PyLate's Dense projects token vectors by design
-                _check_sentence_level(folder, kind)
+                _check_sentence_level(folder, kind, st_config)
             # after a Normalize, the Dense reads a unit vector, and its output is not one
             st.dense.append(replace(_dense_from_folder(folder), normalized_input=bool(st.normalize)))
             st.normalize = None
             st.is_pylate = st.is_pylate or kind.startswith("pylate")
         elif module_role is StModule.NORMALIZE:
-            _check_sentence_level(folder, kind)
+            _check_sentence_level(folder, kind, st_config)
             st.normalize = True
         elif module_role is StModule.SPLADE_POOLING:
             st.splade = _splade_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]

@@ -63,10 +63,10 @@ NOT_SUPPORTED: dict[str, str] = {
     "LogitScore": "a causal-LM CrossEncoder scored from lm_head logits: load the backbone with "
     "convert='classify' and classifier_from_token instead",
 }
-_MULTI_VECTOR = "a sentence-transformers MultiVectorEncoder is not supported; save it in the PyLate layout"
+MULTI_VECTOR = "a sentence-transformers MultiVectorEncoder is not supported; save it in the PyLate layout"
 NOT_SUPPORTED |= dict.fromkeys(
     ("MultiVectorMask", "TokenPooling", "BaseTokenPooling", "HierarchicalTokenPooling", "LambdaTokenPooling"),
-    _MULTI_VECTOR,
+    MULTI_VECTOR,
 )
 
 
