@@ -384,3 +384,20 @@ def test_a_saved_multi_vector_encoder_is_refused_by_name(tmp_path, minilm_path: 
     with pytest.raises(ModelLoadError, match=r"MultiVectorEncoder is not supported") as caught:
         Engine(tmp_path / "mve")
     assert "\n" not in str(caught.value)
+
+
+def test_a_default_prompt_name_the_folder_does_not_hold_is_refused(tmp_path, saved_embedder: Path) -> None:
+    """sentence-transformers refuses a folder whose ``default_prompt_name`` names no prompt of its
+    own; poolrag read it as no prompt at all and embedded every text without one."""
+    from sentence_transformers import SentenceTransformer
+
+    folder = shutil.copytree(saved_embedder, tmp_path / "st")
+    settings = folder / "config_sentence_transformers.json"
+    config = json.loads(settings.read_text())
+    config |= {"prompts": {"query": "query: "}, "default_prompt_name": "classification"}
+    settings.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="classification"):
+        SentenceTransformer(str(folder), device="cpu")
+    with pytest.raises(ModelLoadError, match=r"default_prompt_name 'classification' is not one of") as caught:
+        Engine(folder)
+    assert "\n" not in str(caught.value)

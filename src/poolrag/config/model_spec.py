@@ -312,6 +312,7 @@ def load_model_spec(
     bidirectional = is_bidirectional(architecture, hf_config, trust_remote_code)
     pooling = bidirectional_pooling(hf_config) if bidirectional and st.pooling is None else st.pooling
     truncate_dim = _positive_count(st_config, "truncate_dim", path)
+    prompts = {str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()}
     st_max = _read_json(transformer_path / "sentence_bert_config.json") or {}
     max_seq = st_max.get("max_seq_length") if isinstance(st_max, dict) else None
     return ModelSpec(
@@ -322,8 +323,8 @@ def load_model_spec(
         architecture=architecture,
         pooler_defaults=PoolerConfig(pooling_type=pooling, normalize=st.normalize, dimensions=truncate_dim),
         dense=dense,
-        prompts={str(k): str(v) for k, v in (st_config.get("prompts") or {}).items()},
-        default_prompt_name=st_config.get("default_prompt_name"),
+        prompts=prompts,
+        default_prompt_name=_default_prompt_name(st_config, prompts, path),
         similarity=st_config.get("similarity_fn_name"),
         st_max_seq_length=int(max_seq) if max_seq else None,
         lowercase=isinstance(st_max, dict) and st_max.get("do_lower_case") is True,
@@ -392,6 +393,18 @@ def _cross_encoder_activation(st_config: dict[str, Any], hf_config: PretrainedCo
     if activation is None:
         activation = getattr(hf_config, "sbert_ce_default_activation_function", None)
     return activation
+
+
+def _default_prompt_name(st_config: dict[str, Any], prompts: dict[str, str], folder: Path) -> str | None:
+    """The prompt every text gets unless a call says otherwise; one the folder does not hold is
+    refused, as sentence-transformers refuses it (read as no prompt, every vector came out other)."""
+    name = st_config.get("default_prompt_name")
+    if name is not None and name not in prompts:
+        raise ModelLoadError(
+            f"{folder}: default_prompt_name {name!r} is not one of the folder's prompts "
+            f"({', '.join(map(repr, prompts)) or 'none'}) in config_sentence_transformers.json"
+        )
+    return name
 
 
 def _positive_count(st_config: dict[str, Any], key: str, folder: Path) -> int | None:
