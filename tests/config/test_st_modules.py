@@ -401,3 +401,35 @@ def test_a_default_prompt_name_the_folder_does_not_hold_is_refused(tmp_path, sav
     with pytest.raises(ModelLoadError, match=r"default_prompt_name 'classification' is not one of") as caught:
         Engine(folder)
     assert "\n" not in str(caught.value)
+
+
+_NO_FLAG_SET = {f"pooling_mode_{m}": False for m in ("cls_token", "mean_tokens", "max_tokens", "lasttoken")}
+
+
+@pytest.mark.parametrize(
+    "pooling_config",
+    [
+        # 2.x-5.x flags, none set: sentence-transformers pools by mean (its default)
+        {"word_embedding_dimension": 32, **_NO_FLAG_SET},
+        {"word_embedding_dimension": 32},
+        # 6.x's pooling_mode wins over stale flags (sentence-transformers drops them)
+        {"embedding_dimension": 32, "pooling_mode": "mean", "pooling_mode_weightedmean_tokens": True},
+    ],
+    ids=["no-flag-set", "no-mode-key", "mode-beside-stale-flags"],
+)
+def test_a_pooling_config_is_read_as_sentence_transformers_reads_it(
+    tmp_path, minilm_path: Path, pooling_config: dict[str, object]
+) -> None:
+    """poolrag refused these Pooling configs ("expected exactly one pooling mode, found none";
+    "pooling mode 'pooling_mode_weightedmean_tokens' is not supported") where
+    sentence-transformers 6.2 loads them and pools by mean."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    backbone = build_encoder(tmp_path / "bert", "bert", minilm_path, seed=5)
+    folder = _save(tmp_path / "st", backbone, Pooling(32, "cls"))
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config))
+    reference = SentenceTransformer(str(folder), device="cpu").encode(SENTENCES)
+    mean = SentenceTransformer(str(_save(tmp_path / "mean", backbone, Pooling(32, "mean"))), device="cpu")
+    np.testing.assert_allclose(reference, mean.encode(SENTENCES), atol=1e-6)
+    np.testing.assert_allclose(Engine(folder).embed_array(SENTENCES), reference, atol=1e-5)

@@ -199,26 +199,29 @@ def _dense_from_folder(folder: Path, prefix: str = "linear.") -> DenseSpec:
 
 
 def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
-    for key in ST_UNSUPPORTED_POOLING_MODES:
-        if cfg.get(key):
-            raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {key!r} is not supported")
+    """The Pooling module's mode, as sentence-transformers 6 reads its config: ``pooling_mode`` when
+    given (the 2.x-5.x ``pooling_mode_*`` flags are then ignored), else the one flag set, else mean
+    (its default, also for a config that sets no flag)."""
     if cfg.get("include_prompt") is False:
         raise ModelLoadError(f"{folder}: pooling with include_prompt=false is not supported")
-    if "pooling_mode" in cfg:  # sentence-transformers >= 6: one name, or a list to concatenate
-        mode = cfg["pooling_mode"]
-        if isinstance(mode, list) and len(mode) == 1:
-            mode = mode[0]
-        if not isinstance(mode, str):
-            raise ModelLoadError(f"{folder}: concatenated pooling modes {mode!r} are not supported")
-        mode = mode.lower()
-        table = {name: pooling for pooling, (name, _) in SENTENCE_POOLING.items()}
-        if mode not in table:
-            raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {mode!r} is not supported")
-        return table[mode]  # type: ignore[return-value]
-    chosen = [mode for key, mode in ST_POOLING_MODES.items() if cfg.get(key)]
-    if len(chosen) != 1:
-        raise ModelLoadError(f"{folder}: expected exactly one pooling mode, found {chosen or 'none'}")
-    return chosen[0]
+    if "pooling_mode" not in cfg:  # sentence-transformers 2.x-5.x: one boolean flag per mode
+        for key in ST_UNSUPPORTED_POOLING_MODES:
+            if cfg.get(key):
+                raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {key!r} is not supported")
+        chosen = [mode for key, mode in ST_POOLING_MODES.items() if cfg.get(key)]
+        if len(chosen) > 1:
+            raise ModelLoadError(f"{folder}: concatenated pooling modes {chosen} are not supported")
+        return chosen[0] if chosen else "MEAN"
+    mode = cfg["pooling_mode"]  # sentence-transformers >= 6: one name, or a list to concatenate
+    if isinstance(mode, list) and len(mode) == 1:
+        mode = mode[0]
+    if not isinstance(mode, str):
+        raise ModelLoadError(f"{folder}: concatenated pooling modes {mode!r} are not supported")
+    mode = mode.lower()
+    table = {name: pooling for pooling, (name, _) in SENTENCE_POOLING.items()}
+    if mode not in table:
+        raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {mode!r} is not supported")
+    return table[mode]  # type: ignore[return-value]
 
 
 #: the one ``features`` key poolrag's Dense and Normalize act on: the pooled vector
@@ -280,7 +283,10 @@ def _read_st_folder(path: Path) -> _StFolder:
         if module_role is StModule.TRANSFORMER:
             st.transformer_path = folder
         elif module_role is StModule.POOLING:
-            st.pooling = _pooling_from_st(_read_json(folder / "config.json") or {}, folder)  # type: ignore[arg-type]
+            pooling_config = _read_json(folder / "config.json")
+            if not isinstance(pooling_config, dict):
+                raise ModelLoadError(f"Pooling module at {folder} has no config.json")
+            st.pooling = _pooling_from_st(pooling_config, folder)
         elif module_role is StModule.DENSE:
             if not kind.startswith("pylate"):  # PyLate's Dense projects token vectors by design
                 _check_sentence_level(folder, kind, st_config)
