@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from poolrag.config.pooler_config import ST_UNSUPPORTED_POOLING_MODES
+from poolrag.config.pooler_config import SENTENCE_POOLING, ST_UNSUPPORTED_POOLING_MODES
 from poolrag.config.registry import (
     ARCHITECTURES,
     BACKBONE_NAMES_NOTE,
@@ -116,6 +116,7 @@ def markdown() -> str:
         )
     st_modes = ", ".join(f"`{m}`" for m in ST_POOLING_MODES)
     refused = ", ".join(f"`{m}`" for m in ST_UNSUPPORTED_POOLING_MODES)
+    st_names = " / ".join(f"`{name}`" for name, _ in SENTENCE_POOLING.values())
     lines += [
         "",
         "Any architecture becomes an embedder with `convert='embed'`. A backbone counts as a decoder",
@@ -171,7 +172,12 @@ def markdown() -> str:
         "  `sentence_transformers` section; before 4: its `sbert_ce_default_activation_function`),",
         "  `max_seq_length` and `do_lower_case` (every text lowercased first) from",
         "  `sentence_bert_config.json`, or the tokenizer's `model_max_length` (version 6).",
-        f"  Pooling modes: {st_modes} (or `pooling_mode` `cls` / `mean` / `lasttoken`); refused: {refused}.",
+        f"  Pooling modes: {st_modes} (none set: mean, as sentence-transformers reads it), or 6.x's",
+        f"  `pooling_mode` {st_names}; refused: {refused}, concatenated modes, `include_prompt: false`.",
+        "  `Dense` and `Normalize` act on the pooled vector in their `modules.json` order (a `Dense`",
+        "  after a `Normalize` projects the unit vector); one reading or writing another vector",
+        "  (`module_input_name` / `module_output_name` other than `sentence_embedding`) or a `Dense`",
+        "  with `use_residual` is refused, and a `default_prompt_name` the folder's prompts lack.",
         "* **PyLate** (ColBERT): a `pylate` `Dense` module, or `config_sentence_transformers.json` with",
         '  `model_type: "ColBERT"` or `query_length`; prefixes, lengths and skiplist come from that file.',
         '* **Stanford ColBERT**: `"architectures": ["HF_ColBERT"]`, the BERT weights under `bert.` and',
