@@ -148,11 +148,6 @@ def _known_token(folder: Path, candidates: tuple[str, ...]) -> str | None:
     return None
 
 
-def _usable_positions(hf_config: PretrainedConfig) -> int:
-    """The document length a named ColBERT may use (512 when the config has no position table)."""
-    return usable_positions(hf_config) or 512
-
-
 def named_colbert(
     folder: Path,
     hf_config: PretrainedConfig,
@@ -179,7 +174,7 @@ def named_colbert(
         query_prefix=_known_token(folder, COLBERT_MARKERS["query"]),
         document_prefix=_known_token(folder, COLBERT_MARKERS["document"]),
         query_length=COLBERT_QUERY_LENGTH,
-        document_length=_usable_positions(hf_config),
+        document_length=usable_positions(hf_config) or 512,  # 512: no position table
         attend_to_expansion_tokens=True,
         do_query_expansion=True,
         skiplist_words=(),  # no skiplist without PyLate settings: vLLM keeps every token

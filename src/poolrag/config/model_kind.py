@@ -31,10 +31,6 @@ TASK_SCORE_KINDS: dict[str, ScoreKind] = {
 }
 
 
-def _remote_auto_classes(spec: ModelSpec) -> set[str]:
-    return set((getattr(spec.hf_config, "auto_map", None) or {}).keys())
-
-
 def _head_after_pooling(spec: ModelSpec) -> bool:
     """Classifiers whose head we can apply to the pooled row ourselves.
 
@@ -44,7 +40,7 @@ def _head_after_pooling(spec: ModelSpec) -> bool:
     """
     if spec.role is Role.REWARD_HEAD or spec.bidirectional:
         return True
-    if "AutoModelForSequenceClassification" in _remote_auto_classes(spec):
+    if "AutoModelForSequenceClassification" in (getattr(spec.hf_config, "auto_map", None) or {}):
         return False
     return spec.is_decoder
 
