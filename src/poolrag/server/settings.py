@@ -39,8 +39,9 @@ class ServerSettings:
         max_inputs: most inputs (texts, token lists, documents, pairs) in one request.
         max_body_bytes: largest request body accepted; larger ones get 413 before being parsed.
         retry_after_s: the ``Retry-After`` value sent with 503 answers.
-        engine_threads: worker threads for synchronous engine calls (unused once the engine has
-            an async core).
+        engine_threads: worker threads for blocking work off the event loop (tokenising for
+            ``/tokenize``, ``/detokenize``, first-token cuts and late chunking); TEI's
+            ``tokenization_workers``.
         max_request_tokens: most token ids in one request, counted while parsing (413 beyond);
             ``None``: ``max_inputs`` times the model's maximum length.
         max_request_chars: most characters of text in one request (413 beyond); ``None``: the
