@@ -180,7 +180,7 @@ def _read_json(path: Path) -> dict[str, Any] | list[Any] | None:
         raise ModelLoadError(f"{path} is not valid JSON: {exc}") from exc
 
 
-def _dense_from_folder(folder: Path, prefix: str = "linear.") -> DenseSpec:
+def _dense_from_folder(folder: Path) -> DenseSpec:
     cfg = _read_json(folder / "config.json")
     if not isinstance(cfg, dict):
         raise ModelLoadError(f"Dense module at {folder} has no config.json")
@@ -193,7 +193,7 @@ def _dense_from_folder(folder: Path, prefix: str = "linear.") -> DenseSpec:
         out_features=int(cfg["out_features"]),
         bias=bool(cfg.get("bias", True)),
         activation=str(cfg.get("activation_function", "torch.nn.modules.linear.Identity")),
-        weight_key_prefix=prefix,
+        weight_key_prefix="linear.",  # sentence-transformers' Dense module
         weights_file=weights,
     )
 
