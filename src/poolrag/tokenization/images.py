@@ -99,34 +99,34 @@ def _encoded(value: object, name: str) -> bytes | Path:
         raise InvalidImageError(name, "the image data URL is not valid base64") from None
 
 
-def decode_image(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXELS) -> Any:
+def decode_image(value: object, name: str = "input") -> Any:
     """``value`` as an RGB PIL image, or one line saying why it cannot be read."""
-    with decoded(value, name, max_pixels) as image:
+    with decoded(value, name) as image:
         return image
 
 
 @contextmanager
-def decoded(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXELS) -> Iterator[Any]:
+def decoded(value: object, name: str = "input") -> Iterator[Any]:
     """:func:`decode_image`, its pixels held in :data:`DECODING` until the block ends (where the
     image processor makes its own copies of them)."""
     image_module = _pil()
     opened = not is_pil_image(value)
-    image = _open(image_module, _encoded(value, name), name, max_pixels) if opened else value
-    _check_size(image.size, name, max_pixels)  # from the header, before a pixel is decoded
+    image = _open(image_module, _encoded(value, name), name) if opened else value
+    _check_size(image.size, name)  # from the header, before a pixel is decoded
     width, height = image.size
     with DECODING.hold(width * height):
         if opened:
-            with _read_errors(image_module, name, max_pixels):
+            with _read_errors(image_module, name):
                 image.load()
                 image = _upright(image, image_module)
         yield on_white(image, name)
 
 
-def _open(image_module: Any, source: bytes | Path, name: str, max_pixels: int) -> Any:
+def _open(image_module: Any, source: bytes | Path, name: str) -> Any:
     """``source`` opened by Pillow, its header read and no pixel decoded (an icon's images checked
     first, since Pillow decodes one while opening it)."""
-    with _read_errors(image_module, name, max_pixels):
-        _check_icon(source, name, max_pixels)
+    with _read_errors(image_module, name):
+        _check_icon(source, name)
         return image_module.open(
             io.BytesIO(source) if isinstance(source, bytes) else source, formats=_readers(image_module)
         )
@@ -157,7 +157,7 @@ def _upright(image: Any, image_module: Any) -> Any:
     return turned
 
 
-def turned_upright(value: object, name: str = "input", max_pixels: int = MAX_IMAGE_PIXELS) -> bool | None:
+def turned_upright(value: object, name: str = "input") -> bool | None:
     """Whether decoding turns the encoded image ``value`` by its EXIF orientation (a PIL image: never),
     read from its header (a PNG whose metadata follows its pixels is decoded to read it, as decoding
     reads it); ``None`` without Pillow, which cannot tell. An image that cannot be read is ``False``:
@@ -172,14 +172,14 @@ def turned_upright(value: object, name: str = "input", max_pixels: int = MAX_IMA
     try:
         source = _encoded(value, name)
         with (
-            _open(image_module, source, name, max_pixels) as image,
-            _read_errors(image_module, name, max_pixels),
+            _open(image_module, source, name) as image,
+            _read_errors(image_module, name),
         ):
             if image.format == "TIFF":
                 return False  # Pillow turns a TIFF itself while decoding it, as it always did
             if image.format != "PNG" or "exif" in image.info or not _png_metadata_after_pixels(source):
                 return _orientation(image, image_module.Image) != 1
-            _check_size(image.size, name, max_pixels)
+            _check_size(image.size, name)
             with DECODING.hold(image.size[0] * image.size[1]):
                 image.load()
                 return _orientation(image) != 1
@@ -214,19 +214,19 @@ def _readers(image_module: Any) -> tuple[str, ...]:
 
 
 @contextmanager
-def _read_errors(image_module: Any, name: str, max_pixels: int) -> Iterator[None]:
+def _read_errors(image_module: Any, name: str) -> Iterator[None]:
     """Pillow's failures to read an image, as one line naming the input."""
     try:
         yield
     except InvalidInputError:
         raise
     except image_module.DecompressionBombError:  # Pillow's own bound, far above ours
-        raise InvalidImageError(name, _too_large(max_pixels, "refused by Pillow")) from None
+        raise InvalidImageError(name, _too_large("refused by Pillow")) from None
     except (OSError, ValueError, SyntaxError) as exc:  # PIL's UnidentifiedImageError is an OSError
         raise InvalidImageError(name, f"not a readable image ({_reason(exc)})") from None
 
 
-def _check_icon(source: bytes | Path, name: str, max_pixels: int) -> None:
+def _check_icon(source: bytes | Path, name: str) -> None:
     """An icon's images checked by the sizes their own headers give: its directory says 256 x 256
     at most, whatever the PNG inside holds, and Pillow decodes that PNG while opening the file
     (a 656 KB icon holding a 13,000 x 13,000 PNG took 4 s and 650 MB before it was refused)."""
@@ -241,7 +241,7 @@ def _check_icon(source: bytes | Path, name: str, max_pixels: int) -> None:
             file.seek(offset)
             size = _icon_image_size(file.read(26))
             if size is not None:
-                _check_size(size, name, max_pixels)
+                _check_size(size, name)
 
 
 def _icon_image_size(head: bytes) -> tuple[int, int] | None:
@@ -259,8 +259,8 @@ def _icon_image_size(head: bytes) -> tuple[int, int] | None:
     return abs(width), abs(height) // 2
 
 
-def _too_large(max_pixels: int, what: str) -> str:
-    return f"the image has more than {max_pixels:,} pixels ({what})"
+def _too_large(what: str) -> str:
+    return f"the image has more than {MAX_IMAGE_PIXELS:,} pixels ({what})"
 
 
 def _reason(exc: Exception) -> str:
@@ -270,11 +270,11 @@ def _reason(exc: Exception) -> str:
     return str(exc)
 
 
-def _check_size(size: tuple[int, int], name: str, max_pixels: int) -> None:
+def _check_size(size: tuple[int, int], name: str) -> None:
     refuse_empty(size, name)
     width, height = size
-    if width * height > max_pixels:
-        raise InvalidImageError(name, _too_large(max_pixels, f"{width}x{height}"))
+    if width * height > MAX_IMAGE_PIXELS:
+        raise InvalidImageError(name, _too_large(f"{width}x{height}"))
     if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
         raise InvalidImageError(
             name,
