@@ -275,14 +275,11 @@ def _run_once(candidate: _Candidate, run: RunStep = run_here) -> float:
     return run(timed)
 
 
-def time_interleaved(
-    candidates: Sequence[_Candidate], budget_s: float | None = None, run: RunStep = run_here
-) -> int:
+def time_interleaved(candidates: Sequence[_Candidate], run: RunStep = run_here) -> int:
     """A warm-up pass each, then passes over all candidates in a rotating order; returns how many
-    passes were taken (as many as fit ``budget_s``, within ``MIN_PASSES``..``MAX_PASSES``)."""
-    budget_s = TIMING_BUDGET_S if budget_s is None else budget_s
+    passes were taken (as many as fit ``TIMING_BUDGET_S``, within ``MIN_PASSES``..``MAX_PASSES``)."""
     warm = sum(_run_once(c, run) for c in candidates)
-    passes = int(min(MAX_PASSES, max(MIN_PASSES, budget_s // max(warm, 1e-3))))
+    passes = int(min(MAX_PASSES, max(MIN_PASSES, TIMING_BUDGET_S // max(warm, 1e-3))))
     for index in range(passes):
         shift = index % len(candidates)
         for candidate in (*candidates[shift:], *candidates[:shift]):
