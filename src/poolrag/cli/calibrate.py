@@ -35,11 +35,11 @@ FEW_CHUNKS = 100
 PROGRESS_PIECE = 128
 
 
-def spread_sample(items: Iterator[str], size: int, seed: int = 0) -> list[str]:
+def spread_sample(items: Iterator[str], size: int) -> list[str]:
     """At most ``size`` of ``items``, each equally likely to be kept (reservoir sampling, seeded: the
     same files give the same ranges): a cap taking the first chunks read calibrated a big corpus on
     its first folders only."""
-    chosen = random.Random(seed)
+    chosen = random.Random(0)
     kept: list[str] = []
     for seen, item in enumerate(items):
         if seen < size:

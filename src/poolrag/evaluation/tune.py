@@ -105,9 +105,7 @@ class PairedComparison:
     p_value: float
 
 
-def paired_test(
-    system: Sequence[float], baseline: Sequence[float], *, seed: int = 0, permutations: int = PERMUTATIONS
-) -> PairedComparison:
+def paired_test(system: Sequence[float], baseline: Sequence[float], *, seed: int = 0) -> PairedComparison:
     """Wins / ties / losses and a two-sided paired sign-flip permutation test of the mean difference.
 
     Under the null hypothesis each query's difference is as likely negative as positive, so its sign
@@ -127,10 +125,10 @@ def paired_test(
     difference[np.abs(difference) <= tolerance] = 0.0
     observed = abs(float(difference.mean()))
     rng = np.random.default_rng(seed)
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(permutations, difference.size))
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(PERMUTATIONS, difference.size))
     flipped = np.abs((signs * difference).mean(axis=1))
     extreme = int(np.sum(flipped >= observed - tolerance))
-    p_value = (1 + extreme) / (1 + permutations)
+    p_value = (1 + extreme) / (1 + PERMUTATIONS)
     return PairedComparison(wins, a.size - wins - losses, losses, float(difference.mean()), p_value)
 
 
