@@ -184,6 +184,7 @@ def test_a_page_in_a_declared_legacy_charset_is_read_in_it() -> None:
         ("TIS-620", "ภาษาไทย", "cp874"),
         ("koi8", "Привет", "koi8_r"),
         ("x-gbk", "中文", "gbk"),
+        ("ISO-8859-9", "“Günaydın” 5 €", "cp1254"),  # Turkish Latin-5 read as windows-1254, as Latin-1
     ],
 )
 def test_a_charset_is_known_by_the_labels_browsers_read(label: str, text: str, codec: str) -> None:

@@ -44,8 +44,9 @@ _BLOCKS = frozenset((
 ))
 # fmt: on
 #: declared charsets read as the codec beside them, under the labels browsers know them by (WHATWG's
-#: Encoding standard); browsers read Latin-1 and ASCII as windows-1252, TIS-620 as windows-874, and
-#: Shift_JIS as windows-31j, whose circled numbers and NEC/IBM kanji Japanese pages use (①, 髙)
+#: Encoding standard); browsers read Latin-1 and ASCII as windows-1252, Latin-5 (ISO-8859-9) as
+#: windows-1254, TIS-620 as windows-874, and Shift_JIS as windows-31j, whose circled numbers and
+#: NEC/IBM kanji Japanese pages use (①, 髙)
 _CHARSETS = {
     **dict.fromkeys(("utf-8", "utf8", "unicode-1-1-utf-8"), "utf-8"),
     **dict.fromkeys(
@@ -54,8 +55,9 @@ _CHARSETS = {
     ),
     **{f"{prefix}{n}": f"cp{n}" for n in range(1250, 1259) for prefix in ("windows-", "cp", "x-cp")},
     **dict.fromkeys(("windows-874", "tis-620", "iso-8859-11", "dos-874"), "cp874"),
-    **{f"iso-8859-{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 15, 16)},
-    **{f"iso8859-{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 15, 16)},
+    **{f"iso-8859-{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)},
+    **{f"iso8859-{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)},
+    **dict.fromkeys(("iso-8859-9", "iso8859-9", "latin5", "l5"), "cp1254"),
     **dict.fromkeys(("koi8-r", "koi8_r", "koi8", "koi"), "koi8_r"),
     **dict.fromkeys(("koi8-u", "koi8-ru"), "koi8_u"),
     **dict.fromkeys(("ibm866", "cp866", "866"), "cp866"),
