@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from poolrag.config.pooler_config import SENTENCE_POOLING, ST_UNSUPPORTED_POOLING_MODES
+from poolrag.config.pooler_config import SENTENCE_POOLING
 from poolrag.config.registry import (
     ARCHITECTURES,
     BACKBONE_NAMES_NOTE,
@@ -115,7 +115,6 @@ def markdown() -> str:
             )
         )
     st_modes = ", ".join(f"`{m}`" for m in ST_POOLING_MODES)
-    refused = ", ".join(f"`{m}`" for m in ST_UNSUPPORTED_POOLING_MODES)
     st_names = " / ".join(f"`{name}`" for name, _ in SENTENCE_POOLING.values())
     lines += [
         "",
@@ -173,7 +172,12 @@ def markdown() -> str:
         "  `max_seq_length` and `do_lower_case` (every text lowercased first) from",
         "  `sentence_bert_config.json`, or the tokenizer's `model_max_length` (version 6).",
         f"  Pooling modes: {st_modes} (none set: mean, as sentence-transformers reads it), or 6.x's",
-        f"  `pooling_mode` {st_names}; refused: {refused}, concatenated modes, `include_prompt: false`.",
+        f"  `pooling_mode` {st_names} (as `pooling_type` {', '.join(f'`{t}`' for t in SENTENCE_POOLING)});",
+        "  refused: concatenated modes. `include_prompt: false` (INSTRUCTOR) pools the text's tokens",
+        "  only: the prompt's, with the special token before it, are attended to and left out, as",
+        "  sentence-transformers counts them (the prompt tokenised alone, less its closing special",
+        "  token); sentence-transformers also forces it for the `hkunlp/instructor-*` hub names,",
+        "  poolrag reads the folder's setting only.",
         "  `Dense` and `Normalize` act on the pooled vector in their `modules.json` order (a `Dense`",
         "  after a `Normalize` projects the unit vector); one reading or writing another vector",
         "  (`module_input_name` / `module_output_name` other than `sentence_embedding`) or a `Dense`",

@@ -40,7 +40,11 @@ class Pixels:
 class PoolingRequest:
     """One sequence for the model. ``attention`` is only set when some tokens must produce outputs
     without being attended to (ColBERT query expansion); ``None`` means attend to every token.
-    ``truncated``: tokens of the input were cut to fit (counted, never part of the work's identity)."""
+    ``truncated``: tokens of the input were cut to fit (counted, never part of the work's identity).
+    ``prompt_length``: the leading tokens (the special ones before the text and the instruction
+    prompt's; sentence-transformers' count) that are attended to but left out of the pool, set
+    where the model's Pooling module says ``include_prompt: false``; part of the identity, since
+    the same ids split otherwise between prompt and text pool differently."""
 
     token_ids: tuple[int, ...]
     params: ResolvedParams
@@ -49,6 +53,7 @@ class PoolingRequest:
     truncated: bool = field(default=False, compare=False)
 
     pixels: Pixels | None = None  # an image input (``token_ids`` is then empty)
+    prompt_length: int = 0
 
     def answered(self) -> PoolingRequest:
         """This request once its result is in, kept for its output: an image's identity and patch

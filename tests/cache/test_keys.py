@@ -65,3 +65,20 @@ def test_a_texts_key_is_where_caches_wrote_it_and_no_text_reaches_an_images() ->
     identity = "image-bytes:" + "ab" * 32
     spelled = {text_key(namespace, f"{prefix}{identity}") for prefix in ("", "\x00", "\x01", "\x00\x01")}
     assert image_key(namespace, identity) not in spelled
+
+
+def test_each_sentence_pooling_and_a_left_out_prompt_have_keys_of_their_own(tmp_path, minilm_path) -> None:
+    """The same weights pooled by weighted mean, sum / sqrt(length), mean, or mean without the
+    prompt (a Pooling module's ``include_prompt: false``) give other vectors: never one cache key."""
+    from poolrag import Engine
+    from poolrag.testing.tiny_models import build_encoder, write_sentence_transformers
+
+    folder = write_sentence_transformers(build_encoder(tmp_path / "m", "bert", minilm_path, seed=5))
+    params = PoolingParams(prompt="query: ")
+    keys = {
+        cache_namespace(Engine(folder, pooler_config={"pooling_type": kind}).facts, "embed", params)
+        for kind in ("MEAN", "WEIGHTEDMEAN", "MEAN_SQRT_LEN")
+    }
+    (folder / "1_Pooling" / "config.json").write_text('{"embedding_dimension": 32, "include_prompt": false}')
+    keys.add(cache_namespace(Engine(folder).facts, "embed", params))
+    assert len(keys) == 4

@@ -43,3 +43,13 @@ def test_a_switch_given_as_anything_but_a_boolean_is_refused(key: str, value: ob
     """A non-empty string is true to Python: ``{"normalize": "False"}`` normalised in silence."""
     with pytest.raises(InvalidInputError, match=f"pooler_config {key} must be true or false, got {value!r}"):
         PoolerConfig.from_value({key: value})
+
+
+@pytest.mark.parametrize(
+    ("given", "pooling_type"),
+    [("weightedmean", "WEIGHTEDMEAN"), ("MEAN_SQRT_LEN", "MEAN_SQRT_LEN")],
+)
+def test_sentence_transformers_other_poolings_are_pooling_types(given: str, pooling_type: str) -> None:
+    """SGPT's position-weighted mean and sentence-transformers' sum / sqrt(length), as
+    ``--pooler-config`` writes them (were "unknown pooling_type")."""
+    assert PoolerConfig.from_value(f'{{"pooling_type": "{given}"}}').pooling_type == pooling_type

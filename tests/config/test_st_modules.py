@@ -433,3 +433,47 @@ def test_a_pooling_config_is_read_as_sentence_transformers_reads_it(
     mean = SentenceTransformer(str(_save(tmp_path / "mean", backbone, Pooling(32, "mean"))), device="cpu")
     np.testing.assert_allclose(reference, mean.encode(SENTENCES), atol=1e-6)
     np.testing.assert_allclose(Engine(folder).embed_array(SENTENCES), reference, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("pooling_config", "pooling_type"),
+    [
+        # 2.x-5.x flags for the position-weighted mean (SGPT) and sum / sqrt(length)
+        ({"word_embedding_dimension": 32, "pooling_mode_weightedmean_tokens": True}, "WEIGHTEDMEAN"),
+        ({"word_embedding_dimension": 32, "pooling_mode_mean_sqrt_len_tokens": True}, "MEAN_SQRT_LEN"),
+        # INSTRUCTOR's 2.x config: mean over the text, its prompt attended to but not pooled
+        ({"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True, "include_prompt": False}, "MEAN"),
+    ],
+    ids=["legacy-weightedmean", "legacy-mean-sqrt-len", "legacy-include-prompt-false"],
+)
+def test_the_pooling_modes_once_refused_are_read_and_run_as_sentence_transformers_does(
+    tmp_path, minilm_path: Path, pooling_config: dict[str, object], pooling_type: str
+) -> None:
+    """poolrag refused these Pooling configs at load ("pooling mode 'pooling_mode_weightedmean_tokens'
+    is not supported", "pooling with include_prompt=false is not supported"); sentence-transformers
+    6.2 loads them, and with a prompt poolrag's vectors equal its."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    backbone = build_encoder(tmp_path / "bert", "bert", minilm_path, seed=5)
+    folder = _save(tmp_path / "st", backbone, Pooling(32, "cls"))
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling_config))
+    engine = Engine(folder)
+    assert engine.pooler_config.pooling_type == pooling_type
+    reference = SentenceTransformer(str(folder), device="cpu").encode(SENTENCES, prompt="query: ")
+    np.testing.assert_allclose(
+        engine.embed_array(SENTENCES, PoolingParams(prompt="query: ")), reference, atol=1e-5
+    )
+
+
+def test_an_include_prompt_that_is_not_a_boolean_is_refused(tmp_path, minilm_path: Path) -> None:
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    folder = _save(
+        tmp_path / "st", build_encoder(tmp_path / "bert", "bert", minilm_path), Pooling(32, "mean")
+    )
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"embedding_dimension": 32, "include_prompt": "no"})
+    )
+    with pytest.raises(ModelLoadError, match=r"include_prompt must be true or false, got 'no'"):
+        Engine(folder)

@@ -50,3 +50,41 @@ def test_a_packed_batch_pools_each_sequence_alone(pooling: str) -> None:
     torch.testing.assert_close(together, alone, rtol=0, atol=0)
     if pooling == "MAX":
         torch.testing.assert_close(together, torch.stack([r.max(0).values for r in rows]))
+
+
+INSTRUCTIONS = {
+    "query": "Represent the question for retrieving supporting documents: ",
+    "passage": "passage: ",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(ST_MODES))
+def test_a_pooling_that_leaves_the_prompt_out_pools_as_sentence_transformers_does(
+    mode: str, tmp_path: Path, minilm_path: Path
+) -> None:
+    """``include_prompt: false`` (INSTRUCTOR): the prompt's tokens, with the [CLS] before them,
+    attend but are not pooled; the named prompt, the folder's default one, and Matryoshka sizes
+    with normalisation all match sentence-transformers."""
+    from sentence_transformers import SentenceTransformer
+
+    from poolrag.params import PoolingParams
+
+    folder = write_sentence_transformers(
+        build_encoder(tmp_path / mode, "bert", minilm_path, seed=5),
+        pooling=mode,
+        include_prompt=False,
+        prompts=INSTRUCTIONS,
+        default_prompt_name="passage",
+    )
+    engine = Engine(folder, hf_overrides={"is_matryoshka": True})
+    reference = SentenceTransformer(str(folder), device="cpu")
+    for ours, theirs in [
+        (PoolingParams(prompt_name="query"), {"prompt_name": "query"}),
+        (None, {}),  # the folder's default prompt
+        (
+            PoolingParams(prompt_name="query", dimensions=16, normalize=True),
+            {"prompt_name": "query", "truncate_dim": 16, "normalize_embeddings": True},
+        ),
+    ]:
+        expected = reference.encode(SENTENCES, **theirs)
+        np.testing.assert_allclose(engine.embed_array(SENTENCES, ours), expected, atol=1e-5)

@@ -19,7 +19,6 @@ from poolrag.config.encoder_decoder import runs_encoder_only
 from poolrag.config.families import bidirectional_pooling, is_bidirectional, named_colbert, read_hf_config
 from poolrag.config.pooler_config import (
     SENTENCE_POOLING,
-    ST_UNSUPPORTED_POOLING_MODES,
     PoolerConfig,
     PoolingType,
 )
@@ -104,6 +103,9 @@ class ModelSpec:
     dense: list[DenseSpec] = field(default_factory=list)
     prompts: dict[str, str] = field(default_factory=dict)
     default_prompt_name: str | None = None
+    #: the Pooling module's ``include_prompt``: false pools the text's tokens only, the prompt's
+    #: (with the special tokens before it) attended to but left out, as INSTRUCTOR was trained
+    include_prompt: bool = True
     similarity: str | None = None
     st_max_seq_length: int | None = None
     lowercase: bool = False  # sentence_bert_config.json's do_lower_case: texts lowercased first
@@ -202,12 +204,7 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
     """The Pooling module's mode, as sentence-transformers 6 reads its config: ``pooling_mode`` when
     given (the 2.x-5.x ``pooling_mode_*`` flags are then ignored), else the one flag set, else mean
     (its default, also for a config that sets no flag)."""
-    if cfg.get("include_prompt") is False:
-        raise ModelLoadError(f"{folder}: pooling with include_prompt=false is not supported")
     if "pooling_mode" not in cfg:  # sentence-transformers 2.x-5.x: one boolean flag per mode
-        for key in ST_UNSUPPORTED_POOLING_MODES:
-            if cfg.get(key):
-                raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {key!r} is not supported")
         chosen = [mode for key, mode in ST_POOLING_MODES.items() if cfg.get(key)]
         if len(chosen) > 1:
             raise ModelLoadError(f"{folder}: concatenated pooling modes {chosen} are not supported")
@@ -222,6 +219,15 @@ def _pooling_from_st(cfg: dict[str, Any], folder: Path) -> PoolingType:
     if mode not in table:
         raise ModelLoadError(f"{folder}: sentence-transformers pooling mode {mode!r} is not supported")
     return table[mode]  # type: ignore[return-value]
+
+
+def _include_prompt(cfg: dict[str, Any], folder: Path) -> bool:
+    """The Pooling module's ``include_prompt``: false leaves the instruction prompt's tokens out of
+    the pool (INSTRUCTOR); they are still attended to."""
+    include = cfg.get("include_prompt", True)
+    if not isinstance(include, bool):
+        raise ModelLoadError(f"{folder}: Pooling include_prompt must be true or false, got {include!r}")
+    return include
 
 
 #: the one ``features`` key poolrag's Dense and Normalize act on: the pooled vector
@@ -263,6 +269,7 @@ class _StFolder:
     transformer_path: Path
     is_listed: bool = False  # modules.json lists the modules
     pooling: PoolingType | None = None
+    include_prompt: bool = True
     normalize: bool | None = None
     dense: list[DenseSpec] = field(default_factory=list)
     is_pylate: bool = False
@@ -287,6 +294,7 @@ def _read_st_folder(path: Path) -> _StFolder:
             if not isinstance(pooling_config, dict):
                 raise ModelLoadError(f"Pooling module at {folder} has no config.json")
             st.pooling = _pooling_from_st(pooling_config, folder)
+            st.include_prompt = _include_prompt(pooling_config, folder)
         elif module_role is StModule.DENSE:
             if not kind.startswith("pylate"):  # PyLate's Dense projects token vectors by design
                 _check_sentence_level(folder, kind, st_config)
@@ -331,6 +339,7 @@ def load_model_spec(
         dense=dense,
         prompts=prompts,
         default_prompt_name=_default_prompt_name(st_config, prompts, path),
+        include_prompt=st.include_prompt,
         similarity=st_config.get("similarity_fn_name"),
         st_max_seq_length=int(max_seq) if max_seq else None,
         lowercase=isinstance(st_max, dict) and st_max.get("do_lower_case") is True,

@@ -11,7 +11,7 @@ from poolrag.counts import check_optional_count
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import PoolingTask
 
-PoolingType = Literal["CLS", "MEAN", "LAST", "MAX", "ALL", "STEP", "SPLADE"]
+PoolingType = Literal["CLS", "MEAN", "LAST", "MAX", "WEIGHTEDMEAN", "MEAN_SQRT_LEN", "ALL", "STEP", "SPLADE"]
 POOLING_TYPES: tuple[str, ...] = get_args(PoolingType)
 #: the pooling types that make one vector per text (an embedder's), with sentence-transformers' two
 #: names for each: its ``pooling_mode`` (6.x) and its ``pooling_mode_*`` flag (2.x-5.x)
@@ -20,12 +20,9 @@ SENTENCE_POOLING: dict[PoolingType, tuple[str, str]] = {
     "MEAN": ("mean", "pooling_mode_mean_tokens"),
     "LAST": ("lasttoken", "pooling_mode_lasttoken"),
     "MAX": ("max", "pooling_mode_max_tokens"),
+    "WEIGHTEDMEAN": ("weightedmean", "pooling_mode_weightedmean_tokens"),
+    "MEAN_SQRT_LEN": ("mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens"),
 }
-#: sentence-transformers' pooling flags poolrag refuses (no method reproduces them)
-ST_UNSUPPORTED_POOLING_MODES = (
-    "pooling_mode_mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens",
-)
 #: vLLM 0.32's keys beside ``pooling_type``: its sequence and token pooling methods
 _SPLIT_POOLING_KEYS = ("seq_pooling_type", "tok_pooling_type")
 #: vLLM keys that choose a CUDA kernel of its own and change no result

@@ -394,7 +394,7 @@ BIDIRECTIONAL_ARCHITECTURES = frozenset(
 # ``temperature`` scales the training loss only
 BIDIRECTIONAL_POOLING: dict[str, PoolingType] = {"avg": "MEAN", "cls": "CLS", "last": "LAST"}
 
-# sentence-transformers Pooling flags poolrag reproduces (the refused ones: ST_UNSUPPORTED_POOLING_MODES)
+# sentence-transformers' 2.x-5.x Pooling flags, each naming its pooling type
 ST_POOLING_MODES: dict[str, PoolingType] = {flag: pooling for pooling, (_, flag) in SENTENCE_POOLING.items()}
 
 

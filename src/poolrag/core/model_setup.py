@@ -323,6 +323,7 @@ def _processor(
         chunked=bool(pooler.enable_chunked_processing),
         max_embed_len=pooler.max_embed_len,
         images=recipe.images(spec, max_len) if recipe.images is not None else None,
+        include_prompt=spec.include_prompt,
     )
 
 

@@ -154,7 +154,9 @@ def embedding_heads(ctx: HeadContext) -> TaskHeads:
     # a chunk's mean is a part of the text's mean; a CLS / LAST vector has no part per chunk
     if ctx.pooler.pooling_type == "MEAN":
         poolers[LATE_CHUNK_TASK] = LateChunkPooler(head)
-    first_rows = frozenset({"embed", "score"}) if ctx.pooler.pooling_type == "CLS" else frozenset()
+    # a CLS that follows a left-out prompt is not the first row
+    first_row = ctx.pooler.pooling_type == "CLS" and ctx.spec.include_prompt
+    first_rows = frozenset({"embed", "score"}) if first_row else frozenset()
     return TaskHeads(poolers, ctx.vector_dim, first_row_tasks=first_rows)
 
 

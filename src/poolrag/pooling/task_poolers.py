@@ -28,8 +28,17 @@ class EmbeddingPooler:
         self.head = head
 
     def __call__(self, output: ForwardOutput, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
-        assert output.tokens is not None
-        return self.head(self.method(output.tokens), requests)
+        tokens = output.tokens
+        assert tokens is not None
+        return self.head(self.method(tokens, prompt_rows(requests, tokens.lengths.device)), requests)
+
+
+def prompt_rows(requests: Sequence[PoolingRequest], device: torch.device) -> torch.Tensor | None:
+    """Each request's prompt rows that the pool leaves out (``PoolingRequest.prompt_length``), or
+    ``None`` where no request has any (the pool then reads every row, as it always did)."""
+    if not any(r.prompt_length for r in requests):
+        return None
+    return torch.tensor([r.prompt_length for r in requests], dtype=torch.int64, device=device)
 
 
 class TokenRowsPooler:

@@ -114,6 +114,8 @@ def write_sentence_transformers(
     prompts: dict[str, str] | None = None,
     max_seq_length: int = 128,
     seed: int = 1,
+    include_prompt: bool = True,
+    default_prompt_name: str | None = None,
 ) -> Path:
     """Turn a saved backbone folder into a sentence-transformers folder (Pooling, Dense, Normalize)
     by saving a real ``SentenceTransformer`` built on it with the pinned sentence-transformers, so
@@ -131,7 +133,8 @@ def write_sentence_transformers(
         processor_kwargs=code,
         config_kwargs=code,
     )
-    modules: list[torch.nn.Module] = [transformer, Pooling(transformer.get_embedding_dimension(), pooling)]
+    pooled = Pooling(transformer.get_embedding_dimension(), pooling, include_prompt=include_prompt)
+    modules: list[torch.nn.Module] = [transformer, pooled]
     if dense_out is not None:
         torch.manual_seed(seed)
         activation = getattr(torch.nn, dense_activation.rsplit(".", 1)[-1])()
@@ -141,7 +144,13 @@ def write_sentence_transformers(
         modules.append(dense)
     if normalize:
         modules.append(Normalize())
-    model = SentenceTransformer(modules=modules, device="cpu", prompts=prompts, similarity_fn_name="cosine")
+    model = SentenceTransformer(
+        modules=modules,
+        device="cpu",
+        prompts=prompts,
+        default_prompt_name=default_prompt_name,
+        similarity_fn_name="cosine",
+    )
     saved = folder.with_name(folder.name + ".st-save")
     model.save(str(saved))
     shutil.copytree(saved, folder, dirs_exist_ok=True)  # the backbone's own extra files stay

@@ -108,6 +108,7 @@ class InputProcessor:
         chunked: bool = False,
         max_embed_len: int | None = None,
         images: ImagePreprocessor | None = None,
+        include_prompt: bool = True,
     ) -> None:
         if getattr(tokenizer, "truncation_side", "right") == "left":
             # poolrag keeps a long input's first tokens, whatever the folder says: every route
@@ -123,6 +124,7 @@ class InputProcessor:
         self.chunked = chunked  # split over-long embed inputs instead of refusing them
         self.max_embed_len = max_embed_len
         self.prompts = prompts
+        self.include_prompt = include_prompt  # false: each request counts its prompt's rows
         self.colbert = colbert
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
         self.colbert_inputs = ColbertInputs(colbert, tokenizer) if colbert else None
@@ -282,9 +284,10 @@ class InputProcessor:
         if kept:
             if limit is not None:
                 self._check_room(limit, prefix=prefix)
-            for i, request in zip(
-                kept, self._encode_texts(wholes, kept, params, limit, chunking, field, one), strict=True
-            ):
+            encoded = self._encode_texts(
+                wholes, kept, params, limit, chunking, field, one, self._prompt_length(prefix)
+            )
+            for i, request in zip(kept, encoded, strict=True):
                 requests[i] = request
         return requests  # type: ignore[return-value]
 
@@ -297,6 +300,16 @@ class InputProcessor:
             )
         return self.prompts.prefix_for(params.input_type, prompt)
 
+    def _prompt_length(self, prefix: str) -> int:
+        """The rows a Pooling module with ``include_prompt: false`` leaves out, counted as
+        sentence-transformers counts them: the prompt tokenised alone with the special tokens, less
+        the special token that closes it there ([SEP], EOS), so a [CLS] / BOS before it is left
+        out too. Nothing when the model pools the prompt or there is none."""
+        if self.include_prompt or not prefix:
+            return 0
+        ids = call_tokenizer(self.tokenizer, prefix, add_special_tokens=True)["input_ids"]
+        return len(ids) - int(bool(ids) and ids[-1] in self.tokenizer.all_special_ids)
+
     def _encode_texts(
         self,
         wholes: dict[int, str],
@@ -306,6 +319,7 @@ class InputProcessor:
         chunking: bool,
         field: str,
         one: bool,
+        prompt_length: int = 0,
     ) -> list[PoolingRequest]:
         """The ``kept`` texts (by position in the caller's list; cut from ``wholes``) tokenised
         :data:`TOKENIZE_PART` at a time, one request each: a chunked one for an embed input over the
@@ -343,6 +357,7 @@ class InputProcessor:
                         params=params,
                         token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
                         truncated=self._cut(encoded, j, limit, [wholes[pos]], [texts[j]]),
+                        prompt_length=prompt_length,
                     )
                 )
         return out
