@@ -113,3 +113,31 @@ def test_matryoshka_dimensions_apply_to_the_joined_vector(folder: Path) -> None:
     got = engine.embed(LONG, PoolingParams(dimensions=8))[0].outputs.embedding
     full = _reference(folder, LONG, "MEAN", normalize=False)[:8]
     np.testing.assert_allclose(got, full / np.linalg.norm(full), rtol=1e-4, atol=1e-5)
+
+
+@torch.no_grad()
+def test_a_prompt_the_pool_leaves_out_is_left_out_of_the_first_chunk(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    """``include_prompt: false`` with chunking: the first chunk holds the prompt, and its [CLS] and
+    prompt rows are neither pooled nor counted in the chunk's weight; later chunks pool whole."""
+    from poolrag.testing.tiny_models import build_encoder, write_sentence_transformers
+
+    folder = write_sentence_transformers(
+        build_encoder(tmp_path / "m", "bert", minilm_path, seed=5), include_prompt=False
+    )
+    engine = Engine(folder, max_model_len=WINDOW, pooler_config={"enable_chunked_processing": True})
+    ours = engine.embed(LONG, PoolingParams(prompt="query: ", normalize=False))[0].outputs.embedding
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModel.from_pretrained(folder).eval()
+    skip = len(tokenizer("query: ")["input_ids"]) - 1  # [CLS] and the prompt, as sentence-transformers counts
+    bare = tokenizer("query: " + LONG, add_special_tokens=False)["input_ids"]
+    vectors, weights = [], []
+    for start in range(0, len(bare), WINDOW - 2):
+        ids = [tokenizer.cls_token_id, *bare[start : start + WINDOW - 2], tokenizer.sep_token_id]
+        pooled = model(input_ids=torch.tensor([ids])).last_hidden_state[0][skip if start == 0 else 0 :]
+        vectors.append(pooled.mean(0).double().numpy())
+        weights.append(len(pooled))
+    expected = np.average(np.stack(vectors), axis=0, weights=weights)
+    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-5)

@@ -66,10 +66,11 @@ def _expand(requests: Sequence[PoolingRequest]) -> tuple[list[PoolingRequest], _
 
 
 def join_chunks(request: ChunkedRequest, vectors: Sequence[np.ndarray]) -> np.ndarray:
-    """Mean of the chunk vectors weighted by each chunk's token count (vLLM's aggregation), then
-    the request's Matryoshka size and normalisation as the embedding head applies them: a smaller
-    size cut from the full float32 vector, as the embedding cache cuts it."""
-    weights = np.array([len(c.token_ids) for c in request.chunks], dtype=np.float64)
+    """Mean of the chunk vectors weighted by each chunk's pooled token count (vLLM's aggregation;
+    a prompt the pool leaves out is not counted), then the request's Matryoshka size and
+    normalisation as the embedding head applies them: a smaller size cut from the full float32
+    vector, as the embedding cache cuts it."""
+    weights = np.array([len(c.token_ids) - c.prompt_length for c in request.chunks], dtype=np.float64)
     mean = (np.stack(vectors).astype(np.float64) * weights[:, None]).sum(0) / weights.sum()
     normalize = request.params.normalize
     full = truncate(mean, None, normalize).astype(np.float32)

@@ -57,10 +57,12 @@ def chunked_request(
     params: ResolvedParams,
     max_len: int,
     uses_token_type_ids: bool,
+    prompt_length: int = 0,
 ) -> ChunkedRequest:
     """``text`` (tokenised whole as ``ids``) as window-sized chunks of real tokens, each framed by
     the tokenizer's special tokens; they pool unnormalised and at full size, the join applies the
-    request's own settings."""
+    request's own settings. ``prompt_length``: the rows of the first chunk (the one that holds the
+    instruction prompt) its pool leaves out (``PoolingRequest.prompt_length``)."""
     bare = bare_ids(tokenizer, text)
     frame = special_frame(ids, bare)
     window = max_len - (len(frame[0]) + len(frame[1]) if frame else 0)
@@ -75,6 +77,7 @@ def chunked_request(
     for start in range(0, len(bare), window):
         chunk = tuple(head + list(bare[start : start + window]) + tail)
         types = (0,) * len(chunk) if uses_token_type_ids else None
-        chunks.append(PoolingRequest(token_ids=chunk, params=sub, token_type_ids=types))
+        skip = prompt_length if start == 0 else 0
+        chunks.append(PoolingRequest(token_ids=chunk, params=sub, token_type_ids=types, prompt_length=skip))
     logger.debug("embedding a %d-token input as %d chunks of %d", len(ids), len(chunks), max_len)
     return ChunkedRequest(token_ids=tuple(ids), params=params, chunks=tuple(chunks))

@@ -323,7 +323,7 @@ class InputProcessor:
     ) -> list[PoolingRequest]:
         """The ``kept`` texts (by position in the caller's list; cut from ``wholes``) tokenised
         :data:`TOKENIZE_PART` at a time, one request each: a chunked one for an embed input over the
-        window when ``chunking``."""
+        window when ``chunking`` (its first chunk holds the prompt)."""
         positions = list(kept)
         out: list[PoolingRequest] = []
         for start in range(0, len(positions), TOKENIZE_PART):
@@ -346,7 +346,13 @@ class InputProcessor:
                     if len(ids) > self.max_len:
                         out.append(
                             chunked_request(
-                                self.tokenizer, texts[j], ids, params, self.max_len, self.uses_token_type_ids
+                                self.tokenizer,
+                                texts[j],
+                                ids,
+                                params,
+                                self.max_len,
+                                self.uses_token_type_ids,
+                                prompt_length,
                             )
                         )
                         continue
