@@ -252,3 +252,25 @@ def test_a_long_input_is_cut_before_the_eos_as_sentence_transformers_cuts_it(tmp
     np.testing.assert_allclose(engine.embed_array(texts), reference.encode(texts), atol=1e-5)
     got_q = engine.embed_array(texts, PoolingParams(input_type="query"))
     np.testing.assert_allclose(got_q, reference.encode(texts, prompt_name="query"), atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["weightedmean", "mean"])
+def test_a_decoder_pooled_by_weighted_mean_without_its_prompt_matches_sentence_transformers(tmp_path, mode):
+    """SGPT's layout (a causal backbone, position-weighted mean) and an instruction left out of
+    the pool (``include_prompt: false``): the [BOS] and the prompt attend, only the text's tokens
+    are pooled, each at the weight of its position in the whole input."""
+    from sentence_transformers import SentenceTransformer
+
+    from poolrag.testing.tiny_models import write_sentence_transformers
+
+    build(tmp_path, "qwen3", transformers.AutoModel)
+    folder = write_sentence_transformers(
+        tmp_path, pooling=mode, include_prompt=False, prompts={"query": "Given a query: "}, normalize=True
+    )
+    engine = Engine(folder)
+    assert engine.pooler_config.pooling_type == {"weightedmean": "WEIGHTEDMEAN", "mean": "MEAN"}[mode]
+    reference = SentenceTransformer(str(folder), device="cpu")
+    expected = reference.encode(TEXTS, prompt_name="query")
+    np.testing.assert_allclose(
+        engine.embed_array(TEXTS, PoolingParams(prompt_name="query")), expected, atol=1e-5
+    )
