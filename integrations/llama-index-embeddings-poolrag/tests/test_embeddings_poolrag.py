@@ -390,6 +390,33 @@ def test_an_ingestion_cache_tells_two_engines_apart(
     assert not np.allclose(ingested(first), ingested(second), atol=1e-3)
 
 
+def test_an_ingestion_cache_tells_one_model_pooled_two_ways_apart(minilm_engine: Engine) -> None:
+    """The same folder with other engine options (CLS instead of mean pooling) makes other vectors:
+    given as ``engine=`` or ``engine_args=``, they are serialised as ``engine_kwargs`` are, so the
+    cache misses instead of handing back the first engine's vectors, and ``from_json`` rebuilds them."""
+    from llama_index.core.ingestion import IngestionCache, IngestionPipeline
+    from llama_index.core.schema import TextNode
+
+    from poolrag import EngineArgs
+
+    cache = IngestionCache()
+
+    def ingested(model: PoolragEmbedding) -> np.ndarray:
+        pipeline = IngestionPipeline(transformations=[model], cache=cache)
+        return as_array([node.embedding for node in pipeline.run(nodes=[TextNode(text=t) for t in TEXTS])])
+
+    mean = PoolragEmbedding(engine=minilm_engine)
+    cls_pooled = {"pooling_type": "CLS"}
+    cls = PoolragEmbedding(
+        engine_args=EngineArgs(model=minilm_engine.model_name, pooler_config=cls_pooled, hf_token="hf_x")
+    )
+    ingested(mean)
+    np.testing.assert_array_equal(ingested(cls), as_array(cls.get_text_embedding_batch(TEXTS)))
+    assert "hf_x" not in cls.to_json()
+    again = PoolragEmbedding.from_json(cls.to_json())
+    assert again.get_text_embedding_batch(TEXTS) == cls.get_text_embedding_batch(TEXTS)
+
+
 # -- progress ------------------------------------------------------------------------------------------------
 def _drawn(stderr: str, total: int) -> list[int]:
     """The counts LlamaIndex's bar drew out of ``total`` (``"Generating embeddings: ... 100/300"``)."""

@@ -16,6 +16,7 @@ adapters, or building one for a server, loads no torch or transformers.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -106,6 +107,23 @@ def with_huggingface_options(
     return data
 
 
+def engine_options(args: EngineArgs) -> dict[str, Any]:
+    """The options ``args`` sets besides its model (never its hub token), as JSON values: what an
+    adapter given ``engine=`` / ``engine_args=`` serialises as its ``engine_kwargs``, since the
+    frameworks key caches on the serialised adapter (LlamaIndex's ``IngestionCache``)."""
+    options: dict[str, Any] = {}
+    for field in dataclasses.fields(args):
+        value = getattr(args, field.name)
+        if field.name in ("model", "hf_token") or value == field.default:
+            continue
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = dataclasses.asdict(value)
+        elif not isinstance(value, str | int | float | bool | dict | list):
+            value = str(value).removeprefix("torch.")  # a torch dtype or device
+        options[field.name] = value
+    return options
+
+
 def _api_key_from_env() -> SecretStr | None:
     value = os.environ.get(API_KEY_ENV)
     return SecretStr(value) if value else None
@@ -134,7 +152,8 @@ class BackendFields(BaseModel):
     )
     engine_kwargs: dict[str, Any] = Field(
         default_factory=dict,
-        description="Keyword arguments of poolrag.Engine when model_name is loaded here.",
+        description="Keyword arguments of poolrag.Engine when model_name is loaded here (with engine= or "
+        "engine_args=: their options, so that the serialised adapter names them).",
     )
     engine_args: GivenEngineArgs | None = Field(
         default=None,
@@ -183,6 +202,11 @@ class BackendFields(BaseModel):
             # the frameworks key caches on the serialised adapter (LlamaIndex's IngestionPipeline),
             # and LlamaIndex's events and reprs show the name
             self.model_name = backend_model_name(self._backend)
+        given = self.engine_args if self.engine is None else self.engine.engine_args
+        if given is not None and not self.engine_kwargs:
+            # the options as model_name's would show them: the same model pooled or cut otherwise
+            # is another cache key, not the first one's vectors again
+            self.engine_kwargs = engine_options(given)
         # Settings refused now rather than at the first call: truncation always; the task and
         # ``dimensions`` against the model where it runs here (a server's facts would need a request).
         for input_type in (None, "query"):  # a query's settings may be its own (query_encode_kwargs)
