@@ -116,12 +116,22 @@ def engine_options(args: EngineArgs) -> dict[str, Any]:
         value = getattr(args, field.name)
         if field.name in ("model", "hf_token") or value == field.default:
             continue
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            value = dataclasses.asdict(value)
-        elif not isinstance(value, str | int | float | bool | dict | list):
-            value = str(value).removeprefix("torch.")  # a torch dtype or device
-        options[field.name] = value
+        options[field.name] = _json_value(value)
     return options
+
+
+def _json_value(value: object) -> Any:
+    """``value`` as JSON: a dataclass (a PoolerConfig, a ScoreTemplate) as its fields, which
+    ``Engine`` takes back; a torch dtype or device as its name, at any depth (``hf_overrides``)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(key): _json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value).removeprefix("torch.")
 
 
 def _api_key_from_env() -> SecretStr | None:

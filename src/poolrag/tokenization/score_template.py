@@ -102,10 +102,18 @@ class ScoreTemplate:
             raise InvalidInputError(f"score template {self.name or ''} failed to render: {exc}") from exc
 
 
-def load_score_template(value: str | ScoreTemplate) -> ScoreTemplate:
-    """A shipped template name, a path to a ``.jinja`` file, or Jinja text itself."""
+def load_score_template(value: str | ScoreTemplate | Mapping[str, object]) -> ScoreTemplate:
+    """A shipped template name, a path to a ``.jinja`` file, Jinja text itself, or a
+    :class:`ScoreTemplate`'s fields (as a serialised adapter's ``engine_kwargs`` hold one)."""
     if isinstance(value, ScoreTemplate):
         return value
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(ScoreTemplate.__dataclass_fields__))
+        if unknown or not isinstance(value.get("source"), str):
+            raise InvalidInputError(
+                f"a score_template mapping takes source, name, variables and from_file; got {sorted(value)}"
+            )
+        return ScoreTemplate(**value)  # type: ignore[arg-type]
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError("score_template must be a template name, a .jinja path or Jinja text")
     if value in shipped_score_templates():
