@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers
 
-from poolrag import Engine, InputTooLongError, PoolingParams
+from poolrag import Engine, InputTooLongError, InvalidInputError, PoolingParams
 from poolrag.errors import ModelLoadError
 
 WINDOW = 16
@@ -141,3 +141,19 @@ def test_a_prompt_the_pool_leaves_out_is_left_out_of_the_first_chunk(
         weights.append(len(pooled))
     expected = np.average(np.stack(vectors), axis=0, weights=weights)
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_left_out_prompt_longer_than_a_window_is_refused(tmp_path: Path, minilm_path: Path) -> None:
+    """``include_prompt: false`` with chunking and a prompt that fills the first window: the first
+    chunk was all prompt, weighed by a negative count (its rows less the prompt's), and the
+    prompt's rest was pooled as text in the second; refused as without chunking."""
+    from poolrag.testing.tiny_models import build_encoder, write_sentence_transformers
+
+    folder = write_sentence_transformers(
+        build_encoder(tmp_path / "m", "bert", minilm_path, seed=5), include_prompt=False
+    )
+    engine = Engine(folder, max_model_len=WINDOW, pooler_config={"enable_chunked_processing": True})
+    prompt = "Represent this long instruction for the retrieval of scientific papers, articles and books: "
+    assert len(engine.tokenizer(prompt, add_special_tokens=False)["input_ids"]) > WINDOW - 2
+    with pytest.raises(InvalidInputError, match="the prompt leaves no room for text"):
+        engine.embed(LONG, PoolingParams(prompt=prompt))

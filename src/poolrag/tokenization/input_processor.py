@@ -284,9 +284,12 @@ class InputProcessor:
         if kept:
             if limit is not None:
                 self._check_room(limit, prefix=prefix)
-            encoded = self._encode_texts(
-                wholes, kept, params, limit, chunking, field, one, self._prompt_length(prefix)
-            )
+            prompt_length = self._prompt_length(prefix)
+            if chunking and prompt_length:
+                # a left-out prompt must end inside the first chunk, with text after it: the chunks
+                # past it pool whole, and the first weighs by its rows less the prompt's
+                self._check_room(self.max_len, prefix=prefix)
+            encoded = self._encode_texts(wholes, kept, params, limit, chunking, field, one, prompt_length)
             for i, request in zip(kept, encoded, strict=True):
                 requests[i] = request
         return requests  # type: ignore[return-value]
