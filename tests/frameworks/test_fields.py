@@ -33,3 +33,14 @@ def test_engine_options_holding_torch_values_serialise_as_their_names(minilm_pat
     assert dumped["engine_kwargs"] == {"hf_overrides": {"torch_dtype": "float32"}}
     again = EmbeddingFields(**dumped)
     assert again.backend.engine_args.hf_overrides == {"torch_dtype": "float32"}
+
+
+def test_a_hub_token_in_engine_kwargs_is_neither_serialised_nor_shown(minilm_path: Path) -> None:
+    """``engine_kwargs={"hf_token": ...}`` (also where ``token=`` of the HuggingFace-shaped classes
+    lands) was written into the adapter's JSON (LlamaIndex's to_json, cache keys) and its repr;
+    the engine still loads with it."""
+    adapter = EmbeddingFields(model_name=str(minilm_path), engine_kwargs={"hf_token": "hf_SECRET"})
+    assert adapter.backend.engine_args.hf_token == "hf_SECRET"
+    assert "hf_SECRET" not in adapter.model_dump_json()
+    assert "hf_SECRET" not in repr(adapter)
+    assert "hf_SECRET" not in str(adapter.model_dump())

@@ -28,6 +28,7 @@ from pydantic import (
     PlainValidator,
     PrivateAttr,
     SecretStr,
+    field_serializer,
     model_validator,
 )
 from pydantic_core import PydanticKnownError
@@ -224,6 +225,17 @@ class BackendFields(BaseModel):
             if self._task is not None and remote_url is None:
                 params.verify(self._task, self._backend.facts)
         return self
+
+    @field_serializer("engine_kwargs")
+    def _without_hub_token(self, engine_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``engine_kwargs`` less the hub token: a secret, like ``api_key``, is never serialised
+        (LlamaIndex's to_json and cache keys); huggingface_hub's stored token or $HF_TOKEN serves
+        the rebuilt adapter."""
+        return {name: value for name, value in engine_kwargs.items() if name != "hf_token"}
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, self._without_hub_token(value) if name == "engine_kwargs" else value
 
     @property
     def backend(self) -> PoolingBackend:
