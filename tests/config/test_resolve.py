@@ -180,3 +180,45 @@ def test_a_warm_hub_cache_answers_a_branch_and_a_commit_sha(
     with Engine("org/tiny", revision=sha, download_dir=str(cache), tune="off") as engine:
         got = engine.embed_array(SENTENCES)
     np.testing.assert_allclose(got, reference.encode(SENTENCES), atol=1e-6)
+
+
+def test_instructor_hub_ids_pool_without_their_instruction_as_sentence_transformers_loads_them(
+    tiny_model: Callable[..., Path], tmp_path: Path
+) -> None:
+    """INSTRUCTOR's Pooling configs say include_prompt true; sentence-transformers leaves the
+    instruction out for their hub ids, and so does poolrag. The same folder by its path pools it,
+    under another output fingerprint (cached vectors of one never answer for the other)."""
+    from sentence_transformers import SentenceTransformer
+
+    from poolrag import Engine, PoolingParams
+    from poolrag.testing.tiny_models import SENTENCES, write_sentence_transformers
+
+    query = PoolingParams(prompt_name="query")
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model("bert"), folder)
+    write_sentence_transformers(
+        folder, pooling="mean", prompts={"query": "Represent the question for retrieval: "}
+    )
+    cache, sha = tmp_path / "hub", "89abcdef0123456789abcdef0123456789abcdef"
+    snapshot = _hub_cache(cache, "hkunlp/instructor-base", folder, sha, "main")
+    reference = SentenceTransformer("hkunlp/instructor-base", device="cpu", cache_folder=str(cache))
+    expected = reference.encode(SENTENCES, prompt_name="query")
+    with Engine("hkunlp/instructor-base", download_dir=str(cache), tune="off") as by_id:
+        np.testing.assert_allclose(by_id.embed_array(SENTENCES, query), expected, atol=1e-6)
+        with Engine(str(snapshot), tune="off") as by_path:
+            pooled = by_path.embed_array(SENTENCES, query)
+            assert np.abs(pooled - expected).max() > 1e-3  # the folder's own config: the prompt pooled
+            assert by_path.facts.output_fingerprint != by_id.facts.output_fingerprint
+
+
+def test_another_instructor_folder_that_pools_its_prompt_is_warned_about(
+    tiny_model: Callable[..., Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As sentence-transformers warns: its config decides, and the user learns it differs from
+    how INSTRUCTOR models were trained."""
+    from poolrag import Engine
+
+    folder = shutil.copytree(tiny_model("bert"), tmp_path / "my-instructor-small")
+    with caplog.at_level("WARNING", logger="poolrag.config.model_spec"), Engine(str(folder), tune="off"):
+        pass
+    assert "INSTRUCTOR models pool without their instruction" in caplog.text

@@ -410,6 +410,26 @@ def _cross_encoder_activation(st_config: dict[str, Any], hf_config: PretrainedCo
     return activation
 
 
+#: INSTRUCTOR checkpoints whose Pooling configs say include_prompt true: sentence-transformers leaves
+#: the instruction out of their pool by these hub ids, as the models were trained
+INSTRUCTOR_HUB_IDS = frozenset(("hkunlp/instructor-base", "hkunlp/instructor-large", "hkunlp/instructor-xl"))
+
+
+def with_hub_id_rules(spec: ModelSpec, model: str) -> ModelSpec:
+    """``spec`` as sentence-transformers loads the folder under the name ``model`` was given by:
+    INSTRUCTOR's hub ids pool without their instruction; another INSTRUCTOR folder that pools it
+    is said to differ from how those models were trained (its Pooling config decides, as there)."""
+    if model in INSTRUCTOR_HUB_IDS:
+        spec.include_prompt = False
+    elif spec.include_prompt and "instructor" in Path(model).name.lower():
+        logger.warning(
+            "%s: INSTRUCTOR models pool without their instruction; this folder's Pooling config "
+            "says include_prompt true (set it false in its 1_Pooling/config.json)",
+            model,
+        )
+    return spec
+
+
 def _default_prompt_name(st_config: dict[str, Any], prompts: dict[str, str], folder: Path) -> str | None:
     """The prompt every text gets unless a call says otherwise; one the folder does not hold is
     refused, as sentence-transformers refuses it (read as no prompt, every vector came out other)."""

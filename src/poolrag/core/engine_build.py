@@ -17,7 +17,7 @@ from typing import cast
 import torch
 
 from poolrag.batching.token_budget import default_batch_tokens
-from poolrag.config.model_spec import ModelSpec, load_model_spec
+from poolrag.config.model_spec import ModelSpec, load_model_spec, with_hub_id_rules
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.resolve import resolve_model_path, resolve_tokenizer_folder
 from poolrag.core.autotune import TunedLoad, TuneRequest, load_tuned, resolve_tune_mode
@@ -79,7 +79,9 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
         if args.tokenizer is None and args.tokenizer_revision is None
         else str(resolve_tokenizer_folder(args.tokenizer or args.model, args.tokenizer_revision, **hub))
     )
-    spec = load_model_spec(path, args.hf_overrides, args.trust_remote_code, args.convert)
+    spec = with_hub_id_rules(
+        load_model_spec(path, args.hf_overrides, args.trust_remote_code, args.convert), args.model
+    )
     dtype = dtype_for_model(dtype, args.dtype, str(getattr(spec.hf_config, "model_type", "")))
     with one_thread_if_forked():  # a forked worker's loading ops would wait on its parent's threads
         tuned = _tuned_pipeline(args, spec, device, dtype, tokenizer_path)
@@ -162,6 +164,8 @@ def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path:
             _vector_shaping(pooler)
             | _tokenizer_shaping(tokenizer_path)
             | _token_shaping(pipeline.token_normalize)
+            # a folder pooled without its prompt (its config, or INSTRUCTOR's hub id) keys apart
+            | ({} if spec.include_prompt else {"include_prompt": False})
         ),
         normalizes_embeddings=bool(pooler.normalize),
         default_dimensions=pooler.dimensions,
