@@ -115,6 +115,7 @@ def test_dimensions_on_a_model_without_matryoshka_is_one_clear_error(facts: Mode
         PoolingParams(dimensions=64).verify("embed", facts)
     message = str(refused.value)
     assert "\n" not in message and "not a Matryoshka model" in message and "full size is 384" in message
+    assert refused.value.param == "dimensions"  # the field at fault, as every other refusal names it
     # every door reaches this rule (a Ray actor's ingest too): each way to declare the model is named
     assert 'hf_overrides={"is_matryoshka": True}' in message and "--assume-matryoshka" in message
     assert (
@@ -182,3 +183,12 @@ def test_a_similarity_score_takes_input_type_query_only(facts: ModelFacts) -> No
     assert PoolingParams(input_type="document").verify("score", cross_encoder).input_type == "document"
     # the rule is the score's: embedding documents takes it
     assert PoolingParams(input_type="document").verify("embed", facts).input_type == "document"
+
+
+def test_a_size_out_of_range_names_dimensions_as_its_param(facts: ModelFacts) -> None:
+    """docs/engine.md: an error names the request field at fault in ``error.param``. An engine
+    caller's ``DimensionsError`` had ``param=None`` (only the server filled in ``dimensions``)."""
+    for size in (10_000, 0):
+        with pytest.raises(DimensionsError) as refused:
+            PoolingParams(dimensions=size).verify("embed", facts)
+        assert refused.value.param == "dimensions"

@@ -189,7 +189,10 @@ class InputTooLongError(InvalidInputError):
 
 
 class DimensionsError(InvalidInputError):
-    """Matryoshka ``dimensions`` that the model does not support."""
+    """Matryoshka ``dimensions`` that the model does not support (``param`` is that field, as
+    the server reports it, for a caller of the engine too)."""
+
+    param: str | None = "dimensions"
 
 
 class ModelLoadError(PoolragError, RuntimeError):
