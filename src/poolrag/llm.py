@@ -109,8 +109,7 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInputError("tokenizer_mode must be 'auto' or 'hf' (poolrag runs the HF tokenizer)")
     if options.pop("skip_tokenizer_init", False):
         raise InvalidInputError("skip_tokenizer_init=True is not supported: poolrag tokenises every text")
-    # a served name names nothing offline: taken, with the same one warning
-    offline_only = [name for name in ("served_model_name",) if options.pop(name, None) is not None]
+    options.pop("served_model_name", None)  # the LLM's model_config reports it; it names nothing else
     if "max_num_batched_tokens" in options:
         options.setdefault("max_batch_tokens", options.pop("max_num_batched_tokens"))
     if "max_num_seqs" in options:
@@ -123,7 +122,7 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
     if "enforce_eager" in options:
         options["compile"] = eager_compile(options.pop("enforce_eager"), options.get("compile"))
     no_effect = sorted(set(NO_EFFECT_OPTIONS) & set(options))
-    warn_no_effect([*no_effect, *offline_only], logger)
+    warn_no_effect(no_effect, logger)
     for name in no_effect:
         del options[name]
     return options  # what is left is EngineArgs' to check (an unknown name: one line naming it)
@@ -146,11 +145,14 @@ class ModelConfig:
     quantization: str | None = None
     is_matryoshka: bool = False
     matryoshka_dimensions: list[int] | None = None
+    served_name: str | list[str] | None = None  # LLM(served_model_name=...), as given
 
     @property
     def served_model_name(self) -> str:
-        """vLLM's default: the model as given (a served name names nothing offline)."""
-        return self.model
+        """As vLLM's: the name given (the first of a list), else the model as given."""
+        if not self.served_name:
+            return self.model
+        return self.served_name[0] if isinstance(self.served_name, list) else self.served_name
 
     @property
     def architecture(self) -> str:
@@ -209,8 +211,9 @@ class LLM:
             means no compile, not even one a tune verdict chose; ``tensor_parallel_size`` /
             ``pipeline_parallel_size`` / ``data_parallel_size`` must be 1 (use ``device_map="auto"``
             to spread a large model); ``tokenizer_mode`` ``"auto"``/``"hf"`` and
-            ``skip_tokenizer_init=False`` are taken; vLLM's cache / scheduler / memory options and
-            ``served_model_name`` are accepted with one warning. As in vLLM, an over-long prompt is
+            ``skip_tokenizer_init=False`` are taken; vLLM's cache / scheduler / memory options are
+            accepted with one warning; ``served_model_name`` is what ``model_config`` reports, as in
+            vLLM. As in vLLM, an over-long prompt is
             an error unless a call truncates (``truncate_prompt_tokens``, ``tokenization_kwargs``);
             ``truncate=True`` makes poolrag's default (keep the first tokens) this LLM's.
 
@@ -255,6 +258,7 @@ class LLM:
             revision=revision,
             truncate=False,  # vLLM refuses an over-long prompt unless a call asks to truncate it
         )
+        self._served_name = engine_options.get("served_model_name")
         self.engine_args = EngineArgs.from_options(model, named | _engine_options(engine_options))
         try:
             self.engine = Engine.from_engine_args(self.engine_args)
@@ -285,6 +289,7 @@ class LLM:
             quantization=self.engine_args.quantization,
             is_matryoshka=facts.is_matryoshka,
             matryoshka_dimensions=None if dims is None else list(dims),
+            served_name=self._served_name,
         )
 
     @property

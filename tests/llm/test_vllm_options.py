@@ -6,6 +6,7 @@ Issue 30, item 3: "``LLM()`` accepts and ignores the same knobs" (``--gpu-memory
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -71,8 +72,13 @@ def test_vllm_0_32_constructor_keywords(minilm_path: Path, caplog: pytest.LogCap
             skip_tokenizer_init=False,
         )
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert all(name in warning for name in ("served_model_name", "kv_cache_memory_bytes", "max_logprobs"))
+    assert all(name in warning for name in ("kv_cache_memory_bytes", "max_logprobs"))
+    assert "served_model_name" not in warning  # not a cache / scheduler / memory knob: reported below
     assert llm.embed("a cat")[0].outputs.hidden_size == 384
+    # vLLM's model_config reports the served name a script gave (poolrag reported the model path)
+    assert llm.model_config.served_model_name == "embedder"
+    assert llm.llm_engine.vllm_config.model_config.served_model_name == "embedder"
+    assert dataclasses.replace(llm.model_config, served_name=["a", "b"]).served_model_name == "a"
     for kwargs, message in (
         ({"data_parallel_size": 2}, "replicas run on Ray"),
         ({"tokenizer_mode": "mistral"}, "tokenizer_mode must be 'auto' or 'hf'"),
