@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import unicodedata
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest import Document, TokenChunker
+from poolrag.ingest import Document, TokenChunker, read_paths
 from poolrag.ingest.chunker import MAX_CHUNK_BYTES
 
 PARAGRAPH = (
@@ -114,6 +115,24 @@ def test_a_paragraph_end_wins_only_in_the_windows_last_fifth(
     else:  # 40 of 60: too early, the last sentence end that fits wins (more text per chunk)
         assert chunk.text.startswith(first + "\n\n") and chunk.text.endswith("night.")
         assert chunk.num_tokens > 50
+
+
+def test_windows_line_ends_in_a_record_are_cut_at_as_unix_ones(tokenizer, tmp_path) -> None:
+    """A JSONL record's (or CSV cell's) text keeps its ``\\r\\n`` line ends (only files are read
+    with universal newlines); its blank lines and line ends are still paragraph and line ends, so
+    it is chunked as the same text with ``\\n`` (it was cut mid-sentence, with overlap, instead)."""
+    paragraphs = [f"Step {i} of the setup copies the files to the shared folder and waits" for i in range(8)]
+    unix = "\n\n".join(p + "\nthen checks the log for errors" for p in paragraphs)
+    windows = unix.replace("\n", "\r\n")
+    (tmp_path / "faq.jsonl").write_text(json.dumps({"id": "q1", "text": windows}) + "\n")
+    [record] = read_paths(tmp_path)
+    assert record.text == windows
+    chunker = TokenChunker(tokenizer, max_tokens=60, overlap=8)
+    expected = [c.text for c in chunker.split(Document("d", unix))]
+    chunks = chunker.split(record)
+    assert [c.text.replace("\r\n", "\n") for c in chunks] == expected
+    assert all(windows[c.start : c.end] == c.text for c in chunks)
+    assert all(c.text.endswith("errors") for c in chunks)
 
 
 def test_ids_are_stable_and_only_edited_chunks_change(tokenizer) -> None:

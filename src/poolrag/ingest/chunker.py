@@ -210,10 +210,14 @@ class TokenChunker:
 
     @staticmethod
     def _end_kind(text: Any, offsets: Any, k: int) -> int:
-        """What token ``k`` ends: 2 a paragraph, 1 a sentence or line, 0 neither."""
+        """What token ``k`` ends: 2 a paragraph, 1 a sentence or line, 0 neither. ``\\r\\n`` and a
+        lone ``\\r`` end lines too: a JSONL record's or CSV cell's text keeps them (files are read
+        with universal newlines), and its paragraphs were cut mid-sentence."""
         end = offsets[k][1]
-        following = text[end : end + 2]
-        if following == "\n\n":
+        following = text[end : end + 4]
+        if "\r" in following:
+            following = following.replace("\r\n", "\n").replace("\r", "\n")
+        if following[:2] == "\n\n":
             return 2
         last = text[end - 1]
         if (
