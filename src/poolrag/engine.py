@@ -409,6 +409,12 @@ class Engine:
         return self._pipeline.score_kind
 
     @property
+    def document_prompt(self) -> str:
+        """The instruction the model reads before each document (``""`` for none), which a
+        chunk sized to the model's length must leave room for."""
+        return self._pipeline.processor.prompts.prefix_for("document", None)
+
+    @property
     def facts(self) -> ModelFacts:
         """What callers may know about the model (the :class:`~poolrag.backend.PoolingBackend` facts)."""
         return self._facts

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import unicodedata
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from poolrag import Engine, PoolingParams
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import Document, TokenChunker, read_paths
 from poolrag.ingest.chunker import MAX_CHUNK_BYTES
@@ -133,6 +135,26 @@ def test_windows_line_ends_in_a_record_are_cut_at_as_unix_ones(tokenizer, tmp_pa
     assert [c.text.replace("\r\n", "\n") for c in chunks] == expected
     assert all(windows[c.start : c.end] == c.text for c in chunks)
     assert all(c.text.endswith("errors") for c in chunks)
+
+
+def test_chunks_of_a_model_with_a_document_prompt_leave_room_for_it(minilm_path, tmp_path) -> None:
+    """MiniLM (256 tokens) given e5's ``passage: `` document prompt: the default 254-token chunks
+    plus the prompt's 3 tokens were 259, and the engine cut each full chunk's last words silently."""
+    folder = tmp_path / "prompted"
+    shutil.copytree(minilm_path, folder)
+    settings = folder / "config_sentence_transformers.json"
+    config = json.loads(settings.read_text()) | {"prompts": {"query": "query: ", "document": "passage: "}}
+    settings.write_text(json.dumps(config))
+    engine = Engine(folder)
+    assert engine.document_prompt == "passage: "
+    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, prompt=engine.document_prompt)
+    text = " ".join(f"The reading of gauge {i} was noted in the log" for i in range(80))
+    longest = max(chunker.split(Document("d", text)), key=lambda c: c.num_tokens)
+    refuse_long = PoolingParams(input_type="document", truncate=False)
+    [output] = engine.embed([longest.text], pooling_params=refuse_long)  # over 256: InvalidInputError
+    assert len(output.prompt_token_ids) <= 256
+    with pytest.raises(InvalidInputError, match="document prompt"):
+        TokenChunker.for_model(engine.tokenizer, engine.facts, 254, prompt=engine.document_prompt)
 
 
 def test_ids_are_stable_and_only_edited_chunks_change(tokenizer) -> None:

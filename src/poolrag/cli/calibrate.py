@@ -167,7 +167,9 @@ def _calibrate(args: argparse.Namespace, left_out: list[Any]) -> Any:
         )
     widths: list[int | None] = [None, *(args.dimensions or [])]
     params = {width: _document_params(engine, width) for width in widths}  # before any chunk is read
-    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens)
+    chunker = TokenChunker.for_model(
+        engine.tokenizer, engine.facts, args.chunk_tokens, prompt=engine.document_prompt
+    )
     chunks = (
         chunk.text
         for doc in read_paths(args.paths, text_field=args.text_field, skipped=left_out)

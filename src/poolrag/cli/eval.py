@@ -217,7 +217,9 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
         dense, sparse = DenseEncoder(CachedEmbedder(engine, cache)), None
     embedder = dense.embedder
     reranker = load_engine(engine_args.sibling(args.rerank)) if args.rerank else None
-    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
+    chunker = TokenChunker.for_model(
+        engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap, prompt=engine.document_prompt
+    )
     pipeline = IngestPipeline(
         store,
         dense,

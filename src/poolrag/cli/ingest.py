@@ -404,7 +404,9 @@ def _ingest(
         from poolrag.cli.hybrid_sources import hybrid_sources
 
         encoder, sparse_encoder = hybrid_sources(engine, encoder, cache, args, engine_args, args.dimensions)
-    chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap)
+    chunker = TokenChunker.for_model(
+        engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap, prompt=engine.document_prompt
+    )
     store = open_store_from_args(args)
     opened.callback(store.close)
     pipeline = IngestPipeline(

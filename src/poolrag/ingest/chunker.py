@@ -156,8 +156,10 @@ class TokenChunker:
         overlap: int | None = None,
         *,
         always_overlap: bool = False,
+        prompt: str = "",
     ) -> TokenChunker:
-        """A chunker whose chunks fit the model's length limit (room left for special tokens).
+        """A chunker whose chunks fit the model's length limit (room left for special tokens and
+        the document instruction ``prompt``, which the model reads before each chunk).
 
         Args:
             tokenizer: the model's own tokenizer (e.g. ``Engine.tokenizer``), so chunks are measured
@@ -165,8 +167,12 @@ class TokenChunker:
             facts: the model's facts (length limit, whether ColBERT adds a marker token).
             overlap: tokens shared by neighbouring chunks; ``None``: the constructor's default (32, at
                 most a quarter of a chunk). A given overlap that does not fit the chunk size is refused.
+            prompt: the model's document prompt (``Engine.document_prompt``, e5's ``passage: ``):
+                without it, a chunk of the model's length lost its last tokens to the prompt's.
         """
         limit = facts.max_model_len - tokenizer.num_special_tokens_to_add(pair=False)
+        if prompt:
+            limit -= len(call_tokenizer(tokenizer, prompt, add_special_tokens=False)["input_ids"])
         if facts.score_kind is ScoreKind.MAXSIM:
             limit -= 1  # ColBERT inserts a [D]/[Q] marker token
         if max_tokens is None:
@@ -174,7 +180,7 @@ class TokenChunker:
         elif max_tokens > limit:
             raise InvalidInputError(
                 f"chunk size {max_tokens} exceeds what {facts.model_name} accepts "
-                f"({limit} tokens plus special tokens)"
+                f"({limit} tokens plus special tokens{' and its document prompt' if prompt else ''})"
             )
         return cls(
             tokenizer,

@@ -125,7 +125,9 @@ class EngineRecipe:
             raise InvalidInputError(
                 f"{engine.facts.model_name} is a ColBERT model: ingest its token vectors without --ray"
             )
-        chunker = TokenChunker.for_model(engine.tokenizer, engine.facts, self.chunk_tokens, self.overlap)
+        chunker = TokenChunker.for_model(
+            engine.tokenizer, engine.facts, self.chunk_tokens, self.overlap, prompt=engine.document_prompt
+        )
         embedder = CachedEmbedder(engine, None, batch_size=1 << 30)
         return engine, chunker, DenseEncoder(embedder, self.dimensions), embedder
 
