@@ -45,6 +45,13 @@ class BatchInputs:
         lengths = self.lengths.to(device, non_blocking=True)
         return BatchInputs(moved, lengths, self.packed, self.num_tokens, True, keep, self.first_rows_only)
 
+    def release(self) -> None:
+        """Let go of the batch's tensors, keeping its counts: after an out-of-memory error its halves
+        prepare their own, and a caller still holding this object must not keep the whole batch's
+        alive meanwhile (a ViT-B/32 batch's pixels are a quarter of its forward pass's peak)."""
+        self.kwargs = {}
+        self.keep = None
+
 
 def _flat(batch: Sequence[PoolingRequest], attr: str, total: int) -> np.ndarray:
     return np.fromiter(chain.from_iterable(getattr(r, attr) for r in batch), dtype=np.int64, count=total)

@@ -291,7 +291,7 @@ class ModelRunner:
             tokens = inputs.num_tokens
             if len(batch) < 2:  # nothing left to split: this call fails, the next batch runs
                 raise too_big_alone(exc, tokens) from exc
-        del inputs  # free the batch's device tensors before retrying
+        inputs.release()  # the caller holds it too (the engine core): the halves run without it
         release_cached_memory(self.device)
         half = len(batch) // 2
         logger.warning(

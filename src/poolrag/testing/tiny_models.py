@@ -230,19 +230,23 @@ def build_bge_m3(dest: Path, tokenizer_src: Path, colbert_dim: int = 24, seed: i
 _VISION = _TOWER | {"image_size": 32, "patch_size": 8}
 
 
-def build_clip(dest: Path, tokenizer_src: Path, seed: int = 0) -> Path:
+def build_clip(
+    dest: Path, tokenizer_src: Path, seed: int = 0, image_size: int = 32, **vision_config: object
+) -> Path:
     """A tiny random ``CLIPModel`` saved with transformers' ``save_pretrained``, its
-    ``CLIPImageProcessor`` beside it (32 x 32 pixels, 8-pixel patches) and the MiniLM tokenizer
+    ``CLIPImageProcessor`` beside it (``image_size`` pixels square, 8-pixel patches at 32, 16 patches
+    a side at any size; ``vision_config`` overrides the image tower's) and the MiniLM tokenizer
     ([SEP] is the end-of-text token CLIP's text tower pools)."""
     dest.mkdir(parents=True, exist_ok=True)
     copy_tokenizer(tokenizer_src, dest)
     text = _TOWER | {"vocab_size": 30522, "max_position_embeddings": 77, "pad_token_id": 0}
     text |= {"bos_token_id": 101, "eos_token_id": 102}
     torch.manual_seed(seed)
-    config = transformers.CLIPConfig(text_config=text, vision_config=_VISION, projection_dim=16)
+    vision = _VISION | {"image_size": image_size, "patch_size": image_size // 4} | vision_config
+    config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
     transformers.CLIPModel(config).eval().save_pretrained(dest)
     processor = transformers.CLIPImageProcessor(
-        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
     )
     processor.save_pretrained(dest)
     return dest
