@@ -326,6 +326,18 @@ def test_a_keyless_server_on_another_loopback_address_answers_to_that_address() 
     assert "evil.example" not in allowed and "127.0.0.3" not in allowed
 
 
+def test_a_keyless_server_on_every_address_answers_a_service_name_through_loopback(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """Bound to 0.0.0.0, the check read each connection's own address: one through loopback (a
+    sidecar proxy, nginx on the same machine) naming the service was refused ``invalid_host``,
+    while the same name on the pod's address was answered."""
+    with cli_server(tmp_path / "server.log", str(minilm_path), "--host", "0.0.0.0") as (url, _):
+        for host in ("poolrag.default.svc", "poolrag.default.svc.cluster.local:8000", "localhost"):
+            response = httpx.get(f"{url}/v1/models", headers={"host": host})
+            assert response.status_code == 200, (host, response.text)
+
+
 def test_allowed_hosts_and_api_keys_change_the_host_rule(minilm_engine: Engine, keyed_server: Served) -> None:
     assert httpx.get(f"{keyed_server.url}/health", headers={"host": "embed.internal"}).status_code == 200
     with serve_in_thread(minilm_engine, allowed_hosts=("embed.internal",)) as url:

@@ -424,6 +424,7 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     from poolrag.cli.serve_models import from_command_line, read_models_file
     from poolrag.config.resolve import refuse_missing_folder
     from poolrag.server import ServerSettings
+    from poolrag.server.host_check import for_listen_host
     from poolrag.server.state import check_unique_names
 
     first = args.model or args.model_option
@@ -463,6 +464,7 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         request_id_headers=args.enable_request_id_headers,
         api_docs=not args.disable_fastapi_docs,
     )
+    settings = for_listen_host(settings, args.host)
     if args.served_model_name and not models:
         raise ValueError("--served-model-name names MODEL arguments; a models file names its own")
     # the flags' engine options, which every model takes (a file's keys override them)

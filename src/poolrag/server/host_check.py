@@ -7,6 +7,7 @@ exactly what such a page looks for, so by default it answers only to its loopbac
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -28,6 +29,16 @@ def _is_loopback(address: str) -> bool:
         return ipaddress.ip_address(address.strip("[]")).is_loopback
     except ValueError:
         return address == "localhost"
+
+
+def for_listen_host(settings: ServerSettings, host: str) -> ServerSettings:
+    """``settings`` for a server listening on ``host``: bound to a non-loopback address (``0.0.0.0``,
+    ``::``, a pod's IP) with no host list, it answers to any name, also on connections that reach it
+    through loopback, where the check would otherwise read the connection's own address: a sidecar
+    proxy or a proxy on the same machine forwarding ``Host: poolrag.default.svc`` to 127.0.0.1."""
+    if settings.allowed_hosts is None and not _is_loopback(host):
+        return dataclasses.replace(settings, allowed_hosts=("*",))
+    return settings
 
 
 def effective_hosts(settings: ServerSettings, bound_host: str | None) -> frozenset[str] | None:

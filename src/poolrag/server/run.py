@@ -184,7 +184,8 @@ def serve(
         app = app_or_engine
     else:
         from poolrag.server.app import create_app
+        from poolrag.server.host_check import for_listen_host
 
-        app = create_app(app_or_engine, settings)
+        app = create_app(app_or_engine, for_listen_host(settings, host))
     config = uvicorn_config(app, settings, http, host=host, port=port, lifespan="on")
     DrainingServer(config, settings.drain_timeout_s).run()
