@@ -4,8 +4,10 @@ a bare text/plain 500 and a traceback each in the log)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import cli_server
+from .conftest import _free_port, _wait_healthy, cli_server
 
 LONG = " ".join(["a sentence about the weather in the mountains"] * 60)
 
@@ -138,3 +140,30 @@ def test_ctrl_c_twice_with_requests_in_flight_stops_without_a_traceback(
     assert len(answers) == 16 and not [a for a in answers if isinstance(a, Exception)], text[-2000:]
     assert "still running are answered 503" in text, text[-2000:]  # the second Ctrl-C came mid-flight
     assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+
+
+def test_a_server_on_every_ipv6_address_answers_ipv4_clients_too(minilm_path: Path, tmp_path: Path) -> None:
+    """``--host ::`` was IPv6 only (asyncio sets IPV6_V6ONLY): an IPv4 client, or a Kubernetes
+    probe of the pod's IPv4 address, was refused, where vLLM and ``--workers`` listen on both."""
+    port, log = _free_port(), tmp_path / "server.log"
+    command = [
+        sys.executable,
+        "-m",
+        "poolrag.cli",
+        "serve",
+        str(minilm_path),
+        "--host",
+        "::",
+        "--port",
+        str(port),
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+        )
+    try:
+        _wait_healthy(f"http://[::1]:{port}", process, log)
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -188,4 +188,7 @@ def serve(
 
         app = create_app(app_or_engine, for_listen_host(settings, host))
     config = uvicorn_config(app, settings, http, host=host, port=port, lifespan="on")
-    DrainingServer(config, settings.drain_timeout_s).run()
+    # an IPv6 address gets a socket of ours, as vLLM's and --workers' are: asyncio's bind of '::'
+    # sets IPV6_V6ONLY, so IPv4 clients and a Kubernetes probe of the pod's IPv4 address were refused
+    sockets = [listening_socket(host, port, reuse_port=False)] if ":" in host else None
+    DrainingServer(config, settings.drain_timeout_s).run(sockets=sockets)
