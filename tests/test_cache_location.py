@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,28 @@ def test_without_the_env_folder_it_is_under_the_xdg_cache_home(
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert poolrag_cache_dir() == tmp_path / ".cache" / "poolrag"
+
+
+def test_a_user_with_no_home_gets_a_folder_in_the_temp_folder_not_a_crash(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``$HOME`` and a uid with no passwd entry (``docker run --user 12345`` under ``env -i``, a
+    systemd unit): every ``poolrag`` command, ``--help`` included, died with Python's
+    ``RuntimeError: Could not determine home directory`` while building its parser."""
+    import pwd
+    import tempfile
+
+    from poolrag.cli import main
+
+    for name in ("HOME", "POOLRAG_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    folder = poolrag_cache_dir()
+    assert folder.parent == Path(tempfile.gettempdir()) and str(os.getuid()) in folder.name
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--help"])
+    assert exited.value.code == 0 and "--host" in capsys.readouterr().out

@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 
 def poolrag_cache_dir() -> Path:
-    """``$POOLRAG_CACHE_DIR``, else ``poolrag`` under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
+    """``$POOLRAG_CACHE_DIR``, else ``poolrag`` under ``$XDG_CACHE_HOME`` or ``~/.cache``; for a
+    user with no home (no ``$HOME`` and no passwd entry: a container run under an arbitrary uid),
+    ``poolrag-cache-UID`` in the temp folder, as torch's compile cache, rather than a
+    ``RuntimeError`` from every command (the help texts name this folder)."""
     root = os.environ.get("POOLRAG_CACHE_DIR")
     if root:
         return Path(root).expanduser()  # a quoted "~/x" (an env file, a Dockerfile) is not expanded
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "poolrag"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg) / "poolrag"
+    home = os.path.expanduser("~")
+    if home == "~":
+        return Path(tempfile.gettempdir()) / f"poolrag-cache-{os.getuid()}"
+    return Path(home) / ".cache" / "poolrag"
 
 
 def partial_path(path: Path) -> Path:
