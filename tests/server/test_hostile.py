@@ -315,6 +315,21 @@ def test_the_host_header_is_checked_on_a_keyless_loopback_server(minilm_server: 
         assert httpx.get(f"{minilm_server.url}/health", headers={"host": host}).status_code == 200, host
 
 
+def test_a_refused_host_is_named_with_the_flags_that_let_it_in(
+    minilm_server: Served, minilm_engine: Engine
+) -> None:
+    """Behind nginx passing ``Host: embed.example.com`` to a keyless loopback server, the operator
+    read "names a host this server does not answer to" and a bare 400 in the access log: neither
+    which name nor why."""
+    message = httpx.get(f"{minilm_server.url}/v1/models", headers={"host": "embed.example.com"}).json()[
+        "error"
+    ]["message"]
+    assert "'embed.example.com'" in message and "--allowed-hosts" in message and "--api-key" in message
+    with serve_in_thread(minilm_engine, allowed_hosts=("embed.internal",)) as url:
+        message = httpx.get(f"{url}/health").json()["error"]["message"]
+        assert message.startswith("Host '127.0.0.1' is not on this server's --allowed-hosts list"), message
+
+
 def test_a_keyless_server_on_another_loopback_address_answers_to_that_address() -> None:
     """Bound to 127.0.0.2, a client calling http://127.0.0.2:PORT sends that Host: it was refused
     as a stranger's name (``invalid_host``); another name still is."""

@@ -41,6 +41,18 @@ def for_listen_host(settings: ServerSettings, host: str) -> ServerSettings:
     return settings
 
 
+def _refusal(name: str, *, listed: bool) -> str:
+    """What an operator whose proxy sends the service's name reads: the name and the fix (it saw a
+    bare 400 in the access log before)."""
+    if listed:
+        return f"Host {name!r} is not on this server's --allowed-hosts list: add it there ('*' for any)"
+    return (
+        f"Host {name!r} is not a name this server answers to: with no API key on a loopback address "
+        "it answers to 127.0.0.1, localhost and [::1] only (DNS rebinding); behind a proxy that "
+        "sends another name, pass 'poolrag serve --allowed-hosts NAME' ('*' for any) or --api-key"
+    )
+
+
 def effective_hosts(settings: ServerSettings, bound_host: str | None) -> frozenset[str] | None:
     """The names to accept, or ``None`` for any: the configured list, else the loopback names (and
     the address it is bound to, such as 127.0.0.2) for a keyless server bound to loopback."""
@@ -72,13 +84,10 @@ class HostCheckMiddleware:
         allowed = self._allowed(scope)
         if allowed is not None:
             host = next((v for k, v in scope.get("headers", ()) if k == b"host"), b"")
-            if host_name(host.decode("latin-1")) not in allowed:
-                error = APIError(
-                    400,
-                    "the Host header names a host this server does not answer to "
-                    "(see 'poolrag serve --allowed-hosts')",
-                    code="invalid_host",
-                )
+            name = host_name(host.decode("latin-1"))
+            if name not in allowed:
+                listed = self.settings.allowed_hosts is not None
+                error = APIError(400, _refusal(name[:100], listed=listed), code="invalid_host")
                 await error_response(error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
