@@ -164,6 +164,7 @@ def test_a_server_on_every_ipv6_address_answers_ipv4_clients_too(minilm_path: Pa
     try:
         _wait_healthy(f"http://[::1]:{port}", process, log)
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
+        assert f"listening on http://[::]:{port}" in log.read_text()  # uvicorn's line is not written
     finally:
         process.terminate()
         process.wait(timeout=30)

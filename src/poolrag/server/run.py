@@ -14,6 +14,7 @@ import contextlib
 import logging
 import signal
 import socket
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -167,7 +168,8 @@ def listening_socket(host: str, port: int, *, reuse_port: bool = True) -> socket
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        address = f"[{host}]" if ":" in host else host
+        raise OSError(exc.errno, f"cannot listen on {address}:{port}: {exc.strerror or exc}") from None
     return sock
 
 
@@ -188,7 +190,21 @@ def serve(
 
         app = create_app(app_or_engine, for_listen_host(settings, host))
     config = uvicorn_config(app, settings, http, host=host, port=port, lifespan="on")
-    # an IPv6 address gets a socket of ours, as vLLM's and --workers' are: asyncio's bind of '::'
-    # sets IPV6_V6ONLY, so IPv4 clients and a Kubernetes probe of the pod's IPv4 address were refused
-    sockets = [listening_socket(host, port, reuse_port=False)] if ":" in host else None
-    DrainingServer(config, settings.drain_timeout_s).run(sockets=sockets)
+    DrainingServer(config, settings.drain_timeout_s).run(sockets=_ipv6_sockets(host, port, http))
+
+
+def _ipv6_sockets(host: str, port: int, http: HttpOptions | None) -> list[socket.socket] | None:
+    """An IPv6 address's listening socket, ours as vLLM's and ``--workers``' are: asyncio's bind
+    of ``::`` sets ``IPV6_V6ONLY``, so IPv4 clients and a Kubernetes probe of the pod's IPv4
+    address were refused. uvicorn names the address only of sockets it binds, so this says it;
+    a port taken since the command checked it ends the process as uvicorn's own bind does."""
+    if ":" not in host:
+        return None
+    try:
+        sock = listening_socket(host, port, reuse_port=False)
+    except OSError as exc:
+        logger.error("%s", exc.strerror)
+        sys.exit(3)  # uvicorn's STARTUP_FAILURE
+    scheme = "https" if http is not None and http.tls else "http"
+    logger.info("listening on %s://[%s]:%d (IPv6 and IPv4)", scheme, host, sock.getsockname()[1])
+    return [sock]
