@@ -206,5 +206,6 @@ def _ipv6_sockets(host: str, port: int, http: HttpOptions | None) -> list[socket
         logger.error("%s", exc.strerror)
         sys.exit(3)  # uvicorn's STARTUP_FAILURE
     scheme = "https" if http is not None and http.tls else "http"
-    logger.info("listening on %s://[%s]:%d (IPv6 and IPv4)", scheme, host, sock.getsockname()[1])
+    also = " (IPv6 and IPv4)" if host == "::" else ""
+    logger.info("listening on %s://[%s]:%d%s", scheme, host, sock.getsockname()[1], also)
     return [sock]
