@@ -353,6 +353,17 @@ def test_a_keyless_server_on_every_address_answers_a_service_name_through_loopba
             assert response.status_code == 200, (host, response.text)
 
 
+def test_a_keyless_server_bound_by_a_name_of_loopback_keeps_the_host_check(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """``--host $(hostname)``, which Debian's /etc/hosts resolves to 127.0.1.1, binds loopback: the
+    listen-host rule for 0.0.0.0 read the name as another address and answered any ``Host``, so a
+    DNS-rebinding page reached the keyless server. ``127.1`` is such a name on every machine."""
+    with cli_server(tmp_path / "server.log", str(minilm_path), "--host", "127.1") as (url, _):
+        assert httpx.get(f"{url}/health", headers={"host": "evil.example"}).status_code == 400
+        assert httpx.get(f"{url}/health", headers={"host": "localhost"}).status_code == 200
+
+
 def test_allowed_hosts_and_api_keys_change_the_host_rule(minilm_engine: Engine, keyed_server: Served) -> None:
     assert httpx.get(f"{keyed_server.url}/health", headers={"host": "embed.internal"}).status_code == 200
     with serve_in_thread(minilm_engine, allowed_hosts=("embed.internal",)) as url:

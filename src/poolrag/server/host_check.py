@@ -31,12 +31,21 @@ def _is_loopback(address: str) -> bool:
         return address == "localhost"
 
 
+def _is_wildcard(host: str) -> bool:
+    try:
+        return not host or ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False  # a name (``$(hostname)``, 127.1) binds the one address it resolves to
+
+
 def for_listen_host(settings: ServerSettings, host: str) -> ServerSettings:
-    """``settings`` for a server listening on ``host``: bound to a non-loopback address (``0.0.0.0``,
-    ``::``, a pod's IP) with no host list, it answers to any name, also on connections that reach it
-    through loopback, where the check would otherwise read the connection's own address: a sidecar
-    proxy or a proxy on the same machine forwarding ``Host: poolrag.default.svc`` to 127.0.0.1."""
-    if settings.allowed_hosts is None and not _is_loopback(host):
+    """``settings`` for a server listening on ``host``: bound to every address (``0.0.0.0``, ``::``)
+    with no host list, it answers to any name, also on connections that reach it through loopback,
+    where the check would otherwise read the connection's own address: a sidecar proxy or a proxy on
+    the same machine forwarding ``Host: poolrag.default.svc`` to 127.0.0.1. A server bound to one
+    address only sees connections to it, which the check reads right (a name resolving to loopback,
+    as Debian's host name does, keeps the loopback rule)."""
+    if settings.allowed_hosts is None and _is_wildcard(host):
         return dataclasses.replace(settings, allowed_hosts=("*",))
     return settings
 
