@@ -234,8 +234,8 @@ def build_clip(
     dest: Path, tokenizer_src: Path, seed: int = 0, image_size: int = 32, **vision_config: object
 ) -> Path:
     """A tiny random ``CLIPModel`` saved with transformers' ``save_pretrained``, its
-    ``CLIPImageProcessor`` beside it (``image_size`` pixels square, 8-pixel patches at 32, 16 patches
-    a side at any size; ``vision_config`` overrides the image tower's) and the MiniLM tokenizer
+    ``CLIPImageProcessor`` beside it (``image_size`` pixels square, 8-pixel patches at 32, 4 x 4 patches
+    at any size; ``vision_config`` overrides the image tower's) and the MiniLM tokenizer
     ([SEP] is the end-of-text token CLIP's text tower pools)."""
     dest.mkdir(parents=True, exist_ok=True)
     copy_tokenizer(tokenizer_src, dest)
