@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import textwrap
 import unicodedata
 
 import pytest
@@ -117,6 +118,56 @@ def test_a_paragraph_end_wins_only_in_the_windows_last_fifth(
     else:  # 40 of 60: too early, the last sentence end that fits wins (more text per chunk)
         assert chunk.text.startswith(first + "\n\n") and chunk.text.endswith("night.")
         assert chunk.num_tokens > 50
+
+
+WRAPPED = (
+    "The chunker measures every window in the tokens the model reads, so no chunk is cut short "
+    "at embedding time, and it prefers to end a chunk where a sentence ends in the text. "
+    "A document wrapped at a fixed width has a line break every few words, and such a break "
+    "is only a space between two words of the same sentence. "
+)
+
+
+@pytest.mark.parametrize("indent", ["", "       "])  # Markdown/RST, and a man page as `man` renders it
+def test_hard_wrapped_prose_is_cut_at_a_sentence_end_not_a_wrapped_line(tokenizer, indent: str) -> None:
+    """Text wrapped at 72 columns: a line break inside a sentence is no line end. Counted as one,
+    the last in the window beat the sentence end a few tokens before it, so chunks ended mid-sentence
+    ("...so no chunk is cut short" / "at embedding time") with no overlap to make the sentence whole."""
+    text = textwrap.fill(WRAPPED * 12, width=72, initial_indent=indent, subsequent_indent=indent)
+    chunks = TokenChunker(tokenizer, max_tokens=80, overlap=8).split(Document("wrapped.rst", text))
+    assert len(chunks) > 5
+    for prev, nxt in itertools.pairwise(chunks):
+        assert prev.text.endswith("."), prev.text[-60:]
+        assert prev.end <= nxt.start  # a clean cut: nothing repeated
+
+
+TABLE = "\n".join(
+    ["| Setting | What it changes", "| --- | ---"]  # rows without a closing pipe end in a word
+    + [f"| option {i} | sets the size of the cache used by worker number {i} on start" for i in range(40)]
+)
+CODE = (
+    "```python\n"
+    + "\n".join(
+        f"    # load batch number {i} of the input stream and normalise its rows\n"
+        f"    batch = reader.read(batch_size, offset=start + {i} * batch_size) or default_batch\n"
+        f"    total_{i} = sum(row.value * row.weight for row in batch) * scale_factor"
+        for i in range(20)
+    )
+    + "\n```"
+)
+LIST = "\n".join(f"- item {i} keeps the settings of the worker pool and its cache sizes" for i in range(40))
+
+
+@pytest.mark.parametrize("text", [TABLE, CODE, LIST], ids=["table", "code", "list"])
+def test_table_rows_code_lines_and_list_items_are_still_cut_at_their_line_ends(tokenizer, text) -> None:
+    """Lines ending in a word are no wrapped prose when the next one starts a row, an identifier, a
+    comment's code or a list item: preferring sentence ends or treating such lines as wrapped cut
+    table cells and code lines in two."""
+    chunks = TokenChunker(tokenizer, max_tokens=60, overlap=8).split(Document("doc.md", text))
+    assert len(chunks) > 5
+    for prev, nxt in itertools.pairwise(chunks):
+        assert text[prev.end] == "\n", prev.text[-60:]
+        assert prev.end <= nxt.start
 
 
 def test_windows_line_ends_in_a_record_are_cut_at_as_unix_ones(tokenizer, tmp_path) -> None:
