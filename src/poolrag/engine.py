@@ -340,10 +340,14 @@ class Engine:
     # -- what the model is ------------------------------------------------------------------------
     @property
     def supported_tasks(self) -> tuple[PoolingTask, ...]:
+        """The pooling tasks this model runs; a call for another raises
+        :class:`~poolrag.UnsupportedTaskError`."""
         return self._pipeline.supported_tasks
 
     @property
     def max_model_len(self) -> int:
+        """Most tokens one input may have (the folder's, or ``max_model_len=``); a longer one is cut
+        to it or refused, as ``truncate`` says."""
         return self._pipeline.max_model_len
 
     @property
@@ -353,6 +357,7 @@ class Engine:
 
     @property
     def tokenizer(self) -> Any:
+        """The model's transformers tokenizer (what :meth:`tokenize` calls)."""
         return self._pipeline.tokenizer
 
     @property
@@ -363,6 +368,7 @@ class Engine:
 
     @property
     def id2label(self) -> dict[int, str]:
+        """A classifier's label names by output column (the columns of ``classify``'s ``probs``)."""
         return self.spec.id2label
 
     @property
@@ -373,6 +379,7 @@ class Engine:
 
     @property
     def is_matryoshka(self) -> bool:
+        """Whether ``PoolingParams(dimensions=...)`` may shorten this model's vectors."""
         return self.spec.is_matryoshka
 
     @property
@@ -426,6 +433,8 @@ class Engine:
 
     @property
     def text_token_cap(self) -> int | None:
+        """The most tokens one text puts in flight: :attr:`max_model_len`, or ``None`` where the
+        pooler config embeds long inputs whole, in chunks."""
         return None if self._pipeline.processor.chunked else self.max_model_len
 
     def frame_token_ids(self, ids: Sequence[int], input_type: str | None = None) -> list[int] | None:
@@ -564,6 +573,9 @@ class Engine:
     def embed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        """One vector per prompt (``outputs.embedding``, float32, :attr:`embedding_dim` values or
+        ``dimensions``), as sentence-transformers' ``encode`` gives it: normalised where the folder
+        normalises, unless ``pooling_params`` says otherwise."""
         return self._drive(self._output_steps(prompts, "embed", pooling_params, EmbeddingOutput))
 
     async def aembed(
@@ -689,6 +701,8 @@ class Engine:
     def classify(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        """Each prompt's label scores (``outputs.probs``, one per :attr:`id2label` column) after
+        :attr:`classify_activation`; ``PoolingParams(use_activation=False)`` gives the logits."""
         return self._drive(self._output_steps(prompts, "classify", pooling_params, ClassificationOutput))
 
     async def aclassify(
@@ -783,6 +797,9 @@ class Engine:
     def token_classify(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """Each prompt's per-token label scores (``outputs.data``, ``[tokens, labels]``, softmax
+        unless ``use_activation=False``), as vLLM's ``token_classify``; :meth:`extract_entities`
+        groups them into entity spans."""
         return self.encode(prompts, "token_classify", pooling_params)
 
     async def atoken_classify(

@@ -273,10 +273,12 @@ class LLM:
 
     @property
     def supported_tasks(self) -> tuple[PoolingTask, ...]:
+        """The pooling tasks the model runs (vLLM's ``llm.supported_tasks``)."""
         return self.engine.supported_tasks
 
     @property
     def model_config(self) -> ModelConfig:
+        """The part of vLLM's ``ModelConfig`` pooling scripts read (``hf_config``, ``max_model_len``...)."""
         facts = self.engine.facts
         dims = facts.matryoshka_dimensions
         return ModelConfig(
@@ -294,6 +296,7 @@ class LLM:
 
     @property
     def llm_engine(self) -> _EngineView:
+        """``llm.llm_engine`` as vLLM scripts reach into it (its configs and tasks)."""
         config = self.model_config
         return _EngineView(config, _VllmConfig(config), self.supported_tasks, self.engine.tokenizer)
 
@@ -308,6 +311,7 @@ class LLM:
     beam_search = generate
 
     def get_tokenizer(self) -> Any:
+        """The model's transformers tokenizer, as vLLM's ``llm.get_tokenizer()``."""
         return self.engine.tokenizer
 
     def embed(

@@ -56,7 +56,9 @@ class PoolragEmbeddings(EmbeddingFields, Embeddings):
             engine; unchanged texts are then read from disk instead of being embedded again.
         model_kwargs / encode_kwargs / query_encode_kwargs / show_progress: ``HuggingFaceEmbeddings``'
             arguments, so code written for it runs unchanged: ``device``, ``trust_remote_code``,
-            ``revision`` and ``truncate_dim`` (as ``dimensions``) of ``model_kwargs``;
+            ``revision`` and ``truncate_dim`` (as ``dimensions``: the same direction, but a unit
+            vector, where sentence-transformers cuts a folder's normalised vector and returns it
+            shorter than 1) of ``model_kwargs``;
             ``normalize_embeddings=True`` (unit vectors even where the folder does not normalise;
             ``False`` leaves the folder's choice, as sentence-transformers does), ``prompt`` and
             ``prompt_name`` (one of the folder's prompts by name) of the encode kwargs.

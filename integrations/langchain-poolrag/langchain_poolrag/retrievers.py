@@ -81,6 +81,7 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], **kwargs: Any) -> PoolragColBERTRetriever:
+        """A retriever over ``documents``, encoded now (in memory unless ``store=`` is given)."""
         retriever = cls(**kwargs)
         retriever.add_documents(documents)
         return retriever
@@ -96,12 +97,16 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
         return self._colbert.add_texts(texts, metadatas, ids)
 
     def add_documents(self, documents: Sequence[Document]) -> list[str]:
+        """Encode and store ``documents`` under their ``id`` (re-adding an id replaces that document;
+        a document without one gets its content's id); returns the ids."""
         return self._colbert.add_texts(*_columns(documents))
 
     async def aadd_documents(self, documents: Sequence[Document]) -> list[str]:
+        """:meth:`add_documents` for asyncio."""
         return await self._colbert.aadd_texts(*_columns(documents))
 
     def delete(self, ids: Sequence[str]) -> None:
+        """Remove the documents with these ids from the store."""
         self._colbert.delete(list(ids))
 
     def _documents(self, results: list[SearchResult]) -> list[Document]:

@@ -812,6 +812,7 @@ class PoolragClient:
         return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
 
     async def aembed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
+        """:meth:`embed_array` for asyncio."""
         facts = await self._afacts("embed")
         resolved = self._checked_params(pooling_params, "embed", facts)
         requests = self._embed_requests(prompts, pooling_params)
@@ -843,6 +844,7 @@ class PoolragClient:
     async def aembed_chunks(
         self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
+        """:meth:`embed_chunks` for asyncio."""
         facts = await self._afacts("embed")
         resolved = self._checked_params(pooling_params, "embed", facts)
         fields = self._late_chunk_request(document, spans, pooling_params)
@@ -863,6 +865,7 @@ class PoolragClient:
     async def ascore_array(
         self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
+        """:meth:`score_array` for asyncio."""
         requests = functools.partial(self._score_requests, text_1, text_2, pooling_params)
         scores = await self._achecked("/score", "score", pooling_params, requests, wire.decode_scores)
         return np.asarray(scores, dtype=np.float64)
@@ -899,6 +902,7 @@ class PoolragClient:
         second_stage: str | None = None,
         rerank_weight: float | None = None,
     ) -> list[RerankedDocument]:
+        """:meth:`rerank` for asyncio."""
         if not documents:
             return []
         fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
@@ -923,6 +927,7 @@ class PoolragClient:
         pooling_task: PoolingTask = "embed",
         pooling_params: PoolingParams | None = None,
     ) -> list[np.ndarray]:
+        """:meth:`encode_arrays` for asyncio."""
         requests = functools.partial(self._pooling_requests, prompts, pooling_task, pooling_params)
         decode = _pooling_decoder(pooling_task)
         return await self._achecked("/pooling", pooling_task, pooling_params, requests, decode)
@@ -936,6 +941,7 @@ class PoolragClient:
     async def asparse_embed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[SparseVector]:
+        """:meth:`sparse_embed` for asyncio."""
         return [_sparse_vector(a) for a in await self.aencode_arrays(prompts, "sparse_embed", pooling_params)]
 
     # -- the engine's task methods, with its result types -------------------------------------------------
@@ -948,6 +954,7 @@ class PoolragClient:
     async def aembed(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[EmbeddingOutput]]:
+        """:meth:`embed` for asyncio."""
         return _outputs(prompts, list(await self.aembed_array(prompts, pooling_params)), EmbeddingOutput)
 
     def classify(
@@ -961,6 +968,7 @@ class PoolragClient:
     async def aclassify(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[ClassificationOutput]]:
+        """:meth:`classify` for asyncio."""
         requests = functools.partial(self._classify_requests, prompts, pooling_params)
         probs = await self._achecked("/classify", "classify", pooling_params, requests, wire.decode_probs)
         return _outputs(prompts, probs, ClassificationOutput)
@@ -981,6 +989,7 @@ class PoolragClient:
         text_2: ScoreSide,
         pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[ScoringOutput]]:
+        """:meth:`score` for asyncio."""
         requests = functools.partial(self._pair_requests, text_1, text_2, pooling_params)
         return _scores(await self._achecked("/score", "score", pooling_params, requests, wire.decode_scores))
 
@@ -999,6 +1008,7 @@ class PoolragClient:
         pooling_task: PoolingTask = "embed",
         pooling_params: PoolingParams | None = None,
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """:meth:`encode` for asyncio."""
         arrays = await self.aencode_arrays(prompts, pooling_task, pooling_params)
         return _outputs(prompts, arrays, PoolingOutput)
 
@@ -1011,6 +1021,7 @@ class PoolragClient:
     async def areward(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
+        """:meth:`reward` for asyncio."""
         return await self.aencode(prompts, "reward", pooling_params)
 
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -1020,6 +1031,7 @@ class PoolragClient:
         return [int(t) for t in self._post("/tokenize", fields, facts, inputs=1)["tokens"]]
 
     async def atokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """:meth:`tokenize` for asyncio."""
         fields = {"prompt": check_text(text), "add_special_tokens": add_special_tokens}
         facts = await self._afacts(self.task)
         return [int(t) for t in (await self._apost("/tokenize", fields, facts, inputs=1))["tokens"]]

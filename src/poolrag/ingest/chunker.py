@@ -67,6 +67,8 @@ class _SliceId(int):
 
 
 def chunk_id(source: str, start: int, text: str) -> str:
+    """A chunk's stable id (a UUID string, as Qdrant requires): the same text at the same offset of
+    the same source gets the same id on every run, so a re-ingest replaces rather than duplicates."""
     return str(uuid.uuid5(CHUNK_NAMESPACE, f"{source}\x00{start}\x00{text}"))
 
 

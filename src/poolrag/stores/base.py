@@ -307,9 +307,12 @@ class VectorStore(Protocol):
         it would write, so a record whose fields changed is written again. A retried scan starts
         over, as :meth:`scan_sources`'."""
 
-    def upsert(self, records: Sequence[ChunkRecord]) -> None: ...
+    def upsert(self, records: Sequence[ChunkRecord]) -> None:
+        """Write ``records``; a record whose id is stored already replaces it. Ids are UUID strings
+        (:func:`poolrag.ingest.chunk_id` makes them), which Qdrant requires."""
 
-    def delete(self, ids: Sequence[str]) -> None: ...
+    def delete(self, ids: Sequence[str]) -> None:
+        """Remove the chunks with these ids; an id not stored is skipped, not an error."""
 
     def count(self) -> int:
         """Number of chunks (not token rows)."""
@@ -355,7 +358,8 @@ class VectorStore(Protocol):
     def fetch_sparse(self, ids: Sequence[str]) -> dict[str, SparseVector]:
         """Stored sparse vectors by id, in a collection with a sparse field."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the client (and a local database's lock); closing twice does nothing."""
 
     def __enter__(self) -> Self: ...
 

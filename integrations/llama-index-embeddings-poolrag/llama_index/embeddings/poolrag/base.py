@@ -183,6 +183,8 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
+        """:meth:`get_text_embedding_batch` for asyncio (two ``embed_batch_size`` slices in the engine
+        at a time, so a query is not queued behind a whole ingestion)."""
         texts = check_text_list(texts)
         progress = show_progress or self.show_progress_bar
         with slices_counted(self._slices_reach_the_engine_in_order()):

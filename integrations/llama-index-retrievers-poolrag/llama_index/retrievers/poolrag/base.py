@@ -100,6 +100,7 @@ class PoolragColBERTRetriever(BaseRetriever):
 
     @property
     def store(self) -> VectorStore:
+        """The poolrag store holding the nodes' token vectors."""
         return self.colbert.store
 
     def add_nodes(self, nodes: Sequence[BaseNode]) -> list[str]:
@@ -107,9 +108,11 @@ class PoolragColBERTRetriever(BaseRetriever):
         return self.colbert.add_texts(*_columns(nodes))
 
     async def aadd_nodes(self, nodes: Sequence[BaseNode]) -> list[str]:
+        """:meth:`add_nodes` for asyncio."""
         return await self.colbert.aadd_texts(*_columns(nodes))
 
     def delete_nodes(self, node_ids: Sequence[str]) -> None:
+        """Remove the nodes with these ``node_id`` s from the store."""
         self.colbert.delete(list(node_ids))
 
     def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:

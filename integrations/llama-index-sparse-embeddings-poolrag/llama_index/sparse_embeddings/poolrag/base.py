@@ -73,6 +73,7 @@ class PoolragSparseEmbedding(SparseFields, BaseSparseEmbedding):
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[SparseEmbedding]:
+        """:meth:`get_text_embedding_batch` for asyncio."""
         checked = check_text_list(texts, "texts")
         return await unspanned(super().aget_text_embedding_batch)(checked, show_progress, **kwargs)
 
