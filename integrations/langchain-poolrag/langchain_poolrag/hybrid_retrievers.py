@@ -48,8 +48,8 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
     filter: dict[str, Any] | None = Field(default=None, description="Metadata every result must match.")
     fusion: Any = Field(
         default=None,
-        description="'rrf', 'dbsf', ('minmax', w) or ('weighted', w); default: the collection's saved "
-        "setting (poolrag eval --tune --save), else poolrag's default.",
+        description="'rrf', 'dbsf', ('adaptive', w), ('minmax', w) or ('weighted', w), w the sparse leg's "
+        "share; default: the collection's saved setting (poolrag eval --tune --save), else the default rule.",
     )
     sparse_encoder: Any = Field(
         default=None,
