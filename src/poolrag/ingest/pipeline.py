@@ -71,10 +71,13 @@ class IngestPipeline:
         sparse_encoder: also write a sparse vector per chunk (hybrid search):
             :class:`~poolrag.ingest.sparse_encoders.BM25ChunkEncoder` or
             :class:`~poolrag.ingest.sparse_encoders.LearnedSparseChunkEncoder`; dense layout only.
-        batch_size: chunks per embed + upsert step (and per checkpoint).
+        batch_size: chunks per embed + upsert step (and per checkpoint); default 64.
         quantization: ``int8`` / ``binary`` index compression for a new collection.
         model_options: recorded in the collection so search can load the model the same way.
-        checkpoint_path: where progress is saved; default under the cache folder.
+        checkpoint_path: where progress is saved; default under ``checkpoint_dir``.
+        checkpoint_dir: where the default checkpoint goes (``checkpoints/``, a file per store,
+            collection and model); default the cache folder.
+        progress: a progress bar on stderr while :meth:`run` goes (when it knows the total).
         vector_type: what each vector is stored as: ``float32``, or ``float16`` / ``uint8`` exactly as
             the server sends them (:mod:`poolrag.stores.vector_types`); ``None``: the existing
             collection's, else float32.
