@@ -810,7 +810,8 @@ class Engine:
 
     def extract_entities(self, texts: str | Sequence[str], min_score: float = 0.0) -> list[list[Entity]]:
         """Named entities with character offsets, from a BIO token-classification model: its tokens'
-        softmax grouped as transformers' pipeline groups them (:func:`group_entities`)."""
+        softmax grouped as transformers' pipeline groups them (:func:`group_entities`). One list per
+        text (a list of one for a single text); entities scored below ``min_score`` are left out."""
         items = checked_texts(
             [texts] if isinstance(texts, str) else list(texts), "input", isinstance(texts, str)
         )

@@ -24,6 +24,11 @@ _SPACELESS_SCRIPTS = (
 
 @dataclass(frozen=True, slots=True)
 class Entity:
+    """One entity :meth:`poolrag.Engine.extract_entities` found: its ``label`` (the tag without its
+    B-/I- prefix), its ``text`` as written in the input (``text[start:end]``; transformers' pipeline
+    gives the decoded, e.g. lowercased, ``word`` instead) and ``score``, the mean probability of its
+    tokens' tags, as the pipeline's ``aggregation_strategy="simple"`` scores it."""
+
     label: str
     text: str
     start: int  # character offsets into the original text, end exclusive
