@@ -14,24 +14,32 @@ import numpy as np
 
 @dataclass(slots=True)
 class EmbeddingOutput:
+    """One input's vector: a float32 ``[D]`` array (``D`` the model's size, or the ``dimensions`` asked)."""
+
     embedding: np.ndarray
 
     @property
     def hidden_size(self) -> int:
+        """The vector's length, as vLLM's ``EmbeddingOutput.hidden_size``."""
         return int(self.embedding.shape[-1])
 
 
 @dataclass(slots=True)
 class ClassificationOutput:
+    """One input's label scores: one per label (activated unless ``use_activation=False``)."""
+
     probs: np.ndarray
 
     @property
     def num_classes(self) -> int:
+        """How many labels ``probs`` scores, as vLLM's ``ClassificationOutput.num_classes``."""
         return int(self.probs.shape[-1])
 
 
 @dataclass(slots=True)
 class ScoringOutput:
+    """One pair's relevance score (a Python float)."""
+
     score: float
 
 
@@ -65,4 +73,5 @@ class PoolingRequestOutput(Generic[T]):
 
     @property
     def num_tokens(self) -> int:
+        """Tokens the model read for this input (its text's and an image's), for usage accounting."""
         return len(self.prompt_token_ids) + self.image_tokens
