@@ -163,6 +163,31 @@ def test_an_over_long_pair_is_cut_on_score_and_rerank_as_engine_score_cuts_it(
         assert refused.json()["error"]["code"] == "context_length_exceeded"
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "cut"),
+    [
+        ("/rerank", {"query": QUERY, "documents": ["Bees dance in the hive at dawn.", "Bees."]}, "1"),
+        ("/v2/rerank", {"query": QUERY, "documents": ["Bees dance in the hive at dawn.", "Bees."]}, "1"),
+        ("/score", {"text_1": QUERY, "text_2": ["Bees dance in the hive at dawn.", "Bees."]}, "1"),
+        (
+            "/score",
+            {"text_1": [QUERY, "Bees?"], "text_2": ["Bees.", "Bees."], "max_tokens_per_query": 2},
+            "1",
+        ),
+        ("/rerank", {"query": QUERY, "documents": ["Bees.", "Tides."], "max_tokens_per_query": 2}, "2"),
+    ],
+)
+def test_max_tokens_per_doc_and_query_cuts_are_counted_as_the_engines_cuts_are(
+    cross_encoder_server: Served, http: httpx.Client, path: str, body: dict[str, object], cut: str
+) -> None:
+    """vLLM's max_tokens_per_doc / _query cut texts before the engine; a cut text counts in
+    X-Truncated-Inputs as truncate_prompt_tokens' cut does (each pair once; a lone query cut cuts
+    every pair)."""
+    answer = http.post(f"{cross_encoder_server.url}{path}", json={"max_tokens_per_doc": 3, **body})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers[TRUNCATED_INPUTS_HEADER] == cut
+
+
 # -- refusing: per request, and the whole server ---------------------------------------------------------
 def test_a_request_refuses_with_todays_error(minilm_server: Served, batch: list[str]) -> None:
     with pytest.raises(openai.BadRequestError) as caught:

@@ -95,18 +95,23 @@ class ServerState:
             self.metrics.engine_latency.labels(self.name, path).observe(time.perf_counter() - started)
         return result
 
-    async def first_tokens(self, path: str, items: Sequence[T], limit: int | None) -> list[T]:
+    async def first_tokens(
+        self, path: str, items: Sequence[T], limit: int | None
+    ) -> tuple[list[T], list[bool]]:
         """Each text of ``items`` through its first ``limit`` tokens (vLLM's ``max_tokens_per_query`` /
         ``max_tokens_per_doc``, Cohere's ``max_tokens_per_doc``); an image as it is. ``None``, 0 or
         a limit of the model's length or more cuts nothing the model would have read (Haystack and
-        LangChain send 4,096 by default), so only a smaller one costs a tokenising pass, off the loop."""
+        LangChain send 4,096 by default), so only a smaller one costs a tokenising pass, off the loop.
+        Also whether each item was cut: the engine never sees these cuts, so the route counts them
+        in ``X-Truncated-Inputs`` itself."""
         if not limit or limit >= self.engine.facts.max_model_len:
-            return list(items)
+            return list(items), [False] * len(items)
         cut = text_cut_of(self.engine.tokenizer)
-        return await self.run_blocking(
+        kept = await self.run_blocking(
             path,
             lambda: [cut.first(item, limit) if isinstance(item, str) else item for item in items],  # type: ignore[misc]
         )
+        return kept, [after != before for before, after in zip(items, kept, strict=True)]
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ counts the same inputs for ``/metrics`` (``poolrag_engine_truncated_inputs_total
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fastapi import Response
@@ -19,8 +19,18 @@ from poolrag.outputs import PoolingRequestOutput
 TRUNCATED_INPUTS_HEADER = "X-Truncated-Inputs"
 
 
-def report_truncated(response: Response, outputs: Iterable[PoolingRequestOutput[Any]]) -> int:
-    """Set the header on ``response`` to the number of ``outputs`` whose input was cut; that number."""
-    count = sum(out.truncated for out in outputs)
+def report_truncated(
+    response: Response, outputs: Iterable[PoolingRequestOutput[Any]], cut_before: Sequence[bool] = ()
+) -> int:
+    """Set the header on ``response`` to the number of ``outputs`` whose input was cut; that number.
+    ``cut_before``: per output, whether its input was already cut before the engine (``/score`` and
+    ``/rerank``'s ``max_tokens_per_*``), which the engine cannot know; an input cut twice counts once."""
+    count = sum(out.truncated or (i < len(cut_before) and cut_before[i]) for i, out in enumerate(outputs))
     response.headers[TRUNCATED_INPUTS_HEADER] = str(count)
     return count
+
+
+def pairs_cut(firsts_cut: Sequence[bool], seconds_cut: Sequence[bool]) -> list[bool]:
+    """Whether each pair of a 1:1, 1:N or N:N scoring lost text from either side (a lone first text
+    is paired with every second one)."""
+    return [firsts_cut[i if len(firsts_cut) > 1 else 0] or second for i, second in enumerate(seconds_cut)]

@@ -38,7 +38,7 @@ from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state, new_id
 from poolrag.server.tei_routing import TeiRoute, with_tei_errors
 from poolrag.server.tei_schemas import RerankBody, TeiRerankRequest, TeiRerankResponse
-from poolrag.server.truncation_report import report_truncated
+from poolrag.server.truncation_report import pairs_cut, report_truncated
 
 router = APIRouter(tags=["scoring"], route_class=TeiRoute)
 
@@ -51,8 +51,8 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = route_path(request.scope)
     echo = _echoes_documents(body, path)
-    (query,) = await state.first_tokens(path, [body.query], body.max_tokens_per_query)
-    texts = await state.first_tokens(path, texts, body.max_tokens_per_doc)
+    (query,), query_cut = await state.first_tokens(path, [body.query], body.max_tokens_per_query)
+    texts, texts_cut = await state.first_tokens(path, texts, body.max_tokens_per_doc)
     variables = body.template_variables()
     with fields_named(text_1="query", text_2="documents"):
         outputs = await state.run_engine(
@@ -76,7 +76,7 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
         for r in ranked
     ]
     tokens = sum(out.num_tokens for out in outputs)
-    report_truncated(response, outputs)
+    report_truncated(response, outputs, pairs_cut(query_cut, texts_cut))
     return RerankResponse(
         id=new_id("rerank", body.request_id),
         model=state.settings.model_name,

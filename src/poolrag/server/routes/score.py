@@ -10,7 +10,7 @@ from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import ScoreData, ScoreRequest, ScoreResponse, Usage
 from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state, new_id, now
-from poolrag.server.truncation_report import report_truncated
+from poolrag.server.truncation_report import pairs_cut, report_truncated
 
 router = APIRouter(tags=["scoring"], route_class=OffLoopRoute)
 
@@ -23,8 +23,8 @@ async def score_pairs(body: ScoreRequest, request: Request, response: Response) 
     check_input_count(state.settings, len(seconds), "text_2")
     params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
     path = route_path(request.scope)
-    firsts = await state.first_tokens(path, firsts, body.max_tokens_per_query)
-    seconds = await state.first_tokens(path, seconds, body.max_tokens_per_doc)
+    firsts, firsts_cut = await state.first_tokens(path, firsts, body.max_tokens_per_query)
+    seconds, seconds_cut = await state.first_tokens(path, seconds, body.max_tokens_per_doc)
     text_1 = firsts[0] if isinstance(body.text_1, str) else firsts
     text_2 = seconds[0] if isinstance(body.text_2, str) else seconds
     variables = body.template_variables()
@@ -32,7 +32,7 @@ async def score_pairs(body: ScoreRequest, request: Request, response: Response) 
         path, len(seconds), state.engine.ascore, text_1, text_2, params, template_variables=variables
     )
     tokens = sum(out.num_tokens for out in outputs)
-    report_truncated(response, outputs)
+    report_truncated(response, outputs, pairs_cut(firsts_cut, seconds_cut))
     return ScoreResponse(
         id=new_id("score", body.request_id),
         created=now(),
