@@ -227,6 +227,23 @@ def test_rerank_refuses_scores_json_cannot_carry_as_the_in_process_reranker_does
             client.rerank(QUERY, TEXTS, first_stage_scores=FIRST_STAGE, rerank_weight=bad)
 
 
+@pytest.mark.parametrize("documents", ["", None, "one text"])
+def test_rerank_refuses_documents_that_are_not_a_list_as_the_in_process_reranker_does(
+    cross_encoder_url: str, cross_encoder_engine: Engine, documents: object
+) -> None:
+    """An empty string or None is not "no documents": answering [] hid the caller's mistake."""
+    with pytest.raises(InputTypeError) as local:
+        CrossEncoderReranker(cross_encoder_engine).rerank(QUERY, documents)  # type: ignore[arg-type]
+    with PoolragClient(cross_encoder_url) as client:
+        for call in (
+            lambda: client.rerank(QUERY, documents),  # type: ignore[arg-type]
+            lambda: asyncio.run(client.arerank(QUERY, documents)),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(InputTypeError) as remote:
+                call()
+            assert str(remote.value) == str(local.value).replace("passages", "documents")
+
+
 def test_async_methods_equal_sync(client: PoolragClient) -> None:
     async def run() -> tuple:
         results = (

@@ -887,6 +887,7 @@ class PoolragClient:
         are fused with them (``second_stage`` ``"fuse"`` by default, or ``"rrf"``; ``rerank_weight``
         is the reranker's share); without, they replace them, as Jina and Cohere rerankers do.
         """
+        documents = item_list(documents, "documents")  # "" or None is refused as in process, not empty
         if not documents:
             return []
         fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
@@ -903,6 +904,7 @@ class PoolragClient:
         rerank_weight: float | None = None,
     ) -> list[RerankedDocument]:
         """:meth:`rerank` for asyncio."""
+        documents = item_list(documents, "documents")  # "" or None is refused as in process, not empty
         if not documents:
             return []
         fields = self._rerank_fields(query, documents, top_n, first_stage_scores, second_stage, rerank_weight)
