@@ -163,6 +163,28 @@ def test_an_over_long_pair_is_cut_on_score_and_rerank_as_engine_score_cuts_it(
         assert refused.json()["error"]["code"] == "context_length_exceeded"
 
 
+def test_an_over_long_pair_refused_names_its_text_in_the_routes_fields(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """The refusal names the long text as a single text's does (``documents[1]``), not ``input``, a
+    field /score and /rerank do not have, with no position among a client's documents."""
+    engine = cross_encoder_server.engine
+    long = long_paragraph(engine.tokenizer, 5, tokens=engine.max_model_len + 60)
+    url = cross_encoder_server.url
+    for path, body, where in (
+        ("/score", {"text_1": QUERY, "text_2": ["Bees dance.", long]}, "text_2[1]"),
+        ("/score", {"text_1": [QUERY, long], "text_2": ["Bees dance.", "Tides."]}, "text_1[1]"),
+        ("/rerank", {"query": QUERY, "documents": ["Bees dance.", long]}, "documents[1]"),
+        ("/rerank", {"query": long, "documents": ["Bees dance.", "Tides."]}, "query"),
+    ):
+        refused = http.post(f"{url}{path}", json={**body, "truncate": False})
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "context_length_exceeded"
+        assert error["message"].startswith(f"{where} has "), error["message"]
+        assert error["param"] == where.partition("[")[0]
+
+
 @pytest.mark.parametrize(
     ("path", "body", "cut"),
     [

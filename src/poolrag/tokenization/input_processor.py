@@ -51,6 +51,10 @@ _TEXT = re.compile(r"\S")
 #: several times the ids a request keeps, so a call of 50,000 texts tokenised at once peaked ~190 MB
 #: above one tokenised this many at a time (all-MiniLM-L6-v2).
 TOKENIZE_PART = 1024
+#: An over-long pair is named by its longer text (``text_2[3]``, a route's ``documents[3]``).
+_PAIR_REMEDY = (
+    "counted with the other text of its pair; shorten it or pass truncate_prompt_tokens to truncate"
+)
 
 
 def role_prompt_names(prompt_names: Sequence[str]) -> list[str]:
@@ -496,7 +500,11 @@ class InputProcessor:
             self._check_room(limit, pair=True)
         wholes = list(zip(firsts, seconds, strict=True))
         cut = RememberedCut(self.text_cut)  # a query beside every document is cut once
-        kept = [self._kept_pair(first, second, limit, cut) for first, second in wholes]
+        one_first = len(set(firsts)) == 1  # 1:N (or 1:1): the query is named without an index
+        kept = [
+            self._kept_pair(first, second, limit, cut, (j, one_first))
+            for j, (first, second) in enumerate(wholes)
+        ]
         encoded = encode_pairs(
             self.tokenizer,
             [first for first, _ in kept],
@@ -507,7 +515,8 @@ class InputProcessor:
         type_ids = encoded.get("token_type_ids") if self.uses_token_type_ids else None
         out = []
         for j, ids in enumerate(encoded["input_ids"]):
-            self._check_length(ids)
+            if len(ids) > self.max_len:
+                raise self._too_long_pair(len(ids), wholes[j], cut, (j, one_first))
             out.append(
                 PoolingRequest(
                     token_ids=tuple(ids),
@@ -518,16 +527,31 @@ class InputProcessor:
             )
         return out
 
-    def _kept_pair(self, first: str, second: str, limit: int | None, cut: RememberedCut) -> tuple[str, str]:
+    def _too_long_pair(
+        self, total: int, pair: tuple[str, str], cut: RememberedCut, place: tuple[int, bool]
+    ) -> InputTooLongError:
+        """An over-long pair named by its longer text, as an over-long single text is named:
+        ``text_2[3]``, or ``text_1`` (``text_1[3]`` when the pairs' first texts differ)."""
+        (first, second), (index, one_first) = pair, place
+        if cut.count(first) > cut.count(second):
+            return InputTooLongError(
+                total, self.max_len, "text_1", None if one_first else index, _PAIR_REMEDY
+            )
+        return InputTooLongError(total, self.max_len, "text_2", index, _PAIR_REMEDY)
+
+    def _kept_pair(
+        self, first: str, second: str, limit: int | None, cut: RememberedCut, place: tuple[int, bool]
+    ) -> tuple[str, str]:
         """A pair cut to what tokenising can keep (see :meth:`_kept_text`). Truncation
         ``longest_first`` keeps more of the longer text (of the second on a tie), so cut texts
-        must keep the whole texts' order; they are cut further out where they would not."""
+        must keep the whole texts' order; they are cut further out where they would not.
+        ``place``: the pair's index and whether every pair has the same first text (its error's name)."""
         if limit is None:
             specials = self.tokenizer.num_special_tokens_to_add(pair=True)
             for text in (first, second):
                 if len(cut.prefix(text, self.max_len + 1)) < len(text):
                     total = cut.count(first) + cut.count(second) + specials
-                    raise InputTooLongError(total, self.max_len)
+                    raise self._too_long_pair(total, (first, second), cut, place)
             return first, second
         head_1, head_2 = cut.prefix(first, limit), cut.prefix(second, limit)
         cut_1, cut_2 = len(head_1) < len(first), len(head_2) < len(second)
