@@ -244,6 +244,19 @@ def test_rerank_refuses_documents_that_are_not_a_list_as_the_in_process_reranker
             assert str(remote.value) == str(local.value).replace("passages", "documents")
 
 
+@pytest.mark.parametrize("bad", [None, 5, ["a"]])
+def test_rerank_names_a_document_that_is_not_text_as_the_in_process_reranker_does(
+    cross_encoder_url: str, cross_encoder_engine: Engine, bad: object
+) -> None:
+    documents = ["Bees dance.", bad]
+    with pytest.raises(InputTypeError) as local:
+        CrossEncoderReranker(cross_encoder_engine).rerank(QUERY, documents)  # type: ignore[arg-type]
+    assert local.value.param == "text_2" and str(local.value).startswith("text_2[1] must be")
+    with PoolragClient(cross_encoder_url) as client, pytest.raises(InputTypeError) as remote:
+        client.rerank(QUERY, documents)  # type: ignore[arg-type]
+    assert remote.value.param == "documents" and str(remote.value).startswith("documents[1] must be")
+
+
 def test_async_methods_equal_sync(client: PoolragClient) -> None:
     async def run() -> tuple:
         results = (

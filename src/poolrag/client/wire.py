@@ -79,7 +79,10 @@ def wire_input(item: Any, reads_images: bool = True, name: str = "input") -> str
         return as_data_url(item, name)
     if isinstance(item, Mapping) and "prompt_token_ids" in item:
         return [int(t) for t in item["prompt_token_ids"]]
-    raise InputTypeError(f"each prompt must be a string or a token prompt, not {type(item).__name__}")
+    kind = "None (a missing value)" if item is None else type(item).__name__
+    raise InputTypeError(  # named as the engine names it (documents[1]), so the caller finds it
+        f"{name} must be a text, a token prompt or an image, not {kind}", param=name.partition("[")[0]
+    )
 
 
 def param_fields(
