@@ -46,8 +46,12 @@ def test_pairs_are_one_to_many_or_many_to_many() -> None:
     assert score_pairs("q", ["a", "b"]) == (["q"], ["a", "b"])
     assert score_pairs(["q1", "q2"], ["a", "b"]) == (["q1", "q2"], ["a", "b"])
     assert score_pairs([], []) == ([], [])
-    with pytest.raises(InvalidInputError, match="must both be non-empty"):
+    with pytest.raises(InvalidInputError, match=r"^text_2 is empty: .* must both be non-empty") as empty:
         score_pairs("q", [])
+    assert empty.value.param == "text_2"  # the side at fault, as a route names it (documents)
+    with pytest.raises(InvalidInputError, match=r"^text_1 is empty") as empty:
+        score_pairs([], ["a"])
+    assert empty.value.param == "text_1"
     with pytest.raises(InvalidInputError, match="text_1 has 2 items and text_2 3"):
         score_pairs(["q1", "q2"], ["a", "b", "c"])
     # the shape only: whether a text can be read is the engine's input stage's one check

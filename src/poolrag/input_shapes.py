@@ -78,7 +78,8 @@ def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tup
     if not firsts or not seconds:
         if not firsts and not seconds:
             return [], []
-        raise InvalidInputError("text_1 and text_2 must both be non-empty")
+        empty = "text_2" if firsts else "text_1"
+        raise InvalidInputError(f"{empty} is empty: text_1 and text_2 must both be non-empty", param=empty)
     if len(firsts) not in (1, len(seconds)):
         raise InvalidInputError(
             f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: use one query or equal-length lists"

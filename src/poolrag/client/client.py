@@ -765,7 +765,9 @@ class PoolragClient:
             )
         seconds = self._wired(item_list(text_2, "text_2"), "text_2")
         if not seconds:
-            raise InvalidInputError("text_1 and text_2 must both be non-empty")  # as the engine says
+            raise InvalidInputError(  # as the engine says
+                "text_2 is empty: text_1 and text_2 must both be non-empty", param="text_2"
+            )
         extra = self._param_fields(params, wire.SCORE_FIELDS, "/score")
         return [
             ({"text_1": check_text(text_1, "text_1"), "text_2": seconds[s], **extra}, len(seconds[s]))
