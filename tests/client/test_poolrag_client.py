@@ -8,7 +8,7 @@ import asyncio
 import gc
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -327,6 +327,29 @@ def test_long_lists_are_split_into_requests_and_kept_in_order(
     )
     local = [out.outputs.score for out in minilm_engine.score(QUERY, texts)]
     np.testing.assert_allclose(client.score_array(QUERY, texts), local, atol=1e-6)
+
+
+def test_long_lists_are_split_at_the_servers_own_limit(minilm_url: str, minilm_engine: Engine) -> None:
+    """The server takes at most 16 inputs a request (its card says so); the client's own limit is
+    256: a call of 40 texts is split at 16, not refused with a 400."""
+    texts = [f"{i}: {TEXTS[i % len(TEXTS)]}" for i in range(40)]
+    local = [out.outputs.score for out in minilm_engine.score(QUERY, texts)]
+    with PoolragClient(minilm_url) as client:
+        np.testing.assert_allclose(client.embed_array(texts), minilm_engine.embed_array(texts), atol=1e-6)
+        np.testing.assert_allclose(client.score_array(QUERY, texts), local, atol=1e-6)
+        assert len(client.encode_arrays(texts, "token_embed")) == 40
+    with PoolragClient(minilm_url, model="minilm") as client:
+        vectors = asyncio.run(client.aembed_array(texts))
+        np.testing.assert_allclose(vectors, minilm_engine.embed_array(texts), atol=1e-6)
+        np.testing.assert_allclose(asyncio.run(client.ascore_array(QUERY, texts)), local, atol=1e-6)
+
+
+def test_classify_is_split_at_the_servers_own_limit(tiny_model: Callable[..., Path]) -> None:
+    texts = [f"text {i}" for i in range(10)]
+    with Engine(tiny_model("bert", head="sequence", num_labels=3)) as engine:
+        app = create_app(engine, ServerSettings(served_model_names=("classifier",), max_inputs=4))
+        with LiveServer(app) as live, PoolragClient(live.url) as client:
+            assert len(client.classify(texts)) == len(asyncio.run(client.aclassify(texts))) == 10
 
 
 def test_empty_inputs_are_answered_as_the_engine_does(client: PoolragClient) -> None:

@@ -9,9 +9,10 @@ error locally as in process. Every answer names the served weights (a response h
 are no longer those of the kept facts (the server restarted with another model under the same
 name), the answer is refused with :class:`ServedModelChangedError` and the facts are read afresh
 on the next call, so nothing computed by one model is filed under another's facts. Large inputs
-are split into requests of at most ``max_inputs_per_request`` items and ``MAX_REQUEST_BYTES`` of
-text; the server batches them by token budget like the engine does. ``rerank`` is one request, since
-its order (and a fusion) needs every score at once.
+are split into requests of at most ``max_inputs_per_request`` items (or the server's own limit,
+on its model card, where lower) and ``MAX_REQUEST_BYTES`` of text; the server batches them by token
+budget like the engine does. ``rerank`` is one request, since its order (and a fusion) needs every
+score at once.
 """
 
 from __future__ import annotations
@@ -190,8 +191,9 @@ class PoolragClient:
         timeout: seconds each step of an HTTP request (connecting, sending, each read of the answer)
             may wait: a server that stalls is said after it; one that trickles its answer is not cut.
             ``None`` waits without end; an ``httpx.Timeout`` sets each step's apart.
-        max_inputs_per_request: inputs per HTTP request; longer lists (or more than
-            ``MAX_REQUEST_BYTES`` of text) are split and concatenated.
+        max_inputs_per_request: inputs per HTTP request (fewer where the server's card says it
+            takes fewer: ``--max-inputs``); longer lists (or more than ``MAX_REQUEST_BYTES`` of
+            text) are split and concatenated.
         max_concurrency: how many of one call's requests (a long list split as above) an async
             method keeps in flight at once; separate concurrent calls each send their own.
         max_retries: how many times a request answered 429 or 503 (at capacity, or shutting down:
@@ -256,6 +258,7 @@ class PoolragClient:
         self._client_lock = threading.Lock()  # threads that start at once share one connection pool
         self._async_clients = self._loop_clients()
         self._served: tuple[ModelFacts, ...] | None = None  # GET /v1/models, read once
+        self._input_limits: dict[str, int] = {}  # each served name's inputs per request, where said
         self._facts_lock = threading.Lock()
         _CLIENTS.add(self)
 
@@ -468,19 +471,25 @@ class PoolragClient:
     def _facts_for(self, task: str | None) -> ModelFacts:
         served = self._served
         if served is None:
-            served = self._served_from(self._get("/v1/models"))
+            listing = self._get("/v1/models")
+            served, limits = self._served_from(listing), _input_limits(listing.get("data"))
             if self._unlisted(served):
-                served += (ModelFacts.from_json(str(self.model), self._get(self._card_path())),)
-            served = self._keep(served)
+                card = self._get(self._card_path())
+                served += (ModelFacts.from_json(str(self.model), card),)
+                limits |= _input_limits([{**card, "id": self.model}])
+            served = self._keep(served, limits)
         return self._pick(served, task)
 
     async def _afacts(self, task: str | None) -> ModelFacts:
         served = self._served
         if served is None:
-            served = self._served_from(await self._aget("/v1/models"))
+            listing = await self._aget("/v1/models")
+            served, limits = self._served_from(listing), _input_limits(listing.get("data"))
             if self._unlisted(served):
-                served += (ModelFacts.from_json(str(self.model), await self._aget(self._card_path())),)
-            served = self._keep(served)
+                card = await self._aget(self._card_path())
+                served += (ModelFacts.from_json(str(self.model), card),)
+                limits |= _input_limits([{**card, "id": self.model}])
+            served = self._keep(served, limits)
         return self._pick(served, task)
 
     def _unlisted(self, served: tuple[ModelFacts, ...]) -> bool:
@@ -492,11 +501,11 @@ class PoolragClient:
     def _card_path(self) -> str:
         return f"/v1/models/{urllib.parse.quote(str(self.model), safe='/')}"
 
-    def _keep(self, fetched: tuple[ModelFacts, ...]) -> tuple[ModelFacts, ...]:
+    def _keep(self, fetched: tuple[ModelFacts, ...], limits: dict[str, int]) -> tuple[ModelFacts, ...]:
         """The first listing fetched wins, so threads and tasks racing on the first call agree."""
         with self._facts_lock:
             if self._served is None:
-                self._served = fetched
+                self._served, self._input_limits = fetched, limits
             return self._served
 
     def _check_served_model(self, response: httpx.Response, facts: ModelFacts) -> None:
@@ -578,18 +587,27 @@ class PoolragClient:
         except UnsupportedTaskError as exc:
             raise naming_served(exc, facts, self._served or (facts,)) from None
 
-    def _chunks(self, items: Sequence[Any], beside: Sequence[Any] = ()) -> list[slice]:
+    def _inputs_per_request(self, task: str) -> int:
+        """``max_inputs_per_request``, or the served model's own limit (``poolrag serve
+        --max-inputs``, on its card) where lower: the server refuses a longer request with a 400.
+        An older server's card says none."""
+        facts = self._known_facts(task)
+        limit = None if facts is None else self._input_limits.get(facts.model_name)
+        return self.max_inputs_per_request if limit is None else min(limit, self.max_inputs_per_request)
+
+    def _chunks(self, items: Sequence[Any], task: str, beside: Sequence[Any] = ()) -> list[slice]:
         """Consecutive runs of ``items`` (each with its ``beside`` item, N:N pairs' other text) of
-        at most ``max_inputs_per_request`` and (unless one item is larger alone)
+        at most :meth:`_inputs_per_request` for ``task`` and (unless one item is larger alone)
         ``MAX_REQUEST_BYTES``: a server refuses a larger body with a 413. A run is all texts or all
         token ids: the server reads an ``input`` list as one or the other (as OpenAI and vLLM do),
         while the engine takes a list that mixes them."""
         runs: list[slice] = []
         start, size = 0, 0
+        most = self._inputs_per_request(task)
         for i, item in enumerate(items):
             item_size = _wire_size(item) + (_wire_size(beside[i]) if beside else 0)
             if i > start and (
-                i - start >= self.max_inputs_per_request
+                i - start >= most
                 or size + item_size > MAX_REQUEST_BYTES
                 or _token_ids(item) != _token_ids(items[start])
                 or (bool(beside) and _token_ids(beside[i]) != _token_ids(beside[start]))
@@ -722,23 +740,24 @@ class PoolragClient:
         length = None if self._served is None else self._pick(self._served, self.task).max_model_len
         return wire.param_fields(params, accepted, endpoint, length)
 
-    def _input_requests(self, prompts: Any, extra: dict[str, Any]) -> Requests:
+    def _input_requests(self, prompts: Any, task: str, extra: dict[str, Any]) -> Requests:
         items = self._wired(prompt_list(prompts), "input", one=isinstance(prompts, str))
-        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(items)]
+        return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(items, task)]
 
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
         extra = {
             "encoding_format": "base64",
             **self._param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
         }
-        return self._input_requests(prompts, extra)
+        return self._input_requests(prompts, "embed", extra)
 
     def _pooling_requests(self, prompts: Any, task: str, params: PoolingParams | None) -> Requests:
         extra = {"task": task, **self._param_fields(params, wire.POOLING_FIELDS, "/pooling")}
-        return self._input_requests(prompts, extra)
+        return self._input_requests(prompts, task, extra)
 
     def _classify_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
-        return self._input_requests(prompts, self._param_fields(params, wire.CLASSIFY_FIELDS, "/classify"))
+        extra = self._param_fields(params, wire.CLASSIFY_FIELDS, "/classify")
+        return self._input_requests(prompts, "classify", extra)
 
     def _pair_requests(
         self, text_1: str | Sequence[str], text_2: str | Sequence[str], params: PoolingParams | None
@@ -754,7 +773,7 @@ class PoolragClient:
                 {"text_1": firsts[0] if len(firsts) == 1 else firsts[s], "text_2": seconds[s], **extra},
                 len(seconds[s]),
             )
-            for s in self._chunks(seconds, firsts if len(firsts) > 1 else ())
+            for s in self._chunks(seconds, "score", firsts if len(firsts) > 1 else ())
         ]
 
     def _score_requests(self, text_1: str, text_2: Sequence[str], params: PoolingParams | None) -> Requests:
@@ -771,7 +790,7 @@ class PoolragClient:
         extra = self._param_fields(params, wire.SCORE_FIELDS, "/score")
         return [
             ({"text_1": check_text(text_1, "text_1"), "text_2": seconds[s], **extra}, len(seconds[s]))
-            for s in self._chunks(seconds)
+            for s in self._chunks(seconds, "score")
         ]
 
     def _rerank_fields(
@@ -1111,6 +1130,17 @@ def _json_body(fields: dict[str, Any]) -> bytes:
     """The request's JSON as UTF-8, unescaped, whatever httpx's version would write (0.27 escapes
     every non-ASCII character, up to 3x the bytes :func:`_wire_size` counts)."""
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _input_limits(cards: Any) -> dict[str, int]:
+    """Each model card's ``max_inputs_per_request`` by its ``id``; a server older than that field
+    says none, and the client's own limit stands."""
+    limits = {}
+    for card in cards if isinstance(cards, list) else ():
+        limit = card.get("max_inputs_per_request") if isinstance(card, dict) else None
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            limits[str(card.get("id"))] = limit
+    return limits
 
 
 def _wire_size(item: Any) -> int:

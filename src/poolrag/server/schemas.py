@@ -1083,6 +1083,9 @@ class ModelCard(BaseModel):
     default_dimensions: int | None
     prompt_names: list[str] = Field(default_factory=list, description="What prompt_name may say.")
     reads_images: bool = Field(default=False, description="Images (data URLs) go wherever texts go.")
+    max_inputs_per_request: int = Field(
+        description="The most inputs (texts, documents, pairs) one request may carry (--max-inputs)."
+    )
 
 
 class ModelList(BaseModel):

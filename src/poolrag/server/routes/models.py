@@ -20,6 +20,7 @@ def _card(state: ServerState, name: str) -> ModelCard:
         created=state.started,
         root=facts.model_name,
         tasks=list(facts.supported_tasks),
+        max_inputs_per_request=state.settings.max_inputs,  # the client splits its calls by it
         **facts.to_json(),
     )
 
