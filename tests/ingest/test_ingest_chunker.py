@@ -11,6 +11,8 @@ import unicodedata
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tokenizers import ByteLevelBPETokenizer
+from transformers import PreTrainedTokenizerFast
 
 from poolrag import Engine, PoolingParams
 from poolrag.errors import InvalidInputError
@@ -168,6 +170,20 @@ def test_table_rows_code_lines_and_list_items_are_still_cut_at_their_line_ends(t
     for prev, nxt in itertools.pairwise(chunks):
         assert text[prev.end] == "\n", prev.text[-60:]
         assert prev.end <= nxt.start
+
+
+def test_a_long_line_before_a_deep_indent_is_chunked_with_a_byte_level_bpe() -> None:
+    """A byte-level BPE (RoBERTa, GPT-2, Qwen) gives the line break and the spaces after it tokens of
+    their own: 40 or more spaces of indent after a full line left no word to read past the break,
+    and chunking raised IndexError instead of cutting there."""
+    trained = ByteLevelBPETokenizer()
+    trained.train_from_iterator([WRAPPED] * 20, vocab_size=400, min_frequency=1, show_progress=False)
+    bpe = PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer)
+    line = "a long line of prose that keeps going on and on until its last word"
+    text = (line + "\n" + " " * 50 + "next words here ") * 40
+    chunks = TokenChunker(bpe, max_tokens=16, overlap=2).split(Document("indented.txt", text))
+    assert len(chunks) > 5
+    assert all(text[c.start : c.end] == c.text for c in chunks)
 
 
 def test_windows_line_ends_in_a_record_are_cut_at_as_unix_ones(tokenizer, tmp_path) -> None:

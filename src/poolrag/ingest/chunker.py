@@ -434,9 +434,11 @@ def _soft_wrap(text: Any, end: int, next_start: int) -> bool:
     (``foo.bar(``, ``napi_value``, ``name:``), so they are still cut at their line ends."""
     line = text[max(end - 2 * _WRAPPED_LINE, 0) : end].replace("\r", "\n")
     line = line[line.rfind("\n") + 1 :].lstrip()
-    word = text[next_start : next_start + _WRAPPED_LINE].split(maxsplit=1)[0]
+    words = text[next_start : next_start + _WRAPPED_LINE].split(maxsplit=1)  # none: a byte-level BPE
+    word = words[0] if words else ""  # token of the line break and a deep indent after it
     return (
         len(line) >= _WRAPPED_LINE
+        and bool(word)
         and (line[-1].isalnum() or line[-1] == ",")
         and not line.startswith(("#", "//"))  # a comment above a line of code
         and word[0].islower()
