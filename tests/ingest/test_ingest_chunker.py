@@ -172,18 +172,37 @@ def test_table_rows_code_lines_and_list_items_are_still_cut_at_their_line_ends(t
         assert prev.end <= nxt.start
 
 
-def test_a_long_line_before_a_deep_indent_is_chunked_with_a_byte_level_bpe() -> None:
-    """A byte-level BPE (RoBERTa, GPT-2, Qwen) gives the line break and the spaces after it tokens of
-    their own: 40 or more spaces of indent after a full line left no word to read past the break,
-    and chunking raised IndexError instead of cutting there."""
+@pytest.fixture(scope="module")
+def bpe() -> PreTrainedTokenizerFast:
+    """A byte-level BPE (RoBERTa, GPT-2, Qwen, ModernBERT): line breaks and indents are tokens."""
     trained = ByteLevelBPETokenizer()
     trained.train_from_iterator([WRAPPED] * 20, vocab_size=400, min_frequency=1, show_progress=False)
-    bpe = PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer)
+    return PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer)
+
+
+def test_a_long_line_before_a_deep_indent_is_chunked_with_a_byte_level_bpe(bpe) -> None:
+    """A byte-level BPE gives the line break and the spaces after it tokens of their own: 40 or
+    more spaces of indent after a full line left no word to read past the break, and chunking
+    raised IndexError instead of cutting there."""
     line = "a long line of prose that keeps going on and on until its last word"
     text = (line + "\n" + " " * 50 + "next words here ") * 40
     chunks = TokenChunker(bpe, max_tokens=16, overlap=2).split(Document("indented.txt", text))
     assert len(chunks) > 5
     assert all(text[c.start : c.end] == c.text for c in chunks)
+
+
+@pytest.mark.parametrize("piece_chars", [100, 211, 379])
+def test_wrapped_prose_read_in_pieces_is_chunked_as_the_whole_text(bpe, piece_chars: int) -> None:
+    """Files are read in pieces ending after a line break where no blank line is near; with a
+    byte-level BPE the break is the last token read, and the next line's first word (which says
+    whether the break only wraps prose) was not read yet: chunking raised IndexError, or cut
+    elsewhere than the whole text's chunks."""
+    text = textwrap.fill(WRAPPED * 12, width=72)
+    for size in (20, 40, 80):
+        chunker = TokenChunker(bpe, max_tokens=size, overlap=4)
+        whole = [(c.start, c.end) for c in chunker.split(Document("wrapped.txt", text))]
+        pieces = chunker.split(Document("wrapped.txt", text), piece_chars=piece_chars)
+        assert [(c.start, c.end) for c in pieces] == whole
 
 
 def test_windows_line_ends_in_a_record_are_cut_at_as_unix_ones(tokenizer, tmp_path) -> None:

@@ -371,7 +371,11 @@ class TokenChunker:
         i = 0
         while True:
             # Enough tokens to decide this chunk exactly as the whole text would: one past its window.
-            while more and i + self.max_tokens >= first + len(offsets):
+            # _soft_wrap reads the next line's first word: a piece may end right after the line break.
+            while more and (
+                i + self.max_tokens >= first + len(offsets)
+                or offsets[i + self.max_tokens - first][0] + _WRAPPED_LINE > text.end
+            ):
                 more = load()
             n = first + len(offsets)
             if i >= n:
