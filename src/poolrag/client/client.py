@@ -10,9 +10,10 @@ are no longer those of the kept facts (the server restarted with another model u
 name), the answer is refused with :class:`ServedModelChangedError` and the facts are read afresh
 on the next call, so nothing computed by one model is filed under another's facts. Large inputs
 are split into requests of at most ``max_inputs_per_request`` items (or the server's own limit,
-on its model card, where lower) and ``MAX_REQUEST_BYTES`` of text; the server batches them by token
-budget like the engine does. ``rerank`` is one request, since its order (and a fusion) needs every
-score at once.
+on its model card, where lower) and ``MAX_REQUEST_BYTES`` of text, and a request the server still
+refuses for its size (its character or token limit, which the client cannot count) is sent again in
+halves; the server batches them by token budget like the engine does. ``rerank`` is one request,
+since its order (and a fusion) needs every score at once.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from poolrag.client.errors import (
     RemoteAnswerTooLargeError,
     RemoteConnectionError,
     RemoteError,
+    RemoteRequestTooLargeError,
     RemoteTimeoutError,
     ServedModelChangedError,
     remote_input_error,
@@ -80,6 +82,8 @@ MAX_REQUEST_BYTES = 8 * 2**20
 #: the most of an error page (a proxy's HTML) quoted in an error
 _QUOTED_CHARS = 300
 _JSON = {"Content-Type": "application/json"}
+#: a request refused for its size or its answer's: sent again in halves
+_HALVED = (RemoteAnswerTooLargeError, RemoteRequestTooLargeError)
 #: the longest a ``Retry-After`` is waited for
 MAX_RETRY_WAIT_S = 60.0
 #: the longest one step of the backoff (0.5 s, doubling) waits, however many retries are allowed
@@ -368,8 +372,9 @@ class PoolragClient:
     def _too_large_hint(self, inputs: int) -> str:
         if inputs == 1:  # lowering the client's limits cannot help
             return (
-                " (one input alone is over the server's body limit: make it smaller, or start the "
-                "server with a larger --max-body-bytes)"
+                " (one input alone is over the server's request limit: make it smaller, or start the "
+                "server with a larger --max-body-bytes, --max-request-chars or --max-request-tokens, "
+                "the one named)"
             )
         return (
             f" (this client sends at most {self.max_inputs_per_request} inputs and "
@@ -670,7 +675,7 @@ class PoolragClient:
         facts: ModelFacts,
         decode: Callable[[dict[str, Any], int], list[Item]],
     ) -> list[Item]:
-        """Each request in turn (in halves where its answer is over the server's limit); the
+        """Each request in turn (in halves where it or its answer is over the server's limit); the
         decoded results in input order."""
         out: list[Item] = []
         pending = list(reversed(requests))
@@ -679,7 +684,7 @@ class PoolragClient:
             start = len(out)
             try:
                 out += decode(self._post(path, body, facts, n), n)
-            except RemoteAnswerTooLargeError as exc:
+            except _HALVED as exc:
                 if (halves := _halves(body, n)) is None:
                     raise _alone(exc, start) from None
                 pending += reversed(halves)
@@ -700,7 +705,7 @@ class PoolragClient:
             async def send() -> list[Item]:
                 try:
                     return decode(await self._apost(path, body, facts, len(places)), len(places))
-                except RemoteAnswerTooLargeError as exc:
+                except _HALVED as exc:
                     if (halves := _halves(body, len(places))) is None:
                         raise _alone(exc, places[0]) from None
                     (first, n), (second, _) = halves
@@ -1156,13 +1161,18 @@ def _wire_size(item: Any) -> int:
 def _halves(
     body: dict[str, Any], n: int
 ) -> tuple[tuple[dict[str, Any], int], tuple[dict[str, Any], int]] | None:
-    """``body`` as two requests of the first and the last half of its ``input`` list, or ``None``
-    for a request of one input (nothing to split)."""
-    items = body.get("input")
+    """``body`` as two requests of the first and the last half of its ``input`` list (or its
+    ``text_2`` list, with an N:N ``text_1`` beside it), or ``None`` for a request of one input
+    (nothing to split)."""
+    key = "input" if "input" in body else "text_2"
+    items = body.get(key)
     if n < 2 or not isinstance(items, list) or len(items) != n:
         return None
     half = n // 2
-    return ({**body, "input": items[:half]}, half), ({**body, "input": items[half:]}, n - half)
+    first, second = {**body, key: items[:half]}, {**body, key: items[half:]}
+    if key == "text_2" and isinstance(body.get("text_1"), list):
+        first["text_1"], second["text_1"] = body["text_1"][:half], body["text_1"][half:]
+    return (first, half), (second, n - half)
 
 
 def _token_ids(item: Any) -> bool:
@@ -1170,7 +1180,9 @@ def _token_ids(item: Any) -> bool:
     return isinstance(item, list)
 
 
-def _alone(refused: RemoteAnswerTooLargeError, position: int) -> RemoteAnswerTooLargeError:
-    """The refusal of the one input at ``position`` of the caller's list whose answer alone is over
-    the server's limit (halving cannot help), named."""
-    return RemoteAnswerTooLargeError(f"input[{position}]: {refused}", 413, refused.param)
+def _alone(
+    refused: RemoteAnswerTooLargeError | RemoteRequestTooLargeError, position: int
+) -> RemoteAnswerTooLargeError | RemoteRequestTooLargeError:
+    """The refusal of the one input at ``position`` of the caller's list which alone (or whose
+    answer alone) is over the server's limit (halving cannot help), named."""
+    return type(refused)(f"input[{position}]: {refused}", 413, refused.param)

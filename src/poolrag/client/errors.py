@@ -86,6 +86,12 @@ class RemoteAnswerTooLargeError(RemoteInvalidInputError):
     client sends the request again in halves, so only one input alone can raise it."""
 
 
+class RemoteRequestTooLargeError(RemoteInvalidInputError):
+    """A request over the server's ``--max-body-bytes``, ``--max-request-chars`` or
+    ``--max-request-tokens`` (``request_too_large``): the client sends it again in halves, since
+    it cannot count the server's tokens, so only one input alone can raise it."""
+
+
 #: the server's error code -> what the client raises, so ``except InputTooLongError`` catches the
 #: remote refusal as it catches the engine's
 _BY_CODE: dict[str, type[RemoteInvalidInputError]] = {
@@ -94,6 +100,7 @@ _BY_CODE: dict[str, type[RemoteInvalidInputError]] = {
     "unsupported_task": RemoteUnsupportedTaskError,
     "invalid_dimensions": RemoteDimensionsError,
     "answer_too_large": RemoteAnswerTooLargeError,
+    "request_too_large": RemoteRequestTooLargeError,
 }
 
 
