@@ -352,6 +352,21 @@ def test_classify_is_split_at_the_servers_own_limit(tiny_model: Callable[..., Pa
             assert len(client.classify(texts)) == len(asyncio.run(client.aclassify(texts))) == 10
 
 
+def test_async_calls_send_no_more_at_once_than_the_server_admits(minilm_engine: Engine) -> None:
+    """A server admits one request at a time (--max-queue 1, on its card); the client sent 4 of a
+    call's requests at once (and LlamaIndex runs calls side by side), and an idle server refused
+    the rest with 503."""
+    texts = [f"{i}: {TEXTS[i % len(TEXTS)]}" for i in range(40)]
+    app = create_app(minilm_engine, ServerSettings(served_model_names=("minilm",), max_inputs=4, max_queue=1))
+
+    async def two_calls(client: PoolragClient) -> list[np.ndarray]:
+        return await asyncio.gather(client.aembed_array(texts[:20]), client.aembed_array(texts[20:]))
+
+    with LiveServer(app) as live, PoolragClient(live.url, max_retries=0) as client:
+        vectors = np.concatenate(asyncio.run(two_calls(client)))
+    np.testing.assert_allclose(vectors, minilm_engine.embed_array(texts), atol=1e-6)
+
+
 def test_empty_inputs_are_answered_as_the_engine_does(client: PoolragClient) -> None:
     assert client.embed_array([]).shape == (0, 384)  # the engine's shape: the width is a fact
     assert client.encode_arrays([], "token_embed") == []
@@ -554,20 +569,27 @@ def test_a_busy_servers_503_is_sent_again_after_its_retry_after(minilm_engine: E
     passages = [f"{i} " + "a sentence about the weather in the mountains " * 20 for i in range(64)]
     want = minilm_engine.embed_array(passages)
 
-    async def burst(client: PoolragClient) -> list[np.ndarray | BaseException]:
-        calls = [client.aembed_array(passages) for _ in range(6)]
+    async def burst(clients: list[PoolragClient]) -> list[np.ndarray | BaseException]:
+        calls = [client.aembed_array(passages) for client in clients]
         return await asyncio.gather(*calls, return_exceptions=True)
+
+    def clients(max_retries: int) -> list[PoolragClient]:
+        """Six apps' clients: one client alone keeps to the server's --max-queue (on its card)."""
+        made = [PoolragClient(live.url, max_retries=max_retries) for _ in range(6)]
+        for client in made:
+            client.embed_array(["warm"])  # reads the facts first: the burst is the embeddings
+        return made
 
     settings = ServerSettings(served_model_names=("minilm",), max_queue=1)
     with LiveServer(create_app(minilm_engine, settings)) as live:
-        with PoolragClient(live.url, max_retries=0) as impatient:
-            impatient.embed_array(["warm"])  # reads the facts first: the burst is the embeddings
-            refused = [r for r in asyncio.run(burst(impatient)) if isinstance(r, BaseException)]
+        impatient = clients(0)
+        refused = [r for r in asyncio.run(burst(impatient)) if isinstance(r, BaseException)]
         assert refused and all(isinstance(r, RemoteError) and r.status_code == 503 for r in refused)
-        with PoolragClient(live.url, max_retries=1000) as patient:  # retries until served, however busy
-            patient.embed_array(["warm"])
-            for got in asyncio.run(burst(patient)):
-                assert not isinstance(got, BaseException), got
-                np.testing.assert_allclose(got, want, atol=1e-6)
+        patient = clients(1000)  # retries until served, however busy
+        for got in asyncio.run(burst(patient)):
+            assert not isinstance(got, BaseException), got
+            np.testing.assert_allclose(got, want, atol=1e-6)
+        for client in impatient + patient:
+            client.close()
     with pytest.raises(InvalidInputError, match="max_retries must be a count"):
         PoolragClient("http://127.0.0.1:9", max_retries=-1)

@@ -19,6 +19,7 @@ since its order (and a fusion) needs every score at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import functools
 import itertools
@@ -82,6 +83,7 @@ MAX_REQUEST_BYTES = 8 * 2**20
 #: the most of an error page (a proxy's HTML) quoted in an error
 _QUOTED_CHARS = 300
 _JSON = {"Content-Type": "application/json"}
+_MAX_INPUTS, _MAX_QUEUE = "max_inputs_per_request", "max_queue"  # a model card's limits the client keeps
 #: a request refused for its size or its answer's: sent again in halves
 _HALVED = (RemoteAnswerTooLargeError, RemoteRequestTooLargeError)
 #: the longest a ``Retry-After`` is waited for
@@ -262,7 +264,9 @@ class PoolragClient:
         self._client_lock = threading.Lock()  # threads that start at once share one connection pool
         self._async_clients = self._loop_clients()
         self._served: tuple[ModelFacts, ...] | None = None  # GET /v1/models, read once
-        self._input_limits: dict[str, int] = {}  # each served name's inputs per request, where said
+        self._card_limits: dict[str, dict[str, int]] = {}  # each served name's limits its card says
+        self._queue_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]
+        self._queue_gates = weakref.WeakKeyDictionary()
         self._facts_lock = threading.Lock()
         _CLIENTS.add(self)
 
@@ -477,11 +481,11 @@ class PoolragClient:
         served = self._served
         if served is None:
             listing = self._get("/v1/models")
-            served, limits = self._served_from(listing), _input_limits(listing.get("data"))
+            served, limits = self._served_from(listing), _card_limits(listing.get("data"))
             if self._unlisted(served):
                 card = self._get(self._card_path())
                 served += (ModelFacts.from_json(str(self.model), card),)
-                limits |= _input_limits([{**card, "id": self.model}])
+                limits |= _card_limits([{**card, "id": self.model}])
             served = self._keep(served, limits)
         return self._pick(served, task)
 
@@ -489,11 +493,11 @@ class PoolragClient:
         served = self._served
         if served is None:
             listing = await self._aget("/v1/models")
-            served, limits = self._served_from(listing), _input_limits(listing.get("data"))
+            served, limits = self._served_from(listing), _card_limits(listing.get("data"))
             if self._unlisted(served):
                 card = await self._aget(self._card_path())
                 served += (ModelFacts.from_json(str(self.model), card),)
-                limits |= _input_limits([{**card, "id": self.model}])
+                limits |= _card_limits([{**card, "id": self.model}])
             served = self._keep(served, limits)
         return self._pick(served, task)
 
@@ -510,7 +514,7 @@ class PoolragClient:
         """The first listing fetched wins, so threads and tasks racing on the first call agree."""
         with self._facts_lock:
             if self._served is None:
-                self._served, self._input_limits = fetched, limits
+                self._served, self._card_limits = fetched, limits
             return self._served
 
     def _check_served_model(self, response: httpx.Response, facts: ModelFacts) -> None:
@@ -597,8 +601,17 @@ class PoolragClient:
         --max-inputs``, on its card) where lower: the server refuses a longer request with a 400.
         An older server's card says none."""
         facts = self._known_facts(task)
-        limit = None if facts is None else self._input_limits.get(facts.model_name)
+        limit = None if facts is None else self._card_limits.get(facts.model_name, {}).get(_MAX_INPUTS)
         return self.max_inputs_per_request if limit is None else min(limit, self.max_inputs_per_request)
+
+    def _admitted(self, facts: ModelFacts | None) -> asyncio.Semaphore | contextlib.nullcontext[None]:
+        """The running loop's gate of ``--max-queue`` requests for ``facts``' model (a semaphore
+        belongs to one loop), or none where the card says no limit."""
+        queue = None if facts is None else self._card_limits.get(facts.model_name, {}).get(_MAX_QUEUE)
+        if queue is None or facts is None:
+            return contextlib.nullcontext()
+        gates = self._queue_gates.setdefault(asyncio.get_running_loop(), {})
+        return gates.setdefault(facts.model_name, asyncio.Semaphore(queue))
 
     def _chunks(self, items: Sequence[Any], task: str, beside: Sequence[Any] = ()) -> list[slice]:
         """Consecutive runs of ``items`` (each with its ``beside`` item, N:N pairs' other text) of
@@ -624,14 +637,16 @@ class PoolragClient:
             runs.append(slice(start, len(items)))
         return runs
 
-    async def _gather(self, calls: list[Callable[[], Any]]) -> list[Any]:
-        """Each call's result, ``max_concurrency`` at a time. The first failure (or the caller's
-        cancellation) cancels the rest: left running, they would go on sending every remaining
-        request of a call that already raised, each retrying against a server that is down."""
-        limit = asyncio.Semaphore(self.max_concurrency)
+    async def _gather(self, calls: list[Callable[[], Any]], facts: ModelFacts | None = None) -> list[Any]:
+        """Each call's result, ``max_concurrency`` at a time, and this client's requests to ``facts``'
+        model at most the server's ``--max-queue`` at a time (on its card) across the calls of a
+        loop: more would be refused with 503 by a server nobody else uses. The first failure (or
+        the caller's cancellation) cancels the rest: left running, they would go on sending every
+        remaining request of a call that already raised, each retrying against a server that is down."""
+        limit, admitted = asyncio.Semaphore(self.max_concurrency), self._admitted(facts)
 
         async def run(call: Callable[[], Any]) -> Any:
-            async with limit:
+            async with limit, admitted:
                 return await call()
 
         tasks = [asyncio.ensure_future(run(call)) for call in calls]
@@ -719,7 +734,7 @@ class PoolragClient:
         starts = itertools.accumulate((n for _, n in requests), initial=0)
         places = [range(start, start + n) for (_, n), start in zip(requests, starts, strict=False)]
         parts = await self._gather(
-            [call(body, where) for (body, _), where in zip(requests, places, strict=True)]
+            [call(body, where) for (body, _), where in zip(requests, places, strict=True)], facts
         )
         return [item for part in parts for item in part]
 
@@ -1137,14 +1152,15 @@ def _json_body(fields: dict[str, Any]) -> bytes:
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _input_limits(cards: Any) -> dict[str, int]:
-    """Each model card's ``max_inputs_per_request`` by its ``id``; a server older than that field
-    says none, and the client's own limit stands."""
-    limits = {}
+def _card_limits(cards: Any) -> dict[str, dict[str, int]]:
+    """Each model card's limits (``max_inputs_per_request``, ``max_queue``) by its ``id``; a server
+    older than those fields says none, and the client's own limits stand."""
+    limits: dict[str, dict[str, int]] = {}
     for card in cards if isinstance(cards, list) else ():
-        limit = card.get("max_inputs_per_request") if isinstance(card, dict) else None
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-            limits[str(card.get("id"))] = limit
+        for key in (_MAX_INPUTS, _MAX_QUEUE) if isinstance(card, dict) else ():
+            limit = card.get(key)
+            if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+                limits.setdefault(str(card.get("id")), {})[key] = limit
     return limits
 
 

@@ -1086,6 +1086,7 @@ class ModelCard(BaseModel):
     max_inputs_per_request: int = Field(
         description="The most inputs (texts, documents, pairs) one request may carry (--max-inputs)."
     )
+    max_queue: int = Field(description="The most requests to this model admitted at once (--max-queue).")
 
 
 class ModelList(BaseModel):

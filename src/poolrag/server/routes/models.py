@@ -21,6 +21,7 @@ def _card(state: ServerState, name: str) -> ModelCard:
         root=facts.model_name,
         tasks=list(facts.supported_tasks),
         max_inputs_per_request=state.settings.max_inputs,  # the client splits its calls by it
+        max_queue=state.settings.max_queue,  # and sends at most this many of a call's at once
         **facts.to_json(),
     )
 
