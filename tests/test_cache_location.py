@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,51 @@ def test_a_user_with_no_home_gets_a_folder_in_the_temp_folder_not_a_crash(
     with pytest.raises(SystemExit) as exited:
         main(["serve", "--help"])
     assert exited.value.code == 0 and "--host" in capsys.readouterr().out
+
+
+@pytest.fixture
+def no_home_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A user with no home whose temp folder is ``tmp_path``."""
+    import pwd
+    import tempfile
+
+    from poolrag import cache_location
+
+    for name in ("HOME", "POOLRAG_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cache_location._private_temp_folder.cache_clear()
+    yield tmp_path
+    cache_location._private_temp_folder.cache_clear()
+
+
+def test_the_temp_cache_folder_is_made_private_when_first_named(no_home_in: Path) -> None:
+    folder = poolrag_cache_dir()
+    assert folder == no_home_in / f"poolrag-cache-{os.getuid()}"
+    assert folder.is_dir() and folder.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("planted", ["link", "open"])
+def test_a_temp_cache_folder_someone_else_could_write_is_not_used(
+    planted: str, no_home_in: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The no-home folder sits in the shared temp folder: planted there first (a link to a folder
+    of the planter's, or a folder anyone may write), its embedding cache and tuned verdicts would
+    be someone else's; such a run gets a fresh private folder instead, and says so."""
+    expected = no_home_in / f"poolrag-cache-{os.getuid()}"
+    if planted == "link":
+        (no_home_in / "planted").mkdir()
+        expected.symlink_to(no_home_in / "planted")
+    else:
+        expected.mkdir()
+        expected.chmod(0o777)
+    with caplog.at_level("WARNING", logger="poolrag.cache_location"):
+        folder = poolrag_cache_dir()
+    assert folder != expected and folder.parent == no_home_in
+    assert folder.stat().st_mode & 0o077 == 0 and poolrag_cache_dir() == folder
+    assert str(expected) in caplog.text

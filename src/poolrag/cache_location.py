@@ -3,17 +3,23 @@ graphs, so ``POOLRAG_CACHE_DIR`` moves all of them together."""
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import secrets
+import stat
 import tempfile
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 
 def poolrag_cache_dir() -> Path:
     """``$POOLRAG_CACHE_DIR``, else ``poolrag`` under ``$XDG_CACHE_HOME`` or ``~/.cache``; for a
     user with no home (no ``$HOME`` and no passwd entry: a container run under an arbitrary uid),
     ``poolrag-cache-UID`` in the temp folder, as torch's compile cache, rather than a
-    ``RuntimeError`` from every command (the help texts name this folder)."""
+    ``RuntimeError`` from every command (the help texts name this folder). That folder is in a
+    place every user can write, so see :func:`_private_temp_folder`."""
     root = os.environ.get("POOLRAG_CACHE_DIR")
     if root:
         return Path(root).expanduser()  # a quoted "~/x" (an env file, a Dockerfile) is not expanded
@@ -22,8 +28,32 @@ def poolrag_cache_dir() -> Path:
         return Path(xdg) / "poolrag"
     home = os.path.expanduser("~")
     if home == "~":
-        return Path(tempfile.gettempdir()) / f"poolrag-cache-{os.getuid()}"
+        return _private_temp_folder(Path(tempfile.gettempdir()) / f"poolrag-cache-{os.getuid()}")
     return Path(home) / ".cache" / "poolrag"
+
+
+@functools.cache  # one fresh folder per process, not one per call
+def _private_temp_folder(folder: Path) -> Path:
+    """``folder``, made now (mode 0700) so the name is this user's before anyone else takes it;
+    when another user already has it (or it is a link), a fresh private folder for this process:
+    the embedding cache and the tuned verdicts read from it decide what vectors come back."""
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError as exc:
+        reason = str(exc)
+    else:
+        if not stat.S_ISDIR(info.st_mode):
+            reason = "not a folder"
+        elif info.st_uid != os.getuid():
+            reason = "it belongs to another user"
+        elif info.st_mode & 0o022:
+            reason = "others can write to it"
+        else:
+            return folder
+    fresh = Path(tempfile.mkdtemp(prefix=f"{folder.name}-"))
+    logger.warning("not using %s as poolrag's cache (%s); using %s for this run", folder, reason, fresh)
+    return fresh
 
 
 def partial_path(path: Path) -> Path:
