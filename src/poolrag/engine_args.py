@@ -200,7 +200,8 @@ class EngineArgs:
             group,
             "--max-model-len",
             type=_model_length,
-            help="token limit per input; vLLM's forms too: 32k, 32K (32,768), auto or -1 (the model's)",
+            help="token limit per input; vLLM's forms too: 32k (32,000), 32K (32,768), auto or -1 "
+            "(the model's)",
         )
         add_flag(
             group,

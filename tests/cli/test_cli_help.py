@@ -39,3 +39,24 @@ def test_the_cache_flag_names_the_file_this_run_would_use(
         build_parser().parse_args(["ingest", "--help"])
     said = "".join(capsys.readouterr().out.split())  # argparse wraps a long path, even inside it
     assert f"(default:{tmp_path / 'elsewhere' / 'embeddings.sqlite'})" in said
+
+
+def test_every_count_a_flag_shows_in_vllms_form_is_the_count_it_parses_to() -> None:
+    """``--max-model-len`` said '32k, 32K (32,768)', reading as if both were 32,768; the flag takes
+    vLLM's forms as vLLM does, ``32k`` as 32,000 (decimal) and only ``32K`` as 32,768."""
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    wrong = []
+    for command, parser in subparsers.choices.items():
+        for action in parser._actions:
+            if not action.option_strings or action.help in (None, argparse.SUPPRESS) or action.type is None:
+                continue
+            said = parser._get_formatter()._expand_help(action)
+            for form in re.finditer(r"\b(\d+[kKmMgGtT])\b(?: \(([\d,]+)\))?", said):
+                try:
+                    value = action.type(form.group(1))
+                except argparse.ArgumentTypeError:  # not a count this flag takes (--candidates' 10k)
+                    continue
+                if form.group(2) is None or int(form.group(2).replace(",", "")) != value:
+                    flag = action.option_strings[0]
+                    wrong.append(f"poolrag {command} {flag}: {form.group(0)!r} is {value:,}")
+    assert not wrong, wrong
