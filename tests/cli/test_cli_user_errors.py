@@ -406,3 +406,37 @@ def test_a_usage_mistake_is_one_line_naming_the_option(argv: list[str], fragment
     assert len(lines) == 1 and "--help'" in lines[0], captured.err
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "refusal"),
+    [
+        (["--ray-workers", "4"], "--ray-workers goes with --ray"),
+        (["--analyzer", "words"], "--analyzer words goes with --hybrid"),
+        (["--language", "french", "--sparse-model", "x"], "--sparse-model, --language go with --hybrid"),
+    ],
+)
+def test_ingest_refuses_a_flag_of_a_mode_not_asked_for(
+    extra: list[str], refusal: str, tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """Each was taken and dropped: the run was local and dense, with no Ray actors and no analyzer
+    or language recorded, and said nothing of it (``--sparse-model`` alone was refused)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Cats purr when they are content.")
+    assert main(["ingest", str(docs), "--model", str(minilm_path), *_store(tmp_path), "-q", *extra]) == 2
+    _one_line_error(capsys.readouterr().err, refusal)
+    assert not (tmp_path / "q").exists()  # refused before the store was made
+
+
+def test_search_refuses_a_sparse_model_for_a_dense_search(tmp_path: Path, minilm_path: Path, capsys) -> None:
+    """``--sparse-model`` picks the sparse leg's model: a dense search ran without it and said
+    nothing, as ``--prefetch`` without ``--hybrid`` is refused."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Cats purr when they are content.")
+    common = ["--model", str(minilm_path), *_store(tmp_path), "-q"]
+    assert main(["ingest", str(docs), *common]) == 0
+    capsys.readouterr()
+    assert main(["search", "cats", "--sparse-model", str(minilm_path), *common]) == 2
+    _one_line_error(capsys.readouterr().err, "--sparse-model", "--mode sparse or --hybrid")

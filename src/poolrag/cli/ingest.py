@@ -312,6 +312,26 @@ def _what_is_read(reads_texts: bool) -> str:
     )
 
 
+def _refuse_flags_without_their_mode(args: argparse.Namespace) -> None:
+    """A flag that only changes what ``--hybrid`` or ``--ray`` do is refused without it: taken, the
+    run was local and dense and said nothing of the sparse model, analyzer, language or actors it
+    did not use."""
+    from poolrag.errors import InvalidInputError
+    from poolrag.sparse.words import DEFAULT_ANALYZER
+
+    if args.ray is None and args.ray_workers != 1:
+        raise InvalidInputError("--ray-workers goes with --ray")
+    if args.hybrid:
+        return
+    given = {
+        "--sparse-model": args.sparse_model,
+        f"--analyzer {args.analyzer}": args.analyzer != DEFAULT_ANALYZER,
+        "--language": args.language,
+    }
+    if flags := [flag for flag, value in given.items() if value]:
+        raise InvalidInputError(f"{', '.join(flags)} {'goes' if len(flags) == 1 else 'go'} with --hybrid")
+
+
 def _ingest(
     args: argparse.Namespace, opened: contextlib.ExitStack
 ) -> tuple[IngestReport, bool, bool | None, list[str]]:
@@ -329,8 +349,7 @@ def _ingest(
 
     # Check the cheap things (paths, names, the cache) before loading a model or touching a database.
     check_collection_name(args.collection)
-    if args.sparse_model and not args.hybrid:
-        raise InvalidInputError("--sparse-model goes with --hybrid")
+    _refuse_flags_without_their_mode(args)
     for raw in args.paths:
         if not os.path.lexists(raw):
             raise InvalidInputError(f"no such file or folder: {raw}")

@@ -115,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
     if args.prefetch is not None and args.mode != "hybrid":
         refused = ValueError("--prefetch sets the depth of a hybrid search's legs: add --hybrid")
         return report_error("search", refused)
+    if args.sparse_model is not None and args.mode == "dense":
+        refused = ValueError("--sparse-model is the sparse leg's model: add --mode sparse or --hybrid")
+        return report_error("search", refused)
     # one query: a first load's measuring would slow it and end unsaved (a fast mode asked to be
     # chosen is measured: that is what was asked)
     if args.autotune is None and not os.environ.get(TUNE_ENV) and args.cpu_fast_mode != "auto":
