@@ -28,7 +28,7 @@ from poolrag.cli.store_options import (
     open_cache_from_args,
     open_store_from_args,
 )
-from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.engine_args import EngineArgs, positive_int, unit_interval
 
 if TYPE_CHECKING:
     from poolrag.evaluation.run import EvalReport
@@ -75,7 +75,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder for the hybrid+rerank modes")
     parser.add_argument(
         "--rerank-weight",
-        type=float,
+        type=unit_interval,
         help="the reranker's share when fusing (default 0.5, or 0.2 where the reranker's model card "
         "does not declare the collection's language)",
     )
@@ -171,12 +171,8 @@ def _modes(args: argparse.Namespace) -> list[str]:
     needing = [m for m in modes if m in RERANK_MODES]
     if needing and not args.rerank:
         raise InvalidInputError(f"mode {', '.join(needing)} needs a cross-encoder: add --rerank MODEL")
-    if args.rerank_weight is not None:
-        from poolrag.retrieval.rerank import check_rerank_weight
-
-        if not args.rerank:
-            raise InvalidInputError("--rerank-weight is the reranker's share: add --rerank MODEL")
-        check_rerank_weight(args.rerank_weight)
+    if args.rerank_weight is not None and not args.rerank:
+        raise InvalidInputError("--rerank-weight is the reranker's share: add --rerank MODEL")
     return modes
 
 

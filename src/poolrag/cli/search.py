@@ -23,7 +23,7 @@ from poolrag.cli.store_options import (
     refuse_missing_database,
 )
 from poolrag.config.option_choices import TUNE_ENV
-from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.engine_args import EngineArgs, positive_int, unit_interval
 from poolrag.errors import InputTooLongError, InvalidInputError
 from poolrag.printable import printable
 
@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--rerank-weight",
-        type=_unit_interval,
+        type=unit_interval,
         metavar="W",
         help="with --rerank: the reranker's share of the fused score, 0..1 (default: the share a saved "
         "'poolrag eval --tune --rerank --save' chose, else 0.5, or 0.2 where the reranker's model card "
@@ -271,16 +271,6 @@ def _reranker(args: argparse.Namespace, engine_args: EngineArgs) -> CrossEncoder
         return engine  # bare: the retriever gives it the share a saved --tune chose, else the default
     # an unset weight is the retriever's to pick, as for a bare model (a saved --tune, the languages)
     return CrossEncoderReranker(engine, second_stage=args.second_stage or "fuse", weight=args.rerank_weight)
-
-
-def _unit_interval(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if not 0.0 <= number <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {value!r}")
-    return number
 
 
 def _recorded_matryoshka(recorded: object) -> bool:
