@@ -281,7 +281,7 @@ class EngineArgs:
         add_flag(
             group,
             "--cpu-fast-mode-min-cosine",
-            type=float,
+            type=unit_interval,
             metavar="COSINE",
             help="the bar of --cpu-fast-mode (default 0.999)",
         )

@@ -156,9 +156,9 @@ def test_a_value_argparse_cannot_judge_is_one_line_before_anything_loads(
     (tmp_path / "a.txt").write_text("a document")
     store = tmp_path / "store.db"
     line = ["ingest", str(tmp_path / "a.txt"), "--uri", str(store), "--no-cache", "-q"]
-    assert main([*line, "--cpu-fast-mode-min-cosine", "2"]) == 2
+    assert main([*line, "--device", "bogus"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "cpu_fast_mode_min_cosine must be a number in [0, 1]" in err
+    assert err.count("\n") == 1 and "device 'bogus' is not a device torch knows" in err
     assert not store.exists()  # no store was opened, no model loaded
 
 
