@@ -429,13 +429,7 @@ def non_negative_float(text: str) -> float:
 
 def unit_interval(text: str) -> float:
     """An argparse type: a number from 0 to 1 (a share, such as the reranker's)."""
-    try:
-        number = float(text)
-    except ValueError:
-        number = float("nan")
-    if not 0.0 <= number <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}")
-    return number
+    return _finite(text, lambda value: 0 <= value <= 1, "from 0 to 1")
 
 
 def _finite(text: str, accept: Callable[[float], bool], bound: str) -> float:

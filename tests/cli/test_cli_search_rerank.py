@@ -89,7 +89,7 @@ def test_second_stage_options_need_a_reranker_and_a_weight_in_0_1(collection, ca
     with pytest.raises(SystemExit) as exc:
         main(["search", QUERY, "--rerank", "x", "--rerank-weight", "1.5", *collection])
     assert exc.value.code == 2
-    assert "--rerank-weight: must be a number from 0 to 1, got '1.5'" in capsys.readouterr().err
+    assert "--rerank-weight: must be a number from 0 to 1, got 1.5" in capsys.readouterr().err
 
 
 def test_the_cli_offers_exactly_the_libraries_second_stages() -> None:

@@ -386,10 +386,10 @@ def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Pat
         (["eval"], ["poolrag eval: error:", "DATASET"]),
         (["eval", "d", "-k", "0"], ["poolrag eval: error:", "argument -k"]),
         (["eval", "d", "--rerank-weight", "2"], ["poolrag eval: error:", "--rerank-weight", "from 0 to 1"]),
-        (["eval", "d", "--rerank-weight", "nan"], ["poolrag eval: error:", "--rerank-weight", "got 'nan'"]),
+        (["eval", "d", "--rerank-weight", "nan"], ["poolrag eval: error:", "--rerank-weight", "got nan"]),
         (
             ["ingest", "x", "--cpu-fast-mode-min-cosine", "nan"],
-            ["poolrag ingest: error:", "--cpu-fast-mode-min-cosine", "from 0 to 1, got 'nan'"],
+            ["poolrag ingest: error:", "--cpu-fast-mode-min-cosine", "from 0 to 1, got nan"],
         ),
         (["serve", "m", "--port", "x"], ["poolrag serve: error:", "--port", "'x'"]),
         (["serve", "m", "--port", "99999"], ["poolrag serve: error:", "--port", "0 to 65535, not 99999"]),
