@@ -89,7 +89,12 @@ def register(subparsers: Any) -> None:
         help="sparse/hybrid on a collection ingested with --sparse-model: the same model (checked)",
     )
     parser.add_argument("-k", type=positive_int, default=10, help="results to show (default 10)")
-    parser.add_argument("--candidates", type=positive_int, help="stage-1 candidates (default max(10k, 50))")
+    parser.add_argument(
+        "--candidates",
+        type=positive_int,
+        help="stage-1 candidates (default max(10k, 50) when a later stage follows: --rerank, or the "
+        "full-vector re-scoring of a Matryoshka-truncated collection; else k)",
+    )
     parser.add_argument("--no-rescore", action="store_true", help="skip the full-vector re-scoring stage")
     parser.add_argument(
         "--prefetch",

@@ -158,7 +158,8 @@ def register(subparsers: Any) -> None:
         net,
         "--max-request-chars",
         type=positive_int,
-        help="most characters of text per request (413; default: larger of 16 MiB and 8 x the token limit)",
+        help="most characters of text per request (413; default: larger of --max-body-bytes and 8 x the "
+        "token limit)",
     )
     add_flag(
         net,
