@@ -35,7 +35,7 @@ def _assert_401(response: httpx.Response) -> None:
         ("POST", "/rerank"),
         ("POST", "/score"),
         ("POST", "/invocations"),
-        ("GET", "/"),
+        ("POST", "/"),
         ("GET", "/v1/models"),
         ("GET", "/metrics"),
     ],
@@ -56,8 +56,9 @@ def test_the_key_unlocks_the_endpoints(keyed_server: Served, http: httpx.Client)
     assert http.get(f"{keyed_server.url}/metrics", headers=headers).status_code == 200
 
 
-@pytest.mark.parametrize("path", ["/health", "/ping", "/openapi.json"])
+@pytest.mark.parametrize("path", ["/health", "/ping", "/openapi.json", "/"])
 def test_health_and_api_description_stay_public(keyed_server: Served, http: httpx.Client, path: str) -> None:
+    """``GET /`` too: TEI's probe, which TEI leaves open with ``--api-key`` (its ``POST`` needs the key)."""
     assert http.get(f"{keyed_server.url}{path}").status_code == 200
 
 

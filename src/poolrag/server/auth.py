@@ -17,6 +17,9 @@ from poolrag.server.scope_path import route_path
 PUBLIC_PATHS = frozenset(
     {"/health", "/ping", "/version", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 )
+#: ``GET /`` is TEI's probe, open there with ``--api-key`` set (a probe written for TEI gets no 401
+#: and restarts no pod here); ``POST /`` is a model's route and needs the key.
+PUBLIC_READS = frozenset({"/"})
 
 
 class APIKeyMiddleware:
@@ -46,7 +49,9 @@ class APIKeyMiddleware:
             )
             await error_response(error)(scope, receive, send)
             return
-        if route_path(scope) in PUBLIC_PATHS or self._authorised(values):
+        path = route_path(scope)
+        public = path in PUBLIC_PATHS or (path in PUBLIC_READS and scope.get("method") in ("GET", "HEAD"))
+        if public or self._authorised(values):
             await self.app(scope, receive, send)
             return
         error = APIError(
