@@ -307,7 +307,8 @@ class EngineArgs:
             action=argparse.BooleanOptionalAction,
             default=True,
             help="cut an input over the model's length to its first tokens, as sentence-transformers "
-            "and TEI do (default); --no-auto-truncate refuses it instead, unless a request asks to truncate",
+            "and TEI do (default); --no-auto-truncate (TEI's --auto-truncate false) refuses it instead, "
+            "unless a request asks to truncate",
         )
         if autotune:
             add_flag(  # not --tune: that is ``poolrag eval``'s choice of the hybrid fusion

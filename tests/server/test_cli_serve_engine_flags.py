@@ -19,3 +19,12 @@ def test_serve_passes_model_impl_and_cpu_fast_mode_to_the_engine(minilm_path: Pa
     text = log.read_text()
     assert "transformers implementation" in text
     assert "cpu_fast_mode=bf16" in text
+
+
+def test_teis_auto_truncate_false_refuses_an_over_long_input(minilm_path: Path, tmp_path: Path) -> None:
+    """A command line carried over from ``text-embeddings-router`` (``--auto-truncate false``, the
+    value before MODEL) serves MODEL and refuses an input over its length, as TEI does."""
+    with cli_server(tmp_path / "serve.log", "--auto-truncate", "false", str(minilm_path)) as (url, _):
+        assert httpx.get(f"{url}/info", timeout=30).json()["auto_truncate"] is False
+        answer = httpx.post(f"{url}/embed", json={"inputs": "hello " * 400}, timeout=60)
+        assert answer.status_code == 422 and answer.json()["error_type"] == "Validation"

@@ -23,6 +23,7 @@ from poolrag.cli.interrupts import (
     second_interrupt_exits,
     stopped_line,
 )
+from poolrag.cli.switch_values import spell_switch_values
 from poolrag.native_heap import TRIM_INTERVAL_S, bound_arenas, trim_after_batches
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
@@ -31,13 +32,15 @@ SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
 class OneLineErrorParser(argparse.ArgumentParser):
     """A usage mistake is one line naming the option and the cause, not the whole usage text
     (``--help`` still prints it); subcommand parsers inherit this class from their parent. vLLM's
-    dotted flags (``--pooler-config.task token_embed``) are read as their JSON object."""
+    dotted flags (``--pooler-config.task token_embed``) are read as their JSON object, TEI's
+    ``--auto-truncate false`` as ``--no-auto-truncate``."""
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         given = sys.argv[1:] if args is None else args
-        return super().parse_known_args(expand_dotted_flags(given, self.error), namespace)
+        spelled = spell_switch_values(expand_dotted_flags(given, self.error))
+        return super().parse_known_args(spelled, namespace)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see '{self.prog} --help')\n")
