@@ -40,6 +40,13 @@ def test_serve_options_parse_with_loopback_defaults() -> None:
     assert args.allowed_origins is None and not args.allow_credentials  # no CORS unless asked (vLLM: any)
 
 
+def test_teis_short_port_flag_is_the_port() -> None:
+    """``-p 3000`` as ``text-embeddings-router`` takes it, not an abbreviation of vLLM's ``-pp``
+    (which stopped the start blaming pipeline parallelism)."""
+    args = build_parser().parse_args(["serve", "some/model", "-p", "3000"])
+    assert args.port == 3000 and args.pipeline_parallel_size == 1
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [

@@ -77,7 +77,9 @@ def register(subparsers: Any) -> None:
     )
     net = parser.add_argument_group("server")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    net.add_argument("--port", type=port_number, default=8000, help="TCP port (default 8000; 0: any free)")
+    net.add_argument(  # -p as TEI's: argparse otherwise read it as an abbreviation of -pp
+        "--port", "-p", type=port_number, default=8000, help="TCP port (default 8000; 0: any free)"
+    )
     add_flag(
         net,
         "--api-key",
