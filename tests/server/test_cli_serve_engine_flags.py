@@ -23,8 +23,11 @@ def test_serve_passes_model_impl_and_cpu_fast_mode_to_the_engine(minilm_path: Pa
 
 def test_teis_auto_truncate_false_refuses_an_over_long_input(minilm_path: Path, tmp_path: Path) -> None:
     """A command line carried over from ``text-embeddings-router`` (``--auto-truncate false``, the
-    value before MODEL) serves MODEL and refuses an input over its length, as TEI does."""
-    with cli_server(tmp_path / "serve.log", "--auto-truncate", "false", str(minilm_path)) as (url, _):
-        assert httpx.get(f"{url}/info", timeout=30).json()["auto_truncate"] is False
+    value before MODEL; ``--max-batch-requests`` as ``--max-num-seqs``) serves MODEL, refuses an
+    input over its length and reports both in ``/info``, as TEI does."""
+    args = ("--auto-truncate", "false", str(minilm_path), "--max-num-seqs", "8")
+    with cli_server(tmp_path / "serve.log", *args) as (url, _):
+        info = httpx.get(f"{url}/info", timeout=30).json()
+        assert info["auto_truncate"] is False and info["max_batch_requests"] == 8
         answer = httpx.post(f"{url}/embed", json={"inputs": "hello " * 400}, timeout=60)
         assert answer.status_code == 422 and answer.json()["error_type"] == "Validation"

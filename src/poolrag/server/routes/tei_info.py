@@ -56,6 +56,7 @@ async def info(request: Request) -> TeiInfo:
         max_concurrent_requests=settings.max_queue,
         max_input_length=engine.facts.max_model_len,
         max_batch_tokens=engine.max_batch_tokens,
+        max_batch_requests=engine.engine_args.max_batch_size,  # type: ignore[attr-defined]  # as TEI: given, else null
         max_client_batch_size=settings.max_inputs,
         auto_truncate=engine.engine_args.truncate,  # type: ignore[attr-defined]
         tokenization_workers=settings.engine_threads,
