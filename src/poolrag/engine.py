@@ -161,7 +161,8 @@ class Engine:
         hf_overrides: attributes set on the transformers config, e.g. ``{"is_matryoshka": True}``.
         trust_remote_code: allow model folders that ship their own modeling code.
         max_batch_tokens: token budget of one forward pass; by default 16384 on CUDA and 4096 on
-            CPUs, where smaller batches stay in cache (1.1-1.3x on all-MiniLM-L6-v2, RESULTS.md).
+            CPUs, where smaller batches stay in cache (1.1-1.3x on all-MiniLM-L6-v2, RESULTS.md). One
+            below ``max_model_len`` is raised to it, with a warning (``max_model_len`` cuts inputs).
         max_batch_size: most sequences in one forward pass (vLLM's ``max_num_seqs``; default 512).
         revision / tokenizer / tokenizer_revision: the model's hub revision, another tokenizer (a
             folder or hub id) and its revision.

@@ -37,6 +37,7 @@ from poolrag.tokenization.score_template import ScoreTemplate, load_score_templa
 #: silence otherwise (``poolrag serve`` shows it at its default level, the other commands at a terminal)
 PROGRESS_LOGGER = f"{__name__}.progress"
 progress = logging.getLogger(PROGRESS_LOGGER)
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +87,7 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
     with one_thread_if_forked():  # a forked worker's loading ops would wait on its parent's threads
         tuned = _tuned_pipeline(args, spec, device, dtype, tokenizer_path)
     facts = _facts(args.model, spec, tuned.pipeline, tokenizer_path)
+    _say_raised_batch_budget(args.max_batch_tokens, facts.max_model_len)
     if args.task is not None and args.task not in facts.supported_tasks:
         raise UnsupportedTaskError(args.task, facts.supported_tasks)
     pooled_for = tuned.pipeline.pooler_config.task
@@ -96,6 +98,23 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
     fast_report = apply_plan(tuned.pipeline, tuned.plan, args.cpu_fast_mode_min_cosine, tuned.fast_report)
     task = args.task or pooled_for or facts.supported_tasks[0]
     return BuiltEngine(spec, device, dtype, template, tuned, facts, task, fast_report)
+
+
+def _say_raised_batch_budget(given: int | None, max_len: int) -> None:
+    """A batch budget given below the model's length is raised to it (a full-length input runs in a
+    batch of its own); said, since the caller sized memory by it, and TEI's --max-batch-tokens cuts
+    inputs to it instead."""
+    if given is not None and given < max_len:
+        logger.warning(
+            "max_batch_tokens=%d is below the model's length of %d tokens: a forward pass takes up to %d "
+            "(one full-length input); max_model_len=%d cuts inputs to %d tokens instead, as TEI's "
+            "--max-batch-tokens does",
+            given,
+            max_len,
+            max_len,
+            given,
+            given,
+        )
 
 
 def _tuned_pipeline(
