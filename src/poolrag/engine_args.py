@@ -214,13 +214,19 @@ class EngineArgs:
             group,
             "--max-num-seqs",
             "--max-batch-size",
+            "--max-batch-requests",
             type=positive_int,
             help="most sequences per forward pass (default 512)",
         )
         add_flag(group, "--tokenizer", help="tokenizer folder or hub id (default: the model's)")
         add_flag(group, "--revision", help="hub revision of the model")
         add_flag(group, "--tokenizer-revision", help="hub revision of --tokenizer")
-        add_flag(group, "--download-dir", help="hub cache folder (default: huggingface_hub's, $HF_HOME)")
+        add_flag(
+            group,
+            "--download-dir",
+            "--huggingface-hub-cache",
+            help="hub cache folder (default: huggingface_hub's, $HF_HOME)",
+        )
         add_flag(
             group,
             "--hf-token",

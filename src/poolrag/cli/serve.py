@@ -76,7 +76,9 @@ def register(subparsers: Any) -> None:
         "and engine options",
     )
     net = parser.add_argument_group("server")
-    net.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    net.add_argument(
+        "--host", "--hostname", default="127.0.0.1", help="address to bind (default: loopback only)"
+    )
     net.add_argument(  # -p as TEI's: argparse otherwise read it as an abbreviation of -pp
         "--port", "-p", type=port_number, default=8000, help="TCP port (default 8000; 0: any free)"
     )
@@ -97,6 +99,7 @@ def register(subparsers: Any) -> None:
     add_flag(
         net,
         "--max-queue",
+        "--max-concurrent-requests",
         type=positive_int,
         default=DEFAULT_MAX_QUEUE,
         help="most requests admitted at once; more get 503 + Retry-After (default %(default)s)",
@@ -104,6 +107,7 @@ def register(subparsers: Any) -> None:
     add_flag(
         net,
         "--max-inputs",
+        "--max-client-batch-size",
         type=positive_int,
         default=DEFAULT_MAX_INPUTS,
         help="most inputs per request (default %(default)s)",
@@ -111,6 +115,7 @@ def register(subparsers: Any) -> None:
     add_flag(
         net,
         "--max-body-bytes",
+        "--payload-limit",
         type=positive_int,
         default=DEFAULT_MAX_BODY_BYTES,
         help="largest request body in bytes (413; default %(default)s, 16 MiB)",
@@ -276,7 +281,13 @@ def register(subparsers: Any) -> None:
 
     eng = EngineArgs.add_engine_flags(parser)
     parser.set_defaults(compile="off")  # a server starts eagerly unless told otherwise
-    eng.add_argument("--model", dest="model_option", metavar="MODEL", help="the model, as vLLM's flag")
+    eng.add_argument(
+        "--model",
+        "--model-id",
+        dest="model_option",
+        metavar="MODEL",
+        help="the model, as vLLM's flag (TEI's: --model-id)",
+    )
     eng.add_argument(
         "--runner",
         type=_runner,
