@@ -172,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _where(result: SearchResult) -> str:
     """Where a hit is in its source: a PDF's page or a deck's slide (both stored as ``page``, a
-    deck's named as PowerPoint numbers it), an image (the whole file), else character offsets."""
+    deck's named as PowerPoint numbers it), an image (the whole file), else character offsets and
+    the headings of a Markdown or reStructuredText section."""
     from poolrag.ingest.readers import PPTX_SUFFIXES
 
     if "page" in result.payload:
@@ -182,7 +183,11 @@ def _where(result: SearchResult) -> str:
         return f"{unit} {result.payload['page']}"
     if result.payload.get("modality") == "image":
         return "(image)"
-    return f"[{result.start}:{result.end}]"
+    headings = result.payload.get("headings")
+    section = (
+        f" {printable(' > '.join(map(str, headings)))}" if isinstance(headings, list) and headings else ""
+    )
+    return f"[{result.start}:{result.end}]{section}"
 
 
 def _log_fusion(saved: RetrievalRecord | None, spec: CollectionSpec) -> None:

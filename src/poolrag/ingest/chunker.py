@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
+from poolrag.ingest.headings import SectionHeadings, section_headings
 from poolrag.ingest.readers import Document, FileDocument
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.text_validity import has_visible_text, lone_surrogate
@@ -301,7 +302,12 @@ class TokenChunker:
             pieces: Iterable[str] = [document.text] if isinstance(document, Document) else document.pieces()
         else:
             pieces = document.pieces(piece_chars)
+        headings = section_headings(document.source)
+        if headings is not None:
+            pieces = headings.read(iter(pieces))
         chunks = self._chunks(document.source, iter(pieces), dict(document.metadata))
+        if headings is not None:
+            return _in_sections(chunks, headings)
         if isinstance(document, Document) and document.page_starts:
             return _on_pages(chunks, document.page_starts)
         return chunks
@@ -426,6 +432,22 @@ def _on_pages(chunks: Iterator[Chunk], page_starts: tuple[int, ...]) -> Iterator
         last = max(bisect.bisect_right(page_starts, max(chunk.end - 1, chunk.start)), page)
         pages = {"page": page} | ({"last_page": last} if last > page else {})
         yield dataclasses.replace(chunk, metadata={**chunk.metadata, **pages})
+
+
+def _in_sections(chunks: Iterator[Chunk], headings: SectionHeadings) -> Iterator[Chunk]:
+    """Each chunk naming the ``headings`` (outermost first) of the section its text starts in, once
+    the lines that decide them are read; a chunk before the first heading names none."""
+    waiting: list[Chunk] = []
+    for chunk in chunks:
+        waiting.append(chunk)
+        while waiting and waiting[0].start < headings.settled:
+            yield _headed(waiting.pop(0), headings)
+    yield from (_headed(chunk, headings) for chunk in waiting)  # the pieces are all read
+
+
+def _headed(chunk: Chunk, headings: SectionHeadings) -> Chunk:
+    path = headings.at(chunk.start)
+    return dataclasses.replace(chunk, metadata={**chunk.metadata, "headings": list(path)}) if path else chunk
 
 
 def _soft_wrap(text: Any, end: int, next_start: int) -> bool:

@@ -1,0 +1,170 @@
+"""Each chunk of a Markdown or reStructuredText file names the headings of the section it starts in
+(``headings``, outermost first), on every store and through ``search --json``, while its text, id
+and vector stay those of the file alone (seen from outside: a hit from the middle of a long section
+carried no sign of which section it was, where LangChain's and LlamaIndex's Markdown splitters
+name it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from poolrag.cli import main
+from poolrag.ingest import Document, TokenChunker, read_paths
+from poolrag.ingest.chunker import chunk_id
+
+BEES = " ".join(
+    f"Foragers of hive {n} dance the waggle run to show their sisters where the clover is." for n in range(6)
+)
+GUIDE = f"""---
+title: front matter is no heading
+---
+
+# Field guide
+
+A short note before the first section.
+
+## Honeybees
+
+{BEES}
+
+```sh
+# not a heading
+echo bees
+```
+
+After the code the section goes on: the bees still dance in the dark hive.
+
+Weather and
+bees
+-------
+
+Rain keeps the foragers home, and cold mornings slow them down.
+
+### Storms
+
+Thunder sends every forager back to the hive at once.
+
+# Appendix
+
+Last words
+=========="""  # a setext underline as the file's last line, with no line end after it
+
+#: where each section of GUIDE starts (its heading's first line), and its headings
+SECTIONS = [
+    ("# Field guide", ["Field guide"]),
+    ("## Honeybees", ["Field guide", "Honeybees"]),
+    ("Weather and\nbees\n---", ["Field guide", "Weather and bees"]),
+    ("### Storms", ["Field guide", "Weather and bees", "Storms"]),
+    ("# Appendix", ["Appendix"]),
+    ("Last words\n===", ["Last words"]),
+]
+
+MANUAL = """=======
+ Manual
+=======
+
+Intro text of the manual.
+
+Install
+=======
+
+Run the installer and wait.
+
+From source
+-----------
+
+Clone the repository, then build it.
+
+Usage
+=====
+
+Call the tool with a file.
+
+    Indented
+    ========
+
+That indented pair was a block quote, not a title.
+"""
+
+
+#: the same for MANUAL: docutils levels titles by their adornment's first appearance
+RST_SECTIONS = [
+    ("=======\n Manual", ["Manual"]),
+    ("Install\n===", ["Manual", "Install"]),
+    ("From source\n---", ["Manual", "Install", "From source"]),
+    ("Usage\n===", ["Manual", "Usage"]),
+]
+
+
+def _expected(text: str, start: int, sections: list[tuple[str, list[str]]] = SECTIONS) -> list[str] | None:
+    found = None
+    for marker, headings in sections:
+        if 0 <= text.index(marker) <= start:
+            found = headings
+    return found
+
+
+STORES = {"milvus": "--uri", "qdrant": "--path"}
+
+
+@pytest.mark.parametrize("kind", list(STORES))
+def test_each_stored_chunk_names_the_headings_of_its_section(
+    kind: str, tmp_path: Path, minilm_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip({"milvus": "pymilvus", "qdrant": "qdrant_client"}[kind])
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(GUIDE)
+    (docs / "notes.txt").write_text("# a plain text file has no headings\n\nIts lines are only text.")
+    where = str(tmp_path / ("m.db" if kind == "milvus" else kind))
+    store = ["--store", kind, STORES[kind], where, "--collection", "docs", "--model", str(minilm_path)]
+    ingest = ["ingest", str(docs), *store, "--chunk-tokens", "16", "--no-cache", "-q", "--json"]
+    assert main(ingest) == 0
+    capsys.readouterr()
+    assert main(["search", "bees dance in the hive", *store, "-k", "100", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    guide = [hit for hit in hits if hit["source"].endswith("guide.md")]
+    assert len(guide) > 10  # the Honeybees section alone is several chunks
+    for hit in guide:
+        assert hit["text"] == GUIDE[hit["start"] : hit["end"]]  # no heading added to the text
+        assert hit["id"] == chunk_id(hit["source"], hit["start"], hit["text"])
+        assert hit["metadata"].get("headings") == _expected(GUIDE, hit["start"]), hit
+    bees = ["Field guide", "Honeybees"]
+    (code,) = [hit for hit in guide if "echo bees" in hit["text"]]
+    assert code["metadata"]["headings"] == bees  # '# not a heading' in the code block is none
+    assert (
+        sum(hit["metadata"].get("headings") == bees and "Honeybees" not in hit["text"] for hit in guide) > 3
+    )
+    (notes,) = [hit for hit in hits if hit["source"].endswith("notes.txt")]
+    assert "headings" not in notes["metadata"]
+    assert main(["search", "thunder storms", *store, "-k", "1"]) == 0
+    assert "] Field guide > Weather and bees > Storms\n" in capsys.readouterr().out
+    assert main(ingest) == 0  # the same ids: a re-run stores nothing new
+    assert json.loads(capsys.readouterr().out)["upserted"] == 0
+
+
+@pytest.mark.parametrize("pieces", [None, 40, 301, 1000])
+def test_a_file_read_in_pieces_has_the_headings_it_has_whole(
+    pieces: int | None, tmp_path: Path, minilm_engine
+) -> None:
+    (tmp_path / "guide.md").write_text(GUIDE)
+    (tmp_path / "manual.rst").write_text(MANUAL)
+    chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=12, overlap=3)
+    guide, manual = read_paths([tmp_path / "guide.md", tmp_path / "manual.rst"])
+    whole = [(c.start, c.metadata.get("headings")) for c in chunker.split(guide)]
+    assert whole == [(start, _expected(GUIDE, start)) for start, _ in whole]
+    assert [(c.start, c.metadata.get("headings")) for c in chunker.split(guide, pieces)] == whole
+    rst = [(c.start, c.metadata.get("headings")) for c in chunker.split(manual, pieces)]
+    assert rst == [(start, _expected(MANUAL, start, RST_SECTIONS)) for start, _ in rst]
+    assert len({str(headings) for _, headings in rst}) == 4  # the indented pair is no title
+
+
+def test_a_document_given_in_python_is_read_by_its_name(minilm_engine) -> None:
+    chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=64)
+    (md,) = chunker.split(Document("notes.md", "# Notes\n\nBees dance."))
+    (text,) = chunker.split(Document("item-0", "# Notes\n\nBees dance."))
+    assert md.metadata == {"headings": ["Notes"]} and text.metadata == {}
+    assert (md.text, md.token_ids) == (text.text, text.token_ids)  # nothing added to what is embedded
