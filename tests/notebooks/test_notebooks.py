@@ -42,6 +42,7 @@ _FORBIDDEN = {
     "importlib file loading": re.compile(r"spec_from_file_location|SourceFileLoader|\brunpy\b"),
     "the test-asset builder": re.compile(r"build_test_assets|ensure_assets|poolrag_test_assets"),
     "the tests' tiny models": re.compile(r"tiny_models"),
+    "poolrag.testing (test helpers, not a reader's API)": re.compile(r"\bpoolrag\.testing\b"),
     "scripts/ or tests/": re.compile(r"(?<![\w.-])(?:\.\./)?(?:scripts|tests)/"),
     "an import from scripts, tests or benchmarks": re.compile(
         r"^\s*(?:from|import)\s+(?:scripts|tests|benchmarks)\b", re.MULTILINE
