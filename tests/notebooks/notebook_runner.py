@@ -47,6 +47,8 @@ CELL_TIMEOUT_S = 600
 # Cell metadata worth keeping in git; the rest (execution timings, collapsed/scrolled view state)
 # changes with every run or every viewer.
 _KEPT_CELL_METADATA = ("tags",)
+# A live widget's output (tqdm's notebook bar among them): saved, it is the text of its first frame.
+_WIDGET = "application/vnd.jupyter.widget-view+json"
 _LOCAL_PATH = re.compile(r"(?<![\w.:/])(?:/work|/tmp|/root|/home|/Users|/var/folders|/private/var)(?=/|\b)")
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:Users|Windows|tmp|Temp)\b", re.IGNORECASE)
 
@@ -153,9 +155,9 @@ def output_problems(notebook: nbformat.NotebookNode) -> list[str]:
     """Why an executed notebook's outputs should not be kept as they are; empty when they are clean.
 
     Clean means: every code cell ran, in order, with execution counts 1, 2, 3...; no error outputs;
-    nothing written to stderr (warnings, log lines); no part skipped (a stdout line starting with
-    :data:`SKIPPED`); no local paths; and every code cell shows something unless it is tagged
-    ``no-output``.
+    nothing written to stderr (warnings, log lines); no widgets (a progress bar saves as "0%"); no
+    part skipped (a stdout line starting with :data:`SKIPPED`); no local paths; and every code cell
+    shows something unless it is tagged ``no-output``.
     """
     problems = []
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
@@ -173,6 +175,8 @@ def output_problems(notebook: nbformat.NotebookNode) -> list[str]:
                 problems.append(f"{where}: stderr output {output.text[:300]!r}")
             if kind == "stream" and output.name == "stdout" and _skipped(output.text):
                 problems.append(f"{where}: {_skipped(output.text)[:600]}")
+            if _WIDGET in output.get("data", {}):
+                problems.append(f"{where}: a widget (a progress bar?): saved, it shows its first frame only")
             if kind == "execute_result" and output.get("execution_count") != cell.execution_count:
                 problems.append(f"{where}: result numbered {output.get('execution_count')}")
             for text in _texts(output):
