@@ -54,6 +54,10 @@ def _code(notebook: nbformat.NotebookNode) -> list[str]:
     return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
 
 
+def _cells(notebook: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source) for cell in notebook.cells]
+
+
 def _plots(notebook: nbformat.NotebookNode) -> bool:
     return any("matplotlib" in source for source in _code(notebook))
 
@@ -85,6 +89,11 @@ def test_rendered_copy_is_current(path: Path) -> None:
     source, executed = nbformat.read(path, as_version=4), nbformat.read(rendered, as_version=4)
     assert _code(executed) == _code(source), (
         f"rendered/{path.name} was run from an older version of the notebook; refresh it with: "
+        f"{refresh_command(path)}"
+    )
+    # the prose too: the rendered copy is the one GitHub shows, so its text must be the notebook's
+    assert _cells(executed) == _cells(source), (
+        f"rendered/{path.name} shows an older version of the notebook's text; refresh it with: "
         f"{refresh_command(path)}"
     )
     problems = output_problems(executed)
