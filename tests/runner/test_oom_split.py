@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,8 @@ TEXTS = [f"text number {i} " + "word " * (i % 17) for i in range(24)]
 
 class MemoryBudget(nn.Module):
     """Wraps a model and raises CUDA's out-of-memory error for batches over ``max_tokens``
-    (as a too-small GPU would), recording the size of every batch it is asked to run."""
+    (as a too-small GPU would; a test may change it, as memory another process holds comes and
+    goes), recording the size of every batch it is asked to run and which of them ran out."""
 
     def __init__(
         self, model: nn.Module, max_tokens: int, error: type[BaseException] = torch.OutOfMemoryError
@@ -33,12 +35,14 @@ class MemoryBudget(nn.Module):
         self.max_tokens = max_tokens
         self.error = error
         self.seen: list[int] = []
+        self.ran_out: list[int] = []  # indexes into ``seen``
         self.config = model.config
 
     def forward(self, **kwargs: Any) -> Any:
         tokens = kwargs["input_ids"].numel()
         self.seen.append(tokens)
         if tokens > self.max_tokens:
+            self.ran_out.append(len(self.seen) - 1)
             raise self.error(f"CUDA out of memory. Tried to allocate a batch of {tokens} tokens")
         return self.inner(**kwargs)
 
@@ -78,6 +82,54 @@ def test_engine_callers_get_results_despite_a_small_memory_budget(engine: Engine
     runner.model.seen.clear()
     engine.embed_array([t + " again" for t in TEXTS])
     assert all(n <= 40 for n in runner.model.seen)
+
+
+PLANNED = 512  # tokens per batch (the tiny model's longest input): TEXTS (277 tokens) in one batch
+LIMIT = 200  # tokens a batch may have while memory is short: TEXTS in two or three batches
+
+
+def _serve(
+    engine: Engine,
+    budget: MemoryBudget,
+    batches: int,
+    reference: np.ndarray,
+    until: Callable[[], bool] = lambda: False,
+) -> None:
+    """Embed TEXTS over and over until the model has been asked to run ``batches`` batches (or
+    ``until()``), each call's vectors those of a run that never ran out of memory."""
+    while len(budget.seen) < batches and not until():
+        np.testing.assert_allclose(engine.embed_array(TEXTS), reference, rtol=0, atol=1e-5)
+
+
+def test_the_budget_grows_back_after_a_brief_memory_shortage(tiny_model: Callable[..., Path]) -> None:
+    """Another process held memory for one call: later batches were planned at half the smallest
+    batch that ran out for the engine's whole life, a server's throughput lost for good."""
+    engine = Engine(tiny_model("bert"), max_batch_tokens=PLANNED)
+    reference = engine.embed_array(TEXTS)
+    runner = internals.runner(engine)
+    runner.model = budget = MemoryBudget(runner.model, max_tokens=LIMIT)
+    np.testing.assert_allclose(engine.embed_array(TEXTS), reference, rtol=0, atol=1e-5)
+    assert budget.ran_out and runner.token_budget(PLANNED) < LIMIT
+    budget.max_tokens = 1 << 30  # the memory is back
+    _serve(engine, budget, 500, reference, until=lambda: runner.oom_token_limit is None)
+    assert runner.oom_token_limit is None and runner.token_budget(PLANNED) == PLANNED
+    engine.embed_array(TEXTS)
+    assert budget.seen[-1] > LIMIT  # one batch, as before the shortage
+
+
+def test_a_device_too_small_for_the_budget_splits_ever_more_rarely(tiny_model: Callable[..., Path]) -> None:
+    """The budget is tried again now and then, in case memory came back; each try that still runs
+    out waits twice as long for the next, so a batch splits a handful of times in hundreds."""
+    engine = Engine(tiny_model("bert"), max_batch_tokens=PLANNED)
+    reference = engine.embed_array(TEXTS)
+    runner = internals.runner(engine)
+    runner.model = budget = MemoryBudget(runner.model, max_tokens=LIMIT)
+    _serve(engine, budget, 260, reference)
+    splits = [i for i in budget.ran_out if i - 1 not in budget.ran_out]  # the halves fit: one each
+    gaps = [b - a for a, b in itertools.pairwise(splits)]
+    assert len(gaps) == 2, splits  # the first shortage, and two tries of a larger budget since ...
+    assert gaps[1] > 1.5 * gaps[0], gaps  # ... the second after twice as long
+    assert runner.token_budget(PLANNED) < LIMIT
 
 
 def test_cpu_allocation_failures_split_too(engine: Engine) -> None:

@@ -14,7 +14,8 @@ one logits row per sequence). Results stay on the device; the poolers make the o
 host per batch.
 
 Running out of memory on a batch splits it in two and retries each half, and lowers the token
-budget the scheduler plans with, so a request never fails because its batch was too big.
+budget the scheduler plans with (raised back as batches fit again, see :class:`OomBudget`), so a
+request never fails because its batch was too big.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from poolrag.models.packed_attention import pads_to_longest
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.runner.batch_inputs import BatchInputs, build_image_inputs, build_inputs, build_page_inputs
 from poolrag.runner.forward_output import ForwardOutput, PackedStates
-from poolrag.runner.oom import is_out_of_memory, release_cached_memory, too_big_alone
+from poolrag.runner.oom import OomBudget, is_out_of_memory, release_cached_memory, too_big_alone
 from poolrag.runner.varlen_attention import packed_forward, register
 
 if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (seconds)
@@ -90,8 +91,9 @@ class ModelRunner:
         self.accepts_token_types = "token_type_ids" in inspect.signature(model.forward).parameters
         self._pin = device.type == "cuda"
         self._position_offset = position_offset(getattr(model, "config", None))
-        # after an out-of-memory split: the largest batch (in tokens) known to be too big
-        self.oom_token_limit: int | None = None
+        # the token budget after an out-of-memory split, and how deep in one the running batch is
+        self.oom_budget = OomBudget()
+        self._split_depth = 0
         self.packed = False
         # a compiled forward (``install_compiled``) and the lock that keeps its swap between batches
         self._compiled: Callable[[BatchInputs], Any] | None = None
@@ -284,30 +286,43 @@ class ModelRunner:
 
     def run_prepared(self, batch: Sequence[PoolingRequest], inputs: BatchInputs) -> ForwardOutput:
         try:
-            return self._run(inputs)
+            output = self._run(inputs)
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
             tokens = inputs.num_tokens
             if len(batch) < 2:  # nothing left to split: this call fails, the next batch runs
                 raise too_big_alone(exc, tokens) from exc
+        else:
+            if not self._split_depth:  # a half that fits says nothing of the planned batches
+                self.oom_budget.fitted()
+            return output
         inputs.release()  # the caller holds it too (the engine core): the halves run without it
         release_cached_memory(self.device)
         half = len(batch) // 2
         logger.warning(
             "out of memory on a batch of %d sequences (%d tokens): splitting it in two", len(batch), tokens
         )
-        first = self.forward(batch[:half])  # the longest inputs: one too big even alone raises here
-        # a half fit where the whole did not: later batches are planned below it (not before, as an
-        # input too big alone says nothing of the batch size every later batch would be held under)
-        self.oom_token_limit = tokens if self.oom_token_limit is None else min(self.oom_token_limit, tokens)
-        return ForwardOutput.concat([first, self.forward(batch[half:])])
+        self._split_depth += 1
+        try:
+            first = self.forward(batch[:half])  # the longest inputs: one too big even alone raises here
+            # a half fit where the whole did not: later batches are planned below it (not before, as
+            # an input too big alone says nothing of the batch size later batches would be held under)
+            self.oom_budget.ran_out(tokens)
+            second = self.forward(batch[half:])
+        finally:
+            self._split_depth -= 1
+        return ForwardOutput.concat([first, second])
+
+    @property
+    def oom_token_limit(self) -> int | None:
+        """Twice the token budget since an out-of-memory split (see :class:`OomBudget`); None: the
+        planned budget holds."""
+        return self.oom_budget.limit
 
     def token_budget(self, planned: int) -> int:
-        """The scheduler's budget, lowered below the smallest batch that ran out of memory."""
-        if self.oom_token_limit is None:
-            return planned
-        return max(1, min(planned, self.oom_token_limit // 2))
+        """The scheduler's budget for the next batch: ``planned``, or lower after running out of memory."""
+        return self.oom_budget.budget(planned)
 
     # -- changing the model in place -----------------------------------------------------------------
     def prepare_for_serving(self) -> None:
