@@ -246,6 +246,12 @@ class EngineArgs:
             help="pooling overrides (vLLM's keys)",
         )
         add_flag(
+            group,
+            "--pooling",
+            choices=tuple(TEI_POOLING),
+            help="text-embeddings-router's flag: the pooler-config's pooling_type (last-token: LAST)",
+        )
+        add_flag(
             group, "--hf-overrides", type=json_object, metavar="JSON", help="transformers config overrides"
         )
         add_flag(
@@ -336,6 +342,7 @@ class EngineArgs:
             raise InvalidInputError("no model given")
         renamed = {  # the flags whose names or values differ from the fields'
             "max_batch_size": namespace.max_num_seqs,
+            "pooler_config": _with_tei_pooling(namespace.pooler_config, namespace.pooling),
             "convert": None if namespace.convert in ("auto", "none") else namespace.convert,
             "tune": getattr(namespace, "autotune", None),
             "truncate": namespace.auto_truncate,
@@ -371,6 +378,20 @@ def add_flag(group: Any, flag: str, *aliases: str, **kwargs: Any) -> None:
         n.replace("-", "_").replace("__", "--", 1) for n in names if n.startswith("--") and "-" in n[2:]
     ]
     group.add_argument(*names, **kwargs)
+
+
+#: text-embeddings-router's ``--pooling`` values, as the pooler-config's ``pooling_type``
+TEI_POOLING = {"cls": "CLS", "mean": "MEAN", "splade": "SPLADE", "last-token": "LAST"}
+
+
+def _with_tei_pooling(pooler_config: dict[str, Any] | None, pooling: str | None) -> dict[str, Any] | None:
+    """``--pooler-config`` with TEI's ``--pooling`` as its ``pooling_type``; both naming one is refused."""
+    if pooling is None:
+        return pooler_config
+    given = (pooler_config or {}).get("pooling_type")
+    if given is not None and str(given).upper() != TEI_POOLING[pooling]:
+        raise InvalidInputError(f"--pooling {pooling} and --pooler-config's pooling_type {given} disagree")
+    return {**(pooler_config or {}), "pooling_type": TEI_POOLING[pooling]}
 
 
 def positive_int(text: str) -> int:

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from poolrag.cli import build_parser, main
+from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine_args import EngineArgs
+from poolrag.errors import InvalidInputError
 
 MODEL = "some/model"
 # each subcommand's line before the engine flags, the model named its own way
@@ -223,6 +225,33 @@ def test_vllm_spellings_of_engine_flag_values_parse_as_in_vllm(
     """A ``vllm serve`` line's values (``--max-model-len 32k``, ``--task auto``, the older
     ``--override-pooler-config``) were usage errors, so the line did not carry over."""
     assert EngineArgs.from_cli_args(parse(LINES[command] + flags), model=MODEL) == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--pooling", "cls"], PoolerConfig(pooling_type="CLS")),
+        (["--pooling", "mean"], PoolerConfig(pooling_type="MEAN")),
+        (["--pooling", "last-token"], PoolerConfig(pooling_type="LAST")),
+        (
+            ["--pooling", "cls", "--pooler-config", '{"normalize": false}'],
+            PoolerConfig("CLS", normalize=False),
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["serve", "ingest"])
+def test_teis_pooling_flag_is_the_pooler_configs_pooling_type(
+    command: str, flags: list[str], expected: PoolerConfig
+) -> None:
+    """``text-embeddings-router --pooling cls`` carries over: it was an unknown flag here."""
+    line = ["serve", MODEL] if command == "serve" else LINES[command]
+    assert EngineArgs.from_cli_args(parse(line + flags), model=MODEL).pooler_config == expected
+
+
+def test_teis_pooling_flag_and_a_pooler_config_that_disagree_are_refused() -> None:
+    namespace = parse(LINES["ingest"] + ["--pooling", "cls", "--pooler-config", '{"pooling_type": "MEAN"}'])
+    with pytest.raises(InvalidInputError, match="--pooling cls and --pooler-config's pooling_type MEAN"):
+        EngineArgs.from_cli_args(namespace, model=MODEL)
 
 
 @pytest.mark.parametrize(
