@@ -168,3 +168,36 @@ def test_a_document_given_in_python_is_read_by_its_name(minilm_engine) -> None:
     (text,) = chunker.split(Document("item-0", "# Notes\n\nBees dance."))
     assert md.metadata == {"headings": ["Notes"]} and text.metadata == {}
     assert (md.text, md.token_ids) == (text.text, text.token_ids)  # nothing added to what is embedded
+
+
+def test_a_utf8_byte_order_mark_hides_no_heading(tmp_path: Path, minilm_engine) -> None:
+    """A file saved as UTF-8 with a byte-order mark (Notepad's "UTF-8 with BOM") is read with the mark
+    as its first character: its first heading, the document's title, was named on no chunk."""
+    chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=64)
+    (tmp_path / "notes.md").write_text("\ufeff# Notes\n\nBees dance.\n", encoding="utf-8")
+    (tmp_path / "manual.rst").write_text("\ufeffManual\n======\n\nBees dance.\n", encoding="utf-8")
+    for document in read_paths([tmp_path / "notes.md", tmp_path / "manual.rst"]):
+        (chunk,) = chunker.split(document)
+        assert chunk.metadata["headings"] == ["Notes" if document.source.endswith(".md") else "Manual"]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "- Install the hive\n  and wait a week",  # a list item's indented line
+        "- Install the hive\nand wait a week",  # a lazy line of a list item
+        "> Install the hive\nand wait a week",  # of a quote
+        '<div class="note">\nInstall the hive',  # of an HTML block
+    ],
+)
+def test_a_line_of_a_list_or_quote_over_a_rule_is_no_heading(block: str, minilm_engine) -> None:
+    """A ``---`` rule right under a list, quote or HTML block is a thematic break: the block's last
+    line was named as the heading of every chunk after it (CommonMark: a setext underline cannot go
+    on a lazy line, and the block's lines are no paragraph of their own)."""
+    chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=4, overlap=0)
+    text = f"# Guide\n\n{block}\n---\n\nBees dance.\n\nAfter a rule\n============\n\nThey rest."
+    rule, after = text.index("\n---\n"), text.index("After a rule")
+    starts = {c.start: c.metadata.get("headings") for c in chunker.split(Document("guide.md", text))}
+    assert any(rule < start < after for start in starts)
+    assert {str(h) for start, h in starts.items() if start < after} == {str(["Guide"])}
+    assert starts[after] == ["After a rule"]  # a paragraph after the rule still is a title

@@ -25,8 +25,10 @@ _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*")
 #: lines of a paragraph a setext underline makes a heading (longer is prose; chunks wait on it)
 _MAX_TITLE_LINES = 4
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-#: a line that starts a block other than a paragraph, so no setext underline makes it a heading
+#: a line that starts a block other than a paragraph (a list item, a quote, a table, HTML), which
+#: the lines after it go on until a blank line, so no setext underline makes any of them a heading
 _NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|[>|<])")
+_THEMATIC_BREAK = re.compile(r" {0,3}([-*_])[ \t]*(?:\1[ \t]*){2,}")
 #: what docutils accepts as a title's adornment: one printable non-alphanumeric ASCII character
 _RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1*")
 
@@ -61,6 +63,7 @@ class SectionHeadings:
         self._lines: list[tuple[int, str]] = []  # the last complete lines: (start, text)
         self._paragraph: list[str] = []  # Markdown: the lines of the paragraph going on
         self._paragraph_start = 0
+        self._block = False  # Markdown: a list item, quote, table or HTML block goes on
         self._fence = ""  # Markdown: the open code fence's marker
         self._front_matter = False
         self.settled = 0
@@ -99,6 +102,8 @@ class SectionHeadings:
         return self._offset
 
     def _line(self, start: int, line: str) -> None:
+        if start == 0:  # a UTF-8 file's byte-order mark (Notepad's) is read as a character
+            line = line.removeprefix("\ufeff")
         if self._rst:
             self._rst_line(start, line)
         else:
@@ -122,10 +127,10 @@ class SectionHeadings:
                 self._fence = self._fence if line[fence.end() :].strip() else ""
             return
         if fence and not (fence[1][0] == "`" and "`" in line[fence.end() :]):
-            self._fence, self._paragraph = fence[1], []
+            self._fence, self._paragraph, self._block = fence[1], [], False
             return
         if (atx := _ATX.fullmatch(line)) is not None:
-            self._paragraph = []
+            self._paragraph, self._block = [], False
             if atx[2] and atx[2].strip("#"):
                 self._heading(start, len(atx[1]), atx[2].strip())
             return
@@ -135,12 +140,18 @@ class SectionHeadings:
                 self._heading(self._paragraph_start, 1 if setext[1][0] == "=" else 2, title)
             self._paragraph = []
             return
-        if not line.strip() or _NOT_PARAGRAPH.match(line) or (not self._paragraph and line[:4] == "    "):
-            self._paragraph = []
+        if not line.strip() or _THEMATIC_BREAK.fullmatch(line) or _SETEXT.fullmatch(line):
+            self._paragraph, self._block = [], False
             return
+        if _NOT_PARAGRAPH.match(line):
+            self._paragraph, self._block = [], True
+            return
+        if self._block or (not self._paragraph and line[:4] == "    "):
+            return  # a lazy line of the block going on, or indented code
         if not self._paragraph:
             self._paragraph_start = start
-        self._paragraph.append(line)
+        if len(self._paragraph) <= _MAX_TITLE_LINES:  # a longer one is no title: its lines are not kept
+            self._paragraph.append(line)
 
     def _rst_line(self, start: int, line: str) -> None:
         """A title is a line with an adornment under it at least as long, after a blank line or
