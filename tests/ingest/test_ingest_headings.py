@@ -14,6 +14,7 @@ import pytest
 from poolrag.cli import main
 from poolrag.ingest import Document, TokenChunker, read_paths
 from poolrag.ingest.chunker import chunk_id
+from poolrag.ingest.headings import MAX_LINE_CHARS, SectionHeadings
 
 BEES = " ".join(
     f"Foragers of hive {n} dance the waggle run to show their sisters where the clover is." for n in range(6)
@@ -201,3 +202,22 @@ def test_a_line_of_a_list_or_quote_over_a_rule_is_no_heading(block: str, minilm_
     assert any(rule < start < after for start in starts)
     assert {str(h) for start, h in starts.items() if start < after} == {str(["Guide"])}
     assert starts[after] == ["After a rule"]  # a paragraph after the rule still is a title
+
+
+def test_the_chunks_of_a_huge_line_wait_for_no_end_of_it(minilm_engine) -> None:
+    """A line still being read may be a heading, so the chunks in it waited for its end: a Markdown
+    file of one 16 MB line held its whole text and all its 14,914 chunks at once (546 MB resident
+    where the same file as .txt took 347 MB), and each piece copied the line read so far. A line over
+    ``MAX_LINE_CHARS`` is prose (no heading is that long): what is read of it is settled."""
+    line = "Bees dance in the hive. " * (MAX_LINE_CHARS // 12)  # two pieces of a line twice the limit
+    heading = "# Guide\n\n"
+    headings = SectionHeadings(rst=False)
+    read = headings.read(iter([heading, line, line, "\n---\n\nThey rest."]))
+    assert [next(read), next(read)] == [heading, line]
+    assert headings.settled == len(heading) + len(line)  # was len(heading): the line's start
+    assert list(read) == [line, "\n---\n\nThey rest."]
+    assert headings.at(len(heading) + 2 * len(line) + 10) == ("Guide",)  # the long line is no title
+    text = heading + line + line + "\n---\n\nThey rest."
+    chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=256)
+    chunks = chunker.split(Document("guide.md", text), piece_chars=MAX_LINE_CHARS // 4)
+    assert all(chunk.metadata["headings"] == ["Guide"] for chunk in chunks)

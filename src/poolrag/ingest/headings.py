@@ -31,6 +31,9 @@ _NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+][ \t]|\d{1,9}[.)][ \t]|[>|<])")
 _THEMATIC_BREAK = re.compile(r" {0,3}([-*_])[ \t]*(?:\1[ \t]*){2,}")
 #: what docutils accepts as a title's adornment: one printable non-alphanumeric ASCII character
 _RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1*")
+#: a line longer is prose, never a heading nor an underline: only its start is kept, and the chunks
+#: in it need not wait for its end (a file of one huge line was held whole, all its chunks too)
+MAX_LINE_CHARS = 1 << 16
 
 
 def section_headings(source: str) -> SectionHeadings | None:
@@ -60,6 +63,7 @@ class SectionHeadings:
         self._styles: list[tuple[str, bool]] = []  # RST: adornment styles in order of appearance
         self._partial = ""  # the line the last piece ended in
         self._offset = 0  # where ``_partial`` starts
+        self._dropped = 0  # characters of the partial line past MAX_LINE_CHARS, not kept
         self._lines: list[tuple[int, str]] = []  # the last complete lines: (start, text)
         self._paragraph: list[str] = []  # Markdown: the lines of the paragraph going on
         self._paragraph_start = 0
@@ -74,7 +78,7 @@ class SectionHeadings:
             self._feed(piece)
             yield piece
         if self._partial:
-            self._line(self._offset, self._partial)
+            self._line(self._offset, self._partial, long=self._dropped > 0)
         self.settled = 1 << 62
 
     def at(self, offset: int) -> tuple[str, ...]:
@@ -83,14 +87,24 @@ class SectionHeadings:
         return self._paths[k - 1] if k else ()
 
     def _feed(self, piece: str) -> None:
+        if self._dropped:  # a long line goes on: only where it ends matters
+            if (end := piece.find("\n")) < 0:
+                self._dropped += len(piece)
+                self.settled = self._offset + len(self._partial) + self._dropped
+                return
+            self._line(self._offset, self._partial, long=True)
+            self._offset += len(self._partial) + self._dropped + end + 1
+            self._partial, self._dropped, piece = "", 0, piece[end + 1 :]
         text = self._partial + piece
         start = 0
         while (end := text.find("\n", start)) >= 0:
-            self._line(self._offset + start, text[start:end].rstrip("\r"))
+            line = text[start:end].rstrip("\r")
+            self._line(self._offset + start, line[:MAX_LINE_CHARS], long=len(line) > MAX_LINE_CHARS)
             start = end + 1
-        self._partial = text[start:]
+        self._partial = text[start : start + MAX_LINE_CHARS]
+        self._dropped = len(text) - start - len(self._partial)
         self._offset += start
-        self.settled = self._undecided()
+        self.settled = self._offset + len(text) - start if self._dropped else self._undecided()
 
     def _undecided(self) -> int:
         """Where the first line that may still start a title starts: Markdown's paragraph going on
@@ -101,10 +115,12 @@ class SectionHeadings:
             return self._paragraph_start
         return self._offset
 
-    def _line(self, start: int, line: str) -> None:
+    def _line(self, start: int, line: str, *, long: bool = False) -> None:
         if start == 0:  # a UTF-8 file's byte-order mark (Notepad's) is read as a character
             line = line.removeprefix("\ufeff")
-        if self._rst:
+        if long:  # prose: it ends a title's chances, whatever it starts with
+            self._paragraph = [] if self._fence or self._block else [""] * (_MAX_TITLE_LINES + 1)
+        elif self._rst:
             self._rst_line(start, line)
         else:
             self._markdown_line(start, line)
