@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,3 +107,27 @@ def test_a_temp_cache_folder_someone_else_could_write_is_not_used(
     assert folder != expected and folder.parent == no_home_in
     assert folder.stat().st_mode & 0o077 == 0 and poolrag_cache_dir() == folder
     assert str(expected) in caplog.text
+
+
+def test_the_fresh_folder_of_a_run_goes_with_it(tmp_path: Path) -> None:
+    """No later run finds the fresh folder (its name is random): each run that got one left it in
+    the temp folder, its embedding cache inside, so the temp folder filled run after run."""
+    planted = tmp_path / f"poolrag-cache-{os.getuid()}"
+    planted.mkdir()
+    planted.chmod(0o777)
+    run = f"""
+import pwd, tempfile
+def no_entry(uid):
+    raise KeyError(uid)
+pwd.getpwuid = no_entry
+tempfile.tempdir = {str(tmp_path)!r}
+from poolrag.cache_location import poolrag_cache_dir
+folder = poolrag_cache_dir()
+(folder / "embeddings.sqlite").write_bytes(b"cached vectors")
+print(folder)
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "POOLRAG_CACHE_DIR", "XDG_CACHE_HOME")}
+    done = subprocess.run([sys.executable, "-c", run], env=env, capture_output=True, text=True, check=True)
+    used = Path(done.stdout.strip())
+    assert used.parent == tmp_path and used != planted  # the planted folder was not used
+    assert sorted(tmp_path.iterdir()) == [planted]  # and the run's own is gone

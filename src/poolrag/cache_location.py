@@ -3,10 +3,12 @@ graphs, so ``POOLRAG_CACHE_DIR`` moves all of them together."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
 import secrets
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -35,8 +37,9 @@ def poolrag_cache_dir() -> Path:
 @functools.cache  # one fresh folder per process, not one per call
 def _private_temp_folder(folder: Path) -> Path:
     """``folder``, made now (mode 0700) so the name is this user's before anyone else takes it;
-    when another user already has it (or it is a link), a fresh private folder for this process:
-    the embedding cache and the tuned verdicts read from it decide what vectors come back."""
+    when another user already has it (or it is a link), a fresh private folder for this process,
+    removed as it ends: the embedding cache and the tuned verdicts read from it decide what vectors
+    come back."""
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = folder.lstat()
@@ -52,8 +55,16 @@ def _private_temp_folder(folder: Path) -> Path:
         else:
             return folder
     fresh = Path(tempfile.mkdtemp(prefix=f"{folder.name}-"))
+    # no later run finds it: left behind, each run's embedding cache would fill the temp folder
+    atexit.register(_remove_at_exit, fresh, os.getpid())
     logger.warning("not using %s as poolrag's cache (%s); using %s for this run", folder, reason, fresh)
     return fresh
+
+
+def _remove_at_exit(folder: Path, owner: int) -> None:
+    """Remove ``folder`` as the process that made it ends (not a forked child ending before it)."""
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def partial_path(path: Path) -> Path:
