@@ -8,10 +8,11 @@ Per set (word-piece BM25, the default analyzer): MRR@10 of dense, sparse, the de
 (:data:`poolrag.stores.hybrid.DEFAULT_FUSION`, legs :func:`~poolrag.stores.hybrid.prefetch_depth`
 deep) and its margin over the better leg; then the tuned setting's held-out MRR@10 from
 :func:`poolrag.evaluation.tune.cross_validate` (5-fold CV over queries, legs as deep as
-``poolrag eval --tune`` fetches them: the chunks fused), with wins / ties / losses against dense and
-the permutation p-value. ``--rerank`` adds the second stage (ms-marco-MiniLM-L-12-v2 test asset) over
-the default hybrid's candidates: the first stage, each fused share and ``replace``. Legs come from
-:func:`real_hybrid.legs` (in-memory store, embeddings cached beside the sets).
+``poolrag eval --tune`` and the table's hybrid row fetch them: the chunks fused, at least 50), with
+wins / ties / losses against dense and the permutation p-value. ``--rerank`` adds the second stage
+(ms-marco-MiniLM-L-12-v2 test asset) over the default hybrid's candidates: the first stage, each
+fused share and ``replace``. Legs come from :func:`real_hybrid.legs` (in-memory store, embeddings
+cached beside the sets).
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import argparse
 from pathlib import Path
 
 from common import cross_encoder_path, machine, minilm_path
-from real_hybrid import DEFAULT_DATA, LANGUAGE_OF, RERANK_WEIGHTS, as_run, legs, mrr
+from real_hybrid import DEFAULT_DATA, DEPTH, LANGUAGE_OF, RERANK_WEIGHTS, as_run, legs, mrr
 
 from poolrag import Engine
 from poolrag.cache import EmbeddingCache
 from poolrag.evaluation import BeirDataset, evaluate
-from poolrag.evaluation.tune import QueryLegs, cross_validate
+from poolrag.evaluation.tune import LegSource, QueryLegs, cross_validate
 from poolrag.retrieval import CrossEncoderReranker
 from poolrag.retrieval.fusion import SecondStage, descending_order, fuse_second_stage
 from poolrag.sparse.language_detection import detect_language
@@ -41,12 +42,12 @@ def measure(by_query, qrels, chunks: int) -> str:
     fused = {q: fuse_legs(d[:depth], s[:depth], chunks, DEFAULT_FUSION) for q, (d, s) in by_query.items()}
     hybrid = mrr(as_run(fused, chunks), qrels)
     tuned = cross_validate(
-        {q: QueryLegs(d[:chunks], s[:chunks]) for q, (d, s) in by_query.items()},
+        {q: _leg_source(d, s) for q, (d, s) in by_query.items()},
         qrels,
         as_run({q: d for q, (d, _) in by_query.items()}, chunks),
         k=10,
         depth=chunks,
-        prefetch=chunks,
+        chunks=DEPTH,  # the legs hold DEPTH chunks: a candidate's run widens no deeper
     )
     c = tuned.comparison
     return (
@@ -55,6 +56,11 @@ def measure(by_query, qrels, chunks: int) -> str:
         f"| tuned {tuned.held_out['mrr@10']:.4f} (dense {tuned.dense['mrr@10']:.4f}, "
         f"{c.wins}/{c.ties}/{c.losses}, p {c.p_value:.4f}, all queries: {tuned.record.fusion})"
     )
+
+
+def _leg_source(dense: list, sparse: list) -> LegSource:
+    """A query's legs, fetched once ``DEPTH`` deep, cut to each depth a candidate asks for."""
+    return lambda depth: QueryLegs(dense[:depth], sparse[:depth])
 
 
 def collection_fusion(dataset: BeirDataset) -> HybridFusion:
