@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tokenizers import ByteLevelBPETokenizer
+from transformers import PreTrainedTokenizerFast
 
 from poolrag.ingest import Document, TokenChunker, read_paths
 from poolrag.ingest.readers import FileDocument, split_pieces
@@ -58,6 +60,40 @@ def test_streamed_chunks_equal_the_whole_text_chunks(tmp_path: Path, chunker, pi
         (c.id, c.start, c.end, c.text, c.index) for c in reference
     ]
     assert all(text[c.start : c.end] == c.text and c.num_tokens <= 48 for c in streamed)
+
+
+#: rustfmt's README.md (Apache-2.0/MIT): badge URLs longer than a small piece, then hard-wrapped prose.
+RUSTFMT = (
+    "# rustfmt [![linux](https://github.com/rust-lang/rustfmt/actions/workflows/linux.yml/badge.svg"
+    "?event=push)](https://github.com/rust-lang/rustfmt/actions/workflows/linux.yml)\n\n"
+    "A tool for formatting Rust code according to style guidelines.\n\n"
+    "Rustfmt tries to work on as much Rust code as possible. Sometimes, the code\n"
+    "doesn't even need to compile! In general, we are looking to limit areas of\n"
+    "instability; in particular, post-1.0, the formatting of most code should not\n"
+    "change as Rustfmt improves. However, there are some things that Rustfmt can't\n"
+    "do or can't do well (and thus where formatting might change significantly,\n"
+    "even post-1.0). We would like to reduce the list of limitations over time.\n"
+)
+
+
+def _byte_level_bpe() -> PreTrainedTokenizerFast:
+    trained = ByteLevelBPETokenizer()
+    trained.train_from_iterator([RUSTFMT], vocab_size=600, show_progress=False)
+    return PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer)
+
+
+@pytest.mark.parametrize("tokenizer_kind", ["wordpiece", "byte-level BPE"])
+def test_any_piece_size_gives_the_whole_text_chunks(minilm_engine, tokenizer_kind: str) -> None:
+    """A piece could end inside a word (a URL longer than the piece: its tokens restarted mid-word)
+    and after a space (byte-level BPE's ``Ġword`` token became ``Ġ`` + ``word``): the piece read
+    gave other cuts and ids than the whole text, for 97-character pieces of rustfmt's README."""
+    tokenizer = minilm_engine.tokenizer if tokenizer_kind == "wordpiece" else _byte_level_bpe()
+    chunker = TokenChunker(tokenizer, max_tokens=24, overlap=6)
+    reference = [(c.id, c.start, c.end) for c in chunker.split(Document("README.md", RUSTFMT))]
+    assert len(reference) > 5
+    for piece_chars in (20, 37, 61, 97, 131, 256):
+        streamed = chunker.split(Document("README.md", RUSTFMT), piece_chars)
+        assert [(c.id, c.start, c.end) for c in streamed] == reference, piece_chars
 
 
 def test_a_long_string_without_spaces_is_still_cut_by_tokens(chunker) -> None:

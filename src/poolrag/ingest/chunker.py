@@ -47,6 +47,9 @@ DEFAULT_OVERLAP = 32
 #: Characters a hard-wrapped line of prose has at least before its soft wrap: it broke because the
 #: next word did not fit in 72-80 columns. Shorter lines are code, list items, headings or table rows.
 _WRAPPED_LINE = 40
+#: Characters read ahead at most while waiting for a space to restart tokenising at (one default
+#: piece): a text with none for longer is tokenised up to a piece's end.
+_MAX_HELD = 1 << 18
 
 
 def _utf8_size(text: str) -> int:
@@ -290,9 +293,10 @@ class TokenChunker:
     ) -> Iterator[Chunk]:
         """Chunks of ``document``, reading and tokenizing it one piece at a time.
 
-        Pieces end after whitespace (at blank lines where possible), where tokenization restarts
-        the same way, and a chunk is cut only once the tokens after it are known, so the chunks,
-        offsets and ids are those of the whole text at once, while memory holds about one piece.
+        What is read is tokenised up to its last word set off by a single space, where every
+        tokenizer restarts the same way, and a chunk is cut only once the tokens after it are known,
+        so the chunks, offsets and ids are those of the whole text at once, while memory holds about
+        two pieces (a text with no such space for over a piece is tokenised up to a piece's end).
         """
         if isinstance(document, Document) and (position := lone_surrogate(document.text)) is not None:
             raise InvalidInputError(
@@ -363,14 +367,27 @@ class TokenChunker:
         offsets: list[tuple[int, int, int | None]] = []  # tokens from global index `first` on
         first = 0
         more = True
+        held = ""  # read, not yet tokenised: its last word may go on in the next piece
+        upcoming = next(pieces, None)
 
         def load() -> bool:
-            piece = next(pieces, None)
-            if piece is None:
+            """Tokenise what is read up to the last word a single space sets off (all of it at the
+            end): a piece may end inside a word (a URL longer than a piece), and a byte-level BPE
+            token holds the space before its word, so a piece's end is no place to restart at."""
+            nonlocal held, upcoming
+            if upcoming is None:
                 return False
-            offsets.extend(self._tokens(piece, text.end))
-            text.append(piece)
-            return True
+            held += upcoming
+            upcoming = next(pieces, None)
+            cut = len(held) if upcoming is None else _restart(held)
+            if not cut:
+                if len(held) < _MAX_HELD:
+                    return True
+                cut = len(held)  # no space for a long way (CJK, minified code): at a piece end
+            offsets.extend(self._tokens(held[:cut], text.end))
+            text.append(held[:cut])
+            held = held[cut:]
+            return upcoming is not None or bool(held)
 
         seen: set[str] = set()
         index = 0
@@ -470,6 +487,18 @@ def _soft_wrap(text: Any, end: int, next_start: int) -> bool:
         and word[0].islower()
         and word.rstrip(",.!?)'\"").replace("-", "").isalpha()  # not a key (``name:``)
     )
+
+
+def _restart(text: str) -> int:
+    """Where the last word of ``text`` that a single space sets off starts (the space's index; 0
+    if none), a place where every tokenizer restarts as it goes on in the whole text: WordPiece's
+    words split at it, byte-level BPE's and SentencePiece's next token starts with that space, and
+    no gap of untokenised text runs across it."""
+    k = len(text) - 1
+    while (k := text.rfind(" ", 1, k)) > 0:
+        if not text[k - 1].isspace() and not text[k + 1].isspace():
+            return k
+    return 0
 
 
 def _word_end(text: Any, view: Any, j: int, n: int) -> int:
