@@ -420,6 +420,7 @@ class TokenChunker:
                     j = max(i + 1, j - (count - self.max_tokens))
                 else:  # few tokens over many bytes: keep the share of tokens that fits
                     j = i + max(1, (j - i) * MAX_CHUNK_BYTES // size)
+                j = _last_word_end(text, view, i + 1, j)
             cid = chunk_id(source, start, piece)
             # Some tokenizers give invisible characters tokens: a chunk of only those is not text.
             if cid not in seen and has_visible_text(piece):
@@ -511,6 +512,24 @@ def _word_end(text: Any, view: Any, j: int, n: int) -> int:
     while end < limit and not text[end].isspace():
         end += 1
     return end
+
+
+def _last_word_end(text: Any, offsets: Any, lo: int, hi: int) -> int:
+    """The last cut in tokens ``[lo, hi]`` (token ``hi`` exists) where a word ends, else ``hi``: for
+    a chunk shortened because its text alone has more tokens than the document gave it (byte-level
+    BPE merges its first word otherwise) or too many bytes. Shortened by the excess alone, such a
+    chunk ended inside a word (``automatically gener``) and the next one started there."""
+    for k in range(hi, lo - 1, -1):
+        if _starts_word(text, offsets, k):
+            return k
+    return hi
+
+
+def _starts_word(text: Any, offsets: Any, k: int) -> bool:
+    """Whether token ``k`` starts a word: whitespace before it or, in byte-level BPE's offsets
+    without trimming (GPT-2's, Qwen's, ``ByteLevelBPETokenizer``'s), the space it holds."""
+    start = offsets[k][0]
+    return start == 0 or text[start - 1].isspace() or text[start].isspace()
 
 
 def _one_slice(view: Any, i: int, j: int) -> int:
