@@ -26,7 +26,7 @@ def _byte_level_bpe(trim_offsets: bool) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer)
 
 
-@pytest.mark.parametrize("trim_offsets", [True], ids=["trimmed offsets"])
+@pytest.mark.parametrize("trim_offsets", [True, False], ids=["trimmed offsets", "offsets with the space"])
 @pytest.mark.parametrize("max_tokens", [16, 24, 32])
 def test_no_chunk_ends_inside_a_word(trim_offsets: bool, max_tokens: int) -> None:
     """A chunk whose text alone has more tokens than the document gave it (its first word merges

@@ -263,7 +263,7 @@ class TokenChunker:
                 return k + 1
             if kind and sentence is None:
                 sentence = k + 1
-            if word is None and text[offsets[k + 1][0] - 1].isspace():
+            if word is None and _starts_word(text, offsets, k + 1):
                 word = k + 1
         return sentence or word or hi
 
@@ -273,14 +273,11 @@ class TokenChunker:
         before ``i`` and not before ``floor`` (an overlap ending inside a long word takes the whole
         word rather than start inside it); else ``i``."""
 
-        def starts_word(k: int) -> bool:
-            return offsets[k][0] == 0 or text[offsets[k][0] - 1].isspace()
-
         for k in range(i, limit):
-            if starts_word(k):
+            if _starts_word(text, offsets, k):
                 return k
         for k in range(i - 1, floor - 1, -1):
-            if starts_word(k):
+            if _starts_word(text, offsets, k):
                 return k
         return i
 
