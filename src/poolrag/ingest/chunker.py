@@ -417,7 +417,7 @@ class TokenChunker:
                     j = max(i + 1, j - (count - self.max_tokens))
                 else:  # few tokens over many bytes: keep the share of tokens that fits
                     j = i + max(1, (j - i) * MAX_CHUNK_BYTES // size)
-                j = _last_word_end(text, view, i + 1, j)
+                j = _last_word_end(text, view, i + max(1, (j - i) * 3 // 5), j)  # as _break_at's floor
             cid = chunk_id(source, start, piece)
             # Some tokenizers give invisible characters tokens: a chunk of only those is not text.
             if cid not in seen and has_visible_text(piece):
@@ -512,7 +512,8 @@ def _word_end(text: Any, view: Any, j: int, n: int) -> int:
 
 
 def _last_word_end(text: Any, offsets: Any, lo: int, hi: int) -> int:
-    """The last cut in tokens ``[lo, hi]`` (token ``hi`` exists) where a word ends, else ``hi``: for
+    """The last cut in tokens ``[lo, hi]`` (token ``hi`` exists) where a word ends, else ``hi``
+    (a chunk cut back further than ``lo`` for a word end costs more than the fragment): for
     a chunk shortened because its text alone has more tokens than the document gave it (byte-level
     BPE merges its first word otherwise) or too many bytes. Shortened by the excess alone, such a
     chunk ended inside a word (``automatically gener``) and the next one started there."""
