@@ -76,18 +76,25 @@ RUSTFMT = (
 )
 
 
-def _byte_level_bpe() -> PreTrainedTokenizerFast:
-    trained = ByteLevelBPETokenizer()
+def _byte_level_bpe(trim_offsets: bool) -> PreTrainedTokenizerFast:
+    """Offsets holding the space before a word (GPT-2's), or trimmed of it (RoBERTa's), here by a
+    post-processor that adds a prefix space (as RoBERTa's does with ``add_prefix_space=True``)."""
+    trained = ByteLevelBPETokenizer(trim_offsets=trim_offsets)
     trained.train_from_iterator([RUSTFMT], vocab_size=600, show_progress=False)
     return PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer)
 
 
-@pytest.mark.parametrize("tokenizer_kind", ["wordpiece", "byte-level BPE"])
+@pytest.mark.parametrize("tokenizer_kind", ["wordpiece", "byte-level BPE", "byte-level BPE, trimmed offsets"])
 def test_any_piece_size_gives_the_whole_text_chunks(minilm_engine, tokenizer_kind: str) -> None:
     """A piece could end inside a word (a URL longer than the piece: its tokens restarted mid-word)
     and after a space (byte-level BPE's ``Ġword`` token became ``Ġ`` + ``word``): the piece read
-    gave other cuts and ids than the whole text, for 97-character pieces of rustfmt's README."""
-    tokenizer = minilm_engine.tokenizer if tokenizer_kind == "wordpiece" else _byte_level_bpe()
+    gave other cuts and ids than the whole text, for 97-character pieces of rustfmt's README. With
+    trimmed offsets, a piece's first token (after the space it restarts at) kept that space, which
+    the whole text's offsets leave out: a chunk started there as " much Rust", not "much Rust"."""
+    if tokenizer_kind == "wordpiece":
+        tokenizer = minilm_engine.tokenizer
+    else:
+        tokenizer = _byte_level_bpe(trim_offsets=tokenizer_kind.endswith("trimmed offsets"))
     chunker = TokenChunker(tokenizer, max_tokens=24, overlap=6)
     reference = [(c.id, c.start, c.end) for c in chunker.split(Document("README.md", RUSTFMT))]
     assert len(reference) > 5

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -213,6 +214,12 @@ class TokenChunker:
                     return [int(t) for t in ids]  # type: ignore[arg-type]
         return self._ids(piece)
 
+    @functools.cached_property
+    def _trims_spaces(self) -> bool:
+        """See :func:`_trims_spaces` (asked only of a piece after the first: a whole text is
+        tokenised in one call)."""
+        return _trims_spaces(self.tokenizer)
+
     def _breaks_words(self, char: str) -> bool:
         """Whether a token after ``char`` starts a word for this tokenizer. Python's ``isspace``
         also holds for control characters BERT's normaliser deletes (a form feed, a vertical tab,
@@ -327,6 +334,8 @@ class TokenChunker:
         for (a, b), token in zip(
             [*encoding["offset_mapping"], *ends], [*encoding["input_ids"], None], strict=True
         ):
+            if a == 0 < base and piece[:1] == " " and self._trims_spaces:
+                a = 1  # the space before a piece's first word, which the whole text's offsets leave out
             if b <= a:
                 continue
             if a - covered > _MAX_TOKEN_CHARS:
@@ -559,6 +568,16 @@ def _slices_match_alone(tokenizer: Any) -> bool:
         and type(backend.pre_tokenizer).__name__ == "BertPreTokenizer"
         and type(backend.normalizer).__name__ in ("BertNormalizer", "NoneType")
     )
+
+
+def _trims_spaces(tokenizer: Any) -> bool:
+    """Whether no token's offsets hold the space before a word (RoBERTa's ``trim_offsets``; WordPiece's
+    never do). A post-processor that also adds a prefix space (RoBERTa's with ``add_prefix_space=True``,
+    ``ByteLevelBPETokenizer(trim_offsets=True)``'s) still leaves a text's first token its one leading
+    space, taking it for the one it added: a piece starts at a space (:func:`_restart`), so its first
+    chunk began a character early, with other ids than in the whole text."""
+    offsets = call_tokenizer(tokenizer, "a b", add_special_tokens=False, return_offsets_mapping=True)
+    return not any(a <= 1 < b for a, b in offsets["offset_mapping"])
 
 
 def _separates_words(tokenizer: Any, char: str) -> bool:
