@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenizers import ByteLevelBPETokenizer
+from transformers import PreTrainedTokenizerFast
+
 TOPICS = {
     "bees.md": (
         "# Honeybees\n\nHoneybee foragers tell their sisters where flowers are with the waggle dance. "
@@ -49,3 +52,26 @@ def read_folder(folder: Path) -> tuple[list[str], dict[str, str]]:
     skipped: list = []
     read = [Path(doc.source).name for doc in read_paths([folder], skipped=skipped)]
     return read, {Path(s.path).name: s.reason for s in skipped}
+
+
+#: rustfmt's README.md (Apache-2.0/MIT): badge URLs longer than a small piece, then hard-wrapped prose.
+RUSTFMT = (
+    "# rustfmt [![linux](https://github.com/rust-lang/rustfmt/actions/workflows/linux.yml/badge.svg"
+    "?event=push)](https://github.com/rust-lang/rustfmt/actions/workflows/linux.yml)\n\n"
+    "A tool for formatting Rust code according to style guidelines.\n\n"
+    "Rustfmt tries to work on as much Rust code as possible. Sometimes, the code\n"
+    "doesn't even need to compile! In general, we are looking to limit areas of\n"
+    "instability; in particular, post-1.0, the formatting of most code should not\n"
+    "change as Rustfmt improves. However, there are some things that Rustfmt can't\n"
+    "do or can't do well (and thus where formatting might change significantly,\n"
+    "even post-1.0). We would like to reduce the list of limitations over time.\n"
+)
+
+
+def byte_level_bpe(text: str, vocab_size: int, *, trim_offsets: bool = False) -> PreTrainedTokenizerFast:
+    """A byte-level BPE trained on ``text`` (RoBERTa, GPT-2, Qwen, ModernBERT), its offsets holding the
+    space before a word (GPT-2's) or trimmed of it (RoBERTa's), here by a post-processor that adds a
+    prefix space (as RoBERTa's does with ``add_prefix_space=True``)."""
+    trained = ByteLevelBPETokenizer(trim_offsets=trim_offsets)
+    trained.train_from_iterator([text], vocab_size=vocab_size, show_progress=False)
+    return PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer)

@@ -10,8 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tokenizers import ByteLevelBPETokenizer
-from transformers import PreTrainedTokenizerFast
+from ingest_support import RUSTFMT, byte_level_bpe
 
 from poolrag.ingest import Document, TokenChunker, read_paths
 from poolrag.ingest.readers import FileDocument, split_pieces
@@ -62,28 +61,6 @@ def test_streamed_chunks_equal_the_whole_text_chunks(tmp_path: Path, chunker, pi
     assert all(text[c.start : c.end] == c.text and c.num_tokens <= 48 for c in streamed)
 
 
-#: rustfmt's README.md (Apache-2.0/MIT): badge URLs longer than a small piece, then hard-wrapped prose.
-RUSTFMT = (
-    "# rustfmt [![linux](https://github.com/rust-lang/rustfmt/actions/workflows/linux.yml/badge.svg"
-    "?event=push)](https://github.com/rust-lang/rustfmt/actions/workflows/linux.yml)\n\n"
-    "A tool for formatting Rust code according to style guidelines.\n\n"
-    "Rustfmt tries to work on as much Rust code as possible. Sometimes, the code\n"
-    "doesn't even need to compile! In general, we are looking to limit areas of\n"
-    "instability; in particular, post-1.0, the formatting of most code should not\n"
-    "change as Rustfmt improves. However, there are some things that Rustfmt can't\n"
-    "do or can't do well (and thus where formatting might change significantly,\n"
-    "even post-1.0). We would like to reduce the list of limitations over time.\n"
-)
-
-
-def _byte_level_bpe(trim_offsets: bool) -> PreTrainedTokenizerFast:
-    """Offsets holding the space before a word (GPT-2's), or trimmed of it (RoBERTa's), here by a
-    post-processor that adds a prefix space (as RoBERTa's does with ``add_prefix_space=True``)."""
-    trained = ByteLevelBPETokenizer(trim_offsets=trim_offsets)
-    trained.train_from_iterator([RUSTFMT], vocab_size=600, show_progress=False)
-    return PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer)
-
-
 @pytest.mark.parametrize("tokenizer_kind", ["wordpiece", "byte-level BPE", "byte-level BPE, trimmed offsets"])
 def test_any_piece_size_gives_the_whole_text_chunks(minilm_engine, tokenizer_kind: str) -> None:
     """A piece could end inside a word (a URL longer than the piece: its tokens restarted mid-word)
@@ -94,7 +71,7 @@ def test_any_piece_size_gives_the_whole_text_chunks(minilm_engine, tokenizer_kin
     if tokenizer_kind == "wordpiece":
         tokenizer = minilm_engine.tokenizer
     else:
-        tokenizer = _byte_level_bpe(trim_offsets=tokenizer_kind.endswith("trimmed offsets"))
+        tokenizer = byte_level_bpe(RUSTFMT, 600, trim_offsets=tokenizer_kind.endswith("trimmed offsets"))
     chunker = TokenChunker(tokenizer, max_tokens=24, overlap=6)
     reference = [(c.id, c.start, c.end) for c in chunker.split(Document("README.md", RUSTFMT))]
     assert len(reference) > 5
