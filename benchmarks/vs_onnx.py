@@ -84,6 +84,8 @@ def main() -> None:
     parser.add_argument("--onnx-python", default=str(ROOT / ".venv-onnx" / "bin" / "python"))
     parser.add_argument("--backends", default="onnx,onnx-int8,openvino")
     args = parser.parse_args()
+    if not Path(args.onnx_python).is_file():  # checked before poolrag's side spends a minute
+        parser.error(f"--onnx-python {args.onnx_python} not found: make the ONNX venv as the docstring says")
     print(machine(), flush=True)
     from sentence_transformers import SentenceTransformer
 

@@ -84,6 +84,8 @@ def main() -> None:
     parser.add_argument("--precisions", default="fp32,bf16", help="which tables to run (fp32, bf16)")
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     args = parser.parse_args()
+    if not Path(args.vllm_python).is_file():  # checked before poolrag's side spends a minute
+        parser.error(f"--vllm-python {args.vllm_python} not found: make vLLM's venv as the docstring says")
     print(machine())
     from sentence_transformers import SentenceTransformer
 
