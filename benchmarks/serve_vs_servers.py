@@ -464,7 +464,7 @@ class Point:
     late: float = 0.0  # open loop: the share of sends more than one period behind their due time
 
 
-def wrk(url: str, script: Path, connections: int, seconds: float, per_request: int) -> Point:
+def wrk(url: str, script: Path, connections: int, seconds: int, per_request: int) -> Point:
     command = [
         "wrk",
         "-t1",
@@ -659,8 +659,8 @@ def main() -> int:
     parser.add_argument("--models", default="minilm,tiny")
     parser.add_argument("--servers", default="poolrag,infinity,vllm")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--seconds", type=int, default=10, help="per point (wrk takes whole seconds)")
+    parser.add_argument("--warmup", type=int, default=2, help="per point, not counted (whole seconds)")
     parser.add_argument("--rerank", action="store_true", help="also the cross-encoder /rerank point")
     parser.add_argument(
         "--no-open-loop",
