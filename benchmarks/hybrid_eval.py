@@ -31,7 +31,7 @@ from hybrid_dataset import write
 from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.evaluation import BeirDataset, evaluate
-from poolrag.evaluation.run import EVAL_MODES, EvalReport, Evaluation, documents_of
+from poolrag.evaluation.run import RERANK_MODES, EvalReport, Evaluation, documents_of
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
 from poolrag.ingest.sparse_encoders import bm25_for_model
 from poolrag.retrieval import Retriever
@@ -71,6 +71,12 @@ def _fusion_runs(retriever: Retriever, dataset: BeirDataset, prefetch) -> dict[s
         }
         for fusion in FUSIONS
     }
+
+
+def eval_modes(rerank: bool) -> list[str]:
+    """The table's modes: the first stage, and the reranked ones when a reranker loads. Not
+    ``saved``: a fresh collection holds no tuned setting, and ``Evaluation.run`` refuses that mode."""
+    return ["dense", "sparse", "hybrid", *(RERANK_MODES if rerank else ())]
 
 
 def _evaluate(
@@ -162,7 +168,7 @@ def main() -> None:
             reranker = Engine(cross_encoder_path())
         except Exception as exc:  # the asset cannot be built here: measure the first stage only
             print(f"<!-- no reranker ({exc}); reranked modes left out -->")
-    modes = list(EVAL_MODES if reranker is not None else EVAL_MODES[:3])
+    modes = eval_modes(reranker is not None)
     with tempfile.TemporaryDirectory(prefix="hybrid-eval-") as tmp:
         root = Path(tmp)
         write(root / "dataset", args.seed)
