@@ -383,9 +383,10 @@ class TokenChunker:
             nonlocal held, upcoming
             if upcoming is None:
                 return False
+            scanned = max(len(held) - 1, 1)  # held's spaces before its last char set off no word
             held += upcoming
             upcoming = next(pieces, None)
-            cut = len(held) if upcoming is None else _restart(held)
+            cut = len(held) if upcoming is None else _restart(held, scanned)
             if not cut:
                 if len(held) < _MAX_HELD:
                     return True
@@ -496,13 +497,14 @@ def _soft_wrap(text: Any, end: int, next_start: int) -> bool:
     )
 
 
-def _restart(text: str) -> int:
+def _restart(text: str, lo: int = 1) -> int:
     """Where the last word of ``text`` that a single space sets off starts (the space's index; 0
     if none), a place where every tokenizer restarts as it goes on in the whole text: WordPiece's
     words split at it, byte-level BPE's and SentencePiece's next token starts with that space, and
-    no gap of untokenised text runs across it."""
+    no gap of untokenised text runs across it. Only spaces from ``lo`` on are looked at: text held
+    piece after piece is not scanned again (a text of double spaces took 5x as long at 4 Ki pieces)."""
     k = len(text) - 1
-    while (k := text.rfind(" ", 1, k)) > 0:
+    while (k := text.rfind(" ", lo, k)) >= lo:
         if not text[k - 1].isspace() and not text[k + 1].isspace():
             return k
     return 0
