@@ -3,27 +3,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
+
+from benchmark_scripts import load_benchmark
 
 from poolrag import Engine
 from poolrag.evaluation import BeirDataset
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))  # the scripts import their neighbours (common, corpus)
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _tiny_set(root: Path) -> BeirDataset:
@@ -46,7 +32,7 @@ def _tiny_set(root: Path) -> BeirDataset:
 
 
 def test_the_reranked_table_runs_on_a_fresh_collection(tmp_path: Path, minilm_engine, assets: Path) -> None:
-    benchmark = _load("hybrid_eval")
+    benchmark = load_benchmark("hybrid_eval")
     reranker = Engine(assets / "ms-marco-MiniLM-L-12-v2")
     modes = benchmark.eval_modes(rerank=True)
     dataset = _tiny_set(tmp_path / "set")

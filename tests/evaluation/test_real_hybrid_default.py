@@ -3,43 +3,29 @@ candidates from legs as deep as its default row's, as ``poolrag eval --tune`` do
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 from poolrag.cache import EmbeddingCache
 from poolrag.evaluation import BeirDataset
 from poolrag.evaluation.tune import Setting, candidate_run
 from poolrag.stores.hybrid import DEFAULT_FUSION
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))  # the scripts import their neighbours (common, real_hybrid)
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def benchmark() -> ModuleType:
-    return _load("real_hybrid_default")
+    return load_benchmark("real_hybrid_default")
 
 
 def test_measure_reports_tuned_against_the_dense_row_and_its_default_candidate_is_the_default_row(
     tmp_path: Path, minilm_engine, benchmark: ModuleType
 ) -> None:
-    real_hybrid = _load("real_hybrid")
-    _load("hybrid_dataset").write(tmp_path / "set", seed=0)
+    real_hybrid = load_benchmark("real_hybrid")
+    load_benchmark("hybrid_dataset").write(tmp_path / "set", seed=0)
     dataset = BeirDataset(tmp_path / "set")
     with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
         by_query, qrels, chunks = real_hybrid.legs(minilm_engine, cache, dataset, "wordpiece", "english")
