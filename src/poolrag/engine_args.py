@@ -342,7 +342,7 @@ class EngineArgs:
             raise InvalidInputError("no model given")
         renamed = {  # the flags whose names or values differ from the fields'
             "max_batch_size": namespace.max_num_seqs,
-            "pooler_config": _with_tei_pooling(namespace.pooler_config, namespace.pooling),
+            "pooler_config": with_tei_pooling(namespace.pooler_config, namespace.pooling),
             "convert": None if namespace.convert in ("auto", "none") else namespace.convert,
             "tune": getattr(namespace, "autotune", None),
             "truncate": namespace.auto_truncate,
@@ -384,14 +384,17 @@ def add_flag(group: Any, flag: str, *aliases: str, **kwargs: Any) -> None:
 TEI_POOLING = {"cls": "CLS", "mean": "MEAN", "splade": "SPLADE", "last-token": "LAST"}
 
 
-def _with_tei_pooling(pooler_config: dict[str, Any] | None, pooling: str | None) -> dict[str, Any] | None:
+def with_tei_pooling(pooler_config: Any, pooling: str | None) -> Any:
     """``--pooler-config`` with TEI's ``--pooling`` as its ``pooling_type``; both naming one is refused."""
     if pooling is None:
         return pooler_config
-    given = (pooler_config or {}).get("pooling_type")
-    if given is not None and str(given).upper() != TEI_POOLING[pooling]:
-        raise InvalidInputError(f"--pooling {pooling} and --pooler-config's pooling_type {given} disagree")
-    return {**(pooler_config or {}), "pooling_type": TEI_POOLING[pooling]}
+    config = PoolerConfig.from_value(pooler_config)
+    wanted = TEI_POOLING[pooling]
+    if config.pooling_type is not None and config.pooling_type != wanted:
+        raise InvalidInputError(
+            f"--pooling {pooling} and --pooler-config's pooling_type {config.pooling_type} disagree"
+        )
+    return dataclasses.replace(config, pooling_type=wanted)
 
 
 def positive_int(text: str) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 from poolrag.config.option_choices import DTypeName, Quantization
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
-from poolrag.engine_args import EngineArgs
+from poolrag.engine_args import EngineArgs, with_tei_pooling
 from poolrag.errors import GenerativeCheckpointError, InputTooLongError, InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.model_facts import ScoreKind
@@ -119,6 +119,8 @@ def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
         options.setdefault("truncate", options.pop("auto_truncate"))
     if "autotune" in options:
         options.setdefault("tune", options.pop("autotune"))
+    if "pooling" in options:  # text-embeddings-router's --pooling, folded into the pooler config
+        options["pooler_config"] = with_tei_pooling(options.get("pooler_config"), options.pop("pooling"))
     if "enforce_eager" in options:
         options["compile"] = eager_compile(options.pop("enforce_eager"), options.get("compile"))
     no_effect = sorted(set(NO_EFFECT_OPTIONS) & set(options))
