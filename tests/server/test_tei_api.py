@@ -158,6 +158,22 @@ def test_the_ignored_names_kept_for_the_log_are_bounded(
     assert len(caplog.records) == 2 and len(tei_schemas._named_ignored) == 4
 
 
+def test_a_megabyte_long_ignored_name_is_logged_and_kept_cut_short(
+    minilm: Served, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The bound on names counted them only: each of 30 requests with a new 10 MB field name kept
+    it until the server stopped (RSS +276 MB) and wrote it to the log (300 MB)."""
+    from poolrag.server import tei_schemas
+
+    monkeypatch.setattr(tei_schemas, "_named_ignored", set())
+    name = "x" * 1_000_000
+    with caplog.at_level("WARNING", logger="poolrag.server.tei_schemas"):
+        _ok(_post(minilm.url, "/embed", {"inputs": TEXTS, name: 1}))
+    (logged,) = [r.getMessage() for r in caplog.records if "ignoring fields" in r.getMessage()]
+    assert f"['{'x' * 64}...'] in TeiEmbedRequest" in logged and len(logged) < 200
+    assert tei_schemas._named_ignored == {f"TeiEmbedRequest.{'x' * 64}..."}
+
+
 def test_the_root_embeds_a_list_posted_with_parameters(minilm: Served) -> None:
     """langchain-community's ``HuggingFaceHubEmbeddings.aembed_documents`` posts
     ``{"inputs": texts, "parameters": model_kwargs}`` to the bare URL: an embedder embeds it, as TEI

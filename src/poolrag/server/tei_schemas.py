@@ -53,6 +53,13 @@ ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokeniz
 logger = logging.getLogger(__name__)
 _named_ignored: set[str] = set()
 _NAMED_AT_MOST = 256
+#: A name is the client's and may be megabytes long: only its start is logged and kept.
+_NAME_SHOWN_CHARS = 64
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= _NAME_SHOWN_CHARS else name[:_NAME_SHOWN_CHARS] + "..."
+
 
 _TRUNCATE = Field(
     None,
@@ -79,7 +86,7 @@ class TeiIgnoresUnknownFields(BaseModel):
     @classmethod
     def _name_ignored(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = sorted(k for k in data if isinstance(k, str) and k not in cls.model_fields)
+            unknown = sorted({_shown(k) for k in data if isinstance(k, str) and k not in cls.model_fields})
             new = [k for k in unknown if f"{cls.__name__}.{k}" not in _named_ignored]
             if new and len(_named_ignored) < _NAMED_AT_MOST:  # names are the client's: bounded
                 _named_ignored.update(f"{cls.__name__}.{k}" for k in new)
