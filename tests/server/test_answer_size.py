@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import tracemalloc
 from collections.abc import Iterator
 
 import httpx
@@ -48,6 +50,25 @@ def test_texts_are_counted_by_the_tokens_the_model_read(ten_token_server: Served
     assert served.status_code == 200 and len(served.json()["data"][0]["data"]) == 5
     refused = http.post(url, json={"input": ["one two three"] * 3, "task": "token_embed"})
     assert refused.status_code == 413 and f"would hold {15 * WIDTH} values" in refused.text
+
+
+def test_a_refused_answers_rows_are_not_kept_once_it_is_answered(
+    ten_token_server: Served, http: httpx.Client
+) -> None:
+    """The engine core's threads kept the last batch's job, and so every row of its request, until
+    the next request came: a refused 2048-text /embed_all held 2 GB in an idle server. 128 texts of
+    256 tokens are 50 MB of rows."""
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        refused = http.post(f"{ten_token_server.url}/embed_all", json={"inputs": ["word " * 600] * 128})
+        assert refused.status_code == 413 and f"would hold {128 * 256 * WIDTH} values" in refused.text
+        gc.collect()
+        held_mb = (tracemalloc.get_traced_memory()[0] - before) / 1e6
+    finally:
+        tracemalloc.stop()
+    assert held_mb < 10
 
 
 def test_an_answer_of_one_row_per_input_is_counted_the_same(

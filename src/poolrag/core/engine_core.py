@@ -274,27 +274,37 @@ class EngineCore:
                     if self._closed:
                         break
                     arrivals, self._inbox = self._inbox, []
-                for index, (job, requests) in enumerate(arrivals):
-                    try:
-                        self._admit(job, requests)
-                    except BaseException:  # the unadmitted are failed with the rest, not lost
-                        with self._cv:
-                            self._inbox[:0] = arrivals[index:]
-                        raise
+                # the loop's own frame names no job, unit or request while it waits: a job holds its
+                # request's results, which were kept until the next arrival (a refused token_embed
+                # request's 2 GB stayed with an idle server)
+                self._admit_all(arrivals)
+                del arrivals
                 if self._chores and (
                     not self._has_work() or time.monotonic() - self._chores[0][2] >= CHORE_PATIENCE_S
                 ):
                     self._run_chore()
                     continue
-                units = self._next_batch()
-                if units:
-                    self._run(units)
+                self._run_next_batch()
         except BaseException as exc:  # a bug here must not leave callers waiting forever
             logger.exception("engine core scheduler stopped")
             self._fail_everything(exc)
         finally:
             self._fail_everything(EngineClosedError(CLOSED_MESSAGE))
             self._finished.put(None)
+
+    def _admit_all(self, arrivals: list[tuple[_Job, Sequence[PoolingRequest]]]) -> None:
+        for index, (job, requests) in enumerate(arrivals):
+            try:
+                self._admit(job, requests)
+            except BaseException:  # the unadmitted are failed with the rest, not lost
+                with self._cv:
+                    self._inbox[:0] = arrivals[index:]
+                raise
+
+    def _run_next_batch(self) -> None:
+        units = self._next_batch()
+        if units:
+            self._run(units)
 
     def _post_loop(self) -> None:
         while True:
@@ -308,6 +318,7 @@ class EngineCore:
                 for unit in item.units:
                     for job, _ in unit.subscribers:
                         job.fail(exc)
+            del item  # its output and its jobs' results: not held while the next batch runs
 
     # -- scheduling -----------------------------------------------------------------------------------
     def _has_work(self) -> bool:
