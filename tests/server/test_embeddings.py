@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -230,3 +230,46 @@ def test_a_conversation_in_input_to_a_text_model_says_why_it_is_refused(
     error = answer.json()["error"]
     assert error["param"] == "input"
     assert error["message"].startswith("input: chat messages need a chat template, which poolrag")
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        pytest.param(lambda url: {"type": "input_image", "image_url": url}, id="input_image"),
+        pytest.param(lambda url: {"image_url": url}, id="image_url-without-type"),
+        pytest.param(lambda url: {"image_url": {"url": url}}, id="image_url-object-without-type"),
+    ],
+)
+def test_vllm_s_other_image_part_forms_are_read_as_the_image(
+    clip_url: tuple[str, Engine], part: Callable[[str], dict]
+) -> None:
+    """vLLM's chat form reads the Responses API's ``input_image`` part and an ``image_url`` part
+    without ``type`` (the plain form OpenAI's API takes) as the image; both were a 400 ('Input tag
+    'input_image' ... does not match', 'Unable to extract tag using discriminator')."""
+    url, engine = clip_url
+    photo = Path(pytest.importorskip("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"
+    data_url = "data:image/jpeg;base64," + base64.b64encode(photo.read_bytes()).decode()
+    body = {"messages": [{"role": "user", "content": [part(data_url)]}]}
+    answer = httpx.post(f"{url}/v1/embeddings", json=body)
+    assert answer.status_code == 200, answer.text
+    [row] = answer.json()["data"]
+    np.testing.assert_allclose([row["embedding"]], engine.embed_array([photo]), atol=1e-6)
+
+
+def test_vllm_s_input_text_part_is_read_as_the_text(clip_url: tuple[str, Engine]) -> None:
+    url, engine = clip_url
+    part = {"type": "input_text", "text": "a photo of an admiral"}
+    answer = httpx.post(f"{url}/v1/embeddings", json={"messages": [{"role": "user", "content": [part]}]})
+    assert answer.status_code == 200, answer.text
+    [row] = answer.json()["data"]
+    np.testing.assert_allclose([row["embedding"]], engine.embed_array([part["text"]]), atol=1e-6)
+
+
+def test_an_input_image_part_with_a_remote_url_is_refused_unfetched(clip_url: tuple[str, Engine]) -> None:
+    url, _ = clip_url
+    part = {"type": "input_image", "image_url": "http://example.com/cat.png"}
+    answer = httpx.post(f"{url}/v1/embeddings", json={"messages": [{"role": "user", "content": [part]}]})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == (
+        "messages[0].content[0].image_url must be a data:image/...;base64, URL (nothing is fetched)"
+    )

@@ -29,6 +29,7 @@ from pydantic import (
     ValidatorFunctionWrapHandler,
     WithJsonSchema,
     WrapValidator,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -244,9 +245,11 @@ class ImageURL(BaseModel):
 
 
 class TextPart(BaseModel):
+    """A text part: chat's ``text``, or the Responses API's ``input_text``, which vLLM reads alike."""
+
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["text"]
+    type: Literal["text", "input_text"]
     text: StrictStr
 
 
@@ -257,13 +260,38 @@ class ImagePart(BaseModel):
     image_url: ImageURL
 
 
+class InputImagePart(BaseModel):
+    """The Responses API's image part, its ``image_url`` the URL itself, which vLLM's chat form
+    reads as an ``image_url`` part."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["input_image"]
+    image_url: StrictStr = Field(description="A data:image/...;base64, URL (nothing is fetched).")
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+def _typed_part(part: Any) -> Any:
+    """vLLM reads a part without ``type`` holding ``image_url`` (a URL, or ``{"url": ...}``) as an
+    image part, the plain form OpenAI's API takes undocumented."""
+    if isinstance(part, dict) and "type" not in part and "image_url" in part:
+        image = part["image_url"]
+        return {**part, "type": "image_url", "image_url": {"url": image} if isinstance(image, str) else image}
+    return part
+
+
 class ChatMessage(BaseModel):
     """One chat message of vLLM's multimodal embedding request."""
 
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "user", "assistant"]
-    content: StrictStr | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]]
+    content: StrictStr | list[Annotated[TextPart | ImagePart | InputImagePart, Field(discriminator="type")]]
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts_typed(cls, content: Any) -> Any:
+        return [_typed_part(part) for part in content] if isinstance(content, list) else content
 
 
 class ChatFormBody(VllmRequestBody):
@@ -323,11 +351,10 @@ class ChatFormBody(VllmRequestBody):
             return name, part
         if isinstance(part, TextPart):
             return name, part.text
-        url = part.image_url.url
+        url = part.image_url if isinstance(part, InputImagePart) else part.image_url.url
         if not is_image_input(url):
-            raise ValueError(
-                f"{name}.image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
-            )
+            field = "image_url" if isinstance(part, InputImagePart) else "image_url.url"
+            raise ValueError(f"{name}.{field} must be a data:image/...;base64, URL (nothing is fetched)")
         return name, url
 
 
