@@ -22,6 +22,7 @@ __all__ = [
     "PromptType",
     "TextPrompt",
     "TokensPrompt",
+    "content_part",
     "engine_prompts",
     "per_prompt_params",
     "score_side",
@@ -132,15 +133,29 @@ def _score_item(item: Any) -> Any:
     return item
 
 
+def content_part(part: object) -> tuple[str, object] | None:
+    """A content part as vLLM's chat parser reads it: ``("text", its text)`` or ``("image_url", its
+    URL)``, the Responses API's ``input_text`` and ``input_image`` (its ``image_url`` the URL
+    itself) among them, and a part without ``type`` holding ``image_url`` (OpenAI's plain form) an
+    image part; None for a part of any other kind."""
+    if not isinstance(part, Mapping):
+        return None
+    kind = part.get("type", "image_url" if "image_url" in part else None)
+    if kind in ("text", "input_text"):
+        return "text", part.get("text")
+    if kind in ("image_url", "input_image"):
+        image = part.get("image_url")
+        return "image_url", image.get("url") if isinstance(image, Mapping) else image
+    return None
+
+
 def _content_part(part: object, index: int) -> object:
-    kind = part.get("type") if isinstance(part, Mapping) else None
-    if kind == "text" and isinstance(part.get("text"), str):  # type: ignore[union-attr]
-        return part["text"]  # type: ignore[index]
+    kind, value = content_part(part) or (None, None)
+    if kind == "text" and isinstance(value, str):
+        return value
     if kind == "image_url":
-        image = part.get("image_url")  # type: ignore[union-attr]
-        url = image.get("url") if isinstance(image, Mapping) else image
-        if isinstance(url, str) and is_image_input(url):
-            return url
+        if isinstance(value, str) and is_image_input(value):
+            return value
         raise InvalidInputError(
             f"content[{index}]: an image_url must be a data:image/...;base64, URL (nothing is fetched)"
         )

@@ -77,6 +77,15 @@ def test_score_content_dicts_are_one_item_each_as_in_vllm(llm: LLM, minilm_engin
         llm.score(SENTENCES[0], fused)
 
 
+def test_score_content_reads_vllm_s_input_text_part(llm: LLM, minilm_engine: Engine) -> None:
+    """vLLM reads a score content's parts as chat parts, the Responses API's ``input_text`` among
+    them; it was refused ('expected a text or image_url part')."""
+    want = [out.outputs.score for out in minilm_engine.score(SENTENCES[0], SENTENCES[1:2])]
+    item = {"content": [{"type": "input_text", "text": SENTENCES[1]}]}
+    (one,) = llm.score(SENTENCES[0], item)
+    assert one.outputs.score == pytest.approx(want[0], abs=1e-6)
+
+
 def test_prompt_shapes_it_cannot_take_are_refused_by_name(llm: LLM) -> None:
     # a multimodal prompt is an image alone (a dual encoder's; tests/engine/test_dual_encoder.py)
     with pytest.raises(InvalidInputError, match="a prompt is a text or an image"):

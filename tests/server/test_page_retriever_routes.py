@@ -84,6 +84,29 @@ def test_vllm_s_multimodal_content_form_ranks_the_same_pages(engine: Engine, url
     )
 
 
+def test_vllm_s_other_part_forms_in_a_score_content_rank_the_same_pages(engine: Engine, url: str) -> None:
+    """vLLM reads a score content's parts as its chat parts: the Responses API's ``input_image``
+    (its ``image_url`` the URL) and ``input_text``, and an ``image_url`` part without ``type``; they
+    were a 400 ('must be a text part or an image_url part')."""
+    query = "an admiral's portrait"
+    want = [out.outputs.score for out in engine.score(query, PAGES)]
+    pages = [
+        {"content": [{"type": "input_image", "image_url": _data_url(PAGES[0])}]},
+        {"content": [{"image_url": {"url": _data_url(PAGES[1])}}]},
+    ]
+    text_1 = {"content": [{"type": "input_text", "text": query}]}
+    score = httpx.post(f"{url}/score", json={"model": "colpali", "text_1": text_1, "text_2": pages})
+    assert score.status_code == 200, score.text
+    np.testing.assert_allclose([row["score"] for row in score.json()["data"]], want, rtol=1e-5)
+    remote = {"content": [{"type": "input_image", "image_url": "https://example.com/p.png"}]}
+    refused = httpx.post(f"{url}/rerank", json={"model": "colpali", "query": query, "documents": remote})
+    assert refused.status_code == 400
+    message = refused.json()["error"]["message"]
+    assert message == (
+        "documents.content[0].image_url must be a data:image/...;base64, URL (nothing is fetched)"
+    )
+
+
 def test_pooling_returns_a_page_s_token_vectors(engine: Engine, url: str) -> None:
     body = {"model": "colpali", "input": [_data_url(PAGES[0]), "a query"], "task": "token_embed"}
     answer = httpx.post(f"{url}/pooling", json=body)

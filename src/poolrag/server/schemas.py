@@ -38,6 +38,7 @@ from poolrag.image_inputs import as_data_url, base64_bytes, is_image_input
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.text_validity import lone_surrogate
+from poolrag.vllm_inputs import content_part
 from poolrag.vllm_options import refuse_longer_cut
 
 #: A text field: whether a model can read it (empty, lone surrogates) is the engine's input stage's
@@ -705,17 +706,16 @@ def _content_value(value: dict[str, Any], where: str) -> str:
             "models read one text or one image, so give one part per item "
             '(a list of {"content": [part]} for several items)'
         )
-    part = parts[0]
-    kind = part.get("type") if isinstance(part, dict) else None
-    if kind == "text" and isinstance(part.get("text"), str):
-        return part["text"]
-    if kind == "image_url" and isinstance(part.get("image_url"), dict):
-        url = part["image_url"].get("url")
-        if not isinstance(url, str) or not is_image_input(url):
+    kind, value = content_part(parts[0]) or (None, None)
+    if kind == "text" and isinstance(value, str):
+        return value
+    if kind == "image_url":
+        if not isinstance(value, str) or not is_image_input(value):
+            field = "image_url" if parts[0].get("type") == "input_image" else "image_url.url"
             raise ValueError(
-                f"{where}.content[0].image_url.url must be a data:image/...;base64, URL (nothing is fetched)"
+                f"{where}.content[0].{field} must be a data:image/...;base64, URL (nothing is fetched)"
             )
-        return url
+        return value
     raise ValueError(f"{where}.content[0] must be a text part or an image_url part")
 
 
