@@ -188,8 +188,26 @@ def test_documents_carry_title_and_corpus_id(tmp_path: Path) -> None:
             ),
             "queries.jsonl:2",
         ),
+        (  # no visible character: the model refused it as input[1] of its batch, mid-evaluation
+            lambda f: (f / "queries.jsonl").write_text(
+                '{"_id": "q1", "text": "ok"}\n{"_id": "q2", "text": "\\u200b\\u200d"}\n'
+            ),
+            "queries.jsonl:2: query 'q2' is empty",
+        ),
+        (  # JSON's escape for a lone surrogate, which no tokenizer encodes
+            lambda f: (f / "queries.jsonl").write_text(
+                '{"_id": "q1", "text": "ok"}\n{"_id": "q2", "text": "bee \\ud800 hive"}\n'
+            ),
+            "queries.jsonl:2: query 'q2' is not valid Unicode",
+        ),
     ],
-    ids=["query-without-text", "qrels-short-line", "query-with-blank-text"],
+    ids=[
+        "query-without-text",
+        "qrels-short-line",
+        "query-with-blank-text",
+        "query-of-zero-widths",
+        "lone-surrogate",
+    ],
 )
 def test_a_broken_dataset_names_file_and_line_before_anything_is_embedded(
     tmp_path: Path, minilm_engine, breakage, where: str

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from poolrag.errors import InvalidInputError
+from poolrag.text_validity import text_problem
 
 logger = logging.getLogger(__name__)
 
@@ -191,6 +192,11 @@ class BeirDataset:
             text = _row_text(row, "text", path, number, required=True)
             if not text.strip():
                 raise BeirFormatError(path, number, f"query {query_id!r} has an empty text")
+            # zero-width or bidi marks alone, or a lone surrogate: the model would refuse it as
+            # input[i] of a batch, which names neither the query nor its line
+            problem = text_problem(text)
+            if problem is not None:
+                raise BeirFormatError(path, number, f"query {query_id!r} {problem}")
             yield BeirQuery(
                 id=query_id,
                 text=text,
