@@ -196,3 +196,25 @@ def test_a_result_without_text_is_named_not_reported_as_an_empty_text_2(cross_en
     stored = SearchResult("def", 0.5, PASSAGES[0], "tides.md", 0, len(PASSAGES[0]))
     with pytest.raises(InvalidInputError, match=r"result 'abc' .* is a point without text: a text reranker"):
         CrossEncoderReranker(cross_encoder).rerank_results(QUERY, [stored, foreign])
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("\u200b\u200d", r"is empty \(only whitespace, control or invisible format characters\)"),
+        ("\ud800 tides", r"is not valid Unicode \(lone surrogate at character 0\)"),
+    ],
+)
+def test_a_result_whose_text_no_model_reads_is_named_not_reported_as_text_2(
+    cross_encoder: Engine, text: str, problem: str
+) -> None:
+    """A scraped page's zero-width-only chunk, written by another tool, has text that strip() keeps
+    but no model reads: the reranker refused it as 'text_2[1] is empty', an index the caller never saw."""
+    from poolrag.retrieval.results import SearchResult
+
+    foreign = SearchResult("abc", 0.8, text, "scraped.html", None, None)
+    stored = SearchResult("def", 0.5, PASSAGES[0], "tides.md", 0, len(PASSAGES[0]))
+    with pytest.raises(
+        InvalidInputError, match=rf"result 'abc' \(source 'scraped.html'\) is a point whose text {problem}"
+    ):
+        CrossEncoderReranker(cross_encoder).rerank_results(QUERY, [stored, foreign])

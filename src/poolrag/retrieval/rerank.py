@@ -26,6 +26,7 @@ from poolrag.retrieval.fusion import (
     fuse_second_stage,
 )
 from poolrag.retrieval.results import SearchResult
+from poolrag.text_validity import text_problem
 
 #: ``SearchResult.stage_scores`` keys the second stage writes: the reranker's own score, and the
 #: fused score (absent with ``replace``, where the reranker's score is the final one).
@@ -142,10 +143,14 @@ class CrossEncoderReranker:
         if not results:
             return []
         for r in results:  # an image, or a point another writer added (a framework's store)
-            if not r.text.strip():
-                what = (
-                    "an image or page without text" if r.payload.get("modality") else "a point without text"
-                )
+            # text_validity's rule, not strip(): a scraped page's zero-width-only text was refused
+            # by the model as text_2[i], an index into this batch the caller never saw
+            problem = text_problem(r.text)
+            if problem is not None:
+                if r.payload.get("modality"):
+                    what = "an image or page without text"
+                else:
+                    what = "a point without text" if not r.text.strip() else f"a point whose text {problem}"
                 raise InvalidInputError(
                     f"result {r.id!r} (source {r.source or None!r}) is {what}: a text reranker "
                     "cannot score it (search without the reranker to see it)"
