@@ -402,3 +402,32 @@ def test_a_run_whose_ids_hold_whitespace_is_refused_before_any_trec_file_is_writ
         write_trec_runs({"dense": {"q\t1": [("a", 0.9)]}}, tmp_path / "runs")
     written = write_trec_runs({"dense": {"q1": [("a", 0.9)]}}, tmp_path / "runs")
     assert [path.read_text() for path in written] == ["q1 Q0 a 1 0.9 poolrag-dense\n"]
+
+
+def test_a_query_without_sparse_terms_ranks_nothing_there_and_the_evaluation_and_tuning_go_on(
+    tmp_path: Path, minilm_engine
+) -> None:
+    """An emoji-only query has no word piece BM25 keeps (MiniLM reads each emoji as [UNK]): one
+    search refuses it, but ``eval --modes sparse`` and ``eval --tune`` stopped at it with "the query
+    has no terms ...", naming no query. BM25 ranks nothing for it in BEIR; so does the sparse leg here."""
+    from poolrag.evaluation.tune import tune
+
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    with (bench.dataset.folder / "queries.jsonl").open("a") as out:
+        out.write(json.dumps({"_id": "q7", "text": "🐝 💃 🌼"}) + "\n")
+    with (bench.dataset.folder / "qrels" / "test.tsv").open("a") as out:
+        out.write("q7\td1\t1\n")
+    store = bench.open()
+    try:
+        evaluation, _ = bench.evaluation(store)
+        report = evaluation.run(bench.dataset, ["dense", "sparse", "hybrid"], k=K)
+        assert report.queries == 6
+        assert report.runs["sparse"]["q7"] == []
+        assert report.runs["dense"]["q7"] and report.runs["hybrid"]["q7"]  # the dense leg alone
+        assert report.runs["sparse"]["q1"]  # the other queries' sparse runs are as before
+        tuned = tune(
+            evaluation, bench.dataset, report.runs["dense"], k=K, depth=report.settings["chunks_per_query"]
+        )
+        assert tuned.queries == 6
+    finally:
+        store.close()

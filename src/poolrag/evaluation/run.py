@@ -41,7 +41,7 @@ from poolrag.retrieval.fusion import SecondStage
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.rerank_language import default_rerank_weight, reranker_languages
 from poolrag.retrieval.results import SearchResult
-from poolrag.retrieval.sparse_queries import SparseQueryEncoder
+from poolrag.retrieval.sparse_queries import NoQueryTermsError, SparseQueryEncoder
 from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.retrieval_record import saved_record
 from poolrag.text_validity import text_problem
@@ -184,6 +184,16 @@ def documents_of(results: Sequence[SearchResult]) -> list[tuple[str, float]]:
         if doc_id not in best or result.score > best[doc_id]:
             best[doc_id] = result.score
     return sorted(best.items(), key=lambda pair: -pair[1])
+
+
+def sparse_ranking(retriever: Retriever, text: str, depth: int) -> list[SearchResult]:
+    """One query's sparse ranking: empty for a query with no term the sparse encoder keeps (an emoji,
+    only stop words, a script the vocabulary reads as ``[UNK]``), as BM25 ranks it in BEIR. A single
+    search refuses such a query; here it stopped the whole evaluation."""
+    try:
+        return retriever.search(text, depth, mode="sparse")
+    except NoQueryTermsError:
+        return []
 
 
 def without_own_document(
@@ -413,4 +423,6 @@ class Evaluation:
             return retriever.search(
                 query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth, fusion=fusion
             )
+        if base == "sparse":
+            return sparse_ranking(retriever, query.text, depth)
         return retriever.search(query.text, depth, mode=base)  # type: ignore[arg-type]

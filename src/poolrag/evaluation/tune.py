@@ -29,7 +29,13 @@ import numpy as np
 from poolrag.errors import InvalidInputError
 from poolrag.evaluation.beir import BeirDataset
 from poolrag.evaluation.metrics import DEFAULT_METRICS, Qrels, evaluate_per_query
-from poolrag.evaluation.run import CORPUS_ID_KEY, Evaluation, widened_documents, without_own_document
+from poolrag.evaluation.run import (
+    CORPUS_ID_KEY,
+    Evaluation,
+    sparse_ranking,
+    widened_documents,
+    without_own_document,
+)
 from poolrag.retrieval.funnel import Retriever
 from poolrag.retrieval.fusion import ScoreNormalisation, SecondStage, descending_order, fuse_second_stage
 from poolrag.retrieval.rerank import CrossEncoderReranker
@@ -156,7 +162,7 @@ def fetch_legs(
     when the collection stores smaller vectors), fetched once for every candidate. ``scored``: the
     cross-encoder's scores of chunks already scored for this query, added to, not scored again."""
     dense = retriever.search(text, prefetch, mode="dense")
-    sparse = retriever.search(text, prefetch, mode="sparse")
+    sparse = sparse_ranking(retriever, text, prefetch)
     scores = None
     if reranker is not None:
         scores = {} if scored is None else scored

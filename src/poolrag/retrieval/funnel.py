@@ -31,7 +31,7 @@ from poolrag.retrieval.collection_checks import bm25_query_encoder, check_k, che
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.rerank_language import default_rerank_weight, reranker_languages
 from poolrag.retrieval.results import SearchResult
-from poolrag.retrieval.sparse_queries import SEARCH_MODES, SearchMode, SparseQueryEncoder
+from poolrag.retrieval.sparse_queries import SEARCH_MODES, NoQueryTermsError, SearchMode, SparseQueryEncoder
 from poolrag.sparse.vector import SparseVector
 from poolrag.stores.base import HybridFusion, StoreHit, VectorStore
 from poolrag.stores.errors import UnsupportedStoreFeature
@@ -143,7 +143,7 @@ class Retriever:
             n = candidates or self.candidates or (max(10 * k, 50) if self.reranker is not None else k)
             sparse_query = self._sparse_query(query)
             if not sparse_query.indices.size:  # else "no results", as if the collection were empty
-                raise InvalidInputError(
+                raise NoQueryTermsError(
                     "the query has no terms the collection's sparse encoder keeps (only stop words, "
                     "punctuation or pieces it drops); search it with the dense or hybrid mode"
                 )

@@ -10,10 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
+from poolrag.errors import InvalidInputError
 from poolrag.sparse.vector import SparseVector
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = ("dense", "sparse", "hybrid")
+
+
+class NoQueryTermsError(InvalidInputError):
+    """A sparse search's query has no term the sparse encoder keeps (stop words, punctuation, an
+    emoji or a script the vocabulary reads as ``[UNK]``): one search says so, where an evaluation
+    ranks nothing for that query, as BM25 does in BEIR, and goes on."""
 
 
 @runtime_checkable
