@@ -125,6 +125,25 @@ def test_a_bad_row_is_left_out_alone_naming_its_line(tmp_path: Path) -> None:
     assert count_documents(tmp_path) == 4  # each row read or reported: a progress bar's total
 
 
+def test_a_cell_longer_than_csv_s_default_limit_is_read_and_so_are_the_rows_after_it(tmp_path: Path) -> None:
+    """A scraped page kept in one cell (200,000 characters) was left out as 'field larger than field
+    limit (131072)', and with it every row after it, unsaid: csv cannot read on after that error."""
+    page = "A scraped article's words, none of them special. " * 4000
+    _write(tmp_path / "pages.csv", [["id", "text"], ["a", "short"], ["b", page], ["c", "after the page"]])
+    documents, skipped = _read(tmp_path)
+    assert skipped == {}
+    assert [d.text for d in documents] == ["short", page, "after the page"]
+
+
+def test_a_quote_left_open_stops_the_file_and_says_the_rows_after_it_are_not_read(tmp_path: Path) -> None:
+    rows = 'id,text\na,first\nb,"an open quote\n' + ("x" * 1000 + "\n") * 70_000 + "c,never a row\n"
+    (tmp_path / "open.csv").write_text(rows, encoding="utf-8")
+    documents, skipped = _read(tmp_path)
+    assert [d.text for d in documents] == ["first"]
+    assert skipped["open.csv:3"].startswith("not readable CSV (field larger than field limit")
+    assert skipped["open.csv:3"].endswith("; the rows after it are not read")
+
+
 def test_files_that_are_no_sheet_are_one_line_each(tmp_path: Path) -> None:
     """Excel's plain 'CSV' (the Windows code page) says to save as CSV UTF-8; a header naming a
     column twice cannot say which cell is which."""

@@ -22,11 +22,17 @@ from poolrag.ingest.record_rules import NotARecord
 
 _DELIMITERS = (",", ";", "\t")
 _ID_COLUMNS = ("id", "_id")
+#: Most characters in one cell. csv's default, 131,072, refused a long text kept in one cell (a
+#: scraped page, an article exported from a database), and csv cannot read on after it; a quote
+#: left open still stops here rather than read the whole file into one cell.
+MAX_CELL_CHARS = 1 << 26
 
 
 def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, str] | NotARecord]]:
     """``(line, record)`` for each row with a filled cell, ``line`` where the row starts; a row that
     is no record gives a :class:`NotARecord`, and a file csv cannot read on gives one last."""
+    if csv.field_size_limit() < MAX_CELL_CHARS:  # csv's limit is process-wide: only ever raised
+        csv.field_size_limit(MAX_CELL_CHARS)
     with path.open(encoding=records_encoding(path), newline="") as handle:
         first = handle.readline()
         handle.seek(0)
@@ -47,8 +53,8 @@ def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, st
                 if any(cell.strip() for cell in row):
                     yield start, _record(header, row, text_field)
                 start = rows.line_num + 1
-        except csv.Error as exc:  # a NUL byte, a cell over csv's 131,072 characters
-            yield start, NotARecord(f"not readable CSV ({exc})")
+        except csv.Error as exc:  # a cell over MAX_CELL_CHARS (a quote left open)
+            yield start, NotARecord(f"not readable CSV ({exc}); the rows after it are not read")
 
 
 def _delimiter(header: str) -> str:
