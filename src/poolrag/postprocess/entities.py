@@ -36,6 +36,15 @@ class Entity:
     score: float  # mean probability of the tokens' winning tags
 
 
+def _grapheme_end(text: str, end: int) -> int:
+    """``end`` moved past the combining marks that follow it: a tokenizer that strips accents (BERT
+    uncased) gives no token the ``\u0301`` of a decomposed ``José``, so the span ended inside the
+    letter (``Jose``, and a redaction left the accent behind)."""
+    while end < len(text) and unicodedata.category(text[end]) in ("Mn", "Me"):
+        end += 1
+    return end
+
+
 def _split_tag(tag: str) -> tuple[str, str]:
     """(prefix, label); a label without a prefix (IO tagging) reads as I-, as HF's ``get_tag``."""
     if len(tag) > 2 and tag[1] in "-_" and tag[0] in "BIES":
@@ -81,7 +90,9 @@ def group_entities(
     every piece of a word B-, as rampart-pii does e-mail addresses, gives one entity where HF
     gives one per piece), except in scripts written without spaces (Chinese, Japanese, Thai), where
     a B- starts an entity as in HF; E- continues and S- starts an entity (BIOES), and
-    ``B_``/``I_`` are read as ``B-``/``I-`` (HF reads these tags as labels of their own).
+    ``B_``/``I_`` are read as ``B-``/``I-`` (HF reads these tags as labels of their own); an entity
+    ends after the combining marks that follow its last piece (HF ends it before a decomposed accent
+    an uncased tokenizer dropped).
     """
     entities: list[Entity] = []
     current: tuple[str, int, int, list[float]] | None = None
@@ -92,6 +103,7 @@ def group_entities(
             label, start, end, scores = current
             score = float(np.mean(scores))
             if start < end and score >= min_score:
+                end = _grapheme_end(text, end)
                 entities.append(Entity(label, text[start:end], start, end, score))
             current = None
 
