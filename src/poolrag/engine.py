@@ -519,7 +519,7 @@ class Engine:
             return value
         try:
             if _pending(value):  # images still being prepared: waited for on a thread, not the loop
-                steps.send(await executor.off_loop(lambda: executor.execute_as_ready(value)))
+                steps.send(await executor.aexecute_as_ready(value))
             else:
                 steps.send(await executor.aexecute(value))
         except StopIteration as done:

@@ -243,6 +243,40 @@ def test_cancelling_an_asyncio_task_drops_its_queued_work(engine: Engine) -> Non
     assert asyncio.run(main()).shape == (1, engine.embedding_dim)
 
 
+def test_cancelling_an_asyncio_call_of_images_stops_sending_them(
+    tmp_path_factory: pytest.TempPathFactory, minilm_path: Path
+) -> None:
+    """A call's images go to the core from a thread as they are prepared: cancelling the awaiting
+    task (a wait_for timeout, a server client that left) stopped only the await, and the thread
+    sent every remaining image on to the model (400 of 400 ran)."""
+    from PIL import Image
+
+    from poolrag.testing.tiny_models import build_clip
+
+    engine = Engine(build_clip(tmp_path_factory.mktemp("clip"), minilm_path))
+    core = _core(engine)
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)) for _ in range(400)]
+    reference = engine.embed_array(images[:3])
+
+    async def main() -> None:
+        with gated(core) as (gate, batches):
+            task = asyncio.ensure_future(engine.aembed_array(images))
+            while not batches:  # the first part is in the model
+                await asyncio.sleep(0.001)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            gate.set()
+
+    before = core.stats.sequences
+    asyncio.run(main())
+    internals.executor(engine)._threads().shutdown(wait=True)  # the call's thread has returned
+    assert core.stats.sequences - before < len(images) / 2
+    np.testing.assert_allclose(engine.embed_array(images[:3]), reference, rtol=0, atol=1e-6)
+    engine.close()
+
+
 def test_a_failing_batch_fails_only_its_callers(engine: Engine) -> None:
     core = _core(engine)
     runner = core.runner

@@ -17,7 +17,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 import numpy as np
@@ -99,6 +99,15 @@ def _wait_reporting(future: Future[Any], tally: Tally, total: int, report: Progr
         report(total, total)
 
 
+def _outcome(future: Future[T], caller_left: Future[None] | None) -> T:
+    """``future``'s result, or CancelledError as soon as ``caller_left`` is cancelled."""
+    if caller_left is not None:
+        wait([future, caller_left], return_when=FIRST_COMPLETED)
+        if caller_left.cancelled():
+            raise CancelledError
+    return future.result()
+
+
 def _let_pixels_go(requests: list[PoolingRequest | Future[PoolingRequest]], start: int, stop: int) -> None:
     for i in range(start, min(stop, len(requests))):
         requests[i] = requests[i].answered()  # type: ignore[union-attr]
@@ -148,14 +157,17 @@ class ModelExecutor:
             future.cancel()  # e.g. KeyboardInterrupt: do not leave the work queued
             raise
 
-    def execute_as_ready(self, requests: list[PoolingRequest | Future[PoolingRequest]]) -> list[np.ndarray]:
+    def execute_as_ready(
+        self, requests: list[PoolingRequest | Future[PoolingRequest]], caller_left: Future[None] | None = None
+    ) -> list[np.ndarray]:
         """Results in input order for requests of which some are still being prepared (a call's
         images, on a pool of threads): each ``READY_PART`` of them goes to the core as soon as it is
         ready, so the forward passes of the first images overlap the preparation of the rest. At most
         ``QUEUED_BATCHES`` batches' worth of tokens wait in the core, and an answered image keeps
         its identity and patch count, not its pixels: a call's memory does not grow with its length.
         The futures in ``requests`` are replaced by their requests; the first one that fails, in
-        order, is the error, and what the call had queued is dropped."""
+        order, is the error, and what the call had queued is dropped, as it is once ``caller_left`` is
+        cancelled (the caller that waits on another thread left: CancelledError)."""
         parts: list[tuple[Future[list[np.ndarray]], _Plan | None]] = []
         queued: deque[tuple[int, int, int]] = deque()  # (part, first request, tokens) not yet answered
         room = QUEUED_BATCHES * self.batcher.max_batch_tokens
@@ -165,17 +177,17 @@ class ModelExecutor:
                 for i in range(start, stop):
                     pending = requests[i]
                     if isinstance(pending, Future):
-                        requests[i] = pending.result()
+                        requests[i] = _outcome(pending, caller_left)
                 part: list[PoolingRequest] = requests[start:stop]  # type: ignore[assignment]
                 tokens = sum(request.num_tokens for request in part)
                 while queued and sum(t for _, _, t in queued) + tokens > room:
                     done, first, _ = queued.popleft()
-                    parts[done][0].result()
+                    _outcome(parts[done][0], caller_left)
                     _let_pixels_go(requests, first, first + READY_PART)
                 flat, plan = _expand(part)
                 queued.append((len(parts), start, tokens))
                 parts.append((self.core.submit(flat), plan))
-            return [vector for future, plan in parts for vector in _join(future.result(), plan)]
+            return [vector for future, plan in parts for vector in _join(_outcome(future, caller_left), plan)]
         except BaseException:
             for pending in requests:
                 if isinstance(pending, Future):
@@ -190,6 +202,17 @@ class ModelExecutor:
             return []
         flat, plan = _expand(requests)
         return _join(await asyncio.wrap_future(self.core.submit(flat)), plan)
+
+    async def aexecute_as_ready(
+        self, requests: list[PoolingRequest | Future[PoolingRequest]]
+    ) -> list[np.ndarray]:
+        """:meth:`execute_as_ready` on this engine's threads, awaited; cancelling the awaiting task
+        stops it and drops what it queued (the thread would otherwise send every image on)."""
+        caller_left: Future[None] = Future()
+        try:
+            return await self.off_loop(lambda: self.execute_as_ready(requests, caller_left))
+        finally:
+            caller_left.cancel()
 
     async def off_loop(self, work: Callable[[], T]) -> T:
         """``work()`` on this engine's own threads, awaited without blocking the event loop."""
