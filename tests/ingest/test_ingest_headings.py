@@ -7,6 +7,8 @@ name it)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,61 @@ def test_the_chunks_of_a_huge_line_wait_for_no_end_of_it(minilm_engine) -> None:
     chunker = TokenChunker(minilm_engine.tokenizer, max_tokens=256)
     chunks = chunker.split(Document("guide.md", text), piece_chars=MAX_LINE_CHARS // 4)
     assert all(chunk.metadata["headings"] == ["Guide"] for chunk in chunks)
+
+
+#: Drops ``headings`` from every stored payload, as poolrag wrote them before 4945b0e (59159ef, say):
+#: the same ids, texts and vectors. Prints how many payloads held them.
+_STRIP_HEADINGS = """
+import sys
+kind, where = sys.argv[1:]
+if kind == "qdrant":
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=where)
+    points, _ = client.scroll("docs", limit=1000, with_payload=True)
+    headed = [p.id for p in points if "headings" in (p.payload or {})]
+    client.delete_payload("docs", keys=["headings"], points=headed)
+else:
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=where)
+    client.load_collection("docs")  # poolrag leaves it released
+    rows = client.query("docs", filter='id != ""', output_fields=["*"], limit=1000)
+    headed = [{k: v for k, v in row.items() if k != "headings"} for row in rows if "headings" in row]
+    client.delete("docs", ids=[row["id"] for row in headed])  # an upsert keeps a dynamic field it lacks
+    client.insert("docs", headed)
+client.close()
+print(len(headed))
+"""
+
+
+def _as_written_before_headings(kind: str, where: str) -> int:
+    """Run :data:`_STRIP_HEADINGS` in a process of its own, as the older poolrag's run was (this
+    process's Milvus Lite server and Qdrant clients never see another client's writes)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _STRIP_HEADINGS, kind, where], capture_output=True, text=True, check=True
+    )
+    return int(done.stdout.split()[-1])
+
+
+@pytest.mark.parametrize("kind", list(STORES))
+def test_a_collection_stored_before_headings_is_not_rewritten(
+    kind: str, tmp_path: Path, minilm_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/ingest.md: 'a re-run skips chunks stored before headings existed'. After an upgrade,
+    every Markdown chunk's stored payload lacked the new key, so the re-run rewrote them all (and
+    with --no-cache embedded them all again)."""
+    pytest.importorskip({"milvus": "pymilvus", "qdrant": "qdrant_client"}[kind])
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(GUIDE)
+    (docs / "manual.rst").write_text(MANUAL)
+    where = str(tmp_path / ("m.db" if kind == "milvus" else kind))
+    store = ["--store", kind, STORES[kind], where, "--collection", "docs", "--model", str(minilm_path)]
+    ingest = ["ingest", str(docs), *store, "--chunk-tokens", "16", "--no-cache", "-q", "--json"]
+    assert main(ingest) == 0
+    stored = json.loads(capsys.readouterr().out)["upserted"]
+    assert _as_written_before_headings(kind, where) > stored // 2  # the front matter has none
+    assert main(ingest) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["chunks_existing"], report["upserted"], report["embedded"]) == (stored, 0, 0)

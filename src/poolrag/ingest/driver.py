@@ -28,7 +28,7 @@ from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
 from poolrag.ingest.readers import CSV_SUFFIXES, JSONL_SUFFIXES, Document, FileDocument, SkippedFile
 from poolrag.ingest.record_rules import record_problem, string_problem
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
-from poolrag.ingest.stored_ids import ChunkSet, StoredIds, payload_digest
+from poolrag.ingest.stored_ids import ChunkSet, StoredIds, payload_digest, payload_matches
 from poolrag.model_facts import weights_fingerprint
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.printable import printable
@@ -516,10 +516,7 @@ def _done_record(version: str, chunks: ChunkSet) -> str:
 def stored_as_is(stored: Mapping[str, str | None], chunk_id: str, payload: Mapping[str, Any]) -> bool:
     """Whether a chunk is among ``stored`` (:meth:`IngestDriver.stored_chunk_ids`) with this
     payload, so a worker need not embed it: the rule of :meth:`IngestDriver.chunk`."""
-    if chunk_id not in stored:
-        return False
-    digest = stored[chunk_id]
-    return digest is None or digest == payload_digest(payload)
+    return chunk_id in stored and payload_matches(stored[chunk_id], payload)
 
 
 def _gone_file(source: str) -> str | None:

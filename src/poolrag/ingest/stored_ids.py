@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from poolrag.errors import InvalidInputError
+from poolrag.ingest.headings import section_headings
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,18 @@ def payload_digest(payload: Mapping[str, Any]) -> str:
     fields = {str(k): _canonical(v) for k, v in payload.items() if k != "text"}
     data = json.dumps(fields, sort_keys=True, ensure_ascii=False, allow_nan=True)
     return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def payload_matches(stored: str | None, payload: Mapping[str, Any]) -> bool:
+    """Whether a stored payload digest (``None``: the store gave none) is ``payload``'s, or that of
+    ``payload`` as a poolrag before 4945b0e wrote it: without the ``headings`` the chunker now adds
+    to a Markdown or RST chunk (its id, text and vector are unchanged), so upgrading rewrites (and,
+    without a cache, re-embeds) none of a collection's chunks."""
+    if stored is None or stored == payload_digest(payload):
+        return True
+    if "headings" not in payload or section_headings(str(payload.get("source", ""))) is None:
+        return False  # a record's own "headings" field is the record's: a change to it is written
+    return stored == payload_digest({k: v for k, v in payload.items() if k != "headings"})
 
 
 class ChunkSet:
@@ -197,7 +210,7 @@ class StoredIds:
         if not rows:
             return False
         stored = rows[0][0]
-        return payload is None or stored is None or stored == payload_digest(payload)
+        return payload is None or payload_matches(stored, payload)
 
     def digests(self) -> Iterator[tuple[str, str | None]]:
         """Every stored id and its payload digest (``None`` where the store gave no payload)."""
