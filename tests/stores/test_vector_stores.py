@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import http.server
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from stores_support import FAST_RETRY, SEARCH_KINDS, SENTENCES, STORE_KINDS, clo
 
 from poolrag.errors import InvalidInputError
 from poolrag.scoring.similarity import maxsim
+from poolrag.sparse import SparseVector
 from poolrag.stores import (
     ChunkRecord,
     CollectionMismatchError,
@@ -52,6 +54,27 @@ def _records(vectors) -> list[ChunkRecord]:
         ChunkRecord(cid, vec, {"text": text, "source": f"doc-{i % 2}.md", "start": 0, "end": len(text)})
         for i, (cid, vec, text) in enumerate(zip(_ids(len(SENTENCES)), vectors, SENTENCES, strict=True))
     ]
+
+
+@pytest.mark.parametrize("sparse", [None, "bm25"])
+@pytest.mark.parametrize("kind", SEARCH_KINDS)
+def test_a_rewritten_chunk_keeps_no_field_its_new_payload_lacks(
+    kind: str, sparse: str | None, make_store, sentence_vectors
+) -> None:
+    """A JSONL record whose field was dropped is written again under its id: Milvus Lite's upsert
+    kept the old dynamic field, so every hit still showed it and every re-run wrote the row again."""
+    store = make_store(kind)
+    store.ensure_collection(dataclasses.replace(_spec(), sparse=sparse))
+    terms = SparseVector.from_dict({7: 1.0}) if sparse else None
+    cid, vec = _ids(1)[0], sentence_vectors[0]
+    fields = {"text": SENTENCES[0], "source": "r.jsonl#a", "url": "http://x", "tag": "bread"}
+    store.upsert([ChunkRecord(cid, vec, fields, terms)])
+    store.upsert([ChunkRecord(cid, vec, {k: v for k, v in fields.items() if k != "tag"}, terms)])
+    (hit,) = store.search(vec, 5)
+    assert hit.id == cid and hit.payload == {"text": SENTENCES[0], "source": "r.jsonl#a", "url": "http://x"}
+    if sparse:
+        (only,) = store.search_sparse(SparseVector.from_dict({7: 1.0}), 5)
+        assert "tag" not in only.payload and store.count() == 1
 
 
 @pytest.mark.parametrize("kind", SEARCH_KINDS)

@@ -459,7 +459,11 @@ class MilvusStore(StoreTemplate):
         rows = [row for r in records for row in self._rows(r)]
         if self._resident is not None:
             self._resident.add(rows, len(records))
+        # Milvus Lite's upsert keeps a dynamic field the new row lacks (a field dropped from a JSONL
+        # record stayed in every hit, and each re-run wrote the row again): stored rows go first.
+        stored = [] if spec.layout == "multivector" else self._stored_ids([r.id for r in records])
         if spec.sparse != "bm25":
+            self._delete_rows(stored)
             self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
             return
         # Milvus keeps the last of several rows with one id; so do the statistics.
@@ -468,6 +472,7 @@ class MilvusStore(StoreTemplate):
         self._write_stats(None)
         old_count, old_frequency = document_frequencies(self.fetch_sparse(list(latest)).values())
         new_count, new_frequency = document_frequencies(latest.values())
+        self._delete_rows(stored)
         self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
         frequency = _add(_add(frequency, old_frequency, -1), new_frequency, 1)
         self._write_stats(_stats_json(count - old_count + new_count, frequency))
@@ -665,6 +670,10 @@ class MilvusStore(StoreTemplate):
         """Stored sparse vectors by id (a chunk without terms comes back empty)."""
         rows = self._rows_by_id(ids, SPARSE_COLUMN)
         return {str(row["id"]): from_milvus_sparse_row(row[SPARSE_COLUMN]) for row in rows}
+
+    def _stored_ids(self, ids: list[str]) -> list[str]:
+        """Which of ``ids`` the collection holds as dense rows."""
+        return [str(row["id"]) for row in self._rows_by_id(list(dict.fromkeys(ids)), "id")]
 
     def _rows_by_id(self, ids: list[str], field: str) -> list[dict[str, Any]]:
         """The ``id`` and ``field`` of each dense row of ``ids``, a page of ids per query."""
