@@ -40,7 +40,8 @@ def check_model(
         raise CollectionMismatchError(
             f"collection {spec.name!r} in {where} was filled with the same model's outputs "
             f"{spec.model_outputs}, but the query model's are {facts.output_fingerprint}{OUTPUTS_SAID}; "
-            f"{hint}, pooled as it was"
+            f"{hint}, pooled as it was (if these are the options it was filled with, an older poolrag "
+            "pooled this model otherwise: ingest again into a new collection)"
         )
 
 
