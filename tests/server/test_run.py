@@ -4,8 +4,11 @@ a bare text/plain 500 and a traceback each in the log)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -91,6 +94,41 @@ def _signal_twice(
     for client in clients:
         client.join(120)
     return stopping
+
+
+def test_a_request_uvicorn_cancels_at_the_end_of_its_window_gets_the_json_503_too(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """A request that never reaches the engine before uvicorn's own deadline (here a body still
+    arriving; on a loaded machine, thousands of texts still tokenising) is cancelled by uvicorn,
+    which answered it a bare text/plain 500 and logged a traceback; it gets the JSON 503 the closed
+    engines give the rest."""
+    log = tmp_path / "server.log"
+    with cli_server(log, str(minilm_path), "--timeout-graceful-shutdown", "1") as (url, process):
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            head = "POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            client.sendall(f"{head}Content-Length: 100000\r\n\r\n".encode() + b'{"input": ["')
+            time.sleep(0.5)
+            process.send_signal(signal.SIGTERM)
+            client.setblocking(False)
+            answer = b""
+            deadline = time.monotonic() + 40
+            while b"\r\n\r\n" not in answer and time.monotonic() < deadline:
+                with contextlib.suppress(BlockingIOError, BrokenPipeError, ConnectionResetError):
+                    client.send(b"a" * 10)  # the body keeps arriving, too slowly to end in the window
+                with contextlib.suppress(BlockingIOError):
+                    answer += client.recv(65536) or b"\r\n\r\n"
+                time.sleep(0.2)
+            client.setblocking(True)
+            with contextlib.suppress(OSError):
+                while chunk := client.recv(65536):
+                    answer += chunk
+        process.wait(60)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503"), (answer[:500], log.read_text()[-3000:])
+    assert json.loads(body)["error"]["code"] == "engine_closed", body
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
 
 
 @pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])

@@ -46,6 +46,7 @@ from poolrag.server.routes.invocations import invocations_router
 from poolrag.server.routes.tei_root import root_router
 from poolrag.server.settings import Limits, ServerSettings
 from poolrag.server.state import SCOPE_MODEL_KEY, ServedModels, ServerState, check_unique_names, now
+from poolrag.server.stop_answer import StopAnswerMiddleware
 
 if TYPE_CHECKING:
     from poolrag.backend import InProcessEngine
@@ -95,7 +96,8 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     Middleware order, outermost first: the request id when ``request_id_headers`` is set (every
     answer carries it, refusals included), metrics (sees every answer), ``Host`` check, CORS when
     origins are listed (a preflight is answered there, before the key: :mod:`poolrag.server.cors`),
-    API key (before any body is read), body size/time limit and byte budget, the heap trimmed
+    API key (before any body is read), the 503 of a request uvicorn cancels as it stops
+    (:mod:`poolrag.server.stop_answer`), body size/time limit and byte budget, the heap trimmed
     after a large body and once the server idles (:mod:`poolrag.server.heap_trim`), the routed
     model's identity on each answer past those (:mod:`poolrag.server.model_identity`), then
     FastAPI's routing; the POST routes parse and validate off the event loop
@@ -196,6 +198,7 @@ def _install_middleware(
         admission=models[0].admission,  # its byte budget is the process's
         body_timeout_s=settings.body_timeout_s,
     )
+    app.add_middleware(StopAnswerMiddleware)  # outside the body's reading: a body still arriving too
     if settings.api_key is not None:
         app.add_middleware(APIKeyMiddleware, api_key=settings.api_key)
     add_cors(app, settings)
