@@ -10,6 +10,24 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+#: How much of a name the caller sent (a model, field or prompt name) an error quotes
+_SHOWN_NAME_CHARS = 100
+
+
+def cut_name(name: str) -> str:
+    """``name`` cut to its first 100 characters and its length: an error repeats what it names
+    in every field of a server's answer, so a 15 MB name would come back as a 45 MB answer."""
+    if len(name) <= _SHOWN_NAME_CHARS:
+        return name
+    return f"{name[:_SHOWN_NAME_CHARS]}... ({len(name)} characters)"
+
+
+def quoted_name(name: str) -> str:
+    """``name`` quoted as ``repr`` does, cut as :func:`cut_name` cuts it."""
+    if len(name) <= _SHOWN_NAME_CHARS:
+        return repr(name)
+    return f"{name[:_SHOWN_NAME_CHARS]!r}... ({len(name)} characters)"
+
 
 class PoolragError(Exception):
     """Base class of every error poolrag raises on purpose.

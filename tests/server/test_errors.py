@@ -233,6 +233,30 @@ def test_an_unknown_model_is_404_naming_the_served_ones(minilm_server: Served, h
     assert "model 'gpt-4' is not served here; use 'all-MiniLM-L6-v2', 'minilm'" in error["message"]
 
 
+LONG_NAME = "m" * 1_000_000
+QUOTED = "'" + "m" * 100 + "'... (1000000 characters)"
+CUT = "m" * 100 + "... (1000000 characters)"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "param", "quoted"),
+    [
+        ("/v1/embeddings", {"model": LONG_NAME, "input": "x"}, 404, "model", QUOTED),
+        ("/v1/embeddings", {LONG_NAME: 1, "input": "x"}, 400, CUT, f"{CUT}: not a field"),
+    ],
+)
+def test_a_long_name_the_client_sent_is_quoted_cut_short(
+    minilm_server: Served, http: httpx.Client, path: str, body: dict, status: int, param: str, quoted: str
+) -> None:
+    """An unknown model or field name is quoted in the answer, cut to 100 characters with its
+    length: a 1 MB name came back in full three or four times (message, detail, message, param)."""
+    response = http.post(f"{minilm_server.url}{path}", json=body)
+    error = _assert_openai_error(response, status)
+    assert error["param"] == param
+    assert quoted in error["message"]
+    assert len(response.content) < 2000
+
+
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [

@@ -29,6 +29,7 @@ from poolrag.errors import (
     OutOfMemoryError,
     PoolragError,
     UnsupportedTaskError,
+    cut_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -122,10 +123,11 @@ def _loc_path(loc: Sequence[Any]) -> str:
 
 
 def _error_path(err: Mapping[str, Any]) -> str:
-    """Where an error is; an unknown field is named as the client spelt it, whatever it looks like."""
+    """Where an error is; an unknown field is named as the client spelt it, whatever it looks like
+    (cut short: the answer repeats it four times)."""
     loc = tuple(err.get("loc", ()))
     if err.get("type") == "extra_forbidden" and loc:
-        return ".".join(filter(None, (_loc_path(loc[:-1]), str(loc[-1]))))
+        return ".".join(filter(None, (_loc_path(loc[:-1]), cut_name(str(loc[-1])))))
     return _loc_path(loc)
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from fastapi import Request
 
-from poolrag.errors import UnsupportedTaskError
+from poolrag.errors import UnsupportedTaskError, quoted_name
 from poolrag.model_facts import ModelFacts, answering_model, naming_served
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.server.admission import Admission
@@ -159,7 +159,10 @@ class ServedModels:
             return self.folder_names[model]
         names = ", ".join(repr(name) for name in self.served_names)
         raise APIError(
-            404, f"model {model!r} is not served here; use {names}", param="model", code="model_not_found"
+            404,
+            f"model {quoted_name(model)} is not served here; use {names}",
+            param="model",
+            code="model_not_found",
         )
 
     def task_refusal(self, served: ServerState, exc: UnsupportedTaskError) -> UnsupportedTaskError:
