@@ -96,3 +96,18 @@ def test_sparse_search_of_a_dense_collection_is_one_line(tmp_path: Path, minilm_
     # And the other way round: --hybrid into the dense collection is refused before embedding.
     assert main(["ingest", str(SAMPLES / "nature"), "--quiet", "--hybrid", *common]) == 2
     assert "sparse field none vs bm25" in capsys.readouterr().err
+
+
+def test_a_sparse_search_matching_no_chunk_says_so_not_that_the_collection_may_be_empty(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """A query whose kept terms no chunk holds finds nothing in sparse mode; the collection has
+    chunks, so 'it may be empty' (said before) sent the user to re-ingest."""
+    where = [*_where("qdrant", tmp_path), "--collection", "w", "--model", str(minilm_path), "--no-cache"]
+    assert main(["ingest", str(SAMPLES / "nature"), "--hybrid", "-q", "--json", *where]) == 0
+    chunks = json.loads(capsys.readouterr().out)["upserted"]
+    assert main(["search", "xylophonequartz", "--mode", "sparse", "--json", *where]) == 0
+    found = capsys.readouterr()
+    assert found.out == ""
+    assert f"none of the {chunks} chunks in collection 'w' holds a term of the query" in found.err
+    assert "may be empty" not in found.err

@@ -229,7 +229,7 @@ def test_a_search_that_finds_nothing_says_so(tmp_path: Path, minilm_path: Path, 
     assert main(["search", "anything", *store, "--json"]) == 0
     found = capsys.readouterr()
     assert found.out == ""  # --json: no result lines
-    assert "no results in collection 'c' (it may be empty)" in found.err
+    assert "no results: collection 'c' is empty" in found.err
 
 
 def test_prune_over_an_emptied_folder_refuses_and_keeps_the_collection(

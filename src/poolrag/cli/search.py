@@ -111,6 +111,20 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def _no_results(args: argparse.Namespace, chunks: int) -> str:
+    """Why a search found nothing: an empty collection, or (sparse) no chunk holding a query term,
+    which BM25 and learned sparse vectors cannot rank."""
+    where = f"collection {args.collection!r}"
+    if not chunks:
+        return f"no results: {where} is empty"
+    if args.mode == "sparse":
+        return (
+            f"no results: none of the {chunks} chunks in {where} holds a term of the query (a sparse "
+            "search finds only chunks sharing one); search it with the dense or hybrid mode"
+        )
+    return f"no results in {where} ({chunks} chunks)"
+
+
 def run(args: argparse.Namespace) -> int:
     if not require_store_extra("search", args.store):
         return EXIT_MISSING_EXTRA
@@ -132,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         refuse_missing_database(args)
         store = open_store_from_args(args)
         results = _search(store, args)
+        if not results:  # said on stderr: --json's stdout stays a list of result lines (none)
+            print(_no_results(args, store.count()), file=sys.stderr)
     except InputTooLongError as exc:  # the engine's advice names a Python argument; this is a command
         said = InvalidInputError(
             f"the query has {exc.num_tokens} tokens, more than the model's maximum of {exc.max_len}; "
@@ -143,8 +159,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    if not results:  # said on stderr: --json's stdout stays a list of result lines (none)
-        print(f"no results in collection {args.collection!r} (it may be empty)", file=sys.stderr)
     for rank, r in enumerate(results, start=1):
         if args.json:
             print(
