@@ -142,6 +142,20 @@ def test_documents_of_the_callers_own_are_never_said_to_be_files_gone_from_disk(
 
 
 @pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
+def test_a_document_of_invisible_text_only_is_warned_of_as_a_file_is(setup: Setup, caplog) -> None:
+    """A caller's Document of zero-width characters (a scraped page's \u200b line) cuts into no
+    chunk: said in one warning naming it, as the CLI says of such a file, not dropped unsaid."""
+    pipe, _ = setup.pipeline()
+    caplog.clear()
+    report = pipe.run(
+        from_iterable([("/kb/blank", "\u200b\u200b\ufeff"), ("/kb/ok", "Lunch moved to noon.")])
+    )
+    assert report.documents_without_text == 1 and report.documents == 1
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == ["/kb/blank has no text (empty, or only whitespace): it adds no chunks"]
+
+
+@pytest.mark.parametrize("setup", ["qdrant"], indirect=True)
 def test_a_folder_whose_files_are_all_gone_says_so(setup: Setup, caplog) -> None:
     setup.run()
     stored = set(setup.store.list_sources().values())

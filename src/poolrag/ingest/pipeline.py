@@ -44,7 +44,14 @@ from poolrag.ingest.chunk_ahead import ChunkAhead
 from poolrag.ingest.chunker import Chunk, TokenChunker, chunk_id
 from poolrag.ingest.driver import IngestDriver, IngestReport
 from poolrag.ingest.encoders import ChunkEncoder, DenseEncoder
-from poolrag.ingest.readers import Document, FileDocument, PathDocuments, SkippedFile, changed_since_listed
+from poolrag.ingest.readers import (
+    Document,
+    FileDocument,
+    PathDocuments,
+    SkippedFile,
+    changed_since_listed,
+    warn_no_text,
+)
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.visual_documents import ImageDocument, PdfDocument, VisualDocument
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
@@ -299,6 +306,7 @@ class _Run:
         """Batch an admitted document's new chunks; the driver counts every chunk. A file that
         fails while it is read (deleted or rewritten since it was listed) is left out, not the run."""
         iterator = iter(chunks)
+        cut = 0
         while True:
             try:
                 chunk = next(iterator)
@@ -311,12 +319,15 @@ class _Run:
                 self.driver.abandon(doc.source, changed_since_listed(exc))
                 self.progress.advance()
                 return
+            cut += 1
             if self.driver.chunk(doc.source, chunk.id, chunk.payload()):
                 self.batch.append(chunk)
                 if len(self.batch) >= self.pipeline.batch_size:
                     self.flush()
                     if doc.source in self.failed:  # a page of it, embedded just now, failed
                         return
+        if not cut and isinstance(doc, Document):  # a file's reader names it when listed
+            warn_no_text(doc.source)
         self.driver.chunked(doc.source)
         self.progress.advance()
 

@@ -516,8 +516,14 @@ def _read_file(
         problem(file, f"cannot read: {_describe(exc)}")
         return
     if not visible:  # still read: a file emptied since the last run loses its old chunks
-        logger.warning("%s has no text (empty, or only whitespace): it adds no chunks", file)
+        warn_no_text(str(file))
     yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
+
+
+def warn_no_text(source: str) -> None:
+    """Name a document that cuts into no chunk (its text empty, whitespace or invisible characters
+    only), which would otherwise be left out unsaid."""
+    logger.warning("%s has no text (empty, or only whitespace): it adds no chunks", source)
 
 
 def _parser_of(suffix: str) -> Callable[[Path], Document] | None:
