@@ -241,5 +241,5 @@ def test_a_page_retriever_given_only_text_files_says_what_it_reads(
     assert main([*args, "--quiet", "--no-cache"]) == 0
     stderr = capsys.readouterr().err
     assert f"no documents in {docs}: a page retriever reads .png, .jpg, .jpeg, .webp, .gif, " in stderr
-    assert ".pnm, .pdf files" in stderr
+    assert ".pnm, .jfif, .jpe, .pdf files" in stderr
     assert "(text files are for a text model)" in stderr

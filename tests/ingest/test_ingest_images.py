@@ -114,7 +114,7 @@ def test_a_picture_named_on_the_command_line_says_what_ingest_reads(tmp_path: Pa
     assert [Path(s.path).name for s in skipped] == ["hopper.heic"]
 
 
-@pytest.mark.parametrize("suffix", [".tif", ".tiff", ".gif", ".bmp", ".webp", ".ico"])
+@pytest.mark.parametrize("suffix", [".tif", ".tiff", ".gif", ".bmp", ".webp", ".ico", ".jfif", ".jpe"])
 def test_every_format_the_engine_decodes_is_read_in_a_folder_and_named_alike(
     suffix: str, tmp_path: Path, clip_engine
 ) -> None:
@@ -141,6 +141,23 @@ def test_every_format_the_engine_decodes_is_read_in_a_folder_and_named_alike(
     assert skipped[0].reason == (
         f"a {suffix} file, which this model cannot read (it reads text; CLIP or ColPali read images)"
     )
+
+
+def test_a_tiff_of_several_pages_says_it_reads_the_first_only(tmp_path: Path, caplog) -> None:
+    """A scanned document saved as one TIFF of 3 pages is its first page (as the engine reads it):
+    the 2 pages left out are said in one line naming the file, not dropped unsaid."""
+    from PIL import Image
+
+    photo = Image.open(copy_photo(tmp_path / "hopper.jpg")).resize((64, 64))
+    scan = tmp_path / "scan.tiff"
+    photo.save(scan, save_all=True, append_images=[photo.rotate(90), photo.rotate(180)])
+    single = tmp_path / "single.tiff"
+    photo.save(single)
+    caplog.clear()
+    documents = list(read_paths([scan, single], images=RENDERING))
+    assert [type(d) for d in documents] == [ImageDocument, ImageDocument]
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert lines == [f"{scan}: a TIFF of 3 pages; only its first page is read (2 left out)"]
 
 
 def test_each_hostile_file_is_one_line_and_the_rest_is_read(tmp_path: Path) -> None:

@@ -397,8 +397,9 @@ def read_paths(
     with the files left out in ``.skipped`` (the list given as ``skipped``).
 
     Args:
-        images: for a model that reads images: image files (.png, .jpg, .jpeg, .webp, .gif, .bmp,
-            .tif, .tiff, .ico, .avif and .ppm/.pgm/.pbm/.pnm: every format the engine decodes) are read too,
+        images: for a model that reads images: image files (.png, .jpg/.jpeg/.jfif/.jpe, .webp, .gif,
+            .bmp, .tif, .tiff, .ico, .avif and .ppm/.pgm/.pbm/.pnm: every format the engine decodes) are
+            read too (a TIFF of several pages, or an animation, is its first frame: said in a line),
             and a PDF's pages are rendered this way (:mod:`~poolrag.ingest.visual_documents`);
             without it a PDF is its text layer (:mod:`~poolrag.ingest.pdf_text`).
         texts: text, JSONL, CSV, HTML, Word and PowerPoint files are read (``False`` for a page

@@ -14,6 +14,7 @@ every page loads), so a bad file is left out with one line and the run goes on.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,11 @@ from poolrag.errors import InvalidImageError, InvalidInputError
 from poolrag.ingest.chunker import MAX_CHUNK_BYTES, Chunk, chunk_id
 from poolrag.ingest.pdf_pages import PageRendering, read_pdf_pages, render_page
 
+logger = logging.getLogger(__name__)
+
 #: the files of every format the engine decodes (:data:`poolrag.tokenization.images.IMAGE_FORMATS`);
-#: an animated GIF or a TIFF of several pages is its first frame, as the engine reads it
+#: an animated GIF or a TIFF of several pages is its first frame, as the engine reads it (said in
+#: a line when listed); .jfif and .jpe are JPEG's other names
 IMAGE_SUFFIXES = (
     ".png",
     ".jpg",
@@ -40,6 +44,8 @@ IMAGE_SUFFIXES = (
     ".pgm",
     ".pbm",
     ".pnm",
+    ".jfif",
+    ".jpe",
 )
 PDF_SUFFIXES = (".pdf",)
 _READ_BYTES = 1 << 20
@@ -156,9 +162,29 @@ def read_visual_file(path: Path, rendering: PageRendering) -> VisualDocument:
         decode_image(path, "image").close()  # decodes within the engine's pixel limit
     except InvalidImageError as exc:
         raise InvalidInputError(exc.problem) from None
+    _say_frames_left_out(path)
     return ImageDocument(
         source, path, file_digest(path), metadata, upright=bool(turned_upright(path, "image"))
     )
+
+
+def _say_frames_left_out(path: Path) -> None:
+    """One line for an image of several frames, of which the engine reads the first: a warning
+    for a TIFF's pages (a scanned document's, lost to search), a note for an animation's frames."""
+    from poolrag.tokenization.images import frames
+
+    kind, count = frames(path, "image")
+    if count > 1 and kind == "TIFF":
+        logger.warning(
+            "%s: a TIFF of %d pages; only its first page is read (%d left out)", path, count, count - 1
+        )
+    elif count > 1:
+        logger.info(
+            "%s: an animation of %d frames; only its first frame is read (%d left out)",
+            path,
+            count,
+            count - 1,
+        )
 
 
 def _fit(text: str) -> str:

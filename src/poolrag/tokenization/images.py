@@ -157,6 +157,17 @@ def _upright(image: Any, image_module: Any) -> Any:
     return turned
 
 
+def frames(path: Path, name: str = "input") -> tuple[str, int]:
+    """The format of the image file at ``path`` and how many frames (a TIFF's pages, an
+    animation's frames) it holds, of which decoding reads the first; ``("", 1)`` where Pillow
+    cannot tell (the engine refuses such a file when it decodes it)."""
+    try:
+        with _open(_pil(), path, name) as image:
+            return image.format or "", int(getattr(image, "n_frames", 1))
+    except (ModelLoadError, InvalidImageError, OSError, ValueError):
+        return "", 1
+
+
 def turned_upright(value: object, name: str = "input") -> bool | None:
     """Whether decoding turns the encoded image ``value`` by its EXIF orientation (a PIL image: never),
     read from its header (a PNG whose metadata follows its pixels is decoded to read it, as decoding
