@@ -9,6 +9,7 @@ truncation, so its 64-dim prefix is a weak first stage; that makes this a test o
 from __future__ import annotations
 
 import random
+import uuid
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,49 @@ def test_a_query_vector_the_caller_made_replaces_the_querys_embedding_and_is_che
         with pytest.raises(InvalidInputError, match="query_vector must be one finite vector of 64 or 384"):
             retriever.search("whale songs", k=2, query_vector=bad)
     store.close()
+
+
+def test_a_point_a_framework_added_without_text_keeps_its_recall_score(
+    tmp_path: Path, matryoshka_minilm: Engine
+) -> None:
+    """LlamaIndex's QdrantVectorStore, which docs/integrations.md says reads an ingested collection,
+    keeps a node's text in ``_node_content``, not ``text``: after it added a node to a ``--dimensions``
+    collection, every search failed with 'input[0] is empty' (the re-score embedded its empty text).
+    Such a point keeps its small-vector score; the others are re-scored as before."""
+    from qdrant_client import QdrantClient, models
+
+    docs = [
+        Document("a.md", "Whales sing long songs across the ocean."),
+        Document("b.md", "Compilers turn code into machine instructions."),
+    ]
+    embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "cache.sqlite"))
+    where = str(tmp_path / "qdrant")
+    with open_store("qdrant", "docs", path=where) as store:
+        IngestPipeline(
+            store,
+            DenseEncoder(embedder, 128),
+            TokenChunker.for_model(matryoshka_minilm.tokenizer, matryoshka_minilm.facts),
+            checkpoint_dir=tmp_path,
+            progress=False,
+        ).run(docs)
+    node = "Humpback whales sing songs that travel across the ocean."
+    small = matryoshka_minilm.embed([node], PoolingParams(dimensions=128))[0].outputs.embedding
+    client = QdrantClient(path=where)
+    try:
+        payload = {
+            "_node_content": f'{{"text": "{node}"}}',
+            "_node_type": "TextNode",
+            "source": "notes/whales",
+        }
+        client.upsert(
+            "docs",
+            [models.PointStruct(id=str(uuid.uuid4()), vector=list(small), payload=payload)],
+        )
+    finally:
+        client.close()
+    with open_store("qdrant", "docs", path=where) as store:
+        hits = Retriever(store, embedder).search("whale songs", k=3)
+    assert sorted(h.source for h in hits) == ["a.md", "b.md", "notes/whales"]
+    foreign = next(h for h in hits if h.source == "notes/whales")
+    assert set(foreign.stage_scores) == {"recall"} and foreign.score == foreign.stage_scores["recall"] > 0.5
+    assert all(set(h.stage_scores) == {"recall", "full"} for h in hits if h is not foreign)

@@ -233,11 +233,14 @@ class Retriever:
         return vector
 
     def _rescored(self, full: np.ndarray, results: list[SearchResult], funnel: bool) -> list[SearchResult]:
-        """Stage 2: full-size cosine from the cache replaces the small-vector score."""
-        if funnel and results:
-            docs = self.embedder.embed_documents([r.text for r in results])
+        """Stage 2: full-size cosine from the cache replaces the small-vector score. A point without
+        stored text (one a framework's vector store added, which keeps its text elsewhere) has no
+        full vector to compute, so it keeps its recall score rather than failing the whole search."""
+        with_text = [r for r in results if r.text.strip()] if funnel else []
+        if with_text:
+            docs = self.embedder.embed_documents([r.text for r in with_text])
             scores = _cosine(docs, full)
-            for r, s in zip(results, scores, strict=True):
+            for r, s in zip(with_text, scores, strict=True):
                 r.score = r.stage_scores["full"] = float(s)
             results.sort(key=lambda r: -r.score)
         return results
