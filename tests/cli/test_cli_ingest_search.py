@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -496,3 +497,46 @@ def test_search_prints_text_its_stdout_cannot_encode_as_escapes(tmp_path: Path, 
     found = _poolrag(["search", "首都", *store, "-k", "1"], tmp_path, PYTHONIOENCODING="ascii")
     assert found.returncode == 0, found.stderr
     assert "\\u5317\\u4eac" in found.stdout and "\\u65e5\\u672c.txt" in found.stdout
+
+
+def test_a_point_a_framework_added_is_listed_without_offsets(
+    tmp_path: Path, minilm_path: Path, capsys
+) -> None:
+    """docs/integrations.md: a point LangChain's QdrantVectorStore adds to an ingested collection is
+    listed without a source. It was listed with '[None:None]' where offsets go."""
+    from qdrant_client import QdrantClient, models
+
+    from poolrag import Engine
+
+    where = str(tmp_path / "q")
+    common = [
+        "--store",
+        "qdrant",
+        "--path",
+        where,
+        "--collection",
+        "c",
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+    ]
+    assert main(["ingest", str(SAMPLES / "nature"), "--model", str(minilm_path), "--quiet", *common]) == 0
+    text = "Zebra crossings are painted in white stripes on the road."
+    vector = Engine(minilm_path).embed([text])[0].outputs.embedding
+    client = QdrantClient(path=where)
+    try:  # as langchain-qdrant writes it with content_payload_key="text"
+        payload = {"text": text, "metadata": {"source": "notes/zebra.txt"}}
+        client.upsert(
+            "c",
+            [
+                models.PointStruct(
+                    id="5d0c3a52-7f5e-4f2b-9d0a-2f6f2f0f0a11", vector=list(vector), payload=payload
+                )
+            ],
+        )
+    finally:
+        client.close()
+    capsys.readouterr()
+    assert main(["search", "zebra crossing stripes", "-k", "1", "--model", str(minilm_path), *common]) == 0
+    first, second = capsys.readouterr().out.splitlines()[:2]
+    assert re.fullmatch(r" 1\. 0\.\d{4}", first), first  # rank and score: no source, no offsets
+    assert second.strip() == text

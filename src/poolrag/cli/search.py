@@ -180,14 +180,15 @@ def run(args: argparse.Namespace) -> int:
         else:
             snippet = " ".join(r.text.split())
             snippet = printable(snippet if len(snippet) <= 160 else snippet[:157] + "...")
-            print(f"{rank:>2}. {r.score:.4f}  {printable(r.source)} {_where(r)}\n    {snippet}".rstrip())
+            heading = f"{rank:>2}. {r.score:.4f}  {printable(r.source)} {_where(r)}".rstrip()
+            print(f"{heading}\n    {snippet}".rstrip())
     return 0
 
 
 def _where(result: SearchResult) -> str:
     """Where a hit is in its source: a PDF's page or a deck's slide (both stored as ``page``, a
     deck's named as PowerPoint numbers it), an image (the whole file), else character offsets and
-    the headings of a Markdown or reStructuredText section."""
+    the headings of a Markdown or reStructuredText section (none for a point without offsets)."""
     from poolrag.ingest.readers import PPTX_SUFFIXES
 
     if "page" in result.payload:
@@ -201,6 +202,8 @@ def _where(result: SearchResult) -> str:
     section = (
         f" {printable(' > '.join(map(str, headings)))}" if isinstance(headings, list) and headings else ""
     )
+    if result.start is None or result.end is None:  # a point another writer (a framework) added
+        return section.lstrip()
     return f"[{result.start}:{result.end}]{section}"
 
 
