@@ -55,3 +55,45 @@ def test_llamaindex_milvus_store_finds_each_querys_document(minilm_engine: Engin
     stored = {row["id"]: np.asarray(row["embedding"], dtype=np.float32) for row in rows}
     for i, vector in enumerate(documents):
         np.testing.assert_allclose(stored[f"doc-{i}"], vector, atol=1e-6)
+
+
+def test_a_collection_poolrag_ingest_filled_is_read_as_documented(
+    minilm_engine: Engine, minilm_path: Path, tmp_path: Path
+) -> None:
+    """docs/integrations.md: LlamaIndex's MilvusVectorStore reads a ``poolrag ingest`` collection
+    (a ``--hybrid`` one too: its sparse field does not get in the way) with the field names it
+    gives, the collection loaded, and the metadata of the fields named in ``output_fields``;
+    text, fields and scores are those ``poolrag search`` gives (the node ids are new ones)."""
+    from poolrag.cli import main
+    from poolrag.retrieval import Retriever
+    from poolrag.stores import open_store
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "guide.md").write_text("# Guide\n\n## Capitals\n\n" + TEXTS[0] + "\n")
+    (folder / "notes.md").write_text(TEXTS[4] + "\n")
+    uri = str(tmp_path / "m.db")
+    args = ["ingest", str(folder), "--model", str(minilm_path), "--uri", uri, "--collection", "demo"]
+    assert main([*args, "--hybrid", "-q"]) == 0
+    query = next(q for q, i in QUERIES.items() if i == 0)
+    fields = ["source", "start", "end", "chunk_index", "filename", "headings"]
+    with open_store("milvus", "demo", uri=uri) as own:
+        expected = [
+            (r.text, {f: r.payload.get(f) for f in fields}, round(r.score, 4))
+            for r in Retriever(own, minilm_engine).search(query, 2)
+        ]
+    store = MilvusVectorStore(
+        uri=uri,
+        collection_name="demo",
+        dim=384,
+        embedding_field="vector",
+        doc_id_field="id",
+        text_key="text",
+        output_fields=fields,
+    )
+    store.client.load_collection("demo")
+    index = VectorStoreIndex.from_vector_store(store, embed_model=PoolragEmbedding(engine=minilm_engine))
+    hits = index.as_retriever(similarity_top_k=2).retrieve(query)
+    assert [(h.node.get_content(), h.node.metadata, round(h.score, 4)) for h in hits] == expected
+    assert expected[0][1]["headings"] == ["Guide"] and TEXTS[0] in expected[0][0]
+    assert len(hits) == 2

@@ -101,3 +101,60 @@ def test_milvus_lite_retrieve_then_rerank(
     result = chain.invoke(query)
     assert [doc.page_content for doc in result] == reranked(cross_encoder_engine, query, candidates, 3)
     assert result[0].page_content == TEXTS[QUERIES[query]]
+
+
+def test_a_collection_poolrag_ingest_filled_is_read_as_documented(
+    minilm_engine: Engine, minilm_path: Path, tmp_path: Path
+) -> None:
+    """docs/integrations.md: a ``poolrag ingest --hybrid`` collection read by langchain-milvus (text,
+    fields as metadata, the sparse field among them) and langchain-qdrant (``vector_name="dense"``,
+    ``content_payload_key="text"``: text and scores), each giving what ``poolrag search`` gives."""
+    from qdrant_client import QdrantClient
+
+    from poolrag.cli import main
+    from poolrag.retrieval import Retriever
+    from poolrag.stores import open_store
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in (0, 2, 4):
+        (folder / f"{i}.md").write_text(f"# Topic {i}\n\n{TEXTS[i]}\n")
+    embeddings = PoolragEmbeddings(engine=minilm_engine)
+    targets = {"milvus": ["--uri", str(tmp_path / "m.db")], "qdrant": ["--path", str(tmp_path / "q")]}
+    expected = {}
+    for kind, where in targets.items():
+        args = ["ingest", str(folder), "--model", str(minilm_path), "--store", kind, *where]
+        assert main([*args, "--collection", "demo", "--hybrid", "-q"]) == 0
+        with open_store(kind, "demo", **{where[0][2:]: where[1]}) as own:
+            expected[kind] = [
+                (r.text, r.payload, round(r.score, 4)) for r in Retriever(own, minilm_engine).search(QUERY, 2)
+            ]
+    milvus = Milvus(
+        embedding_function=embeddings,
+        collection_name="demo",
+        connection_args={"uri": str(tmp_path / "m.db")},
+        primary_field="id",
+        enable_dynamic_field=True,
+    )
+    found = [
+        (d.page_content, d.metadata, round(s, 4)) for d, s in milvus.similarity_search_with_score(QUERY, k=2)
+    ]
+    fields = ("source", "start", "end", "chunk_index", "filename", "headings")
+    assert [(t, {k: m[k] for k in fields}, s) for t, m, s in found] == [
+        (t, {k: p[k] for k in fields}, s) for t, p, s in expected["milvus"]
+    ]
+    assert TEXTS[2] in found[0][0] and found[0][1]["headings"] == ["Topic 2"]
+    assert all(isinstance(m["_poolrag_sparse"], dict) for _, m, _ in found)  # the documented extra
+    client = QdrantClient(path=str(tmp_path / "q"))
+    try:
+        qdrant = QdrantVectorStore(
+            client=client,
+            collection_name="demo",
+            embedding=embeddings,
+            vector_name="dense",
+            content_payload_key="text",
+        )
+        found = [(d.page_content, round(s, 4)) for d, s in qdrant.similarity_search_with_score(QUERY, k=2)]
+    finally:
+        client.close()
+    assert found == [(t, s) for t, _, s in expected["qdrant"]] and TEXTS[2] in found[0][0]
