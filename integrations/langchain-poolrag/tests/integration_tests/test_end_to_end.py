@@ -107,7 +107,8 @@ def test_a_collection_poolrag_ingest_filled_is_read_as_documented(
     minilm_engine: Engine, minilm_path: Path, tmp_path: Path
 ) -> None:
     """docs/integrations.md: a ``poolrag ingest --hybrid`` collection read by langchain-milvus (text,
-    fields as metadata, the sparse field among them) and langchain-qdrant (``vector_name="dense"``,
+    fields as metadata, the sparse field among them; relevance scores the cosine's, told the metric)
+    and langchain-qdrant (``vector_name="dense"``,
     ``content_payload_key="text"``: text and scores), each giving what ``poolrag search`` gives."""
     from qdrant_client import QdrantClient
 
@@ -135,7 +136,10 @@ def test_a_collection_poolrag_ingest_filled_is_read_as_documented(
         connection_args={"uri": str(tmp_path / "m.db")},
         primary_field="id",
         enable_dynamic_field=True,
+        index_params={"metric_type": "COSINE"},  # else its relevance scores take cosines for L2
     )
+    relevance = [s for _, s in milvus.similarity_search_with_relevance_scores(QUERY, k=2)]
+    assert relevance == pytest.approx([(1 + s) / 2 for _, _, s in expected["milvus"]], abs=1e-4)
     found = [
         (d.page_content, d.metadata, round(s, 4)) for d, s in milvus.similarity_search_with_score(QUERY, k=2)
     ]
