@@ -108,12 +108,15 @@ def test_a_collection_poolrag_ingest_filled_is_read_as_documented(
 ) -> None:
     """docs/integrations.md: a ``poolrag ingest --hybrid`` collection read by langchain-milvus (text,
     fields as metadata, the sparse field among them; relevance scores the cosine's, told the metric)
-    and langchain-qdrant (``vector_name="dense"``,
+    and langchain-qdrant (``vector_name="dense"``, its sparse mode ranking as ``--mode sparse`` does,
     ``content_payload_key="text"``: text and scores), each giving what ``poolrag search`` gives."""
+    from langchain_poolrag import PoolragSparseEmbeddings
+    from langchain_qdrant import RetrievalMode
     from qdrant_client import QdrantClient
 
     from poolrag.cli import main
     from poolrag.retrieval import Retriever
+    from poolrag.sparse import BM25Encoder
     from poolrag.stores import open_store
 
     folder = tmp_path / "docs"
@@ -159,6 +162,22 @@ def test_a_collection_poolrag_ingest_filled_is_read_as_documented(
             content_payload_key="text",
         )
         found = [(d.page_content, round(s, 4)) for d, s in qdrant.similarity_search_with_score(QUERY, k=2)]
+        lexical = QdrantVectorStore(
+            client=client,
+            collection_name="demo",
+            embedding=embeddings,
+            sparse_embedding=PoolragSparseEmbeddings(engine=minilm_engine),
+            retrieval_mode=RetrievalMode.SPARSE,
+            vector_name="dense",
+            sparse_vector_name="sparse",
+            content_payload_key="text",
+        )
+        sparse_found = [
+            (d.page_content, round(s, 4)) for d, s in lexical.similarity_search_with_score(QUERY, k=2)
+        ]
     finally:
         client.close()
     assert found == [(t, s) for t, _, s in expected["qdrant"]] and TEXTS[2] in found[0][0]
+    with open_store("qdrant", "demo", path=str(tmp_path / "q")) as own:
+        core = Retriever(own, minilm_engine, sparse_encoder=BM25Encoder(minilm_engine.tokenizer))
+        assert sparse_found == [(r.text, round(r.score, 4)) for r in core.search(QUERY, 2, mode="sparse")]
