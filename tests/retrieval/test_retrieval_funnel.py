@@ -20,7 +20,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.ingest import Document, IngestPipeline, TokenChunker
 from poolrag.ingest.encoders import DenseEncoder
 from poolrag.retrieval import Retriever
-from poolrag.stores import CollectionMismatchError, CollectionNotFoundError, open_store
+from poolrag.stores import CollectionMismatchError, CollectionNotFoundError, VectorStore, open_store
 
 VOCAB = {
     "astronomy": "planet telescope orbit galaxy comet nebula asteroid star",
@@ -137,22 +137,30 @@ def test_a_late_chunked_collection_of_small_vectors_is_not_re_scored_by_chunks_e
     store.close()
 
 
-def test_search_results_carry_every_stage_and_source_offsets(
-    tmp_path: Path, matryoshka_minilm: Engine
-) -> None:
-    docs = [
-        Document("a.md", "Whales sing long songs across the ocean."),
-        Document("b.md", "Compilers turn code into machine instructions."),
-    ]
-    embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "cache.sqlite"))
-    store = open_store("milvus", "docs", uri=str(tmp_path / "m.db"))
+TWO_DOCS = [
+    Document("a.md", "Whales sing long songs across the ocean."),
+    Document("b.md", "Compilers turn code into machine instructions."),
+]
+
+
+def _ingest_small(store: VectorStore, embedder: CachedEmbedder, engine: Engine, tmp_path: Path) -> None:
+    """:data:`TWO_DOCS` ingested at 128 of the model's dimensions."""
     IngestPipeline(
         store,
         DenseEncoder(embedder, 128),
-        TokenChunker.for_model(matryoshka_minilm.tokenizer, matryoshka_minilm.facts),
+        TokenChunker.for_model(engine.tokenizer, engine.facts),
         checkpoint_dir=tmp_path,
         progress=False,
-    ).run(docs)
+    ).run(TWO_DOCS)
+
+
+def test_search_results_carry_every_stage_and_source_offsets(
+    tmp_path: Path, matryoshka_minilm: Engine
+) -> None:
+    docs = TWO_DOCS
+    embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "cache.sqlite"))
+    store = open_store("milvus", "docs", uri=str(tmp_path / "m.db"))
+    _ingest_small(store, embedder, matryoshka_minilm, tmp_path)
     hits = Retriever(store, embedder).search("whale songs", k=2)
     assert [h.source for h in hits] == ["a.md", "b.md"]
     assert set(hits[0].stage_scores) == {"recall", "full"} and hits[0].score == hits[0].stage_scores["full"]
@@ -227,20 +235,10 @@ def test_a_point_a_framework_added_without_text_keeps_its_recall_score(
     Such a point keeps its small-vector score; the others are re-scored as before."""
     from qdrant_client import QdrantClient, models
 
-    docs = [
-        Document("a.md", "Whales sing long songs across the ocean."),
-        Document("b.md", "Compilers turn code into machine instructions."),
-    ]
     embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "cache.sqlite"))
     where = str(tmp_path / "qdrant")
     with open_store("qdrant", "docs", path=where) as store:
-        IngestPipeline(
-            store,
-            DenseEncoder(embedder, 128),
-            TokenChunker.for_model(matryoshka_minilm.tokenizer, matryoshka_minilm.facts),
-            checkpoint_dir=tmp_path,
-            progress=False,
-        ).run(docs)
+        _ingest_small(store, embedder, matryoshka_minilm, tmp_path)
     node = "Humpback whales sing songs that travel across the ocean."
     small = matryoshka_minilm.embed([node], PoolingParams(dimensions=128))[0].outputs.embedding
     client = QdrantClient(path=where)
