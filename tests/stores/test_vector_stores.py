@@ -77,6 +77,36 @@ def test_a_rewritten_chunk_keeps_no_field_its_new_payload_lacks(
         assert "tag" not in only.payload and store.count() == 1
 
 
+@pytest.mark.parametrize("sparse", [None, "bm25"])
+def test_a_rewrite_milvus_refuses_keeps_the_stored_rows(
+    sparse: str | None, make_store, sentence_vectors
+) -> None:
+    """A batch Milvus refuses (an integer past int64 in one payload) left the batch's stored rows
+    deleted, the valid rewrite beside it too: the old rows were cleared before the upsert."""
+    store = make_store("milvus")
+    store.ensure_collection(dataclasses.replace(_spec(), sparse=sparse))
+    terms = SparseVector.from_dict({7: 1.0}) if sparse else None
+    ids = _ids(3)
+    store.upsert(
+        [
+            ChunkRecord(i, sentence_vectors[k], {"text": SENTENCES[k], "source": "r.jsonl"}, terms)
+            for k, i in enumerate(ids)
+        ]
+    )
+    refused = {"text": SENTENCES[0], "source": "r.jsonl", "n": 2**70}
+    rewrite = {"text": SENTENCES[1], "source": "r.jsonl", "tag": "new"}
+    with pytest.raises(StoreRequestError):
+        store.upsert(
+            [
+                ChunkRecord(ids[0], sentence_vectors[0], refused, terms),
+                ChunkRecord(ids[1], sentence_vectors[1], rewrite, terms),
+            ]
+        )
+    assert store.count() == 3
+    (hit, *_) = store.search(sentence_vectors[0], 3)
+    assert hit.id == ids[0] and hit.payload == {"text": SENTENCES[0], "source": "r.jsonl"}
+
+
 @pytest.mark.parametrize("kind", SEARCH_KINDS)
 def test_dense_round_trip(kind: str, make_store, sentence_vectors) -> None:
     store = make_store(kind)

@@ -459,12 +459,9 @@ class MilvusStore(StoreTemplate):
         rows = [row for r in records for row in self._rows(r)]
         if self._resident is not None:
             self._resident.add(rows, len(records))
-        # Milvus Lite's upsert keeps a dynamic field the new row lacks (a field dropped from a JSONL
-        # record stayed in every hit, and each re-run wrote the row again): stored rows go first.
         stored = [] if spec.layout == "multivector" else self._stored_ids([r.id for r in records])
         if spec.sparse != "bm25":
-            self._delete_rows(stored)
-            self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
+            self._write_rows(rows, stored)
             return
         # Milvus keeps the last of several rows with one id; so do the statistics.
         latest = {r.id: r.sparse for r in records if r.sparse is not None}
@@ -472,10 +469,22 @@ class MilvusStore(StoreTemplate):
         self._write_stats(None)
         old_count, old_frequency = document_frequencies(self.fetch_sparse(list(latest)).values())
         new_count, new_frequency = document_frequencies(latest.values())
-        self._delete_rows(stored)
-        self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
+        self._write_rows(rows, stored)
         frequency = _add(_add(frequency, old_frequency, -1), new_frequency, 1)
         self._write_stats(_stats_json(count - old_count + new_count, frequency))
+
+    def _write_rows(self, rows: list[dict[str, Any]], stored: list[str]) -> None:
+        """Upsert ``rows``, then write those of ``stored`` ids again in place of their deleted old
+        rows: Milvus Lite's upsert keeps a dynamic field the new row lacks (a field dropped from a
+        JSONL record stayed in every hit, and each re-run wrote the row again). The first upsert is
+        where Milvus refuses a batch it cannot hold, before any stored row is deleted."""
+        self._call(lambda: self._client.upsert(self.collection, rows, timeout=self._timeout), "upsert")
+        if not stored:
+            return
+        held = set(stored)
+        again = [row for row in rows if row["id"] in held]
+        self._delete_rows(stored)
+        self._call(lambda: self._client.upsert(self.collection, again, timeout=self._timeout), "upsert")
 
     def _delete(self, ids: list[str]) -> None:
         spec = self.read_spec()
