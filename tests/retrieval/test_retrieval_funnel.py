@@ -20,7 +20,13 @@ from poolrag.errors import InvalidInputError
 from poolrag.ingest import Document, IngestPipeline, TokenChunker
 from poolrag.ingest.encoders import DenseEncoder
 from poolrag.retrieval import Retriever
-from poolrag.stores import CollectionMismatchError, CollectionNotFoundError, VectorStore, open_store
+from poolrag.stores import (
+    ChunkRecord,
+    CollectionMismatchError,
+    CollectionNotFoundError,
+    VectorStore,
+    open_store,
+)
 
 VOCAB = {
     "astronomy": "planet telescope orbit galaxy comet nebula asteroid star",
@@ -260,3 +266,30 @@ def test_a_point_a_framework_added_without_text_keeps_its_recall_score(
     foreign = next(h for h in hits if h.source == "notes/whales")
     assert set(foreign.stage_scores) == {"recall"} and foreign.score == foreign.stage_scores["recall"] > 0.5
     assert all(set(h.stage_scores) == {"recall", "full"} for h in hits if h is not foreign)
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b", "caf\ud800"])
+def test_a_point_whose_stored_text_no_model_reads_keeps_its_recall_score(
+    tmp_path: Path, matryoshka_minilm: Engine, text: str
+) -> None:
+    """A point another writer stored with zero-width characters only (a scraped page's ``\\u200b``
+    line a splitter's strip() kept) or a lone surrogate passed the re-score's strip() check, and
+    every search of the ``--dimensions`` collection failed with 'input[0] is empty', an index into
+    the re-score's batch. It keeps its small-vector score, as a point without text does."""
+    docs = [Document("a.md", "Whales sing long songs across the ocean.")]
+    embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "cache.sqlite"))
+    where = str(tmp_path / "qdrant")
+    with open_store("qdrant", "docs", path=where) as store:
+        IngestPipeline(
+            store,
+            DenseEncoder(embedder, 128),
+            TokenChunker.for_model(matryoshka_minilm.tokenizer, matryoshka_minilm.facts),
+            checkpoint_dir=tmp_path,
+            progress=False,
+        ).run(docs)
+        small = matryoshka_minilm.embed(["whale songs"], PoolingParams(dimensions=128))[0].outputs.embedding
+        store.upsert([ChunkRecord(str(uuid.uuid4()), small, {"text": text, "source": "scraped.html"})])
+        hits = Retriever(store, embedder).search("whale songs", k=2)
+    assert sorted(h.source for h in hits) == ["a.md", "scraped.html"]
+    foreign = next(h for h in hits if h.source == "scraped.html")
+    assert set(foreign.stage_scores) == {"recall"} and foreign.score == foreign.stage_scores["recall"]

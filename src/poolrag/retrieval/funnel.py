@@ -39,7 +39,7 @@ from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import DEFAULT_FUSION, check_fusion, fuse_legs, prefetch_depth
 from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.retrieval_record import RetrievalRecord, saved_record
-from poolrag.text_validity import check_text
+from poolrag.text_validity import check_text, text_problem
 
 logger = logging.getLogger(__name__)
 
@@ -235,8 +235,10 @@ class Retriever:
     def _rescored(self, full: np.ndarray, results: list[SearchResult], funnel: bool) -> list[SearchResult]:
         """Stage 2: full-size cosine from the cache replaces the small-vector score. A point without
         stored text (one a framework's vector store added, which keeps its text elsewhere) has no
-        full vector to compute, so it keeps its recall score rather than failing the whole search."""
-        with_text = [r for r in results if r.text.strip()] if funnel else []
+        full vector to compute, so it keeps its recall score rather than failing the whole search;
+        so does one whose text the model refuses (text_validity's rule, not strip(): zero-width
+        characters only, a lone surrogate failed every search as 'input[0] is empty')."""
+        with_text = [r for r in results if text_problem(r.text) is None] if funnel else []
         if with_text:
             docs = self.embedder.embed_documents([r.text for r in with_text])
             scores = _cosine(docs, full)
