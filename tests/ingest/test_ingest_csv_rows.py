@@ -168,3 +168,17 @@ def test_a_delimiter_inside_a_quoted_column_name_does_not_count(tmp_path: Path) 
     assert [(d.source, d.text, d.metadata) for d in documents] == [
         (f"{path.resolve().as_posix()}#2", "Row about pelicans", {"Name; full; legal": "Smith; John; Q"})
     ]
+
+
+def test_a_quote_left_open_is_said_whatever_the_length_of_the_rest_of_the_file(tmp_path: Path) -> None:
+    """A stray quote (``5" screen`` typed as a cell's first character) made csv read the 3,000 rows
+    after it as one cell: ingested as one document of 300,000 characters, unsaid, where up to
+    b192f9ce csv's 131,072-character limit said 'not readable CSV' for it."""
+    rows = 'id,text\na,first\nb,"an open quote\n' + "".join(
+        f"r{i},row {i} of the sheet\n" for i in range(3000)
+    )
+    (tmp_path / "open.csv").write_text(rows, encoding="utf-8")
+    documents, skipped = _read(tmp_path)
+    assert [d.text for d in documents] == ["first"]
+    assert skipped["open.csv:3"].startswith("a quote opened in this row is never closed")
+    assert skipped["open.csv:3"].endswith("; the rows after it are not read")

@@ -37,7 +37,14 @@ def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, st
         first = handle.readline()
         handle.seek(0)
         delimiter = _delimiter(first)
-        rows = csv.reader(handle, delimiter=delimiter)
+        read: list[str] = []  # the lines of the row csv is reading (it reads no further)
+
+        def lines() -> Iterator[str]:
+            for line in handle:
+                read.append(line)
+                yield line
+
+        rows = csv.reader(lines(), delimiter=delimiter)
         header = next(rows, None)
         if header is None:
             return
@@ -48,13 +55,36 @@ def csv_records(path: Path, text_field: str) -> Iterator[tuple[int, dict[str, st
             yield 1, NotARecord(f"the header names {', '.join(map(repr, repeated))} twice")
             return
         start = rows.line_num + 1
+        read.clear()
         try:
             for row in rows:
+                if len(read) > 1 and _quote_left_open(read, delimiter):
+                    yield (
+                        start,
+                        NotARecord(
+                            f"a quote opened in this row is never closed: csv reads the {len(read) - 1} "
+                            "lines after it as one cell; the rows after it are not read"
+                        ),
+                    )
+                    return
+                read.clear()
                 if any(cell.strip() for cell in row):
                     yield start, _record(header, row, text_field)
                 start = rows.line_num + 1
         except csv.Error as exc:  # a cell over MAX_CELL_CHARS (a quote left open)
             yield start, NotARecord(f"not readable CSV ({exc}); the rows after it are not read")
+
+
+def _quote_left_open(lines: list[str], delimiter: str) -> bool:
+    """Whether a row of several ``lines`` ends inside a quoted cell: csv reads a stray quote as
+    opening a cell that holds the rest of the file (up to :data:`MAX_CELL_CHARS`), unsaid. Only a
+    strict reader tells the end of the file inside a quote from a cell that closed."""
+    try:
+        for _ in csv.reader(lines, delimiter=delimiter, strict=True):
+            pass
+    except csv.Error as exc:
+        return "unexpected end of data" in str(exc)
+    return False
 
 
 def _delimiter(header: str) -> str:
