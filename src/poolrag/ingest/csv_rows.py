@@ -24,7 +24,7 @@ _DELIMITERS = (",", ";", "\t")
 _ID_COLUMNS = ("id", "_id")
 #: Most characters in one cell. csv's default, 131,072, refused a long text kept in one cell (a
 #: scraped page, an article exported from a database), and csv cannot read on after it; a quote
-#: left open still stops here rather than read the whole file into one cell.
+#: left open is told by :func:`_quote_left_open`, this bounds what it reads into one cell first.
 MAX_CELL_CHARS = 1 << 26
 
 
