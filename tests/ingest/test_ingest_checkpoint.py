@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -119,3 +122,51 @@ def test_the_documents_done_are_not_held_in_memory(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert held < 200_000, held  # 10,000 documents: 890 KB as a dict
+
+
+def test_a_run_removes_the_json_checkpoints_an_older_poolrag_left_but_not_a_running_ones(
+    tmp_path: Path, minilm_engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A poolrag before the SQLite checkpoint wrote ``<digest>.json`` (and, killed, a scratch
+    ``.<digest>.json.<pid>.stored-ids.sqlite``): the new one ignores them, and no run removed them,
+    even the same collection's run finished. One whose process still runs is kept."""
+    from poolrag.cache import CachedEmbedder
+    from poolrag.ingest import DenseEncoder, Document, IngestPipeline, TokenChunker
+    from poolrag.stores import open_store
+
+    store = open_store("qdrant", "docs", path=str(tmp_path / "qdrant"))
+    pipe = IngestPipeline(
+        store,
+        DenseEncoder(CachedEmbedder(minilm_engine, None)),
+        TokenChunker(minilm_engine.tokenizer, max_tokens=40, overlap=6),
+        progress=False,
+        checkpoint_dir=tmp_path,
+    )
+    folder = pipe.checkpoint_path.parent
+    folder.mkdir(parents=True)
+    old = folder / pipe.checkpoint_path.with_suffix(".json").name  # this collection's, before
+    old.write_text(json.dumps({"version": 1, "run": pipe.run_key, "done": {"a.md": "x"}}))
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    scratch = [folder / f".{old.name}.{int(dead.stdout)}.{kind}" for kind in ("stored-ids.sqlite", "tmp")]
+    for path in scratch:
+        path.write_bytes(b"")
+    other = folder / f"{'e' * 24}.json"  # an older poolrag ingesting another collection now
+    other.write_text("{}")
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        running = folder / f".{other.name}.{live.pid}.stored-ids.sqlite"
+        running.write_bytes(b"")
+        with caplog.at_level(logging.INFO, logger="poolrag.ingest.checkpoint"):
+            report = pipe.run([Document("a.md", "pooling and retrieval"), Document("b.md", "chunks")])
+    finally:
+        live.kill()
+        live.wait()
+        store.close()
+    assert report.upserted == 2
+    assert not old.exists() and not any(path.exists() for path in scratch)
+    assert other.exists() and running.exists()
+    assert [r.getMessage() for r in caplog.records if "older poolrag" in r.getMessage()] == [
+        f"removed 3 files of checkpoints an older poolrag left in {folder} (a format no longer read)"
+    ]

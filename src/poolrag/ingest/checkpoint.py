@@ -17,16 +17,23 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from poolrag.errors import InvalidInputError
+from poolrag.ingest.stored_ids import process_alive
 
 logger = logging.getLogger(__name__)
 
 VERSION = 2  # 1: one JSON object rewritten per save
+
+#: What a poolrag before VERSION 2 left in the default folder: ``<digest>.json`` and, of a killed
+#: run, ``.<digest>.json.<pid>.stored-ids.sqlite`` (or ``.tmp``, a save cut short).
+_OLD_CHECKPOINT = re.compile(r"[0-9a-f]{24}\.json")
+_OLD_SCRATCH = re.compile(r"\.([0-9a-f]{24}\.json)\.(\d+)\.(?:stored-ids\.sqlite|tmp|probe)")
 
 
 def default_checkpoint_path(cache_dir: Path, run_key: dict[str, Any]) -> Path:
@@ -152,6 +159,41 @@ def checkpointed(path: str | Path) -> dict[str, str]:
         return dict(db.execute("SELECT source, record FROM done"))
     finally:
         db.close()
+
+
+def remove_old_checkpoints(folder: Path) -> None:
+    """Remove the JSON checkpoints (and their scratch files) a poolrag before VERSION 2 left in the
+    default checkpoint ``folder``: this one names its checkpoints ``<digest>.sqlite`` and never reads
+    them, so no run's cleanup ever matched them and they stayed for good. A file of a process still
+    running (an older poolrag ingesting now) is kept, with the checkpoint it belongs to."""
+    try:
+        names = [path.name for path in folder.iterdir()]
+    except OSError:
+        return
+    in_use: set[str] = set()
+    leftovers: list[str] = []
+    for name in names:
+        if (scratch := _OLD_SCRATCH.fullmatch(name)) is not None:
+            pid = int(scratch[2])
+            if pid == os.getpid() or process_alive(pid):
+                in_use.add(scratch[1])
+            else:
+                leftovers.append(name)
+    leftovers += [name for name in names if _OLD_CHECKPOINT.fullmatch(name) and name not in in_use]
+    removed = 0
+    for name in leftovers:
+        try:
+            (folder / name).unlink()
+            removed += 1
+        except OSError:  # gone already, or not ours to remove: nothing this run needs
+            pass
+    if removed:
+        logger.info(
+            "removed %d file%s of checkpoints an older poolrag left in %s (a format no longer read)",
+            removed,
+            "" if removed == 1 else "s",
+            folder,
+        )
 
 
 def _run_json(run_key: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path
+from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path, remove_old_checkpoints
 from poolrag.ingest.readers import CSV_SUFFIXES, JSONL_SUFFIXES, Document, FileDocument, SkippedFile
 from poolrag.ingest.record_rules import record_problem, string_problem
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
@@ -199,6 +199,7 @@ class IngestDriver:
             self.run_key["sparse"] = sparse.run_identity
         if late_chunking:  # other vectors for the same chunks: a checkpoint of its own
             self.run_key["late_chunking"] = True
+        self._default_checkpoint = checkpoint_path is None  # its folder is poolrag's to tidy
         if checkpoint_path is None:
             from poolrag.cache.sqlite_store import default_cache_path
 
@@ -222,6 +223,8 @@ class IngestDriver:
         self.spec = dataclasses.replace(self.spec, vector_type=kind, vector_ranges=ranges)  # type: ignore[arg-type]
         self._open_collection()
         self.checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)
+        if self._default_checkpoint:
+            remove_old_checkpoints(self.checkpoint_path.parent)
         self.report.resumed = self.checkpoint.resumed
         # The ids stored before the run, on disk beside the checkpoint (not in memory: a re-run over a
         # large collection would start hundreds of MB up); the stores hand them over page by page.

@@ -101,7 +101,8 @@ class ChunkSet:
 PayloadPages = Callable[[Iterable[tuple[str, Mapping[str, Any]]]], None]
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a scratch file named after it is in use)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -140,7 +141,7 @@ class StoredIds:
         stem = self.path.name.rsplit(".", 3)[0]  # ".<checkpoint name>"
         for path in self.path.parent.glob(f"{glob.escape(stem)}.*{_SUFFIX}"):
             pid = path.name[len(stem) + 1 : -len(_SUFFIX)]
-            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
                 path.unlink(missing_ok=True)
 
     def fill(self, scan: Callable[[Callable[[Iterable[tuple[str, str]]], None]], None]) -> None:
