@@ -72,8 +72,8 @@ def published(minilm_server: Served, http: httpx.Client) -> dict[str, set[str]]:
     for path in BODIES:
         ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
         schema = schemas[ref.rsplit("/", 1)[1]]
-        if "oneOf" in schema:  # a path speaking TEI's dialect beside vLLM's: vLLM's body is the first
-            schema = schemas[schema["oneOf"][0]["$ref"].rsplit("/", 1)[1]]
+        if "anyOf" in schema:  # a path speaking TEI's dialect beside vLLM's: vLLM's body is the first
+            schema = schemas[schema["anyOf"][0]["$ref"].rsplit("/", 1)[1]]
         fields[path] = set(schema["properties"])
     return fields
 

@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    GetJsonSchemaHandler,
     PlainValidator,
     RootModel,
     StrictBool,
@@ -33,7 +34,8 @@ from pydantic import (
     WrapValidator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from poolrag.server.schemas import (
     PROMPT_NAME_MAX_CHARS,
@@ -128,6 +130,19 @@ class _EitherBody(RootModel[Any]):
     @property
     def speaks_tei(self) -> bool:
         return isinstance(self.root, TeiRequestBody)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """``anyOf``, not the ``oneOf`` pydantic writes for a callable discriminator: a body may fit
+        several shapes (``{"inputs": "a"}`` is ``/embed``'s and ``/predict``'s), and the server takes
+        it as the first its fields pick, where JSON Schema's ``oneOf`` says such a body is invalid."""
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        if "oneOf" in target:
+            target["anyOf"] = target.pop("oneOf")
+        return schema
 
 
 # -- /embed, /embed_all, /embed_sparse ------------------------------------------------------------------
