@@ -149,15 +149,21 @@ TWO_DOCS = [
 ]
 
 
-def _ingest_small(store: VectorStore, embedder: CachedEmbedder, engine: Engine, tmp_path: Path) -> None:
-    """:data:`TWO_DOCS` ingested at 128 of the model's dimensions."""
+def _ingest_small(
+    store: VectorStore,
+    embedder: CachedEmbedder,
+    engine: Engine,
+    tmp_path: Path,
+    docs: list[Document] = TWO_DOCS,
+) -> None:
+    """``docs`` ingested at 128 of the model's dimensions."""
     IngestPipeline(
         store,
         DenseEncoder(embedder, 128),
         TokenChunker.for_model(engine.tokenizer, engine.facts),
         checkpoint_dir=tmp_path,
         progress=False,
-    ).run(TWO_DOCS)
+    ).run(docs)
 
 
 def test_search_results_carry_every_stage_and_source_offsets(
@@ -280,13 +286,7 @@ def test_a_point_whose_stored_text_no_model_reads_keeps_its_recall_score(
     embedder = CachedEmbedder(matryoshka_minilm, EmbeddingCache(tmp_path / "cache.sqlite"))
     where = str(tmp_path / "qdrant")
     with open_store("qdrant", "docs", path=where) as store:
-        IngestPipeline(
-            store,
-            DenseEncoder(embedder, 128),
-            TokenChunker.for_model(matryoshka_minilm.tokenizer, matryoshka_minilm.facts),
-            checkpoint_dir=tmp_path,
-            progress=False,
-        ).run(docs)
+        _ingest_small(store, embedder, matryoshka_minilm, tmp_path, docs)
         small = matryoshka_minilm.embed(["whale songs"], PoolingParams(dimensions=128))[0].outputs.embedding
         store.upsert([ChunkRecord(str(uuid.uuid4()), small, {"text": text, "source": "scraped.html"})])
         hits = Retriever(store, embedder).search("whale songs", k=2)
