@@ -4,6 +4,7 @@ image or rendered page; hostile files are one line each and lose nothing else.""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -158,6 +159,24 @@ def test_a_tiff_of_several_pages_says_it_reads_the_first_only(tmp_path: Path, ca
     assert [type(d) for d in documents] == [ImageDocument, ImageDocument]
     lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert lines == [f"{scan}: a TIFF of 3 pages; only its first page is read (2 left out)"]
+
+
+def test_an_animation_is_noted_and_a_camera_mpo_is_not(tmp_path: Path, caplog) -> None:
+    """An animated GIF's frames left out are one note; a camera's MPO (a JPEG with a stereo view or
+    a preview as its second frame) is one picture, with nothing to say."""
+    from PIL import Image
+
+    photo = Image.open(copy_photo(tmp_path / "hopper.jpg")).resize((64, 64))
+    animation = tmp_path / "spin.gif"
+    photo.save(animation, save_all=True, append_images=[photo.rotate(90), photo.rotate(180)])
+    camera = tmp_path / "camera.jpg"  # how cameras name their MPO files
+    photo.save(camera, "MPO", save_all=True, append_images=[photo.rotate(1)])
+    caplog.set_level(logging.INFO, logger="poolrag")
+    caplog.clear()
+    documents = list(read_paths([animation, camera], images=RENDERING))
+    assert [type(d) for d in documents] == [ImageDocument, ImageDocument]
+    lines = [r.getMessage() for r in caplog.records if "frame" in r.getMessage()]
+    assert lines == [f"{animation}: an animation of 3 frames; only its first frame is read (2 left out)"]
 
 
 def test_each_hostile_file_is_one_line_and_the_rest_is_read(tmp_path: Path) -> None:

@@ -170,15 +170,18 @@ def read_visual_file(path: Path, rendering: PageRendering) -> VisualDocument:
 
 def _say_frames_left_out(path: Path) -> None:
     """One line for an image of several frames, of which the engine reads the first: a warning
-    for a TIFF's pages (a scanned document's, lost to search), a note for an animation's frames."""
+    for a TIFF's pages (a scanned document's, lost to search), a note for an animation's frames.
+    A camera's MPO says nothing: its other frames are the same scene (a stereo view, a preview)."""
     from poolrag.tokenization.images import frames
 
     kind, count = frames(path, "image")
-    if count > 1 and kind == "TIFF":
+    if count < 2 or kind == "MPO":
+        return
+    if kind == "TIFF":
         logger.warning(
             "%s: a TIFF of %d pages; only its first page is read (%d left out)", path, count, count - 1
         )
-    elif count > 1:
+    else:
         logger.info(
             "%s: an animation of %d frames; only its first frame is read (%d left out)",
             path,
