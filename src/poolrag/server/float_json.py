@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - orjson is part of the server extra
 
 class FloatRows:
     """A vector or matrix of floats (float32, float16, or bfloat16 widened to float32), written as
-    float64 values when its answer is encoded (:func:`float_rows`)."""
+    float64 values when its answer is encoded (a vector's, or a per-token matrix's, float-list answer)."""
 
     __slots__ = ("values",)
 
@@ -73,8 +73,3 @@ class JsonAnswer:
         if orjson is not None:
             return orjson.dumps(self.content, default=_widened, option=orjson.OPT_SERIALIZE_NUMPY)
         return pydantic_core.to_json(self.content, fallback=_as_list)
-
-
-def float_rows(values: np.ndarray) -> FloatRows:
-    """A vector's (or a per-token matrix's) values for a float-list answer, written as float64."""
-    return FloatRows(values)

@@ -15,7 +15,7 @@ from poolrag.params import PoolingParams
 from poolrag.postprocess.vector_precision import quantize_vectors
 from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, bytes_answer
 from poolrag.server.errors import APIError
-from poolrag.server.float_json import FloatRows, JsonAnswer, float_rows
+from poolrag.server.float_json import FloatRows, JsonAnswer
 from poolrag.server.inputs import chat_prompt, check_input_count, input_count, messages_named, to_prompts
 from poolrag.server.jina_embeddings import jina_task_prompt, joined_with_spans
 from poolrag.server.openapi import ENGINE_ERRORS
@@ -44,7 +44,7 @@ def encode_vector(
         return wire_base64(vector, embed_dtype, endianness)
     if encoding_format == "bits":
         return vector.tolist()
-    return float_rows(vector)
+    return FloatRows(vector)
 
 
 @router.post(PATH, response_model=EmbeddingResponse, responses={**ENGINE_ERRORS, 200: BYTES_ANSWER_DOC})

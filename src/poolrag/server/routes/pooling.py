@@ -19,7 +19,7 @@ from poolrag.params import PoolingParams
 from poolrag.server.answer_size import check_answer_values
 from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, BYTES_FORMATS, bytes_answer
 from poolrag.server.errors import APIError
-from poolrag.server.float_json import JsonAnswer, float_rows
+from poolrag.server.float_json import FloatRows, JsonAnswer
 from poolrag.server.inputs import chat_prompt, input_count, messages_named, to_prompts
 from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
@@ -43,14 +43,14 @@ def _sparse_json(data: np.ndarray) -> list[dict[str, int | float]]:
 
 
 def _wire(data: np.ndarray, body: PoolingRequest) -> object:
-    """One input's ``data`` in JSON's types, floats as :func:`float_rows`."""
+    """One input's ``data`` in JSON's types, floats as :class:`FloatRows`."""
     if data.dtype == SPARSE_ENTRY:
         return _sparse_json(data)
     if body.encoding_format == "base64":
         return wire_base64(data, body.embed_dtype, body.endianness)
     if data.ndim == 0 or data.dtype.kind != "f":  # a lone score; anything not floats as it is
         return data.tolist()
-    return float_rows(data)
+    return FloatRows(data)
 
 
 #: vLLM's choice for a /pooling request naming no task (its ``ModelConfig.get_pooling_task``): the

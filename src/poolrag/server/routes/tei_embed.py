@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request, Response
 from poolrag.params import PoolingParams, check_dimensions_range
 from poolrag.pooling.matryoshka import truncate
 from poolrag.server.answer_size import check_answer_values
-from poolrag.server.float_json import JsonAnswer, float_rows
+from poolrag.server.float_json import FloatRows, JsonAnswer
 from poolrag.server.inputs import fields_named, input_count, to_prompts
 from poolrag.server.scope_path import route_path
 from poolrag.server.state import model_state
@@ -53,7 +53,7 @@ async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> 
     vectors = [out.outputs.embedding for out in outputs]
     if cut is not None:
         vectors = [truncate(v, cut, body.normalize) for v in vectors]
-    rows = [float_rows(v) for v in vectors]
+    rows = [FloatRows(v) for v in vectors]
     return JsonAnswer(rows, values=sum(len(row) for row in rows))  # TeiEmbedResponse's JSON
 
 
@@ -75,5 +75,5 @@ async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Respon
     values = sum(out.outputs.data.size for out in outputs)
     check_answer_values(values, state.limits)
     report_truncated(response, outputs)
-    rows = [float_rows(out.outputs.data) for out in outputs]
+    rows = [FloatRows(out.outputs.data) for out in outputs]
     return JsonAnswer(rows, values=values)  # TeiEmbedAllResponse's JSON
