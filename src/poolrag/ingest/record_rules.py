@@ -37,11 +37,6 @@ class NotARecord:
     reason: str
 
 
-def field_name(key: object) -> str:
-    """``key`` as a message names it: quoted, with a lone surrogate escaped (``'k\\udc80'``)."""
-    return repr(key)
-
-
 def string_problem(text: str, name: str) -> str | None:
     """Why the string field ``name`` cannot be stored, or ``None``."""
     position = lone_surrogate(text)
@@ -80,7 +75,7 @@ def metadata_problem(metadata: Mapping[Any, Any]) -> str | None:
 
 def _mapping_problem(mapping: Mapping[Any, Any], prefix: str) -> str | None:
     for key, value in mapping.items():
-        named = f"{prefix}[{field_name(key)}]" if prefix else field_name(key)
+        named = f"{prefix}[{key!r}]" if prefix else repr(key)  # repr escapes a lone surrogate
         if not isinstance(key, str):
             return f"a field name ({named}) is of type {type(key).__name__}, not a string"
         if (problem := string_problem(key, f"a field name ({named})")) is not None:
