@@ -422,7 +422,7 @@ def run(args: argparse.Namespace) -> int:
             return _serve_on_ray(args, [(one.engine_args, one.settings) for one in served])
         if args.workers > 1:
             return _serve_workers(args, http)
-        app = _app(settings, served)
+        app = _app(served)
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
@@ -492,7 +492,7 @@ def _served(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     return settings, served
 
 
-def _app(settings: Any, served: list[Any]) -> Any:
+def _app(served: list[Any]) -> Any:
     """The app serving every model, each engine loaded here."""
     from poolrag import Engine
     from poolrag.loaded_objects import freeze_loaded_objects
@@ -512,7 +512,7 @@ def worker_app(args: argparse.Namespace) -> tuple[Any, Any]:
     _log_to_stderr(args)
     bound_native_memory(SERVER_TRIM_INTERVAL_S)
     settings, served = _served(args)
-    return _app(settings, served), settings
+    return _app(served), settings
 
 
 def _serve_workers(args: argparse.Namespace, http: Any) -> int:
