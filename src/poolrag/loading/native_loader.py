@@ -19,9 +19,10 @@ from safetensors import SafetensorError, safe_open
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.network_head import NetworkHead
 from poolrag.config.option_choices import MODEL_IMPLS, ModelImpl
+from poolrag.config.registry import NATIVE_MODEL_TYPES
 from poolrag.errors import ModelLoadError
 from poolrag.loading.placement import Placement
-from poolrag.models.bert import MODEL_TYPES, BertFamilyModel, convert_checkpoint
+from poolrag.models.bert import BertFamilyModel, convert_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +41,8 @@ def unsupported_reason(spec: ModelSpec, head: NetworkHead, placement: Placement)
     """Why the native implementation cannot run this model exactly, or ``None`` when it can."""
     cfg = spec.hf_config
     model_type = getattr(cfg, "model_type", "")
-    if model_type not in MODEL_TYPES:
-        return f"no native implementation of {model_type!r} (native: {', '.join(MODEL_TYPES)})"
+    if model_type not in NATIVE_MODEL_TYPES:
+        return f"no native implementation of {model_type!r} (native: {', '.join(NATIVE_MODEL_TYPES)})"
     if head is NetworkHead.SEQUENCE and spec.convert == "classify":
         return "token_classify (convert='classify') reads every token; the native classifier reads [CLS]"
     if getattr(cfg, "auto_map", None):

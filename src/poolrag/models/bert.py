@@ -19,11 +19,8 @@ from torch import nn
 
 from poolrag.config.network_head import NetworkHead
 from poolrag.config.positions import position_offset
-from poolrag.config.registry import NATIVE_MODEL_TYPES
 from poolrag.models.fused_linear import FusedLinear, bucket_padding
 from poolrag.models.packed_attention import AttentionLayout, packed_self_attention, pads_attention
-
-MODEL_TYPES = NATIVE_MODEL_TYPES
 
 
 @dataclass(slots=True)
