@@ -29,6 +29,7 @@ from poolrag.cli.store_options import (
     open_store_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int, unit_interval
+from poolrag.evaluation.metrics import DEFAULT_METRICS
 
 if TYPE_CHECKING:
     from poolrag.evaluation.run import EvalReport
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODES = "dense,sparse,hybrid"
-METRIC_NAMES = ("recall", "mrr", "ndcg")
 
 
 def register(subparsers: Any) -> None:
@@ -259,7 +259,7 @@ def _sparse_field(store: VectorStore, args: argparse.Namespace, modes: list[str]
 
 
 def _table(report: EvalReport, k: int, collection: str) -> str:
-    names = [f"{m}@{k}" for m in METRIC_NAMES]
+    names = [f"{m}@{k}" for m in DEFAULT_METRICS]
     width = max(len(mode) for mode in report.metrics) + 2
     lines = [
         f"{report.queries} queries; corpus: {report.ingest.documents} documents, "
