@@ -132,17 +132,24 @@ def classifier_path(minilm_path: Path, tmp_path_factory: pytest.TempPathFactory)
 # -- servers ---------------------------------------------------------------------------------------------
 @contextmanager
 def cli_server(
-    log: Path, *args: str, env: dict[str, str] | None = None, tls: ssl.SSLContext | None = None
+    log: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    tls: ssl.SSLContext | None = None,
+    new_session: bool = False,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``poolrag serve *args`` (the model first, or as ``--model``) in a process of its own on
     127.0.0.1, its output in ``log``, ``env`` added to the environment: (url, process) once
-    ``/health`` answers (over HTTPS, trusting ``tls``, when it is given)."""
+    ``/health`` answers (over HTTPS, trusting ``tls``, when it is given). ``new_session``: in a
+    process group of its own, which a test may signal as a whole (``os.killpg``)."""
     port = _free_port()
     command = [sys.executable, "-m", "poolrag.cli", "serve", *args, "--port", str(port)]
     inherited = {k: v for k, v in os.environ.items() if k not in ("POOLRAG_API_KEY", "VLLM_API_KEY")}
     env = {**inherited, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=new_session
+        )
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process, log, tls or True)

@@ -3,6 +3,8 @@ metrics add up, a dead one replaced, all stopped together (:mod:`poolrag.server.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -11,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,15 +74,15 @@ class Pool:
 
 
 @contextmanager
-def two_workers(minilm_path: Path, tmp_path: Path) -> Iterator[Pool]:
+def two_workers(minilm_path: Path, tmp_path: Path, *flags: str, new_session: bool = False) -> Iterator[Pool]:
     # a metrics directory of the test's own, so it can see which workers wrote (else the parent
     # makes one and removes it at exit)
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
     log = tmp_path / "server.log"
     env = {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
-    args = (str(minilm_path), "--served-model-name", NAME, "--workers", "2")
-    with cli_server(log, *args, env=env) as (url, parent):
+    args = (str(minilm_path), "--served-model-name", NAME, "--workers", "2", *flags)
+    with cli_server(log, *args, env=env, new_session=new_session) as (url, parent):
         pool = Pool(url, parent, metrics_dir, log)
         pool.wait_until_serving(2)
         yield pool
@@ -166,6 +168,107 @@ def test_a_killed_worker_is_replaced_on_its_port_and_a_signal_stops_them_all(
         assert pool.parent.wait(timeout=60) == 0
         for pid in replaced:
             assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid)
+
+
+def _trickled_request(url: str, seconds: float, stop: Callable[[], None]) -> bytes:
+    """An embedding request whose body arrives over ``seconds`` (a slow client, an upload),
+    ``stop`` called once its first bytes are in: the raw answer, or what came before the server
+    closed the connection."""
+    host, port = url.removeprefix("http://").split(":")
+    pieces = int(seconds / 0.25)
+    start, end = f'{{"model": "{NAME}", "input": "'.encode(), b'"}'
+    head = f"POST /v1/embeddings HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+    length = len(start) + 4 * pieces + len(end)
+    with socket.create_connection((host, int(port)), timeout=120) as client:
+        client.sendall(f"{head}Content-Length: {length}\r\n\r\n".encode() + start)
+        time.sleep(0.5)
+        stop()
+        with contextlib.suppress(OSError):  # a killed worker's connection is reset
+            for _ in range(pieces):
+                time.sleep(0.25)
+                client.sendall(b"word")
+            client.sendall(end)
+        answer = b""
+        with contextlib.suppress(OSError):
+            while chunk := client.recv(65536):
+                answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_whole_process_group_drains_the_requests_in_flight(
+    sig: signal.Signals, minilm_path: Path, tmp_path: Path
+) -> None:
+    """systemd (KillMode=control-group, its default), dumb-init and a terminal's Ctrl-C signal every
+    process of the group: each worker heard the signal and then its parent's SIGTERM, took that for
+    a second signal and answered its requests 503 at once instead of letting them finish."""
+    with two_workers(minilm_path, tmp_path, new_session=True) as pool:
+        answer = _trickled_request(pool.url, 3.0, lambda: os.killpg(pool.parent.pid, sig))
+        assert pool.parent.wait(timeout=60) == 0
+    assert answer.startswith(b"HTTP/1.1 200"), (answer[:300], pool.log.read_text()[-3000:])
+    assert "still running are answered 503" not in pool.log.read_text()
+
+
+def test_ctrl_c_while_the_workers_load_stops_them_without_a_traceback(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """A terminal's Ctrl-C reaches the workers too: each one still loading printed a
+    KeyboardInterrupt traceback of wherever its imports were."""
+    log = tmp_path / "server.log"
+    command = [
+        sys.executable,
+        "-m",
+        "poolrag.cli",
+        "serve",
+        str(minilm_path),
+        "--workers",
+        "2",
+        "--port",
+        "0",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with log.open("wb") as out:
+        parent = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    try:
+        Pool("", parent, tmp_path, log).wait_for_workers(2)
+        os.killpg(parent.pid, signal.SIGINT)
+        assert parent.wait(timeout=60) == 0
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert "serving on" not in log.read_text()  # stopped while loading, as meant
+    assert "Traceback" not in log.read_text() and "KeyboardInterrupt" not in log.read_text(), log.read_text()
+
+
+def test_a_second_signal_to_the_parent_answers_the_workers_requests_at_once(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """The parent heard a second SIGTERM and did nothing with it: its workers drained on."""
+
+    def twice() -> None:
+        pool.parent.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        pool.parent.send_signal(signal.SIGTERM)
+
+    with two_workers(minilm_path, tmp_path) as pool:
+        answer = _trickled_request(pool.url, 4.0, twice)
+        assert pool.parent.wait(timeout=60) == 0
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503"), (answer[:300], pool.log.read_text()[-3000:])
+    assert json.loads(body)["error"]["code"] == "engine_closed"
+
+
+def test_workers_drain_for_the_whole_graceful_shutdown_window(minilm_path: Path, tmp_path: Path) -> None:
+    """The parent killed its workers 30 s after SIGTERM whatever --timeout-graceful-shutdown said:
+    a request in flight past then lost its connection without an answer."""
+    with two_workers(
+        minilm_path, tmp_path, "--timeout-graceful-shutdown", "45", "--body-timeout", "120"
+    ) as pool:
+        answer = _trickled_request(pool.url, 36.0, lambda: pool.parent.send_signal(signal.SIGTERM))
+        assert pool.parent.wait(timeout=90) == 0
+    assert answer.startswith(b"HTTP/1.1 200"), (answer[:300], pool.log.read_text()[-3000:])
 
 
 def _state(pid: int) -> str:

@@ -521,7 +521,7 @@ def _serve_workers(args: argparse.Namespace, http: Any) -> int:
 
     build = functools.partial(worker_app, args)
     try:
-        return serve_workers(build, args.workers, args.host, args.port, http)
+        return serve_workers(build, args.workers, args.host, args.port, http, args.timeout_graceful_shutdown)
     except WorkerStartError as exc:
         print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ removes; :mod:`poolrag.server.metrics`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -26,17 +27,18 @@ import signal
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from poolrag.server.run import DrainingServer, listening_socket, uvicorn_config
+from poolrag.server.run import ANSWER_GRACE_S, DrainingServer, listening_socket, uvicorn_config
 from poolrag.server.settings import HttpOptions
 from poolrag.worker_threads import take_worker_threads, worker_threads
 
 if TYPE_CHECKING:
+    import uvicorn
     from fastapi import FastAPI
 
     from poolrag.server.settings import ServerSettings
@@ -45,8 +47,12 @@ logger = logging.getLogger(__name__)
 
 #: prometheus_client's switch to multiprocess mode: the directory its values live in.
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
-#: Seconds a stopping worker gets to finish its requests before it is killed.
-STOP_GRACE_S = 30.0
+#: Seconds past ``--timeout-graceful-shutdown`` a stopping worker gets before it is killed: its own
+#: deadlines come first (the closed engines' 503s, uvicorn's cancel of what is left, the app's shutdown).
+STOP_GRACE_S = 3 * ANSWER_GRACE_S
+#: The parent's stop, passed on to its workers: a signal neither a terminal nor a service manager
+#: sends, so a worker tells it from the SIGINT or SIGTERM the whole process group got.
+PARENT_STOP = signal.SIGUSR1
 
 #: Builds the app and its settings in the worker process (pickled to it by reference).
 AppBuilder = Callable[[], "tuple[FastAPI, ServerSettings]"]
@@ -70,7 +76,39 @@ def _work(
         raise SystemExit(2) from None
     report.send(None)
     config = uvicorn_config(app, settings, http, lifespan="on")
-    DrainingServer(config, settings.drain_timeout_s).run(sockets=[sock])
+    _WorkerServer(config, settings.drain_timeout_s).run(sockets=[sock])
+
+
+class _WorkerServer(DrainingServer):
+    """A worker's server, whose stop may come twice at once: a signal sent to the whole process group
+    (systemd's default ``KillMode=control-group``, dumb-init, a terminal's Ctrl-C) reaches the worker
+    and its parent, which passes it on. The second copy cut the drain short as a second signal does,
+    so requests in flight were answered 503 at once; the parent's stops (:data:`PARENT_STOP`) and the
+    others are now counted apart, and only a second of either kind stops the worker at once."""
+
+    def __init__(self, config: uvicorn.Config, drain_s: float) -> None:
+        super().__init__(config, drain_s)
+        self._told_by_parent = self._told_from_outside = False
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            previous = signal.signal(PARENT_STOP, self._parent_stop)
+            try:
+                yield
+            finally:
+                signal.signal(PARENT_STOP, previous)
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        first_from_outside, self._told_from_outside = not self._told_from_outside, True
+        if first_from_outside and self.should_exit:  # the parent's copy came first
+            return
+        super().handle_exit(sig, frame)
+
+    def _parent_stop(self, sig: int, frame: Any) -> None:
+        if self._told_by_parent:
+            self.force_exit = True
+        self._told_by_parent = self.should_exit = True
 
 
 @dataclass
@@ -93,12 +131,15 @@ class WorkerPool:
     """The parent of ``workers`` server processes: starts them, replaces one that dies after it
     served, and stops them all on SIGINT or SIGTERM."""
 
-    def __init__(self, build: AppBuilder, workers: int, host: str, port: int, http: HttpOptions):
+    def __init__(
+        self, build: AppBuilder, workers: int, host: str, port: int, http: HttpOptions, drain_s: float
+    ):
         if not hasattr(socket, "SO_REUSEPORT"):
             raise OSError("--workers needs SO_REUSEPORT (Linux, macOS, BSD); serve one worker here")
         self.build = build
         self.threads = worker_threads(workers)
         self.http = http
+        self.drain_s = drain_s
         self._context = multiprocessing.get_context("spawn")  # a fresh interpreter: no torch state forked
         first = listening_socket(host, port)
         port = first.getsockname()[1]  # port 0: the one the system chose, for every worker
@@ -106,17 +147,36 @@ class WorkerPool:
         self.host, self.port = host, port
         self._workers: list[_Worker] = []
         self._stopping = False
+        self._signals = 0
 
     def _spawn(self, sock: socket.socket) -> _Worker:
         receiver, sender = self._context.Pipe(duplex=False)
         args = (self.build, sock, self.threads, self.http, sender)
         process = self._context.Process(target=_work, args=args, name="poolrag-worker")
-        process.start()
+        # the worker starts ignoring SIGINT until uvicorn takes it: a terminal's Ctrl-C reaches the
+        # whole group, and each worker still loading printed a KeyboardInterrupt traceback (the
+        # parent's stop ends it instead); the parent's own Ctrl-C waits, blocked, meanwhile
+        unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            process.start()
+        finally:
+            signal.signal(signal.SIGINT, handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
         sender.close()  # the worker holds its end: a worker that dies unheard closes the pipe
         return _Worker(sock, process, receiver)
 
     def _stop(self, *_: Any) -> None:
         self._stopping = True
+        self._signals += 1
+        if self._signals == 2:  # a second signal: the workers answer what they hold at once
+            self._tell_workers()
+
+    def _tell_workers(self) -> None:
+        """Passes the stop on to every worker: each drains its requests for ``drain_s``."""
+        for worker in self._workers:
+            if worker.process.is_alive() and worker.process.pid is not None:
+                os.kill(worker.process.pid, PARENT_STOP)
 
     def run(self) -> int:
         """Serves until SIGINT or SIGTERM (then 0); raises :class:`WorkerStartError` when a worker
@@ -164,10 +224,8 @@ class WorkerPool:
             time.sleep(0.2)
 
     def _shut_down(self) -> None:
-        for worker in self._workers:
-            if worker.process.is_alive() and worker.process.pid is not None:
-                os.kill(worker.process.pid, signal.SIGTERM)  # uvicorn finishes the requests it holds
-        deadline = time.monotonic() + STOP_GRACE_S
+        self._tell_workers()
+        deadline = time.monotonic() + self.drain_s + STOP_GRACE_S
         for worker in self._workers:
             worker.process.join(max(0.0, deadline - time.monotonic()))
             if worker.process.is_alive():
@@ -186,8 +244,14 @@ def _forget_metrics(pid: int | None) -> None:
 
 
 def serve_workers(
-    build: AppBuilder, workers: int, host: str, port: int, http: HttpOptions | None = None
+    build: AppBuilder,
+    workers: int,
+    host: str,
+    port: int,
+    http: HttpOptions | None = None,
+    drain_s: float = 30.0,
 ) -> int:
-    """Serve the app ``build`` makes from ``workers`` processes on ``host:port`` until interrupted;
+    """Serve the app ``build`` makes from ``workers`` processes on ``host:port`` until interrupted,
+    each worker draining its requests for ``drain_s`` (``--timeout-graceful-shutdown``) when stopped;
     :class:`WorkerStartError` says why a worker could not start (the pool is stopped by then)."""
-    return WorkerPool(build, workers, host, port, http or HttpOptions()).run()
+    return WorkerPool(build, workers, host, port, http or HttpOptions(), drain_s).run()
