@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import Served
+from .conftest import Served, cli_server
 
 
 def _samples(http: httpx.Client, url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -118,3 +118,24 @@ def test_every_metric_the_server_exports_is_in_the_docs_table(
         if family.name.startswith("poolrag_") and not family.name.endswith("_created")  # start times
     }
     assert exported - _documented_metrics() == set()
+
+
+def test_with_the_multiprocess_mode_each_models_engine_series_is_there_at_zero_before_any_request(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """prometheus_client's multiprocess mode (``--workers``, or ``PROMETHEUS_MULTIPROC_DIR``) left a
+    model's engine counters out until something added to them: before the first request none was
+    scraped, and ``poolrag_engine_truncated_inputs_total`` not until an input was cut, so a rate of
+    it read as no data rather than zero."""
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    args = (str(minilm_path), "--served-model-name", "minilm")
+    with cli_server(tmp_path / "server.log", *args, env=env) as (url, _), httpx.Client(timeout=30) as http:
+        samples = _samples(http, url)
+        for field in ("batches", "sequences", "tokens", "padded_tokens", "truncated_inputs"):
+            assert samples[f"poolrag_engine_{field}_total", (("model", "minilm"),)] == 0
+        http.post(f"{url}/v1/embeddings", json={"input": ["a short text"]}).raise_for_status()
+        samples = _samples(http, url)
+        assert samples["poolrag_engine_sequences_total", (("model", "minilm"),)] == 1
+        assert samples["poolrag_engine_truncated_inputs_total", (("model", "minilm"),)] == 0

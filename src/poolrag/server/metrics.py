@@ -101,7 +101,9 @@ def multiprocess_mode() -> bool:
 
 class EngineCoreCounters:
     """The engine cores' counters as multiprocess counters: each worker adds what its cores did
-    since it last looked (at the end of each request and before a scrape)."""
+    since it last looked (at the end of each request and before a scrape). Each model's series is
+    there from the first scrape, at zero, as one process's are (a counter nothing had added to yet,
+    the truncated inputs most often, was missing)."""
 
     def __init__(self, engines: Sequence[tuple[str, InProcessEngine]], registry: CollectorRegistry) -> None:
         self.engines = tuple(engines)
@@ -109,6 +111,9 @@ class EngineCoreCounters:
             field: Counter(name, description, ["model"], registry=registry)
             for field, name, description in _CORE_COUNTERS
         }
+        for name, _ in self.engines:
+            for counter in self.counters.values():
+                counter.labels(name)
         self._seen = {(name, field): 0 for name, _ in self.engines for field in self.counters}
 
     def sync(self) -> None:
