@@ -271,8 +271,38 @@ def test_workers_drain_for_the_whole_graceful_shutdown_window(minilm_path: Path,
     assert answer.startswith(b"HTTP/1.1 200"), (answer[:300], pool.log.read_text()[-3000:])
 
 
+def test_workers_whose_parent_was_killed_stop_instead_of_serving_on(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """``kill -9`` of the parent (or a supervisor that kills the main process only) left its
+    workers serving the port with no one to replace or stop them, and beside the workers of a
+    server started again on that port (``SO_REUSEPORT``)."""
+    with two_workers(minilm_path, tmp_path, new_session=True) as pool:
+        workers = pool.wait_until_serving(2)
+        pool.parent.kill()
+        pool.parent.wait(timeout=30)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and any(_running(pid) for pid in workers):
+            time.sleep(0.2)
+        left = {pid for pid in workers if _running(pid)}
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, pool.log.read_text()[-3000:]
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{pool.url}/health", timeout=10)
+    assert "the parent process is gone; stopping" in pool.log.read_text()
+
+
 def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
+
+
+def _running(pid: int) -> bool:
+    """Neither gone nor a zombie its new parent has not reaped."""
+    try:
+        return "Z" not in _state(pid)
+    except FileNotFoundError:
+        return False
 
 
 def test_a_model_that_cannot_load_ends_the_command_with_its_line(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -76,7 +77,23 @@ def _work(
         raise SystemExit(2) from None
     report.send(None)
     config = uvicorn_config(app, settings, http, lifespan="on")
-    _WorkerServer(config, settings.drain_timeout_s).run(sockets=[sock])
+    server = _WorkerServer(config, settings.drain_timeout_s)
+    threading.Thread(
+        target=_stop_when_orphaned, args=(server,), name="poolrag-parent-watch", daemon=True
+    ).start()
+    server.run(sockets=[sock])
+
+
+def _stop_when_orphaned(server: uvicorn.Server) -> None:
+    """Stops the worker as its parent's stop would once the parent is gone (``kill -9``, a
+    supervisor that kills the main process only): an orphaned worker served on, unsupervised, and
+    beside a restarted server's workers on the same port (``SO_REUSEPORT``)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    parent.join()  # returns once the parent has exited
+    logger.warning("worker %d: the parent process is gone; stopping", os.getpid())
+    server.should_exit = True
 
 
 class _WorkerServer(DrainingServer):
