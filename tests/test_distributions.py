@@ -4,7 +4,8 @@ Tests and nox sessions install the checkouts editable, where any file in a packa
 to read; a user installs the wheel, built from the sdist as ``python -m build`` builds it, which holds
 only what the package configuration names (a Jinja score template left out of package-data breaks
 only there). Each project is built that way here from a copy of its folder without git or build
-leftovers, with this environment's setuptools, and its wheel is compared with the package folders.
+leftovers, with this environment's setuptools, and its wheel is compared with the package folders; the sdist
+carries no test files (they run from the repository only).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ PROJECTS = {
     "integrations/llama-index-retrievers-poolrag": ("", "llama_index/retrievers/poolrag"),
     "integrations/llama-index-sparse-embeddings-poolrag": ("", "llama_index/sparse_embeddings/poolrag"),
 }
-#: (the folder packages are found in, within a copy of the checkout; the package; the wheel)
-Built = tuple[Path, str, zipfile.ZipFile]
+#: (the folder packages are found in, within a copy of the checkout; the package; the wheel; the sdist's
+#: file names below its top folder)
+Built = tuple[Path, str, zipfile.ZipFile, list[str]]
 _BUILD = "import sys\nfrom setuptools import build_meta\nprint(getattr(build_meta, sys.argv[1])(sys.argv[2]))"
 
 
@@ -62,15 +64,16 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     sdist = _build(checkout, "build_sdist", tmp_path / "sdist")
     with tarfile.open(sdist) as archive:
         archive.extractall(tmp_path / "unpacked", filter="data")
+        sdist_names = [m.name.partition("/")[2] for m in archive.getmembers() if m.isfile()]
     (unpacked,) = (tmp_path / "unpacked").iterdir()
     wheel = zipfile.ZipFile(_build(unpacked, "build_wheel", tmp_path / "wheel"))
     request.addfinalizer(wheel.close)
     where, package = PROJECTS[project]
-    return checkout / where, package, wheel
+    return checkout / where, package, wheel, sdist_names
 
 
 def test_wheel_holds_every_file_of_its_package(built: Built) -> None:
-    found_in, package, wheel = built
+    found_in, package, wheel, _ = built
     wanted = {
         path.relative_to(found_in).as_posix()
         for path in (found_in / package).rglob("*")
@@ -89,3 +92,12 @@ def test_wheel_carries_the_license_text(built: Built) -> None:
     assert fields.get_all("License-File") == ["LICENSE"]
     text = wheel.read(metadata.replace("METADATA", "licenses/LICENSE")).decode()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
+
+
+def test_sdist_ships_no_test_files(built: Built) -> None:
+    """setuptools adds a project's tests/test*.py to its sdist by default, but not the conftest.py,
+    helpers and test assets they need, so a packager running them from the sdist got fixture errors;
+    the tests live in the repository only."""
+    sdist_names = built[3]
+    assert "pyproject.toml" in sdist_names
+    assert [name for name in sdist_names if name.startswith(("tests/", "test/"))] == []
