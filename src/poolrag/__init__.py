@@ -22,6 +22,7 @@ against this list and fails on any arrow up and on any module not placed here::
     loop_work: the one rule of what an event loop does itself and what it hands to a thread
     input_shapes: one prompt or many, score pairs 1:1, 1:N, N:N (the engine's and the client's rule)
     cache_location: where poolrag keeps its files on disk ($POOLRAG_CACHE_DIR, XDG)
+    cpu_budget: the CPUs this process may use (its affinity mask cut to a container's CPU quota)
     native_heap: glibc's allocator tuned for long runs (free pages given back after batches)
     worker_threads: each of N processes' share of the CPUs as torch threads (serve and tune --workers)
     loaded_objects: what loading made, left out of Python's cyclic collections in long runs

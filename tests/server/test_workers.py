@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from poolrag import Engine
+from poolrag.cpu_budget import usable_cpus
 from poolrag.server.workers import listening_socket
 from poolrag.worker_threads import worker_threads
 
@@ -109,7 +110,7 @@ def _embed_one_connection_each(url: str, texts: list[str]) -> np.ndarray:
 
 
 def test_each_worker_has_its_share_of_the_cpus() -> None:
-    cpus = len(os.sched_getaffinity(0))
+    cpus = usable_cpus()  # the affinity mask, cut to a container's CPU quota
     assert worker_threads(1) == cpus
     assert worker_threads(2) == max(1, cpus // 2)
     assert worker_threads(cpus * 4) == 1

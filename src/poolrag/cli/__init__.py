@@ -25,6 +25,7 @@ from poolrag.cli.interrupts import (
 )
 from poolrag.cli.switch_values import spell_switch_values
 from poolrag.native_heap import TRIM_INTERVAL_S, bound_arenas, trim_after_batches
+from poolrag.worker_threads import take_cpu_quota
 
 SUBCOMMANDS = ("serve", "ingest", "search", "eval", "tune", "calibrate")
 
@@ -134,6 +135,7 @@ def _run(argv: Sequence[str] | None) -> int:
     bound_native_memory()
     _escape_what_stdout_cannot_encode()
     args = build_parser().parse_args(argv)
+    take_cpu_quota()  # its engines' torch threads: one per CPU of the affinity mask, whatever the quota
     after = _AFTER_INTERRUPT.get(args.command)
     try:
         return _run_command(args, after)

@@ -32,6 +32,7 @@ from poolrag.loading.native_loader import ModelImpl
 from poolrag.loading.placement import Placement
 from poolrag.model_facts import ModelFacts, model_identity, note_earlier_fingerprints, output_fingerprint
 from poolrag.tokenization.score_template import ScoreTemplate, load_score_template
+from poolrag.worker_threads import quota_threads_taken
 
 #: the line said before a model loads: a hub download or gigabytes of weights read are minutes of
 #: silence otherwise (``poolrag serve`` shows it at its default level, the other commands at a terminal)
@@ -84,6 +85,7 @@ def build_engine(args: EngineArgs) -> BuiltEngine:
         load_model_spec(path, args.hf_overrides, args.trust_remote_code, args.convert), args.model
     )
     dtype = dtype_for_model(dtype, args.dtype, str(getattr(spec.hf_config, "model_type", "")))
+    quota_threads_taken()  # the CLI's process under a CPU quota: before the verdict keyed by the count
     with one_thread_if_forked():  # a forked worker's loading ops would wait on its parent's threads
         tuned = _tuned_pipeline(args, spec, device, dtype, tokenizer_path)
     facts = _facts(args.model, spec, tuned.pipeline, tokenizer_path)

@@ -10,8 +10,9 @@ on its own, so each holds a copy of the weights: a trade meant for small and mid
 The parent binds one ``SO_REUSEPORT`` socket per worker, so the kernel spreads new connections over
 the workers by their address rather than by which worker's loop is first to accept, and keeps them:
 a worker that dies is replaced on the same socket, and the connections queued for it wait instead
-of being refused. Each worker takes ``cores / N`` torch threads (``OMP_NUM_THREADS`` wins;
-:mod:`poolrag.worker_threads`, which ``poolrag tune --workers N`` measures with). ``/metrics`` adds
+of being refused. Each worker takes ``cores / N`` torch threads, of the cores a container's CPU
+quota leaves (``OMP_NUM_THREADS`` wins; :mod:`poolrag.worker_threads`, which ``poolrag tune
+--workers N`` measures with). ``/metrics`` adds
 up every worker's series (prometheus_client's multiprocess mode, in a directory the parent makes and
 removes; :mod:`poolrag.server.metrics`).
 """

@@ -1,0 +1,67 @@
+"""The command that owns a process builds its engines on the CPUs a container's quota leaves it
+(:func:`poolrag.worker_threads.take_cpu_quota`), in a fresh interpreter (torch's threads are per
+process), with a cgroup folder written as the kernel writes one; ``OMP_NUM_THREADS`` still wins."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from poolrag.cpu_budget import affinity_cpus
+
+BUILD = """
+import sys
+from pathlib import Path
+
+import torch
+
+from poolrag import Engine
+from poolrag.worker_threads import take_cpu_quota
+
+take_cpu_quota(Path(sys.argv[1]))
+before = torch.get_num_threads()
+Engine(sys.argv[2]).embed(["a text"])
+print(before, torch.get_num_threads())
+"""
+
+
+def one_cpu_quota(tmp_path: Path) -> Path:
+    """``/proc/self`` of a process whose cgroup (v2, its namespace's root) may use one CPU."""
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    (cgroup / "cpu.max").write_text("100000 100000\n")
+    proc_self = tmp_path / "proc_self"
+    proc_self.mkdir()
+    (proc_self / "cgroup").write_text("0::/\n")
+    (proc_self / "mountinfo").write_text(f"41 31 0:38 / {cgroup} rw,relatime - cgroup2 cgroup2 rw\n")
+    return proc_self
+
+
+def threads_in_child(proc_self: Path, model: Path, **env: str) -> tuple[int, int]:
+    """torch's threads in a fresh process before and after it built and ran an engine."""
+    child_env = {name: value for name, value in os.environ.items() if name != "OMP_NUM_THREADS"}
+    run = subprocess.run(
+        [sys.executable, "-c", BUILD, str(proc_self), str(model)],
+        env={**child_env, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    before, after = run.stdout.split()
+    return int(before), int(after)
+
+
+def test_an_engine_built_under_a_one_cpu_quota_runs_one_torch_thread(
+    tmp_path: Path, minilm_path: Path
+) -> None:
+    before, after = threads_in_child(one_cpu_quota(tmp_path), minilm_path)
+    assert before == affinity_cpus()  # torch's own count: the affinity mask, whatever the quota
+    assert after == 1
+
+
+def test_omp_num_threads_wins_over_the_quota(tmp_path: Path, minilm_path: Path) -> None:
+    assert threads_in_child(one_cpu_quota(tmp_path), minilm_path, OMP_NUM_THREADS="2") == (2, 2)
