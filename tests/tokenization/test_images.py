@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import resource
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -284,3 +287,18 @@ def test_an_unparseable_exif_block_leaves_the_photo_as_stored(tmp_path: Path) ->
     broken = data[:2] + b"\xff\xe1" + struct.pack(">H", len(segment) + 2) + segment + data[2:]
     assert decode_image(broken).tobytes() == decode_image(data).tobytes()
     assert turned_upright(broken) is False
+
+
+def test_a_process_on_one_cpu_prepares_its_images_on_one_thread() -> None:
+    """``taskset -c 0`` (or a container's ``--cpuset-cpus``) leaves one CPU: threads beyond it only
+    hold more decoded pictures at once, while ``os.cpu_count()`` still counts the host's."""
+    one_cpu = min(os.sched_getaffinity(0))
+    child = subprocess.run(
+        [sys.executable, "-c", "from poolrag.tokenization import images; print(images.PREPARING_THREADS)"],
+        preexec_fn=lambda: os.sched_setaffinity(0, {one_cpu}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert child.stdout.strip() == "1"

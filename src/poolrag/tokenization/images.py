@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from poolrag.cpu_budget import usable_cpus
 from poolrag.errors import InvalidImageError, InvalidInputError, ModelLoadError
 from poolrag.image_inputs import base64_bytes, is_pil_image, on_white, refuse_empty
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
@@ -295,8 +296,9 @@ def _check_size(size: tuple[int, int], name: str) -> None:
 
 
 #: threads preparing one call's images: decoding, resizing and normalising run in Pillow's and
-#: numpy's C code without the GIL, so the images of a call are prepared side by side
-PREPARING_THREADS = min(8, os.cpu_count() or 1)
+#: numpy's C code without the GIL, so the images of a call are prepared side by side, on the CPUs
+#: this process may use (``os.cpu_count()`` counts the host's, past a ``taskset`` or a container's quota)
+PREPARING_THREADS = min(8, usable_cpus())
 #: a call's images prepared past the one the engine waits for: a part of the engine's (``READY_PART``)
 #: so the threads keep ahead of the model, not all of a 2,048-image call's pixels at once
 PREPARED_AHEAD = 32
