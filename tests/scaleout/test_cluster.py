@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -88,3 +89,30 @@ def test_any_other_failure_is_raised_at_once(no_cluster_in_process, monkeypatch)
     with pytest.raises(ValueError, match="bad resources"):
         cluster.connect(cluster.LOCAL, num_cpus=2)
     assert len(calls) == 1 and not ray.is_initialized()
+
+
+LOCAL_CPUS = """
+import ray
+from poolrag.scaleout import cluster
+
+cluster.connect(cluster.LOCAL)
+print(int(ray.cluster_resources()["CPU"]))
+ray.shutdown()
+"""
+
+
+def test_a_local_cluster_started_under_taskset_offers_the_cpus_of_the_mask(no_cluster_in_process) -> None:
+    """``taskset -c 0 poolrag ingest --ray``: Ray's own count is the host's CPUs, and an actor given
+    its share would run that many torch threads on the one CPU it may use."""
+    one_cpu = min(os.sched_getaffinity(0))
+    run = subprocess.run(
+        [sys.executable, "-c", LOCAL_CPUS],
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        preexec_fn=lambda: os.sched_setaffinity(0, {one_cpu}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "1"

@@ -8,6 +8,7 @@ import socket
 
 import ray
 
+from poolrag.cpu_budget import usable_cpus
 from poolrag.errors import InvalidInputError
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,9 @@ def connect(
     """Connect to the cluster at ``address`` (``ray://host:10001``, ``host:6379`` or ``auto``), or
     start one on this machine (``local`` / ``None``). A no-op when already connected.
 
-    ``num_cpus``: CPUs a local cluster offers (default: all); ignored when joining one.
+    ``num_cpus``: CPUs a local cluster offers (default: those this process may use, its affinity
+    mask cut to a container's CPU quota: Ray counts the host's under ``taskset``); ignored when
+    joining one.
     ``log_level``: what Ray itself prints here (its start-up, Ray Data's and Ray Serve's
     progress lines); the commands keep WARNING unless run verbose, so a user reads poolrag's
     lines rather than twenty of Ray's.
@@ -108,7 +111,7 @@ def _start_local(num_cpus: int | None, log_level: int) -> None:
         try:
             ray.init(
                 address=LOCAL,  # never a `ray start` cluster that happens to run on this machine
-                num_cpus=num_cpus,
+                num_cpus=usable_cpus() if num_cpus is None else num_cpus,
                 include_dashboard=False,
                 log_to_driver=True,
                 logging_level=log_level,
