@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import importlib
 import json
 import logging
 import os
@@ -116,9 +117,8 @@ def _snapshot(
     snapshot is also what an unreachable hub leaves. The same holds for the file list asked for
     before a model's download (:func:`_model_patterns`), whatever the revision: snapshot_download
     reads the cache where the hub cannot answer it, and so does this."""
-    import httpx
     from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
+    from huggingface_hub.errors import RevisionNotFoundError
 
     def fetch(local_only: bool) -> str:
         patterns = (
@@ -140,7 +140,7 @@ def _snapshot(
     try:
         return fetch(local_only=False)
     except Exception as exc:
-        unreachable = isinstance(exc, httpx.ConnectError | httpx.TimeoutException | HfHubHTTPError)
+        unreachable = isinstance(exc, _hub_unreachable_errors())
         pinned = revision is not None and _COMMIT_SHA.fullmatch(revision)
         if isinstance(exc, RevisionNotFoundError) or not (pinned or unreachable):
             raise
@@ -149,6 +149,23 @@ def _snapshot(
             return fetch(local_only=True)
         except Exception:
             raise exc from None
+
+
+def _hub_unreachable_errors() -> tuple[type[Exception], ...]:
+    """What huggingface_hub raises where the hub does not answer: its own HTTP errors, and the
+    connect and timeout errors of the HTTP library it calls through. That is httpx before
+    huggingface-hub 2 and httpx2 from 2.0 on, whose errors are classes of their own: catching
+    httpx's alone let a warm cache go unread on a machine without network."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    errors: list[type[Exception]] = [HfHubHTTPError]
+    for name in ("httpx", "httpx2"):
+        try:
+            transport = importlib.import_module(name)
+        except ImportError:  # no httpx2 beside huggingface-hub 1 (unless another package brings it)
+            continue
+        errors += [transport.ConnectError, transport.TimeoutException]
+    return tuple(errors)
 
 
 def _model_patterns(
