@@ -10,6 +10,7 @@ import pytest
 from langchain_milvus import Milvus
 from langchain_poolrag import PoolragEmbeddings, PoolragMilvusSparseEmbedding, PoolragSparseEmbeddings
 from langchain_qdrant import QdrantVectorStore, RetrievalMode
+from pymilvus import Function, FunctionType
 from qdrant_client import models
 
 from poolrag import Engine, PoolingParams
@@ -29,6 +30,13 @@ def pinned_length(encoder: BM25Encoder, texts: list[str]) -> float:
 
 def as_core(vector) -> SparseVector:
     return SparseVector(vector.indices, vector.values)
+
+
+#: reciprocal rank fusion of the dense and sparse legs, as langchain-milvus takes it (its
+#: ranker_type="rrf" is deprecated and warns on every search)
+RRF = Function(
+    name="rrf", input_field_names=[], function_type=FunctionType.RERANK, params={"reranker": "rrf", "k": 60}
+)
 
 
 def hybrid_milvus(engine: Engine, sparse: PoolragMilvusSparseEmbedding, folder: Path) -> Milvus:
@@ -130,7 +138,7 @@ def test_milvus_hybrid_finds_what_only_the_sparse_leg_finds(minilm_engine: Engin
     sparse = PoolragMilvusSparseEmbedding(engine=minilm_engine)
     store = hybrid_milvus(minilm_engine, sparse, tmp_path)
     store.add_texts(TEXTS)
-    assert store.similarity_search(QUERY, k=3, ranker_type="rrf")[0].page_content == RARE
+    assert store.similarity_search(QUERY, k=3, reranker=RRF)[0].page_content == RARE
     # Milvus has no IDF modifier: the query carries IDF from the documents embedded above.
     core = BM25Encoder(minilm_engine.tokenizer)
     stats = BM25Stats.from_term_counts(core.term_counts(TEXTS))
@@ -145,7 +153,7 @@ def test_milvus_stores_a_text_without_terms_beside_the_others(minilm_engine: Eng
     store = hybrid_milvus(minilm_engine, sparse, tmp_path)
     texts = [*TEXTS, "* * * --- !!!"]
     assert len(store.add_texts(texts)) == len(texts)
-    assert store.similarity_search(QUERY, k=3, ranker_type="rrf")[0].page_content == RARE
+    assert store.similarity_search(QUERY, k=3, reranker=RRF)[0].page_content == RARE
     rows = store.client.query("hybrid", filter="", output_fields=["text", "sparse"], limit=100)
     stored = {row["text"]: row["sparse"] for row in rows}
     core = BM25Encoder(minilm_engine.tokenizer)
