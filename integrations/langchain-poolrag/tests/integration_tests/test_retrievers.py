@@ -54,8 +54,9 @@ class _Standard(RetrieversIntegrationTests):
 
 class TestStandardInMemory(_Standard):
     @pytest.fixture(autouse=True, scope="class")
-    def _filled(self, colbert_engine: Engine) -> None:
-        type(self).params = {
+    @classmethod
+    def _filled(cls, colbert_engine: Engine) -> None:
+        cls.params = {
             "engine": colbert_engine,
             "store": filled(InMemoryStore(), engine=colbert_engine).store,
         }
@@ -63,15 +64,17 @@ class TestStandardInMemory(_Standard):
 
 class TestStandardQdrant(_Standard):
     @pytest.fixture(autouse=True, scope="class")
-    def _filled(self, colbert_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> None:
+    @classmethod
+    def _filled(cls, colbert_engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> None:
         store = open_store("qdrant", "colbert", path=str(tmp_path_factory.mktemp("qdrant")))
-        type(self).params = {"engine": colbert_engine, "store": filled(store, engine=colbert_engine).store}
+        cls.params = {"engine": colbert_engine, "store": filled(store, engine=colbert_engine).store}
 
 
 class TestStandardRemote(_Standard):
     @pytest.fixture(autouse=True, scope="class")
-    def _filled(self, colbert_url: str) -> None:
-        type(self).params = {
+    @classmethod
+    def _filled(cls, colbert_url: str) -> None:
+        cls.params = {
             "base_url": colbert_url,
             "store": filled(InMemoryStore(), base_url=colbert_url).store,
         }
