@@ -156,14 +156,21 @@ def langchain(session: nox.Session) -> None:
 # poolrag's Milvus store tests (a server, Milvus Lite, and ingest and search through the CLI), run
 # again on the pymilvus 2.6 that LlamaIndex's Milvus store pins; the tests session runs them on 3.x
 MILVUS_STORE_TESTS = ("tests/stores", "-k", "milvus and not qdrant_edge")
+# poolrag's hub-id resolution (a warm cache read with the hub unreachable, revisions, file listings)
+HUB_TESTS = ("tests/config/test_resolve.py", "tests/config/test_hub_files.py")
 
 
 @nox.session(python="3.11")
 def llamaindex(session: nox.Session) -> None:
     """The four LlamaIndex distributions in one environment with poolrag[milvus], each one's tests
     (Qdrant, and LlamaIndex's Milvus store on Milvus Lite), then poolrag's own Milvus store tests on
-    the pymilvus 2.6 that llama-index-vector-stores-milvus resolves to."""
+    the pymilvus 2.6 that llama-index-vector-stores-milvus resolves to, and its hub-id resolution on
+    huggingface-hub 2."""
     _partner_packages(session, *LLAMA_INDEX_PACKAGES, poolrag=".[milvus]")
     # the 2.6 runs below are the point: fail if the resolver ever picks another pymilvus here
     session.run("python", "-c", "import pymilvus as m; assert m.__version__[:4] == '2.6.', m.__version__")
     session.run("pytest", *MILVUS_STORE_TESTS, *session.posargs)
+    # and poolrag's hub-id resolution on the huggingface-hub 2 (httpx2 under it) that a user's install
+    # resolves to: the tests session's test extra pins hub 1 through langchain-huggingface
+    session.run("python", "-c", "import huggingface_hub as h; assert h.__version__[0] == '2', h.__version__")
+    session.run("pytest", *HUB_TESTS, *session.posargs)
