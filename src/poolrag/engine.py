@@ -257,6 +257,10 @@ class Engine:
         self.model_name, self.spec, self._score_template = args.model, built.spec, built.score_template
         self.device, self.dtype = built.device, built.dtype
         self._pipeline: Pipeline = built.pipeline
+        # dropping the engine closes it, as close() does: the executor's own finalizer waits for the
+        # executor, which a background measurement holds (its pipeline) until it ends, so a dropped
+        # engine kept its threads and model while its measuring went on
+        weakref.finalize(self, self._pipeline.executor.close)
         self._facts, self.task = built.facts, built.task
         self._pooler_defaults = self._pipeline.pooler_defaults
         self._tune_report, self._tune = built.tuned.report, built.tuned.background

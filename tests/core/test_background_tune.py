@@ -186,6 +186,32 @@ def test_closing_the_engine_ends_the_measurement_without_a_verdict(
     assert not cache.exists() or not list(cache.glob("*.json"))
 
 
+def test_dropping_the_engine_while_it_is_measured_stops_its_threads_and_the_measurement(
+    cache: Path, held: _HeldLoads, bert: Path
+) -> None:
+    """``del engine`` is close(), as Engine.close says: the measuring thread holds the serving
+    pipeline, and it kept the dropped engine's core, threads and model alive until the measurement
+    ended (a notebook re-running ``Engine(...)`` on a first load piled up an engine per run)."""
+    import gc
+
+    def core_threads() -> int:
+        return sum(t.name in ("poolrag-forward", "poolrag-post") for t in threading.enumerate())
+
+    before = core_threads()
+    engine = Engine(bert, tune="auto")
+    engine.embed_array(TEXTS)  # the core's threads run
+    assert held.started.wait(WAIT_S)  # the measurement is under way, held in the candidate's load
+    assert core_threads() == before + 2
+    tune = engine._tune
+    del engine
+    gc.collect()
+    assert core_threads() == before  # stopped while the measurement is still held
+    held.release.set()
+    report = tune.wait(WAIT_S)
+    assert report.state == "skipped" and "closed" in report.reason
+    assert not cache.exists() or not list(cache.glob("*.json"))
+
+
 @pytest.mark.parametrize(
     "pinned", [{"cpu_fast_mode": "auto"}, {"compile": "background"}], ids=["fast-mode", "pinned-compile"]
 )
