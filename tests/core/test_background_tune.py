@@ -212,6 +212,34 @@ def test_dropping_the_engine_while_it_is_measured_stops_its_threads_and_the_meas
     assert not cache.exists() or not list(cache.glob("*.json"))
 
 
+def test_a_dropped_engines_model_is_freed_while_an_exit_still_waits_for_its_measurement(
+    cache: Path, held: _HeldLoads, bert: Path
+) -> None:
+    """An exit waits for the measuring threads in ``_RUNNING``; a thread that freed a model after it
+    had left that set did so while the interpreter finalized, and the process aborted ("terminate
+    called without an active exception", exit 134). The measuring thread's frames let go of the
+    dropped engine's model before the job leaves the set."""
+    import gc
+    import weakref
+
+    engine = Engine(bert, tune="auto")
+    engine.embed_array(TEXTS)
+    assert held.started.wait(WAIT_S)
+    tune = engine._tune
+    freed_while_waited_for: list[bool] = []
+    weakref.finalize(
+        internals.loaded_module(engine),
+        lambda: freed_while_waited_for.append(tune in poolrag.core.background_tune._RUNNING),
+    )
+    del engine
+    gc.collect()
+    held.release.set()
+    tune.wait(WAIT_S)
+    tune._thread.join(WAIT_S)
+    gc.collect()
+    assert freed_while_waited_for == [True]
+
+
 @pytest.mark.parametrize(
     "pinned", [{"cpu_fast_mode": "auto"}, {"compile": "background"}], ids=["fast-mode", "pinned-compile"]
 )

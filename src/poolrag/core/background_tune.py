@@ -126,12 +126,8 @@ class BackgroundTune:
             self._done.set()
 
     def _main(self) -> None:
-        assert self._serving is not None and self._measure is not None
-        core = self._serving.executor.core
         try:
-            self._settle(core)
-            report, winner = self._measure(lambda step: self._step(core, step))
-            self._report = self._switch(core, report, winner)
+            self._report = self._measure_and_switch()
         except _Exiting:
             return
         except EngineClosedError:
@@ -148,6 +144,18 @@ class BackgroundTune:
             batch_finished()  # the losing candidate's load is free now: a CLI process trims its heap
             self._done.set()
             _RUNNING.discard(self)
+
+    def _measure_and_switch(self) -> TuneReport:
+        """The measurement and the switch, in a frame of their own: the core and the winner it holds
+        are let go as it ends, before the job leaves ``_RUNNING``. Held by ``_main``'s frame, a
+        dropped engine's model was freed after that, while an exit no longer waited for the thread:
+        freeing its tensors as the interpreter finalized aborted the process ("terminate called
+        without an active exception", exit 134; a script closing first loads in a loop, 1 run in 8)."""
+        assert self._serving is not None and self._measure is not None
+        core = self._serving.executor.core
+        self._settle(core)
+        report, winner = self._measure(lambda step: self._step(core, step))
+        return self._switch(core, report, winner)
 
     @staticmethod
     def _step(core: EngineCore, step: Callable[[], T]) -> T:
