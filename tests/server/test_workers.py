@@ -243,6 +243,26 @@ def test_ctrl_c_while_the_workers_load_stops_them_without_a_traceback(
     assert "Traceback" not in log.read_text() and "KeyboardInterrupt" not in log.read_text(), log.read_text()
 
 
+def test_without_sigusr1_or_so_reuseport_workers_are_refused_in_one_line(minilm_path: Path) -> None:
+    """Windows has neither: ``poolrag serve --workers 2`` ended in an AttributeError traceback as the
+    workers' module read ``signal.SIGUSR1``, not the line that says what --workers needs."""
+    as_on_windows = (
+        "import signal, socket, sys\n"
+        "del signal.SIGUSR1, signal.pthread_sigmask, socket.SO_REUSEPORT\n"
+        "from poolrag.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", as_on_windows, "serve", str(minilm_path), "--workers", "2", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--workers needs SO_REUSEPORT" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_second_signal_to_the_parent_answers_the_workers_requests_at_once(
     minilm_path: Path, tmp_path: Path
 ) -> None:

@@ -53,8 +53,9 @@ MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 #: deadlines come first (the closed engines' 503s, uvicorn's cancel of what is left, the app's shutdown).
 STOP_GRACE_S = 3 * ANSWER_GRACE_S
 #: The parent's stop, passed on to its workers: a signal neither a terminal nor a service manager
-#: sends, so a worker tells it from the SIGINT or SIGTERM the whole process group got.
-PARENT_STOP = signal.SIGUSR1
+#: sends, so a worker tells it from the SIGINT or SIGTERM the whole process group got. Windows has
+#: none (nor the ``SO_REUSEPORT`` :class:`WorkerPool` refuses to start without), yet imports this.
+PARENT_STOP: int = getattr(signal, "SIGUSR1", signal.SIGTERM)
 
 #: Builds the app and its settings in the worker process (pickled to it by reference).
 AppBuilder = Callable[[], "tuple[FastAPI, ServerSettings]"]
