@@ -243,6 +243,22 @@ def test_ctrl_c_while_the_workers_load_stops_them_without_a_traceback(
     assert "Traceback" not in log.read_text() and "KeyboardInterrupt" not in log.read_text(), log.read_text()
 
 
+def test_sigint_to_one_worker_stops_it_and_the_parent_starts_another(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """The parent blocks SIGINT while it starts a worker, and the worker inherited the mask for good:
+    ``kill -INT`` of a worker (what stops a uvicorn or gunicorn worker) was held back, unheard."""
+    with two_workers(minilm_path, tmp_path) as pool:
+        first = pool.wait_until_serving(2)
+        # each of them: the first one's start also starts multiprocessing's resource tracker, which
+        # unblocks SIGINT on its way out, so only the later ones were started with it blocked
+        for pid in first:
+            os.kill(pid, signal.SIGINT)
+        pool.wait_for_workers(2, other_than=first, timeout=60)
+        for pid in first:
+            assert f"worker {pid} exited with status 0; starting another" in pool.log.read_text()
+
+
 def test_without_sigusr1_or_so_reuseport_workers_are_refused_in_one_line(minilm_path: Path) -> None:
     """Windows has neither: ``poolrag serve --workers 2`` ended in an AttributeError traceback as the
     workers' module read ``signal.SIGUSR1``, not the line that says what --workers needs."""

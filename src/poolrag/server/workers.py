@@ -70,6 +70,10 @@ def _work(
 ) -> None:
     """A worker process: its torch threads, its engines and app, then uvicorn on its socket. It
     reports ``None`` once its app is built, or why it could not build one."""
+    # the parent blocked SIGINT around this process's start (WorkerPool._spawn), and a signal mask
+    # outlives exec: SIGINT stays ignored here until uvicorn takes it, as the parent meant, but is
+    # no longer held back for the worker's whole life (``kill -INT`` of a worker did nothing)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     take_worker_threads(threads)
     try:
         app, settings = build()
