@@ -216,6 +216,20 @@ def test_ctrl_c_while_the_workers_load_stops_them_without_a_traceback(
     """A terminal's Ctrl-C reaches the workers too: each one still loading printed a
     KeyboardInterrupt traceback of wherever its imports were."""
     log = tmp_path / "server.log"
+    parent = _start_two_workers(minilm_path, log)
+    try:
+        Pool("", parent, tmp_path, log).wait_for_workers(2)
+        os.killpg(parent.pid, signal.SIGINT)
+        assert parent.wait(timeout=60) == 0
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert "serving on" not in log.read_text()  # stopped while loading, as meant
+    assert "Traceback" not in log.read_text() and "KeyboardInterrupt" not in log.read_text(), log.read_text()
+
+
+def _start_two_workers(minilm_path: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``poolrag serve --workers 2`` in a process group of its own, not waited on (its workers load)."""
     command = [
         sys.executable,
         "-m",
@@ -227,20 +241,14 @@ def test_ctrl_c_while_the_workers_load_stops_them_without_a_traceback(
         "--port",
         "0",
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with log.open("wb") as out:
-        parent = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        return subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            start_new_session=True,
         )
-    try:
-        Pool("", parent, tmp_path, log).wait_for_workers(2)
-        os.killpg(parent.pid, signal.SIGINT)
-        assert parent.wait(timeout=60) == 0
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-    assert "serving on" not in log.read_text()  # stopped while loading, as meant
-    assert "Traceback" not in log.read_text() and "KeyboardInterrupt" not in log.read_text(), log.read_text()
 
 
 def test_sigint_to_one_worker_stops_it_and_the_parent_starts_another(
@@ -257,6 +265,29 @@ def test_sigint_to_one_worker_stops_it_and_the_parent_starts_another(
         pool.wait_for_workers(2, other_than=first, timeout=60)
         for pid in first:
             assert f"worker {pid} exited with status 0; starting another" in pool.log.read_text()
+
+
+def test_workers_whose_parent_was_killed_as_they_loaded_exit_without_a_traceback(
+    minilm_path: Path, tmp_path: Path
+) -> None:
+    """A worker watched its parent only once it served: killed while they loaded, the parent left
+    them loading on (minutes for a large model, its GPU memory held) to die on their ready report
+    with a BrokenPipeError traceback each."""
+    log = tmp_path / "server.log"
+    parent = _start_two_workers(minilm_path, log)
+    workers = Pool("", parent, tmp_path, log).wait_for_workers(2)
+    parent.kill()
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and any(_running(pid) for pid in workers):
+        time.sleep(0.2)
+    left = {pid for pid in workers if _running(pid)}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, log.read_text()[-3000:]
+    assert "serving on" not in log.read_text()  # killed as they loaded, as meant
+    assert "the parent process is gone; stopping" in log.read_text()
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
 
 
 def test_without_sigusr1_or_so_reuseport_workers_are_refused_in_one_line(minilm_path: Path) -> None:

@@ -75,31 +75,39 @@ def _work(
     # no longer held back for the worker's whole life (``kill -INT`` of a worker did nothing)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     take_worker_threads(threads)
+    serving: list[uvicorn.Server] = []  # the server once built, for the parent watch to stop
+    threading.Thread(
+        target=_stop_when_orphaned, args=(serving,), name="poolrag-parent-watch", daemon=True
+    ).start()
     try:
         app, settings = build()
     except Exception as exc:
         logger.debug("worker %d could not start", os.getpid(), exc_info=True)
         report.send(" ".join(str(exc).split()) or type(exc).__name__)
         raise SystemExit(2) from None
-    report.send(None)
+    try:
+        report.send(None)
+    except BrokenPipeError:  # the parent died as this worker loaded (the parent watch says so)
+        return
     config = uvicorn_config(app, settings, http, lifespan="on")
-    server = _WorkerServer(config, settings.drain_timeout_s)
-    threading.Thread(
-        target=_stop_when_orphaned, args=(server,), name="poolrag-parent-watch", daemon=True
-    ).start()
-    server.run(sockets=[sock])
+    serving.append(_WorkerServer(config, settings.drain_timeout_s))
+    serving[0].run(sockets=[sock])
 
 
-def _stop_when_orphaned(server: uvicorn.Server) -> None:
+def _stop_when_orphaned(serving: list[uvicorn.Server]) -> None:
     """Stops the worker as its parent's stop would once the parent is gone (``kill -9``, a
     supervisor that kills the main process only): an orphaned worker served on, unsupervised, and
-    beside a restarted server's workers on the same port (``SO_REUSEPORT``)."""
+    beside a restarted server's workers on the same port (``SO_REUSEPORT``). A worker still loading
+    exits at once: it went on loading (minutes, a GPU's memory held) to die on its ready report."""
     parent = multiprocessing.parent_process()
     if parent is None:
         return
     parent.join()  # returns once the parent has exited
     logger.warning("worker %d: the parent process is gone; stopping", os.getpid())
-    server.should_exit = True
+    if serving:
+        serving[0].should_exit = True
+    else:  # nothing to drain, and no one to report to
+        os._exit(0)
 
 
 class _WorkerServer(DrainingServer):
