@@ -41,9 +41,16 @@ def one_cpu_quota(tmp_path: Path) -> Path:
 
 def threads_in_child(proc_self: Path, model: Path, **env: str) -> tuple[int, int]:
     """torch's threads in a fresh process before and after it built and ran an engine."""
+    before, after = build_in_child(proc_self, model, **env).stdout.split()
+    return int(before), int(after)
+
+
+def build_in_child(proc_self: Path, model: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """A fresh process that built and ran an engine, its INFO log lines on stderr."""
     child_env = {name: value for name, value in os.environ.items() if name != "OMP_NUM_THREADS"}
+    logged = f"import logging\nlogging.basicConfig(level=logging.INFO)\n{BUILD}"
     run = subprocess.run(
-        [sys.executable, "-c", BUILD, str(proc_self), str(model)],
+        [sys.executable, "-c", logged, str(proc_self), str(model)],
         env={**child_env, **env},
         capture_output=True,
         text=True,
@@ -51,8 +58,7 @@ def threads_in_child(proc_self: Path, model: Path, **env: str) -> tuple[int, int
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    before, after = run.stdout.split()
-    return int(before), int(after)
+    return run
 
 
 def test_an_engine_built_under_a_one_cpu_quota_runs_one_torch_thread(
@@ -65,3 +71,10 @@ def test_an_engine_built_under_a_one_cpu_quota_runs_one_torch_thread(
 
 def test_omp_num_threads_wins_over_the_quota(tmp_path: Path, minilm_path: Path) -> None:
     assert threads_in_child(one_cpu_quota(tmp_path), minilm_path, OMP_NUM_THREADS="2") == (2, 2)
+
+
+def test_under_omp_num_threads_the_log_claims_no_quota_threads(tmp_path: Path, minilm_path: Path) -> None:
+    """torch kept the user's two threads while an INFO line said the engine ran the quota's one."""
+    run = build_in_child(one_cpu_quota(tmp_path), minilm_path, OMP_NUM_THREADS="2")
+    assert run.stdout.split() == ["2", "2"]
+    assert "a CPU quota leaves" not in run.stderr, run.stderr

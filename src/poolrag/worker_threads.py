@@ -43,10 +43,11 @@ def take_cpu_quota(proc_self: Path = PROC_SELF) -> None:
     """The command owning this process takes, when it builds an engine (:func:`quota_threads_taken`),
     the CPUs a quota below the affinity mask leaves it as torch threads (torch would start one per
     CPU of the mask). torch is not imported here: a parent of workers runs no model. ``proc_self``:
-    where the process's ``cgroup`` and ``mountinfo`` files are read."""
+    where the process's ``cgroup`` and ``mountinfo`` files are read. ``OMP_NUM_THREADS`` wins, and
+    then nothing is taken (the log said the quota's count was, beside torch running the user's)."""
     global _quota_threads
     cpus = usable_cpus(proc_self)
-    _quota_threads = cpus if cpus < affinity_cpus() else None
+    _quota_threads = cpus if cpus < affinity_cpus() and "OMP_NUM_THREADS" not in os.environ else None
 
 
 def quota_threads_taken() -> None:
