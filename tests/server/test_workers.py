@@ -276,15 +276,7 @@ def test_workers_whose_parent_was_killed_as_they_loaded_exit_without_a_traceback
     log = tmp_path / "server.log"
     parent = _start_two_workers(minilm_path, log)
     workers = Pool("", parent, tmp_path, log).wait_for_workers(2)
-    parent.kill()
-    parent.wait(timeout=30)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and any(_running(pid) for pid in workers):
-        time.sleep(0.2)
-    left = {pid for pid in workers if _running(pid)}
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, log.read_text()[-3000:]
+    assert not _orphans_left(parent, workers), log.read_text()[-3000:]
     assert "serving on" not in log.read_text()  # killed as they loaded, as meant
     assert "the parent process is gone; stopping" in log.read_text()
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
@@ -347,18 +339,24 @@ def test_workers_whose_parent_was_killed_stop_instead_of_serving_on(
     server started again on that port (``SO_REUSEPORT``)."""
     with two_workers(minilm_path, tmp_path, new_session=True) as pool:
         workers = pool.wait_until_serving(2)
-        pool.parent.kill()
-        pool.parent.wait(timeout=30)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and any(_running(pid) for pid in workers):
-            time.sleep(0.2)
-        left = {pid for pid in workers if _running(pid)}
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        assert not left, pool.log.read_text()[-3000:]
+        assert not _orphans_left(pool.parent, workers), pool.log.read_text()[-3000:]
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{pool.url}/health", timeout=10)
     assert "the parent process is gone; stopping" in pool.log.read_text()
+
+
+def _orphans_left(parent: subprocess.Popen[bytes], workers: set[int]) -> set[int]:
+    """Kills ``parent`` (``kill -9``) and gives its ``workers`` 90 s to stop: those still running
+    then, killed too."""
+    parent.kill()
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and any(_running(pid) for pid in workers):
+        time.sleep(0.2)
+    left = {pid for pid in workers if _running(pid)}
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
 
 
 def _state(pid: int) -> str:
