@@ -112,3 +112,32 @@ def test_an_image_that_fails_to_read_is_skipped_with_why(
     ]
     with pytest.raises(InvalidInputError, match=r"scan\.png.*cannot read: Input/output error"):
         list(read_paths([tmp_path], images=PageRendering()))
+
+
+def test_reading_a_folder_holds_nothing_per_file_read(tmp_path: Path) -> None:
+    """The reader kept the resolved path of every file it read (to read a file reached twice once),
+    ~450 bytes a file until the last one: a million files held 450 MB, and the progress bar's count
+    as much again. Between the 500th and the 2,900th of 3,000 files, the Python memory held now grows
+    by less than 70 bytes a file (it grew by 1.0 MB, 1.3 MB for the count)."""
+    import tracemalloc
+
+    from poolrag.ingest.readers import count_documents
+
+    for i in range(3000):
+        folder = tmp_path / f"part-{i // 500}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"note-{i:05d}.txt").write_text(f"note {i}")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        assert count_documents([tmp_path]) == 3000
+        counting = tracemalloc.get_traced_memory()[1] - before
+        held: dict[int, int] = {}
+        for i, _ in enumerate(read_paths([tmp_path, tmp_path / "part-0"])):  # part-0 met twice: read once
+            if i in (500, 2900):
+                held[i] = tracemalloc.get_traced_memory()[0]
+        assert i == 2999
+    finally:
+        tracemalloc.stop()
+    assert held[2900] - held[500] < 2400 * 70, held
+    assert counting < 300_000, counting

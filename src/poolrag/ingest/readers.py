@@ -21,11 +21,13 @@ import logging
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolrag.errors import InvalidInputError
+from poolrag.ingest.files_met import FilesMet
 from poolrag.ingest.record_rules import NotARecord, metadata_problem, string_problem
 from poolrag.printable import printable
 from poolrag.text_validity import has_visible_text, text_problem
@@ -451,21 +453,20 @@ def _read_paths(
     paths = _path_list(paths)
     _refuse_missing(paths)
     # a file named twice (a symlink and its target, overlapping paths) is one document
-    read: set[Path] = set()
-    for raw in paths:
-        for file in _walk(Path(raw), unlisted, suffixes, exclude):
-            reason = _check(file)
-            if reason is not None:
-                problem(file, reason, fatal=not reason.startswith("not a regular file"))
-                continue
-            if (real := file.resolve()) in read:
-                logger.info("%s is %s, read already", file, real)
-                continue
-            read.add(real)
-            if images is not None and file.suffix.lower() in IMAGE_SUFFIXES + PDF_SUFFIXES:
-                yield from _read_visual(file, images, problem)
-            else:
-                yield from _read_file(file, real, text_field, images is not None, record_files, problem)
+    with closing(FilesMet()) as read:
+        for raw in paths:
+            for file in _walk(Path(raw), unlisted, suffixes, exclude):
+                reason = _check(file)
+                if reason is not None:
+                    problem(file, reason, fatal=not reason.startswith("not a regular file"))
+                    continue
+                if not read.first_time(real := file.resolve()):
+                    logger.info("%s is %s, read already", file, real)
+                    continue
+                if images is not None and file.suffix.lower() in IMAGE_SUFFIXES + PDF_SUFFIXES:
+                    yield from _read_visual(file, images, problem)
+                else:
+                    yield from _read_file(file, real, text_field, images is not None, record_files, problem)
 
 
 def _refuse_missing(paths: list[Any]) -> None:
@@ -601,24 +602,23 @@ def count_documents(
     and the problem, as :func:`read_paths` reports them. ``unlisted_folders=False`` counts files
     alone: a folder that cannot be listed is of no kind (it is not "1 image file")."""
     count = 0
-    counted: set[Path] = set()
+    counted = FilesMet()
 
     def unlisted(exc: OSError) -> None:
         nonlocal count
         count += 1 if unlisted_folders else 0
 
     suffixes = _suffixes(images, texts, pdfs)
-    for raw in _path_list(paths):
-        for file in _walk(Path(raw), unlisted, suffixes, tuple(exclude)):
-            if not texts and file.suffix.lower() not in suffixes:
-                continue  # a file named on its own, of a kind this count leaves out
-            if _check(file) is not None:
-                count += 1
-                continue
-            if (real := file.resolve()) in counted:
-                continue
-            counted.add(real)
-            count += _entries(file)
+    with closing(counted):
+        for raw in _path_list(paths):
+            for file in _walk(Path(raw), unlisted, suffixes, tuple(exclude)):
+                if not texts and file.suffix.lower() not in suffixes:
+                    continue  # a file named on its own, of a kind this count leaves out
+                if _check(file) is not None:
+                    count += 1
+                    continue
+                if counted.first_time(file.resolve()):
+                    count += _entries(file)
     return count
 
 
