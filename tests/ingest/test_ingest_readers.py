@@ -141,3 +141,28 @@ def test_reading_a_folder_holds_nothing_per_file_read(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert held[2900] - held[500] < 2400 * 70, held
     assert counting < 300_000, counting
+
+
+def test_reading_a_records_file_holds_nothing_per_record_read(tmp_path: Path) -> None:
+    """The ids of a JSONL file's records (to name a repeated id with its first line) were a dict of
+    ~270 bytes a record until the file's end: a BEIR corpus of 8.8 million passages held 2.3 GB.
+    Between its 1,000th and 19,000th of 20,000 records the Python memory held now grows by less
+    than 10 bytes a record (it grew by 5.4 MB), and a repeat is still named with its first line."""
+    import json
+    import tracemalloc
+
+    lines = [json.dumps({"_id": f"doc{i}", "text": f"passage {i}"}) for i in range(20_000)]
+    lines.insert(20, lines[3])  # doc3 again, on line 21
+    (tmp_path / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    skipped: list = []
+    tracemalloc.start()
+    try:
+        held: dict[int, int] = {}
+        for i, _ in enumerate(read_paths([tmp_path], skipped=skipped)):
+            if i in (1000, 19_000):
+                held[i] = tracemalloc.get_traced_memory()[0]
+        assert i == 19_999
+    finally:
+        tracemalloc.stop()
+    assert held[19_000] - held[1000] < 18_000 * 10, held
+    assert [str(s) for s in skipped] == [f"{tmp_path / 'corpus.jsonl'}:21: id 'doc3' again (first on line 4)"]

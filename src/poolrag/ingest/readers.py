@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.files_met import FilesMet
+from poolrag.ingest.first_met import FirstMet
 from poolrag.ingest.record_rules import NotARecord, metadata_problem, string_problem
 from poolrag.printable import printable
 from poolrag.text_validity import has_visible_text, text_problem
@@ -315,36 +315,35 @@ def _read_records(
 ) -> Iterator[Document]:
     """One document per record: its ``text_field`` the text, ``id`` (else ``_id``, else its line)
     naming it, its other scalar fields the payload; a bad record is left out alone."""
-    # source -> (line, id) of the record that had it: a repeat is the later record's problem
-    first: dict[str, tuple[int, object]] = {}
-    number = 0
-    for number, record in records:
-        if isinstance(record, NotARecord):
-            problem(path, record.reason, number)
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
-            problem(path, f"expected an object with a string {text_field!r} field", number)
-            continue
-        text = record.pop(text_field)
-        unreadable = text_problem(text)
-        if unreadable is not None:  # this record only: the records after it are still read
-            problem(path, f"{text_field!r} {unreadable}", number)
-            continue
-        id_field = "id"
-        ident = record.pop("id", None)
-        if ident is None:  # BEIR's corpus.jsonl names its records _id
-            id_field, ident = "_id", record.pop("_id", None)
-        metadata = {k: v for k, v in record.items() if _is_scalar(v)}
-        bad = string_problem(str(ident), repr(id_field)) if ident is not None else None
-        if (bad := bad or metadata_problem(metadata)) is not None:  # this record only, as above
-            problem(path, bad, number)
-            continue
-        source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
-        if source in first:
-            problem(path, _repeat(ident, number, *first[source]), number)
-            continue
-        first[source] = (number, ident)
-        yield Document(source, text, metadata)
+    first = FirstMet()  # a source's first record (line, named): a repeat is the later one's problem
+    with closing(first):
+        number = 0
+        for number, record in records:
+            if isinstance(record, NotARecord):
+                problem(path, record.reason, number)
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
+                problem(path, f"expected an object with a string {text_field!r} field", number)
+                continue
+            text = record.pop(text_field)
+            unreadable = text_problem(text)
+            if unreadable is not None:  # this record only: the records after it are still read
+                problem(path, f"{text_field!r} {unreadable}", number)
+                continue
+            id_field = "id"
+            ident = record.pop("id", None)
+            if ident is None:  # BEIR's corpus.jsonl names its records _id
+                id_field, ident = "_id", record.pop("_id", None)
+            metadata = {k: v for k, v in record.items() if _is_scalar(v)}
+            bad = string_problem(str(ident), repr(id_field)) if ident is not None else None
+            if (bad := bad or metadata_problem(metadata)) is not None:  # this record only, as above
+                problem(path, bad, number)
+                continue
+            source = f"{path.resolve().as_posix()}#{ident if ident is not None else number}"
+            if (earlier := first.earlier(source, number, ident is not None)) is not None:
+                problem(path, _repeat(ident, number, *earlier), number)
+                continue
+            yield Document(source, text, metadata)
     if not number:  # named as an empty text file is; still read: its old records are deleted
         what = (
             "rows (empty, or a header only)"
@@ -354,9 +353,9 @@ def _read_records(
         logger.warning("%s has no %s: it adds no chunks", path, what)
 
 
-def _repeat(ident: object, number: int, first_number: int, first_ident: object) -> str:
+def _repeat(ident: object, number: int, first_number: int, first_named: bool) -> str:
     """Why a record's source repeats an earlier one's (a record without an id is named by its line)."""
-    if ident is not None and first_ident is not None:
+    if ident is not None and first_named:
         return f"id {ident!r} again (first on line {first_number})"
     if ident is None:
         return f"no id, and its line number {number} is the id of line {first_number}: give it an id"
@@ -453,7 +452,7 @@ def _read_paths(
     paths = _path_list(paths)
     _refuse_missing(paths)
     # a file named twice (a symlink and its target, overlapping paths) is one document
-    with closing(FilesMet()) as read:
+    with closing(FirstMet()) as read:
         for raw in paths:
             for file in _walk(Path(raw), unlisted, suffixes, exclude):
                 reason = _check(file)
@@ -602,7 +601,7 @@ def count_documents(
     and the problem, as :func:`read_paths` reports them. ``unlisted_folders=False`` counts files
     alone: a folder that cannot be listed is of no kind (it is not "1 image file")."""
     count = 0
-    counted = FilesMet()
+    counted = FirstMet()
 
     def unlisted(exc: OSError) -> None:
         nonlocal count
