@@ -8,11 +8,13 @@ and inductor's caches at its own folders so that "from disk" means this test's d
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import numpy as np
 import pytest
 import torch
 
+import poolrag.compile.background
 from poolrag import Engine
 from poolrag.compile.background import DEFAULT_MIN_COSINE, BackgroundCompile
 from poolrag.loading.cpu_fast_mode import probe_requests
@@ -201,6 +204,40 @@ def test_a_converted_classifier_stays_eager_and_says_why(tiny_model: Callable[..
     assert "token_classify" in report.reason
     assert not internals.runner(engine).compiled
     assert len(engine.token_classify(["a b c"])[0].outputs.data) == len(engine.tokenize("a b c"))
+
+
+def test_a_dropped_engines_model_is_freed_while_an_exit_still_waits_for_its_compile(
+    monkeypatch: pytest.MonkeyPatch, tiny_model: Callable[..., Path]
+) -> None:
+    """An exit waits for the compile threads in ``_RUNNING``; a thread that freed a model after it
+    had left that set did so while the interpreter finalized, and the process aborted ("terminate
+    called without an active exception", exit 134). The job lets go of a dropped engine's runner
+    before it leaves the set. (A converted classifier: no graph to compile, the job ends at once.)"""
+    started, release = threading.Event(), threading.Event()
+    real = poolrag.compile.background._plan
+
+    def held_plan(runner: object) -> object:
+        started.set()
+        assert release.wait(WAIT_S)
+        return real(runner)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(poolrag.compile.background, "_plan", held_plan)
+    classifier = tiny_model("bert", head="sequence", num_labels=3)
+    engine = Engine(classifier, convert="classify", compile="background")
+    assert started.wait(WAIT_S)
+    assert engine._compile is not None
+    job, thread = weakref.ref(engine._compile), engine._compile._thread
+    freed_while_waited_for: list[bool] = []
+    weakref.finalize(
+        internals.loaded_module(engine),
+        lambda: freed_while_waited_for.append(job() in poolrag.compile.background._RUNNING),
+    )
+    del engine
+    gc.collect()
+    release.set()
+    thread.join(WAIT_S)
+    gc.collect()
+    assert freed_while_waited_for == [True]
 
 
 @pytest.mark.skipif(int8_activation_levels() is None, reason="this PyTorch build has no oneDNN int8 matmul")

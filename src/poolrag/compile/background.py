@@ -249,7 +249,7 @@ class BackgroundCompile:
         model_identity: str,
         min_cosine: float = DEFAULT_MIN_COSINE,
     ) -> None:
-        self._runner = runner
+        self._runner: ModelRunner | None = runner
         self._probe = list(probe)
         self._identity = model_identity
         self._min_cosine = min_cosine
@@ -295,6 +295,12 @@ class BackgroundCompile:
                 seconds=time.perf_counter() - started,
             )
         finally:
+            # let go of the runner (and the model) while an exit still waits for this thread: the
+            # job, freed as the thread ends, held a dropped engine's model, whose tensors were then
+            # freed after the job had left _RUNNING, so possibly as the interpreter finalized: that
+            # aborts the process ("terminate called without an active exception", exit 134; the
+            # background measuring thread did so, core/background_tune.py)
+            self._runner, self._probe = None, []
             self._done.set()
             _RUNNING.discard(self)
         report = self._report
@@ -314,6 +320,7 @@ class BackgroundCompile:
         from poolrag.compile.disk_cache import CompileKey, load_artifacts, save_artifacts
 
         runner = self._runner
+        assert runner is not None  # set until the job ends
         plan = _plan(runner)
         if isinstance(plan, str):
             return CompileReport(state="eager", reason=plan)
