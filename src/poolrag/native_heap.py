@@ -22,7 +22,7 @@ A server's threads (the event loop's workers parse, tokenise and encode answers)
 of their own, up to eight per core, and a trim cannot give back a page that still holds one live
 block: after a burst the residue grew with the number of arenas (1.44x the post-load idle, 1.29x
 after a trim; 1.09x with four arenas on 2 cores, benchmarks/RESULTS.md). :func:`bound_arenas` caps
-them at one per CPU (at least four).
+them at one per CPU it may use (at least four).
 
 Elsewhere than glibc (musl, macOS) these do nothing and say so by returning ``False``.
 """
@@ -35,7 +35,10 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+from poolrag.cpu_budget import PROC_SELF, usable_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +78,14 @@ _M_ARENA_MAX = -8
 ARENA_MIN = 4
 
 
-def default_arenas() -> int:
-    """One arena per CPU this process may run on, at least :data:`ARENA_MIN`: glibc's default is
+def default_arenas(proc_self: Path = PROC_SELF) -> int:
+    """One arena per CPU this process may use, at least :data:`ARENA_MIN`: glibc's default is
     eight per CPU, whose half-used arenas hold a burst's memory after it; fewer than one per CPU
-    would make threads that allocate at once wait on each other on a large machine."""
-    return max(ARENA_MIN, len(os.sched_getaffinity(0)))
+    would make threads that allocate at once wait on each other on a large machine. The CPUs are
+    the affinity mask cut to a container's CPU quota (:func:`~poolrag.cpu_budget.usable_cpus`), as
+    for torch's threads: under ``--cpus 2`` on a 64-core host no more than two CPUs' worth of
+    threads run at once, and 64 arenas would hold what a burst left, as glibc's own default does."""
+    return max(ARENA_MIN, usable_cpus(proc_self))
 
 
 def bound_arenas(arenas: int | None = None) -> bool:
