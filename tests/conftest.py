@@ -71,3 +71,17 @@ def unlistable(monkeypatch: pytest.MonkeyPatch) -> Callable[[Path], None]:
         monkeypatch.setattr(os, "scandir", scandir)
 
     return make
+
+
+@pytest.fixture
+def one_cpu_proc_self(tmp_path: Path) -> Path:
+    """``/proc/self`` of a process whose cgroup (v2, its namespace's root) may use one CPU, written as
+    the kernel writes it, for the code that reads a container's CPU quota."""
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    (cgroup / "cpu.max").write_text("100000 100000\n")
+    proc_self = tmp_path / "proc_self"
+    proc_self.mkdir()
+    (proc_self / "cgroup").write_text("0::/\n")
+    (proc_self / "mountinfo").write_text(f"41 31 0:38 / {cgroup} rw,relatime - cgroup2 cgroup2 rw\n")
+    return proc_self

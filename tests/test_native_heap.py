@@ -198,17 +198,12 @@ def test_bound_arenas_caps_the_heap_arenas_unless_the_user_set_malloc_arena_max(
         assert arenas > 2, "the user's setting, not the cap, decides"
 
 
-def test_the_default_arena_count_follows_a_containers_cpu_quota(tmp_path: Path) -> None:
+def test_the_default_arena_count_follows_a_containers_cpu_quota(
+    one_cpu_proc_self: Path, tmp_path: Path
+) -> None:
     """Under ``docker --cpus 1`` the affinity mask still holds every host core, and one arena per
     host core held what a burst left, as glibc's own default does: the quota bounds the arenas, as
     it bounds torch's threads (one CPU: the fewest, :data:`~poolrag.native_heap.ARENA_MIN`)."""
-    cgroup = tmp_path / "cgroup"
-    cgroup.mkdir()
-    (cgroup / "cpu.max").write_text("100000 100000\n")
-    proc = tmp_path / "proc_self"
-    proc.mkdir()
-    (proc / "cgroup").write_text("0::/\n")
-    (proc / "mountinfo").write_text(f"41 31 0:38 / {cgroup} rw,nosuid - cgroup2 cgroup2 rw\n")
-    assert native_heap.default_arenas(proc) == native_heap.ARENA_MIN
+    assert native_heap.default_arenas(one_cpu_proc_self) == native_heap.ARENA_MIN
     unlimited = max(native_heap.ARENA_MIN, len(os.sched_getaffinity(0)))
     assert native_heap.default_arenas(tmp_path / "no-proc") == unlimited

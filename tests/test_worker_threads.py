@@ -27,18 +27,6 @@ print(before, torch.get_num_threads())
 """
 
 
-def one_cpu_quota(tmp_path: Path) -> Path:
-    """``/proc/self`` of a process whose cgroup (v2, its namespace's root) may use one CPU."""
-    cgroup = tmp_path / "cgroup"
-    cgroup.mkdir()
-    (cgroup / "cpu.max").write_text("100000 100000\n")
-    proc_self = tmp_path / "proc_self"
-    proc_self.mkdir()
-    (proc_self / "cgroup").write_text("0::/\n")
-    (proc_self / "mountinfo").write_text(f"41 31 0:38 / {cgroup} rw,relatime - cgroup2 cgroup2 rw\n")
-    return proc_self
-
-
 def threads_in_child(proc_self: Path, model: Path, **env: str) -> tuple[int, int]:
     """torch's threads in a fresh process before and after it built and ran an engine."""
     before, after = build_in_child(proc_self, model, **env).stdout.split()
@@ -62,19 +50,21 @@ def build_in_child(proc_self: Path, model: Path, **env: str) -> subprocess.Compl
 
 
 def test_an_engine_built_under_a_one_cpu_quota_runs_one_torch_thread(
-    tmp_path: Path, minilm_path: Path
+    one_cpu_proc_self: Path, minilm_path: Path
 ) -> None:
-    before, after = threads_in_child(one_cpu_quota(tmp_path), minilm_path)
+    before, after = threads_in_child(one_cpu_proc_self, minilm_path)
     assert before == affinity_cpus()  # torch's own count: the affinity mask, whatever the quota
     assert after == 1
 
 
-def test_omp_num_threads_wins_over_the_quota(tmp_path: Path, minilm_path: Path) -> None:
-    assert threads_in_child(one_cpu_quota(tmp_path), minilm_path, OMP_NUM_THREADS="2") == (2, 2)
+def test_omp_num_threads_wins_over_the_quota(one_cpu_proc_self: Path, minilm_path: Path) -> None:
+    assert threads_in_child(one_cpu_proc_self, minilm_path, OMP_NUM_THREADS="2") == (2, 2)
 
 
-def test_under_omp_num_threads_the_log_claims_no_quota_threads(tmp_path: Path, minilm_path: Path) -> None:
+def test_under_omp_num_threads_the_log_claims_no_quota_threads(
+    one_cpu_proc_self: Path, minilm_path: Path
+) -> None:
     """torch kept the user's two threads while an INFO line said the engine ran the quota's one."""
-    run = build_in_child(one_cpu_quota(tmp_path), minilm_path, OMP_NUM_THREADS="2")
+    run = build_in_child(one_cpu_proc_self, minilm_path, OMP_NUM_THREADS="2")
     assert run.stdout.split() == ["2", "2"]
     assert "a CPU quota leaves" not in run.stderr, run.stderr
