@@ -48,9 +48,10 @@ def log_lines_above_bars() -> contextlib.AbstractContextManager[None]:
 
 def report_error(command: str, exc: BaseException) -> int:
     """One line on stderr naming what went wrong; exit 3 for a database that is down (or an
-    embedding cache another process holds), 4 for a store (or the embedding cache) whose disk
-    refused a write, else 2."""
+    embedding cache, or an ingest's checkpoint, another process holds), 4 for a store (or the
+    embedding cache) whose disk refused a write, else 2."""
     from poolrag.cache.recovery import CacheBusyError, CacheWriteError
+    from poolrag.ingest.run_lock import IngestRunningError
     from poolrag.stores import StoreUnavailableError
     from poolrag.stores.storage_faults import StoreWriteError
 
@@ -62,7 +63,8 @@ def report_error(command: str, exc: BaseException) -> int:
     else:
         message = str(exc) or type(exc).__name__
     print(f"poolrag {command}: error: {' '.join(message.split())}", file=sys.stderr)
-    return EXIT_UNAVAILABLE if isinstance(exc, (StoreUnavailableError, CacheBusyError)) else EXIT_BAD_INPUT
+    busy = (StoreUnavailableError, CacheBusyError, IngestRunningError)
+    return EXIT_UNAVAILABLE if isinstance(exc, busy) else EXIT_BAD_INPUT
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

@@ -27,6 +27,7 @@ from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path, remove_old_checkpoints
 from poolrag.ingest.readers import CSV_SUFFIXES, JSONL_SUFFIXES, Document, FileDocument, SkippedFile
 from poolrag.ingest.record_rules import record_problem, string_problem
+from poolrag.ingest.run_lock import RunLock
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.stored_ids import ChunkSet, StoredIds, payload_digest, payload_matches
 from poolrag.model_facts import weights_fingerprint
@@ -222,6 +223,18 @@ class IngestDriver:
         kind, ranges = stored_vectors_of_run(self.store, *self._vectors_asked, self.spec.dimension)
         self.spec = dataclasses.replace(self.spec, vector_type=kind, vector_ranges=ranges)  # type: ignore[arg-type]
         self._open_collection()
+        # one run per checkpoint (poolrag.ingest.run_lock), taken before the checkpoint is read
+        Checkpoint(self.checkpoint_path, self.run_key).check_writable()
+        where = f"{self.store.name} at {self.store.location}, collection {self.store.collection}"
+        self._run_lock = RunLock(self.checkpoint_path, where).acquire()
+        try:
+            self._open_checkpoint()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_checkpoint(self) -> None:
+        """Open the checkpoint, tidy the default folder, list the ids already stored."""
         self.checkpoint = Checkpoint.open(self.checkpoint_path, self.run_key)
         if self._default_checkpoint:
             remove_old_checkpoints(self.checkpoint_path.parent)
@@ -440,8 +453,8 @@ class IngestDriver:
             for orphans in self.stored_ids.orphans(lambda source: _under(source, kept)):
                 self._delete(orphans)
         self.store.optimize()
+        self.checkpoint.remove()  # before the lock goes: the next run never opens a finished run's file
         self.close()
-        self.checkpoint.remove()
         report.seconds = time.monotonic() - self._started
         logger.info(
             "ingested %d documents into %s/%s: %d chunks, %d upserted, %d embedded, %d deleted in %.1fs",
@@ -491,11 +504,15 @@ class IngestDriver:
         return dict(self.stored_ids.digests())
 
     def close(self) -> None:
-        """Drop the run's scratch list of stored ids (also when the run failed); idempotent."""
+        """Drop the run's scratch list of stored ids and let the next run in (also when this one
+        failed: its checkpoint stays for that run to resume); idempotent."""
         stored_ids = getattr(self, "stored_ids", None)
         if stored_ids is not None:
             stored_ids.close()
             self.stored_ids = None  # type: ignore[assignment]
+        run_lock = getattr(self, "_run_lock", None)
+        if run_lock is not None:
+            run_lock.release()
 
     def _delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)

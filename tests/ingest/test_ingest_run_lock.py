@@ -1,0 +1,118 @@
+"""One ingest run at a time per checkpoint, across processes.
+
+Seen from outside: the same ``poolrag ingest`` started twice into a database server (which, unlike
+Milvus Lite or Qdrant local mode, lets both in) shared one checkpoint. The second took the first's
+progress for an interrupted run's; finding the collection empty, it deleted the checkpoint the first
+was still recording into, and whichever finished first deleted it again under the other, so a
+run killed later resumed from nothing. Now the second run stops at once, naming the first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from poolrag.cli.command_errors import EXIT_UNAVAILABLE, report_error
+from poolrag.ingest.checkpoint import checkpointed
+from poolrag.ingest.driver import IngestDriver, VectorSourceFacts
+from poolrag.ingest.run_lock import IngestRunningError, run_lock_path
+from poolrag.stores import InMemoryStore
+
+FACTS = VectorSourceFacts("dense", 8, 8, "m@0123456789abcdef", "m", "embedding")
+
+#: A run that records two documents done, says so, and waits (on its stdin) mid-run.
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from poolrag.ingest.driver import IngestDriver, VectorSourceFacts
+    from poolrag.stores import InMemoryStore
+
+    facts = VectorSourceFacts("dense", 8, 8, "m@0123456789abcdef", "m", "embedding")
+    driver = IngestDriver(InMemoryStore("docs"), facts, (32, 4), checkpoint_path=sys.argv[1])
+    driver.start()
+    driver.checkpoint.mark_done({"a.md": "done-a", "b.md": "done-b"})
+    print("running", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def _driver(checkpoint: Path) -> IngestDriver:
+    return IngestDriver(InMemoryStore("docs"), FACTS, (32, 4), checkpoint_path=checkpoint)
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """A run in another process, mid-way through, recording into ``tmp_path / "ck.sqlite"``."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path / "ck.sqlite")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "running\n", "the holder did not start its run"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_a_second_run_on_the_same_checkpoint_is_refused_and_the_first_loses_nothing(
+    tmp_path: Path, running: subprocess.Popen[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = tmp_path / "ck.sqlite"
+    second = _driver(checkpoint)
+    with pytest.raises(IngestRunningError) as refused:
+        second.start()
+    message = str(refused.value)
+    assert f"held by pid {running.pid}" in message
+    assert "another ingest into memory" in message and "collection docs" in message
+    assert str(checkpoint) in message and "--checkpoint FILE" in message
+    # the first run's progress is where it left it
+    assert checkpointed(checkpoint) == {"a.md": "done-a", "b.md": "done-b"}
+    # the CLI: one line, exit 3 as for a store another process holds
+    assert report_error("ingest", refused.value) == EXIT_UNAVAILABLE
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_killed_run_locks_no_one_out(tmp_path: Path, running: subprocess.Popen[str]) -> None:
+    checkpoint = tmp_path / "ck.sqlite"
+    running.send_signal(signal.SIGKILL)
+    running.wait(timeout=30)
+    assert run_lock_path(checkpoint).exists()  # left by the kill, held by no one
+    assert checkpointed(checkpoint) == {"a.md": "done-a", "b.md": "done-b"}
+    resumed = _driver(checkpoint)
+    resumed.start()
+    try:
+        with pytest.raises(IngestRunningError, match=f"held by pid {os.getpid()} \\(this process\\)"):
+            _driver(checkpoint).start()
+    finally:
+        resumed.close()
+
+
+def test_runs_one_after_the_other_in_one_process_each_get_in(tmp_path: Path) -> None:
+    """A run that failed (closed without finishing) and one that finished let the next one in,
+    and a finished run leaves no lock file behind."""
+    checkpoint = tmp_path / "ck.sqlite"
+    failed = _driver(checkpoint)
+    failed.start()
+    with pytest.raises(IngestRunningError):  # two at once in one process are refused too
+        _driver(checkpoint).start()
+    failed.close()
+    finished = _driver(checkpoint)
+    finished.start()
+    finished.finish()
+    assert not run_lock_path(checkpoint).exists()
+    again = _driver(checkpoint)
+    again.start()
+    again.close()
