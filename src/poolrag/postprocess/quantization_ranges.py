@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from poolrag.cache_location import partial_path
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ModelFacts, same_weights
 
@@ -96,7 +98,10 @@ class QuantizationRanges:
             )
 
     def save(self, path: str | Path) -> Path:
-        """Write the ranges as JSON (floats kept exactly as float32 values print)."""
+        """Write the ranges as JSON (floats kept exactly as float32 values print), under a name of
+        its own and renamed over ``path``: a ``poolrag serve --calibration`` worker (re)starting, or
+        an ingest, reading the file while it is rewritten read it cut short and refused it, and a
+        write the disk refused left the file that was there truncated."""
         path = Path(path)
         document = {
             "format": _FORMAT,
@@ -107,7 +112,14 @@ class QuantizationRanges:
                 for width, ranges in sorted(self.by_width.items())
             },
         }
-        path.write_text(json.dumps(document), encoding="utf-8")
+        target = Path(os.path.realpath(path))  # a link to the ranges file stays a link
+        partial = partial_path(target)
+        try:
+            partial.write_text(json.dumps(document), encoding="utf-8")
+            partial.replace(target)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         return path
 
     @classmethod
