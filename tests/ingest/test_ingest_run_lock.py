@@ -24,6 +24,7 @@ from poolrag.ingest.checkpoint import checkpointed
 from poolrag.ingest.driver import IngestDriver, VectorSourceFacts
 from poolrag.ingest.run_lock import IngestRunningError, run_lock_path
 from poolrag.stores import InMemoryStore
+from poolrag.stores.errors import StoreUnavailableError
 
 FACTS = VectorSourceFacts("dense", 8, 8, "m@0123456789abcdef", "m", "embedding")
 
@@ -116,3 +117,25 @@ def test_runs_one_after_the_other_in_one_process_each_get_in(tmp_path: Path) -> 
     again = _driver(checkpoint)
     again.start()
     again.close()
+
+
+class _DownAtTheEnd(InMemoryStore):
+    """A database that goes away as the run ends (its optimize call fails)."""
+
+    def optimize(self) -> None:
+        raise StoreUnavailableError("memory is unavailable: the database went away")
+
+
+def test_a_run_that_fails_at_its_end_lets_the_next_one_in(tmp_path: Path) -> None:
+    """A notebook retrying after a database outage, with the same pipeline or a new one, is not
+    told its own earlier run still holds the checkpoint."""
+    checkpoint = tmp_path / "ck.sqlite"
+    failed = IngestDriver(_DownAtTheEnd("docs"), FACTS, (32, 4), checkpoint_path=checkpoint)
+    failed.start()
+    with pytest.raises(StoreUnavailableError):
+        failed.finish()
+    retried = _driver(checkpoint)
+    retried.start()
+    retried.close()
+    failed.start()  # the same driver again
+    failed.close()

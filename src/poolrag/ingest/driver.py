@@ -217,6 +217,7 @@ class IngestDriver:
         A new hybrid collection records its BM25 settings as pending: the run's first batch fixes the
         average chunk length they normalise by (and an undeclared language), :meth:`fix_sparse`.
         """
+        self.close()  # a run of this driver that failed before it closed: its lock is this run's to take
         self._started = time.monotonic()
         self.report = IngestReport()
         self._refuse_another_size()
@@ -427,7 +428,17 @@ class IngestDriver:
         ``read_files``: the documents came from :func:`~poolrag.ingest.read_paths` (even if none
         was left to read), so stored sources gone from disk are files deleted since, told of; a
         run of the caller's own documents only (``/kb/notes-1`` is a name, not a file) tells of none.
+        A run that fails here (its checkpoint kept) lets the next one in, in this process too.
         """
+        try:
+            return self._finish(prune, skipped, record_files, read_files)
+        except BaseException:
+            self.close()
+            raise
+
+    def _finish(
+        self, prune: bool, skipped: Sequence[SkippedFile], record_files: Sequence[str], read_files: bool
+    ) -> IngestReport:
         self.save()
         report = self.report
         report.skipped = [str(s) for s in skipped] + self._left_out

@@ -186,8 +186,13 @@ class IngestPipeline:
             if not finished:
                 run.abandon()
             run.close()
-            driver.save()
-            progress.close()
+            try:
+                driver.save()
+            except BaseException:
+                driver.close()  # a checkpoint that cannot be saved: the next run may start
+                raise
+            finally:
+                progress.close()
             if not finished:
                 driver.close()
         return driver.finish(

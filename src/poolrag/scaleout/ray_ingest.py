@@ -554,68 +554,72 @@ def ingest_on_ray(
         sparse=sparse,
     )
     driver.start()
-    rows = [_document_row(doc) for doc in documents if driver.admit(doc)]
-    stored_ids = driver.stored_chunk_ids()
-    existing = ray.put(stored_ids)
-    if sparse is not None and sparse.pending and rows:
-        driver.fix_sparse(_first_batch(chunker, rows, stored_ids, options.write_batch))
-    workers = options.actors_for(len(rows))
-    cpus, gpus = options.resources(workers)
-    by_actors = actors_write(store_address, driver.spec.sparse)
-    writers = "the actors write" if by_actors else "the driver writes"
-    logger.info(
-        "ray ingest: %d documents to chunk, %d chunks already stored; %d workers x (%.2g CPU, %.2g GPU); "
-        "%s to %s",
-        len(rows),
-        len(stored_ids),
-        workers,
-        cpus,
-        gpus,
-        writers,
-        store.location,
-    )
-    if rows:
-        batch_runs = BatchRuns.remote()  # type: ignore[attr-defined]
-        try:
-            dataset = _document_blocks(rows, options.documents_per_batch).map_batches(
-                embedder_class,
-                fn_constructor_kwargs={
-                    "recipe": recipe,
-                    "cache_path": None if cache is None else os.path.abspath(cache.path),
-                    "existing_ids": existing,
-                    "cpu_threads": max(int(cpus), 1),
-                    "bm25": bm25,
-                    "bm25_settings": sparse.settings() if sparse is not None else None,
-                    "store_address": store_address if by_actors else None,
-                    "batch_runs": batch_runs,
-                },
-                batch_size=options.documents_per_batch,
-                batch_format="numpy",
-                # one batch at a time each: a second one queued behind an actor's first waited
-                # there while an actor that finished loading later had nothing to do
-                compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
-                num_cpus=cpus,
-                num_gpus=gpus,
-            )
-            _write(dataset, driver, cache, options.write_batch)
-        except BaseException:
+    try:
+        rows = [_document_row(doc) for doc in documents if driver.admit(doc)]
+        stored_ids = driver.stored_chunk_ids()
+        existing = ray.put(stored_ids)
+        if sparse is not None and sparse.pending and rows:
+            driver.fix_sparse(_first_batch(chunker, rows, stored_ids, options.write_batch))
+        workers = options.actors_for(len(rows))
+        cpus, gpus = options.resources(workers)
+        by_actors = actors_write(store_address, driver.spec.sparse)
+        writers = "the actors write" if by_actors else "the driver writes"
+        logger.info(
+            "ray ingest: %d documents to chunk, %d chunks already stored; %d workers x (%.2g CPU, %.2g GPU); "
+            "%s to %s",
+            len(rows),
+            len(stored_ids),
+            workers,
+            cpus,
+            gpus,
+            writers,
+            store.location,
+        )
+        if rows:
+            batch_runs = BatchRuns.remote()  # type: ignore[attr-defined]
+            try:
+                dataset = _document_blocks(rows, options.documents_per_batch).map_batches(
+                    embedder_class,
+                    fn_constructor_kwargs={
+                        "recipe": recipe,
+                        "cache_path": None if cache is None else os.path.abspath(cache.path),
+                        "existing_ids": existing,
+                        "cpu_threads": max(int(cpus), 1),
+                        "bm25": bm25,
+                        "bm25_settings": sparse.settings() if sparse is not None else None,
+                        "store_address": store_address if by_actors else None,
+                        "batch_runs": batch_runs,
+                    },
+                    batch_size=options.documents_per_batch,
+                    batch_format="numpy",
+                    # one batch at a time each: a second one queued behind an actor's first waited
+                    # there while an actor that finished loading later had nothing to do
+                    compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
+                    num_cpus=cpus,
+                    num_gpus=gpus,
+                )
+                _write(dataset, driver, cache, options.write_batch)
+            except BaseException:
+                driver.save()
+                driver.close()
+                refused = _refused_batches(batch_runs)
+                if refused:  # one line, not Ray's traceback of the actor's
+                    raise _killed_by(refused[0]) from None
+                raise
+            finally:
+                _stop_quietly(batch_runs)
             driver.save()
-            driver.close()
-            refused = _refused_batches(batch_runs)
-            if refused:  # one line, not Ray's traceback of the actor's
-                raise _killed_by(refused[0]) from None
-            raise
-        finally:
-            _stop_quietly(batch_runs)
-        driver.save()
-    driver.all_chunked()  # the documents cut into no chunk at all sent no row
-    # a record no longer in a JSONL / CSV file read to its end goes, as in a single-process run
-    return driver.finish(
-        prune=prune,
-        skipped=skipped,
-        record_files=record_files,
-        read_files=isinstance(documents, PathDocuments),
-    )
+        driver.all_chunked()  # the documents cut into no chunk at all sent no row
+        # a record no longer in a JSONL / CSV file read to its end goes, as in a single-process run
+        return driver.finish(
+            prune=prune,
+            skipped=skipped,
+            record_files=record_files,
+            read_files=isinstance(documents, PathDocuments),
+        )
+    except BaseException:
+        driver.close()  # idempotent: the run's lock and scratch file go whatever failed
+        raise
 
 
 def _document_blocks(rows: list[dict[str, str]], size: int) -> Any:
