@@ -13,6 +13,7 @@ in one line naming the process that holds it. The kernel drops the lock when its
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -48,7 +49,11 @@ class RunLock:
         as this one opened it is not the one the next run will lock: locked, it is let go and the
         file now at the path is locked instead."""
         while self._file is None:
-            file = self.path.open("ab")
+            try:
+                file = self.path.open("ab")
+            except OSError as exc:  # another user's lock file a killed run left in a shared folder
+                logger.debug("no lock on %s (%s); a second run at once is not refused", self.path, exc)
+                return self
             try:
                 fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -77,7 +82,8 @@ class RunLock:
         """Remove the lock file and let go (idempotent): a finished or failed run leaves none behind."""
         if self._file is None:
             return
-        self.path.unlink(missing_ok=True)  # removed while held: the next opener checks the inode
+        with contextlib.suppress(OSError):  # removed while held: the next opener checks the inode
+            self.path.unlink(missing_ok=True)
         self._file.close()  # closing the descriptor drops the flock
         self._file = None
 
