@@ -26,6 +26,7 @@ from poolrag.config.st_activations import DENSE_ACTIVATIONS, activation_class
 from poolrag.errors import ModelLoadError
 from poolrag.loading.load_noise import quiet_load
 from poolrag.loading.placement import Placement
+from poolrag.loading.quantization import saved_quantization
 
 if TYPE_CHECKING:  # importing it loads transformers' whole modelling stack (seconds)
     from transformers import PreTrainedModel
@@ -215,7 +216,16 @@ def from_pretrained(
 
     A checkpoint without weights the model runs is refused, as vLLM refuses it: transformers would
     start them at random with a warning, so every load would give other, meaningless outputs.
-    Weights under the ``unused`` prefixes are never run, so they may be missing."""
+    Weights under the ``unused`` prefixes are never run, so they may be missing.
+
+    A checkpoint saved quantized loads only through its format's library: without it, one line
+    naming what to install (transformers' ImportError, from deep in its loading)."""
+    saved = saved_quantization(spec.hf_config)
+    if saved is not None and placement.quantization is not None:
+        raise ModelLoadError(
+            f"quantization={placement.quantization!r}: {spec.transformer_path} is saved "
+            f"{saved}-quantized already; load it without quantization"
+        )
     try:
         with quiet_load():
             model, info = auto_class.from_pretrained(  # type: ignore[attr-defined]
@@ -229,8 +239,13 @@ def from_pretrained(
             )
     except pickle.UnpicklingError as exc:
         raise unsafe_pickle_error(_pickle_files(spec.transformer_path), exc) from exc
-    except ValueError as exc:
-        hint = "" if trust_remote_code else " (if the model ships its own code, pass trust_remote_code=True)"
+    except (ValueError, ImportError) as exc:  # ImportError: the library a format or a model's code needs
+        if saved is not None:
+            hint = f" (its weights are saved {saved}-quantized; or load the unquantized checkpoint)"
+        elif isinstance(exc, ValueError) and not trust_remote_code:
+            hint = " (if the model ships its own code, pass trust_remote_code=True)"
+        else:
+            hint = ""
         raise ModelLoadError(
             f"cannot load {spec.architecture} from {spec.transformer_path}: {exc}{hint}"
         ) from exc

@@ -22,6 +22,7 @@ from poolrag.config.option_choices import MODEL_IMPLS, ModelImpl
 from poolrag.config.registry import NATIVE_MODEL_TYPES
 from poolrag.errors import ModelLoadError
 from poolrag.loading.placement import Placement
+from poolrag.loading.quantization import saved_quantization
 from poolrag.models.bert import BertFamilyModel, convert_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ def unsupported_reason(spec: ModelSpec, head: NetworkHead, placement: Placement)
         return "token_classify (convert='classify') reads every token; the native classifier reads [CLS]"
     if getattr(cfg, "auto_map", None):
         return "the folder ships its own modelling code"
+    method = saved_quantization(cfg)
+    if method is not None:  # its tensors are packed values and scales, not the layers' weights
+        return f"the checkpoint is saved {method}-quantized (config.json quantization_config)"
     if placement.places_itself:
         return "device_map / quantization place weights through transformers"
     if getattr(cfg, "hidden_act", None) != "gelu":
@@ -79,7 +83,7 @@ def load_native(
             with safe_open(str(file), framework="pt") as handle:
                 for key in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
                     if _wanted(key):
-                        raw[key] = handle.get_tensor(key).to(dtype)
+                        raw[key] = _plain(key, handle.get_tensor(key)).to(dtype)
         current = spec.transformer_path
         state = convert_checkpoint(raw, head, model_type)
     except (OSError, ValueError, RuntimeError, SafetensorError, pickle.UnpicklingError) as exc:
@@ -95,6 +99,19 @@ def load_native(
     except (RuntimeError, torch.OutOfMemoryError) as exc:  # shapes that disagree with the config
         raise ModelLoadError(f"checkpoint does not fit its config or {device}: {exc}") from exc
     return model.eval().requires_grad_(False)
+
+
+#: the dtypes a weight is stored in unquantized: cast to the run's dtype, they are the weights
+_PLAIN_FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16, torch.float64})
+
+
+def _plain(key: str, tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, refused where a layer's weight or bias is stored in another dtype (int8, float8,
+    packed ints): a quantized checkpoint whose scales live in other tensors, which a plain cast
+    would turn into wrong weights, every output silently off."""
+    if key.endswith((".weight", ".bias")) and tensor.dtype not in _PLAIN_FLOATS:
+        raise ModelLoadError(f"{key} is stored as {tensor.dtype} (quantized), not as a weight")
+    return tensor
 
 
 def _wanted(key: str) -> bool:

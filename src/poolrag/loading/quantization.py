@@ -10,6 +10,10 @@ keeps embeddings and scores close to the full-precision model.
 float8 through torchao's float8 weight-only scheme. Float8 matmuls need a CUDA GPU, so on any other
 device it is refused at load with one line instead of running an emulation slower than the
 unquantised model.
+
+A checkpoint saved quantized (GPTQ, AWQ, bitsandbytes, compressed-tensors FP8: a
+``quantization_config`` in its config.json) holds packed integers or float8 values with their
+scales beside them; only transformers, with that format's library, turns them back into weights.
 """
 
 from __future__ import annotations
@@ -20,6 +24,16 @@ import torch
 
 from poolrag.config.option_choices import QUANTIZATION_SCHEMES
 from poolrag.errors import ModelLoadError
+
+
+def saved_quantization(hf_config: object) -> str | None:
+    """The ``quant_method`` of a checkpoint saved quantized (its config's ``quantization_config``),
+    or ``None`` for full-precision weights."""
+    saved = getattr(hf_config, "quantization_config", None)
+    if saved is None:
+        return None
+    method = saved.get("quant_method") if isinstance(saved, dict) else getattr(saved, "quant_method", None)
+    return str(getattr(method, "value", method) or "unnamed")
 
 
 def quantization_config(scheme: str, device: torch.device | None = None) -> Any:
