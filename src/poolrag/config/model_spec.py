@@ -35,6 +35,7 @@ from poolrag.config.registry import (
     remote_classes,
 )
 from poolrag.config.st_modules import MULTI_VECTOR, StModule, st_module_role
+from poolrag.config.weight_formats import check_weight_format
 from poolrag.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -319,6 +320,7 @@ def load_model_spec(
         raise ModelLoadError(f"convert must be 'embed', 'classify' or 'reward', not {convert!r}")
     st = _read_st_folder(path)
     transformer_path, st_config = st.transformer_path, st.config
+    check_weight_format(transformer_path)  # an adapter or an export alone: what it is, before its config
     hf_config, weights_config = _overridden_config(transformer_path, hf_overrides, trust_remote_code)
     architecture, role = _checked_architecture(hf_config, trust_remote_code)
     encoder_only = runs_encoder_only(architecture, hf_config, role)
