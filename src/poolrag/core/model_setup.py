@@ -378,13 +378,38 @@ def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind,
 
 
 def _load_tokenizer(path: str | Path, trust_remote_code: bool) -> PreTrainedTokenizerBase:
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except ValueError as exc:
+        missing = _sentencepiece_missing(Path(path))
+        if missing is None:
+            raise
+        raise ModelLoadError(missing) from exc
     # poolrag checks lengths against max_model_len itself (InputTooLongError); the tokenizer's own
     # "sequence length is longer than the specified maximum" warning names another limit and misleads.
     warned = getattr(tokenizer, "deprecation_warnings", None)
     if isinstance(warned, dict):
         warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     return tokenizer
+
+
+def _sentencepiece_missing(folder: Path) -> str | None:
+    """Why a tokenizer saved as a sentencepiece model alone (``sentencepiece.bpe.model``, no
+    ``tokenizer.json``: XLM-R's older derivatives) cannot be built here, or ``None``: converting it
+    takes the sentencepiece package, and without it transformers tries the file as a tiktoken
+    vocabulary ("Error parsing line ..."), which names neither."""
+    models = sorted(p.name for p in folder.glob("*.model"))
+    if not models or (folder / "tokenizer.json").is_file():
+        return None
+    try:
+        import sentencepiece  # noqa: F401
+    except ImportError:
+        return (
+            f"{folder}: its tokenizer is a sentencepiece model ({models[0]}) without a tokenizer.json, "
+            "and building it needs the sentencepiece package: pip install sentencepiece (or save "
+            "the tokenizer once where it is installed, which writes a tokenizer.json)"
+        )
+    return None
 
 
 def lowercase_first(tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
