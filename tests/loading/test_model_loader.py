@@ -74,3 +74,19 @@ def test_a_classifier_config_on_base_weights_is_refused(
     for model_impl in ("auto", "transformers"):
         with pytest.raises(ModelLoadError, match=r"no weights for classifier\.bias, classifier\.weight"):
             Engine(folder, model_impl=model_impl, tune="off")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("model_impl", ["auto", "transformers"])
+def test_a_torch_compiled_modules_state_dict_is_refused_with_the_reason(
+    st_folder: Path, tmp_path: Path, model_impl: str
+) -> None:
+    """A checkpoint written from ``torch.compile(model).state_dict()`` names every tensor
+    ``_orig_mod.*``: no weight under the model's own names (sentence-transformers runs it at random)."""
+    from transformers import AutoModel
+
+    compiled = torch.compile(AutoModel.from_pretrained(st_folder))
+    state = {name: tensor.contiguous() for name, tensor in compiled.state_dict().items()}
+    assert all(name.startswith("_orig_mod.") for name in state)
+    folder = _with_weights(st_folder, tmp_path / "compiled", state, as_bin=False)
+    with pytest.raises(ModelLoadError, match=r"named _orig_mod\.\*.*model\._orig_mod\.save_pretrained"):
+        Engine(folder, model_impl=model_impl, tune="off")  # type: ignore[arg-type]

@@ -265,8 +265,25 @@ def from_pretrained(
         raise ModelLoadError(
             f"{spec.transformer_path} has no weights for {', '.join(missing[:4])}"
             f"{' ...' if len(missing) > 4 else ''}; as {auto_class.__name__} they would start at random"
+            f"{_compiled_names(Path(spec.transformer_path))}"
         )
     return model
+
+
+#: what torch.compile's wrapper puts before every name of the module it wraps
+_COMPILED_PREFIX = "_orig_mod."
+
+
+def _compiled_names(folder: Path) -> str:
+    """Why the weights are missing where the checkpoint is the state dict of a ``torch.compile``d
+    module: every tensor is there, under ``_orig_mod.``; else nothing."""
+    keys = _checkpoint_keys(folder) or []
+    if not keys or not all(key.startswith(_COMPILED_PREFIX) for key in keys):
+        return ""
+    return (
+        f" (its tensors are named {_COMPILED_PREFIX}*, the state dict of a torch.compile'd module: "
+        "save the model itself, model._orig_mod.save_pretrained(...))"
+    )
 
 
 def _pickle_files(folder: object) -> str:
