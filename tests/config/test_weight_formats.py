@@ -85,11 +85,12 @@ def test_an_adapter_beside_its_base_weights_is_refused_not_ignored(
     tiny_model: Callable[..., Path], tmp_path: Path
 ) -> None:
     """Without peft, transformers loads the base weights and leaves the adapter out: the base
-    model's vectors under the adapted model's name."""
+    model's vectors under the adapted model's name (sentence-transformers refuses it without peft).
+    A folder of weights merged already, with the adapter's config left over, is told to drop it."""
     folder = tmp_path / "embedded"
     shutil.copytree(tiny_model("bert"), folder)
     _lora_adapter(tiny_model("bert"), folder)
-    _one_line_refusal(folder, "beside base weights it would run without")
+    _one_line_refusal(folder, r"beside full weights, which would run without it \(merged already\? remove")
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,11 @@ def _adapter_refusal(folder: Path) -> str:
     settings = settings if isinstance(settings, dict) else {}
     kind = settings.get("peft_type") or "PEFT"
     base = settings.get("base_model_name_or_path") or "BASE"
-    beside = " beside base weights it would run without" if (folder / "config.json").is_file() else ""
+    beside = (
+        f" beside full weights, which would run without it (merged already? remove {ADAPTER_CONFIG})"
+        if (folder / "config.json").is_file()
+        else ""
+    )
     return (
         f"{folder} holds a {kind} adapter ({ADAPTER_CONFIG}) of {base!r}{beside}; poolrag runs merged "
         f"weights: merge it with peft, PeftModel.from_pretrained(AutoModel.from_pretrained({base!r}), "
