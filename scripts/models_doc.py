@@ -187,6 +187,13 @@ def markdown() -> str:
         '  `model_type: "ColBERT"` or `query_length`; prefixes, lengths and skiplist come from that file.',
         '* **Stanford ColBERT**: `"architectures": ["HF_ColBERT"]`, the BERT weights under `bert.` and',
         "  `linear.weight` in `model.safetensors`, settings in `artifact.metadata`.",
+        "* **Weights**: `model.safetensors` (read first) or `pytorch_model.bin`, sharded or not, in",
+        "  any float dtype (`dtype='auto'` runs float32 on CPU whatever the config's `dtype` says). An",
+        "  ONNX / OpenVINO export beside them is ignored; one without them is refused, as is a PEFT",
+        "  adapter (`adapter_config.json`: merge it with `merge_and_unload()` first). A checkpoint",
+        "  saved quantized (`quantization_config` in config.json: GPTQ, AWQ, bitsandbytes,",
+        "  compressed-tensors) loads through transformers and that format's library, or is refused",
+        "  naming it; the native implementation never reads it.",
         "",
     ]
     return "\n".join(lines)
