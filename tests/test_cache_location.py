@@ -131,3 +131,97 @@ print(folder)
     used = Path(done.stdout.strip())
     assert used.parent == tmp_path and used != planted  # the planted folder was not used
     assert sorted(tmp_path.iterdir()) == [planted]  # and the run's own is gone
+
+
+@pytest.fixture
+def temp_folder_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temp folder of ``tmp_path / "tmp"``, with no cache folder set by the environment."""
+    import tempfile
+
+    from poolrag import cache_location
+
+    for name in ("POOLRAG_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    cache_location._private_temp_folder.cache_clear()
+    cache_location._temp_instead_of.cache_clear()
+    yield tmp_path / "tmp"
+    cache_location._private_temp_folder.cache_clear()
+    cache_location._temp_instead_of.cache_clear()
+
+
+@pytest.mark.parametrize("variable", ["HOME", "XDG_CACHE_HOME"])
+def test_a_default_folder_that_cannot_be_made_gives_way_to_the_temp_folder_once(
+    variable: str, temp_folder_in: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OpenShift runs an arbitrary uid with ``HOME=/`` on a read-only root: ``/.cache/poolrag``
+    cannot be made, and ``poolrag ingest`` with its default cache stopped at 'cannot use the
+    embedding cache /.cache/poolrag/embeddings.sqlite: Permission denied' (then, with
+    ``--no-cache``, at the checkpoint). Here the home is a path under a file, which no user,
+    root included, can make a folder in."""
+    blocker = temp_folder_in.parent / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(variable, str(blocker / "home"))
+    with caplog.at_level("WARNING", logger="poolrag.cache_location"):
+        folder = poolrag_cache_dir()
+        assert poolrag_cache_dir() == folder and default_cache_path().parent == folder
+    assert folder == temp_folder_in / f"poolrag-cache-{os.getuid()}" and folder.is_dir()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and str(blocker / "home") in warnings[0]
+    assert "POOLRAG_CACHE_DIR" in warnings[0]  # names the setting that puts it elsewhere
+
+
+def test_a_cache_folder_that_is_there_is_kept_even_read_only(
+    tmp_path: Path, temp_folder_in: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache baked into an image (``poolrag tune`` in a ``docker build``) is read from where it
+    is on a read-only root; only writing to it is given up, with a warning of its own."""
+    baked = tmp_path / "home" / ".cache" / "poolrag"
+    baked.mkdir(parents=True)
+    baked.chmod(0o555)
+    (tmp_path / "home").chmod(0o555)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    try:
+        assert poolrag_cache_dir() == baked
+    finally:
+        (tmp_path / "home").chmod(0o755)
+
+
+def test_the_explicit_folder_is_never_swapped_for_another(
+    tmp_path: Path, temp_folder_in: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POOLRAG_CACHE_DIR`` is what the user asked for: an unusable one is named in the error of
+    whatever needs it, not silently replaced."""
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    assert poolrag_cache_dir() == tmp_path / "a-file" / "cache"
+
+
+def test_an_arbitrary_uid_with_an_unwritable_home_gets_the_temp_folder() -> None:
+    """The real thing: uid 12345 (no passwd entry) with ``HOME`` a root-owned folder it may only
+    read, run through ``setpriv`` (this needs root, and a Python that uid can run)."""
+    import shutil
+    import tempfile
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to run as another uid")
+    as_user = [setpriv, "--reuid=12345", "--regid=12345", "--clear-groups"]
+    source = str(Path(__import__("poolrag").__file__).parents[1])
+    probe = subprocess.run([*as_user, sys.executable, "-c", "import poolrag"], env={"PYTHONPATH": source})
+    if probe.returncode != 0:
+        pytest.skip(f"uid 12345 cannot run {sys.executable} with poolrag")
+    with tempfile.TemporaryDirectory() as where:  # pytest's own is private to root
+        top = Path(where)
+        top.chmod(0o755)
+        home, temp = top / "home", top / "tmp"
+        home.mkdir(mode=0o755)
+        temp.mkdir()
+        temp.chmod(0o1777)
+        run = "from poolrag.cache_location import poolrag_cache_dir; print(poolrag_cache_dir())"
+        env = {"HOME": str(home), "TMPDIR": str(temp), "PYTHONPATH": source}
+        done = subprocess.run([*as_user, sys.executable, "-c", run], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert Path(done.stdout.strip()) == temp / "poolrag-cache-12345"
+        assert "POOLRAG_CACHE_DIR" in done.stderr and not (home / ".cache").exists()

@@ -20,18 +20,52 @@ def poolrag_cache_dir() -> Path:
     """``$POOLRAG_CACHE_DIR``, else ``poolrag`` under ``$XDG_CACHE_HOME`` or ``~/.cache``; for a
     user with no home (no ``$HOME`` and no passwd entry: a container run under an arbitrary uid),
     ``poolrag-cache-UID`` in the temp folder, as torch's compile cache, rather than a
-    ``RuntimeError`` from every command (the help texts name this folder). That folder is in a
-    place every user can write, so see :func:`_private_temp_folder`."""
+    ``RuntimeError`` from every command (the help texts name this folder); there too when the
+    default cannot be made (``HOME=/``). That folder is in a place every user can write, so see
+    :func:`_private_temp_folder`."""
     root = os.environ.get("POOLRAG_CACHE_DIR")
     if root:
         return Path(root).expanduser()  # a quoted "~/x" (an env file, a Dockerfile) is not expanded
     xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg) / "poolrag"
     home = os.path.expanduser("~")
-    if home == "~":
-        return _private_temp_folder(Path(tempfile.gettempdir()) / f"poolrag-cache-{os.getuid()}")
-    return Path(home) / ".cache" / "poolrag"
+    if not xdg and home == "~":
+        return _temp_cache_folder()
+    default = Path(xdg) / "poolrag" if xdg else Path(home) / ".cache" / "poolrag"
+    return default if _can_hold(default) else _temp_instead_of(default)
+
+
+def _temp_cache_folder() -> Path:
+    return _private_temp_folder(Path(tempfile.gettempdir()) / f"poolrag-cache-{os.getuid()}")
+
+
+def _can_hold(folder: Path) -> bool:
+    """Whether ``folder`` is there (read-only too: a cache baked into an image is read) or can be
+    made: its nearest existing parent is a folder this user may write in."""
+    for place in (folder, *folder.parents):
+        try:
+            info = place.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:  # a home this user may not enter (HOME=/root kept under --user 12345)
+            return False
+        if not stat.S_ISDIR(info.st_mode):
+            return False
+        return place == folder or os.access(place, os.W_OK | os.X_OK)
+    return False
+
+
+@functools.cache  # said once a process, not at each of the cache, checkpoint and verdict lookups
+def _temp_instead_of(default: Path) -> Path:
+    """The temp folder's cache for a user whose default cannot be made there: ``HOME=/`` on a
+    read-only root, as OpenShift gives an arbitrary uid, failed every ``poolrag ingest``."""
+    folder = _temp_cache_folder()
+    logger.warning(
+        "cannot make poolrag's cache folder %s; using %s (set POOLRAG_CACHE_DIR to a writable "
+        "folder to keep the cache elsewhere)",
+        default,
+        folder,
+    )
+    return folder
 
 
 @functools.cache  # one fresh folder per process, not one per call

@@ -43,3 +43,39 @@ def test_a_tilde_in_a_store_or_checkpoint_flag_is_the_home_folder(
 
     assert main(["search", "where are the flowers?", *where, "--no-cache", "-k", "1", "-q"]) == 0
     assert "bees.txt" in capsys.readouterr().out
+
+
+def test_ingest_with_a_home_it_cannot_write_keeps_its_cache_in_the_temp_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OpenShift's arbitrary uid gets ``HOME=/`` on a read-only root: the README's ``poolrag
+    ingest samples --collection demo`` stopped at 'cannot use the embedding cache
+    /.cache/poolrag/embeddings.sqlite: Permission denied', and with ``--no-cache`` at the
+    checkpoint. The home here is a path under a file, which root cannot make a folder in either."""
+    import os
+    import tempfile
+
+    from poolrag import cache_location
+
+    (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "bees.txt").write_text("Honeybee foragers dance to show where flowers are.")
+    for name in ("POOLRAG_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "a-file" / "home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.chdir(tmp_path)
+    cache_location._private_temp_folder.cache_clear()
+    cache_location._temp_instead_of.cache_clear()
+    try:
+        where = ["--store", "qdrant", "--path", "q", "--collection", "c"]
+        assert main(["ingest", "docs", *where, "-q"]) == 0, capsys.readouterr()
+        assert main(["search", "where are the flowers?", *where, "-k", "1", "-q"]) == 0
+        assert "bees.txt" in capsys.readouterr().out
+    finally:
+        cache_location._private_temp_folder.cache_clear()
+        cache_location._temp_instead_of.cache_clear()
+    cache = tmp_path / "tmp" / f"poolrag-cache-{os.getuid()}"
+    assert (cache / "embeddings.sqlite").is_file() and (cache / "checkpoints").is_dir()
