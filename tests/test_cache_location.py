@@ -225,3 +225,43 @@ def test_an_arbitrary_uid_with_an_unwritable_home_gets_the_temp_folder() -> None
         assert done.returncode == 0, done.stderr
         assert Path(done.stdout.strip()) == temp / "poolrag-cache-12345"
         assert "POOLRAG_CACHE_DIR" in done.stderr and not (home / ".cache").exists()
+
+
+@pytest.mark.parametrize("home", ["under a file", "none"])
+def test_with_no_writable_temp_folder_either_only_what_writes_there_fails(
+    home: str,
+    tmp_path: Path,
+    temp_folder_in: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A read-only root with ``TMPDIR`` unset or gone and a read-only working folder: Python finds
+    no temp folder ('No usable temporary directory found'), and every command, ``--version``
+    included, died with that traceback while its parser named the default cache; a run given
+    ``--cache`` and ``--checkpoint`` on a mounted volume needs none."""
+    import pwd
+    import tempfile
+
+    from poolrag.cli import main
+
+    def no_temp_folder() -> str:
+        raise FileNotFoundError(2, "No usable temporary directory found in ['/tmp', '/var/tmp']")
+
+    monkeypatch.setattr(tempfile, "gettempdir", no_temp_folder)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "gone"))
+    if home == "none":
+
+        def no_entry(uid: int) -> pwd.struct_passwd:
+            raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+        monkeypatch.delenv("HOME", raising=False)
+        monkeypatch.setattr(pwd, "getpwuid", no_entry)
+        expected = tmp_path / "gone" / f"poolrag-cache-{os.getuid()}"
+    else:
+        (tmp_path / "a-file").write_text("not a folder")
+        monkeypatch.setenv("HOME", str(tmp_path / "a-file" / "home"))
+        expected = tmp_path / "a-file" / "home" / ".cache" / "poolrag"
+    assert poolrag_cache_dir() == expected  # named, not made: its users say what to pass instead
+    with pytest.raises(SystemExit) as exited:
+        main(["ingest", "--help"])
+    assert exited.value.code == 0 and "--cache FILE" in capsys.readouterr().out

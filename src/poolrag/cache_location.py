@@ -29,13 +29,24 @@ def poolrag_cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     home = os.path.expanduser("~")
     if not xdg and home == "~":
-        return _temp_cache_folder()
+        # no writable temp folder either: a name, so that only what writes there fails, naming
+        # its flag (--cache, --checkpoint), not every command as its parser is built
+        return _temp_cache_folder() or Path(os.environ.get("TMPDIR") or "/tmp") / _temp_name()
     default = Path(xdg) / "poolrag" if xdg else Path(home) / ".cache" / "poolrag"
     return default if _can_hold(default) else _temp_instead_of(default)
 
 
-def _temp_cache_folder() -> Path:
-    return _private_temp_folder(Path(tempfile.gettempdir()) / f"poolrag-cache-{os.getuid()}")
+def _temp_name() -> str:
+    return f"poolrag-cache-{os.getuid()}"
+
+
+def _temp_cache_folder() -> Path | None:
+    """The private folder in the temp folder; ``None`` where no temp folder can be written."""
+    try:
+        temp = tempfile.gettempdir()
+    except OSError:  # Python's "No usable temporary directory found": a read-only everything
+        return None
+    return _private_temp_folder(Path(temp) / _temp_name())
 
 
 def _can_hold(folder: Path) -> bool:
@@ -59,6 +70,8 @@ def _temp_instead_of(default: Path) -> Path:
     """The temp folder's cache for a user whose default cannot be made there: ``HOME=/`` on a
     read-only root, as OpenShift gives an arbitrary uid, failed every ``poolrag ingest``."""
     folder = _temp_cache_folder()
+    if folder is None:
+        return default  # what writes there names its flag (--cache, --checkpoint)
     logger.warning(
         "cannot make poolrag's cache folder %s; using %s (set POOLRAG_CACHE_DIR to a writable "
         "folder to keep the cache elsewhere)",
