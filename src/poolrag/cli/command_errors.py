@@ -49,13 +49,14 @@ def log_lines_above_bars() -> contextlib.AbstractContextManager[None]:
 def report_error(command: str, exc: BaseException) -> int:
     """One line on stderr naming what went wrong; exit 3 for a database that is down (or an
     embedding cache, or an ingest's checkpoint, another process holds), 4 for a store (or the
-    embedding cache) whose disk refused a write, else 2."""
+    embedding cache, or a run's scratch database) whose disk refused a write, else 2."""
     from poolrag.cache.recovery import CacheBusyError, CacheWriteError
     from poolrag.ingest.run_lock import IngestRunningError
+    from poolrag.ingest.scratch_space import ScratchSpaceError
     from poolrag.stores import StoreUnavailableError
     from poolrag.stores.storage_faults import StoreWriteError
 
-    if isinstance(exc, (StoreWriteError, CacheWriteError)):
+    if isinstance(exc, (StoreWriteError, CacheWriteError, ScratchSpaceError)):
         print(f"poolrag {command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_STORE_WRITE
     if isinstance(exc, OSError) and not isinstance(exc, StoreUnavailableError) and exc.filename:

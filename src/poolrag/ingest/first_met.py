@@ -16,6 +16,11 @@ import os
 import sqlite3
 from pathlib import Path
 
+from poolrag.ingest.scratch_space import scratch_writes
+
+#: what the error of a full temp folder names
+_WHAT = "the list of files and records this run has read"
+
 
 class FirstMet:
     """Keys met so far, each with the line it was first met on and whether it was named there (a
@@ -36,7 +41,8 @@ class FirstMet:
         Bytes, as a file name that is not UTF-8 holds surrogates no SQLite text can."""
         data = key.encode("utf-8", "surrogatepass")
         try:
-            self._db.execute("INSERT INTO met VALUES (?, ?, ?)", (data, line, named))
+            with scratch_writes(_WHAT):
+                self._db.execute("INSERT INTO met VALUES (?, ?, ?)", (data, line, named))
         except sqlite3.IntegrityError:
             first_line, first_named = self._db.execute(
                 "SELECT line, named FROM met WHERE key = ?", (data,)

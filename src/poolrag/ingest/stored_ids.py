@@ -29,6 +29,7 @@ from typing import Any
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.headings import section_headings
+from poolrag.ingest.scratch_space import scratch_writes
 
 logger = logging.getLogger(__name__)
 
@@ -165,10 +166,12 @@ class StoredIds:
         self._load(scan, consume)
 
     def _load(self, scan: Callable[[Any], None], consume: Callable[[Any], None]) -> None:
-        self._db.execute("BEGIN")
-        scan(consume)
-        self._db.execute("COMMIT")
-        self._db.execute("CREATE INDEX by_source ON stored (source)")
+        # the rows go to this file's disk, the index's sort spills to SQLite's temp folder
+        with scratch_writes(f"the ids the collection holds ({self.path})"):
+            self._db.execute("BEGIN")
+            scan(consume)
+            self._db.execute("COMMIT")
+            self._db.execute("CREATE INDEX by_source ON stored (source)")
         self._empty = self._db.execute("SELECT 1 FROM stored LIMIT 1").fetchone() is None
 
     def see(self, source: str) -> None:
