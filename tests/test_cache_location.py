@@ -265,3 +265,15 @@ def test_with_no_writable_temp_folder_either_only_what_writes_there_fails(
     with pytest.raises(SystemExit) as exited:
         main(["ingest", "--help"])
     assert exited.value.code == 0 and "--cache FILE" in capsys.readouterr().out
+
+
+def test_a_home_on_a_read_only_disk_gives_way_to_the_temp_folder(
+    tmp_path: Path, temp_folder_in: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only root filesystem, which root cannot write either (a read-only bind mount here)."""
+    from disk_faults import read_only_view
+
+    (tmp_path / "home").mkdir()
+    with read_only_view(tmp_path / "home", tmp_path / "read-only-home") as home:
+        monkeypatch.setenv("HOME", str(home))
+        assert poolrag_cache_dir() == temp_folder_in / f"poolrag-cache-{os.getuid()}"
