@@ -139,3 +139,39 @@ def test_a_run_that_fails_at_its_end_lets_the_next_one_in(tmp_path: Path) -> Non
     retried.close()
     failed.start()  # the same driver again
     failed.close()
+
+
+#: A platform without fcntl (Windows): the ingest modules import, a run starts and finishes, and the
+#: CLI's error report (which names the refusal's class) still answers.
+WITHOUT_FCNTL = textwrap.dedent(
+    """
+    import sys
+    sys.modules["fcntl"] = None  # what "import fcntl" meets on Windows: ModuleNotFoundError
+    from poolrag.cli.command_errors import EXIT_BAD_INPUT, report_error
+    from poolrag.ingest import IngestPipeline
+    from poolrag.ingest.driver import IngestDriver, VectorSourceFacts
+    from poolrag.stores import InMemoryStore
+
+    facts = VectorSourceFacts("dense", 8, 8, "m@0123456789abcdef", "m", "embedding")
+    for _ in range(2):
+        driver = IngestDriver(InMemoryStore("docs"), facts, (32, 4), checkpoint_path=sys.argv[1])
+        driver.start()
+        driver.finish()
+    assert report_error("ingest", ValueError("bad")) == EXIT_BAD_INPUT
+    print("ran", flush=True)
+    """
+)
+
+
+def test_a_platform_without_flock_runs_unguarded_rather_than_failing_to_import(tmp_path: Path) -> None:
+    """Windows has no fcntl: importing ``poolrag.ingest`` failed there, and so did the CLI's
+    report of any error, which looks for the run lock's refusal."""
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_FCNTL, str(tmp_path / "ck.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0 and done.stdout == "ran\n", done.stderr[-2000:]
+    assert not run_lock_path(tmp_path / "ck.sqlite").exists()

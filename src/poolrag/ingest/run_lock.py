@@ -8,13 +8,13 @@ found the collection empty deleted it at its start), so the survivor, killed lat
 nothing. A local store refuses a second process itself; a server does not. So the driver holds an
 advisory lock on a file beside the checkpoint for the length of a run, and a second run is refused
 in one line naming the process that holds it. The kernel drops the lock when its holder dies, so a
-``kill -9`` never leaves a run locked out.
+``kill -9`` never leaves a run locked out. Windows has no ``flock``: runs there go unguarded, as on
+a file system without locks, rather than every ingest (and the CLI's error report) failing to import.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 from pathlib import Path
@@ -22,6 +22,11 @@ from typing import IO
 
 from poolrag.errors import PoolragError
 from poolrag.lock_holders import held_by
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +53,9 @@ class RunLock:
         """Take the lock, or raise :class:`IngestRunningError`. A lock file the previous run removed
         as this one opened it is not the one the next run will lock: locked, it is let go and the
         file now at the path is locked instead."""
+        if fcntl is None:
+            logger.debug("no flock here; a second run on %s at once is not refused", self.checkpoint)
+            return self
         while self._file is None:
             try:
                 file = self.path.open("ab")
