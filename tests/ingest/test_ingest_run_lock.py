@@ -17,9 +17,12 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+from ingest_support import byte_level_bpe
 
 from poolrag.cli.command_errors import EXIT_UNAVAILABLE, report_error
+from poolrag.ingest import Document, IngestPipeline, TokenChunker
 from poolrag.ingest.checkpoint import checkpointed
 from poolrag.ingest.driver import IngestDriver, VectorSourceFacts
 from poolrag.ingest.run_lock import IngestRunningError, run_lock_path
@@ -175,3 +178,39 @@ def test_a_platform_without_flock_runs_unguarded_rather_than_failing_to_import(t
     )
     assert done.returncode == 0 and done.stdout == "ran\n", done.stderr[-2000:]
     assert not run_lock_path(tmp_path / "ck.sqlite").exists()
+
+
+class _NeverAsked:
+    """An encoder the runs below fail before asking."""
+
+    layout, dimension, full_dimension = "dense", 8, 8
+    model_identity, model_name, model_outputs = "m@0123456789abcdef", "m", "embedding"
+    computed = 0
+
+    def encode(self, texts: object, token_ids: object = None) -> list[np.ndarray]:
+        raise AssertionError("not reached")
+
+
+class _Uncountable(list):  # type: ignore[type-arg]
+    """Documents whose count fails (a lazily counted source), as the pipeline sizes its bar."""
+
+    def __len__(self) -> int:
+        raise TypeError("this source is counted as it is read")
+
+
+def test_a_pipeline_run_that_fails_as_it_sets_up_lets_the_next_one_in(tmp_path: Path) -> None:
+    """Whatever fails after the run took its lock (here the documents' count, before any batch),
+    a new pipeline in the same process is not told the failed run still holds the checkpoint."""
+    checkpoint = tmp_path / "ck.sqlite"
+    chunker = TokenChunker(byte_level_bpe("notes on owls and comets " * 20, 300), max_tokens=32, overlap=4)
+
+    def pipeline() -> IngestPipeline:
+        return IngestPipeline(
+            InMemoryStore("docs"), _NeverAsked(), chunker, checkpoint_path=checkpoint, progress=False
+        )
+
+    failed = pipeline()  # kept, as a notebook keeps it
+    with pytest.raises(TypeError, match="counted as it is read"):
+        failed.run(_Uncountable([Document("a.md", "owls")]))
+    assert pipeline().run([]).upserted == 0  # refused with IngestRunningError while the lock leaked
+    assert not run_lock_path(checkpoint).exists()

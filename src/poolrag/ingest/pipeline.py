@@ -163,6 +163,28 @@ class IngestPipeline:
         skipped = skipped or getattr(documents, "skipped", ())
         driver = self.driver
         driver.start()
+        try:
+            self._ingest(driver, documents, total, skipped)
+            return driver.finish(
+                prune=prune,
+                skipped=skipped,
+                record_files=getattr(documents, "record_files", ()),
+                read_files=isinstance(documents, PathDocuments),
+            )
+        except BaseException:
+            # whatever failed (a second Ctrl-C while the batch being embedded finishes, a checkpoint
+            # that cannot be saved): the run's lock goes, so the next run in this process gets in
+            driver.close()
+            raise
+
+    def _ingest(
+        self,
+        driver: IngestDriver,
+        documents: Iterable[Document | FileDocument | VisualDocument],
+        total: int | None,
+        skipped: Sequence[SkippedFile],
+    ) -> None:
+        """Chunk, embed and store ``documents``; the checkpoint is saved however it ends."""
         progress = _DocumentProgress(self.progress, _total(documents, total), driver, skipped)
         run = _Run(self, driver, progress)
         ahead: ChunkAhead[Document | FileDocument | VisualDocument, Chunk] = ChunkAhead(
@@ -188,19 +210,8 @@ class IngestPipeline:
             run.close()
             try:
                 driver.save()
-            except BaseException:
-                driver.close()  # a checkpoint that cannot be saved: the next run may start
-                raise
             finally:
                 progress.close()
-            if not finished:
-                driver.close()
-        return driver.finish(
-            prune=prune,
-            skipped=skipped,
-            record_files=getattr(documents, "record_files", ()),
-            read_files=isinstance(documents, PathDocuments),
-        )
 
     def _chunks(self, doc: Document | FileDocument | VisualDocument) -> Iterable[Chunk]:
         """A text's token chunks, or an image's one chunk and a PDF's pages."""
