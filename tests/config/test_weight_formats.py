@@ -86,11 +86,30 @@ def test_an_adapter_beside_its_base_weights_is_refused_not_ignored(
 ) -> None:
     """Without peft, transformers loads the base weights and leaves the adapter out: the base
     model's vectors under the adapted model's name (sentence-transformers refuses it without peft).
-    A folder of weights merged already, with the adapter's config left over, is told to drop it."""
+    A folder of weights merged already, with the adapter's files left over, is told to drop them."""
     folder = tmp_path / "embedded"
     shutil.copytree(tiny_model("bert"), folder)
     _lora_adapter(tiny_model("bert"), folder)
-    _one_line_refusal(folder, r"beside full weights, which would run without it \(merged already\? remove")
+    _one_line_refusal(folder, r"beside full weights, which would run without it \(merged into them already\?")
+
+
+def test_an_adapter_config_left_beside_merged_weights_without_the_adapter_runs_the_weights(
+    tiny_model: Callable[..., Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A repo merged and uploaded again often keeps adapter_config.json and not the adapter's
+    weights: there is nothing to apply, and a hub user cannot delete the file from the cache."""
+    plain = tiny_model("bert")
+    folder = tmp_path / "merged"
+    shutil.copytree(plain, folder)
+    _lora_adapter(plain, folder)
+    (folder / "adapter_model.safetensors").unlink()
+    with (
+        caplog.at_level("WARNING", logger="poolrag.config.weight_formats"),
+        Engine(folder, device="cpu", tune="off") as leftover,
+        Engine(plain, device="cpu", tune="off") as base,
+    ):
+        np.testing.assert_array_equal(leftover.embed_array(SENTENCES), base.embed_array(SENTENCES))
+    assert "adapter_config.json but no adapter weights" in caplog.text
 
 
 @pytest.fixture(scope="module")

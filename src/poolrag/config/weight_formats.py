@@ -12,9 +12,12 @@ transformers' "no file named model.safetensors": none of them says what the fold
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from poolrag.errors import ModelLoadError
+
+logger = logging.getLogger(__name__)
 
 #: the weight files transformers loads from a folder (what poolrag runs)
 WEIGHT_FILES = (
@@ -26,14 +29,25 @@ WEIGHT_FILES = (
 #: where sentence-transformers (3+) and fastembed put their ONNX and OpenVINO exports
 _EXPORTS = ("*.onnx", "onnx/*.onnx", "openvino/*.xml", "openvino_model*.xml")
 ADAPTER_CONFIG = "adapter_config.json"
+#: the adapter's own weights, as peft saves them
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
 
 def check_weight_format(folder: Path) -> None:
     """Raise :class:`ModelLoadError` where ``folder`` (a transformer's) is a PEFT adapter, or holds
-    an ONNX / OpenVINO export and no PyTorch weights."""
+    an ONNX / OpenVINO export and no PyTorch weights. An adapter's config left beside full weights
+    without the adapter's own weights (a repo merged and uploaded again) has nothing to apply: the
+    weights run, with a warning."""
+    full = any((folder / name).is_file() for name in WEIGHT_FILES)
     if (folder / ADAPTER_CONFIG).is_file():
-        raise ModelLoadError(_adapter_refusal(folder))
-    if any((folder / name).is_file() for name in WEIGHT_FILES):
+        if not full or any((folder / name).is_file() for name in ADAPTER_WEIGHTS):
+            raise ModelLoadError(_adapter_refusal(folder))
+        logger.warning(
+            "%s has an %s but no adapter weights; running its full weights as they are",
+            folder,
+            ADAPTER_CONFIG,
+        )
+    if full:
         return
     exports = sorted(str(p.relative_to(folder)) for pattern in _EXPORTS for p in folder.glob(pattern))
     if exports:
@@ -54,8 +68,9 @@ def _adapter_refusal(folder: Path) -> str:
     kind = settings.get("peft_type") or "PEFT"
     base = settings.get("base_model_name_or_path") or "BASE"
     beside = (
-        f" beside full weights, which would run without it (merged already? remove {ADAPTER_CONFIG})"
-        if (folder / "config.json").is_file()
+        " beside full weights, which would run without it (merged into them already? remove the "
+        f"adapter's files, {ADAPTER_CONFIG} and {' / '.join(ADAPTER_WEIGHTS)})"
+        if any((folder / name).is_file() for name in WEIGHT_FILES)
         else ""
     )
     return (
