@@ -129,13 +129,15 @@ def test_a_bad_field_is_refused_with_one_warning(
 def test_an_unwritable_cache_warns_and_loads_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The warning names the setting that keeps verdicts elsewhere (a read-only image's cache)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("POOLRAG_CACHE_DIR", str(blocker))  # the tune folder cannot be made under a file
     key = TuneKey.for_load("0123456789abcdef", {}, CPU)
     with caplog.at_level(logging.WARNING, logger="poolrag.core.tune_verdicts"):
         assert write_verdict(key, VERDICT) is None
-    assert len(caplog.records) == 1 and "not saved" in caplog.records[0].getMessage()
+    message = caplog.records[0].getMessage()
+    assert len(caplog.records) == 1 and "not saved" in message and "POOLRAG_CACHE_DIR" in message
 
 
 @pytest.mark.parametrize("thing", ["pipe", "huge"])

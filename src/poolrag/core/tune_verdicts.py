@@ -299,7 +299,12 @@ def write_verdict(key: TuneKey, verdict: Verdict) -> Path | None:
         partial.write_text(json.dumps(body, indent=1))
         partial.replace(path)
     except OSError as exc:
-        logger.warning("tune verdict not saved to %s (%s): the next load measures again", path, exc)
+        logger.warning(
+            "tune verdict not saved to %s (%s): the next load measures again (POOLRAG_CACHE_DIR names a "
+            "writable folder to keep it)",
+            path,
+            exc,
+        )
         with contextlib.suppress(OSError):  # a full disk's empty file, or one a folder at path refused
             partial.unlink()
         return None
