@@ -22,6 +22,8 @@ against this list and fails on any arrow up and on any module not placed here::
     loop_work: the one rule of what an event loop does itself and what it hands to a thread
     input_shapes: one prompt or many, score pairs 1:1, 1:N, N:N (the engine's and the client's rule)
     cache_location: where poolrag keeps its files on disk ($POOLRAG_CACHE_DIR, XDG)
+    lock_holders: which process holds a lock on a file (the cache's and stores' "in use" errors)
+    file_lock: an exclusive lock on a file that no holder outlives (ingest runs, shards, measuring)
     cpu_budget: the CPUs this process may use (its affinity mask cut to a container's CPU quota)
     native_heap: glibc's allocator tuned for long runs (free pages given back after batches)
     worker_threads: each of N processes' share of the CPUs as torch threads (serve and tune --workers)
@@ -47,7 +49,6 @@ against this list and fails on any arrow up and on any module not placed here::
     vllm: vLLM's public pooling names (LLM, PoolingParams, PoolerConfig, its output types) for ported scripts
     poolrag: this facade (lazy public names, the version)
     client: the HTTP PoolingBackend for a remote ``poolrag serve``
-    lock_holders: which process holds a lock on a file (the cache's and stores' "in use" errors)
     cache: embeddings cached on disk around any PoolingBackend
     stores: vector databases (Milvus, Qdrant, qdrant-edge)
     retrieval: search, ColBERT and rerank funnels over stores and a backend

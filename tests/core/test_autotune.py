@@ -304,7 +304,7 @@ def test_the_default_comes_from_the_environment(
 def test_a_pinned_model_impl_leaves_nothing_to_choose(cache: Path, builds: list[str], bert: Path) -> None:
     engine = Engine(bert, tune="auto", model_impl="transformers")
     assert engine.tune_report.state == "skipped" and builds == ["transformers"]
-    assert not cache.exists()
+    assert not cache.exists() or not any(cache.iterdir())  # no verdict, no lock left
 
 
 def _counting_split_measures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:

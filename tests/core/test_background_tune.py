@@ -99,7 +99,7 @@ def test_the_first_load_answers_before_the_verdict_and_caches_it_after(
         assert engine.tune_report.state == "measuring"
         assert held.started.wait(WAIT_S)  # the measurement is under way, held in the candidate's load
         vectors = engine.embed_array(TEXTS)
-        assert engine.tune_report.state == "measuring" and not cache.exists()  # answered first
+        assert engine.tune_report.state == "measuring" and not list(cache.glob("*.json"))  # answered first
         np.testing.assert_allclose(vectors, static, atol=1e-6)  # the default path, untuned
         assert _served_impl(engine) == "native"
 
@@ -172,6 +172,89 @@ def test_a_faster_path_takes_over_between_batches_while_requests_keep_coming(
     assert internals.loaded_module(engine) is not native
     assert answers and all(_cosines(static, a).min() >= MIN_COSINE for a in answers)
     assert _cosines(static, engine.embed_array(TEXTS)).min() >= MIN_COSINE
+
+
+WAITING = "is measuring this model on this machine: waiting for its verdict"
+
+
+def _said(caplog: pytest.LogCaptureFixture, text: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not any(text in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_second_load_serves_while_the_first_measures_and_takes_its_verdict(
+    cache: Path, held: _HeldLoads, bert: Path, static: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``poolrag serve --workers N`` loads one model in N processes at once: one measures, the rest
+    serve on the default path and take its verdict, instead of N measurements slowing each other on
+    the same cores. Two engines in one process wait for each other as two processes do."""
+    with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
+        first = Engine(bert, tune="auto")
+        assert held.started.wait(WAIT_S)  # first measures, held in its other candidate's load
+        held.made.clear()
+        second = Engine(bert, tune="auto")
+        _said(caplog, WAITING)
+        np.testing.assert_allclose(second.embed_array(TEXTS), static, atol=1e-6)  # serving meanwhile
+        held.release.set()
+        measured = first.wait_for_tune(WAIT_S)
+        taken = second.wait_for_tune(WAIT_S)
+    assert measured.state == "measured" and measured.verdict is not None
+    assert taken.state == "cached" and taken.verdict == measured.verdict
+    assert "another process" in taken.reason and taken.path == measured.path
+    # the second loaded its default path and, where another won, the winner: nothing timed
+    assert held.made == ["auto"] + ([] if measured.verdict.impl == "native" else ["transformers"])
+    assert _served_impl(second) == measured.verdict.impl
+    assert _cosines(static, second.embed_array(TEXTS)).min() >= MIN_COSINE
+    lines = [r.getMessage() for r in caplog.records if r.name == PROGRESS_LOGGER]
+    assert sum(WAITING in line for line in lines) == 1
+    assert sum(line.startswith("another process measured in ") for line in lines) == 1
+
+
+def test_a_measurement_that_ends_without_a_verdict_hands_the_turn_to_the_waiting_load(
+    cache: Path, held: _HeldLoads, bert: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
+        first = Engine(bert, tune="auto")
+        assert held.started.wait(WAIT_S)
+        second = Engine(bert, tune="auto")
+        _said(caplog, WAITING)
+        first.close()  # its measurement ends unsaved: the turn goes with it
+        held.release.set()
+        assert first.wait_for_tune(WAIT_S).state == "skipped"
+        report = second.wait_for_tune(WAIT_S)
+    assert report.state == "measured" and Path(report.path).is_file()
+
+
+def test_a_load_that_measures_before_serving_waits_for_the_measuring_one_and_reads_its_verdict(
+    cache: Path,
+    held: _HeldLoads,
+    bert: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A load with a pinned compile (or a fast mode) measures before it returns: a second such load
+    of the model waits for the first's verdict rather than racing the same candidates beside it."""
+    monkeypatch.setattr(Engine, "_start_compile", lambda self: None)  # the compile is not the point
+    engines: dict[str, Engine] = {}
+
+    def load(name: str) -> None:
+        engines[name] = Engine(bert, tune="auto", compile="background")
+
+    with caplog.at_level(logging.INFO, logger=PROGRESS_LOGGER):
+        first = threading.Thread(target=load, args=("first",))
+        first.start()
+        assert held.started.wait(WAIT_S)
+        second = threading.Thread(target=load, args=("second",))
+        second.start()
+        _said(caplog, WAITING)
+        assert second.is_alive()  # still in its constructor
+        held.release.set()
+        first.join(WAIT_S)
+        second.join(WAIT_S)
+    measured, read = engines["first"].tune_report, engines["second"].tune_report
+    assert measured.state == "measured" and measured.verdict is not None
+    assert read.state == "cached" and read.verdict == measured.verdict
 
 
 def test_closing_the_engine_ends_the_measurement_without_a_verdict(

@@ -44,11 +44,12 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeGuard, TypeVar
 
 import torch
 
 from poolrag.config.option_choices import TUNE_ENV, TUNE_MODES, TuneMode
+from poolrag.core.measuring_turn import POLL_S, measuring_turn
 from poolrag.core.model_setup import Pipeline, with_network
 from poolrag.core.runs_or_groups_tuning import measure_runs_or_groups
 from poolrag.core.speed_plan import SpeedPlan, install_attention_bound
@@ -551,7 +552,7 @@ def load_tuned(
         return _untuned(build, request, "skipped", reason)
     key = TuneKey.for_load(model_fingerprint, request.settings, device)
     saved = _saved_choice(build, request, key)
-    if saved is not None and (request.fast_mode != "auto" or saved.verdict.fast_mode):
+    if _serves(saved, request):
         return _from_verdict(saved, request, key)
     if request.mode == "cached":  # a short process: measuring would be paid for and thrown away
         return _untuned(
@@ -559,13 +560,43 @@ def load_tuned(
         )
     started = time.perf_counter()
     identity = model_identity(request.model_name, model_fingerprint)
+    first = None if saved is not None else build(request.model_impl)
+    if first is not None and _measures_behind_serving(request, first):
+        return _serve_while_measuring(first, build, request, key, identity, batch_tokens)
+    with measuring_turn(key, lambda: time.sleep(POLL_S), _say_before_blocking) as waited:
+        if waited:  # another process measured this model meanwhile: start again from its verdict
+            for built in (None if saved is None else saved.pipeline, first):
+                if built is not None:
+                    built.executor.close()
+            saved, started = _saved_choice(build, request, key), time.perf_counter()
+            if _serves(saved, request):
+                return _from_verdict(saved, request, key)
+            first = None if saved is not None else build(request.model_impl)
+        return _measured_before_serving(build, request, key, identity, batch_tokens, saved, first, started)
+
+
+def _serves(saved: _Saved | None, request: TuneRequest) -> TypeGuard[_Saved]:
+    """Whether the verdict on disk answers this load (a fast mode left to measure needs its race)."""
+    return saved is not None and (request.fast_mode != "auto" or saved.verdict.fast_mode is not None)
+
+
+def _measured_before_serving(
+    build: Callable[[ModelImpl], Pipeline],
+    request: TuneRequest,
+    key: TuneKey,
+    identity: str,
+    batch_tokens: int,
+    saved: _Saved | None,
+    first: Pipeline | None,
+    started: float,
+) -> TunedLoad:
+    """Measure what the verdict on disk (``saved``) leaves open, else every path (``first``, the
+    default, already built), save the verdict and serve its choice."""
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS))
     if saved is not None:  # exact path known: time only the fast modes
         exact = _exact_of_verdict(tuner, saved)
     else:
-        first = build(request.model_impl)
-        if _measures_behind_serving(request, first):
-            return _serve_while_measuring(first, build, request, key, identity, batch_tokens)
+        assert first is not None
         exact = _exact_timed(tuner, request, first)
     measured = _with_precision(tuner, request, exact)
     verdict = _verdict_of(measured, request, batch_tokens, started)
@@ -810,7 +841,48 @@ def measure_exact(
 ) -> tuple[TuneReport, Pipeline]:
     """Time the exact paths, ``first`` (the default one, already built) among them, and save the
     verdict; (the report, the winner's pipeline). Every other candidate is closed; ``first`` is
-    left to its owner."""
+    left to its owner. Where another process measures this model meanwhile, its verdict is taken
+    once it is saved (:mod:`poolrag.core.measuring_turn`)."""
+
+    def idle() -> None:  # a step between batches: the engine's closing or the exit ends the wait
+        time.sleep(POLL_S)
+        run(lambda: None)
+
+    with measuring_turn(key, idle, progress.info) as waited:
+        adopted = _verdict_measured_elsewhere(first, build, request, key, run) if waited else None
+        return adopted or _measured_exact(first, build, request, key, identity, batch_tokens, run)
+
+
+def _verdict_measured_elsewhere(
+    first: Pipeline,
+    build: Callable[[ModelImpl], Pipeline],
+    request: TuneRequest,
+    key: TuneKey,
+    run: RunStep,
+) -> tuple[TuneReport, Pipeline] | None:
+    """The verdict another process saved while this one waited, with its path (``first`` where
+    that is the default path); None where there is none to take, and this process measures."""
+    cached = _allowed(read_verdict(key), request, key)
+    if cached is None:
+        return None
+    pipeline = first if cached.impl == _impl(first) else _built(build, cached, key)
+    if pipeline is None:
+        return None
+    rows = _runs_or_groups(pipeline, cached.min_rows_per_run, run)
+    run(lambda: install_attention_bound(pipeline, rows))
+    reason = "verdict measured by another process while this one served"
+    return TuneReport("cached", reason, cached, 0.0, str(key.path())), pipeline
+
+
+def _measured_exact(
+    first: Pipeline,
+    build: Callable[[ModelImpl], Pipeline],
+    request: TuneRequest,
+    key: TuneKey,
+    identity: str,
+    batch_tokens: int,
+    run: RunStep,
+) -> tuple[TuneReport, Pipeline]:
     started = time.perf_counter()
     tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS), run)
     exact, candidates, passes = tuner.exact(request, first)

@@ -13,7 +13,9 @@ the engine serves at once on the default path and this thread measures behind it
   is the only work that runs beside requests;
 * the verdict is saved as a foreground measurement's is, and when another candidate won (its
   outputs matched the reference, as every candidate's must), its runner replaces the serving one
-  between two batches.
+  between two batches;
+* one process measures a model at a time (:mod:`poolrag.core.measuring_turn`): the others that
+  load it meanwhile (``serve --workers N``) keep serving and take its verdict once it is saved.
 
 The other candidate is a second model load: transformers' modules and poolrag's native encoder
 hold their weights in different layouts, so the weights already loaded are not shared.
@@ -192,8 +194,9 @@ class BackgroundTune:
 
 def _said(report: TuneReport, outcome: str) -> TuneReport:
     """``report``, once its outcome is said: ``outcome`` names the winner's path (``%s``) and then
-    where the verdict went (``%s``), after how long the measuring took."""
+    where the verdict went (``%s``), after how long the measuring took and by which process."""
     assert report.verdict is not None
     where = f"saved to {report.path}" if report.path else "not saved"
-    progress.info(f"measured in %.1f s: {outcome}", report.verdict.seconds, report.verdict.impl, where)
+    by = "another process measured" if report.state == "cached" else "measured"
+    progress.info(f"{by} in %.1f s: {outcome}", report.verdict.seconds, report.verdict.impl, where)
     return report

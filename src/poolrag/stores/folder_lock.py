@@ -10,10 +10,9 @@ would refuse it (retried, then one line), and the holder's files are never touch
 
 from __future__ import annotations
 
-import fcntl
-import os
 from pathlib import Path
 
+from poolrag.file_lock import FileLock
 from poolrag.lock_holders import held_by
 
 LOCK_FILE = ".poolrag.lock"
@@ -24,27 +23,20 @@ class FolderInUseError(OSError):
 
 
 class FolderLock:
-    """An exclusive ``flock`` on ``folder/.poolrag.lock``, released by :meth:`release` or when the
-    process ends (the kernel drops it, so a killed holder never leaves a stale lock behind)."""
+    """An exclusive lock (:class:`~poolrag.file_lock.FileLock`) on ``folder/.poolrag.lock``,
+    released by :meth:`release` or when the process ends."""
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / LOCK_FILE
-        self._fd: int | None = None
+        self._lock = FileLock(self.path)
 
     def acquire(self) -> FolderLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        if not self._lock.try_acquire():
             holder = held_by(self.path)
             raise FolderInUseError(
                 f"{self.path.parent} is open in another process" + (f" ({holder})" if holder else "")
-            ) from None
-        self._fd = fd
+            )
         return self
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
+        self._lock.release()
