@@ -566,7 +566,7 @@ def test_a_busy_servers_503_is_sent_again_after_its_retry_after(minilm_engine: E
     """A server at capacity answers 503 with ``Retry-After`` and runs nothing: the client sends the
     request again after it (``max_retries`` times, 2 by default, as OpenAI's client does), so a
     burst is absorbed rather than raised; ``max_retries=0`` raises the first 503."""
-    passages = [f"{i} " + "a sentence about the weather in the mountains " * 20 for i in range(64)]
+    passages = [f"{i} " + "a sentence about the weather in the mountains " * 20 for i in range(16)]
     want = minilm_engine.embed_array(passages)
 
     async def burst(clients: list[PoolragClient]) -> list[np.ndarray | BaseException]:
