@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 from poolrag.core.tune_verdicts import TuneKey
 from poolrag.file_lock import FileLock
-from poolrag.lock_holders import held_by
+from poolrag.lock_holders import lock_holders
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +43,11 @@ def measuring_turn(key: TuneKey, wait: Callable[[], None], say: Callable[[str], 
         lock.path.parent.mkdir(parents=True, exist_ok=True)
         waited = not lock.try_acquire()
         if waited:
-            holder = held_by(lock.path)
+            # its pid only: a sibling worker's command line is multiprocessing's, which says nothing
+            pids = ", ".join(str(pid) for pid in lock_holders(lock.path))
             say(
                 "another process"
-                + (f" ({holder})" if holder else "")
+                + (f" (pid {pids})" if pids else "")
                 + " is measuring this model on this machine: waiting for its verdict"
             )
             wait()
