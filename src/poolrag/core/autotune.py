@@ -850,7 +850,30 @@ def measure_exact(
 
     with measuring_turn(key, idle, progress.info) as waited:
         adopted = _verdict_measured_elsewhere(first, build, request, key, run) if waited else None
-        return adopted or _measured_exact(first, build, request, key, identity, batch_tokens, run)
+        if adopted is not None:
+            return adopted
+        started = time.perf_counter()
+        tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS), run)
+        exact, candidates, passes = tuner.exact(request, first)
+        verdict = Verdict(
+            impl=exact.impl,
+            forward=exact.forward,
+            fast_mode=None,
+            compiled_measured=False,
+            candidates=tuple(c.timing() for c in candidates),
+            batch_tokens=sum(r.num_tokens for r in exact.batch) or min(batch_tokens, TIMING_TOKENS),
+            passes=passes,
+            seconds=0.0,
+            min_rows_per_run=_runs_or_groups(exact.pipeline, None, run),
+        )
+        run(lambda: install_attention_bound(exact.pipeline, verdict.min_rows_per_run))
+        verdict = replace(verdict, seconds=round(time.perf_counter() - started, 3))
+        path = write_verdict(key, verdict)
+        _close_others(exact.pipeline, [c for c in candidates if c.pipeline is not first])
+        report = TuneReport(
+            "measured", "timed while the default path served", verdict, verdict.seconds, str(path or "")
+        )
+        return report, exact.pipeline
 
 
 def _verdict_measured_elsewhere(
@@ -872,39 +895,6 @@ def _verdict_measured_elsewhere(
     run(lambda: install_attention_bound(pipeline, rows))
     reason = "verdict measured by another process while this one served"
     return TuneReport("cached", reason, cached, 0.0, str(key.path())), pipeline
-
-
-def _measured_exact(
-    first: Pipeline,
-    build: Callable[[ModelImpl], Pipeline],
-    request: TuneRequest,
-    key: TuneKey,
-    identity: str,
-    batch_tokens: int,
-    run: RunStep,
-) -> tuple[TuneReport, Pipeline]:
-    started = time.perf_counter()
-    tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS), run)
-    exact, candidates, passes = tuner.exact(request, first)
-    verdict = Verdict(
-        impl=exact.impl,
-        forward=exact.forward,
-        fast_mode=None,
-        compiled_measured=False,
-        candidates=tuple(c.timing() for c in candidates),
-        batch_tokens=sum(r.num_tokens for r in exact.batch) or min(batch_tokens, TIMING_TOKENS),
-        passes=passes,
-        seconds=0.0,
-        min_rows_per_run=_runs_or_groups(exact.pipeline, None, run),
-    )
-    run(lambda: install_attention_bound(exact.pipeline, verdict.min_rows_per_run))
-    verdict = replace(verdict, seconds=round(time.perf_counter() - started, 3))
-    path = write_verdict(key, verdict)
-    _close_others(exact.pipeline, [c for c in candidates if c.pipeline is not first])
-    report = TuneReport(
-        "measured", "timed while the default path served", verdict, verdict.seconds, str(path or "")
-    )
-    return report, exact.pipeline
 
 
 def _fast_choice(request: TuneRequest, measured: str | None) -> str | None:
