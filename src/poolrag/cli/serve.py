@@ -82,6 +82,13 @@ def register(subparsers: Any) -> None:
     net.add_argument(  # -p as TEI's: argparse otherwise read it as an abbreviation of -pp
         "--port", "-p", type=port_number, default=8000, help="TCP port (default 8000; 0: any free)"
     )
+    net.add_argument(
+        "--uds",
+        type=Path,
+        metavar="PATH",
+        help="serve on this Unix domain socket instead of --host/--port (vLLM's and uvicorn's --uds): "
+        "for a proxy on the same machine; a stale socket file there is replaced",
+    )
     add_flag(
         net,
         "--api-key",
@@ -384,13 +391,23 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING_EXTRA
     from poolrag import PoolragError
     from poolrag.server.run import check_port_free, serve
+    from poolrag.server.unix_socket import check_unix_socket_free
 
     # With --ray, Ray Serve's proxy binds the port on the node this command runs on (a traceback
     # when it is taken); a cluster this command joins is checked once joined (its running Serve
     # may hold the port already).
+    if args.uds is not None and args.ray is not None:
+        print(
+            "poolrag serve: --uds serves from this machine; with --ray, Ray Serve's proxy serves HTTP",
+            file=sys.stderr,
+        )
+        return 2
     if args.ray in (None, "local"):
         try:
-            check_port_free(args.host, args.port)
+            if args.uds is None:
+                check_port_free(args.host, args.port)
+            else:
+                check_unix_socket_free(args.uds)
         except OSError as exc:
             print(f"poolrag serve: {exc.strerror}", file=sys.stderr)
             return 2
@@ -400,7 +417,8 @@ def run(args: argparse.Namespace) -> int:
         if args.ray is None and args.replicas != "auto":
             logger.warning("--replicas %s has no effect without --ray (one process serves)", args.replicas)
         settings, served = _served(args)
-        if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
+        keyless_on_network = args.uds is None and args.host not in ("127.0.0.1", "localhost", "::1")
+        if keyless_on_network and settings.api_key is None:
             logger.warning(
                 "listening on %s without an API key: anyone who can reach it can use it", args.host
             )
@@ -429,7 +447,7 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.suppress(
         KeyboardInterrupt
     ):  # uvicorn raises Ctrl-C again once drained; its command ends 0
-        serve(app, settings, host=args.host, port=args.port, http=http)
+        serve(app, settings, host=args.host, port=args.port, http=http, uds=args.uds)
     return 0
 
 
@@ -521,7 +539,9 @@ def _serve_workers(args: argparse.Namespace, http: Any) -> int:
 
     build = functools.partial(worker_app, args)
     try:
-        return serve_workers(build, args.workers, args.host, args.port, http, args.timeout_graceful_shutdown)
+        return serve_workers(
+            build, args.workers, args.host, args.port, http, args.timeout_graceful_shutdown, args.uds
+        )
     except WorkerStartError as exc:
         print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -4,8 +4,9 @@
 Those with a counterpart here are honoured: uvicorn's log level and access log, TLS, the root path
 behind a proxy, ``X-Request-Id`` headers, the API docs switch. Those that concern generation, tools,
 LoRA or vLLM's process layout change nothing for a pooling model and are accepted with one warning
-naming them; a flag that would change what the server answers without poolrag doing it (``--uds``,
-``--middleware``, ``--lora-modules``) stays unknown, so the command stops instead.
+naming them; a flag that would change what the server answers without poolrag doing it
+(``--middleware``, ``--lora-modules``) stays unknown, so the command stops instead. (``--uds`` is
+``poolrag serve``'s own.)
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -24,6 +25,7 @@ from fastapi import FastAPI
 
 from poolrag.server.protocol import with_header_limits
 from poolrag.server.settings import HttpOptions, ServerSettings
+from poolrag.server.unix_socket import UnixListener
 
 logger = logging.getLogger(__name__)
 
@@ -179,9 +181,10 @@ def serve(
     host: str,
     port: int,
     http: HttpOptions | None = None,
+    uds: Path | None = None,
 ) -> None:
     """Serve ``app_or_engine`` (an app from :func:`create_app`, or an engine to build one for) until
-    interrupted, as ``http`` says (log, TLS, root path)."""
+    interrupted, on ``host:port`` or the Unix socket ``uds``, as ``http`` says (log, TLS, root path)."""
     if isinstance(app_or_engine, FastAPI):
         app = app_or_engine
     else:
@@ -190,7 +193,29 @@ def serve(
 
         app = create_app(app_or_engine, for_listen_host(settings, host))
     config = uvicorn_config(app, settings, http, host=host, port=port, lifespan="on")
-    DrainingServer(config, settings.drain_timeout_s).run(sockets=_ipv6_sockets(host, port, http))
+    if uds is None:
+        DrainingServer(config, settings.drain_timeout_s).run(sockets=_ipv6_sockets(host, port, http))
+        return
+    listener = _unix_listener(uds)
+    with listener.closed_on_sigterm():
+        try:
+            DrainingServer(config, settings.drain_timeout_s).run(sockets=[listener.sock])
+        finally:
+            listener.close()
+
+
+def _unix_listener(path: Path) -> UnixListener:
+    """The Unix socket to serve on; one that cannot be made since the command checked it ends the
+    process as uvicorn's own failed bind does. uvicorn names no socket it did not bind: said here.
+    Its connections carry no address, so the loopback ``Host`` rule does not apply to them (a
+    browser cannot reach a socket file): a proxy's ``Host`` is answered as it sent it."""
+    try:
+        listener = UnixListener(path)
+    except OSError as exc:
+        logger.error("%s", exc.strerror)
+        sys.exit(3)  # uvicorn's STARTUP_FAILURE
+    logger.info("listening on unix:%s", path)
+    return listener
 
 
 def _ipv6_sockets(host: str, port: int, http: HttpOptions | None) -> list[socket.socket] | None:

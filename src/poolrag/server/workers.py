@@ -33,10 +33,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poolrag.server.run import ANSWER_GRACE_S, DrainingServer, listening_socket, uvicorn_config
 from poolrag.server.settings import HttpOptions
+from poolrag.server.unix_socket import UnixListener
 from poolrag.worker_threads import take_worker_threads, worker_threads
 
 if TYPE_CHECKING:
@@ -163,18 +165,31 @@ class WorkerPool:
     served, and stops them all on SIGINT or SIGTERM."""
 
     def __init__(
-        self, build: AppBuilder, workers: int, host: str, port: int, http: HttpOptions, drain_s: float
+        self,
+        build: AppBuilder,
+        workers: int,
+        host: str,
+        port: int,
+        http: HttpOptions,
+        drain_s: float,
+        uds: Path | None = None,
     ):
-        if not hasattr(socket, "SO_REUSEPORT"):
-            raise OSError("--workers needs SO_REUSEPORT (Linux, macOS, BSD); serve one worker here")
         self.build = build
         self.threads = worker_threads(workers)
         self.http = http
         self.drain_s = drain_s
         self._context = multiprocessing.get_context("spawn")  # a fresh interpreter: no torch state forked
-        first = listening_socket(host, port)
-        port = first.getsockname()[1]  # port 0: the one the system chose, for every worker
-        self._sockets = [first, *(listening_socket(host, port) for _ in range(workers - 1))]
+        self._listener = None if uds is None else UnixListener(uds)
+        if self._listener is not None:  # one socket file: every worker accepts on the same socket
+            self._sockets = [self._listener.sock] * workers
+            self.address = f"unix:{uds}"
+        else:
+            if not hasattr(socket, "SO_REUSEPORT"):
+                raise OSError("--workers needs SO_REUSEPORT (Linux, macOS, BSD); serve one worker here")
+            first = listening_socket(host, port)
+            port = first.getsockname()[1]  # port 0: the one the system chose, for every worker
+            self._sockets = [first, *(listening_socket(host, port) for _ in range(workers - 1))]
+            self.address = f"{host}:{port}"
         self.host, self.port = host, port
         self._workers: list[_Worker] = []
         self._stopping = False
@@ -227,6 +242,8 @@ class WorkerPool:
                 signal.signal(sig, handler)
             for sock in self._sockets:
                 sock.close()
+            if self._listener is not None:
+                self._listener.close()
             if owned_dir is not None:
                 shutil.rmtree(owned_dir, ignore_errors=True)
                 os.environ.pop(MULTIPROC_DIR_VARIABLE, None)
@@ -248,9 +265,7 @@ class WorkerPool:
                 self._workers[index] = self._spawn(worker.sock)
             if not announced and all(worker.ready for worker in self._workers):
                 pids = ", ".join(str(worker.process.pid) for worker in self._workers)
-                logger.info(
-                    "%d workers (pids %s) serving on %s:%d", len(self._workers), pids, self.host, self.port
-                )
+                logger.info("%d workers (pids %s) serving on %s", len(self._workers), pids, self.address)
                 announced = True
             time.sleep(0.2)
 
@@ -281,8 +296,10 @@ def serve_workers(
     port: int,
     http: HttpOptions | None = None,
     drain_s: float = 30.0,
+    uds: Path | None = None,
 ) -> int:
-    """Serve the app ``build`` makes from ``workers`` processes on ``host:port`` until interrupted,
-    each worker draining its requests for ``drain_s`` (``--timeout-graceful-shutdown``) when stopped;
-    :class:`WorkerStartError` says why a worker could not start (the pool is stopped by then)."""
-    return WorkerPool(build, workers, host, port, http or HttpOptions(), drain_s).run()
+    """Serve the app ``build`` makes from ``workers`` processes on ``host:port`` (or the Unix socket
+    ``uds``) until interrupted, each worker draining its requests for ``drain_s``
+    (``--timeout-graceful-shutdown``) when stopped; :class:`WorkerStartError` says why a worker
+    could not start (the pool is stopped by then)."""
+    return WorkerPool(build, workers, host, port, http or HttpOptions(), drain_s, uds).run()
