@@ -1,13 +1,16 @@
 """``poolrag serve --uds PATH`` (vLLM's and uvicorn's ``--uds``): the same API on a Unix domain socket,
 for a proxy on the same machine.
 
-Real servers started by the CLI, called over the socket file with httpx and the ``openai`` package;
+Real servers started by the CLI, called over the socket file with httpx, the ``openai`` package and
+:class:`PoolragClient`;
 a stale socket file is replaced, anything else at the path is refused in one line and left as it was,
 and the file goes when the server stops."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import pickle
 import signal
 import socket
 import stat
@@ -25,6 +28,7 @@ import pytest
 
 from poolrag import Engine
 from poolrag.cli import main
+from poolrag.client import PoolragClient
 from poolrag.server.unix_socket import UnixListener
 
 NAME = "minilm"
@@ -87,6 +91,10 @@ def test_the_api_answers_on_the_socket_file_and_the_file_goes_with_the_server(
         created = client.embeddings.create(model=NAME, input=texts[0])
         np.testing.assert_allclose(created.data[0].embedding, got[0], atol=1e-5)
         http_client.close()
+        ours = pickle.loads(pickle.dumps(PoolragClient("http://localhost", model=NAME, uds=path)))
+        np.testing.assert_allclose(ours.embed_array(texts), got, atol=1e-5)
+        np.testing.assert_allclose(asyncio.run(ours.aembed_array(texts)), got, atol=1e-5)
+        ours.close()
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
     assert not path.exists()

@@ -209,6 +209,8 @@ class PoolragClient:
         verify: whether to check an ``https`` server's certificate, or the CA bundle (a PEM file's
             path, e.g. a self-signed server's own certificate) to check it with; ``$SSL_CERT_FILE``
             is read too.
+        uds: the Unix domain socket of a ``poolrag serve --uds PATH`` to connect through;
+            ``base_url`` then names the host the requests carry (``http://localhost``).
     """
 
     def __init__(
@@ -223,6 +225,7 @@ class PoolragClient:
         task: str | None = None,
         max_retries: int = 2,
         verify: bool | str | os.PathLike[str] = True,
+        uds: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -248,6 +251,7 @@ class PoolragClient:
             "task": task,
             "max_retries": max_retries,
             "verify": verify,
+            "uds": uds,
         }
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.api_key = api_key if api_key is not None else os.environ.get("POOLRAG_API_KEY")
@@ -260,6 +264,7 @@ class PoolragClient:
             raise InvalidInputError(f"max_retries must be a count of 0 or more, got {max_retries!r}")
         self.max_retries = max_retries
         self._verify = _tls_verify(verify)
+        self._uds = None if uds is None else os.fspath(uds)
         self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()  # threads that start at once share one connection pool
         self._async_clients = self._loop_clients()
@@ -273,7 +278,11 @@ class PoolragClient:
     def _loop_clients(self) -> LoopClients:
         return LoopClients(
             lambda: httpx.AsyncClient(
-                base_url=self.base_url, headers=self._headers(), timeout=self.timeout, verify=self._verify
+                base_url=self.base_url,
+                headers=self._headers(),
+                timeout=self.timeout,
+                verify=self._verify,
+                transport=None if self._uds is None else httpx.AsyncHTTPTransport(uds=self._uds),
             )
         )
 
@@ -305,6 +314,8 @@ class PoolragClient:
                         headers=self._headers(),
                         timeout=self.timeout,
                         verify=self._verify,
+                        # only for a socket: a transport given turns off $HTTP(S)_PROXY
+                        transport=None if self._uds is None else httpx.HTTPTransport(uds=self._uds),
                     )
                 client = self._client
         return client
