@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from poolrag.cli.command_errors import EXIT_STORE_WRITE
+from poolrag.cli.config_file import with_config_file
 from poolrag.cli.dotted_flags import expand_dotted_flags
 from poolrag.cli.interrupts import (
     EXIT_INTERRUPTED,
@@ -134,7 +135,8 @@ def _escape_what_stdout_cannot_encode() -> None:
 def _run(argv: Sequence[str] | None) -> int:
     bound_native_memory()
     _escape_what_stdout_cannot_encode()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = with_config_file(parser, argv, parser.parse_args(argv))
     take_cpu_quota()  # its engines' torch threads: one per CPU of the affinity mask, whatever the quota
     after = _AFTER_INTERRUPT.get(args.command)
     try:

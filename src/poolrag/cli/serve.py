@@ -68,6 +68,13 @@ def register(subparsers: Any) -> None:
         "(none: the first); engine flags apply to every model",
     )
     parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="YAML file of these options by their long names, as vLLM's --config (port: 8000, "
+        "served-model-name: [a, b]); the command line wins over it",
+    )
+    parser.add_argument(
         "--models-file",
         type=Path,
         metavar="FILE",

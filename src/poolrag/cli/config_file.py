@@ -1,0 +1,105 @@
+"""``poolrag serve --config FILE``: the serve flags from a YAML file, as ``vllm serve --config`` reads them.
+
+A deployment kept as vLLM's YAML (``port: 8000``, ``served-model-name: [a, b]``, ``pooler-config:
+{pooling_type: MEAN}``) starts unchanged. Each key is a flag's long name (with ``-`` or ``_``) or
+``model``; its value is what the flag takes: ``true`` gives a switch, ``false`` leaves it off (or
+gives its ``--no-`` form), a list gives several values, a mapping its JSON. The file's values become
+the flags' defaults, so the command line wins, as vLLM's order is (command line, file, defaults):
+``poolrag serve MODEL --config FILE`` serves MODEL whatever the file's ``model`` says. The file is
+read as data (YAML's safe loader); a key that is no ``serve`` flag stops the start naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+#: What each file key may be: ``model`` (the MODEL argument) or a flag's long name.
+MODEL_KEY = "model"
+
+
+def with_config_file(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, args: argparse.Namespace
+) -> argparse.Namespace:
+    """``args`` parsed again with the ``--config`` file's values as the command's defaults (``args``
+    itself where no file was given)."""
+    path = getattr(args, "config", None)
+    if path is None:
+        return args
+    command = _subparser(parser, args.command)
+    tokens, model = _tokens(path, _read(path, command), command)
+    say = command.error  # a value the flag refuses is said with the file's name
+    command.error = lambda message: say(f"--config {path}: {message}")  # type: ignore[method-assign]
+    try:
+        given = command.parse_args([*([model] if model is not None else []), *tokens])
+    finally:
+        del command.error  # the class's again
+    defaults = {dest: value for dest, value in vars(given).items() if value != command.get_default(dest)}
+    command.set_defaults(**defaults)
+    return parser.parse_args(argv)
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return action.choices[name]
+    raise LookupError(name)
+
+
+def _read(path: Path, command: argparse.ArgumentParser) -> dict[str, Any]:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        command.error(f"--config {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        command.error(f"--config {path}: not YAML ({' '.join(str(exc).split())})")
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        command.error(f"--config {path}: a mapping of option names to values, not a {type(loaded).__name__}")
+    return loaded
+
+
+def _tokens(
+    path: Path, values: dict[str, Any], command: argparse.ArgumentParser
+) -> tuple[list[str], str | None]:
+    """The file as command-line tokens, and its ``model``."""
+    actions = command._option_string_actions
+    tokens: list[str] = []
+    model = None
+    for key, value in values.items():
+        name = str(key).replace("_", "-")
+        if name == MODEL_KEY:
+            model = None if value is None else str(value)
+            continue
+        option = f"--{name}"
+        if option not in actions or name == "config":
+            command.error(f"--config {path}: {key!r} is not a poolrag serve option")
+        if value is None:
+            continue
+        if actions[option].nargs == 0:  # a switch
+            if not isinstance(value, bool):
+                command.error(f"--config {path}: {key!r} is a switch: give true or false, not {value!r}")
+            if value:
+                tokens.append(option)
+            elif f"--no-{name}" in actions:
+                tokens.append(f"--no-{name}")
+            continue
+        items = value if isinstance(value, list) else [value]
+        tokens += [option, *(_token(item) for item in items)]
+    return tokens, model
+
+
+def _token(value: Any) -> str:
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
