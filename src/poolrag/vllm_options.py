@@ -36,6 +36,9 @@ NO_EFFECT_OPTIONS: dict[str, bool] = {
     "kv_cache_memory_bytes": False,
     "max_logprobs": False,
     "attention_config": False,
+    "async_scheduling": True,  # overlaps scheduling with decoding steps
+    "kv_transfer_config": False,  # disaggregated prefill's KV cache transfer
+    "enable_sleep_mode": True,  # offloads weights and KV cache between RL steps
 }
 
 

@@ -180,7 +180,7 @@ def test_a_vllm_serve_line_with_its_chat_template_and_engine_flags(tmp_path: Pat
         "--hf_overrides", OVERRIDES, "--chat-template", str(template),
         "--dtype", "float32", "--max_model_len", "512", "--max-num-seqs", "4", "--enforce-eager",
         "--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.9", "--enable-prefix-caching",
-        "--seed", "0", "--disable-log-requests", "--served-model-name", "reranker",
+        "--seed", "0", "--disable-log-requests", "--served-model-name", "reranker", "--async-scheduling",
         "--replicas", "2",  # poolrag's own flag, for --ray only: said, not silently ignored
     ]  # fmt: skip
     log = tmp_path / "server.log"
@@ -193,7 +193,10 @@ def test_a_vllm_serve_line_with_its_chat_template_and_engine_flags(tmp_path: Pat
     text = log.read_text()
     warnings = [line for line in text.splitlines() if "no effect in poolrag" in line]
     assert len(warnings) == 1, text
-    assert all(n in warnings[0] for n in ("gpu_memory_utilization", "enable_prefix_caching", "seed"))
+    assert all(
+        n in warnings[0]
+        for n in ("gpu_memory_utilization", "enable_prefix_caching", "seed", "async_scheduling")
+    )
     assert "max_num_seqs" not in warnings[0] and "enforce_eager" not in warnings[0]  # those are mapped
     assert 'POST /score HTTP/1.1" 200' in text  # --disable-log-requests leaves vLLM's access log on
     assert "--replicas 2 has no effect without --ray (one process serves)" in text
