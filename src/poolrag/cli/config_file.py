@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-#: What each file key may be: ``model`` (the MODEL argument) or a flag's long name.
+#: The file key that names the MODEL argument (every other key is an option's long name)
 MODEL_KEY = "model"
 
 
