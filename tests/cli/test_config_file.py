@@ -20,6 +20,12 @@ from poolrag.cli import build_parser, main
 from poolrag.cli.config_file import with_config_file
 
 START_S = 180
+#: nine nested aliases of nine: 9**8 names from one line
+ALIAS_BOMB = (
+    "served-model-name: [&a [x,x,x,x,x,x,x,x,x]"
+    + "".join(f", &{b} [{','.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefg", "bcdefgh", strict=True))
+    + "]\n"
+)
 
 
 def _parsed(*argv: str):
@@ -97,14 +103,31 @@ def test_the_command_line_wins_over_the_file_which_wins_over_the_defaults(tmp_pa
         ("port: [8000\n", "not YAML"),
         ("- port\n- 8000\n", "a mapping of option names to values, not a list"),
         ("port: eighty\n", "config.yaml: argument --port/-p: not an integer: 'eighty'"),
+        (ALIAS_BOMB, "not YAML (aliases (*name) are not read here"),
+        ("served-model-name: [" + ",".join(["n"] * 8_000_000) + "]\n", "larger than 1,048,576 bytes"),
+        (b"served-model-name: [\xed\xa0\x80]\n", "cannot read it ('utf-8' codec can't decode"),
     ],
-    ids=["unknown-key", "switch-value", "broken-yaml", "not-a-mapping", "bad-value"],
+    ids=[
+        "unknown-key",
+        "switch-value",
+        "broken-yaml",
+        "not-a-mapping",
+        "bad-value",
+        "alias-bomb",
+        "16-mb",
+        "surrogate",
+    ],
 )
 def test_a_file_that_is_not_a_serve_config_stops_the_start_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, says: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes, says: str
 ) -> None:
+    """Bounded too: no alias multiplies a short file into billions of values (a 275-byte file took
+    817 MB before aliases were refused), and no file over 1 MiB is read."""
     config = tmp_path / "config.yaml"
-    config.write_text(text)
+    if isinstance(text, bytes):
+        config.write_bytes(text)  # a lone surrogate's bytes: UTF-8 cannot carry one
+    else:
+        config.write_text(text)
     with pytest.raises(SystemExit) as stopped:
         main(["serve", "--config", str(config)])
     assert stopped.value.code == 2

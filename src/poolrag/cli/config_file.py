@@ -19,6 +19,8 @@ from typing import Any
 
 #: The file key that names the MODEL argument (every other key is an option's long name)
 MODEL_KEY = "model"
+#: The largest file read: a config is some lines of options (vLLM's longest JSON options included)
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def with_config_file(
@@ -52,12 +54,26 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 def _read(path: Path, command: argparse.ArgumentParser) -> dict[str, Any]:
     import yaml
 
+    class NoAliases(yaml.SafeLoader):
+        """YAML's safe loader without aliases (``*name``): nested ones multiply a short file into
+        billions of values (a 275-byte file took 817 MB as option values), and no option needs one."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.events.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not read here", mark)
+            return super().compose_node(parent, index)
+
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            command.error(f"--config {path}: larger than {MAX_CONFIG_BYTES:,} bytes, not a config file")
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         command.error(f"--config {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml.load(text, Loader=NoAliases)  # a SafeLoader: tags construct nothing
     except yaml.YAMLError as exc:
         command.error(f"--config {path}: not YAML ({' '.join(str(exc).split())})")
     if loaded is None:
