@@ -106,7 +106,9 @@ class DrainingServer(uvicorn.Server):
             closer.cancel()
         if self.server_state.tasks:  # a second signal cut the wait short: answer what is left
             await self._close_engines()
-            await asyncio.wait(list(self.server_state.tasks), timeout=ANSWER_GRACE_S)
+            left = list(self.server_state.tasks)  # read again: closing them may have answered all
+            if left:  # asyncio.wait refuses an empty set (ValueError, a traceback at the exit)
+                await asyncio.wait(left, timeout=ANSWER_GRACE_S)
         if self.force_exit:
             # uvicorn skips the app's shutdown on a second signal, so the loop's end cancelled the
             # lifespan task, which uvicorn logged as an ERROR with two tracebacks; the app's shutdown
