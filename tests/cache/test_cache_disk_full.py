@@ -40,7 +40,8 @@ def test_a_full_disk_under_the_cache_is_one_line_and_the_run_resumes(tmp_path: P
         assert full.returncode == 4, (full.returncode, full.stderr[-3000:])
         assert one_line(full.stderr) == (
             f"poolrag ingest: error: cannot write the embedding cache {cache}: the disk is full; "
-            "free space there, or pass --cache FILE on another disk, or --no-cache"
+            "free space there, or use a file on another disk (--cache FILE; cache= in Python) or no cache "
+            "(--no-cache; cache=None)"
         )
         done = checkpointed(checkpoint)  # readable, and lists what was stored
         assert 0 < len(done) < len(list(corpus.iterdir())), len(done)

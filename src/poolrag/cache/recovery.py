@@ -32,6 +32,12 @@ _CORRUPT_WORDS = ("malformed", "not a database", "database corruption")
 _WAL_WRITE_LOCK_BYTE = 120
 
 
+def way_out(where: str) -> str:
+    """The way past a cache that cannot be used, named for both doors: the CLI's flags and the
+    ``cache=`` argument the Python classes take."""
+    return f"use {where} (--cache FILE; cache= in Python) or no cache (--no-cache; cache=None)"
+
+
 class CacheAccessError(InvalidInputError):
     """The embedding cache file cannot be opened or written."""
 
@@ -85,13 +91,13 @@ def cache_access_error(
         return CacheBusyError(
             f"the embedding cache {path} stayed locked by another process for {timeout:g} s"
             + (f" ({holder})" if holder else "")
-            + "; try again when it is done, or pass --cache FILE elsewhere, or --no-cache"
+            + f"; try again when it is done, or {way_out('another file')}"
         )
     refused = write_refused(exc)
     if refused is not None:
         return CacheWriteError(
-            f"cannot write the embedding cache {path}: {refused}; free space there, or pass "
-            "--cache FILE on another disk, or --no-cache"
+            f"cannot write the embedding cache {path}: {refused}; free space there, or "
+            + way_out("a file on another disk")
         )
     text = str(exc).lower()
     if isinstance(exc, OSError) or any(
@@ -103,7 +109,6 @@ def cache_access_error(
         elif (blocker := _file_above(path)) is not None:
             reason = f"{blocker} is a file, not a folder"
         return CacheAccessError(
-            f"cannot use the embedding cache {path}: {reason}; pass --cache FILE in a writable folder, "
-            "or --no-cache"
+            f"cannot use the embedding cache {path}: {reason}; " + way_out("a file in a writable folder")
         )
     return None

@@ -27,7 +27,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from poolrag.cache.recovery import CacheAccessError, cache_access_error, is_corruption, write_refused
+from poolrag.cache.recovery import (
+    CacheAccessError,
+    cache_access_error,
+    is_corruption,
+    way_out,
+    write_refused,
+)
 from poolrag.cache_location import poolrag_cache_dir
 from poolrag.counts import check_count
 from poolrag.fork_holds import hold_over_fork
@@ -316,8 +322,8 @@ class EmbeddingCache:
             foreign = _not_a_cache(conn)
             if foreign is not None:
                 raise CacheAccessError(
-                    f"the embedding cache {self.path} is {foreign}, not a poolrag cache; pass --cache "
-                    "FILE elsewhere, or --no-cache"
+                    f"the embedding cache {self.path} is {foreign}, not a poolrag cache; "
+                    + way_out("another file")
                 )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -342,8 +348,8 @@ class EmbeddingCache:
             return  # created here, or the open below names what is wrong
         if head and head != _SQLITE_HEADER[: len(head)]:
             raise CacheAccessError(
-                f"{self.path} is not an SQLite database, so not an embedding cache; pass --cache "
-                "FILE elsewhere, or --no-cache"
+                f"{self.path} is not an SQLite database, so not an embedding cache; "
+                + way_out("another file")
             )
 
     def _connection(self) -> sqlite3.Connection:
