@@ -4,6 +4,7 @@ hold the type refuses it before anything is created."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import uuid
 
@@ -129,6 +130,21 @@ def test_milvus_refuses_compact_vectors_before_creating_anything(
     with pytest.raises(InvalidInputError, match=f"milvus stores float32 vectors, not {vector_type}.*qdrant"):
         store.ensure_collection(_spec(sentence_vectors, vector_type, ranges))
     assert store.read_spec() is None
+
+
+@pytest.mark.parametrize("kind", COMPACT_KINDS)
+def test_a_binary_index_over_uint8_vectors_is_refused_before_anything_is_created(
+    kind, make_store, sentence_vectors
+) -> None:
+    # a binary index keeps each value's sign bit, and a uint8 value is never negative: every vector
+    # got the same code, and the first stage picked its candidates blind (recall@10 0.13 against 0.59
+    # without the index, 20,000 clustered vectors on qdrant-edge)
+    spec = _spec(sentence_vectors, "uint8", _ranges(sentence_vectors))
+    store = make_store(kind)
+    with pytest.raises(InvalidInputError, match=r"binary index.*uint8.*never negative.*int8"):
+        store.ensure_collection(dataclasses.replace(spec, quantization="binary"))
+    assert store.read_spec() is None
+    assert store.ensure_collection(dataclasses.replace(spec, quantization="int8")).quantization == "int8"
 
 
 def test_a_uint8_spec_without_ranges_or_of_the_wrong_width_is_refused(sentence_vectors) -> None:

@@ -43,7 +43,7 @@ from poolrag.stores.hybrid import (
 from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.names import check_collection_name
 from poolrag.stores.registry import StoreLocation
-from poolrag.stores.vector_types import check_unit_length
+from poolrag.stores.vector_types import check_index_quantization, check_unit_length
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,7 @@ class StoreTemplate(ABC):
         stored = self.read_spec()
         if stored is None:
             self.check_vector_type(spec.vector_type)
+            check_index_quantization(spec.vector_type, spec.quantization)
             self._create(spec)
             self._spec = spec
             return spec
