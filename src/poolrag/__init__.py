@@ -58,6 +58,7 @@ against this list and fails on any arrow up and on any module not placed here::
     server: the OpenAI/vLLM-compatible HTTP server
     scaleout: ingestion and serving replicas on a Ray cluster
     cli: the ``poolrag`` command
+    __main__: ``python -m poolrag``, the same command
     testing: test helpers shipped with poolrag (tiny models, live servers, fixtures, the engine's wiring)
 """
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from poolrag import __version__
 from poolrag.cli import build_parser
 
 
@@ -60,3 +63,11 @@ def test_every_count_a_flag_shows_in_vllms_form_is_the_count_it_parses_to() -> N
                     flag = action.option_strings[0]
                     wrong.append(f"poolrag {command} {flag}: {form.group(0)!r} is {value:,}")
     assert not wrong, wrong
+
+
+def test_python_dash_m_poolrag_is_the_poolrag_command() -> None:
+    """A venv whose scripts folder is not on PATH runs ``python -m poolrag``, as ``python -m pip``."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "poolrag", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert (ran.returncode, ran.stdout.strip(), ran.stderr) == (0, f"poolrag {__version__}", "")
