@@ -635,9 +635,7 @@ class Engine:
         params = pooling_params or PoolingParams()
         resolved = replace(self._resolve("embed", params), task=LATE_CHUNK_TASK)
         if not self.supports_late_chunking:
-            raise InvalidInputError(
-                late_chunking_refused(self.pooler_config.pooling_type, self._facts.reads_images)
-            )
+            raise InvalidInputError(late_chunking_refused(self.pooler_config.pooling_type, self._facts))
         if params.truncate_prompt_tokens is not None:  # said, not ignored: no token is ever cut here
             raise InvalidInputError(
                 "late chunking reads the whole document (in windows past the model's length); "

@@ -321,3 +321,15 @@ def test_a_calibration_file_that_is_not_one_is_one_line_naming_it(
     err = capsys.readouterr().err.strip()
     assert str(bad) in err and "not a quantization ranges file" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "qdrant-edge").exists()
+
+
+def test_a_colbert_model_is_told_its_token_vectors_stay_float32_not_to_normalise(
+    corpus: Path, tmp_path: Path, assets: Path, capsys
+) -> None:
+    """ColBERT's refusal came second: the first told its user to add a normalising pooler config,
+    which only led to it."""
+    colbert = assets / "colbert-pylate"
+    assert _ingest(corpus, tmp_path, colbert, "qdrant-edge", "--vector-type", "float16") == 2
+    err = capsys.readouterr().err.strip()
+    assert "ColBERT token vectors stay float32" in err and "normal" not in err, err
+    assert not (tmp_path / "qdrant-edge").exists()

@@ -132,7 +132,9 @@ def test_an_edited_document_gets_every_late_vector_again_none_left_from_before_t
         store.close()
 
 
-def test_cli_late_chunking_ingests_and_refuses_what_it_cannot_do(tmp_path: Path, capsys, tiny_model) -> None:
+def test_cli_late_chunking_ingests_and_refuses_what_it_cannot_do(
+    tmp_path: Path, capsys, tiny_model, assets: Path
+) -> None:
     corpus = write_corpus(tmp_path / "corpus")
     common = ["--uri", str(tmp_path / "m.db"), "--cache", str(tmp_path / "c.sqlite"), "--quiet", "--json"]
     assert main(["ingest", str(corpus), "--late-chunking", "--chunk-tokens", "16", *common]) == 0
@@ -144,6 +146,10 @@ def test_cli_late_chunking_ingests_and_refuses_what_it_cannot_do(tmp_path: Path,
     assert main(["ingest", str(corpus), "--late-chunking", "--model", str(cls_model), *common]) == 2
     err = capsys.readouterr().err
     assert "needs a mean-pooling model" in err and "pools by CLS" in err
+    colbert = ["--model", str(assets / "colbert-pylate")]  # pools nothing: not its config's CLS default
+    assert main(["ingest", str(corpus), "--late-chunking", *colbert, *common]) == 2
+    err = capsys.readouterr().err
+    assert "this model is ColBERT, which keeps one vector per token" in err and "pools by" not in err
 
 
 @pytest.mark.parametrize("kind", KINDS)

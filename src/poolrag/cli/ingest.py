@@ -399,6 +399,11 @@ def _ingest(
     engine = load_engine(engine_args)
     if calibration is not None:
         calibration.check_model(engine.facts)
+    if args.vector_type not in (None, "float32") and engine.facts.score_kind is ScoreKind.MAXSIM:
+        raise InvalidInputError(  # said first: normalising would not make its token vectors compact
+            f"--vector-type {args.vector_type} is for dense collections; ColBERT token vectors stay "
+            "float32: leave out --vector-type"
+        )
     if args.vector_type not in (None, "float32") and not engine.facts.normalizes_embeddings:
         raise InvalidInputError(  # before the store is opened: the compact collection holds unit vectors
             f"--vector-type {args.vector_type} stores vectors compared by dot product, a cosine only for "
@@ -409,7 +414,7 @@ def _ingest(
         from poolrag.tokenization.late_chunks import late_chunking_refused
 
         pooling = engine.pooler_config.pooling_type
-        refusal = late_chunking_refused(pooling, engine.facts.reads_images)
+        refusal = late_chunking_refused(pooling, engine.facts)
         raise InvalidInputError("--" + refusal)
     reads_images = engine.facts.reads_images
     if reads_images and args.dimensions is not None:

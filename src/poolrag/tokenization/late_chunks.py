@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from poolrag.errors import InputTypeError, InvalidInputError
+from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.request import PoolingRequest, ResolvedParams
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
@@ -35,13 +36,18 @@ LATE_CHUNK_TASK = "late_chunks"  # the pooler that averages the row spans of a L
 LATE_CHUNKS_CACHE_TASK = "late_chunks/own_windows"
 
 
-def late_chunking_refused(pooling_type: str | None, reads_images: bool = False) -> str:
+def late_chunking_refused(pooling_type: str | None, facts: ModelFacts) -> str:
     """Why a model cannot late-chunk, in the words every door uses (no model name: over HTTP that
     would be the host's folder path, and every caller knows which model it asked)."""
-    if reads_images:
+    if facts.reads_images:
         return (
             "late-chunking needs a mean-pooling text model; this model embeds texts and images "
             "by one pooled token of each tower, which has no part per chunk"
+        )
+    if facts.score_kind is ScoreKind.MAXSIM:  # its pooler config's CLS default is not what it does
+        return (
+            "late-chunking needs a mean-pooling model; this model is ColBERT, which keeps one vector "
+            "per token and pools none"
         )
     return (
         f"late-chunking needs a mean-pooling model; this model pools by {pooling_type}, "
