@@ -131,6 +131,15 @@ class InputTypeError(PoolragError, TypeError):
     """An input that is not text (or token ids) was passed where text was expected."""
 
 
+def served_here(runners: Sequence[str] | None) -> str:
+    """The end of a task refusal naming the served models that run the task (``runners``), or that
+    none does; ``None`` (one model served) adds nothing."""
+    if runners is None:
+        return ""
+    names = ", ".join(repr(name) for name in runners)
+    return f"; served here for it: {names}" if runners else "; no model served here runs it"
+
+
 class UnsupportedTaskError(InvalidInputError):
     """The model cannot run the requested pooling task."""
 
@@ -149,9 +158,7 @@ class UnsupportedTaskError(InvalidInputError):
             )
         if task == "token_classify" and "classify" in supported:  # vLLM's --convert classify
             hint = "; a sequence classifier: load it with convert='classify' to run its head on every token"
-        if runners is not None:
-            names = ", ".join(repr(name) for name in runners)
-            hint += f"; served here for it: {names}" if runners else "; no model served here runs it"
+        hint += served_here(runners)
         who = f"model {model!r}" if model else "this model"
         super().__init__(
             f"task {task!r} is not supported by {who}; supported tasks: {', '.join(supported) or 'none'}"

@@ -87,14 +87,19 @@ def naming_served(
     """``refusal`` (the engine's "this model") naming ``answering`` by its served name and, of several
     ``served``, the others that run the task: a request naming no model reached it unasked. The
     server and the client both say it so, in the same words."""
-    runners = None
-    if len(served) > 1:
-        runners = [
-            facts.model_name
-            for facts in served
-            if refusal.task in facts.supported_tasks and facts.model_name != answering.model_name
-        ]
-    return refusal.naming(answering.model_name, runners)
+    return refusal.naming(answering.model_name, task_runners(refusal.task, answering, served))
+
+
+def task_runners(task: str, answering: ModelFacts, served: Sequence[ModelFacts]) -> list[str] | None:
+    """The names of the ``served`` models other than ``answering`` that run ``task``; ``None`` with
+    one model served, where a refusal has no other to point to."""
+    if len(served) < 2:
+        return None
+    return [
+        facts.model_name
+        for facts in served
+        if task in facts.supported_tasks and facts.model_name != answering.model_name
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+import cohere
 import httpx
 import numpy as np
 import openai
@@ -227,6 +228,21 @@ def test_a_task_refusal_names_the_model_and_those_served_that_run_the_task(
         "task 'embed' is not supported by model 'reranker'; supported tasks: classify, score, reward; "
         "served here for it: 'embedder', 'minilm'"
     )
+
+
+def test_cohere_embed_on_a_model_that_gives_no_embeddings_names_the_served_embedder(
+    two_models: TwoModels,
+) -> None:
+    """Cohere's embed refuses in its own field names, and like every other route's refusal names
+    the served models that do run the task, so a client that picked the wrong name learns the right one."""
+    client = cohere.ClientV2(base_url=two_models.url, api_key="unused", timeout=120)
+    with pytest.raises(cohere.errors.BadRequestError) as refused:
+        client.embed(model="reranker", texts=["q"], input_type="search_query", embedding_types=["float"])
+    assert refused.value.body["message"] == (  # type: ignore[index]
+        "embedding_types: model 'reranker' gives no embeddings (its tasks: classify, score, reward); "
+        "served here for it: 'embedder'"
+    )
+    assert refused.value.body["error"]["code"] == "unsupported_task"  # type: ignore[index]
 
 
 def test_metrics_carry_the_model_label(two_models: TwoModels) -> None:

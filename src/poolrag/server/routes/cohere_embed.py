@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request, Response
 
-from poolrag.errors import DimensionsError, InputTooLongError, InvalidInputError
-from poolrag.model_facts import ModelFacts
+from poolrag.errors import DimensionsError, InputTooLongError, InvalidInputError, served_here
+from poolrag.model_facts import ModelFacts, task_runners
 from poolrag.outputs import EmbeddingOutput, PoolingRequestOutput
 from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
@@ -34,7 +34,7 @@ from poolrag.server.schemas import (
     CohereFloatsResponse,
     CohereMeta,
 )
-from poolrag.server.state import ServerState, model_state, new_id
+from poolrag.server.state import ServedModels, ServerState, model_state, new_id, served_models
 from poolrag.server.truncation_report import report_truncated
 from poolrag.tokenization.input_processor import role_prompt_names
 
@@ -191,20 +191,24 @@ async def _embed(
     body: CohereEmbedRequest, request: Request, response: Response, path: str
 ) -> CohereEmbedResponse:
     state = model_state(request, body.model)
-    params, calibration = _checked(body, state)
+    params, calibration = _checked(body, state, served_models(request))
     outputs = await _run(body, state, params, path)
     return _answer(body, state, outputs, calibration, response)
 
 
-def _checked(body: CohereEmbedRequest, state: ServerState) -> tuple[PoolingParams, np.ndarray | None]:
+def _checked(
+    body: CohereEmbedRequest, state: ServerState, served: ServedModels
+) -> tuple[PoolingParams, np.ndarray | None]:
     """The request's pooling parameters and calibration matrix, everything the model cannot give
-    refused before the request takes a slot, in Cohere's field names."""
+    refused before the request takes a slot, in Cohere's field names (a model that gives no
+    embeddings naming, as every route's refusal does, the served models that embed)."""
     facts = state.engine.facts
     if "embed" not in facts.supported_tasks:
+        runners = task_runners("embed", state.served_facts, [model.served_facts for model in served.models])
         raise APIError(
             400,
             f"embedding_types: model {state.name!r} gives no embeddings (its tasks: "
-            f"{', '.join(facts.supported_tasks)})",
+            f"{', '.join(facts.supported_tasks)})" + served_here(runners),
             param="embedding_types",
             code="unsupported_task",
         )
