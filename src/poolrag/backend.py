@@ -237,6 +237,12 @@ class InProcessEngine(PoolingEngine, Protocol):
     def core_stats(self) -> EngineCounters: ...
 
     @property
+    def late_chunking_refusal(self) -> str | None:
+        """Why :meth:`embed_chunks` cannot run on this model, ``None`` where it can: known before
+        any input, so a door refuses before it makes anything (an ingest, its collection)."""
+        ...
+
+    @property
     def closed(self) -> bool:
         """Whether the engine no longer takes work (closed, or its scheduler stopped on a fault)."""
         ...

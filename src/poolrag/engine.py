@@ -416,6 +416,13 @@ class Engine:
         return LATE_CHUNK_TASK in self._pipeline.executor.poolers
 
     @property
+    def late_chunking_refusal(self) -> str | None:
+        """Why :meth:`embed_chunks` cannot run on this model (``None`` where it can)."""
+        if self.supports_late_chunking:
+            return None
+        return late_chunking_refused(self.pooler_config.pooling_type, self._facts)
+
+    @property
     def score_kind(self) -> ScoreKind:
         """How ``score`` works for this model: a cross-encoder, cosine of vectors or MaxSim."""
         return self._pipeline.score_kind
@@ -634,8 +641,8 @@ class Engine:
     ) -> Steps[np.ndarray]:
         params = pooling_params or PoolingParams()
         resolved = replace(self._resolve("embed", params), task=LATE_CHUNK_TASK)
-        if not self.supports_late_chunking:
-            raise InvalidInputError(late_chunking_refused(self.pooler_config.pooling_type, self._facts))
+        if (refusal := self.late_chunking_refusal) is not None:
+            raise InvalidInputError(refusal)
         if params.truncate_prompt_tokens is not None:  # said, not ignored: no token is ever cut here
             raise InvalidInputError(
                 "late chunking reads the whole document (in windows past the model's length); "

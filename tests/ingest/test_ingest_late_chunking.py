@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from ingest_support import write_corpus
 
+from poolrag import Engine
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.cli import main
+from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
 from poolrag.params import PoolingParams
 from poolrag.stores import RetryPolicy, open_store
@@ -150,6 +152,29 @@ def test_cli_late_chunking_ingests_and_refuses_what_it_cannot_do(
     assert main(["ingest", str(corpus), "--late-chunking", *colbert, *common]) == 2
     err = capsys.readouterr().err
     assert "this model is ColBERT, which keeps one vector per token" in err and "pools by" not in err
+
+
+def test_a_model_that_cannot_late_chunk_is_refused_before_the_collection_records_late_vectors(
+    tmp_path: Path, tiny_model, minilm_engine
+) -> None:
+    """Refused at the first batch, the run had made a collection marked "late", which then refused
+    the same corpus ingested the ordinary way."""
+    corpus = write_corpus(tmp_path / "corpus")
+    cls_engine = Engine(tiny_model("bert"))  # a bare BERT pools by CLS
+    with pytest.raises(
+        InvalidInputError, match="late-chunking needs a mean-pooling model; this model pools by CLS"
+    ):
+        _ingest("qdrant", tmp_path, corpus, cls_engine, "docs", True, tmp_path / "cls.sqlite")
+    store = open_store("qdrant", "docs", **_location("qdrant", tmp_path))
+    try:
+        assert store.read_spec() is None
+    finally:
+        store.close()
+    report, store, *_ = _ingest(
+        "qdrant", tmp_path, corpus, minilm_engine, "docs", False, tmp_path / "c.sqlite"
+    )
+    store.close()
+    assert report.upserted > 0
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -410,11 +410,7 @@ def _ingest(
             f"unit-length vectors, and {engine.facts.model_name} does not normalise its embeddings: add "
             "--pooler-config '{\"normalize\": true}' (to calibrate and search too), or store float32"
         )
-    if args.late_chunking and not engine.supports_late_chunking:
-        from poolrag.tokenization.late_chunks import late_chunking_refused
-
-        pooling = engine.pooler_config.pooling_type
-        refusal = late_chunking_refused(pooling, engine.facts)
+    if args.late_chunking and (refusal := engine.late_chunking_refusal) is not None:
         raise InvalidInputError("--" + refusal)
     reads_images = engine.facts.reads_images
     if reads_images and args.dimensions is not None:

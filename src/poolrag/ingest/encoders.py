@@ -65,6 +65,12 @@ class DenseEncoder:
     def computed(self) -> int:
         return self.embedder.misses
 
+    @property
+    def late_chunking_refusal(self) -> str | None:
+        """Why this model cannot late-chunk, where that is known here (an in-process engine); a
+        server's refusal arrives with the first batch."""
+        return None if self._engine is None else self._engine.late_chunking_refusal
+
     def token_prompts(self, token_ids: Sequence[Sequence[int] | None]) -> list[TokensPrompt | None] | None:
         """Token prompts for the chunks whose ids are known, ``None`` where the text must go."""
         engine = self._engine

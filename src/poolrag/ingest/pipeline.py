@@ -113,6 +113,8 @@ class IngestPipeline:
             raise InvalidInputError(
                 "late chunking pools one vector per chunk: it needs a dense (not ColBERT) model"
             )
+        if late_chunking and isinstance(encoder, DenseEncoder) and (refusal := encoder.late_chunking_refusal):
+            raise InvalidInputError(refusal)  # before the collection records late vectors
         self.late_chunking = late_chunking
         self.store = store
         self.encoder = encoder
