@@ -93,6 +93,20 @@ def test_model_config_names_the_matryoshka_sizes_vllm_scripts_pick_from(minilm_p
     assert len(llm.embed("a cat", PoolingParams(dimensions=size))[0].outputs.embedding) == size
 
 
+def test_model_config_embedding_size_is_the_size_of_the_vectors_returned(
+    llm: LLM, assets: Path, tiny_model: Callable[..., Path]
+) -> None:
+    """vLLM's own embedding tests size their checks by ``llm.model_config.embedding_size`` (seen
+    from outside: an AttributeError): the vector the model returns, after a sentence-transformers
+    ``Dense`` layer when the folder has one, else the hidden size."""
+    assert llm.model_config.embedding_size == len(llm.embed("a cat")[0].outputs.embedding) == 384
+    colbert = LLM(str(assets / "colbert-pylate"))
+    (tokens,) = colbert.encode("a cat", pooling_task="token_embed")
+    assert colbert.model_config.embedding_size == tokens.outputs.data.shape[1] == 96
+    classifier = LLM(str(tiny_model("bert", head="sequence", num_labels=3)))
+    assert classifier.model_config.embedding_size == classifier.model_config.get_hidden_size()
+
+
 def test_embed_score_and_encode_match_the_engine(llm: LLM, minilm_engine: Engine) -> None:
     got = llm.embed(SENTENCES)
     want = minilm_engine.embed(SENTENCES)
