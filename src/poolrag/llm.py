@@ -148,6 +148,13 @@ class ModelConfig:
     is_matryoshka: bool = False
     matryoshka_dimensions: list[int] | None = None
     served_name: str | list[str] | None = None  # LLM(served_model_name=...), as given
+    output_size: int | None = None  # the embed (or ColBERT token) vector's size; None: no vectors
+
+    @property
+    def embedding_size(self) -> int:
+        """As vLLM's: the size of the vectors the model returns (after a sentence-transformers
+        ``Dense`` layer), else the hidden size; vLLM's tests size their checks by it."""
+        return self.output_size if self.output_size is not None else self.get_hidden_size()
 
     @property
     def served_model_name(self) -> str:
@@ -294,6 +301,7 @@ class LLM:
             is_matryoshka=facts.is_matryoshka,
             matryoshka_dimensions=None if dims is None else list(dims),
             served_name=self._served_name,
+            output_size=facts.embedding_dim,
         )
 
     @property

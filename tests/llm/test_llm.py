@@ -93,6 +93,20 @@ def test_model_config_names_the_matryoshka_sizes_vllm_scripts_pick_from(minilm_p
     assert len(llm.embed("a cat", PoolingParams(dimensions=size))[0].outputs.embedding) == size
 
 
+def test_model_config_embedding_size_is_the_size_of_the_vectors_returned(
+    llm: LLM, assets: Path, tiny_model: Callable[..., Path]
+) -> None:
+    """vLLM's own embedding tests size their checks by ``llm.model_config.embedding_size`` (seen
+    from outside: an AttributeError): the vector the model returns, after a sentence-transformers
+    ``Dense`` layer when the folder has one, else the hidden size."""
+    assert llm.model_config.embedding_size == len(llm.embed("a cat")[0].outputs.embedding) == 384
+    colbert = LLM(str(assets / "colbert-pylate"))
+    (tokens,) = colbert.encode("a cat", pooling_task="token_embed")
+    assert colbert.model_config.embedding_size == tokens.outputs.data.shape[1] == 96
+    classifier = LLM(str(tiny_model("bert", head="sequence", num_labels=3)))
+    assert classifier.model_config.embedding_size == classifier.model_config.get_hidden_size()
+
+
 def test_embed_score_and_encode_match_the_engine(llm: LLM, minilm_engine: Engine) -> None:
     got = llm.embed(SENTENCES)
     want = minilm_engine.embed(SENTENCES)
@@ -313,9 +327,19 @@ def test_pooler_config_task_token_embed_scores_by_late_interaction(
     assert llm.engine.task == "token_embed" and llm.model_config.pooler_config.task == "token_embed"
 
 
-def test_a_pooler_config_task_the_model_does_not_run_is_refused(minilm_path: Path) -> None:
+def test_a_pooler_config_task_the_model_does_not_run_is_refused(
+    minilm_path: Path, tiny_model: Callable[..., Path]
+) -> None:
     with pytest.raises(ModelLoadError, match="pooler_config task 'classify' is not one this model runs"):
         LLM(str(minilm_path), pooler_config={"task": "classify"})
+    # vLLM's token_classify test pools a sequence classifier this way; here its head runs on every
+    # token with convert='classify', and the refusal says so (seen from outside: it named no way)
+    classifier = str(tiny_model("bert", head="sequence", num_labels=2))
+    with pytest.raises(ModelLoadError, match="load it with convert='classify'"):
+        LLM(classifier, pooler_config={"task": "token_classify"})
+    converted = LLM(classifier, convert="classify", pooler_config={"task": "token_classify"})
+    (output,) = converted.encode("a cat", pooling_task="token_classify")
+    assert tuple(output.outputs.data.shape) == (len(output.prompt_token_ids), 2)
     with pytest.raises(InvalidInputError, match="task 'embed' and pooler_config task 'token_embed' disagree"):
         Engine(minilm_path, task="embed", pooler_config={"task": "token_embed"})
 

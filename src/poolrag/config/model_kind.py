@@ -222,7 +222,9 @@ def pooled_task_score(kind: ModelKind, tasks: tuple[str, ...], pooler: PoolerCon
     if task is None:
         return kind.score_kind
     if task not in tasks:
+        # vLLM offers a sequence classifier's token_classify unasked; here convert='classify' adds it
+        hint = "; load it with convert='classify'" if task == "token_classify" and "classify" in tasks else ""
         raise ModelLoadError(
-            f"pooler_config task {task!r} is not one this model runs; it runs: {', '.join(tasks)}"
+            f"pooler_config task {task!r} is not one this model runs; it runs: {', '.join(tasks)}{hint}"
         )
     return TASK_SCORE_KINDS.get(task, kind.score_kind)
