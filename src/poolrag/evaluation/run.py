@@ -106,6 +106,21 @@ def _corpus_document_count(dataset: BeirDataset) -> int:
     return sum(1 for doc in dataset.documents() if doc.image is not None or text_problem(_text(doc)) is None)
 
 
+def _check_searchable_corpus(dataset: BeirDataset) -> None:
+    """Refuse a corpus of which no document would be ingested: every mode would score 0 on an empty
+    collection, a table that looks like a result. The corpus is read up to its first usable row."""
+    left_out = 0
+    for doc in dataset.documents():
+        if doc.image is not None or text_problem(_text(doc)) is None:
+            return
+        left_out += 1
+    if not left_out:
+        raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
+    raise InvalidInputError(
+        f"{dataset.corpus_path}: no document with text or an image ({left_out} left out); nothing to search"
+    )
+
+
 def _text(doc: BeirDocument) -> str:
     """A text row as it is embedded: the title heads the text (BEIR's convention)."""
     return f"{doc.title}\n\n{doc.text}" if doc.title else doc.text
@@ -322,8 +337,7 @@ class Evaluation:
                 f"no query in {dataset.qrels_path(split)} has a relevant document (a grade above 0); "
                 "nothing to evaluate"
             )
-        if next(iter(dataset.documents()), None) is None:
-            raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
+        _check_searchable_corpus(dataset)
         dataset.check_judged_documents_exist(split, qrels)
         images = PageRendering() if self.embedder.facts.reads_images else None
         corpus_ids: set[str] = set()
