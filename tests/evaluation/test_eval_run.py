@@ -268,6 +268,22 @@ def test_a_dataset_with_nothing_to_evaluate_is_refused_before_anything_is_embedd
     _refused_before_embedding(Bench("qdrant", tmp_path, minilm_engine), breakage, InvalidInputError, message)
 
 
+def test_the_saved_mode_without_a_saved_setting_is_refused_before_anything_is_embedded(
+    tmp_path: Path, minilm_engine
+) -> None:
+    """Whether the collection holds a ``--tune --save`` record is known before the corpus is read:
+    it was refused only after the whole corpus had been embedded (hours on a large one)."""
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    store = bench.open()
+    try:
+        evaluation, embedder = bench.evaluation(store)
+        with pytest.raises(InvalidInputError, match=r"mode saved .* holds none"):
+            evaluation.run(bench.dataset, ["dense", "saved"], k=K)
+        assert embedder.misses == 0 and store.read_spec() is None
+    finally:
+        store.close()
+
+
 def test_an_owned_collection_follows_the_corpus_and_reports_its_own_chunks(
     tmp_path: Path, minilm_engine
 ) -> None:

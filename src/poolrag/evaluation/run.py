@@ -339,6 +339,14 @@ class Evaluation:
             )
         _check_searchable_corpus(dataset)
         dataset.check_judged_documents_exist(split, qrels)
+        # Known before the corpus is read: a new collection holds no record, nor does one never tuned.
+        stored = self.pipeline.store.read_spec()
+        if SAVED_MODE in modes and (stored is None or saved_record(stored) is None):
+            raise InvalidInputError(
+                f"mode {SAVED_MODE} measures the setting a collection saved, and collection "
+                f"{self.pipeline.store.collection!r} holds none: run poolrag eval --tune --save first "
+                "(on another split, to report this one held out)"
+            )
         images = PageRendering() if self.embedder.facts.reads_images else None
         corpus_ids: set[str] = set()
         total = _corpus_document_count(dataset) if self.pipeline.progress else None
@@ -358,12 +366,6 @@ class Evaluation:
             self.embedder.embed([q.text for q in batch], input_type="query")
         embedded = self.embedder.misses - before
         saved = saved_record(existing_spec(self.pipeline.store))
-        if SAVED_MODE in modes and saved is None:
-            raise InvalidInputError(
-                f"mode {SAVED_MODE} measures the setting a collection saved, and collection "
-                f"{self.pipeline.store.collection!r} holds none: run poolrag eval --tune --save first "
-                "(on another split, to report this one held out)"
-            )
         # Chunks counted in the collection, since a resumed run chunks only the documents it had left.
         stored = self.pipeline.store.count()
         depth = k if stored <= ingest.documents else 3 * k
