@@ -239,6 +239,12 @@ def _refused_before_embedding(bench: Bench, breakage, error: type[Exception], ma
             "has a relevant document",
         ),
         (lambda f: (f / "corpus.jsonl").write_text(""), "corpus.jsonl: no documents"),
+        (  # every row is left out as empty: searched, it scored 0 in every mode with exit 0
+            lambda f: (f / "corpus.jsonl").write_text(
+                "".join(json.dumps({"_id": d, "title": "", "text": ""}) + "\n" for d in DOCS)
+            ),
+            r"corpus.jsonl: no document with text or an image \(8 left out\); nothing to search",
+        ),
         (lambda f: (f / "queries.jsonl").write_text(""), r"queries.jsonl: no queries \(the file is empty\)"),
         (  # the qrels name the documents D1, D2, ...: no ranking could score above 0
             lambda f: (f / "qrels" / "test.tsv").write_text(
@@ -248,12 +254,34 @@ def _refused_before_embedding(bench: Bench, breakage, error: type[Exception], ma
             r"and 2 more; the corpus has ids such as d1, d2, d3\)",
         ),
     ],
-    ids=["no-grade-above-0", "empty-corpus", "empty-queries", "no-judged-document-in-corpus"],
+    ids=[
+        "no-grade-above-0",
+        "empty-corpus",
+        "only-empty-documents",
+        "empty-queries",
+        "no-judged-document-in-corpus",
+    ],
 )
 def test_a_dataset_with_nothing_to_evaluate_is_refused_before_anything_is_embedded(
     tmp_path: Path, minilm_engine, breakage, message: str
 ) -> None:
     _refused_before_embedding(Bench("qdrant", tmp_path, minilm_engine), breakage, InvalidInputError, message)
+
+
+def test_the_saved_mode_without_a_saved_setting_is_refused_before_anything_is_embedded(
+    tmp_path: Path, minilm_engine
+) -> None:
+    """Whether the collection holds a ``--tune --save`` record is known before the corpus is read:
+    it was refused only after the whole corpus had been embedded (hours on a large one)."""
+    bench = Bench("qdrant", tmp_path, minilm_engine)
+    store = bench.open()
+    try:
+        evaluation, embedder = bench.evaluation(store)
+        with pytest.raises(InvalidInputError, match=r"mode saved .* holds none"):
+            evaluation.run(bench.dataset, ["dense", "saved"], k=K)
+        assert embedder.misses == 0 and store.read_spec() is None
+    finally:
+        store.close()
 
 
 def test_an_owned_collection_follows_the_corpus_and_reports_its_own_chunks(

@@ -86,3 +86,28 @@ def test_a_collection_recorded_before_an_analyzer_flag_keeps_its_split(
     again.adopt(recorded, [text])
     assert again.analyzer_record()[flag] is False
     assert again.encoder.analyzer.terms(text) == terms
+
+
+def test_a_declared_language_the_collection_did_not_record_is_refused(minilm_engine) -> None:
+    """The languages record is fixed when the collection's first batch is written; a later run with
+    another ``--language`` (word pieces, which have no stemmer to refuse) was "up to date" and left
+    the collection English, so the hybrid default the user asked for never applied."""
+    from poolrag.stores.errors import CollectionMismatchError
+
+    def encoder(language: str | None) -> BM25ChunkEncoder:
+        languages = LanguageRecord.declared(("en",), language)
+        return bm25_for_model(minilm_engine.tokenizer, "m@1", languages=languages)
+
+    first = encoder("english")
+    first.adopt(None, GERMAN)
+    recorded = first.settings()
+    for language in (None, "english"):  # undeclared, or declared as recorded
+        again = encoder(language)
+        again.adopt(recorded, GERMAN[:1])
+        assert again.avg_doc_length == first.avg_doc_length
+    with pytest.raises(CollectionMismatchError, match=r"recorded its language as en.*--language german"):
+        encoder("german").adopt(recorded, GERMAN[:1])
+    pending = {**recorded, "avg_doc_length": None}  # created, no batch written: nothing is fixed yet
+    later = encoder("german")
+    later.adopt(pending, GERMAN)
+    assert later.settings()["languages"] == {"model": ["en"], "collection": "de"}

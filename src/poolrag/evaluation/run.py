@@ -106,6 +106,21 @@ def _corpus_document_count(dataset: BeirDataset) -> int:
     return sum(1 for doc in dataset.documents() if doc.image is not None or text_problem(_text(doc)) is None)
 
 
+def _check_searchable_corpus(dataset: BeirDataset) -> None:
+    """Refuse a corpus of which no document would be ingested: every mode would score 0 on an empty
+    collection, a table that looks like a result. The corpus is read up to its first usable row."""
+    left_out = 0
+    for doc in dataset.documents():
+        if doc.image is not None or text_problem(_text(doc)) is None:
+            return
+        left_out += 1
+    if not left_out:
+        raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
+    raise InvalidInputError(
+        f"{dataset.corpus_path}: no document with text or an image ({left_out} left out); nothing to search"
+    )
+
+
 def _text(doc: BeirDocument) -> str:
     """A text row as it is embedded: the title heads the text (BEIR's convention)."""
     return f"{doc.title}\n\n{doc.text}" if doc.title else doc.text
@@ -322,9 +337,16 @@ class Evaluation:
                 f"no query in {dataset.qrels_path(split)} has a relevant document (a grade above 0); "
                 "nothing to evaluate"
             )
-        if next(iter(dataset.documents()), None) is None:
-            raise InvalidInputError(f"{dataset.corpus_path}: no documents; nothing to search")
+        _check_searchable_corpus(dataset)
         dataset.check_judged_documents_exist(split, qrels)
+        # Known before the corpus is read: a new collection holds no record, nor does one never tuned.
+        stored = self.pipeline.store.read_spec()
+        if SAVED_MODE in modes and (stored is None or saved_record(stored) is None):
+            raise InvalidInputError(
+                f"mode {SAVED_MODE} measures the setting a collection saved, and collection "
+                f"{self.pipeline.store.collection!r} holds none: run poolrag eval --tune --save first "
+                "(on another split, to report this one held out)"
+            )
         images = PageRendering() if self.embedder.facts.reads_images else None
         corpus_ids: set[str] = set()
         total = _corpus_document_count(dataset) if self.pipeline.progress else None
@@ -344,12 +366,6 @@ class Evaluation:
             self.embedder.embed([q.text for q in batch], input_type="query")
         embedded = self.embedder.misses - before
         saved = saved_record(existing_spec(self.pipeline.store))
-        if SAVED_MODE in modes and saved is None:
-            raise InvalidInputError(
-                f"mode {SAVED_MODE} measures the setting a collection saved, and collection "
-                f"{self.pipeline.store.collection!r} holds none: run poolrag eval --tune --save first "
-                "(on another split, to report this one held out)"
-            )
         # Chunks counted in the collection, since a resumed run chunks only the documents it had left.
         stored = self.pipeline.store.count()
         depth = k if stored <= ingest.documents else 3 * k

@@ -32,7 +32,7 @@ from poolrag.sparse.language_detection import detect_language
 from poolrag.sparse.vector import SparseVector
 from poolrag.sparse.words import DEFAULT_LANGUAGE, LANGUAGES, WordAnalyzer, analyzer_name, recorded_analyzer
 from poolrag.stores.errors import CollectionMismatchError
-from poolrag.stores.language_prior import LANGUAGES_RECORD_KEY, LanguageRecord
+from poolrag.stores.language_prior import LANGUAGE_CODES, LANGUAGES_RECORD_KEY, LanguageRecord
 
 if TYPE_CHECKING:
     from poolrag.engine import Engine
@@ -152,6 +152,7 @@ class BM25ChunkEncoder:
                     "--language, or another --collection"
                 )
         if recorded and recorded.get("avg_doc_length") is not None:
+            self._check_declared_language(recorded)
             try:
                 parameters = BM25Parameters(float(recorded["k1"]), float(recorded["b"]))
                 self.avg_doc_length = float(recorded["avg_doc_length"])
@@ -167,6 +168,21 @@ class BM25ChunkEncoder:
             self._first_counts = dict(zip(first_batch, counts, strict=True))
             lengths = [sum(c.values()) for c in counts]
             self.avg_doc_length = max(sum(lengths) / len(lengths), 1.0)
+
+    def _check_declared_language(self, recorded: dict[str, Any]) -> None:
+        """Refuse a declared ``--language`` other than the one the collection recorded: the record is
+        fixed with its first batch, so the flag would change nothing, and an English collection
+        declared Italian would keep the English hybrid default without a word."""
+        declared = None if self.languages is None else self.languages.collection
+        stored = recorded.get(LANGUAGES_RECORD_KEY)
+        if declared is None or not isinstance(stored, dict) or stored.get("collection") == declared:
+            return
+        was = stored.get("collection") or "no language"
+        named = next((name for name, code in LANGUAGE_CODES.items() if code == declared), declared)
+        raise CollectionMismatchError(
+            f"the collection recorded its language as {was} with its first batch, and it stays so; this "
+            f"run declares --language {named}: drop --language, or ingest into another --collection"
+        )
 
     def _warn_unknown_pieces(self, first_batch: Sequence[str]) -> None:
         """Says when a new collection's word pieces are largely the model's unknown token: BM25 drops
