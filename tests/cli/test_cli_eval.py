@@ -53,7 +53,8 @@ def _hand(kind: str, root: Path, engine: Engine, modes: dict[str, CrossEncoderRe
         for mode, reranker in modes.items():
             retriever = Retriever(store, embedder, reranker=reranker, sparse_encoder=sparse)
             base = "hybrid" if reranker is not None else mode
-            extra = {"candidates": depth} if reranker is not None else {}
+            # reranked over the candidates poolrag search --rerank -k K reranks by default
+            extra = {"candidates": max(10 * K, 50)} if reranker is not None else {}
             run = {q: by_document(retriever.search(t, depth, mode=base, **extra)) for q, t in QUERIES.items()}
             metrics[mode] = hand_metrics(run, K)
         return metrics
@@ -164,6 +165,74 @@ def test_rerank_modes_fuse_or_replace_the_hybrid_ranking(
     hand = _hand("qdrant", tmp_path, minilm_engine, modes, 3 * K)
     for mode in modes:
         assert printed[mode] == pytest.approx(hand[mode], abs=1e-12), mode
+
+
+#: A shelf of near-misses: short texts full of the query's words that answer nothing, so hybrid's first
+#: stage ranks them above the one answer, a long museum guide whose one sentence says how; the
+#: cross-encoder reads that sentence and ranks it first.
+_FILLER = (
+    "The museum guide lists opening hours, ticket prices, the cafe menu, parking rules, the cloakroom, "
+    "lifts and accessible toilets, school visits, gift shop discounts and the members' evening programme. "
+)
+_NEAR_MISSES = (
+    "Where to buy {c} flowers: our shop tells other customers where {c} flowers and honeybees prints are "
+    "on sale.",
+    "Honeybees are insects. {C} flowers are plants. Other bees are bumblebees.",
+    "Coloring page: honeybees and other bees flying where {c} flowers are.",
+    "Nobody knows whether honeybees like {c} flowers; other bees ignore them.",
+)
+_ANSWER = (
+    "In the insect hall, a film explains that honeybees tell other bees where flowers are by dancing: the "
+    "waggle dance gives the direction and distance. "
+)
+_BEES = "how do honeybees tell other bees where flowers are"
+
+
+def _write_near_misses(folder: Path) -> Path:
+    (folder / "qrels").mkdir(parents=True)
+    colours = ("red", "blue", "yellow", "white", "purple", "orange", "pink", "green")
+    docs = {
+        f"miss{n}{c}": text.format(c=c, C=c.title()) for n, text in enumerate(_NEAR_MISSES) for c in colours
+    }
+    docs["answer"] = _FILLER + _ANSWER + _FILLER
+    with (folder / "corpus.jsonl").open("w") as out:
+        for doc_id, text in docs.items():
+            out.write(json.dumps({"_id": doc_id, "title": "", "text": text}) + "\n")
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "bees", "text": _BEES}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nbees\tanswer\t1\n")
+    return folder
+
+
+@pytest.mark.real_weights
+def test_the_reranked_modes_rerank_the_candidates_search_reranks(
+    tmp_path: Path, minilm_path: Path, assets: Path, capsys
+) -> None:
+    """eval's reranked modes reranked only the chunks they kept (k, or 3k), where poolrag search
+    --rerank reranks max(10k, 50) stage-1 candidates: an answer the first stage ranked just below
+    them was missed by eval (recall 0) and found by search, so the table (and the share --tune
+    chose) described another second stage than search runs. Each reranked row is now search's."""
+    dataset = _write_near_misses(tmp_path / "beir")
+    rerank = str(assets / "ms-marco-MiniLM-L-12-v2")
+    common = _common("qdrant", tmp_path, minilm_path)
+    runs = tmp_path / "runs"
+    line = ["eval", str(dataset), *common, "-k", str(K), "-q", "--json", "--rerank", rerank]
+    capsys.readouterr()
+    assert main([*line, "--save-runs", str(runs)]) == 0  # one chunk a document: the K chunks kept
+    printed = json.loads(capsys.readouterr().out)
+
+    def search(k: int, *extra: str) -> list[str]:
+        line = ["search", _BEES, "--hybrid", "-k", str(k), "--json", *common]
+        assert main([*line, "--collection", default_collection(str(dataset)), *extra]) == 0
+        return [json.loads(hit)["metadata"]["corpus_id"] for hit in capsys.readouterr().out.splitlines()]
+
+    first_stage = search(50)
+    assert K < first_stage.index("answer") + 1 <= 50  # below the K chunks kept, among search's candidates
+    assert printed["hybrid"][f"recall@{K}"] == 0.0
+    for mode, second_stage in (("hybrid+rerank", "fuse"), ("hybrid+rerank-replace", "replace")):
+        searched = search(K, "--rerank", rerank, "--second-stage", second_stage)
+        ranked = [line.split()[2] for line in (runs / f"run.{mode}.trec").read_text().splitlines()]
+        assert ranked == searched, mode  # the documents eval ranks are those search gives
+    assert printed["hybrid+rerank-replace"][f"recall@{K}"] == 1.0
 
 
 def test_a_collection_ingested_without_hybrid_is_measured_in_the_dense_mode_and_refuses_the_others_truly(

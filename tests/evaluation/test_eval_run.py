@@ -408,7 +408,8 @@ def test_the_reranked_modes_score_each_pair_once(tmp_path: Path, minilm_engine, 
             own = CrossEncoderReranker(cross, second_stage=stage, weight=0.5)
             retriever = Retriever(store, embedder, reranker=own, sparse_encoder=sparse)
             for query_id, ranked in report.runs[mode].items():
-                hits = retriever.search(QUERIES[query_id], depth, mode="hybrid", candidates=depth)
+                # the candidates poolrag search --rerank -k K reranks by default
+                hits = retriever.search(QUERIES[query_id], depth, mode="hybrid", candidates=max(10 * K, 50))
                 assert [doc for doc, _ in ranked] == [doc for doc, _ in by_document(hits)], (mode, query_id)
     finally:
         store.close()

@@ -101,6 +101,27 @@ def test_a_rerank_share_reorders_the_fused_chunks_by_the_cross_encoder() -> None
     assert [d for d, _ in fused_documents(legs, Setting(("minmax", 0.0), 1.0), 3)] == ["c", "b", "a"]
 
 
+def test_a_rerank_share_reranks_the_candidates_search_reranks_not_only_the_chunks_kept() -> None:
+    """poolrag search --rerank -k 3 reranks max(10k, 50) = 50 stage-1 candidates; a candidate with a
+    reranker share reranked only the 3 chunks it kept, so a share chosen (and saved) there was
+    scored on a chunk search's cross-encoder lifts from 40th place it never saw. Its legs are now
+    fetched 50 deep and all 50 fused chunks reranked, the first 3 kept."""
+    dense = [_hit(f"d{i}#0", 1.0 - i / 100) for i in range(60)]
+    scores = {hit.id: 0.0 for hit in dense} | {"d40#0": 9.0}
+    asked: list[int] = []
+
+    def source(depth: int) -> QueryLegs:
+        asked.append(depth)
+        return QueryLegs(dense[:depth], [], {h.id: scores[h.id] for h in dense[:depth]})
+
+    run = candidate_run({"q": source}, Setting(("minmax", 0.0), 1.0), k=3, depth=3, chunks=60)
+    assert [doc for doc, _ in run["q"]][:1] == ["d40"] and len(run["q"]) == 3
+    assert asked == [50]
+    asked.clear()
+    run = candidate_run({"q": source}, Setting(("minmax", 0.0)), k=3, depth=3, chunks=60)
+    assert [doc for doc, _ in run["q"]] == ["d0", "d1", "d2"] and asked == [50]  # no share: the 3 kept
+
+
 def test_a_candidate_run_widens_until_k_documents_remain_fetching_deeper_legs_as_the_table_does() -> None:
     """One long document fills the first 3k chunks (and the legs' first 50): the run widens 9, 18,
     36, then every one of the 62 chunks, as the table's rows widen, and asks for legs that deep."""

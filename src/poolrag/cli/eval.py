@@ -72,7 +72,12 @@ def register(subparsers: Any) -> None:
         "when it has one, as BGE-M3 does, else BM25 over its tokenizer)",
     )
     add_analyzer_arguments(parser)
-    parser.add_argument("--rerank", metavar="MODEL", help="cross-encoder for the hybrid+rerank modes")
+    parser.add_argument(
+        "--rerank",
+        metavar="MODEL",
+        help="cross-encoder for the hybrid+rerank modes; it reranks the max(10k, 50) hybrid candidates "
+        "'poolrag search --rerank' reranks by default",
+    )
     parser.add_argument(
         "--rerank-weight",
         type=unit_interval,

@@ -10,8 +10,10 @@ Modes:
   ``dense``, ``sparse``, ``hybrid``: the retriever's first stage alone;
   ``hybrid+rerank``: the hybrid ranking reranked by a cross-encoder, its scores fused with the
   hybrid ones (the default second stage); ``hybrid+rerank-replace``: the cross-encoder's order alone.
-Every hybrid mode fuses legs of the same depth, so the reranked modes rerank exactly the ranking
-``hybrid`` reports and the table says what the second stage adds to it.
+The reranked modes rerank as ``poolrag search --hybrid --rerank`` does: the first
+:func:`~poolrag.retrieval.funnel.default_candidates` chunks of the fused ranking (``max(10k, 50)``,
+more where a run widens past them), by the same default fusion ``hybrid`` reports, so the table
+says what the second stage search runs adds to it, over the pool it reranks there.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from poolrag.ingest.pipeline import IngestPipeline, IngestReport
 from poolrag.ingest.readers import Document
 from poolrag.ingest.visual_documents import VisualDocument, read_visual_file
 from poolrag.retrieval.collection_checks import existing_spec
-from poolrag.retrieval.funnel import Retriever
+from poolrag.retrieval.funnel import Retriever, default_candidates
 from poolrag.retrieval.fusion import SecondStage
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.rerank_language import default_rerank_weight, reranker_languages
@@ -225,6 +227,15 @@ def without_own_document(
     return [pair for pair in ranked if pair[0] != query_id]
 
 
+def rerank_candidates(k: int, chunks: int) -> int:
+    """The chunks a reranked mode (or a ``--tune`` candidate with a reranker share) reranks when it
+    keeps ``chunks`` for k documents: the stage-1 candidates ``poolrag search --rerank -k K`` reranks by
+    default (:func:`~poolrag.retrieval.funnel.default_candidates`), or ``chunks`` where a run widened
+    past them. Reranking only the ``chunks`` kept (3k) missed a relevant document that search's second
+    stage finds deeper, so eval and a saved rerank share described another pool than search reranks."""
+    return max(chunks, default_candidates(k))
+
+
 def widened_documents(
     documents: Callable[[int], tuple[int, list[tuple[str, float]]]], depth: int, k: int, stored: int
 ) -> list[tuple[str, float]]:
@@ -383,6 +394,9 @@ class Evaluation:
         settings = {
             "k": k,
             "chunks_per_query": depth,
+            "rerank_candidates": rerank_candidates(k, depth)
+            if any(m in RERANK_MODES for m in modes)
+            else None,
             "prefetch": prefetch,
             "split": split,
             "saved_setting": None if saved is None else saved.to_metadata(),
@@ -419,25 +433,34 @@ class Evaluation:
         (:func:`without_own_document`), widened as :func:`widened_documents` says."""
 
         def documents(chunks: int) -> tuple[int, list[tuple[str, float]]]:
-            hits = self._search(retriever, query, mode, chunks, prefetch)
+            hits = self._search(retriever, query, mode, chunks, prefetch, k=k)
             return len(hits), without_own_document(query.id, documents_of(hits), judged)
 
         return widened_documents(documents, depth, k, stored)
 
     @staticmethod
     def _search(
-        retriever: Retriever, query: BeirQuery, mode: str, depth: int, prefetch: int | None
+        retriever: Retriever,
+        query: BeirQuery,
+        mode: str,
+        depth: int,
+        prefetch: int | None,
+        k: int | None = None,
     ) -> list[SearchResult]:
+        """One query's chunks in ``mode``, ``depth`` of them; ``k``: the documents the run wants, which
+        sizes a reranked mode's candidates (default ``depth``)."""
         if mode == SAVED_MODE:  # no fusion named: the retriever fuses as the record says
             return retriever.search(query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth)
         base = "hybrid" if mode in RERANK_MODES else mode
         if base == "hybrid":
-            # The reranked modes see the same fused list plain hybrid ranks (``depth`` of it), fused by
-            # the collection's default rule even where a tuned setting was saved (``--tune`` reports
-            # that one); the default leans on BM25 where the model does not cover the recorded language.
+            # Fused by the collection's default rule even where a tuned setting was saved (``--tune``
+            # reports that one); the default leans on BM25 where the model does not cover the recorded
+            # language. The reranked modes rerank the fused ranking as deep as search reranks it, and
+            # keep its first ``depth`` chunks as plain hybrid does.
             fusion = collection_default_fusion(retriever.spec)
+            pool = rerank_candidates(depth if k is None else k, depth) if mode in RERANK_MODES else depth
             return retriever.search(
-                query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth, fusion=fusion
+                query.text, depth, mode="hybrid", prefetch=prefetch, candidates=pool, fusion=fusion
             )
         if base == "sparse":
             return sparse_ranking(retriever, query.text, depth)

@@ -8,7 +8,9 @@ that never saw it. The printed numbers are those held-out scores, beside dense o
 with per-query wins / ties / losses and a paired sign-flip permutation test.
 
 It is cheap because nothing is searched twice: each query's dense and sparse legs are fetched once,
-``prefetch`` deep (and, with a reranker, the cross-encoder scores every chunk in either leg once);
+``prefetch`` deep (with a reranker, deep enough to fuse the candidates ``poolrag search --rerank``
+reranks, :func:`~poolrag.evaluation.run.rerank_candidates`, and the cross-encoder scores every chunk
+in either leg once);
 every candidate is then fused here by the stores' own rules (:func:`poolrag.stores.hybrid.fuse_legs`
 and :func:`poolrag.retrieval.fusion.fuse_second_stage`). A candidate's run widens as the table's
 rows do (:func:`poolrag.evaluation.run.widened_documents`: long documents fill the first chunks, so
@@ -32,6 +34,7 @@ from poolrag.evaluation.metrics import DEFAULT_METRICS, Qrels, evaluate_per_quer
 from poolrag.evaluation.run import (
     CORPUS_ID_KEY,
     Evaluation,
+    rerank_candidates,
     sparse_ranking,
     widened_documents,
     without_own_document,
@@ -197,11 +200,16 @@ def _hits(results: Sequence[SearchResult]) -> list[StoreHit]:
     return [StoreHit(r.id, r.score, r.payload) for r in results]
 
 
-def fused_chunks(legs: QueryLegs, setting: Setting, depth: int) -> list[StoreHit]:
-    """The chunks ``setting`` ranks first: legs fused, ``depth`` kept, then reranked when the setting
-    has a reranker share (what the table's hybrid and reranked rows rank)."""
-    hits = fuse_legs(legs.dense, legs.sparse, depth, setting.fusion)
-    if setting.rerank_weight is not None and hits:
+def fused_chunks(
+    legs: QueryLegs, setting: Setting, depth: int, candidates: int | None = None
+) -> list[StoreHit]:
+    """The ``depth`` chunks ``setting`` ranks first: legs fused, then, when the setting has a reranker
+    share, the first ``candidates`` of them (at least ``depth``) reranked, as search reranks its
+    stage-1 candidates (what the table's hybrid and reranked rows rank)."""
+    reranked = setting.rerank_weight is not None
+    pool = max(depth, candidates or 0) if reranked else depth
+    hits = fuse_legs(legs.dense, legs.sparse, pool, setting.fusion)
+    if reranked and hits:
         assert legs.rerank_scores is not None
         final = fuse_second_stage(
             np.array([legs.rerank_scores[h.id] for h in hits]),
@@ -211,7 +219,7 @@ def fused_chunks(legs: QueryLegs, setting: Setting, depth: int) -> list[StoreHit
             ScoreNormalisation.ZSCORE,
         )
         hits = [StoreHit(hits[i].id, float(final[i]), hits[i].payload) for i in descending_order(final)]
-    return hits
+    return hits[:depth]
 
 
 def _by_document(hits: Sequence[StoreHit]) -> list[tuple[str, float]]:
@@ -235,14 +243,17 @@ def candidate_run(
 ) -> dict[str, list[tuple[str, float]]]:
     """The document run ``setting`` gives each query, as its row in ``poolrag eval``'s table would:
     ``depth`` chunks fused from legs as deep as the hybrid rows fetch them (``prefetch``, default at
-    least 50), widened by :func:`~poolrag.evaluation.run.widened_documents` over the collection's
-    ``chunks`` until k documents remain, and, given the ``qrels``, a query's own unjudged document
+    least 50; with a reranker share, :func:`~poolrag.evaluation.run.rerank_candidates` of them
+    reranked, as the reranked rows do), widened by
+    :func:`~poolrag.evaluation.run.widened_documents` over the collection's ``chunks`` until k
+    documents remain, and, given the ``qrels``, a query's own unjudged document
     left out (:func:`~poolrag.evaluation.run.without_own_document`). So dense alone gives the dense
     row's ranking."""
 
     def run(query_id: str, source: LegSource) -> list[tuple[str, float]]:
         def documents(fused: int) -> tuple[int, list[tuple[str, float]]]:
-            hits = fused_chunks(source(prefetch_depth(fused, prefetch)), setting, fused)
+            pool = fused if setting.rerank_weight is None else rerank_candidates(k, fused)
+            hits = fused_chunks(source(prefetch_depth(pool, prefetch)), setting, fused, pool)
             ranked = _by_document(hits)
             if qrels is not None:
                 ranked = without_own_document(query_id, ranked, qrels.get(query_id, {}))
@@ -378,7 +389,8 @@ def tune(
         evaluation.pipeline.store, evaluation.embedder, sparse_encoder=evaluation.sparse_encoder
     )
     reranker = None if evaluation.reranker is None else CrossEncoderReranker(evaluation.reranker)
-    depth_of_legs = prefetch_depth(depth, prefetch)  # as deep as the table's hybrid row goes
+    # as deep as the table's hybrid row goes, or its reranked rows where a reranker is tuned
+    depth_of_legs = prefetch_depth(depth if reranker is None else rerank_candidates(k, depth), prefetch)
     legs = {}
     for number, query in enumerate(queries, start=1):
         legs[query.id] = FetchedLegs(retriever, query.text, reranker)

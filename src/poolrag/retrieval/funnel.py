@@ -44,6 +44,14 @@ from poolrag.text_validity import check_text, text_problem
 logger = logging.getLogger(__name__)
 
 
+def default_candidates(k: int) -> int:
+    """Stage-1 candidates for ``k`` results when a later stage re-orders them (the full-vector re-score,
+    a rerank): ``max(10 * k, 50)``, deep enough for that stage to lift a hit the first one ranked low.
+    ``poolrag search``'s default, and the pool ``poolrag eval``'s reranked modes rerank, so that eval
+    measures the second stage search runs."""
+    return max(10 * k, 50)
+
+
 class Retriever:
     """Search one dense collection: small-vector recall → full-vector re-score → optional rerank.
 
@@ -55,8 +63,8 @@ class Retriever:
             backend fuses with the share the collection's saved record holds, else with a smaller
             share where its card's languages do not cover the collection's recorded one:
             :func:`~poolrag.retrieval.rerank_language.default_rerank_weight`).
-        candidates: how many hits stage 1 returns; default ``max(10 * k, 50)`` when a later stage
-            re-scores them, else ``k``.
+        candidates: how many hits stage 1 returns; default :func:`default_candidates` (``max(10 * k,
+            50)``) when a later stage re-scores them, else ``k``.
         sparse_encoder: turns queries into sparse vectors for ``mode="sparse"`` / ``"hybrid"``
             (e.g. :class:`~poolrag.sparse.BM25Encoder` for a ``bm25`` collection; its unit query weights
             are right, since every store supplies IDF). A ``bm25`` collection whose terms are words
@@ -140,7 +148,7 @@ class Retriever:
             raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
         checked = check_filter(filter)
         if mode == "sparse":
-            n = candidates or self.candidates or (max(10 * k, 50) if self.reranker is not None else k)
+            n = candidates or self.candidates or (default_candidates(k) if self.reranker is not None else k)
             sparse_query = self._sparse_query(query)
             if not sparse_query.indices.size:  # else "no results", as if the collection were empty
                 raise NoQueryTermsError(
@@ -160,7 +168,7 @@ class Retriever:
             # a late vector read its whole document: the chunk's text alone cannot give it full size
             funnel = rescore and self.dimension < full.shape[0] and self.spec.chunk_vectors == "per_chunk"
             later_stage = funnel or self.reranker is not None
-            n = candidates or self.candidates or (max(10 * k, 50) if later_stage else k)
+            n = candidates or self.candidates or (default_candidates(k) if later_stage else k)
             wanted = max(k, n) if self.reranker is not None else k
             if sparse is None:
                 hits = self.store.search(small, max(n, k), checked)
