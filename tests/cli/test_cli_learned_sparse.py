@@ -7,6 +7,7 @@ missing or different sparse model is refused in one line."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -33,6 +34,11 @@ K = 3
 @pytest.fixture(scope="module")
 def splade_path(tmp_path_factory, minilm_path: Path) -> Path:
     return build_splade(tmp_path_factory.mktemp("splade"), minilm_path)
+
+
+@pytest.fixture(scope="module")
+def other_splade_path(tmp_path_factory, minilm_path: Path) -> Path:
+    return build_splade(tmp_path_factory.mktemp("splade"), minilm_path, seed=5)
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +142,9 @@ def test_eval_with_a_sparse_model_prints_hand_computed_metrics(
     printed = json.loads(capsys.readouterr().out)
     assert list(printed) == ["dense", "sparse", "hybrid"]
 
-    store = open_store(kind, default_collection(str(dataset)), **_where(kind, tmp_path))
+    # its own collection: the sparse model's path, its runs of other characters as _
+    collection = "eval_beir_sparse_" + re.sub(r"[^A-Za-z0-9_]+", "_", str(splade_path)).strip("_")
+    store = open_store(kind, collection, **_where(kind, tmp_path))
     try:
         assert store.read_spec().sparse == "learned"
         embedder = CachedEmbedder(minilm_engine, EmbeddingCache(tmp_path / "c.sqlite"))
@@ -149,3 +157,50 @@ def test_eval_with_a_sparse_model_prints_hand_computed_metrics(
 
     assert main(args) == 0
     assert "(0 embedded now)" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_eval_gives_each_sparse_source_a_collection_of_its_own(
+    tmp_path: Path, minilm_path: Path, splade_path: Path, other_splade_path: Path, capsys
+) -> None:
+    """eval's own collection was eval_<folder> whatever made the sparse field: after a BM25 run, eval
+    --sparse-model X was refused as 'sparse field bm25 vs learned' (advice: another --collection, which
+    eval then keeps as the user's, unpruned), and after X, --sparse-model Y as X's fingerprint, naming
+    no way out. Each source now gets its own, as each BM25 analyzer did; going back re-embeds nothing."""
+    dataset = write_dataset(tmp_path / "beir")
+    args = [
+        "eval",
+        str(dataset),
+        *_common("qdrant", tmp_path, minilm_path),
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+    ]
+    args += ["-k", str(K), "--chunk-tokens", "32", "-q", "--modes", "sparse"]
+    sources = {
+        "bm25": [],
+        "x": ["--sparse-model", str(splade_path)],
+        "y": ["--sparse-model", str(other_splade_path)],
+    }
+    collections, printed = {}, {}
+    for source in ("bm25", "x", "y", "bm25", "x"):
+        capsys.readouterr()
+        assert main([*args, *sources[source]]) == 0, capsys.readouterr().err
+        header = capsys.readouterr().out.splitlines()[0]
+        collection = header.rsplit("in collection ", 1)[1].strip("'")
+        assert collections.setdefault(source, collection) == collection
+        if source in printed:
+            assert "(0 embedded now)" in header  # its own collection, as it was left
+        printed[source] = header
+    assert len(set(collections.values())) == 3 and collections["bm25"] == default_collection(str(dataset))
+    recorded = {}
+    for source, collection in collections.items():
+        store = open_store("qdrant", collection, path=str(tmp_path / "q"))
+        try:
+            spec = store.read_spec()
+            recorded[source] = (spec.sparse, spec.model_options.get("learned_sparse", {}).get("model_name"))
+        finally:
+            store.close()
+    assert recorded == {
+        "bm25": ("bm25", None),
+        "x": ("learned", str(splade_path)),
+        "y": ("learned", str(other_splade_path)),
+    }

@@ -55,8 +55,9 @@ def register(subparsers: Any) -> None:
     add_store_arguments(
         parser,
         collection=None,
-        collection_help="collection name (default: eval_<DATASET folder name>, kept equal to the corpus; "
-        "a named one is searched as it is)",
+        collection_help="collection name (default: eval_<DATASET folder name>, a sparse source other than "
+        "the default BM25 adding _<analyzer>[_<language>] or _sparse_<--sparse-model>; kept equal to the "
+        "corpus; a named one is searched as it is)",
     )
     parser.add_argument(
         "--modes",
@@ -116,20 +117,32 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def default_collection(dataset: str, analyzer: str = "") -> str:
-    """``eval_<folder name>``, reduced to the characters every store accepts; a BM25 analyzer other
-    than the default adds ``_<analyzer>`` so that each analyzer's terms get a collection of their own."""
+#: the longest part a sparse source adds to a default collection's name (its end kept: a path's
+#: last folders tell models apart), so that the name stays within every store's limit
+_MAX_SUFFIX = 120
+
+
+def default_collection(dataset: str, sparse_source: str = "") -> str:
+    """``eval_<folder name>``, reduced to the characters every store accepts; a sparse source other
+    than the default BM25 (another analyzer or language, a ``--sparse-model``) adds
+    ``_<sparse_source>`` so that each source's vectors get a collection of their own."""
     name = re.sub(r"[^A-Za-z0-9_]", "_", Path(dataset).expanduser().resolve().name)
-    suffix = f"_{re.sub(r'[^A-Za-z0-9_]', '_', analyzer)}" if analyzer else ""
+    suffix = re.sub(r"[^A-Za-z0-9_]", "_", sparse_source)[-_MAX_SUFFIX:]
+    suffix = f"_{suffix}" if suffix else ""
     return f"eval_{name}"[: 200 - len(suffix)] + suffix
 
 
-def _analyzer_suffix(args: argparse.Namespace) -> str:
-    """``""`` for the default analyzer (and for learned sparse vectors), else what sets it apart."""
+def _sparse_suffix(args: argparse.Namespace) -> str:
+    """``""`` for the default BM25 analyzer, else what sets the sparse source apart: the analyzer and
+    declared language, or ``sparse_<model>`` for a learned ``--sparse-model`` (named as given, a local
+    folder by its full path). One collection shared by every source refused each run after the first
+    as another source's (and a named ``--collection`` is not kept equal to the corpus)."""
     from poolrag.sparse.words import DEFAULT_ANALYZER, DEFAULT_LANGUAGE, WORDS
 
     if args.sparse_model:
-        return ""
+        folder = Path(args.sparse_model).expanduser()
+        model = folder.resolve().as_posix() if folder.is_dir() else args.sparse_model
+        return "sparse_" + re.sub(r"[^A-Za-z0-9_]+", "_", model).strip("_")
     parts = [] if args.analyzer == DEFAULT_ANALYZER else [args.analyzer]
     if args.language is not None and not (args.analyzer == WORDS and args.language == DEFAULT_LANGUAGE):
         parts.append(args.language)  # a declared language is recorded: a collection of its own
@@ -194,7 +207,7 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
     check_tune_arguments(args)
     modes = _modes(args)
     owned = args.collection is None  # eval's own collection mirrors the corpus; a named one is the user's
-    args.collection = args.collection or default_collection(args.dataset, _analyzer_suffix(args))
+    args.collection = args.collection or default_collection(args.dataset, _sparse_suffix(args))
     check_collection_name(args.collection)
     dataset = BeirDataset(args.dataset)
     if args.tune:  # the folds need as many judged queries: known from the small files, before any model
