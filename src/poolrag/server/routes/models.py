@@ -22,6 +22,7 @@ def _card(state: ServerState, name: str) -> ModelCard:
         tasks=list(facts.supported_tasks),
         max_inputs_per_request=state.settings.max_inputs,  # the client splits its calls by it
         max_queue=state.settings.max_queue,  # and sends at most this many of a call's at once
+        late_chunking_refusal=state.engine.late_chunking_refusal,  # the client refuses before any input
         **facts.to_json(),
     )
 
