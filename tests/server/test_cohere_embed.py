@@ -301,6 +301,30 @@ def test_a_reranker_refuses_embedding_types(cross_encoder_server: Served, http: 
     }
 
 
+def test_a_reranker_names_only_the_fields_a_request_sent(
+    cross_encoder_server: Served, http: httpx.Client
+) -> None:
+    """The refusal named embedding_types to a request that never sent it (v1's default is floats):
+    it names the model the request asked for, or, naming neither, no field."""
+    url = f"{cross_encoder_server.url}/v1/embed"
+    named = http.post(url, json={"texts": TEXTS, "model": cross_encoder_server.model})
+    assert named.status_code == 400, named.text
+    assert named.json()["error"]["param"] == "model"
+    assert named.json()["message"] == (
+        "model 'reranker' gives no embeddings (its tasks: classify, score, reward)"
+    )
+    bare = http.post(url, json={"texts": TEXTS})
+    assert bare.status_code == 400, bare.text
+    assert bare.json()["error"]["param"] is None and "embedding_types" not in bare.json()["message"]
+    assert (
+        bare.json()["message"] == "model 'reranker' gives no embeddings (its tasks: classify, score, reward)"
+    )
+    v1 = cohere.Client(base_url=cross_encoder_server.url, api_key="unused", timeout=60)
+    with pytest.raises(cohere.BadRequestError) as refused:  # langchain-cohere's client: no embedding_types
+        v1.embed(texts=TEXTS, model=cross_encoder_server.model, input_type="search_document")
+    assert refused.value.body["message"] == named.json()["message"]  # type: ignore[index]
+
+
 def test_the_cohere_client_reads_the_message_where_cohere_puts_it(minilm_server: Served) -> None:
     """Cohere answers errors as ``{"message", ...}``; its SDK raises by status with that body."""
     with pytest.raises(cohere.BadRequestError) as refused:

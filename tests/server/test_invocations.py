@@ -89,3 +89,29 @@ def test_a_tei_body_is_answered_in_teis_shape_by_the_first_models_kind(url: str)
         refused = httpx.post(f"{url}{path}", json={"inputs": "John lives in Paris."}, timeout=60)
         assert refused.status_code == 424 and refused.json()["error_type"] == "Backend"
         assert "token_classify" in refused.json()["error"]
+
+
+def test_a_tei_body_naming_a_served_model_gets_the_route_of_that_models_kind(url: str) -> None:
+    """TEI's / dispatches on its one model's kind; with several served, on the kind of the model the
+    body names: both answered as the first model's (a token classifier here), TEI's 424."""
+    cases = [
+        ({"model": "embedder", "inputs": PASSAGES}, "/embed"),
+        ({"model": "embedder", "inputs": {"source_sentence": QUERY, "sentences": PASSAGES}}, "/similarity"),
+        ({"model": "reranker", "query": QUERY, "texts": PASSAGES}, "/rerank"),
+        ({"model": "reranker", "inputs": PASSAGES[0], "parameters": {}}, "/predict"),
+    ]
+    for body, route in cases:
+        own = httpx.post(f"{url}{route}", json=body, timeout=120)
+        assert own.status_code == 200, own.text
+        for path in ("/", "/invocations"):
+            answer = httpx.post(f"{url}{path}", json=body, timeout=120)
+            assert answer.status_code == 200, (path, body, answer.text)
+            assert answer.json() == own.json(), (path, body)
+    # the reranker refuses an embedding's body at /, as TEI's reranker does; a name not served is a 404
+    for path in ("/", "/invocations"):
+        refused = httpx.post(f"{url}{path}", json={"model": "reranker", "inputs": PASSAGES}, timeout=60)
+        assert refused.status_code == 422 and "gives no embeddings" in refused.json()["error"]
+        unknown = httpx.post(f"{url}{path}", json={"model": "gone", "inputs": "hello"}, timeout=60)
+        assert unknown.status_code == 404 and "'embedder'" in unknown.json()["error"], unknown.text
+        named_tagger = httpx.post(f"{url}{path}", json={"model": "tagger", "inputs": "hello"}, timeout=60)
+        assert named_tagger.status_code == 424 and "token_classify" in named_tagger.json()["error"]

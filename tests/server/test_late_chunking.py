@@ -12,8 +12,12 @@ import numpy as np
 import pytest
 
 from poolrag import Engine
+from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.client import PoolragClient
 from poolrag.client.errors import RemoteInvalidInputError
+from poolrag.errors import InvalidInputError
+from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
+from poolrag.stores import open_store
 
 from .conftest import Served, serve_in_thread
 
@@ -92,3 +96,37 @@ def test_the_refusal_for_a_model_that_cannot_late_chunk_keeps_the_hosts_folder_p
     assert answer.status_code == 400, answer.text
     message = answer.json()["error"]["message"]
     assert "pools by CLS" in message and str(minilm_path) not in message
+
+
+def test_an_ingest_over_http_refuses_a_model_that_cannot_late_chunk_before_the_collection_exists(
+    minilm_path: Path, minilm_server: Served, tmp_path: Path
+) -> None:
+    """The remote encoder said nothing until the first batch, whose refusal came after the collection
+    had been made and marked as holding late vectors (so the same corpus ingested the ordinary way
+    was refused too). The model card now says it, as the in-process engine does, before any input."""
+    cls_engine = Engine(str(minilm_path), pooler_config={"pooling_type": "CLS"})
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "tower.txt").write_text(DOCUMENT)
+    with serve_in_thread(cls_engine) as url, PoolragClient(url) as client:
+        card = httpx.get(f"{url}/v1/models/test-model", timeout=60).json()
+        assert card["late_chunking_refusal"] == cls_engine.late_chunking_refusal
+        assert client.late_chunking_refusal == cls_engine.late_chunking_refusal
+        store = open_store("qdrant", "docs", path=str(tmp_path / "qdrant"))
+        try:
+            with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
+                encoder = DenseEncoder(CachedEmbedder(client, cache))
+                chunker = TokenChunker(cls_engine.tokenizer, max_tokens=16, overlap=4)
+                with pytest.raises(InvalidInputError, match="mean-pooling model; this model pools by CLS"):
+                    IngestPipeline(store, encoder, chunker, progress=False, late_chunking=True)
+                assert store.read_spec() is None  # nothing was made
+                report = IngestPipeline(store, encoder, chunker, progress=False).run(read_paths([corpus]))
+            assert report.upserted > 0 and store.read_spec().chunk_vectors == "per_chunk"
+        finally:
+            store.close()
+    with PoolragClient(minilm_server.url) as client:  # a mean-pooling model late-chunks
+        assert client.late_chunking_refusal is None
+        assert (
+            httpx.get(f"{minilm_server.url}/v1/models", timeout=60).json()["data"][0]["late_chunking_refusal"]
+            is None
+        )

@@ -73,3 +73,14 @@ def test_every_answer_names_the_served_weights(minilm_server: Served, http: http
 def test_the_identity_goes_to_authorised_callers_only(keyed_server: Served, http: httpx.Client) -> None:
     refused = http.get(f"{keyed_server.url}/v1/models")
     assert refused.status_code == 401 and MODEL_IDENTITY_HEADER not in refused.headers
+
+
+def test_an_empty_model_name_is_not_found(minilm_server: Served, http: httpx.Client) -> None:
+    """GET /v1/models/ answered the first model's card, as if it were the model named; OpenAI and
+    vLLM answer a model id they do not serve with 404, and so does every other unknown name here."""
+    for path in ("/v1/models/", "/v1/models/gpt-4"):
+        answer = http.get(f"{minilm_server.url}{path}")
+        assert answer.status_code == 404, (path, answer.text)
+        error = answer.json()["error"]
+        assert error["code"] == "model_not_found" and error["param"] == "model"
+        assert error["message"].endswith("is not served here; use 'all-MiniLM-L6-v2', 'minilm'")

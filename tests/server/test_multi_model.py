@@ -327,3 +327,18 @@ def test_poolrag_serve_runs_an_embedder_and_a_reranker_from_a_models_file(
     assert embedded.status_code == 200 and embedded.json()["model"] == "embedder"
     assert reranked.status_code == 200 and reranked.json()["results"][0]["index"] in (0, 2)
     assert 'poolrag_queue_capacity{model="reranker"} 2.0' in metrics
+
+
+def test_tei_info_describes_the_model_its_query_names(two_models: TwoModels) -> None:
+    """/info described the first model whatever the caller wanted to know about; ``?model=`` (poolrag's
+    parameter: TEI's clients send none) names another, and an unknown name is the usual 404."""
+    with httpx.Client(timeout=60) as http:
+        first = http.get(f"{two_models.url}/info").json()
+        reranker = http.get(f"{two_models.url}/info", params={"model": "reranker"})
+        alias = http.get(f"{two_models.url}/info", params={"model": "minilm"}).json()
+        unknown = http.get(f"{two_models.url}/info", params={"model": "gpt-4"})
+    assert first["model_id"] == alias["model_id"] == "embedder" and "embedding" in first["model_type"]
+    assert reranker.status_code == 200 and reranker.json()["model_id"] == "reranker"
+    assert "reranker" in reranker.json()["model_type"]
+    assert unquote(reranker.headers[MODEL_IDENTITY_HEADER]).startswith("reranker@")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"

@@ -270,6 +270,7 @@ class PoolragClient:
         self._async_clients = self._loop_clients()
         self._served: tuple[ModelFacts, ...] | None = None  # GET /v1/models, read once
         self._card_limits: dict[str, dict[str, int]] = {}  # each served name's limits its card says
+        self._late_chunking_refusals: dict[str, str] = {}  # and why it cannot late-chunk, where it says
         self._queue_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]]
         self._queue_gates = weakref.WeakKeyDictionary()
         self._facts_lock = threading.Lock()
@@ -492,24 +493,28 @@ class PoolragClient:
         served = self._served
         if served is None:
             listing = self._get("/v1/models")
-            served, limits = self._served_from(listing), _card_limits(listing.get("data"))
+            cards = listing.get("data")
+            served, limits, refusals = self._served_from(listing), _card_limits(cards), _refusals(cards)
             if self._unlisted(served):
                 card = self._get(self._card_path())
                 served += (ModelFacts.from_json(str(self.model), card),)
                 limits |= _card_limits([{**card, "id": self.model}])
-            served = self._keep(served, limits)
+                refusals |= _refusals([{**card, "id": self.model}])
+            served = self._keep(served, limits, refusals)
         return self._pick(served, task)
 
     async def _afacts(self, task: str | None) -> ModelFacts:
         served = self._served
         if served is None:
             listing = await self._aget("/v1/models")
-            served, limits = self._served_from(listing), _card_limits(listing.get("data"))
+            cards = listing.get("data")
+            served, limits, refusals = self._served_from(listing), _card_limits(cards), _refusals(cards)
             if self._unlisted(served):
                 card = await self._aget(self._card_path())
                 served += (ModelFacts.from_json(str(self.model), card),)
                 limits |= _card_limits([{**card, "id": self.model}])
-            served = self._keep(served, limits)
+                refusals |= _refusals([{**card, "id": self.model}])
+            served = self._keep(served, limits, refusals)
         return self._pick(served, task)
 
     def _unlisted(self, served: tuple[ModelFacts, ...]) -> bool:
@@ -521,12 +526,26 @@ class PoolragClient:
     def _card_path(self) -> str:
         return f"/v1/models/{urllib.parse.quote(str(self.model), safe='/')}"
 
-    def _keep(self, fetched: tuple[ModelFacts, ...], limits: dict[str, int]) -> tuple[ModelFacts, ...]:
+    def _keep(
+        self,
+        fetched: tuple[ModelFacts, ...],
+        limits: dict[str, dict[str, int]],
+        refusals: dict[str, str],
+    ) -> tuple[ModelFacts, ...]:
         """The first listing fetched wins, so threads and tasks racing on the first call agree."""
         with self._facts_lock:
             if self._served is None:
-                self._served, self._card_limits = fetched, limits
+                self._served, self._card_limits, self._late_chunking_refusals = fetched, limits, refusals
             return self._served
+
+    @property
+    def late_chunking_refusal(self) -> str | None:
+        """Why :meth:`embed_chunks` cannot run on the served model, as its model card says (the
+        engine's :attr:`~poolrag.Engine.late_chunking_refusal`); ``None`` where it can, or where a
+        server older than that field says nothing (its refusal then comes with the first call).
+        Read with the facts, before any input: an ingest refuses before it makes a collection."""
+        facts = self._facts_for("embed")  # the model embed_chunks runs on
+        return self._late_chunking_refusals.get(facts.model_name)
 
     def _check_served_model(self, response: httpx.Response, facts: ModelFacts) -> None:
         """Refuse an answer from other weights than ``facts`` describe, and forget the listing.
@@ -1173,6 +1192,16 @@ def _card_limits(cards: Any) -> dict[str, dict[str, int]]:
             if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
                 limits.setdefault(str(card.get("id")), {})[key] = limit
     return limits
+
+
+def _refusals(cards: Any) -> dict[str, str]:
+    """Each model card's ``late_chunking_refusal`` by its ``id``, where it has one."""
+    refusals: dict[str, str] = {}
+    for card in cards if isinstance(cards, list) else ():
+        refusal = card.get("late_chunking_refusal") if isinstance(card, dict) else None
+        if isinstance(refusal, str) and refusal:
+            refusals[str(card.get("id"))] = refusal
+    return refusals
 
 
 def _wire_size(item: Any) -> int:

@@ -67,9 +67,13 @@ class DenseEncoder:
 
     @property
     def late_chunking_refusal(self) -> str | None:
-        """Why this model cannot late-chunk, where that is known here (an in-process engine); a
-        server's refusal arrives with the first batch."""
-        return None if self._engine is None else self._engine.late_chunking_refusal
+        """Why this model cannot late-chunk, known before any input from an in-process engine or a
+        server's model card (:attr:`PoolragClient.late_chunking_refusal
+        <poolrag.client.PoolragClient.late_chunking_refusal>`), as the cache's ``embed_chunks`` finds
+        the backend's by name; ``None`` where it can, or where a backend cannot say (a server older
+        than the card's field: its refusal arrives with the first batch)."""
+        refusal = getattr(self.embedder.backend, "late_chunking_refusal", None)
+        return refusal if isinstance(refusal, str) else None
 
     def token_prompts(self, token_ids: Sequence[Sequence[int] | None]) -> list[TokensPrompt | None] | None:
         """Token prompts for the chunks whose ids are known, ``None`` where the text must go."""

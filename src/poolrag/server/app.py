@@ -145,7 +145,7 @@ def create_models_app(served: Sequence[tuple[InProcessEngine, ServerSettings]]) 
     )
     for module in _ROUTERS:
         app.include_router(module.router)
-    app.include_router(root_router(models[0].engine.facts))  # TEI's POST /: the first model's kind
+    app.include_router(root_router(app.state.poolrag))  # TEI's POST /: the named (else first) model's kind
     app.include_router(invocations_router(app.state.poolrag))  # SageMaker's: TEI's bodies and vLLM's
     install_error_handlers(app)
     install_openapi(app)

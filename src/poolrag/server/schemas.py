@@ -1114,6 +1114,12 @@ class ModelCard(BaseModel):
         description="The most inputs (texts, documents, pairs) one request may carry (--max-inputs)."
     )
     max_queue: int = Field(description="The most requests to this model admitted at once (--max-queue).")
+    late_chunking_refusal: str | None = Field(
+        default=None,
+        description="Why late_chunking is refused on this model (it pools no vector with a part per "
+        "chunk); null where it runs. Read before any input, so an ingest over HTTP refuses before it "
+        "makes a collection.",
+    )
 
 
 class ModelList(BaseModel):

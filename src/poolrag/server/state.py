@@ -157,8 +157,12 @@ class ServedModels:
             return self.short_names[model]
         if model in self.folder_names:
             return self.folder_names[model]
+        raise self.not_served(model)
+
+    def not_served(self, model: str) -> APIError:
+        """The 404 of a model name no served model answers to, naming those that do."""
         names = ", ".join(repr(name) for name in self.served_names)
-        raise APIError(
+        return APIError(
             404,
             f"model {quoted_name(model)} is not served here; use {names}",
             param="model",

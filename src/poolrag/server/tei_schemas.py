@@ -14,7 +14,10 @@ on one path: the bodies here tell the two apart by their fields (:class:`RerankB
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -116,7 +119,7 @@ class TeiTruncation(TeiRequestBody):
     truncation_direction: TruncationDirection = _DIRECTION
 
 
-class _EitherBody(RootModel[Any]):
+class EitherBody(RootModel[Any]):
     """A path's body in either of two shapes, told apart by its fields; ``root`` is the one it is."""
 
     @property
@@ -323,7 +326,7 @@ def _rerank_dialect(data: Any) -> str:
     return "TEI" if tei else "Jina"
 
 
-class RerankBody(_EitherBody):
+class RerankBody(EitherBody):
     """``/rerank``'s body in either dialect: Jina/Cohere (``documents``) or TEI (``texts``)."""
 
     root: Annotated[
@@ -361,7 +364,7 @@ def _tokenize_dialect(data: Any) -> str:
     return "TEI" if tei else "VLLM"
 
 
-class TokenizeBody(_EitherBody):
+class TokenizeBody(EitherBody):
     """``/tokenize``'s body in either dialect: vLLM (``prompt``) or TEI (``inputs``)."""
 
     root: Annotated[
@@ -433,11 +436,11 @@ class TeiErrorResponse(BaseModel):
 
 
 # -- POST / ---------------------------------------------------------------------------------------------
-def _embed_dialect(data: Any) -> str:
-    """``InferenceClient.sentence_similarity`` sends ``inputs`` as an object; ``text_classification``
-    one text with its ``parameters`` (``function_to_apply``, ``top_k``; ``{}`` when none is set);
-    an embedding, a text or a list, the list perhaps with ``parameters`` TEI ignores (what
-    langchain-community's ``HuggingFaceHubEmbeddings`` sends)."""
+def embed_dialect(data: Any) -> str:
+    """``POST /`` on an embedding model. ``InferenceClient.sentence_similarity`` sends ``inputs`` as
+    an object; ``text_classification`` one text with its ``parameters`` (``function_to_apply``,
+    ``top_k``; ``{}`` when none is set); an embedding, a text or a list, the list perhaps with
+    ``parameters`` TEI ignores (what langchain-community's ``HuggingFaceHubEmbeddings`` sends)."""
     if not isinstance(data, dict):
         return "Embed"
     inputs, parameters = data.get("inputs"), data.get("parameters")
@@ -456,20 +459,6 @@ def _text_classification(inputs: Any, parameters: Any) -> bool:
     )
 
 
-class EmbedOrSimilarityBody(_EitherBody):
-    """``POST /`` on an embedding model: ``/embed``'s body, ``/similarity``'s, or ``/predict``'s (a
-    classification, answered by a classifier served beside it, else refused as /predict is)."""
-
-    # a class attribute, not the base's property: the router reads it from the class (tei_routing)
-    speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
-    root: Annotated[
-        Annotated[TeiEmbedRequest, Tag("Embed")]
-        | Annotated[TeiSimilarityRequest, Tag("Similarity")]
-        | Annotated[TeiPredictRequest, Tag("Predict")],
-        Discriminator(_embed_dialect),
-    ]
-
-
 class TeiEmbedOnCrossEncoder(TeiRequestBody):
     """``/embed``'s body sent to a cross-encoder's ``/``: refused, as TEI's reranker refuses it
     (its ``/`` reranks only), rather than read as a ``/predict`` whose labels the client cannot
@@ -486,10 +475,11 @@ class TeiEmbedOnCrossEncoder(TeiRequestBody):
         )
 
 
-def _reranker_dialect(data: Any) -> str:
-    """``texts`` rerank. ``inputs`` predict where only a classification sends them: one text with
-    ``text_classification``'s ``parameters``, ``raw_scores``, or a batch of pairs; a bare text or
-    list of texts is ``feature_extraction``'s body (``/embed``'s), refused."""
+def reranker_dialect(data: Any) -> str:
+    """``POST /`` on a cross-encoder. ``texts`` rerank. ``inputs`` predict where only a
+    classification sends them: one text with ``text_classification``'s ``parameters``,
+    ``raw_scores``, or a batch of pairs; a bare text or list of texts is ``feature_extraction``'s
+    body (``/embed``'s), refused."""
     if not isinstance(data, dict) or "texts" in data or "inputs" not in data:
         return "Rerank"
     inputs = data["inputs"]
@@ -499,18 +489,51 @@ def _reranker_dialect(data: Any) -> str:
         or (isinstance(inputs, list) and any(isinstance(item, list) for item in inputs))
     ):
         return "Predict"
-    return "Embed"
+    return "EmbedOnCrossEncoder"
 
 
-class RerankOrPredictBody(_EitherBody):
-    """``POST /`` on a cross-encoder: ``/rerank``'s body (``texts``), or ``/predict``'s as a
-    classification sends it; ``/embed``'s is refused."""
+class UnservedTeiBody(RootModel[Any]):
+    """A TEI body sent to a model of no TEI kind (ColBERT, a token classifier): refused by the
+    route, whatever it holds, naming the tasks the model runs instead."""
+
+    default_task: ClassVar[str | None] = None
+
+    @property
+    def model(self) -> str | None:
+        name = self.root.get("model") if isinstance(self.root, dict) else None
+        return name if isinstance(name, str) else None
+
+
+#: Every body ``POST /`` takes, by the tag :func:`root_body`'s discriminator gives it.
+ROOT_BODIES: dict[str, type[BaseModel]] = {
+    "Embed": TeiEmbedRequest,
+    "Similarity": TeiSimilarityRequest,
+    "Predict": TeiPredictRequest,
+    "Rerank": TeiRerankRequest,
+    "EmbedOnCrossEncoder": TeiEmbedOnCrossEncoder,
+    "Sparse": TeiEmbedSparseRequest,
+    "Unserved": UnservedTeiBody,
+}
+
+
+class TeiRootBody(EitherBody):
+    """The base of each app's ``POST /`` body: ``root`` is the TEI request of the route it takes."""
 
     # a class attribute, not the base's property: the router reads it from the class (tei_routing)
     speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
-    root: Annotated[
-        Annotated[TeiRerankRequest, Tag("Rerank")]
-        | Annotated[TeiPredictRequest, Tag("Predict")]
-        | Annotated[TeiEmbedOnCrossEncoder, Tag("Embed")],
-        Discriminator(_reranker_dialect),
-    ]
+
+
+def root_body(tags: Sequence[str], tag_of: Callable[[Any], str]) -> type[TeiRootBody]:
+    """``POST /``'s body class for one app: the bodies of :data:`ROOT_BODIES` that ``tags`` name
+    (those its models' kinds take), each body taken as the one ``tag_of`` picks by its fields and
+    the model it names, so a request naming a served model gets the route of that model's kind."""
+    taken = list(dict.fromkeys(tags))
+    root: Any = ROOT_BODIES[taken[0]]
+    if len(taken) > 1:  # pydantic's discriminator is for a union only
+        members = [Annotated[ROOT_BODIES[tag], Tag(tag)] for tag in taken]
+        root = Annotated[functools.reduce(operator.or_, members), Discriminator(tag_of)]
+    return type(
+        "TeiRootBody",
+        (TeiRootBody,),
+        {"__annotations__": {"root": root}, "__module__": __name__},
+    )

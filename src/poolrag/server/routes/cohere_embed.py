@@ -196,6 +196,15 @@ async def _embed(
     return _answer(body, state, outputs, calibration, response)
 
 
+def _refused_field(body: CohereEmbedRequest) -> str | None:
+    """The field a model that gives no embeddings is refused under: only one the request sent
+    (``embedding_types``, else ``model``); a request naming neither reached the only kind of model
+    served, and no field of it would change that."""
+    if body.embedding_types is not None:
+        return "embedding_types"
+    return "model" if body.model else None
+
+
 def _checked(
     body: CohereEmbedRequest, state: ServerState, served: ServedModels
 ) -> tuple[PoolingParams, np.ndarray | None]:
@@ -205,11 +214,13 @@ def _checked(
     facts = state.engine.facts
     if "embed" not in facts.supported_tasks:
         runners = task_runners("embed", state.served_facts, [model.served_facts for model in served.models])
+        param = _refused_field(body)
         raise APIError(
             400,
-            f"embedding_types: model {state.name!r} gives no embeddings (its tasks: "
-            f"{', '.join(facts.supported_tasks)})" + served_here(runners),
-            param="embedding_types",
+            ("embedding_types: " if param == "embedding_types" else "")  # "model 'x'" names the model
+            + f"model {state.name!r} gives no embeddings (its tasks: {', '.join(facts.supported_tasks)})"
+            + served_here(runners),
+            param=param,
             code="unsupported_task",
         )
     if body.has_images and not facts.reads_images:

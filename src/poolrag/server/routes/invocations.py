@@ -2,11 +2,11 @@
 
 TEI's container and vLLM's both serve it, each with its own bodies, and this server takes both,
 told apart by their fields. A Text Embeddings Inference body (``inputs``, or a reranker's
-``texts``) gets the route of the model's kind, as TEI's container answers it (``POST /``:
-:mod:`poolrag.server.routes.tei_root`), errors in TEI's shape. Any other body gets the vLLM route
-its fields name: ``query`` and ``documents`` rerank; the two sides of a score (``text_1``,
-``queries``, ``data_1``...) score; ``task`` pools; ``input`` embeds where the model it names embeds,
-else classifies or pools.
+``texts``) gets the route of the kind of the model it names (else the first's), as TEI's container
+answers it for its model (``POST /``: :mod:`poolrag.server.routes.tei_root`), errors in TEI's
+shape. Any other body gets the vLLM route its fields name: ``query`` and ``documents`` rerank; the
+two sides of a score (``text_1``, ``queries``, ``data_1``...) score; ``task`` pools; ``input``
+embeds where the model it names embeds, else classifies or pools.
 
 vLLM tries its request models in that order and takes the first that validates, answering "cannot
 find suitable handler" when none does; telling them apart by their fields instead keeps a wrong
@@ -14,11 +14,10 @@ field's error the route's own. One difference: vLLM embeds a body with a ``task`
 ``input`` on an embedding model, ignoring the task; here it pools with that task.
 
 This module is written without postponed annotations: the endpoint's body class is built per app
-(the TEI route depends on the first model's kind), and the route classes read it from the
+(TEI's bodies by the kinds of the models served), and the route classes read it from the
 endpoint's annotations.
 """
 
-import typing
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -31,7 +30,7 @@ from poolrag.server.routes.embeddings import create_embeddings
 from poolrag.server.routes.pooling import pooling
 from poolrag.server.routes.rerank import rerank_documents
 from poolrag.server.routes.score import score_pairs
-from poolrag.server.routes.tei_root import no_tei_kind, route_of_kind
+from poolrag.server.routes.tei_root import answer_tei_body, tei_root_body
 from poolrag.server.schemas import (
     SCORE_SIDE_NAMES,
     ClassificationRequest,
@@ -57,10 +56,6 @@ _NO_ROUTE = (
 def speaks_tei(data: Any) -> bool:
     """Whether a body is Text Embeddings Inference's: ``inputs``, or a rerank's ``texts``."""
     return isinstance(data, dict) and ("inputs" in data or ("texts" in data and "documents" not in data))
-
-
-class UnservedTeiBody(RootModel[dict[str, Any]]):
-    """A TEI body sent to a model of no TEI kind: refused by the route, whatever it holds."""
 
 
 class InvocationBody(RootModel[Any]):
@@ -114,12 +109,9 @@ def _tasks_of(served: ServedModels) -> Callable[[object], frozenset[str]]:
 
 
 def invocations_router(served: ServedModels) -> APIRouter:
-    """``POST /invocations`` for the models ``served`` holds; TEI bodies go to the first model's
-    kind, as ``POST /`` does."""
-    facts = served.default.engine.facts
-    tei_route = route_of_kind(facts)
-    tei_endpoint = None if tei_route is None else tei_route[0]
-    tei_body: Any = UnservedTeiBody if tei_endpoint is None else typing.get_type_hints(tei_endpoint)["body"]
+    """``POST /invocations`` for the models ``served`` holds; TEI bodies go to the route of the
+    named model's kind (else the first's), as ``POST /`` does."""
+    tei_body = tei_root_body(served)
     tasks_of = _tasks_of(served)
     union = (
         Annotated[tei_body, Tag("TEI")]
@@ -151,9 +143,7 @@ def invocations_router(served: ServedModels) -> APIRouter:
         route = routes.get(type(body.root))
         if route is not None:
             return await route(body.root, request, response)
-        if tei_endpoint is None:
-            raise no_tei_kind(facts)
-        return await tei_endpoint(body.root, request, response)
+        return await answer_tei_body(body.root.root, request, response)
 
     router = APIRouter(tags=["sagemaker"], route_class=TeiRoute)
     # vLLM's answers hold no nulls; TEI's and the rerank's leave theirs out

@@ -22,6 +22,7 @@ def _card(state: ServerState, name: str) -> ModelCard:
         tasks=list(facts.supported_tasks),
         max_inputs_per_request=state.settings.max_inputs,  # the client splits its calls by it
         max_queue=state.settings.max_queue,  # and sends at most this many of a call's at once
+        late_chunking_refusal=state.engine.late_chunking_refusal,  # the client refuses before any input
         **facts.to_json(),
     )
 
@@ -41,6 +42,10 @@ async def list_models(request: Request) -> ModelList:
 )
 async def retrieve_model(model: str, request: Request) -> ModelCard:
     """The card ``/v1/models`` lists under ``model``; a name only accepted (a folder's path, a hub
-    id's short name) is described under the model's reported name, as its answers name it."""
+    id's short name) is described under the model's reported name, as its answers name it. An
+    empty name (``GET /v1/models/``) names no model: OpenAI's and vLLM's 404, not the first model's
+    card, which a request body naming none would reach."""
+    if not model:
+        raise served_models(request).not_served(model)
     state = model_state(request, model)
     return _card(state, model if model in state.settings.served_model_names else state.name)

@@ -1,15 +1,19 @@
 """``GET /info``: Text Embeddings Inference's model info (what TEI clients read before they call:
 the kind of model, its input length, the batch limits), for the model answering requests that name
-none. The model is named by its served name: a folder's path is the host's business."""
+none, or, with several served, the one ``?model=NAME`` names (poolrag's parameter: TEI serves one
+model and its clients send none). The model is named by its served name: a folder's path is the
+host's business."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 
 import poolrag
 from poolrag.model_facts import ScoreKind
-from poolrag.server.openapi import READ_ERRORS
-from poolrag.server.state import ServerState, served_models
+from poolrag.server.openapi import ENGINE_ERRORS, READ_ERRORS
+from poolrag.server.state import ServerState, model_state
 from poolrag.server.tei_schemas import (
     TeiClassifierModel,
     TeiClassifierType,
@@ -43,9 +47,15 @@ def _model_type(state: ServerState) -> TeiEmbeddingType | TeiClassifierType | Te
     return TeiEmbeddingType(embedding=TeiEmbeddingModel(pooling=_POOLING.get(pooling, pooling.lower())))
 
 
-@router.get("/info", response_model=TeiInfo, responses=READ_ERRORS)
-async def info(request: Request) -> TeiInfo:
-    state = served_models(request).default
+@router.get("/info", response_model=TeiInfo, responses={**READ_ERRORS, 404: ENGINE_ERRORS[404]})
+async def info(
+    request: Request,
+    model: Annotated[
+        str | None,
+        Query(description="poolrag extension: a served model name (omitted: the first model's info)."),
+    ] = None,
+) -> TeiInfo:
+    state = model_state(request, model)  # naming none, the first model
     engine = state.engine
     settings = state.settings
     return TeiInfo(
