@@ -19,8 +19,7 @@ from xml.etree import ElementTree
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.ooxml_package import FALLBACK, XmlBudget, main_part, opened_package, row_line, title
-from poolrag.ingest.readers import Document
-from poolrag.text_validity import has_visible_text
+from poolrag.ingest.readers import Document, parsed_document
 
 #: WordprocessingML's namespaces: the transitional one Word writes, and "Strict Open XML"
 _WORD = (
@@ -167,7 +166,4 @@ def read_docx_text(path: Path) -> Document:
     """``path``'s text as a :class:`Document` (its title in the metadata); ``InvalidInputError``
     says why the file cannot be used."""
     text, title = docx_text(path)
-    if not has_visible_text(text):
-        raise InvalidInputError("no text in this Word document")
-    metadata = {"filename": path.name, **({"title": title} if title else {})}
-    return Document(path.resolve().as_posix(), text, metadata)
+    return parsed_document(path, text, "no text in this Word document", title)

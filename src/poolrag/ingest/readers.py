@@ -137,6 +137,18 @@ class FileDocument:
             yield carry
 
 
+def parsed_document(
+    path: Path, text: str, no_text: str, title: str = "", page_starts: tuple[int, ...] = ()
+) -> Document:
+    """The text parsed out of a file's format (a web page, a Word document, a deck, a PDF's text
+    layer) as a :class:`Document` named by its resolved path, with its ``title`` (if any) in the
+    metadata; ``no_text`` is the ``InvalidInputError`` of a file that shows none."""
+    if not has_visible_text(text):
+        raise InvalidInputError(no_text)
+    metadata = {"filename": path.name, **({"title": title} if title else {})}
+    return Document(path.resolve().as_posix(), text, metadata, page_starts)
+
+
 @dataclass(frozen=True)
 class SkippedFile:
     """A file (or a JSONL or CSV record) left out of a run, and why."""
