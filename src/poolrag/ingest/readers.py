@@ -179,10 +179,7 @@ def excluded(relative: str, patterns: Sequence[str]) -> bool:
 
 
 def _walk(
-    path: Path,
-    unlisted: Callable[[OSError], None],
-    suffixes: tuple[str, ...] = TEXT_SUFFIXES + JSONL_SUFFIXES,
-    exclude: Sequence[str] = (),
+    path: Path, unlisted: Callable[[OSError], None], suffixes: tuple[str, ...], exclude: Sequence[str]
 ) -> Iterator[Path]:
     """The files under ``path`` whose names end in ``suffixes`` and that ``exclude`` leaves in
     (:func:`excluded`); a folder that cannot be listed goes to ``unlisted`` (so it is reported as
@@ -580,7 +577,7 @@ def _not_text(file: Path, exc: UnicodeDecodeError, reads_images: bool) -> str:
     return f"not UTF-8 text ({exc.reason}): save it as UTF-8 (Latin-1 and Windows code pages are not guessed)"
 
 
-def _suffixes(images: bool, texts: bool = True, pdfs: bool = True) -> tuple[str, ...]:
+def _suffixes(images: bool, texts: bool, pdfs: bool = True) -> tuple[str, ...]:
     """The files listed: texts, images, and PDFs (read as pages by an image model, else as text)."""
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 
