@@ -119,7 +119,7 @@ class FileDocument:
 
     @property
     def text(self) -> str:
-        """The whole text (small files and tests; ingestion reads :meth:`pieces`)."""
+        """The whole text (late chunking reads it whole; chunking reads :meth:`pieces`)."""
         return self.path.read_text(encoding=text_encoding(self.path))
 
     def pieces(self, size: int = PIECE_CHARS) -> Iterator[str]:
