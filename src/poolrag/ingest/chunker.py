@@ -18,7 +18,7 @@ import bisect
 import dataclasses
 import functools
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -369,83 +369,59 @@ class TokenChunker:
         return out
 
     def _chunks(self, source: str, pieces: Iterator[str], metadata: dict[str, Any]) -> Iterator[Chunk]:
-        text = _Window()
-        offsets: list[tuple[int, int, int | None]] = []  # tokens from global index `first` on
-        first = 0
-        more = True
-        held = ""  # read, not yet tokenised: its last word may go on in the next piece
-        upcoming = next(pieces, None)
-
-        def load() -> bool:
-            """Tokenise what is read up to the last word a single space sets off (all of it at the
-            end): a piece may end inside a word (a URL longer than a piece), and a byte-level BPE
-            token holds the space before its word, so a piece's end is no place to restart at."""
-            nonlocal held, upcoming
-            if upcoming is None:
-                return False
-            scanned = max(len(held) - 1, 1)  # held's spaces before its last char set off no word
-            held += upcoming
-            upcoming = next(pieces, None)
-            cut = len(held) if upcoming is None else _restart(held, scanned)
-            if not cut:
-                if len(held) < _MAX_HELD:
-                    return True
-                cut = len(held)  # no space for a long way (CJK, minified code): at a piece end
-            offsets.extend(self._tokens(held[:cut], text.end))
-            text.append(held[:cut])
-            held = held[cut:]
-            return upcoming is not None or bool(held)
-
+        read = _TokenStream(pieces, self._tokens)
+        text = read.text
         seen: set[str] = set()
         index = 0
         i = 0
         while True:
-            # Enough tokens to decide this chunk exactly as the whole text would: one past its window.
-            # _soft_wrap reads the next line's first word: a piece may end right after the line break.
-            while more and (
-                i + self.max_tokens >= first + len(offsets)
-                or offsets[i + self.max_tokens - first][0] + _WRAPPED_LINE > text.end
-            ):
-                more = load()
-            n = first + len(offsets)
+            read.load_past(i + self.max_tokens)  # enough to decide this chunk as the whole text would
+            n = read.count
             if i >= n:
                 return
-            view = _Offsets(offsets, first)
-            j = min(i + self.max_tokens, n)
-            if j < n:
-                j = self._break_at(text, view, i + max(1, (self.max_tokens * 3) // 5), j)
-            j = _one_slice(view, i, j)
-            while True:
-                start, end = view[i][0], _word_end(text, view, j, n)
-                piece = text[start:end]
-                ids = self._chunk_ids(text, view, i, j, piece)
-                count = len(ids)
-                size = _utf8_size(piece)
-                if (count <= self.max_tokens and size <= MAX_CHUNK_BYTES) or j - i <= 1:
-                    break
-                if count > self.max_tokens:
-                    j = max(i + 1, j - (count - self.max_tokens))
-                else:  # few tokens over many bytes: keep the share of tokens that fits
-                    j = i + max(1, (j - i) * MAX_CHUNK_BYTES // size)
-                j = _last_word_end(text, view, i + max(1, (j - i) * 3 // 5), j)  # as _break_at's floor
-            cid = chunk_id(source, start, piece)
+            view = _Offsets(read.offsets, read.first)
+            j, end, piece, ids = self._cut(text, view, i, n)
+            cid = chunk_id(source, view[i][0], piece)
             # Some tokenizers give invisible characters tokens: a chunk of only those is not text.
             if cid not in seen and has_visible_text(piece):
                 seen.add(cid)
-                yield Chunk(cid, source, piece, start, end, index, count, dict(metadata), tuple(ids))
+                yield Chunk(cid, source, piece, view[i][0], end, index, len(ids), dict(metadata), tuple(ids))
                 index += 1
-            if j >= n and not more:
+            if j >= n and not read.more:
                 return
-            if isinstance(view[j - 1][2], _SliceId):
-                i = j  # a cut inside an over-long word: slices of it are no sentence to repeat
-            elif not self.always_overlap and self._end_kind(text, view, j - 1):
-                i = j  # the cut ends a sentence: nothing of it to repeat
-            else:
-                i = self._word_start(text, view, max(j - self.overlap, i + 1), j, i + 1)
-            if i - first > len(offsets) // 2 and i - first > 4096:  # drop what is behind us
-                text.drop_before(view[i][0] - 2 * _WRAPPED_LINE)  # _word_start, _soft_wrap look back
-                del offsets[: i - first]
-                first = i
+            i = self._next_start(text, view, i, j)
+            read.drop_before(i)
+
+    def _cut(self, text: _Window, view: _Offsets, i: int, n: int) -> tuple[int, int, str, list[int]]:
+        """The chunk that starts at token ``i`` of ``n`` known: the token after it, where its text
+        ends, its text and its ids. Cut at :meth:`_break_at`, then shortened while its text alone has
+        more tokens than ``max_tokens`` or more bytes than :data:`MAX_CHUNK_BYTES`."""
+        j = min(i + self.max_tokens, n)
+        if j < n:
+            j = self._break_at(text, view, i + max(1, (self.max_tokens * 3) // 5), j)
+        j = _one_slice(view, i, j)
+        while True:
+            start, end = view[i][0], _word_end(text, view, j, n)
+            piece = text[start:end]
+            ids = self._chunk_ids(text, view, i, j, piece)
+            count = len(ids)
+            size = _utf8_size(piece)
+            if (count <= self.max_tokens and size <= MAX_CHUNK_BYTES) or j - i <= 1:
+                return j, end, piece, ids
+            if count > self.max_tokens:
+                j = max(i + 1, j - (count - self.max_tokens))
+            else:  # few tokens over many bytes: keep the share of tokens that fits
+                j = i + max(1, (j - i) * MAX_CHUNK_BYTES // size)
+            j = _last_word_end(text, view, i + max(1, (j - i) * 3 // 5), j)  # as _break_at's floor
+
+    def _next_start(self, text: _Window, view: _Offsets, i: int, j: int) -> int:
+        """The first token of the chunk after tokens ``[i, j)``: ``j``, or ``overlap`` tokens back
+        from it (at a word's start) where the cut fell inside a sentence."""
+        if isinstance(view[j - 1][2], _SliceId):
+            return j  # a cut inside an over-long word: slices of it are no sentence to repeat
+        if not self.always_overlap and self._end_kind(text, view, j - 1):
+            return j  # the cut ends a sentence: nothing of it to repeat
+        return self._word_start(text, view, max(j - self.overlap, i + 1), j, i + 1)
 
 
 def _on_pages(chunks: Iterator[Chunk], page_starts: tuple[int, ...]) -> Iterator[Chunk]:
@@ -590,6 +566,67 @@ def _separates_words(tokenizer: Any, char: str) -> bool:
     if backend.normalizer is not None:
         text = backend.normalizer.normalize_str(text)
     return [word for word, _ in backend.pre_tokenizer.pre_tokenize_str(text)] == ["a", "b"]
+
+
+class _TokenStream:
+    """A document's pieces tokenised as the chunker needs them: the text still held
+    (:class:`_Window`) and its tokens from global index ``first`` on."""
+
+    def __init__(
+        self, pieces: Iterator[str], tokens: Callable[[str, int], list[tuple[int, int, int | None]]]
+    ) -> None:
+        self.text = _Window()
+        self.offsets: list[tuple[int, int, int | None]] = []
+        self.first = 0
+        self.more = True  # pieces or held text are left to tokenise
+        self._pieces = pieces
+        self._tokens = tokens
+        self._held = ""  # read, not yet tokenised: its last word may go on in the next piece
+        self._upcoming = next(pieces, None)
+
+    @property
+    def count(self) -> int:
+        """Tokens known so far (global index of the next one)."""
+        return self.first + len(self.offsets)
+
+    def load_past(self, k: int) -> None:
+        """Read on until token ``k`` is known, one past a window, and a line's worth of text after its
+        start (:func:`_soft_wrap` reads the next line's first word: a piece may end right after the
+        line break), or the document ends."""
+        while self.more and (
+            k >= self.count or self.offsets[k - self.first][0] + _WRAPPED_LINE > self.text.end
+        ):
+            self.load()
+
+    def drop_before(self, i: int) -> None:
+        """Forget the tokens before ``i`` once they are many, and their text but the lines
+        :meth:`TokenChunker._word_start` and :func:`_soft_wrap` look back at."""
+        if i - self.first > len(self.offsets) // 2 and i - self.first > 4096:
+            self.text.drop_before(self.offsets[i - self.first][0] - 2 * _WRAPPED_LINE)
+            del self.offsets[: i - self.first]
+            self.first = i
+
+    def load(self) -> None:
+        """Tokenise what is read up to the last word a single space sets off (all of it at the
+        end): a piece may end inside a word (a URL longer than a piece), and a byte-level BPE
+        token holds the space before its word, so a piece's end is no place to restart at."""
+        if self._upcoming is None:
+            self.more = False
+            return
+        held = self._held
+        scanned = max(len(held) - 1, 1)  # held's spaces before its last char set off no word
+        held += self._upcoming
+        self._upcoming = next(self._pieces, None)
+        cut = len(held) if self._upcoming is None else _restart(held, scanned)
+        if not cut:
+            if len(held) < _MAX_HELD:
+                self._held = held
+                return
+            cut = len(held)  # no space for a long way (CJK, minified code): at a piece end
+        self.offsets.extend(self._tokens(held[:cut], self.text.end))
+        self.text.append(held[:cut])
+        self._held = held[cut:]
+        self.more = self._upcoming is not None or bool(self._held)
 
 
 class _Window:

@@ -19,8 +19,7 @@ from xml.etree import ElementTree
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.ooxml_package import FALLBACK, XmlBudget, main_part, opened_package, row_line, title
-from poolrag.ingest.readers import Document
-from poolrag.text_validity import has_visible_text
+from poolrag.ingest.readers import Document, parsed_document
 
 #: WordprocessingML's namespaces: the transitional one Word writes, and "Strict Open XML"
 _WORD = (
@@ -55,24 +54,83 @@ class _Paragraph:
         self.listed = False
 
 
+class _Body:
+    """What is open while a body is read, innermost last: paragraphs (a text box's is inside one),
+    table rows and cells, elements never read, content controls; and the run read."""
+
+    def __init__(self) -> None:
+        self.paragraphs: list[_Paragraph] = []
+        self.rows: list[list[str]] = []  # the cells of each open table row
+        self.cells: list[list[str]] = []  # the paragraphs of each open cell
+        self.unread = 0  # depth inside elements never read
+        self.hidden = False  # the run read is hidden text (Word's "Hidden" font effect)
+        self.placeholders: list[bool] = []  # each open content control's: does it show its prompt?
+        self.prompt = False  # the content control whose properties were just read shows its prompt
+
+    def skip(self, event: str, name: str, element: ElementTree.Element) -> None:
+        """An element never read opens or ends; a paragraph's properties say if it is a list item."""
+        self.unread += 1 if event == "start" else -1
+        if name == "pPr" and event == "end" and self.paragraphs:
+            self.paragraphs[-1].listed = _is_list_item(element)
+
+    def start(self, name: str) -> None:
+        if name == "p":
+            self.paragraphs.append(_Paragraph())
+        elif name == "tr":
+            self.rows.append([])
+        elif name == "tc":
+            self.cells.append([])
+        elif name == "sdtContent":
+            self.placeholders.append(self.prompt)  # an unfilled control's "Click or tap here to enter text."
+            self.unread += self.prompt
+            self.prompt = False
+
+    def end(self, name: str, element: ElementTree.Element) -> tuple[str, str] | None:
+        """Take what element ``name`` held; the block it completes outside any table cell, if any."""
+        shown = bool(self.paragraphs) and not self.unread and not self.hidden
+        if name == "t" and shown:
+            self.paragraphs[-1].pieces.append(element.text or "")
+        elif name in _RUN_MARKS and shown:
+            self.paragraphs[-1].pieces.append(_RUN_MARKS[name])
+        elif name == "rPr" and not self.unread:
+            self.hidden = _has(element, "vanish")
+        elif name == "sdtPr":
+            self.prompt = _has(element, "showingPlcHdr")
+        elif name == "sdtContent" and self.placeholders:
+            self.unread -= self.placeholders.pop()
+        elif name == "r":
+            self.hidden = False
+            element.clear()  # its text is taken
+        elif name == "p" and self.paragraphs:
+            paragraph = self.paragraphs.pop()
+            text = "".join(paragraph.pieces).strip()
+            return self._block("li" if paragraph.listed else "p", " ".join(text.split("\n")), text)
+        elif name == "tc" and self.cells:
+            self.rows[-1].append(" ".join(self.cells.pop()))
+        elif name == "tr" and self.rows:
+            line = row_line(self.rows.pop())
+            return self._block("tr", line, line)
+        return None
+
+    def _block(self, kind: str, in_cell: str, text: str) -> tuple[str, str] | None:
+        """A paragraph's or row's ``text`` as a block, or ``in_cell`` added to the open cell."""
+        if text and self.cells:
+            self.cells[-1].append(in_cell)
+        elif text:
+            return kind, text
+        return None
+
+
 def _blocks(xml: IO[bytes]) -> Iterator[tuple[str, str]]:
     """The body's blocks in order as (kind, text): ``"p"`` paragraphs, ``"li"`` list items and
     ``"tr"`` table rows; a table inside a cell is read into that cell. Streamed: text is taken as
     each element ends and what is read is cleared, so memory stays flat however long the body."""
-    paragraphs: list[_Paragraph] = []  # open paragraphs, innermost last (a text box's is inside one)
-    rows: list[list[str]] = []  # the cells of each open table row, innermost last
-    cells: list[list[str]] = []  # the paragraphs of each open cell, innermost last
-    unread = 0  # depth inside elements never read
-    hidden = False  # the run read is hidden text (Word's "Hidden" font effect)
-    placeholders: list[bool] = []  # each open content control's: does it show its prompt?
-    prompt = False  # the content control whose properties were just read shows its prompt
+    read = _Body()
     body = None
     for event, element in ElementTree.iterparse(xml, events=("start", "end")):  # type: ignore[arg-type]
         space, name = _local(element.tag)
         if name in _UNREAD and (space == "w" or element.tag == FALLBACK):
-            unread += 1 if event == "start" else -1
-            if name == "pPr" and event == "end" and paragraphs:
-                paragraphs[-1].listed = _is_list_item(element)
+            read.skip(event, name, element)
             continue
         if space == "m" and name == "t":
             space = "w"  # an equation's text reads as a run's
@@ -81,48 +139,11 @@ def _blocks(xml: IO[bytes]) -> Iterator[tuple[str, str]]:
         if event == "start":
             if name == "body":
                 body = element
-            elif name == "p":
-                paragraphs.append(_Paragraph())
-            elif name == "tr":
-                rows.append([])
-            elif name == "tc":
-                cells.append([])
-            elif name == "sdtContent":
-                placeholders.append(prompt)  # an unfilled control's "Click or tap here to enter text."
-                unread += prompt
-                prompt = False
+            read.start(name)
             continue
-        if name == "t" and paragraphs and not unread and not hidden:
-            paragraphs[-1].pieces.append(element.text or "")
-        elif name in _RUN_MARKS and paragraphs and not unread and not hidden:
-            paragraphs[-1].pieces.append(_RUN_MARKS[name])
-        elif name == "rPr" and not unread:
-            hidden = _has(element, "vanish")
-        elif name == "sdtPr":
-            prompt = _has(element, "showingPlcHdr")
-        elif name == "sdtContent" and placeholders:
-            unread -= placeholders.pop()
-        elif name == "r":
-            hidden = False
-            element.clear()  # its text is taken
-        elif name == "p" and paragraphs:
-            paragraph = paragraphs.pop()
-            text = "".join(paragraph.pieces).strip()
-            if text and cells:
-                cells[-1].append(" ".join(text.split("\n")))
-            elif text:
-                yield ("li" if paragraph.listed else "p"), text
-        elif name == "tc" and cells:
-            rows[-1].append(" ".join(cells.pop()))
-        elif name == "tr" and rows:
-            line = row_line(rows.pop())
-            if line and cells:
-                cells[-1].append(line)
-            elif line:
-                yield "tr", line
-        else:
-            continue
-        if name in ("p", "tr") and not paragraphs and not rows and body is not None:
+        if (block := read.end(name, element)) is not None:
+            yield block
+        if name in ("p", "tr") and not read.paragraphs and not read.rows and body is not None:
             body.clear()  # what was read goes; the parser keeps what it still builds
 
 
@@ -167,7 +188,4 @@ def read_docx_text(path: Path) -> Document:
     """``path``'s text as a :class:`Document` (its title in the metadata); ``InvalidInputError``
     says why the file cannot be used."""
     text, title = docx_text(path)
-    if not has_visible_text(text):
-        raise InvalidInputError("no text in this Word document")
-    metadata = {"filename": path.name, **({"title": title} if title else {})}
-    return Document(path.resolve().as_posix(), text, metadata)
+    return parsed_document(path, text, "no text in this Word document", title)

@@ -258,7 +258,7 @@ class IngestDriver:
             )
             self.checkpoint.forget()
             self.report.resumed = False
-        self._left_out: list[str] = []  # documents whose text no model can read
+        self._left_out: list[str] = []  # "name: reason" of the documents left out
         self._read_files = False  # a document read from a file was given (read_paths' own)
         self._pending: dict[str, _Pending] = {}
         self._finished: dict[str, str] = {}
@@ -314,11 +314,8 @@ class IngestDriver:
         if reason is None:  # a second document with the same source stops the run; a left-out
             self.stored_ids.see(doc.source)  # one's stored chunks are its source's, kept by prune
             reason = record_problem(doc.source, doc.metadata, doc.text if isinstance(doc, Document) else None)
-        if reason is not None:
-            # This document only (its stored chunks stay); the ones after it are ingested.
-            logger.warning("skipping %s: %s", printable(doc.source), reason)
-            self._left_out.append(f"{printable(doc.source)}: {reason}")
-            self.documents_done += 1
+        if reason is not None:  # this document only (its stored chunks stay); the ones after it go in
+            self._leave_out(printable(doc.source), reason)
             return False
         self.report.documents += 1
         digest = document_version(doc)
@@ -378,10 +375,13 @@ class IngestDriver:
         named as the reader names a file it leaves out (under the path given)."""
         if (state := self._pending.pop(source, None)) is None:
             return
-        shown = state.shown or printable(source)
+        self.report.documents -= 1
+        self._leave_out(state.shown or printable(source), reason)
+
+    def _leave_out(self, shown: str, reason: str) -> None:
+        """Name a document left out in the log and the report (``shown``: how it is named)."""
         logger.warning("skipping %s: %s", shown, reason)
         self._left_out.append(f"{shown}: {reason}")
-        self.report.documents -= 1
         self.documents_done += 1
 
     def stored(self, sources: Sequence[str]) -> None:

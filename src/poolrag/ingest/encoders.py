@@ -12,18 +12,14 @@ from poolrag.backend import InProcessEngine, PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.chunker import Chunk
+from poolrag.ingest.driver import VectorSource
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
 from poolrag.prompt_inputs import TokensPrompt
 
 
-class ChunkEncoder(Protocol):
-    layout: str  # "dense" | "multivector"
-    dimension: int  # stored vector size
-    full_dimension: int
-    model_identity: str
-    model_name: str
-    model_outputs: str
+class ChunkEncoder(VectorSource, Protocol):
+    """What a collection records about the model (:class:`VectorSource`), and its vectors."""
 
     @property
     def computed(self) -> int:

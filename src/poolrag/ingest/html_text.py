@@ -20,8 +20,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from poolrag.errors import InvalidInputError
-from poolrag.ingest.readers import CELL_SEPARATOR, Document, marked_encoding
-from poolrag.text_validity import has_visible_text
+from poolrag.ingest.readers import CELL_SEPARATOR, Document, marked_encoding, parsed_document
 
 # fmt: off
 #: elements whose content no reader sees as the page's text (void elements cannot be here: they
@@ -336,7 +335,5 @@ def read_html_text(path: Path) -> Document:
     """``path``'s visible text as a :class:`Document` (its title in the metadata);
     ``InvalidInputError`` says why the file cannot be used (undecodable, nothing visible)."""
     text, title = html_text(decode_html(path.read_bytes()))
-    if not has_visible_text(text):
-        raise InvalidInputError("no visible text in this HTML page (scripts, menus and markup only)")
-    metadata = {"filename": path.name, **({"title": title} if title else {})}
-    return Document(path.resolve().as_posix(), text, metadata)
+    no_text = "no visible text in this HTML page (scripts, menus and markup only)"
+    return parsed_document(path, text, no_text, title)

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.pdf_pages import read_pdf_pages
-from poolrag.ingest.readers import Document
-from poolrag.text_validity import has_visible_text
+from poolrag.ingest.readers import Document, parsed_document
 
 PAGE_BREAK = "\n\n"
 #: the reason each PDF is left out with when pypdfium2 is not installed
@@ -33,9 +32,5 @@ def read_pdf_text(path: Path) -> Document:
     for text in pages:
         starts.append(offset)
         offset += len(text) + len(PAGE_BREAK)
-    text = PAGE_BREAK.join(pages)
-    if not has_visible_text(text):
-        raise InvalidInputError(
-            "no text layer (scanned pages): a model that reads images (CLIP, ColPali) reads its pages"
-        )
-    return Document(path.resolve().as_posix(), text, {"filename": path.name}, tuple(starts))
+    no_text = "no text layer (scanned pages): a model that reads images (CLIP, ColPali) reads its pages"
+    return parsed_document(path, PAGE_BREAK.join(pages), no_text, page_starts=tuple(starts))

@@ -231,7 +231,7 @@ def _with_document(doc: Document | FileDocument, chunks: Iterable[Chunk]) -> lis
     A late vector depends on the whole document, so its id names the document's version too: an
     edited document's unchanged chunks are new rows (their old ones are deleted as stale), never
     left with vectors of the text before the edit."""
-    text = doc.text if isinstance(doc, Document) else "".join(doc.pieces())
+    text = doc.text  # one string shared by the chunks: the encoder groups them by it
     version = f"late\x00{doc.digest}\x00"
     return [
         replace(chunk, id=chunk_id(chunk.source, chunk.start, version + chunk.text), document=text)

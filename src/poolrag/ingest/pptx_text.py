@@ -26,8 +26,7 @@ from poolrag.ingest.ooxml_package import (
     row_line,
     title,
 )
-from poolrag.ingest.readers import Document
-from poolrag.text_validity import has_visible_text
+from poolrag.ingest.readers import Document, parsed_document
 
 #: PresentationML and DrawingML namespaces: the transitional ones PowerPoint writes, and Strict
 _PRESENTATION = (
@@ -142,7 +141,4 @@ def read_pptx_text(path: Path) -> Document:
         starts.append(offset)
         offset += len(text) + len(SLIDE_BREAK) if text else 0
     text = SLIDE_BREAK.join(slide for slide in slides if slide)
-    if not has_visible_text(text):
-        raise InvalidInputError("no text in this presentation")
-    metadata = {"filename": path.name, **({"title": deck_title} if deck_title else {})}
-    return Document(path.resolve().as_posix(), text, metadata, tuple(starts))
+    return parsed_document(path, text, "no text in this presentation", deck_title, tuple(starts))

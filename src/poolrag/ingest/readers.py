@@ -119,7 +119,7 @@ class FileDocument:
 
     @property
     def text(self) -> str:
-        """The whole text (small files and tests; ingestion reads :meth:`pieces`)."""
+        """The whole text (late chunking reads it whole; chunking reads :meth:`pieces`)."""
         return self.path.read_text(encoding=text_encoding(self.path))
 
     def pieces(self, size: int = PIECE_CHARS) -> Iterator[str]:
@@ -135,6 +135,18 @@ class FileDocument:
                     carry = carry[cut:]
         if carry:
             yield carry
+
+
+def parsed_document(
+    path: Path, text: str, no_text: str, title: str = "", page_starts: tuple[int, ...] = ()
+) -> Document:
+    """The text parsed out of a file's format (a web page, a Word document, a deck, a PDF's text
+    layer) as a :class:`Document` named by its resolved path, with its ``title`` (if any) in the
+    metadata; ``no_text`` is the ``InvalidInputError`` of a file that shows none."""
+    if not has_visible_text(text):
+        raise InvalidInputError(no_text)
+    metadata = {"filename": path.name, **({"title": title} if title else {})}
+    return Document(path.resolve().as_posix(), text, metadata, page_starts)
 
 
 @dataclass(frozen=True)
@@ -167,10 +179,7 @@ def excluded(relative: str, patterns: Sequence[str]) -> bool:
 
 
 def _walk(
-    path: Path,
-    unlisted: Callable[[OSError], None],
-    suffixes: tuple[str, ...] = TEXT_SUFFIXES + JSONL_SUFFIXES,
-    exclude: Sequence[str] = (),
+    path: Path, unlisted: Callable[[OSError], None], suffixes: tuple[str, ...], exclude: Sequence[str]
 ) -> Iterator[Path]:
     """The files under ``path`` whose names end in ``suffixes`` and that ``exclude`` leaves in
     (:func:`excluded`); a folder that cannot be listed goes to ``unlisted`` (so it is reported as
@@ -568,7 +577,7 @@ def _not_text(file: Path, exc: UnicodeDecodeError, reads_images: bool) -> str:
     return f"not UTF-8 text ({exc.reason}): save it as UTF-8 (Latin-1 and Windows code pages are not guessed)"
 
 
-def _suffixes(images: bool, texts: bool = True, pdfs: bool = True) -> tuple[str, ...]:
+def _suffixes(images: bool, texts: bool, pdfs: bool = True) -> tuple[str, ...]:
     """The files listed: texts, images, and PDFs (read as pages by an image model, else as text)."""
     from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
 

@@ -242,11 +242,6 @@ class StoredIds:
             " GROUP BY source ORDER BY source"
         )
 
-    def ids(self) -> Iterator[str]:
-        """Every stored id (a Ray run ships them to its workers, which skip them)."""
-        for (cid,) in self._db.execute("SELECT id FROM stored"):
-            yield cid
-
     def close(self) -> None:
         """Close and remove the file."""
         self._db.close()
