@@ -53,6 +53,8 @@ T = TypeVar("T")
 # work run between batches (``run_between_batches``) waits this long for the queue to empty before
 # it runs ahead of the next batch anyway, so a busy engine still gets to it
 CHORE_PATIENCE_S = 2.0
+#: how many batches' worth of the queue head are sorted together into the next batch
+WINDOW_BATCHES = 4
 
 
 class _Job:
@@ -142,20 +144,14 @@ class EngineCore:
         runner: the forward pass (called from the worker thread only).
         poolers: task name → pooler.
         batcher: plans batches by token budget.
-        window_batches: how many batches' worth of the queue head are sorted together.
     """
 
     def __init__(
-        self,
-        runner: ModelRunner,
-        poolers: Mapping[str, TaskPooler],
-        batcher: TokenBudgetBatcher,
-        window_batches: int = 4,
+        self, runner: ModelRunner, poolers: Mapping[str, TaskPooler], batcher: TokenBudgetBatcher
     ) -> None:
         self.runner = runner
         self.poolers = dict(poolers)
         self.batcher = batcher
-        self.window_batches = window_batches
         self.stats = CoreStats()
         self._cv = threading.Condition()
         self._inbox: list[tuple[_Job, Sequence[PoolingRequest]]] = []
@@ -368,8 +364,8 @@ class EngineCore:
         if not self._has_work():
             return []
         head = self._anchor()
-        limit_tokens = budget * self.window_batches
-        limit_count = self.batcher.max_batch_size * self.window_batches
+        limit_tokens = budget * WINDOW_BATCHES
+        limit_count = self.batcher.max_batch_size * WINDOW_BATCHES
         window: list[_Unit] = [head]
         tokens = head.request.num_tokens
         for unit in self._queue:
