@@ -538,7 +538,7 @@ def load_tuned(
 
     Args:
         build: loads the model with one ``model_impl`` (the engine's other options bound).
-        model_fingerprint: the weights' fingerprint (``core.model_setup.fingerprint``): it keys the
+        model_fingerprint: the weights' fingerprint (``core.model_setup.fingerprints``): it keys the
             verdict and the compiled graphs.
         device: where the model runs.
         request: what the caller pinned.
