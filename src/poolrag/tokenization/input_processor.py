@@ -63,6 +63,12 @@ def role_prompt_names(prompt_names: Sequence[str]) -> list[str]:
     return [n for n in prompt_names if n == QUERY_PROMPT_NAME or n in DOCUMENT_PROMPT_NAMES]
 
 
+def token_limit(truncate: int | None, max_len: int) -> int | None:
+    """The tokens an input is cut to (``truncate_prompt_tokens``: -1 the model's length, never more
+    than it), or ``None`` when an over-long input must be an error."""
+    return None if truncate is None else (max_len if truncate == -1 else min(truncate, max_len))
+
+
 def checked_texts(values: Sequence[object], field: str, one: bool = False) -> list[str]:
     """Each text if a model can read it, named ``field`` when the caller gave one text (``one``),
     else ``field[i]``: the one check of a request's texts."""
@@ -193,12 +199,6 @@ class InputProcessor:
         return list(head), list(tail)
 
     # -- limits ---------------------------------------------------------------------------------
-    def _limit(self, truncate: int | None) -> int | None:
-        """Token limit to truncate to, or ``None`` when over-long input must be an error."""
-        if truncate is None:
-            return None
-        return self.max_len if truncate == -1 else min(truncate, self.max_len)
-
     def _check_room(self, limit: int, pair: bool = False, marker: bool = False, prefix: str = "") -> None:
         """Refuse a limit that leaves no token of text (of each text of a pair) beside the special
         tokens and the prompt; the tokenizer itself would log an error and return the text uncut,
@@ -257,7 +257,7 @@ class InputProcessor:
         ``pending_images``: an image's request may be a ``Future`` still being prepared on the
         image pool (``ModelExecutor.execute_as_ready`` takes such a list); otherwise every request is
         ready when this returns."""
-        limit = self._limit(truncate)
+        limit = token_limit(truncate, self.max_len)
         if self.colbert is not None and params.task in ("token_embed", "score"):
             return self._colbert(prompts, params, limit, field, one)
         if isinstance(self.images, PagePreprocessor):
@@ -495,7 +495,7 @@ class InputProcessor:
             return []
         firsts = [a for a, _ in pairs]
         seconds = [b for _, b in pairs]
-        limit = self._limit(truncate)
+        limit = token_limit(truncate, self.max_len)
         if limit is not None:
             self._check_room(limit, pair=True)
         wholes = list(zip(firsts, seconds, strict=True))
