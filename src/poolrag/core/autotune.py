@@ -704,12 +704,14 @@ def _with_precision(tuner: _Tuner, request: TuneRequest, measured: _Measured) ->
     return measured
 
 
-def _verdict_of(measured: _Measured, request: TuneRequest, batch_tokens: int, started: float) -> Verdict:
+def _verdict_of(
+    measured: _Measured, request: TuneRequest, batch_tokens: int, started: float, run: RunStep = run_here
+) -> Verdict:
     """The verdict of ``measured``, with the attention bound for the path that serves (the saved
     verdict's, else measured now) and what measuring cost since ``started``."""
     wants_fast = request.fast_mode == "auto"
     exact, chosen, saved = measured.exact, measured.chosen, measured.saved
-    rows = _runs_or_groups(chosen.pipeline, None if saved is None else saved.min_rows_per_run)
+    rows = _runs_or_groups(chosen.pipeline, None if saved is None else saved.min_rows_per_run, run)
     return Verdict(
         impl=exact.impl,
         forward=exact.forward,
@@ -855,19 +857,9 @@ def measure_exact(
         started = time.perf_counter()
         tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS), run)
         exact, candidates, passes = tuner.exact(request, first)
-        verdict = Verdict(
-            impl=exact.impl,
-            forward=exact.forward,
-            fast_mode=None,
-            compiled_measured=False,
-            candidates=tuple(c.timing() for c in candidates),
-            batch_tokens=sum(r.num_tokens for r in exact.batch) or min(batch_tokens, TIMING_TOKENS),
-            passes=passes,
-            seconds=0.0,
-            min_rows_per_run=_runs_or_groups(exact.pipeline, None, run),
-        )
+        measured = _Measured(exact, exact, candidates, tuple(c.timing() for c in candidates), passes)
+        verdict = _verdict_of(measured, request, batch_tokens, started, run)
         run(lambda: install_attention_bound(exact.pipeline, verdict.min_rows_per_run))
-        verdict = replace(verdict, seconds=round(time.perf_counter() - started, 3))
         path = write_verdict(key, verdict)
         _close_others(exact.pipeline, [c for c in candidates if c.pipeline is not first])
         report = TuneReport(
