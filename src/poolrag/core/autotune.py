@@ -234,7 +234,7 @@ def _impl(pipeline: Pipeline) -> str:
     return "native" if getattr(pipeline.executor.runner.model, "native", False) else "transformers"
 
 
-def _probe_rows(pipeline: Pipeline, run: RunStep = run_here) -> torch.Tensor:
+def _probe_rows(pipeline: Pipeline, run: RunStep) -> torch.Tensor:
     """Every output row of the probe texts: token states (or token logits), else sequence logits."""
     probe = probe_requests(pipeline.processor)
     out = run(lambda: pipeline.executor.runner.forward(probe))
@@ -265,7 +265,7 @@ def timing_batch(pipeline: Pipeline, tokens: int) -> list[PoolingRequest]:
     return [r for _ in range(rounds) for r in one_round]
 
 
-def _run_once(candidate: _Candidate, run: RunStep = run_here) -> float:
+def _run_once(candidate: _Candidate, run: RunStep) -> float:
     runner = candidate.pipeline.executor.runner
 
     def timed() -> float:  # timed where it runs: waiting for a turn is not the candidate's time
@@ -276,7 +276,7 @@ def _run_once(candidate: _Candidate, run: RunStep = run_here) -> float:
     return run(timed)
 
 
-def time_interleaved(candidates: Sequence[_Candidate], run: RunStep = run_here) -> int:
+def time_interleaved(candidates: Sequence[_Candidate], run: RunStep) -> int:
     """A warm-up pass each, then passes over all candidates in a rotating order; returns how many
     passes were taken (as many as fit ``TIMING_BUDGET_S``, within ``MIN_PASSES``..``MAX_PASSES``)."""
     warm = sum(_run_once(c, run) for c in candidates)
@@ -349,12 +349,10 @@ class _Tuner:
         """Drop the kept weights: measuring is over."""
         self._loaded.clear()
 
-    def exact(
-        self, request: TuneRequest, first: Pipeline | None = None
-    ) -> tuple[_Candidate, list[_Candidate], int]:
+    def exact(self, request: TuneRequest, first: Pipeline) -> tuple[_Candidate, list[_Candidate], int]:
         """(the winner, every candidate, passes) among the exact paths the request leaves open;
         ``first``: the default path, already built."""
-        candidates = self._exact_candidates(request, first or self._build(request.model_impl))
+        candidates = self._exact_candidates(request, first)
         if len(candidates) > 1:
             self._reject_disagreeing(candidates)
         return self._kept_for(*self._race(candidates))
@@ -456,7 +454,7 @@ class _Tuner:
             for candidate in open_:
                 candidate.pipeline.executor.runner.prepare_for_serving()
                 candidate.batch = timing_batch(candidate.pipeline, tokens)
-            passes = time_interleaved(open_, run=self._run)
+            passes = time_interleaved(open_, self._run)
         if not open_:  # nothing agreed with the reference: the first path, as without tuning
             open_ = candidates[:1]
         winner = chosen(open_)
