@@ -326,7 +326,7 @@ class InputProcessor:
         chunking: bool,
         field: str,
         one: bool,
-        prompt_length: int = 0,
+        prompt_length: int,
     ) -> list[PoolingRequest]:
         """The ``kept`` texts (by position in the caller's list; cut from ``wholes``) tokenised
         :data:`TOKENIZE_PART` at a time, one request each: a chunked one for an embed input over the
@@ -382,7 +382,7 @@ class InputProcessor:
         params: ResolvedParams,
         field: str,
         one: bool,
-        pending: bool = False,
+        pending: bool,
     ) -> list[PoolingRequest]:
         """A page retriever's inputs: an image is a page, a text a query; its processor writes both
         (a prompt, image tokens, augmentation tokens), so neither is cut to a token limit: a query
@@ -392,32 +392,30 @@ class InputProcessor:
         queries: dict[int, str] = {}
         for i, item in enumerate(prompts):
             index = None if one else i
+            name = field if index is None else f"{field}[{index}]"
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, None, field, index)
             elif is_image_input(item):
-                images[i] = (item, field if index is None else f"{field}[{index}]")
+                images[i] = (item, name)
             elif (kind := other_data_url(item)) is not None:
-                raise _not_an_image(field if index is None else f"{field}[{index}]", kind)
+                raise _not_an_image(name, kind)
             elif params.input_type == "document":  # scored as a page, a text would rank among them
                 raise InvalidImageError(
-                    field if index is None else f"{field}[{index}]",
-                    "a page retriever's documents are pages (an image or a rendered PDF page), not text",
+                    name, "a page retriever's documents are pages (an image or a rendered PDF page), not text"
                 )
             else:
                 queries[i] = check_text(item, field, index)
         if images:
-            items = list(images.values())
-            prepared = pages.request_futures(items, params) if pending else pages.requests(items, params)
-            for i, request in zip(images, prepared, strict=True):
+            for i, request in zip(images, self._images(list(images.values()), params, pending), strict=True):
                 requests[i] = request
         if queries:
             for i, request in zip(queries, pages.queries(list(queries.values()), params), strict=True):
                 requests[i] = request
         return requests  # type: ignore[return-value]
 
-    def _images(
-        self, items: list[tuple[object, str]], params: ResolvedParams, pending: bool = False
-    ) -> list[Any]:
+    def _images(self, items: list[tuple[object, str]], params: ResolvedParams, pending: bool) -> list[Any]:
+        """The requests of ``items``, prepared by the model's image preprocessor (futures being
+        prepared where ``pending``); a text-only model refuses the first."""
         if self.images is None:
             name = items[0][1]
             raise text_only(name)
