@@ -204,17 +204,16 @@ def build_pipeline(
     max_batch_tokens: int,
     trust_remote_code: bool,
     model_fingerprint: str,
-    max_batch_size: int | None = None,
-    tokenizer_path: str | None = None,
-    placement: Placement | None = None,
-    model_impl: ModelImpl = "auto",
+    max_batch_size: int | None,
+    tokenizer_path: str | None,
+    placement: Placement,
+    model_impl: ModelImpl,
 ) -> Pipeline:
     """Follow the kind's recipe: load its network, wrap it in a runner, join its poolers.
 
     ``model_fingerprint`` is the first of :func:`fingerprints` of ``spec``, taken once per load by
     the caller (each reading samples every weight file, and a tuned load builds several candidates).
     """
-    placement = placement or Placement()
     kind, pooler = _resolve_pooler(spec, pooler_override)
     recipe = RECIPES[kind]
     tokenizer = _load_tokenizer(tokenizer_path or spec.transformer_path, trust_remote_code)
