@@ -135,7 +135,6 @@ class InputProcessor:
         self.max_embed_len = max_embed_len
         self.prompts = prompts
         self.include_prompt = include_prompt  # false: each request counts its prompt's rows
-        self.colbert = colbert
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
         self.colbert_inputs = ColbertInputs(colbert, tokenizer) if colbert else None
         self._frame: Any = _UNKNOWN  # special tokens around a text, found on first use
@@ -169,7 +168,7 @@ class InputProcessor:
         input: an instruction prompt is prepended for ``input_type``, the model is ColBERT (marker
         tokens), or this tokenizer's special tokens are not one fixed frame around the text.
         """
-        if self.colbert is not None or self.prompts.prefix_for(input_type, None):
+        if self.colbert_inputs is not None or self.prompts.prefix_for(input_type, None):
             return None
         frame = self._fixed_frame()
         if frame is None:
@@ -258,7 +257,7 @@ class InputProcessor:
         image pool (``ModelExecutor.execute_as_ready`` takes such a list); otherwise every request is
         ready when this returns."""
         limit = token_limit(truncate, self.max_len)
-        if self.colbert is not None and params.task in ("token_embed", "score"):
+        if self.colbert_inputs is not None and params.task in ("token_embed", "score"):
             return self._colbert(prompts, params, limit, field, one)
         if isinstance(self.images, PagePreprocessor):
             return self._page_inputs(self.images, prompts, params, field, one, pending_images)
