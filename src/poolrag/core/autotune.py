@@ -338,13 +338,6 @@ class _Tuner:
         template, weights = kept
         return with_network(template, copy.deepcopy(weights))
 
-    def _kept_for(
-        self, winner: _Candidate, candidates: list[_Candidate], passes: int
-    ) -> tuple[_Candidate, list[_Candidate], int]:
-        """Only the winner's implementation gets later candidates: the other copy is dropped now."""
-        self._loaded = {impl: kept for impl, kept in self._loaded.items() if impl == winner.impl}
-        return winner, candidates, passes
-
     def forget(self) -> None:
         """Drop the kept weights: measuring is over."""
         self._loaded.clear()
@@ -355,7 +348,10 @@ class _Tuner:
         candidates = self._exact_candidates(request, first)
         if len(candidates) > 1:
             self._reject_disagreeing(candidates)
-        return self._kept_for(*self._race(candidates))
+        winner, passes = self._race(candidates)
+        # only the winner's implementation gets later candidates: the other copy is dropped now
+        self._loaded = {impl: kept for impl, kept in self._loaded.items() if impl == winner.impl}
+        return winner, candidates, passes
 
     def _exact_candidates(self, request: TuneRequest, first: Pipeline) -> list[_Candidate]:
         """``first``; transformers' modules beside poolrag's native encoder where ``model_impl`` is
@@ -415,7 +411,7 @@ class _Tuner:
             if mode == "int8" and report.active and _compiles_fast_modes(request, exact):
                 candidates.append(self._compiled_int8(exact, request))
         exact.times.clear()  # timed again, interleaved with the fast modes
-        winner, _, passes = self._race(candidates, floor=FAST_MIN_TOKENS)
+        winner, passes = self._race(candidates, floor=FAST_MIN_TOKENS)
         return winner, candidates[1:], passes
 
     def _compiled_int8(self, exact: _Candidate, request: TuneRequest) -> _Candidate:
@@ -444,9 +440,9 @@ class _Tuner:
         tokens = sum(r.num_tokens for r in candidate.batch) * TARGET_PASS_S / max(seconds, 1e-4)
         return int(min(self._tokens, max(floor, tokens)))
 
-    def _race(
-        self, candidates: list[_Candidate], floor: int = CALIBRATION_TOKENS
-    ) -> tuple[_Candidate, list[_Candidate], int]:
+    def _race(self, candidates: list[_Candidate], floor: int = CALIBRATION_TOKENS) -> tuple[_Candidate, int]:
+        """(the winner, passes) of ``candidates`` (those not ``rejected`` or ``failed``) timed in
+        interleaved passes; the winner is marked ``chosen``, and no other."""
         open_ = [c for c in candidates if c.status not in ("rejected", "failed")]
         passes = 0
         if len(open_) > 1:
@@ -462,7 +458,7 @@ class _Tuner:
             if candidate.status == "chosen":
                 candidate.status = "slower"
         winner.status = "chosen"
-        return winner, candidates, passes
+        return winner, passes
 
 
 def paired_ratio(candidate: _Candidate, default: _Candidate) -> float:
