@@ -399,34 +399,30 @@ class _Tuner:
         the fast-mode cosine bar first."""
         candidates = [exact]
         for mode in FAST_MODES:
-            pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
-            runner = pipeline.executor.runner
-            report = enable_cpu_fast_mode(
-                runner, mode, probe_requests(pipeline.processor), request.fast_min_cosine
-            )
-            status = "slower" if report.active else "rejected"
-            candidates.append(
-                _Candidate(exact.impl, "eager", mode, pipeline, None, report, status, report.min_cosine)
-            )
-            if mode == "int8" and report.active and _compiles_fast_modes(request, exact):
+            candidate = self._fast_candidate(exact, mode, "eager", request)
+            candidates.append(candidate)
+            if mode == "int8" and candidate.status != "rejected" and _compiles_fast_modes(request, exact):
                 candidates.append(self._compiled_int8(exact, request))
         exact.times.clear()  # timed again, interleaved with the fast modes
         winner, passes = self._race(candidates, floor=FAST_MIN_TOKENS)
         return winner, candidates[1:], passes
 
+    def _fast_candidate(self, exact: _Candidate, mode: str, forward: str, request: TuneRequest) -> _Candidate:
+        """A fresh copy of ``exact``'s weights switched to fast ``mode``, ``rejected`` where its
+        outputs miss the fast-mode cosine bar."""
+        pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
+        probe = probe_requests(pipeline.processor)
+        report = enable_cpu_fast_mode(pipeline.executor.runner, mode, probe, request.fast_min_cosine)
+        status = "slower" if report.active else "rejected"
+        return _Candidate(exact.impl, forward, mode, pipeline, None, report, status, report.min_cosine)
+
     def _compiled_int8(self, exact: _Candidate, request: TuneRequest) -> _Candidate:
         """int8 compiled: its per-token quantisation fused by inductor (a fresh int8 model, since
         a compiled runner serves only through its graph)."""
-        pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
-        runner = pipeline.executor.runner
-        probe = probe_requests(pipeline.processor)
-        report = enable_cpu_fast_mode(runner, "int8", probe, request.fast_min_cosine)
-        candidate = _Candidate(exact.impl, "compiled", "int8", pipeline, fast_report=report)
-        candidate.min_cosine = report.min_cosine
-        if not report.active:  # the same measurement as the eager candidate's: should not happen
-            candidate.status = "rejected"
+        candidate = self._fast_candidate(exact, "int8", "compiled", request)
+        if candidate.status == "rejected":  # the same measurement as the eager candidate's: should not happen
             return candidate
-        runner.prepare_for_serving()
+        candidate.pipeline.executor.runner.prepare_for_serving()
         _compile_candidate(candidate, self._identity)
         return candidate
 
