@@ -522,7 +522,7 @@ def load_tuned(
     device: torch.device,
     request: TuneRequest,
     batch_tokens: int,
-    places_itself: bool = False,
+    places_itself: bool,
 ) -> TunedLoad:
     """The pipeline to serve with, chosen as :mod:`poolrag.core.autotune` describes.
 

@@ -144,9 +144,7 @@ class InputProcessor:
         """Where this tokenizer's long texts may be cut before tokenising (built on first use)."""
         return text_cut_of(self.tokenizer)
 
-    def _kept_text(
-        self, text: str, limit: int | None, chunking: bool, field: str = "input", index: int | None = None
-    ) -> str:
+    def _kept_text(self, text: str, limit: int | None, chunking: bool, field: str, index: int | None) -> str:
         """``text`` cut to what tokenising can keep: ``limit`` tokens when truncating. Without
         truncation a text that holds more than the model's maximum is refused here, its tokens
         counted window by window rather than held all at once."""
@@ -236,7 +234,7 @@ class InputProcessor:
         specials = self.tokenizer.num_special_tokens_to_add(pair=len(kept) == 2)
         return sum(self.text_cut.count(k) for k in kept) + specials > limit
 
-    def _check_length(self, ids: Sequence[int], field: str = "input", index: int | None = None) -> None:
+    def _check_length(self, ids: Sequence[int], field: str, index: int | None) -> None:
         if len(ids) > self.max_len:
             raise InputTooLongError(len(ids), self.max_len, field, index)
 
