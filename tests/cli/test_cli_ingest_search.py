@@ -14,7 +14,7 @@ import pytest
 
 from poolrag.cli import main
 from poolrag.config.model_spec import load_model_spec
-from poolrag.core.model_setup import fingerprint
+from poolrag.core.model_setup import fingerprints
 from poolrag.stores import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -472,8 +472,8 @@ def test_a_matryoshka_collection_an_older_poolrag_wrote_is_still_its_model(
     sizes = ["--dimensions", "128", "--assume-matryoshka"]
     assert main(["ingest", str(tmp_path / "docs"), *common, "--collection", "today", *sizes]) == 0
     spec = load_model_spec(minilm_path, {"is_matryoshka": True}, False, None)
-    older = fingerprint(dataclasses.replace(spec, weights_config=""))
-    assert older != fingerprint(spec)  # the two digests the upgrade meets
+    older = fingerprints(dataclasses.replace(spec, weights_config=""))[0]
+    assert older != fingerprints(spec)[0]  # the two digests the upgrade meets
     with open_store("qdrant", "today", path=str(tmp_path / "q")) as store:
         today = store.read_spec()
     assert today is not None

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from poolrag import Engine
 from poolrag.config.model_spec import load_model_spec
-from poolrag.core.model_setup import fingerprint
+from poolrag.core.model_setup import fingerprints
 from poolrag.testing.tiny_models import build_encoder
 
 
 def _fingerprint(folder: Path) -> str:
-    return fingerprint(load_model_spec(folder, None, False, None))
+    return fingerprints(load_model_spec(folder, None, False, None))[0]
 
 
 def test_same_architecture_other_weights_is_another_identity(tmp_path: Path, minilm_path: Path) -> None:

@@ -234,7 +234,7 @@ def _impl(pipeline: Pipeline) -> str:
     return "native" if getattr(pipeline.executor.runner.model, "native", False) else "transformers"
 
 
-def _probe_rows(pipeline: Pipeline, run: RunStep = run_here) -> torch.Tensor:
+def _probe_rows(pipeline: Pipeline, run: RunStep) -> torch.Tensor:
     """Every output row of the probe texts: token states (or token logits), else sequence logits."""
     probe = probe_requests(pipeline.processor)
     out = run(lambda: pipeline.executor.runner.forward(probe))
@@ -265,7 +265,7 @@ def timing_batch(pipeline: Pipeline, tokens: int) -> list[PoolingRequest]:
     return [r for _ in range(rounds) for r in one_round]
 
 
-def _run_once(candidate: _Candidate, run: RunStep = run_here) -> float:
+def _run_once(candidate: _Candidate, run: RunStep) -> float:
     runner = candidate.pipeline.executor.runner
 
     def timed() -> float:  # timed where it runs: waiting for a turn is not the candidate's time
@@ -276,7 +276,7 @@ def _run_once(candidate: _Candidate, run: RunStep = run_here) -> float:
     return run(timed)
 
 
-def time_interleaved(candidates: Sequence[_Candidate], run: RunStep = run_here) -> int:
+def time_interleaved(candidates: Sequence[_Candidate], run: RunStep) -> int:
     """A warm-up pass each, then passes over all candidates in a rotating order; returns how many
     passes were taken (as many as fit ``TIMING_BUDGET_S``, within ``MIN_PASSES``..``MAX_PASSES``)."""
     warm = sum(_run_once(c, run) for c in candidates)
@@ -338,26 +338,20 @@ class _Tuner:
         template, weights = kept
         return with_network(template, copy.deepcopy(weights))
 
-    def _kept_for(
-        self, winner: _Candidate, candidates: list[_Candidate], passes: int
-    ) -> tuple[_Candidate, list[_Candidate], int]:
-        """Only the winner's implementation gets later candidates: the other copy is dropped now."""
-        self._loaded = {impl: kept for impl, kept in self._loaded.items() if impl == winner.impl}
-        return winner, candidates, passes
-
     def forget(self) -> None:
         """Drop the kept weights: measuring is over."""
         self._loaded.clear()
 
-    def exact(
-        self, request: TuneRequest, first: Pipeline | None = None
-    ) -> tuple[_Candidate, list[_Candidate], int]:
+    def exact(self, request: TuneRequest, first: Pipeline) -> tuple[_Candidate, list[_Candidate], int]:
         """(the winner, every candidate, passes) among the exact paths the request leaves open;
         ``first``: the default path, already built."""
-        candidates = self._exact_candidates(request, first or self._build(request.model_impl))
+        candidates = self._exact_candidates(request, first)
         if len(candidates) > 1:
             self._reject_disagreeing(candidates)
-        return self._kept_for(*self._race(candidates))
+        winner, passes = self._race(candidates)
+        # only the winner's implementation gets later candidates: the other copy is dropped now
+        self._loaded = {impl: kept for impl, kept in self._loaded.items() if impl == winner.impl}
+        return winner, candidates, passes
 
     def _exact_candidates(self, request: TuneRequest, first: Pipeline) -> list[_Candidate]:
         """``first``; transformers' modules beside poolrag's native encoder where ``model_impl`` is
@@ -405,34 +399,30 @@ class _Tuner:
         the fast-mode cosine bar first."""
         candidates = [exact]
         for mode in FAST_MODES:
-            pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
-            runner = pipeline.executor.runner
-            report = enable_cpu_fast_mode(
-                runner, mode, probe_requests(pipeline.processor), request.fast_min_cosine
-            )
-            status = "slower" if report.active else "rejected"
-            candidates.append(
-                _Candidate(exact.impl, "eager", mode, pipeline, None, report, status, report.min_cosine)
-            )
-            if mode == "int8" and report.active and _compiles_fast_modes(request, exact):
+            candidate = self._fast_candidate(exact, mode, "eager", request)
+            candidates.append(candidate)
+            if mode == "int8" and candidate.status != "rejected" and _compiles_fast_modes(request, exact):
                 candidates.append(self._compiled_int8(exact, request))
         exact.times.clear()  # timed again, interleaved with the fast modes
-        winner, _, passes = self._race(candidates, floor=FAST_MIN_TOKENS)
+        winner, passes = self._race(candidates, floor=FAST_MIN_TOKENS)
         return winner, candidates[1:], passes
+
+    def _fast_candidate(self, exact: _Candidate, mode: str, forward: str, request: TuneRequest) -> _Candidate:
+        """A fresh copy of ``exact``'s weights switched to fast ``mode``, ``rejected`` where its
+        outputs miss the fast-mode cosine bar."""
+        pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
+        probe = probe_requests(pipeline.processor)
+        report = enable_cpu_fast_mode(pipeline.executor.runner, mode, probe, request.fast_min_cosine)
+        status = "slower" if report.active else "rejected"
+        return _Candidate(exact.impl, forward, mode, pipeline, None, report, status, report.min_cosine)
 
     def _compiled_int8(self, exact: _Candidate, request: TuneRequest) -> _Candidate:
         """int8 compiled: its per-token quantisation fused by inductor (a fresh int8 model, since
         a compiled runner serves only through its graph)."""
-        pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
-        runner = pipeline.executor.runner
-        probe = probe_requests(pipeline.processor)
-        report = enable_cpu_fast_mode(runner, "int8", probe, request.fast_min_cosine)
-        candidate = _Candidate(exact.impl, "compiled", "int8", pipeline, fast_report=report)
-        candidate.min_cosine = report.min_cosine
-        if not report.active:  # the same measurement as the eager candidate's: should not happen
-            candidate.status = "rejected"
+        candidate = self._fast_candidate(exact, "int8", "compiled", request)
+        if candidate.status == "rejected":  # the same measurement as the eager candidate's: should not happen
             return candidate
-        runner.prepare_for_serving()
+        candidate.pipeline.executor.runner.prepare_for_serving()
         _compile_candidate(candidate, self._identity)
         return candidate
 
@@ -446,9 +436,9 @@ class _Tuner:
         tokens = sum(r.num_tokens for r in candidate.batch) * TARGET_PASS_S / max(seconds, 1e-4)
         return int(min(self._tokens, max(floor, tokens)))
 
-    def _race(
-        self, candidates: list[_Candidate], floor: int = CALIBRATION_TOKENS
-    ) -> tuple[_Candidate, list[_Candidate], int]:
+    def _race(self, candidates: list[_Candidate], floor: int = CALIBRATION_TOKENS) -> tuple[_Candidate, int]:
+        """(the winner, passes) of ``candidates`` (those not ``rejected`` or ``failed``) timed in
+        interleaved passes; the winner is marked ``chosen``, and no other."""
         open_ = [c for c in candidates if c.status not in ("rejected", "failed")]
         passes = 0
         if len(open_) > 1:
@@ -456,7 +446,7 @@ class _Tuner:
             for candidate in open_:
                 candidate.pipeline.executor.runner.prepare_for_serving()
                 candidate.batch = timing_batch(candidate.pipeline, tokens)
-            passes = time_interleaved(open_, run=self._run)
+            passes = time_interleaved(open_, self._run)
         if not open_:  # nothing agreed with the reference: the first path, as without tuning
             open_ = candidates[:1]
         winner = chosen(open_)
@@ -464,7 +454,7 @@ class _Tuner:
             if candidate.status == "chosen":
                 candidate.status = "slower"
         winner.status = "chosen"
-        return winner, candidates, passes
+        return winner, passes
 
 
 def paired_ratio(candidate: _Candidate, default: _Candidate) -> float:
@@ -532,13 +522,13 @@ def load_tuned(
     device: torch.device,
     request: TuneRequest,
     batch_tokens: int,
-    places_itself: bool = False,
+    places_itself: bool,
 ) -> TunedLoad:
     """The pipeline to serve with, chosen as :mod:`poolrag.core.autotune` describes.
 
     Args:
         build: loads the model with one ``model_impl`` (the engine's other options bound).
-        model_fingerprint: the weights' fingerprint (``core.model_setup.fingerprint``): it keys the
+        model_fingerprint: the weights' fingerprint (``core.model_setup.fingerprints``): it keys the
             verdict and the compiled graphs.
         device: where the model runs.
         request: what the caller pinned.
@@ -704,12 +694,14 @@ def _with_precision(tuner: _Tuner, request: TuneRequest, measured: _Measured) ->
     return measured
 
 
-def _verdict_of(measured: _Measured, request: TuneRequest, batch_tokens: int, started: float) -> Verdict:
+def _verdict_of(
+    measured: _Measured, request: TuneRequest, batch_tokens: int, started: float, run: RunStep = run_here
+) -> Verdict:
     """The verdict of ``measured``, with the attention bound for the path that serves (the saved
     verdict's, else measured now) and what measuring cost since ``started``."""
     wants_fast = request.fast_mode == "auto"
     exact, chosen, saved = measured.exact, measured.chosen, measured.saved
-    rows = _runs_or_groups(chosen.pipeline, None if saved is None else saved.min_rows_per_run)
+    rows = _runs_or_groups(chosen.pipeline, None if saved is None else saved.min_rows_per_run, run)
     return Verdict(
         impl=exact.impl,
         forward=exact.forward,
@@ -855,19 +847,9 @@ def measure_exact(
         started = time.perf_counter()
         tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS), run)
         exact, candidates, passes = tuner.exact(request, first)
-        verdict = Verdict(
-            impl=exact.impl,
-            forward=exact.forward,
-            fast_mode=None,
-            compiled_measured=False,
-            candidates=tuple(c.timing() for c in candidates),
-            batch_tokens=sum(r.num_tokens for r in exact.batch) or min(batch_tokens, TIMING_TOKENS),
-            passes=passes,
-            seconds=0.0,
-            min_rows_per_run=_runs_or_groups(exact.pipeline, None, run),
-        )
+        measured = _Measured(exact, exact, candidates, tuple(c.timing() for c in candidates), passes)
+        verdict = _verdict_of(measured, request, batch_tokens, started, run)
         run(lambda: install_attention_bound(exact.pipeline, verdict.min_rows_per_run))
-        verdict = replace(verdict, seconds=round(time.perf_counter() - started, 3))
         path = write_verdict(key, verdict)
         _close_others(exact.pipeline, [c for c in candidates if c.pipeline is not first])
         report = TuneReport(

@@ -53,6 +53,8 @@ T = TypeVar("T")
 # work run between batches (``run_between_batches``) waits this long for the queue to empty before
 # it runs ahead of the next batch anyway, so a busy engine still gets to it
 CHORE_PATIENCE_S = 2.0
+#: how many batches' worth of the queue head are sorted together into the next batch
+WINDOW_BATCHES = 4
 
 
 class _Job:
@@ -142,21 +144,24 @@ class EngineCore:
         runner: the forward pass (called from the worker thread only).
         poolers: task name → pooler.
         batcher: plans batches by token budget.
-        window_batches: how many batches' worth of the queue head are sorted together.
     """
 
     def __init__(
-        self,
-        runner: ModelRunner,
-        poolers: Mapping[str, TaskPooler],
-        batcher: TokenBudgetBatcher,
-        window_batches: int = 4,
+        self, runner: ModelRunner, poolers: Mapping[str, TaskPooler], batcher: TokenBudgetBatcher
     ) -> None:
         self.runner = runner
         self.poolers = dict(poolers)
         self.batcher = batcher
-        self.window_batches = window_batches
         self.stats = CoreStats()
+        self._closed = False
+        self._forked_from_cuda = False
+        self._no_work_yet()
+        cuda = runner.device.type == "cuda" and torch.cuda.is_available()
+        self._post_stream = torch.cuda.Stream(runner.device) if cuda else None
+        _CORES.add(self)
+
+    def _no_work_yet(self) -> None:
+        """The lock, queues and threads of a core that has been given no work (started on the first)."""
         self._cv = threading.Condition()
         self._inbox: list[tuple[_Job, Sequence[PoolingRequest]]] = []
         self._queue: deque[_Unit] = deque()  # arrival order; scheduled/dead units are skipped lazily
@@ -164,28 +169,16 @@ class EngineCore:
         self._submissions = 0  # admitted so far: each unit's owner
         self._last_turn = -1  # the owner whose request anchored the last batch
         self._finished: Queue[_Finished | None] = Queue(maxsize=2)
-        self._closed = False
         self._threads: list[threading.Thread] = []
         # (work, its future, when it was queued): run on the worker between batches
         self._chores: deque[tuple[Callable[[], Any], Future[Any], float]] = deque()
-        self._forked_from_cuda = False
-        cuda = runner.device.type == "cuda" and torch.cuda.is_available()
-        self._post_stream = torch.cuda.Stream(runner.device) if cuda else None
-        _CORES.add(self)
 
     def _reset_after_fork(self) -> None:
         """In a forked child (gunicorn --preload, Celery prefork, a fork-method Pool): the parent's
         threads do not exist here, and the locks and queues they used may be held or hold dead
         waiters, so a first call would wait forever. Fresh ones, no inherited work (its callers live
         in the parent); the threads start again on the first call. CUDA cannot run after a fork."""
-        self._cv = threading.Condition()
-        self._inbox = []
-        self._queue = deque()
-        self._waiting = {}
-        self._submissions, self._last_turn = 0, -1
-        self._finished = Queue(maxsize=2)
-        self._threads = []
-        self._chores = deque()
+        self._no_work_yet()
         self._forked_from_cuda = self.runner.device.type == "cuda"
         self.runner.reset_after_fork()
 
@@ -368,8 +361,8 @@ class EngineCore:
         if not self._has_work():
             return []
         head = self._anchor()
-        limit_tokens = budget * self.window_batches
-        limit_count = self.batcher.max_batch_size * self.window_batches
+        limit_tokens = budget * WINDOW_BATCHES
+        limit_count = self.batcher.max_batch_size * WINDOW_BATCHES
         window: list[_Unit] = [head]
         tokens = head.request.num_tokens
         for unit in self._queue:

@@ -137,10 +137,6 @@ class ModelExecutor:
     def batcher(self) -> TokenBudgetBatcher:
         return self.core.batcher
 
-    def submit(self, requests: Sequence[PoolingRequest]) -> Future[list[np.ndarray]]:
-        """The core's raw queue: chunked requests must go through :meth:`execute` to be joined."""
-        return self.core.submit(requests)
-
     def execute(self, requests: Sequence[PoolingRequest]) -> list[np.ndarray]:
         """Results in input order; identical requests are computed once and share the result."""
         if not requests:

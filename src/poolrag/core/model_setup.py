@@ -166,19 +166,15 @@ def vocabulary_files(folder: str | Path) -> list[Path]:
     return sorted(p for p in folder.glob("*") if p.is_file() and p.suffix in TOKENIZER_SUFFIXES)
 
 
-def fingerprint(spec: ModelSpec) -> str:
+def fingerprints(spec: ModelSpec) -> tuple[str, tuple[str, ...]]:
     """Identity of the weights for caches and collections: the config, every JSON file, each
     weight file's name, size and sampled content (names and sizes alone cannot tell two
     checkpoints of one architecture apart), and, for a tokenizer without a ``tokenizer.json``, the
     vocabulary files it is built from (:func:`vocabulary_files`; a folder with one keeps the
-    identity it had before they were hashed)."""
-    return fingerprints(spec)[0]
-
-
-def fingerprints(spec: ModelSpec) -> tuple[str, tuple[str, ...]]:
-    """:func:`fingerprint`, and the other digests older poolrags took of the same files (the weight
-    files read once for all). Before 2026-11-28 the config was hashed with ``--assume-matryoshka``'s
-    size declarations set, so a collection ingested with the flag then records that digest."""
+    identity it had before they were hashed). Then the other digests older poolrags took of the
+    same files (the weight files read once for all): before 2026-11-28 the config was hashed with
+    ``--assume-matryoshka``'s size declarations set, so a collection ingested with the flag then
+    records that digest."""
     configs = [spec.weights_config or spec.hf_config.to_json_string()]
     if spec.weights_config and spec.hf_config.to_json_string() != spec.weights_config:
         configs.append(spec.hf_config.to_json_string())
@@ -208,17 +204,16 @@ def build_pipeline(
     max_batch_tokens: int,
     trust_remote_code: bool,
     model_fingerprint: str,
-    max_batch_size: int | None = None,
-    tokenizer_path: str | None = None,
-    placement: Placement | None = None,
-    model_impl: ModelImpl = "auto",
+    max_batch_size: int | None,
+    tokenizer_path: str | None,
+    placement: Placement,
+    model_impl: ModelImpl,
 ) -> Pipeline:
     """Follow the kind's recipe: load its network, wrap it in a runner, join its poolers.
 
-    ``model_fingerprint`` is :func:`fingerprint` of ``spec``, taken once per load by the caller
-    (each reading samples every weight file, and a tuned load builds several candidates).
+    ``model_fingerprint`` is the first of :func:`fingerprints` of ``spec``, taken once per load by
+    the caller (each reading samples every weight file, and a tuned load builds several candidates).
     """
-    placement = placement or Placement()
     kind, pooler = _resolve_pooler(spec, pooler_override)
     recipe = RECIPES[kind]
     tokenizer = _load_tokenizer(tokenizer_path or spec.transformer_path, trust_remote_code)

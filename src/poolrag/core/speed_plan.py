@@ -44,7 +44,7 @@ def apply_plan(
     pipeline: Pipeline,
     plan: SpeedPlan,
     fast_min_cosine: float | None,
-    fast_report: FastModeReport | None = None,
+    fast_report: FastModeReport | None,
 ) -> FastModeReport | None:
     """Switch ``plan`` on for ``pipeline``; the fast mode's report (``fast_report`` when measuring
     already switched it on). The compile, which runs beside serving, the engine starts itself."""

@@ -57,11 +57,9 @@ def classify_activation(spec: ModelSpec, pooler: PoolerConfig, task: str = "clas
     ``predict`` applies), else by the labels. Only ``classify`` reads ``problem_type`` (a
     regression head's value is the answer; transformers' loss for it applies nothing), while
     ``score`` is a probability whenever the model names no function (vLLM's cross-encoder rule)."""
-    if pooler.activation_function is not None:
-        return pooler.activation_function
-    named = activation_class(spec.cross_encoder_activation or "", tuple(_CROSS_ENCODER_ACTIVATIONS))
+    named = _named_activation(spec, pooler)
     if named is not None:
-        return _CROSS_ENCODER_ACTIVATIONS[named]
+        return named
     problem = getattr(spec.hf_config, "problem_type", None) if task != "score" else None
     fallback: ActivationName
     if problem == "regression":
@@ -87,12 +85,15 @@ def pair_activation(spec: ModelSpec, pooler: PoolerConfig) -> ActivationName:
     config's, else the one a CrossEncoder saved, else sentence-transformers' default, a sigmoid
     for one label and none for several (it reads no ``problem_type``). Where no CrossEncoder
     saved one, ``classify`` of several labels takes vLLM's softmax instead."""
+    return _named_activation(spec, pooler) or ("sigmoid" if spec.num_labels < 2 else "identity")
+
+
+def _named_activation(spec: ModelSpec, pooler: PoolerConfig) -> ActivationName | None:
+    """The activation the pooler config names, else the one a sentence-transformers CrossEncoder saved."""
     if pooler.activation_function is not None:
         return pooler.activation_function
     named = activation_class(spec.cross_encoder_activation or "", tuple(_CROSS_ENCODER_ACTIVATIONS))
-    if named is not None:
-        return _CROSS_ENCODER_ACTIVATIONS[named]
-    return "sigmoid" if spec.num_labels < 2 else "identity"
+    return None if named is None else _CROSS_ENCODER_ACTIVATIONS[named]
 
 
 @dataclass(slots=True)

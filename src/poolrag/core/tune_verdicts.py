@@ -89,7 +89,7 @@ class TuneKey:
     """What a verdict holds for; any field that differs means another file.
 
     Attributes:
-        model_fingerprint: the weights' identity (``core.model_setup.fingerprint``).
+        model_fingerprint: the weights' identity (``core.model_setup.fingerprints``).
         settings: a digest of the load options that change the candidates or their shapes.
         machine: :func:`machine_description`.
         torch_version, threads: the build and the thread count the timings were taken with.

@@ -57,7 +57,7 @@ def chunked_request(
     params: ResolvedParams,
     max_len: int,
     uses_token_type_ids: bool,
-    prompt_length: int = 0,
+    prompt_length: int,
 ) -> ChunkedRequest:
     """``text`` (tokenised whole as ``ids``) as window-sized chunks of real tokens, each framed by
     the tokenizer's special tokens; they pool unnormalised and at full size, the join applies the

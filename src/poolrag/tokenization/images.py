@@ -74,7 +74,8 @@ _TURNS = {
 _PNG_METADATA = (b"eXIf", b"tEXt", b"zTXt", b"iTXt")
 
 
-def _pil() -> Any:
+def pillow() -> Any:
+    """Pillow's ``Image`` module, or the error naming the images extra that installs it."""
     try:
         from PIL import Image
     except ImportError:
@@ -110,7 +111,7 @@ def decode_image(value: object, name: str = "input") -> Any:
 def decoded(value: object, name: str = "input") -> Iterator[Any]:
     """:func:`decode_image`, its pixels held in :data:`DECODING` until the block ends (where the
     image processor makes its own copies of them)."""
-    image_module = _pil()
+    image_module = pillow()
     opened = not is_pil_image(value)
     image = _open(image_module, _encoded(value, name), name) if opened else value
     _check_size(image.size, name)  # from the header, before a pixel is decoded
@@ -163,7 +164,7 @@ def frames(path: Path, name: str = "input") -> tuple[str, int]:
     animation's frames) it holds, of which decoding reads the first; ``("", 1)`` where Pillow
     cannot tell (the engine refuses such a file when it decodes it)."""
     try:
-        with _open(_pil(), path, name) as image:
+        with _open(pillow(), path, name) as image:
             return image.format or "", int(getattr(image, "n_frames", 1))
     except (ModelLoadError, InvalidImageError, OSError, ValueError):
         return "", 1
@@ -178,7 +179,7 @@ def turned_upright(value: object, name: str = "input") -> bool | None:
     if is_pil_image(value):
         return False
     try:
-        image_module = _pil()
+        image_module = pillow()
     except ModelLoadError:
         return None
     try:
@@ -317,7 +318,7 @@ class ImagePreprocessor:
 
     @classmethod
     def from_folder(cls, folder: str | Path, patch_size: int, class_token: bool = True) -> ImagePreprocessor:
-        _pil()
+        pillow()
         from transformers import AutoImageProcessor
 
         try:

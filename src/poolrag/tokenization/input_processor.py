@@ -63,6 +63,12 @@ def role_prompt_names(prompt_names: Sequence[str]) -> list[str]:
     return [n for n in prompt_names if n == QUERY_PROMPT_NAME or n in DOCUMENT_PROMPT_NAMES]
 
 
+def token_limit(truncate: int | None, max_len: int) -> int | None:
+    """The tokens an input is cut to (``truncate_prompt_tokens``: -1 the model's length, never more
+    than it), or ``None`` when an over-long input must be an error."""
+    return None if truncate is None else (max_len if truncate == -1 else min(truncate, max_len))
+
+
 def checked_texts(values: Sequence[object], field: str, one: bool = False) -> list[str]:
     """Each text if a model can read it, named ``field`` when the caller gave one text (``one``),
     else ``field[i]``: the one check of a request's texts."""
@@ -129,7 +135,6 @@ class InputProcessor:
         self.max_embed_len = max_embed_len
         self.prompts = prompts
         self.include_prompt = include_prompt  # false: each request counts its prompt's rows
-        self.colbert = colbert
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
         self.colbert_inputs = ColbertInputs(colbert, tokenizer) if colbert else None
         self._frame: Any = _UNKNOWN  # special tokens around a text, found on first use
@@ -139,9 +144,7 @@ class InputProcessor:
         """Where this tokenizer's long texts may be cut before tokenising (built on first use)."""
         return text_cut_of(self.tokenizer)
 
-    def _kept_text(
-        self, text: str, limit: int | None, chunking: bool, field: str = "input", index: int | None = None
-    ) -> str:
+    def _kept_text(self, text: str, limit: int | None, chunking: bool, field: str, index: int | None) -> str:
         """``text`` cut to what tokenising can keep: ``limit`` tokens when truncating. Without
         truncation a text that holds more than the model's maximum is refused here, its tokens
         counted window by window rather than held all at once."""
@@ -163,7 +166,7 @@ class InputProcessor:
         input: an instruction prompt is prepended for ``input_type``, the model is ColBERT (marker
         tokens), or this tokenizer's special tokens are not one fixed frame around the text.
         """
-        if self.colbert is not None or self.prompts.prefix_for(input_type, None):
+        if self.colbert_inputs is not None or self.prompts.prefix_for(input_type, None):
             return None
         frame = self._fixed_frame()
         if frame is None:
@@ -193,12 +196,6 @@ class InputProcessor:
         return list(head), list(tail)
 
     # -- limits ---------------------------------------------------------------------------------
-    def _limit(self, truncate: int | None) -> int | None:
-        """Token limit to truncate to, or ``None`` when over-long input must be an error."""
-        if truncate is None:
-            return None
-        return self.max_len if truncate == -1 else min(truncate, self.max_len)
-
     def _check_room(self, limit: int, pair: bool = False, marker: bool = False, prefix: str = "") -> None:
         """Refuse a limit that leaves no token of text (of each text of a pair) beside the special
         tokens and the prompt; the tokenizer itself would log an error and return the text uncut,
@@ -237,7 +234,7 @@ class InputProcessor:
         specials = self.tokenizer.num_special_tokens_to_add(pair=len(kept) == 2)
         return sum(self.text_cut.count(k) for k in kept) + specials > limit
 
-    def _check_length(self, ids: Sequence[int], field: str = "input", index: int | None = None) -> None:
+    def _check_length(self, ids: Sequence[int], field: str, index: int | None) -> None:
         if len(ids) > self.max_len:
             raise InputTooLongError(len(ids), self.max_len, field, index)
 
@@ -257,8 +254,8 @@ class InputProcessor:
         ``pending_images``: an image's request may be a ``Future`` still being prepared on the
         image pool (``ModelExecutor.execute_as_ready`` takes such a list); otherwise every request is
         ready when this returns."""
-        limit = self._limit(truncate)
-        if self.colbert is not None and params.task in ("token_embed", "score"):
+        limit = token_limit(truncate, self.max_len)
+        if self.colbert_inputs is not None and params.task in ("token_embed", "score"):
             return self._colbert(prompts, params, limit, field, one)
         if isinstance(self.images, PagePreprocessor):
             return self._page_inputs(self.images, prompts, params, field, one, pending_images)
@@ -326,7 +323,7 @@ class InputProcessor:
         chunking: bool,
         field: str,
         one: bool,
-        prompt_length: int = 0,
+        prompt_length: int,
     ) -> list[PoolingRequest]:
         """The ``kept`` texts (by position in the caller's list; cut from ``wholes``) tokenised
         :data:`TOKENIZE_PART` at a time, one request each: a chunked one for an embed input over the
@@ -382,7 +379,7 @@ class InputProcessor:
         params: ResolvedParams,
         field: str,
         one: bool,
-        pending: bool = False,
+        pending: bool,
     ) -> list[PoolingRequest]:
         """A page retriever's inputs: an image is a page, a text a query; its processor writes both
         (a prompt, image tokens, augmentation tokens), so neither is cut to a token limit: a query
@@ -392,32 +389,30 @@ class InputProcessor:
         queries: dict[int, str] = {}
         for i, item in enumerate(prompts):
             index = None if one else i
+            name = field if index is None else f"{field}[{index}]"
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, None, field, index)
             elif is_image_input(item):
-                images[i] = (item, field if index is None else f"{field}[{index}]")
+                images[i] = (item, name)
             elif (kind := other_data_url(item)) is not None:
-                raise _not_an_image(field if index is None else f"{field}[{index}]", kind)
+                raise _not_an_image(name, kind)
             elif params.input_type == "document":  # scored as a page, a text would rank among them
                 raise InvalidImageError(
-                    field if index is None else f"{field}[{index}]",
-                    "a page retriever's documents are pages (an image or a rendered PDF page), not text",
+                    name, "a page retriever's documents are pages (an image or a rendered PDF page), not text"
                 )
             else:
                 queries[i] = check_text(item, field, index)
         if images:
-            items = list(images.values())
-            prepared = pages.request_futures(items, params) if pending else pages.requests(items, params)
-            for i, request in zip(images, prepared, strict=True):
+            for i, request in zip(images, self._images(list(images.values()), params, pending), strict=True):
                 requests[i] = request
         if queries:
             for i, request in zip(queries, pages.queries(list(queries.values()), params), strict=True):
                 requests[i] = request
         return requests  # type: ignore[return-value]
 
-    def _images(
-        self, items: list[tuple[object, str]], params: ResolvedParams, pending: bool = False
-    ) -> list[Any]:
+    def _images(self, items: list[tuple[object, str]], params: ResolvedParams, pending: bool) -> list[Any]:
+        """The requests of ``items``, prepared by the model's image preprocessor (futures being
+        prepared where ``pending``); a text-only model refuses the first."""
         if self.images is None:
             name = items[0][1]
             raise text_only(name)
@@ -495,7 +490,7 @@ class InputProcessor:
             return []
         firsts = [a for a, _ in pairs]
         seconds = [b for _, b in pairs]
-        limit = self._limit(truncate)
+        limit = token_limit(truncate, self.max_len)
         if limit is not None:
             self._check_room(limit, pair=True)
         wholes = list(zip(firsts, seconds, strict=True))

@@ -169,6 +169,41 @@ def plan_late_chunks(
     ``document``, not the prefix. The prefix (a document prompt such as ``passage: ``) opens every
     window, not only the first: per-chunk ``embed`` gives each chunk its prompt too.
     """
+    head, content, tail, offsets = _document_tokens(processor, prefix, document)
+    width = processor.max_len - len(head) - len(tail)
+    if width < 1:
+        raise InvalidInputError(
+            f"the model's maximum length {processor.max_len} leaves no room for text after the prompt"
+        )
+    token_spans = []
+    for i, (start, end) in enumerate(spans):
+        rows = _token_span(offsets, start + len(prefix), end + len(prefix))
+        if rows is None:
+            raise InvalidInputError(f"spans[{i}] = [{start}, {end}] covers no token (only whitespace?)")
+        token_spans.append(rows)
+    starts, per_window, placement = _laid_out(token_spans, len(content), width, len(head))
+    windows = []
+    for w, ws in enumerate(starts):
+        if not per_window[w]:
+            continue
+        ids = tuple(head + content[ws : ws + width] + tail)
+        types = (0,) * len(ids) if processor.uses_token_type_ids else None
+        windows.append(
+            LateChunkRequest(
+                token_ids=ids, params=params, token_type_ids=types, row_spans=tuple(per_window[w])
+            )
+        )
+    # windows no chunk needs are not run: renumber the placement to the windows kept
+    kept = {w: n for n, w in enumerate(w for w in range(len(starts)) if per_window[w])}
+    return LateChunkPlan(windows, [(kept[w], j) for w, j in placement])
+
+
+def _document_tokens(
+    processor: InputProcessor, prefix: str, document: str
+) -> tuple[list[int], list[int], list[int], list[tuple[int, int]]]:
+    """``prefix + document`` tokenised once, as (the special tokens and the prompt's that open every
+    window, the document's tokens, the special tokens that close every window, the document's
+    tokens' character offsets)."""
     text = prefix + document
     encoded = call_tokenizer(
         processor.tokenizer,
@@ -186,42 +221,24 @@ def plan_late_chunks(
     offsets = _word_offsets(text, encoded["offset_mapping"][lead:trail])
     # the prompt's tokens open every window, as they open every text the model was trained on
     prompt = next((i for i, (a, _) in enumerate(offsets) if a >= len(prefix)), len(offsets))
-    head, tail = ids[:lead] + ids[lead : lead + prompt], ids[trail:]
-    content, offsets = ids[lead + prompt : trail], offsets[prompt:]
-    width = processor.max_len - len(head) - len(tail)
-    if width < 1:
-        raise InvalidInputError(
-            f"the model's maximum length {processor.max_len} leaves no room for text after the prompt"
-        )
-    token_spans = []
-    for i, (start, end) in enumerate(spans):
-        rows = _token_span(offsets, start + len(prefix), end + len(prefix))
-        if rows is None:
-            raise InvalidInputError(f"spans[{i}] = [{start}, {end}] covers no token (only whitespace?)")
-        token_spans.append(rows)
-    starts = _window_starts(len(content), width)
+    return ids[: lead + prompt], ids[lead + prompt : trail], ids[trail:], offsets[prompt:]
+
+
+def _laid_out(
+    token_spans: Sequence[tuple[int, int]], length: int, width: int, head: int
+) -> tuple[list[int], list[list[tuple[int, int]]], list[tuple[int, int]]]:
+    """Each chunk's tokens (of ``length`` content tokens) placed in a window of ``width`` behind
+    ``head`` opening tokens: (every window's start, the rows each pools, per chunk (window, vector
+    in it))."""
+    starts = _window_starts(length, width)
     fixed = len(starts)
     per_window: list[list[tuple[int, int]]] = [[] for _ in starts]
     placement = []
     for first, stop in token_spans:
-        w = _window_for(starts, fixed, len(content), width, first, stop)
+        w = _window_for(starts, fixed, length, width, first, stop)
         if w == len(per_window):
             per_window.append([])
         ws = starts[w]
-        rows = (len(head) + max(first, ws) - ws, len(head) + min(stop, ws + width) - ws)
         placement.append((w, len(per_window[w])))
-        per_window[w].append(rows)
-    windows = []
-    for w, ws in enumerate(starts):
-        if not per_window[w]:
-            continue
-        ids = tuple(head + content[ws : ws + width] + tail)
-        types = (0,) * len(ids) if processor.uses_token_type_ids else None
-        windows.append(
-            LateChunkRequest(
-                token_ids=ids, params=params, token_type_ids=types, row_spans=tuple(per_window[w])
-            )
-        )
-    # windows no chunk needs are not run: renumber the placement to the windows kept
-    kept = {w: n for n, w in enumerate(w for w in range(len(starts)) if per_window[w])}
-    return LateChunkPlan(windows, [(kept[w], j) for w, j in placement])
+        per_window[w].append((head + max(first, ws) - ws, head + min(stop, ws + width) - ws))
+    return starts, per_window, placement

@@ -18,7 +18,7 @@ import numpy as np
 
 from poolrag.errors import InputTooLongError, InvalidImageError, ModelLoadError
 from poolrag.request import Pixels, PoolingRequest, ResolvedParams
-from poolrag.tokenization.images import ImagePreprocessor, _pil, decoded
+from poolrag.tokenization.images import ImagePreprocessor, decoded, pillow
 
 
 class PagePreprocessor(ImagePreprocessor):
@@ -34,7 +34,7 @@ class PagePreprocessor(ImagePreprocessor):
     ) -> PagePreprocessor:
         from transformers import AutoProcessor
 
-        _pil()  # one line naming the images extra when Pillow is missing
+        pillow()  # one line naming the images extra when Pillow is missing
         try:
             # PIL: no torchvision needed; never the folder's own code
             processor = AutoProcessor.from_pretrained(folder, backend="pil", trust_remote_code=False)

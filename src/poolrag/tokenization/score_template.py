@@ -23,6 +23,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from poolrag.errors import InputTooLongError, InvalidInputError
 from poolrag.request import PoolingRequest, ResolvedParams
+from poolrag.tokenization.input_processor import token_limit
 from poolrag.tokenization.text_cut import TextCut
 from poolrag.tokenization.tokenizer_lock import call_tokenizer
 
@@ -149,7 +150,7 @@ def templated_pair_requests(
     ``text_cut``, a document is first cut to ``limit`` tokens of its own (what can be kept of it
     at most), so megabytes of text are never tokenised whole.
     """
-    limit = None if truncate is None else (max_len if truncate == -1 else min(truncate, max_len))
+    limit = token_limit(truncate, max_len)
     if limit is not None and text_cut is not None:
         pairs = [(query, text_cut.prefix(document, limit)) for query, document in pairs]
     texts = [template.render(query, document) for query, document in pairs]
