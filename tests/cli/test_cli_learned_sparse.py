@@ -123,21 +123,30 @@ def test_search_refuses_a_missing_or_different_sparse_model(
     assert "--sparse-model goes with --hybrid" in capsys.readouterr().err
 
 
+def _eval_args(kind: str, tmp_path: Path, model: Path) -> list[str]:
+    """``poolrag eval`` on a fresh tiny BEIR set, with its own cache file."""
+    dataset = write_dataset(tmp_path / "beir")
+    cache = ["--cache", str(tmp_path / "c.sqlite")]
+    return [
+        "eval",
+        str(dataset),
+        *_common(kind, tmp_path, model),
+        *cache,
+        "-k",
+        str(K),
+        "--chunk-tokens",
+        "32",
+        "-q",
+    ]
+
+
 # Qdrant only: the random tiny SPLADE sets ~20k weights per text, which Milvus Lite searches slowly
 # enough to hit its RPC deadline on a loaded machine (it passes there when given time, in ~4 minutes).
 @pytest.mark.parametrize("kind", ["qdrant"])
 def test_eval_with_a_sparse_model_prints_hand_computed_metrics(
     kind: str, tmp_path: Path, minilm_path: Path, minilm_engine, splade_path: Path, capsys
 ) -> None:
-    dataset = write_dataset(tmp_path / "beir")
-    args = [
-        "eval",
-        str(dataset),
-        *_common(kind, tmp_path, minilm_path),
-        "--cache",
-        str(tmp_path / "c.sqlite"),
-    ]
-    args += ["-k", str(K), "--chunk-tokens", "32", "-q", "--sparse-model", str(splade_path)]
+    args = [*_eval_args(kind, tmp_path, minilm_path), "--sparse-model", str(splade_path)]
     assert main([*args, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert list(printed) == ["dense", "sparse", "hybrid"]
@@ -166,15 +175,7 @@ def test_eval_gives_each_sparse_source_a_collection_of_its_own(
     --sparse-model X was refused as 'sparse field bm25 vs learned' (advice: another --collection, which
     eval then keeps as the user's, unpruned), and after X, --sparse-model Y as X's fingerprint, naming
     no way out. Each source now gets its own, as each BM25 analyzer did; going back re-embeds nothing."""
-    dataset = write_dataset(tmp_path / "beir")
-    args = [
-        "eval",
-        str(dataset),
-        *_common("qdrant", tmp_path, minilm_path),
-        "--cache",
-        str(tmp_path / "c.sqlite"),
-    ]
-    args += ["-k", str(K), "--chunk-tokens", "32", "-q", "--modes", "sparse"]
+    args = [*_eval_args("qdrant", tmp_path, minilm_path), "--modes", "sparse"]
     sources = {
         "bm25": [],
         "x": ["--sparse-model", str(splade_path)],
@@ -190,7 +191,9 @@ def test_eval_gives_each_sparse_source_a_collection_of_its_own(
         if source in printed:
             assert "(0 embedded now)" in header  # its own collection, as it was left
         printed[source] = header
-    assert len(set(collections.values())) == 3 and collections["bm25"] == default_collection(str(dataset))
+    assert len(set(collections.values())) == 3 and collections["bm25"] == default_collection(
+        str(tmp_path / "beir")
+    )
     recorded = {}
     for source, collection in collections.items():
         store = open_store("qdrant", collection, path=str(tmp_path / "q"))
