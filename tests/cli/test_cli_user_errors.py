@@ -394,7 +394,15 @@ def test_a_run_that_succeeds_after_retries_logs_one_line_per_retry(tmp_path: Pat
         (["serve", "m", "--port", "x"], ["poolrag serve: error:", "--port", "'x'"]),
         (["serve", "m", "--port", "99999"], ["poolrag serve: error:", "--port", "0 to 65535, not 99999"]),
         (["serve", "m", "--port", "-1"], ["poolrag serve: error:", "--port", "not -1"]),
-        (["serve", "m", "--bogus"], ["poolrag: error:", "unrecognized arguments: --bogus"]),
+        # the subcommand's own help lists its flags; the top one lists only the commands
+        (
+            ["serve", "m", "--bogus"],
+            ["poolrag serve: error:", "unrecognized arguments: --bogus", "serve --help"],
+        ),
+        (
+            ["ingest", "x", "--bogus", "1"],
+            ["poolrag ingest: error:", "arguments: --bogus 1", "ingest --help"],
+        ),
         ([], ["poolrag: error:", "COMMAND"]),
         (["frob"], ["poolrag: error:", "'frob'"]),
     ],

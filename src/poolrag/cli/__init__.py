@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from poolrag.cli.command_errors import EXIT_STORE_WRITE
-from poolrag.cli.config_file import with_config_file
+from poolrag.cli.config_file import subcommand_parser, with_config_file
 from poolrag.cli.dotted_flags import expand_dotted_flags
 from poolrag.cli.interrupts import (
     EXIT_INTERRUPTED,
@@ -43,6 +43,20 @@ class OneLineErrorParser(argparse.ArgumentParser):
         given = sys.argv[1:] if args is None else args
         spelled = spell_switch_values(expand_dotted_flags(given, self.error))
         return super().parse_known_args(spelled, namespace)
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """As argparse's, save that a flag no parser knows is reported by the subcommand it follows,
+        whose ``--help`` lists the flags there are (the top parser's lists only the commands)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            try:
+                owner = subcommand_parser(self, parsed.command)
+            except (AttributeError, LookupError):  # a subcommand's parser itself, or no command
+                owner = self
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see '{self.prog} --help')\n")

@@ -31,7 +31,7 @@ def with_config_file(
     path = getattr(args, "config", None)
     if path is None:
         return args
-    command = _subparser(parser, args.command)
+    command = subcommand_parser(parser, args.command)
     tokens, model = _tokens(path, _read(path, command), command)
     say = command.error  # a value the flag refuses is said with the file's name
     command.error = lambda message: say(f"--config {path}: {message}")  # type: ignore[method-assign]
@@ -44,7 +44,8 @@ def with_config_file(
     return parser.parse_args(argv)
 
 
-def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+def subcommand_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of ``parser``'s subcommand ``name`` (``LookupError`` where it has none)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and name in action.choices:
             return action.choices[name]
