@@ -265,13 +265,6 @@ SourcePages = Callable[[Iterable[tuple[str, str]]], None]
 PayloadPages = Callable[[Iterable[tuple[str, dict[str, Any]]]], None]
 
 
-def collect_sources(scan: Callable[[SourcePages], None]) -> dict[str, str]:
-    """``list_sources`` from a store's ``scan_sources``."""
-    out: dict[str, str] = {}
-    scan(out.update)
-    return out
-
-
 class VectorStore(Protocol):
     """One collection in one database. Every call retries while the database is unreachable."""
 

@@ -27,7 +27,6 @@ from poolrag.stores.base import (
     PayloadPages,
     SourcePages,
     StoreHit,
-    collect_sources,
 )
 from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
@@ -291,7 +290,9 @@ class StoreTemplate(ABC):
     def list_sources(self) -> dict[str, str]:
         """Every chunk id in the collection, mapped to its source (in memory: a caller that may meet
         a large collection takes :meth:`scan_sources`' pages instead)."""
-        return collect_sources(self.scan_sources)
+        sources: dict[str, str] = {}
+        self.scan_sources(sources.update)
+        return sources
 
     @abstractmethod
     def scan_sources(self, consume: SourcePages) -> None:
