@@ -490,6 +490,8 @@ def _first_batch(
 
 
 _ROW_KEYS = ("source", "path", "digest", "text", "metadata", "page_starts")
+#: The columns of the actors' rows the driver reads for each chunk (the cache's go apart).
+_READ_BACK = ("id", "source", "doc_chunks", "payload", "vector", "sparse", "written", "unread")
 
 
 def _get(ref: Any) -> Any:
@@ -683,17 +685,8 @@ def _write(dataset: Any, driver: IngestDriver, cache: EmbeddingCache | None, bat
         sources: list[str] = []
         written: list[str] = []
         done: list[str] = []
-        for cid, source, doc_chunks, payload, vector, sparse, by_actor, unread in zip(
-            batch["id"],
-            batch["source"],
-            batch["doc_chunks"],
-            batch["payload"],
-            batch["vector"],
-            batch["sparse"],
-            batch["written"],
-            batch["unread"],
-            strict=True,
-        ):
+        rows = zip(*(batch[key] for key in _READ_BACK), strict=True)
+        for cid, source, doc_chunks, payload, vector, sparse, by_actor, unread in rows:
             source = str(source)
             if unread:  # its file could not be read: left out, its stored chunks kept
                 driver.abandon(source, str(unread))
