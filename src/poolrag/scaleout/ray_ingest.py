@@ -278,9 +278,9 @@ def _killed_by(sources: list[str]) -> BatchKillsWorkersError:
 class ChunkEmbedder:
     """The actor: documents in, one row per chunk out (id, source, how many chunks its document has,
     payload, vector, sparse vector, and the cache entries it computed). Chunks whose id is already
-    stored come back flagged, without a vector. Given a server store's address, the actor upserts
-    its new chunks itself and sends back ``written`` rows without vectors. A file that cannot be
-    read any more comes back as one row saying why (``unread``), for the driver to leave it out."""
+    stored come back without a vector. Given a server store's address, the actor upserts its new
+    chunks itself and sends back ``written`` rows without vectors. A file that cannot be read any
+    more comes back as one row saying why (``unread``), for the driver to leave it out."""
 
     def __init__(
         self,
@@ -337,7 +337,7 @@ class ChunkEmbedder:
             # the chunker's token ids go along, so the actor does not tokenise each chunk again
             part = [chunks[i] for i in group]
             encoded = self.encoder.encode([c.text for c in part], [c.token_ids for c in part])
-            vectors[group] = np.stack(encoded) if encoded else vectors[group]
+            vectors[group] = np.stack(encoded)  # a group is never empty: one vector a chunk
         sparse: list[SparseVector | None] = [None] * len(chunks)
         if self.sparse is not None and fresh:
             for row, vector in zip(fresh, self.sparse.encode([chunks[i].text for i in fresh]), strict=True):
@@ -355,8 +355,6 @@ class ChunkEmbedder:
             keys[row] = key
             if self.record_computed:
                 full[row] = vector
-        existing = np.ones(len(chunks), dtype=bool)
-        existing[fresh] = False
         rows = {
             "id": np.array([c.id for c in chunks], dtype=object),
             "source": np.array([c.source for c in chunks], dtype=object),
@@ -365,7 +363,6 @@ class ChunkEmbedder:
             "vector": vectors,
             "sparse": np.array([_sparse_json(v) for v in sparse], dtype=object),
             "written": np.full(len(chunks), self.store is not None, dtype=bool),
-            "existing": existing,
             "cache_key": keys,
             "cache_vector": full,
             "unread": np.array([""] * len(chunks), dtype=object),
