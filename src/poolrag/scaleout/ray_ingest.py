@@ -454,15 +454,8 @@ def _model_parts(
     cpu = dataclasses.replace(recipe, engine_args=args)
     engine, chunker, encoder, _ = cpu.build()
     sparse = bm25.build(engine) if bm25 is not None else None
-    source = VectorSourceFacts(
-        encoder.layout,
-        encoder.dimension,
-        encoder.full_dimension,
-        encoder.model_identity,
-        encoder.model_name,
-        encoder.model_outputs,
-    )
-    return source, chunker, sparse
+    facts = {field.name: getattr(encoder, field.name) for field in dataclasses.fields(VectorSourceFacts)}
+    return VectorSourceFacts(**facts), chunker, sparse
 
 
 def _first_batch(
