@@ -257,7 +257,7 @@ class QdrantStore(QdrantPointStore):
             self._call(lambda s=selector: self._client.delete(self.collection, s, wait=True), "delete")
 
     # -- reads --------------------------------------------------------------------------------------
-    def _scroll(self, offset: Any, whole: bool = False) -> tuple[list[Any], Any]:
+    def _scroll(self, offset: Any, whole: bool) -> tuple[list[Any], Any]:
         from qdrant_client import models
 
         payload = models.PayloadSelectorExclude(exclude=["text"]) if whole else ["source"]

@@ -228,7 +228,7 @@ class QdrantEdgeStore(QdrantPointStore):
         self._written = False
 
     # -- reads --------------------------------------------------------------------------------------
-    def _scroll(self, offset: Any, whole: bool = False) -> tuple[list[Any], Any]:
+    def _scroll(self, offset: Any, whole: bool) -> tuple[list[Any], Any]:
         import qdrant_edge as qe
 
         payload = qe.PayloadSelector.Exclude(["text"]) if whole else ["source"]

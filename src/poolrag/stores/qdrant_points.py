@@ -144,10 +144,6 @@ def hits(points: Iterable[Any]) -> list[StoreHit]:
     return [StoreHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
 
 
-def sources(points: Iterable[Any]) -> dict[str, str]:
-    return {str(p.id): (p.payload or {}).get("source", "") for p in points}
-
-
 def stored_dense(vector: Any) -> np.ndarray:
     """A point's dense (or token) vectors, named or not."""
     if isinstance(vector, dict):
@@ -180,18 +176,19 @@ class QdrantPointStore(StoreTemplate):
     vector_types = VECTOR_TYPES
 
     def scan_sources(self, consume: SourcePages) -> None:
-        offset = None
-        while True:
-            points, offset = self._scroll(offset)
-            consume(sources(points).items())
-            if offset is None or not points:
-                return
+        self._scan(consume, lambda point: (point.payload or {}).get("source", ""), whole=False)
 
     def scan_payloads(self, consume: PayloadPages) -> None:
+        self._scan(consume, lambda point: dict(point.payload or {}), whole=True)
+
+    def _scan(
+        self, consume: Callable[[list[tuple[str, Any]]], None], value: Callable[[Any], Any], whole: bool
+    ) -> None:
+        """Every point's ``(id, value(point))`` to ``consume``, a scrolled page at a time."""
         offset = None
         while True:
-            points, offset = self._scroll(offset, whole=True)
-            consume([(str(p.id), dict(p.payload or {})) for p in points])
+            points, offset = self._scroll(offset, whole)
+            consume([(str(p.id), value(p)) for p in points])
             if offset is None or not points:
                 return
 
@@ -239,7 +236,7 @@ class QdrantPointStore(StoreTemplate):
 
     # -- hooks: the library's calls --------------------------------------------------------------------
     @abstractmethod
-    def _scroll(self, offset: Any, whole: bool = False) -> tuple[list[Any], Any]:
+    def _scroll(self, offset: Any, whole: bool) -> tuple[list[Any], Any]:
         """One page of points from ``offset``, and the next page's offset; each point's payload is
         its ``source`` only, or (``whole``) all of it but ``text``."""
 
