@@ -75,13 +75,11 @@ class CachedTermCounter:
         missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
         computed = self.encoder.term_counts(list(missing.values())) if missing else []
         fresh = dict(zip(missing, computed, strict=True))
-        if self.wide:
-            self.cache.put_many({key: _to_wide_row(c) for key, c in fresh.items() if _fits_wide(c)})
-        else:
-            self.cache.put_many({key: _to_row(c) for key, c in fresh.items() if _fits(c)})
+        narrow = (_fits, _to_row, _from_row)
+        fits, to_row, read = (_fits_wide, _to_wide_row, _from_wide_row) if self.wide else narrow
+        self.cache.put_many({key: to_row(c) for key, c in fresh.items() if fits(c)})
         self.misses += len(missing)
         self.hits += len(texts) - len(missing)
-        read = _from_wide_row if self.wide else _from_row
         return [fresh[key] if key in fresh else read(found[key]) for key in keys]
 
 
