@@ -358,8 +358,6 @@ class EmbeddingCache:
             try:
                 self._conn = self._open()
             except sqlite3.DatabaseError as exc:
-                if not is_corruption(exc):
-                    _raise_access(self.path, exc, self._timeout)
                 self._set_aside(exc)
                 self._conn = self._open()
             except OSError as exc:  # the folder cannot be created
@@ -368,8 +366,11 @@ class EmbeddingCache:
             self._inode = _inode(self.path)
         return self._conn
 
-    def _set_aside(self, exc: BaseException) -> None:
-        """Move a corrupt file (and its WAL) aside so the next open starts a fresh cache."""
+    def _set_aside(self, exc: sqlite3.DatabaseError) -> None:
+        """Move a corrupt file (and its WAL) aside so the next open starts a fresh cache; raise any
+        other database error, as the user's to fix."""
+        if not is_corruption(exc):
+            _raise_access(self.path, exc, self._timeout)
         if self._conn is not None and self._pid == os.getpid():
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
@@ -397,8 +398,6 @@ class EmbeddingCache:
         try:
             return operation(self._connection())
         except sqlite3.DatabaseError as exc:
-            if not is_corruption(exc):
-                _raise_access(self.path, exc, self._timeout)
             self._set_aside(exc)
         return operation(self._connection())
 
