@@ -139,16 +139,6 @@ def agreement(dense: Sequence[StoreHit], sparse: Sequence[StoreHit]) -> float:
     return sum(1 for h in sparse[:AGREEMENT_TOP] if h.id in found) / AGREEMENT_TOP
 
 
-def fusion_weights(fusion: HybridFusion) -> tuple[float, float] | None:
-    """RRF's (dense, sparse) weights: ``None`` for plain RRF, else scaled so 0.5 is plain RRF."""
-    fusion = check_fusion(fusion)
-    if fusion == "rrf":
-        return None
-    if isinstance(fusion, tuple) and fusion[0] == "weighted":
-        return 2.0 * (1.0 - fusion[1]), 2.0 * fusion[1]
-    raise InvalidInputError(f"{fusion!r} is a score fusion, not a rank fusion")
-
-
 def fuse_legs(
     dense: Sequence[StoreHit], sparse: Sequence[StoreHit], limit: int, fusion: HybridFusion
 ) -> list[StoreHit]:
@@ -157,12 +147,15 @@ def fuse_legs(
     fusion = check_fusion(fusion)
     if fusion == "dbsf":
         return fuse_scores(dense, sparse, limit, dbsf_normalised, (1.0, 1.0))
-    if isinstance(fusion, tuple) and fusion[0] == "minmax":
-        return fuse_scores(dense, sparse, limit, min_max_normalised, (1.0 - fusion[1], fusion[1]))
-    if isinstance(fusion, tuple) and fusion[0] == "adaptive":
-        weights = adaptive_weights(dense, sparse, fusion[1])
-        return fuse_scores(dense, sparse, limit, min_max_normalised, weights)
-    return fuse_rankings(dense, sparse, limit, fusion_weights(fusion))
+    if isinstance(fusion, str):  # rrf
+        return fuse_rankings(dense, sparse, limit)
+    rule, share = fusion
+    if rule == "minmax":
+        return fuse_scores(dense, sparse, limit, min_max_normalised, (1.0 - share, share))
+    if rule == "adaptive":
+        return fuse_scores(dense, sparse, limit, min_max_normalised, adaptive_weights(dense, sparse, share))
+    # weighted: RRF's weights scaled so a share of 0.5 is plain RRF
+    return fuse_rankings(dense, sparse, limit, (2.0 * (1.0 - share), 2.0 * share))
 
 
 def local_fusion(
