@@ -131,18 +131,15 @@ class _NoTraceback(logging.Filter):
         return False
 
 
-def _bound_lite_memtable() -> None:
-    # Read once, when milvus_lite is first imported (pymilvus imports it on the first connect to a
-    # .db file); a value set in the environment wins.
-    os.environ.setdefault("MILVUS_LITE_MEMTABLE_MEMORY_LIMIT_BYTES", str(LITE_MEMTABLE_BYTES))
-
-
-def _quiet_milvus_lite() -> None:
+def _prepare_milvus_lite() -> None:
     # Milvus Lite logs every failed call with a traceback (8 while waiting on a lock held by another
     # process); the exception reaches poolrag, which reports it in one line.
     logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
     for name in _LITE_NOISE_LOGGERS:
         _filter_once(name, _LiteNoise)
+    # Read once, when milvus_lite is first imported (pymilvus imports it on the first connect to a
+    # .db file); a value set in the environment wins.
+    os.environ.setdefault("MILVUS_LITE_MEMTABLE_MEMORY_LIMIT_BYTES", str(LITE_MEMTABLE_BYTES))
 
 
 def _filter_once(name: str, kind: type[logging.Filter]) -> None:
@@ -254,8 +251,7 @@ class MilvusStore(StoreTemplate):
                     f"--uri {self.uri!r} is neither a Milvus Lite file (a path ending in .db) nor a "
                     "server URL (http://host:19530)"
                 )
-            _quiet_milvus_lite()
-            _bound_lite_memtable()
+            _prepare_milvus_lite()
             database = Path(self.uri).resolve()
             if not database.parent.is_dir():
                 missing = "is a file, not a folder" if database.parent.exists() else "does not exist"
