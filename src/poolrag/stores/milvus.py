@@ -32,7 +32,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -456,18 +456,9 @@ class MilvusStore(StoreTemplate):
         if self._resident is not None:
             self._resident.add(rows, len(records))
         stored = [] if spec.layout == "multivector" else self._stored_ids([r.id for r in records])
-        if spec.sparse != "bm25":
-            self._write_rows(rows, stored)
-            return
         # Milvus keeps the last of several rows with one id; so do the statistics.
         latest = {r.id: r.sparse for r in records if r.sparse is not None}
-        count, frequency = self._counts()
-        self._write_stats(None)
-        old_count, old_frequency = document_frequencies(self.fetch_sparse(list(latest)).values())
-        new_count, new_frequency = document_frequencies(latest.values())
-        self._write_rows(rows, stored)
-        frequency = _add(_add(frequency, old_frequency, -1), new_frequency, 1)
-        self._write_stats(_stats_json(count - old_count + new_count, frequency))
+        self._keeping_stats(list(latest), latest.values(), lambda: self._write_rows(rows, stored))
 
     def _write_rows(self, rows: list[dict[str, Any]], stored: list[str]) -> None:
         """Upsert ``rows``, then write those of ``stored`` ids again in place of their deleted old
@@ -483,15 +474,7 @@ class MilvusStore(StoreTemplate):
         self._call(lambda: self._client.upsert(self.collection, again, timeout=self._timeout), "upsert")
 
     def _delete(self, ids: list[str]) -> None:
-        spec = self.read_spec()
-        if spec is not None and spec.sparse == "bm25":
-            count, frequency = self._counts()
-            self._write_stats(None)
-            old_count, old_frequency = document_frequencies(self.fetch_sparse(ids).values())
-            self._delete_rows(ids)
-            self._write_stats(_stats_json(count - old_count, _add(frequency, old_frequency, -1)))
-            return
-        self._delete_rows(ids)
+        self._keeping_stats(ids, (), lambda: self._delete_rows(ids))
 
     def _delete_rows(self, ids: list[str]) -> None:
         for start in range(0, len(ids), _PAGE):
@@ -664,10 +647,24 @@ class MilvusStore(StoreTemplate):
         self._write_stats(_stats_json(count, frequency))
         return count, frequency
 
-    def _write_stats(self, text: str | None) -> None:
-        value = text if text is not None else _STALE
+    def _keeping_stats(self, old: list[str], new: Iterable[SparseVector], write: Callable[[], None]) -> None:
+        """``write``; in a ``bm25`` collection the statistics are marked stale meanwhile, then stored
+        without the terms of the ``old`` ids' stored rows and with those of the ``new`` vectors."""
+        spec = self.read_spec()
+        if spec is None or spec.sparse != "bm25":
+            write()
+            return
+        count, frequency = self._counts()
+        self._write_stats(_STALE)
+        old_count, old_frequency = document_frequencies(self.fetch_sparse(old).values())
+        new_count, new_frequency = document_frequencies(new)
+        write()
+        frequency = _add(_add(frequency, old_frequency, -1), new_frequency, 1)
+        self._write_stats(_stats_json(count - old_count + new_count, frequency))
+
+    def _write_stats(self, text: str) -> None:
         self._call(
-            lambda: self._client.alter_collection_properties(self.collection, {_STATS_KEY: value}),
+            lambda: self._client.alter_collection_properties(self.collection, {_STATS_KEY: text}),
             "alter_collection_properties",
         )
 
