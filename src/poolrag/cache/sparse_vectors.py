@@ -63,7 +63,8 @@ class CachedSparseVectors:
         """Each text's sparse vector; only texts neither cached nor just remembered are computed."""
         texts = list(texts)
         keys = [text_key(self.namespace, t) for t in texts]
-        found = {k: v for k, v in self._fresh.items() if k in set(keys)}
+        wanted = set(keys)
+        found = {k: v for k, v in self._fresh.items() if k in wanted}
         self._fresh = {}
         rows = self.cache.get_many([k for k in keys if k not in found]) if self.cache is not None else {}
         for key, row in rows.items():
