@@ -155,12 +155,8 @@ def _calibrate(args: argparse.Namespace, left_out: list[Any]) -> Any:
     from poolrag.ingest.readers import read_paths
     from poolrag.postprocess.quantization_ranges import QuantizationRanges
 
-    engine_args = engine_args_from(args)
-    if args.assume_matryoshka:  # the same model identity as the ingest that takes these ranges
-        engine_args = engine_args.replace(
-            hf_overrides={**(engine_args.hf_overrides or {}), "is_matryoshka": True}
-        )
-    engine = load_engine(engine_args)
+    # --assume-matryoshka: the same model identity as the ingest that takes these ranges
+    engine = load_engine(engine_args_from(args, matryoshka=args.assume_matryoshka))
     if "embed" not in engine.supported_tasks:
         raise InvalidInputError(
             f"--model {engine.facts.model_name}: the model gives no embeddings to calibrate"

@@ -359,10 +359,9 @@ def _ingest(
     cache = open_cache_from_args(args)
     if cache is not None:
         opened.callback(cache.close)
-    overrides = dict(args.hf_overrides or {}) | ({"is_matryoshka": True} if args.assume_matryoshka else {})
+    engine_args = engine_args_from(args, matryoshka=args.assume_matryoshka)
     # What changes the vectors is recorded in the collection; how the forward runs is not.
-    options: dict[str, Any] = {"hf_overrides": overrides} if overrides else {}
-    engine_args = engine_args_from(args).replace(hf_overrides=overrides or None)
+    options: dict[str, Any] = {"hf_overrides": engine_args.hf_overrides} if engine_args.hf_overrides else {}
     if engine_args.quantization is not None:  # the flag once meant the index's compression
         logger.warning(
             "--quantization %s quantizes the model's weights (as in serve); an int8 or binary index is "

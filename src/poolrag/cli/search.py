@@ -236,11 +236,7 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     )
     # The model is the one the user names (or the default), loaded with the user's own options:
     # what the collection recorded is data and only decides whether the answer is "yes, same model".
-    engine_args = engine_args_from(args)
-    if _recorded_matryoshka(spec.model_options):
-        engine_args = engine_args.replace(
-            hf_overrides=(engine_args.hf_overrides or {}) | {"is_matryoshka": True}
-        )
+    engine_args = engine_args_from(args, matryoshka=_recorded_matryoshka(spec.model_options))
     engine = load_engine(engine_args)
     where = f"{store.name} at {store.location}"
     model = packaged_hub_id(spec.model_name) or spec.model_name  # not another machine's venv path
