@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.command_errors import dimensions_flag_error, report_error, setup_logging, user_errors
 from poolrag.cli.model_loading import engine_args_from, load_engine
+from poolrag.cli.whole_numbers import at_least
 from poolrag.engine_args import EngineArgs, positive_int
 
 if TYPE_CHECKING:
@@ -49,19 +50,6 @@ def spread_sample(items: Iterator[str], size: int) -> list[str]:
     return kept
 
 
-def _max_chunks(value: str) -> int:
-    """Ranges need two vectors at least: one gives each dimension a min equal to its max."""
-    try:
-        cap = int(value)
-    except ValueError:
-        cap = 0
-    if cap < 2:
-        raise argparse.ArgumentTypeError(
-            f"must be an integer of at least 2 (ranges need two chunks), got {value!r}"
-        )
-    return cap
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "calibrate",
@@ -93,7 +81,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--max-chunks",
-        type=_max_chunks,
+        type=at_least(2, " (ranges need two chunks)"),  # one gives each dimension a min equal to its max
         default=DEFAULT_MAX_CHUNKS,
         help="chunks embedded at most, a seeded sample spread over every chunk read "
         f"(default {DEFAULT_MAX_CHUNKS})",
