@@ -37,6 +37,12 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
             logging.getLogger("poolrag.core.engine_build.progress").setLevel(logging.INFO)
 
 
+def log_at(level: str) -> None:
+    """Timestamped log lines on stderr at a ``--log-level`` (``serve``, ``tune``: long runs whose
+    lines are read by when they came)."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
 def log_lines_above_bars() -> contextlib.AbstractContextManager[None]:
     """While a command draws progress bars, a log line (a file skipped, a first load's verdict)
     clears the bar, is written, and the bar is drawn again below it; without this a terminal showed

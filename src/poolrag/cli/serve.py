@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from poolrag.cli.command_errors import log_at
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.interrupts import EXIT_TERMINATED, Terminated, sigterm_interrupts
 from poolrag.cli.vllm_frontend import add_frontend_flags, http_options, warn_frontend_no_effect
@@ -377,14 +378,8 @@ def engine_args_of(args: argparse.Namespace, model: str | None = None) -> Engine
     )
 
 
-def _log_to_stderr(args: argparse.Namespace) -> None:
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    _log_to_stderr(args)
+    log_at(args.log_level)
     trim_after_batches(SERVER_TRIM_INTERVAL_S)  # main() set the interval of a batch job
     if args.model and args.model_option and args.model != args.model_option:
         print(f"poolrag serve: two models: {args.model} and --model {args.model_option}", file=sys.stderr)
@@ -534,7 +529,7 @@ def worker_app(args: argparse.Namespace) -> tuple[Any, Any]:
     process of the command's own, so it takes the command's log, heap and cache settings."""
     from poolrag.cli import bound_native_memory
 
-    _log_to_stderr(args)
+    log_at(args.log_level)
     bound_native_memory(SERVER_TRIM_INTERVAL_S)
     settings, served = _served(args)
     return _app(served), settings
