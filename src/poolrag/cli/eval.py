@@ -152,7 +152,7 @@ def _sparse_suffix(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     if not require_store_extra("eval", args.store):
         return EXIT_MISSING_EXTRA
-    setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
+    setup_logging(args.verbose, quiet=args.quiet)
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
         opened.enter_context(log_lines_above_bars())
         try:

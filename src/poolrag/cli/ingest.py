@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING_EXTRA
     if args.ray is not None and not require_extra("ingest --ray", "ray"):
         return EXIT_MISSING_EXTRA
-    setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
+    setup_logging(args.verbose, quiet=args.quiet)
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
         opened.enter_context(log_lines_above_bars())
         if args.ray is not None:
