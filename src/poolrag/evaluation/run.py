@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,11 +195,16 @@ def write_trec_runs(runs: Mapping[str, Mapping[str, list[tuple[str, float]]]], f
 
 def documents_of(results: Sequence[SearchResult]) -> list[tuple[str, float]]:
     """Chunk hits as a document run: each corpus document scored by its best chunk, best first."""
+    return best_per_document((str(r.payload.get(CORPUS_ID_KEY, r.source)), r.score) for r in results)
+
+
+def best_per_document(chunks: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """(document id, score) per chunk as a document run: each document at its best chunk's score,
+    best first (the one rule of the modes' runs and of ``--tune``'s candidates)."""
     best: dict[str, float] = {}
-    for result in results:
-        doc_id = str(result.payload.get(CORPUS_ID_KEY, result.source))
-        if doc_id not in best or result.score > best[doc_id]:
-            best[doc_id] = result.score
+    for doc_id, score in chunks:
+        if doc_id not in best or score > best[doc_id]:
+            best[doc_id] = score
     return sorted(best.items(), key=lambda pair: -pair[1])
 
 

@@ -34,6 +34,7 @@ from poolrag.evaluation.metrics import DEFAULT_METRICS, Qrels, evaluate_per_quer
 from poolrag.evaluation.run import (
     CORPUS_ID_KEY,
     Evaluation,
+    best_per_document,
     rerank_candidates,
     sparse_ranking,
     widened_documents,
@@ -222,15 +223,6 @@ def fused_chunks(
     return hits[:depth]
 
 
-def _by_document(hits: Sequence[StoreHit]) -> list[tuple[str, float]]:
-    best: dict[str, float] = {}
-    for hit in hits:
-        doc_id = str(hit.payload.get(CORPUS_ID_KEY, hit.payload.get("source", hit.id)))
-        if doc_id not in best or hit.score > best[doc_id]:
-            best[doc_id] = hit.score
-    return sorted(best.items(), key=lambda pair: -pair[1])
-
-
 def candidate_run(
     legs: Mapping[str, LegSource],
     setting: Setting,
@@ -254,7 +246,9 @@ def candidate_run(
         def documents(fused: int) -> tuple[int, list[tuple[str, float]]]:
             pool = fused if setting.rerank_weight is None else rerank_candidates(k, fused)
             hits = fused_chunks(source(prefetch_depth(pool, prefetch)), setting, fused, pool)
-            ranked = _by_document(hits)
+            ranked = best_per_document(
+                (str(h.payload.get(CORPUS_ID_KEY, h.payload.get("source", h.id))), h.score) for h in hits
+            )
             if qrels is not None:
                 ranked = without_own_document(query_id, ranked, qrels.get(query_id, {}))
             return len(hits), ranked
