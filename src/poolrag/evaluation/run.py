@@ -264,10 +264,6 @@ class _RememberingReranker(CrossEncoderReranker):
         super().__init__(backend, **options)
         self._memo = memo
 
-    def with_weight(self, weight: float) -> CrossEncoderReranker:
-        options = {"second_stage": self.second_stage, "normalisation": self.normalisation}
-        return _RememberingReranker(self.backend, self._memo, weight=weight, **options)
-
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         missing = [p for p in dict.fromkeys(passages) if (query, p) not in self._memo]
         if missing:
