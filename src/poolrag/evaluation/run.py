@@ -31,7 +31,7 @@ from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
-from poolrag.evaluation.beir import BeirDataset, BeirDocument, BeirQuery
+from poolrag.evaluation.beir import BeirDataset, BeirDocument, BeirQuery, first_few
 from poolrag.evaluation.metrics import evaluate
 from poolrag.ingest.pdf_pages import PageRendering
 from poolrag.ingest.pipeline import IngestPipeline, IngestReport
@@ -370,7 +370,7 @@ class Evaluation:
                 "%d queries share their id with a corpus document their qrels do not judge (as ArguAna's "
                 "and Quora's do); it is left out of their rankings, as BEIR and MTEB leave it out: %s",
                 len(own),
-                ", ".join(own[:5]) + (f" and {len(own) - 5} more" if len(own) > 5 else ""),
+                first_few(own),
             )
         before = self.embedder.misses
         for start in range(0, len(queries), query_batch_size):
