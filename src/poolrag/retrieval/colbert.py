@@ -88,9 +88,8 @@ class ColbertRetriever:
         if reranker is not None and not isinstance(reranker, CrossEncoderReranker):
             reranker = CrossEncoderReranker(reranker)
         self.reranker = reranker
-        self.spec = store.read_spec()
-        if self.spec is not None:
-            self._check_spec(self.spec)
+        self.spec: CollectionSpec | None = None
+        self._current_spec()  # an existing collection is checked now, before any write or search
 
     def __repr__(self) -> str:
         where = f"{self.store.name}:{self.store.collection}"
