@@ -446,9 +446,8 @@ def run(args: argparse.Namespace) -> int:
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
         print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    with contextlib.suppress(
-        KeyboardInterrupt
-    ):  # uvicorn raises Ctrl-C again once drained; its command ends 0
+    # uvicorn raises Ctrl-C again once drained; its command ends 0
+    with contextlib.suppress(KeyboardInterrupt):
         serve(app, settings, host=args.host, port=args.port, http=http, uds=args.uds)
     return 0
 
