@@ -13,11 +13,9 @@ from poolrag.stores.registry import store_kinds
 
 if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
-    from poolrag.engine import Engine
     from poolrag.sparse.words import WordAnalyzer
     from poolrag.stores.address import StoreAddress
     from poolrag.stores.base import VectorStore
-    from poolrag.stores.language_prior import LanguageRecord
 
 #: the store's API key when ``--api-key`` is not given
 STORE_API_KEY_ENV = "POOLRAG_STORE_API_KEY"
@@ -81,15 +79,6 @@ def analyzer_from_args(args: argparse.Namespace) -> WordAnalyzer | None:
     from poolrag.sparse.words import DEFAULT_LANGUAGE, WORDS, WordAnalyzer
 
     return WordAnalyzer(args.language or DEFAULT_LANGUAGE) if args.analyzer == WORDS else None
-
-
-def languages_from_args(engine: Engine, args: argparse.Namespace) -> LanguageRecord | None:
-    """The model card's languages and the collection's ``--language``; without ``--language`` the
-    BM25 encoder detects the collection's from its first batch (where the card names the model's),
-    and ``None`` when neither is known (the hybrid default then stays the default)."""
-    from poolrag.ingest.sparse_encoders import collection_languages
-
-    return collection_languages(engine.spec.path, args.language)
 
 
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
