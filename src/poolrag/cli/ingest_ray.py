@@ -108,7 +108,6 @@ def ingest_on_ray_from_args(
     from poolrag.cli.store_options import store_address_from_args
     from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
 
-    connect_from_args(args)  # a no-op when the command connected already
     ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
     if args.quiet:  # asked for: not a WARNING telling how to turn them back on
         logging.getLogger(RAY_DATA_PROGRESS_LOGGER).setLevel(logging.ERROR)
