@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from poolrag.backend import PoolingBackend
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
-from poolrag.retrieval.collection_checks import check_k, check_model
+from poolrag.retrieval.collection_checks import check_model
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import DOC_ID_KEY, SearchResult
 from poolrag.stores.base import ChunkRecord, CollectionSpec, VectorStore
@@ -230,7 +231,7 @@ def _checked_query(query: object, k: int, filter: MetadataFilter | None) -> Chec
     """A search's arguments checked before any model call: the query named as such (not as the
     engine's ``input[0]``), ``k`` and the filter's shape."""
     check_text(query, "query")
-    check_k(k)
+    check_count(k, "k")
     return check_filter(filter)
 
 
