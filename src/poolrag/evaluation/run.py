@@ -321,10 +321,9 @@ class Evaluation:
         """
         modes = parse_modes(modes)
         check_count(k, "k")
-        if any(m in RERANK_MODES for m in modes) and self.reranker is None:
-            raise InvalidInputError(
-                f"modes {', '.join(m for m in modes if m in RERANK_MODES)} need a reranker"
-            )
+        reranked = [m for m in modes if m in RERANK_MODES]
+        if reranked and self.reranker is None:
+            raise InvalidInputError(f"modes {', '.join(reranked)} need a reranker")
         if any(m in SPARSE_MODES for m in modes) and (
             self.sparse_encoder is None or self.pipeline.sparse_encoder is None
         ):
@@ -395,9 +394,7 @@ class Evaluation:
         settings = {
             "k": k,
             "chunks_per_query": depth,
-            "rerank_candidates": rerank_candidates(k, depth)
-            if any(m in RERANK_MODES for m in modes)
-            else None,
+            "rerank_candidates": rerank_candidates(k, depth) if reranked else None,
             "prefetch": prefetch,
             "split": split,
             "saved_setting": None if saved is None else saved.to_metadata(),
