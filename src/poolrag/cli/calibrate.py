@@ -18,6 +18,7 @@ from poolrag.cli.command_errors import dimensions_flag_error, report_error, setu
 from poolrag.cli.model_loading import engine_args_from, load_engine
 from poolrag.cli.whole_numbers import at_least
 from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.errors import DimensionsError, InvalidInputError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,8 +124,6 @@ def _check_out(out: str) -> None:
     import os
     from pathlib import Path
 
-    from poolrag.errors import InvalidInputError
-
     path = Path(out).expanduser()
     folder = path.parent
     if path.is_dir():
@@ -138,7 +137,6 @@ def _check_out(out: str) -> None:
 def _calibrate(args: argparse.Namespace, left_out: list[Any]) -> Any:
     """The ranges of the chunks read from ``args.paths``; a file that cannot be read (not UTF-8, a
     broken link) goes to ``left_out`` rather than ending the run, as ``poolrag ingest`` treats it."""
-    from poolrag.errors import InvalidInputError
     from poolrag.ingest.chunker import TokenChunker
     from poolrag.ingest.readers import read_paths
     from poolrag.postprocess.quantization_ranges import QuantizationRanges
@@ -210,7 +208,6 @@ def _embed(engine: Engine, texts: list[str], params: PoolingParams, bar: tqdm | 
 def _document_params(engine: Engine, width: int | None) -> PoolingParams:
     """The parameters documents are embedded with at ``width``, checked as the engine will check them
     (a width the model cannot take was found only after every chunk was embedded at full size)."""
-    from poolrag.errors import DimensionsError
     from poolrag.params import PoolingParams
 
     params = PoolingParams(input_type="document", dimensions=width)

@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.whole_numbers import at_least
+from poolrag.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from poolrag.evaluation import BeirDataset
@@ -48,7 +49,6 @@ def add_tune_arguments(parser: Any) -> None:
 
 
 def check_tune_arguments(args: argparse.Namespace) -> None:
-    from poolrag.errors import InvalidInputError
     from poolrag.stores.retrieval_record import MAX_PREFETCH
 
     if args.save and not args.tune:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from poolrag.engine_args import positive_int
+from poolrag.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
@@ -74,8 +75,6 @@ def worker_lines_on_stderr() -> Iterator[None]:
 
 def refuse_unsupported(args: argparse.Namespace) -> None:
     """Flags the Ray path does not honour, refused before anything loads."""
-    from poolrag.errors import InvalidInputError
-
     if args.sparse_model:
         raise InvalidInputError("--ray --hybrid makes BM25 vectors; ingest with --sparse-model without --ray")
     if isinstance(args.ray, str) and args.ray.startswith("ray://"):

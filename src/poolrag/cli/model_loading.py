@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from poolrag.engine_args import EngineArgs
+from poolrag.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from poolrag.engine import Engine
@@ -32,8 +33,6 @@ def engine_args_from(args: argparse.Namespace, matryoshka: bool = False) -> Engi
 
 def load_sparse_model(engine_args: EngineArgs) -> Engine:
     """Load a learned sparse model once, refusing one that makes no sparse vectors."""
-    from poolrag.errors import InvalidInputError
-
     engine = load_engine(engine_args)
     model = engine_args.model
     if "sparse_embed" not in engine.supported_tasks:

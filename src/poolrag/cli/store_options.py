@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.cache_location import poolrag_cache_dir
 from poolrag.engine_args import non_negative_float, positive_float, positive_int
+from poolrag.errors import InvalidInputError
 from poolrag.stores.registry import store_kinds
 
 if TYPE_CHECKING:
@@ -115,7 +116,6 @@ def refuse_missing_database(args: argparse.Namespace) -> None:
     was missing). A qdrant-edge database is the ``--path`` folder, each collection a folder in it:
     one that holds other collections is there, and the store says the collection does not exist,
     as Milvus and Qdrant say it."""
-    from poolrag.errors import InvalidInputError
     from poolrag.stores.names import check_collection_name
 
     check_collection_name(args.collection)  # a bad name is that error, not a missing database
