@@ -389,9 +389,7 @@ def run(args: argparse.Namespace) -> int:
     trim_after_batches(SERVER_TRIM_INTERVAL_S)  # main() set the interval of a batch job
     if args.model and args.model_option and args.model != args.model_option:
         return _refused(f"two models: {args.model} and --model {args.model_option}")
-    first = args.model or args.model_option
-    models = [first, *args.more_models] if first else []
-    if not models and args.models_file is None:
+    if not (args.model or args.model_option) and args.models_file is None:
         return _refused("give the model as MODEL, --model MODEL or --models-file FILE")
     if not require_extra("serve", "server"):
         return EXIT_MISSING_EXTRA
