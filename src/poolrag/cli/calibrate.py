@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.command_errors import dimensions_flag_error, report_error, setup_logging, user_errors
 from poolrag.cli.model_loading import engine_args_from, load_engine
+from poolrag.cli.whole_numbers import at_least
 from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.errors import DimensionsError, InvalidInputError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,19 +49,6 @@ def spread_sample(items: Iterator[str], size: int) -> list[str]:
         elif (slot := chosen.randrange(seen + 1)) < size:
             kept[slot] = item
     return kept
-
-
-def _max_chunks(value: str) -> int:
-    """Ranges need two vectors at least: one gives each dimension a min equal to its max."""
-    try:
-        cap = int(value)
-    except ValueError:
-        cap = 0
-    if cap < 2:
-        raise argparse.ArgumentTypeError(
-            f"must be an integer of at least 2 (ranges need two chunks), got {value!r}"
-        )
-    return cap
 
 
 def register(subparsers: Any) -> None:
@@ -93,7 +82,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--max-chunks",
-        type=_max_chunks,
+        type=at_least(2, " (ranges need two chunks)"),  # one gives each dimension a min equal to its max
         default=DEFAULT_MAX_CHUNKS,
         help="chunks embedded at most, a seeded sample spread over every chunk read "
         f"(default {DEFAULT_MAX_CHUNKS})",
@@ -135,8 +124,6 @@ def _check_out(out: str) -> None:
     import os
     from pathlib import Path
 
-    from poolrag.errors import InvalidInputError
-
     path = Path(out).expanduser()
     folder = path.parent
     if path.is_dir():
@@ -150,17 +137,12 @@ def _check_out(out: str) -> None:
 def _calibrate(args: argparse.Namespace, left_out: list[Any]) -> Any:
     """The ranges of the chunks read from ``args.paths``; a file that cannot be read (not UTF-8, a
     broken link) goes to ``left_out`` rather than ending the run, as ``poolrag ingest`` treats it."""
-    from poolrag.errors import InvalidInputError
     from poolrag.ingest.chunker import TokenChunker
     from poolrag.ingest.readers import read_paths
     from poolrag.postprocess.quantization_ranges import QuantizationRanges
 
-    engine_args = engine_args_from(args)
-    if args.assume_matryoshka:  # the same model identity as the ingest that takes these ranges
-        engine_args = engine_args.replace(
-            hf_overrides={**(engine_args.hf_overrides or {}), "is_matryoshka": True}
-        )
-    engine = load_engine(engine_args)
+    # --assume-matryoshka: the same model identity as the ingest that takes these ranges
+    engine = load_engine(engine_args_from(args, matryoshka=args.assume_matryoshka))
     if "embed" not in engine.supported_tasks:
         raise InvalidInputError(
             f"--model {engine.facts.model_name}: the model gives no embeddings to calibrate"
@@ -226,7 +208,6 @@ def _embed(engine: Engine, texts: list[str], params: PoolingParams, bar: tqdm | 
 def _document_params(engine: Engine, width: int | None) -> PoolingParams:
     """The parameters documents are embedded with at ``width``, checked as the engine will check them
     (a width the model cannot take was found only after every chunk was embedded at full size)."""
-    from poolrag.errors import DimensionsError
     from poolrag.params import PoolingParams
 
     params = PoolingParams(input_type="document", dimensions=width)

@@ -9,8 +9,9 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from poolrag.errors import DimensionsError, PoolragError
+
 if TYPE_CHECKING:
-    from poolrag.errors import DimensionsError
     from poolrag.model_facts import ModelFacts
 
 EXIT_BAD_INPUT = 2
@@ -35,6 +36,12 @@ def setup_logging(verbose: bool, quiet: bool = False) -> None:
         # line names the model; piped (CI, scripts), stderr keeps to errors, a failure's one line
         if sys.stderr.isatty():
             logging.getLogger("poolrag.core.engine_build.progress").setLevel(logging.INFO)
+
+
+def log_at(level: str) -> None:
+    """Timestamped log lines on stderr at a ``--log-level`` (``serve``, ``tune``: long runs whose
+    lines are read by when they came)."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def log_lines_above_bars() -> contextlib.AbstractContextManager[None]:
@@ -71,8 +78,6 @@ def report_error(command: str, exc: BaseException) -> int:
 def user_errors() -> tuple[type[BaseException], ...]:
     """What a command reports as one line instead of a traceback: poolrag's own errors and the
     operating system's (a path that cannot be read or written)."""
-    from poolrag.errors import PoolragError
-
     return (PoolragError, OSError)
 
 
@@ -80,8 +85,6 @@ def dimensions_flag_error(width: int, facts: ModelFacts, refusal: Exception) -> 
     """The engine's refusal of ``--dimensions width``, said as the CLI's flags: a width below a plain
     embedder's full size names ``--assume-matryoshka``, the CLI's own way to declare a model
     Matryoshka (``ingest`` and ``calibrate`` take it)."""
-    from poolrag.errors import DimensionsError
-
     if facts.is_matryoshka or not 0 < width < (facts.embedding_dim or 0):
         return DimensionsError(f"--dimensions {width}: {refusal}")
     return DimensionsError(

@@ -32,10 +32,10 @@ def with_config_file(
     if path is None:
         return args
     command = subcommand_parser(parser, args.command)
-    tokens, model = _tokens(path, _read(path, command), command)
-    say = command.error  # a value the flag refuses is said with the file's name
+    say = command.error  # every refusal, the file's and a flag's of a value in it, names the file
     command.error = lambda message: say(f"--config {path}: {message}")  # type: ignore[method-assign]
     try:
+        tokens, model = _tokens(_read(path, command), command)
         given = command.parse_args([*([model] if model is not None else []), *tokens])
     finally:
         del command.error  # the class's again
@@ -69,24 +69,22 @@ def _read(path: Path, command: argparse.ArgumentParser) -> dict[str, Any]:
         with path.open("rb") as file:
             raw = file.read(MAX_CONFIG_BYTES + 1)
         if len(raw) > MAX_CONFIG_BYTES:
-            command.error(f"--config {path}: larger than {MAX_CONFIG_BYTES:,} bytes, not a config file")
+            command.error(f"larger than {MAX_CONFIG_BYTES:,} bytes, not a config file")
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        command.error(f"--config {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
+        command.error(f"cannot read it ({getattr(exc, 'strerror', None) or exc})")
     try:
         loaded = yaml.load(text, Loader=NoAliases)  # a SafeLoader: tags construct nothing
     except yaml.YAMLError as exc:
-        command.error(f"--config {path}: not YAML ({' '.join(str(exc).split())})")
+        command.error(f"not YAML ({' '.join(str(exc).split())})")
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
-        command.error(f"--config {path}: a mapping of option names to values, not a {type(loaded).__name__}")
+        command.error(f"a mapping of option names to values, not a {type(loaded).__name__}")
     return loaded
 
 
-def _tokens(
-    path: Path, values: dict[str, Any], command: argparse.ArgumentParser
-) -> tuple[list[str], str | None]:
+def _tokens(values: dict[str, Any], command: argparse.ArgumentParser) -> tuple[list[str], str | None]:
     """The file as command-line tokens, and its ``model``."""
     actions = command._option_string_actions
     tokens: list[str] = []
@@ -98,12 +96,12 @@ def _tokens(
             continue
         option = f"--{name}"
         if option not in actions or name == "config":
-            command.error(f"--config {path}: {key!r} is not a poolrag serve option")
+            command.error(f"{key!r} is not a poolrag serve option")
         if value is None:
             continue
         if actions[option].nargs == 0:  # a switch
             if not isinstance(value, bool):
-                command.error(f"--config {path}: {key!r} is a switch: give true or false, not {value!r}")
+                command.error(f"{key!r} is a switch: give true or false, not {value!r}")
             if value:
                 tokens.append(option)
             elif f"--no-{name}" in actions:

@@ -29,6 +29,7 @@ from poolrag.cli.store_options import (
     open_store_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int, unit_interval
+from poolrag.errors import InvalidInputError
 from poolrag.evaluation.metrics import DEFAULT_METRICS
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def _sparse_suffix(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     if not require_store_extra("eval", args.store):
         return EXIT_MISSING_EXTRA
-    setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
+    setup_logging(args.verbose, quiet=args.quiet)
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
         opened.enter_context(log_lines_above_bars())
         try:
@@ -179,7 +180,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _modes(args: argparse.Namespace) -> list[str]:
-    from poolrag.errors import InvalidInputError
     from poolrag.evaluation.run import RERANK_MODES, parse_modes
 
     default = DEFAULT_MODES + (",hybrid+rerank,hybrid+rerank-replace" if args.rerank else "")
@@ -260,7 +260,6 @@ def _sparse_field(store: VectorStore, args: argparse.Namespace, modes: list[str]
     """Whether this run ingests with a sparse field: always, except into an existing collection
     written without one (``poolrag ingest`` without ``--hybrid``), which the modes that need no
     sparse field measure as it is; the others are refused there, saying which."""
-    from poolrag.errors import InvalidInputError
     from poolrag.evaluation.run import SPARSE_MODES
 
     stored = store.read_spec()

@@ -10,6 +10,9 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
+from poolrag.cli.whole_numbers import at_least
+from poolrag.errors import InvalidInputError
+
 if TYPE_CHECKING:
     from poolrag.evaluation import BeirDataset
     from poolrag.evaluation.run import EvalReport, Evaluation
@@ -20,27 +23,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_FOLDS = 5  # poolrag.evaluation.tune.DEFAULT_FOLDS, spelled out so --help imports nothing
 
 
-def _folds(value: str) -> int:
-    try:
-        folds = int(value)
-    except ValueError:
-        folds = 0
-    if folds < 2:
-        raise argparse.ArgumentTypeError(f"must be an integer of at least 2, got {value!r}")
-    return folds
-
-
-def _seed(value: str) -> int:
-    """numpy seeds its generators from whole numbers of at least 0 only."""
-    try:
-        seed = int(value)
-    except ValueError:
-        seed = -1
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer of at least 0, got {value!r}")
-    return seed
-
-
 def add_tune_arguments(parser: Any) -> None:
     parser.add_argument(
         "--tune",
@@ -49,9 +31,15 @@ def add_tune_arguments(parser: Any) -> None:
         "qrels by cross-validation over queries; print held-out metrics against dense",
     )
     parser.add_argument(
-        "--folds", type=_folds, default=DEFAULT_FOLDS, help=f"folds over queries (default {DEFAULT_FOLDS})"
+        "--folds",
+        type=at_least(2),
+        default=DEFAULT_FOLDS,
+        help=f"folds over queries (default {DEFAULT_FOLDS})",
     )
-    parser.add_argument("--seed", type=_seed, default=0, help="seed of the folds and the test (default 0)")
+    # numpy seeds its generators from whole numbers of at least 0 only
+    parser.add_argument(
+        "--seed", type=at_least(0), default=0, help="seed of the folds and the test (default 0)"
+    )
     parser.add_argument(
         "--save",
         action="store_true",
@@ -61,7 +49,6 @@ def add_tune_arguments(parser: Any) -> None:
 
 
 def check_tune_arguments(args: argparse.Namespace) -> None:
-    from poolrag.errors import InvalidInputError
     from poolrag.stores.retrieval_record import MAX_PREFETCH
 
     if args.save and not args.tune:

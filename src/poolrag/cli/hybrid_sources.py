@@ -40,10 +40,15 @@ def hybrid_sources(
     sharing its forward pass (at ``dimensions``)."""
     from poolrag.cache import CachedEmbedder
     from poolrag.cli.model_loading import load_sparse_model
-    from poolrag.cli.store_options import analyzer_from_args, languages_from_args
+    from poolrag.cli.store_options import analyzer_from_args
     from poolrag.ingest import DenseEncoder
     from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
-    from poolrag.ingest.sparse_encoders import LearnedSparseChunkEncoder, bm25_for_model, tokenizer_identity
+    from poolrag.ingest.sparse_encoders import (
+        LearnedSparseChunkEncoder,
+        bm25_for_model,
+        collection_languages,
+        tokenizer_identity,
+    )
 
     check_hybrid_model(engine)
     if dense is None:
@@ -53,6 +58,6 @@ def hybrid_sources(
         return dense, LearnedSparseChunkEncoder(sparse_model, cache)
     if has_sparse_head(engine):
         return own_head_encoders(engine, cache, dimensions)
-    analyzer, languages = analyzer_from_args(args), languages_from_args(engine, args)
+    analyzer, languages = analyzer_from_args(args), collection_languages(engine.spec.path, args.language)
     identity = tokenizer_identity(engine)
     return dense, bm25_for_model(engine.tokenizer, identity, cache, analyzer, languages)

@@ -31,6 +31,7 @@ from poolrag.cli.store_options import (
     store_address_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int
+from poolrag.errors import DimensionsError, InvalidInputError
 from poolrag.stores.registry import store_entry
 from poolrag.stores.vector_types import VECTOR_TYPES
 
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING_EXTRA
     if args.ray is not None and not require_extra("ingest --ray", "ray"):
         return EXIT_MISSING_EXTRA
-    setup_logging(args.verbose, quiet=getattr(args, "quiet", False))
+    setup_logging(args.verbose, quiet=args.quiet)
     with contextlib.ExitStack() as opened:  # the cache and the store, closed even when the run fails
         opened.enter_context(log_lines_above_bars())
         if args.ray is not None:
@@ -316,7 +317,6 @@ def _refuse_flags_without_their_mode(args: argparse.Namespace) -> None:
     """A flag that only changes what ``--hybrid`` or ``--ray`` do is refused without it: taken, the
     run was local and dense and said nothing of the sparse model, analyzer, language or actors it
     did not use."""
-    from poolrag.errors import InvalidInputError
     from poolrag.sparse.words import DEFAULT_ANALYZER
 
     if args.ray is None and args.ray_workers != 1:
@@ -338,7 +338,6 @@ def _ingest(
     """The run's report, whether it read text files (a page retriever reads pages alone), whether
     it read images and PDFs (``None`` on Ray, whose actors read text files whatever the model), and
     the JSONL and CSV files it read to their end."""
-    from poolrag.errors import InvalidInputError
     from poolrag.ingest import IngestPipeline, TokenChunker, read_paths
     from poolrag.ingest.pdf_pages import PageRendering
     from poolrag.ingest.readers import count_documents
@@ -359,10 +358,9 @@ def _ingest(
     cache = open_cache_from_args(args)
     if cache is not None:
         opened.callback(cache.close)
-    overrides = dict(args.hf_overrides or {}) | ({"is_matryoshka": True} if args.assume_matryoshka else {})
+    engine_args = engine_args_from(args, matryoshka=args.assume_matryoshka)
     # What changes the vectors is recorded in the collection; how the forward runs is not.
-    options: dict[str, Any] = {"hf_overrides": overrides} if overrides else {}
-    engine_args = engine_args_from(args).replace(hf_overrides=overrides or None)
+    options: dict[str, Any] = {"hf_overrides": engine_args.hf_overrides} if engine_args.hf_overrides else {}
     if engine_args.quantization is not None:  # the flag once meant the index's compression
         logger.warning(
             "--quantization %s quantizes the model's weights (as in serve); an int8 or binary index is "
@@ -477,7 +475,6 @@ def _encoder(engine: InProcessEngine, cache: EmbeddingCache | None, dimensions: 
     call it; a ColBERT collection keeps its token vectors whole); this only says which flag to change.
     """
     from poolrag.cache import CachedEmbedder
-    from poolrag.errors import DimensionsError
     from poolrag.ingest import ColbertEncoder, DenseEncoder
     from poolrag.model_facts import ScoreKind
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from poolrag.engine_args import positive_int
+from poolrag.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
@@ -74,8 +75,6 @@ def worker_lines_on_stderr() -> Iterator[None]:
 
 def refuse_unsupported(args: argparse.Namespace) -> None:
     """Flags the Ray path does not honour, refused before anything loads."""
-    from poolrag.errors import InvalidInputError
-
     if args.sparse_model:
         raise InvalidInputError("--ray --hybrid makes BM25 vectors; ingest with --sparse-model without --ray")
     if isinstance(args.ray, str) and args.ray.startswith("ray://"):
@@ -108,7 +107,6 @@ def ingest_on_ray_from_args(
     from poolrag.cli.store_options import store_address_from_args
     from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
 
-    connect_from_args(args)  # a no-op when the command connected already
     ray.data.DataContext.get_current().enable_progress_bars = not args.quiet
     if args.quiet:  # asked for: not a WARNING telling how to turn them back on
         logging.getLogger(RAY_DATA_PROGRESS_LOGGER).setLevel(logging.ERROR)

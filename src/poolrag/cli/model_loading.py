@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from poolrag.engine_args import EngineArgs
+from poolrag.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from poolrag.engine import Engine
@@ -18,17 +19,20 @@ def load_engine(args: EngineArgs) -> Engine:
     return Engine.from_engine_args(args)
 
 
-def engine_args_from(args: argparse.Namespace) -> EngineArgs:
-    """The main model's engine flags (``--model``, else the default model)."""
+def engine_args_from(args: argparse.Namespace, matryoshka: bool = False) -> EngineArgs:
+    """The main model's engine flags (``--model``, else the default model); ``matryoshka`` declares
+    the model Matryoshka (``--assume-matryoshka``, or a collection ingested so), as the vectors it
+    is run for were made."""
     from poolrag.ingest import default_model
 
-    return EngineArgs.from_cli_args(args, model=args.model or default_model())
+    engine_args = EngineArgs.from_cli_args(args, model=args.model or default_model())
+    if not matryoshka:
+        return engine_args
+    return engine_args.replace(hf_overrides={**(engine_args.hf_overrides or {}), "is_matryoshka": True})
 
 
 def load_sparse_model(engine_args: EngineArgs) -> Engine:
     """Load a learned sparse model once, refusing one that makes no sparse vectors."""
-    from poolrag.errors import InvalidInputError
-
     engine = load_engine(engine_args)
     model = engine_args.model
     if "sparse_embed" not in engine.supported_tasks:

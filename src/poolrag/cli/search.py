@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.cli.command_errors import report_error, setup_logging, user_errors
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_store_extra
-from poolrag.cli.model_loading import engine_args_from, load_engine
+from poolrag.cli.model_loading import engine_args_from, load_engine, load_sparse_model
 from poolrag.cli.store_options import (
     add_cache_arguments,
     add_store_arguments,
@@ -236,11 +236,7 @@ def _search(store: VectorStore, args: argparse.Namespace) -> list[SearchResult]:
     )
     # The model is the one the user names (or the default), loaded with the user's own options:
     # what the collection recorded is data and only decides whether the answer is "yes, same model".
-    engine_args = engine_args_from(args)
-    if _recorded_matryoshka(spec.model_options):
-        engine_args = engine_args.replace(
-            hf_overrides=(engine_args.hf_overrides or {}) | {"is_matryoshka": True}
-        )
+    engine_args = engine_args_from(args, matryoshka=_recorded_matryoshka(spec.model_options))
     engine = load_engine(engine_args)
     where = f"{store.name} at {store.location}"
     model = packaged_hub_id(spec.model_name) or spec.model_name  # not another machine's venv path
@@ -278,7 +274,6 @@ def _sparse_queries(
     """BM25's unit query weights (every store multiplies them by IDF), its terms split by the analyzer
     the collection recorded, or for a ``learned`` collection the model that made its vectors:
     --sparse-model, else the main model's own sparse head."""
-    from poolrag.cli.model_loading import load_sparse_model
     from poolrag.ingest.sparse_encoders import LEARNED_SPARSE_OPTIONS_KEY, learned_sparse_for_search
     from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from poolrag.cli.command_errors import log_at
 from poolrag.cli.extras import EXIT_MISSING_EXTRA, require_extra
 from poolrag.cli.interrupts import EXIT_TERMINATED, Terminated, sigterm_interrupts
 from poolrag.cli.vllm_frontend import add_frontend_flags, http_options, warn_frontend_no_effect
@@ -377,23 +378,19 @@ def engine_args_of(args: argparse.Namespace, model: str | None = None) -> Engine
     )
 
 
-def _log_to_stderr(args: argparse.Namespace) -> None:
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _refused(message: str) -> int:
+    """The command's one line on stderr and exit 2: nothing was served (a bad option, a busy port)."""
+    print(f"poolrag serve: {message}", file=sys.stderr)
+    return 2
 
 
 def run(args: argparse.Namespace) -> int:
-    _log_to_stderr(args)
+    log_at(args.log_level)
     trim_after_batches(SERVER_TRIM_INTERVAL_S)  # main() set the interval of a batch job
     if args.model and args.model_option and args.model != args.model_option:
-        print(f"poolrag serve: two models: {args.model} and --model {args.model_option}", file=sys.stderr)
-        return 2
-    first = args.model or args.model_option
-    models = [first, *args.more_models] if first else []
-    if not models and args.models_file is None:
-        print("poolrag serve: give the model as MODEL, --model MODEL or --models-file FILE", file=sys.stderr)
-        return 2
+        return _refused(f"two models: {args.model} and --model {args.model_option}")
+    if not (args.model or args.model_option) and args.models_file is None:
+        return _refused("give the model as MODEL, --model MODEL or --models-file FILE")
     if not require_extra("serve", "server"):
         return EXIT_MISSING_EXTRA
     from poolrag import PoolragError
@@ -404,11 +401,7 @@ def run(args: argparse.Namespace) -> int:
     # when it is taken); a cluster this command joins is checked once joined (its running Serve
     # may hold the port already).
     if args.uds is not None and args.ray is not None:
-        print(
-            "poolrag serve: --uds serves from this machine; with --ray, Ray Serve's proxy serves HTTP",
-            file=sys.stderr,
-        )
-        return 2
+        return _refused("--uds serves from this machine; with --ray, Ray Serve's proxy serves HTTP")
     if args.ray in (None, "local"):
         try:
             if args.uds is None:
@@ -416,8 +409,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 check_unix_socket_free(args.uds)
         except OSError as exc:
-            print(f"poolrag serve: {exc.strerror}", file=sys.stderr)
-            return 2
+            return _refused(exc.strerror)
     try:
         http = http_options(args)
         warn_frontend_no_effect(args, logger)
@@ -449,11 +441,9 @@ def run(args: argparse.Namespace) -> int:
             return _serve_workers(args, http)
         app = _app(served)
     except (PoolragError, ValueError, OSError) as exc:  # a bad model path or file, a bad option
-        print(f"poolrag serve: cannot start: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    with contextlib.suppress(
-        KeyboardInterrupt
-    ):  # uvicorn raises Ctrl-C again once drained; its command ends 0
+        return _refused(f"cannot start: {' '.join(str(exc).split())}")
+    # uvicorn raises Ctrl-C again once drained; its command ends 0
+    with contextlib.suppress(KeyboardInterrupt):
         serve(app, settings, host=args.host, port=args.port, http=http, uds=args.uds)
     return 0
 
@@ -534,7 +524,7 @@ def worker_app(args: argparse.Namespace) -> tuple[Any, Any]:
     process of the command's own, so it takes the command's log, heap and cache settings."""
     from poolrag.cli import bound_native_memory
 
-    _log_to_stderr(args)
+    log_at(args.log_level)
     bound_native_memory(SERVER_TRIM_INTERVAL_S)
     settings, served = _served(args)
     return _app(served), settings
@@ -550,8 +540,7 @@ def _serve_workers(args: argparse.Namespace, http: Any) -> int:
             build, args.workers, args.host, args.port, http, args.timeout_graceful_shutdown, args.uds
         )
     except WorkerStartError as exc:
-        print(f"poolrag serve: cannot start: {exc}", file=sys.stderr)
-        return 2
+        return _refused(f"cannot start: {exc}")
 
 
 def _serve_on_ray(args: argparse.Namespace, models: list[tuple[EngineArgs, Any]]) -> int:
@@ -569,8 +558,7 @@ def _serve_on_ray(args: argparse.Namespace, models: list[tuple[EngineArgs, Any]]
         try:  # the proxy will bind the port on this node (through Ray Client, on the cluster's)
             check_port_free(args.host, args.port)
         except OSError as exc:
-            print(f"poolrag serve: {exc.strerror}", file=sys.stderr)
-            return 2
+            return _refused(exc.strerror)
     with sigterm_interrupts():  # SIGTERM drains and removes the app as Ctrl-C does
         try:
             serve_models_on_ray(models, plan, host=args.host, port=args.port)

@@ -9,15 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from poolrag.cache_location import poolrag_cache_dir
 from poolrag.engine_args import non_negative_float, positive_float, positive_int
+from poolrag.errors import InvalidInputError
 from poolrag.stores.registry import store_kinds
 
 if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
-    from poolrag.engine import Engine
     from poolrag.sparse.words import WordAnalyzer
     from poolrag.stores.address import StoreAddress
     from poolrag.stores.base import VectorStore
-    from poolrag.stores.language_prior import LanguageRecord
 
 #: the store's API key when ``--api-key`` is not given
 STORE_API_KEY_ENV = "POOLRAG_STORE_API_KEY"
@@ -83,15 +82,6 @@ def analyzer_from_args(args: argparse.Namespace) -> WordAnalyzer | None:
     return WordAnalyzer(args.language or DEFAULT_LANGUAGE) if args.analyzer == WORDS else None
 
 
-def languages_from_args(engine: Engine, args: argparse.Namespace) -> LanguageRecord | None:
-    """The model card's languages and the collection's ``--language``; without ``--language`` the
-    BM25 encoder detects the collection's from its first batch (where the card names the model's),
-    and ``None`` when neither is known (the hybrid default then stays the default)."""
-    from poolrag.ingest.sparse_encoders import collection_languages
-
-    return collection_languages(engine.spec.path, args.language)
-
-
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("embedding cache")
     group.add_argument(
@@ -126,7 +116,6 @@ def refuse_missing_database(args: argparse.Namespace) -> None:
     was missing). A qdrant-edge database is the ``--path`` folder, each collection a folder in it:
     one that holds other collections is there, and the store says the collection does not exist,
     as Milvus and Qdrant say it."""
-    from poolrag.errors import InvalidInputError
     from poolrag.stores.names import check_collection_name
 
     check_collection_name(args.collection)  # a bad name is that error, not a missing database

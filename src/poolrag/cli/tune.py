@@ -12,7 +12,7 @@ import logging
 import sys
 from typing import Any
 
-from poolrag.cli.command_errors import EXIT_BAD_INPUT, EXIT_STORE_WRITE
+from poolrag.cli.command_errors import EXIT_BAD_INPUT, EXIT_STORE_WRITE, log_at
 from poolrag.engine_args import EngineArgs, positive_int
 from poolrag.errors import InvalidInputError
 from poolrag.worker_threads import take_worker_threads, worker_threads
@@ -55,9 +55,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_at(args.log_level)
     from poolrag import Engine, PoolragError
     from poolrag.core.autotune import PROGRESS_LOGGER
 

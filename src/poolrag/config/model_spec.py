@@ -50,7 +50,7 @@ class DenseSpec:
     out_features: int
     bias: bool
     activation: str  # a torch.nn class path, e.g. "torch.nn.modules.activation.Tanh"
-    weight_key_prefix: str = "linear."
+    weight_key_prefix: str = "linear."  # sentence-transformers' Dense module, Stanford ColBERT's linear
     weights_file: Path | None = None
     normalized_input: bool = False  # a Normalize module comes before it: its input is L2-normalised
 
@@ -196,7 +196,6 @@ def _dense_from_folder(folder: Path) -> DenseSpec:
         out_features=int(cfg["out_features"]),
         bias=bool(cfg.get("bias", True)),
         activation=str(cfg.get("activation_function", "torch.nn.modules.linear.Identity")),
-        weight_key_prefix="linear.",  # sentence-transformers' Dense module
         weights_file=weights,
     )
 
@@ -538,7 +537,6 @@ def _stanford_colbert(path: Path) -> tuple[ColbertSpec, list[DenseSpec]]:
         out_features=int(out_features),
         bias=False,
         activation="torch.nn.modules.linear.Identity",
-        weight_key_prefix="linear.",
         weights_file=weights,
     )
     return spec, [linear]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import InitVar, dataclass, fields
+from dataclasses import InitVar, dataclass, fields, replace
 from typing import Any, Literal, get_args
 
 from poolrag.counts import check_optional_count
@@ -163,13 +163,8 @@ class PoolerConfig:
 
     def merged_over(self, defaults: PoolerConfig) -> PoolerConfig:
         """Fields set here win; unset ones come from ``defaults``."""
-        return PoolerConfig(
-            **{
-                f.name: getattr(self, f.name)
-                if getattr(self, f.name) is not None
-                else getattr(defaults, f.name)
-                for f in fields(PoolerConfig)
-            }
+        return replace(
+            defaults, **{f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}
         )
 
 

@@ -263,7 +263,7 @@ class BeirDataset:
                 len(missing),
                 self.qrels_path(split),
                 self.queries_path,
-                _first_few(missing),
+                first_few(missing),
             )
         unanswerable = sorted(set(qrels) & known - {q.id for q in queries})
         if unanswerable:
@@ -272,7 +272,7 @@ class BeirDataset:
                 "the averages, where pytrec_eval would count each as 0: %s",
                 len(unanswerable),
                 self.qrels_path(split),
-                _first_few(unanswerable),
+                first_few(unanswerable),
             )
         return queries, {q.id: qrels[q.id] for q in queries}
 
@@ -295,7 +295,7 @@ class BeirDataset:
             self.qrels_path(split),
             None,
             f"none of the {len(relevant)} documents judged relevant is in {self.corpus_path} "
-            f"(judged: {_first_few(sorted(relevant))}; the corpus has ids such as "
+            f"(judged: {first_few(sorted(relevant))}; the corpus has ids such as "
             f"{', '.join(corpus_sample)}); every metric would be 0: the corpus-id column must name "
             "corpus.jsonl's _id values exactly",
         )
@@ -319,7 +319,7 @@ class BeirDataset:
             self.qrels_path(split),
             self.corpus_path,
             len(hopeless),
-            _first_few(unknown),
+            first_few(unknown),
         )
 
 
@@ -331,5 +331,5 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _first_few(ids: Sequence[str]) -> str:
+def first_few(ids: Sequence[str]) -> str:
     return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")

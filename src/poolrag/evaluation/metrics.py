@@ -48,20 +48,16 @@ def _relevant(judgements: Mapping[str, int]) -> set[str]:
     return relevant
 
 
-def _check_k(k: int) -> None:
-    check_count(k, "k")
-
-
 def recall_at_k(ranking: Sequence[str], judgements: Mapping[str, int], k: int) -> float:
     """Share of the query's relevant documents found in the top ``k``."""
-    _check_k(k)
+    check_count(k, "k")
     relevant = _relevant(judgements)
     return len(relevant.intersection(ranking[:k])) / len(relevant)
 
 
 def reciprocal_rank_at_k(ranking: Sequence[str], judgements: Mapping[str, int], k: int) -> float:
     """``1 / rank`` of the first relevant document in the top ``k``, 0 when there is none."""
-    _check_k(k)
+    check_count(k, "k")
     relevant = _relevant(judgements)
     for rank, doc_id in enumerate(ranking[:k], start=1):
         if doc_id in relevant:
@@ -71,7 +67,7 @@ def reciprocal_rank_at_k(ranking: Sequence[str], judgements: Mapping[str, int], 
 
 def ndcg_at_k(ranking: Sequence[str], judgements: Mapping[str, int], k: int) -> float:
     """Discounted cumulative gain of the top ``k`` over that of the best possible top ``k``."""
-    _check_k(k)
+    check_count(k, "k")
     _relevant(judgements)
     dcg = sum(
         max(judgements.get(doc_id, 0), 0) / math.log2(rank + 1)
@@ -101,7 +97,7 @@ def evaluate_per_query(
     if unknown:
         raise InvalidInputError(f"unknown metric(s) {unknown}; choose from {sorted(METRICS)}")
     for k in k_values:
-        _check_k(k)
+        check_count(k, "k")
     results: dict[str, dict[str, float]] = {}
     for query_id, judgements in qrels.items():
         if not any(grade >= 1 for grade in judgements.values()):

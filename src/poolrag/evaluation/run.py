@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
 from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
-from poolrag.evaluation.beir import BeirDataset, BeirDocument, BeirQuery
+from poolrag.evaluation.beir import BeirDataset, BeirDocument, BeirQuery, first_few
 from poolrag.evaluation.metrics import evaluate
 from poolrag.ingest.pdf_pages import PageRendering
 from poolrag.ingest.pipeline import IngestPipeline, IngestReport
@@ -195,11 +195,16 @@ def write_trec_runs(runs: Mapping[str, Mapping[str, list[tuple[str, float]]]], f
 
 def documents_of(results: Sequence[SearchResult]) -> list[tuple[str, float]]:
     """Chunk hits as a document run: each corpus document scored by its best chunk, best first."""
+    return best_per_document((str(r.payload.get(CORPUS_ID_KEY, r.source)), r.score) for r in results)
+
+
+def best_per_document(chunks: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """(document id, score) per chunk as a document run: each document at its best chunk's score,
+    best first (the one rule of the modes' runs and of ``--tune``'s candidates)."""
     best: dict[str, float] = {}
-    for result in results:
-        doc_id = str(result.payload.get(CORPUS_ID_KEY, result.source))
-        if doc_id not in best or result.score > best[doc_id]:
-            best[doc_id] = result.score
+    for doc_id, score in chunks:
+        if doc_id not in best or score > best[doc_id]:
+            best[doc_id] = score
     return sorted(best.items(), key=lambda pair: -pair[1])
 
 
@@ -259,10 +264,6 @@ class _RememberingReranker(CrossEncoderReranker):
         super().__init__(backend, **options)
         self._memo = memo
 
-    def with_weight(self, weight: float) -> CrossEncoderReranker:
-        options = {"second_stage": self.second_stage, "normalisation": self.normalisation}
-        return _RememberingReranker(self.backend, self._memo, weight=weight, **options)
-
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         missing = [p for p in dict.fromkeys(passages) if (query, p) not in self._memo]
         if missing:
@@ -320,10 +321,9 @@ class Evaluation:
         """
         modes = parse_modes(modes)
         check_count(k, "k")
-        if any(m in RERANK_MODES for m in modes) and self.reranker is None:
-            raise InvalidInputError(
-                f"modes {', '.join(m for m in modes if m in RERANK_MODES)} need a reranker"
-            )
+        reranked = [m for m in modes if m in RERANK_MODES]
+        if reranked and self.reranker is None:
+            raise InvalidInputError(f"modes {', '.join(reranked)} need a reranker")
         if any(m in SPARSE_MODES for m in modes) and (
             self.sparse_encoder is None or self.pipeline.sparse_encoder is None
         ):
@@ -369,7 +369,7 @@ class Evaluation:
                 "%d queries share their id with a corpus document their qrels do not judge (as ArguAna's "
                 "and Quora's do); it is left out of their rankings, as BEIR and MTEB leave it out: %s",
                 len(own),
-                ", ".join(own[:5]) + (f" and {len(own) - 5} more" if len(own) > 5 else ""),
+                first_few(own),
             )
         before = self.embedder.misses
         for start in range(0, len(queries), query_batch_size):
@@ -394,9 +394,7 @@ class Evaluation:
         settings = {
             "k": k,
             "chunks_per_query": depth,
-            "rerank_candidates": rerank_candidates(k, depth)
-            if any(m in RERANK_MODES for m in modes)
-            else None,
+            "rerank_candidates": rerank_candidates(k, depth) if reranked else None,
             "prefetch": prefetch,
             "split": split,
             "saved_setting": None if saved is None else saved.to_metadata(),

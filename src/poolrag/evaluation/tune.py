@@ -34,6 +34,7 @@ from poolrag.evaluation.metrics import DEFAULT_METRICS, Qrels, evaluate_per_quer
 from poolrag.evaluation.run import (
     CORPUS_ID_KEY,
     Evaluation,
+    best_per_document,
     rerank_candidates,
     sparse_ranking,
     widened_documents,
@@ -154,34 +155,10 @@ class QueryLegs:
 LegSource = Callable[[int], QueryLegs]
 
 
-def fetch_legs(
-    retriever: Retriever,
-    text: str,
-    prefetch: int,
-    reranker: CrossEncoderReranker | None = None,
-    scored: dict[str, float] | None = None,
-) -> QueryLegs:
-    """The legs a hybrid search of ``text`` would fuse (the dense one through the funnel's re-score
-    when the collection stores smaller vectors), fetched once for every candidate. ``scored``: the
-    cross-encoder's scores of chunks already scored for this query, added to, not scored again."""
-    dense = retriever.search(text, prefetch, mode="dense")
-    sparse = sparse_ranking(retriever, text, prefetch)
-    scores = None
-    if reranker is not None:
-        scores = {} if scored is None else scored
-        chunks: dict[str, str] = {}
-        for result in [*dense, *sparse]:
-            if result.id not in scores:
-                chunks.setdefault(result.id, result.text)
-        if chunks:
-            values = reranker.scores(text, list(chunks.values()))
-            scores.update(zip(chunks, values.tolist(), strict=True))
-    return QueryLegs(_hits(dense), _hits(sparse), scores)
-
-
 class FetchedLegs:
-    """One query's :data:`LegSource`: each depth a candidate's run asks for is searched once, and each
-    chunk scored by the cross-encoder once."""
+    """One query's :data:`LegSource`: the legs a hybrid search of its text would fuse (the dense one
+    through the funnel's re-score when the collection stores smaller vectors), searched once for each
+    depth a candidate's run asks for, and each of their chunks scored by the cross-encoder once."""
 
     def __init__(self, retriever: Retriever, text: str, reranker: CrossEncoderReranker | None = None) -> None:
         self._retriever, self._text, self._reranker = retriever, text, reranker
@@ -190,10 +167,22 @@ class FetchedLegs:
 
     def __call__(self, depth: int) -> QueryLegs:
         if depth not in self._by_depth:
-            self._by_depth[depth] = fetch_legs(
-                self._retriever, self._text, depth, self._reranker, self._scores
-            )
+            self._by_depth[depth] = self._fetch(depth)
         return self._by_depth[depth]
+
+    def _fetch(self, depth: int) -> QueryLegs:
+        dense = self._retriever.search(self._text, depth, mode="dense")
+        sparse = sparse_ranking(self._retriever, self._text, depth)
+        if self._reranker is None:
+            return QueryLegs(_hits(dense), _hits(sparse))
+        chunks: dict[str, str] = {}  # those not scored at an earlier depth
+        for result in [*dense, *sparse]:
+            if result.id not in self._scores:
+                chunks.setdefault(result.id, result.text)
+        if chunks:
+            values = self._reranker.scores(self._text, list(chunks.values()))
+            self._scores.update(zip(chunks, values.tolist(), strict=True))
+        return QueryLegs(_hits(dense), _hits(sparse), self._scores)
 
 
 def _hits(results: Sequence[SearchResult]) -> list[StoreHit]:
@@ -222,15 +211,6 @@ def fused_chunks(
     return hits[:depth]
 
 
-def _by_document(hits: Sequence[StoreHit]) -> list[tuple[str, float]]:
-    best: dict[str, float] = {}
-    for hit in hits:
-        doc_id = str(hit.payload.get(CORPUS_ID_KEY, hit.payload.get("source", hit.id)))
-        if doc_id not in best or hit.score > best[doc_id]:
-            best[doc_id] = hit.score
-    return sorted(best.items(), key=lambda pair: -pair[1])
-
-
 def candidate_run(
     legs: Mapping[str, LegSource],
     setting: Setting,
@@ -254,7 +234,9 @@ def candidate_run(
         def documents(fused: int) -> tuple[int, list[tuple[str, float]]]:
             pool = fused if setting.rerank_weight is None else rerank_candidates(k, fused)
             hits = fused_chunks(source(prefetch_depth(pool, prefetch)), setting, fused, pool)
-            ranked = _by_document(hits)
+            ranked = best_per_document(
+                (str(h.payload.get(CORPUS_ID_KEY, h.payload.get("source", h.id))), h.score) for h in hits
+            )
             if qrels is not None:
                 ranked = without_own_document(query_id, ranked, qrels.get(query_id, {}))
             return len(hits), ranked

@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from poolrag.backend import PoolingBackend
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolingParams
-from poolrag.retrieval.collection_checks import check_k, check_model
+from poolrag.retrieval.collection_checks import check_model
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.results import DOC_ID_KEY, SearchResult
 from poolrag.stores.base import ChunkRecord, CollectionSpec, VectorStore
@@ -88,9 +89,8 @@ class ColbertRetriever:
         if reranker is not None and not isinstance(reranker, CrossEncoderReranker):
             reranker = CrossEncoderReranker(reranker)
         self.reranker = reranker
-        self.spec = store.read_spec()
-        if self.spec is not None:
-            self._check_spec(self.spec)
+        self.spec: CollectionSpec | None = None
+        self._current_spec()  # an existing collection is checked now, before any write or search
 
     def __repr__(self) -> str:
         where = f"{self.store.name}:{self.store.collection}"
@@ -231,7 +231,7 @@ def _checked_query(query: object, k: int, filter: MetadataFilter | None) -> Chec
     """A search's arguments checked before any model call: the query named as such (not as the
     engine's ``input[0]``), ``k`` and the filter's shape."""
     check_text(query, "query")
-    check_k(k)
+    check_count(k, "k")
     return check_filter(filter)
 
 

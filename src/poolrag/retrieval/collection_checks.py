@@ -1,10 +1,9 @@
 """Checks every retriever makes before searching: the collection exists, holds the query model's
-vectors, and ``k`` is a count. A mismatch is refused, since scores across models mean nothing."""
+vectors. A mismatch is refused, since scores across models mean nothing."""
 
 from __future__ import annotations
 
 from poolrag.config.packaged_models import typed_identity
-from poolrag.counts import check_count
 from poolrag.model_facts import ModelFacts, same_weights
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 from poolrag.sparse.words import analyzer_name, recorded_analyzer
@@ -43,10 +42,6 @@ def check_model(
             f"{hint}, pooled as it was (if these are the options it was filled with, an older poolrag "
             "pooled this model otherwise: ingest again into a new collection)"
         )
-
-
-def check_k(k: object) -> None:
-    check_count(k, "k")
 
 
 def bm25_query_encoder(spec: CollectionSpec, given: object) -> object:

@@ -25,9 +25,10 @@ import numpy as np
 
 from poolrag.backend import PoolingBackend
 from poolrag.cache.embedder import CachedEmbedder
+from poolrag.counts import check_count
 from poolrag.errors import InvalidInputError
 from poolrag.pooling.matryoshka import truncate
-from poolrag.retrieval.collection_checks import bm25_query_encoder, check_k, check_model, existing_spec
+from poolrag.retrieval.collection_checks import bm25_query_encoder, check_model, existing_spec
 from poolrag.retrieval.rerank import CrossEncoderReranker
 from poolrag.retrieval.rerank_language import default_rerank_weight, reranker_languages
 from poolrag.retrieval.results import SearchResult
@@ -143,7 +144,7 @@ class Retriever:
         re-scored as usual) or the collection's (then its recall scores are final).
         """
         check_text(query, "query")  # named as the query in every mode, not as the engine's input
-        check_k(k)
+        check_count(k, "k")
         if mode not in SEARCH_MODES:
             raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
         checked = check_filter(filter)

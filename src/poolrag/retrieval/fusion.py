@@ -88,8 +88,8 @@ def normalise_scores(
     else:
         centred = array - array.min()
         spread = float(array.max() - array.min())
-    # A spread that is zero, or tiny against the scores' own size, is rounding noise, not signal.
-    if spread <= 1e-12 * max(1.0, float(np.max(np.abs(array)))):
+    # A spread that is zero, or tiny against scores now at most 1 in size, is rounding noise, not signal.
+    if spread <= 1e-12:
         return np.zeros_like(array)
     return centred / spread
 
