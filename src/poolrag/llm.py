@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 import numpy as np
+import torch
 
 from poolrag.config.option_choices import DTypeName, Quantization
 from poolrag.config.pooler_config import PoolerConfig
@@ -88,13 +89,6 @@ def _asks_late_chunking(pooling_params: PoolingParams | Sequence[PoolingParams] 
     """Whether a call's parameters (one, or one per prompt) ask for vLLM's late chunking."""
     given = [pooling_params] if isinstance(pooling_params, PoolingParams) else pooling_params or []
     return any(isinstance(p, PoolingParams) and p.late_chunking_params is not None for p in given)
-
-
-def _tensor(values: np.ndarray) -> Any:
-    """A CPU tensor of ``values``, as vLLM's ``outputs.data`` (torch loads with the engine)."""
-    import torch
-
-    return torch.from_numpy(values)
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
@@ -519,7 +513,7 @@ class LLM:
             chunked.append(
                 PoolingRequestOutput(
                     request_id="",  # numbered by _late_chunked, in the prompts' order
-                    outputs=PoolingOutput(_tensor(means)),
+                    outputs=PoolingOutput(torch.from_numpy(means)),  # vLLM's outputs.data: a CPU tensor
                     prompt_token_ids=ids,
                     prompt=text,
                     late_chunking=LateChunkingMetadata.of(offsets, size),
