@@ -25,7 +25,7 @@ import torch
 from poolrag.config.option_choices import DTypeName, Quantization
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
-from poolrag.engine_args import EngineArgs, with_tei_pooling
+from poolrag.engine_args import ENGINE_OPTIONS, EngineArgs, with_tei_pooling
 from poolrag.errors import GenerativeCheckpointError, InputTooLongError, InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.model_facts import ScoreKind
@@ -249,18 +249,9 @@ class LLM:
             raise InvalidInputError(f"runner must be one of {', '.join(RUNNERS)}, not {runner!r}")
         if convert not in CONVERTS:
             raise InvalidInputError(f"convert must be one of {', '.join(CONVERTS)}, not {convert!r}")
-        named = dict(
-            convert=CONVERTS[convert],
-            pooler_config=pooler_config,
-            hf_overrides=hf_overrides,
-            trust_remote_code=trust_remote_code,
-            dtype=dtype,
-            max_model_len=max_model_len,
-            quantization=quantization,
-            tokenizer=tokenizer,
-            revision=revision,
-            truncate=False,  # vLLM refuses an over-long prompt unless a call asks to truncate it
-        )
+        named = {name: value for name, value in locals().items() if name in ENGINE_OPTIONS}
+        # vLLM refuses an over-long prompt unless a call asks to truncate it
+        named |= {"convert": CONVERTS[convert], "truncate": False}
         self._served_name = engine_options.get("served_model_name")
         self.engine_args = EngineArgs.from_options(model, named | _engine_options(engine_options))
         try:
