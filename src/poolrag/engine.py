@@ -761,13 +761,12 @@ class Engine:
         self,
         pairs: list[tuple[str, str]],
         task: str,
-        pooling_params: PoolingParams | None,
+        params: PoolingParams,
         template: ScoreTemplate | None,
         answer: Callable[[np.ndarray], T],
     ) -> Steps[list[PoolingRequestOutput[T]]]:
         """One request per pair read jointly (a cross-encoder's input), answered by ``answer``: the
         one path :meth:`score` and :meth:`classify_pairs` share, so both tokenise and cut alike."""
-        params = pooling_params or PoolingParams()
         resolved = self._resolve(task, params)
         truncate = self._token_limit(params, task)
         processor = self._pipeline.processor
