@@ -528,11 +528,10 @@ class Engine:
         finished, value = await executor.off_loop(first) if threaded else first()
         if finished:
             return value
+        # images still being prepared are waited for on a thread, not the loop
+        run = executor.aexecute_as_ready if _pending(value) else executor.aexecute
         try:
-            if _pending(value):  # images still being prepared: waited for on a thread, not the loop
-                steps.send(await executor.aexecute_as_ready(value))
-            else:
-                steps.send(await executor.aexecute(value))
+            steps.send(await run(value))
         except StopIteration as done:
             return done.value
         raise RuntimeError("a task plan asked for more than one round of results")
@@ -676,10 +675,7 @@ class Engine:
     def _sparse_steps(
         self, prompts: Prompts, pooling_params: PoolingParams | None
     ) -> Steps[list[SparseVector]]:
-        requests = self._requests(prompts, "sparse_embed", pooling_params)
-        if not requests:
-            return []
-        return [_sparse_vector(entries) for entries in (yield requests)]
+        return [_sparse_vector(e) for e in (yield self._requests(prompts, "sparse_embed", pooling_params))]
 
     def encode_multi(
         self, prompts: Prompts, pooling_params: PoolingParams | None = None
@@ -700,12 +696,9 @@ class Engine:
     def _multi_steps(
         self, prompts: Prompts, pooling_params: PoolingParams | None
     ) -> Steps[list[MultiVector]]:
-        requests = self._requests(prompts, MULTI_VECTOR_TASK, pooling_params)
-        if not requests:
-            return []
         return [
             MultiVector(dense=parts[0], sparse=_sparse_vector(parts[1]), colbert=parts[2])
-            for parts in (yield requests)
+            for parts in (yield self._requests(prompts, MULTI_VECTOR_TASK, pooling_params))
         ]
 
     def classify(
@@ -768,13 +761,12 @@ class Engine:
         self,
         pairs: list[tuple[str, str]],
         task: str,
-        pooling_params: PoolingParams | None,
+        params: PoolingParams,
         template: ScoreTemplate | None,
         answer: Callable[[np.ndarray], T],
     ) -> Steps[list[PoolingRequestOutput[T]]]:
         """One request per pair read jointly (a cross-encoder's input), answered by ``answer``: the
         one path :meth:`score` and :meth:`classify_pairs` share, so both tokenise and cut alike."""
-        params = pooling_params or PoolingParams()
         resolved = self._resolve(task, params)
         truncate = self._token_limit(params, task)
         processor = self._pipeline.processor
@@ -784,8 +776,6 @@ class Engine:
             requests = templated_pair_requests(
                 self.tokenizer, template, pairs, resolved, self.max_model_len, truncate, processor.text_cut
             )
-        if not requests:
-            return []
         results = yield requests
         return [
             PoolingRequestOutput(str(i), answer(r), list(req.token_ids), truncated=req.truncated)

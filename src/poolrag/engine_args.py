@@ -122,14 +122,11 @@ class EngineArgs:
         _check_type("hf_overrides", self.hf_overrides, Mapping)
         if self.hf_overrides is not None:  # a copy: the caller's dict cannot change a frozen value
             object.__setattr__(self, "hf_overrides", dict(self.hf_overrides))
-        if not isinstance(self.truncate, bool):
-            raise InvalidInputError(f"truncate must be True or False, not {self.truncate!r}")
         if self.trust_remote_code is None:  # "not given", as a caller forwarding an optional passes it
             object.__setattr__(self, "trust_remote_code", False)
-        if not isinstance(self.trust_remote_code, bool):
-            raise InvalidInputError(
-                f"trust_remote_code must be True or False, not {self.trust_remote_code!r}"
-            )
+        for name in ("truncate", "trust_remote_code"):
+            if not isinstance(value := getattr(self, name), bool):
+                raise InvalidInputError(f"{name} must be True or False, not {value!r}")
         _check_choice("convert", self.convert, CONVERTS)
         _check_choice("quantization", self.quantization, QUANTIZATION_SCHEMES)
         _check_choice("cpu_fast_mode", self.cpu_fast_mode, CPU_FAST_MODES)

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 import numpy as np
+import torch
 
 from poolrag.config.option_choices import DTypeName, Quantization
 from poolrag.config.pooler_config import PoolerConfig
 from poolrag.engine import Engine
-from poolrag.engine_args import EngineArgs, with_tei_pooling
+from poolrag.engine_args import ENGINE_OPTIONS, EngineArgs, with_tei_pooling
 from poolrag.errors import GenerativeCheckpointError, InputTooLongError, InputTypeError, InvalidInputError
 from poolrag.input_shapes import prompt_list
 from poolrag.model_facts import ScoreKind
@@ -88,13 +89,6 @@ def _asks_late_chunking(pooling_params: PoolingParams | Sequence[PoolingParams] 
     """Whether a call's parameters (one, or one per prompt) ask for vLLM's late chunking."""
     given = [pooling_params] if isinstance(pooling_params, PoolingParams) else pooling_params or []
     return any(isinstance(p, PoolingParams) and p.late_chunking_params is not None for p in given)
-
-
-def _tensor(values: np.ndarray) -> Any:
-    """A CPU tensor of ``values``, as vLLM's ``outputs.data`` (torch loads with the engine)."""
-    import torch
-
-    return torch.from_numpy(values)
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
@@ -255,18 +249,9 @@ class LLM:
             raise InvalidInputError(f"runner must be one of {', '.join(RUNNERS)}, not {runner!r}")
         if convert not in CONVERTS:
             raise InvalidInputError(f"convert must be one of {', '.join(CONVERTS)}, not {convert!r}")
-        named = dict(
-            convert=CONVERTS[convert],
-            pooler_config=pooler_config,
-            hf_overrides=hf_overrides,
-            trust_remote_code=trust_remote_code,
-            dtype=dtype,
-            max_model_len=max_model_len,
-            quantization=quantization,
-            tokenizer=tokenizer,
-            revision=revision,
-            truncate=False,  # vLLM refuses an over-long prompt unless a call asks to truncate it
-        )
+        named = {name: value for name, value in locals().items() if name in ENGINE_OPTIONS}
+        # vLLM refuses an over-long prompt unless a call asks to truncate it
+        named |= {"convert": CONVERTS[convert], "truncate": False}
         self._served_name = engine_options.get("served_model_name")
         self.engine_args = EngineArgs.from_options(model, named | _engine_options(engine_options))
         try:
@@ -335,15 +320,8 @@ class LLM:
         lora_request: object = None,
     ) -> list[EmbeddingRequestOutput]:
         """One vector per prompt (``outputs.embedding``, a list of floats)."""
-        return self._run(
-            self.engine.embed,
-            prompts,
-            pooling_params,
-            truncate_prompt_tokens,
-            tokenization_kwargs,
-            lora_request,
-            use_tqdm=use_tqdm,
-        )
+        truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
+        return self._run(self.engine.embed, prompts, pooling_params, truncate, lora_request, use_tqdm)
 
     def classify(
         self,
@@ -356,15 +334,8 @@ class LLM:
         lora_request: object = None,
     ) -> list[ClassificationRequestOutput]:
         """Class probabilities per prompt (``outputs.probs``, a list of floats)."""
-        return self._run(
-            self.engine.classify,
-            prompts,
-            pooling_params,
-            truncate_prompt_tokens,
-            tokenization_kwargs,
-            lora_request,
-            use_tqdm=use_tqdm,
-        )
+        truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
+        return self._run(self.engine.classify, prompts, pooling_params, truncate, lora_request, use_tqdm)
 
     def reward(
         self,
@@ -378,15 +349,8 @@ class LLM:
     ) -> list[PoolingRequestOutput[PoolingOutput]]:
         """Reward data per prompt: one value for a sequence reward model, per-token (or per-step)
         rows for a token classifier or process reward model, as vLLM returns them."""
-        return self._run(
-            self.engine.reward,
-            prompts,
-            pooling_params,
-            truncate_prompt_tokens,
-            tokenization_kwargs,
-            lora_request,
-            use_tqdm=use_tqdm,
-        )
+        truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
+        return self._run(self.engine.reward, prompts, pooling_params, truncate, lora_request, use_tqdm)
 
     def score(
         self,
@@ -441,24 +405,21 @@ class LLM:
         """
         if pooling_task is None:
             raise InvalidInputError(f"encode() needs pooling_task, one of: {', '.join(self.supported_tasks)}")
-        task = pooling_task
-        if _asks_late_chunking(pooling_params):
-            if task != "token_embed":
-                raise InvalidInputError(
-                    "late_chunking_params chunks token vectors: it applies to pooling_task='token_embed'",
-                    param="late_chunking_params",
-                )
-            truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
+        late = _asks_late_chunking(pooling_params)
+        if late and pooling_task != "token_embed":
+            raise InvalidInputError(
+                "late_chunking_params chunks token vectors: it applies to pooling_task='token_embed'",
+                param="late_chunking_params",
+            )
+        truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
+        if late:
             return self._late_chunked(prompts, pooling_params, truncate, lora_request, use_tqdm)
         return self._run(
-            lambda items, params: self.engine.encode(items, task, params),
-            prompts,
-            pooling_params,
-            truncate_prompt_tokens,
-            tokenization_kwargs,
-            lora_request,
-            use_tqdm=use_tqdm,
+            self._encoding(pooling_task), prompts, pooling_params, truncate, lora_request, use_tqdm
         )
+
+    def _encoding(self, task: PoolingTask) -> Callable[[Any, PoolingParams | None], list[Any]]:
+        return lambda items, params: self.engine.encode(items, task, params)
 
     def _late_chunked(
         self,
@@ -477,8 +438,6 @@ class LLM:
         per_prompt = per_prompt_params(pooling_params, len(listed))
         if per_prompt is None:
             per_prompt = [pooling_params if isinstance(pooling_params, PoolingParams) else None] * len(listed)
-        results: list[Any] = [None] * len(listed)
-        groups: dict[PoolingParams | None, list[int]] = {}
         for index, params in enumerate(per_prompt):
             if (
                 params is not None
@@ -488,25 +447,14 @@ class LLM:
                 raise InputTypeError(
                     f"prompts[{index}]: late chunking reads a text prompt, not token ids or an image"
                 )
-            groups.setdefault(params, []).append(index)
+
+        def run(items: list[Any], params: PoolingParams | None) -> list[Any]:
+            if params is not None and params.late_chunking_params is not None:
+                return self._late_chunks(items, params, lora_request)
+            return self._run(self._encoding("token_embed"), items, params, None, lora_request, numbered=False)
+
         with PromptsBar(use_tqdm, len(listed)) as bar:
-            for params, indices in groups.items():
-                items = [listed[i] for i in indices]
-                with bar.covering(len(indices)):
-                    if params is None or params.late_chunking_params is None:
-                        outputs = self._run(
-                            lambda batch, p: self.engine.encode(batch, "token_embed", p),
-                            items,
-                            params,
-                            None,
-                            None,
-                            lora_request,
-                            numbered=False,
-                        )
-                    else:
-                        outputs = self._late_chunks(items, params, lora_request)
-                for index, output in zip(indices, outputs, strict=True):
-                    results[index] = output
+            results = _grouped(listed, per_prompt, bar, run)
         for output in results:  # numbered in the prompts' order once all groups ran, as vLLM's are
             output.request_id = str(next(self._request_ids))
         return results
@@ -556,7 +504,7 @@ class LLM:
             chunked.append(
                 PoolingRequestOutput(
                     request_id="",  # numbered by _late_chunked, in the prompts' order
-                    outputs=PoolingOutput(_tensor(means)),
+                    outputs=PoolingOutput(torch.from_numpy(means)),  # vLLM's outputs.data: a CPU tensor
                     prompt_token_ids=ids,
                     prompt=text,
                     late_chunking=LateChunkingMetadata.of(offsets, size),
@@ -593,20 +541,17 @@ class LLM:
         call: Callable[[Any, PoolingParams | None], list[Any]],
         prompts: Any,
         pooling_params: PoolingParams | Sequence[PoolingParams] | None,
-        truncate_prompt_tokens: int | None,
-        tokenization_kwargs: dict[str, Any] | None,
+        truncate: int | None,
         lora_request: object,
-        numbered: bool = True,
         use_tqdm: bool | Callable[..., Any] = False,
+        numbered: bool = True,
     ) -> list[Any]:
-        """One task over vLLM's inputs: prompts and truncation in the Engine's form; a list of
-        ``PoolingParams`` runs each distinct one over its prompts (batched with the others by the
-        engine's scheduler only within one call), the results back in the prompts' order.
-        ``numbered=False``: no request ids taken from the LLM's count (a caller numbering a whole
-        call made of several runs does it). ``use_tqdm``: vLLM's bar over the prompts."""
-        request_ids = self._request_ids if numbered else None
+        """One task over vLLM's inputs (``truncate``: the call's cut, from :func:`truncation`) in the
+        Engine's form; a list of ``PoolingParams`` runs each distinct one over its prompts (batched
+        with the others by the engine's scheduler only within one call), the results back in the
+        prompts' order. ``numbered=False``: no request ids taken from the LLM's count (a caller
+        numbering a whole call made of several runs does it). ``use_tqdm``: vLLM's bar over the prompts."""
         items = engine_prompts(prompts)
-        truncate = truncation(tokenization_kwargs, truncate_prompt_tokens)
         listed = prompt_list(items)
         per_prompt = per_prompt_params(pooling_params, len(listed))
         longest = self.engine.facts.max_model_len
@@ -614,16 +559,32 @@ class LLM:
             if per_prompt is None:
                 single = pooling_params if isinstance(pooling_params, PoolingParams) else None
                 with bar.covering(len(listed)):
-                    outputs = call(items, _params(single, truncate, lora_request, longest))
-                return to_vllm(outputs, request_ids)
-            groups: dict[PoolingParams | None, list[int]] = {}
-            for index, params in enumerate(per_prompt):
-                groups.setdefault(params, []).append(index)
-            results: list[Any] = [None] * len(listed)
-            for params, indices in groups.items():
-                group = [listed[i] for i in indices]
-                with bar.covering(len(indices)):
-                    outputs = call(group, _params(params, truncate, lora_request, longest))
-                for index, output in zip(indices, outputs, strict=True):
-                    results[index] = output
-        return to_vllm(results, request_ids)
+                    results = call(items, _params(single, truncate, lora_request, longest))
+            else:
+                results = _grouped(
+                    listed,
+                    per_prompt,
+                    bar,
+                    lambda group, p: call(group, _params(p, truncate, lora_request, longest)),
+                )
+        return to_vllm(results, self._request_ids if numbered else None)
+
+
+def _grouped(
+    listed: list[Any],
+    per_prompt: list[PoolingParams | None],
+    bar: PromptsBar,
+    run: Callable[[list[Any], PoolingParams | None], list[Any]],
+) -> list[Any]:
+    """``run`` once per distinct ``PoolingParams`` over the prompts given it, in the order first
+    given, the results back in the prompts' order."""
+    groups: dict[PoolingParams | None, list[int]] = {}
+    for index, params in enumerate(per_prompt):
+        groups.setdefault(params, []).append(index)
+    results: list[Any] = [None] * len(listed)
+    for params, indices in groups.items():
+        with bar.covering(len(indices)):
+            outputs = run([listed[i] for i in indices], params)
+        for index, output in zip(indices, outputs, strict=True):
+            results[index] = output
+    return results

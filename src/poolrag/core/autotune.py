@@ -38,6 +38,7 @@ forwards) copy the weights already in memory.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 import statistics
@@ -342,16 +343,16 @@ class _Tuner:
         """Drop the kept weights: measuring is over."""
         self._loaded.clear()
 
-    def exact(self, request: TuneRequest, first: Pipeline) -> tuple[_Candidate, list[_Candidate], int]:
-        """(the winner, every candidate, passes) among the exact paths the request leaves open;
-        ``first``: the default path, already built."""
+    def exact(self, request: TuneRequest, first: Pipeline) -> _Measured:
+        """The race of the exact paths the request leaves open; ``first``: the default path, already
+        built."""
         candidates = self._exact_candidates(request, first)
         if len(candidates) > 1:
             self._reject_disagreeing(candidates)
         winner, passes = self._race(candidates)
         # only the winner's implementation gets later candidates: the other copy is dropped now
         self._loaded = {impl: kept for impl, kept in self._loaded.items() if impl == winner.impl}
-        return winner, candidates, passes
+        return _Measured(winner, winner, candidates, tuple(c.timing() for c in candidates), passes)
 
     def _exact_candidates(self, request: TuneRequest, first: Pipeline) -> list[_Candidate]:
         """``first``; transformers' modules beside poolrag's native encoder where ``model_impl`` is
@@ -675,8 +676,7 @@ def _exact_timed(tuner: _Tuner, request: TuneRequest, first: Pipeline) -> _Measu
             "no speed verdict for this model on this machine yet: timing its paths before serving "
             "(later loads read the verdict)"
         )
-    exact, candidates, passes = tuner.exact(request, first)
-    return _Measured(exact, exact, candidates, tuple(c.timing() for c in candidates), passes)
+    return tuner.exact(request, first)
 
 
 def _with_precision(tuner: _Tuner, request: TuneRequest, measured: _Measured) -> _Measured:
@@ -812,9 +812,7 @@ def _serve_while_measuring(
 ) -> TunedLoad:
     from poolrag.core.background_tune import BackgroundTune
 
-    def measure(run: RunStep) -> tuple[TuneReport, Pipeline]:
-        return measure_exact(first, build, request, key, identity, batch_tokens, run)
-
+    measure = functools.partial(measure_exact, first, build, request, key, identity, batch_tokens)
     report = TuneReport(
         "measuring", "serving on the default path while the exact paths are timed", path=str(key.path())
     )
@@ -846,8 +844,8 @@ def measure_exact(
             return adopted
         started = time.perf_counter()
         tuner = _Tuner(build, identity, min(batch_tokens, TIMING_TOKENS), run)
-        exact, candidates, passes = tuner.exact(request, first)
-        measured = _Measured(exact, exact, candidates, tuple(c.timing() for c in candidates), passes)
+        measured = tuner.exact(request, first)
+        exact, candidates = measured.exact, measured.exact_candidates
         verdict = _verdict_of(measured, request, batch_tokens, started, run)
         run(lambda: install_attention_bound(exact.pipeline, verdict.min_rows_per_run))
         path = write_verdict(key, verdict)

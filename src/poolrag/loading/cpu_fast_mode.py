@@ -219,20 +219,13 @@ def _mean_states(forward: Callable[[Sequence[PoolingRequest]], object], probe: S
 
 
 def convert_for_fast_mode(model: nn.Module, mode: str) -> nn.Module:
-    """A bf16 or int8 copy of ``model`` for the CPU (the fp32 original is left untouched)."""
+    """A bf16 or int8 copy of ``model`` for the CPU (the fp32 original is left untouched); ``mode``
+    is one of :data:`FAST_MODES`, as :func:`enable_cpu_fast_mode` checked."""
     if mode == "bf16":
         return copy.deepcopy(model).to(torch.bfloat16)  # packed for oneDNN when serving starts
-    if mode == "int8":
-        from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization import quantize_dynamic
 
-        return quantize_dynamic(copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8)
-    raise InvalidInputError(f"unknown cpu_fast_mode {mode!r}; use one of {', '.join(FAST_MODES)}")
-
-
-def _int8_note(levels: int) -> str:
-    if levels < FULL_LEVELS:
-        return "oneDNN's int8 kernel saturates u8×s8 pair sums here (no VNNI): 7-bit activations"
-    return "oneDNN int8 with full 8-bit activations"
+    return quantize_dynamic(copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8)
 
 
 def check_fast_mode_dtype(mode: str | None, dtype: torch.dtype, device: torch.device) -> None:
@@ -270,7 +263,11 @@ def enable_cpu_fast_mode(
     levels = int8_activation_levels() if mode == "int8" else None
     native = has_native_bf16() if mode == "bf16" else levels == FULL_LEVELS
     if mode == "int8" and getattr(original, "native", False) and levels is not None:
-        note = _int8_note(levels)
+        note = (
+            "oneDNN's int8 kernel saturates u8×s8 pair sums here (no VNNI): 7-bit activations"
+            if levels < FULL_LEVELS
+            else "oneDNN int8 with full 8-bit activations"
+        )
         # the fp32 reference pass doubles as SmoothQuant's calibration
         with recording_input_absmax(original) as input_absmax:
             reference = _mean_states(runner.forward, probe)  # type: ignore[attr-defined]

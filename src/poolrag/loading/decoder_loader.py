@@ -23,7 +23,7 @@ from transformers import (
 
 from poolrag.config.model_spec import ModelSpec
 from poolrag.errors import ModelLoadError
-from poolrag.loading.model_loader import from_pretrained
+from poolrag.loading.model_loader import from_pretrained, inference_ready
 from poolrag.loading.placement import Placement
 from poolrag.models.llama_bidirectional import make_bidirectional
 
@@ -106,10 +106,9 @@ def load_decoder(
             f"{spec.architecture} ships its own modeling code ({remote[auto_class.__name__]}); "
             "pass trust_remote_code=True after reviewing it"
         )
-    model = from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement)
-    if not placement.places_itself:
-        model = model.to(device)
-    model.eval().requires_grad_(False)
+    model = inference_ready(
+        from_pretrained(auto_class, spec, dtype, device, trust_remote_code, placement), device, placement
+    )
     backbone = model.base_model
     if backbone is model:
         raise ModelLoadError(f"{spec.architecture} exposes no backbone (base_model_prefix) to pool")

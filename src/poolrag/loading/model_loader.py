@@ -62,8 +62,7 @@ def load_transformer(
     load_class: type = auto_class
     if auto_class is AutoModel:
         with quiet_load():  # the class lookup imports transformers' modelling stack (and torchao)
-            extra = _without_unused_pooler(spec)
-            load_class = _ignoring_lm_head(spec) or auto_class
+            load_class, extra = _backbone_loading(spec)
     # hidden-state kinds never run the pooler: a (.bin) checkpoint without it loads all the same
     unused = ("pooler.",) if head is NetworkHead.NONE else ()
     model = from_pretrained(
@@ -74,38 +73,33 @@ def load_transformer(
     return model.eval() if placement.places_itself else model.to(device).eval()
 
 
-def _without_unused_pooler(spec: ModelSpec) -> dict[str, object]:
-    """``add_pooling_layer=False`` for a checkpoint saved without the pooler of a backbone class
-    that takes the flag (BERT, RoBERTa, XLM-R...; sentence-transformers' checkpoints often lack
-    it): the hidden-state kinds read ``last_hidden_state`` only, and transformers would report the
-    layer's weights missing, which reads like a broken model. A checkpoint that has them keeps the
-    layer (without it, they would be reported unexpected)."""
+def _backbone_loading(spec: ModelSpec) -> tuple[type, dict[str, object]]:
+    """The class and keywords that load a checkpoint's backbone without transformers reporting
+    weights missing or unexpected, which reads like a broken model; the hidden-state kinds read
+    ``last_hidden_state`` only.
+
+    * ``add_pooling_layer=False`` for a checkpoint saved without the pooler of a backbone class that
+      takes the flag (BERT, RoBERTa, XLM-R...; sentence-transformers' checkpoints often lack it). A
+      checkpoint that has it keeps the layer (without it, its weights would be reported unexpected).
+    * The backbone class, told to expect a ``lm_head`` it does not load, for a ``*ForCausalLM``
+      checkpoint with an untied one (a Qwen3-Embedding-style folder)."""
     try:
         model_class = AutoModel._model_mapping[type(spec.hf_config)]  # type: ignore[attr-defined]
     except (KeyError, AttributeError):  # a class of the model's own code, or none registered
-        return {}
-    if "add_pooling_layer" not in inspect.signature(model_class.__init__).parameters:
-        return {}
+        return AutoModel, {}
     keys = _checkpoint_keys(Path(spec.transformer_path))
-    if keys is None or any(key.split(".")[0] == "pooler" or ".pooler." in key for key in keys):
-        return {}
-    return {"add_pooling_layer": False}
-
-
-def _ignoring_lm_head(spec: ModelSpec) -> type | None:
-    """The backbone class, told to expect a ``lm_head`` it does not load, for a ``*ForCausalLM``
-    checkpoint with an untied one (a Qwen3-Embedding-style folder): the hidden-state kinds never
-    read it, and transformers would report its weight unexpected, which reads like a broken model."""
-    try:
-        model_class = AutoModel._model_mapping[type(spec.hf_config)]  # type: ignore[attr-defined]
-    except (KeyError, AttributeError):
-        return None
-    keys = _checkpoint_keys(Path(spec.transformer_path))
-    if keys is None or not any(key.startswith("lm_head.") for key in keys):
-        return None
+    if keys is None:
+        return AutoModel, {}
+    extra: dict[str, object] = {}
+    if "add_pooling_layer" in inspect.signature(model_class.__init__).parameters and not any(
+        key.split(".")[0] == "pooler" or ".pooler." in key for key in keys
+    ):
+        extra["add_pooling_layer"] = False
+    if not any(key.startswith("lm_head.") for key in keys):
+        return AutoModel, extra
     ignored = [*(model_class._keys_to_ignore_on_load_unexpected or ()), r"^lm_head\."]
     attrs = {"_keys_to_ignore_on_load_unexpected": ignored, "__module__": model_class.__module__}
-    return type(model_class.__name__, (model_class,), attrs)
+    return type(model_class.__name__, (model_class,), attrs), extra
 
 
 def _checkpoint_keys(folder: Path) -> list[str] | None:
