@@ -130,10 +130,6 @@ class EitherBody(RootModel[Any]):
     def default_task(self) -> str | None:
         return self.root.default_task
 
-    @property
-    def speaks_tei(self) -> bool:
-        return isinstance(self.root, TeiRequestBody)
-
     @classmethod
     def __get_pydantic_json_schema__(
         cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
@@ -519,8 +515,7 @@ ROOT_BODIES: dict[str, type[BaseModel]] = {
 class TeiRootBody(EitherBody):
     """The base of each app's ``POST /`` body: ``root`` is the TEI request of the route it takes."""
 
-    # a class attribute, not the base's property: the router reads it from the class (tei_routing)
-    speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
+    speaks_tei: ClassVar[bool] = True  # read from the class by the router (tei_routing)
 
 
 def root_body(tags: Sequence[str], tag_of: Callable[[Any], str]) -> type[TeiRootBody]:
