@@ -120,10 +120,8 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
     answer_id = new_id("pool", body.request_id)
     usage = {"prompt_tokens": tokens, "total_tokens": tokens}
     if body.encoding_format in BYTES_FORMATS:
-        model = state.settings.model_name
-        metadata = {"id": answer_id, "created": now(), "model": model, "usage": usage}
         arrays = [out.outputs.data for out in outputs]
-        return bytes_answer(arrays, body.encoding_format, body.embed_dtype, body.endianness, metadata)
+        return bytes_answer(arrays, body, answer_id, state.settings.model_name, usage)
     data = [
         {"index": i, "object": "pooling", "data": _wire(out.outputs.data, body)}
         for i, out in enumerate(outputs)
