@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from fastapi import Response
 
+from poolrag.server.schemas import EmbeddingRequest, PoolingRequest
+from poolrag.server.state import now
 from poolrag.server.wire_dtypes import wire_bytes
 
 BYTES_FORMATS = ("bytes", "bytes_only")
@@ -28,27 +30,29 @@ BYTES_ANSWER_DOC: dict[str, Any] = {
 
 def bytes_answer(
     arrays: Sequence[np.ndarray],
-    encoding_format: str,
-    embed_dtype: str,
-    endianness: str,
-    metadata: dict[str, Any],
+    body: EmbeddingRequest | PoolingRequest,
+    answer_id: str,
+    model: str,
+    usage: dict[str, int],
 ) -> Response:
-    """The arrays' values (flattened, row after row) in ``embed_dtype`` and byte order; for
-    ``bytes``, ``metadata`` (the answer's id, created, model, usage) with ``data``, one item per array."""
-    chunks = [wire_bytes(array, embed_dtype, endianness) for array in arrays]
+    """The arrays' values (flattened, row after row) in the body's ``embed_dtype`` and byte order;
+    for ``bytes``, a ``metadata`` header: the answer's id, created, model and usage, and ``data``,
+    one item per array."""
+    chunks = [wire_bytes(array, body.embed_dtype, body.endianness) for array in arrays]
     headers = None
-    if encoding_format == "bytes":
+    if body.encoding_format == "bytes":
         ends = list(accumulate(len(chunk) for chunk in chunks))
         items = [
             {
                 "index": i,
-                "embed_dtype": embed_dtype,
-                "endianness": endianness,
+                "embed_dtype": body.embed_dtype,
+                "endianness": body.endianness,
                 "start": end - len(chunk),
                 "end": end,
                 "shape": list(np.shape(array)),
             }
             for i, (chunk, end, array) in enumerate(zip(chunks, ends, arrays, strict=True))
         ]
-        headers = {"metadata": json.dumps({**metadata, "data": items}, separators=(",", ":"))}
+        metadata = {"id": answer_id, "created": now(), "model": model, "usage": usage, "data": items}
+        headers = {"metadata": json.dumps(metadata, separators=(",", ":"))}
     return Response(b"".join(chunks), media_type="application/octet-stream", headers=headers)

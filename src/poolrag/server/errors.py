@@ -80,7 +80,8 @@ def error_response(error: APIError) -> JSONResponse:
 
 
 def from_poolrag_error(exc: PoolragError) -> APIError:
-    """Map the engine's errors: anything the caller caused is a 400 with the engine's message."""
+    """Map the engine's errors: anything the caller caused is a 400 with the engine's message; a
+    fault (500) is logged with its traceback, whichever dialect answers it."""
     if isinstance(exc, InputTooLongError):
         return APIError(400, str(exc), param=exc.param or "input", code="context_length_exceeded")
     if isinstance(exc, DimensionsError):
@@ -103,8 +104,11 @@ def from_poolrag_error(exc: PoolragError) -> APIError:
             headers={"Retry-After": "1"},
         )
     if isinstance(exc, OutOfMemoryError):  # the server's capacity, not a bug: this request alone fails
-        return APIError(500, str(exc), type="server_error", code="out_of_memory")
-    return APIError(500, f"the model failed: {exc}", type="server_error", code="model_error")
+        error = APIError(500, str(exc), type="server_error", code="out_of_memory")
+    else:
+        error = APIError(500, f"the model failed: {exc}", type="server_error", code="model_error")
+    logger.error("engine error: %s", exc, exc_info=exc)
+    return error
 
 
 _TYPE_TAGS = frozenset({"body", "str", "int", "bool", "float", "list", "dict", "none"})
@@ -198,10 +202,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_poolrag_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PoolragError)
-        error = from_poolrag_error(exc)
-        if error.status_code >= 500 and error.status_code != 503:  # 503: stopping, not a fault
-            logger.error("engine error: %s", exc, exc_info=exc)
-        return answer(request, error)
+        return answer(request, from_poolrag_error(exc))
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

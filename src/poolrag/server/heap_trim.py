@@ -99,13 +99,10 @@ class IdleTrim:
 class HeapTrimMiddleware:
     """Trims the heap (:func:`trim_heap`, on a worker thread) after each request whose body was
     large, once its answer has gone: small requests never pay for it. Every request that does work
-    is reported to ``idle`` (when given), which trims once the server idles."""
+    is reported to ``idle``, which trims once the server idles."""
 
-    def __init__(
-        self, app: ASGIApp, min_body_bytes: int = TRIM_AFTER_BODY_BYTES, idle: IdleTrim | None = None
-    ) -> None:
+    def __init__(self, app: ASGIApp, idle: IdleTrim) -> None:
         self.app = app
-        self.min_body_bytes = min_body_bytes
         self.idle = idle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -127,7 +124,7 @@ class HeapTrimMiddleware:
         try:
             await self.app(scope, counting_receive, send)
         finally:
-            if received > self.min_body_bytes and heap_tunable():
+            if received > TRIM_AFTER_BODY_BYTES and heap_tunable():
                 await asyncio.to_thread(trim_heap)
             if idle is not None:
                 idle.finished()

@@ -11,9 +11,8 @@ from poolrag.errors import InputTooLongError, InvalidImageError, InvalidInputErr
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
-from poolrag.server.schemas import ChatFormBody
+from poolrag.server.schemas import ChatFormBody, RerankRequest, ScoreRequest
 from poolrag.server.settings import ServerSettings
-from poolrag.vllm_options import refuse_longer_cut
 
 
 @contextmanager
@@ -89,17 +88,11 @@ def input_count(prompts: Any) -> int:
     return len(prompts) if isinstance(prompts, list) else 1
 
 
-def score_params(
-    facts: ModelFacts,
-    truncate_prompt_tokens: int | None,
-    use_activation: bool | None,
-    truncate: bool | None = None,
-) -> PoolingParams:
+def score_params(body: ScoreRequest | RerankRequest, facts: ModelFacts) -> PoolingParams:
     """``/score`` and ``/rerank`` parameters, checked before the request takes a slot (a cosine or
     MaxSim score has no activation to switch off; a cut over the model's length is vLLM's 400)."""
-    refuse_longer_cut(truncate_prompt_tokens, facts.max_model_len)
     params = PoolingParams(
-        truncate_prompt_tokens=truncate_prompt_tokens, use_activation=use_activation, truncate=truncate
+        truncate_prompt_tokens=body.cut_for(facts), use_activation=body.use_activation, truncate=body.truncate
     )
     params.verify("score", facts)
     return params

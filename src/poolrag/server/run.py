@@ -24,6 +24,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from poolrag.server.protocol import with_header_limits
+from poolrag.server.scope_path import route_path
 from poolrag.server.settings import HttpOptions, ServerSettings
 from poolrag.server.unix_socket import UnixListener
 
@@ -51,9 +52,8 @@ class _QuietPaths(logging.Filter):
         args = record.args
         if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
             path = args[2].partition("?")[0]
-            if self.root_path and path.startswith(self.root_path):
-                return path not in self.paths and path[len(self.root_path) :] not in self.paths
-            return path not in self.paths
+            routed = route_path({"path": path, "root_path": self.root_path})
+            return path not in self.paths and routed not in self.paths
         return True
 
 

@@ -233,7 +233,10 @@ class _ListResponse(BaseModel):
 
 # -- /v1/embeddings ---------------------------------------------------------------------------------
 EmbedDType = Literal["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"]
-Endianness = Literal["native", "little", "big"]
+Endianness = Annotated[
+    Literal["native", "little", "big"],
+    Field(description="Byte order of base64 and bytes values (native: little)."),
+]
 
 
 class ImageURL(BaseModel):
@@ -392,9 +395,7 @@ class EmbeddingRequest(ChatFormBody):
         description="Precision on the wire: base64 and bytes carry 4 (float32), 2 (float16, bfloat16) "
         "or 1 byte (fp8) per value; float lists carry the values as they are, as vLLM's do.",
     )
-    endianness: Endianness = Field(
-        "native", description="Byte order of base64 and bytes values (native: little)."
-    )
+    endianness: Endianness = "native"
     dimensions: StrictInt | None = Field(None, ge=1, description="Matryoshka output size.")
     normalize: StrictBool | None = Field(
         None, description="false: the vector as pooled, not L2-normalised (default: the model's)."
@@ -1030,9 +1031,7 @@ class PoolingRequest(ChatFormBody):
         "shape). Not for sparse_embed.",
     )
     embed_dtype: EmbedDType = Field("float32", description="Precision of base64 and bytes values.")
-    endianness: Endianness = Field(
-        "native", description="Byte order of base64 and bytes values (native: little)."
-    )
+    endianness: Endianness = "native"
     add_special_tokens: AddSpecialTokens = True
 
     @property

@@ -72,8 +72,6 @@ def tei_error(exc: Exception) -> tuple[int, TeiErrorResponse, dict[str, str]]:
         error = exc
     elif isinstance(exc, PoolragError):
         error = from_poolrag_error(exc)
-        if error.status_code >= 500 and error.status_code != 503:  # 503: stopping, not a fault
-            logger.error("engine error: %s", exc, exc_info=exc)
     else:
         logger.exception("unhandled error while serving a request", exc_info=exc)
         body = TeiErrorResponse(error="internal server error", error_type="Backend")

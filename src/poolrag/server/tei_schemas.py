@@ -130,10 +130,6 @@ class EitherBody(RootModel[Any]):
     def default_task(self) -> str | None:
         return self.root.default_task
 
-    @property
-    def speaks_tei(self) -> bool:
-        return isinstance(self.root, TeiRequestBody)
-
     @classmethod
     def __get_pydantic_json_schema__(
         cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
@@ -320,10 +316,9 @@ class TeiRerankResponse(RootModel[list[TeiRank]]):
     """Every text's rank, best first."""
 
 
-def _rerank_dialect(data: Any) -> str:
+def _tei_rerank(data: Any) -> bool:
     """TEI's body names ``texts``; Jina's and Cohere's ``documents``."""
-    tei = isinstance(data, dict) and "texts" in data and "documents" not in data
-    return "TEI" if tei else "Jina"
+    return isinstance(data, dict) and "texts" in data and "documents" not in data
 
 
 class RerankBody(EitherBody):
@@ -331,12 +326,9 @@ class RerankBody(EitherBody):
 
     root: Annotated[
         Annotated[RerankRequest, Tag("Jina")] | Annotated[TeiRerankRequest, Tag("TEI")],
-        Discriminator(_rerank_dialect),
+        Discriminator(lambda data: "TEI" if _tei_rerank(data) else "Jina"),
     ]
-
-    @staticmethod
-    def dialect_speaks_tei(data: Any) -> bool:
-        return _rerank_dialect(data) == "TEI"
+    dialect_speaks_tei = staticmethod(_tei_rerank)
 
 
 # -- /tokenize, /decode ---------------------------------------------------------------------------------
@@ -358,10 +350,9 @@ class TeiTokenizeResponse(RootModel[list[list[TeiToken]]]):
     """One list of tokens per input."""
 
 
-def _tokenize_dialect(data: Any) -> str:
+def _tei_tokenize(data: Any) -> bool:
     """TEI's body names ``inputs``; vLLM's ``prompt``."""
-    tei = isinstance(data, dict) and "inputs" in data and "prompt" not in data
-    return "TEI" if tei else "VLLM"
+    return isinstance(data, dict) and "inputs" in data and "prompt" not in data
 
 
 class TokenizeBody(EitherBody):
@@ -369,12 +360,9 @@ class TokenizeBody(EitherBody):
 
     root: Annotated[
         Annotated[TokenizeRequest, Tag("VLLM")] | Annotated[TeiTokenizeRequest, Tag("TEI")],
-        Discriminator(_tokenize_dialect),
+        Discriminator(lambda data: "TEI" if _tei_tokenize(data) else "VLLM"),
     ]
-
-    @staticmethod
-    def dialect_speaks_tei(data: Any) -> bool:
-        return _tokenize_dialect(data) == "TEI"
+    dialect_speaks_tei = staticmethod(_tei_tokenize)
 
 
 TokenIds = list[Annotated[StrictInt, Field(ge=0)]]
@@ -519,8 +507,7 @@ ROOT_BODIES: dict[str, type[BaseModel]] = {
 class TeiRootBody(EitherBody):
     """The base of each app's ``POST /`` body: ``root`` is the TEI request of the route it takes."""
 
-    # a class attribute, not the base's property: the router reads it from the class (tei_routing)
-    speaks_tei: ClassVar[bool] = True  # type: ignore[assignment]
+    speaks_tei: ClassVar[bool] = True  # read from the class by the router (tei_routing)
 
 
 def root_body(tags: Sequence[str], tag_of: Callable[[Any], str]) -> type[TeiRootBody]:

@@ -22,12 +22,6 @@ def _bfloat16_bits(values: np.ndarray) -> np.ndarray:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def _fp8(values: np.ndarray, embed_dtype: str) -> object:
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(values, np.float32)).to(getattr(torch, _FP8[embed_dtype]))
-
-
 def stored_values(values: np.ndarray, embed_dtype: str) -> np.ndarray:
     """The values as stored in ``embed_dtype``: bfloat16 and fp8 as their bit patterns."""
     if embed_dtype == "bfloat16":
@@ -35,7 +29,8 @@ def stored_values(values: np.ndarray, embed_dtype: str) -> np.ndarray:
     if embed_dtype in _FP8:
         import torch
 
-        return _fp8(values, embed_dtype).view(torch.uint8).numpy()  # type: ignore[attr-defined]
+        fp8 = torch.from_numpy(np.ascontiguousarray(values, np.float32)).to(getattr(torch, _FP8[embed_dtype]))
+        return fp8.view(torch.uint8).numpy()
     return np.asarray(values, dtype=np.float16 if embed_dtype == "float16" else np.float32)
 
 

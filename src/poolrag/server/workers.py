@@ -190,7 +190,6 @@ class WorkerPool:
             port = first.getsockname()[1]  # port 0: the one the system chose, for every worker
             self._sockets = [first, *(listening_socket(host, port) for _ in range(workers - 1))]
             self.address = f"{host}:{port}"
-        self.host, self.port = host, port
         self._workers: list[_Worker] = []
         self._stopping = False
         self._signals = 0

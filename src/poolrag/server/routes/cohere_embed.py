@@ -10,7 +10,6 @@ int8/uint8 are scaled by the request's ``calibration`` set, else the server's ra
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +35,7 @@ from poolrag.server.schemas import (
 )
 from poolrag.server.state import ServedModels, ServerState, model_state, new_id, served_models
 from poolrag.server.truncation_report import report_truncated
+from poolrag.server.wire_dtypes import wire_base64
 from poolrag.tokenization.input_processor import role_prompt_names
 
 router = APIRouter(tags=["embeddings"], route_class=OffLoopRoute)
@@ -105,20 +105,14 @@ def _by_type(
     vectors: np.ndarray, types: list[str], calibration: np.ndarray | None, ranges: QuantizationRanges | None
 ) -> dict[str, list[list[float]] | list[list[int]]]:
     try:
-        return {
-            kind: _base64(vectors)
+        return {  # Cohere's base64: each vector's float32 bytes, little-endian
+            kind: [wire_base64(row, "float32", "little") for row in vectors]
             if kind == "base64"
             else quantize_vectors(vectors, kind, calibration=calibration, ranges=ranges).tolist()
             for kind in dict.fromkeys(types)
         }
     except InvalidInputError as exc:
         raise APIError(400, str(exc), param="calibration") from exc
-
-
-def _base64(vectors: np.ndarray) -> list[str]:
-    """Cohere's base64 type: each vector's float32 bytes, little-endian, base64-encoded."""
-    rows = np.ascontiguousarray(vectors, dtype="<f4")
-    return [base64.b64encode(row.tobytes()).decode("ascii") for row in rows]
 
 
 def _check_scalable(body: CohereEmbedRequest, ranges: QuantizationRanges | None) -> None:

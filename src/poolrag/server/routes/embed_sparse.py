@@ -13,16 +13,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from poolrag.params import PoolingParams
-from poolrag.server.answer_size import check_answer_values
-from poolrag.server.inputs import fields_named, input_count, to_prompts
 from poolrag.server.routes.pooling import sparse_entries
-from poolrag.server.scope_path import route_path
-from poolrag.server.state import model_state
-from poolrag.server.tei_inputs import tei_truncate
+from poolrag.server.routes.tei_embed import tei_arrays
 from poolrag.server.tei_routing import TEI_ERRORS, TeiRoute
 from poolrag.server.tei_schemas import TeiEmbedSparseRequest, TeiEmbedSparseResponse
-from poolrag.server.truncation_report import report_truncated
 
 router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
 PATH = "/embed_sparse"
@@ -32,19 +26,5 @@ PATH = "/embed_sparse"
 async def embed_sparse(
     body: TeiEmbedSparseRequest, request: Request, response: Response
 ) -> TeiEmbedSparseResponse:
-    state = model_state(request, body.model)
-    prompts = to_prompts(body.inputs, state.settings, param="inputs")
-    params = PoolingParams(truncate=tei_truncate(body), prompt_name=body.prompt_name)
-    params.verify("sparse_embed", state.engine.facts)  # refused before the request takes a slot
-    with fields_named(input="inputs"):
-        outputs = await state.run_engine(
-            route_path(request.scope),
-            input_count(prompts),
-            state.engine.aencode,
-            prompts,
-            "sparse_embed",
-            params,
-        )
-    check_answer_values(sum(out.outputs.data.size for out in outputs), state.limits)  # one per weight
-    report_truncated(response, outputs)
+    outputs, _ = await tei_arrays(body, request, response, "sparse_embed")  # weights count as values
     return TeiEmbedSparseResponse([sparse_entries(out.outputs.data) for out in outputs])

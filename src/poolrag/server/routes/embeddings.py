@@ -13,7 +13,7 @@ from poolrag.errors import InvalidInputError, at_position
 from poolrag.image_inputs import text_only
 from poolrag.params import PoolingParams
 from poolrag.postprocess.vector_precision import quantize_vectors
-from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, bytes_answer
+from poolrag.server.bytes_answer import BYTES_ANSWER_DOC, BYTES_FORMATS, bytes_answer
 from poolrag.server.errors import APIError
 from poolrag.server.float_json import FloatRows, JsonAnswer
 from poolrag.server.inputs import chat_prompt, check_input_count, input_count, messages_named, to_prompts
@@ -91,8 +91,8 @@ def _answer(
     """The vectors as OpenAI's JSON (float lists or base64), or as vLLM's ``bytes`` answer."""
     answer_id = new_id("embd", body.request_id)
     usage = Usage(prompt_tokens=tokens, total_tokens=tokens)
-    if body.encoding_format in ("bytes", "bytes_only"):
-        return _bytes_answer(body, answer_id, state.settings.model_name, vectors, usage)
+    if body.encoding_format in BYTES_FORMATS:
+        return bytes_answer(vectors, body, answer_id, state.settings.model_name, usage.model_dump())
     if body.embedding_type in ("binary", "ubinary"):  # Jina's packed bits
         bits = quantize_vectors(np.stack(vectors), body.embedding_type) if vectors else []
         return embedding_answer(answer_id, now(), state.settings.model_name, list(bits), usage, BITS)
@@ -118,13 +118,6 @@ def embedding_answer(
     content = {"id": answer_id, "object": "list", "created": created, "model": model, "data": data}
     content["usage"] = usage.model_dump()
     return JsonAnswer(content, values=sum(len(v) for v in vectors))
-
-
-def _bytes_answer(
-    body: EmbeddingRequest, answer_id: str, model: str, vectors: Sequence[np.ndarray], usage: Usage
-) -> Response:
-    metadata = {"id": answer_id, "created": now(), "model": model, "usage": usage.model_dump()}
-    return bytes_answer(vectors, body.encoding_format, body.embed_dtype, body.endianness, metadata)
 
 
 async def _late_chunks(

@@ -25,7 +25,7 @@ from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routing import OffLoopRoute
 from poolrag.server.schemas import PoolingRequest, PoolingResponse, SparseEntry
 from poolrag.server.state import model_state, new_id, now
-from poolrag.server.truncation_report import TRUNCATED_INPUTS_HEADER, report_truncated
+from poolrag.server.truncation_report import report_truncated
 from poolrag.server.wire_dtypes import wire_base64
 
 router = APIRouter(tags=["pooling"], route_class=OffLoopRoute)
@@ -116,16 +116,12 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
     values = sum(out.outputs.data.size for out in outputs)
     check_answer_values(values, state.limits)
     tokens = sum(out.num_tokens for out in outputs)
-    truncated = report_truncated(response, outputs)
+    report_truncated(response, outputs)  # the route puts the header on the bytes answer too
     answer_id = new_id("pool", body.request_id)
     usage = {"prompt_tokens": tokens, "total_tokens": tokens}
     if body.encoding_format in BYTES_FORMATS:
-        model = state.settings.model_name
-        metadata = {"id": answer_id, "created": now(), "model": model, "usage": usage}
         arrays = [out.outputs.data for out in outputs]
-        binary = bytes_answer(arrays, body.encoding_format, body.embed_dtype, body.endianness, metadata)
-        binary.headers[TRUNCATED_INPUTS_HEADER] = str(truncated)  # as on the JSON answer
-        return binary
+        return bytes_answer(arrays, body, answer_id, state.settings.model_name, usage)
     data = [
         {"index": i, "object": "pooling", "data": _wire(out.outputs.data, body)}
         for i, out in enumerate(outputs)

@@ -48,7 +48,7 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
     texts = [_ranked_item(doc) for doc in body.documents]
     check_input_count(state.settings, len(texts), "documents")
     mode = _second_stage(body, len(texts))
-    params = score_params(state.engine.facts, body.truncate_prompt_tokens, body.use_activation, body.truncate)
+    params = score_params(body, state.engine.facts)
     path = route_path(request.scope)
     echo = _echoes_documents(body, path)
     (query,), query_cut = await state.first_tokens(path, [body.query], body.max_tokens_per_query)

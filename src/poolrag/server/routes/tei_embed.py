@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from poolrag.model_facts import PoolingTask
+from poolrag.outputs import PoolingOutput, PoolingRequestOutput
 from poolrag.params import PoolingParams, check_dimensions_range
 from poolrag.pooling.matryoshka import truncate
 from poolrag.server.answer_size import check_answer_values
@@ -24,6 +26,7 @@ from poolrag.server.tei_schemas import (
     TeiEmbedAllResponse,
     TeiEmbedRequest,
     TeiEmbedResponse,
+    TeiEmbedSparseRequest,
 )
 from poolrag.server.truncation_report import report_truncated
 
@@ -57,23 +60,31 @@ async def embed(body: TeiEmbedRequest, request: Request, response: Response) -> 
     return JsonAnswer(rows, values=sum(len(row) for row in rows))  # TeiEmbedResponse's JSON
 
 
-@router.post("/embed_all", response_model=TeiEmbedAllResponse, responses=TEI_ERRORS)
-async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Response) -> JsonAnswer:
+async def tei_arrays(
+    body: TeiEmbedAllRequest | TeiEmbedSparseRequest,
+    request: Request,
+    response: Response,
+    task: PoolingTask,
+    normalize: bool | None = None,
+) -> tuple[list[PoolingRequestOutput[PoolingOutput]], int]:
+    """The engine's ``task`` array of each input (``/embed_all``'s rows, ``/embed_sparse``'s
+    weights) and how many values they hold, at most ``--max-answer-values``."""
     state = model_state(request, body.model)
     prompts = to_prompts(body.inputs, state.settings, param="inputs")
-    params = PoolingParams(normalize=False, truncate=tei_truncate(body), prompt_name=body.prompt_name)
-    params.verify("token_embed", state.engine.facts)
+    params = PoolingParams(normalize=normalize, truncate=tei_truncate(body), prompt_name=body.prompt_name)
+    params.verify(task, state.engine.facts)  # refused before the request takes a slot
     with fields_named(input="inputs"):
         outputs = await state.run_engine(
-            route_path(request.scope),
-            input_count(prompts),
-            state.engine.aencode,
-            prompts,
-            "token_embed",
-            params,
+            route_path(request.scope), input_count(prompts), state.engine.aencode, prompts, task, params
         )
     values = sum(out.outputs.data.size for out in outputs)
     check_answer_values(values, state.limits)
     report_truncated(response, outputs)
+    return outputs, values
+
+
+@router.post("/embed_all", response_model=TeiEmbedAllResponse, responses=TEI_ERRORS)
+async def embed_all(body: TeiEmbedAllRequest, request: Request, response: Response) -> JsonAnswer:
+    outputs, values = await tei_arrays(body, request, response, "token_embed", normalize=False)
     rows = [FloatRows(out.outputs.data) for out in outputs]
     return JsonAnswer(rows, values=values)  # TeiEmbedAllResponse's JSON

@@ -122,8 +122,7 @@ async def predict(body: TeiPredictRequest, request: Request, response: Response)
     check_input_count(state.settings, len(sequences), "inputs")
     options = body.parameters or TeiClassificationParameters()
     function = _activation(body, options)
-    labels = len(state.engine.id2label)
-    if function is None and labels == 1:
+    if function is None and len(state.engine.id2label) == 1:
         function = "sigmoid"  # TEI's, whatever activation the folder names
     elif function is None and state.engine.classify_activation == "identity":
         function = "softmax"  # TEI's for several labels (sentence-transformers 6 saves them as Identity)
@@ -135,7 +134,5 @@ async def predict(body: TeiPredictRequest, request: Request, response: Response)
     except InvalidTextError as error:  # the engine's input or pair, named as this request gave it
         raise _named(error, sequences, batch) from None
     report_truncated(response, outputs)
-    scores = [activated(s, function) for s in scores]
-    id2label = state.engine.id2label
-    predictions = [_predictions(s, id2label, options.top_k) for s in scores]
+    predictions = [_predictions(activated(s, function), state.engine.id2label, options.top_k) for s in scores]
     return TeiPredictResponse(predictions if batch else predictions[0])
