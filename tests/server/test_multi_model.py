@@ -342,3 +342,17 @@ def test_tei_info_describes_the_model_its_query_names(two_models: TwoModels) -> 
     assert "reranker" in reranker.json()["model_type"]
     assert unquote(reranker.headers[MODEL_IDENTITY_HEADER]).startswith("reranker@")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
+
+
+def test_a_tei_body_naming_an_unserved_model_is_its_404_whatever_its_shape(two_models: TwoModels) -> None:
+    """At / and /invocations a body's shape depends on the model it names; a misspelt reranker's
+    rerank body is answered by the name's 404 (TEI's shape), not as a malformed embedding body."""
+    body = {"model": "rerankr", "query": "Where is the Eiffel Tower?", "texts": PASSAGES}
+    with httpx.Client(timeout=60) as http:
+        for path in ("/", "/invocations"):
+            answer = http.post(f"{two_models.url}{path}", json=body)
+            assert answer.status_code == 404, (path, answer.text)
+            assert answer.json() == {
+                "error": "model 'rerankr' is not served here; use 'embedder', 'minilm', 'reranker'",
+                "error_type": "Validation",
+            }

@@ -115,18 +115,17 @@ def _tag(kind: TeiKind | None, data: Any) -> str:
 
 def tei_root_body(served: ServedModels) -> type[TeiRootBody]:
     """The body class of ``/`` (and of TEI's bodies at ``/invocations``) for the models ``served``
-    holds: read as the model it names takes it (a name not served, or none, as the first model
-    takes it; an unknown name is then the route's 404)."""
+    holds: read as the model it names takes it (naming none, as the first model takes it). A name
+    not served is the 404 naming those that are, before the body is read as any kind's: its shape
+    depends on the model meant, so no field of it can be wrong yet."""
     first = tei_kind(served.default.engine.facts)
 
     def kind_named(data: Any) -> TeiKind | None:
         name = data.get("model") if isinstance(data, dict) else None
         if not isinstance(name, str) or not name:  # a non-string is the body's 422 to give
             return first
-        try:
-            return tei_kind(served.lookup(name).engine.facts)
-        except APIError:
-            return first
+        # the lookup's 404 is no ValueError, so pydantic lets it out of validation as it is
+        return tei_kind(served.lookup(name).engine.facts)
 
     tags = [tag for model in served.models for tag in _BODIES[tei_kind(model.engine.facts)]]
     return root_body(tags, lambda data: _tag(kind_named(data), data))
