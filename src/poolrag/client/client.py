@@ -493,28 +493,18 @@ class PoolragClient:
         served = self._served
         if served is None:
             listing = self._get("/v1/models")
-            cards = listing.get("data")
-            served, limits, refusals = self._served_from(listing), _card_limits(cards), _refusals(cards)
-            if self._unlisted(served):
-                card = self._get(self._card_path())
-                served += (ModelFacts.from_json(str(self.model), card),)
-                limits |= _card_limits([{**card, "id": self.model}])
-                refusals |= _refusals([{**card, "id": self.model}])
-            served = self._keep(served, limits, refusals)
+            listed = self._served_from(listing)
+            card = self._get(self._card_path()) if self._unlisted(listed) else None
+            served = self._keep(listing, listed, card)
         return self._pick(served, task)
 
     async def _afacts(self, task: str | None) -> ModelFacts:
         served = self._served
         if served is None:
             listing = await self._aget("/v1/models")
-            cards = listing.get("data")
-            served, limits, refusals = self._served_from(listing), _card_limits(cards), _refusals(cards)
-            if self._unlisted(served):
-                card = await self._aget(self._card_path())
-                served += (ModelFacts.from_json(str(self.model), card),)
-                limits |= _card_limits([{**card, "id": self.model}])
-                refusals |= _refusals([{**card, "id": self.model}])
-            served = self._keep(served, limits, refusals)
+            listed = self._served_from(listing)
+            card = await self._aget(self._card_path()) if self._unlisted(listed) else None
+            served = self._keep(listing, listed, card)
         return self._pick(served, task)
 
     def _unlisted(self, served: tuple[ModelFacts, ...]) -> bool:
@@ -527,15 +517,19 @@ class PoolragClient:
         return f"/v1/models/{urllib.parse.quote(str(self.model), safe='/')}"
 
     def _keep(
-        self,
-        fetched: tuple[ModelFacts, ...],
-        limits: dict[str, dict[str, int]],
-        refusals: dict[str, str],
+        self, listing: dict[str, Any], listed: tuple[ModelFacts, ...], card: dict[str, Any] | None
     ) -> tuple[ModelFacts, ...]:
-        """The first listing fetched wins, so threads and tasks racing on the first call agree."""
+        """The models ``listing`` lists (as ``listed``), with the unlisted ``model``'s ``card`` where
+        it was read, and the limits their cards say. The first listing fetched wins, so threads and
+        tasks racing on the first call agree."""
+        cards: list[Any] = listing["data"]  # a list of cards: _served_from read models from it
+        if card is not None:
+            listed += (ModelFacts.from_json(str(self.model), card),)
+            cards = [*cards, {**card, "id": self.model}]
+        limits, refusals = _card_limits(cards), _refusals(cards)
         with self._facts_lock:
             if self._served is None:
-                self._served, self._card_limits, self._late_chunking_refusals = fetched, limits, refusals
+                self._served, self._card_limits, self._late_chunking_refusals = listed, limits, refusals
             return self._served
 
     @property
