@@ -777,31 +777,25 @@ class PoolragClient:
             wired.append(wire.wire_input(text, reads_images, name))
         return wired
 
-    def _param_fields(
-        self, params: PoolingParams | None, accepted: tuple[str, ...], endpoint: str
-    ) -> dict[str, Any]:
+    def _param_fields(self, params: PoolingParams | None, endpoint: str) -> dict[str, Any]:
         """:func:`wire.param_fields` with the served model's length, once its facts were fetched."""
         length = None if self._served is None else self._pick(self._served, self.task).max_model_len
-        return wire.param_fields(params, accepted, endpoint, length)
+        return wire.param_fields(params, endpoint, length)
 
     def _input_requests(self, prompts: Any, task: str, extra: dict[str, Any]) -> Requests:
         items = self._wired(prompt_list(prompts), "input", one=isinstance(prompts, str))
         return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(items, task)]
 
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
-        extra = {
-            "encoding_format": "base64",
-            **self._param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
-        }
+        extra = {"encoding_format": "base64", **self._param_fields(params, "/v1/embeddings")}
         return self._input_requests(prompts, "embed", extra)
 
     def _pooling_requests(self, prompts: Any, task: str, params: PoolingParams | None) -> Requests:
-        extra = {"task": task, **self._param_fields(params, wire.POOLING_FIELDS, "/pooling")}
+        extra = {"task": task, **self._param_fields(params, "/pooling")}
         return self._input_requests(prompts, task, extra)
 
     def _classify_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
-        extra = self._param_fields(params, wire.CLASSIFY_FIELDS, "/classify")
-        return self._input_requests(prompts, "classify", extra)
+        return self._input_requests(prompts, "classify", self._param_fields(params, "/classify"))
 
     def _pair_requests(
         self, text_1: str | Sequence[str], text_2: str | Sequence[str], params: PoolingParams | None
@@ -811,7 +805,7 @@ class PoolragClient:
         if not seconds:
             return []
         firsts, seconds = self._wired(firsts, "text_1"), self._wired(seconds, "text_2")
-        extra = self._param_fields(params, wire.SCORE_FIELDS, "/score")
+        extra = self._param_fields(params, "/score")
         return [
             (
                 {"text_1": firsts[0] if len(firsts) == 1 else firsts[s], "text_2": seconds[s], **extra},
@@ -831,7 +825,7 @@ class PoolragClient:
             raise InvalidInputError(  # as the engine says
                 "text_2 is empty: text_1 and text_2 must both be non-empty", param="text_2"
             )
-        extra = self._param_fields(params, wire.SCORE_FIELDS, "/score")
+        extra = self._param_fields(params, "/score")
         return [
             ({"text_1": check_text(text_1, "text_1"), "text_2": seconds[s], **extra}, len(seconds[s]))
             for s in self._chunks(seconds, "score")
@@ -891,7 +885,7 @@ class PoolragClient:
             "input": document,
             "late_chunking": {"spans": [[int(start), int(end)] for start, end in spans]},
             "encoding_format": "base64",
-            **self._param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
+            **self._param_fields(params, "/v1/embeddings"),
         }
 
     def embed_chunks(
