@@ -80,8 +80,6 @@ _RETRIED = (429, 502, 503, 504)
 #: the text one request carries at most: half of the server's default body limit (16 MiB), leaving
 #: room for JSON's escapes, so long documents are split by size as well as by count
 MAX_REQUEST_BYTES = 8 * 2**20
-#: the most of an error page (a proxy's HTML) quoted in an error
-_QUOTED_CHARS = 300
 _JSON = {"Content-Type": "application/json"}
 _MAX_INPUTS, _MAX_QUEUE = "max_inputs_per_request", "max_queue"  # a model card's limits the client keeps
 #: a request refused for its size or its answer's: sent again in halves
@@ -340,14 +338,14 @@ class PoolragClient:
                 kind = response.headers.get("content-type", "no content type")
                 raise RemoteError(
                     f"{path} answered {response.status_code} with {kind}, not JSON: is {self.base_url} "
-                    f"a poolrag server? It said: {response.text[:_QUOTED_CHARS]!r}",
+                    f"a poolrag server? It said: {response.text[: wire.PAGE_CHARS]!r}",
                     response.status_code,
                 ) from None
         try:
             body: Any = response.json()
         except ValueError:
             body = None
-        message = wire.error_message(response.status_code, body, response.text[: 64 * _QUOTED_CHARS])
+        message = wire.error_message(response.status_code, body, response.text[: 64 * wire.PAGE_CHARS])
         if response.status_code == 413 and inputs is not None and wire.error_code(body) != "answer_too_large":
             message += self._too_large_hint(inputs)  # a body over the limit: the answer's is said as it is
         if response.status_code in _CLIENT_ERRORS or wire.error_code(body) == "model_not_found":
@@ -366,7 +364,7 @@ class PoolragClient:
                 f"({type(exc).__name__}); it is busy or the request is large: raise timeout= or "
                 "send less at once"
             )
-        said = " ".join(str(exc).split())[:_QUOTED_CHARS] or type(exc).__name__
+        said = " ".join(str(exc).split())[: wire.PAGE_CHARS] or type(exc).__name__
         if _untrusted_certificate(exc):
             return RemoteConnectionError(
                 f"the TLS certificate of {self.base_url} is not trusted here ({said}); pass verify= "
