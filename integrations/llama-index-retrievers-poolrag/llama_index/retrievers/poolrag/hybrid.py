@@ -20,12 +20,7 @@ from llama_index.retrievers.poolrag.base import Filters, check_top_k, result_nod
 from poolrag.client import PoolragClient
 from poolrag.engine_args import EngineArgs
 from poolrag.frameworks.backend_resolution import adapter_backend
-from poolrag.frameworks.hybrid_search import (
-    ahybrid_search,
-    check_optional_fusion,
-    hybrid_search,
-    open_hybrid,
-)
+from poolrag.frameworks.hybrid_search import check_optional_fusion, open_hybrid
 from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
 from poolrag.stores import HybridFusion, VectorStore
 
@@ -88,9 +83,10 @@ class PoolragHybridRetriever(BaseRetriever):
         return [NodeWithScore(node=result_node(r), score=r.score) for r in results]
 
     def _search(self, query_bundle: QueryBundle, query_vector: Sequence[float] | None) -> dict[str, Any]:
-        """One search's arguments: the query's text and vector, and this retriever's settings."""
+        """One hybrid search's arguments: the query's text and vector, and this retriever's settings."""
         return {
             "query": query_bundle.query_str,
+            "mode": "hybrid",
             "k": check_top_k(self.similarity_top_k),
             "filter": to_filter_dict(self.filters),
             "fusion": self.fusion,
@@ -106,11 +102,11 @@ class PoolragHybridRetriever(BaseRetriever):
             vector = self.retriever.embedder.embed(
                 query_bundle.custom_embedding_strs, input_type="query"
             ).mean(0)
-        return self._nodes(hybrid_search(self.retriever, **self._search(query_bundle, vector)))
+        return self._nodes(self.retriever.search(**self._search(query_bundle, vector)))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         vector: Sequence[float] | None = query_bundle.embedding
         if vector is None and query_bundle.custom_embedding_strs:
             strs = query_bundle.custom_embedding_strs
             vector = (await self.retriever.embedder.aembed(strs, input_type="query")).mean(0)
-        return self._nodes(await ahybrid_search(self.retriever, **self._search(query_bundle, vector)))
+        return self._nodes(await self.retriever.asearch(**self._search(query_bundle, vector)))
