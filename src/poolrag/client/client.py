@@ -424,9 +424,7 @@ class PoolragClient:
             try:
                 response = send()
             except httpx.HTTPError as exc:
-                if (wait := self._reconnect_wait(exc, attempt)) is None:
-                    raise self._unanswered(exc, attempt + 1, since) from exc
-                time.sleep(wait)
+                time.sleep(self._reconnect_wait(exc, attempt, since))
                 continue
             if (wait := self._retry_wait(response, attempt)) is None:
                 return response
@@ -439,25 +437,24 @@ class PoolragClient:
             try:
                 response = await send()
             except httpx.HTTPError as exc:
-                if (wait := self._reconnect_wait(exc, attempt)) is None:
-                    raise self._unanswered(exc, attempt + 1, since) from exc
-                await asyncio.sleep(wait)
+                await asyncio.sleep(self._reconnect_wait(exc, attempt, since))
                 continue
             if (wait := self._retry_wait(response, attempt)) is None:
                 return response
             await asyncio.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _reconnect_wait(self, exc: httpx.HTTPError, attempt: int) -> float | None:
-        """Seconds to wait before sending again (:func:`_backoff`, ``max_retries`` times), or
-        ``None`` to give up. Sent again: a refused connection (a server restarting) and one lost
-        before the answer ended (a server killed mid-request, a keep-alive connection the server
-        closed as it was reused): every call is idempotent, so the answer is the same. Not a
-        timeout: the request may still be running, and sending it again adds to a busy server's
-        load; nor a certificate this machine does not trust, which no wait changes."""
+    def _reconnect_wait(self, exc: httpx.HTTPError, attempt: int, since: float) -> float:
+        """Seconds to wait before sending again (:func:`_backoff`, ``max_retries`` times); giving up,
+        it raises :meth:`_unanswered`'s error for the attempts made since ``since``. Sent again: a
+        refused connection (a server restarting) and one lost before the answer ended (a server
+        killed mid-request, a keep-alive connection the server closed as it was reused): every call
+        is idempotent, so the answer is the same. Not a timeout: the request may still be running,
+        and sending it again adds to a busy server's load; nor a certificate this machine does not
+        trust, which no wait changes."""
         resendable = isinstance(exc, (httpx.NetworkError, httpx.RemoteProtocolError))
         if not resendable or _untrusted_certificate(exc) or attempt >= self.max_retries:
-            return None
+            raise self._unanswered(exc, attempt + 1, since) from exc
         wait = _backoff(attempt)
         logger.info("no answer from %s (%s); sending again in %.1f s", self.base_url, exc, wait)
         return wait
