@@ -577,7 +577,7 @@ class PoolragClient:
                 "reads the new facts, and caches and collections filled by the old model do not "
                 "hold this model's vectors"
             )
-        return _stack(vectors, width)
+        return np.stack(vectors) if vectors else np.zeros((0, width or 0), dtype=np.float32)
 
     def _known_facts(self, task: str) -> ModelFacts | None:
         """The facts for ``task`` when the listing was read (a call that needs none sends without)."""
@@ -1146,13 +1146,6 @@ def _outputs(
 
 def _scores(scores: Sequence[float]) -> list[PoolingRequestOutput[ScoringOutput]]:
     return [PoolingRequestOutput(str(i), ScoringOutput(score)) for i, score in enumerate(scores)]
-
-
-def _stack(vectors: list[np.ndarray], width: int | None) -> np.ndarray:
-    """The vectors as one array; ``width`` (the verified size) shapes an empty answer."""
-    if vectors:
-        return np.stack(vectors)
-    return np.zeros((0, width or 0), dtype=np.float32)
 
 
 def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragClient:
