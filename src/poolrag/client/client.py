@@ -319,9 +319,12 @@ class PoolragClient:
                 client = self._client
         return client
 
-    def _body(self, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
+    def _body(self, fields: dict[str, Any], facts: ModelFacts | None) -> bytes:
+        """The request's JSON (naming the model) as UTF-8, unescaped, whatever httpx's version would
+        write (0.27 escapes every non-ASCII character, up to 3x the bytes :func:`_wire_size` counts)."""
         model = self.model if self.model is not None or facts is None else facts.model_name
-        return {"model": model, **fields} if model is not None else fields
+        body = {"model": model, **fields} if model is not None else fields
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
     def _check(
         self, response: httpx.Response, facts: ModelFacts | None, inputs: int | None = None
@@ -398,14 +401,14 @@ class PoolragClient:
     def _post(
         self, path: str, fields: dict[str, Any], facts: ModelFacts | None, inputs: int | None = None
     ) -> dict[str, Any]:
-        body = _json_body(self._body(fields, facts))
+        body = self._body(fields, facts)
         sent = self._sent(lambda: self._sync().post(path, content=body, headers=_JSON))
         return self._check(sent, facts, inputs)
 
     async def _apost(
         self, path: str, fields: dict[str, Any], facts: ModelFacts | None, inputs: int | None = None
     ) -> dict[str, Any]:
-        body = _json_body(self._body(fields, facts))
+        body = self._body(fields, facts)
         client = await self._async_clients.get()
         sent = await self._asent(lambda: client.post(path, content=body, headers=_JSON))
         return self._check(sent, facts, inputs)
@@ -1152,12 +1155,6 @@ def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragC
     return cls(**settings)
 
 
-def _json_body(fields: dict[str, Any]) -> bytes:
-    """The request's JSON as UTF-8, unescaped, whatever httpx's version would write (0.27 escapes
-    every non-ASCII character, up to 3x the bytes :func:`_wire_size` counts)."""
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
 def _card_limits(cards: Any) -> dict[str, dict[str, int]]:
     """Each model card's limits (``max_inputs_per_request``, ``max_queue``) by its ``id``; a server
     older than those fields says none, and the client's own limits stand."""
@@ -1181,7 +1178,7 @@ def _refusals(cards: Any) -> dict[str, str]:
 
 
 def _wire_size(item: Any) -> int:
-    """About the bytes ``item`` takes in a JSON body (:func:`_json_body`): a text's UTF-8, a token
+    """About the bytes ``item`` takes in a JSON body (:meth:`PoolragClient._body`): a text's UTF-8, a token
     id list's digits and commas."""
     if isinstance(item, str):  # an ASCII text's bytes are its length: no copy made to count them
         return (len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))) + 3
