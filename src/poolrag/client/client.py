@@ -626,11 +626,11 @@ class PoolragClient:
         limit = None if facts is None else self._card_limits.get(facts.model_name, {}).get(_MAX_INPUTS)
         return self.max_inputs_per_request if limit is None else min(limit, self.max_inputs_per_request)
 
-    def _admitted(self, facts: ModelFacts | None) -> asyncio.Semaphore | contextlib.nullcontext[None]:
+    def _admitted(self, facts: ModelFacts) -> asyncio.Semaphore | contextlib.nullcontext[None]:
         """The running loop's gate of ``--max-queue`` requests for ``facts``' model (a semaphore
         belongs to one loop), or none where the card says no limit."""
-        queue = None if facts is None else self._card_limits.get(facts.model_name, {}).get(_MAX_QUEUE)
-        if queue is None or facts is None:
+        queue = self._card_limits.get(facts.model_name, {}).get(_MAX_QUEUE)
+        if queue is None:
             return contextlib.nullcontext()
         gates = self._queue_gates.setdefault(asyncio.get_running_loop(), {})
         return gates.setdefault(facts.model_name, asyncio.Semaphore(queue))
@@ -659,7 +659,7 @@ class PoolragClient:
             runs.append(slice(start, len(items)))
         return runs
 
-    async def _gather(self, calls: list[Callable[[], Any]], facts: ModelFacts | None = None) -> list[Any]:
+    async def _gather(self, calls: list[Callable[[], Any]], facts: ModelFacts) -> list[Any]:
         """Each call's result, ``max_concurrency`` at a time, and this client's requests to ``facts``'
         model at most the server's ``--max-queue`` at a time (on its card) across the calls of a
         loop: more would be refused with 503 by a server nobody else uses. The first failure (or
