@@ -1193,11 +1193,10 @@ def _halves(
     """``body`` as two requests of the first and the last half of its ``input`` list (or its
     ``text_2`` list, with an N:N ``text_1`` beside it), or ``None`` for a request of one input
     (nothing to split)."""
-    key = "input" if "input" in body else "text_2"
-    items = body.get(key)
-    if n < 2 or not isinstance(items, list) or len(items) != n:
+    if n < 2:
         return None
-    half = n // 2
+    key = "input" if "input" in body else "text_2"  # each request _post_each sends: a list of n
+    items, half = body[key], n // 2
     first, second = {**body, key: items[:half]}, {**body, key: items[half:]}
     if key == "text_2" and isinstance(body.get("text_1"), list):
         first["text_1"], second["text_1"] = body["text_1"][:half], body["text_1"][half:]
