@@ -838,10 +838,9 @@ class PoolragClient:
         second_stage: str | None,
         rerank_weight: float | None,
     ) -> dict[str, Any]:
-        documents = self._wired(item_list(documents, "documents"), "documents")
         fields: dict[str, Any] = {
+            "documents": self._wired(documents, "documents"),  # a list: the caller's item_list made it
             "query": check_text(query, "query"),
-            "documents": documents,
             "return_documents": False,
         }
         first = None if first_stage_scores is None else [float(s) for s in first_stage_scores]
