@@ -40,8 +40,6 @@ from poolrag.errors import InvalidInputError
 from poolrag.frameworks.backend_resolution import (
     API_KEY_ENV,
     adapter_backend,
-    backend_base_url,
-    backend_model_name,
     engine_class,
 )
 from poolrag.frameworks.sparse_encoding import (
@@ -203,14 +201,16 @@ class BackendFields(BaseModel):
             engine_args=self.engine_args,
             task=self._task,
         )
-        remote_url = backend_base_url(self._backend)
+        client = self._backend if isinstance(self._backend, PoolragClient) else None
+        remote_url = None if client is None else client.base_url
         if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=
             self.base_url = remote_url
         if self.model_name is None:
             # named even when given as engine= / engine_args= / client= (excluded from serialisation):
             # the frameworks key caches on the serialised adapter (LlamaIndex's IngestionPipeline),
-            # and LlamaIndex's events and reprs show the name
-            self.model_name = backend_model_name(self._backend)
+            # and LlamaIndex's events and reprs show the name. A client naming none leaves it None:
+            # constructing an adapter does not call its server (nor do the frameworks' remote classes)
+            self.model_name = self._backend.facts.model_name if client is None else client.model
         given = self.engine_args if self.engine is None else self.engine.engine_args
         if given is not None and not self.engine_kwargs:
             # the options as model_name's would show them: the same model pooled or cut otherwise
