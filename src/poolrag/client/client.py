@@ -524,7 +524,7 @@ class PoolragClient:
         if card is not None:
             listed += (ModelFacts.from_json(str(self.model), card),)
             cards = [*cards, {**card, "id": self.model}]
-        limits, refusals = _card_limits(cards), _refusals(cards)
+        limits, refusals = _card_limits_and_refusals(cards)
         with self._facts_lock:
             if self._served is None:
                 self._served, self._card_limits, self._late_chunking_refusals = listed, limits, refusals
@@ -1154,26 +1154,23 @@ def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragC
     return cls(**settings)
 
 
-def _card_limits(cards: Any) -> dict[str, dict[str, int]]:
-    """Each model card's limits (``max_inputs_per_request``, ``max_queue``) by its ``id``; a server
-    older than those fields says none, and the client's own limits stand."""
+def _card_limits_and_refusals(cards: list[Any]) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+    """Each model card's limits (``max_inputs_per_request``, ``max_queue``) and its
+    ``late_chunking_refusal``, by its ``id``; a server older than those fields says none, and the
+    client's own limits stand."""
     limits: dict[str, dict[str, int]] = {}
-    for card in cards if isinstance(cards, list) else ():
-        for key in (_MAX_INPUTS, _MAX_QUEUE) if isinstance(card, dict) else ():
+    refusals: dict[str, str] = {}
+    for card in cards:
+        if not isinstance(card, dict):  # _served_from skipped it too
+            continue
+        for key in (_MAX_INPUTS, _MAX_QUEUE):
             limit = card.get(key)
             if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
                 limits.setdefault(str(card.get("id")), {})[key] = limit
-    return limits
-
-
-def _refusals(cards: Any) -> dict[str, str]:
-    """Each model card's ``late_chunking_refusal`` by its ``id``, where it has one."""
-    refusals: dict[str, str] = {}
-    for card in cards if isinstance(cards, list) else ():
-        refusal = card.get("late_chunking_refusal") if isinstance(card, dict) else None
+        refusal = card.get("late_chunking_refusal")
         if isinstance(refusal, str) and refusal:
             refusals[str(card.get("id"))] = refusal
-    return refusals
+    return limits, refusals
 
 
 def _wire_size(item: Any) -> int:
