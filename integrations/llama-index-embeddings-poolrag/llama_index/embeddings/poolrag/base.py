@@ -216,8 +216,4 @@ _GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] 
 
 def _bulk_gate() -> asyncio.Semaphore:
     """The running loop's gate for document slices (a semaphore belongs to one loop)."""
-    loop = asyncio.get_running_loop()
-    gate = _GATES.get(loop)
-    if gate is None:
-        gate = _GATES[loop] = asyncio.Semaphore(BULK_SLICES_IN_FLIGHT)
-    return gate
+    return _GATES.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(BULK_SLICES_IN_FLIGHT))
