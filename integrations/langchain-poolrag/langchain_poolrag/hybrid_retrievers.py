@@ -18,12 +18,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from langchain_poolrag.retrievers import search_documents
 from poolrag.frameworks.fields import BackendFields
-from poolrag.frameworks.hybrid_search import (
-    ahybrid_search,
-    check_optional_fusion,
-    hybrid_search,
-    open_hybrid,
-)
+from poolrag.frameworks.hybrid_search import check_optional_fusion, open_hybrid
 from poolrag.retrieval import Retriever, SearchResult
 
 
@@ -76,8 +71,10 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
         return search_documents(results, self.score_key)
 
     def _per_call(self, k: int | None, filter: Mapping[str, Any] | None, fusion: Any) -> dict[str, Any]:
-        """The call's ``k``, ``filter`` and ``fusion``, or the retriever's own where the call gives none."""
+        """A hybrid search's ``k``, ``filter`` and ``fusion``: the call's, or the retriever's own where the
+        call gives none."""
         return {
+            "mode": "hybrid",
             "k": self.k if k is None else k,
             "filter": self.filter if filter is None else filter,
             "fusion": self.fusion if fusion is None else check_optional_fusion(fusion),
@@ -92,7 +89,7 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
         filter: Mapping[str, Any] | None = None,
         fusion: Any = None,
     ) -> list[Document]:
-        return self._documents(hybrid_search(self._retriever, query, **self._per_call(k, filter, fusion)))
+        return self._documents(self._retriever.search(query, **self._per_call(k, filter, fusion)))
 
     async def _aget_relevant_documents(
         self,
@@ -103,5 +100,4 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
         filter: Mapping[str, Any] | None = None,
         fusion: Any = None,
     ) -> list[Document]:
-        results = await ahybrid_search(self._retriever, query, **self._per_call(k, filter, fusion))
-        return self._documents(results)
+        return self._documents(await self._retriever.asearch(query, **self._per_call(k, filter, fusion)))

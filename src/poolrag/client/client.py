@@ -80,8 +80,6 @@ _RETRIED = (429, 502, 503, 504)
 #: the text one request carries at most: half of the server's default body limit (16 MiB), leaving
 #: room for JSON's escapes, so long documents are split by size as well as by count
 MAX_REQUEST_BYTES = 8 * 2**20
-#: the most of an error page (a proxy's HTML) quoted in an error
-_QUOTED_CHARS = 300
 _JSON = {"Content-Type": "application/json"}
 _MAX_INPUTS, _MAX_QUEUE = "max_inputs_per_request", "max_queue"  # a model card's limits the client keeps
 #: a request refused for its size or its answer's: sent again in halves
@@ -321,9 +319,12 @@ class PoolragClient:
                 client = self._client
         return client
 
-    def _body(self, fields: dict[str, Any], facts: ModelFacts | None) -> dict[str, Any]:
+    def _body(self, fields: dict[str, Any], facts: ModelFacts | None) -> bytes:
+        """The request's JSON (naming the model) as UTF-8, unescaped, whatever httpx's version would
+        write (0.27 escapes every non-ASCII character, up to 3x the bytes :func:`_wire_size` counts)."""
         model = self.model if self.model is not None or facts is None else facts.model_name
-        return {"model": model, **fields} if model is not None else fields
+        body = {"model": model, **fields} if model is not None else fields
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
     def _check(
         self, response: httpx.Response, facts: ModelFacts | None, inputs: int | None = None
@@ -340,14 +341,14 @@ class PoolragClient:
                 kind = response.headers.get("content-type", "no content type")
                 raise RemoteError(
                     f"{path} answered {response.status_code} with {kind}, not JSON: is {self.base_url} "
-                    f"a poolrag server? It said: {response.text[:_QUOTED_CHARS]!r}",
+                    f"a poolrag server? It said: {response.text[: wire.PAGE_CHARS]!r}",
                     response.status_code,
                 ) from None
         try:
             body: Any = response.json()
         except ValueError:
             body = None
-        message = wire.error_message(response.status_code, body, response.text[: 64 * _QUOTED_CHARS])
+        message = wire.error_message(response.status_code, body, response.text[: 64 * wire.PAGE_CHARS])
         if response.status_code == 413 and inputs is not None and wire.error_code(body) != "answer_too_large":
             message += self._too_large_hint(inputs)  # a body over the limit: the answer's is said as it is
         if response.status_code in _CLIENT_ERRORS or wire.error_code(body) == "model_not_found":
@@ -366,7 +367,7 @@ class PoolragClient:
                 f"({type(exc).__name__}); it is busy or the request is large: raise timeout= or "
                 "send less at once"
             )
-        said = " ".join(str(exc).split())[:_QUOTED_CHARS] or type(exc).__name__
+        said = " ".join(str(exc).split())[: wire.PAGE_CHARS] or type(exc).__name__
         if _untrusted_certificate(exc):
             return RemoteConnectionError(
                 f"the TLS certificate of {self.base_url} is not trusted here ({said}); pass verify= "
@@ -400,14 +401,14 @@ class PoolragClient:
     def _post(
         self, path: str, fields: dict[str, Any], facts: ModelFacts | None, inputs: int | None = None
     ) -> dict[str, Any]:
-        body = _json_body(self._body(fields, facts))
+        body = self._body(fields, facts)
         sent = self._sent(lambda: self._sync().post(path, content=body, headers=_JSON))
         return self._check(sent, facts, inputs)
 
     async def _apost(
         self, path: str, fields: dict[str, Any], facts: ModelFacts | None, inputs: int | None = None
     ) -> dict[str, Any]:
-        body = _json_body(self._body(fields, facts))
+        body = self._body(fields, facts)
         client = await self._async_clients.get()
         sent = await self._asent(lambda: client.post(path, content=body, headers=_JSON))
         return self._check(sent, facts, inputs)
@@ -426,9 +427,7 @@ class PoolragClient:
             try:
                 response = send()
             except httpx.HTTPError as exc:
-                if (wait := self._reconnect_wait(exc, attempt)) is None:
-                    raise self._unanswered(exc, attempt + 1, since) from exc
-                time.sleep(wait)
+                time.sleep(self._reconnect_wait(exc, attempt, since))
                 continue
             if (wait := self._retry_wait(response, attempt)) is None:
                 return response
@@ -441,25 +440,24 @@ class PoolragClient:
             try:
                 response = await send()
             except httpx.HTTPError as exc:
-                if (wait := self._reconnect_wait(exc, attempt)) is None:
-                    raise self._unanswered(exc, attempt + 1, since) from exc
-                await asyncio.sleep(wait)
+                await asyncio.sleep(self._reconnect_wait(exc, attempt, since))
                 continue
             if (wait := self._retry_wait(response, attempt)) is None:
                 return response
             await asyncio.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _reconnect_wait(self, exc: httpx.HTTPError, attempt: int) -> float | None:
-        """Seconds to wait before sending again (:func:`_backoff`, ``max_retries`` times), or
-        ``None`` to give up. Sent again: a refused connection (a server restarting) and one lost
-        before the answer ended (a server killed mid-request, a keep-alive connection the server
-        closed as it was reused): every call is idempotent, so the answer is the same. Not a
-        timeout: the request may still be running, and sending it again adds to a busy server's
-        load; nor a certificate this machine does not trust, which no wait changes."""
+    def _reconnect_wait(self, exc: httpx.HTTPError, attempt: int, since: float) -> float:
+        """Seconds to wait before sending again (:func:`_backoff`, ``max_retries`` times); giving up,
+        it raises :meth:`_unanswered`'s error for the attempts made since ``since``. Sent again: a
+        refused connection (a server restarting) and one lost before the answer ended (a server
+        killed mid-request, a keep-alive connection the server closed as it was reused): every call
+        is idempotent, so the answer is the same. Not a timeout: the request may still be running,
+        and sending it again adds to a busy server's load; nor a certificate this machine does not
+        trust, which no wait changes."""
         resendable = isinstance(exc, (httpx.NetworkError, httpx.RemoteProtocolError))
         if not resendable or _untrusted_certificate(exc) or attempt >= self.max_retries:
-            return None
+            raise self._unanswered(exc, attempt + 1, since) from exc
         wait = _backoff(attempt)
         logger.info("no answer from %s (%s); sending again in %.1f s", self.base_url, exc, wait)
         return wait
@@ -493,28 +491,18 @@ class PoolragClient:
         served = self._served
         if served is None:
             listing = self._get("/v1/models")
-            cards = listing.get("data")
-            served, limits, refusals = self._served_from(listing), _card_limits(cards), _refusals(cards)
-            if self._unlisted(served):
-                card = self._get(self._card_path())
-                served += (ModelFacts.from_json(str(self.model), card),)
-                limits |= _card_limits([{**card, "id": self.model}])
-                refusals |= _refusals([{**card, "id": self.model}])
-            served = self._keep(served, limits, refusals)
+            listed = self._served_from(listing)
+            card = self._get(self._card_path()) if self._unlisted(listed) else None
+            served = self._keep(listing, listed, card)
         return self._pick(served, task)
 
     async def _afacts(self, task: str | None) -> ModelFacts:
         served = self._served
         if served is None:
             listing = await self._aget("/v1/models")
-            cards = listing.get("data")
-            served, limits, refusals = self._served_from(listing), _card_limits(cards), _refusals(cards)
-            if self._unlisted(served):
-                card = await self._aget(self._card_path())
-                served += (ModelFacts.from_json(str(self.model), card),)
-                limits |= _card_limits([{**card, "id": self.model}])
-                refusals |= _refusals([{**card, "id": self.model}])
-            served = self._keep(served, limits, refusals)
+            listed = self._served_from(listing)
+            card = await self._aget(self._card_path()) if self._unlisted(listed) else None
+            served = self._keep(listing, listed, card)
         return self._pick(served, task)
 
     def _unlisted(self, served: tuple[ModelFacts, ...]) -> bool:
@@ -527,15 +515,19 @@ class PoolragClient:
         return f"/v1/models/{urllib.parse.quote(str(self.model), safe='/')}"
 
     def _keep(
-        self,
-        fetched: tuple[ModelFacts, ...],
-        limits: dict[str, dict[str, int]],
-        refusals: dict[str, str],
+        self, listing: dict[str, Any], listed: tuple[ModelFacts, ...], card: dict[str, Any] | None
     ) -> tuple[ModelFacts, ...]:
-        """The first listing fetched wins, so threads and tasks racing on the first call agree."""
+        """The models ``listing`` lists (as ``listed``), with the unlisted ``model``'s ``card`` where
+        it was read, and the limits their cards say. The first listing fetched wins, so threads and
+        tasks racing on the first call agree."""
+        cards: list[Any] = listing["data"]  # a list of cards: _served_from read models from it
+        if card is not None:
+            listed += (ModelFacts.from_json(str(self.model), card),)
+            cards = [*cards, {**card, "id": self.model}]
+        limits, refusals = _card_limits_and_refusals(cards)
         with self._facts_lock:
             if self._served is None:
-                self._served, self._card_limits, self._late_chunking_refusals = fetched, limits, refusals
+                self._served, self._card_limits, self._late_chunking_refusals = listed, limits, refusals
             return self._served
 
     @property
@@ -588,7 +580,7 @@ class PoolragClient:
                 "reads the new facts, and caches and collections filled by the old model do not "
                 "hold this model's vectors"
             )
-        return _stack(vectors, width)
+        return np.stack(vectors) if vectors else np.zeros((0, width or 0), dtype=np.float32)
 
     def _known_facts(self, task: str) -> ModelFacts | None:
         """The facts for ``task`` when the listing was read (a call that needs none sends without)."""
@@ -634,11 +626,11 @@ class PoolragClient:
         limit = None if facts is None else self._card_limits.get(facts.model_name, {}).get(_MAX_INPUTS)
         return self.max_inputs_per_request if limit is None else min(limit, self.max_inputs_per_request)
 
-    def _admitted(self, facts: ModelFacts | None) -> asyncio.Semaphore | contextlib.nullcontext[None]:
+    def _admitted(self, facts: ModelFacts) -> asyncio.Semaphore | contextlib.nullcontext[None]:
         """The running loop's gate of ``--max-queue`` requests for ``facts``' model (a semaphore
         belongs to one loop), or none where the card says no limit."""
-        queue = None if facts is None else self._card_limits.get(facts.model_name, {}).get(_MAX_QUEUE)
-        if queue is None or facts is None:
+        queue = self._card_limits.get(facts.model_name, {}).get(_MAX_QUEUE)
+        if queue is None:
             return contextlib.nullcontext()
         gates = self._queue_gates.setdefault(asyncio.get_running_loop(), {})
         return gates.setdefault(facts.model_name, asyncio.Semaphore(queue))
@@ -667,7 +659,7 @@ class PoolragClient:
             runs.append(slice(start, len(items)))
         return runs
 
-    async def _gather(self, calls: list[Callable[[], Any]], facts: ModelFacts | None = None) -> list[Any]:
+    async def _gather(self, calls: list[Callable[[], Any]], facts: ModelFacts) -> list[Any]:
         """Each call's result, ``max_concurrency`` at a time, and this client's requests to ``facts``'
         model at most the server's ``--max-queue`` at a time (on its card) across the calls of a
         loop: more would be refused with 503 by a server nobody else uses. The first failure (or
@@ -783,31 +775,25 @@ class PoolragClient:
             wired.append(wire.wire_input(text, reads_images, name))
         return wired
 
-    def _param_fields(
-        self, params: PoolingParams | None, accepted: tuple[str, ...], endpoint: str
-    ) -> dict[str, Any]:
+    def _param_fields(self, params: PoolingParams | None, endpoint: str) -> dict[str, Any]:
         """:func:`wire.param_fields` with the served model's length, once its facts were fetched."""
         length = None if self._served is None else self._pick(self._served, self.task).max_model_len
-        return wire.param_fields(params, accepted, endpoint, length)
+        return wire.param_fields(params, endpoint, length)
 
     def _input_requests(self, prompts: Any, task: str, extra: dict[str, Any]) -> Requests:
         items = self._wired(prompt_list(prompts), "input", one=isinstance(prompts, str))
         return [({"input": items[s], **extra}, len(items[s])) for s in self._chunks(items, task)]
 
     def _embed_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
-        extra = {
-            "encoding_format": "base64",
-            **self._param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
-        }
+        extra = {"encoding_format": "base64", **self._param_fields(params, "/v1/embeddings")}
         return self._input_requests(prompts, "embed", extra)
 
     def _pooling_requests(self, prompts: Any, task: str, params: PoolingParams | None) -> Requests:
-        extra = {"task": task, **self._param_fields(params, wire.POOLING_FIELDS, "/pooling")}
+        extra = {"task": task, **self._param_fields(params, "/pooling")}
         return self._input_requests(prompts, task, extra)
 
     def _classify_requests(self, prompts: Any, params: PoolingParams | None) -> Requests:
-        extra = self._param_fields(params, wire.CLASSIFY_FIELDS, "/classify")
-        return self._input_requests(prompts, "classify", extra)
+        return self._input_requests(prompts, "classify", self._param_fields(params, "/classify"))
 
     def _pair_requests(
         self, text_1: str | Sequence[str], text_2: str | Sequence[str], params: PoolingParams | None
@@ -817,7 +803,7 @@ class PoolragClient:
         if not seconds:
             return []
         firsts, seconds = self._wired(firsts, "text_1"), self._wired(seconds, "text_2")
-        extra = self._param_fields(params, wire.SCORE_FIELDS, "/score")
+        extra = self._param_fields(params, "/score")
         return [
             (
                 {"text_1": firsts[0] if len(firsts) == 1 else firsts[s], "text_2": seconds[s], **extra},
@@ -837,7 +823,7 @@ class PoolragClient:
             raise InvalidInputError(  # as the engine says
                 "text_2 is empty: text_1 and text_2 must both be non-empty", param="text_2"
             )
-        extra = self._param_fields(params, wire.SCORE_FIELDS, "/score")
+        extra = self._param_fields(params, "/score")
         return [
             ({"text_1": check_text(text_1, "text_1"), "text_2": seconds[s], **extra}, len(seconds[s]))
             for s in self._chunks(seconds, "score")
@@ -852,10 +838,9 @@ class PoolragClient:
         second_stage: str | None,
         rerank_weight: float | None,
     ) -> dict[str, Any]:
-        documents = self._wired(item_list(documents, "documents"), "documents")
         fields: dict[str, Any] = {
+            "documents": self._wired(documents, "documents"),  # a list: the caller's item_list made it
             "query": check_text(query, "query"),
-            "documents": documents,
             "return_documents": False,
         }
         first = None if first_stage_scores is None else [float(s) for s in first_stage_scores]
@@ -897,7 +882,7 @@ class PoolragClient:
             "input": document,
             "late_chunking": {"spans": [[int(start), int(end)] for start, end in spans]},
             "encoding_format": "base64",
-            **self._param_fields(params, wire.EMBEDDINGS_FIELDS, "/v1/embeddings"),
+            **self._param_fields(params, "/v1/embeddings"),
         }
 
     def embed_chunks(
@@ -1165,47 +1150,31 @@ def _scores(scores: Sequence[float]) -> list[PoolingRequestOutput[ScoringOutput]
     return [PoolingRequestOutput(str(i), ScoringOutput(score)) for i, score in enumerate(scores)]
 
 
-def _stack(vectors: list[np.ndarray], width: int | None) -> np.ndarray:
-    """The vectors as one array; ``width`` (the verified size) shapes an empty answer."""
-    if vectors:
-        return np.stack(vectors)
-    return np.zeros((0, width or 0), dtype=np.float32)
-
-
 def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragClient:
     return cls(**settings)
 
 
-def _json_body(fields: dict[str, Any]) -> bytes:
-    """The request's JSON as UTF-8, unescaped, whatever httpx's version would write (0.27 escapes
-    every non-ASCII character, up to 3x the bytes :func:`_wire_size` counts)."""
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _card_limits(cards: Any) -> dict[str, dict[str, int]]:
-    """Each model card's limits (``max_inputs_per_request``, ``max_queue``) by its ``id``; a server
-    older than those fields says none, and the client's own limits stand."""
+def _card_limits_and_refusals(cards: list[Any]) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+    """Each model card's limits (``max_inputs_per_request``, ``max_queue``) and its
+    ``late_chunking_refusal``, by its ``id``; a server older than those fields says none, and the
+    client's own limits stand."""
     limits: dict[str, dict[str, int]] = {}
-    for card in cards if isinstance(cards, list) else ():
-        for key in (_MAX_INPUTS, _MAX_QUEUE) if isinstance(card, dict) else ():
+    refusals: dict[str, str] = {}
+    for card in cards:
+        if not isinstance(card, dict):  # _served_from skipped it too
+            continue
+        for key in (_MAX_INPUTS, _MAX_QUEUE):
             limit = card.get(key)
             if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
                 limits.setdefault(str(card.get("id")), {})[key] = limit
-    return limits
-
-
-def _refusals(cards: Any) -> dict[str, str]:
-    """Each model card's ``late_chunking_refusal`` by its ``id``, where it has one."""
-    refusals: dict[str, str] = {}
-    for card in cards if isinstance(cards, list) else ():
-        refusal = card.get("late_chunking_refusal") if isinstance(card, dict) else None
+        refusal = card.get("late_chunking_refusal")
         if isinstance(refusal, str) and refusal:
             refusals[str(card.get("id"))] = refusal
-    return refusals
+    return limits, refusals
 
 
 def _wire_size(item: Any) -> int:
-    """About the bytes ``item`` takes in a JSON body (:func:`_json_body`): a text's UTF-8, a token
+    """About the bytes ``item`` takes in a JSON body (:meth:`PoolragClient._body`): a text's UTF-8, a token
     id list's digits and commas."""
     if isinstance(item, str):  # an ASCII text's bytes are its length: no copy made to count them
         return (len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))) + 3
@@ -1220,11 +1189,10 @@ def _halves(
     """``body`` as two requests of the first and the last half of its ``input`` list (or its
     ``text_2`` list, with an N:N ``text_1`` beside it), or ``None`` for a request of one input
     (nothing to split)."""
-    key = "input" if "input" in body else "text_2"
-    items = body.get(key)
-    if n < 2 or not isinstance(items, list) or len(items) != n:
+    if n < 2:
         return None
-    half = n // 2
+    key = "input" if "input" in body else "text_2"  # each request _post_each sends: a list of n
+    items, half = body[key], n // 2
     first, second = {**body, key: items[:half]}, {**body, key: items[half:]}
     if key == "text_2" and isinstance(body.get("text_1"), list):
         first["text_1"], second["text_1"] = body["text_1"][:half], body["text_1"][half:]

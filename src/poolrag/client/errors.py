@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from poolrag.client.wire import error_code
 from poolrag.errors import (
     DimensionsError,
     InputTooLongError,
@@ -94,7 +95,7 @@ class RemoteRequestTooLargeError(RemoteInvalidInputError):
 
 #: the server's error code -> what the client raises, so ``except InputTooLongError`` catches the
 #: remote refusal as it catches the engine's
-_BY_CODE: dict[str, type[RemoteInvalidInputError]] = {
+_BY_CODE: dict[str | None, type[RemoteInvalidInputError]] = {
     "context_length_exceeded": RemoteInputTooLongError,
     "empty_input": RemoteInvalidTextError,
     "unsupported_task": RemoteUnsupportedTaskError,
@@ -108,9 +109,8 @@ def remote_input_error(message: str, status_code: int, body: object) -> RemoteIn
     """The error for a refused request: of the engine's own kind where the body's OpenAI-shaped
     ``error.code`` names one."""
     error = body.get("error") if isinstance(body, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
     param = error.get("param") if isinstance(error, dict) else None
-    kind = _BY_CODE.get(code, RemoteInvalidInputError) if isinstance(code, str) else RemoteInvalidInputError
+    kind = _BY_CODE.get(error_code(body), RemoteInvalidInputError)
     return kind(message, status_code, param if isinstance(param, str) else None)
 
 

@@ -24,11 +24,13 @@ from poolrag.params import PoolingParams
 #: The PoolingParams fields each endpoint reads from a request body: every one reads how inputs are
 #: cut and whether the activation applies; the vector endpoints also read the vectors' settings.
 _EVERY_ENDPOINT = ("truncate_prompt_tokens", "truncate", "use_activation")
-_VECTORS = (*_EVERY_ENDPOINT, "dimensions", "normalize", "input_type")
-EMBEDDINGS_FIELDS = (*_VECTORS, "prompt", "prompt_name")
-POOLING_FIELDS = (*_VECTORS, "prompt", "prompt_name", "max_active_dims")
-SCORE_FIELDS = _EVERY_ENDPOINT
-CLASSIFY_FIELDS = _EVERY_ENDPOINT
+_VECTORS = (*_EVERY_ENDPOINT, "dimensions", "normalize", "input_type", "prompt", "prompt_name")
+_READS = {
+    "/v1/embeddings": _VECTORS,
+    "/pooling": (*_VECTORS, "max_active_dims"),
+    "/score": _EVERY_ENDPOINT,
+    "/classify": _EVERY_ENDPOINT,
+}
 
 #: Response headers naming the served model on every answer (``poolrag.server.model_identity``):
 #: ``ModelFacts.model_identity`` and ``ModelFacts.output_fingerprint``, percent-encoded (header
@@ -86,7 +88,7 @@ def wire_input(item: Any, reads_images: bool = True, name: str = "input") -> str
 
 
 def param_fields(
-    params: PoolingParams | None, accepted: tuple[str, ...], endpoint: str, max_model_len: int | None = None
+    params: PoolingParams | None, endpoint: str, max_model_len: int | None = None
 ) -> dict[str, Any]:
     """The pooling parameters that are set, as request-body fields of ``endpoint``.
 
@@ -99,7 +101,7 @@ def param_fields(
         return {}
     fields = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
     fields = {name: value for name, value in fields.items() if value is not None}
-    refused = sorted(set(fields) - set(accepted))
+    refused = sorted(set(fields) - set(_READS[endpoint]))
     if refused:
         raise InvalidInputError(f"{endpoint} does not accept {', '.join(refused)} over HTTP")
     limit = fields.get("truncate_prompt_tokens")

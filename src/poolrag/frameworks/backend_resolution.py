@@ -250,15 +250,3 @@ def _deprecated_call(backend: object, keywords: dict[str, Any], deprecated: list
     if backend is not None:
         raise InvalidInputError("pass one backend, or the old keywords (engine=, model_name=, ...), not both")
     return adapter_backend(**keywords)
-
-
-def backend_base_url(backend: PoolingBackend) -> str | None:
-    """The server URL of a remote backend (``None`` in process), for the adapters' ``base_url`` field."""
-    return backend.base_url if isinstance(backend, PoolragClient) else None
-
-
-def backend_model_name(backend: PoolingBackend) -> str | None:
-    """The name of the model ``backend`` runs, for the adapters' ``model_name`` field: an engine's, or
-    the ``model`` a client was given. A client naming none stays ``None``: constructing an adapter
-    does not call its server (LangChain's and LlamaIndex's remote classes do not either)."""
-    return backend.model if isinstance(backend, PoolragClient) else backend.facts.model_name

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import (
@@ -40,8 +40,6 @@ from poolrag.errors import InvalidInputError
 from poolrag.frameworks.backend_resolution import (
     API_KEY_ENV,
     adapter_backend,
-    backend_base_url,
-    backend_model_name,
     engine_class,
 )
 from poolrag.frameworks.sparse_encoding import (
@@ -57,18 +55,16 @@ from poolrag.params import InputType, PoolingParams
 from poolrag.sparse.bm25 import BM25Encoder, BM25Parameters
 
 
-def _an_engine(value: object) -> object:
-    """``value`` if it is a :class:`poolrag.Engine`, else pydantic's own ``is_instance_of`` error."""
-    if not isinstance(value, engine_class()):
-        raise PydanticKnownError("is_instance_of", {"class": "Engine"})
-    return value
+def _instance_of(cls: Callable[[], type]) -> PlainValidator:
+    """A validator passing a value of the class ``cls()`` returns (looked up only when a value is
+    checked), else raising pydantic's own ``is_instance_of`` error."""
 
+    def check(value: object) -> object:
+        if not isinstance(value, expected := cls()):
+            raise PydanticKnownError("is_instance_of", {"class": expected.__name__})
+        return value
 
-def _engine_args(value: object) -> object:
-    """``value`` if it is a :class:`poolrag.EngineArgs`, else pydantic's own ``is_instance_of`` error."""
-    if not isinstance(value, EngineArgs):
-        raise PydanticKnownError("is_instance_of", {"class": "EngineArgs"})
-    return value
+    return PlainValidator(check)
 
 
 if TYPE_CHECKING:
@@ -76,10 +72,10 @@ if TYPE_CHECKING:
 
     GivenEngineArgs = EngineArgs
 else:  # an Engine checked when given, so that this module does not import it (and torch) itself
-    SharedEngine = Annotated[Any, PlainValidator(_an_engine)]
+    SharedEngine = Annotated[Any, _instance_of(engine_class)]
     # not InstanceOf[EngineArgs]: pydantic < 2.13 builds the dataclass's schema for it, and its
     # torch annotations (imported for type checkers only) left every adapter "not fully defined"
-    GivenEngineArgs = Annotated[Any, PlainValidator(_engine_args)]
+    GivenEngineArgs = Annotated[Any, _instance_of(lambda: EngineArgs)]
 
 #: ``HuggingFaceEmbeddings``' and ``HuggingFaceEmbedding``'s arguments that are engine options here
 HUGGINGFACE_ENGINE_OPTIONS = ("device", "trust_remote_code", "revision", "token")
@@ -205,14 +201,16 @@ class BackendFields(BaseModel):
             engine_args=self.engine_args,
             task=self._task,
         )
-        remote_url = backend_base_url(self._backend)
+        client = self._backend if isinstance(self._backend, PoolragClient) else None
+        remote_url = None if client is None else client.base_url
         if remote_url != self.base_url:  # filled in from $POOLRAG_BASE_URL or client=
             self.base_url = remote_url
         if self.model_name is None:
             # named even when given as engine= / engine_args= / client= (excluded from serialisation):
             # the frameworks key caches on the serialised adapter (LlamaIndex's IngestionPipeline),
-            # and LlamaIndex's events and reprs show the name
-            self.model_name = backend_model_name(self._backend)
+            # and LlamaIndex's events and reprs show the name. A client naming none leaves it None:
+            # constructing an adapter does not call its server (nor do the frameworks' remote classes)
+            self.model_name = self._backend.facts.model_name if client is None else client.model
         given = self.engine_args if self.engine is None else self.engine.engine_args
         if given is not None and not self.engine_kwargs:
             # the options as model_name's would show them: the same model pooled or cut otherwise

@@ -9,19 +9,15 @@ rule when nothing was saved. The framework classes only translate results into d
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
 from poolrag.backend import PoolingBackend
 from poolrag.cache import CachedEmbedder
 from poolrag.errors import InvalidInputError
 from poolrag.params import PoolingParams
-from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
+from poolrag.retrieval import Retriever, SparseQueryEncoder
 from poolrag.retrieval.collection_checks import existing_spec
 from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 from poolrag.sparse.words import recorded_analyzer
-from poolrag.stores import HybridFusion, MetadataFilter, VectorStore
+from poolrag.stores import HybridFusion, VectorStore
 from poolrag.stores.hybrid import check_fusion
 
 
@@ -76,32 +72,3 @@ def check_optional_fusion(fusion: object) -> HybridFusion | None:
     if isinstance(fusion, list):
         fusion = tuple(fusion)
     return check_fusion(fusion)
-
-
-def hybrid_search(
-    retriever: Retriever,
-    query: str,
-    k: int,
-    *,
-    filter: MetadataFilter | None = None,
-    fusion: HybridFusion | None = None,
-    query_vector: np.ndarray | Sequence[float] | None = None,
-) -> list[SearchResult]:
-    """The ``k`` best chunks, fused by ``fusion`` or, when ``None``, as the collection's record says;
-    ``query_vector`` (a framework's own query embedding) drives the dense leg instead of ``query``."""
-    return retriever.search(query, k, mode="hybrid", filter=filter, fusion=fusion, query_vector=query_vector)
-
-
-async def ahybrid_search(
-    retriever: Retriever,
-    query: str,
-    k: int,
-    *,
-    filter: MetadataFilter | None = None,
-    fusion: HybridFusion | None = None,
-    query_vector: np.ndarray | Sequence[float] | None = None,
-) -> list[SearchResult]:
-    """:func:`hybrid_search` for asyncio (the event loop is not blocked by the stores' clients)."""
-    return await retriever.asearch(
-        query, k, mode="hybrid", filter=filter, fusion=fusion, query_vector=query_vector
-    )

@@ -79,24 +79,22 @@ class RerankerFields(BackendFields):
     ) -> list[Ranked]:
         """The ``top_n`` texts most relevant to ``query``, best first, scored in one backend call and
         ordered by :func:`rank_second_stage`."""
-        checked = _checked(query, texts)
-        if not texts or self.top_n == 0:  # keeping none: [], as the rerankers it replaces slice it
+        if (checked := self._query_to_score(query, texts)) is None:
             return []
-        scores = self.backend.score_array(checked, texts, self._params())
-        return self._order(scores, first_stage_scores)
+        return self._order(self.backend.score_array(checked, texts, self._params()), first_stage_scores)
 
     async def _arank(
         self, query: object, texts: list[str], first_stage_scores: Sequence[float] | None
     ) -> list[Ranked]:
-        checked = _checked(query, texts)
-        if not texts or self.top_n == 0:
+        if (checked := self._query_to_score(query, texts)) is None:
             return []
         scores = await self.backend.ascore_array(checked, texts, self._params())
         return self._order(scores, first_stage_scores)
 
-
-def _checked(query: object, texts: list[str]) -> str:
-    """The query, once it and every document were checked (``documents[3] is empty``), before any
-    model call."""
-    check_texts(texts, "documents")
-    return check_text(query, "the query")
+    def _query_to_score(self, query: object, texts: list[str]) -> str | None:
+        """The query, once it and every document were checked (``documents[3] is empty``), before any
+        model call; ``None`` when there is nothing to score or to keep (``[]``, as the rerankers it
+        replaces slice it)."""
+        check_texts(texts, "documents")
+        checked = check_text(query, "the query")
+        return None if not texts or self.top_n == 0 else checked

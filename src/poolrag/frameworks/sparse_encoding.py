@@ -105,16 +105,15 @@ class LexicalSparseEncoder:
         return self.encoder.document_vectors(counts, self.avg_doc_length)
 
     def queries(self, texts: object) -> list[SparseVector]:
-        if self.query_idf is QueryIdf.DOCUMENTS:
-            if self.stats.document_count == 0 and not self._warned:
-                self._warned = True  # the usual ingest-once, query-later split: say it once
-                logger.warning(
-                    "BM25 query_idf='documents', but this encoder has encoded no documents (a process "
-                    "other than the ingest's?): every query term weighs the same. Encode the corpus "
-                    "with this object first (its document statistics are kept in memory only)"
-                )
-            return self.encoder.encode_queries(check_texts(require_list(texts), "queries"), self.stats)
-        return self.encoder.encode_queries(check_texts(require_list(texts), "queries"))
+        stats = self.stats if self.query_idf is QueryIdf.DOCUMENTS else None  # None: unit weights
+        if stats is not None and stats.document_count == 0 and not self._warned:
+            self._warned = True  # the usual ingest-once, query-later split: say it once
+            logger.warning(
+                "BM25 query_idf='documents', but this encoder has encoded no documents (a process "
+                "other than the ingest's?): every query term weighs the same. Encode the corpus "
+                "with this object first (its document statistics are kept in memory only)"
+            )
+        return self.encoder.encode_queries(check_texts(require_list(texts), "queries"), stats)
 
     # Tokenising is fast and holds no lock worth yielding for.
     async def adocuments(self, texts: object) -> list[SparseVector]:

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
-from llama_index.embeddings.poolrag.slices import slice_positions, slices_counted
+from llama_index.embeddings.poolrag.slices import slice_named, slices_counted
 from pydantic import Field, model_validator
 
-from poolrag.errors import InvalidInputError, at_position
 from poolrag.frameworks.adapter_calls import (
     aembed_text,
     aembed_texts,
@@ -198,19 +197,13 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         return self.embeddings_cache is None and getattr(self, "rate_limiter", None) is None
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        where = slice_positions(len(texts))
-        try:
+        with slice_named(len(texts)):
             return embed_texts(self.backend, texts, self._params("document"))
-        except InvalidInputError as exc:
-            raise at_position(exc, where) from None
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        where = slice_positions(len(texts))  # before any await (see slices)
-        try:
+        with slice_named(len(texts)):  # before any await (see slices)
             async with _bulk_gate():
                 return await aembed_texts(self.backend, texts, self._params("document"))
-        except InvalidInputError as exc:
-            raise at_position(exc, where) from None
 
 
 #: ``aget_text_embedding_batch`` starts every ``embed_batch_size`` slice at once, and the engine
@@ -223,8 +216,4 @@ _GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] 
 
 def _bulk_gate() -> asyncio.Semaphore:
     """The running loop's gate for document slices (a semaphore belongs to one loop)."""
-    loop = asyncio.get_running_loop()
-    gate = _GATES.get(loop)
-    if gate is None:
-        gate = _GATES[loop] = asyncio.Semaphore(BULK_SLICES_IN_FLIGHT)
-    return gate
+    return _GATES.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(BULK_SLICES_IN_FLIGHT))

@@ -8,9 +8,8 @@ from typing import Any
 from llama_index.core.base.embeddings.base import Embedding
 from llama_index.core.embeddings.multi_modal_base import MultiModalEmbedding
 from llama_index.embeddings.poolrag.base import PoolragEmbedding
-from llama_index.embeddings.poolrag.slices import slice_positions, slices_counted
+from llama_index.embeddings.poolrag.slices import slice_named, slices_counted
 
-from poolrag.errors import InvalidInputError, at_position
 from poolrag.frameworks.adapter_calls import aembed_images, embed_images, require_list
 
 
@@ -57,15 +56,9 @@ class PoolragMultiModalEmbedding(PoolragEmbedding, MultiModalEmbedding):
         return (await aembed_images(self.backend, [img_file_path], self._image_params()))[0]
 
     def _get_image_embeddings(self, img_file_paths: list[Any]) -> list[Embedding]:
-        where = slice_positions(len(img_file_paths))
-        try:
+        with slice_named(len(img_file_paths)):
             return embed_images(self.backend, img_file_paths, self._image_params())
-        except InvalidInputError as exc:
-            raise at_position(exc, where) from None
 
     async def _aget_image_embeddings(self, img_file_paths: list[Any]) -> list[Embedding]:
-        where = slice_positions(len(img_file_paths))  # before any await (see slices)
-        try:
+        with slice_named(len(img_file_paths)):  # before any await (see slices)
             return await aembed_images(self.backend, img_file_paths, self._image_params())
-        except InvalidInputError as exc:
-            raise at_position(exc, where) from None

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from poolrag.errors import InvalidInputError, at_position
+
 #: Where the next slice starts in the caller's list (a one-item list, shared by the tasks an async
 #: call starts); ``None`` outside a counted call.
 _NEXT_SLICE: ContextVar[list[int] | None] = ContextVar("poolrag_next_slice", default=None)
@@ -33,12 +35,16 @@ def slices_counted(enabled: bool = True) -> Iterator[None]:
         _NEXT_SLICE.reset(token)
 
 
-def slice_positions(size: int) -> range:
-    """The caller's places of the ``size`` items of the slice now starting (``0..size`` outside a
-    counted call)."""
+@contextmanager
+def slice_named(size: int) -> Iterator[None]:
+    """An input the engine refuses in the block named by its place in the caller's list, among the
+    ``size`` items of the slice now starting (``0..size`` outside a counted call). The places are
+    taken on entering the block, before it awaits anything."""
     counter = _NEXT_SLICE.get()
-    if counter is None:
-        return range(size)
-    start = counter[0]
-    counter[0] += size
-    return range(start, start + size)
+    start = 0 if counter is None else counter[0]
+    if counter is not None:
+        counter[0] += size
+    try:
+        yield
+    except InvalidInputError as exc:
+        raise at_position(exc, range(start, start + size)) from None

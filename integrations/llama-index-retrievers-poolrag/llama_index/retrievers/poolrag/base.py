@@ -115,19 +115,15 @@ class PoolragColBERTRetriever(BaseRetriever):
         """Remove the nodes with these ``node_id`` s from the store."""
         self.colbert.delete(list(node_ids))
 
-    def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
-        return [NodeWithScore(node=result_node(r), score=r.score) for r in results]
-
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         filters = to_filter_dict(self.filters)
         k = check_top_k(self.similarity_top_k)
-        return self._nodes(self.colbert.search(query_bundle.query_str, k, filter=filters))
+        return scored_nodes(self.colbert.search(query_bundle.query_str, k, filter=filters))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         filters = to_filter_dict(self.filters)
         k = check_top_k(self.similarity_top_k)
-        results = await self.colbert.asearch(query_bundle.query_str, k, filter=filters)
-        return self._nodes(results)
+        return scored_nodes(await self.colbert.asearch(query_bundle.query_str, k, filter=filters))
 
 
 def check_top_k(similarity_top_k: object) -> int:
@@ -191,6 +187,11 @@ def _columns(nodes: Sequence[BaseNode]) -> tuple[list[str], list[dict[str, Any]]
 #: the node classes a stored node is rebuilt as, by the ``_node_type`` LlamaIndex's stores write
 #: (``class_name()``): a fixed table, so the stored name picks among these and imports nothing
 NODE_CLASSES: dict[str, type[TextNode]] = {cls.class_name(): cls for cls in (TextNode, IndexNode, ImageNode)}
+
+
+def scored_nodes(results: Sequence[SearchResult]) -> list[NodeWithScore]:
+    """Search hits as LlamaIndex's scored nodes: each :func:`result_node` with its hit's score."""
+    return [NodeWithScore(node=result_node(r), score=r.score) for r in results]
 
 
 def result_node(result: SearchResult) -> BaseNode:

@@ -15,18 +15,13 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from llama_index.retrievers.poolrag.base import Filters, check_top_k, result_node, to_filter_dict
+from llama_index.retrievers.poolrag.base import Filters, check_top_k, scored_nodes, to_filter_dict
 
 from poolrag.client import PoolragClient
 from poolrag.engine_args import EngineArgs
 from poolrag.frameworks.backend_resolution import adapter_backend
-from poolrag.frameworks.hybrid_search import (
-    ahybrid_search,
-    check_optional_fusion,
-    hybrid_search,
-    open_hybrid,
-)
-from poolrag.retrieval import Retriever, SearchResult, SparseQueryEncoder
+from poolrag.frameworks.hybrid_search import check_optional_fusion, open_hybrid
+from poolrag.retrieval import Retriever, SparseQueryEncoder
 from poolrag.stores import HybridFusion, VectorStore
 
 if TYPE_CHECKING:  # an engine= given is loaded already; a server needs no torch here
@@ -84,13 +79,11 @@ class PoolragHybridRetriever(BaseRetriever):
     def store(self) -> VectorStore:
         return self.retriever.store
 
-    def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
-        return [NodeWithScore(node=result_node(r), score=r.score) for r in results]
-
     def _search(self, query_bundle: QueryBundle, query_vector: Sequence[float] | None) -> dict[str, Any]:
-        """One search's arguments: the query's text and vector, and this retriever's settings."""
+        """One hybrid search's arguments: the query's text and vector, and this retriever's settings."""
         return {
             "query": query_bundle.query_str,
+            "mode": "hybrid",
             "k": check_top_k(self.similarity_top_k),
             "filter": to_filter_dict(self.filters),
             "fusion": self.fusion,
@@ -106,11 +99,11 @@ class PoolragHybridRetriever(BaseRetriever):
             vector = self.retriever.embedder.embed(
                 query_bundle.custom_embedding_strs, input_type="query"
             ).mean(0)
-        return self._nodes(hybrid_search(self.retriever, **self._search(query_bundle, vector)))
+        return scored_nodes(self.retriever.search(**self._search(query_bundle, vector)))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         vector: Sequence[float] | None = query_bundle.embedding
         if vector is None and query_bundle.custom_embedding_strs:
             strs = query_bundle.custom_embedding_strs
             vector = (await self.retriever.embedder.aembed(strs, input_type="query")).mean(0)
-        return self._nodes(await ahybrid_search(self.retriever, **self._search(query_bundle, vector)))
+        return scored_nodes(await self.retriever.asearch(**self._search(query_bundle, vector)))
