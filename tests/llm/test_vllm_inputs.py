@@ -159,6 +159,22 @@ def test_tokenization_kwargs_it_cannot_honour_are_refused(llm: LLM, kwargs: dict
         llm.embed("retrieval " * 300, tokenization_kwargs=kwargs)
 
 
+def test_tokenization_kwargs_are_refused_before_the_prompts_in_every_task(llm: LLM) -> None:
+    # vLLM checks a call's truncation before it reads a prompt; score did so here already, and
+    # embed, classify, reward and encode do too, so one call's two mistakes are told in one order
+    bad_prompt, refused = {"prompt": "a text", "bogus": 1}, {"padding": "max_length"}
+    calls = {
+        "embed": lambda: llm.embed(bad_prompt, tokenization_kwargs=refused),
+        "encode": lambda: llm.encode(bad_prompt, pooling_task="embed", tokenization_kwargs=refused),
+        "score": lambda: llm.score(bad_prompt, "a passage", tokenization_kwargs=refused),
+    }
+    for call in calls.values():
+        with pytest.raises(InvalidInputError, match="padding='max_length' is not supported"):
+            call()
+    with pytest.raises(InvalidInputError, match=r"text prompt keys \['bogus'\] are not supported"):
+        llm.embed(bad_prompt)  # alone, the prompt's own mistake is told
+
+
 def test_truncation_keyword_and_tokenization_kwargs_must_agree(llm: LLM) -> None:
     (out,) = llm.embed(
         "retrieval " * 30, truncate_prompt_tokens=7, tokenization_kwargs={"truncate_prompt_tokens": 7}
