@@ -414,8 +414,7 @@ class InputProcessor:
         """The requests of ``items``, prepared by the model's image preprocessor (futures being
         prepared where ``pending``); a text-only model refuses the first."""
         if self.images is None:
-            name = items[0][1]
-            raise text_only(name)
+            raise text_only(items[0][1])
         return self.images.request_futures(items, params) if pending else self.images.requests(items, params)
 
     def _from_token_ids(
@@ -488,14 +487,12 @@ class InputProcessor:
         """One request per pair read jointly (the pairs checked already, by :meth:`checked_pairs`)."""
         if not pairs:
             return []
-        firsts = [a for a, _ in pairs]
-        seconds = [b for _, b in pairs]
         limit = token_limit(truncate, self.max_len)
         if limit is not None:
             self._check_room(limit, pair=True)
-        wholes = list(zip(firsts, seconds, strict=True))
+        wholes = [(first, second) for first, second in pairs]
         cut = RememberedCut(self.text_cut)  # a query beside every document is cut once
-        one_first = len(set(firsts)) == 1  # 1:N (or 1:1): the query is named without an index
+        one_first = len({first for first, _ in wholes}) == 1  # 1:N (or 1:1): the query is named with no index
         kept = [
             self._kept_pair(first, second, limit, cut, (j, one_first))
             for j, (first, second) in enumerate(wholes)
