@@ -314,12 +314,6 @@ class ModelRunner:
             self._split_depth -= 1
         return ForwardOutput.concat([first, second])
 
-    @property
-    def oom_token_limit(self) -> int | None:
-        """Twice the token budget since an out-of-memory split (see :class:`OomBudget`); None: the
-        planned budget holds."""
-        return self.oom_budget.limit
-
     def token_budget(self, planned: int) -> int:
         """The scheduler's budget for the next batch: ``planned``, or lower after running out of memory."""
         return self.oom_budget.budget(planned)
