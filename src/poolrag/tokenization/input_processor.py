@@ -95,10 +95,7 @@ class PromptSettings:
         if input_type == "query" and QUERY_PROMPT_NAME in self.prompts:
             return self.prompts[QUERY_PROMPT_NAME]
         if input_type == "document":
-            for name in DOCUMENT_PROMPT_NAMES:
-                if name in self.prompts:
-                    return self.prompts[name]
-            return ""
+            return next((self.prompts[name] for name in DOCUMENT_PROMPT_NAMES if name in self.prompts), "")
         if input_type is None and self.default_prompt_name:
             return self.prompts.get(self.default_prompt_name, "")
         return ""
