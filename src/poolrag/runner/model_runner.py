@@ -121,10 +121,8 @@ class ModelRunner:
                 self._set_attention(previous)
         if reason is not None:
             logger.info("packed batches off for this model (%s); using padded batches", reason)
-            self.packed = False
-            return False
-        self.packed = True
-        return True
+        self.packed = reason is None
+        return self.packed
 
     @property
     def padding_free(self) -> bool:
