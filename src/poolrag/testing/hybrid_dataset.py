@@ -304,16 +304,12 @@ class HybridDataset:
         """The BEIR layout under ``folder`` (created if missing): corpus.jsonl, queries.jsonl and
         qrels/test.tsv."""
         (folder / "qrels").mkdir(parents=True, exist_ok=True)
-        with (folder / "corpus.jsonl").open("w", encoding="utf-8") as out:
-            for document in self.documents:
-                out.write(json.dumps(document, ensure_ascii=False) + "\n")
-        with (folder / "queries.jsonl").open("w", encoding="utf-8") as out:
-            for query in self.queries:
-                out.write(json.dumps(query, ensure_ascii=False) + "\n")
+        for name, rows in (("corpus.jsonl", self.documents), ("queries.jsonl", self.queries)):
+            with (folder / name).open("w", encoding="utf-8") as out:
+                out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
         with (folder / "qrels" / "test.tsv").open("w", encoding="utf-8") as out:
             out.write("query-id\tcorpus-id\tscore\n")
-            for query_id, doc_id, grade in self.qrels:
-                out.write(f"{query_id}\t{doc_id}\t{grade}\n")
+            out.writelines(f"{query_id}\t{doc_id}\t{grade}\n" for query_id, doc_id, grade in self.qrels)
 
 
 def _families(
