@@ -69,7 +69,7 @@ def test_runner_splits_a_batch_that_runs_out_of_memory(engine: Engine) -> None:
     assert torch.equal(split.token_ids, reference.token_ids)
     assert max(budget.seen) > 60  # the first try was too big ...
     assert sum(1 for n in budget.seen if n <= 60) >= 2  # ... and halves ran instead
-    assert runner.oom_token_limit is not None and runner.token_budget(16384) <= 60
+    assert runner.oom_budget.limit is not None and runner.token_budget(16384) <= 60
 
 
 def test_engine_callers_get_results_despite_a_small_memory_budget(engine: Engine) -> None:
@@ -111,8 +111,8 @@ def test_the_budget_grows_back_after_a_brief_memory_shortage(tiny_model: Callabl
     np.testing.assert_allclose(engine.embed_array(TEXTS), reference, rtol=0, atol=1e-5)
     assert budget.ran_out and runner.token_budget(PLANNED) < LIMIT
     budget.max_tokens = 1 << 30  # the memory is back
-    _serve(engine, budget, 500, reference, until=lambda: runner.oom_token_limit is None)
-    assert runner.oom_token_limit is None and runner.token_budget(PLANNED) == PLANNED
+    _serve(engine, budget, 500, reference, until=lambda: runner.oom_budget.limit is None)
+    assert runner.oom_budget.limit is None and runner.token_budget(PLANNED) == PLANNED
     engine.embed_array(TEXTS)
     assert budget.seen[-1] > LIMIT  # one batch, as before the shortage
 
@@ -165,7 +165,7 @@ def test_an_input_too_big_even_alone_leaves_the_token_budget_as_it_was(engine: E
     runner.model = MemoryBudget(runner.model, max_tokens=30)
     with pytest.raises(OutOfMemoryError):
         runner.forward([*long, *short])
-    assert runner.oom_token_limit is None and runner.token_budget(4096) == 4096
+    assert runner.oom_budget.limit is None and runner.token_budget(4096) == 4096
     assert runner.forward(short).tokens is not None
 
 

@@ -56,7 +56,7 @@ if sys.argv[2] in ("half", "whole"):
 limit = size + int(sys.argv[3])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 vectors = executor.execute(batch)
-print(json.dumps({"vectors": len(vectors), "too_big": internals.runner(engine).oom_token_limit,
+print(json.dumps({"vectors": len(vectors), "too_big": internals.runner(engine).oom_budget.limit,
                   "tokens": sum(r.num_tokens for r in batch)}))
 """
 

@@ -236,15 +236,8 @@ def convert_checkpoint(
     qkv: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
     heads = head_names(model_type, head)
     for key, tensor in raw.items():
-        name = key
-        head_module, head_param = _split_param(name)
-        if head_module in heads:
-            out[f"{heads[head_module]}.{head_param}"] = tensor
-            continue
-        for prefix in _PREFIXES:
-            if name.startswith(prefix):
-                name = name[len(prefix) :]
-                break
+        # the base model's prefix dropped (a head's modules have none)
+        name = next((key[len(prefix) :] for prefix in _PREFIXES if key.startswith(prefix)), key)
         module, param = _split_param(name)
         if module in _TOP_NAMES:
             out[f"{_TOP_NAMES[module]}.{param}"] = tensor

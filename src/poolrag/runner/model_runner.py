@@ -121,10 +121,8 @@ class ModelRunner:
                 self._set_attention(previous)
         if reason is not None:
             logger.info("packed batches off for this model (%s); using padded batches", reason)
-            self.packed = False
-            return False
-        self.packed = True
-        return True
+        self.packed = reason is None
+        return self.packed
 
     @property
     def padding_free(self) -> bool:
@@ -313,12 +311,6 @@ class ModelRunner:
         finally:
             self._split_depth -= 1
         return ForwardOutput.concat([first, second])
-
-    @property
-    def oom_token_limit(self) -> int | None:
-        """Twice the token budget since an out-of-memory split (see :class:`OomBudget`); None: the
-        planned budget holds."""
-        return self.oom_budget.limit
 
     def token_budget(self, planned: int) -> int:
         """The scheduler's budget for the next batch: ``planned``, or lower after running out of memory."""

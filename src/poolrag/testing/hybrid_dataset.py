@@ -300,6 +300,17 @@ class HybridDataset:
     queries: list[dict[str, object]] = field(default_factory=list)
     qrels: list[tuple[str, str, int]] = field(default_factory=list)
 
+    def save(self, folder: Path) -> None:
+        """The BEIR layout under ``folder`` (created if missing): corpus.jsonl, queries.jsonl and
+        qrels/test.tsv."""
+        (folder / "qrels").mkdir(parents=True, exist_ok=True)
+        for name, rows in (("corpus.jsonl", self.documents), ("queries.jsonl", self.queries)):
+            with (folder / name).open("w", encoding="utf-8") as out:
+                out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        with (folder / "qrels" / "test.tsv").open("w", encoding="utf-8") as out:
+            out.write("query-id\tcorpus-id\tscore\n")
+            out.writelines(f"{query_id}\t{doc_id}\t{grade}\n" for query_id, doc_id, grade in self.qrels)
+
 
 def _families(
     rng: random.Random,
@@ -408,15 +419,5 @@ def build(seed: int = 0) -> HybridDataset:
 def write(folder: Path, seed: int = 0) -> HybridDataset:
     """Write the dataset in the BEIR layout under ``folder`` (created if missing)."""
     dataset = build(seed)
-    (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    with (folder / "corpus.jsonl").open("w", encoding="utf-8") as out:
-        for document in dataset.documents:
-            out.write(json.dumps(document, ensure_ascii=False) + "\n")
-    with (folder / "queries.jsonl").open("w", encoding="utf-8") as out:
-        for query in dataset.queries:
-            out.write(json.dumps(query, ensure_ascii=False) + "\n")
-    with (folder / "qrels" / "test.tsv").open("w", encoding="utf-8") as out:
-        out.write("query-id\tcorpus-id\tscore\n")
-        for query_id, doc_id, grade in dataset.qrels:
-            out.write(f"{query_id}\t{doc_id}\t{grade}\n")
+    dataset.save(folder)
     return dataset

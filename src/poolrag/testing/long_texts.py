@@ -32,12 +32,10 @@ _STEPS = (1, 5, 7, 11)  # coprime with the 12 sentences: each visits all of them
 
 #: all-MiniLM-L6-v2 reads 256 tokens: a paragraph of this many loses 21 of them.
 LONG_TOKENS = 277
-#: How many different paragraphs :func:`long_paragraph` writes.
-DISTINCT = len(_SENTENCES) * len(_STEPS)
 
 
 def long_paragraph(tokenizer: Any, number: int = 0, tokens: int = LONG_TOKENS) -> str:
-    """Paragraph ``number`` (of :data:`DISTINCT`): prose of exactly ``tokens`` tokens in
+    """Paragraph ``number`` (48 differ, then they repeat): prose of exactly ``tokens`` tokens in
     ``tokenizer`` (special tokens included; one more where a word's pieces step over the count)."""
     start, step = number % len(_SENTENCES), _STEPS[number // len(_SENTENCES) % len(_STEPS)]
     words: list[str] = []

@@ -99,6 +99,19 @@ def _pdf(objects: Sequence[bytes]) -> bytes:
     return bytes(out)
 
 
+def _one_page_pdf(content: bytes, width: int = 612, height: int = 792, stream: bytes = b"") -> bytes:
+    """A PDF of one ``width`` x ``height`` page drawn by ``content``; ``stream``: entries of the
+    content stream's dictionary before its length (a filter)."""
+    return _pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents 4 0 R >>" % (width, height),
+            b"<< %s/Length %d >>\nstream\n" % (stream, len(content)) + content + b"\nendstream",
+        ]
+    )
+
+
 def inflating_pdf(inflated_bytes: int = 1 << 30) -> bytes:
     """A one-page PDF of about 1 MB whose page content inflates to ``inflated_bytes`` (a compression
     bomb: whatever parses the page holds it all)."""
@@ -106,42 +119,18 @@ def inflating_pdf(inflated_bytes: int = 1 << 30) -> bytes:
     block = b" " * (1 << 24)
     parts = [packer.compress(block) for _ in range(inflated_bytes // len(block))]
     parts += [packer.compress(b"BT /F1 12 Tf 10 10 Td (hi) Tj ET"), packer.flush()]
-    content = b"".join(parts)
-    return _pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
-            b"<< /Filter /FlateDecode /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        ]
-    )
+    return _one_page_pdf(b"".join(parts), stream=b"/Filter /FlateDecode ")
 
 
 def huge_page_pdf(points: int = 14400) -> bytes:
     """A one-page PDF whose page is ``points`` x ``points`` (14,400: 200 inches, PDF's largest)."""
-    content = b"BT /F1 12 Tf 10 10 Td (a very large page) Tj ET"
-    return _pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents 4 0 R >>" % (points, points),
-            b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        ]
-    )
+    return _one_page_pdf(b"BT /F1 12 Tf 10 10 Td (a very large page) Tj ET", points, points)
 
 
 def red_page_pdf(points: int) -> bytes:
     """A one-page PDF whose ``points`` x ``points`` page is filled pure red: its pixels show the
     byte order (RGB, not BGR) and any row padding left in."""
-    content = b"1 0 0 rg 0 0 %d %d re f" % (points, points)
-    return _pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents 4 0 R >>" % (points, points),
-            b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        ]
-    )
+    return _one_page_pdf(b"1 0 0 rg 0 0 %d %d re f" % (points, points), points, points)
 
 
 def many_pages_pdf(pages: int) -> bytes:

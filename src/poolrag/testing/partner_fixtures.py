@@ -145,47 +145,27 @@ def photo_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 # -- servers (same engines) ------------------------------------------------------------------------------
-def _served(engine: Engine, name: str, **settings: object) -> Iterator[str]:
-    """:func:`poolrag.testing.live_server.serve`, imported when a test first asks for a server."""
-    from poolrag.testing.live_server import serve
+def _server(engine: str, name: str, **settings: object) -> Callable[..., Iterator[str]]:
+    """A session fixture: the URL of a live server (:func:`poolrag.testing.live_server.serve`,
+    imported when a test first asks for one) of the engine fixture ``engine``, serving it as ``name``."""
 
-    yield from serve(engine, name, **settings)
+    def url(request: pytest.FixtureRequest) -> Iterator[str]:
+        from poolrag.testing.live_server import serve
 
+        yield from serve(request.getfixturevalue(engine), name, **settings)
 
-@pytest.fixture(scope="session")
-def splade_url(splade_engine: Engine) -> Iterator[str]:
-    yield from _served(splade_engine, "splade")
-
-
-@pytest.fixture(scope="session")
-def clip_url(clip_engine: Engine) -> Iterator[str]:
-    yield from _served(clip_engine, "clip")
+    url.__doc__ = f"``{engine}`` served as ``{name}`` on 127.0.0.1."
+    return pytest.fixture(scope="session")(url)
 
 
-@pytest.fixture(scope="session")
-def minilm_url(minilm_engine: Engine) -> Iterator[str]:
-    yield from _served(minilm_engine, "minilm")
-
-
-@pytest.fixture(scope="session")
-def matryoshka_url(matryoshka_engine: Engine) -> Iterator[str]:
-    yield from _served(matryoshka_engine, "minilm-matryoshka")
-
-
-@pytest.fixture(scope="session")
-def keyed_minilm_url(minilm_engine: Engine) -> Iterator[str]:
-    """Requires ``Authorization: Bearer API_KEY``."""
-    yield from _served(minilm_engine, "minilm", api_key=API_KEY)
-
-
-@pytest.fixture(scope="session")
-def cross_encoder_url(cross_encoder_engine: Engine) -> Iterator[str]:
-    yield from _served(cross_encoder_engine, "reranker")
-
-
-@pytest.fixture(scope="session")
-def colbert_url(colbert_engine: Engine) -> Iterator[str]:
-    yield from _served(colbert_engine, "colbert")
+splade_url = _server("splade_engine", "splade")
+clip_url = _server("clip_engine", "clip")
+minilm_url = _server("minilm_engine", "minilm")
+matryoshka_url = _server("matryoshka_engine", "minilm-matryoshka")
+#: requires ``Authorization: Bearer API_KEY``
+keyed_minilm_url = _server("minilm_engine", "minilm", api_key=API_KEY)
+cross_encoder_url = _server("cross_encoder_engine", "reranker")
+colbert_url = _server("colbert_engine", "colbert")
 
 
 @pytest.fixture(scope="session")

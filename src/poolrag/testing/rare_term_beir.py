@@ -7,10 +7,9 @@ share, far from the default fusion, and the tests can tell a tuned ranking from 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from poolrag.testing.hybrid_dataset import build
+from poolrag.testing.hybrid_dataset import HybridDataset, build
 
 KINDS = ("catalogue", "directory")
 
@@ -19,15 +18,10 @@ def write_rare_term_beir(folder: Path, seed: int = 0) -> Path:
     """corpus.jsonl (the 150 catalogue and directory entries), queries.jsonl and qrels/test.tsv
     (the 30 rare-term queries) under ``folder``."""
     dataset = build(seed)
-    documents = [d for d in dataset.documents if d["metadata"]["kind"] in KINDS]
     queries = [q for q in dataset.queries if q["metadata"]["kind"] == "rare-term"]
     kept = {q["_id"] for q in queries}
-    (folder / "qrels").mkdir(parents=True)
-    lines = [json.dumps(d) for d in documents]
-    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
-    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
-    qrels = [f"{q}\t{d}\t{g}" for q, d, g in dataset.qrels if q in kept]
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(qrels) + "\n")
+    documents = [d for d in dataset.documents if d["metadata"]["kind"] in KINDS]
+    HybridDataset(documents, queries, [qrel for qrel in dataset.qrels if qrel[0] in kept]).save(folder)
     return folder
 
 

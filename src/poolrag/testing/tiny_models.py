@@ -36,18 +36,9 @@ def _config(arch: str, **extra: object) -> transformers.PretrainedConfig:
     if arch == "distilbert":
         return transformers.DistilBertConfig(dim=HIDDEN, n_layers=2, n_heads=2, hidden_dim=37, **common)
     if arch == "modernbert":
-        return transformers.ModernBertConfig(
-            hidden_size=HIDDEN,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=40,
-            cls_token_id=101,
-            sep_token_id=102,
-            bos_token_id=101,
-            eos_token_id=102,
-            max_position_embeddings=512,
-            **common,
-        )
+        ids = {"cls_token_id": 101, "sep_token_id": 102, "bos_token_id": 101, "eos_token_id": 102}
+        sizes = _TOWER | {"intermediate_size": 40, "max_position_embeddings": 512}
+        return transformers.ModernBertConfig(**(sizes | ids | common))
     cls = {
         "bert": transformers.BertConfig,
         "roberta": transformers.RobertaConfig,

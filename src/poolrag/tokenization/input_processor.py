@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -44,7 +45,6 @@ logger = logging.getLogger(__name__)
 #: The folder prompts ``input_type`` selects: "query" for queries, the first of these for documents.
 QUERY_PROMPT_NAME = "query"
 DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus", "doc")
-_UNKNOWN = object()
 #: A character that is not whitespace (``str.isspace``'s rule): a word left after a cut.
 _TEXT = re.compile(r"\S")
 #: Texts tokenised in one call: the tokenizer's encodings (offsets, masks, words of every token) are
@@ -95,10 +95,7 @@ class PromptSettings:
         if input_type == "query" and QUERY_PROMPT_NAME in self.prompts:
             return self.prompts[QUERY_PROMPT_NAME]
         if input_type == "document":
-            for name in DOCUMENT_PROMPT_NAMES:
-                if name in self.prompts:
-                    return self.prompts[name]
-            return ""
+            return next((self.prompts[name] for name in DOCUMENT_PROMPT_NAMES if name in self.prompts), "")
         if input_type is None and self.default_prompt_name:
             return self.prompts.get(self.default_prompt_name, "")
         return ""
@@ -137,7 +134,6 @@ class InputProcessor:
         self.include_prompt = include_prompt  # false: each request counts its prompt's rows
         self.uses_token_type_ids = uses_token_type_ids and "token_type_ids" in tokenizer.model_input_names
         self.colbert_inputs = ColbertInputs(colbert, tokenizer) if colbert else None
-        self._frame: Any = _UNKNOWN  # special tokens around a text, found on first use
 
     @property
     def text_cut(self) -> TextCut:
@@ -168,20 +164,16 @@ class InputProcessor:
         """
         if self.colbert_inputs is not None or self.prompts.prefix_for(input_type, None):
             return None
-        frame = self._fixed_frame()
+        frame = self._frame
         if frame is None:
             return None
         head, tail = frame
         return [*head, *ids, *tail]
 
-    def _fixed_frame(self) -> tuple[list[int], list[int]] | None:
-        """:meth:`_probed_frame`, found on first use and kept."""
-        if self._frame is _UNKNOWN:
-            self._frame = self._probed_frame()
-        return self._frame
-
-    def _probed_frame(self) -> tuple[list[int], list[int]] | None:
-        """The special tokens around every text, checked on probe texts of different shapes."""
+    @cached_property
+    def _frame(self) -> tuple[list[int], list[int]] | None:
+        """The special tokens around every text, checked on probe texts of different shapes (on
+        first use)."""
         frames = set()
         for probe in ("a", "Hello, world.", "  two\n\nparagraphs, naïve 日本 words  "):
             full = call_tokenizer(self.tokenizer, probe, add_special_tokens=True)["input_ids"]
@@ -414,8 +406,7 @@ class InputProcessor:
         """The requests of ``items``, prepared by the model's image preprocessor (futures being
         prepared where ``pending``); a text-only model refuses the first."""
         if self.images is None:
-            name = items[0][1]
-            raise text_only(name)
+            raise text_only(items[0][1])
         return self.images.request_futures(items, params) if pending else self.images.requests(items, params)
 
     def _from_token_ids(
@@ -458,7 +449,7 @@ class InputProcessor:
         ``OpenAIEmbeddings`` sends tiktoken's by default, and their vectors would be wrong without a
         word. Ids this tokenizer made keep its first token even cut. A decoder's BOS alone is not
         checked: its ids are often assembled by hand."""
-        frame = self._fixed_frame()
+        frame = self._frame
         if frame is None or not (frame[0] and frame[1]):
             return
         head, tail = frame
@@ -488,14 +479,12 @@ class InputProcessor:
         """One request per pair read jointly (the pairs checked already, by :meth:`checked_pairs`)."""
         if not pairs:
             return []
-        firsts = [a for a, _ in pairs]
-        seconds = [b for _, b in pairs]
         limit = token_limit(truncate, self.max_len)
         if limit is not None:
             self._check_room(limit, pair=True)
-        wholes = list(zip(firsts, seconds, strict=True))
+        wholes = [(first, second) for first, second in pairs]
         cut = RememberedCut(self.text_cut)  # a query beside every document is cut once
-        one_first = len(set(firsts)) == 1  # 1:N (or 1:1): the query is named without an index
+        one_first = len({first for first, _ in wholes}) == 1  # 1:N (or 1:1): the query is named with no index
         kept = [
             self._kept_pair(first, second, limit, cut, (j, one_first))
             for j, (first, second) in enumerate(wholes)
