@@ -123,8 +123,6 @@ class BM25ChunkEncoder:
         not counted again (without a cache, a run counted and reported them twice)."""
         ahead = self._first_counts
         rest = [text for text in texts if text not in ahead]
-        if len(rest) == len(texts):
-            return self.counter.term_counts(texts)
         counted = iter(self.counter.term_counts(rest) if rest else ())
         return [ahead[text] if text in ahead else next(counted) for text in texts]
 
