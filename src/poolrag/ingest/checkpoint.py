@@ -38,7 +38,7 @@ _OLD_SCRATCH = re.compile(r"\.([0-9a-f]{24}\.json)\.(\d+)\.(?:stored-ids\.sqlite
 
 def default_checkpoint_path(cache_dir: Path, run_key: dict[str, Any]) -> Path:
     """One checkpoint per (store location, collection, model, dimension) under the cache folder."""
-    digest = hashlib.sha256(json.dumps(run_key, sort_keys=True).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(_run_json(run_key).encode()).hexdigest()[:24]
     return cache_dir / "checkpoints" / f"{digest}.sqlite"
 
 
@@ -88,7 +88,7 @@ class Checkpoint:
             probe.touch()
             probe.unlink()
         except OSError as exc:
-            raise _unwritable(self.path, exc.strerror or str(exc)) from exc
+            raise _unwritable(self.path, exc) from exc
 
     def forget(self) -> None:
         """Start over: the database the interrupted run wrote to no longer holds its work."""
@@ -116,10 +116,8 @@ class Checkpoint:
             db = self._db if self._db is not None else self._create()
             with db:
                 db.executemany("INSERT OR REPLACE INTO done VALUES (?, ?)", items.items())
-        except OSError as exc:
-            raise _unwritable(self.path, exc.strerror or str(exc)) from exc
-        except sqlite3.Error as exc:
-            raise _unwritable(self.path, str(exc)) from exc
+        except (OSError, sqlite3.Error) as exc:
+            raise _unwritable(self.path, exc) from exc
 
     def _create(self) -> sqlite3.Connection:
         """An empty checkpoint, made aside and renamed: a reader never meets a file without tables."""
@@ -200,7 +198,8 @@ def _run_json(run_key: dict[str, Any]) -> str:
     return json.dumps(run_key, sort_keys=True)
 
 
-def _unwritable(path: Path, why: str) -> InvalidInputError:
+def _unwritable(path: Path, exc: OSError | sqlite3.Error) -> InvalidInputError:
+    why = getattr(exc, "strerror", None) or str(exc)  # an OSError's strerror names no path
     return InvalidInputError(
         f"cannot write the checkpoint {path}: {why}; pass --checkpoint FILE in a writable folder"
     )

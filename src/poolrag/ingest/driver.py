@@ -442,8 +442,7 @@ class IngestDriver:
         self.save()
         report = self.report
         report.skipped = [str(s) for s in skipped] + self._left_out
-        if prune and report.documents + report.documents_without_text == 0:
-            self.close()
+        if prune and report.documents + report.documents_without_text == 0:  # finish() closes
             raise InvalidInputError(
                 f"no document was read, so --prune would delete every chunk of {self.store.collection}: "
                 "nothing was deleted (an unmounted or emptied folder?); to empty the collection, drop it"

@@ -51,6 +51,7 @@ class DenseEncoder:
         self.full_dimension = embedder.full_dimension
         self.dimension = resolved.dimensions or self.full_dimension
         self.dimensions = dimensions
+        self._document_params = PoolingParams(input_type="document", dimensions=dimensions)
         self.model_identity = facts.model_identity
         self.model_name = facts.model_name
         self.model_outputs = facts.output_fingerprint
@@ -88,24 +89,19 @@ class DenseEncoder:
         self, texts: Sequence[str], token_ids: Sequence[Sequence[int] | None] | None = None
     ) -> list[np.ndarray]:
         inputs = self.token_prompts(token_ids) if token_ids is not None else None
-        vectors = self.embedder.embed_array(
-            list(texts),
-            PoolingParams(input_type="document", dimensions=self.dimensions),
-            model_inputs=inputs,
-        )
-        return list(vectors)
+        return list(self.embedder.embed_array(list(texts), self._document_params, model_inputs=inputs))
 
     def encode_late(self, chunks: Sequence[Chunk]) -> list[np.ndarray]:
         """Late chunking: each document's chunks pooled from one pass over the document's text
         (``chunk.document``), cached under keys of the whole document (see ``embed_chunks``)."""
-        params = PoolingParams(input_type="document", dimensions=self.dimensions)
         vectors: list[np.ndarray] = []
         for _, group in groupby(chunks, key=lambda c: id(c.document)):
             part = list(group)
             document = part[0].document
             if document is None:
                 raise InvalidInputError(f"{part[0].source}: late chunking needs the chunks' document text")
-            vectors.extend(self.embedder.embed_chunks(document, [(c.start, c.end) for c in part], params))
+            spans = [(c.start, c.end) for c in part]
+            vectors.extend(self.embedder.embed_chunks(document, spans, self._document_params))
         return vectors
 
 

@@ -187,7 +187,9 @@ class IngestPipeline:
         skipped: Sequence[SkippedFile],
     ) -> None:
         """Chunk, embed and store ``documents``; the checkpoint is saved however it ends."""
-        progress = _DocumentProgress(self.progress, _total(documents, total), driver, skipped)
+        if total is None and hasattr(documents, "__len__"):
+            total = len(documents)  # type: ignore[arg-type]
+        progress = _DocumentProgress(self.progress, total, driver, skipped)
         run = _Run(self, driver, progress)
         ahead: ChunkAhead[Document | FileDocument | VisualDocument, Chunk] = ChunkAhead(
             self._chunks, self.batch_size
@@ -237,12 +239,6 @@ def _with_document(doc: Document | FileDocument, chunks: Iterable[Chunk]) -> lis
         replace(chunk, id=chunk_id(chunk.source, chunk.start, version + chunk.text), document=text)
         for chunk in chunks
     ]
-
-
-def _total(documents: Iterable[Any], total: int | None) -> int | None:
-    if total is None and hasattr(documents, "__len__"):
-        return len(documents)  # type: ignore[arg-type]
-    return total
 
 
 class _DocumentProgress:

@@ -455,8 +455,6 @@ def _read_paths(
     def unlisted(exc: OSError) -> None:
         problem(Path(exc.filename), f"cannot list the folder: {_describe(exc)}")
 
-    from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES
-
     suffixes = _suffixes(images is not None, texts)
     paths = _path_list(paths)
     _refuse_missing(paths)
@@ -471,10 +469,7 @@ def _read_paths(
                 if not read.first_time(real := file.resolve()):
                     logger.info("%s is %s, read already", file, real)
                     continue
-                if images is not None and file.suffix.lower() in IMAGE_SUFFIXES + PDF_SUFFIXES:
-                    yield from _read_visual(file, images, problem)
-                else:
-                    yield from _read_file(file, real, text_field, images is not None, record_files, problem)
+                yield from _read_file(file, real, text_field, images, record_files, problem)
 
 
 def _refuse_missing(paths: list[Any]) -> None:
@@ -484,42 +479,36 @@ def _refuse_missing(paths: list[Any]) -> None:
             raise InvalidInputError(f"no such file or folder: {raw}")
 
 
-def _read_visual(
-    file: Path, images: PageRendering, problem: Callable[[Path, str], None]
-) -> Iterator[VisualDocument]:
-    from poolrag.ingest.visual_documents import read_visual_file
-
-    try:
-        yield read_visual_file(file, images)
-    except InvalidInputError as exc:
-        problem(file, str(exc))
-    except OSError as exc:
-        problem(file, f"cannot read: {_describe(exc)}")
-
-
 def _read_file(
     file: Path,
     real: Path,
     text_field: str,
-    reads_images: bool,
+    images: PageRendering | None,
     record_files: list[str],
     problem: Callable[[Path, str], None],
-) -> Iterator[Document | FileDocument]:
-    """A records file's documents (``real`` goes to ``record_files`` once all are read), a parsed
-    file's document, or a text file's; a file that cannot be read goes to ``problem``."""
+) -> Iterator[Document | FileDocument | VisualDocument]:
+    """An image or PDF as pages for a model that reads ``images``, a records file's documents
+    (``real`` goes to ``record_files`` once all are read), a parsed file's document, or a text
+    file's; a file that cannot be read goes to ``problem``."""
+    from poolrag.ingest.visual_documents import IMAGE_SUFFIXES, PDF_SUFFIXES, read_visual_file
+
+    suffix = file.suffix.lower()
     try:
-        if (records := _records_of(file.suffix.lower())) is not None:
+        if images is not None and suffix in IMAGE_SUFFIXES + PDF_SUFFIXES:
+            yield read_visual_file(file, images)
+            return
+        if (records := _records_of(suffix)) is not None:
             yield from _read_records(file, records(file, text_field), text_field, problem)
             record_files.append(real.as_posix())
             return
-        if (parse := _parser_of(file.suffix.lower())) is not None:
+        if (parse := _parser_of(suffix)) is not None:
             yield parse(file)
             return
         digest, visible = _scan_text(file)
     except UnicodeDecodeError as exc:
-        problem(file, _not_text(file, exc, reads_images))
+        problem(file, _not_text(file, exc, images is not None))
         return
-    except InvalidInputError as exc:  # a PDF pdfium cannot read, a page or file without text
+    except InvalidInputError as exc:  # a PDF pdfium cannot read, a bad image, no text
         problem(file, str(exc))
         return
     except OSError as exc:
@@ -527,7 +516,7 @@ def _read_file(
         return
     if not visible:  # still read: a file emptied since the last run loses its old chunks
         warn_no_text(str(file))
-    yield FileDocument(file.resolve().as_posix(), file, digest, {"filename": file.name})
+    yield FileDocument(real.as_posix(), file, digest, {"filename": file.name})
 
 
 def warn_no_text(source: str) -> None:

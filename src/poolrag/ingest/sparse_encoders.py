@@ -123,8 +123,6 @@ class BM25ChunkEncoder:
         not counted again (without a cache, a run counted and reported them twice)."""
         ahead = self._first_counts
         rest = [text for text in texts if text not in ahead]
-        if len(rest) == len(texts):
-            return self.counter.term_counts(texts)
         counted = iter(self.counter.term_counts(rest) if rest else ())
         return [ahead[text] if text in ahead else next(counted) for text in texts]
 
@@ -394,11 +392,12 @@ class LearnedSparseChunkEncoder:
 def check_learned_sparse_identity(recorded: object, facts: ModelFacts) -> None:
     """Raise :class:`CollectionMismatchError` unless ``recorded`` (a collection's learned-sparse record,
     read as data) names the weights of ``facts``'s model."""
-    identity = recorded.get("model_identity") if isinstance(recorded, dict) else None
+    record = recorded if isinstance(recorded, dict) else {}
+    identity = record.get("model_identity")
     if not isinstance(identity, str):
         raise CollectionMismatchError("the collection's learned sparse record names no model")
     if not same_weights(identity, facts.model_identity):
-        name = recorded.get("model_name", identity) if isinstance(recorded, dict) else identity
+        name = record.get("model_name", identity)
         raise CollectionMismatchError(
             f"the collection's sparse vectors were made by {name!r} (fingerprint "
             f"{weights_fingerprint(identity)}), but {facts.model_name!r} has fingerprint "
@@ -412,7 +411,6 @@ def learned_sparse_for_search(
     """The query side of a ``learned`` collection: the sparse model named by the user, else the main
     model when it has a sparse head, checked against the model the collection recorded (``recorded``
     is data: it names a model, it never loads one)."""
-    record = recorded if isinstance(recorded, dict) else {}
     if named is not None:
         model, source = named, SPARSE_MODEL
     elif "sparse_embed" in getattr(main, "supported_tasks", ()):
@@ -423,5 +421,5 @@ def learned_sparse_for_search(
             "the collection's sparse vectors were made by a separate sparse model and this model has "
             "no sparse head: pass --sparse-model with the model the collection was ingested with"
         )
-    check_learned_sparse_identity(record, model.facts)
+    check_learned_sparse_identity(recorded, model.facts)
     return LearnedSparseChunkEncoder(model, source=source)

@@ -48,15 +48,11 @@ IMAGE_SUFFIXES = (
     ".jpe",
 )
 PDF_SUFFIXES = (".pdf",)
-_READ_BYTES = 1 << 20
 
 
 def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while block := handle.read(_READ_BYTES):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 @dataclass(frozen=True)

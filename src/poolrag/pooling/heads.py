@@ -117,11 +117,8 @@ class TokenEmbeddingHead(nn.Module):
         start = 0
         for n, req in zip(lengths, requests, strict=True):
             rows = slice(start, start + n)
-            dims = req.params.dimensions
-            if dims is not None:
-                data = host[rows, :dims]
-                if req.params.normalize:  # as F.normalize: a zero row stays zero
-                    data = data / np.maximum(np.linalg.norm(data, axis=-1, keepdims=True), 1e-12)
+            if req.params.dimensions is not None:
+                data = truncate(host[rows], req.params.dimensions, req.params.normalize)
             else:
                 data = host_normed[rows] if req.params.normalize else host[rows]
             if req.params.input_type != "query" and self.skiplist is not None:

@@ -25,7 +25,7 @@ import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from poolrag.errors import InputTypeError, InvalidInputError
@@ -391,16 +391,8 @@ class WordAnalyzer:
         return [dict(Counter(term_id(t) for t in self.terms(text))) for text in texts]
 
     def record(self) -> dict[str, Any]:
-        """What a collection records so that its queries are analysed the same way."""
-        return {
-            "name": WORDS,
-            "language": self.language,
-            "stop_words": self.stop_words,
-            "stem": self.stem,
-            "cjk_bigrams": self.cjk_bigrams,
-            "unicode_words": self.unicode_words,
-            "drop_vowel_marks": self.drop_vowel_marks,
-        }
+        """What a collection records so that its queries are analysed the same way: every field."""
+        return {"name": WORDS, **asdict(self)}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> WordAnalyzer:
