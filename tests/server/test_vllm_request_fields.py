@@ -375,3 +375,18 @@ def test_vllms_other_names_of_the_score_sides(
     assert named.status_code == 200, named.text
     plain = http.post(url, json={"text_1": QUERY, "text_2": TEXTS}).json()
     assert [d["score"] for d in named.json()["data"]] == [d["score"] for d in plain["data"]]
+
+
+@pytest.mark.parametrize("path", ["/pooling", "/v1/embeddings"])
+def test_a_bytes_answer_counts_the_texts_cut(minilm_server: Served, http: httpx.Client, path: str) -> None:
+    """A bytes answer is a Response the route builds itself; X-Truncated-Inputs still counts the
+    texts cut to the model's length, as the JSON answer's header does."""
+    long_text = "word " * 2000  # past MiniLM's 512 tokens: cut by default
+    body = {"input": [long_text, TEXTS[0]], "encoding_format": "bytes"}
+    if path == "/pooling":
+        body["task"] = "embed"
+    as_bytes = http.post(f"{minilm_server.url}{path}", json=body)
+    as_json = http.post(f"{minilm_server.url}{path}", json={**body, "encoding_format": "float"})
+    assert as_bytes.status_code == 200 and as_json.status_code == 200, (as_bytes.text, as_json.text)
+    assert as_bytes.headers["content-type"] == "application/octet-stream"
+    assert as_bytes.headers["X-Truncated-Inputs"] == as_json.headers["X-Truncated-Inputs"] == "1"
