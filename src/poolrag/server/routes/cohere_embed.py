@@ -22,17 +22,17 @@ from poolrag.outputs import EmbeddingOutput, PoolingRequestOutput
 from poolrag.params import PoolingParams
 from poolrag.postprocess.quantization_ranges import QuantizationRanges
 from poolrag.postprocess.vector_precision import check_calibration, quantize_vectors
-from poolrag.server.errors import APIError
-from poolrag.server.inputs import check_input_count, fields_named
-from poolrag.server.openapi import ENGINE_ERRORS
-from poolrag.server.routing import OffLoopRoute
-from poolrag.server.schemas import (
+from poolrag.server.cohere_schemas import (
     CohereBilledUnits,
     CohereEmbedRequest,
     CohereEmbedResponse,
     CohereFloatsResponse,
     CohereMeta,
 )
+from poolrag.server.errors import APIError
+from poolrag.server.inputs import check_input_count, fields_named
+from poolrag.server.openapi import ENGINE_ERRORS
+from poolrag.server.routing import OffLoopRoute
 from poolrag.server.state import ServedModels, ServerState, model_state, new_id, served_models
 from poolrag.server.truncation_report import report_truncated
 from poolrag.server.wire_dtypes import wire_base64
