@@ -20,12 +20,14 @@ import pytest
 
 import poolrag.core.autotune
 import poolrag.core.background_tune
+import poolrag.core.candidate_race
 import poolrag.core.engine_build
 import poolrag.core.model_setup
 import poolrag.models.packed_attention
 from poolrag import Engine
 from poolrag.cli import main
-from poolrag.core.autotune import MIN_COSINE, PROGRESS_LOGGER, _Candidate, chosen
+from poolrag.core.autotune import PROGRESS_LOGGER
+from poolrag.core.candidate_race import MIN_COSINE, Candidate, chosen
 from poolrag.core.tune_verdicts import IMPLS, Verdict, write_verdict
 from poolrag.errors import InvalidInputError
 from poolrag.loading.cpu_fast_mode import DEFAULT_MIN_COSINE as FAST_MIN_COSINE
@@ -50,7 +52,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "poolrag"))
     # short timing batches and passes: what is tested is the choice's contract, not its precision
     monkeypatch.setattr(poolrag.core.autotune, "TIMING_TOKENS", 256)
-    monkeypatch.setattr(poolrag.core.autotune, "TIMING_BUDGET_S", 0.5)
+    monkeypatch.setattr(poolrag.core.candidate_race, "TIMING_BUDGET_S", 0.5)
     monkeypatch.setattr(poolrag.core.background_tune, "SETTLE_S", 0.05)
     return tmp_path / "poolrag" / "tune"
 
@@ -550,8 +552,8 @@ def test_a_pinned_fast_mode_on_a_first_load_switches_on_after_timing(
     assert _cosines(exact, engine.embed_array(TEXTS)).min() >= bar
 
 
-def _timed(name: str, times: list[float]) -> _Candidate:
-    return _Candidate(name, "eager", "fp32", None, times=times)  # type: ignore[arg-type]
+def _timed(name: str, times: list[float]) -> Candidate:
+    return Candidate(name, "eager", "fp32", None, times=times)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

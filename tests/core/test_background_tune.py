@@ -21,9 +21,11 @@ import pytest
 
 import poolrag.core.autotune
 import poolrag.core.background_tune
+import poolrag.core.candidate_race
 import poolrag.core.engine_build
 from poolrag import Engine
-from poolrag.core.autotune import MIN_COSINE, PROGRESS_LOGGER
+from poolrag.core.autotune import PROGRESS_LOGGER
+from poolrag.core.candidate_race import MIN_COSINE
 from poolrag.testing import engine_internals as internals
 
 TEXTS = [
@@ -47,7 +49,7 @@ def _served_impl(engine: Engine) -> str:
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "poolrag"))
     monkeypatch.setattr(poolrag.core.autotune, "TIMING_TOKENS", 256)
-    monkeypatch.setattr(poolrag.core.autotune, "TIMING_BUDGET_S", 0.5)
+    monkeypatch.setattr(poolrag.core.candidate_race, "TIMING_BUDGET_S", 0.5)
     monkeypatch.setattr(poolrag.core.background_tune, "SETTLE_S", 0.05)
     return tmp_path / "poolrag" / "tune"
 

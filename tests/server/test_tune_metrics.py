@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import poolrag.core.autotune
+import poolrag.core.candidate_race
 from poolrag import Engine
 
 from .conftest import serve_in_thread
@@ -44,7 +45,7 @@ def _candidate(labels: dict[str, str]) -> tuple[str, ...]:
 def tuned_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("POOLRAG_CACHE_DIR", str(tmp_path / "poolrag"))
     monkeypatch.setattr(poolrag.core.autotune, "TIMING_TOKENS", 256)
-    monkeypatch.setattr(poolrag.core.autotune, "TIMING_BUDGET_S", 0.5)
+    monkeypatch.setattr(poolrag.core.candidate_race, "TIMING_BUDGET_S", 0.5)
     return tmp_path
 
 

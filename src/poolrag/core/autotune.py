@@ -3,20 +3,17 @@
 Which path is fastest depends on the CPU (transformers modules compiled were 1.5x poolrag's
 native encoder on a Sapphire Rapids Xeon, the native encoder won on a Zen 5 EPYC), so
 the choice is measured where the model runs instead of fixed by a rule. At a model's first load
-the candidates that exist for it are built, each one's outputs on the probe texts are compared
-with the reference path's (transformers' own modules, eager), those below ``MIN_COSINE`` per row
-are dropped, and the rest are timed on one batch of the model's own tokenised texts in
-interleaved passes; another path replaces the default only when it is ``WIN_MARGIN`` faster pass
-for pass (a noisy neighbour slows the candidates of one pass alike, and a verdict lasts).
+the candidates that exist for it are built and raced (:mod:`poolrag.core.candidate_race`: those
+that disagree with the reference path are dropped, the rest timed in interleaved passes, and
+another path replaces the default only when it is ``WIN_MARGIN`` faster pass for pass: a verdict lasts).
 The verdict is written by :mod:`poolrag.core.tune_verdicts`; later loads read it and build only
 the chosen path. Either way the outcome is a :class:`~poolrag.core.speed_plan.SpeedPlan` (the
 implementation, attention bound, fast mode and compile) that the engine switches on in one place.
 Each implementation is read from the checkpoint once; its other candidates (fast modes, compiled
 forwards) copy the weights already in memory.
 
-* ``tune="auto"`` (the default) times the eager candidates: a second model load, a timing batch
-  sized to about ``TARGET_PASS_S`` a pass on this machine as loaded now, and as many interleaved
-  passes as fit ``TIMING_BUDGET_S`` (one on a machine too busy for more), so the cost stays bounded.
+* ``tune="auto"`` (the default) times the eager candidates: a second model load and a race whose
+  timing batch and passes are sized to this machine as loaded now, so the cost stays bounded.
   Where only exact paths are in question (no ``cpu_fast_mode``, no pinned ``compile``), the engine
   serves on the default path at once and :mod:`poolrag.core.background_tune` measures behind it,
   switching to the winner between batches; otherwise the load measures before it returns.
@@ -41,15 +38,23 @@ import copy
 import functools
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, NamedTuple, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeGuard
 
 import torch
 
 from poolrag.config.option_choices import TUNE_ENV, TUNE_MODES, TuneMode
+from poolrag.core.candidate_race import (
+    Candidate,
+    RunStep,
+    compile_candidate,
+    pipeline_impl,
+    race,
+    reject_disagreeing,
+    run_here,
+)
 from poolrag.core.measuring_turn import POLL_S, measuring_turn
 from poolrag.core.model_setup import Pipeline, with_network
 from poolrag.core.runs_or_groups_tuning import measure_runs_or_groups
@@ -59,7 +64,6 @@ from poolrag.errors import InvalidInputError, ModelLoadError
 from poolrag.loading.cpu_fast_mode import FAST_MODES, FastModeReport, enable_cpu_fast_mode, probe_requests
 from poolrag.loading.native_loader import ModelImpl
 from poolrag.model_facts import model_identity
-from poolrag.request import PoolingRequest, ResolvedParams
 
 if TYPE_CHECKING:  # the compiler stack loads only when a compiled candidate is measured
     from poolrag.compile.background import BackgroundCompile
@@ -71,30 +75,11 @@ logger = logging.getLogger(__name__)
 PROGRESS_LOGGER = f"{__name__}.progress"
 progress = logging.getLogger(PROGRESS_LOGGER)
 
-MIN_COSINE = 0.99999  # per-row cosine to the reference path an exact candidate must reach
 TIMING_TOKENS = 2048  # most tokens in the timing batch (and at most the engine's batch budget)
-CALIBRATION_TOKENS = 256  # the smallest timing batch, timed first to size the real one
 # fast modes are raced on batches of at least this many tokens: on tiny batches the casts and
 # per-token scales weigh more than in serving (a 244-token race picked fp32 where bf16 served
 # 1.77x faster, RESULTS.md), and the caller asked for the measurement, so it may cost more
 FAST_MIN_TOKENS = 1024
-TARGET_PASS_S = 0.25  # one candidate's pass should take about this long
-TIMING_BUDGET_S = 6.0  # seconds of timed passes to aim for, over all candidates
-MIN_PASSES, MAX_PASSES = 1, 9  # a machine too busy for more than one pass in the budget gets one
-#: how much faster than the default (the race's first candidate: the load's own exact path, or
-#: exact fp32 against the fast modes) another must be, pass for pass, to replace it: on a busy
-#: machine a burst of load can flatter the slower path, and a verdict lasts (a review picked the
-#: 1.7x slower path in 2 of 9 loaded tunings by medians alone)
-WIN_MARGIN = 0.10
-
-T = TypeVar("T")
-#: where a step that runs a model or times one is run: here, or between a serving engine's batches
-RunStep = Callable[[Callable[[], T]], T]
-
-
-def run_here(step: Callable[[], T]) -> T:
-    """A step of a measurement made before the engine serves: run at once, on this thread."""
-    return step()
 
 
 def resolve_tune_mode(value: str | None) -> TuneMode:
@@ -208,100 +193,6 @@ class TunedLoad:
     background: BackgroundTune | None = None
 
 
-@dataclass(slots=True)
-class _Candidate:
-    impl: str
-    forward: str
-    precision: str
-    pipeline: Pipeline
-    compile_job: BackgroundCompile | None = None
-    fast_report: FastModeReport | None = None
-    status: str = "slower"
-    min_cosine: float | None = None
-    batch: list[PoolingRequest] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)
-
-    @property
-    def seconds(self) -> float | None:
-        return statistics.median(self.times) if self.times else None
-
-    def timing(self) -> CandidateTiming:
-        return CandidateTiming(
-            self.impl, self.forward, self.precision, self.status, self.seconds, self.min_cosine
-        )
-
-
-def _impl(pipeline: Pipeline) -> str:
-    return "native" if getattr(pipeline.executor.runner.model, "native", False) else "transformers"
-
-
-def _probe_rows(pipeline: Pipeline, run: RunStep) -> torch.Tensor:
-    """Every output row of the probe texts: token states (or token logits), else sequence logits."""
-    probe = probe_requests(pipeline.processor)
-    out = run(lambda: pipeline.executor.runner.forward(probe))
-    rows = out.tokens.states if out.tokens is not None else out.sequences
-    assert rows is not None
-    return rows.reshape(-1, rows.shape[-1]).float()
-
-
-def agreement(reference: torch.Tensor, candidate: torch.Tensor) -> float:
-    """Lowest per-row cosine of two ``[rows, width]`` outputs; one-wide outputs (a score per text)
-    are compared as one vector of scores, since a single value's cosine is only its sign."""
-    if reference.shape != candidate.shape:
-        return -1.0
-    if reference.shape[-1] == 1:
-        reference, candidate = reference.reshape(1, -1), candidate.reshape(1, -1)
-    cosine = torch.nn.functional.cosine_similarity(reference, candidate, dim=1, eps=1e-12)
-    return float(cosine.min())
-
-
-def timing_batch(pipeline: Pipeline, tokens: int) -> list[PoolingRequest]:
-    """The probe texts, tokenised for the model's first task, repeated to about ``tokens`` tokens."""
-    params = ResolvedParams(task=pipeline.supported_tasks[0])
-    from poolrag.loading.cpu_fast_mode import PROBE_TEXTS
-
-    one_round = pipeline.processor.texts(list(PROBE_TEXTS), params, -1, None)
-    per_round = max(sum(r.num_tokens for r in one_round), 1)
-    rounds = max(1, tokens // per_round)
-    return [r for _ in range(rounds) for r in one_round]
-
-
-def _run_once(candidate: _Candidate, run: RunStep) -> float:
-    runner = candidate.pipeline.executor.runner
-
-    def timed() -> float:  # timed where it runs: waiting for a turn is not the candidate's time
-        started = time.perf_counter()
-        runner.forward(candidate.batch)
-        return time.perf_counter() - started
-
-    return run(timed)
-
-
-def time_interleaved(candidates: Sequence[_Candidate], run: RunStep) -> int:
-    """A warm-up pass each, then passes over all candidates in a rotating order; returns how many
-    passes were taken (as many as fit ``TIMING_BUDGET_S``, within ``MIN_PASSES``..``MAX_PASSES``)."""
-    warm = sum(_run_once(c, run) for c in candidates)
-    passes = int(min(MAX_PASSES, max(MIN_PASSES, TIMING_BUDGET_S // max(warm, 1e-3))))
-    for index in range(passes):
-        shift = index % len(candidates)
-        for candidate in (*candidates[shift:], *candidates[:shift]):
-            candidate.times.append(_run_once(candidate, run))
-    return passes
-
-
-def _compile_candidate(candidate: _Candidate, identity: str) -> None:
-    from poolrag.compile.background import BackgroundCompile, compile_bar
-
-    runner = candidate.pipeline.executor.runner
-    probe = probe_requests(candidate.pipeline.processor)
-    job = BackgroundCompile(runner, probe, identity, compile_bar(candidate.fast_report)).start()
-    report = job.wait()
-    candidate.compile_job = job
-    if report.state != "active":
-        candidate.status = "failed"
-        logger.info("autotune: %s compiled not a candidate: %s", candidate.impl, report.reason)
-
-
 class _Tuner:
     """One load's measuring: makes candidates and keeps the winner's pipeline; every forward pass
     it makes goes through ``run``.
@@ -327,8 +218,8 @@ class _Tuner:
     def keep(self, pipeline: Pipeline) -> Pipeline:
         """Remember ``pipeline``'s weights (not yet packed or converted) for later candidates of its
         implementation."""
-        if _impl(pipeline) not in self._loaded:
-            self._loaded[_impl(pipeline)] = (pipeline, copy.deepcopy(pipeline.executor.runner.model))
+        if pipeline_impl(pipeline) not in self._loaded:
+            self._loaded[pipeline_impl(pipeline)] = (pipeline, copy.deepcopy(pipeline.executor.runner.model))
         return pipeline
 
     def pipeline(self, impl: ModelImpl) -> Pipeline:
@@ -348,54 +239,34 @@ class _Tuner:
         built."""
         candidates = self._exact_candidates(request, first)
         if len(candidates) > 1:
-            self._reject_disagreeing(candidates)
-        winner, passes = self._race(candidates)
+            reject_disagreeing(candidates, self._run)
+        winner, passes = race(candidates, self._run, self._tokens)
         # only the winner's implementation gets later candidates: the other copy is dropped now
         self._loaded = {impl: kept for impl, kept in self._loaded.items() if impl == winner.impl}
         return _Measured(winner, winner, candidates, tuple(c.timing() for c in candidates), passes)
 
-    def _exact_candidates(self, request: TuneRequest, first: Pipeline) -> list[_Candidate]:
+    def _exact_candidates(self, request: TuneRequest, first: Pipeline) -> list[Candidate]:
         """``first``; transformers' modules beside poolrag's native encoder where ``model_impl`` is
         left open; a compiled forward of each under ``tune="full"`` with compile not pinned."""
         # later candidates of one impl, or the weights a pinned fast mode converts once timing is over
         copies = request.mode == "full" or request.fast_mode is not None
         if copies:
             self.keep(first)
-        candidates = [_Candidate(_impl(first), "eager", "fp32", first)]
+        candidates = [Candidate(pipeline_impl(first), "eager", "fp32", first)]
         if request.model_impl == "auto" and candidates[0].impl == "native":
             other = self._build("transformers")
             other = self.keep(other) if copies else other
-            candidates.append(_Candidate("transformers", "eager", "fp32", other))
+            candidates.append(Candidate("transformers", "eager", "fp32", other))
         if request.mode == "full" and request.compile is None:
             for impl in [c.impl for c in candidates]:
                 pipeline = self.pipeline(impl)  # type: ignore[arg-type]
                 pipeline.executor.runner.prepare_for_serving()
-                compiled = _Candidate(impl, "compiled", "fp32", pipeline)
-                _compile_candidate(compiled, self._identity)
+                compiled = Candidate(impl, "compiled", "fp32", pipeline)
+                compile_candidate(compiled, self._identity)
                 candidates.append(compiled)
         return candidates
 
-    def _reject_disagreeing(self, candidates: list[_Candidate]) -> None:
-        """Mark ``rejected`` each candidate whose outputs on the probe texts fall below
-        ``MIN_COSINE`` per row to the reference path's (transformers' eager modules, else the first)."""
-        reference = next((c for c in candidates if c.impl == "transformers" and c.forward == "eager"), None)
-        want = _probe_rows((reference or candidates[0]).pipeline, self._run)
-        for candidate in candidates:
-            if candidate.status == "failed":
-                continue
-            candidate.pipeline.executor.runner.prepare_for_serving()
-            candidate.min_cosine = agreement(want, _probe_rows(candidate.pipeline, self._run))
-            if candidate.min_cosine < MIN_COSINE:
-                candidate.status = "rejected"
-                logger.warning(
-                    "autotune: %s %s differs from the reference path (min cosine %.7f < %s); not used",
-                    candidate.impl,
-                    candidate.forward,
-                    candidate.min_cosine,
-                    MIN_COSINE,
-                )
-
-    def fast(self, exact: _Candidate, request: TuneRequest) -> tuple[_Candidate, list[_Candidate], int]:
+    def fast(self, exact: Candidate, request: TuneRequest) -> tuple[Candidate, list[Candidate], int]:
         """(the winner, the fast candidates, passes): bf16 and int8 against ``exact``, each held to
         the fast-mode cosine bar first."""
         candidates = [exact]
@@ -405,81 +276,36 @@ class _Tuner:
             if mode == "int8" and candidate.status != "rejected" and _compiles_fast_modes(request, exact):
                 candidates.append(self._compiled_int8(exact, request))
         exact.times.clear()  # timed again, interleaved with the fast modes
-        winner, passes = self._race(candidates, floor=FAST_MIN_TOKENS)
+        winner, passes = race(candidates, self._run, self._tokens, floor=FAST_MIN_TOKENS)
         return winner, candidates[1:], passes
 
-    def _fast_candidate(self, exact: _Candidate, mode: str, forward: str, request: TuneRequest) -> _Candidate:
+    def _fast_candidate(self, exact: Candidate, mode: str, forward: str, request: TuneRequest) -> Candidate:
         """A fresh copy of ``exact``'s weights switched to fast ``mode``, ``rejected`` where its
         outputs miss the fast-mode cosine bar."""
         pipeline = self.pipeline(exact.impl)  # type: ignore[arg-type]
         probe = probe_requests(pipeline.processor)
         report = enable_cpu_fast_mode(pipeline.executor.runner, mode, probe, request.fast_min_cosine)
         status = "slower" if report.active else "rejected"
-        return _Candidate(exact.impl, forward, mode, pipeline, None, report, status, report.min_cosine)
+        return Candidate(exact.impl, forward, mode, pipeline, None, report, status, report.min_cosine)
 
-    def _compiled_int8(self, exact: _Candidate, request: TuneRequest) -> _Candidate:
+    def _compiled_int8(self, exact: Candidate, request: TuneRequest) -> Candidate:
         """int8 compiled: its per-token quantisation fused by inductor (a fresh int8 model, since
         a compiled runner serves only through its graph)."""
         candidate = self._fast_candidate(exact, "int8", "compiled", request)
         if candidate.status == "rejected":  # the same measurement as the eager candidate's: should not happen
             return candidate
         candidate.pipeline.executor.runner.prepare_for_serving()
-        _compile_candidate(candidate, self._identity)
+        compile_candidate(candidate, self._identity)
         return candidate
 
-    def _batch_tokens(self, candidate: _Candidate, floor: int) -> int:
-        """A timing batch whose pass takes about ``TARGET_PASS_S`` on this machine as loaded now
-        (a bigger model or a busier machine gets a smaller batch, so tuning stays bounded)."""
-        candidate.pipeline.executor.runner.prepare_for_serving()
-        candidate.batch = timing_batch(candidate.pipeline, CALIBRATION_TOKENS)
-        _run_once(candidate, self._run)  # the first pass creates oneDNN's primitives
-        seconds = _run_once(candidate, self._run)
-        tokens = sum(r.num_tokens for r in candidate.batch) * TARGET_PASS_S / max(seconds, 1e-4)
-        return int(min(self._tokens, max(floor, tokens)))
 
-    def _race(self, candidates: list[_Candidate], floor: int = CALIBRATION_TOKENS) -> tuple[_Candidate, int]:
-        """(the winner, passes) of ``candidates`` (those not ``rejected`` or ``failed``) timed in
-        interleaved passes; the winner is marked ``chosen``, and no other."""
-        open_ = [c for c in candidates if c.status not in ("rejected", "failed")]
-        passes = 0
-        if len(open_) > 1:
-            tokens = self._batch_tokens(open_[0], floor)
-            for candidate in open_:
-                candidate.pipeline.executor.runner.prepare_for_serving()
-                candidate.batch = timing_batch(candidate.pipeline, tokens)
-            passes = time_interleaved(open_, self._run)
-        if not open_:  # nothing agreed with the reference: the first path, as without tuning
-            open_ = candidates[:1]
-        winner = chosen(open_)
-        for candidate in candidates:
-            if candidate.status == "chosen":
-                candidate.status = "slower"
-        winner.status = "chosen"
-        return winner, passes
-
-
-def paired_ratio(candidate: _Candidate, default: _Candidate) -> float:
-    """The median, over the passes both ran, of ``candidate``'s time over ``default``'s in the same
-    pass: interleaved passes share the machine's load of the moment, so their ratio sheds it."""
-    return statistics.median(c / d for c, d in zip(candidate.times, default.times, strict=False) if d > 0)
-
-
-def chosen(open_: Sequence[_Candidate]) -> _Candidate:
-    """The first (default) candidate, unless another ran ``WIN_MARGIN`` faster pass for pass; then
-    the fastest of those."""
-    default, challengers = open_[0], [c for c in open_[1:] if c.times and open_[0].times]
-    ratios = {id(c): paired_ratio(c, default) for c in challengers}
-    faster = [c for c in challengers if ratios[id(c)] * (1 + WIN_MARGIN) <= 1]
-    return min(faster, key=lambda c: ratios[id(c)]) if faster else default
-
-
-def _compiles_fast_modes(request: TuneRequest, exact: _Candidate) -> bool:
+def _compiles_fast_modes(request: TuneRequest, exact: Candidate) -> bool:
     """Compiled fast candidates are timed where compiled exact ones are (``tune="full"``, compile
     not pinned) and exist for int8 on poolrag's native encoders only."""
     return request.mode == "full" and request.compile is None and exact.impl == "native"
 
 
-def _close_others(keep: Pipeline, candidates: Sequence[_Candidate]) -> None:
+def _close_others(keep: Pipeline, candidates: Sequence[Candidate]) -> None:
     for candidate in candidates:
         if candidate.pipeline is not keep:
             candidate.pipeline.executor.close()
@@ -649,12 +475,12 @@ class _Measured:
         saved: the verdict that named ``exact`` (None: raced now).
     """
 
-    exact: _Candidate
-    chosen: _Candidate
-    exact_candidates: list[_Candidate]
+    exact: Candidate
+    chosen: Candidate
+    exact_candidates: list[Candidate]
     exact_rows: tuple[CandidateTiming, ...]
     exact_passes: int
-    fast_candidates: list[_Candidate] = field(default_factory=list)
+    fast_candidates: list[Candidate] = field(default_factory=list)
     fast_passes: int = 0
     saved: Verdict | None = None
 
@@ -662,7 +488,7 @@ class _Measured:
 def _exact_of_verdict(tuner: _Tuner, saved: _Saved) -> _Measured:
     """The saved verdict's exact path as the fast modes' baseline, its exact timings kept."""
     cached, pipeline = saved
-    exact = _Candidate(cached.impl, cached.forward, "fp32", tuner.keep(pipeline))
+    exact = Candidate(cached.impl, cached.forward, "fp32", tuner.keep(pipeline))
     exact.pipeline.executor.runner.prepare_for_serving()
     rows = tuple(c for c in cached.candidates if c.precision == "fp32")
     _say_before_blocking("timing the fast modes of this model on this machine before serving")
@@ -671,7 +497,7 @@ def _exact_of_verdict(tuner: _Tuner, saved: _Saved) -> _Measured:
 
 def _exact_timed(tuner: _Tuner, request: TuneRequest, first: Pipeline) -> _Measured:
     """The exact paths the request leaves open raced, ``first`` (the default, already built) among them."""
-    if _impl(first) == "native" or request.fast_mode == "auto" or request.mode == "full":
+    if pipeline_impl(first) == "native" or request.fast_mode == "auto" or request.mode == "full":
         _say_before_blocking(
             "no speed verdict for this model on this machine yet: timing its paths before serving "
             "(later loads read the verdict)"
@@ -798,7 +624,7 @@ def _measures_behind_serving(request: TuneRequest, first: Pipeline) -> bool:
         request.mode == "auto"
         and request.fast_mode is None
         and request.compile != "background"
-        and _impl(first) == "native"
+        and pipeline_impl(first) == "native"
     )
 
 
@@ -816,7 +642,7 @@ def _serve_while_measuring(
     report = TuneReport(
         "measuring", "serving on the default path while the exact paths are timed", path=str(key.path())
     )
-    plan = SpeedPlan(_impl(first))  # type: ignore[arg-type]
+    plan = SpeedPlan(pipeline_impl(first))  # type: ignore[arg-type]
     return TunedLoad(first, report, plan, background=BackgroundTune(measure, first, report))
 
 
@@ -868,7 +694,7 @@ def _verdict_measured_elsewhere(
     cached = _allowed(read_verdict(key), request, key)
     if cached is None:
         return None
-    pipeline = first if cached.impl == _impl(first) else _built(build, cached, key)
+    pipeline = first if cached.impl == pipeline_impl(first) else _built(build, cached, key)
     if pipeline is None:
         return None
     rows = _runs_or_groups(pipeline, cached.min_rows_per_run, run)

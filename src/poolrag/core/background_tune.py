@@ -35,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from poolrag.core.autotune import RunStep, TuneReport, progress
+from poolrag.core.autotune import TuneReport, progress
+from poolrag.core.candidate_race import RunStep
 from poolrag.core.engine_core import EngineCore
 from poolrag.core.model_setup import Pipeline
 from poolrag.errors import EngineClosedError
