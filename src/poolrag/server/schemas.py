@@ -29,7 +29,6 @@ from pydantic import (
     ValidatorFunctionWrapHandler,
     WithJsonSchema,
     WrapValidator,
-    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -37,6 +36,7 @@ from pydantic_core import PydanticCustomError
 from poolrag.image_inputs import as_data_url, base64_bytes, is_image_input
 from poolrag.model_facts import ModelFacts, ScoreKind
 from poolrag.retrieval.fusion import SecondStage
+from poolrag.server.chat_messages import ChatMessage, InputImagePart, TextPart, is_conversation
 from poolrag.text_validity import lone_surrogate
 from poolrag.vllm_inputs import content_part
 from poolrag.vllm_options import refuse_longer_cut
@@ -239,65 +239,6 @@ Endianness = Annotated[
 ]
 
 
-class ImageURL(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    url: StrictStr = Field(description="A data:image/...;base64, URL (nothing is fetched).")
-    detail: Literal["auto", "low", "high"] | None = Field(
-        None, description="Accepted as OpenAI's chat parts carry it; the model's own preprocessing applies."
-    )
-
-
-class TextPart(BaseModel):
-    """A text part: chat's ``text``, or the Responses API's ``input_text``, which vLLM reads alike."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["text", "input_text"]
-    text: StrictStr
-
-
-class ImagePart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["image_url"]
-    image_url: ImageURL
-
-
-class InputImagePart(BaseModel):
-    """The Responses API's image part, its ``image_url`` the URL itself, which vLLM's chat form
-    reads as an ``image_url`` part."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["input_image"]
-    image_url: StrictStr = Field(description="A data:image/...;base64, URL (nothing is fetched).")
-    detail: Literal["auto", "low", "high"] | None = None
-
-
-def _typed_part(part: Any) -> Any:
-    """vLLM reads a part without ``type`` holding ``image_url`` (a URL, or ``{"url": ...}``) as an
-    image part, the plain form OpenAI's API takes undocumented."""
-    if isinstance(part, dict) and "type" not in part and "image_url" in part:
-        image = part["image_url"]
-        return {**part, "type": "image_url", "image_url": {"url": image} if isinstance(image, str) else image}
-    return part
-
-
-class ChatMessage(BaseModel):
-    """One chat message of vLLM's multimodal embedding request."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    role: Literal["system", "user", "assistant"]
-    content: StrictStr | list[Annotated[TextPart | ImagePart | InputImagePart, Field(discriminator="type")]]
-
-    @field_validator("content", mode="before")
-    @classmethod
-    def _parts_typed(cls, content: Any) -> Any:
-        return [_typed_part(part) for part in content] if isinstance(content, list) else content
-
-
 class ChatFormBody(VllmRequestBody):
     """A body taking vLLM's chat form, ``messages``, instead of ``input`` (``/v1/embeddings``,
     ``/pooling``): to a model that reads images their one text or image part is the one input."""
@@ -362,15 +303,6 @@ class ChatFormBody(VllmRequestBody):
         return name, url
 
 
-def _is_conversation(value: object) -> bool:
-    """A list of chat messages (each an object with a string ``role``), as vLLM tells them apart."""
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value)
-    )
-
-
 class EmbeddingRequest(ChatFormBody):
     default_task: ClassVar[str | None] = "embed"
 
@@ -378,7 +310,7 @@ class EmbeddingRequest(ChatFormBody):
     @classmethod
     def _conversation_in_input(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         """Current vLLM's embeddings take one conversation as ``input`` too: read as ``messages``."""
-        if isinstance(data, dict) and "messages" not in data and _is_conversation(data.get("input")):
+        if isinstance(data, dict) and "messages" not in data and is_conversation(data.get("input")):
             body = handler({**{k: v for k, v in data.items() if k != "input"}, "messages": data["input"]})
             body._chat_field = "input"
             return body
