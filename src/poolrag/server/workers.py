@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -73,8 +74,10 @@ def _work(
     """A worker process: its torch threads, its engines and app, then uvicorn on its socket. It
     reports ``None`` once its app is built, or why it could not build one."""
     # the parent blocked SIGINT around this process's start (WorkerPool._spawn), and a signal mask
-    # outlives exec: SIGINT stays ignored here until uvicorn takes it, as the parent meant, but is
-    # no longer held back for the worker's whole life (``kill -INT`` of a worker did nothing)
+    # outlives exec, so a Ctrl-C to the group is held back until here; ignoring SIGINT drops it and
+    # any later one until uvicorn takes it (a worker still loading printed a KeyboardInterrupt
+    # traceback); unblocked, ``kill -INT`` of a serving worker stops it (it was held back for good)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     take_worker_threads(threads)
     serving: list[uvicorn.Server] = []  # the server once built, for the parent watch to stop
@@ -198,15 +201,15 @@ class WorkerPool:
         receiver, sender = self._context.Pipe(duplex=False)
         args = (self.build, sock, self.threads, self.http, sender)
         process = self._context.Process(target=_work, args=args, name="poolrag-worker")
-        # the worker starts ignoring SIGINT until uvicorn takes it: a terminal's Ctrl-C reaches the
-        # whole group, and each worker still loading printed a KeyboardInterrupt traceback (the
-        # parent's stop ends it instead); the parent's own Ctrl-C waits, blocked, meanwhile
+        # the worker starts with SIGINT blocked (the mask outlives exec) until _work ignores it: a
+        # terminal's Ctrl-C reaches the whole group, and the parent's stop ends a worker still
+        # loading. Only blocked here, never ignored: the parent ignoring SIGINT while it started a
+        # worker lost a Ctrl-C that came then (another thread took it, or the resource tracker's
+        # start unblocked it), and the server went on serving
         unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             process.start()
         finally:
-            signal.signal(signal.SIGINT, handler)
             signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
         sender.close()  # the worker holds its end: a worker that dies unheard closes the pipe
         return _Worker(sock, process, receiver)
@@ -231,6 +234,9 @@ class WorkerPool:
             owned_dir = os.environ[MULTIPROC_DIR_VARIABLE] = tempfile.mkdtemp(prefix="poolrag-metrics-")
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            # started now, not by the first worker's start: its own start unblocks SIGINT on its
+            # way out, which let that worker begin with SIGINT unblocked
+            resource_tracker.ensure_running()
             self._workers = [self._spawn(sock) for sock in self._sockets]
             logger.info("starting %d workers, %d torch threads each", len(self._workers), self.threads)
             self._supervise()
