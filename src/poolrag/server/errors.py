@@ -191,38 +191,33 @@ def log_refusal(request: Request, status: int, code: str, message: str) -> None:
         logger.debug("%s %s answered %d %s: %s", request.method, request.url.path, status, code, shown)
 
 
+def _from_http_error(exc: StarletteHTTPException) -> APIError:
+    try:
+        phrase = HTTPStatus(exc.status_code).phrase
+    except ValueError:
+        phrase = "error"
+    message = exc.detail if isinstance(exc.detail, str) and exc.detail else phrase
+    return APIError(exc.status_code, message, headers=exc.headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    def answer(request: Request, error: APIError) -> JSONResponse:
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, PoolragError):
+            error = from_poolrag_error(exc)
+        elif isinstance(exc, RequestValidationError):
+            error = from_validation_error(exc)
+        elif isinstance(exc, StarletteHTTPException):
+            error = _from_http_error(exc)
+        else:
+            assert isinstance(exc, APIError)
+            error = exc
         log_refusal(request, error.status_code, error.code, error.message)
         return error_response(error)
-
-    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, APIError)
-        return answer(request, exc)
-
-    async def on_poolrag_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, PoolragError)
-        return answer(request, from_poolrag_error(exc))
-
-    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        return answer(request, from_validation_error(exc))
-
-    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        try:
-            phrase = HTTPStatus(exc.status_code).phrase
-        except ValueError:
-            phrase = "error"
-        message = exc.detail if isinstance(exc.detail, str) and exc.detail else phrase
-        return answer(request, APIError(exc.status_code, message, headers=exc.headers))
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error while serving a request", exc_info=exc)
         return error_response(APIError(500, "internal server error"))
 
-    app.add_exception_handler(APIError, on_api_error)
-    app.add_exception_handler(PoolragError, on_poolrag_error)
-    app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    for handled in (APIError, PoolragError, RequestValidationError, StarletteHTTPException):
+        app.add_exception_handler(handled, on_error)
     app.add_exception_handler(Exception, on_unexpected)
