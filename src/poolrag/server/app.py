@@ -45,7 +45,7 @@ from poolrag.server.routes import (
 from poolrag.server.routes.invocations import invocations_router
 from poolrag.server.routes.tei_root import root_router
 from poolrag.server.settings import Limits, ServerSettings
-from poolrag.server.state import SCOPE_MODEL_KEY, ServedModels, ServerState, check_unique_names, now
+from poolrag.server.state import ServedModels, ServerState, check_unique_names, now
 from poolrag.server.stop_answer import StopAnswerMiddleware
 
 if TYPE_CHECKING:
@@ -188,9 +188,7 @@ def _install_middleware(
 ) -> None:
     """The middleware in :func:`create_models_app`'s order: each ``add_middleware`` wraps those
     added before it (Starlette inserts it first in ``user_middleware``), so the last added is outermost."""
-    app.add_middleware(
-        ModelIdentityMiddleware, facts=[model.served_facts for model in models], scope_key=SCOPE_MODEL_KEY
-    )
+    app.add_middleware(ModelIdentityMiddleware, facts=[model.served_facts for model in models])
     app.add_middleware(HeapTrimMiddleware, idle=idle_trim)  # inside the body limit: admitted bodies count
     app.add_middleware(
         BodySizeLimitMiddleware,

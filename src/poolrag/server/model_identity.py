@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from poolrag.client.wire import identity_headers
 from poolrag.model_facts import ModelFacts
+from poolrag.server.state import SCOPE_MODEL_KEY
 
 
 def _encoded(facts: ModelFacts) -> list[tuple[bytes, bytes]]:
@@ -23,15 +24,14 @@ def _encoded(facts: ModelFacts) -> list[tuple[bytes, bytes]]:
 class ModelIdentityMiddleware:
     """Adds the served facts' identity headers (:func:`poolrag.client.wire.identity_headers`, which
     the client reads back) to every HTTP response: those of the model the request was routed to
-    (named under ``scope_key`` by the route). An answer no model gave (a 404 for an unknown model,
-    a refused body) names the one model when only one is served, and none among several, where
+    (which the route names in the request's scope). An answer no model gave (a 404 for an unknown
+    model, a refused body) names the one model when only one is served, and none among several, where
     naming the first would tell a client the wrong weights."""
 
-    def __init__(self, app: ASGIApp, facts: Sequence[ModelFacts], scope_key: str) -> None:
+    def __init__(self, app: ASGIApp, facts: Sequence[ModelFacts]) -> None:
         self.app = app
         self.by_name = {one.model_name: _encoded(one) for one in facts}
         self.default = _encoded(facts[0]) if len(facts) == 1 else []
-        self.scope_key = scope_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -40,7 +40,7 @@ class ModelIdentityMiddleware:
 
         async def send_with_identity(message: Message) -> None:
             if message["type"] == "http.response.start":
-                routed = scope.get(self.scope_key)
+                routed = scope.get(SCOPE_MODEL_KEY)
                 headers = self.by_name.get(routed.name, self.default) if routed is not None else self.default
                 message = {**message, "headers": [*message.get("headers", ()), *headers]}
             await send(message)
