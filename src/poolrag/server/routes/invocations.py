@@ -69,9 +69,7 @@ class InvocationBody(RootModel[Any]):
     def default_task(self) -> str | None:
         return getattr(self.root, "default_task", None)
 
-    @staticmethod
-    def dialect_speaks_tei(data: Any) -> bool:
-        return speaks_tei(data)
+    dialect_speaks_tei = staticmethod(speaks_tei)
 
 
 def _route_tag(tasks_of: Callable[[object], frozenset[str]], data: Any) -> str | None:
