@@ -23,9 +23,7 @@ async def health(request: Request) -> HealthResponse:
     """200 while every model's engine takes work; 503 once one stopped (closed while the server
     stops, or its scheduler died on a fault), so a load balancer or Kubernetes moves traffic away,
     as vLLM's and TEI's health checks do."""
-    stopped = [
-        model.settings.served_model_names[0] for model in served_models(request).models if model.engine.closed
-    ]
+    stopped = [model.name for model in served_models(request).models if model.engine.closed]
     if stopped:
         raise APIError(503, f"the engine of {', '.join(stopped)} stopped", code="engine_closed")
     return HealthResponse()
