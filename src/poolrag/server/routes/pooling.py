@@ -79,11 +79,11 @@ def default_pooling_task(
 @router.post(PATH, response_model=PoolingResponse, responses={**ENGINE_ERRORS, 200: BYTES_ANSWER_DOC})
 async def pooling(body: PoolingRequest, request: Request, response: Response) -> JsonAnswer | Response:
     state = model_state(request, body.model)
+    engine = state.engine
     if body.messages is None:
         prompts = to_prompts(body.input, state.settings)  # type: ignore[arg-type]
     else:
-        prompts = chat_prompt(body, state.engine.facts)
-    engine = state.engine
+        prompts = chat_prompt(body, engine.facts)
     task = body.task or default_pooling_task(
         engine.facts.supported_tasks,
         engine.task,
@@ -94,14 +94,14 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
         dimensions=body.dimensions,
         normalize=body.normalize,
         use_activation=body.use_activation,
-        truncate_prompt_tokens=body.cut_for(state.engine.facts),
+        truncate_prompt_tokens=body.cut_for(engine.facts),
         truncate=body.truncate,
         input_type=body.input_type,
         prompt=body.prompt,
         prompt_name=body.prompt_name,
         max_active_dims=body.max_active_dims,
     )
-    params.verify(task, state.engine.facts)  # refused before the request takes a slot
+    params.verify(task, engine.facts)  # refused before the request takes a slot
     if task == "sparse_embed" and body.encoding_format != "float":
         raise APIError(
             400,
@@ -110,9 +110,7 @@ async def pooling(body: PoolingRequest, request: Request, response: Response) ->
             param="encoding_format",
         )
     with messages_named(body):
-        outputs = await state.run_engine(
-            PATH, input_count(prompts), state.engine.aencode, prompts, task, params
-        )
+        outputs = await state.run_engine(PATH, input_count(prompts), engine.aencode, prompts, task, params)
     values = sum(out.outputs.data.size for out in outputs)
     check_answer_values(values, state.limits)
     tokens = sum(out.num_tokens for out in outputs)
