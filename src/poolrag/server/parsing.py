@@ -115,8 +115,7 @@ def parse_body(raw: bytes, model: type[M], limits: Limits) -> Parsed:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # the latter: bytes that are not UTF-8
         raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
     except ValueError:  # an integer past Python's digit limit, whose message names sys internals
-        message = "a number in the request body has too many digits"
-        raise APIError(400, message) from None
+        raise APIError(400, "a number in the request body has too many digits") from None
     token_ids, lengths = _measure(data)
     chars = sum(lengths)
     check_size(token_ids, chars, limits)
