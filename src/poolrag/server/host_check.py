@@ -51,8 +51,7 @@ def for_listen_host(settings: ServerSettings, host: str) -> ServerSettings:
 
 
 def _refusal(name: str, *, listed: bool) -> str:
-    """What an operator whose proxy sends the service's name reads: the name and the fix (it saw a
-    bare 400 in the access log before)."""
+    """What an operator whose proxy sends the service's name reads: the name and the fix."""
     if listed:
         return f"Host {name!r} is not on this server's --allowed-hosts list: add it there ('*' for any)"
     return (

@@ -102,8 +102,8 @@ def multiprocess_mode() -> bool:
 class EngineCoreCounters:
     """The engine cores' counters as multiprocess counters: each worker adds what its cores did
     since it last looked (at the end of each request and before a scrape). Each model's series is
-    there from the first scrape, at zero, as one process's are (a counter nothing had added to yet,
-    the truncated inputs most often, was missing)."""
+    there from the first scrape, at zero, as one process's are, even a counter nothing has added to
+    yet (the truncated inputs, most often)."""
 
     def __init__(self, engines: Sequence[tuple[str, InProcessEngine]], registry: CollectorRegistry) -> None:
         self.engines = tuple(engines)

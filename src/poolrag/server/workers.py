@@ -118,9 +118,9 @@ def _stop_when_orphaned(serving: list[uvicorn.Server]) -> None:
 class _WorkerServer(DrainingServer):
     """A worker's server, whose stop may come twice at once: a signal sent to the whole process group
     (systemd's default ``KillMode=control-group``, dumb-init, a terminal's Ctrl-C) reaches the worker
-    and its parent, which passes it on. The second copy cut the drain short as a second signal does,
-    so requests in flight were answered 503 at once; the parent's stops (:data:`PARENT_STOP`) and the
-    others are now counted apart, and only a second of either kind stops the worker at once."""
+    and its parent, which passes it on. The parent's stops (:data:`PARENT_STOP`) and the others are
+    counted apart, so that the second copy does not cut the drain short (requests in flight answered
+    503 at once): only a second of either kind stops the worker at once."""
 
     def __init__(self, config: uvicorn.Config, drain_s: float) -> None:
         super().__init__(config, drain_s)
