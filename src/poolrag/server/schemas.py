@@ -729,15 +729,15 @@ class RerankRequest(ScoringRequestBody):
             data["query"] = vllm_score_side(data["query"], "query")
         documents = data.get("documents")
         if isinstance(documents, str) or _is_content_item(documents):
-            data["documents"] = documents = [documents]
-            names = ["documents"]
+            documents, names = [documents], ["documents"]
+        elif isinstance(documents, list):
+            names = [f"documents[{i}]" for i in range(len(documents))]
         else:
-            names = [f"documents[{i}]" for i in range(len(documents))] if isinstance(documents, list) else []
-        if isinstance(documents, list):
-            data["documents"] = [
-                ContentDocument.read(doc, name) if _is_content_item(doc) else doc
-                for doc, name in zip(documents, names, strict=True)
-            ]
+            return data
+        data["documents"] = [
+            ContentDocument.read(doc, name) if _is_content_item(doc) else doc
+            for doc, name in zip(documents, names, strict=True)
+        ]
         return data
 
 
