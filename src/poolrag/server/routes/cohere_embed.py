@@ -190,15 +190,6 @@ async def _embed(
     return _answer(body, state, outputs, calibration, response)
 
 
-def _refused_field(body: CohereEmbedRequest) -> str | None:
-    """The field a model that gives no embeddings is refused under: only one the request sent
-    (``embedding_types``, else ``model``); a request naming neither reached the only kind of model
-    served, and no field of it would change that."""
-    if body.embedding_types is not None:
-        return "embedding_types"
-    return "model" if body.model else None
-
-
 def _checked(
     body: CohereEmbedRequest, state: ServerState, served: ServedModels
 ) -> tuple[PoolingParams, np.ndarray | None]:
@@ -208,7 +199,9 @@ def _checked(
     facts = state.engine.facts
     if "embed" not in facts.supported_tasks:
         runners = task_runners("embed", state.served_facts, [model.served_facts for model in served.models])
-        param = _refused_field(body)
+        # only a field the request sent: one naming neither reached the only kind of model served,
+        # and no field of it would change that
+        param = "embedding_types" if body.embedding_types is not None else "model" if body.model else None
         raise APIError(
             400,
             ("embedding_types: " if param == "embedding_types" else "")  # "model 'x'" names the model
