@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import Discriminator, RootModel, Tag
+from pydantic import Discriminator, Tag
 
 from poolrag.server.errors import APIError
 from poolrag.server.routes.classify import classify
@@ -41,6 +41,7 @@ from poolrag.server.schemas import (
 )
 from poolrag.server.state import ServedModels
 from poolrag.server.tei_routing import TeiRoute
+from poolrag.server.tei_schemas import EitherBody
 
 PATH = "/invocations"
 
@@ -58,16 +59,8 @@ def speaks_tei(data: Any) -> bool:
     return isinstance(data, dict) and ("inputs" in data or ("texts" in data and "documents" not in data))
 
 
-class InvocationBody(RootModel[Any]):
+class InvocationBody(EitherBody):
     """The base of each app's ``/invocations`` body: ``root`` is the request of the route it takes."""
-
-    @property
-    def model(self) -> str | None:
-        return getattr(self.root, "model", None)
-
-    @property
-    def default_task(self) -> str | None:
-        return getattr(self.root, "default_task", None)
 
     dialect_speaks_tei = staticmethod(speaks_tei)
 
