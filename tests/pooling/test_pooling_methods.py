@@ -3,6 +3,7 @@ the batch's layout (packed rows of different lengths, one sequence or many)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,9 @@ import pytest
 import torch
 
 from poolrag import Engine
-from poolrag.config.pooler_config import SENTENCE_POOLING
-from poolrag.pooling.methods import pooling_method
+from poolrag.config.pooler_config import POOLING_TYPES, SENTENCE_POOLING
+from poolrag.errors import ModelLoadError
+from poolrag.pooling.methods import POOLING_METHODS, pooling_method
 from poolrag.runner.forward_output import PackedStates
 from poolrag.testing.tiny_models import SENTENCES, build_encoder, write_sentence_transformers
 
@@ -33,7 +35,24 @@ def test_a_saved_sentence_transformer_pools_as_sentence_transformers_does(
     np.testing.assert_allclose(engine.embed_array(SENTENCES), reference, atol=1e-5)
 
 
-@pytest.mark.parametrize("pooling", sorted(SENTENCE_POOLING))
+@pytest.mark.parametrize("kind", POOLING_TYPES)
+def test_an_embedder_takes_every_pooling_method_and_no_other_pooling_type(
+    kind: str, tiny_model: Callable[..., Path]
+) -> None:
+    """The types an embedder accepts are the methods ``pooling/methods.py`` has, whether or not
+    sentence-transformers spells them (``SENTENCE_POOLING`` only reads its folders): a method it
+    lacks is two files, its class and table entry there and its name in ``PoolingType``."""
+    assert set(SENTENCE_POOLING) <= set(POOLING_METHODS)
+    if kind not in POOLING_METHODS:  # a reward model's ALL, STEP, SPLADE: no one vector per text
+        with pytest.raises(ModelLoadError):
+            Engine(tiny_model("bert"), pooler_config={"pooling_type": kind})
+        return
+    engine = Engine(tiny_model("bert"), pooler_config={"pooling_type": kind})
+    assert engine.pooler_config.pooling_type == kind
+    assert np.isfinite(engine.embed_array(SENTENCES)).all()
+
+
+@pytest.mark.parametrize("pooling", sorted(POOLING_METHODS))
 def test_a_packed_batch_pools_each_sequence_alone(pooling: str) -> None:
     generator = torch.Generator().manual_seed(0)
     lengths = [3, 1, 7, 2]

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import httpx
 import numpy as np
 
 from poolrag import PoolingParams
-from poolrag.server.schemas import PoolingResponse
+from poolrag.config.pooler_config import POOLER_TASKS
+from poolrag.server.schemas import PoolingResponse, PoolingTaskName
 
 from .conftest import Served
+
+
+def test_the_body_names_every_task_the_engine_pools() -> None:
+    """``task`` is spelled for the OpenAPI schema; a task added to ``model_facts.PoolingTask`` must be
+    added here too, or ``/pooling`` answers it with a 422."""
+    assert set(get_args(PoolingTaskName)) == set(POOLER_TASKS)
 
 
 def test_token_embeddings_equal_offline(minilm_server: Served, http: httpx.Client) -> None:

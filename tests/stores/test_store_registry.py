@@ -17,11 +17,13 @@ from poolrag.errors import InvalidInputError
 from poolrag.stores import STORES, InMemoryStore, StoreEntry, open_store, store_kinds
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+#: the shipped kinds in registry order (a new store's kind goes here); the test-only one comes last
 BUILT_IN = ("milvus", "qdrant", "qdrant-edge")
+REGISTERED = (*BUILT_IN, process_store.KIND)
 
 
 def test_the_registry_lists_the_kinds_in_order_with_the_registered_one_last() -> None:
-    assert store_kinds() == (*BUILT_IN, process_store.KIND)
+    assert store_kinds() == REGISTERED
     assert [STORES[k].extra for k in BUILT_IN] == list(BUILT_IN)
     assert STORES["milvus"].pip_hint == 'pip install "poolrag[milvus]"'
 
@@ -40,7 +42,7 @@ def test_a_kind_outside_the_registry_is_one_line_naming_the_registered_ones(kind
     before = set(sys.modules)
     with pytest.raises(InvalidInputError) as err:
         open_store(kind, "docs")
-    assert str(err.value) == f"unknown store {kind!r}; choose one of milvus, qdrant, qdrant-edge, process"
+    assert str(err.value) == f"unknown store {kind!r}; choose one of {', '.join(REGISTERED)}"
     assert set(sys.modules) == before
 
 
@@ -51,7 +53,7 @@ def test_the_cli_store_choices_are_the_registry(capsys) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["search", "a question", "--store", "redis"])
     err = capsys.readouterr().err
-    assert "'milvus', 'qdrant', 'qdrant-edge', 'process'" in err and len(err.strip().splitlines()) == 1
+    assert ", ".join(map(repr, REGISTERED)) in err and len(err.strip().splitlines()) == 1
 
 
 def test_the_store_key_comes_from_the_environment_unless_given(monkeypatch) -> None:

@@ -13,8 +13,9 @@ from poolrag.model_facts import PoolingTask
 
 PoolingType = Literal["CLS", "MEAN", "LAST", "MAX", "WEIGHTEDMEAN", "MEAN_SQRT_LEN", "ALL", "STEP", "SPLADE"]
 POOLING_TYPES: tuple[str, ...] = get_args(PoolingType)
-#: the pooling types that make one vector per text (an embedder's), with sentence-transformers' two
-#: names for each: its ``pooling_mode`` (6.x) and its ``pooling_mode_*`` flag (2.x-5.x)
+#: the pooling types sentence-transformers has, with its two names for each: its ``pooling_mode`` (6.x)
+#: and its ``pooling_mode_*`` flag (2.x-5.x); the types an embedder accepts are the methods of
+#: ``pooling/methods.py`` (``POOLING_METHODS``), which may hold one sentence-transformers lacks
 SENTENCE_POOLING: dict[PoolingType, tuple[str, str]] = {
     "CLS": ("cls", "pooling_mode_cls_token"),
     "MEAN": ("mean", "pooling_mode_mean_tokens"),

@@ -27,7 +27,7 @@ from poolrag.config.model_kind import (
 )
 from poolrag.config.model_spec import ModelSpec
 from poolrag.config.network_head import NetworkHead
-from poolrag.config.pooler_config import SENTENCE_POOLING, PoolerConfig
+from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.positions import usable_positions
 from poolrag.config.registry import default_pooling
 from poolrag.core.executor import ModelExecutor
@@ -41,6 +41,7 @@ from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolerDefaults
 from poolrag.pooling.heads import ActivationName, TokenClassifierHead
+from poolrag.pooling.methods import POOLING_METHODS
 from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
@@ -363,7 +364,7 @@ def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind,
         pooler = replace(pooler, normalize=override.normalize_switch(), use_activation=None)
     if pooler.pooling_type is None:
         pooler = pooler.merged_over(PoolerConfig(pooling_type=default_pooling(kind, spec.is_decoder)))
-    if recipe.sentence_vectors and pooler.pooling_type not in SENTENCE_POOLING:
+    if recipe.sentence_vectors and pooler.pooling_type not in POOLING_METHODS:
         raise ModelLoadError(f"pooling_type {pooler.pooling_type} cannot produce one embedding per text")
     if pooler.normalize is None:
         # sentence-transformers folders normalise only with a Normalize module; bare folders do.

@@ -16,7 +16,7 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from poolrag.config.model_spec import ModelSpec, SpladeSpec
-from poolrag.config.pooler_config import SENTENCE_POOLING, PoolerConfig
+from poolrag.config.pooler_config import PoolerConfig
 from poolrag.config.st_activations import activation_class
 from poolrag.errors import ModelLoadError
 from poolrag.loading.decoder_loader import DecoderParts
@@ -33,7 +33,7 @@ from poolrag.pooling.heads import (
 )
 from poolrag.pooling.late_chunks import LateChunkPooler
 from poolrag.pooling.lm_head_rows import LMHeadRowsHead, vocab_ids
-from poolrag.pooling.methods import LastPool, PoolingMethod, pooling_method
+from poolrag.pooling.methods import POOLING_METHODS, LastPool, PoolingMethod, pooling_method
 from poolrag.pooling.sparse_poolers import LexicalHeadsPooler, SpladePooler
 from poolrag.pooling.step_reward import LMHeadStepProjection, ModuleStepProjection
 from poolrag.pooling.task_poolers import EmbeddingPooler, SequenceRowsPooler, TaskPooler, TokenRowsPooler
@@ -128,7 +128,7 @@ class HeadContext:
         """The pooling method that makes one row per text (LAST where the config names another
         kind of pooling, e.g. a reward model's ALL)."""
         kind = self.pooler.pooling_type
-        return pooling_method(kind) if kind in SENTENCE_POOLING else LastPool()
+        return pooling_method(kind) if kind in POOLING_METHODS else LastPool()
 
 
 @dataclass(slots=True)

@@ -118,13 +118,17 @@ class MaxPool(PoolingMethod):
         return out.index_reduce_(0, rows.segment, rows.states, "amax")
 
 
+#: every pooling method by its ``pooling_type``: the types an embedder accepts (one row per text), read
+#: by ``core``; sentence-transformers' spellings of those it has are ``SENTENCE_POOLING``'s
+POOLING_METHODS: dict[PoolingType, type[PoolingMethod]] = {
+    "CLS": CLSPool,
+    "LAST": LastPool,
+    "MEAN": MeanPool,
+    "MAX": MaxPool,
+    "WEIGHTEDMEAN": WeightedMeanPool,
+    "MEAN_SQRT_LEN": MeanSqrtLenPool,
+}
+
+
 def pooling_method(kind: PoolingType) -> PoolingMethod:
-    table: dict[str, type[PoolingMethod]] = {
-        "CLS": CLSPool,
-        "LAST": LastPool,
-        "MEAN": MeanPool,
-        "MAX": MaxPool,
-        "WEIGHTEDMEAN": WeightedMeanPool,
-        "MEAN_SQRT_LEN": MeanSqrtLenPool,
-    }
-    return table[kind]()
+    return POOLING_METHODS[kind]()
