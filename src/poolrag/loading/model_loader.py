@@ -46,9 +46,8 @@ def load_transformer(
     dtype: torch.dtype,
     device: torch.device,
     trust_remote_code: bool,
-    placement: Placement | None = None,
+    placement: Placement,
 ) -> PreTrainedModel:
-    placement = placement or Placement()
     if spec.bidirectional:
         return load_bidirectional(spec, head, dtype, device, trust_remote_code, placement)
     auto_class = _AUTO_CLASSES[head]
