@@ -263,7 +263,7 @@ class InputProcessor:
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, limit, field, index)
             elif is_image_input(item) and (self.images is not None or not isinstance(item, str)):
-                # a data: URL is a text to a text-only model, as it always was
+                # a data: URL is a text to a text-only model
                 images[i] = (item, name)
             elif self.images is not None and (kind := other_data_url(item)) is not None:
                 raise _not_an_image(name, kind)
