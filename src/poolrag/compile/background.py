@@ -369,13 +369,12 @@ class BackgroundCompile:
                 f" < {self._min_cosine}",
             )
         run_only = torch._dynamo.run(compiled)
-        arguments_of = plan.arguments
         native = plan.arguments is _native_arguments
 
         def forward(inputs: BatchInputs) -> Any:
             if inputs.packed != native:
                 return None  # a layout this graph was not built for: eager runs it
-            return run_only(**arguments_of(inputs))
+            return run_only(**plan.arguments(inputs))
 
         runner.install_compiled(forward)
         return replace(report, state="active", seconds=time.perf_counter() - started)
