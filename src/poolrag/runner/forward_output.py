@@ -24,9 +24,6 @@ class PackedStates:
     def offsets(self) -> torch.Tensor:
         return torch.cumsum(self.lengths, 0) - self.lengths
 
-    def split(self) -> list[torch.Tensor]:
-        return list(torch.split(self.states, self.lengths.tolist()))
-
 
 @dataclass(slots=True)
 class ForwardOutput:
