@@ -36,8 +36,6 @@ class ForwardOutput:
     @staticmethod
     def concat(parts: Sequence[ForwardOutput]) -> ForwardOutput:
         """Join the outputs of consecutive sub-batches (a batch split after running out of memory)."""
-        if len(parts) == 1:
-            return parts[0]
         sequences = [p.sequences for p in parts if p.sequences is not None]
         tokens = [p.tokens for p in parts if p.tokens is not None]
         return ForwardOutput(
