@@ -33,11 +33,6 @@ logger = logging.getLogger(__name__)
 GRAPH_VERSION = 1
 
 
-def compile_cache_dir() -> Path:
-    """``compile`` under :func:`~poolrag.cache_location.poolrag_cache_dir`."""
-    return poolrag_cache_dir() / "compile"
-
-
 @dataclass(frozen=True, slots=True)
 class CompileKey:
     """What the artifacts were built for; any change means a different file."""
@@ -66,7 +61,7 @@ class CompileKey:
 
     def path(self) -> Path:
         digest = hashlib.sha256(repr(self).encode()).hexdigest()[:24]
-        return compile_cache_dir() / f"{digest}.inductor"
+        return poolrag_cache_dir() / "compile" / f"{digest}.inductor"
 
 
 def _others_could_write(path: Path) -> str | None:
