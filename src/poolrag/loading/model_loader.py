@@ -49,7 +49,14 @@ def load_transformer(
     placement: Placement,
 ) -> PreTrainedModel:
     if spec.bidirectional:
-        return load_bidirectional(spec, head, dtype, device, trust_remote_code, placement)
+        # NVIDIA's bidirectional Llama embedder on transformers' own layers (models/llama_bidirectional.py);
+        # its reranker is split into backbone and ``score`` by ``decoder_loader``
+        from poolrag.models.llama_bidirectional import make_bidirectional
+
+        if head is not NetworkHead.NONE:
+            raise ModelLoadError(f"{spec.architecture} runs its own head only after pooling")
+        loaded = from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement)
+        return inference_ready(make_bidirectional(_backbone_of(loaded, spec)), device, placement)
     auto_class = _AUTO_CLASSES[head]
     if spec.encoder_only:
         if head is not NetworkHead.NONE:
@@ -126,26 +133,6 @@ def _backbone_of(model: PreTrainedModel, spec: ModelSpec) -> PreTrainedModel:
             "%s: running its backbone %s for hidden states", spec.architecture, type(backbone).__name__
         )
     return backbone
-
-
-def load_bidirectional(
-    spec: ModelSpec,
-    head: NetworkHead,
-    dtype: torch.dtype,
-    device: torch.device,
-    trust_remote_code: bool,
-    placement: Placement,
-) -> nn.Module:
-    """NVIDIA's bidirectional Llama embedder on transformers' own layers (models/llama_bidirectional.py);
-    its reranker is split into backbone and ``score`` by ``decoder_loader``."""
-    from poolrag.models.llama_bidirectional import make_bidirectional
-
-    if head is not NetworkHead.NONE:
-        raise ModelLoadError(f"{spec.architecture} runs its own head only after pooling")
-    model = make_bidirectional(
-        _backbone_of(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement), spec)
-    )
-    return inference_ready(model, device, placement)
 
 
 def load_dual_encoder(
