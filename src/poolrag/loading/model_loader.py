@@ -218,7 +218,8 @@ def from_pretrained(
                 **extra,
             )
     except pickle.UnpicklingError as exc:
-        raise unsafe_pickle_error(_pickle_files(spec.transformer_path), exc) from exc
+        files = ", ".join(str(f) for f in sorted(Path(spec.transformer_path).glob("*.bin")))
+        raise unsafe_pickle_error(files or str(spec.transformer_path), exc) from exc
     except (ValueError, ImportError) as exc:  # ImportError: the library a format or a model's code needs
         if saved is not None:
             hint = f" (its weights are saved {saved}-quantized; or load the unquantized checkpoint)"
@@ -264,11 +265,6 @@ def _compiled_names(folder: Path) -> str:
         f" (its tensors are named {_COMPILED_PREFIX}*, the state dict of a torch.compile'd module: "
         "save the model itself, model._orig_mod.save_pretrained(...))"
     )
-
-
-def _pickle_files(folder: object) -> str:
-    files = sorted(Path(str(folder)).glob("*.bin"))
-    return ", ".join(str(f) for f in files) or str(folder)
 
 
 def unsafe_pickle_error(where: str, exc: BaseException) -> ModelLoadError:
