@@ -195,12 +195,11 @@ EXIT_WAIT_S = 120.0  # at exit, the longest wait for that step (one graph's code
 
 
 def _stop_compiling_at_exit() -> None:
-    """Stop every compile after its step in flight, and wait for that. A process that ended with
-    the compile thread inside torch aborted as it was torn down ("terminate called without an active
-    exception", exit 134): ``poolrag ingest --compile background`` on a short corpus did, and so did
-    any short command whose cached verdict chose a compiled path. Code generation in flight either
-    ends (its graph is saved, so the next process loads it from disk) or fails as the interpreter
-    shuts down; neither is reported."""
+    """Stop every compile after its step in flight, and wait for that: a process that ends with the
+    compile thread inside torch aborts as it is torn down ("terminate called without an active
+    exception", exit 134; a short ``poolrag ingest --compile background``). Code generation in flight
+    either ends (its graph is saved, so the next process loads it from disk) or fails as the
+    interpreter shuts down; neither is reported."""
     _EXITING.set()
     running = [job for job in list(_RUNNING) if job._thread.is_alive()]
     if running:
@@ -295,11 +294,9 @@ class BackgroundCompile:
                 seconds=time.perf_counter() - started,
             )
         finally:
-            # let go of the runner (and the model) while an exit still waits for this thread: the
-            # job, freed as the thread ends, held a dropped engine's model, whose tensors were then
-            # freed after the job had left _RUNNING, so possibly as the interpreter finalized: that
-            # aborts the process ("terminate called without an active exception", exit 134; the
-            # background measuring thread did so, core/background_tune.py)
+            # let go of the runner (and the model) while an exit still waits for this thread: a
+            # dropped engine's model freed with the job, after it left _RUNNING, may be freed as the
+            # interpreter finalizes, which aborts the process (exit 134)
             self._runner, self._probe = None, []
             self._done.set()
             _RUNNING.discard(self)
@@ -372,13 +369,12 @@ class BackgroundCompile:
                 f" < {self._min_cosine}",
             )
         run_only = torch._dynamo.run(compiled)
-        arguments_of = plan.arguments
         native = plan.arguments is _native_arguments
 
         def forward(inputs: BatchInputs) -> Any:
             if inputs.packed != native:
                 return None  # a layout this graph was not built for: eager runs it
-            return run_only(**arguments_of(inputs))
+            return run_only(**plan.arguments(inputs))
 
         runner.install_compiled(forward)
         return replace(report, state="active", seconds=time.perf_counter() - started)

@@ -33,11 +33,6 @@ logger = logging.getLogger(__name__)
 GRAPH_VERSION = 1
 
 
-def compile_cache_dir() -> Path:
-    """``compile`` under :func:`~poolrag.cache_location.poolrag_cache_dir`."""
-    return poolrag_cache_dir() / "compile"
-
-
 @dataclass(frozen=True, slots=True)
 class CompileKey:
     """What the artifacts were built for; any change means a different file."""
@@ -66,7 +61,7 @@ class CompileKey:
 
     def path(self) -> Path:
         digest = hashlib.sha256(repr(self).encode()).hexdigest()[:24]
-        return compile_cache_dir() / f"{digest}.inductor"
+        return poolrag_cache_dir() / "compile" / f"{digest}.inductor"
 
 
 def _others_could_write(path: Path) -> str | None:
@@ -135,13 +130,13 @@ class _TorchRefusals(logging.Filter):
         return False
 
 
-def save_artifacts(key: CompileKey) -> Path | None:
-    """Write this process's inductor artifacts for ``key`` (atomically); None when there is nothing,
-    or (with one warning) when the cache cannot take them: a read-only or full cache must not throw
-    away the compiled forward they came from."""
+def save_artifacts(key: CompileKey) -> None:
+    """Write this process's inductor artifacts for ``key`` (atomically), if any; where the cache
+    cannot take them, one warning: a read-only or full cache must not throw away the compiled
+    forward they came from."""
     saved = torch.compiler.save_cache_artifacts()
     if saved is None:
-        return None
+        return
     path = key.path()
     partial = partial_path(path)
     try:
@@ -153,5 +148,3 @@ def save_artifacts(key: CompileKey) -> Path | None:
         logger.warning("compile cache %s not saved (%s): the next start compiles again", path, exc)
         with contextlib.suppress(OSError):
             partial.unlink()
-        return None
-    return path

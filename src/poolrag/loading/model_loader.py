@@ -46,11 +46,17 @@ def load_transformer(
     dtype: torch.dtype,
     device: torch.device,
     trust_remote_code: bool,
-    placement: Placement | None = None,
+    placement: Placement,
 ) -> PreTrainedModel:
-    placement = placement or Placement()
     if spec.bidirectional:
-        return load_bidirectional(spec, head, dtype, device, trust_remote_code, placement)
+        # NVIDIA's bidirectional Llama embedder on transformers' own layers (models/llama_bidirectional.py);
+        # its reranker is split into backbone and ``score`` by ``decoder_loader``
+        from poolrag.models.llama_bidirectional import make_bidirectional
+
+        if head is not NetworkHead.NONE:
+            raise ModelLoadError(f"{spec.architecture} runs its own head only after pooling")
+        loaded = from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement)
+        return inference_ready(make_bidirectional(_backbone_of(loaded, spec)), device, placement)
     auto_class = _AUTO_CLASSES[head]
     if spec.encoder_only:
         if head is not NetworkHead.NONE:
@@ -127,26 +133,6 @@ def _backbone_of(model: PreTrainedModel, spec: ModelSpec) -> PreTrainedModel:
             "%s: running its backbone %s for hidden states", spec.architecture, type(backbone).__name__
         )
     return backbone
-
-
-def load_bidirectional(
-    spec: ModelSpec,
-    head: NetworkHead,
-    dtype: torch.dtype,
-    device: torch.device,
-    trust_remote_code: bool,
-    placement: Placement,
-) -> nn.Module:
-    """NVIDIA's bidirectional Llama embedder on transformers' own layers (models/llama_bidirectional.py);
-    its reranker is split into backbone and ``score`` by ``decoder_loader``."""
-    from poolrag.models.llama_bidirectional import make_bidirectional
-
-    if head is not NetworkHead.NONE:
-        raise ModelLoadError(f"{spec.architecture} runs its own head only after pooling")
-    model = make_bidirectional(
-        _backbone_of(from_pretrained(AutoModel, spec, dtype, device, trust_remote_code, placement), spec)
-    )
-    return inference_ready(model, device, placement)
 
 
 def load_dual_encoder(
@@ -232,7 +218,8 @@ def from_pretrained(
                 **extra,
             )
     except pickle.UnpicklingError as exc:
-        raise unsafe_pickle_error(_pickle_files(spec.transformer_path), exc) from exc
+        files = ", ".join(str(f) for f in sorted(Path(spec.transformer_path).glob("*.bin")))
+        raise unsafe_pickle_error(files or str(spec.transformer_path), exc) from exc
     except (ValueError, ImportError) as exc:  # ImportError: the library a format or a model's code needs
         if saved is not None:
             hint = f" (its weights are saved {saved}-quantized; or load the unquantized checkpoint)"
@@ -278,11 +265,6 @@ def _compiled_names(folder: Path) -> str:
         f" (its tensors are named {_COMPILED_PREFIX}*, the state dict of a torch.compile'd module: "
         "save the model itself, model._orig_mod.save_pretrained(...))"
     )
-
-
-def _pickle_files(folder: object) -> str:
-    files = sorted(Path(str(folder)).glob("*.bin"))
-    return ", ".join(str(f) for f in files) or str(folder)
 
 
 def unsafe_pickle_error(where: str, exc: BaseException) -> ModelLoadError:

@@ -61,8 +61,7 @@ def load_masked_lm(
     model = from_pretrained(AutoModelForMaskedLM, spec, dtype, device, trust_remote_code, placement)
     assert isinstance(model, nn.Module)
     model = inference_ready(model, device, placement)
-    head = _mlm_head(model, spec.architecture)
-    return model.base_model, head
+    return model.base_model, _mlm_head(model, spec.architecture)
 
 
 def _linear_from_state(path: Path, dtype: torch.dtype, device: torch.device) -> nn.Linear:

@@ -8,6 +8,7 @@ the pooled one. They are the loaded model's own modules, so no weight is read tw
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 import torch
 from torch import nn
@@ -19,9 +20,9 @@ from poolrag.errors import ModelLoadError
 class _FirstRowHead(nn.Module):
     """RoBERTa / MPNet heads read ``features[:, 0]``: each token becomes a sequence of one."""
 
-    def __init__(self, head: nn.Module) -> None:
+    def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        self.head = head
+        self.head = model.classifier
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         return self.head(states.unsqueeze(1))
@@ -31,21 +32,13 @@ def _distilbert(model: nn.Module) -> nn.Module:
     return nn.Sequential(model.pre_classifier, nn.ReLU(), model.classifier)
 
 
-def _first_row(model: nn.Module) -> nn.Module:
-    return _FirstRowHead(model.classifier)
-
-
-def _classifier(model: nn.Module) -> nn.Module:
-    return model.classifier
-
-
 _BUILDERS: dict[str, Callable[[nn.Module], nn.Module]] = {
-    "bert": _classifier,
+    "bert": attrgetter("classifier"),
     "distilbert": _distilbert,
-    "modernbert": _classifier,
-    "mpnet": _first_row,
-    "roberta": _first_row,
-    "xlm-roberta": _first_row,
+    "modernbert": attrgetter("classifier"),
+    "mpnet": _FirstRowHead,
+    "roberta": _FirstRowHead,
+    "xlm-roberta": _FirstRowHead,
 }
 assert set(_BUILDERS) == set(TOKEN_CLASSIFY_HEADS), "every documented family needs a builder"
 

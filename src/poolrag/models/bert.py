@@ -120,11 +120,9 @@ class BertFamilyModel(nn.Module):
         heads = int(self.config.num_attention_heads)
         return heads, int(self.config.hidden_size) // heads
 
-    def pack_weights(self) -> int:
-        """Reorder every matmul weight for oneDNN (CPU); returns how many were packed."""
-        packed = sum(m.pack() for m in self.modules() if isinstance(m, FusedLinear))
-        self._packed_weights = packed > 0
-        return packed
+    def pack_weights(self) -> None:
+        """Reorder every matmul weight for oneDNN (CPU): each layer packs, so a sum, not ``any``."""
+        self._packed_weights = sum(m.pack() for m in self.modules() if isinstance(m, FusedLinear)) > 0
 
     def forward(
         self,

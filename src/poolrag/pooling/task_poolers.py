@@ -35,7 +35,7 @@ class EmbeddingPooler:
 
 def prompt_rows(requests: Sequence[PoolingRequest], device: torch.device) -> torch.Tensor | None:
     """Each request's prompt rows that the pool leaves out (``PoolingRequest.prompt_length``), or
-    ``None`` where no request has any (the pool then reads every row, as it always did)."""
+    ``None`` where no request has any (the pool then reads every row)."""
     if not any(r.prompt_length for r in requests):
         return None
     return torch.tensor([r.prompt_length for r in requests], dtype=torch.int64, device=device)

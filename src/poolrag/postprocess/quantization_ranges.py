@@ -99,9 +99,8 @@ class QuantizationRanges:
 
     def save(self, path: str | Path) -> Path:
         """Write the ranges as JSON (floats kept exactly as float32 values print), under a name of
-        its own and renamed over ``path``: a ``poolrag serve --calibration`` worker (re)starting, or
-        an ingest, reading the file while it is rewritten read it cut short and refused it, and a
-        write the disk refused left the file that was there truncated."""
+        its own and renamed over ``path``, so a reader (a ``poolrag serve --calibration`` worker, an
+        ingest) never sees it cut short and a write the disk refuses leaves the old file whole."""
         path = Path(path)
         document = {
             "format": _FORMAT,

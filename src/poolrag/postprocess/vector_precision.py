@@ -69,11 +69,6 @@ def bucket_centres(buckets: np.ndarray, ranges: np.ndarray) -> np.ndarray:
     return np.where(ranges[1] == ranges[0], ranges[0], centres).astype(np.float32)
 
 
-def _scaled(vectors: np.ndarray, ranges: np.ndarray) -> np.ndarray:
-    """Each value's bucket 0..255 within its dimension's range."""
-    return np.clip(np.floor((vectors - ranges[0]) / bucket_steps(ranges)), 0, 255)
-
-
 def _fixed_bounds(ranges: QuantizationRanges | np.ndarray, width: int) -> np.ndarray:
     """The (2, width) bounds of a ranges file, or of an array as sentence-transformers' ``ranges``
     argument holds them (its users keep them so), refused by name when it cannot scale ``width``."""
@@ -135,5 +130,5 @@ def quantize_vectors(
             f"{precision} of one vector needs fixed ranges (a calibration set, or a ranges file from "
             "'poolrag calibrate') to scale each dimension"
         )
-    buckets = _scaled(rows, bounds)
+    buckets = np.clip(np.floor((rows - bounds[0]) / bucket_steps(bounds)), 0, 255)  # 0..255 per dimension
     return buckets.astype(np.uint8) if precision == "uint8" else (buckets - 128).astype(np.int8)

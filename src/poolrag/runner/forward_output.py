@@ -24,9 +24,6 @@ class PackedStates:
     def offsets(self) -> torch.Tensor:
         return torch.cumsum(self.lengths, 0) - self.lengths
 
-    def split(self) -> list[torch.Tensor]:
-        return list(torch.split(self.states, self.lengths.tolist()))
-
 
 @dataclass(slots=True)
 class ForwardOutput:
@@ -39,8 +36,6 @@ class ForwardOutput:
     @staticmethod
     def concat(parts: Sequence[ForwardOutput]) -> ForwardOutput:
         """Join the outputs of consecutive sub-batches (a batch split after running out of memory)."""
-        if len(parts) == 1:
-            return parts[0]
         sequences = [p.sequences for p in parts if p.sequences is not None]
         tokens = [p.tokens for p in parts if p.tokens is not None]
         return ForwardOutput(

@@ -112,13 +112,14 @@ class ModelRunner:
         reason = self._packing_unsupported()
         if reason is None:
             previous = getattr(self.model.config, "_attn_implementation", None)
-            self._set_attention(register())
+            # packable means a transformers model (transformers>=5.0), which has this setter
+            self.model.set_attn_implementation(register())
             try:
                 reason = self._probe_packing()
             except Exception as exc:  # a model whose layers reject packed kwargs
                 reason = f"probe failed: {exc!r}"
             if reason is not None and previous is not None:
-                self._set_attention(previous)
+                self.model.set_attn_implementation(previous)
         if reason is not None:
             logger.info("packed batches off for this model (%s); using padded batches", reason)
         self.packed = reason is None
@@ -156,9 +157,6 @@ class ModelRunner:
         if "position_ids" not in inspect.signature(self.model.forward).parameters:
             return "its forward takes no position_ids"
         return None
-
-    def _set_attention(self, name: str) -> None:
-        self.model.set_attn_implementation(name)  # packable means a transformers model (transformers>=5.0)
 
     def _probe_packing(self) -> str | None:
         """Compare packed with padded on two short sequences of different lengths."""

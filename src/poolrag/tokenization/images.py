@@ -189,7 +189,7 @@ def turned_upright(value: object, name: str = "input") -> bool | None:
             _read_errors(image_module, name),
         ):
             if image.format == "TIFF":
-                return False  # Pillow turns a TIFF itself while decoding it, as it always did
+                return False  # Pillow turns a TIFF itself while decoding it
             if image.format != "PNG" or "exif" in image.info or not _png_metadata_after_pixels(source):
                 return _orientation(image, image_module.Image) != 1
             _check_size(image.size, name)

@@ -263,7 +263,7 @@ class InputProcessor:
             if isinstance(item, dict):
                 requests[i] = self._from_token_ids(item, params, limit, field, index)
             elif is_image_input(item) and (self.images is not None or not isinstance(item, str)):
-                # a data: URL is a text to a text-only model, as it always was
+                # a data: URL is a text to a text-only model
                 images[i] = (item, name)
             elif self.images is not None and (kind := other_data_url(item)) is not None:
                 raise _not_an_image(name, kind)
@@ -482,12 +482,11 @@ class InputProcessor:
         limit = token_limit(truncate, self.max_len)
         if limit is not None:
             self._check_room(limit, pair=True)
-        wholes = [(first, second) for first, second in pairs]
         cut = RememberedCut(self.text_cut)  # a query beside every document is cut once
-        one_first = len({first for first, _ in wholes}) == 1  # 1:N (or 1:1): the query is named with no index
+        one_first = len({first for first, _ in pairs}) == 1  # 1:N (or 1:1): the query is named with no index
         kept = [
             self._kept_pair(first, second, limit, cut, (j, one_first))
-            for j, (first, second) in enumerate(wholes)
+            for j, (first, second) in enumerate(pairs)
         ]
         encoded = encode_pairs(
             self.tokenizer,
@@ -500,13 +499,13 @@ class InputProcessor:
         out = []
         for j, ids in enumerate(encoded["input_ids"]):
             if len(ids) > self.max_len:
-                raise self._too_long_pair(len(ids), wholes[j], cut, (j, one_first))
+                raise self._too_long_pair(len(ids), pairs[j], cut, (j, one_first))
             out.append(
                 PoolingRequest(
                     token_ids=tuple(ids),
                     params=params,
                     token_type_ids=tuple(type_ids[j]) if type_ids is not None else None,
-                    truncated=self._cut(encoded, j, limit, wholes[j], kept[j]),
+                    truncated=self._cut(encoded, j, limit, pairs[j], kept[j]),
                 )
             )
         return out

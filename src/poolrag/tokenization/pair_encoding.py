@@ -1,6 +1,6 @@
-"""Text pairs tokenised with each distinct text encoded once: a rerank's query beside each of its
-documents was tokenised again for every document (a 3 MB query that no cut shortens took 1.4 s a
-document, holding the model's tokenizer).
+"""Text pairs tokenised with each distinct text encoded once: called with the pairs, a tokenizer
+encodes a rerank's query again beside every document (a 3 MB query that no cut shortens takes 1.4 s
+a document, holding the model's tokenizer).
 
 A fast tokenizer encodes a pair as its two texts encoded alone, then truncated and framed by its
 special tokens together (the Rust tokenizer's ``post_process``). :func:`encode_pairs` makes those
@@ -8,7 +8,7 @@ same calls, with each distinct first text encoded once, under the settings a Hug
 would set (truncation, no padding, special tokens in the text read as such); a second text is
 encoded behind an empty first, so it carries a second text's type ids. A tokenizer whose pairs
 come out otherwise on probe pairs (a slow tokenizer, a class that reworks a call) is called with
-the pairs, as before.
+the pairs.
 """
 
 from __future__ import annotations
@@ -148,6 +148,6 @@ def _same_on_probes(tokenizer: PreTrainedTokenizerBase) -> bool:
             for key in ("input_ids", "token_type_ids"):
                 if called.get(key) != assembled[key]:
                     return False
-    except Exception:  # an unusual tokenizer: called with the pairs, as before
+    except Exception:  # an unusual tokenizer: called with the pairs
         return False
     return True

@@ -16,7 +16,7 @@ truncated request keeps only the model's maximum. So a text is cut first, and th
 
 The same invariant lets :meth:`TextCut.count` count a huge text's tokens window by window, so
 "too long" is known without ever holding the whole token list. Tokenizers that fail the probe
-(no pre-tokenizer, a slow tokenizer) get the text uncut, as before.
+(no pre-tokenizer, a slow tokenizer) get the text uncut.
 """
 
 from __future__ import annotations
@@ -101,8 +101,7 @@ class TextCut:
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         # held weakly: :func:`text_cut_of` keeps this cut as the tokenizer's value in a weak-keyed
-        # dict, and a value that holds its key keeps both for ever (every engine dropped left its
-        # tokenizer behind, a notebook cell re-run ~3 MB of MiniLM's vocabulary each time)
+        # dict, and a value that holds its key keeps both for ever (every dropped engine's tokenizer)
         self._tokenizer = weakref.ref(tokenizer)
         backend = getattr(tokenizer, "backend_tokenizer", None) if tokenizer.is_fast else None
         pre = backend.pre_tokenizer if backend is not None else None
