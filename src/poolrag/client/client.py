@@ -239,7 +239,7 @@ class PoolragClient:
         _check_timeout(timeout)
         check_count(max_inputs_per_request, "max_inputs_per_request")
         check_count(max_concurrency, "max_concurrency")
-        self._made_from = {
+        self._made_from: dict[str, Any] = {
             "base_url": base_url,
             "api_key": api_key,
             "model": model,
@@ -1098,7 +1098,7 @@ class PoolragClient:
     def __reduce__(self) -> tuple[Any, ...]:
         """A client pickles as its settings (its connections and locks stay behind): a worker
         process opens its own, and reads the server's facts afresh."""
-        return _client_from, (type(self), self._made_from)
+        return functools.partial(type(self), **self._made_from), ()
 
     def close(self) -> None:
         """Close the connections: the sync client's, and the async ones of every loop still open."""
@@ -1148,10 +1148,6 @@ def _outputs(
 
 def _scores(scores: Sequence[float]) -> list[PoolingRequestOutput[ScoringOutput]]:
     return [PoolingRequestOutput(str(i), ScoringOutput(score)) for i, score in enumerate(scores)]
-
-
-def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragClient:
-    return cls(**settings)
 
 
 def _card_limits_and_refusals(cards: list[Any]) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
