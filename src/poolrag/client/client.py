@@ -862,18 +862,18 @@ class PoolragClient:
     def embed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
         facts = self._facts_for("embed")
-        resolved = self._checked_params(pooling_params, "embed", facts)
+        width = self._checked_params(pooling_params, "embed", facts).dimensions or facts.embedding_dim
         requests = self._embed_requests(prompts, pooling_params)
         vectors = self._post_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
-        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
+        return self._vectors(vectors, width, facts)
 
     async def aembed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """:meth:`embed_array` for asyncio."""
         facts = await self._afacts("embed")
-        resolved = self._checked_params(pooling_params, "embed", facts)
+        width = self._checked_params(pooling_params, "embed", facts).dimensions or facts.embedding_dim
         requests = self._embed_requests(prompts, pooling_params)
         vectors = await self._apost_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
-        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
+        return self._vectors(vectors, width, facts)
 
     def _late_chunk_request(
         self, document: str, spans: Sequence[tuple[int, int]], params: PoolingParams | None
@@ -891,22 +891,20 @@ class PoolragClient:
         """Late chunking on the server, like ``Engine.embed_chunks``: ``[len(spans), D]`` vectors, one
         per character span, from one pass over the whole ``document`` (spans are checked there)."""
         facts = self._facts_for("embed")
-        resolved = self._checked_params(pooling_params, "embed", facts)
+        width = self._checked_params(pooling_params, "embed", facts).dimensions or facts.embedding_dim
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = self._post("/v1/embeddings", fields, facts, inputs=1)
-        vectors = wire.decode_embeddings(body, len(spans))
-        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
+        return self._vectors(wire.decode_embeddings(body, len(spans)), width, facts)
 
     async def aembed_chunks(
         self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         """:meth:`embed_chunks` for asyncio."""
         facts = await self._afacts("embed")
-        resolved = self._checked_params(pooling_params, "embed", facts)
+        width = self._checked_params(pooling_params, "embed", facts).dimensions or facts.embedding_dim
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = await self._apost("/v1/embeddings", fields, facts, inputs=1)
-        vectors = wire.decode_embeddings(body, len(spans))
-        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
+        return self._vectors(wire.decode_embeddings(body, len(spans)), width, facts)
 
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(
@@ -1085,8 +1083,7 @@ class PoolragClient:
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """The token ids the served model reads for ``text``, from ``/tokenize``."""
         fields = {"prompt": check_text(text), "add_special_tokens": add_special_tokens}
-        facts = self.facts
-        return [int(t) for t in self._post("/tokenize", fields, facts, inputs=1)["tokens"]]
+        return [int(t) for t in self._post("/tokenize", fields, self.facts, inputs=1)["tokens"]]
 
     async def atokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """:meth:`tokenize` for asyncio."""
