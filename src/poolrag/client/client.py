@@ -1166,14 +1166,12 @@ def _card_limits_and_refusals(cards: list[Any]) -> tuple[dict[str, dict[str, int
     return limits, refusals
 
 
-def _wire_size(item: Any) -> int:
-    """About the bytes ``item`` takes in a JSON body (:meth:`PoolragClient._body`): a text's UTF-8, a token
-    id list's digits and commas."""
+def _wire_size(item: str | list[int]) -> int:
+    """About the bytes a wired input (:func:`wire.wire_input`) takes in a JSON body
+    (:meth:`PoolragClient._body`): a text's UTF-8, a token id list's digits and commas."""
     if isinstance(item, str):  # an ASCII text's bytes are its length: no copy made to count them
         return (len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))) + 3
-    if isinstance(item, list):
-        return 8 * len(item) + 2
-    return len(str(item))
+    return 8 * len(item) + 2
 
 
 def _halves(
