@@ -1123,8 +1123,7 @@ class PoolragClient:
 
 
 def _pooling_decoder(task: str) -> Callable[[dict[str, Any], int], list[np.ndarray]]:
-    sparse = task == "sparse_embed"
-    return lambda body, n: wire.decode_pooling(body, n, sparse)
+    return functools.partial(wire.decode_pooling, sparse=task == "sparse_embed")
 
 
 def _outputs(
