@@ -348,10 +348,11 @@ class PoolragClient:
             body: Any = response.json()
         except ValueError:
             body = None
+        code = wire.error_field(body, "code")
         message = wire.error_message(response.status_code, body, response.text[: 64 * wire.PAGE_CHARS])
-        if response.status_code == 413 and inputs is not None and wire.error_code(body) != "answer_too_large":
+        if response.status_code == 413 and inputs is not None and code != "answer_too_large":
             message += self._too_large_hint(inputs)  # a body over the limit: the answer's is said as it is
-        if response.status_code in _CLIENT_ERRORS or wire.error_code(body) == "model_not_found":
+        if response.status_code in _CLIENT_ERRORS or code == "model_not_found":
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
         url = response.request.url.copy_with(query=None)  # the server too: an app may call several
         raise RemoteError(f"{url} failed with HTTP {response.status_code}: {message}", response.status_code)
