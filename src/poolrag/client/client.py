@@ -275,15 +275,7 @@ class PoolragClient:
         _CLIENTS.add(self)
 
     def _loop_clients(self) -> LoopClients:
-        return LoopClients(
-            lambda: httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=self._headers(),
-                timeout=self.timeout,
-                verify=self._verify,
-                transport=None if self._uds is None else httpx.AsyncHTTPTransport(uds=self._uds),
-            )
-        )
+        return LoopClients(lambda: httpx.AsyncClient(**self._pool_kwargs(httpx.AsyncHTTPTransport)))
 
     def _leave_parents_connections(self) -> None:
         """In a forked child: open connections of its own. The inherited pools' sockets are the
@@ -300,22 +292,23 @@ class PoolragClient:
         return f"PoolragClient(base_url={self.base_url!r}, model={self.model!r})"
 
     # -- transport ------------------------------------------------------------------------------
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+    def _pool_kwargs(self, transport: type[httpx.HTTPTransport | httpx.AsyncHTTPTransport]) -> dict[str, Any]:
+        """The sync and the async connection pools' settings; a ``transport`` only for a socket: one
+        given turns off ``$HTTP(S)_PROXY``."""
+        return {
+            "base_url": self.base_url,
+            "headers": {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
+            "timeout": self.timeout,
+            "verify": self._verify,
+            "transport": None if self._uds is None else transport(uds=self._uds),
+        }
 
     def _sync(self) -> httpx.Client:
         client = self._client
         if client is None:
             with self._client_lock:
                 if self._client is None:
-                    self._client = httpx.Client(
-                        base_url=self.base_url,
-                        headers=self._headers(),
-                        timeout=self.timeout,
-                        verify=self._verify,
-                        # only for a socket: a transport given turns off $HTTP(S)_PROXY
-                        transport=None if self._uds is None else httpx.HTTPTransport(uds=self._uds),
-                    )
+                    self._client = httpx.Client(**self._pool_kwargs(httpx.HTTPTransport))
                 client = self._client
         return client
 
