@@ -19,7 +19,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from langchain_poolrag.retrievers import search_documents
 from poolrag.frameworks.fields import BackendFields
 from poolrag.frameworks.hybrid_search import check_optional_fusion, open_hybrid
-from poolrag.retrieval import Retriever, SearchResult
+from poolrag.retrieval import Retriever
 
 
 class PoolragHybridRetriever(BackendFields, BaseRetriever):
@@ -67,9 +67,6 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
         """The core retriever this class wraps (its ``saved`` record, search results with all scores)."""
         return self._retriever
 
-    def _documents(self, results: list[SearchResult]) -> list[Document]:
-        return search_documents(results, self.score_key)
-
     def _per_call(self, k: int | None, filter: Mapping[str, Any] | None, fusion: Any) -> dict[str, Any]:
         """A hybrid search's ``k``, ``filter`` and ``fusion``: the call's, or the retriever's own where the
         call gives none."""
@@ -89,7 +86,8 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
         filter: Mapping[str, Any] | None = None,
         fusion: Any = None,
     ) -> list[Document]:
-        return self._documents(self._retriever.search(query, **self._per_call(k, filter, fusion)))
+        results = self._retriever.search(query, **self._per_call(k, filter, fusion))
+        return search_documents(results, self.score_key)
 
     async def _aget_relevant_documents(
         self,
@@ -100,4 +98,5 @@ class PoolragHybridRetriever(BackendFields, BaseRetriever):
         filter: Mapping[str, Any] | None = None,
         fusion: Any = None,
     ) -> list[Document]:
-        return self._documents(await self._retriever.asearch(query, **self._per_call(k, filter, fusion)))
+        results = await self._retriever.asearch(query, **self._per_call(k, filter, fusion))
+        return search_documents(results, self.score_key)

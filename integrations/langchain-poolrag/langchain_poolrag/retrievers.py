@@ -109,9 +109,6 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
         """Remove the documents with these ids from the store."""
         self._colbert.delete(list(ids))
 
-    def _documents(self, results: list[SearchResult]) -> list[Document]:
-        return search_documents(results, self.score_key)
-
     def _per_call(
         self, k: int | None, filter: Mapping[str, Any] | None
     ) -> tuple[int, Mapping[str, Any] | None]:
@@ -127,7 +124,7 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
         filter: Mapping[str, Any] | None = None,
     ) -> list[Document]:
         k, filter = self._per_call(k, filter)
-        return self._documents(self._colbert.search(query, k, filter=filter))
+        return search_documents(self._colbert.search(query, k, filter=filter), self.score_key)
 
     async def _aget_relevant_documents(
         self,
@@ -138,7 +135,7 @@ class PoolragColBERTRetriever(BackendFields, BaseRetriever):
         filter: Mapping[str, Any] | None = None,
     ) -> list[Document]:
         k, filter = self._per_call(k, filter)
-        return self._documents(await self._colbert.asearch(query, k, filter=filter))
+        return search_documents(await self._colbert.asearch(query, k, filter=filter), self.score_key)
 
 
 def _columns(documents: Sequence[Document]) -> tuple[list[str], list[dict[str, Any]], list[str | None]]:

@@ -1,9 +1,9 @@
 """HTTP client for ``poolrag serve`` with the engine's result types (numpy arrays).
 
 :class:`PoolragClient` is resolved on first use: the server imports :mod:`poolrag.client.wire` (the
-protocol both sides speak), and that must not need httpx, which only the client itself uses
-(``poolrag serve`` with the ``server`` extra alone died on it). The errors and the protocol's types
-need no httpx, and are imported as usual.
+protocol both sides speak), and that must not need httpx, which only the client itself uses (the
+``server`` extra alone does not install it). The errors and the protocol's types need no httpx, and
+are imported as usual.
 """
 
 from __future__ import annotations

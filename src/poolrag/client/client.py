@@ -239,7 +239,7 @@ class PoolragClient:
         _check_timeout(timeout)
         check_count(max_inputs_per_request, "max_inputs_per_request")
         check_count(max_concurrency, "max_concurrency")
-        self._made_from = {
+        self._made_from: dict[str, Any] = {
             "base_url": base_url,
             "api_key": api_key,
             "model": model,
@@ -275,15 +275,7 @@ class PoolragClient:
         _CLIENTS.add(self)
 
     def _loop_clients(self) -> LoopClients:
-        return LoopClients(
-            lambda: httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=self._headers(),
-                timeout=self.timeout,
-                verify=self._verify,
-                transport=None if self._uds is None else httpx.AsyncHTTPTransport(uds=self._uds),
-            )
-        )
+        return LoopClients(lambda: httpx.AsyncClient(**self._pool_kwargs(httpx.AsyncHTTPTransport)))
 
     def _leave_parents_connections(self) -> None:
         """In a forked child: open connections of its own. The inherited pools' sockets are the
@@ -300,22 +292,23 @@ class PoolragClient:
         return f"PoolragClient(base_url={self.base_url!r}, model={self.model!r})"
 
     # -- transport ------------------------------------------------------------------------------
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+    def _pool_kwargs(self, transport: type[httpx.HTTPTransport | httpx.AsyncHTTPTransport]) -> dict[str, Any]:
+        """The sync and the async connection pools' settings; a ``transport`` only for a socket: one
+        given turns off ``$HTTP(S)_PROXY``."""
+        return {
+            "base_url": self.base_url,
+            "headers": {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
+            "timeout": self.timeout,
+            "verify": self._verify,
+            "transport": None if self._uds is None else transport(uds=self._uds),
+        }
 
     def _sync(self) -> httpx.Client:
         client = self._client
         if client is None:
             with self._client_lock:
                 if self._client is None:
-                    self._client = httpx.Client(
-                        base_url=self.base_url,
-                        headers=self._headers(),
-                        timeout=self.timeout,
-                        verify=self._verify,
-                        # only for a socket: a transport given turns off $HTTP(S)_PROXY
-                        transport=None if self._uds is None else httpx.HTTPTransport(uds=self._uds),
-                    )
+                    self._client = httpx.Client(**self._pool_kwargs(httpx.HTTPTransport))
                 client = self._client
         return client
 
@@ -348,10 +341,11 @@ class PoolragClient:
             body: Any = response.json()
         except ValueError:
             body = None
+        code = wire.error_field(body, "code")
         message = wire.error_message(response.status_code, body, response.text[: 64 * wire.PAGE_CHARS])
-        if response.status_code == 413 and inputs is not None and wire.error_code(body) != "answer_too_large":
+        if response.status_code == 413 and inputs is not None and code != "answer_too_large":
             message += self._too_large_hint(inputs)  # a body over the limit: the answer's is said as it is
-        if response.status_code in _CLIENT_ERRORS or wire.error_code(body) == "model_not_found":
+        if response.status_code in _CLIENT_ERRORS or code == "model_not_found":
             raise remote_input_error(f"{path}: {message}", response.status_code, body)
         url = response.request.url.copy_with(query=None)  # the server too: an app may call several
         raise RemoteError(f"{url} failed with HTTP {response.status_code}: {message}", response.status_code)
@@ -862,18 +856,18 @@ class PoolragClient:
     def embed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """All embeddings as one ``[N, D]`` float32 array, like ``Engine.embed_array``."""
         facts = self._facts_for("embed")
-        resolved = self._checked_params(pooling_params, "embed", facts)
+        width = self._checked_params(pooling_params, "embed", facts).dimensions or facts.embedding_dim
         requests = self._embed_requests(prompts, pooling_params)
         vectors = self._post_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
-        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
+        return self._vectors(vectors, width, facts)
 
     async def aembed_array(self, prompts: Prompts, pooling_params: PoolingParams | None = None) -> np.ndarray:
         """:meth:`embed_array` for asyncio."""
         facts = await self._afacts("embed")
-        resolved = self._checked_params(pooling_params, "embed", facts)
+        width = self._checked_params(pooling_params, "embed", facts).dimensions or facts.embedding_dim
         requests = self._embed_requests(prompts, pooling_params)
         vectors = await self._apost_each("/v1/embeddings", requests, facts, wire.decode_embeddings)
-        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
+        return self._vectors(vectors, width, facts)
 
     def _late_chunk_request(
         self, document: str, spans: Sequence[tuple[int, int]], params: PoolingParams | None
@@ -891,22 +885,20 @@ class PoolragClient:
         """Late chunking on the server, like ``Engine.embed_chunks``: ``[len(spans), D]`` vectors, one
         per character span, from one pass over the whole ``document`` (spans are checked there)."""
         facts = self._facts_for("embed")
-        resolved = self._checked_params(pooling_params, "embed", facts)
+        width = self._checked_params(pooling_params, "embed", facts).dimensions or facts.embedding_dim
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = self._post("/v1/embeddings", fields, facts, inputs=1)
-        vectors = wire.decode_embeddings(body, len(spans))
-        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
+        return self._vectors(wire.decode_embeddings(body, len(spans)), width, facts)
 
     async def aembed_chunks(
         self, document: str, spans: Sequence[tuple[int, int]], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
         """:meth:`embed_chunks` for asyncio."""
         facts = await self._afacts("embed")
-        resolved = self._checked_params(pooling_params, "embed", facts)
+        width = self._checked_params(pooling_params, "embed", facts).dimensions or facts.embedding_dim
         fields = self._late_chunk_request(document, spans, pooling_params)
         body = await self._apost("/v1/embeddings", fields, facts, inputs=1)
-        vectors = wire.decode_embeddings(body, len(spans))
-        return self._vectors(vectors, resolved.dimensions or facts.embedding_dim, facts)
+        return self._vectors(wire.decode_embeddings(body, len(spans)), width, facts)
 
     # -- scores ----------------------------------------------------------------------------------------
     def score_array(
@@ -1085,8 +1077,7 @@ class PoolragClient:
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """The token ids the served model reads for ``text``, from ``/tokenize``."""
         fields = {"prompt": check_text(text), "add_special_tokens": add_special_tokens}
-        facts = self.facts
-        return [int(t) for t in self._post("/tokenize", fields, facts, inputs=1)["tokens"]]
+        return [int(t) for t in self._post("/tokenize", fields, self.facts, inputs=1)["tokens"]]
 
     async def atokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """:meth:`tokenize` for asyncio."""
@@ -1098,7 +1089,7 @@ class PoolragClient:
     def __reduce__(self) -> tuple[Any, ...]:
         """A client pickles as its settings (its connections and locks stay behind): a worker
         process opens its own, and reads the server's facts afresh."""
-        return _client_from, (type(self), self._made_from)
+        return functools.partial(type(self), **self._made_from), ()
 
     def close(self) -> None:
         """Close the connections: the sync client's, and the async ones of every loop still open."""
@@ -1126,8 +1117,7 @@ class PoolragClient:
 
 
 def _pooling_decoder(task: str) -> Callable[[dict[str, Any], int], list[np.ndarray]]:
-    sparse = task == "sparse_embed"
-    return lambda body, n: wire.decode_pooling(body, n, sparse)
+    return functools.partial(wire.decode_pooling, sparse=task == "sparse_embed")
 
 
 def _outputs(
@@ -1150,10 +1140,6 @@ def _scores(scores: Sequence[float]) -> list[PoolingRequestOutput[ScoringOutput]
     return [PoolingRequestOutput(str(i), ScoringOutput(score)) for i, score in enumerate(scores)]
 
 
-def _client_from(cls: type[PoolragClient], settings: dict[str, Any]) -> PoolragClient:
-    return cls(**settings)
-
-
 def _card_limits_and_refusals(cards: list[Any]) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
     """Each model card's limits (``max_inputs_per_request``, ``max_queue``) and its
     ``late_chunking_refusal``, by its ``id``; a server older than those fields says none, and the
@@ -1173,14 +1159,12 @@ def _card_limits_and_refusals(cards: list[Any]) -> tuple[dict[str, dict[str, int
     return limits, refusals
 
 
-def _wire_size(item: Any) -> int:
-    """About the bytes ``item`` takes in a JSON body (:meth:`PoolragClient._body`): a text's UTF-8, a token
-    id list's digits and commas."""
+def _wire_size(item: str | list[int]) -> int:
+    """About the bytes a wired input (:func:`wire.wire_input`) takes in a JSON body
+    (:meth:`PoolragClient._body`): a text's UTF-8, a token id list's digits and commas."""
     if isinstance(item, str):  # an ASCII text's bytes are its length: no copy made to count them
         return (len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))) + 3
-    if isinstance(item, list):
-        return 8 * len(item) + 2
-    return len(str(item))
+    return 8 * len(item) + 2
 
 
 def _halves(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from poolrag.client.wire import error_code
+from poolrag.client.wire import error_field
 from poolrag.errors import (
     DimensionsError,
     InputTooLongError,
@@ -108,10 +108,8 @@ _BY_CODE: dict[str | None, type[RemoteInvalidInputError]] = {
 def remote_input_error(message: str, status_code: int, body: object) -> RemoteInvalidInputError:
     """The error for a refused request: of the engine's own kind where the body's OpenAI-shaped
     ``error.code`` names one."""
-    error = body.get("error") if isinstance(body, dict) else None
-    param = error.get("param") if isinstance(error, dict) else None
-    kind = _BY_CODE.get(error_code(body), RemoteInvalidInputError)
-    return kind(message, status_code, param if isinstance(param, str) else None)
+    kind = _BY_CODE.get(error_field(body, "code"), RemoteInvalidInputError)
+    return kind(message, status_code, error_field(body, "param"))
 
 
 class ServedModelChangedError(InvalidInputError):

@@ -110,11 +110,11 @@ def param_fields(
     return fields
 
 
-def error_code(body: object) -> str | None:
-    """The ``error.code`` of an OpenAI-shaped error body, if it has one."""
+def error_field(body: object, name: str) -> str | None:
+    """The ``error.<name>`` string (``code``, ``param``) of an OpenAI-shaped error body, if it has one."""
     error = body.get("error") if isinstance(body, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else None
+    value = error.get(name) if isinstance(error, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def decode_vector(value: str | Sequence[float]) -> np.ndarray:

@@ -149,7 +149,7 @@ IMAGE_PIECE = 64
 
 def _checked_images(backend: PoolingBackend, uris: object) -> list[Path | str | bytes]:
     images = image_files(uris)
-    if images and not getattr(backend.facts, "reads_images", False):
+    if images and not backend.facts.reads_images:
         name = backend.facts.model_name
         raise InputTypeError(f"{name} reads text only, not images (a CLIP or SigLIP folder reads both)")
     return images

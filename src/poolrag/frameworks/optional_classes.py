@@ -20,19 +20,18 @@ def optional_class(module: str, name: str, extra_package: str) -> type:
     """``module.name``; where ``extra_package`` (what ``module`` imports from the extra) is not
     installed, a stand-in whose construction raises the ``ImportError`` importing ``module`` gives.
     Every argument is a constant of the caller's."""
-    if _installed(extra_package):
-        return getattr(import_module(module), name)
-    try:
-        import_module(module)
-    except ImportError as missing:
-        message = str(missing)
-    else:  # pragma: no cover - the module did not need the package after all
-        return getattr(import_module(module), name)
+    if not _installed(extra_package):
+        try:
+            import_module(module)
+        except ImportError as missing:
+            message = str(missing)
 
-    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
-        raise ImportError(message)
+            def refuse(*args: Any, **kwargs: Any) -> NoReturn:
+                raise ImportError(message)
 
-    return type(name, (), {"__init__": refuse, "__doc__": f"Not installed: {message}", "__module__": module})
+            attributes = {"__init__": refuse, "__doc__": f"Not installed: {message}", "__module__": module}
+            return type(name, (), attributes)
+    return getattr(import_module(module), name)
 
 
 def _installed(package: str) -> bool:

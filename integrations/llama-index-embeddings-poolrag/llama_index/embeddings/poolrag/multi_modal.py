@@ -37,7 +37,7 @@ class PoolragMultiModalEmbedding(PoolragEmbedding, MultiModalEmbedding):
     ) -> list[Embedding]:
         """LlamaIndex's ``embed_batch_size`` slices, with an image the engine cannot read named by
         its place in ``img_file_paths`` (``input[300]``), not in its slice (``input[44]``); one path
-        given as the list is refused (it was read one character at a time, ``no image file at /``)."""
+        given as the list is refused (it would be read one character at a time: ``no image file at /``)."""
         images = require_list(img_file_paths, "use get_image_embedding for one image")
         with slices_counted():
             return super().get_image_embedding_batch(images, show_progress)
