@@ -26,7 +26,7 @@ from poolrag.cli.store_options import (
     add_cache_arguments,
     add_store_arguments,
     open_cache_from_args,
-    open_store_from_args,
+    store_address_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int, unit_interval
 from poolrag.errors import InvalidInputError
@@ -222,7 +222,7 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
     engine_args = engine_args_from(args)
     engine = load_engine(engine_args)
     check_hybrid_model(engine)  # eval's collections are hybrid: refused before the store is opened
-    store = open_store_from_args(args)
+    store = store_address_from_args(args).open()
     opened.callback(store.close)
     hybrid = args.tune or any(m in SPARSE_MODES for m in modes)
     dense, sparse = DenseEncoder(CachedEmbedder(engine, cache)), None
