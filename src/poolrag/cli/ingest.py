@@ -451,12 +451,11 @@ def _ingest(
         else count_documents(args.paths, images=reads_images, texts=texts, exclude=args.exclude)
     )
     # read lazily; image files only for a model that reads images, which reads a PDF's pages too
-    images = rendering if reads_images else None
     documents = read_paths(
         args.paths,
         text_field=args.text_field,
         skipped=skipped,
-        images=images,
+        images=rendering if reads_images else None,
         texts=texts,
         exclude=args.exclude,
     )
