@@ -465,11 +465,9 @@ def _splade(
         ends = (getattr(hf_config, "cls_token_id", None), getattr(hf_config, "sep_token_id", None))
         return SpladeSpec(dropped_ends=ends)
     value = _positive_count(st_config, "max_active_dims", folder)
-    return (
-        folder_splade
-        if folder_splade is None or value is None
-        else replace(folder_splade, max_active_dims=value)
-    )
+    if folder_splade is None or value is None:
+        return folder_splade
+    return replace(folder_splade, max_active_dims=value)
 
 
 def _splade_from_st(cfg: dict[str, Any], folder: Path) -> SpladeSpec:
