@@ -16,7 +16,13 @@ from typing import Any
 from transformers import PretrainedConfig
 
 from poolrag.config.encoder_decoder import runs_encoder_only
-from poolrag.config.families import bidirectional_pooling, is_bidirectional, named_colbert, read_hf_config
+from poolrag.config.families import (
+    bidirectional_pooling,
+    checkpoint_projection,
+    is_bidirectional,
+    named_colbert,
+    read_hf_config,
+)
 from poolrag.config.pooler_config import (
     SENTENCE_POOLING,
     PoolerConfig,
@@ -519,7 +525,6 @@ def _stanford_colbert(path: Path) -> tuple[ColbertSpec, list[DenseSpec]]:
     with safe_open(str(weights), framework="pt") as handle:
         if "linear.weight" not in handle.keys():  # noqa: SIM118 (safe_open is not iterable)
             raise ModelLoadError(f"{path}: HF_ColBERT checkpoint has no linear.weight projection")
-        out_features, in_features = handle.get_slice("linear.weight").get_shape()
     spec = ColbertSpec(
         query_prefix=meta.get("query_token_id", "[unused0]"),
         document_prefix=meta.get("doc_token_id", "[unused1]"),
@@ -529,12 +534,4 @@ def _stanford_colbert(path: Path) -> tuple[ColbertSpec, list[DenseSpec]]:
         do_query_expansion=True,
         skiplist_words=tuple(string.punctuation) if meta.get("mask_punctuation", True) else (),
     )
-    linear = DenseSpec(
-        folder=path,
-        in_features=int(in_features),
-        out_features=int(out_features),
-        bias=False,
-        activation="torch.nn.modules.linear.Identity",
-        weights_file=weights,
-    )
-    return spec, [linear]
+    return spec, [checkpoint_projection(path, weights, "linear.weight", bias=False)]
