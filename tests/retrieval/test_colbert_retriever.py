@@ -234,6 +234,18 @@ def test_collections_of_another_layout_or_model_are_refused(colbert: Engine) -> 
         ColbertRetriever(other, colbert)
 
 
+def test_a_collection_another_writer_made_of_single_vectors_stays_refused(colbert: Engine) -> None:
+    """Made after the retriever was: refused at each write, the second as the first (kept after its
+    refusal, it let the second write token vectors into the dense collection)."""
+    store = InMemoryStore("late")
+    retriever = ColbertRetriever(store, colbert)
+    store.ensure_collection(CollectionSpec("late", 96, colbert.facts.model_identity, 96))
+    for _ in range(2):
+        with pytest.raises(InvalidInputError, match="single vectors"):
+            retriever.add_texts(TEXTS[:1])
+    assert store.count() == 0
+
+
 def test_a_cross_encoder_reranks_the_maxsim_candidates(colbert: Engine, assets: Path) -> None:
     cross_encoder = Engine(assets / "ms-marco-MiniLM-L-12-v2")
     replace = CrossEncoderReranker(cross_encoder, second_stage="replace")  # fused: test_rerank_fusion.py

@@ -26,7 +26,7 @@ from poolrag.cli.store_options import (
     add_cache_arguments,
     add_store_arguments,
     open_cache_from_args,
-    open_store_from_args,
+    store_address_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int, unit_interval
 from poolrag.errors import InvalidInputError
@@ -222,14 +222,12 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
     engine_args = engine_args_from(args)
     engine = load_engine(engine_args)
     check_hybrid_model(engine)  # eval's collections are hybrid: refused before the store is opened
-    store = open_store_from_args(args)
+    store = store_address_from_args(args).open()
     opened.callback(store.close)
     hybrid = args.tune or any(m in SPARSE_MODES for m in modes)
-    if _sparse_field(store, args, modes):
-        dense, sparse = hybrid_sources(engine, None, cache, args, engine_args)
-    else:  # a collection ingested without --hybrid, measured in the dense mode as it is
-        dense, sparse = DenseEncoder(CachedEmbedder(engine, cache)), None
-    embedder = dense.embedder
+    dense, sparse = DenseEncoder(CachedEmbedder(engine, cache)), None
+    if _sparse_field(store, args, modes):  # else a collection ingested without --hybrid, measured as it is
+        dense, sparse = hybrid_sources(engine, dense, cache, args, engine_args)
     reranker = load_engine(engine_args.sibling(args.rerank)) if args.rerank else None
     chunker = TokenChunker.for_model(
         engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap, prompt=engine.document_prompt
@@ -246,7 +244,7 @@ def _evaluate(args: argparse.Namespace, opened: contextlib.ExitStack) -> tuple[E
     )
     evaluation = Evaluation(
         pipeline,
-        embedder,
+        dense.embedder,
         sparse_encoder=sparse if hybrid else None,
         reranker=reranker,
         rerank_weight=args.rerank_weight,

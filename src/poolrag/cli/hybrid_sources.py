@@ -29,19 +29,16 @@ def check_hybrid_model(engine: Engine) -> None:
 
 def hybrid_sources(
     engine: Engine,
-    dense: ChunkEncoder | None,
+    dense: ChunkEncoder,
     cache: EmbeddingCache | None,
     args: argparse.Namespace,
     engine_args: EngineArgs,
     dimensions: int | None = None,
 ) -> tuple[ChunkEncoder, SparseChunkEncoder]:
-    """``(dense encoder, sparse encoder)``: ``dense`` as given (``None``: the model's vectors through
-    ``cache``), or, when the model's own sparse head makes the sparse vectors, one encoder pair
-    sharing its forward pass (at ``dimensions``)."""
-    from poolrag.cache import CachedEmbedder
+    """``(dense encoder, sparse encoder)``: ``dense`` as given, or, when the model's own sparse head
+    makes the sparse vectors, one encoder pair sharing its forward pass (at ``dimensions``)."""
     from poolrag.cli.model_loading import load_sparse_model
     from poolrag.cli.store_options import analyzer_from_args
-    from poolrag.ingest import DenseEncoder
     from poolrag.ingest.shared_pass import has_sparse_head, own_head_encoders
     from poolrag.ingest.sparse_encoders import (
         LearnedSparseChunkEncoder,
@@ -51,8 +48,6 @@ def hybrid_sources(
     )
 
     check_hybrid_model(engine)
-    if dense is None:
-        dense = DenseEncoder(CachedEmbedder(engine, cache), dimensions)
     if args.sparse_model:
         sparse_model = load_sparse_model(engine_args.sibling(args.sparse_model))
         return dense, LearnedSparseChunkEncoder(sparse_model, cache)

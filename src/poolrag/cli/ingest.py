@@ -27,7 +27,6 @@ from poolrag.cli.store_options import (
     add_cache_arguments,
     add_store_arguments,
     open_cache_from_args,
-    open_store_from_args,
     store_address_from_args,
 )
 from poolrag.engine_args import EngineArgs, positive_int
@@ -384,7 +383,7 @@ def _ingest(
 
         refuse_unsupported(args)
         connect_from_args(args)
-        store = open_store_from_args(args)
+        store = store_address_from_args(args).open()
         opened.callback(store.close)
         documents = read_paths(  # read lazily
             args.paths, text_field=args.text_field, skipped=skipped, exclude=args.exclude
@@ -425,7 +424,7 @@ def _ingest(
     chunker = TokenChunker.for_model(
         engine.tokenizer, engine.facts, args.chunk_tokens, args.overlap, prompt=engine.document_prompt
     )
-    store = open_store_from_args(args)
+    store = store_address_from_args(args).open()
     opened.callback(store.close)
     pipeline = IngestPipeline(
         store,
@@ -452,12 +451,11 @@ def _ingest(
         else count_documents(args.paths, images=reads_images, texts=texts, exclude=args.exclude)
     )
     # read lazily; image files only for a model that reads images, which reads a PDF's pages too
-    images = rendering if reads_images else None
     documents = read_paths(
         args.paths,
         text_field=args.text_field,
         skipped=skipped,
-        images=images,
+        images=rendering if reads_images else None,
         texts=texts,
         exclude=args.exclude,
     )

@@ -19,8 +19,8 @@ from poolrag.cli.store_options import (
     add_cache_arguments,
     add_store_arguments,
     open_cache_from_args,
-    open_store_from_args,
     refuse_missing_database,
+    store_address_from_args,
 )
 from poolrag.config.option_choices import TUNE_ENV
 from poolrag.engine_args import EngineArgs, positive_int, unit_interval
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     store = None
     try:
         refuse_missing_database(args)
-        store = open_store_from_args(args)
+        store = store_address_from_args(args).open()
         results = _search(store, args)
         if not results:  # said on stderr: --json's stdout stays a list of result lines (none)
             print(_no_results(args, store.count()), file=sys.stderr)

@@ -421,11 +421,7 @@ def run(args: argparse.Namespace) -> int:
             logger.warning(
                 "listening on %s without an API key: anyone who can reach it can use it", args.host
             )
-        if (
-            settings.allowed_origins is not None
-            and "*" in settings.allowed_origins
-            and settings.api_key is None
-        ):
+        if "*" in (settings.allowed_origins or ()) and settings.api_key is None:
             logger.warning(
                 "--allowed-origins '[\"*\"]' without an API key: any web page a user opens can use it"
             )

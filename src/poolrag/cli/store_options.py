@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from poolrag.cache import EmbeddingCache
     from poolrag.sparse.words import WordAnalyzer
     from poolrag.stores.address import StoreAddress
-    from poolrag.stores.base import VectorStore
 
 #: the store's API key when ``--api-key`` is not given
 STORE_API_KEY_ENV = "POOLRAG_STORE_API_KEY"
@@ -127,10 +126,6 @@ def refuse_missing_database(args: argparse.Namespace) -> None:
             f"no {args.store} database at {database}: nothing was ingested there "
             f"(poolrag ingest ... --store {args.store} {where} --collection {args.collection})"
         )
-
-
-def open_store_from_args(args: argparse.Namespace) -> VectorStore:
-    return store_address_from_args(args).open()
 
 
 def open_cache_from_args(args: argparse.Namespace) -> EmbeddingCache | None:

@@ -108,8 +108,6 @@ def _checkpoint_keys(folder: Path) -> dict[str, Path]:
 def _projection_in_checkpoint(folder: Path) -> DenseSpec | None:
     """The ColBERT projection stored with the backbone (``linear.weight``, ``colbert_linear.weight``,
     under any prefix), as vLLM's ColBERT loaders find it."""
-    from poolrag.config.model_spec import DenseSpec
-
     keys = _checkpoint_keys(folder)
     found = [k for k in keys if k.endswith(".weight") and k.rsplit(".", 2)[-2] in COLBERT_PROJECTIONS]
     if not found:
@@ -117,19 +115,26 @@ def _projection_in_checkpoint(folder: Path) -> DenseSpec | None:
     if len(found) > 1:
         raise ModelLoadError(f"{folder}: more than one ColBERT projection in the checkpoint: {found}")
     key = found[0]
-    prefix = key[: -len("weight")]
+    return checkpoint_projection(folder, keys[key], key, bias=f"{key[: -len('weight')]}bias" in keys)
+
+
+def checkpoint_projection(folder: Path, weights: Path, key: str, bias: bool) -> DenseSpec:
+    """The projection ``key`` (``<prefix>weight``) of the checkpoint file ``weights``, stored beside
+    the backbone, as a layer without activation; its sizes read from the file's header."""
     from safetensors import safe_open
 
-    with safe_open(str(keys[key]), framework="pt") as handle:
+    from poolrag.config.model_spec import DenseSpec
+
+    with safe_open(str(weights), framework="pt") as handle:
         out_features, in_features = handle.get_slice(key).get_shape()
     return DenseSpec(
         folder=folder,
         in_features=int(in_features),
         out_features=int(out_features),
-        bias=f"{prefix}bias" in keys,
+        bias=bias,
         activation="torch.nn.modules.linear.Identity",
-        weight_key_prefix=prefix,
-        weights_file=keys[key],
+        weight_key_prefix=key[: -len("weight")],
+        weights_file=weights,
     )
 
 

@@ -16,7 +16,13 @@ from typing import Any
 from transformers import PretrainedConfig
 
 from poolrag.config.encoder_decoder import runs_encoder_only
-from poolrag.config.families import bidirectional_pooling, is_bidirectional, named_colbert, read_hf_config
+from poolrag.config.families import (
+    bidirectional_pooling,
+    checkpoint_projection,
+    is_bidirectional,
+    named_colbert,
+    read_hf_config,
+)
 from poolrag.config.pooler_config import (
     SENTENCE_POOLING,
     PoolerConfig,
@@ -465,11 +471,9 @@ def _splade(
         ends = (getattr(hf_config, "cls_token_id", None), getattr(hf_config, "sep_token_id", None))
         return SpladeSpec(dropped_ends=ends)
     value = _positive_count(st_config, "max_active_dims", folder)
-    return (
-        folder_splade
-        if folder_splade is None or value is None
-        else replace(folder_splade, max_active_dims=value)
-    )
+    if folder_splade is None or value is None:
+        return folder_splade
+    return replace(folder_splade, max_active_dims=value)
 
 
 def _splade_from_st(cfg: dict[str, Any], folder: Path) -> SpladeSpec:
@@ -521,7 +525,6 @@ def _stanford_colbert(path: Path) -> tuple[ColbertSpec, list[DenseSpec]]:
     with safe_open(str(weights), framework="pt") as handle:
         if "linear.weight" not in handle.keys():  # noqa: SIM118 (safe_open is not iterable)
             raise ModelLoadError(f"{path}: HF_ColBERT checkpoint has no linear.weight projection")
-        out_features, in_features = handle.get_slice("linear.weight").get_shape()
     spec = ColbertSpec(
         query_prefix=meta.get("query_token_id", "[unused0]"),
         document_prefix=meta.get("doc_token_id", "[unused1]"),
@@ -531,12 +534,4 @@ def _stanford_colbert(path: Path) -> tuple[ColbertSpec, list[DenseSpec]]:
         do_query_expansion=True,
         skiplist_words=tuple(string.punctuation) if meta.get("mask_punctuation", True) else (),
     )
-    linear = DenseSpec(
-        folder=path,
-        in_features=int(in_features),
-        out_features=int(out_features),
-        bias=False,
-        activation="torch.nn.modules.linear.Identity",
-        weights_file=weights,
-    )
-    return spec, [linear]
+    return spec, [checkpoint_projection(path, weights, "linear.weight", bias=False)]

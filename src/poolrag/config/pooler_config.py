@@ -129,8 +129,7 @@ class PoolerConfig:
                 f"pooler_config must be a PoolerConfig, a dict or a JSON object, not {type(value).__name__}"
             )
         known = {f.name for f in fields(cls)} | set(_SPLIT_POOLING_KEYS) | set(_KERNEL_KEYS)
-        unknown = set(value) - known
-        if unknown:
+        if unknown := set(value) - known:
             raise InvalidInputError(f"unknown pooler_config keys: {sorted(unknown)}; known: {sorted(known)}")
         data = {k: v for k, v in value.items() if k not in _KERNEL_KEYS}
         if data.get("returned_token_ids") is not None:

@@ -194,14 +194,9 @@ class BeirDataset:
                 raise BeirFormatError(path, number, f"query {query_id!r} has an empty text")
             # zero-width or bidi marks alone, or a lone surrogate: the model would refuse it as
             # input[i] of a batch, which names neither the query nor its line
-            problem = text_problem(text)
-            if problem is not None:
+            if (problem := text_problem(text)) is not None:
                 raise BeirFormatError(path, number, f"query {query_id!r} {problem}")
-            yield BeirQuery(
-                id=query_id,
-                text=text,
-                metadata=_metadata(row, path, number),
-            )
+            yield BeirQuery(id=query_id, text=text, metadata=_metadata(row, path, number))
 
     def qrels(self, split: str = "test") -> dict[str, dict[str, int]]:
         """Judgements of ``qrels/<split>.tsv``: query id → document id → integer grade.

@@ -32,13 +32,7 @@ def ranked_documents(scored: Iterable[tuple[str, float]]) -> list[str]:
     """Document ids best first, with trec_eval's tie rule; repeated ids keep only their best place."""
     ordered = sorted(scored, key=lambda pair: pair[0], reverse=True)
     ordered.sort(key=lambda pair: pair[1], reverse=True)  # stable: equal scores stay id-descending
-    seen: set[str] = set()
-    ranking = []
-    for doc_id, _ in ordered:
-        if doc_id not in seen:
-            seen.add(doc_id)
-            ranking.append(doc_id)
-    return ranking
+    return list(dict.fromkeys(doc_id for doc_id, _ in ordered))
 
 
 def _relevant(judgements: Mapping[str, int]) -> set[str]:

@@ -95,8 +95,7 @@ def corpus_documents(
             yield _image_document(dataset, doc, f"{path}#{doc.id}", metadata, images)
             continue
         text = _text(doc)
-        problem = text_problem(text)
-        if problem is not None:  # said, as poolrag ingest says it of the same record
+        if (problem := text_problem(text)) is not None:  # said, as poolrag ingest says it of the same record
             logger.warning("%s: document %r %s; left out", dataset.corpus_path, doc.id, problem)
             continue
         yield Document(f"{path}#{doc.id}", text, metadata)
@@ -449,8 +448,7 @@ class Evaluation:
         sizes a reranked mode's candidates (default ``depth``)."""
         if mode == SAVED_MODE:  # no fusion named: the retriever fuses as the record says
             return retriever.search(query.text, depth, mode="hybrid", prefetch=prefetch, candidates=depth)
-        base = "hybrid" if mode in RERANK_MODES else mode
-        if base == "hybrid":
+        if mode == "hybrid" or mode in RERANK_MODES:
             # Fused by the collection's default rule even where a tuned setting was saved (``--tune``
             # reports that one); the default leans on BM25 where the model does not cover the recorded
             # language. The reranked modes rerank the fused ranking as deep as search reranks it, and
@@ -460,6 +458,6 @@ class Evaluation:
             return retriever.search(
                 query.text, depth, mode="hybrid", prefetch=prefetch, candidates=pool, fusion=fusion
             )
-        if base == "sparse":
+        if mode == "sparse":
             return sparse_ranking(retriever, query.text, depth)
-        return retriever.search(query.text, depth, mode=base)  # type: ignore[arg-type]
+        return retriever.search(query.text, depth, mode=mode)  # type: ignore[arg-type]

@@ -189,16 +189,12 @@ def _hits(results: Sequence[SearchResult]) -> list[StoreHit]:
     return [StoreHit(r.id, r.score, r.payload) for r in results]
 
 
-def fused_chunks(
-    legs: QueryLegs, setting: Setting, depth: int, candidates: int | None = None
-) -> list[StoreHit]:
-    """The ``depth`` chunks ``setting`` ranks first: legs fused, then, when the setting has a reranker
-    share, the first ``candidates`` of them (at least ``depth``) reranked, as search reranks its
-    stage-1 candidates (what the table's hybrid and reranked rows rank)."""
-    reranked = setting.rerank_weight is not None
-    pool = max(depth, candidates or 0) if reranked else depth
-    hits = fuse_legs(legs.dense, legs.sparse, pool, setting.fusion)
-    if reranked and hits:
+def fused_chunks(legs: QueryLegs, setting: Setting, depth: int, candidates: int) -> list[StoreHit]:
+    """The ``depth`` chunks ``setting`` ranks first of the ``candidates`` fused from the legs (at least
+    ``depth``; more only for a setting with a reranker share, which reranks them first, as search
+    reranks its stage-1 candidates: what the table's hybrid and reranked rows rank)."""
+    hits = fuse_legs(legs.dense, legs.sparse, candidates, setting.fusion)
+    if setting.rerank_weight is not None and hits:
         assert legs.rerank_scores is not None
         final = fuse_second_stage(
             np.array([legs.rerank_scores[h.id] for h in hits]),

@@ -96,17 +96,14 @@ class ColbertRetriever:
         where = f"{self.store.name}:{self.store.collection}"
         return f"ColbertRetriever({self.backend.facts.model_name!r}, {where})"
 
-    def _check_spec(self, spec: CollectionSpec) -> None:
-        if spec.layout != "multivector":
-            raise InvalidInputError(f"collection {spec.name!r} holds single vectors; use Retriever")
-        check_model(spec, self.backend.facts, f"{self.store.name} at {self.store.location}")
-
     def _current_spec(self) -> CollectionSpec | None:
-        # Another writer (an ingest run, another retriever) may have created it since.
-        if self.spec is None:
-            self.spec = self.store.read_spec()
-            if self.spec is not None:
-                self._check_spec(self.spec)
+        # Another writer (an ingest run, another retriever) may have created it since; kept only once
+        # checked, so a refused collection is refused again on the next call
+        if self.spec is None and (spec := self.store.read_spec()) is not None:
+            if spec.layout != "multivector":
+                raise InvalidInputError(f"collection {spec.name!r} holds single vectors; use Retriever")
+            check_model(spec, self.backend.facts, f"{self.store.name} at {self.store.location}")
+            self.spec = spec
         return self.spec
 
     def _params(self, input_type: str) -> PoolingParams:

@@ -108,11 +108,6 @@ def ranks_from_scores(scores: npt.ArrayLike) -> np.ndarray:
     return ranks
 
 
-def _check_rrf_k(k: float) -> None:
-    if not np.isfinite(k) or k < 0:
-        raise InvalidInputError(f"the RRF constant k must be a finite number >= 0, got {k}")
-
-
 def _check_weight(weight: float) -> None:
     if not 0.0 <= weight <= 1.0:
         raise InvalidInputError(f"the reranker weight must be in [0, 1], got {weight}")
@@ -156,7 +151,8 @@ def fuse_second_stage(
     """
     mode = SecondStage(mode)
     _check_weight(weight)
-    _check_rrf_k(rrf_k)
+    if not np.isfinite(rrf_k) or rrf_k < 0:
+        raise InvalidInputError(f"the RRF constant k must be a finite number >= 0, got {rrf_k}")
     reranked = _finite_scores(reranker_scores, "reranker scores")
     if mode is SecondStage.REPLACE:
         return reranked.copy()

@@ -145,8 +145,7 @@ class CrossEncoderReranker:
         for r in results:  # an image, or a point another writer added (a framework's store)
             # text_validity's rule, not strip(): a scraped page's zero-width-only text was refused
             # by the model as text_2[i], an index into this batch the caller never saw
-            problem = text_problem(r.text)
-            if problem is not None:
+            if (problem := text_problem(r.text)) is not None:
                 if r.payload.get("modality"):
                     what = "an image or page without text"
                 else:
