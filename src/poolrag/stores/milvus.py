@@ -440,12 +440,8 @@ class MilvusStore(StoreTemplate):
             return [row]
         rows = []
         for tok, vec in enumerate(np.asarray(record.vector, dtype=np.float32)):
-            row: dict[str, Any] = dict(fields) if tok == 0 else {}
-            row.update(
-                {"id": f"{record.id}:{tok}", "chunk_id": record.id, "tok": tok, "vector": vec.tolist()}
-            )
-            row["source"] = source
-            rows.append(row)
+            token = {"id": f"{record.id}:{tok}", "chunk_id": record.id, "tok": tok, "vector": vec.tolist()}
+            rows.append({**(fields if tok == 0 else {}), **token, "source": source})
         return rows
 
     def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:
