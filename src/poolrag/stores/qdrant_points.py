@@ -103,11 +103,6 @@ def point_vector(spec: CollectionSpec, record: ChunkRecord, sparse: Callable[[Sp
     return vector
 
 
-def dense_using(spec: CollectionSpec) -> str | None:
-    """The vector name a dense (or, in the multivector layout, token) query searches."""
-    return DENSE_NAME if spec.named_fields else None
-
-
 def payload_filter(
     checked: CheckedFilter | None,
     condition: Callable[[str, Scalar], Any],
@@ -183,7 +178,8 @@ class QdrantPointStore(StoreTemplate):
                 return
 
     def _dense_leg(self, spec: CollectionSpec, query: np.ndarray) -> Leg:
-        return Leg(query.tolist(), dense_using(spec), self._dense_params(spec))
+        """The dense (or, in the multivector layout, token) field's search."""
+        return Leg(query.tolist(), DENSE_NAME if spec.named_fields else None, self._dense_params(spec))
 
     def _sparse_leg(self, spec: CollectionSpec, query: SparseVector) -> Leg:
         return Leg(self._sparse_vector(query), SPARSE_NAME, self._sparse_params(spec))
