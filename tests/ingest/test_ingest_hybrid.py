@@ -13,8 +13,9 @@ from ingest_support import write_corpus
 from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.cache.term_counts import CachedTermCounter
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
-from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, BM25ChunkEncoder, bm25_for_model
+from poolrag.ingest.sparse_encoders import BM25ChunkEncoder, bm25_for_model
 from poolrag.sparse import BM25Encoder
+from poolrag.sparse.bm25 import BM25_RECORD_KEY
 from poolrag.stores import STORES, CollectionMismatchError, InMemoryStore, open_store
 
 KINDS = ["milvus", "qdrant"]
@@ -83,7 +84,7 @@ def test_hybrid_ingest_writes_bm25_by_hand_and_reruns_write_nothing(
         counts = bm25.term_counts([c.text for c in chunks])
         first = counts[:4]
         avgdl = sum(sum(c.values()) for c in first) / 4
-        recorded = store.read_spec().model_options[BM25_OPTIONS_KEY]
+        recorded = store.read_spec().model_options[BM25_RECORD_KEY]
         assert recorded == {
             "avg_doc_length": pytest.approx(avgdl),
             "k1": K1,
@@ -117,7 +118,7 @@ def test_a_new_hybrid_collection_exists_from_the_start_and_records_its_length_wi
 
     def documents():  # read by the run once it has started
         spec = store.read_spec()
-        seen_at_start.append(None if spec is None else (spec.sparse, spec.model_options[BM25_OPTIONS_KEY]))
+        seen_at_start.append(None if spec is None else (spec.sparse, spec.model_options[BM25_RECORD_KEY]))
         yield from read_paths([corpus])
 
     try:
@@ -129,7 +130,7 @@ def test_a_new_hybrid_collection_exists_from_the_start_and_records_its_length_wi
         first = BM25Encoder(minilm_engine.tokenizer).term_counts(
             [c.text for c in _chunks(minilm_engine, corpus)[:4]]
         )
-        recorded = store.read_spec().model_options[BM25_OPTIONS_KEY]["avg_doc_length"]
+        recorded = store.read_spec().model_options[BM25_RECORD_KEY]["avg_doc_length"]
         assert recorded == pytest.approx(sum(sum(c.values()) for c in first) / 4)
     finally:
         store.close()
@@ -150,7 +151,7 @@ def test_a_new_collection_takes_term_counts_from_the_cache_and_a_dense_run_is_re
         pipeline, _ = _pipeline(other, minilm_engine, tmp_path, avg=10.0)
         report = pipeline.run(read_paths([corpus]))
         assert report.upserted > 0 and report.embedded == 0 and report.sparse_computed == 0
-        assert other.read_spec().model_options[BM25_OPTIONS_KEY]["avg_doc_length"] == 10.0
+        assert other.read_spec().model_options[BM25_RECORD_KEY]["avg_doc_length"] == 10.0
         # A later run without --hybrid cannot join a collection with a sparse field.
         dense, _ = _pipeline(other, minilm_engine, tmp_path, hybrid=False)
         with pytest.raises(CollectionMismatchError, match="sparse field bm25 vs none") as refused:

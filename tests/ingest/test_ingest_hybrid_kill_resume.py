@@ -18,8 +18,7 @@ from kill_resume import (
 )
 
 from poolrag.ingest import TokenChunker, read_paths
-from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY
-from poolrag.sparse.bm25 import query_encoder_for_record
+from poolrag.sparse.bm25 import BM25_RECORD_KEY, query_encoder_for_record
 from poolrag.stores import open_store
 
 
@@ -46,7 +45,7 @@ def test_sigkilled_hybrid_ingest_resumes_to_the_clean_result(
     try:
         assert store.count() == len(chunks)
         assert set(store.list_sources()) == {c.id for c in chunks}
-        recorded = store.read_spec().model_options[BM25_OPTIONS_KEY]
+        recorded = store.read_spec().model_options[BM25_RECORD_KEY]
         stored = stored_sparse(store, kind, [c.id for c in chunks])
     finally:
         store.close()

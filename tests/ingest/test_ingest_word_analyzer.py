@@ -15,9 +15,10 @@ from poolrag.cache import CachedEmbedder, EmbeddingCache
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker
 from poolrag.ingest.readers import Document
-from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, bm25_for_model
+from poolrag.ingest.sparse_encoders import bm25_for_model
 from poolrag.retrieval import Retriever
 from poolrag.sparse import BM25Encoder, WordAnalyzer
+from poolrag.sparse.bm25 import BM25_RECORD_KEY
 from poolrag.sparse.words import term_id
 from poolrag.stores import CollectionMismatchError, open_store
 
@@ -58,7 +59,7 @@ def _ingest(
     )
     if old_record is not None:
         store.ensure_collection(
-            dataclasses.replace(pipeline.spec, model_options={BM25_OPTIONS_KEY: old_record})
+            dataclasses.replace(pipeline.spec, model_options={BM25_RECORD_KEY: old_record})
         )
     documents = [Document(name, text, {"name": name}) for name, text in texts.items()]
     return pipeline.run(documents)
@@ -78,7 +79,7 @@ def test_the_recorded_analyzer_is_used_by_a_reopened_collection(
 
     store = _open(kind, tmp_path)  # a new client: everything comes from the collection itself
     try:
-        record = store.read_spec().model_options[BM25_OPTIONS_KEY]
+        record = store.read_spec().model_options[BM25_RECORD_KEY]
         assert record["analyzer"] == analyzer.record()
         # The stored document vector holds the hashed stems of the document's words.
         (stored,) = store.fetch_sparse([h.id for h in store.search_sparse(_query(analyzer), 1)]).values()
@@ -151,7 +152,7 @@ def test_a_query_without_vowel_marks_finds_text_written_with_them(
     try:
         record = {"avg_doc_length": 3.0, "k1": 1.2, "b": 0.75, "analyzer": old}
         _ingest(store, minilm_engine, tmp_path, WordAnalyzer(), old_record=record, texts=texts)
-        assert store.read_spec().model_options[BM25_OPTIONS_KEY]["analyzer"] == old
+        assert store.read_spec().model_options[BM25_RECORD_KEY]["analyzer"] == old
         hits = Retriever(store, minilm_engine).search("كِتَابٌ", 3, mode="sparse")  # as it is stored
         assert [h.payload["name"] for h in hits] == ["book"]
         with pytest.raises(CollectionMismatchError, match=r"words \(english, vowel marks kept\) analyzer"):
@@ -202,7 +203,7 @@ def test_a_collection_from_before_analyzers_keeps_word_pieces(
     try:
         old = {"avg_doc_length": 10.0, "k1": 1.2, "b": 0.75}
         _ingest(store, minilm_engine, tmp_path, None, old_record=old)
-        assert store.read_spec().model_options[BM25_OPTIONS_KEY] == old
+        assert store.read_spec().model_options[BM25_RECORD_KEY] == old
         assert (
             Retriever(store, minilm_engine).sparse_encoder is None
         )  # word pieces need the model's tokenizer

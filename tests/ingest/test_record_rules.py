@@ -18,7 +18,7 @@ import pytest
 from poolrag.cache import CachedEmbedder
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, Document, IngestPipeline, TokenChunker, from_iterable, read_paths
-from poolrag.ingest.record_rules import metadata_problem, record_problem
+from poolrag.ingest.record_rules import metadata_problem
 from poolrag.stores import open_store
 
 #: what the stores do hold as given: the good records' metadata must come back exactly like this
@@ -146,6 +146,7 @@ def test_documents_from_python_meet_the_same_rule_in_the_driver(tmp_path: Path, 
         {"source": "nan", "text": "Not a number.", "score": float("nan")},
         Document("nested", "Nested values are checked too.", {"tags": ["x", {"deep": float("inf")}]}),
         Document("s\udc80", "A lone surrogate in the source."),
+        Document("t", "A lone surrogate \ud800 in the text."),
         {"source": "b", "text": "Tides turn.", "n": 2**64 - 1},
     ]
     try:
@@ -157,6 +158,7 @@ def test_documents_from_python_meet_the_same_rule_in_the_driver(tmp_path: Path, 
         "nan: 'score' is not a finite number (nan)",
         "nested: 'tags'[1]['deep'] is not a finite number (inf)",
         "s\\udc80: 'source' is not valid Unicode (lone surrogate at character 1)",
+        "t: 'text' is not valid Unicode (lone surrogate at character 17)",
     ]
 
 
@@ -167,4 +169,3 @@ def test_the_rule_takes_json_values_and_names_the_first_bad_field() -> None:
     assert metadata_problem({1: "x"}) == "a field name (1) is of type int, not a string"
     surrogate = "a field name ('k\\udc80') is not valid Unicode (lone surrogate at character 1)"
     assert metadata_problem({"k\udc80": 1}) == surrogate
-    assert record_problem("s", {}, "t\ud800") == "'text' is not valid Unicode (lone surrogate at character 1)"

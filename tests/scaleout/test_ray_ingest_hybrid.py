@@ -18,8 +18,9 @@ from test_ray_ingest import CHUNK_TOKENS, OVERLAP, contents, location, write_cor
 from poolrag.cache import CachedEmbedder
 from poolrag.errors import InvalidInputError
 from poolrag.ingest import DenseEncoder, IngestPipeline, TokenChunker, read_paths
-from poolrag.ingest.sparse_encoders import BM25_OPTIONS_KEY, bm25_for_model, collection_languages
+from poolrag.ingest.sparse_encoders import bm25_for_model, collection_languages
 from poolrag.scaleout.ray_ingest import BM25Recipe, EngineRecipe, RayIngestOptions, ingest_on_ray
+from poolrag.sparse.bm25 import BM25_RECORD_KEY
 from poolrag.sparse.words import WordAnalyzer
 from poolrag.stores import open_store
 from poolrag.testing.tiny_models import build_bge_m3
@@ -49,7 +50,7 @@ def single_process_run(engine, corpus: Path, store, root: Path):
 def stored_rows(store, kind: str) -> tuple[dict, dict, dict]:
     """Ids → (source, dense vector), ids → sparse vector, and the recorded BM25 settings."""
     dense = contents(store)
-    return dense, stored_sparse(store, kind, list(dense)), store.read_spec().model_options[BM25_OPTIONS_KEY]
+    return dense, stored_sparse(store, kind, list(dense)), store.read_spec().model_options[BM25_RECORD_KEY]
 
 
 @pytest.mark.parametrize("kind", ["milvus", "qdrant"])

@@ -60,7 +60,34 @@ def _image_identity(value: object, name: str) -> str:
     return image_identity(value, name, turned=turned_upright(value, name))
 
 
-class CachedEmbedder:
+class ForwardsToBackend:
+    """The :class:`~poolrag.backend.PoolingBackend` calls a wrapper of ``backend`` does not change
+    (scores, token outputs): straight to it."""
+
+    backend: PoolingBackend
+
+    def score_array(
+        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        return self.backend.score_array(text_1, text_2, pooling_params)
+
+    async def ascore_array(
+        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
+    ) -> np.ndarray:
+        return await self.backend.ascore_array(text_1, text_2, pooling_params)
+
+    def encode_arrays(
+        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[np.ndarray]:
+        return self.backend.encode_arrays(prompts, pooling_task, pooling_params)
+
+    async def aencode_arrays(
+        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
+    ) -> list[np.ndarray]:
+        return await self.backend.aencode_arrays(prompts, pooling_task, pooling_params)
+
+
+class CachedEmbedder(ForwardsToBackend):
     """Embed texts with a backend, reusing vectors from an :class:`EmbeddingCache`.
 
     Args:
@@ -289,27 +316,6 @@ class CachedEmbedder:
             computed = {k: vectors[i] for i, (k, _, _) in enumerate(todo)}
             self._store(computed)
         return self._assemble(keys, found, computed, resolved)
-
-    # -- PoolingBackend: the rest goes straight to the backend ----------------------------------------
-    def score_array(
-        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
-    ) -> np.ndarray:
-        return self.backend.score_array(text_1, text_2, pooling_params)
-
-    async def ascore_array(
-        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
-    ) -> np.ndarray:
-        return await self.backend.ascore_array(text_1, text_2, pooling_params)
-
-    def encode_arrays(
-        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
-    ) -> list[np.ndarray]:
-        return self.backend.encode_arrays(prompts, pooling_task, pooling_params)
-
-    async def aencode_arrays(
-        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
-    ) -> list[np.ndarray]:
-        return await self.backend.aencode_arrays(prompts, pooling_task, pooling_params)
 
     # -- conveniences by input type --------------------------------------------------------------------
     def embed(

@@ -53,10 +53,6 @@ _WRAPPED_LINE = 40
 _MAX_HELD = 1 << 18
 
 
-def _utf8_size(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
-
-
 class _SliceId(int):
     """A token id from a slice of a word too long for the vocabulary (:meth:`TokenChunker._split_long`),
     remembering where its slice starts. A chunk holds at most one such slice: two or more are one
@@ -200,9 +196,6 @@ class TokenChunker:
             always_overlap=always_overlap,
         )
 
-    def _ids(self, text: str) -> list[int]:
-        return call_tokenizer(self.tokenizer, text, add_special_tokens=False)["input_ids"]
-
     def _chunk_ids(self, text: Any, view: _Offsets, i: int, j: int, piece: str) -> list[int]:
         """The ids ``piece`` has alone: the document's own ids for tokens ``[i, j)`` where those are
         provably the same (see :func:`_slices_match_alone`), else ``piece`` tokenised again."""
@@ -212,7 +205,7 @@ class TokenChunker:
                 ids = [view[k][2] for k in range(i, j)]
                 if None not in ids:
                     return [int(t) for t in ids]  # type: ignore[arg-type]
-        return self._ids(piece)
+        return call_tokenizer(self.tokenizer, piece, add_special_tokens=False)["input_ids"]
 
     @functools.cached_property
     def _trims_spaces(self) -> bool:
@@ -405,7 +398,7 @@ class TokenChunker:
             piece = text[start:end]
             ids = self._chunk_ids(text, view, i, j, piece)
             count = len(ids)
-            size = _utf8_size(piece)
+            size = len(piece) if piece.isascii() else len(piece.encode("utf-8"))
             if (count <= self.max_tokens and size <= MAX_CHUNK_BYTES) or j - i <= 1:
                 return j, end, piece, ids
             if count > self.max_tokens:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from poolrag.errors import InvalidInputError
 from poolrag.ingest.checkpoint import Checkpoint, default_checkpoint_path, remove_old_checkpoints
 from poolrag.ingest.readers import CSV_SUFFIXES, JSONL_SUFFIXES, Document, FileDocument, SkippedFile
-from poolrag.ingest.record_rules import record_problem, string_problem
+from poolrag.ingest.record_rules import metadata_problem, string_problem
 from poolrag.ingest.run_lock import RunLock
 from poolrag.ingest.sparse_encoders import SparseChunkEncoder
 from poolrag.ingest.stored_ids import ChunkSet, StoredIds, payload_digest, payload_matches
@@ -313,7 +313,9 @@ class IngestDriver:
         reason = string_problem(doc.source, "'source'")
         if reason is None:  # a second document with the same source stops the run; a left-out
             self.stored_ids.see(doc.source)  # one's stored chunks are its source's, kept by prune
-            reason = record_problem(doc.source, doc.metadata, doc.text if isinstance(doc, Document) else None)
+            reason = metadata_problem(doc.metadata)
+        if reason is None and isinstance(doc, Document):  # a file's text was decoded when listed
+            reason = string_problem(doc.text, "'text'")
         if reason is not None:  # this document only (its stored chunks stay); the ones after it go in
             self._leave_out(printable(doc.source), reason)
             return False

@@ -285,14 +285,6 @@ class _Vectors:
     failed: dict[str, str]
 
 
-@dataclass
-class _Embedded:
-    """A batch handed to the embedding thread, and its vectors to come."""
-
-    batch: list[Chunk]
-    vectors: Future[_Vectors]
-
-
 class _Run:
     """The batch being filled and the documents in flight of one :meth:`IngestPipeline.run`.
 
@@ -312,7 +304,7 @@ class _Run:
         self.computed_before = pipeline.encoder.computed
         sparse = pipeline.sparse_encoder
         self.sparse_before = sparse.computed if sparse is not None else 0
-        self.embedding: _Embedded | None = None
+        self.embedding: Future[_Vectors] | None = None  # the batch on the embedding thread
         self._executor: ThreadPoolExecutor | None = None
         self.failed: set[str] = set()  # documents left out while embedded: no more of their chunks
 
@@ -352,8 +344,7 @@ class _Run:
             self.driver.fix_sparse([c.text for c in batch])
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="poolrag-ingest-embed")
-            embedded = _Embedded(batch, self._executor.submit(self._embed, batch))
-            previous, self.embedding = self.embedding, embedded
+            previous, self.embedding = self.embedding, self._executor.submit(self._embed, batch)
             if previous is not None:
                 self._write(previous)
         self.driver.save()
@@ -376,11 +367,11 @@ class _Run:
         sparse_vectors = sparse.encode(texts) if sparse is not None and texts else [None] * len(batch)
         return _Vectors(batch, vectors, sparse_vectors, failed)
 
-    def _write(self, embedded: _Embedded) -> None:
+    def _write(self, embedded: Future[_Vectors]) -> None:
         """Store the vectors of ``embedded``; the driver counts the batch and checkpoints the
         documents it completed once the store acknowledged them. A document one of whose pages
         failed is left out (its pages stored before stay, as a file that failed while read)."""
-        result = embedded.vectors.result()
+        result = embedded.result()
         self._count_computed()
         for source, reason in result.failed.items():
             self._leave_out(source, reason)
@@ -415,7 +406,7 @@ class _Run:
         """After a failure: let the batch being embedded finish (its vectors reach the cache, so
         nothing paid for is lost) and write nothing more to the store."""
         embedded, self.embedding = self.embedding, None
-        if embedded is not None and embedded.vectors.exception() is None:
+        if embedded is not None and embedded.exception() is None:
             self._count_computed()
 
     def close(self) -> None:

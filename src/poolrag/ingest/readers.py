@@ -457,7 +457,9 @@ def _read_paths(
 
     suffixes = _suffixes(images is not None, texts)
     paths = _path_list(paths)
-    _refuse_missing(paths)
+    for raw in paths:  # every path checked before any is read: a typo stops the run before it writes
+        if not Path(raw).exists() and not Path(raw).is_symlink():
+            raise InvalidInputError(f"no such file or folder: {raw}")
     # a file named twice (a symlink and its target, overlapping paths) is one document
     with closing(FirstMet()) as read:
         for raw in paths:
@@ -470,13 +472,6 @@ def _read_paths(
                     logger.info("%s is %s, read already", file, real)
                     continue
                 yield from _read_file(file, real, text_field, images, record_files, problem)
-
-
-def _refuse_missing(paths: list[Any]) -> None:
-    """Every path is checked before any is read: a typo stops the run before it writes."""
-    for raw in paths:
-        if not Path(raw).exists() and not Path(raw).is_symlink():
-            raise InvalidInputError(f"no such file or folder: {raw}")
 
 
 def _read_file(

@@ -83,12 +83,3 @@ def _mapping_problem(mapping: Mapping[Any, Any], prefix: str) -> str | None:
         if (problem := value_problem(value, named)) is not None:
             return problem
     return None
-
-
-def record_problem(source: str, metadata: Mapping[Any, Any], text: str | None = None) -> str | None:
-    """Why a document cannot be stored, or ``None``: its source, its metadata, and its text when it
-    is held in memory (a file's text was decoded as UTF-8 when the file was listed)."""
-    problem = string_problem(source, "'source'") or metadata_problem(metadata)
-    if problem is None and text is not None:
-        problem = string_problem(text, "'text'")
-    return problem

@@ -10,11 +10,10 @@ engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from poolrag.cache.embedder import CachedEmbedder
+from poolrag.cache.embedder import CachedEmbedder, ForwardsToBackend
 from poolrag.cache.sparse_vectors import CachedSparseVectors
 from poolrag.cache.sqlite_store import EmbeddingCache
 from poolrag.engine import Engine
@@ -24,18 +23,20 @@ from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 
 
-class SharedPassBackend:
+class SharedPassBackend(ForwardsToBackend):
     """A :class:`~poolrag.backend.PoolingBackend` over ``engine`` whose document embeddings also fill
     ``sparse`` (the learned sparse encoder's :class:`CachedSparseVectors`)."""
 
+    backend: Engine
+
     def __init__(self, engine: Engine, sparse: CachedSparseVectors, sparse_params: PoolingParams) -> None:
-        self.engine = engine
+        self.backend = engine
         self.sparse = sparse
         self.sparse_params = sparse_params
 
     @property
     def facts(self) -> ModelFacts:
-        return self.engine.facts
+        return self.backend.facts
 
     def _shares(self, params: PoolingParams | None) -> bool:
         """Whether this call's sparse half is what the sparse encoder would compute."""
@@ -45,35 +46,15 @@ class SharedPassBackend:
     def embed_array(self, prompts: Sequence[str], pooling_params: PoolingParams | None = None) -> np.ndarray:
         texts = list(prompts)
         if not texts or not self._shares(pooling_params):
-            return self.engine.embed_array(texts, pooling_params)
-        parts = self.engine.encode_multi(texts, pooling_params)
+            return self.backend.embed_array(texts, pooling_params)
+        parts = self.backend.encode_multi(texts, pooling_params)
         self.sparse.remember(texts, [p.sparse for p in parts])
         return np.stack([np.asarray(p.dense, dtype=np.float32) for p in parts])
 
     async def aembed_array(
         self, prompts: Sequence[str], pooling_params: PoolingParams | None = None
     ) -> np.ndarray:
-        return await self.engine.aembed_array(prompts, pooling_params)
-
-    def score_array(
-        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
-    ) -> np.ndarray:
-        return self.engine.score_array(text_1, text_2, pooling_params)
-
-    async def ascore_array(
-        self, text_1: str, text_2: Sequence[str], pooling_params: PoolingParams | None = None
-    ) -> np.ndarray:
-        return await self.engine.ascore_array(text_1, text_2, pooling_params)
-
-    def encode_arrays(
-        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
-    ) -> list[np.ndarray]:
-        return self.engine.encode_arrays(prompts, pooling_task, pooling_params)
-
-    async def aencode_arrays(
-        self, prompts: Sequence[str], pooling_task: str = "embed", pooling_params: PoolingParams | None = None
-    ) -> list[Any]:
-        return await self.engine.aencode_arrays(prompts, pooling_task, pooling_params)
+        return await self.backend.aembed_array(prompts, pooling_params)
 
 
 def has_sparse_head(engine: Engine) -> bool:

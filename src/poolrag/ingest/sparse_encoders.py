@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from poolrag.engine import Engine
     from poolrag.outputs import PoolingOutput, PoolingRequestOutput
 
-#: Where a collection's BM25 settings are recorded (``CollectionSpec.model_options``).
-BM25_OPTIONS_KEY = BM25_RECORD_KEY
 #: Where a collection records the model behind its learned sparse vectors.
 LEARNED_SPARSE_OPTIONS_KEY = "learned_sparse"
 #: ``source`` values of that record: the main model's own sparse head, or a separate sparse model.
@@ -89,7 +87,7 @@ class BM25ChunkEncoder:
     """
 
     kind = "bm25"
-    options_key = BM25_OPTIONS_KEY
+    options_key = BM25_RECORD_KEY
     run_identity = "bm25"
 
     def __init__(

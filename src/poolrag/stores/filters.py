@@ -22,7 +22,8 @@ MetadataFilter = Mapping[str, Scalar | Sequence[Scalar]]
 CheckedFilter = dict[str, list[Scalar]]
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: ASCII control characters: no filter value, and no Milvus string literal, holds one
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_filter(filter: MetadataFilter | None) -> CheckedFilter | None:
@@ -49,7 +50,7 @@ def check_filter(filter: MetadataFilter | None) -> CheckedFilter | None:
 
 def _check_value(key: str, value: Any) -> Scalar:
     if isinstance(value, str):
-        if _CONTROL.search(value):
+        if CONTROL_CHARACTERS.search(value):
             raise InvalidInputError(f"filter value for {key!r} contains a control character")
         return value
     if isinstance(value, float) and not math.isfinite(value):

@@ -233,15 +233,6 @@ def fuse_scores(
     return [StoreHit(cid, score, payloads[cid]) for cid, score in best]
 
 
-def require_sparse(spec: CollectionSpec, where: str) -> CollectionSpec:
-    if spec.sparse is None:
-        raise UnsupportedStoreFeature(
-            f"collection {spec.name!r} in {where} has no sparse field (it was created for dense search); "
-            "ingest into a new collection with sparse vectors for sparse or hybrid search"
-        )
-    return spec
-
-
 def check_query_sparse(sparse: object) -> SparseVector:
     if not isinstance(sparse, SparseVector):
         raise InvalidInputError(f"a sparse query must be a SparseVector, got {type(sparse).__name__}")

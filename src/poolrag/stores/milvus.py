@@ -330,9 +330,9 @@ class MilvusStore(StoreTemplate):
         if not self._call(lambda: self._client.has_collection(self.collection), "has_collection"):
             return None
         info = self._call(lambda: self._client.describe_collection(self.collection), "describe_collection")
-        _refuse_functions(self.collection, info, f"milvus at {self.location}")
+        _refuse_functions(self.collection, info, self.where)
         raw = (info.get("properties") or {}).get(METADATA_KEY)
-        spec = CollectionSpec.from_collection_metadata(self.collection, raw, f"milvus at {self.location}")
+        spec = CollectionSpec.from_collection_metadata(self.collection, raw, self.where)
         # A reopened collection starts released; searching and querying need it loaded.
         self._call(lambda: self._client.load_collection(self.collection), "load_collection")
         return spec
@@ -440,12 +440,8 @@ class MilvusStore(StoreTemplate):
             return [row]
         rows = []
         for tok, vec in enumerate(np.asarray(record.vector, dtype=np.float32)):
-            row: dict[str, Any] = dict(fields) if tok == 0 else {}
-            row.update(
-                {"id": f"{record.id}:{tok}", "chunk_id": record.id, "tok": tok, "vector": vec.tolist()}
-            )
-            row["source"] = source
-            rows.append(row)
+            token = {"id": f"{record.id}:{tok}", "chunk_id": record.id, "tok": tok, "vector": vec.tolist()}
+            rows.append({**(fields if tok == 0 else {}), **token, "source": source})
         return rows
 
     def _upsert(self, spec: CollectionSpec, records: Sequence[ChunkRecord]) -> None:

@@ -9,19 +9,16 @@ with a column or an operator; keys that ``milvus_payload`` moved aside are read 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from poolrag.errors import InvalidInputError
-from poolrag.stores.filters import CheckedFilter, Scalar
+from poolrag.stores.filters import CONTROL_CHARACTERS, CheckedFilter, Scalar
 from poolrag.stores.milvus_payload import COLUMNS, RENAMED_KEY, source_column
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def string_literal(text: str) -> str:
     """``text`` as a Milvus string literal."""
-    if _CONTROL.search(text):
+    if CONTROL_CHARACTERS.search(text):
         raise InvalidInputError(f"{text!r} contains a control character, which a Milvus filter cannot hold")
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 

@@ -194,7 +194,7 @@ class QdrantStore(QdrantPointStore):
             return None
         info = self._call(lambda: self._client.get_collection(self.collection), "get_collection")
         raw = (info.config.metadata or {}).get(METADATA_KEY)
-        return CollectionSpec.from_collection_metadata(self.collection, raw, f"qdrant at {self.location}")
+        return CollectionSpec.from_collection_metadata(self.collection, raw, self.where)
 
     def _write_spec(self, spec: CollectionSpec) -> None:
         """The poolrag key of the collection metadata replaced (other keys stay as they are)."""

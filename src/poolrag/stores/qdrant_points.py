@@ -66,15 +66,15 @@ def vector_fields(
 ) -> tuple[Any, dict[str, Any] | None]:
     """The (vectors, sparse vectors) config of a new collection, in the library's own classes:
     ``vector_params`` and ``sparse_params`` (its parameter classes), ``maxsim`` (its MaxSim
-    multivector config), ``storage`` and ``idf`` (its IDF modifier). Token vectors are always
-    float32 and compared by dot product: MaxSim is of the vectors as sent, as the other stores and
-    ``Engine.score`` compute it (under cosine Qdrant would renormalise an unnormalised model's
-    token vectors, and rank by other scores)."""
+    multivector config), ``storage`` and ``idf`` (its IDF modifier). Token vectors (always float32)
+    and compact ones (float16, uint8) are compared by dot product, since under cosine Qdrant would
+    renormalise what it is sent: MaxSim is of the token vectors as sent, as the other stores and
+    ``Engine.score`` compute it, and a compact field would not hold the values sent (the engine's
+    vectors are unit length and the store template normalises the query: still cosines)."""
 
     def dense(size: int, multivector: bool, vector_type: str) -> Any:
-        datatype, distance = dense_storage(vector_type, storage)
-        if multivector:
-            distance = storage.dot
+        datatype = {"float16": storage.float16, "uint8": storage.uint8}.get(vector_type)
+        distance = storage.dot if multivector or vector_type != "float32" else storage.cosine
         config = maxsim if multivector else None
         return vector_params(size=size, distance=distance, multivector_config=config, datatype=datatype)
 
@@ -89,16 +89,6 @@ def vector_fields(
     return named, {SPARSE_NAME: sparse_params(modifier=idf if spec.sparse == "bm25" else None)}
 
 
-def dense_storage(vector_type: str, storage: DenseStorage) -> tuple[Any, Any]:
-    """(datatype, distance) of a field holding ``vector_type`` vectors, from the library's own
-    constants. Compact vectors are compared by dot product: cosine would make Qdrant renormalise
-    them on the way in, so it would no longer hold the values sent (the engine's vectors are unit
-    length and the store template normalises the query, so the scores are still cosines)."""
-    if vector_type == "float32":
-        return None, storage.cosine
-    return (storage.float16 if vector_type == "float16" else storage.uint8), storage.dot
-
-
 def point_vector(spec: CollectionSpec, record: ChunkRecord, sparse: Callable[[SparseVector], Any]) -> Any:
     """A checked (and encoded) record's vector as a point holds it: the plain list, or the named
     vectors. float16 and uint8 values are exact in float32, which is what the clients send."""
@@ -111,11 +101,6 @@ def point_vector(spec: CollectionSpec, record: ChunkRecord, sparse: Callable[[Sp
     if record.multivector is not None:
         vector[MULTIVECTOR_NAME] = np.asarray(record.multivector, dtype=np.float32).tolist()
     return vector
-
-
-def dense_using(spec: CollectionSpec) -> str | None:
-    """The vector name a dense (or, in the multivector layout, token) query searches."""
-    return DENSE_NAME if spec.named_fields else None
 
 
 def payload_filter(
@@ -193,7 +178,8 @@ class QdrantPointStore(StoreTemplate):
                 return
 
     def _dense_leg(self, spec: CollectionSpec, query: np.ndarray) -> Leg:
-        return Leg(query.tolist(), dense_using(spec), self._dense_params(spec))
+        """The dense (or, in the multivector layout, token) field's search."""
+        return Leg(query.tolist(), DENSE_NAME if spec.named_fields else None, self._dense_params(spec))
 
     def _sparse_leg(self, spec: CollectionSpec, query: SparseVector) -> Leg:
         return Leg(self._sparse_vector(query), SPARSE_NAME, self._sparse_params(spec))

@@ -28,7 +28,7 @@ from poolrag.stores.base import (
     SourcePages,
     StoreHit,
 )
-from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError
+from poolrag.stores.errors import CollectionMismatchError, CollectionNotFoundError, UnsupportedStoreFeature
 from poolrag.stores.filters import CheckedFilter, MetadataFilter, check_filter
 from poolrag.stores.hybrid import (
     check_fusion,
@@ -37,7 +37,6 @@ from poolrag.stores.hybrid import (
     check_record_fields,
     local_fusion,
     prefetch_depth,
-    require_sparse,
 )
 from poolrag.stores.language_prior import collection_default_fusion
 from poolrag.stores.names import check_collection_name
@@ -147,7 +146,13 @@ class StoreTemplate(ABC):
         return spec
 
     def _sparse_spec(self) -> CollectionSpec:
-        return require_sparse(self._require_spec(), self.where)
+        spec = self._require_spec()
+        if spec.sparse is None:
+            raise UnsupportedStoreFeature(
+                f"collection {spec.name!r} in {self.where} has no sparse field (it was created for dense "
+                "search); ingest into a new collection with sparse vectors for sparse or hybrid search"
+            )
+        return spec
 
     # -- writes -------------------------------------------------------------------------------------
     def upsert(self, records: Sequence[ChunkRecord]) -> None:
