@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -41,7 +40,6 @@ from poolrag.loading.placement import Placement, check_model_fits, input_device
 from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolerDefaults
 from poolrag.pooling.heads import ActivationName, TokenClassifierHead
-from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
@@ -245,11 +243,14 @@ def build_pipeline(
     activation = classify_activation(spec, pooler)  # after the heads: they may correct the label count
     tasks = supported_tasks(kind, spec)
     score_kind = pooled_task_score(kind, tasks, pooler)
-    token_rows = _token_rows(heads.poolers)
+    token_rows = frozenset(
+        task
+        for task, pooled in heads.poolers.items()
+        if isinstance(getattr(pooled, "head", None), TokenClassifierHead)
+    )
     _check_step_settings(kind, pooler, token_rows)
     sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
     batcher = TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len), **sizes)
-    executor = ModelExecutor(runner, heads.poolers, batcher)
     logger.info(
         "loaded %s (%s) on %s as %s, max_model_len=%d, %s implementation",
         spec.architecture,
@@ -264,7 +265,7 @@ def build_pipeline(
         supported_tasks=tasks,
         tokenizer=tokenizer,
         processor=processor,
-        executor=executor,
+        executor=ModelExecutor(runner, heads.poolers, batcher),
         pooler_config=pooler,
         max_model_len=max_len,
         embedding_dim=heads.embedding_dim,
@@ -319,15 +320,6 @@ def _processor(
         max_embed_len=pooler.max_embed_len,
         images=recipe.images(spec, max_len) if recipe.images is not None else None,
         include_prompt=spec.include_prompt,
-    )
-
-
-def _token_rows(poolers: Mapping[str, TaskPooler]) -> frozenset[str]:
-    """The tasks answered by per-token classifier rows (STEP pooling, token classification)."""
-    return frozenset(
-        task
-        for task, pooled in poolers.items()
-        if isinstance(getattr(pooled, "head", None), TokenClassifierHead)
     )
 
 
