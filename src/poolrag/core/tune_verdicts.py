@@ -42,11 +42,6 @@ STATUSES = ("chosen", "slower", "rejected", "failed")
 _ISA_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4")
 
 
-def tune_cache_dir() -> Path:
-    """``tune`` under :func:`~poolrag.cache_location.poolrag_cache_dir`."""
-    return poolrag_cache_dir() / "tune"
-
-
 @lru_cache(maxsize=1)
 def _cpu_model() -> str:
     try:
@@ -118,7 +113,7 @@ class TuneKey:
 
     def path(self) -> Path:
         digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:24]
-        return tune_cache_dir() / f"{digest}.json"
+        return poolrag_cache_dir() / "tune" / f"{digest}.json"
 
 
 @dataclass(frozen=True, slots=True)
