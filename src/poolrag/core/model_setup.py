@@ -55,15 +55,6 @@ MODEL_CONSTRUCTION = threading.RLock()
 hold_over_fork(lambda: [MODEL_CONSTRUCTION])
 
 
-def _check_chunking(kind: ModelKind, recipe: Recipe, pooler: PoolerConfig) -> None:
-    if pooler.max_embed_len is not None and not pooler.enable_chunked_processing:
-        raise ModelLoadError("pooler_config max_embed_len needs enable_chunked_processing=true")
-    if pooler.enable_chunked_processing and not recipe.chunked_processing:
-        raise ModelLoadError(
-            f"pooler_config enable_chunked_processing applies to embedding models, not {kind.value}"
-        )
-
-
 @dataclass(slots=True)
 class Pipeline:
     """One loaded model, wired: texts go through ``processor``, batches through ``executor``
@@ -360,7 +351,12 @@ def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind,
     if pooler.normalize is None:
         # sentence-transformers folders normalise only with a Normalize module; bare folders do.
         pooler = pooler.merged_over(PoolerConfig(normalize=not spec.is_sentence_transformers))
-    _check_chunking(kind, recipe, pooler)
+    if pooler.max_embed_len is not None and not pooler.enable_chunked_processing:
+        raise ModelLoadError("pooler_config max_embed_len needs enable_chunked_processing=true")
+    if pooler.enable_chunked_processing and not recipe.chunked_processing:
+        raise ModelLoadError(
+            f"pooler_config enable_chunked_processing applies to embedding models, not {kind.value}"
+        )
     return kind, pooler
 
 
