@@ -26,18 +26,13 @@ logger = logging.getLogger(__name__)
 POLL_S = 0.5  # how often a waiting process looks whether the measuring one is done
 
 
-def _turn_lock(key: TuneKey) -> FileLock:
-    """The lock of ``key``'s measurement: hidden, beside its verdict."""
-    verdict = key.path()
-    return FileLock(verdict.with_name(f".{verdict.stem}.measuring"))
-
-
 @contextlib.contextmanager
 def measuring_turn(key: TuneKey, wait: Callable[[], None], say: Callable[[str], None]) -> Iterator[bool]:
     """Hold ``key``'s turn to measure for the ``with`` block; yields True when another process held
     it first (its verdict may be on disk now). Before waiting, ``say`` is given a sentence naming
     the holder; ``wait`` is called between looks (it sleeps, and raises to give up)."""
-    lock = _turn_lock(key)
+    verdict = key.path()
+    lock = FileLock(verdict.with_name(f".{verdict.stem}.measuring"))  # hidden, beside the verdict
     waited = False
     try:
         lock.path.parent.mkdir(parents=True, exist_ok=True)
