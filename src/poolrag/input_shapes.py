@@ -29,16 +29,17 @@ def item_list(values: Any, what: str) -> list[Any]:
 
 def prompt_list(prompts: Any, what: str = "input", token_prompts: bool = True) -> list[Any]:
     """``prompts`` as a list: one string, token prompt (a mapping with ``prompt_token_ids``) or image
-    (:mod:`poolrag.image_inputs`) is a list of one; a sequence must hold only those."""
-    if isinstance(prompts, (str, Mapping)) or is_image_input(prompts):
-        return [prompts]
-    items = _column(prompts)
+    (:mod:`poolrag.image_inputs`) is a list of one; a sequence must hold only those
+    (``token_prompts=False``: no token prompts, as a score's sides)."""
+    one = isinstance(prompts, (str, Mapping)) or is_image_input(prompts)
+    items = [prompts] if one else _column(prompts)
     if items is None:
         raise InputTypeError(
             f"{what} must be a string or a list of strings, not {type(prompts).__name__}", param=what
         )
+    kinds = (str, Mapping) if token_prompts else str
     for i, item in enumerate(items):
-        if not isinstance(item, (str, Mapping)) and not is_image_input(item):
+        if not isinstance(item, kinds) and not is_image_input(item):
             forms = (
                 f"a text, a token prompt or {_IMAGE_FORMS}" if token_prompts else f"a text or {_IMAGE_FORMS}"
             )
@@ -73,8 +74,8 @@ def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tup
     returned as a list of one), else the lists pair up (N:N). Both empty is no pairs; one empty is
     refused. Only the shape is checked here: whether each text can be read is the engine's input
     stage's rule (:mod:`poolrag.tokenization.input_processor`)."""
-    firsts = _strings(text_1, "text_1")
-    seconds = _strings(text_2, "text_2")
+    firsts = prompt_list(text_1, "text_1", token_prompts=False)
+    seconds = prompt_list(text_2, "text_2", token_prompts=False)
     if not firsts or not seconds:
         if not firsts and not seconds:
             return [], []
@@ -85,16 +86,3 @@ def score_pairs(text_1: str | Sequence[str], text_2: str | Sequence[str]) -> tup
             f"text_1 has {len(firsts)} items and text_2 {len(seconds)}: use one query or equal-length lists"
         )
     return firsts, seconds
-
-
-def _strings(texts: str | Sequence[str], name: str) -> list[str]:
-    """One string (or image) as a list of one; a sequence must hold only strings or images
-    (``text_2[3] must be a string``); whether the model reads images is the engine's to say."""
-    if isinstance(texts, str):
-        return [texts]
-    items = prompt_list(texts, name, token_prompts=False)
-    for i, item in enumerate(items):
-        if not isinstance(item, str) and not is_image_input(item):
-            kind = type(item).__name__
-            raise InputTypeError(f"{name}[{i}] must be a text or {_IMAGE_FORMS}, not {kind}", param=name)
-    return items

@@ -7,16 +7,16 @@ large buffers (a batch's hidden states) come from the heap too, where each batch
 sized buffers leave holes. An ingest grew by ~110 KB per chunk from this alone.
 :func:`trim_heap` (``malloc_trim(0)``) returns the free pages of every arena.
 
-The CLI once pinned the mmap threshold at 128 KiB instead, so that large buffers were mapped and
-unmapped whole. That had a price the memory curves did not show: every large buffer of every layer
-became a fresh mapping, faulted in page by page, and a forward pass ran 1.3x slower in fp32 and
-1.8x slower with the int8 fast mode (benchmarks/RESULTS.md). A process that owns its heap (the
-CLI) now keeps glibc's own threshold, so buffers are reused from layer to layer, and gives the
-free pages back when a forward batch ends (:func:`trim_after_batches`): a library caller's speed,
-with memory still flat. At most every :data:`TRIM_INTERVAL_S`, though, and a server every
-:data:`SERVER_TRIM_INTERVAL_S`: a trim hands back pages the next batch faults in again, and a server
-answering one-text requests ends hundreds of batches a second (trimming after each cost a fifth of
-its throughput on a small model, benchmarks/RESULTS.md).
+Pinning the mmap threshold low (128 KiB), so that large buffers are mapped and unmapped whole, has
+a price the memory curves do not show: every large buffer of every layer is a fresh mapping,
+faulted in page by page, and a forward pass ran 1.3x slower in fp32 and 1.8x slower with the int8
+fast mode (benchmarks/RESULTS.md). So a process that owns its heap (the CLI) keeps glibc's own
+threshold, its buffers reused from layer to layer, and gives the free pages back when a forward
+batch ends (:func:`trim_after_batches`): a library caller's speed, with memory still flat. At most
+every :data:`TRIM_INTERVAL_S`, though, and a server every :data:`SERVER_TRIM_INTERVAL_S`: a trim
+hands back pages the next batch faults in again, and a server answering one-text requests ends
+hundreds of batches a second (trimming after each cost a fifth of its throughput on a small model,
+benchmarks/RESULTS.md).
 
 A server's threads (the event loop's workers parse, tokenise and encode answers) each take an arena
 of their own, up to eight per core, and a trim cannot give back a page that still holds one live

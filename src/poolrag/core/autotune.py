@@ -379,7 +379,8 @@ def load_tuned(
     identity = model_identity(request.model_name, model_fingerprint)
     first = None if saved is not None else build(request.model_impl)
     if first is not None and _measures_behind_serving(request, first):
-        return _serve_while_measuring(first, build, request, key, identity, batch_tokens)
+        measure = functools.partial(measure_exact, first, build, request, key, identity, batch_tokens)
+        return _serve_while_measuring(first, measure, key)
     with measuring_turn(key, lambda: time.sleep(POLL_S), _say_before_blocking) as waited:
         if waited:  # another process measured this model meanwhile: start again from its verdict
             for built in (None if saved is None else saved.pipeline, first):
@@ -629,16 +630,10 @@ def _measures_behind_serving(request: TuneRequest, first: Pipeline) -> bool:
 
 
 def _serve_while_measuring(
-    first: Pipeline,
-    build: Callable[[ModelImpl], Pipeline],
-    request: TuneRequest,
-    key: TuneKey,
-    identity: str,
-    batch_tokens: int,
+    first: Pipeline, measure: Callable[[RunStep], tuple[TuneReport, Pipeline]], key: TuneKey
 ) -> TunedLoad:
     from poolrag.core.background_tune import BackgroundTune
 
-    measure = functools.partial(measure_exact, first, build, request, key, identity, batch_tokens)
     report = TuneReport(
         "measuring", "serving on the default path while the exact paths are timed", path=str(key.path())
     )

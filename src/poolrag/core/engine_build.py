@@ -182,9 +182,13 @@ def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path:
         matryoshka_dimensions=spec.matryoshka_dimensions,
         score_kind=pipeline.score_kind,
         output_fingerprint=output_fingerprint(
-            _vector_shaping(pooler)
+            # every pooler setting but task, which decides what score computes and changes no vector
+            # (so a config without it keys where it always did)
+            {name: value for name, value in asdict(pooler).items() if name != "task"}
             | _tokenizer_shaping(tokenizer_path)
-            | _token_shaping(pipeline.token_normalize)
+            # a caller's normalise switch decides token_embed's vectors too: switched off (they are
+            # normalised by default) it keys apart, else keys stay where they were
+            | ({"token_normalize": False} if pipeline.token_normalize is False else {})
             # a folder pooled without its prompt (its config, or INSTRUCTOR's hub id) keys apart
             | ({} if spec.include_prompt else {"include_prompt": False})
         ),
@@ -193,20 +197,6 @@ def _facts(model_name: str, spec: ModelSpec, pipeline: Pipeline, tokenizer_path:
         prompt_names=tuple(spec.prompts),
         reads_images=pipeline.processor.images is not None,
     )
-
-
-def _vector_shaping(pooler: PoolerConfig) -> dict[str, object]:
-    """The pooler settings that shape outputs: all but ``task``, which decides what ``score``
-    computes and changes no vector (so a config without it keys where it always did)."""
-    settings = asdict(pooler)
-    del settings["task"]
-    return settings
-
-
-def _token_shaping(token_normalize: bool | None) -> dict[str, bool]:
-    """A caller's normalise switch decides ``token_embed``'s vectors too; switched off (they are
-    normalised by default) it joins the fingerprint, else keys stay where they were."""
-    return {"token_normalize": False} if token_normalize is False else {}
 
 
 def _tokenizer_shaping(folder: str | None) -> dict[str, str]:

@@ -108,11 +108,6 @@ def _outcome(future: Future[T], caller_left: Future[None] | None) -> T:
     return future.result()
 
 
-def _let_pixels_go(requests: list[PoolingRequest | Future[PoolingRequest]], start: int, stop: int) -> None:
-    for i in range(start, min(stop, len(requests))):
-        requests[i] = requests[i].answered()  # type: ignore[union-attr]
-
-
 class ModelExecutor:
     def __init__(
         self, runner: ModelRunner, poolers: Mapping[str, TaskPooler], batcher: TokenBudgetBatcher
@@ -179,7 +174,8 @@ class ModelExecutor:
                 while queued and sum(t for _, _, t in queued) + tokens > room:
                     done, first, _ = queued.popleft()
                     _outcome(parts[done][0], caller_left)
-                    _let_pixels_go(requests, first, first + READY_PART)
+                    for i in range(first, min(first + READY_PART, len(requests))):  # answered: no pixels
+                        requests[i] = requests[i].answered()  # type: ignore[union-attr]
                 flat, plan = _expand(part)
                 queued.append((len(parts), start, tokens))
                 parts.append((self.core.submit(flat), plan))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -42,7 +41,6 @@ from poolrag.model_facts import ScoreKind
 from poolrag.params import PoolerDefaults
 from poolrag.pooling.heads import ActivationName, TokenClassifierHead
 from poolrag.pooling.methods import POOLING_METHODS
-from poolrag.pooling.task_poolers import TaskPooler
 from poolrag.runner.model_runner import ModelRunner
 from poolrag.tokenization.input_processor import InputProcessor, PromptSettings
 
@@ -56,15 +54,6 @@ MODEL_CONSTRUCTION = threading.RLock()
 # builds its other path) does not exist in the child: the lock stayed held there, and the child's
 # own builds waited forever, under transformers' patches (no weight init, no tying) never undone.
 hold_over_fork(lambda: [MODEL_CONSTRUCTION])
-
-
-def _check_chunking(kind: ModelKind, recipe: Recipe, pooler: PoolerConfig) -> None:
-    if pooler.max_embed_len is not None and not pooler.enable_chunked_processing:
-        raise ModelLoadError("pooler_config max_embed_len needs enable_chunked_processing=true")
-    if pooler.enable_chunked_processing and not recipe.chunked_processing:
-        raise ModelLoadError(
-            f"pooler_config enable_chunked_processing applies to embedding models, not {kind.value}"
-        )
 
 
 @dataclass(slots=True)
@@ -246,11 +235,14 @@ def build_pipeline(
     activation = classify_activation(spec, pooler)  # after the heads: they may correct the label count
     tasks = supported_tasks(kind, spec)
     score_kind = pooled_task_score(kind, tasks, pooler)
-    token_rows = _token_rows(heads.poolers)
+    token_rows = frozenset(
+        task
+        for task, pooled in heads.poolers.items()
+        if isinstance(getattr(pooled, "head", None), TokenClassifierHead)
+    )
     _check_step_settings(kind, pooler, token_rows)
     sizes = {} if max_batch_size is None else {"max_batch_size": max_batch_size}  # else the batcher's default
     batcher = TokenBudgetBatcher(max_batch_tokens=max(max_batch_tokens, max_len), **sizes)
-    executor = ModelExecutor(runner, heads.poolers, batcher)
     logger.info(
         "loaded %s (%s) on %s as %s, max_model_len=%d, %s implementation",
         spec.architecture,
@@ -265,7 +257,7 @@ def build_pipeline(
         supported_tasks=tasks,
         tokenizer=tokenizer,
         processor=processor,
-        executor=executor,
+        executor=ModelExecutor(runner, heads.poolers, batcher),
         pooler_config=pooler,
         max_model_len=max_len,
         embedding_dim=heads.embedding_dim,
@@ -323,15 +315,6 @@ def _processor(
     )
 
 
-def _token_rows(poolers: Mapping[str, TaskPooler]) -> frozenset[str]:
-    """The tasks answered by per-token classifier rows (STEP pooling, token classification)."""
-    return frozenset(
-        task
-        for task, pooled in poolers.items()
-        if isinstance(getattr(pooled, "head", None), TokenClassifierHead)
-    )
-
-
 def _check_step_settings(kind: ModelKind, pooler: PoolerConfig, token_rows: frozenset[str]) -> None:
     """The pooler config's ``step_tag_id`` / ``returned_token_ids`` refused where no pooler of the
     model reads them (vLLM reads them only with STEP pooling): a setting that changes nothing."""
@@ -369,7 +352,12 @@ def _resolve_pooler(spec: ModelSpec, override: PoolerConfig) -> tuple[ModelKind,
     if pooler.normalize is None:
         # sentence-transformers folders normalise only with a Normalize module; bare folders do.
         pooler = pooler.merged_over(PoolerConfig(normalize=not spec.is_sentence_transformers))
-    _check_chunking(kind, recipe, pooler)
+    if pooler.max_embed_len is not None and not pooler.enable_chunked_processing:
+        raise ModelLoadError("pooler_config max_embed_len needs enable_chunked_processing=true")
+    if pooler.enable_chunked_processing and not recipe.chunked_processing:
+        raise ModelLoadError(
+            f"pooler_config enable_chunked_processing applies to embedding models, not {kind.value}"
+        )
     return kind, pooler
 
 

@@ -205,12 +205,10 @@ def score_head_classifier_heads(ctx: HeadContext) -> TaskHeads:
     score = ctx.decoder.score
     _match_labels_to_head(ctx.spec, score)
     poolers = _classify_and_score(ctx, lambda head: PooledScorePooler(ctx.sentence_method, score, head))
-    reward: TaskPooler
     if ctx.pooler.pooling_type == "ALL":  # vLLM's default for *ForRewardModel: a value per token
-        reward = TokenScorePooler(score, TokenClassifierHead("identity"))
+        poolers["reward"] = TokenScorePooler(score, TokenClassifierHead("identity"))
     else:  # the checkpoint's own forward: the value of the pooled row
-        reward = PooledScorePooler(ctx.sentence_method, score, ClassifierHead("identity"))
-    poolers["reward"] = reward
+        poolers["reward"] = PooledScorePooler(ctx.sentence_method, score, ClassifierHead("identity"))
     poolers["token_classify"] = TokenScorePooler(score, TokenClassifierHead(ctx.activation()))
     return TaskHeads(poolers, head_columns=ctx.spec.num_labels)
 

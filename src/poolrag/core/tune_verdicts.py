@@ -42,11 +42,6 @@ STATUSES = ("chosen", "slower", "rejected", "failed")
 _ISA_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4")
 
 
-def tune_cache_dir() -> Path:
-    """``tune`` under :func:`~poolrag.cache_location.poolrag_cache_dir`."""
-    return poolrag_cache_dir() / "tune"
-
-
 @lru_cache(maxsize=1)
 def _cpu_model() -> str:
     try:
@@ -118,7 +113,7 @@ class TuneKey:
 
     def path(self) -> Path:
         digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:24]
-        return tune_cache_dir() / f"{digest}.json"
+        return poolrag_cache_dir() / "tune" / f"{digest}.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,15 +260,8 @@ def read_verdict(key: TuneKey) -> Verdict | None:
     file is unreadable, corrupt or written for another key."""
     path = key.path()
     try:
-        text = _verdict_bytes(path)  # decoded by json.loads below, where bad bytes are a corrupt file
-    except FileNotFoundError:
-        return None
-    except (OSError, _Invalid) as exc:
-        logger.warning("ignoring tune verdict %s: %s", path, exc)
-        return None
-    try:
         try:
-            raw = json.loads(text)
+            raw = json.loads(_verdict_bytes(path))
         except UnicodeDecodeError:  # json reads UTF-8/16/32 bytes; anything else is not a verdict file
             raise _Invalid("not valid JSON (not text)") from None
         if not isinstance(raw, dict) or raw.get("format") != TUNE_FORMAT:
@@ -284,7 +272,9 @@ def read_verdict(key: TuneKey) -> Verdict | None:
         if not isinstance(verdict, dict):
             raise _Invalid("verdict is not an object")
         return _verdict(verdict)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and _Invalid are ValueErrors
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError and _Invalid are ValueErrors
         logger.warning("ignoring tune verdict %s: %s", path, exc)
         return None
 
