@@ -100,6 +100,25 @@ def test_a_batch_item_neither_text_nor_token_ids_is_tei_s_validation_error(
     }
 
 
+@pytest.mark.parametrize("path", ["/embed", "/embed_all", "/"])
+@pytest.mark.parametrize(
+    ("inputs", "named"),
+    [
+        ([[101, 2023, 102], [101, -1, 102]], "inputs[1]: token ids must be in [0, "),
+        ([[101, 2023, 102], [101, 30522]], "inputs[1]: token ids must be in [0, "),
+        ([2023, 2003], "inputs: token ids that do not start with this model's [CLS]"),
+    ],
+)
+def test_token_ids_the_model_cannot_read_are_named_as_tei_s_inputs(
+    minilm: Served, path: str, inputs: list[object], named: str
+) -> None:
+    """The engine names them ``input[1]``, a field a TEI client never sent."""
+    answer = _post(minilm.url, path, {"inputs": inputs})
+    assert answer.status_code == 422, answer.text[:300]
+    assert answer.json()["error_type"] == "Validation"
+    assert answer.json()["error"].startswith(named), answer.json()
+
+
 def test_normalize_false_gives_the_vectors_as_pooled(minilm: Served) -> None:
     got = np.array(_ok(_post(minilm.url, "/embed", {"inputs": TEXTS, "normalize": False})))
     expected = minilm.engine.embed_array(TEXTS, PoolingParams(normalize=False))
