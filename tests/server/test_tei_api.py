@@ -494,6 +494,20 @@ def test_errors_are_teis(
     assert response.json()["error_type"] == error_type and fragment in response.json()["error"]
 
 
+@pytest.mark.parametrize("path", ["/embed", "/embed_all", "/", "/invocations"])
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_not_declared_as_json_is_teis_415(minilm: Served, path: str, content_type: str) -> None:
+    """As TEI's JSON extractor (axum's) answers it; it was a 422, which says the JSON was wrong."""
+    body = json.dumps({"inputs": "a"}).encode()
+    headers = {"content-type": content_type}
+    answer = httpx.post(f"{minilm.url}{path}", content=body, headers=headers, timeout=30)
+    assert answer.status_code == 415, answer.text
+    assert answer.json() == {
+        "error": f"the body must be JSON (Content-Type: application/json), not {content_type}",
+        "error_type": "Validation",
+    }
+
+
 def test_unparsable_json_and_the_other_dialects_errors(minilm: Served) -> None:
     json_type = {"content-type": "application/json"}
     broken = httpx.post(f"{minilm.url}/embed", content=b'{"inputs": [', headers=json_type, timeout=30)
