@@ -412,6 +412,7 @@ def test_invisible_only_text_is_refused_like_empty_text(
         ("application/json; charset=utf-8", 200),
         ("application/vnd.api+json", 200),
         (None, 415),  # a page's fetch() of a bare Blob: no header, no preflight
+        ("", 415),  # declared as nothing too: it was read as JSON
     ],
 )
 def test_a_body_declared_as_anything_but_json_is_refused_unread(

@@ -100,6 +100,25 @@ def test_a_batch_item_neither_text_nor_token_ids_is_tei_s_validation_error(
     }
 
 
+@pytest.mark.parametrize("path", ["/embed", "/embed_all", "/"])
+@pytest.mark.parametrize(
+    ("inputs", "named"),
+    [
+        ([[101, 2023, 102], [101, -1, 102]], "inputs[1]: token ids must be in [0, "),
+        ([[101, 2023, 102], [101, 30522]], "inputs[1]: token ids must be in [0, "),
+        ([2023, 2003], "inputs: token ids that do not start with this model's [CLS]"),
+    ],
+)
+def test_token_ids_the_model_cannot_read_are_named_as_tei_s_inputs(
+    minilm: Served, path: str, inputs: list[object], named: str
+) -> None:
+    """The engine names them ``input[1]``, a field a TEI client never sent."""
+    answer = _post(minilm.url, path, {"inputs": inputs})
+    assert answer.status_code == 422, answer.text[:300]
+    assert answer.json()["error_type"] == "Validation"
+    assert answer.json()["error"].startswith(named), answer.json()
+
+
 def test_normalize_false_gives_the_vectors_as_pooled(minilm: Served) -> None:
     got = np.array(_ok(_post(minilm.url, "/embed", {"inputs": TEXTS, "normalize": False})))
     expected = minilm.engine.embed_array(TEXTS, PoolingParams(normalize=False))
@@ -473,6 +492,20 @@ def test_errors_are_teis(
     assert response.status_code == status, response.text
     assert set(response.json()) == {"error", "error_type"}
     assert response.json()["error_type"] == error_type and fragment in response.json()["error"]
+
+
+@pytest.mark.parametrize("path", ["/embed", "/embed_all", "/", "/invocations"])
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_not_declared_as_json_is_teis_415(minilm: Served, path: str, content_type: str) -> None:
+    """As TEI's JSON extractor (axum's) answers it; it was a 422, which says the JSON was wrong."""
+    body = json.dumps({"inputs": "a"}).encode()
+    headers = {"content-type": content_type}
+    answer = httpx.post(f"{minilm.url}{path}", content=body, headers=headers, timeout=30)
+    assert answer.status_code == 415, answer.text
+    assert answer.json() == {
+        "error": f"the body must be JSON (Content-Type: application/json), not {content_type}",
+        "error_type": "Validation",
+    }
 
 
 def test_unparsable_json_and_the_other_dialects_errors(minilm: Served) -> None:

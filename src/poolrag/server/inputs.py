@@ -7,7 +7,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from poolrag.errors import InputTooLongError, InvalidImageError, InvalidInputError, InvalidTextError
+from poolrag.errors import (
+    InputTooLongError,
+    InputTypeError,
+    InvalidImageError,
+    InvalidInputError,
+    InvalidTextError,
+)
 from poolrag.model_facts import ModelFacts
 from poolrag.params import PoolingParams
 from poolrag.server.errors import APIError
@@ -18,14 +24,22 @@ from poolrag.server.settings import ServerSettings
 @contextmanager
 def fields_named(**fields: str) -> Iterator[None]:
     """Inside, the engine's text errors (an empty, non-Unicode or over-long text, found by its input stage)
-    name this route's fields, e.g. ``text_2="documents"``: ``documents[3] is empty``, not
-    ``text_2[3] is empty``. The engine's own names (``input``, ``text_1``, ``text_2``) need none."""
+    and its token-id errors (an id out of the vocabulary, ids of another tokenizer) name this route's
+    fields, e.g. ``text_2="documents"``: ``documents[3] is empty``, not ``text_2[3] is empty``;
+    ``input="inputs"``: TEI's ``inputs[0]: token ids must be in ...``. The engine's own names
+    (``input``, ``text_1``, ``text_2``) need none."""
     try:
         yield
     except (InvalidTextError, InputTooLongError) as error:
         raise error.renamed(fields.get(error.field, error.field), error.index) from None
     except InvalidImageError as error:  # a page given as a document: documents[1], not text_2[1]
         raise error.renamed(fields) from None
+    except (InvalidInputError, InputTypeError) as error:  # a token-id list's: input[1]: token ids ...
+        field, message = error.param or "", str(error)
+        named_here = message.startswith((f"{field}[", f"{field}:"))
+        if type(error) not in (InvalidInputError, InputTypeError) or field not in fields or not named_here:
+            raise
+        raise type(error)(fields[field] + message.removeprefix(field), param=fields[field]) from None
 
 
 def chat_prompt(body: ChatFormBody, facts: ModelFacts) -> str:

@@ -11,6 +11,11 @@ The parser is httptools (C, llhttp) where the ``server`` extra installed it, as 
 good part of the event loop's time per request (``benchmarks/RESULTS.md``, serve_vs_servers.py).
 h11 caps a request's headers at ``max_header_bytes`` itself; httptools has no cap, so it is
 counted here and an over-long head is answered 400 as h11's is.
+
+httptools also reads any ``Upgrade`` offer as a protocol switch and skips the body: a request
+offering cleartext HTTP/2 (``Upgrade: h2c``, which Java's ``HttpClient`` sends by default) reached
+the app with no body. A server may ignore the offer (RFC 9110 section 7.8), as h11 does, so an
+``Upgrade`` other than websocket's is dropped from the head before httptools reads it.
 """
 
 from __future__ import annotations
@@ -73,6 +78,19 @@ class HeaderTimeoutH11Protocol(HeaderDeadline, H11Protocol):
             self._disarm()
 
 
+def _is_unserved_upgrade(line: bytes) -> bool:
+    name, colon, value = line.partition(b":")
+    return bool(colon) and name.strip().lower() == b"upgrade" and value.strip().lower() != b"websocket"
+
+
+def without_unserved_upgrade(data: bytes, head_end: int) -> bytes:
+    """``data``, a request's head (ending at ``head_end``) and what follows, with an ``Upgrade``
+    header other than websocket's left out: the request is then read as plain HTTP/1.1."""
+    lines = data[:head_end].split(b"\r\n")
+    kept = [line for line in lines if not _is_unserved_upgrade(line)]
+    return data if len(kept) == len(lines) else b"\r\n".join(kept) + data[head_end:]
+
+
 def _httptools_protocol() -> type | None:
     """The httptools protocol class with the deadline and the cap, or ``None`` without httptools."""
     if importlib.util.find_spec("httptools") is None:
@@ -85,6 +103,7 @@ def _httptools_protocol() -> type | None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._in_head, self._head_bytes = True, 0  # a new connection waits for a request's head
+            self._head = bytearray()  # a head held until it is whole (see without_unserved_upgrade)
 
         def _awaiting_headers(self) -> bool:
             # an answer still being computed is not a wait for headers, whatever came meanwhile
@@ -93,6 +112,16 @@ def _httptools_protocol() -> type | None:
         def data_received(self, data: bytes) -> None:
             if self._in_head:
                 self._head_bytes += len(data)
+                searched_from = max(0, len(self._head) - 3)
+                self._head += data  # in place: a head sent a byte at a time is not copied each time
+                head_end = self._head.find(b"\r\n\r\n", searched_from)
+                if head_end < 0 and self._head_bytes <= self.max_header_bytes:  # more of it to come
+                    self._unset_keepalive_if_required()
+                    self._arm()
+                    return
+                whole = bytes(self._head)
+                data = whole if head_end < 0 else without_unserved_upgrade(whole, head_end)
+                self._head.clear()
             super().data_received(data)
             if self._in_head and self._head_bytes > self.max_header_bytes and not self.transport.is_closing():
                 logger.info("closing a connection whose request head passed %d bytes", self.max_header_bytes)

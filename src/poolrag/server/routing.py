@@ -83,7 +83,7 @@ def _dump(result: Any, exclude_none: bool) -> bytes:
 def _check_json_media_type(content_type: str | None, keyless: bool) -> None:
     """A keyless server also refuses a body with no ``Content-Type``: a page's ``fetch`` of a bare
     ``Blob`` sends none and needs no preflight. With a key, such a request cannot carry it."""
-    if content_type is None and keyless:
+    if not content_type and keyless:  # an empty header declares nothing either
         raise APIError(415, "the body must be declared as JSON: send Content-Type: application/json")
     media = (content_type or "application/json").split(";")[0].strip().lower()
     if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):

@@ -7,7 +7,7 @@ Empty (no inputs) 400, Overloaded 429, a model that cannot run the route (Backen
 503. That is TEI 1.9.0 and later; TEI up to 1.8.3 answered Validation with 413, which its OpenAPI
 still calls "Batch size error". A body TEI's JSON extractor refuses keeps axum's status: 400 for
 text that is not JSON, a lone surrogate (``"\\ud800"``) included, as serde_json reads it as a
-syntax error; 422 for JSON of the wrong shape.
+syntax error; 422 for JSON of the wrong shape; 415 for a body not declared as JSON.
 
 The server's own errors (:class:`~poolrag.server.errors.APIError`, the engine's
 :class:`~poolrag.errors.PoolragError`) are mapped here once, so the TEI routes fail as TEI does
@@ -50,7 +50,7 @@ def _from_api_error(error: APIError) -> tuple[int, ErrorType]:
         return 429, "Overloaded"
     if error.status_code == 503:
         return 503, "Unhealthy"
-    if error.status_code in (404, 413):  # no model of that name; a body over a per-request limit
+    if error.status_code in (404, 413, 415):  # no such model; over a per-request limit; not JSON's type
         return error.status_code, "Validation"
     if error.status_code >= 500:
         return 424, "Backend"
