@@ -1,4 +1,5 @@
-"""Oversized bodies get 413 before they are parsed, whether or not they announce their length."""
+"""Oversized bodies get 413 before they are parsed, whether or not they announce their length; a
+413 names the serve flag that sets the limit and the way under it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Iterator
 
 import httpx
 
-from .conftest import Served
+from poolrag import Engine
+
+from .conftest import Served, serve_in_thread
 
 LIMIT = 4096  # small_body_server's max_body_bytes
 
@@ -16,7 +19,7 @@ def _assert_413(response: httpx.Response) -> None:
     assert response.status_code == 413
     error = response.json()["error"]
     assert error["code"] == "request_too_large"
-    assert f"limit of {LIMIT} bytes" in error["message"]
+    assert f"limit of {LIMIT} bytes (--max-body-bytes): split the inputs" in error["message"]
 
 
 def _body(size: int) -> bytes:
@@ -59,3 +62,15 @@ def test_a_body_at_the_limit_is_served(small_body_server: Served, http: httpx.Cl
     )
     assert response.status_code == 200
     assert response.json()["usage"]["prompt_tokens"] == 256  # the text was long, and truncated as asked
+
+
+def test_a_request_over_the_per_request_caps_is_413_naming_the_flag(minilm_engine: Engine) -> None:
+    with serve_in_thread(minilm_engine, max_request_tokens=8, max_request_chars=100) as url:
+        over_ids = httpx.post(f"{url}/v1/embeddings", json={"input": [list(range(1000, 1009))]}, timeout=60)
+        over_chars = httpx.post(f"{url}/v1/embeddings", json={"input": ["word " * 30]}, timeout=60)
+        within = httpx.post(f"{url}/v1/embeddings", json={"input": ["word " * 19]}, timeout=60)
+    assert within.status_code == 200, within.text
+    for response, flag in ((over_ids, "--max-request-tokens"), (over_chars, "--max-request-chars")):
+        assert response.status_code == 413, response.text
+        message = response.json()["error"]["message"]
+        assert f"({flag}): split the inputs over several requests" in message, message

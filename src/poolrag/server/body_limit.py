@@ -31,7 +31,11 @@ class BodySizeLimitMiddleware:
         self.body_timeout_s = body_timeout_s
 
     def _too_large(self) -> APIError:
-        return APIError(413, f"request body is larger than the server's limit of {self.max_body_bytes} bytes")
+        return APIError(
+            413,
+            f"request body is larger than the server's limit of {self.max_body_bytes} bytes "
+            "(--max-body-bytes): split the inputs over several requests",
+        )
 
     async def _read(self, receive: Receive, reservation: Reservation) -> bytes:
         body = bytearray()

@@ -61,9 +61,11 @@ class Parsed:
         return self.token_ids + texts
 
 
-def _too_large(what: str, count: int, limit: int) -> APIError:
+def _too_large(what: str, count: int, limit: int, flag: str) -> APIError:
     return APIError(
-        413, f"request holds {count} {what}, more than this server's limit of {limit} per request"
+        413,
+        f"request holds {count} {what}, more than this server's limit of {limit} per request "
+        f"({flag}): split the inputs over several requests",
     )
 
 
@@ -130,6 +132,6 @@ def check_size(token_ids: int, chars: int, limits: Limits) -> None:
     """The 413 for a request over ``limits``' per-request token ids or characters of text; run
     again with the limits of the model a request names, once its body is parsed."""
     if token_ids > limits.max_request_tokens:
-        raise _too_large("token ids", token_ids, limits.max_request_tokens)
+        raise _too_large("token ids", token_ids, limits.max_request_tokens, "--max-request-tokens")
     if chars > limits.max_request_chars:
-        raise _too_large("characters of text", chars, limits.max_request_chars)
+        raise _too_large("characters of text", chars, limits.max_request_chars, "--max-request-chars")
