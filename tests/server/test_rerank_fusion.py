@@ -152,6 +152,21 @@ def test_non_finite_first_stage_scores_are_refused(
     assert response.json()["error"]["param"] == "first_stage_scores.1"
 
 
+@pytest.mark.parametrize("value", [b"NaN", b"Infinity"])
+def test_a_non_finite_rerank_weight_is_refused_as_not_a_finite_number(
+    cross_encoder_server: Served, http: httpx.Client, value: bytes
+) -> None:
+    content = b'{"query": "q", "documents": ["a", "b"], "first_stage_scores": [1.0, 2.0], "rerank_weight": '
+    response = http.post(
+        f"{cross_encoder_server.url}/rerank",
+        content=content + value + b"}",
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "rerank_weight" and "finite number" in error["message"], error
+
+
 def test_the_fields_are_published(minilm_server: Served, http: httpx.Client) -> None:
     schemas = http.get(f"{minilm_server.url}/openapi.json").json()["components"]["schemas"]
     request = schemas["RerankRequest"]["properties"]

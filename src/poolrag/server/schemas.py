@@ -714,7 +714,11 @@ class RerankRequest(ScoringRequestBody):
         "else 'replace' (plain Jina/Cohere reranking).",
     )
     rerank_weight: StrictFloat | None = Field(
-        None, ge=0, le=1, description="poolrag extension: the reranker's share when fusing (default 0.5)."
+        None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="poolrag extension: the reranker's share when fusing (default 0.5).",
     )
 
     @model_validator(mode="before")
