@@ -147,6 +147,9 @@ def test_documents_from_python_meet_the_same_rule_in_the_driver(tmp_path: Path, 
         Document("nested", "Nested values are checked too.", {"tags": ["x", {"deep": float("inf")}]}),
         Document("s\udc80", "A lone surrogate in the source."),
         Document("t", "A lone surrogate \ud800 in the text."),
+        Document("none", None),  # type: ignore[arg-type]  # what a typo'd Python caller hands in
+        Document(Path("p.txt"), "A path, not a source string."),  # type: ignore[arg-type]
+        Document("m", "Metadata of None.", None),  # type: ignore[arg-type]
         {"source": "b", "text": "Tides turn.", "n": 2**64 - 1},
     ]
     try:
@@ -159,6 +162,9 @@ def test_documents_from_python_meet_the_same_rule_in_the_driver(tmp_path: Path, 
         "nested: 'tags'[1]['deep'] is not a finite number (inf)",
         "s\\udc80: 'source' is not valid Unicode (lone surrogate at character 1)",
         "t: 'text' is not valid Unicode (lone surrogate at character 17)",
+        "none: 'text' is of type NoneType, not a string",
+        "p.txt: 'source' is of type PosixPath, not a string",
+        "m: metadata is of type NoneType, not a mapping",
     ]
 
 

@@ -317,7 +317,7 @@ class IngestDriver:
         if reason is None and isinstance(doc, Document):  # a file's text was decoded when listed
             reason = string_problem(doc.text, "'text'")
         if reason is not None:  # this document only (its stored chunks stay); the ones after it go in
-            self._leave_out(printable(doc.source), reason)
+            self._leave_out(printable(str(doc.source)), reason)
             return False
         self.report.documents += 1
         digest = document_version(doc)

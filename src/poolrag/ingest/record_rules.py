@@ -37,8 +37,10 @@ class NotARecord:
     reason: str
 
 
-def string_problem(text: str, name: str) -> str | None:
+def string_problem(text: Any, name: str) -> str | None:
     """Why the string field ``name`` cannot be stored, or ``None``."""
+    if not isinstance(text, str):  # a hand-made Document's None or Path
+        return f"{name} is of type {type(text).__name__}, not a string"
     position = lone_surrogate(text)
     if position is None:
         return None
@@ -70,6 +72,8 @@ def value_problem(value: Any, name: str) -> str | None:
 def metadata_problem(metadata: Mapping[Any, Any]) -> str | None:
     """Why a record's metadata (its payload fields besides text and source) cannot be stored, or
     ``None``: the first bad key or value, named."""
+    if not isinstance(metadata, Mapping):
+        return f"metadata is of type {type(metadata).__name__}, not a mapping"
     return _mapping_problem(metadata, "")
 
 
