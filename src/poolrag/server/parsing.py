@@ -82,7 +82,7 @@ def _check_value_count(raw: bytes, limits: Limits) -> None:
     outside_strings = _JSON_STRING.sub(b'""', raw)  # commas inside texts are not values
     count = _value_bound(outside_strings)
     if count > allowed:
-        raise _too_large("JSON values", count, allowed)
+        raise _too_large("JSON values", count, allowed, "--max-request-tokens")
 
 
 def _measure(value: object) -> tuple[int, list[int]]:
