@@ -7,6 +7,7 @@ also runs poolrag's Milvus store tests on 2.6; the `tests` session runs them on 
 from __future__ import annotations
 
 import os
+import shutil
 
 import nox
 
@@ -37,6 +38,9 @@ CPU_TORCH = ("-c", "constraints-cpu.txt")
 # this was measured on) every subprocess a test starts would compile torch again, so it is unset.
 NO_COMPILE = {"PIP_COMPILE": "0"}
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# The npm packages the JavaScript clients in tests/server/clients import, as their package-lock.json
+# pins them; their test names this command when they are missing (tests/server/foreign_clients.py).
+NPM_CLIENTS_INSTALL = ("npm", "ci", "--no-audit", "--no-fund", "--prefix", "tests/server/clients")
 
 
 def install(session: nox.Session, *args: str) -> None:
@@ -91,6 +95,9 @@ def tests(session: nox.Session) -> None:
     workers took 21 minutes where one took 36 (module fixtures stay one per file)."""
     install(session, "-e", ".[test,server,milvus,qdrant,qdrant-edge]")
     session.run("python", "scripts/build_test_assets.py")
+    # seconds, from npm's cache after the first run; without npm, the test fails naming what to install
+    if shutil.which("npm"):
+        session.run(*NPM_CLIENTS_INSTALL, external=True)
     # test_base_install.py asserts what a user without extras sees: it runs in base_install
     session.run(
         "pytest",
