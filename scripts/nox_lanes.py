@@ -10,22 +10,31 @@ just before it: a local Ray cluster slowed fourfold beside ``tests`` (its checkp
 298 s in CI), so it runs once ``tests`` is ending. Measured in CI, that split ends the lanes within
 about a minute of each other.
 Each line of output is prefixed with its lane and the minutes and seconds since the start; the exit
-status is non-zero when a session failed in either. Arguments go to both nox calls (``-- -x`` passes
-``-x`` to every pytest run). A bare ``nox`` still runs them all, one at a time.
+status is non-zero when a session failed in either. A failed lane's reasons (pytest's FAILED and
+ERROR lines, nox's failure lines, then its last lines) are printed again at the very end: CI keeps
+only the tail of the output, and the lane that ends first would otherwise scroll out of it.
+Arguments go to both nox calls (``-- -x`` passes ``-x`` to every pytest run).
+A bare ``nox`` still runs them all, one at a time.
 """
 
 from __future__ import annotations
 
+import re
 import runpy
 import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: tests builds the test assets that first_hour's documented commands resolve hub ids to
 FIRST_LANE = ("tests", "first_hour(readme)", "first_hour(server)")
+#: the lines that say why a session failed: pytest's short summary, nox's verdicts
+REASON = re.compile(r"^(FAILED |ERROR |nox > (Session|Command) .* failed)")
+RECAP_REASONS = 60
+RECAP_TAIL = 40
 
 
 def default_sessions() -> list[str]:
@@ -51,42 +60,64 @@ def split(sessions: list[str]) -> tuple[list[str], list[str]]:
     return list(FIRST_LANE), [name for name in sessions if name not in FIRST_LANE]
 
 
-def _relay(process: subprocess.Popen[str], label: str, lock: threading.Lock, started: float) -> None:
-    assert process.stdout is not None
-    for line in process.stdout:
-        minutes, seconds = divmod(int(time.monotonic() - started), 60)
-        with lock:
-            sys.stdout.write(f"[{label} {minutes:02d}:{seconds:02d}] {line}")
-            sys.stdout.flush()
+class Lane:
+    """One nox call: its output relayed with a prefix, and what a failure recap needs kept."""
+
+    def __init__(self, number: int, names: list[str], process: subprocess.Popen[str]) -> None:
+        self.number, self.names, self.process = number, names, process
+        self.reasons: list[str] = []
+        self.tail: deque[str] = deque(maxlen=RECAP_TAIL)
+
+    def relay(self, lock: threading.Lock, started: float) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            minutes, seconds = divmod(int(time.monotonic() - started), 60)
+            prefixed = f"[lane {self.number} {minutes:02d}:{seconds:02d}] {line}"
+            self.tail.append(prefixed)
+            if REASON.match(line) and len(self.reasons) < RECAP_REASONS:
+                self.reasons.append(prefixed)
+            with lock:
+                sys.stdout.write(prefixed)
+                sys.stdout.flush()
+
+    def recap(self) -> str:
+        """Why this lane failed, for the end of the output."""
+        heading = f"== lane {self.number} failed: why, then its last {len(self.tail)} lines =="
+        return "".join([heading + "\n", *self.reasons, "...\n", *self.tail])
 
 
 def main(argv: list[str]) -> int:
     lock = threading.Lock()
     started = time.monotonic()
-    runs = []
+    lanes, relays = [], []
     for number, names in enumerate(split(default_sessions()), start=1):
         command = [sys.executable, "-m", "nox", "-s", *names, *argv]
         print(f"[lane {number}] {' '.join(command[1:])}", flush=True)
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )
-        relay = threading.Thread(target=_relay, args=(process, f"lane {number}", lock, started), daemon=True)
-        relay.start()
-        runs.append((number, names, process, relay))
+        lane = Lane(number, names, process)
+        relays.append(threading.Thread(target=lane.relay, args=(lock, started), daemon=True))
+        relays[-1].start()
+        lanes.append(lane)
     try:
-        for _, _, process, relay in runs:
-            process.wait()
+        for lane, relay in zip(lanes, relays, strict=True):
+            lane.process.wait()
             relay.join()
     finally:
-        for _, _, process, _ in runs:
-            if process.poll() is None:
-                process.terminate()
+        for lane in lanes:
+            if lane.process.poll() is None:
+                lane.process.terminate()
     minutes = (time.monotonic() - started) / 60
-    for number, names, process, _ in runs:
-        verdict = "passed" if process.returncode == 0 else f"FAILED (exit {process.returncode})"
-        print(f"lane {number} ({', '.join(names)}): {verdict}")
+    failed = [lane for lane in lanes if lane.process.returncode != 0]
+    for lane in failed:
+        sys.stdout.write(lane.recap())
+    for lane in lanes:
+        code = lane.process.returncode
+        verdict = "passed" if code == 0 else f"FAILED (exit {code})"
+        print(f"lane {lane.number} ({', '.join(lane.names)}): {verdict}")
     print(f"both lanes ended in {minutes:.1f} minutes")
-    return 0 if all(process.returncode == 0 for _, _, process, _ in runs) else 1
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
