@@ -15,7 +15,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +63,21 @@ def metric_samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+def wait_for_body_bytes(url: str, wanted: int | Callable[[], int], timeout_s: float = 120) -> None:
+    """Returns once the server at ``url`` holds ``wanted`` request body bytes or more
+    (``poolrag_inflight_body_bytes``; a callable is asked again before each look): the requests a
+    test sent are accepted and read that far. A fixed sleep only hopes so, and on a loaded machine a
+    connection still in the listen queue when a signal closes it is reset, not drained."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        needed = wanted() if callable(wanted) else wanted
+        held = metric_samples(url).get(("poolrag_inflight_body_bytes", ()), 0.0)
+        if held >= needed:
+            return
+        assert time.monotonic() < deadline, f"the server holds {held:.0f} body bytes, not {needed}"
+        time.sleep(0.05)
 
 
 def _free_port() -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import _free_port, _wait_healthy, cli_server
+from .conftest import _free_port, _wait_healthy, cli_server, wait_for_body_bytes
 
 LONG = " ".join(["a sentence about the weather in the mountains"] * 60)
 
@@ -40,7 +40,9 @@ def test_requests_still_running_when_the_drain_window_ends_get_a_json_503(
         clients = [threading.Thread(target=embed, args=body) for body in bodies]
         for client in clients:
             client.start()
-        time.sleep(1.0)
+        wait_for_body_bytes(
+            url, sum(len(httpx.Request("POST", url, json=body).content) for _, body in bodies)
+        )
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         for client in clients:
@@ -59,19 +61,26 @@ def _requests_in_flight(
     url: str, requests: int, texts: int
 ) -> tuple[list[threading.Thread], list[httpx.Response | Exception]]:
     """``requests`` embedding calls of ``texts`` long texts each, sent at once from threads of their
-    own; their answers (or the errors of those that got none) land in the list as they come."""
+    own; their answers (or the errors of those that got none) land in the list as they come. Returns
+    once the server has read every body not yet answered (a loaded machine accepts 60 connections
+    slowly, and one still queued when the signal comes is reset: no answer at all)."""
     answers: list[httpx.Response | Exception] = []
+    bodies = [{"input": [f"{i} {j} {LONG}" for j in range(texts)]} for i in range(requests)]
+    sizes = [len(httpx.Request("POST", url, json=body).content) for body in bodies]
+    answered: list[int] = []
 
     def embed(i: int) -> None:
         try:
-            body = {"input": [f"{i} {j} {LONG}" for j in range(texts)]}
-            answers.append(httpx.post(f"{url}/v1/embeddings", json=body, timeout=120))
+            answers.append(httpx.post(f"{url}/v1/embeddings", json=bodies[i], timeout=120))
         except httpx.HTTPError as exc:
             answers.append(exc)
+        answered.append(sizes[i])
 
     clients = [threading.Thread(target=embed, args=(i,)) for i in range(requests)]
     for client in clients:
         client.start()
+    # answered before the look: an answered request's bytes are given back as it is answered
+    wait_for_body_bytes(url, lambda: sum(sizes) - sum(answered))
     return clients, answers
 
 
@@ -109,7 +118,7 @@ def test_a_request_uvicorn_cancels_at_the_end_of_its_window_gets_the_json_503_to
         with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
             head = "POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             client.sendall(f"{head}Content-Length: 100000\r\n\r\n".encode() + b'{"input": ["')
-            time.sleep(0.5)
+            wait_for_body_bytes(url, len(b'{"input": ["'))
             process.send_signal(signal.SIGTERM)
             client.setblocking(False)
             answer = b""
