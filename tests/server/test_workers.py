@@ -29,7 +29,7 @@ from poolrag.cpu_budget import usable_cpus
 from poolrag.server.workers import listening_socket
 from poolrag.worker_threads import worker_threads
 
-from .conftest import cli_server, metric_samples
+from .conftest import cli_server, metric_samples, wait_for_body_bytes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads the process tree from /proc")
 
@@ -182,7 +182,7 @@ def _trickled_request(url: str, seconds: float, stop: Callable[[], None]) -> byt
     length = len(start) + 4 * pieces + len(end)
     with socket.create_connection((host, int(port)), timeout=120) as client:
         client.sendall(f"{head}Content-Length: {length}\r\n\r\n".encode() + start)
-        time.sleep(0.5)
+        wait_for_body_bytes(url, len(start))  # a worker has the request, not the listen queue
         stop()
         with contextlib.suppress(OSError):  # a killed worker's connection is reset
             for _ in range(pieces):
