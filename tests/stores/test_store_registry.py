@@ -5,7 +5,10 @@ by ``conftest.py``), and the CLI ingests into it and searches it like a built-in
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import process_store
@@ -36,14 +39,45 @@ def test_open_store_opens_the_class_the_entry_names() -> None:
         open_store(process_store.KIND, "docs", uri="x.db")
 
 
+#: An unknown kind opened in a fresh interpreter: whether it was refused, and the modules it imported.
+#: In the test's own process an earlier test file has imported ``poolrag.stores.milvus`` (and this
+#: folder's conftest ``process_store``), so an import of either would have gone unseen there.
+OPEN_IN_A_FRESH_PROCESS = textwrap.dedent(
+    """
+    import json, sys
+    from poolrag.errors import InvalidInputError
+    from poolrag.stores import open_store
+
+    before = set(sys.modules)
+    try:
+        open_store(sys.argv[1], "docs")
+    except InvalidInputError:
+        refused = True
+    else:
+        refused = False
+    print(json.dumps([refused, sorted(set(sys.modules) - before)]))
+    """
+)
+
+
 @pytest.mark.parametrize("kind", ["redis", "os", "poolrag.stores.milvus", "process_store:ProcessStore", ""])
 def test_a_kind_outside_the_registry_is_one_line_naming_the_registered_ones(kind: str) -> None:
     """A kind only selects an entry: a module or class name given as a kind imports nothing."""
-    before = set(sys.modules)
     with pytest.raises(InvalidInputError) as err:
         open_store(kind, "docs")
     assert str(err.value) == f"unknown store {kind!r}; choose one of {', '.join(REGISTERED)}"
-    assert set(sys.modules) == before
+    importable = os.pathsep.join(
+        filter(None, [str(Path(process_store.__file__).parent), os.environ.get("PYTHONPATH")])
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_IN_A_FRESH_PROCESS, kind],
+        env={**os.environ, "PYTHONPATH": importable},  # process_store as importable as it is here
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, []]
 
 
 def test_the_cli_store_choices_are_the_registry(capsys) -> None:
