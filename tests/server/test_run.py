@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -17,6 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
+
+from poolrag.server.run import uvicorn_config
+from poolrag.server.settings import HttpOptions, ServerSettings
 
 from .conftest import _free_port, _wait_healthy, cli_server, wait_for_body_bytes
 
@@ -215,3 +220,29 @@ def test_a_server_on_every_ipv6_address_answers_ipv4_clients_too(minilm_path: Pa
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+SETTINGS = ServerSettings(served_model_names=("m",))
+
+
+def _access_line(path: str) -> logging.LogRecord:
+    """uvicorn's access record of a GET to ``path`` (its args: client, method, path, version, status)."""
+    args = ("127.0.0.1:5000", "GET", path, "1.1", 200)
+    line = '%s - "%s %s HTTP/%s" %d'
+    return logging.LogRecord("uvicorn.access", logging.INFO, __file__, 0, line, args, None)
+
+
+def test_a_second_server_in_one_process_quiets_its_own_paths_not_the_first_ones() -> None:
+    """``--disable-access-log-for-endpoints`` filters uvicorn's one access logger; a later server in
+    the same process (a notebook restarting one) replaces the earlier server's quiet paths."""
+    access = logging.getLogger("uvicorn.access")
+    kept = list(access.filters)
+    try:
+        uvicorn_config(FastAPI(), SETTINGS, HttpOptions(quiet_paths=frozenset({"/metrics"})))
+        assert not access.filter(_access_line("/metrics")) and access.filter(_access_line("/health"))
+        uvicorn_config(FastAPI(), SETTINGS, HttpOptions(quiet_paths=frozenset({"/health"})))
+        assert access.filter(_access_line("/metrics")) and not access.filter(_access_line("/health"))
+        uvicorn_config(FastAPI(), SETTINGS, HttpOptions())
+        assert access.filter(_access_line("/metrics")) and access.filter(_access_line("/health"))
+    finally:
+        access.filters[:] = kept

@@ -71,8 +71,13 @@ def uvicorn_config(
         **http.uvicorn_kwargs(),
         **kwargs,
     )
-    if http.quiet_paths:  # after the Config, which sets up uvicorn's loggers
-        logging.getLogger("uvicorn.access").addFilter(_QuietPaths(http.quiet_paths, http.root_path))
+    # after the Config, which sets up uvicorn's loggers but keeps their filters: an earlier server's
+    # in this process would stay and quiet its paths here too
+    access = logging.getLogger("uvicorn.access")
+    for earlier in [found for found in access.filters if isinstance(found, _QuietPaths)]:
+        access.removeFilter(earlier)
+    if http.quiet_paths:
+        access.addFilter(_QuietPaths(http.quiet_paths, http.root_path))
     return config
 
 
