@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,21 +27,6 @@ def _default_attention_split(monkeypatch: pytest.MonkeyPatch) -> None:
     from poolrag.models import packed_attention
 
     monkeypatch.setattr(packed_attention, "_RUNS_OR_GROUPS", {})
-
-
-@pytest.fixture(autouse=True)
-def _environment_restored() -> Iterator[None]:
-    """``main()`` run in this process sets what a command owning its process would (``-q``:
-    ``HF_HUB_DISABLE_PROGRESS_BARS=1``; torch's cache bounds), and it stayed for every later test
-    file of the worker and every subprocess they start: one whose bars were asserted away then
-    passed whatever the child printed. Each test ends with the environment it began with."""
-    before = dict(os.environ)
-    yield
-    for name in [name for name in os.environ if name not in before]:
-        del os.environ[name]
-    for name, value in before.items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
