@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from poolrag.cli import NATIVE_CACHE_CAPACITY
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -27,6 +29,26 @@ def _default_attention_split(monkeypatch: pytest.MonkeyPatch) -> None:
     from poolrag.models import packed_attention
 
     monkeypatch.setattr(packed_attention, "_RUNS_OR_GROUPS", {})
+
+
+#: What ``poolrag.cli.main`` sets in ``os.environ`` for a command that owns its process: ``-q``'s
+#: ``HF_HUB_DISABLE_PROGRESS_BARS`` and torch's cache bounds.
+_SET_BY_MAIN = ("HF_HUB_DISABLE_PROGRESS_BARS", *NATIVE_CACHE_CAPACITY)
+
+
+@pytest.fixture(autouse=True)
+def _main_leaves_no_environment() -> Iterator[None]:
+    """``main()`` run in a test's process left its settings to every later file of the worker and
+    to each subprocess those start: a child whose bars a test asserts away passed whatever it drew.
+    Only these names are put back; the rest of the environment is the process's (Ray's driver sets
+    its own when a test first starts the cluster, and its actors need them)."""
+    before = {name: os.environ.get(name) for name in _SET_BY_MAIN}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
