@@ -207,6 +207,23 @@ def test_huggingface_embedding_arguments_run_unchanged(minilm_path: Path, minilm
         PoolragEmbedding(engine=minilm_engine, cache_dir="/tmp/hf")  # no counterpart: named, refused
 
 
+def test_the_models_name_may_come_first_as_huggingface_embedding_takes_it(
+    minilm_path: Path, minilm_engine: Engine
+) -> None:
+    """``HuggingFaceEmbedding("BAAI/bge-small-en-v1.5")`` with the class name swapped was a TypeError
+    (``BaseModel.__init__() takes 1 positional argument``): the name comes first there too."""
+    model = PoolragEmbedding(str(minilm_path), embed_batch_size=4)
+    assert model.model_name == str(minilm_path) and model.embed_batch_size == 4
+    np.testing.assert_allclose(
+        as_array(model.get_query_embedding("ocean")),
+        minilm_engine.embed_array(["ocean"], QUERY)[0],
+        atol=1e-6,
+    )
+    assert PoolragEmbedding.from_dict(model.to_dict()).model_name == str(minilm_path)  # keywords still
+    with pytest.raises(InputTypeError, match=r"^model_name given twice"):
+        PoolragEmbedding(str(minilm_path), model_name=str(minilm_path))
+
+
 def test_max_length_past_the_folders_length_is_read_as_huggingface_embedding_reads_it(
     minilm_path: Path,
 ) -> None:

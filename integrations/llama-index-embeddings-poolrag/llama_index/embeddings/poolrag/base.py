@@ -17,6 +17,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.embeddings.poolrag.slices import slice_named, slices_counted
 from pydantic import Field, model_validator
 
+from poolrag.errors import InputTypeError
 from poolrag.frameworks.adapter_calls import (
     aembed_text,
     aembed_texts,
@@ -114,6 +115,17 @@ class PoolragEmbedding(EmbeddingFields, BaseEmbedding):
         truncate_dim: InitVar[int | None] = None
         parallel_process: InitVar[bool] = False
         target_devices: InitVar[list[str] | None] = None
+    else:  # a checker reads the fields as keywords; at run time the name may also come first
+
+        def __init__(self, model_name: str | None = None, /, **data: Any) -> None:
+            """``HuggingFaceEmbedding``'s first argument is the model's name, and code often gives it
+            so (``HuggingFaceEmbedding("BAAI/bge-small-en-v1.5")``): taken here too, so that the
+            one-line swap needs no keyword."""
+            if model_name is not None:
+                if "model_name" in data:
+                    raise InputTypeError("model_name given twice, first and as model_name=; give it once")
+                data["model_name"] = model_name
+            super().__init__(**data)
 
     @model_validator(mode="before")
     @classmethod
