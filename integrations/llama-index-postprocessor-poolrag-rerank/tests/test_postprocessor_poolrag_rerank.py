@@ -18,7 +18,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 from llama_index.postprocessor.poolrag_rerank import PoolragRerank
 from pydantic import Field
 
-from poolrag import Engine, InvalidInputError
+from poolrag import Engine, InputTypeError, InvalidInputError
 from poolrag.testing.rag_corpus import METADATAS, QUERIES, TEXTS
 
 QUERY = "What is the capital of France?"
@@ -113,6 +113,17 @@ def test_empty_and_bad_input(cross_encoder_engine: Engine) -> None:
     blank = [*corpus_nodes()[:2], NodeWithScore(node=TextNode(text=""), score=0.1)]
     with pytest.raises(InvalidInputError, match=r"^documents\[2\] is empty$"):  # named as the caller knows it
         rerank.postprocess_nodes(blank, query_str=QUERY)
+    # the mix-ups LlamaIndex makes easy are named, where SentenceTransformerRerank's AttributeError
+    # ('TextNode' object has no attribute 'node') left the reader to guess
+    parsed = [n.node for n in corpus_nodes()]
+    with pytest.raises(InputTypeError, match=r"^nodes\[0\] is a TextNode, not a NodeWithScore"):
+        rerank.postprocess_nodes(parsed, query_str=QUERY)
+    with pytest.raises(InputTypeError, match=r"^nodes\[0\] is a TextNode, not a NodeWithScore"):
+        asyncio.run(rerank.apostprocess_nodes(parsed, query_str=QUERY))
+    with pytest.raises(
+        InputTypeError, match=r"^query_bundle must be a QueryBundle, not str; pass a string as"
+    ):
+        rerank.postprocess_nodes(corpus_nodes(), query_bundle=QUERY)
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         PoolragRerank(engine=cross_encoder_engine, top_n=-1)
     with pytest.raises(ValueError, match="Extra inputs"):

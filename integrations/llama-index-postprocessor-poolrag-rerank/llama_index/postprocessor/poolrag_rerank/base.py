@@ -25,7 +25,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import Field, model_validator
 
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.frameworks.fields import (
     HUGGINGFACE_CACHE_FOLDER,
     HUGGINGFACE_ENGINE_OPTIONS,
@@ -144,8 +144,23 @@ class PoolragRerank(RerankerFields, BaseNodePostprocessor):
     def _query_and_texts(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
     ) -> tuple[QueryBundle, list[str]]:
+        """The query and each node's text, once both are what LlamaIndex hands a postprocessor: the
+        mix-ups it makes easy (a string as ``query_bundle``, a parser's nodes not yet scored) are
+        named, where reading them failed on a missing attribute (``'TextNode' object has no
+        attribute 'node'``), as in ``SentenceTransformerRerank``."""
         if query_bundle is None:
             raise InvalidInputError("reranking needs the query: pass query_bundle or query_str")
+        if not isinstance(query_bundle, QueryBundle):
+            raise InputTypeError(
+                f"query_bundle must be a QueryBundle, not {type(query_bundle).__name__}; "
+                "pass a string as query_str="
+            )
+        for i, node in enumerate(nodes):
+            if not isinstance(node, NodeWithScore):
+                raise InputTypeError(
+                    f"nodes[{i}] is a {type(node).__name__}, not a NodeWithScore (what a retriever "
+                    "returns); wrap it: NodeWithScore(node=...)"
+                )
         return query_bundle, [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
 
     def _scored(self, nodes: list[NodeWithScore], ranked: list[Ranked]) -> list[NodeWithScore]:
