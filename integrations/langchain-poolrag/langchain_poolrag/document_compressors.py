@@ -22,7 +22,7 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import Field, model_validator
 
-from poolrag.errors import InvalidInputError
+from poolrag.errors import InputTypeError, InvalidInputError
 from poolrag.frameworks.fields import (
     HUGGINGFACE_CACHE_FOLDER,
     HUGGINGFACE_ENGINE_OPTIONS,
@@ -132,6 +132,7 @@ class PoolragReranker(RerankerFields, BaseDocumentCompressor):
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """Score every document against ``query`` and keep the best ``top_n``."""
+        documents = _checked(documents)
         texts = [doc.page_content for doc in documents]
         ranked = self._rank(query, texts, self._first_stage_scores(documents))
         return self._copies(documents, ranked)
@@ -139,6 +140,24 @@ class PoolragReranker(RerankerFields, BaseDocumentCompressor):
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
+        documents = _checked(documents)
         texts = [doc.page_content for doc in documents]
         ranked = await self._arank(query, texts, self._first_stage_scores(documents))
         return self._copies(documents, ranked)
+
+
+def _checked(documents: Sequence[Document]) -> list[Document]:
+    """``documents`` as a list of LangChain documents: a generator is read once (the copies index
+    it after scoring, where it failed as not subscriptable, and ``CrossEncoderReranker`` returned
+    nothing), and texts given as documents are named, where reading them failed on a missing
+    ``page_content``."""
+    if isinstance(documents, (str, Document)):
+        raise InputTypeError(f"documents must be a list of Documents, not one {type(documents).__name__}")
+    checked = list(documents)
+    for i, doc in enumerate(checked):
+        if not isinstance(doc, Document):
+            raise InputTypeError(
+                f"documents[{i}] is a {type(doc).__name__}, not a Document; "
+                "wrap it: Document(page_content=...)"
+            )
+    return checked

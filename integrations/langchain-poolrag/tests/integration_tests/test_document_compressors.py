@@ -5,6 +5,8 @@ here); top_n, metadata, async, remote, and use inside LangChain's ContextualComp
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 from langchain_classic.retrievers import ContextualCompressionRetriever
@@ -153,6 +155,15 @@ def test_empty_input_and_bad_input(cross_encoder_engine: Engine) -> None:
         reranker.compress_documents(blank_page, "anything")
     with pytest.raises(InvalidInputError, match=r"^the query is empty"):
         reranker.compress_documents(corpus_documents(), "")
+    # texts given as documents are named, where reading them failed on a missing page_content
+    with pytest.raises(InputTypeError, match=r"^documents\[0\] is a str, not a Document; wrap it"):
+        reranker.compress_documents(TEXTS[:2], "anything")  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match=r"^documents\[0\] is a str, not a Document; wrap it"):
+        asyncio.run(reranker.acompress_documents(TEXTS[:2], "anything"))  # type: ignore[arg-type]
+    # a generator is read once: it failed as not subscriptable once scored (CrossEncoderReranker: [])
+    query = next(iter(QUERIES))
+    ranked = reranker.compress_documents((doc for doc in corpus_documents()), query)
+    assert [d.id for d in ranked] == [d.id for d in reranker.compress_documents(corpus_documents(), query)]
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         PoolragReranker(engine=cross_encoder_engine, top_n=-1)
     with pytest.raises(ValueError, match="Extra inputs"):
