@@ -44,9 +44,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class IngestReport:
-    """What a run did. Of the ``chunks`` read, ``chunks_existing`` were already stored (skipped) and
-    ``upserted`` were written: ``embedded`` of them computed now (cache misses), ``from_cache`` with
-    vectors the cache already held."""
+    """What a run did. Of the documents' ``chunks`` (a resumed run's done documents' included, as
+    stored), ``chunks_existing`` were already stored (skipped) and ``upserted`` were written:
+    ``embedded`` of them computed now (cache misses), ``from_cache`` with vectors the cache already
+    held."""
 
     documents: int = 0
     documents_skipped: int = 0
@@ -321,8 +322,10 @@ class IngestDriver:
             return False
         self.report.documents += 1
         digest = document_version(doc)
-        if self._done_before(doc.source, digest):
+        if (stored := self._done_before(doc.source, digest)) is not None:
             self.report.documents_skipped += 1
+            self.report.chunks += len(stored)  # its chunks are the run's, stored already: the report's
+            self.report.chunks_existing += len(stored)  # chunks are the collection's, as a clean run's
             self.documents_done += 1
             return False
         path = getattr(doc, "path", None)  # a file's (a record's source is its name)
@@ -330,13 +333,15 @@ class IngestDriver:
         self._pending[doc.source] = _Pending(digest, shown=printable(str(path)) if path is not None else "")
         return True
 
-    def _done_before(self, source: str, version: str) -> bool:
-        """Done by the interrupted run, and the collection holds the very chunks it stored, not
-        those a run chunking otherwise stored since (a document of no chunks is read again: nothing
-        to embed). Only a document the checkpoint names costs a look at its stored ids."""
+    def _done_before(self, source: str, version: str) -> ChunkSet | None:
+        """The stored chunks of ``source`` where the interrupted run did it, and the collection holds
+        the very chunks it stored, not those a run chunking otherwise stored since (a document of no
+        chunks is read again: nothing to embed); else ``None``. Only a document the checkpoint names
+        costs a look at its stored ids."""
         if not self.checkpoint.names(source) or not self.stored_ids.holds(source):
-            return False
-        return self.checkpoint.is_done(source, _done_record(version, self.stored_ids.chunks_of(source)))
+            return None
+        stored = self.stored_ids.chunks_of(source)
+        return stored if self.checkpoint.is_done(source, _done_record(version, stored)) else None
 
     def chunk(self, source: str, chunk_id: str, payload: Mapping[str, Any] | None = None) -> bool:
         """Count one chunk of an admitted document; whether it is to be embedded and stored: new, or
