@@ -171,6 +171,21 @@ def test_metadata_survives_reopening_and_mismatches_are_refused(
 
 
 @pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_truncating_run_into_a_full_size_collection_is_told_to_leave_out_dimensions(
+    kind: str, make_store
+) -> None:
+    """The converse of a re-run that left out the truncation: ``--dimensions`` added by mistake was told
+    only to use another collection or delete this one."""
+    store = make_store(kind)
+    store.ensure_collection(_spec())
+    with pytest.raises(CollectionMismatchError) as refused:
+        store.ensure_collection(_spec(dim=64))
+    assert "meaningless: it was written without --dimensions, so run again without it, or use another" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_a_run_with_another_model_is_told_the_model_the_collection_was_written_with(
     kind: str, make_store
 ) -> None:

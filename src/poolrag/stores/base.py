@@ -225,8 +225,14 @@ class CollectionSpec:
         if other_model and stored.model_name != self.model_name:  # not the same folder retrained
             return self._model_remedy(stored)
         same_model = stored.model_name == self.model_name and stored.full_dimension == self.full_dimension
-        if not same_model or stored.dimension == self.dimension or stored.dimension >= stored.full_dimension:
+        if not same_model or stored.dimension == self.dimension:
             return ""
+        if stored.dimension >= stored.full_dimension:  # this run truncates a full-size collection's model
+            return (
+                "it was written without --dimensions, so run again without it, or "
+                if len(problems) == 1
+                else ""
+            )
         return f"it was written with {_truncation_flags(stored)}, so run again with them, or "
 
     def _model_remedy(self, stored: CollectionSpec) -> str:
