@@ -178,6 +178,29 @@ def excluded(relative: str, patterns: Sequence[str]) -> bool:
     return False
 
 
+class ExcludedFiles:
+    """Which files the ``exclude`` patterns leave out of the folders given (the run's own rule,
+    :func:`excluded`, asked again of a stored source's path after the run): a file an earlier run
+    stored that this run excluded is still stored and searched until ``prune``, which a run says,
+    as it says of a file gone from disk. A file reached through a symlinked folder is not told."""
+
+    def __init__(self, paths: Sequence[Any], patterns: Sequence[str]) -> None:
+        self._patterns = tuple(patterns)
+        self._folders = [os.path.realpath(raw) for raw in paths if patterns and os.path.isdir(raw)]
+
+    def __call__(self, path: str) -> bool:
+        """Whether the file at ``path`` (resolved) lies under a folder given and is excluded there,
+        itself or a folder above it."""
+        for folder in self._folders:
+            if not path.startswith(f"{folder.rstrip('/')}/"):
+                continue
+            parts = Path(path).relative_to(folder).as_posix().split("/")
+            above = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts) - 1)]
+            if any(excluded(relative, self._patterns) for relative in [*above, "/".join(parts)]):
+                return True
+        return False
+
+
 def _walk(
     path: Path, unlisted: Callable[[OSError], None], suffixes: tuple[str, ...], exclude: Sequence[str]
 ) -> Iterator[Path]:
@@ -380,14 +403,20 @@ class PathDocuments(Iterator[Any]):
     :meth:`~poolrag.ingest.IngestPipeline.run` reads when it is given none, so ``prune`` keeps a
     skipped file's chunks without the list being passed twice. ``record_files``: the JSONL and CSV
     files read to their end (resolved paths), whose records no longer in them the run deletes, as
-    it deletes an edited document's old chunks."""
+    it deletes an edited document's old chunks. ``excluded``: which stored files the ``exclude``
+    patterns left out (:class:`ExcludedFiles`)."""
 
     def __init__(
-        self, documents: Iterator[Any], skipped: Sequence[SkippedFile], record_files: list[str]
+        self,
+        documents: Iterator[Any],
+        skipped: Sequence[SkippedFile],
+        record_files: list[str],
+        excluded: ExcludedFiles | None = None,
     ) -> None:
         self._documents = documents
         self.skipped = skipped
         self.record_files = record_files
+        self.excluded = excluded if excluded is not None else ExcludedFiles((), ())
 
     def __next__(self) -> Document | FileDocument | VisualDocument:
         return next(self._documents)
@@ -428,10 +457,12 @@ def read_paths(
         InvalidInputError: a path that does not exist; with ``skipped=None``, any per-file problem.
     """
     record_files: list[str] = []
+    paths = _path_list(paths)
     return PathDocuments(
         _read_paths(paths, text_field, skipped, images, texts, record_files, tuple(exclude)),
         () if skipped is None else skipped,
         record_files,
+        ExcludedFiles(paths, exclude),
     )
 
 
