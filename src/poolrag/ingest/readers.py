@@ -162,6 +162,11 @@ class SkippedFile:
         return f"{where}: {self.reason}"
 
 
+class _LeftOutAtOnce(InvalidInputError):
+    """A file or record left out where no ``skipped`` list collects them (``--fail-fast``): its
+    message already names the file and line, so whoever reads the file lets it pass as it is."""
+
+
 def excluded(relative: str, patterns: Sequence[str]) -> bool:
     """Whether a file or folder at ``relative`` (to the folder given, ``/``-separated) is left out
     by one of ``patterns``, as ``.gitignore`` reads them: a pattern without ``/`` (``node_modules``,
@@ -478,7 +483,7 @@ def _read_paths(
     def problem(where: Path, reason: str, line: int | None = None, *, fatal: bool = True) -> None:
         item = SkippedFile(str(where), reason, line)
         if skipped is None and fatal:
-            raise InvalidInputError(str(item))
+            raise _LeftOutAtOnce(str(item))
         logger.warning("skipping %s", item)
         if skipped is not None:
             skipped.append(item)
@@ -531,6 +536,8 @@ def _read_file(
             yield parse(file)
             return
         digest, visible = _scan_text(file)
+    except _LeftOutAtOnce:  # a record of it, named with its line (not "path: path:3: ...")
+        raise
     except UnicodeDecodeError as exc:
         problem(file, _not_text(file, exc, images is not None))
         return
