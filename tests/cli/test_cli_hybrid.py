@@ -93,6 +93,7 @@ def test_sparse_search_of_a_dense_collection_is_one_line(tmp_path: Path, minilm_
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1
     assert "has no sparse field" in err
+    assert "'poolrag ingest --hybrid' into a new --collection" in err  # the fix, not only the cause
     # And the other way round: --hybrid into the dense collection is refused before embedding.
     assert main(["ingest", str(SAMPLES / "nature"), "--quiet", "--hybrid", *common]) == 2
     assert "sparse field none vs bm25" in capsys.readouterr().err

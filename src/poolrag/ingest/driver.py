@@ -44,9 +44,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class IngestReport:
-    """What a run did. Of the ``chunks`` read, ``chunks_existing`` were already stored (skipped) and
-    ``upserted`` were written: ``embedded`` of them computed now (cache misses), ``from_cache`` with
-    vectors the cache already held."""
+    """What a run did. Of the documents' ``chunks`` (a resumed run's done documents' included, as
+    stored), ``chunks_existing`` were already stored (skipped) and ``upserted`` were written:
+    ``embedded`` of them computed now (cache misses), ``from_cache`` with vectors the cache already
+    held."""
 
     documents: int = 0
     documents_skipped: int = 0
@@ -56,6 +57,10 @@ class IngestReport:
     #: stay stored and found by search until a run with ``prune`` (0 in such a run: it deletes them)
     files_gone: int = 0
     chunks_of_files_gone: int = 0
+    #: files an earlier run stored that this run's ``exclude`` patterns left out, and their chunks,
+    #: stored and found by search as a gone file's are (0 in a run with ``prune``: it deletes them)
+    files_excluded: int = 0
+    chunks_of_files_excluded: int = 0
     chunks: int = 0
     chunks_existing: int = 0
     upserted: int = 0
@@ -321,8 +326,10 @@ class IngestDriver:
             return False
         self.report.documents += 1
         digest = document_version(doc)
-        if self._done_before(doc.source, digest):
+        if (stored := self._done_before(doc.source, digest)) is not None:
             self.report.documents_skipped += 1
+            self.report.chunks += len(stored)  # its chunks are the run's, stored already: the report's
+            self.report.chunks_existing += len(stored)  # chunks are the collection's, as a clean run's
             self.documents_done += 1
             return False
         path = getattr(doc, "path", None)  # a file's (a record's source is its name)
@@ -330,13 +337,15 @@ class IngestDriver:
         self._pending[doc.source] = _Pending(digest, shown=printable(str(path)) if path is not None else "")
         return True
 
-    def _done_before(self, source: str, version: str) -> bool:
-        """Done by the interrupted run, and the collection holds the very chunks it stored, not
-        those a run chunking otherwise stored since (a document of no chunks is read again: nothing
-        to embed). Only a document the checkpoint names costs a look at its stored ids."""
+    def _done_before(self, source: str, version: str) -> ChunkSet | None:
+        """The stored chunks of ``source`` where the interrupted run did it, and the collection holds
+        the very chunks it stored, not those a run chunking otherwise stored since (a document of no
+        chunks is read again: nothing to embed); else ``None``. Only a document the checkpoint names
+        costs a look at its stored ids."""
         if not self.checkpoint.names(source) or not self.stored_ids.holds(source):
-            return False
-        return self.checkpoint.is_done(source, _done_record(version, self.stored_ids.chunks_of(source)))
+            return None
+        stored = self.stored_ids.chunks_of(source)
+        return stored if self.checkpoint.is_done(source, _done_record(version, stored)) else None
 
     def chunk(self, source: str, chunk_id: str, payload: Mapping[str, Any] | None = None) -> bool:
         """Count one chunk of an admitted document; whether it is to be embedded and stored: new, or
@@ -420,6 +429,7 @@ class IngestDriver:
         skipped: Sequence[SkippedFile] = (),
         record_files: Sequence[str] = (),
         read_files: bool = False,
+        excluded: Callable[[str], bool] | None = None,
     ) -> IngestReport:
         """After every batch is stored: prune, let the store optimise, drop the checkpoint.
 
@@ -430,16 +440,23 @@ class IngestDriver:
         ``read_files``: the documents came from :func:`~poolrag.ingest.read_paths` (even if none
         was left to read), so stored sources gone from disk are files deleted since, told of; a
         run of the caller's own documents only (``/kb/notes-1`` is a name, not a file) tells of none.
+        ``excluded``: whether a stored file is one the run's ``exclude`` patterns left out
+        (:class:`~poolrag.ingest.readers.ExcludedFiles`), told of as a file gone from disk is.
         A run that fails here (its checkpoint kept) lets the next one in, in this process too.
         """
         try:
-            return self._finish(prune, skipped, record_files, read_files)
+            return self._finish(prune, skipped, record_files, read_files, excluded or _nothing_excluded)
         except BaseException:
             self.close()
             raise
 
     def _finish(
-        self, prune: bool, skipped: Sequence[SkippedFile], record_files: Sequence[str], read_files: bool
+        self,
+        prune: bool,
+        skipped: Sequence[SkippedFile],
+        record_files: Sequence[str],
+        read_files: bool,
+        excluded: Callable[[str], bool],
     ) -> IngestReport:
         self.save()
         report = self.report
@@ -455,7 +472,9 @@ class IngestDriver:
             for removed in self.stored_ids.orphans(lambda source: not source.startswith(whole)):
                 self._delete(removed)
         if not prune and (read_files or self._read_files or record_files):
-            self._tell_files_gone(lambda source: _under(source, kept) or source.startswith(whole))
+            self._tell_files_not_read(
+                lambda source: _under(source, kept) or source.startswith(whole), excluded
+            )
         if prune:
             for path in sorted({printable(s.path) for s in skipped if s.line is not None}):
                 logger.warning(
@@ -481,34 +500,33 @@ class IngestDriver:
         )
         return report
 
-    def _tell_files_gone(self, kept: Callable[[str], bool]) -> None:
+    def _tell_files_not_read(self, kept: Callable[[str], bool], excluded: Callable[[str], bool]) -> None:
         """Count, and warn of, the files stored before that this run did not read because they are
-        gone from disk: their chunks are still found by search, and a run that says nothing of them
-        ("up to date") lets a user believe a deleted or renamed file is gone from the collection."""
-        files: list[str] = []
-        chunks = 0
+        gone from disk, or because its ``exclude`` patterns left them out: their chunks are still
+        found by search, and a run that says nothing of them ("up to date") lets a user believe a
+        deleted, renamed or excluded file is gone from the collection."""
+        gone: list[str] = []
+        left_out: list[str] = []
+        chunks = {"gone": 0, "excluded": 0}
         for source, count in self.stored_ids.unseen_sources():
-            if kept(source) or (path := _gone_file(source)) is None:
+            if kept(source) or (path := _file_of(source)) is None:
                 continue
-            chunks += count
+            if not os.path.lexists(path):
+                files, kind = gone, "gone"
+            elif excluded(path):
+                files, kind = left_out, "excluded"
+            else:
+                continue  # a file under a path this run was not given: another run's to read
+            chunks[kind] += count
             if not files or files[-1] != path:  # a file's records come one after another
                 files.append(path)
-        if not files:
-            return
-        self.report.files_gone, self.report.chunks_of_files_gone = len(files), chunks
-        shown = ", ".join(printable(path) for path in files[:3]) + (", ..." if len(files) > 3 else "")
-        logger.warning(
-            "%d %s stored by an earlier run %s gone from disk (%s); %s %d %s still stored and found by "
-            "search: run again with --prune to delete %s",
-            len(files),
-            "file" if len(files) == 1 else "files",
-            "is" if len(files) == 1 else "are",
-            shown,
-            "its" if len(files) == 1 else "their",
-            chunks,
-            "chunk is" if chunks == 1 else "chunks are",
-            "it" if chunks == 1 else "them",
-        )
+        if gone:
+            self.report.files_gone, self.report.chunks_of_files_gone = len(gone), chunks["gone"]
+            _warn_not_read(gone, "gone from disk", chunks["gone"])
+        if left_out:
+            self.report.files_excluded = len(left_out)
+            self.report.chunks_of_files_excluded = chunks["excluded"]
+            _warn_not_read(left_out, "excluded by this run's --exclude", chunks["excluded"])
 
     def stored_chunk_ids(self) -> dict[str, str | None]:
         """The ids stored before the run and their payloads' digests (``None``: unknown), in memory,
@@ -551,10 +569,10 @@ def stored_as_is(stored: Mapping[str, str | None], chunk_id: str, payload: Mappi
     return chunk_id in stored and payload_matches(stored[chunk_id], payload)
 
 
-def _gone_file(source: str) -> str | None:
+def _file_of(source: str) -> str | None:
     """The file a stored ``source`` was read from (itself, or for a JSONL or CSV record ``path#id``
-    its file) where that is an absolute path no longer on disk; ``None`` for a file still there or
-    a source that names no file (a ``Document`` of the caller's own)."""
+    its file) where that is an absolute path; ``None`` for a source that names no file (a
+    ``Document`` of the caller's own)."""
     path = source
     cut = source.find("#")
     while cut != -1:
@@ -562,9 +580,30 @@ def _gone_file(source: str) -> str | None:
             path = source[:cut]
             break
         cut = source.find("#", cut + 1)
-    if not os.path.isabs(path) or os.path.lexists(path):
-        return None
-    return path
+    return path if os.path.isabs(path) else None
+
+
+def _nothing_excluded(path: str) -> bool:
+    """No ``exclude`` patterns (documents not read from paths): no stored file is excluded."""
+    return False
+
+
+def _warn_not_read(files: Sequence[str], why: str, chunks: int) -> None:
+    """One warning naming the stored ``files`` a run did not read (``why``), whose ``chunks`` stay."""
+    shown = ", ".join(printable(path) for path in files[:3]) + (", ..." if len(files) > 3 else "")
+    logger.warning(
+        "%d %s stored by an earlier run %s %s (%s); %s %d %s still stored and found by "
+        "search: run again with --prune to delete %s",
+        len(files),
+        "file" if len(files) == 1 else "files",
+        "is" if len(files) == 1 else "are",
+        why,
+        shown,
+        "its" if len(files) == 1 else "their",
+        chunks,
+        "chunk is" if chunks == 1 else "chunks are",
+        "it" if chunks == 1 else "them",
+    )
 
 
 def _under(source: str, resolved: list[str]) -> bool:

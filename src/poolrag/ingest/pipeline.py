@@ -172,6 +172,7 @@ class IngestPipeline:
                 skipped=skipped,
                 record_files=getattr(documents, "record_files", ()),
                 read_files=isinstance(documents, PathDocuments),
+                excluded=getattr(documents, "excluded", None),
             )
         except BaseException:
             # whatever failed (a second Ctrl-C while the batch being embedded finishes, a checkpoint

@@ -162,6 +162,11 @@ class SkippedFile:
         return f"{where}: {self.reason}"
 
 
+class _LeftOutAtOnce(InvalidInputError):
+    """A file or record left out where no ``skipped`` list collects them (``--fail-fast``): its
+    message already names the file and line, so whoever reads the file lets it pass as it is."""
+
+
 def excluded(relative: str, patterns: Sequence[str]) -> bool:
     """Whether a file or folder at ``relative`` (to the folder given, ``/``-separated) is left out
     by one of ``patterns``, as ``.gitignore`` reads them: a pattern without ``/`` (``node_modules``,
@@ -176,6 +181,29 @@ def excluded(relative: str, patterns: Sequence[str]) -> bool:
         if fnmatch.fnmatchcase(name if "/" not in bare else relative.rstrip("/"), bare.lstrip("/")):
             return True
     return False
+
+
+class ExcludedFiles:
+    """Which files the ``exclude`` patterns leave out of the folders given (the run's own rule,
+    :func:`excluded`, asked again of a stored source's path after the run): a file an earlier run
+    stored that this run excluded is still stored and searched until ``prune``, which a run says,
+    as it says of a file gone from disk. A file reached through a symlinked folder is not told."""
+
+    def __init__(self, paths: Sequence[Any], patterns: Sequence[str]) -> None:
+        self._patterns = tuple(patterns)
+        self._folders = [os.path.realpath(raw) for raw in paths if patterns and os.path.isdir(raw)]
+
+    def __call__(self, path: str) -> bool:
+        """Whether the file at ``path`` (resolved) lies under a folder given and is excluded there,
+        itself or a folder above it."""
+        for folder in self._folders:
+            if not path.startswith(f"{folder.rstrip('/')}/"):
+                continue
+            parts = Path(path).relative_to(folder).as_posix().split("/")
+            above = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts) - 1)]
+            if any(excluded(relative, self._patterns) for relative in [*above, "/".join(parts)]):
+                return True
+        return False
 
 
 def _walk(
@@ -380,14 +408,20 @@ class PathDocuments(Iterator[Any]):
     :meth:`~poolrag.ingest.IngestPipeline.run` reads when it is given none, so ``prune`` keeps a
     skipped file's chunks without the list being passed twice. ``record_files``: the JSONL and CSV
     files read to their end (resolved paths), whose records no longer in them the run deletes, as
-    it deletes an edited document's old chunks."""
+    it deletes an edited document's old chunks. ``excluded``: which stored files the ``exclude``
+    patterns left out (:class:`ExcludedFiles`)."""
 
     def __init__(
-        self, documents: Iterator[Any], skipped: Sequence[SkippedFile], record_files: list[str]
+        self,
+        documents: Iterator[Any],
+        skipped: Sequence[SkippedFile],
+        record_files: list[str],
+        excluded: ExcludedFiles | None = None,
     ) -> None:
         self._documents = documents
         self.skipped = skipped
         self.record_files = record_files
+        self.excluded = excluded if excluded is not None else ExcludedFiles((), ())
 
     def __next__(self) -> Document | FileDocument | VisualDocument:
         return next(self._documents)
@@ -428,10 +462,12 @@ def read_paths(
         InvalidInputError: a path that does not exist; with ``skipped=None``, any per-file problem.
     """
     record_files: list[str] = []
+    paths = _path_list(paths)
     return PathDocuments(
         _read_paths(paths, text_field, skipped, images, texts, record_files, tuple(exclude)),
         () if skipped is None else skipped,
         record_files,
+        ExcludedFiles(paths, exclude),
     )
 
 
@@ -447,7 +483,7 @@ def _read_paths(
     def problem(where: Path, reason: str, line: int | None = None, *, fatal: bool = True) -> None:
         item = SkippedFile(str(where), reason, line)
         if skipped is None and fatal:
-            raise InvalidInputError(str(item))
+            raise _LeftOutAtOnce(str(item))
         logger.warning("skipping %s", item)
         if skipped is not None:
             skipped.append(item)
@@ -500,6 +536,8 @@ def _read_file(
             yield parse(file)
             return
         digest, visible = _scan_text(file)
+    except _LeftOutAtOnce:  # a record of it, named with its line (not "path: path:3: ...")
+        raise
     except UnicodeDecodeError as exc:
         problem(file, _not_text(file, exc, images is not None))
         return

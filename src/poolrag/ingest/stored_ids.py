@@ -86,12 +86,18 @@ class ChunkSet:
 
     def __init__(self, ids: Iterable[str] = ()) -> None:
         self._total = 0
+        self._count = 0
         for chunk_id in ids:
             self.add(chunk_id)
 
     def add(self, chunk_id: str) -> None:
         term = hashlib.blake2b(chunk_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         self._total = (self._total + int.from_bytes(term, "little")) % self._MODULUS
+        self._count += 1
+
+    def __len__(self) -> int:
+        """How many ids were added (a resumed run counts a done document's stored chunks by it)."""
+        return self._count
 
     @property
     def digest(self) -> str:

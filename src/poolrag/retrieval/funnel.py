@@ -234,7 +234,9 @@ class Retriever:
         if self.spec.sparse is None:
             raise UnsupportedStoreFeature(
                 f"collection {self.spec.name!r} has no sparse field; sparse and hybrid search need a "
-                "collection ingested with sparse vectors"
+                "collection ingested with sparse vectors: 'poolrag ingest --hybrid' into a new "
+                "--collection (IngestPipeline(..., sparse_encoder=...) in Python), since a dense one "
+                "cannot gain the field"
             )
         if self.sparse_encoder is None:
             raise InvalidInputError("sparse and hybrid search need a sparse_encoder (e.g. a BM25Encoder)")

@@ -608,6 +608,7 @@ def ingest_on_ray(
             skipped=skipped,
             record_files=record_files,
             read_files=isinstance(documents, PathDocuments),
+            excluded=getattr(documents, "excluded", None),
         )
     except BaseException:
         driver.close()  # idempotent: the run's lock and scratch file go whatever failed

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, Self
 
 import numpy as np
 
-from poolrag.config.packaged_models import typed_identity
+from poolrag.config.packaged_models import packaged_hub_id, typed_identity
 from poolrag.errors import InvalidInputError
 from poolrag.model_facts import same_weights
 from poolrag.printable import printable
@@ -214,20 +215,48 @@ class CollectionSpec:
             )
 
     def _remedy(self, stored: CollectionSpec, problems: Sequence[str]) -> str:
-        """The flags of the run that wrote ``stored``, where they are the one difference (``--hybrid``)
-        or it is this run's model truncated (Matryoshka) and this run left the truncation out: the
-        likely fix, said first."""
+        """The flags of the run that wrote ``stored``, where they are the one difference (``--hybrid``),
+        it is this run's model truncated (Matryoshka) and this run left the truncation out, or it is
+        another model and nothing else (a re-run that left out ``--model``): the likely fix, said first."""
         if len(problems) == 1 and {stored.sparse, self.sparse} == {None, "bm25"}:
             said = "with" if stored.sparse else "without"
             return f"it was written {said} --hybrid, so run again {said} it, or "
+        other_model = not same_weights(stored.model_identity, self.model_identity)
+        if other_model and stored.model_name != self.model_name:  # not the same folder retrained
+            return self._model_remedy(stored)
         same_model = stored.model_name == self.model_name and stored.full_dimension == self.full_dimension
-        if not same_model or stored.dimension == self.dimension or stored.dimension >= stored.full_dimension:
+        if not same_model or stored.dimension == self.dimension:
             return ""
-        options = stored.model_options if isinstance(stored.model_options, dict) else {}  # read from a store
-        overrides = options.get("hf_overrides")
-        assumed = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
-        flags = f"--dimensions {stored.dimension}" + (" --assume-matryoshka" if assumed else "")
-        return f"it was written with {flags}, so run again with them, or "
+        if stored.dimension >= stored.full_dimension:  # this run truncates a full-size collection's model
+            return (
+                "it was written without --dimensions, so run again without it, or "
+                if len(problems) == 1
+                else ""
+            )
+        return f"it was written with {_truncation_flags(stored)}, so run again with them, or "
+
+    def _model_remedy(self, stored: CollectionSpec) -> str:
+        """``--model`` of the run that wrote ``stored`` (its truncation too), where what else differs
+        follows from the model (its size, layout, outputs): other flags (``--hybrid``, a vector type,
+        late chunking) are no model's, and the run may have meant them."""
+        if not stored.model_name or (stored.sparse, stored.vector_type, stored.chunk_vectors) != (
+            self.sparse,
+            self.vector_type,
+            self.chunk_vectors,
+        ):
+            return ""
+        flags = f"--model {shlex.quote(packaged_hub_id(stored.model_name) or stored.model_name)}"
+        if stored.dimension < stored.full_dimension:
+            flags += f" {_truncation_flags(stored)}"
+        return f"it was written with {flags}, so run again with {'them' if ' --' in flags else 'it'}, or "
+
+
+def _truncation_flags(stored: CollectionSpec) -> str:
+    """The flags that truncate a Matryoshka model's vectors to ``stored``'s size, as its run gave them."""
+    options = stored.model_options if isinstance(stored.model_options, dict) else {}  # read from a store
+    overrides = options.get("hf_overrides")
+    assumed = isinstance(overrides, dict) and overrides.get("is_matryoshka") is True
+    return f"--dimensions {stored.dimension}" + (" --assume-matryoshka" if assumed else "")
 
 
 #: what an output fingerprint covers, said where two differ
