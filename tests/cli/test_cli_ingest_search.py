@@ -457,6 +457,28 @@ def test_a_missing_qdrant_edge_collection_is_named_as_the_other_stores_name_it(
     )
 
 
+def test_a_milvus_lite_database_searched_as_qdrant_is_no_qdrant_database_and_stays_as_it_was(
+    tmp_path: Path, capsys
+) -> None:
+    """Seen from outside: ``search --store qdrant --path poolrag_milvus.db`` opened Qdrant's local
+    mode there, which wrote its ``meta.json`` and lock file into the Milvus Lite folder, then said
+    the collection did not exist. A folder Qdrant never wrote is no Qdrant database."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Pelicans dive for fish.")
+    milvus = tmp_path / "poolrag_milvus.db"
+    cache = ["--cache", str(tmp_path / "c.sqlite")]
+    assert main(["ingest", str(docs), "--uri", str(milvus), "--collection", "docs", "--quiet", *cache]) == 0
+    before = sorted(p.relative_to(milvus) for p in milvus.rglob("*"))
+    capsys.readouterr()
+    as_qdrant = ["--store", "qdrant", "--path", str(milvus), "--collection", "docs"]
+    assert main(["search", "fish", *as_qdrant, *cache]) == 2
+    assert f"no qdrant database at {milvus}: nothing was ingested there" in capsys.readouterr().err
+    assert sorted(p.relative_to(milvus) for p in milvus.rglob("*")) == before
+    assert main(["search", "fish", "--uri", str(milvus), "--collection", "docs", "-k", "1", *cache]) == 0
+    assert "a.txt" in capsys.readouterr().out
+
+
 def test_a_matryoshka_collection_an_older_poolrag_wrote_is_still_its_model(
     tmp_path: Path, minilm_path: Path, capsys
 ) -> None:

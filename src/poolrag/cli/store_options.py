@@ -114,13 +114,19 @@ def refuse_missing_database(args: argparse.Namespace) -> None:
     (a search with a mistyped ``--uri`` left an empty database behind and then said the collection
     was missing). A qdrant-edge database is the ``--path`` folder, each collection a folder in it:
     one that holds other collections is there, and the store says the collection does not exist,
-    as Milvus and Qdrant say it."""
+    as Milvus and Qdrant say it. Qdrant's local mode writes its ``meta.json`` into any folder it
+    opens, so a folder without one (a Milvus Lite database given to ``--store qdrant``) is no Qdrant
+    database either, and is left as it was."""
     from poolrag.stores.names import check_collection_name
+    from poolrag.stores.qdrant_local_points import QDRANT_LOCAL_META
 
     check_collection_name(args.collection)  # a bad name is that error, not a missing database
     data = store_address_from_args(args).local_data()
     database = data.parent if data is not None and args.store == "qdrant-edge" else data
-    if database is not None and not database.exists():
+    if database is None:  # a server's
+        return
+    held = (database / QDRANT_LOCAL_META).is_file() if args.store == "qdrant" else database.exists()
+    if not held:
         where = f"--uri {data}" if args.store == "milvus" else f"--path {args.path or database}"
         raise InvalidInputError(
             f"no {args.store} database at {database}: nothing was ingested there "

@@ -23,6 +23,9 @@ from typing import Any
 
 from poolrag.stores.errors import UnsafeStoreFileError
 
+#: the file qdrant-client's local mode lists a folder's collections in (it writes one into any
+#: folder it opens)
+QDRANT_LOCAL_META = "meta.json"
 #: the module qdrant-client's points and their parts (sparse vectors, ...) are pickled from
 _MODELS_MODULE = "qdrant_client.http.models.models"
 
@@ -54,7 +57,7 @@ def check_local_points(folder: str | os.PathLike[str]) -> None:
     """Raise :class:`UnsafeStoreFileError` unless every row of every collection the Qdrant local
     ``folder`` lists is a point; a folder without a readable ``meta.json`` opens no collection."""
     try:
-        meta = json.loads((Path(folder) / "meta.json").read_text(encoding="utf-8"))
+        meta = json.loads((Path(folder) / QDRANT_LOCAL_META).read_text(encoding="utf-8"))
         names = meta["collections"]
     except (OSError, ValueError, KeyError, TypeError):
         return  # qdrant-client creates or refuses it, before unpickling anything
