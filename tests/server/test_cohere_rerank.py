@@ -135,6 +135,26 @@ def test_a_long_document_with_max_chunks_per_doc_is_scored_as_its_first_chunk(
     assert answer.json()["results"][0]["relevance_score"] == pytest.approx(cut, abs=1e-6)
 
 
+def test_the_clients_read_cohere_s_meta_with_search_units_and_truncation_warnings(
+    cross_encoder_server: Served,
+) -> None:
+    """Cohere's rerank answers always carry ``meta``; code counting usage reads
+    ``meta.billed_units.search_units`` (a query with up to 100 documents), and a cut is a warning there."""
+    v2 = cohere.ClientV2(base_url=cross_encoder_server.url, api_key="unused", timeout=120)
+    many = v2.rerank(
+        model=cross_encoder_server.model, query=QUERY, documents=[f"doc {i}" for i in range(101)]
+    )
+    assert many.meta.api_version.version == "2"
+    assert many.meta.billed_units.search_units == 2
+    assert many.meta.warnings is None
+    long = "Paris is the capital and largest city of France. " * 80  # over the model's length
+    v1 = cohere.Client(base_url=cross_encoder_server.url, api_key="unused", timeout=120)
+    cut = v1.rerank(model=cross_encoder_server.model, query=QUERY, documents=[long, DOCUMENTS[0]])
+    assert cut.meta.api_version.version == "1"
+    assert cut.meta.billed_units.search_units == 1
+    assert cut.meta.warnings == ["1 of 2 query-document pairs were truncated to fit the model"]
+
+
 def test_the_v2_client_with_relevant_spans_disabled_ranks_as_without(cross_encoder_server: Served) -> None:
     client = cohere.ClientV2(base_url=cross_encoder_server.url, api_key="unused", timeout=120)
     common = {"model": cross_encoder_server.model, "query": QUERY, "documents": DOCUMENTS}

@@ -761,11 +761,24 @@ class RerankResult(BaseModel):
     document: RerankDocument | None = None
 
 
+class RerankBilledUnits(BaseModel):
+    search_units: int = Field(description="Cohere's unit: a query with up to 100 documents.")
+
+
+class RerankMeta(BaseModel):
+    """Cohere's ``meta``: its clients type it, and code that counts usage reads ``billed_units``."""
+
+    api_version: dict[str, str]
+    billed_units: RerankBilledUnits
+    warnings: list[str] | None = Field(None, description="Says how many documents were truncated, if any.")
+
+
 class RerankResponse(BaseModel):
     id: str
     model: str
     usage: Usage = Field(description="prompt_tokens and total_tokens (equal here), as vLLM answers.")
     results: list[RerankResult]
+    meta: RerankMeta
 
 
 # -- /classify ---------------------------------------------------------------------------------------

@@ -27,8 +27,10 @@ from poolrag.server.openapi import ENGINE_ERRORS
 from poolrag.server.routes.tei_rerank import tei_rerank
 from poolrag.server.schemas import (
     ContentDocument,
+    RerankBilledUnits,
     RerankDocument,
     RerankDocumentIn,
+    RerankMeta,
     RerankRequest,
     RerankResponse,
     RerankResult,
@@ -76,12 +78,30 @@ async def rerank_documents(body: RerankRequest, request: Request, response: Resp
         for r in ranked
     ]
     tokens = sum(out.num_tokens for out in outputs)
-    report_truncated(response, outputs, pairs_cut(query_cut, texts_cut))
+    truncated = report_truncated(response, outputs, pairs_cut(query_cut, texts_cut))
     return RerankResponse(
         id=new_id("rerank", body.request_id),
         model=state.settings.model_name,
         usage=Usage(prompt_tokens=tokens, total_tokens=tokens),
         results=results,
+        meta=_cohere_meta(path, len(texts), truncated),
+    )
+
+
+#: Cohere bills a search unit per query with up to this many documents.
+_DOCUMENTS_PER_SEARCH_UNIT = 100
+
+
+def _cohere_meta(path: str, n_documents: int, truncated: int) -> RerankMeta:
+    """Cohere's ``meta``, which its answers always carry (code counting usage reads
+    ``meta.billed_units.search_units``); a truncation is told in ``warnings``, as on ``/v2/embed``."""
+    units = -(-n_documents // _DOCUMENTS_PER_SEARCH_UNIT)
+    cut = f"{truncated} of {n_documents} query-document pairs were truncated to fit the model"
+    warnings = [cut] if truncated else None
+    return RerankMeta(
+        api_version={"version": "2" if path == _BARE_RESULTS_PATH else "1"},
+        billed_units=RerankBilledUnits(search_units=units),
+        warnings=warnings,
     )
 
 
